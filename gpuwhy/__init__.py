@@ -1,0 +1,29 @@
+"""gpuwhy: why is my TensorFlow GPU idle? Diagnoses with evidence, the fix, and a measurement.
+
+Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -> ``rules``
+(facts -> findings) -> ``report`` (terminal, JSON). The public entry points live here.
+"""
+
+__version__ = "0.1.0"
+
+
+def check(python=None, timeout=120.0):
+    """Run the environment doctor and return its :class:`gpuwhy.record.RunRecord`."""
+    import sys
+
+    from gpuwhy.collect.environment import EnvironmentCollector
+    from gpuwhy.record import RunRecord
+    facts = EnvironmentCollector(python or sys.executable, timeout).collect()
+    return RunRecord.diagnose("check", facts)
+
+
+def load(path):
+    """A saved JSON report as a :class:`gpuwhy.record.RunRecord`."""
+    from gpuwhy.record import RunRecord
+    return RunRecord.load(path)
+
+
+def explain(rule_id):
+    """The documentation of a finding id (raises ``LookupError`` with close matches)."""
+    from gpuwhy.rules import get_rule
+    return get_rule(rule_id).doc()

@@ -1,0 +1,5 @@
+import sys
+
+from gpuwhy.cli import main
+
+sys.exit(main())

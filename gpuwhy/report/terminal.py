@@ -1,0 +1,173 @@
+"""The terminal report (rich): the verdict on the first line, then the findings ranked,
+each with its evidence and the fix as highlighted code, then the environment.
+
+Piped output gets no colour codes and no hard wrapping, so it can be grepped and pasted.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console, Group
+from rich.syntax import Syntax
+from rich.text import Text
+
+from gpuwhy.facts import EnvironmentFacts, GpuDevice
+from gpuwhy.record import RunRecord
+from gpuwhy.report.base import Renderer
+from gpuwhy.rules.base import Finding
+from gpuwhy.verdict import gpu_usable
+
+SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+MiB = 1024 * 1024
+
+
+class TerminalRenderer(Renderer):
+    name = "terminal"
+    file_extension = "txt"
+
+    def render(self, record: RunRecord) -> str:
+        buffer = io.StringIO()
+        console = Console(file=buffer, force_terminal=self.color, no_color=not self.color,
+                          width=self.width or 100, soft_wrap=not self.color,
+                          highlight=False, emoji=False)
+        usable = gpu_usable(record.facts)
+        mark, style = {True: ("✓", "bold green"), False: ("✗", "bold red")}.get(
+            usable, ("•", "bold"))
+        console.print(Text(f"{mark} {record.verdict}", style=style))
+        if record.findings:
+            console.print()
+            for number, finding in enumerate(record.findings, 1):
+                console.print(self._finding(number, finding))
+        env = record.facts.environment
+        if env is not None:
+            console.print()
+            console.print(self._environment(env, record.facts.devices or ()))
+        skipped = record.not_checked
+        if skipped:
+            planned = sum(1 for why in skipped.values() if why == "planned")
+            console.print()
+            console.print(Text(
+                f"Not checked: {len(skipped)} rules ({planned} planned, "
+                f"{len(skipped) - planned} without their facts in this command); "
+                "`gpuwhy rules` lists them.", style="dim"))
+        return buffer.getvalue()
+
+    # -- findings ---------------------------------------------------------------------
+    def _finding(self, number: int, f: Finding) -> Group:
+        head = Text()
+        head.append(f"{number}. ")
+        head.append(f"{f.severity.upper():<6}", style=SEVERITY_STYLE[f.severity])
+        head.append(f" {f.id}", style="bold")
+        head.append(f"  {f.title}")
+        if f.location:
+            head.append(f"  at {f.location}", style="underline")
+        parts: list[Any] = [head]
+        causes = f.evidence.get("causes")
+        if causes:
+            for i, cause in enumerate(causes, 1):
+                line = Text(f"   cause {i}: ", style="bold")
+                line.append(cause["title"])
+                line.append(f" — {cause['detail']}", style="dim" if i > 1 else "")
+                parts.append(line)
+        for key, value in f.evidence.items():
+            if key == "causes" or (key == "tensorflow_log" and not self.verbose):
+                continue
+            parts.append(Text(f"   {key}: {_short(value)}", style="dim"))
+        if f.fix:
+            parts.append(Text("   fix:", style="bold"))
+            parts.extend(self._code(f.fix, indent=5))
+        if f.estimated_gain:
+            parts.append(Text(f"   expected gain: {f.estimated_gain}", style="green"))
+        parts.append(Text(f"   more: gpuwhy explain {f.id}", style="dim"))
+        return Group(*parts)
+
+    def _code(self, code: str, indent: int) -> list[Text]:
+        """Code as Text lines: highlighted on a terminal, never cropped or padded, so a
+        long pip command survives copy and paste."""
+        text = Syntax(code, _lexer(code), theme="ansi_dark").highlight(code) \
+            if self.color else Text(code)
+        text.rstrip()
+        return [Text(" " * indent) + line for line in text.split("\n")]
+
+    # -- environment ------------------------------------------------------------------
+    def _environment(self, env: EnvironmentFacts, devices: tuple[GpuDevice, ...]) -> Group:
+        table = _Rows()
+        where = f"{env.platform} {env.machine}" + (" (WSL)" if env.wsl else "") + (
+            " (container)" if env.driver and env.driver.in_container else "")
+        table.add_row("Python", f"{env.python_version}  {env.python_executable}  [{where}]")
+        tf = env.tensorflow
+        if tf is not None:
+            table.add_row("TensorFlow", _tf_line(tf))
+            if tf.build and tf.build.get("is_cuda_build"):
+                table.add_row("Build needs", f"CUDA {tf.build.get('cuda_version')}, cuDNN "
+                              f"{tf.build.get('cudnn_version')}, code for "
+                              f"{', '.join(tf.build.get('cuda_compute_capabilities') or [])}")
+            if tf.libraries:
+                loaded = [lib for lib in tf.libraries if lib.loaded]
+                missing = [lib.wanted for lib in tf.libraries if not lib.loaded]
+                table.add_row("CUDA libraries", f"{len(loaded)}/{len(tf.libraries)} load"
+                              + (f"; missing: {', '.join(missing)}" if missing else ""))
+        d = env.driver
+        if d is not None:
+            if d.nvml_ok:
+                table.add_row("Driver", f"{d.driver_version} (supports CUDA {d.cuda_driver_version}),"
+                              f" {d.device_count} GPU(s)")
+            else:
+                table.add_row("Driver", f"none: NVML {d.nvml_error}; "
+                              f"{d.libcuda_error or 'libcuda.so.1 loads'}")
+        for dev in devices:
+            mem = (f"{(dev.memory_used_bytes or 0) / MiB:,.0f}/{(dev.memory_total_bytes or 0) / MiB:,.0f}"
+                   " MiB used before the run") if dev.memory_total_bytes else ""
+            table.add_row(f"GPU {dev.index}", f"{dev.name}, compute capability "
+                          f"{dev.compute_capability}, {mem}, {len(dev.processes)} other process(es)")
+        if env.env_vars:
+            shown = {k: v for k, v in env.env_vars.items()
+                     if self.verbose or k not in ("LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")}
+            if shown:
+                table.add_row("Settings", "  ".join(f"{k}={v}" for k, v in shown.items()))
+        if self.verbose and tf is not None:
+            for lib in tf.libraries:
+                table.add_row(f"  {lib.wanted}", lib.path if lib.loaded else
+                              f"missing ({lib.pip_package}); {lib.error or ''}")
+            for line in tf.log_lines:
+                table.add_row("  TF log", line)
+        return Group(Text("Environment", style="bold underline"), *table.lines)
+
+
+class _Rows:
+    """Aligned "key  value" lines; unlike a rich Table they are not padded to the
+    terminal width, so piped output has no trailing blanks and long values do not wrap."""
+
+    def __init__(self, key_width: int = 16) -> None:
+        self.key_width, self.lines = key_width, []
+
+    def add_row(self, key: str, value: str) -> None:
+        line = Text(key.ljust(self.key_width), style="bold")
+        line.append(value)
+        self.lines.append(line)
+
+
+def _tf_line(tf) -> str:
+    if not tf.installed:
+        return "not installed" + (f" ({tf.import_error})" if tf.import_error else "")
+    if not tf.import_ok:
+        return f"import failed: {tf.import_error}"
+    build = tf.build or {}
+    kind = "CUDA build" if build.get("is_cuda_build") else (
+        "ROCm build" if build.get("is_rocm_build") else "CPU-only build")
+    gpus = f"{len(tf.gpus)} GPU(s) listed" + (f", matmul ran on {tf.confirm_device}"
+                                             if tf.confirm_device else "")
+    return (f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}; "
+            f"import took {tf.import_seconds or 0:.1f} s")
+
+
+def _lexer(code: str) -> str:
+    return "python" if any(t in code for t in ("import ", "tf.", "def ", "model.")) \
+        and "pip install" not in code else "bash"
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -1,0 +1,105 @@
+"""The rule registry: one explicit list, sorted by id (after ruff's codes.rs).
+
+Adding a rule means adding its module and one line here; ``tests/rules/test_registry.py``
+checks the list against the catalogue in ``docs/findings.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Optional
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.compression.cpu_codec import CpuCodec
+from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
+from gpuwhy.rules.distribute.idle_gpus import IdleGpus
+from gpuwhy.rules.env.gpu_shared import GpuShared
+from gpuwhy.rules.env.no_gpu import NoGpu
+from gpuwhy.rules.env.ptx_jit import PtxJit
+from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
+from gpuwhy.rules.input.bound import InputBound
+from gpuwhy.rules.input.no_cache import NoCache
+from gpuwhy.rules.input.no_prefetch import NoPrefetch
+from gpuwhy.rules.input.python_function import PythonFunction
+from gpuwhy.rules.input.sequential_map import SequentialMap
+from gpuwhy.rules.launch.eager_ops import EagerOps
+from gpuwhy.rules.launch.retracing import Retracing
+from gpuwhy.rules.memory.near_limit import MemoryNearLimit
+from gpuwhy.rules.memory.underused import MemoryUnderused
+from gpuwhy.rules.placement.float64 import Float64
+from gpuwhy.rules.placement.forced_cpu import ForcedCpu
+from gpuwhy.rules.placement.host_transfers import HostTransfers
+from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
+from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
+from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
+
+ALL_RULES: list[type[Rule]] = [
+    CpuCodec,            # compression.cpu-codec
+    CpuStarvedInput,     # distribute.cpu-starved-input
+    IdleGpus,            # distribute.idle-gpus
+    GpuShared,           # env.gpu-shared
+    NoGpu,               # env.no-gpu
+    PtxJit,              # env.ptx-jit
+    GpuUnderutilized,    # gpu.underutilized
+    InputBound,          # input.bound
+    NoCache,             # input.no-cache
+    NoPrefetch,          # input.no-prefetch
+    PythonFunction,      # input.python-function
+    SequentialMap,       # input.sequential-map
+    EagerOps,            # launch.eager-ops
+    Retracing,           # launch.retracing
+    MemoryNearLimit,     # memory.near-limit
+    MemoryUnderused,     # memory.underused
+    Float64,             # placement.float64
+    ForcedCpu,           # placement.forced-cpu
+    HostTransfers,       # placement.host-transfers
+    NoGpuKernel,         # placement.no-gpu-kernel
+    TensorCoreMisaligned,  # tensorcore.misaligned
+    TensorCoreUnused,    # tensorcore.unused
+]
+
+RULES_BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL_RULES}
+REDIRECTS: dict[str, str] = {old: r.id for r in ALL_RULES for old in r.redirect_from}
+
+
+class UnknownRuleError(LookupError):
+    """An id that names no rule; ``close`` holds the nearest ids for the message."""
+
+    def __init__(self, rule_id: str, close: list[str]) -> None:
+        self.rule_id, self.close = rule_id, close
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `gpuwhy rules` lists them"
+        super().__init__(f"unknown finding id {rule_id!r}{hint}")
+
+
+def get_rule(rule_id: str) -> type[Rule]:
+    rule_id = REDIRECTS.get(rule_id, rule_id)
+    if rule_id in RULES_BY_ID:
+        return RULES_BY_ID[rule_id]
+    ids = list(RULES_BY_ID)
+    close = difflib.get_close_matches(rule_id, ids, n=3, cutoff=0.5)
+    close += [i for i in ids if rule_id and rule_id in i and i not in close][:3]
+    raise UnknownRuleError(rule_id, close)
+
+
+def run_rules(facts: Facts, overrides: Optional[dict[str, dict[str, Any]]] = None
+              ) -> tuple[list[Finding], dict[str, str]]:
+    """Every runnable rule over ``facts``.
+
+    Returns (findings sorted by severity then expected gain, {rule id: why not checked}).
+    A rule is not checked when it is planned or removed, or when a fact section it needs
+    was not collected: a report must say what it did not look at.
+    """
+    findings: list[Finding] = []
+    not_checked: dict[str, str] = {}
+    for rule_cls in ALL_RULES:
+        if rule_cls.status in ("planned", "removed"):
+            not_checked[rule_cls.id] = rule_cls.status
+            continue
+        missing = [s for s in rule_cls.needs if not facts.has(s)]
+        if missing:
+            not_checked[rule_cls.id] = "needs " + ", ".join(missing)
+            continue
+        options = {**rule_cls.options, **(overrides or {}).get(rule_cls.id, {})}
+        findings.extend(rule_cls().check(facts, options))
+    return sorted(findings, key=Finding.sort_key), not_checked

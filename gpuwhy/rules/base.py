@@ -1,0 +1,87 @@
+"""Rule and Finding: the rules' side of collect -> facts -> rules -> findings -> report.
+
+A rule is a class whose docstring *is* its documentation (what ``gpuwhy explain ID``
+prints), after ruff's rules: fixed headings, named options with defaults, and a
+``check(facts, options)`` that reads facts only and returns findings. Rules never import
+TensorFlow or NVML, so each one is tested from a small hand-made facts object.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from gpuwhy.facts import Facts
+
+SEVERITIES = ("high", "medium", "low", "info")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+# stable: implemented and calibrated. preview: implemented, thresholds still moving.
+# planned: documented and registered, its collector does not exist yet (never fires).
+# removed: kept so that its id is never reused.
+STATUSES = ("stable", "preview", "planned", "removed")
+
+REQUIRED_HEADINGS = ("## What it detects", "## Why is this slow?", "## Example",
+                     "Use instead:", "## Options")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis: what is wrong, the numbers that show it, the fix and the gain."""
+
+    id: str
+    severity: str
+    title: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fix: Optional[str] = None           # code or commands to paste
+    estimated_gain: Optional[str] = None
+    location: Optional[str] = None      # file:line where known
+    gain_value: Optional[float] = None  # sortable size of the gain (fraction of step time)
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITY_RANK:
+            raise ValueError(f"unknown severity {self.severity!r} for {self.id}")
+
+    def sort_key(self) -> tuple:
+        """Severity first, then the larger expected gain."""
+        return (SEVERITY_RANK[self.severity], -(self.gain_value or 0.0), self.id)
+
+
+class Rule:
+    """Base class. Subclasses set the attributes below and implement :meth:`check`."""
+
+    id: ClassVar[str]
+    severity: ClassVar[str] = "medium"
+    status: ClassVar[str] = "planned"
+    since: ClassVar[str] = "0.1.0"
+    needs: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[dict[str, Any]] = {}
+    question: ClassVar[str] = ""        # the user's question this rule answers
+    redirect_from: ClassVar[tuple[str, ...]] = ()  # old ids that now mean this rule
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        """Planned rules have no collector yet; they are listed, never run."""
+        return []
+
+    # -- documentation -------------------------------------------------------------
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.doc().splitlines()[0] if cls.__doc__ else ""
+
+    @classmethod
+    def documented_options(cls) -> list[str]:
+        """Option names listed under ``## Options`` as ``- `name` ...`` bullets."""
+        doc = cls.doc()
+        part = doc.split("## Options", 1)[1] if "## Options" in doc else ""
+        return re.findall(r"^- `([a-z_0-9]+)`", part, flags=re.MULTILINE)
+
+    def finding(self, title: str, **kwargs: Any) -> Finding:
+        """A finding of this rule with its default severity unless given."""
+        kwargs.setdefault("severity", self.severity)
+        return Finding(id=self.id, title=title, **kwargs)

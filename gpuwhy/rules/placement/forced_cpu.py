@@ -1,0 +1,55 @@
+"""placement.forced-cpu: an explicit tf.device('/CPU:0') pins ops that could run on the GPU."""
+
+from gpuwhy.rules.base import Rule
+
+
+class ForcedCpu(Rule):
+    """An explicit `tf.device("/CPU:0")` pins ops to the CPU although they have GPU kernels.
+
+    ## What it detects
+    Ops in the step that run on the CPU only because the program asked for it: they sit
+    under a `with tf.device("/CPU:0"):` block (or a `/job:.../device:CPU` string) and
+    TensorFlow registers a GPU kernel for their dtypes. Variables created under such a
+    block count too: the ops that take the variable itself (reads, optimizer updates)
+    follow it to the CPU. The finding names the ops and the file:line of the block.
+
+    ## Why is this slow?
+    TensorFlow honours an explicit device request whenever a kernel exists for it, so
+    the op runs on host cores that are far slower than the GPU for dense math. The
+    tensors it reads are copied device-to-host and its results host-to-device over PCIe
+    on every step, and the GPU idles while it waits for them. A model built under a CPU
+    scope copies every weight to the GPU and every gradient back on each step.
+
+    ## Example
+    ```python
+    @tf.function
+    def train_step(images, labels):
+        with tf.device("/CPU:0"):                     # "to save GPU memory"
+            images = tf.image.resize(images, (224, 224))
+            images = tf.image.per_image_standardization(images)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        ...
+    ```
+
+    Use instead:
+    ```python
+    def preprocess(images, labels):   # in tf.data: CPU work that overlaps the step
+        images = tf.image.resize(images, (224, 224))
+        return tf.image.per_image_standardization(images), labels
+
+    ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    # or simply drop the tf.device block and let the ops run on the GPU
+    ```
+
+    ## Options
+    - `ignore_ops`: op types never reported, e.g. `["ResourceGather"]` for an
+      embedding table kept on the host on purpose (`[]`).
+    """
+
+    id = "placement.forced-cpu"
+    severity = "medium"
+    status = "planned"
+    needs = ("placement",)
+    options = {"ignore_ops": []}
+    question = "Why are ops on the CPU?"

@@ -1,0 +1,37 @@
+"""The one-line verdict that opens every report: the answer before the details."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding
+from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
+
+
+def gpu_usable(facts: Facts) -> Optional[bool]:
+    """True/False when the environment was checked, None when it was not."""
+    return tf_can_use_gpu(facts.environment) if facts.environment else None
+
+
+def verdict(facts: Facts, findings: list[Finding]) -> str:
+    usable = gpu_usable(facts)
+    if usable is False:
+        no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
+        title = no_gpu.title.split(": ", 1)[-1] if no_gpu else "no GPU"
+        return f"No: TensorFlow cannot use a GPU here: {title}."
+    if usable:
+        tf = facts.environment.tensorflow
+        names = ", ".join(
+            f"{d.get('device_name', d.get('name'))}"
+            + (f" (compute capability {'.'.join(map(str, d['compute_capability']))})"
+               if isinstance(d.get("compute_capability"), (list, tuple)) else "")
+            for d in tf.gpu_details) or ", ".join(tf.gpus)
+        worst = findings[0] if findings else None
+        tail = f"; but {worst.title[0].lower()}{worst.title[1:]}" if worst and \
+            worst.severity in ("high", "medium") else ""
+        return (f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} "
+                f"[{names}]{tail}.")
+    if findings:
+        return findings[0].title
+    return "No problems found."
