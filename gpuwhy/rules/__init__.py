@@ -14,6 +14,7 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
 from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
+from gpuwhy.rules.env.allocator_settings import AllocatorSettings
 from gpuwhy.rules.env.gpu_shared import GpuShared
 from gpuwhy.rules.env.no_gpu import NoGpu
 from gpuwhy.rules.env.ptx_jit import PtxJit
@@ -38,6 +39,7 @@ ALL_RULES: list[type[Rule]] = [
     CpuCodec,            # compression.cpu-codec
     CpuStarvedInput,     # distribute.cpu-starved-input
     IdleGpus,            # distribute.idle-gpus
+    AllocatorSettings,   # env.allocator-settings
     GpuShared,           # env.gpu-shared
     NoGpu,               # env.no-gpu
     PtxJit,              # env.ptx-jit

@@ -1,0 +1,85 @@
+"""Small facts objects for rule tests: a healthy CUDA machine, changed one fact at a time.
+
+The healthy baseline mirrors what `gpuwhy check` records on a working Linux machine with
+the pip `tensorflow[and-cuda]` 2.21 wheel (build info as read from the real wheel here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpuwhy.facts import (DriverFacts, EnvironmentFacts, Facts, GpuDevice, GpuProcess,
+                          LibraryProbe, TensorFlowFacts)
+
+GiB = 1024 ** 3
+BUILD_2_21 = {"cpu_compiler": "clang", "cuda_compute_capabilities":
+              ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"], "cuda_version": "12.5.1",
+              "cudnn_version": "9", "is_cuda_build": True, "is_rocm_build": False,
+              "is_tensorrt_build": False}
+CPU_BUILD = {"is_cuda_build": False, "is_rocm_build": False, "is_tensorrt_build": False}
+SONAMES = [("cudart", "libcudart.so.12", "nvidia-cuda-runtime-cu12"),
+           ("cublas", "libcublas.so.12", "nvidia-cublas-cu12"),
+           ("cudnn", "libcudnn.so.9", "nvidia-cudnn-cu12")]
+
+
+def libraries(missing=(), other_versions=None):
+    rows = []
+    for name, soname, pip in SONAMES:
+        ok = name not in missing
+        rows.append(LibraryProbe(
+            name=name, wanted=soname, loaded=ok,
+            path=f"/venv/lib/python3.11/site-packages/nvidia/{name}/lib/{soname}" if ok else None,
+            error=None if ok else f"{soname}: cannot open shared object file: No such file or directory",
+            other_versions=tuple((other_versions or {}).get(name, ())), pip_package=pip,
+            apt_package=f"lib{name}-12-5"))
+    return tuple(rows)
+
+
+def tensorflow(**changes) -> TensorFlowFacts:
+    base = TensorFlowFacts(
+        installed=True, import_ok=True, version="2.21.0", distribution="tensorflow",
+        import_seconds=2.9, build=dict(BUILD_2_21), gpus=("/physical_device:GPU:0",),
+        gpu_details=({"name": "/physical_device:GPU:0", "device_name": "NVIDIA H100 80GB HBM3",
+                      "compute_capability": [9, 0], "confirm_device": "/job:localhost/replica:0/task:0/device:GPU:0"},),
+        confirm_device="/job:localhost/replica:0/task:0/device:GPU:0", libraries=libraries())
+    return replace(base, **changes)
+
+
+def no_gpu_tf(**changes) -> TensorFlowFacts:
+    """TF imported fine but listed no GPU."""
+    return tensorflow(**{"gpus": (), "gpu_details": (), "confirm_device": None, **changes})
+
+
+def driver(**changes) -> DriverFacts:
+    base = DriverFacts(nvml_ok=True, libcuda_loaded=True, driver_version="550.54.15",
+                       cuda_driver_version="12.4", device_count=1, device_nodes=True)
+    return replace(base, **changes)
+
+
+NO_DRIVER = DriverFacts(nvml_ok=False, nvml_error="LibraryNotFound", libcuda_loaded=False,
+                        libcuda_error="libcuda.so.1: cannot open shared object file: No such file or directory")
+
+
+def gpu(index=0, **changes) -> GpuDevice:
+    base = GpuDevice(index=index, name="NVIDIA H100 80GB HBM3", uuid=f"GPU-{index}aaa-bbbb",
+                     pci_bus_id=f"00000000:0{index}:00.0", compute_capability="9.0",
+                     memory_total_bytes=80 * GiB, memory_used_bytes=GiB // 2,
+                     utilization_percent=0.0)
+    return replace(base, **changes)
+
+
+def process(pid=4242, gib=30.0, name="python notebook_kernel.py") -> GpuProcess:
+    return GpuProcess(pid=pid, name=name, used_bytes=int(gib * GiB))
+
+
+def environment(tf=None, drv=None, env_vars=None, **changes) -> EnvironmentFacts:
+    base = EnvironmentFacts(
+        python_version="3.11.7", python_executable="/venv/bin/python", platform="linux",
+        machine="x86_64", cpu_count=16, env_vars=dict(env_vars or {}),
+        tensorflow=tf if tf is not None else tensorflow(), driver=drv if drv is not None else driver())
+    return replace(base, **changes)
+
+
+def facts(tf=None, drv=None, devices=None, env_vars=None, **env_changes) -> Facts:
+    return Facts(environment=environment(tf, drv, env_vars, **env_changes),
+                 devices=tuple(devices) if devices is not None else (gpu(),))
