@@ -31,6 +31,10 @@ def arch_support(compute_capability: str, build_archs: Sequence[str]) -> tuple[s
     binary compatibility), ("ptx", "compute_90") when only PTX that the driver must JIT
     compile exists (lower or equal version), ("none", None) when nothing can run, and
     ("unknown", None) when the build lists no architectures.
+
+    In TF/XLA builds ``compute_XY`` embeds SASS for XY *and* its PTX (XLA's build docs:
+    "`compute_XY` enables PTX embedding in addition to SASS"), so it counts as native for
+    the XY family too; ``sm_XY`` is SASS only.
     """
     gpu = version_tuple(compute_capability)
     if not gpu or not build_archs:
@@ -50,6 +54,8 @@ def arch_support(compute_capability: str, build_archs: Sequence[str]) -> tuple[s
                 native.append((major, minor, arch))
         elif not suffix and (major, minor) <= (gpu_major, gpu_minor):
             ptx.append((major, minor, arch))
+            if major == gpu_major:
+                native.append((major, minor, arch))
     if native:
         return "native", max(native)[2]
     if ptx:

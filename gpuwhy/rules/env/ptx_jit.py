@@ -13,9 +13,10 @@ class PtxJit(Rule):
     """The build has no machine code for this GPU; the driver JIT-compiles PTX at start.
 
     ## What it detects
-    A GPU whose compute capability has no matching cubin (`sm_XY` of the same major,
-    minor not above the GPU's) among the build's `cuda_compute_capabilities`, only
-    `compute_XY` PTX of an older architecture. TensorFlow uses it, but every kernel is
+    A GPU whose compute capability has no matching cubin among the build's
+    `cuda_compute_capabilities` (`sm_XY` or `compute_XY` of the same major, minor not
+    above the GPU's; in TF builds `compute_XY` carries SASS as well as PTX), only the PTX
+    of an older architecture's `compute_XY`. TensorFlow uses it, but every kernel is
     compiled by the driver on first use. High when the driver only supports the build's
     CUDA major through minor-version compatibility, where PTX JIT of newer PTX fails.
 

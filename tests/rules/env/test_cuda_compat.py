@@ -10,7 +10,7 @@ ARCHS_2_21 = ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]
     ("8.6", ("native", "sm_80")),     # cubins run on later minors of the same major
     ("8.9", ("native", "sm_89")),
     ("7.5", ("native", "sm_70")),
-    ("9.0", ("ptx", "compute_90")),   # TF 2.21 ships Hopper only as PTX
+    ("9.0", ("native", "compute_90")),  # compute_XY carries SASS for XY as well as PTX
     ("10.0", ("ptx", "compute_90")),  # Blackwell: JIT from Hopper PTX
     ("12.0", ("ptx", "compute_90")),
     ("5.2", ("none", None)),          # Maxwell: older than every arch in the build
@@ -24,6 +24,8 @@ def test_arch_specific_cubins_run_only_on_their_own_gpu():
     assert arch_support("9.0", ["sm_90a"]) == ("native", "sm_90a")
     assert arch_support("10.0", ["sm_90a"]) == ("none", None)
     assert arch_support("10.0", ["sm_100", "compute_120"]) == ("native", "sm_100")
+    assert arch_support("9.0", ["sm_80", "sm_90"]) == ("native", "sm_90")
+    assert arch_support("10.0", ["sm_80", "sm_90"]) == ("none", None)   # SASS never crosses majors
 
 
 def test_arch_support_unknown_without_build_archs():

@@ -55,13 +55,14 @@ def test_blackwell_on_a_hopper_build_jits_ptx():
 
 
 def test_ptx_jit_under_minor_version_compatibility_is_high():
-    devices = [b.gpu(0, compute_capability="9.0")]
+    devices = [b.gpu(0, name="NVIDIA RTX PRO 6000", compute_capability="12.0")]
     (finding,) = run(PtxJit, b.facts(devices=devices, drv=b.driver(cuda_driver_version="12.2")))
     assert finding.severity == "high"
 
 
 def test_native_cubin_needs_no_jit():
     assert run(PtxJit, b.facts(devices=[b.gpu(0, compute_capability="8.6")])) == []
+    assert run(PtxJit, b.facts(devices=[b.gpu(0, compute_capability="9.0")])) == []
 
 
 # -- env.allocator-settings ----------------------------------------------------------------

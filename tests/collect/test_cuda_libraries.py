@@ -1,0 +1,56 @@
+"""The library probe with real shared objects and the real dynamic loader."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import CHILD_DIR
+
+BUILD = {"is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9"}
+
+
+def probe_in_child(ld_library_path="", extra_sys_path=""):
+    """LD_LIBRARY_PATH is read once at process start, so probe in a fresh process."""
+    code = (f"import sys, json; sys.path[:0] = [{str(CHILD_DIR)!r}, {str(extra_sys_path)!r}]\n"
+            f"import cuda_libraries\nprint(json.dumps(cuda_libraries.probe({BUILD!r}, [])))")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(ld_library_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return {row["name"]: row for row in json.loads(out)}
+
+
+def test_required_sonames_for_a_cuda_12_build():
+    sys.path.insert(0, str(CHILD_DIR))
+    try:
+        import cuda_libraries
+        wanted = [row[1] for row in cuda_libraries.required(BUILD)]
+        assert cuda_libraries.required({"is_cuda_build": False}) == []
+    finally:
+        sys.path.remove(str(CHILD_DIR))
+    assert wanted == ["libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcufft.so.11",
+                      "libcusolver.so.11", "libcusparse.so.12", "libcudnn.so.9"]
+
+
+def test_library_on_the_loader_path_loads(tmp_path, build_so):
+    build_so(tmp_path / "lib", "libcudart.so.12")
+    rows = probe_in_child(tmp_path / "lib")
+    assert rows["cudart"]["loaded"] is True
+    assert rows["cublas"]["loaded"] is False
+    assert "libcublas.so.12" in rows["cublas"]["error"]
+    assert rows["cublas"]["pip_package"] == "nvidia-cublas-cu12"
+    assert rows["cublas"]["apt_package"] == "libcublas-12-5"
+
+
+def test_another_major_version_is_named(tmp_path, build_so):
+    other = build_so(tmp_path / "cuda-13" / "lib64", "libcudart.so.13")
+    rows = probe_in_child(other.parent)
+    assert rows["cudart"]["loaded"] is False
+    assert str(other) in rows["cudart"]["other_versions"]
+
+
+def test_pip_installed_library_is_found_like_tensorflows_rpath(tmp_path, build_so):
+    site = tmp_path / "site-packages"
+    lib = build_so(site / "nvidia" / "cudnn" / "lib", "libcudnn.so.9")
+    rows = probe_in_child(extra_sys_path=site)
+    assert rows["cudnn"]["loaded"] is True and rows["cudnn"]["path"] == str(lib)

@@ -1,0 +1,52 @@
+import pytest
+
+from gpuwhy.facts import Facts
+from gpuwhy.record import RunRecord
+from gpuwhy.report import RENDERERS, MisconfigurationError, renderer_class
+from gpuwhy.report.json_ import JsonRenderer
+from tests import builders as b
+
+EMPTY = RunRecord.diagnose("run", Facts())
+FULL = RunRecord.diagnose("check", b.facts(
+    tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudart",))), drv=b.NO_DRIVER, devices=(),
+    env_vars={"CUDA_VISIBLE_DEVICES": "-1", "TF_GPU_ALLOCATOR": "bogus"}))
+HEALTHY = RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
+
+
+@pytest.mark.parametrize("name", RENDERERS)
+@pytest.mark.parametrize("record", [EMPTY, FULL, HEALTHY], ids=["empty", "full", "healthy"])
+def test_every_renderer_renders_every_record(name, record):
+    assert RENDERERS[name]().render(record).strip()
+
+
+def test_terminal_starts_with_the_verdict_and_has_no_colour_when_piped():
+    text = RENDERERS["terminal"](color=False).render(FULL)
+    assert text.splitlines()[0] == f"✗ {FULL.verdict}"
+    assert "\x1b[" not in text
+    assert all(line == line.rstrip() for line in text.splitlines())
+    assert "cause 2: CUDA_VISIBLE_DEVICES='-1' hides every GPU" in text
+    assert "     pip install" in text          # the fix, indented, uncut
+
+
+def test_terminal_colours_on_a_terminal():
+    assert "\x1b[" in RENDERERS["terminal"](color=True).render(FULL)
+
+
+def test_healthy_verdict_says_yes_and_names_the_gpu():
+    first = RENDERERS["terminal"]().render(HEALTHY).splitlines()[0]
+    assert first.startswith("✓ Yes: TensorFlow 2.21.0 ran a matmul on /job:localhost")
+    assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in first
+    assert "but gpu 0" in first.lower()       # the worst finding follows the yes
+
+
+def test_verbose_adds_the_library_table():
+    text = RENDERERS["terminal"](verbose=True).render(FULL)
+    assert "libcudart.so.12" in text and "missing (nvidia-cuda-runtime-cu12)" in text
+
+
+def test_plugin_renderer_by_module_and_class():
+    assert renderer_class("gpuwhy.report.json_:JsonRenderer") is JsonRenderer
+    with pytest.raises(MisconfigurationError):
+        renderer_class("gpuwhy.record:RunRecord")
+    with pytest.raises(MisconfigurationError):
+        renderer_class("nope")

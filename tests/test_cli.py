@@ -1,0 +1,123 @@
+"""`gpuwhy` as a user runs it: real subprocesses, the real TensorFlow, this real machine."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.record import validation_errors
+
+GPUWHY = [str(Path(sys.executable).with_name("gpuwhy"))]
+NO_GPU_HERE = not os.path.exists("/dev/nvidiactl")
+
+
+def gpuwhy(*args, env=None, cmd=None):
+    return subprocess.run((cmd or GPUWHY) + list(args), capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def check_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("check") / "check.json"
+    result = gpuwhy("check", "--json", str(out))
+    return result, json.loads(out.read_text()), out
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA driver")
+def test_check_on_a_machine_without_driver_says_no_driver(check_run):
+    result, record, _ = check_run
+    assert result.returncode == 1, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("✗ No: TensorFlow cannot use a GPU here: no NVIDIA driver")
+    (finding,) = [f for f in record["findings"] if f["id"] == "env.no-gpu"]
+    assert finding["severity"] == "high"
+    assert finding["evidence"]["causes"][0]["code"] == "no-driver"
+    assert record["verdict"]["gpu_usable"] is False
+    assert "\x1b[" not in result.stdout          # piped: no colour codes
+
+
+def test_check_writes_a_valid_schema_1_record(check_run):
+    _, record, _ = check_run
+    assert record["schema"] == 1 and record["tool"]["name"] == "gpuwhy"
+    assert record["command"] == "check"
+    assert validation_errors(record) == []
+    assert record["environment"]["tensorflow"]["version"].startswith("2.")
+
+
+@pytest.mark.skipif(not NO_GPU_HERE, reason="this machine has an NVIDIA driver")
+def test_hidden_gpus_and_a_wrong_cuda_major_on_the_loader_path(tmp_path, build_so):
+    """Two real conditions at once, through `python -m gpuwhy`: CUDA_VISIBLE_DEVICES=-1,
+    and only a CUDA 13 runtime on LD_LIBRARY_PATH for a CUDA 12 build."""
+    lib = build_so(tmp_path / "cuda-13", "libcudart.so.13")
+    out = tmp_path / "r.json"
+    result = gpuwhy("check", "--json", str(out), cmd=[sys.executable, "-m", "gpuwhy"],
+                    env={"CUDA_VISIBLE_DEVICES": "-1", "LD_LIBRARY_PATH": str(lib.parent)})
+    assert result.returncode == 1
+    causes = {c["code"]: c for c in json.loads(out.read_text())["findings"][0]["evidence"]["causes"]}
+    assert list(causes)[:2] == ["no-driver", "hidden-by-cuda-visible-devices"]
+    assert f"found {lib} instead" in causes["missing-libraries"]["detail"]
+    assert "CUDA_VISIBLE_DEVICES='-1' hides every GPU" in result.stdout
+
+
+def test_check_with_an_interpreter_without_tensorflow(python_without_tensorflow):
+    result = gpuwhy("check", "--python", python_without_tensorflow)
+    assert result.returncode == 1
+    assert "TensorFlow is not installed" in result.stdout.splitlines()[0]
+    assert 'pip install "tensorflow[and-cuda]"' in result.stdout
+
+
+def test_check_with_a_missing_interpreter_is_one_line_exit_2(tmp_path):
+    result = gpuwhy("check", "--python", str(tmp_path / "python9"))
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "no Python interpreter" in result.stderr
+
+
+def test_report_re_renders_a_saved_record(check_run):
+    result, _, path = check_run
+    again = gpuwhy("report", str(path))
+    assert again.stdout.splitlines()[0] == result.stdout.splitlines()[0]
+    rechecked = gpuwhy("report", str(path), "--recheck", "-f", "json")
+    assert validation_errors(json.loads(rechecked.stdout)) == []
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "is not valid JSON"),
+    ('{"schema": 2}', "upgrade gpuwhy"),
+    ('{"hello": 1}', "not a gpuwhy run record"),
+    ('{"schema": 1, "tool": {}}', "invalid run record"),
+])
+def test_report_refuses_bad_files_in_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = gpuwhy("report", str(path))
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_explain_prints_the_documentation():
+    result = gpuwhy("explain", "env.no-gpu")
+    assert result.returncode == 0
+    for heading in ("## What it detects", "## Why is this slow?", "Use instead:"):
+        assert heading in result.stdout
+
+
+def test_explain_unknown_id_suggests_close_ones():
+    result = gpuwhy("explain", "input.bund")
+    assert result.returncode == 2 and "did you mean input.bound" in result.stderr
+
+
+def test_explain_json_and_rules_json():
+    doc = json.loads(gpuwhy("explain", "input.bound", "--format", "json").stdout)
+    assert doc["status"] == "planned" and doc["options"]["high_at"] == 0.2
+    rules = json.loads(gpuwhy("rules", "--format", "json").stdout)
+    states = {r["id"]: r["status"] for r in rules}
+    assert states["env.no-gpu"] == "stable" and states["input.bound"] == "planned"
+
+
+def test_unknown_format_is_a_usage_error(check_run):
+    _, _, path = check_run
+    result = gpuwhy("report", str(path), "-f", "yaml")
+    assert result.returncode == 2 and "unknown format 'yaml'" in result.stderr

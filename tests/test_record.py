@@ -1,0 +1,29 @@
+from gpuwhy.facts import Facts
+from gpuwhy.record import RunRecord, validation_errors
+from tests import builders as b
+
+
+def test_record_round_trips_through_json():
+    facts = b.facts(tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudnn",))),
+                    devices=[b.gpu(0, processes=(b.process(),))],
+                    env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "1"})
+    record = RunRecord.diagnose("check", facts)
+    data = record.to_dict()
+    assert validation_errors(data) == []
+    loaded = RunRecord.from_dict(data)
+    assert loaded.facts == record.facts
+    assert loaded.findings == record.findings
+    assert [f.id for f in loaded.findings] == ["env.no-gpu", "env.gpu-shared", "env.allocator-settings"]
+
+
+def test_findings_sorted_by_severity_then_gain():
+    facts = b.facts(devices=[b.gpu(0, processes=(b.process(1, 10.0),)),
+                             b.gpu(1, processes=(b.process(2, 20.0),))])
+    record = RunRecord.diagnose("check", facts)
+    assert [f.evidence["gpu"] for f in record.findings] == [1, 0]
+
+
+def test_empty_record_is_valid():
+    record = RunRecord.diagnose("run", Facts())
+    assert validation_errors(record.to_dict()) == []
+    assert RunRecord.from_dict(record.to_dict()).facts == Facts()
