@@ -136,7 +136,7 @@ def cmd_rules(args) -> int:
         table.add_column(column, no_wrap=column == "id")
     for row in rows:
         table.add_row(row["id"], row["status"], row["severity"], row["question"])
-    Console(soft_wrap=not sys.stdout.isatty()).print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
     return EXIT_OK
 
 

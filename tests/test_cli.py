@@ -121,3 +121,24 @@ def test_unknown_format_is_a_usage_error(check_run):
     _, _, path = check_run
     result = gpuwhy("report", str(path), "-f", "yaml")
     assert result.returncode == 2 and "unknown format 'yaml'" in result.stderr
+
+
+def test_ctrl_c_during_check_exits_130_and_leaves_no_child(fake_tensorflow, tmp_path):
+    import signal
+    import time
+    pid_file = tmp_path / "child.pid"
+    env = fake_tensorflow(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                          "time.sleep(600)\n")
+    proc = subprocess.Popen(GPUWHY + ["check"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not pid_file.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip() == "gpuwhy: error: interrupted"
+    child = int(pid_file.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)

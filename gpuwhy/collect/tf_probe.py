@@ -61,12 +61,23 @@ class TensorFlowProbe:
             out, err = self.proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             status = "timeout"
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                self.proc.kill()
+            self.kill()
             out, err = self.proc.communicate()
+        except BaseException:
+            # Ctrl-C: the child has its own session and never saw the signal.
+            self.kill()
+            raise
         return parse(out, err, self.proc.returncode, status, self.timeout)
+
+    def kill(self) -> None:
+        """Kill the child and anything it started (its own process group)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            self.proc.kill()
+        self.proc.wait()
 
 
 def parse(out: str, err: str, returncode: Optional[int], status: str = "ok",
