@@ -41,6 +41,7 @@ class TensorFlowFacts:
 
     installed: bool
     probe_status: str = "ok"           # ok | timeout | crashed | error
+    python_version: Optional[str] = None  # of the interpreter that was checked
     import_ok: bool = False
     import_error: Optional[str] = None  # last line of the exception, or the crash signal
     import_traceback: Optional[str] = None

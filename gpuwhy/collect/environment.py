@@ -52,7 +52,7 @@ class EnvironmentCollector:
         driver, devices = driver_collector.collect(exclude)
         tensorflow = probe.result()
         environment = EnvironmentFacts(
-            python_version=platform.python_version(),
+            python_version=tensorflow.python_version or platform.python_version(),
             python_executable=self.python,
             platform=sys.platform,
             machine=platform.machine(),

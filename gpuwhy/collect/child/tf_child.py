@@ -80,7 +80,8 @@ def confirm_on_gpus(tf, gpus):
 
 
 def main():
-    result = {"installed": False}
+    import platform
+    result = {"installed": False, "python_version": platform.python_version()}
     location = build_info_file.tensorflow_location()
     if location is None:
         emit(result=result)

@@ -16,7 +16,8 @@ class PtxJit(Rule):
     A GPU whose compute capability has no matching cubin among the build's
     `cuda_compute_capabilities` (`sm_XY` or `compute_XY` of the same major, minor not
     above the GPU's; in TF builds `compute_XY` carries SASS as well as PTX), only the PTX
-    of an older architecture's `compute_XY`. TensorFlow uses it, but every kernel is
+    of an older architecture's `compute_XY`; or TensorFlow itself logs that it "was not
+    built with CUDA kernel binaries compatible with compute capability X.Y". TensorFlow uses it, but every kernel is
     compiled by the driver on first use. High when the driver only supports the build's
     CUDA major through minor-version compatibility, where PTX JIT of newer PTX fails.
 
@@ -57,11 +58,13 @@ class PtxJit(Rule):
         if not archs:
             return []
         findings = []
+        logged = [ln for ln in tf.log_lines if "not built with CUDA kernel binaries" in ln]
         for dev in facts.devices or ():
             if not dev.compute_capability:
                 continue
             kind, arch = arch_support(dev.compute_capability, archs)
-            if kind != "ptx":
+            if kind != "ptx" and not any(f"capability {dev.compute_capability}" in ln
+                                         for ln in logged):
                 continue
             compat = driver_supports(env.driver.cuda_driver_version if env.driver else None,
                                      tf.build.get("cuda_version"))
@@ -73,7 +76,8 @@ class PtxJit(Rule):
                 evidence={"gpu": dev.index, "compute_capability": dev.compute_capability,
                           "build_archs": list(archs), "ptx_used": arch,
                           "driver_cuda": env.driver.cuda_driver_version if env.driver else None,
-                          "cuda_cache_maxsize": env.env_vars.get("CUDA_CACHE_MAXSIZE")},
+                          "cuda_cache_maxsize": env.env_vars.get("CUDA_CACHE_MAXSIZE"),
+                          "tensorflow_log": logged[:1]},
                 fix="pip install --upgrade \"tensorflow[and-cuda]\"   # a build with native code\n"
                     "export CUDA_CACHE_MAXSIZE=4294967296            # keep JIT results between runs",
                 estimated_gain="minutes of start-up per run"))

@@ -60,6 +60,16 @@ def test_ptx_jit_under_minor_version_compatibility_is_high():
     assert finding.severity == "high"
 
 
+def test_tensorflows_own_jit_warning_triggers_too():
+    line = ("W gpu_device.cc:2100] TensorFlow was not built with CUDA kernel binaries compatible "
+            "with compute capability 8.6. CUDA kernels will be jit-compiled from PTX, which could "
+            "take 30 minutes or longer.")
+    tf = b.tensorflow(build={**b.BUILD_2_21, "cuda_compute_capabilities": ["sm_70", "compute_80"]},
+                      log_lines=(line,))
+    (finding,) = run(PtxJit, b.facts(tf=tf, devices=[b.gpu(0, compute_capability="8.6")]))
+    assert finding.evidence["tensorflow_log"] == [line]
+
+
 def test_native_cubin_needs_no_jit():
     assert run(PtxJit, b.facts(devices=[b.gpu(0, compute_capability="8.6")])) == []
     assert run(PtxJit, b.facts(devices=[b.gpu(0, compute_capability="9.0")])) == []
