@@ -129,8 +129,7 @@ class TerminalRenderer(Renderer):
                 table.add_row("Settings", "  ".join(f"{k}={v}" for k, v in shown.items()))
         if self.verbose and tf is not None:
             for lib in tf.libraries:
-                table.add_row(f"  {lib.wanted}", lib.path if lib.loaded else
-                              f"missing ({lib.pip_package}); {lib.error or ''}")
+                table.add_row(f"  {lib.wanted}", lib.path or "" if lib.loaded else _missing(lib))
             for line in tf.log_lines:
                 table.add_row("  TF log", line)
         return Group(Text("Environment", style="bold underline"), *table.lines)
@@ -140,11 +139,11 @@ class _Rows:
     """Aligned "key  value" lines; unlike a rich Table they are not padded to the
     terminal width, so piped output has no trailing blanks and long values do not wrap."""
 
-    def __init__(self, key_width: int = 16) -> None:
+    def __init__(self, key_width: int = 18) -> None:
         self.key_width, self.lines = key_width, []
 
     def add_row(self, key: str, value: str) -> None:
-        line = Text(key.ljust(self.key_width), style="bold")
+        line = Text(key.ljust(self.key_width - 2) + "  ", style="bold")
         line.append(value)
         self.lines.append(line)
 
@@ -161,6 +160,15 @@ def _tf_line(tf) -> str:
                                              if tf.confirm_device else "")
     return (f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}; "
             f"import took {tf.import_seconds or 0:.1f} s")
+
+
+def _missing(lib) -> str:
+    text = f"missing ({lib.pip_package})"
+    if lib.other_versions:
+        text += f"; other versions: {', '.join(lib.other_versions)}"
+    if lib.error and "No such file or directory" not in lib.error:
+        text += f"; {lib.error}"          # e.g. found but a dependency of it is missing
+    return text
 
 
 def _lexer(code: str) -> str:
