@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -72,6 +73,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gpuwhy check | head`
         return EXIT_OK
+    except Exception as e:  # noqa: BLE001 - gpuwhy's own failure: one line, exit 2
+        _error(f"internal error: {type(e).__name__}: {e}")
+        return EXIT_ERROR
 
 
 def _error(message: str) -> None:
@@ -92,7 +96,7 @@ def _emit(record, args) -> None:
     except MisconfigurationError as e:
         raise UsageError(str(e)) from None
     if renderer.is_binary and sys.stdout.isatty():
-        raise UsageError(f"{renderer.name} output is binary; use --json/-o to write a file")
+        raise UsageError(f"{renderer.name} output is binary; redirect stdout to a file")
     sys.stdout.write(renderer.render(record))
     sys.stdout.flush()
 
@@ -102,12 +106,20 @@ def cmd_check(args) -> int:
     from gpuwhy.record import RunRecord
     if not Path(args.python).exists():
         raise UsageError(f"no Python interpreter at {args.python}")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError("--timeout must be a positive number of seconds")
     facts = EnvironmentCollector(args.python, args.timeout).collect()
     record = RunRecord.diagnose("check", facts)
     _emit(record, args)
-    return EXIT_OK if record.to_dict()["verdict"]["gpu_usable"] else EXIT_PROBLEM
+    return _exit_status(record)
+
+
+def _exit_status(record) -> int:
+    """check: 0 when TF can use a GPU. Other records: 1 when a high/medium finding exists."""
+    from gpuwhy.verdict import gpu_usable
+    if record.command == "check":
+        return EXIT_OK if gpu_usable(record.facts) else EXIT_PROBLEM
+    return EXIT_PROBLEM if any(f.severity in ("high", "medium") for f in record.findings) else EXIT_OK
 
 
 def cmd_report(args) -> int:
@@ -119,7 +131,7 @@ def cmd_report(args) -> int:
     if args.recheck:
         record = record.recheck()
     _emit(record, args)
-    return EXIT_PROBLEM if any(f.severity in ("high", "medium") for f in record.findings) else EXIT_OK
+    return _exit_status(record)
 
 
 def cmd_rules(args) -> int:

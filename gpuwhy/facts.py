@@ -81,8 +81,8 @@ class GpuProcess:
     """A process holding memory on a GPU (from NVML), other than gpuwhy's own."""
 
     pid: int
-    name: Optional[str]
-    used_bytes: Optional[int]
+    name: Optional[str] = None
+    used_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -103,9 +103,11 @@ class RunRecord:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as e:
             raise RecordError(f"cannot read {path}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise RecordError(f"{path} is not a text file") from None
         try:
             data = json.loads(text)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise RecordError(f"{path} is not valid JSON ({e})") from None
         return cls.from_dict(data)
 

@@ -28,8 +28,7 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
                if isinstance(d.get("compute_capability"), (list, tuple)) else "")
             for d in tf.gpu_details) or ", ".join(tf.gpus)
         worst = findings[0] if findings else None
-        tail = f"; but {worst.title[0].lower()}{worst.title[1:]}" if worst and \
-            worst.severity in ("high", "medium") else ""
+        tail = f"; but: {worst.title}" if worst and worst.severity in ("high", "medium") else ""
         return (f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} "
                 f"[{names}]{tail}.")
     if findings:

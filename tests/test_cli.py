@@ -142,3 +142,24 @@ def test_ctrl_c_during_check_exits_130_and_leaves_no_child(fake_tensorflow, tmp_
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "/bin/ls"], "is not a text file"),
+    (["check", "--timeout", "nan"], "--timeout must be a positive number"),
+    (["report", "{record}", "-f", ":X"], "cannot load renderer"),
+    (["report", "{record}", "-f", "gpuwhy.report.base:Renderer"], "not a gpuwhy Renderer subclass"),
+])
+def test_odd_input_gets_one_line_not_a_traceback(check_run, args, message):
+    _, _, path = check_run
+    result = gpuwhy(*[a.replace("{record}", str(path)) for a in args])
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_deeply_nested_json_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100000 + "]" * 100000)
+    result = gpuwhy("report", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr

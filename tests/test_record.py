@@ -27,3 +27,12 @@ def test_empty_record_is_valid():
     record = RunRecord.diagnose("run", Facts())
     assert validation_errors(record.to_dict()) == []
     assert RunRecord.from_dict(record.to_dict()).facts == Facts()
+
+
+def test_schema_valid_minimal_process_loads():
+    """The schema requires only `pid` for a process: such a file must load."""
+    record = RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
+    data = record.to_dict()
+    data["devices"][0]["processes"] = [{"pid": 7}]
+    assert validation_errors(data) == []
+    assert RunRecord.from_dict(data).facts.devices[0].processes[0].pid == 7

@@ -38,7 +38,8 @@ def libcuda_version() -> tuple[bool, Optional[str], Optional[str]]:
 
 
 def in_container() -> bool:
-    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv") \
+            or "KUBERNETES_SERVICE_HOST" in os.environ or os.environ.get("container"):
         return True
     try:
         with open("/proc/1/cgroup", encoding="utf-8") as f:
@@ -55,7 +56,7 @@ def collect(exclude_pids: frozenset[int] = frozenset()) -> tuple[DriverFacts, tu
         nvml_ok=snap["ok"], nvml_error=snap["error"],
         libcuda_loaded=loaded, libcuda_error=error,
         driver_version=snap.get("driver_version"),
-        cuda_driver_version=snap.get("cuda_driver_version") or cuda_from_lib,
+        cuda_driver_version=cuda_from_lib or snap.get("cuda_driver_version"),
         device_count=len(snap["devices"]),
         in_container=in_container(),
         device_nodes=os.path.exists("/dev/nvidiactl"),

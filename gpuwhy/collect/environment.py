@@ -41,16 +41,16 @@ class EnvironmentCollector:
 
     python: str = sys.executable
     timeout: float = 120.0
-    sections = ("environment", "devices")
-
-    def available(self) -> tuple[bool, str]:
-        return True, ""  # every failure below is itself a fact, never a reason to skip
 
     def collect(self) -> Facts:
         probe = TensorFlowProbe(self.python, self.timeout)
-        exclude = frozenset(p for p in (os.getpid(), probe.pid) if p)
-        driver, devices = driver_collector.collect(exclude)
-        tensorflow = probe.result()
+        try:
+            # Only the child is excluded: when this process (a notebook calling
+            # gpuwhy.check()) already holds a GPU, that is worth reporting.
+            driver, devices = driver_collector.collect(frozenset({probe.pid} - {None}))
+            tensorflow = probe.result()
+        finally:
+            probe.kill()
         environment = EnvironmentFacts(
             python_version=tensorflow.python_version or platform.python_version(),
             python_executable=self.python,

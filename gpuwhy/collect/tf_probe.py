@@ -38,6 +38,9 @@ class TensorFlowProbe:
         self.timeout = timeout
         child_env = dict(os.environ if env is None else env)
         child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"   # we want TF's own words; they are not shown raw
+        # The confirming matmul must not map nearly all memory of every GPU for a moment.
+        child_env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+        child_env.pop("TF_GPU_ALLOCATOR", None)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         try:
             self.proc: Optional[subprocess.Popen] = subprocess.Popen(
@@ -75,7 +78,7 @@ class TensorFlowProbe:
             return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
+        except (OSError, AttributeError):  # AttributeError: no process groups on Windows
             self.proc.kill()
         self.proc.wait()
 
@@ -97,6 +100,8 @@ def parse(out: str, err: str, returncode: Optional[int], status: str = "ok",
             stage, known = message.get("stage"), message.get("known", {})
     data: dict[str, Any] = dict(result if result is not None else known)
     data["log_lines"] = log_lines(err)
+    if "probe_error" in data:
+        data.update(probe_status="error", import_error=data.pop("probe_error"))
     if result is None:
         data.setdefault("installed", bool(known.get("installed")))
         data["hung_in"] = stage

@@ -37,9 +37,9 @@ def renderer_class(name: str) -> type[Renderer]:
         module, _, cls = name.partition(":")
         try:
             found = getattr(importlib.import_module(module), cls)
-        except (ImportError, AttributeError) as e:
+        except Exception as e:  # noqa: BLE001 - any import failure is a bad option
             raise MisconfigurationError(f"cannot load renderer {name!r}: {e}") from None
-        if not (isinstance(found, type) and issubclass(found, Renderer)):
+        if not (isinstance(found, type) and issubclass(found, Renderer)) or found is Renderer:
             raise MisconfigurationError(f"{name!r} is not a gpuwhy Renderer subclass")
         return found
     raise MisconfigurationError(

@@ -80,3 +80,11 @@ def test_log_lines_keep_gpu_lines_once_without_the_glog_prefix():
     assert log_lines(stderr) == (
         "I cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
         "W gpu_device.cc:2341] Cannot dlopen some GPU libraries.")
+
+
+def test_failure_after_import_is_reported_with_its_error(fake_tensorflow):
+    """A half-removed install: `import tensorflow` works, `tf.config` does not exist."""
+    env = fake_tensorflow("__version__ = '2.21.0'\n", build_info=CUDA_BUILD_INFO)
+    facts = TensorFlowProbe(env=env).result()
+    assert facts.import_ok and facts.probe_status == "error"
+    assert "has no attribute 'config'" in facts.import_error

@@ -36,7 +36,7 @@ def test_healthy_verdict_says_yes_and_names_the_gpu():
     first = RENDERERS["terminal"]().render(HEALTHY).splitlines()[0]
     assert first.startswith("✓ Yes: TensorFlow 2.21.0 ran a matmul on /job:localhost")
     assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in first
-    assert "but gpu 0" in first.lower()       # the worst finding follows the yes
+    assert "; but: GPU 0 (NVIDIA H100 80GB HBM3) is shared" in first   # the worst finding follows
 
 
 def test_verbose_adds_the_library_table():

@@ -71,7 +71,8 @@ def confirm_on_gpus(tf, gpus):
                 b = tf.linalg.matmul(a, a)
             b.numpy()
             row["confirm_device"] = b.device
-            first_device = first_device or b.device
+            if i == 0:   # ops without a device request go to GPU:0: it must work
+                first_device = b.device
         except Exception as e:  # noqa: BLE001
             row["confirm_error"] = f"{type(e).__name__}: {e}".splitlines()[0]
             error = error or row["confirm_error"]
@@ -107,7 +108,13 @@ def main():
         pass
 
     emit(stage="list_gpus", known=result)
-    gpus = tf.config.list_physical_devices("GPU")
+    try:
+        gpus = tf.config.list_physical_devices("GPU")
+    except Exception as e:  # noqa: BLE001 - e.g. a half-removed install without tf.config
+        result["probe_error"] = f"{type(e).__name__}: {e}".splitlines()[0]
+        result["libraries"] = cuda_libraries.probe(result["build"])
+        emit(result=result)
+        return
     result["gpus"] = [g.name for g in gpus]
     if gpus:
         emit(stage="confirm", known=result)

@@ -10,8 +10,7 @@ from gpuwhy.rules.base import Finding, Rule
 # gpu_bfc_allocator.cc GetAllowGrowthValue: exactly "true" or "false", case-sensitive.
 ALLOW_GROWTH_VALUES = ("true", "false")
 # gpu_process_state.cc GetGPUAllocator: exact matches; anything else silently means BFC.
-ALLOCATORS = ("cuda_malloc", "cuda_malloc_async", "memory_guard",
-              "experimental.use_cuda_malloc_async")
+ALLOCATORS = ("cuda_malloc", "cuda_malloc_async", "memory_guard")
 
 
 class AllocatorSettings(Rule):
@@ -68,11 +67,10 @@ class AllocatorSettings(Rule):
                              f"export TF_FORCE_GPU_ALLOW_GROWTH={fixed}"))
         if allocator is not None and allocator not in ALLOCATORS:
             problems.append(("TF_GPU_ALLOCATOR", f"TF_GPU_ALLOCATOR={allocator!r} is silently ignored",
-                             f"known values: {', '.join(ALLOCATORS[:3])}; "
+                             f"known values: {', '.join(ALLOCATORS)}; "
                              "the default BFC allocator is used",
                              "export TF_GPU_ALLOCATOR=cuda_malloc_async"))
-        if growth == "true" and allocator in ("cuda_malloc", "cuda_malloc_async",
-                                              "experimental.use_cuda_malloc_async"):
+        if growth == "true" and allocator in ("cuda_malloc", "cuda_malloc_async"):
             problems.append(("TF_FORCE_GPU_ALLOW_GROWTH",
                              "TF_FORCE_GPU_ALLOW_GROWTH=true has no effect with "
                              f"TF_GPU_ALLOCATOR={allocator}",

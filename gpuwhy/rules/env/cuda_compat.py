@@ -84,7 +84,9 @@ def visible_devices(value: Optional[str], device_count: Optional[int],
         if entry.isdigit():
             if int(entry) >= device_count:
                 break
-        elif entry.startswith(("GPU-", "MIG-")):
+        elif entry.startswith("MIG-") or (entry.startswith("GPU-") and not uuids):
+            return None   # MIG instances and unread UUIDs cannot be judged from here
+        elif entry.startswith("GPU-"):
             if not any(u.startswith(entry) for u in uuids):
                 break
         else:

@@ -55,13 +55,17 @@ class GpuShared(Rule):
         devices = facts.devices or ()
         for dev in devices:
             total = dev.memory_total_bytes or 0
-            held = sum(p.used_bytes or 0 for p in dev.processes)
+            # In a container NVML lists no processes of other containers; the memory
+            # used on the device (read before TF started) still shows them.
+            held = max(sum(p.used_bytes or 0 for p in dev.processes), dev.memory_used_bytes or 0)
             share = held / total if total else 0.0
             busy = dev.utilization_percent or 0.0
             if share < options["memory_fraction"] and busy < options["busy_percent"]:
                 continue
             free = [d for d in devices if d is not dev and not d.processes]
-            fix = (f"export CUDA_VISIBLE_DEVICES={free[0].index}   # {free[0].name} has no other process"
+            # A UUID, not an index: CUDA numbers GPUs fastest-first, NVML by PCI bus.
+            fix = (f"export CUDA_VISIBLE_DEVICES={free[0].uuid or free[0].index}   "
+                   f"# {free[0].name} has no other process"
                    if free else "# stop the processes listed, or share on purpose:")
             fix += ("\nexport TF_FORCE_GPU_ALLOW_GROWTH=true   # take memory as needed, "
                     "not all that is free at start")

@@ -37,8 +37,9 @@ class NoGpu(Rule):
     TensorFlow not installed or failing to import (with the crash signal or the stage
     where it hung), a CPU-only build (`tensorflow-cpu`, the macOS wheel, native Windows
     since TF 2.11), no NVIDIA driver (NVML and `libcuda.so.1` cannot be loaded; in a
-    container: started without GPU access), the driver's kernel module not loaded or of
-    another version, GPUs hidden by `CUDA_VISIBLE_DEVICES`, a driver older than the CUDA
+    container: started without GPU access), the GPU visible to NVML but the driver's
+    `libcuda.so.1` missing (a container without the `compute` capability), the driver's
+    kernel module not loaded or of another version, GPUs hidden by `CUDA_VISIBLE_DEVICES`, a driver older than the CUDA
     major version of the build, each CUDA/cuDNN library of the build that does not load
     (naming another major version found instead, and the pip/apt package that provides
     it), and a GPU architecture the build has no code for.
@@ -103,12 +104,8 @@ def find_causes(env: EnvironmentFacts, devices: tuple[GpuDevice, ...]) -> list[C
     causes: list[Cause] = []
     blocking = _tensorflow_cause(env)
     if blocking:
-        causes.append(blocking)
-        if blocking.code in ("tf-not-installed", "tf-hung", "tf-crashed", "tf-import-failed",
-                             "cpu-only-build", "rocm-build"):
-            # The build cannot be judged further, but the driver can.
-            causes.extend(c for c in [_driver_cause(env, devices)] if c)
-            return causes
+        # The build cannot be judged further, but the driver can.
+        return [blocking] + [c for c in [_driver_cause(env, devices)] if c]
     for check in (_driver_cause, _visibility_cause, _driver_version_cause,
                   _libraries_cause, _arch_cause):
         cause = check(env, devices)
@@ -140,12 +137,17 @@ def _tensorflow_cause(env: EnvironmentFacts) -> Optional[Cause]:
     if tf.probe_status == "error" and not tf.installed:
         return Cause("tf-not-installed", "the Python interpreter could not be run",
                      tf.import_error or "", "gpuwhy check --python /path/to/your/venv/bin/python")
+    if tf.probe_status == "error" and tf.import_ok:
+        return Cause("tf-probe-failed", "TensorFlow imports but fails when asked for its GPUs",
+                     tf.import_error or "the child process ended without an answer",
+                     f"pip install --force-reinstall \"tensorflow[and-cuda]\"   "
+                     "# a partly removed or mixed install")
     if tf.probe_status == "timeout":
         where = tf.hung_in or "start"
         hint = ("cuInit is waiting on the driver: the GPU may be wedged or still initialising"
                 if where in ("list_gpus", "confirm") else "the import itself did not finish")
         return Cause("tf-hung", f"TensorFlow hung in stage '{where}'",
-                     f"{tf.import_error}; {hint}",
+                     f"{tf.import_error or 'no answer'}; {hint}",
                      "nvidia-smi                     # does the driver answer?\n"
                      "sudo nvidia-smi -pm 1          # persistence mode avoids slow re-initialisation\n"
                      "# if nvidia-smi hangs too: check `dmesg` for Xid errors and reset or reboot")
@@ -156,7 +158,8 @@ def _tensorflow_cause(env: EnvironmentFacts) -> Optional[Cause]:
                          detail + "; this CPU lacks instructions (AVX/AVX2) the wheel was built for",
                          "# use a build for older CPUs, or run on a machine whose CPU has AVX2:\n"
                          "grep -o -w 'avx2\\|avx' /proc/cpuinfo | sort -u")
-        return Cause("tf-crashed", f"TensorFlow crashed ({tf.signal}) in stage '{tf.hung_in}'",
+        return Cause("tf-crashed", f"TensorFlow crashed ({tf.signal or 'unknown signal'}) "
+                     f"in stage '{tf.hung_in or 'start'}'",
                      detail, f"{install}   # a clean reinstall of a matching TF/CUDA pair")
     if tf.installed and not tf.import_ok:
         return Cause("tf-import-failed", "`import tensorflow` fails", tf.import_error or "",
@@ -209,8 +212,10 @@ def _cpu_build_fix(env: EnvironmentFacts, distribution: Optional[str]) -> str:
 
 def _driver_cause(env: EnvironmentFacts, devices: tuple[GpuDevice, ...] = ()) -> Optional[Cause]:
     d = env.driver
-    if d is None or d.nvml_ok and d.device_count > 0:
+    if d is None:
         return None
+    if d.nvml_ok and d.device_count > 0:
+        return None if d.libcuda_loaded else _no_libcuda(env, d)
     if d.nvml_ok and d.device_count == 0:
         return Cause("no-gpu-hardware", "the NVIDIA driver sees no GPU",
                      f"driver {d.driver_version} is loaded but NVML counts 0 GPUs",
@@ -248,6 +253,18 @@ def _driver_cause(env: EnvironmentFacts, devices: tuple[GpuDevice, ...] = ()) ->
     return None
 
 
+def _no_libcuda(env: EnvironmentFacts, d) -> Cause:
+    detail = f"NVML sees {d.device_count} GPU(s) but {d.libcuda_error or 'libcuda.so.1 does not load'}"
+    if d.in_container:
+        return Cause("no-libcuda", "the container has the GPU but not the driver's CUDA library",
+                     detail + "; NVIDIA_DRIVER_CAPABILITIES must include 'compute'",
+                     "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility ...")
+    return Cause("no-libcuda", "the driver's CUDA library libcuda.so.1 is missing",
+                 detail + "; the driver install is incomplete",
+                 f"sudo apt install libnvidia-compute-{(d.driver_version or 'XXX').split('.')[0]}"
+                 "   # the CUDA part of your driver version")
+
+
 def _visibility_cause(env: EnvironmentFacts, devices: tuple[GpuDevice, ...]) -> Optional[Cause]:
     value = env.env_vars.get("CUDA_VISIBLE_DEVICES")
     if value is None:
@@ -275,9 +292,10 @@ def _driver_version_cause(env: EnvironmentFacts, devices: tuple[GpuDevice, ...] 
         return None
     major = (version_tuple(build_cuda) or (0,))[0]
     minimum = MIN_DRIVER_FOR_CUDA_MAJOR.get(major, "the newest")
-    return Cause("driver-too-old", f"the driver supports CUDA {d.cuda_driver_version}, "
-                 f"the build needs CUDA {build_cuda}",
-                 f"driver {d.driver_version}; " + ("; ".join(logged) or
+    title = (f"the driver supports CUDA {d.cuda_driver_version}, the build needs CUDA {build_cuda}"
+             if d.cuda_driver_version else f"the driver is too old for CUDA {build_cuda}")
+    return Cause("driver-too-old", title,
+                 f"driver {d.driver_version or '(version unknown)'}; " + ("; ".join(logged) or
                                                    f"CUDA {major}.x needs driver >= {minimum}"),
                  f"# install an NVIDIA driver >= {minimum} (CUDA {major}.x), e.g.\n"
                  "sudo ubuntu-drivers install")
@@ -292,21 +310,25 @@ def _libraries_cause(env: EnvironmentFacts, devices: tuple[GpuDevice, ...] = ())
         return None
     parts = []
     for lib in missing:
-        text = f"{lib.wanted} ({lib.pip_package})"
+        text = f"{lib.wanted} ({lib.pip_package})" if lib.pip_package else lib.wanted
         if lib.other_versions:
             text += f": found {', '.join(lib.other_versions)} instead (another major version)"
         parts.append(text)
     pip = sorted({lib.pip_package for lib in missing if lib.pip_package})
     apt = sorted({lib.apt_package for lib in missing if lib.apt_package})
-    version = f"=={tf.version}" if tf.version else ""
+    # tf-nightly and dev versions have no matching `tensorflow` release to pin
+    version = f"=={tf.version}" if tf.version and tf.distribution == "tensorflow" \
+        and "dev" not in tf.version else ""
     wrong = any(lib.other_versions for lib in missing)
     title = (f"{len(missing)} CUDA/cuDNN librar{'y' if len(missing) == 1 else 'ies'} of the "
              f"build {'do not load' if len(missing) > 1 else 'does not load'}"
              + (" (another CUDA version is installed)" if wrong else ""))
-    return Cause("missing-libraries", title, "; ".join(parts),
-                 f"pip install \"tensorflow[and-cuda]{version}\"   # or only: pip install "
-                 f"{' '.join(pip)}\n# system-wide instead (NVIDIA's apt repository): "
-                 f"sudo apt install {' '.join(apt)}")
+    fix = f"pip install \"tensorflow[and-cuda]{version}\""
+    if pip:
+        fix += f"   # or only: pip install {' '.join(pip)}"
+    if apt:
+        fix += f"\n# system-wide instead (NVIDIA's apt repository): sudo apt install {' '.join(apt)}"
+    return Cause("missing-libraries", title, "; ".join(parts), fix)
 
 
 def _arch_cause(env: EnvironmentFacts, devices: tuple[GpuDevice, ...]) -> Optional[Cause]:

@@ -36,9 +36,14 @@ def test_arch_support_unknown_without_build_archs():
     (None, 4, 4), ("", 4, 0), ("-1", 4, 0), ("none", None, 0), ("NoDevFiles", 2, 0),
     ("0", 4, 1), ("0,1", 4, 2), ("0,-1,1", 4, 1),   # CUDA stops at the first invalid entry
     ("4", 4, 0), ("2,7", 4, 1), ("GPU-0aaa", 2, 1), ("GPU-ffff", 2, 0), ("0", None, None),
+    ("MIG-5f2e", 1, None),     # MIG instances are not judged from the parent GPUs' UUIDs
 ])
 def test_visible_devices_parses_like_cuda(value, count, expected):
     assert visible_devices(value, count, ["GPU-0aaa-bbbb", "GPU-1aaa-bbbb"]) == expected
+
+
+def test_gpu_uuid_is_not_judged_without_known_uuids():
+    assert visible_devices("GPU-0aaa", 2, []) is None
 
 
 @pytest.mark.parametrize("driver_cuda, build_cuda, expected", [

@@ -105,7 +105,47 @@ def test_driver_too_old_is_also_read_from_tfs_log():
     tf = b.no_gpu_tf(log_lines=("E cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
                                 "Failed call to cuInit: CUDA driver version is insufficient for "
                                 "CUDA runtime version",))
-    assert "driver-too-old" in codes(b.facts(tf=tf, drv=b.driver(cuda_driver_version=None)))
+    (finding,) = check(b.facts(tf=tf, drv=b.driver(cuda_driver_version=None, driver_version=None)))
+    assert finding.title == "TensorFlow cannot use a GPU: the driver is too old for CUDA 12.5.1"
+    assert "None" not in str(finding.evidence["causes"][0])
+
+
+@pytest.mark.parametrize("in_container, fix_word", [(True, "NVIDIA_DRIVER_CAPABILITIES=compute"),
+                                                    (False, "libnvidia-compute-550")])
+def test_nvml_works_but_libcuda_is_missing(in_container, fix_word):
+    drv = b.driver(libcuda_loaded=False, in_container=in_container,
+                   libcuda_error="libcuda.so.1: cannot open shared object file")
+    (finding,) = check(b.facts(tf=b.no_gpu_tf(), drv=drv))
+    assert finding.evidence["causes"][0]["code"] == "no-libcuda"
+    assert fix_word in finding.fix
+
+
+def test_a_failure_after_import_shows_its_error():
+    tf = b.TensorFlowFacts(installed=True, import_ok=True, probe_status="error",
+                           import_error="AttributeError: module 'tensorflow' has no attribute 'config'")
+    (finding,) = check(b.facts(tf=tf))
+    cause = finding.evidence["causes"][0]
+    assert cause["code"] == "tf-probe-failed" and "no attribute 'config'" in cause["detail"]
+
+
+def test_crash_and_hang_without_details_print_no_none():
+    for tf in (b.TensorFlowFacts(installed=True, probe_status="crashed"),
+               b.TensorFlowFacts(installed=True, probe_status="timeout")):
+        (finding,) = check(b.facts(tf=tf))
+        assert "None" not in finding.title + str(finding.evidence["causes"][0])
+
+
+def test_gpu_0_failing_while_gpu_1_works_is_not_usable():
+    tf = b.tensorflow(gpus=("/physical_device:GPU:0", "/physical_device:GPU:1"), confirm_device=None,
+                      confirm_error="InternalError: CUDA error: an illegal memory access")
+    assert codes(b.facts(tf=tf, devices=[b.gpu(0), b.gpu(1)])) == ["op-failed"]
+
+
+def test_nightly_builds_are_not_pinned_to_a_missing_release():
+    tf = b.no_gpu_tf(version="2.22.0-dev20261101", distribution="tf-nightly",
+                     libraries=b.libraries(missing=("cudnn",)))
+    (finding,) = check(b.facts(tf=tf))
+    assert 'pip install "tensorflow[and-cuda]"' in finding.fix and "==2.22" not in finding.fix
 
 
 def test_missing_libraries_are_named_with_their_packages():

@@ -24,7 +24,7 @@ def test_other_process_holding_memory_is_named():
     assert finding.evidence["memory_held_by_others_mib"] == 30 * 1024
     assert finding.evidence["processes"][0] == {"pid": 4242, "command": "python notebook_kernel.py",
                                                 "memory_mib": 30720}
-    assert "export CUDA_VISIBLE_DEVICES=1" in finding.fix   # the free GPU
+    assert "export CUDA_VISIBLE_DEVICES=GPU-1aaa-bbbb" in finding.fix   # the free GPU, by UUID
 
 
 def test_most_memory_held_by_others_is_high():
@@ -37,6 +37,12 @@ def test_most_memory_held_by_others_is_high():
 def test_busy_gpu_without_memory_still_counts_as_shared():
     (finding,) = run(GpuShared, b.facts(devices=[b.gpu(0, utilization_percent=85.0)]))
     assert finding.evidence["utilization_percent_before_run"] == 85.0
+
+
+def test_memory_used_by_invisible_processes_counts_in_containers():
+    # NVML lists no processes of other containers; the device's used memory shows them
+    (finding,) = run(GpuShared, b.facts(devices=[b.gpu(0, memory_used_bytes=70 * b.GiB)]))
+    assert finding.severity == "high" and finding.evidence["processes"] == []
 
 
 def test_small_process_below_threshold_is_ignored():
