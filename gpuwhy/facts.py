@@ -151,9 +151,9 @@ def from_dict(cls: Any, data: Any) -> Any:
     if data is None:
         return None
     origin = typing.get_origin(cls)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(cls) if a is not type(None)]
-        return from_dict(args[0], data) if len(args) == 1 else data
+    if origin in (typing.Union, types.UnionType):   # only Optional[X] is used in facts
+        (inner,) = [a for a in typing.get_args(cls) if a is not type(None)]
+        return from_dict(inner, data)
     if origin in (tuple, list):
         (item,) = typing.get_args(cls)[:1]
         values = [from_dict(item, v) for v in data]

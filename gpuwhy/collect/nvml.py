@@ -1,9 +1,10 @@
 """The NVML layer, kept thin: NVIDIA's ``nvidia-ml-py`` binding (module ``pynvml``) in,
 plain facts out.
 
-Nothing here decides anything. NVML cannot work on a machine without an NVIDIA driver, so
-the only logic worth testing here is the conversion, and that is exercised through
-recorded values; the error path (no driver) runs for real on every CI machine.
+Nothing here decides anything. NVML cannot work on a machine without an NVIDIA driver: the
+error path (no driver) runs for real in every CI run (tests/collect/test_build_info_and_driver.py);
+the conversion of a live GPU's values runs only where a GPU is present, and has no recorded
+fixture yet.
 """
 
 from __future__ import annotations

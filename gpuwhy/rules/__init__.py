@@ -7,7 +7,6 @@ checks the list against the catalogue in ``docs/findings.md``.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Optional
 
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
@@ -84,8 +83,7 @@ def get_rule(rule_id: str) -> type[Rule]:
     raise UnknownRuleError(rule_id, close)
 
 
-def run_rules(facts: Facts, overrides: Optional[dict[str, dict[str, Any]]] = None
-              ) -> tuple[list[Finding], dict[str, str]]:
+def run_rules(facts: Facts) -> tuple[list[Finding], dict[str, str]]:
     """Every runnable rule over ``facts``.
 
     Returns (findings sorted by severity then expected gain, {rule id: why not checked}).
@@ -102,6 +100,5 @@ def run_rules(facts: Facts, overrides: Optional[dict[str, dict[str, Any]]] = Non
         if missing:
             not_checked[rule_cls.id] = "needs " + ", ".join(missing)
             continue
-        options = {**rule_cls.options, **(overrides or {}).get(rule_cls.id, {})}
-        findings.extend(rule_cls().check(facts, options))
+        findings.extend(rule_cls().check(facts, dict(rule_cls.options)))
     return sorted(findings, key=Finding.sort_key), not_checked

@@ -1,7 +1,9 @@
+import json
+
 import pytest
 
 from gpuwhy.facts import Facts
-from gpuwhy.record import RunRecord
+from gpuwhy.record import RunRecord, validation_errors
 from gpuwhy.report import RENDERERS, MisconfigurationError, renderer_class
 from gpuwhy.report.json_ import JsonRenderer
 from tests import builders as b
@@ -16,7 +18,14 @@ HEALTHY = RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.pro
 @pytest.mark.parametrize("name", RENDERERS)
 @pytest.mark.parametrize("record", [EMPTY, FULL, HEALTHY], ids=["empty", "full", "healthy"])
 def test_every_renderer_renders_every_record(name, record):
-    assert RENDERERS[name]().render(record).strip()
+    text = RENDERERS[name]().render(record)
+    if name == "json":
+        data = json.loads(text)
+        assert validation_errors(data) == [] and data["verdict"]["text"] == record.verdict
+    else:
+        assert record.verdict in text.splitlines()[0]
+        for finding in record.findings:
+            assert finding.id in text and finding.title in text
 
 
 def test_terminal_starts_with_the_verdict_and_has_no_colour_when_piped():
