@@ -116,12 +116,126 @@ class EnvironmentFacts:
 
 
 @dataclass(frozen=True)
+class OpGroup:
+    """Ops of one kind that TensorFlow places the same way, for the same reason.
+
+    500 ``ReadVariableOp`` nodes read as one line; the examples and locations say where.
+    """
+
+    op: str
+    in_dtypes: tuple[str, ...]
+    out_dtypes: tuple[str, ...]
+    device: str                        # GPU | CPU (predicted, or seen with --verify)
+    computes_on: str                   # GPU | CPU | host (on the GPU, arguments in host memory)
+    reason: str                        # code, see collect/placement/placer.py REASONS
+    count: int
+    in_loop: bool = False              # inside a while loop: runs once per iteration
+    examples: tuple[str, ...] = ()     # node names, function-qualified
+    locations: tuple[str, ...] = ()    # distinct "file:line" of the user code that created them
+    requested: Optional[str] = None    # device type asked for with tf.device
+    colocated_with: Optional[str] = None  # the op whose placement decided this one
+
+
+@dataclass(frozen=True)
+class HostDeviceCopy:
+    """One tensor that crosses between host and GPU memory each time the function runs.
+
+    TF's graph partitioner adds one Send/Recv pair per tensor and destination
+    (graph/graph_partition.cc), so a tensor read by ten GPU ops is one copy.
+    """
+
+    direction: str                     # to-device | to-host
+    kind: str                          # input (function arguments) | step (inside the function)
+    src: str                           # producing node, function-qualified
+    src_op: str
+    dst: str                           # first consuming node
+    dst_op: str
+    dtype: str
+    consumers: int = 1
+    shape: Optional[tuple[Optional[int], ...]] = None  # static shape, None dims unknown
+    bytes: Optional[int] = None        # when the shape is fully known
+    in_loop: bool = False
+    location: Optional[str] = None     # file:line of the op that makes the copy necessary
+    cause: Optional[str] = None        # that op's name
+
+
+@dataclass(frozen=True)
+class TensorOp:
+    """A matmul or convolution: what tensor cores would run, with its dtype and sizes."""
+
+    node: str
+    op: str
+    dtype: str
+    dims: dict[str, Optional[int]] = field(default_factory=dict)  # m/n/k or batch/in/out channels
+    layer: Optional[str] = None        # Keras layer / name scope that created it
+    location: Optional[str] = None
+    jit_compile: bool = False
+    gradient: bool = False             # part of the backward pass
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A node TensorFlow placed somewhere other than predicted (``--verify``)."""
+
+    node: str
+    op: str
+    predicted: str
+    actual: str
+
+
+@dataclass(frozen=True)
+class PlacementCheck:
+    """``--verify``: the function run with TensorFlow's real placer on this machine's GPU."""
+
+    ran: bool
+    reason: Optional[str] = None       # why it could not run
+    device: Optional[str] = None
+    nodes_compared: int = 0
+    disagreements: tuple[Disagreement, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditedFunction:
+    name: str                          # tf.function / Keras step name
+    nodes: int                         # after inlining nested bodies
+    gpu: int                           # nodes computing on the GPU
+    host: int                          # on the GPU device, arguments in host memory
+    cpu: int
+    jit_compile: bool = False
+    location: Optional[str] = None     # where the Python function is defined
+    input_copies: int = 0              # host<->device copies of its arguments per call
+    step_copies: int = 0               # copies between its own ops per call (loop bodies once)
+
+
+@dataclass(frozen=True)
+class PlacementFacts:
+    """Section ``placement``: where each op of the audited functions runs, and the copies.
+
+    ``predicted`` is True when no GPU was here: the devices are what TensorFlow's kernel
+    registry says a GPU machine would choose, not what was observed.
+    """
+
+    predicted: bool
+    functions: tuple[AuditedFunction, ...] = ()
+    groups: tuple[OpGroup, ...] = ()
+    copies: tuple[HostDeviceCopy, ...] = ()
+    tensor_ops: tuple[TensorOp, ...] = ()
+    tf32_enabled: Optional[bool] = None
+    mixed_precision_policy: Optional[str] = None  # Keras global policy name
+    compute_capability: Optional[tuple[int, int]] = None  # GPU here; None when predicting
+    gpu_name: Optional[str] = None
+    verification: Optional[PlacementCheck] = None
+    seconds: Optional[float] = None    # the audit's own time
+
+
+@dataclass(frozen=True)
 class Facts:
     """All fact sections of one run. A section is ``None`` when it was not collected;
     rules that need it are then skipped and listed as not checked."""
 
     environment: Optional[EnvironmentFacts] = None
     devices: Optional[tuple[GpuDevice, ...]] = None
+    placement: Optional[PlacementFacts] = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

@@ -1,0 +1,161 @@
+"""``gpuwhy.audit(...)`` and ``gpuwhy audit PATH``: the placement audit on demand.
+
+Turns what a user has in hand (a tf.function, a concrete function, a Keras
+model, a plain Python function, a SavedModel directory or a Keras file) into
+traced concrete functions, audits them, and returns a RunRecord whose findings
+come from the same rules as ``gpuwhy run``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from gpuwhy.collect.placement import AuditTarget, audit_functions
+from gpuwhy.facts import Facts
+from gpuwhy.record import RunRecord
+
+__all__ = ["AuditError", "audit", "audit_path", "targets_for"]
+
+
+class AuditError(ValueError):
+    """Something that cannot be audited, said in one line."""
+
+
+def audit(obj: Any, *example_args: Any, verify: bool = False, **example_kwargs: Any) -> RunRecord:
+    """Audit the placement of ``obj`` traced with the example arguments.
+
+    ``obj`` is a ``tf.function``, a ConcreteFunction, a Keras model (with ``x, y``: its
+    training step; with ``x`` or nothing: its forward pass) or a Python function.
+    ``verify=True`` runs it once with TensorFlow's real placer (needs a GPU).
+    """
+    targets = targets_for(obj, example_args, example_kwargs)
+    facts, _ = audit_functions(targets, verify=verify)
+    return RunRecord.diagnose("audit", Facts(placement=facts))
+
+
+def audit_path(path: str | os.PathLike, *, verify: bool = False) -> RunRecord:
+    """Audit a SavedModel directory or a Keras ``.keras``/``.h5`` file."""
+    targets = targets_for_path(Path(path))
+    facts, _ = audit_functions(targets, verify=verify)
+    return RunRecord.diagnose("audit", Facts(placement=facts))
+
+
+def _label(name: str) -> str:
+    name = re.sub(r"^__inference_", "", name)
+    return re.sub(r"_\d+$", "", name)
+
+
+def _code_location(function: Any) -> str | None:
+    from gpuwhy.tfapi.graph_ops import relative
+
+    function = getattr(function, "__wrapped__", function)
+    code = getattr(function, "__code__", None)
+    return relative(code.co_filename, code.co_firstlineno) if code else None
+
+
+def _is_concrete(obj: Any) -> bool:
+    return hasattr(obj, "graph") and hasattr(obj, "structured_input_signature")
+
+
+def _is_tf_function(obj: Any) -> bool:
+    return hasattr(obj, "get_concrete_function") and hasattr(obj, "python_function")
+
+
+def _is_keras_model(obj: Any) -> bool:
+    return hasattr(obj, "train_step") and hasattr(obj, "compile") and hasattr(obj, "layers")
+
+
+def targets_for(obj: Any, args: tuple, kwargs: dict) -> list[AuditTarget]:
+    import tensorflow as tf
+
+    call_args = args or None
+    if _is_concrete(obj):
+        return [AuditTarget(_label(obj.name), obj, example_args=call_args)]
+    if _is_tf_function(obj):
+        location = _code_location(obj.python_function)
+        name = getattr(obj.python_function, "__name__", "function")
+        if args or kwargs:
+            concrete = obj.get_concrete_function(*args, **kwargs)
+            return [AuditTarget(name, concrete, location, call_args if not kwargs else None)]
+        traced = obj._list_all_concrete_functions()
+        if not traced:
+            raise AuditError(
+                f"tf.function {name!r} has not been traced yet: pass example arguments, "
+                f"e.g. gpuwhy.audit({name}, x)"
+            )
+        return [AuditTarget(name, cf, location) for cf in traced]
+    if _is_keras_model(obj):
+        return _keras_targets(obj, args)
+    if callable(obj):
+        if not args and not kwargs:
+            raise AuditError("a Python function needs example arguments to be traced: gpuwhy.audit(fn, x)")
+        function = tf.function(obj)
+        concrete = function.get_concrete_function(*args, **kwargs)
+        name = getattr(obj, "__name__", "function")
+        return [AuditTarget(name, concrete, _code_location(obj), call_args if not kwargs else None)]
+    raise AuditError(f"cannot audit a {type(obj).__name__}: pass a tf.function, a Keras model or a function")
+
+
+def _keras_targets(model: Any, args: tuple) -> list[AuditTarget]:
+    import tensorflow as tf
+
+    name = getattr(model, "name", "model")
+    if len(args) >= 2 and getattr(model, "optimizer", None) is not None:
+        data = tuple(tf.convert_to_tensor(a) for a in args[:3])
+        step = tf.function(model.train_step)
+        concrete = step.get_concrete_function(data)
+        # Running a training step would update the weights: never verified.
+        return [AuditTarget(f"{name}.train_step", concrete, None, None)]
+    if args:
+        x = tf.convert_to_tensor(args[0])
+        forward = tf.function(lambda x: model(x, training=False))
+        return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(x), None, (x,))]
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        raise AuditError(f"Keras model {name!r} is not built: pass example inputs, e.g. gpuwhy.audit(model, x, y)")
+    specs = [tf.TensorSpec(t.shape, t.dtype) for t in inputs]
+    signature = specs[0] if len(specs) == 1 else specs
+    forward = tf.function(lambda x: model(x, training=False))
+    return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(signature), None, None)]
+
+
+def targets_for_path(path: Path) -> list[AuditTarget]:
+    if not path.exists():
+        raise AuditError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if not (path / "saved_model.pb").exists() and not (path / "saved_model.pbtxt").exists():
+            raise AuditError(f"{path} is a directory but not a SavedModel (no saved_model.pb)")
+        return _saved_model_targets(path)
+    if path.suffix in (".keras", ".h5", ".hdf5"):
+        import keras
+
+        try:
+            model = keras.models.load_model(path, compile=False)
+        except Exception as error:
+            raise AuditError(f"{path}: Keras could not load it: {error}") from None
+        return _keras_targets(model, ())
+    raise AuditError(f"{path}: not a SavedModel directory or a .keras/.h5 file")
+
+
+def _saved_model_targets(path: Path) -> list[AuditTarget]:
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(str(path))
+    except Exception as error:
+        raise AuditError(f"{path}: TensorFlow could not load the SavedModel: {error}") from None
+    targets = [AuditTarget(f"signature {key}", function) for key, function in loaded.signatures.items()]
+    if not targets:
+        for attribute in sorted(dir(loaded)):
+            if attribute.startswith("_") and attribute != "__call__":
+                continue
+            value = getattr(loaded, attribute, None)
+            if _is_tf_function(value) or hasattr(value, "_list_all_concrete_functions"):
+                for concrete in value._list_all_concrete_functions():
+                    targets.append(AuditTarget(f"{attribute}", concrete))
+    if not targets:
+        raise AuditError(f"{path}: the SavedModel has no signatures or traced functions to audit")
+    return targets

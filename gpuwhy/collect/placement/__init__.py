@@ -1,0 +1,277 @@
+"""Placement audit: where each op of a traced function runs on a GPU machine, and why.
+
+collect -> facts: :func:`audit_functions` flattens each concrete function with
+its nested bodies (``graph``), replays TensorFlow's placer with the GPU
+kernel registry (``placer``), finds the host<->device copies (``copies``) and
+reads the matmuls and convolutions (``tensor_ops``). The result is a
+:class:`~gpuwhy.facts.PlacementFacts`; deciding what is a problem is left to
+the rules in ``gpuwhy/rules/placement`` and ``gpuwhy/rules/tensorcore``.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwhy.collect.placement.copies import Crossing, crossings
+from gpuwhy.collect.placement.graph import FlatGraph, flatten
+from gpuwhy.collect.placement.placer import PlacedGraph, place
+from gpuwhy.collect.placement.tensor_ops import tensor_ops
+from gpuwhy.facts import AuditedFunction, HostDeviceCopy, OpGroup, PlacementCheck, PlacementFacts
+from gpuwhy.tfapi import graph_ops, precision
+from gpuwhy.tfapi.kernel_registry import KernelRegistry
+
+__all__ = ["AuditTarget", "AuditedGraph", "audit_functions"]
+
+MAX_EXAMPLES = 5
+MAX_COPIES = 500  # the largest ones are kept; counts stay exact in the functions' totals
+
+
+@dataclass
+class AuditTarget:
+    """One traced function to audit, with what only the caller knows about it."""
+
+    label: str
+    function: Any  # a ConcreteFunction
+    location: str | None = None  # where the Python function is defined
+    example_args: tuple | None = None  # for --verify: arguments to run it with
+
+
+class AuditedGraph:
+    """One function's placement, kept for ``--verify`` and the verbose tables."""
+
+    def __init__(self, target: AuditTarget, placed: PlacedGraph, copies: list[Crossing]) -> None:
+        self.target = target
+        self.label = target.label
+        self.function = target.function
+        self.placed = placed
+        self.copies = copies
+
+
+def audit_functions(
+    targets: Iterable[AuditTarget],
+    *,
+    verify: bool = False,
+    registry: KernelRegistry | None = None,
+) -> tuple[PlacementFacts, list[AuditedGraph]]:
+    """Audit traced functions for a one-GPU machine (or ``registry``'s device)."""
+    started = time.perf_counter()
+    registry = registry or KernelRegistry()
+    audited: list[AuditedGraph] = []
+    # The walk allocates a few objects per node and frees none of them until the end:
+    # the cyclic collector would rescan them all repeatedly (half the time on ResNet50).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for target in targets:
+            flat = flatten(target.label, target.function.graph)
+            placed = place(flat, registry)
+            audited.append(AuditedGraph(target, placed, crossings(placed)))
+    finally:
+        if collecting:
+            gc.enable()
+    gpu = precision.local_gpu()
+    facts = PlacementFacts(
+        predicted=gpu is None,
+        functions=tuple(_function_summary(a) for a in audited),
+        groups=_groups(audited),
+        copies=_copies(audited),
+        tensor_ops=tuple(op for a in audited for op in tensor_ops(a.placed, precision.jit_compile(a.function))),
+        tf32_enabled=precision.tf32_enabled(),
+        mixed_precision_policy=precision.keras_policy(),
+        compute_capability=gpu[1] if gpu else None,
+        gpu_name=gpu[0] if gpu else None,
+        verification=None,
+        seconds=None,
+    )
+    if verify:
+        from gpuwhy.collect.placement.verify import verify_placement
+
+        checks = [verify_placement(a, registry.device_type) for a in audited]
+        facts = _replace(facts, verification=_merge_checks(checks))
+    return _replace(facts, seconds=round(time.perf_counter() - started, 4)), audited
+
+
+def _replace(facts: PlacementFacts, **changes: Any) -> PlacementFacts:
+    import dataclasses
+
+    return dataclasses.replace(facts, **changes)
+
+
+def _merge_checks(checks: list[PlacementCheck]) -> PlacementCheck:
+    ran = [c for c in checks if c.ran]
+    if not ran:
+        return checks[0] if checks else PlacementCheck(ran=False, reason="no function to run")
+    return PlacementCheck(
+        ran=True,
+        device=ran[0].device,
+        nodes_compared=sum(c.nodes_compared for c in ran),
+        disagreements=tuple(d for c in ran for d in c.disagreements),
+    )
+
+
+def _function_summary(audited: AuditedGraph) -> AuditedFunction:
+    placed = audited.placed
+    gpu = host = cpu = 0
+    for node in placed.flat.nodes:
+        if node.role != "op":
+            continue
+        where = placed.computes_on(node.id)
+        if where == "GPU":
+            gpu += 1
+        elif where == "host":
+            host += 1
+        else:
+            cpu += 1
+    return AuditedFunction(
+        name=audited.label,
+        nodes=gpu + host + cpu,
+        gpu=gpu,
+        host=host,
+        cpu=cpu,
+        jit_compile=precision.jit_compile(audited.function),
+        location=audited.target.location,
+        input_copies=sum(1 for c in audited.copies if placed.flat.nodes[c.src].role == "arg"),
+        step_copies=sum(1 for c in audited.copies if placed.flat.nodes[c.src].role != "arg"),
+    )
+
+
+_DTYPE_NAMES: dict[int, str] = {}
+
+
+def dtype_name(enum: int) -> str:
+    name = _DTYPE_NAMES.get(enum)
+    if name is None:
+        from tensorflow.python.framework import dtypes
+
+        try:
+            name = dtypes.as_dtype(enum).name
+        except TypeError:
+            name = f"dtype{enum}"
+        _DTYPE_NAMES[enum] = name
+    return name
+
+
+def _unique(values: Iterable[int]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for value in values:
+        seen[dtype_name(value)] = None
+    return tuple(seen)
+
+
+def qualified(flat: FlatGraph, node_id: int) -> str:
+    node = flat.nodes[node_id]
+    return node.name if not node.function else f"{node.function}/{node.name}"
+
+
+def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
+    buckets: dict[tuple, dict[str, Any]] = {}
+    for a in audited:
+        placed = a.placed
+        flat = placed.flat
+        for node in flat.nodes:
+            if node.role != "op":
+                continue
+            key = (
+                node.op,
+                _unique(node.in_types),
+                _unique(node.out_types),
+                placed.device[node.id],
+                placed.computes_on(node.id),
+                placed.reason[node.id],
+                node.requested or None,
+            )
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = {"count": 0, "in_loop": False, "examples": [], "colocated": None}
+            bucket["count"] += 1
+            bucket["in_loop"] = bucket["in_loop"] or node.loop_depth > 0
+            if len(bucket["examples"]) < MAX_EXAMPLES:
+                bucket["examples"].append((a, node.id))
+            if bucket["colocated"] is None and node.id in placed.colocated_with:
+                other = flat.nodes[placed.colocated_with[node.id]]
+                bucket["colocated"] = f"{other.name} ({other.op})"
+    groups = []
+    for (op, ins, outs, dev, computes, reason, requested), bucket in buckets.items():
+        locations: dict[str, None] = {}
+        for a, node_id in bucket["examples"]:
+            site = _site(a.placed.flat, node_id)
+            if site:
+                locations[site] = None
+        groups.append(
+            OpGroup(
+                op=op,
+                in_dtypes=ins,
+                out_dtypes=outs,
+                device=dev,
+                computes_on=computes,
+                reason=reason,
+                count=bucket["count"],
+                in_loop=bucket["in_loop"],
+                examples=tuple(qualified(a.placed.flat, n) for a, n in bucket["examples"]),
+                locations=tuple(locations),
+                requested=requested,
+                colocated_with=bucket["colocated"],
+            )
+        )
+    groups.sort(key=lambda g: (g.computes_on == "GPU", g.computes_on == "host", -g.count, g.op))
+    return tuple(groups)
+
+
+def _site(flat: FlatGraph, node_id: int) -> str | None:
+    node = flat.nodes[node_id]
+    return graph_ops.creation_site(graph_ops.body_graph(flat.graphs, node.function), node.name)
+
+
+def _copies(audited: list[AuditedGraph]) -> tuple[HostDeviceCopy, ...]:
+    out = []
+    for a in audited:
+        flat = a.placed.flat
+        nodes = flat.nodes
+        for crossing in a.copies:
+            src, dst = nodes[crossing.src], nodes[crossing.dst]
+            kind = "input" if src.role == "arg" else "step"
+            host_side = crossing.dst if crossing.direction == "to-host" else crossing.src
+            if kind == "input":
+                host_side = crossing.dst
+            shape = graph_ops.output_shape(graph_ops.body_graph(flat.graphs, src.function), src.name, crossing.index)
+            size = _bytes(shape, crossing.dtype)
+            out.append(
+                HostDeviceCopy(
+                    direction=crossing.direction,
+                    kind=kind,
+                    src=qualified(flat, src.id),
+                    src_op=src.op,
+                    dst=qualified(flat, dst.id),
+                    dst_op=dst.op,
+                    dtype=dtype_name(crossing.dtype),
+                    consumers=crossing.consumers,
+                    shape=shape,
+                    bytes=size,
+                    in_loop=src.loop_depth > 0 or dst.loop_depth > 0,
+                    location=_site(flat, host_side),
+                    cause=qualified(flat, host_side),
+                )
+            )
+    out.sort(key=lambda c: (c.kind != "step", -(c.bytes or 0)))
+    return tuple(out[:MAX_COPIES])
+
+
+def _bytes(shape: tuple | None, dtype: int) -> int | None:
+    if shape is None or any(d is None for d in shape):
+        return None
+    from tensorflow.python.framework import dtypes
+
+    try:
+        size = dtypes.as_dtype(dtype).size
+    except TypeError:
+        return None
+    if dtype in (7, 21):  # string, variant: size is not the payload
+        return None
+    total = size
+    for d in shape:
+        total *= d
+    return total

@@ -1,0 +1,85 @@
+"""``--verify``: compare the predicted placement with TensorFlow's real one.
+
+Only meaningful where the predicted device exists: predicting for a GPU on a
+machine without one gives a clear "not verified" instead of a comparison with
+the all-CPU placement TF would make here. Node names change when TF inlines
+bodies: a PartitionedCall's body node ``mul`` runs as ``PartitionedCall/mul``,
+a lowered cond branch node as ``cond/then/_3/cond/add``; nodes are matched on
+the call-site prefix and the body node name, and only matched nodes count.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.collect.placement.graph import device_type
+from gpuwhy.facts import Disagreement, PlacementCheck
+
+__all__ = ["verify_placement"]
+
+
+def _device_present(device_type: str) -> bool:
+    if device_type == "CPU":
+        return True
+    import tensorflow as tf
+
+    try:
+        return bool(tf.config.list_physical_devices(device_type))
+    except Exception:
+        return False
+
+
+def verify_placement(audited, device_type: str) -> PlacementCheck:
+    from gpuwhy.collect.placement import qualified
+    from gpuwhy.tfapi.run_metadata import placed_devices
+
+    target = audited.target
+    if target.example_args is None:
+        return PlacementCheck(ran=False, reason="no example arguments to run the function with")
+    if not _device_present(device_type):
+        return PlacementCheck(
+            ran=False,
+            reason=f"no {device_type} on this machine: the placement shown is a prediction from "
+            "TensorFlow's kernel registry",
+        )
+    try:
+        actual = placed_devices(target.function, target.example_args)
+    except Exception as error:  # the user's function failed: say so, do not crash the audit
+        return PlacementCheck(ran=False, reason=f"running the function failed: {type(error).__name__}: {error}")
+    placed = audited.placed
+    flat = placed.flat
+    top: dict[str, int] = {}
+    nested: dict[str, list[int]] = {}
+    for node in flat.nodes:
+        if node.role != "op":
+            continue
+        if not node.call_chain:
+            top[node.name] = node.id
+        else:
+            nested.setdefault(node.name, []).append(node.id)
+    compared = 0
+    disagreements = []
+    for name, actual_device in actual.items():
+        actual_type = device_type(actual_device)
+        node_id = top.get(name)
+        if node_id is None:
+            node_id = _match_nested(name, nested, flat)
+        if node_id is None:
+            continue
+        compared += 1
+        predicted = placed.device[node_id]
+        if predicted != actual_type:
+            disagreements.append(
+                Disagreement(node=qualified(flat, node_id), op=flat.nodes[node_id].op, predicted=predicted, actual=actual_type)
+            )
+    return PlacementCheck(ran=True, device=device_type, nodes_compared=compared, disagreements=tuple(disagreements))
+
+
+def _match_nested(name: str, nested: dict[str, list[int]], flat) -> int | None:
+    position = name.find("/")
+    while position != -1:
+        candidates = nested.get(name[position + 1 :])
+        if candidates:
+            for node_id in candidates:
+                if name.startswith(flat.nodes[node_id].call_chain[0] + "/"):
+                    return node_id
+        position = name.find("/", position + 1)
+    return None

@@ -1,0 +1,108 @@
+"""Reading Python-side details of graph ops: where the user created them, static shapes.
+
+A graph op keeps the Python stack of its creation (``Operation.traceback``, a
+``tf_stack.StackTrace`` already mapped from AutoGraph's generated code back to
+the user's source). The nested bodies of a tf.function are FuncGraphs held in
+``FuncGraph._functions`` (name -> AtomicFunction with ``.graph``); both are
+private, hence this module. Looking an op up costs microseconds, so it is done
+only for the ops a report names.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["body_graph", "creation_site", "is_library_file", "output_shape", "relative"]
+
+_LIBRARY_MARKERS = (
+    f"{os.sep}tensorflow{os.sep}",
+    f"{os.sep}keras{os.sep}",
+    f"{os.sep}tf_keras{os.sep}",
+    f"{os.sep}tensorflow_probability{os.sep}",
+    f"{os.sep}gpuwhy{os.sep}",
+    f"{os.sep}absl{os.sep}",
+    f"{os.sep}tree{os.sep}",
+    f"{os.sep}optree{os.sep}",
+    f"{os.sep}numpy{os.sep}",
+    f"{os.sep}contextlib.py",
+    f"{os.sep}functools.py",
+)
+
+
+def is_library_file(filename: str) -> bool:
+    """Frames inside TensorFlow, Keras, gpuwhy and the standard library are not the user's."""
+    if filename.startswith("<"):
+        return True
+    if "__autograph_generated" in filename:
+        return True
+    return any(marker in filename for marker in _LIBRARY_MARKERS)
+
+
+def relative(filename: str, line: int) -> str:
+    """``file:line`` with the path relative to the working directory when under it."""
+    try:
+        rel = os.path.relpath(filename)
+        if not rel.startswith(".."):
+            filename = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return f"{filename}:{line}"
+
+
+def body_graph(graphs: dict[str, Any], function: str) -> Any | None:
+    """The FuncGraph of the top function ("") or of a nested body, when TF kept it."""
+    entry = graphs.get(function)
+    if entry is None:
+        return None
+    if function == "":
+        return entry
+    try:
+        return entry.graph  # AtomicFunction: None when built from a FunctionDef only
+    except Exception:
+        return None
+
+
+def _operation(graph: Any, name: str) -> Any | None:
+    if graph is None:
+        return None
+    try:
+        return graph.get_operation_by_name(name)
+    except (KeyError, ValueError):
+        return None
+
+
+def creation_site(graph: Any, name: str) -> str | None:
+    """``file:line`` of the innermost user frame that created op ``name``."""
+    op = _operation(graph, name)
+    if op is None:
+        return None
+    try:
+        frames = op.traceback
+    except Exception:
+        return None
+    for frame in reversed(frames):
+        if not is_library_file(frame.filename):
+            return relative(frame.filename, frame.lineno)
+    return None
+
+
+def output_shape(graph: Any, name: str, index: int) -> tuple[int | None, ...] | None:
+    """Static shape of output ``index`` of op ``name``; None when the rank is unknown."""
+    op = _operation(graph, name)
+    if op is None or index >= len(op.outputs):
+        return None
+    shape = op.outputs[index].shape
+    if shape.rank is None:
+        return None
+    return tuple(shape.as_list())
+
+
+def input_shape(graph: Any, name: str, index: int) -> tuple[int | None, ...] | None:
+    op = _operation(graph, name)
+    if op is None or index >= len(op.inputs):
+        return None
+    shape = op.inputs[index].shape
+    if shape.rank is None:
+        return None
+    return tuple(shape.as_list())

@@ -1,0 +1,76 @@
+"""The program's precision settings and the local GPU, as TensorFlow reports them.
+
+Tensor cores run float16/bfloat16 always, and float32 only as TF32 (Ampere and
+newer, on unless ``tf.config.experimental.enable_tensor_float_32_execution(False)``).
+Keras' global mixed-precision policy and XLA's ``jit_compile`` change which
+kernels run, so the tensorcore rules need all three. Keras is read only when
+the program already imported it: importing it here would cost seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from gpuwhy.tfapi.graph_ops import relative
+
+__all__ = ["jit_compile", "keras_policy", "local_gpu", "python_location", "tf32_enabled"]
+
+
+def tf32_enabled() -> bool | None:
+    try:
+        import tensorflow as tf
+
+        return bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    except Exception:
+        return None
+
+
+def keras_policy() -> str | None:
+    """Keras' global dtype policy name ("mixed_float16"), None when Keras is not in use."""
+    for module_name in ("keras", "tf_keras"):
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        try:
+            return str(module.mixed_precision.global_policy().name)
+        except Exception:
+            continue
+    return None
+
+
+def local_gpu() -> tuple[str, tuple[int, int] | None] | None:
+    """(name, compute capability) of the first GPU TensorFlow sees here, None without one."""
+    try:
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            return None
+        details = tf.config.experimental.get_device_details(gpus[0])
+        capability = details.get("compute_capability")
+        return (str(details.get("device_name", gpus[0].name)), tuple(capability) if capability else None)
+    except Exception:
+        return None
+
+
+def jit_compile(function: Any) -> bool:
+    """Whether a concrete function is compiled by XLA (``tf.function(jit_compile=True)``)."""
+    try:
+        attrs = function._inference_function.attributes  # AtomicFunction attrs
+    except AttributeError:
+        try:
+            attrs = function.function_def.attr
+        except Exception:
+            return False
+    value = attrs.get("_XlaMustCompile") if hasattr(attrs, "get") else None
+    return bool(getattr(value, "b", value)) if value is not None else False
+
+
+def python_location(function: Any) -> str | None:
+    """``file:line`` of the Python function a concrete function was traced from."""
+    target = getattr(function, "_python_function", None) or getattr(function, "python_function", None)
+    code = getattr(getattr(target, "__wrapped__", target), "__code__", None)
+    if code is None:
+        return None
+    return relative(code.co_filename, code.co_firstlineno)
