@@ -122,6 +122,26 @@ def _keras_targets(model: Any, args: tuple) -> list[AuditTarget]:
     return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(signature), None, None)]
 
 
+def _example_inputs(function: Any) -> dict | None:
+    """Zeros matching a signature's inputs (unknown dims as 1), for --verify; None if unknowable."""
+    import tensorflow as tf
+
+    try:
+        _, specs = function.structured_input_signature
+    except (AttributeError, ValueError):
+        return None
+    inputs = {}
+    for name, spec in specs.items():
+        if not isinstance(spec, tf.TensorSpec) or spec.shape.rank is None:
+            return None
+        shape = [d if d is not None else 1 for d in spec.shape.as_list()]
+        if spec.dtype == tf.string:
+            inputs[name] = tf.fill(shape, "")
+        else:
+            inputs[name] = tf.zeros(shape, spec.dtype)
+    return inputs
+
+
 def targets_for_path(path: Path) -> list[AuditTarget]:
     if not path.exists():
         raise AuditError(f"{path}: no such file or directory")
@@ -147,7 +167,10 @@ def _saved_model_targets(path: Path) -> list[AuditTarget]:
         loaded = tf.saved_model.load(str(path))
     except Exception as error:
         raise AuditError(f"{path}: TensorFlow could not load the SavedModel: {error}") from None
-    targets = [AuditTarget(f"signature {key}", function) for key, function in loaded.signatures.items()]
+    targets = [
+        AuditTarget(f"signature {key}", function, example_kwargs=_example_inputs(function))
+        for key, function in loaded.signatures.items()
+    ]
     if not targets:
         for attribute in sorted(dir(loaded)):
             if attribute.startswith("_") and attribute != "__call__":

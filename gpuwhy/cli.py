@@ -1,4 +1,4 @@
-"""Command line: ``gpuwhy check | rules | explain | report``.
+"""Command line: ``gpuwhy check | audit | rules | explain | report``.
 
 Exit status: 0 when the answer is good (``check``: TF can use a GPU), 1 when gpuwhy
 diagnosed a problem (``check``: it cannot), 2 when gpuwhy itself failed or was misused
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -38,6 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=120.0, metavar="S",
                        help="seconds allowed for importing TensorFlow and touching the GPU (120)")
     _output_options(check)
+
+    audit = sub.add_parser("audit", help="Why are my ops on the CPU? Placement audit of a saved model.",
+                           description="Predicts where TensorFlow places each op of a SavedModel's "
+                           "functions or a Keras model's forward pass on a machine with a GPU, using "
+                           "TF's own GPU kernel registry (works without a GPU), and lists the "
+                           "host<->device copies. Exit 1 when a high/medium finding is reported.")
+    audit.add_argument("path", metavar="PATH", help="a SavedModel directory or a .keras/.h5 file")
+    audit.add_argument("--verify", action="store_true",
+                       help="on a GPU machine, also run each signature once with TF's real placer "
+                       "and report where it disagrees (needs example inputs: signatures with fully "
+                       "known input shapes)")
+    _output_options(audit)
 
     rules = sub.add_parser("rules", help="list every finding id with its state")
     rules.add_argument("--format", choices=("terminal", "json"), default="terminal")
@@ -74,7 +87,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # `gpuwhy check | head`
         return EXIT_OK
     except Exception as e:  # noqa: BLE001 - gpuwhy's own failure: one line, exit 2
-        _error(f"internal error: {type(e).__name__}: {e}")
+        if os.environ.get("GPUWHY_DEBUG"):
+            raise
+        _error(f"internal error: {type(e).__name__}: {e} (GPUWHY_DEBUG=1 shows the traceback)")
         return EXIT_ERROR
 
 
@@ -110,6 +125,24 @@ def cmd_check(args) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     facts = EnvironmentCollector(args.python, args.timeout).collect()
     record = RunRecord.diagnose("check", facts)
+    _emit(record, args)
+    return _exit_status(record)
+
+
+def cmd_audit(args) -> int:
+    import os
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's C++ banner quiet
+    if not Path(args.path).exists():
+        raise UsageError(f"{args.path}: no such file or directory")
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError as e:
+        raise UsageError(f"TensorFlow is not importable here ({e}); `gpuwhy check` says why") from None
+    from gpuwhy.audit import AuditError, audit_path
+    try:
+        record = audit_path(args.path, verify=args.verify)
+    except AuditError as e:
+        raise UsageError(str(e)) from None
     _emit(record, args)
     return _exit_status(record)
 
@@ -175,7 +208,7 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": cmd_check, "report": cmd_report, "rules": cmd_rules, "explain": cmd_explain}
+COMMANDS = {"check": cmd_check, "audit": cmd_audit, "report": cmd_report, "rules": cmd_rules, "explain": cmd_explain}
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -169,6 +169,8 @@ class TensorOp:
     dims: dict[str, Optional[int]] = field(default_factory=dict)  # m/n/k or batch/in/out channels
     layer: Optional[str] = None        # Keras layer / name scope that created it
     location: Optional[str] = None
+    flops: Optional[int] = None        # multiply-adds x 2, from static shapes
+    in_loop: bool = False
     jit_compile: bool = False
     gradient: bool = False             # part of the backward pass
 

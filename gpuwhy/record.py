@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gpuwhy import __version__
-from gpuwhy.facts import EnvironmentFacts, Facts, GpuDevice, from_dict, to_dict
+from gpuwhy.facts import EnvironmentFacts, Facts, GpuDevice, PlacementFacts, from_dict, to_dict
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable, verdict
@@ -61,6 +61,7 @@ class RunRecord:
             "environment": to_dict(self.facts.environment),
             "devices": to_dict(self.facts.devices),
             "steps": None,
+            "placement": to_dict(self.facts.placement),
             "findings": [to_dict(f) for f in self.findings],
             "not_checked": dict(self.not_checked),
         }
@@ -90,6 +91,7 @@ class RunRecord:
         facts = Facts(
             environment=from_dict(Optional[EnvironmentFacts], data.get("environment")),
             devices=from_dict(Optional[tuple[GpuDevice, ...]], data.get("devices")),
+            placement=from_dict(Optional[PlacementFacts], data.get("placement")),
         )
         return cls(command=data.get("command", "run"), facts=facts,
                    findings=[from_dict(Finding, f) for f in data["findings"]],

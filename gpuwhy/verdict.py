@@ -31,6 +31,25 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
         tail = f"; but: {worst.title}" if worst and worst.severity in ("high", "medium") else ""
         return (f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} "
                 f"[{names}]{tail}.")
+    if facts.placement is not None:
+        return _placement_verdict(facts, findings)
     if findings:
         return findings[0].title
     return "No problems found."
+
+
+def _placement_verdict(facts: Facts, findings: list[Finding]) -> str:
+    placement = facts.placement
+    nodes = sum(f.nodes for f in placement.functions)
+    gpu = sum(f.gpu for f in placement.functions)
+    host = sum(f.host for f in placement.functions)
+    cpu = sum(f.cpu for f in placement.functions)
+    where = ("Predicted for a GPU machine (none here)" if placement.predicted
+             else f"On {placement.gpu_name or 'the GPU'}")
+    text = f"{where}: {gpu:,} of {nodes:,} ops compute on the GPU, {cpu:,} on the CPU"
+    if host:
+        text += f", {host:,} in host memory by design"
+    worst = findings[0] if findings else None
+    if worst and worst.severity in ("high", "medium"):
+        return f"{text}; worst: {worst.title}"
+    return text + ("; no placement problems found." if not findings else ".")

@@ -13,7 +13,7 @@ from rich.console import Console, Group
 from rich.syntax import Syntax
 from rich.text import Text
 
-from gpuwhy.facts import EnvironmentFacts, GpuDevice
+from gpuwhy.facts import EnvironmentFacts, GpuDevice, PlacementFacts
 from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.rules.base import Finding
@@ -40,6 +40,10 @@ class TerminalRenderer(Renderer):
             console.print()
             for number, finding in enumerate(record.findings, 1):
                 console.print(self._finding(number, finding))
+        placement = record.facts.placement
+        if placement is not None:
+            console.print()
+            console.print(self._placement(placement))
         env = record.facts.environment
         if env is not None:
             console.print()
@@ -74,6 +78,15 @@ class TerminalRenderer(Renderer):
         for key, value in f.evidence.items():
             if key == "causes" or (key == "tensorflow_log" and not self.verbose):
                 continue
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                parts.append(Text(f"   {key}:", style="dim"))
+                for row in value[: None if self.verbose else 8]:
+                    parts.append(Text(f"     · {_row_text(row, self.verbose)}", style="dim"))
+                if not self.verbose and len(value) > 8:
+                    parts.append(Text(f"     · {len(value) - 8} more (--verbose)", style="dim"))
+                continue
+            if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+                value = ", ".join(map(str, value)) if value else "-"
             parts.append(Text(f"   {key}: {_short(value)}", style="dim"))
         if f.fix:
             parts.append(Text("   fix:", style="bold"))
@@ -90,6 +103,54 @@ class TerminalRenderer(Renderer):
             if self.color else Text(code)
         text.rstrip()
         return [Text(" " * indent) + line for line in text.split("\n")]
+
+    # -- placement --------------------------------------------------------------------
+    def _placement(self, placement: PlacementFacts) -> Group:
+        """Op groups (500 ops of one kind read as one line) and the host<->device copies.
+
+        Without --verbose only what is not plainly on the GPU is listed."""
+        where = ("predicted for a GPU machine: no GPU here" if placement.predicted
+                 else f"on {placement.gpu_name or 'this GPU'}")
+        lines: list[Text] = [Text(f"Placement ({where})", style="bold underline")]
+        for fn in placement.functions:
+            jit = ", jit_compile" if fn.jit_compile else ""
+            at = f" ({fn.location})" if fn.location else ""
+            lines.append(Text(
+                f"  {fn.name}{at}: {fn.nodes:,} ops — {fn.gpu:,} GPU, {fn.host:,} host memory by design, "
+                f"{fn.cpu:,} CPU; copies per call: {fn.input_copies} input, {fn.step_copies} inside{jit}"))
+        groups = [g for g in placement.groups if self.verbose or g.computes_on == "CPU"]
+        if groups:
+            header = ("op", "dtypes", "device", "computes", "count", "reason", "created at")
+            rows = [(g.op, ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-", g.device,
+                     g.computes_on, f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
+                     g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
+                     ", ".join(g.locations[:2]) or "-") for g in groups]
+            lines.append(Text(""))
+            lines.extend(_table(header, rows, indent=2))
+        copies = [c for c in placement.copies if self.verbose or (c.kind == "step" and _sizeable(c))]
+        if copies:
+            lines.append(Text(""))
+            lines.append(Text("  Host<->device copies per call" + ("" if self.verbose else
+                              " (inside the function, 1 KiB or more or of unknown size)"), style="bold"))
+            header = ("direction", "tensor", "dtype", "shape", "bytes", "caused by")
+            rows = [(c.direction + (" (loop)" if c.in_loop else ""), f"{c.src} -> {c.dst_op}", c.dtype,
+                     "?" if c.shape is None else "[" + ",".join("?" if d is None else str(d) for d in c.shape) + "]",
+                     "?" if c.bytes is None else f"{c.bytes:,}",
+                     f"{c.cause} at {c.location}" if c.location else str(c.cause)) for c in copies[: None if self.verbose else 12]]
+            lines.extend(_table(header, rows, indent=2))
+            if not self.verbose and len(copies) > 12:
+                lines.append(Text(f"  … {len(copies) - 12} more (--verbose)", style="dim"))
+        check = placement.verification
+        if check is not None:
+            lines.append(Text(""))
+            if check.ran:
+                lines.append(Text(f"  Verified on {check.device}: {check.nodes_compared:,} nodes compared, "
+                                  f"{len(check.disagreements)} placed differently than predicted"))
+                for d in check.disagreements[: None if self.verbose else 10]:
+                    lines.append(Text(f"    {d.node} ({d.op}): predicted {d.predicted}, placed on {d.actual}", style="yellow"))
+            else:
+                lines.append(Text(f"  Not verified: {check.reason}", style="dim"))
+        return Group(*lines)
 
     # -- environment ------------------------------------------------------------------
     def _environment(self, env: EnvironmentFacts, devices: tuple[GpuDevice, ...]) -> Group:
@@ -146,6 +207,31 @@ class _Rows:
         line = Text(key.ljust(self.key_width - 2) + "  ", style="bold")
         line.append(value)
         self.lines.append(line)
+
+
+def _sizeable(copy) -> bool:
+    return copy.bytes >= 1024 if copy.bytes is not None else (copy.shape is None or len(copy.shape) > 0)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], indent: int) -> list[Text]:
+    """Columns padded to their widest cell; the last column is never padded or cut."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    def line(cells, style=""):
+        text = " " * indent + "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
+        return Text(text + "  " + str(cells[-1]), style=style)
+    return [line(header, "bold"), *(line(r) for r in rows)]
+
+
+def _row_text(row: dict[str, Any], verbose: bool) -> str:
+    parts = []
+    for key, value in row.items():
+        if key == "examples" and not verbose:
+            continue
+        if isinstance(value, list):
+            value = ", ".join(map(str, value[: None if verbose else 3])) + (
+                "" if verbose or len(value) <= 3 else f" (+{len(value) - 3})")
+        parts.append(f"{key}={value}")
+    return "  ".join(parts)
 
 
 def _tf_line(tf) -> str:

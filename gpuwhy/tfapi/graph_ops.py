@@ -78,7 +78,7 @@ def creation_site(graph: Any, name: str) -> str | None:
     if op is None:
         return None
     try:
-        frames = op.traceback
+        frames = op.traceback or ()  # None for ops loaded from a SavedModel
     except Exception:
         return None
     for frame in reversed(frames):

@@ -14,14 +14,14 @@ from typing import Any
 __all__ = ["placed_devices"]
 
 
-def placed_devices(function: Any, args: tuple) -> dict[str, str]:
+def placed_devices(function: Any, args: tuple, kwargs: dict | None = None) -> dict[str, str]:
     """Run ``function(*args)`` once; return node name -> device name for every node it ran."""
     from tensorflow.python.eager import context
 
     ctx = context.context()
     ctx.enable_run_metadata()
     try:
-        function(*args)
+        function(*args, **(kwargs or {}))
         metadata = ctx.export_run_metadata()
     finally:
         ctx.disable_run_metadata()

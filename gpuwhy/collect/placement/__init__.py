@@ -38,6 +38,7 @@ class AuditTarget:
     function: Any  # a ConcreteFunction
     location: str | None = None  # where the Python function is defined
     example_args: tuple | None = None  # for --verify: arguments to run it with
+    example_kwargs: dict | None = None
 
 
 class AuditedGraph:

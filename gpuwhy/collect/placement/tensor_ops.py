@@ -69,6 +69,54 @@ def _dims(node, graph) -> dict[str, int | None]:
     return {}
 
 
+def _product(values) -> int | None:
+    total = 1
+    for value in values:
+        if value is None:
+            return None
+        total *= value
+    return total
+
+
+def _flops(node, graph) -> int | None:
+    """2 x multiply-adds, from static shapes (None when a dimension is unknown)."""
+    name = node.name
+    op = node.op
+    if op in _MATMULS:
+        dims = _dims(node, graph)
+        a = graph_ops.input_shape(graph, name, 0)
+        b = graph_ops.input_shape(graph, name, 1)
+        if a is None or b is None:
+            return None
+        batch_a = _product(a[:-2]) if len(a) > 2 else 1
+        batch_b = _product(b[:-2]) if len(b) > 2 else 1
+        batch = max(batch_a, batch_b) if batch_a is not None and batch_b is not None else None
+        core = _product((dims["m"], dims["n"], dims["k"], batch))
+        return 2 * core if core is not None else None
+    if op in _CONVS_FORWARD:
+        out = graph_ops.output_shape(graph, name, 0)
+        w = graph_ops.input_shape(graph, name, 1)
+        if out is None or w is None:
+            return None
+        per_output = _product(w[:-2]) if op == "DepthwiseConv2dNative" else _product(w[:-1])
+    elif op in _CONVS_BACKPROP_INPUT:
+        out = graph_ops.input_shape(graph, name, 2)
+        w = graph_ops.input_shape(graph, name, 1)
+        if out is None or w is None:
+            return None
+        per_output = _product(w[:-2]) if "Depthwise" in op else _product(w[:-1])
+    elif op in _CONVS_BACKPROP_FILTER:
+        out = graph_ops.input_shape(graph, name, 2)
+        w = graph_ops.output_shape(graph, name, 0)
+        if out is None or w is None:
+            return None
+        per_output = _product(w[:-2]) if "Depthwise" in op else _product(w[:-1])
+    else:
+        return None
+    total = _product(out)
+    return 2 * total * per_output if total is not None and per_output is not None else None
+
+
 def _layer(name: str) -> str | None:
     """The name scope that created the op: the Keras layer for Keras models."""
     parts = [p for p in name.split("/")[:-1] if p]
@@ -97,6 +145,8 @@ def tensor_ops(placed: PlacedGraph, jit_compile: bool) -> list[TensorOp]:
                 dims=_dims(node, graph) if graph is not None else {},
                 layer=_layer(node.name),
                 location=graph_ops.creation_site(graph, node.name),
+                flops=_flops(node, graph) if graph is not None else None,
+                in_loop=node.loop_depth > 0,
                 jit_compile=jit_compile,
                 gradient=gradient,
             )

@@ -32,7 +32,7 @@ def verify_placement(audited, device_type: str) -> PlacementCheck:
     from gpuwhy.tfapi.run_metadata import placed_devices
 
     target = audited.target
-    if target.example_args is None:
+    if target.example_args is None and target.example_kwargs is None:
         return PlacementCheck(ran=False, reason="no example arguments to run the function with")
     if not _device_present(device_type):
         return PlacementCheck(
@@ -41,7 +41,7 @@ def verify_placement(audited, device_type: str) -> PlacementCheck:
             "TensorFlow's kernel registry",
         )
     try:
-        actual = placed_devices(target.function, target.example_args)
+        actual = placed_devices(target.function, target.example_args or (), target.example_kwargs)
     except Exception as error:  # the user's function failed: say so, do not crash the audit
         return PlacementCheck(ran=False, reason=f"running the function failed: {type(error).__name__}: {error}")
     placed = audited.placed

@@ -1,6 +1,12 @@
 """placement.forced-cpu: an explicit tf.device('/CPU:0') pins ops that could run on the GPU."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
 
 class ForcedCpu(Rule):
@@ -49,7 +55,47 @@ class ForcedCpu(Rule):
 
     id = "placement.forced-cpu"
     severity = "medium"
-    status = "planned"
+    status = "stable"
     needs = ("placement",)
     options = {"ignore_ops": []}
     question = "Why are ops on the CPU?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        placement = facts.placement
+        ignored = set(options["ignore_ops"])
+        pinned = [g for g in placement.groups if g.reason == "forced-cpu" and g.op not in ignored]
+        if not pinned:
+            return []
+        pinned.sort(key=lambda g: (-g.count, g.op))
+        total = sum(g.count for g in pinned)
+        names = {e for g in pinned for e in g.examples}
+        copies = [c for c in placement.copies if c.kind == "step" and c.cause in names]
+        sites = list(dict.fromkeys(loc for g in pinned for loc in g.locations))
+        evidence: dict[str, Any] = {
+            "ops_pinned": total,
+            "ops": [group_row(g) for g in pinned],
+            **prediction_note(placement),
+        }
+        if sites:
+            evidence["tf_device_sites"] = sites
+        if copies:
+            evidence["copies_they_cause"] = len(copies)
+            known = [c.bytes for c in copies if c.bytes is not None]
+            if known:
+                evidence["bytes_copied_per_step"] = sum(known)
+        fix = [f"# {site}: remove the `with tf.device('/CPU:0'):` block around these ops" for site in sites[:5]]
+        if not sites:
+            fix = ["# remove the `with tf.device('/CPU:0'):` block around these ops (see `ops` above)"]
+        fix += [
+            "# or, if the work is preprocessing, move it into tf.data where it overlaps the step:",
+            "ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+        ]
+        return [
+            self.finding(
+                f"tf.device('/CPU:0') pins {total} op{'s' if total > 1 else ''} that {'have' if total > 1 else 'has'} GPU kernels: {op_list(pinned)}",
+                evidence=evidence,
+                fix="\n".join(fix),
+                estimated_gain="runs them on the GPU and removes their host<->device copies",
+                location=sites[0] if sites else None,
+            )
+        ]

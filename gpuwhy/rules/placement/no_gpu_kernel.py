@@ -1,6 +1,66 @@
 """placement.no-gpu-kernel: an op in the step has no GPU kernel, so it runs on the CPU."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts, OpGroup
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.placement.common import group_row, is_input_boundary, op_list, prediction_note
+
+_NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
+_PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
+_PRINT_OPS = ("PrintV2", "Print", "StringFormat")
+
+
+def _fix_for(groups: list[OpGroup]) -> str:
+    """Paste-able advice for the kinds of op found, most specific first."""
+    ops = {g.op for g in groups}
+    dtypes = {d for g in groups for d in g.in_dtypes + g.out_dtypes}
+    lines: list[str] = []
+    if ops & set(_PYTHON_OPS):
+        lines += [
+            "# tf.py_function / tf.numpy_function run Python on the host: write the same",
+            "# computation with TF ops, or move it into the input pipeline:",
+            "ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+        ]
+    if ops & set(_PRINT_OPS):
+        lines += [
+            "# tf.print in the step runs on the host every step: print from Python every N",
+            "# steps instead (outside the tf.function), or remove it",
+        ]
+    if "string" in dtypes or any(op.startswith(("String", "Regex", "Substr", "Unicode", "AsString")) for op in ops):
+        lines += [
+            "# string work belongs in tf.data: give the step numeric tensors",
+            "ds = ds.map(lambda text, y: (vectorize(text), y), num_parallel_calls=tf.data.AUTOTUNE)",
+            "ds = ds.prefetch(tf.data.AUTOTUNE)   # the step then receives int ids only",
+        ]
+    if any(op.startswith(("Decode", "Encode")) for op in ops):
+        lines += [
+            "# decoding has no GPU kernel: decode in the input pipeline, not in the step",
+            "ds = ds.map(decode_fn, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+        ]
+    if any(g.reason == "no-gpu-kernel-for-dtype" for g in groups) and not lines:
+        kinds = ", ".join(sorted({f"{g.op} on {', '.join(g.in_dtypes) or '-'}" for g in groups
+                                  if g.reason == "no-gpu-kernel-for-dtype"}))
+        lines += [
+            f"# {kinds}: the GPU has kernels for this op in other dtypes;",
+            "# cast to one of them (usually float32) where the value allows it:",
+            "x = tf.cast(x, tf.float32)",
+        ]
+    if any(g.reason == "resource-on-gpu-no-kernel" for g in groups):
+        lines += [
+            "# a variable on the GPU is used by an op with no GPU kernel for it: TensorFlow",
+            "# refuses ('Cannot assign a device for operation'). Create that variable on the CPU:",
+            "with tf.device('/CPU:0'):",
+            "    table = tf.Variable(...)",
+        ]
+    if not lines:
+        lines = [
+            "# run this op in the input pipeline (tf.data) or replace it with ops that have",
+            "# GPU kernels; `gpuwhy explain placement.no-gpu-kernel` shows an example",
+        ]
+    return "\n".join(lines)
 
 
 class NoGpuKernel(Rule):
@@ -48,7 +108,50 @@ class NoGpuKernel(Rule):
 
     id = "placement.no-gpu-kernel"
     severity = "medium"
-    status = "planned"
-    needs = ("environment", "placement")
+    status = "stable"
+    needs = ("placement",)
     options = {"ignore_ops": []}
     question = "Why are ops on the CPU?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        placement = facts.placement
+        ignored = set(options["ignore_ops"])
+        groups = [
+            g
+            for g in placement.groups
+            if g.reason in _NO_KERNEL and g.op not in ignored and not is_input_boundary(g.op)
+        ]
+        if not groups:
+            return []
+        groups.sort(key=lambda g: (g.reason != "resource-on-gpu-no-kernel", -g.count, g.op))
+        moved = [g for g in placement.groups if g.reason == "colocated" and g.op not in ignored]
+        total = sum(g.count for g in groups)
+        fails = any(g.reason == "resource-on-gpu-no-kernel" for g in groups)
+        caused = {g_example for g in groups for g_example in g.examples}
+        copies = [c for c in placement.copies if c.kind == "step" and c.cause in caused]
+        in_loop = any(g.in_loop for g in groups)
+        severity = "high" if fails or in_loop else self.severity
+        evidence: dict[str, Any] = {
+            "ops_on_cpu": total,
+            "ops": [group_row(g) for g in groups],
+            **prediction_note(placement),
+        }
+        if moved:
+            evidence["colocated_ops_moved_with_them"] = sum(g.count for g in moved)
+        if copies:
+            evidence["copies_they_cause"] = len(copies)
+        if fails:
+            title = f"{total} op{'s' if total > 1 else ''} cannot run where their variable lives: {op_list(groups)}"
+        else:
+            title = f"{total} op{'s' if total > 1 else ''} in the step {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
+        location = next((g.locations[0] for g in groups if g.locations), None)
+        return [
+            self.finding(
+                title,
+                severity=severity,
+                evidence=evidence,
+                fix=_fix_for(groups),
+                estimated_gain="removes a host round trip and its GPU idle time from every step",
+                location=location,
+            )
+        ]

@@ -1,6 +1,29 @@
 """tensorcore.misaligned: fp16/bf16 matmul/conv dimensions are not multiples of 8."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts, TensorOp
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.tensorcore.common import SIXTEEN_BIT, shares
+
+# A first convolution reads 1-4 image channels: normal, cheap, and not worth padding.
+_IMAGE_CHANNELS = 4
+
+
+def _misaligned_dims(op: TensorOp, multiple: int) -> dict[str, tuple[int, int]]:
+    """dimension -> (size, padded size) for each known dimension off the multiple."""
+    found = {}
+    for name, size in op.dims.items():
+        if size is None or name == "batch" or size % multiple == 0:
+            continue
+        if name == "in_channels" and size <= _IMAGE_CHANNELS:
+            continue
+        if name in ("m", "n", "k") and size < multiple:
+            continue  # a matrix-vector product: tensor cores do not apply either way
+        found[name] = (size, -(-size // multiple) * multiple)
+    return found
 
 
 class TensorCoreMisaligned(Rule):
@@ -46,7 +69,38 @@ class TensorCoreMisaligned(Rule):
 
     id = "tensorcore.misaligned"
     severity = "low"
-    status = "planned"
-    needs = ("devices", "placement")
+    status = "stable"
+    needs = ("placement",)
     options = {"min_fraction": 0.05, "multiple": 8}
     question = "Are tensor cores used?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        ops = [op for op in facts.placement.tensor_ops if op.dtype in SIXTEEN_BIT]
+        multiple = options["multiple"]
+        bad = [(op, _misaligned_dims(op, multiple)) for op in ops]
+        bad = [(op, dims) for op, dims in bad if dims]
+        share = shares(ops, [op for op, _ in bad])
+        if not bad or share < options["min_fraction"]:
+            return []
+        layers: dict[str, dict[str, Any]] = {}
+        for op, dims in bad:
+            key = op.layer or op.node
+            entry = layers.setdefault(key, {"layer": key, "ops": 0, "dtype": op.dtype, "dims": {}, "location": op.location})
+            entry["ops"] += 1
+            for name, (size, padded) in dims.items():
+                entry["dims"][name] = f"{size} -> {padded}"
+        rows = sorted(layers.values(), key=lambda r: -r["ops"])
+        names = ", ".join(f"{r['layer']} ({', '.join(f'{k} {v}' for k, v in r['dims'].items())})" for r in rows[:3])
+        fix = "\n".join(
+            [f"# pad to multiples of {multiple}: layer sizes (units, filters), vocabulary and batch size"]
+            + [f"#   {r['layer']}: {', '.join(f'{k} {v}' for k, v in r['dims'].items())}" for r in rows[:6]]
+            + ["keras.layers.Dense(3072)            # not 3001", "keras.layers.Embedding(50304, 1024)  # vocabulary padded, ids unchanged"]
+        )
+        return [self.finding(
+            f"{share:.0%} of the 16-bit matmul/conv work has sizes that are not multiples of {multiple}: {names}",
+            evidence={"misaligned_work_share": round(share, 3), "sixteen_bit_ops": len(ops),
+                      "misaligned_ops": len(bad), "layers": rows},
+            fix=fix,
+            estimated_gain="aligned sizes let cuBLAS/cuDNN pick their fastest tensor-core kernels",
+            location=rows[0]["location"],
+        )]

@@ -1,6 +1,20 @@
 """tensorcore.unused: float32 matmul/conv without TF32 or mixed precision on a tensor-core GPU."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.placement.common import prediction_note
+from gpuwhy.rules.tensorcore.common import shares, target_gpu
+
+_FIX_MIXED = "\n".join([
+    "keras.mixed_precision.set_global_policy('mixed_float16')   # before building the model",
+    "# ('mixed_bfloat16' on compute capability 8.0+: no loss scaling needed)",
+    "# keep the last layer in float32:  keras.layers.Dense(n, dtype='float32')",
+    "# custom loops: optimizer = keras.optimizers.LossScaleOptimizer(optimizer)",
+])
 
 
 class TensorCoreUnused(Rule):
@@ -42,6 +56,11 @@ class TensorCoreUnused(Rule):
     # compile() wraps the optimizer in a LossScaleOptimizer for mixed_float16
     ```
 
+    On Ampere and newer with TF32 on, float32 matmuls already use tensor cores as TF32:
+    the finding is then only `low`, pointing out that 16-bit mixed precision is about
+    twice as fast again. Without a GPU on the machine the GPU generation is unknown and
+    the finding says what happens on each.
+
     ## Options
     - `min_fraction`: share of the step's matmul/convolution FLOPs in float32 without
       tensor cores needed for the finding (0.10).
@@ -49,7 +68,54 @@ class TensorCoreUnused(Rule):
 
     id = "tensorcore.unused"
     severity = "medium"
-    status = "planned"
-    needs = ("environment", "devices", "placement")
+    status = "stable"
+    needs = ("placement",)
     options = {"min_fraction": 0.10}
     question = "Are tensor cores used?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        placement = facts.placement
+        ops = list(placement.tensor_ops)
+        float32 = [op for op in ops if op.dtype == "float32"]
+        share = shares(ops, float32)
+        if not float32 or share < options["min_fraction"]:
+            return []
+        capability, gpu = target_gpu(facts)
+        tf32 = placement.tf32_enabled is not False
+        if capability is not None and capability < (7, 0):
+            return []  # no tensor cores: nothing to gain here
+        if capability is not None and capability >= (8, 0) and tf32:
+            severity = "low"
+            title = (f"{share:.0%} of the matmul/conv work is float32: it uses TF32 tensor cores on "
+                     f"{gpu or 'this GPU'}; mixed precision would use them at 16 bits, about 2x faster")
+        elif capability is not None:
+            severity = self.severity
+            why = "TF32 is turned off" if capability >= (8, 0) else f"compute capability {capability[0]}.{capability[1]} has no TF32"
+            title = (f"{share:.0%} of the matmul/conv work runs in plain float32 on {gpu or 'the GPU'} "
+                     f"({why}): tensor cores sit idle")
+        elif not tf32:
+            severity = self.severity
+            title = f"{share:.0%} of the matmul/conv work runs in float32 with TF32 turned off: tensor cores sit idle"
+        else:
+            severity = "low"
+            title = (f"{share:.0%} of the matmul/conv work is float32: no tensor cores on V100/T4 (7.x), "
+                     "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all")
+        biggest = sorted(float32, key=lambda op: -(op.flops or 0))[:5]
+        evidence: dict[str, Any] = {
+            "float32_work_share": round(share, 3),
+            "float32_ops": len(float32),
+            "tensor_ops": len(ops),
+            "tf32_enabled": placement.tf32_enabled,
+            "mixed_precision_policy": placement.mixed_precision_policy,
+            "gpu": gpu,
+            "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
+            "largest": [{"op": op.op, "node": op.node, "layer": op.layer, "dims": op.dims,
+                         "gflops": round(op.flops / 1e9, 3) if op.flops else None} for op in biggest],
+            **prediction_note(placement),
+        }
+        fix = _FIX_MIXED
+        if not tf32:
+            fix = "tf.config.experimental.enable_tensor_float_32_execution(True)   # the default\n" + fix
+        return [self.finding(title, severity=severity, evidence=evidence, fix=fix,
+                             estimated_gain="up to 2-8x on matmul/conv time, by GPU generation",
+                             location=biggest[0].location if biggest else None)]

@@ -1,0 +1,44 @@
+"""Shared reading for the tensor-core rules: which GPU is targeted and each op's work.
+
+Not a rule. The GPU comes from the placement audit (TF's own device details) or
+NVML's device list; without either the rules judge for "a GPU with tensor cores"
+and say that they predict.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.facts import Facts, TensorOp
+
+__all__ = ["SIXTEEN_BIT", "target_gpu", "work"]
+
+SIXTEEN_BIT = ("half", "float16", "bfloat16")
+
+
+def target_gpu(facts: Facts) -> tuple[tuple[int, int] | None, str | None]:
+    """(compute capability, GPU name) of the GPU the step runs on, when one is known."""
+    placement = facts.placement
+    if placement is not None and placement.compute_capability:
+        return tuple(placement.compute_capability), placement.gpu_name
+    for device in facts.devices or ():
+        if device.compute_capability:
+            major, _, minor = device.compute_capability.partition(".")
+            try:
+                return (int(major), int(minor or 0)), device.name
+            except ValueError:
+                continue
+    return None, None
+
+
+def work(op: TensorOp) -> float:
+    """The op's FLOPs when known; ops of unknown size weigh as the median known op."""
+    return float(op.flops) if op.flops else 0.0
+
+
+def shares(ops: list[TensorOp], selected: list[TensorOp]) -> float:
+    """Share of the work in ``selected``: by FLOPs when every op's size is known, else by count."""
+    if not ops:
+        return 0.0
+    if all(op.flops for op in ops):
+        total = sum(work(op) for op in ops)
+        return sum(work(op) for op in selected) / total if total else 0.0
+    return len(selected) / len(ops)
