@@ -1,7 +1,8 @@
 """gpuwhy: why is my TensorFlow GPU idle? Diagnoses with evidence, the fix, and a measurement.
 
 Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -> ``rules``
-(facts -> findings) -> ``report`` (terminal, JSON). The public entry points live here.
+(facts -> findings) -> ``report`` (terminal, JSON). The public entry points live here:
+``check()``, ``audit()``, ``load()``, ``explain()``.
 """
 
 __version__ = "0.1.0"
@@ -15,6 +16,19 @@ def check(python=None, timeout=120.0):
     from gpuwhy.record import RunRecord
     facts = EnvironmentCollector(python or sys.executable, timeout).collect()
     return RunRecord.diagnose("check", facts)
+
+
+def audit(obj, *example_args, verify=False, **example_kwargs):
+    """Where TensorFlow places each op of ``obj`` on a GPU machine, why, and the copies.
+
+    ``obj``: a ``tf.function`` (traced with the example arguments, or every trace it
+    already has), a concrete function, a Keras model (``audit(model, x, y)`` audits its
+    training step, ``audit(model)`` its forward pass) or a Python function. Works without
+    a GPU: the placement is then predicted from TensorFlow's GPU kernel registry.
+    Returns a :class:`gpuwhy.record.RunRecord` (``.findings``, ``.facts.placement``).
+    """
+    from gpuwhy.audit import audit as _audit
+    return _audit(obj, *example_args, verify=verify, **example_kwargs)
 
 
 def load(path):

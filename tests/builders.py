@@ -83,3 +83,72 @@ def environment(tf=None, drv=None, env_vars=None, **changes) -> EnvironmentFacts
 def facts(tf=None, drv=None, devices=None, env_vars=None, **env_changes) -> Facts:
     return Facts(environment=environment(tf, drv, env_vars, **env_changes),
                  devices=tuple(devices) if devices is not None else (gpu(),))
+
+
+# -- placement section ---------------------------------------------------------------------
+# A tf.function audited for a one-GPU machine: op groups, host<->device copies and tensor
+# ops, as `gpuwhy audit` records them. Defaults follow collect/placement/placer.py: ops
+# placed for a reason other than "gpu"/"gpu-host-memory" sit on the CPU.
+
+from gpuwhy.facts import AuditedFunction, HostDeviceCopy, OpGroup, PlacementFacts, TensorOp  # noqa: E402
+
+_GPU_REASONS = ("gpu", "gpu-host-memory")
+_DTYPE_BYTES = {"float16": 2, "half": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4,
+                "int64": 8, "uint8": 1, "bool": 1}
+_UNSET = object()
+
+
+def op_group(op, reason="gpu", device=None, computes_on=None, in_dtypes=("float32",), count=1,
+             **kw) -> OpGroup:
+    """One op group of the step; out_dtypes default to in_dtypes, one example node per op."""
+    device = device or ("GPU" if reason in _GPU_REASONS else "CPU")
+    computes_on = computes_on or ("host" if reason == "gpu-host-memory" else device)
+    kw.setdefault("out_dtypes", tuple(in_dtypes))
+    kw.setdefault("examples", tuple(f"train_step/{op}_{i}" for i in range(min(count, 3))))
+    return OpGroup(op=op, in_dtypes=tuple(in_dtypes), device=device, computes_on=computes_on,
+                   reason=reason, count=count, **kw)
+
+
+def host_copy(direction="to-host", kind="step", src="train_step/dense/BiasAdd", src_op="BiasAdd",
+              dst="train_step/PyFunc", dst_op="PyFunc", dtype="float32", shape=(256, 128),
+              bytes=_UNSET, **kw) -> HostDeviceCopy:
+    """One host<->device copy; bytes follow from a fully known shape unless given."""
+    if bytes is _UNSET:
+        bytes = None
+        if shape is not None and all(d is not None for d in shape) and dtype in _DTYPE_BYTES:
+            bytes = _DTYPE_BYTES[dtype]
+            for d in shape:
+                bytes *= d
+    return HostDeviceCopy(direction=direction, kind=kind, src=src, src_op=src_op, dst=dst,
+                          dst_op=dst_op, dtype=dtype, shape=tuple(shape) if shape is not None else None,
+                          bytes=bytes, **kw)
+
+
+def tensor_op(op="MatMul", dtype="float32", dims=None, flops=_UNSET, node=None, layer="dense",
+              **kw) -> TensorOp:
+    """A matmul (dims m/n/k, default 256 x 512 x 1024) or convolution; FLOPs from m, n, k."""
+    dims = dict(dims if dims is not None else {"m": 256, "n": 512, "k": 1024})
+    if flops is _UNSET:
+        m, n, k = dims.get("m"), dims.get("n"), dims.get("k")
+        flops = 2 * m * n * k if None not in (m, n, k) else None
+    return TensorOp(node=node or f"train_step/{layer or 'op'}/{op}", op=op, dtype=dtype, dims=dims,
+                    layer=layer, flops=flops, **kw)
+
+
+def placement(groups=(), copies=(), tensor_ops=(), predicted=True, **kw) -> PlacementFacts:
+    """Placement of one audited `train_step`; its node counts follow from the groups."""
+    groups, copies = tuple(groups), tuple(copies)
+    if "functions" not in kw:
+        count = {where: sum(g.count for g in groups if g.computes_on == where) for where in ("GPU", "host", "CPU")}
+        kw["functions"] = (AuditedFunction(
+            name="train_step", nodes=sum(count.values()), gpu=count["GPU"], host=count["host"],
+            cpu=count["CPU"], location="train.py:12",
+            input_copies=sum(1 for c in copies if c.kind == "input"),
+            step_copies=sum(1 for c in copies if c.kind == "step")),)
+    return PlacementFacts(predicted=predicted, groups=groups, copies=copies,
+                          tensor_ops=tuple(tensor_ops), **kw)
+
+
+def placement_facts(**kw) -> Facts:
+    """Facts with only the placement section, as `gpuwhy audit` records on a machine with no GPU."""
+    return Facts(placement=placement(**kw))

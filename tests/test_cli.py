@@ -163,3 +163,73 @@ def test_deeply_nested_json_is_refused_in_one_line(tmp_path):
     path.write_text("[" * 100000 + "]" * 100000)
     result = gpuwhy("report", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+SAVED_MODEL_SOURCE = '''
+import sys
+import tensorflow as tf
+
+class Model(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable(tf.ones([8, 4]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8]), tf.TensorSpec([None], tf.string)])
+    def serve(self, x, words):
+        with tf.device("/CPU:0"):
+            y = tf.exp(x)
+        return {"y": tf.matmul(y, self.w), "n": tf.strings.length(words)}
+
+model = Model()
+tf.saved_model.save(model, sys.argv[1], signatures={"serving_default": model.serve})
+'''
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("saved")
+    script = root / "make_model.py"
+    script.write_text(SAVED_MODEL_SOURCE)
+    subprocess.run([sys.executable, str(script), str(root / "model")], check=True,
+                   capture_output=True, timeout=300)
+    return root / "model"
+
+
+def test_audit_a_saved_model_predicts_cpu_ops_and_writes_a_valid_record(saved_model, tmp_path):
+    out = tmp_path / "audit.json"
+    result = gpuwhy("audit", str(saved_model), "--json", str(out))
+    assert result.returncode == 1, result.stderr        # medium findings
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("• Predicted for a GPU machine (none here):"), first
+    record = json.loads(out.read_text())
+    assert record["command"] == "audit" and validation_errors(record) == []
+    ids = {f["id"] for f in record["findings"]}
+    assert {"placement.forced-cpu", "placement.no-gpu-kernel"} <= ids
+    groups = {(g["op"], g["reason"]) for g in record["placement"]["groups"]}
+    assert ("Exp", "forced-cpu") in groups and ("StringLength", "no-gpu-kernel") in groups
+    assert ("MatMul", "gpu") in groups
+    # The per-op table and the copies are in the terminal report.
+    assert "Placement (predicted for a GPU machine: no GPU here)" in result.stdout
+    assert "StringLength" in result.stdout and "no-gpu-kernel" in result.stdout
+    assert "Registered:" not in result.stderr            # the kernel registry's noise is kept off
+
+
+def test_audit_verify_without_a_gpu_says_it_could_not(saved_model, tmp_path):
+    if not NO_GPU_HERE:
+        pytest.skip("this machine has an NVIDIA driver")
+    out = tmp_path / "audit.json"
+    gpuwhy("audit", str(saved_model), "--verify", "--json", str(out))
+    check = json.loads(out.read_text())["placement"]["verification"]
+    assert check["ran"] is False and "no GPU on this machine" in check["reason"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p / "missing", "no such file or directory"),
+    (lambda p: p, "not a SavedModel"),
+    (lambda p: (p / "notes.txt").write_text("x") and p / "notes.txt", "not a SavedModel directory or a .keras"),
+])
+def test_audit_odd_paths_get_one_line(tmp_path, make, message):
+    result = gpuwhy("audit", str(make(tmp_path)))
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpuwhy: error:") and message in last
+    assert "Traceback" not in result.stderr

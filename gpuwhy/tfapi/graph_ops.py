@@ -36,6 +36,8 @@ def is_library_file(filename: str) -> bool:
         return True
     if "__autograph_generated" in filename:
         return True
+    if filename.endswith((f"{os.sep}gpuwhy", f"{os.sep}gpuwhy.exe")):  # the console script
+        return True
     return any(marker in filename for marker in _LIBRARY_MARKERS)
 
 
