@@ -51,7 +51,9 @@ _NOISE_PREFIXES = (b"\t (OpKernel was found", b"\t.  Registered:", b"  device='"
 
 
 def _is_registry_noise(line: bytes) -> bool:
-    return line.startswith(_NOISE_PREFIXES)
+    # The block starts with TF's LOG(WARNING) from kernel_registry.cc ("Op [AsString]:
+    # NOT_FOUND: No registered 'AsString' OpKernel for GPU devices ..."), then lists kernels.
+    return line.startswith(_NOISE_PREFIXES) or b"kernel_registry.cc" in line
 
 
 _OP_DEFS: dict[str, Any] = {}

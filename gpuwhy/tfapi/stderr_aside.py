@@ -39,7 +39,14 @@ def stderr_set_aside(is_noise: Callable[[bytes], bool]) -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             aside.seek(0)
-            kept = [line for line in aside.read().splitlines(keepends=True) if not is_noise(line)]
+            kept = []
+            after_noise = False
+            for line in aside.read().splitlines(keepends=True):
+                if is_noise(line) or (after_noise and not line.strip()):
+                    after_noise = True  # blank lines inside a noise block go with it
+                    continue
+                after_noise = False
+                kept.append(line)
             if kept:
                 with contextlib.suppress(OSError):
                     os.write(2, b"".join(kept))

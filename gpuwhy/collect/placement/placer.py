@@ -132,6 +132,7 @@ def _variable_dtype(consumer: Node) -> int | None:
 def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
     nodes = flat.nodes
     count = len(nodes)
+    accel = registry.device_type  # "GPU"; "CPU" only to check the replay against TF's CPU placement
     device = [""] * count
     reason = [""] * count
 
@@ -169,7 +170,7 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
             reason[node.id] = "captured"
             pinned[node.id] = device[node.id]
         elif node.name in flat.captured:
-            device[node.id] = "CPU" if dtype in HOST_ONLY_DTYPES or dtype == DT_INT32 else "GPU"
+            device[node.id] = "CPU" if dtype in HOST_ONLY_DTYPES or dtype == DT_INT32 else accel
             reason[node.id] = "captured"
         else:
             device[node.id] = "CPU"
@@ -200,7 +201,7 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
 
     colocated_with: dict[int, int] = {}
     for group in members.values():
-        _place_group(group, nodes, kernels, pinned, device, reason, colocated_with)
+        _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel)
 
     # 5. Placer heuristics, in node order (placer.cc, Placer::Run).
     for node in nodes:
@@ -211,14 +212,14 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
             ref = node.inputs[0] if node.inputs else None
             if ref is not None and nodes[ref[0]].role != "call":
                 source_device = device[ref[0]]
-                if source_device == "CPU" and device[node.id] == "GPU":
+                if source_device == "CPU" and device[node.id] == accel != "CPU":
                     device[node.id] = "CPU"
                     reason[node.id] = "follows-input"
                     colocated_with[node.id] = ref[0]
         elif not node.inputs and len(node.out_types) == 1 and node.out_types[0] != DT_RESOURCE:
             # Heuristic A: a generator goes where all its consumers go.
             placed = {device[c] for c, _ in consumers[node.id] if nodes[c].role == "op"}
-            if placed == {"CPU"} and device[node.id] == "GPU":
+            if placed == {"CPU"} and device[node.id] == accel != "CPU":
                 device[node.id] = "CPU"
                 reason[node.id] = "follows-consumer"
                 colocated_with[node.id] = consumers[node.id][0][0]
@@ -229,7 +230,7 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
     for node in nodes:
         if node.role == "call":
             continue
-        if device[node.id] != "GPU":
+        if device[node.id] == "CPU":
             in_host[node.id] = [True] * len(node.in_types)
             out_host[node.id] = [True] * len(node.out_types)
             continue
@@ -259,8 +260,8 @@ def _resource_device(arg: Node, consumers, nodes, registry: KernelRegistry) -> s
         if _is_variable_consumer(consumer.op):
             dtype = _variable_dtype(consumer)
             if dtype is None:
-                return "GPU"
-            return "GPU" if _var_handle_kernel(registry, dtype).exists else "CPU"
+                return registry.device_type
+            return registry.device_type if _var_handle_kernel(registry, dtype).exists else "CPU"
     return "CPU"  # lookup tables, iterators, datasets and other host resources
 
 
@@ -275,7 +276,7 @@ def _var_handle_kernel(registry: KernelRegistry, dtype: int) -> GpuKernel:
     return kernel
 
 
-def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with) -> None:
+def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel) -> None:
     def no_kernel_reason(member: int) -> str:
         kernel = kernels.get(member)
         return "no-gpu-kernel-for-dtype" if kernel is not None and kernel.op_has_gpu_kernels else "no-gpu-kernel"
@@ -287,12 +288,12 @@ def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with) 
         target = pins[0]
         for member in ops:
             device[member] = target
-            if target == "GPU" and member in lacking:
+            if target == accel and member in lacking:
                 device[member] = "CPU"  # what it needs; TF refuses rather than do it
                 reason[member] = "resource-on-gpu-no-kernel"
             else:
-                reason[member] = "gpu" if target == "GPU" else "colocated"
-                if target != "GPU":
+                reason[member] = "gpu" if target == accel else "colocated"
+                if target != accel:
                     colocated_with[member] = next(m for m in group if m in pinned)
         return
     if lacking:
@@ -314,5 +315,5 @@ def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with) 
                 reason[member] = "colocated"
                 colocated_with[member] = requesting_cpu[0]
         else:
-            device[member] = "GPU"
+            device[member] = accel
             reason[member] = "gpu"

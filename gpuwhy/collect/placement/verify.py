@@ -27,23 +27,29 @@ def _device_present(device_type: str) -> bool:
         return False
 
 
-def verify_placement(audited, device_type: str) -> PlacementCheck:
+def verify_placement(audited, target_device: str) -> PlacementCheck:
     from gpuwhy.collect.placement import qualified
     from gpuwhy.tfapi.run_metadata import placed_devices
 
     target = audited.target
     if target.example_args is None and target.example_kwargs is None:
         return PlacementCheck(ran=False, reason="no example arguments to run the function with")
-    if not _device_present(device_type):
+    if not _device_present(target_device):
         return PlacementCheck(
             ran=False,
-            reason=f"no {device_type} on this machine: the placement shown is a prediction from "
+            reason=f"no {target_device} on this machine: the placement shown is a prediction from "
             "TensorFlow's kernel registry",
         )
     try:
         actual = placed_devices(target.function, target.example_args or (), target.example_kwargs)
     except Exception as error:  # the user's function failed: say so, do not crash the audit
         return PlacementCheck(ran=False, reason=f"running the function failed: {type(error).__name__}: {error}")
+    if not actual:
+        return PlacementCheck(
+            ran=False,
+            reason="TensorFlow recorded no placement: it records one only when it first "
+            "instantiates a function, and this one had already run in this process",
+        )
     placed = audited.placed
     flat = placed.flat
     top: dict[str, int] = {}
@@ -70,7 +76,7 @@ def verify_placement(audited, device_type: str) -> PlacementCheck:
             disagreements.append(
                 Disagreement(node=qualified(flat, node_id), op=flat.nodes[node_id].op, predicted=predicted, actual=actual_type)
             )
-    return PlacementCheck(ran=True, device=device_type, nodes_compared=compared, disagreements=tuple(disagreements))
+    return PlacementCheck(ran=True, device=target_device, nodes_compared=compared, disagreements=tuple(disagreements))
 
 
 def _match_nested(name: str, nested: dict[str, list[int]], flat) -> int | None:

@@ -11,7 +11,7 @@ from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 CODEC_OPS = frozenset({
     "DecodeJpeg", "DecodeAndCropJpeg", "DecodePng", "DecodeGif", "DecodeBmp", "DecodeImage",
     "DecodeWebP", "EncodeJpeg", "EncodeJpegVariableQuality", "EncodePng", "DecodeCompressed",
-    "DecodeWav", "EncodeWav", "ExtractJpegShape",
+    "DecodeWav", "EncodeWav",
 })
 # tensorflow-compression's entropy coders (its custom op library).
 _CODEC_PREFIXES = ("RangeEncode", "RangeDecode", "EntropyEncode", "EntropyDecode", "RunLength")

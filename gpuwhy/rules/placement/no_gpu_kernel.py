@@ -141,7 +141,7 @@ class NoGpuKernel(Rule):
         if copies:
             evidence["copies_they_cause"] = len(copies)
         if fails:
-            title = f"{total} op{'s' if total > 1 else ''} cannot run where their variable lives: {op_list(groups)}"
+            title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:
             title = f"{total} op{'s' if total > 1 else ''} in the step {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
         location = next((g.locations[0] for g in groups if g.locations), None)

@@ -30,7 +30,7 @@ def target_gpu(facts: Facts) -> tuple[tuple[int, int] | None, str | None]:
 
 
 def work(op: TensorOp) -> float:
-    """The op's FLOPs when known; ops of unknown size weigh as the median known op."""
+    """The op's FLOPs when known, else 0 (``shares`` then counts ops instead)."""
     return float(op.flops) if op.flops else 0.0
 
 

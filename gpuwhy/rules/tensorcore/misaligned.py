@@ -10,6 +10,7 @@ from gpuwhy.rules.tensorcore.common import SIXTEEN_BIT, shares
 
 # A first convolution reads 1-4 image channels: normal, cheap, and not worth padding.
 _IMAGE_CHANNELS = 4
+_TILE = 8  # the smallest 16-bit tensor-core tile edge
 
 
 def _misaligned_dims(op: TensorOp, multiple: int) -> dict[str, tuple[int, int]]:
@@ -20,7 +21,7 @@ def _misaligned_dims(op: TensorOp, multiple: int) -> dict[str, tuple[int, int]]:
             continue
         if name == "in_channels" and size <= _IMAGE_CHANNELS:
             continue
-        if name in ("m", "n", "k") and size < multiple:
+        if name in ("m", "n", "k") and size < _TILE:
             continue  # a matrix-vector product: tensor cores do not apply either way
         found[name] = (size, -(-size // multiple) * multiple)
     return found
