@@ -27,7 +27,7 @@ def audit(obj, *example_args, verify=False, **example_kwargs):
     a GPU: the placement is then predicted from TensorFlow's GPU kernel registry.
     Returns a :class:`gpuwhy.record.RunRecord` (``.findings``, ``.facts.placement``).
     """
-    from gpuwhy.audit import audit as _audit
+    from gpuwhy.auditor import audit as _audit
     return _audit(obj, *example_args, verify=verify, **example_kwargs)
 
 

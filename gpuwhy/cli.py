@@ -138,7 +138,7 @@ def cmd_audit(args) -> int:
         import tensorflow  # noqa: F401
     except ImportError as e:
         raise UsageError(f"TensorFlow is not importable here ({e}); `gpuwhy check` says why") from None
-    from gpuwhy.audit import AuditError, audit_path
+    from gpuwhy.auditor import AuditError, audit_path
     try:
         record = audit_path(args.path, verify=args.verify)
     except AuditError as e:

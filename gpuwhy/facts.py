@@ -115,6 +115,33 @@ class EnvironmentFacts:
     driver: Optional[DriverFacts] = None
 
 
+
+# Why an op is where it is: the codes in OpGroup.reason (collect/placement/placer.py).
+PLACEMENT_REASONS = {
+    "gpu": "runs on the GPU",
+    "xla": "inside a function XLA compiles (jit_compile): one GPU cluster, no per-op placement",
+    "gpu-host-memory": "GPU kernel keeps every argument in host memory (computed on the host by design)",
+    "no-gpu-kernel": "the op has no GPU kernel",
+    "no-gpu-kernel-for-dtype": "the op has GPU kernels, none for these dtypes",
+    "forced-cpu": "an explicit tf.device('/CPU:0') pins it, though a GPU kernel exists",
+    "colocated": "colocated with an op that must stay on the CPU",
+    "resource-on-gpu-no-kernel": (
+        "uses a resource that lives on the GPU but has no GPU kernel: TensorFlow fails with "
+        "'Cannot assign a device for operation'"
+    ),
+    "follows-consumer": "a generator (constant) placed with its consumers",
+    "follows-input": "a Shape/Size/Rank or Identity placed with its input",
+    "input": "an input of the function (tf.data and NumPy inputs arrive in host memory)",
+    "captured": "a value captured by the function",
+}
+
+
+def is_input_boundary(op: str) -> bool:
+    """tf.data's iterator ops: on the host by design, the input batch's way into the step."""
+    return op.startswith(("Iterator", "Optional", "MultiDeviceIterator", "AnonymousIterator", "MakeIterator",
+                          "DeleteIterator")) or op.endswith(("Dataset", "DatasetV2", "DatasetV3"))
+
+
 @dataclass(frozen=True)
 class OpGroup:
     """Ops of one kind that TensorFlow places the same way, for the same reason.
@@ -157,6 +184,13 @@ class HostDeviceCopy:
     in_loop: bool = False
     location: Optional[str] = None     # file:line of the op that makes the copy necessary
     cause: Optional[str] = None        # that op's name
+
+    def sizeable(self, min_bytes: int = 1024) -> bool:
+        """Large enough to matter: a known size of at least ``min_bytes``, or a tensor
+        (rank > 0) of unknown size. Scalars and shape vectors are not."""
+        if self.bytes is not None:
+            return self.bytes >= min_bytes
+        return self.shape is None or len(self.shape) > 0
 
 
 @dataclass(frozen=True)
@@ -207,6 +241,7 @@ class AuditedFunction:
     location: Optional[str] = None     # where the Python function is defined
     input_copies: int = 0              # host<->device copies of its arguments per call
     step_copies: int = 0               # copies between its own ops per call (loop bodies once)
+    unaudited: tuple[str, ...] = ()    # bodies it runs elsewhere (tf.data functions)
 
 
 @dataclass(frozen=True)

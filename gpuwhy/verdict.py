@@ -44,8 +44,11 @@ def _placement_verdict(facts: Facts, findings: list[Finding]) -> str:
     gpu = sum(f.gpu for f in placement.functions)
     host = sum(f.host for f in placement.functions)
     cpu = sum(f.cpu for f in placement.functions)
-    where = ("Predicted for a GPU machine (none here)" if placement.predicted
-             else f"On {placement.gpu_name or 'the GPU'}")
+    if placement.predicted:
+        where = (f"Predicted for this machine's {placement.gpu_name}" if placement.gpu_name
+                 else "Predicted for a GPU machine (none here)")
+    else:
+        where = f"Seen on {placement.gpu_name or 'the GPU'}"
     text = f"{where}: {gpu:,} of {nodes:,} ops compute on the GPU, {cpu:,} on the CPU"
     if host:
         text += f", {host:,} in host memory by design"

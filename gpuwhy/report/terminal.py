@@ -13,7 +13,7 @@ from rich.console import Console, Group
 from rich.syntax import Syntax
 from rich.text import Text
 
-from gpuwhy.facts import EnvironmentFacts, GpuDevice, PlacementFacts
+from gpuwhy.facts import PLACEMENT_REASONS, EnvironmentFacts, GpuDevice, PlacementFacts
 from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.rules.base import Finding
@@ -109,8 +109,11 @@ class TerminalRenderer(Renderer):
         """Op groups (500 ops of one kind read as one line) and the host<->device copies.
 
         Without --verbose only what is not plainly on the GPU is listed."""
-        where = ("predicted for a GPU machine: no GPU here" if placement.predicted
-                 else f"on {placement.gpu_name or 'this GPU'}")
+        if placement.predicted:
+            where = (f"predicted for this machine's {placement.gpu_name}" if placement.gpu_name
+                     else "predicted for a GPU machine: no GPU here")
+        else:
+            where = f"seen on {placement.gpu_name or 'this GPU'}"
         lines: list[Text] = [Text(f"Placement ({where})", style="bold underline")]
         for fn in placement.functions:
             jit = ", jit_compile" if fn.jit_compile else ""
@@ -118,6 +121,8 @@ class TerminalRenderer(Renderer):
             lines.append(Text(
                 f"  {fn.name}{at}: {fn.nodes:,} ops — {fn.gpu:,} GPU, {fn.host:,} host memory by design, "
                 f"{fn.cpu:,} CPU; copies per call: {fn.input_copies} input, {fn.step_copies} inside{jit}"))
+            for body in fn.unaudited:
+                lines.append(Text(f"    not audited: {body}", style="dim"))
         groups = [g for g in placement.groups if self.verbose or g.computes_on == "CPU"]
         if groups:
             header = ("op", "dtypes", "device", "computes", "count", "reason", "created at")
@@ -127,7 +132,9 @@ class TerminalRenderer(Renderer):
                      ", ".join(g.locations[:2]) or "-") for g in groups]
             lines.append(Text(""))
             lines.extend(_table(header, rows, indent=2))
-        copies = [c for c in placement.copies if self.verbose or (c.kind == "step" and _sizeable(c))]
+            for code in dict.fromkeys(g.reason for g in groups):
+                lines.append(Text(f"    {code}: {PLACEMENT_REASONS.get(code, '')}", style="dim"))
+        copies = [c for c in placement.copies if self.verbose or (c.kind == "step" and c.sizeable())]
         if copies:
             lines.append(Text(""))
             lines.append(Text("  Host<->device copies per call" + ("" if self.verbose else
@@ -207,10 +214,6 @@ class _Rows:
         line = Text(key.ljust(self.key_width - 2) + "  ", style="bold")
         line.append(value)
         self.lines.append(line)
-
-
-def _sizeable(copy) -> bool:
-    return copy.bytes >= 1024 if copy.bytes is not None else (copy.shape is None or len(copy.shape) > 0)
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], indent: int) -> list[Text]:

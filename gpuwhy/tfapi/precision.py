@@ -12,9 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gpuwhy.tfapi.graph_ops import relative
-
-__all__ = ["jit_compile", "keras_policy", "local_gpu", "python_location", "tf32_enabled"]
+__all__ = ["jit_compile", "keras_policy", "local_gpu", "tf32_enabled"]
 
 
 def tf32_enabled() -> bool | None:
@@ -65,12 +63,3 @@ def jit_compile(function: Any) -> bool:
             return False
     value = attrs.get("_XlaMustCompile") if hasattr(attrs, "get") else None
     return bool(getattr(value, "b", value)) if value is not None else False
-
-
-def python_location(function: Any) -> str | None:
-    """``file:line`` of the Python function a concrete function was traced from."""
-    target = getattr(function, "_python_function", None) or getattr(function, "python_function", None)
-    code = getattr(getattr(target, "__wrapped__", target), "__code__", None)
-    if code is None:
-        return None
-    return relative(code.co_filename, code.co_firstlineno)

@@ -18,9 +18,17 @@ from typing import Any
 
 from gpuwhy.collect.placement.copies import Crossing, crossings
 from gpuwhy.collect.placement.graph import FlatGraph, flatten
+from gpuwhy.collect.placement.names import DT_STRING, DT_VARIANT, dtype_name, qualified
 from gpuwhy.collect.placement.placer import PlacedGraph, place
 from gpuwhy.collect.placement.tensor_ops import tensor_ops
-from gpuwhy.facts import AuditedFunction, HostDeviceCopy, OpGroup, PlacementCheck, PlacementFacts
+from gpuwhy.facts import (
+    AuditedFunction,
+    HostDeviceCopy,
+    OpGroup,
+    PlacementCheck,
+    PlacementFacts,
+    is_input_boundary,
+)
 from gpuwhy.tfapi import graph_ops, precision
 from gpuwhy.tfapi.kernel_registry import KernelRegistry
 
@@ -68,7 +76,7 @@ def audit_functions(
     gc.disable()
     try:
         for target in targets:
-            flat = flatten(target.label, target.function.graph)
+            flat = flatten(target.label, target.function.graph, precision.jit_compile(target.function))
             placed = place(flat, registry)
             audited.append(AuditedGraph(target, placed, crossings(placed)))
     finally:
@@ -76,7 +84,7 @@ def audit_functions(
             gc.enable()
     gpu = precision.local_gpu()
     facts = PlacementFacts(
-        predicted=gpu is None,
+        predicted=True,
         functions=tuple(_function_summary(a) for a in audited),
         groups=_groups(audited),
         copies=_copies(audited),
@@ -92,7 +100,9 @@ def audit_functions(
         from gpuwhy.collect.placement.verify import verify_placement
 
         checks = [verify_placement(a, registry.device_type) for a in audited]
-        facts = _replace(facts, verification=_merge_checks(checks))
+        check = _merge_checks(checks)
+        # Seen, not predicted, once TF's own placement was compared node by node.
+        facts = _replace(facts, verification=check, predicted=not (check.ran and registry.device_type == "GPU"))
     return _replace(facts, seconds=round(time.perf_counter() - started, 4)), audited
 
 
@@ -135,25 +145,15 @@ def _function_summary(audited: AuditedGraph) -> AuditedFunction:
         cpu=cpu,
         jit_compile=precision.jit_compile(audited.function),
         location=audited.target.location,
-        input_copies=sum(1 for c in audited.copies if placed.flat.nodes[c.src].role == "arg"),
-        step_copies=sum(1 for c in audited.copies if placed.flat.nodes[c.src].role != "arg"),
+        input_copies=sum(1 for c in audited.copies if _is_input(placed.flat.nodes[c.src])),
+        step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat.nodes[c.src])),
+        unaudited=tuple(placed.flat.unaudited),
     )
 
 
-_DTYPE_NAMES: dict[int, str] = {}
-
-
-def dtype_name(enum: int) -> str:
-    name = _DTYPE_NAMES.get(enum)
-    if name is None:
-        from tensorflow.python.framework import dtypes
-
-        try:
-            name = dtypes.as_dtype(enum).name
-        except TypeError:
-            name = f"dtype{enum}"
-        _DTYPE_NAMES[enum] = name
-    return name
+def _is_input(node) -> bool:
+    """The batch entering the step: a function argument, or tf.data's iterator output."""
+    return node.role == "arg" or is_input_boundary(node.op)
 
 
 def _unique(values: Iterable[int]) -> tuple[str, ...]:
@@ -161,11 +161,6 @@ def _unique(values: Iterable[int]) -> tuple[str, ...]:
     for value in values:
         seen[dtype_name(value)] = None
     return tuple(seen)
-
-
-def qualified(flat: FlatGraph, node_id: int) -> str:
-    node = flat.nodes[node_id]
-    return node.name if not node.function else f"{node.function}/{node.name}"
 
 
 def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
@@ -234,7 +229,7 @@ def _copies(audited: list[AuditedGraph]) -> tuple[HostDeviceCopy, ...]:
         nodes = flat.nodes
         for crossing in a.copies:
             src, dst = nodes[crossing.src], nodes[crossing.dst]
-            kind = "input" if src.role == "arg" else "step"
+            kind = "input" if _is_input(src) else "step"
             host_side = crossing.dst if crossing.direction == "to-host" else crossing.src
             if kind == "input":
                 host_side = crossing.dst
@@ -270,7 +265,7 @@ def _bytes(shape: tuple | None, dtype: int) -> int | None:
         size = dtypes.as_dtype(dtype).size
     except TypeError:
         return None
-    if dtype in (7, 21):  # string, variant: size is not the payload
+    if dtype in (DT_STRING, DT_VARIANT):  # the dtype's size is not the payload
         return None
     total = size
     for d in shape:

@@ -8,6 +8,16 @@ placer sees a single graph. This module builds that view: each call site gets
 its own copy of the body, body arguments become the caller's input tensors,
 and the call's outputs become the body's return values.
 
+Like TF's function instantiation (``PruneFunctionBody``), nodes that reach
+neither an output nor a stateful op are pruned: an unused op is never placed.
+
+Known approximations: an If/Case call's outputs are taken from its last
+branch (every branch is walked and placed), and a While body's outputs are
+not fed back to its arguments, so a copy on the loop's back edge is missed.
+Functions run by tf.data ops (the ``f`` of MapDataset, ReduceDataset: what
+``for x in dataset`` inside a tf.function becomes) run in the input pipeline's
+runtime, not in the step; they are listed as not audited.
+
 The walk reads protos only (``FuncGraph.as_graph_def()`` once; the nested
 FunctionDefs come with it in ``library``): touching Python ``Operation``
 objects for 14,000 nodes costs more than the whole budget. Source locations
@@ -49,13 +59,15 @@ class Node:
     node_def: Any
     function: str  # "" for the audited function itself, else the body's FunctionDef name
     requested: str  # "CPU", "GPU", other device type, or "" for none
-    role: str  # "op", "arg" (an input of the audited function) or "call" (inlined away)
+    role: str  # "op", "arg" (function input), "call" (inlined away), "pruned" (unused)
     loop_depth: int
+    jit: bool = False  # inside a function XLA compiles (jit_compile=True)
     in_types: list[int] = field(default_factory=list)
     out_types: list[int] = field(default_factory=list)
     in_args: list[str] = field(default_factory=list)  # op_def arg name of each input
     out_args: list[str] = field(default_factory=list)
     inputs: list[tuple[int, int]] = field(default_factory=list)  # (node id, output index)
+    controls: list[int] = field(default_factory=list)  # control-input node ids
     colocate_with: list[str] = field(default_factory=list)  # node names from "_class" attr
     call_chain: tuple[str, ...] = ()  # call-site names from the audited function down
 
@@ -67,8 +79,8 @@ class FlatGraph:
     name: str
     nodes: list[Node]
     graphs: dict[str, Any]  # function name ("" = top) -> FuncGraph, for locations and shapes
-    arg_names: list[str]
     captured: set[str]  # names of top-level args that are captures (variables, tables, tensors)
+    unaudited: list[str] = field(default_factory=list)  # bodies run elsewhere (tf.data)
 
 
 class _Signature:
@@ -165,8 +177,12 @@ class _Builder:
         self.graphs = graphs
         self.nodes: list[Node] = []
         self.alias: dict[tuple[int, int], tuple[int, int]] = {}
+        self.body_returns: list[tuple[int, int]] = []
+        self.unaudited: dict[str, None] = {}
 
-    def new_node(self, node_def: Any, function: str, requested: str, role: str, depth: int, chain) -> Node:
+    def new_node(
+        self, node_def: Any, function: str, requested: str, role: str, depth: int, chain, jit: bool = False
+    ) -> Node:
         if len(self.nodes) >= MAX_NODES:
             raise RecursionError("function bodies nest without end")
         signature = self.signatures.of(node_def)
@@ -179,6 +195,7 @@ class _Builder:
             requested=requested,
             role=role,
             loop_depth=depth,
+            jit=jit,
             in_types=signature.in_types,
             out_types=signature.out_types,
             in_args=signature.in_args,
@@ -190,36 +207,55 @@ class _Builder:
                 v.decode()[len("loc:@") :] for v in node_def.attr["_class"].list.s if v.startswith(b"loc:@")
             ]
         self.nodes.append(node)
+        if role == "op":
+            self.note_unaudited(node_def)
         return node
 
-    def body_nodes(self, function_name: str, caller_device: str, arg_refs: list, depth: int, chain):
+    def note_unaudited(self, node_def: Any) -> None:
+        """Functions an ordinary op runs (tf.data's map/reduce functions) are not walked."""
+        if "Dataset" not in node_def.op:
+            return
+        for value in node_def.attr.values():
+            names = [value.func.name] if value.HasField("func") else [f.name for f in value.list.func]
+            for name in names:
+                if name:
+                    self.unaudited[f"{name} (run by {node_def.op} inside tf.data, on the CPU)"] = None
+
+    def body_nodes(self, function_name: str, caller_device: str, arg_refs: list, depth: int, chain, jit: bool):
         """Add one inlined copy of a FunctionDef; return refs of its outputs."""
         function = self.library.get(function_name)
         if function is None:
             return None
         args = {a.name: ref for a, ref in zip(function.signature.input_arg, arg_refs)}
+        jit = jit or _must_compile(function.attr)
         by_name: dict[str, Node] = {}
         created = []
         for node_def in function.node_def:
             requested = device_type(node_def.device) or caller_device
             role = "call" if _is_call(node_def, self.library) else "op"
-            node = self.new_node(node_def, function_name, requested, role, depth, chain)
+            node = self.new_node(node_def, function_name, requested, role, depth, chain, jit)
             by_name[node_def.name] = node
             created.append(node)
-        # Locations come from the body's FuncGraph when TF kept one.
         for node in created:
             refs = []
             for text in node.node_def.input:
                 if text.startswith("^"):
+                    control = by_name.get(text[1:])
+                    if control is not None:
+                        node.controls.append(control.id)
                     continue
                 refs.append(self._function_ref(text, by_name, args))
             node.inputs = refs
             if node.role == "call":
-                self.inline(node, refs, depth, chain + (node.name,))
+                self.inline(node, refs, depth, chain + (node.name,), jit)
         outputs = []
         for out in function.signature.output_arg:
             text = function.ret.get(out.name, "")
             outputs.append(self._function_ref(text, by_name, args) if text else None)
+        self.body_returns.extend(ref for ref in outputs if ref is not None)
+        for name in function.control_ret.values():
+            if name in by_name:
+                self.body_returns.append((by_name[name].id, -1))
         return outputs
 
     def _function_ref(self, text: str, by_name: dict, args: dict):
@@ -234,7 +270,7 @@ class _Builder:
         index = int(parts[2]) if len(parts) > 2 else 0
         return (node.id, start + index)
 
-    def inline(self, call: Node, refs: list, depth: int, chain) -> None:
+    def inline(self, call: Node, refs: list, depth: int, chain, jit: bool) -> None:
         attrs, skip = CALL_OPS.get(call.op, (None, 0))
         node_def = call.node_def
         if attrs is None:  # a direct call: the op type is the function's name
@@ -250,7 +286,7 @@ class _Builder:
         inner_depth = depth + (1 if call.op in _LOOPS else 0)
         results = []
         for body in bodies:
-            outs = self.body_nodes(body, call.requested, refs[skip:], inner_depth, chain)
+            outs = self.body_nodes(body, call.requested, refs[skip:], inner_depth, chain, jit)
             if outs is not None:
                 results.append((body, outs))
         # The call's outputs are the values the (last-named) body returns: for While
@@ -273,8 +309,38 @@ def _is_call(node_def: Any, library: dict) -> bool:
     return node_def.op in CALL_OPS or node_def.op in library
 
 
-def flatten(name: str, graph: Any) -> FlatGraph:
-    """Flatten a FuncGraph (a concrete function's ``.graph``) and its bodies."""
+def _must_compile(attrs: Any) -> bool:
+    return "_XlaMustCompile" in attrs and attrs["_XlaMustCompile"].b
+
+
+def _prune(builder: _Builder, roots: list[int]) -> None:
+    """Mark the ops no output or stateful op depends on as "pruned"."""
+    nodes = builder.nodes
+    for node in nodes:
+        if node.role == "op":
+            definition = op_def(node.op)
+            if definition is not None and definition.is_stateful:
+                roots.append(node.id)
+    live = [False] * len(nodes)
+    stack = roots
+    while stack:
+        index = stack.pop()
+        if live[index]:
+            continue
+        live[index] = True
+        node = nodes[index]
+        stack.extend(ref[0] for ref in node.inputs if ref is not None)
+        stack.extend(node.controls)
+    for node in nodes:
+        if node.role == "op" and not live[node.id]:
+            node.role = "pruned"
+
+
+def flatten(name: str, graph: Any, jit: bool = False) -> FlatGraph:
+    """Flatten a FuncGraph (a concrete function's ``.graph``) and its bodies.
+
+    ``jit``: the function is compiled by XLA (``tf.function(jit_compile=True)``).
+    """
     graph_def = graph.as_graph_def()
     graphs = {"": graph}
     for function_name, atomic in getattr(graph, "_functions", {}).items():
@@ -292,20 +358,36 @@ def flatten(name: str, graph: Any) -> FlatGraph:
             role = "call"
         else:
             role = "op"
-        node = builder.new_node(node_def, "", device_type(node_def.device), role, 0, ())
+        node = builder.new_node(node_def, "", device_type(node_def.device), role, 0, (), jit)
         by_name[node_def.name] = node
         created.append(node)
     for node in created:
         refs = []
         for text in node.node_def.input:
             if text.startswith("^"):
+                control = by_name.get(text[1:])
+                if control is not None:
+                    node.controls.append(control.id)
                 continue
             source, _, index = text.partition(":")
             src = by_name.get(source)
             refs.append((src.id, int(index or 0)) if src is not None else None)
         node.inputs = refs
         if node.role == "call":
-            builder.inline(node, refs, 0, (node.name,))
+            builder.inline(node, refs, 0, (node.name,), jit)
     for node in builder.nodes:
         node.inputs = [builder.resolve(ref) for ref in node.inputs]
-    return FlatGraph(name=name, nodes=builder.nodes, graphs=graphs, arg_names=arg_names, captured=captured)
+    roots = [ref[0] for ref in map(builder.resolve, builder.body_returns) if ref is not None]
+    for tensor in graph.outputs:
+        src = by_name.get(tensor.op.name)
+        if src is not None:
+            ref = builder.resolve((src.id, tensor.value_index))
+            if ref is not None:
+                roots.append(ref[0])
+    for op in getattr(graph, "control_outputs", ()):
+        if op.name in by_name:
+            roots.append(by_name[op.name].id)
+    _prune(builder, roots)
+    return FlatGraph(
+        name=name, nodes=builder.nodes, graphs=graphs, captured=captured, unaudited=list(builder.unaudited)
+    )

@@ -35,36 +35,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwhy.collect.placement.graph import DT_RESOURCE, FlatGraph, Node
+from gpuwhy.facts import PLACEMENT_REASONS
 from gpuwhy.tfapi.kernel_registry import GpuKernel, KernelRegistry
 
 __all__ = ["HOST_ONLY_DTYPES", "PlacedGraph", "REASONS", "place"]
 
 DT_INT32 = 3
 DT_STRING = 7
+DT_VARIANT = 21
 # DataTypeAlwaysOnHost (framework/types.cc): strings and resources never live
 # in device memory; MTypeFromDType adds int32 (framework/memory_types.cc).
 HOST_ONLY_DTYPES = frozenset({DT_STRING, DT_RESOURCE, DT_STRING + 100, DT_RESOURCE + 100})
 
-REASONS = {
-    "gpu": "runs on the GPU",
-    "gpu-host-memory": "GPU kernel keeps every argument in host memory (computed on the host by design)",
-    "no-gpu-kernel": "the op has no GPU kernel",
-    "no-gpu-kernel-for-dtype": "the op has GPU kernels, none for these dtypes",
-    "forced-cpu": "an explicit tf.device('/CPU:0') pins it, though a GPU kernel exists",
-    "colocated": "colocated with an op that must stay on the CPU",
-    "resource-on-gpu-no-kernel": (
-        "uses a resource that lives on the GPU but has no GPU kernel: TensorFlow fails with "
-        "'Cannot assign a device for operation'"
-    ),
-    "follows-consumer": "a generator (constant) placed with its consumers",
-    "follows-input": "a Shape/Size/Rank or Identity placed with its input",
-    "input": "an input of the function (tf.data and NumPy inputs arrive in host memory)",
-    "captured": "a value captured by the function",
-}
+REASONS = PLACEMENT_REASONS
 
 _METADATA_OPS = frozenset({"Shape", "Size", "Rank"})  # NC_METADATA in graph/graph.cc
 # IsExemptFromResourceInputColocation (REGISTER_INPUT_COLOCATION_EXEMPTION).
-_RESOURCE_COLOCATION_EXEMPT = frozenset({"IdentityN", "PartitionedCall", "StatefulPartitionedCall"})
+_RESOURCE_COLOCATION_EXEMPT = frozenset({
+    "IdentityN", "PartitionedCall", "StatefulPartitionedCall", "FlatMapDataset", "InterleaveDataset",
+    "ParallelInterleaveDatasetV4", "MapAndBatchDataset", "GroupByWindowDataset", "ScanDataset",
+    "RpcServerRegister",
+})
+# Resources that live in host memory whatever the machine: tables, iterators, datasets, mutexes.
+_HOST_RESOURCE_PREFIXES = ("Lookup", "Iterator", "AnonymousIterator", "MakeIterator", "Mutex",
+                           "InitializeTable", "Optional", "Dataset", "DeleteIterator")
 
 _VARIABLE_CONSUMERS = frozenset(
     {
@@ -89,7 +83,6 @@ class PlacedGraph:
     in_host: list[list[bool]]
     out_host: list[list[bool]]
     colocated_with: dict[int, int] = field(default_factory=dict)  # node -> member that decided
-    kernels: dict[int, GpuKernel] = field(default_factory=dict)
 
     def computes_on(self, node_id: int) -> str:
         """"GPU", "CPU" or "host" (GPU-placed, every argument in host memory)."""
@@ -170,7 +163,8 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
             reason[node.id] = "captured"
             pinned[node.id] = device[node.id]
         elif node.name in flat.captured:
-            device[node.id] = "CPU" if dtype in HOST_ONLY_DTYPES or dtype == DT_INT32 else accel
+            # int32 and strings sit in host memory; captured variants are datasets.
+            device[node.id] = "CPU" if dtype in HOST_ONLY_DTYPES or dtype in (DT_INT32, DT_VARIANT) else accel
             reason[node.id] = "captured"
         else:
             device[node.id] = "CPU"
@@ -189,6 +183,7 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
         for index, ref in enumerate(node.inputs):
             if (
                 ref is not None
+                and index < len(node.in_types)
                 and node.in_types[index] == DT_RESOURCE
                 and nodes[ref[0]].role != "call"
                 and node.op not in _RESOURCE_COLOCATION_EXEMPT
@@ -199,6 +194,7 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
         if node.role != "call":
             members.setdefault(groups.find(node.id), []).append(node.id)
 
+    # 4. Each group's device.
     colocated_with: dict[int, int] = {}
     for group in members.values():
         _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel)
@@ -224,6 +220,13 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
                 reason[node.id] = "follows-consumer"
                 colocated_with[node.id] = consumers[node.id][0][0]
 
+    # XLA compiles jit functions as one cluster on the device: TF's per-op placement
+    # and memory types do not apply inside (only its inputs and outputs cross).
+    for node in nodes:
+        if node.jit and node.role == "op":
+            device[node.id] = accel
+            reason[node.id] = "xla"
+
     # 6. Memory types.
     in_host: list[list[bool]] = [[]] * count
     out_host: list[list[bool]] = [[]] * count
@@ -233,6 +236,10 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
         if device[node.id] == "CPU":
             in_host[node.id] = [True] * len(node.in_types)
             out_host[node.id] = [True] * len(node.out_types)
+            continue
+        if node.jit and node.role == "op":
+            in_host[node.id] = [False] * len(node.in_types)
+            out_host[node.id] = [False] * len(node.out_types)
             continue
         kernel = kernels.get(node.id)
         host_args = kernel.host_memory_args if kernel is not None else frozenset()
@@ -250,19 +257,23 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
         out_host[node.id] = outs
         if node.role == "op" and reason[node.id] == "gpu" and (ins or outs) and all(ins) and all(outs):
             reason[node.id] = "gpu-host-memory"
-    return PlacedGraph(flat, device, reason, in_host, out_host, colocated_with, kernels)
+    return PlacedGraph(flat, device, reason, in_host, out_host, colocated_with)
 
 
 def _resource_device(arg: Node, consumers, nodes, registry: KernelRegistry) -> str:
-    """A captured resource: variables live on the GPU when VarHandleOp has a kernel for their dtype."""
-    for consumer_id, _ in consumers[arg.id]:
-        consumer = nodes[consumer_id]
-        if _is_variable_consumer(consumer.op):
-            dtype = _variable_dtype(consumer)
-            if dtype is None:
-                return registry.device_type
-            return registry.device_type if _var_handle_kernel(registry, dtype).exists else "CPU"
-    return "CPU"  # lookup tables, iterators, datasets and other host resources
+    """Where a captured resource lives: host resources on the CPU, variables where
+    VarHandleOp has a kernel for their dtype (the eager placer's choice)."""
+    users = [nodes[c] for c, _ in consumers[arg.id]]
+    if any(user.op.startswith(_HOST_RESOURCE_PREFIXES) or "Dataset" in user.op for user in users):
+        return "CPU"
+    for user in users:
+        if _is_variable_consumer(user.op):
+            dtype = _variable_dtype(user)
+            if dtype is not None:
+                return registry.device_type if _var_handle_kernel(registry, dtype).exists else "CPU"
+    # Other state (tf.random.Generator's int64 state, custom resources): a variable-like
+    # resource created eagerly on the default device.
+    return registry.device_type
 
 
 def _var_handle_kernel(registry: KernelRegistry, dtype: int) -> GpuKernel:

@@ -8,6 +8,7 @@ Unknown dimensions stay None; the rules judge only what is known.
 
 from __future__ import annotations
 
+from gpuwhy.collect.placement.names import dtype_name, qualified
 from gpuwhy.collect.placement.placer import PlacedGraph
 from gpuwhy.facts import TensorOp
 from gpuwhy.tfapi import graph_ops
@@ -126,8 +127,6 @@ def _layer(name: str) -> str | None:
 
 
 def tensor_ops(placed: PlacedGraph, jit_compile: bool) -> list[TensorOp]:
-    from gpuwhy.collect.placement import dtype_name, qualified
-
     flat = placed.flat
     found = []
     for node in flat.nodes:

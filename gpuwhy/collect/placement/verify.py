@@ -16,19 +16,19 @@ from gpuwhy.facts import Disagreement, PlacementCheck
 __all__ = ["verify_placement"]
 
 
-def _device_present(device_type: str) -> bool:
-    if device_type == "CPU":
+def _device_present(kind: str) -> bool:
+    if kind == "CPU":
         return True
     import tensorflow as tf
 
     try:
-        return bool(tf.config.list_physical_devices(device_type))
+        return bool(tf.config.list_physical_devices(kind))
     except Exception:
         return False
 
 
 def verify_placement(audited, target_device: str) -> PlacementCheck:
-    from gpuwhy.collect.placement import qualified
+    from gpuwhy.collect.placement.names import qualified
     from gpuwhy.tfapi.run_metadata import placed_devices
 
     target = audited.target

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import OpGroup, PlacementFacts
+from gpuwhy.facts import OpGroup, PlacementFacts, is_input_boundary
 
 __all__ = ["PREDICTION_NOTE", "group_row", "is_input_boundary", "op_list", "prediction_note", "size_text"]
 
@@ -20,16 +20,12 @@ PREDICTION_NOTE = (
 
 def prediction_note(placement: PlacementFacts) -> dict[str, Any]:
     """Evidence entry that says how the placement is known."""
+    if placement.predicted and placement.gpu_name:
+        return {"placement": f"predicted from TensorFlow's GPU kernel registry for this machine's "
+                             f"{placement.gpu_name} (--verify compares with TF's real placement)"}
     if placement.predicted:
         return {"placement": PREDICTION_NOTE}
-    return {"placement": f"on this machine's {placement.gpu_name or 'GPU'}"}
-
-
-def is_input_boundary(op: str) -> bool:
-    """tf.data's iterator ops: on the host by design, the input batch's way into the step."""
-    return op.startswith(("Iterator", "Optional", "MultiDeviceIterator", "AnonymousIterator")) or op.endswith(
-        ("Dataset", "DatasetV2", "DatasetV3")
-    )
+    return {"placement": f"seen on this machine's {placement.gpu_name or 'GPU'} (--verify)"}
 
 
 def size_text(size: int) -> str:

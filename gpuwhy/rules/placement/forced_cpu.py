@@ -6,6 +6,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.facts import is_input_boundary
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
 
@@ -63,7 +64,9 @@ class ForcedCpu(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
         ignored = set(options["ignore_ops"])
-        pinned = [g for g in placement.groups if g.reason == "forced-cpu" and g.op not in ignored]
+        # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
+        pinned = [g for g in placement.groups
+                  if g.reason == "forced-cpu" and g.op not in ignored and not is_input_boundary(g.op)]
         if not pinned:
             return []
         pinned.sort(key=lambda g: (-g.count, g.op))

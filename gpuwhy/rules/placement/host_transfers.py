@@ -9,13 +9,6 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.placement.common import prediction_note, size_text
 
 
-def _significant(copy: HostDeviceCopy, min_bytes: int) -> bool:
-    """Large enough to matter: known size over the floor, or a tensor of unknown size."""
-    if copy.bytes is not None:
-        return copy.bytes >= min_bytes
-    return copy.shape is None or len(copy.shape) > 0
-
-
 def _row(copy: HostDeviceCopy) -> dict[str, Any]:
     row: dict[str, Any] = {
         "direction": copy.direction,
@@ -91,7 +84,7 @@ class HostTransfers(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
         step = [c for c in placement.copies if c.kind == "step"]
-        big = [c for c in step if _significant(c, options["min_copy_bytes"])]
+        big = [c for c in step if c.sizeable(options["min_copy_bytes"])]
         total_bytes = sum(c.bytes for c in big if c.bytes is not None)
         looped = [c for c in big if c.in_loop]
         many = len(big) > options["max_copies_per_step"]

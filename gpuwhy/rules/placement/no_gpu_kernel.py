@@ -6,7 +6,9 @@ from typing import Any
 
 from gpuwhy.facts import Facts, OpGroup
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.placement.common import group_row, is_input_boundary, op_list, prediction_note
+from gpuwhy.facts import is_input_boundary
+from gpuwhy.rules.compression.cpu_codec import is_codec
+from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
 _NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
 _PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
@@ -34,11 +36,6 @@ def _fix_for(groups: list[OpGroup]) -> str:
             "# string work belongs in tf.data: give the step numeric tensors",
             "ds = ds.map(lambda text, y: (vectorize(text), y), num_parallel_calls=tf.data.AUTOTUNE)",
             "ds = ds.prefetch(tf.data.AUTOTUNE)   # the step then receives int ids only",
-        ]
-    if any(op.startswith(("Decode", "Encode")) for op in ops):
-        lines += [
-            "# decoding has no GPU kernel: decode in the input pipeline, not in the step",
-            "ds = ds.map(decode_fn, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
         ]
     if any(g.reason == "no-gpu-kernel-for-dtype" for g in groups) and not lines:
         kinds = ", ".join(sorted({f"{g.op} on {', '.join(g.in_dtypes) or '-'}" for g in groups
@@ -120,6 +117,7 @@ class NoGpuKernel(Rule):
             g
             for g in placement.groups
             if g.reason in _NO_KERNEL and g.op not in ignored and not is_input_boundary(g.op)
+            and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
         ]
         if not groups:
             return []

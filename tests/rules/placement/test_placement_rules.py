@@ -126,18 +126,22 @@ def test_location_is_the_first_groups_first_location():
 
 @pytest.mark.parametrize("op, dtypes, expected, absent", [
     ("PyFunc", ("float32",), "tf.py_function / tf.numpy_function run Python on the host", "tf.print"),
-    ("EagerPyFunc", ("float32",), "tf.py_function / tf.numpy_function", "decoding has no GPU kernel"),
+    ("EagerPyFunc", ("float32",), "tf.py_function / tf.numpy_function", "string work"),
     ("StringLength", ("string",), "string work belongs in tf.data", "py_function"),
     ("RegexReplace", ("string",), "ds = ds.map(lambda text, y: (vectorize(text), y)", "py_function"),
     ("PrintV2", ("string",), "tf.print in the step runs on the host every step", "py_function"),
-    ("DecodeJpeg", ("string",), "decoding has no GPU kernel: decode in the input pipeline", "py_function"),
-    ("EncodePng", ("uint8",), "decoding has no GPU kernel", "tf.print"),
     ("SparseToDense", ("int64",), "replace it with ops that have", "py_function"),
 ])
 def test_fix_depends_on_the_kind_of_op(op, dtypes, expected, absent):
     (finding,) = run(NoGpuKernel, b.placement_facts(groups=[b.op_group(op, "no-gpu-kernel", in_dtypes=dtypes)]))
     assert expected in finding.fix
     assert absent not in finding.fix
+
+
+@pytest.mark.parametrize("op", ["DecodeJpeg", "EncodePng", "DecodeCompressed"])
+def test_codec_ops_are_left_to_compression_cpu_codec(op):
+    facts = b.placement_facts(groups=[b.op_group(op, "no-gpu-kernel", in_dtypes=("string",))])
+    assert run(NoGpuKernel, facts) == []
 
 
 def test_colocated_ops_and_copies_they_cause_are_counted():
@@ -158,7 +162,7 @@ def test_measured_placement_names_the_gpu():
     facts = b.placement_facts(groups=[group], predicted=False, gpu_name="NVIDIA H100 80GB HBM3",
                               compute_capability=(9, 0))
     (finding,) = run(NoGpuKernel, facts)
-    assert finding.evidence["placement"] == "on this machine's NVIDIA H100 80GB HBM3"
+    assert finding.evidence["placement"] == "seen on this machine's NVIDIA H100 80GB HBM3 (--verify)"
 
 
 # -- placement.forced-cpu ------------------------------------------------------------------
@@ -434,7 +438,7 @@ def test_measured_audit_with_every_field_set_validates():
     record = RunRecord.diagnose("audit", facts)
     data = record.to_dict()
     assert validation_errors(data) == []
-    assert data["verdict"]["text"].startswith("On NVIDIA A100-SXM4-40GB: ")
+    assert data["verdict"]["text"].startswith("Seen on NVIDIA A100-SXM4-40GB: ")
     loaded = RunRecord.from_dict(data)
     assert loaded.facts == facts
     assert loaded.facts.placement.compute_capability == (8, 0)

@@ -55,7 +55,7 @@ def test_turing_float32_is_medium():
     assert ev["float32_ops"] == 2 and ev["tensor_ops"] == 2
     assert ev["compute_capability"] == "7.5" and ev["gpu"] == "Tesla T4"
     assert ev["tf32_enabled"] is None and ev["mixed_precision_policy"] == "float32"
-    assert ev["placement"] == "on this machine's Tesla T4"
+    assert ev["placement"] == "seen on this machine's Tesla T4 (--verify)"
     assert ev["largest"][0] == {"op": "MatMul", "node": "train_step/dense/MatMul", "layer": "dense",
                                 "dims": {"m": 4096, "n": 4096, "k": 4096}, "gflops": 137.439}
     assert [row["layer"] for row in ev["largest"]] == ["dense", "head"]
