@@ -29,7 +29,9 @@ def audit(obj: Any, *example_args: Any, verify: bool = False, **example_kwargs: 
 
     ``obj`` is a ``tf.function``, a ConcreteFunction, a Keras model (with ``x, y``: its
     training step; with ``x`` or nothing: its forward pass) or a Python function.
-    ``verify=True`` runs it once with TensorFlow's real placer (needs a GPU).
+    ``verify=True`` runs it once with TensorFlow's real placer (needs a GPU): its side
+    effects (variable updates, reading from an iterator) happen as in any call. A Keras
+    training step is never run.
     """
     targets = targets_for(obj, example_args, example_kwargs)
     facts, _ = audit_functions(targets, verify=verify)
@@ -43,7 +45,9 @@ def audit_path(path: str | os.PathLike, *, verify: bool = False) -> RunRecord:
     return RunRecord.diagnose("audit", Facts(placement=facts))
 
 
-def _label(name: str) -> str:
+def _label(name: str | bytes) -> str:
+    if isinstance(name, bytes):  # ConcreteFunction.name is bytes in TF 2.21
+        name = name.decode(errors="replace")
     name = re.sub(r"^__inference_", "", name)
     return re.sub(r"_\d+$", "", name)
 
@@ -99,27 +103,53 @@ def targets_for(obj: Any, args: tuple, kwargs: dict) -> list[AuditTarget]:
     raise AuditError(f"cannot audit a {type(obj).__name__}: pass a tf.function, a Keras model or a function")
 
 
+def _keras_xla_note(model: Any) -> str | None:
+    """Keras 3 compiles steps with XLA on a GPU machine when ``jit_compile="auto"`` (the
+    default) and every layer supports it (keras/src/trainers/trainer.py
+    ``_resolve_auto_jit_compile``). Without a GPU it resolves to False, so the two cannot
+    be told apart here: the step is audited without XLA, and the report says so."""
+    if getattr(model, "_jit_compile", None) is True or _gpu_here():
+        return None
+    try:
+        from keras.src.trainers.trainer import model_supports_jit
+
+        if not model_supports_jit(model):
+            return None
+    except Exception:
+        return None
+    return ("audited without XLA; on a GPU, Keras compiles this step with XLA unless "
+            "compile(jit_compile=False) is set, and XLA then fuses it into one GPU cluster")
+
+
+def _gpu_here() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
 def _keras_targets(model: Any, args: tuple) -> list[AuditTarget]:
     import tensorflow as tf
 
     name = getattr(model, "name", "model")
+    jit = getattr(model, "_jit_compile", None) is True
+    note = _keras_xla_note(model)
+    to_tensors = lambda value: tf.nest.map_structure(tf.convert_to_tensor, value)  # noqa: E731
     if len(args) >= 2 and getattr(model, "optimizer", None) is not None:
-        data = tuple(tf.convert_to_tensor(a) for a in args[:3])
-        step = tf.function(model.train_step)
+        data = tuple(to_tensors(a) for a in args[:3])
+        step = tf.function(model.train_step, jit_compile=jit)
         concrete = step.get_concrete_function(data)
         # Running a training step would update the weights: never verified.
-        return [AuditTarget(f"{name}.train_step", concrete, None, None)]
+        return [AuditTarget(f"{name}.train_step", concrete, None, None, note=note)]
+    forward = tf.function(lambda x: model(x, training=False), jit_compile=jit)
     if args:
-        x = tf.convert_to_tensor(args[0])
-        forward = tf.function(lambda x: model(x, training=False))
-        return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(x), None, (x,))]
+        x = to_tensors(args[0])
+        return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(x), None, (x,), note=note)]
     inputs = getattr(model, "inputs", None)
     if not inputs:
         raise AuditError(f"Keras model {name!r} is not built: pass example inputs, e.g. gpuwhy.audit(model, x, y)")
     specs = [tf.TensorSpec(t.shape, t.dtype) for t in inputs]
     signature = specs[0] if len(specs) == 1 else specs
-    forward = tf.function(lambda x: model(x, training=False))
-    return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(signature), None, None)]
+    return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(signature), None, None, note=note)]
 
 
 def _example_inputs(function: Any) -> dict | None:

@@ -130,7 +130,6 @@ def cmd_check(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    import os
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's C++ banner quiet
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")

@@ -242,6 +242,7 @@ class AuditedFunction:
     input_copies: int = 0              # host<->device copies of its arguments per call
     step_copies: int = 0               # copies between its own ops per call (loop bodies once)
     unaudited: tuple[str, ...] = ()    # bodies it runs elsewhere (tf.data functions)
+    note: Optional[str] = None         # what the audit could not know about how it runs
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,8 @@ class TerminalRenderer(Renderer):
             lines.append(Text(
                 f"  {fn.name}{at}: {fn.nodes:,} ops — {fn.gpu:,} GPU, {fn.host:,} host memory by design, "
                 f"{fn.cpu:,} CPU; copies per call: {fn.input_copies} input, {fn.step_copies} inside{jit}"))
+            if fn.note:
+                lines.append(Text(f"    note: {fn.note}", style="dim"))
             for body in fn.unaudited:
                 lines.append(Text(f"    not audited: {body}", style="dim"))
         groups = [g for g in placement.groups if self.verbose or g.computes_on == "CPU"]

@@ -47,6 +47,7 @@ class AuditTarget:
     location: str | None = None  # where the Python function is defined
     example_args: tuple | None = None  # for --verify: arguments to run it with
     example_kwargs: dict | None = None
+    note: str | None = None  # what the audit could not know (e.g. Keras' XLA default on a GPU)
 
 
 class AuditedGraph:
@@ -148,6 +149,7 @@ def _function_summary(audited: AuditedGraph) -> AuditedFunction:
         input_copies=sum(1 for c in audited.copies if _is_input(placed.flat.nodes[c.src])),
         step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat.nodes[c.src])),
         unaudited=tuple(placed.flat.unaudited),
+        note=audited.target.note,
     )
 
 

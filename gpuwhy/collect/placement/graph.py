@@ -171,10 +171,9 @@ def device_type(device: str) -> str:
 
 
 class _Builder:
-    def __init__(self, graph_def: Any, graphs: dict[str, Any]) -> None:
+    def __init__(self, graph_def: Any) -> None:
         self.library = {f.signature.name: f for f in graph_def.library.function}
         self.signatures = _Signatures(self.library)
-        self.graphs = graphs
         self.nodes: list[Node] = []
         self.alias: dict[tuple[int, int], tuple[int, int]] = {}
         self.body_returns: list[tuple[int, int]] = []
@@ -345,7 +344,7 @@ def flatten(name: str, graph: Any, jit: bool = False) -> FlatGraph:
     graphs = {"": graph}
     for function_name, atomic in getattr(graph, "_functions", {}).items():
         graphs[function_name] = atomic
-    builder = _Builder(graph_def, graphs)
+    builder = _Builder(graph_def)
     arg_names = [t.op.name for t in graph.inputs]
     captured = {t.op.name for t in getattr(graph, "internal_captures", [])}
     arg_set = set(arg_names)

@@ -16,9 +16,10 @@ from gpuwhy.tfapi import graph_ops
 __all__ = ["TENSOR_OPS", "tensor_ops"]
 
 _MATMULS = {"MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"}
-_CONVS_FORWARD = {"Conv2D", "Conv3D", "_FusedConv2D", "Conv", "DepthwiseConv2dNative"}
-_CONVS_BACKPROP_INPUT = {"Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput"}
-_CONVS_BACKPROP_FILTER = {"Conv2DBackpropFilter", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter"}
+# Depthwise convolutions are left out: cuDNN runs them on the ordinary cores whatever the dtype.
+_CONVS_FORWARD = {"Conv2D", "Conv3D", "_FusedConv2D", "Conv"}
+_CONVS_BACKPROP_INPUT = {"Conv2DBackpropInput", "Conv3DBackpropInputV2"}
+_CONVS_BACKPROP_FILTER = {"Conv2DBackpropFilter", "Conv3DBackpropFilterV2"}
 TENSOR_OPS = _MATMULS | _CONVS_FORWARD | _CONVS_BACKPROP_INPUT | _CONVS_BACKPROP_FILTER | {"Einsum"}
 
 
@@ -33,7 +34,10 @@ def _dim(shape, index):
 
 def _channels_last(node) -> bool:
     attrs = node.node_def.attr
-    return not ("data_format" in attrs and attrs["data_format"].s.startswith(b"NC"))
+    if "data_format" not in attrs:
+        return True
+    layout = attrs["data_format"].s
+    return not (layout.startswith(b"NC") or layout == b"CHANNELS_FIRST")
 
 
 def _dims(node, graph) -> dict[str, int | None]:
@@ -52,12 +56,7 @@ def _dims(node, graph) -> dict[str, int | None]:
         x = graph_ops.input_shape(graph, name, 0)
         w = graph_ops.input_shape(graph, name, 1)
         channel = -1 if _channels_last(node) else 1
-        out = _dim(w, -1)
-        if node.op == "DepthwiseConv2dNative":
-            multiplier = _dim(w, -1)
-            inp = _dim(w, -2)
-            out = inp * multiplier if inp and multiplier else None
-        return {"batch": _dim(x, 0), "in_channels": _dim(x, channel), "out_channels": out}
+        return {"batch": _dim(x, 0), "in_channels": _dim(x, channel), "out_channels": _dim(w, -1)}
     if node.op in _CONVS_BACKPROP_INPUT:
         w = graph_ops.input_shape(graph, name, 1)
         dy = graph_ops.input_shape(graph, name, 2)
@@ -79,6 +78,37 @@ def _product(values) -> int | None:
     return total
 
 
+def _broadcast_batch(a: tuple, b: tuple) -> int | None:
+    """Product of the broadcast batch dimensions of a batched matmul."""
+    dims = []
+    for index in range(1, max(len(a), len(b)) + 1):
+        x = a[-index] if index <= len(a) else 1
+        y = b[-index] if index <= len(b) else 1
+        if x is None or y is None:
+            return None
+        dims.append(max(x, y))
+    return _product(dims)
+
+
+def _einsum_flops(node, graph) -> int | None:
+    """2 x the product of every index's size: an einsum's multiply-adds."""
+    equation = node.node_def.attr["equation"].s.decode() if "equation" in node.node_def.attr else ""
+    inputs_part = equation.split("->")[0]
+    if not inputs_part or "." in inputs_part:
+        return None  # ellipsis: sizes not tied to letters
+    sizes: dict[str, int] = {}
+    for index, term in enumerate(inputs_part.split(",")):
+        shape = graph_ops.input_shape(graph, node.name, index)
+        if shape is None or len(shape) != len(term):
+            return None
+        for letter, size in zip(term, shape):
+            if size is None:
+                return None
+            sizes[letter] = size
+    total = _product(sizes.values())
+    return 2 * total if total is not None else None
+
+
 def _flops(node, graph) -> int | None:
     """2 x multiply-adds, from static shapes (None when a dimension is unknown)."""
     name = node.name
@@ -89,9 +119,7 @@ def _flops(node, graph) -> int | None:
         b = graph_ops.input_shape(graph, name, 1)
         if a is None or b is None:
             return None
-        batch_a = _product(a[:-2]) if len(a) > 2 else 1
-        batch_b = _product(b[:-2]) if len(b) > 2 else 1
-        batch = max(batch_a, batch_b) if batch_a is not None and batch_b is not None else None
+        batch = _broadcast_batch(a[:-2], b[:-2])
         core = _product((dims["m"], dims["n"], dims["k"], batch))
         return 2 * core if core is not None else None
     if op in _CONVS_FORWARD:
@@ -99,19 +127,21 @@ def _flops(node, graph) -> int | None:
         w = graph_ops.input_shape(graph, name, 1)
         if out is None or w is None:
             return None
-        per_output = _product(w[:-2]) if op == "DepthwiseConv2dNative" else _product(w[:-1])
+        per_output = _product(w[:-1])
     elif op in _CONVS_BACKPROP_INPUT:
         out = graph_ops.input_shape(graph, name, 2)
         w = graph_ops.input_shape(graph, name, 1)
         if out is None or w is None:
             return None
-        per_output = _product(w[:-2]) if "Depthwise" in op else _product(w[:-1])
+        per_output = _product(w[:-1])
     elif op in _CONVS_BACKPROP_FILTER:
         out = graph_ops.input_shape(graph, name, 2)
         w = graph_ops.output_shape(graph, name, 0)
         if out is None or w is None:
             return None
-        per_output = _product(w[:-2]) if "Depthwise" in op else _product(w[:-1])
+        per_output = _product(w[:-1])
+    elif op == "Einsum":
+        return _einsum_flops(node, graph)
     else:
         return None
     total = _product(out)

@@ -30,15 +30,21 @@ def target_gpu(facts: Facts) -> tuple[tuple[int, int] | None, str | None]:
 
 
 def work(op: TensorOp) -> float:
-    """The op's FLOPs when known, else 0 (``shares`` then counts ops instead)."""
+    """The op's FLOPs when known, else 0 (``shares`` then weighs it apart)."""
     return float(op.flops) if op.flops else 0.0
 
 
 def shares(ops: list[TensorOp], selected: list[TensorOp]) -> float:
-    """Share of the work in ``selected``: by FLOPs when every op's size is known, else by count."""
+    """Share of the work in ``selected``.
+
+    By FLOPs over the ops whose size is known, as long as they are at least half of the
+    ops; otherwise (shapes mostly dynamic) by op count, which is the best left.
+    """
     if not ops:
         return 0.0
-    if all(op.flops for op in ops):
-        total = sum(work(op) for op in ops)
-        return sum(work(op) for op in selected) / total if total else 0.0
+    known = [op for op in ops if op.flops]
+    if len(known) * 2 >= len(ops):
+        total = sum(work(op) for op in known)
+        chosen = {id(op) for op in selected}
+        return sum(work(op) for op in known if id(op) in chosen) / total if total else 0.0
     return len(selected) / len(ops)

@@ -133,12 +133,19 @@ def test_min_fraction_is_by_flops():
     assert run(TensorCoreUnused, facts, min_fraction=0.34) == []
 
 
-def test_share_is_by_count_when_a_size_is_unknown():
+def test_ops_of_unknown_size_are_left_out_when_most_sizes_are_known():
     ops = [b.tensor_op(dims={"m": None, "n": 16, "k": 16}, layer="gate"),
            b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096})]
     assert ops[0].flops is None
+    assert run(TensorCoreUnused, b.placement_facts(tensor_ops=ops, compute_capability=(7, 5))) == []
+
+
+def test_share_is_by_count_when_most_sizes_are_unknown():
+    ops = [b.tensor_op(dims={"m": None, "n": 16, "k": 16}, layer="gate"),
+           b.tensor_op(dims={"m": None, "n": 32, "k": 16}, layer="gate2"),
+           b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096})]
     (finding,) = run(TensorCoreUnused, b.placement_facts(tensor_ops=ops, compute_capability=(7, 5)))
-    assert finding.evidence["float32_work_share"] == 0.5
+    assert finding.evidence["float32_work_share"] == 0.667
     assert finding.evidence["largest"][0]["gflops"] is None
 
 
