@@ -89,22 +89,20 @@ def creation_site(graph: Any, name: str) -> str | None:
     return None
 
 
+def _static_shape(tensors, index: int) -> tuple[int | None, ...] | None:
+    if index >= len(tensors):
+        return None
+    shape = tensors[index].shape
+    return None if shape.rank is None else tuple(shape.as_list())
+
+
 def output_shape(graph: Any, name: str, index: int) -> tuple[int | None, ...] | None:
     """Static shape of output ``index`` of op ``name``; None when the rank is unknown."""
     op = _operation(graph, name)
-    if op is None or index >= len(op.outputs):
-        return None
-    shape = op.outputs[index].shape
-    if shape.rank is None:
-        return None
-    return tuple(shape.as_list())
+    return None if op is None else _static_shape(op.outputs, index)
 
 
 def input_shape(graph: Any, name: str, index: int) -> tuple[int | None, ...] | None:
+    """Static shape of input ``index`` of op ``name``; None when the rank is unknown."""
     op = _operation(graph, name)
-    if op is None or index >= len(op.inputs):
-        return None
-    shape = op.inputs[index].shape
-    if shape.rank is None:
-        return None
-    return tuple(shape.as_list())
+    return None if op is None else _static_shape(op.inputs, index)

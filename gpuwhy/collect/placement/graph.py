@@ -238,12 +238,8 @@ class _Builder:
         for node in created:
             refs = []
             for text in node.node_def.input:
-                if text.startswith("^"):
-                    control = by_name.get(text[1:])
-                    if control is not None:
-                        node.controls.append(control.id)
-                    continue
-                refs.append(self._function_ref(text, by_name, args))
+                if not _is_control(text, node, by_name):
+                    refs.append(self._function_ref(text, by_name, args))
             node.inputs = refs
             if node.role == "call":
                 self.inline(node, refs, depth, chain + (node.name,), jit)
@@ -302,6 +298,16 @@ class _Builder:
             ref = self.alias[ref]
             seen += 1
         return ref
+
+
+def _is_control(text: str, node: Node, by_name: dict[str, Node]) -> bool:
+    """A "^name" input: record it as a control dependency of ``node``."""
+    if not text.startswith("^"):
+        return False
+    control = by_name.get(text[1:])
+    if control is not None:
+        node.controls.append(control.id)
+    return True
 
 
 def _is_call(node_def: Any, library: dict) -> bool:
@@ -363,10 +369,7 @@ def flatten(name: str, graph: Any, jit: bool = False) -> FlatGraph:
     for node in created:
         refs = []
         for text in node.node_def.input:
-            if text.startswith("^"):
-                control = by_name.get(text[1:])
-                if control is not None:
-                    node.controls.append(control.id)
+            if _is_control(text, node, by_name):
                 continue
             source, _, index = text.partition(":")
             src = by_name.get(source)

@@ -122,29 +122,20 @@ def _flops(node, graph) -> int | None:
         batch = _broadcast_batch(a[:-2], b[:-2])
         core = _product((dims["m"], dims["n"], dims["k"], batch))
         return 2 * core if core is not None else None
+    # (output-sized tensor, filter-shaped tensor) of the convolution, wherever the op has them
     if op in _CONVS_FORWARD:
-        out = graph_ops.output_shape(graph, name, 0)
-        w = graph_ops.input_shape(graph, name, 1)
-        if out is None or w is None:
-            return None
-        per_output = _product(w[:-1])
+        out, w = graph_ops.output_shape(graph, name, 0), graph_ops.input_shape(graph, name, 1)
     elif op in _CONVS_BACKPROP_INPUT:
-        out = graph_ops.input_shape(graph, name, 2)
-        w = graph_ops.input_shape(graph, name, 1)
-        if out is None or w is None:
-            return None
-        per_output = _product(w[:-1])
+        out, w = graph_ops.input_shape(graph, name, 2), graph_ops.input_shape(graph, name, 1)
     elif op in _CONVS_BACKPROP_FILTER:
-        out = graph_ops.input_shape(graph, name, 2)
-        w = graph_ops.output_shape(graph, name, 0)
-        if out is None or w is None:
-            return None
-        per_output = _product(w[:-1])
+        out, w = graph_ops.input_shape(graph, name, 2), graph_ops.output_shape(graph, name, 0)
     elif op == "Einsum":
         return _einsum_flops(node, graph)
     else:
         return None
-    total = _product(out)
+    if out is None or w is None:
+        return None
+    total, per_output = _product(out), _product(w[:-1])  # per output: kh x kw x in_channels
     return 2 * total * per_output if total is not None and per_output is not None else None
 
 
