@@ -154,7 +154,7 @@ class OpGroup:
     out_dtypes: tuple[str, ...]
     device: str                        # GPU | CPU (predicted, or seen with --verify)
     computes_on: str                   # GPU | CPU | host (on the GPU, arguments in host memory)
-    reason: str                        # code, see collect/placement/placer.py REASONS
+    reason: str                        # a PLACEMENT_REASONS code
     count: int
     in_loop: bool = False              # inside a while loop: runs once per iteration
     examples: tuple[str, ...] = ()     # node names, function-qualified

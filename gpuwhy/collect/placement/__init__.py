@@ -53,8 +53,9 @@ class AuditTarget:
 class AuditedGraph:
     """One function's placement, kept for ``--verify`` and the verbose tables."""
 
-    def __init__(self, target: AuditTarget, placed: PlacedGraph, copies: list[Crossing]) -> None:
+    def __init__(self, target: AuditTarget, placed: PlacedGraph, copies: list[Crossing], jit: bool) -> None:
         self.target = target
+        self.jit = jit
         self.label = target.label
         self.function = target.function
         self.placed = placed
@@ -77,9 +78,9 @@ def audit_functions(
     gc.disable()
     try:
         for target in targets:
-            flat = flatten(target.label, target.function.graph, precision.jit_compile(target.function))
-            placed = place(flat, registry)
-            audited.append(AuditedGraph(target, placed, crossings(placed)))
+            jit = precision.jit_compile(target.function)
+            placed = place(flatten(target.label, target.function.graph, jit), registry)
+            audited.append(AuditedGraph(target, placed, crossings(placed), jit))
     finally:
         if collecting:
             gc.enable()
@@ -89,7 +90,7 @@ def audit_functions(
         functions=tuple(_function_summary(a) for a in audited),
         groups=_groups(audited),
         copies=_copies(audited),
-        tensor_ops=tuple(op for a in audited for op in tensor_ops(a.placed, precision.jit_compile(a.function))),
+        tensor_ops=tuple(op for a in audited for op in tensor_ops(a.placed, a.jit)),
         tf32_enabled=precision.tf32_enabled(),
         mixed_precision_policy=precision.keras_policy(),
         compute_capability=gpu[1] if gpu else None,
@@ -144,7 +145,7 @@ def _function_summary(audited: AuditedGraph) -> AuditedFunction:
         gpu=gpu,
         host=host,
         cpu=cpu,
-        jit_compile=precision.jit_compile(audited.function),
+        jit_compile=audited.jit,
         location=audited.target.location,
         input_copies=sum(1 for c in audited.copies if _is_input(placed.flat.nodes[c.src])),
         step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat.nodes[c.src])),

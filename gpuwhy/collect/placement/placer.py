@@ -27,7 +27,8 @@ with the GPU kernel registry instead:
    kernels declare HostMemory themselves. A GPU op whose arguments are all in host memory (Shape, int32
    shape arithmetic) computes on the host by design and costs no copy.
 
-Every decision carries a reason code so the report can say *why*.
+Every decision carries a reason code (``facts.PLACEMENT_REASONS``) so the report can
+say *why*.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwhy.collect.placement.graph import DT_RESOURCE, FlatGraph, Node
-from gpuwhy.facts import PLACEMENT_REASONS
 from gpuwhy.tfapi.kernel_registry import GpuKernel, KernelRegistry
 
-__all__ = ["HOST_ONLY_DTYPES", "PlacedGraph", "REASONS", "place"]
+__all__ = ["HOST_ONLY_DTYPES", "PlacedGraph", "place"]
 
 DT_INT32 = 3
 DT_STRING = 7
@@ -47,7 +47,6 @@ DT_VARIANT = 21
 # in device memory; MTypeFromDType adds int32 (framework/memory_types.cc).
 HOST_ONLY_DTYPES = frozenset({DT_STRING, DT_RESOURCE, DT_STRING + 100, DT_RESOURCE + 100})
 
-REASONS = PLACEMENT_REASONS
 
 _METADATA_OPS = frozenset({"Shape", "Size", "Rank"})  # NC_METADATA in graph/graph.cc
 # IsExemptFromResourceInputColocation (REGISTER_INPUT_COLOCATION_EXEMPTION).
