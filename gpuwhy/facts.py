@@ -266,6 +266,156 @@ class PlacementFacts:
     seconds: Optional[float] = None    # the audit's own time
 
 
+# ---------------------------------------------------------------------------
+# Sections of a watched run (``gpuwhy run``, ``gpuwhy.session()``, ``gpuwhy watch``).
+# Times are seconds since the run started (time.perf_counter() at start), so steps,
+# traces and GPU samples line up on one axis.
+
+@dataclass(frozen=True)
+class ProgramFacts:
+    """Section ``program``: what was watched and how it ended."""
+
+    command: tuple[str, ...]           # argv as the program saw it
+    ended: str = "completed"           # completed | exception | interrupted | exit
+    exit_code: int = 0
+    error: Optional[str] = None        # the exception's last line
+    seconds: float = 0.0
+    tensorflow_imported: bool = False
+    tensorflow_version: Optional[str] = None
+    keras_version: Optional[str] = None
+    gpus_seen_by_tf: tuple[str, ...] = ()  # logical GPUs TF created in the program
+    notes: tuple[str, ...] = ()        # what gpuwhy could not watch, and why
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """Section ``steps``: the training steps found without step markers.
+
+    ``source`` says what marked them: ``keras-fit`` (Keras' per-batch callbacks),
+    ``tf-data`` (next() on a tf.data iterator in a Python loop), ``tf-function`` (calls
+    of the hottest tf.function) or ``optimizer`` (eager ``apply_gradients`` calls).
+    ``warmup`` first steps (tracing, autotune ramp-up) are left out of the statistics.
+    ``input_waits`` holds, per step, the seconds spent waiting for the next batch where
+    that was measured (None: not measurable for this source).
+    """
+
+    source: str
+    marker: str                        # what was timed, for people: "Model.fit (train.py:40)"
+    count: int                         # steps seen (a Keras batch of steps_per_execution N is N)
+    warmup: int = 0
+    median_s: Optional[float] = None   # per step, after warm-up
+    p90_s: Optional[float] = None
+    total_s: float = 0.0               # wall time inside steps after warm-up
+    input_wait_fraction: Optional[float] = None  # of total_s, None when not measured
+    input_wait_median_s: Optional[float] = None
+    steps_per_call: int = 1            # Keras steps_per_execution
+    run_s: float = 0.0                 # the whole run, start-up included
+    first_step_s: Optional[float] = None  # when the first step started
+    starts: tuple[float, ...] = ()     # per step (kept for the first MAX_STEPS)
+    durations: tuple[float, ...] = ()
+    input_waits: tuple[Optional[float], ...] = ()
+    phases: tuple[tuple[str, float, float], ...] = ()  # (name, start, end): fit, evaluate, epochs...
+
+
+@dataclass(frozen=True)
+class EagerOpSite:
+    """Eager ops of one type issued from one source line, within the sampled steps."""
+
+    op: str
+    location: Optional[str]            # user file:line that issued them
+    count: int
+    median_elements: Optional[int] = None  # of the largest output
+    device: Optional[str] = None       # where TF ran them (CPU / GPU)
+
+
+@dataclass(frozen=True)
+class EagerFacts:
+    """Section ``eager``: ops dispatched one by one from Python, counted over windows of
+    steps (a per-op callback is not free, so it is switched on for part of the run)."""
+
+    sampled_steps: int                 # steps wholly inside counting windows
+    ops: int                           # eager ops counted inside those steps
+    per_step: Optional[float] = None
+    dispatch_fraction: Optional[float] = None  # estimated share of step time issuing them
+    median_gap_us: Optional[float] = None      # between consecutive eager ops
+    counted_s: float = 0.0             # seconds the counter was on
+    sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
+    outside_steps: int = 0             # eager ops counted outside any step
+    note: Optional[str] = None         # what the count cannot see (other threads ...)
+
+
+@dataclass(frozen=True)
+class TraceSignature:
+    """The arguments of one trace, as TF's function type describes them."""
+
+    at_s: float
+    args: tuple[tuple[str, str], ...]  # (name, "float32[32,784]" | "3 (int)" ...)
+    seconds: Optional[float] = None    # time spent tracing
+    caller: Optional[str] = None       # user file:line whose call caused the trace
+
+
+@dataclass(frozen=True)
+class TracedFunction:
+    """One tf.function: how often it ran, how often it was traced, and why again."""
+
+    name: str
+    location: Optional[str] = None     # def file:line
+    calls: int = 0                     # calls from eager code
+    call_s: float = 0.0                # wall time in those calls
+    traces: int = 0
+    trace_s: float = 0.0
+    changed_args: tuple[str, ...] = ()  # arguments whose spec differed between traces
+    signatures: tuple[TraceSignature, ...] = ()  # the first few traces
+    reduce_retracing: bool = False
+    jit_compile: Optional[bool] = None
+    library: bool = False              # defined by Keras/TF, not the user's code
+
+
+@dataclass(frozen=True)
+class TracingFacts:
+    """Section ``tracing``: every tf.function the run traced or called."""
+
+    functions: tuple[TracedFunction, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuSeries:
+    """NVML samples of one GPU over the run (None: not supported on this GPU/driver).
+
+    Utilisation and activities are fractions 0-1. PCIe rates come from NVML's cumulative
+    byte counters, differenced between samples. The GPM activities exist on Hopper and
+    newer only.
+    """
+
+    index: int
+    name: str
+    memory_total_bytes: Optional[int] = None
+    t: tuple[float, ...] = ()
+    utilization: tuple[Optional[float], ...] = ()
+    memory_used_bytes: tuple[Optional[int], ...] = ()   # by every process
+    own_memory_bytes: tuple[Optional[int], ...] = ()    # by the watched processes (<= 1 Hz)
+    pcie_tx_bytes_per_s: tuple[Optional[float], ...] = ()
+    pcie_rx_bytes_per_s: tuple[Optional[float], ...] = ()
+    sm_clock_mhz: tuple[Optional[float], ...] = ()
+    power_w: tuple[Optional[float], ...] = ()
+    sm_activity: tuple[Optional[float], ...] = ()       # GPM
+    sm_occupancy: tuple[Optional[float], ...] = ()      # GPM
+    tensor_activity: tuple[Optional[float], ...] = ()   # GPM, any tensor pipe
+    others: tuple[GpuProcess, ...] = ()  # other processes seen on this GPU during the run
+
+
+@dataclass(frozen=True)
+class GpuSamplesFacts:
+    """Section ``gpu_samples``: the background NVML sampler's series, per GPU."""
+
+    hz: float
+    gpus: tuple[GpuSeries, ...] = ()
+    error: Optional[str] = None        # why there are no samples (no driver ...)
+    gpm: bool = False                  # GPM metrics were read
+    tf_peak_memory_bytes: dict[str, int] = field(default_factory=dict)  # "GPU:0" -> peak
+    watched_pids: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True)
 class Facts:
     """All fact sections of one run. A section is ``None`` when it was not collected;
@@ -274,6 +424,11 @@ class Facts:
     environment: Optional[EnvironmentFacts] = None
     devices: Optional[tuple[GpuDevice, ...]] = None
     placement: Optional[PlacementFacts] = None
+    program: Optional[ProgramFacts] = None
+    steps: Optional[StepFacts] = None
+    eager: Optional[EagerFacts] = None
+    tracing: Optional[TracingFacts] = None
+    gpu_samples: Optional[GpuSamplesFacts] = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

@@ -7,15 +7,17 @@ yesterday's facts. Loading never fills a missing section from the loading machin
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
+import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
 from gpuwhy import __version__
-from gpuwhy.facts import EnvironmentFacts, Facts, GpuDevice, PlacementFacts, from_dict, to_dict
+from gpuwhy.facts import Facts, from_dict, to_dict
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable, verdict
@@ -58,10 +60,7 @@ class RunRecord:
             "command": self.command,
             "created": self.created,
             "verdict": {"text": self.verdict, "gpu_usable": gpu_usable(self.facts)},
-            "environment": to_dict(self.facts.environment),
-            "devices": to_dict(self.facts.devices),
-            "steps": None,
-            "placement": to_dict(self.facts.placement),
+            **{f.name: to_dict(getattr(self.facts, f.name)) for f in dataclasses.fields(Facts)},
             "findings": [to_dict(f) for f in self.findings],
             "not_checked": dict(self.not_checked),
         }
@@ -88,11 +87,9 @@ class RunRecord:
         errors = validation_errors(data)
         if errors:
             raise RecordError(f"invalid run record: {errors[0]}")
-        facts = Facts(
-            environment=from_dict(Optional[EnvironmentFacts], data.get("environment")),
-            devices=from_dict(Optional[tuple[GpuDevice, ...]], data.get("devices")),
-            placement=from_dict(Optional[PlacementFacts], data.get("placement")),
-        )
+        hints = typing.get_type_hints(Facts)
+        facts = Facts(**{f.name: from_dict(hints[f.name], data.get(f.name))
+                         for f in dataclasses.fields(Facts)})
         return cls(command=data.get("command", "run"), facts=facts,
                    findings=[from_dict(Finding, f) for f in data["findings"]],
                    not_checked=dict(data.get("not_checked") or {}),

@@ -1,5 +1,5 @@
 from gpuwhy.facts import Facts
-from gpuwhy.record import RunRecord, validation_errors
+from gpuwhy.record import RunRecord, schema, validation_errors
 from tests import builders as b
 
 
@@ -36,3 +36,17 @@ def test_schema_valid_minimal_process_loads():
     data["devices"][0]["processes"] = [{"pid": 7}]
     assert validation_errors(data) == []
     assert RunRecord.from_dict(data).facts.devices[0].processes[0].pid == 7
+
+
+def test_schema_run_sections_match_the_facts_dataclasses():
+    """The run sections are generated (tools/generate_schema.py); a dataclass change
+    without regenerating fails here, not in a user's `gpuwhy report`."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "tools" / "generate_schema.py"
+    spec = importlib.util.spec_from_file_location("generate_schema", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    published = schema()
+    for name, section in module.generated_sections().items():
+        assert published["$defs"][name] == section, f"regenerate the schema: {name} changed"

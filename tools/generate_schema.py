@@ -1,0 +1,74 @@
+"""Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
+gpuwhy/facts.py (program, steps, eager, tracing, gpu_samples).
+
+Run from the repository root after changing one of those dataclasses:
+    .venv/bin/python tools/generate_schema.py
+tests/test_record.py fails when the schema and the dataclasses disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpuwhy import facts as F  # noqa: E402
+
+SCHEMA = Path(__file__).resolve().parents[1] / "gpuwhy" / "schema" / "run.schema.json"
+GENERATED = [("program", F.ProgramFacts), ("steps", F.StepFacts), ("eager", F.EagerFacts),
+             ("tracing", F.TracingFacts), ("gpu_samples", F.GpuSamplesFacts)]
+SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
+           bool: {"type": "boolean"}}
+
+
+def schema_of(tp) -> dict:
+    """JSON Schema of a facts type hint (dataclass, Optional, tuple, dict, scalar)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        s = schema_of(inner)
+        if list(s) == ["type"] and isinstance(s["type"], str):
+            return {"type": [s["type"], "null"]}
+        return {"oneOf": [{"type": "null"}, s]}
+    if origin in (tuple, list):
+        args = typing.get_args(tp)
+        if len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis):
+            return {"type": "array", "items": schema_of(args[0])}
+        return {"type": "array", "prefixItems": [schema_of(a) for a in args],
+                "minItems": len(args), "maxItems": len(args)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": schema_of(typing.get_args(tp)[1])}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        fields = dataclasses.fields(tp)
+        out: dict = {"type": "object"}
+        doc = inspect.cleandoc(tp.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+        if doc:
+            out["description"] = doc
+        out["required"] = [f.name for f in fields if f.default is dataclasses.MISSING
+                           and f.default_factory is dataclasses.MISSING]
+        out["properties"] = {f.name: schema_of(hints[f.name]) for f in fields}
+        return out
+    return dict(SCALARS.get(tp, {}))
+
+
+def generated_sections() -> dict[str, dict]:
+    return {name: schema_of(cls) for name, cls in GENERATED}
+
+
+def main() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    for name, section in generated_sections().items():
+        schema["$defs"][name] = section
+        schema["properties"][name] = {"oneOf": [{"type": "null"}, {"$ref": f"#/$defs/{name}"}]}
+    SCHEMA.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
