@@ -369,6 +369,8 @@ class TracedFunction:
     reduce_retracing: bool = False
     jit_compile: Optional[bool] = None
     library: bool = False              # defined by Keras/TF, not the user's code
+    instances: int = 1                 # Function objects with this name and place (a tf.function
+                                       # re-created in a loop, a method per instance)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from rich.text import Text
 from gpuwhy.facts import PLACEMENT_REASONS, EnvironmentFacts, GpuDevice, PlacementFacts
 from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
+from gpuwhy.report.layout import Rows as _Rows
+from gpuwhy.report.layout import table as _table
+from gpuwhy.report.terminal_run import run_section
 from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable
 
@@ -40,6 +43,10 @@ class TerminalRenderer(Renderer):
             console.print()
             for number, finding in enumerate(record.findings, 1):
                 console.print(self._finding(number, finding))
+        run = run_section(record.facts, self.verbose)
+        if run is not None:
+            console.print()
+            console.print(run)
         placement = record.facts.placement
         if placement is not None:
             console.print()
@@ -203,28 +210,6 @@ class TerminalRenderer(Renderer):
             for line in tf.log_lines:
                 table.add_row("  TF log", line)
         return Group(Text("Environment", style="bold underline"), *table.lines)
-
-
-class _Rows:
-    """Aligned "key  value" lines; unlike a rich Table they are not padded to the
-    terminal width, so piped output has no trailing blanks and long values do not wrap."""
-
-    def __init__(self, key_width: int = 18) -> None:
-        self.key_width, self.lines = key_width, []
-
-    def add_row(self, key: str, value: str) -> None:
-        line = Text(key.ljust(self.key_width - 2) + "  ", style="bold")
-        line.append(value)
-        self.lines.append(line)
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], indent: int) -> list[Text]:
-    """Columns padded to their widest cell; the last column is never padded or cut."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
-    def line(cells, style=""):
-        text = " " * indent + "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
-        return Text(text + "  " + str(cells[-1]), style=style)
-    return [line(header, "bold"), *(line(r) for r in rows)]
 
 
 def _row_text(row: dict[str, Any], verbose: bool) -> str:

@@ -20,7 +20,6 @@ _LIBRARY_MARKERS = (
     f"{os.sep}keras{os.sep}",
     f"{os.sep}tf_keras{os.sep}",
     f"{os.sep}tensorflow_probability{os.sep}",
-    f"{os.sep}gpuwhy{os.sep}",
     f"{os.sep}absl{os.sep}",
     f"{os.sep}tree{os.sep}",
     f"{os.sep}optree{os.sep}",
@@ -30,6 +29,9 @@ _LIBRARY_MARKERS = (
 )
 
 
+_GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def is_library_file(filename: str) -> bool:
     """Frames inside TensorFlow, Keras, gpuwhy and the standard library are not the user's."""
     if filename.startswith("<"):
@@ -37,6 +39,8 @@ def is_library_file(filename: str) -> bool:
     if "__autograph_generated" in filename:
         return True
     if filename.endswith((f"{os.sep}gpuwhy", f"{os.sep}gpuwhy.exe")):  # the console script
+        return True
+    if filename.startswith(_GPUWHY_DIR):   # not a marker: a user's checkout may be named gpuwhy
         return True
     return any(marker in filename for marker in _LIBRARY_MARKERS)
 

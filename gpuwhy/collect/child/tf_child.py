@@ -17,9 +17,12 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import build_info_file  # noqa: E402
-import cuda_libraries  # noqa: E402
+if __package__:   # imported by `gpuwhy run` to describe TF inside the watched process
+    from gpuwhy.collect.child import build_info_file, cuda_libraries
+else:             # run as a script in the child: standard library only before TF
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import build_info_file  # noqa: E402
+    import cuda_libraries  # noqa: E402
 
 MARK = "@@gpuwhy-probe "
 _DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly",

@@ -1,0 +1,79 @@
+"""A custom training loop with several of the seed articles' problems at once.
+
+`make demo` runs `gpuwhy run` on it. What gpuwhy should find, in the order a user meets it:
+- the input pipeline runs Python for every image (`tf.py_function`), one at a time, and is
+  not prefetched: the step waits for input (seed 001, example 1; seed 003);
+- the learning rate is passed to the tf.function as a Python float that changes, so the
+  step is traced again and again (seed 001);
+- a Python loop of small eager ops after every step (seed 001, example 3);
+- float64 math and a `tf.device('/CPU:0')` pin inside the step: ops on the CPU and copies
+  between host and GPU every step (seed 002).
+Plain TensorFlow, no gpuwhy import: run it with `python` or `gpuwhy run` alike.
+"""
+
+import argparse
+import time
+
+import numpy as np
+import tensorflow as tf
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--epochs", type=int, default=2)
+parser.add_argument("--samples", type=int, default=1536)
+parser.add_argument("--batch", type=int, default=32)
+args = parser.parse_args()
+
+rng = np.random.default_rng(0)
+images = rng.random((args.samples, 32, 32, 3), dtype=np.float32)
+labels = rng.integers(0, 10, size=args.samples)
+
+
+def decode(image):
+    time.sleep(0.0004)              # stands in for PIL/OpenCV work on each image
+    return image.numpy()[::-1]
+
+
+def load(image, label):
+    image = tf.py_function(decode, [image], tf.float32)
+    image.set_shape((32, 32, 3))
+    return image, label
+
+
+dataset = tf.data.Dataset.from_tensor_slices((images, labels)).map(load).batch(args.batch)
+
+model = tf.keras.Sequential([
+    tf.keras.Input((32, 32, 3)),
+    tf.keras.layers.Conv2D(30, 3, activation="relu"),
+    tf.keras.layers.MaxPooling2D(),
+    tf.keras.layers.Flatten(),
+    tf.keras.layers.Dense(10),
+])
+optimizer = tf.keras.optimizers.SGD()
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@tf.function
+def train_step(x, y, learning_rate):
+    with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss = loss_fn(y, logits)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.learning_rate.assign(learning_rate)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    with tf.device("/CPU:0"):
+        spread = tf.math.reduce_std(tf.cast(logits, tf.float64))   # float64, pinned to the CPU
+    return loss, spread
+
+
+start = time.perf_counter()
+steps = 0
+for epoch in range(args.epochs):
+    for step, (x, y) in enumerate(dataset):
+        learning_rate = 0.05 * 0.5 ** (step // 16)       # a new Python float: a new trace
+        loss, spread = train_step(x, y, learning_rate)
+        norm = 0.0
+        for weight in model.trainable_weights:             # small eager ops, one by one
+            norm += tf.reduce_sum(tf.square(weight)) * 1e-4
+        steps += 1
+    print(f"epoch {epoch}: loss {float(loss):.3f}, weight norm {float(norm):.3f}")
+print(f"{steps} steps in {time.perf_counter() - start:.1f} s")

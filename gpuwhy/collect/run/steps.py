@@ -1,0 +1,235 @@
+"""Training steps found without step markers, for Keras ``fit`` and custom loops alike.
+
+Four kinds of evidence are recorded while the program runs, and the strongest one that
+is present becomes the step clock (``StepFacts.source``):
+
+1. ``keras-fit``: Keras' own per-batch callback calls (``tfapi/keras_hooks.py``); one
+   call of the train function runs ``steps_per_execution`` steps.
+2. ``tf-data``: ``next()`` on a tf.data iterator from a Python loop
+   (``tfapi/data_iterator.py``); the loop site with the most batches wins (a validation
+   loop reads fewer). Here the time inside ``next()`` *is* the input wait.
+3. ``tf-function``: outermost calls of the most-called tf.function (``FunctionWatcher``).
+4. ``optimizer``: eager ``apply_gradients`` calls (an eager loop with no tf.function).
+
+A step runs from one boundary to the next, so the Python between two train calls
+(logging, metrics, eager ops) is part of the step, as it is part of the user's wait.
+Boundaries farther apart than ``GAP_LIMIT`` times the typical step (evaluation between
+epochs, a checkpoint) end the step at the end of its call instead.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gpuwhy.collect.run.base import RunCollector, StepWindow
+from gpuwhy.facts import StepFacts
+
+MAX_STEPS = 5000        # per-step series kept in the facts
+MIN_STEPS = 3           # fewer boundaries than this are not a loop
+GAP_LIMIT = 10.0
+WARMUP_LOOKAHEAD = 5    # warm-up steps are found among the first few only
+WARMUP_FACTOR = 3.0
+
+
+@dataclass
+class _Step:
+    start: float
+    end: float
+    steps: int = 1                   # steps this call ran (Keras steps_per_execution)
+    wait: Optional[float] = None
+
+
+@dataclass
+class StepCollector(RunCollector):
+    """Records Keras, tf.data and optimizer events; :meth:`facts` picks the step clock."""
+
+    keras_events: list = field(default_factory=list)        # (event, t, value)
+    iterator_calls: dict = field(default_factory=dict)      # site -> [(id, start, end, exhausted)]
+    optimizer_calls: list = field(default_factory=list)     # (start, end)
+    notes: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._patches: list = []
+        self._lock = threading.Lock()
+
+    # -- hooks ---------------------------------------------------------------------
+    def on_tensorflow(self) -> None:
+        from gpuwhy.tfapi import data_iterator
+        self._install(lambda: data_iterator.install(self._on_next), "tf.data iterators")
+
+    def on_keras(self) -> None:
+        from gpuwhy.tfapi import keras_hooks
+        self._install(lambda: keras_hooks.install_callbacks(self._on_keras_event),
+                      "Keras callbacks")
+        self._install(lambda: keras_hooks.install_optimizer(self._on_apply), "Keras optimizers")
+
+    def _install(self, install, what: str) -> None:
+        try:
+            self._patches.extend(install())
+        except Exception as e:  # noqa: BLE001 - a TF/Keras version we do not know
+            self.notes.append(f"could not watch {what}: {type(e).__name__}: {e}")
+
+    def stop(self) -> None:
+        for patch in reversed(self._patches):
+            patch.undo()
+        self._patches.clear()
+
+    def _on_keras_event(self, event: str, t: float, value: object) -> None:
+        self.keras_events.append((event, t, value))
+
+    def _on_next(self, key: int, site: object, start: float, end: float, exhausted: bool) -> None:
+        with self._lock:
+            self.iterator_calls.setdefault(site, []).append((key, start, end, exhausted))
+
+    def _on_apply(self, event: str, start: float, end: object) -> None:
+        self.optimizer_calls.append((start, end))
+
+    # -- facts ---------------------------------------------------------------------
+    def facts(self, t0: float, function_calls: Optional[dict] = None,
+              t_end: Optional[float] = None) -> tuple[Optional[StepFacts], StepWindow]:
+        """The step facts and the after-warm-up step intervals other collectors use."""
+        t_end = time.perf_counter() if t_end is None else t_end
+        found = (self._keras_steps() or self._iterator_steps()
+                 or self._call_steps(function_calls or {}) or self._optimizer_steps())
+        if not found:
+            return None, StepWindow(t0)
+        source, marker, steps, phases, spe = found
+        return _summarise(source, marker, steps, phases, spe, t0, t_end), StepWindow(
+            t0, tuple((s.start, s.end) for s in steps[_warmup(steps):]))
+
+    def _keras_steps(self):
+        steps: list[_Step] = []
+        phases: list[tuple[str, float, float]] = []
+        opened: dict[str, float] = {}
+        site = None
+        pending: Optional[tuple[float, object]] = None
+        spe = 1
+        for event, t, value in self.keras_events:
+            if event == "on_train_begin":
+                site = site or value
+                opened["fit"] = t
+            elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
+                opened[event] = t
+            elif event in ("on_train_end", "on_epoch_end", "on_test_end", "on_predict_end"):
+                begin = {"on_train_end": "fit", "on_epoch_end": "on_epoch_begin",
+                         "on_test_end": "on_test_begin",
+                         "on_predict_end": "on_predict_begin"}[event]
+                if begin in opened:
+                    name = {"fit": "fit", "on_epoch_begin": f"epoch {value}",
+                            "on_test_begin": "evaluate", "on_predict_begin": "predict"}[begin]
+                    phases.append((name, opened.pop(begin), t))
+                pending = None
+            elif event == "on_train_batch_begin":
+                if pending is not None and steps and steps[-1].start == pending[0]:
+                    steps[-1].end = t          # step = begin to the next begin
+                pending = (t, value)
+            elif event == "on_train_batch_end" and pending is not None:
+                begin_t, begin_step = pending
+                count = 1
+                if isinstance(begin_step, int) and isinstance(value, int) and value >= begin_step:
+                    count = value - begin_step + 1
+                spe = max(spe, count)
+                steps.append(_Step(begin_t, t, count))
+        if not steps:
+            return None
+        _cap_gaps(steps)
+        marker = f"Model.fit at {site}" if site else "Model.fit"
+        return "keras-fit", marker, steps, phases, spe
+
+    def _iterator_steps(self):
+        with self._lock:
+            calls = {site: list(rows) for site, rows in self.iterator_calls.items()}
+        best = max(calls.items(), key=lambda kv: sum(1 for r in kv[1] if not r[3]), default=None)
+        if best is None:
+            return None
+        site, rows = best
+        steps: list[_Step] = []
+        previous: dict[int, tuple[float, float]] = {}
+        for key, start, end, exhausted in rows:
+            if key in previous:
+                p_start, p_end = previous.pop(key)
+                steps.append(_Step(p_start, start, wait=p_end - p_start))
+            if not exhausted:
+                previous[key] = (start, end)
+        if len(steps) < MIN_STEPS:
+            return None
+        _cap_gaps(steps)
+        return "tf-data", f"next() on a tf.data iterator at {site}", steps, [], 1
+
+    def _call_steps(self, function_calls: dict):
+        name, calls = max(function_calls.items(), key=lambda kv: len(kv[1]), default=(None, []))
+        if len(calls) < MIN_STEPS:
+            return None
+        steps = _cycles(calls)
+        return "tf-function", f"calls of {name}", steps, [], 1
+
+    def _optimizer_steps(self):
+        if len(self.optimizer_calls) < MIN_STEPS:
+            return None
+        return "optimizer", "optimizer.apply_gradients calls", _cycles(self.optimizer_calls), [], 1
+
+
+def _cycles(calls: list[tuple[float, float]]) -> list[_Step]:
+    """Call k starts step k, which lasts until call k+1 starts; the last one until it returns."""
+    steps = [_Step(start, nxt[0]) for (start, _), nxt in zip(calls, calls[1:])]
+    steps.append(_Step(*calls[-1]))
+    ends = {id(s): e for s, (_, e) in zip(steps, calls)}
+    _cap_gaps(steps, ends)
+    return steps
+
+
+def _cap_gaps(steps: list[_Step], call_ends: Optional[dict] = None) -> None:
+    """A step far longer than the typical one spans something else (evaluation, a
+    checkpoint): end it where its own call ended."""
+    typical = statistics.median(s.end - s.start for s in steps)
+    for s in steps:
+        own_end = (call_ends or {}).get(id(s))
+        if own_end is not None and s.end - s.start > GAP_LIMIT * typical and own_end < s.end:
+            s.end = own_end
+
+
+def _warmup(steps: list[_Step]) -> int:
+    """Leading steps far slower than the rest (tracing, autotune ramp-up, cuDNN search)."""
+    if len(steps) < 4:
+        return 0
+    rest = [s.end - s.start for s in steps[WARMUP_LOOKAHEAD:]] or [s.end - s.start for s in steps]
+    typical = statistics.median(rest)
+    count = 1   # the first step always traces or builds something
+    for s in steps[1:WARMUP_LOOKAHEAD]:
+        if s.end - s.start <= WARMUP_FACTOR * typical:
+            break
+        count += 1
+    return min(count, len(steps) - 2)
+
+
+def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> StepFacts:
+    warm = _warmup(steps)
+    counted = steps[warm:]
+    per_step = [(s.end - s.start) / s.steps for s in counted]
+    per_step_sorted = sorted(per_step)
+    total = sum(s.end - s.start for s in counted)
+    waits = [s.wait for s in counted]
+    measured = all(w is not None for w in waits) and counted
+    kept = steps[:MAX_STEPS]
+    return StepFacts(
+        source=source, marker=marker,
+        count=sum(s.steps for s in steps), warmup=sum(s.steps for s in steps[:warm]),
+        median_s=statistics.median(per_step) if per_step else None,
+        p90_s=per_step_sorted[min(len(per_step_sorted) - 1, int(0.9 * len(per_step_sorted)))]
+        if per_step_sorted else None,
+        total_s=total,
+        input_wait_fraction=(sum(waits) / total if total else 0.0) if measured else None,
+        input_wait_median_s=statistics.median(w / s.steps for w, s in zip(waits, counted))
+        if measured else None,
+        steps_per_call=spe,
+        run_s=t_end - t0,
+        first_step_s=steps[0].start - t0,
+        starts=tuple(round(s.start - t0, 6) for s in kept),
+        durations=tuple(round(s.end - s.start, 6) for s in kept),
+        input_waits=tuple(None if s.wait is None else round(s.wait, 6) for s in kept),
+        phases=tuple((name, round(a - t0, 6), round(b - t0, 6)) for name, a, b in phases),
+    )

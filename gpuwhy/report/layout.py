@@ -1,0 +1,27 @@
+"""Plain aligned text blocks for the terminal report (rich Text, no tables that pad or wrap)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+
+class Rows:
+    """Aligned "key  value" lines; unlike a rich Table they are not padded to the
+    terminal width, so piped output has no trailing blanks and long values do not wrap."""
+
+    def __init__(self, key_width: int = 18) -> None:
+        self.key_width, self.lines = key_width, []
+
+    def add_row(self, key: str, value: str) -> None:
+        line = Text(key.ljust(self.key_width - 2) + "  ", style="bold")
+        line.append(value)
+        self.lines.append(line)
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]], indent: int) -> list[Text]:
+    """Columns padded to their widest cell; the last column is never padded or cut."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    def line(cells, style=""):
+        text = " " * indent + "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
+        return Text(text + "  " + str(cells[-1]), style=style)
+    return [line(header, "bold"), *(line(r) for r in rows)]

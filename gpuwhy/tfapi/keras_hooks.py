@@ -1,0 +1,108 @@
+"""Keras' training loop as events: fit/evaluate begin and end, each batch, each epoch,
+and eager ``apply_gradients`` calls.
+
+Why the callback list: Keras calls ``CallbackList.on_train_batch_begin/end`` around
+every call of its compiled train function (``keras/src/backend/tensorflow/trainer.py``:
+``for begin_step, end_step, iterator in epoch_iterator``), whatever callbacks the user
+passed, so wrapping those methods times every batch without adding a callback to the
+user's list and without step markers. ``end_step - begin_step + 1`` is the number of
+steps one call ran (``steps_per_execution``). Evaluation inside ``fit`` arrives as
+test events, so validation time is not step time.
+
+Legacy Keras 2 (``tf_keras``, ``TF_USE_LEGACY_KERAS=1``) has the same methods on
+``tf_keras.src.callbacks.CallbackList``. The optimizer hook times
+``apply_gradients`` only when it runs eagerly: in a ``tf.function`` the Python method
+runs once at tracing, not once per step.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Optional
+
+from gpuwhy.tfapi.frames import user_location
+from gpuwhy.tfapi.patching import Patch
+
+# (module, class) per Keras flavour; looked up in sys.modules only (never imported here).
+CALLBACK_LISTS = (("keras.src.callbacks.callback_list", "CallbackList"),
+                  ("tf_keras.src.callbacks", "CallbackList"))
+OPTIMIZERS = (("keras.src.optimizers.base_optimizer", "BaseOptimizer"),
+              ("tf_keras.src.optimizers.optimizer", "Optimizer"))
+EVENTS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+          "on_train_batch_begin", "on_train_batch_end", "on_test_begin", "on_test_end",
+          "on_predict_begin", "on_predict_end")
+
+# emit(event, perf_counter time, value): value is the batch/epoch index, or the
+# user's file:line for on_train_begin.
+Emit = Callable[[str, float, object], None]
+
+
+def _class(module: str, name: str):
+    return getattr(sys.modules.get(module), name, None)
+
+
+def install_callbacks(emit: Emit) -> list[Patch]:
+    """Wrap the CallbackList methods of every Keras flavour imported so far."""
+    patches = []
+    for module, name in CALLBACK_LISTS:
+        cls = _class(module, name)
+        if cls is None:
+            continue
+        for event in EVENTS:
+            if hasattr(cls, event):
+                patches.append(Patch(cls, event, lambda original, event=event: _timed(
+                    original, event, emit)))
+    return patches
+
+
+def _timed(original, event: str, emit: Emit):
+    def method(self, *args, **kwargs):
+        now = time.perf_counter()
+        try:
+            if event == "on_train_begin":
+                emit(event, now, user_location())
+            elif event in ("on_train_batch_end", "on_train_batch_begin",
+                           "on_epoch_begin", "on_epoch_end"):
+                emit(event, now, args[0] if args else kwargs.get("batch", kwargs.get("epoch")))
+            else:
+                emit(event, now, None)
+        except Exception:  # noqa: BLE001 - a hook never breaks the user's fit
+            pass
+        return original(self, *args, **kwargs)
+    method.__wrapped__ = original
+    return method
+
+
+def install_optimizer(emit: Emit) -> list[Patch]:
+    """Time eager ``apply_gradients`` calls (custom loops without tf.function)."""
+    patches = []
+    for module, name in OPTIMIZERS:
+        cls = _class(module, name)
+        if cls is not None and "apply_gradients" in vars(cls):
+            patches.append(Patch(cls, "apply_gradients", lambda original: _eager_timed(
+                original, emit)))
+    return patches
+
+
+def _eager_timed(original, emit: Emit):
+    from tensorflow.python.eager import context
+
+    def apply_gradients(self, *args, **kwargs):
+        if not context.executing_eagerly():
+            return original(self, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            emit("apply_gradients", start, time.perf_counter())
+    apply_gradients.__wrapped__ = original
+    return apply_gradients
+
+
+def keras_version() -> Optional[str]:
+    for name in ("keras", "tf_keras"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__version__", None):
+            return module.__version__
+    return None
