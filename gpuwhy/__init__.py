@@ -2,7 +2,7 @@
 
 Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -> ``rules``
 (facts -> findings) -> ``report`` (terminal, JSON). The public entry points live here:
-``check()``, ``audit()``, ``load()``, ``explain()``.
+``check()``, ``audit()``, ``session()``, ``KerasCallback()``, ``load()``, ``explain()``.
 """
 
 __version__ = "0.1.0"
@@ -29,6 +29,34 @@ def audit(obj, *example_args, verify=False, **example_kwargs):
     """
     from gpuwhy.auditor import audit as _audit
     return _audit(obj, *example_args, verify=verify, **example_kwargs)
+
+
+def session(hz=10.0, audit=True, eager=True):
+    """Watch this process, as ``gpuwhy run`` watches a script::
+
+        with gpuwhy.session() as s:
+            model.fit(ds, epochs=3)
+        s.report()            # prints the diagnosis; s.record is the RunRecord
+
+    ``hz``: GPU samples per second; ``audit``: placement audit of the tf.functions that
+    ran; ``eager``: count eager ops. An exception inside the block is recorded and
+    re-raised.
+    """
+    from gpuwhy.watched_run import Session
+    return Session(hz=hz, audit=audit, eager=eager)
+
+
+def KerasCallback(hz=10.0, audit=True, eager=True, print_report=True, json_path=None,
+                  verbose=False):
+    """A Keras callback that watches ``model.fit`` and prints the diagnosis at its end::
+
+        model.fit(ds, epochs=3, callbacks=[gpuwhy.KerasCallback()])
+
+    The RunRecord is in the callback's ``.record`` afterwards.
+    """
+    from gpuwhy.keras_callback import make_callback
+    return make_callback(hz=hz, audit=audit, eager=eager, print_report=print_report,
+                         json_path=json_path, verbose=verbose)
 
 
 def load(path):

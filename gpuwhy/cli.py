@@ -1,8 +1,9 @@
-"""Command line: ``gpuwhy check | audit | rules | explain | report``.
+"""Command line: ``gpuwhy check | audit | run | watch | rules | explain | report``.
 
 Exit status: 0 when the answer is good (``check``: TF can use a GPU), 1 when gpuwhy
 diagnosed a problem (``check``: it cannot), 2 when gpuwhy itself failed or was misused
-(one line on stderr, never a traceback), 130 on Ctrl-C.
+(one line on stderr, never a traceback), 130 on Ctrl-C. ``run`` and ``watch`` exit with the
+status of the program they watched.
 """
 
 from __future__ import annotations
@@ -52,6 +53,35 @@ def build_parser() -> argparse.ArgumentParser:
                        "known input shapes)")
     _output_options(audit)
 
+    run = sub.add_parser(
+        "run", help="Why is my training slow on the GPU? Run a script and diagnose it.",
+        description="Runs SCRIPT as `python SCRIPT ARGS...` would (same argv, __main__, working "
+        "directory, output and exit status) and watches it: training steps and input wait, "
+        "eager ops, tf.function traces, GPU activity through NVML, and the placement of the "
+        "functions it ran. The report goes to stderr after the script's own output; the exit "
+        "status is the script's.")
+    run.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                     help="arguments for the script (everything after SCRIPT)")
+    _watch_options(run)
+    run.add_argument("--no-audit", dest="audit", action="store_false",
+                     help="skip the placement audit of the tf.functions the script ran")
+    run.add_argument("--no-eager", dest="eager", action="store_false",
+                     help="do not count eager ops (no per-op callback at all)")
+    _output_options(run)
+
+    watch = sub.add_parser(
+        "watch", help="Is the GPU busy? Sample the GPU while any command runs.",
+        description="Runs CMD (any program: PyTorch, JAX, a shell script) as a child, samples "
+        "the GPUs through NVML while it runs, follows its processes' GPU memory, and reports "
+        "the activity and the gpu./memory./env. findings. Exit status: CMD's.")
+    watch.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                       help="the command to run, after --")
+    _watch_options(watch)
+    watch.add_argument("--record", metavar="PATH",
+                       help="also write the raw NVML readings (JSON lines) to PATH")
+    _output_options(watch)
+
     rules = sub.add_parser("rules", help="list every finding id with its state")
     rules.add_argument("--format", choices=("terminal", "json"), default="terminal")
 
@@ -72,6 +102,13 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--format", default="terminal",
                    help="stdout format: terminal (default), json, or module:Class")
     p.add_argument("-v", "--verbose", action="store_true", help="add tables and TF's log lines")
+
+
+def _watch_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hz", type=float, default=10.0, metavar="N",
+                   help="GPU samples per second (10; GPM metrics are read at most at 10)")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="write the report to PATH instead of stderr")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -97,23 +134,34 @@ def _error(message: str) -> None:
     print(f"gpuwhy: error: {message}", file=sys.stderr)
 
 
-def _emit(record, args) -> None:
-    """Write --json, then print the chosen format on stdout."""
+def _emit(record, args, to_stderr: bool = False) -> None:
+    """Write --json, then the chosen format: on stdout, or for run/watch (whose program
+    owns stdout) on stderr or in --output."""
     from gpuwhy.report import MisconfigurationError, renderer_class
     if args.json:
         try:
             record.save(args.json)
         except OSError as e:
             raise UsageError(f"cannot write {args.json}: {e.strerror or e}") from None
+    output = getattr(args, "output", None)
+    stream = sys.stderr if to_stderr else sys.stdout
     try:
         renderer = renderer_class(args.format)(
-            verbose=args.verbose, color=sys.stdout.isatty())
+            verbose=args.verbose, color=not output and stream.isatty())
     except MisconfigurationError as e:
         raise UsageError(str(e)) from None
-    if renderer.is_binary and sys.stdout.isatty():
-        raise UsageError(f"{renderer.name} output is binary; redirect stdout to a file")
-    sys.stdout.write(renderer.render(record))
-    sys.stdout.flush()
+    if output:
+        try:
+            with open(output, "wb") as f:
+                text = renderer.render(record)
+                f.write(text if renderer.is_binary else text.encode("utf-8"))
+        except OSError as e:
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+        return
+    if renderer.is_binary and stream.isatty():
+        raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
+    stream.write(("\n" if to_stderr else "") + renderer.render(record))
+    stream.flush()
 
 
 def cmd_check(args) -> int:
@@ -144,6 +192,54 @@ def cmd_audit(args) -> int:
         raise UsageError(str(e)) from None
     _emit(record, args)
     return _exit_status(record)
+
+
+def cmd_run(args) -> int:
+    from gpuwhy.runner import ScriptError, load_script, run_script
+    from gpuwhy.watched_run import Session
+    _check_hz(args.hz)
+    try:
+        code = load_script(args.script)
+    except ScriptError as e:
+        raise UsageError(str(e)) from None
+    session = Session(hz=args.hz, audit=args.audit, eager=args.eager,
+                      command=[args.script, *args.args])
+    outcome = None
+    session.start()
+    try:
+        outcome = run_script(args.script, args.args, code)
+    finally:
+        record = session.stop(*_outcome_fields(outcome))
+    _emit(record, args, to_stderr=True)
+    return outcome.exit_code
+
+
+def _outcome_fields(outcome) -> tuple:
+    if outcome is None:   # gpuwhy itself was interrupted while starting the script
+        return ("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
+    return (outcome.ended, outcome.exit_code, outcome.error)
+
+
+def cmd_watch(args) -> int:
+    from gpuwhy.watcher import WatchError, watch
+    _check_hz(args.hz)
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("nothing to watch: give the command after --, e.g. "
+                         "gpuwhy watch -- python train.py")
+    try:
+        record, exit_code = watch(command, hz=args.hz, record_path=args.record)
+    except WatchError as e:
+        raise UsageError(str(e)) from None
+    _emit(record, args, to_stderr=True)
+    return exit_code
+
+
+def _check_hz(hz: float) -> None:
+    if not (math.isfinite(hz) and 0 < hz <= 100):
+        raise UsageError("--hz must be between 0 and 100 samples per second")
 
 
 def _exit_status(record) -> int:
@@ -207,7 +303,7 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": cmd_check, "audit": cmd_audit, "report": cmd_report, "rules": cmd_rules, "explain": cmd_explain}
+COMMANDS = {"check": cmd_check, "audit": cmd_audit, "run": cmd_run, "watch": cmd_watch, "report": cmd_report, "rules": cmd_rules, "explain": cmd_explain}
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -15,6 +15,8 @@ def gpu_usable(facts: Facts) -> Optional[bool]:
 
 
 def verdict(facts: Facts, findings: list[Finding]) -> str:
+    if facts.program is not None:
+        return _run_verdict(facts, findings)
     usable = gpu_usable(facts)
     if usable is False:
         no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
@@ -56,3 +58,60 @@ def _placement_verdict(facts: Facts, findings: list[Finding]) -> str:
     if worst and worst.severity in ("high", "medium"):
         return f"{text}; worst: {worst.title}"
     return text + ("; no placement problems found." if not findings else ".")
+
+
+def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
+    """A watched run: where it ran, how fast a step was, and the worst problem."""
+    program = facts.program
+    steps = facts.steps
+    usable = gpu_usable(facts)
+    worst = next((f for f in findings if f.severity in ("high", "medium")
+                  and not (usable is False and f.id == "env.no-gpu")), None)
+    if program.ended == "exception":
+        head = f"The program failed ({program.error}) after {program.seconds:.1f} s"
+    elif program.ended == "interrupted":
+        head = f"Interrupted after {program.seconds:.1f} s"
+    elif usable is False:
+        no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
+        cause = no_gpu.title.split(": ", 1)[-1] if no_gpu else "no GPU"
+        head = f"Ran on the CPU: TensorFlow cannot use a GPU here ({cause})"
+    elif usable:
+        head = "Ran on the GPU" if worst is None else "GPU underused"
+    elif not program.tensorflow_imported:
+        head = "The program never imported TensorFlow"
+    else:
+        head = "Ran"
+    details = []
+    if steps is not None and steps.median_s is not None:
+        text = f"{steps.count:,} steps, median {steps.median_s * 1000:,.1f} ms"
+        if steps.input_wait_fraction is not None:
+            text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
+        details.append(text)
+    elif program.tensorflow_imported:
+        details.append("no training steps found")
+    busy = _gpu_busy(facts)
+    if busy is not None:
+        details.append(f"GPU busy {busy:.0%} of the time")
+    text = head + (": " + ", ".join(details) if details else "")
+    if worst is not None:
+        text += f"; worst: {_headline(worst.title)}"
+    return text + "."
+
+
+def _headline(title: str, limit: int = 90) -> str:
+    """A finding's title without its list of examples, for the one-line verdict."""
+    if len(title) <= limit:
+        return title
+    head = title.split(": ", 1)[0]
+    return head if len(head) <= limit else head[:limit - 1] + "…"
+
+
+def _gpu_busy(facts: Facts) -> Optional[float]:
+    """Mean NVML utilisation of the busiest GPU over the run."""
+    samples = facts.gpu_samples
+    means = []
+    for gpu in (samples.gpus if samples is not None else ()):
+        known = [u for u in gpu.utilization if u is not None]
+        if known:
+            means.append(sum(known) / len(known))
+    return max(means, default=None)

@@ -111,10 +111,10 @@ def test_explain_unknown_id_suggests_close_ones():
 
 def test_explain_json_and_rules_json():
     doc = json.loads(gpuwhy("explain", "input.bound", "--format", "json").stdout)
-    assert doc["status"] == "planned" and doc["options"]["high_at"] == 0.2
+    assert doc["status"] == "stable" and doc["options"]["high_at"] == 0.2
     rules = json.loads(gpuwhy("rules", "--format", "json").stdout)
     states = {r["id"]: r["status"] for r in rules}
-    assert states["env.no-gpu"] == "stable" and states["input.bound"] == "planned"
+    assert states["env.no-gpu"] == "stable" and states["input.sequential-map"] == "planned"
 
 
 def test_unknown_format_is_a_usage_error(check_run):

@@ -3,12 +3,14 @@ plain facts out.
 
 Nothing here decides anything. NVML cannot work on a machine without an NVIDIA driver: the
 error path (no driver) runs for real in every CI run (tests/collect/test_build_info_and_driver.py);
-the conversion of a live GPU's values runs only where a GPU is present, and has no recorded
-fixture yet.
+the conversion of a live GPU's values runs only where a GPU is present. The sampler's live
+source (:class:`NvmlSource`, below) only reads: its raw readings can be recorded and replayed
+(gpuwhy/collect/sampler.py), which is how their conversion is tested without a GPU.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional
 
 from gpuwhy.facts import GpuDevice, GpuProcess
@@ -106,3 +108,179 @@ def _process_name(pid: int) -> Optional[str]:
         return " ".join(p.decode(errors="replace") for p in parts if p)[:200] or None
     except OSError:
         return None
+
+
+# ---------------------------------------------------------------------------
+# The live source of the background sampler (gpuwhy/collect/sampler.py).
+#
+# Each tick returns the *raw* readings as a JSON-friendly dict in the recording format
+# documented in sampler.py; every conversion (counter differencing, percentages, pid
+# filtering) happens in the sampler, so that it is tested on recordings where no GPU
+# exists. Every call below is a ctypes call, during which the GIL is released; the
+# PCIe traffic comes from the cumulative byte counters (one field-values call), not from
+# nvmlDeviceGetPcieThroughput, which blocks for 20 ms per direction.
+
+PCIE_TX_FIELD = 197   # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (nvml.h, R535+): cumulative, may wrap
+PCIE_RX_FIELD = 198   # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+# Recording key -> NVML_GPM_METRIC_* id (percentages 0-100 computed by NVML from 2 samples).
+GPM_METRICS = (("sm_activity", 2),       # NVML_GPM_METRIC_SM_UTIL
+               ("sm_occupancy", 3),      # NVML_GPM_METRIC_SM_OCCUPANCY
+               ("tensor_activity", 5))   # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+_VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+class _Gpm:
+    """Two GPM sample buffers per GPU: each tick's metrics cover the time since the last."""
+
+    def __init__(self, pynvml, handle) -> None:
+        self.pynvml, self.handle = pynvml, handle
+        self.previous = pynvml.nvmlGpmSampleAlloc()
+        self.current = pynvml.nvmlGpmSampleAlloc()
+        self.primed = False
+
+    def read(self) -> Optional[dict[str, Optional[float]]]:
+        pynvml = self.pynvml
+        try:
+            pynvml.nvmlGpmSampleGet(self.handle, self.current)
+        except pynvml.NVMLError:
+            self.primed = False
+            return None
+        values = None
+        if self.primed:
+            request = pynvml.c_nvmlGpmMetricsGet_t()
+            request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(GPM_METRICS)
+            request.sample1, request.sample2 = self.previous, self.current
+            for i, (_, metric_id) in enumerate(GPM_METRICS):
+                request.metrics[i].metricId = metric_id
+            try:
+                pynvml.nvmlGpmMetricsGet(request)
+                values = {key: (float(request.metrics[i].value)
+                                if request.metrics[i].nvmlReturn == 0 else None)
+                          for i, (key, _) in enumerate(GPM_METRICS)}
+            except pynvml.NVMLError:
+                values = None
+        self.previous, self.current, self.primed = self.current, self.previous, True
+        return values
+
+    def free(self) -> None:
+        for sample in (self.previous, self.current):
+            _call(self.pynvml.nvmlGpmSampleFree, sample)
+
+
+class NvmlSource:
+    """Live NVML readings for the sampler: ``open`` -> header, ``read`` -> one tick.
+
+    ``open`` never raises: without a driver it returns a header with ``error`` set
+    (``LibraryNotFound``, ``DriverNotLoaded`` ...), as NVML names it.
+    """
+
+    def __init__(self) -> None:
+        self.pynvml = None
+        self.handles: list[Any] = []
+        self.gpm: dict[int, _Gpm] = {}
+        self.names: dict[int, Optional[str]] = {}   # pid -> command line, read once
+        self.t0 = 0.0
+
+    def open(self, t0: float) -> dict[str, Any]:
+        self.t0 = t0
+        header: dict[str, Any] = {"source": "nvml", "error": None, "devices": []}
+        try:
+            import pynvml
+        except ImportError as e:
+            header["error"] = f"nvidia-ml-py not importable: {e}"
+            return header
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as e:
+            header["error"] = error_name(e)
+            return header
+        self.pynvml = pynvml
+        started = time.perf_counter()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        except pynvml.NVMLError as e:
+            header["error"] = error_name(e)
+            self.close()
+            return header
+        header["driver_version"] = _text(_call(pynvml.nvmlSystemGetDriverVersion, default="")) or None
+        header["nvml_version"] = _text(_call(pynvml.nvmlSystemGetNVMLVersion, default="")) or None
+        for index, handle in enumerate(self.handles):
+            memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+            cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+            pci = _call(pynvml.nvmlDeviceGetPciInfo, handle)
+            support = _call(pynvml.nvmlGpmQueryDeviceSupport, handle)
+            if support is not None and support.isSupportedDevice:
+                try:
+                    self.gpm[index] = _Gpm(pynvml, handle)
+                except pynvml.NVMLError:
+                    pass
+            header["devices"].append({
+                "index": index,
+                "name": _text(_call(pynvml.nvmlDeviceGetName, handle, default="")) or f"GPU {index}",
+                "uuid": _text(_call(pynvml.nvmlDeviceGetUUID, handle, default="")) or None,
+                "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
+                "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+                "memory_total_bytes": int(memory.total) if memory is not None else None,
+                "gpm": index in self.gpm,
+            })
+        header["open_s"] = round(time.perf_counter() - started, 6)
+        return header
+
+    def read(self, processes: bool) -> Optional[dict[str, Any]]:
+        if self.pynvml is None:
+            return None
+        started = time.perf_counter()
+        gpus = [self._read_device(i, h, processes) for i, h in enumerate(self.handles)]
+        return {"t": round(started - self.t0, 6), "read_s": round(time.perf_counter() - started, 6),
+                "gpus": gpus}
+
+    def _read_device(self, index: int, handle: Any, processes: bool) -> dict[str, Any]:
+        pynvml = self.pynvml
+        util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
+        memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        fields = _call(pynvml.nvmlDeviceGetFieldValues, handle, [PCIE_TX_FIELD, PCIE_RX_FIELD])
+        reading: dict[str, Any] = {
+            "index": index,
+            "util": int(util.gpu) if util is not None else None,
+            "mem_used": int(memory.used) if memory is not None else None,
+            "pcie_tx": _counter(fields[0]) if fields is not None else None,
+            "pcie_rx": _counter(fields[1]) if fields is not None else None,
+            "sm_clock_mhz": _call(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
+            "power_mw": _call(pynvml.nvmlDeviceGetPowerUsage, handle),
+            "gpm": self.gpm[index].read() if index in self.gpm else None,
+        }
+        if processes:
+            procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
+            reading["procs"] = None if procs is None else [
+                [int(p.pid), int(p.usedGpuMemory) if isinstance(p.usedGpuMemory, int) else None,
+                 self._name(int(p.pid))]
+                for p in procs]
+        return reading
+
+    def _name(self, pid: int) -> Optional[str]:
+        if pid not in self.names:
+            self.names[pid] = _process_name(pid)
+        return self.names[pid]
+
+    def close(self) -> None:
+        if self.pynvml is None:
+            return
+        for gpm in self.gpm.values():
+            gpm.free()
+        self.gpm = {}
+        _call(self.pynvml.nvmlShutdown)
+        self.pynvml = None
+
+
+def _counter(field: Any) -> Optional[list]:
+    """A field value as ``[value, NVML value type, NVML timestamp in µs]``; None on error.
+
+    The value type tells the sampler the counter's width, hence where it wraps."""
+    if field.nvmlReturn != 0:
+        return None
+    member = _VALUE_FIELDS.get(int(field.valueType))
+    if member is None:
+        return None
+    return [int(getattr(field.value, member)), int(field.valueType), int(field.timestamp)]

@@ -234,8 +234,8 @@ def _tf_line(tf) -> str:
         "ROCm build" if build.get("is_rocm_build") else "CPU-only build")
     gpus = f"{len(tf.gpus)} GPU(s) listed" + (f", matmul ran on {tf.confirm_device}"
                                              if tf.confirm_device else "")
-    return (f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}; "
-            f"import took {tf.import_seconds or 0:.1f} s")
+    took = f"; import took {tf.import_seconds:.1f} s" if tf.import_seconds is not None else ""
+    return f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}{took}"
 
 
 def _missing(lib) -> str:

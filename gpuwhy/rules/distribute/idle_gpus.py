@@ -1,15 +1,37 @@
 """distribute.idle-gpus: several GPUs are visible but only one does work."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts, GpuSeries
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.gpu.common import (MIN_SAMPLES, MiB, Window, activity, busy_window,
+                                     others_peak, own_peak, percent, usable, windows_for)
+
+TAKEN = 0.10   # a GPU whose memory others hold this much of is another job's, not idle
+
+FIX = """\
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():                    # variables mirrored on every GPU
+    model = build_model()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+model.fit(ds.batch(batch_size * strategy.num_replicas_in_sync), epochs=epochs)
+# or give the idle GPUs to another job: CUDA_VISIBLE_DEVICES={busy}"""
 
 
 class IdleGpus(Rule):
     """Several GPUs are visible to TensorFlow but only one of them does any work.
 
     ## What it detects
-    More than one GPU is visible to the process, no `tf.distribute` strategy spans
-    them, and during steps every GPU but one stays below `idle_below` activity. The
-    finding lists the GPUs with their activity and memory in use.
+    More than one GPU is visible to the program, and during steps (for `gpuwhy watch`:
+    while the program used a GPU) exactly one of them works while every other stays
+    below `idle_below` activity; a strategy that spans them would keep them all busy.
+    The one that works must hold the program's memory. How many GPUs are visible is
+    TensorFlow's count where the program imported it; otherwise (`gpuwhy watch`) every
+    GPU NVML lists counts, since the command's CUDA_VISIBLE_DEVICES is not known. GPUs
+    other processes hold 10% or more of are another job's and left out. The finding
+    lists the GPUs with their activity and memory in use.
 
     ## Why is this slow?
     TensorFlow places ops on `/GPU:0` unless a strategy or `tf.device` says otherwise;
@@ -44,7 +66,61 @@ class IdleGpus(Rule):
 
     id = "distribute.idle-gpus"
     severity = "medium"
-    status = "planned"
-    needs = ("devices", "gpu_samples", "placement")
+    status = "stable"
+    needs = ("gpu_samples",)       # and steps, when the run has them
     options = {"idle_below": 0.05}
     question = "How do I use all GPUs?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        samples = facts.gpu_samples
+        if not usable(samples) or len(samples.gpus) < 2:
+            return []
+        program = facts.program
+        seen_by_tf = len(program.gpus_seen_by_tf) if program else 0
+        if program is not None and program.tensorflow_imported and seen_by_tf < 2:
+            return []                    # TF saw one GPU: the others are hidden from it
+        held = [s for s in samples.gpus if (own_peak(s) or 0) > 0]
+        if not held:
+            return []
+        windows, basis = _windows(facts, held)
+        rows = [(s, activity(s, windows)) for s in samples.gpus]
+        if any(a.samples < MIN_SAMPLES or a.busy() is None for _, a in rows):
+            return []
+        busy = [s for s, a in rows if a.busy() >= options["idle_below"]]
+        if len(busy) != 1 or busy[0] not in held:
+            return []
+        worker = busy[0]
+        idle = [(s, a) for s, a in rows if s is not worker and _free(s)]
+        if seen_by_tf >= 2:
+            idle = idle[:seen_by_tf - 1]
+        if not idle:
+            return []
+        shown = [(s, a) for s, a in rows if s is worker or any(s is i for i, _ in idle)]
+        n = len(idle) + 1
+        return [self.finding(
+            f"{n} GPUs, only GPU {worker.index} works: GPU "
+            f"{', '.join(str(s.index) for s, _ in idle)} stay idle {basis}",
+            evidence={"gpus": [
+                {"gpu": s.index, "name": s.name, "activity_percent": percent(a.busy()),
+                 "program_memory_mib": None if own_peak(s) is None else round(own_peak(s) / MiB),
+                 "others_memory_mib": round(others_peak(s) / MiB)}
+                for s, a in shown]},
+            fix=FIX.format(busy=worker.index),
+            gain_value=round((n - 1) / n, 3),
+            estimated_gain=f"up to {n}x the throughput with all {n} GPUs, "
+                           f"if the input pipeline keeps up")]
+
+
+def _windows(facts: Facts, held: list[GpuSeries]) -> tuple[list[Window], str]:
+    """The steps, or the span in which the program held any GPU: the same for every GPU."""
+    if facts.steps is not None and facts.steps.starts:
+        return windows_for(facts, held[0])
+    spans = [w for s in held for w in busy_window(s)]
+    if not spans:
+        return [], "while the program ran"
+    return [(min(a for a, _ in spans), max(b for _, b in spans))], "while the program used a GPU"
+
+
+def _free(series: GpuSeries) -> bool:
+    total = series.memory_total_bytes
+    return not total or others_peak(series) < TAKEN * total

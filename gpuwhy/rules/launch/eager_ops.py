@@ -1,6 +1,41 @@
 """launch.eager-ops: many small ops dispatched one by one from Python each step."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
+from gpuwhy.rules.base import Finding, Rule
+
+
+def _is_small(site: EagerOpSite, small_elements: int) -> bool:
+    """Unknown size (an op with no output, such as a variable update) counts as small."""
+    return site.median_elements is None or site.median_elements < small_elements
+
+
+def _small_share(eager: EagerFacts, small_elements: int) -> float:
+    """Share of the counted ops that are small, read from the listed (top) sites."""
+    listed = sum(site.count for site in eager.sites)
+    if not listed:
+        return 0.0
+    return sum(site.count for site in eager.sites if _is_small(site, small_elements)) / listed
+
+
+def _percent(fraction: Optional[float]) -> str:
+    return "?" if fraction is None else f"{fraction:.0%}"
+
+
+def _row(site: EagerOpSite, eager: EagerFacts, small_elements: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"op": site.op, "location": site.location}
+    if eager.sampled_steps:
+        row["per_step"] = round(site.count / eager.sampled_steps, 1)
+    elif eager.counted_s > 0:
+        row["per_second"] = round(site.count / eager.counted_s)
+    row["median_elements"] = site.median_elements
+    row["device"] = site.device
+    if not _is_small(site, small_elements):
+        row["small"] = False
+    return row
 
 
 class EagerOps(Rule):
@@ -11,7 +46,13 @@ class EagerOps(Rule):
     tensors smaller than `small_elements` elements: a custom training loop without
     `@tf.function`, Python `for` loops over layers or time steps, `model.compile(
     run_eagerly=True)`, or per-step metric and logging code. The finding names the op
-    types and the file:line that issues most of them.
+    types and the file:line that issues most of them, and how much of the step went
+    into issuing them (the gaps between consecutive eager ops, an estimate). When no
+    training step was found (a bare Python loop of ops), it fires when issuing small
+    eager ops took at least `min_busy_fraction` of the time they were counted (and at
+    least `min_ops_per_step` of them were counted). It is
+    high when issuing them took half the step or more, medium from 15% (or when
+    unknown), low below.
 
     ## Why is this slow?
     An eager op pays tens of microseconds of Python and runtime dispatch plus 5-10 µs to
@@ -42,7 +83,13 @@ class EagerOps(Rule):
     # Keras: keep model.compile(run_eagerly=False) (the default)
     ```
 
+    Eager ops are counted on the thread that imported TensorFlow, during windows that
+    cover part of the run (counting slows each op); `tf.function` calls are not eager
+    ops and are not counted.
+
     ## Options
+    - `min_busy_fraction`: with no training step found, the share of the counted time
+      spent issuing small eager ops that makes the finding (0.5).
     - `min_ops_per_step`: small eager ops per step that make the finding (100).
     - `small_elements`: an op whose largest output has fewer elements than this counts
       as small (65536).
@@ -50,7 +97,89 @@ class EagerOps(Rule):
 
     id = "launch.eager-ops"
     severity = "high"
-    status = "planned"
-    needs = ("steps", "eager")
-    options = {"min_ops_per_step": 100, "small_elements": 65536}
+    status = "stable"
+    needs = ("eager",)
+    options = {"min_busy_fraction": 0.5, "min_ops_per_step": 100, "small_elements": 65536}
     question = "Why is it slow with small ops?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        eager = facts.eager
+        if not eager.ops or not eager.sites:
+            return []
+        small_elements = options["small_elements"]
+        small_share = _small_share(eager, small_elements)
+        busy = eager.dispatch_fraction
+        gain = busy * small_share if busy is not None else None
+        if eager.sampled_steps and eager.per_step is not None:
+            small_per_step = eager.per_step * small_share
+            if small_per_step < options["min_ops_per_step"]:
+                return []
+            title = (f"Each step dispatches ~{small_per_step:.0f} small ops eagerly from Python "
+                     f"({_percent(gain)} of the step spent issuing them)")
+            rate = {"small_ops_per_step": round(small_per_step, 1),
+                    "eager_ops_per_step": round(eager.per_step, 1),
+                    "sampled_steps": eager.sampled_steps}
+        else:
+            small_ops = eager.ops * small_share
+            if (small_ops < options["min_ops_per_step"] or gain is None
+                    or gain < options["min_busy_fraction"]):
+                return []
+            per_second = small_ops / eager.counted_s if eager.counted_s > 0 else None
+            title = (f"Small ops dispatched eagerly from Python"
+                     + (f", ~{per_second:,.0f} per second" if per_second else "")
+                     + f", took {_percent(gain)} of the time (no training step found)")
+            rate = {"small_ops_per_second": round(per_second) if per_second else None,
+                    "small_ops_counted": round(small_ops)}
+        small_sites = [site for site in eager.sites if _is_small(site, small_elements)]
+        evidence: dict[str, Any] = {
+            **rate,
+            "share_of_time_issuing_them": _percent(gain),
+            "median_gap_between_eager_ops_us": (round(eager.median_gap_us, 1)
+                                                if eager.median_gap_us is not None else None),
+            "counted_s": round(eager.counted_s, 2),
+            "eager_ops_outside_steps": eager.outside_steps,
+            "sites": [_row(site, eager, small_elements) for site in eager.sites[:10]],
+        }
+        if eager.note:
+            evidence["counted"] = eager.note
+        return [
+            self.finding(
+                title,
+                severity=self._severity(gain),
+                evidence=evidence,
+                fix=self._fix(small_sites),
+                estimated_gain=self._gain_text(gain),
+                location=next((site.location for site in small_sites if site.location), None),
+                gain_value=gain,
+            )
+        ]
+
+    @staticmethod
+    def _severity(gain: Optional[float]) -> str:
+        if gain is None:
+            return "medium"
+        if gain >= 0.5:
+            return "high"
+        return "medium" if gain >= 0.15 else "low"
+
+    @staticmethod
+    def _fix(sites: list[EagerOpSite]) -> str:
+        lines = ["# the eager ops come from:"]
+        for site in sites[:5]:
+            lines.append(f"#   {site.op} at {site.location or 'library code'}")
+        lines += [
+            "# run the code around them as one graph:",
+            "@tf.function(jit_compile=True)   # plain @tf.function if XLA rejects an op",
+            "def train_step(x, y):",
+            "    ...                          # the same body, unchanged",
+            "# Keras: model.compile(..., run_eagerly=False) (the default), and no",
+            "# tf.config.run_functions_eagerly(True) left in the script",
+        ]
+        return "\n".join(lines)
+
+    @staticmethod
+    def _gain_text(gain: Optional[float]) -> str:
+        if gain is None:
+            return "most of the per-op dispatch time; a graph issues the same ops from C++"
+        return (f"up to ~{gain:.0%} of the time: what issuing these ops from Python costs "
+                "now; in a graph they cost a few µs each, fused by XLA fewer still")

@@ -1,6 +1,123 @@
 """launch.retracing: a tf.function is traced again and again."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from gpuwhy.facts import Facts, TracedFunction
+from gpuwhy.rules.base import Finding, Rule
+
+MAX_FINDINGS = 5  # the functions with the most tracing time
+_PYTHON_VALUE = re.compile(r"\((int|float|bool|str|bytes|complex|NoneType|[A-Za-z_][\w.]*)\)$")
+_TENSOR = re.compile(r"^(?:Variable |ragged |sparse )?([a-z]+[0-9]*)\[(.*)\]$")
+
+
+def _kind_of_change(texts: list[str]) -> str:
+    """What differs between the texts one argument had in different traces."""
+    if any(t.endswith("(by identity)") for t in texts):
+        return "object"
+    tensors = [_TENSOR.match(t) for t in texts]
+    if all(tensors):
+        dtypes = {m.group(1) for m in tensors if m}
+        return "dtype" if len(dtypes) > 1 else "shape"
+    if any(t == "None" or _PYTHON_VALUE.search(t) for t in texts):
+        return "python"
+    return "structure"
+
+
+_KIND_WORDS = {
+    "python": "a Python value",
+    "shape": "the tensor shape",
+    "dtype": "the tensor dtype",
+    "object": "a Python object (keyed by identity)",
+    "structure": "the structure of the argument",
+}
+
+
+def _changes(fn: TracedFunction) -> dict[str, str]:
+    """Changed argument -> kind of change, read from the kept signatures."""
+    out = {}
+    for name in fn.changed_args:
+        texts = [dict(s.args).get(name) for s in fn.signatures]
+        present = [t for t in texts if t is not None]
+        if len(present) < len(texts):
+            out[name] = "structure"  # present in some traces only (*args of varying length)
+        else:
+            out[name] = _kind_of_change(present)
+    return out
+
+
+def _recreated(fn: TracedFunction, max_traces: int) -> bool:
+    """Many Function objects at one place, each used about once: re-created in a loop."""
+    return fn.instances > max_traces and fn.calls <= 2 * fn.instances and fn.traces <= 2 * fn.instances
+
+
+def _signature_row(signature) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "at_s": round(signature.at_s, 3),
+        "trace_ms": round(signature.seconds * 1000, 1) if signature.seconds is not None else None,
+        "arguments": ", ".join(f"{name}: {text}" for name, text in signature.args) or "(none)",
+    }
+    if signature.caller:
+        row["called_from"] = signature.caller
+    return row
+
+
+def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
+    name = fn.name
+    if recreated:
+        return "\n".join([
+            f"# {name} is a new tf.function object each time: create it once, outside the loop",
+            f"{name} = tf.function(step_fn)            # once, at module or __init__ level",
+            "for batch in dataset:",
+            f"    {name}(batch)                       # reuses the traced graph",
+            "# not: tf.function(step_fn)(batch) or @tf.function on a function defined inside the loop",
+        ])
+    if fn.library:
+        return "\n".join([
+            "# Keras retraces its step when a batch has another structure, dtype or rank than before:",
+            "# give every batch the same structure and dtypes (cast in the input pipeline), e.g.",
+            "ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))",
+            "# and pad variable-length inputs to a few fixed lengths (bucket_by_sequence_length)",
+        ])
+    lines = []
+    python = [a for a, k in changes.items() if k == "python"]
+    shaped = [a for a, k in changes.items() if k in ("shape", "dtype")]
+    objects = [a for a, k in changes.items() if k in ("object", "structure")]
+    if python:
+        args = ", ".join(python)
+        lines += [
+            f"# {args}: a new Python value makes a new trace; pass a tensor instead",
+            f"{name}(..., {python[0]}=tf.constant({python[0]}))   # same dtype every call: one trace",
+            "# or keep it in a tf.Variable updated with .assign() and read inside the function",
+        ]
+    if shaped:
+        args = ", ".join(shaped)
+        lines += [
+            f"# {args}: a new shape or dtype makes a new trace; declare the dims that vary as None",
+            "@tf.function(input_signature=[tf.TensorSpec([None, ...], tf.float32)])  # one per argument",
+            f"def {name}(...):",
+            "    ...",
+        ]
+        if not fn.reduce_retracing:
+            lines.append("# or @tf.function(reduce_retracing=True): TF generalises the shapes after a few traces")
+        if any(changes[a] == "dtype" for a in shaped):
+            lines.append("# and cast to one dtype before the call (tf.cast) so the dtype never changes")
+    if objects or not lines:
+        lines += [
+            "# pass tensors (or a fixed set of hashable Python values), not new Python objects or",
+            "# containers of changing length: each new one is a new cache key and a new trace",
+        ]
+    return "\n".join(lines)
+
+
+def _run_seconds(facts: Facts) -> Optional[float]:
+    if facts.steps is not None and facts.steps.run_s:
+        return facts.steps.run_s
+    if facts.program is not None and facts.program.seconds:
+        return facts.program.seconds
+    return None
 
 
 class Retracing(Rule):
@@ -8,17 +125,23 @@ class Retracing(Rule):
 
     ## What it detects
     A `tf.function` traced more than `max_traces` times during the run (TF itself warns
-    "... calls to <function> triggered tf.function retracing"). The finding
-    names the function, its file:line, how many traces it had, their total time, and
-    which argument changed between traces: a Python scalar or object, a new tensor
-    shape or dtype, or a `tf.function` created anew inside a loop.
+    "... calls to <function> triggered tf.function retracing"), or more than
+    `max_traces` `tf.function` objects created from the same Python function at the
+    same place and each used about once: a `tf.function` created anew inside a loop.
+    The finding names the function and its file:line (for Keras' own step functions,
+    the `fit` call), the arguments whose type changed between traces (a Python scalar
+    or object, a tensor shape or dtype), the first traces' signatures, and the time
+    spent tracing against the time spent in calls.
 
     ## Why is this slow?
     A trace runs the Python function to build a new graph, then TF optimises it (and
     with `jit_compile=True` XLA compiles it again): milliseconds to seconds during
     which the GPU has no work. A function that retraces on every call pays this on
-    every step, and each new concrete function also keeps its graph in memory. Tensor
-    arguments with a stable signature are traced once and reused.
+    every step, and each new concrete function also keeps its graph in memory. TF keys
+    its cache on every Python value passed (each new `lr=0.001` is a new graph), on
+    each tensor shape and dtype, and on the `tf.function` object itself: a new object
+    starts with an empty cache. Tensor arguments with a stable signature are traced
+    once and reused.
 
     ## Example
     ```python
@@ -41,13 +164,78 @@ class Retracing(Rule):
     # or @tf.function(reduce_retracing=True) to generalise shapes automatically
     ```
 
+    Severity is high when the avoidable tracing time (every trace but one) is at least
+    10% of the run, medium from 1% or when the run's length is unknown, low below.
+
     ## Options
-    - `max_traces`: traces of one function above which it is reported (5).
+    - `max_traces`: traces of one `tf.function` object, or objects created at one place
+      and each used about once, above which it is reported (5).
     """
 
     id = "launch.retracing"
     severity = "high"
-    status = "planned"
-    needs = ("steps", "tracing")
+    status = "stable"
+    needs = ("tracing",)
     options = {"max_traces": 5}
     question = "Why is tf.function slow?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        max_traces = options["max_traces"]
+        run_s = _run_seconds(facts)
+        flagged = []
+        for fn in facts.tracing.functions:
+            recreated = _recreated(fn, max_traces)
+            per_object = fn.traces / max(fn.instances, 1)
+            if recreated or per_object > max_traces:
+                flagged.append((fn, recreated))
+        flagged.sort(key=lambda item: -item[0].trace_s)
+        return [self._finding(fn, recreated, run_s) for fn, recreated in flagged[:MAX_FINDINGS]]
+
+    def _finding(self, fn: TracedFunction, recreated: bool, run_s: Optional[float]) -> Finding:
+        changes = {} if recreated else _changes(fn)
+        avoidable = fn.trace_s * (fn.traces - 1) / fn.traces if fn.traces else 0.0
+        gain = avoidable / run_s if run_s else None
+        where = f" ({fn.location})" if fn.location else ""
+        if recreated:
+            title = (f"{fn.name}{where} is a new tf.function object each time: "
+                     f"{fn.instances} objects, {fn.traces} traces")
+        else:
+            reason = "; ".join(f"{a}: {_KIND_WORDS[k]} changed" for a, k in changes.items())
+            title = f"{fn.name}{where} was traced {fn.traces} times" + (f" ({reason})" if reason else "")
+        evidence: dict[str, Any] = {
+            "function": fn.name,
+            "location": fn.location,
+            "traces": fn.traces,
+            "tf_function_objects": fn.instances,
+            "calls_from_eager_code": fn.calls,
+            "trace_seconds": round(fn.trace_s, 3),
+            "call_seconds": round(fn.call_s, 3),
+        }
+        if fn.calls and fn.call_s > 0:
+            evidence["tracing_share_of_call_time"] = round(min(fn.trace_s / fn.call_s, 1.0), 3)
+        if run_s:
+            evidence["avoidable_tracing_share_of_run"] = round(gain or 0.0, 3)
+        if changes:
+            evidence["changed_arguments"] = {a: _KIND_WORDS[k] for a, k in changes.items()}
+        evidence["reduce_retracing"] = fn.reduce_retracing
+        if fn.jit_compile:
+            evidence["jit_compile"] = True
+        if fn.library:
+            evidence["defined_by"] = "Keras/TensorFlow (location: the call that traced it)"
+        if fn.signatures:
+            evidence["first_traces"] = [_signature_row(s) for s in fn.signatures]
+        if gain is None:
+            severity = "medium"
+        else:
+            severity = "high" if gain >= 0.10 else "medium" if gain >= 0.01 else "low"
+        return self.finding(
+            title,
+            severity=severity,
+            evidence=evidence,
+            fix=_fix(fn, changes, recreated),
+            estimated_gain=(f"up to {avoidable:.2f} s of tracing saved"
+                            + (f" ({gain:.0%} of the run)" if gain is not None else "")
+                            + "; the GPU idles while TF traces"),
+            location=fn.location,
+            gain_value=gain,
+        )

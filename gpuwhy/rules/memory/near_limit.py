@@ -1,6 +1,21 @@
 """memory.near-limit: peak GPU memory is close to the device's capacity."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.gpu.common import MiB, own_peak, program_gpus, tf_peaks_by_gpu, usable
+
+TF_SOURCE = "in TensorFlow's allocator"
+TF_FIX = """\
+tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")  # ~half the activations
+model.fit(ds.batch(batch_size * 3 // 4), epochs=epochs)      # or a smaller batch
+# or recompute activations in the backward pass: tf.recompute_grad(block)"""
+OTHER_FIX = """\
+# Lower the peak: a smaller batch, bf16/fp16 activations (mixed precision),
+# activation checkpointing; or stop the framework from reserving more than it needs."""
 
 
 class MemoryNearLimit(Rule):
@@ -9,9 +24,11 @@ class MemoryNearLimit(Rule):
     ## What it detects
     TensorFlow's own peak allocation on a GPU (`tf.config.experimental.get_memory_info`
     "peak", not the pool that nvidia-smi shows: TF reserves most of the memory up front
-    unless memory growth is on) reaches `min_peak_fraction` of what TF can use on that
-    device, or TF logged that its allocator ran out of memory. The finding gives the
-    peak, the limit, the batch size and the largest tensors where known.
+    unless memory growth is on) reaches `min_peak_fraction` of the device's memory.
+    Where TF's peak is not known (`gpuwhy watch`, a program of another framework) the
+    most memory the watched processes held on the GPU (NVML) counts instead; that is
+    the framework's pool, so it can overstate what the program needs. The finding gives
+    the peak, the device's memory and where the peak was read.
 
     ## Why is this slow?
     TensorFlow never moves an op to the CPU because GPU memory is short: a real
@@ -43,7 +60,45 @@ class MemoryNearLimit(Rule):
 
     id = "memory.near-limit"
     severity = "medium"
-    status = "planned"
-    needs = ("devices", "memory")
+    status = "stable"
+    needs = ("gpu_samples",)
     options = {"min_peak_fraction": 0.90}
     question = "Why did it fall back / OOM?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        samples = facts.gpu_samples
+        if not usable(samples):
+            return []
+        findings = []
+        for series, peak, source in peaks(facts):
+            total = series.memory_total_bytes
+            if not total or peak / total < options["min_peak_fraction"]:
+                continue
+            share = peak / total
+            findings.append(self.finding(
+                f"GPU {series.index} ({series.name}) peaked at {peak / MiB:,.0f} of "
+                f"{total / MiB:,.0f} MiB ({share:.0%}) {source}",
+                evidence={"gpu": series.index, "peak_mib": round(peak / MiB),
+                          "memory_total_mib": round(total / MiB),
+                          "peak_share": round(share, 3), "read_from": source},
+                fix=TF_FIX if source.startswith(TF_SOURCE) else OTHER_FIX,
+                estimated_gain="room for cuDNN's fastest algorithms and no mid-run "
+                               "out-of-memory errors"))
+        return findings
+
+
+def peaks(facts: Facts):
+    """(series, peak bytes, where it was read) per GPU the program used.
+
+    TensorFlow's own peak where known; otherwise the watched processes' memory, except in
+    a TensorFlow program, where that is the pool TF reserved and says nothing."""
+    samples = facts.gpu_samples
+    tf_peaks = tf_peaks_by_gpu(samples)
+    if tf_peaks:
+        by_index = {s.index: s for s in samples.gpus}
+        return [(by_index[i], peak, f"{TF_SOURCE} ({name})")
+                for i, (name, peak) in sorted(tf_peaks.items())]
+    if facts.program is not None and facts.program.tensorflow_imported:
+        return []
+    return [(s, own_peak(s), "held by the watched processes (their framework's pool)")
+            for s in program_gpus(samples) if own_peak(s)]

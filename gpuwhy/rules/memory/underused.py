@@ -1,16 +1,34 @@
 """memory.underused: low peak memory and low GPU activity: a larger batch would help."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.gpu.common import MIN_SAMPLES, MiB, activity, percent, usable, windows_for
+from gpuwhy.rules.memory.near_limit import peaks
+
+INPUT_BOUND = 0.05   # input.bound's medium threshold: a bigger batch would wait longer still
+HEADROOM = 0.8       # of the device's memory a larger batch may grow into
+
+FIX = """\
+model.compile(optimizer=keras.optimizers.Adam(learning_rate * {factor}),  # scale it with the batch
+              loss=loss, steps_per_execution=16)
+model.fit(x_train, y_train, batch_size=batch_size * {factor}, epochs=epochs)"""
 
 
 class MemoryUnderused(Rule):
     """The GPU is mostly idle and mostly empty: a larger batch would keep it busy.
 
     ## What it detects
-    TensorFlow's peak allocation on the GPU stays below `max_peak_fraction` of the
-    device memory while measured activity during steps stays below `max_activity`, and
-    the step is not input-bound (the input pipeline keeps up). The finding gives the
-    batch size, the peak memory and an estimate of the largest batch that fits.
+    TensorFlow's peak allocation on the GPU (or, without it, the memory the watched
+    processes held) stays below `max_peak_fraction` of the device memory while measured
+    activity during steps (SM activity where GPM exists, else utilisation) stays below
+    `max_activity`, and the step is not input-bound (the input pipeline keeps up: under
+    5% of the step waits for input where that was measured). The finding gives the peak
+    memory, the activity and how many times larger the batch could grow before using
+    80% of the device (an upper bound: the weights do not grow with the batch).
 
     ## Why is this slow?
     Every step carries fixed costs that do not grow with the batch: Python and runtime
@@ -45,7 +63,40 @@ class MemoryUnderused(Rule):
 
     id = "memory.underused"
     severity = "low"
-    status = "planned"
-    needs = ("devices", "memory", "gpu_samples", "steps")
+    status = "stable"
+    needs = ("gpu_samples",)       # and steps, when the run has them
     options = {"max_activity": 0.50, "max_peak_fraction": 0.30}
     question = "How do I maximise utilisation?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if not usable(facts.gpu_samples):
+            return []
+        steps = facts.steps
+        if steps is not None and (steps.input_wait_fraction or 0.0) >= INPUT_BOUND:
+            return []
+        findings = []
+        for series, peak, source in peaks(facts):
+            total = series.memory_total_bytes
+            if not total or not peak or peak / total >= options["max_peak_fraction"]:
+                continue
+            windows, basis = windows_for(facts, series)
+            act = activity(series, windows)
+            busy = act.busy()
+            if act.samples < MIN_SAMPLES or busy is None or busy >= options["max_activity"]:
+                continue
+            factor = max(2, int(HEADROOM * total / peak))
+            findings.append(self.finding(
+                f"GPU {series.index} ({series.name}) is {busy:.0%} busy {basis} and uses "
+                f"{peak / MiB:,.0f} of {total / MiB:,.0f} MiB: a larger batch would keep it busy",
+                evidence={"gpu": series.index, "peak_mib": round(peak / MiB),
+                          "memory_total_mib": round(total / MiB),
+                          "peak_share": round(peak / total, 3), "read_from": source,
+                          "activity_percent": percent(busy),
+                          "activity_measure": "SM activity" if act.sm_activity is not None
+                          else "utilisation",
+                          "samples": act.samples, "batch_could_grow_up_to": f"{factor}x"},
+                fix=FIX.format(factor=min(factor, 8)),
+                gain_value=round(1.0 - busy, 3),
+                estimated_gain=f"up to {factor}x the batch fits; fixed per-step costs "
+                               f"spread over more samples"))
+        return findings

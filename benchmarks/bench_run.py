@@ -1,0 +1,54 @@
+"""Overhead of `gpuwhy run`: the same script with and without gpuwhy, side by side.
+
+Each workload (benchmarks/workloads/) measures its own median step time with
+perf_counter and prints it; this script runs it alternately under `python` and under
+`gpuwhy run`, several times, and prints the median of those medians and their ratio.
+The issue's budget: at most 2% for Keras fit and a custom tf.function loop, 5% for a
+loop of small eager ops. Run: .venv/bin/python benchmarks/bench_run.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = {"keras_fit": 0.02, "custom_loop": 0.02, "eager_ops": 0.05}
+GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
+
+
+def step_time(command: list[str]) -> float:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("MEDIAN_STEP_S ")]
+    return float(line.split()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", choices=sorted(WORKLOADS))
+    args = parser.parse_args()
+    print(f"{'workload':<12} {'python':>11} {'gpuwhy run':>11} {'ratio':>7} {'budget':>7}  runs")
+    for name, budget in WORKLOADS.items():
+        if args.only and name != args.only:
+            continue
+        script = str(HERE / "workloads" / f"{name}.py")
+        plain, watched, ratios = [], [], []
+        for _ in range(args.runs):           # alternate, so drift hits both alike
+            p = step_time([sys.executable, script])
+            w = step_time([GPUWHY, "run", "-o", os.devnull, script])
+            plain.append(p)
+            watched.append(w)
+            ratios.append(w / p)
+        ratio = statistics.median(ratios)
+        print(f"{name:<12} {statistics.median(plain) * 1e3:>9.3f}ms {statistics.median(watched) * 1e3:>9.3f}ms "
+              f"{ratio:>7.3f} {1 + budget:>7.2f}  {args.runs}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""The background GPU sampler of ``gpuwhy run`` and ``gpuwhy watch``: NVML readings at
+10 Hz in a daemon thread, turned into one :class:`~gpuwhy.facts.GpuSeries` per GPU.
+
+The sampler reads through a *source*: :class:`gpuwhy.collect.nvml.NvmlSource` on a
+machine with a driver, :class:`ReplaySource` for a recording. A source only reads; every
+conversion is done here, so that it runs in tests on machines without a GPU:
+
+- PCIe traffic: NVML's cumulative byte counters, differenced between ticks. A counter that
+  goes down wrapped (at the width of its NVML value type) when the wrapped difference is a
+  plausible rate, and was reset otherwise (no rate for that tick).
+- GPM activities (Hopper and newer): NVML computes them from two samples; the value of a
+  tick covers the time since the previous tick, so the first tick has none.
+- GPU memory of the watched processes versus the others', from the process list, which is
+  read at most once a second (it is the slowest NVML call); the pids to watch are asked
+  for on those ticks only, so ``watch`` can follow a changing process tree.
+- Percentages become fractions 0-1, milliwatts watts; a value NVML could not give is None.
+
+Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySource` reads):
+
+- line 1, the header: ``{"kind": "header", "format": "gpuwhy-nvml-recording",
+  "version": 1, "constructed": false, "hz": 10.0, "process_hz": 1.0, "source": "nvml",
+  "error": null | "LibraryNotFound" ..., "driver_version", "nvml_version",
+  "devices": [{"index", "name", "uuid", "pci_bus_id", "compute_capability",
+  "memory_total_bytes", "gpm": bool}], "description": "..."}``. ``constructed: true``
+  marks a file written by hand (tests), not by NVML.
+- one line per tick: ``{"kind": "tick", "t": seconds since t0, "read_s": seconds the NVML
+  calls took, "pids": [watched pids] (process ticks only), "gpus": [{"index",
+  "util": percent, "mem_used": bytes, "pcie_tx": [value, NVML value type, NVML timestamp
+  µs] | null, "pcie_rx": (same), "sm_clock_mhz", "power_mw",
+  "gpm": {"sm_activity", "sm_occupancy", "tensor_activity": percent | null} | null,
+  "procs": [[pid, used bytes | null, command line | null], ...] (process ticks only)}]}``.
+
+Cost: the thread's work per tick is a handful of ctypes calls per GPU (the GIL is released
+during each) and a few hundred Python operations; :attr:`GpuSampler.tick_seconds` keeps
+the time of each tick.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Protocol
+
+from gpuwhy import __version__
+from gpuwhy.collect.run.base import RunCollector
+from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries
+
+FORMAT = "gpuwhy-nvml-recording"
+VERSION = 1
+# Width of each NVML value type (nvmlValueType_t) that can hold a wrapping counter.
+COUNTER_BITS = {1: 32, 2: 64, 3: 64, 6: 16}   # unsigned int, unsigned long, unsigned long long, short
+# Above any PCIe link (PCIe 6.0 x16 is ~128 GB/s per direction): a "wrap" this fast was a reset.
+MAX_PCIE_BYTES_PER_S = 256e9
+GPM_KEYS = ("sm_activity", "sm_occupancy", "tensor_activity")
+
+
+class Source(Protocol):
+    """Where readings come from. ``paced`` sources are read at the sampler's rate."""
+
+    paced: bool
+
+    def open(self, t0: float) -> dict[str, Any]: ...
+
+    def read(self, processes: bool) -> Optional[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class RecordingError(ValueError):
+    """A file that is not a gpuwhy NVML recording."""
+
+
+class ReplaySource:
+    """A recording, tick after tick, as fast as the sampler asks (not paced).
+
+    :meth:`watched_pids` returns the pids recorded with the last process tick, so that a
+    replay attributes memory exactly as the live run did:
+    ``GpuSampler(source=replay, pids=replay.watched_pids)``.
+    """
+
+    paced = False
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        lines = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()
+                 if line.strip()]
+        if not lines or lines[0].get("kind") != "header" or lines[0].get("format") != FORMAT:
+            raise RecordingError(f"{self.path}: not a {FORMAT} file (no header line)")
+        if lines[0].get("version") != VERSION:
+            raise RecordingError(f"{self.path}: recording version {lines[0].get('version')!r}, "
+                                 f"expected {VERSION}")
+        self.header = lines[0]
+        self.ticks = [line for line in lines[1:] if line.get("kind") == "tick"]
+        self.position = 0
+        self._pids: frozenset[int] = frozenset(self.header.get("watched_pids", ()))
+
+    def open(self, t0: float) -> dict[str, Any]:
+        self.position = 0
+        return dict(self.header)
+
+    def read(self, processes: bool) -> Optional[dict[str, Any]]:
+        if self.position >= len(self.ticks):
+            return None
+        tick = self.ticks[self.position]
+        self.position += 1
+        if "pids" in tick:
+            self._pids = frozenset(tick["pids"])
+        return tick
+
+    def watched_pids(self) -> frozenset[int]:
+        return self._pids
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Conversion of raw readings, one builder per GPU.
+
+def counter_rate(previous: Optional[list], current: Optional[list], dt: float) -> Optional[float]:
+    """Bytes per second between two ``[value, value type, timestamp µs]`` counter readings.
+
+    NVML's own timestamps give the interval where both exist; an unchanged timestamp means
+    the driver has not refreshed the counter, which says nothing (None). ``dt`` (the ticks'
+    interval) is used otherwise.
+    """
+    if not previous or not current:
+        return None
+    (v0, _, ts0), (v1, vtype, ts1) = previous[:3], current[:3]
+    if ts0 and ts1:
+        if ts1 == ts0:
+            return None
+        if ts1 > ts0:
+            dt = (ts1 - ts0) / 1e6
+    if dt <= 0:
+        return None
+    delta = v1 - v0
+    if delta < 0:
+        bits = COUNTER_BITS.get(vtype)
+        wrapped = (1 << bits) - v0 + v1 if bits else None
+        if wrapped is None or wrapped / dt > MAX_PCIE_BYTES_PER_S:
+            return None          # reset (driver reload, GPU reset), not a wrap
+        delta = wrapped
+    return delta / dt
+
+
+def _fraction(percent: Any) -> Optional[float]:
+    return None if percent is None else float(percent) / 100.0
+
+
+class _SeriesBuilder:
+    def __init__(self, device: dict[str, Any]) -> None:
+        self.index = int(device["index"])
+        self.name = device.get("name") or f"GPU {self.index}"
+        self.memory_total = device.get("memory_total_bytes")
+        self.columns: dict[str, list] = {k: [] for k in (
+            "t", "utilization", "memory_used_bytes", "own_memory_bytes", "pcie_tx_bytes_per_s",
+            "pcie_rx_bytes_per_s", "sm_clock_mhz", "power_w", *GPM_KEYS)}
+        self.previous: Optional[dict[str, Any]] = None
+        self.previous_t: Optional[float] = None
+        self.others: dict[int, GpuProcess] = {}
+        self.gpm_seen = False
+
+    def add(self, t: float, reading: dict[str, Any], pids: frozenset[int]) -> None:
+        c = self.columns
+        dt = t - self.previous_t if self.previous_t is not None else 0.0
+        prev = self.previous or {}
+        c["t"].append(round(t, 4))
+        c["utilization"].append(_fraction(reading.get("util")))
+        c["memory_used_bytes"].append(reading.get("mem_used"))
+        c["pcie_tx_bytes_per_s"].append(counter_rate(prev.get("pcie_tx"), reading.get("pcie_tx"), dt))
+        c["pcie_rx_bytes_per_s"].append(counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt))
+        clock = reading.get("sm_clock_mhz")
+        c["sm_clock_mhz"].append(None if clock is None else float(clock))
+        power = reading.get("power_mw")
+        c["power_w"].append(None if power is None else power / 1000.0)
+        gpm = reading.get("gpm") or {}
+        for key in GPM_KEYS:
+            c[key].append(_fraction(gpm.get(key)))
+        self.gpm_seen |= any(gpm.get(key) is not None for key in GPM_KEYS)
+        c["own_memory_bytes"].append(self._own_memory(reading, pids))
+        self.previous, self.previous_t = reading, t
+
+    def _own_memory(self, reading: dict[str, Any], pids: frozenset[int]) -> Optional[int]:
+        """Bytes held by the watched pids on a process tick; None on other ticks."""
+        procs = reading.get("procs")
+        if procs is None:
+            return None
+        own, unknown = 0, 0
+        for entry in procs:
+            pid, used = int(entry[0]), entry[1]
+            name = entry[2] if len(entry) > 2 else None
+            if pid in pids:
+                if used is None:
+                    unknown += 1
+                else:
+                    own += int(used)
+                continue
+            seen = self.others.get(pid)
+            peak = max((x for x in (used, seen.used_bytes if seen else None) if x is not None),
+                       default=None)
+            self.others[pid] = GpuProcess(pid=pid, name=name or (seen.name if seen else None),
+                                          used_bytes=peak)
+        return None if unknown and not own else own
+
+    def series(self) -> GpuSeries:
+        c = {k: tuple(v) for k, v in self.columns.items()}
+        return GpuSeries(index=self.index, name=self.name, memory_total_bytes=self.memory_total,
+                         others=tuple(sorted(self.others.values(), key=lambda p: p.pid)), **c)
+
+
+# ---------------------------------------------------------------------------
+
+class GpuSampler(RunCollector):
+    """Samples every GPU in a daemon thread from :meth:`start` until :meth:`stop`.
+
+    ``pids`` returns the pids whose GPU memory counts as the program's own (default: this
+    process). ``record_path`` writes the raw readings as a recording (see module doc).
+    Never raises into the watched program: a failure ends sampling and is kept in
+    ``facts().error``.
+    """
+
+    def __init__(self, hz: float = 10.0, pids: Optional[Callable[[], Iterable[int]]] = None,
+                 source: Optional[Source] = None, record_path: str | Path | None = None,
+                 process_hz: float = 1.0, join_timeout_s: float = 10.0) -> None:
+        self.hz = float(hz) if hz and hz > 0 else 10.0
+        self.process_hz = min(float(process_hz), self.hz) if process_hz and process_hz > 0 else 1.0
+        self.pids = pids or (lambda: (os.getpid(),))
+        self.source = source
+        self.record_path = Path(record_path) if record_path else None
+        self.join_timeout_s = join_timeout_s
+        self.t0 = 0.0
+        self.error: Optional[str] = "not started"
+        self.header: dict[str, Any] = {}
+        self.tick_seconds: list[float] = []
+        self.tf_peak_memory_bytes: dict[str, int] = {}
+        self._builders: dict[int, _SeriesBuilder] = {}
+        self._watched: set[int] = set()
+        self._tensorflow = False
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._record = None
+
+    # -- life cycle (RunCollector) ------------------------------------------------------
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+        self.error = None
+        try:
+            self._thread = threading.Thread(target=self._run, name="gpuwhy-gpu-sampler", daemon=True)
+            self._thread.start()
+        except Exception as e:  # noqa: BLE001 - never into the program
+            self._thread = None
+            self.error = f"sampler not started: {type(e).__name__}: {e}"
+
+    def on_tensorflow(self) -> None:
+        self._tensorflow = True
+
+    def stop(self) -> None:
+        try:
+            self._stopping.set()
+            if self._thread is not None:
+                self._thread.join(self.join_timeout_s)
+                if self._thread.is_alive() and self.error is None:
+                    self.error = f"an NVML call did not return within {self.join_timeout_s:g} s"
+            if self._tensorflow:
+                from gpuwhy.tfapi.memory import tf_peak_memory
+                self.tf_peak_memory_bytes = tf_peak_memory()
+        except Exception as e:  # noqa: BLE001
+            self.error = self.error or f"sampler stop failed: {type(e).__name__}: {e}"
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Until a source that ends (a replay) is exhausted; True when the thread ended."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- the thread --------------------------------------------------------------------
+    def _run(self) -> None:
+        source = self.source
+        try:
+            if source is None:
+                from gpuwhy.collect.nvml import NvmlSource
+                source = self.source = NvmlSource()
+            header = source.open(self.t0)
+            with self._lock:
+                self.header = header
+                self.error = header.get("error")
+                self._builders = {int(d["index"]): _SeriesBuilder(d) for d in header.get("devices", ())}
+            self._open_record(header)
+            if header.get("error"):
+                return
+            self._loop(source)
+        except Exception as e:  # noqa: BLE001 - a sampler failure is a fact, not a crash
+            self.error = f"sampler failed: {type(e).__name__}: {e}"
+        finally:
+            for close in (getattr(source, "close", None), getattr(self._record, "close", None)):
+                try:
+                    if close:
+                        close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _loop(self, source: Source) -> None:
+        period = 1.0 / self.hz
+        every = max(1, round(self.hz / self.process_hz))
+        paced = getattr(source, "paced", True)
+        tick_number = 0
+        due = time.perf_counter()
+        while not self._stopping.is_set():
+            started = time.perf_counter()
+            tick = source.read(tick_number % every == 0)
+            if tick is None:
+                return
+            self._add(tick)
+            self.tick_seconds.append(time.perf_counter() - started)
+            tick_number += 1
+            if not paced:
+                continue
+            due += period
+            delay = due - time.perf_counter()
+            if delay < 0:             # fell behind (a slow call): no burst to catch up
+                due, delay = time.perf_counter(), 0.0
+            self._stopping.wait(delay)
+
+    def _add(self, tick: dict[str, Any]) -> None:
+        readings = tick.get("gpus") or ()
+        pids: frozenset[int] = frozenset()
+        if any("procs" in r for r in readings):
+            try:
+                pids = frozenset(int(p) for p in self.pids())
+            except Exception:  # noqa: BLE001 - a vanished process tree is no reason to stop
+                pids = frozenset()
+            tick = {**tick, "pids": sorted(pids)}
+        t = float(tick["t"])
+        with self._lock:
+            self._watched |= pids
+            for reading in readings:
+                builder = self._builders.get(int(reading.get("index", -1)))
+                if builder is not None:
+                    builder.add(t, reading, pids)
+        if self._record is not None:
+            self._record.write(json.dumps({"kind": "tick", **tick}, separators=(",", ":")) + "\n")
+
+    def _open_record(self, header: dict[str, Any]) -> None:
+        if self.record_path is None:
+            return
+        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        self._record = open(self.record_path, "w", encoding="utf-8")
+        full = {"kind": "header", "format": FORMAT, "version": VERSION, "constructed": False,
+                "recorded_by": f"gpuwhy {__version__}", "hz": self.hz,
+                "process_hz": self.process_hz, **header}
+        self._record.write(json.dumps(full) + "\n")
+
+    # -- result ------------------------------------------------------------------------
+    def facts(self) -> GpuSamplesFacts:
+        """The series so far (complete after :meth:`stop`), times in seconds since t0."""
+        with self._lock:
+            gpus = tuple(b.series() for _, b in sorted(self._builders.items()))
+            return GpuSamplesFacts(
+                hz=float(self.header.get("hz", self.hz)) if not getattr(self.source, "paced", True)
+                else self.hz,
+                gpus=gpus, error=self.error,
+                gpm=any(b.gpm_seen for b in self._builders.values()),
+                tf_peak_memory_bytes=dict(self.tf_peak_memory_bytes),
+                watched_pids=tuple(sorted(self._watched)))

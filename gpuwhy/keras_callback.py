@@ -1,0 +1,48 @@
+"""``gpuwhy.KerasCallback``: the same watching as ``gpuwhy run``, from inside ``model.fit``.
+
+For users who would rather add one callback than change how they launch: the session
+starts when training begins and stops when it ends, then the report is printed (or
+kept in ``.record`` with ``print_report=False``). Keras is imported only when the
+callback is created, never by ``import gpuwhy``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+
+def make_callback(hz: float = 10.0, audit: bool = True, eager: bool = True,
+                  print_report: bool = True, json_path: Optional[str] = None,
+                  verbose: bool = False) -> Any:
+    import keras
+
+    from gpuwhy.watched_run import Session
+
+    class KerasCallback(keras.callbacks.Callback):
+        """Watches one ``fit`` call; ``record`` holds the diagnosis afterwards."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.session: Optional[Session] = None
+            self.record = None
+
+        def on_train_begin(self, logs=None):
+            self.session = Session(hz=hz, audit=audit, eager=eager).start()
+            # This callback runs inside Keras' own on_train_begin, after the hook that
+            # would have seen it: tell the step collector where fit was called from.
+            from gpuwhy.tfapi.frames import user_location
+            import time
+            self.session.steps.keras_events.append(("on_train_begin", time.perf_counter(),
+                                                    user_location()))
+
+        def on_train_end(self, logs=None):
+            if self.session is None:
+                return
+            self.record = self.session.stop()
+            if json_path:
+                self.record.save(json_path)
+            if print_report:
+                self.session.report(verbose=verbose, file=sys.stderr)
+
+    return KerasCallback()

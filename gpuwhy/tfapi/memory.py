@@ -1,0 +1,53 @@
+"""TensorFlow's own peak GPU memory per device, read in the TensorFlow process.
+
+nvidia-smi and NVML see TensorFlow's *pool*: by default the BFC allocator reserves nearly
+all free memory at start, so "memory used" says nothing about how much the model needs.
+The allocator's own statistics do: ``tf.config.experimental.get_memory_info(device)``
+returns ``{"current", "peak"}`` bytes in use (``TFE_GetMemoryInfo``,
+tensorflow/python/eager/context.py, ``Context.get_memory_info``).
+
+That call runs ``ensure_initialized()`` first, which on a GPU machine creates the devices
+and reserves their memory. Asking must never do that, so the function answers only when
+the program already initialised TensorFlow's eager context (``context.context_safe()`` and
+its private ``_initialized`` flag, same file), and never imports TensorFlow itself.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["runtime_context", "tf_gpus", "tf_peak_memory"]
+
+
+def runtime_context():
+    """TF's eager context if the program started TF's runtime, else None (no side effect)."""
+    if "tensorflow" not in sys.modules:
+        return None
+    try:
+        from tensorflow.python.eager import context
+    except ImportError:
+        return None
+    ctx = context.context_safe()
+    return ctx if ctx is not None and getattr(ctx, "_initialized", False) else None
+
+
+def tf_gpus() -> tuple[str, ...]:
+    """The logical GPUs the program's TF runtime created; () when it never started."""
+    ctx = runtime_context()
+    return tuple(d.name for d in ctx.list_logical_devices("GPU")) if ctx is not None else ()
+
+
+def tf_peak_memory() -> dict[str, int]:
+    """``{"GPU:0": peak bytes, ...}`` for every logical GPU; ``{}`` without GPUs, when
+    TensorFlow was not imported, or when its runtime never started."""
+    ctx = runtime_context()
+    if ctx is None:
+        return {}
+    peaks: dict[str, int] = {}
+    for device in ctx.list_logical_devices("GPU"):   # initialised: no side effect
+        name = device.name.rsplit("device:", 1)[-1]  # "/device:GPU:0" -> "GPU:0"
+        try:
+            peaks[name] = int(ctx.get_memory_info(name)["peak"])
+        except (ValueError, KeyError, RuntimeError):  # a device whose allocator keeps no stats
+            continue
+    return peaks

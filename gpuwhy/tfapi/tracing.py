@@ -1,0 +1,396 @@
+"""Watching tf.function: every outermost call from eager code, and every new trace.
+
+TensorFlow has no public callback for either. What this module patches, read in
+TF 2.21's ``tensorflow/python/eager/polymorphic_function``:
+
+* ``polymorphic_function.Function.__call__``: every call of a ``tf.function``
+  (Keras 3's ``multi_step_on_iterator``/``one_step_on_data`` included) goes through
+  it, from eager code and from inside a trace alike. The class attribute is replaced
+  by a wrapper that times the call when it is the outermost one on its thread and
+  TF is executing eagerly; the original (decorated with ``filter_traceback``) does
+  the work, so TF's own behaviour and error messages are unchanged.
+* ``tracing_compilation._create_concrete_function``: called by
+  ``_maybe_define_function`` only on a cache miss, i.e. exactly once per new
+  ``ConcreteFunction`` (what ``Function.experimental_get_tracing_count`` counts). It
+  is looked up as a module global at each call, so replacing the module attribute
+  is enough, and a cache hit never reaches the wrapper: tracing costs nothing per
+  call. Its ``function_type`` argument is the type TF traced for (after
+  ``reduce_retracing`` generalised it), so argument texts match what TF keyed its
+  cache on. Traces without a ``function_cache`` (TF's own ``initialize_variables``
+  and ``fn_with_cond`` helpers) are not traces of a user's function and are skipped.
+  The ``Function`` that owns a trace is found on the Python stack (its ``_call``,
+  ``_initialize`` or ``_get_concrete_function_garbage_collected`` frame), which
+  covers ``get_concrete_function`` as well as calls.
+
+``transform.CONCRETE_FUNCTION_CALLBACKS`` would announce new concrete functions too,
+but neither says which ``Function`` traced nor how long the trace took.
+
+Both hooks are class/module level :class:`~gpuwhy.tfapi.patching.Patch` es, so they
+see every thread; :meth:`FunctionHooks.uninstall` puts the original objects back
+exactly. The listeners are called on the thread that called or traced, must be quick
+and thread-safe, and are never allowed to raise into the program.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from gpuwhy.tfapi.frames import user_location
+from gpuwhy.tfapi.graph_ops import relative
+from gpuwhy.tfapi.patching import Patch
+
+__all__ = ["FunctionHooks", "FunctionInfo", "Trace", "argument_texts", "describe", "spec_text"]
+
+MAX_TEXT = 160  # characters of one argument's description
+_MAX_STACK = 40  # frames walked up to find the owner Function of a trace
+_MAX_CALLER_STACK = 400  # ... and the user's line (a Keras step is traced deep inside fit)
+
+# A tf.function is "library" code when its Python function lives in one of these
+# packages (Keras' train/test/predict steps, tf.data's wrappers, gpuwhy's audit
+# helpers), found by their installed directories rather than by a path segment: a
+# user's project may well sit in a folder named "keras".
+_LIBRARY_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_probability", "gpuwhy")
+_GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _package_dirs() -> list[str]:
+    dirs = [_GPUWHY_DIR]
+    for name in _LIBRARY_PACKAGES[:-1]:
+        module = sys.modules.get(name)
+        for path in getattr(module, "__path__", None) or ():
+            dirs.append(os.path.join(os.path.abspath(path), ""))
+    return dirs
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """What identifies a tf.function for people: its name and where it is defined."""
+
+    name: str
+    filename: Optional[str]
+    line: Optional[int]
+    library: bool  # defined inside TensorFlow, Keras or gpuwhy
+    tf_data: bool  # a tf.data wrapper (map/filter/... functions)
+    reduce_retracing: bool
+    jit_compile: Optional[bool]
+
+    @property
+    def location(self) -> Optional[str]:
+        return relative(self.filename, self.line) if self.filename and self.line else None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One new ConcreteFunction of a tf.function."""
+
+    function: Any  # the tf.function (polymorphic_function.Function)
+    concrete: Any  # the ConcreteFunction it made
+    args: tuple[tuple[str, str], ...]  # (parameter, "float32[32,784]" | "3 (int)" ...)
+    started: float  # time.perf_counter()
+    seconds: float
+    caller: Optional[str]  # user file:line whose call caused it
+    nested: bool  # traced while another trace was running on this thread
+
+
+def _unwrapped(function: Any) -> Any:
+    """The user's function behind TF decorators, bound methods and partials."""
+    for _ in range(10):
+        try:
+            function = inspect.unwrap(function)
+        except ValueError:  # a __wrapped__ cycle
+            return function
+        if isinstance(function, functools.partial):
+            function = function.func
+        elif hasattr(function, "__func__"):  # bound method (TF binds methods to a TfMethodTarget)
+            function = function.__func__
+        else:
+            return function
+    return function
+
+
+def _definition(function: Any) -> tuple[Optional[str], Optional[int]]:
+    function = _unwrapped(function)
+    code = getattr(function, "__code__", None)
+    if code is None:  # a callable object: its __call__
+        code = getattr(getattr(type(function), "__call__", None), "__code__", None)
+    if code is None:
+        return None, None
+    return code.co_filename, code.co_firstlineno
+
+
+def describe(function: Any) -> FunctionInfo:
+    """Name, definition site and options of a tf.function (``Function``)."""
+    python_function = getattr(function, "python_function", None)
+    filename, line = _definition(python_function)
+    name = getattr(function, "name", None) or getattr(python_function, "__name__", None) or "function"
+    jit = getattr(function, "_jit_compile", None)
+    where = os.path.abspath(filename) if filename and not filename.startswith("<") else ""
+    package = next((d for d in _package_dirs() if where.startswith(d)), None) if where else None
+    tf_data = package is not None and os.path.join("tensorflow", "python", "data", "") in where
+    return FunctionInfo(
+        name=str(name),
+        filename=filename,
+        line=line,
+        library=package is not None,
+        tf_data=tf_data,
+        reduce_retracing=bool(getattr(function, "_reduce_retracing", False)),
+        jit_compile=None if jit is None else bool(jit),
+    )
+
+
+# -- argument texts ------------------------------------------------------------------
+
+def _shape_text(shape: Any) -> str:
+    if shape is None or getattr(shape, "rank", None) is None:
+        return "[...]"  # unknown rank
+    return "[" + ",".join("None" if d is None else str(d) for d in shape.as_list()) + "]"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+def spec_text(constraint: Any, top: bool = True) -> str:
+    """A TraceType as people write it: ``float32[32,784]``, ``3 (int)``, ``(a, b)``.
+
+    TraceTypes are TF's cache keys (``tensorflow/core/function/trace_type``): TensorSpec
+    and other TypeSpecs for tensors, ``Literal`` for hashable Python values,
+    ``Weakref`` for other objects (keyed by identity), ``Tuple``/``List``/``Dict``/
+    ``NamedTuple``/``Attrs`` containers of those.
+    """
+    kind = type(constraint).__name__
+    try:
+        if kind == "TensorSpec":
+            return f"{constraint.dtype.name}{_shape_text(constraint.shape)}"
+        if kind == "VariableSpec":
+            return f"Variable {constraint.dtype.name}{_shape_text(constraint.shape)}"
+        if kind == "Literal":
+            value = constraint.value
+            if value is None or not top:
+                return repr(value)
+            return f"{value!r} ({type(value).__name__})"
+        if kind in ("Tuple", "List"):
+            components = constraint.components if kind == "Tuple" else constraint.components_tuple.components
+            parts = [spec_text(c, False) for c in components]
+            text = ", ".join(parts)
+            return f"({text}{',' if len(parts) == 1 else ''})" if kind == "Tuple" else f"[{text}]"
+        if kind == "Dict":
+            items = ", ".join(f"{k}: {spec_text(v, False)}" for k, v in constraint.mapping.items())
+            return "{" + items + "}"
+        if kind in ("NamedTuple", "Attrs"):
+            named = constraint.named_attributes if kind == "Attrs" else constraint
+            parts = [spec_text(c, False) for c in named.attributes.components]
+            inner = ", ".join(f"{f}={p}" for f, p in zip(named.attribute_names, parts))
+            return f"{named.type_name}({inner})"
+        if kind == "Weakref":
+            target = constraint._ref()  # noqa: SLF001 - the object itself is the key
+            return f"<{type(target).__name__} object> (by identity)"
+        if kind == "IteratorSpec":
+            return f"iterator of {_element_text(constraint)}"
+        if kind == "DatasetSpec":
+            return f"dataset of {_element_text(constraint)}"
+        if kind == "RaggedTensorSpec":
+            return f"ragged {constraint.dtype.name}{_shape_text(constraint.shape)}"
+        if kind == "SparseTensorSpec":
+            return f"sparse {constraint.dtype.name}{_shape_text(constraint.shape)}"
+    except Exception:  # an unexpected TraceType: fall back to TF's own text
+        pass
+    return repr(constraint)
+
+
+def _element_text(constraint: Any) -> str:
+    from tensorflow.python.util import nest
+
+    spec = getattr(constraint, "_element_spec", None)  # IteratorSpec keeps no public one
+    if spec is None:
+        spec = constraint.element_spec
+    parts = [spec_text(s, False) for s in nest.flatten(spec)]
+    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+def argument_texts(function_type: Any) -> tuple[tuple[str, str], ...]:
+    """(name, text) per parameter of a FunctionType; TF names ``*rest``'s items ``rest_0``..."""
+    out = []
+    for name, parameter in function_type.parameters.items():
+        out.append((name, _short(spec_text(parameter.type_constraint))))
+    return tuple(out)
+
+
+# -- the hooks -----------------------------------------------------------------------
+
+class FunctionHooks:
+    """Records tf.function calls and reports traces while installed.
+
+    Calls: each outermost call made from eager code (not a ``Function`` called while
+    another call or a trace runs on the same thread, nor one called in graph mode)
+    appends its ``time.perf_counter()`` start and end to ``call_times[id(function)]``,
+    an ``array('d')``. When a ``Function`` has no entry yet,
+    ``on_new_function(function)`` is called first and must return the array to use
+    (and normally store it in ``call_times``; the owner also removes the entry when the
+    ``Function`` dies, since ids are reused). A dict lookup and an ``extend`` instead
+    of a listener call keep a call's cost under a microsecond.
+
+    Traces: ``on_trace(trace)`` gets each new ConcreteFunction of a ``Function``
+    (tf.data's wrappers included; :func:`describe` tells them apart).
+
+    Two installed hooks (two sessions) chain, each recording for its own owner.
+    """
+
+    def __init__(self, call_times: dict, on_new_function: Callable[[Any], Any],
+                 on_trace: Callable[[Trace], None]) -> None:
+        self._call_times = call_times
+        self._on_new_function = on_new_function
+        self._on_trace = on_trace
+        self._patches: list[Patch] = []
+        # Per thread: ``depth``, traces in progress (a trace inside another is nested);
+        # ``calling``, an outermost call runs (only under run_functions_eagerly).
+        self._depth = threading.local()
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._patches)
+
+    def install(self) -> None:
+        from tensorflow.python.eager import context
+        from tensorflow.python.eager.polymorphic_function import (eager_function_run, polymorphic_function,
+                                                                   tracing_compilation)
+
+        if self._patches:
+            return
+        cls = polymorphic_function.Function
+        owner_codes = frozenset(
+            inspect.unwrap(cls.__dict__[name]).__code__
+            for name in ("_call", "_initialize", "_get_concrete_function_garbage_collected")
+        )
+        call = Patch(cls, "__call__",
+                     lambda original: _call_wrapper(original, self._call_times, self._on_new_function,
+                                                     context, eager_function_run, self._depth))
+        try:
+            create = Patch(tracing_compilation, "_create_concrete_function",
+                           lambda original: _create_wrapper(original, self._on_trace, owner_codes, cls, self._depth))
+        except Exception:
+            call.undo()
+            raise
+        self._patches = [call, create]
+
+    def uninstall(self) -> None:
+        """Puts TF's own ``Function.__call__`` and ``_create_concrete_function`` back
+        (unless another session patched over them since: then its patch stays, and
+        calls this one's wrappers, which report to listeners that ignore them)."""
+        patches, self._patches = self._patches, []
+        for patch in reversed(patches):
+            patch.undo()
+
+
+def _call_wrapper(original: Callable, call_times: dict, on_new_function: Callable,
+                  context: Any, run_mode: Any, state: Any) -> Callable:
+    """The hot path: TF's ``executing_eagerly()`` is False inside a trace (the calls a
+    traced function makes are graph ops, not calls), so it alone separates outermost
+    calls from nested ones, except under ``tf.config.run_functions_eagerly(True)``
+    where a function's body runs eagerly: there a per-thread flag does it.
+
+    ``executing_eagerly()`` is ``context_safe().executing_eagerly()``, which returns
+    ``Context._thread_local_data.is_eager`` (tensorflow/python/eager/context.py); the
+    attribute is read directly, which halves the cost, and the module global is read
+    at each call because ``context._reset_context()`` replaces the Context."""
+    perf_counter = time.perf_counter
+    executing_eagerly = context.executing_eagerly
+
+    def record(self, start: float, end: float) -> None:
+        try:
+            times = call_times.get(id(self))
+            if times is None:
+                times = on_new_function(self)
+            times.extend((start, end))  # one C call: a pair is never split by threads
+        except Exception:  # recording never breaks the program
+            pass
+
+    def run_eagerly_call(self, args, kwds):
+        if getattr(state, "calling", False):
+            return original(self, *args, **kwds)
+        state.calling = True
+        start = perf_counter()
+        try:
+            return original(self, *args, **kwds)
+        finally:
+            end = perf_counter()
+            state.calling = False
+            record(self, start, end)
+
+    def __call__(self, *args, **kwds):
+        try:
+            eager = context._context._thread_local_data.is_eager
+        except AttributeError:  # no Context yet
+            eager = executing_eagerly()
+        if not eager:
+            return original(self, *args, **kwds)
+        if run_mode.RUN_FUNCTIONS_EAGERLY:
+            return run_eagerly_call(self, args, kwds)
+        start = perf_counter()
+        try:
+            return original(self, *args, **kwds)
+        finally:
+            end = perf_counter()
+            try:
+                times = call_times.get(id(self))
+                if times is None:
+                    times = on_new_function(self)
+                times.extend((start, end))  # one C call: a pair is never split by threads
+            except Exception:  # recording never breaks the program
+                pass
+
+    __call__.__wrapped__ = original
+    __call__.__doc__ = original.__doc__
+    return __call__
+
+
+def _owner(frame: Any, codes: frozenset, cls: type) -> Any:
+    for _ in range(_MAX_STACK):
+        if frame is None:
+            return None
+        if frame.f_code in codes:
+            owner = frame.f_locals.get("self")
+            return owner if isinstance(owner, cls) else None
+        frame = frame.f_back
+    return None
+
+
+def _create_wrapper(original: Callable, on_trace: Callable, codes: frozenset, cls: type, state: Any) -> Callable:
+    perf_counter = time.perf_counter
+
+    def _create_concrete_function(function_type, type_context, func_graph, tracing_options):
+        outer = getattr(state, "depth", 0)
+        state.depth = outer + 1
+        start = perf_counter()
+        try:
+            concrete = original(function_type, type_context, func_graph, tracing_options)
+        finally:
+            state.depth = outer
+        end = perf_counter()
+        if tracing_options.function_cache is not None:
+            try:
+                frame = sys._getframe(1)
+                owner = _owner(frame, codes, cls)
+                if owner is not None:
+                    on_trace(Trace(
+                        function=owner,
+                        concrete=concrete,
+                        args=argument_texts(function_type),
+                        started=start,
+                        seconds=end - start,
+                        caller=user_location(1, limit=_MAX_CALLER_STACK),
+                        nested=outer > 0,
+                    ))
+            except Exception:  # a listener never breaks the program
+                pass
+        return concrete
+
+    _create_concrete_function.__wrapped__ = original
+    return _create_concrete_function

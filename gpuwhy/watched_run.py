@@ -1,0 +1,208 @@
+"""A watched run: every run collector started together, their facts gathered at the end.
+
+Behind ``gpuwhy run`` (the script runs inside a Session), ``with gpuwhy.session()`` in a
+notebook, and the Keras callback. The collectors never decide anything; :meth:`stop`
+turns what they saw into :class:`~gpuwhy.facts.Facts` and the rules into findings.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Optional, Sequence
+
+from gpuwhy.collect.run import imports
+from gpuwhy.collect.run.base import RunCollector, StepWindow
+from gpuwhy.collect.run.steps import StepCollector
+from gpuwhy.facts import Facts, ProgramFacts
+from gpuwhy.record import RunRecord
+from gpuwhy.runner import exception_line
+
+DEFAULT_HZ = 10.0
+AUDIT_FUNCTIONS = 4       # the tf.functions with the most time in calls get a placement audit
+
+
+class Session:
+    """Watch this process from :meth:`start` to :meth:`stop`.
+
+    ``hz``: NVML samples per second. ``audit``: run the placement audit over the
+    tf.functions the program spent its time in. ``eager``: count eager ops (a per-op
+    callback, switched on for windows of the run).
+    """
+
+    def __init__(self, hz: float = DEFAULT_HZ, audit: bool = True, eager: bool = True,
+                 command: Optional[Sequence[str]] = None) -> None:
+        from gpuwhy.collect.run.eager import EagerOpCounter
+        from gpuwhy.collect.run.functions import FunctionWatcher
+        from gpuwhy.collect.sampler import GpuSampler
+        if not (hz > 0):
+            raise ValueError("hz must be a positive number of samples per second")
+        self.hz, self.audit, self.command = hz, audit, tuple(command or sys.argv)
+        self.steps = StepCollector()
+        self.functions = FunctionWatcher()
+        self.eager: Optional[RunCollector] = EagerOpCounter() if eager else None
+        self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
+        self.collectors: list[RunCollector] = [c for c in (
+            self.steps, self.functions, self.eager, self.sampler) if c is not None]
+        self.t0: Optional[float] = None
+        self.record: Optional[RunRecord] = None
+        self._driver = None
+        self._devices = None
+        self.notes: list[str] = []
+
+    # -- life cycle --------------------------------------------------------------------
+    def start(self) -> "Session":
+        from gpuwhy.collect import driver as driver_collector
+        if self.t0 is not None:
+            raise RuntimeError("this session was already started")
+        # NVML before TF touches the GPU: what it lists now belongs to other programs.
+        self._driver, self._devices = driver_collector.collect(frozenset({os.getpid()}))
+        self.t0 = time.perf_counter()
+        for collector in self.collectors:
+            self._safely(collector.start, self.t0)
+        imports.when_imported("tensorflow", self._on_tensorflow)
+        imports.when_imported("keras", self._on_keras)
+        imports.when_imported("tf_keras", self._on_keras)
+        return self
+
+    def _on_tensorflow(self, _module: Any = None) -> None:
+        for collector in self.collectors:
+            self._safely(collector.on_tensorflow)
+
+    def _on_keras(self, _module: Any = None) -> None:
+        self._safely(self.steps.on_keras)
+
+    def _safely(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - watching must never break the program
+            self.notes.append(f"{getattr(fn, '__qualname__', fn)} failed: {type(e).__name__}: {e}")
+
+    def stop(self, ended: str = "completed", exit_code: int = 0,
+             error: Optional[str] = None) -> RunRecord:
+        """Undo every hook, gather the facts, run the rules. Safe to call twice."""
+        if self.record is not None:
+            return self.record
+        if self.t0 is None:
+            raise RuntimeError("this session was never started")
+        t_end = time.perf_counter()
+        imports.cancel(self._on_tensorflow)
+        imports.cancel(self._on_keras)
+        for collector in reversed(self.collectors):
+            self._safely(collector.stop)
+        facts = self._facts(t_end, ended, exit_code, error)
+        self.record = RunRecord.diagnose("run", facts)
+        return self.record
+
+    def __enter__(self) -> "Session":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.stop()
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.stop("interrupted", 130, "KeyboardInterrupt")
+        else:
+            self.stop("exception", 1, exception_line(exc))
+        # never swallow the program's exception
+
+    # -- facts -----------------------------------------------------------------------
+    def _facts(self, t_end: float, ended: str, exit_code: int, error: Optional[str]) -> Facts:
+        from gpuwhy.collect.run.environment import environment_facts
+        assert self.t0 is not None
+        tf_imported = "tensorflow" in sys.modules
+        calls = self._guard(self.functions.calls, {})
+        steps, window = self._guard(lambda: self.steps.facts(self.t0, calls, t_end),
+                                    (None, StepWindow(self.t0)))
+        eager = self._guard(lambda: self.eager.facts(window), None) if self.eager else None
+        tracing = self._guard(lambda: self.functions.facts(self.t0), None)
+        gpu_samples = self._guard(self.sampler.facts, None)
+        peak = self._guard(_tf_peak_memory, {}) if tf_imported else {}
+        if gpu_samples is not None and peak:
+            from dataclasses import replace
+            gpu_samples = replace(gpu_samples, tf_peak_memory_bytes=peak)
+        placement = self._guard(lambda: self._audit(tracing), None) if (
+            self.audit and tf_imported) else None
+        environment = self._guard(lambda: environment_facts(self._driver), None) if tf_imported else None
+        notes = list(self.notes) + list(self.steps.notes)
+        if not tf_imported:
+            notes.append("the program never imported TensorFlow: no steps, traces or placement")
+        if self.eager is not None and getattr(self.eager, "notes", None):
+            notes.extend(self.eager.notes)
+        program = ProgramFacts(
+            command=self.command, ended=ended, exit_code=exit_code, error=error,
+            seconds=round(t_end - self.t0, 3), tensorflow_imported=tf_imported,
+            tensorflow_version=getattr(sys.modules.get("tensorflow"), "__version__", None),
+            keras_version=_keras_version(), gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
+            notes=tuple(notes))
+        return Facts(environment=environment, devices=self._devices, placement=placement,
+                     program=program, steps=steps, eager=eager, tracing=tracing,
+                     gpu_samples=gpu_samples)
+
+    def _guard(self, fn, default):
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - one collector failing keeps the others
+            if os.environ.get("GPUWHY_DEBUG"):
+                raise
+            self.notes.append(f"{getattr(fn, '__qualname__', fn)} failed: {type(e).__name__}: {e}")
+            return default
+
+    def _audit(self, tracing):
+        """Placement audit of the functions the program spent its time in."""
+        from gpuwhy.collect.placement import audit_functions
+        if tracing is None:
+            return None
+        ran = sorted((f for f in tracing.functions if f.calls), key=lambda f: -f.call_s)
+        names = [f.name for f in ran[:AUDIT_FUNCTIONS]]
+        targets = self.functions.audit_targets(names) if names else []
+        # A retraced function: its latest trace is what runs now; auditing every kept
+        # trace would count the same ops several times.
+        latest = {}
+        for target in targets:
+            latest[(target.label.split(" (trace ")[0], target.location)] = target
+        targets = list(latest.values())
+        if not targets:
+            return None
+        return audit_functions(targets)[0]
+
+    # -- output ------------------------------------------------------------------------
+    def render(self, format: str = "terminal", verbose: bool = False, color: bool = False) -> str:
+        """The report as text (stopping the session first if needed)."""
+        from gpuwhy.report import renderer_class
+        record = self.record or self.stop()
+        return renderer_class(format)(verbose=verbose, color=color).render(record)
+
+    def report(self, verbose: bool = False, file: Any = None) -> None:
+        """Print the terminal report (to stdout unless ``file`` is given)."""
+        stream = file or sys.stdout
+        stream.write(self.render(verbose=verbose, color=_is_tty(stream)))
+        stream.flush()
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _own_process_tree() -> set[int]:
+    from gpuwhy.collect.process_tree import descendants
+    return {os.getpid(), *descendants(os.getpid())}
+
+
+def _tf_peak_memory() -> dict[str, int]:
+    from gpuwhy.tfapi.memory import tf_peak_memory
+    return tf_peak_memory()
+
+
+def _tf_gpus() -> tuple[str, ...]:
+    from gpuwhy.tfapi.memory import tf_gpus
+    return tf_gpus()
+
+
+def _keras_version() -> Optional[str]:
+    from gpuwhy.tfapi.keras_hooks import keras_version
+    return keras_version()

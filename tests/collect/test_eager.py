@@ -1,0 +1,223 @@
+"""EagerOpCounter against real TensorFlow: counts per step, sites, windows, clean stop.
+
+Steps are timed here with perf_counter, as the step collectors do, and handed to
+``facts`` in a StepWindow. Locations are checked exactly: the line of each op that must
+be named carries a ``# @marker`` comment and :func:`_site` finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow.python.eager import execute  # noqa: E402
+
+from gpuwhy.collect.run.base import StepWindow  # noqa: E402
+from gpuwhy.collect.run.eager import EagerOpCounter, duty_cycle  # noqa: E402
+from gpuwhy.tfapi.op_callbacks import thread_callbacks  # noqa: E402
+
+THIS_FILE = Path(__file__)
+A = tf.random.normal((8, 8))
+B = tf.random.normal((8, 8))
+
+
+def _line(marker: str) -> int:
+    """The line number of the line ending with ``# @marker`` in this file."""
+    hits = [number for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
+            if text.rstrip().endswith(f"# @{marker}")]
+    assert len(hits) == 1, f"marker {marker!r} must be on exactly one line, found {hits}"
+    return hits[0]
+
+
+def _site(marker: str) -> str:
+    return f"{os.path.relpath(THIS_FILE)}:{_line(marker)}"
+
+
+def _armed(**windows) -> EagerOpCounter:
+    counter = EagerOpCounter(**windows)
+    counter.start(time.perf_counter())
+    counter.on_tensorflow()
+    return counter
+
+
+def _small_op_steps(steps: int, layers: int = 5) -> tuple[tuple[float, float], ...]:
+    """A custom loop without tf.function: 2 x ``layers`` eager ops per step."""
+    intervals = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        h = A
+        for _ in range(layers):
+            h = h + B  # @add
+            h = tf.matmul(h, A)  # @matmul
+        intervals.append((start, time.perf_counter()))
+    return tuple(intervals)
+
+
+@pytest.fixture
+def counter():
+    """A counter that stays on for the whole test, stopped and checked afterwards."""
+    counter = _armed(first_on_s=60.0)
+    yield counter
+    counter.stop()
+    assert not counter.is_on
+
+
+def test_an_eager_loop_is_counted_per_step_with_its_sites(counter):
+    tf.ones((3, 3))                                      # before the steps: outside them
+    intervals = _small_op_steps(12)
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0, intervals))
+    assert facts.sampled_steps == 12
+    assert facts.ops == 12 * 10
+    assert facts.per_step == 10.0
+    assert facts.outside_steps >= 1
+    assert [(s.op, s.location, s.count, s.median_elements) for s in facts.sites] == [
+        ("AddV2", _site("add"), 60, 64), ("MatMul", _site("matmul"), 60, 64)]
+    assert all(s.device and s.device.split(":")[0] in ("CPU", "GPU") for s in facts.sites)
+    assert 0.0 < facts.dispatch_fraction <= 1.0
+    assert facts.median_gap_us > 0
+    assert facts.counted_s > 0
+    assert "thread 'MainThread'" in facts.note
+
+
+def test_without_steps_the_rate_and_sites_are_still_reported(counter):
+    _small_op_steps(3)
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    assert facts.sampled_steps == 0 and facts.per_step is None and facts.outside_steps == 0
+    assert facts.ops == 30
+    assert {s.location for s in facts.sites} == {_site("add"), _site("matmul")}
+    assert facts.dispatch_fraction is not None and facts.counted_s > 0
+
+
+def test_a_step_not_wholly_inside_a_window_is_not_sampled(counter):
+    intervals = _small_op_steps(4)
+    counter.stop()
+    (start, end), = counter.windows
+    straddling = ((start - 1.0, intervals[0][1]),) + intervals[1:]
+    facts = counter.facts(StepWindow(counter.t0, straddling))
+    assert facts.sampled_steps == 3
+    assert facts.ops == 30
+
+
+def test_ops_inside_a_tf_function_are_not_eager_ops(counter):
+    @tf.function
+    def train_step(x):
+        return tf.nn.relu(tf.matmul(x, B) + A)
+
+    intervals = []
+    for _ in range(5):
+        start = time.perf_counter()
+        train_step(A)  # @call
+        h = A + B  # @eager
+        intervals.append((start, time.perf_counter()))
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0, intervals))
+    assert [(s.op, s.location, s.count) for s in facts.sites] == [("AddV2", _site("eager"), 5)]
+    assert facts.ops == 5 and facts.per_step == 1.0
+    assert "5 tf.function calls" in facts.note
+
+
+def test_ops_of_another_thread_are_not_counted(counter):
+    worker = threading.Thread(target=_small_op_steps, args=(3,))
+    worker.start()
+    worker.join()
+    counter.stop()
+    assert counter.facts(StepWindow(counter.t0)).ops == 0
+
+
+def test_stop_leaves_no_callback_and_results_are_unchanged():
+    plain = tf.nn.relu(tf.matmul(A, B) - 0.5).numpy()
+    counter = _armed()
+    assert counter.is_on and len(thread_callbacks()) == 1
+    watched = tf.nn.relu(tf.matmul(A, B) - 0.5).numpy()
+    counter.stop()
+    assert (watched == plain).all()
+    assert thread_callbacks() == []
+    assert execute.execute is execute.quick_execute
+    assert not counter._thread.is_alive()
+    assert counter.facts(StepWindow(counter.t0)).ops == 3
+
+
+def test_windows_turn_the_callback_off_and_on():
+    counter = _armed(first_on_s=0.05, duty=0.5, longest_on_s=0.05, tick_s=0.01)
+    seen = set()
+    ran = 0
+    deadline = time.perf_counter() + 1.0
+    while time.perf_counter() < deadline or len(seen) < 2:
+        _small_op_steps(1, layers=1)
+        ran += 2
+        seen.add(counter.is_on)
+        assert time.perf_counter() < deadline + 10.0, "the windows never switched"
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    assert seen == {True, False}
+    assert len(counter.windows) >= 3
+    assert all(end > start for start, end in counter.windows)
+    assert 0 < facts.ops < ran
+    assert thread_callbacks() == []
+
+
+def test_counting_stops_for_good_at_max_ops():
+    counter = _armed(first_on_s=60.0, tick_s=0.01, max_ops=50)
+    deadline = time.perf_counter() + 10.0
+    while counter.is_on and time.perf_counter() < deadline:
+        _small_op_steps(1)
+    counter.stop()
+    assert counter.full and not counter.is_on
+    facts = counter.facts(StepWindow(counter.t0))
+    assert facts.ops >= 50
+    assert "counting stopped after 50 ops" in facts.note
+
+
+def test_a_counter_never_armed_says_so():
+    counter = EagerOpCounter()
+    counter.start(time.perf_counter())
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    assert facts.ops == 0 and facts.sampled_steps == 0 and facts.sites == ()
+    assert facts.note == "not armed: TensorFlow was not imported"
+
+
+def test_windows_double_and_pauses_keep_the_duty_cycle():
+    schedule = duty_cycle(0.5, 1 / 11, 4.0)
+    windows = [next(schedule) for _ in range(6)]
+    assert [on for on, _ in windows] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    # each pause is ten times the window after it
+    assert [off for _, off in windows] == pytest.approx([10.0, 20.0, 40.0, 40.0, 40.0, 40.0])
+
+
+def test_seed_example_3_a_bare_loop_of_small_ops_makes_the_finding(counter):
+    from gpuwhy.facts import Facts
+    from gpuwhy.rules.launch.eager_ops import EagerOps
+
+    a = tf.random.normal((10, 10))
+    b = tf.random.normal((10, 10))
+    for _ in range(5000):
+        c = a + b  # @seed
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    (finding,) = EagerOps().check(Facts(eager=facts), dict(EagerOps.options))
+    assert finding.location == _site("seed")
+    assert finding.evidence["sites"][0]["op"] == "AddV2"
+    assert c.shape == (10, 10)
+
+
+def test_slow_path_ops_are_named_like_fast_path_ones(counter):
+    variable = tf.Variable(tf.ones((4,)))
+    for _ in range(3):
+        total = tf.reduce_sum(tf.square(variable))  # @slow
+        total += tf.reduce_sum(tf.square([1.0, 2.0]))  # @literal
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    named = {(s.op, s.location): s.count for s in facts.sites}
+    assert named[("Square", _site("slow"))] == 3 and named[("Sum", _site("slow"))] == 3
+    assert named[("Square", _site("literal"))] == 3
+    assert all(isinstance(s.op, str) for s in facts.sites)
+    assert float(total) == 9.0

@@ -1,0 +1,241 @@
+"""FunctionWatcher against real TensorFlow programs: calls, traces, facts, audit targets.
+
+Lines that must be named carry a ``# @marker`` comment, found by :func:`_at`.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow.python.eager.polymorphic_function import polymorphic_function  # noqa: E402
+
+from gpuwhy.collect.placement import AuditTarget, audit_functions  # noqa: E402
+from gpuwhy.collect.run import functions as functions_module  # noqa: E402
+from gpuwhy.collect.run.functions import FunctionWatcher  # noqa: E402
+from gpuwhy.facts import TracingFacts, from_dict, to_dict  # noqa: E402
+
+THIS_FILE = Path(__file__)
+
+
+def _at(marker: str) -> str:
+    for number, line in enumerate(THIS_FILE.read_text().splitlines(), 1):
+        if line.rstrip().endswith(f"# @{marker}"):
+            return f"{os.path.relpath(THIS_FILE)}:{number}"
+    raise AssertionError(marker)
+
+
+@pytest.fixture
+def watcher():
+    w = FunctionWatcher()
+    w.start(time.perf_counter())
+    w.on_tensorflow()
+    assert w.error is None
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+def _fact(facts: TracingFacts, name: str):
+    (fn,) = [f for f in facts.functions if f.name == name]
+    return fn
+
+
+def test_retracing_on_a_python_int_names_the_changed_argument(watcher):
+    @tf.function  # @scale-def
+    def scale(x, n):
+        return x * n
+
+    for n in range(8):
+        scale(tf.ones([4]), n)  # @scale-call
+    fn = _fact(watcher.facts(), "scale")
+    assert (fn.calls, fn.traces, fn.instances) == (8, 8, 1)
+    assert fn.location == _at("scale-def")
+    assert fn.changed_args == ("n",)
+    assert len(fn.signatures) == functions_module.MAX_SIGNATURES
+    assert [dict(s.args)["n"] for s in fn.signatures] == [f"{n} (int)" for n in range(5)]
+    assert all(s.caller == _at("scale-call") for s in fn.signatures)
+    assert 0 < fn.trace_s <= fn.call_s
+    assert not fn.library and not fn.reduce_retracing
+    assert len(watcher.concrete_functions(f"scale ({fn.location})")) == functions_module.MAX_KEPT_CONCRETE
+
+
+def test_shapes_with_and_without_reduce_retracing(watcher):
+    @tf.function
+    def plain(x):
+        return x + 1
+
+    @tf.function(reduce_retracing=True)
+    def reducing(x):
+        return x + 1
+
+    for size in range(2, 8):
+        plain(tf.ones([size]))
+        reducing(tf.ones([size]))
+    facts = watcher.facts()
+    plain_fn, reducing_fn = _fact(facts, "plain"), _fact(facts, "reducing")
+    assert plain_fn.traces == 6 and plain_fn.changed_args == ("x",)
+    assert reducing_fn.traces == 2 and reducing_fn.changed_args == ("x",) and reducing_fn.reduce_retracing
+    assert [s.args for s in reducing_fn.signatures] == [(("x", "float32[2]"),), (("x", "float32[None]"),)]
+
+
+def test_nested_calls_count_once_as_outermost(watcher):
+    @tf.function
+    def inner(x):
+        return x * 2
+
+    @tf.function
+    def outer(x):
+        return inner(x) + 1
+
+    for _ in range(3):
+        outer(tf.ones([2]))
+    calls = watcher.calls()
+    (outer_name,) = [n for n in calls if n.startswith("outer (")]
+    assert len(calls[outer_name]) == 3
+    assert not any(n.startswith("inner (") for n in calls)
+    facts = watcher.facts()
+    assert (_fact(facts, "inner").calls, _fact(facts, "inner").traces) == (0, 1)
+    assert _fact(facts, "outer").changed_args == ()
+
+
+def test_calls_are_timed_relative_to_the_run(watcher):
+    @tf.function
+    def add(x):
+        return x + 1
+
+    for _ in range(4):
+        add(tf.ones([2]))
+    (name,) = [n for n in watcher.calls() if n.startswith("add (")]
+    calls = watcher.calls()[name]
+    assert len(calls) == 4 and all(watcher.t0 <= s <= e for s, e in calls)
+    assert [s for s, _ in calls] == sorted(s for s, _ in calls)
+    fn = _fact(watcher.facts(watcher.t0), "add")
+    assert 0 <= fn.signatures[0].at_s <= time.perf_counter() - watcher.t0
+    assert fn.call_s == pytest.approx(sum(e - s for s, e in calls), abs=1e-5)
+
+
+def test_keras_fit_train_function_is_a_library_function_traced_once(watcher):
+    import numpy as np
+
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(np.ones((40, 4), "float32"), np.ones((40, 2), "float32"),  # @fit
+              batch_size=16, epochs=3, verbose=0)
+    facts = watcher.facts()
+    step = _fact(facts, "multi_step_on_iterator")
+    assert step.library and step.reduce_retracing
+    assert step.traces == 1  # the last, smaller batch does not retrace
+    assert step.calls == 9  # 3 batches x 3 epochs
+    assert step.location == _at("fit")
+    inner = _fact(facts, "one_step_on_data")
+    assert inner.library and inner.calls == 0 and inner.traces == 1
+    assert f"multi_step_on_iterator ({_at('fit')})" in watcher.calls()
+    targets = watcher.audit_targets(["multi_step_on_iterator"])
+    assert len(targets) == 1 and targets[0].location == _at("fit")
+
+
+def test_a_tf_function_created_in_a_loop_is_merged_and_not_kept_alive(watcher):
+    refs = []
+    for _ in range(12):
+        step = tf.function(lambda x: x * 3)  # @loop
+        step(tf.ones([2]))
+        refs.append(weakref.ref(step))
+    del step
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+    fn = _fact(watcher.facts(), "<lambda>")
+    assert (fn.instances, fn.traces, fn.calls) == (12, 12, 12)
+    assert fn.location == _at("loop") and fn.changed_args == ()
+    names = [n for n in watcher.calls() if n.startswith("<lambda> (")]
+    assert len(names) == 12 and len(set(names)) == 12
+    kept = [n for n in names if watcher.concrete_functions(n)]
+    assert len(kept) <= functions_module.MAX_DEAD_KEPT
+
+
+def test_display_names_are_unique_per_function_object(watcher):
+    class Layer(tf.Module):
+        @tf.function
+        def step(self, x):
+            return x + 1
+
+    a, b = Layer(), Layer()
+    a.step(tf.ones([1]))
+    b.step(tf.ones([1]))
+    b.step(tf.ones([1]))
+    names = sorted(n for n in watcher.calls() if n.startswith("step ("))
+    assert len(names) == 2 and names[1] == names[0] + " #2"
+    assert sorted(len(watcher.calls()[n]) for n in names) == [1, 2]
+    fn = _fact(watcher.facts(), "step")
+    assert (fn.instances, fn.calls, fn.traces) == (2, 3, 2)
+
+
+def test_jit_compile_and_audit_targets(watcher):
+    @tf.function(jit_compile=True)
+    def fused(x, w):
+        return tf.nn.relu(tf.matmul(x, w))
+
+    for batch in (8, 16):
+        fused(tf.ones([batch, 4]), tf.ones([4, 3]))
+    fn = _fact(watcher.facts(), "fused")
+    assert fn.jit_compile is True and fn.traces == 2
+    targets = watcher.audit_targets(["fused"])
+    assert len(targets) == 1 and isinstance(targets[0], AuditTarget)
+    assert targets[0].label == "fused" and targets[0].location == fn.location
+    (display,) = [n for n in watcher.calls() if n.startswith("fused (")]
+    kept = watcher.concrete_functions(display)
+    assert len(kept) == 2 and targets[0].function is kept[-1]  # the latest trace
+    assert [t.function for t in watcher.audit_targets([display])] == [kept[-1]]
+    placement, _ = audit_functions(targets)
+    assert [f.name for f in placement.functions] == ["fused"]
+    assert placement.functions[0].jit_compile
+    assert watcher.audit_targets(["no such function"]) == []
+
+
+def test_stop_removes_the_hooks_and_tensorflow_still_works():
+    original = polymorphic_function.Function.__dict__["__call__"]
+    w = FunctionWatcher()
+    w.start(time.perf_counter())
+    w.on_tensorflow()
+
+    @tf.function
+    def during(x):
+        return x + 1
+
+    during(tf.ones([2]))
+    w.stop()
+    assert polymorphic_function.Function.__dict__["__call__"] is original
+    during(tf.ones([2]))
+    during(tf.ones([3]))  # a new trace, after stop
+
+    @tf.function
+    def after(x):
+        return x * 2
+
+    assert float(after(tf.constant(2.0))) == 4.0
+    calls = w.calls()
+    assert [len(v) for k, v in calls.items() if k.startswith("during (")] == [1]
+    assert not any(k.startswith("after (") for k in calls)
+    assert _fact(w.facts(), "during").traces == 1
+    w.stop()  # twice is harmless
+
+
+def test_facts_round_trip_through_json(watcher):
+    @tf.function
+    def tagged(x, mode):
+        return x
+
+    tagged(tf.ones([2]), "train")
+    tagged(tf.ones([2]), "eval")
+    facts = watcher.facts()
+    assert from_dict(TracingFacts, to_dict(facts)) == facts
+    assert _fact(facts, "tagged").changed_args == ("mode",)

@@ -1,0 +1,114 @@
+"""launch.eager-ops from small eager facts, and its way through run_rules."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
+from gpuwhy.rules import run_rules
+from gpuwhy.rules.launch.eager_ops import EagerOps
+
+NOTE = "counted on thread 'MainThread' only: ..."
+
+
+def run(facts: Facts, **options):
+    return EagerOps().check(facts, {**EagerOps.options, **options})
+
+
+def site(op="AddV2", location="train.py:12", count=1000, elements=64, device="GPU:0") -> EagerOpSite:
+    return EagerOpSite(op=op, location=location, count=count, median_elements=elements, device=device)
+
+
+def eager(sites=(), sampled_steps=10, dispatch_fraction=0.8, **changes) -> Facts:
+    """Eager facts over ``sampled_steps`` steps; ``ops`` and ``per_step`` follow the sites."""
+    ops = sum(s.count for s in sites)
+    fields = dict(sampled_steps=sampled_steps, ops=ops,
+                  per_step=ops / sampled_steps if sampled_steps else None,
+                  dispatch_fraction=dispatch_fraction, median_gap_us=31.5, counted_s=2.0,
+                  sites=tuple(sites), outside_steps=4, note=NOTE)
+    fields.update(changes)
+    return Facts(eager=EagerFacts(**fields))
+
+
+# A Python loop over 50 small layers without tf.function: 150 small ops per step.
+LOOP = (site("MatMul", "train.py:14", 500, 4096), site("Relu", "train.py:14", 500, 4096),
+        site("AddV2", "train.py:15", 500, 4096))
+
+
+def test_a_custom_loop_of_small_eager_ops_is_named_with_its_sites():
+    (finding,) = run(eager(LOOP))
+    assert finding.id == "launch.eager-ops"
+    assert finding.severity == "high"
+    assert finding.title == ("Each step dispatches ~150 small ops eagerly from Python "
+                             "(80% of the step spent issuing them)")
+    assert finding.location == "train.py:14"
+    assert finding.gain_value == 0.8
+    assert finding.evidence["small_ops_per_step"] == 150.0
+    assert finding.evidence["sampled_steps"] == 10
+    assert finding.evidence["share_of_time_issuing_them"] == "80%"
+    assert finding.evidence["median_gap_between_eager_ops_us"] == 31.5
+    assert finding.evidence["counted"] == NOTE
+    assert finding.evidence["sites"][0] == {"op": "MatMul", "location": "train.py:14", "per_step": 50.0,
+                                            "median_elements": 4096, "device": "GPU:0"}
+    assert "@tf.function(jit_compile=True)" in finding.fix
+    assert "#   MatMul at train.py:14" in finding.fix
+    assert "run_eagerly=False" in finding.fix
+    assert "80%" in finding.estimated_gain
+
+
+def test_a_compiled_step_with_a_few_eager_ops_is_quiet():
+    # Keras fit: one tf.function call per step, a handful of eager metric ops around it.
+    assert run(eager((site("AddV2", "train.py:30", 40),), dispatch_fraction=0.02)) == []
+
+
+def test_the_threshold_counts_small_ops_only():
+    big = (site("MatMul", "train.py:14", 1500, 1_000_000),)
+    assert run(eager(big)) == []
+    half = (site("MatMul", "train.py:14", 1000, 1_000_000), site("Relu", "train.py:15", 1000, 64))
+    (finding,) = run(eager(half))
+    assert finding.evidence["small_ops_per_step"] == 100.0
+    assert finding.evidence["sites"][0]["small"] is False
+    assert finding.location == "train.py:15"
+    assert finding.gain_value == 0.4
+    assert run(eager(half), min_ops_per_step=101) == []
+    assert run(eager(half), small_elements=2_000_000) != []
+
+
+def test_ops_without_outputs_count_as_small():
+    updates = (site("AssignAddVariableOp", "train.py:40", 2000, None),)
+    (finding,) = run(eager(updates))
+    assert finding.evidence["small_ops_per_step"] == 200.0
+
+
+def test_severity_follows_the_share_of_the_step_spent_issuing_ops():
+    assert run(eager(LOOP, dispatch_fraction=0.5))[0].severity == "high"
+    assert run(eager(LOOP, dispatch_fraction=0.3))[0].severity == "medium"
+    assert run(eager(LOOP, dispatch_fraction=0.05))[0].severity == "low"
+    unknown = run(eager(LOOP, dispatch_fraction=None))[0]
+    assert unknown.severity == "medium" and unknown.gain_value is None
+    assert "(? of the step" in unknown.title
+
+
+def test_a_bare_python_loop_without_steps_fires_on_its_busy_share():
+    # Example 3 of the seeds: `for _ in range(n): c = a + b`, no step anywhere.
+    loop = (site("AddV2", "bench.py:9", 80_000, 100, "CPU:0"),)
+    (finding,) = run(eager(loop, sampled_steps=0, dispatch_fraction=0.9))
+    assert finding.title == ("Small ops dispatched eagerly from Python, ~40,000 per second, "
+                             "took 90% of the time (no training step found)")
+    assert finding.evidence["small_ops_per_second"] == 40_000
+    assert finding.evidence["sites"][0]["per_second"] == 40_000
+    assert finding.location == "bench.py:9"
+    assert run(eager(loop, sampled_steps=0, dispatch_fraction=0.3)) == []
+    assert run(eager(loop, sampled_steps=0, dispatch_fraction=0.3), min_busy_fraction=0.25) != []
+    assert run(eager(loop, sampled_steps=0, dispatch_fraction=None)) == []
+
+
+def test_nothing_counted_is_quiet():
+    assert run(eager(())) == []
+    assert run(eager((), sampled_steps=0, dispatch_fraction=None)) == []
+
+
+def test_run_rules_runs_it_on_eager_facts_alone():
+    findings, not_checked = run_rules(eager(LOOP))
+    assert [f.id for f in findings if f.id == "launch.eager-ops"] == ["launch.eager-ops"]
+    assert "launch.eager-ops" not in not_checked
+    _, not_checked = run_rules(Facts())
+    assert not_checked["launch.eager-ops"] == "needs eager"

@@ -1,0 +1,166 @@
+"""`gpuwhy run SCRIPT` must behave as `python SCRIPT` does: argv, __main__, cwd, output,
+exit status, tracebacks, threads, multiprocessing. Real subprocesses; these scripts do not
+import TensorFlow, so each run costs well under a second."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
+
+
+def script(tmp_path, body: str, name: str = "prog.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def both(path: Path, *args, cwd=None):
+    """The same script under python and under gpuwhy run (report in a JSON file)."""
+    report = Path(cwd or path.parent) / "report.json"
+    plain = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                           cwd=cwd, timeout=60)
+    watched = subprocess.run([GPUWHY, "run", "--json", str(report), str(path), *args],
+                             capture_output=True, text=True, cwd=cwd, timeout=120)
+    record = json.loads(report.read_text()) if report.exists() else None
+    return plain, watched, record
+
+
+def test_argv_main_cwd_path_stdout_and_exit_status_are_those_of_python(tmp_path):
+    path = script(tmp_path, """
+        import os, sys
+        print("argv", sys.argv)
+        print("name", __name__, os.path.basename(__file__))
+        print("cwd", os.getcwd())
+        print("path0", sys.path[0])
+        print("main is me", sys.modules["__main__"].__dict__ is globals())
+        sys.exit(3)
+    """)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    plain, watched, record = both(path, "--epochs", "2", "-v", cwd=work)
+    assert plain.returncode == watched.returncode == 3
+    assert watched.stdout == plain.stdout
+    assert "main is me True" in watched.stdout
+    assert record["program"]["exit_code"] == 3 and record["program"]["ended"] == "exit"
+    assert record["program"]["command"] == [str(path), "--epochs", "2", "-v"]
+    assert watched.stderr.lstrip().startswith("•")      # the report, on stderr
+
+
+def test_an_exception_prints_python_s_traceback_and_keeps_the_report(tmp_path):
+    path = script(tmp_path, """
+        print("before")
+        def inner():
+            raise ValueError("boom")   # line 4
+        inner()
+    """)
+    plain, watched, record = both(path)
+    assert plain.returncode == watched.returncode == 1
+    assert watched.stdout == plain.stdout == "before\n"
+    traceback_text = watched.stderr.split("\n\n", 1)[0] if watched.stderr.startswith("Traceback") \
+        else watched.stderr
+    assert plain.stderr in watched.stderr                   # the very same traceback
+    assert "gpuwhy" not in plain.stderr and "runner.py" not in traceback_text
+    assert record["program"]["ended"] == "exception"
+    assert record["program"]["error"] == "ValueError: boom"
+    assert "The program failed (ValueError: boom)" in record["verdict"]["text"]
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1(tmp_path):
+    path = script(tmp_path, "import sys\nsys.exit('bad config')\n")
+    plain, watched, record = both(path)
+    assert plain.returncode == watched.returncode == 1
+    assert watched.stderr.startswith("bad config\n")
+    assert record["program"]["ended"] == "exit"
+
+
+def test_non_daemon_threads_finish_before_the_report(tmp_path):
+    path = script(tmp_path, """
+        import threading, time
+        def work():
+            time.sleep(0.3)
+            print("thread done", flush=True)
+        threading.Thread(target=work).start()
+        print("main done", flush=True)
+    """)
+    plain, watched, record = both(path)
+    assert watched.returncode == 0
+    assert watched.stdout == plain.stdout == "main done\nthread done\n"
+    assert record["program"]["seconds"] >= 0.3
+
+
+def test_multiprocessing_spawn_finds_the_script_s_functions(tmp_path):
+    path = script(tmp_path, """
+        import multiprocessing as mp
+        def square(x):
+            return x * x
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:
+                print(pool.map(square, [1, 2, 3]))
+    """)
+    plain, watched, _ = both(path)
+    assert watched.returncode == 0, watched.stderr
+    assert watched.stdout == plain.stdout == "[1, 4, 9]\n"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "nope.py: no such file"),
+    (b"\x7fELF\x00\x01\x02", "is not a Python script (binary file)"),
+    (b"def broken(:\n", "is not valid Python: invalid syntax"),
+])
+def test_a_script_that_cannot_run_is_one_line_and_exit_2(tmp_path, content, message):
+    path = tmp_path / "nope.py"
+    if content is not None:
+        path.write_bytes(content)
+    result = subprocess.run([GPUWHY, "run", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("gpuwhy: error: ")
+    assert message in result.stderr
+
+
+def test_ctrl_c_mid_run_writes_the_partial_report_and_exits_130(tmp_path):
+    path = script(tmp_path, """
+        import time
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen([GPUWHY, "run", "--json", str(report), str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "KeyboardInterrupt" in err
+    record = json.loads(report.read_text())
+    assert record["program"]["ended"] == "interrupted"
+    assert record["verdict"]["text"].startswith("Interrupted after")
+
+
+def test_a_program_without_tensorflow_is_reported_as_such(tmp_path):
+    path = script(tmp_path, "print(sum(range(10)))\n")
+    plain, watched, record = both(path)
+    assert watched.stdout == "45\n" and watched.returncode == 0
+    assert record["program"]["tensorflow_imported"] is False
+    assert record["steps"] is None and record["placement"] is None
+    assert "tensorflow" not in json.dumps(record["program"]["command"])
+    assert record["verdict"]["text"].startswith("The program never imported TensorFlow")
+
+
+def test_report_to_a_file_leaves_stderr_to_the_program(tmp_path):
+    path = script(tmp_path, "import sys\nprint('err line', file=sys.stderr)\n")
+    out = tmp_path / "report.txt"
+    result = subprocess.run([GPUWHY, "run", "-o", str(out), str(path)], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "NO_COLOR": "1"})
+    assert result.returncode == 0
+    assert result.stderr == "err line\n"
+    assert out.read_text().startswith("• The program never imported TensorFlow")

@@ -1,0 +1,161 @@
+"""`gpuwhy run` on real TensorFlow programs (subprocesses), and the same watching from
+Python (`gpuwhy.session()`, `gpuwhy.KerasCallback()`) in this process."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuwhy.record import validation_errors
+
+ROOT = Path(__file__).resolve().parents[1]
+GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
+EXAMPLE = ROOT / "examples" / "slow_training.py"
+
+
+def line_with(path: Path, text: str) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if text in line:
+            return number
+    raise AssertionError(text)
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([GPUWHY, "run", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600, env={"TF_CPP_MIN_LOG_LEVEL": "2",
+                                                     "PATH": "/usr/bin:/bin"})
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "run.json"
+    result = run("--json", out, "examples/slow_training.py", "--epochs", "2", "--samples", "640")
+    return result, json.loads(out.read_text())
+
+
+def test_the_demo_runs_unchanged_and_writes_a_valid_record(demo):
+    result, record = demo
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[0].startswith("epoch 0: loss ")   # the script's own output
+    assert "•" not in result.stdout and "✗" not in result.stdout        # the report is on stderr
+    assert validation_errors(record) == []
+    assert record["command"] == "run" and record["program"]["ended"] == "completed"
+    assert record["program"]["tensorflow_imported"] is True
+
+
+def test_the_demo_s_steps_and_input_wait_are_measured_at_its_loop(demo):
+    _, record = demo
+    steps = record["steps"]
+    loop = line_with(EXAMPLE, "for step, (x, y) in enumerate(dataset)")
+    assert steps["source"] == "tf-data"
+    assert steps["marker"].endswith(f"examples/slow_training.py:{loop}")
+    assert steps["count"] == 40                      # 2 epochs x 640/32 batches
+    assert steps["input_wait_fraction"] > 0.2        # a sequential py_function per image
+    (bound,) = [f for f in record["findings"] if f["id"] == "input.bound"]
+    assert bound["severity"] == "high" and bound["location"] == f"examples/slow_training.py:{loop}"
+
+
+def test_the_demo_s_retracing_eager_ops_and_placement_are_found(demo):
+    _, record = demo
+    (step_fn,) = [f for f in record["tracing"]["functions"] if f["name"] == "train_step"]
+    assert step_fn["location"] == f"examples/slow_training.py:{line_with(EXAMPLE, '@tf.function')}"   # co_firstlineno: the decorator
+    assert step_fn["calls"] == 40 and step_fn["traces"] == 2     # lr halves every 16 steps
+    assert step_fn["changed_args"] == ["learning_rate"]
+    norm_line = f"examples/slow_training.py:{line_with(EXAMPLE, 'norm += tf.reduce_sum')}"
+    eager = record["eager"]
+    assert eager["sampled_steps"] > 0
+    sites = {(s["op"], s["location"]) for s in eager["sites"]}
+    assert {("Square", norm_line), ("Sum", norm_line)} <= sites
+    pinned = f"examples/slow_training.py:{line_with(EXAMPLE, 'tf.cast(logits, tf.float64)')}"
+    ids = {f["id"]: f for f in record["findings"]}
+    assert ids["placement.forced-cpu"]["location"] == pinned
+    assert "placement.float64" in ids
+    (audited,) = record["placement"]["functions"]            # the latest trace only
+    assert audited["name"] == "train_step"
+
+
+def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
+    script = tmp_path / "fit.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        print("tf before main:", "tensorflow" in sys.modules)
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"      # must still be read by TF itself
+
+        def main():
+            import numpy as np
+            import tensorflow as tf
+            x = np.random.rand(256, 8).astype("float32")
+            y = np.random.rand(256, 1).astype("float32")
+            model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+            model.fit(x, y, batch_size=16, epochs=2, verbose=0)   # fit-here
+            print("done")
+
+        if __name__ == "__main__":
+            main()
+    """))
+    out = tmp_path / "r.json"
+    result = run("--json", out, script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "tf before main: False\ndone\n"
+    record = json.loads(out.read_text())
+    assert record["steps"]["source"] == "keras-fit"
+    assert record["steps"]["marker"] == f"Model.fit at fit.py:{line_with(script, 'fit-here')}"
+    assert record["steps"]["count"] == 32
+    assert record["environment"]["env_vars"]["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    names = {f["name"] for f in record["tracing"]["functions"]}
+    assert any("step_on" in n for n in names)                # Keras' own train function
+    assert record["placement"]["functions"], "the train function was audited"
+
+
+def test_session_context_manager_in_process():
+    import tensorflow as tf
+
+    import gpuwhy
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(40, dtype="float32")).batch(4)
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def step(x):
+        w.assign_add(tf.reduce_sum(x) * 1e-3)
+
+    with gpuwhy.session(hz=5) as s:
+        for x in ds:                                   # session-loop
+            step(x)
+    record = s.record
+    assert record.command == "run"
+    assert record.facts.steps.source == "tf-data" and record.facts.steps.count == 10
+    assert record.facts.steps.marker.endswith(f":{line_with(Path(__file__), 'session-loop')}")
+    assert record.facts.program.ended == "completed"
+    text = s.render()
+    assert text.splitlines()[0].startswith("•") or text.splitlines()[0].startswith("✗")
+    assert "Steps" in text
+
+
+def test_session_records_an_exception_and_re_raises_it():
+    import gpuwhy
+    with pytest.raises(ZeroDivisionError):
+        with gpuwhy.session(audit=False) as s:
+            1 / 0
+    assert s.record.facts.program.ended == "exception"
+    assert s.record.facts.program.error == "ZeroDivisionError: division by zero"
+
+
+def test_keras_callback_watches_fit_and_keeps_the_record(capsys):
+    import keras
+
+    import gpuwhy
+    x = np.random.rand(64, 4).astype("float32")
+    y = np.random.rand(64, 1).astype("float32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    callback = gpuwhy.KerasCallback(hz=5)
+    model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[callback])  # callback-fit
+    record = callback.record
+    assert record.facts.steps.source == "keras-fit" and record.facts.steps.count == 16
+    assert record.facts.steps.marker.endswith(f":{line_with(Path(__file__), 'callback-fit')}")
+    assert "Steps" in capsys.readouterr().err
