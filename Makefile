@@ -1,5 +1,5 @@
 # Two commands that work on a fresh machine:
-#   make demo   sets everything up and runs gpuwhy on the built-in example
+#   make demo   sets everything up and runs `gpuwhy run` on the bundled example training script
 #   make test   sets everything up and runs the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -16,15 +16,18 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
+# The example's own output and exit status pass through; the diagnosis goes to stderr
+# and to out/run.json (re-render it with: gpuwhy report out/run.json -v).
 demo: setup
 	mkdir -p out
-	-$(BIN)/gpuwhy check --json out/check.json
+	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/gpuwhy run --json out/run.json examples/slow_training.py
 
 test: setup
 	$(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/bench_check.py
+	$(BIN)/python benchmarks/bench_run.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

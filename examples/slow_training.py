@@ -49,31 +49,40 @@ model = tf.keras.Sequential([
     tf.keras.layers.Dense(10),
 ])
 optimizer = tf.keras.optimizers.SGD()
-loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
 
 @tf.function
 def train_step(x, y, learning_rate):
     with tf.GradientTape() as tape:
         logits = model(x, training=True)
-        loss = loss_fn(y, logits)
+        per_example = loss_fn(y, logits)
+        loss = tf.reduce_mean(per_example)
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.learning_rate.assign(learning_rate)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     with tf.device("/CPU:0"):
         spread = tf.math.reduce_std(tf.cast(logits, tf.float64))   # float64, pinned to the CPU
-    return loss, spread
+    return per_example, spread
 
 
 start = time.perf_counter()
 steps = 0
+class_loss = [0.0] * 10
+class_seen = [0.0] * 10
 for epoch in range(args.epochs):
-    for step, (x, y) in enumerate(dataset):
-        learning_rate = 0.05 * 0.5 ** (step // 16)       # a new Python float: a new trace
-        loss, spread = train_step(x, y, learning_rate)
-        norm = 0.0
-        for weight in model.trainable_weights:             # small eager ops, one by one
-            norm += tf.reduce_sum(tf.square(weight)) * 1e-4
+    for x, y in dataset:
+        learning_rate = 0.05 * 0.5 ** (steps // 8)        # a new Python float: a new trace
+        per_example, spread = train_step(x, y, learning_rate)
+        for label in range(10):                            # per-class loss, op by op, eagerly
+            in_class = tf.cast(tf.equal(y, label), tf.float32)
+            count = tf.reduce_sum(in_class)
+            class_loss[label] += tf.reduce_sum(per_example * in_class) / tf.maximum(count, 1.0)
+            class_seen[label] += count
+        largest = 0.0
+        for weight in model.trainable_weights:             # weight statistics, op by op
+            largest = tf.maximum(largest, tf.reduce_max(tf.abs(weight)))
         steps += 1
-    print(f"epoch {epoch}: loss {float(loss):.3f}, weight norm {float(norm):.3f}")
+    print(f"epoch {epoch}: loss {float(tf.reduce_mean(per_example)):.3f}, "
+          f"largest weight {float(largest):.3f}")
 print(f"{steps} steps in {time.perf_counter() - start:.1f} s")

@@ -185,12 +185,12 @@ def test_a_counter_never_armed_says_so():
     assert facts.note == "not armed: TensorFlow was not imported"
 
 
-def test_windows_double_and_pauses_keep_the_duty_cycle():
-    schedule = duty_cycle(0.5, 1 / 11, 4.0)
-    windows = [next(schedule) for _ in range(6)]
-    assert [on for on, _ in windows] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
-    # each pause is ten times the window after it
-    assert [off for _, off in windows] == pytest.approx([10.0, 20.0, 40.0, 40.0, 40.0, 40.0])
+def test_windows_start_short_double_every_four_and_keep_the_duty_cycle():
+    schedule = duty_cycle(0.25, 1 / 11, 1.0)
+    windows = [next(schedule) for _ in range(14)]
+    assert [on for on, _ in windows] == [0.25] * 4 + [0.5] * 4 + [1.0] * 6
+    for on, off in windows:                       # each pause is ten times its window
+        assert off == pytest.approx(10 * on)
 
 
 def test_seed_example_3_a_bare_loop_of_small_ops_makes_the_finding(counter):

@@ -1,12 +1,11 @@
 """Eager ops: which ops the program dispatches one by one from Python, where, how often.
 
 An op callback (see :mod:`gpuwhy.tfapi.op_callbacks`) sees every op the watched thread
-runs eagerly. It is not free: on a loop of 8x8 ops it adds about a quarter to each op
-while it is on (``benchmarks/bench_eager_counter.py``). So it is on in *windows*: the
-first half second after TensorFlow is imported (a run of a few seconds still gets a
-sample), then windows that double in length up to ``longest_on_s``, each after a pause
-ten times its length (:func:`duty_cycle`). It is then on 1/11 of a long run and at most
-13% of a short one, which keeps the cost to a loop of small eager ops near 3%. Counting
+runs eagerly. It is not free: on a loop of 8x8 ops it adds about a fifth to each op
+while it is on (``benchmarks/bench_eager_counter.py``). So it is on in *windows*, 1/11
+of the time from the TensorFlow import on: short windows at first (a run of a few
+seconds still gets several), longer ones later (:func:`duty_cycle`), which keeps the
+cost to a loop of small eager ops near 2%. Counting
 stops for good after ``max_ops`` ops (the evidence is complete long before), which also
 bounds memory.
 
@@ -36,21 +35,27 @@ THREAD_NOTE = ("counted on thread {thread!r} only: TensorFlow keeps op callbacks
                "so ops run eagerly by other threads are not seen")
 
 
-def duty_cycle(first_on_s: float, duty: float, longest_on_s: float) -> Iterator[tuple[float, float]]:
+def duty_cycle(first_on_s: float, duty: float, longest_on_s: float,
+               repeat: int = 4) -> Iterator[tuple[float, float]]:
     """(on, then off) seconds of each window.
 
-    The on time doubles up to ``longest_on_s``; the pause after a window is sized on the
-    *next* window (``next_on * (1/duty - 1)``), so that past the first window the share of
-    time on stays close to ``duty`` however early the run ends: with the defaults at
-    most 1.5 s in 11.5 s (13%, as the second window closes), 1/11 in the long run.
-    Sizing the pause on the window before it would give 1.5 s in 6.5 s (23%). A run
-    that ends within the first window is counted all along: 0.5 s at most.
+    Every window is followed by a pause of ``on * (1/duty - 1)``, so the share of time
+    on is ``duty`` from the first window on, however early the run ends. Windows start
+    short, so that a run of a few seconds still gets one *after* its start-up (a first
+    window at the TensorFlow import sees model building, not steps), and double every
+    ``repeat`` windows up to ``longest_on_s``, so that long steps eventually fit wholly
+    inside one: with the defaults 0.25 s windows every 2.75 s for the first 11 s.
     """
+    if duty >= 1.0:                 # counting every op: one window from start to stop
+        while True:
+            yield float("inf"), 0.0
     on = first_on_s
+    count = 0
     while True:
-        following = min(on * 2.0, longest_on_s)
-        yield on, following * (1.0 / duty - 1.0)
-        on = following
+        yield on, on * (1.0 / duty - 1.0)
+        count += 1
+        if count % repeat == 0:
+            on = min(on * 2.0, longest_on_s)
 
 
 @dataclass
@@ -70,7 +75,7 @@ class EagerOpCounter(RunCollector):
     only one it was ever added to, and ends the window thread.
     """
 
-    def __init__(self, first_on_s: float = 0.5, duty: float = 1 / 11, longest_on_s: float = 4.0,
+    def __init__(self, first_on_s: float = 0.25, duty: float = 1 / 11, longest_on_s: float = 4.0,
                  tick_s: float = 0.25, max_ops: int = 1_000_000) -> None:
         self.first_on_s = first_on_s
         self.duty = duty
