@@ -209,14 +209,41 @@ def cmd_run(args) -> int:
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     session = Session(hz=args.hz, audit=args.audit, eager=args.eager,
                       command=[args.script, *args.args], eager_duty=args.eager_duty)
+    _check_writable(args.json, args.output)
     outcome = None
+
+    def report_before_hard_exit(status: int) -> None:
+        """``os._exit`` skips every finally: report first (many TF scripts end so)."""
+        record = session.stop("completed" if status == 0 else "exit", status)
+        _emit(record, args, to_stderr=True)
+
     session.start()
     try:
-        outcome = run_script(args.script, args.args, code)
+        outcome = run_script(args.script, args.args, code, before_hard_exit=report_before_hard_exit)
     finally:
         record = session.stop(*_outcome_fields(outcome))
     _emit(record, args, to_stderr=True)
+    if outcome.ended == "interrupted":
+        _die_of_sigint()
     return outcome.exit_code
+
+
+def _check_writable(*paths) -> None:
+    """A report path that cannot be written fails before the script runs, not after."""
+    for path in paths:
+        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+            raise UsageError(f"cannot write {path}: its directory does not exist or is not writable")
+
+
+def _die_of_sigint() -> None:
+    """Like Python after an uncaught KeyboardInterrupt: die of SIGINT, so a shell loop or
+    make sees an interrupt, not an ordinary failure."""
+    import signal
+    if hasattr(signal, "SIGINT") and hasattr(os, "kill"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _outcome_fields(outcome) -> tuple:
@@ -234,6 +261,7 @@ def cmd_watch(args) -> int:
     if not command:
         raise UsageError("nothing to watch: give the command after --, e.g. "
                          "gpuwhy watch -- python train.py")
+    _check_writable(args.json, args.output, args.record)
     try:
         record, exit_code = watch(command, hz=args.hz, record_path=args.record)
     except WatchError as e:

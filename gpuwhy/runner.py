@@ -19,7 +19,7 @@ import sys
 import threading
 import types
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 EXIT_INTERRUPTED = 130
 
@@ -49,38 +49,65 @@ def load_script(path: str) -> types.CodeType:
     if b"\0" in source[:8192]:
         raise ScriptError(f"{path} is not a Python script (binary file)")
     try:
-        return compile(source, path, "exec", dont_inherit=True)
+        # Python 3.9+ makes the script's __file__ and code paths absolute
+        return compile(source, os.path.abspath(path), "exec", dont_inherit=True)
     except SyntaxError as e:
         raise ScriptError(f"{path} is not valid Python: {e.msg} (line {e.lineno})") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ScriptError(f"{path} is not a Python script: {e}") from None
 
 
-def run_script(path: str, args: Sequence[str], code: Optional[types.CodeType] = None) -> Outcome:
+def run_script(path: str, args: Sequence[str], code: Optional[types.CodeType] = None,
+               before_hard_exit: Optional[Callable[[int], None]] = None) -> Outcome:
     """Execute the script in this process; returns how it ended. Never raises for the
-    script's own exceptions: they are printed as Python prints them."""
+    script's own exceptions: they are printed as Python prints them.
+
+    ``before_hard_exit(status)`` runs when the script ends the process with ``os._exit``
+    (from this process only: forked workers exit as they always do).
+    """
     code = code or load_script(path)
+    if before_hard_exit is not None:
+        _guard_hard_exit(before_hard_exit)
     sys.argv[:] = [path, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(path))
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __builtins__=builtins, __spec__=None,
+    absolute = os.path.abspath(path)
+    main.__dict__.update(__file__=absolute, __builtins__=builtins, __spec__=None,
                          __package__=None, __cached__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", absolute))
     sys.modules["__main__"] = main
     try:
         exec(code, main.__dict__)
         _wait_for_threads()
     except SystemExit as e:
-        return _exit_outcome(e)
+        outcome = _exit_outcome(e)
+        _wait_for_threads()              # the interpreter joins them on sys.exit too
+        return outcome
     except KeyboardInterrupt as e:
         _print_exception(e)
         return Outcome("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
     except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
         _print_exception(e)
+        _wait_for_threads()              # ... and after printing an uncaught exception
         return Outcome("exception", 1, exception_line(e))
     finally:
         _flush()
     return Outcome("completed", 0)
+
+
+def _guard_hard_exit(before: Callable[[int], None]) -> None:
+    real_exit, pid = os._exit, os.getpid()
+
+    def _exit(status):
+        if os.getpid() == pid:
+            os._exit = real_exit
+            try:
+                before(status)
+            except BaseException:  # noqa: BLE001 - exit as asked whatever happened
+                pass
+        real_exit(status)
+
+    os._exit = _exit
 
 
 def _wait_for_threads() -> None:
@@ -101,9 +128,7 @@ def _exit_outcome(e: SystemExit) -> Outcome:
 
 
 def _print_exception(e: BaseException) -> None:
-    tb = e.__traceback__
-    while tb is not None and _is_gpuwhy(tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next
+    tb = _without_gpuwhy(e.__traceback__)
     e.with_traceback(tb)     # the default hook prints e.__traceback__, not its argument
     _flush()
     try:
@@ -113,6 +138,21 @@ def _print_exception(e: BaseException) -> None:
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _without_gpuwhy(tb):
+    """The traceback chain less gpuwhy's frames (the runner below the script, the hooks
+    between the script and TensorFlow): what ``python script.py`` would have shown."""
+    kept = []
+    while tb is not None:
+        if not _is_gpuwhy(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for first, second in zip(kept, kept[1:]):
+        first.tb_next = second
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else None
 
 
 def _is_gpuwhy(filename: str) -> bool:
@@ -129,6 +169,9 @@ def _flush() -> None:
 
 def exception_line(e: BaseException) -> str:
     """``ValueError: boom``: the last line of a traceback, for the report."""
-    message = str(e).strip()
-    text = f"{type(e).__name__}: {message}" if message else type(e).__name__
-    return text.splitlines()[0][:300]
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()
+             and not ln.strip().startswith(("[[", "Detected at", "File ", "Stack trace", "node "))]
+    message = lines[0] if lines else ""
+    if message.endswith(":") and len(lines) > 1:   # TF: "in user code:", "Graph execution error:"
+        message = lines[-1]
+    return (f"{type(e).__name__}: {message}" if message else type(e).__name__)[:300]

@@ -92,6 +92,8 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     busy = _gpu_busy(facts)
     if busy is not None:
         details.append(f"GPU busy {busy:.0%} of the time")
+    if program.ended == "exit":
+        details.append(f"exit status {program.exit_code}")
     text = head + (": " + ", ".join(details) if details else "")
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"

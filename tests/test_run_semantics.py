@@ -126,7 +126,7 @@ def test_a_script_that_cannot_run_is_one_line_and_exit_2(tmp_path, content, mess
     assert message in result.stderr
 
 
-def test_ctrl_c_mid_run_writes_the_partial_report_and_exits_130(tmp_path):
+def test_ctrl_c_mid_run_writes_the_partial_report_and_dies_of_sigint_as_python_does(tmp_path):
     path = script(tmp_path, """
         import time
         print("ready", flush=True)
@@ -139,7 +139,7 @@ def test_ctrl_c_mid_run_writes_the_partial_report_and_exits_130(tmp_path):
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == -signal.SIGINT        # a shell sees 130, make sees an interrupt
     assert "KeyboardInterrupt" in err
     record = json.loads(report.read_text())
     assert record["program"]["ended"] == "interrupted"
@@ -164,3 +164,30 @@ def test_report_to_a_file_leaves_stderr_to_the_program(tmp_path):
     assert result.returncode == 0
     assert result.stderr == "err line\n"
     assert out.read_text().startswith("• The program never imported TensorFlow")
+
+
+def test_os_exit_still_writes_the_report(tmp_path):
+    path = script(tmp_path, """
+        import os
+        print("bye", flush=True)
+        os._exit(7)
+    """)
+    plain, watched, record = both(path)
+    assert plain.returncode == watched.returncode == 7
+    assert watched.stdout == "bye\n"
+    assert record["program"]["exit_code"] == 7
+
+
+def test_file_is_absolute_as_in_python(tmp_path):
+    path = script(tmp_path, "import os\nos.chdir('/')\nprint(os.path.isabs(__file__))\n")
+    result = subprocess.run([GPUWHY, "run", "-o", os.devnull, "prog.py"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)
+    assert result.stdout == "True\n"
+
+
+def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path):
+    path = script(tmp_path, "print('ran')\n")
+    result = subprocess.run([GPUWHY, "run", "--json", str(tmp_path / "no" / "such" / "r.json"),
+                             str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("gpuwhy: error: cannot write")

@@ -29,7 +29,7 @@ def run_section(facts: Facts, verbose: bool) -> Optional[Group]:
     elif program.tensorflow_imported:
         rows.add_row("Steps", "none found (no Keras fit, no loop over a tf.data iterator, "
                      "no repeated tf.function or apply_gradients calls)")
-    if facts.eager is not None:
+    if facts.eager is not None and program.tensorflow_imported:
         rows.add_row("Eager ops", eager_line(facts.eager))
     if facts.tracing is not None and facts.tracing.functions:
         rows.add_row("tf.functions", tracing_line(facts.tracing))
@@ -85,6 +85,8 @@ def tracing_line(tracing: TracingFacts) -> str:
 
 
 def gpu_line(samples: GpuSamplesFacts) -> str:
+    if samples.error in ("LibraryNotFound", "DriverNotLoaded"):
+        return f"none: no NVIDIA driver here (NVML: {samples.error})"
     if samples.error:
         return f"none: {samples.error}"
     if not samples.gpus:

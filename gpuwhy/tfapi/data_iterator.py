@@ -10,10 +10,12 @@ iterator inside the compiled step, so it never shows up here.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Callable
 
 from gpuwhy.tfapi.frames import user_location
+from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch
 
 # emit(iterator id, the user's file:line of the loop, start, end, exhausted)
@@ -42,14 +44,25 @@ def install(emit: Emit) -> list[Patch]:
                 key = id(self)
                 site = sites.get(key)
                 if site is None:   # once per iterator: the loop that reads it
-                    site = sites[key] = user_location() or "?"
-                try:
-                    emit(key, site, start, end, exhausted)
-                except Exception:  # noqa: BLE001 - never break the user's loop
-                    pass
+                    site = sites[key] = _reader(sys._getframe(1))
+                if site is not _LIBRARY:
+                    try:
+                        emit(key, site, start, end, exhausted)
+                    except Exception:  # noqa: BLE001 - never break the user's loop
+                        pass
                 if exhausted:
                     sites.pop(key, None)
         __next__.__wrapped__ = original
         return __next__
 
     return [Patch(iterator_ops.OwnedIterator, "__next__", make)]
+
+
+_LIBRARY = object()   # read by Keras' own predict/evaluate loops, not by a user's loop
+
+
+def _reader(caller) -> object:
+    """The user's file:line of the loop, or _LIBRARY when a library reads the iterator."""
+    if caller is not None and is_library_file(caller.f_code.co_filename):
+        return _LIBRARY
+    return user_location(skip=3) or "?"

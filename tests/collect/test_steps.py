@@ -130,3 +130,23 @@ def test_cancelled_hooks_never_fire(tmp_path, monkeypatch):
     imports.cancel(callback)
     import gpuwhy_lazy_two  # noqa: F401
     assert seen == []
+
+
+def test_zip_of_two_datasets_is_one_step_per_pair_and_a_break_hands_over(steps):
+    a = tf.data.Dataset.range(6)
+    b = tf.data.Dataset.range(6)
+    for _ in range(2):
+        for _x, _y in zip(a, b):                  # marker: zip-loop
+            time.sleep(0.001)
+    for _x in a:                                  # abandoned after 3: the next loop leads
+        break
+    facts, _ = steps.facts(steps.t0)
+    assert facts.marker.endswith(line_of("marker: zip-loop"))
+    assert facts.count == 12                      # 6 pairs per epoch, not 24
+
+
+def test_keras_own_predict_loop_is_not_a_user_loop(steps):
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.predict(np.random.rand(64, 4).astype("float32"), batch_size=8, verbose=0)
+    facts, _ = steps.facts(steps.t0)
+    assert facts is None

@@ -147,14 +147,7 @@ class StepCollector(RunCollector):
         if best is None:
             return None
         site, rows = best
-        steps: list[_Step] = []
-        previous: dict[int, tuple[float, float]] = {}
-        for key, start, end, exhausted in rows:
-            if key in previous:
-                p_start, p_end = previous.pop(key)
-                steps.append(_Step(p_start, start, wait=p_end - p_start))
-            if not exhausted:
-                previous[key] = (start, end)
+        steps = _iterator_sequence(rows)
         if len(steps) < MIN_STEPS:
             return None
         _cap_gaps(steps)
@@ -171,6 +164,41 @@ class StepCollector(RunCollector):
         if len(self.optimizer_calls) < MIN_STEPS:
             return None
         return "optimizer", "optimizer.apply_gradients calls", _cycles(self.optimizer_calls), [], 1
+
+
+def _iterator_sequence(rows) -> list[_Step]:
+    """Steps from the next() calls of one loop site, in order.
+
+    One iterator leads: each of its fetches starts a step that lasts until its next
+    fetch. Other iterators read at the same line between its fetches (``zip(ds_a,
+    ds_b)``) belong to the same step: their time is added to its wait. A new epoch's
+    iterator leads once the previous one is exhausted, or abandoned (read twice in a
+    row without the old leader).
+    """
+    steps: list[_Step] = []
+    leader: Optional[int] = None
+    pending: Optional[_Step] = None
+    others: dict[int, int] = {}        # reads of other iterators since the leader's last
+    for key, start, end, exhausted in rows:
+        if leader is None:
+            leader = key
+        if key != leader:
+            others[key] = others.get(key, 0) + 1
+            if others[key] < 2:        # read alongside the leader (zip): part of its step
+                if pending is not None and pending.wait is not None:
+                    pending.wait += end - start
+                continue
+            leader, pending = key, None   # the leader was abandoned (break): this one leads
+        others.clear()
+        if pending is not None:
+            pending.end = start
+            steps.append(pending)
+            pending = None
+        if exhausted:
+            leader = None
+        else:
+            pending = _Step(start, end, wait=end - start)
+    return steps
 
 
 def _cycles(calls: list[tuple[float, float]]) -> list[_Step]:
