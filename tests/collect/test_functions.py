@@ -22,14 +22,13 @@ from gpuwhy.collect.run import functions as functions_module  # noqa: E402
 from gpuwhy.collect.run.functions import FunctionWatcher  # noqa: E402
 from gpuwhy.facts import TracingFacts, from_dict, to_dict  # noqa: E402
 
+from tests import markers  # noqa: E402
+
 THIS_FILE = Path(__file__)
 
 
 def _at(marker: str) -> str:
-    for number, line in enumerate(THIS_FILE.read_text().splitlines(), 1):
-        if line.rstrip().endswith(f"# @{marker}"):
-            return f"{os.path.relpath(THIS_FILE)}:{number}"
-    raise AssertionError(marker)
+    return markers.at(THIS_FILE, marker)
 
 
 @pytest.fixture

@@ -22,15 +22,13 @@ from tensorflow.python.eager.polymorphic_function import polymorphic_function, t
 
 from gpuwhy.tfapi.tracing import FunctionHooks, describe  # noqa: E402
 
+from tests import markers  # noqa: E402
+
 THIS_FILE = Path(__file__)
 
 
 def _at(marker: str) -> str:
-    """``file:line`` of the line carrying ``# @marker``, as the hooks write it."""
-    for number, line in enumerate(THIS_FILE.read_text().splitlines(), 1):
-        if line.rstrip().endswith(f"# @{marker}"):
-            return f"{os.path.relpath(THIS_FILE)}:{number}"
-    raise AssertionError(marker)
+    return markers.at(THIS_FILE, marker)
 
 
 class Recorder:
