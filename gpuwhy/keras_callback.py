@@ -28,13 +28,9 @@ def make_callback(hz: float = 10.0, audit: bool = True, eager: bool = True,
             self.record = None
 
         def on_train_begin(self, logs=None):
-            self.session = Session(hz=hz, audit=audit, eager=eager).start()
-            # This callback runs inside Keras' own on_train_begin, after the hook that
-            # would have seen it: tell the step collector where fit was called from.
             from gpuwhy.tfapi.frames import user_location
-            import time
-            self.session.steps.keras_events.append(("on_train_begin", time.perf_counter(),
-                                                    user_location()))
+            self.session = Session(hz=hz, audit=audit, eager=eager).start()
+            self.session.steps.mark_fit_start(user_location())
 
         def on_train_end(self, logs=None):
             if self.session is None:

@@ -78,6 +78,7 @@ class Session:
         self._safely(self.steps.on_keras)
 
     def _safely(self, fn, *args) -> None:
+        """While the program runs: a hook failing is noted, never raised into it."""
         try:
             fn(*args)
         except Exception as e:  # noqa: BLE001 - watching must never break the program
@@ -113,22 +114,20 @@ class Session:
 
     # -- facts -----------------------------------------------------------------------
     def _facts(self, t_end: float, ended: str, exit_code: int, error: Optional[str]) -> Facts:
-        from gpuwhy.collect.run.environment import environment_facts
+        from gpuwhy.collect.run.environment import run_environment_facts
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
-        calls = self._guard(self.functions.calls, {})
-        steps, window = self._guard(lambda: self.steps.facts(self.t0, calls, t_end),
+        calls = self._guard("tf.function calls", self.functions.calls, {})
+        steps, window = self._guard("steps", lambda: self.steps.facts(self.t0, calls, t_end),
                                     (None, StepWindow(self.t0)))
-        eager = self._guard(lambda: self.eager.facts(window), None) if self.eager else None
-        tracing = self._guard(lambda: self.functions.facts(self.t0), None)
-        gpu_samples = self._guard(self.sampler.facts, None)
-        peak = self._guard(_tf_peak_memory, {}) if tf_imported else {}
-        if gpu_samples is not None and peak:
-            from dataclasses import replace
-            gpu_samples = replace(gpu_samples, tf_peak_memory_bytes=peak)
-        placement = self._guard(lambda: self._audit(tracing), None) if (
+        eager = self._guard("eager ops", lambda: self.eager.facts(window), None) \
+            if self.eager else None
+        tracing = self._guard("tracing", lambda: self.functions.facts(self.t0), None)
+        gpu_samples = self._guard("GPU samples", self.sampler.facts, None)  # with TF's peak
+        placement = self._guard("placement audit", lambda: self._audit(tracing), None) if (
             self.audit and tf_imported) else None
-        environment = self._guard(lambda: environment_facts(self._driver), None) if tf_imported else None
+        environment = self._guard("environment", lambda: run_environment_facts(self._driver), None) \
+            if tf_imported else None
         notes = list(self.notes) + list(self.steps.notes)
         if not tf_imported:
             notes.append("the program never imported TensorFlow: no steps, traces or placement")
@@ -144,13 +143,14 @@ class Session:
                      program=program, steps=steps, eager=eager, tracing=tracing,
                      gpu_samples=gpu_samples)
 
-    def _guard(self, fn, default):
+    def _guard(self, what: str, fn, default):
+        """After the program: one section failing keeps the others (GPUWHY_DEBUG raises)."""
         try:
             return fn()
-        except Exception as e:  # noqa: BLE001 - one collector failing keeps the others
+        except Exception as e:  # noqa: BLE001
             if os.environ.get("GPUWHY_DEBUG"):
                 raise
-            self.notes.append(f"{getattr(fn, '__qualname__', fn)} failed: {type(e).__name__}: {e}")
+            self.notes.append(f"{what} failed: {type(e).__name__}: {e}")
             return default
 
     def _audit(self, tracing):
@@ -195,11 +195,6 @@ def _is_tty(stream: Any) -> bool:
 def _own_process_tree() -> set[int]:
     from gpuwhy.collect.process_tree import descendants
     return {os.getpid(), *descendants(os.getpid())}
-
-
-def _tf_peak_memory() -> dict[str, int]:
-    from gpuwhy.tfapi.memory import tf_peak_memory
-    return tf_peak_memory()
 
 
 def _tf_gpus() -> tuple[str, ...]:

@@ -12,10 +12,11 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
+from typing import Optional
 
 from gpuwhy.collect import driver as driver_collector
 from gpuwhy.collect.tf_probe import TensorFlowProbe
-from gpuwhy.facts import EnvironmentFacts, Facts
+from gpuwhy.facts import DriverFacts, EnvironmentFacts, Facts, TensorFlowFacts
 
 # Environment variables that change whether or how TensorFlow uses a GPU.
 GPU_ENV_VARS = (
@@ -35,6 +36,23 @@ def _wsl() -> bool:
         return False
 
 
+def environment_facts(driver: Optional[DriverFacts], tensorflow: Optional[TensorFlowFacts],
+                      python: str = sys.executable,
+                      python_version: Optional[str] = None) -> EnvironmentFacts:
+    """This machine and process around what was learned of the driver and TensorFlow."""
+    return EnvironmentFacts(
+        python_version=python_version or platform.python_version(),
+        python_executable=python,
+        platform=sys.platform,
+        machine=platform.machine(),
+        wsl=sys.platform == "linux" and _wsl(),
+        cpu_count=os.cpu_count(),
+        env_vars={k: os.environ[k] for k in GPU_ENV_VARS if k in os.environ},
+        tensorflow=tensorflow,
+        driver=driver,
+    )
+
+
 @dataclass
 class EnvironmentCollector:
     """Fills the ``environment`` and ``devices`` sections."""
@@ -51,15 +69,6 @@ class EnvironmentCollector:
             tensorflow = probe.result()
         finally:
             probe.kill()
-        environment = EnvironmentFacts(
-            python_version=tensorflow.python_version or platform.python_version(),
-            python_executable=self.python,
-            platform=sys.platform,
-            machine=platform.machine(),
-            wsl=sys.platform == "linux" and _wsl(),
-            cpu_count=os.cpu_count(),
-            env_vars={k: os.environ[k] for k in GPU_ENV_VARS if k in os.environ},
-            tensorflow=tensorflow,
-            driver=driver,
-        )
+        environment = environment_facts(driver, tensorflow, python=self.python,
+                                        python_version=tensorflow.python_version)
         return Facts(environment=environment, devices=devices)

@@ -338,7 +338,7 @@ def _call_wrapper(original: Callable, call_times: dict, on_new_function: Callabl
             return original(self, *args, **kwds)
         finally:
             end = perf_counter()
-            try:
+            try:  # record() inlined: the common path, one Python call less per step
                 times = call_times.get(id(self))
                 if times is None:
                     times = on_new_function(self)

@@ -14,7 +14,7 @@ import platform
 import sys
 from typing import Optional
 
-from gpuwhy.collect.environment import GPU_ENV_VARS, _wsl
+from gpuwhy.collect.environment import environment_facts
 from gpuwhy.facts import DriverFacts, EnvironmentFacts, TensorFlowFacts, from_dict
 
 
@@ -45,15 +45,6 @@ def tensorflow_facts() -> Optional[TensorFlowFacts]:
     return from_dict(TensorFlowFacts, result)
 
 
-def environment_facts(driver: Optional[DriverFacts]) -> EnvironmentFacts:
-    return EnvironmentFacts(
-        python_version=platform.python_version(),
-        python_executable=sys.executable,
-        platform=sys.platform,
-        machine=platform.machine(),
-        wsl=sys.platform == "linux" and _wsl(),
-        cpu_count=os.cpu_count(),
-        env_vars={k: os.environ[k] for k in GPU_ENV_VARS if k in os.environ},
-        tensorflow=tensorflow_facts(),
-        driver=driver,
-    )
+def run_environment_facts(driver: Optional[DriverFacts]) -> EnvironmentFacts:
+    """The ``environment`` section of a run: TF as the program left it."""
+    return environment_facts(driver, tensorflow_facts())

@@ -13,8 +13,9 @@ is present becomes the step clock (``StepFacts.source``):
 
 A step runs from one boundary to the next, so the Python between two train calls
 (logging, metrics, eager ops) is part of the step, as it is part of the user's wait.
-Boundaries farther apart than ``GAP_LIMIT`` times the typical step (evaluation between
-epochs, a checkpoint) end the step at the end of its call instead.
+For function and optimizer calls, boundaries farther apart than ``GAP_LIMIT`` times the
+typical step (evaluation between epochs, a checkpoint) end the step at the end of its
+call instead; Keras batches and tf.data loops end at epoch ends on their own.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ class StepCollector(RunCollector):
             patch.undo()
         self._patches.clear()
 
+    def mark_fit_start(self, location: object) -> None:
+        """For a watcher started inside ``fit`` (the Keras callback), after the hook that
+        would have seen ``on_train_begin``: where fit was called from."""
+        self._on_keras_event("on_train_begin", time.perf_counter(), location)
+
     def _on_keras_event(self, event: str, t: float, value: object) -> None:
         self.keras_events.append((event, t, value))
 
@@ -136,7 +142,6 @@ class StepCollector(RunCollector):
                 steps.append(_Step(begin_t, t, count))
         if not steps:
             return None
-        _cap_gaps(steps)
         marker = f"Model.fit at {site}" if site else "Model.fit"
         return "keras-fit", marker, steps, phases, spe
 
@@ -150,7 +155,6 @@ class StepCollector(RunCollector):
         steps = _iterator_sequence(rows)
         if len(steps) < MIN_STEPS:
             return None
-        _cap_gaps(steps)
         return "tf-data", f"next() on a tf.data iterator at {site}", steps, [], 1
 
     def _call_steps(self, function_calls: dict):
@@ -202,22 +206,16 @@ def _iterator_sequence(rows) -> list[_Step]:
 
 
 def _cycles(calls: list[tuple[float, float]]) -> list[_Step]:
-    """Call k starts step k, which lasts until call k+1 starts; the last one until it returns."""
+    """Call k starts step k, which lasts until call k+1 starts; the last one until it
+    returns. A step far longer than the typical one spans something else (evaluation, a
+    checkpoint): it ends where its own call ended."""
     steps = [_Step(start, nxt[0]) for (start, _), nxt in zip(calls, calls[1:])]
     steps.append(_Step(*calls[-1]))
-    ends = {id(s): e for s, (_, e) in zip(steps, calls)}
-    _cap_gaps(steps, ends)
-    return steps
-
-
-def _cap_gaps(steps: list[_Step], call_ends: Optional[dict] = None) -> None:
-    """A step far longer than the typical one spans something else (evaluation, a
-    checkpoint): end it where its own call ended."""
     typical = statistics.median(s.end - s.start for s in steps)
-    for s in steps:
-        own_end = (call_ends or {}).get(id(s))
-        if own_end is not None and s.end - s.start > GAP_LIMIT * typical and own_end < s.end:
-            s.end = own_end
+    for step, (_, own_end) in zip(steps, calls):
+        if step.end - step.start > GAP_LIMIT * typical and own_end < step.end:
+            step.end = own_end
+    return steps
 
 
 def _warmup(steps: list[_Step]) -> int:
