@@ -419,6 +419,86 @@ class GpuSamplesFacts:
 
 
 @dataclass(frozen=True)
+class PipelineStage:
+    """One stage of a tf.data pipeline, as TF ran it (after its own default rewrites).
+
+    A stage joins two views: the *run* view from the iterator's autotune model
+    (``get_model_proto``: TF's node name, elements, self time, parallelism, buffer) and
+    the *written* view from the user's Python dataset objects (the transformation they
+    wrote, its file:line, the function it runs and what that function contains). A fused
+    stage (``MapAndBatch``) lists every written transformation it came from; a stage TF
+    added by itself (an injected ``Prefetch``) has ``written_as == ()``.
+    """
+
+    name: str                          # TF's node name: Map, ParallelMapV2, MapAndBatch, TFRecord ...
+    kind: str                          # source | generator | map | filter | flat_map | interleave |
+                                       # batch | prefetch | cache | shuffle | repeat | other
+    written_as: tuple[str, ...] = ()   # Python transformations it came from: ("map", "batch")
+    location: Optional[str] = None     # file:line where the user wrote the transformation
+    function: Optional[str] = None     # the user function it runs ("parse", "<lambda>")
+    function_location: Optional[str] = None   # file:line where that function is defined
+    parallelism: Optional[int] = None  # threads TF runs it with (None: not a parallel stage)
+    parallelism_written: Optional[int] = None  # num_parallel_calls as written (-1: AUTOTUNE)
+    buffer_size: Optional[int] = None  # prefetch / parallel-map buffer, elements
+    elements: int = 0                  # elements this stage produced
+    self_time_s: float = 0.0           # TF's processing time of this stage alone, all threads
+    self_time_per_element_s: Optional[float] = None
+    ratio: float = 1.0                 # input elements per output element (a batch of 32: 32)
+    root_elements_per_s: Optional[float] = None  # how fast it alone could feed the model
+    python: bool = False               # calls Python: py_function, numpy_function, generator
+    stateful: bool = False             # its function has stateful ops (stays sequential)
+    deterministic: Optional[bool] = None       # as written (None: the pipeline default)
+    codec_ops: tuple[str, ...] = ()    # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
+    random: bool = False               # its function draws random numbers (not cacheable)
+
+
+@dataclass(frozen=True)
+class PipelineFacts:
+    """One tf.data pipeline the program iterated, with what its iterators measured.
+
+    Stages run from the source (first) to the one the model reads (last). Times add up
+    over every iterator of this dataset (one per Keras epoch, say). ``gap_median_s`` is
+    TF's own timer of the consumer: the time between two ``GetNext`` calls, i.e. what
+    the model does with an element; the wait is the rest of the time per element.
+    """
+
+    id: int                            # stable within one run
+    location: Optional[str] = None     # file:line where the final dataset was built
+    consumer: str = "python-loop"      # keras-fit | keras-evaluate | keras-predict | python-loop
+    iterators: int = 0                 # iterators created over it (epochs, restarts)
+    elements: int = 0                  # elements the program read from it
+    stages: tuple[PipelineStage, ...] = ()
+    bottleneck: Optional[int] = None   # index into stages of the slowest stage
+    prefetch_written: bool = False     # a prefetch the user wrote at the end
+    prefetch_run: bool = False         # a prefetch at the end as TF ran it (written or injected)
+    cache_written: bool = False
+    autotune: bool = True              # options.autotune.enabled
+    cardinality: Optional[int] = None  # elements per pass (None: infinite or unknown)
+    element_bytes: Optional[int] = None   # one output element (batch), from its spec
+    gap_median_s: Optional[float] = None  # consumer time per element (TF's gap timer)
+    wait_per_element_s: Optional[float] = None  # measured wait for one element
+    consume_s: float = 0.0             # wall time over which elements were read
+    throughput_per_s: Optional[float] = None   # elements per second the model got
+    model_error: Optional[str] = None  # why TF's per-stage model could not be read
+
+
+@dataclass(frozen=True)
+class TfDataFacts:
+    """Section ``tfdata``: the tf.data pipelines the program iterated, and the host.
+
+    ``host_cpu_busy_fraction`` is the whole machine's CPU use during the run (all
+    processes, all cores), read from the OS; ``process_cpu_fraction`` is the watched
+    process tree's share of all cores. Both say whether more input threads could help.
+    """
+
+    pipelines: tuple[PipelineFacts, ...] = ()
+    host_cores: Optional[int] = None
+    host_cpu_busy_fraction: Optional[float] = None
+    process_cpu_fraction: Optional[float] = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Facts:
     """All fact sections of one run. A section is ``None`` when it was not collected;
     rules that need it are then skipped and listed as not checked."""
@@ -431,6 +511,7 @@ class Facts:
     eager: Optional[EagerFacts] = None
     tracing: Optional[TracingFacts] = None
     gpu_samples: Optional[GpuSamplesFacts] = None
+    tfdata: Optional[TfDataFacts] = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None
