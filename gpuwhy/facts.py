@@ -308,6 +308,8 @@ class StepFacts:
     total_s: float = 0.0               # wall time inside steps after warm-up
     input_wait_fraction: Optional[float] = None  # of total_s, None when not measured
     input_wait_median_s: Optional[float] = None
+    input_wait_source: Optional[str] = None  # how the wait was measured: "next() timing"
+                                       # (Python loops) or "tf.data gap timer" (Keras fit)
     steps_per_call: int = 1            # Keras steps_per_execution
     run_s: float = 0.0                 # the whole run, start-up included
     first_step_s: Optional[float] = None  # when the first step started

@@ -86,6 +86,9 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
         text = f"{steps.count:,} steps, median {steps.median_s * 1000:,.1f} ms"
         if steps.input_wait_fraction is not None:
             text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
+            stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
+            if stage:
+                text += f" (slowest stage: {stage})"
         details.append(text)
     elif program.tensorflow_imported:
         details.append("no training steps found")
@@ -98,6 +101,29 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
     return text + "."
+
+
+def _bottleneck(facts: Facts) -> Optional[str]:
+    """The slowest stage of the pipeline the steps read, for people:
+    ``ParallelMapV2(parse at train.py:41)``."""
+    tfdata, steps = facts.tfdata, facts.steps
+    if tfdata is None or steps is None:
+        return None
+    consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
+    read = [p for p in tfdata.pipelines if p.consumer == consumer and p.bottleneck is not None]
+    pipeline = max(read, key=lambda p: p.elements, default=None)
+    if pipeline is None:
+        return None
+    return stage_label(pipeline.stages[pipeline.bottleneck])
+
+
+def stage_label(stage) -> str:
+    """``Map(parse at train.py:41)``, ``TFRecord at train.py:12`` or just the TF name."""
+    if stage.function and stage.function_location:
+        return f"{stage.name}({stage.function} at {stage.function_location})"
+    if stage.location:
+        return f"{stage.name} at {stage.location}"
+    return stage.name
 
 
 def _headline(title: str, limit: int = 90) -> str:

@@ -59,3 +59,23 @@ def test_plugin_renderer_by_module_and_class():
         renderer_class("gpuwhy.record:RunRecord")
     with pytest.raises(MisconfigurationError):
         renderer_class("nope")
+
+
+def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
+    from gpuwhy.facts import PipelineFacts, PipelineStage, ProgramFacts, StepFacts, TfDataFacts
+    from gpuwhy.verdict import verdict
+    stages = (PipelineStage(name="Range", kind="source"),
+              PipelineStage(name="Map", kind="map", function="parse",
+                            function_location="train.py:41"),
+              PipelineStage(name="Prefetch", kind="prefetch"))
+    facts = Facts(
+        program=ProgramFacts(command=("train.py",), ended="completed", exit_code=0, seconds=9.0,
+                             tensorflow_imported=True),
+        steps=StepFacts(source="tf-data", marker="next() at train.py:60", count=80, warmup=1,
+                        median_s=0.1, input_wait_fraction=0.63, input_wait_median_s=0.063),
+        tfdata=TfDataFacts(pipelines=(
+            PipelineFacts(id=1, consumer="python-loop", elements=80, stages=stages, bottleneck=1),
+            PipelineFacts(id=2, consumer="keras-evaluate", elements=900, stages=stages[:1],
+                          bottleneck=0))))
+    text = verdict(facts, [])
+    assert "63% of it waiting for input (slowest stage: Map(parse at train.py:41))" in text

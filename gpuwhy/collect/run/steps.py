@@ -251,6 +251,7 @@ def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> St
         input_wait_fraction=(sum(waits) / total if total else 0.0) if measured else None,
         input_wait_median_s=statistics.median(w / s.steps for w, s in zip(waits, counted))
         if measured else None,
+        input_wait_source="next() timing" if measured else None,
         steps_per_call=spe,
         run_s=t_end - t0,
         first_step_s=steps[0].start - t0,

@@ -1,0 +1,42 @@
+"""Keras fit's input wait from the gap timer: step = wait + gap."""
+
+from gpuwhy.collect.run.input_wait import SOURCE, with_keras_input_wait
+from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
+
+
+def _steps(source="keras-fit", median=0.050, fraction=None):
+    return StepFacts(source=source, marker="Model.fit at train.py:9", count=40, warmup=1,
+                     median_s=median, input_wait_fraction=fraction)
+
+
+def _tfdata(*pipelines):
+    return TfDataFacts(pipelines=pipelines, host_cores=2)
+
+
+def test_wait_is_step_minus_gap_of_the_fit_pipeline():
+    tfdata = _tfdata(PipelineFacts(id=1, consumer="keras-evaluate", elements=500, gap_median_s=0.001),
+                     PipelineFacts(id=2, consumer="keras-fit", elements=40, gap_median_s=0.020))
+    steps = with_keras_input_wait(_steps(), tfdata)
+    assert steps.input_wait_median_s == 0.030
+    assert steps.input_wait_fraction == 0.6
+    assert steps.input_wait_source == SOURCE
+
+
+def test_a_gap_longer_than_the_step_is_no_wait():
+    steps = with_keras_input_wait(
+        _steps(), _tfdata(PipelineFacts(id=1, consumer="keras-fit", elements=40, gap_median_s=0.060)))
+    assert steps.input_wait_fraction == 0.0
+
+
+def test_measured_waits_and_other_sources_are_kept():
+    tfdata = _tfdata(PipelineFacts(id=1, consumer="keras-fit", elements=40, gap_median_s=0.010))
+    measured = _steps(fraction=0.25)
+    assert with_keras_input_wait(measured, tfdata) is measured
+    loop = _steps(source="tf-data")
+    assert with_keras_input_wait(loop, tfdata) is loop
+
+
+def test_no_gap_timer_leaves_the_wait_unknown():
+    tfdata = _tfdata(PipelineFacts(id=1, consumer="keras-fit", elements=40, model_error="autotune off"))
+    assert with_keras_input_wait(_steps(), tfdata).input_wait_fraction is None
+    assert with_keras_input_wait(_steps(), None).input_wait_fraction is None
