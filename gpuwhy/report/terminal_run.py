@@ -9,7 +9,8 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
-from gpuwhy.facts import EagerFacts, Facts, GpuSamplesFacts, GpuSeries, StepFacts, TracingFacts
+from gpuwhy.facts import (EagerFacts, Facts, GpuSamplesFacts, GpuSeries, PipelineFacts,
+                          PipelineStage, StepFacts, TfDataFacts, TracingFacts)
 from gpuwhy.report.layout import Rows, table
 
 MiB = 1024 * 1024
@@ -29,6 +30,9 @@ def run_section(facts: Facts, verbose: bool) -> Optional[Group]:
     elif program.tensorflow_imported:
         rows.add_row("Steps", "none found (no Keras fit, no loop over a tf.data iterator, "
                      "no repeated tf.function or apply_gradients calls)")
+    if facts.tfdata is not None:
+        for n, pipeline in enumerate(_shown_pipelines(facts.tfdata)):
+            rows.add_row("Input" if n == 0 else "", pipeline_line(pipeline))
     if facts.eager is not None and program.tensorflow_imported:
         rows.add_row("Eager ops", eager_line(facts.eager))
     if facts.tracing is not None and facts.tracing.functions:
@@ -53,10 +57,52 @@ def steps_line(steps: StepFacts) -> str:
         text += f"; {steps.steps_per_call} steps per call"
     if steps.input_wait_fraction is not None:
         text += (f"; waiting for input {steps.input_wait_fraction:.0%} of step time "
-                 f"(median {_ms(steps.input_wait_median_s)} per step)")
+                 f"(median {_ms(steps.input_wait_median_s)} per step"
+                 + (f", by {steps.input_wait_source}" if steps.input_wait_source else "") + ")")
     else:
         text += "; input wait not measured for this kind of loop"
     return text
+
+
+MAX_PIPELINES = 3
+
+
+def _shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
+    """The pipelines that gave the most elements (evaluate/predict come after training)."""
+    order = {"keras-fit": 0, "python-loop": 0}
+    return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements)
+                  )[:MAX_PIPELINES]
+
+
+def pipeline_line(p: PipelineFacts) -> str:
+    """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
+    where = f" built at {p.location}" if p.location else ""
+    text = f"tf.data pipeline{where}, read by {p.consumer}: {p.elements:,} elements"
+    if p.iterators > 1:
+        text += f" over {p.iterators} iterators"
+    if p.throughput_per_s:
+        text += f", {p.throughput_per_s:,.1f}/s"
+    if p.stages:
+        text += "; runs as " + " → ".join(_stage_name(s) for s in p.stages)
+    if p.bottleneck is not None:
+        stage = p.stages[p.bottleneck]
+        text += f"; slowest stage {_stage_label(stage)}"
+        if stage.self_time_per_element_s is not None:
+            text += f" ({_ms(stage.self_time_per_element_s)} per element"
+            text += (f", {stage.parallelism} threads)" if stage.parallelism and stage.parallelism > 1
+                     else ", sequential)")
+    if p.model_error:
+        text += f"; TF's per-stage timers unavailable: {p.model_error}"
+    return text
+
+
+def _stage_name(stage: PipelineStage) -> str:
+    return stage.name + ("*" if not stage.written_as and stage.kind == "prefetch" else "")
+
+
+def _stage_label(stage: PipelineStage) -> str:
+    from gpuwhy.verdict import stage_label
+    return stage_label(stage)
 
 
 def eager_line(eager: EagerFacts) -> str:
@@ -121,6 +167,24 @@ def _verbose_tables(facts: Facts) -> list:
                  s.device or "?", s.location or "?") for s in eager.sites]
         lines.extend(table(("op", "per step" if eager.sampled_steps else "count", "elements",
                             "device", "issued at"), rows, indent=2))
+    if facts.tfdata is not None:
+        for pipeline in _shown_pipelines(facts.tfdata):
+            if not pipeline.stages:
+                continue
+            lines.append(Text(""))
+            lines.append(Text(f"  Pipeline stages, as TF ran them ({pipeline.consumer}"
+                              + (f", built at {pipeline.location}" if pipeline.location else "")
+                              + "; * = added by TF)", style="bold"))
+            rows = [(("▶ " if i == pipeline.bottleneck else "  ") + _stage_name(st),
+                     "+".join(st.written_as) or "-", f"{st.elements:,}",
+                     _ms(st.self_time_per_element_s), str(st.parallelism or "-"),
+                     "?" if st.root_elements_per_s is None else f"{st.root_elements_per_s:,.1f}",
+                     _stage_flags(st),
+                     (f"{st.function} at {st.function_location}" if st.function_location
+                      else st.location or "?"))
+                    for i, st in enumerate(pipeline.stages)]
+            lines.extend(table(("stage", "written", "elements", "self/elem", "threads",
+                                "max out/s", "notes", "code"), rows, indent=2))
     tracing = facts.tracing
     if tracing is not None and tracing.functions:
         lines.append(Text(""))
@@ -130,6 +194,12 @@ def _verbose_tables(facts: Facts) -> list:
         lines.extend(table(("function", "calls", "in calls", "traces", "tracing", "changed",
                             "defined at"), rows, indent=2))
     return lines
+
+
+def _stage_flags(stage: PipelineStage) -> str:
+    flags = [name for name, on in (("python", stage.python), ("stateful", stage.stateful),
+                                   ("random", stage.random)) if on]
+    return ", ".join(flags + list(stage.codec_ops)) or "-"
 
 
 def _ms(seconds: Optional[float]) -> str:

@@ -61,21 +61,39 @@ def test_plugin_renderer_by_module_and_class():
         renderer_class("nope")
 
 
-def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
+def _input_bound_run():
     from gpuwhy.facts import PipelineFacts, PipelineStage, ProgramFacts, StepFacts, TfDataFacts
-    from gpuwhy.verdict import verdict
-    stages = (PipelineStage(name="Range", kind="source"),
-              PipelineStage(name="Map", kind="map", function="parse",
-                            function_location="train.py:41"),
-              PipelineStage(name="Prefetch", kind="prefetch"))
-    facts = Facts(
+    stages = (PipelineStage(name="Range", kind="source", written_as=("range",), elements=81),
+              PipelineStage(name="Map", kind="map", written_as=("map",), function="parse",
+                            function_location="train.py:41", elements=80, python=True,
+                            self_time_per_element_s=0.06, root_elements_per_s=16.6),
+              PipelineStage(name="Prefetch", kind="prefetch", elements=80))
+    return Facts(
         program=ProgramFacts(command=("train.py",), ended="completed", exit_code=0, seconds=9.0,
                              tensorflow_imported=True),
         steps=StepFacts(source="tf-data", marker="next() at train.py:60", count=80, warmup=1,
                         median_s=0.1, input_wait_fraction=0.63, input_wait_median_s=0.063),
         tfdata=TfDataFacts(pipelines=(
-            PipelineFacts(id=1, consumer="python-loop", elements=80, stages=stages, bottleneck=1),
+            PipelineFacts(id=1, consumer="python-loop", elements=80, stages=stages, bottleneck=1,
+                          location="train.py:44"),
             PipelineFacts(id=2, consumer="keras-evaluate", elements=900, stages=stages[:1],
                           bottleneck=0))))
-    text = verdict(facts, [])
+
+
+def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
+    from gpuwhy.verdict import verdict
+    text = verdict(_input_bound_run(), [])
     assert "63% of it waiting for input (slowest stage: Map(parse at train.py:41))" in text
+
+
+def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck_marked():
+    record = RunRecord.diagnose("run", _input_bound_run())
+    text = RENDERERS["terminal"]().render(record)
+    assert ("tf.data pipeline built at train.py:44, read by python-loop: 80 elements; runs as "
+            "Range → Map → Prefetch*; slowest stage Map(parse at train.py:41) (60.0 ms per "
+            "element, sequential)") in " ".join(text.split())
+    assert "Pipeline stages" not in text
+    verbose = RENDERERS["terminal"](verbose=True).render(record)
+    marked = [line for line in verbose.splitlines() if "▶" in line]
+    assert len(marked) == 2      # one bottleneck per pipeline with stages
+    assert "Map" in marked[0] and "parse at train.py:41" in marked[0] and "python" in marked[0]
