@@ -497,6 +497,8 @@ class TfDataFacts:
     host_cores: Optional[int] = None
     host_cpu_busy_fraction: Optional[float] = None
     process_cpu_fraction: Optional[float] = None
+    host_memory_bytes: Optional[int] = None           # physical memory of the host
+    host_memory_available_bytes: Optional[int] = None  # free for a cache, at the end of the run
     notes: tuple[str, ...] = ()
 
 
