@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 TF_SPEC ?= tensorflow==2.21.0
+# The HTML report tests open the report in this Chromium (driven by playwright, which
+# downloads no browser of its own); Debian's package is installed when it is missing.
+CHROMIUM ?= /usr/bin/chromium
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup demo test bench clean
 
@@ -14,16 +18,21 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q "$(TF_SPEC)" -e ".[test]"
 	touch $@
 
-setup: $(BIN)/.installed
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "no $(CHROMIUM) and no apt-get: install Chromium and run make with CHROMIUM=/path/to/chromium"; exit 1; }
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation
 
-# The example's own output and exit status pass through; the diagnosis goes to stderr
-# and to out/run.json (re-render it with: gpuwhy report out/run.json -v).
-demo: setup
+setup: $(BIN)/.installed $(CHROMIUM)
+
+# The example's own output and exit status pass through; the diagnosis goes to stderr,
+# to out/run.json (re-render it with: gpuwhy report out/run.json -v) and to out/run.html.
+demo: $(BIN)/.installed
 	mkdir -p out
-	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/gpuwhy run --json out/run.json examples/slow_training.py
+	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/gpuwhy run --json out/run.json --html out/run.html examples/slow_training.py
 
 test: setup
-	$(BIN)/python -m pytest -q
+	CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/bench_check.py

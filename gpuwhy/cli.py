@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="share of the run in which eager ops are counted (default 1/11, "
                      "which keeps the cost under 5%%; 1 counts every op, ~20%% slower eager ops)")
     _output_options(run)
+    _html_option(run)
 
     watch = sub.add_parser(
         "watch", help="Is the GPU busy? Sample the GPU while any command runs.",
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--recheck", action="store_true",
                         help="run the current rules on the saved facts again")
     _output_options(report)
+    _html_option(report)
     return parser
 
 
@@ -105,6 +107,12 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--format", default="terminal",
                    help="stdout format: terminal (default), json, or module:Class")
     p.add_argument("-v", "--verbose", action="store_true", help="add tables and TF's log lines")
+
+
+def _html_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--html", metavar="PATH",
+                   help="also write the HTML report to PATH: one file that opens offline, "
+                   "with the step timeline, GPU activity, input pipeline and placement charts")
 
 
 def _watch_options(p: argparse.ArgumentParser) -> None:
@@ -137,9 +145,10 @@ def _error(message: str) -> None:
     print(f"gpuwhy: error: {message}", file=sys.stderr)
 
 
-def _emit(record, args, to_stderr: bool = False) -> None:
+def _emit(record, args, to_stderr: bool = False, optimizations=None) -> None:
     """Write --json, then the chosen format: on stdout, or for run/watch (whose program
-    owns stdout) on stderr or in --output."""
+    owns stdout) on stderr or in --output; then --html (after the text report, which a
+    failure there must not cost)."""
     from gpuwhy.report import MisconfigurationError, renderer_class
     if args.json:
         try:
@@ -160,11 +169,17 @@ def _emit(record, args, to_stderr: bool = False) -> None:
                 f.write(text if renderer.is_binary else text.encode("utf-8"))
         except OSError as e:
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
-        return
-    if renderer.is_binary and stream.isatty():
-        raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
-    stream.write(("\n" if to_stderr else "") + renderer.render(record))
-    stream.flush()
+    else:
+        if renderer.is_binary and stream.isatty():
+            raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
+        stream.write(("\n" if to_stderr else "") + renderer.render(record))
+        stream.flush()
+    if getattr(args, "html", None):
+        from gpuwhy.report.html import write_html
+        try:
+            write_html(record, args.html, optimizations=optimizations)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.html}: {e.strerror or e}") from None
 
 
 def cmd_check(args) -> int:
@@ -209,7 +224,7 @@ def cmd_run(args) -> int:
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     session = Session(hz=args.hz, audit=args.audit, eager=args.eager,
                       command=[args.script, *args.args], eager_duty=args.eager_duty)
-    _check_writable(args.json, args.output)
+    _check_writable(args.json, args.output, args.html)
     outcome = None
 
     def report_before_hard_exit(status: int) -> None:
@@ -291,7 +306,11 @@ def cmd_report(args) -> int:
         raise UsageError(str(e)) from None
     if args.recheck:
         record = record.recheck()
-    _emit(record, args)
+    optimizations = None
+    if args.html:
+        from gpuwhy.report.html import load_optimizations
+        optimizations = load_optimizations(args.record)
+    _emit(record, args, optimizations=optimizations)
     return _exit_status(record)
 
 

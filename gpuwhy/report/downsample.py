@@ -1,0 +1,117 @@
+"""Long series made short enough to draw, and the exact statistics of the full series.
+
+A run of an hour sampled at 10 Hz is 36,000 points per GPU metric, and a long training
+run has 100,000 steps: a browser draws that slowly and the report file grows by
+megabytes. For *drawing*, each series is cut into at most ``MAX_POINTS`` equal time
+buckets and each bucket keeps its mean, minimum and maximum (the band shows the spikes
+a plain mean would hide). Every number *printed* in a report comes from ``stats()`` on
+the full series, never from the buckets.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+MAX_POINTS = 2000
+
+
+@dataclass(frozen=True)
+class Downsampled:
+    """A series ready to draw. ``bucketed`` is False when every point is one sample
+    (then ``low`` and ``high`` equal ``mean``). A point whose samples were all ``None``
+    (a metric the GPU did not report then) is ``None`` in all three, so lines break there."""
+
+    t: tuple[float, ...]
+    mean: tuple[Optional[float], ...]
+    low: tuple[Optional[float], ...]
+    high: tuple[Optional[float], ...]
+    bucketed: bool
+    bucket_s: Optional[float] = None     # width of one bucket, seconds
+    samples: int = 0                     # points in the full series (None included)
+
+
+def downsample(t: Sequence[float], values: Sequence[Optional[float]],
+               max_points: int = MAX_POINTS,
+               span: Optional[tuple[float, float]] = None) -> Downsampled:
+    """Per-bucket mean/min/max of ``values`` at times ``t`` (sorted or not).
+
+    ``span`` fixes the bucket grid: series that must stack (input wait and the rest of
+    the step) are cut on the same grid even when one of them has gaps. Buckets with no
+    sample are left out; the line joins their neighbours.
+    """
+    if len(t) != len(values):
+        raise ValueError(f"{len(t)} times for {len(values)} values")
+    n = len(t)
+    if n <= max_points:
+        return Downsampled(tuple(t), tuple(values), tuple(values), tuple(values),
+                           bucketed=False, samples=n)
+    start, end = span if span is not None else (min(t), max(t))
+    width = (end - start) / max_points if end > start else 1.0
+    count = [0] * max_points
+    known = [0] * max_points
+    total = [0.0] * max_points
+    low: list[Optional[float]] = [None] * max_points
+    high: list[Optional[float]] = [None] * max_points
+    for ti, vi in zip(t, values):
+        i = min(max(int((ti - start) / width), 0), max_points - 1)
+        count[i] += 1
+        if vi is None:
+            continue
+        known[i] += 1
+        total[i] += vi
+        if low[i] is None or vi < low[i]:
+            low[i] = vi
+        if high[i] is None or vi > high[i]:
+            high[i] = vi
+    keep = [i for i in range(max_points) if count[i]]
+    return Downsampled(
+        t=tuple(start + (i + 0.5) * width for i in keep),
+        mean=tuple(total[i] / known[i] if known[i] else None for i in keep),
+        low=tuple(low[i] for i in keep), high=tuple(high[i] for i in keep),
+        bucketed=True, bucket_s=width, samples=n)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Exact statistics of a full series; ``count`` counts the known (non-None) values."""
+
+    count: int
+    mean: Optional[float] = None
+    median: Optional[float] = None
+    p90: Optional[float] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    argmax: Optional[int] = None         # index of the (first) maximum in the full series
+
+
+def stats(values: Iterable[Optional[float]]) -> Stats:
+    indexed = [(i, v) for i, v in enumerate(values) if v is not None and not _nan(v)]
+    if not indexed:
+        return Stats(count=0)
+    known = sorted(v for _, v in indexed)
+    top = max(indexed, key=lambda iv: iv[1])
+    return Stats(count=len(known), mean=math.fsum(known) / len(known),
+                 median=statistics.median(known),
+                 p90=known[min(len(known) - 1, int(0.9 * len(known)))],
+                 low=known[0], high=known[-1], argmax=top[0])
+
+
+def _nan(v: float) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def rounded(values: Iterable[Optional[float]], digits: int = 4) -> list[Optional[float]]:
+    """Values to ``digits`` significant digits: what a chart can show, at a third of the
+    JSON size of full float reprs."""
+    out: list[Optional[float]] = []
+    for v in values:
+        if v is None or _nan(v):
+            out.append(None)
+        elif v == 0 or math.isinf(v):
+            out.append(0.0 if v == 0 else None)
+        else:
+            out.append(round(v, digits - 1 - int(math.floor(math.log10(abs(v))))))
+    return out
