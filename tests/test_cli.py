@@ -114,7 +114,7 @@ def test_explain_json_and_rules_json():
     assert doc["status"] == "stable" and doc["options"]["high_at"] == 0.2
     rules = json.loads(gpuwhy("rules", "--format", "json").stdout)
     states = {r["id"]: r["status"] for r in rules}
-    assert states["env.no-gpu"] == "stable" and states["input.sequential-map"] == "planned"
+    assert states["env.no-gpu"] == "stable" and states["input.sequential-map"] == "stable"
 
 
 def test_unknown_format_is_a_usage_error(check_run):

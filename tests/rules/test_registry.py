@@ -54,4 +54,4 @@ def test_rules_without_their_facts_are_recorded_not_run():
     assert findings == []
     assert not_checked["env.no-gpu"] == "needs environment"
     assert not_checked["input.bound"] == "needs steps"
-    assert not_checked["input.sequential-map"] == "planned"
+    assert not_checked["input.sequential-map"] == "needs tfdata"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input.common import (culprit_location, gain_text, input_wait, is_bottleneck,
+                                       pipeline_name, stage_label, stage_row, stage_share,
+                                       wait_evidence)
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
 CODEC_OPS = frozenset({
@@ -25,12 +29,20 @@ class CpuCodec(Rule):
     """Compression, decoding or encoding runs on the CPU inside the step or the input path.
 
     ## What it detects
-    Codec ops that TensorFlow runs on the host only, found in the step or in the
-    slowest input stage with at least `min_fraction` of its time: `DecodeJpeg`,
-    `DecodePng`, `DecodeImage`, `EncodeJpeg`/`EncodePng`, `DecodeCompressed`
-    (`tf.io.decode_compressed`), GZIP/ZLIB `TFRecordDataset` reading, and the range
-    coders of tensorflow-compression (`compress()`/`decompress()` of its entropy
-    models). None of these has a GPU kernel, whatever GPU is present.
+    Two places, each read from the facts the run has (the placement audit, tf.data's
+    per-stage timers, or both):
+
+    - In the step: codec ops that TensorFlow runs on the host only: `DecodeJpeg`,
+      `DecodePng`, `DecodeImage`, `EncodeJpeg`/`EncodePng`, `DecodeCompressed`
+      (`tf.io.decode_compressed`), and the range coders of tensorflow-compression
+      (`compress()`/`decompress()` of its entropy models). None of these has a GPU
+      kernel, whatever GPU is present, so any of them counts.
+    - In the input pipeline: a tf.data stage that decodes or decompresses (GZIP/ZLIB
+      `TFRecordDataset` reading, `decode_png`/`decode_jpeg`/`decode_compressed` in a
+      map) and is the pipeline's slowest stage or takes at least `min_fraction` of its
+      time, while the consumer waits for input at least `min_input_wait` of its time.
+      The stage's time includes whatever else its function does; the finding names
+      the stage, its codec ops and the file:line of its function.
 
     ## Why is this slow?
     Entropy decoding (Huffman, DEFLATE, range coding) is sequential bit-level work:
@@ -63,23 +75,73 @@ class CpuCodec(Rule):
           .batch(256).prefetch(tf.data.AUTOTUNE))
     ```
 
-    Inside the step any codec op counts: it has no GPU kernel, so it forces a host
-    round trip whatever its own time. In the input pipeline the stage's measured share
-    of time decides.
+    For an input stage the fix follows the stage: parallel reads (`num_parallel_reads`,
+    `interleave`) for a compressed reader, or shards stored uncompressed; parallel
+    decode calls and `cache()` of the decoded elements for a decoding map; decoding
+    on the GPU happens outside TensorFlow (NVIDIA DALI's nvJPEG decoder; PNG stays on
+    the host).
 
     ## Options
-    - `min_fraction`: share of the slowest input stage's time spent in codec ops needed
-      for the finding (0.05).
+    - `min_fraction`: share of the pipeline's time (TF's self time of each stage) an
+      input stage with codec ops needs, when it is not the slowest stage (0.05).
+    - `min_input_wait`: input-wait fraction of the consumer's time needed for an input
+      stage to be reported (0.05, XProf's input-bound threshold).
     """
 
     id = "compression.cpu-codec"
     severity = "medium"
     status = "stable"
-    needs = ("placement",)
-    options = {"min_fraction": 0.05}
+    # Either the placement audit or tf.data's facts is enough: each part reads its own,
+    # and the registry's `needs` means all of them, so none is listed.
+    needs = ()
+    options = {"min_fraction": 0.05, "min_input_wait": 0.05}
     question = "Why doesn't compression use the GPU?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        findings = self._in_step(facts) if facts.placement is not None else []
+        if facts.tfdata is not None:
+            for pipeline in facts.tfdata.pipelines:
+                findings += self._in_input(facts, pipeline, options)
+        return findings
+
+    def _in_input(self, facts: Facts, pipeline: PipelineFacts,
+                  options: dict[str, Any]) -> list[Finding]:
+        wait = input_wait(facts, pipeline)
+        if wait is None or wait.fraction < options["min_input_wait"]:
+            return []
+        findings = []
+        for index, stage in enumerate(pipeline.stages):
+            if not stage.codec_ops:
+                continue
+            share = stage_share(pipeline, stage)
+            slowest = is_bottleneck(pipeline, index)
+            if not slowest and (share is None or share < options["min_fraction"]):
+                continue
+            label = stage_label(stage)
+            ops = ", ".join(stage.codec_ops)
+            row = stage_row(pipeline, index)
+            share_text = f"{share:.0%} of the pipeline's time" if share is not None else "time not measured"
+            gain = wait.fraction * share if share is not None else None
+            findings.append(self.finding(
+                f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
+                + (", the slowest stage" if slowest else "")
+                + f"; steps wait for input {wait.fraction:.0%} of the time",
+                evidence={"stage": label, "codec_ops": list(stage.codec_ops),
+                          "pipeline": pipeline_name(pipeline), "slowest_stage": slowest,
+                          "ms_per_element": row["ms_per_element"], "threads": row["threads"],
+                          "share_of_pipeline_time": row["share_of_pipeline_time"],
+                          "why_cpu": "TensorFlow registers no GPU kernel for decoding or "
+                                     "decompression",
+                          **wait_evidence(wait)},
+                fix="\n".join(fixes.reader(stage) if fixes.is_reader(stage) else fixes.decode(stage)),
+                estimated_gain=(gain_text(gain, "the wait times this stage's share of the "
+                                                "pipeline's work") if gain is not None
+                                else "the decode overlaps compute on every core"),
+                location=culprit_location(stage),
+                gain_value=None if gain is None else round(gain, 4)))
+        return findings
+
+    def _in_step(self, facts: Facts) -> list[Finding]:
         placement = facts.placement
         groups = sorted((g for g in placement.groups if is_codec(g.op)), key=lambda g: (-g.count, g.op))
         if not groups:

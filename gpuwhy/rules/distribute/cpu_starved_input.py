@@ -1,16 +1,26 @@
 """distribute.cpu-starved-input: input-bound while every host core is busy."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input.common import (bottleneck, culprit_location, function_name, gain_text,
+                                       input_wait, pipeline_name, stage_label, stage_row,
+                                       wait_evidence)
 
 
 class CpuStarvedInput(Rule):
     """The step waits for input while every host core is already busy preparing it.
 
     ## What it detects
-    The step is input-bound (input wait at least `min_input_wait` of step time) and
-    the host's CPU cores are at least `min_cpu_busy` busy during training, with the
-    pipeline already parallel (`num_parallel_calls`, parallel reads). Tuning the
-    pipeline cannot help: it has no idle cores left to use.
+    The step is input-bound (the consumer of a tf.data pipeline waits for input at least
+    `min_input_wait` of its time) while the host's CPU cores are at least
+    `min_cpu_busy` busy over the run, all processes counted. More `num_parallel_calls`
+    or parallel reads cannot help: there is no idle core left for them. The finding
+    gives the pipeline's slowest stage, the host's cores, and how much of them the
+    program itself used, so that other processes taking the cores show.
 
     ## Why is this slow?
     One GPU can consume preprocessed images or examples faster than a machine's cores
@@ -41,14 +51,77 @@ class CpuStarvedInput(Rule):
     ```
 
     ## Options
-    - `min_cpu_busy`: average host CPU utilisation (0-1) during steps needed for the
-      finding (0.90).
+    - `min_cpu_busy`: average host CPU utilisation (0-1) over the run, all cores and
+      processes, needed for the finding (0.90).
     - `min_input_wait`: input-wait fraction of step time needed for the finding (0.05).
     """
 
     id = "distribute.cpu-starved-input"
     severity = "high"
-    status = "planned"
-    needs = ("environment", "steps", "tfdata")
+    status = "stable"
+    needs = ("tfdata",)         # host CPU use is in it; steps give the measured input wait
     options = {"min_cpu_busy": 0.90, "min_input_wait": 0.05}
     question = "How do I scale input?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        tfdata = facts.tfdata
+        busy = tfdata.host_cpu_busy_fraction
+        if busy is None or busy < options["min_cpu_busy"]:
+            return []
+        waiting = [(wait, p) for p in tfdata.pipelines
+                   if (wait := input_wait(facts, p)) is not None
+                   and wait.fraction >= options["min_input_wait"]]
+        if not waiting:
+            return []
+        wait, pipeline = max(waiting, key=lambda pair: pair[0].fraction)
+        cores = tfdata.host_cores or (facts.environment.cpu_count if facts.environment else None)
+        stage = bottleneck(pipeline)
+        evidence: dict[str, Any] = {
+            "host_cpu_busy_fraction": round(busy, 3),
+            "host_cores": cores,
+            "pipeline": pipeline_name(pipeline),
+            **wait_evidence(wait)}
+        own = tfdata.process_cpu_fraction
+        if own is not None:
+            evidence["program_cpu_fraction"] = round(own, 3)
+            if busy - own >= 0.25:
+                evidence["other_processes_cpu_fraction"] = round(busy - own, 3)
+        if stage is not None:
+            row = stage_row(pipeline, pipeline.bottleneck)
+            evidence["bottleneck"] = f"stage {stage_label(stage)}"
+            evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
+            evidence["bottleneck_threads"] = row["threads"]
+        core_text = f"all {cores} host cores" if cores else "the host's cores"
+        return [self.finding(
+            f"Steps wait for input {wait.fraction:.0%} of the time while {core_text} are "
+            f"{busy:.0%} busy: more input threads cannot help",
+            evidence=evidence,
+            location=(culprit_location(stage) if stage is not None else None) or pipeline.location,
+            fix=_fix(stage, busy - own >= 0.25 if own is not None else False),
+            estimated_gain=gain_text(wait.fraction, "the whole wait, once enough CPUs "
+                                                    "produce the input"),
+            gain_value=round(wait.fraction, 4))]
+
+
+def _fix(stage, others_busy: bool) -> str:
+    fn = function_name(stage) if stage is not None and stage.function else "preprocess"
+    lines = []
+    if stage is not None and stage.python:
+        lines.append(f"# {fn} calls Python: tf.data service workers cannot run it; TF ops first")
+    if others_busy:
+        lines.append("# other processes hold much of the CPU: stop them or run elsewhere first")
+    lines += [
+        "# more CPUs: run the pipeline on CPU machines with tf.data service",
+        "#   dispatcher: tf.data.experimental.service.DispatchServer(",
+        "#       tf.data.experimental.service.DispatcherConfig(port=5050))",
+        "#   each worker: tf.data.experimental.service.WorkerServer(",
+        "#       tf.data.experimental.service.WorkerConfig(dispatcher_address='dispatcher:5050'))",
+        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)",
+        "ds = ds.apply(tf.data.experimental.service.distribute(",
+        '    processing_mode="parallel_epochs", service="grpc://dispatcher:5050"))',
+        "ds = ds.prefetch(tf.data.AUTOTUNE)",
+        f"# less CPU work per epoch: run {fn} once offline and save the result",
+        "# (ds.save(path) / tf.data.Dataset.load(path), or TFRecords), cache() what repeats,",
+        "# and move augmentation onto the GPU as Keras preprocessing layers in the model",
+    ]
+    return "\n".join(lines)

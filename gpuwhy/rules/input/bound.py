@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Optional
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input.common import (CONSUMER_NAMES, InputWait, bottleneck, culprit_location,
+                                       ends_buffered, pipeline_name, pipeline_wait, stage_label,
+                                       stage_row, stage_table, steps_pipeline, steps_wait)
 
 
 class InputBound(Rule):
     """The step waits for its next batch: the GPU idles while tf.data prepares input.
 
     ## What it detects
-    The fraction of each training step spent waiting in the iterator's `get_next` is at
-    least `medium_at` (medium) or `high_at` (high). It is measured, not estimated, where
-    the loop fetches batches from Python (`for x, y in dataset:`): the time inside
-    `next()` is the wait. The finding gives the loop's file:line, the wait per step and
-    the fraction of step time it costs.
+    The fraction of each training step spent waiting for the next batch is at least
+    `medium_at` (medium) or `high_at` (high). It is measured, not estimated: where the
+    loop fetches batches from Python (`for x, y in dataset:`) the time inside `next()`
+    is the wait; for Keras `fit`, which reads each batch inside its compiled step, the
+    step minus tf.data's own consumer timer (the gap between two `GetNext` calls) is.
+    Where the steps carry no measured wait, a pipeline's own timers decide (its wait per
+    element against its consumer's time per element), one finding per pipeline.
+
+    When gpuwhy read the pipeline as TF ran it, the finding names its slowest stage
+    (`ParallelMapV2(parse at train.py:41)`) with its time per element, threads and share
+    of the pipeline's work, points at the file:line of the function that stage runs,
+    and tailors the fix to it: parallel calls for a sequential map, stateless random
+    ops for a stateful augmentation, TF ops for a Python function, parallel reads for a
+    file reader, batching before a cheap per-element map (`vectorise_below_us`).
 
     ## Why is this slow?
     A GPU step can only start once its batch is on the device. When producing a batch
     takes longer than computing on it, the GPU is idle for the difference on every step,
     however fast the GPU is: `nvidia-smi` shows low utilisation and a bigger GPU does
-    not help.
+    not help. The slowest stage sets the pace of the whole pipeline: a faster model, a
+    prefetch buffer or parallel calls on other stages do not change it.
 
     ## Example
     ```python
+    def parse(record):                       # train.py:41
+        ...
     ds = tf.data.TFRecordDataset(files).map(parse).batch(64)
     model.fit(ds, epochs=10)          # 40% of every step waits for `parse`
     ```
@@ -43,42 +59,99 @@ class InputBound(Rule):
     - `medium_at`: input-wait fraction of step time that makes the finding medium (0.05,
       XProf's threshold).
     - `high_at`: input-wait fraction that makes it high (0.20).
+    - `vectorise_below_us`: a map's self time per call, in microseconds, below which
+      its cost is mostly tf.data's per-element overhead and the fix batches before
+      mapping (50; needs 1,000 calls or more to judge).
     """
 
     id = "input.bound"
     severity = "high"
     status = "stable"
-    needs = ("steps",)
-    options = {"medium_at": 0.05, "high_at": 0.20}
+    needs = ("steps",)          # tfdata, when present, names the slowest stage
+    options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50}
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         steps = facts.steps
-        share = steps.input_wait_fraction if steps is not None else None
-        if share is None or share < options["medium_at"]:
+        measured = steps_wait(steps) if steps is not None else None
+        if measured is not None:
+            if measured.fraction < options["medium_at"]:
+                return []
+            return [self._from_steps(facts, measured, options)]
+        if facts.tfdata is None:
             return []
+        findings = []
+        for pipeline in facts.tfdata.pipelines:
+            wait = pipeline_wait(pipeline)
+            if wait is not None and wait.fraction >= options["medium_at"]:
+                findings.append(self._from_pipeline(pipeline, wait, options))
+        return findings
+
+    def _from_steps(self, facts: Facts, wait: InputWait, options: dict[str, Any]) -> Finding:
+        steps = facts.steps
+        share = wait.fraction
+        pipeline = steps_pipeline(facts)
         site = re.search(r" at (\S+:\d+)$", steps.marker)
+        title = (f"Steps wait for input {share:.0%} of the time "
+                 f"({_ms(steps.input_wait_median_s)} of a {_ms(steps.median_s)} step)")
+        evidence: dict[str, Any] = {
+            "input_wait_fraction": round(share, 3),
+            "input_wait_median_ms": _round_ms(steps.input_wait_median_s),
+            "step_median_ms": _round_ms(steps.median_s),
+            "steps_measured": steps.count - steps.warmup,
+            "measured_at": steps.marker}
+        if steps.input_wait_source:
+            evidence["measured_by"] = steps.input_wait_source
+        return self._finding(title, share, pipeline, evidence,
+                             site.group(1) if site else None, options)
+
+    def _from_pipeline(self, pipeline: PipelineFacts, wait: InputWait,
+                       options: dict[str, Any]) -> Finding:
+        who = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
+        title = (f"{who} waits for input {wait.fraction:.0%} of the time "
+                 f"({_ms(wait.per_element_s)} per batch beside {_ms(wait.consumer_s)} "
+                 "of work on it)")
+        evidence: dict[str, Any] = {
+            "input_wait_fraction": round(wait.fraction, 3),
+            "input_wait_ms_per_element": _round_ms(wait.per_element_s),
+            "consumer_ms_per_element": _round_ms(wait.consumer_s),
+            "elements_read": pipeline.elements,
+            "measured_by": wait.measured_by}
+        return self._finding(title, wait.fraction, pipeline, evidence, pipeline.location, options)
+
+    def _finding(self, title: str, share: float, pipeline: Optional[PipelineFacts],
+                 evidence: dict[str, Any], site: Optional[str],
+                 options: dict[str, Any]) -> Finding:
+        location, fix = site, fixes.generic()
+        stage = bottleneck(pipeline) if pipeline is not None else None
+        if pipeline is not None:
+            evidence["pipeline"] = pipeline_name(pipeline)
+        if stage is not None:
+            label = stage_label(stage)
+            title += f"; the slowest stage is {label}"
+            row = stage_row(pipeline, pipeline.bottleneck)
+            evidence["bottleneck"] = f"stage {label}"
+            evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
+            evidence["bottleneck_threads"] = row["threads"]
+            evidence["bottleneck_share_of_pipeline_time"] = row["share_of_pipeline_time"]
+            evidence["stages"] = stage_table(pipeline)
+            location = culprit_location(stage) or site
+            fix = fixes.for_stage(pipeline, pipeline.bottleneck,
+                                  options["vectorise_below_us"] * 1e-6)
+            if not ends_buffered(pipeline):
+                fix = fix + ["ds = ds.prefetch(tf.data.AUTOTUNE)   # last: the next batch is "
+                             "ready when the step ends"]
         speedup = 1 / (1 - share) if share < 0.99 else None
-        return [self.finding(
-            f"Steps wait for input {share:.0%} of the time "
-            f"({_ms(steps.input_wait_median_s)} of a {_ms(steps.median_s)} step)",
+        return self.finding(
+            title,
             severity="high" if share >= options["high_at"] else "medium",
-            location=site.group(1) if site else None,
-            evidence={"input_wait_fraction": round(share, 3),
-                      "input_wait_median_ms": _round_ms(steps.input_wait_median_s),
-                      "step_median_ms": _round_ms(steps.median_s),
-                      "steps_measured": steps.count - steps.warmup,
-                      "measured_at": steps.marker},
-            fix=("ds = (ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)   # parallel, "
-                 "not one element at a time\n"
-                 "        .cache()                       # when the decoded data fits in memory\n"
-                 "        .batch(batch_size)\n"
-                 "        .prefetch(tf.data.AUTOTUNE))   # the next batch is ready when the "
-                 "step ends"),
-            estimated_gain=(f"up to {share:.0%} of step time: steps up to {speedup:.1f}x faster "
-                            "once input overlaps compute" if speedup else
-                            f"up to {share:.0%} of step time"),
-            gain_value=share)]
+            location=location,
+            evidence=evidence,
+            fix="\n".join(fix),
+            estimated_gain=(f"estimate: up to {share:.0%} of step time, steps up to "
+                            f"{speedup:.1f}x faster once input keeps up with compute"
+                            if speedup else f"estimate: up to {share:.0%} of step time"),
+            gain_value=round(share, 4))
 
 
 def _ms(seconds) -> str:

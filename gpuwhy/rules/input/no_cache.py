@@ -1,17 +1,41 @@
 """input.no-cache: the same expensive preprocessing is repeated every epoch."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input.common import (culprit_location, function_name, input_wait,
+                                       pipeline_name, pipeline_time_s, stage_label, stage_table,
+                                       wait_evidence)
+
+GiB = 1024 ** 3
+# Stages after which a cache would freeze what must change every epoch.
+_ORDER_OR_PASS = ("shuffle", "repeat", "cache")
+# The cache goes after the last cacheable stage doing at least this share of their work:
+# after a decode, not after a cheap cast that would multiply the bytes to keep.
+_EXPENSIVE_WITHIN_PREFIX = 0.10
 
 
 class NoCache(Rule):
     """Deterministic, expensive preprocessing is recomputed every epoch though it fits memory.
 
     ## What it detects
-    The pipeline repeats work whose result is the same every epoch (reading, decoding,
-    resizing, tokenising: the stages before the first random or stateful one) and that
-    work takes at least `min_stage_fraction` of the pipeline's time, while its output,
-    estimated from the element size and count, fits in `max_memory_fraction` of host
-    memory. No `cache()` sits after those stages.
+    A pipeline read for more than one full pass (elements read > its cardinality, over
+    several iterators or a `repeat`; where TF does not know the cardinality, as for file
+    readers, several iterators over a pipeline that does not repeat, each taken to read
+    one pass), with no `cache()`, whose deterministic stages take
+    at least `min_stage_fraction` of its time (TF's self time of each stage): the stages
+    from the source up to the first one that is random, stateful (which includes
+    Python: `tf.py_function` and `tf.numpy_function` are stateful unless declared
+    `stateful=False`, so their result cannot be proven the same each epoch), a
+    generator, or a `shuffle`/`repeat`. Their
+    output, estimated as elements per pass × element size, must fit in `max_memory_fraction`
+    of the host's memory and in the memory still available at the end of the run.
+    Without a known pass size, element size or host memory the size cannot be
+    checked and the rule stays quiet. Medium when the consumer waits for input at least
+    `min_input_wait` of its time, else low: the cache then frees host cores only.
 
     ## Why is this slow?
     Every epoch pays the full decode cost again on the host cores, so the first epoch's
@@ -42,16 +66,150 @@ class NoCache(Rule):
           .prefetch(tf.data.AUTOTUNE))
     ```
 
+    The fix puts `cache()` after the last expensive deterministic stage, so the cached
+    elements are the decoded ones and not a larger cast of them, and before the shuffle
+    and the random stages. The size is an estimate from the pipeline's final elements.
+
     ## Options
     - `max_memory_fraction`: largest share of host memory the cached data may take
       (0.50).
     - `min_stage_fraction`: share of the pipeline's time in cacheable stages needed
       for the finding (0.20).
+    - `min_input_wait`: input-wait fraction of the consumer's time from which the
+      finding is medium rather than low (0.05).
     """
 
     id = "input.no-cache"
     severity = "medium"
-    status = "planned"
-    needs = ("environment", "tfdata")
-    options = {"max_memory_fraction": 0.50, "min_stage_fraction": 0.20}
+    status = "stable"
+    needs = ("tfdata",)         # host memory is in it; steps give the measured input wait
+    options = {"max_memory_fraction": 0.50, "min_stage_fraction": 0.20, "min_input_wait": 0.05}
     question = "Why is every epoch slow?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        tfdata = facts.tfdata
+        findings = []
+        for pipeline in tfdata.pipelines:
+            found = self._check_pipeline(facts, tfdata, pipeline, options)
+            if found is not None:
+                findings.append(found)
+        return findings
+
+    def _check_pipeline(self, facts: Facts, tfdata: TfDataFacts, pipeline: PipelineFacts,
+                        options: dict[str, Any]) -> Optional[Finding]:
+        if pipeline.cache_written or any(s.kind == "cache" for s in pipeline.stages):
+            return None
+        per_pass, how = _pass_size(pipeline)
+        element_bytes = pipeline.element_bytes
+        if not per_pass or not element_bytes or pipeline.elements <= per_pass:
+            return None       # size unknown, or no second pass to save
+        total = pipeline_time_s(pipeline)
+        prefix, stop = _cacheable_prefix(pipeline.stages)
+        prefix_time = sum(s.self_time_s for s in prefix)
+        if total <= 0 or not prefix or prefix_time / total < options["min_stage_fraction"]:
+            return None
+        size = per_pass * element_bytes
+        limit = _memory_limit(tfdata, options["max_memory_fraction"])
+        if limit is None or size > limit:
+            return None
+        share = prefix_time / total
+        after = _cache_after(prefix, prefix_time)
+        culprit = max(prefix, key=lambda s: s.self_time_s)
+        passes = pipeline.elements / per_pass
+        wait = input_wait(facts, pipeline)
+        waits = wait is not None and wait.fraction >= options["min_input_wait"]
+        # Only passes after the first read from the cache.
+        gain = (wait.fraction * share * (passes - 1) / passes) if wait is not None else 0.0
+        evidence: dict[str, Any] = {
+            "pipeline": pipeline_name(pipeline),
+            "cacheable_stages": [stage_label(s) for s in prefix],
+            "cacheable_share_of_pipeline_time": round(share, 3),
+            "stops_at": stage_label(stop) if stop is not None else "the end of the pipeline",
+            "cache_after": stage_label(after),
+            "passes_read": round(passes, 2),
+            "elements_per_pass": round(per_pass, 1),
+            "pass_size_from": how,
+            "iterators": pipeline.iterators,
+            "estimated_cache_mib": round(size / 2 ** 20, 1),
+            "host_memory_gib": round(tfdata.host_memory_bytes / GiB, 1)}
+        if tfdata.host_memory_available_bytes is not None:
+            evidence["host_memory_available_gib"] = round(tfdata.host_memory_available_bytes / GiB, 1)
+        if wait is not None:
+            evidence.update(wait_evidence(wait))
+        evidence["stages"] = stage_table(pipeline)
+        return self.finding(
+            f"Stages {', '.join(stage_label(s) for s in prefix)} redo the same work every "
+            f"pass ({share:.0%} of the pipeline's time, {passes:.1f} passes read); their "
+            f"output (~{_size(size)}) fits in memory",
+            severity=self.severity if waits else "low",
+            evidence=evidence, location=culprit_location(culprit),
+            fix=_fix(after, stop, size),
+            estimated_gain=(f"estimate: about {gain:.0%} of step time (the wait times the "
+                            f"cached stages' share, on every pass after the first); "
+                            f"{share:.0%} of the pipeline's work is done once instead of "
+                            f"{passes:.1f} times"),
+            gain_value=round(gain, 4))
+
+
+def _pass_size(pipeline: PipelineFacts) -> tuple[Optional[float], str]:
+    """Elements per pass: TF's cardinality, else (a file reader's count is unknown to
+    TF) the elements one iterator read, when every iterator read a whole pass (several
+    iterators over a dataset that does not repeat: Keras epochs, `for` loops)."""
+    if pipeline.cardinality:
+        return float(pipeline.cardinality), "TF's cardinality"
+    if pipeline.iterators >= 2 and not any(s.kind == "repeat" for s in pipeline.stages):
+        return (pipeline.elements / pipeline.iterators,
+                f"elements read per iterator ({pipeline.iterators} iterators; TF does not know "
+                "the cardinality)")
+    return None, "unknown"
+
+
+def _cacheable_prefix(stages: tuple[PipelineStage, ...]):
+    """The stages from the source whose output is the same every pass, and the first one
+    that is not (None: the whole pipeline is)."""
+    prefix = []
+    for stage in stages:
+        # A Python function is stateful unless declared pure (numpy_function with
+        # stateful=False): "said so" is the only proof its result repeats.
+        if (stage.random or stage.stateful or stage.kind == "generator"
+                or stage.kind in _ORDER_OR_PASS):
+            return prefix, stage
+        if stage.kind != "prefetch":
+            prefix.append(stage)
+    return prefix, None
+
+
+def _cache_after(prefix: list[PipelineStage], prefix_time: float) -> PipelineStage:
+    expensive = [s for s in prefix if s.self_time_s >= _EXPENSIVE_WITHIN_PREFIX * prefix_time]
+    return (expensive or prefix)[-1]
+
+
+def _memory_limit(tfdata: TfDataFacts, fraction: float) -> Optional[float]:
+    if not tfdata.host_memory_bytes:
+        return None
+    limit = fraction * tfdata.host_memory_bytes
+    if tfdata.host_memory_available_bytes is not None:
+        limit = min(limit, tfdata.host_memory_available_bytes)
+    return limit
+
+
+def _fix(after: PipelineStage, stop: Optional[PipelineStage], size: int) -> str:
+    where = f" written at {after.location}" if after.location else ""
+    if after.kind == "map":
+        call = f"ds = ds.map({function_name(after)}, num_parallel_calls=tf.data.AUTOTUNE)"
+    elif after.kind == "interleave":
+        call = f"ds = ds.interleave({function_name(after)}, num_parallel_calls=tf.data.AUTOTUNE)"
+    elif after.kind == "batch":
+        call = "ds = ds.batch(batch_size)"
+    else:
+        call = f"ds = ...   # {after.name}"
+    lines = [f"{call}   # {stage_label(after)}{where}: the same every pass",
+             f'ds = ds.cache()     # ~{_size(size)} in memory; .cache("/local_ssd/ds") keeps it on disk']
+    if stop is not None:
+        lines.append(f"# then {stage_label(stop)} and what follows, after the cache: they "
+                     "change every pass")
+    return "\n".join(lines)
+
+
+def _size(size: float) -> str:
+    return f"{size / GiB:,.1f} GiB" if size >= GiB else f"{size / 2 ** 20:,.0f} MiB"

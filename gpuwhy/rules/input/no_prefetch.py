@@ -1,19 +1,27 @@
 """input.no-prefetch: input preparation and GPU compute do not overlap."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts, PipelineFacts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input.common import (ends_buffered, gain_text, input_wait, pipeline_name,
+                                       stage_label, wait_evidence)
 
 
 class NoPrefetch(Rule):
     """Input preparation and GPU compute take turns instead of overlapping.
 
     ## What it detects
-    The next batch is produced only when the step asks for it: the step's input wait is
-    at least `min_input_wait` and about equal to the time to produce one batch, and the
-    pipeline TF runs has no buffer ahead of the step. Causes: batches produced by a
-    plain Python loop or generator that feeds the step directly, or a tf.data pipeline
-    without a final `prefetch` where TF injects none (`inject_prefetch` needs autotune,
-    so `options.autotune.enabled = False` or
-    `experimental_optimization.inject_prefetch = False` leave the pipeline unbuffered).
+    A tf.data pipeline that, as TF ran it, ends without a buffer ahead of its consumer,
+    while the consumer waits for input at least `min_input_wait` of its time. TF adds a
+    final `prefetch` by itself (`inject_prefetch`) unless autotune is off
+    (`options.autotune.enabled = False`) or the rewrite is
+    (`experimental_optimization.inject_prefetch = False`); it also leaves alone a
+    pipeline that ends in a stage that already produces ahead on its own threads (a
+    parallel `map`, a fused map-and-batch, a parallel `batch` or `interleave`), and so
+    does this rule. A prefetch TF injected counts as one.
 
     ## Why is this slow?
     Without a buffer the host starts on batch N+1 only when the loop asks for it, after
@@ -25,22 +33,29 @@ class NoPrefetch(Rule):
 
     ## Example
     ```python
-    def batches():
-        while True:
-            yield load_batch_from_disk()        # NumPy, 30 ms per batch
-
-    for x, y in batches():                      # load, then train, then load ...
+    options = tf.data.Options()
+    options.autotune.enabled = False            # also turns off TF's own prefetch
+    ds = (tf.data.Dataset.from_tensor_slices(paths)
+          .map(load)
+          .batch(64)
+          .with_options(options))
+    for x, y in ds:                             # load, then train, then load ...
         train_step(x, y)
     ```
 
     Use instead:
     ```python
-    ds = tf.data.Dataset.from_generator(batches, output_signature=(
-        tf.TensorSpec((None, 224, 224, 3), tf.float32),
-        tf.TensorSpec((None,), tf.int64)))
-    for x, y in ds.prefetch(tf.data.AUTOTUNE):  # produced while the GPU computes
-        train_step(x, y)
+    ds = (tf.data.Dataset.from_tensor_slices(paths)
+          .map(load, num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(64)
+          .prefetch(tf.data.AUTOTUNE)           # produced while the GPU computes
+          .with_options(options))
     ```
+
+    The estimated gain is the overlap prefetching can buy: with a wait fraction `w`,
+    at most `min(w, 1 - w)` of the step, as a step then lasts the longer of input and
+    compute instead of their sum. A producer slower than the step still leaves a wait
+    (see input.bound for its slowest stage).
 
     ## Options
     - `min_input_wait`: input-wait fraction of step time below which the finding does
@@ -49,7 +64,54 @@ class NoPrefetch(Rule):
 
     id = "input.no-prefetch"
     severity = "medium"
-    status = "planned"
-    needs = ("steps", "tfdata")
+    status = "stable"
+    needs = ("tfdata",)         # steps, when present, give the measured input wait
     options = {"min_input_wait": 0.05}
     question = "Why is the GPU idle between steps?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        findings = []
+        for pipeline in facts.tfdata.pipelines:
+            if ends_buffered(pipeline):
+                continue
+            wait = input_wait(facts, pipeline)
+            if wait is None or wait.fraction < options["min_input_wait"]:
+                continue
+            overlap = min(wait.fraction, 1 - wait.fraction)
+            last = stage_label(pipeline.stages[-1]) if pipeline.stages else None
+            evidence: dict[str, Any] = {
+                "pipeline": pipeline_name(pipeline),
+                "last_stage": last,
+                "prefetch_written": pipeline.prefetch_written,
+                "prefetch_as_run": pipeline.prefetch_run,
+                "autotune": pipeline.autotune,
+                "why_none": _why(pipeline),
+                **wait_evidence(wait)}
+            findings.append(self.finding(
+                f"The pipeline{' built at ' + pipeline.location if pipeline.location else ''} "
+                f"has no prefetch as TF runs it; steps wait for input {wait.fraction:.0%} "
+                "of the time",
+                evidence=evidence, location=pipeline.location,
+                fix=_fix(pipeline),
+                estimated_gain=gain_text(overlap, "input and compute overlap instead of "
+                                                  "taking turns"),
+                gain_value=round(overlap, 4)))
+        return findings
+
+
+def _why(pipeline: PipelineFacts) -> str:
+    if not pipeline.autotune:
+        return ("autotune is off (options.autotune.enabled = False): TF injects no prefetch "
+                "and none is written")
+    return ("none is written, and TF injected none: options.experimental_optimization."
+            "inject_prefetch (or the default optimisations) turned off")
+
+
+def _fix(pipeline: PipelineFacts) -> str:
+    where = f"   # at the end of the pipeline built at {pipeline.location}" if pipeline.location else ""
+    lines = [f"ds = ds.prefetch(tf.data.AUTOTUNE){where}"]
+    if not pipeline.autotune:
+        lines.append("# a written prefetch buffers with autotune off too; turning autotune "
+                     "back on also lets TF parallelise maps:")
+        lines.append("# options.autotune.enabled = True")
+    return "\n".join(lines)

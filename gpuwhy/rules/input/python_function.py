@@ -1,16 +1,34 @@
 """input.python-function: the input pipeline calls back into Python."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input.common import (culprit_location, gain_text, input_wait, is_bottleneck,
+                                       pipeline_name, stage_label, stage_row, stage_share,
+                                       wait_evidence)
 
 
 class PythonFunction(Rule):
     """The input pipeline runs Python code (py_function, numpy_function, from_generator).
 
     ## What it detects
-    A stage of the tf.data pipeline that calls back into the Python interpreter:
-    `tf.py_function` or `tf.numpy_function` inside a `map`/`filter`/`interleave`
-    function, or a `tf.data.Dataset.from_generator` source. The finding names the stage
-    and the file:line of the Python function, with its time per element where measured.
+    A stage of the tf.data pipeline, as TF ran it, that calls back into the Python
+    interpreter: `tf.py_function` or `tf.numpy_function` inside a `map`/`filter`/
+    `interleave` function, or a `tf.data.Dataset.from_generator` source. The finding
+    names the stage and the file:line of its function, with its time per element, its
+    threads and its share of the pipeline's time (TF's own per-stage timers).
+
+    Severity follows what the stage costs the GPU: high when it is the pipeline's
+    slowest stage and the consumer waits for input at least `min_input_wait` of its
+    time, medium when it is the slowest stage of a pipeline the GPU does not wait for
+    (or whose wait was not measured), low when it takes at least `min_share` of the
+    pipeline's time without being the slowest. A cheaper Python stage is not reported.
+    Where TF's per-stage timers could not be read, its cost is unknown and it is
+    reported as low.
 
     ## Why is this slow?
     Python code holds the GIL, so `num_parallel_calls` threads take turns on one core
@@ -39,13 +57,72 @@ class PythonFunction(Rule):
     ds = paths.map(load, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
     ```
 
+    A `from_generator` source becomes `from_tensor_slices` over arrays that fit in
+    memory, TFRecord shards read with `num_parallel_reads`, or, where the generator must
+    stay, one generator per shard under `interleave(..., num_parallel_calls=AUTOTUNE)`.
+
     ## Options
-    None.
+    - `min_share`: share of the pipeline's time (TF's self time of each stage) a Python
+      stage that is not the slowest needs to be reported (0.10).
+    - `min_input_wait`: input-wait fraction of the consumer's time from which a slowest
+      Python stage is high (0.05, XProf's input-bound threshold).
     """
 
     id = "input.python-function"
     severity = "medium"
-    status = "planned"
-    needs = ("tfdata",)
-    options = {}
+    status = "stable"
+    needs = ("tfdata",)         # steps, when present, give the measured input wait
+    options = {"min_share": 0.10, "min_input_wait": 0.05}
     question = "Why is the pipeline slow?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        findings = []
+        for pipeline in facts.tfdata.pipelines:
+            wait = input_wait(facts, pipeline)
+            bound = wait is not None and wait.fraction >= options["min_input_wait"]
+            for index, stage in enumerate(pipeline.stages):
+                if not stage.python:
+                    continue
+                share = stage_share(pipeline, stage)
+                slowest = is_bottleneck(pipeline, index)
+                if slowest:
+                    severity = "high" if bound else "medium"
+                elif share is None or share >= options["min_share"]:
+                    severity = "low"
+                else:
+                    continue
+                label = stage_label(stage)
+                what = ("the Python generator" if stage.kind == "generator"
+                        or "from_generator" in stage.written_as else "Python")
+                title = f"Input stage {label} runs {what}"
+                if share is not None:
+                    title += f": {share:.0%} of the pipeline's time"
+                if slowest:
+                    title += ", its slowest stage"
+                    if bound:
+                        title += f" (steps wait for input {wait.fraction:.0%} of the time)"
+                evidence: dict[str, Any] = {
+                    "stage": label, "pipeline": pipeline_name(pipeline),
+                    "slowest_stage": slowest, **_row_numbers(stage_row(pipeline, index)),
+                    "why": "Python holds the GIL: parallel calls take turns on one core"}
+                if share is None:
+                    evidence["time"] = ("not measured" + (f": {pipeline.model_error}"
+                                                          if pipeline.model_error else ""))
+                if wait is not None:
+                    evidence.update(wait_evidence(wait))
+                gain = wait.fraction * share if wait is not None and share is not None else None
+                findings.append(self.finding(
+                    title, severity=severity, evidence=evidence,
+                    location=culprit_location(stage),
+                    fix="\n".join(fixes.generator(stage) if what != "Python"
+                                  else fixes.python_function(stage)),
+                    estimated_gain=(gain_text(gain, "the wait times this stage's share of the "
+                                                    "pipeline's work") if gain is not None else
+                                    "the stage's time moves off the GIL onto every core"),
+                    gain_value=None if gain is None else round(gain, 4)))
+        return findings
+
+
+def _row_numbers(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("kind", "written_as", "elements", "ms_per_element", "threads",
+                                "share_of_pipeline_time")}

@@ -1,18 +1,32 @@
 """input.sequential-map: a map stage stays sequential and is the input bottleneck."""
 
-from gpuwhy.rules.base import Rule
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input.common import (bottleneck, culprit_location, gain_text, input_wait,
+                                       pipeline_name, runs_sequentially, sequential_reason,
+                                       stage_label, stage_row, stage_share,
+                                       vectorisable, wait_evidence)
 
 
 class SequentialMap(Rule):
     """A `map` stage runs on one thread after TF's optimisations and is the bottleneck.
 
     ## What it detects
-    In the pipeline TensorFlow actually runs (after its graph rewrites), a `map` stage
-    with parallelism 1 is the slowest stage while the step waits for input at least
-    `min_input_wait` of its time. TF's map_parallelization rewrite (on by default)
-    only parallelises stateless functions, so a map without `num_parallel_calls` stays
-    sequential when its function uses stateful ops such as `tf.random.uniform` or
-    `tf.image.random_*`, or when default optimisations are turned off.
+    In the pipeline TensorFlow actually runs (after its graph rewrites), the slowest
+    stage is a `map` that processes one element at a time, while its consumer waits for
+    input at least `min_input_wait` of its time. A map TF parallelised by itself is not
+    reported: map_parallelization (on by default with autotune) turns a map written
+    without `num_parallel_calls` into a parallel one, and autotune may give it one
+    thread on a busy host; that is not this finding. It parallelises only stateless
+    functions, so a map stays sequential when its function uses stateful ops such as
+    `tf.random.uniform` or `tf.image.random_*`, calls Python (`tf.py_function`), is
+    written with `num_parallel_calls=1`, or when autotune or the rewrite is off. The
+    finding says which of these applies.
 
     ## Why is this slow?
     A sequential map processes one element at a time on one core, however many cores
@@ -32,20 +46,78 @@ class SequentialMap(Rule):
 
     Use instead:
     ```python
-    ds = (ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE,
-                 deterministic=False)          # order need not be kept for training
-            .batch(128)
-            .prefetch(tf.data.AUTOTUNE))
+    def augment(element, seed):                            # stateless: parallel-safe
+        image, label = element
+        image = tf.image.stateless_random_flip_left_right(image, seed)
+        image = tf.image.stateless_random_brightness(image, 0.2, seed)
+        return image, label
+
+    seeds = tf.data.Dataset.random(seed=42).batch(2, drop_remainder=True)
+    ds = (tf.data.Dataset.zip((ds, seeds))
+          .map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(128)
+          .prefetch(tf.data.AUTOTUNE))
     ```
 
+    A map whose function is not random gets `num_parallel_calls=tf.data.AUTOTUNE`. One
+    that calls Python is reported here too, since it is sequential, but parallel calls
+    help it only where the Python releases the GIL: input.python-function gives the
+    rewrite. A cheap function called per element (self time per call below
+    `vectorise_below_us`) also gets "batch first, then map": its time is mostly
+    tf.data's per-element overhead.
+
     ## Options
-    - `min_input_wait`: input-wait fraction of step time below which a sequential map
-      is not reported (0.05, XProf's input-bound threshold).
+    - `min_input_wait`: input-wait fraction of the consumer's time below which a
+      sequential map is not reported (0.05, XProf's input-bound threshold).
+    - `vectorise_below_us`: self time per call, in microseconds, below which the fix
+      also batches before mapping (50).
     """
 
     id = "input.sequential-map"
     severity = "high"
-    status = "planned"
-    needs = ("steps", "tfdata")
-    options = {"min_input_wait": 0.05}
+    status = "stable"
+    needs = ("tfdata",)         # steps, when present, give the measured input wait
+    options = {"min_input_wait": 0.05, "vectorise_below_us": 50}
     question = "Why is the pipeline slow?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        findings = []
+        for pipeline in facts.tfdata.pipelines:
+            stage = bottleneck(pipeline)
+            if stage is None or not runs_sequentially(stage, pipeline.autotune):
+                continue
+            wait = input_wait(facts, pipeline)
+            if wait is None or wait.fraction < options["min_input_wait"]:
+                continue
+            index = pipeline.bottleneck
+            label = stage_label(stage)
+            share = stage_share(pipeline, stage)
+            below_s = options["vectorise_below_us"] * 1e-6
+            fix = (fixes.stateless_random(stage) if stage.random and stage.stateful
+                   else fixes.parallel_python(stage) if stage.python
+                   else fixes.parallel_map(stage))
+            if vectorisable(pipeline, index, below_s):
+                fix += fixes.vectorise(stage)
+            row = stage_row(pipeline, index)
+            evidence: dict[str, Any] = {
+                "stage": label, "pipeline": pipeline_name(pipeline),
+                "why_sequential": sequential_reason(stage, pipeline.autotune),
+                "threads": stage.parallelism or 1,
+                "num_parallel_calls_written": stage.parallelism_written,
+                "ms_per_element": row["ms_per_element"],
+                "share_of_pipeline_time": row["share_of_pipeline_time"],
+                **wait_evidence(wait)}
+            if stage.python:
+                evidence["python"] = ("the function calls Python: parallel calls share the "
+                                      "GIL (see input.python-function)")
+            gain = wait.fraction * (share if share is not None else 1.0)
+            findings.append(self.finding(
+                f"Input stage {label} runs on one thread and is the slowest stage; "
+                f"steps wait for input {wait.fraction:.0%} of the time",
+                # Python-bound: parallel calls are the lesser fix, python-function leads.
+                severity="medium" if stage.python else self.severity,
+                evidence=evidence, location=culprit_location(stage), fix="\n".join(fix),
+                estimated_gain=gain_text(gain, "the wait times this stage's share of the "
+                                               "pipeline's work"),
+                gain_value=None if gain is None else round(gain, 4)))
+        return findings

@@ -405,7 +405,7 @@ def test_run_rules_on_placement_only_facts():
     assert not_checked["env.gpu-shared"] == "needs devices"
     assert not_checked["env.ptx-jit"] == "needs environment, devices"
     assert not_checked["input.bound"] == "needs steps"
-    assert not_checked["input.sequential-map"] == "planned"
+    assert not_checked["input.sequential-map"] == "needs tfdata"
 
 
 def test_audit_record_validates_and_round_trips():

@@ -1,0 +1,271 @@
+"""Shared reading of the ``tfdata`` section for the input, cpu-starved and codec rules.
+
+Not a rule. It answers the questions every input rule asks of a pipeline the same way,
+so their findings agree with each other and with ``input.bound``:
+
+- how much of the consumer's time goes to waiting for this pipeline (:func:`input_wait`),
+- which stage is the slowest and what share of the pipeline's work it does,
+- how to name a stage for people (``ParallelMapV2(parse at train.py:41)``) and where
+  to point them (the function's file:line, else the transformation's),
+- whether a map runs sequentially *as TF ran it*, after its own rewrites.
+
+Stage times are TF's own (``get_model_proto``): ``processing_time`` is a stage's *self*
+time, summed over the threads that ran it (tensorflow/core/framework/model.cc records it
+between RecordStart/RecordStop, which stop while the stage waits for its input).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts
+
+# Stages TF runs on background threads with their own buffer of finished elements.
+# inject_prefetch leaves a pipeline that ends in one of these alone (kAsyncTransforms in
+# tensorflow/core/grappler/optimizers/data/inject_prefetch.cc): it already produces ahead.
+ASYNC_STAGE_PREFIXES = ("Prefetch", "ParallelMap", "MapAndBatch", "ParallelBatch",
+                        "ParallelInterleave", "DataService")
+
+# Fewer function calls than this and a per-call time says little about call overhead.
+MIN_CALLS_TO_JUDGE_OVERHEAD = 1000
+
+CONSUMER_NAMES = {"keras-fit": "Model.fit", "keras-evaluate": "Model.evaluate",
+                  "keras-predict": "Model.predict", "python-loop": "The loop over the dataset"}
+
+
+@dataclass(frozen=True)
+class InputWait:
+    """How long the consumer of a pipeline waits for its elements."""
+
+    fraction: float                    # of the consumer's time (a step: wait + compute)
+    per_element_s: Optional[float]     # wait per step / element
+    consumer_s: Optional[float]        # the step, or tf.data's gap between GetNext calls
+    measured_by: str                   # for the evidence: how a person can check it
+
+
+def steps_pipeline(facts: Facts) -> Optional[PipelineFacts]:
+    """The pipeline the steps read: Keras fit's, or the loop's with the most elements
+    (a validation loop reads fewer); the choice collect/run/input_wait.py makes for
+    the fit pipeline whose gap timer gave the steps their wait."""
+    steps, tfdata = facts.steps, facts.tfdata
+    if steps is None or tfdata is None:
+        return None
+    consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
+    read = [p for p in tfdata.pipelines if p.consumer == consumer]
+    return max(read, key=lambda p: p.elements, default=None)
+
+
+def pipeline_wait(pipeline: PipelineFacts) -> Optional[InputWait]:
+    """The wait tf.data's own timers measured for this pipeline: wait / (wait + gap)."""
+    wait, gap = pipeline.wait_per_element_s, pipeline.gap_median_s
+    if wait is None or gap is None or wait + gap <= 0:
+        return None
+    return InputWait(fraction=wait / (wait + gap), per_element_s=wait, consumer_s=gap,
+                     measured_by="tf.data's timers: wait per element against the consumer's "
+                                 "time between two GetNext calls (gap)")
+
+
+def steps_wait(steps: StepFacts) -> Optional[InputWait]:
+    if steps.input_wait_fraction is None:
+        return None
+    how = f" by {steps.input_wait_source}" if steps.input_wait_source else ""
+    return InputWait(fraction=steps.input_wait_fraction, per_element_s=steps.input_wait_median_s,
+                     consumer_s=steps.median_s, measured_by=f"{steps.marker}{how}")
+
+
+def input_wait(facts: Facts, pipeline: PipelineFacts) -> Optional[InputWait]:
+    """The steps' measured wait for the pipeline they read (what input.bound reports),
+    else the pipeline's own timers, else None (not measured)."""
+    if facts.steps is not None and steps_pipeline(facts) is pipeline:
+        measured = steps_wait(facts.steps)
+        if measured is not None:
+            return measured
+    return pipeline_wait(pipeline)
+
+
+def pipeline_time_s(pipeline: PipelineFacts) -> float:
+    return sum(s.self_time_s for s in pipeline.stages)
+
+
+def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> Optional[float]:
+    """The stage's share of the pipeline's processing time (None: not measured)."""
+    total = pipeline_time_s(pipeline)
+    return stage.self_time_s / total if total > 0 else None
+
+
+def bottleneck(pipeline: PipelineFacts) -> Optional[PipelineStage]:
+    if pipeline.bottleneck is None or not 0 <= pipeline.bottleneck < len(pipeline.stages):
+        return None
+    return pipeline.stages[pipeline.bottleneck]
+
+
+def is_bottleneck(pipeline: PipelineFacts, index: int) -> bool:
+    return pipeline.bottleneck == index
+
+
+def stage_label(stage: PipelineStage) -> str:
+    """``ParallelMapV2(parse at train.py:41)``, ``TFRecord at train.py:12``, or TF's name
+    (``Prefetch (added by TF)`` for a stage nobody wrote)."""
+    if stage.function and stage.function_location:
+        return f"{stage.name}({stage.function} at {stage.function_location})"
+    if stage.function:
+        return f"{stage.name}({stage.function})"
+    if stage.location:
+        return f"{stage.name} at {stage.location}"
+    return stage.name if stage.written_as else f"{stage.name} (added by TF)"
+
+
+def culprit_location(stage: PipelineStage) -> Optional[str]:
+    """Where to look: the function the stage runs, else where the transformation is written."""
+    return stage.function_location or stage.location
+
+
+def function_name(stage: PipelineStage) -> str:
+    """A name to put in pasted code: the user's function, or ``fn`` for a lambda."""
+    name = stage.function or ""
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*", name) else "fn"
+
+
+def is_map(stage: PipelineStage) -> bool:
+    """A map as TF runs it: Map, ParallelMapV2, or a map fused with its batch
+    (MapAndBatch, map_and_batch_fusion), whatever kind the stage was filed under."""
+    return (stage.kind == "map" or "map" in stage.written_as
+            or stage.name.startswith(("Map", "ParallelMap")))
+
+
+def per_element_s(stage: PipelineStage) -> Optional[float]:
+    if stage.self_time_per_element_s is not None:
+        return stage.self_time_per_element_s
+    return stage.self_time_s / stage.elements if stage.elements else None
+
+
+def function_calls(stage: PipelineStage) -> int:
+    """Calls of the stage's function: one per input element. A fused MapAndBatch
+    produces batches (ratio = batch size) but calls its function per element."""
+    return int(stage.elements * max(stage.ratio, 1.0))
+
+
+def per_call_s(stage: PipelineStage) -> Optional[float]:
+    calls = function_calls(stage)
+    return stage.self_time_s / calls if calls else None
+
+
+def batched_later(pipeline: PipelineFacts, index: int) -> bool:
+    """A batch follows the stage (or is fused into it): the map can move after it."""
+    stage = pipeline.stages[index]
+    return "batch" in stage.written_as or any(
+        s.kind == "batch" or "batch" in s.written_as for s in pipeline.stages[index + 1:])
+
+
+def vectorisable(pipeline: PipelineFacts, index: int, below_s: float) -> bool:
+    """A cheap per-element TF function called many times, with a batch after it: most of
+    its time is tf.data's per-call overhead, which batching first divides by the batch."""
+    stage = pipeline.stages[index]
+    per_call = per_call_s(stage)
+    return (is_map(stage) and not stage.python and per_call is not None
+            and function_calls(stage) >= MIN_CALLS_TO_JUDGE_OVERHEAD
+            and per_call <= below_s and batched_later(pipeline, index))
+
+
+def runs_sequentially(stage: PipelineStage, autotune: bool) -> bool:
+    """A map that TF runs one element at a time, after its own rewrites.
+
+    ``map_parallelization`` (on by default) turns a map written without
+    ``num_parallel_calls`` into a ParallelMapV2 with AUTOTUNE parallelism, unless
+    autotune is off or its function is stateful (map_parallelization.cc), and autotune
+    may then choose one thread on a busy host: that map *is* parallel as far as the
+    user is concerned. A stage with parallelism 1 is sequential only when it was
+    written so, or TF could not parallelise it (the collector's ``stateful`` is the
+    same IsFunctionStateful test TF applies).
+    """
+    if not is_map(stage):
+        return False
+    if stage.parallelism is None:
+        return not stage.name.startswith(("ParallelMap", "MapAndBatch"))
+    if stage.parallelism > 1:
+        return False
+    if stage.parallelism_written is not None:
+        return stage.parallelism_written == 1
+    # A Python function is stateful (EagerPyFunc, PyFunc) unless declared pure with
+    # tf.numpy_function(..., stateful=False): then TF parallelises it like any other.
+    return stage.stateful or not autotune
+
+
+def sequential_reason(stage: PipelineStage, autotune: bool) -> str:
+    """Why TF kept this map sequential, for people."""
+    if stage.parallelism_written == 1:
+        return "num_parallel_calls=1 as written"
+    if stage.python and stage.stateful:
+        return ("its function calls Python (py_function/numpy_function ops are stateful, "
+                "and TF's map_parallelization skips stateful functions)")
+    if stage.random and stage.stateful:
+        return ("its function draws stateful random numbers (tf.random.uniform, "
+                "tf.image.random_*), and TF's map_parallelization skips stateful functions")
+    if stage.stateful:
+        return "its function has stateful ops, and TF's map_parallelization skips stateful functions"
+    if not autotune:
+        return "autotune is off (options.autotune.enabled = False): map_parallelization needs it"
+    return ("written without num_parallel_calls, and TF's map_parallelization did not apply "
+            "(turned off in the dataset's options, or the map runs inside an interleave/"
+            "flat_map function)")
+
+
+def ends_buffered(pipeline: PipelineFacts) -> bool:
+    """The pipeline as TF ran it ends in a prefetch or another stage that produces ahead."""
+    if pipeline.prefetch_run:
+        return True
+    if not pipeline.stages:
+        return False
+    last = pipeline.stages[-1]
+    return last.kind == "prefetch" or last.name.startswith(ASYNC_STAGE_PREFIXES)
+
+
+def stage_row(pipeline: PipelineFacts, index: int) -> dict[str, Any]:
+    """One evidence table row: what TF ran, how long, how parallel, where it is written."""
+    stage = pipeline.stages[index]
+    share = stage_share(pipeline, stage)
+    per_element = per_element_s(stage)
+    row: dict[str, Any] = {
+        "stage": stage_label(stage),
+        "kind": stage.kind,
+        "written_as": "+".join(stage.written_as) or "added by TF",
+        "elements": stage.elements,
+        "ms_per_element": None if per_element is None else round(per_element * 1000, 3),
+        "threads": stage.parallelism or 1,     # not a parallel stage: one thread
+        "share_of_pipeline_time": None if share is None else round(share, 3),
+    }
+    flags = [n for n, on in (("python", stage.python), ("stateful", stage.stateful),
+                             ("random", stage.random)) if on] + list(stage.codec_ops)
+    if flags:
+        row["flags"] = ", ".join(flags)
+    if is_bottleneck(pipeline, index):
+        row["bottleneck"] = True
+    return row
+
+
+def stage_table(pipeline: PipelineFacts) -> list[dict[str, Any]]:
+    return [stage_row(pipeline, i) for i in range(len(pipeline.stages))]
+
+
+def wait_evidence(wait: InputWait) -> dict[str, Any]:
+    return {"input_wait_fraction": round(wait.fraction, 3),
+            "input_wait_ms_per_step": _ms(wait.per_element_s),
+            "consumer_ms_per_step": _ms(wait.consumer_s),
+            "input_wait_measured_by": wait.measured_by}
+
+
+def pipeline_name(pipeline: PipelineFacts) -> str:
+    where = f" built at {pipeline.location}" if pipeline.location else ""
+    return f"tf.data pipeline {pipeline.id}{where}, read by {pipeline.consumer}"
+
+
+def gain_text(fraction: float, what: str) -> str:
+    """An honest estimate of recoverable step time, said to be one."""
+    return (f"estimate: up to {fraction:.0%} of step time ({what}); "
+            "the fix's real gain shows when the run is measured again")
+
+
+def _ms(seconds: Optional[float]) -> Optional[float]:
+    return None if seconds is None else round(seconds * 1000, 3)

@@ -1,0 +1,101 @@
+"""compression.cpu-codec, input part: a decoding or decompressing tf.data stage."""
+
+from dataclasses import replace
+
+import pytest
+
+from gpuwhy.facts import Facts
+from gpuwhy.rules.compression.cpu_codec import CpuCodec
+from tests import builders as b
+from tests import builders_tfdata as t
+
+
+def check(facts, **options):
+    return CpuCodec().check(facts, {**CpuCodec.options, **options})
+
+
+def test_decode_stage_with_a_share_of_the_time_while_input_bound():
+    (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
+    assert f.id == "compression.cpu-codec" and f.severity == "medium"
+    assert f.title == ("Input stage ParallelMapV2(parse at train.py:41) decodes on the CPU "
+                       "(DecodePng): 23% of the pipeline's time; steps wait for input 40% of "
+                       "the time")
+    assert f.location == "train.py:41"
+    assert f.evidence["codec_ops"] == ["DecodePng"] and f.evidence["threads"] == 4
+    assert f.evidence["slowest_stage"] is False
+    assert "ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)" in f.fix
+    assert "ds.cache()" in f.fix
+    assert "PNG/GIF/BMP decode on the host" in f.fix and "nvJPEG" not in f.fix
+    assert f.gain_value == pytest.approx(0.40 * 2.0 / 8.58, abs=1e-4)
+
+
+def test_jpeg_decode_gets_the_crop_window_and_gpu_decoding():
+    pipeline = t.example_pipeline()
+    stages = list(pipeline.stages)
+    stages[1] = replace(stages[1], codec_ops=("DecodeJpeg",))
+    (f,) = check(t.facts(replace(pipeline, stages=tuple(stages)), steps=t.fit_steps(0.40)))
+    assert "tf.image.decode_and_crop_jpeg" in f.fix and "fn.decoders.image(device='mixed')" in f.fix
+
+
+def test_gzip_reader_bottleneck_gets_parallel_reads():
+    pipeline = t.pipeline(t.tfrecord("GZIP", self_time_s=5.0), t.parse(codec_ops=()), t.batch(),
+                          bottleneck=0)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
+    assert f.title.startswith("Input stage TFRecord at train.py:60 decodes on the CPU (GZIP)")
+    assert f.evidence["slowest_stage"] is True and f.location == "train.py:60"
+    assert ('tf.data.TFRecordDataset(files, compression_type="GZIP", '
+            "num_parallel_reads=tf.data.AUTOTUNE)") in f.fix
+    assert "without compression" in f.fix
+
+
+def test_small_codec_stage_that_is_not_the_bottleneck_is_quiet():
+    # the GZIP reader of the example takes 4.7% of the pipeline's time
+    facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40))
+    assert [f.evidence["stage"] for f in check(facts)] == ["ParallelMapV2(parse at train.py:41)"]
+    assert len(check(facts, min_fraction=0.04)) == 2
+
+
+def test_not_input_bound_is_quiet():
+    assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.04))) == []
+    assert check(t.facts(t.example_pipeline(wait_per_element_s=None))) == []
+
+
+def test_both_parts_report_from_one_run():
+    group = b.op_group("DecodeJpeg", "no-gpu-kernel", in_dtypes=("string",), out_dtypes=("uint8",),
+                       locations=("step.py:5",))
+    tfdata = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40))
+    facts = Facts(placement=b.placement(groups=[group]), steps=tfdata.steps,
+                  tfdata=tfdata.tfdata)
+    found = check(facts)
+    assert [("codec_ops_in_step" in f.evidence, f.location) for f in found] == [
+        (True, "step.py:5"), (False, "train.py:41")]
+
+
+def test_nothing_to_read_is_quiet():
+    assert check(Facts()) == []
+
+
+def test_a_reader_tf_runs_as_a_flat_map_over_files_is_still_a_reader():
+    # TFRecordDataset(files, compression_type="GZIP") runs as FlatMap(TFRecord per file)
+    flat = t.tfrecord("GZIP", name="FlatMap", kind="flat_map", self_time_s=5.0)
+    pipeline = t.pipeline(flat, t.parse(codec_ops=()), t.batch(), bottleneck=0)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
+    assert f.evidence["stage"] == "FlatMap at train.py:60"
+    assert "# TFRecordDataset reads one file at a time" in f.fix
+    assert 'compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE' in f.fix
+
+
+def test_a_reader_already_parallel_is_told_so():
+    parallel = t.tfrecord("ZLIB", name="ParallelInterleaveV4", kind="interleave", parallelism=8,
+                          self_time_s=5.0)
+    pipeline = t.pipeline(parallel, t.parse(codec_ops=()), t.batch(), bottleneck=0)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
+    assert "already reads 8 files at once" in f.fix and "ZLIB" in f.fix
+
+
+def test_a_decode_that_also_draws_random_numbers_is_not_cached_as_is():
+    pipeline = t.example_pipeline()
+    stages = list(pipeline.stages)
+    stages[1] = replace(stages[1], random=True, stateful=True)
+    (f,) = check(t.facts(replace(pipeline, stages=tuple(stages)), steps=t.fit_steps(0.40)))
+    assert "ds.cache()" not in f.fix and "decode in a map of its own" in f.fix
