@@ -72,8 +72,7 @@ with tempfile.TemporaryDirectory() as folder:
                .map(parse)
                .map(augment)
                .shuffle(256, seed=0)
-               .batch(args.batch, drop_remainder=True)
-               .repeat())
+               .batch(args.batch))
 
     model = tf.keras.Sequential([
         tf.keras.Input((SIZE, SIZE, 3)),
@@ -83,6 +82,5 @@ with tempfile.TemporaryDirectory() as folder:
     ])
     model.compile(optimizer="adam",
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.images // args.batch,
-                        verbose=2)
+    history = model.fit(dataset, epochs=args.epochs, verbose=2)
     print(f"final loss {history.history['loss'][-1]:.4f}")

@@ -37,6 +37,7 @@ class Session:
                  eager_duty: Optional[float] = None) -> None:
         from gpuwhy.collect.run.eager import EagerOpCounter
         from gpuwhy.collect.run.functions import FunctionWatcher
+        from gpuwhy.collect.run.pipelines import PipelineCollector
         from gpuwhy.collect.sampler import GpuSampler
         if not (hz > 0):
             raise ValueError("hz must be a positive number of samples per second")
@@ -47,8 +48,9 @@ class Session:
             EagerOpCounter(**({} if eager_duty is None else {"duty": eager_duty}))
             if eager else None)
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
+        self.pipelines = PipelineCollector()
         self.collectors: list[RunCollector] = [c for c in (
-            self.steps, self.functions, self.eager, self.sampler) if c is not None]
+            self.steps, self.functions, self.eager, self.sampler, self.pipelines) if c is not None]
         self.t0: Optional[float] = None
         self.record: Optional[RunRecord] = None
         self._driver = None
@@ -115,11 +117,15 @@ class Session:
     # -- facts -----------------------------------------------------------------------
     def _facts(self, t_end: float, ended: str, exit_code: int, error: Optional[str]) -> Facts:
         from gpuwhy.collect.run.environment import run_environment_facts
+        from gpuwhy.collect.run.input_wait import with_keras_input_wait
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
         calls = self._guard("tf.function calls", self.functions.calls, {})
         steps, window = self._guard("steps", lambda: self.steps.facts(self.t0, calls, t_end),
                                     (None, StepWindow(self.t0)))
+        tfdata = self._guard("tf.data pipelines", self.pipelines.facts, None) \
+            if tf_imported else None
+        steps = with_keras_input_wait(steps, tfdata)
         eager = self._guard("eager ops", lambda: self.eager.facts(window), None) \
             if self.eager else None
         tracing = self._guard("tracing", lambda: self.functions.facts(self.t0), None)
@@ -141,7 +147,7 @@ class Session:
             notes=tuple(notes))
         return Facts(environment=environment, devices=self._devices, placement=placement,
                      program=program, steps=steps, eager=eager, tracing=tracing,
-                     gpu_samples=gpu_samples)
+                     gpu_samples=gpu_samples, tfdata=tfdata)
 
     def _guard(self, what: str, fn, default):
         """After the program: one section failing keeps the others (GPUWHY_DEBUG raises)."""

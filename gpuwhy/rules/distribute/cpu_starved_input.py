@@ -6,6 +6,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input.common import (bottleneck, culprit_location, function_name, gain_text,
                                        input_wait, pipeline_name, stage_label, stage_row,
                                        wait_evidence)
@@ -20,7 +21,8 @@ class CpuStarvedInput(Rule):
     `min_cpu_busy` busy over the run, all processes counted. More `num_parallel_calls`
     or parallel reads cannot help: there is no idle core left for them. The finding
     gives the pipeline's slowest stage, the host's cores, and how much of them the
-    program itself used, so that other processes taking the cores show.
+    program itself used, so that other processes taking the cores show. It stays quiet
+    when TensorFlow cannot use a GPU here: the model then computes on the same cores.
 
     ## Why is this slow?
     One GPU can consume preprocessed images or examples faster than a machine's cores
@@ -67,6 +69,10 @@ class CpuStarvedInput(Rule):
         tfdata = facts.tfdata
         busy = tfdata.host_cpu_busy_fraction
         if busy is None or busy < options["min_cpu_busy"]:
+            return []
+        if facts.environment is not None and tf_can_use_gpu(facts.environment) is False:
+            # The model itself computes on these cores: busy cores say nothing about
+            # the input pipeline's share, and the first fix is the GPU (env.no-gpu).
             return []
         waiting = [(wait, p) for p in tfdata.pipelines
                    if (wait := input_wait(facts, p)) is not None

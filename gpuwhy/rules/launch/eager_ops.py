@@ -120,6 +120,10 @@ class EagerOps(Rule):
                     "eager_ops_per_step": round(eager.per_step, 1),
                     "sampled_steps": eager.sampled_steps}
         else:
+            if facts.steps is not None and facts.steps.count:
+                # Training steps were found but no counted window fell inside one: the
+                # ops counted ran in set-up or evaluation code, not in the steps.
+                return []
             small_ops = eager.ops * small_share
             if (small_ops < options["min_ops_per_step"] or gain is None
                     or gain < options["min_busy_fraction"]):

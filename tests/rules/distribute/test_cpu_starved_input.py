@@ -57,3 +57,12 @@ def test_host_cores_fall_back_to_the_environment():
     facts = Facts(steps=base.steps, tfdata=base.tfdata, environment=b.environment(cpu_count=16))
     (f,) = check(facts)
     assert f.evidence["host_cores"] == 16 and "all 16 host cores" in f.title
+
+
+def test_quiet_when_the_model_itself_runs_on_the_cpu():
+    import dataclasses
+
+    from tests import builders as b
+    facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), **saturated())
+    assert check(dataclasses.replace(facts, environment=b.environment())) != []
+    assert check(dataclasses.replace(facts, environment=b.environment(tf=b.no_gpu_tf()))) == []

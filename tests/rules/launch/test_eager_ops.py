@@ -112,3 +112,16 @@ def test_run_rules_runs_it_on_eager_facts_alone():
     assert "launch.eager-ops" not in not_checked
     _, not_checked = run_rules(Facts())
     assert not_checked["launch.eager-ops"] == "needs eager"
+
+
+def test_ops_counted_only_outside_the_steps_found_are_set_up_code_not_a_finding():
+    # Keras fit ran 72 steps, but the counted windows fell on the record-writing loop
+    # before it: those ops are not in the training steps.
+    import dataclasses
+
+    from gpuwhy.facts import StepFacts
+    loop = (site("EncodePng", "make_data.py:42", 342, 1, "CPU:0"),)
+    setup = eager(loop, sampled_steps=0, dispatch_fraction=0.53)
+    assert run(setup) != []
+    steps = StepFacts(source="keras-fit", marker="Model.fit at train.py:86", count=72, warmup=1)
+    assert run(dataclasses.replace(setup, steps=steps)) == []

@@ -1,0 +1,668 @@
+"""A tf.data pipeline as the user wrote it: each transformation, where, and what it runs.
+
+The Python dataset objects are a linked chain: every transformation keeps its input
+(``_inputs()`` in ``tensorflow/python/data/ops/dataset_ops.py``; ``_input_dataset`` on
+unary ones), and the functions it runs as ``StructuredFunctionWrapper`` s
+(``tensorflow/python/data/ops/structured_function.py``: ``._func`` is the user's
+Python function, ``.function`` the ConcreteFunction TF traced from it). All of that
+is private, hence this one module. Reading a chain costs well under a millisecond per
+transformation and is done once per pipeline, never per element.
+
+Two hooks say what the objects do not keep:
+
+* ``DatasetV2.__init__``: every dataset (every subclass calls it) remembers the user's
+  ``file:line`` that created it, found on the stack at creation (a few dict hits per
+  frame; dataset creation itself takes far longer), and whether Keras or another
+  library built it on the user's behalf.
+* ``from_generator_op._from_generator`` (what ``Dataset.from_generator`` of both API
+  versions calls): the dataset it returns remembers the generator callable, so the
+  report can name the generator's own definition. Datasets created before the hook
+  are recognised by the closure of TF's ``flat_map_fn`` instead.
+
+What a transformation's function contains is read from its traced FunctionDef and the
+functions nested in it (``ConcreteFunction.graph.as_graph_def().library``), as TF's
+optimisers read it:
+
+* ``stateful`` mirrors ``function_utils::IsFunctionStateful(..., skip_assert=true)``
+  (``tensorflow/core/grappler/optimizers/data/function_utils.cc``), the test that
+  ``map_parallelization`` (``map_parallelization.cc``) uses to leave a ``map``
+  sequential: a function is stateful when its signature says so and one of its nodes
+  has a stateful OpDef (or an OpDef TF cannot find), other than ``Assert`` and an
+  ``If``/``While`` whose branches are all stateless.
+* ``python``: ``EagerPyFunc``/``PyFunc``/``PyFuncStateless`` (``tf.py_function``,
+  ``tf.numpy_function``) or a ``GeneratorDataset`` (``from_generator``). The Python
+  callables behind them are looked up by the op's ``token`` in
+  ``script_ops._py_funcs``.
+* ``random``: random ops whose OpDef is stateful (``RandomUniform``,
+  ``RandomStandardNormal``, ``tf.random.Generator``'s ``RngReadAndSkip`` ...): their
+  output differs from one pass to the next, so caching after them would freeze what
+  should change. Stateless random ops with a seed (``StatelessRandom*``) give the same
+  output for the same input and are listed in ``random_ops`` only.
+* ``codec_ops``: image/audio decoders and encoders, ``DecodeCompressed``, and the
+  compression of file readers (``"GZIP"``/``"ZLIB"``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
+
+from gpuwhy.tfapi.graph_ops import is_library_file, relative
+from gpuwhy.tfapi.patching import Patch
+
+__all__ = [
+    "ORIGIN_ATTR", "Origin", "WrittenTransformation", "autotune_enabled", "cardinality",
+    "element_bytes", "function_contents", "function_site", "has_final_prefetch",
+    "install_origin_hooks", "origin", "written_chain",
+]
+
+ORIGIN_ATTR = "_gpuwhy_origin"          # (file or None, line, made by a library)
+GENERATOR_ATTR = "_gpuwhy_generator"    # the callable given to from_generator
+MAX_CHAIN = 200                         # transformations followed from the final dataset
+MAX_INNER = 4                           # other inputs described per transformation
+_MAX_FRAMES = 80
+
+# -- where a dataset was created ---------------------------------------------------
+
+_TF_DIR_MARK = f"{os.sep}tensorflow{os.sep}"
+# Inside TF, these build datasets *for* the user (rebatching, sharding): a library.
+_TF_LIBRARY_PARTS = (f"{os.sep}python{os.sep}distribute{os.sep}", f"{os.sep}python{os.sep}keras{os.sep}",
+                     f"{os.sep}dtensor{os.sep}")
+_GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SKIP, _LIBRARY, _USER = 0, 1, 2
+_FRAME_KIND: dict[Any, int] = {}
+
+
+def _frame_kind(code: Any) -> int:
+    """TF itself and gpuwhy are skipped (tf.data calls itself, and traces user
+    functions through TF's function machinery); Keras and other libraries that build
+    datasets on the user's behalf are "library"; anything else is the user's."""
+    kind = _FRAME_KIND.get(code)
+    if kind is None:
+        filename = code.co_filename
+        if "__autograph_generated" in filename or filename.startswith("<"):
+            kind = _SKIP
+        elif _TF_DIR_MARK in filename and not any(p in filename for p in _TF_LIBRARY_PARTS):
+            kind = _SKIP
+        elif is_library_file(filename):
+            skip = (filename.endswith(("functools.py", "contextlib.py"))
+                    or filename.startswith(_GPUWHY_DIR))
+            kind = _SKIP if skip else _LIBRARY
+        else:
+            kind = _USER
+        _FRAME_KIND[code] = kind
+    return kind
+
+
+def _creation_site(frame: Any) -> tuple[Optional[str], int, bool]:
+    """(user's file, line, made by a library) for a dataset being created now; the
+    path is made relative only when read (``os.path.relpath`` costs microseconds)."""
+    by_library = False
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            break
+        kind = _frame_kind(frame.f_code)
+        if kind == _USER:
+            return frame.f_code.co_filename, frame.f_lineno, by_library
+        if kind == _LIBRARY:
+            by_library = True
+        frame = frame.f_back
+    return None, 0, by_library
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a dataset object was created."""
+
+    location: Optional[str]     # the user's file:line (for a library-made one, the call into it)
+    by_library: bool = False    # built by Keras or another library, not written by the user
+
+
+def origin(dataset: Any) -> Optional[Origin]:
+    """The creation site the hook recorded, or None (created before the hook)."""
+    value = getattr(dataset, ORIGIN_ATTR, None)
+    if not isinstance(value, tuple) or len(value) != 3:
+        return None
+    filename, line, by_library = value
+    return Origin(relative(filename, line) if filename else None, by_library)
+
+
+def install_origin_hooks() -> list[Patch]:
+    """Make every dataset created from now on remember its creation site, and every
+    ``from_generator`` dataset its generator. Undo the returned patches to restore TF."""
+    from tensorflow.python.data.ops import dataset_ops, from_generator_op
+
+    def make_init(original: Callable) -> Callable:
+        getframe = sys._getframe
+
+        def __init__(self, variant_tensor):
+            original(self, variant_tensor)
+            try:
+                if ORIGIN_ATTR not in self.__dict__:
+                    self.__dict__[ORIGIN_ATTR] = _creation_site(getframe(1))
+            except Exception:  # noqa: BLE001 - never break dataset creation
+                pass
+
+        __init__.__wrapped__ = original
+        __init__.__doc__ = original.__doc__
+        return __init__
+
+    def make_from_generator(original: Callable) -> Callable:
+        def _from_generator(generator, *args, **kwargs):
+            dataset = original(generator, *args, **kwargs)
+            try:
+                dataset.__dict__[GENERATOR_ATTR] = generator
+            except Exception:  # noqa: BLE001
+                pass
+            return dataset
+
+        _from_generator.__wrapped__ = original
+        return _from_generator
+
+    init = Patch(dataset_ops.DatasetV2, "__init__", make_init)
+    try:
+        generator = Patch(from_generator_op, "_from_generator", make_from_generator)
+    except Exception:
+        init.undo()
+        raise
+    return [init, generator]
+
+
+# -- the written chain -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WrittenTransformation:
+    """One transformation of the chain, as written in Python."""
+
+    api: str                              # map, batch, prefetch, from_generator, TFRecordDataset ...
+    op: str                               # TF dataset op: MapDataset, ParallelMapDatasetV2 ...
+    location: Optional[str] = None        # where it was created (None: before the hook)
+    by_library: bool = False              # Keras or another library created it
+    function: Optional[str] = None        # the user's function it runs ("parse", "<lambda>")
+    function_location: Optional[str] = None   # where that function is defined
+    num_parallel_calls: Optional[int] = None  # as written; -1 AUTOTUNE; None: sequential
+    deterministic: Optional[bool] = None  # as written; None: the pipeline's default
+    argument: Optional[int] = None        # batch size, buffer size, count (-1: all/AUTOTUNE)
+    python: bool = False                  # runs Python: py_function, numpy_function, generator
+    python_functions: tuple[str, ...] = ()    # "slow (file:line)" behind those ops
+    stateful: bool = False                # TF's map_parallelization would keep it sequential
+    stateful_ops: tuple[str, ...] = ()
+    random: bool = False                  # stateful random ops: differs from pass to pass
+    random_ops: tuple[str, ...] = ()      # every random op, stateless ones too
+    codec_ops: tuple[str, ...] = ()       # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
+    inner: tuple[str, ...] = ()           # the other inputs (zip, concatenate), described
+    node: bool = True                     # False: no node of its own when TF runs it (options)
+
+    @property
+    def noop(self) -> bool:
+        """A no-op TF's noop_elimination removes (noop_elimination.cc): take(-1),
+        skip(0), repeat(1), prefetch(0), shard(1, ...)."""
+        count = self.argument
+        return ((self.api == "take" and count is not None and count < 0)
+                or (self.api in ("skip", "prefetch") and count == 0)
+                or (self.api in ("repeat", "shard") and count == 1))
+
+
+# Python class -> (api, TF op). Unknown classes get their api from the class name.
+_CLASSES = {
+    "_RangeDataset": ("range", "RangeDataset"),
+    "_TensorSliceDataset": ("from_tensor_slices", "TensorSliceDataset"),
+    "_TensorDataset": ("from_tensors", "TensorDataset"),
+    "_SparseTensorSliceDataset": ("from_sparse_tensor_slices", "SparseTensorSliceDataset"),
+    "_MapDataset": ("map", "MapDataset"),
+    "_ParallelMapDataset": ("map", "ParallelMapDatasetV2"),
+    "_BatchDataset": ("batch", "BatchDatasetV2"),
+    "_ParallelBatchDataset": ("batch", "ParallelBatchDataset"),
+    "_PaddedBatchDataset": ("padded_batch", "PaddedBatchDatasetV2"),
+    "_DenseToRaggedDataset": ("ragged_batch", "DenseToRaggedDataset"),
+    "_PrefetchDataset": ("prefetch", "PrefetchDataset"),
+    "CacheDataset": ("cache", "CacheDatasetV2"),
+    "_CacheDataset": ("cache", "CacheDatasetV2"),
+    "_ShuffleDataset": ("shuffle", "ShuffleDatasetV3"),
+    "_RepeatDataset": ("repeat", "RepeatDataset"),
+    "_TakeDataset": ("take", "TakeDataset"),
+    "_SkipDataset": ("skip", "SkipDataset"),
+    "_ShardDataset": ("shard", "ShardDataset"),
+    "_FilterDataset": ("filter", "FilterDataset"),
+    "_ParallelFilterDataset": ("filter", "ParallelFilterDataset"),
+    "_FlatMapDataset": ("flat_map", "FlatMapDataset"),
+    "_InterleaveDataset": ("interleave", "InterleaveDataset"),
+    "_ParallelInterleaveDataset": ("interleave", "ParallelInterleaveDatasetV4"),
+    "ParallelInterleaveDataset": ("interleave", "LegacyParallelInterleaveDatasetV2"),
+    "_ZipDataset": ("zip", "ZipDataset"),
+    "_ConcatenateDataset": ("concatenate", "ConcatenateDataset"),
+    "_UnbatchDataset": ("unbatch", "UnbatchDataset"),
+    "_WindowDataset": ("window", "WindowDataset"),
+    "_ScanDataset": ("scan", "ScanDataset"),
+    "_GeneratorDataset": ("from_generator", "GeneratorDataset"),
+    "_ShuffleAndRepeatDataset": ("shuffle_and_repeat", "ShuffleAndRepeatDataset"),
+    "_MapAndBatchDataset": ("map_and_batch", "MapAndBatchDataset"),
+    "_OptionsDataset": ("with_options", "OptionsDataset"),
+    "TFRecordDatasetV2": ("TFRecordDataset", "TFRecordDatasetV2"),
+    "_TFRecordDataset": ("TFRecordDataset", "TFRecordDatasetV2"),
+    "TextLineDatasetV2": ("TextLineDataset", "TextLineDataset"),
+    "_TextLineDataset": ("TextLineDataset", "TextLineDataset"),
+    "FixedLengthRecordDatasetV2": ("FixedLengthRecordDataset", "FixedLengthRecordDatasetV2"),
+    "_FixedLengthRecordDataset": ("FixedLengthRecordDataset", "FixedLengthRecordDatasetV2"),
+    "CsvDatasetV2": ("CsvDataset", "CSVDatasetV2"),
+}
+# Python objects that never become a node of their own when TF runs the pipeline.
+_NO_NODE = frozenset({"_OptionsDataset", "_RestructuredDataset", "_VariantDataset"})
+# Readers built from their own internal flat_map/interleave over the file names.
+READERS = frozenset({"TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset"})
+_READER_OPS = {"TFRecordDataset": 1, "TFRecordDatasetV2": 1, "TextLineDataset": 1,
+               "FixedLengthRecordDataset": 4, "FixedLengthRecordDatasetV2": 4}  # compression input
+_ARGUMENTS = ("_batch_size", "_buffer_size", "_count", "_num_shards", "_cycle_length", "_size")
+_FUNCTION_ATTRS = ("_map_func", "_predicate", "_scan_func", "_key_func", "_reduce_func",
+                   "_init_func", "_next_func", "_finalize_func", "_window_size_func")
+
+PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+CODEC_OPS = frozenset({
+    "DecodeJpeg", "DecodeAndCropJpeg", "DecodePng", "DecodeImage", "DecodeBmp", "DecodeGif",
+    "DecodeWebP", "DecodeWav", "EncodeJpeg", "EncodeJpegVariableQuality", "EncodePng",
+    "EncodeWav", "DecodeCompressed",
+})
+
+
+def _snake(name: str) -> str:
+    name = re.sub(r"V\d+$", "", name.strip("_"))
+    name = name[: -len("Dataset")] if name.endswith("Dataset") else name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() or "dataset"
+
+
+def _api_and_op(dataset: Any) -> tuple[str, str]:
+    cls = type(dataset).__name__
+    known = _CLASSES.get(cls)
+    if known is not None:
+        return known
+    op = cls.strip("_")
+    return _snake(cls), op if op.endswith("Dataset") else op + "Dataset"
+
+
+def _inputs(dataset: Any) -> list:
+    try:
+        found = list(dataset._inputs())  # noqa: SLF001 - the chain is only kept privately
+    except Exception:  # noqa: BLE001
+        found = []
+    if not found:
+        single = getattr(dataset, "_input_dataset", None)
+        found = [single] if single is not None else []
+    return found
+
+
+def _int(value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    try:
+        return int(value)  # EagerTensor scalars and numpy values alike
+    except Exception:  # noqa: BLE001 - a symbolic tensor (graph mode)
+        return None
+
+
+def _deterministic(dataset: Any) -> Optional[bool]:
+    value = getattr(dataset, "_deterministic", None)
+    if value == "true" or value is True:
+        return True
+    if value == "false" or value is False:
+        return False
+    return None
+
+
+def _unwrapped(function: Any) -> Any:
+    from gpuwhy.tfapi.tracing import _unwrapped as unwrap
+    python_function = getattr(function, "python_function", None)  # a tf.function
+    return unwrap(python_function if python_function is not None else function)
+
+
+def function_site(function: Any) -> tuple[Optional[str], Optional[str]]:
+    """(name, file:line of its definition) of a Python callable; the location is None
+    for functions defined inside TF or another library (``tf.strings.length``)."""
+    function = _unwrapped(function)
+    code = getattr(function, "__code__", None)
+    name = getattr(function, "__name__", None)
+    if code is None:  # a callable object: its __call__
+        call = getattr(type(function), "__call__", None)
+        code = getattr(call, "__code__", None)
+        name = name or type(function).__name__
+    if code is None:
+        return (str(name) if name else None), None
+    location = None if is_library_file(code.co_filename) else relative(code.co_filename, code.co_firstlineno)
+    return str(name or code.co_name), location
+
+
+def _generator_of(dataset: Any) -> Any:
+    """The callable given to from_generator: from the hook, else from the closure of
+    TF's ``flat_map_fn`` (``tensorflow/python/data/ops/from_generator_op.py``)."""
+    generator = dataset.__dict__.get(GENERATOR_ATTR) if hasattr(dataset, "__dict__") else None
+    if generator is not None:
+        return generator
+    wrapper = getattr(dataset, "_map_func", None)
+    func = getattr(wrapper, "_func", None)
+    if func is None or not getattr(func, "__module__", "").endswith("from_generator_op"):
+        return None
+    functions = [func]
+    for _ in range(3):   # flat_map_fn -> get_iterator_id_fn -> generator_state
+        found = []
+        for function in functions:
+            for cell in getattr(function, "__closure__", None) or ():
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    continue
+                if type(value).__name__ == "_GeneratorState":
+                    return getattr(value, "_generator", None)
+                if callable(value) and hasattr(value, "__closure__"):
+                    found.append(value)
+        functions = found
+    return None
+
+
+@dataclass
+class _Contents:
+    python: bool = False
+    python_functions: tuple = ()
+    stateful_ops: tuple = ()
+    random_ops: tuple = ()
+    stateful_random: bool = False
+    codec_ops: tuple = ()
+
+
+def _op_def(name: str) -> Any:
+    from tensorflow.python.framework import op_def_registry
+    try:
+        return op_def_registry.get(name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _is_random_op(op: str) -> bool:
+    return ("Random" in op or "Multinomial" in op or "TruncatedNormal" in op or op.startswith("Rng")
+            or (op.startswith("Stateful") and any(k in op for k in ("Uniform", "Normal", "Binomial"))))
+
+
+def _node_stateful(node: Any, library: dict, skip_assert: bool = True, depth: int = 0) -> bool:
+    """``function_utils::IsNodeStateful`` (function_utils.cc)."""
+    op_def = _op_def(node.op)
+    if op_def is None:
+        return True
+    if not op_def.is_stateful:
+        return False
+    if skip_assert and node.op == "Assert":
+        return False
+    branches = {"If": ("then_branch", "else_branch"), "While": ("cond", "body")}.get(node.op)
+    if branches and depth < 20:
+        defs = [library.get(node.attr[a].func.name) for a in branches if a in node.attr]
+        if len(defs) == 2 and all(d is not None and not _function_stateful(d, library, skip_assert, depth + 1)
+                                  for d in defs):
+            return False
+    return True
+
+
+def _function_stateful(fdef: Any, library: dict, skip_assert: bool = True, depth: int = 0) -> bool:
+    """``function_utils::IsFunctionStateful`` (function_utils.cc)."""
+    if not fdef.signature.is_stateful:
+        return False
+    return any(_node_stateful(n, library, skip_assert, depth) for n in fdef.node_def)
+
+
+def _compression(fdef: Any, node: Any) -> Optional[str]:
+    """The constant compression_type input of a reader op inside a function."""
+    index = _READER_OPS.get(node.op)
+    if index is None or len(node.input) <= index:
+        return None
+    source = node.input[index].split(":")[0].lstrip("^")
+    for other in fdef.node_def:
+        if other.name == source and other.op == "Const":
+            values = other.attr["value"].tensor.string_val
+            text = values[0].decode(errors="replace").upper() if values else ""
+            return text if text in ("GZIP", "ZLIB") else None
+    return None
+
+
+def _python_function(token: bytes) -> Optional[str]:
+    from tensorflow.python.ops import script_ops
+    try:
+        registered = script_ops._py_funcs.get(token.decode())  # noqa: SLF001 - token -> callable
+    except Exception:  # noqa: BLE001
+        return None
+    if registered is None:
+        return None
+    function = getattr(registered, "_func", registered)  # EagerFunc wraps py_function's callable
+    name, location = function_site(function)
+    if location is None:
+        return None  # TF's own (from_generator's helpers)
+    return f"{name} ({location})"
+
+
+def function_contents(concrete_functions: Iterable[Any]) -> _Contents:
+    """What traced tf.data functions (ConcreteFunctions) and their nested ones contain."""
+    contents = _Contents()
+    python_functions: dict[str, None] = {}
+    stateful_ops: dict[str, None] = {}
+    random_ops: dict[str, None] = {}
+    codecs: dict[str, None] = {}
+    for concrete in concrete_functions:
+        try:
+            top = concrete.function_def
+            library = {f.signature.name: f for f in concrete.graph.as_graph_def().library.function}
+        except Exception:  # noqa: BLE001 - a function TF did not keep
+            continue
+        library.setdefault(top.signature.name, top)
+        if _function_stateful(top, library):
+            for node in top.node_def:
+                if _node_stateful(node, library):
+                    stateful_ops[node.op] = None
+        for fdef in library.values():
+            for node in fdef.node_def:
+                op = node.op
+                if op in PYTHON_OPS or op == "GeneratorDataset":
+                    contents.python = True
+                    if "token" in node.attr:
+                        described = _python_function(node.attr["token"].s)
+                        if described:
+                            python_functions[described] = None
+                if _is_random_op(op) and not op.endswith("Dataset"):
+                    random_ops[op] = None
+                    op_def = _op_def(op)
+                    if op_def is not None and op_def.is_stateful:
+                        contents.stateful_random = True
+                if op in CODEC_OPS:
+                    codecs[op] = None
+                compression = _compression(fdef, node)
+                if compression:
+                    codecs[compression] = None
+    contents.python_functions = tuple(python_functions)
+    contents.stateful_ops = tuple(stateful_ops)
+    contents.random_ops = tuple(random_ops)
+    contents.codec_ops = tuple(codecs)
+    return contents
+
+
+def _wrappers(dataset: Any) -> list:
+    found = []
+    for attr in _FUNCTION_ATTRS:
+        wrapper = getattr(dataset, attr, None)
+        if wrapper is not None and hasattr(wrapper, "function"):
+            found.append(wrapper)
+    return found
+
+
+def _concrete(wrapper: Any) -> Any:
+    try:
+        return wrapper.function
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _reader_compression(dataset: Any) -> Optional[str]:
+    value = getattr(dataset, "_compression_type", None)
+    if value is None:
+        return None
+    try:
+        if hasattr(value, "numpy"):
+            value = value.numpy()
+        if isinstance(value, bytes):
+            value = value.decode()
+        text = str(value).upper()
+    except Exception:  # noqa: BLE001
+        return None
+    return text if text in ("GZIP", "ZLIB") else None
+
+
+def _argument(dataset: Any, api: str) -> Optional[int]:
+    if api in ("map", "interleave", "TFRecordDataset"):
+        return None
+    for attr in _ARGUMENTS:
+        value = getattr(dataset, attr, None)
+        if value is not None:
+            return _int(value)
+    return None
+
+
+def _parallel_calls(dataset: Any, api: str) -> Optional[int]:
+    for attr in ("_num_parallel_calls", "_num_parallel_reads"):
+        value = getattr(dataset, attr, None)
+        if value is not None:
+            return _int(value)
+    return None
+
+
+def _describe_input(dataset: Any) -> str:
+    api, _ = _api_and_op(dataset)
+    where = origin(dataset)
+    return f"{api} at {where.location}" if where and where.location else api
+
+
+def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransformation:
+    cls = type(dataset).__name__
+    api, op = _api_and_op(dataset)
+    where = origin(dataset)
+    wrappers = _wrappers(dataset)
+    function = function_location = None
+    contents = function_contents(c for c in map(_concrete, wrappers) if c is not None)
+    codecs = list(contents.codec_ops)
+    python = contents.python
+    if generator is not None:
+        api, op = "from_generator", "GeneratorDataset"
+        function, function_location = function_site(generator)
+        python = True
+    elif wrappers:
+        function, function_location = function_site(wrappers[0]._func)  # noqa: SLF001
+    if api in READERS:
+        compression = _reader_compression(dataset)
+        if compression and compression not in codecs:
+            codecs.append(compression)
+    return WrittenTransformation(
+        api=api, op=op,
+        location=where.location if where else None,
+        by_library=where.by_library if where else False,
+        function=function, function_location=function_location,
+        num_parallel_calls=_parallel_calls(dataset, api),
+        deterministic=_deterministic(dataset),
+        argument=_argument(dataset, api),
+        python=python, python_functions=contents.python_functions,
+        stateful=bool(contents.stateful_ops), stateful_ops=contents.stateful_ops,
+        random=contents.stateful_random, random_ops=contents.random_ops,
+        codec_ops=tuple(codecs),
+        inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
+        node=cls not in _NO_NODE,
+    )
+
+
+def _is_internal_input(consumer: Any, dataset: Any) -> bool:
+    """The file-name/dummy dataset TF made inside a reader or from_generator call."""
+    if type(dataset).__name__ not in ("_TensorSliceDataset", "_TensorDataset"):
+        return False
+    mine, theirs = origin(consumer), origin(dataset)
+    return mine is None or theirs is None or mine.location == theirs.location
+
+
+def written_chain(dataset: Any) -> list[WrittenTransformation]:
+    """The transformations from the source to ``dataset``, following the main input.
+
+    Other inputs (zip, concatenate, sample_from_datasets ...) are described in
+    ``inner`` and their function contents are not read; a reader's or a generator's
+    internal input (the file-name slices TF makes from a list of names, the dummy
+    element ``from_generator`` flat-maps) is folded into it.
+    """
+    chain: list[WrittenTransformation] = []
+    current = dataset
+    for _ in range(MAX_CHAIN):
+        while type(current).__name__ == "DatasetV1Adapter":   # tf.compat.v1.data: the V2 inside
+            current = getattr(current, "_dataset", None)
+        if current is None:
+            break
+        inputs = _inputs(current)
+        generator = _generator_of(current) if type(current).__name__ == "_FlatMapDataset" else None
+        chain.append(_transformation(current, generator, inputs[1:]))
+        api = chain[-1].api
+        following = inputs[0] if inputs else None
+        if (generator is not None or api in READERS) and following is not None \
+                and _is_internal_input(current, following):
+            break
+        current = following
+    chain.reverse()
+    return chain
+
+
+# -- helpers -------------------------------------------------------------------------
+
+def cardinality(dataset: Any) -> Optional[int]:
+    """Elements per pass, or None when infinite or unknown to TF."""
+    try:
+        value = int(dataset.cardinality())
+    except Exception:  # noqa: BLE001
+        return None
+    return value if value >= 0 else None
+
+
+def element_bytes(dataset: Any, batch_size: Optional[int] = None) -> Optional[int]:
+    """Bytes of one element from its spec, when every component has a fixed-size dtype
+    (not strings, ragged or sparse) and a fixed shape; an unknown leading dimension
+    (a batch whose last one may be partial) counts as ``batch_size`` when given."""
+    from tensorflow.python.framework import tensor_spec
+    from tensorflow.python.util import nest
+    try:
+        specs = nest.flatten(dataset.element_spec)
+    except Exception:  # noqa: BLE001
+        return None
+    total = 0
+    for spec in specs:
+        if type(spec) is not tensor_spec.TensorSpec or spec.shape.rank is None:
+            return None
+        dims = spec.shape.as_list()
+        if dims and dims[0] is None and batch_size:
+            dims[0] = batch_size
+        if any(d is None for d in dims):
+            return None
+        dtype = spec.dtype
+        if dtype.name in ("string", "variant", "resource"):
+            return None
+        count = 1
+        for d in dims:
+            count *= d
+        total += count * dtype.size
+    return total
+
+
+def autotune_enabled(dataset: Any) -> bool:
+    """``options().autotune.enabled`` (unset means on)."""
+    try:
+        return dataset.options().autotune.enabled is not False
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def has_final_prefetch(chain_or_dataset: Any) -> bool:
+    """The last transformation with a node of its own is a ``prefetch`` that is not
+    ``prefetch(0)``."""
+    chain = chain_or_dataset if isinstance(chain_or_dataset, list) else written_chain(chain_or_dataset)
+    for step in reversed(chain):
+        if not step.node:
+            continue
+        return step.api == "prefetch" and not step.noop
+    return False
+

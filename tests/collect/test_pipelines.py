@@ -1,0 +1,260 @@
+"""PipelineCollector against real tf.data pipelines, custom loops and Keras 3 fit.
+
+The runs are short, so each test asks the collector to read the live iterators once in
+the middle of the run (``read_live``), as its poll thread does about once a second in a
+longer one: TF drops an exhausted input's node from its model, and a run read only at
+its end would not see its source.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow.python.data.ops import dataset_ops, from_generator_op, iterator_ops  # noqa: E402
+
+from gpuwhy.collect.run.pipelines import PipelineCollector, run_family  # noqa: E402
+from gpuwhy.facts import Facts, TfDataFacts, from_dict, to_dict  # noqa: E402
+
+from tests import markers  # noqa: E402
+
+THIS_FILE = Path(__file__)
+
+
+def at(marker: str) -> str:
+    return markers.at(THIS_FILE, marker)
+
+
+@pytest.fixture
+def collector():
+    watcher = PipelineCollector()
+    watcher.start(time.perf_counter())
+    watcher.on_tensorflow()
+    yield watcher
+    watcher.stop()
+
+
+def sleepy(x):
+    time.sleep(0.005)
+    return x
+
+
+def load(x):  # @load
+    return tf.py_function(sleepy, [x], tf.int64)
+
+
+def double(x):
+    return x * 2
+
+
+def read_in_two_halves(collector, dataset, first_half: int) -> int:
+    """A custom training loop: reads some elements, lets the collector read the
+    iterator's model, then reads the rest."""
+    count = 0
+    for _batch in dataset:
+        count += 1
+        if count == first_half:
+            collector.read_live()
+    return count
+
+
+def test_a_custom_loop_over_a_slow_python_map_names_that_map_as_the_bottleneck(collector):
+    ds = tf.data.Dataset.range(48)
+    ds = ds.map(load)  # @map-load
+    ds = ds.map(double)
+    ds = ds.batch(8)
+    ds = ds.prefetch(2)  # @final
+
+    assert read_in_two_halves(collector, ds, 3) == 6
+    collector.stop()
+    facts = collector.facts()
+
+    (pipeline,) = facts.pipelines
+    assert pipeline.consumer == "python-loop"
+    assert pipeline.location == at("final")
+    assert (pipeline.iterators, pipeline.elements, pipeline.cardinality) == (1, 6, 6)
+    assert [s.name for s in pipeline.stages] == ["Range", "Map", "MapAndBatch", "Prefetch"]
+    assert [s.written_as for s in pipeline.stages] == [("range",), ("map",), ("map", "batch"), ("prefetch",)]
+    slow = pipeline.stages[pipeline.bottleneck]
+    assert slow.name == "Map" and slow.kind == "map"
+    assert (slow.function, slow.function_location, slow.location) == ("load", at("load"), at("map-load"))
+    assert slow.python and slow.stateful and slow.parallelism is None
+    assert slow.elements >= 48 and slow.self_time_s >= 48 * 0.005   # each call sleeps 5 ms
+    assert slow.root_elements_per_s is not None
+    fused = pipeline.stages[2]
+    assert fused.ratio == 8.0 and fused.parallelism >= 1 and not fused.python
+    assert pipeline.prefetch_written and pipeline.prefetch_run and not pipeline.cache_written
+    assert pipeline.gap_median_s is not None and pipeline.wait_per_element_s is not None
+    assert pipeline.consume_s > 0 and pipeline.throughput_per_s > 0
+    assert pipeline.model_error is None
+    assert facts.host_cores >= 1
+    assert 0.0 <= facts.host_cpu_busy_fraction <= 1.0
+    assert 0.0 < facts.process_cpu_fraction <= 1.0
+    assert facts.host_memory_bytes > 0
+    assert from_dict(Facts, to_dict(Facts(tfdata=facts))).tfdata == facts   # JSON round trip
+
+
+def test_keras_fit_is_one_pipeline_with_one_iterator_per_epoch(collector):
+    keras = pytest.importorskip("keras")
+    x = np.random.rand(32, 4).astype(np.float32)
+    y = np.random.rand(32, 1).astype(np.float32)
+    train = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)  # @train
+    validation = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)  # @validation
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+
+    model.fit(train, validation_data=validation, epochs=2, shuffle=False, verbose=0)
+    collector.stop()
+
+    by_consumer = {p.consumer: p for p in collector.facts().pipelines}
+    assert set(by_consumer) == {"keras-fit", "keras-evaluate"}
+    fit = by_consumer["keras-fit"]
+    assert fit.location == at("train")
+    assert fit.iterators == 2                 # Keras makes one more ahead, never read
+    assert fit.elements == 2 * 4
+    assert fit.gap_median_s is not None       # TF timed the train steps' GetNext calls
+    assert fit.element_bytes == 8 * (4 + 1) * 4
+    assert [s.kind for s in fit.stages][-2:] == ["batch", "prefetch"]
+    assert fit.stages[-1].written_as == ()    # the Prefetch TF injected
+    assert fit.prefetch_run and not fit.prefetch_written
+    evaluate = by_consumer["keras-evaluate"]
+    assert evaluate.location == at("validation")
+    assert (evaluate.iterators, evaluate.elements) == (2, 2 * 2)
+
+
+def test_a_generator_pipeline_names_the_generator_as_its_source(collector):
+    def numbers():  # @numbers
+        for i in range(40):
+            time.sleep(0.002)
+            yield i
+
+    ds = tf.data.Dataset.from_generator(numbers, output_signature=tf.TensorSpec([], tf.int64))  # @gen
+    ds = ds.batch(4)
+    read_in_two_halves(collector, ds, 5)
+    collector.stop()
+
+    (pipeline,) = collector.facts().pipelines
+    source = pipeline.stages[0]
+    assert (source.name, source.kind, source.written_as) == ("Generator", "generator", ("from_generator",))
+    assert (source.function, source.function_location, source.location) == ("numbers", at("numbers"), at("gen"))
+    assert source.python
+    assert pipeline.stages[pipeline.bottleneck] is source
+    assert source.self_time_s >= 20 * 0.002   # at least what it slept before the mid-run read
+
+
+def test_a_gzip_reader_is_a_source_stage_with_its_codec(collector, tmp_path):
+    path = str(tmp_path / "records.tfrecord")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for i in range(40):
+            writer.write(b"%d" % i * 100)
+    ds = tf.data.TFRecordDataset(path, compression_type="GZIP")  # @reader
+    ds = ds.map(tf.strings.length)
+    ds = ds.batch(5)
+    read_in_two_halves(collector, ds, 4)
+    collector.stop()
+
+    (pipeline,) = collector.facts().pipelines
+    reader = pipeline.stages[0]
+    assert (reader.name, reader.kind, reader.location) == ("TFRecord", "source", at("reader"))
+    assert reader.codec_ops == ("GZIP",)
+    assert reader.elements >= 20
+
+
+def test_the_work_of_every_pass_of_a_repeat_is_added_up(collector):
+    """TF makes the nodes under a repeat anew for each pass; what earlier instances
+    did is kept. No prefetch here, so each node works exactly as far as it is read."""
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    ds = tf.data.Dataset.range(8).batch(2).repeat(3).with_options(options)
+    count = 0
+    for _ in ds:
+        count += 1
+        if count in (3, 7):            # in the first pass, then in the second
+            collector.read_live()
+    collector.stop()
+
+    (pipeline,) = collector.facts().pipelines
+    assert [s.name for s in pipeline.stages] == ["Range", "BatchV2", "FiniteRepeat"]
+    source = pipeline.stages[0]
+    assert 8 < source.elements <= 24          # more than one pass could make
+    assert pipeline.elements == 12
+    assert pipeline.stages[1].ratio == 2.0
+
+
+def test_without_autotune_the_written_stages_remain_and_the_error_is_said(collector):
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    ds = tf.data.Dataset.range(10).map(double).with_options(options)
+    assert sum(1 for _ in ds) == 10
+    collector.stop()
+
+    (pipeline,) = collector.facts().pipelines
+    assert not pipeline.autotune
+    assert "autotune" in pipeline.model_error
+    assert [(s.name, s.kind, s.elements) for s in pipeline.stages] == [("Range", "source", 0), ("Map", "map", 0)]
+    assert pipeline.bottleneck is None and pipeline.gap_median_s is None
+
+
+def test_the_collector_keeps_no_iterator_alive(collector):
+    iterator = iter(tf.data.Dataset.range(1000).prefetch(8))
+    next(iterator)
+    collector.read_live()
+    ref = weakref.ref(iterator)
+    del iterator
+    gc.collect()
+    assert ref() is None
+    collector.stop()
+    assert collector.facts().pipelines[0].elements == 1
+
+
+def test_a_distributed_datasets_per_device_iterators_are_noted_not_measured(collector):
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    distributed = strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4))
+    assert sum(1 for _ in distributed) == 2
+    collector.stop()
+    facts = collector.facts()
+    assert facts.pipelines == ()
+    assert any("distributed dataset" in note for note in facts.notes)
+
+
+def test_stop_restores_tensorflow_exactly():
+    originals = {
+        (dataset_ops.DatasetV2, "__init__"): dataset_ops.DatasetV2.__dict__["__init__"],
+        (from_generator_op, "_from_generator"): from_generator_op.__dict__["_from_generator"],
+        (iterator_ops.OwnedIterator, "_create_iterator"): iterator_ops.OwnedIterator.__dict__["_create_iterator"],
+    }
+    watcher = PipelineCollector()
+    watcher.start(time.perf_counter())
+    watcher.on_tensorflow()
+    assert all(vars(owner)[name] is not original for (owner, name), original in originals.items())
+    for _ in tf.data.Dataset.range(3):
+        pass
+    watcher.stop()
+    assert all(vars(owner)[name] is original for (owner, name), original in originals.items())
+    assert "__del__" not in vars(iterator_ops.OwnedIterator)
+    assert isinstance(watcher.facts(), TfDataFacts)
+
+
+def test_before_tensorflow_there_is_no_section_and_with_it_but_no_pipeline_an_empty_one():
+    unused = PipelineCollector()
+    unused.start(time.perf_counter())
+    unused.stop()
+    assert unused.facts() is None
+    idle = PipelineCollector()
+    idle.start(time.perf_counter())
+    idle.on_tensorflow()
+    idle.stop()
+    assert idle.facts().pipelines == ()
+
+
+def test_tf_node_names_map_to_the_transformations_that_make_them():
+    assert [run_family(n) for n in ("ParallelMapV2", "BatchV2", "MapAndBatch", "ForeverRepeat",
+                                     "MemoryCache", "ParallelInterleaveV4", "TensorSlice", "Range")] == [
+        "map", "batch", "map_and_batch", "repeat", "cache", "interleave", "from_tensor_slices", "range"]

@@ -1,0 +1,261 @@
+"""gpuwhy.tfapi.data_pipeline against the installed TensorFlow: pipelines as written.
+
+These say which private tf.data internals moved when TensorFlow is upgraded: the input
+chain (``_inputs()``), the function wrappers (``_map_func._func``/``.function``), the
+``DatasetV2.__init__`` and ``_from_generator`` hooks. Lines that must be named carry a
+``# @marker`` comment. Each statement builds one transformation, so that its line is
+unambiguous.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tensorflow.python.data.ops import dataset_ops, from_generator_op  # noqa: E402
+
+from gpuwhy.tfapi import data_pipeline  # noqa: E402
+from gpuwhy.tfapi.data_pipeline import written_chain  # noqa: E402
+
+from tests import markers  # noqa: E402
+
+THIS_FILE = Path(__file__)
+
+
+def at(marker: str) -> str:
+    return markers.at(THIS_FILE, marker)
+
+
+@pytest.fixture
+def hooks():
+    patches = data_pipeline.install_origin_hooks()
+    try:
+        yield patches
+    finally:
+        for patch in reversed(patches):
+            patch.undo()
+
+
+def slow_python(x):  # @slow-python
+    return x
+
+
+def load(x):  # @load
+    return tf.py_function(slow_python, [x], tf.int64)
+
+
+def parse(x):  # @parse
+    return x * 2
+
+
+def numbers():  # @numbers
+    yield from range(6)
+
+
+def apis(chain) -> list[str]:
+    return [step.api for step in chain]
+
+
+def test_a_python_map_then_a_parallel_map_are_read_with_their_lines(hooks):
+    ds = tf.data.Dataset.range(16)  # @range
+    ds = ds.map(load)  # @map-load
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)  # @map-parse
+    ds = ds.batch(4)  # @batch
+    ds = ds.prefetch(2)  # @prefetch
+
+    chain = written_chain(ds)
+
+    assert apis(chain) == ["range", "map", "map", "batch", "prefetch"]
+    source, python_map, parallel_map, batch, prefetch = chain
+    assert source.location == at("range")
+    assert python_map.location == at("map-load")
+    assert python_map.op == "MapDataset"
+    assert python_map.function == "load"
+    assert python_map.function_location == at("load")
+    assert python_map.num_parallel_calls is None          # sequential as written
+    assert python_map.python and python_map.stateful
+    assert python_map.stateful_ops == ("EagerPyFunc",)
+    assert python_map.python_functions == (f"slow_python ({at('slow-python')})",)
+    assert parallel_map.location == at("map-parse")
+    assert parallel_map.op == "ParallelMapDatasetV2"
+    assert (parallel_map.function, parallel_map.function_location) == ("parse", at("parse"))
+    assert parallel_map.num_parallel_calls == -1          # AUTOTUNE
+    assert parallel_map.deterministic is False
+    assert not (parallel_map.python or parallel_map.stateful or parallel_map.random)
+    assert (batch.location, batch.argument) == (at("batch"), 4)
+    assert (prefetch.location, prefetch.argument) == (at("prefetch"), 2)
+    assert data_pipeline.has_final_prefetch(chain)
+
+
+def test_a_lambda_is_located_at_its_own_line(hooks):
+    ds = tf.data.Dataset.range(4).map(lambda x: x + 1)  # @lambda
+    (_, step) = written_chain(ds)
+    assert (step.function, step.function_location, step.location) == ("<lambda>", at("lambda"), at("lambda"))
+
+
+def test_decorated_and_partial_functions_are_unwrapped_to_the_users_definition(hooks):
+    # a decorated function's code starts at its first decorator, as in tracing.py
+    @tf.function  # @scale
+    def scale(x, factor):
+        return x * factor
+
+    ds = tf.data.Dataset.range(4).map(functools.partial(scale, factor=3))
+    step = written_chain(ds)[-1]
+    assert (step.function, step.function_location) == ("scale", at("scale"))
+
+
+def test_from_generator_names_the_generator_and_counts_as_python(hooks):
+    ds = tf.data.Dataset.from_generator(numbers, output_signature=tf.TensorSpec([], tf.int64))  # @gen
+    ds = ds.map(parse)
+
+    chain = written_chain(ds)
+
+    assert apis(chain) == ["from_generator", "map"]     # TF's dummy input is folded in
+    generator = chain[0]
+    assert generator.location == at("gen")
+    assert (generator.function, generator.function_location) == ("numbers", at("numbers"))
+    assert generator.python
+    assert not chain[1].python
+
+
+def test_from_generator_built_before_the_hook_is_still_recognised():
+    ds = tf.data.Dataset.from_generator(numbers, output_signature=tf.TensorSpec([], tf.int64))
+    (generator,) = written_chain(ds)
+    assert generator.api == "from_generator"
+    assert (generator.function, generator.function_location) == ("numbers", at("numbers"))
+    assert generator.location is None                     # nobody saw it being built
+
+
+def test_a_gzip_tfrecord_reader_and_a_png_decoder_are_codec_work(hooks, tmp_path):
+    path = str(tmp_path / "images.tfrecord")
+    png = tf.io.encode_png(tf.zeros([4, 4, 3], tf.uint8)).numpy()
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        writer.write(png)
+    ds = tf.data.TFRecordDataset(path, compression_type="GZIP")  # @tfrecord
+    ds = ds.map(tf.io.decode_png)  # @decode
+
+    chain = written_chain(ds)
+
+    assert apis(chain) == ["TFRecordDataset", "map"]     # the file-name slices are folded in
+    reader, decode = chain
+    assert (reader.location, reader.codec_ops) == (at("tfrecord"), ("GZIP",))
+    assert (decode.location, decode.codec_ops) == (at("decode"), ("DecodePng",))
+    assert decode.function_location is None              # TF's own function
+
+
+def test_a_compressed_reader_inside_an_interleave_is_found_in_its_function(hooks, tmp_path):
+    path = str(tmp_path / "a.tfrecord")
+    with tf.io.TFRecordWriter(path, options="ZLIB") as writer:
+        writer.write(b"x")
+    files = tf.data.Dataset.from_tensor_slices([path])
+    ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="ZLIB"),  # @interleave
+                          num_parallel_calls=2)
+    step = written_chain(ds)[-1]
+    assert (step.api, step.op, step.location) == ("interleave", "ParallelInterleaveDatasetV4", at("interleave"))
+    assert step.num_parallel_calls == 2
+    assert step.codec_ops == ("ZLIB",)
+
+
+def test_stateful_random_is_not_cacheable_and_stateless_random_is(hooks):
+    augmented = tf.data.Dataset.range(4).map(lambda x: tf.random.uniform([]) + tf.cast(x, tf.float32))
+    seeded = tf.data.Dataset.range(4).map(
+        lambda x: tf.random.stateless_uniform([], seed=[1, 2]) + tf.cast(x, tf.float32))
+
+    stateful = written_chain(augmented)[-1]
+    stateless = written_chain(seeded)[-1]
+
+    assert stateful.random and stateful.stateful and "RandomUniform" in stateful.random_ops
+    assert not stateless.random and not stateless.stateful
+    assert any(op.startswith("StatelessRandom") for op in stateless.random_ops)
+
+
+def test_stateful_mirrors_what_tf_parallelises(hooks):
+    """TF's map_parallelization leaves stateful functions sequential but ignores Assert;
+    the model of a real iterator says which map TF actually parallelised."""
+    from tensorflow.python.data.experimental.ops import iterator_model_ops
+
+    def checked(x):
+        tf.debugging.assert_non_negative(x)
+        return x + 1
+
+    def random_offset(x):
+        return x + tf.random.uniform([], maxval=2, dtype=tf.int64)
+
+    for function, stateful, node in ((checked, False, "ParallelMapV2"), (random_offset, True, "Map")):
+        ds = tf.data.Dataset.range(8).map(function)
+        assert written_chain(ds)[-1].stateful is stateful
+        iterator = iter(ds)
+        next(iterator)
+        proto = iterator_model_ops.get_model_proto(iterator)
+        names = {n.name for n in proto.nodes.values()}
+        assert node in names, names
+
+
+def test_zip_describes_its_other_input_and_options_have_no_node(hooks):
+    left = tf.data.Dataset.range(3)
+    right = tf.data.Dataset.range(3).map(parse)  # @right
+    ds = tf.data.Dataset.zip((left, right)).with_options(tf.data.Options())
+    chain = written_chain(ds)
+    assert apis(chain) == ["range", "zip", "with_options"]
+    assert chain[1].inner == (f"map at {at('right')}",)
+    assert [s.node for s in chain] == [True, True, False]
+    assert not data_pipeline.has_final_prefetch(chain)
+
+
+def test_a_compat_v1_dataset_is_read_through_its_adapters(hooks):
+    ds = tf.compat.v1.data.Dataset.range(5).map(parse)  # @v1
+    assert [(s.api, s.location) for s in written_chain(ds)] == [("range", at("v1")), ("map", at("v1"))]
+
+
+def test_noops_that_tf_removes_are_flagged(hooks):
+    ds = tf.data.Dataset.range(5).take(-1).skip(0).repeat(1).prefetch(0).repeat(2)
+    noops = [(s.api, s.noop) for s in written_chain(ds)[1:]]
+    assert noops == [("take", True), ("skip", True), ("repeat", True), ("prefetch", True), ("repeat", False)]
+
+
+def test_a_dataset_keras_builds_is_marked_as_made_by_a_library(hooks):
+    pytest.importorskip("keras")
+    from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
+
+    x = np.zeros((8, 2), np.float32)
+    adapter = ArrayDataAdapter(x, batch_size=4)
+    ds = adapter.get_tf_dataset()  # @adapter
+    final = written_chain(ds)[-1]
+    assert final.by_library
+    assert final.location == at("adapter")                # the user's call into Keras
+
+
+def test_cardinality_element_bytes_and_autotune(hooks):
+    ds = tf.data.Dataset.from_tensor_slices(np.zeros((10, 3), np.float32)).batch(4)
+    assert data_pipeline.cardinality(ds) == 3
+    assert data_pipeline.element_bytes(ds) is None        # [None, 3]: the last batch may be partial
+    assert data_pipeline.element_bytes(ds, 4) == 4 * 3 * 4
+    assert data_pipeline.element_bytes(ds.unbatch()) == 12
+    assert data_pipeline.cardinality(ds.repeat()) is None
+    assert data_pipeline.cardinality(ds.filter(lambda x: True)) is None
+    assert data_pipeline.element_bytes(tf.data.Dataset.from_tensors("text")) is None
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    assert data_pipeline.autotune_enabled(ds)
+    assert not data_pipeline.autotune_enabled(ds.with_options(options))
+
+
+def test_datasets_built_before_the_hook_have_no_origin_and_uninstall_restores_tf():
+    init = dataset_ops.DatasetV2.__dict__["__init__"]
+    from_generator = from_generator_op.__dict__["_from_generator"]
+    before = tf.data.Dataset.range(3)
+    patches = data_pipeline.install_origin_hooks()
+    assert dataset_ops.DatasetV2.__dict__["__init__"] is not init
+    after = tf.data.Dataset.range(3)  # @after
+    for patch in reversed(patches):
+        patch.undo()
+    assert dataset_ops.DatasetV2.__dict__["__init__"] is init
+    assert from_generator_op.__dict__["_from_generator"] is from_generator
+    assert data_pipeline.origin(before) is None
+    assert data_pipeline.origin(after).location == at("after")
+    assert data_pipeline.origin(tf.data.Dataset.range(3)) is None
