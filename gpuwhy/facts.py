@@ -447,6 +447,8 @@ class PipelineStage:
     self_time_per_element_s: Optional[float] = None
     ratio: float = 1.0                 # input elements per output element (a batch of 32: 32)
     root_elements_per_s: Optional[float] = None  # how fast it alone could feed the model
+    work_share: Optional[float] = None  # its part of the pipeline's CPU work per element the
+                                       # model gets (None: a bookkeeping stage or unmeasured)
     python: bool = False               # calls Python: py_function, numpy_function, generator
     stateful: bool = False             # its function has stateful ops (stays sequential)
     deterministic: Optional[bool] = None       # as written (None: the pipeline default)
@@ -478,6 +480,7 @@ class PipelineFacts:
     cardinality: Optional[int] = None  # elements per pass (None: infinite or unknown)
     element_bytes: Optional[int] = None   # one output element (batch), from its spec
     gap_median_s: Optional[float] = None  # consumer time per element (TF's gap timer)
+    gap_mean_s: Optional[float] = None    # its mean: what adds up over the run
     wait_per_element_s: Optional[float] = None  # measured wait for one element
     consume_s: float = 0.0             # wall time over which elements were read
     throughput_per_s: Optional[float] = None   # elements per second the model got

@@ -58,7 +58,12 @@ def test_the_demo_s_steps_and_input_wait_are_measured_at_its_loop(demo):
     assert steps["count"] == 50                      # 2 epochs x 800/32 batches
     assert steps["input_wait_fraction"] > 0.2        # a sequential py_function per image
     (bound,) = [f for f in record["findings"] if f["id"] == "input.bound"]
-    assert bound["severity"] == "high" and bound["location"] == f"examples/slow_training.py:{loop}"
+    # the culprit is the pipeline's slowest stage: the map running `load` (a py_function)
+    load = f"examples/slow_training.py:{line_with(EXAMPLE, 'def load(image, label)')}"
+    assert bound["severity"] == "high" and bound["location"] == load
+    assert bound["evidence"]["measured_at"] == steps["marker"]
+    (python,) = [f for f in record["findings"] if f["id"] == "input.python-function"]
+    assert python["location"] == load and python["severity"] == "high"
 
 
 def test_the_demo_s_retracing_eager_ops_and_placement_are_found(demo):

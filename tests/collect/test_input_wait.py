@@ -4,9 +4,16 @@ from gpuwhy.collect.run.input_wait import SOURCE, with_keras_input_wait
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 
-def _steps(source="keras-fit", median=0.050, fraction=None):
+def _steps(source="keras-fit", median=0.050, total=None, fraction=None):
+    # 40 steps, the first left out as warm-up: 39 counted
     return StepFacts(source=source, marker="Model.fit at train.py:9", count=40, warmup=1,
-                     median_s=median, input_wait_fraction=fraction)
+                     median_s=median, total_s=median * 39 if total is None else total,
+                     input_wait_fraction=fraction)
+
+
+def _fit(gap_median, gap_mean=None, **kw):
+    return PipelineFacts(id=2, consumer="keras-fit", elements=40, gap_median_s=gap_median,
+                         gap_mean_s=gap_median if gap_mean is None else gap_mean, **kw)
 
 
 def _tfdata(*pipelines):
@@ -14,22 +21,30 @@ def _tfdata(*pipelines):
 
 
 def test_wait_is_step_minus_gap_of_the_fit_pipeline():
-    tfdata = _tfdata(PipelineFacts(id=1, consumer="keras-evaluate", elements=500, gap_median_s=0.001),
-                     PipelineFacts(id=2, consumer="keras-fit", elements=40, gap_median_s=0.020))
-    steps = with_keras_input_wait(_steps(), tfdata)
+    evaluate = PipelineFacts(id=1, consumer="keras-evaluate", elements=500, gap_median_s=0.001,
+                             gap_mean_s=0.001)
+    steps = with_keras_input_wait(_steps(), _tfdata(evaluate, _fit(0.020)))
     assert steps.input_wait_median_s == 0.030
     assert steps.input_wait_fraction == 0.6
     assert steps.input_wait_source == SOURCE
 
 
+def test_the_share_adds_up_long_waits_that_the_median_step_hides():
+    # a shuffle buffer refilling at each epoch start: typical steps do not wait (median
+    # step == median gap) but the few long first steps make the mean step twice the gap
+    steps = with_keras_input_wait(_steps(median=0.010, total=0.020 * 39),
+                                  _tfdata(_fit(0.010, gap_mean=0.010)))
+    assert steps.input_wait_median_s == 0.0
+    assert steps.input_wait_fraction == 0.5
+
+
 def test_a_gap_longer_than_the_step_is_no_wait():
-    steps = with_keras_input_wait(
-        _steps(), _tfdata(PipelineFacts(id=1, consumer="keras-fit", elements=40, gap_median_s=0.060)))
+    steps = with_keras_input_wait(_steps(), _tfdata(_fit(0.060)))
     assert steps.input_wait_fraction == 0.0
 
 
 def test_measured_waits_and_other_sources_are_kept():
-    tfdata = _tfdata(PipelineFacts(id=1, consumer="keras-fit", elements=40, gap_median_s=0.010))
+    tfdata = _tfdata(_fit(0.010))
     measured = _steps(fraction=0.25)
     assert with_keras_input_wait(measured, tfdata) is measured
     loop = _steps(source="tf-data")
@@ -37,6 +52,6 @@ def test_measured_waits_and_other_sources_are_kept():
 
 
 def test_no_gap_timer_leaves_the_wait_unknown():
-    tfdata = _tfdata(PipelineFacts(id=1, consumer="keras-fit", elements=40, model_error="autotune off"))
-    assert with_keras_input_wait(_steps(), tfdata).input_wait_fraction is None
+    no_timer = PipelineFacts(id=1, consumer="keras-fit", elements=40, model_error="autotune off")
+    assert with_keras_input_wait(_steps(), _tfdata(no_timer)).input_wait_fraction is None
     assert with_keras_input_wait(_steps(), None).input_wait_fraction is None

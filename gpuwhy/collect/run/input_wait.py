@@ -4,14 +4,16 @@ Keras reads each batch inside its compiled train function (``next(iterator)`` in
 ``tf.function``), so no Python call can be timed around the read. tf.data's iterator
 model times its consumer instead: ``gap_times`` are the intervals between the end of one
 ``GetNext`` and the start of the next, i.e. what the model did with an element (the
-latest 100, gaps over 10 s dropped: tensorflow/core/framework/model.cc). A Keras step
-lasts from one batch's begin to the next, so in the steady state
+latest 100 per iterator, gaps over 10 s dropped: tensorflow/core/framework/model.cc).
+A Keras step lasts from one batch's begin to the next, so
 
     step = wait for the batch + gap,   wait = step - gap
 
-Both are medians over the steady state (warm-up steps are already left out of the step
-median, and the gap window holds the latest elements), taken per step, so
-``steps_per_execution`` does not change the sum.
+The share of time waiting comes from the means (what adds up: a shuffle buffer that
+refills at every epoch start makes one long wait per epoch, which medians would hide);
+the typical wait per step from the medians. Warm-up steps are already left out of the
+step statistics, and ``steps_per_execution`` does not change the sums (both are per
+element, one element per step).
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ def with_keras_input_wait(steps: Optional[StepFacts],
     if steps.source != "keras-fit" or not steps.median_s:
         return steps
     pipeline = fit_pipeline(tfdata)
-    if pipeline is None or pipeline.gap_median_s is None:
+    counted = steps.count - steps.warmup
+    if pipeline is None or pipeline.gap_mean_s is None or counted <= 0 or not steps.total_s:
         return steps
-    wait = max(0.0, steps.median_s - pipeline.gap_median_s)
-    return dataclasses.replace(steps, input_wait_fraction=round(wait / steps.median_s, 4),
-                               input_wait_median_s=round(wait, 6),
+    mean_step = steps.total_s / counted
+    wait_share = max(0.0, mean_step - pipeline.gap_mean_s) / mean_step
+    typical = max(0.0, steps.median_s - (pipeline.gap_median_s or pipeline.gap_mean_s))
+    return dataclasses.replace(steps, input_wait_fraction=round(wait_share, 4),
+                               input_wait_median_s=round(typical, 6),
                                input_wait_source=SOURCE)
 
 

@@ -619,6 +619,7 @@ def _pipeline_facts(pipeline: _Pipeline, cores: int) -> PipelineFacts:
         stages = [_stage_facts(_Stage(written=[w]), None, {}, cores, i == 0) for i, w in enumerate(steps)]
         last_async = bool(steps) and (steps[-1].api == "prefetch" or steps[-1].num_parallel_calls is not None)
 
+    stages = _with_work_shares(stages, cores)
     gaps: list[float] = []
     for state in used:
         gaps.extend(state.gaps)
@@ -653,6 +654,7 @@ def _pipeline_facts(pipeline: _Pipeline, cores: int) -> PipelineFacts:
         cardinality=pipeline.cardinality,
         element_bytes=pipeline.element_bytes,
         gap_median_s=_round(gap_median),
+        gap_mean_s=_round(statistics.fmean(gaps)) if gaps else None,
         wait_per_element_s=_round(wait),
         consume_s=round(consume_s, 6),
         throughput_per_s=round(consumed / consume_s, 3) if consumed and consume_s > 0 else None,
@@ -724,6 +726,21 @@ def _kind(api: Optional[str], family: Optional[str], first: bool) -> str:
 # waiting that TF's timers attribute to them (a shuffle buffer filling up, say), not
 # work that a fix to that stage would remove.
 _BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
+
+
+def _with_work_shares(stages: list[PipelineStage], cores: int) -> list[PipelineStage]:
+    """Each working stage's part of the CPU time the pipeline spends per element the
+    consumer gets: min(parallelism, cores) / root_elements_per_s, over the sum. Per
+    consumer element, not over total self times: TF drops an exhausted input's nodes from
+    its model, so the stages' totals come from different moments, their rates do not."""
+    work = {i: min(s.parallelism or 1, cores) / s.root_elements_per_s
+            for i, s in enumerate(stages)
+            if s.root_elements_per_s and s.kind not in _BOOKKEEPING}
+    total = sum(work.values())
+    if total <= 0:
+        return stages
+    return [dataclasses.replace(s, work_share=round(work[i] / total, 4)) if i in work else s
+            for i, s in enumerate(stages)]
 
 
 def _bottleneck(stages: list[PipelineStage]) -> Optional[int]:

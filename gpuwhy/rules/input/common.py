@@ -90,7 +90,11 @@ def pipeline_time_s(pipeline: PipelineFacts) -> float:
 
 
 def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> Optional[float]:
-    """The stage's share of the pipeline's processing time (None: not measured)."""
+    """The stage's share of the pipeline's work (None: not measured): its part of the
+    CPU time per element the consumer gets where the collector measured it (bookkeeping
+    stages such as shuffle have none), else its share of the stages' self times."""
+    if any(s.work_share is not None for s in pipeline.stages):
+        return stage.work_share or 0.0
     total = pipeline_time_s(pipeline)
     return stage.self_time_s / total if total > 0 else None
 

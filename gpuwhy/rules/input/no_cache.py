@@ -7,7 +7,7 @@ from typing import Any, Optional
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input.common import (culprit_location, function_name, input_wait,
-                                       pipeline_name, pipeline_time_s, stage_label, stage_table,
+                                       pipeline_name, stage_label, stage_share, stage_table,
                                        wait_evidence)
 
 GiB = 1024 ** 3
@@ -103,18 +103,17 @@ class NoCache(Rule):
         element_bytes = pipeline.element_bytes
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
             return None       # size unknown, or no second pass to save
-        total = pipeline_time_s(pipeline)
         prefix, stop = _cacheable_prefix(pipeline.stages)
-        prefix_time = sum(s.self_time_s for s in prefix)
-        if total <= 0 or not prefix or prefix_time / total < options["min_stage_fraction"]:
+        work = {id(s): stage_share(pipeline, s) or 0.0 for s in prefix}
+        share = sum(work.values())
+        if not prefix or share < options["min_stage_fraction"]:
             return None
         size = per_pass * element_bytes
         limit = _memory_limit(tfdata, options["max_memory_fraction"])
         if limit is None or size > limit:
             return None
-        share = prefix_time / total
-        after = _cache_after(prefix, prefix_time)
-        culprit = max(prefix, key=lambda s: s.self_time_s)
+        after = _cache_after(prefix, work, share)
+        culprit = max(prefix, key=lambda s: work[id(s)])
         passes = pipeline.elements / per_pass
         wait = input_wait(facts, pipeline)
         waits = wait is not None and wait.fraction >= options["min_input_wait"]
@@ -179,8 +178,8 @@ def _cacheable_prefix(stages: tuple[PipelineStage, ...]):
     return prefix, None
 
 
-def _cache_after(prefix: list[PipelineStage], prefix_time: float) -> PipelineStage:
-    expensive = [s for s in prefix if s.self_time_s >= _EXPENSIVE_WITHIN_PREFIX * prefix_time]
+def _cache_after(prefix: list[PipelineStage], work: dict[int, float], share: float) -> PipelineStage:
+    expensive = [s for s in prefix if work[id(s)] >= _EXPENSIVE_WITHIN_PREFIX * share]
     return (expensive or prefix)[-1]
 
 

@@ -106,3 +106,18 @@ def test_cheap_deterministic_stages_are_quiet():
 def test_without_an_input_wait_it_is_low_with_no_step_gain():
     (f,) = check(t.facts(t.example_pipeline(wait_per_element_s=0.0), steps=None))
     assert f.severity == "low" and f.gain_value == 0.0
+
+
+def test_shares_come_from_the_work_per_element_where_measured_not_a_shuffle_s_waiting():
+    # TF's timers charge a refilling shuffle buffer with seconds of self time: by self
+    # times the decode would look cheap (under min_stage_fraction); by the collector's
+    # work shares (bookkeeping stages have none) it is most of the work.
+    pipeline = t.example_pipeline()
+    shares = {"TFRecord": 0.2, "ParallelMapV2": 0.3, "Map": 0.4, "BatchV2": 0.1}
+    stages = tuple(replace(s, work_share=shares.get(s.name),
+                           self_time_s=100.0 if s.kind == "shuffle" else s.self_time_s)
+                   for s in pipeline.stages)
+    by_self_time = replace(pipeline, stages=tuple(replace(s, work_share=None) for s in stages))
+    assert check(t.facts(by_self_time, steps=t.fit_steps(0.40))) == []
+    (f,) = check(t.facts(replace(pipeline, stages=stages), steps=t.fit_steps(0.40)))
+    assert f.evidence["cacheable_share_of_pipeline_time"] == 0.5

@@ -1,0 +1,77 @@
+"""`gpuwhy run` on a real Keras fit starved by its tf.data pipeline
+(examples/slow_input_fit.py): the wait, the stages as TF ran them, the culprit's line."""
+
+import json
+
+import pytest
+
+from gpuwhy.record import validation_errors
+from tests.test_run_tensorflow import ROOT, line_with, run
+
+EXAMPLE = ROOT / "examples" / "slow_input_fit.py"
+WHERE = "examples/slow_input_fit.py"
+
+
+@pytest.fixture(scope="module")
+def fit_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fit") / "run.json"
+    result = run("--json", out, WHERE, "--epochs", "3", "--images", "384")
+    return result, json.loads(out.read_text())
+
+
+def _pipeline(record):
+    (pipeline,) = [p for p in record["tfdata"]["pipelines"] if p["consumer"] == "keras-fit"]
+    return pipeline
+
+
+def test_the_fit_runs_unchanged_and_its_record_is_valid(fit_run):
+    result, record = fit_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1].startswith("final loss ")
+    assert validation_errors(record) == []
+    assert record["steps"]["source"] == "keras-fit"
+    assert record["steps"]["count"] == 36                       # 3 epochs x 384/32 batches
+
+
+def test_keras_fit_input_wait_comes_from_tf_data_s_gap_timer(fit_run):
+    _, record = fit_run
+    steps, pipeline = record["steps"], _pipeline(record)
+    assert steps["input_wait_source"] == "tf.data gap timer"
+    mean_step = steps["total_s"] / (steps["count"] - steps["warmup"])
+    assert 0 < pipeline["gap_mean_s"] < mean_step            # the shuffle refill each epoch
+    assert steps["input_wait_fraction"] == pytest.approx(
+        1 - pipeline["gap_mean_s"] / mean_step, abs=1e-3)
+    assert pipeline["iterators"] == 3                           # one per epoch
+
+
+def test_the_stages_are_tf_s_own_joined_with_the_lines_that_wrote_them(fit_run):
+    _, record = fit_run
+    stages = {s["name"]: s for s in _pipeline(record)["stages"]}
+    reader = stages["TFRecord"]
+    assert reader["codec_ops"] == ["GZIP"]
+    assert reader["location"] == f"{WHERE}:{line_with(EXAMPLE, 'tf.data.TFRecordDataset(files')}"
+    # parse is stateless: TF parallelised it without being asked (map_parallelization)
+    parse = stages["ParallelMapV2"]
+    assert parse["function"] == "parse" and parse["written_as"] == ["map"]
+    assert parse["function_location"] == f"{WHERE}:{line_with(EXAMPLE, 'def parse(record)')}"
+    assert "DecodePng" in parse["codec_ops"]
+    # augment draws random numbers from a stateful op: it stays sequential
+    augment = stages["Map"]
+    assert augment["function"] == "augment" and augment["stateful"] and augment["random"]
+    assert stages["Prefetch"]["written_as"] == []               # injected by TF
+
+
+def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
+    result, record = fit_run
+    augment_line = f"{WHERE}:{line_with(EXAMPLE, 'def augment(image, label)')}"
+    pipeline = _pipeline(record)
+    assert pipeline["stages"][pipeline["bottleneck"]]["function_location"] == augment_line
+    ids = {f["id"]: f for f in record["findings"]}
+    assert ids["input.sequential-map"]["location"] == augment_line
+    assert "stateless" in ids["input.sequential-map"]["fix"]
+    assert ids["input.bound"]["location"] == augment_line
+    assert "compression.cpu-codec" in ids and "input.no-cache" in ids
+    assert "input.no-prefetch" not in ids          # TF injected one
+    assert "launch.eager-ops" not in ids           # the record writing is set-up, not steps
+    assert f"slowest stage: Map(augment at {augment_line})" in record["verdict"]["text"]
+    assert "slowest stage Map(augment at" in result.stderr
