@@ -98,6 +98,11 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
     text = head + (": " + ", ".join(details) if details else "")
+    if worst is not None and worst.id == "input.bound" and steps is not None \
+            and steps.input_wait_fraction is not None:
+        # its wait and stage are already said: name the next problem instead
+        worst = next((f for f in findings if f.severity in ("high", "medium")
+                      and f.id not in ("input.bound", "env.no-gpu")), None)
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
     return text + "."

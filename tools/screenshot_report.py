@@ -4,6 +4,7 @@ headless Chromium (the picture in the README).
     .venv/bin/python tools/screenshot_report.py                  # out/run.json -> docs/report.png
     .venv/bin/python tools/screenshot_report.py RUN.json OUT.png [--html OUT.html] [--width 1280]
         [--section timeline]     # only one section (findings, timeline, input, placement ...)
+        [--height 1600]          # only the top of the page (the README's picture)
 
 Needs playwright (the test extra) and a Chromium: Debian's /usr/bin/chromium (`make setup`
 installs it) or $CHROMIUM. Every network request is blocked, as on a cluster without
@@ -32,7 +33,8 @@ def chromium_path() -> str:
     return path
 
 
-def screenshot(html_path: Path, png_path: Path, width: int = 1280, section: str | None = None) -> None:
+def screenshot(html_path: Path, png_path: Path, width: int = 1280, section: str | None = None,
+               height: int | None = None) -> None:
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=["--disable-dev-shm-usage"])
@@ -46,6 +48,9 @@ def screenshot(html_path: Path, png_path: Path, width: int = 1280, section: str 
             png_path.parent.mkdir(parents=True, exist_ok=True)
             if section:
                 page.locator(f"section#{section}").screenshot(path=str(png_path))
+            elif height:
+                page.screenshot(path=str(png_path), full_page=True,
+                                clip={"x": 0, "y": 0, "width": width, "height": height})
             else:
                 page.screenshot(path=str(png_path), full_page=True)
         finally:
@@ -59,12 +64,13 @@ def main(argv=None) -> int:
     parser.add_argument("--html", help="also keep the HTML report here")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--section", help="only this section's id (e.g. timeline)")
+    parser.add_argument("--height", type=int, help="only the top of the page, this many pixels")
     args = parser.parse_args(argv)
     record = RunRecord.load(args.record)
     with tempfile.TemporaryDirectory() as tmp:
         html_path = Path(args.html) if args.html else Path(tmp) / "report.html"
         write_html(record, html_path, optimizations=load_optimizations(args.record))
-        screenshot(html_path, Path(args.png), args.width, args.section)
+        screenshot(html_path, Path(args.png), args.width, args.section, args.height)
     print(f"wrote {args.png}")
     return 0
 

@@ -97,3 +97,12 @@ def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck
     marked = [line for line in verbose.splitlines() if "▶" in line]
     assert len(marked) == 2      # one bottleneck per pipeline with stages
     assert "Map" in marked[0] and "parse at train.py:41" in marked[0] and "python" in marked[0]
+
+
+def test_run_verdict_does_not_repeat_input_bound_as_the_worst_problem():
+    from gpuwhy.rules.base import Finding
+    from gpuwhy.verdict import verdict
+    bound = Finding(id="input.bound", severity="high", title="Steps wait for input 63% of the time")
+    retrace = Finding(id="launch.retracing", severity="medium", title="train_step traced 7 times")
+    text = verdict(_input_bound_run(), [bound, retrace])
+    assert text.count("63%") == 1 and text.endswith("; worst: train_step traced 7 times.")
