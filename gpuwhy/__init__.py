@@ -2,7 +2,8 @@
 
 Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -> ``rules``
 (facts -> findings) -> ``report`` (terminal, JSON). The public entry points live here:
-``check()``, ``audit()``, ``session()``, ``KerasCallback()``, ``load()``, ``explain()``.
+``check()``, ``audit()``, ``session()``, ``KerasCallback()``, ``optimize()``, ``load()``,
+``explain()``.
 """
 
 __version__ = "0.1.0"
@@ -69,3 +70,22 @@ def explain(rule_id):
     """The documentation of a finding id (raises ``LookupError`` with close matches)."""
     from gpuwhy.rules import get_rule
     return get_rule(rule_id).doc()
+
+
+def optimize(dataset, *, keep_order=True, cache="auto", measure=True, elements=None, repeats=5,
+             warmup=1, memory_budget_bytes=None, assume_pure=False):
+    """Rewrite a tf.data pipeline with the fixes that cannot change its elements, check
+    that they did not, and measure it against the original and the ideal::
+
+        result = gpuwhy.optimize(ds)
+        print(result)        # elements/s before/after/ideal, gap closed, the code to paste
+        ds = result.dataset  # the rewritten pipeline (the original if refused or nothing to do)
+
+    ``keep_order=False`` lets element order change (checked as a multiset); ``cache``:
+    "auto" | True | False; ``assume_pure``: its Python functions keep no state.
+    See :func:`gpuwhy.fix.input_pipeline.optimize`.
+    """
+    from gpuwhy.fix import optimize as _optimize
+    return _optimize(dataset, keep_order=keep_order, cache=cache, measure=measure,
+                     elements=elements, repeats=repeats, warmup=warmup,
+                     memory_budget_bytes=memory_budget_bytes, assume_pure=assume_pure)

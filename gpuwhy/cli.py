@@ -1,4 +1,4 @@
-"""Command line: ``gpuwhy check | audit | run | watch | rules | explain | report``.
+"""Command line: ``gpuwhy check | audit | run | watch | fix | rules | explain | report``.
 
 Exit status: 0 when the answer is good (``check``: TF can use a GPU), 1 when gpuwhy
 diagnosed a problem (``check``: it cannot), 2 when gpuwhy itself failed or was misused
@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run the current rules on the saved facts again")
     _output_options(report)
     _html_option(report)
+
+    from gpuwhy.fix.input_command import add_parser as add_fix_parser
+    add_fix_parser(sub)
     return parser
 
 
@@ -355,7 +358,17 @@ def cmd_explain(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": cmd_check, "audit": cmd_audit, "run": cmd_run, "watch": cmd_watch, "report": cmd_report, "rules": cmd_rules, "explain": cmd_explain}
+def cmd_fix(args) -> int:
+    """``gpuwhy fix --input SCRIPT``: exits 0 whatever the script's own status, unless
+    gpuwhy itself failed (a usage error: 2)."""
+    from gpuwhy.fix.input_command import FixUsageError, run as run_fix
+    try:
+        return run_fix(args)
+    except FixUsageError as e:
+        raise UsageError(str(e)) from None
+
+
+COMMANDS = {"check": cmd_check, "audit": cmd_audit, "run": cmd_run, "watch": cmd_watch, "fix": cmd_fix, "report": cmd_report, "rules": cmd_rules, "explain": cmd_explain}
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
