@@ -37,6 +37,7 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_check.py
 	$(BIN)/python benchmarks/bench_run.py
+	$(BIN)/python benchmarks/bench_input.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
