@@ -26,9 +26,7 @@ from tests import markers  # noqa: E402
 
 THIS_FILE = Path(__file__)
 
-
-def _at(marker: str) -> str:
-    return markers.at(THIS_FILE, marker)
+_at = markers.marker_lines(THIS_FILE)
 
 
 class Recorder:
