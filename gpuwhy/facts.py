@@ -506,6 +506,62 @@ class TfDataFacts:
 
 
 @dataclass(frozen=True)
+class PipelineRate:
+    """Elements per second over the timed passes of one pipeline (median, slowest and
+    fastest pass)."""
+
+    median: float
+    min: float
+    max: float
+    passes: int
+    elements_per_pass: int
+
+
+@dataclass(frozen=True)
+class PipelineChange:
+    """One fix gpuwhy applied to a rewritten pipeline, with the code that makes it stay."""
+
+    kind: str                          # parallel-map | parallel-interleave | cache | prefetch |
+                                       # parallel-reads | any-order
+    stage: str                         # the transformation as written: "map(parse)"
+    location: Optional[str]            # file:line where the user wrote it
+    code: str                          # what to write there
+    why: str
+    source_line: Optional[str] = None  # that line, as written
+
+
+@dataclass(frozen=True)
+class InputFix:
+    """One pipeline rewritten with the fixes that cannot change its elements, checked and
+    timed against the original and the ideal (the original's output cached in memory)."""
+
+    dataset: str                       # for people: "dataset created at train.py:75"
+    location: Optional[str] = None     # where the final dataset was built
+    iterated_at: tuple[str, ...] = ()
+    before: Optional[PipelineRate] = None
+    after: Optional[PipelineRate] = None
+    ideal: Optional[PipelineRate] = None
+    gap_closed: Optional[float] = None     # (after - before) / (ideal - before)
+    speedup: Optional[float] = None        # after / before
+    same_elements: Optional[bool] = None   # None: not compared
+    elements_checked: str = ""             # how the elements were compared
+    changes: tuple[PipelineChange, ...] = ()
+    left_alone: tuple[str, ...] = ()       # "file:line stage: why not"
+    refused: Optional[str] = None          # why the rewrite was not kept
+    worth_it: bool = True                  # False: measured no faster than the original
+    error: Optional[str] = None            # the pipeline itself failed
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InputFixFacts:
+    """Section ``input_fixes``: what ``gpuwhy fix --input`` rewrote and measured."""
+
+    fixes: tuple[InputFix, ...] = ()
+    keep_order: bool = True
+    library_only: tuple[str, ...] = ()     # iterated datasets a library built: not optimised
+
+@dataclass(frozen=True)
 class Facts:
     """All fact sections of one run. A section is ``None`` when it was not collected;
     rules that need it are then skipped and listed as not checked."""
@@ -519,6 +575,7 @@ class Facts:
     tracing: Optional[TracingFacts] = None
     gpu_samples: Optional[GpuSamplesFacts] = None
     tfdata: Optional[TfDataFacts] = None
+    input_fixes: Optional[InputFixFacts] = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

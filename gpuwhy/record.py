@@ -31,7 +31,7 @@ class RecordError(ValueError):
 
 @dataclass
 class RunRecord:
-    command: str                      # check | run | audit | watch
+    command: str                      # check | run | audit | watch | fix
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)

@@ -15,6 +15,8 @@ def gpu_usable(facts: Facts) -> Optional[bool]:
 
 
 def verdict(facts: Facts, findings: list[Finding]) -> str:
+    if facts.input_fixes is not None:
+        return _fix_verdict(facts)
     if facts.program is not None:
         return _run_verdict(facts, findings)
     usable = gpu_usable(facts)
@@ -106,6 +108,32 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
     return text + "."
+
+
+def _fix_verdict(facts: Facts) -> str:
+    """``gpuwhy fix --input``: the best measured gain, or why there is none."""
+    fixes = facts.input_fixes.fixes
+    if not fixes:
+        return "No tf.data pipeline of the program's own was iterated: nothing to optimise."
+    kept = [f for f in fixes if f.changes and not f.refused and f.worth_it and f.speedup]
+    if kept:
+        best = max(kept, key=lambda f: f.speedup)
+        text = (f"Input pipeline {best.speedup:,.1f}x faster with {len(best.changes)} "
+                f"change{'s' if len(best.changes) != 1 else ''} ({best.dataset}")
+        if best.gap_closed is not None:
+            text += f"; {best.gap_closed:.0%} of the way to its output cached in memory"
+        text += ")"
+        if best.same_elements:
+            text += ", elements unchanged (checked bitwise)"
+        more = len(kept) - 1
+        return text + (f"; {more} more pipeline{'s' if more != 1 else ''} improved" if more else "") + "."
+    failed = [f for f in fixes if f.error]
+    if failed and len(failed) == len(fixes):
+        return f"Could not optimise the input pipeline: {failed[0].error}."
+    if any(f.refused for f in fixes):
+        return f"Rewrite refused: {next(f.refused for f in fixes if f.refused)}."
+    return ("No safe change makes the input pipeline measurably faster"
+            + ("" if all(not f.changes for f in fixes) else " (the changes tried gave no gain)") + ".")
 
 
 def _bottleneck(facts: Facts) -> Optional[str]:

@@ -1,5 +1,5 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
-gpuwhy/facts.py (program, steps, eager, tracing, gpu_samples, tfdata).
+gpuwhy/facts.py (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes).
 
 Run from the repository root after changing one of those dataclasses:
     .venv/bin/python tools/generate_schema.py
@@ -23,7 +23,7 @@ from gpuwhy import facts as F  # noqa: E402
 SCHEMA = Path(__file__).resolve().parents[1] / "gpuwhy" / "schema" / "run.schema.json"
 GENERATED = [("program", F.ProgramFacts), ("steps", F.StepFacts), ("eager", F.EagerFacts),
              ("tracing", F.TracingFacts), ("gpu_samples", F.GpuSamplesFacts),
-             ("tfdata", F.TfDataFacts)]
+             ("tfdata", F.TfDataFacts), ("input_fixes", F.InputFixFacts)]
 SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
            bool: {"type": "boolean"}}
 

@@ -23,11 +23,14 @@ the product), 2 for a gpuwhy error or bad input (one line), 130 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
+
+from gpuwhy.facts import InputFix, InputFixFacts
+from gpuwhy.report.terminal_fix import input_fix_lines
 
 EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
 
@@ -76,7 +79,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-early", action="store_true",
                         help="end the script when it starts iterating its first dataset (the "
                         "training does not run; only that dataset is optimised)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also write the run record (with section input_fixes) to PATH; "
+                        "`gpuwhy report PATH [--html OUT]` renders it again")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write the HTML report (before/after chart per pipeline)")
     parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments for the script (everything after SCRIPT)")
@@ -176,18 +183,23 @@ def run(args: argparse.Namespace) -> int:
         code = load_script(args.script)
     except ScriptError as e:
         raise FixUsageError(str(e)) from None
-    if args.json and not os.access(os.path.dirname(os.path.abspath(args.json)), os.W_OK):
-        raise FixUsageError(f"cannot write {args.json}: its directory does not exist or is not writable")
+    for path in (args.json, getattr(args, "html", None)):
+        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+            raise FixUsageError(f"cannot write {path}: its directory does not exist or is not writable")
 
     capture = _Capture(stop_early=args.stop_early, args=args)
     finished: list[int] = []
+    started = time.perf_counter()
 
-    def report(status: Optional[int] = None) -> int:
+    def report(status: Optional[int] = None, outcome: Any = None) -> int:
         if finished:
             return finished[0]
         capture.uninstall()
         imports.cancel(capture.install)
-        code_ = _optimise_all(capture, args)
+        ran = dict(ended="exit", exit_code=status) if outcome is None and status is not None \
+            else dict(ended=outcome.ended, exit_code=outcome.exit_code, error=outcome.error) \
+            if outcome is not None else {}
+        code_ = _optimise_all(capture, args, dict(ran, seconds=time.perf_counter() - started))
         finished.append(code_)
         return code_
 
@@ -200,69 +212,89 @@ def run(args: argparse.Namespace) -> int:
         imports.cancel(capture.install)
     if outcome.ended == "interrupted":
         return EXIT_INTERRUPTED
-    return report()
+    return report(outcome=outcome)
 
 
-def _optimise_all(capture: _Capture, args: argparse.Namespace) -> int:
+def _optimise_all(capture: _Capture, args: argparse.Namespace, ran: dict) -> int:
     out = sys.stderr
     if capture.failed:
         print(f"gpuwhy: error: {capture.failed}", file=out)
         return EXIT_ERROR
     main, views = capture.datasets()
     print("", file=out)
-    if not main:
-        print("gpuwhy fix --input: the script iterated no tf.data dataset of its own from Python"
-              + (f" (a library built the ones read at {', '.join(sorted(set(capture.library_only)))})"
-                 if capture.library_only else "")
-              + "; nothing to optimise.", file=out)
-        _write_json(args.json, [])
-        return EXIT_OK
-    print(f"gpuwhy fix --input: {len(main)} dataset{'s' if len(main) != 1 else ''} iterated"
-          + (" (stopped the script at its first iterator)" if args.stop_early else ""), file=out)
-    rows = []
+    fixes = []
     status = EXIT_OK
     for n, entry in enumerate(main, 1):
-        where = []
-        if entry.created_at:
-            where.append(f"created at {entry.created_at}")
-        if entry.iterated_at:
-            where.append(f"iterated at {', '.join(entry.iterated_at)}")
-        where.append(f"{entry.iterators} iterator{'s' if entry.iterators != 1 else ''}")
-        print(f"\n[{n}] dataset {', '.join(where)}", file=out)
-        out.flush()
-        row = {"created_at": entry.created_at, "iterated_at": entry.iterated_at,
-               "iterators": entry.iterators}
+        name = f"dataset created at {entry.created_at}" if entry.created_at else f"dataset [{n}]"
         try:
             if entry.error is not None:
                 raise entry.error
             result = entry.result if entry.result is not None else _optimise(entry.dataset, args)
+            fixes.append(result.to_facts(name, entry.created_at, tuple(entry.iterated_at)))
         except Exception as e:  # noqa: BLE001
-            if _is_tf_error(e):
-                line = _one_line(e)
-                print(f"could not optimise it: the pipeline itself fails: {line}", file=out)
-                row["error"] = line
-                rows.append(row)
-                continue
-            if os.environ.get("GPUWHY_DEBUG"):
+            if not _is_tf_error(e) and os.environ.get("GPUWHY_DEBUG"):
                 raise
-            print(f"gpuwhy: error: internal error: {type(e).__name__}: {e} "
-                  "(GPUWHY_DEBUG=1 shows the traceback)", file=out)
-            status = EXIT_ERROR
-            row["error"] = f"{type(e).__name__}: {e}"
-            rows.append(row)
-            continue
-        print(result.report(), file=out)
-        out.flush()
-        row["result"] = result.to_dict()
-        row["optimization"] = result.optimization_row(
-            f"dataset created at {entry.created_at}" if entry.created_at else f"dataset [{n}]")
-        rows.append(row)
+            if not _is_tf_error(e):
+                print(f"gpuwhy: error: internal error: {type(e).__name__}: {e} "
+                      "(GPUWHY_DEBUG=1 shows the traceback)", file=out)
+                status = EXIT_ERROR
+            error = _one_line(e) if _is_tf_error(e) else f"{type(e).__name__}: {e}"
+            fixes.append(InputFix(dataset=name, location=entry.created_at,
+                                  iterated_at=tuple(entry.iterated_at), error=error))
+    facts = InputFixFacts(fixes=tuple(fixes), keep_order=not args.any_order,
+                          library_only=tuple(sorted(set(capture.library_only))))
+    if not main:
+        print("gpuwhy fix --input: the script iterated no tf.data dataset of its own from Python"
+              + (f" (a library built the ones read at {', '.join(facts.library_only)})"
+                 if facts.library_only else "")
+              + "; nothing to optimise.", file=out)
+    else:
+        print(f"gpuwhy fix --input: {len(main)} dataset{'s' if len(main) != 1 else ''} iterated"
+              + (" (stopped the script at its first iterator)" if args.stop_early else ""), file=out)
+        for n, (entry, fix) in enumerate(zip(main, fixes), 1):
+            where = [f"created at {entry.created_at}"] if entry.created_at else []
+            if entry.iterated_at:
+                where.append(f"iterated at {', '.join(entry.iterated_at)}")
+            where.append(f"{entry.iterators} iterator{'s' if entry.iterators != 1 else ''}")
+            print(f"\n[{n}] dataset {', '.join(where)}", file=out)
+            print("\n".join(input_fix_lines(fix)), file=out)
     for view in views:
         print(f"\nalso iterated: a view of a dataset above (created at {view.created_at or '?'}, "
               f"iterated at {', '.join(view.iterated_at) or '?'}): not optimised separately",
               file=out)
-    _write_json(args.json, rows)
+    out.flush()
+    if args.json or args.html:
+        _write_record(_record(facts, args, ran), args)
     return status
+
+
+def _record(facts: InputFixFacts, args: argparse.Namespace, ran: dict):
+    """A run record of command ``fix``: the program and the section ``input_fixes``."""
+    from gpuwhy.facts import Facts, ProgramFacts
+    from gpuwhy.record import RunRecord
+    program = ProgramFacts(
+        command=(args.script, *args.args), ended=ran.get("ended", "completed"),
+        exit_code=ran.get("exit_code") or 0, error=ran.get("error"),
+        seconds=round(ran.get("seconds", 0.0), 3),
+        tensorflow_imported="tensorflow" in sys.modules,
+        tensorflow_version=getattr(sys.modules.get("tensorflow"), "__version__", None))
+    return RunRecord.diagnose("fix", Facts(program=program, input_fixes=facts))
+
+
+def _write_record(record: Any, args: argparse.Namespace) -> None:
+    for path, write in ((args.json, lambda p: record.save(p)),
+                        (args.html, lambda p: _write_html(record, p))):
+        if not path:
+            continue
+        try:
+            write(path)
+        except OSError as e:
+            print(f"gpuwhy: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+
+
+def _write_html(record: Any, path: str) -> None:
+    from gpuwhy.report.html import write_html
+    write_html(record, path)
 
 
 def _optimise(dataset: Any, args: argparse.Namespace):
@@ -280,18 +312,6 @@ def _is_tf_error(e: BaseException) -> bool:
 def _one_line(e: BaseException) -> str:
     from gpuwhy.runner import exception_line
     return exception_line(e)
-
-
-def _write_json(path: Optional[str], rows: list) -> None:
-    if not path:
-        return
-    try:
-        with open(path, "w") as f:
-            json.dump({"command": "fix --input", "datasets": rows,
-                       "optimizations": [r["optimization"] for r in rows if "optimization" in r]},
-                      f, indent=2)
-    except OSError as e:
-        print(f"gpuwhy: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

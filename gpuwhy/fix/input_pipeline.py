@@ -48,6 +48,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
 from gpuwhy.fix import measure as m
 
 DEFAULT_MEMORY_FRACTION = 0.25
@@ -140,50 +141,8 @@ class OptimizeResult:
     def report(self) -> str:
         """A short table: throughput before/after/ideal, the changes with their code, and
         what was left as written."""
-        lines: list[str] = []
-        if self.refused:
-            lines.append(f"rewrite refused: {self.refused}")
-        elif self.changes:
-            lines.append(f"{len(self.changes)} change{'s' if len(self.changes) != 1 else ''}; "
-                         f"elements: {self.same_elements.how}")
-        else:
-            lines.append("nothing to change safely")
-        rows = [("original", self.before), ("optimised", self.after if not self.refused else None),
-                ("ideal", self.ideal)]
-        if any(t for _, t in rows):
-            per = next(t for _, t in rows if t).elements_per_pass
-            passes = next(t for _, t in rows if t).passes
-            lines.append(f"  {'elements/s':<11}{'median':>11}  {'min-max':>21}   vs original"
-                         f"   ({passes} timed passes of {per} elements each)")
-            for name, t in rows:
-                if t is None:
-                    continue
-                ratio = (f"{t.median / self.before.median:>6.2f}x"
-                         if self.before and self.before.median > 0 and t is not self.before else "")
-                lines.append(f"  {name:<11}{_rate(t.median):>11}  "
-                             f"{_rate(t.low) + ' - ' + _rate(t.high):>21}   {ratio}")
-            if self.gap_closed is not None and not self.refused:
-                lines.append(f"  gap closed {self.gap_closed * 100:>10.0f}%   "
-                             "(of the way from the original to its output cached in memory)")
-        if self.changes:
-            lines.append("changes tried (refused, not applied):" if self.refused
-                         else "changes (no gain measured here: the pipeline as written is as fast;"
-                         " keep it):" if not self.worth_it
-                         else "changes (paste these into the pipeline):")
-            for c in self.changes:
-                lines.append(f"  {c.location + '  ' if c.location else ''}{c.stage}: {c.why}")
-                if c.source_line:
-                    lines.append(f"      was: {c.source_line}")
-                for code_line in c.code.splitlines():
-                    lines.append(f"      {code_line}")
-        if self.left_alone:
-            lines.append("left as written:")
-            for item in self.left_alone:
-                where = f"{item.location}  " if item.location else ""
-                lines.append(f"  {where}{item.stage}: {item.reason}")
-        for note in self.notes:
-            lines.append(f"note: {note}")
-        return "\n".join(lines)
+        from gpuwhy.report.terminal_fix import input_fix_lines
+        return "\n".join(input_fix_lines(self.to_facts("this dataset")))
 
     __str__ = report
 
@@ -195,14 +154,20 @@ class OptimizeResult:
             return True               # not measured: the changes stand on their reasons
         return self.after.median >= self.before.median * (1 + NO_GAIN)
 
-    def optimization_row(self, name: str) -> dict:
-        """The measured fix as the HTML report's ``optimizations`` rows want it
-        (gpuwhy.report.html.normalise_optimizations)."""
-        return {"name": name,
-                "before": self.before.to_dict() if self.before else None,
-                "after": self.after.to_dict() if self.after and not self.refused else None,
-                "ideal": self.ideal.to_dict() if self.ideal else None,
-                "fix": "\n".join(c.code for c in self.changes) if self.applied else None}
+    def to_facts(self, name: str, location: Optional[str] = None,
+                 iterated_at: tuple[str, ...] = ()) -> InputFix:
+        """This result as the record's ``input_fixes`` facts (what reports render)."""
+        return InputFix(
+            dataset=name, location=location, iterated_at=tuple(iterated_at),
+            before=_rate_facts(self.before), after=_rate_facts(self.after),
+            ideal=_rate_facts(self.ideal), gap_closed=self.gap_closed, speedup=self.speedup,
+            same_elements=self.same_elements.same, elements_checked=self.same_elements.how,
+            changes=tuple(PipelineChange(kind=c.kind, stage=c.stage, location=c.location,
+                                         code=c.code, why=c.why, source_line=c.source_line)
+                          for c in self.changes),
+            left_alone=tuple(f"{a.location + '  ' if a.location else ''}{a.stage}: {a.reason}"
+                             for a in self.left_alone),
+            refused=self.refused, worth_it=self.worth_it, notes=tuple(self.notes))
 
     def to_dict(self) -> dict:
         return {
@@ -220,12 +185,11 @@ class OptimizeResult:
         }
 
 
-def _rate(value: float) -> str:
-    if not math.isfinite(value):
-        return "inf"
-    if value >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
+def _rate_facts(t: Optional[m.Throughput]) -> Optional[PipelineRate]:
+    if t is None:
+        return None
+    return PipelineRate(median=t.median, min=t.low, max=t.high, passes=t.passes,
+                        elements_per_pass=t.elements_per_pass)
 
 
 # -- the plan ----------------------------------------------------------------------------

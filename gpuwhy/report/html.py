@@ -49,9 +49,23 @@ class HtmlRenderer(Renderer):
     def render(self, record: RunRecord) -> str:
         page = _Page(self.max_points)
         rows = self.optimizations
-        if rows is None:        # a RunRecord that carries its own measured fixes
-            rows = getattr(record, "optimizations", None)
+        if not rows:            # a record of `gpuwhy fix --input`: its measured fixes
+            rows = fix_rows(record.facts.input_fixes)
         return _template().render(**page.context(record, rows or ()))
+
+
+def fix_rows(fixes) -> list[dict[str, Any]]:
+    """The ``input_fixes`` facts as before/after rows (the shape normalise_optimizations
+    reads): a refused rewrite has no "after"; a change that gained nothing keeps its
+    measurement but no code to paste."""
+    if fixes is None:
+        return []
+    from gpuwhy.facts import to_dict
+    return [{"name": f.dataset, "before": to_dict(f.before),
+             "after": None if f.refused else to_dict(f.after), "ideal": to_dict(f.ideal),
+             "fix": "\n".join(c.code for c in f.changes)
+             if f.changes and not f.refused and f.worth_it else None}
+            for f in fixes.fixes if f.before is not None]
 
 
 def write_html(record: RunRecord, path: str | Path,

@@ -18,6 +18,7 @@ from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
+from gpuwhy.report.terminal_fix import input_fix_lines
 from gpuwhy.report.terminal_run import run_section
 from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable
@@ -43,7 +44,15 @@ class TerminalRenderer(Renderer):
             console.print()
             for number, finding in enumerate(record.findings, 1):
                 console.print(self._finding(number, finding))
-        run = run_section(record.facts, self.verbose)
+        fixes = record.facts.input_fixes
+        if fixes is not None:
+            console.print()
+            console.print(Text("Input pipelines rewritten and measured", style="bold underline"))
+            for n, fix in enumerate(fixes.fixes, 1):
+                where = f", iterated at {', '.join(fix.iterated_at)}" if fix.iterated_at else ""
+                console.print(Text(f"[{n}] {fix.dataset}{where}", style="bold"))
+                console.print(Text("\n".join(input_fix_lines(fix))))
+        run = run_section(record.facts, self.verbose) if fixes is None else None
         if run is not None:
             console.print()
             console.print(run)

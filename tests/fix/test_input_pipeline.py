@@ -210,8 +210,9 @@ def test_measuring_reports_before_after_ideal_and_a_json_friendly_dict():
     text = result.report()
     for label in ("original", "optimised", "ideal", "changes (paste these"):
         assert label in text
-    row = result.optimization_row("words")
-    assert row["before"]["median"] == result.before.median and ".cache()" in row["fix"]
+    fix = result.to_facts("words", "train.py:9")
+    assert fix.before.median == result.before.median and fix.before.min == result.before.low
+    assert any(".cache()" in c.code for c in fix.changes) and fix.worth_it
 
 
 def test_elements_are_compared_bitwise_as_sequences_or_multisets():
@@ -293,9 +294,19 @@ def test_fix_input_runs_the_script_and_prints_the_changes_with_its_lines(tmp_pat
     assert "was: ds = words.map(encode)" in err
     assert "train.py:15  batch(8)" in err and ".prefetch(tf.data.AUTOTUNE)" in err
     saved = json.loads((tmp_path / "fix.json").read_text())
-    (row,) = saved["datasets"]
-    assert row["result"]["applied"] and row["result"]["same_elements"]["same"] is True
-    assert saved["optimizations"][0]["before"]["passes"] == 2
+    from gpuwhy.record import validation_errors
+    assert validation_errors(saved) == [] and saved["command"] == "fix"
+    (fix,) = saved["input_fixes"]["fixes"]
+    assert fix["same_elements"] is True and fix["before"]["passes"] == 2
+    assert fix["location"] == "train.py:15" and fix["iterated_at"] == ["train.py:17"]
+    assert {c["kind"] for c in fix["changes"]} >= {"parallel-map", "cache", "prefetch"}
+    assert saved["verdict"]["text"].startswith("Input pipeline ") or not fix["worth_it"]
+    # the saved record renders again, with its before/after chart
+    again = subprocess.run([sys.executable, "-m", "gpuwhy", "report", "fix.json", "--html",
+                            "fix.html"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "Input pipelines rewritten and measured" in again.stdout
+    assert 'id="before-after"' in (tmp_path / "fix.html").read_text()
 
 
 def test_fix_input_stop_early_ends_the_script_at_its_first_iterator(tmp_path):

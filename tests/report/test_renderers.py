@@ -106,3 +106,29 @@ def test_run_verdict_does_not_repeat_input_bound_as_the_worst_problem():
     retrace = Finding(id="launch.retracing", severity="medium", title="train_step traced 7 times")
     text = verdict(_input_bound_run(), [bound, retrace])
     assert text.count("63%") == 1 and text.endswith("; worst: train_step traced 7 times.")
+
+
+def test_fix_record_verdict_gives_the_measured_gain_or_why_there_is_none():
+    from gpuwhy.facts import InputFix, InputFixFacts, PipelineChange, PipelineRate
+    from gpuwhy.verdict import verdict
+
+    def rate(x):
+        return PipelineRate(median=x, min=x, max=x, passes=5, elements_per_pass=128)
+
+    cache = PipelineChange(kind="cache", stage="batch(32)", location="train.py:67",
+                           code=".cache()", why="same elements every pass")
+    gained = InputFix(dataset="dataset created at train.py:67", before=rate(55.7),
+                      after=rate(6361.3), ideal=rate(7099.8), gap_closed=0.91, speedup=114.2,
+                      same_elements=True, changes=(cache,))
+    text = verdict(Facts(input_fixes=InputFixFacts(fixes=(gained,))), [])
+    assert text == ("Input pipeline 114.2x faster with 1 change (dataset created at train.py:67; "
+                    "91% of the way to its output cached in memory), elements unchanged "
+                    "(checked bitwise).")
+    no_gain = InputFix(dataset="d", before=rate(564), after=rate(355), speedup=0.63,
+                       changes=(cache,), worth_it=False)
+    assert verdict(Facts(input_fixes=InputFixFacts(fixes=(no_gain,))), []) == (
+        "No safe change makes the input pipeline measurably faster (the changes tried gave no gain).")
+    broken = InputFix(dataset="d", error="NotFoundError: data.tfrecord; No such file")
+    assert verdict(Facts(input_fixes=InputFixFacts(fixes=(broken,))), []).startswith(
+        "Could not optimise the input pipeline: NotFoundError")
+    assert "nothing to optimise" in verdict(Facts(input_fixes=InputFixFacts()), [])
