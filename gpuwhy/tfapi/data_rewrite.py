@@ -416,6 +416,13 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
             return f"{_where(dataset)} calls Python ({', '.join(info.python)})"
         if not info.readable:
             return f"{_where(dataset)} runs a function gpuwhy cannot read"
+        if info.unsafe_stateful:
+            return (f"{_where(dataset)} runs stateful ops ({', '.join(info.unsafe_stateful)}) "
+                    "whose results may change from pass to pass")
+        if "ReadVariableOp" in info.ops:
+            # safe to run in parallel (a read), not to freeze: the program may change the
+            # variable between epochs (a schedule, a curriculum)
+            return f"{_where(dataset)} reads a tf.Variable, which may change between epochs"
     try:
         inputs = dataset._inputs()  # pylint: disable=protected-access
     except Exception:  # noqa: BLE001

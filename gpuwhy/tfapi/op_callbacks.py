@@ -42,9 +42,11 @@ TF's op registry, which holds every real op type and no function.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import sysconfig
+import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -128,10 +130,26 @@ def _line_of(code: Any, lasti: int) -> int:
     return code.co_firstlineno
 
 
+_ours = threading.local()
+
+
+@contextlib.contextmanager
+def unseen():
+    """gpuwhy's own eager ops inside this block (reading a tf.data iterator's model, a
+    dataset's cardinality) run on the program's thread but are not the program's: the
+    recording callback skips them."""
+    previous = getattr(_ours, "on", False)
+    _ours.on = True
+    try:
+        yield
+    finally:
+        _ours.on = previous
+
+
 def recording_callback(record: Callable[[OpRecord], None], frames: UserFrames) -> Callable:
     """An op callback that records each eager op with ``record`` (e.g. ``list.append``).
 
-    Graph building (``graph`` set) returns at once. The callback always returns None,
+    Graph building (``graph`` set) and gpuwhy's own ops (:func:`unseen`) return at once. The callback always returns None,
     which tells TF to keep the op's outputs as they are. It must never raise into the
     program: an output it cannot read is recorded with unknown size and device.
     """
@@ -139,8 +157,10 @@ def recording_callback(record: Callable[[OpRecord], None], frames: UserFrames) -
     getframe = sys._getframe
     first = frames.first
 
+    ours = _ours
+
     def on_op(op_type, inputs, attrs, outputs, op_name=None, graph=None):
-        if graph is not None:
+        if graph is not None or getattr(ours, "on", False):
             return None
         t_in = clock()
         code, lasti = first(getframe(1))

@@ -256,3 +256,38 @@ def test_tf_node_names_map_to_the_transformations_that_make_them():
     assert [run_family(n) for n in ("ParallelMapV2", "BatchV2", "MapAndBatch", "ForeverRepeat",
                                      "MemoryCache", "ParallelInterleaveV4", "TensorSlice", "Range")] == [
         "map", "batch", "map_and_batch", "repeat", "cache", "interleave", "from_tensor_slices", "range"]
+
+
+def make_epoch_dataset():
+    return tf.data.Dataset.range(16).map(double).batch(4)  # @rebuilt
+
+
+def test_a_dataset_built_again_every_epoch_is_one_pipeline_with_an_iterator_per_epoch(collector):
+    for _epoch in range(3):
+        for _batch in make_epoch_dataset():
+            pass
+    other = tf.data.Dataset.range(8).batch(4)  # @other
+    for _batch in other:
+        pass
+    collector.stop()
+    facts = collector.facts()
+    rebuilt = [p for p in facts.pipelines if p.location == at("rebuilt")]
+    assert [(p.iterators, p.elements) for p in rebuilt] == [(3, 12)]
+    assert [p.location for p in facts.pipelines] == [at("rebuilt"), at("other")]
+
+
+def test_gpuwhy_s_own_reads_of_the_iterator_model_are_not_the_program_s_eager_ops(collector):
+    from gpuwhy.tfapi import op_callbacks
+    seen = []
+    callbacks = op_callbacks.thread_callbacks()
+    callback = op_callbacks.recording_callback(seen.append, op_callbacks.UserFrames())
+    callbacks.append(callback)
+    try:
+        ds = tf.data.Dataset.range(32).batch(4)
+        read_in_two_halves(collector, ds, 4)
+        tf.constant(1.0) + 1.0          # one op of the program's own
+    finally:
+        callbacks.remove(callback)
+    ops = {record[2] for record in seen}
+    assert "AddV2" in ops
+    assert not ops & {"IteratorGetModelProto", "DatasetCardinality", "GetOptions"}

@@ -120,6 +120,15 @@ def test_no_cache_after_a_random_map_even_when_it_comes_first():
     assert "CacheDataset" not in _kinds(result.dataset)
 
 
+def test_no_cache_after_a_map_reading_a_variable_the_program_may_change():
+    # e.g. an augmentation strength on a schedule: caching would freeze its first value
+    strength = tf.Variable(1.0)
+    ds = tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32) * strength.read_value())
+    result = optimize(ds.batch(8), measure=False)
+    assert "cache" not in {c.kind for c in result.changes}
+    assert "reads a tf.Variable, which may change between epochs" in result.report()
+
+
 def test_a_cache_too_big_for_the_budget_is_left_out_with_the_sizes():
     table = _table()
     ds = _words(400).map(lambda w: tf.fill([256], tf.cast(table.lookup(w), tf.float32)))

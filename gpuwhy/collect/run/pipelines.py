@@ -70,6 +70,7 @@ from typing import Any, Optional
 
 from gpuwhy.collect.run.base import RunCollector
 from gpuwhy.facts import PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.tfapi.op_callbacks import unseen
 
 __all__ = ["PipelineCollector"]
 
@@ -178,10 +179,11 @@ class _Iterator:
     """One iterator: its chain as read so far, and when its element count last changed."""
 
     __slots__ = ("ref", "key", "created", "positions", "gaps", "seen_at", "first_t", "first_count",
-                 "reads", "last_read", "error", "done", "__weakref__")
+                 "reads", "last_read", "error", "done", "thread", "__weakref__")
 
     def __init__(self, ref: Any, key: int, created: float) -> None:
         self.ref, self.key, self.created = ref, key, created
+        self.thread = threading.get_ident()     # the thread that created it
         self.positions: list[_Position] = []   # source first, Root last
         self.gaps: tuple[float, ...] = ()
         self.seen_at = created          # when the latest element count was first seen
@@ -247,6 +249,7 @@ class PipelineCollector(RunCollector):
         self._lock = threading.RLock()
         self._pipelines: list[_Pipeline] = []
         self._by_dataset: "weakref.WeakKeyDictionary[Any, dict[str, _Pipeline]]" = weakref.WeakKeyDictionary()
+        self._by_signature: dict[tuple, _Pipeline] = {}
         self._live: dict[int, _Iterator] = {}
         self._thread: Optional[threading.Thread] = None
         self._stopping = threading.Event()
@@ -351,6 +354,10 @@ class PipelineCollector(RunCollector):
         state = self._live.get(id(iterator))
         if state is None or state.ref() is not iterator or self._stopped:
             return
+        if threading.get_ident() != state.thread:
+            # collected on another thread (a tf.data py_function thread, the poller):
+            # no TF op in a finaliser there; the last periodic read stands
+            return
         self._read(state, iterator, final=True)
         state.done = True
 
@@ -367,9 +374,20 @@ class PipelineCollector(RunCollector):
                 return known[consumer]
             if len(self._pipelines) >= MAX_PIPELINES:
                 return None
-            pipeline = _describe(dataset, consumer, len(self._pipelines) + 1)
+            with unseen():
+                pipeline = _describe(dataset, consumer, len(self._pipelines) + 1)
+            # A dataset built again for every epoch (``make_dataset()`` in the loop) is a
+            # new object each time but the same pipeline: the same transformations,
+            # written at the same lines.
+            signature = _signature(pipeline)
+            same = self._by_signature.get(signature) if signature is not None else None
+            if same is not None:
+                self._by_dataset.setdefault(dataset, {})[consumer] = same
+                return same
             self._pipelines.append(pipeline)
             self._by_dataset.setdefault(dataset, {})[consumer] = pipeline
+            if signature is not None:
+                self._by_signature[signature] = pipeline
             return pipeline
 
     # -- reading models -------------------------------------------------------------
@@ -413,7 +431,8 @@ class PipelineCollector(RunCollector):
             return
         start = time.perf_counter()
         try:
-            model = read_model(iterator)
+            with unseen():
+                model = read_model(iterator)
         except ModelUnavailable as error:
             state.error = str(error)
             return
@@ -464,6 +483,15 @@ class PipelineCollector(RunCollector):
 
 
 # -- the written view of a new pipeline ---------------------------------------------
+
+def _signature(pipeline: _Pipeline) -> Optional[tuple]:
+    """What the program wrote, where: None when a transformation's line is unknown
+    (then two datasets are only the same pipeline if they are the same object)."""
+    written = pipeline.written
+    if not written or any(w.location is None for w in written):
+        return None
+    return (pipeline.consumer, tuple((w.api, w.location, w.function_location) for w in written))
+
 
 def _describe(dataset: Any, consumer: str, number: int) -> _Pipeline:
     from gpuwhy.tfapi import data_pipeline
@@ -560,7 +588,7 @@ class _Merged:
         """Input elements per output element: TF's own for a node of known ratio
         (``batch(32)``: 32), else measured from the counts (a filter, an interleave)."""
         node = self.nodes[index]
-        if node.ratio > 0 and node.node_class.endswith("KNOWN_RATIO"):
+        if node.ratio > 0 and node.node_class in ("KNOWN_RATIO", "ASYNC_KNOWN_RATIO"):
             return node.ratio
         if index > 0 and self.elements[index - 1] and self.elements[index]:
             return self.elements[index - 1] / self.elements[index]

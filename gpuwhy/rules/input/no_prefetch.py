@@ -59,7 +59,9 @@ class NoPrefetch(Rule):
 
     ## Options
     - `min_input_wait`: input-wait fraction of step time below which the finding does
-      not fire (0.05, XProf's input-bound threshold).
+      not fire (0.05, XProf's input-bound threshold); it does not fire either when the
+      overlap a prefetch could buy, `min(w, 1 - w)`, is below it (a step that is almost
+      all wait has no compute to hide the input behind).
     """
 
     id = "input.no-prefetch"
@@ -78,6 +80,10 @@ class NoPrefetch(Rule):
             if wait is None or wait.fraction < options["min_input_wait"]:
                 continue
             overlap = min(wait.fraction, 1 - wait.fraction)
+            if overlap < options["min_input_wait"]:
+                # nearly all of the step is the wait: there is no compute to hide it
+                # behind, so a prefetch alone buys nothing (input.bound covers it)
+                continue
             last = stage_label(pipeline.stages[-1]) if pipeline.stages else None
             evidence: dict[str, Any] = {
                 "pipeline": pipeline_name(pipeline),

@@ -39,6 +39,12 @@ def test_the_gain_is_the_overlap_at_most():
     assert f.gain_value == pytest.approx(0.20)          # compute is only 20%: that much hides
 
 
+def test_a_step_that_is_almost_all_wait_has_nothing_to_overlap():
+    # 99.9% wait: a prefetch alone hides nothing (input.bound says what is slow)
+    assert check(t.facts(unbuffered(), steps=t.loop_steps(0.999))) == []
+    assert check(t.facts(unbuffered(), steps=t.loop_steps(0.94))) != []
+
+
 def test_inject_prefetch_off_is_named():
     (f,) = check(t.facts(unbuffered(autotune=True), steps=t.loop_steps(0.30)))
     assert "inject_prefetch" in f.evidence["why_none"]
