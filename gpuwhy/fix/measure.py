@@ -200,16 +200,6 @@ def timed_passes(drains: dict[str, Drain], repeats: int) -> dict[str, Throughput
 
 
 def available_memory_bytes() -> Optional[int]:
-    """MemAvailable from /proc/meminfo (Linux), else free physical pages; None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import os
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    """Memory available now (MemAvailable on Linux); None if unknown."""
+    from gpuwhy.collect.host_memory import host_memory
+    return host_memory()[1]

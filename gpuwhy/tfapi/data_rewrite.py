@@ -34,8 +34,6 @@ iterator_ops.py).
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import weakref
 from contextlib import contextmanager
@@ -774,33 +772,15 @@ def default_optimisations(options: Any) -> dict[str, bool]:
 
 # -- hooks for `gpuwhy fix --input` ------------------------------------------------------
 
-_SITES: "weakref.WeakKeyDictionary[Any, Optional[str]]" = weakref.WeakKeyDictionary()
-_DATA_DIR = os.sep + os.path.join("tensorflow", "python", "data") + os.sep
-
-
 def _origin(dataset: Any) -> Optional[tuple[Optional[str], bool]]:
-    """(user's file:line, made by a library) as recorded at creation, or None.
-
-    gpuwhy.tfapi.data_pipeline's origin hook (installed by the run's pipeline collector)
-    is read first; this module's own fallback hook second."""
+    """(user's file:line, made by a library) as gpuwhy.tfapi.data_pipeline's origin hook
+    recorded it at creation, or None."""
+    from gpuwhy.tfapi.data_pipeline import origin
     try:
-        from gpuwhy.tfapi.data_pipeline import origin
-    except ImportError:
-        origin = None
-    if origin is not None:
-        try:
-            found = origin(dataset)
-        except Exception:  # noqa: BLE001
-            found = None
-        if found is not None:
-            return found.location, bool(found.by_library)
-    try:
-        if dataset in _SITES:
-            site = _SITES[dataset]
-            return site, site is None
-    except TypeError:
-        pass
-    return None
+        found = origin(dataset)
+    except Exception:  # noqa: BLE001
+        return None
+    return None if found is None else (found.location, bool(found.by_library))
 
 
 def creation_site(dataset: Any) -> Optional[str]:
@@ -816,44 +796,11 @@ def made_by_user(dataset: Any) -> Optional[bool]:
     return None if found is None else not found[1]
 
 
-def _creator(frame) -> Optional[str]:
-    """The first frame outside tf.data's own modules: the user's line, or None when a
-    library (Keras, tf.distribute) created the dataset."""
-    for _ in range(64):
-        if frame is None:
-            return None
-        filename = frame.f_code.co_filename
-        if _DATA_DIR not in filename and not filename.startswith("<"):
-            if is_library_file(filename):
-                return None
-            return relative(filename, frame.f_lineno)
-        frame = frame.f_back
-    return None
-
-
 def install_creation_sites() -> list[Patch]:
-    """Record, for every dataset created from now on, where the user created it: through
-    gpuwhy.tfapi.data_pipeline's origin hooks when that module is there, else here."""
-    try:
-        from gpuwhy.tfapi.data_pipeline import install_origin_hooks
-    except ImportError:
-        install_origin_hooks = None
-    if install_origin_hooks is not None:
-        return install_origin_hooks()
-    from tensorflow.python.data.ops import dataset_ops
-
-    def make(original):
-        def __init__(self, *args, **kwargs):
-            original(self, *args, **kwargs)
-            try:
-                if self not in _SITES:          # the outermost constructor's caller wins
-                    _SITES[self] = _creator(sys._getframe(1))
-            except Exception:  # noqa: BLE001 - never break the user's pipeline
-                pass
-        __init__.__wrapped__ = original
-        return __init__
-
-    return [Patch(dataset_ops.DatasetV2, "__init__", make)]
+    """Record, for every dataset created from now on, where the user created it (the
+    origin hooks of gpuwhy.tfapi.data_pipeline, shared with ``gpuwhy run``)."""
+    from gpuwhy.tfapi.data_pipeline import install_origin_hooks
+    return install_origin_hooks()
 
 
 def install_iterator_capture(seen: Callable[[Any, Optional[str]], None]) -> list[Patch]:

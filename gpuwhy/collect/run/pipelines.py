@@ -821,20 +821,5 @@ def _cpu_fractions(start: Optional[tuple], end: Optional[tuple], cores: int) -> 
 
 
 def _memory() -> tuple[Optional[int], Optional[int]]:
-    """(physical memory, memory available now) of the host, from /proc/meminfo."""
-    values = {}
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                name, _, rest = line.partition(":")
-                if name in ("MemTotal", "MemAvailable"):
-                    values[name] = int(rest.split()[0]) * 1024   # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    total = values.get("MemTotal")
-    if total is None:
-        try:
-            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, OSError, ValueError):
-            total = None
-    return total, values.get("MemAvailable")
+    from gpuwhy.collect.host_memory import host_memory
+    return host_memory()
