@@ -24,6 +24,7 @@ from gpuwhy.collect.run.pipelines import PipelineCollector, run_family  # noqa: 
 from gpuwhy.facts import Facts, TfDataFacts, from_dict, to_dict  # noqa: E402
 
 from tests import markers  # noqa: E402
+from tests.records import write_tfrecords  # noqa: E402
 
 THIS_FILE = Path(__file__)
 
@@ -148,10 +149,7 @@ def test_a_generator_pipeline_names_the_generator_as_its_source(collector):
 
 
 def test_a_gzip_reader_is_a_source_stage_with_its_codec(collector, tmp_path):
-    path = str(tmp_path / "records.tfrecord")
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        for i in range(40):
-            writer.write(b"%d" % i * 100)
+    (path,) = write_tfrecords(tmp_path, [[b"%d" % i * 100 for i in range(40)]], "GZIP")
     ds = tf.data.TFRecordDataset(path, compression_type="GZIP")  # @reader
     ds = ds.map(tf.strings.length)
     ds = ds.batch(5)

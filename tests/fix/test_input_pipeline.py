@@ -18,6 +18,7 @@ tf = pytest.importorskip("tensorflow")
 
 from gpuwhy.fix.input_pipeline import optimize  # noqa: E402
 from gpuwhy.tfapi import data_rewrite as dr  # noqa: E402
+from tests.records import write_tfrecords  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
 
@@ -66,13 +67,7 @@ def test_a_map_tf_already_parallelises_is_left_as_written_with_the_reason():
 
 
 def test_keep_order_false_reads_files_in_parallel_and_checks_the_multiset(tmp_path):
-    files = []
-    for f in range(3):
-        path = str(tmp_path / f"part{f}.tfrecord")
-        with tf.io.TFRecordWriter(path) as writer:
-            for i in range(20):
-                writer.write(f"{f}-{i}".encode())
-        files.append(path)
+    files = write_tfrecords(tmp_path, ([f"{f}-{i}".encode() for i in range(20)] for f in range(3)))
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(["0", "1", "2"], [10, 11, 12]), default_value=-1)
     ds = tf.data.TFRecordDataset(files).map(

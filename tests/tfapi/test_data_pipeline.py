@@ -23,6 +23,7 @@ from gpuwhy.tfapi import data_pipeline  # noqa: E402
 from gpuwhy.tfapi.data_pipeline import written_chain  # noqa: E402
 
 from tests import markers  # noqa: E402
+from tests.records import write_tfrecords  # noqa: E402
 
 THIS_FILE = Path(__file__)
 
@@ -130,10 +131,8 @@ def test_from_generator_built_before_the_hook_is_still_recognised():
 
 
 def test_a_gzip_tfrecord_reader_and_a_png_decoder_are_codec_work(hooks, tmp_path):
-    path = str(tmp_path / "images.tfrecord")
     png = tf.io.encode_png(tf.zeros([4, 4, 3], tf.uint8)).numpy()
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        writer.write(png)
+    (path,) = write_tfrecords(tmp_path, [[png]], "GZIP")
     ds = tf.data.TFRecordDataset(path, compression_type="GZIP")  # @tfrecord
     ds = ds.map(tf.io.decode_png)  # @decode
 
@@ -147,9 +146,7 @@ def test_a_gzip_tfrecord_reader_and_a_png_decoder_are_codec_work(hooks, tmp_path
 
 
 def test_a_compressed_reader_inside_an_interleave_is_found_in_its_function(hooks, tmp_path):
-    path = str(tmp_path / "a.tfrecord")
-    with tf.io.TFRecordWriter(path, options="ZLIB") as writer:
-        writer.write(b"x")
+    (path,) = write_tfrecords(tmp_path, [[b"x"]], "ZLIB")
     files = tf.data.Dataset.from_tensor_slices([path])
     ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="ZLIB"),  # @interleave
                           num_parallel_calls=2)

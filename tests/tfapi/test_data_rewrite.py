@@ -17,6 +17,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from gpuwhy.tfapi import data_rewrite as dr  # noqa: E402
+from tests.records import write_tfrecords  # noqa: E402
 
 
 def _table():
@@ -261,13 +262,7 @@ def test_an_unknown_stage_is_opaque_with_a_reason():
 
 
 def test_tfrecord_parallel_reads_keep_the_multiset(tmp_path):
-    files = []
-    for f in range(3):
-        path = str(tmp_path / f"part{f}.tfrecord")
-        with tf.io.TFRecordWriter(path) as w:
-            for i in range(5):
-                w.write(f"{f}-{i}".encode())
-        files.append(path)
+    files = write_tfrecords(tmp_path, ([f"{f}-{i}".encode() for i in range(5)] for f in range(3)))
     ds = tf.data.TFRecordDataset(files)
     (stage,) = dr.read_chain(ds)
     assert stage.kind == "tfrecord" and stage.params["files"] == 3
