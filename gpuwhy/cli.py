@@ -126,12 +126,20 @@ def _watch_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from gpuwhy.runner import ScriptInterrupted
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except UsageError as e:
         _error(str(e))
         return EXIT_ERROR
+    except ScriptInterrupted:
+        # Let the interpreter finish as it does after an uncaught KeyboardInterrupt:
+        # non-daemon threads joined, the script's atexit handlers run (TF's temporary
+        # files removed), streams flushed, then death by SIGINT. The traceback was
+        # already printed as the script's own.
+        sys.excepthook = _quiet_excepthook
+        raise KeyboardInterrupt from None
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
@@ -144,45 +152,73 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_ERROR
 
 
+def _quiet_excepthook(exc_type, exc, tb) -> None:
+    if not issubclass(exc_type, KeyboardInterrupt):
+        sys.__excepthook__(exc_type, exc, tb)
+
+
 def _error(message: str) -> None:
-    print(f"gpuwhy: error: {message}", file=sys.stderr)
+    from gpuwhy import own_stderr
+    own_stderr.say(f"gpuwhy: error: {message}")
 
 
-def _emit(record, args, to_stderr: bool = False, optimizations=None) -> None:
-    """Write --json, then the chosen format: on stdout, or for run/watch (whose program
-    owns stdout) on stderr or in --output; then --html (after the text report, which a
-    failure there must not cost)."""
+def plan_outputs(args, *, inputs=(), project_dir=None, extra=()) -> dict:
+    """Every output the command will write, checked now, before anything runs
+    (gpuwhy.outputs): paths against the directory gpuwhy started in."""
+    from gpuwhy.outputs import OutputPathError, plan_outputs as plan
+    named = [("--json", getattr(args, "json", None)), ("-o", getattr(args, "output", None)),
+             ("--html", getattr(args, "html", None)), *extra]
+    try:
+        return plan(named, inputs=inputs, project_dir=project_dir)
+    except OutputPathError as e:
+        raise UsageError(str(e)) from None
+
+
+def _emit(record, args, outputs: dict, to_stderr: bool = False, optimizations=None) -> None:
+    """Write --json, then the chosen format: on stdout, or for commands that run a
+    program (whose stdout it owns) on gpuwhy's own stderr or in -o; then --html (after
+    the text report, which a failure there must not cost). A planned file that cannot be
+    written now is written to the temporary directory instead, and gpuwhy says where."""
+    from gpuwhy import own_stderr
+    from gpuwhy.outputs import write_or_divert
     from gpuwhy.report import MisconfigurationError, renderer_class
-    if args.json:
-        try:
-            record.save(args.json)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {e.strerror or e}") from None
-    output = getattr(args, "output", None)
-    stream = sys.stderr if to_stderr else sys.stdout
+    if "--json" in outputs:
+        write_or_divert(outputs["--json"], record.save, own_stderr.say)
+    stream = own_stderr.stream() if to_stderr else sys.stdout
     try:
         renderer = renderer_class(args.format)(
-            verbose=args.verbose, color=not output and stream.isatty())
+            verbose=args.verbose,
+            color="-o" not in outputs and (own_stderr.isatty() if to_stderr else stream.isatty()))
     except MisconfigurationError as e:
         raise UsageError(str(e)) from None
-    if output:
-        try:
-            with open(output, "wb") as f:
-                text = renderer.render(record)
-                f.write(text if renderer.is_binary else text.encode("utf-8"))
-        except OSError as e:
-            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    if "-o" in outputs:
+        text = renderer.render(record)
+        data = text if renderer.is_binary else text.encode("utf-8")
+        write_or_divert(outputs["-o"], lambda path: Path(path).write_bytes(data), own_stderr.say)
     else:
         if renderer.is_binary and stream.isatty():
             raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
-        stream.write(("\n" if to_stderr else "") + renderer.render(record))
-        stream.flush()
-    if getattr(args, "html", None):
+        text = ("\n" if to_stderr else "") + renderer.render(record)
+        if to_stderr:
+            _write_quietly(stream, text)
+        else:
+            stream.write(text)
+            stream.flush()
+    if "--html" in outputs:
         from gpuwhy.report.html import write_html
-        try:
-            write_html(record, args.html, optimizations=optimizations)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.html}: {e.strerror or e}") from None
+        write_or_divert(outputs["--html"],
+                        lambda path: write_html(record, path, optimizations=optimizations),
+                        own_stderr.say)
+
+
+def _write_quietly(stream, text: str) -> None:
+    """The report on a stderr the program may have closed or broken: losing the terminal
+    copy is not a failure of the run (the files were written first)."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def cmd_check(args) -> int:
@@ -192,9 +228,10 @@ def cmd_check(args) -> int:
         raise UsageError(f"no Python interpreter at {args.python}")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError("--timeout must be a positive number of seconds")
+    outputs = plan_outputs(args, inputs=[args.python])
     facts = EnvironmentCollector(args.python, args.timeout).collect()
     record = RunRecord.diagnose("check", facts)
-    _emit(record, args)
+    _emit(record, args, outputs)
     return _exit_status(record)
 
 
@@ -202,6 +239,8 @@ def cmd_audit(args) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's C++ banner quiet
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")
+    outputs = plan_outputs(args, inputs=[args.path],
+                           project_dir=args.path if os.path.isdir(args.path) else None)
     try:
         import tensorflow  # noqa: F401
     except ImportError as e:
@@ -211,13 +250,15 @@ def cmd_audit(args) -> int:
         record = audit_path(args.path, verify=args.verify)
     except AuditError as e:
         raise UsageError(str(e)) from None
-    _emit(record, args)
+    _emit(record, args, outputs)
     return _exit_status(record)
 
 
 def cmd_run(args) -> int:
-    from gpuwhy.runner import ScriptError, load_script, run_script
+    from gpuwhy import own_stderr
+    from gpuwhy.runner import ScriptError, end_like_the_script, load_script, run_and_report
     from gpuwhy.watched_run import Session
+    own_stderr.keep()
     _check_hz(args.hz)
     try:
         code = load_script(args.script)
@@ -225,49 +266,16 @@ def cmd_run(args) -> int:
         raise UsageError(str(e)) from None
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
+    outputs = plan_outputs(args, inputs=[args.script],
+                           project_dir=os.path.dirname(os.path.abspath(args.script)))
     session = Session(hz=args.hz, audit=args.audit, eager=args.eager,
                       command=[args.script, *args.args], eager_duty=args.eager_duty)
-    _check_writable(args.json, args.output, args.html)
-    outcome = None
 
-    def report_before_hard_exit(status: int) -> None:
-        """``os._exit`` skips every finally: report first (many TF scripts end so)."""
-        record = session.stop("completed" if status == 0 else "exit", status)
-        _emit(record, args, to_stderr=True)
+    def report(ended: str, exit_code: int, error: Optional[str]) -> None:
+        _emit(session.stop(ended, exit_code, error), args, outputs, to_stderr=True)
 
     session.start()
-    try:
-        outcome = run_script(args.script, args.args, code, before_hard_exit=report_before_hard_exit)
-    finally:
-        record = session.stop(*_outcome_fields(outcome))
-    _emit(record, args, to_stderr=True)
-    if outcome.ended == "interrupted":
-        _die_of_sigint()
-    return outcome.exit_code
-
-
-def _check_writable(*paths) -> None:
-    """A report path that cannot be written fails before the script runs, not after."""
-    for path in paths:
-        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
-            raise UsageError(f"cannot write {path}: its directory does not exist or is not writable")
-
-
-def _die_of_sigint() -> None:
-    """Like Python after an uncaught KeyboardInterrupt: die of SIGINT, so a shell loop or
-    make sees an interrupt, not an ordinary failure."""
-    import signal
-    if hasattr(signal, "SIGINT") and hasattr(os, "kill"):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-
-
-def _outcome_fields(outcome) -> tuple:
-    if outcome is None:   # gpuwhy itself was interrupted while starting the script
-        return ("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
-    return (outcome.ended, outcome.exit_code, outcome.error)
+    return end_like_the_script(run_and_report(args.script, args.args, code, report))
 
 
 def cmd_watch(args) -> int:
@@ -279,13 +287,25 @@ def cmd_watch(args) -> int:
     if not command:
         raise UsageError("nothing to watch: give the command after --, e.g. "
                          "gpuwhy watch -- python train.py")
-    _check_writable(args.json, args.output, args.record)
+    files, project_dir = _command_files(command)
+    outputs = plan_outputs(args, inputs=files, project_dir=project_dir,
+                           extra=[("--record", args.record)])
+    record_path = outputs["--record"].path if "--record" in outputs else None
     try:
-        record, exit_code = watch(command, hz=args.hz, record_path=args.record)
+        record, exit_code = watch(command, hz=args.hz, record_path=record_path)
     except WatchError as e:
         raise UsageError(str(e)) from None
-    _emit(record, args, to_stderr=True)
+    _emit(record, args, outputs, to_stderr=True)
     return exit_code
+
+
+def _command_files(command: Sequence[str]) -> tuple[list[str], Optional[str]]:
+    """The files a watched command names (never to be overwritten by a report), and the
+    directory of its script (the first ``.py``/``.sh`` file it names, or the program)."""
+    files = [arg for arg in command if os.path.isfile(arg)]
+    scripts = [f for f in files if f.endswith((".py", ".sh"))] or [
+        f for f in files[:1] if not os.path.isabs(f)]
+    return files, os.path.dirname(os.path.abspath(scripts[0])) if scripts else None
 
 
 def _check_hz(hz: float) -> None:
@@ -307,13 +327,14 @@ def cmd_report(args) -> int:
         record = RunRecord.load(args.record)
     except RecordError as e:
         raise UsageError(str(e)) from None
+    outputs = plan_outputs(args, inputs=[args.record])
     if args.recheck:
         record = record.recheck()
     optimizations = None
     if args.html:
         from gpuwhy.report.html import load_optimizations
         optimizations = load_optimizations(args.record)
-    _emit(record, args, optimizations=optimizations)
+    _emit(record, args, outputs, optimizations=optimizations)
     return _exit_status(record)
 
 

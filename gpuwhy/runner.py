@@ -13,8 +13,10 @@ threads it started have finished.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib.machinery
 import os
+import signal
 import sys
 import threading
 import types
@@ -30,7 +32,7 @@ class ScriptError(Exception):
 
 @dataclass
 class Outcome:
-    ended: str                # completed | exception | interrupted | exit
+    ended: str                # completed | exception | interrupted | terminated | exit
     exit_code: int
     error: Optional[str] = None
 
@@ -57,13 +59,22 @@ def load_script(path: str) -> types.CodeType:
         raise ScriptError(f"{path} is not a Python script: {e}") from None
 
 
+class Terminated(BaseException):
+    """Raised in the script's main thread by SIGTERM, so the run ends the way Ctrl-C ends
+    it (the partial report is written), then gpuwhy dies of SIGTERM as Python would."""
+
+
+SIGTERM_EXIT = 128 + 15
+
+
 def run_script(path: str, args: Sequence[str], code: Optional[types.CodeType] = None,
                before_hard_exit: Optional[Callable[[int], None]] = None) -> Outcome:
     """Execute the script in this process; returns how it ended. Never raises for the
     script's own exceptions: they are printed as Python prints them.
 
     ``before_hard_exit(status)`` runs when the script ends the process with ``os._exit``
-    (from this process only: forked workers exit as they always do).
+    (from this process only: forked workers exit as they always do). SIGTERM, while the
+    script runs, ends it like Ctrl-C (``Outcome.ended == "terminated"``).
     """
     code = code or load_script(path)
     if before_hard_exit is not None:
@@ -76,23 +87,120 @@ def run_script(path: str, args: Sequence[str], code: Optional[types.CodeType] = 
                          __package__=None, __cached__=None,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", absolute))
     sys.modules["__main__"] = main
+    with _sigterm_raises() as sigterm:
+        try:
+            outcome = _run(code, main)
+        except Terminated:                 # SIGTERM while joining or printing
+            outcome = Outcome("terminated", SIGTERM_EXIT, "SIGTERM")
+        finally:
+            _flush()
+    if sigterm.is_set() and outcome.ended != "terminated":
+        # the script caught Terminated and went on: Python would have died at the signal
+        outcome = Outcome("terminated", SIGTERM_EXIT, "SIGTERM")
+    return outcome
+
+
+def _run(code: types.CodeType, main: types.ModuleType) -> Outcome:
     try:
         exec(code, main.__dict__)
-        _wait_for_threads()
+        outcome = Outcome("completed", 0)
     except SystemExit as e:
         outcome = _exit_outcome(e)
-        _wait_for_threads()              # the interpreter joins them on sys.exit too
-        return outcome
     except KeyboardInterrupt as e:
         _print_exception(e)
         return Outcome("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
+    except Terminated:
+        return Outcome("terminated", SIGTERM_EXIT, "SIGTERM")
     except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
         _print_exception(e)
-        _wait_for_threads()              # ... and after printing an uncaught exception
-        return Outcome("exception", 1, exception_line(e))
+        outcome = Outcome("exception", 1, exception_line(e))
+    _wait_for_threads()   # the interpreter joins them after the main module, whatever its end
+    return outcome
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM raises :class:`Terminated` in the main thread while the script runs,
+    unless the script installs a handler of its own (then that one is the script's)."""
+    seen = threading.Event()
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield seen
+        return
+
+    def on_sigterm(signum, frame):  # noqa: ARG001 - signal handler protocol
+        seen.set()
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except (ValueError, OSError):
+        yield seen
+        return
+    try:
+        yield seen
     finally:
-        _flush()
-    return Outcome("completed", 0)
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def die_of(signum: int) -> None:
+    """End the process as Python ends it on an unhandled signal: by that signal (a shell
+    sees 128+N; make, Slurm and Kubernetes see a signal, not an ordinary failure)."""
+    _flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+Report = Callable[[str, int, Optional[str]], None]
+
+
+def run_and_report(script: str, script_args: Sequence[str], code: types.CodeType,
+                   report: Report) -> Outcome:
+    """Run the script as Python would, then ``report(ended, exit_code, error)`` once,
+    with the script's modules out of gpuwhy's way (gpuwhy.script_modules); also when the
+    script ends the process with ``os._exit`` or gpuwhy is interrupted while starting it."""
+    from gpuwhy.script_modules import ScriptModules
+    modules = ScriptModules(os.path.dirname(os.path.abspath(script)))
+    reported: list[bool] = []
+
+    def report_isolated(ended: str, exit_code: int, error: Optional[str]) -> None:
+        if reported:
+            return
+        reported.append(True)
+        with modules.for_gpuwhy():
+            report(ended, exit_code, error)
+
+    def report_before_hard_exit(status: int) -> None:
+        """``os._exit`` skips every finally: report first (many TF scripts end so)."""
+        report_isolated("completed" if status == 0 else "exit", status, None)
+
+    modules.hide_shadowed()
+    outcome = None
+    try:
+        outcome = run_script(script, script_args, code, before_hard_exit=report_before_hard_exit)
+    finally:
+        report_isolated(*_outcome_fields(outcome))
+    return outcome
+
+
+class ScriptInterrupted(Exception):
+    """The script was interrupted (Ctrl-C) and its report is written: the command line
+    then ends as Python ends on an uncaught KeyboardInterrupt (gpuwhy.cli.main)."""
+
+
+def end_like_the_script(outcome: Outcome) -> int:
+    """The script's exit status, or the signal that ended it (after the report)."""
+    if outcome.ended == "interrupted":
+        raise ScriptInterrupted()
+    if outcome.ended == "terminated":
+        die_of(signal.SIGTERM)
+    return outcome.exit_code
+
+
+def _outcome_fields(outcome: Optional[Outcome]) -> tuple[str, int, Optional[str]]:
+    if outcome is None:   # gpuwhy itself was interrupted while starting the script
+        return ("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
+    return (outcome.ended, outcome.exit_code, outcome.error)
 
 
 def _guard_hard_exit(before: Callable[[int], None]) -> None:
@@ -128,8 +236,16 @@ def _exit_outcome(e: SystemExit) -> Outcome:
 
 
 def _print_exception(e: BaseException) -> None:
-    tb = _without_gpuwhy(e.__traceback__)
-    e.with_traceback(tb)     # the default hook prints e.__traceback__, not its argument
+    seen: set[int] = set()
+    chain: list[Optional[BaseException]] = [e]
+    while chain:                         # Python prints causes and contexts too
+        link = chain.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        link.with_traceback(_without_gpuwhy(link.__traceback__, isinstance(link, ImportError)))
+        chain += [link.__cause__, link.__context__]
+    tb = e.__traceback__     # the default hook prints e.__traceback__, not its argument
     _flush()
     try:
         sys.excepthook(type(e), e, tb)
@@ -140,19 +256,55 @@ def _print_exception(e: BaseException) -> None:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _without_gpuwhy(tb):
+def _without_gpuwhy(tb, always_trim_importlib: bool = False):
     """The traceback chain less gpuwhy's frames (the runner below the script, the hooks
-    between the script and TensorFlow): what ``python script.py`` would have shown."""
-    kept = []
+    between the script and TensorFlow): what ``python script.py`` would have shown.
+
+    Python hides the import machinery's frames from tracebacks (import.c,
+    ``remove_importlib_frames``), but only chunks of them that end in
+    ``_call_with_frames_removed``; gpuwhy's post-import hook sits inside such a chunk and
+    breaks it, so the same rule is applied again once gpuwhy's frames are out.
+    """
+    frames = []
     while tb is not None:
-        if not _is_gpuwhy(tb.tb_frame.f_code.co_filename):
-            kept.append(tb)
+        frames.append(tb)
         tb = tb.tb_next
+    kept = _trim_importlib(frames, always_trim_importlib)
     for first, second in zip(kept, kept[1:]):
         first.tb_next = second
     if kept:
         kept[-1].tb_next = None
     return kept[0] if kept else None
+
+
+_IMPORTLIB_FILES = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+
+
+def _trim_importlib(frames: list, always: bool) -> list:
+    """gpuwhy's frames out, then import.c's rule: in a run of importlib frames, drop
+    everything up to a ``_call_with_frames_removed`` frame (every importlib frame for an
+    ImportError). A gpuwhy frame inside such a run is gpuwhy's loader hook, standing where
+    the import machinery would call the module: it ends the run the same way (import.c
+    already trimmed what followed it)."""
+    out: list = []
+    chunk_start: Optional[int] = None
+    for tb in frames:
+        code = tb.tb_frame.f_code
+        if _is_gpuwhy(code.co_filename):
+            if chunk_start is not None:
+                del out[chunk_start:]
+            continue
+        if code.co_filename not in _IMPORTLIB_FILES:
+            chunk_start = None
+            out.append(tb)
+            continue
+        if chunk_start is None:
+            chunk_start = len(out)
+        if always or code.co_name == "_call_with_frames_removed":
+            del out[chunk_start:]
+            continue
+        out.append(tb)
+    return out
 
 
 def _is_gpuwhy(filename: str) -> bool:

@@ -73,6 +73,8 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
         head = f"The program failed ({program.error}) after {program.seconds:.1f} s"
     elif program.ended == "interrupted":
         head = f"Interrupted after {program.seconds:.1f} s"
+    elif program.ended == "terminated":
+        head = f"Terminated (SIGTERM) after {program.seconds:.1f} s"
     elif usable is False:
         no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
         cause = no_gpu.title.split(": ", 1)[-1] if no_gpu else "no GPU"

@@ -113,7 +113,9 @@ def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecor
 
     code = exit_status(returncode)
     killed_by = -returncode if returncode < 0 else None
-    if received or killed_by in (signal.SIGINT, signal.SIGTERM):
+    if killed_by == signal.SIGTERM or (received and received[-1] == signal.SIGTERM):
+        ended = "terminated"
+    elif received or killed_by == signal.SIGINT:
         ended = "interrupted"
     else:
         ended = "completed" if code == 0 else "exit"

@@ -29,10 +29,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from gpuwhy import own_stderr
 from gpuwhy.facts import InputFix, InputFixFacts
 from gpuwhy.report.terminal_fix import input_fix_lines
 
-EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
+EXIT_OK, EXIT_ERROR = 0, 2
 
 
 class FixUsageError(Exception):
@@ -141,9 +142,9 @@ class _Capture:
 
     def _optimise_now(self, entry: _Captured, where: Optional[str]) -> None:
         """Measure while the pipeline's inputs exist; never raise into the script."""
-        print(f"gpuwhy fix: measuring the dataset created at {entry.created_at or '?'}"
-              f" (original, rewritten, ideal) before the script reads it at {where or '?'} ...",
-              file=sys.stderr, flush=True)
+        own_stderr.say(f"gpuwhy fix: measuring the dataset created at {entry.created_at or '?'}"
+                       f" (original, rewritten, ideal) before the script reads it at "
+                       f"{where or '?'} ...")
         self._optimising = True
         try:
             entry.result = _optimise(entry.dataset, self.args)
@@ -172,7 +173,7 @@ class _Capture:
 def run(args: argparse.Namespace) -> int:
     """``gpuwhy fix`` with parsed arguments. Raises :class:`FixUsageError` for bad input."""
     from gpuwhy.collect.run import imports
-    from gpuwhy.runner import ScriptError, load_script, run_script
+    from gpuwhy.runner import ScriptError, end_like_the_script, load_script, run_and_report
     if not args.input:
         raise FixUsageError("say what to fix: gpuwhy fix --input SCRIPT [ARGS]")
     if args.repeats < 1:
@@ -183,40 +184,42 @@ def run(args: argparse.Namespace) -> int:
         code = load_script(args.script)
     except ScriptError as e:
         raise FixUsageError(str(e)) from None
-    for path in (args.json, getattr(args, "html", None)):
-        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
-            raise FixUsageError(f"cannot write {path}: its directory does not exist or is not writable")
+    from gpuwhy.outputs import OutputPathError, plan_outputs
+    try:
+        outputs = plan_outputs([("--json", args.json), ("--html", getattr(args, "html", None))],
+                               inputs=[args.script],
+                               project_dir=os.path.dirname(os.path.abspath(args.script)))
+    except OutputPathError as e:
+        raise FixUsageError(str(e)) from None
+    own_stderr.keep()
 
     capture = _Capture(stop_early=args.stop_early, args=args)
-    finished: list[int] = []
+    status: list[int] = []
     started = time.perf_counter()
 
-    def report(status: Optional[int] = None, outcome: Any = None) -> int:
-        if finished:
-            return finished[0]
+    def report(ended: str, exit_code: int, error: Optional[str]) -> None:
         capture.uninstall()
         imports.cancel(capture.install)
-        ran = dict(ended="exit", exit_code=status) if outcome is None and status is not None \
-            else dict(ended=outcome.ended, exit_code=outcome.exit_code, error=outcome.error) \
-            if outcome is not None else {}
-        code_ = _optimise_all(capture, args, dict(ran, seconds=time.perf_counter() - started))
-        finished.append(code_)
-        return code_
+        ran = dict(ended=ended, exit_code=exit_code, error=error,
+                   seconds=time.perf_counter() - started)
+        # After Ctrl-C or SIGTERM, report what was measured; measuring more would keep
+        # the user (or the job scheduler's grace period) waiting.
+        status.append(_optimise_all(capture, args, ran, outputs,
+                                    measure_rest=ended not in ("interrupted", "terminated")))
 
     imports.when_imported("tensorflow", capture.install)
-    outcome = None
     try:
-        outcome = run_script(args.script, args.args, code, before_hard_exit=report)
+        outcome = run_and_report(args.script, args.args, code, report)
     finally:
         capture.uninstall()
         imports.cancel(capture.install)
-    if outcome.ended == "interrupted":
-        return EXIT_INTERRUPTED
-    return report(outcome=outcome)
+    end_like_the_script(outcome)
+    return status[0] if status else EXIT_OK
 
 
-def _optimise_all(capture: _Capture, args: argparse.Namespace, ran: dict) -> int:
-    out = sys.stderr
+def _optimise_all(capture: _Capture, args: argparse.Namespace, ran: dict,
+                  outputs: dict, measure_rest: bool = True) -> int:
+    out = own_stderr.stream()
     if capture.failed:
         print(f"gpuwhy: error: {capture.failed}", file=out)
         return EXIT_ERROR
@@ -229,6 +232,11 @@ def _optimise_all(capture: _Capture, args: argparse.Namespace, ran: dict) -> int
         try:
             if entry.error is not None:
                 raise entry.error
+            if entry.result is None and not measure_rest:
+                fixes.append(InputFix(dataset=name, location=entry.created_at,
+                                      iterated_at=tuple(entry.iterated_at),
+                                      error=f"not measured: the script was {ran['ended']} first"))
+                continue
             result = entry.result if entry.result is not None else _optimise(entry.dataset, args)
             fixes.append(result.to_facts(name, entry.created_at, tuple(entry.iterated_at)))
         except Exception as e:  # noqa: BLE001
@@ -263,8 +271,8 @@ def _optimise_all(capture: _Capture, args: argparse.Namespace, ran: dict) -> int
               f"iterated at {', '.join(view.iterated_at) or '?'}): not optimised separately",
               file=out)
     out.flush()
-    if args.json or args.html:
-        _write_record(_record(facts, args, ran), args)
+    if outputs:
+        _write_record(_record(facts, args, ran), outputs)
     return status
 
 
@@ -281,20 +289,13 @@ def _record(facts: InputFixFacts, args: argparse.Namespace, ran: dict):
     return RunRecord.diagnose("fix", Facts(program=program, input_fixes=facts))
 
 
-def _write_record(record: Any, args: argparse.Namespace) -> None:
-    for path, write in ((args.json, lambda p: record.save(p)),
-                        (args.html, lambda p: _write_html(record, p))):
-        if not path:
-            continue
-        try:
-            write(path)
-        except OSError as e:
-            print(f"gpuwhy: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
-
-
-def _write_html(record: Any, path: str) -> None:
+def _write_record(record: Any, outputs: dict) -> None:
+    from gpuwhy.outputs import write_or_divert
     from gpuwhy.report.html import write_html
-    write_html(record, path)
+    if "--json" in outputs:
+        write_or_divert(outputs["--json"], record.save, own_stderr.say)
+    if "--html" in outputs:
+        write_or_divert(outputs["--html"], lambda path: write_html(record, path), own_stderr.say)
 
 
 def _optimise(dataset: Any, args: argparse.Namespace):
@@ -315,18 +316,9 @@ def _one_line(e: BaseException) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m gpuwhy.fix.input_command --input SCRIPT [ARGS]``: the subcommand on its own."""
-    parser = argparse.ArgumentParser(prog="gpuwhy fix")
-    configure_parser(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except FixUsageError as e:
-        print(f"gpuwhy: error: {e}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("gpuwhy: error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    """``python -m gpuwhy.fix.input_command --input SCRIPT [ARGS]``: ``gpuwhy fix``."""
+    from gpuwhy.cli import main as cli_main
+    return cli_main(["fix", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -270,7 +270,7 @@ def run_view(facts: Facts) -> Optional[dict[str, Any]]:
     if program is None:
         return None
     ended = {"completed": "completed", "exception": f"raised {program.error}",
-             "interrupted": "interrupted (Ctrl-C)",
+             "interrupted": "interrupted (Ctrl-C)", "terminated": "terminated (SIGTERM)",
              "exit": f"exited with status {program.exit_code}"}.get(program.ended, program.ended)
     rows = [("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:,.1f} s")]
     if program.tensorflow_imported:

@@ -22,7 +22,7 @@ def run_section(facts: Facts, verbose: bool) -> Optional[Group]:
         return None
     rows = Rows()
     ended = {"completed": "completed", "exception": f"raised {program.error}",
-             "interrupted": "interrupted (Ctrl-C)",
+             "interrupted": "interrupted (Ctrl-C)", "terminated": "terminated (SIGTERM)",
              "exit": f"exited with status {program.exit_code}"}.get(program.ended, program.ended)
     rows.add_row("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:.1f} s")
     if facts.steps is not None:

@@ -1,0 +1,182 @@
+"""Where gpuwhy writes its reports: checked before the user's program runs, never over
+the user's own files, and never lost.
+
+A training run can last hours, so every output path is judged *before* the script
+starts (a directory, a missing parent, a parent that is a file, no permission, the same
+path named twice), against the directory gpuwhy was started in (a script that calls
+``os.chdir`` must not move the report). Paths that could hold the user's work are
+refused: the script itself, the command's other inputs, and any existing file under the
+script's directory that is not a previous gpuwhy output (a JSON run record, an HTML
+report, an NVML recording, a text report). If a path that passed still cannot be written
+when the run ends (the disk filled, the directory was removed), the report goes to a new
+file in the temporary directory and gpuwhy says where, so it is never lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+# The first line of a terminal report written with -o: the verdict's mark (report/terminal.py).
+_VERDICT_MARKS = ("✓ ", "✗ ", "• ")
+_SNIFF_BYTES = 64 * 1024
+
+
+class OutputPathError(ValueError):
+    """An output path refused before anything runs: one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Output:
+    option: str          # how the user named it: --json, --html, -o, --record
+    given: str           # as typed
+    path: str            # absolute, against the directory gpuwhy started in
+
+
+def plan_outputs(named: Iterable[tuple[str, Optional[str]]], *, inputs: Iterable[str] = (),
+                 project_dir: Optional[str] = None) -> dict[str, Output]:
+    """The outputs by option, each checked; raises :class:`OutputPathError` for the first
+    one that is refused.
+
+    ``inputs``: files the command reads (the script, a saved record, a model) that no
+    output may be. ``project_dir``: the script's directory; an existing file under it is
+    overwritten only when it is a previous gpuwhy output.
+    """
+    protected = [os.path.abspath(p) for p in inputs if p]
+    outputs: dict[str, Output] = {}
+    for option, given in named:
+        if not given:
+            continue
+        out = Output(option, given, os.path.abspath(given))
+        _check_one(out, protected, project_dir)
+        for other in outputs.values():
+            if _same_file(other.path, out.path):
+                raise OutputPathError(
+                    f"{other.option} and {option} both name {given}: one would overwrite the "
+                    "other; give each output its own path")
+        outputs[option] = out
+    return outputs
+
+
+def _check_one(out: Output, protected: list[str], project_dir: Optional[str]) -> None:
+    for path in protected:
+        if _same_file(path, out.path):
+            raise OutputPathError(f"{out.option} {out.given} is the command's own input "
+                                  f"{path}: refusing to write a report over it")
+    parent = os.path.dirname(out.path)
+    if os.path.isdir(out.path):
+        raise OutputPathError(f"cannot write {out.option} {out.given}: it is a directory")
+    if not os.path.exists(parent):
+        missing = _first_missing(parent)
+        if missing is not None and os.path.exists(os.path.dirname(missing)) \
+                and not os.path.isdir(os.path.dirname(missing)):
+            raise OutputPathError(f"cannot write {out.option} {out.given}: "
+                                  f"{os.path.dirname(missing)} is a file, not a directory")
+        raise OutputPathError(f"cannot write {out.option} {out.given}: "
+                              f"the directory {parent} does not exist")
+    if not os.path.isdir(parent):
+        raise OutputPathError(f"cannot write {out.option} {out.given}: "
+                              f"{parent} is a file, not a directory")
+    if os.path.exists(out.path):
+        if not os.access(out.path, os.W_OK):
+            raise OutputPathError(f"cannot write {out.option} {out.given}: permission denied")
+        if project_dir and _is_under(out.path, project_dir) and _is_regular(out.path) \
+                and not is_gpuwhy_output(out.path):
+            raise OutputPathError(
+                f"{out.option} {out.given} already exists next to the script and is not a "
+                "gpuwhy report: refusing to overwrite it (remove it or choose another path)")
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"cannot write {out.option} {out.given}: "
+                              f"the directory {parent} is not writable")
+
+
+def _first_missing(path: str) -> Optional[str]:
+    """The highest ancestor of ``path`` that does not exist (the one to blame)."""
+    missing = None
+    current = path
+    while current and not os.path.exists(current):
+        missing = current
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return missing
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)      # hard links, bind mounts
+    except OSError:
+        return False
+
+
+def _is_under(path: str, directory: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([real, top]) == top
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def is_gpuwhy_output(path: str) -> bool:
+    """Whether an existing file is something gpuwhy wrote: a JSON run record, an HTML
+    report, an NVML recording (JSON lines), or a terminal report (starts with the
+    verdict's mark). Only its first bytes are read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if not head.strip():
+        return False
+    text = head.decode("utf-8", errors="replace")
+    if text.startswith(_VERDICT_MARKS):
+        return True
+    if '<meta name="generator" content="gpuwhy' in text:
+        return True
+    first_line = text.splitlines()[0].strip()
+    if first_line.startswith("{"):
+        if '"name": "gpuwhy"' in text or '"recorded_by": "gpuwhy' in first_line:
+            return True
+        try:                              # a one-line record: gpuwhy run -f json
+            data = json.loads(first_line)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and data.get("tool", {}).get("name") == "gpuwhy"
+    return False
+
+
+def write_or_divert(output: Output, write: Callable[[str], object],
+                    say: Callable[[str], None], suffix: str = "") -> Optional[str]:
+    """``write(path)`` at the planned path; if that fails now (the run changed the disk
+    under it), at a new file in the temporary directory, and ``say`` where. Returns the
+    path written, or None if neither could be."""
+    try:
+        write(output.path)
+        return output.path
+    except OSError as first:
+        reason = first.strerror or str(first)
+    name = Path(output.path).name or "report"
+    stem, ext = os.path.splitext(name)
+    try:
+        fd, fallback = tempfile.mkstemp(prefix=f"gpuwhy-{stem}-", suffix=ext or suffix)
+        os.close(fd)
+        write(fallback)
+    except OSError as second:
+        say(f"gpuwhy: error: cannot write {output.option} {output.given} ({reason}), nor a "
+            f"copy in {tempfile.gettempdir()} ({second.strerror or second})")
+        return None
+    say(f"gpuwhy: cannot write {output.option} {output.given} ({reason}); "
+        f"wrote it to {fallback} instead")
+    return fallback
