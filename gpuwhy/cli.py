@@ -272,7 +272,17 @@ def cmd_run(args) -> int:
                       command=[args.script, *args.args], eager_duty=args.eager_duty)
 
     def report(ended: str, exit_code: int, error: Optional[str]) -> None:
-        _emit(session.stop(ended, exit_code, error), args, outputs, to_stderr=True)
+        """After the script: gpuwhy failing here is one line, and the exit status
+        stays the script's (``gpuwhy run train.py && deploy`` must mean what it says)."""
+        try:
+            _emit(session.stop(ended, exit_code, error), args, outputs, to_stderr=True)
+        except UsageError as e:
+            _error(str(e))
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            if os.environ.get("GPUWHY_DEBUG"):
+                raise
+            _error(f"internal error while reporting: {type(e).__name__}: {e} "
+                   "(GPUWHY_DEBUG=1 shows the traceback)")
 
     session.start()
     return end_like_the_script(run_and_report(args.script, args.args, code, report))
