@@ -211,6 +211,15 @@ def _emit(record, args, outputs: dict, to_stderr: bool = False, optimizations=No
                         own_stderr.say)
 
 
+def _check_format(name: str) -> None:
+    """A bad ``-f`` fails before a long run, not after it."""
+    from gpuwhy.report import MisconfigurationError, renderer_class
+    try:
+        renderer_class(name)
+    except MisconfigurationError as e:
+        raise UsageError(str(e)) from None
+
+
 def _write_quietly(stream, text: str) -> None:
     """The report on a stderr the program may have closed or broken: losing the terminal
     copy is not a failure of the run (the files were written first)."""
@@ -268,6 +277,7 @@ def cmd_run(args) -> int:
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     outputs = plan_outputs(args, inputs=[args.script],
                            project_dir=os.path.dirname(os.path.abspath(args.script)))
+    _check_format(args.format)
     session = Session(hz=args.hz, audit=args.audit, eager=args.eager,
                       command=[args.script, *args.args], eager_duty=args.eager_duty)
 
@@ -301,6 +311,7 @@ def cmd_watch(args) -> int:
     outputs = plan_outputs(args, inputs=files, project_dir=project_dir,
                            extra=[("--record", args.record)])
     record_path = outputs["--record"].path if "--record" in outputs else None
+    _check_format(args.format)
     try:
         record, exit_code = watch(command, hz=args.hz, record_path=record_path)
     except WatchError as e:

@@ -124,6 +124,29 @@ def test_an_output_that_becomes_unwritable_during_the_run_is_written_elsewhere_n
         diverted.unlink()
 
 
+def test_a_bad_format_is_refused_before_the_script_runs(project):
+    result = gpuwhy("run", "-f", "nosuch", "s.py", cwd=project)
+    assert result.returncode == 2 and not (project / "ran.marker").exists()
+    assert result.stderr.startswith("gpuwhy: error: unknown format 'nosuch'")
+
+
+def test_gpuwhy_failing_while_reporting_keeps_the_script_s_exit_status(tmp_path):
+    write(tmp_path / "boom_renderer.py", """
+        from gpuwhy.report.base import Renderer
+        class Boom(Renderer):
+            name = "boom"
+            def render(self, record):
+                raise RuntimeError("renderer bug")
+    """)
+    write(tmp_path / "prog.py", "import sys\nprint('trained')\nsys.exit(4)\n")
+    result = gpuwhy("run", "--json", "r.json", "-f", "boom_renderer:Boom", "prog.py",
+                    cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 4 and result.stdout == "trained\n"
+    assert result.stderr.strip() == ("gpuwhy: error: internal error while reporting: "
+                                     "RuntimeError: renderer bug (GPUWHY_DEBUG=1 shows the traceback)")
+    assert json.loads((tmp_path / "r.json").read_text())["program"]["exit_code"] == 4
+
+
 # -- 4, 5: signals -----------------------------------------------------------------------
 
 SLEEPER = """
