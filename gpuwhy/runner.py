@@ -162,9 +162,10 @@ def run_and_report(script: str, script_args: Sequence[str], code: types.CodeType
     from gpuwhy.script_modules import ScriptModules
     modules = ScriptModules(os.path.dirname(os.path.abspath(script)))
     reported: list[bool] = []
+    pid = os.getpid()
 
     def report_isolated(ended: str, exit_code: int, error: Optional[str]) -> None:
-        if reported:
+        if reported or os.getpid() != pid:     # a forked child ends as under Python: silently
             return
         reported.append(True)
         with modules.for_gpuwhy():

@@ -147,6 +147,23 @@ def test_gpuwhy_failing_while_reporting_keeps_the_script_s_exit_status(tmp_path)
     assert json.loads((tmp_path / "r.json").read_text())["program"]["exit_code"] == 4
 
 
+def test_a_forked_child_that_exits_through_the_script_does_not_report(tmp_path):
+    write(tmp_path / "prog.py", """
+        import os, sys
+        pid = os.fork()
+        if pid == 0:
+            print("child", flush=True)
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        print("parent", flush=True)
+    """)
+    plain = python("prog.py", cwd=tmp_path)
+    watched = gpuwhy("run", "--json", "r.json", "prog.py", cwd=tmp_path)
+    assert watched.returncode == plain.returncode == 0
+    assert watched.stdout == plain.stdout == "child\nparent\n"
+    assert watched.stderr.count("The program never imported TensorFlow.") == 1
+
+
 # -- 4, 5: signals -----------------------------------------------------------------------
 
 SLEEPER = """
