@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ def _keras_xla_note(model: Any) -> str | None:
 
         if not model_supports_jit(model):
             return None
-    except Exception:
+    except Exception:  # noqa: BLE001 - a Keras private helper: any failure means no note
         return None
     return ("audited without XLA; on a GPU, Keras compiles this step with XLA unless "
             "compile(jit_compile=False) is set, and XLA then fuses it into one GPU cluster")
@@ -133,7 +134,10 @@ def _keras_targets(model: Any, args: tuple) -> list[AuditTarget]:
     name = getattr(model, "name", "model")
     jit = getattr(model, "_jit_compile", None) is True
     note = _keras_xla_note(model)
-    to_tensors = lambda value: tf.nest.map_structure(tf.convert_to_tensor, value)  # noqa: E731
+
+    def to_tensors(value: Any) -> Any:
+        return tf.nest.map_structure(tf.convert_to_tensor, value)
+
     if len(args) >= 2 and getattr(model, "optimizer", None) is not None:
         data = tuple(to_tensors(a) for a in args[:3])
         step = tf.function(model.train_step, jit_compile=jit)
@@ -172,7 +176,116 @@ def _example_inputs(function: Any) -> dict | None:
     return inputs
 
 
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_KERAS_NOT_ZIP = "not a valid Keras archive (a .keras file is a zip)"
+_H5_NOT_HDF5 = "not a valid HDF5 file (a .h5 Keras model is HDF5)"
+
+
+def _one_line(error: BaseException) -> str:
+    """The first non-blank line of an error, at most 300 characters: TF and Keras errors
+    run to many lines, and ``gpuwhy audit`` must fail in one."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _head(path: Path, size: int = 4096) -> bytes:
+    """The first bytes of a file, or an AuditError saying why it cannot be read (Keras
+    reports an unreadable file as "File not found", which sends the user the wrong way)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(size)
+    except OSError as error:
+        raise AuditError(f"{path}: cannot be read: {error.strerror or error}") from None
+
+
+def _looks_like(head: bytes) -> str:
+    """What a file that is not the expected format seems to be, for the error line."""
+    if not head:
+        return "the file is empty (0 bytes)"
+    if head.startswith(_HDF5_SIGNATURE):
+        return "it is an HDF5 file (a legacy Keras model? name it .h5)"
+    if head.startswith(b"PK\x03\x04"):
+        return "it starts like a zip but has no zip directory at its end (truncated or still being written?)"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"unknown binary content starting {head[:8]!r}"
+    first = text.strip().splitlines()[0][:60] if text.strip() else ""
+    return f"it is a text file (starts {first!r})"
+
+
+def _check_keras_archive(path: Path) -> None:
+    """Refuse a .keras file that is not a zip with a ``config.json`` in one line that says
+    so: Keras 3's ``load_model`` calls any non-zip ``.keras`` file "File not found"
+    (keras/src/saving/saving_api.py), which is wrong for a truncated or text file."""
+    head = _head(path)
+    if not head or not zipfile.is_zipfile(path):
+        raise AuditError(f"{path}: {_KERAS_NOT_ZIP}: {_looks_like(head)}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise AuditError(f"{path}: {_KERAS_NOT_ZIP}: {_one_line(error)}") from None
+    if "config.json" not in names:
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") or "nothing"
+        raise AuditError(f"{path}: not a valid Keras archive: the zip has no config.json (it holds {shown})")
+
+
+def _has_hdf5_signature(path: Path) -> bool:
+    """HDF5's signature is at byte 0, or at 512, 1024, 2048, ... after a user block."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as file:
+            offset = 0
+            while offset + len(_HDF5_SIGNATURE) <= size:
+                file.seek(offset)
+                if file.read(len(_HDF5_SIGNATURE)) == _HDF5_SIGNATURE:
+                    return True
+                offset = offset * 2 or 512
+    except OSError as error:
+        raise AuditError(f"{path}: cannot be read: {error.strerror or error}") from None
+    return False
+
+
+def _check_hdf5(path: Path) -> None:
+    """Refuse a .h5 file that is not HDF5 in one line naming it: h5py says "file
+    signature not found" and leaves out which file and what it is instead."""
+    if _has_hdf5_signature(path):
+        return
+    if zipfile.is_zipfile(path):
+        described = "it is a zip (a .keras archive? name it .keras)"
+    else:
+        described = _looks_like(_head(path))
+    raise AuditError(f"{path}: {_H5_NOT_HDF5}: {described}")
+
+
+def _saved_model_problem(path: Path) -> str | None:
+    """What is wrong with a SavedModel's ``saved_model.pb`` when TF failed to load it, or
+    None to keep TF's own words: TF calls an empty one "requires a `tags=` argument",
+    which hides that it is empty. Only asked after a failure: parsing a large graph twice
+    on every audit would be waste."""
+    proto = path / "saved_model.pb"
+    if not proto.is_file():
+        return None  # saved_model.pbtxt: TF's own message says enough
+    try:
+        data = proto.read_bytes()
+        from google.protobuf.message import DecodeError
+        from tensorflow.core.protobuf import saved_model_pb2
+    except (OSError, ImportError):
+        return None
+    try:
+        saved_model = saved_model_pb2.SavedModel.FromString(data)
+    except DecodeError as error:
+        return f"saved_model.pb is corrupt ({_one_line(error)})"
+    if not saved_model.meta_graphs:
+        return "saved_model.pb is " + ("empty (0 bytes)" if not data else "a protobuf with no MetaGraph in it")
+    return None
+
+
 def targets_for_path(path: Path) -> list[AuditTarget]:
+    """Audit targets of a model on disk; any file that is not a loadable model is an
+    AuditError naming the file and what is wrong with it, in one line."""
     if not path.exists():
         raise AuditError(f"{path}: no such file or directory")
     if path.is_dir():
@@ -180,13 +293,19 @@ def targets_for_path(path: Path) -> list[AuditTarget]:
             raise AuditError(f"{path} is a directory but not a SavedModel (no saved_model.pb)")
         return _saved_model_targets(path)
     if path.suffix in (".keras", ".h5", ".hdf5"):
+        if path.suffix == ".keras":
+            _check_keras_archive(path)
+        else:
+            _check_hdf5(path)
         import keras
 
         try:
             model = keras.models.load_model(path, compile=False)
-        except Exception as error:
-            raise AuditError(f"{path}: Keras could not load it: {error}") from None
+        except Exception as error:  # noqa: BLE001 - whatever Keras raises is the user's file, said in one line
+            raise AuditError(f"{path}: Keras could not load it: {_one_line(error)}") from None
         return _keras_targets(model, ())
+    if path.name in ("saved_model.pb", "saved_model.pbtxt"):
+        raise AuditError(f"{path}: pass the SavedModel's directory ({path.parent}), not the file in it")
     raise AuditError(f"{path}: not a SavedModel directory or a .keras/.h5 file")
 
 
@@ -195,8 +314,11 @@ def _saved_model_targets(path: Path) -> list[AuditTarget]:
 
     try:
         loaded = tf.saved_model.load(str(path))
-    except Exception as error:
-        raise AuditError(f"{path}: TensorFlow could not load the SavedModel: {error}") from None
+    except Exception as error:  # noqa: BLE001 - whatever TF raises is the user's SavedModel, said in one line
+        problem = _saved_model_problem(path)
+        if problem:
+            raise AuditError(f"{path}: not a valid SavedModel: {problem}") from None
+        raise AuditError(f"{path}: TensorFlow could not load the SavedModel: {_one_line(error)}") from None
     targets = [
         AuditTarget(f"signature {key}", function, example_kwargs=_example_inputs(function))
         for key, function in loaded.signatures.items()

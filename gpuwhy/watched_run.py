@@ -56,6 +56,7 @@ class Session:
         self._driver = None
         self._devices = None
         self.notes: list[str] = []
+        self._frames_hidden = None
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> "Session":
@@ -73,6 +74,8 @@ class Session:
         return self
 
     def _on_tensorflow(self, _module: Any = None) -> None:
+        from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
+        self._frames_hidden = hide_gpuwhy_frames()  # never raises; .reason says what a TF lacked
         for collector in self.collectors:
             self._safely(collector.on_tensorflow)
 
@@ -98,6 +101,8 @@ class Session:
         imports.cancel(self._on_keras)
         for collector in reversed(self.collectors):
             self._safely(collector.stop)
+        if self._frames_hidden is not None:
+            self._frames_hidden.undo()
         facts = self._facts(t_end, ended, exit_code, error)
         self.record = RunRecord.diagnose("run", facts)
         return self.record

@@ -119,6 +119,8 @@ class _Capture:
             self.patches = dr.install_creation_sites() + dr.install_iterator_capture(self.seen)
         except Exception as e:  # noqa: BLE001 - a TF without these internals
             self.failed = f"cannot hook tf.data in this TensorFlow: {type(e).__name__}: {e}"
+        from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
+        self.patches.append(hide_gpuwhy_frames())  # undone by uninstall() with the others
 
     def seen(self, dataset: Any, where: Optional[str]) -> None:
         from gpuwhy.tfapi import data_rewrite as dr
