@@ -2,13 +2,13 @@
 the user's own files, and never lost.
 
 A training run can last hours, so every output path is judged *before* the script
-starts (a directory, a missing parent, a parent that is a file, no permission, the same
-path named twice), against the directory gpuwhy was started in (a script that calls
+starts (a directory, a parent that is a file, no permission, the same path named twice;
+missing directories are made, as ``mkdir -p`` would), against the directory gpuwhy was started in (a script that calls
 ``os.chdir`` must not move the report). Paths that could hold the user's work are
 refused: the script itself, the command's other inputs, and any existing file under the
 script's directory that is not a previous gpuwhy output (a JSON run record, an HTML
 report, an NVML recording, a text report). If a path that passed still cannot be written
-when the run ends (the disk filled, the directory was removed), the report goes to a new
+when the run ends (the disk filled, a file now stands where its directory was), the report goes to a new
 file in the temporary directory and gpuwhy says where, so it is never lost.
 """
 
@@ -72,13 +72,15 @@ def _check_one(out: Output, protected: list[str], project_dir: Optional[str]) ->
     if os.path.isdir(out.path):
         raise OutputPathError(f"cannot write {out.option} {out.given}: it is a directory")
     if not os.path.exists(parent):
-        missing = _first_missing(parent)
-        if missing is not None and os.path.exists(os.path.dirname(missing)) \
-                and not os.path.isdir(os.path.dirname(missing)):
+        # made when written, as `mkdir -p` would: judged by the nearest existing ancestor
+        ancestor = os.path.dirname(_first_missing(parent) or parent)
+        if not os.path.isdir(ancestor):
             raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                                  f"{os.path.dirname(missing)} is a file, not a directory")
-        raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                              f"the directory {parent} does not exist")
+                                  f"{ancestor} is a file, not a directory")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise OutputPathError(f"cannot write {out.option} {out.given}: "
+                                  f"the directory {ancestor} is not writable")
+        return
     if not os.path.isdir(parent):
         raise OutputPathError(f"cannot write {out.option} {out.given}: "
                               f"{parent} is a file, not a directory")
@@ -163,6 +165,7 @@ def write_or_divert(output: Output, write: Callable[[str], object],
     under it), at a new file in the temporary directory, and ``say`` where. Returns the
     path written, or None if neither could be."""
     try:
+        os.makedirs(os.path.dirname(output.path), exist_ok=True)
         write(output.path)
         return output.path
     except OSError as first:

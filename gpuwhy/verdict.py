@@ -7,6 +7,7 @@ from typing import Optional
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
+from gpuwhy.rules.input.common import bottleneck
 
 
 def gpu_usable(facts: Facts) -> Optional[bool]:
@@ -145,11 +146,11 @@ def _bottleneck(facts: Facts) -> Optional[str]:
     if tfdata is None or steps is None:
         return None
     consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
-    read = [p for p in tfdata.pipelines if p.consumer == consumer and p.bottleneck is not None]
+    read = [p for p in tfdata.pipelines if p.consumer == consumer and bottleneck(p) is not None]
     pipeline = max(read, key=lambda p: p.elements, default=None)
     if pipeline is None:
         return None
-    return stage_label(pipeline.stages[pipeline.bottleneck])
+    return stage_label(bottleneck(pipeline))
 
 
 def stage_label(stage) -> str:

@@ -1,5 +1,7 @@
+import pytest
+
 from gpuwhy.facts import Facts
-from gpuwhy.record import RunRecord, schema, validation_errors
+from gpuwhy.record import RecordError, RunRecord, schema, validation_errors
 from tests import builders as b
 
 
@@ -50,3 +52,46 @@ def test_schema_run_sections_match_the_facts_dataclasses():
     published = schema()
     for name, section in module.generated_sections().items():
         assert published["$defs"][name] == section, f"regenerate the schema: {name} changed"
+
+
+def _refusal(data) -> str:
+    """The message a record is refused with."""
+    with pytest.raises(RecordError) as refused:
+        RunRecord.from_dict(data)
+    return str(refused.value)
+
+
+def test_refusals_name_the_field_what_it_should_be_and_what_it_is():
+    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data["environment"]["tensorflow"]["gpu_details"][0]["compute_capability"] = "9.0"
+    assert _refusal(data) == ("invalid run record: environment/tensorflow/gpu_details/0/"
+                              "compute_capability: expected an array of integers or null, "
+                              'got string ("9.0")')
+    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    del data["findings"]
+    assert _refusal(data) == "invalid run record: (top): missing the required field findings"
+    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data["environment"]["tensorflow"]["probe_status"] = "x" * 500
+    message = _refusal(data)
+    assert message.startswith('invalid run record: environment/tensorflow/probe_status: expected '
+                              'one of "ok", "timeout", "crashed", "error", got string ("xxx')
+    assert len(message) < 250
+
+
+def test_an_integer_field_refuses_an_integral_float():
+    """JSON Schema lets 2.0 pass as an integer; it would reach the facts as a float."""
+    from tests.report import builders as rb
+    data = rb.watched_run().to_dict()
+    data["tfdata"]["pipelines"][0]["bottleneck"] = 1.0
+    assert _refusal(data).endswith("tfdata/pipelines/0/bottleneck: expected an integer or null, "
+                                   "got number (1.0)")
+
+
+def test_build_info_keys_gpuwhy_does_not_read_are_kept_as_they_are():
+    """tf.sysconfig.get_build_info() differs by platform and TF version (Windows DLL names)."""
+    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data["environment"]["tensorflow"]["build"]["msvcp_dll_names"] = "msvcp140.dll,msvcp140_1.dll"
+    data["environment"]["tensorflow"]["build"]["some_future_key"] = {"any": [1, None]}
+    build = RunRecord.from_dict(data).facts.environment.tensorflow.build
+    assert build["msvcp_dll_names"] == "msvcp140.dll,msvcp140_1.dll"
+    assert build["some_future_key"] == {"any": [1, None]}

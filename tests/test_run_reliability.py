@@ -48,7 +48,7 @@ REFUSED = [
     (["run", "--html", "sub/notes.txt", "s.py"], "already exists next to the script"),
     (["run", "--json", "adir", "s.py"], "it is a directory"),
     (["run", "--json", "s.py/r.json", "s.py"], "is a file, not a directory"),
-    (["run", "--json", "missing/r.json", "s.py"], "does not exist"),
+    (["run", "--json", "data.csv/sub/r.json", "s.py"], "data.csv is a file, not a directory"),
     (["fix", "--input", "--json", "s.py", "s.py"], "is the command's own input"),
     (["fix", "--input", "--html", "data.csv", "s.py"], "already exists next to the script"),
     (["watch", "-o", "s.py", "--", sys.executable, "s.py"], "is the command's own input"),
@@ -96,6 +96,12 @@ def test_gpuwhy_s_own_earlier_outputs_next_to_the_script_are_replaced(project):
     json_again = gpuwhy("run", "-f", "json", "-o", "out.txt", "s.py", cwd=project)
     assert json_again.returncode == 0, json_again.stderr    # a text report becomes JSON ...
     assert gpuwhy("run", "-o", "out.txt", "s.py", cwd=project).returncode == 0   # ... and back
+
+
+def test_missing_directories_of_an_output_are_made(project):
+    result = gpuwhy("run", "--json", "out/a/r.json", "-o", "out/b/r.txt", "s.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert (project / "out/a/r.json").exists() and (project / "out/b/r.txt").exists()
 
 
 def test_outputs_resolve_against_the_directory_gpuwhy_started_in(tmp_path):

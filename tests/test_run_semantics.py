@@ -187,7 +187,8 @@ def test_file_is_absolute_as_in_python(tmp_path):
 
 def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path):
     path = script(tmp_path, "print('ran')\n")
-    result = subprocess.run([GPUWHY, "run", "--json", str(tmp_path / "no" / "such" / "r.json"),
+    (tmp_path / "afile").write_text("")
+    result = subprocess.run([GPUWHY, "run", "--json", str(tmp_path / "afile" / "such" / "r.json"),
                              str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("gpuwhy: error: cannot write")

@@ -26,6 +26,16 @@ GENERATED = [("program", F.ProgramFacts), ("steps", F.StepFacts), ("eager", F.Ea
              ("tfdata", F.TfDataFacts), ("input_fixes", F.InputFixFacts)]
 SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
            bool: {"type": "boolean"}}
+# What a type hint cannot say and a reader relies on: an index into a list, counts that
+# slice the step series, a rate drawn on a log axis. Without the bound, a saved record
+# the schema lets through can crash `gpuwhy report` (tests/test_record_fuzz.py).
+BOUNDS = {
+    (F.StepFacts, "count"): {"minimum": 0},
+    (F.StepFacts, "warmup"): {"minimum": 0},
+    (F.StepFacts, "steps_per_call"): {"minimum": 1},
+    (F.PipelineFacts, "bottleneck"): {"minimum": 0},
+    (F.PipelineFacts, "throughput_per_s"): {"minimum": 0},
+}
 
 
 def schema_of(tp) -> dict:
@@ -54,7 +64,8 @@ def schema_of(tp) -> dict:
             out["description"] = doc
         out["required"] = [f.name for f in fields if f.default is dataclasses.MISSING
                            and f.default_factory is dataclasses.MISSING]
-        out["properties"] = {f.name: schema_of(hints[f.name]) for f in fields}
+        out["properties"] = {f.name: {**schema_of(hints[f.name]), **BOUNDS.get((tp, f.name), {})}
+                             for f in fields}
         return out
     return dict(SCALARS.get(tp, {}))
 

@@ -7,7 +7,8 @@ Piped output gets no colour codes and no hard wrapping, so it can be grepped and
 from __future__ import annotations
 
 import io
-from typing import Any
+import json
+from typing import Any, Optional
 
 from rich.console import Console, Group
 from rich.syntax import Syntax
@@ -84,15 +85,14 @@ class TerminalRenderer(Renderer):
         if f.location:
             head.append(f"  at {f.location}", style="underline")
         parts: list[Any] = [head]
-        causes = f.evidence.get("causes")
-        if causes:
-            for i, cause in enumerate(causes, 1):
-                line = Text(f"   cause {i}: ", style="bold")
-                line.append(cause["title"])
-                line.append(f" — {cause['detail']}", style="dim" if i > 1 else "")
-                parts.append(line)
+        causes = finding_causes(f.evidence)
+        for i, (title, detail) in enumerate(causes or (), 1):
+            line = Text(f"   cause {i}: ", style="bold")
+            line.append(title)
+            line.append(f" — {detail}", style="dim" if i > 1 else "")
+            parts.append(line)
         for key, value in f.evidence.items():
-            if key == "causes" or (key == "tensorflow_log" and not self.verbose):
+            if (key == "causes" and causes) or (key == "tensorflow_log" and not self.verbose):
                 continue
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
                 parts.append(Text(f"   {key}:", style="dim"))
@@ -219,6 +219,26 @@ class TerminalRenderer(Renderer):
             for line in tf.log_lines:
                 table.add_row("  TF log", line)
         return Group(Text("Environment", style="bold underline"), *table.lines)
+
+
+def finding_causes(evidence: dict[str, Any]) -> Optional[list[tuple[str, str]]]:
+    """The ``causes`` of a finding as (title, detail) text, or None when its evidence has
+    none in the shape rules write (a list of objects). Evidence is free-form in the
+    schema, so a saved record may hold anything there: it is then shown as plain
+    evidence rather than crash the report."""
+    causes = evidence.get("causes")
+    if not (isinstance(causes, list) and causes and all(isinstance(c, dict) for c in causes)):
+        return None
+    return [(_text(c.get("title", "")), _text(c.get("detail", ""))) for c in causes]
+
+
+def _text(value: Any) -> str:
+    """A free-form evidence value as text: strings as they are, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _row_text(row: dict[str, Any], verbose: bool) -> str:

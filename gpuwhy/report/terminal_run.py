@@ -12,6 +12,7 @@ from rich.text import Text
 from gpuwhy.facts import (EagerFacts, Facts, GpuSamplesFacts, GpuSeries, PipelineFacts,
                           PipelineStage, StepFacts, TfDataFacts, TracingFacts)
 from gpuwhy.report.layout import Rows, table
+from gpuwhy.rules.input.common import bottleneck
 
 MiB = 1024 * 1024
 
@@ -84,8 +85,8 @@ def pipeline_line(p: PipelineFacts) -> str:
         text += f", {p.throughput_per_s:,.1f}/s"
     if p.stages:
         text += "; runs as " + " → ".join(_stage_name(s) for s in p.stages)
-    if p.bottleneck is not None:
-        stage = p.stages[p.bottleneck]
+    stage = bottleneck(p)         # None too when a saved record's index is out of range
+    if stage is not None:
         text += f"; slowest stage {_stage_label(stage)}"
         if stage.self_time_per_element_s is not None:
             text += f" ({_ms(stage.self_time_per_element_s)} per element"
