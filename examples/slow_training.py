@@ -29,7 +29,7 @@ labels = rng.integers(0, 10, size=args.samples)
 
 
 def decode(image):
-    time.sleep(0.0004)              # stands in for PIL/OpenCV work on each image
+    time.sleep(0.002)               # stands in for PIL/OpenCV work on each image
     return image.numpy()[::-1]
 
 

@@ -269,7 +269,7 @@ def test_run_with_an_unwritable_html_path_fails_before_the_script_runs(tmp_path)
     marker = tmp_path / "ran"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
     proc = subprocess.run([sys.executable, "-m", "gpuwhy", "run", "--html",
-                           str(tmp_path / "missing" / "dir" / "r.html"), str(script)],
+                           str(tmp_path / "script.py" / "dir" / "r.html"), str(script)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "cannot write" in proc.stderr and not marker.exists()
 
