@@ -68,22 +68,14 @@ def _check_one(out: Output, protected: list[str], project_dir: Optional[str]) ->
         if _same_file(path, out.path):
             raise OutputPathError(f"{out.option} {out.given} is the command's own input "
                                   f"{path}: refusing to write a report over it")
-    parent = os.path.dirname(out.path)
     if os.path.isdir(out.path):
         raise OutputPathError(f"cannot write {out.option} {out.given}: it is a directory")
-    if not os.path.exists(parent):
-        # made when written, as `mkdir -p` would: judged by the nearest existing ancestor
-        ancestor = os.path.dirname(_first_missing(parent) or parent)
-        if not os.path.isdir(ancestor):
-            raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                                  f"{ancestor} is a file, not a directory")
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                                  f"the directory {ancestor} is not writable")
-        return
-    if not os.path.isdir(parent):
+    # A missing directory is made when the report is written (mkdir -p): the nearest
+    # directory that exists decides whether that can work.
+    existing = _nearest_existing(os.path.dirname(out.path))
+    if not os.path.isdir(existing):
         raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                              f"{parent} is a file, not a directory")
+                              f"{existing} is a file, not a directory")
     if os.path.exists(out.path):
         if not os.access(out.path, os.W_OK):
             raise OutputPathError(f"cannot write {out.option} {out.given}: permission denied")
@@ -92,22 +84,16 @@ def _check_one(out: Output, protected: list[str], project_dir: Optional[str]) ->
             raise OutputPathError(
                 f"{out.option} {out.given} already exists next to the script and is not a "
                 "gpuwhy report: refusing to overwrite it (remove it or choose another path)")
-    elif not os.access(parent, os.W_OK | os.X_OK):
+    elif not os.access(existing, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                              f"the directory {parent} is not writable")
+                              f"the directory {existing} is not writable")
 
 
-def _first_missing(path: str) -> Optional[str]:
-    """The highest ancestor of ``path`` that does not exist (the one to blame)."""
-    missing = None
-    current = path
-    while current and not os.path.exists(current):
-        missing = current
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    return missing
+def _nearest_existing(path: str) -> str:
+    """``path`` or its closest ancestor that exists."""
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def _same_file(a: str, b: str) -> bool:

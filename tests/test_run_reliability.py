@@ -212,7 +212,7 @@ def test_a_script_s_own_sigterm_handler_is_the_one_that_runs(tmp_path):
     plain = _signalled([sys.executable, str(path)], tmp_path, signal.SIGTERM)
     watched = _signalled([GPUWHY, "run", "--json", "r.json", str(path)], tmp_path, signal.SIGTERM)
     assert plain[0] == watched[0] == 5
-    assert plain[1] == watched[1]                  # same stdout: the tmp name differs, see below
+    assert plain[1] == watched[1]                  # what follows "ready": the same
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["program"]["exit_code"] == 5
 
