@@ -32,12 +32,33 @@ def train_step(model, batch, shape, classes):
 def models():
     import keras
 
-    yield "MobileNetV2 (96x96)", lambda: train_step(
-        keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10), 32, (96, 96, 3), 10)
-    yield "ResNet50 (224x224)", lambda: train_step(
-        keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000), 32, (224, 224, 3), 1000)
-    yield "ResNet152 (224x224)", lambda: train_step(
-        keras.applications.ResNet152(weights=None, input_shape=(224, 224, 3), classes=1000), 32, (224, 224, 3), 1000)
+    yield (
+        "MobileNetV2 (96x96)",
+        lambda: train_step(
+            keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10),
+            32,
+            (96, 96, 3),
+            10,
+        ),
+    )
+    yield (
+        "ResNet50 (224x224)",
+        lambda: train_step(
+            keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000),
+            32,
+            (224, 224, 3),
+            1000,
+        ),
+    )
+    yield (
+        "ResNet152 (224x224)",
+        lambda: train_step(
+            keras.applications.ResNet152(weights=None, input_shape=(224, 224, 3), classes=1000),
+            32,
+            (224, 224, 3),
+            1000,
+        ),
+    )
 
 
 def main() -> None:
@@ -58,7 +79,9 @@ def main() -> None:
             times.append(time.perf_counter() - started)
             nodes = facts.functions[0].nodes
         median = statistics.median(times)
-        print(f"{name:24} {nodes:>7} {median:>9.3f} {min(times):>7.3f} {max(times):>7.3f} {nodes / median:>9.0f}")
+        print(
+            f"{name:24} {nodes:>7} {median:>9.3f} {min(times):>7.3f} {max(times):>7.3f} {nodes / median:>9.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,12 @@ GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
 def timed(cmd: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    subprocess.run(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     return time.perf_counter() - start
 
 
@@ -36,7 +40,7 @@ def main() -> None:
         "python -c 'import tensorflow'": [sys.executable, "-c", "import tensorflow"],
         "gpuwhy check --json": [GPUWHY, "check", "--json", str(out)],
     }
-    for cmd in commands.values():      # warm the file cache once, not measured
+    for cmd in commands.values():  # warm the file cache once, not measured
         timed(cmd)
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):
@@ -44,8 +48,10 @@ def main() -> None:
             samples[name].append(timed(cmd))
     medians = {name: statistics.median(values) for name, values in samples.items()}
     for name, values in samples.items():
-        print(f"{name:34s} median {medians[name]:.2f} s  (min {min(values):.2f}, "
-              f"max {max(values):.2f}, {len(values)} runs)")
+        print(
+            f"{name:34s} median {medians[name]:.2f} s  (min {min(values):.2f}, "
+            f"max {max(values):.2f}, {len(values)} runs)"
+        )
     names = list(commands)
     ratio = medians[names[1]] / medians[names[0]]
     print(f"ratio check / import: {ratio:.2f}x (budget 1.5x)")

@@ -32,11 +32,11 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from gpuwhy.collect.run.base import StepWindow  # noqa: E402
-from gpuwhy.collect.run.eager import EagerOpCounter  # noqa: E402
-from gpuwhy.tfapi import op_callbacks  # noqa: E402
+from gpuwhy.collect.run.base import StepWindow
+from gpuwhy.collect.run.eager import EagerOpCounter
+from gpuwhy.tfapi import op_callbacks
 
 A = tf.random.normal((8, 8))
 B = tf.random.normal((8, 8))
@@ -70,7 +70,8 @@ def always_on(iterations: int) -> float:
     records: list = []
     switch = op_callbacks.CallbackSwitch(
         op_callbacks.thread_callbacks(),
-        op_callbacks.recording_callback(records.append, op_callbacks.UserFrames()))
+        op_callbacks.recording_callback(records.append, op_callbacks.UserFrames()),
+    )
     switch.on()
     try:
         return loop(iterations)
@@ -84,12 +85,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=11.5)
     args = parser.parse_args()
 
-    loop(5000)                                            # warm-up
-    per_op = loop(20000)                                  # sizing
+    loop(5000)  # warm-up
+    per_op = loop(20000)  # sizing
     iterations = max(1000, int(args.seconds / (per_op * OPS_PER_ITERATION)))
-    print(f"{iterations} iterations x {OPS_PER_ITERATION} ops of 8x8 per loop, "
-          f"~{args.seconds:.0f} s each, {args.runs} rounds; TF {tf.__version__}, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"{iterations} iterations x {OPS_PER_ITERATION} ops of 8x8 per loop, "
+        f"~{args.seconds:.0f} s each, {args.runs} rounds; TF {tf.__version__}, "
+        f"{os.cpu_count()} CPUs"
+    )
 
     bare, counted, on, shares = [], [], [], []
     for round_ in range(args.runs):
@@ -103,19 +106,28 @@ def main() -> None:
                 shares.append(share)
             else:
                 on.append(always_on(iterations))
-        print(f"  round {round_ + 1}: bare {bare[-1] * 1e6:.2f} µs/op, "
-              f"armed {counted[-1] * 1e6:.2f} µs/op (on {shares[-1]:.0%} of the loop), "
-              f"always on {on[-1] * 1e6:.2f} µs/op")
+        print(
+            f"  round {round_ + 1}: bare {bare[-1] * 1e6:.2f} µs/op, "
+            f"armed {counted[-1] * 1e6:.2f} µs/op (on {shares[-1]:.0%} of the loop), "
+            f"always on {on[-1] * 1e6:.2f} µs/op"
+        )
 
     for name, figure in (("median", statistics.median), ("fastest", min)):
         b, a, o = figure(bare), figure(counted), figure(on)
-        print(f"{name} per op: bare {b * 1e6:.2f} µs, armed {a * 1e6:.2f} µs "
-              f"({a / b - 1:+.1%}), always on {o * 1e6:.2f} µs ({o / b - 1:+.1%})")
+        print(
+            f"{name} per op: bare {b * 1e6:.2f} µs, armed {a * 1e6:.2f} µs "
+            f"({a / b - 1:+.1%}), always on {o * 1e6:.2f} µs ({o / b - 1:+.1%})"
+        )
     paired = statistics.median(a / b for a, b in zip(counted, bare))
-    print(f"armed / bare, median of the rounds' ratios: {paired:.3f} "
-          f"(callback on {statistics.median(shares):.0%} of the loop)")
-    print(f"always on / bare, median of the rounds' ratios: "
-          f"{statistics.median(o / b for o, b in zip(on, bare)):.3f}")
+    print(
+        f"armed / bare, median of the rounds' ratios: {paired:.3f} "
+        f"(callback on {statistics.median(shares):.0%} of the loop)"
+    )
+    print(
+        f"always on / bare, median of the rounds' ratios: "
+        f"{statistics.median(o / b for o, b in zip(on, bare)):.3f}"
+    )
+
 
 if __name__ == "__main__":
     main()

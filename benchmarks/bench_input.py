@@ -38,12 +38,17 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 def _line(out: str, tag: str) -> str:
     (line,) = [ln for ln in out.splitlines() if ln.startswith(tag + " ")]
-    return line[len(tag) + 1:]
+    return line[len(tag) + 1 :]
 
 
 def optimise_once(variant: list[str], repeats: int) -> dict:
-    out = subprocess.run([sys.executable, WORKLOAD, "--optimize", "--repeats", str(repeats), *variant],
-                         capture_output=True, text=True, env=ENV, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, WORKLOAD, "--optimize", "--repeats", str(repeats), *variant],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+    ).stdout
     return json.loads(_line(out, "OPTIMIZE"))
 
 
@@ -52,28 +57,47 @@ def _spread(values: list[float]) -> str:
 
 
 def part_fix(runs: int, repeats: int) -> None:
-    print(f"== gpuwhy.optimize on benchmarks/workloads/input_bound.py: {runs} runs, "
-          f"{repeats} timed passes per pipeline per run ==")
-    print("elements = batches of 32; per run: the median over its passes; below: the median "
-          "over runs (min-max over runs)")
+    print(
+        f"== gpuwhy.optimize on benchmarks/workloads/input_bound.py: {runs} runs, "
+        f"{repeats} timed passes per pipeline per run =="
+    )
+    print(
+        "elements = batches of 32; per run: the median over its passes; below: the median "
+        "over runs (min-max over runs)"
+    )
     for name, variant in (("as written", []), ("with shuffle", ["--shuffle"])):
         results = [optimise_once(variant, repeats) for _ in range(runs)]
-        rates = {k: [r["throughput"][k]["median"] for r in results] for k in ("before", "after", "ideal")}
+        rates = {
+            k: [r["throughput"][k]["median"] for r in results] for k in ("before", "after", "ideal")
+        }
         gaps = [r["gap_closed"] for r in results if r["gap_closed"] is not None]
         speedups = [r["speedup"] for r in results if r["speedup"]]
         same = {r["same_elements"]["how"] for r in results}
         print(f"\n-- {name} --")
         print(f"  original   {_spread(rates['before'])} elements/s")
-        print(f"  optimised  {_spread(rates['after'])} elements/s   x{statistics.median(speedups):.1f} "
-              f"(x{min(speedups):.1f}-x{max(speedups):.1f})")
+        print(
+            f"  optimised  {_spread(rates['after'])} elements/s   x{statistics.median(speedups):.1f} "
+            f"(x{min(speedups):.1f}-x{max(speedups):.1f})"
+        )
         print(f"  ideal      {_spread(rates['ideal'])} elements/s")
-        print(f"  gap closed {statistics.median(gaps) * 100:>8.0f}%  ({min(gaps) * 100:.0f}%-"
-              f"{max(gaps) * 100:.0f}% over runs){'   target >= 80%' if not variant else ''}")
-        print("  per-run passes (original, optimised, ideal medians): " + "; ".join(
-            f"{b:,.0f}/{a:,.0f}/{i:,.0f}" for b, a, i in zip(rates["before"], rates["after"], rates["ideal"])))
+        print(
+            f"  gap closed {statistics.median(gaps) * 100:>8.0f}%  ({min(gaps) * 100:.0f}%-"
+            f"{max(gaps) * 100:.0f}% over runs){'   target >= 80%' if not variant else ''}"
+        )
+        print(
+            "  per-run passes (original, optimised, ideal medians): "
+            + "; ".join(
+                f"{b:,.0f}/{a:,.0f}/{i:,.0f}"
+                for b, a, i in zip(rates["before"], rates["after"], rates["ideal"])
+            )
+        )
         print(f"  elements checked: {'; '.join(sorted(same))}")
-        print("  changes: " + "; ".join(f"{c['kind']} ({c['code'].splitlines()[0].strip()})"
-                                         for c in results[0]["changes"]))
+        print(
+            "  changes: "
+            + "; ".join(
+                f"{c['kind']} ({c['code'].splitlines()[0].strip()})" for c in results[0]["changes"]
+            )
+        )
 
 
 def step_time(command: list[str], env: dict) -> float:
@@ -82,12 +106,16 @@ def step_time(command: list[str], env: dict) -> float:
 
 
 def part_overhead(runs: int) -> None:
-    print(f"\n== the cost of watching: median step time of input_bound.py's loop, {runs} runs "
-          "per mode, alternated ==")
+    print(
+        f"\n== the cost of watching: median step time of input_bound.py's loop, {runs} runs "
+        "per mode, alternated =="
+    )
     modes = {
         "python": lambda extra: ([sys.executable, WORKLOAD, *extra], ENV),
-        "PipelineCollector": lambda extra: ([sys.executable, WORKLOAD, *extra],
-                                            {**ENV, "INPUT_BOUND_COLLECTOR": "pipelines"}),
+        "PipelineCollector": lambda extra: (
+            [sys.executable, WORKLOAD, *extra],
+            {**ENV, "INPUT_BOUND_COLLECTOR": "pipelines"},
+        ),
         "gpuwhy run": lambda extra: ([GPUWHY, "run", "-o", os.devnull, WORKLOAD, *extra], ENV),
     }
     print(f"{'pipeline':<12} {'mode':<18} {'median step':>12} {'min-max':>21} {'vs python':>10}")
@@ -96,7 +124,7 @@ def part_overhead(runs: int) -> None:
         ratios: dict[str, list[float]] = {mode: [] for mode in modes}
         for _ in range(runs):
             plain = None
-            for mode, make in modes.items():        # alternate, so drift hits all alike
+            for mode, make in modes.items():  # alternate, so drift hits all alike
                 command, env = make(extra)
                 t = step_time(command, env)
                 times[mode].append(t)
@@ -104,14 +132,18 @@ def part_overhead(runs: int) -> None:
                 ratios[mode].append(t / plain)
         for mode in modes:
             ts = times[mode]
-            print(f"{name:<12} {mode:<18} {statistics.median(ts) * 1e3:>10.3f}ms "
-                  f"{min(ts) * 1e3:>9.3f}-{max(ts) * 1e3:.3f}ms {statistics.median(ratios[mode]):>10.3f}")
+            print(
+                f"{name:<12} {mode:<18} {statistics.median(ts) * 1e3:>10.3f}ms "
+                f"{min(ts) * 1e3:>9.3f}-{max(ts) * 1e3:.3f}ms {statistics.median(ratios[mode]):>10.3f}"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="optimize() runs per variant (3)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed passes per pipeline per run (5)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed passes per pipeline per run (5)"
+    )
     parser.add_argument("--overhead-runs", type=int, default=5, help="runs per mode (5)")
     parser.add_argument("--only", choices=("fix", "overhead"))
     args = parser.parse_args()

@@ -39,15 +39,17 @@ def main() -> None:
             continue
         script = str(HERE / "workloads" / f"{name}.py")
         plain, watched, ratios = [], [], []
-        for _ in range(args.runs):           # alternate, so drift hits both alike
+        for _ in range(args.runs):  # alternate, so drift hits both alike
             p = step_time([sys.executable, script])
             w = step_time([GPUWHY, "run", "-o", os.devnull, script])
             plain.append(p)
             watched.append(w)
             ratios.append(w / p)
         ratio = statistics.median(ratios)
-        print(f"{name:<12} {statistics.median(plain) * 1e3:>9.3f}ms {statistics.median(watched) * 1e3:>9.3f}ms "
-              f"{ratio:>7.3f} {1 + budget:>7.2f}  {args.runs}")
+        print(
+            f"{name:<12} {statistics.median(plain) * 1e3:>9.3f}ms {statistics.median(watched) * 1e3:>9.3f}ms "
+            f"{ratio:>7.3f} {1 + budget:>7.2f}  {args.runs}"
+        )
 
 
 if __name__ == "__main__":

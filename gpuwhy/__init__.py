@@ -15,6 +15,7 @@ def check(python=None, timeout=120.0):
 
     from gpuwhy.collect.environment import EnvironmentCollector
     from gpuwhy.record import RunRecord
+
     facts = EnvironmentCollector(python or sys.executable, timeout).collect()
     return RunRecord.diagnose("check", facts)
 
@@ -29,6 +30,7 @@ def audit(obj, *example_args, verify=False, **example_kwargs):
     Returns a :class:`gpuwhy.record.RunRecord` (``.findings``, ``.facts.placement``).
     """
     from gpuwhy.auditor import audit as _audit
+
     return _audit(obj, *example_args, verify=verify, **example_kwargs)
 
 
@@ -44,11 +46,13 @@ def session(hz=10.0, audit=True, eager=True):
     re-raised.
     """
     from gpuwhy.watched_run import Session
+
     return Session(hz=hz, audit=audit, eager=eager)
 
 
-def KerasCallback(hz=10.0, audit=True, eager=True, print_report=True, json_path=None,
-                  verbose=False):
+def KerasCallback(
+    hz=10.0, audit=True, eager=True, print_report=True, json_path=None, verbose=False
+):
     """A Keras callback that watches ``model.fit`` and prints the diagnosis at its end::
 
         model.fit(ds, epochs=3, callbacks=[gpuwhy.KerasCallback()])
@@ -56,24 +60,43 @@ def KerasCallback(hz=10.0, audit=True, eager=True, print_report=True, json_path=
     The RunRecord is in the callback's ``.record`` afterwards.
     """
     from gpuwhy.keras_callback import make_callback
-    return make_callback(hz=hz, audit=audit, eager=eager, print_report=print_report,
-                         json_path=json_path, verbose=verbose)
+
+    return make_callback(
+        hz=hz,
+        audit=audit,
+        eager=eager,
+        print_report=print_report,
+        json_path=json_path,
+        verbose=verbose,
+    )
 
 
 def load(path):
     """A saved JSON report as a :class:`gpuwhy.record.RunRecord`."""
     from gpuwhy.record import RunRecord
+
     return RunRecord.load(path)
 
 
 def explain(rule_id):
     """The documentation of a finding id (raises ``LookupError`` with close matches)."""
     from gpuwhy.rules import get_rule
+
     return get_rule(rule_id).doc()
 
 
-def optimize(dataset, *, keep_order=True, cache="auto", measure=True, elements=None, repeats=5,
-             warmup=1, memory_budget_bytes=None, assume_pure=False):
+def optimize(
+    dataset,
+    *,
+    keep_order=True,
+    cache="auto",
+    measure=True,
+    elements=None,
+    repeats=5,
+    warmup=1,
+    memory_budget_bytes=None,
+    assume_pure=False,
+):
     """Rewrite a tf.data pipeline with the fixes that cannot change its elements, check
     that they did not, and measure it against the original and the ideal::
 
@@ -86,6 +109,15 @@ def optimize(dataset, *, keep_order=True, cache="auto", measure=True, elements=N
     See :func:`gpuwhy.fix.input_pipeline.optimize`.
     """
     from gpuwhy.fix import optimize as _optimize
-    return _optimize(dataset, keep_order=keep_order, cache=cache, measure=measure,
-                     elements=elements, repeats=repeats, warmup=warmup,
-                     memory_budget_bytes=memory_budget_bytes, assume_pure=assume_pure)
+
+    return _optimize(
+        dataset,
+        keep_order=keep_order,
+        cache=cache,
+        measure=measure,
+        elements=elements,
+        repeats=repeats,
+        warmup=warmup,
+        memory_budget_bytes=memory_budget_bytes,
+        assume_pure=assume_pure,
+    )

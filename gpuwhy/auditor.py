@@ -96,12 +96,16 @@ def targets_for(obj: Any, args: tuple, kwargs: dict) -> list[AuditTarget]:
         return _keras_targets(obj, args)
     if callable(obj):
         if not args and not kwargs:
-            raise AuditError("a Python function needs example arguments to be traced: gpuwhy.audit(fn, x)")
+            raise AuditError(
+                "a Python function needs example arguments to be traced: gpuwhy.audit(fn, x)"
+            )
         function = tf.function(obj)
         concrete = function.get_concrete_function(*args, **kwargs)
         name = getattr(obj, "__name__", "function")
         return [AuditTarget(name, concrete, _code_location(obj), call_args if not kwargs else None)]
-    raise AuditError(f"cannot audit a {type(obj).__name__}: pass a tf.function, a Keras model or a function")
+    raise AuditError(
+        f"cannot audit a {type(obj).__name__}: pass a tf.function, a Keras model or a function"
+    )
 
 
 def _keras_xla_note(model: Any) -> str | None:
@@ -118,8 +122,10 @@ def _keras_xla_note(model: Any) -> str | None:
             return None
     except Exception:  # noqa: BLE001 - a Keras private helper: any failure means no note
         return None
-    return ("audited without XLA; on a GPU, Keras compiles this step with XLA unless "
-            "compile(jit_compile=False) is set, and XLA then fuses it into one GPU cluster")
+    return (
+        "audited without XLA; on a GPU, Keras compiles this step with XLA unless "
+        "compile(jit_compile=False) is set, and XLA then fuses it into one GPU cluster"
+    )
 
 
 def _gpu_here() -> bool:
@@ -147,13 +153,23 @@ def _keras_targets(model: Any, args: tuple) -> list[AuditTarget]:
     forward = tf.function(lambda x: model(x, training=False), jit_compile=jit)
     if args:
         x = to_tensors(args[0])
-        return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(x), None, (x,), note=note)]
+        return [
+            AuditTarget(
+                f"{name}.predict_step", forward.get_concrete_function(x), None, (x,), note=note
+            )
+        ]
     inputs = getattr(model, "inputs", None)
     if not inputs:
-        raise AuditError(f"Keras model {name!r} is not built: pass example inputs, e.g. gpuwhy.audit(model, x, y)")
+        raise AuditError(
+            f"Keras model {name!r} is not built: pass example inputs, e.g. gpuwhy.audit(model, x, y)"
+        )
     specs = [tf.TensorSpec(t.shape, t.dtype) for t in inputs]
     signature = specs[0] if len(specs) == 1 else specs
-    return [AuditTarget(f"{name}.predict_step", forward.get_concrete_function(signature), None, None, note=note)]
+    return [
+        AuditTarget(
+            f"{name}.predict_step", forward.get_concrete_function(signature), None, None, note=note
+        )
+    ]
 
 
 def _example_inputs(function: Any) -> dict | None:
@@ -229,7 +245,9 @@ def _check_keras_archive(path: Path) -> None:
         raise AuditError(f"{path}: {_KERAS_NOT_ZIP}: {_one_line(error)}") from None
     if "config.json" not in names:
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") or "nothing"
-        raise AuditError(f"{path}: not a valid Keras archive: the zip has no config.json (it holds {shown})")
+        raise AuditError(
+            f"{path}: not a valid Keras archive: the zip has no config.json (it holds {shown})"
+        )
 
 
 def _has_hdf5_signature(path: Path) -> bool:
@@ -279,7 +297,9 @@ def _saved_model_problem(path: Path) -> str | None:
     except DecodeError as error:
         return f"saved_model.pb is corrupt ({_one_line(error)})"
     if not saved_model.meta_graphs:
-        return "saved_model.pb is " + ("empty (0 bytes)" if not data else "a protobuf with no MetaGraph in it")
+        return "saved_model.pb is " + (
+            "empty (0 bytes)" if not data else "a protobuf with no MetaGraph in it"
+        )
     return None
 
 
@@ -305,7 +325,9 @@ def targets_for_path(path: Path) -> list[AuditTarget]:
             raise AuditError(f"{path}: Keras could not load it: {_one_line(error)}") from None
         return _keras_targets(model, ())
     if path.name in ("saved_model.pb", "saved_model.pbtxt"):
-        raise AuditError(f"{path}: pass the SavedModel's directory ({path.parent}), not the file in it")
+        raise AuditError(
+            f"{path}: pass the SavedModel's directory ({path.parent}), not the file in it"
+        )
     raise AuditError(f"{path}: not a SavedModel directory or a .keras/.h5 file")
 
 
@@ -318,7 +340,9 @@ def _saved_model_targets(path: Path) -> list[AuditTarget]:
         problem = _saved_model_problem(path)
         if problem:
             raise AuditError(f"{path}: not a valid SavedModel: {problem}") from None
-        raise AuditError(f"{path}: TensorFlow could not load the SavedModel: {_one_line(error)}") from None
+        raise AuditError(
+            f"{path}: TensorFlow could not load the SavedModel: {_one_line(error)}"
+        ) from None
     targets = [
         AuditTarget(f"signature {key}", function, example_kwargs=_example_inputs(function))
         for key, function in loaded.signatures.items()

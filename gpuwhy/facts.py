@@ -13,7 +13,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,14 @@ class LibraryProbe:
     path, which is how "CUDA 13 installed, TF built for CUDA 12" shows up.
     """
 
-    name: str                          # short name: cudart, cublas, cudnn ...
-    wanted: str                        # soname the build needs
-    loaded: bool                       # dlopen succeeded (or TF already had it mapped)
-    path: Optional[str] = None         # where it was found
-    error: Optional[str] = None        # dlerror text when it did not load
+    name: str  # short name: cudart, cublas, cudnn ...
+    wanted: str  # soname the build needs
+    loaded: bool  # dlopen succeeded (or TF already had it mapped)
+    path: str | None = None  # where it was found
+    error: str | None = None  # dlerror text when it did not load
     other_versions: tuple[str, ...] = ()  # other majors found on the loader path
-    pip_package: Optional[str] = None  # pip package that ships it (nvidia-cudnn-cu12)
-    apt_package: Optional[str] = None  # Debian/Ubuntu package (NVIDIA's CUDA repository)
+    pip_package: str | None = None  # pip package that ships it (nvidia-cudnn-cu12)
+    apt_package: str | None = None  # Debian/Ubuntu package (NVIDIA's CUDA repository)
 
 
 @dataclass(frozen=True)
@@ -40,25 +40,25 @@ class TensorFlowFacts:
     """What a child Python process saw when it imported TensorFlow and asked for GPUs."""
 
     installed: bool
-    probe_status: str = "ok"           # ok | timeout | crashed | error
-    python_version: Optional[str] = None  # of the interpreter that was checked
+    probe_status: str = "ok"  # ok | timeout | crashed | error
+    python_version: str | None = None  # of the interpreter that was checked
     import_ok: bool = False
-    import_error: Optional[str] = None  # last line of the exception, or the crash signal
-    import_traceback: Optional[str] = None
-    hung_in: Optional[str] = None      # stage the child was in when it timed out / crashed
-    signal: Optional[str] = None       # SIGILL, SIGSEGV ... when the child died of one
-    version: Optional[str] = None
-    distribution: Optional[str] = None  # pip distribution that owns the package (tensorflow-cpu)
-    location: Optional[str] = None     # package directory
-    import_seconds: Optional[float] = None
+    import_error: str | None = None  # last line of the exception, or the crash signal
+    import_traceback: str | None = None
+    hung_in: str | None = None  # stage the child was in when it timed out / crashed
+    signal: str | None = None  # SIGILL, SIGSEGV ... when the child died of one
+    version: str | None = None
+    distribution: str | None = None  # pip distribution that owns the package (tensorflow-cpu)
+    location: str | None = None  # package directory
+    import_seconds: float | None = None
     build: dict[str, Any] = field(default_factory=dict)  # tf.sysconfig.get_build_info()
-    gpus: tuple[str, ...] = ()         # tf.config.list_physical_devices("GPU") names
+    gpus: tuple[str, ...] = ()  # tf.config.list_physical_devices("GPU") names
     gpu_details: tuple[dict[str, Any], ...] = ()  # name, compute_capability, pci_bus_id per TF GPU
-    confirm_device: Optional[str] = None  # device a real matmul ran on (None: not tried)
-    confirm_error: Optional[str] = None
+    confirm_device: str | None = None  # device a real matmul ran on (None: not tried)
+    confirm_error: str | None = None
     loaded_libraries: tuple[str, ...] = ()  # CUDA-related .so files mapped in the child
     libraries: tuple[LibraryProbe, ...] = ()
-    log_lines: tuple[str, ...] = ()    # TF's own GPU-related log lines (stderr)
+    log_lines: tuple[str, ...] = ()  # TF's own GPU-related log lines (stderr)
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,14 @@ class DriverFacts:
     """The NVIDIA driver as NVML and libcuda report it, independent of TensorFlow."""
 
     nvml_ok: bool
-    nvml_error: Optional[str] = None   # NVML error name: LibraryNotFound, DriverNotLoaded ...
+    nvml_error: str | None = None  # NVML error name: LibraryNotFound, DriverNotLoaded ...
     libcuda_loaded: bool = False
-    libcuda_error: Optional[str] = None
-    driver_version: Optional[str] = None   # "550.54.15"
-    cuda_driver_version: Optional[str] = None  # highest CUDA the driver supports: "12.4"
+    libcuda_error: str | None = None
+    driver_version: str | None = None  # "550.54.15"
+    cuda_driver_version: str | None = None  # highest CUDA the driver supports: "12.4"
     device_count: int = 0
     in_container: bool = False
-    device_nodes: bool = False          # /dev/nvidiactl exists
+    device_nodes: bool = False  # /dev/nvidiactl exists
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,8 @@ class GpuProcess:
     """A process holding memory on a GPU (from NVML), other than gpuwhy's own."""
 
     pid: int
-    name: Optional[str] = None
-    used_bytes: Optional[int] = None
+    name: str | None = None
+    used_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,12 @@ class GpuDevice:
 
     index: int
     name: str
-    uuid: Optional[str] = None
-    pci_bus_id: Optional[str] = None
-    compute_capability: Optional[str] = None  # "9.0"
-    memory_total_bytes: Optional[int] = None
-    memory_used_bytes: Optional[int] = None   # by everyone, sampled before TF started
-    utilization_percent: Optional[float] = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    compute_capability: str | None = None  # "9.0"
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None  # by everyone, sampled before TF started
+    utilization_percent: float | None = None
     processes: tuple[GpuProcess, ...] = ()
 
 
@@ -106,14 +106,13 @@ class EnvironmentFacts:
 
     python_version: str
     python_executable: str
-    platform: str                      # sys.platform: linux, darwin, win32
-    machine: str                       # x86_64, aarch64, arm64
+    platform: str  # sys.platform: linux, darwin, win32
+    machine: str  # x86_64, aarch64, arm64
     wsl: bool = False
-    cpu_count: Optional[int] = None
+    cpu_count: int | None = None
     env_vars: dict[str, str] = field(default_factory=dict)  # the GPU-relevant ones that are set
-    tensorflow: Optional[TensorFlowFacts] = None
-    driver: Optional[DriverFacts] = None
-
+    tensorflow: TensorFlowFacts | None = None
+    driver: DriverFacts | None = None
 
 
 # Why an op is where it is: the codes in OpGroup.reason (collect/placement/placer.py).
@@ -138,8 +137,16 @@ PLACEMENT_REASONS = {
 
 def is_input_boundary(op: str) -> bool:
     """tf.data's iterator ops: on the host by design, the input batch's way into the step."""
-    return op.startswith(("Iterator", "Optional", "MultiDeviceIterator", "AnonymousIterator", "MakeIterator",
-                          "DeleteIterator")) or op.endswith(("Dataset", "DatasetV2", "DatasetV3"))
+    return op.startswith(
+        (
+            "Iterator",
+            "Optional",
+            "MultiDeviceIterator",
+            "AnonymousIterator",
+            "MakeIterator",
+            "DeleteIterator",
+        )
+    ) or op.endswith(("Dataset", "DatasetV2", "DatasetV3"))
 
 
 @dataclass(frozen=True)
@@ -152,15 +159,15 @@ class OpGroup:
     op: str
     in_dtypes: tuple[str, ...]
     out_dtypes: tuple[str, ...]
-    device: str                        # GPU | CPU (predicted, or seen with --verify)
-    computes_on: str                   # GPU | CPU | host (on the GPU, arguments in host memory)
-    reason: str                        # a PLACEMENT_REASONS code
+    device: str  # GPU | CPU (predicted, or seen with --verify)
+    computes_on: str  # GPU | CPU | host (on the GPU, arguments in host memory)
+    reason: str  # a PLACEMENT_REASONS code
     count: int
-    in_loop: bool = False              # inside a while loop: runs once per iteration
-    examples: tuple[str, ...] = ()     # node names, function-qualified
-    locations: tuple[str, ...] = ()    # distinct "file:line" of the user code that created them
-    requested: Optional[str] = None    # device type asked for with tf.device
-    colocated_with: Optional[str] = None  # the op whose placement decided this one
+    in_loop: bool = False  # inside a while loop: runs once per iteration
+    examples: tuple[str, ...] = ()  # node names, function-qualified
+    locations: tuple[str, ...] = ()  # distinct "file:line" of the user code that created them
+    requested: str | None = None  # device type asked for with tf.device
+    colocated_with: str | None = None  # the op whose placement decided this one
 
 
 @dataclass(frozen=True)
@@ -171,19 +178,19 @@ class HostDeviceCopy:
     (graph/graph_partition.cc), so a tensor read by ten GPU ops is one copy.
     """
 
-    direction: str                     # to-device | to-host
-    kind: str                          # input (function arguments) | step (inside the function)
-    src: str                           # producing node, function-qualified
+    direction: str  # to-device | to-host
+    kind: str  # input (function arguments) | step (inside the function)
+    src: str  # producing node, function-qualified
     src_op: str
-    dst: str                           # first consuming node
+    dst: str  # first consuming node
     dst_op: str
     dtype: str
     consumers: int = 1
-    shape: Optional[tuple[Optional[int], ...]] = None  # static shape, None dims unknown
-    bytes: Optional[int] = None        # when the shape is fully known
+    shape: tuple[int | None, ...] | None = None  # static shape, None dims unknown
+    bytes: int | None = None  # when the shape is fully known
     in_loop: bool = False
-    location: Optional[str] = None     # file:line of the op that makes the copy necessary
-    cause: Optional[str] = None        # that op's name
+    location: str | None = None  # file:line of the op that makes the copy necessary
+    cause: str | None = None  # that op's name
 
     def sizeable(self, min_bytes: int = 1024) -> bool:
         """Large enough to matter: a known size of at least ``min_bytes``, or a tensor
@@ -200,13 +207,13 @@ class TensorOp:
     node: str
     op: str
     dtype: str
-    dims: dict[str, Optional[int]] = field(default_factory=dict)  # m/n/k or batch/in/out channels
-    layer: Optional[str] = None        # Keras layer / name scope that created it
-    location: Optional[str] = None
-    flops: Optional[int] = None        # multiply-adds x 2, from static shapes
+    dims: dict[str, int | None] = field(default_factory=dict)  # m/n/k or batch/in/out channels
+    layer: str | None = None  # Keras layer / name scope that created it
+    location: str | None = None
+    flops: int | None = None  # multiply-adds x 2, from static shapes
     in_loop: bool = False
     jit_compile: bool = False
-    gradient: bool = False             # part of the backward pass
+    gradient: bool = False  # part of the backward pass
 
 
 @dataclass(frozen=True)
@@ -224,25 +231,25 @@ class PlacementCheck:
     """``--verify``: the function run with TensorFlow's real placer on this machine's GPU."""
 
     ran: bool
-    reason: Optional[str] = None       # why it could not run
-    device: Optional[str] = None
+    reason: str | None = None  # why it could not run
+    device: str | None = None
     nodes_compared: int = 0
     disagreements: tuple[Disagreement, ...] = ()
 
 
 @dataclass(frozen=True)
 class AuditedFunction:
-    name: str                          # tf.function / Keras step name
-    nodes: int                         # after inlining nested bodies
-    gpu: int                           # nodes computing on the GPU
-    host: int                          # on the GPU device, arguments in host memory
+    name: str  # tf.function / Keras step name
+    nodes: int  # after inlining nested bodies
+    gpu: int  # nodes computing on the GPU
+    host: int  # on the GPU device, arguments in host memory
     cpu: int
     jit_compile: bool = False
-    location: Optional[str] = None     # where the Python function is defined
-    input_copies: int = 0              # host<->device copies of its arguments per call
-    step_copies: int = 0               # copies between its own ops per call (loop bodies once)
-    unaudited: tuple[str, ...] = ()    # bodies it runs elsewhere (tf.data functions)
-    note: Optional[str] = None         # what the audit could not know about how it runs
+    location: str | None = None  # where the Python function is defined
+    input_copies: int = 0  # host<->device copies of its arguments per call
+    step_copies: int = 0  # copies between its own ops per call (loop bodies once)
+    unaudited: tuple[str, ...] = ()  # bodies it runs elsewhere (tf.data functions)
+    note: str | None = None  # what the audit could not know about how it runs
 
 
 @dataclass(frozen=True)
@@ -258,12 +265,12 @@ class PlacementFacts:
     groups: tuple[OpGroup, ...] = ()
     copies: tuple[HostDeviceCopy, ...] = ()
     tensor_ops: tuple[TensorOp, ...] = ()
-    tf32_enabled: Optional[bool] = None
-    mixed_precision_policy: Optional[str] = None  # Keras global policy name
-    compute_capability: Optional[tuple[int, int]] = None  # GPU here; None when predicting
-    gpu_name: Optional[str] = None
-    verification: Optional[PlacementCheck] = None
-    seconds: Optional[float] = None    # the audit's own time
+    tf32_enabled: bool | None = None
+    mixed_precision_policy: str | None = None  # Keras global policy name
+    compute_capability: tuple[int, int] | None = None  # GPU here; None when predicting
+    gpu_name: str | None = None
+    verification: PlacementCheck | None = None
+    seconds: float | None = None  # the audit's own time
 
 
 # ---------------------------------------------------------------------------
@@ -271,20 +278,21 @@ class PlacementFacts:
 # Times are seconds since the run started (time.perf_counter() at start), so steps,
 # traces and GPU samples line up on one axis.
 
+
 @dataclass(frozen=True)
 class ProgramFacts:
     """Section ``program``: what was watched and how it ended."""
 
-    command: tuple[str, ...]           # argv as the program saw it
-    ended: str = "completed"           # completed | exception | interrupted | exit
+    command: tuple[str, ...]  # argv as the program saw it
+    ended: str = "completed"  # completed | exception | interrupted | exit
     exit_code: int = 0
-    error: Optional[str] = None        # the exception's last line
+    error: str | None = None  # the exception's last line
     seconds: float = 0.0
     tensorflow_imported: bool = False
-    tensorflow_version: Optional[str] = None
-    keras_version: Optional[str] = None
+    tensorflow_version: str | None = None
+    keras_version: str | None = None
     gpus_seen_by_tf: tuple[str, ...] = ()  # logical GPUs TF created in the program
-    notes: tuple[str, ...] = ()        # what gpuwhy could not watch, and why
+    notes: tuple[str, ...] = ()  # what gpuwhy could not watch, and why
 
 
 @dataclass(frozen=True)
@@ -300,23 +308,25 @@ class StepFacts:
     """
 
     source: str
-    marker: str                        # what was timed, for people: "Model.fit (train.py:40)"
-    count: int                         # steps seen (a Keras batch of steps_per_execution N is N)
+    marker: str  # what was timed, for people: "Model.fit (train.py:40)"
+    count: int  # steps seen (a Keras batch of steps_per_execution N is N)
     warmup: int = 0
-    median_s: Optional[float] = None   # per step, after warm-up
-    p90_s: Optional[float] = None
-    total_s: float = 0.0               # wall time inside steps after warm-up
-    input_wait_fraction: Optional[float] = None  # of total_s, None when not measured
-    input_wait_median_s: Optional[float] = None
-    input_wait_source: Optional[str] = None  # how the wait was measured: "next() timing"
-                                       # (Python loops) or "tf.data gap timer" (Keras fit)
-    steps_per_call: int = 1            # Keras steps_per_execution
-    run_s: float = 0.0                 # the whole run, start-up included
-    first_step_s: Optional[float] = None  # when the first step started
-    starts: tuple[float, ...] = ()     # per step (kept for the first MAX_STEPS)
+    median_s: float | None = None  # per step, after warm-up
+    p90_s: float | None = None
+    total_s: float = 0.0  # wall time inside steps after warm-up
+    input_wait_fraction: float | None = None  # of total_s, None when not measured
+    input_wait_median_s: float | None = None
+    input_wait_source: str | None = None  # how the wait was measured: "next() timing"
+    # (Python loops) or "tf.data gap timer" (Keras fit)
+    steps_per_call: int = 1  # Keras steps_per_execution
+    run_s: float = 0.0  # the whole run, start-up included
+    first_step_s: float | None = None  # when the first step started
+    starts: tuple[float, ...] = ()  # per step (kept for the first MAX_STEPS)
     durations: tuple[float, ...] = ()
-    input_waits: tuple[Optional[float], ...] = ()
-    phases: tuple[tuple[str, float, float], ...] = ()  # (name, start, end): fit, evaluate, epochs...
+    input_waits: tuple[float | None, ...] = ()
+    phases: tuple[
+        tuple[str, float, float], ...
+    ] = ()  # (name, start, end): fit, evaluate, epochs...
 
 
 @dataclass(frozen=True)
@@ -324,10 +334,10 @@ class EagerOpSite:
     """Eager ops of one type issued from one source line, within the sampled steps."""
 
     op: str
-    location: Optional[str]            # user file:line that issued them
+    location: str | None  # user file:line that issued them
     count: int
-    median_elements: Optional[int] = None  # of the largest output
-    device: Optional[str] = None       # where TF ran them (CPU / GPU)
+    median_elements: int | None = None  # of the largest output
+    device: str | None = None  # where TF ran them (CPU / GPU)
 
 
 @dataclass(frozen=True)
@@ -335,15 +345,15 @@ class EagerFacts:
     """Section ``eager``: ops dispatched one by one from Python, counted over windows of
     steps (a per-op callback is not free, so it is switched on for part of the run)."""
 
-    sampled_steps: int                 # steps wholly inside counting windows
-    ops: int                           # eager ops counted inside those steps
-    per_step: Optional[float] = None
-    dispatch_fraction: Optional[float] = None  # estimated share of step time issuing them
-    median_gap_us: Optional[float] = None      # between consecutive eager ops
-    counted_s: float = 0.0             # seconds the counter was on
+    sampled_steps: int  # steps wholly inside counting windows
+    ops: int  # eager ops counted inside those steps
+    per_step: float | None = None
+    dispatch_fraction: float | None = None  # estimated share of step time issuing them
+    median_gap_us: float | None = None  # between consecutive eager ops
+    counted_s: float = 0.0  # seconds the counter was on
     sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
-    outside_steps: int = 0             # eager ops counted outside any step
-    note: Optional[str] = None         # what the count cannot see (other threads ...)
+    outside_steps: int = 0  # eager ops counted outside any step
+    note: str | None = None  # what the count cannot see (other threads ...)
 
 
 @dataclass(frozen=True)
@@ -352,8 +362,8 @@ class TraceSignature:
 
     at_s: float
     args: tuple[tuple[str, str], ...]  # (name, "float32[32,784]" | "3 (int)" ...)
-    seconds: Optional[float] = None    # time spent tracing
-    caller: Optional[str] = None       # user file:line whose call caused the trace
+    seconds: float | None = None  # time spent tracing
+    caller: str | None = None  # user file:line whose call caused the trace
 
 
 @dataclass(frozen=True)
@@ -361,18 +371,18 @@ class TracedFunction:
     """One tf.function: how often it ran, how often it was traced, and why again."""
 
     name: str
-    location: Optional[str] = None     # def file:line
-    calls: int = 0                     # calls from eager code
-    call_s: float = 0.0                # wall time in those calls
+    location: str | None = None  # def file:line
+    calls: int = 0  # calls from eager code
+    call_s: float = 0.0  # wall time in those calls
     traces: int = 0
     trace_s: float = 0.0
     changed_args: tuple[str, ...] = ()  # arguments whose spec differed between traces
     signatures: tuple[TraceSignature, ...] = ()  # the first few traces
     reduce_retracing: bool = False
-    jit_compile: Optional[bool] = None
-    library: bool = False              # defined by Keras/TF, not the user's code
-    instances: int = 1                 # Function objects with this name and place (a tf.function
-                                       # re-created in a loop, a method per instance)
+    jit_compile: bool | None = None
+    library: bool = False  # defined by Keras/TF, not the user's code
+    instances: int = 1  # Function objects with this name and place (a tf.function
+    # re-created in a loop, a method per instance)
 
 
 @dataclass(frozen=True)
@@ -393,18 +403,18 @@ class GpuSeries:
 
     index: int
     name: str
-    memory_total_bytes: Optional[int] = None
+    memory_total_bytes: int | None = None
     t: tuple[float, ...] = ()
-    utilization: tuple[Optional[float], ...] = ()
-    memory_used_bytes: tuple[Optional[int], ...] = ()   # by every process
-    own_memory_bytes: tuple[Optional[int], ...] = ()    # by the watched processes (<= 1 Hz)
-    pcie_tx_bytes_per_s: tuple[Optional[float], ...] = ()
-    pcie_rx_bytes_per_s: tuple[Optional[float], ...] = ()
-    sm_clock_mhz: tuple[Optional[float], ...] = ()
-    power_w: tuple[Optional[float], ...] = ()
-    sm_activity: tuple[Optional[float], ...] = ()       # GPM
-    sm_occupancy: tuple[Optional[float], ...] = ()      # GPM
-    tensor_activity: tuple[Optional[float], ...] = ()   # GPM, any tensor pipe
+    utilization: tuple[float | None, ...] = ()
+    memory_used_bytes: tuple[int | None, ...] = ()  # by every process
+    own_memory_bytes: tuple[int | None, ...] = ()  # by the watched processes (<= 1 Hz)
+    pcie_tx_bytes_per_s: tuple[float | None, ...] = ()
+    pcie_rx_bytes_per_s: tuple[float | None, ...] = ()
+    sm_clock_mhz: tuple[float | None, ...] = ()
+    power_w: tuple[float | None, ...] = ()
+    sm_activity: tuple[float | None, ...] = ()  # GPM
+    sm_occupancy: tuple[float | None, ...] = ()  # GPM
+    tensor_activity: tuple[float | None, ...] = ()  # GPM, any tensor pipe
     others: tuple[GpuProcess, ...] = ()  # other processes seen on this GPU during the run
 
 
@@ -414,8 +424,8 @@ class GpuSamplesFacts:
 
     hz: float
     gpus: tuple[GpuSeries, ...] = ()
-    error: Optional[str] = None        # why there are no samples (no driver ...)
-    gpm: bool = False                  # GPM metrics were read
+    error: str | None = None  # why there are no samples (no driver ...)
+    gpm: bool = False  # GPM metrics were read
     tf_peak_memory_bytes: dict[str, int] = field(default_factory=dict)  # "GPU:0" -> peak
     watched_pids: tuple[int, ...] = ()
 
@@ -432,28 +442,28 @@ class PipelineStage:
     added by itself (an injected ``Prefetch``) has ``written_as == ()``.
     """
 
-    name: str                          # TF's node name: Map, ParallelMapV2, MapAndBatch, TFRecord ...
-    kind: str                          # source | generator | map | filter | flat_map | interleave |
-                                       # batch | prefetch | cache | shuffle | repeat | other
-    written_as: tuple[str, ...] = ()   # Python transformations it came from: ("map", "batch")
-    location: Optional[str] = None     # file:line where the user wrote the transformation
-    function: Optional[str] = None     # the user function it runs ("parse", "<lambda>")
-    function_location: Optional[str] = None   # file:line where that function is defined
-    parallelism: Optional[int] = None  # threads TF runs it with (None: not a parallel stage)
-    parallelism_written: Optional[int] = None  # num_parallel_calls as written (-1: AUTOTUNE)
-    buffer_size: Optional[int] = None  # prefetch / parallel-map buffer, elements
-    elements: int = 0                  # elements this stage produced
-    self_time_s: float = 0.0           # TF's processing time of this stage alone, all threads
-    self_time_per_element_s: Optional[float] = None
-    ratio: float = 1.0                 # input elements per output element (a batch of 32: 32)
-    root_elements_per_s: Optional[float] = None  # how fast it alone could feed the model
-    work_share: Optional[float] = None  # its part of the pipeline's CPU work per element the
-                                       # model gets (None: a bookkeeping stage or unmeasured)
-    python: bool = False               # calls Python: py_function, numpy_function, generator
-    stateful: bool = False             # its function has stateful ops (stays sequential)
-    deterministic: Optional[bool] = None       # as written (None: the pipeline default)
-    codec_ops: tuple[str, ...] = ()    # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
-    random: bool = False               # its function draws random numbers (not cacheable)
+    name: str  # TF's node name: Map, ParallelMapV2, MapAndBatch, TFRecord ...
+    kind: str  # source | generator | map | filter | flat_map | interleave |
+    # batch | prefetch | cache | shuffle | repeat | other
+    written_as: tuple[str, ...] = ()  # Python transformations it came from: ("map", "batch")
+    location: str | None = None  # file:line where the user wrote the transformation
+    function: str | None = None  # the user function it runs ("parse", "<lambda>")
+    function_location: str | None = None  # file:line where that function is defined
+    parallelism: int | None = None  # threads TF runs it with (None: not a parallel stage)
+    parallelism_written: int | None = None  # num_parallel_calls as written (-1: AUTOTUNE)
+    buffer_size: int | None = None  # prefetch / parallel-map buffer, elements
+    elements: int = 0  # elements this stage produced
+    self_time_s: float = 0.0  # TF's processing time of this stage alone, all threads
+    self_time_per_element_s: float | None = None
+    ratio: float = 1.0  # input elements per output element (a batch of 32: 32)
+    root_elements_per_s: float | None = None  # how fast it alone could feed the model
+    work_share: float | None = None  # its part of the pipeline's CPU work per element the
+    # model gets (None: a bookkeeping stage or unmeasured)
+    python: bool = False  # calls Python: py_function, numpy_function, generator
+    stateful: bool = False  # its function has stateful ops (stays sequential)
+    deterministic: bool | None = None  # as written (None: the pipeline default)
+    codec_ops: tuple[str, ...] = ()  # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
+    random: bool = False  # its function draws random numbers (not cacheable)
 
 
 @dataclass(frozen=True)
@@ -466,25 +476,25 @@ class PipelineFacts:
     the model does with an element; the wait is the rest of the time per element.
     """
 
-    id: int                            # stable within one run
-    location: Optional[str] = None     # file:line where the final dataset was built
-    consumer: str = "python-loop"      # keras-fit | keras-evaluate | keras-predict | python-loop
-    iterators: int = 0                 # iterators created over it (epochs, restarts)
-    elements: int = 0                  # elements the program read from it
+    id: int  # stable within one run
+    location: str | None = None  # file:line where the final dataset was built
+    consumer: str = "python-loop"  # keras-fit | keras-evaluate | keras-predict | python-loop
+    iterators: int = 0  # iterators created over it (epochs, restarts)
+    elements: int = 0  # elements the program read from it
     stages: tuple[PipelineStage, ...] = ()
-    bottleneck: Optional[int] = None   # index into stages of the slowest stage
-    prefetch_written: bool = False     # a prefetch the user wrote at the end
-    prefetch_run: bool = False         # a prefetch at the end as TF ran it (written or injected)
+    bottleneck: int | None = None  # index into stages of the slowest stage
+    prefetch_written: bool = False  # a prefetch the user wrote at the end
+    prefetch_run: bool = False  # a prefetch at the end as TF ran it (written or injected)
     cache_written: bool = False
-    autotune: bool = True              # options.autotune.enabled
-    cardinality: Optional[int] = None  # elements per pass (None: infinite or unknown)
-    element_bytes: Optional[int] = None   # one output element (batch), from its spec
-    gap_median_s: Optional[float] = None  # consumer time per element (TF's gap timer)
-    gap_mean_s: Optional[float] = None    # its mean: what adds up over the run
-    wait_per_element_s: Optional[float] = None  # measured wait for one element
-    consume_s: float = 0.0             # wall time over which elements were read
-    throughput_per_s: Optional[float] = None   # elements per second the model got
-    model_error: Optional[str] = None  # why TF's per-stage model could not be read
+    autotune: bool = True  # options.autotune.enabled
+    cardinality: int | None = None  # elements per pass (None: infinite or unknown)
+    element_bytes: int | None = None  # one output element (batch), from its spec
+    gap_median_s: float | None = None  # consumer time per element (TF's gap timer)
+    gap_mean_s: float | None = None  # its mean: what adds up over the run
+    wait_per_element_s: float | None = None  # measured wait for one element
+    consume_s: float = 0.0  # wall time over which elements were read
+    throughput_per_s: float | None = None  # elements per second the model got
+    model_error: str | None = None  # why TF's per-stage model could not be read
 
 
 @dataclass(frozen=True)
@@ -497,11 +507,11 @@ class TfDataFacts:
     """
 
     pipelines: tuple[PipelineFacts, ...] = ()
-    host_cores: Optional[int] = None
-    host_cpu_busy_fraction: Optional[float] = None
-    process_cpu_fraction: Optional[float] = None
-    host_memory_bytes: Optional[int] = None           # physical memory of the host
-    host_memory_available_bytes: Optional[int] = None  # free for a cache, at the end of the run
+    host_cores: int | None = None
+    host_cpu_busy_fraction: float | None = None
+    process_cpu_fraction: float | None = None
+    host_memory_bytes: int | None = None  # physical memory of the host
+    host_memory_available_bytes: int | None = None  # free for a cache, at the end of the run
     notes: tuple[str, ...] = ()
 
 
@@ -521,13 +531,13 @@ class PipelineRate:
 class PipelineChange:
     """One fix gpuwhy applied to a rewritten pipeline, with the code that makes it stay."""
 
-    kind: str                          # parallel-map | parallel-interleave | cache | prefetch |
-                                       # parallel-reads | any-order
-    stage: str                         # the transformation as written: "map(parse)"
-    location: Optional[str]            # file:line where the user wrote it
-    code: str                          # what to write there
+    kind: str  # parallel-map | parallel-interleave | cache | prefetch |
+    # parallel-reads | any-order
+    stage: str  # the transformation as written: "map(parse)"
+    location: str | None  # file:line where the user wrote it
+    code: str  # what to write there
     why: str
-    source_line: Optional[str] = None  # that line, as written
+    source_line: str | None = None  # that line, as written
 
 
 @dataclass(frozen=True)
@@ -535,21 +545,21 @@ class InputFix:
     """One pipeline rewritten with the fixes that cannot change its elements, checked and
     timed against the original and the ideal (the original's output cached in memory)."""
 
-    dataset: str                       # for people: "dataset created at train.py:75"
-    location: Optional[str] = None     # where the final dataset was built
+    dataset: str  # for people: "dataset created at train.py:75"
+    location: str | None = None  # where the final dataset was built
     iterated_at: tuple[str, ...] = ()
-    before: Optional[PipelineRate] = None
-    after: Optional[PipelineRate] = None
-    ideal: Optional[PipelineRate] = None
-    gap_closed: Optional[float] = None     # (after - before) / (ideal - before)
-    speedup: Optional[float] = None        # after / before
-    same_elements: Optional[bool] = None   # None: not compared
-    elements_checked: str = ""             # how the elements were compared
+    before: PipelineRate | None = None
+    after: PipelineRate | None = None
+    ideal: PipelineRate | None = None
+    gap_closed: float | None = None  # (after - before) / (ideal - before)
+    speedup: float | None = None  # after / before
+    same_elements: bool | None = None  # None: not compared
+    elements_checked: str = ""  # how the elements were compared
     changes: tuple[PipelineChange, ...] = ()
-    left_alone: tuple[str, ...] = ()       # "file:line stage: why not"
-    refused: Optional[str] = None          # why the rewrite was not kept
-    worth_it: bool = True                  # False: measured no faster than the original
-    error: Optional[str] = None            # the pipeline itself failed
+    left_alone: tuple[str, ...] = ()  # "file:line stage: why not"
+    refused: str | None = None  # why the rewrite was not kept
+    worth_it: bool = True  # False: measured no faster than the original
+    error: str | None = None  # the pipeline itself failed
     notes: tuple[str, ...] = ()
 
 
@@ -559,23 +569,24 @@ class InputFixFacts:
 
     fixes: tuple[InputFix, ...] = ()
     keep_order: bool = True
-    library_only: tuple[str, ...] = ()     # iterated datasets a library built: not optimised
+    library_only: tuple[str, ...] = ()  # iterated datasets a library built: not optimised
+
 
 @dataclass(frozen=True)
 class Facts:
     """All fact sections of one run. A section is ``None`` when it was not collected;
     rules that need it are then skipped and listed as not checked."""
 
-    environment: Optional[EnvironmentFacts] = None
-    devices: Optional[tuple[GpuDevice, ...]] = None
-    placement: Optional[PlacementFacts] = None
-    program: Optional[ProgramFacts] = None
-    steps: Optional[StepFacts] = None
-    eager: Optional[EagerFacts] = None
-    tracing: Optional[TracingFacts] = None
-    gpu_samples: Optional[GpuSamplesFacts] = None
-    tfdata: Optional[TfDataFacts] = None
-    input_fixes: Optional[InputFixFacts] = None
+    environment: EnvironmentFacts | None = None
+    devices: tuple[GpuDevice, ...] | None = None
+    placement: PlacementFacts | None = None
+    program: ProgramFacts | None = None
+    steps: StepFacts | None = None
+    eager: EagerFacts | None = None
+    tracing: TracingFacts | None = None
+    gpu_samples: GpuSamplesFacts | None = None
+    tfdata: TfDataFacts | None = None
+    input_fixes: InputFixFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None
@@ -584,6 +595,7 @@ class Facts:
 # ---------------------------------------------------------------------------
 # JSON round trip. asdict() goes out; from_dict() rebuilds the frozen classes from
 # their type hints, so adding a field to a section needs no serialisation code.
+
 
 def to_dict(obj: Any) -> Any:
     """Dataclass tree -> JSON-friendly dicts/lists (tuples become lists)."""
@@ -605,7 +617,7 @@ def from_dict(cls: Any, data: Any) -> Any:
     if data is None:
         return None
     origin = typing.get_origin(cls)
-    if origin in (typing.Union, types.UnionType):   # only Optional[X] is used in facts
+    if origin in (typing.Union, types.UnionType):  # only Optional[X] is used in facts
         (inner,) = [a for a in typing.get_args(cls) if a is not type(None)]
         return from_dict(inner, data)
     if origin in (tuple, list):
@@ -616,7 +628,10 @@ def from_dict(cls: Any, data: Any) -> Any:
         return dict(data)
     if dataclasses.is_dataclass(cls):
         hints = typing.get_type_hints(cls)
-        kwargs = {f.name: from_dict(hints[f.name], data[f.name])
-                  for f in dataclasses.fields(cls) if f.name in data}
+        kwargs = {
+            f.name: from_dict(hints[f.name], data[f.name])
+            for f in dataclasses.fields(cls)
+            if f.name in data
+        }
         return cls(**kwargs)
     return data

@@ -9,12 +9,17 @@ callback is created, never by ``import gpuwhy``.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 
-def make_callback(hz: float = 10.0, audit: bool = True, eager: bool = True,
-                  print_report: bool = True, json_path: Optional[str] = None,
-                  verbose: bool = False) -> Any:
+def make_callback(
+    hz: float = 10.0,
+    audit: bool = True,
+    eager: bool = True,
+    print_report: bool = True,
+    json_path: str | None = None,
+    verbose: bool = False,
+) -> Any:
     import keras
 
     from gpuwhy.watched_run import Session
@@ -24,11 +29,12 @@ def make_callback(hz: float = 10.0, audit: bool = True, eager: bool = True,
 
         def __init__(self) -> None:
             super().__init__()
-            self.session: Optional[Session] = None
+            self.session: Session | None = None
             self.record = None
 
         def on_train_begin(self, logs=None):
             from gpuwhy.tfapi.frames import user_location
+
             self.session = Session(hz=hz, audit=audit, eager=eager).start()
             self.session.steps.mark_fit_start(user_location())
 

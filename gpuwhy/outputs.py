@@ -18,9 +18,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional
 
 # The first line of a terminal report written with -o: the verdict's mark (report/terminal.py).
 _VERDICT_MARKS = ("✓ ", "✗ ", "• ")
@@ -33,13 +33,17 @@ class OutputPathError(ValueError):
 
 @dataclass(frozen=True)
 class Output:
-    option: str          # how the user named it: --json, --html, -o, --record
-    given: str           # as typed
-    path: str            # absolute, against the directory gpuwhy started in
+    option: str  # how the user named it: --json, --html, -o, --record
+    given: str  # as typed
+    path: str  # absolute, against the directory gpuwhy started in
 
 
-def plan_outputs(named: Iterable[tuple[str, Optional[str]]], *, inputs: Iterable[str] = (),
-                 project_dir: Optional[str] = None) -> dict[str, Output]:
+def plan_outputs(
+    named: Iterable[tuple[str, str | None]],
+    *,
+    inputs: Iterable[str] = (),
+    project_dir: str | None = None,
+) -> dict[str, Output]:
     """The outputs by option, each checked; raises :class:`OutputPathError` for the first
     one that is refused.
 
@@ -58,35 +62,45 @@ def plan_outputs(named: Iterable[tuple[str, Optional[str]]], *, inputs: Iterable
             if _same_file(other.path, out.path):
                 raise OutputPathError(
                     f"{other.option} and {option} both name {given}: one would overwrite the "
-                    "other; give each output its own path")
+                    "other; give each output its own path"
+                )
         outputs[option] = out
     return outputs
 
 
-def _check_one(out: Output, protected: list[str], project_dir: Optional[str]) -> None:
+def _check_one(out: Output, protected: list[str], project_dir: str | None) -> None:
     for path in protected:
         if _same_file(path, out.path):
-            raise OutputPathError(f"{out.option} {out.given} is the command's own input "
-                                  f"{path}: refusing to write a report over it")
+            raise OutputPathError(
+                f"{out.option} {out.given} is the command's own input "
+                f"{path}: refusing to write a report over it"
+            )
     if os.path.isdir(out.path):
         raise OutputPathError(f"cannot write {out.option} {out.given}: it is a directory")
     # A missing directory is made when the report is written (mkdir -p): the nearest
     # directory that exists decides whether that can work.
     existing = _nearest_existing(os.path.dirname(out.path))
     if not os.path.isdir(existing):
-        raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                              f"{existing} is a file, not a directory")
+        raise OutputPathError(
+            f"cannot write {out.option} {out.given}: {existing} is a file, not a directory"
+        )
     if os.path.exists(out.path):
         if not os.access(out.path, os.W_OK):
             raise OutputPathError(f"cannot write {out.option} {out.given}: permission denied")
-        if project_dir and _is_under(out.path, project_dir) and _is_regular(out.path) \
-                and not is_gpuwhy_output(out.path):
+        if (
+            project_dir
+            and _is_under(out.path, project_dir)
+            and _is_regular(out.path)
+            and not is_gpuwhy_output(out.path)
+        ):
             raise OutputPathError(
                 f"{out.option} {out.given} already exists next to the script and is not a "
-                "gpuwhy report: refusing to overwrite it (remove it or choose another path)")
+                "gpuwhy report: refusing to overwrite it (remove it or choose another path)"
+            )
     elif not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputPathError(f"cannot write {out.option} {out.given}: "
-                              f"the directory {existing} is not writable")
+        raise OutputPathError(
+            f"cannot write {out.option} {out.given}: the directory {existing} is not writable"
+        )
 
 
 def _nearest_existing(path: str) -> str:
@@ -100,7 +114,7 @@ def _same_file(a: str, b: str) -> bool:
     if os.path.realpath(a) == os.path.realpath(b):
         return True
     try:
-        return os.path.samefile(a, b)      # hard links, bind mounts
+        return os.path.samefile(a, b)  # hard links, bind mounts
     except OSError:
         return False
 
@@ -137,7 +151,7 @@ def is_gpuwhy_output(path: str) -> bool:
     if first_line.startswith("{"):
         if '"name": "gpuwhy"' in text or '"recorded_by": "gpuwhy' in first_line:
             return True
-        try:                              # a one-line record: gpuwhy run -f json
+        try:  # a one-line record: gpuwhy run -f json
             data = json.loads(first_line)
         except ValueError:
             return False
@@ -145,8 +159,9 @@ def is_gpuwhy_output(path: str) -> bool:
     return False
 
 
-def write_or_divert(output: Output, write: Callable[[str], object],
-                    say: Callable[[str], None], suffix: str = "") -> Optional[str]:
+def write_or_divert(
+    output: Output, write: Callable[[str], object], say: Callable[[str], None], suffix: str = ""
+) -> str | None:
     """``write(path)`` at the planned path; if that fails now (the run changed the disk
     under it), at a new file in the temporary directory, and ``say`` where. Returns the
     path written, or None if neither could be."""
@@ -163,9 +178,13 @@ def write_or_divert(output: Output, write: Callable[[str], object],
         os.close(fd)
         write(fallback)
     except OSError as second:
-        say(f"gpuwhy: error: cannot write {output.option} {output.given} ({reason}), nor a "
-            f"copy in {tempfile.gettempdir()} ({second.strerror or second})")
+        say(
+            f"gpuwhy: error: cannot write {output.option} {output.given} ({reason}), nor a "
+            f"copy in {tempfile.gettempdir()} ({second.strerror or second})"
+        )
         return None
-    say(f"gpuwhy: cannot write {output.option} {output.given} ({reason}); "
-        f"wrote it to {fallback} instead")
+    say(
+        f"gpuwhy: cannot write {output.option} {output.given} ({reason}); "
+        f"wrote it to {fallback} instead"
+    )
     return fallback

@@ -12,9 +12,9 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Optional, TextIO
+from typing import TextIO
 
-_kept: Optional[TextIO] = None
+_kept: TextIO | None = None
 
 
 def keep() -> TextIO:
@@ -30,9 +30,13 @@ def keep() -> TextIO:
         except OSError:
             return sys.__stderr__ or sys.stderr
         encoding = getattr(sys.__stderr__, "encoding", None) or "utf-8"
-        _kept = io.TextIOWrapper(io.FileIO(fd, "w", closefd=True), encoding=encoding,
-                                 errors="backslashreplace", line_buffering=True,
-                                 write_through=True)
+        _kept = io.TextIOWrapper(
+            io.FileIO(fd, "w", closefd=True),
+            encoding=encoding,
+            errors="backslashreplace",
+            line_buffering=True,
+            write_through=True,
+        )
     return _kept
 
 

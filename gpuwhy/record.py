@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy import __version__
 from gpuwhy.facts import Facts, from_dict, to_dict
@@ -32,20 +32,21 @@ class RecordError(ValueError):
 
 @dataclass
 class RunRecord:
-    command: str                      # check | run | audit | watch | fix
+    command: str  # check | run | audit | watch | fix
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
-                         .isoformat(timespec="seconds"))
+    created: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
     tool_version: str = __version__
 
     @classmethod
-    def diagnose(cls, command: str, facts: Facts) -> "RunRecord":
+    def diagnose(cls, command: str, facts: Facts) -> RunRecord:
         findings, not_checked = run_rules(facts)
         return cls(command=command, facts=facts, findings=findings, not_checked=not_checked)
 
-    def recheck(self) -> "RunRecord":
+    def recheck(self) -> RunRecord:
         """The same facts through the current rules."""
         return RunRecord.diagnose(self.command, self.facts)
 
@@ -76,7 +77,7 @@ class RunRecord:
         return path
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunRecord":
+    def from_dict(cls, data: Any) -> RunRecord:
         if not isinstance(data, dict) or "schema" not in data:
             raise RecordError("not a gpuwhy run record (no 'schema' field)")
         if not _same_json(data["schema"], SCHEMA_VERSION):
@@ -84,21 +85,29 @@ class RunRecord:
             raise RecordError(
                 f"run record schema {_excerpt(data['schema'])} is not supported by gpuwhy "
                 f"{__version__} (schema {SCHEMA_VERSION})"
-                + ("; upgrade gpuwhy to read it" if newer else ""))
+                + ("; upgrade gpuwhy to read it" if newer else "")
+            )
         errors = validation_errors(data)
         if errors:
             raise RecordError(f"invalid run record: {errors[0]}")
         hints = typing.get_type_hints(Facts)
-        facts = Facts(**{f.name: from_dict(hints[f.name], data.get(f.name))
-                         for f in dataclasses.fields(Facts)})
-        return cls(command=data.get("command", "run"), facts=facts,
-                   findings=[from_dict(Finding, f) for f in data["findings"]],
-                   not_checked=dict(data.get("not_checked") or {}),
-                   created=data.get("created", ""),
-                   tool_version=data["tool"]["version"])
+        facts = Facts(
+            **{
+                f.name: from_dict(hints[f.name], data.get(f.name))
+                for f in dataclasses.fields(Facts)
+            }
+        )
+        return cls(
+            command=data.get("command", "run"),
+            facts=facts,
+            findings=[from_dict(Finding, f) for f in data["findings"]],
+            not_checked=dict(data.get("not_checked") or {}),
+            created=data.get("created", ""),
+            tool_version=data["tool"]["version"],
+        )
 
     @classmethod
-    def load(cls, path: str | Path) -> "RunRecord":
+    def load(cls, path: str | Path) -> RunRecord:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as e:
@@ -114,8 +123,9 @@ class RunRecord:
 
 def schema() -> dict[str, Any]:
     """The published JSON Schema of the record (gpuwhy/schema/run.schema.json)."""
-    return json.loads(resources.files("gpuwhy.schema").joinpath("run.schema.json")
-                      .read_text(encoding="utf-8"))
+    return json.loads(
+        resources.files("gpuwhy.schema").joinpath("run.schema.json").read_text(encoding="utf-8")
+    )
 
 
 def validation_errors(data: Any) -> list[str]:
@@ -146,9 +156,11 @@ def _validator():
     JSON Schema lets an integral float pass, and it would reach the facts' ``int``
     fields as a float that cannot index a list or count a range."""
     import jsonschema
+
     base = jsonschema.Draft202012Validator
     strict = jsonschema.validators.extend(
-        base, type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer))
+        base, type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer)
+    )
     return strict(schema())
 
 
@@ -197,8 +209,12 @@ def _problem(error) -> str:
         fields = "field" if len(missing) == 1 else "fields"
         return f"missing the required {fields} {_excerpt_text(', '.join(missing) or '?', 60)}"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        words = {"minimum": "at least", "exclusiveMinimum": "more than",
-                 "maximum": "at most", "exclusiveMaximum": "less than"}[kind]
+        words = {
+            "minimum": "at least",
+            "exclusiveMinimum": "more than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[kind]
         return f"expected {words} {rule}, {got}"
     if kind in ("minItems", "maxItems"):
         words = "at least" if kind == "minItems" else "at most"
@@ -208,11 +224,24 @@ def _problem(error) -> str:
     return _excerpt_text(error.message, 160)
 
 
-JSON_TYPES = {"null": "null", "boolean": "a boolean", "integer": "an integer",
-              "number": "a number", "string": "a string", "array": "an array",
-              "object": "an object"}
-PLURALS = {"null": "nulls", "boolean": "booleans", "integer": "integers", "number": "numbers",
-           "string": "strings", "array": "arrays", "object": "objects"}
+JSON_TYPES = {
+    "null": "null",
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "an array",
+    "object": "an object",
+}
+PLURALS = {
+    "null": "nulls",
+    "boolean": "booleans",
+    "integer": "integers",
+    "number": "numbers",
+    "string": "strings",
+    "array": "arrays",
+    "object": "objects",
+}
 
 
 def _expected(sub: Any, plural: bool = False) -> str:
@@ -273,8 +302,13 @@ def _json_type(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) \
+    return (
+        "array"
+        if isinstance(value, list)
+        else "object"
+        if isinstance(value, dict)
         else type(value).__name__
+    )
 
 
 def _excerpt(value: Any, limit: int = 60) -> str:
@@ -289,7 +323,7 @@ def _excerpt(value: Any, limit: int = 60) -> str:
 def _excerpt_text(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     text = _one_line(text)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _one_line(text: str) -> str:

@@ -20,8 +20,8 @@ import signal
 import sys
 import threading
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
 
 EXIT_INTERRUPTED = 130
 
@@ -32,9 +32,9 @@ class ScriptError(Exception):
 
 @dataclass
 class Outcome:
-    ended: str                # completed | exception | interrupted | terminated | exit
+    ended: str  # completed | exception | interrupted | terminated | exit
     exit_code: int
-    error: Optional[str] = None
+    error: str | None = None
 
 
 def load_script(path: str) -> types.CodeType:
@@ -67,8 +67,12 @@ class Terminated(BaseException):
 SIGTERM_EXIT = 128 + 15
 
 
-def run_script(path: str, args: Sequence[str], code: Optional[types.CodeType] = None,
-               before_hard_exit: Optional[Callable[[int], None]] = None) -> Outcome:
+def run_script(
+    path: str,
+    args: Sequence[str],
+    code: types.CodeType | None = None,
+    before_hard_exit: Callable[[int], None] | None = None,
+) -> Outcome:
     """Execute the script in this process; returns how it ended. Never raises for the
     script's own exceptions: they are printed as Python prints them.
 
@@ -83,14 +87,19 @@ def run_script(path: str, args: Sequence[str], code: Optional[types.CodeType] = 
     sys.path[0] = os.path.dirname(os.path.abspath(path))
     main = types.ModuleType("__main__")
     absolute = os.path.abspath(path)
-    main.__dict__.update(__file__=absolute, __builtins__=builtins, __spec__=None,
-                         __package__=None, __cached__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", absolute))
+    main.__dict__.update(
+        __file__=absolute,
+        __builtins__=builtins,
+        __spec__=None,
+        __package__=None,
+        __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", absolute),
+    )
     sys.modules["__main__"] = main
     with _sigterm_raises() as sigterm:
         try:
             outcome = _run(code, main)
-        except Terminated:                 # SIGTERM while joining or printing
+        except Terminated:  # SIGTERM while joining or printing
             outcome = Outcome("terminated", SIGTERM_EXIT, "SIGTERM")
         finally:
             _flush()
@@ -114,7 +123,7 @@ def _run(code: types.CodeType, main: types.ModuleType) -> Outcome:
     except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
         _print_exception(e)
         outcome = Outcome("exception", 1, exception_line(e))
-    _wait_for_threads()   # the interpreter joins them after the main module, whatever its end
+    _wait_for_threads()  # the interpreter joins them after the main module, whatever its end
     return outcome
 
 
@@ -127,7 +136,7 @@ def _sigterm_raises():
         yield seen
         return
 
-    def on_sigterm(signum, frame):  # noqa: ARG001 - signal handler protocol
+    def on_sigterm(signum, frame):
         seen.set()
         raise Terminated()
 
@@ -151,21 +160,23 @@ def die_of(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-Report = Callable[[str, int, Optional[str]], None]
+Report = Callable[[str, int, str | None], None]
 
 
-def run_and_report(script: str, script_args: Sequence[str], code: types.CodeType,
-                   report: Report) -> Outcome:
+def run_and_report(
+    script: str, script_args: Sequence[str], code: types.CodeType, report: Report
+) -> Outcome:
     """Run the script as Python would, then ``report(ended, exit_code, error)`` once,
     with the script's modules out of gpuwhy's way (gpuwhy.script_modules); also when the
     script ends the process with ``os._exit`` or gpuwhy is interrupted while starting it."""
     from gpuwhy.script_modules import ScriptModules
+
     modules = ScriptModules(os.path.dirname(os.path.abspath(script)))
     reported: list[bool] = []
     pid = os.getpid()
 
-    def report_isolated(ended: str, exit_code: int, error: Optional[str]) -> None:
-        if reported or os.getpid() != pid:     # a forked child ends as under Python: silently
+    def report_isolated(ended: str, exit_code: int, error: str | None) -> None:
+        if reported or os.getpid() != pid:  # a forked child ends as under Python: silently
             return
         reported.append(True)
         with modules.for_gpuwhy():
@@ -198,8 +209,8 @@ def end_like_the_script(outcome: Outcome) -> int:
     return outcome.exit_code
 
 
-def _outcome_fields(outcome: Optional[Outcome]) -> tuple[str, int, Optional[str]]:
-    if outcome is None:   # gpuwhy itself was interrupted while starting the script
+def _outcome_fields(outcome: Outcome | None) -> tuple[str, int, str | None]:
+    if outcome is None:  # gpuwhy itself was interrupted while starting the script
         return ("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
     return (outcome.ended, outcome.exit_code, outcome.error)
 
@@ -232,21 +243,21 @@ def _exit_outcome(e: SystemExit) -> Outcome:
         return Outcome("completed", 0)
     if isinstance(code, int):
         return Outcome("completed" if code == 0 else "exit", code)
-    print(code, file=sys.stderr)      # sys.exit("message"): Python prints it, exits 1
+    print(code, file=sys.stderr)  # sys.exit("message"): Python prints it, exits 1
     return Outcome("exit", 1, str(code))
 
 
 def _print_exception(e: BaseException) -> None:
     seen: set[int] = set()
-    chain: list[Optional[BaseException]] = [e]
-    while chain:                         # Python prints causes and contexts too
+    chain: list[BaseException | None] = [e]
+    while chain:  # Python prints causes and contexts too
         link = chain.pop()
         if link is None or id(link) in seen:
             continue
         seen.add(id(link))
         link.with_traceback(_without_gpuwhy(link.__traceback__, isinstance(link, ImportError)))
         chain += [link.__cause__, link.__context__]
-    tb = e.__traceback__     # the default hook prints e.__traceback__, not its argument
+    tb = e.__traceback__  # the default hook prints e.__traceback__, not its argument
     _flush()
     try:
         sys.excepthook(type(e), e, tb)
@@ -288,7 +299,7 @@ def _trim_importlib(frames: list, always: bool) -> list:
     the import machinery would call the module: it ends the run the same way (import.c
     already trimmed what followed it)."""
     out: list = []
-    chunk_start: Optional[int] = None
+    chunk_start: int | None = None
     for tb in frames:
         code = tb.tb_frame.f_code
         if _is_gpuwhy(code.co_filename):
@@ -322,9 +333,13 @@ def _flush() -> None:
 
 def exception_line(e: BaseException) -> str:
     """``ValueError: boom``: the last line of a traceback, for the report."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()
-             and not ln.strip().startswith(("[[", "Detected at", "File ", "Stack trace", "node "))]
+    lines = [
+        ln.strip()
+        for ln in str(e).splitlines()
+        if ln.strip()
+        and not ln.strip().startswith(("[[", "Detected at", "File ", "Stack trace", "node "))
+    ]
     message = lines[0] if lines else ""
-    if message.endswith(":") and len(lines) > 1:   # TF: "in user code:", "Graph execution error:"
+    if message.endswith(":") and len(lines) > 1:  # TF: "in user code:", "Graph execution error:"
         message = lines[-1]
     return (f"{type(e).__name__}: {message}" if message else type(e).__name__)[:300]

@@ -23,8 +23,8 @@ import importlib.machinery
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Iterator, Optional
 
 _STARTUP_PROBE = "import sys; print('\\n'.join(sys.modules))"
 
@@ -41,8 +41,11 @@ class ScriptModules:
     def hide_shadowed(self) -> None:
         """Take out of ``sys.modules`` the modules gpuwhy loaded that a file in the
         script's directory shadows, so the script imports its own file as under Python."""
-        shadowed = [name for name in self.before
-                    if "." not in name and name != "__main__" and _has_file(name, [self.script_dir])]
+        shadowed = [
+            name
+            for name in self.before
+            if "." not in name and name != "__main__" and _has_file(name, [self.script_dir])
+        ]
         if not shadowed:
             return
         at_startup = _python_startup_modules()
@@ -73,20 +76,30 @@ class ScriptModules:
         own path resolves to another file: its ``secrets.py``, its ``random.py``."""
         tops = []
         for name, module in list(sys.modules.items()):
-            if "." in name or name == "__main__" or (name in self.before and name not in self.hidden):
+            if (
+                "." in name
+                or name == "__main__"
+                or (name in self.before and name not in self.hidden)
+            ):
                 continue
             origin = getattr(module, "__file__", None)
-            if name in self.hidden or (origin and _resolves_elsewhere(name, origin, self.gpuwhy_path)):
+            if name in self.hidden or (
+                origin and _resolves_elsewhere(name, origin, self.gpuwhy_path)
+            ):
                 tops.append(name)
-        return [key for key in list(sys.modules)
-                if any(key == top or key.startswith(top + ".") for top in tops)]
+        return [
+            key
+            for key in list(sys.modules)
+            if any(key == top or key.startswith(top + ".") for top in tops)
+        ]
 
 
 def _resolves_elsewhere(name: str, origin: str, path: list[str]) -> bool:
     spec = _find(name, path)
     found = getattr(spec, "origin", None)
-    return bool(found) and found != "namespace" and \
-        os.path.realpath(found) != os.path.realpath(origin)
+    return (
+        bool(found) and found != "namespace" and os.path.realpath(found) != os.path.realpath(origin)
+    )
 
 
 def _find(name: str, path: list[str]):
@@ -109,13 +122,18 @@ def _python_startup_modules() -> frozenset[str]:
     global _startup_cache
     if _startup_cache is None:
         try:
-            out = subprocess.run([sys.executable, "-c", _STARTUP_PROBE], capture_output=True,
-                                 text=True, timeout=30, check=True,
-                                 cwd=os.path.dirname(sys.executable) or None).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", _STARTUP_PROBE],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+                cwd=os.path.dirname(sys.executable) or None,
+            ).stdout
             _startup_cache = frozenset(out.split())
         except (OSError, subprocess.SubprocessError):
             _startup_cache = frozenset(sys.builtin_module_names)
     return _startup_cache
 
 
-_startup_cache: Optional[frozenset[str]] = None
+_startup_cache: frozenset[str] | None = None

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input.common import bottleneck
 
 
-def gpu_usable(facts: Facts) -> Optional[bool]:
+def gpu_usable(facts: Facts) -> bool | None:
     """True/False when the environment was checked, None when it was not."""
     return tf_can_use_gpu(facts.environment) if facts.environment else None
 
@@ -29,13 +27,16 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
         tf = facts.environment.tensorflow
         names = ", ".join(
             f"{d.get('device_name', d.get('name'))}"
-            + (f" (compute capability {'.'.join(map(str, d['compute_capability']))})"
-               if isinstance(d.get("compute_capability"), (list, tuple)) else "")
-            for d in tf.gpu_details) or ", ".join(tf.gpus)
+            + (
+                f" (compute capability {'.'.join(map(str, d['compute_capability']))})"
+                if isinstance(d.get("compute_capability"), (list, tuple))
+                else ""
+            )
+            for d in tf.gpu_details
+        ) or ", ".join(tf.gpus)
         worst = findings[0] if findings else None
         tail = f"; but: {worst.title}" if worst and worst.severity in ("high", "medium") else ""
-        return (f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} "
-                f"[{names}]{tail}.")
+        return f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} [{names}]{tail}."
     if facts.placement is not None:
         return _placement_verdict(facts, findings)
     if findings:
@@ -50,8 +51,11 @@ def _placement_verdict(facts: Facts, findings: list[Finding]) -> str:
     host = sum(f.host for f in placement.functions)
     cpu = sum(f.cpu for f in placement.functions)
     if placement.predicted:
-        where = (f"Predicted for this machine's {placement.gpu_name}" if placement.gpu_name
-                 else "Predicted for a GPU machine (none here)")
+        where = (
+            f"Predicted for this machine's {placement.gpu_name}"
+            if placement.gpu_name
+            else "Predicted for a GPU machine (none here)"
+        )
     else:
         where = f"Seen on {placement.gpu_name or 'the GPU'}"
     text = f"{where}: {gpu:,} of {nodes:,} ops compute on the GPU, {cpu:,} on the CPU"
@@ -68,8 +72,14 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     program = facts.program
     steps = facts.steps
     usable = gpu_usable(facts)
-    worst = next((f for f in findings if f.severity in ("high", "medium")
-                  and not (usable is False and f.id == "env.no-gpu")), None)
+    worst = next(
+        (
+            f
+            for f in findings
+            if f.severity in ("high", "medium") and not (usable is False and f.id == "env.no-gpu")
+        ),
+        None,
+    )
     if program.ended == "exception":
         head = f"The program failed ({program.error}) after {program.seconds:.1f} s"
     elif program.ended == "interrupted":
@@ -103,11 +113,21 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
     text = head + (": " + ", ".join(details) if details else "")
-    if worst is not None and worst.id == "input.bound" and steps is not None \
-            and steps.input_wait_fraction is not None:
+    if (
+        worst is not None
+        and worst.id == "input.bound"
+        and steps is not None
+        and steps.input_wait_fraction is not None
+    ):
         # its wait and stage are already said: name the next problem instead
-        worst = next((f for f in findings if f.severity in ("high", "medium")
-                      and f.id not in ("input.bound", "env.no-gpu")), None)
+        worst = next(
+            (
+                f
+                for f in findings
+                if f.severity in ("high", "medium") and f.id not in ("input.bound", "env.no-gpu")
+            ),
+            None,
+        )
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
     return text + "."
@@ -121,25 +141,34 @@ def _fix_verdict(facts: Facts) -> str:
     kept = [f for f in fixes if f.changes and not f.refused and f.worth_it and f.speedup]
     if kept:
         best = max(kept, key=lambda f: f.speedup)
-        text = (f"Input pipeline {best.speedup:,.1f}x faster with {len(best.changes)} "
-                f"change{'s' if len(best.changes) != 1 else ''} ({best.dataset}")
+        text = (
+            f"Input pipeline {best.speedup:,.1f}x faster with {len(best.changes)} "
+            f"change{'s' if len(best.changes) != 1 else ''} ({best.dataset}"
+        )
         if best.gap_closed is not None:
             text += f"; {best.gap_closed:.0%} of the way to its output cached in memory"
         text += ")"
         if best.same_elements:
             text += ", elements unchanged (checked bitwise)"
         more = len(kept) - 1
-        return text + (f"; {more} more pipeline{'s' if more != 1 else ''} improved" if more else "") + "."
+        return (
+            text
+            + (f"; {more} more pipeline{'s' if more != 1 else ''} improved" if more else "")
+            + "."
+        )
     failed = [f for f in fixes if f.error]
     if failed and len(failed) == len(fixes):
         return f"Could not optimise the input pipeline: {failed[0].error}."
     if any(f.refused for f in fixes):
         return f"Rewrite refused: {next(f.refused for f in fixes if f.refused)}."
-    return ("No safe change makes the input pipeline measurably faster"
-            + ("" if all(not f.changes for f in fixes) else " (the changes tried gave no gain)") + ".")
+    return (
+        "No safe change makes the input pipeline measurably faster"
+        + ("" if all(not f.changes for f in fixes) else " (the changes tried gave no gain)")
+        + "."
+    )
 
 
-def _bottleneck(facts: Facts) -> Optional[str]:
+def _bottleneck(facts: Facts) -> str | None:
     """The slowest stage of the pipeline the steps read, for people:
     ``ParallelMapV2(parse at train.py:41)``."""
     tfdata, steps = facts.tfdata, facts.steps
@@ -167,14 +196,14 @@ def _headline(title: str, limit: int = 90) -> str:
     if len(title) <= limit:
         return title
     head = title.split(": ", 1)[0]
-    return head if len(head) <= limit else head[:limit - 1] + "…"
+    return head if len(head) <= limit else head[: limit - 1] + "…"
 
 
-def _gpu_busy(facts: Facts) -> Optional[float]:
+def _gpu_busy(facts: Facts) -> float | None:
     """Mean NVML utilisation of the busiest GPU over the run."""
     samples = facts.gpu_samples
     means = []
-    for gpu in (samples.gpus if samples is not None else ()):
+    for gpu in samples.gpus if samples is not None else ():
         known = [u for u in gpu.utilization if u is not None]
         if known:
             means.append(sum(known) / len(known))

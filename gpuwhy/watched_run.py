@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gpuwhy.collect.run import imports
 from gpuwhy.collect.run.base import RunCollector, StepWindow
@@ -20,7 +21,7 @@ from gpuwhy.record import RunRecord
 from gpuwhy.runner import exception_line
 
 DEFAULT_HZ = 10.0
-AUDIT_FUNCTIONS = 4       # the tf.functions with the most time in calls get a placement audit
+AUDIT_FUNCTIONS = 4  # the tf.functions with the most time in calls get a placement audit
 
 
 class Session:
@@ -32,35 +33,47 @@ class Session:
     default; 1 counts every op, at about a fifth more per small eager op).
     """
 
-    def __init__(self, hz: float = DEFAULT_HZ, audit: bool = True, eager: bool = True,
-                 command: Optional[Sequence[str]] = None,
-                 eager_duty: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        hz: float = DEFAULT_HZ,
+        audit: bool = True,
+        eager: bool = True,
+        command: Sequence[str] | None = None,
+        eager_duty: float | None = None,
+    ) -> None:
         from gpuwhy.collect.run.eager import EagerOpCounter
         from gpuwhy.collect.run.functions import FunctionWatcher
         from gpuwhy.collect.run.pipelines import PipelineCollector
         from gpuwhy.collect.sampler import GpuSampler
+
         if not (hz > 0):
             raise ValueError("hz must be a positive number of samples per second")
         self.hz, self.audit, self.command = hz, audit, tuple(command or sys.argv)
         self.steps = StepCollector()
         self.functions = FunctionWatcher()
-        self.eager: Optional[RunCollector] = (
+        self.eager: RunCollector | None = (
             EagerOpCounter(**({} if eager_duty is None else {"duty": eager_duty}))
-            if eager else None)
+            if eager
+            else None
+        )
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
         self.pipelines = PipelineCollector()
-        self.collectors: list[RunCollector] = [c for c in (
-            self.steps, self.functions, self.eager, self.sampler, self.pipelines) if c is not None]
-        self.t0: Optional[float] = None
-        self.record: Optional[RunRecord] = None
+        self.collectors: list[RunCollector] = [
+            c
+            for c in (self.steps, self.functions, self.eager, self.sampler, self.pipelines)
+            if c is not None
+        ]
+        self.t0: float | None = None
+        self.record: RunRecord | None = None
         self._driver = None
         self._devices = None
         self.notes: list[str] = []
         self._frames_hidden = None
 
     # -- life cycle --------------------------------------------------------------------
-    def start(self) -> "Session":
+    def start(self) -> Session:
         from gpuwhy.collect import driver as driver_collector
+
         if self.t0 is not None:
             raise RuntimeError("this session was already started")
         # NVML before TF touches the GPU: what it lists now belongs to other programs.
@@ -75,6 +88,7 @@ class Session:
 
     def _on_tensorflow(self, _module: Any = None) -> None:
         from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
+
         self._frames_hidden = hide_gpuwhy_frames()  # never raises; .reason says what a TF lacked
         for collector in self.collectors:
             self._safely(collector.on_tensorflow)
@@ -89,8 +103,9 @@ class Session:
         except Exception as e:  # noqa: BLE001 - watching must never break the program
             self.notes.append(f"{getattr(fn, '__qualname__', fn)} failed: {type(e).__name__}: {e}")
 
-    def stop(self, ended: str = "completed", exit_code: int = 0,
-             error: Optional[str] = None) -> RunRecord:
+    def stop(
+        self, ended: str = "completed", exit_code: int = 0, error: str | None = None
+    ) -> RunRecord:
         """Undo every hook, gather the facts, run the rules. Safe to call twice."""
         if self.record is not None:
             return self.record
@@ -107,7 +122,7 @@ class Session:
         self.record = RunRecord.diagnose("run", facts)
         return self.record
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -120,45 +135,69 @@ class Session:
         # never swallow the program's exception
 
     # -- facts -----------------------------------------------------------------------
-    def _facts(self, t_end: float, ended: str, exit_code: int, error: Optional[str]) -> Facts:
+    def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:
         from gpuwhy.collect.run.environment import run_environment_facts
         from gpuwhy.collect.run.input_wait import with_keras_input_wait
+
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
         calls = self._guard("tf.function calls", self.functions.calls, {})
-        steps, window = self._guard("steps", lambda: self.steps.facts(self.t0, calls, t_end),
-                                    (None, StepWindow(self.t0)))
-        tfdata = self._guard("tf.data pipelines", self.pipelines.facts, None) \
-            if tf_imported else None
+        steps, window = self._guard(
+            "steps", lambda: self.steps.facts(self.t0, calls, t_end), (None, StepWindow(self.t0))
+        )
+        tfdata = (
+            self._guard("tf.data pipelines", self.pipelines.facts, None) if tf_imported else None
+        )
         steps = with_keras_input_wait(steps, tfdata)
-        eager = self._guard("eager ops", lambda: self.eager.facts(window), None) \
-            if self.eager else None
+        eager = (
+            self._guard("eager ops", lambda: self.eager.facts(window), None) if self.eager else None
+        )
         tracing = self._guard("tracing", lambda: self.functions.facts(self.t0), None)
         gpu_samples = self._guard("GPU samples", self.sampler.facts, None)  # with TF's peak
-        placement = self._guard("placement audit", lambda: self._audit(tracing), None) if (
-            self.audit and tf_imported) else None
-        environment = self._guard("environment", lambda: run_environment_facts(self._driver), None) \
-            if tf_imported else None
+        placement = (
+            self._guard("placement audit", lambda: self._audit(tracing), None)
+            if (self.audit and tf_imported)
+            else None
+        )
+        environment = (
+            self._guard("environment", lambda: run_environment_facts(self._driver), None)
+            if tf_imported
+            else None
+        )
         notes = list(self.notes) + list(self.steps.notes)
         if not tf_imported:
             notes.append("the program never imported TensorFlow: no steps, traces or placement")
         if self.eager is not None and getattr(self.eager, "notes", None):
             notes.extend(self.eager.notes)
         program = ProgramFacts(
-            command=self.command, ended=ended, exit_code=exit_code, error=error,
-            seconds=round(t_end - self.t0, 3), tensorflow_imported=tf_imported,
+            command=self.command,
+            ended=ended,
+            exit_code=exit_code,
+            error=error,
+            seconds=round(t_end - self.t0, 3),
+            tensorflow_imported=tf_imported,
             tensorflow_version=getattr(sys.modules.get("tensorflow"), "__version__", None),
-            keras_version=_keras_version(), gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
-            notes=tuple(notes))
-        return Facts(environment=environment, devices=self._devices, placement=placement,
-                     program=program, steps=steps, eager=eager, tracing=tracing,
-                     gpu_samples=gpu_samples, tfdata=tfdata)
+            keras_version=_keras_version(),
+            gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
+            notes=tuple(notes),
+        )
+        return Facts(
+            environment=environment,
+            devices=self._devices,
+            placement=placement,
+            program=program,
+            steps=steps,
+            eager=eager,
+            tracing=tracing,
+            gpu_samples=gpu_samples,
+            tfdata=tfdata,
+        )
 
     def _guard(self, what: str, fn, default):
         """After the program: one section failing keeps the others (GPUWHY_DEBUG raises)."""
         try:
             return fn()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if os.environ.get("GPUWHY_DEBUG"):
                 raise
             self.notes.append(f"{what} failed: {type(e).__name__}: {e}")
@@ -167,6 +206,7 @@ class Session:
     def _audit(self, tracing):
         """Placement audit of the functions the program spent its time in."""
         from gpuwhy.collect.placement import audit_functions
+
         if tracing is None:
             return None
         ran = sorted((f for f in tracing.functions if f.calls), key=lambda f: -f.call_s)
@@ -186,6 +226,7 @@ class Session:
     def render(self, format: str = "terminal", verbose: bool = False, color: bool = False) -> str:
         """The report as text (stopping the session first if needed)."""
         from gpuwhy.report import renderer_class
+
         record = self.record or self.stop()
         return renderer_class(format)(verbose=verbose, color=color).render(record)
 
@@ -205,14 +246,17 @@ def _is_tty(stream: Any) -> bool:
 
 def _own_process_tree() -> set[int]:
     from gpuwhy.collect.process_tree import descendants
+
     return {os.getpid(), *descendants(os.getpid())}
 
 
 def _tf_gpus() -> tuple[str, ...]:
     from gpuwhy.tfapi.memory import tf_gpus
+
     return tf_gpus()
 
 
-def _keras_version() -> Optional[str]:
+def _keras_version() -> str | None:
     from gpuwhy.tfapi.keras_hooks import keras_version
+
     return keras_version()

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Optional
 
 from gpuwhy.collect import driver
 from gpuwhy.collect.process_tree import ProcessTree
@@ -72,7 +71,7 @@ def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecor
     """
     executable = resolve(list(argv))
     _, devices = driver.collect(exclude_pids=frozenset({os.getpid()}))
-    root: dict[str, Optional[ProcessTree]] = {"tree": None}
+    root: dict[str, ProcessTree | None] = {"tree": None}
 
     def watched_pids() -> frozenset[int]:
         tree = root["tree"]
@@ -93,7 +92,7 @@ def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecor
     def forward(signum, _frame) -> None:
         received.append(signum)
         if signum == signal.SIGINT and _in_terminal_foreground():
-            return                      # the terminal sent it to the child as well
+            return  # the terminal sent it to the child as well
         try:
             child.send_signal(signum)
         except OSError:
@@ -120,8 +119,8 @@ def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecor
     else:
         ended = "completed" if code == 0 else "exit"
     error = f"killed by {_signal_name(killed_by)}" if killed_by is not None else None
-    program = ProgramFacts(command=tuple(argv), ended=ended, exit_code=code, error=error,
-                           seconds=round(seconds, 3))
-    facts = Facts(environment=None, devices=devices, program=program,
-                  gpu_samples=sampler.facts())
+    program = ProgramFacts(
+        command=tuple(argv), ended=ended, exit_code=code, error=error, seconds=round(seconds, 3)
+    )
+    facts = Facts(environment=None, devices=devices, program=program, gpu_samples=sampler.facts())
     return RunRecord.diagnose("watch", facts), code

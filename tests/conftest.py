@@ -23,6 +23,7 @@ def python_without_tensorflow(tmp_path_factory) -> str:
 def fake_tensorflow(tmp_path):
     """Make a `tensorflow` package on a PYTHONPATH whose import runs ``body``: a real broken
     install (shadowing package, crash, hang) for the child process to meet."""
+
     def make(body: str, build_info: str | None = None) -> dict:
         pkg = tmp_path / "site" / "tensorflow"
         (pkg / "python" / "platform").mkdir(parents=True)
@@ -30,6 +31,7 @@ def fake_tensorflow(tmp_path):
         if build_info is not None:
             (pkg / "python" / "platform" / "build_info.py").write_text(build_info)
         return {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+
     return make
 
 
@@ -45,7 +47,10 @@ def build_so(tmp_path_factory):
     def build(directory: Path, soname: str) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         out = directory / soname
-        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src),
-                        f"-Wl,-soname,{soname}"], check=True)
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"],
+            check=True,
+        )
         return out
+
     return build

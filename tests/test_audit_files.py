@@ -65,12 +65,15 @@ IN_PROCESS_CASES = {
 def test_cli_says_what_is_wrong_in_one_line(files, name):
     """The real command a user types, with a relative path: exit 2 and one
     `gpuwhy: error:` line that starts with that path and says what the file is."""
-    result = subprocess.run([GPUWHY, "audit", name], check=False, capture_output=True,
-                            text=True, timeout=300, cwd=files)
+    result = subprocess.run(
+        [GPUWHY, "audit", name], check=False, capture_output=True, text=True, timeout=300, cwd=files
+    )
     errors = [line for line in result.stderr.splitlines() if line.startswith("gpuwhy:")]
     assert result.returncode == 2, result.stderr
     assert len(errors) == 1, result.stderr
-    assert errors[0].startswith(f"gpuwhy: error: {name}") and CLI_CASES[name] in errors[0], result.stderr
+    assert errors[0].startswith(f"gpuwhy: error: {name}") and CLI_CASES[name] in errors[0], (
+        result.stderr
+    )
     assert "Traceback" not in result.stderr and "File not found" not in result.stderr
     assert result.stdout == ""
 
@@ -83,7 +86,9 @@ def test_audit_path_names_the_file_and_the_problem(files, name):
     with pytest.raises(AuditError) as caught:
         audit_path(path)
     message = str(caught.value)
-    assert message.startswith(str(path)) and IN_PROCESS_CASES[name] in message and "\n" not in message
+    assert (
+        message.startswith(str(path)) and IN_PROCESS_CASES[name] in message and "\n" not in message
+    )
 
 
 def test_the_real_files_still_audit(files):

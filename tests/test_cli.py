@@ -15,8 +15,13 @@ NO_GPU_HERE = not os.path.exists("/dev/nvidiactl")
 
 
 def gpuwhy(*args, env=None, cmd=None):
-    return subprocess.run((cmd or GPUWHY) + list(args), capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        (cmd or GPUWHY) + list(args),
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,7 @@ def test_check_on_a_machine_without_driver_says_no_driver(check_run):
     assert finding["severity"] == "high"
     assert finding["evidence"]["causes"][0]["code"] == "no-driver"
     assert record["verdict"]["gpu_usable"] is False
-    assert "\x1b[" not in result.stdout          # piped: no colour codes
+    assert "\x1b[" not in result.stdout  # piped: no colour codes
 
 
 def test_check_writes_a_valid_schema_1_record(check_run):
@@ -53,10 +58,17 @@ def test_hidden_gpus_and_a_wrong_cuda_major_on_the_loader_path(tmp_path, build_s
     and only a CUDA 13 runtime on LD_LIBRARY_PATH for a CUDA 12 build."""
     lib = build_so(tmp_path / "cuda-13", "libcudart.so.13")
     out = tmp_path / "r.json"
-    result = gpuwhy("check", "--json", str(out), cmd=[sys.executable, "-m", "gpuwhy"],
-                    env={"CUDA_VISIBLE_DEVICES": "-1", "LD_LIBRARY_PATH": str(lib.parent)})
+    result = gpuwhy(
+        "check",
+        "--json",
+        str(out),
+        cmd=[sys.executable, "-m", "gpuwhy"],
+        env={"CUDA_VISIBLE_DEVICES": "-1", "LD_LIBRARY_PATH": str(lib.parent)},
+    )
     assert result.returncode == 1
-    causes = {c["code"]: c for c in json.loads(out.read_text())["findings"][0]["evidence"]["causes"]}
+    causes = {
+        c["code"]: c for c in json.loads(out.read_text())["findings"][0]["evidence"]["causes"]
+    }
     assert list(causes)[:2] == ["no-driver", "hidden-by-cuda-visible-devices"]
     assert f"found {lib} instead" in causes["missing-libraries"]["detail"]
     assert "CUDA_VISIBLE_DEVICES='-1' hides every GPU" in result.stdout
@@ -83,12 +95,15 @@ def test_report_re_renders_a_saved_record(check_run):
     assert validation_errors(json.loads(rechecked.stdout)) == []
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "is not valid JSON"),
-    ('{"schema": 2}', "upgrade gpuwhy"),
-    ('{"hello": 1}', "not a gpuwhy run record"),
-    ('{"schema": 1, "tool": {}}', "invalid run record"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"schema": 2}', "upgrade gpuwhy"),
+        ('{"hello": 1}', "not a gpuwhy run record"),
+        ('{"schema": 1, "tool": {}}', "invalid run record"),
+    ],
+)
 def test_report_refuses_bad_files_in_one_line(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -126,11 +141,14 @@ def test_unknown_format_is_a_usage_error(check_run):
 def test_ctrl_c_during_check_exits_130_and_leaves_no_child(fake_tensorflow, tmp_path):
     import signal
     import time
+
     pid_file = tmp_path / "child.pid"
-    env = fake_tensorflow(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-                          "time.sleep(600)\n")
-    proc = subprocess.Popen(GPUWHY + ["check"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = fake_tensorflow(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        GPUWHY + ["check"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 60
     while not pid_file.exists() and time.time() < deadline:
         time.sleep(0.1)
@@ -144,12 +162,18 @@ def test_ctrl_c_during_check_exits_130_and_leaves_no_child(fake_tensorflow, tmp_
         os.kill(child, 0)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["report", "/bin/ls"], "is not a text file"),
-    (["check", "--timeout", "nan"], "--timeout must be a positive number"),
-    (["report", "{record}", "-f", ":X"], "cannot load renderer"),
-    (["report", "{record}", "-f", "gpuwhy.report.base:Renderer"], "not a gpuwhy Renderer subclass"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["report", "/bin/ls"], "is not a text file"),
+        (["check", "--timeout", "nan"], "--timeout must be a positive number"),
+        (["report", "{record}", "-f", ":X"], "cannot load renderer"),
+        (
+            ["report", "{record}", "-f", "gpuwhy.report.base:Renderer"],
+            "not a gpuwhy Renderer subclass",
+        ),
+    ],
+)
 def test_odd_input_gets_one_line_not_a_traceback(check_run, args, message):
     _, _, path = check_run
     result = gpuwhy(*[a.replace("{record}", str(path)) for a in args])
@@ -165,7 +189,7 @@ def test_deeply_nested_json_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
-SAVED_MODEL_SOURCE = '''
+SAVED_MODEL_SOURCE = """
 import sys
 import tensorflow as tf
 
@@ -181,7 +205,7 @@ class Model(tf.Module):
 
 model = Model()
 tf.saved_model.save(model, sys.argv[1], signatures={"serving_default": model.serve})
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -189,15 +213,19 @@ def saved_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("saved")
     script = root / "make_model.py"
     script.write_text(SAVED_MODEL_SOURCE)
-    subprocess.run([sys.executable, str(script), str(root / "model")], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(script), str(root / "model")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return root / "model"
 
 
 def test_audit_a_saved_model_predicts_cpu_ops_and_writes_a_valid_record(saved_model, tmp_path):
     out = tmp_path / "audit.json"
     result = gpuwhy("audit", str(saved_model), "--json", str(out))
-    assert result.returncode == 1, result.stderr        # medium findings
+    assert result.returncode == 1, result.stderr  # medium findings
     first = result.stdout.splitlines()[0]
     assert first.startswith("• Predicted for a GPU machine (none here):"), first
     record = json.loads(out.read_text())
@@ -210,7 +238,7 @@ def test_audit_a_saved_model_predicts_cpu_ops_and_writes_a_valid_record(saved_mo
     # The per-op table and the copies are in the terminal report.
     assert "Placement (predicted for a GPU machine: no GPU here)" in result.stdout
     assert "StringLength" in result.stdout and "no-gpu-kernel" in result.stdout
-    assert "Registered:" not in result.stderr            # the kernel registry's noise is kept off
+    assert "Registered:" not in result.stderr  # the kernel registry's noise is kept off
 
 
 def test_audit_verify_without_a_gpu_says_it_could_not(saved_model, tmp_path):
@@ -222,11 +250,17 @@ def test_audit_verify_without_a_gpu_says_it_could_not(saved_model, tmp_path):
     assert check["ran"] is False and "no GPU on this machine" in check["reason"]
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p / "missing", "no such file or directory"),
-    (lambda p: p, "not a SavedModel"),
-    (lambda p: (p / "notes.txt").write_text("x") and p / "notes.txt", "not a SavedModel directory or a .keras"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p / "missing", "no such file or directory"),
+        (lambda p: p, "not a SavedModel"),
+        (
+            lambda p: (p / "notes.txt").write_text("x") and p / "notes.txt",
+            "not a SavedModel directory or a .keras",
+        ),
+    ],
+)
 def test_audit_odd_paths_get_one_line(tmp_path, make, message):
     result = gpuwhy("audit", str(make(tmp_path)))
     assert result.returncode == 2

@@ -6,21 +6,31 @@ from tests import builders as b
 
 
 def test_record_round_trips_through_json():
-    facts = b.facts(tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudnn",))),
-                    devices=[b.gpu(0, processes=(b.process(),))],
-                    env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "1"})
+    facts = b.facts(
+        tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudnn",))),
+        devices=[b.gpu(0, processes=(b.process(),))],
+        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "1"},
+    )
     record = RunRecord.diagnose("check", facts)
     data = record.to_dict()
     assert validation_errors(data) == []
     loaded = RunRecord.from_dict(data)
     assert loaded.facts == record.facts
     assert loaded.findings == record.findings
-    assert [f.id for f in loaded.findings] == ["env.no-gpu", "env.gpu-shared", "env.allocator-settings"]
+    assert [f.id for f in loaded.findings] == [
+        "env.no-gpu",
+        "env.gpu-shared",
+        "env.allocator-settings",
+    ]
 
 
 def test_findings_sorted_by_severity_then_gain():
-    facts = b.facts(devices=[b.gpu(0, processes=(b.process(1, 10.0),)),
-                             b.gpu(1, processes=(b.process(2, 20.0),))])
+    facts = b.facts(
+        devices=[
+            b.gpu(0, processes=(b.process(1, 10.0),)),
+            b.gpu(1, processes=(b.process(2, 20.0),)),
+        ]
+    )
     record = RunRecord.diagnose("check", facts)
     assert [f.evidence["gpu"] for f in record.findings] == [1, 0]
 
@@ -45,6 +55,7 @@ def test_schema_run_sections_match_the_facts_dataclasses():
     without regenerating fails here, not in a user's `gpuwhy report`."""
     import importlib.util
     from pathlib import Path
+
     path = Path(__file__).resolve().parents[1] / "tools" / "generate_schema.py"
     spec = importlib.util.spec_from_file_location("generate_schema", path)
     module = importlib.util.module_from_spec(spec)
@@ -64,27 +75,33 @@ def _refusal(data) -> str:
 def test_refusals_name_the_field_what_it_should_be_and_what_it_is():
     data = RunRecord.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["gpu_details"][0]["compute_capability"] = "9.0"
-    assert _refusal(data) == ("invalid run record: environment/tensorflow/gpu_details/0/"
-                              "compute_capability: expected an array of integers or null, "
-                              'got string ("9.0")')
+    assert _refusal(data) == (
+        "invalid run record: environment/tensorflow/gpu_details/0/"
+        "compute_capability: expected an array of integers or null, "
+        'got string ("9.0")'
+    )
     data = RunRecord.diagnose("check", b.facts()).to_dict()
     del data["findings"]
     assert _refusal(data) == "invalid run record: (top): missing the required field findings"
     data = RunRecord.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["probe_status"] = "x" * 500
     message = _refusal(data)
-    assert message.startswith('invalid run record: environment/tensorflow/probe_status: expected '
-                              'one of "ok", "timeout", "crashed", "error", got string ("xxx')
+    assert message.startswith(
+        "invalid run record: environment/tensorflow/probe_status: expected "
+        'one of "ok", "timeout", "crashed", "error", got string ("xxx'
+    )
     assert len(message) < 250
 
 
 def test_an_integer_field_refuses_an_integral_float():
     """JSON Schema lets 2.0 pass as an integer; it would reach the facts as a float."""
     from tests.report import builders as rb
+
     data = rb.watched_run().to_dict()
     data["tfdata"]["pipelines"][0]["bottleneck"] = 1.0
-    assert _refusal(data).endswith("tfdata/pipelines/0/bottleneck: expected an integer or null, "
-                                   "got number (1.0)")
+    assert _refusal(data).endswith(
+        "tfdata/pipelines/0/bottleneck: expected an integer or null, got number (1.0)"
+    )
 
 
 def test_build_info_keys_gpuwhy_does_not_read_are_kept_as_they_are():

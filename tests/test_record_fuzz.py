@@ -17,8 +17,9 @@ import random
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import pytest
 
@@ -30,10 +31,16 @@ from gpuwhy.report.terminal import TerminalRenderer
 ROOT = Path(__file__).resolve().parents[1]
 # Values of each JSON type, with the awkward ones: negative, huge, empty.
 VALUES: dict[str, tuple[Any, ...]] = {
-    "integer": (7, -3), "number": (1.5, 1e308), "string": ("x", ""), "boolean": (True,),
-    "null": (None,), "array": ([], [1, 2], ["a", "b"]), "object": ({}, {"a": 1})}
+    "integer": (7, -3),
+    "number": (1.5, 1e308),
+    "string": ("x", ""),
+    "boolean": (True,),
+    "null": (None,),
+    "array": ([], [1, 2], ["a", "b"]),
+    "object": ({}, {"a": 1}),
+}
 MAX_MESSAGE = 300
-HTML_EVERY = 50          # the HTML page (~0.15 s) for every 50th mutant that loads
+HTML_EVERY = 50  # the HTML page (~0.15 s) for every 50th mutant that loads
 SEED = 12
 
 Path_ = tuple[Any, ...]
@@ -41,21 +48,32 @@ Path_ = tuple[Any, ...]
 
 # -- the records -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def real_records(tmp_path_factory) -> dict[str, dict]:
     """The JSON of a real `gpuwhy check` and a real `gpuwhy run` of
     examples/slow_training.py on this machine, made side by side (~15 s)."""
     out = tmp_path_factory.mktemp("fuzz-records")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    commands = {"check": ["check", "--json", str(out / "check.json")],
-                "run": ["run", "--json", str(out / "run.json"), "examples/slow_training.py"]}
-    procs = {name: subprocess.Popen([sys.executable, "-m", "gpuwhy", *args], cwd=ROOT, env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for name, args in commands.items()}
+    commands = {
+        "check": ["check", "--json", str(out / "check.json")],
+        "run": ["run", "--json", str(out / "run.json"), "examples/slow_training.py"],
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "gpuwhy", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in commands.items()
+    }
     records = {}
     for name, proc in procs.items():
         _, stderr = proc.communicate(timeout=600)
-        assert proc.returncode in (0, 1), stderr[-3000:]     # check: 1 when no GPU is usable
+        assert proc.returncode in (0, 1), stderr[-3000:]  # check: 1 when no GPU is usable
         records[name] = json.loads((out / f"{name}.json").read_text())
     return records
 
@@ -63,46 +81,109 @@ def real_records(tmp_path_factory) -> dict[str, dict]:
 def synthetic_records() -> dict[str, dict]:
     """Records with the sections this machine's real ones lack: GPUs and NVML samples, TF's
     GPU details, a verified placement audit, measured input-pipeline fixes."""
-    from gpuwhy.facts import (Disagreement, Facts, InputFix, InputFixFacts, PipelineChange,
-                              PipelineRate, PlacementCheck, ProgramFacts, TfDataFacts)
+    from gpuwhy.facts import (
+        Disagreement,
+        Facts,
+        InputFix,
+        InputFixFacts,
+        PipelineChange,
+        PipelineRate,
+        PlacementCheck,
+        ProgramFacts,
+        TfDataFacts,
+    )
     from tests import builders as b
     from tests.report import builders as rb
 
     def rate(x: float) -> PipelineRate:
         return PipelineRate(median=x, min=x * 0.9, max=x * 1.1, passes=5, elements_per_pass=128)
 
-    cache = PipelineChange(kind="cache", stage="batch(32)", location="train.py:67", code=".cache()",
-                           why="same elements every pass", source_line="ds = ds.batch(32)")
-    fixes = InputFixFacts(fixes=(
-        InputFix(dataset="dataset created at train.py:67", location="train.py:67",
-                 iterated_at=("train.py:80",), before=rate(55.7), after=rate(6361.3),
-                 ideal=rate(7099.8), gap_closed=0.91, speedup=114.2, same_elements=True,
-                 elements_checked="bitwise, 3 passes", changes=(cache,),
-                 left_alone=("train.py:60 shuffle: changes the order",), notes=("a note",)),
-        InputFix(dataset="d", before=rate(564), after=rate(355), speedup=0.63, changes=(cache,),
-                 refused="elements differ"),
-        InputFix(dataset="e", error="NotFoundError: data.tfrecord")), library_only=("keras",))
-    check = PlacementCheck(ran=True, device="/GPU:0", nodes_compared=12, disagreements=(
-        Disagreement(node="train_step/Mean", op="Mean", predicted="CPU", actual="GPU"),))
-    audit = b.placement(groups=[b.op_group("MatMul"), b.op_group("Mean", reason="forced-cpu")],
-                        copies=[b.host_copy()], tensor_ops=[b.tensor_op()], predicted=False,
-                        compute_capability=(9, 0), gpu_name="NVIDIA H100", verification=check,
-                        tf32_enabled=True, mixed_precision_policy="mixed_float16")
+    cache = PipelineChange(
+        kind="cache",
+        stage="batch(32)",
+        location="train.py:67",
+        code=".cache()",
+        why="same elements every pass",
+        source_line="ds = ds.batch(32)",
+    )
+    fixes = InputFixFacts(
+        fixes=(
+            InputFix(
+                dataset="dataset created at train.py:67",
+                location="train.py:67",
+                iterated_at=("train.py:80",),
+                before=rate(55.7),
+                after=rate(6361.3),
+                ideal=rate(7099.8),
+                gap_closed=0.91,
+                speedup=114.2,
+                same_elements=True,
+                elements_checked="bitwise, 3 passes",
+                changes=(cache,),
+                left_alone=("train.py:60 shuffle: changes the order",),
+                notes=("a note",),
+            ),
+            InputFix(
+                dataset="d",
+                before=rate(564),
+                after=rate(355),
+                speedup=0.63,
+                changes=(cache,),
+                refused="elements differ",
+            ),
+            InputFix(dataset="e", error="NotFoundError: data.tfrecord"),
+        ),
+        library_only=("keras",),
+    )
+    check = PlacementCheck(
+        ran=True,
+        device="/GPU:0",
+        nodes_compared=12,
+        disagreements=(
+            Disagreement(node="train_step/Mean", op="Mean", predicted="CPU", actual="GPU"),
+        ),
+    )
+    audit = b.placement(
+        groups=[b.op_group("MatMul"), b.op_group("Mean", reason="forced-cpu")],
+        copies=[b.host_copy()],
+        tensor_ops=[b.tensor_op()],
+        predicted=False,
+        compute_capability=(9, 0),
+        gpu_name="NVIDIA H100",
+        verification=check,
+        tf32_enabled=True,
+        mixed_precision_policy="mixed_float16",
+    )
     records = {
         # the real run's placement, tf.data, traces and eager ops are fuzzed there already
-        "watched-run": rb.watched_run(rb.steps(count=40), rb.gpu_samples(rb.gpu_series(samples=30)),
-                                      placement=None, tfdata=None, tracing=None, eager=None),
-        "healthy-check": RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))])),
+        "watched-run": rb.watched_run(
+            rb.steps(count=40),
+            rb.gpu_samples(rb.gpu_series(samples=30)),
+            placement=None,
+            tfdata=None,
+            tracing=None,
+            eager=None,
+        ),
+        "healthy-check": RunRecord.diagnose(
+            "check", b.facts(devices=[b.gpu(0, processes=(b.process(),))])
+        ),
         "audit": RunRecord.diagnose("audit", Facts(placement=audit)),
-        "fix": RunRecord.diagnose("fix", Facts(
-            environment=b.environment(), program=ProgramFacts(command=("train.py",)),
-            tfdata=TfDataFacts(pipelines=(rb.pipeline(),)), input_fixes=fixes)),
+        "fix": RunRecord.diagnose(
+            "fix",
+            Facts(
+                environment=b.environment(),
+                program=ProgramFacts(command=("train.py",)),
+                tfdata=TfDataFacts(pipelines=(rb.pipeline(),)),
+                input_fixes=fixes,
+            ),
+        ),
         "empty": RunRecord.diagnose("run", Facts()),
     }
     return {name: record.to_dict() for name, record in records.items()}
 
 
 # -- mutation ----------------------------------------------------------------------------------
+
 
 def shrink(data: Any) -> Any:
     """Lists of more than three items cut to their first and last: the mutants only touch
@@ -142,8 +223,9 @@ def json_type(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    return {int: "integer", float: "number", str: "string", list: "array",
-            dict: "object"}[type(value)]
+    return {int: "integer", float: "number", str: "string", list: "array", dict: "object"}[
+        type(value)
+    ]
 
 
 def replacements(path: Path_, original: Any) -> list[Any]:
@@ -186,30 +268,33 @@ def slash(path: Path_) -> str:
 
 # -- the property ------------------------------------------------------------------------------
 
-def check(data: dict, path: Path_, html: bool) -> tuple[Optional[str], bool]:
+
+def check(data: dict, path: Path_, html: bool) -> tuple[str | None, bool]:
     """(what went wrong or None, whether it loaded) for ``data``, mutated at ``path``:
     read back as a saved file would be, then every renderer and ``--recheck``."""
     try:
         record = RunRecord.from_dict(json.loads(json.dumps(data)))
     except RecordError as e:
         return _bad_refusal(str(e), path), False
-    except Exception:  # noqa: BLE001 - any other exception is the bug this test hunts
+    except Exception:
         return f"from_dict crashed:\n{traceback.format_exc(limit=-3)}", False
-    stages = {"recheck": record.recheck,
-              "terminal": lambda: TerminalRenderer().render(record),
-              "terminal --verbose": lambda: TerminalRenderer(verbose=True).render(record),
-              "json": lambda: JsonRenderer().render(record)}
+    stages = {
+        "recheck": record.recheck,
+        "terminal": lambda: TerminalRenderer().render(record),
+        "terminal --verbose": lambda: TerminalRenderer(verbose=True).render(record),
+        "json": lambda: JsonRenderer().render(record),
+    }
     if html:
         stages["html"] = lambda: HtmlRenderer().render(record)
     for name, stage in stages.items():
         try:
             stage()
-        except Exception:  # noqa: BLE001 - any exception is the bug this test hunts
+        except Exception:
             return f"{name} crashed:\n{traceback.format_exc(limit=-4)}", True
     return None, True
 
 
-def _bad_refusal(message: str, path: Path_) -> Optional[str]:
+def _bad_refusal(message: str, path: Path_) -> str | None:
     """A refusal is good when it is one short line that names the mutated field."""
     if "\n" in message or len(message) > MAX_MESSAGE:
         return f"refused with a message of {len(message)} chars: {message[:MAX_MESSAGE]!r}"
@@ -235,10 +320,13 @@ def fuzz(data: dict, seen: set[Path_]) -> tuple[list[str], int, int]:
 
 # -- the tests ---------------------------------------------------------------------------------
 
+
 def test_every_mutant_is_refused_with_its_field_named_or_renders(real_records):
     """~2,000 mutants, ~1,100 of which load and are rendered: under a minute here."""
-    records = {**{name: shrink(data) for name, data in real_records.items()},
-               **{name: shrink(data) for name, data in synthetic_records().items()}}
+    records = {
+        **{name: shrink(data) for name, data in real_records.items()},
+        **{name: shrink(data) for name, data in synthetic_records().items()},
+    }
     seen: set[Path_] = set()
     problems, count, loaded = [], 0, 0
     for name, data in records.items():
@@ -248,7 +336,7 @@ def test_every_mutant_is_refused_with_its_field_named_or_renders(real_records):
         problems += [f"[{name}] {p}" for p in found]
         count, loaded = count + n, loaded + ok
     assert not problems, f"{len(problems)} of {count} mutants:\n" + "\n".join(problems[:25])
-    assert count > 1500 and loaded > 800, (count, loaded)   # it reached the renderers
+    assert count > 1500 and loaded > 800, (count, loaded)  # it reached the renderers
 
 
 def test_a_wrong_type_deep_in_an_optional_section_names_the_field_and_the_type(real_records):
@@ -257,20 +345,24 @@ def test_a_wrong_type_deep_in_an_optional_section_names_the_field_and_the_type(r
     with pytest.raises(RecordError) as refused:
         RunRecord.from_dict(data)
     message = str(refused.value)
-    assert message == ("invalid run record: environment/tensorflow/build/cuda_compute_capabilities: "
-                       "expected an array of strings or null, got integer (7)")
+    assert message == (
+        "invalid run record: environment/tensorflow/build/cuda_compute_capabilities: "
+        "expected an array of strings or null, got integer (7)"
+    )
 
 
 def test_a_wrong_section_is_quoted_short():
     """jsonschema quotes the whole instance; the message keeps 60 characters of it."""
     from tests import builders as b
+
     data = RunRecord.diagnose("check", b.facts()).to_dict()
     data["environment"] = [data["environment"]] * 3
     with pytest.raises(RecordError) as refused:
         RunRecord.from_dict(data)
     message = str(refused.value)
-    assert message.startswith("invalid run record: environment: expected an object or null, "
-                              "got array ([{")
+    assert message.startswith(
+        "invalid run record: environment: expected an object or null, got array ([{"
+    )
     assert len(message) < 160 and "\n" not in message
 
 
@@ -278,6 +370,7 @@ def test_the_cli_prints_the_refusal_on_one_line(tmp_path, capsys):
     """`gpuwhy report` on such a file: one `gpuwhy: error:` line and exit status 2."""
     from gpuwhy.cli import EXIT_ERROR, main
     from tests import builders as b
+
     data = RunRecord.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["build"]["cuda_compute_capabilities"] = 7
     path = tmp_path / "run.json"

@@ -30,7 +30,7 @@ def test_the_fit_runs_unchanged_and_its_record_is_valid(fit_run):
     assert result.stdout.splitlines()[-1].startswith("final loss ")
     assert validation_errors(record) == []
     assert record["steps"]["source"] == "keras-fit"
-    assert record["steps"]["count"] == 36                       # 3 epochs x 384/32 batches
+    assert record["steps"]["count"] == 36  # 3 epochs x 384/32 batches
 
 
 def test_keras_fit_input_wait_comes_from_tf_data_s_gap_timer(fit_run):
@@ -41,8 +41,9 @@ def test_keras_fit_input_wait_comes_from_tf_data_s_gap_timer(fit_run):
     assert pipeline["gap_mean_s"] > 0
     # step = wait + gap: the wait share is what the gaps leave of the mean step
     assert steps["input_wait_fraction"] == pytest.approx(
-        max(0.0, 1 - pipeline["gap_mean_s"] / mean_step), abs=1e-3)
-    assert pipeline["iterators"] == 3                           # one per epoch
+        max(0.0, 1 - pipeline["gap_mean_s"] / mean_step), abs=1e-3
+    )
+    assert pipeline["iterators"] == 3  # one per epoch
 
 
 def test_the_stages_are_tf_s_own_joined_with_the_lines_that_wrote_them(fit_run):
@@ -59,7 +60,7 @@ def test_the_stages_are_tf_s_own_joined_with_the_lines_that_wrote_them(fit_run):
     # augment draws random numbers from a stateful op: it stays sequential
     augment = stages["Map"]
     assert augment["function"] == "augment" and augment["stateful"] and augment["random"]
-    assert stages["Prefetch"]["written_as"] == []               # injected by TF
+    assert stages["Prefetch"]["written_as"] == []  # injected by TF
 
 
 def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
@@ -72,7 +73,7 @@ def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
     assert "stateless" in ids["input.sequential-map"]["fix"]
     assert ids["input.bound"]["location"] == augment_line
     assert "compression.cpu-codec" in ids and "input.no-cache" in ids
-    assert "input.no-prefetch" not in ids          # TF injected one
-    assert "launch.eager-ops" not in ids           # the record writing is set-up, not steps
+    assert "input.no-prefetch" not in ids  # TF injected one
+    assert "launch.eager-ops" not in ids  # the record writing is set-up, not steps
     assert f"slowest stage: Map(augment at {augment_line})" in record["verdict"]["text"]
     assert "slowest stage Map(augment at" in result.stderr

@@ -26,13 +26,15 @@ def write(path: Path, text: str) -> Path:
 
 
 def gpuwhy(*args, cwd, timeout=120, **kw):
-    return subprocess.run([GPUWHY, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, **kw)
+    return subprocess.run(
+        [GPUWHY, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, **kw
+    )
 
 
 def python(*args, cwd, timeout=60):
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
 
 
 # -- 1, 2: outputs are judged before the script runs -----------------------------------
@@ -41,7 +43,7 @@ REFUSED = [
     (["run", "--json", "s.py", "s.py"], "is the command's own input"),
     (["run", "-o", "s.py", "s.py"], "is the command's own input"),
     (["run", "--html", "./s.py", "s.py"], "is the command's own input"),
-    (["run", "--json", "link.py", "s.py"], "is the command's own input"),        # a symlink to it
+    (["run", "--json", "link.py", "s.py"], "is the command's own input"),  # a symlink to it
     (["run", "--json", "x", "--html", "x", "s.py"], "--json and --html both name x"),
     (["run", "--json", "x.json", "-f", "json", "-o", "x.json", "s.py"], "both name x.json"),
     (["run", "--json", "data.csv", "s.py"], "already exists next to the script"),
@@ -68,7 +70,8 @@ def project(tmp_path):
 
 @pytest.mark.parametrize("args, message", REFUSED, ids=[" ".join(a) for a, _ in REFUSED])
 def test_an_output_that_could_cost_the_user_a_file_is_refused_before_anything_runs(
-        project, args, message):
+    project, args, message
+):
     before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
     result = gpuwhy(*args, cwd=project)
     assert result.returncode == 2, result.stderr
@@ -94,8 +97,8 @@ def test_gpuwhy_s_own_earlier_outputs_next_to_the_script_are_replaced(project):
     again = gpuwhy("run", *outputs, "s.py", cwd=project)
     assert again.returncode == 0, again.stderr
     json_again = gpuwhy("run", "-f", "json", "-o", "out.txt", "s.py", cwd=project)
-    assert json_again.returncode == 0, json_again.stderr    # a text report becomes JSON ...
-    assert gpuwhy("run", "-o", "out.txt", "s.py", cwd=project).returncode == 0   # ... and back
+    assert json_again.returncode == 0, json_again.stderr  # a text report becomes JSON ...
+    assert gpuwhy("run", "-o", "out.txt", "s.py", cwd=project).returncode == 0  # ... and back
 
 
 def test_missing_directories_of_an_output_are_made(project):
@@ -113,15 +116,18 @@ def test_outputs_resolve_against_the_directory_gpuwhy_started_in(tmp_path):
 
 
 def test_an_output_that_becomes_unwritable_during_the_run_is_written_elsewhere_not_lost(tmp_path):
-    write(tmp_path / "prog.py", """
+    write(
+        tmp_path / "prog.py",
+        """
         import shutil, sys
         shutil.rmtree("out")          # the run puts a file where the report's directory was
         open("out", "w").close()
         sys.exit(3)
-    """)
+    """,
+    )
     (tmp_path / "out").mkdir()
     result = gpuwhy("run", "--json", "out/r.json", "prog.py", cwd=tmp_path)
-    assert result.returncode == 3                          # the script's status, unchanged
+    assert result.returncode == 3  # the script's status, unchanged
     line = next(ln for ln in result.stderr.splitlines() if "cannot write --json out/r.json" in ln)
     diverted = Path(line.rsplit("wrote it to ", 1)[1].split(" instead")[0])
     try:
@@ -137,24 +143,39 @@ def test_a_bad_format_is_refused_before_the_script_runs(project):
 
 
 def test_gpuwhy_failing_while_reporting_keeps_the_script_s_exit_status(tmp_path):
-    write(tmp_path / "boom_renderer.py", """
+    write(
+        tmp_path / "boom_renderer.py",
+        """
         from gpuwhy.report.base import Renderer
         class Boom(Renderer):
             name = "boom"
             def render(self, record):
                 raise RuntimeError("renderer bug")
-    """)
+    """,
+    )
     write(tmp_path / "prog.py", "import sys\nprint('trained')\nsys.exit(4)\n")
-    result = gpuwhy("run", "--json", "r.json", "-f", "boom_renderer:Boom", "prog.py",
-                    cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    result = gpuwhy(
+        "run",
+        "--json",
+        "r.json",
+        "-f",
+        "boom_renderer:Boom",
+        "prog.py",
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert result.returncode == 4 and result.stdout == "trained\n"
-    assert result.stderr.strip() == ("gpuwhy: error: internal error while reporting: "
-                                     "RuntimeError: renderer bug (GPUWHY_DEBUG=1 shows the traceback)")
+    assert result.stderr.strip() == (
+        "gpuwhy: error: internal error while reporting: "
+        "RuntimeError: renderer bug (GPUWHY_DEBUG=1 shows the traceback)"
+    )
     assert json.loads((tmp_path / "r.json").read_text())["program"]["exit_code"] == 4
 
 
 def test_a_forked_child_that_exits_through_the_script_does_not_report(tmp_path):
-    write(tmp_path / "prog.py", """
+    write(
+        tmp_path / "prog.py",
+        """
         import os, sys
         pid = os.fork()
         if pid == 0:
@@ -162,7 +183,8 @@ def test_a_forked_child_that_exits_through_the_script_does_not_report(tmp_path):
             sys.exit(0)
         os.waitpid(pid, 0)
         print("parent", flush=True)
-    """)
+    """,
+    )
     plain = python("prog.py", cwd=tmp_path)
     watched = gpuwhy("run", "--json", "r.json", "prog.py", cwd=tmp_path)
     assert watched.returncode == plain.returncode == 0
@@ -183,8 +205,7 @@ SLEEPER = """
 
 
 def _signalled(cmd, cwd, signum):
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tmp = proc.stdout.readline().strip()
     assert proc.stdout.readline() == "ready\n"
     time.sleep(0.3)
@@ -202,17 +223,21 @@ def test_sigterm_writes_the_partial_report_then_dies_of_sigterm_as_python_does(t
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["program"]["ended"] == "terminated"
     assert record["verdict"]["text"].startswith("Terminated (SIGTERM) after")
-    assert "Terminated (SIGTERM)" in watched[2]                 # the report, on stderr
+    assert "Terminated (SIGTERM)" in watched[2]  # the report, on stderr
 
 
 def test_a_script_s_own_sigterm_handler_is_the_one_that_runs(tmp_path):
-    path = write(tmp_path / "prog.py", SLEEPER.replace(
-        "time.sleep(60)", "signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))\n"
-        "    time.sleep(60)"))
+    path = write(
+        tmp_path / "prog.py",
+        SLEEPER.replace(
+            "time.sleep(60)",
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))\n    time.sleep(60)",
+        ),
+    )
     plain = _signalled([sys.executable, str(path)], tmp_path, signal.SIGTERM)
     watched = _signalled([GPUWHY, "run", "--json", "r.json", str(path)], tmp_path, signal.SIGTERM)
     assert plain[0] == watched[0] == 5
-    assert plain[1] == watched[1]                  # what follows "ready": the same
+    assert plain[1] == watched[1]  # what follows "ready": the same
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["program"]["exit_code"] == 5
 
@@ -223,19 +248,23 @@ def test_ctrl_c_runs_the_script_s_atexit_handlers_and_cleanup_as_python_does(tmp
     watched = _signalled([GPUWHY, "run", "--json", "r.json", str(path)], tmp_path, signal.SIGINT)
     assert plain[0] == watched[0] == -signal.SIGINT
     assert plain[1].endswith("atexit ran\n") and watched[1].endswith("atexit ran\n")
-    assert not plain[3].exists() and not watched[3].exists()   # TemporaryDirectory cleaned up
+    assert not plain[3].exists() and not watched[3].exists()  # TemporaryDirectory cleaned up
     assert json.loads((tmp_path / "r.json").read_text())["program"]["ended"] == "interrupted"
     assert watched[2].count("KeyboardInterrupt") == plain[2].count("KeyboardInterrupt") == 1
 
 
 # -- 6: gpuwhy's stderr ------------------------------------------------------------------
 
+
 def test_the_report_goes_to_the_stderr_gpuwhy_started_with_not_the_script_s(tmp_path):
-    write(tmp_path / "prog.py", """
+    write(
+        tmp_path / "prog.py",
+        """
         import sys
         sys.stderr = open("user_log.txt", "w")
         print("the script's own log line", file=sys.stderr)
-    """)
+    """,
+    )
     result = gpuwhy("run", "prog.py", cwd=tmp_path)
     assert result.returncode == 0
     assert (tmp_path / "user_log.txt").read_text() == "the script's own log line\n"
@@ -253,8 +282,10 @@ def test_a_script_that_closes_stderr_keeps_its_exit_status(tmp_path):
 
 # -- 7: the script's modules and gpuwhy's ------------------------------------------------
 
+
 def test_a_module_next_to_the_script_that_shadows_one_gpuwhy_needs_cannot_break_the_report(
-        tmp_path):
+    tmp_path,
+):
     for name in ("secrets", "html", "string", "uuid"):
         write(tmp_path / f"{name}.py", f"raise ImportError('the user\\'s own {name}.py')\n")
     write(tmp_path / "prog.py", "print('ok')\n")
@@ -265,18 +296,22 @@ def test_a_module_next_to_the_script_that_shadows_one_gpuwhy_needs_cannot_break_
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 
-@pytest.mark.parametrize("name, body", [
-    ("random.py", "import random\nprint(random.randint(1, 3))\n"),
-    ("json.py", "import json\nprint(json.dumps([1]))\n"),
-    ("tensorflow.py", "import tensorflow as tf\nprint(tf.constant(1))\n"),
-    ("uses_secrets.py", "import secrets\nprint(secrets.MINE)\n"),
-])
+@pytest.mark.parametrize(
+    "name, body",
+    [
+        ("random.py", "import random\nprint(random.randint(1, 3))\n"),
+        ("json.py", "import json\nprint(json.dumps([1]))\n"),
+        ("tensorflow.py", "import tensorflow as tf\nprint(tf.constant(1))\n"),
+        ("uses_secrets.py", "import secrets\nprint(secrets.MINE)\n"),
+    ],
+)
 def test_a_script_named_like_a_module_fails_or_succeeds_exactly_as_under_python(
-        tmp_path, name, body):
+    tmp_path, name, body
+):
     write(tmp_path / name, body)
     write(tmp_path / "secrets.py", "MINE = 'the script sees its own secrets.py'\n")
     plain = python(name, cwd=tmp_path)
     watched = gpuwhy("run", "-o", os.devnull, name, cwd=tmp_path)
     assert watched.returncode == plain.returncode
     assert watched.stdout == plain.stdout
-    assert watched.stderr == plain.stderr              # the same traceback, frame for frame
+    assert watched.stderr == plain.stderr  # the same traceback, frame for frame

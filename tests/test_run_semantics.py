@@ -25,16 +25,24 @@ def script(tmp_path, body: str, name: str = "prog.py") -> Path:
 def both(path: Path, *args, cwd=None):
     """The same script under python and under gpuwhy run (report in a JSON file)."""
     report = Path(cwd or path.parent) / "report.json"
-    plain = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
-                           cwd=cwd, timeout=60)
-    watched = subprocess.run([GPUWHY, "run", "--json", str(report), str(path), *args],
-                             capture_output=True, text=True, cwd=cwd, timeout=120)
+    plain = subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
+    watched = subprocess.run(
+        [GPUWHY, "run", "--json", str(report), str(path), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
     record = json.loads(report.read_text()) if report.exists() else None
     return plain, watched, record
 
 
 def test_argv_main_cwd_path_stdout_and_exit_status_are_those_of_python(tmp_path):
-    path = script(tmp_path, """
+    path = script(
+        tmp_path,
+        """
         import os, sys
         print("argv", sys.argv)
         print("name", __name__, os.path.basename(__file__))
@@ -42,7 +50,8 @@ def test_argv_main_cwd_path_stdout_and_exit_status_are_those_of_python(tmp_path)
         print("path0", sys.path[0])
         print("main is me", sys.modules["__main__"].__dict__ is globals())
         sys.exit(3)
-    """)
+    """,
+    )
     work = tmp_path / "elsewhere"
     work.mkdir()
     plain, watched, record = both(path, "--epochs", "2", "-v", cwd=work)
@@ -51,22 +60,28 @@ def test_argv_main_cwd_path_stdout_and_exit_status_are_those_of_python(tmp_path)
     assert "main is me True" in watched.stdout
     assert record["program"]["exit_code"] == 3 and record["program"]["ended"] == "exit"
     assert record["program"]["command"] == [str(path), "--epochs", "2", "-v"]
-    assert watched.stderr.lstrip().startswith("•")      # the report, on stderr
+    assert watched.stderr.lstrip().startswith("•")  # the report, on stderr
 
 
 def test_an_exception_prints_python_s_traceback_and_keeps_the_report(tmp_path):
-    path = script(tmp_path, """
+    path = script(
+        tmp_path,
+        """
         print("before")
         def inner():
             raise ValueError("boom")   # line 4
         inner()
-    """)
+    """,
+    )
     plain, watched, record = both(path)
     assert plain.returncode == watched.returncode == 1
     assert watched.stdout == plain.stdout == "before\n"
-    traceback_text = watched.stderr.split("\n\n", 1)[0] if watched.stderr.startswith("Traceback") \
+    traceback_text = (
+        watched.stderr.split("\n\n", 1)[0]
+        if watched.stderr.startswith("Traceback")
         else watched.stderr
-    assert plain.stderr in watched.stderr                   # the very same traceback
+    )
+    assert plain.stderr in watched.stderr  # the very same traceback
     assert "gpuwhy" not in plain.stderr and "runner.py" not in traceback_text
     assert record["program"]["ended"] == "exception"
     assert record["program"]["error"] == "ValueError: boom"
@@ -82,14 +97,17 @@ def test_sys_exit_with_a_message_prints_it_and_exits_1(tmp_path):
 
 
 def test_non_daemon_threads_finish_before_the_report(tmp_path):
-    path = script(tmp_path, """
+    path = script(
+        tmp_path,
+        """
         import threading, time
         def work():
             time.sleep(0.3)
             print("thread done", flush=True)
         threading.Thread(target=work).start()
         print("main done", flush=True)
-    """)
+    """,
+    )
     plain, watched, record = both(path)
     assert watched.returncode == 0
     assert watched.stdout == plain.stdout == "main done\nthread done\n"
@@ -97,24 +115,30 @@ def test_non_daemon_threads_finish_before_the_report(tmp_path):
 
 
 def test_multiprocessing_spawn_finds_the_script_s_functions(tmp_path):
-    path = script(tmp_path, """
+    path = script(
+        tmp_path,
+        """
         import multiprocessing as mp
         def square(x):
             return x * x
         if __name__ == "__main__":
             with mp.get_context("spawn").Pool(2) as pool:
                 print(pool.map(square, [1, 2, 3]))
-    """)
+    """,
+    )
     plain, watched, _ = both(path)
     assert watched.returncode == 0, watched.stderr
     assert watched.stdout == plain.stdout == "[1, 4, 9]\n"
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "nope.py: no such file"),
-    (b"\x7fELF\x00\x01\x02", "is not a Python script (binary file)"),
-    (b"def broken(:\n", "is not valid Python: invalid syntax"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "nope.py: no such file"),
+        (b"\x7fELF\x00\x01\x02", "is not a Python script (binary file)"),
+        (b"def broken(:\n", "is not valid Python: invalid syntax"),
+    ],
+)
 def test_a_script_that_cannot_run_is_one_line_and_exit_2(tmp_path, content, message):
     path = tmp_path / "nope.py"
     if content is not None:
@@ -127,19 +151,26 @@ def test_a_script_that_cannot_run_is_one_line_and_exit_2(tmp_path, content, mess
 
 
 def test_ctrl_c_mid_run_writes_the_partial_report_and_dies_of_sigint_as_python_does(tmp_path):
-    path = script(tmp_path, """
+    path = script(
+        tmp_path,
+        """
         import time
         print("ready", flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     report = tmp_path / "report.json"
-    proc = subprocess.Popen([GPUWHY, "run", "--json", str(report), str(path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [GPUWHY, "run", "--json", str(report), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline() == "ready\n"
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGINT        # a shell sees 130, make sees an interrupt
+    assert proc.returncode == -signal.SIGINT  # a shell sees 130, make sees an interrupt
     assert "KeyboardInterrupt" in err
     record = json.loads(report.read_text())
     assert record["program"]["ended"] == "interrupted"
@@ -159,19 +190,27 @@ def test_a_program_without_tensorflow_is_reported_as_such(tmp_path):
 def test_report_to_a_file_leaves_stderr_to_the_program(tmp_path):
     path = script(tmp_path, "import sys\nprint('err line', file=sys.stderr)\n")
     out = tmp_path / "report.txt"
-    result = subprocess.run([GPUWHY, "run", "-o", str(out), str(path)], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, "NO_COLOR": "1"})
+    result = subprocess.run(
+        [GPUWHY, "run", "-o", str(out), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert result.returncode == 0
     assert result.stderr == "err line\n"
     assert out.read_text().startswith("• The program never imported TensorFlow")
 
 
 def test_os_exit_still_writes_the_report(tmp_path):
-    path = script(tmp_path, """
+    path = script(
+        tmp_path,
+        """
         import os
         print("bye", flush=True)
         os._exit(7)
-    """)
+    """,
+    )
     plain, watched, record = both(path)
     assert plain.returncode == watched.returncode == 7
     assert watched.stdout == "bye\n"
@@ -180,15 +219,24 @@ def test_os_exit_still_writes_the_report(tmp_path):
 
 def test_file_is_absolute_as_in_python(tmp_path):
     path = script(tmp_path, "import os\nos.chdir('/')\nprint(os.path.isabs(__file__))\n")
-    result = subprocess.run([GPUWHY, "run", "-o", os.devnull, "prog.py"], capture_output=True,
-                            text=True, cwd=tmp_path, timeout=60)
+    result = subprocess.run(
+        [GPUWHY, "run", "-o", os.devnull, "prog.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.stdout == "True\n"
 
 
 def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path):
     path = script(tmp_path, "print('ran')\n")
     (tmp_path / "afile").write_text("")
-    result = subprocess.run([GPUWHY, "run", "--json", str(tmp_path / "afile" / "such" / "r.json"),
-                             str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [GPUWHY, "run", "--json", str(tmp_path / "afile" / "such" / "r.json"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("gpuwhy: error: cannot write")

@@ -25,25 +25,39 @@ def line_with(path: Path, text: str) -> int:
 
 
 def run(*args, cwd=ROOT):
-    return subprocess.run([GPUWHY, "run", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=600, env={"TF_CPP_MIN_LOG_LEVEL": "2",
-                                                     "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [GPUWHY, "run", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "run.json"
     # every eager op counted (the default windows sample 1/11 of the run: not exact here)
-    result = run("--json", out, "--eager-duty", "1", "examples/slow_training.py",
-                 "--epochs", "2", "--samples", "800")
+    result = run(
+        "--json",
+        out,
+        "--eager-duty",
+        "1",
+        "examples/slow_training.py",
+        "--epochs",
+        "2",
+        "--samples",
+        "800",
+    )
     return result, json.loads(out.read_text())
 
 
 def test_the_demo_runs_unchanged_and_writes_a_valid_record(demo):
     result, record = demo
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines()[0].startswith("epoch 0: loss ")   # the script's own output
-    assert "•" not in result.stdout and "✗" not in result.stdout        # the report is on stderr
+    assert result.stdout.splitlines()[0].startswith("epoch 0: loss ")  # the script's own output
+    assert "•" not in result.stdout and "✗" not in result.stdout  # the report is on stderr
     assert validation_errors(record) == []
     assert record["command"] == "run" and record["program"]["ended"] == "completed"
     assert record["program"]["tensorflow_imported"] is True
@@ -55,8 +69,8 @@ def test_the_demo_s_steps_and_input_wait_are_measured_at_its_loop(demo):
     loop = line_with(EXAMPLE, "for x, y in dataset:")
     assert steps["source"] == "tf-data"
     assert steps["marker"].endswith(f"examples/slow_training.py:{loop}")
-    assert steps["count"] == 50                      # 2 epochs x 800/32 batches
-    assert steps["input_wait_fraction"] > 0.2        # a sequential py_function per image
+    assert steps["count"] == 50  # 2 epochs x 800/32 batches
+    assert steps["input_wait_fraction"] > 0.2  # a sequential py_function per image
     (bound,) = [f for f in record["findings"] if f["id"] == "input.bound"]
     # the culprit is the pipeline's slowest stage: the map running `load` (a py_function)
     load = f"examples/slow_training.py:{line_with(EXAMPLE, 'def load(image, label)')}"
@@ -69,15 +83,17 @@ def test_the_demo_s_steps_and_input_wait_are_measured_at_its_loop(demo):
 def test_the_demo_s_retracing_eager_ops_and_placement_are_found(demo):
     _, record = demo
     (step_fn,) = [f for f in record["tracing"]["functions"] if f["name"] == "train_step"]
-    assert step_fn["location"] == f"examples/slow_training.py:{line_with(EXAMPLE, '@tf.function')}"   # co_firstlineno: the decorator
-    assert step_fn["calls"] == 50 and step_fn["traces"] == 7      # lr halves every 8 steps
+    assert (
+        step_fn["location"] == f"examples/slow_training.py:{line_with(EXAMPLE, '@tf.function')}"
+    )  # co_firstlineno: the decorator
+    assert step_fn["calls"] == 50 and step_fn["traces"] == 7  # lr halves every 8 steps
     assert step_fn["changed_args"] == ["learning_rate"]
     (retracing,) = [f for f in record["findings"] if f["id"] == "launch.retracing"]
     assert retracing["location"] == step_fn["location"]
     equal_line = f"examples/slow_training.py:{line_with(EXAMPLE, 'tf.equal(y, label)')}"
     eager = record["eager"]
-    assert eager["sampled_steps"] >= 45                 # all but the few spanning a stop
-    assert 100 < eager["per_step"] < 120                 # 10 classes x 10 ops + 4 weights x 3
+    assert eager["sampled_steps"] >= 45  # all but the few spanning a stop
+    assert 100 < eager["per_step"] < 120  # 10 classes x 10 ops + 4 weights x 3
     sites = {(s["op"], s["location"]) for s in eager["sites"]}
     assert {("Equal", equal_line), ("Cast", equal_line)} <= sites
     assert "launch.eager-ops" in {f["id"] for f in record["findings"]}
@@ -85,13 +101,14 @@ def test_the_demo_s_retracing_eager_ops_and_placement_are_found(demo):
     ids = {f["id"]: f for f in record["findings"]}
     assert ids["placement.forced-cpu"]["location"] == pinned
     assert "placement.float64" in ids
-    (audited,) = record["placement"]["functions"]            # the latest trace only
+    (audited,) = record["placement"]["functions"]  # the latest trace only
     assert audited["name"] == "train_step"
 
 
 def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
     script = tmp_path / "fit.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import os, sys
         print("tf before main:", "tensorflow" in sys.modules)
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"      # must still be read by TF itself
@@ -108,7 +125,8 @@ def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
 
         if __name__ == "__main__":
             main()
-    """))
+    """)
+    )
     out = tmp_path / "r.json"
     result = run("--json", out, script, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -119,7 +137,7 @@ def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
     assert record["steps"]["count"] == 32
     assert record["environment"]["env_vars"]["TF_CPP_MIN_LOG_LEVEL"] == "3"
     names = {f["name"] for f in record["tracing"]["functions"]}
-    assert any("step_on" in n for n in names)                # Keras' own train function
+    assert any("step_on" in n for n in names)  # Keras' own train function
     assert record["placement"]["functions"], "the train function was audited"
 
 
@@ -127,6 +145,7 @@ def test_session_context_manager_in_process():
     import tensorflow as tf
 
     import gpuwhy
+
     ds = tf.data.Dataset.from_tensor_slices(np.arange(40, dtype="float32")).batch(4)
     w = tf.Variable(1.0)
 
@@ -135,7 +154,7 @@ def test_session_context_manager_in_process():
         w.assign_add(tf.reduce_sum(x) * 1e-3)
 
     with gpuwhy.session(hz=5) as s:
-        for x in ds:                                   # session-loop
+        for x in ds:  # session-loop
             step(x)
     record = s.record
     assert record.command == "run"
@@ -149,6 +168,7 @@ def test_session_context_manager_in_process():
 
 def test_session_records_an_exception_and_re_raises_it():
     import gpuwhy
+
     with pytest.raises(ZeroDivisionError):
         with gpuwhy.session(audit=False) as s:
             1 / 0
@@ -160,6 +180,7 @@ def test_keras_callback_watches_fit_and_keeps_the_record(capsys):
     import keras
 
     import gpuwhy
+
     x = np.random.rand(64, 4).astype("float32")
     y = np.random.rand(64, 1).astype("float32")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])

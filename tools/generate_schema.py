@@ -18,14 +18,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpuwhy import facts as F  # noqa: E402
+from gpuwhy import facts as F
 
 SCHEMA = Path(__file__).resolve().parents[1] / "gpuwhy" / "schema" / "run.schema.json"
-GENERATED = [("program", F.ProgramFacts), ("steps", F.StepFacts), ("eager", F.EagerFacts),
-             ("tracing", F.TracingFacts), ("gpu_samples", F.GpuSamplesFacts),
-             ("tfdata", F.TfDataFacts), ("input_fixes", F.InputFixFacts)]
-SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
-           bool: {"type": "boolean"}}
+GENERATED = [
+    ("program", F.ProgramFacts),
+    ("steps", F.StepFacts),
+    ("eager", F.EagerFacts),
+    ("tracing", F.TracingFacts),
+    ("gpu_samples", F.GpuSamplesFacts),
+    ("tfdata", F.TfDataFacts),
+    ("input_fixes", F.InputFixFacts),
+]
+SCALARS = {
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+}
 # What a type hint cannot say and a reader relies on: an index into a list, counts that
 # slice the step series, a rate drawn on a log axis. Without the bound, a saved record
 # the schema lets through can crash `gpuwhy report` (tests/test_record_fuzz.py).
@@ -51,8 +61,12 @@ def schema_of(tp) -> dict:
         args = typing.get_args(tp)
         if len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis):
             return {"type": "array", "items": schema_of(args[0])}
-        return {"type": "array", "prefixItems": [schema_of(a) for a in args],
-                "minItems": len(args), "maxItems": len(args)}
+        return {
+            "type": "array",
+            "prefixItems": [schema_of(a) for a in args],
+            "minItems": len(args),
+            "maxItems": len(args),
+        }
     if origin is dict:
         return {"type": "object", "additionalProperties": schema_of(typing.get_args(tp)[1])}
     if dataclasses.is_dataclass(tp):
@@ -62,10 +76,14 @@ def schema_of(tp) -> dict:
         doc = inspect.cleandoc(tp.__doc__ or "").split("\n\n")[0].replace("\n", " ")
         if doc:
             out["description"] = doc
-        out["required"] = [f.name for f in fields if f.default is dataclasses.MISSING
-                           and f.default_factory is dataclasses.MISSING]
-        out["properties"] = {f.name: {**schema_of(hints[f.name]), **BOUNDS.get((tp, f.name), {})}
-                             for f in fields}
+        out["required"] = [
+            f.name
+            for f in fields
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        out["properties"] = {
+            f.name: {**schema_of(hints[f.name]), **BOUNDS.get((tp, f.name), {})} for f in fields
+        }
         return out
     return dict(SCALARS.get(tp, {}))
 

@@ -38,36 +38,36 @@ PROGRAMS = {
     "torch": {
         "setup": "import time, torch\nd = torch.device('cuda')\n",
         "busy": "a = torch.randn(8192, 8192, device=d)\nend = time.time() + {s}\n"
-                "while time.time() < end:\n    a = (a @ a).clamp_(-1, 1)\n    torch.cuda.synchronize()\n",
+        "while time.time() < end:\n    a = (a @ a).clamp_(-1, 1)\n    torch.cuda.synchronize()\n",
         "idle": "x = torch.empty(4 << 30, dtype=torch.uint8, device=d)\ntime.sleep({s})\n",
         "starved": "a = torch.randn(1024, 1024, device=d)\nend = time.time() + {s}\n"
-                   "while time.time() < end:\n    time.sleep(0.05)\n    a = (a @ a).clamp_(-1, 1)\n"
-                   "    torch.cuda.synchronize()\n",
+        "while time.time() < end:\n    time.sleep(0.05)\n    a = (a @ a).clamp_(-1, 1)\n"
+        "    torch.cuda.synchronize()\n",
         "transfer": "h = torch.empty(256 << 20, dtype=torch.uint8).pin_memory()\nend = time.time() + {s}\n"
-                    "while time.time() < end:\n    g = h.to(d, non_blocking=True)\n    torch.cuda.synchronize()\n",
+        "while time.time() < end:\n    g = h.to(d, non_blocking=True)\n    torch.cuda.synchronize()\n",
     },
     "jax": {
         "setup": "import time, jax, jax.numpy as jnp, numpy as np\n"
-                 "f = jax.jit(lambda a: jnp.clip(a @ a, -1, 1))\n",
+        "f = jax.jit(lambda a: jnp.clip(a @ a, -1, 1))\n",
         "busy": "a = jnp.ones((8192, 8192))\nend = time.time() + {s}\n"
-                "while time.time() < end:\n    a = f(a).block_until_ready()\n",
+        "while time.time() < end:\n    a = f(a).block_until_ready()\n",
         "idle": "x = jnp.zeros((1 << 30,), jnp.float32).block_until_ready()\ntime.sleep({s})\n",
         "starved": "a = jnp.ones((1024, 1024))\nend = time.time() + {s}\n"
-                   "while time.time() < end:\n    time.sleep(0.05)\n    a = f(a).block_until_ready()\n",
+        "while time.time() < end:\n    time.sleep(0.05)\n    a = f(a).block_until_ready()\n",
         "transfer": "h = np.ones(64 << 20, np.float32)\nend = time.time() + {s}\n"
-                    "while time.time() < end:\n    jax.device_put(h).block_until_ready()\n",
+        "while time.time() < end:\n    jax.device_put(h).block_until_ready()\n",
     },
     "tensorflow": {
         "setup": "import os, time\nos.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')\n"
-                 "import tensorflow as tf, numpy as np\n"
-                 "f = tf.function(lambda a: tf.clip_by_value(a @ a, -1.0, 1.0))\n",
+        "import tensorflow as tf, numpy as np\n"
+        "f = tf.function(lambda a: tf.clip_by_value(a @ a, -1.0, 1.0))\n",
         "busy": "a = tf.ones((8192, 8192))\nend = time.time() + {s}\n"
-                "while time.time() < end:\n    a = f(a); _ = a[0, 0].numpy()\n",
+        "while time.time() < end:\n    a = f(a); _ = a[0, 0].numpy()\n",
         "idle": "x = tf.zeros((1 << 30,))\n_ = x[0].numpy()\ntime.sleep({s})\n",
         "starved": "a = tf.ones((1024, 1024))\nend = time.time() + {s}\n"
-                   "while time.time() < end:\n    time.sleep(0.05)\n    a = f(a); _ = a[0, 0].numpy()\n",
+        "while time.time() < end:\n    time.sleep(0.05)\n    a = f(a); _ = a[0, 0].numpy()\n",
         "transfer": "h = np.ones(64 << 20, np.float32)\nend = time.time() + {s}\n"
-                    "while time.time() < end:\n    g = tf.identity(tf.constant(h)); _ = g[0].numpy()\n",
+        "while time.time() < end:\n    g = tf.identity(tf.constant(h)); _ = g[0].numpy()\n",
     },
 }
 DESCRIPTIONS = {
@@ -88,18 +88,23 @@ def slug(text: str) -> str:
 
 def record(framework: str, scenario: str, seconds: float, hz: float, out: Path) -> Path:
     from gpuwhy.watcher import watch
+
     program = PROGRAMS[framework]["setup"] + PROGRAMS[framework][scenario].format(s=seconds)
     path = out / f"real_{framework}_{scenario}.jsonl.tmp"
     record_, code = watch([sys.executable, "-c", program], hz=hz, record_path=path)
     lines = path.read_text(encoding="utf-8").splitlines()
     header = json.loads(lines[0])
     gpu = slug(header["devices"][0]["name"]) if header.get("devices") else "no-gpu"
-    header.update({
-        "constructed": False,
-        "description": f"REAL recording: {framework}, {DESCRIPTIONS[scenario]}, {seconds:g} s "
-                       f"(tools/record_nvml.py); program exit code {code}",
-        "scenario": scenario, "framework": framework, "program": program,
-    })
+    header.update(
+        {
+            "constructed": False,
+            "description": f"REAL recording: {framework}, {DESCRIPTIONS[scenario]}, {seconds:g} s "
+            f"(tools/record_nvml.py); program exit code {code}",
+            "scenario": scenario,
+            "framework": framework,
+            "program": program,
+        }
+    )
     final = out / f"real_{framework}_{scenario}_{gpu}.jsonl"
     final.write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n", encoding="utf-8")
     path.unlink()
@@ -113,13 +118,17 @@ def summarise(path: Path, record_) -> None:
     samples = record_.facts.gpu_samples
     print(f"{path.name}: {len(ticks)} ticks, error={samples.error}, gpm={samples.gpm}")
     if reads:
-        print(f"  one tick's NVML calls: median {1e3 * statistics.median(reads):.2f} ms, "
-              f"max {1e3 * max(reads):.2f} ms")
+        print(
+            f"  one tick's NVML calls: median {1e3 * statistics.median(reads):.2f} ms, "
+            f"max {1e3 * max(reads):.2f} ms"
+        )
     for g in samples.gpus:
         util = [u for u in g.utilization if u is not None]
         own = [m for m in g.own_memory_bytes if m is not None]
-        print(f"  GPU {g.index} {g.name}: mean util {statistics.mean(util) if util else float('nan'):.0%}, "
-              f"own memory max {max(own, default=0) / 2**30:.1f} GiB")
+        print(
+            f"  GPU {g.index} {g.name}: mean util {statistics.mean(util) if util else float('nan'):.0%}, "
+            f"own memory max {max(own, default=0) / 2**30:.1f} GiB"
+        )
     for f in record_.findings:
         print(f"  finding {f.id}: {f.title}")
 

@@ -33,24 +33,39 @@ def chromium_path() -> str:
     return path
 
 
-def screenshot(html_path: Path, png_path: Path, width: int = 1280, section: str | None = None,
-               height: int | None = None) -> None:
+def screenshot(
+    html_path: Path,
+    png_path: Path,
+    width: int = 1280,
+    section: str | None = None,
+    height: int | None = None,
+) -> None:
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--disable-dev-shm-usage"])
+        browser = p.chromium.launch(
+            executable_path=chromium_path(), args=["--disable-dev-shm-usage"]
+        )
         try:
             page = browser.new_page(viewport={"width": width, "height": 900}, device_scale_factor=1)
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
-                       else route.abort())
+            page.route(
+                "**/*",
+                lambda route: route.continue_()
+                if route.request.url.startswith("file:")
+                else route.abort(),
+            )
             page.goto(html_path.resolve().as_uri())
             page.wait_for_load_state("load")
-            page.wait_for_timeout(300)      # Plotly's first layout pass
+            page.wait_for_timeout(300)  # Plotly's first layout pass
             png_path.parent.mkdir(parents=True, exist_ok=True)
             if section:
                 page.locator(f"section#{section}").screenshot(path=str(png_path))
             elif height:
-                page.screenshot(path=str(png_path), full_page=True,
-                                clip={"x": 0, "y": 0, "width": width, "height": height})
+                page.screenshot(
+                    path=str(png_path),
+                    full_page=True,
+                    clip={"x": 0, "y": 0, "width": width, "height": height},
+                )
             else:
                 page.screenshot(path=str(png_path), full_page=True)
         finally:

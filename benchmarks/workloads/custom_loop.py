@@ -1,4 +1,5 @@
 """A custom tf.function training loop over tf.data; prints the median step time."""
+
 import statistics
 import time
 
@@ -8,8 +9,14 @@ import tensorflow as tf
 x = np.random.rand(8192, 64).astype("float32")
 y = np.random.randint(0, 10, 8192)
 ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(tf.data.AUTOTUNE)
-model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(256, activation="relu"),
-                             tf.keras.layers.Dense(256, activation="relu"), tf.keras.layers.Dense(10)])
+model = tf.keras.Sequential(
+    [
+        tf.keras.Input((64,)),
+        tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(10),
+    ]
+)
 opt = tf.keras.optimizers.Adam()
 loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -18,7 +25,9 @@ loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 def train_step(xb, yb):
     with tf.GradientTape() as tape:
         loss = loss_fn(yb, model(xb, training=True))
-    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    opt.apply_gradients(
+        zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+    )
     return loss
 
 

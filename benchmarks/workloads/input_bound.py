@@ -27,8 +27,8 @@ import numpy as np
 import tensorflow as tf
 
 IMAGES = 4096
-SIDE = 128          # encoded JPEGs
-OUT = 64            # preprocessed side
+SIDE = 128  # encoded JPEGs
+OUT = 64  # preprocessed side
 BATCH = 32
 EPOCHS = 3
 CLASSES = ["cat", "dog", "bird", "fish", "frog", "horse", "ship", "truck"]
@@ -38,7 +38,9 @@ def raw_data(n: int = IMAGES) -> tuple[tf.Tensor, tf.Tensor]:
     """JPEG bytes and class names, made once in memory (deterministic)."""
     rng = np.random.RandomState(0)
     base = rng.randint(0, 255, (16, SIDE, SIDE, 3)).astype(np.uint8)
-    jpegs = [tf.io.encode_jpeg(np.roll(base[i % 16], i, axis=0), quality=90).numpy() for i in range(n)]
+    jpegs = [
+        tf.io.encode_jpeg(np.roll(base[i % 16], i, axis=0), quality=90).numpy() for i in range(n)
+    ]
     names = [CLASSES[i % len(CLASSES)] for i in range(n)]
     return tf.constant(jpegs), tf.constant(names)
 
@@ -46,7 +48,8 @@ def raw_data(n: int = IMAGES) -> tuple[tf.Tensor, tf.Tensor]:
 def build(shuffle: bool = False, fixed: bool = False, n: int = IMAGES) -> tf.data.Dataset:
     jpegs, names = raw_data(n)
     labels = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(CLASSES, list(range(len(CLASSES)))), default_value=-1)
+        tf.lookup.KeyValueTensorInitializer(CLASSES, list(range(len(CLASSES)))), default_value=-1
+    )
 
     def preprocess(jpeg, name):
         image = tf.io.decode_jpeg(jpeg, channels=3)
@@ -100,12 +103,14 @@ def main() -> None:
     collector = None
     if os.environ.get("INPUT_BOUND_COLLECTOR") == "pipelines":
         from gpuwhy.collect.run.pipelines import PipelineCollector
+
         collector = PipelineCollector()
         collector.start(time.perf_counter())
         collector.on_tensorflow()
     ds = build(shuffle=args.shuffle, fixed=args.fixed)
     if args.optimize:
         from gpuwhy.fix.input_pipeline import optimize
+
         result = optimize(ds, repeats=args.repeats)
         print(result.report())
         print("OPTIMIZE " + json.dumps(result.to_dict()))
@@ -116,7 +121,7 @@ def main() -> None:
         facts = collector.facts()
         print(f"PIPELINES {len(facts.pipelines) if facts else 0}")
     steps_per_epoch = len(times) // EPOCHS
-    print(f"MEDIAN_STEP_S {statistics.median(times[steps_per_epoch:]):.9f}")   # epochs 2 and 3
+    print(f"MEDIAN_STEP_S {statistics.median(times[steps_per_epoch:]):.9f}")  # epochs 2 and 3
 
 
 if __name__ == "__main__":

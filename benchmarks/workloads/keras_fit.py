@@ -1,4 +1,5 @@
 """Keras fit on a small MLP; prints the median step time (own callback, no gpuwhy)."""
+
 import statistics
 import time
 
@@ -24,9 +25,17 @@ class StepTimer(tf.keras.callbacks.Callback):
 x = np.random.rand(8192, 64).astype("float32")
 y = np.random.randint(0, 10, 8192)
 ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(tf.data.AUTOTUNE)
-model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(256, activation="relu"),
-                             tf.keras.layers.Dense(256, activation="relu"), tf.keras.layers.Dense(10)])
-model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model = tf.keras.Sequential(
+    [
+        tf.keras.Input((64,)),
+        tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(10),
+    ]
+)
+model.compile(
+    optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+)
 timer = StepTimer()
 model.fit(ds, epochs=3, verbose=0, callbacks=[timer])
 print(f"MEDIAN_STEP_S {statistics.median(timer.times[20:]):.9f}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Optional
 
 from gpuwhy.collect import nvml
 from gpuwhy.facts import DriverFacts, GpuDevice
@@ -19,7 +18,7 @@ from gpuwhy.facts import DriverFacts, GpuDevice
 LIBCUDA = {"linux": "libcuda.so.1", "win32": "nvcuda.dll"}
 
 
-def libcuda_version() -> tuple[bool, Optional[str], Optional[str]]:
+def libcuda_version() -> tuple[bool, str | None, str | None]:
     """(loaded, error, cuda version the driver supports) from ``cuDriverGetVersion``,
     which needs no cuInit and so cannot hang on a wedged GPU."""
     name = LIBCUDA.get(sys.platform)
@@ -38,8 +37,12 @@ def libcuda_version() -> tuple[bool, Optional[str], Optional[str]]:
 
 
 def in_container() -> bool:
-    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv") \
-            or "KUBERNETES_SERVICE_HOST" in os.environ or os.environ.get("container"):
+    if (
+        os.path.exists("/.dockerenv")
+        or os.path.exists("/run/.containerenv")
+        or "KUBERNETES_SERVICE_HOST" in os.environ
+        or os.environ.get("container")
+    ):
         return True
     try:
         with open("/proc/1/cgroup", encoding="utf-8") as f:
@@ -49,12 +52,16 @@ def in_container() -> bool:
     return any(word in text for word in ("docker", "containerd", "kubepods", "libpod"))
 
 
-def collect(exclude_pids: frozenset[int] = frozenset()) -> tuple[DriverFacts, tuple[GpuDevice, ...]]:
+def collect(
+    exclude_pids: frozenset[int] = frozenset(),
+) -> tuple[DriverFacts, tuple[GpuDevice, ...]]:
     snap = nvml.snapshot(exclude_pids)
     loaded, error, cuda_from_lib = libcuda_version()
     driver = DriverFacts(
-        nvml_ok=snap["ok"], nvml_error=snap["error"],
-        libcuda_loaded=loaded, libcuda_error=error,
+        nvml_ok=snap["ok"],
+        nvml_error=snap["error"],
+        libcuda_loaded=loaded,
+        libcuda_error=error,
         driver_version=snap.get("driver_version"),
         cuda_driver_version=cuda_from_lib or snap.get("cuda_driver_version"),
         device_count=len(snap["devices"]),

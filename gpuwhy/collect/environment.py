@@ -12,7 +12,6 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 from gpuwhy.collect import driver as driver_collector
 from gpuwhy.collect.tf_probe import TensorFlowProbe
@@ -20,11 +19,23 @@ from gpuwhy.facts import DriverFacts, EnvironmentFacts, Facts, TensorFlowFacts
 
 # Environment variables that change whether or how TensorFlow uses a GPU.
 GPU_ENV_VARS = (
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-    "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_GPU_THREAD_MODE",
-    "TF_GPU_THREAD_COUNT", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
-    "XLA_FLAGS", "TF_XLA_FLAGS", "TF_CUDNN_DETERMINISTIC", "TF_DETERMINISTIC_OPS",
-    "CUDA_CACHE_MAXSIZE", "CUDA_CACHE_DISABLE", "CUDA_HOME", "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR",
+    "TF_GPU_THREAD_MODE",
+    "TF_GPU_THREAD_COUNT",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "XLA_FLAGS",
+    "TF_XLA_FLAGS",
+    "TF_CUDNN_DETERMINISTIC",
+    "TF_DETERMINISTIC_OPS",
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_CACHE_DISABLE",
+    "CUDA_HOME",
+    "LD_LIBRARY_PATH",
 )
 
 
@@ -36,9 +47,12 @@ def _wsl() -> bool:
         return False
 
 
-def environment_facts(driver: Optional[DriverFacts], tensorflow: Optional[TensorFlowFacts],
-                      python: str = sys.executable,
-                      python_version: Optional[str] = None) -> EnvironmentFacts:
+def environment_facts(
+    driver: DriverFacts | None,
+    tensorflow: TensorFlowFacts | None,
+    python: str = sys.executable,
+    python_version: str | None = None,
+) -> EnvironmentFacts:
     """This machine and process around what was learned of the driver and TensorFlow."""
     return EnvironmentFacts(
         python_version=python_version or platform.python_version(),
@@ -69,6 +83,7 @@ class EnvironmentCollector:
             tensorflow = probe.result()
         finally:
             probe.kill()
-        environment = environment_facts(driver, tensorflow, python=self.python,
-                                        python_version=tensorflow.python_version)
+        environment = environment_facts(
+            driver, tensorflow, python=self.python, python_version=tensorflow.python_version
+        )
         return Facts(environment=environment, devices=devices)

@@ -7,10 +7,9 @@ page count does not); sysconf elsewhere.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 
-def host_memory() -> tuple[Optional[int], Optional[int]]:
+def host_memory() -> tuple[int | None, int | None]:
     """(physical memory, memory available now) in bytes; None where unknown."""
     values = {}
     try:
@@ -18,7 +17,7 @@ def host_memory() -> tuple[Optional[int], Optional[int]]:
             for line in meminfo:
                 name, _, rest = line.partition(":")
                 if name in ("MemTotal", "MemAvailable"):
-                    values[name] = int(rest.split()[0]) * 1024   # kB
+                    values[name] = int(rest.split()[0]) * 1024  # kB
     except (OSError, ValueError, IndexError):
         pass
     total = values.get("MemTotal") or _sysconf_bytes("SC_PHYS_PAGES")
@@ -26,7 +25,7 @@ def host_memory() -> tuple[Optional[int], Optional[int]]:
     return total, available
 
 
-def _sysconf_bytes(pages: str) -> Optional[int]:
+def _sysconf_bytes(pages: str) -> int | None:
     try:
         return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):

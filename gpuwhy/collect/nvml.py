@@ -11,7 +11,7 @@ source (:class:`NvmlSource`, below) only reads: its raw readings can be recorded
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import GpuDevice, GpuProcess
 
@@ -29,13 +29,14 @@ def _text(value: Any) -> str:
 def _call(fn, *args, default=None):
     """One optional NVML query: unsupported on this GPU/driver -> default."""
     import pynvml
+
     try:
         return fn(*args)
     except pynvml.NVMLError:
         return default
 
 
-def cuda_version_text(version: Optional[int]) -> Optional[str]:
+def cuda_version_text(version: int | None) -> str | None:
     """NVML/CUDA encode 12.4 as 12040."""
     if not version:
         return None
@@ -57,14 +58,15 @@ def snapshot(exclude_pids: frozenset[int] = frozenset()) -> dict[str, Any]:
     except pynvml.NVMLError as e:
         return {"ok": False, "error": error_name(e), "devices": []}
     try:
-        devices = [_device(pynvml, i, exclude_pids)
-                   for i in range(pynvml.nvmlDeviceGetCount())]
+        devices = [_device(pynvml, i, exclude_pids) for i in range(pynvml.nvmlDeviceGetCount())]
         return {
-            "ok": True, "error": None,
+            "ok": True,
+            "error": None,
             "driver_version": _text(_call(pynvml.nvmlSystemGetDriverVersion, default="")) or None,
             "cuda_driver_version": cuda_version_text(
                 _call(pynvml.nvmlSystemGetCudaDriverVersion_v2)
-                or _call(pynvml.nvmlSystemGetCudaDriverVersion)),
+                or _call(pynvml.nvmlSystemGetCudaDriverVersion)
+            ),
             "devices": devices,
         }
     except pynvml.NVMLError as e:
@@ -80,13 +82,17 @@ def _device(pynvml, index: int, exclude_pids: frozenset[int]) -> GpuDevice:
     cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     pci = _call(pynvml.nvmlDeviceGetPciInfo, handle)
     processes = []
-    for proc in (_call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle, default=[]) or []):
+    for proc in _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle, default=[]) or []:
         if proc.pid in exclude_pids:
             continue
         used = proc.usedGpuMemory
-        processes.append(GpuProcess(
-            pid=proc.pid, name=_process_name(proc.pid),
-            used_bytes=int(used) if isinstance(used, int) and used >= 0 else None))
+        processes.append(
+            GpuProcess(
+                pid=proc.pid,
+                name=_process_name(proc.pid),
+                used_bytes=int(used) if isinstance(used, int) and used >= 0 else None,
+            )
+        )
     return GpuDevice(
         index=index,
         name=_text(pynvml.nvmlDeviceGetName(handle)),
@@ -100,7 +106,7 @@ def _device(pynvml, index: int, exclude_pids: frozenset[int]) -> GpuDevice:
     )
 
 
-def _process_name(pid: int) -> Optional[str]:
+def _process_name(pid: int) -> str | None:
     # NVML's own process-name call is slow and needs privileges; /proc is enough on Linux.
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -120,13 +126,23 @@ def _process_name(pid: int) -> Optional[str]:
 # PCIe traffic comes from the cumulative byte counters (one field-values call), not from
 # nvmlDeviceGetPcieThroughput, which blocks for 20 ms per direction.
 
-PCIE_TX_FIELD = 197   # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (nvml.h, R535+): cumulative, may wrap
-PCIE_RX_FIELD = 198   # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+PCIE_TX_FIELD = 197  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (nvml.h, R535+): cumulative, may wrap
+PCIE_RX_FIELD = 198  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
 # Recording key -> NVML_GPM_METRIC_* id (percentages 0-100 computed by NVML from 2 samples).
-GPM_METRICS = (("sm_activity", 2),       # NVML_GPM_METRIC_SM_UTIL
-               ("sm_occupancy", 3),      # NVML_GPM_METRIC_SM_OCCUPANCY
-               ("tensor_activity", 5))   # NVML_GPM_METRIC_ANY_TENSOR_UTIL
-_VALUE_FIELDS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+GPM_METRICS = (
+    ("sm_activity", 2),  # NVML_GPM_METRIC_SM_UTIL
+    ("sm_occupancy", 3),  # NVML_GPM_METRIC_SM_OCCUPANCY
+    ("tensor_activity", 5),
+)  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+_VALUE_FIELDS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
 
 
 class _Gpm:
@@ -138,7 +154,7 @@ class _Gpm:
         self.current = pynvml.nvmlGpmSampleAlloc()
         self.primed = False
 
-    def read(self) -> Optional[dict[str, Optional[float]]]:
+    def read(self) -> dict[str, float | None] | None:
         pynvml = self.pynvml
         try:
             pynvml.nvmlGpmSampleGet(self.handle, self.current)
@@ -155,9 +171,14 @@ class _Gpm:
                 request.metrics[i].metricId = metric_id
             try:
                 pynvml.nvmlGpmMetricsGet(request)
-                values = {key: (float(request.metrics[i].value)
-                                if request.metrics[i].nvmlReturn == 0 else None)
-                          for i, (key, _) in enumerate(GPM_METRICS)}
+                values = {
+                    key: (
+                        float(request.metrics[i].value)
+                        if request.metrics[i].nvmlReturn == 0
+                        else None
+                    )
+                    for i, (key, _) in enumerate(GPM_METRICS)
+                }
             except pynvml.NVMLError:
                 values = None
         self.previous, self.current, self.primed = self.current, self.previous, True
@@ -179,7 +200,7 @@ class NvmlSource:
         self.pynvml = None
         self.handles: list[Any] = []
         self.gpm: dict[int, _Gpm] = {}
-        self.names: dict[int, Optional[str]] = {}   # pid -> command line, read once
+        self.names: dict[int, str | None] = {}  # pid -> command line, read once
         self.t0 = 0.0
 
     def open(self, t0: float) -> dict[str, Any]:
@@ -204,7 +225,9 @@ class NvmlSource:
             header["error"] = error_name(e)
             self.close()
             return header
-        header["driver_version"] = _text(_call(pynvml.nvmlSystemGetDriverVersion, default="")) or None
+        header["driver_version"] = (
+            _text(_call(pynvml.nvmlSystemGetDriverVersion, default="")) or None
+        )
         header["nvml_version"] = _text(_call(pynvml.nvmlSystemGetNVMLVersion, default="")) or None
         for index, handle in enumerate(self.handles):
             memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
@@ -216,25 +239,31 @@ class NvmlSource:
                     self.gpm[index] = _Gpm(pynvml, handle)
                 except pynvml.NVMLError:
                     pass
-            header["devices"].append({
-                "index": index,
-                "name": _text(_call(pynvml.nvmlDeviceGetName, handle, default="")) or f"GPU {index}",
-                "uuid": _text(_call(pynvml.nvmlDeviceGetUUID, handle, default="")) or None,
-                "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
-                "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-                "memory_total_bytes": int(memory.total) if memory is not None else None,
-                "gpm": index in self.gpm,
-            })
+            header["devices"].append(
+                {
+                    "index": index,
+                    "name": _text(_call(pynvml.nvmlDeviceGetName, handle, default=""))
+                    or f"GPU {index}",
+                    "uuid": _text(_call(pynvml.nvmlDeviceGetUUID, handle, default="")) or None,
+                    "pci_bus_id": _text(pci.busId).lower() if pci is not None else None,
+                    "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+                    "memory_total_bytes": int(memory.total) if memory is not None else None,
+                    "gpm": index in self.gpm,
+                }
+            )
         header["open_s"] = round(time.perf_counter() - started, 6)
         return header
 
-    def read(self, processes: bool) -> Optional[dict[str, Any]]:
+    def read(self, processes: bool) -> dict[str, Any] | None:
         if self.pynvml is None:
             return None
         started = time.perf_counter()
         gpus = [self._read_device(i, h, processes) for i, h in enumerate(self.handles)]
-        return {"t": round(started - self.t0, 6), "read_s": round(time.perf_counter() - started, 6),
-                "gpus": gpus}
+        return {
+            "t": round(started - self.t0, 6),
+            "read_s": round(time.perf_counter() - started, 6),
+            "gpus": gpus,
+        }
 
     def _read_device(self, index: int, handle: Any, processes: bool) -> dict[str, Any]:
         pynvml = self.pynvml
@@ -253,13 +282,21 @@ class NvmlSource:
         }
         if processes:
             procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
-            reading["procs"] = None if procs is None else [
-                [int(p.pid), int(p.usedGpuMemory) if isinstance(p.usedGpuMemory, int) else None,
-                 self._name(int(p.pid))]
-                for p in procs]
+            reading["procs"] = (
+                None
+                if procs is None
+                else [
+                    [
+                        int(p.pid),
+                        int(p.usedGpuMemory) if isinstance(p.usedGpuMemory, int) else None,
+                        self._name(int(p.pid)),
+                    ]
+                    for p in procs
+                ]
+            )
         return reading
 
-    def _name(self, pid: int) -> Optional[str]:
+    def _name(self, pid: int) -> str | None:
         if pid not in self.names:
             self.names[pid] = _process_name(pid)
         return self.names[pid]
@@ -274,7 +311,7 @@ class NvmlSource:
         self.pynvml = None
 
 
-def _counter(field: Any) -> Optional[list]:
+def _counter(field: Any) -> list | None:
     """A field value as ``[value, NVML value type, NVML timestamp in µs]``; None on error.
 
     The value type tells the sampler the counter's width, hence where it wraps."""

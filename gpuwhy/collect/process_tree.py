@@ -32,10 +32,10 @@ def parent_map(proc: str = PROC) -> dict[int, int]:
         try:
             with open(f"{proc}/{name}/stat", "rb") as f:
                 stat = f.read()
-        except OSError:             # exited meanwhile, or not ours to read
+        except OSError:  # exited meanwhile, or not ours to read
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and ')', so split after the last ')'.
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) >= 2:
             parents[int(name)] = int(fields[1])
     return parents
@@ -60,7 +60,7 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:        # exists, owned by someone else
+    except PermissionError:  # exists, owned by someone else
         return True
     return True
 

@@ -41,8 +41,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Protocol
+from typing import Any, Protocol
 
 from gpuwhy import __version__
 from gpuwhy.collect.run.base import RunCollector
@@ -51,7 +52,12 @@ from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries
 FORMAT = "gpuwhy-nvml-recording"
 VERSION = 1
 # Width of each NVML value type (nvmlValueType_t) that can hold a wrapping counter.
-COUNTER_BITS = {1: 32, 2: 64, 3: 64, 6: 16}   # unsigned int, unsigned long, unsigned long long, short
+COUNTER_BITS = {
+    1: 32,
+    2: 64,
+    3: 64,
+    6: 16,
+}  # unsigned int, unsigned long, unsigned long long, short
 # Above any PCIe link (PCIe 6.0 x16 is ~128 GB/s per direction): a "wrap" this fast was a reset.
 MAX_PCIE_BYTES_PER_S = 256e9
 GPM_KEYS = ("sm_activity", "sm_occupancy", "tensor_activity")
@@ -64,7 +70,7 @@ class Source(Protocol):
 
     def open(self, t0: float) -> dict[str, Any]: ...
 
-    def read(self, processes: bool) -> Optional[dict[str, Any]]: ...
+    def read(self, processes: bool) -> dict[str, Any] | None: ...
 
     def close(self) -> None: ...
 
@@ -85,13 +91,17 @@ class ReplaySource:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        lines = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()
-                 if line.strip()]
+        lines = [
+            json.loads(line)
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         if not lines or lines[0].get("kind") != "header" or lines[0].get("format") != FORMAT:
             raise RecordingError(f"{self.path}: not a {FORMAT} file (no header line)")
         if lines[0].get("version") != VERSION:
-            raise RecordingError(f"{self.path}: recording version {lines[0].get('version')!r}, "
-                                 f"expected {VERSION}")
+            raise RecordingError(
+                f"{self.path}: recording version {lines[0].get('version')!r}, expected {VERSION}"
+            )
         self.header = lines[0]
         self.ticks = [line for line in lines[1:] if line.get("kind") == "tick"]
         self.position = 0
@@ -101,7 +111,7 @@ class ReplaySource:
         self.position = 0
         return dict(self.header)
 
-    def read(self, processes: bool) -> Optional[dict[str, Any]]:
+    def read(self, processes: bool) -> dict[str, Any] | None:
         if self.position >= len(self.ticks):
             return None
         tick = self.ticks[self.position]
@@ -120,7 +130,8 @@ class ReplaySource:
 # ---------------------------------------------------------------------------
 # Conversion of raw readings, one builder per GPU.
 
-def counter_rate(previous: Optional[list], current: Optional[list], dt: float) -> Optional[float]:
+
+def counter_rate(previous: list | None, current: list | None, dt: float) -> float | None:
     """Bytes per second between two ``[value, value type, timestamp µs]`` counter readings.
 
     NVML's own timestamps give the interval where both exist; an unchanged timestamp means
@@ -142,12 +153,12 @@ def counter_rate(previous: Optional[list], current: Optional[list], dt: float) -
         bits = COUNTER_BITS.get(vtype)
         wrapped = (1 << bits) - v0 + v1 if bits else None
         if wrapped is None or wrapped / dt > MAX_PCIE_BYTES_PER_S:
-            return None          # reset (driver reload, GPU reset), not a wrap
+            return None  # reset (driver reload, GPU reset), not a wrap
         delta = wrapped
     return delta / dt
 
 
-def _fraction(percent: Any) -> Optional[float]:
+def _fraction(percent: Any) -> float | None:
     return None if percent is None else float(percent) / 100.0
 
 
@@ -156,11 +167,22 @@ class _SeriesBuilder:
         self.index = int(device["index"])
         self.name = device.get("name") or f"GPU {self.index}"
         self.memory_total = device.get("memory_total_bytes")
-        self.columns: dict[str, list] = {k: [] for k in (
-            "t", "utilization", "memory_used_bytes", "own_memory_bytes", "pcie_tx_bytes_per_s",
-            "pcie_rx_bytes_per_s", "sm_clock_mhz", "power_w", *GPM_KEYS)}
-        self.previous: Optional[dict[str, Any]] = None
-        self.previous_t: Optional[float] = None
+        self.columns: dict[str, list] = {
+            k: []
+            for k in (
+                "t",
+                "utilization",
+                "memory_used_bytes",
+                "own_memory_bytes",
+                "pcie_tx_bytes_per_s",
+                "pcie_rx_bytes_per_s",
+                "sm_clock_mhz",
+                "power_w",
+                *GPM_KEYS,
+            )
+        }
+        self.previous: dict[str, Any] | None = None
+        self.previous_t: float | None = None
         self.others: dict[int, GpuProcess] = {}
         self.gpm_seen = False
 
@@ -171,8 +193,12 @@ class _SeriesBuilder:
         c["t"].append(round(t, 4))
         c["utilization"].append(_fraction(reading.get("util")))
         c["memory_used_bytes"].append(reading.get("mem_used"))
-        c["pcie_tx_bytes_per_s"].append(counter_rate(prev.get("pcie_tx"), reading.get("pcie_tx"), dt))
-        c["pcie_rx_bytes_per_s"].append(counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt))
+        c["pcie_tx_bytes_per_s"].append(
+            counter_rate(prev.get("pcie_tx"), reading.get("pcie_tx"), dt)
+        )
+        c["pcie_rx_bytes_per_s"].append(
+            counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt)
+        )
         clock = reading.get("sm_clock_mhz")
         c["sm_clock_mhz"].append(None if clock is None else float(clock))
         power = reading.get("power_mw")
@@ -184,7 +210,7 @@ class _SeriesBuilder:
         c["own_memory_bytes"].append(self._own_memory(reading, pids))
         self.previous, self.previous_t = reading, t
 
-    def _own_memory(self, reading: dict[str, Any], pids: frozenset[int]) -> Optional[int]:
+    def _own_memory(self, reading: dict[str, Any], pids: frozenset[int]) -> int | None:
         """Bytes held by the watched pids on a process tick; None on other ticks."""
         procs = reading.get("procs")
         if procs is None:
@@ -200,19 +226,28 @@ class _SeriesBuilder:
                     own += int(used)
                 continue
             seen = self.others.get(pid)
-            peak = max((x for x in (used, seen.used_bytes if seen else None) if x is not None),
-                       default=None)
-            self.others[pid] = GpuProcess(pid=pid, name=name or (seen.name if seen else None),
-                                          used_bytes=peak)
+            peak = max(
+                (x for x in (used, seen.used_bytes if seen else None) if x is not None),
+                default=None,
+            )
+            self.others[pid] = GpuProcess(
+                pid=pid, name=name or (seen.name if seen else None), used_bytes=peak
+            )
         return None if unknown and not own else own
 
     def series(self) -> GpuSeries:
         c = {k: tuple(v) for k, v in self.columns.items()}
-        return GpuSeries(index=self.index, name=self.name, memory_total_bytes=self.memory_total,
-                         others=tuple(sorted(self.others.values(), key=lambda p: p.pid)), **c)
+        return GpuSeries(
+            index=self.index,
+            name=self.name,
+            memory_total_bytes=self.memory_total,
+            others=tuple(sorted(self.others.values(), key=lambda p: p.pid)),
+            **c,
+        )
 
 
 # ---------------------------------------------------------------------------
+
 
 class GpuSampler(RunCollector):
     """Samples every GPU in a daemon thread from :meth:`start` until :meth:`stop`.
@@ -223,9 +258,15 @@ class GpuSampler(RunCollector):
     ``facts().error``.
     """
 
-    def __init__(self, hz: float = 10.0, pids: Optional[Callable[[], Iterable[int]]] = None,
-                 source: Optional[Source] = None, record_path: str | Path | None = None,
-                 process_hz: float = 1.0, join_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        hz: float = 10.0,
+        pids: Callable[[], Iterable[int]] | None = None,
+        source: Source | None = None,
+        record_path: str | Path | None = None,
+        process_hz: float = 1.0,
+        join_timeout_s: float = 10.0,
+    ) -> None:
         self.hz = float(hz) if hz and hz > 0 else 10.0
         self.process_hz = min(float(process_hz), self.hz) if process_hz and process_hz > 0 else 1.0
         self.pids = pids or (lambda: (os.getpid(),))
@@ -233,7 +274,7 @@ class GpuSampler(RunCollector):
         self.record_path = Path(record_path) if record_path else None
         self.join_timeout_s = join_timeout_s
         self.t0 = 0.0
-        self.error: Optional[str] = "not started"
+        self.error: str | None = "not started"
         self.header: dict[str, Any] = {}
         self.tick_seconds: list[float] = []
         self.tf_peak_memory_bytes: dict[str, int] = {}
@@ -242,7 +283,7 @@ class GpuSampler(RunCollector):
         self._tensorflow = False
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._record = None
 
     # -- life cycle (RunCollector) ------------------------------------------------------
@@ -250,7 +291,9 @@ class GpuSampler(RunCollector):
         self.t0 = t0
         self.error = None
         try:
-            self._thread = threading.Thread(target=self._run, name="gpuwhy-gpu-sampler", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="gpuwhy-gpu-sampler", daemon=True
+            )
             self._thread.start()
         except Exception as e:  # noqa: BLE001 - never into the program
             self._thread = None
@@ -268,11 +311,12 @@ class GpuSampler(RunCollector):
                     self.error = f"an NVML call did not return within {self.join_timeout_s:g} s"
             if self._tensorflow:
                 from gpuwhy.tfapi.memory import tf_peak_memory
+
                 self.tf_peak_memory_bytes = tf_peak_memory()
         except Exception as e:  # noqa: BLE001
             self.error = self.error or f"sampler stop failed: {type(e).__name__}: {e}"
 
-    def wait(self, timeout: Optional[float] = None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         """Until a source that ends (a replay) is exhausted; True when the thread ended."""
         if self._thread is None:
             return True
@@ -285,12 +329,15 @@ class GpuSampler(RunCollector):
         try:
             if source is None:
                 from gpuwhy.collect.nvml import NvmlSource
+
                 source = self.source = NvmlSource()
             header = source.open(self.t0)
             with self._lock:
                 self.header = header
                 self.error = header.get("error")
-                self._builders = {int(d["index"]): _SeriesBuilder(d) for d in header.get("devices", ())}
+                self._builders = {
+                    int(d["index"]): _SeriesBuilder(d) for d in header.get("devices", ())
+                }
             self._open_record(header)
             if header.get("error"):
                 return
@@ -323,7 +370,7 @@ class GpuSampler(RunCollector):
                 continue
             due += period
             delay = due - time.perf_counter()
-            if delay < 0:             # fell behind (a slow call): no burst to catch up
+            if delay < 0:  # fell behind (a slow call): no burst to catch up
                 due, delay = time.perf_counter(), 0.0
             self._stopping.wait(delay)
 
@@ -351,9 +398,16 @@ class GpuSampler(RunCollector):
             return
         self.record_path.parent.mkdir(parents=True, exist_ok=True)
         self._record = open(self.record_path, "w", encoding="utf-8")
-        full = {"kind": "header", "format": FORMAT, "version": VERSION, "constructed": False,
-                "recorded_by": f"gpuwhy {__version__}", "hz": self.hz,
-                "process_hz": self.process_hz, **header}
+        full = {
+            "kind": "header",
+            "format": FORMAT,
+            "version": VERSION,
+            "constructed": False,
+            "recorded_by": f"gpuwhy {__version__}",
+            "hz": self.hz,
+            "process_hz": self.process_hz,
+            **header,
+        }
         self._record.write(json.dumps(full) + "\n")
 
     # -- result ------------------------------------------------------------------------
@@ -362,9 +416,12 @@ class GpuSampler(RunCollector):
         with self._lock:
             gpus = tuple(b.series() for _, b in sorted(self._builders.items()))
             return GpuSamplesFacts(
-                hz=float(self.header.get("hz", self.hz)) if not getattr(self.source, "paced", True)
+                hz=float(self.header.get("hz", self.hz))
+                if not getattr(self.source, "paced", True)
                 else self.hz,
-                gpus=gpus, error=self.error,
+                gpus=gpus,
+                error=self.error,
                 gpm=any(b.gpm_seen for b in self._builders.values()),
                 tf_peak_memory_bytes=dict(self.tf_peak_memory_bytes),
-                watched_pids=tuple(sorted(self._watched)))
+                watched_pids=tuple(sorted(self._watched)),
+            )

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import TensorFlowFacts, from_dict
 
@@ -25,7 +25,8 @@ MARK = "@@gpuwhy-probe "
 _RELEVANT = re.compile(
     r"cuda|cudnn|cublas|cufft|cusolver|cusparse|dlopen|dynamic library|gpu|driver|"
     r"compute capability|ptx|jit|TF_FORCE_GPU_ALLOW_GROWTH|TF_GPU_ALLOCATOR|nccl",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # glog/absl prefix: "E0000 00:00:1795241112.608977    5511 " (severity, time, thread id)
 _GLOG_PREFIX = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ ")
 
@@ -33,32 +34,43 @@ _GLOG_PREFIX = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ ")
 class TensorFlowProbe:
     """A running child; :meth:`result` waits for it (the parent works meanwhile)."""
 
-    def __init__(self, python: str = sys.executable, timeout: float = 120.0,
-                 env: Optional[dict[str, str]] = None) -> None:
+    def __init__(
+        self,
+        python: str = sys.executable,
+        timeout: float = 120.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.timeout = timeout
         child_env = dict(os.environ if env is None else env)
-        child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"   # we want TF's own words; they are not shown raw
+        child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"  # we want TF's own words; they are not shown raw
         # The confirming matmul must not map nearly all memory of every GPU for a moment.
         child_env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
         child_env.pop("TF_GPU_ALLOCATOR", None)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         try:
-            self.proc: Optional[subprocess.Popen] = subprocess.Popen(
-                [python, str(CHILD)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL, env=child_env, text=True, errors="replace",
-                start_new_session=True)
-            self.start_error: Optional[str] = None
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                [python, str(CHILD)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                env=child_env,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+            self.start_error: str | None = None
         except OSError as e:
             self.proc, self.start_error = None, f"cannot start {python}: {e.strerror or e}"
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     def result(self) -> TensorFlowFacts:
         if self.proc is None:
-            return TensorFlowFacts(installed=False, probe_status="error",
-                                   import_error=self.start_error)
+            return TensorFlowFacts(
+                installed=False, probe_status="error", import_error=self.start_error
+            )
         status = "ok"
         try:
             out, err = self.proc.communicate(timeout=self.timeout)
@@ -83,15 +95,16 @@ class TensorFlowProbe:
         self.proc.wait()
 
 
-def parse(out: str, err: str, returncode: Optional[int], status: str = "ok",
-          timeout: float = 0.0) -> TensorFlowFacts:
+def parse(
+    out: str, err: str, returncode: int | None, status: str = "ok", timeout: float = 0.0
+) -> TensorFlowFacts:
     """Child output -> TensorFlowFacts. Pure, so recorded outputs can be tested."""
     stage, known, result = None, {}, None
     for line in out.splitlines():
         if not line.startswith(MARK):
             continue
         try:
-            message = json.loads(line[len(MARK):])
+            message = json.loads(line[len(MARK) :])
         except ValueError:
             continue
         if "result" in message:
@@ -110,12 +123,16 @@ def parse(out: str, err: str, returncode: Optional[int], status: str = "ok",
             data["import_error"] = f"no answer after {timeout:g} s (stage: {stage or 'start'})"
         elif returncode is not None and returncode < 0:
             name = _signal_name(-returncode)
-            data.update(probe_status="crashed", signal=name,
-                        import_error=f"the Python process died with {name} (stage: {stage})")
+            data.update(
+                probe_status="crashed",
+                signal=name,
+                import_error=f"the Python process died with {name} (stage: {stage})",
+            )
         else:
             tail = [ln for ln in err.strip().splitlines() if ln.strip()][-1:] or ["no output"]
-            data.update(probe_status="error",
-                        import_error=f"exit status {returncode}: {tail[0][:300]}")
+            data.update(
+                probe_status="error", import_error=f"exit status {returncode}: {tail[0][:300]}"
+            )
     return from_dict(TensorFlowFacts, data)
 
 
@@ -134,7 +151,7 @@ def log_lines(stderr: str) -> tuple[str, ...]:
         match = _GLOG_PREFIX.match(raw)
         if not match:
             continue
-        text = f"{match.group(1)} {raw[match.end():].strip()}"
+        text = f"{match.group(1)} {raw[match.end() :].strip()}"
         if _RELEVANT.search(text) and "cpu_feature_guard" not in text:
             seen.setdefault(text[:500], None)
     return tuple(seen)

@@ -46,42 +46,78 @@ import linecache
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
 from gpuwhy.fix import measure as m
 
 DEFAULT_MEMORY_FRACTION = 0.25
-INFINITE_PASS_SECONDS = 2.0      # an infinite dataset is timed over ~2 s of the original
-LONG_PASS_SECONDS = 120.0        # a finite epoch longer than this is timed on its first part
-PARTIAL_PASS_SECONDS = 5.0       # ... on passes of about this long for the original
-MIN_SAMPLE_SECONDS = 1.0         # shorter passes of the original are timed several in a row
-COMPARE_LIMIT = 1_000_000        # elements fingerprinted per pass at most
-_CHEAP_KINDS = frozenset({"range", "from_tensor_slices", "from_tensors", "from_sparse_tensor_slices",
-                          "batch", "unbatch", "prefetch", "options", "take", "skip", "shard",
-                          "repeat", "cache", "assert_cardinality", "restructured"})
-_COUNT_KEEPING_OR_SHRINKING = frozenset({"filter", "take_while", "ignore_errors", "unique", "take",
-                                         "skip", "shard", "map", "prefetch", "options", "cache",
-                                         "assert_cardinality"})
+INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
+LONG_PASS_SECONDS = 120.0  # a finite epoch longer than this is timed on its first part
+PARTIAL_PASS_SECONDS = 5.0  # ... on passes of about this long for the original
+MIN_SAMPLE_SECONDS = 1.0  # shorter passes of the original are timed several in a row
+COMPARE_LIMIT = 1_000_000  # elements fingerprinted per pass at most
+_CHEAP_KINDS = frozenset(
+    {
+        "range",
+        "from_tensor_slices",
+        "from_tensors",
+        "from_sparse_tensor_slices",
+        "batch",
+        "unbatch",
+        "prefetch",
+        "options",
+        "take",
+        "skip",
+        "shard",
+        "repeat",
+        "cache",
+        "assert_cardinality",
+        "restructured",
+    }
+)
+_COUNT_KEEPING_OR_SHRINKING = frozenset(
+    {
+        "filter",
+        "take_while",
+        "ignore_errors",
+        "unique",
+        "take",
+        "skip",
+        "shard",
+        "map",
+        "prefetch",
+        "options",
+        "cache",
+        "assert_cardinality",
+    }
+)
 
 
 # -- result --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Change:
     """One fix applied to the rewritten pipeline, with the code that makes it permanent."""
 
-    kind: str                     # parallel-map | parallel-interleave | cache | prefetch |
-                                  # parallel-reads | any-order
-    stage: str                    # the transformation as written: "map(parse)"
-    location: Optional[str]       # file:line where the user wrote it (or its function)
-    code: str                     # what to write there
+    kind: str  # parallel-map | parallel-interleave | cache | prefetch |
+    # parallel-reads | any-order
+    stage: str  # the transformation as written: "map(parse)"
+    location: str | None  # file:line where the user wrote it (or its function)
+    code: str  # what to write there
     why: str
-    source_line: Optional[str] = None   # the line at `location`, as written
+    source_line: str | None = None  # the line at `location`, as written
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "stage": self.stage, "location": self.location,
-                "code": self.code, "why": self.why, "source_line": self.source_line}
+        return {
+            "kind": self.kind,
+            "stage": self.stage,
+            "location": self.location,
+            "code": self.code,
+            "why": self.why,
+            "source_line": self.source_line,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,7 +125,7 @@ class LeftAlone:
     """A fix gpuwhy did not apply, and why."""
 
     stage: str
-    location: Optional[str]
+    location: str | None
     reason: str
 
     def to_dict(self) -> dict:
@@ -100,7 +136,7 @@ class LeftAlone:
 class SameElements:
     """Whether the rewritten pipeline gave the original's elements, and how that was checked."""
 
-    same: Optional[bool]          # None: could not be checked
+    same: bool | None  # None: could not be checked
     how: str
 
     def __bool__(self) -> bool:
@@ -119,12 +155,12 @@ class OptimizeResult:
     original: Any
     changes: list[Change] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
-    before: Optional[m.Throughput] = None
-    after: Optional[m.Throughput] = None
-    ideal: Optional[m.Throughput] = None
-    gap_closed: Optional[float] = None
+    before: m.Throughput | None = None
+    after: m.Throughput | None = None
+    ideal: m.Throughput | None = None
+    gap_closed: float | None = None
     same_elements: SameElements = SameElements(None, "not checked")
-    refused: Optional[str] = None
+    refused: str | None = None
     notes: list[str] = field(default_factory=list)
     keep_order: bool = True
 
@@ -133,7 +169,7 @@ class OptimizeResult:
         return bool(self.changes) and self.refused is None
 
     @property
-    def speedup(self) -> Optional[float]:
+    def speedup(self) -> float | None:
         if self.before and self.after and self.before.median > 0:
             return self.after.median / self.before.median
         return None
@@ -142,6 +178,7 @@ class OptimizeResult:
         """A short table: throughput before/after/ideal, the changes with their code, and
         what was left as written."""
         from gpuwhy.report.terminal_fix import input_fix_lines
+
         return "\n".join(input_fix_lines(self.to_facts("this dataset")))
 
     __str__ = report
@@ -151,23 +188,43 @@ class OptimizeResult:
         """False when measuring showed the rewrite no faster than the original (within
         NO_GAIN, the noise of a few timed passes): then the original is the one to keep."""
         if not self.before or not self.after or self.refused:
-            return True               # not measured: the changes stand on their reasons
+            return True  # not measured: the changes stand on their reasons
         return self.after.median >= self.before.median * (1 + NO_GAIN)
 
-    def to_facts(self, name: str, location: Optional[str] = None,
-                 iterated_at: tuple[str, ...] = ()) -> InputFix:
+    def to_facts(
+        self, name: str, location: str | None = None, iterated_at: tuple[str, ...] = ()
+    ) -> InputFix:
         """This result as the record's ``input_fixes`` facts (what reports render)."""
         return InputFix(
-            dataset=name, location=location, iterated_at=tuple(iterated_at),
-            before=_rate_facts(self.before), after=_rate_facts(self.after),
-            ideal=_rate_facts(self.ideal), gap_closed=self.gap_closed, speedup=self.speedup,
-            same_elements=self.same_elements.same, elements_checked=self.same_elements.how,
-            changes=tuple(PipelineChange(kind=c.kind, stage=c.stage, location=c.location,
-                                         code=c.code, why=c.why, source_line=c.source_line)
-                          for c in self.changes),
-            left_alone=tuple(f"{a.location + '  ' if a.location else ''}{a.stage}: {a.reason}"
-                             for a in self.left_alone),
-            refused=self.refused, worth_it=self.worth_it, notes=tuple(self.notes))
+            dataset=name,
+            location=location,
+            iterated_at=tuple(iterated_at),
+            before=_rate_facts(self.before),
+            after=_rate_facts(self.after),
+            ideal=_rate_facts(self.ideal),
+            gap_closed=self.gap_closed,
+            speedup=self.speedup,
+            same_elements=self.same_elements.same,
+            elements_checked=self.same_elements.how,
+            changes=tuple(
+                PipelineChange(
+                    kind=c.kind,
+                    stage=c.stage,
+                    location=c.location,
+                    code=c.code,
+                    why=c.why,
+                    source_line=c.source_line,
+                )
+                for c in self.changes
+            ),
+            left_alone=tuple(
+                f"{a.location + '  ' if a.location else ''}{a.stage}: {a.reason}"
+                for a in self.left_alone
+            ),
+            refused=self.refused,
+            worth_it=self.worth_it,
+            notes=tuple(self.notes),
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -176,8 +233,14 @@ class OptimizeResult:
             "keep_order": self.keep_order,
             "changes": [c.to_dict() for c in self.changes],
             "left_alone": [a.to_dict() for a in self.left_alone],
-            "throughput": {name: (t.to_dict() if t else None) for name, t in
-                           (("before", self.before), ("after", self.after), ("ideal", self.ideal))},
+            "throughput": {
+                name: (t.to_dict() if t else None)
+                for name, t in (
+                    ("before", self.before),
+                    ("after", self.after),
+                    ("ideal", self.ideal),
+                )
+            },
             "gap_closed": self.gap_closed,
             "speedup": self.speedup,
             "same_elements": self.same_elements.to_dict(),
@@ -185,19 +248,25 @@ class OptimizeResult:
         }
 
 
-def _rate_facts(t: Optional[m.Throughput]) -> Optional[PipelineRate]:
+def _rate_facts(t: m.Throughput | None) -> PipelineRate | None:
     if t is None:
         return None
-    return PipelineRate(median=t.median, min=t.low, max=t.high, passes=t.passes,
-                        elements_per_pass=t.elements_per_pass)
+    return PipelineRate(
+        median=t.median,
+        min=t.low,
+        max=t.high,
+        passes=t.passes,
+        elements_per_pass=t.elements_per_pass,
+    )
 
 
 # -- the plan ----------------------------------------------------------------------------
 
+
 @dataclass
 class _Plan:
-    parallel: dict[int, str] = field(default_factory=dict)   # stage index -> "map" | "interleave"
-    cache_after: Optional[int] = None
+    parallel: dict[int, str] = field(default_factory=dict)  # stage index -> "map" | "interleave"
+    cache_after: int | None = None
     prefetch: bool = False
     any_order: bool = False
     parallel_reads: bool = False
@@ -206,7 +275,7 @@ class _Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def _where(stage) -> Optional[str]:
+def _where(stage) -> str | None:
     if stage.site:
         return stage.site
     if stage.functions and stage.functions[0].location:
@@ -214,7 +283,7 @@ def _where(stage) -> Optional[str]:
     return None
 
 
-def _source_line(location: Optional[str]) -> Optional[str]:
+def _source_line(location: str | None) -> str | None:
     if not location or ":" not in location:
         return None
     path, _, line = location.rpartition(":")
@@ -225,19 +294,39 @@ def _source_line(location: Optional[str]) -> Optional[str]:
     return text or None
 
 
-def _change(kind: str, stage, code: str, why: str, location: Optional[str] = None) -> Change:
+def _change(kind: str, stage, code: str, why: str, location: str | None = None) -> Change:
     where = location or _where(stage)
-    return Change(kind, stage.describe(), where, code, why, _source_line(where) if stage.site
-                  or location else None)
+    return Change(
+        kind,
+        stage.describe(),
+        where,
+        code,
+        why,
+        _source_line(where) if stage.site or location else None,
+    )
 
 
 class _Planner:
-    def __init__(self, chain: list, options: Any, *, keep_order: bool, cache: Union[str, bool],
-                 assume_pure: bool, budget: int) -> None:
+    def __init__(
+        self,
+        chain: list,
+        options: Any,
+        *,
+        keep_order: bool,
+        cache: str | bool,
+        assume_pure: bool,
+        budget: int,
+    ) -> None:
         from gpuwhy.tfapi import data_rewrite as dr
+
         self.dr = dr
         self.chain, self.options = chain, options
-        self.keep_order, self.cache, self.assume_pure, self.budget = keep_order, cache, assume_pure, budget
+        self.keep_order, self.cache, self.assume_pure, self.budget = (
+            keep_order,
+            cache,
+            assume_pure,
+            budget,
+        )
         self.tf_does = dr.default_optimisations(options)
 
     def frozen_upto(self) -> int:
@@ -251,8 +340,9 @@ class _Planner:
             top = self.chain[frozen]
             reason = top.why_not or "gpuwhy cannot rebuild it"
             below = " with everything below it" if frozen > 0 or top.kind == "opaque" else ""
-            p.left_alone.append(LeftAlone(top.describe(), _where(top),
-                                          f"kept as written{below}: {reason}"))
+            p.left_alone.append(
+                LeftAlone(top.describe(), _where(top), f"kept as written{below}: {reason}")
+            )
         for i, stage in enumerate(self.chain):
             if stage.kind == "map" and stage.sequential_map:
                 self._plan_map(p, i, stage, frozen)
@@ -271,39 +361,66 @@ class _Planner:
         if fn is None:
             return
         if stage.params.get("synchronous"):
-            p.left_alone.append(LeftAlone(stage.describe(), _where(stage),
-                                          "written with synchronous=True"))
+            p.left_alone.append(
+                LeftAlone(stage.describe(), _where(stage), "written with synchronous=True")
+            )
             return
         python_ok = fn.python and self.assume_pure and not (fn.random or fn.unsafe_stateful)
         if not (fn.stateless_enough or python_ok):
             p.left_alone.append(LeftAlone(stage.describe(), _where(stage), _why_sequential(fn)))
             return
-        if stage.type_name == "_MapDataset" and fn.tf_parallelises and self.tf_does["map_parallelization"]:
-            p.left_alone.append(LeftAlone(
-                stage.describe(), _where(stage),
-                "TF already runs it in parallel (map_parallelization: its function is stateless)"))
+        if (
+            stage.type_name == "_MapDataset"
+            and fn.tf_parallelises
+            and self.tf_does["map_parallelization"]
+        ):
+            p.left_alone.append(
+                LeftAlone(
+                    stage.describe(),
+                    _where(stage),
+                    "TF already runs it in parallel (map_parallelization: its function is stateless)",
+                )
+            )
             return
         if i <= frozen:
-            p.left_alone.append(LeftAlone(stage.describe(), _where(stage),
-                                          "runs one element at a time, but it is below a stage "
-                                          "gpuwhy cannot rebuild"))
+            p.left_alone.append(
+                LeftAlone(
+                    stage.describe(),
+                    _where(stage),
+                    "runs one element at a time, but it is below a stage gpuwhy cannot rebuild",
+                )
+            )
             return
         p.parallel[i] = "map"
         det = "" if self.keep_order else ", deterministic=False"
-        why = ("runs one element at a time" if stage.type_name == "_MapDataset"
-               else "runs with num_parallel_calls=1")
+        why = (
+            "runs one element at a time"
+            if stage.type_name == "_MapDataset"
+            else "runs with num_parallel_calls=1"
+        )
         if fn.python:
-            why += "; parallel because assume_pure=True (Python functions hold the GIL: " \
-                   "it helps when they release it, e.g. in NumPy or I/O)"
+            why += (
+                "; parallel because assume_pure=True (Python functions hold the GIL: "
+                "it helps when they release it, e.g. in NumPy or I/O)"
+            )
         elif fn.ops and not fn.tf_parallelises:
-            stateful = sorted(set(fn.ops) & {"LookupTableFindV2", "LookupTableSizeV2",
-                                              "ReadVariableOp", "PrintV2"})
+            stateful = sorted(
+                set(fn.ops)
+                & {"LookupTableFindV2", "LookupTableSizeV2", "ReadVariableOp", "PrintV2"}
+            )
             if stateful:
-                why += (f"; TF does not parallelise it by itself because of {', '.join(stateful)}, "
-                        "which only reads")
-        p.changes.append(_change(
-            "parallel-map", stage,
-            f".map({_callable(fn)}, num_parallel_calls=tf.data.AUTOTUNE{det})", why))
+                why += (
+                    f"; TF does not parallelise it by itself because of {', '.join(stateful)}, "
+                    "which only reads"
+                )
+        p.changes.append(
+            _change(
+                "parallel-map",
+                stage,
+                f".map({_callable(fn)}, num_parallel_calls=tf.data.AUTOTUNE{det})",
+                why,
+            )
+        )
 
     def _plan_interleave(self, p: _Plan, i: int, stage, frozen: int) -> None:
         fn = stage.functions[0] if stage.functions else None
@@ -318,12 +435,18 @@ class _Planner:
         cycle_arg = "" if cycle in (None, -1) else f"cycle_length={cycle}, "
         block = stage.params.get("block_length")
         block_arg = "" if block in (None, 1) else f"block_length={block}, "
-        p.changes.append(_change(
-            "parallel-interleave", stage,
-            f".interleave({_callable(fn)}, {cycle_arg}{block_arg}num_parallel_calls=tf.data.AUTOTUNE, "
-            f"deterministic={det})",
-            "opens its inputs one at a time; a deterministic parallel interleave gives the same "
-            "sequence" if self.keep_order else "opens its inputs one at a time"))
+        p.changes.append(
+            _change(
+                "parallel-interleave",
+                stage,
+                f".interleave({_callable(fn)}, {cycle_arg}{block_arg}num_parallel_calls=tf.data.AUTOTUNE, "
+                f"deterministic={det})",
+                "opens its inputs one at a time; a deterministic parallel interleave gives the same "
+                "sequence"
+                if self.keep_order
+                else "opens its inputs one at a time",
+            )
+        )
 
     def _plan_tfrecord(self, p: _Plan, i: int, stage, frozen: int) -> None:
         files = stage.params.get("files")
@@ -331,16 +454,24 @@ class _Planner:
         if reads not in (None, 1) or files == 1 or i <= frozen:
             return
         if self.keep_order:
-            p.left_alone.append(LeftAlone(
-                stage.describe(), _where(stage),
-                f"reads {files if files and files > 0 else 'its'} files one after the other; "
-                "num_parallel_reads would interleave their records (allowed with keep_order=False)"))
+            p.left_alone.append(
+                LeftAlone(
+                    stage.describe(),
+                    _where(stage),
+                    f"reads {files if files and files > 0 else 'its'} files one after the other; "
+                    "num_parallel_reads would interleave their records (allowed with keep_order=False)",
+                )
+            )
             return
         p.parallel_reads = True
-        p.changes.append(_change(
-            "parallel-reads", stage,
-            "tf.data.TFRecordDataset(filenames, num_parallel_reads=tf.data.AUTOTUNE)",
-            "reads its files one after the other; parallel reads interleave their records"))
+        p.changes.append(
+            _change(
+                "parallel-reads",
+                stage,
+                "tf.data.TFRecordDataset(filenames, num_parallel_reads=tf.data.AUTOTUNE)",
+                "reads its files one after the other; parallel reads interleave their records",
+            )
+        )
 
     def _plan_cache(self, p: _Plan, frozen: int) -> None:
         dr, chain = self.dr, self.chain
@@ -348,8 +479,10 @@ class _Planner:
             return
         existing = [s for s in chain if s.kind == "cache"]
         if existing:
-            p.notes.append(f"already cached ({existing[-1].describe()}"
-                           f"{' at ' + _where(existing[-1]) if _where(existing[-1]) else ''})")
+            p.notes.append(
+                f"already cached ({existing[-1].describe()}"
+                f"{' at ' + _where(existing[-1]) if _where(existing[-1]) else ''})"
+            )
             return
         lowest = max(frozen, 0)
         reproducible_upto = -1
@@ -364,7 +497,7 @@ class _Planner:
             why = first_random[1] if first_random else "its bottom cannot be rebuilt"
             p.left_alone.append(LeftAlone("cache()", None, f"no stage to cache after: {why}"))
             return
-        candidate, why_not = None, None   # why_not: why a higher stage was not chosen
+        candidate, why_not = None, None  # why_not: why a higher stage was not chosen
         for j in range(reproducible_upto, lowest - 1, -1):
             if chain[j].kind in ("prefetch", "options") and j > lowest:
                 continue
@@ -374,11 +507,15 @@ class _Planner:
                 # it ends in time; a pipeline that does not is treated as infinite.
                 bound = _counted(chain[j].dataset)
                 if bound is not None:
-                    p.notes.append(f"{bound:,} elements after {chain[j].describe()}, counted in "
-                                   "one pass (TF does not know the number)")
+                    p.notes.append(
+                        f"{bound:,} elements after {chain[j].describe()}, counted in "
+                        "one pass (TF does not know the number)"
+                    )
             if bound is None:
-                why_not = why_not or (f"the number of elements after {chain[j].describe()} is "
-                                      f"unknown (not counted within {COUNT_LIMIT_S:.0f} s)")
+                why_not = why_not or (
+                    f"the number of elements after {chain[j].describe()} is "
+                    f"unknown (not counted within {COUNT_LIMIT_S:.0f} s)"
+                )
                 continue
             if bound < 0:
                 why_not = why_not or f"the pipeline is infinite after {chain[j].describe()}"
@@ -389,25 +526,35 @@ class _Planner:
             p.left_alone.append(LeftAlone("cache()", None, f"not inserted: {why_not}"))
             return
         j, bound = candidate
-        if self.cache == "auto" and all(s.kind in _CHEAP_KINDS for s in chain[:j + 1]):
+        if self.cache == "auto" and all(s.kind in _CHEAP_KINDS for s in chain[: j + 1]):
             higher = why_not or (first_random[1] if first_random else None)
-            p.notes.append("no cache: " + (f"not higher up, as {higher}; " if higher else "")
-                           + f"up to {chain[j].describe()} the stages are cheap (sources "
-                           "already in memory, batching)")
+            p.notes.append(
+                "no cache: "
+                + (f"not higher up, as {higher}; " if higher else "")
+                + f"up to {chain[j].describe()} the stages are cheap (sources "
+                "already in memory, batching)"
+            )
             return
         per_element = _element_bytes(chain[j].dataset, dr)
         if per_element is None:
-            p.left_alone.append(LeftAlone("cache()", _where(chain[j]),
-                                          "not inserted: the size of its elements is unknown"))
+            p.left_alone.append(
+                LeftAlone(
+                    "cache()", _where(chain[j]), "not inserted: the size of its elements is unknown"
+                )
+            )
             return
         size = bound * per_element
         if size > self.budget:
-            p.left_alone.append(LeftAlone(
-                "cache()", _where(chain[j]),
-                f"not inserted after {chain[j].describe()}: it would hold ~{_bytes(size)} "
-                f"({bound} elements x {_bytes(per_element)}), over the memory budget of "
-                f"{_bytes(self.budget)} (memory_budget_bytes); cache to a file "
-                "(.cache(path)) or a snapshot instead"))
+            p.left_alone.append(
+                LeftAlone(
+                    "cache()",
+                    _where(chain[j]),
+                    f"not inserted after {chain[j].describe()}: it would hold ~{_bytes(size)} "
+                    f"({bound} elements x {_bytes(per_element)}), over the memory budget of "
+                    f"{_bytes(self.budget)} (memory_budget_bytes); cache to a file "
+                    "(.cache(path)) or a snapshot instead",
+                )
+            )
             return
         p.cache_after = j
         above = chain[j + 1] if j + 1 < len(chain) else None
@@ -415,13 +562,18 @@ class _Planner:
         if first_random and first_random[0] == j + 1 and above is not None:
             before = f", before {above.describe()}"
         reason_above = f" ({first_random[1]})" if first_random else ""
-        p.changes.append(_change(
-            "cache", chain[j], f".cache()   # right after .{chain[j].describe()}{before}",
-            f"its elements are the same on every pass, so epochs after the first read them from "
-            f"memory (~{_bytes(size)}); the stages above stay live{reason_above}"
-            if first_random else
-            f"the whole pipeline gives the same elements on every pass, so epochs after the "
-            f"first read them from memory (~{_bytes(size)})"))
+        p.changes.append(
+            _change(
+                "cache",
+                chain[j],
+                f".cache()   # right after .{chain[j].describe()}{before}",
+                f"its elements are the same on every pass, so epochs after the first read them from "
+                f"memory (~{_bytes(size)}); the stages above stay live{reason_above}"
+                if first_random
+                else f"the whole pipeline gives the same elements on every pass, so epochs after the "
+                f"first read them from memory (~{_bytes(size)})",
+            )
+        )
 
     def _plan_prefetch(self, p: _Plan) -> None:
         top = self.chain[-1]
@@ -431,12 +583,20 @@ class _Planner:
         if self.chain[i].kind == "prefetch":
             return
         p.prefetch = True
-        injected = " (TF injects one when autotune is on; writing it keeps it there)" \
-            if self.tf_does["inject_prefetch"] else ""
-        p.changes.append(_change(
-            "prefetch", top, ".prefetch(tf.data.AUTOTUNE)   # the last transformation",
-            "the pipeline does not end with prefetch: the next element is not prepared while "
-            f"the model works on this one{injected}"))
+        injected = (
+            " (TF injects one when autotune is on; writing it keeps it there)"
+            if self.tf_does["inject_prefetch"]
+            else ""
+        )
+        p.changes.append(
+            _change(
+                "prefetch",
+                top,
+                ".prefetch(tf.data.AUTOTUNE)   # the last transformation",
+                "the pipeline does not end with prefetch: the next element is not prepared while "
+                f"the model works on this one{injected}",
+            )
+        )
 
     def _plan_order(self, p: _Plan) -> None:
         if self.keep_order:
@@ -445,19 +605,28 @@ class _Planner:
         if written is False:
             return
         if written is True:
-            p.left_alone.append(LeftAlone("options", None,
-                                          "options.deterministic=True is set explicitly"))
+            p.left_alone.append(
+                LeftAlone("options", None, "options.deterministic=True is set explicitly")
+            )
             return
-        has_parallel = bool(p.parallel) or p.parallel_reads or any(
-            s.params.get("num_parallel_calls") not in (None, 1) for s in self.chain)
+        has_parallel = (
+            bool(p.parallel)
+            or p.parallel_reads
+            or any(s.params.get("num_parallel_calls") not in (None, 1) for s in self.chain)
+        )
         if not has_parallel:
             return
         p.any_order = True
-        p.changes.append(Change(
-            "any-order", "options", None,
-            "options = tf.data.Options()\noptions.deterministic = False\n"
-            "ds = ds.with_options(options)",
-            "keep_order=False: parallel stages hand out elements as soon as they are ready"))
+        p.changes.append(
+            Change(
+                "any-order",
+                "options",
+                None,
+                "options = tf.data.Options()\noptions.deterministic = False\n"
+                "ds = ds.with_options(options)",
+                "keep_order=False: parallel stages hand out elements as soon as they are ready",
+            )
+        )
 
 
 def _callable(fn) -> str:
@@ -472,27 +641,34 @@ def _callable(fn) -> str:
 
 def _why_sequential(fn) -> str:
     if fn.random:
-        return (f"draws random numbers ({', '.join(fn.random)}): in parallel, the numbers would go "
-                "to other elements. Use stateless random ops with a seed per element "
-                "(tf.random.stateless_uniform; seeds from Dataset.random() or a counter zipped "
-                "in), then num_parallel_calls=tf.data.AUTOTUNE")
+        return (
+            f"draws random numbers ({', '.join(fn.random)}): in parallel, the numbers would go "
+            "to other elements. Use stateless random ops with a seed per element "
+            "(tf.random.stateless_uniform; seeds from Dataset.random() or a counter zipped "
+            "in), then num_parallel_calls=tf.data.AUTOTUNE"
+        )
     if fn.python:
-        return (f"calls Python ({', '.join(fn.python)}): parallel only with assume_pure=True "
-                "(gpuwhy cannot see whether it keeps state); better, write it in TF ops")
+        return (
+            f"calls Python ({', '.join(fn.python)}): parallel only with assume_pure=True "
+            "(gpuwhy cannot see whether it keeps state); better, write it in TF ops"
+        )
     if fn.unsafe_stateful:
-        return (f"runs stateful ops ({', '.join(fn.unsafe_stateful)}) whose result may depend on "
-                "the order of calls")
+        return (
+            f"runs stateful ops ({', '.join(fn.unsafe_stateful)}) whose result may depend on "
+            "the order of calls"
+        )
     return "its function could not be read"
 
 
 COUNT_LIMIT_S = 30.0
-NO_GAIN = 0.05          # a rewrite less than 5% faster than the original is not worth it
+NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
 
 
-def _counted(dataset: Any, limit_s: float = COUNT_LIMIT_S) -> Optional[int]:
+def _counted(dataset: Any, limit_s: float = COUNT_LIMIT_S) -> int | None:
     """The elements of one pass, counted by iterating it; None when the pass does not
     end within ``limit_s`` (infinite, or too slow to cache usefully here)."""
     import time
+
     deadline = time.perf_counter() + limit_s
     count = 0
     for _ in dataset:
@@ -502,7 +678,7 @@ def _counted(dataset: Any, limit_s: float = COUNT_LIMIT_S) -> Optional[int]:
     return count
 
 
-def _count_bound(chain: list, j: int, dr) -> Optional[int]:
+def _count_bound(chain: list, j: int, dr) -> int | None:
     """Elements after stage j: exact, an upper bound through filters, -1 infinite, None unknown."""
     n = dr.cardinality(chain[j].dataset)
     if n >= 0 or n == dr.INFINITE:
@@ -518,7 +694,7 @@ def _count_bound(chain: list, j: int, dr) -> Optional[int]:
     return None
 
 
-def _element_bytes(dataset: Any, dr) -> Optional[int]:
+def _element_bytes(dataset: Any, dr) -> int | None:
     static = dr.static_element_bytes(dataset.element_spec)
     if static is not None:
         return static
@@ -541,6 +717,7 @@ def _bytes(n: float) -> str:
 
 # -- building ----------------------------------------------------------------------------
 
+
 class _StageFailed(Exception):
     def __init__(self, index: int, reason: str) -> None:
         super().__init__(reason)
@@ -550,6 +727,7 @@ class _StageFailed(Exception):
 def _build(chain: list, plan: _Plan, original: Any, keep_order: bool) -> tuple[Any, dict[int, Any]]:
     """The rewritten dataset, and each stage's counterpart in it (by chain index)."""
     from gpuwhy.tfapi import data_rewrite as dr
+
     counterpart: dict[int, Any] = {}
     current = None
     changed = False
@@ -557,15 +735,24 @@ def _build(chain: list, plan: _Plan, original: Any, keep_order: bool) -> tuple[A
     for i, stage in enumerate(chain):
         try:
             if i == 0:
-                current = dr.tfrecord_parallel_reads(stage) if plan.parallel_reads and \
-                    stage.kind == "tfrecord" else stage.dataset
+                current = (
+                    dr.tfrecord_parallel_reads(stage)
+                    if plan.parallel_reads and stage.kind == "tfrecord"
+                    else stage.dataset
+                )
                 changed = current is not stage.dataset
             elif plan.parallel.get(i) == "map":
-                current, changed = dr.make_parallel_map(stage.dataset, current,
-                                                        deterministic=deterministic), True
+                current, changed = (
+                    dr.make_parallel_map(stage.dataset, current, deterministic=deterministic),
+                    True,
+                )
             elif plan.parallel.get(i) == "interleave":
-                current, changed = dr.make_parallel_interleave(stage.dataset, current,
-                                                               deterministic=deterministic), True
+                current, changed = (
+                    dr.make_parallel_interleave(
+                        stage.dataset, current, deterministic=deterministic
+                    ),
+                    True,
+                )
             elif changed:
                 current = dr.rebuild(stage, current)
             else:
@@ -582,6 +769,7 @@ def _build(chain: list, plan: _Plan, original: Any, keep_order: bool) -> tuple[A
     wanted = original.options()
     if plan.any_order:
         import tensorflow as tf
+
         extra = tf.data.Options()
         extra.deterministic = False
         current = dr.with_options(current, extra)
@@ -593,10 +781,19 @@ def _build(chain: list, plan: _Plan, original: Any, keep_order: bool) -> tuple[A
 
 # -- optimize ------------------------------------------------------------------------------
 
-def optimize(dataset: Any, *, keep_order: bool = True, cache: Union[str, bool] = "auto",
-             measure: bool = True, elements: Optional[int] = None, repeats: int = 5,
-             warmup: int = 1, memory_budget_bytes: Optional[int] = None,
-             assume_pure: bool = False) -> OptimizeResult:
+
+def optimize(
+    dataset: Any,
+    *,
+    keep_order: bool = True,
+    cache: str | bool = "auto",
+    measure: bool = True,
+    elements: int | None = None,
+    repeats: int = 5,
+    warmup: int = 1,
+    memory_budget_bytes: int | None = None,
+    assume_pure: bool = False,
+) -> OptimizeResult:
     """Rewrite ``dataset`` with the fixes that cannot change its elements, check that
     they did not, and measure before/after/ideal.
 
@@ -614,6 +811,7 @@ def optimize(dataset: Any, *, keep_order: bool = True, cache: Union[str, bool] =
     no state: they may then run in parallel and be cached.
     """
     from gpuwhy.tfapi import data_rewrite as dr
+
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
     if elements is not None and elements < 1:
@@ -629,9 +827,15 @@ def optimize(dataset: Any, *, keep_order: bool = True, cache: Union[str, bool] =
     options = dataset.options()
     result = OptimizeResult(dataset=dataset, original=dataset, keep_order=keep_order)
 
-    for _ in range(len(chain) + 1):      # a stage that fails to rebuild is frozen; plan again
-        plan = _Planner(chain, options, keep_order=keep_order, cache=cache,
-                        assume_pure=assume_pure, budget=budget).plan()
+    for _ in range(len(chain) + 1):  # a stage that fails to rebuild is frozen; plan again
+        plan = _Planner(
+            chain,
+            options,
+            keep_order=keep_order,
+            cache=cache,
+            assume_pure=assume_pure,
+            budget=budget,
+        ).plan()
         if not plan.changes:
             rewritten, counterpart = dataset, {}
             break
@@ -644,24 +848,47 @@ def optimize(dataset: Any, *, keep_order: bool = True, cache: Union[str, bool] =
     result.changes, result.left_alone, result.notes = plan.changes, plan.left_alone, plan.notes
     if plan.changes:
         result.dataset = rewritten
-    _check_and_time(result, chain, plan, counterpart, keep_order=keep_order, measure=measure,
-                    elements=elements, repeats=repeats, warmup=warmup, budget=budget,
-                    assume_pure=assume_pure)
+    _check_and_time(
+        result,
+        chain,
+        plan,
+        counterpart,
+        keep_order=keep_order,
+        measure=measure,
+        elements=elements,
+        repeats=repeats,
+        warmup=warmup,
+        budget=budget,
+        assume_pure=assume_pure,
+    )
     return result
 
 
 def _require_eager(dataset: Any) -> None:
     import tensorflow as tf
+
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"optimize() takes a tf.data.Dataset, not {type(dataset).__name__}")
     if not tf.executing_eagerly():
         raise RuntimeError("optimize() runs eagerly: call it outside tf.function")
 
 
-def _check_and_time(result: OptimizeResult, chain: list, plan: _Plan, counterpart: dict,
-                    *, keep_order: bool, measure: bool, elements: Optional[int], repeats: int,
-                    warmup: int, budget: int, assume_pure: bool) -> None:
+def _check_and_time(
+    result: OptimizeResult,
+    chain: list,
+    plan: _Plan,
+    counterpart: dict,
+    *,
+    keep_order: bool,
+    measure: bool,
+    elements: int | None,
+    repeats: int,
+    warmup: int,
+    budget: int,
+    assume_pure: bool,
+) -> None:
     from gpuwhy.tfapi import data_rewrite as dr
+
     original, rewritten = result.original, result.dataset
     has_changes = rewritten is not original
     if not has_changes:
@@ -676,29 +903,39 @@ def _check_and_time(result: OptimizeResult, chain: list, plan: _Plan, counterpar
         limit = COMPARE_LIMIT if card > COMPARE_LIMIT else None
     else:
         limit = COMPARE_LIMIT
-    time_limit = None if elements is not None else (LONG_PASS_SECONDS if finite else INFINITE_PASS_SECONDS)
+    time_limit = (
+        None if elements is not None else (LONG_PASS_SECONDS if finite else INFINITE_PASS_SECONDS)
+    )
 
     o1 = m.collect(original, limit, time_limit_s=time_limit)
     full = o1.complete or (card >= 0 and o1.count == card)
-    per_pass = None if full else o1.count            # None: whole epochs
+    per_pass = None if full else o1.count  # None: whole epochs
     if not full and finite and elements is None:
         # a long epoch: compared over what was read, timed over ~PARTIAL_PASS_SECONDS passes
-        per_pass = max(20, min(o1.count, int(o1.count * PARTIAL_PASS_SECONDS / max(o1.seconds, 1e-3))))
-        result.notes.append(f"an epoch takes over {LONG_PASS_SECONDS:.0f} s: elements were compared "
-                            f"over its first {o1.count}, and timed passes read its first {per_pass} "
-                            "(elements= sets the pass length)"
-                            + ("; the cache was filled by one whole pass of the stages below it first"
-                               if plan.cache_after is not None else ""))
+        per_pass = max(
+            20, min(o1.count, int(o1.count * PARTIAL_PASS_SECONDS / max(o1.seconds, 1e-3)))
+        )
+        result.notes.append(
+            f"an epoch takes over {LONG_PASS_SECONDS:.0f} s: elements were compared "
+            f"over its first {o1.count}, and timed passes read its first {per_pass} "
+            "(elements= sets the pass length)"
+            + (
+                "; the cache was filled by one whole pass of the stages below it first"
+                if plan.cache_after is not None
+                else ""
+            )
+        )
     if has_changes:
         if plan.cache_after is not None and not full:
-            m.collect(counterpart[plan.cache_after], None, fingerprint=False)   # fill the cache
+            m.collect(counterpart[plan.cache_after], None, fingerprint=False)  # fill the cache
         try:
             r1 = m.collect(rewritten, o1.count if not full else None)
         except Exception as e:  # noqa: BLE001 - the rewrite broke something: refuse it
             _refuse(result, f"the rewritten pipeline failed: {type(e).__name__}: {e}")
             return
-        verdict = _verdict(result, chain, plan, counterpart, o1, r1, keep_order=keep_order,
-                           assume_pure=assume_pure)
+        verdict = _verdict(
+            result, chain, plan, counterpart, o1, r1, keep_order=keep_order, assume_pure=assume_pure
+        )
         if verdict is not None:
             _refuse(result, verdict)
             return
@@ -713,23 +950,28 @@ def _check_and_time(result: OptimizeResult, chain: list, plan: _Plan, counterpar
         result.notes.append(note)
     if ideal is not None:
         drains["ideal"] = m.Drain(ideal, ideal_elements)
-        drains["ideal"]()                        # fills the ideal's cache
+        drains["ideal"]()  # fills the ideal's cache
     for _ in range(max(warmup - 1, 0)):
         for drain in drains.values():
             drain()
-    for name in ("after", "ideal"):              # warm now: one pass says how long a pass takes
+    for name in ("after", "ideal"):  # warm now: one pass says how long a pass takes
         if name in drains:
             _, seconds = drains[name]()
             drains[name].epochs = _epochs_for(seconds)
     stats = m.timed_passes(drains, repeats)
-    result.before, result.after, result.ideal = stats["before"], stats.get("after"), stats.get("ideal")
+    result.before, result.after, result.ideal = (
+        stats["before"],
+        stats.get("after"),
+        stats.get("ideal"),
+    )
     if result.after and result.ideal:
         room = result.ideal.median - result.before.median
         if room > 0.05 * result.before.median:
             result.gap_closed = (result.after.median - result.before.median) / room
         else:
-            result.notes.append("the original already runs at the speed of its cached output: "
-                                "no gap to close")
+            result.notes.append(
+                "the original already runs at the speed of its cached output: no gap to close"
+            )
 
 
 def _epochs_for(seconds: float) -> int:
@@ -747,11 +989,21 @@ def _refuse(result: OptimizeResult, reason: str) -> None:
     result.same_elements = SameElements(False, reason)
 
 
-def _verdict(result: OptimizeResult, chain: list, plan: _Plan, counterpart: dict, o1: m.Digests,
-             r1: m.Digests, *, keep_order: bool, assume_pure: bool) -> Optional[str]:
+def _verdict(
+    result: OptimizeResult,
+    chain: list,
+    plan: _Plan,
+    counterpart: dict,
+    o1: m.Digests,
+    r1: m.Digests,
+    *,
+    keep_order: bool,
+    assume_pure: bool,
+) -> str | None:
     """None when the rewrite keeps the elements (result.same_elements says how that was
     checked); else why it is refused."""
     from gpuwhy.tfapi import data_rewrite as dr
+
     if o1.skipped or r1.skipped:
         result.same_elements = SameElements(None, f"not compared: {o1.skipped or r1.skipped}")
         return None
@@ -769,7 +1021,8 @@ def _verdict(result: OptimizeResult, chain: list, plan: _Plan, counterpart: dict
                 return None
         else:
             result.same_elements = SameElements(
-                None, f"not proven: the order may change and the passes covered only {span}")
+                None, f"not proven: the order may change and the passes covered only {span}"
+            )
             return None
     o2 = m.collect(result.original, len(o1.values) if not o1.complete else None)
     if m.compare(o1.values, o2.values, keep_order=True) is None:
@@ -780,16 +1033,24 @@ def _verdict(result: OptimizeResult, chain: list, plan: _Plan, counterpart: dict
         if dr.reproducibility(stage.dataset, assume_pure=assume_pure):
             first_random = i
             break
-    random_reason = dr.reproducibility(chain[first_random].dataset, assume_pure=assume_pure) \
-        if first_random is not None else "something gpuwhy cannot see"
+    random_reason = (
+        dr.reproducibility(chain[first_random].dataset, assume_pure=assume_pure)
+        if first_random is not None
+        else "something gpuwhy cannot see"
+    )
     below = first_random if first_random is not None else len(chain)
-    changed = [i for i in range(below) if counterpart.get(i) is not None
-               and counterpart[i] is not chain[i].dataset]
+    changed = [
+        i
+        for i in range(below)
+        if counterpart.get(i) is not None and counterpart[i] is not chain[i].dataset
+    ]
     if not changed:
         result.same_elements = SameElements(
-            None, f"not compared: the original's elements differ from pass to pass "
-                  f"({random_reason}); the changes above it keep elements by construction "
-                  "(same functions, deterministic order, prefetch)")
+            None,
+            f"not compared: the original's elements differ from pass to pass "
+            f"({random_reason}); the changes above it keep elements by construction "
+            "(same functions, deterministic order, prefetch)",
+        )
         return None
     point = changed[-1]
     if plan.cache_after is not None and plan.cache_after < below:
@@ -799,33 +1060,42 @@ def _verdict(result: OptimizeResult, chain: list, plan: _Plan, counterpart: dict
     p_o = m.collect(chain[point].dataset, min(limit or COMPARE_LIMIT, COMPARE_LIMIT))
     p_r = m.collect(counterpart[point], len(p_o.values) if not p_o.complete else None)
     if p_o.skipped or p_r.skipped:
-        return f"the original differs from pass to pass ({random_reason}) and the elements " \
-               f"below it cannot be compared ({p_o.skipped or p_r.skipped})"
+        return (
+            f"the original differs from pass to pass ({random_reason}) and the elements "
+            f"below it cannot be compared ({p_o.skipped or p_r.skipped})"
+        )
     p_diff = m.compare(p_o.values, p_r.values, keep_order=keep_order or not p_o.complete)
     p_span = f"all {len(p_o.values)}" if p_o.complete else f"the first {len(p_o.values)}"
     if p_diff is None:
         result.same_elements = SameElements(
-            True, f"same {'sequence' if keep_order else 'multiset'} after {label} ({p_span} "
-                  f"elements, bitwise); the stages above differ from pass to pass by design "
-                  f"({random_reason})")
+            True,
+            f"same {'sequence' if keep_order else 'multiset'} after {label} ({p_span} "
+            f"elements, bitwise); the stages above differ from pass to pass by design "
+            f"({random_reason})",
+        )
         return None
     p_o2 = m.collect(chain[point].dataset, len(p_o.values) if not p_o.complete else None)
     if m.compare(p_o.values, p_o2.values, keep_order=True) is not None:
-        return (f"the original's elements differ from pass to pass even after {label}, which "
-                "gpuwhy judged reproducible: nothing was changed")
+        return (
+            f"the original's elements differ from pass to pass even after {label}, which "
+            "gpuwhy judged reproducible: nothing was changed"
+        )
     return f"after {label} the rewritten pipeline gives other elements ({p_diff})"
 
 
-def _ideal(original: Any, per_pass: Optional[int], count: int, budget: int):
+def _ideal(original: Any, per_pass: int | None, count: int, budget: int):
     """The original's output cached in memory: the most a pipeline fix can give."""
     from gpuwhy.tfapi import data_rewrite as dr
+
     per_element = _element_bytes(original, dr) or 0
     n = per_pass or count
     note = None
     if per_element and n * per_element > budget:
         n = max(1, budget // per_element)
-        note = (f"the ideal is measured over {n} cached elements (all of them would not fit the "
-                f"memory budget of {_bytes(budget)})")
+        note = (
+            f"the ideal is measured over {n} cached elements (all of them would not fit the "
+            f"memory budget of {_bytes(budget)})"
+        )
         return original.take(n).cache(), None, note
     if per_pass is None:
         return original.cache(), None, None

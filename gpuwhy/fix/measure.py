@@ -17,8 +17,9 @@ import hashlib
 import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 
 class UncomparableElement(Exception):
@@ -29,6 +30,7 @@ def element_digest(element: Any) -> bytes:
     """A 16-byte fingerprint of a nested element: equal iff every component is equal bitwise."""
     import numpy as np
     import tensorflow as tf
+
     h = hashlib.blake2b(digest_size=16)
     try:
         flat = tf.nest.flatten(element, expand_composites=True)
@@ -43,7 +45,7 @@ def element_digest(element: Any) -> bytes:
         else:
             value = np.asarray(leaf)
         h.update(f"{value.dtype.str}{value.shape}".encode())
-        if value.dtype == object:       # tf.string
+        if value.dtype == object:  # tf.string
             for item in value.reshape(-1):
                 data = item if isinstance(item, bytes) else str(item).encode()
                 h.update(len(data).to_bytes(8, "little"))
@@ -57,11 +59,15 @@ def element_bytes(element: Any) -> int:
     """Host memory one element takes (what a cache of it holds)."""
     import numpy as np
     import tensorflow as tf
+
     total = 0
     for leaf in tf.nest.flatten(element, expand_composites=True):
         value = np.asarray(leaf.numpy() if isinstance(leaf, tf.Tensor) else leaf)
         if value.dtype == object:
-            total += sum(len(v) if isinstance(v, bytes) else 8 for v in value.reshape(-1)) + 16 * value.size
+            total += (
+                sum(len(v) if isinstance(v, bytes) else 8 for v in value.reshape(-1))
+                + 16 * value.size
+            )
         else:
             total += value.nbytes
     return total
@@ -73,13 +79,19 @@ class Digests:
 
     values: list[bytes] = field(default_factory=list)
     complete: bool = False
-    skipped: Optional[str] = None      # why elements could not be fingerprinted
+    skipped: str | None = None  # why elements could not be fingerprinted
     seconds: float = 0.0
-    count: int = 0                     # elements read (fingerprinted or not)
+    count: int = 0  # elements read (fingerprinted or not)
 
 
-def collect(dataset: Any, limit: Optional[int], *, fingerprint: bool = True,
-            at_least: int = 0, time_limit_s: Optional[float] = None) -> Digests:
+def collect(
+    dataset: Any,
+    limit: int | None,
+    *,
+    fingerprint: bool = True,
+    at_least: int = 0,
+    time_limit_s: float | None = None,
+) -> Digests:
     """One pass over ``dataset`` from a fresh iterator, up to ``limit`` elements (None: to
     the end). Reads on past ``limit`` up to ``at_least`` elements without fingerprinting
     (to finish an epoch that fills a cache). ``time_limit_s`` stops the pass early, after
@@ -110,7 +122,7 @@ def collect(dataset: Any, limit: Optional[int], *, fingerprint: bool = True,
     return out
 
 
-def compare(a: Sequence[bytes], b: Sequence[bytes], *, keep_order: bool) -> Optional[str]:
+def compare(a: Sequence[bytes], b: Sequence[bytes], *, keep_order: bool) -> str | None:
     """None when equal (as sequences, or as multisets when order may change); else what differs."""
     if keep_order:
         for i, (x, y) in enumerate(zip(a, b)):
@@ -136,13 +148,14 @@ class Drain:
     timed over a span the clock can resolve on a busy machine.
     """
 
-    def __init__(self, dataset: Any, elements: Optional[int] = None, epochs: int = 1) -> None:
+    def __init__(self, dataset: Any, elements: int | None = None, epochs: int = 1) -> None:
         import numpy as np
         import tensorflow as tf
+
         source = dataset.take(elements) if elements is not None else dataset
         self.epochs = max(1, int(epochs))
         self._fn = tf.function(lambda: source.reduce(np.int64(0), lambda count, *_: count + 1))
-        self._fn.get_concrete_function()      # trace now, never inside a timed pass
+        self._fn.get_concrete_function()  # trace now, never inside a timed pass
 
     def __call__(self) -> tuple[int, float]:
         start = time.perf_counter()
@@ -157,18 +170,17 @@ class Throughput:
     """Elements per second over the timed passes of one pipeline."""
 
     median: float
-    low: float                   # slowest pass
-    high: float                  # fastest pass
+    low: float  # slowest pass
+    high: float  # fastest pass
     q1: float
     q3: float
     passes: int
     elements_per_pass: int
     rates: tuple[float, ...] = ()
-    epochs_per_pass: int = 1     # short epochs are timed several in a row
-
+    epochs_per_pass: int = 1  # short epochs are timed several in a row
 
     @classmethod
-    def of(cls, samples: Sequence[tuple[int, float]], epochs: int = 1) -> "Throughput":
+    def of(cls, samples: Sequence[tuple[int, float]], epochs: int = 1) -> Throughput:
         rates = [n / s if s > 0 else float("inf") for n, s in samples]
         ordered = sorted(rates)
         if len(ordered) >= 4:
@@ -176,15 +188,30 @@ class Throughput:
             q1, q3 = q[0], q[2]
         else:
             q1, q3 = ordered[0], ordered[-1]
-        return cls(median=statistics.median(ordered), low=ordered[0], high=ordered[-1], q1=q1,
-                   q3=q3, passes=len(ordered), elements_per_pass=int(statistics.median(
-                       [n for n, _ in samples]) / max(epochs, 1)), rates=tuple(rates),
-                   epochs_per_pass=epochs)
+        return cls(
+            median=statistics.median(ordered),
+            low=ordered[0],
+            high=ordered[-1],
+            q1=q1,
+            q3=q3,
+            passes=len(ordered),
+            elements_per_pass=int(statistics.median([n for n, _ in samples]) / max(epochs, 1)),
+            rates=tuple(rates),
+            epochs_per_pass=epochs,
+        )
 
     def to_dict(self) -> dict:
-        return {"median": self.median, "min": self.low, "max": self.high, "q1": self.q1,
-                "q3": self.q3, "passes": self.passes, "elements_per_pass": self.elements_per_pass,
-                "epochs_per_pass": self.epochs_per_pass, "rates": list(self.rates)}
+        return {
+            "median": self.median,
+            "min": self.low,
+            "max": self.high,
+            "q1": self.q1,
+            "q3": self.q3,
+            "passes": self.passes,
+            "elements_per_pass": self.elements_per_pass,
+            "epochs_per_pass": self.epochs_per_pass,
+            "rates": list(self.rates),
+        }
 
 
 def timed_passes(drains: dict[str, Drain], repeats: int) -> dict[str, Throughput]:
@@ -193,13 +220,14 @@ def timed_passes(drains: dict[str, Drain], repeats: int) -> dict[str, Throughput
     names = list(drains)
     samples: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
     for r in range(repeats):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             samples[name].append(drains[name]())
     return {name: Throughput.of(s, drains[name].epochs) for name, s in samples.items()}
 
 
-def available_memory_bytes() -> Optional[int]:
+def available_memory_bytes() -> int | None:
     """Memory available now (MemAvailable on Linux); None if unknown."""
     from gpuwhy.collect.host_memory import host_memory
+
     return host_memory()[1]

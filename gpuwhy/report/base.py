@@ -31,6 +31,7 @@ class Renderer:
 def renderer_class(name: str) -> type[Renderer]:
     """A renderer by name (``terminal``, ``json``) or ``package.module:Class``."""
     from gpuwhy.report import RENDERERS
+
     if name in RENDERERS:
         return RENDERERS[name]
     if ":" in name:
@@ -43,4 +44,5 @@ def renderer_class(name: str) -> type[Renderer]:
             raise MisconfigurationError(f"{name!r} is not a gpuwhy Renderer subclass")
         return found
     raise MisconfigurationError(
-        f"unknown format {name!r}; choose one of {', '.join(RENDERERS)} or module:Class")
+        f"unknown format {name!r}; choose one of {', '.join(RENDERERS)} or module:Class"
+    )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
 
 MAX_POINTS = 2000
 
@@ -25,17 +25,20 @@ class Downsampled:
     (a metric the GPU did not report then) is ``None`` in all three, so lines break there."""
 
     t: tuple[float, ...]
-    mean: tuple[Optional[float], ...]
-    low: tuple[Optional[float], ...]
-    high: tuple[Optional[float], ...]
+    mean: tuple[float | None, ...]
+    low: tuple[float | None, ...]
+    high: tuple[float | None, ...]
     bucketed: bool
-    bucket_s: Optional[float] = None     # width of one bucket, seconds
-    samples: int = 0                     # points in the full series (None included)
+    bucket_s: float | None = None  # width of one bucket, seconds
+    samples: int = 0  # points in the full series (None included)
 
 
-def downsample(t: Sequence[float], values: Sequence[Optional[float]],
-               max_points: int = MAX_POINTS,
-               span: Optional[tuple[float, float]] = None) -> Downsampled:
+def downsample(
+    t: Sequence[float],
+    values: Sequence[float | None],
+    max_points: int = MAX_POINTS,
+    span: tuple[float, float] | None = None,
+) -> Downsampled:
     """Per-bucket mean/min/max of ``values`` at times ``t`` (sorted or not).
 
     ``span`` fixes the bucket grid: series that must stack (input wait and the rest of
@@ -46,15 +49,16 @@ def downsample(t: Sequence[float], values: Sequence[Optional[float]],
         raise ValueError(f"{len(t)} times for {len(values)} values")
     n = len(t)
     if n <= max_points:
-        return Downsampled(tuple(t), tuple(values), tuple(values), tuple(values),
-                           bucketed=False, samples=n)
+        return Downsampled(
+            tuple(t), tuple(values), tuple(values), tuple(values), bucketed=False, samples=n
+        )
     start, end = span if span is not None else (min(t), max(t))
     width = (end - start) / max_points if end > start else 1.0
     count = [0] * max_points
     known = [0] * max_points
     total = [0.0] * max_points
-    low: list[Optional[float]] = [None] * max_points
-    high: list[Optional[float]] = [None] * max_points
+    low: list[float | None] = [None] * max_points
+    high: list[float | None] = [None] * max_points
     for ti, vi in zip(t, values):
         i = min(max(int((ti - start) / width), 0), max_points - 1)
         count[i] += 1
@@ -70,8 +74,12 @@ def downsample(t: Sequence[float], values: Sequence[Optional[float]],
     return Downsampled(
         t=tuple(start + (i + 0.5) * width for i in keep),
         mean=tuple(total[i] / known[i] if known[i] else None for i in keep),
-        low=tuple(low[i] for i in keep), high=tuple(high[i] for i in keep),
-        bucketed=True, bucket_s=width, samples=n)
+        low=tuple(low[i] for i in keep),
+        high=tuple(high[i] for i in keep),
+        bucketed=True,
+        bucket_s=width,
+        samples=n,
+    )
 
 
 @dataclass(frozen=True)
@@ -79,34 +87,39 @@ class Stats:
     """Exact statistics of a full series; ``count`` counts the known (non-None) values."""
 
     count: int
-    mean: Optional[float] = None
-    median: Optional[float] = None
-    p90: Optional[float] = None
-    low: Optional[float] = None
-    high: Optional[float] = None
-    argmax: Optional[int] = None         # index of the (first) maximum in the full series
+    mean: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    low: float | None = None
+    high: float | None = None
+    argmax: int | None = None  # index of the (first) maximum in the full series
 
 
-def stats(values: Iterable[Optional[float]]) -> Stats:
+def stats(values: Iterable[float | None]) -> Stats:
     indexed = [(i, v) for i, v in enumerate(values) if v is not None and not _nan(v)]
     if not indexed:
         return Stats(count=0)
     known = sorted(v for _, v in indexed)
     top = max(indexed, key=lambda iv: iv[1])
-    return Stats(count=len(known), mean=math.fsum(known) / len(known),
-                 median=statistics.median(known),
-                 p90=known[min(len(known) - 1, int(0.9 * len(known)))],
-                 low=known[0], high=known[-1], argmax=top[0])
+    return Stats(
+        count=len(known),
+        mean=math.fsum(known) / len(known),
+        median=statistics.median(known),
+        p90=known[min(len(known) - 1, int(0.9 * len(known)))],
+        low=known[0],
+        high=known[-1],
+        argmax=top[0],
+    )
 
 
 def _nan(v: float) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-def rounded(values: Iterable[Optional[float]], digits: int = 4) -> list[Optional[float]]:
+def rounded(values: Iterable[float | None], digits: int = 4) -> list[float | None]:
     """Values to ``digits`` significant digits: what a chart can show, at a third of the
     JSON size of full float reprs."""
-    out: list[Optional[float]] = []
+    out: list[float | None] = []
     for v in values:
         if v is None or _nan(v):
             out.append(None)

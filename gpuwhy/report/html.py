@@ -18,12 +18,24 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
-from gpuwhy.facts import (PLACEMENT_REASONS, EagerFacts, EnvironmentFacts, Facts, GpuDevice,
-                          GpuSamplesFacts, GpuSeries, PipelineFacts, PlacementFacts, StepFacts,
-                          TfDataFacts, TracingFacts)
+from gpuwhy.facts import (
+    PLACEMENT_REASONS,
+    EagerFacts,
+    EnvironmentFacts,
+    Facts,
+    GpuDevice,
+    GpuSamplesFacts,
+    GpuSeries,
+    PipelineFacts,
+    PlacementFacts,
+    StepFacts,
+    TfDataFacts,
+    TracingFacts,
+)
 from gpuwhy.record import RunRecord
 from gpuwhy.report import html_charts as charts
 from gpuwhy.report.base import Renderer
@@ -31,8 +43,8 @@ from gpuwhy.report.downsample import MAX_POINTS, stats
 from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
 
-GiB = 1024 ** 3
-MiB = 1024 ** 2
+GiB = 1024**3
+MiB = 1024**2
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
@@ -40,9 +52,14 @@ class HtmlRenderer(Renderer):
     name = "html"
     file_extension = "html"
 
-    def __init__(self, verbose: bool = False, color: bool = False, width: int | None = None,
-                 optimizations: Optional[Sequence[dict[str, Any]]] = None,
-                 max_points: int = MAX_POINTS):
+    def __init__(
+        self,
+        verbose: bool = False,
+        color: bool = False,
+        width: int | None = None,
+        optimizations: Sequence[dict[str, Any]] | None = None,
+        max_points: int = MAX_POINTS,
+    ):
         super().__init__(verbose=verbose, color=color, width=width)
         self.optimizations = optimizations
         self.max_points = max_points
@@ -50,7 +67,7 @@ class HtmlRenderer(Renderer):
     def render(self, record: RunRecord) -> str:
         page = _Page(self.max_points)
         rows = self.optimizations
-        if not rows:            # a record of `gpuwhy fix --input`: its measured fixes
+        if not rows:  # a record of `gpuwhy fix --input`: its measured fixes
             rows = fix_rows(record.facts.input_fixes)
         return _template().render(**page.context(record, rows or ()))
 
@@ -62,15 +79,25 @@ def fix_rows(fixes) -> list[dict[str, Any]]:
     if fixes is None:
         return []
     from gpuwhy.facts import to_dict
-    return [{"name": f.dataset, "before": to_dict(f.before),
-             "after": None if f.refused else to_dict(f.after), "ideal": to_dict(f.ideal),
-             "fix": "\n".join(c.code for c in f.changes)
-             if f.changes and not f.refused and f.worth_it else None}
-            for f in fixes.fixes if f.before is not None]
+
+    return [
+        {
+            "name": f.dataset,
+            "before": to_dict(f.before),
+            "after": None if f.refused else to_dict(f.after),
+            "ideal": to_dict(f.ideal),
+            "fix": "\n".join(c.code for c in f.changes)
+            if f.changes and not f.refused and f.worth_it
+            else None,
+        }
+        for f in fixes.fixes
+        if f.before is not None
+    ]
 
 
-def write_html(record: RunRecord, path: str | Path,
-               optimizations: Optional[Sequence[dict[str, Any]]] = None) -> Path:
+def write_html(
+    record: RunRecord, path: str | Path, optimizations: Sequence[dict[str, Any]] | None = None
+) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(HtmlRenderer(optimizations=optimizations).render(record), encoding="utf-8")
@@ -90,6 +117,7 @@ def load_optimizations(record_path: str | Path) -> list[dict[str, Any]]:
 
 # -- the page ----------------------------------------------------------------------------
 
+
 class _Page:
     """Builds the template's context: plain strings, rows and figure JSON, nothing else."""
 
@@ -97,7 +125,7 @@ class _Page:
         self.max_points = max_points
         self.figures: list[tuple[str, str]] = []
 
-    def figure(self, fig) -> Optional[str]:
+    def figure(self, fig) -> str | None:
         if fig is None:
             return None
         dom_id = f"figure-{len(self.figures) + 1}"
@@ -113,7 +141,9 @@ class _Page:
             "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],
             "run": run_view(facts),
             "timeline": self.timeline_view(facts),
-            "pipelines": self.tfdata_view(facts.tfdata) if facts.tfdata is not None or _ran_tf(facts) else None,
+            "pipelines": self.tfdata_view(facts.tfdata)
+            if facts.tfdata is not None or _ran_tf(facts)
+            else None,
             "optimizations": self.optimizations_view(optimizations),
             "placement": placement_view(facts.placement),
             "eager": eager_view(facts.eager),
@@ -123,8 +153,11 @@ class _Page:
         severities = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_RANK}
         return {
             "title": f"gpuwhy: {record.verdict}",
-            "verdict": record.verdict, "mark": mark, "tone": tone,
-            "command": record.command, "created": record.created,
+            "verdict": record.verdict,
+            "mark": mark,
+            "tone": tone,
+            "command": record.command,
+            "created": record.created,
             "tool_version": record.tool_version,
             "program": " ".join(facts.program.command) if facts.program else None,
             "severities": {k: v for k, v in severities.items() if v},
@@ -136,56 +169,95 @@ class _Page:
         }
 
     # -- timeline ---------------------------------------------------------------------
-    def timeline_view(self, facts: Facts) -> Optional[dict[str, Any]]:
+    def timeline_view(self, facts: Facts) -> dict[str, Any] | None:
         if facts.program is None and facts.steps is None and facts.gpu_samples is None:
-            return None        # not a watched run: `check` and `audit` records
+            return None  # not a watched run: `check` and `audit` records
         steps, samples = facts.steps, facts.gpu_samples
         fig = charts.timeline(steps, samples, facts.tracing, self.max_points)
         return {
             "figure": self.figure(fig),
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,
-            "no_steps": None if steps is not None or not _ran_tf(facts) else (
+            "no_steps": None
+            if steps is not None or not _ran_tf(facts)
+            else (
                 "No training steps found: no Keras fit, no loop over a tf.data iterator, no "
-                "repeated tf.function or apply_gradients calls."),
+                "repeated tf.function or apply_gradients calls."
+            ),
             "gpus": [gpu_table(g, samples) for g in samples.gpus if g.t] if samples else [],
             "no_gpu": no_gpu_reason(samples),
-            "tf_peak": [(device, f"{peak / MiB:,.0f} MiB")
-                        for device, peak in (samples.tf_peak_memory_bytes.items() if samples else ())],
+            "tf_peak": [
+                (device, f"{peak / MiB:,.0f} MiB")
+                for device, peak in (samples.tf_peak_memory_bytes.items() if samples else ())
+            ],
             "max_points": self.max_points,
         }
 
     # -- input pipeline ------------------------------------------------------------------
-    def tfdata_view(self, tfdata: Optional[TfDataFacts]) -> dict[str, Any]:
+    def tfdata_view(self, tfdata: TfDataFacts | None) -> dict[str, Any]:
         if tfdata is None:
-            return {"missing": "No tf.data facts in this record (recorded before the input "
-                               "pipeline doctor, or no tf.data pipeline was watched).",
-                    "host": [], "notes": [], "pipelines": []}
+            return {
+                "missing": "No tf.data facts in this record (recorded before the input "
+                "pipeline doctor, or no tf.data pipeline was watched).",
+                "host": [],
+                "notes": [],
+                "pipelines": [],
+            }
         host = []
         if tfdata.host_cores is not None:
             host.append(("Host cores", f"{tfdata.host_cores}"))
         if tfdata.host_cpu_busy_fraction is not None:
-            host.append(("Host CPU busy", f"{tfdata.host_cpu_busy_fraction:.0%} of all cores "
-                                           "(every process)"))
+            host.append(
+                (
+                    "Host CPU busy",
+                    f"{tfdata.host_cpu_busy_fraction:.0%} of all cores (every process)",
+                )
+            )
         if tfdata.process_cpu_fraction is not None:
             host.append(("Program's CPU", f"{tfdata.process_cpu_fraction:.0%} of all cores"))
-        return {"missing": None if tfdata.pipelines else "The program iterated no tf.data pipeline.",
-                "host": host, "notes": list(tfdata.notes),
-                "pipelines": [self.pipeline_view(p) for p in tfdata.pipelines]}
+        return {
+            "missing": None if tfdata.pipelines else "The program iterated no tf.data pipeline.",
+            "host": host,
+            "notes": list(tfdata.notes),
+            "pipelines": [self.pipeline_view(p) for p in tfdata.pipelines],
+        }
 
     def pipeline_view(self, p: PipelineFacts) -> dict[str, Any]:
-        rows = [("Built at", p.location or "?"),
-                ("Read by", f"{p.consumer}, {p.iterators} iterator(s), {p.elements:,} elements")]
+        rows = [
+            ("Built at", p.location or "?"),
+            ("Read by", f"{p.consumer}, {p.iterators} iterator(s), {p.elements:,} elements"),
+        ]
         if p.throughput_per_s is not None:
-            rows.append(("The model got", f"{p.throughput_per_s:,.1f} elements/s over {p.consume_s:,.1f} s"))
+            rows.append(
+                ("The model got", f"{p.throughput_per_s:,.1f} elements/s over {p.consume_s:,.1f} s")
+            )
         if p.gap_median_s is not None:
-            rows.append(("Model time per element", f"{_ms(p.gap_median_s)} (median, TF's own timer)"))
+            rows.append(
+                ("Model time per element", f"{_ms(p.gap_median_s)} (median, TF's own timer)")
+            )
         if p.wait_per_element_s is not None:
             rows.append(("Wait per element", _ms(p.wait_per_element_s)))
-        rows.append(("As written", ", ".join(
-            [w for w, on in (("prefetch at the end", p.prefetch_written), ("cache", p.cache_written))
-             if on] or ["no prefetch, no cache"])
-            + ("; TF runs a prefetch at the end" if p.prefetch_run and not p.prefetch_written else "")
-            + ("" if p.autotune else "; autotune off")))
+        rows.append(
+            (
+                "As written",
+                ", ".join(
+                    [
+                        w
+                        for w, on in (
+                            ("prefetch at the end", p.prefetch_written),
+                            ("cache", p.cache_written),
+                        )
+                        if on
+                    ]
+                    or ["no prefetch, no cache"]
+                )
+                + (
+                    "; TF runs a prefetch at the end"
+                    if p.prefetch_run and not p.prefetch_written
+                    else ""
+                )
+                + ("" if p.autotune else "; autotune off"),
+            )
+        )
         if p.cardinality is not None:
             rows.append(("Elements per pass", f"{p.cardinality:,}"))
         if p.element_bytes is not None:
@@ -193,59 +265,109 @@ class _Page:
         bottleneck = None
         if p.bottleneck is not None and 0 <= p.bottleneck < len(p.stages):
             s = p.stages[p.bottleneck]
-            bottleneck = (f"{s.name} ({' + '.join(s.written_as) or 'added by TF'}"
-                          + (f" at {s.location}" if s.location else "") + ")"
-                          + (f", runs {s.function}" + (f" ({s.function_location})" if s.function_location else "")
-                             if s.function else "")
-                          + (f": {_ms(s.self_time_per_element_s)} of its own per element"
-                             if s.self_time_per_element_s is not None else "")
-                          + (f", at most {s.root_elements_per_s:,.1f} elements/s to the model"
-                             if s.root_elements_per_s is not None else ""))
+            bottleneck = (
+                f"{s.name} ({' + '.join(s.written_as) or 'added by TF'}"
+                + (f" at {s.location}" if s.location else "")
+                + ")"
+                + (
+                    f", runs {s.function}"
+                    + (f" ({s.function_location})" if s.function_location else "")
+                    if s.function
+                    else ""
+                )
+                + (
+                    f": {_ms(s.self_time_per_element_s)} of its own per element"
+                    if s.self_time_per_element_s is not None
+                    else ""
+                )
+                + (
+                    f", at most {s.root_elements_per_s:,.1f} elements/s to the model"
+                    if s.root_elements_per_s is not None
+                    else ""
+                )
+            )
         stages = []
         for i, s in enumerate(p.stages):
-            flags = [f for f, on in (("Python", s.python), ("stateful", s.stateful),
-                                     ("random", s.random)) if on] + list(s.codec_ops)
-            stages.append({
-                "bottleneck": i == p.bottleneck,
-                "cells": [str(i + 1), s.name, s.kind, " + ".join(s.written_as) or "added by TF",
-                          s.location or "-",
-                          (s.function or "-") + (f" ({s.function_location})" if s.function_location else ""),
-                          _parallelism(s.parallelism, s.parallelism_written),
-                          "-" if s.buffer_size is None else f"{s.buffer_size:,}",
-                          f"{s.elements:,}", f"{s.self_time_s:,.3f} s",
-                          "-" if s.self_time_per_element_s is None else _ms(s.self_time_per_element_s),
-                          "-" if s.root_elements_per_s is None else f"{s.root_elements_per_s:,.1f}",
-                          ", ".join(flags) or "-"]})
-        return {"id": p.id, "rows": rows, "bottleneck": bottleneck,
-                "figure": self.figure(charts.pipeline(p)), "stages": stages,
-                "model_error": p.model_error}
+            flags = [
+                f
+                for f, on in (("Python", s.python), ("stateful", s.stateful), ("random", s.random))
+                if on
+            ] + list(s.codec_ops)
+            stages.append(
+                {
+                    "bottleneck": i == p.bottleneck,
+                    "cells": [
+                        str(i + 1),
+                        s.name,
+                        s.kind,
+                        " + ".join(s.written_as) or "added by TF",
+                        s.location or "-",
+                        (s.function or "-")
+                        + (f" ({s.function_location})" if s.function_location else ""),
+                        _parallelism(s.parallelism, s.parallelism_written),
+                        "-" if s.buffer_size is None else f"{s.buffer_size:,}",
+                        f"{s.elements:,}",
+                        f"{s.self_time_s:,.3f} s",
+                        "-"
+                        if s.self_time_per_element_s is None
+                        else _ms(s.self_time_per_element_s),
+                        "-" if s.root_elements_per_s is None else f"{s.root_elements_per_s:,.1f}",
+                        ", ".join(flags) or "-",
+                    ],
+                }
+            )
+        return {
+            "id": p.id,
+            "rows": rows,
+            "bottleneck": bottleneck,
+            "figure": self.figure(charts.pipeline(p)),
+            "stages": stages,
+            "model_error": p.model_error,
+        }
 
     # -- before / after ------------------------------------------------------------------
-    def optimizations_view(self, rows: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    def optimizations_view(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         measured = normalise_optimizations(rows)
         if not measured:
             return None
         table = []
         for row in measured:
             before, after, ideal = row["before"], row.get("after"), row.get("ideal")
-            table.append([row["name"], _rate(before), _rate(after), _rate(ideal),
-                          f"{after['elements_per_s'] / before['elements_per_s']:,.2f}×"
-                          if after and before["elements_per_s"] else "-"])
-        return {"figure": self.figure(charts.optimizations(measured)), "rows": table,
-                "fixes": [(r["name"], r["fix"]) for r in measured if r.get("fix")]}
+            table.append(
+                [
+                    row["name"],
+                    _rate(before),
+                    _rate(after),
+                    _rate(ideal),
+                    f"{after['elements_per_s'] / before['elements_per_s']:,.2f}×"
+                    if after and before["elements_per_s"]
+                    else "-",
+                ]
+            )
+        return {
+            "figure": self.figure(charts.optimizations(measured)),
+            "rows": table,
+            "fixes": [(r["name"], r["fix"]) for r in measured if r.get("fix")],
+        }
 
 
 # -- views without charts ------------------------------------------------------------------
 
+
 def finding_view(number: int, f: Finding) -> dict[str, Any]:
     from gpuwhy.report.terminal import finding_causes
+
     causes = finding_causes(f.evidence)
     return {
-        "number": number, "id": f.id, "severity": f.severity, "title": f.title,
+        "number": number,
+        "id": f.id,
+        "severity": f.severity,
+        "title": f.title,
         "location": f.location,
         "causes": causes or [],
-        "evidence": [evidence_item(k, v) for k, v in f.evidence.items()
-                     if not (k == "causes" and causes)],
+        "evidence": [
+            evidence_item(k, v) for k, v in f.evidence.items() if not (k == "causes" and causes)
+        ],
         "fix": f.fix.rstrip() if f.fix else None,
         "fix_html": highlight(f.fix.rstrip()) if f.fix else None,
         "gain": f.estimated_gain,
@@ -256,27 +378,45 @@ def evidence_item(key: str, value: Any) -> dict[str, Any]:
     """One evidence entry: a table for a list of dicts, lines for a log, text otherwise."""
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         columns = list(dict.fromkeys(k for row in value for k in row))
-        return {"key": key, "kind": "table", "columns": columns,
-                "rows": [[_value(row.get(c)) for c in columns] for row in value]}
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value) and (
-            key.endswith("log") or any(len(v) > 80 for v in value)):
+        return {
+            "key": key,
+            "kind": "table",
+            "columns": columns,
+            "rows": [[_value(row.get(c)) for c in columns] for row in value],
+        }
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, str) for v in value)
+        and (key.endswith("log") or any(len(v) > 80 for v in value))
+    ):
         return {"key": key, "kind": "lines", "text": "\n".join(value)}
     return {"key": key, "kind": "text", "text": _value(value)}
 
 
-def run_view(facts: Facts) -> Optional[dict[str, Any]]:
+def run_view(facts: Facts) -> dict[str, Any] | None:
     from gpuwhy.report.terminal_run import eager_line, gpu_line, steps_line, tracing_line
+
     program = facts.program
     if program is None:
         return None
-    ended = {"completed": "completed", "exception": f"raised {program.error}",
-             "interrupted": "interrupted (Ctrl-C)", "terminated": "terminated (SIGTERM)",
-             "exit": f"exited with status {program.exit_code}"}.get(program.ended, program.ended)
+    ended = {
+        "completed": "completed",
+        "exception": f"raised {program.error}",
+        "interrupted": "interrupted (Ctrl-C)",
+        "terminated": "terminated (SIGTERM)",
+        "exit": f"exited with status {program.exit_code}",
+    }.get(program.ended, program.ended)
     rows = [("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:,.1f} s")]
     if program.tensorflow_imported:
-        rows.append(("TensorFlow", f"{program.tensorflow_version or '?'}"
-                     + (f", Keras {program.keras_version}" if program.keras_version else "")
-                     + f"; GPUs TF created: {', '.join(program.gpus_seen_by_tf) or 'none'}"))
+        rows.append(
+            (
+                "TensorFlow",
+                f"{program.tensorflow_version or '?'}"
+                + (f", Keras {program.keras_version}" if program.keras_version else "")
+                + f"; GPUs TF created: {', '.join(program.gpus_seen_by_tf) or 'none'}",
+            )
+        )
     if facts.steps is not None:
         rows.append(("Steps", steps_line(facts.steps)))
     if facts.eager is not None and program.tensorflow_imported:
@@ -291,16 +431,31 @@ def run_view(facts: Facts) -> Optional[dict[str, Any]]:
 def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
     """The step statistics: the collector's own (over every step after warm-up) and the
     slowest step, from the full kept series."""
-    rows = [("Marked by", f"{steps.marker} ({steps.source})"),
-            ("Steps", f"{steps.count:,}" + (f", the first {steps.warmup} left out as warm-up"
-                                            if steps.warmup else "")
-             + (f"; {steps.steps_per_call} steps per call" if steps.steps_per_call > 1 else ""))]
+    rows = [
+        ("Marked by", f"{steps.marker} ({steps.source})"),
+        (
+            "Steps",
+            f"{steps.count:,}"
+            + (f", the first {steps.warmup} left out as warm-up" if steps.warmup else "")
+            + (f"; {steps.steps_per_call} steps per call" if steps.steps_per_call > 1 else ""),
+        ),
+    ]
     if steps.median_s is not None:
-        rows.append(("Step time", f"median {_ms(steps.median_s)}, p90 {_ms(steps.p90_s)}; "
-                                  f"{steps.total_s:,.1f} s in steps of a {steps.run_s:,.1f} s run"))
+        rows.append(
+            (
+                "Step time",
+                f"median {_ms(steps.median_s)}, p90 {_ms(steps.p90_s)}; "
+                f"{steps.total_s:,.1f} s in steps of a {steps.run_s:,.1f} s run",
+            )
+        )
     if steps.input_wait_fraction is not None:
-        rows.append(("Waiting for input", f"{steps.input_wait_fraction:.1%} of step time, median "
-                                          f"{_ms(steps.input_wait_median_s)} per step"))
+        rows.append(
+            (
+                "Waiting for input",
+                f"{steps.input_wait_fraction:.1%} of step time, median "
+                f"{_ms(steps.input_wait_median_s)} per step",
+            )
+        )
     else:
         rows.append(("Waiting for input", "not measured for this kind of loop"))
     spc = max(steps.steps_per_call, 1)
@@ -309,17 +464,27 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
     s = stats(after)
     if s.count:
         i = warm + s.argmax
-        rows.append(("Slowest step", f"{_ms(s.high)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
-                                     + ("" if spc == 1 else f", {spc} steps per call")))
+        rows.append(
+            (
+                "Slowest step",
+                f"{_ms(s.high)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
+                + ("" if spc == 1 else f", {spc} steps per call"),
+            )
+        )
     drawn = len(steps.starts)
     calls = math.ceil(steps.count / spc)
     if drawn:
-        text = (f"all {drawn:,} calls" if drawn >= calls
-                else f"the first {drawn:,} of {calls:,} calls (the series kept in the record); "
-                     "the statistics above cover every step")
+        text = (
+            f"all {drawn:,} calls"
+            if drawn >= calls
+            else f"the first {drawn:,} of {calls:,} calls (the series kept in the record); "
+            "the statistics above cover every step"
+        )
         if drawn > max_points:
-            text += (f"; drawn as at most {max_points:,} time buckets: the mean of each bucket, "
-                     "and its slowest step as a dotted line")
+            text += (
+                f"; drawn as at most {max_points:,} time buckets: the mean of each bucket, "
+                "and its slowest step as a dotted line"
+            )
         rows.append(("Drawn", text))
     return rows
 
@@ -349,16 +514,20 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
         values = [v * scale for v in (s.mean, s.median, s.p90, s.high)]
         rows.append([f"{title} ({unit})", *_stat_row(values), f"{s.count:,}"])
     span = (gpu.t[-1] - gpu.t[0]) if len(gpu.t) > 1 else 0.0
-    head = (f"GPU {gpu.index}: {gpu.name}"
-            + (f", {gpu.memory_total_bytes / GiB:,.0f} GiB" if gpu.memory_total_bytes else "")
-            + f"; {len(gpu.t):,} samples at {samples.hz:g} Hz over {span:,.1f} s"
-            + ("; GPM metrics read" if samples.gpm else ""))
-    others = [f"pid {p.pid} {p.name or ''} ({_bytes(p.used_bytes)})".replace("  ", " ")
-              for p in gpu.others]
+    head = (
+        f"GPU {gpu.index}: {gpu.name}"
+        + (f", {gpu.memory_total_bytes / GiB:,.0f} GiB" if gpu.memory_total_bytes else "")
+        + f"; {len(gpu.t):,} samples at {samples.hz:g} Hz over {span:,.1f} s"
+        + ("; GPM metrics read" if samples.gpm else "")
+    )
+    others = [
+        f"pid {p.pid} {p.name or ''} ({_bytes(p.used_bytes)})".replace("  ", " ")
+        for p in gpu.others
+    ]
     return {"head": head, "rows": rows, "others": others}
 
 
-def no_gpu_reason(samples: Optional[GpuSamplesFacts]) -> Optional[str]:
+def no_gpu_reason(samples: GpuSamplesFacts | None) -> str | None:
     if samples is None:
         return "No GPU sampled: this record has no GPU samples section."
     if samples.error in NO_DRIVER_ERRORS:
@@ -366,40 +535,92 @@ def no_gpu_reason(samples: Optional[GpuSamplesFacts]) -> Optional[str]:
     if samples.error:
         return f"No GPU sampled: {samples.error}."
     if not any(g.t for g in samples.gpus):
-        return "No GPU sampled: NVML saw no GPU." if not samples.gpus else \
-            "No GPU sampled: the run ended before the first sample."
+        return (
+            "No GPU sampled: NVML saw no GPU."
+            if not samples.gpus
+            else "No GPU sampled: the run ended before the first sample."
+        )
     return None
 
 
-def placement_view(placement: Optional[PlacementFacts]) -> Optional[dict[str, Any]]:
+def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
     if placement is None:
         return None
     if placement.predicted:
-        where = (f"predicted for this machine's {placement.gpu_name}" if placement.gpu_name
-                 else "predicted for a GPU machine: no GPU here")
+        where = (
+            f"predicted for this machine's {placement.gpu_name}"
+            if placement.gpu_name
+            else "predicted for a GPU machine: no GPU here"
+        )
     else:
         where = f"seen on {placement.gpu_name or 'this GPU'}"
-    functions = [[fn.name, fn.location or "-", f"{fn.nodes:,}", f"{fn.gpu:,}", f"{fn.host:,}",
-                  f"{fn.cpu:,}", f"{fn.input_copies}", f"{fn.step_copies}",
-                  "yes" if fn.jit_compile else "no",
-                  "; ".join(([fn.note] if fn.note else []) + [f"not audited: {b}" for b in fn.unaudited]) or "-"]
-                 for fn in placement.functions]
-    groups = [{"off_gpu": g.computes_on == "CPU",
-               "cells": [g.op, ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-", g.device,
-                         g.computes_on, f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
-                         g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
-                         ", ".join(g.locations) or "-", ", ".join(g.examples[:3]) or "-"],
-               "why": PLACEMENT_REASONS.get(g.reason, "")} for g in placement.groups]
-    copies = [{"sizeable": c.kind == "step" and c.sizeable(),
-               "cells": [c.direction + (" (loop)" if c.in_loop else ""), c.kind, c.src, c.dst_op,
-                         c.dtype, _shape(c.shape), "?" if c.bytes is None else f"{c.bytes:,}",
-                         f"{c.consumers}", (c.cause or "-") + (f" at {c.location}" if c.location else "")]}
-              for c in placement.copies]
-    tensor_ops = [[t.op, t.dtype, ", ".join(f"{k}={'?' if v is None else v}" for k, v in t.dims.items()),
-                   "?" if t.flops is None else f"{t.flops:,}", t.layer or "-", t.location or "-",
-                   ", ".join(w for w, on in (("loop", t.in_loop), ("jit", t.jit_compile),
-                                             ("gradient", t.gradient)) if on) or "-"]
-                  for t in placement.tensor_ops]
+    functions = [
+        [
+            fn.name,
+            fn.location or "-",
+            f"{fn.nodes:,}",
+            f"{fn.gpu:,}",
+            f"{fn.host:,}",
+            f"{fn.cpu:,}",
+            f"{fn.input_copies}",
+            f"{fn.step_copies}",
+            "yes" if fn.jit_compile else "no",
+            "; ".join(([fn.note] if fn.note else []) + [f"not audited: {b}" for b in fn.unaudited])
+            or "-",
+        ]
+        for fn in placement.functions
+    ]
+    groups = [
+        {
+            "off_gpu": g.computes_on == "CPU",
+            "cells": [
+                g.op,
+                ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-",
+                g.device,
+                g.computes_on,
+                f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
+                g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
+                ", ".join(g.locations) or "-",
+                ", ".join(g.examples[:3]) or "-",
+            ],
+            "why": PLACEMENT_REASONS.get(g.reason, ""),
+        }
+        for g in placement.groups
+    ]
+    copies = [
+        {
+            "sizeable": c.kind == "step" and c.sizeable(),
+            "cells": [
+                c.direction + (" (loop)" if c.in_loop else ""),
+                c.kind,
+                c.src,
+                c.dst_op,
+                c.dtype,
+                _shape(c.shape),
+                "?" if c.bytes is None else f"{c.bytes:,}",
+                f"{c.consumers}",
+                (c.cause or "-") + (f" at {c.location}" if c.location else ""),
+            ],
+        }
+        for c in placement.copies
+    ]
+    tensor_ops = [
+        [
+            t.op,
+            t.dtype,
+            ", ".join(f"{k}={'?' if v is None else v}" for k, v in t.dims.items()),
+            "?" if t.flops is None else f"{t.flops:,}",
+            t.layer or "-",
+            t.location or "-",
+            ", ".join(
+                w
+                for w, on in (("loop", t.in_loop), ("jit", t.jit_compile), ("gradient", t.gradient))
+                if on
+            )
+            or "-",
+        ]
+        for t in placement.tensor_ops
+    ]
     settings = []
     if placement.mixed_precision_policy:
         settings.append(f"Keras mixed precision policy: {placement.mixed_precision_policy}")
@@ -408,52 +629,96 @@ def placement_view(placement: Optional[PlacementFacts]) -> Optional[dict[str, An
     check = placement.verification
     verification = None
     if check is not None:
-        verification = {"ran": check.ran, "reason": check.reason, "device": check.device,
-                        "compared": check.nodes_compared,
-                        "rows": [[d.node, d.op, d.predicted, d.actual] for d in check.disagreements]}
-    return {"where": where, "functions": functions, "groups": groups, "copies": copies,
-            "tensor_ops": tensor_ops, "settings": settings, "verification": verification}
+        verification = {
+            "ran": check.ran,
+            "reason": check.reason,
+            "device": check.device,
+            "compared": check.nodes_compared,
+            "rows": [[d.node, d.op, d.predicted, d.actual] for d in check.disagreements],
+        }
+    return {
+        "where": where,
+        "functions": functions,
+        "groups": groups,
+        "copies": copies,
+        "tensor_ops": tensor_ops,
+        "settings": settings,
+        "verification": verification,
+    }
 
 
-def eager_view(eager: Optional[EagerFacts]) -> Optional[dict[str, Any]]:
+def eager_view(eager: EagerFacts | None) -> dict[str, Any] | None:
     if eager is None or (not eager.sites and not eager.ops):
         return None
     from gpuwhy.report.terminal_run import eager_line
+
     per = max(eager.sampled_steps, 1)
-    rows = [[s.op, f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
-             "?" if s.median_elements is None else f"{s.median_elements:,}", s.device or "?",
-             s.location or "?"] for s in eager.sites]
-    return {"summary": eager_line(eager), "per_step": bool(eager.sampled_steps), "rows": rows,
-            "note": eager.note, "counted_s": eager.counted_s}
+    rows = [
+        [
+            s.op,
+            f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
+            "?" if s.median_elements is None else f"{s.median_elements:,}",
+            s.device or "?",
+            s.location or "?",
+        ]
+        for s in eager.sites
+    ]
+    return {
+        "summary": eager_line(eager),
+        "per_step": bool(eager.sampled_steps),
+        "rows": rows,
+        "note": eager.note,
+        "counted_s": eager.counted_s,
+    }
 
 
-def tracing_view(tracing: Optional[TracingFacts]) -> Optional[dict[str, Any]]:
+def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
     if tracing is None or not tracing.functions:
         return None
     functions = []
     for fn in sorted(tracing.functions, key=lambda f: (f.library, -f.traces, -f.calls)):
-        functions.append({
-            "cells": [fn.name + (" (Keras/TF)" if fn.library else ""), fn.location or "?",
-                      f"{fn.calls:,}", f"{fn.call_s:,.2f} s", f"{fn.traces}", f"{fn.trace_s:,.2f} s",
-                      ", ".join(fn.changed_args) or "-",
-                      "-" if fn.jit_compile is None else ("yes" if fn.jit_compile else "no"),
-                      f"{fn.instances}"],
-            "signatures": [[f"{s.at_s:,.2f} s", "-" if s.seconds is None else _ms(s.seconds),
-                            ", ".join(f"{n}: {spec}" for n, spec in s.args), s.caller or "?"]
-                           for s in fn.signatures]})
+        functions.append(
+            {
+                "cells": [
+                    fn.name + (" (Keras/TF)" if fn.library else ""),
+                    fn.location or "?",
+                    f"{fn.calls:,}",
+                    f"{fn.call_s:,.2f} s",
+                    f"{fn.traces}",
+                    f"{fn.trace_s:,.2f} s",
+                    ", ".join(fn.changed_args) or "-",
+                    "-" if fn.jit_compile is None else ("yes" if fn.jit_compile else "no"),
+                    f"{fn.instances}",
+                ],
+                "signatures": [
+                    [
+                        f"{s.at_s:,.2f} s",
+                        "-" if s.seconds is None else _ms(s.seconds),
+                        ", ".join(f"{n}: {spec}" for n, spec in s.args),
+                        s.caller or "?",
+                    ]
+                    for s in fn.signatures
+                ],
+            }
+        )
     return {"functions": functions}
 
 
-def environment_view(env: Optional[EnvironmentFacts],
-                     devices: Sequence[GpuDevice]) -> Optional[dict[str, Any]]:
+def environment_view(
+    env: EnvironmentFacts | None, devices: Sequence[GpuDevice]
+) -> dict[str, Any] | None:
     from gpuwhy.report.terminal import _missing, _tf_line
+
     if env is None and not devices:
         return None
     rows: list[tuple[str, str]] = []
     libraries: list[list[str]] = []
     if env is not None:
-        where = f"{env.platform} {env.machine}" + (" (WSL)" if env.wsl else "") + (
-            " (container)" if env.driver and env.driver.in_container else "")
+        where = (
+            f"{env.platform} {env.machine}"
+            + (" (WSL)" if env.wsl else "")
+            + (" (container)" if env.driver and env.driver.in_container else "")
+        )
         rows.append(("Python", f"{env.python_version}  {env.python_executable}  [{where}]"))
         if env.cpu_count:
             rows.append(("CPU cores", f"{env.cpu_count}"))
@@ -461,23 +726,48 @@ def environment_view(env: Optional[EnvironmentFacts],
         if tf is not None:
             rows.append(("TensorFlow", _tf_line(tf)))
             if tf.build and tf.build.get("is_cuda_build"):
-                rows.append(("Build needs", f"CUDA {tf.build.get('cuda_version')}, cuDNN "
-                             f"{tf.build.get('cudnn_version')}, code for "
-                             f"{', '.join(tf.build.get('cuda_compute_capabilities') or [])}"))
-            libraries = [[lib.name, lib.wanted, "yes" if lib.loaded else "no",
-                          (lib.path or "") if lib.loaded else _missing(lib)] for lib in tf.libraries]
+                rows.append(
+                    (
+                        "Build needs",
+                        f"CUDA {tf.build.get('cuda_version')}, cuDNN "
+                        f"{tf.build.get('cudnn_version')}, code for "
+                        f"{', '.join(tf.build.get('cuda_compute_capabilities') or [])}",
+                    )
+                )
+            libraries = [
+                [
+                    lib.name,
+                    lib.wanted,
+                    "yes" if lib.loaded else "no",
+                    (lib.path or "") if lib.loaded else _missing(lib),
+                ]
+                for lib in tf.libraries
+            ]
         d = env.driver
         if d is not None:
-            rows.append(("Driver", f"{d.driver_version} (supports CUDA {d.cuda_driver_version}), "
-                                   f"{d.device_count} GPU(s)" if d.nvml_ok else
-                         f"none: NVML {d.nvml_error}; {d.libcuda_error or 'libcuda.so.1 loads'}"))
+            rows.append(
+                (
+                    "Driver",
+                    f"{d.driver_version} (supports CUDA {d.cuda_driver_version}), "
+                    f"{d.device_count} GPU(s)"
+                    if d.nvml_ok
+                    else f"none: NVML {d.nvml_error}; {d.libcuda_error or 'libcuda.so.1 loads'}",
+                )
+            )
         if env.env_vars:
             rows.append(("Settings", "  ".join(f"{k}={v}" for k, v in env.env_vars.items())))
-    gpus = [[str(dev.index), dev.name, dev.compute_capability or "?",
-             "?" if not dev.memory_total_bytes else f"{dev.memory_total_bytes / MiB:,.0f} MiB",
-             "?" if dev.memory_used_bytes is None else f"{dev.memory_used_bytes / MiB:,.0f} MiB",
-             ", ".join(f"pid {p.pid} {p.name or ''}".strip() for p in dev.processes) or "-",
-             dev.pci_bus_id or "?"] for dev in devices]
+    gpus = [
+        [
+            str(dev.index),
+            dev.name,
+            dev.compute_capability or "?",
+            "?" if not dev.memory_total_bytes else f"{dev.memory_total_bytes / MiB:,.0f} MiB",
+            "?" if dev.memory_used_bytes is None else f"{dev.memory_used_bytes / MiB:,.0f} MiB",
+            ", ".join(f"pid {p.pid} {p.name or ''}".strip() for p in dev.processes) or "-",
+            dev.pci_bus_id or "?",
+        ]
+        for dev in devices
+    ]
     log = list(env.tensorflow.log_lines) if env is not None and env.tensorflow else []
     return {"rows": rows, "libraries": libraries, "gpus": gpus, "log": log}
 
@@ -498,14 +788,20 @@ def normalise_optimizations(rows: Sequence[Any]) -> list[dict[str, Any]]:
         measured = {key: _measurement(row.get(key)) for key in ("before", "after", "ideal")}
         if not name or measured["before"] is None or measured["before"]["elements_per_s"] <= 0:
             continue
-        out.append({"name": str(name), **measured,
-                    "fix": row.get("fix") if isinstance(row.get("fix"), str) else None})
+        out.append(
+            {
+                "name": str(name),
+                **measured,
+                "fix": row.get("fix") if isinstance(row.get("fix"), str) else None,
+            }
+        )
     return out
 
 
-def _measurement(value: Any) -> Optional[dict[str, float]]:
+def _measurement(value: Any) -> dict[str, float] | None:
     def number(x: Any) -> bool:
         return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
     if number(value):
         return {"elements_per_s": float(value), "low": float(value), "high": float(value)}
     if not isinstance(value, dict):
@@ -519,10 +815,15 @@ def _measurement(value: Any) -> Optional[dict[str, float]]:
         low, high = rate - spread, rate + spread
     elif not (number(low) and number(high)):
         low = high = rate
-    return {"elements_per_s": float(rate), "low": float(min(low, rate)), "high": float(max(high, rate))}
+    return {
+        "elements_per_s": float(rate),
+        "low": float(min(low, rate)),
+        "high": float(max(high, rate)),
+    }
 
 
 # -- formatting ------------------------------------------------------------------------------
+
 
 def _ran_tf(facts: Facts) -> bool:
     """A watched program that imported TensorFlow (``gpuwhy watch`` runs any program)."""
@@ -533,26 +834,31 @@ def highlight(code: str) -> str:
     """The fix as highlighted HTML (Pygments, which rich already brings); its text content
     is the code itself, which is what the copy button copies."""
     from markupsafe import escape
+
     try:
         from pygments import highlight as _highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import get_lexer_by_name
-    except ImportError:       # pragma: no cover - pygments comes with rich
+    except ImportError:  # pragma: no cover - pygments comes with rich
         return str(escape(code))
     from gpuwhy.report.terminal import _lexer
-    return _highlight(code, get_lexer_by_name(_lexer(code)), HtmlFormatter(nowrap=True)).rstrip("\n")
+
+    return _highlight(code, get_lexer_by_name(_lexer(code)), HtmlFormatter(nowrap=True)).rstrip(
+        "\n"
+    )
 
 
 def _code_css() -> str:
     try:
         from pygments.formatters import HtmlFormatter
-    except ImportError:       # pragma: no cover
+    except ImportError:  # pragma: no cover
         return ""
     return HtmlFormatter(style="friendly").get_style_defs(".code")
 
 
 def _plotly_js() -> str:
     from plotly.offline import get_plotlyjs
+
     return get_plotlyjs().replace("</script", "<\\/script")
 
 
@@ -560,9 +866,14 @@ def _plotly_js() -> str:
 def _template():
     """Compiled once per process: compiling is half the time of rendering a page."""
     import jinja2
-    env = jinja2.Environment(loader=jinja2.PackageLoader("gpuwhy.report", "templates"),
-                             autoescape=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined)
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpuwhy.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     return env.get_template("report.html.j2")
 
 
@@ -599,7 +910,7 @@ def _stat_row(values: Sequence[float]) -> list[str]:
     return [f"{v:,.{decimals}f}" for v in values]
 
 
-def _ms(seconds: Optional[float]) -> str:
+def _ms(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     if seconds < 0.001:
@@ -607,7 +918,7 @@ def _ms(seconds: Optional[float]) -> str:
     return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
-def _bytes(n: Optional[int]) -> str:
+def _bytes(n: int | None) -> str:
     if n is None:
         return "?"
     if n >= GiB:
@@ -623,7 +934,7 @@ def _shape(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _parallelism(run: Optional[int], written: Optional[int]) -> str:
+def _parallelism(run: int | None, written: int | None) -> str:
     if run is None and written is None:
         return "-"
     text = "-" if run is None else f"{run}"
@@ -632,7 +943,7 @@ def _parallelism(run: Optional[int], written: Optional[int]) -> str:
     return text
 
 
-def _rate(m: Optional[dict[str, float]]) -> str:
+def _rate(m: dict[str, float] | None) -> str:
     if m is None:
         return "-"
     rate, low, high = m["elements_per_s"], m["low"], m["high"]

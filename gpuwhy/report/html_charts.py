@@ -11,18 +11,27 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gpuwhy.facts import GpuSamplesFacts, PipelineFacts, StepFacts, TracingFacts
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
 
-GiB = 1024 ** 3
+GiB = 1024**3
 INPUT_WAIT = "#f58518"
 COMPUTE = "#4c78a8"
 BOTTLENECK = "#d62728"
 STAGE = "#9ab0c8"
-GPU_COLOURS = ("#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#bcbd22", "#7f7f7f",
-               "#1f77b4")
+GPU_COLOURS = (
+    "#2ca02c",
+    "#9467bd",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#7f7f7f",
+    "#1f77b4",
+)
 MAX_PHASE_SHAPES = 200
 MAX_TRACE_MARKERS = 500
 CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": False}
@@ -33,9 +42,13 @@ def figure_json(fig) -> str:
     written as ``\\u003c`` (the same string to JSON.parse), so no name in the data can
     close the script element or open a comment."""
     from plotly.utils import PlotlyJSONEncoder
+
     data = fig.to_plotly_json()
-    text = json.dumps({"data": data["data"], "layout": data["layout"], "config": CONFIG},
-                      cls=PlotlyJSONEncoder, separators=(",", ":"))
+    text = json.dumps(
+        {"data": data["data"], "layout": data["layout"], "config": CONFIG},
+        cls=PlotlyJSONEncoder,
+        separators=(",", ":"),
+    )
     return text.replace("<", "\\u003c")
 
 
@@ -47,12 +60,20 @@ def label(text: str) -> str:
 
 # -- the timeline ----------------------------------------------------------------------
 
-def timeline(steps: Optional[StepFacts], samples: Optional[GpuSamplesFacts],
-             tracing: Optional[TracingFacts], max_points: int = MAX_POINTS):
+
+def timeline(
+    steps: StepFacts | None,
+    samples: GpuSamplesFacts | None,
+    tracing: TracingFacts | None,
+    max_points: int = MAX_POINTS,
+):
     """Step time (input wait stacked under the rest) and each sampled GPU's activity,
     memory and PCIe traffic, on one shared time axis. None when there is nothing to draw."""
     from plotly.subplots import make_subplots
-    has_steps = steps is not None and len(steps.starts) > 0 and len(steps.durations) == len(steps.starts)
+
+    has_steps = (
+        steps is not None and len(steps.starts) > 0 and len(steps.durations) == len(steps.starts)
+    )
     gpus = [g for g in (samples.gpus if samples is not None else ()) if g.t]
     has_pcie = any(_known(g.pcie_tx_bytes_per_s) or _known(g.pcie_rx_bytes_per_s) for g in gpus)
     rows: list[tuple[str, str]] = []
@@ -67,8 +88,13 @@ def timeline(steps: Optional[StepFacts], samples: Optional[GpuSamplesFacts],
     if not rows:
         return None
     heights = [0.46 if kind == "steps" else 0.2 for kind, _ in rows]
-    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        row_heights=[h / sum(heights) for h in heights])
+    fig = make_subplots(
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        row_heights=[h / sum(heights) for h in heights],
+    )
     row_of = {kind: i + 1 for i, (kind, _) in enumerate(rows)}
     for i, (_, title) in enumerate(rows, 1):
         fig.update_yaxes(title_text=title, row=i, col=1, rangemode="tozero")
@@ -81,43 +107,118 @@ def timeline(steps: Optional[StepFacts], samples: Optional[GpuSamplesFacts],
         colour = GPU_COLOURS[n % len(GPU_COLOURS)]
         prefix = f"GPU {gpu.index} " if multi else ""
         group = f"gpu{gpu.index}"
-        _band_line(fig, row_of["activity"], gpu.t, gpu.utilization, f"{prefix}busy (any kernel)",
-                   colour, 100.0, max_points, group)
+        _band_line(
+            fig,
+            row_of["activity"],
+            gpu.t,
+            gpu.utilization,
+            f"{prefix}busy (any kernel)",
+            colour,
+            100.0,
+            max_points,
+            group,
+        )
         if _known(gpu.sm_activity):
-            _band_line(fig, row_of["activity"], gpu.t, gpu.sm_activity, f"{prefix}SM activity",
-                       colour, 100.0, max_points, group, dash="dot")
+            _band_line(
+                fig,
+                row_of["activity"],
+                gpu.t,
+                gpu.sm_activity,
+                f"{prefix}SM activity",
+                colour,
+                100.0,
+                max_points,
+                group,
+                dash="dot",
+            )
         if _known(gpu.tensor_activity):
-            _band_line(fig, row_of["activity"], gpu.t, gpu.tensor_activity,
-                       f"{prefix}tensor-core activity", colour, 100.0, max_points, group, dash="dash")
-        _band_line(fig, row_of["memory"], gpu.t, gpu.memory_used_bytes,
-                   f"{prefix}memory used (all processes)", colour, 1 / GiB, max_points, group)
+            _band_line(
+                fig,
+                row_of["activity"],
+                gpu.t,
+                gpu.tensor_activity,
+                f"{prefix}tensor-core activity",
+                colour,
+                100.0,
+                max_points,
+                group,
+                dash="dash",
+            )
+        _band_line(
+            fig,
+            row_of["memory"],
+            gpu.t,
+            gpu.memory_used_bytes,
+            f"{prefix}memory used (all processes)",
+            colour,
+            1 / GiB,
+            max_points,
+            group,
+        )
         if _known(gpu.own_memory_bytes):
-            _band_line(fig, row_of["memory"], gpu.t, gpu.own_memory_bytes,
-                       f"{prefix}memory of the watched program", colour, 1 / GiB, max_points,
-                       group, dash="dot")
+            _band_line(
+                fig,
+                row_of["memory"],
+                gpu.t,
+                gpu.own_memory_bytes,
+                f"{prefix}memory of the watched program",
+                colour,
+                1 / GiB,
+                max_points,
+                group,
+                dash="dot",
+            )
         if gpu.memory_total_bytes:
-            fig.add_hline(y=gpu.memory_total_bytes / GiB, row=row_of["memory"], col=1,
-                          line=dict(color=colour, width=1, dash="dash"),
-                          annotation_text=label(f"{prefix}total {gpu.memory_total_bytes / GiB:,.0f} GiB"),
-                          annotation_position="top left")
+            fig.add_hline(
+                y=gpu.memory_total_bytes / GiB,
+                row=row_of["memory"],
+                col=1,
+                line=dict(color=colour, width=1, dash="dash"),
+                annotation_text=label(f"{prefix}total {gpu.memory_total_bytes / GiB:,.0f} GiB"),
+                annotation_position="top left",
+            )
         if has_pcie:
-            _band_line(fig, row_of["pcie"], gpu.t, gpu.pcie_rx_bytes_per_s,
-                       f"{prefix}PCIe host → GPU", colour, 1e-6, max_points, group)
-            _band_line(fig, row_of["pcie"], gpu.t, gpu.pcie_tx_bytes_per_s,
-                       f"{prefix}PCIe GPU → host", colour, 1e-6, max_points, group, dash="dot")
+            _band_line(
+                fig,
+                row_of["pcie"],
+                gpu.t,
+                gpu.pcie_rx_bytes_per_s,
+                f"{prefix}PCIe host → GPU",
+                colour,
+                1e-6,
+                max_points,
+                group,
+            )
+            _band_line(
+                fig,
+                row_of["pcie"],
+                gpu.t,
+                gpu.pcie_tx_bytes_per_s,
+                f"{prefix}PCIe GPU → host",
+                colour,
+                1e-6,
+                max_points,
+                group,
+                dash="dot",
+            )
     if gpus:
         fig.update_yaxes(range=[0, 100], row=row_of["activity"], col=1)
     if has_steps and steps.phases:
         _phases(fig, steps.phases, _domain_top(fig, 1))
     fig.update_xaxes(title_text="seconds since the run started", row=len(rows), col=1)
-    fig.update_layout(height=240 + 190 * len(rows), hovermode="x unified",
-                      margin=dict(l=70, r=20, t=40, b=50), template="plotly_white")
+    fig.update_layout(
+        height=240 + 190 * len(rows),
+        hovermode="x unified",
+        margin=dict(l=70, r=20, t=40, b=50),
+        template="plotly_white",
+    )
     _legend_per_row(fig, len(rows))
     return fig
 
 
 def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
     import plotly.graph_objects as go
+
     spc = max(steps.steps_per_call, 1)
     warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
     starts, durations = steps.starts[warm:], steps.durations[warm:]
@@ -130,33 +231,59 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
         total = downsample(starts, [d * 1000 for d in durations], max_points, span)
         if measured:
             wait = downsample(starts, [w * 1000 for w in waits], max_points, span)
-            rest = downsample(starts, [(d - w) * 1000 for d, w in zip(durations, waits)],
-                              max_points, span)
+            rest = downsample(
+                starts, [(d - w) * 1000 for d, w in zip(durations, waits)], max_points, span
+            )
             layers = [(wait, "waiting for input", INPUT_WAIT), (rest, "rest of the step", COMPUTE)]
         else:
             layers = [(total, "step time", COMPUTE)]
         for series, name, colour in layers:
-            fig.add_trace(go.Scatter(
-                x=rounded(series.t, 7), y=rounded(series.mean), name=label(name),
-                mode="lines", line=dict(color=colour, width=1, shape=shape), stackgroup="step",
-                hovertemplate="%{y:.1f} ms" + ("" if not series.bucketed else " (mean)")),
-                row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=rounded(series.t, 7),
+                    y=rounded(series.mean),
+                    name=label(name),
+                    mode="lines",
+                    line=dict(color=colour, width=1, shape=shape),
+                    stackgroup="step",
+                    hovertemplate="%{y:.1f} ms" + ("" if not series.bucketed else " (mean)"),
+                ),
+                row=row,
+                col=1,
+            )
         if total.bucketed:
-            fig.add_trace(go.Scatter(
-                x=rounded(total.t, 7), y=rounded(total.high), name="slowest step in each bucket",
-                mode="lines", line=dict(color="#888888", width=0.8, dash="dot"),
-                hovertemplate="%{y:.1f} ms (slowest)"), row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=rounded(total.t, 7),
+                    y=rounded(total.high),
+                    name="slowest step in each bucket",
+                    mode="lines",
+                    line=dict(color="#888888", width=0.8, dash="dot"),
+                    hovertemplate="%{y:.1f} ms (slowest)",
+                ),
+                row=row,
+                col=1,
+            )
         known = [v for v in total.high if v is not None]
         top = max(known) if known else None
     if warm:
         warm_ms = [d * 1000 for d in steps.durations[:warm]]
         off_scale = top is not None and max(warm_ms) > 1.5 * top
-        name = "warm-up steps (tracing)" + (f", up to {max(warm_ms):,.0f} ms: off the scale"
-                                            if off_scale else "")
-        fig.add_trace(go.Scatter(
-            x=rounded(steps.starts[:warm], 7), y=rounded(warm_ms), name=label(name),
-            mode="markers", marker=dict(color="#999999", size=7, symbol="diamond"),
-            hovertemplate="%{y:.1f} ms (warm-up)"), row=row, col=1)
+        name = "warm-up steps (tracing)" + (
+            f", up to {max(warm_ms):,.0f} ms: off the scale" if off_scale else ""
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=rounded(steps.starts[:warm], 7),
+                y=rounded(warm_ms),
+                name=label(name),
+                mode="markers",
+                marker=dict(color="#999999", size=7, symbol="diamond"),
+                hovertemplate="%{y:.1f} ms (warm-up)",
+            ),
+            row=row,
+            col=1,
+        )
         if off_scale:
             fig.update_yaxes(range=[0, top * 1.1], row=row, col=1)
 
@@ -165,6 +292,7 @@ def _trace_markers(fig, row: int, tracing: TracingFacts) -> None:
     """Each recorded tf.function trace as a mark on the step row's floor: retracing shows
     as marks under the slow steps it causes."""
     import plotly.graph_objects as go
+
     xs, texts = [], []
     for fn in tracing.functions:
         if fn.library:
@@ -178,9 +306,19 @@ def _trace_markers(fig, row: int, tracing: TracingFacts) -> None:
     if not xs:
         return
     xs, texts = xs[:MAX_TRACE_MARKERS], texts[:MAX_TRACE_MARKERS]
-    fig.add_trace(go.Scatter(x=xs, y=[0] * len(xs), name="tf.function traced", mode="markers",
-                             marker=dict(symbol="triangle-up", size=10, color="#e45756"),
-                             text=texts, hovertemplate="%{text}<extra></extra>"), row=row, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[0] * len(xs),
+            name="tf.function traced",
+            mode="markers",
+            marker=dict(symbol="triangle-up", size=10, color="#e45756"),
+            text=texts,
+            hovertemplate="%{text}<extra></extra>",
+        ),
+        row=row,
+        col=1,
+    )
 
 
 def _phases(fig, phases: Sequence[tuple[str, float, float]], top: float) -> None:
@@ -192,18 +330,45 @@ def _phases(fig, phases: Sequence[tuple[str, float, float]], top: float) -> None
         if shapes >= MAX_PHASE_SHAPES:
             break
         if name in ("evaluate", "predict"):
-            fig.add_shape(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=1,
-                          fillcolor="#cccccc", opacity=0.25, line_width=0, layer="below")
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=start,
+                x1=end,
+                y0=0,
+                y1=1,
+                fillcolor="#cccccc",
+                opacity=0.25,
+                line_width=0,
+                layer="below",
+            )
         elif name.startswith("epoch"):
-            fig.add_shape(type="line", xref="x", yref="paper", x0=start, x1=start, y0=0, y1=1,
-                          line=dict(color="#bbbbbb", width=1, dash="dot"))
+            fig.add_shape(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=start,
+                x1=start,
+                y0=0,
+                y1=1,
+                line=dict(color="#bbbbbb", width=1, dash="dot"),
+            )
         else:
             continue
         shapes += 1
         if len(phases) <= 40 and (epochs <= 20 or not name.startswith("epoch")):
-            fig.add_annotation(x=start, xref="x", y=top, yref="paper", text=label(name),
-                               showarrow=False, xanchor="left", yanchor="top",
-                               font=dict(size=10, color="#777777"))
+            fig.add_annotation(
+                x=start,
+                xref="x",
+                y=top,
+                yref="paper",
+                text=label(name),
+                showarrow=False,
+                xanchor="left",
+                yanchor="top",
+                font=dict(size=10, color="#777777"),
+            )
 
 
 def _domain_top(fig, row: int) -> float:
@@ -219,45 +384,100 @@ def _legend_per_row(fig, rows: int) -> None:
         trace.legend = "legend" if n == 1 else f"legend{n}"
     for n in range(1, rows + 1):
         fig.layout["legend" if n == 1 else f"legend{n}"] = dict(
-            x=0, xanchor="left", y=_domain_top(fig, n), yanchor="bottom", orientation="h",
-            bgcolor="rgba(255,255,255,0.8)", font=dict(size=11))
+            x=0,
+            xanchor="left",
+            y=_domain_top(fig, n),
+            yanchor="bottom",
+            orientation="h",
+            bgcolor="rgba(255,255,255,0.8)",
+            font=dict(size=11),
+        )
 
 
-def _band_line(fig, row: int, t, values, name: str, colour: str, scale: float, max_points: int,
-               group: str, dash: Optional[str] = None) -> None:
+def _band_line(
+    fig,
+    row: int,
+    t,
+    values,
+    name: str,
+    colour: str,
+    scale: float,
+    max_points: int,
+    group: str,
+    dash: str | None = None,
+) -> None:
     """A series as its bucket means, with a min-max band when it was downsampled."""
     import plotly.graph_objects as go
+
     if not _known(values):
         return
     scaled = [None if v is None else v * scale for v in values]
     series = downsample(t, scaled, max_points)
-    group = f"{group}:{name}"     # the band toggles with its line; one entry per group
+    group = f"{group}:{name}"  # the band toggles with its line; one entry per group
     x = rounded(series.t, 7)
     if series.bucketed:
-        fig.add_trace(go.Scatter(x=x, y=rounded(series.high), mode="lines", line=dict(width=0),
-                                 showlegend=False, hoverinfo="skip", legendgroup=group),
-                      row=row, col=1)
-        fig.add_trace(go.Scatter(x=x, y=rounded(series.low), mode="lines", line=dict(width=0),
-                                 fill="tonexty", fillcolor=_alpha(colour, 0.18), showlegend=False,
-                                 hoverinfo="skip", legendgroup=group), row=row, col=1)
-    fig.add_trace(go.Scatter(x=x, y=rounded(series.mean), name=label(name), mode="lines",
-                             line=dict(color=colour, width=1.3, dash=dash), legendgroup=group,
-                             hovertemplate="%{y:.3~f}" + (" (mean)" if series.bucketed else "")),
-                  row=row, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=rounded(series.high),
+                mode="lines",
+                line=dict(width=0),
+                showlegend=False,
+                hoverinfo="skip",
+                legendgroup=group,
+            ),
+            row=row,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=rounded(series.low),
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor=_alpha(colour, 0.18),
+                showlegend=False,
+                hoverinfo="skip",
+                legendgroup=group,
+            ),
+            row=row,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=rounded(series.mean),
+            name=label(name),
+            mode="lines",
+            line=dict(color=colour, width=1.3, dash=dash),
+            legendgroup=group,
+            hovertemplate="%{y:.3~f}" + (" (mean)" if series.bucketed else ""),
+        ),
+        row=row,
+        col=1,
+    )
 
 
 # -- the input pipeline ----------------------------------------------------------------
+
 
 def pipeline(p: PipelineFacts):
     """How fast each stage alone could feed the model (elements per second at the root),
     the bottleneck in red and what the model actually got as a line. Stages without that
     figure are drawn by their self time instead."""
     import plotly.graph_objects as go
+
     if not p.stages:
         return None
     by_rate = any(s.root_elements_per_s for s in p.stages)
-    names = [label(f"{i + 1}. {s.name}" + (f" ({' + '.join(s.written_as)})" if s.written_as else
-                                            " (added by TF)")) for i, s in enumerate(p.stages)]
+    names = [
+        label(
+            f"{i + 1}. {s.name}"
+            + (f" ({' + '.join(s.written_as)})" if s.written_as else " (added by TF)")
+        )
+        for i, s in enumerate(p.stages)
+    ]
     values = [(s.root_elements_per_s if by_rate else s.self_time_s) for s in p.stages]
     colours = [BOTTLENECK if i == p.bottleneck else STAGE for i in range(len(p.stages))]
     hover = []
@@ -268,38 +488,71 @@ def pipeline(p: PipelineFacts):
         if s.parallelism is not None:
             parts.append(f"parallelism {s.parallelism}")
         if s.function:
-            parts.append(f"runs {s.function}" + (f" ({s.function_location})" if s.function_location else ""))
+            parts.append(
+                f"runs {s.function}" + (f" ({s.function_location})" if s.function_location else "")
+            )
         hover.append(label("; ".join(parts)))
-    fig = go.Figure(go.Bar(
-        x=[v if v is not None else 0 for v in values], y=names, orientation="h",
-        marker=dict(color=colours), customdata=hover,
-        hovertemplate="%{x:,.1f}" + (" elements/s" if by_rate else " s") + "<br>%{customdata}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=[v if v is not None else 0 for v in values],
+            y=names,
+            orientation="h",
+            marker=dict(color=colours),
+            customdata=hover,
+            hovertemplate="%{x:,.1f}"
+            + (" elements/s" if by_rate else " s")
+            + "<br>%{customdata}<extra></extra>",
+        )
+    )
     known = [v for v in values if v]
     log = by_rate and bool(known) and max(known) / max(min(known), 1e-12) > 100
     if log:
         fig.update_xaxes(type="log")
     if by_rate and p.throughput_per_s:
         x = p.throughput_per_s
-        fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
-                      line=dict(color="#333333", dash="dash"))
+        fig.add_shape(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=x,
+            x1=x,
+            y0=0,
+            y1=1,
+            line=dict(color="#333333", dash="dash"),
+        )
         # an annotation on a log axis takes its log10 position, a shape does not
-        fig.add_annotation(x=math.log10(x) if log else x, xref="x", y=1, yref="paper",
-                           yanchor="bottom", showarrow=False,
-                           text=f"the model got {p.throughput_per_s:,.1f}/s")
+        fig.add_annotation(
+            x=math.log10(x) if log else x,
+            xref="x",
+            y=1,
+            yref="paper",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"the model got {p.throughput_per_s:,.1f}/s",
+        )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="elements per second this stage alone could deliver to the model"
-                     if by_rate else "self time (s, all threads)")
-    fig.update_layout(height=120 + 34 * len(p.stages), template="plotly_white", showlegend=False,
-                      margin=dict(l=10, r=20, t=30, b=50))
+    fig.update_xaxes(
+        title_text="elements per second this stage alone could deliver to the model"
+        if by_rate
+        else "self time (s, all threads)"
+    )
+    fig.update_layout(
+        height=120 + 34 * len(p.stages),
+        template="plotly_white",
+        showlegend=False,
+        margin=dict(l=10, r=20, t=30, b=50),
+    )
     return fig
 
 
 # -- before / after --------------------------------------------------------------------
 
+
 def optimizations(rows: Sequence[dict[str, Any]]):
     """Grouped bars per measured fix: before, after and (when known) the ideal, with the
     spread of the repeats (``low``..``high``) as error bars."""
     import plotly.graph_objects as go
+
     if not rows:
         return None
     fig = go.Figure()
@@ -314,12 +567,29 @@ def optimizations(rows: Sequence[dict[str, Any]]):
             plus.append(value["high"] - value["elements_per_s"])
             minus.append(value["elements_per_s"] - value["low"])
         if xs:
-            fig.add_trace(go.Bar(name=key, x=xs, y=ys, marker_color=colour,
-                                 error_y=dict(type="data", symmetric=False, array=plus,
-                                              arrayminus=minus, visible=any(plus) or any(minus)),
-                                 hovertemplate="%{y:,.1f} elements/s"))
-    fig.update_layout(barmode="group", height=360, template="plotly_white",
-                      yaxis_title="elements per second", margin=dict(l=70, r=20, t=30, b=60))
+            fig.add_trace(
+                go.Bar(
+                    name=key,
+                    x=xs,
+                    y=ys,
+                    marker_color=colour,
+                    error_y=dict(
+                        type="data",
+                        symmetric=False,
+                        array=plus,
+                        arrayminus=minus,
+                        visible=any(plus) or any(minus),
+                    ),
+                    hovertemplate="%{y:,.1f} elements/s",
+                )
+            )
+    fig.update_layout(
+        barmode="group",
+        height=360,
+        template="plotly_white",
+        yaxis_title="elements per second",
+        margin=dict(l=70, r=20, t=30, b=60),
+    )
     return fig
 
 
@@ -328,6 +598,5 @@ def _known(values) -> bool:
 
 
 def _alpha(colour: str, alpha: float) -> str:
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
-

@@ -21,7 +21,9 @@ class Rows:
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]], indent: int) -> list[Text]:
     """Columns padded to their widest cell; the last column is never padded or cut."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+
     def line(cells, style=""):
         text = " " * indent + "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
         return Text(text + "  " + str(cells[-1]), style=style)
+
     return [line(header, "bold"), *(line(r) for r in rows)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Optional
+from typing import Any
 
 from rich.console import Console, Group
 from rich.syntax import Syntax
@@ -34,12 +34,19 @@ class TerminalRenderer(Renderer):
 
     def render(self, record: RunRecord) -> str:
         buffer = io.StringIO()
-        console = Console(file=buffer, force_terminal=self.color, no_color=not self.color,
-                          width=self.width or 100, soft_wrap=not self.color,
-                          highlight=False, emoji=False)
+        console = Console(
+            file=buffer,
+            force_terminal=self.color,
+            no_color=not self.color,
+            width=self.width or 100,
+            soft_wrap=not self.color,
+            highlight=False,
+            emoji=False,
+        )
         usable = gpu_usable(record.facts)
         mark, style = {True: ("✓", "bold green"), False: ("✗", "bold red")}.get(
-            usable, ("•", "bold"))
+            usable, ("•", "bold")
+        )
         console.print(Text(f"{mark} {record.verdict}", style=style))
         if record.findings:
             console.print()
@@ -69,10 +76,14 @@ class TerminalRenderer(Renderer):
         if skipped:
             planned = sum(1 for why in skipped.values() if why == "planned")
             console.print()
-            console.print(Text(
-                f"Not checked: {len(skipped)} rules ({planned} planned, "
-                f"{len(skipped) - planned} without their facts in this command); "
-                "`gpuwhy rules` lists them.", style="dim"))
+            console.print(
+                Text(
+                    f"Not checked: {len(skipped)} rules ({planned} planned, "
+                    f"{len(skipped) - planned} without their facts in this command); "
+                    "`gpuwhy rules` lists them.",
+                    style="dim",
+                )
+            )
         return buffer.getvalue()
 
     # -- findings ---------------------------------------------------------------------
@@ -115,8 +126,11 @@ class TerminalRenderer(Renderer):
     def _code(self, code: str, indent: int) -> list[Text]:
         """Code as Text lines: highlighted on a terminal, never cropped or padded, so a
         long pip command survives copy and paste."""
-        text = Syntax(code, _lexer(code), theme="ansi_dark").highlight(code) \
-            if self.color else Text(code)
+        text = (
+            Syntax(code, _lexer(code), theme="ansi_dark").highlight(code)
+            if self.color
+            else Text(code)
+        )
         text.rstrip()
         return [Text(" " * indent) + line for line in text.split("\n")]
 
@@ -126,17 +140,23 @@ class TerminalRenderer(Renderer):
 
         Without --verbose only what is not plainly on the GPU is listed."""
         if placement.predicted:
-            where = (f"predicted for this machine's {placement.gpu_name}" if placement.gpu_name
-                     else "predicted for a GPU machine: no GPU here")
+            where = (
+                f"predicted for this machine's {placement.gpu_name}"
+                if placement.gpu_name
+                else "predicted for a GPU machine: no GPU here"
+            )
         else:
             where = f"seen on {placement.gpu_name or 'this GPU'}"
         lines: list[Text] = [Text(f"Placement ({where})", style="bold underline")]
         for fn in placement.functions:
             jit = ", jit_compile" if fn.jit_compile else ""
             at = f" ({fn.location})" if fn.location else ""
-            lines.append(Text(
-                f"  {fn.name}{at}: {fn.nodes:,} ops — {fn.gpu:,} GPU, {fn.host:,} host memory by design, "
-                f"{fn.cpu:,} CPU; copies per call: {fn.input_copies} input, {fn.step_copies} inside{jit}"))
+            lines.append(
+                Text(
+                    f"  {fn.name}{at}: {fn.nodes:,} ops — {fn.gpu:,} GPU, {fn.host:,} host memory by design, "
+                    f"{fn.cpu:,} CPU; copies per call: {fn.input_copies} input, {fn.step_copies} inside{jit}"
+                )
+            )
             if fn.note:
                 lines.append(Text(f"    note: {fn.note}", style="dim"))
             for body in fn.unaudited:
@@ -144,24 +164,52 @@ class TerminalRenderer(Renderer):
         groups = [g for g in placement.groups if self.verbose or g.computes_on == "CPU"]
         if groups:
             header = ("op", "dtypes", "device", "computes", "count", "reason", "created at")
-            rows = [(g.op, ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-", g.device,
-                     g.computes_on, f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
-                     g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
-                     ", ".join(g.locations[:2]) or "-") for g in groups]
+            rows = [
+                (
+                    g.op,
+                    ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-",
+                    g.device,
+                    g.computes_on,
+                    f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
+                    g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
+                    ", ".join(g.locations[:2]) or "-",
+                )
+                for g in groups
+            ]
             lines.append(Text(""))
             lines.extend(_table(header, rows, indent=2))
             for code in dict.fromkeys(g.reason for g in groups):
                 lines.append(Text(f"    {code}: {PLACEMENT_REASONS.get(code, '')}", style="dim"))
-        copies = [c for c in placement.copies if self.verbose or (c.kind == "step" and c.sizeable())]
+        copies = [
+            c for c in placement.copies if self.verbose or (c.kind == "step" and c.sizeable())
+        ]
         if copies:
             lines.append(Text(""))
-            lines.append(Text("  Host<->device copies per call" + ("" if self.verbose else
-                              " (inside the function, 1 KiB or more or of unknown size)"), style="bold"))
+            lines.append(
+                Text(
+                    "  Host<->device copies per call"
+                    + (
+                        ""
+                        if self.verbose
+                        else " (inside the function, 1 KiB or more or of unknown size)"
+                    ),
+                    style="bold",
+                )
+            )
             header = ("direction", "tensor", "dtype", "shape", "bytes", "caused by")
-            rows = [(c.direction + (" (loop)" if c.in_loop else ""), f"{c.src} -> {c.dst_op}", c.dtype,
-                     "?" if c.shape is None else "[" + ",".join("?" if d is None else str(d) for d in c.shape) + "]",
-                     "?" if c.bytes is None else f"{c.bytes:,}",
-                     f"{c.cause} at {c.location}" if c.location else str(c.cause)) for c in copies[: None if self.verbose else 12]]
+            rows = [
+                (
+                    c.direction + (" (loop)" if c.in_loop else ""),
+                    f"{c.src} -> {c.dst_op}",
+                    c.dtype,
+                    "?"
+                    if c.shape is None
+                    else "[" + ",".join("?" if d is None else str(d) for d in c.shape) + "]",
+                    "?" if c.bytes is None else f"{c.bytes:,}",
+                    f"{c.cause} at {c.location}" if c.location else str(c.cause),
+                )
+                for c in copies[: None if self.verbose else 12]
+            ]
             lines.extend(_table(header, rows, indent=2))
             if not self.verbose and len(copies) > 12:
                 lines.append(Text(f"  … {len(copies) - 12} more (--verbose)", style="dim"))
@@ -169,10 +217,19 @@ class TerminalRenderer(Renderer):
         if check is not None:
             lines.append(Text(""))
             if check.ran:
-                lines.append(Text(f"  Verified on {check.device}: {check.nodes_compared:,} nodes compared, "
-                                  f"{len(check.disagreements)} placed differently than predicted"))
+                lines.append(
+                    Text(
+                        f"  Verified on {check.device}: {check.nodes_compared:,} nodes compared, "
+                        f"{len(check.disagreements)} placed differently than predicted"
+                    )
+                )
                 for d in check.disagreements[: None if self.verbose else 10]:
-                    lines.append(Text(f"    {d.node} ({d.op}): predicted {d.predicted}, placed on {d.actual}", style="yellow"))
+                    lines.append(
+                        Text(
+                            f"    {d.node} ({d.op}): predicted {d.predicted}, placed on {d.actual}",
+                            style="yellow",
+                        )
+                    )
             else:
                 lines.append(Text(f"  Not verified: {check.reason}", style="dim"))
         return Group(*lines)
@@ -180,37 +237,63 @@ class TerminalRenderer(Renderer):
     # -- environment ------------------------------------------------------------------
     def _environment(self, env: EnvironmentFacts, devices: tuple[GpuDevice, ...]) -> Group:
         table = _Rows()
-        where = f"{env.platform} {env.machine}" + (" (WSL)" if env.wsl else "") + (
-            " (container)" if env.driver and env.driver.in_container else "")
+        where = (
+            f"{env.platform} {env.machine}"
+            + (" (WSL)" if env.wsl else "")
+            + (" (container)" if env.driver and env.driver.in_container else "")
+        )
         table.add_row("Python", f"{env.python_version}  {env.python_executable}  [{where}]")
         tf = env.tensorflow
         if tf is not None:
             table.add_row("TensorFlow", _tf_line(tf))
             if tf.build and tf.build.get("is_cuda_build"):
-                table.add_row("Build needs", f"CUDA {tf.build.get('cuda_version')}, cuDNN "
-                              f"{tf.build.get('cudnn_version')}, code for "
-                              f"{', '.join(tf.build.get('cuda_compute_capabilities') or [])}")
+                table.add_row(
+                    "Build needs",
+                    f"CUDA {tf.build.get('cuda_version')}, cuDNN "
+                    f"{tf.build.get('cudnn_version')}, code for "
+                    f"{', '.join(tf.build.get('cuda_compute_capabilities') or [])}",
+                )
             if tf.libraries:
                 loaded = [lib for lib in tf.libraries if lib.loaded]
                 missing = [lib.wanted for lib in tf.libraries if not lib.loaded]
-                table.add_row("CUDA libraries", f"{len(loaded)}/{len(tf.libraries)} load"
-                              + (f"; missing: {', '.join(missing)}" if missing else ""))
+                table.add_row(
+                    "CUDA libraries",
+                    f"{len(loaded)}/{len(tf.libraries)} load"
+                    + (f"; missing: {', '.join(missing)}" if missing else ""),
+                )
         d = env.driver
         if d is not None:
             if d.nvml_ok:
-                table.add_row("Driver", f"{d.driver_version} (supports CUDA {d.cuda_driver_version}),"
-                              f" {d.device_count} GPU(s)")
+                table.add_row(
+                    "Driver",
+                    f"{d.driver_version} (supports CUDA {d.cuda_driver_version}),"
+                    f" {d.device_count} GPU(s)",
+                )
             else:
-                table.add_row("Driver", f"none: NVML {d.nvml_error}; "
-                              f"{d.libcuda_error or 'libcuda.so.1 loads'}")
+                table.add_row(
+                    "Driver",
+                    f"none: NVML {d.nvml_error}; {d.libcuda_error or 'libcuda.so.1 loads'}",
+                )
         for dev in devices:
-            mem = (f"{(dev.memory_used_bytes or 0) / MiB:,.0f}/{(dev.memory_total_bytes or 0) / MiB:,.0f}"
-                   " MiB used before the run") if dev.memory_total_bytes else ""
-            table.add_row(f"GPU {dev.index}", f"{dev.name}, compute capability "
-                          f"{dev.compute_capability}, {mem}, {len(dev.processes)} other process(es)")
+            mem = (
+                (
+                    f"{(dev.memory_used_bytes or 0) / MiB:,.0f}/{(dev.memory_total_bytes or 0) / MiB:,.0f}"
+                    " MiB used before the run"
+                )
+                if dev.memory_total_bytes
+                else ""
+            )
+            table.add_row(
+                f"GPU {dev.index}",
+                f"{dev.name}, compute capability "
+                f"{dev.compute_capability}, {mem}, {len(dev.processes)} other process(es)",
+            )
         if env.env_vars:
-            shown = {k: v for k, v in env.env_vars.items()
-                     if self.verbose or k not in ("LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")}
+            shown = {
+                k: v
+                for k, v in env.env_vars.items()
+                if self.verbose or k not in ("LD_LIBRARY_PATH", "TF_CPP_MIN_LOG_LEVEL")
+            }
             if shown:
                 table.add_row("Settings", "  ".join(f"{k}={v}" for k, v in shown.items()))
         if self.verbose and tf is not None:
@@ -221,7 +304,7 @@ class TerminalRenderer(Renderer):
         return Group(Text("Environment", style="bold underline"), *table.lines)
 
 
-def finding_causes(evidence: dict[str, Any]) -> Optional[list[tuple[str, str]]]:
+def finding_causes(evidence: dict[str, Any]) -> list[tuple[str, str]] | None:
     """The ``causes`` of a finding as (title, detail) text, or None when its evidence has
     none in the shape rules write (a list of objects). Evidence is free-form in the
     schema, so a saved record may hold anything there: it is then shown as plain
@@ -248,7 +331,8 @@ def _row_text(row: dict[str, Any], verbose: bool) -> str:
             continue
         if isinstance(value, list):
             value = ", ".join(map(str, value[: None if verbose else 3])) + (
-                "" if verbose or len(value) <= 3 else f" (+{len(value) - 3})")
+                "" if verbose or len(value) <= 3 else f" (+{len(value) - 3})"
+            )
         parts.append(f"{key}={value}")
     return "  ".join(parts)
 
@@ -259,10 +343,14 @@ def _tf_line(tf) -> str:
     if not tf.import_ok:
         return f"import failed: {tf.import_error}"
     build = tf.build or {}
-    kind = "CUDA build" if build.get("is_cuda_build") else (
-        "ROCm build" if build.get("is_rocm_build") else "CPU-only build")
-    gpus = f"{len(tf.gpus)} GPU(s) listed" + (f", matmul ran on {tf.confirm_device}"
-                                             if tf.confirm_device else "")
+    kind = (
+        "CUDA build"
+        if build.get("is_cuda_build")
+        else ("ROCm build" if build.get("is_rocm_build") else "CPU-only build")
+    )
+    gpus = f"{len(tf.gpus)} GPU(s) listed" + (
+        f", matmul ran on {tf.confirm_device}" if tf.confirm_device else ""
+    )
     took = f"; import took {tf.import_seconds:.1f} s" if tf.import_seconds is not None else ""
     return f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}{took}"
 
@@ -272,15 +360,19 @@ def _missing(lib) -> str:
     if lib.other_versions:
         text += f"; other versions: {', '.join(lib.other_versions)}"
     if lib.error and "No such file or directory" not in lib.error:
-        text += f"; {lib.error}"          # e.g. found but a dependency of it is missing
+        text += f"; {lib.error}"  # e.g. found but a dependency of it is missing
     return text
 
 
 def _lexer(code: str) -> str:
-    return "python" if any(t in code for t in ("import ", "tf.", "def ", "model.")) \
-        and "pip install" not in code else "bash"
+    return (
+        "python"
+        if any(t in code for t in ("import ", "tf.", "def ", "model."))
+        and "pip install" not in code
+        else "bash"
+    )
 
 
 def _short(value: Any, limit: int = 200) -> str:
     text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -5,7 +5,6 @@ table, the changes with their code, what was left as written. Shared by
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from gpuwhy.facts import InputFix, PipelineRate
 
@@ -17,35 +16,53 @@ def input_fix_lines(fix: InputFix) -> list[str]:
     if fix.refused:
         lines.append(f"rewrite refused: {fix.refused}")
     elif fix.changes:
-        lines.append(f"{len(fix.changes)} change{'s' if len(fix.changes) != 1 else ''}; "
-                     f"elements: {fix.elements_checked}")
+        lines.append(
+            f"{len(fix.changes)} change{'s' if len(fix.changes) != 1 else ''}; "
+            f"elements: {fix.elements_checked}"
+        )
     else:
         lines.append("nothing to change safely")
-    rows = [("original", fix.before), ("optimised", None if fix.refused else fix.after),
-            ("ideal", fix.ideal)]
+    rows = [
+        ("original", fix.before),
+        ("optimised", None if fix.refused else fix.after),
+        ("ideal", fix.ideal),
+    ]
     measured = [rate for _, rate in rows if rate is not None]
     if measured:
         first = measured[0]
-        lines.append(f"  {'elements/s':<11}{'median':>11}  {'min-max':>21}   vs original"
-                     f"   ({first.passes} timed passes of {first.elements_per_pass} elements each)")
+        lines.append(
+            f"  {'elements/s':<11}{'median':>11}  {'min-max':>21}   vs original"
+            f"   ({first.passes} timed passes of {first.elements_per_pass} elements each)"
+        )
         for name, rate in rows:
             if rate is None:
                 continue
-            ratio = (f"{rate.median / fix.before.median:>6.2f}x"
-                     if fix.before and fix.before.median > 0 and rate is not fix.before else "")
-            lines.append(f"  {name:<11}{_rate(rate.median):>11}  "
-                         f"{_rate(rate.min) + ' - ' + _rate(rate.max):>21}   {ratio}")
+            ratio = (
+                f"{rate.median / fix.before.median:>6.2f}x"
+                if fix.before and fix.before.median > 0 and rate is not fix.before
+                else ""
+            )
+            lines.append(
+                f"  {name:<11}{_rate(rate.median):>11}  "
+                f"{_rate(rate.min) + ' - ' + _rate(rate.max):>21}   {ratio}"
+            )
         if fix.gap_closed is not None and not fix.refused:
-            lines.append(f"  gap closed {fix.gap_closed * 100:>10.0f}%   "
-                         "(of the way from the original to its output cached in memory)")
+            lines.append(
+                f"  gap closed {fix.gap_closed * 100:>10.0f}%   "
+                "(of the way from the original to its output cached in memory)"
+            )
     if fix.changes:
-        lines.append("changes tried (refused, not applied):" if fix.refused
-                     else "changes (no gain measured here: the pipeline as written is as fast;"
-                     " keep it):" if not fix.worth_it
-                     else "changes (paste these into the pipeline):")
+        lines.append(
+            "changes tried (refused, not applied):"
+            if fix.refused
+            else "changes (no gain measured here: the pipeline as written is as fast; keep it):"
+            if not fix.worth_it
+            else "changes (paste these into the pipeline):"
+        )
         for change in fix.changes:
-            lines.append(f"  {change.location + '  ' if change.location else ''}{change.stage}: "
-                         f"{change.why}")
+            lines.append(
+                f"  {change.location + '  ' if change.location else ''}{change.stage}: {change.why}"
+            )
             if change.source_line:
                 lines.append(f"      was: {change.source_line}")
             lines.extend(f"      {code_line}" for code_line in change.code.splitlines())
@@ -56,7 +73,7 @@ def input_fix_lines(fix: InputFix) -> list[str]:
     return lines
 
 
-def rate_text(rate: Optional[PipelineRate]) -> str:
+def rate_text(rate: PipelineRate | None) -> str:
     return "?" if rate is None else f"{_rate(rate.median)}/s"
 
 

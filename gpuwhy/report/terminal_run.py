@@ -4,33 +4,48 @@ the GPU samples. Formatting only; every number comes from the facts."""
 from __future__ import annotations
 
 import statistics
-from typing import Optional
 
 from rich.console import Group
 from rich.text import Text
 
-from gpuwhy.facts import (EagerFacts, Facts, GpuSamplesFacts, GpuSeries, PipelineFacts,
-                          PipelineStage, StepFacts, TfDataFacts, TracingFacts)
+from gpuwhy.facts import (
+    EagerFacts,
+    Facts,
+    GpuSamplesFacts,
+    GpuSeries,
+    PipelineFacts,
+    PipelineStage,
+    StepFacts,
+    TfDataFacts,
+    TracingFacts,
+)
 from gpuwhy.report.layout import Rows, table
 from gpuwhy.rules.input.common import bottleneck
 
 MiB = 1024 * 1024
 
 
-def run_section(facts: Facts, verbose: bool) -> Optional[Group]:
+def run_section(facts: Facts, verbose: bool) -> Group | None:
     program = facts.program
     if program is None:
         return None
     rows = Rows()
-    ended = {"completed": "completed", "exception": f"raised {program.error}",
-             "interrupted": "interrupted (Ctrl-C)", "terminated": "terminated (SIGTERM)",
-             "exit": f"exited with status {program.exit_code}"}.get(program.ended, program.ended)
+    ended = {
+        "completed": "completed",
+        "exception": f"raised {program.error}",
+        "interrupted": "interrupted (Ctrl-C)",
+        "terminated": "terminated (SIGTERM)",
+        "exit": f"exited with status {program.exit_code}",
+    }.get(program.ended, program.ended)
     rows.add_row("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:.1f} s")
     if facts.steps is not None:
         rows.add_row("Steps", steps_line(facts.steps))
     elif program.tensorflow_imported:
-        rows.add_row("Steps", "none found (no Keras fit, no loop over a tf.data iterator, "
-                     "no repeated tf.function or apply_gradients calls)")
+        rows.add_row(
+            "Steps",
+            "none found (no Keras fit, no loop over a tf.data iterator, "
+            "no repeated tf.function or apply_gradients calls)",
+        )
     if facts.tfdata is not None:
         for n, pipeline in enumerate(_shown_pipelines(facts.tfdata)):
             rows.add_row("Input" if n == 0 else "", pipeline_line(pipeline))
@@ -57,9 +72,12 @@ def steps_line(steps: StepFacts) -> str:
     if steps.steps_per_call > 1:
         text += f"; {steps.steps_per_call} steps per call"
     if steps.input_wait_fraction is not None:
-        text += (f"; waiting for input {steps.input_wait_fraction:.0%} of step time "
-                 f"(median {_ms(steps.input_wait_median_s)} per step"
-                 + (f", by {steps.input_wait_source}" if steps.input_wait_source else "") + ")")
+        text += (
+            f"; waiting for input {steps.input_wait_fraction:.0%} of step time "
+            f"(median {_ms(steps.input_wait_median_s)} per step"
+            + (f", by {steps.input_wait_source}" if steps.input_wait_source else "")
+            + ")"
+        )
     else:
         text += "; input wait not measured for this kind of loop"
     return text
@@ -71,8 +89,9 @@ MAX_PIPELINES = 3
 def _shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
     """The pipelines that gave the most elements (evaluate/predict come after training)."""
     order = {"keras-fit": 0, "python-loop": 0}
-    return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements)
-                  )[:MAX_PIPELINES]
+    return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements))[
+        :MAX_PIPELINES
+    ]
 
 
 def pipeline_line(p: PipelineFacts) -> str:
@@ -85,13 +104,16 @@ def pipeline_line(p: PipelineFacts) -> str:
         text += f", {p.throughput_per_s:,.1f}/s"
     if p.stages:
         text += "; runs as " + " → ".join(_stage_name(s) for s in p.stages)
-    stage = bottleneck(p)         # None too when a saved record's index is out of range
+    stage = bottleneck(p)  # None too when a saved record's index is out of range
     if stage is not None:
         text += f"; slowest stage {_stage_label(stage)}"
         if stage.self_time_per_element_s is not None:
             text += f" ({_ms(stage.self_time_per_element_s)} per element"
-            text += (f", {stage.parallelism} threads)" if stage.parallelism and stage.parallelism > 1
-                     else ", sequential)")
+            text += (
+                f", {stage.parallelism} threads)"
+                if stage.parallelism and stage.parallelism > 1
+                else ", sequential)"
+            )
     if p.model_error:
         text += f"; TF's per-stage timers unavailable: {p.model_error}"
     return text
@@ -103,6 +125,7 @@ def _stage_name(stage: PipelineStage) -> str:
 
 def _stage_label(stage: PipelineStage) -> str:
     from gpuwhy.verdict import stage_label
+
     return stage_label(stage)
 
 
@@ -112,8 +135,9 @@ def eager_line(eager: EagerFacts) -> str:
         if eager.dispatch_fraction is not None:
             text += f", about {eager.dispatch_fraction:.0%} of step time spent issuing them"
     else:
-        text = f"{eager.ops:,} counted" + (f" ({eager.outside_steps:,} outside steps)"
-                                           if eager.outside_steps else "")
+        text = f"{eager.ops:,} counted" + (
+            f" ({eager.outside_steps:,} outside steps)" if eager.outside_steps else ""
+        )
     if eager.sites:
         top = eager.sites[0]
         text += f"; most from {top.op} at {top.location or '?'}"
@@ -124,9 +148,11 @@ def tracing_line(tracing: TracingFacts) -> str:
     parts = []
     for fn in sorted(tracing.functions, key=lambda f: (-f.traces, -f.calls))[:4]:
         where = f" ({fn.location})" if fn.location else ""
-        parts.append(f"{fn.name}{where}: {fn.calls:,} calls, {fn.traces} trace"
-                     + ("s" if fn.traces != 1 else "")
-                     + (f" ({fn.trace_s:.1f} s)" if fn.trace_s >= 0.05 else ""))
+        parts.append(
+            f"{fn.name}{where}: {fn.calls:,} calls, {fn.traces} trace"
+            + ("s" if fn.traces != 1 else "")
+            + (f" ({fn.trace_s:.1f} s)" if fn.trace_s >= 0.05 else "")
+        )
     more = len(tracing.functions) - len(parts)
     return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
 
@@ -163,57 +189,125 @@ def _verbose_tables(facts: Facts) -> list:
         lines.append(Text(""))
         lines.append(Text("  Eager ops by source line (sampled steps)", style="bold"))
         per = max(eager.sampled_steps, 1)
-        rows = [(s.op, f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
-                 "?" if s.median_elements is None else f"{s.median_elements:,}",
-                 s.device or "?", s.location or "?") for s in eager.sites]
-        lines.extend(table(("op", "per step" if eager.sampled_steps else "count", "elements",
-                            "device", "issued at"), rows, indent=2))
+        rows = [
+            (
+                s.op,
+                f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
+                "?" if s.median_elements is None else f"{s.median_elements:,}",
+                s.device or "?",
+                s.location or "?",
+            )
+            for s in eager.sites
+        ]
+        lines.extend(
+            table(
+                (
+                    "op",
+                    "per step" if eager.sampled_steps else "count",
+                    "elements",
+                    "device",
+                    "issued at",
+                ),
+                rows,
+                indent=2,
+            )
+        )
     if facts.tfdata is not None:
         for pipeline in _shown_pipelines(facts.tfdata):
             if not pipeline.stages:
                 continue
             lines.append(Text(""))
-            lines.append(Text(f"  Pipeline stages, as TF ran them ({pipeline.consumer}"
-                              + (f", built at {pipeline.location}" if pipeline.location else "")
-                              + "; * = added by TF)", style="bold"))
-            rows = [(("▶ " if i == pipeline.bottleneck else "  ") + _stage_name(st),
-                     "+".join(st.written_as) or "-", f"{st.elements:,}",
-                     _ms(st.self_time_per_element_s), str(st.parallelism or "-"),
-                     "?" if st.root_elements_per_s is None else f"{st.root_elements_per_s:,.1f}",
-                     _stage_flags(st),
-                     (f"{st.function} at {st.function_location}" if st.function_location
-                      else st.location or "?"))
-                    for i, st in enumerate(pipeline.stages)]
-            lines.extend(table(("stage", "written", "elements", "self/elem", "threads",
-                                "max out/s", "notes", "code"), rows, indent=2))
+            lines.append(
+                Text(
+                    f"  Pipeline stages, as TF ran them ({pipeline.consumer}"
+                    + (f", built at {pipeline.location}" if pipeline.location else "")
+                    + "; * = added by TF)",
+                    style="bold",
+                )
+            )
+            rows = [
+                (
+                    ("▶ " if i == pipeline.bottleneck else "  ") + _stage_name(st),
+                    "+".join(st.written_as) or "-",
+                    f"{st.elements:,}",
+                    _ms(st.self_time_per_element_s),
+                    str(st.parallelism or "-"),
+                    "?" if st.root_elements_per_s is None else f"{st.root_elements_per_s:,.1f}",
+                    _stage_flags(st),
+                    (
+                        f"{st.function} at {st.function_location}"
+                        if st.function_location
+                        else st.location or "?"
+                    ),
+                )
+                for i, st in enumerate(pipeline.stages)
+            ]
+            lines.extend(
+                table(
+                    (
+                        "stage",
+                        "written",
+                        "elements",
+                        "self/elem",
+                        "threads",
+                        "max out/s",
+                        "notes",
+                        "code",
+                    ),
+                    rows,
+                    indent=2,
+                )
+            )
     tracing = facts.tracing
     if tracing is not None and tracing.functions:
         lines.append(Text(""))
         lines.append(Text("  tf.functions", style="bold"))
-        rows = [(fn.name, f"{fn.calls:,}", f"{fn.call_s:.2f} s", str(fn.traces), f"{fn.trace_s:.2f} s",
-                 ", ".join(fn.changed_args) or "-", fn.location or "?") for fn in tracing.functions]
-        lines.extend(table(("function", "calls", "in calls", "traces", "tracing", "changed",
-                            "defined at"), rows, indent=2))
+        rows = [
+            (
+                fn.name,
+                f"{fn.calls:,}",
+                f"{fn.call_s:.2f} s",
+                str(fn.traces),
+                f"{fn.trace_s:.2f} s",
+                ", ".join(fn.changed_args) or "-",
+                fn.location or "?",
+            )
+            for fn in tracing.functions
+        ]
+        lines.extend(
+            table(
+                ("function", "calls", "in calls", "traces", "tracing", "changed", "defined at"),
+                rows,
+                indent=2,
+            )
+        )
     return lines
 
 
 def _stage_flags(stage: PipelineStage) -> str:
-    flags = [name for name, on in (("python", stage.python), ("stateful", stage.stateful),
-                                   ("random", stage.random)) if on]
+    flags = [
+        name
+        for name, on in (
+            ("python", stage.python),
+            ("stateful", stage.stateful),
+            ("random", stage.random),
+        )
+        if on
+    ]
     return ", ".join(flags + list(stage.codec_ops)) or "-"
 
 
-def _ms(seconds: Optional[float]) -> str:
+def _ms(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
-def _mean(values) -> Optional[float]:
+def _mean(values) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.fmean(known) if known else None
 
 
-def _peak(gpu: GpuSeries) -> Optional[int]:
+def _peak(gpu: GpuSeries) -> int | None:
     known = [v for v in gpu.memory_used_bytes if v is not None]
     return max(known) if known else None

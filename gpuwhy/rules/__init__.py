@@ -35,29 +35,29 @@ from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 
 ALL_RULES: list[type[Rule]] = [
-    CpuCodec,            # compression.cpu-codec
-    CpuStarvedInput,     # distribute.cpu-starved-input
-    IdleGpus,            # distribute.idle-gpus
-    AllocatorSettings,   # env.allocator-settings
-    GpuShared,           # env.gpu-shared
-    NoGpu,               # env.no-gpu
-    PtxJit,              # env.ptx-jit
-    GpuUnderutilized,    # gpu.underutilized
-    InputBound,          # input.bound
-    NoCache,             # input.no-cache
-    NoPrefetch,          # input.no-prefetch
-    PythonFunction,      # input.python-function
-    SequentialMap,       # input.sequential-map
-    EagerOps,            # launch.eager-ops
-    Retracing,           # launch.retracing
-    MemoryNearLimit,     # memory.near-limit
-    MemoryUnderused,     # memory.underused
-    Float64,             # placement.float64
-    ForcedCpu,           # placement.forced-cpu
-    HostTransfers,       # placement.host-transfers
-    NoGpuKernel,         # placement.no-gpu-kernel
+    CpuCodec,  # compression.cpu-codec
+    CpuStarvedInput,  # distribute.cpu-starved-input
+    IdleGpus,  # distribute.idle-gpus
+    AllocatorSettings,  # env.allocator-settings
+    GpuShared,  # env.gpu-shared
+    NoGpu,  # env.no-gpu
+    PtxJit,  # env.ptx-jit
+    GpuUnderutilized,  # gpu.underutilized
+    InputBound,  # input.bound
+    NoCache,  # input.no-cache
+    NoPrefetch,  # input.no-prefetch
+    PythonFunction,  # input.python-function
+    SequentialMap,  # input.sequential-map
+    EagerOps,  # launch.eager-ops
+    Retracing,  # launch.retracing
+    MemoryNearLimit,  # memory.near-limit
+    MemoryUnderused,  # memory.underused
+    Float64,  # placement.float64
+    ForcedCpu,  # placement.forced-cpu
+    HostTransfers,  # placement.host-transfers
+    NoGpuKernel,  # placement.no-gpu-kernel
     TensorCoreMisaligned,  # tensorcore.misaligned
-    TensorCoreUnused,    # tensorcore.unused
+    TensorCoreUnused,  # tensorcore.unused
 ]
 
 RULES_BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL_RULES}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from gpuwhy.facts import Facts
 
@@ -23,8 +23,13 @@ SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 # removed: kept so that its id is never reused.
 STATUSES = ("stable", "preview", "planned", "removed")
 
-REQUIRED_HEADINGS = ("## What it detects", "## Why is this slow?", "## Example",
-                     "Use instead:", "## Options")
+REQUIRED_HEADINGS = (
+    "## What it detects",
+    "## Why is this slow?",
+    "## Example",
+    "Use instead:",
+    "## Options",
+)
 
 
 @dataclass(frozen=True)
@@ -35,10 +40,10 @@ class Finding:
     severity: str
     title: str
     evidence: dict[str, Any] = field(default_factory=dict)
-    fix: Optional[str] = None           # code or commands to paste
-    estimated_gain: Optional[str] = None
-    location: Optional[str] = None      # file:line where known
-    gain_value: Optional[float] = None  # sortable size of the gain (fraction of step time)
+    fix: str | None = None  # code or commands to paste
+    estimated_gain: str | None = None
+    location: str | None = None  # file:line where known
+    gain_value: float | None = None  # sortable size of the gain (fraction of step time)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:
@@ -58,7 +63,7 @@ class Rule:
     since: ClassVar[str] = "0.1.0"
     needs: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, Any]] = {}
-    question: ClassVar[str] = ""        # the user's question this rule answers
+    question: ClassVar[str] = ""  # the user's question this rule answers
     redirect_from: ClassVar[tuple[str, ...]] = ()  # old ids that now mean this rule
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import is_library_file
@@ -43,7 +43,7 @@ def install(emit: Emit) -> list[Patch]:
                 end = time.perf_counter()
                 key = id(self)
                 site = sites.get(key)
-                if site is None:   # once per iterator: the loop that reads it
+                if site is None:  # once per iterator: the loop that reads it
                     site = sites[key] = _reader(sys._getframe(1))
                 if site is not _LIBRARY:
                     try:
@@ -52,13 +52,14 @@ def install(emit: Emit) -> list[Patch]:
                         pass
                 if exhausted:
                     sites.pop(key, None)
+
         __next__.__wrapped__ = original
         return __next__
 
     return [Patch(iterator_ops.OwnedIterator, "__next__", make)]
 
 
-_LIBRARY = object()   # read by Keras' own predict/evaluate loops, not by a user's loop
+_LIBRARY = object()  # read by Keras' own predict/evaluate loops, not by a user's loop
 
 
 def _reader(caller) -> object:

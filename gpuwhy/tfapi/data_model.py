@@ -40,16 +40,26 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from gpuwhy.tfapi.patching import Patch
 
-__all__ = ["ModelUnavailable", "RunModel", "RunNode", "consumer_label", "install_iterator_hooks",
-           "is_distributed_part", "parse_model", "prepare", "read_model"]
+__all__ = [
+    "ModelUnavailable",
+    "RunModel",
+    "RunNode",
+    "consumer_label",
+    "install_iterator_hooks",
+    "is_distributed_part",
+    "parse_model",
+    "prepare",
+    "read_model",
+]
 
 ROOT = "Root"
-_MAX_NODES = 500          # nodes followed along the main chain
+_MAX_NODES = 500  # nodes followed along the main chain
 _KERAS_METHODS = {"fit": "keras-fit", "evaluate": "keras-evaluate", "predict": "keras-predict"}
 _KERAS_MARKS = (f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
 _MAX_CONSUMER_FRAMES = 60
@@ -65,17 +75,17 @@ class ModelUnavailable(Exception):
 class RunNode:
     """One node of TF's model of a running pipeline."""
 
-    name: str                       # Map, ParallelMapV2, MapAndBatch, Prefetch, TFRecord, Root ...
-    node_class: str                 # KNOWN_RATIO, ASYNC_KNOWN_RATIO, INTERLEAVE_MANY ...
-    num_elements: int = 0           # elements it produced
+    name: str  # Map, ParallelMapV2, MapAndBatch, Prefetch, TFRecord, Root ...
+    node_class: str  # KNOWN_RATIO, ASYNC_KNOWN_RATIO, INTERLEAVE_MANY ...
+    num_elements: int = 0  # elements it produced
     processing_time_s: float = 0.0  # its self time, all threads together
-    parallelism: Optional[int] = None
-    buffer_size: Optional[int] = None
+    parallelism: int | None = None
+    buffer_size: int | None = None
     buffered_elements: int = 0
-    ratio: float = 1.0              # input elements per output element, as TF models it
-    inner: tuple["RunNode", ...] = ()   # dynamic inputs (interleave/flat_map), side inputs, Impl
-    inner_elements: Optional[int] = None  # elements the inner inputs' top nodes produced
-    id: int = 0                     # TF's node id: a new id at the same place is a new instance
+    ratio: float = 1.0  # input elements per output element, as TF models it
+    inner: tuple[RunNode, ...] = ()  # dynamic inputs (interleave/flat_map), side inputs, Impl
+    inner_elements: int | None = None  # elements the inner inputs' top nodes produced
+    id: int = 0  # TF's node id: a new id at the same place is a new instance
 
     @property
     def asynchronous(self) -> bool:
@@ -106,7 +116,7 @@ class RunModel:
     @property
     def root_elements(self) -> int:
         """Elements the consumer got."""
-        return self.nodes[-1].num_elements if self.nodes else 0   # Root, the last node
+        return self.nodes[-1].num_elements if self.nodes else 0  # Root, the last node
 
     @property
     def stages(self) -> tuple[RunNode, ...]:
@@ -116,12 +126,16 @@ class RunModel:
 
 # -- reading the model ---------------------------------------------------------------
 
+
 def prepare() -> None:
     """Import what :func:`read_model` needs, so that the first read is not slowed
     down by imports."""
     import importlib
-    for module in ("tensorflow.core.framework.model_pb2",
-                   "tensorflow.python.data.experimental.ops.iterator_model_ops"):
+
+    for module in (
+        "tensorflow.core.framework.model_pb2",
+        "tensorflow.python.data.experimental.ops.iterator_model_ops",
+    ):
         try:
             importlib.import_module(module)
         except ImportError:  # read_model will say so, pipeline by pipeline
@@ -138,8 +152,10 @@ def read_model(iterator: Any) -> RunModel:
     try:
         proto = iterator_model_ops.get_model_proto(iterator)
     except errors.NotFoundError as error:
-        raise ModelUnavailable("autotune is off for this dataset (options.autotune.enabled=False), "
-                               "so TF keeps no per-stage model") from error
+        raise ModelUnavailable(
+            "autotune is off for this dataset (options.autotune.enabled=False), "
+            "so TF keeps no per-stage model"
+        ) from error
     except (ValueError, TypeError) as error:
         raise ModelUnavailable(str(error)) from error
     return parse_model(proto)
@@ -147,6 +163,7 @@ def read_model(iterator: Any) -> RunModel:
 
 def _class_name(value: int) -> str:
     from tensorflow.core.framework import model_pb2
+
     try:
         return model_pb2.NodeClass.Name(value)
     except ValueError:
@@ -158,7 +175,9 @@ def _parameters(node: Any) -> dict[str, float]:
     for parameter in node.parameters:
         # state_value is what the running pipeline follows; a parameter without a
         # shared state (cycle_length of a non-tunable interleave) has only a value.
-        values[parameter.name] = parameter.state_value if parameter.state_value > 0 else parameter.value
+        values[parameter.name] = (
+            parameter.state_value if parameter.state_value > 0 else parameter.value
+        )
     return values
 
 
@@ -168,7 +187,9 @@ def _all_inner(name: str) -> bool:
     return name.startswith("LegacyParallelInterleave")
 
 
-def _node(proto_node: Any, inner: tuple[RunNode, ...] = (), inner_elements: Optional[int] = None) -> RunNode:
+def _node(
+    proto_node: Any, inner: tuple[RunNode, ...] = (), inner_elements: int | None = None
+) -> RunNode:
     params = _parameters(proto_node)
     parallelism = params.get("parallelism")
     if parallelism is None and _all_inner(proto_node.name):
@@ -205,9 +226,15 @@ def _aggregate(nodes: dict, roots: list[int], singles: tuple[int, ...] = ()) -> 
         single = _node(node)
         entry = by_name.get(single.name)
         if entry is None:
-            by_name[single.name] = [single.node_class, single.num_elements, single.processing_time_s,
-                                    single.parallelism, single.buffer_size, single.buffered_elements,
-                                    single.ratio]
+            by_name[single.name] = [
+                single.node_class,
+                single.num_elements,
+                single.processing_time_s,
+                single.parallelism,
+                single.buffer_size,
+                single.buffered_elements,
+                single.ratio,
+            ]
         else:
             entry[1] += single.num_elements
             entry[2] += single.processing_time_s
@@ -216,7 +243,9 @@ def _aggregate(nodes: dict, roots: list[int], singles: tuple[int, ...] = ()) -> 
             entry[5] += single.buffered_elements
         if recurse:
             stack.extend((i, True) for i in reversed(list(node.inputs)))
-    return tuple(RunNode(name, c, e, t, p, b, be, r) for name, (c, e, t, p, b, be, r) in by_name.items())
+    return tuple(
+        RunNode(name, c, e, t, p, b, be, r) for name, (c, e, t, p, b, be, r) in by_name.items()
+    )
 
 
 def parse_model(proto: Any) -> RunModel:
@@ -227,7 +256,7 @@ def parse_model(proto: Any) -> RunModel:
     nodes = dict(proto.nodes)
     chain: list[RunNode] = []
     current = nodes.get(proto.output)
-    pending: Optional[list] = None     # [chain node, side input ids, folded Impl ids]
+    pending: list | None = None  # [chain node, side input ids, folded Impl ids]
 
     def close(entry: list) -> None:
         side = entry[1]
@@ -259,6 +288,7 @@ def parse_model(proto: Any) -> RunModel:
 
 # -- iterators -----------------------------------------------------------------------
 
+
 class _AddedMethod(Patch):
     """A :class:`Patch` for a method the class does not have at all (``__del__``)."""
 
@@ -286,8 +316,9 @@ def is_distributed_part(dataset: Any) -> bool:
     return False
 
 
-def install_iterator_hooks(on_iterator: Callable[[Any, Any], None],
-                           on_iterator_end: Optional[Callable[[Any], None]] = None) -> list[Patch]:
+def install_iterator_hooks(
+    on_iterator: Callable[[Any, Any], None], on_iterator_end: Callable[[Any], None] | None = None
+) -> list[Patch]:
     """Call ``on_iterator(iterator, dataset)`` after each eager ``OwnedIterator`` is
     built (on the creating thread, the creating stack still there for
     :func:`consumer_label`), and ``on_iterator_end(iterator)`` when one is about to be
@@ -309,7 +340,7 @@ def install_iterator_hooks(on_iterator: Callable[[Any, Any], None],
         _create_iterator.__wrapped__ = original
         return _create_iterator
 
-    def make_del(original: Optional[Callable]) -> Callable:
+    def make_del(original: Callable | None) -> Callable:
         def __del__(self):
             try:
                 if context.executing_eagerly():
@@ -339,9 +370,10 @@ def consumer_label(frame: Any = None) -> str:
     validation inside ``fit`` runs ``evaluate``), else ``python-loop``, including a loop
     the user's own code (a callback) runs inside ``fit``."""
     from gpuwhy.tfapi.graph_ops import is_library_file
+
     frame = frame if frame is not None else sys._getframe(1)
     probe = frame
-    for _ in range(_MAX_CONSUMER_FRAMES):   # judge from tf.data's frames up, not the listener's
+    for _ in range(_MAX_CONSUMER_FRAMES):  # judge from tf.data's frames up, not the listener's
         if probe is None:
             break
         if _TF_DATA_MARK in probe.f_code.co_filename:
@@ -358,6 +390,6 @@ def consumer_label(frame: Any = None) -> str:
             if label is not None:
                 return label
         elif not is_library_file(filename):
-            return "python-loop"       # the user's code asked for it
+            return "python-loop"  # the user's code asked for it
         frame = frame.f_back
     return "python-loop"

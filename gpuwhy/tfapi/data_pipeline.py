@@ -47,30 +47,43 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
 
 __all__ = [
-    "ORIGIN_ATTR", "Origin", "WrittenTransformation", "autotune_enabled", "cardinality",
-    "element_bytes", "function_contents", "function_site", "has_final_prefetch",
-    "install_origin_hooks", "origin", "written_chain",
+    "ORIGIN_ATTR",
+    "Origin",
+    "WrittenTransformation",
+    "autotune_enabled",
+    "cardinality",
+    "element_bytes",
+    "function_contents",
+    "function_site",
+    "has_final_prefetch",
+    "install_origin_hooks",
+    "origin",
+    "written_chain",
 ]
 
-ORIGIN_ATTR = "_gpuwhy_origin"          # (file or None, line, made by a library)
-GENERATOR_ATTR = "_gpuwhy_generator"    # the callable given to from_generator
-MAX_CHAIN = 200                         # transformations followed from the final dataset
-MAX_INNER = 4                           # other inputs described per transformation
+ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library)
+GENERATOR_ATTR = "_gpuwhy_generator"  # the callable given to from_generator
+MAX_CHAIN = 200  # transformations followed from the final dataset
+MAX_INNER = 4  # other inputs described per transformation
 _MAX_FRAMES = 80
 
 # -- where a dataset was created ---------------------------------------------------
 
 _TF_DIR_MARK = f"{os.sep}tensorflow{os.sep}"
 # Inside TF, these build datasets *for* the user (rebatching, sharding): a library.
-_TF_LIBRARY_PARTS = (f"{os.sep}python{os.sep}distribute{os.sep}", f"{os.sep}python{os.sep}keras{os.sep}",
-                     f"{os.sep}dtensor{os.sep}")
+_TF_LIBRARY_PARTS = (
+    f"{os.sep}python{os.sep}distribute{os.sep}",
+    f"{os.sep}python{os.sep}keras{os.sep}",
+    f"{os.sep}dtensor{os.sep}",
+)
 _GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP, _LIBRARY, _USER = 0, 1, 2
 _FRAME_KIND: dict[Any, int] = {}
@@ -88,8 +101,9 @@ def _frame_kind(code: Any) -> int:
         elif _TF_DIR_MARK in filename and not any(p in filename for p in _TF_LIBRARY_PARTS):
             kind = _SKIP
         elif is_library_file(filename):
-            skip = (filename.endswith(("functools.py", "contextlib.py"))
-                    or filename.startswith(_GPUWHY_DIR))
+            skip = filename.endswith(("functools.py", "contextlib.py")) or filename.startswith(
+                _GPUWHY_DIR
+            )
             kind = _SKIP if skip else _LIBRARY
         else:
             kind = _USER
@@ -97,7 +111,7 @@ def _frame_kind(code: Any) -> int:
     return kind
 
 
-def _creation_site(frame: Any) -> tuple[Optional[str], int, bool]:
+def _creation_site(frame: Any) -> tuple[str | None, int, bool]:
     """(user's file, line, made by a library) for a dataset being created now; the
     path is made relative only when read (``os.path.relpath`` costs microseconds)."""
     by_library = False
@@ -117,11 +131,11 @@ def _creation_site(frame: Any) -> tuple[Optional[str], int, bool]:
 class Origin:
     """Where a dataset object was created."""
 
-    location: Optional[str]     # the user's file:line (for a library-made one, the call into it)
-    by_library: bool = False    # built by Keras or another library, not written by the user
+    location: str | None  # the user's file:line (for a library-made one, the call into it)
+    by_library: bool = False  # built by Keras or another library, not written by the user
 
 
-def origin(dataset: Any) -> Optional[Origin]:
+def origin(dataset: Any) -> Origin | None:
     """The creation site the hook recorded, or None (created before the hook)."""
     value = getattr(dataset, ORIGIN_ATTR, None)
     if not isinstance(value, tuple) or len(value) != 3:
@@ -173,37 +187,40 @@ def install_origin_hooks() -> list[Patch]:
 
 # -- the written chain -------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WrittenTransformation:
     """One transformation of the chain, as written in Python."""
 
-    api: str                              # map, batch, prefetch, from_generator, TFRecordDataset ...
-    op: str                               # TF dataset op: MapDataset, ParallelMapDatasetV2 ...
-    location: Optional[str] = None        # where it was created (None: before the hook)
-    by_library: bool = False              # Keras or another library created it
-    function: Optional[str] = None        # the user's function it runs ("parse", "<lambda>")
-    function_location: Optional[str] = None   # where that function is defined
-    num_parallel_calls: Optional[int] = None  # as written; -1 AUTOTUNE; None: sequential
-    deterministic: Optional[bool] = None  # as written; None: the pipeline's default
-    argument: Optional[int] = None        # batch size, buffer size, count (-1: all/AUTOTUNE)
-    python: bool = False                  # runs Python: py_function, numpy_function, generator
-    python_functions: tuple[str, ...] = ()    # "slow (file:line)" behind those ops
-    stateful: bool = False                # TF's map_parallelization would keep it sequential
+    api: str  # map, batch, prefetch, from_generator, TFRecordDataset ...
+    op: str  # TF dataset op: MapDataset, ParallelMapDatasetV2 ...
+    location: str | None = None  # where it was created (None: before the hook)
+    by_library: bool = False  # Keras or another library created it
+    function: str | None = None  # the user's function it runs ("parse", "<lambda>")
+    function_location: str | None = None  # where that function is defined
+    num_parallel_calls: int | None = None  # as written; -1 AUTOTUNE; None: sequential
+    deterministic: bool | None = None  # as written; None: the pipeline's default
+    argument: int | None = None  # batch size, buffer size, count (-1: all/AUTOTUNE)
+    python: bool = False  # runs Python: py_function, numpy_function, generator
+    python_functions: tuple[str, ...] = ()  # "slow (file:line)" behind those ops
+    stateful: bool = False  # TF's map_parallelization would keep it sequential
     stateful_ops: tuple[str, ...] = ()
-    random: bool = False                  # stateful random ops: differs from pass to pass
-    random_ops: tuple[str, ...] = ()      # every random op, stateless ones too
-    codec_ops: tuple[str, ...] = ()       # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
-    inner: tuple[str, ...] = ()           # the other inputs (zip, concatenate), described
-    node: bool = True                     # False: no node of its own when TF runs it (options)
+    random: bool = False  # stateful random ops: differs from pass to pass
+    random_ops: tuple[str, ...] = ()  # every random op, stateless ones too
+    codec_ops: tuple[str, ...] = ()  # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
+    inner: tuple[str, ...] = ()  # the other inputs (zip, concatenate), described
+    node: bool = True  # False: no node of its own when TF runs it (options)
 
     @property
     def noop(self) -> bool:
         """A no-op TF's noop_elimination removes (noop_elimination.cc): take(-1),
         skip(0), repeat(1), prefetch(0), shard(1, ...)."""
         count = self.argument
-        return ((self.api == "take" and count is not None and count < 0)
-                or (self.api in ("skip", "prefetch") and count == 0)
-                or (self.api in ("repeat", "shard") and count == 1))
+        return (
+            (self.api == "take" and count is not None and count < 0)
+            or (self.api in ("skip", "prefetch") and count == 0)
+            or (self.api in ("repeat", "shard") and count == 1)
+        )
 
 
 # Python class -> (api, TF op). Unknown classes get their api from the class name.
@@ -253,18 +270,44 @@ _CLASSES = {
 _NO_NODE = frozenset({"_OptionsDataset", "_RestructuredDataset", "_VariantDataset"})
 # Readers built from their own internal flat_map/interleave over the file names.
 READERS = frozenset({"TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset"})
-_READER_OPS = {"TFRecordDataset": 1, "TFRecordDatasetV2": 1, "TextLineDataset": 1,
-               "FixedLengthRecordDataset": 4, "FixedLengthRecordDatasetV2": 4}  # compression input
+_READER_OPS = {
+    "TFRecordDataset": 1,
+    "TFRecordDatasetV2": 1,
+    "TextLineDataset": 1,
+    "FixedLengthRecordDataset": 4,
+    "FixedLengthRecordDatasetV2": 4,
+}  # compression input
 _ARGUMENTS = ("_batch_size", "_buffer_size", "_count", "_num_shards", "_cycle_length", "_size")
-_FUNCTION_ATTRS = ("_map_func", "_predicate", "_scan_func", "_key_func", "_reduce_func",
-                   "_init_func", "_next_func", "_finalize_func", "_window_size_func")
+_FUNCTION_ATTRS = (
+    "_map_func",
+    "_predicate",
+    "_scan_func",
+    "_key_func",
+    "_reduce_func",
+    "_init_func",
+    "_next_func",
+    "_finalize_func",
+    "_window_size_func",
+)
 
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
-CODEC_OPS = frozenset({
-    "DecodeJpeg", "DecodeAndCropJpeg", "DecodePng", "DecodeImage", "DecodeBmp", "DecodeGif",
-    "DecodeWebP", "DecodeWav", "EncodeJpeg", "EncodeJpegVariableQuality", "EncodePng",
-    "EncodeWav", "DecodeCompressed",
-})
+CODEC_OPS = frozenset(
+    {
+        "DecodeJpeg",
+        "DecodeAndCropJpeg",
+        "DecodePng",
+        "DecodeImage",
+        "DecodeBmp",
+        "DecodeGif",
+        "DecodeWebP",
+        "DecodeWav",
+        "EncodeJpeg",
+        "EncodeJpegVariableQuality",
+        "EncodePng",
+        "EncodeWav",
+        "DecodeCompressed",
+    }
+)
 
 
 def _snake(name: str) -> str:
@@ -284,7 +327,7 @@ def _api_and_op(dataset: Any) -> tuple[str, str]:
 
 def _inputs(dataset: Any) -> list:
     try:
-        found = list(dataset._inputs())  # noqa: SLF001 - the chain is only kept privately
+        found = list(dataset._inputs())
     except Exception:  # noqa: BLE001
         found = []
     if not found:
@@ -293,7 +336,7 @@ def _inputs(dataset: Any) -> list:
     return found
 
 
-def _int(value: Any) -> Optional[int]:
+def _int(value: Any) -> int | None:
     if value is None:
         return None
     try:
@@ -302,7 +345,7 @@ def _int(value: Any) -> Optional[int]:
         return None
 
 
-def _deterministic(dataset: Any) -> Optional[bool]:
+def _deterministic(dataset: Any) -> bool | None:
     value = getattr(dataset, "_deterministic", None)
     if value == "true" or value is True:
         return True
@@ -313,23 +356,28 @@ def _deterministic(dataset: Any) -> Optional[bool]:
 
 def _unwrapped(function: Any) -> Any:
     from gpuwhy.tfapi.tracing import _unwrapped as unwrap
+
     python_function = getattr(function, "python_function", None)  # a tf.function
     return unwrap(python_function if python_function is not None else function)
 
 
-def function_site(function: Any) -> tuple[Optional[str], Optional[str]]:
+def function_site(function: Any) -> tuple[str | None, str | None]:
     """(name, file:line of its definition) of a Python callable; the location is None
     for functions defined inside TF or another library (``tf.strings.length``)."""
     function = _unwrapped(function)
     code = getattr(function, "__code__", None)
     name = getattr(function, "__name__", None)
     if code is None:  # a callable object: its __call__
-        call = getattr(type(function), "__call__", None)
+        call = getattr(type(function), "__call__", None)  # noqa: B004 - reads __call__.__code__, not a callable() test
         code = getattr(call, "__code__", None)
         name = name or type(function).__name__
     if code is None:
         return (str(name) if name else None), None
-    location = None if is_library_file(code.co_filename) else relative(code.co_filename, code.co_firstlineno)
+    location = (
+        None
+        if is_library_file(code.co_filename)
+        else relative(code.co_filename, code.co_firstlineno)
+    )
     return str(name or code.co_name), location
 
 
@@ -344,7 +392,7 @@ def _generator_of(dataset: Any) -> Any:
     if func is None or not getattr(func, "__module__", "").endswith("from_generator_op"):
         return None
     functions = [func]
-    for _ in range(3):   # flat_map_fn -> get_iterator_id_fn -> generator_state
+    for _ in range(3):  # flat_map_fn -> get_iterator_id_fn -> generator_state
         found = []
         for function in functions:
             for cell in getattr(function, "__closure__", None) or ():
@@ -372,6 +420,7 @@ class _Contents:
 
 def _op_def(name: str) -> Any:
     from tensorflow.python.framework import op_def_registry
+
     try:
         return op_def_registry.get(name)
     except Exception:  # noqa: BLE001
@@ -379,8 +428,13 @@ def _op_def(name: str) -> Any:
 
 
 def _is_random_op(op: str) -> bool:
-    return ("Random" in op or "Multinomial" in op or "TruncatedNormal" in op or op.startswith("Rng")
-            or (op.startswith("Stateful") and any(k in op for k in ("Uniform", "Normal", "Binomial"))))
+    return (
+        "Random" in op
+        or "Multinomial" in op
+        or "TruncatedNormal" in op
+        or op.startswith("Rng")
+        or (op.startswith("Stateful") and any(k in op for k in ("Uniform", "Normal", "Binomial")))
+    )
 
 
 def _node_stateful(node: Any, library: dict, skip_assert: bool = True, depth: int = 0) -> bool:
@@ -395,8 +449,10 @@ def _node_stateful(node: Any, library: dict, skip_assert: bool = True, depth: in
     branches = {"If": ("then_branch", "else_branch"), "While": ("cond", "body")}.get(node.op)
     if branches and depth < 20:
         defs = [library.get(node.attr[a].func.name) for a in branches if a in node.attr]
-        if len(defs) == 2 and all(d is not None and not _function_stateful(d, library, skip_assert, depth + 1)
-                                  for d in defs):
+        if len(defs) == 2 and all(
+            d is not None and not _function_stateful(d, library, skip_assert, depth + 1)
+            for d in defs
+        ):
             return False
     return True
 
@@ -408,7 +464,7 @@ def _function_stateful(fdef: Any, library: dict, skip_assert: bool = True, depth
     return any(_node_stateful(n, library, skip_assert, depth) for n in fdef.node_def)
 
 
-def _compression(fdef: Any, node: Any) -> Optional[str]:
+def _compression(fdef: Any, node: Any) -> str | None:
     """The constant compression_type input of a reader op inside a function."""
     index = _READER_OPS.get(node.op)
     if index is None or len(node.input) <= index:
@@ -422,10 +478,11 @@ def _compression(fdef: Any, node: Any) -> Optional[str]:
     return None
 
 
-def _python_function(token: bytes) -> Optional[str]:
+def _python_function(token: bytes) -> str | None:
     from tensorflow.python.ops import script_ops
+
     try:
-        registered = script_ops._py_funcs.get(token.decode())  # noqa: SLF001 - token -> callable
+        registered = script_ops._py_funcs.get(token.decode())
     except Exception:  # noqa: BLE001
         return None
     if registered is None:
@@ -497,7 +554,7 @@ def _concrete(wrapper: Any) -> Any:
         return None
 
 
-def _reader_compression(dataset: Any) -> Optional[str]:
+def _reader_compression(dataset: Any) -> str | None:
     value = getattr(dataset, "_compression_type", None)
     if value is None:
         return None
@@ -512,7 +569,7 @@ def _reader_compression(dataset: Any) -> Optional[str]:
     return text if text in ("GZIP", "ZLIB") else None
 
 
-def _argument(dataset: Any, api: str) -> Optional[int]:
+def _argument(dataset: Any, api: str) -> int | None:
     if api in ("map", "interleave", "TFRecordDataset"):
         return None
     for attr in _ARGUMENTS:
@@ -522,7 +579,7 @@ def _argument(dataset: Any, api: str) -> Optional[int]:
     return None
 
 
-def _parallel_calls(dataset: Any, api: str) -> Optional[int]:
+def _parallel_calls(dataset: Any, api: str) -> int | None:
     for attr in ("_num_parallel_calls", "_num_parallel_reads"):
         value = getattr(dataset, attr, None)
         if value is not None:
@@ -550,22 +607,27 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         function, function_location = function_site(generator)
         python = True
     elif wrappers:
-        function, function_location = function_site(wrappers[0]._func)  # noqa: SLF001
+        function, function_location = function_site(wrappers[0]._func)
     if api in READERS:
         compression = _reader_compression(dataset)
         if compression and compression not in codecs:
             codecs.append(compression)
     return WrittenTransformation(
-        api=api, op=op,
+        api=api,
+        op=op,
         location=where.location if where else None,
         by_library=where.by_library if where else False,
-        function=function, function_location=function_location,
+        function=function,
+        function_location=function_location,
         num_parallel_calls=_parallel_calls(dataset, api),
         deterministic=_deterministic(dataset),
         argument=_argument(dataset, api),
-        python=python, python_functions=contents.python_functions,
-        stateful=bool(contents.stateful_ops), stateful_ops=contents.stateful_ops,
-        random=contents.stateful_random, random_ops=contents.random_ops,
+        python=python,
+        python_functions=contents.python_functions,
+        stateful=bool(contents.stateful_ops),
+        stateful_ops=contents.stateful_ops,
+        random=contents.stateful_random,
+        random_ops=contents.random_ops,
         codec_ops=tuple(codecs),
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=cls not in _NO_NODE,
@@ -591,7 +653,7 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
     chain: list[WrittenTransformation] = []
     current = dataset
     for _ in range(MAX_CHAIN):
-        while type(current).__name__ == "DatasetV1Adapter":   # tf.compat.v1.data: the V2 inside
+        while type(current).__name__ == "DatasetV1Adapter":  # tf.compat.v1.data: the V2 inside
             current = getattr(current, "_dataset", None)
         if current is None:
             break
@@ -600,8 +662,11 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
         chain.append(_transformation(current, generator, inputs[1:]))
         api = chain[-1].api
         following = inputs[0] if inputs else None
-        if (generator is not None or api in READERS) and following is not None \
-                and _is_internal_input(current, following):
+        if (
+            (generator is not None or api in READERS)
+            and following is not None
+            and _is_internal_input(current, following)
+        ):
             break
         current = following
     chain.reverse()
@@ -610,7 +675,8 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
 
 # -- helpers -------------------------------------------------------------------------
 
-def cardinality(dataset: Any) -> Optional[int]:
+
+def cardinality(dataset: Any) -> int | None:
     """Elements per pass, or None when infinite or unknown to TF."""
     try:
         value = int(dataset.cardinality())
@@ -619,12 +685,13 @@ def cardinality(dataset: Any) -> Optional[int]:
     return value if value >= 0 else None
 
 
-def element_bytes(dataset: Any, batch_size: Optional[int] = None) -> Optional[int]:
+def element_bytes(dataset: Any, batch_size: int | None = None) -> int | None:
     """Bytes of one element from its spec, when every component has a fixed-size dtype
     (not strings, ragged or sparse) and a fixed shape; an unknown leading dimension
     (a batch whose last one may be partial) counts as ``batch_size`` when given."""
     from tensorflow.python.framework import tensor_spec
     from tensorflow.python.util import nest
+
     try:
         specs = nest.flatten(dataset.element_spec)
     except Exception:  # noqa: BLE001
@@ -659,10 +726,11 @@ def autotune_enabled(dataset: Any) -> bool:
 def has_final_prefetch(chain_or_dataset: Any) -> bool:
     """The last transformation with a node of its own is a ``prefetch`` that is not
     ``prefetch(0)``."""
-    chain = chain_or_dataset if isinstance(chain_or_dataset, list) else written_chain(chain_or_dataset)
+    chain = (
+        chain_or_dataset if isinstance(chain_or_dataset, list) else written_chain(chain_or_dataset)
+    )
     for step in reversed(chain):
         if not step.node:
             continue
         return step.api == "prefetch" and not step.noop
     return False
-

@@ -36,18 +36,34 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
 
 __all__ = [
-    "AUTOTUNE", "FunctionInfo", "RebuildError", "Stage", "cardinality", "creation_site",
-    "function_info", "install_creation_sites", "install_iterator_capture", "make_cache",
-    "make_parallel_interleave", "make_parallel_map", "make_prefetch", "read_chain", "rebuild",
-    "reproducibility", "tfrecord_parallel_reads", "user_dataset", "with_options",
+    "AUTOTUNE",
+    "FunctionInfo",
+    "RebuildError",
+    "Stage",
+    "cardinality",
+    "creation_site",
+    "function_info",
+    "install_creation_sites",
+    "install_iterator_capture",
+    "make_cache",
+    "make_parallel_interleave",
+    "make_parallel_map",
+    "make_prefetch",
+    "read_chain",
+    "rebuild",
+    "reproducibility",
+    "tfrecord_parallel_reads",
+    "user_dataset",
+    "with_options",
 ]
 
 AUTOTUNE = -1
@@ -63,20 +79,49 @@ class RebuildError(Exception):
 # Stateful ops whose result for one element does not depend on the order of calls or
 # on other elements: reading a table or a variable, asserting, printing (prints may
 # come out in another order, the elements do not change).
-_READ_ONLY_STATEFUL = frozenset({
-    "LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2", "ReadVariableOp",
-    "VarHandleOp", "Assert", "PrintV2", "Print", "NoOp",
-})
+_READ_ONLY_STATEFUL = frozenset(
+    {
+        "LookupTableFindV2",
+        "LookupTableSizeV2",
+        "LookupTableExportV2",
+        "ReadVariableOp",
+        "VarHandleOp",
+        "Assert",
+        "PrintV2",
+        "Print",
+        "NoOp",
+    }
+)
 # Ops that only hold other functions: judged by the functions of the library instead.
-_CONTAINERS = frozenset({
-    "StatefulPartitionedCall", "PartitionedCall", "If", "StatelessIf", "While",
-    "StatelessWhile", "Case", "StatelessCase", "For", "RemoteCall",
-})
+_CONTAINERS = frozenset(
+    {
+        "StatefulPartitionedCall",
+        "PartitionedCall",
+        "If",
+        "StatelessIf",
+        "While",
+        "StatelessWhile",
+        "Case",
+        "StatelessCase",
+        "For",
+        "RemoteCall",
+    }
+)
 _PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless", "GeneratorDataset"})
-_RANDOM_MARKERS = ("Random", "Multinomial", "TruncatedNormal", "Rng", "StatefulUniform",
-                   "StatefulStandardNormal", "StatefulTruncatedNormal", "SampleDistortedBoundingBox",
-                   "SeedGenerator", "ShuffleDataset", "ShuffleAndRepeatDataset",
-                   "NonDeterministicInts")
+_RANDOM_MARKERS = (
+    "Random",
+    "Multinomial",
+    "TruncatedNormal",
+    "Rng",
+    "StatefulUniform",
+    "StatefulStandardNormal",
+    "StatefulTruncatedNormal",
+    "SampleDistortedBoundingBox",
+    "SeedGenerator",
+    "ShuffleDataset",
+    "ShuffleAndRepeatDataset",
+    "NonDeterministicInts",
+)
 # Dataset-creating ops inside a function (interleave's TFRecordDataset) are stateful in
 # the op registry but only describe a dataset; the random and Python ones are caught
 # by the lists above first.
@@ -87,15 +132,15 @@ _DATASET_SUFFIXES = ("Dataset", "DatasetV2", "DatasetV3", "DatasetV4")
 class FunctionInfo:
     """What one dataset function runs, read from its traced graph and its library."""
 
-    name: str                                 # the user's function ("parse", "<lambda>")
-    location: Optional[str] = None            # file:line where it is defined
-    ops: tuple[str, ...] = ()                 # op types, sorted, library included
-    random: tuple[str, ...] = ()              # stateful random ops (RandomUniform, ...)
-    python: tuple[str, ...] = ()              # EagerPyFunc / PyFunc / GeneratorDataset
-    unsafe_stateful: tuple[str, ...] = ()     # other stateful ops: writes, queues, unknown
-    tf_parallelises: bool = False             # TF's map_parallelization would run it in parallel
-    readable: bool = True                     # False: the graph could not be read (treat as unsafe)
-    method: bool = False                      # a bound method (written ``obj.name``)
+    name: str  # the user's function ("parse", "<lambda>")
+    location: str | None = None  # file:line where it is defined
+    ops: tuple[str, ...] = ()  # op types, sorted, library included
+    random: tuple[str, ...] = ()  # stateful random ops (RandomUniform, ...)
+    python: tuple[str, ...] = ()  # EagerPyFunc / PyFunc / GeneratorDataset
+    unsafe_stateful: tuple[str, ...] = ()  # other stateful ops: writes, queues, unknown
+    tf_parallelises: bool = False  # TF's map_parallelization would run it in parallel
+    readable: bool = True  # False: the graph could not be read (treat as unsafe)
+    method: bool = False  # a bound method (written ``obj.name``)
 
     @property
     def stateless_enough(self) -> bool:
@@ -129,11 +174,12 @@ def function_info(wrapper: Any) -> FunctionInfo:
     return info
 
 
-_INFO_CACHE: "weakref.WeakKeyDictionary[Any, FunctionInfo]" = weakref.WeakKeyDictionary()
+_INFO_CACHE: weakref.WeakKeyDictionary[Any, FunctionInfo] = weakref.WeakKeyDictionary()
 
 
 def _read_function_info(wrapper: Any) -> FunctionInfo:
     from tensorflow.python.framework import op_def_registry
+
     name, location = _python_function_site(getattr(wrapper, "_func", None))
     method = getattr(_unwrapped(getattr(wrapper, "_func", None)), "__self__", None) is not None
     try:
@@ -154,16 +200,28 @@ def _read_function_info(wrapper: Any) -> FunctionInfo:
             random.add(op)
         if stateful and op not in _CONTAINERS and op != "Assert":
             tf_stateful = True
-        if (stateful and op not in _PYTHON_OPS and op not in random and op not in _CONTAINERS
-                and op not in _READ_ONLY_STATEFUL and not op.endswith(_DATASET_SUFFIXES)):
+        if (
+            stateful
+            and op not in _PYTHON_OPS
+            and op not in random
+            and op not in _CONTAINERS
+            and op not in _READ_ONLY_STATEFUL
+            and not op.endswith(_DATASET_SUFFIXES)
+        ):
             unsafe.add(op)
     return FunctionInfo(
-        name=name, location=location, ops=tuple(sorted(op_types)), random=tuple(sorted(random)),
-        python=tuple(sorted(python)), unsafe_stateful=tuple(sorted(unsafe)),
-        tf_parallelises=not tf_stateful, method=method)
+        name=name,
+        location=location,
+        ops=tuple(sorted(op_types)),
+        random=tuple(sorted(random)),
+        python=tuple(sorted(python)),
+        unsafe_stateful=tuple(sorted(unsafe)),
+        tf_parallelises=not tf_stateful,
+        method=method,
+    )
 
 
-def _python_function_site(func: Any) -> tuple[str, Optional[str]]:
+def _python_function_site(func: Any) -> tuple[str, str | None]:
     """The user's function behind tf.function, functools.partial and gpuwhy's replay;
     its file:line only when it is the user's own (not ``table.lookup`` inside TF)."""
     func = _unwrapped(func)
@@ -178,8 +236,12 @@ def _unwrapped(func: Any) -> Any:
     seen = 0
     while func is not None and seen < 8:
         seen += 1
-        inner = (getattr(func, "_gpuwhy_replays", None) or getattr(func, "python_function", None)
-                 or getattr(func, "__wrapped__", None) or getattr(func, "func", None))
+        inner = (
+            getattr(func, "_gpuwhy_replays", None)
+            or getattr(func, "python_function", None)
+            or getattr(func, "__wrapped__", None)
+            or getattr(func, "func", None)
+        )
         if inner is None or inner is func:
             break
         func = inner
@@ -189,31 +251,66 @@ def _unwrapped(func: Any) -> Any:
 # -- reading the chain -------------------------------------------------------------------
 
 _KIND_BY_CLASS = {
-    "_MapDataset": "map", "_ParallelMapDataset": "map", "_FilterDataset": "filter",
-    "_FlatMapDataset": "flat_map", "_InterleaveDataset": "interleave",
-    "_ParallelInterleaveDataset": "interleave", "ParallelInterleaveDataset": "interleave",
-    "_BatchDataset": "batch", "_ParallelBatchDataset": "batch",
-    "_PaddedBatchDataset": "padded_batch", "_PrefetchDataset": "prefetch",
-    "_ShuffleDataset": "shuffle", "_RepeatDataset": "repeat", "_TakeDataset": "take",
-    "_SkipDataset": "skip", "_ShardDataset": "shard", "CacheDataset": "cache",
-    "_OptionsDataset": "options", "_UnbatchDataset": "unbatch", "_TakeWhileDataset": "take_while",
-    "_RangeDataset": "range", "_TensorSliceDataset": "from_tensor_slices",
-    "_TensorDataset": "from_tensors", "TFRecordDatasetV2": "tfrecord",
-    "TextLineDatasetV2": "text_lines", "FixedLengthRecordDatasetV2": "fixed_length_records",
-    "_RandomDataset": "random", "_GeneratorDataset": "generator", "_ZipDataset": "zip",
-    "_ConcatenateDataset": "concatenate", "_ScanDataset": "scan", "_WindowDataset": "window",
-    "_IgnoreErrorsDataset": "ignore_errors", "_AssertCardinalityDataset": "assert_cardinality",
-    "_UniqueDataset": "unique", "_RebatchDataset": "rebatch",
-    "_DenseToRaggedDataset": "dense_to_ragged", "_SparseTensorSliceDataset": "from_sparse_tensor_slices",
-    "_RestructuredDataset": "restructured", "_GroupByWindowDataset": "group_by_window",
+    "_MapDataset": "map",
+    "_ParallelMapDataset": "map",
+    "_FilterDataset": "filter",
+    "_FlatMapDataset": "flat_map",
+    "_InterleaveDataset": "interleave",
+    "_ParallelInterleaveDataset": "interleave",
+    "ParallelInterleaveDataset": "interleave",
+    "_BatchDataset": "batch",
+    "_ParallelBatchDataset": "batch",
+    "_PaddedBatchDataset": "padded_batch",
+    "_PrefetchDataset": "prefetch",
+    "_ShuffleDataset": "shuffle",
+    "_RepeatDataset": "repeat",
+    "_TakeDataset": "take",
+    "_SkipDataset": "skip",
+    "_ShardDataset": "shard",
+    "CacheDataset": "cache",
+    "_OptionsDataset": "options",
+    "_UnbatchDataset": "unbatch",
+    "_TakeWhileDataset": "take_while",
+    "_RangeDataset": "range",
+    "_TensorSliceDataset": "from_tensor_slices",
+    "_TensorDataset": "from_tensors",
+    "TFRecordDatasetV2": "tfrecord",
+    "TextLineDatasetV2": "text_lines",
+    "FixedLengthRecordDatasetV2": "fixed_length_records",
+    "_RandomDataset": "random",
+    "_GeneratorDataset": "generator",
+    "_ZipDataset": "zip",
+    "_ConcatenateDataset": "concatenate",
+    "_ScanDataset": "scan",
+    "_WindowDataset": "window",
+    "_IgnoreErrorsDataset": "ignore_errors",
+    "_AssertCardinalityDataset": "assert_cardinality",
+    "_UniqueDataset": "unique",
+    "_RebatchDataset": "rebatch",
+    "_DenseToRaggedDataset": "dense_to_ragged",
+    "_SparseTensorSliceDataset": "from_sparse_tensor_slices",
+    "_RestructuredDataset": "restructured",
+    "_GroupByWindowDataset": "group_by_window",
 }
-_SOURCES = frozenset({"_RangeDataset", "_TensorSliceDataset", "_TensorDataset", "TFRecordDatasetV2",
-                      "TextLineDatasetV2", "FixedLengthRecordDatasetV2", "_RandomDataset",
-                      "_GeneratorDataset", "_SparseTensorSliceDataset"})
+_SOURCES = frozenset(
+    {
+        "_RangeDataset",
+        "_TensorSliceDataset",
+        "_TensorDataset",
+        "TFRecordDatasetV2",
+        "TextLineDatasetV2",
+        "FixedLengthRecordDatasetV2",
+        "_RandomDataset",
+        "_GeneratorDataset",
+        "_SparseTensorSliceDataset",
+    }
+)
 # Given the same input, these produce the same elements in the same order on every pass
 # (their functions are judged separately).
-_REPRODUCIBLE = frozenset(set(_KIND_BY_CLASS) - {"_ShuffleDataset", "_RandomDataset",
-                                                 "_GeneratorDataset", "_IgnoreErrorsDataset"})
+_REPRODUCIBLE = frozenset(
+    set(_KIND_BY_CLASS)
+    - {"_ShuffleDataset", "_RandomDataset", "_GeneratorDataset", "_IgnoreErrorsDataset"}
+)
 
 
 @dataclass
@@ -221,19 +318,20 @@ class Stage:
     """One transformation of the user's pipeline, as written (one Python dataset object)."""
 
     dataset: Any
-    kind: str                                  # map, batch, shuffle ... or "opaque"
-    type_name: str                             # TF's Python class
-    input: Optional["Stage"] = None            # None: the bottom of what gpuwhy rebuilds
+    kind: str  # map, batch, shuffle ... or "opaque"
+    type_name: str  # TF's Python class
+    input: Stage | None = None  # None: the bottom of what gpuwhy rebuilds
     functions: tuple[FunctionInfo, ...] = ()
     rebuildable: bool = True
-    why_not: Optional[str] = None              # why it cannot be rebuilt
-    site: Optional[str] = None                 # file:line where the user created it
+    why_not: str | None = None  # why it cannot be rebuilt
+    site: str | None = None  # file:line where the user created it
     params: dict = field(default_factory=dict)  # what it was written with
 
     @property
     def sequential_map(self) -> bool:
         return self.type_name == "_MapDataset" or (
-            self.type_name == "_ParallelMapDataset" and self.params.get("num_parallel_calls") == 1)
+            self.type_name == "_ParallelMapDataset" and self.params.get("num_parallel_calls") == 1
+        )
 
     @property
     def random(self) -> bool:
@@ -260,7 +358,9 @@ class Stage:
             size = "AUTOTUNE" if p["buffer_size"] == AUTOTUNE else p["buffer_size"]
             return f"{self.kind}({size})"
         if self.kind in ("repeat", "take", "skip") and "count" in p:
-            return f"{self.kind}({'' if p['count'] == -1 and self.kind == 'repeat' else p['count']})"
+            return (
+                f"{self.kind}({'' if p['count'] == -1 and self.kind == 'repeat' else p['count']})"
+            )
         if self.kind == "tfrecord":
             return "TFRecordDataset(...)"
         return f"{self.kind}(...)" if self.kind != "opaque" else self.type_name
@@ -286,7 +386,7 @@ def read_chain(dataset: Any, *, max_stages: int = 200) -> list[Stage]:
         above.input = below
     bottom = stages[0]
     if bottom.type_name not in _SOURCES and bottom.rebuildable:
-        bottom.rebuildable = False      # cut by max_stages or a multi-input stage
+        bottom.rebuildable = False  # cut by max_stages or a multi-input stage
         bottom.why_not = "gpuwhy does not look below it"
     return stages
 
@@ -298,8 +398,10 @@ def _single_input(ds: Any) -> Any:
         # unbatch() = _UnbatchDataset(_RestructuredDataset(input.map(normalize)))
         restructured = getattr(ds, "_input_dataset", None)
         normalize = getattr(restructured, "_input_dataset", None)
-        if type(restructured).__name__ == "_RestructuredDataset" and \
-                type(normalize).__name__ == "_MapDataset":
+        if (
+            type(restructured).__name__ == "_RestructuredDataset"
+            and type(normalize).__name__ == "_MapDataset"
+        ):
             return getattr(normalize, "_input_dataset", None)
         return None
     if name in ("_ZipDataset", "_ConcatenateDataset") or name in _SOURCES:
@@ -313,13 +415,23 @@ def _read_stage(ds: Any) -> Stage:
     kind = _KIND_BY_CLASS.get(name)
     functions = tuple(_functions_of(ds))
     if kind is None:
-        return Stage(ds, "opaque", name, functions=functions, rebuildable=False,
-                     why_not=f"gpuwhy does not know how to rebuild a {name}", site=site)
+        return Stage(
+            ds,
+            "opaque",
+            name,
+            functions=functions,
+            rebuildable=False,
+            why_not=f"gpuwhy does not know how to rebuild a {name}",
+            site=site,
+        )
     params = _params(ds, name)
     stage = Stage(ds, kind, name, functions=functions, site=site, params=params)
-    if any(f.python for f in functions) and name == "_FlatMapDataset" and \
-            any("GeneratorDataset" in f.ops for f in functions):
-        stage.kind = "generator"     # Dataset.from_generator = flat_map over a generator
+    if (
+        any(f.python for f in functions)
+        and name == "_FlatMapDataset"
+        and any("GeneratorDataset" in f.ops for f in functions)
+    ):
+        stage.kind = "generator"  # Dataset.from_generator = flat_map over a generator
     why = _why_not_rebuildable(ds, name, params)
     if why:
         stage.rebuildable, stage.why_not = False, why
@@ -328,13 +440,13 @@ def _read_stage(ds: Any) -> Stage:
 
 def _functions_of(ds: Any) -> list[FunctionInfo]:
     try:
-        wrappers = ds._functions()  # pylint: disable=protected-access
+        wrappers = ds._functions()
     except Exception:  # noqa: BLE001 - an unknown class without _functions
         return []
     return [function_info(w) for w in wrappers]
 
 
-def _int(value: Any) -> Optional[int]:
+def _int(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -346,37 +458,48 @@ def _int(value: Any) -> Optional[int]:
 
 def _params(ds: Any, name: str) -> dict:
     p: dict[str, Any] = {}
-    for attr, key in (("_num_parallel_calls", "num_parallel_calls"), ("_batch_size", "batch_size"),
-                      ("_buffer_size", "buffer_size"), ("_count", "count"),
-                      ("_cycle_length", "cycle_length"), ("_block_length", "block_length"),
-                      ("_num_shards", "num_shards"), ("_index", "index")):
-        if hasattr(ds, attr) and name not in ("TFRecordDatasetV2", "TextLineDatasetV2",
-                                              "FixedLengthRecordDatasetV2"):
+    for attr, key in (
+        ("_num_parallel_calls", "num_parallel_calls"),
+        ("_batch_size", "batch_size"),
+        ("_buffer_size", "buffer_size"),
+        ("_count", "count"),
+        ("_cycle_length", "cycle_length"),
+        ("_block_length", "block_length"),
+        ("_num_shards", "num_shards"),
+        ("_index", "index"),
+    ):
+        if hasattr(ds, attr) and name not in (
+            "TFRecordDatasetV2",
+            "TextLineDatasetV2",
+            "FixedLengthRecordDatasetV2",
+        ):
             p[key] = _int(getattr(ds, attr))
     if hasattr(ds, "_drop_remainder"):
-        p["drop_remainder"] = bool(_int(ds._drop_remainder))  # pylint: disable=protected-access
+        p["drop_remainder"] = bool(_int(ds._drop_remainder))
     if hasattr(ds, "_deterministic"):
-        p["deterministic"] = ds._deterministic  # pylint: disable=protected-access
+        p["deterministic"] = ds._deterministic
     if hasattr(ds, "_reshuffle_each_iteration"):
-        p["reshuffle_each_iteration"] = bool(ds._reshuffle_each_iteration)  # pylint: disable=protected-access
+        p["reshuffle_each_iteration"] = bool(ds._reshuffle_each_iteration)
     if hasattr(ds, "_seed"):
-        p["seed"], p["seed2"] = _int(ds._seed), _int(getattr(ds, "_seed2", 0))  # pylint: disable=protected-access
+        p["seed"], p["seed2"] = _int(ds._seed), _int(getattr(ds, "_seed2", 0))
     if name == "CacheDataset":
         try:
-            p["filename"] = ds._filename.numpy().decode()  # pylint: disable=protected-access
+            p["filename"] = ds._filename.numpy().decode()
         except Exception:  # noqa: BLE001
             p["filename"] = None
     if name == "TFRecordDatasetV2":
-        p["num_parallel_reads"] = _int(ds._num_parallel_reads) if ds._num_parallel_reads is not None else None  # pylint: disable=protected-access
-        p["files"] = cardinality(ds._filenames)  # pylint: disable=protected-access
+        p["num_parallel_reads"] = (
+            _int(ds._num_parallel_reads) if ds._num_parallel_reads is not None else None
+        )
+        p["files"] = cardinality(ds._filenames)
     if name == "_MapDataset":
         p["synchronous"] = bool(getattr(ds, "_force_synchronous", False))
     return p
 
 
-def _why_not_rebuildable(ds: Any, name: str, p: dict) -> Optional[str]:
+def _why_not_rebuildable(ds: Any, name: str, p: dict) -> str | None:
     if name in _SOURCES:
-        return None               # never rebuilt: nothing below it changes
+        return None  # never rebuilt: nothing below it changes
     if name not in _REBUILDERS:
         return f"gpuwhy does not rebuild {name} stages"
     if name == "CacheDataset" and p.get("filename"):
@@ -390,7 +513,8 @@ def _why_not_rebuildable(ds: Any, name: str, p: dict) -> Optional[str]:
 
 # -- reproducibility and size ------------------------------------------------------------
 
-def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0) -> Optional[str]:
+
+def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0) -> str | None:
     """None when two passes over ``dataset`` give the same elements in the same order by
     construction; otherwise the reason (the first stage that draws random numbers,
     shuffles, calls Python or is unknown)."""
@@ -398,9 +522,12 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
         return "the pipeline is too deep to judge"
     name = type(dataset).__name__
     if name not in _REPRODUCIBLE:
-        what = {"_ShuffleDataset": "reshuffles on every pass", "_RandomDataset": "draws random numbers",
-                "_GeneratorDataset": "runs a Python generator",
-                "_IgnoreErrorsDataset": "ignores errors"}.get(name, "is a stage gpuwhy does not know")
+        what = {
+            "_ShuffleDataset": "reshuffles on every pass",
+            "_RandomDataset": "draws random numbers",
+            "_GeneratorDataset": "runs a Python generator",
+            "_IgnoreErrorsDataset": "ignores errors",
+        }.get(name, "is a stage gpuwhy does not know")
         return f"{_where(dataset)} {what}"
     if getattr(dataset, "_deterministic", None) == "false":
         return f"{_where(dataset)} is parallel with deterministic=False"
@@ -415,14 +542,16 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
         if not info.readable:
             return f"{_where(dataset)} runs a function gpuwhy cannot read"
         if info.unsafe_stateful:
-            return (f"{_where(dataset)} runs stateful ops ({', '.join(info.unsafe_stateful)}) "
-                    "whose results may change from pass to pass")
+            return (
+                f"{_where(dataset)} runs stateful ops ({', '.join(info.unsafe_stateful)}) "
+                "whose results may change from pass to pass"
+            )
         if "ReadVariableOp" in info.ops:
             # safe to run in parallel (a read), not to freeze: the program may change the
             # variable between epochs (a schedule, a curriculum)
             return f"{_where(dataset)} reads a tf.Variable, which may change between epochs"
     try:
-        inputs = dataset._inputs()  # pylint: disable=protected-access
+        inputs = dataset._inputs()
     except Exception:  # noqa: BLE001
         return f"{_where(dataset)} has inputs gpuwhy cannot read"
     for inp in inputs:
@@ -437,7 +566,7 @@ def _where(ds: Any) -> str:
     name = _KIND_BY_CLASS.get(type(ds).__name__, type(ds).__name__)
     wrappers = []
     try:
-        wrappers = ds._functions()  # pylint: disable=protected-access
+        wrappers = ds._functions()
     except Exception:  # noqa: BLE001
         pass
     if wrappers:
@@ -454,9 +583,10 @@ def cardinality(dataset: Any) -> int:
         return UNKNOWN
 
 
-def static_element_bytes(element_spec: Any) -> Optional[int]:
+def static_element_bytes(element_spec: Any) -> int | None:
     """Bytes of one element from its spec, when every shape and dtype is fixed."""
     import tensorflow as tf
+
     total = 0
     for spec in tf.nest.flatten(element_spec, expand_composites=False):
         if not isinstance(spec, tf.TensorSpec):
@@ -471,6 +601,7 @@ def static_element_bytes(element_spec: Any) -> Optional[int]:
 
 
 # -- rebuilding --------------------------------------------------------------------------
+
 
 class _Reused:
     """Stands for an already traced wrapper in a dataset constructor's ``map_func``."""
@@ -489,12 +620,13 @@ _MODE = threading.local()
 def _reusing_traced_functions():
     """While inside, dataset constructors given a :class:`_Reused` keep its wrapper."""
     from tensorflow.python.data.ops import structured_function
+
     real = structured_function.StructuredFunctionWrapper
 
     class _Reuse(real):  # type: ignore[misc, valid-type]
         def __new__(cls, func, *args, **kwargs):
             if isinstance(func, _Reused):
-                return func.wrapper          # not a _Reuse: __init__ is not called again
+                return func.wrapper  # not a _Reuse: __init__ is not called again
             return real(func, *args, **kwargs)
 
     with _SWAP_LOCK:
@@ -509,7 +641,8 @@ def _function(wrapper: Any, new_input: Any) -> Any:
     """What to pass as the rebuilt stage's function: the original wrapper itself, or
     (fallback mode, or another input structure) a replay of its ConcreteFunction."""
     if getattr(_MODE, "replay", False) or not _same_spec(
-            getattr(wrapper, "_input_structure", None), new_input.element_spec):
+        getattr(wrapper, "_input_structure", None), new_input.element_spec
+    ):
         return replay(wrapper)
     return _Reused(wrapper)
 
@@ -535,8 +668,9 @@ def replay(wrapper: Any) -> Callable:
     user's Python again."""
     import tensorflow as tf
     from tensorflow.python.data.util import structure
+
     concrete = wrapper.function
-    input_structure = wrapper._input_structure  # pylint: disable=protected-access
+    input_structure = wrapper._input_structure
     output_structure = wrapper.output_structure
     unpack = type(input_structure) is tuple  # structured_function._should_unpack
 
@@ -554,87 +688,139 @@ def replay(wrapper: Any) -> Callable:
     return replayed
 
 
-def _deterministic_arg(value: Optional[str]) -> Optional[bool]:
+def _deterministic_arg(value: str | None) -> bool | None:
     return {"true": True, "false": False}.get(value or "default")
 
 
 def _map(ds, new, **over):
     from tensorflow.python.data.ops import map_op
-    return map_op._MapDataset(  # pylint: disable=protected-access
-        new, _function(ds._map_func, new), force_synchronous=ds._force_synchronous,
+
+    return map_op._MapDataset(
+        new,
+        _function(ds._map_func, new),
+        force_synchronous=ds._force_synchronous,
         use_inter_op_parallelism=ds._use_inter_op_parallelism,
-        preserve_cardinality=ds._preserve_cardinality, name=ds._name)
+        preserve_cardinality=ds._preserve_cardinality,
+        name=ds._name,
+    )
 
 
 def _parallel_map(ds, new, num_parallel_calls=None, deterministic=None, **over):
     from tensorflow.python.data.ops import map_op
-    return map_op._ParallelMapDataset(  # pylint: disable=protected-access
-        new, _function(ds._map_func, new),
+
+    return map_op._ParallelMapDataset(
+        new,
+        _function(ds._map_func, new),
         num_parallel_calls if num_parallel_calls is not None else _int(ds._num_parallel_calls),
         deterministic if deterministic is not None else _deterministic_arg(ds._deterministic),
         use_inter_op_parallelism=ds._use_inter_op_parallelism,
         preserve_cardinality=ds._preserve_cardinality,
-        use_unbounded_threadpool=getattr(ds, "_use_unbounded_threadpool", False), name=ds._name)
+        use_unbounded_threadpool=getattr(ds, "_use_unbounded_threadpool", False),
+        name=ds._name,
+    )
 
 
-def make_parallel_map(ds: Any, new: Any, *, deterministic: Optional[bool]) -> Any:
+def make_parallel_map(ds: Any, new: Any, *, deterministic: bool | None) -> Any:
     """``ds`` (a sequential or fixed-parallelism map) as ``map(fn, AUTOTUNE)`` on ``new``."""
     from tensorflow.python.data.ops import map_op
-    return _construct(lambda: map_op._ParallelMapDataset(  # pylint: disable=protected-access
-        new, _function(ds._map_func, new), AUTOTUNE, deterministic,
-        use_inter_op_parallelism=getattr(ds, "_use_inter_op_parallelism", True),
-        preserve_cardinality=getattr(ds, "_preserve_cardinality", True),
-        use_unbounded_threadpool=getattr(ds, "_use_unbounded_threadpool", False), name=ds._name))
+
+    return _construct(
+        lambda: map_op._ParallelMapDataset(
+            new,
+            _function(ds._map_func, new),
+            AUTOTUNE,
+            deterministic,
+            use_inter_op_parallelism=getattr(ds, "_use_inter_op_parallelism", True),
+            preserve_cardinality=getattr(ds, "_preserve_cardinality", True),
+            use_unbounded_threadpool=getattr(ds, "_use_unbounded_threadpool", False),
+            name=ds._name,
+        )
+    )
 
 
-def make_parallel_interleave(ds: Any, new: Any, *, deterministic: Optional[bool]) -> Any:
+def make_parallel_interleave(ds: Any, new: Any, *, deterministic: bool | None) -> Any:
     """A sequential ``interleave`` as the same interleave with ``num_parallel_calls=AUTOTUNE``:
     with ``deterministic=True`` it yields the same sequence (interleave_op.py)."""
     from tensorflow.python.data.ops import interleave_op
-    return _construct(lambda: interleave_op._ParallelInterleaveDataset(  # pylint: disable=protected-access
-        new, _function(ds._map_func, new), _int(ds._cycle_length), _int(ds._block_length), AUTOTUNE,
-        deterministic=deterministic, name=ds._name))
+
+    return _construct(
+        lambda: interleave_op._ParallelInterleaveDataset(
+            new,
+            _function(ds._map_func, new),
+            _int(ds._cycle_length),
+            _int(ds._block_length),
+            AUTOTUNE,
+            deterministic=deterministic,
+            name=ds._name,
+        )
+    )
 
 
 def _filter(ds, new, **over):
     from tensorflow.python.data.ops import filter_op
-    return filter_op._FilterDataset(new, _function(ds._predicate, new), name=ds._name)  # pylint: disable=protected-access
+
+    return filter_op._FilterDataset(new, _function(ds._predicate, new), name=ds._name)
 
 
 def _flat_map(ds, new, **over):
     from tensorflow.python.data.ops import flat_map_op
-    return flat_map_op._FlatMapDataset(new, _function(ds._map_func, new), name=ds._name)  # pylint: disable=protected-access
+
+    return flat_map_op._FlatMapDataset(new, _function(ds._map_func, new), name=ds._name)
 
 
 def _interleave(ds, new, **over):
     from tensorflow.python.data.ops import interleave_op
-    return interleave_op._InterleaveDataset(  # pylint: disable=protected-access
-        new, _function(ds._map_func, new), _int(ds._cycle_length), _int(ds._block_length), name=ds._name)
+
+    return interleave_op._InterleaveDataset(
+        new,
+        _function(ds._map_func, new),
+        _int(ds._cycle_length),
+        _int(ds._block_length),
+        name=ds._name,
+    )
 
 
 def _batch(ds, new, **over):
     from tensorflow.python.data.ops import batch_op
-    return batch_op._BatchDataset(new, _int(ds._batch_size), bool(_int(ds._drop_remainder)),  # pylint: disable=protected-access
-                                  name=ds._name)
+
+    return batch_op._BatchDataset(
+        new,
+        _int(ds._batch_size),
+        bool(_int(ds._drop_remainder)),
+        name=ds._name,
+    )
 
 
 def _parallel_batch(ds, new, **over):
     from tensorflow.python.data.ops import batch_op
-    return batch_op._ParallelBatchDataset(  # pylint: disable=protected-access
-        new, _int(ds._batch_size), bool(_int(ds._drop_remainder)), _int(ds._num_parallel_calls),
-        _deterministic_arg(ds._deterministic), name=ds._name)
+
+    return batch_op._ParallelBatchDataset(
+        new,
+        _int(ds._batch_size),
+        bool(_int(ds._drop_remainder)),
+        _int(ds._num_parallel_calls),
+        _deterministic_arg(ds._deterministic),
+        name=ds._name,
+    )
 
 
 def _padded_batch(ds, new, **over):
     from tensorflow.python.data.ops import padded_batch_op
-    return padded_batch_op._PaddedBatchDataset(  # pylint: disable=protected-access
-        new, _int(ds._batch_size), ds._padded_shapes, ds._padding_values,
-        bool(_int(ds._drop_remainder)), name=ds._name)
+
+    return padded_batch_op._PaddedBatchDataset(
+        new,
+        _int(ds._batch_size),
+        ds._padded_shapes,
+        ds._padding_values,
+        bool(_int(ds._drop_remainder)),
+        name=ds._name,
+    )
 
 
 def _prefetch(ds, new, **over):
     from tensorflow.python.data.ops import prefetch_op
-    return prefetch_op._PrefetchDataset(new, _int(ds._buffer_size), name=ds._name)  # pylint: disable=protected-access
+
+    return prefetch_op._PrefetchDataset(new, _int(ds._buffer_size), name=ds._name)
 
 
 def _shuffle(ds, new, **over):
@@ -642,34 +828,44 @@ def _shuffle(ds, new, **over):
     different order than the user's (random_seed.get_seed maps an op seed to the pair
     (global seed or DEFAULT_GRAPH_SEED, op seed); seed 0 is 'no seed')."""
     from tensorflow.python.data.ops import shuffle_op
+
     seed, seed2 = _int(ds._seed), _int(ds._seed2)
-    rebuilt = shuffle_op._ShuffleDataset(  # pylint: disable=protected-access
-        new, _int(ds._buffer_size), seed=None if seed == 0 else seed2,
-        reshuffle_each_iteration=bool(ds._reshuffle_each_iteration), name=ds._name)
-    if (_int(rebuilt._seed), _int(rebuilt._seed2)) != (seed, seed2):  # pylint: disable=protected-access
-        raise RebuildError("its shuffle seeds cannot be reproduced (the global seed changed "
-                           "since it was built)")
+    rebuilt = shuffle_op._ShuffleDataset(
+        new,
+        _int(ds._buffer_size),
+        seed=None if seed == 0 else seed2,
+        reshuffle_each_iteration=bool(ds._reshuffle_each_iteration),
+        name=ds._name,
+    )
+    if (_int(rebuilt._seed), _int(rebuilt._seed2)) != (seed, seed2):
+        raise RebuildError(
+            "its shuffle seeds cannot be reproduced (the global seed changed since it was built)"
+        )
     return rebuilt
 
 
 def _repeat(ds, new, **over):
     from tensorflow.python.data.ops import repeat_op
-    return repeat_op._RepeatDataset(new, _int(ds._count), name=ds._name)  # pylint: disable=protected-access
+
+    return repeat_op._RepeatDataset(new, _int(ds._count), name=ds._name)
 
 
 def _take(ds, new, **over):
     from tensorflow.python.data.ops import take_op
-    return take_op._TakeDataset(new, _int(ds._count), name=ds._name)  # pylint: disable=protected-access
+
+    return take_op._TakeDataset(new, _int(ds._count), name=ds._name)
 
 
 def _skip(ds, new, **over):
     from tensorflow.python.data.ops import skip_op
-    return skip_op._SkipDataset(new, _int(ds._count), name=ds._name)  # pylint: disable=protected-access
+
+    return skip_op._SkipDataset(new, _int(ds._count), name=ds._name)
 
 
 def _shard(ds, new, **over):
     from tensorflow.python.data.ops import shard_op
-    return shard_op._ShardDataset(new, _int(ds._num_shards), _int(ds._index), name=ds._name)  # pylint: disable=protected-access
+
+    return shard_op._ShardDataset(new, _int(ds._num_shards), _int(ds._index), name=ds._name)
 
 
 def _cache(ds, new, **over):
@@ -677,7 +873,7 @@ def _cache(ds, new, **over):
 
 
 def _options(ds, new, **over):
-    return new.with_options(ds._options_attr, name=ds._name)  # pylint: disable=protected-access
+    return new.with_options(ds._options_attr, name=ds._name)
 
 
 def _unbatch(ds, new, **over):
@@ -686,28 +882,46 @@ def _unbatch(ds, new, **over):
 
 def _take_while(ds, new, **over):
     from tensorflow.python.data.ops import take_while_op
-    return take_while_op._TakeWhileDataset(new, _function(ds._predicate, new), name=ds._name)  # pylint: disable=protected-access
+
+    return take_while_op._TakeWhileDataset(new, _function(ds._predicate, new), name=ds._name)
 
 
 def _dense_to_ragged(ds, new, **over):
     """ragged_batch's first half; row_splits_dtype is read back from the ragged specs it made."""
     import tensorflow as tf
     from tensorflow.python.data.ops import ragged_batch_op
-    dtypes = {spec.row_splits_dtype for spec in tf.nest.flatten(ds._structure)  # pylint: disable=protected-access
-              if isinstance(spec, tf.RaggedTensorSpec)}
+
+    dtypes = {
+        spec.row_splits_dtype
+        for spec in tf.nest.flatten(ds._structure)
+        if isinstance(spec, tf.RaggedTensorSpec)
+    }
     if len(dtypes) > 1:
         raise RebuildError("its ragged components use several row_splits dtypes")
-    return ragged_batch_op._DenseToRaggedDataset(  # pylint: disable=protected-access
-        new, dtypes.pop() if dtypes else tf.int64, name=ds._name)
+    return ragged_batch_op._DenseToRaggedDataset(
+        new, dtypes.pop() if dtypes else tf.int64, name=ds._name
+    )
 
 
 _REBUILDERS: dict[str, Callable] = {
-    "_MapDataset": _map, "_ParallelMapDataset": _parallel_map, "_FilterDataset": _filter,
-    "_FlatMapDataset": _flat_map, "_InterleaveDataset": _interleave, "_BatchDataset": _batch,
-    "_ParallelBatchDataset": _parallel_batch, "_PaddedBatchDataset": _padded_batch,
-    "_PrefetchDataset": _prefetch, "_ShuffleDataset": _shuffle, "_RepeatDataset": _repeat,
-    "_TakeDataset": _take, "_SkipDataset": _skip, "_ShardDataset": _shard, "CacheDataset": _cache,
-    "_OptionsDataset": _options, "_UnbatchDataset": _unbatch, "_TakeWhileDataset": _take_while,
+    "_MapDataset": _map,
+    "_ParallelMapDataset": _parallel_map,
+    "_FilterDataset": _filter,
+    "_FlatMapDataset": _flat_map,
+    "_InterleaveDataset": _interleave,
+    "_BatchDataset": _batch,
+    "_ParallelBatchDataset": _parallel_batch,
+    "_PaddedBatchDataset": _padded_batch,
+    "_PrefetchDataset": _prefetch,
+    "_ShuffleDataset": _shuffle,
+    "_RepeatDataset": _repeat,
+    "_TakeDataset": _take,
+    "_SkipDataset": _skip,
+    "_ShardDataset": _shard,
+    "CacheDataset": _cache,
+    "_OptionsDataset": _options,
+    "_UnbatchDataset": _unbatch,
+    "_TakeWhileDataset": _take_while,
     "_DenseToRaggedDataset": _dense_to_ragged,
 }
 
@@ -723,8 +937,10 @@ def rebuild(stage: Stage, new_input: Any) -> Any:
     except Exception as e:  # noqa: BLE001 - an argument this TF version names differently
         raise RebuildError(f"rebuilding it failed: {type(e).__name__}: {e}") from None
     if not _same_spec(rebuilt.element_spec, stage.dataset.element_spec):
-        raise RebuildError("the rebuilt stage has another element_spec "
-                           f"({rebuilt.element_spec} != {stage.dataset.element_spec})")
+        raise RebuildError(
+            "the rebuilt stage has another element_spec "
+            f"({rebuilt.element_spec} != {stage.dataset.element_spec})"
+        )
     return rebuilt
 
 
@@ -735,7 +951,7 @@ def _same_spec(a: Any, b: Any) -> bool:
         return False
 
 
-def make_cache(dataset: Any, name: Optional[str] = None) -> Any:
+def make_cache(dataset: Any, name: str | None = None) -> Any:
     """An in-memory ``cache()``: filled by the first full pass, read by the next ones."""
     return dataset.cache(name=name) if name else dataset.cache()
 
@@ -752,9 +968,14 @@ def tfrecord_parallel_reads(stage: Stage) -> Any:
     """The same TFRecordDataset reading its files ``num_parallel_reads=AUTOTUNE``: records of
     several files interleaved, so the order changes (readers.py _create_dataset_reader)."""
     from tensorflow.python.data.ops import readers
+
     ds = stage.dataset
-    return readers.TFRecordDatasetV2(ds._filenames, ds._compression_type, ds._buffer_size,  # pylint: disable=protected-access
-                                     num_parallel_reads=AUTOTUNE)
+    return readers.TFRecordDatasetV2(
+        ds._filenames,
+        ds._compression_type,
+        ds._buffer_size,
+        num_parallel_reads=AUTOTUNE,
+    )
 
 
 def default_optimisations(options: Any) -> dict[str, bool]:
@@ -772,10 +993,12 @@ def default_optimisations(options: Any) -> dict[str, bool]:
 
 # -- hooks for `gpuwhy fix --input` ------------------------------------------------------
 
-def _origin(dataset: Any) -> Optional[tuple[Optional[str], bool]]:
+
+def _origin(dataset: Any) -> tuple[str | None, bool] | None:
     """(user's file:line, made by a library) as gpuwhy.tfapi.data_pipeline's origin hook
     recorded it at creation, or None."""
     from gpuwhy.tfapi.data_pipeline import origin
+
     try:
         found = origin(dataset)
     except Exception:  # noqa: BLE001
@@ -783,14 +1006,14 @@ def _origin(dataset: Any) -> Optional[tuple[Optional[str], bool]]:
     return None if found is None else (found.location, bool(found.by_library))
 
 
-def creation_site(dataset: Any) -> Optional[str]:
+def creation_site(dataset: Any) -> str | None:
     """file:line where the user's code created ``dataset`` (None: not recorded, or made by
     a library such as Keras)."""
     found = _origin(dataset)
     return None if found is None or found[1] else found[0]
 
 
-def made_by_user(dataset: Any) -> Optional[bool]:
+def made_by_user(dataset: Any) -> bool | None:
     """True: created by the user's code; False: by a library; None: not recorded."""
     found = _origin(dataset)
     return None if found is None else not found[1]
@@ -800,10 +1023,11 @@ def install_creation_sites() -> list[Patch]:
     """Record, for every dataset created from now on, where the user created it (the
     origin hooks of gpuwhy.tfapi.data_pipeline, shared with ``gpuwhy run``)."""
     from gpuwhy.tfapi.data_pipeline import install_origin_hooks
+
     return install_origin_hooks()
 
 
-def install_iterator_capture(seen: Callable[[Any, Optional[str]], None]) -> list[Patch]:
+def install_iterator_capture(seen: Callable[[Any, str | None], None]) -> list[Patch]:
     """Call ``seen(dataset, where it is iterated)`` for each eager dataset an iterator is
     created on (``OwnedIterator._create_iterator``: every ``iter(ds)``, ``for x in ds``,
     and Keras' epoch iterators)."""
@@ -815,18 +1039,19 @@ def install_iterator_capture(seen: Callable[[Any, Optional[str]], None]) -> list
     def make(original):
         def _create_iterator(self, dataset):
             try:
-                if isinstance(dataset._variant_tensor, ops.EagerTensor):  # pylint: disable=protected-access
+                if isinstance(dataset._variant_tensor, ops.EagerTensor):
                     seen(dataset, user_location(skip=2))
             except Exception:  # noqa: BLE001 - never break the user's loop
                 pass
             return original(self, dataset)
+
         _create_iterator.__wrapped__ = original
         return _create_iterator
 
     return [Patch(iterator_ops.OwnedIterator, "_create_iterator", make)]
 
 
-def user_dataset(dataset: Any) -> Optional[Any]:
+def user_dataset(dataset: Any) -> Any | None:
     """The dataset the user built, below what libraries wrapped around it (Keras' and
     tf.distribute's options or rebatch stages). None when a library built all of it
     (Keras making a dataset from NumPy arrays)."""

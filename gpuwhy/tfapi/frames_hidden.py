@@ -50,7 +50,7 @@ class HiddenFrames:
 
     def __init__(self) -> None:
         self.reason: str | None = None
-        self.parts: list[str] = []   # what is hidden: "op stacks", "Python tracebacks", ...
+        self.parts: list[str] = []  # what is hidden: "op stacks", "Python tracebacks", ...
         self._undo: list[Callable[[], None]] = []
 
     @property
@@ -82,9 +82,11 @@ def hide_gpuwhy_frames() -> HiddenFrames:
         return result
     files = gpuwhy_files()
     dirs = _package_dirs()
-    for what, hide in (("op stacks", lambda: _hide_from_op_stacks(files)),
-                       ("Python tracebacks", lambda: _hide_from_tracebacks(dirs)),
-                       ("defining frames", lambda: _hide_from_defining_frames(dirs))):
+    for what, hide in (
+        ("op stacks", lambda: _hide_from_op_stacks(files)),
+        ("Python tracebacks", lambda: _hide_from_tracebacks(dirs)),
+        ("defining frames", lambda: _hide_from_defining_frames(dirs)),
+    ):
         try:
             result._undo.append(hide())
             result.parts.append(what)
@@ -197,5 +199,7 @@ def _hide_from_defining_frames(dirs: list[str]) -> Callable[[], None]:
     prefixes = module._FRAMEWORK_PATH_PREFIXES
     if not isinstance(prefixes, list) or not all(isinstance(p, str) for p in prefixes):
         raise TypeError("error_interpolation._FRAMEWORK_PATH_PREFIXES is not a list of paths")
-    patch = Patch(module, "_FRAMEWORK_PATH_PREFIXES", lambda old: [*old, *(d + os.sep for d in dirs)])
+    patch = Patch(
+        module, "_FRAMEWORK_PATH_PREFIXES", lambda old: [*old, *(d + os.sep for d in dirs)]
+    )
     return patch.undo

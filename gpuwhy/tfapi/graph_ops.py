@@ -40,7 +40,7 @@ def is_library_file(filename: str) -> bool:
         return True
     if filename.endswith((f"{os.sep}gpuwhy", f"{os.sep}gpuwhy.exe")):  # the console script
         return True
-    if filename.startswith(_GPUWHY_DIR):   # not a marker: a user's checkout may be named gpuwhy
+    if filename.startswith(_GPUWHY_DIR):  # not a marker: a user's checkout may be named gpuwhy
         return True
     return any(marker in filename for marker in _LIBRARY_MARKERS)
 
@@ -65,7 +65,7 @@ def body_graph(graphs: dict[str, Any], function: str) -> Any | None:
         return entry
     try:
         return entry.graph  # AtomicFunction: None when built from a FunctionDef only
-    except Exception:
+    except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
         return None
 
 
@@ -85,7 +85,7 @@ def creation_site(graph: Any, name: str) -> str | None:
         return None
     try:
         frames = op.traceback or ()  # None for ops loaded from a SavedModel
-    except Exception:
+    except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
         return None
     for frame in reversed(frames):
         if not is_library_file(frame.filename):

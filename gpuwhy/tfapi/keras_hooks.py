@@ -19,19 +19,32 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.patching import Patch
 
 # (module, class) per Keras flavour; looked up in sys.modules only (never imported here).
-CALLBACK_LISTS = (("keras.src.callbacks.callback_list", "CallbackList"),
-                  ("tf_keras.src.callbacks", "CallbackList"))
-OPTIMIZERS = (("keras.src.optimizers.base_optimizer", "BaseOptimizer"),
-              ("tf_keras.src.optimizers.optimizer", "Optimizer"))
-EVENTS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
-          "on_train_batch_begin", "on_train_batch_end", "on_test_begin", "on_test_end",
-          "on_predict_begin", "on_predict_end")
+CALLBACK_LISTS = (
+    ("keras.src.callbacks.callback_list", "CallbackList"),
+    ("tf_keras.src.callbacks", "CallbackList"),
+)
+OPTIMIZERS = (
+    ("keras.src.optimizers.base_optimizer", "BaseOptimizer"),
+    ("tf_keras.src.optimizers.optimizer", "Optimizer"),
+)
+EVENTS = (
+    "on_train_begin",
+    "on_train_end",
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_test_begin",
+    "on_test_end",
+    "on_predict_begin",
+    "on_predict_end",
+)
 
 # emit(event, perf_counter time, value): value is the batch/epoch index, or the
 # user's file:line for on_train_begin.
@@ -51,8 +64,9 @@ def install_callbacks(emit: Emit) -> list[Patch]:
             continue
         for event in EVENTS:
             if hasattr(cls, event):
-                patches.append(Patch(cls, event, lambda original, event=event: _timed(
-                    original, event, emit)))
+                patches.append(
+                    Patch(cls, event, lambda original, event=event: _timed(original, event, emit))
+                )
     return patches
 
 
@@ -62,14 +76,19 @@ def _timed(original, event: str, emit: Emit):
         try:
             if event == "on_train_begin":
                 emit(event, now, user_location())
-            elif event in ("on_train_batch_end", "on_train_batch_begin",
-                           "on_epoch_begin", "on_epoch_end"):
+            elif event in (
+                "on_train_batch_end",
+                "on_train_batch_begin",
+                "on_epoch_begin",
+                "on_epoch_end",
+            ):
                 emit(event, now, args[0] if args else kwargs.get("batch", kwargs.get("epoch")))
             else:
                 emit(event, now, None)
         except Exception:  # noqa: BLE001 - a hook never breaks the user's fit
             pass
         return original(self, *args, **kwargs)
+
     method.__wrapped__ = original
     return method
 
@@ -80,8 +99,9 @@ def install_optimizer(emit: Emit) -> list[Patch]:
     for module, name in OPTIMIZERS:
         cls = _class(module, name)
         if cls is not None and "apply_gradients" in vars(cls):
-            patches.append(Patch(cls, "apply_gradients", lambda original: _eager_timed(
-                original, emit)))
+            patches.append(
+                Patch(cls, "apply_gradients", lambda original: _eager_timed(original, emit))
+            )
     return patches
 
 
@@ -96,11 +116,12 @@ def _eager_timed(original, emit: Emit):
             return original(self, *args, **kwargs)
         finally:
             emit("apply_gradients", start, time.perf_counter())
+
     apply_gradients.__wrapped__ = original
     return apply_gradients
 
 
-def keras_version() -> Optional[str]:
+def keras_version() -> str | None:
     for name in ("keras", "tf_keras"):
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__version__", None):

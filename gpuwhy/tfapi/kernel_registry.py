@@ -47,7 +47,12 @@ class GpuKernel:
         return bool(self.class_name)
 
 
-_NOISE_PREFIXES = (b"\t (OpKernel was found", b"\t.  Registered:", b"  device='", b"  <no registered kernels>")
+_NOISE_PREFIXES = (
+    b"\t (OpKernel was found",
+    b"\t.  Registered:",
+    b"  device='",
+    b"  <no registered kernels>",
+)
 
 
 def _is_registry_noise(line: bytes) -> bool:
@@ -84,7 +89,9 @@ def _type_attr_specs(op_type: str, definition: Any) -> tuple:
             is_list = attr.type == "list(type)"
             default = None
             if attr.HasField("default_value"):
-                default = tuple(attr.default_value.list.type) if is_list else attr.default_value.type
+                default = (
+                    tuple(attr.default_value.list.type) if is_list else attr.default_value.type
+                )
             found.append((attr.name, is_list, default))
         specs = _TYPE_ATTR_SPECS[op_type] = tuple(found)
     return specs

@@ -44,7 +44,7 @@ def tf_peak_memory() -> dict[str, int]:
     if ctx is None:
         return {}
     peaks: dict[str, int] = {}
-    for device in ctx.list_logical_devices("GPU"):   # initialised: no side effect
+    for device in ctx.list_logical_devices("GPU"):  # initialised: no side effect
         name = device.name.rsplit("device:", 1)[-1]  # "/device:GPU:0" -> "GPU:0"
         try:
             peaks[name] = int(ctx.get_memory_info(name)["peak"])

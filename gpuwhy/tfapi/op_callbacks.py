@@ -48,17 +48,25 @@ import sys
 import sysconfig
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
-__all__ = ["CallbackSwitch", "OpRecord", "UserFrames", "device_name", "is_function_call",
-           "recording_callback", "thread_callbacks"]
+__all__ = [
+    "CallbackSwitch",
+    "OpRecord",
+    "UserFrames",
+    "device_name",
+    "is_function_call",
+    "recording_callback",
+    "thread_callbacks",
+]
 
 # (t_in, t_out, op_type, code, lasti, elements, device): one eager op, as the callback
 # appended it. t_in/t_out are perf_counter readings on entering/leaving the callback,
 # so the gap t_in[i] - t_out[i-1] leaves out the callback's own Python time.
-OpRecord = tuple[float, float, str, Any, int, Optional[int], Optional[str]]
+OpRecord = tuple[float, float, str, Any, int, int | None, str | None]
 
 _STDLIB_DIRS = tuple(
     os.path.join(path, "")
@@ -70,9 +78,11 @@ _INSTALLED_MARKERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{
 
 def _not_users(filename: str) -> bool:
     """TF, Keras, gpuwhy, installed packages and the standard library are not the user's code."""
-    return (is_library_file(filename)
-            or any(marker in filename for marker in _INSTALLED_MARKERS)
-            or filename.startswith(_STDLIB_DIRS))
+    return (
+        is_library_file(filename)
+        or any(marker in filename for marker in _INSTALLED_MARKERS)
+        or filename.startswith(_STDLIB_DIRS)
+    )
 
 
 class UserFrames:
@@ -91,7 +101,7 @@ class UserFrames:
     def __init__(self) -> None:
         self.library: dict[int, bool] = {}
         self._codes: list[Any] = []  # keeps the ids in ``library`` unique
-        self._locations: dict[tuple[int, int], Optional[str]] = {}
+        self._locations: dict[tuple[int, int], str | None] = {}
 
     def first(self, frame: Any) -> tuple[Any, int]:
         """(code, f_lasti) of the innermost user frame at or above ``frame``; (None, 0) if none."""
@@ -107,12 +117,12 @@ class UserFrames:
             frame = frame.f_back
         return None, 0
 
-    def here(self, skip: int = 1) -> Optional[str]:
+    def here(self, skip: int = 1) -> str | None:
         """``file:line`` of the innermost user frame calling this (tests, one-off use)."""
         code, lasti = self.first(sys._getframe(skip))
         return self.location(code, lasti)
 
-    def location(self, code: Any, lasti: int) -> Optional[str]:
+    def location(self, code: Any, lasti: int) -> str | None:
         """``file:line`` for a (code, f_lasti) pair that :meth:`first` returned."""
         if code is None:
             return None
@@ -177,7 +187,7 @@ def recording_callback(record: Callable[[OpRecord], None], frames: UserFrames) -
                             elements = n
             elif inputs:
                 device = inputs[0].device
-        except Exception:  # a non-tensor output, an unknown shape: size stays unknown
+        except Exception:  # noqa: BLE001 - a non-tensor output, an unknown shape: size stays unknown
             pass
         record((t_in, clock(), op_type, code, lasti, elements, device))
         return None
@@ -241,7 +251,7 @@ def is_function_call(op_type: str | bytes) -> bool:
     return not known
 
 
-def device_name(device: Optional[str]) -> Optional[str]:
+def device_name(device: str | None) -> str | None:
     """``/job:localhost/replica:0/task:0/device:GPU:0`` -> ``GPU:0``."""
     if not device:
         return None

@@ -7,7 +7,8 @@ patched the same method in turn.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class Patch:

@@ -20,7 +20,7 @@ def tf32_enabled() -> bool | None:
         import tensorflow as tf
 
         return bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    except Exception:
+    except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
         return None
 
 
@@ -32,7 +32,7 @@ def keras_policy() -> str | None:
             continue
         try:
             return str(module.mixed_precision.global_policy().name)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
             continue
     return None
 
@@ -47,8 +47,11 @@ def local_gpu() -> tuple[str, tuple[int, int] | None] | None:
             return None
         details = tf.config.experimental.get_device_details(gpus[0])
         capability = details.get("compute_capability")
-        return (str(details.get("device_name", gpus[0].name)), tuple(capability) if capability else None)
-    except Exception:
+        return (
+            str(details.get("device_name", gpus[0].name)),
+            tuple(capability) if capability else None,
+        )
+    except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
         return None
 
 
@@ -59,7 +62,7 @@ def jit_compile(function: Any) -> bool:
     except AttributeError:
         try:
             attrs = function.function_def.attr
-        except Exception:
+        except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
             return False
     value = attrs.get("_XlaMustCompile") if hasattr(attrs, "get") else None
     return bool(getattr(value, "b", value)) if value is not None else False

@@ -39,8 +39,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import relative
@@ -74,15 +75,15 @@ class FunctionInfo:
     """What identifies a tf.function for people: its name and where it is defined."""
 
     name: str
-    filename: Optional[str]
-    line: Optional[int]
+    filename: str | None
+    line: int | None
     library: bool  # defined inside TensorFlow, Keras or gpuwhy
     tf_data: bool  # a tf.data wrapper (map/filter/... functions)
     reduce_retracing: bool
-    jit_compile: Optional[bool]
+    jit_compile: bool | None
 
     @property
-    def location(self) -> Optional[str]:
+    def location(self) -> str | None:
         return relative(self.filename, self.line) if self.filename and self.line else None
 
 
@@ -95,7 +96,7 @@ class Trace:
     args: tuple[tuple[str, str], ...]  # (parameter, "float32[32,784]" | "3 (int)" ...)
     started: float  # time.perf_counter()
     seconds: float
-    caller: Optional[str]  # user file:line whose call caused it
+    caller: str | None  # user file:line whose call caused it
     nested: bool  # traced while another trace was running on this thread
 
 
@@ -115,11 +116,11 @@ def _unwrapped(function: Any) -> Any:
     return function
 
 
-def _definition(function: Any) -> tuple[Optional[str], Optional[int]]:
+def _definition(function: Any) -> tuple[str | None, int | None]:
     function = _unwrapped(function)
     code = getattr(function, "__code__", None)
     if code is None:  # a callable object: its __call__
-        code = getattr(getattr(type(function), "__call__", None), "__code__", None)
+        code = getattr(getattr(type(function), "__call__", None), "__code__", None)  # noqa: B004 - reads __call__.__code__, not a callable() test
     if code is None:
         return None, None
     return code.co_filename, code.co_firstlineno
@@ -129,7 +130,9 @@ def describe(function: Any) -> FunctionInfo:
     """Name, definition site and options of a tf.function (``Function``)."""
     python_function = getattr(function, "python_function", None)
     filename, line = _definition(python_function)
-    name = getattr(function, "name", None) or getattr(python_function, "__name__", None) or "function"
+    name = (
+        getattr(function, "name", None) or getattr(python_function, "__name__", None) or "function"
+    )
     jit = getattr(function, "_jit_compile", None)
     where = os.path.abspath(filename) if filename and not filename.startswith("<") else ""
     package = next((d for d in _package_dirs() if where.startswith(d)), None) if where else None
@@ -146,6 +149,7 @@ def describe(function: Any) -> FunctionInfo:
 
 
 # -- argument texts ------------------------------------------------------------------
+
 
 def _shape_text(shape: Any) -> str:
     if shape is None or getattr(shape, "rank", None) is None:
@@ -177,7 +181,9 @@ def spec_text(constraint: Any, top: bool = True) -> str:
                 return repr(value)
             return f"{value!r} ({type(value).__name__})"
         if kind in ("Tuple", "List"):
-            components = constraint.components if kind == "Tuple" else constraint.components_tuple.components
+            components = (
+                constraint.components if kind == "Tuple" else constraint.components_tuple.components
+            )
             parts = [spec_text(c, False) for c in components]
             text = ", ".join(parts)
             return f"({text}{',' if len(parts) == 1 else ''})" if kind == "Tuple" else f"[{text}]"
@@ -190,7 +196,7 @@ def spec_text(constraint: Any, top: bool = True) -> str:
             inner = ", ".join(f"{f}={p}" for f, p in zip(named.attribute_names, parts))
             return f"{named.type_name}({inner})"
         if kind == "Weakref":
-            target = constraint._ref()  # noqa: SLF001 - the object itself is the key
+            target = constraint._ref()
             return f"<{type(target).__name__} object> (by identity)"
         if kind == "IteratorSpec":
             return f"iterator of {_element_text(constraint)}"
@@ -200,7 +206,7 @@ def spec_text(constraint: Any, top: bool = True) -> str:
             return f"ragged {constraint.dtype.name}{_shape_text(constraint.shape)}"
         if kind == "SparseTensorSpec":
             return f"sparse {constraint.dtype.name}{_shape_text(constraint.shape)}"
-    except Exception:  # an unexpected TraceType: fall back to TF's own text
+    except Exception:  # noqa: BLE001 - an unexpected TraceType: fall back to TF's own text
         pass
     return repr(constraint)
 
@@ -225,6 +231,7 @@ def argument_texts(function_type: Any) -> tuple[tuple[str, str], ...]:
 
 # -- the hooks -----------------------------------------------------------------------
 
+
 class FunctionHooks:
     """Records tf.function calls and reports traces while installed.
 
@@ -243,8 +250,12 @@ class FunctionHooks:
     Two installed hooks (two sessions) chain, each recording for its own owner.
     """
 
-    def __init__(self, call_times: dict, on_new_function: Callable[[Any], Any],
-                 on_trace: Callable[[Trace], None]) -> None:
+    def __init__(
+        self,
+        call_times: dict,
+        on_new_function: Callable[[Any], Any],
+        on_trace: Callable[[Trace], None],
+    ) -> None:
         self._call_times = call_times
         self._on_new_function = on_new_function
         self._on_trace = on_trace
@@ -259,8 +270,11 @@ class FunctionHooks:
 
     def install(self) -> None:
         from tensorflow.python.eager import context
-        from tensorflow.python.eager.polymorphic_function import (eager_function_run, polymorphic_function,
-                                                                   tracing_compilation)
+        from tensorflow.python.eager.polymorphic_function import (
+            eager_function_run,
+            polymorphic_function,
+            tracing_compilation,
+        )
 
         if self._patches:
             return
@@ -269,12 +283,26 @@ class FunctionHooks:
             inspect.unwrap(cls.__dict__[name]).__code__
             for name in ("_call", "_initialize", "_get_concrete_function_garbage_collected")
         )
-        call = Patch(cls, "__call__",
-                     lambda original: _call_wrapper(original, self._call_times, self._on_new_function,
-                                                     context, eager_function_run, self._depth))
+        call = Patch(
+            cls,
+            "__call__",
+            lambda original: _call_wrapper(
+                original,
+                self._call_times,
+                self._on_new_function,
+                context,
+                eager_function_run,
+                self._depth,
+            ),
+        )
         try:
-            create = Patch(tracing_compilation, "_create_concrete_function",
-                           lambda original: _create_wrapper(original, self._on_trace, owner_codes, cls, self._depth))
+            create = Patch(
+                tracing_compilation,
+                "_create_concrete_function",
+                lambda original: _create_wrapper(
+                    original, self._on_trace, owner_codes, cls, self._depth
+                ),
+            )
         except Exception:
             call.undo()
             raise
@@ -289,8 +317,14 @@ class FunctionHooks:
             patch.undo()
 
 
-def _call_wrapper(original: Callable, call_times: dict, on_new_function: Callable,
-                  context: Any, run_mode: Any, state: Any) -> Callable:
+def _call_wrapper(
+    original: Callable,
+    call_times: dict,
+    on_new_function: Callable,
+    context: Any,
+    run_mode: Any,
+    state: Any,
+) -> Callable:
     """The hot path: TF's ``executing_eagerly()`` is False inside a trace (the calls a
     traced function makes are graph ops, not calls), so it alone separates outermost
     calls from nested ones, except under ``tf.config.run_functions_eagerly(True)``
@@ -309,7 +343,7 @@ def _call_wrapper(original: Callable, call_times: dict, on_new_function: Callabl
             if times is None:
                 times = on_new_function(self)
             times.extend((start, end))  # one C call: a pair is never split by threads
-        except Exception:  # recording never breaks the program
+        except Exception:  # noqa: BLE001 - recording never breaks the program
             pass
 
     def run_eagerly_call(self, args, kwds):
@@ -343,7 +377,7 @@ def _call_wrapper(original: Callable, call_times: dict, on_new_function: Callabl
                 if times is None:
                     times = on_new_function(self)
                 times.extend((start, end))  # one C call: a pair is never split by threads
-            except Exception:  # recording never breaks the program
+            except Exception:  # noqa: BLE001 - recording never breaks the program
                 pass
 
     __call__.__wrapped__ = original
@@ -362,7 +396,9 @@ def _owner(frame: Any, codes: frozenset, cls: type) -> Any:
     return None
 
 
-def _create_wrapper(original: Callable, on_trace: Callable, codes: frozenset, cls: type, state: Any) -> Callable:
+def _create_wrapper(
+    original: Callable, on_trace: Callable, codes: frozenset, cls: type, state: Any
+) -> Callable:
     perf_counter = time.perf_counter
 
     def _create_concrete_function(function_type, type_context, func_graph, tracing_options):
@@ -379,16 +415,18 @@ def _create_wrapper(original: Callable, on_trace: Callable, codes: frozenset, cl
                 frame = sys._getframe(1)
                 owner = _owner(frame, codes, cls)
                 if owner is not None:
-                    on_trace(Trace(
-                        function=owner,
-                        concrete=concrete,
-                        args=argument_texts(function_type),
-                        started=start,
-                        seconds=end - start,
-                        caller=user_location(1, limit=_MAX_CALLER_STACK),
-                        nested=outer > 0,
-                    ))
-            except Exception:  # a listener never breaks the program
+                    on_trace(
+                        Trace(
+                            function=owner,
+                            concrete=concrete,
+                            args=argument_texts(function_type),
+                            started=start,
+                            seconds=end - start,
+                            caller=user_location(1, limit=_MAX_CALLER_STACK),
+                            nested=outer > 0,
+                        )
+                    )
+            except Exception:  # noqa: BLE001 - a listener never breaks the program
                 pass
         return concrete
 

@@ -11,13 +11,22 @@ def test_static_build_info_equals_tensorflows_own():
     sys.path.insert(0, str(CHILD_DIR))
     try:
         import build_info_file
+
         static = build_info_file.read_build_info(build_info_file.tensorflow_location())
     finally:
         sys.path.remove(str(CHILD_DIR))
     code = "import json, tensorflow as tf; print(json.dumps(dict(tf.sysconfig.get_build_info())))"
-    real = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                     env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-                                     check=True).stdout.strip().splitlines()[-1])
+    real = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert static == real
 
 

@@ -12,11 +12,14 @@ BUILD = {"is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9"}
 
 def probe_in_child(ld_library_path="", extra_sys_path=""):
     """LD_LIBRARY_PATH is read once at process start, so probe in a fresh process."""
-    code = (f"import sys, json; sys.path[:0] = [{str(CHILD_DIR)!r}, {str(extra_sys_path)!r}]\n"
-            f"import cuda_libraries\nprint(json.dumps(cuda_libraries.probe({BUILD!r}, [])))")
+    code = (
+        f"import sys, json; sys.path[:0] = [{str(CHILD_DIR)!r}, {str(extra_sys_path)!r}]\n"
+        f"import cuda_libraries\nprint(json.dumps(cuda_libraries.probe({BUILD!r}, [])))"
+    )
     env = {**os.environ, "LD_LIBRARY_PATH": str(ld_library_path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
     return {row["name"]: row for row in json.loads(out)}
 
 
@@ -24,12 +27,20 @@ def test_required_sonames_for_a_cuda_12_build():
     sys.path.insert(0, str(CHILD_DIR))
     try:
         import cuda_libraries
+
         wanted = [row[1] for row in cuda_libraries.required(BUILD)]
         assert cuda_libraries.required({"is_cuda_build": False}) == []
     finally:
         sys.path.remove(str(CHILD_DIR))
-    assert wanted == ["libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcufft.so.11",
-                      "libcusolver.so.11", "libcusparse.so.12", "libcudnn.so.9"]
+    assert wanted == [
+        "libcudart.so.12",
+        "libcublas.so.12",
+        "libcublasLt.so.12",
+        "libcufft.so.11",
+        "libcusolver.so.11",
+        "libcusparse.so.12",
+        "libcudnn.so.9",
+    ]
 
 
 def test_library_on_the_loader_path_loads(tmp_path, build_so):

@@ -29,8 +29,11 @@ B = tf.random.normal((8, 8))
 
 def _line(marker: str) -> int:
     """The line number of the line ending with ``# @marker`` in this file."""
-    hits = [number for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
-            if text.rstrip().endswith(f"# @{marker}")]
+    hits = [
+        number
+        for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
+        if text.rstrip().endswith(f"# @{marker}")
+    ]
     assert len(hits) == 1, f"marker {marker!r} must be on exactly one line, found {hits}"
     return hits[0]
 
@@ -69,7 +72,7 @@ def counter():
 
 
 def test_an_eager_loop_is_counted_per_step_with_its_sites(counter):
-    tf.ones((3, 3))                                      # before the steps: outside them
+    tf.ones((3, 3))  # before the steps: outside them
     intervals = _small_op_steps(12)
     counter.stop()
     facts = counter.facts(StepWindow(counter.t0, intervals))
@@ -78,7 +81,9 @@ def test_an_eager_loop_is_counted_per_step_with_its_sites(counter):
     assert facts.per_step == 10.0
     assert facts.outside_steps >= 1
     assert [(s.op, s.location, s.count, s.median_elements) for s in facts.sites] == [
-        ("AddV2", _site("add"), 60, 64), ("MatMul", _site("matmul"), 60, 64)]
+        ("AddV2", _site("add"), 60, 64),
+        ("MatMul", _site("matmul"), 60, 64),
+    ]
     assert all(s.device and s.device.split(":")[0] in ("CPU", "GPU") for s in facts.sites)
     assert 0.0 < facts.dispatch_fraction <= 1.0
     assert facts.median_gap_us > 0
@@ -99,7 +104,7 @@ def test_without_steps_the_rate_and_sites_are_still_reported(counter):
 def test_a_step_not_wholly_inside_a_window_is_not_sampled(counter):
     intervals = _small_op_steps(4)
     counter.stop()
-    (start, end), = counter.windows
+    ((start, end),) = counter.windows
     straddling = ((start - 1.0, intervals[0][1]),) + intervals[1:]
     facts = counter.facts(StepWindow(counter.t0, straddling))
     assert facts.sampled_steps == 3
@@ -189,7 +194,7 @@ def test_windows_start_short_double_every_four_and_keep_the_duty_cycle():
     schedule = duty_cycle(0.25, 1 / 11, 1.0)
     windows = [next(schedule) for _ in range(14)]
     assert [on for on, _ in windows] == [0.25] * 4 + [0.5] * 4 + [1.0] * 6
-    for on, off in windows:                       # each pause is ten times its window
+    for on, off in windows:  # each pause is ten times its window
         assert off == pytest.approx(10 * on)
 
 

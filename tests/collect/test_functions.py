@@ -6,7 +6,6 @@ Lines that must be named carry a ``# @marker`` comment, found by :func:`_at`.
 from __future__ import annotations
 
 import gc
-import os
 import time
 import weakref
 from pathlib import Path
@@ -21,7 +20,6 @@ from gpuwhy.collect.placement import AuditTarget, audit_functions  # noqa: E402
 from gpuwhy.collect.run import functions as functions_module  # noqa: E402
 from gpuwhy.collect.run.functions import FunctionWatcher  # noqa: E402
 from gpuwhy.facts import TracingFacts, from_dict, to_dict  # noqa: E402
-
 from tests import markers  # noqa: E402
 
 THIS_FILE = Path(__file__)
@@ -62,7 +60,10 @@ def test_retracing_on_a_python_int_names_the_changed_argument(watcher):
     assert all(s.caller == _at("scale-call") for s in fn.signatures)
     assert 0 < fn.trace_s <= fn.call_s
     assert not fn.library and not fn.reduce_retracing
-    assert len(watcher.concrete_functions(f"scale ({fn.location})")) == functions_module.MAX_KEPT_CONCRETE
+    assert (
+        len(watcher.concrete_functions(f"scale ({fn.location})"))
+        == functions_module.MAX_KEPT_CONCRETE
+    )
 
 
 def test_shapes_with_and_without_reduce_retracing(watcher):
@@ -80,8 +81,15 @@ def test_shapes_with_and_without_reduce_retracing(watcher):
     facts = watcher.facts()
     plain_fn, reducing_fn = _fact(facts, "plain"), _fact(facts, "reducing")
     assert plain_fn.traces == 6 and plain_fn.changed_args == ("x",)
-    assert reducing_fn.traces == 2 and reducing_fn.changed_args == ("x",) and reducing_fn.reduce_retracing
-    assert [s.args for s in reducing_fn.signatures] == [(("x", "float32[2]"),), (("x", "float32[None]"),)]
+    assert (
+        reducing_fn.traces == 2
+        and reducing_fn.changed_args == ("x",)
+        and reducing_fn.reduce_retracing
+    )
+    assert [s.args for s in reducing_fn.signatures] == [
+        (("x", "float32[2]"),),
+        (("x", "float32[None]"),),
+    ]
 
 
 def test_nested_calls_count_once_as_outermost(watcher):
@@ -126,8 +134,13 @@ def test_keras_fit_train_function_is_a_library_function_traced_once(watcher):
     keras = pytest.importorskip("keras")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
-    model.fit(np.ones((40, 4), "float32"), np.ones((40, 2), "float32"),  # @fit
-              batch_size=16, epochs=3, verbose=0)
+    model.fit(
+        np.ones((40, 4), "float32"),
+        np.ones((40, 2), "float32"),  # @fit
+        batch_size=16,
+        epochs=3,
+        verbose=0,
+    )
     facts = watcher.facts()
     step = _fact(facts, "multi_step_on_iterator")
     assert step.library and step.reduce_retracing

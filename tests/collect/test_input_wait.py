@@ -6,14 +6,26 @@ from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 def _steps(source="keras-fit", median=0.050, total=None, fraction=None):
     # 40 steps, the first left out as warm-up: 39 counted
-    return StepFacts(source=source, marker="Model.fit at train.py:9", count=40, warmup=1,
-                     median_s=median, total_s=median * 39 if total is None else total,
-                     input_wait_fraction=fraction)
+    return StepFacts(
+        source=source,
+        marker="Model.fit at train.py:9",
+        count=40,
+        warmup=1,
+        median_s=median,
+        total_s=median * 39 if total is None else total,
+        input_wait_fraction=fraction,
+    )
 
 
 def _fit(gap_median, gap_mean=None, **kw):
-    return PipelineFacts(id=2, consumer="keras-fit", elements=40, gap_median_s=gap_median,
-                         gap_mean_s=gap_median if gap_mean is None else gap_mean, **kw)
+    return PipelineFacts(
+        id=2,
+        consumer="keras-fit",
+        elements=40,
+        gap_median_s=gap_median,
+        gap_mean_s=gap_median if gap_mean is None else gap_mean,
+        **kw,
+    )
 
 
 def _tfdata(*pipelines):
@@ -21,8 +33,9 @@ def _tfdata(*pipelines):
 
 
 def test_wait_is_step_minus_gap_of_the_fit_pipeline():
-    evaluate = PipelineFacts(id=1, consumer="keras-evaluate", elements=500, gap_median_s=0.001,
-                             gap_mean_s=0.001)
+    evaluate = PipelineFacts(
+        id=1, consumer="keras-evaluate", elements=500, gap_median_s=0.001, gap_mean_s=0.001
+    )
     steps = with_keras_input_wait(_steps(), _tfdata(evaluate, _fit(0.020)))
     assert steps.input_wait_median_s == 0.030
     assert steps.input_wait_fraction == 0.6
@@ -32,8 +45,9 @@ def test_wait_is_step_minus_gap_of_the_fit_pipeline():
 def test_the_share_adds_up_long_waits_that_the_median_step_hides():
     # a shuffle buffer refilling at each epoch start: typical steps do not wait (median
     # step == median gap) but the few long first steps make the mean step twice the gap
-    steps = with_keras_input_wait(_steps(median=0.010, total=0.020 * 39),
-                                  _tfdata(_fit(0.010, gap_mean=0.010)))
+    steps = with_keras_input_wait(
+        _steps(median=0.010, total=0.020 * 39), _tfdata(_fit(0.010, gap_mean=0.010))
+    )
     assert steps.input_wait_median_s == 0.0
     assert steps.input_wait_fraction == 0.5
 

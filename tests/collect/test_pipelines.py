@@ -22,7 +22,6 @@ from tensorflow.python.data.ops import dataset_ops, from_generator_op, iterator_
 
 from gpuwhy.collect.run.pipelines import PipelineCollector, run_family  # noqa: E402
 from gpuwhy.facts import Facts, TfDataFacts, from_dict, to_dict  # noqa: E402
-
 from tests import markers  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -80,12 +79,21 @@ def test_a_custom_loop_over_a_slow_python_map_names_that_map_as_the_bottleneck(c
     assert pipeline.location == at("final")
     assert (pipeline.iterators, pipeline.elements, pipeline.cardinality) == (1, 6, 6)
     assert [s.name for s in pipeline.stages] == ["Range", "Map", "MapAndBatch", "Prefetch"]
-    assert [s.written_as for s in pipeline.stages] == [("range",), ("map",), ("map", "batch"), ("prefetch",)]
+    assert [s.written_as for s in pipeline.stages] == [
+        ("range",),
+        ("map",),
+        ("map", "batch"),
+        ("prefetch",),
+    ]
     slow = pipeline.stages[pipeline.bottleneck]
     assert slow.name == "Map" and slow.kind == "map"
-    assert (slow.function, slow.function_location, slow.location) == ("load", at("load"), at("map-load"))
+    assert (slow.function, slow.function_location, slow.location) == (
+        "load",
+        at("load"),
+        at("map-load"),
+    )
     assert slow.python and slow.stateful and slow.parallelism is None
-    assert slow.elements >= 48 and slow.self_time_s >= 48 * 0.005   # each call sleeps 5 ms
+    assert slow.elements >= 48 and slow.self_time_s >= 48 * 0.005  # each call sleeps 5 ms
     assert slow.root_elements_per_s is not None
     fused = pipeline.stages[2]
     assert fused.ratio == 8.0 and fused.parallelism >= 1 and not fused.python
@@ -97,7 +105,7 @@ def test_a_custom_loop_over_a_slow_python_map_names_that_map_as_the_bottleneck(c
     assert 0.0 <= facts.host_cpu_busy_fraction <= 1.0
     assert 0.0 < facts.process_cpu_fraction <= 1.0
     assert facts.host_memory_bytes > 0
-    assert from_dict(Facts, to_dict(Facts(tfdata=facts))).tfdata == facts   # JSON round trip
+    assert from_dict(Facts, to_dict(Facts(tfdata=facts))).tfdata == facts  # JSON round trip
 
 
 def test_keras_fit_is_one_pipeline_with_one_iterator_per_epoch(collector):
@@ -116,12 +124,12 @@ def test_keras_fit_is_one_pipeline_with_one_iterator_per_epoch(collector):
     assert set(by_consumer) == {"keras-fit", "keras-evaluate"}
     fit = by_consumer["keras-fit"]
     assert fit.location == at("train")
-    assert fit.iterators == 2                 # Keras makes one more ahead, never read
+    assert fit.iterators == 2  # Keras makes one more ahead, never read
     assert fit.elements == 2 * 4
-    assert fit.gap_median_s is not None       # TF timed the train steps' GetNext calls
+    assert fit.gap_median_s is not None  # TF timed the train steps' GetNext calls
     assert fit.element_bytes == 8 * (4 + 1) * 4
     assert [s.kind for s in fit.stages][-2:] == ["batch", "prefetch"]
-    assert fit.stages[-1].written_as == ()    # the Prefetch TF injected
+    assert fit.stages[-1].written_as == ()  # the Prefetch TF injected
     assert fit.prefetch_run and not fit.prefetch_written
     evaluate = by_consumer["keras-evaluate"]
     assert evaluate.location == at("validation")
@@ -134,18 +142,28 @@ def test_a_generator_pipeline_names_the_generator_as_its_source(collector):
             time.sleep(0.002)
             yield i
 
-    ds = tf.data.Dataset.from_generator(numbers, output_signature=tf.TensorSpec([], tf.int64))  # @gen
+    ds = tf.data.Dataset.from_generator(
+        numbers, output_signature=tf.TensorSpec([], tf.int64)
+    )  # @gen
     ds = ds.batch(4)
     read_in_two_halves(collector, ds, 5)
     collector.stop()
 
     (pipeline,) = collector.facts().pipelines
     source = pipeline.stages[0]
-    assert (source.name, source.kind, source.written_as) == ("Generator", "generator", ("from_generator",))
-    assert (source.function, source.function_location, source.location) == ("numbers", at("numbers"), at("gen"))
+    assert (source.name, source.kind, source.written_as) == (
+        "Generator",
+        "generator",
+        ("from_generator",),
+    )
+    assert (source.function, source.function_location, source.location) == (
+        "numbers",
+        at("numbers"),
+        at("gen"),
+    )
     assert source.python
     assert pipeline.stages[pipeline.bottleneck] is source
-    assert source.self_time_s >= 20 * 0.002   # at least what it slept before the mid-run read
+    assert source.self_time_s >= 20 * 0.002  # at least what it slept before the mid-run read
 
 
 def test_a_gzip_reader_is_a_source_stage_with_its_codec(collector, tmp_path):
@@ -172,14 +190,14 @@ def test_the_work_of_every_pass_of_a_repeat_is_added_up(collector):
     count = 0
     for _ in ds:
         count += 1
-        if count in (3, 7):            # in the first pass, then in the second
+        if count in (3, 7):  # in the first pass, then in the second
             collector.read_live()
     collector.stop()
 
     (pipeline,) = collector.facts().pipelines
     assert [s.name for s in pipeline.stages] == ["Range", "BatchV2", "FiniteRepeat"]
     source = pipeline.stages[0]
-    assert 8 < source.elements <= 24          # more than one pass could make
+    assert 8 < source.elements <= 24  # more than one pass could make
     assert pipeline.elements == 12
     assert pipeline.stages[1].ratio == 2.0
 
@@ -194,7 +212,10 @@ def test_without_autotune_the_written_stages_remain_and_the_error_is_said(collec
     (pipeline,) = collector.facts().pipelines
     assert not pipeline.autotune
     assert "autotune" in pipeline.model_error
-    assert [(s.name, s.kind, s.elements) for s in pipeline.stages] == [("Range", "source", 0), ("Map", "map", 0)]
+    assert [(s.name, s.kind, s.elements) for s in pipeline.stages] == [
+        ("Range", "source", 0),
+        ("Map", "map", 0),
+    ]
     assert pipeline.bottleneck is None and pipeline.gap_median_s is None
 
 
@@ -224,7 +245,9 @@ def test_stop_restores_tensorflow_exactly():
     originals = {
         (dataset_ops.DatasetV2, "__init__"): dataset_ops.DatasetV2.__dict__["__init__"],
         (from_generator_op, "_from_generator"): from_generator_op.__dict__["_from_generator"],
-        (iterator_ops.OwnedIterator, "_create_iterator"): iterator_ops.OwnedIterator.__dict__["_create_iterator"],
+        (iterator_ops.OwnedIterator, "_create_iterator"): iterator_ops.OwnedIterator.__dict__[
+            "_create_iterator"
+        ],
     }
     watcher = PipelineCollector()
     watcher.start(time.perf_counter())
@@ -251,9 +274,28 @@ def test_before_tensorflow_there_is_no_section_and_with_it_but_no_pipeline_an_em
 
 
 def test_tf_node_names_map_to_the_transformations_that_make_them():
-    assert [run_family(n) for n in ("ParallelMapV2", "BatchV2", "MapAndBatch", "ForeverRepeat",
-                                     "MemoryCache", "ParallelInterleaveV4", "TensorSlice", "Range")] == [
-        "map", "batch", "map_and_batch", "repeat", "cache", "interleave", "from_tensor_slices", "range"]
+    assert [
+        run_family(n)
+        for n in (
+            "ParallelMapV2",
+            "BatchV2",
+            "MapAndBatch",
+            "ForeverRepeat",
+            "MemoryCache",
+            "ParallelInterleaveV4",
+            "TensorSlice",
+            "Range",
+        )
+    ] == [
+        "map",
+        "batch",
+        "map_and_batch",
+        "repeat",
+        "cache",
+        "interleave",
+        "from_tensor_slices",
+        "range",
+    ]
 
 
 def make_epoch_dataset():
@@ -276,6 +318,7 @@ def test_a_dataset_built_again_every_epoch_is_one_pipeline_with_an_iterator_per_
 
 def test_gpuwhy_s_own_reads_of_the_iterator_model_are_not_the_program_s_eager_ops(collector):
     from gpuwhy.tfapi import op_callbacks
+
     seen = []
     callbacks = op_callbacks.thread_callbacks()
     callback = op_callbacks.recording_callback(seen.append, op_callbacks.UserFrames())
@@ -283,7 +326,7 @@ def test_gpuwhy_s_own_reads_of_the_iterator_model_are_not_the_program_s_eager_op
     try:
         ds = tf.data.Dataset.range(32).batch(4)
         read_in_two_halves(collector, ds, 4)
-        tf.constant(1.0) + 1.0          # one op of the program's own
+        tf.constant(1.0) + 1.0  # one op of the program's own
     finally:
         callbacks.remove(callback)
     ops = {record[2] for record in seen}

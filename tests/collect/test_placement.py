@@ -25,7 +25,13 @@ from gpuwhy.tfapi.kernel_registry import KernelRegistry  # noqa: E402
 THIS_FILE = Path(__file__)
 HAS_GPU = bool(tf.config.list_physical_devices("GPU"))
 FLOATS = {"float16", "bfloat16", "float32", "float64"}
-BAD_REASONS = {"no-gpu-kernel", "no-gpu-kernel-for-dtype", "forced-cpu", "colocated", "resource-on-gpu-no-kernel"}
+BAD_REASONS = {
+    "no-gpu-kernel",
+    "no-gpu-kernel-for-dtype",
+    "forced-cpu",
+    "colocated",
+    "resource-on-gpu-no-kernel",
+}
 
 
 def _line(marker: str) -> int:
@@ -70,6 +76,7 @@ def _nodes(audited, op: str) -> list:
 
 # ---------------------------------------------------------------------------
 # The programs. Built once per module: tracing is the slow part.
+
 
 @pytest.fixture(scope="module")
 def variables():
@@ -174,7 +181,8 @@ def control_flow():
 @pytest.fixture(scope="module")
 def lookup_table():
     table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64)), -1
+        tf.lookup.KeyValueTensorInitializer(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64)),
+        -1,
     )
 
     @tf.function
@@ -218,10 +226,20 @@ def test_clean_float32_step_is_all_gpu(clean):
     # The only crossing is the argument itself, copied to the GPU once per call.
     (copy,) = facts.copies
     assert (copy.kind, copy.direction, copy.src, copy.dtype, copy.shape, copy.bytes) == (
-        "input", "to-device", "x", "float32", (32, 20), 32 * 20 * 4,
+        "input",
+        "to-device",
+        "x",
+        "float32",
+        (32, 20),
+        32 * 20 * 4,
     )
     (function,) = facts.functions
-    assert (function.name, function.cpu, function.step_copies, function.input_copies) == ("clean_step", 0, 0, 1)
+    assert (function.name, function.cpu, function.step_copies, function.input_copies) == (
+        "clean_step",
+        0,
+        0,
+        1,
+    )
     assert function.gpu + function.host == function.nodes
 
 
@@ -229,13 +247,26 @@ def test_clean_float32_step_is_all_gpu(clean):
 # int32 shape arithmetic: on the host by design, never a float copy.
 
 
-SHAPE_OPS = {"Shape", "StridedSlice", "Pack", "Mul", "Range", "Less", "AddV2", "Sub", "Maximum", "FloorDiv", "FloorMod"}
+SHAPE_OPS = {
+    "Shape",
+    "StridedSlice",
+    "Pack",
+    "Mul",
+    "Range",
+    "Less",
+    "AddV2",
+    "Sub",
+    "Maximum",
+    "FloorDiv",
+    "FloorMod",
+}
 
 
 def test_int32_shape_arithmetic_stays_on_host(shape_math):
     facts, audited = shape_math
     int_groups = [
-        g for g in facts.groups
+        g
+        for g in facts.groups
         if g.op in SHAPE_OPS and set(g.in_dtypes + g.out_dtypes) <= {"int32", "bool"}
     ]
     # (autograph's `for i in tf.range(n)` leaves its Range op unused: pruned, as TF does)
@@ -245,7 +276,10 @@ def test_int32_shape_arithmetic_stays_on_host(shape_math):
         assert (group.device, group.reason) == ("GPU", "gpu-host-memory"), group
     # tf.shape of an argument: placed with its input (placer heuristic B), never on the GPU.
     shape = _group(facts, "Shape")
-    assert shape.computes_on in ("host", "CPU") and shape.reason in ("gpu-host-memory", "follows-input"), shape
+    assert shape.computes_on in ("host", "CPU") and shape.reason in (
+        "gpu-host-memory",
+        "follows-input",
+    ), shape
     assert shape.locations == (_site("shape"),)
     assert _group(facts, "StridedSlice", in_dtypes=("int32",)).locations == (_site("shape"),)
     assert _group(facts, "Mul").locations == (_site("reshape"),)
@@ -253,7 +287,11 @@ def test_int32_shape_arithmetic_stays_on_host(shape_math):
     assert all(g.op != "Range" for g in facts.groups)  # unused by the loop: pruned, as TF does
     # The reshape itself runs on the GPU and reads its computed shape from host memory.
     reshape = _group(facts, "Reshape")
-    assert (reshape.device, reshape.computes_on, reshape.in_dtypes) == ("GPU", "GPU", ("float32", "int32"))
+    assert (reshape.device, reshape.computes_on, reshape.in_dtypes) == (
+        "GPU",
+        "GPU",
+        ("float32", "int32"),
+    )
     (reshape_node,) = _nodes(audited, "Reshape")
     assert audited.placed.in_host[reshape_node.id] == [False, True]
     # The while loop was found and its int32 counter ops are marked as looping.
@@ -264,7 +302,9 @@ def test_int32_shape_arithmetic_stays_on_host(shape_math):
     shape_nodes = {c.src for c in facts.copies if c.src_op in SHAPE_OPS} | {
         c.dst for c in facts.copies if c.dst_op in SHAPE_OPS
     }
-    assert all(c.dtype != "float32" for c in facts.copies if c.src in shape_nodes or c.dst in shape_nodes)
+    assert all(
+        c.dtype != "float32" for c in facts.copies if c.src in shape_nodes or c.dst in shape_nodes
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -274,16 +314,28 @@ def test_int32_shape_arithmetic_stays_on_host(shape_math):
 def test_string_ops_have_no_gpu_kernel_and_point_at_their_line(strings):
     facts, audited = strings
     as_string = _group(facts, "AsString")
-    assert (as_string.device, as_string.computes_on, as_string.reason) == ("CPU", "CPU", "no-gpu-kernel")
+    assert (as_string.device, as_string.computes_on, as_string.reason) == (
+        "CPU",
+        "CPU",
+        "no-gpu-kernel",
+    )
     assert as_string.locations == (_site("as_string"),)
     assert as_string.locations[0].endswith(f"test_placement.py:{_line('as_string')}")
     assert (as_string.in_dtypes, as_string.out_dtypes) == (("float32",), ("string",))
     length = _group(facts, "StringLength")
-    assert (length.device, length.reason, length.locations) == ("CPU", "no-gpu-kernel", (_site("length"),))
+    assert (length.device, length.reason, length.locations) == (
+        "CPU",
+        "no-gpu-kernel",
+        (_site("length"),),
+    )
     # The int32 lengths go back to the GPU for the Cast: a step copy caused by the CPU op.
     (copy,) = [c for c in facts.copies if c.kind == "step"]
     assert (copy.direction, copy.src_op, copy.dst_op, copy.dtype, copy.bytes) == (
-        "to-device", "StringLength", "Cast", "int32", 8 * 4,
+        "to-device",
+        "StringLength",
+        "Cast",
+        "int32",
+        8 * 4,
     )
     assert copy.location == _site("length")
     (function,) = facts.functions
@@ -294,10 +346,17 @@ def test_op_with_gpu_kernels_for_other_dtypes_only(dtype_only):
     facts, audited = dtype_only
     relu = _group(facts, "Relu")
     assert (relu.device, relu.reason, relu.in_dtypes, relu.locations) == (
-        "CPU", "no-gpu-kernel-for-dtype", ("int32",), (_site("int-relu"),),
+        "CPU",
+        "no-gpu-kernel-for-dtype",
+        ("int32",),
+        (_site("int-relu"),),
     )
     matmul = _group(facts, "MatMul")
-    assert (matmul.device, matmul.reason, matmul.locations) == ("CPU", "no-gpu-kernel-for-dtype", (_site("int-matmul"),))
+    assert (matmul.device, matmul.reason, matmul.locations) == (
+        "CPU",
+        "no-gpu-kernel-for-dtype",
+        (_site("int-matmul"),),
+    )
     # Only GPU matmuls are tensor-core candidates.
     assert facts.tensor_ops == ()
 
@@ -309,13 +368,30 @@ def test_op_with_gpu_kernels_for_other_dtypes_only(dtype_only):
 def test_forced_cpu_op_and_its_copy_back_to_the_gpu(forced):
     facts, audited = forced
     exp = _group(facts, "Exp")
-    assert (exp.device, exp.computes_on, exp.reason, exp.requested) == ("CPU", "CPU", "forced-cpu", "CPU")
+    assert (exp.device, exp.computes_on, exp.reason, exp.requested) == (
+        "CPU",
+        "CPU",
+        "forced-cpu",
+        "CPU",
+    )
     assert exp.locations == (_site("forced-exp"),)
     matmul = _group(facts, "MatMul")
     assert (matmul.device, matmul.reason) == ("GPU", "gpu")
     (copy,) = [c for c in facts.copies if c.kind == "step"]
-    assert (copy.direction, copy.src, copy.src_op, copy.dst, copy.dst_op) == ("to-device", "Exp", "Exp", "MatMul", "MatMul")
-    assert (copy.dtype, copy.shape, copy.bytes, copy.consumers, copy.in_loop) == ("float32", (32, 64), 8192, 1, False)
+    assert (copy.direction, copy.src, copy.src_op, copy.dst, copy.dst_op) == (
+        "to-device",
+        "Exp",
+        "Exp",
+        "MatMul",
+        "MatMul",
+    )
+    assert (copy.dtype, copy.shape, copy.bytes, copy.consumers, copy.in_loop) == (
+        "float32",
+        (32, 64),
+        8192,
+        1,
+        False,
+    )
     assert (copy.location, copy.cause) == (_site("forced-exp"), "Exp")
     # The argument feeds a CPU op: it is not copied at all.
     assert [c for c in facts.copies if c.kind == "input"] == []
@@ -323,7 +399,10 @@ def test_forced_cpu_op_and_its_copy_back_to_the_gpu(forced):
     (matmul_node,) = _nodes(audited, "MatMul")
     placed = audited.placed
     assert (placed.device[exp_node.id], placed.out_host[exp_node.id]) == ("CPU", [True])
-    assert (placed.device[matmul_node.id], placed.in_host[matmul_node.id]) == ("GPU", [False, False])
+    assert (placed.device[matmul_node.id], placed.in_host[matmul_node.id]) == (
+        "GPU",
+        [False, False],
+    )
     (function,) = facts.functions
     assert (function.cpu, function.step_copies) == (1, 1)
 
@@ -335,10 +414,18 @@ def test_forced_cpu_op_and_its_copy_back_to_the_gpu(forced):
 def test_numpy_function_runs_on_cpu_with_copies_both_ways(python_ops):
     facts, audited = python_ops
     py_func = _group(facts, "PyFunc")
-    assert (py_func.device, py_func.reason, py_func.locations) == ("CPU", "no-gpu-kernel", (_site("numpy_function"),))
+    assert (py_func.device, py_func.reason, py_func.locations) == (
+        "CPU",
+        "no-gpu-kernel",
+        (_site("numpy_function"),),
+    )
     steps = {(c.direction, c.src_op, c.dst_op): c for c in facts.copies if c.kind == "step"}
     to_host = steps[("to-host", "Exp", "PyFunc")]
-    assert (to_host.dtype, to_host.bytes, to_host.location) == ("float32", 32 * 20 * 4, _site("numpy_function"))
+    assert (to_host.dtype, to_host.bytes, to_host.location) == (
+        "float32",
+        32 * 20 * 4,
+        _site("numpy_function"),
+    )
     back = [c for key, c in steps.items() if key[0] == "to-device" and key[1] == "PyFunc"]
     assert back, steps.keys()
     assert all(c.dtype == "float32" and c.location == _site("numpy_function") for c in back)
@@ -369,7 +456,11 @@ def test_nested_bodies_are_found(control_flow):
     assert _group(facts, "Less").in_loop is True
     # A CPU-only op inside the true branch of the cond.
     as_string = _group(facts, "AsString")
-    assert (as_string.device, as_string.reason, as_string.in_loop) == ("CPU", "no-gpu-kernel", False)
+    assert (as_string.device, as_string.reason, as_string.in_loop) == (
+        "CPU",
+        "no-gpu-kernel",
+        False,
+    )
     (example,) = as_string.examples
     assert example.startswith("cond_true") and example.endswith("/AsString"), example
     assert as_string.locations == (_site("cond-as_string"),)
@@ -377,16 +468,25 @@ def test_nested_bodies_are_found(control_flow):
     sigmoid = _group(facts, "Sigmoid")
     (example,) = sigmoid.examples
     assert "_inner_helper" in example and example.endswith("/Sigmoid"), example
-    assert (sigmoid.device, sigmoid.in_loop, sigmoid.locations) == ("GPU", False, (_site("inner-sigmoid"),))
+    assert (sigmoid.device, sigmoid.in_loop, sigmoid.locations) == (
+        "GPU",
+        False,
+        (_site("inner-sigmoid"),),
+    )
     # Body nodes know which call sites lead to them.
     (tanh_node,) = _nodes(audited, "Tanh")
     assert tanh_node.loop_depth == 1 and tanh_node.call_chain[0].startswith("while")
     (sigmoid_node,) = _nodes(audited, "Sigmoid")
     assert sigmoid_node.loop_depth == 0 and len(sigmoid_node.call_chain) == 1
     # Call ops are inlined away, never reported.
-    assert not {"While", "StatelessWhile", "If", "StatelessIf", "PartitionedCall", "StatefulPartitionedCall"} & {
-        g.op for g in facts.groups
-    }
+    assert not {
+        "While",
+        "StatelessWhile",
+        "If",
+        "StatelessIf",
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+    } & {g.op for g in facts.groups}
     # The CPU-only branch op's result crosses back to the GPU.
     assert any(c.src_op == "StringLength" and c.direction == "to-device" for c in facts.copies)
 
@@ -404,12 +504,17 @@ def test_keras_train_step(keras_facts):
     assert reads and all(g.device == "GPU" and g.reason == "gpu" for g in reads)
     for op in ("AssignAddVariableOp", "AssignSubVariableOp", "Sqrt", "ReluGrad", "BiasAddGrad"):
         groups = _groups(facts, op)
-        assert groups and all(g.device == "GPU" and g.computes_on == "GPU" for g in groups), (op, groups)
+        assert groups and all(g.device == "GPU" and g.computes_on == "GPU" for g in groups), (
+            op,
+            groups,
+        )
     assert [g for g in facts.groups if g.reason in BAD_REASONS] == []
     forward = [t for t in facts.tensor_ops if t.op == "MatMul" and not t.gradient]
     hidden = [t for t in forward if t.dims == {"m": 32, "n": 64, "k": 20}]
     assert len(hidden) == 1, forward
-    assert hidden[0].dtype == "float32" and hidden[0].layer is not None and "hidden" in hidden[0].layer
+    assert (
+        hidden[0].dtype == "float32" and hidden[0].layer is not None and "hidden" in hidden[0].layer
+    )
     head = [t for t in forward if t.dims == {"m": 32, "n": 1, "k": 64}]
     assert len(head) == 1 and "head" in head[0].layer
     # The backward pass has the gradient matmuls, e.g. dW = x^T . dy: 20x32 . 32x64.
@@ -429,7 +534,11 @@ def test_lookup_table_runs_on_cpu(lookup_table):
     assert find.locations == (_site("lookup"),)
     (copy,) = [c for c in facts.copies if c.kind == "step"]
     assert (copy.direction, copy.src_op, copy.dst_op, copy.dtype, copy.bytes) == (
-        "to-device", "LookupTableFindV2", "Cast", "int64", 3 * 8,
+        "to-device",
+        "LookupTableFindV2",
+        "Cast",
+        "int64",
+        3 * 8,
     )
     # String keys are never copied: they stay in host memory.
     assert all(c.dtype != "string" for c in facts.copies)
@@ -446,7 +555,12 @@ def test_float16_matmul_dtype_and_dims():
 
     facts, _ = _run_audit(half_step, tf.ones([33, 17], tf.float16), tf.ones([17, 65], tf.float16))
     (op,) = facts.tensor_ops
-    assert (op.op, op.dtype, op.dims, op.gradient) == ("MatMul", "float16", {"m": 33, "n": 65, "k": 17}, False)
+    assert (op.op, op.dtype, op.dims, op.gradient) == (
+        "MatMul",
+        "float16",
+        {"m": 33, "n": 65, "k": 17},
+        False,
+    )
     assert op.location == _site("half-matmul")
     assert _group(facts, "MatMul").in_dtypes == ("float16",)
 
@@ -569,7 +683,9 @@ def test_verifying_twice_is_not_a_silent_pass():
     concrete = verified_twice.get_concrete_function(*args)
     target = AuditTarget("verified_twice", concrete, None, args)
     checks = [
-        audit_functions([target], verify=True, registry=KernelRegistry("/device:CPU:0"))[0].verification
+        audit_functions([target], verify=True, registry=KernelRegistry("/device:CPU:0"))[
+            0
+        ].verification
         for _ in range(2)
     ]
     assert checks[0].ran is True and checks[0].nodes_compared == 2, checks[0]  # MatMul, Relu

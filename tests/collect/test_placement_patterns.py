@@ -28,17 +28,17 @@ def test_public_audit_can_be_called_twice_and_takes_concrete_functions():
 
     x = tf.ones([8, 8])
     first = gpuwhy.audit(step, x)
-    second = gpuwhy.audit(step, x)          # `gpuwhy.audit` is still the function
+    second = gpuwhy.audit(step, x)  # `gpuwhy.audit` is still the function
     third = gpuwhy.audit(step.get_concrete_function(x))
     assert first.facts.placement.functions[0].name == "step"
     assert second.facts.placement.functions[0].nodes == first.facts.placement.functions[0].nodes
-    assert third.facts.placement.functions[0].name == "step"   # bytes name decoded, suffix dropped
+    assert third.facts.placement.functions[0].name == "step"  # bytes name decoded, suffix dropped
 
 
 def test_unused_ops_are_pruned_like_tf_does():
     @tf.function
     def step(x):
-        tf.strings.as_string(x)             # result unused: TF never places it
+        tf.strings.as_string(x)  # result unused: TF never places it
         return x * 2.0
 
     record = gpuwhy.audit(step, tf.ones([4]))
@@ -58,7 +58,11 @@ def test_iterator_read_inside_the_step_is_the_input_copy_not_a_step_copy():
 
     record = gpuwhy.audit(train_step, iterator)
     placement = record.facts.placement
-    assert {"placement.host-transfers", "placement.forced-cpu", "placement.no-gpu-kernel"}.isdisjoint(_ids(record))
+    assert {
+        "placement.host-transfers",
+        "placement.forced-cpu",
+        "placement.no-gpu-kernel",
+    }.isdisjoint(_ids(record))
     inputs = [c for c in placement.copies if c.kind == "input" and c.src_op == "IteratorGetNext"]
     assert inputs and inputs[0].bytes == 128 * 224 * 224 * 3 * 4
     assert placement.functions[0].input_copies >= 1

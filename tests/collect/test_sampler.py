@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect import nvml
-from gpuwhy.collect.sampler import (FORMAT, GpuSampler, RecordingError, ReplaySource,
-                                    counter_rate)
+from gpuwhy.collect.sampler import FORMAT, GpuSampler, RecordingError, ReplaySource, counter_rate
 
 DATA = Path(__file__).parents[1] / "data" / "nvml"
-GiB = 1024 ** 3
+GiB = 1024**3
 
 
 def replay(name: str, **kwargs):
@@ -31,6 +30,7 @@ def replay(name: str, **kwargs):
 
 # -- the live path on this machine --------------------------------------------------
 
+
 def test_live_sampler_records_why_nvml_is_missing_or_samples_the_gpus():
     snap = nvml.snapshot()
     sampler = GpuSampler(hz=50)
@@ -43,7 +43,7 @@ def test_live_sampler_records_why_nvml_is_missing_or_samples_the_gpus():
         assert facts.error is None and len(facts.gpus) == len(snap["devices"])
         assert all(len(g.t) >= 2 for g in facts.gpus)
     else:
-        assert facts.error == snap["error"]     # LibraryNotFound on a machine without a driver
+        assert facts.error == snap["error"]  # LibraryNotFound on a machine without a driver
         assert facts.gpus == ()
 
 
@@ -73,19 +73,21 @@ def replay_file(path):
 
 # -- counters -----------------------------------------------------------------------
 
+
 def test_counter_rate_uses_nvml_timestamps_and_handles_wrap_reset_and_gaps():
     us = 1_000_000
     assert counter_rate([0, 3, 10 * us], [2_000_000, 3, 12 * us], dt=99.0) == 1_000_000
-    assert counter_rate([0, 3, 0], [500, 3, 0], dt=0.5) == 1000          # no timestamps: ticks
+    assert counter_rate([0, 3, 0], [500, 3, 0], dt=0.5) == 1000  # no timestamps: ticks
     wrapped = counter_rate([(1 << 32) - 100, 1, us], [900, 1, 2 * us], dt=1.0)
-    assert wrapped == 1000                                                # 32-bit counter wrapped
-    assert counter_rate([10 ** 12, 3, us], [5, 3, 2 * us], dt=1.0) is None  # 64-bit: a reset
-    assert counter_rate([10, 3, us], [20, 3, us], dt=0.1) is None          # not refreshed
+    assert wrapped == 1000  # 32-bit counter wrapped
+    assert counter_rate([10**12, 3, us], [5, 3, 2 * us], dt=1.0) is None  # 64-bit: a reset
+    assert counter_rate([10, 3, us], [20, 3, us], dt=0.1) is None  # not refreshed
     assert counter_rate(None, [20, 3, us], dt=0.1) is None
     assert counter_rate([20, 3, us], None, dt=0.1) is None
 
 
 # -- replayed recordings -------------------------------------------------------------
+
 
 def test_every_recording_here_says_whether_it_was_constructed():
     files = sorted(DATA.glob("*.jsonl"))
@@ -105,11 +107,22 @@ def test_busy_hopper_conversion():
     assert gpu.name == "NVIDIA H100 80GB HBM3" and gpu.memory_total_bytes == 80 * GiB
     assert len(gpu.t) == 40 and gpu.t[0] == 0.0 and gpu.t[1] == pytest.approx(0.102)
     n = len(gpu.t)
-    assert all(len(getattr(gpu, c)) == n for c in (
-        "utilization", "memory_used_bytes", "own_memory_bytes", "pcie_tx_bytes_per_s",
-        "pcie_rx_bytes_per_s", "sm_clock_mhz", "power_w", "sm_activity", "sm_occupancy",
-        "tensor_activity"))
-    assert gpu.utilization[0] == 0.95 and gpu.utilization[7] is None      # missing stays missing
+    assert all(
+        len(getattr(gpu, c)) == n
+        for c in (
+            "utilization",
+            "memory_used_bytes",
+            "own_memory_bytes",
+            "pcie_tx_bytes_per_s",
+            "pcie_rx_bytes_per_s",
+            "sm_clock_mhz",
+            "power_w",
+            "sm_activity",
+            "sm_occupancy",
+            "tensor_activity",
+        )
+    )
+    assert gpu.utilization[0] == 0.95 and gpu.utilization[7] is None  # missing stays missing
     assert gpu.power_w[0] == 300.0 and gpu.sm_clock_mhz[0] == 1980.0
     # GPM: NVML needs two samples, so the first tick has none.
     assert gpu.sm_activity[0] is None and gpu.sm_activity[1] == 0.8
@@ -124,7 +137,9 @@ def test_busy_hopper_conversion():
     own = gpu.own_memory_bytes
     assert [i for i, v in enumerate(own) if v is not None] == [0, 10, 20, 30]
     assert own[10] == 60 * GiB
-    assert [(p.pid, p.name, p.used_bytes) for p in gpu.others] == [(777, "python notebook.py", 2 * GiB)]
+    assert [(p.pid, p.name, p.used_bytes) for p in gpu.others] == [
+        (777, "python notebook.py", 2 * GiB)
+    ]
     assert facts.watched_pids == (4100,)
 
 
@@ -135,7 +150,7 @@ def test_input_starved_ampere_conversion():
     assert all(p is None for p in gpu.power_w)
     assert gpu.utilization[:4] == (0.0, 0.4, 0.0, 0.4)
     rx = gpu.pcie_rx_bytes_per_s
-    assert rx[31] == pytest.approx(1e9, rel=0.05)          # the 32-bit counter wrapped here
+    assert rx[31] == pytest.approx(1e9, rel=0.05)  # the 32-bit counter wrapped here
     assert all(r == pytest.approx(1e9, rel=0.05) for r in rx[1:])
     assert gpu.others == ()
 
@@ -145,9 +160,9 @@ def test_process_tree_that_grows_and_a_gpu_without_process_list():
     assert facts.watched_pids == (4100, 4101)
     gpu0, gpu1, _, gpu3 = facts.gpus
     assert gpu0.own_memory_bytes[10] == 20 * GiB
-    assert gpu0.own_memory_bytes[20] == 24 * GiB           # the worker joined at tick 20
+    assert gpu0.own_memory_bytes[20] == 24 * GiB  # the worker joined at tick 20
     assert gpu1.own_memory_bytes[20] == 0
-    assert all(v is None for v in gpu3.own_memory_bytes)   # NVML refused the list there
+    assert all(v is None for v in gpu3.own_memory_bytes)  # NVML refused the list there
 
 
 def test_pids_filter_splits_own_memory_from_others():
@@ -160,6 +175,7 @@ def test_pids_filter_splits_own_memory_from_others():
 def test_a_failing_pid_callable_does_not_stop_sampling():
     def broken():
         raise ProcessLookupError("tree gone")
+
     facts, _ = replay("constructed_h100_busy.jsonl", pids=broken)
     assert facts.error is None and len(facts.gpus[0].t) == 40
     assert facts.gpus[0].own_memory_bytes[10] == 0
@@ -171,7 +187,7 @@ def test_recording_round_trip_gives_the_same_facts(tmp_path):
     second = replay_file(path)
     assert second == first
     header = json.loads(path.read_text().splitlines()[0])
-    assert header["constructed"] is True          # a copy keeps the original's label
+    assert header["constructed"] is True  # a copy keeps the original's label
 
 
 class ExplodingSource:
@@ -189,8 +205,12 @@ class ExplodingSource:
 
 class EndlessSource(ExplodingSource):
     def read(self, processes):
-        return {"t": time.perf_counter(), "gpus": [{"index": 0, "util": 50, "procs": []}
-                                                  if processes else {"index": 0, "util": 50}]}
+        return {
+            "t": time.perf_counter(),
+            "gpus": [
+                {"index": 0, "util": 50, "procs": []} if processes else {"index": 0, "util": 50}
+            ],
+        }
 
 
 def test_a_failing_source_is_recorded_not_raised():
@@ -223,6 +243,7 @@ def test_not_a_recording_is_refused(tmp_path):
 
 # -- TensorFlow's own peak ----------------------------------------------------------
 
+
 def test_tf_peak_memory_never_starts_tensorflow_and_is_empty_without_gpus():
     code = (
         "import json\n"
@@ -234,10 +255,16 @@ def test_tf_peak_memory_never_starts_tensorflow_and_is_empty_without_gpus():
         "untouched = context.context_safe() is None or not context.context()._initialized\n"
         "tf.constant(1.0) + 1.0\n"
         "gpus = len(tf.config.list_logical_devices('GPU'))\n"
-        "print(json.dumps([before, asked, untouched, tf_peak_memory(), gpus]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[2], timeout=300,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        "print(json.dumps([before, asked, untouched, tf_peak_memory(), gpus]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     before, asked, untouched, after, gpus = json.loads(out.stdout.strip().splitlines()[-1])
     assert before == {} and asked == {} and untouched is True
     assert len(after) == gpus and all(k.startswith("GPU:") for k in after)
@@ -245,6 +272,7 @@ def test_tf_peak_memory_never_starts_tensorflow_and_is_empty_without_gpus():
 
 def test_sampler_reads_tf_peak_at_stop_only_when_tensorflow_was_imported(monkeypatch):
     import gpuwhy.tfapi.memory
+
     monkeypatch.setattr(gpuwhy.tfapi.memory, "tf_peak_memory", lambda: {"GPU:0": 5})
     peaks = []
     for tensorflow in (False, True):

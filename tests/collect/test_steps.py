@@ -39,15 +39,15 @@ def test_a_python_loop_over_a_dataset_measures_the_input_wait(steps):
         return x
 
     ds = tf.data.Dataset.range(12).map(lambda x: tf.py_function(slow, [x], tf.int64))
-    for _ in range(2):                        # two epochs: two iterators, one loop site
-        for _x in ds:                         # marker: loop-over-dataset
+    for _ in range(2):  # two epochs: two iterators, one loop site
+        for _x in ds:  # marker: loop-over-dataset
             time.sleep(0.001)
     facts, window = steps.facts(steps.t0)
     assert facts.source == "tf-data"
     assert facts.marker.endswith(line_of("marker: loop-over-dataset"))
-    assert facts.count == 24                  # 12 per iterator: the last one ends at StopIteration
+    assert facts.count == 24  # 12 per iterator: the last one ends at StopIteration
     assert 0.5 < facts.input_wait_fraction < 1.0
-    assert facts.input_wait_median_s >= 0.002    # tf.data prefetches one element itself
+    assert facts.input_wait_median_s >= 0.002  # tf.data prefetches one element itself
     assert len(window.intervals) == facts.count - facts.warmup
     assert all(w is not None for w in facts.input_waits)
 
@@ -57,13 +57,19 @@ def test_keras_fit_batches_are_steps_and_validation_is_not(steps):
     y = np.random.rand(64, 1).astype("float32")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse", steps_per_execution=2)
-    model.fit(x, y, batch_size=8, epochs=2, validation_data=(x[:16], y[:16]),  # marker: fit-call
-              verbose=0)
+    model.fit(
+        x,
+        y,
+        batch_size=8,
+        epochs=2,
+        validation_data=(x[:16], y[:16]),  # marker: fit-call
+        verbose=0,
+    )
     facts, _ = steps.facts(steps.t0)
     assert facts.source == "keras-fit"
     assert facts.marker == f"Model.fit at {line_of('marker: fit-call')}"
     assert facts.count == 16 and facts.steps_per_call == 2
-    assert len(facts.durations) == 8         # one entry per train-function call
+    assert len(facts.durations) == 8  # one entry per train-function call
     assert facts.input_wait_fraction is None  # read inside the compiled step
     names = [p[0] for p in facts.phases]
     assert names.count("evaluate") == 2 and "epoch 0" in names and names[-1] == "fit"
@@ -85,26 +91,29 @@ def test_eager_apply_gradients_marks_the_steps_of_a_loop_without_tf_function(ste
 
 def test_tf_function_calls_are_the_clock_when_nothing_else_is(steps):
     t = steps.t0
-    calls = {"train_step (x.py:3)": [(t + i * 0.1, t + i * 0.1 + 0.05) for i in range(8)],
-             "rare (x.py:9)": [(t, t + 1.0)]}
+    calls = {
+        "train_step (x.py:3)": [(t + i * 0.1, t + i * 0.1 + 0.05) for i in range(8)],
+        "rare (x.py:9)": [(t, t + 1.0)],
+    }
     facts, window = steps.facts(t, calls, t_end=t + 2)
     assert facts.source == "tf-function" and facts.marker == "calls of train_step (x.py:3)"
     assert facts.count == 8
-    assert facts.median_s == pytest.approx(0.1)   # a step lasts until the next call
+    assert facts.median_s == pytest.approx(0.1)  # a step lasts until the next call
     assert window.intervals[-1][1] == pytest.approx(t + 0.75)
 
 
 def test_stop_restores_the_classes_exactly(steps):
-    from tensorflow.python.data.ops import iterator_ops
     from keras.src.callbacks.callback_list import CallbackList
+    from tensorflow.python.data.ops import iterator_ops
+
     before_next = iterator_ops.OwnedIterator.__dict__["__next__"]
     steps.stop()
-    assert iterator_ops.OwnedIterator.__dict__["__next__"] is getattr(before_next, "__wrapped__")
+    assert iterator_ops.OwnedIterator.__dict__["__next__"] is before_next.__wrapped__
     assert not hasattr(CallbackList.__dict__["on_train_batch_begin"], "__wrapped__")
     patches = install_iterator_hook(lambda *a: None)
     for p in patches:
         p.undo()
-    assert iterator_ops.OwnedIterator.__dict__["__next__"] is getattr(before_next, "__wrapped__")
+    assert iterator_ops.OwnedIterator.__dict__["__next__"] is before_next.__wrapped__
 
 
 def test_post_import_hook_waits_for_the_module_and_fires_once(tmp_path, monkeypatch):
@@ -114,6 +123,7 @@ def test_post_import_hook_waits_for_the_module_and_fires_once(tmp_path, monkeypa
     imports.when_imported("gpuwhy_lazy_mod", lambda m: seen.append(m.VALUE))
     assert seen == []
     import gpuwhy_lazy_mod  # noqa: F401
+
     assert seen == [42]
     assert sys.modules["gpuwhy_lazy_mod"].__loader__.exec_module.__func__  # class method again
     imports.when_imported("gpuwhy_lazy_mod", lambda m: seen.append("now"))
@@ -129,6 +139,7 @@ def test_cancelled_hooks_never_fire(tmp_path, monkeypatch):
     imports.when_imported("gpuwhy_lazy_two", callback)
     imports.cancel(callback)
     import gpuwhy_lazy_two  # noqa: F401
+
     assert seen == []
 
 
@@ -136,13 +147,13 @@ def test_zip_of_two_datasets_is_one_step_per_pair_and_a_break_hands_over(steps):
     a = tf.data.Dataset.range(6)
     b = tf.data.Dataset.range(6)
     for _ in range(2):
-        for _x, _y in zip(a, b):                  # marker: zip-loop
+        for _x, _y in zip(a, b):  # marker: zip-loop
             time.sleep(0.001)
-    for _x in a:                                  # abandoned after 3: the next loop leads
+    for _x in a:  # abandoned after 3: the next loop leads
         break
     facts, _ = steps.facts(steps.t0)
     assert facts.marker.endswith(line_of("marker: zip-loop"))
-    assert facts.count == 12                      # 6 pairs per epoch, not 24
+    assert facts.count == 12  # 6 pairs per epoch, not 24
 
 
 def test_keras_own_predict_loop_is_not_a_user_loop(steps):

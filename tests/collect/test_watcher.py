@@ -43,9 +43,11 @@ def test_output_goes_to_the_terminal_unchanged(capfd):
 
 def test_stdin_is_inherited(tmp_path):
     # A child of a child: the inner watch must hand its stdin to the command.
-    code = ("import sys; from gpuwhy.watcher import watch; "
-            f"_, c = watch([{PY!r}, '-c', 'import sys; sys.exit(len(sys.stdin.read()))']); "
-            "sys.exit(c)")
+    code = (
+        "import sys; from gpuwhy.watcher import watch; "
+        f"_, c = watch([{PY!r}, '-c', 'import sys; sys.exit(len(sys.stdin.read()))']); "
+        "sys.exit(c)"
+    )
     done = subprocess.run([PY, "-c", code], input=b"12345", timeout=120)
     assert done.returncode == 5
 
@@ -92,13 +94,14 @@ def test_signals_are_forwarded_to_the_child(tmp_path, signum):
         f"signal.signal({int(signum)}, lambda *a: sys.exit(7))\n"
         f"pathlib.Path({str(ready)!r}).write_text('x')\n"
         "time.sleep(60)\n"
-        "sys.exit(1)\n")
+        "sys.exit(1)\n"
+    )
 
     def send_when_ready():
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(os.getpid(), signum)     # to gpuwhy, as `kill` or a scheduler would
+        os.kill(os.getpid(), signum)  # to gpuwhy, as `kill` or a scheduler would
 
     sender = threading.Thread(target=send_when_ready)
     sender.start()
@@ -107,8 +110,9 @@ def test_signals_are_forwarded_to_the_child(tmp_path, signum):
     sender.join()
     assert code == 7
     assert record.facts.program.ended == (
-        "terminated" if signum == signal.SIGTERM else "interrupted")
-    assert signal.getsignal(signum) == previous     # handlers restored
+        "terminated" if signum == signal.SIGTERM else "interrupted"
+    )
+    assert signal.getsignal(signum) == previous  # handlers restored
 
 
 def test_process_tree_follows_grandchildren_and_orphans(tmp_path):
@@ -117,7 +121,8 @@ def test_process_tree_follows_grandchildren_and_orphans(tmp_path):
         "import subprocess, sys, time, pathlib\n"
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
         f"pathlib.Path({str(marker)!r}).write_text(str(p.pid))\n"
-        "time.sleep(30)\n")
+        "time.sleep(30)\n"
+    )
     child = subprocess.Popen([PY, "-c", script])
     try:
         deadline = time.monotonic() + 30

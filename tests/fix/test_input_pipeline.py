@@ -25,7 +25,8 @@ ROOT = Path(__file__).parents[2]
 
 def _table():
     return tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(["cat", "dog", "cow"], [0, 1, 2]), default_value=-1)
+        tf.lookup.KeyValueTensorInitializer(["cat", "dog", "cow"], [0, 1, 2]), default_value=-1
+    )
 
 
 def _values(ds):
@@ -43,15 +44,18 @@ def _words(n=60):
 def test_a_sequential_map_tf_keeps_sequential_becomes_parallel_with_the_same_sequence():
     table = _table()
 
-    def encode(word):          # the lookup is stateful for TF: it stays sequential alone
+    def encode(word):  # the lookup is stateful for TF: it stays sequential alone
         return table.lookup(word), tf.strings.length(word)
+
     ds = _words().map(encode).batch(4)
     result = optimize(ds, measure=False)
     assert result.applied and result.dataset is not ds
     assert "_ParallelMapDataset" in _kinds(result.dataset)
     (change,) = [c for c in result.changes if c.kind == "parallel-map"]
     assert change.stage == "map(encode)"
-    assert "num_parallel_calls=tf.data.AUTOTUNE" in change.code and "LookupTableFindV2" in change.why
+    assert (
+        "num_parallel_calls=tf.data.AUTOTUNE" in change.code and "LookupTableFindV2" in change.why
+    )
     assert change.location.endswith(f"test_input_pipeline.py:{encode.__code__.co_firstlineno}")
     assert result.same_elements.same is True and "same sequence" in result.same_elements.how
     assert _values(result.dataset) == _values(ds)
@@ -69,9 +73,9 @@ def test_a_map_tf_already_parallelises_is_left_as_written_with_the_reason():
 def test_keep_order_false_reads_files_in_parallel_and_checks_the_multiset(tmp_path):
     files = write_tfrecords(tmp_path, ([f"{f}-{i}".encode() for i in range(20)] for f in range(3)))
     table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(["0", "1", "2"], [10, 11, 12]), default_value=-1)
-    ds = tf.data.TFRecordDataset(files).map(
-        lambda r: (r, table.lookup(tf.strings.substr(r, 0, 1))))
+        tf.lookup.KeyValueTensorInitializer(["0", "1", "2"], [10, 11, 12]), default_value=-1
+    )
+    ds = tf.data.TFRecordDataset(files).map(lambda r: (r, table.lookup(tf.strings.substr(r, 0, 1))))
     result = optimize(ds, keep_order=False, measure=False, cache=False)
     kinds = {c.kind for c in result.changes}
     assert {"parallel-reads", "parallel-map", "any-order", "prefetch"} <= kinds
@@ -80,23 +84,31 @@ def test_keep_order_false_reads_files_in_parallel_and_checks_the_multiset(tmp_pa
     assert result.same_elements.same is True
     assert result.same_elements.how.startswith(("same multiset", "same sequence"))
     assert sorted(map(str, _values(result.dataset))) == sorted(map(str, _values(ds)))
-    kept = optimize(ds, keep_order=True, measure=False, cache=False)   # the default
+    kept = optimize(ds, keep_order=True, measure=False, cache=False)  # the default
     assert "parallel-reads" not in {c.kind for c in kept.changes}
     assert any("num_parallel_reads" in a.reason for a in kept.left_alone)
 
 
 def test_a_stateful_random_map_stays_sequential_and_is_not_cached_after():
     table = _table()
-    ds = (_words().map(lambda w: tf.cast(table.lookup(w), tf.float32))          # @parse
-          .shuffle(16)
-          .map(lambda x: x + tf.random.uniform([]))                               # @augment
-          .batch(4))
+    ds = (
+        _words()
+        .map(lambda w: tf.cast(table.lookup(w), tf.float32))  # @parse
+        .shuffle(16)
+        .map(lambda x: x + tf.random.uniform([]))  # @augment
+        .batch(4)
+    )
     result = optimize(ds, measure=False)
     chain = dr.read_chain(result.dataset)
     kinds = [s.type_name for s in chain]
     # cache right after the deterministic parse, before the shuffle; never after the random map
-    assert kinds[:4] == ["_TensorSliceDataset", "_ParallelMapDataset", "CacheDataset", "_ShuffleDataset"]
-    assert kinds[4] == "_MapDataset"                 # the random map: still sequential
+    assert kinds[:4] == [
+        "_TensorSliceDataset",
+        "_ParallelMapDataset",
+        "CacheDataset",
+        "_ShuffleDataset",
+    ]
+    assert kinds[4] == "_MapDataset"  # the random map: still sequential
     (cache,) = [c for c in result.changes if c.kind == "cache"]
     assert "before shuffle(16)" in cache.code
     (left,) = [a for a in result.left_alone if "RandomUniform" in a.reason]
@@ -108,8 +120,12 @@ def test_a_stateful_random_map_stays_sequential_and_is_not_cached_after():
 
 def test_no_cache_after_a_random_map_even_when_it_comes_first():
     table = _table()
-    ds = (_words().map(lambda w: tf.cast(table.lookup(w), tf.float32) + tf.random.uniform([]))
-          .map(lambda x: x * 2.0).batch(4))
+    ds = (
+        _words()
+        .map(lambda w: tf.cast(table.lookup(w), tf.float32) + tf.random.uniform([]))
+        .map(lambda x: x * 2.0)
+        .batch(4)
+    )
     result = optimize(ds, measure=False)
     assert "cache" not in {c.kind for c in result.changes}
     assert "CacheDataset" not in _kinds(result.dataset)
@@ -147,17 +163,20 @@ def test_options_are_preserved_and_a_users_disabled_map_parallelization_is_worke
 
 def test_stages_below_an_unknown_stage_are_left_as_written_with_the_reason():
     table = _table()
-    ds = (_words().map(table.lookup)
-          .scan(tf.constant(0, tf.int32), lambda s, x: (s + x, s + x))
-          .batch(4))
+    ds = (
+        _words()
+        .map(table.lookup)
+        .scan(tf.constant(0, tf.int32), lambda s, x: (s + x, s + x))
+        .batch(4)
+    )
     result = optimize(ds, measure=False)
     chain = dr.read_chain(result.dataset)
-    assert chain[1].dataset is ds._input_dataset._input_dataset     # the map: the user's object
-    assert chain[2].dataset is ds._input_dataset                    # the scan: the user's object
+    assert chain[1].dataset is ds._input_dataset._input_dataset  # the map: the user's object
+    assert chain[2].dataset is ds._input_dataset  # the scan: the user's object
     reasons = {a.stage.split("(")[0]: a.reason for a in result.left_alone}
     assert "_ScanDataset" in reasons["scan"]
     assert "below a stage gpuwhy cannot rebuild" in reasons["map"]
-    assert "parallel-map" not in {c.kind for c in result.changes}   # the map is below the scan
+    assert "parallel-map" not in {c.kind for c in result.changes}  # the map is below the scan
     assert _values(result.dataset) == _values(ds)
 
 
@@ -175,6 +194,7 @@ def test_a_rewrite_that_changes_the_elements_is_refused():
             others = running["calls"] > 1
             running["calls"] -= 1
         return x + (1000 if others else 0)
+
     ds = tf.data.Dataset.range(16).map(lambda x: tf.py_function(crowded, [x], tf.int64))
     result = optimize(ds, assume_pure=True, measure=False)
     assert result.refused and "other elements than the original" in result.refused
@@ -202,8 +222,12 @@ def test_an_infinite_dataset_is_compared_and_timed_on_its_first_elements():
 
 def test_measuring_reports_before_after_ideal_and_a_json_friendly_dict():
     table = _table()
-    ds = _words(200).map(lambda w: tf.tile(tf.reshape(tf.cast(table.lookup(w), tf.float32), [1]),
-                                           [64])).shuffle(50).batch(10)
+    ds = (
+        _words(200)
+        .map(lambda w: tf.tile(tf.reshape(tf.cast(table.lookup(w), tf.float32), [1]), [64]))
+        .shuffle(50)
+        .batch(10)
+    )
     result = optimize(ds, repeats=2)
     assert result.before and result.after and result.ideal
     assert result.before.passes == 2 and result.before.elements_per_pass == 20
@@ -221,18 +245,27 @@ def test_measuring_reports_before_after_ideal_and_a_json_friendly_dict():
 
 def test_elements_are_compared_bitwise_as_sequences_or_multisets():
     from gpuwhy.fix import measure
+
     a = [measure.element_digest((tf.constant(i), {"w": tf.constant(["x", "y"])})) for i in range(4)]
     b = list(reversed(a))
     assert measure.compare(a, list(a), keep_order=True) is None
     assert measure.compare(a, b, keep_order=True) == "element 0 differs"
     assert measure.compare(a, b, keep_order=False) is None
-    assert measure.compare(a, b[:3] + b[:1], keep_order=False) == "1 of 4 elements have no equal in the rewritten pipeline"
-    zero, negative_zero = (measure.element_digest(tf.constant(np.array([v], np.float32)))
-                           for v in (0.0, -0.0))
-    assert zero != negative_zero                   # bitwise, not ==
+    assert (
+        measure.compare(a, b[:3] + b[:1], keep_order=False)
+        == "1 of 4 elements have no equal in the rewritten pipeline"
+    )
+    zero, negative_zero = (
+        measure.element_digest(tf.constant(np.array([v], np.float32))) for v in (0.0, -0.0)
+    )
+    assert zero != negative_zero  # bitwise, not ==
     ragged = tf.ragged.constant([[1, 2], [3]])
-    assert measure.element_digest(ragged) != measure.element_digest(tf.ragged.constant([[1], [2, 3]]))
-    assert measure.element_digest(tf.constant(1, tf.int32)) != measure.element_digest(tf.constant(1, tf.int64))
+    assert measure.element_digest(ragged) != measure.element_digest(
+        tf.ragged.constant([[1], [2, 3]])
+    )
+    assert measure.element_digest(tf.constant(1, tf.int32)) != measure.element_digest(
+        tf.constant(1, tf.int64)
+    )
 
 
 def test_bad_arguments_are_refused():
@@ -247,19 +280,25 @@ def test_bad_arguments_are_refused():
 
 # -- gpuwhy fix --input ----------------------------------------------------------------
 
+
 def _fix_command() -> list[str]:
     """`gpuwhy fix` once gpuwhy.cli has it; until then the subcommand's own entry point."""
     from gpuwhy import cli
+
     if "fix" in getattr(cli, "COMMANDS", {}):
         return [sys.executable, "-m", "gpuwhy", "fix"]
     return [sys.executable, "-m", "gpuwhy.fix.input_command"]
 
 
 def _run(args, cwd):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run(_fix_command() + args, capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=600)
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    return subprocess.run(
+        _fix_command() + args, capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
 
 
 SCRIPT = """\
@@ -289,7 +328,7 @@ def test_fix_input_runs_the_script_and_prints_the_changes_with_its_lines(tmp_pat
     (tmp_path / "train.py").write_text(SCRIPT)
     out = _run(["--input", "--repeats", "2", "--json", "fix.json", "train.py", "2"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "script finished ['2']" in out.stdout              # the script ran, with its argv
+    assert "script finished ['2']" in out.stdout  # the script ran, with its argv
     err = out.stderr
     assert "[1] dataset created at train.py:15, iterated at train.py:17, 2 iterators" in err
     assert "train.py:13  map(encode)" in err
@@ -299,6 +338,7 @@ def test_fix_input_runs_the_script_and_prints_the_changes_with_its_lines(tmp_pat
     assert "train.py:15  batch(8)" in err and ".prefetch(tf.data.AUTOTUNE)" in err
     saved = json.loads((tmp_path / "fix.json").read_text())
     from gpuwhy.record import validation_errors
+
     assert validation_errors(saved) == [] and saved["command"] == "fix"
     (fix,) = saved["input_fixes"]["fixes"]
     assert fix["same_elements"] is True and fix["before"]["passes"] == 2
@@ -306,8 +346,13 @@ def test_fix_input_runs_the_script_and_prints_the_changes_with_its_lines(tmp_pat
     assert {c["kind"] for c in fix["changes"]} >= {"parallel-map", "cache", "prefetch"}
     assert saved["verdict"]["text"].startswith("Input pipeline ") or not fix["worth_it"]
     # the saved record renders again, with its before/after chart
-    again = subprocess.run([sys.executable, "-m", "gpuwhy", "report", "fix.json", "--html",
-                            "fix.html"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "report", "fix.json", "--html", "fix.html"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     assert "Input pipelines rewritten and measured" in again.stdout
     assert 'id="before-after"' in (tmp_path / "fix.html").read_text()
@@ -357,7 +402,7 @@ def test_fix_input_measures_while_the_script_s_files_still_exist(tmp_path):
     (tmp_path / "train.py").write_text(RECORDS_IN_A_TEMP_DIR)
     out = _run(["--input", "--repeats", "2", "train.py"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines() == ["total 4032.0"]            # the script's own result
+    assert out.stdout.splitlines() == ["total 4032.0"]  # the script's own result
     err = out.stderr
     assert "could not optimise" not in err and "No such file" not in err
     assert "measuring the dataset created at train.py:16" in err
@@ -370,17 +415,31 @@ def test_a_rewrite_measured_no_faster_is_reported_as_not_worth_it():
     from gpuwhy.fix.measure import Throughput
 
     def rate(median):
-        return Throughput(median=median, low=median, high=median, q1=median, q3=median,
-                          passes=3, elements_per_pass=8)
+        return Throughput(
+            median=median,
+            low=median,
+            high=median,
+            q1=median,
+            q3=median,
+            passes=3,
+            elements_per_pass=8,
+        )
 
-    change = Change(kind="cache", stage="batch(8)", location="train.py:16",
-                    code=".cache()", why="same elements every pass")
-    slower = OptimizeResult(dataset=None, original=None, changes=[change], before=rate(564.0),
-                            after=rate(355.0))
+    change = Change(
+        kind="cache",
+        stage="batch(8)",
+        location="train.py:16",
+        code=".cache()",
+        why="same elements every pass",
+    )
+    slower = OptimizeResult(
+        dataset=None, original=None, changes=[change], before=rate(564.0), after=rate(355.0)
+    )
     assert not slower.worth_it
     assert "no gain measured here" in slower.report()
-    faster = OptimizeResult(dataset=None, original=None, changes=[change], before=rate(50.0),
-                            after=rate(6900.0))
+    faster = OptimizeResult(
+        dataset=None, original=None, changes=[change], before=rate(50.0), after=rate(6900.0)
+    )
     assert faster.worth_it and "paste these into the pipeline" in faster.report()
     unmeasured = OptimizeResult(dataset=None, original=None, changes=[change])
     assert unmeasured.worth_it

@@ -12,17 +12,30 @@ from __future__ import annotations
 import random
 import statistics
 
-from gpuwhy.facts import (EagerFacts, EagerOpSite, Facts, GpuSamplesFacts, GpuSeries,
-                          PipelineFacts, PipelineStage, ProgramFacts, StepFacts, TfDataFacts,
-                          TraceSignature, TracedFunction, TracingFacts)
+from gpuwhy.facts import (
+    EagerFacts,
+    EagerOpSite,
+    Facts,
+    GpuSamplesFacts,
+    GpuSeries,
+    PipelineFacts,
+    PipelineStage,
+    ProgramFacts,
+    StepFacts,
+    TfDataFacts,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
 from gpuwhy.record import RunRecord
 from tests import builders as b
 
-GiB = 1024 ** 3
+GiB = 1024**3
 
 
-def steps(count: int = 400, start: float = 4.0, epochs: int = 2, warmup: int = 1,
-          seed: int = 1) -> StepFacts:
+def steps(
+    count: int = 400, start: float = 4.0, epochs: int = 2, warmup: int = 1, seed: int = 1
+) -> StepFacts:
     """``count`` steps of ~40 ms, ~15 ms of them waiting for input, a slow first step
     (tracing) and now and then a slow one; the statistics are computed as the collector
     does (gpuwhy/collect/run/steps.py)."""
@@ -34,7 +47,7 @@ def steps(count: int = 400, start: float = 4.0, epochs: int = 2, warmup: int = 1
     for i in range(count):
         if i % per_epoch == 0 and len(phases) < epochs:
             if phases:
-                t += 0.5                       # epoch end: a pause without steps
+                t += 0.5  # epoch end: a pause without steps
             phases.append([f"epoch {len(phases)}", t, t])
         wait = 0.010 + rng.random() * 0.010
         duration = wait + 0.020 + rng.random() * 0.010 + (0.3 if rng.random() < 0.002 else 0.0)
@@ -48,17 +61,32 @@ def steps(count: int = 400, start: float = 4.0, epochs: int = 2, warmup: int = 1
     after = durations[warmup:]
     ordered = sorted(after)
     return StepFacts(
-        source="tf-data", marker="next() on a tf.data iterator at train.py:74", count=count,
-        warmup=warmup, median_s=statistics.median(after),
-        p90_s=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], total_s=sum(after),
+        source="tf-data",
+        marker="next() on a tf.data iterator at train.py:74",
+        count=count,
+        warmup=warmup,
+        median_s=statistics.median(after),
+        p90_s=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        total_s=sum(after),
         input_wait_fraction=sum(waits[warmup:]) / sum(after),
-        input_wait_median_s=statistics.median(waits[warmup:]), run_s=t + 1.0,
-        first_step_s=start, starts=tuple(starts), durations=tuple(durations),
-        input_waits=tuple(waits), phases=tuple((n, round(a, 6), round(e, 6)) for n, a, e in phases))
+        input_wait_median_s=statistics.median(waits[warmup:]),
+        run_s=t + 1.0,
+        first_step_s=start,
+        starts=tuple(starts),
+        durations=tuple(durations),
+        input_waits=tuple(waits),
+        phases=tuple((n, round(a, 6), round(e, 6)) for n, a, e in phases),
+    )
 
 
-def gpu_series(samples: int = 300, hz: float = 10.0, start: float = 0.5, index: int = 0,
-               seed: int = 2, gpm: bool = True) -> GpuSeries:
+def gpu_series(
+    samples: int = 300,
+    hz: float = 10.0,
+    start: float = 0.5,
+    index: int = 0,
+    seed: int = 2,
+    gpm: bool = True,
+) -> GpuSeries:
     """A GPU that is busy in short bursts: utilisation is skewed (r**3 of a uniform r), so
     its median (~12.5%) is far from its mean (~25%) and from the median of any bucket
     means; one memory spike at 2/3 of the run is the peak."""
@@ -68,20 +96,31 @@ def gpu_series(samples: int = 300, hz: float = 10.0, start: float = 0.5, index: 
     memory = [int((30 + 10 * rng.random()) * GiB) for _ in t]
     memory[2 * samples // 3] = 79 * GiB
     return GpuSeries(
-        index=index, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GiB, t=t,
-        utilization=util, memory_used_bytes=tuple(memory),
+        index=index,
+        name="NVIDIA H100 80GB HBM3",
+        memory_total_bytes=80 * GiB,
+        t=t,
+        utilization=util,
+        memory_used_bytes=tuple(memory),
         own_memory_bytes=tuple(m - 2 * GiB if i % 10 == 0 else None for i, m in enumerate(memory)),
         pcie_tx_bytes_per_s=tuple(rng.random() * 2e8 for _ in t),
         pcie_rx_bytes_per_s=tuple(rng.random() * 1.2e9 for _ in t),
-        sm_clock_mhz=tuple(1980.0 for _ in t), power_w=tuple(200 + 300 * u for u in util),
+        sm_clock_mhz=tuple(1980.0 for _ in t),
+        power_w=tuple(200 + 300 * u for u in util),
         sm_activity=tuple(u * 0.6 for u in util) if gpm else (),
         sm_occupancy=tuple(u * 0.3 for u in util) if gpm else (),
-        tensor_activity=tuple(u * 0.1 for u in util) if gpm else ())
+        tensor_activity=tuple(u * 0.1 for u in util) if gpm else (),
+    )
 
 
 def gpu_samples(*series: GpuSeries, hz: float = 10.0) -> GpuSamplesFacts:
-    return GpuSamplesFacts(hz=hz, gpus=series or (gpu_series(),), gpm=True,
-                           tf_peak_memory_bytes={"GPU:0": 38 * GiB}, watched_pids=(4242,))
+    return GpuSamplesFacts(
+        hz=hz,
+        gpus=series or (gpu_series(),),
+        gpm=True,
+        tf_peak_memory_bytes={"GPU:0": 38 * GiB},
+        watched_pids=(4242,),
+    )
 
 
 NO_DRIVER_SAMPLES = GpuSamplesFacts(hz=10.0, error="LibraryNotFound")
@@ -91,79 +130,184 @@ def pipeline() -> PipelineFacts:
     """examples/slow_training.py's pipeline as TF runs it: a py_function map (sequential,
     the bottleneck) fused into MapAndBatch with the batch, then an injected prefetch."""
     stages = (
-        PipelineStage(name="TensorSlice", kind="source", written_as=("from_tensor_slices",),
-                      location="train.py:41", elements=1536, self_time_s=0.02,
-                      self_time_per_element_s=1.3e-5, root_elements_per_s=2.4e6),
-        PipelineStage(name="MapAndBatch", kind="map", written_as=("map", "batch"),
-                      location="train.py:41", function="<lambda>", function_location="train.py:36",
-                      parallelism=1, parallelism_written=None, elements=48, self_time_s=1.9,
-                      self_time_per_element_s=0.0396, ratio=32.0, root_elements_per_s=25.3,
-                      python=True, stateful=True),
-        PipelineStage(name="Prefetch", kind="prefetch", written_as=(), buffer_size=2, elements=48,
-                      self_time_s=0.001, self_time_per_element_s=2.1e-5, root_elements_per_s=4.7e4),
+        PipelineStage(
+            name="TensorSlice",
+            kind="source",
+            written_as=("from_tensor_slices",),
+            location="train.py:41",
+            elements=1536,
+            self_time_s=0.02,
+            self_time_per_element_s=1.3e-5,
+            root_elements_per_s=2.4e6,
+        ),
+        PipelineStage(
+            name="MapAndBatch",
+            kind="map",
+            written_as=("map", "batch"),
+            location="train.py:41",
+            function="<lambda>",
+            function_location="train.py:36",
+            parallelism=1,
+            parallelism_written=None,
+            elements=48,
+            self_time_s=1.9,
+            self_time_per_element_s=0.0396,
+            ratio=32.0,
+            root_elements_per_s=25.3,
+            python=True,
+            stateful=True,
+        ),
+        PipelineStage(
+            name="Prefetch",
+            kind="prefetch",
+            written_as=(),
+            buffer_size=2,
+            elements=48,
+            self_time_s=0.001,
+            self_time_per_element_s=2.1e-5,
+            root_elements_per_s=4.7e4,
+        ),
     )
-    return PipelineFacts(id=1, location="train.py:41", consumer="python-loop", iterators=2,
-                         elements=48, stages=stages, bottleneck=1, prefetch_run=True,
-                         cardinality=48, element_bytes=393344, gap_median_s=0.024,
-                         wait_per_element_s=0.015, consume_s=1.9, throughput_per_s=25.1)
+    return PipelineFacts(
+        id=1,
+        location="train.py:41",
+        consumer="python-loop",
+        iterators=2,
+        elements=48,
+        stages=stages,
+        bottleneck=1,
+        prefetch_run=True,
+        cardinality=48,
+        element_bytes=393344,
+        gap_median_s=0.024,
+        wait_per_element_s=0.015,
+        consume_s=1.9,
+        throughput_per_s=25.1,
+    )
 
 
 def tracing(at=(4.0, 4.9, 5.8)) -> TracingFacts:
-    sigs = tuple(TraceSignature(at_s=a, args=(("x", "float32[32,32,32,3]"), ("lr", f"{0.05 / 2 ** i} (float)")),
-                                seconds=0.1, caller="train.py:76") for i, a in enumerate(at))
-    return TracingFacts(functions=(TracedFunction(
-        name="train_step", location="train.py:55", calls=400, call_s=9.0, traces=len(at),
-        trace_s=0.3, changed_args=("lr",), signatures=sigs),))
+    sigs = tuple(
+        TraceSignature(
+            at_s=a,
+            args=(("x", "float32[32,32,32,3]"), ("lr", f"{0.05 / 2**i} (float)")),
+            seconds=0.1,
+            caller="train.py:76",
+        )
+        for i, a in enumerate(at)
+    )
+    return TracingFacts(
+        functions=(
+            TracedFunction(
+                name="train_step",
+                location="train.py:55",
+                calls=400,
+                call_s=9.0,
+                traces=len(at),
+                trace_s=0.3,
+                changed_args=("lr",),
+                signatures=sigs,
+            ),
+        )
+    )
 
 
 def eager() -> EagerFacts:
-    return EagerFacts(sampled_steps=20, ops=2000, per_step=100.0, dispatch_fraction=0.08,
-                      median_gap_us=30.0, counted_s=1.0,
-                      sites=(EagerOpSite(op="AddV2", location="train.py:80", count=200,
-                                         median_elements=1, device="GPU:0"),))
+    return EagerFacts(
+        sampled_steps=20,
+        ops=2000,
+        per_step=100.0,
+        dispatch_fraction=0.08,
+        median_gap_us=30.0,
+        counted_s=1.0,
+        sites=(
+            EagerOpSite(
+                op="AddV2", location="train.py:80", count=200, median_elements=1, device="GPU:0"
+            ),
+        ),
+    )
 
 
 def placement():
-    return b.placement(groups=[b.op_group("MatMul", count=4), b.op_group("Mean", reason="forced-cpu",
-                                                                         in_dtypes=("float64",), requested="CPU",
-                                                                         locations=("train.py:65",)),
-                               b.op_group("Sqrt", reason="forced-cpu", in_dtypes=("float64",),
-                                          locations=("train.py:65",)),
-                               b.op_group("ReadVariableOp", reason="gpu-host-memory", count=6)],
-                       copies=[b.host_copy(location="train.py:65", cause="Cast_1")],
-                       tensor_ops=[b.tensor_op()])
+    return b.placement(
+        groups=[
+            b.op_group("MatMul", count=4),
+            b.op_group(
+                "Mean",
+                reason="forced-cpu",
+                in_dtypes=("float64",),
+                requested="CPU",
+                locations=("train.py:65",),
+            ),
+            b.op_group(
+                "Sqrt", reason="forced-cpu", in_dtypes=("float64",), locations=("train.py:65",)
+            ),
+            b.op_group("ReadVariableOp", reason="gpu-host-memory", count=6),
+        ],
+        copies=[b.host_copy(location="train.py:65", cause="Cast_1")],
+        tensor_ops=[b.tensor_op()],
+    )
 
 
-def watched_run(steps_facts: StepFacts | None = None, samples: GpuSamplesFacts | None = None,
-                **sections) -> RunRecord:
+def watched_run(
+    steps_facts: StepFacts | None = None, samples: GpuSamplesFacts | None = None, **sections
+) -> RunRecord:
     """A diagnosed run record; any section can be replaced (None drops it)."""
     steps_facts = steps_facts if steps_facts is not None else steps()
     samples = samples if samples is not None else gpu_samples()
-    parts = dict(environment=b.environment(), devices=(b.gpu(0),), placement=placement(),
-                 program=ProgramFacts(command=("train.py", "--epochs", "2"), seconds=steps_facts.run_s,
-                                      tensorflow_imported=True, tensorflow_version="2.21.0",
-                                      keras_version="3.15.1", gpus_seen_by_tf=("/device:GPU:0",)),
-                 steps=steps_facts, eager=eager(), tracing=tracing(), gpu_samples=samples,
-                 tfdata=TfDataFacts(pipelines=(pipeline(),), host_cores=2,
-                                    host_cpu_busy_fraction=0.97, process_cpu_fraction=0.55))
+    parts = dict(
+        environment=b.environment(),
+        devices=(b.gpu(0),),
+        placement=placement(),
+        program=ProgramFacts(
+            command=("train.py", "--epochs", "2"),
+            seconds=steps_facts.run_s,
+            tensorflow_imported=True,
+            tensorflow_version="2.21.0",
+            keras_version="3.15.1",
+            gpus_seen_by_tf=("/device:GPU:0",),
+        ),
+        steps=steps_facts,
+        eager=eager(),
+        tracing=tracing(),
+        gpu_samples=samples,
+        tfdata=TfDataFacts(
+            pipelines=(pipeline(),),
+            host_cores=2,
+            host_cpu_busy_fraction=0.97,
+            process_cpu_fraction=0.55,
+        ),
+    )
     parts.update(sections)
     return RunRecord.diagnose("run", Facts(**parts))
 
 
 def large_run() -> RunRecord:
     """100,000 steps and an hour of samples at 10 Hz (36,000 per metric)."""
-    return watched_run(steps(count=100_000, epochs=10),
-                       gpu_samples(gpu_series(samples=36_000, seed=3)))
+    return watched_run(
+        steps(count=100_000, epochs=10), gpu_samples(gpu_series(samples=36_000, seed=3))
+    )
 
 
 OPTIMIZATIONS = [
-    {"name": "map: num_parallel_calls=AUTOTUNE",
-     "before": {"elements_per_s": 25.1, "spread": 0.8},
-     "after": {"elements_per_s": 88.4, "spread": 2.1},
-     "ideal": {"elements_per_s": 101.0, "spread": 1.5},
-     "fix": "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)"},
+    {
+        "name": "map: num_parallel_calls=AUTOTUNE",
+        "before": {"elements_per_s": 25.1, "spread": 0.8},
+        "after": {"elements_per_s": 88.4, "spread": 2.1},
+        "ideal": {"elements_per_s": 101.0, "spread": 1.5},
+        "fix": "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)",
+    },
     {"name": "prefetch", "before": 88.4, "after": 97.0},
-    {"name": "cache",          # as gpuwhy.fix.measure.Throughput.to_dict() writes it
-     "before": {"median": 97.0, "min": 90.0, "max": 99.5, "q1": 95.0, "q3": 98.0, "passes": 5},
-     "after": {"median": 180.0, "min": 170.0, "max": 181.0, "q1": 176.0, "q3": 180.5, "passes": 5}},
+    {
+        "name": "cache",  # as gpuwhy.fix.measure.Throughput.to_dict() writes it
+        "before": {"median": 97.0, "min": 90.0, "max": 99.5, "q1": 95.0, "q3": 98.0, "passes": 5},
+        "after": {
+            "median": 180.0,
+            "min": 170.0,
+            "max": 181.0,
+            "q1": 176.0,
+            "q3": 180.5,
+            "passes": 5,
+        },
+    },
 ]

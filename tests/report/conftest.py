@@ -37,7 +37,7 @@ def browser():
         missing = f"no Chromium at {path} (`make setup` installs Debian's chromium)"
     if missing:
         if os.environ.get("CI"):
-            pytest.fail(missing)          # CI must run these: a skip there would hide them
+            pytest.fail(missing)  # CI must run these: a skip there would hide them
         pytest.skip(missing)
     with sync_playwright() as p:
         # containers often have a 64 MB /dev/shm, too small for a large page
@@ -51,32 +51,43 @@ def browser():
 @dataclass
 class OpenedReport:
     page: object
-    errors: list[str] = field(default_factory=list)      # console errors, uncaught exceptions
-    fetched: list[str] = field(default_factory=list)     # network requests it attempted
+    errors: list[str] = field(default_factory=list)  # console errors, uncaught exceptions
+    fetched: list[str] = field(default_factory=list)  # network requests it attempted
 
 
 @pytest.fixture
 def open_report(browser):
     """open_report(path) -> OpenedReport: the file loaded offline, its charts drawn."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     contexts = []
 
     def open_(path: Path, width: int = 1280) -> OpenedReport:
-        context = browser.new_context(viewport={"width": width, "height": 900},
-                                      permissions=["clipboard-read", "clipboard-write"])
+        context = browser.new_context(
+            viewport={"width": width, "height": 900},
+            permissions=["clipboard-read", "clipboard-write"],
+        )
         contexts.append(context)
         page = context.new_page()
         opened = OpenedReport(page)
 
-        context.route("**/*", lambda route: route.abort() if route.request.url.startswith(WEB_SCHEMES)
-                      else route.continue_())
-        page.on("request", lambda r: opened.fetched.append(r.url)
-                if r.url.startswith(WEB_SCHEMES) else None)
-        page.on("console", lambda m: opened.errors.append(f"console: {m.text}")
-                if m.type == "error" else None)
+        context.route(
+            "**/*",
+            lambda route: route.abort()
+            if route.request.url.startswith(WEB_SCHEMES)
+            else route.continue_(),
+        )
+        page.on(
+            "request",
+            lambda r: opened.fetched.append(r.url) if r.url.startswith(WEB_SCHEMES) else None,
+        )
+        page.on(
+            "console",
+            lambda m: opened.errors.append(f"console: {m.text}") if m.type == "error" else None,
+        )
         page.on("pageerror", lambda e: opened.errors.append(f"exception: {e}"))
         page.goto(path.resolve().as_uri(), wait_until="load")
-        try:        # Plotly draws while the page loads; a chart that fails is asserted on
+        try:  # Plotly draws while the page loads; a chart that fails is asserted on
             page.wait_for_function(DRAWN, timeout=10_000)
         except PlaywrightTimeout:
             pass
@@ -93,8 +104,22 @@ def slow_training_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("slow-training")
     json_path, html_path = out / "run.json", out / "run.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "gpuwhy", "run", "--json", str(json_path), "--html", str(html_path),
-         "examples/slow_training.py"], cwd=ROOT, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--json",
+            str(json_path),
+            "--html",
+            str(html_path),
+            "examples/slow_training.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"json": json_path, "html": html_path, "stderr": proc.stderr}

@@ -33,7 +33,7 @@ def figures(text: str) -> dict[str, dict]:
 
 def section(text: str, section_id: str) -> str:
     start = text.index(f'<section id="{section_id}">')
-    return text[start:text.index("</section>", start)]
+    return text[start : text.index("</section>", start)]
 
 
 def stat_row(text: str, metric: str) -> list[str]:
@@ -45,10 +45,13 @@ def stat_row(text: str, metric: str) -> list[str]:
 
 # -- downsampling: short series untouched, long ones bucketed, statistics exact -----------------
 
+
 def test_short_series_are_drawn_as_they_are():
     t, v = [0.0, 0.1, 0.2], [1.0, None, 3.0]
     d = downsample(t, v, max_points=3)
-    assert not d.bucketed and d.t == (0.0, 0.1, 0.2) and d.mean == d.low == d.high == (1.0, None, 3.0)
+    assert (
+        not d.bucketed and d.t == (0.0, 0.1, 0.2) and d.mean == d.low == d.high == (1.0, None, 3.0)
+    )
 
 
 def test_long_series_are_bucketed_and_the_band_keeps_every_spike():
@@ -65,7 +68,7 @@ def test_long_series_are_bucketed_and_the_band_keeps_every_spike():
 def test_series_cut_on_one_grid_stack_point_for_point():
     t = [i * 0.01 for i in range(10_000)]
     waits = [0.01] * 10_000
-    rest = [0.03 if i % 3 else None for i in range(10_000)]   # gaps do not move the grid
+    rest = [0.03 if i % 3 else None for i in range(10_000)]  # gaps do not move the grid
     span = (t[0], t[-1])
     a, b_ = downsample(t, waits, 500, span), downsample(t, rest, 500, span)
     assert a.t == b_.t
@@ -102,15 +105,23 @@ def test_verdict_first_then_findings_ranked_each_with_location_and_fix():
     for f in ranked:
         if f.location:
             assert f"<code>{html_lib.escape(f.location)}</code>" in findings
-        if f.fix:      # the fix's text survives highlighting: tags removed, it reads the same
+        if f.fix:  # the fix's text survives highlighting: tags removed, it reads the same
             assert f.fix.rstrip() in html_lib.unescape(re.sub(r"<[^>]+>", "", findings))
     assert findings.count('class="copy"') == sum(1 for f in ranked if f.fix)
 
 
 def test_every_section_of_a_full_run():
     text = HtmlRenderer(optimizations=rb.OPTIMIZATIONS).render(FULL)
-    for section_id in ("findings", "run", "timeline", "input", "before-after", "placement", "eager",
-                       "environment"):
+    for section_id in (
+        "findings",
+        "run",
+        "timeline",
+        "input",
+        "before-after",
+        "placement",
+        "eager",
+        "environment",
+    ):
         assert f'<section id="{section_id}">' in text
     pipeline = section(text, "input")
     assert "Bottleneck:" in pipeline and "MapAndBatch (map + batch at train.py:41)" in pipeline
@@ -119,30 +130,52 @@ def test_every_section_of_a_full_run():
     assert "CUDA 12.5.1, cuDNN 9" in env and "550.54.15" in env and "NVIDIA H100 80GB HBM3" in env
     assert "train_step" in section(text, "eager") and "AddV2" in section(text, "eager")
     kinds = {name: {t["type"] for t in fig["data"]} for name, fig in figures(text).items()}
-    assert list(kinds.values()) == [{"scatter"}, {"bar"}, {"bar"}]   # timeline, pipeline, before/after
+    assert list(kinds.values()) == [
+        {"scatter"},
+        {"bar"},
+        {"bar"},
+    ]  # timeline, pipeline, before/after
 
 
 def test_timeline_shares_one_time_axis_across_steps_and_gpu_rows():
     fig = next(iter(figures(HtmlRenderer().render(FULL)).values()))
     layout = fig["layout"]
     rows = sorted(k for k in layout if re.fullmatch(r"yaxis\d*", k))
-    assert len(rows) == 4                         # steps, GPU busy, memory, PCIe
+    assert len(rows) == 4  # steps, GPU busy, memory, PCIe
     titles = [layout[r]["title"]["text"] for r in rows]
     assert titles[0].startswith("step time") and "PCIe" in titles[-1]
     for n in range(2, 5):
         assert layout[f"xaxis{n}"].get("matches") or layout["xaxis"].get("matches")
     names = {t.get("name") for t in fig["data"]}
-    assert {"waiting for input", "rest of the step", "busy (any kernel)", "tf.function traced"} <= names
+    assert {
+        "waiting for input",
+        "rest of the step",
+        "busy (any kernel)",
+        "tf.function traced",
+    } <= names
     wait = next(t for t in fig["data"] if t.get("name") == "waiting for input")
-    assert len(wait["x"]) == len(FULL.facts.steps.starts) - FULL.facts.steps.warmup   # short: every step
+    assert (
+        len(wait["x"]) == len(FULL.facts.steps.starts) - FULL.facts.steps.warmup
+    )  # short: every step
 
 
 def test_keras_fit_steps_without_input_wait_are_drawn_as_one_series():
     steps = rb.steps(count=300)
-    fit = StepFacts(source="keras-fit", marker="Model.fit at train.py:90", count=1200, warmup=4,
-                    median_s=steps.median_s, p90_s=steps.p90_s, total_s=steps.total_s,
-                    steps_per_call=4, run_s=steps.run_s, starts=steps.starts,
-                    durations=steps.durations, input_waits=(None,) * 300, phases=steps.phases)
+    fit = StepFacts(
+        source="keras-fit",
+        marker="Model.fit at train.py:90",
+        count=1200,
+        warmup=4,
+        median_s=steps.median_s,
+        p90_s=steps.p90_s,
+        total_s=steps.total_s,
+        steps_per_call=4,
+        run_s=steps.run_s,
+        starts=steps.starts,
+        durations=steps.durations,
+        input_waits=(None,) * 300,
+        phases=steps.phases,
+    )
     text = HtmlRenderer().render(rb.watched_run(fit))
     fig = figures(text)["figure-1"]
     names = [t.get("name") for t in fig["data"]]
@@ -151,7 +184,7 @@ def test_keras_fit_steps_without_input_wait_are_drawn_as_one_series():
     assert "not measured for this kind of loop" in section(text, "timeline")
     assert "1,200, the first 4 left out as warm-up; 4 steps per call" in text
     warm = next(t for t in fig["data"] if t.get("name", "").startswith("warm-up"))
-    assert len(warm["x"]) == 1                       # 4 warm-up steps = the first call
+    assert len(warm["x"]) == 1  # 4 warm-up steps = the first call
 
 
 def test_large_run_is_downsampled_for_drawing_while_the_statistics_stay_exact(tmp_path):
@@ -168,16 +201,18 @@ def test_large_run_is_downsampled_for_drawing_while_the_statistics_stay_exact(tm
     util = [u * 100 for u in gpu.utilization]
     exact = statistics.median(util)
     drawn_means = next(t for t in fig["data"] if t.get("name") == "busy (any kernel)")["y"]
-    assert abs(statistics.median(drawn_means) - exact) > 5      # the drawn series would mislead
+    assert abs(statistics.median(drawn_means) - exact) > 5  # the drawn series would mislead
     mean, median, p90, top, count = stat_row(text, "busy (any kernel running) (%)")
     assert median == f"{exact:.1f}" and top == "100.0" and count == "36,000"
     assert mean == f"{statistics.fmean(util):.1f}"
     memory = stat_row(text, "memory used, all processes (GiB)")
-    assert memory[3] == "79.00"                                  # the single spike, exactly
+    assert memory[3] == "79.00"  # the single spike, exactly
     steps = record.facts.steps
     slowest = max(range(1, len(steps.durations)), key=lambda i: steps.durations[i])
-    assert (f"{steps.durations[slowest] * 1000:,.1f} ms at {steps.starts[slowest]:,.2f} s "
-            f"(call {slowest + 1:,})") in text
+    assert (
+        f"{steps.durations[slowest] * 1000:,.1f} ms at {steps.starts[slowest]:,.2f} s "
+        f"(call {slowest + 1:,})"
+    ) in text
     assert f"median {steps.median_s * 1000:,.1f} ms" in text
 
 
@@ -188,24 +223,38 @@ def test_sections_without_data_say_why():
     assert "No tf.data facts in this record" in text
     assert '<section id="placement">' not in text and '<section id="before-after">' not in text
     fig = next(iter(figures(text).values()))
-    assert len([k for k in fig["layout"] if re.fullmatch(r"yaxis\d*", k)]) == 1   # steps only
+    assert len([k for k in fig["layout"] if re.fullmatch(r"yaxis\d*", k)]) == 1  # steps only
     no_steps = HtmlRenderer().render(rb.watched_run(steps=None))
     assert "No training steps found" in no_steps
-    watched = rb.watched_run(steps=None, tfdata=None, program=ProgramFacts(command=("./run_jax.sh",)))
-    other_program = HtmlRenderer().render(watched)    # gpuwhy watch: any program, no TF facts
+    watched = rb.watched_run(
+        steps=None, tfdata=None, program=ProgramFacts(command=("./run_jax.sh",))
+    )
+    other_program = HtmlRenderer().render(watched)  # gpuwhy watch: any program, no TF facts
     assert "No training steps found" not in other_program
-    assert '<section id="input">' not in other_program and '<section id="timeline">' in other_program
+    assert (
+        '<section id="input">' not in other_program and '<section id="timeline">' in other_program
+    )
 
 
-@pytest.mark.parametrize("record", [
-    RunRecord.diagnose("run", Facts()),
-    RunRecord.diagnose("audit", b.placement_facts(groups=[b.op_group("Mean", reason="forced-cpu")])),
-    rb.watched_run(steps=replace(rb.steps(count=50), starts=(), durations=(), input_waits=()),
-                   samples=rb.gpu_samples(replace(rb.gpu_series(samples=1), utilization=(None,)))),
-], ids=["empty", "audit", "no-series"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        RunRecord.diagnose("run", Facts()),
+        RunRecord.diagnose(
+            "audit", b.placement_facts(groups=[b.op_group("Mean", reason="forced-cpu")])
+        ),
+        rb.watched_run(
+            steps=replace(rb.steps(count=50), starts=(), durations=(), input_waits=()),
+            samples=rb.gpu_samples(replace(rb.gpu_series(samples=1), utilization=(None,))),
+        ),
+    ],
+    ids=["empty", "audit", "no-series"],
+)
 def test_sparse_records_render(record):
     text = HtmlRenderer().render(record)
-    assert record.verdict in html_lib.unescape(re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1))
+    assert record.verdict in html_lib.unescape(
+        re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1)
+    )
     for name, fig in figures(text).items():
         assert fig["data"], name
 
@@ -220,31 +269,50 @@ def test_a_check_record_has_no_run_sections_and_no_plotly():
 
 def test_user_strings_cannot_break_out_of_the_page():
     evil = "</script><img src=x onerror=alert(1)>"
-    finding = Finding(id="input.bound", severity="high", title=f"title {evil}",
-                      evidence={"stage": evil}, fix=f"print('{evil}')", location="train.py:1")
+    finding = Finding(
+        id="input.bound",
+        severity="high",
+        title=f"title {evil}",
+        evidence={"stage": evil},
+        fix=f"print('{evil}')",
+        location="train.py:1",
+    )
     p = rb.pipeline()
     stages = list(p.stages)
     stages[1] = replace(stages[1], function=evil, name=evil)
-    record = rb.watched_run(tfdata=replace(rb.watched_run().facts.tfdata,
-                                           pipelines=(replace(p, stages=tuple(stages)),)))
+    record = rb.watched_run(
+        tfdata=replace(rb.watched_run().facts.tfdata, pipelines=(replace(p, stages=tuple(stages)),))
+    )
     record.findings.insert(0, finding)
     text = HtmlRenderer().render(record)
     assert "<img src=x" not in text
-    assert text.count("</script>") == len(figures(text)) + 2   # figures, plotly.js, the page's own
+    assert text.count("</script>") == len(figures(text)) + 2  # figures, plotly.js, the page's own
     pipeline_fig = figures(text)["figure-2"]
     assert html_lib.escape(evil, quote=False) in json.dumps(pipeline_fig["data"][0]["y"])
 
 
 def test_optimizations_are_drawn_only_when_measured():
-    assert normalise_optimizations([{"name": "x"}, {"before": 3}, "junk", {"name": "y", "before": 0},
-                                    {"name": "ok", "before": {"elements_per_s": 2, "spread": 1},
-                                     "after": 4}]) == [
-        {"name": "ok", "before": {"elements_per_s": 2.0, "low": 1.0, "high": 3.0},
-         "after": {"elements_per_s": 4.0, "low": 4.0, "high": 4.0}, "ideal": None, "fix": None}]
+    assert normalise_optimizations(
+        [
+            {"name": "x"},
+            {"before": 3},
+            "junk",
+            {"name": "y", "before": 0},
+            {"name": "ok", "before": {"elements_per_s": 2, "spread": 1}, "after": 4},
+        ]
+    ) == [
+        {
+            "name": "ok",
+            "before": {"elements_per_s": 2.0, "low": 1.0, "high": 3.0},
+            "after": {"elements_per_s": 4.0, "low": 4.0, "high": 4.0},
+            "ideal": None,
+            "fix": None,
+        }
+    ]
     text = HtmlRenderer(optimizations=rb.OPTIMIZATIONS).render(FULL)
     ba = section(text, "before-after")
     assert "3.52×" in ba and "25.1 ± 0.8" in ba and "1.10×" in ba
-    assert "97.0 (90.0–99.5)" in ba and "1.86×" in ba          # a Throughput.to_dict() row
+    assert "97.0 (90.0–99.5)" in ba and "1.86×" in ba  # a Throughput.to_dict() row
     after = next(t for t in figures(text)["figure-3"]["data"] if t["name"] == "after")
     assert after["error_y"]["array"][2] == 1.0 and after["error_y"]["arrayminus"][2] == 10.0
     assert '<section id="before-after">' not in HtmlRenderer().render(FULL)
@@ -256,9 +324,13 @@ def test_report_command_writes_html_with_the_records_optimizations(tmp_path):
     record_path = tmp_path / "run.json"
     record_path.write_text(json.dumps(data))
     out = tmp_path / "sub" / "run.html"
-    proc = subprocess.run([sys.executable, "-m", "gpuwhy", "report", str(record_path), "--html", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1, proc.stderr           # high findings: exit 1, as without --html
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "report", str(record_path), "--html", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr  # high findings: exit 1, as without --html
     assert FULL.verdict in proc.stdout.splitlines()[0]
     text = out.read_text(encoding="utf-8")
     assert '<section id="before-after">' in text and "map: num_parallel_calls=AUTOTUNE" in text
@@ -268,15 +340,29 @@ def test_run_with_an_unwritable_html_path_fails_before_the_script_runs(tmp_path)
     script = tmp_path / "script.py"
     marker = tmp_path / "ran"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
-    proc = subprocess.run([sys.executable, "-m", "gpuwhy", "run", "--html",
-                           str(tmp_path / "script.py" / "dir" / "r.html"), str(script)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuwhy",
+            "run",
+            "--html",
+            str(tmp_path / "script.py" / "dir" / "r.html"),
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "cannot write" in proc.stderr and not marker.exists()
 
 
 # -- in a real browser, offline --------------------------------------------------------------------
 
-def test_real_run_report_opens_offline_with_its_charts_drawn(slow_training_run, open_report, tmp_path):
+
+def test_real_run_report_opens_offline_with_its_charts_drawn(
+    slow_training_run, open_report, tmp_path
+):
     record = RunRecord.load(slow_training_run["json"])
     opened = open_report(slow_training_run["html"])
     page = opened.page
@@ -284,7 +370,7 @@ def test_real_run_report_opens_offline_with_its_charts_drawn(slow_training_run, 
     assert page.inner_text("h1.verdict").endswith(record.verdict)
     timeline = page.locator("#timeline .plot")
     assert timeline.locator(".main-svg").count() >= 1
-    assert timeline.locator(".scatterlayer .trace").count() >= 3     # input wait, rest, warm-up
+    assert timeline.locator(".scatterlayer .trace").count() >= 3  # input wait, rest, warm-up
     assert page.locator("#timeline").inner_text().count("No GPU sampled") == 1
     assert page.locator("#findings article").count() == len(record.findings)
     page.screenshot(path=str(tmp_path / "slow_training_report.png"), full_page=True)
@@ -310,7 +396,9 @@ def test_placement_filter_shows_only_matching_rows(slow_training_run, open_repor
     visible = [r for r in rows.all() if r.is_visible()]
     assert 0 < len(visible) < total
     assert all("float64" in r.inner_text() for r in visible)
-    assert page.inner_text('[data-count-for="placement-groups"]') == f"{len(visible)} of {total} rows"
+    assert (
+        page.inner_text('[data-count-for="placement-groups"]') == f"{len(visible)} of {total} rows"
+    )
     page.fill('input[data-filter="placement-groups"]', "")
     assert sum(1 for r in rows.all() if r.is_visible()) == total
 
@@ -323,8 +411,8 @@ def test_every_chart_of_a_full_run_is_drawn(open_report, tmp_path):
     assert page.locator(".plot").count() == 3
     assert page.locator(".plot .main-svg").count() >= 3
     assert page.locator("#input .barlayer .trace").count() == 1
-    assert page.locator("#before-after .barlayer .trace").count() == 3   # before, after, ideal
-    assert page.locator("#timeline .plot .cartesianlayer > .subplot").count() == 4   # four rows
+    assert page.locator("#before-after .barlayer .trace").count() == 3  # before, after, ideal
+    assert page.locator("#timeline .plot .cartesianlayer > .subplot").count() == 4  # four rows
     assert "<lambda>" in page.locator("#input").inner_text()
     page.screenshot(path=str(tmp_path / "full_report.png"), full_page=True)
 
@@ -340,8 +428,16 @@ def test_screenshot_tool_renders_a_record_to_png(slow_training_run, tmp_path, br
     """tools/screenshot_report.py (docs/report.png for the README), in its own process: one
     thread cannot hold two playwright sessions."""
     png = tmp_path / "report.png"
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "screenshot_report.py"),
-                           str(slow_training_run["json"]), str(png)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "screenshot_report.py"),
+            str(slow_training_run["json"]),
+            str(png),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

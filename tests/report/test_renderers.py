@@ -9,9 +9,15 @@ from gpuwhy.report.json_ import JsonRenderer
 from tests import builders as b
 
 EMPTY = RunRecord.diagnose("run", Facts())
-FULL = RunRecord.diagnose("check", b.facts(
-    tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudart",))), drv=b.NO_DRIVER, devices=(),
-    env_vars={"CUDA_VISIBLE_DEVICES": "-1", "TF_GPU_ALLOCATOR": "bogus"}))
+FULL = RunRecord.diagnose(
+    "check",
+    b.facts(
+        tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudart",))),
+        drv=b.NO_DRIVER,
+        devices=(),
+        env_vars={"CUDA_VISIBLE_DEVICES": "-1", "TF_GPU_ALLOCATOR": "bogus"},
+    ),
+)
 HEALTHY = RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
 
 
@@ -34,7 +40,7 @@ def test_terminal_starts_with_the_verdict_and_has_no_colour_when_piped():
     assert "\x1b[" not in text
     assert all(line == line.rstrip() for line in text.splitlines())
     assert "cause 2: CUDA_VISIBLE_DEVICES='-1' hides every GPU" in text
-    assert "     pip install" in text          # the fix, indented, uncut
+    assert "     pip install" in text  # the fix, indented, uncut
 
 
 def test_terminal_colours_on_a_terminal():
@@ -45,7 +51,7 @@ def test_healthy_verdict_says_yes_and_names_the_gpu():
     first = RENDERERS["terminal"]().render(HEALTHY).splitlines()[0]
     assert first.startswith("✓ Yes: TensorFlow 2.21.0 ran a matmul on /job:localhost")
     assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in first
-    assert "; but: GPU 0 (NVIDIA H100 80GB HBM3) is shared" in first   # the worst finding follows
+    assert "; but: GPU 0 (NVIDIA H100 80GB HBM3) is shared" in first  # the worst finding follows
 
 
 def test_verbose_adds_the_library_table():
@@ -63,25 +69,60 @@ def test_plugin_renderer_by_module_and_class():
 
 def _input_bound_run():
     from gpuwhy.facts import PipelineFacts, PipelineStage, ProgramFacts, StepFacts, TfDataFacts
-    stages = (PipelineStage(name="Range", kind="source", written_as=("range",), elements=81),
-              PipelineStage(name="Map", kind="map", written_as=("map",), function="parse",
-                            function_location="train.py:41", elements=80, python=True,
-                            self_time_per_element_s=0.06, root_elements_per_s=16.6),
-              PipelineStage(name="Prefetch", kind="prefetch", elements=80))
+
+    stages = (
+        PipelineStage(name="Range", kind="source", written_as=("range",), elements=81),
+        PipelineStage(
+            name="Map",
+            kind="map",
+            written_as=("map",),
+            function="parse",
+            function_location="train.py:41",
+            elements=80,
+            python=True,
+            self_time_per_element_s=0.06,
+            root_elements_per_s=16.6,
+        ),
+        PipelineStage(name="Prefetch", kind="prefetch", elements=80),
+    )
     return Facts(
-        program=ProgramFacts(command=("train.py",), ended="completed", exit_code=0, seconds=9.0,
-                             tensorflow_imported=True),
-        steps=StepFacts(source="tf-data", marker="next() at train.py:60", count=80, warmup=1,
-                        median_s=0.1, input_wait_fraction=0.63, input_wait_median_s=0.063),
-        tfdata=TfDataFacts(pipelines=(
-            PipelineFacts(id=1, consumer="python-loop", elements=80, stages=stages, bottleneck=1,
-                          location="train.py:44"),
-            PipelineFacts(id=2, consumer="keras-evaluate", elements=900, stages=stages[:1],
-                          bottleneck=0))))
+        program=ProgramFacts(
+            command=("train.py",),
+            ended="completed",
+            exit_code=0,
+            seconds=9.0,
+            tensorflow_imported=True,
+        ),
+        steps=StepFacts(
+            source="tf-data",
+            marker="next() at train.py:60",
+            count=80,
+            warmup=1,
+            median_s=0.1,
+            input_wait_fraction=0.63,
+            input_wait_median_s=0.063,
+        ),
+        tfdata=TfDataFacts(
+            pipelines=(
+                PipelineFacts(
+                    id=1,
+                    consumer="python-loop",
+                    elements=80,
+                    stages=stages,
+                    bottleneck=1,
+                    location="train.py:44",
+                ),
+                PipelineFacts(
+                    id=2, consumer="keras-evaluate", elements=900, stages=stages[:1], bottleneck=0
+                ),
+            )
+        ),
+    )
 
 
 def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
     from gpuwhy.verdict import verdict
+
     text = verdict(_input_bound_run(), [])
     assert "63% of it waiting for input (slowest stage: Map(parse at train.py:41))" in text
 
@@ -89,19 +130,22 @@ def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
 def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck_marked():
     record = RunRecord.diagnose("run", _input_bound_run())
     text = RENDERERS["terminal"]().render(record)
-    assert ("tf.data pipeline built at train.py:44, read by python-loop: 80 elements; runs as "
-            "Range → Map → Prefetch*; slowest stage Map(parse at train.py:41) (60.0 ms per "
-            "element, sequential)") in " ".join(text.split())
+    assert (
+        "tf.data pipeline built at train.py:44, read by python-loop: 80 elements; runs as "
+        "Range → Map → Prefetch*; slowest stage Map(parse at train.py:41) (60.0 ms per "
+        "element, sequential)"
+    ) in " ".join(text.split())
     assert "Pipeline stages" not in text
     verbose = RENDERERS["terminal"](verbose=True).render(record)
     marked = [line for line in verbose.splitlines() if "▶" in line]
-    assert len(marked) == 2      # one bottleneck per pipeline with stages
+    assert len(marked) == 2  # one bottleneck per pipeline with stages
     assert "Map" in marked[0] and "parse at train.py:41" in marked[0] and "python" in marked[0]
 
 
 def test_run_verdict_does_not_repeat_input_bound_as_the_worst_problem():
     from gpuwhy.rules.base import Finding
     from gpuwhy.verdict import verdict
+
     bound = Finding(id="input.bound", severity="high", title="Steps wait for input 63% of the time")
     retrace = Finding(id="launch.retracing", severity="medium", title="train_step traced 7 times")
     text = verdict(_input_bound_run(), [bound, retrace])
@@ -115,20 +159,42 @@ def test_fix_record_verdict_gives_the_measured_gain_or_why_there_is_none():
     def rate(x):
         return PipelineRate(median=x, min=x, max=x, passes=5, elements_per_pass=128)
 
-    cache = PipelineChange(kind="cache", stage="batch(32)", location="train.py:67",
-                           code=".cache()", why="same elements every pass")
-    gained = InputFix(dataset="dataset created at train.py:67", before=rate(55.7),
-                      after=rate(6361.3), ideal=rate(7099.8), gap_closed=0.91, speedup=114.2,
-                      same_elements=True, changes=(cache,))
+    cache = PipelineChange(
+        kind="cache",
+        stage="batch(32)",
+        location="train.py:67",
+        code=".cache()",
+        why="same elements every pass",
+    )
+    gained = InputFix(
+        dataset="dataset created at train.py:67",
+        before=rate(55.7),
+        after=rate(6361.3),
+        ideal=rate(7099.8),
+        gap_closed=0.91,
+        speedup=114.2,
+        same_elements=True,
+        changes=(cache,),
+    )
     text = verdict(Facts(input_fixes=InputFixFacts(fixes=(gained,))), [])
-    assert text == ("Input pipeline 114.2x faster with 1 change (dataset created at train.py:67; "
-                    "91% of the way to its output cached in memory), elements unchanged "
-                    "(checked bitwise).")
-    no_gain = InputFix(dataset="d", before=rate(564), after=rate(355), speedup=0.63,
-                       changes=(cache,), worth_it=False)
+    assert text == (
+        "Input pipeline 114.2x faster with 1 change (dataset created at train.py:67; "
+        "91% of the way to its output cached in memory), elements unchanged "
+        "(checked bitwise)."
+    )
+    no_gain = InputFix(
+        dataset="d",
+        before=rate(564),
+        after=rate(355),
+        speedup=0.63,
+        changes=(cache,),
+        worth_it=False,
+    )
     assert verdict(Facts(input_fixes=InputFixFacts(fixes=(no_gain,))), []) == (
-        "No safe change makes the input pipeline measurably faster (the changes tried gave no gain).")
+        "No safe change makes the input pipeline measurably faster (the changes tried gave no gain)."
+    )
     broken = InputFix(dataset="d", error="NotFoundError: data.tfrecord; No such file")
     assert verdict(Facts(input_fixes=InputFixFacts(fixes=(broken,))), []).startswith(
-        "Could not optimise the input pipeline: NotFoundError")
+        "Could not optimise the input pipeline: NotFoundError"
+    )
     assert "nothing to optimise" in verdict(Facts(input_fixes=InputFixFacts()), [])

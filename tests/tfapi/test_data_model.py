@@ -31,11 +31,13 @@ def names(model) -> list[str]:
 
 
 def test_the_model_shows_tfs_rewrites_of_a_python_map_then_map_and_batch():
-    ds = (tf.data.Dataset.range(64)
-          .map(lambda x: tf.py_function(slow, [x], tf.int64))
-          .map(lambda x: x * 2)
-          .batch(8)
-          .prefetch(2))
+    ds = (
+        tf.data.Dataset.range(64)
+        .map(lambda x: tf.py_function(slow, [x], tf.int64))
+        .map(lambda x: x * 2)
+        .batch(8)
+        .prefetch(2)
+    )
     iterator = iter(ds)
     for _ in range(3):
         next(iterator)
@@ -50,8 +52,8 @@ def test_the_model_shows_tfs_rewrites_of_a_python_map_then_map_and_batch():
     assert fused.ratio == 8.0
     assert prefetch.buffer_size == 2
     assert root.num_elements == model.root_elements == 3
-    assert python_map.num_elements >= 24                  # 8 per batch, and more prefetched
-    assert python_map.processing_time_s >= 24 * 0.001     # the sleeps are its own time
+    assert python_map.num_elements >= 24  # 8 per batch, and more prefetched
+    assert python_map.processing_time_s >= 24 * 0.001  # the sleeps are its own time
     assert model.stages == model.nodes[:-1]
     assert 1 <= len(model.gap_times_s) <= 3 and all(g >= 0 for g in model.gap_times_s)
 
@@ -59,7 +61,11 @@ def test_the_model_shows_tfs_rewrites_of_a_python_map_then_map_and_batch():
 def test_a_stateless_map_alone_is_parallelised_and_a_prefetch_is_injected_only_after_sync_stages():
     parallel = iter(tf.data.Dataset.range(10).map(lambda x: x + 1))
     next(parallel)
-    assert names(read_model(parallel)) == ["Range", "ParallelMapV2", "Root"]   # async: no Prefetch added
+    assert names(read_model(parallel)) == [
+        "Range",
+        "ParallelMapV2",
+        "Root",
+    ]  # async: no Prefetch added
     batched = iter(tf.data.Dataset.range(10).batch(2))
     next(batched)
     assert names(read_model(batched)) == ["Range", "BatchV2", "Prefetch", "Root"]  # injected
@@ -67,8 +73,9 @@ def test_a_stateless_map_alone_is_parallelised_and_a_prefetch_is_injected_only_a
 
 def test_an_interleaves_per_element_datasets_are_summed_under_it():
     inner = tf.data.Dataset.range(20)
-    ds = tf.data.Dataset.range(4).interleave(lambda i: inner.map(lambda x: x * i),
-                                             cycle_length=2, num_parallel_calls=2)
+    ds = tf.data.Dataset.range(4).interleave(
+        lambda i: inner.map(lambda x: x * i), cycle_length=2, num_parallel_calls=2
+    )
     iterator = iter(ds)
     for _ in range(6):
         next(iterator)
@@ -78,7 +85,7 @@ def test_an_interleaves_per_element_datasets_are_summed_under_it():
     assert names(model) == ["Range", "ParallelInterleaveV4", "Root"]
     interleave = model.nodes[1]
     assert interleave.parallelism == 2
-    assert sorted(n.name for n in interleave.inner) == ["Map", "Range"]   # one entry per name
+    assert sorted(n.name for n in interleave.inner) == ["Map", "Range"]  # one entry per name
     assert interleave.inner_elements >= 6
     assert interleave.total_time_s >= interleave.processing_time_s
 
@@ -102,8 +109,8 @@ def test_without_autotune_tf_keeps_no_model():
 
 class Listener:
     def __init__(self) -> None:
-        self.created: list = []      # (weakref to the iterator, dataset)
-        self.ended: list = []        # (id, elements the model counted at the end)
+        self.created: list = []  # (weakref to the iterator, dataset)
+        self.ended: list = []  # (id, elements the model counted at the end)
 
     def on_iterator(self, iterator, dataset) -> None:
         self.created.append((weakref.ref(iterator), dataset))
@@ -138,7 +145,7 @@ def test_every_eager_iterator_is_announced_and_read_before_it_is_freed(listener)
     assert listener.created[-1][0]() is iterator
     del iterator
     gc.collect()
-    assert (key, 2) in listener.ended                     # read while it still existed
+    assert (key, 2) in listener.ended  # read while it still existed
     assert len(listener.ended) == 3
 
 
@@ -192,7 +199,9 @@ def test_the_consumer_is_python_unless_keras_fit_evaluate_or_predict_is_on_the_s
     assert data_model.consumer_label() == "python-loop"
     keras = pytest.importorskip("keras")
     labels: list[str] = []
-    patches = data_model.install_iterator_hooks(lambda it, ds: labels.append(data_model.consumer_label()))
+    patches = data_model.install_iterator_hooks(
+        lambda it, ds: labels.append(data_model.consumer_label())
+    )
     try:
         x = tf.zeros([8, 2])
         y = tf.zeros([8, 1])

@@ -21,7 +21,6 @@ from tensorflow.python.data.ops import dataset_ops, from_generator_op  # noqa: E
 
 from gpuwhy.tfapi import data_pipeline  # noqa: E402
 from gpuwhy.tfapi.data_pipeline import written_chain  # noqa: E402
-
 from tests import markers  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -76,14 +75,14 @@ def test_a_python_map_then_a_parallel_map_are_read_with_their_lines(hooks):
     assert python_map.op == "MapDataset"
     assert python_map.function == "load"
     assert python_map.function_location == at("load")
-    assert python_map.num_parallel_calls is None          # sequential as written
+    assert python_map.num_parallel_calls is None  # sequential as written
     assert python_map.python and python_map.stateful
     assert python_map.stateful_ops == ("EagerPyFunc",)
     assert python_map.python_functions == (f"slow_python ({at('slow-python')})",)
     assert parallel_map.location == at("map-parse")
     assert parallel_map.op == "ParallelMapDatasetV2"
     assert (parallel_map.function, parallel_map.function_location) == ("parse", at("parse"))
-    assert parallel_map.num_parallel_calls == -1          # AUTOTUNE
+    assert parallel_map.num_parallel_calls == -1  # AUTOTUNE
     assert parallel_map.deterministic is False
     assert not (parallel_map.python or parallel_map.stateful or parallel_map.random)
     assert (batch.location, batch.argument) == (at("batch"), 4)
@@ -94,7 +93,11 @@ def test_a_python_map_then_a_parallel_map_are_read_with_their_lines(hooks):
 def test_a_lambda_is_located_at_its_own_line(hooks):
     ds = tf.data.Dataset.range(4).map(lambda x: x + 1)  # @lambda
     (_, step) = written_chain(ds)
-    assert (step.function, step.function_location, step.location) == ("<lambda>", at("lambda"), at("lambda"))
+    assert (step.function, step.function_location, step.location) == (
+        "<lambda>",
+        at("lambda"),
+        at("lambda"),
+    )
 
 
 def test_decorated_and_partial_functions_are_unwrapped_to_the_users_definition(hooks):
@@ -109,12 +112,14 @@ def test_decorated_and_partial_functions_are_unwrapped_to_the_users_definition(h
 
 
 def test_from_generator_names_the_generator_and_counts_as_python(hooks):
-    ds = tf.data.Dataset.from_generator(numbers, output_signature=tf.TensorSpec([], tf.int64))  # @gen
+    ds = tf.data.Dataset.from_generator(
+        numbers, output_signature=tf.TensorSpec([], tf.int64)
+    )  # @gen
     ds = ds.map(parse)
 
     chain = written_chain(ds)
 
-    assert apis(chain) == ["from_generator", "map"]     # TF's dummy input is folded in
+    assert apis(chain) == ["from_generator", "map"]  # TF's dummy input is folded in
     generator = chain[0]
     assert generator.location == at("gen")
     assert (generator.function, generator.function_location) == ("numbers", at("numbers"))
@@ -127,7 +132,7 @@ def test_from_generator_built_before_the_hook_is_still_recognised():
     (generator,) = written_chain(ds)
     assert generator.api == "from_generator"
     assert (generator.function, generator.function_location) == ("numbers", at("numbers"))
-    assert generator.location is None                     # nobody saw it being built
+    assert generator.location is None  # nobody saw it being built
 
 
 def test_a_gzip_tfrecord_reader_and_a_png_decoder_are_codec_work(hooks, tmp_path):
@@ -138,28 +143,37 @@ def test_a_gzip_tfrecord_reader_and_a_png_decoder_are_codec_work(hooks, tmp_path
 
     chain = written_chain(ds)
 
-    assert apis(chain) == ["TFRecordDataset", "map"]     # the file-name slices are folded in
+    assert apis(chain) == ["TFRecordDataset", "map"]  # the file-name slices are folded in
     reader, decode = chain
     assert (reader.location, reader.codec_ops) == (at("tfrecord"), ("GZIP",))
     assert (decode.location, decode.codec_ops) == (at("decode"), ("DecodePng",))
-    assert decode.function_location is None              # TF's own function
+    assert decode.function_location is None  # TF's own function
 
 
 def test_a_compressed_reader_inside_an_interleave_is_found_in_its_function(hooks, tmp_path):
     (path,) = write_tfrecords(tmp_path, [[b"x"]], "ZLIB")
     files = tf.data.Dataset.from_tensor_slices([path])
-    ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="ZLIB"),  # @interleave
-                          num_parallel_calls=2)
+    ds = files.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type="ZLIB"),  # @interleave
+        num_parallel_calls=2,
+    )
     step = written_chain(ds)[-1]
-    assert (step.api, step.op, step.location) == ("interleave", "ParallelInterleaveDatasetV4", at("interleave"))
+    assert (step.api, step.op, step.location) == (
+        "interleave",
+        "ParallelInterleaveDatasetV4",
+        at("interleave"),
+    )
     assert step.num_parallel_calls == 2
     assert step.codec_ops == ("ZLIB",)
 
 
 def test_stateful_random_is_not_cacheable_and_stateless_random_is(hooks):
-    augmented = tf.data.Dataset.range(4).map(lambda x: tf.random.uniform([]) + tf.cast(x, tf.float32))
+    augmented = tf.data.Dataset.range(4).map(
+        lambda x: tf.random.uniform([]) + tf.cast(x, tf.float32)
+    )
     seeded = tf.data.Dataset.range(4).map(
-        lambda x: tf.random.stateless_uniform([], seed=[1, 2]) + tf.cast(x, tf.float32))
+        lambda x: tf.random.stateless_uniform([], seed=[1, 2]) + tf.cast(x, tf.float32)
+    )
 
     stateful = written_chain(augmented)[-1]
     stateless = written_chain(seeded)[-1]
@@ -181,7 +195,10 @@ def test_stateful_mirrors_what_tf_parallelises(hooks):
     def random_offset(x):
         return x + tf.random.uniform([], maxval=2, dtype=tf.int64)
 
-    for function, stateful, node in ((checked, False, "ParallelMapV2"), (random_offset, True, "Map")):
+    for function, stateful, node in (
+        (checked, False, "ParallelMapV2"),
+        (random_offset, True, "Map"),
+    ):
         ds = tf.data.Dataset.range(8).map(function)
         assert written_chain(ds)[-1].stateful is stateful
         iterator = iter(ds)
@@ -204,13 +221,22 @@ def test_zip_describes_its_other_input_and_options_have_no_node(hooks):
 
 def test_a_compat_v1_dataset_is_read_through_its_adapters(hooks):
     ds = tf.compat.v1.data.Dataset.range(5).map(parse)  # @v1
-    assert [(s.api, s.location) for s in written_chain(ds)] == [("range", at("v1")), ("map", at("v1"))]
+    assert [(s.api, s.location) for s in written_chain(ds)] == [
+        ("range", at("v1")),
+        ("map", at("v1")),
+    ]
 
 
 def test_noops_that_tf_removes_are_flagged(hooks):
     ds = tf.data.Dataset.range(5).take(-1).skip(0).repeat(1).prefetch(0).repeat(2)
     noops = [(s.api, s.noop) for s in written_chain(ds)[1:]]
-    assert noops == [("take", True), ("skip", True), ("repeat", True), ("prefetch", True), ("repeat", False)]
+    assert noops == [
+        ("take", True),
+        ("skip", True),
+        ("repeat", True),
+        ("prefetch", True),
+        ("repeat", False),
+    ]
 
 
 def test_a_dataset_keras_builds_is_marked_as_made_by_a_library(hooks):
@@ -222,13 +248,13 @@ def test_a_dataset_keras_builds_is_marked_as_made_by_a_library(hooks):
     ds = adapter.get_tf_dataset()  # @adapter
     final = written_chain(ds)[-1]
     assert final.by_library
-    assert final.location == at("adapter")                # the user's call into Keras
+    assert final.location == at("adapter")  # the user's call into Keras
 
 
 def test_cardinality_element_bytes_and_autotune(hooks):
     ds = tf.data.Dataset.from_tensor_slices(np.zeros((10, 3), np.float32)).batch(4)
     assert data_pipeline.cardinality(ds) == 3
-    assert data_pipeline.element_bytes(ds) is None        # [None, 3]: the last batch may be partial
+    assert data_pipeline.element_bytes(ds) is None  # [None, 3]: the last batch may be partial
     assert data_pipeline.element_bytes(ds, 4) == 4 * 3 * 4
     assert data_pipeline.element_bytes(ds.unbatch()) == 12
     assert data_pipeline.cardinality(ds.repeat()) is None

@@ -47,6 +47,7 @@ SCRIPT = textwrap.dedent("""\
     main()  # @main
 """)
 
+
 def _script_line(marker: str) -> int:
     """The line number of SCRIPT's line that ends with ``# @marker``."""
     return next(n for n, line in enumerate(SCRIPT.splitlines(), 1) if line.endswith(f"# @{marker}"))
@@ -65,7 +66,7 @@ def _defined_at(stderr: str) -> list[str]:
     lines = stderr.splitlines()
     start = next(i for i, line in enumerate(lines) if "defined at (most recent call last):" in line)
     frames = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             continue
         if not _FILE_LINE.match(line):
@@ -76,7 +77,9 @@ def _defined_at(stderr: str) -> list[str]:
 
 def _file_lines(stderr: str) -> list[tuple[str, str, str]]:
     """Every ``File "...", line N, in NAME`` of the output: tracebacks and TF's stacks."""
-    return [m.group("file", "line", "name") for m in map(_FILE_LINE.match, stderr.splitlines()) if m]
+    return [
+        m.group("file", "line", "name") for m in map(_FILE_LINE.match, stderr.splitlines()) if m
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -85,29 +88,48 @@ def plain_python(tmp_path_factory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("frames-hidden")
     script = root / "lookup.py"
     script.write_text(SCRIPT)
-    result = subprocess.run([sys.executable, script.name], check=False, capture_output=True,
-                            text=True, timeout=300, cwd=root, env=_without_debug())
+    result = subprocess.run(
+        [sys.executable, script.name],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env=_without_debug(),
+    )
     assert result.returncode == 1 and "Graph execution error" in result.stderr, result.stderr
     return script, result.stderr
 
 
-@pytest.mark.parametrize("launcher", [[GPUWHY], [sys.executable, "-m", "gpuwhy"]],
-                         ids=["console-script", "python-m"])
+@pytest.mark.parametrize(
+    "launcher", [[GPUWHY], [sys.executable, "-m", "gpuwhy"]], ids=["console-script", "python-m"]
+)
 def test_gpuwhy_run_prints_the_stack_python_prints(plain_python, launcher):
     """The user's file:lines in TF's "defined at" stack, the same lists as plain Python,
     and no frame of the gpuwhy package or its launcher anywhere in the output."""
     script, python_stderr = plain_python
-    result = subprocess.run([*launcher, "run", "--no-audit", script.name], check=False,
-                            capture_output=True, text=True, timeout=300, cwd=script.parent,
-                            env=_without_debug())
+    result = subprocess.run(
+        [*launcher, "run", "--no-audit", script.name],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=script.parent,
+        env=_without_debug(),
+    )
     assert result.returncode == 1, result.stderr
     defined_at = _defined_at(result.stderr)
     assert defined_at == _defined_at(python_stderr)
-    assert defined_at == [f'File "{script}", line {_script_line(marker)}, in {name}'
-                          for marker, name in (("main", "<module>"), ("call", "main"), ("op", "lookup"))]
+    assert defined_at == [
+        f'File "{script}", line {_script_line(marker)}, in {name}'
+        for marker, name in (("main", "<module>"), ("call", "main"), ("op", "lookup"))
+    ]
     frames = _file_lines(result.stderr)
-    hidden = [f for f in frames if f[0].startswith(str(PACKAGE_DIR) + os.sep)
-              or f[0] == GPUWHY or "runpy" in f[0]]
+    hidden = [
+        f
+        for f in frames
+        if f[0].startswith(str(PACKAGE_DIR) + os.sep) or f[0] == GPUWHY or "runpy" in f[0]
+    ]
     assert hidden == [], result.stderr
     user = [f for f in frames if f[0] == str(script)]
     assert user == [f for f in _file_lines(python_stderr) if f[0] == str(script)]

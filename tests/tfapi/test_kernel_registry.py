@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import gpuwhy
-
 from gpuwhy.tfapi import graph_ops
 from gpuwhy.tfapi.stderr_aside import stderr_set_aside
 
@@ -28,13 +27,17 @@ def _python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, cwd=ROOT, env=env, timeout=timeout, check=False,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+        check=False,
     )
 
 
 def _between(text: bytes, start: bytes, end: bytes) -> bytes:
     assert start in text and end in text, text[-2000:]
-    return text[text.index(start) + len(start): text.index(end)]
+    return text[text.index(start) + len(start) : text.index(end)]
 
 
 # ---------------------------------------------------------------------------
@@ -121,7 +124,9 @@ def test_float32_matmul_has_a_gpu_kernel(registry):
 
 def test_as_string_has_no_gpu_kernel(registry):
     kernel = registry.lookup(_node("AsString", T=tf.float32))
-    assert kernel == GpuKernel(class_name="", host_memory_args=frozenset(), op_has_gpu_kernels=False)
+    assert kernel == GpuKernel(
+        class_name="", host_memory_args=frozenset(), op_has_gpu_kernels=False
+    )
     assert not kernel.exists
 
 
@@ -142,10 +147,16 @@ def test_int32_const_keeps_its_output_in_host_memory_via_default(registry):
     int32 = tf.int32.as_datatype_enum
 
     def allows_int32(kernel_def) -> bool:
-        return any(int32 in c.allowed_values.list.type for c in kernel_def.constraint if c.name == "dtype")
+        return any(
+            int32 in c.allowed_values.list.type for c in kernel_def.constraint if c.name == "dtype"
+        )
 
     assert not [k for k in defs if k.device_type == "GPU" and allows_int32(k)]
-    assert [k for k in defs if k.device_type == "DEFAULT" and allows_int32(k) and "output" in k.host_memory_arg]
+    assert [
+        k
+        for k in defs
+        if k.device_type == "DEFAULT" and allows_int32(k) and "output" in k.host_memory_arg
+    ]
     # A float32 Const is an ordinary device-memory GPU kernel.
     assert registry.lookup(_node("Const", dtype=tf.float32)).host_memory_args == frozenset()
 
@@ -167,7 +178,9 @@ def test_lookups_are_cached_per_key(registry):
     other_name.device = "/device:CPU:0"  # ignored: the registry's device is asked
     assert registry.lookup(other_name) is first
     assert KernelRegistry.key(other_name) == KernelRegistry.key(_node("Relu", T=tf.float16))
-    assert KernelRegistry.key(_node("Relu", T=tf.float16)) != KernelRegistry.key(_node("Relu", T=tf.float32))
+    assert KernelRegistry.key(_node("Relu", T=tf.float16)) != KernelRegistry.key(
+        _node("Relu", T=tf.float32)
+    )
 
 
 def test_function_call_ops_are_not_registry_ops(registry):
@@ -238,14 +251,17 @@ def test_lookup_leaves_no_registry_warning_at_all(registry_child_stderr):
         ("/venv/lib/python3.11/site-packages/tensorflow/python/ops/math_ops.py", True),
         ("/venv/lib/python3.11/site-packages/keras/src/layers/core/dense.py", True),
         ("/venv/lib/python3.11/site-packages/tf_keras/src/engine/training.py", True),
-        (str(Path(gpuwhy.__file__).with_name("auditor.py")), True),   # gpuwhy's own package
-        ("/home/me/gpuwhy/train.py", False),   # a user's checkout named gpuwhy is still the user's
+        (str(Path(gpuwhy.__file__).with_name("auditor.py")), True),  # gpuwhy's own package
+        ("/home/me/gpuwhy/train.py", False),  # a user's checkout named gpuwhy is still the user's
         ("/usr/lib/python3.11/contextlib.py", True),
         ("/usr/lib/python3.11/functools.py", True),
         ("/venv/lib/python3.11/site-packages/numpy/core/fromnumeric.py", True),
         ("/venv/bin/gpuwhy", True),  # the console script running the user's program
         ("/home/me/project/train.py", False),
-        ("/home/me/project/keras_utils.py", False),  # a file named like a library is still the user's
+        (
+            "/home/me/project/keras_utils.py",
+            False,
+        ),  # a file named like a library is still the user's
         ("/home/me/tensorflow_models/train.py", False),
         ("relative/model.py", False),
     ],
@@ -255,7 +271,10 @@ def test_is_library_file(filename, library):
 
 
 def test_relative():
-    assert graph_ops.relative(str(ROOT / "pkg" / "train.py"), 12) == f"{os.path.relpath(ROOT / 'pkg' / 'train.py')}:12"
+    assert (
+        graph_ops.relative(str(ROOT / "pkg" / "train.py"), 12)
+        == f"{os.path.relpath(ROOT / 'pkg' / 'train.py')}:12"
+    )
     assert graph_ops.relative("/elsewhere/train.py", 3).endswith("train.py:3")
 
 
@@ -283,7 +302,9 @@ def test_creation_site_is_the_innermost_user_frame(traced_graph):
     here = os.path.relpath(THIS_FILE)
     assert graph_ops.creation_site(traced_graph, "my_relu") == f"{here}:{_marked_line('relu')}"
     # Created inside a helper: the helper's line, not the caller's.
-    assert graph_ops.creation_site(traced_graph, "MatMul") == f"{here}:{_marked_line('helper-matmul')}"
+    assert (
+        graph_ops.creation_site(traced_graph, "MatMul") == f"{here}:{_marked_line('helper-matmul')}"
+    )
 
 
 def test_creation_site_of_unknown_ops(traced_graph):

@@ -24,8 +24,11 @@ THIS_FILE = Path(__file__)
 
 def _line(marker: str) -> int:
     """The line number of the line ending with ``# @marker`` in this file."""
-    hits = [number for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
-            if text.rstrip().endswith(f"# @{marker}")]
+    hits = [
+        number
+        for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
+        if text.rstrip().endswith(f"# @{marker}")
+    ]
     assert len(hits) == 1, f"marker {marker!r} must be on exactly one line, found {hits}"
     return hits[0]
 
@@ -89,7 +92,7 @@ def test_graph_building_is_ignored_and_a_function_call_is_told_apart(recorder):
     step(x)  # @call
     switch.off()
     assert len(records) == 1, _sites(records, frames)  # Mul, Relu, AddV2 were only built
-    (op_type, location), = _sites(records, frames)
+    ((op_type, location),) = _sites(records, frames)
     assert op_type.startswith("__inference_step")
     assert location == _site("call")
     assert oc.is_function_call(op_type)

@@ -8,7 +8,6 @@ tracing_compilation._create_concrete_function. Lines that must be named carry a
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import weakref
 from array import array
@@ -18,10 +17,12 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tensorflow.python.eager.polymorphic_function import polymorphic_function, tracing_compilation  # noqa: E402
+from tensorflow.python.eager.polymorphic_function import (  # noqa: E402
+    polymorphic_function,
+    tracing_compilation,
+)
 
 from gpuwhy.tfapi.tracing import FunctionHooks, describe  # noqa: E402
-
 from tests import markers  # noqa: E402
 
 THIS_FILE = Path(__file__)
@@ -69,10 +70,14 @@ def test_a_changing_python_int_retraces_and_names_the_argument(hooks):
     for n in range(3):
         scale(x, n)  # @scale-call
     traces = hooks.traces_of(scale)
-    assert [t.args for t in traces] == [(("x", "float32[2,3]"), ("n", f"{n} (int)")) for n in range(3)]
+    assert [t.args for t in traces] == [
+        (("x", "float32[2,3]"), ("n", f"{n} (int)")) for n in range(3)
+    ]
     assert all(t.caller == _at("scale-call") for t in traces)
     assert all(t.seconds > 0 and not t.nested for t in traces)
-    assert [id(t.concrete) for t in traces] == [id(cf) for cf in scale._list_all_concrete_functions()]
+    assert [id(t.concrete) for t in traces] == [
+        id(cf) for cf in scale._list_all_concrete_functions()
+    ]
     assert len(hooks.calls(scale)) == 3
 
 
@@ -88,8 +93,13 @@ def test_tensor_shapes_retrace_unless_reduce_retracing_generalises_them(hooks):
     for size in (2, 3, 4, 5):
         plain(tf.ones([size]))
         reducing(tf.ones([size]))
-    assert [t.args for t in hooks.traces_of(plain)] == [(("x", f"float32[{n}]"),) for n in (2, 3, 4, 5)]
-    assert [t.args for t in hooks.traces_of(reducing)] == [(("x", "float32[2]"),), (("x", "float32[None]"),)]
+    assert [t.args for t in hooks.traces_of(plain)] == [
+        (("x", f"float32[{n}]"),) for n in (2, 3, 4, 5)
+    ]
+    assert [t.args for t in hooks.traces_of(reducing)] == [
+        (("x", "float32[2]"),),
+        (("x", "float32[None]"),),
+    ]
     assert describe(reducing).reduce_retracing and not describe(plain).reduce_retracing
 
 
@@ -164,8 +174,15 @@ def test_python_values_and_containers_are_written_as_tf_keyed_them(hooks):
     class Config:
         pass
 
-    many(tf.ones([2], tf.int64), 3.5, "s", tf.Variable(1.0), Config(), flag=False,
-         options={"a": tf.ones([1]), "b": [1, 2]})
+    many(
+        tf.ones([2], tf.int64),
+        3.5,
+        "s",
+        tf.Variable(1.0),
+        Config(),
+        flag=False,
+        options={"a": tf.ones([1]), "b": [1, 2]},
+    )
     (trace,) = hooks.traces_of(many)
     args = dict(trace.args)
     assert args["x"] == "int64[2]"
@@ -196,8 +213,13 @@ def test_keras_fit_train_function_is_seen_with_one_trace(hooks):
     keras = pytest.importorskip("keras")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
-    model.fit(np.ones((64, 4), "float32"), np.ones((64, 2), "float32"),  # @fit
-              batch_size=16, epochs=2, verbose=0)
+    model.fit(
+        np.ones((64, 4), "float32"),
+        np.ones((64, 2), "float32"),  # @fit
+        batch_size=16,
+        epochs=2,
+        verbose=0,
+    )
     train = model.train_function
     stepper = [t for t in hooks.traces if describe(t.function).name == "multi_step_on_iterator"]
     assert len(stepper) == 1
@@ -205,8 +227,12 @@ def test_keras_fit_train_function_is_seen_with_one_trace(hooks):
     assert info.library and info.reduce_retracing and not info.tf_data
     assert stepper[0].caller == _at("fit")
     assert stepper[0].args == (("iterator", "iterator of (float32[16,4], float32[16,2])"),)
-    calls = [c for f_id, f in hooks.functions.items() if describe(f).name == "multi_step_on_iterator"
-             for c in hooks.calls(f)]
+    calls = [
+        c
+        for f_id, f in hooks.functions.items()
+        if describe(f).name == "multi_step_on_iterator"
+        for c in hooks.calls(f)
+    ]
     assert len(calls) == 8  # 4 batches x 2 epochs
     assert callable(train)
 
@@ -217,7 +243,9 @@ def test_calls_from_several_threads_are_each_recorded(hooks):
         return x + 1
 
     work(tf.ones([2]))
-    threads = [threading.Thread(target=lambda: [work(tf.ones([2])) for _ in range(5)]) for _ in range(3)]
+    threads = [
+        threading.Thread(target=lambda: [work(tf.ones([2])) for _ in range(5)]) for _ in range(3)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -273,6 +301,7 @@ def test_two_hooks_chain_and_each_records():
     first.hooks.install()
     second.hooks.install()
     try:
+
         @tf.function
         def shared(x):
             return x - 1
@@ -315,5 +344,7 @@ def test_named_tuples_and_lists_are_written_field_by_field(hooks):
 
     consume(Batch(tf.ones([8, 28, 28]), tf.zeros([8], tf.int32)), [tf.ones([1]), 2])
     (trace,) = hooks.traces_of(consume)
-    assert trace.args == (("batch", "Batch(images=float32[8,28,28], labels=int32[8])"),
-                          ("sizes", "[float32[1], 2]"))
+    assert trace.args == (
+        ("batch", "Batch(images=float32[8,28,28], labels=int32[8])"),
+        ("sizes", "[float32[1], 2]"),
+    )

@@ -34,7 +34,8 @@ def read_build_info(package_dir):
         return {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets
+        ):
             return _literal_dict(node.value)
     return {}
 

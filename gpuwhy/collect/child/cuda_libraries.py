@@ -23,12 +23,30 @@ import sys
 # Library sonames per CUDA major version. The cuFFT and cuSOLVER majors do not follow
 # CUDA's (CUDA 12 ships libcufft.so.11 and libcusolver.so.11).
 _MAJORS = {
-    11: {"cudart": "11.0", "cublas": "11", "cublasLt": "11", "cufft": "10", "cusolver": "11",
-         "cusparse": "11"},
-    12: {"cudart": "12", "cublas": "12", "cublasLt": "12", "cufft": "11", "cusolver": "11",
-         "cusparse": "12"},
-    13: {"cudart": "13", "cublas": "13", "cublasLt": "13", "cufft": "12", "cusolver": "12",
-         "cusparse": "12"},
+    11: {
+        "cudart": "11.0",
+        "cublas": "11",
+        "cublasLt": "11",
+        "cufft": "10",
+        "cusolver": "11",
+        "cusparse": "11",
+    },
+    12: {
+        "cudart": "12",
+        "cublas": "12",
+        "cublasLt": "12",
+        "cufft": "11",
+        "cusolver": "11",
+        "cusparse": "12",
+    },
+    13: {
+        "cudart": "13",
+        "cublas": "13",
+        "cublasLt": "13",
+        "cufft": "12",
+        "cusolver": "12",
+        "cusparse": "12",
+    },
 }
 
 # short name -> (pip package dir under site-packages/nvidia, pip package, apt package)
@@ -42,8 +60,10 @@ _PACKAGES = {
     "cudnn": ("cudnn", "nvidia-cudnn-cu{cuda}", "libcudnn{cudnn}-cuda-{cuda}"),
 }
 
-_CUDA_FILE = re.compile(r"/lib(cuda|cudart|cublas|cublasLt|cudnn\w*|cufft|cusolver|cusparse|"
-                        r"nccl|nvidia-ml|nvrtc|nvJitLink|cupti)\.so[.\d]*$")
+_CUDA_FILE = re.compile(
+    r"/lib(cuda|cudart|cublas|cublasLt|cudnn\w*|cufft|cusolver|cusparse|"
+    r"nccl|nvidia-ml|nvrtc|nvJitLink|cupti)\.so[.\d]*$"
+)
 
 
 def _major_minor(version):
@@ -63,11 +83,23 @@ def required(build_info):
     fmt = {"cuda": cuda, "minor": minor, "cudnn": cudnn}
     out = []
     for name, version in majors.items():
-        out.append((name, f"lib{name}.so.{version}", _PACKAGES[name][1].format(**fmt),
-                    _PACKAGES[name][2].format(**fmt)))
+        out.append(
+            (
+                name,
+                f"lib{name}.so.{version}",
+                _PACKAGES[name][1].format(**fmt),
+                _PACKAGES[name][2].format(**fmt),
+            )
+        )
     if cudnn is not None:
-        out.append(("cudnn", f"libcudnn.so.{cudnn}", _PACKAGES["cudnn"][1].format(**fmt),
-                    _PACKAGES["cudnn"][2].format(**fmt)))
+        out.append(
+            (
+                "cudnn",
+                f"libcudnn.so.{cudnn}",
+                _PACKAGES["cudnn"][1].format(**fmt),
+                _PACKAGES["cudnn"][2].format(**fmt),
+            )
+        )
     return out
 
 
@@ -98,8 +130,7 @@ def _search_dirs():
 
 def _ldconfig_entries():
     try:
-        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True,
-                             timeout=5).stdout
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return re.findall(r"=>\s*(\S+)", out)
@@ -116,13 +147,13 @@ def _try_load(path_or_name):
 def _other_majors(candidates, name, soname):
     """One path per other major version of ``lib<name>.so`` (symlinks folded)."""
     prefix = f"lib{name}.so."
-    wanted_major = soname[len(prefix):].split(".")[0]
+    wanted_major = soname[len(prefix) :].split(".")[0]
     by_major = {}
     for c in sorted(candidates):
         base = os.path.basename(c)
         if not base.startswith(prefix):
             continue
-        major = base[len(prefix):].split(".")[0]
+        major = base[len(prefix) :].split(".")[0]
         if major and major != wanted_major and os.path.exists(c):
             by_major.setdefault(major, os.path.realpath(c))
     return [by_major[m] for m in sorted(by_major)]
@@ -134,8 +165,16 @@ def probe(build_info, mapped=None):
     candidates = None  # every lib*.so.* file we can see, built once on demand
     results = []
     for name, soname, pip_package, apt_package in required(build_info):
-        row = {"name": name, "wanted": soname, "loaded": False, "path": None, "error": None,
-               "other_versions": [], "pip_package": pip_package, "apt_package": apt_package}
+        row = {
+            "name": name,
+            "wanted": soname,
+            "loaded": False,
+            "path": None,
+            "error": None,
+            "other_versions": [],
+            "pip_package": pip_package,
+            "apt_package": apt_package,
+        }
         already = [p for p in mapped if os.path.basename(p) == soname]
         if already:
             row.update(loaded=True, path=already[0])

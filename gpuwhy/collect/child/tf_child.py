@@ -17,17 +17,27 @@ import sys
 import time
 import traceback
 
-if __package__:   # imported by `gpuwhy run` to describe TF inside the watched process
+if __package__:  # imported by `gpuwhy run` to describe TF inside the watched process
     from gpuwhy.collect.child import build_info_file, cuda_libraries
-else:             # run as a script in the child: standard library only before TF
+else:  # run as a script in the child: standard library only before TF
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import build_info_file  # noqa: E402
-    import cuda_libraries  # noqa: E402
+    import build_info_file
+    import cuda_libraries
 
 MARK = "@@gpuwhy-probe "
-_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly",
-                  "tf-nightly-cpu", "tensorflow-macos", "tensorflow-intel", "tensorflow-aarch64",
-                  "tensorflow-cpu-aws", "intel-tensorflow", "tensorflow-rocm")
+_DISTRIBUTIONS = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tf-nightly",
+    "tf-nightly-cpu",
+    "tensorflow-macos",
+    "tensorflow-intel",
+    "tensorflow-aarch64",
+    "tensorflow-cpu-aws",
+    "intel-tensorflow",
+    "tensorflow-rocm",
+)
 
 
 def emit(**payload):
@@ -55,8 +65,12 @@ def confirm_on_gpus(tf, gpus):
     details, first_device, error = [], None, None
     try:
         from tensorflow.python.client import device_lib  # private: PCI bus ids per GPU
-        descs = {d.name: d.physical_device_desc for d in device_lib.list_local_devices()
-                 if d.device_type == "GPU"}
+
+        descs = {
+            d.name: d.physical_device_desc
+            for d in device_lib.list_local_devices()
+            if d.device_type == "GPU"
+        }
     except Exception:  # noqa: BLE001 - only used to match TF GPUs with NVML ones
         descs = {}
     for i, gpu in enumerate(gpus):
@@ -74,7 +88,7 @@ def confirm_on_gpus(tf, gpus):
                 b = tf.linalg.matmul(a, a)
             b.numpy()
             row["confirm_device"] = b.device
-            if i == 0:   # ops without a device request go to GPU:0: it must work
+            if i == 0:  # ops without a device request go to GPU:0: it must work
                 first_device = b.device
         except Exception as e:  # noqa: BLE001
             row["confirm_error"] = f"{type(e).__name__}: {e}".splitlines()[0]
@@ -85,6 +99,7 @@ def confirm_on_gpus(tf, gpus):
 
 def main():
     import platform
+
     result = {"installed": False, "python_version": platform.python_version()}
     location = build_info_file.tensorflow_location()
     if location is None:
@@ -98,13 +113,19 @@ def main():
     try:
         import tensorflow as tf
     except BaseException as e:  # noqa: BLE001 - SystemExit from a broken install too
-        result.update(import_ok=False, import_error=f"{type(e).__name__}: {e}".strip(),
-                      import_traceback=traceback.format_exc(limit=-8),
-                      libraries=cuda_libraries.probe(build))
+        result.update(
+            import_ok=False,
+            import_error=f"{type(e).__name__}: {e}".strip(),
+            import_traceback=traceback.format_exc(limit=-8),
+            libraries=cuda_libraries.probe(build),
+        )
         emit(result=result)
         return
-    result.update(import_ok=True, import_seconds=round(time.perf_counter() - t0, 3),
-                  version=getattr(tf, "__version__", None))
+    result.update(
+        import_ok=True,
+        import_seconds=round(time.perf_counter() - t0, 3),
+        version=getattr(tf, "__version__", None),
+    )
     try:
         result["build"] = dict(tf.sysconfig.get_build_info())
     except Exception:  # noqa: BLE001 - keep the statically read one

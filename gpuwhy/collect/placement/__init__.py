@@ -53,7 +53,9 @@ class AuditTarget:
 class AuditedGraph:
     """One function's placement, kept for ``--verify`` and the verbose tables."""
 
-    def __init__(self, target: AuditTarget, placed: PlacedGraph, copies: list[Crossing], jit: bool) -> None:
+    def __init__(
+        self, target: AuditTarget, placed: PlacedGraph, copies: list[Crossing], jit: bool
+    ) -> None:
         self.target = target
         self.jit = jit
         self.label = target.label
@@ -104,7 +106,9 @@ def audit_functions(
         checks = [verify_placement(a, registry.device_type) for a in audited]
         check = _merge_checks(checks)
         # Seen, not predicted, once TF's own placement was compared node by node.
-        facts = _replace(facts, verification=check, predicted=not (check.ran and registry.device_type == "GPU"))
+        facts = _replace(
+            facts, verification=check, predicted=not (check.ran and registry.device_type == "GPU")
+        )
     return _replace(facts, seconds=round(time.perf_counter() - started, 4)), audited
 
 
@@ -185,7 +189,12 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
             )
             bucket = buckets.get(key)
             if bucket is None:
-                bucket = buckets[key] = {"count": 0, "in_loop": False, "examples": [], "colocated": None}
+                bucket = buckets[key] = {
+                    "count": 0,
+                    "in_loop": False,
+                    "examples": [],
+                    "colocated": None,
+                }
             bucket["count"] += 1
             bucket["in_loop"] = bucket["in_loop"] or node.loop_depth > 0
             if len(bucket["examples"]) < MAX_EXAMPLES:
@@ -236,7 +245,9 @@ def _copies(audited: list[AuditedGraph]) -> tuple[HostDeviceCopy, ...]:
             host_side = crossing.dst if crossing.direction == "to-host" else crossing.src
             if kind == "input":
                 host_side = crossing.dst
-            shape = graph_ops.output_shape(graph_ops.body_graph(flat.graphs, src.function), src.name, crossing.index)
+            shape = graph_ops.output_shape(
+                graph_ops.body_graph(flat.graphs, src.function), src.name, crossing.index
+            )
             size = _bytes(shape, crossing.dtype)
             out.append(
                 HostDeviceCopy(

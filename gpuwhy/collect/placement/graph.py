@@ -140,7 +140,11 @@ class _Signatures:
             if attr.type in ("type", "list(type)", "int") and attr.name in attrs:
                 value = attrs[attr.name]
                 key_parts.append(
-                    value.type if attr.type == "type" else value.i if attr.type == "int" else tuple(value.list.type)
+                    value.type
+                    if attr.type == "type"
+                    else value.i
+                    if attr.type == "int"
+                    else tuple(value.list.type)
                 )
             else:
                 key_parts.append(None)
@@ -156,7 +160,7 @@ class _Signatures:
 
 
 def device_type(device: str) -> str:
-    """"/job:x/replica:0/task:0/device:GPU:1", "/GPU:0", "gpu" -> "GPU"; "" -> ""."""
+    """ "/job:x/replica:0/task:0/device:GPU:1", "/GPU:0", "gpu" -> "GPU"; "" -> ""."""
     if not device:
         return ""
     for part in reversed(device.split("/")):
@@ -180,7 +184,14 @@ class _Builder:
         self.unaudited: dict[str, None] = {}
 
     def new_node(
-        self, node_def: Any, function: str, requested: str, role: str, depth: int, chain, jit: bool = False
+        self,
+        node_def: Any,
+        function: str,
+        requested: str,
+        role: str,
+        depth: int,
+        chain,
+        jit: bool = False,
     ) -> Node:
         if len(self.nodes) >= MAX_NODES:
             raise RecursionError("function bodies nest without end")
@@ -203,7 +214,9 @@ class _Builder:
         )
         if "_class" in node_def.attr:
             node.colocate_with = [
-                v.decode()[len("loc:@") :] for v in node_def.attr["_class"].list.s if v.startswith(b"loc:@")
+                v.decode()[len("loc:@") :]
+                for v in node_def.attr["_class"].list.s
+                if v.startswith(b"loc:@")
             ]
         self.nodes.append(node)
         if role == "op":
@@ -215,12 +228,18 @@ class _Builder:
         if "Dataset" not in node_def.op:
             return
         for value in node_def.attr.values():
-            names = [value.func.name] if value.HasField("func") else [f.name for f in value.list.func]
+            names = (
+                [value.func.name] if value.HasField("func") else [f.name for f in value.list.func]
+            )
             for name in names:
                 if name:
-                    self.unaudited[f"{name} (run by {node_def.op} inside tf.data, on the CPU)"] = None
+                    self.unaudited[f"{name} (run by {node_def.op} inside tf.data, on the CPU)"] = (
+                        None
+                    )
 
-    def body_nodes(self, function_name: str, caller_device: str, arg_refs: list, depth: int, chain, jit: bool):
+    def body_nodes(
+        self, function_name: str, caller_device: str, arg_refs: list, depth: int, chain, jit: bool
+    ):
         """Add one inlined copy of a FunctionDef; return refs of its outputs."""
         function = self.library.get(function_name)
         if function is None:
@@ -391,5 +410,9 @@ def flatten(name: str, graph: Any, jit: bool = False) -> FlatGraph:
             roots.append(by_name[op.name].id)
     _prune(builder, roots)
     return FlatGraph(
-        name=name, nodes=builder.nodes, graphs=graphs, captured=captured, unaudited=list(builder.unaudited)
+        name=name,
+        nodes=builder.nodes,
+        graphs=graphs,
+        captured=captured,
+        unaudited=list(builder.unaudited),
     )

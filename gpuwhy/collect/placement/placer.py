@@ -50,14 +50,32 @@ HOST_ONLY_DTYPES = frozenset({DT_STRING, DT_RESOURCE, DT_STRING + 100, DT_RESOUR
 
 _METADATA_OPS = frozenset({"Shape", "Size", "Rank"})  # NC_METADATA in graph/graph.cc
 # IsExemptFromResourceInputColocation (REGISTER_INPUT_COLOCATION_EXEMPTION).
-_RESOURCE_COLOCATION_EXEMPT = frozenset({
-    "IdentityN", "PartitionedCall", "StatefulPartitionedCall", "FlatMapDataset", "InterleaveDataset",
-    "ParallelInterleaveDatasetV4", "MapAndBatchDataset", "GroupByWindowDataset", "ScanDataset",
-    "RpcServerRegister",
-})
+_RESOURCE_COLOCATION_EXEMPT = frozenset(
+    {
+        "IdentityN",
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+        "FlatMapDataset",
+        "InterleaveDataset",
+        "ParallelInterleaveDatasetV4",
+        "MapAndBatchDataset",
+        "GroupByWindowDataset",
+        "ScanDataset",
+        "RpcServerRegister",
+    }
+)
 # Resources that live in host memory whatever the machine: tables, iterators, datasets, mutexes.
-_HOST_RESOURCE_PREFIXES = ("Lookup", "Iterator", "AnonymousIterator", "MakeIterator", "Mutex",
-                           "InitializeTable", "Optional", "Dataset", "DeleteIterator")
+_HOST_RESOURCE_PREFIXES = (
+    "Lookup",
+    "Iterator",
+    "AnonymousIterator",
+    "MakeIterator",
+    "Mutex",
+    "InitializeTable",
+    "Optional",
+    "Dataset",
+    "DeleteIterator",
+)
 
 _VARIABLE_CONSUMERS = frozenset(
     {
@@ -84,7 +102,7 @@ class PlacedGraph:
     colocated_with: dict[int, int] = field(default_factory=dict)  # node -> member that decided
 
     def computes_on(self, node_id: int) -> str:
-        """"GPU", "CPU" or "host" (GPU-placed, every argument in host memory)."""
+        """ "GPU", "CPU" or "host" (GPU-placed, every argument in host memory)."""
         return "host" if self.reason[node_id] == "gpu-host-memory" else self.device[node_id]
 
 
@@ -106,10 +124,15 @@ class _UnionFind:
 
 
 def _is_variable_consumer(op: str) -> bool:
-    return op in _VARIABLE_CONSUMERS or op.startswith(("ResourceApply", "ResourceSparseApply", "ResourceScatter")) or op in (
-        "ResourceGather",
-        "ResourceGatherNd",
-        "ResourceStridedSliceAssign",
+    return (
+        op in _VARIABLE_CONSUMERS
+        or op.startswith(("ResourceApply", "ResourceSparseApply", "ResourceScatter"))
+        or op
+        in (
+            "ResourceGather",
+            "ResourceGatherNd",
+            "ResourceStridedSliceAssign",
+        )
     )
 
 
@@ -163,7 +186,9 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
             pinned[node.id] = device[node.id]
         elif node.name in flat.captured:
             # int32 and strings sit in host memory; captured variants are datasets.
-            device[node.id] = "CPU" if dtype in HOST_ONLY_DTYPES or dtype in (DT_INT32, DT_VARIANT) else accel
+            device[node.id] = (
+                "CPU" if dtype in HOST_ONLY_DTYPES or dtype in (DT_INT32, DT_VARIANT) else accel
+            )
             reason[node.id] = "captured"
         else:
             device[node.id] = "CPU"
@@ -242,10 +267,20 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
             continue
         kernel = kernels.get(node.id)
         host_args = kernel.host_memory_args if kernel is not None else frozenset()
-        ins = [arg in host_args or dtype in HOST_ONLY_DTYPES for arg, dtype in zip(node.in_args, node.in_types)]
-        outs = [arg in host_args or dtype in HOST_ONLY_DTYPES for arg, dtype in zip(node.out_args, node.out_types)]
+        ins = [
+            arg in host_args or dtype in HOST_ONLY_DTYPES
+            for arg, dtype in zip(node.in_args, node.in_types)
+        ]
+        outs = [
+            arg in host_args or dtype in HOST_ONLY_DTYPES
+            for arg, dtype in zip(node.out_args, node.out_types)
+        ]
         if node.role == "arg":
-            outs = [node.out_types[0] in HOST_ONLY_DTYPES or node.out_types[0] == DT_INT32] if node.out_types else []
+            outs = (
+                [node.out_types[0] in HOST_ONLY_DTYPES or node.out_types[0] == DT_INT32]
+                if node.out_types
+                else []
+            )
         attrs = node.node_def.attr
         for name, flags in (("_input_hostmem", ins), ("_output_hostmem", outs)):
             if name in attrs:
@@ -254,7 +289,13 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
                         flags[index] = True
         in_host[node.id] = ins
         out_host[node.id] = outs
-        if node.role == "op" and reason[node.id] == "gpu" and (ins or outs) and all(ins) and all(outs):
+        if (
+            node.role == "op"
+            and reason[node.id] == "gpu"
+            and (ins or outs)
+            and all(ins)
+            and all(outs)
+        ):
             reason[node.id] = "gpu-host-memory"
     return PlacedGraph(flat, device, reason, in_host, out_host, colocated_with)
 
@@ -289,7 +330,11 @@ def _var_handle_kernel(registry: KernelRegistry, dtype: int) -> GpuKernel:
 def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel) -> None:
     def no_kernel_reason(member: int) -> str:
         kernel = kernels.get(member)
-        return "no-gpu-kernel-for-dtype" if kernel is not None and kernel.op_has_gpu_kernels else "no-gpu-kernel"
+        return (
+            "no-gpu-kernel-for-dtype"
+            if kernel is not None and kernel.op_has_gpu_kernels
+            else "no-gpu-kernel"
+        )
 
     ops = [m for m in group if nodes[m].role == "op"]
     lacking = [m for m in ops if not (kernels.get(m) and kernels[m].exists)]

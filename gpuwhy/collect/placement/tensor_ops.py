@@ -46,8 +46,20 @@ def _dims(node, graph) -> dict[str, int | None]:
     if node.op in _MATMULS:
         a = graph_ops.input_shape(graph, name, 0)
         b = graph_ops.input_shape(graph, name, 1)
-        ta = attrs["transpose_a"].b if "transpose_a" in attrs else attrs["adj_x"].b if "adj_x" in attrs else False
-        tb = attrs["transpose_b"].b if "transpose_b" in attrs else attrs["adj_y"].b if "adj_y" in attrs else False
+        ta = (
+            attrs["transpose_a"].b
+            if "transpose_a" in attrs
+            else attrs["adj_x"].b
+            if "adj_x" in attrs
+            else False
+        )
+        tb = (
+            attrs["transpose_b"].b
+            if "transpose_b" in attrs
+            else attrs["adj_y"].b
+            if "adj_y" in attrs
+            else False
+        )
         m = _dim(a, -1 if ta else -2)
         k = _dim(a, -2 if ta else -1)
         n = _dim(b, -2 if tb else -1)
@@ -65,7 +77,11 @@ def _dims(node, graph) -> dict[str, int | None]:
         x = graph_ops.input_shape(graph, name, 0)
         dy = graph_ops.input_shape(graph, name, 2)
         channel = -1 if _channels_last(node) else 1
-        return {"batch": _dim(x, 0), "in_channels": _dim(x, channel), "out_channels": _dim(dy, channel)}
+        return {
+            "batch": _dim(x, 0),
+            "in_channels": _dim(x, channel),
+            "out_channels": _dim(dy, channel),
+        }
     return {}
 
 
@@ -142,7 +158,15 @@ def _flops(node, graph) -> int | None:
 def _layer(name: str) -> str | None:
     """The name scope that created the op: the Keras layer for Keras models."""
     parts = [p for p in name.split("/")[:-1] if p]
-    while parts and parts[-1] in ("MatMul", "BiasAdd", "Conv2D", "convolution", "Tensordot", "einsum", "Einsum"):
+    while parts and parts[-1] in (
+        "MatMul",
+        "BiasAdd",
+        "Conv2D",
+        "convolution",
+        "Tensordot",
+        "einsum",
+        "Einsum",
+    ):
         parts.pop()
     return "/".join(parts) or None
 

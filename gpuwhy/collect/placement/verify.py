@@ -23,7 +23,7 @@ def _device_present(kind: str) -> bool:
 
     try:
         return bool(tf.config.list_physical_devices(kind))
-    except Exception:
+    except Exception:  # noqa: BLE001 - the user's code may raise anything
         return False
 
 
@@ -42,8 +42,10 @@ def verify_placement(audited, target_device: str) -> PlacementCheck:
         )
     try:
         actual = placed_devices(target.function, target.example_args or (), target.example_kwargs)
-    except Exception as error:  # the user's function failed: say so, do not crash the audit
-        return PlacementCheck(ran=False, reason=f"running the function failed: {type(error).__name__}: {error}")
+    except Exception as error:  # noqa: BLE001 - the user's function failed: say so, do not crash the audit
+        return PlacementCheck(
+            ran=False, reason=f"running the function failed: {type(error).__name__}: {error}"
+        )
     if not actual:
         return PlacementCheck(
             ran=False,
@@ -74,9 +76,16 @@ def verify_placement(audited, target_device: str) -> PlacementCheck:
         predicted = placed.device[node_id]
         if predicted != actual_type:
             disagreements.append(
-                Disagreement(node=qualified(flat, node_id), op=flat.nodes[node_id].op, predicted=predicted, actual=actual_type)
+                Disagreement(
+                    node=qualified(flat, node_id),
+                    op=flat.nodes[node_id].op,
+                    predicted=predicted,
+                    actual=actual_type,
+                )
             )
-    return PlacementCheck(ran=True, device=target_device, nodes_compared=compared, disagreements=tuple(disagreements))
+    return PlacementCheck(
+        ran=True, device=target_device, nodes_compared=compared, disagreements=tuple(disagreements)
+    )
 
 
 def _match_nested(name: str, nested: dict[str, list[int]], flat) -> int | None:

@@ -23,20 +23,24 @@ import statistics
 import threading
 import time
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from gpuwhy.collect.run.base import RunCollector, StepWindow
 from gpuwhy.facts import EagerFacts, EagerOpSite
 
-GAP_CAP_S = 1e-3     # a longer gap between two eager ops is not dispatch alone
+GAP_CAP_S = 1e-3  # a longer gap between two eager ops is not dispatch alone
 TOP_SITES = 20
-THREAD_NOTE = ("counted on thread {thread!r} only: TensorFlow keeps op callbacks per thread, "
-               "so ops run eagerly by other threads are not seen")
+THREAD_NOTE = (
+    "counted on thread {thread!r} only: TensorFlow keeps op callbacks per thread, "
+    "so ops run eagerly by other threads are not seen"
+)
 
 
-def duty_cycle(first_on_s: float, duty: float, longest_on_s: float,
-               repeat: int = 4) -> Iterator[tuple[float, float]]:
+def duty_cycle(
+    first_on_s: float, duty: float, longest_on_s: float, repeat: int = 4
+) -> Iterator[tuple[float, float]]:
     """(on, then off) seconds of each window.
 
     Every window is followed by a pause of ``on * (1/duty - 1)``, so the share of time
@@ -46,7 +50,7 @@ def duty_cycle(first_on_s: float, duty: float, longest_on_s: float,
     ``repeat`` windows up to ``longest_on_s``, so that long steps eventually fit wholly
     inside one: with the defaults 0.25 s windows every 2.75 s for the first 11 s.
     """
-    if duty >= 1.0:                 # counting every op: one window from start to stop
+    if duty >= 1.0:  # counting every op: one window from start to stop
         while True:
             yield float("inf"), 0.0
     on = first_on_s
@@ -63,7 +67,7 @@ class _Site:
     op_type: str
     code: Any
     lasti: int
-    device: Optional[str]
+    device: str | None
     function: bool
 
 
@@ -75,30 +79,36 @@ class EagerOpCounter(RunCollector):
     only one it was ever added to, and ends the window thread.
     """
 
-    def __init__(self, first_on_s: float = 0.25, duty: float = 1 / 11, longest_on_s: float = 4.0,
-                 tick_s: float = 0.25, max_ops: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        first_on_s: float = 0.25,
+        duty: float = 1 / 11,
+        longest_on_s: float = 4.0,
+        tick_s: float = 0.25,
+        max_ops: int = 1_000_000,
+    ) -> None:
         self.first_on_s = first_on_s
         self.duty = duty
         self.longest_on_s = longest_on_s
         self.tick_s = tick_s
         self.max_ops = max_ops
         self.t0 = time.perf_counter()
-        self.windows: list[list[float]] = []   # [start, end] on perf_counter; end inf while open
-        self.error: Optional[str] = None
-        self.thread_name: Optional[str] = None
-        self.full = False                      # stopped counting at max_ops
-        self._pending: list = []               # raw records, appended by the callback
+        self.windows: list[list[float]] = []  # [start, end] on perf_counter; end inf while open
+        self.error: str | None = None
+        self.thread_name: str | None = None
+        self.full = False  # stopped counting at max_ops
+        self._pending: list = []  # raw records, appended by the callback
         self._sites: list[_Site] = []
         self._site_index: dict[tuple[str, int, int], int] = {}
         self._t_in = array("d")
         self._t_out = array("d")
         self._site = array("l")
-        self._elements = array("q")            # -1: unknown
+        self._elements = array("q")  # -1: unknown
         self._switch: Any = None
         self._frames: Any = None
         self._stopping = threading.Event()
-        self._lock = threading.Lock()          # one compaction at a time
-        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()  # one compaction at a time
+        self._thread: threading.Thread | None = None
 
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
@@ -112,10 +122,11 @@ class EagerOpCounter(RunCollector):
             self._switch = op_callbacks.CallbackSwitch(op_callbacks.thread_callbacks(), callback)
             self.thread_name = threading.current_thread().name
             self._switch_on()
-            self._thread = threading.Thread(target=self._run_windows, name="gpuwhy-eager-windows",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._run_windows, name="gpuwhy-eager-windows", daemon=True
+            )
             self._thread.start()
-        except Exception as exc:  # never into the program
+        except Exception as exc:  # noqa: BLE001 - never into the program
             self.error = f"eager op counter not armed: {type(exc).__name__}: {exc}"
             self._switch_off()
 
@@ -161,7 +172,7 @@ class EagerOpCounter(RunCollector):
                     return
                 on_s, off_s = next(schedule)
                 self._switch_on()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
             self.error = f"eager op counter stopped: {type(exc).__name__}: {exc}"
             self._switch_off()
 
@@ -181,7 +192,9 @@ class EagerOpCounter(RunCollector):
                 site = index.get(key)
                 if site is None:
                     site = index[key] = len(self._sites)
-                    self._sites.append(_Site(op_type, code, lasti, device, is_function_call(op_type)))
+                    self._sites.append(
+                        _Site(op_type, code, lasti, device, is_function_call(op_type))
+                    )
                 self._t_in.append(t_in)
                 self._t_out.append(t_out)
                 self._site.append(site)
@@ -214,8 +227,9 @@ class EagerOpCounter(RunCollector):
         self._compact()
         windows = [(start, end) for start, end in self.windows if end != float("inf")]
         counted_s = sum(end - start for start, end in windows)
-        sampled = [(s, e) for s, e in window.intervals
-                   if any(ws <= s and e <= we for ws, we in windows)]
+        sampled = [
+            (s, e) for s, e in window.intervals if any(ws <= s and e <= we for ws, we in windows)
+        ]
         steps = bool(window.intervals)
         spans = sampled if sampled else windows
         starts = [s for s, _ in spans]
@@ -229,7 +243,7 @@ class EagerOpCounter(RunCollector):
         gaps: list[float] = []
         dispatch_s = 0.0
         calls = outside = 0
-        own_s = 0.0                        # inside the callback: not the program's time
+        own_s = 0.0  # inside the callback: not the program's time
         previous_span = -1
         for i in range(len(t_in)):
             t = t_in[i]
@@ -270,30 +284,39 @@ class EagerOpCounter(RunCollector):
             note=self._note(calls),
         )
 
-    def _top_sites(self, counts: dict[int, int],
-                   site_elements: dict[int, list[int]]) -> tuple[EagerOpSite, ...]:
+    def _top_sites(
+        self, counts: dict[int, int], site_elements: dict[int, list[int]]
+    ) -> tuple[EagerOpSite, ...]:
         from gpuwhy.tfapi.op_callbacks import device_name
 
-        merged: dict[tuple[str, Optional[str]], dict[str, Any]] = {}
+        merged: dict[tuple[str, str | None], dict[str, Any]] = {}
         for site, count in counts.items():
             info = self._sites[site]
             location = self._frames.location(info.code, info.lasti) if self._frames else None
-            row = merged.setdefault((info.op_type, location), {"count": 0, "elements": [], "devices": {}})
+            row = merged.setdefault(
+                (info.op_type, location), {"count": 0, "elements": [], "devices": {}}
+            )
             row["count"] += count
             row["elements"].extend(site_elements.get(site, ()))
             device = device_name(info.device)
             row["devices"][device] = row["devices"].get(device, 0) + count
-        rows = sorted(merged.items(), key=lambda item: (-item[1]["count"], item[0][0], item[0][1] or ""))
+        rows = sorted(
+            merged.items(), key=lambda item: (-item[1]["count"], item[0][0], item[0][1] or "")
+        )
         return tuple(
             EagerOpSite(
-                op=op, location=location, count=row["count"],
-                median_elements=int(statistics.median_low(row["elements"])) if row["elements"] else None,
+                op=op,
+                location=location,
+                count=row["count"],
+                median_elements=int(statistics.median_low(row["elements"]))
+                if row["elements"]
+                else None,
                 device=max(row["devices"], key=lambda d: row["devices"][d]),
             )
             for (op, location), row in rows[:TOP_SITES]
         )
 
-    def _note(self, calls: int) -> Optional[str]:
+    def _note(self, calls: int) -> str | None:
         parts = []
         if self.error:
             parts.append(self.error)
@@ -302,8 +325,10 @@ class EagerOpCounter(RunCollector):
         elif not self.error:
             parts.append("not armed: TensorFlow was not imported")
         if calls:
-            parts.append(f"{calls} tf.function call{'s' if calls != 1 else ''} in the same time, "
-                         "not counted as eager ops")
+            parts.append(
+                f"{calls} tf.function call{'s' if calls != 1 else ''} in the same time, "
+                "not counted as eager ops"
+            )
         if self.full:
             parts.append(f"counting stopped after {self.max_ops} ops")
         return "; ".join(parts) or None

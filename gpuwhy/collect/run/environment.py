@@ -12,21 +12,26 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from typing import Optional
 
 from gpuwhy.collect.environment import environment_facts
 from gpuwhy.facts import DriverFacts, EnvironmentFacts, TensorFlowFacts, from_dict
 
 
-def tensorflow_facts() -> Optional[TensorFlowFacts]:
+def tensorflow_facts() -> TensorFlowFacts | None:
     tf = sys.modules.get("tensorflow")
     if tf is None or not hasattr(tf, "config"):
         return None
     from gpuwhy.collect.child import build_info_file, cuda_libraries, tf_child
+
     location = os.path.dirname(getattr(tf, "__file__", "") or "") or None
-    result: dict = {"installed": True, "import_ok": True, "python_version": platform.python_version(),
-                    "version": getattr(tf, "__version__", None), "location": location,
-                    "distribution": tf_child.distribution()}
+    result: dict = {
+        "installed": True,
+        "import_ok": True,
+        "python_version": platform.python_version(),
+        "version": getattr(tf, "__version__", None),
+        "location": location,
+        "distribution": tf_child.distribution(),
+    }
     try:
         result["build"] = dict(tf.sysconfig.get_build_info())
     except Exception:  # noqa: BLE001 - fall back to the file the wheel ships
@@ -45,6 +50,6 @@ def tensorflow_facts() -> Optional[TensorFlowFacts]:
     return from_dict(TensorFlowFacts, result)
 
 
-def run_environment_facts(driver: Optional[DriverFacts]) -> EnvironmentFacts:
+def run_environment_facts(driver: DriverFacts | None) -> EnvironmentFacts:
     """The ``environment`` section of a run: TF as the program left it."""
     return environment_facts(driver, tensorflow_facts())

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import weakref
 from array import array
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.collect.run.base import RunCollector
@@ -36,10 +36,21 @@ MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
 class _Watched:
     """One tf.function object (``Function``): its calls and traces."""
 
-    __slots__ = ("info", "location", "display", "times", "traces", "trace_s", "signatures",
-                 "first_args", "changed", "concretes", "alive")
+    __slots__ = (
+        "info",
+        "location",
+        "display",
+        "times",
+        "traces",
+        "trace_s",
+        "signatures",
+        "first_args",
+        "changed",
+        "concretes",
+        "alive",
+    )
 
-    def __init__(self, info: Any, location: Optional[str], display: str) -> None:
+    def __init__(self, info: Any, location: str | None, display: str) -> None:
         self.info = info
         self.location = location  # def file:line; for Keras' functions the user's call site
         self.display = display
@@ -71,8 +82,14 @@ class _Watched:
                 if args.get(name) != self.first_args.get(name):
                     self.changed[name] = None
         if len(self.signatures) < MAX_SIGNATURES:
-            self.signatures.append(TraceSignature(at_s=trace.started, args=trace.args,
-                                                  seconds=round(trace.seconds, 6), caller=trace.caller))
+            self.signatures.append(
+                TraceSignature(
+                    at_s=trace.started,
+                    args=trace.args,
+                    seconds=round(trace.seconds, 6),
+                    caller=trace.caller,
+                )
+            )
         entry = (self.traces, trace.concrete)
         if len(self.concretes) < MAX_KEPT_CONCRETE:
             self.concretes.append(entry)
@@ -92,10 +109,10 @@ class FunctionWatcher(RunCollector):
 
     def __init__(self) -> None:
         self.t0 = 0.0
-        self.error: Optional[str] = None
+        self.error: str | None = None
         self._hooks: Any = None
         self._lock = threading.RLock()  # a finalizer may run inside our own locked section
-        self._by_id: dict[int, Optional[_Watched]] = {}  # live Function objects (None: not watched)
+        self._by_id: dict[int, _Watched | None] = {}  # live Function objects (None: not watched)
         self._times: dict[int, array] = {}  # the hooks append call times here, by id(Function)
         self._records: list[_Watched] = []  # every Function seen, in order
         self._by_display: dict[str, _Watched] = {}
@@ -112,7 +129,7 @@ class FunctionWatcher(RunCollector):
             hooks = FunctionHooks(self._times, self._on_new_function, self._on_trace)
             hooks.install()
             self._hooks = hooks
-        except Exception as error:  # never raise into the program
+        except Exception as error:  # noqa: BLE001 - never raise into the program
             self.error = f"tf.function calls and traces not watched: {error}"
 
     def stop(self) -> None:
@@ -120,7 +137,7 @@ class FunctionWatcher(RunCollector):
         if hooks is not None:
             try:
                 hooks.uninstall()
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - the user's code may raise anything
                 self.error = f"could not remove the tf.function hooks: {error}"
         with self._lock:
             # A later session may have patched over ours, keeping our wrappers in its
@@ -148,7 +165,7 @@ class FunctionWatcher(RunCollector):
             if watched is not None:
                 watched.add_trace(trace)
 
-    def _register(self, function: Any, caller: Optional[str]) -> Optional[_Watched]:
+    def _register(self, function: Any, caller: str | None) -> _Watched | None:
         from gpuwhy.tfapi.tracing import describe
 
         with self._lock:
@@ -242,7 +259,7 @@ class FunctionWatcher(RunCollector):
                 targets.append(AuditTarget(watched.info.name, concrete, watched.location))
         return targets
 
-    def facts(self, t0: Optional[float] = None) -> TracingFacts:
+    def facts(self, t0: float | None = None) -> TracingFacts:
         """Section ``tracing``, times relative to ``t0`` (default: the run's start).
 
         ``Function`` objects with the same name and place are one entry: a method's
@@ -255,7 +272,9 @@ class FunctionWatcher(RunCollector):
         groups: dict[tuple, list[_Watched]] = {}
         for watched in records:
             info = watched.info
-            groups.setdefault((info.name, info.filename, info.line, watched.location), []).append(watched)
+            groups.setdefault((info.name, info.filename, info.line, watched.location), []).append(
+                watched
+            )
         functions = [_merged(members, t0) for members in groups.values()]
         functions.sort(key=lambda f: -(f.call_s + f.trace_s))
         return TracingFacts(functions=tuple(functions[:MAX_FUNCTIONS]))
@@ -267,9 +286,15 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
     for watched in members:
         changed.update(watched.changed)
         for name in set(watched.first_args) | set(first.first_args):
-            if watched.traces and first.traces and watched.first_args.get(name) != first.first_args.get(name):
+            if (
+                watched.traces
+                and first.traces
+                and watched.first_args.get(name) != first.first_args.get(name)
+            ):
                 changed[name] = None
-    signatures = sorted((s for w in members for s in w.signatures), key=lambda s: s.at_s)[:MAX_SIGNATURES]
+    signatures = sorted((s for w in members for s in w.signatures), key=lambda s: s.at_s)[
+        :MAX_SIGNATURES
+    ]
     return TracedFunction(
         name=first.info.name,
         location=first.location,
@@ -279,7 +304,9 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         trace_s=round(sum(w.trace_s for w in members), 6),
         changed_args=tuple(sorted(changed)),
         signatures=tuple(
-            TraceSignature(at_s=round(s.at_s - t0, 6), args=s.args, seconds=s.seconds, caller=s.caller)
+            TraceSignature(
+                at_s=round(s.at_s - t0, 6), args=s.args, seconds=s.seconds, caller=s.caller
+            )
             for s in signatures
         ),
         reduce_retracing=first.info.reduce_retracing,

@@ -17,7 +17,7 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 Callback = Callable[[object], None]
 
@@ -27,7 +27,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
         self.callbacks: dict[str, list[Callback]] = {}
         self._busy = threading.local()
 
-    def find_spec(self, name, path, target=None):  # noqa: ARG002 - finder protocol
+    def find_spec(self, name, path, target=None):
         if name not in self.callbacks or getattr(self._busy, name, False):
             return None
         setattr(self._busy, name, True)
@@ -47,7 +47,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
                 _original(module)
             finally:
                 try:
-                    del _loader.exec_module     # back to the class's method
+                    del _loader.exec_module  # back to the class's method
                 except AttributeError:
                     pass
             self._fire(name, module)

@@ -19,15 +19,13 @@ element, one element per step).
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 SOURCE = "tf.data gap timer"
 
 
-def with_keras_input_wait(steps: Optional[StepFacts],
-                          tfdata: Optional[TfDataFacts]) -> Optional[StepFacts]:
+def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -> StepFacts | None:
     """``steps`` with its input wait filled from the fit pipeline's gap timer, where
     the wait was not already measured around ``next()``."""
     if steps is None or tfdata is None or steps.input_wait_fraction is not None:
@@ -41,12 +39,15 @@ def with_keras_input_wait(steps: Optional[StepFacts],
     mean_step = steps.total_s / counted
     wait_share = max(0.0, mean_step - pipeline.gap_mean_s) / mean_step
     typical = max(0.0, steps.median_s - (pipeline.gap_median_s or pipeline.gap_mean_s))
-    return dataclasses.replace(steps, input_wait_fraction=round(wait_share, 4),
-                               input_wait_median_s=round(typical, 6),
-                               input_wait_source=SOURCE)
+    return dataclasses.replace(
+        steps,
+        input_wait_fraction=round(wait_share, 4),
+        input_wait_median_s=round(typical, 6),
+        input_wait_source=SOURCE,
+    )
 
 
-def fit_pipeline(tfdata: TfDataFacts) -> Optional[PipelineFacts]:
+def fit_pipeline(tfdata: TfDataFacts) -> PipelineFacts | None:
     """The pipeline ``fit`` trained on: the keras-fit one that gave the most elements."""
     fit = [p for p in tfdata.pipelines if p.consumer == "keras-fit"]
     return max(fit, key=lambda p: p.elements, default=None)

@@ -66,7 +66,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.collect.run.base import RunCollector
 from gpuwhy.facts import PipelineFacts, PipelineStage, TfDataFacts
@@ -74,42 +74,102 @@ from gpuwhy.tfapi.op_callbacks import unseen
 
 __all__ = ["PipelineCollector"]
 
-POLL_S = 1.0              # between two reads of a live iterator's model
-FIRST_POLL_S = 0.1        # ... the first time (then doubling up to POLL_S)
-BUDGET = 0.005            # of the run's wall time that model reads may take
-FINAL_BUDGET = 0.02       # ... counting the last reads of freed iterators
-BUDGET_SLACK_S = 0.05     # reads always allowed at the start of a run
-FINAL_SLACK_S = 0.25      # ... and last reads
+POLL_S = 1.0  # between two reads of a live iterator's model
+FIRST_POLL_S = 0.1  # ... the first time (then doubling up to POLL_S)
+BUDGET = 0.005  # of the run's wall time that model reads may take
+FINAL_BUDGET = 0.02  # ... counting the last reads of freed iterators
+BUDGET_SLACK_S = 0.05  # reads always allowed at the start of a run
+FINAL_SLACK_S = 0.25  # ... and last reads
 MAX_PIPELINES = 64
-MAX_ITERATORS = 2000      # kept per pipeline (Keras makes two per epoch)
-MAX_GAPS = 20000          # gap samples kept per pipeline
-LOOKAHEAD = 3             # run nodes searched ahead for a written transformation's node
+MAX_ITERATORS = 2000  # kept per pipeline (Keras makes two per epoch)
+MAX_GAPS = 20000  # gap samples kept per pipeline
+LOOKAHEAD = 3  # run nodes searched ahead for a written transformation's node
 
-_SOURCES = frozenset({"range", "from_tensor_slices", "from_tensors", "from_sparse_tensor_slices",
-                      "random", "counter", "from_list", "load", "CsvDataset", "list_files",
-                      "TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset",
-                      "tf_record", "text_line", "fixed_length_record", "tensor_slice", "from_tensor"})
-_KINDS = {"map": "map", "map_and_batch": "map", "filter": "filter", "flat_map": "flat_map",
-          "interleave": "interleave", "batch": "batch", "padded_batch": "batch", "ragged_batch": "batch",
-          "prefetch": "prefetch", "cache": "cache", "shuffle": "shuffle", "shuffle_and_repeat": "shuffle",
-          "repeat": "repeat", "from_generator": "generator", "generator": "generator"}
+_SOURCES = frozenset(
+    {
+        "range",
+        "from_tensor_slices",
+        "from_tensors",
+        "from_sparse_tensor_slices",
+        "random",
+        "counter",
+        "from_list",
+        "load",
+        "CsvDataset",
+        "list_files",
+        "TFRecordDataset",
+        "TextLineDataset",
+        "FixedLengthRecordDataset",
+        "tf_record",
+        "text_line",
+        "fixed_length_record",
+        "tensor_slice",
+        "from_tensor",
+    }
+)
+_KINDS = {
+    "map": "map",
+    "map_and_batch": "map",
+    "filter": "filter",
+    "flat_map": "flat_map",
+    "interleave": "interleave",
+    "batch": "batch",
+    "padded_batch": "batch",
+    "ragged_batch": "batch",
+    "prefetch": "prefetch",
+    "cache": "cache",
+    "shuffle": "shuffle",
+    "shuffle_and_repeat": "shuffle",
+    "repeat": "repeat",
+    "from_generator": "generator",
+    "generator": "generator",
+}
 _RUN_FAMILIES = {
-    "Map": "map", "ParallelMap": "map", "MapAndBatch": "map_and_batch", "Batch": "batch",
-    "ParallelBatch": "batch", "PaddedBatch": "padded_batch", "Prefetch": "prefetch",
-    "MemoryCache": "cache", "FileCache": "cache", "Cache": "cache", "Shuffle": "shuffle",
-    "ShuffleAndRepeat": "shuffle_and_repeat", "Repeat": "repeat", "FiniteRepeat": "repeat",
-    "ForeverRepeat": "repeat", "EmptyRepeat": "repeat", "Take": "take", "FiniteTake": "take",
-    "EmptyTake": "take", "Skip": "skip", "FiniteSkip": "skip", "EmptySkip": "skip",
-    "Filter": "filter", "ParallelFilter": "filter", "FlatMap": "flat_map", "Interleave": "interleave",
-    "ParallelInterleave": "interleave", "LegacyParallelInterleave": "interleave",
-    "TensorSlice": "from_tensor_slices", "FromTensor": "from_tensors", "Generator": "generator",
+    "Map": "map",
+    "ParallelMap": "map",
+    "MapAndBatch": "map_and_batch",
+    "Batch": "batch",
+    "ParallelBatch": "batch",
+    "PaddedBatch": "padded_batch",
+    "Prefetch": "prefetch",
+    "MemoryCache": "cache",
+    "FileCache": "cache",
+    "Cache": "cache",
+    "Shuffle": "shuffle",
+    "ShuffleAndRepeat": "shuffle_and_repeat",
+    "Repeat": "repeat",
+    "FiniteRepeat": "repeat",
+    "ForeverRepeat": "repeat",
+    "EmptyRepeat": "repeat",
+    "Take": "take",
+    "FiniteTake": "take",
+    "EmptyTake": "take",
+    "Skip": "skip",
+    "FiniteSkip": "skip",
+    "EmptySkip": "skip",
+    "Filter": "filter",
+    "ParallelFilter": "filter",
+    "FlatMap": "flat_map",
+    "Interleave": "interleave",
+    "ParallelInterleave": "interleave",
+    "LegacyParallelInterleave": "interleave",
+    "TensorSlice": "from_tensor_slices",
+    "FromTensor": "from_tensors",
+    "Generator": "generator",
     "DenseToRagged": "ragged_batch",
 }
-_COMPOSITES = {"from_generator": ("flat_map",), "TFRecordDataset": ("flat_map", "interleave"),
-               "TextLineDataset": ("flat_map", "interleave"),
-               "FixedLengthRecordDataset": ("flat_map", "interleave")}
-_INNER_NAMES = {"from_generator": "Generator", "TFRecordDataset": "TFRecord",
-                "TextLineDataset": "TextLine", "FixedLengthRecordDataset": "FixedLengthRecord"}
+_COMPOSITES = {
+    "from_generator": ("flat_map",),
+    "TFRecordDataset": ("flat_map", "interleave"),
+    "TextLineDataset": ("flat_map", "interleave"),
+    "FixedLengthRecordDataset": ("flat_map", "interleave"),
+}
+_INNER_NAMES = {
+    "from_generator": "Generator",
+    "TFRecordDataset": "TFRecord",
+    "TextLineDataset": "TextLine",
+    "FixedLengthRecordDataset": "FixedLengthRecord",
+}
 
 
 def run_family(name: str) -> str:
@@ -123,6 +183,7 @@ def _written_families(api: str) -> tuple[str, ...]:
 
 
 # -- what is kept while the program runs ----------------------------------------------
+
 
 class _Position:
     """One place in an iterator's chain: the node instance there now, and what the
@@ -145,13 +206,15 @@ class _Position:
         return self.done_time + self.node.total_time_s
 
     def update(self, node: Any) -> None:
-        if node.id != self.node.id:              # a new instance: bank the old one's work
+        if node.id != self.node.id:  # a new instance: bank the old one's work
             self.done_elements += self.node.num_elements
             self.done_time += self.node.total_time_s
         elif not node.inner and self.node.inner:
             # the same instance, whose inner datasets ended (a generator, the last file):
             # keep them, scaled by RunNode.total_time_s to the elements it made since
-            node = dataclasses.replace(node, inner=self.node.inner, inner_elements=self.node.inner_elements)
+            node = dataclasses.replace(
+                node, inner=self.node.inner, inner_elements=self.node.inner_elements
+            )
         self.node = node
 
 
@@ -163,36 +226,52 @@ def _observe(positions: list, model: Any) -> list:
     if not positions:
         return [_Position(n) for n in new]
     shared = 0
-    while (shared < min(len(positions), len(new))
-           and positions[-1 - shared].node.name == new[-1 - shared].name):
+    while (
+        shared < min(len(positions), len(new))
+        and positions[-1 - shared].node.name == new[-1 - shared].name
+    ):
         shared += 1
-    matched = positions[len(positions) - shared:]
-    for position, node in zip(matched, new[len(new) - shared:]):
+    matched = positions[len(positions) - shared :]
+    for position, node in zip(matched, new[len(new) - shared :]):
         position.update(node)
-    fresh = new[:len(new) - shared]
+    fresh = new[: len(new) - shared]
     if not fresh:
-        return positions[:len(positions) - shared] + matched
+        return positions[: len(positions) - shared] + matched
     return [_Position(n) for n in fresh] + matched
 
 
 class _Iterator:
     """One iterator: its chain as read so far, and when its element count last changed."""
 
-    __slots__ = ("ref", "key", "created", "positions", "gaps", "seen_at", "first_t", "first_count",
-                 "reads", "last_read", "error", "done", "thread", "__weakref__")
+    __slots__ = (
+        "ref",
+        "key",
+        "created",
+        "positions",
+        "gaps",
+        "seen_at",
+        "first_t",
+        "first_count",
+        "reads",
+        "last_read",
+        "error",
+        "done",
+        "thread",
+        "__weakref__",
+    )
 
     def __init__(self, ref: Any, key: int, created: float) -> None:
         self.ref, self.key, self.created = ref, key, created
-        self.thread = threading.get_ident()     # the thread that created it
-        self.positions: list[_Position] = []   # source first, Root last
+        self.thread = threading.get_ident()  # the thread that created it
+        self.positions: list[_Position] = []  # source first, Root last
         self.gaps: tuple[float, ...] = ()
-        self.seen_at = created          # when the latest element count was first seen
-        self.first_t: Optional[float] = None   # the first read that saw elements
+        self.seen_at = created  # when the latest element count was first seen
+        self.first_t: float | None = None  # the first read that saw elements
         self.first_count = 0
         self.reads = 0
         self.last_read = created
-        self.error: Optional[str] = None
-        self.done = False               # freed: no more reads
+        self.error: str | None = None
+        self.done = False  # freed: no more reads
 
     @property
     def root_elements(self) -> int:
@@ -212,14 +291,18 @@ class _Iterator:
         """Read young iterators more often (0.1 s, 0.2 s, 0.4 s ... then ``poll_s``):
         TF drops an input's nodes from the model once the input runs out, so a short
         iterator read only at its end would lose its source."""
-        return now - self.last_read >= min(poll_s, FIRST_POLL_S * 2 ** self.reads)
+        return now - self.last_read >= min(poll_s, FIRST_POLL_S * 2**self.reads)
 
     def window(self) -> tuple[float, int]:
         """(seconds, elements) over which the consumer read: from the first read that
         saw elements (leaving out the start, e.g. Keras tracing its train step) to the
         moment the final count was first seen; from creation when no read came between."""
         final = self.root_elements
-        if self.first_t is not None and 0 < self.first_count < final and self.seen_at > self.first_t:
+        if (
+            self.first_t is not None
+            and 0 < self.first_count < final
+            and self.seen_at > self.first_t
+        ):
             return self.seen_at - self.first_t, final - self.first_count
         return max(0.0, self.seen_at - self.created), final
 
@@ -229,13 +312,13 @@ class _Pipeline:
     id: int
     consumer: str
     written: list
-    location: Optional[str]
+    location: str | None
     autotune: bool
-    cardinality: Optional[int]
-    element_bytes: Optional[int]
+    cardinality: int | None
+    element_bytes: int | None
     iterators: list = field(default_factory=list)
     dropped_iterators: int = 0
-    error: Optional[str] = None
+    error: str | None = None
 
 
 class PipelineCollector(RunCollector):
@@ -243,24 +326,26 @@ class PipelineCollector(RunCollector):
 
     def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
         self.poll_s, self.budget = poll_s, budget
-        self.t0: Optional[float] = None
+        self.t0: float | None = None
         self.notes: list[str] = []
         self._patches: list = []
         self._lock = threading.RLock()
         self._pipelines: list[_Pipeline] = []
-        self._by_dataset: "weakref.WeakKeyDictionary[Any, dict[str, _Pipeline]]" = weakref.WeakKeyDictionary()
+        self._by_dataset: weakref.WeakKeyDictionary[Any, dict[str, _Pipeline]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._by_signature: dict[tuple, _Pipeline] = {}
         self._live: dict[int, _Iterator] = {}
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._read_s = 0.0
         self._skipped_reads = 0
         self._distributed = 0
         self._watching = False
         self._stopped = False
-        self._facts: Optional[TfDataFacts] = None
-        self._cpu_start: Optional[tuple] = None
-        self._cpu_end: Optional[tuple] = None
+        self._facts: TfDataFacts | None = None
+        self._cpu_start: tuple | None = None
+        self._cpu_end: tuple | None = None
 
     # -- life cycle ------------------------------------------------------------------
     def start(self, t0: float) -> None:
@@ -274,9 +359,12 @@ class PipelineCollector(RunCollector):
             self.start(time.perf_counter())
         try:
             from gpuwhy.tfapi import data_model, data_pipeline
-            data_model.prepare()   # imports done now, not inside the first (timed) read
+
+            data_model.prepare()  # imports done now, not inside the first (timed) read
             self._patches.extend(data_pipeline.install_origin_hooks())
-            self._patches.extend(data_model.install_iterator_hooks(self._on_iterator, self._on_iterator_end))
+            self._patches.extend(
+                data_model.install_iterator_hooks(self._on_iterator, self._on_iterator_end)
+            )
             self._watching = True
         except Exception as error:  # noqa: BLE001 - a TF version we do not know
             self._undo()
@@ -301,7 +389,9 @@ class PipelineCollector(RunCollector):
         try:
             self._facts = self._build(t_end) if self._watching else None
         except Exception as error:  # noqa: BLE001 - never raise into the program
-            self._facts = TfDataFacts(notes=(f"tf.data facts failed: {type(error).__name__}: {error}",))
+            self._facts = TfDataFacts(
+                notes=(f"tf.data facts failed: {type(error).__name__}: {error}",)
+            )
 
     def read_live(self, final: bool = False) -> None:
         """Read every live iterator's model now, on this thread (must be eager)."""
@@ -313,7 +403,7 @@ class PipelineCollector(RunCollector):
                 self._read(state, iterator, final=final)
             del iterator
 
-    def facts(self) -> Optional[TfDataFacts]:
+    def facts(self) -> TfDataFacts | None:
         """Section ``tfdata`` (None when TensorFlow was never imported)."""
         if not self._stopped:
             self.stop()
@@ -330,6 +420,7 @@ class PipelineCollector(RunCollector):
     # -- hooks (the program's threads) ------------------------------------------------
     def _on_iterator(self, iterator: Any, dataset: Any) -> None:
         from gpuwhy.tfapi import data_model
+
         if self._stopped:
             return
         if data_model.is_distributed_part(dataset):
@@ -367,7 +458,7 @@ class PipelineCollector(RunCollector):
             if state is not None and state.ref is ref:
                 del self._live[key]
 
-    def _pipeline(self, dataset: Any, consumer: str) -> Optional[_Pipeline]:
+    def _pipeline(self, dataset: Any, consumer: str) -> _Pipeline | None:
         with self._lock:
             known = self._by_dataset.get(dataset)
             if known is not None and consumer in known:
@@ -396,7 +487,9 @@ class PipelineCollector(RunCollector):
             return
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._poll, name="gpuwhy-tfdata", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._poll, name="gpuwhy-tfdata", daemon=True
+                )
                 self._thread.start()
 
     def _poll(self) -> None:
@@ -424,6 +517,7 @@ class PipelineCollector(RunCollector):
 
     def _read(self, state: _Iterator, iterator: Any, final: bool) -> None:
         from gpuwhy.tfapi.data_model import ModelUnavailable, read_model
+
         if state.done or (state.error is not None and not state.positions):
             return
         if not self._allowed(final):
@@ -457,34 +551,52 @@ class PipelineCollector(RunCollector):
             try:
                 facts.append(_pipeline_facts(pipeline, cores))
             except Exception as error:  # noqa: BLE001 - one pipeline failing keeps the others
-                facts.append(PipelineFacts(id=pipeline.id, location=pipeline.location,
-                                           consumer=pipeline.consumer,
-                                           model_error=f"{type(error).__name__}: {error}"))
+                facts.append(
+                    PipelineFacts(
+                        id=pipeline.id,
+                        location=pipeline.location,
+                        consumer=pipeline.consumer,
+                        model_error=f"{type(error).__name__}: {error}",
+                    )
+                )
         notes = list(self.notes)
         if self._distributed:
-            notes.append(f"{self._distributed} per-device iterator(s) of a distributed dataset were not "
-                         f"measured (their model is not the user's pipeline)")
+            notes.append(
+                f"{self._distributed} per-device iterator(s) of a distributed dataset were not "
+                f"measured (their model is not the user's pipeline)"
+            )
         if self._skipped_reads:
-            notes.append(f"{self._skipped_reads} tf.data model read(s) skipped to stay within "
-                         f"{self.budget:.1%} of the run time")
+            notes.append(
+                f"{self._skipped_reads} tf.data model read(s) skipped to stay within "
+                f"{self.budget:.1%} of the run time"
+            )
         for pipeline in pipelines:
             if pipeline.error:
                 notes.append(f"tf.data pipeline {pipeline.id}: {pipeline.error}")
             if pipeline.dropped_iterators:
-                notes.append(f"tf.data pipeline {pipeline.id}: {pipeline.dropped_iterators} iterators "
-                             f"after the first {MAX_ITERATORS} were not measured")
+                notes.append(
+                    f"tf.data pipeline {pipeline.id}: {pipeline.dropped_iterators} iterators "
+                    f"after the first {MAX_ITERATORS} were not measured"
+                )
         if len(pipelines) >= MAX_PIPELINES:
             notes.append(f"only the first {MAX_PIPELINES} tf.data pipelines were followed")
         busy, process = _cpu_fractions(self._cpu_start, self._cpu_end, cores)
         total, available = _memory()
-        return TfDataFacts(pipelines=tuple(facts), host_cores=cores, host_cpu_busy_fraction=busy,
-                           process_cpu_fraction=process, host_memory_bytes=total,
-                           host_memory_available_bytes=available, notes=tuple(notes))
+        return TfDataFacts(
+            pipelines=tuple(facts),
+            host_cores=cores,
+            host_cpu_busy_fraction=busy,
+            process_cpu_fraction=process,
+            host_memory_bytes=total,
+            host_memory_available_bytes=available,
+            notes=tuple(notes),
+        )
 
 
 # -- the written view of a new pipeline ---------------------------------------------
 
-def _signature(pipeline: _Pipeline) -> Optional[tuple]:
+
+def _signature(pipeline: _Pipeline) -> tuple | None:
     """What the program wrote, where: None when a transformation's line is unknown
     (then two datasets are only the same pipeline if they are the same object)."""
     written = pipeline.written
@@ -495,6 +607,7 @@ def _signature(pipeline: _Pipeline) -> Optional[tuple]:
 
 def _describe(dataset: Any, consumer: str, number: int) -> _Pipeline:
     from gpuwhy.tfapi import data_pipeline
+
     error = None
     try:
         written = data_pipeline.written_chain(dataset)
@@ -507,21 +620,34 @@ def _describe(dataset: Any, consumer: str, number: int) -> _Pipeline:
             break
     if location is None and written:
         location = written[-1].location
-    batch = next((w.argument for w in reversed(written)
-                  if w.api in ("batch", "padded_batch", "map_and_batch") and w.argument), None)
-    return _Pipeline(id=number, consumer=consumer, written=written, location=location,
-                     autotune=data_pipeline.autotune_enabled(dataset),
-                     cardinality=data_pipeline.cardinality(dataset),
-                     element_bytes=data_pipeline.element_bytes(dataset, batch), error=error)
+    batch = next(
+        (
+            w.argument
+            for w in reversed(written)
+            if w.api in ("batch", "padded_batch", "map_and_batch") and w.argument
+        ),
+        None,
+    )
+    return _Pipeline(
+        id=number,
+        consumer=consumer,
+        written=written,
+        location=location,
+        autotune=data_pipeline.autotune_enabled(dataset),
+        cardinality=data_pipeline.cardinality(dataset),
+        element_bytes=data_pipeline.element_bytes(dataset, batch),
+        error=error,
+    )
 
 
 # -- joining the two views ----------------------------------------------------------
+
 
 @dataclass
 class _Stage:
     """A run node and the written transformations it runs."""
 
-    run: Any = None                    # RunNode of the reference iterator (None: not in the model)
+    run: Any = None  # RunNode of the reference iterator (None: not in the model)
     written: list = field(default_factory=list)
     absorbed: list = field(default_factory=list)  # run nodes folded in (a generator's dummy input)
 
@@ -545,9 +671,13 @@ def _match(written: list, run: list) -> list[_Stage]:
         if j < len(run):
             family = run_family(run[j].name)
             if following is not None and (
-                    (family == "map_and_batch" and step.api == "map" and following.api == "batch")
-                    or (family == "shuffle_and_repeat" and step.api == "shuffle"
-                        and following.api == "repeat")):
+                (family == "map_and_batch" and step.api == "map" and following.api == "batch")
+                or (
+                    family == "shuffle_and_repeat"
+                    and step.api == "shuffle"
+                    and following.api == "repeat"
+                )
+            ):
                 stages.append(_Stage(run=run[j], written=[step, following]))
                 i, j, first = i + 2, j + 1, False
                 continue
@@ -558,19 +688,19 @@ def _match(written: list, run: list) -> list[_Stage]:
                 found = k
                 break
         if found is None:
-            if first:        # a source whose node TF dropped once it was exhausted
+            if first:  # a source whose node TF dropped once it was exhausted
                 stages.append(_Stage(written=[step]))
-            i += 1           # else no node of its own: eliminated by TF (an identity map ...)
+            i += 1  # else no node of its own: eliminated by TF (an identity map ...)
             continue
         skipped = run[j:found]
         stage = _Stage(run=run[found], written=[step])
         if first and skipped:
-            stage.absorbed = list(skipped)   # the source's own inputs (file names, dummy)
+            stage.absorbed = list(skipped)  # the source's own inputs (file names, dummy)
         else:
-            stages.extend(_Stage(run=n) for n in skipped)   # added by TF
+            stages.extend(_Stage(run=n) for n in skipped)  # added by TF
         stages.append(stage)
         i, j, first = i + 1, found + 1, False
-    stages.extend(_Stage(run=n) for n in run[j:])           # injected prefetch, ...
+    stages.extend(_Stage(run=n) for n in run[j:])  # injected prefetch, ...
     return stages
 
 
@@ -614,12 +744,12 @@ def _merge(states: list) -> _Merged:
         own = state.positions
         offset = len(names) - len(own)
         if offset < 0 or [p.node.name for p in own] != names[offset:]:
-            continue   # a chain of another shape (another TF version of the rewrite?)
+            continue  # a chain of another shape (another TF version of the rewrite?)
         root += state.root_elements
         for index, position in enumerate(own):
             elements[offset + index] += position.elements
             seconds[offset + index] += position.seconds
-    if nodes and nodes[-1].name == "Root":   # the iterator's bookkeeping, not a stage
+    if nodes and nodes[-1].name == "Root":  # the iterator's bookkeeping, not a stage
         nodes, elements, seconds = nodes[:-1], elements[:-1], seconds[:-1]
     return _Merged(nodes, elements, seconds, root)
 
@@ -644,8 +774,12 @@ def _pipeline_facts(pipeline: _Pipeline, cores: int) -> PipelineFacts:
             stages.append(_stage_facts(stage, merged, index_of, cores, number == 0))
         last_async = bool(merged.nodes) and merged.nodes[-1].asynchronous
     else:
-        stages = [_stage_facts(_Stage(written=[w]), None, {}, cores, i == 0) for i, w in enumerate(steps)]
-        last_async = bool(steps) and (steps[-1].api == "prefetch" or steps[-1].num_parallel_calls is not None)
+        stages = [
+            _stage_facts(_Stage(written=[w]), None, {}, cores, i == 0) for i, w in enumerate(steps)
+        ]
+        last_async = bool(steps) and (
+            steps[-1].api == "prefetch" or steps[-1].num_parallel_calls is not None
+        )
 
     stages = _with_work_shares(stages, cores)
     gaps: list[float] = []
@@ -665,8 +799,11 @@ def _pipeline_facts(pipeline: _Pipeline, cores: int) -> PipelineFacts:
     per_element = consume_s / consumed if consumed and consume_s > 0 else None
     # Time per element = the consumer's (gap) + the wait: the mean gap is what adds up,
     # the median (reported) what a typical step does.
-    wait = max(0.0, per_element - statistics.fmean(gaps)) if per_element is not None and gaps else None
+    wait = (
+        max(0.0, per_element - statistics.fmean(gaps)) if per_element is not None and gaps else None
+    )
     from gpuwhy.tfapi.data_pipeline import has_final_prefetch
+
     return PipelineFacts(
         id=pipeline.id,
         location=pipeline.location,
@@ -690,8 +827,9 @@ def _pipeline_facts(pipeline: _Pipeline, cores: int) -> PipelineFacts:
     )
 
 
-def _stage_facts(stage: _Stage, merged: Optional[_Merged], index_of: dict, cores: int,
-                 first: bool) -> PipelineStage:
+def _stage_facts(
+    stage: _Stage, merged: _Merged | None, index_of: dict, cores: int, first: bool
+) -> PipelineStage:
     """One stage: the written transformations' view, the run node's counts, and how
     fast it alone could feed the consumer:
     min(parallelism, cores) / (seconds per own element) / (own elements per consumer element)."""
@@ -711,11 +849,14 @@ def _stage_facts(stage: _Stage, merged: Optional[_Merged], index_of: dict, cores
     index = index_of.get(id(run)) if run is not None else None
     if merged is not None and index is not None:
         elements = merged.elements[index]
-        seconds = merged.seconds[index] + sum(merged.seconds[index_of[id(n)]] for n in stage.absorbed
-                                              if id(n) in index_of)
+        seconds = merged.seconds[index] + sum(
+            merged.seconds[index_of[id(n)]] for n in stage.absorbed if id(n) in index_of
+        )
         ratio = merged.ratio(index)
         if elements and seconds > 0:
-            rate = min(parallelism or 1, cores) / (seconds / elements) / merged.per_root_element(index)
+            rate = (
+                min(parallelism or 1, cores) / (seconds / elements) / merged.per_root_element(index)
+            )
     per_element = seconds / elements if elements and seconds else None
     return PipelineStage(
         name=name,
@@ -726,8 +867,9 @@ def _stage_facts(stage: _Stage, merged: Optional[_Merged], index_of: dict, cores
         function_location=primary.function_location if primary else None,
         parallelism=parallelism,
         parallelism_written=primary.num_parallel_calls if primary else None,
-        buffer_size=run.buffer_size if run is not None else (
-            primary.argument if primary is not None and primary.api == "prefetch" else None),
+        buffer_size=run.buffer_size
+        if run is not None
+        else (primary.argument if primary is not None and primary.api == "prefetch" else None),
         elements=elements,
         self_time_s=round(seconds, 9),
         self_time_per_element_s=_round(per_element),
@@ -741,7 +883,7 @@ def _stage_facts(stage: _Stage, merged: Optional[_Merged], index_of: dict, cores
     )
 
 
-def _kind(api: Optional[str], family: Optional[str], first: bool) -> str:
+def _kind(api: str | None, family: str | None, first: bool) -> str:
     for name in (api, family):
         if name in _KINDS:
             return _KINDS[name]
@@ -761,32 +903,41 @@ def _with_work_shares(stages: list[PipelineStage], cores: int) -> list[PipelineS
     consumer gets: min(parallelism, cores) / root_elements_per_s, over the sum. Per
     consumer element, not over total self times: TF drops an exhausted input's nodes from
     its model, so the stages' totals come from different moments, their rates do not."""
-    work = {i: min(s.parallelism or 1, cores) / s.root_elements_per_s
-            for i, s in enumerate(stages)
-            if s.root_elements_per_s and s.kind not in _BOOKKEEPING}
+    work = {
+        i: min(s.parallelism or 1, cores) / s.root_elements_per_s
+        for i, s in enumerate(stages)
+        if s.root_elements_per_s and s.kind not in _BOOKKEEPING
+    }
     total = sum(work.values())
     if total <= 0:
         return stages
-    return [dataclasses.replace(s, work_share=round(work[i] / total, 4)) if i in work else s
-            for i, s in enumerate(stages)]
+    return [
+        dataclasses.replace(s, work_share=round(work[i] / total, 4)) if i in work else s
+        for i, s in enumerate(stages)
+    ]
 
 
-def _bottleneck(stages: list[PipelineStage]) -> Optional[int]:
-    rated = [(s.root_elements_per_s, i) for i, s in enumerate(stages) if s.root_elements_per_s is not None]
+def _bottleneck(stages: list[PipelineStage]) -> int | None:
+    rated = [
+        (s.root_elements_per_s, i)
+        for i, s in enumerate(stages)
+        if s.root_elements_per_s is not None
+    ]
     working = [(r, i) for r, i in rated if stages[i].kind not in _BOOKKEEPING]
     pool = working or rated
     return min(pool)[1] if pool else None
 
 
-def _round(value: Optional[float]) -> Optional[float]:
+def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 9)
 
 
 # -- the host -----------------------------------------------------------------------
 
+
 def _host_cores() -> int:
     try:
-        return len(os.sched_getaffinity(0))   # what tf.data's threads may use
+        return len(os.sched_getaffinity(0))  # what tf.data's threads may use
     except (AttributeError, OSError):
         return os.cpu_count() or 1
 
@@ -799,15 +950,15 @@ def _cpu_snapshot() -> tuple:
     try:
         with open("/proc/stat") as stat:
             fields = [int(v) for v in stat.readline().split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
-        total = sum(fields[:8])                                   # guest time is inside user
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        total = sum(fields[:8])  # guest time is inside user
         busy = total - idle
     except (OSError, ValueError, IndexError):
         pass
     return time.perf_counter(), process, busy, total
 
 
-def _cpu_fractions(start: Optional[tuple], end: Optional[tuple], cores: int) -> tuple:
+def _cpu_fractions(start: tuple | None, end: tuple | None, cores: int) -> tuple:
     if not start or not end:
         return None, None
     wall = end[0] - start[0]
@@ -820,6 +971,7 @@ def _cpu_fractions(start: Optional[tuple], end: Optional[tuple], cores: int) -> 
     return busy, process
 
 
-def _memory() -> tuple[Optional[int], Optional[int]]:
+def _memory() -> tuple[int | None, int | None]:
     from gpuwhy.collect.host_memory import host_memory
+
     return host_memory()

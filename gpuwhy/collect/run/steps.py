@@ -24,15 +24,14 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 from gpuwhy.collect.run.base import RunCollector, StepWindow
 from gpuwhy.facts import StepFacts
 
-MAX_STEPS = 5000        # per-step series kept in the facts
-MIN_STEPS = 3           # fewer boundaries than this are not a loop
+MAX_STEPS = 5000  # per-step series kept in the facts
+MIN_STEPS = 3  # fewer boundaries than this are not a loop
 GAP_LIMIT = 10.0
-WARMUP_LOOKAHEAD = 5    # warm-up steps are found among the first few only
+WARMUP_LOOKAHEAD = 5  # warm-up steps are found among the first few only
 WARMUP_FACTOR = 3.0
 
 
@@ -40,17 +39,17 @@ WARMUP_FACTOR = 3.0
 class _Step:
     start: float
     end: float
-    steps: int = 1                   # steps this call ran (Keras steps_per_execution)
-    wait: Optional[float] = None
+    steps: int = 1  # steps this call ran (Keras steps_per_execution)
+    wait: float | None = None
 
 
 @dataclass
 class StepCollector(RunCollector):
     """Records Keras, tf.data and optimizer events; :meth:`facts` picks the step clock."""
 
-    keras_events: list = field(default_factory=list)        # (event, t, value)
-    iterator_calls: dict = field(default_factory=dict)      # site -> [(id, start, end, exhausted)]
-    optimizer_calls: list = field(default_factory=list)     # (start, end)
+    keras_events: list = field(default_factory=list)  # (event, t, value)
+    iterator_calls: dict = field(default_factory=dict)  # site -> [(id, start, end, exhausted)]
+    optimizer_calls: list = field(default_factory=list)  # (start, end)
     notes: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -60,12 +59,15 @@ class StepCollector(RunCollector):
     # -- hooks ---------------------------------------------------------------------
     def on_tensorflow(self) -> None:
         from gpuwhy.tfapi import data_iterator
+
         self._install(lambda: data_iterator.install(self._on_next), "tf.data iterators")
 
     def on_keras(self) -> None:
         from gpuwhy.tfapi import keras_hooks
-        self._install(lambda: keras_hooks.install_callbacks(self._on_keras_event),
-                      "Keras callbacks")
+
+        self._install(
+            lambda: keras_hooks.install_callbacks(self._on_keras_event), "Keras callbacks"
+        )
         self._install(lambda: keras_hooks.install_optimizer(self._on_apply), "Keras optimizers")
 
     def _install(self, install, what: str) -> None:
@@ -95,24 +97,30 @@ class StepCollector(RunCollector):
         self.optimizer_calls.append((start, end))
 
     # -- facts ---------------------------------------------------------------------
-    def facts(self, t0: float, function_calls: Optional[dict] = None,
-              t_end: Optional[float] = None) -> tuple[Optional[StepFacts], StepWindow]:
+    def facts(
+        self, t0: float, function_calls: dict | None = None, t_end: float | None = None
+    ) -> tuple[StepFacts | None, StepWindow]:
         """The step facts and the after-warm-up step intervals other collectors use."""
         t_end = time.perf_counter() if t_end is None else t_end
-        found = (self._keras_steps() or self._iterator_steps()
-                 or self._call_steps(function_calls or {}) or self._optimizer_steps())
+        found = (
+            self._keras_steps()
+            or self._iterator_steps()
+            or self._call_steps(function_calls or {})
+            or self._optimizer_steps()
+        )
         if not found:
             return None, StepWindow(t0)
         source, marker, steps, phases, spe = found
         return _summarise(source, marker, steps, phases, spe, t0, t_end), StepWindow(
-            t0, tuple((s.start, s.end) for s in steps[_warmup(steps):]))
+            t0, tuple((s.start, s.end) for s in steps[_warmup(steps) :])
+        )
 
     def _keras_steps(self):
         steps: list[_Step] = []
         phases: list[tuple[str, float, float]] = []
         opened: dict[str, float] = {}
         site = None
-        pending: Optional[tuple[float, object]] = None
+        pending: tuple[float, object] | None = None
         spe = 1
         for event, t, value in self.keras_events:
             if event == "on_train_begin":
@@ -121,17 +129,24 @@ class StepCollector(RunCollector):
             elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
                 opened[event] = t
             elif event in ("on_train_end", "on_epoch_end", "on_test_end", "on_predict_end"):
-                begin = {"on_train_end": "fit", "on_epoch_end": "on_epoch_begin",
-                         "on_test_end": "on_test_begin",
-                         "on_predict_end": "on_predict_begin"}[event]
+                begin = {
+                    "on_train_end": "fit",
+                    "on_epoch_end": "on_epoch_begin",
+                    "on_test_end": "on_test_begin",
+                    "on_predict_end": "on_predict_begin",
+                }[event]
                 if begin in opened:
-                    name = {"fit": "fit", "on_epoch_begin": f"epoch {value}",
-                            "on_test_begin": "evaluate", "on_predict_begin": "predict"}[begin]
+                    name = {
+                        "fit": "fit",
+                        "on_epoch_begin": f"epoch {value}",
+                        "on_test_begin": "evaluate",
+                        "on_predict_begin": "predict",
+                    }[begin]
                     phases.append((name, opened.pop(begin), t))
                 pending = None
             elif event == "on_train_batch_begin":
                 if pending is not None and steps and steps[-1].start == pending[0]:
-                    steps[-1].end = t          # step = begin to the next begin
+                    steps[-1].end = t  # step = begin to the next begin
                 pending = (t, value)
             elif event == "on_train_batch_end" and pending is not None:
                 begin_t, begin_step = pending
@@ -180,19 +195,19 @@ def _iterator_sequence(rows) -> list[_Step]:
     row without the old leader).
     """
     steps: list[_Step] = []
-    leader: Optional[int] = None
-    pending: Optional[_Step] = None
-    others: dict[int, int] = {}        # reads of other iterators since the leader's last
+    leader: int | None = None
+    pending: _Step | None = None
+    others: dict[int, int] = {}  # reads of other iterators since the leader's last
     for key, start, end, exhausted in rows:
         if leader is None:
             leader = key
         if key != leader:
             others[key] = others.get(key, 0) + 1
-            if others[key] < 2:        # read alongside the leader (zip): part of its step
+            if others[key] < 2:  # read alongside the leader (zip): part of its step
                 if pending is not None and pending.wait is not None:
                     pending.wait += end - start
                 continue
-            leader, pending = key, None   # the leader was abandoned (break): this one leads
+            leader, pending = key, None  # the leader was abandoned (break): this one leads
         others.clear()
         if pending is not None:
             pending.end = start
@@ -224,7 +239,7 @@ def _warmup(steps: list[_Step]) -> int:
         return 0
     rest = [s.end - s.start for s in steps[WARMUP_LOOKAHEAD:]] or [s.end - s.start for s in steps]
     typical = statistics.median(rest)
-    count = 1   # the first step always traces or builds something
+    count = 1  # the first step always traces or builds something
     for s in steps[1:WARMUP_LOOKAHEAD]:
         if s.end - s.start <= WARMUP_FACTOR * typical:
             break
@@ -242,15 +257,19 @@ def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> St
     measured = all(w is not None for w in waits) and counted
     kept = steps[:MAX_STEPS]
     return StepFacts(
-        source=source, marker=marker,
-        count=sum(s.steps for s in steps), warmup=sum(s.steps for s in steps[:warm]),
+        source=source,
+        marker=marker,
+        count=sum(s.steps for s in steps),
+        warmup=sum(s.steps for s in steps[:warm]),
         median_s=statistics.median(per_step) if per_step else None,
         p90_s=per_step_sorted[min(len(per_step_sorted) - 1, int(0.9 * len(per_step_sorted)))]
-        if per_step_sorted else None,
+        if per_step_sorted
+        else None,
         total_s=total,
         input_wait_fraction=(sum(waits) / total if total else 0.0) if measured else None,
         input_wait_median_s=statistics.median(w / s.steps for w, s in zip(waits, counted))
-        if measured else None,
+        if measured
+        else None,
         input_wait_source="next() timing" if measured else None,
         steps_per_call=spe,
         run_s=t_end - t0,

@@ -7,16 +7,36 @@ from typing import Any
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
-from gpuwhy.rules.input.common import (culprit_location, gain_text, input_wait, is_bottleneck,
-                                       pipeline_name, stage_label, stage_row, stage_share,
-                                       wait_evidence)
+from gpuwhy.rules.input.common import (
+    culprit_location,
+    gain_text,
+    input_wait,
+    is_bottleneck,
+    pipeline_name,
+    stage_label,
+    stage_row,
+    stage_share,
+    wait_evidence,
+)
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
-CODEC_OPS = frozenset({
-    "DecodeJpeg", "DecodeAndCropJpeg", "DecodePng", "DecodeGif", "DecodeBmp", "DecodeImage",
-    "DecodeWebP", "EncodeJpeg", "EncodeJpegVariableQuality", "EncodePng", "DecodeCompressed",
-    "DecodeWav", "EncodeWav",
-})
+CODEC_OPS = frozenset(
+    {
+        "DecodeJpeg",
+        "DecodeAndCropJpeg",
+        "DecodePng",
+        "DecodeGif",
+        "DecodeBmp",
+        "DecodeImage",
+        "DecodeWebP",
+        "EncodeJpeg",
+        "EncodeJpegVariableQuality",
+        "EncodePng",
+        "DecodeCompressed",
+        "DecodeWav",
+        "EncodeWav",
+    }
+)
 # tensorflow-compression's entropy coders (its custom op library).
 _CODEC_PREFIXES = ("RangeEncode", "RangeDecode", "EntropyEncode", "EntropyDecode", "RunLength")
 
@@ -104,8 +124,9 @@ class CpuCodec(Rule):
                 findings += self._in_input(facts, pipeline, options)
         return findings
 
-    def _in_input(self, facts: Facts, pipeline: PipelineFacts,
-                  options: dict[str, Any]) -> list[Finding]:
+    def _in_input(
+        self, facts: Facts, pipeline: PipelineFacts, options: dict[str, Any]
+    ) -> list[Finding]:
         wait = input_wait(facts, pipeline)
         if wait is None or wait.fraction < options["min_input_wait"]:
             return []
@@ -120,30 +141,46 @@ class CpuCodec(Rule):
             label = stage_label(stage)
             ops = ", ".join(stage.codec_ops)
             row = stage_row(pipeline, index)
-            share_text = f"{share:.0%} of the pipeline's time" if share is not None else "time not measured"
+            share_text = (
+                f"{share:.0%} of the pipeline's time" if share is not None else "time not measured"
+            )
             gain = wait.fraction * share if share is not None else None
-            findings.append(self.finding(
-                f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
-                + (", the slowest stage" if slowest else "")
-                + f"; steps wait for input {wait.fraction:.0%} of the time",
-                evidence={"stage": label, "codec_ops": list(stage.codec_ops),
-                          "pipeline": pipeline_name(pipeline), "slowest_stage": slowest,
-                          "ms_per_element": row["ms_per_element"], "threads": row["threads"],
-                          "share_of_pipeline_time": row["share_of_pipeline_time"],
-                          "why_cpu": "TensorFlow registers no GPU kernel for decoding or "
-                                     "decompression",
-                          **wait_evidence(wait)},
-                fix="\n".join(fixes.reader(stage) if fixes.is_reader(stage) else fixes.decode(stage)),
-                estimated_gain=(gain_text(gain, "the wait times this stage's share of the "
-                                                "pipeline's work") if gain is not None
-                                else "the decode overlaps compute on every core"),
-                location=culprit_location(stage),
-                gain_value=None if gain is None else round(gain, 4)))
+            findings.append(
+                self.finding(
+                    f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
+                    + (", the slowest stage" if slowest else "")
+                    + f"; steps wait for input {wait.fraction:.0%} of the time",
+                    evidence={
+                        "stage": label,
+                        "codec_ops": list(stage.codec_ops),
+                        "pipeline": pipeline_name(pipeline),
+                        "slowest_stage": slowest,
+                        "ms_per_element": row["ms_per_element"],
+                        "threads": row["threads"],
+                        "share_of_pipeline_time": row["share_of_pipeline_time"],
+                        "why_cpu": "TensorFlow registers no GPU kernel for decoding or "
+                        "decompression",
+                        **wait_evidence(wait),
+                    },
+                    fix="\n".join(
+                        fixes.reader(stage) if fixes.is_reader(stage) else fixes.decode(stage)
+                    ),
+                    estimated_gain=(
+                        gain_text(gain, "the wait times this stage's share of the pipeline's work")
+                        if gain is not None
+                        else "the decode overlaps compute on every core"
+                    ),
+                    location=culprit_location(stage),
+                    gain_value=None if gain is None else round(gain, 4),
+                )
+            )
         return findings
 
     def _in_step(self, facts: Facts) -> list[Finding]:
         placement = facts.placement
-        groups = sorted((g for g in placement.groups if is_codec(g.op)), key=lambda g: (-g.count, g.op))
+        groups = sorted(
+            (g for g in placement.groups if is_codec(g.op)), key=lambda g: (-g.count, g.op)
+        )
         if not groups:
             return []
         total = sum(g.count for g in groups)

@@ -7,9 +7,17 @@ from typing import Any
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
-from gpuwhy.rules.input.common import (bottleneck, culprit_location, function_name, gain_text,
-                                       input_wait, pipeline_name, stage_label, stage_row,
-                                       wait_evidence)
+from gpuwhy.rules.input.common import (
+    bottleneck,
+    culprit_location,
+    function_name,
+    gain_text,
+    input_wait,
+    pipeline_name,
+    stage_label,
+    stage_row,
+    wait_evidence,
+)
 
 
 class CpuStarvedInput(Rule):
@@ -61,7 +69,7 @@ class CpuStarvedInput(Rule):
     id = "distribute.cpu-starved-input"
     severity = "high"
     status = "stable"
-    needs = ("tfdata",)         # host CPU use is in it; steps give the measured input wait
+    needs = ("tfdata",)  # host CPU use is in it; steps give the measured input wait
     options = {"min_cpu_busy": 0.90, "min_input_wait": 0.05}
     question = "How do I scale input?"
 
@@ -74,9 +82,12 @@ class CpuStarvedInput(Rule):
             # The model itself computes on these cores: busy cores say nothing about
             # the input pipeline's share, and the first fix is the GPU (env.no-gpu).
             return []
-        waiting = [(wait, p) for p in tfdata.pipelines
-                   if (wait := input_wait(facts, p)) is not None
-                   and wait.fraction >= options["min_input_wait"]]
+        waiting = [
+            (wait, p)
+            for p in tfdata.pipelines
+            if (wait := input_wait(facts, p)) is not None
+            and wait.fraction >= options["min_input_wait"]
+        ]
         if not waiting:
             return []
         wait, pipeline = max(waiting, key=lambda pair: pair[0].fraction)
@@ -86,7 +97,8 @@ class CpuStarvedInput(Rule):
             "host_cpu_busy_fraction": round(busy, 3),
             "host_cores": cores,
             "pipeline": pipeline_name(pipeline),
-            **wait_evidence(wait)}
+            **wait_evidence(wait),
+        }
         own = tfdata.process_cpu_fraction
         if own is not None:
             evidence["program_cpu_fraction"] = round(own, 3)
@@ -98,15 +110,20 @@ class CpuStarvedInput(Rule):
             evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
             evidence["bottleneck_threads"] = row["threads"]
         core_text = f"all {cores} host cores" if cores else "the host's cores"
-        return [self.finding(
-            f"Steps wait for input {wait.fraction:.0%} of the time while {core_text} are "
-            f"{busy:.0%} busy: more input threads cannot help",
-            evidence=evidence,
-            location=(culprit_location(stage) if stage is not None else None) or pipeline.location,
-            fix=_fix(stage, busy - own >= 0.25 if own is not None else False),
-            estimated_gain=gain_text(wait.fraction, "the whole wait, once enough CPUs "
-                                                    "produce the input"),
-            gain_value=round(wait.fraction, 4))]
+        return [
+            self.finding(
+                f"Steps wait for input {wait.fraction:.0%} of the time while {core_text} are "
+                f"{busy:.0%} busy: more input threads cannot help",
+                evidence=evidence,
+                location=(culprit_location(stage) if stage is not None else None)
+                or pipeline.location,
+                fix=_fix(stage, busy - own >= 0.25 if own is not None else False),
+                estimated_gain=gain_text(
+                    wait.fraction, "the whole wait, once enough CPUs produce the input"
+                ),
+                gain_value=round(wait.fraction, 4),
+            )
+        ]
 
 
 def _fix(stage, others_busy: bool) -> str:

@@ -6,10 +6,20 @@ from typing import Any
 
 from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.gpu.common import (MIN_SAMPLES, MiB, Window, activity, busy_window,
-                                     others_peak, own_peak, percent, usable, windows_for)
+from gpuwhy.rules.gpu.common import (
+    MIN_SAMPLES,
+    MiB,
+    Window,
+    activity,
+    busy_window,
+    others_peak,
+    own_peak,
+    percent,
+    usable,
+    windows_for,
+)
 
-TAKEN = 0.10   # a GPU whose memory others hold this much of is another job's, not idle
+TAKEN = 0.10  # a GPU whose memory others hold this much of is another job's, not idle
 
 FIX = """\
 strategy = tf.distribute.MirroredStrategy()
@@ -67,7 +77,7 @@ class IdleGpus(Rule):
     id = "distribute.idle-gpus"
     severity = "medium"
     status = "stable"
-    needs = ("gpu_samples",)       # and steps, when the run has them
+    needs = ("gpu_samples",)  # and steps, when the run has them
     options = {"idle_below": 0.05}
     question = "How do I use all GPUs?"
 
@@ -78,7 +88,7 @@ class IdleGpus(Rule):
         program = facts.program
         seen_by_tf = len(program.gpus_seen_by_tf) if program else 0
         if program is not None and program.tensorflow_imported and seen_by_tf < 2:
-            return []                    # TF saw one GPU: the others are hidden from it
+            return []  # TF saw one GPU: the others are hidden from it
         held = [s for s in samples.gpus if (own_peak(s) or 0) > 0]
         if not held:
             return []
@@ -92,23 +102,35 @@ class IdleGpus(Rule):
         worker = busy[0]
         idle = [(s, a) for s, a in rows if s is not worker and _free(s)]
         if seen_by_tf >= 2:
-            idle = idle[:seen_by_tf - 1]
+            idle = idle[: seen_by_tf - 1]
         if not idle:
             return []
         shown = [(s, a) for s, a in rows if s is worker or any(s is i for i, _ in idle)]
         n = len(idle) + 1
-        return [self.finding(
-            f"{n} GPUs, only GPU {worker.index} works: GPU "
-            f"{', '.join(str(s.index) for s, _ in idle)} stay idle {basis}",
-            evidence={"gpus": [
-                {"gpu": s.index, "name": s.name, "activity_percent": percent(a.busy()),
-                 "program_memory_mib": None if own_peak(s) is None else round(own_peak(s) / MiB),
-                 "others_memory_mib": round(others_peak(s) / MiB)}
-                for s, a in shown]},
-            fix=FIX.format(busy=worker.index),
-            gain_value=round((n - 1) / n, 3),
-            estimated_gain=f"up to {n}x the throughput with all {n} GPUs, "
-                           f"if the input pipeline keeps up")]
+        return [
+            self.finding(
+                f"{n} GPUs, only GPU {worker.index} works: GPU "
+                f"{', '.join(str(s.index) for s, _ in idle)} stay idle {basis}",
+                evidence={
+                    "gpus": [
+                        {
+                            "gpu": s.index,
+                            "name": s.name,
+                            "activity_percent": percent(a.busy()),
+                            "program_memory_mib": None
+                            if own_peak(s) is None
+                            else round(own_peak(s) / MiB),
+                            "others_memory_mib": round(others_peak(s) / MiB),
+                        }
+                        for s, a in shown
+                    ]
+                },
+                fix=FIX.format(busy=worker.index),
+                gain_value=round((n - 1) / n, 3),
+                estimated_gain=f"up to {n}x the throughput with all {n} GPUs, "
+                f"if the input pipeline keeps up",
+            )
+        ]
 
 
 def _windows(facts: Facts, held: list[GpuSeries]) -> tuple[list[Window], str]:

@@ -60,22 +60,38 @@ class AllocatorSettings(Rule):
         problems: list[tuple[str, str, str, str]] = []
         if growth is not None and growth not in ALLOW_GROWTH_VALUES:
             fixed = "true" if growth.strip().lower() in ("1", "true", "yes", "on") else "false"
-            problems.append(("TF_FORCE_GPU_ALLOW_GROWTH",
-                             f"TF_FORCE_GPU_ALLOW_GROWTH={growth!r} is rejected by TensorFlow",
-                             'only the exact strings "true" and "false" are accepted; '
-                             "the default (no growth) is used",
-                             f"export TF_FORCE_GPU_ALLOW_GROWTH={fixed}"))
+            problems.append(
+                (
+                    "TF_FORCE_GPU_ALLOW_GROWTH",
+                    f"TF_FORCE_GPU_ALLOW_GROWTH={growth!r} is rejected by TensorFlow",
+                    'only the exact strings "true" and "false" are accepted; '
+                    "the default (no growth) is used",
+                    f"export TF_FORCE_GPU_ALLOW_GROWTH={fixed}",
+                )
+            )
         if allocator is not None and allocator not in ALLOCATORS:
-            problems.append(("TF_GPU_ALLOCATOR", f"TF_GPU_ALLOCATOR={allocator!r} is silently ignored",
-                             f"known values: {', '.join(ALLOCATORS)}; "
-                             "the default BFC allocator is used",
-                             "export TF_GPU_ALLOCATOR=cuda_malloc_async"))
+            problems.append(
+                (
+                    "TF_GPU_ALLOCATOR",
+                    f"TF_GPU_ALLOCATOR={allocator!r} is silently ignored",
+                    f"known values: {', '.join(ALLOCATORS)}; the default BFC allocator is used",
+                    "export TF_GPU_ALLOCATOR=cuda_malloc_async",
+                )
+            )
         if growth == "true" and allocator in ("cuda_malloc", "cuda_malloc_async"):
-            problems.append(("TF_FORCE_GPU_ALLOW_GROWTH",
-                             "TF_FORCE_GPU_ALLOW_GROWTH=true has no effect with "
-                             f"TF_GPU_ALLOCATOR={allocator}",
-                             "growth configures the BFC allocator, which this allocator replaces",
-                             "unset TF_FORCE_GPU_ALLOW_GROWTH   # cuda_malloc_async already "
-                             "allocates on demand"))
-        return [self.finding(title, evidence={"variable": var, "value": env_vars[var], "why": why},
-                             fix=fix) for var, title, why, fix in problems]
+            problems.append(
+                (
+                    "TF_FORCE_GPU_ALLOW_GROWTH",
+                    "TF_FORCE_GPU_ALLOW_GROWTH=true has no effect with "
+                    f"TF_GPU_ALLOCATOR={allocator}",
+                    "growth configures the BFC allocator, which this allocator replaces",
+                    "unset TF_FORCE_GPU_ALLOW_GROWTH   # cuda_malloc_async already "
+                    "allocates on demand",
+                )
+            )
+        return [
+            self.finding(
+                title, evidence={"variable": var, "value": env_vars[var], "why": why}, fix=fix
+            )
+            for var, title, why, fix in problems
+        ]

@@ -8,7 +8,7 @@ CUDA_VISIBLE_DEVICES parsing rules, and driver/runtime version compatibility.
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 # Minimum Linux driver per CUDA major, from NVIDIA's CUDA toolkit release notes
 # (table "CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version
@@ -16,14 +16,14 @@ from typing import Optional, Sequence
 MIN_DRIVER_FOR_CUDA_MAJOR = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 
-def version_tuple(text: Optional[str]) -> Optional[tuple[int, ...]]:
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
     parts = re.findall(r"\d+", str(text))
     return tuple(int(p) for p in parts) if parts else None
 
 
-def arch_support(compute_capability: str, build_archs: Sequence[str]) -> tuple[str, Optional[str]]:
+def arch_support(compute_capability: str, build_archs: Sequence[str]) -> tuple[str, str | None]:
     """How a GPU of ``compute_capability`` ("8.6") runs a build compiled for ``build_archs``
     (["sm_60", "sm_80", "compute_90"], from ``cuda_compute_capabilities``).
 
@@ -48,8 +48,11 @@ def arch_support(compute_capability: str, build_archs: Sequence[str]) -> tuple[s
         kind, major, minor, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
         if kind == "sm":
             # arch-specific cubins (sm_90a) run only on exactly that GPU
-            ok = (major, minor) == (gpu_major, gpu_minor) if suffix else (
-                major == gpu_major and minor <= gpu_minor)
+            ok = (
+                (major, minor) == (gpu_major, gpu_minor)
+                if suffix
+                else (major == gpu_major and minor <= gpu_minor)
+            )
             if ok:
                 native.append((major, minor, arch))
         elif not suffix and (major, minor) <= (gpu_major, gpu_minor):
@@ -63,8 +66,9 @@ def arch_support(compute_capability: str, build_archs: Sequence[str]) -> tuple[s
     return "none", None
 
 
-def visible_devices(value: Optional[str], device_count: Optional[int],
-                    uuids: Sequence[str] = ()) -> Optional[int]:
+def visible_devices(
+    value: str | None, device_count: int | None, uuids: Sequence[str] = ()
+) -> int | None:
     """How many GPUs CUDA exposes under ``CUDA_VISIBLE_DEVICES=value``.
 
     CUDA reads the comma-separated list up to the first invalid entry (an index out of
@@ -85,7 +89,7 @@ def visible_devices(value: Optional[str], device_count: Optional[int],
             if int(entry) >= device_count:
                 break
         elif entry.startswith("MIG-") or (entry.startswith("GPU-") and not uuids):
-            return None   # MIG instances and unread UUIDs cannot be judged from here
+            return None  # MIG instances and unread UUIDs cannot be judged from here
         elif entry.startswith("GPU-"):
             if not any(u.startswith(entry) for u in uuids):
                 break
@@ -95,8 +99,8 @@ def visible_devices(value: Optional[str], device_count: Optional[int],
     return seen
 
 
-def driver_supports(driver_cuda: Optional[str], build_cuda: Optional[str]) -> Optional[str]:
-    """"ok", "minor-compat" (same major, older minor: runs, but PTX JIT of newer PTX
+def driver_supports(driver_cuda: str | None, build_cuda: str | None) -> str | None:
+    """ "ok", "minor-compat" (same major, older minor: runs, but PTX JIT of newer PTX
     fails), "too-old" (older major), or None when a version is unknown."""
     d, b = version_tuple(driver_cuda), version_tuple(build_cuda)
     if not d or not b:

@@ -64,24 +64,40 @@ class GpuShared(Rule):
                 continue
             free = [d for d in devices if d is not dev and not d.processes]
             # A UUID, not an index: CUDA numbers GPUs fastest-first, NVML by PCI bus.
-            fix = (f"export CUDA_VISIBLE_DEVICES={free[0].uuid or free[0].index}   "
-                   f"# {free[0].name} has no other process"
-                   if free else "# stop the processes listed, or share on purpose:")
-            fix += ("\nexport TF_FORCE_GPU_ALLOW_GROWTH=true   # take memory as needed, "
-                    "not all that is free at start")
+            fix = (
+                f"export CUDA_VISIBLE_DEVICES={free[0].uuid or free[0].index}   "
+                f"# {free[0].name} has no other process"
+                if free
+                else "# stop the processes listed, or share on purpose:"
+            )
+            fix += (
+                "\nexport TF_FORCE_GPU_ALLOW_GROWTH=true   # take memory as needed, "
+                "not all that is free at start"
+            )
             severity = "high" if share >= options["high_fraction"] else "medium"
-            findings.append(self.finding(
-                f"GPU {dev.index} ({dev.name}) is shared: other processes hold "
-                f"{held / MiB:,.0f} MiB ({share:.0%}) and it is {busy:.0f}% busy",
-                severity=severity,
-                evidence={
-                    "gpu": dev.index, "memory_held_by_others_mib": round(held / MiB),
-                    "memory_total_mib": round(total / MiB), "memory_share": round(share, 3),
-                    "utilization_percent_before_run": busy,
-                    "processes": [{"pid": p.pid, "command": p.name,
-                                   "memory_mib": round((p.used_bytes or 0) / MiB)}
-                                  for p in dev.processes],
-                },
-                fix=fix, gain_value=share,
-                estimated_gain=f"up to {share:.0%} more GPU memory for TensorFlow"))
+            findings.append(
+                self.finding(
+                    f"GPU {dev.index} ({dev.name}) is shared: other processes hold "
+                    f"{held / MiB:,.0f} MiB ({share:.0%}) and it is {busy:.0f}% busy",
+                    severity=severity,
+                    evidence={
+                        "gpu": dev.index,
+                        "memory_held_by_others_mib": round(held / MiB),
+                        "memory_total_mib": round(total / MiB),
+                        "memory_share": round(share, 3),
+                        "utilization_percent_before_run": busy,
+                        "processes": [
+                            {
+                                "pid": p.pid,
+                                "command": p.name,
+                                "memory_mib": round((p.used_bytes or 0) / MiB),
+                            }
+                            for p in dev.processes
+                        ],
+                    },
+                    fix=fix,
+                    gain_value=share,
+                    estimated_gain=f"up to {share:.0%} more GPU memory for TensorFlow",
+                )
+            )
         return findings

@@ -63,22 +63,31 @@ class PtxJit(Rule):
             if not dev.compute_capability:
                 continue
             kind, arch = arch_support(dev.compute_capability, archs)
-            if kind != "ptx" and not any(f"capability {dev.compute_capability}" in ln
-                                         for ln in logged):
+            if kind != "ptx" and not any(
+                f"capability {dev.compute_capability}" in ln for ln in logged
+            ):
                 continue
-            compat = driver_supports(env.driver.cuda_driver_version if env.driver else None,
-                                     tf.build.get("cuda_version"))
+            compat = driver_supports(
+                env.driver.cuda_driver_version if env.driver else None, tf.build.get("cuda_version")
+            )
             severity = "high" if compat == "minor-compat" else self.severity
-            findings.append(self.finding(
-                f"GPU {dev.index} ({dev.name}, compute capability {dev.compute_capability}) "
-                f"runs TensorFlow's kernels only via PTX JIT from {arch}",
-                severity=severity,
-                evidence={"gpu": dev.index, "compute_capability": dev.compute_capability,
-                          "build_archs": list(archs), "ptx_used": arch,
-                          "driver_cuda": env.driver.cuda_driver_version if env.driver else None,
-                          "cuda_cache_maxsize": env.env_vars.get("CUDA_CACHE_MAXSIZE"),
-                          "tensorflow_log": logged[:1]},
-                fix="pip install --upgrade \"tensorflow[and-cuda]\"   # a build with native code\n"
+            findings.append(
+                self.finding(
+                    f"GPU {dev.index} ({dev.name}, compute capability {dev.compute_capability}) "
+                    f"runs TensorFlow's kernels only via PTX JIT from {arch}",
+                    severity=severity,
+                    evidence={
+                        "gpu": dev.index,
+                        "compute_capability": dev.compute_capability,
+                        "build_archs": list(archs),
+                        "ptx_used": arch,
+                        "driver_cuda": env.driver.cuda_driver_version if env.driver else None,
+                        "cuda_cache_maxsize": env.env_vars.get("CUDA_CACHE_MAXSIZE"),
+                        "tensorflow_log": logged[:1],
+                    },
+                    fix='pip install --upgrade "tensorflow[and-cuda]"   # a build with native code\n'
                     "export CUDA_CACHE_MAXSIZE=4294967296            # keep JIT results between runs",
-                estimated_gain="minutes of start-up per run"))
+                    estimated_gain="minutes of start-up per run",
+                )
+            )
         return findings

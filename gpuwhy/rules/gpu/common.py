@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
 
-MIN_SAMPLES = 5            # fewer samples in the windows say nothing (0.5 s at 10 Hz)
-JOIN_GAP_S = 1.0           # steps closer than this (or 5 typical steps) form one window
+MIN_SAMPLES = 5  # fewer samples in the windows say nothing (0.5 s at 10 Hz)
+JOIN_GAP_S = 1.0  # steps closer than this (or 5 typical steps) form one window
 JOIN_GAP_STEPS = 5
 MiB = 1024 * 1024
 Window = tuple[float, float]
@@ -33,16 +33,16 @@ class Activity:
     """Means over the samples of one GPU inside the windows (None: never measured)."""
 
     samples: int
-    utilization: Optional[float]
-    sm_activity: Optional[float] = None
-    sm_occupancy: Optional[float] = None
-    tensor_activity: Optional[float] = None
-    pcie_tx_bytes_per_s: Optional[float] = None
-    pcie_rx_bytes_per_s: Optional[float] = None
-    sm_clock_mhz: Optional[float] = None
-    power_w: Optional[float] = None
+    utilization: float | None
+    sm_activity: float | None = None
+    sm_occupancy: float | None = None
+    tensor_activity: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
 
-    def busy(self) -> Optional[float]:
+    def busy(self) -> float | None:
         """The best activity measure there is: GPM SM activity, else NVML utilisation."""
         return self.sm_activity if self.sm_activity is not None else self.utilization
 
@@ -78,7 +78,7 @@ def busy_window(series: GpuSeries) -> list[Window]:
     """Where the program held this GPU, or else where the GPU was active at all."""
     held = [t for t, own in zip(series.t, series.own_memory_bytes) if own]
     if held:
-        return [(held[0], held[-1] + 1.0)]     # process memory is read once a second
+        return [(held[0], held[-1] + 1.0)]  # process memory is read once a second
     active = [t for t, u in zip(series.t, series.utilization) if u]
     return [(active[0], active[-1])] if active else []
 
@@ -101,24 +101,28 @@ def in_windows(times: Sequence[float], windows: list[Window]) -> list[bool]:
     return flags
 
 
-def _mean_inside(column: Sequence, mask: list[bool]) -> Optional[float]:
+def _mean_inside(column: Sequence, mask: list[bool]) -> float | None:
     values = [v for v, inside in zip(column, mask) if inside and v is not None]
     return sum(values) / len(values) if values else None
 
 
 def activity(series: GpuSeries, windows: list[Window]) -> Activity:
     mask = in_windows(series.t, windows)
-    inside = lambda name: _mean_inside(getattr(series, name), mask)  # noqa: E731
+    inside = lambda name: _mean_inside(getattr(series, name), mask)
     return Activity(
         samples=sum(mask),
-        utilization=inside("utilization"), sm_activity=inside("sm_activity"),
-        sm_occupancy=inside("sm_occupancy"), tensor_activity=inside("tensor_activity"),
+        utilization=inside("utilization"),
+        sm_activity=inside("sm_activity"),
+        sm_occupancy=inside("sm_occupancy"),
+        tensor_activity=inside("tensor_activity"),
         pcie_tx_bytes_per_s=inside("pcie_tx_bytes_per_s"),
         pcie_rx_bytes_per_s=inside("pcie_rx_bytes_per_s"),
-        sm_clock_mhz=inside("sm_clock_mhz"), power_w=inside("power_w"))
+        sm_clock_mhz=inside("sm_clock_mhz"),
+        power_w=inside("power_w"),
+    )
 
 
-def own_peak(series: GpuSeries) -> Optional[int]:
+def own_peak(series: GpuSeries) -> int | None:
     """Most memory the watched processes held on this GPU; None when never readable."""
     values = [v for v in series.own_memory_bytes if v is not None]
     return max(values) if values else None
@@ -160,9 +164,9 @@ def tf_peaks_by_gpu(samples: GpuSamplesFacts) -> dict[int, tuple[str, int]]:
     return paired
 
 
-def usable(samples: Optional[GpuSamplesFacts]) -> bool:
+def usable(samples: GpuSamplesFacts | None) -> bool:
     return samples is not None and not samples.error and bool(samples.gpus)
 
 
-def percent(value: Optional[float]) -> Optional[float]:
+def percent(value: float | None) -> float | None:
     return None if value is None else round(100 * value, 1)

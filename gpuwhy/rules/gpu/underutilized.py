@@ -6,10 +6,16 @@ from typing import Any
 
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.gpu.common import (MIN_SAMPLES, activity, percent, program_gpus, usable,
-                                     windows_for)
+from gpuwhy.rules.gpu.common import (
+    MIN_SAMPLES,
+    activity,
+    percent,
+    program_gpus,
+    usable,
+    windows_for,
+)
 
-IDLE = 0.05   # a GPU below this is idle, not underused: distribute.idle-gpus speaks for it
+IDLE = 0.05  # a GPU below this is idle, not underused: distribute.idle-gpus speaks for it
 
 TF_FIX = """\
 ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
@@ -72,7 +78,7 @@ class GpuUnderutilized(Rule):
     id = "gpu.underutilized"
     severity = "medium"
     status = "stable"
-    needs = ("gpu_samples",)       # and steps, when the run has them
+    needs = ("gpu_samples",)  # and steps, when the run has them
     options = {"max_sm_activity": 0.30, "max_utilization": 0.50}
     question = "Is the GPU busy?"
 
@@ -94,33 +100,40 @@ class GpuUnderutilized(Rule):
             low_sm = act.sm_activity is not None and act.sm_activity < options["max_sm_activity"]
             if not (low_util or low_sm):
                 continue
-            high = (act.utilization < options["max_utilization"] / 2
-                    or (act.sm_activity is not None
-                        and act.sm_activity < options["max_sm_activity"] / 2))
+            high = act.utilization < options["max_utilization"] / 2 or (
+                act.sm_activity is not None and act.sm_activity < options["max_sm_activity"] / 2
+            )
             busy = act.busy()
             measure = "SM activity" if act.sm_activity is not None else "utilisation"
             seconds = sum(b - a for a, b in windows)
-            findings.append(self.finding(
-                f"GPU {series.index} ({series.name}) is busy only {busy:.0%} of the time "
-                f"{basis} ({measure}, {act.samples} samples)",
-                severity="high" if high else self.severity,
-                evidence={
-                    "gpu": series.index, "measured": basis, "samples": act.samples,
-                    "window_s": round(seconds, 1),
-                    "utilization_percent": percent(act.utilization),
-                    "sm_activity_percent": percent(act.sm_activity),
-                    "sm_occupancy_percent": percent(act.sm_occupancy),
-                    "tensor_activity_percent": percent(act.tensor_activity),
-                    "pcie_to_gpu_mb_s": _mb(act.pcie_rx_bytes_per_s),
-                    "pcie_from_gpu_mb_s": _mb(act.pcie_tx_bytes_per_s),
-                    "sm_clock_mhz": None if act.sm_clock_mhz is None else round(act.sm_clock_mhz),
-                    "power_w": None if act.power_w is None else round(act.power_w),
-                    "explained_by": "input.bound, launch.eager-ops, launch.retracing, "
-                                    "placement.host-transfers, memory.underused",
-                },
-                fix=TF_FIX if facts.steps is not None else WATCH_FIX,
-                gain_value=round(1.0 - busy, 3),
-                estimated_gain=f"the GPU idles {1 - busy:.0%} of the time {basis}"))
+            findings.append(
+                self.finding(
+                    f"GPU {series.index} ({series.name}) is busy only {busy:.0%} of the time "
+                    f"{basis} ({measure}, {act.samples} samples)",
+                    severity="high" if high else self.severity,
+                    evidence={
+                        "gpu": series.index,
+                        "measured": basis,
+                        "samples": act.samples,
+                        "window_s": round(seconds, 1),
+                        "utilization_percent": percent(act.utilization),
+                        "sm_activity_percent": percent(act.sm_activity),
+                        "sm_occupancy_percent": percent(act.sm_occupancy),
+                        "tensor_activity_percent": percent(act.tensor_activity),
+                        "pcie_to_gpu_mb_s": _mb(act.pcie_rx_bytes_per_s),
+                        "pcie_from_gpu_mb_s": _mb(act.pcie_tx_bytes_per_s),
+                        "sm_clock_mhz": None
+                        if act.sm_clock_mhz is None
+                        else round(act.sm_clock_mhz),
+                        "power_w": None if act.power_w is None else round(act.power_w),
+                        "explained_by": "input.bound, launch.eager-ops, launch.retracing, "
+                        "placement.host-transfers, memory.underused",
+                    },
+                    fix=TF_FIX if facts.steps is not None else WATCH_FIX,
+                    gain_value=round(1.0 - busy, 3),
+                    estimated_gain=f"the GPU idles {1 - busy:.0%} of the time {basis}",
+                )
+            )
         return findings
 
 

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
-from gpuwhy.rules.input.common import (CONSUMER_NAMES, InputWait, bottleneck, culprit_location,
-                                       ends_buffered, pipeline_name, pipeline_wait, stage_label,
-                                       stage_row, stage_table, steps_pipeline, steps_wait)
+from gpuwhy.rules.input.common import (
+    CONSUMER_NAMES,
+    InputWait,
+    bottleneck,
+    culprit_location,
+    ends_buffered,
+    pipeline_name,
+    pipeline_wait,
+    stage_label,
+    stage_row,
+    stage_table,
+    steps_pipeline,
+    steps_wait,
+)
 
 
 class InputBound(Rule):
@@ -67,7 +78,7 @@ class InputBound(Rule):
     id = "input.bound"
     severity = "high"
     status = "stable"
-    needs = ("steps",)          # tfdata, when present, names the slowest stage
+    needs = ("steps",)  # tfdata, when present, names the slowest stage
     options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50}
     question = "Why is the GPU idle?"
 
@@ -92,36 +103,50 @@ class InputBound(Rule):
         share = wait.fraction
         pipeline = steps_pipeline(facts)
         site = re.search(r" at (\S+:\d+)$", steps.marker)
-        title = (f"Steps wait for input {share:.0%} of the time "
-                 f"({_ms(steps.input_wait_median_s)} of a {_ms(steps.median_s)} step)")
+        title = (
+            f"Steps wait for input {share:.0%} of the time "
+            f"({_ms(steps.input_wait_median_s)} of a {_ms(steps.median_s)} step)"
+        )
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(share, 3),
             "input_wait_median_ms": _round_ms(steps.input_wait_median_s),
             "step_median_ms": _round_ms(steps.median_s),
             "steps_measured": steps.count - steps.warmup,
-            "measured_at": steps.marker}
+            "measured_at": steps.marker,
+        }
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
-        return self._finding(title, share, pipeline, evidence,
-                             site.group(1) if site else None, options)
+        return self._finding(
+            title, share, pipeline, evidence, site.group(1) if site else None, options
+        )
 
-    def _from_pipeline(self, pipeline: PipelineFacts, wait: InputWait,
-                       options: dict[str, Any]) -> Finding:
+    def _from_pipeline(
+        self, pipeline: PipelineFacts, wait: InputWait, options: dict[str, Any]
+    ) -> Finding:
         who = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
-        title = (f"{who} waits for input {wait.fraction:.0%} of the time "
-                 f"({_ms(wait.per_element_s)} per batch beside {_ms(wait.consumer_s)} "
-                 "of work on it)")
+        title = (
+            f"{who} waits for input {wait.fraction:.0%} of the time "
+            f"({_ms(wait.per_element_s)} per batch beside {_ms(wait.consumer_s)} "
+            "of work on it)"
+        )
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(wait.fraction, 3),
             "input_wait_ms_per_element": _round_ms(wait.per_element_s),
             "consumer_ms_per_element": _round_ms(wait.consumer_s),
             "elements_read": pipeline.elements,
-            "measured_by": wait.measured_by}
+            "measured_by": wait.measured_by,
+        }
         return self._finding(title, wait.fraction, pipeline, evidence, pipeline.location, options)
 
-    def _finding(self, title: str, share: float, pipeline: Optional[PipelineFacts],
-                 evidence: dict[str, Any], site: Optional[str],
-                 options: dict[str, Any]) -> Finding:
+    def _finding(
+        self,
+        title: str,
+        share: float,
+        pipeline: PipelineFacts | None,
+        evidence: dict[str, Any],
+        site: str | None,
+        options: dict[str, Any],
+    ) -> Finding:
         location, fix = site, fixes.generic()
         stage = bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None:
@@ -136,11 +161,14 @@ class InputBound(Rule):
             evidence["bottleneck_share_of_pipeline_time"] = row["share_of_pipeline_time"]
             evidence["stages"] = stage_table(pipeline)
             location = culprit_location(stage) or site
-            fix = fixes.for_stage(pipeline, pipeline.bottleneck,
-                                  options["vectorise_below_us"] * 1e-6)
+            fix = fixes.for_stage(
+                pipeline, pipeline.bottleneck, options["vectorise_below_us"] * 1e-6
+            )
             if not ends_buffered(pipeline):
-                fix = fix + ["ds = ds.prefetch(tf.data.AUTOTUNE)   # last: the next batch is "
-                             "ready when the step ends"]
+                fix = fix + [
+                    "ds = ds.prefetch(tf.data.AUTOTUNE)   # last: the next batch is "
+                    "ready when the step ends"
+                ]
         speedup = 1 / (1 - share) if share < 0.99 else None
         return self.finding(
             title,
@@ -148,10 +176,14 @@ class InputBound(Rule):
             location=location,
             evidence=evidence,
             fix="\n".join(fix),
-            estimated_gain=(f"estimate: up to {share:.0%} of step time, steps up to "
-                            f"{speedup:.1f}x faster once input keeps up with compute"
-                            if speedup else f"estimate: up to {share:.0%} of step time"),
-            gain_value=round(share, 4))
+            estimated_gain=(
+                f"estimate: up to {share:.0%} of step time, steps up to "
+                f"{speedup:.1f}x faster once input keeps up with compute"
+                if speedup
+                else f"estimate: up to {share:.0%} of step time"
+            ),
+            gain_value=round(share, 4),
+        )
 
 
 def _ms(seconds) -> str:

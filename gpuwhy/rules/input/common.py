@@ -18,34 +18,44 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts
 
 # Stages TF runs on background threads with their own buffer of finished elements.
 # inject_prefetch leaves a pipeline that ends in one of these alone (kAsyncTransforms in
 # tensorflow/core/grappler/optimizers/data/inject_prefetch.cc): it already produces ahead.
-ASYNC_STAGE_PREFIXES = ("Prefetch", "ParallelMap", "MapAndBatch", "ParallelBatch",
-                        "ParallelInterleave", "DataService")
+ASYNC_STAGE_PREFIXES = (
+    "Prefetch",
+    "ParallelMap",
+    "MapAndBatch",
+    "ParallelBatch",
+    "ParallelInterleave",
+    "DataService",
+)
 
 # Fewer function calls than this and a per-call time says little about call overhead.
 MIN_CALLS_TO_JUDGE_OVERHEAD = 1000
 
-CONSUMER_NAMES = {"keras-fit": "Model.fit", "keras-evaluate": "Model.evaluate",
-                  "keras-predict": "Model.predict", "python-loop": "The loop over the dataset"}
+CONSUMER_NAMES = {
+    "keras-fit": "Model.fit",
+    "keras-evaluate": "Model.evaluate",
+    "keras-predict": "Model.predict",
+    "python-loop": "The loop over the dataset",
+}
 
 
 @dataclass(frozen=True)
 class InputWait:
     """How long the consumer of a pipeline waits for its elements."""
 
-    fraction: float                    # of the consumer's time (a step: wait + compute)
-    per_element_s: Optional[float]     # wait per step / element
-    consumer_s: Optional[float]        # the step, or tf.data's gap between GetNext calls
-    measured_by: str                   # for the evidence: how a person can check it
+    fraction: float  # of the consumer's time (a step: wait + compute)
+    per_element_s: float | None  # wait per step / element
+    consumer_s: float | None  # the step, or tf.data's gap between GetNext calls
+    measured_by: str  # for the evidence: how a person can check it
 
 
-def steps_pipeline(facts: Facts) -> Optional[PipelineFacts]:
+def steps_pipeline(facts: Facts) -> PipelineFacts | None:
     """The pipeline the steps read: Keras fit's, or the loop's with the most elements
     (a validation loop reads fewer); the choice collect/run/input_wait.py makes for
     the fit pipeline whose gap timer gave the steps their wait."""
@@ -57,25 +67,33 @@ def steps_pipeline(facts: Facts) -> Optional[PipelineFacts]:
     return max(read, key=lambda p: p.elements, default=None)
 
 
-def pipeline_wait(pipeline: PipelineFacts) -> Optional[InputWait]:
+def pipeline_wait(pipeline: PipelineFacts) -> InputWait | None:
     """The wait tf.data's own timers measured for this pipeline: wait / (wait + gap)."""
     wait, gap = pipeline.wait_per_element_s, pipeline.gap_median_s
     if wait is None or gap is None or wait + gap <= 0:
         return None
-    return InputWait(fraction=wait / (wait + gap), per_element_s=wait, consumer_s=gap,
-                     measured_by="tf.data's timers: wait per element against the consumer's "
-                                 "time between two GetNext calls (gap)")
+    return InputWait(
+        fraction=wait / (wait + gap),
+        per_element_s=wait,
+        consumer_s=gap,
+        measured_by="tf.data's timers: wait per element against the consumer's "
+        "time between two GetNext calls (gap)",
+    )
 
 
-def steps_wait(steps: StepFacts) -> Optional[InputWait]:
+def steps_wait(steps: StepFacts) -> InputWait | None:
     if steps.input_wait_fraction is None:
         return None
     how = f" by {steps.input_wait_source}" if steps.input_wait_source else ""
-    return InputWait(fraction=steps.input_wait_fraction, per_element_s=steps.input_wait_median_s,
-                     consumer_s=steps.median_s, measured_by=f"{steps.marker}{how}")
+    return InputWait(
+        fraction=steps.input_wait_fraction,
+        per_element_s=steps.input_wait_median_s,
+        consumer_s=steps.median_s,
+        measured_by=f"{steps.marker}{how}",
+    )
 
 
-def input_wait(facts: Facts, pipeline: PipelineFacts) -> Optional[InputWait]:
+def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:
     """The steps' measured wait for the pipeline they read (what input.bound reports),
     else the pipeline's own timers, else None (not measured)."""
     if facts.steps is not None and steps_pipeline(facts) is pipeline:
@@ -89,7 +107,7 @@ def pipeline_time_s(pipeline: PipelineFacts) -> float:
     return sum(s.self_time_s for s in pipeline.stages)
 
 
-def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> Optional[float]:
+def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> float | None:
     """The stage's share of the pipeline's work (None: not measured): its part of the
     CPU time per element the consumer gets where the collector measured it (bookkeeping
     stages such as shuffle have none), else its share of the stages' self times."""
@@ -99,7 +117,7 @@ def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> Optional[float
     return stage.self_time_s / total if total > 0 else None
 
 
-def bottleneck(pipeline: PipelineFacts) -> Optional[PipelineStage]:
+def bottleneck(pipeline: PipelineFacts) -> PipelineStage | None:
     if pipeline.bottleneck is None or not 0 <= pipeline.bottleneck < len(pipeline.stages):
         return None
     return pipeline.stages[pipeline.bottleneck]
@@ -121,7 +139,7 @@ def stage_label(stage: PipelineStage) -> str:
     return stage.name if stage.written_as else f"{stage.name} (added by TF)"
 
 
-def culprit_location(stage: PipelineStage) -> Optional[str]:
+def culprit_location(stage: PipelineStage) -> str | None:
     """Where to look: the function the stage runs, else where the transformation is written."""
     return stage.function_location or stage.location
 
@@ -135,11 +153,14 @@ def function_name(stage: PipelineStage) -> str:
 def is_map(stage: PipelineStage) -> bool:
     """A map as TF runs it: Map, ParallelMapV2, or a map fused with its batch
     (MapAndBatch, map_and_batch_fusion), whatever kind the stage was filed under."""
-    return (stage.kind == "map" or "map" in stage.written_as
-            or stage.name.startswith(("Map", "ParallelMap")))
+    return (
+        stage.kind == "map"
+        or "map" in stage.written_as
+        or stage.name.startswith(("Map", "ParallelMap"))
+    )
 
 
-def per_element_s(stage: PipelineStage) -> Optional[float]:
+def per_element_s(stage: PipelineStage) -> float | None:
     if stage.self_time_per_element_s is not None:
         return stage.self_time_per_element_s
     return stage.self_time_s / stage.elements if stage.elements else None
@@ -151,7 +172,7 @@ def function_calls(stage: PipelineStage) -> int:
     return int(stage.elements * max(stage.ratio, 1.0))
 
 
-def per_call_s(stage: PipelineStage) -> Optional[float]:
+def per_call_s(stage: PipelineStage) -> float | None:
     calls = function_calls(stage)
     return stage.self_time_s / calls if calls else None
 
@@ -160,7 +181,8 @@ def batched_later(pipeline: PipelineFacts, index: int) -> bool:
     """A batch follows the stage (or is fused into it): the map can move after it."""
     stage = pipeline.stages[index]
     return "batch" in stage.written_as or any(
-        s.kind == "batch" or "batch" in s.written_as for s in pipeline.stages[index + 1:])
+        s.kind == "batch" or "batch" in s.written_as for s in pipeline.stages[index + 1 :]
+    )
 
 
 def vectorisable(pipeline: PipelineFacts, index: int, below_s: float) -> bool:
@@ -168,9 +190,14 @@ def vectorisable(pipeline: PipelineFacts, index: int, below_s: float) -> bool:
     its time is tf.data's per-call overhead, which batching first divides by the batch."""
     stage = pipeline.stages[index]
     per_call = per_call_s(stage)
-    return (is_map(stage) and not stage.python and per_call is not None
-            and function_calls(stage) >= MIN_CALLS_TO_JUDGE_OVERHEAD
-            and per_call <= below_s and batched_later(pipeline, index))
+    return (
+        is_map(stage)
+        and not stage.python
+        and per_call is not None
+        and function_calls(stage) >= MIN_CALLS_TO_JUDGE_OVERHEAD
+        and per_call <= below_s
+        and batched_later(pipeline, index)
+    )
 
 
 def runs_sequentially(stage: PipelineStage, autotune: bool) -> bool:
@@ -202,18 +229,26 @@ def sequential_reason(stage: PipelineStage, autotune: bool) -> str:
     if stage.parallelism_written == 1:
         return "num_parallel_calls=1 as written"
     if stage.python and stage.stateful:
-        return ("its function calls Python (py_function/numpy_function ops are stateful, "
-                "and TF's map_parallelization skips stateful functions)")
+        return (
+            "its function calls Python (py_function/numpy_function ops are stateful, "
+            "and TF's map_parallelization skips stateful functions)"
+        )
     if stage.random and stage.stateful:
-        return ("its function draws stateful random numbers (tf.random.uniform, "
-                "tf.image.random_*), and TF's map_parallelization skips stateful functions")
+        return (
+            "its function draws stateful random numbers (tf.random.uniform, "
+            "tf.image.random_*), and TF's map_parallelization skips stateful functions"
+        )
     if stage.stateful:
-        return "its function has stateful ops, and TF's map_parallelization skips stateful functions"
+        return (
+            "its function has stateful ops, and TF's map_parallelization skips stateful functions"
+        )
     if not autotune:
         return "autotune is off (options.autotune.enabled = False): map_parallelization needs it"
-    return ("written without num_parallel_calls, and TF's map_parallelization did not apply "
-            "(turned off in the dataset's options, or the map runs inside an interleave/"
-            "flat_map function)")
+    return (
+        "written without num_parallel_calls, and TF's map_parallelization did not apply "
+        "(turned off in the dataset's options, or the map runs inside an interleave/"
+        "flat_map function)"
+    )
 
 
 def ends_buffered(pipeline: PipelineFacts) -> bool:
@@ -237,11 +272,18 @@ def stage_row(pipeline: PipelineFacts, index: int) -> dict[str, Any]:
         "written_as": "+".join(stage.written_as) or "added by TF",
         "elements": stage.elements,
         "ms_per_element": None if per_element is None else round(per_element * 1000, 3),
-        "threads": stage.parallelism or 1,     # not a parallel stage: one thread
+        "threads": stage.parallelism or 1,  # not a parallel stage: one thread
         "share_of_pipeline_time": None if share is None else round(share, 3),
     }
-    flags = [n for n, on in (("python", stage.python), ("stateful", stage.stateful),
-                             ("random", stage.random)) if on] + list(stage.codec_ops)
+    flags = [
+        n
+        for n, on in (
+            ("python", stage.python),
+            ("stateful", stage.stateful),
+            ("random", stage.random),
+        )
+        if on
+    ] + list(stage.codec_ops)
     if flags:
         row["flags"] = ", ".join(flags)
     if is_bottleneck(pipeline, index):
@@ -254,10 +296,12 @@ def stage_table(pipeline: PipelineFacts) -> list[dict[str, Any]]:
 
 
 def wait_evidence(wait: InputWait) -> dict[str, Any]:
-    return {"input_wait_fraction": round(wait.fraction, 3),
-            "input_wait_ms_per_step": _ms(wait.per_element_s),
-            "consumer_ms_per_step": _ms(wait.consumer_s),
-            "input_wait_measured_by": wait.measured_by}
+    return {
+        "input_wait_fraction": round(wait.fraction, 3),
+        "input_wait_ms_per_step": _ms(wait.per_element_s),
+        "consumer_ms_per_step": _ms(wait.consumer_s),
+        "input_wait_measured_by": wait.measured_by,
+    }
 
 
 def pipeline_name(pipeline: PipelineFacts) -> str:
@@ -267,9 +311,11 @@ def pipeline_name(pipeline: PipelineFacts) -> str:
 
 def gain_text(fraction: float, what: str) -> str:
     """An honest estimate of recoverable step time, said to be one."""
-    return (f"estimate: up to {fraction:.0%} of step time ({what}); "
-            "the fix's real gain shows when the run is measured again")
+    return (
+        f"estimate: up to {fraction:.0%} of step time ({what}); "
+        "the fix's real gain shows when the run is measured again"
+    )
 
 
-def _ms(seconds: Optional[float]) -> Optional[float]:
+def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)

@@ -9,8 +9,13 @@ and says where it is written, so it can be pasted over the line it replaces.
 from __future__ import annotations
 
 from gpuwhy.facts import PipelineFacts, PipelineStage
-from gpuwhy.rules.input.common import (function_name, is_map, per_call_s, runs_sequentially,
-                                       vectorisable)
+from gpuwhy.rules.input.common import (
+    function_name,
+    is_map,
+    per_call_s,
+    runs_sequentially,
+    vectorisable,
+)
 
 FILE_READERS = ("TFRecord", "TextLine", "FixedLengthRecord")
 COMPRESSION = ("GZIP", "ZLIB")
@@ -114,7 +119,8 @@ def is_reader(stage: PipelineStage) -> bool:
     over the file names with one TFRecord node per file inside, and with
     num_parallel_reads a parallel interleave."""
     return stage.name in FILE_READERS or any(
-        w.removesuffix("Dataset") in FILE_READERS for w in stage.written_as)
+        w.removesuffix("Dataset") in FILE_READERS for w in stage.written_as
+    )
 
 
 def _reader_class(stage: PipelineStage) -> str:
@@ -129,77 +135,100 @@ def reader(stage: PipelineStage) -> list[str]:
     kind = _reader_class(stage)
     args = f', compression_type="{compression}"' if compression else ""
     if stage.parallelism and stage.parallelism > 1:
-        first = (f"# {kind}Dataset already reads {stage.parallelism} files at once{_where(stage)}: "
-                 "more, smaller shards let it read more")
+        first = (
+            f"# {kind}Dataset already reads {stage.parallelism} files at once{_where(stage)}: "
+            "more, smaller shards let it read more"
+        )
     else:
         first = f"# {kind}Dataset reads one file at a time{_where(stage)}: read several in parallel"
-    lines = [first,
-             f"ds = tf.data.{kind}Dataset(files{args}, num_parallel_reads=tf.data.AUTOTUNE)",
-             "# or, for more control:",
-             "ds = tf.data.Dataset.from_tensor_slices(files).interleave(",
-             f"    lambda f: tf.data.{kind}Dataset(f{args}), cycle_length=8,",
-             "    num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)"]
+    lines = [
+        first,
+        f"ds = tf.data.{kind}Dataset(files{args}, num_parallel_reads=tf.data.AUTOTUNE)",
+        "# or, for more control:",
+        "ds = tf.data.Dataset.from_tensor_slices(files).interleave(",
+        f"    lambda f: tf.data.{kind}Dataset(f{args}), cycle_length=8,",
+        "    num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
+    ]
     if compression:
-        lines += [f"# {compression} inflates each file in one stream on one core: shards written",
-                  "# without compression read faster where disk space allows"]
+        lines += [
+            f"# {compression} inflates each file in one stream on one core: shards written",
+            "# without compression read faster where disk space allows",
+        ]
     return lines
 
 
 def interleave(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
-    return [f"# several inputs open and read at once{_where(stage)}",
-            f"ds = ds.interleave({fn}, cycle_length=8, num_parallel_calls=tf.data.AUTOTUNE,",
-            "                   deterministic=False)"]
+    return [
+        f"# several inputs open and read at once{_where(stage)}",
+        f"ds = ds.interleave({fn}, cycle_length=8, num_parallel_calls=tf.data.AUTOTUNE,",
+        "                   deterministic=False)",
+    ]
 
 
 def decode(stage: PipelineStage) -> list[str]:
     """Decode/decompress in a map: on all cores, once, or on the GPU outside TF."""
     fn = function_name(stage)
     ops = ", ".join(stage.codec_ops)
-    lines = [f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it",
-             f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)"
-             f"{_where(stage)}"]
+    lines = [
+        f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it",
+        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)"
+        f"{_where(stage)}",
+    ]
     if stage.random or stage.stateful:
         lines.append(f"# {fn} also draws random numbers: decode in a map of its own, cache that")
     else:
-        lines.append("ds = ds.cache()   # decoded once, not every epoch, where it fits "
-                     "(or .cache(path))")
+        lines.append(
+            "ds = ds.cache()   # decoded once, not every epoch, where it fits (or .cache(path))"
+        )
     if any(op in JPEG_DECODERS for op in stage.codec_ops):
-        lines += ["# JPEG with a random crop: decode only the window",
-                  "#   tf.image.decode_and_crop_jpeg(data, crop_window, channels=3)",
-                  "# JPEG decoding on the GPU exists outside TensorFlow: keep the encoded bytes",
-                  "# through shuffle and batch, then NVIDIA DALI's fn.decoders.image(device='mixed')",
-                  "# (nvJPEG) decodes the batch"]
+        lines += [
+            "# JPEG with a random crop: decode only the window",
+            "#   tf.image.decode_and_crop_jpeg(data, crop_window, channels=3)",
+            "# JPEG decoding on the GPU exists outside TensorFlow: keep the encoded bytes",
+            "# through shuffle and batch, then NVIDIA DALI's fn.decoders.image(device='mixed')",
+            "# (nvJPEG) decodes the batch",
+        ]
     if any(op in ("DecodePng", "DecodeGif", "DecodeBmp", "DecodeWebP") for op in stage.codec_ops):
-        lines += ["# PNG/GIF/BMP decode on the host whatever you use (no GPU decoder in TF, DALI",
-                  "# decodes them on the CPU too): decode once and keep the pixels, cached or",
-                  "# stored raw (uint8 tensors in the TFRecords)"]
+        lines += [
+            "# PNG/GIF/BMP decode on the host whatever you use (no GPU decoder in TF, DALI",
+            "# decodes them on the CPU too): decode once and keep the pixels, cached or",
+            "# stored raw (uint8 tensors in the TFRecords)",
+        ]
     if "DecodeCompressed" in stage.codec_ops:
-        lines += ["# tf.io.decode_compressed inflates on one core per element: store the",
-                  "# records uncompressed, or cache them after decompression"]
+        lines += [
+            "# tf.io.decode_compressed inflates on one core per element: store the",
+            "# records uncompressed, or cache them after decompression",
+        ]
     return lines
 
 
 def batch(stage: PipelineStage) -> list[str]:
-    return ["# the batch copies every element into one tensor: copy in parallel",
-            f"ds = ds.batch(batch_size, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}"]
+    return [
+        "# the batch copies every element into one tensor: copy in parallel",
+        f"ds = ds.batch(batch_size, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}",
+    ]
 
 
 def filter_(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
-    return [f"# filter runs {fn} one element at a time: let TF parallelise it",
-            "options = tf.data.Options()",
-            "options.experimental_optimization.filter_parallelization = True",
-            "ds = ds.with_options(options)",
-            "# or filter before the expensive maps, so dropped elements cost nothing"]
+    return [
+        f"# filter runs {fn} one element at a time: let TF parallelise it",
+        "options = tf.data.Options()",
+        "options.experimental_optimization.filter_parallelization = True",
+        "ds = ds.with_options(options)",
+        "# or filter before the expensive maps, so dropped elements cost nothing",
+    ]
 
 
 def generic() -> list[str]:
-    return ["ds = (ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)   # parallel, "
-            "not one element at a time",
-            "        .cache()                       # when the decoded data fits in memory",
-            "        .batch(batch_size)",
-            "        .prefetch(tf.data.AUTOTUNE))   # the next batch is ready when the step ends"]
+    return [
+        "ds = (ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)   # parallel, "
+        "not one element at a time",
+        "        .cache()                       # when the decoded data fits in memory",
+        "        .batch(batch_size)",
+        "        .prefetch(tf.data.AUTOTUNE))   # the next batch is ready when the step ends",
+    ]
 
 
 def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> list[str]:
@@ -214,17 +243,21 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
     if is_map(stage):
         lines: list[str] = []
         if runs_sequentially(stage, pipeline.autotune):
-            lines = stateless_random(stage) if stage.random and stage.stateful else parallel_map(stage)
+            lines = (
+                stateless_random(stage) if stage.random and stage.stateful else parallel_map(stage)
+            )
         if vectorisable(pipeline, index, vectorise_below_s):
             lines += vectorise(stage)
         if stage.codec_ops:
             lines += decode(stage)
         if lines:
             return lines
-        lines = [f"# {function_name(stage)} already runs on {stage.parallelism or 'several'} "
-                 "threads: make each call cheaper, do it once, or add cores",
-                 f"ds = ds.map({function_name(stage)}, num_parallel_calls=tf.data.AUTOTUNE,"
-                 f" deterministic=False){_where(stage)}"]
+        lines = [
+            f"# {function_name(stage)} already runs on {stage.parallelism or 'several'} "
+            "threads: make each call cheaper, do it once, or add cores",
+            f"ds = ds.map({function_name(stage)}, num_parallel_calls=tf.data.AUTOTUNE,"
+            f" deterministic=False){_where(stage)}",
+        ]
         if not (stage.random or stage.stateful):
             lines.append("ds = ds.cache()   # its result is the same every epoch: compute it once")
         return lines

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input.common import (culprit_location, function_name, input_wait,
-                                       pipeline_name, stage_label, stage_share, stage_table,
-                                       wait_evidence)
+from gpuwhy.rules.input.common import (
+    culprit_location,
+    function_name,
+    input_wait,
+    pipeline_name,
+    stage_label,
+    stage_share,
+    stage_table,
+    wait_evidence,
+)
 
-GiB = 1024 ** 3
+GiB = 1024**3
 # Stages after which a cache would freeze what must change every epoch.
 _ORDER_OR_PASS = ("shuffle", "repeat", "cache")
 # The cache goes after the last cacheable stage doing at least this share of their work:
@@ -82,7 +89,7 @@ class NoCache(Rule):
     id = "input.no-cache"
     severity = "medium"
     status = "stable"
-    needs = ("tfdata",)         # host memory is in it; steps give the measured input wait
+    needs = ("tfdata",)  # host memory is in it; steps give the measured input wait
     options = {"max_memory_fraction": 0.50, "min_stage_fraction": 0.20, "min_input_wait": 0.05}
     question = "Why is every epoch slow?"
 
@@ -95,14 +102,15 @@ class NoCache(Rule):
                 findings.append(found)
         return findings
 
-    def _check_pipeline(self, facts: Facts, tfdata: TfDataFacts, pipeline: PipelineFacts,
-                        options: dict[str, Any]) -> Optional[Finding]:
+    def _check_pipeline(
+        self, facts: Facts, tfdata: TfDataFacts, pipeline: PipelineFacts, options: dict[str, Any]
+    ) -> Finding | None:
         if pipeline.cache_written or any(s.kind == "cache" for s in pipeline.stages):
             return None
         per_pass, how = _pass_size(pipeline)
         element_bytes = pipeline.element_bytes
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
-            return None       # size unknown, or no second pass to save
+            return None  # size unknown, or no second pass to save
         prefix, stop = _cacheable_prefix(pipeline.stages)
         work = {id(s): stage_share(pipeline, s) or 0.0 for s in prefix}
         share = sum(work.values())
@@ -129,10 +137,13 @@ class NoCache(Rule):
             "elements_per_pass": round(per_pass, 1),
             "pass_size_from": how,
             "iterators": pipeline.iterators,
-            "estimated_cache_mib": round(size / 2 ** 20, 1),
-            "host_memory_gib": round(tfdata.host_memory_bytes / GiB, 1)}
+            "estimated_cache_mib": round(size / 2**20, 1),
+            "host_memory_gib": round(tfdata.host_memory_bytes / GiB, 1),
+        }
         if tfdata.host_memory_available_bytes is not None:
-            evidence["host_memory_available_gib"] = round(tfdata.host_memory_available_bytes / GiB, 1)
+            evidence["host_memory_available_gib"] = round(
+                tfdata.host_memory_available_bytes / GiB, 1
+            )
         if wait is not None:
             evidence.update(wait_evidence(wait))
         evidence["stages"] = stage_table(pipeline)
@@ -141,25 +152,31 @@ class NoCache(Rule):
             f"pass ({share:.0%} of the pipeline's time, {passes:.1f} passes read); their "
             f"output (~{_size(size)}) fits in memory",
             severity=self.severity if waits else "low",
-            evidence=evidence, location=culprit_location(culprit),
+            evidence=evidence,
+            location=culprit_location(culprit),
             fix=_fix(after, stop, size),
-            estimated_gain=(f"estimate: about {gain:.0%} of step time (the wait times the "
-                            f"cached stages' share, on every pass after the first); "
-                            f"{share:.0%} of the pipeline's work is done once instead of "
-                            f"{passes:.1f} times"),
-            gain_value=round(gain, 4))
+            estimated_gain=(
+                f"estimate: about {gain:.0%} of step time (the wait times the "
+                f"cached stages' share, on every pass after the first); "
+                f"{share:.0%} of the pipeline's work is done once instead of "
+                f"{passes:.1f} times"
+            ),
+            gain_value=round(gain, 4),
+        )
 
 
-def _pass_size(pipeline: PipelineFacts) -> tuple[Optional[float], str]:
+def _pass_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
     """Elements per pass: TF's cardinality, else (a file reader's count is unknown to
     TF) the elements one iterator read, when every iterator read a whole pass (several
     iterators over a dataset that does not repeat: Keras epochs, `for` loops)."""
     if pipeline.cardinality:
         return float(pipeline.cardinality), "TF's cardinality"
     if pipeline.iterators >= 2 and not any(s.kind == "repeat" for s in pipeline.stages):
-        return (pipeline.elements / pipeline.iterators,
-                f"elements read per iterator ({pipeline.iterators} iterators; TF does not know "
-                "the cardinality)")
+        return (
+            pipeline.elements / pipeline.iterators,
+            f"elements read per iterator ({pipeline.iterators} iterators; TF does not know "
+            "the cardinality)",
+        )
     return None, "unknown"
 
 
@@ -170,20 +187,26 @@ def _cacheable_prefix(stages: tuple[PipelineStage, ...]):
     for stage in stages:
         # A Python function is stateful unless declared pure (numpy_function with
         # stateful=False): "said so" is the only proof its result repeats.
-        if (stage.random or stage.stateful or stage.kind == "generator"
-                or stage.kind in _ORDER_OR_PASS):
+        if (
+            stage.random
+            or stage.stateful
+            or stage.kind == "generator"
+            or stage.kind in _ORDER_OR_PASS
+        ):
             return prefix, stage
         if stage.kind != "prefetch":
             prefix.append(stage)
     return prefix, None
 
 
-def _cache_after(prefix: list[PipelineStage], work: dict[int, float], share: float) -> PipelineStage:
+def _cache_after(
+    prefix: list[PipelineStage], work: dict[int, float], share: float
+) -> PipelineStage:
     expensive = [s for s in prefix if work[id(s)] >= _EXPENSIVE_WITHIN_PREFIX * share]
     return (expensive or prefix)[-1]
 
 
-def _memory_limit(tfdata: TfDataFacts, fraction: float) -> Optional[float]:
+def _memory_limit(tfdata: TfDataFacts, fraction: float) -> float | None:
     if not tfdata.host_memory_bytes:
         return None
     limit = fraction * tfdata.host_memory_bytes
@@ -192,7 +215,7 @@ def _memory_limit(tfdata: TfDataFacts, fraction: float) -> Optional[float]:
     return limit
 
 
-def _fix(after: PipelineStage, stop: Optional[PipelineStage], size: int) -> str:
+def _fix(after: PipelineStage, stop: PipelineStage | None, size: int) -> str:
     where = f" written at {after.location}" if after.location else ""
     if after.kind == "map":
         call = f"ds = ds.map({function_name(after)}, num_parallel_calls=tf.data.AUTOTUNE)"
@@ -202,13 +225,16 @@ def _fix(after: PipelineStage, stop: Optional[PipelineStage], size: int) -> str:
         call = "ds = ds.batch(batch_size)"
     else:
         call = f"ds = ...   # {after.name}"
-    lines = [f"{call}   # {stage_label(after)}{where}: the same every pass",
-             f'ds = ds.cache()     # ~{_size(size)} in memory; .cache("/local_ssd/ds") keeps it on disk']
+    lines = [
+        f"{call}   # {stage_label(after)}{where}: the same every pass",
+        f'ds = ds.cache()     # ~{_size(size)} in memory; .cache("/local_ssd/ds") keeps it on disk',
+    ]
     if stop is not None:
-        lines.append(f"# then {stage_label(stop)} and what follows, after the cache: they "
-                     "change every pass")
+        lines.append(
+            f"# then {stage_label(stop)} and what follows, after the cache: they change every pass"
+        )
     return "\n".join(lines)
 
 
 def _size(size: float) -> str:
-    return f"{size / GiB:,.1f} GiB" if size >= GiB else f"{size / 2 ** 20:,.0f} MiB"
+    return f"{size / GiB:,.1f} GiB" if size >= GiB else f"{size / 2**20:,.0f} MiB"

@@ -6,8 +6,14 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input.common import (ends_buffered, gain_text, input_wait, pipeline_name,
-                                       stage_label, wait_evidence)
+from gpuwhy.rules.input.common import (
+    ends_buffered,
+    gain_text,
+    input_wait,
+    pipeline_name,
+    stage_label,
+    wait_evidence,
+)
 
 
 class NoPrefetch(Rule):
@@ -67,7 +73,7 @@ class NoPrefetch(Rule):
     id = "input.no-prefetch"
     severity = "medium"
     status = "stable"
-    needs = ("tfdata",)         # steps, when present, give the measured input wait
+    needs = ("tfdata",)  # steps, when present, give the measured input wait
     options = {"min_input_wait": 0.05}
     question = "Why is the GPU idle between steps?"
 
@@ -92,32 +98,46 @@ class NoPrefetch(Rule):
                 "prefetch_as_run": pipeline.prefetch_run,
                 "autotune": pipeline.autotune,
                 "why_none": _why(pipeline),
-                **wait_evidence(wait)}
-            findings.append(self.finding(
-                f"The pipeline{' built at ' + pipeline.location if pipeline.location else ''} "
-                f"has no prefetch as TF runs it; steps wait for input {wait.fraction:.0%} "
-                "of the time",
-                evidence=evidence, location=pipeline.location,
-                fix=_fix(pipeline),
-                estimated_gain=gain_text(overlap, "input and compute overlap instead of "
-                                                  "taking turns"),
-                gain_value=round(overlap, 4)))
+                **wait_evidence(wait),
+            }
+            findings.append(
+                self.finding(
+                    f"The pipeline{' built at ' + pipeline.location if pipeline.location else ''} "
+                    f"has no prefetch as TF runs it; steps wait for input {wait.fraction:.0%} "
+                    "of the time",
+                    evidence=evidence,
+                    location=pipeline.location,
+                    fix=_fix(pipeline),
+                    estimated_gain=gain_text(
+                        overlap, "input and compute overlap instead of taking turns"
+                    ),
+                    gain_value=round(overlap, 4),
+                )
+            )
         return findings
 
 
 def _why(pipeline: PipelineFacts) -> str:
     if not pipeline.autotune:
-        return ("autotune is off (options.autotune.enabled = False): TF injects no prefetch "
-                "and none is written")
-    return ("none is written, and TF injected none: options.experimental_optimization."
-            "inject_prefetch (or the default optimisations) turned off")
+        return (
+            "autotune is off (options.autotune.enabled = False): TF injects no prefetch "
+            "and none is written"
+        )
+    return (
+        "none is written, and TF injected none: options.experimental_optimization."
+        "inject_prefetch (or the default optimisations) turned off"
+    )
 
 
 def _fix(pipeline: PipelineFacts) -> str:
-    where = f"   # at the end of the pipeline built at {pipeline.location}" if pipeline.location else ""
+    where = (
+        f"   # at the end of the pipeline built at {pipeline.location}" if pipeline.location else ""
+    )
     lines = [f"ds = ds.prefetch(tf.data.AUTOTUNE){where}"]
     if not pipeline.autotune:
-        lines.append("# a written prefetch buffers with autotune off too; turning autotune "
-                     "back on also lets TF parallelise maps:")
+        lines.append(
+            "# a written prefetch buffers with autotune off too; turning autotune "
+            "back on also lets TF parallelise maps:"
+        )
         lines.append("# options.autotune.enabled = True")
     return "\n".join(lines)

@@ -7,9 +7,17 @@ from typing import Any
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
-from gpuwhy.rules.input.common import (culprit_location, gain_text, input_wait, is_bottleneck,
-                                       pipeline_name, stage_label, stage_row, stage_share,
-                                       wait_evidence)
+from gpuwhy.rules.input.common import (
+    culprit_location,
+    gain_text,
+    input_wait,
+    is_bottleneck,
+    pipeline_name,
+    stage_label,
+    stage_row,
+    stage_share,
+    wait_evidence,
+)
 
 
 class PythonFunction(Rule):
@@ -71,7 +79,7 @@ class PythonFunction(Rule):
     id = "input.python-function"
     severity = "medium"
     status = "stable"
-    needs = ("tfdata",)         # steps, when present, give the measured input wait
+    needs = ("tfdata",)  # steps, when present, give the measured input wait
     options = {"min_share": 0.10, "min_input_wait": 0.05}
     question = "Why is the pipeline slow?"
 
@@ -92,8 +100,11 @@ class PythonFunction(Rule):
                 else:
                     continue
                 label = stage_label(stage)
-                what = ("the Python generator" if stage.kind == "generator"
-                        or "from_generator" in stage.written_as else "Python")
+                what = (
+                    "the Python generator"
+                    if stage.kind == "generator" or "from_generator" in stage.written_as
+                    else "Python"
+                )
                 title = f"Input stage {label} runs {what}"
                 if share is not None:
                     title += f": {share:.0%} of the pipeline's time"
@@ -102,27 +113,52 @@ class PythonFunction(Rule):
                     if bound:
                         title += f" (steps wait for input {wait.fraction:.0%} of the time)"
                 evidence: dict[str, Any] = {
-                    "stage": label, "pipeline": pipeline_name(pipeline),
-                    "slowest_stage": slowest, **_row_numbers(stage_row(pipeline, index)),
-                    "why": "Python holds the GIL: parallel calls take turns on one core"}
+                    "stage": label,
+                    "pipeline": pipeline_name(pipeline),
+                    "slowest_stage": slowest,
+                    **_row_numbers(stage_row(pipeline, index)),
+                    "why": "Python holds the GIL: parallel calls take turns on one core",
+                }
                 if share is None:
-                    evidence["time"] = ("not measured" + (f": {pipeline.model_error}"
-                                                          if pipeline.model_error else ""))
+                    evidence["time"] = "not measured" + (
+                        f": {pipeline.model_error}" if pipeline.model_error else ""
+                    )
                 if wait is not None:
                     evidence.update(wait_evidence(wait))
                 gain = wait.fraction * share if wait is not None and share is not None else None
-                findings.append(self.finding(
-                    title, severity=severity, evidence=evidence,
-                    location=culprit_location(stage),
-                    fix="\n".join(fixes.generator(stage) if what != "Python"
-                                  else fixes.python_function(stage)),
-                    estimated_gain=(gain_text(gain, "the wait times this stage's share of the "
-                                                    "pipeline's work") if gain is not None else
-                                    "the stage's time moves off the GIL onto every core"),
-                    gain_value=None if gain is None else round(gain, 4)))
+                findings.append(
+                    self.finding(
+                        title,
+                        severity=severity,
+                        evidence=evidence,
+                        location=culprit_location(stage),
+                        fix="\n".join(
+                            fixes.generator(stage)
+                            if what != "Python"
+                            else fixes.python_function(stage)
+                        ),
+                        estimated_gain=(
+                            gain_text(
+                                gain, "the wait times this stage's share of the pipeline's work"
+                            )
+                            if gain is not None
+                            else "the stage's time moves off the GIL onto every core"
+                        ),
+                        gain_value=None if gain is None else round(gain, 4),
+                    )
+                )
         return findings
 
 
 def _row_numbers(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in ("kind", "written_as", "elements", "ms_per_element", "threads",
-                                "share_of_pipeline_time")}
+    return {
+        k: row[k]
+        for k in (
+            "kind",
+            "written_as",
+            "elements",
+            "ms_per_element",
+            "threads",
+            "share_of_pipeline_time",
+        )
+    }

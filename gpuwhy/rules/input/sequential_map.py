@@ -7,10 +7,20 @@ from typing import Any
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
-from gpuwhy.rules.input.common import (bottleneck, culprit_location, gain_text, input_wait,
-                                       pipeline_name, runs_sequentially, sequential_reason,
-                                       stage_label, stage_row, stage_share,
-                                       vectorisable, wait_evidence)
+from gpuwhy.rules.input.common import (
+    bottleneck,
+    culprit_location,
+    gain_text,
+    input_wait,
+    pipeline_name,
+    runs_sequentially,
+    sequential_reason,
+    stage_label,
+    stage_row,
+    stage_share,
+    vectorisable,
+    wait_evidence,
+)
 
 
 class SequentialMap(Rule):
@@ -76,7 +86,7 @@ class SequentialMap(Rule):
     id = "input.sequential-map"
     severity = "high"
     status = "stable"
-    needs = ("tfdata",)         # steps, when present, give the measured input wait
+    needs = ("tfdata",)  # steps, when present, give the measured input wait
     options = {"min_input_wait": 0.05, "vectorise_below_us": 50}
     question = "Why is the pipeline slow?"
 
@@ -93,31 +103,45 @@ class SequentialMap(Rule):
             label = stage_label(stage)
             share = stage_share(pipeline, stage)
             below_s = options["vectorise_below_us"] * 1e-6
-            fix = (fixes.stateless_random(stage) if stage.random and stage.stateful
-                   else fixes.parallel_python(stage) if stage.python
-                   else fixes.parallel_map(stage))
+            fix = (
+                fixes.stateless_random(stage)
+                if stage.random and stage.stateful
+                else fixes.parallel_python(stage)
+                if stage.python
+                else fixes.parallel_map(stage)
+            )
             if vectorisable(pipeline, index, below_s):
                 fix += fixes.vectorise(stage)
             row = stage_row(pipeline, index)
             evidence: dict[str, Any] = {
-                "stage": label, "pipeline": pipeline_name(pipeline),
+                "stage": label,
+                "pipeline": pipeline_name(pipeline),
                 "why_sequential": sequential_reason(stage, pipeline.autotune),
                 "threads": stage.parallelism or 1,
                 "num_parallel_calls_written": stage.parallelism_written,
                 "ms_per_element": row["ms_per_element"],
                 "share_of_pipeline_time": row["share_of_pipeline_time"],
-                **wait_evidence(wait)}
+                **wait_evidence(wait),
+            }
             if stage.python:
-                evidence["python"] = ("the function calls Python: parallel calls share the "
-                                      "GIL (see input.python-function)")
+                evidence["python"] = (
+                    "the function calls Python: parallel calls share the "
+                    "GIL (see input.python-function)"
+                )
             gain = wait.fraction * (share if share is not None else 1.0)
-            findings.append(self.finding(
-                f"Input stage {label} runs on one thread and is the slowest stage; "
-                f"steps wait for input {wait.fraction:.0%} of the time",
-                # Python-bound: parallel calls are the lesser fix, python-function leads.
-                severity="medium" if stage.python else self.severity,
-                evidence=evidence, location=culprit_location(stage), fix="\n".join(fix),
-                estimated_gain=gain_text(gain, "the wait times this stage's share of the "
-                                               "pipeline's work"),
-                gain_value=None if gain is None else round(gain, 4)))
+            findings.append(
+                self.finding(
+                    f"Input stage {label} runs on one thread and is the slowest stage; "
+                    f"steps wait for input {wait.fraction:.0%} of the time",
+                    # Python-bound: parallel calls are the lesser fix, python-function leads.
+                    severity="medium" if stage.python else self.severity,
+                    evidence=evidence,
+                    location=culprit_location(stage),
+                    fix="\n".join(fix),
+                    estimated_gain=gain_text(
+                        gain, "the wait times this stage's share of the pipeline's work"
+                    ),
+                    gain_value=None if gain is None else round(gain, 4),
+                )
+            )
         return findings

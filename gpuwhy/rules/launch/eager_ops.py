@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
 from gpuwhy.rules.base import Finding, Rule
@@ -21,7 +21,7 @@ def _small_share(eager: EagerFacts, small_elements: int) -> float:
     return sum(site.count for site in eager.sites if _is_small(site, small_elements)) / listed
 
 
-def _percent(fraction: Optional[float]) -> str:
+def _percent(fraction: float | None) -> str:
     return "?" if fraction is None else f"{fraction:.0%}"
 
 
@@ -114,32 +114,44 @@ class EagerOps(Rule):
             small_per_step = eager.per_step * small_share
             if small_per_step < options["min_ops_per_step"]:
                 return []
-            title = (f"Each step dispatches ~{small_per_step:.0f} small ops eagerly from Python "
-                     f"({_percent(gain)} of the step spent issuing them)")
-            rate = {"small_ops_per_step": round(small_per_step, 1),
-                    "eager_ops_per_step": round(eager.per_step, 1),
-                    "sampled_steps": eager.sampled_steps}
+            title = (
+                f"Each step dispatches ~{small_per_step:.0f} small ops eagerly from Python "
+                f"({_percent(gain)} of the step spent issuing them)"
+            )
+            rate = {
+                "small_ops_per_step": round(small_per_step, 1),
+                "eager_ops_per_step": round(eager.per_step, 1),
+                "sampled_steps": eager.sampled_steps,
+            }
         else:
             if facts.steps is not None and facts.steps.count:
                 # Training steps were found but no counted window fell inside one: the
                 # ops counted ran in set-up or evaluation code, not in the steps.
                 return []
             small_ops = eager.ops * small_share
-            if (small_ops < options["min_ops_per_step"] or gain is None
-                    or gain < options["min_busy_fraction"]):
+            if (
+                small_ops < options["min_ops_per_step"]
+                or gain is None
+                or gain < options["min_busy_fraction"]
+            ):
                 return []
             per_second = small_ops / eager.counted_s if eager.counted_s > 0 else None
-            title = (f"Small ops dispatched eagerly from Python"
-                     + (f", ~{per_second:,.0f} per second" if per_second else "")
-                     + f", took {_percent(gain)} of the time (no training step found)")
-            rate = {"small_ops_per_second": round(per_second) if per_second else None,
-                    "small_ops_counted": round(small_ops)}
+            title = (
+                "Small ops dispatched eagerly from Python"
+                + (f", ~{per_second:,.0f} per second" if per_second else "")
+                + f", took {_percent(gain)} of the time (no training step found)"
+            )
+            rate = {
+                "small_ops_per_second": round(per_second) if per_second else None,
+                "small_ops_counted": round(small_ops),
+            }
         small_sites = [site for site in eager.sites if _is_small(site, small_elements)]
         evidence: dict[str, Any] = {
             **rate,
             "share_of_time_issuing_them": _percent(gain),
-            "median_gap_between_eager_ops_us": (round(eager.median_gap_us, 1)
-                                                if eager.median_gap_us is not None else None),
+            "median_gap_between_eager_ops_us": (
+                round(eager.median_gap_us, 1) if eager.median_gap_us is not None else None
+            ),
             "counted_s": round(eager.counted_s, 2),
             "eager_ops_outside_steps": eager.outside_steps,
             "sites": [_row(site, eager, small_elements) for site in eager.sites[:10]],
@@ -159,7 +171,7 @@ class EagerOps(Rule):
         ]
 
     @staticmethod
-    def _severity(gain: Optional[float]) -> str:
+    def _severity(gain: float | None) -> str:
         if gain is None:
             return "medium"
         if gain >= 0.5:
@@ -182,8 +194,10 @@ class EagerOps(Rule):
         return "\n".join(lines)
 
     @staticmethod
-    def _gain_text(gain: Optional[float]) -> str:
+    def _gain_text(gain: float | None) -> str:
         if gain is None:
             return "most of the per-op dispatch time; a graph issues the same ops from C++"
-        return (f"up to ~{gain:.0%} of the time: what issuing these ops from Python costs "
-                "now; in a graph they cost a few µs each, fused by XLA fewer still")
+        return (
+            f"up to ~{gain:.0%} of the time: what issuing these ops from Python costs "
+            "now; in a graph they cost a few µs each, fused by XLA fewer still"
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 from gpuwhy.facts import Facts, TracedFunction
 from gpuwhy.rules.base import Finding, Rule
@@ -50,7 +50,9 @@ def _changes(fn: TracedFunction) -> dict[str, str]:
 
 def _recreated(fn: TracedFunction, max_traces: int) -> bool:
     """Many Function objects at one place, each used about once: re-created in a loop."""
-    return fn.instances > max_traces and fn.calls <= 2 * fn.instances and fn.traces <= 2 * fn.instances
+    return (
+        fn.instances > max_traces and fn.calls <= 2 * fn.instances and fn.traces <= 2 * fn.instances
+    )
 
 
 def _signature_row(signature) -> dict[str, Any]:
@@ -67,20 +69,24 @@ def _signature_row(signature) -> dict[str, Any]:
 def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
     name = fn.name
     if recreated:
-        return "\n".join([
-            f"# {name} is a new tf.function object each time: create it once, outside the loop",
-            f"{name} = tf.function(step_fn)            # once, at module or __init__ level",
-            "for batch in dataset:",
-            f"    {name}(batch)                       # reuses the traced graph",
-            "# not: tf.function(step_fn)(batch) or @tf.function on a function defined inside the loop",
-        ])
+        return "\n".join(
+            [
+                f"# {name} is a new tf.function object each time: create it once, outside the loop",
+                f"{name} = tf.function(step_fn)            # once, at module or __init__ level",
+                "for batch in dataset:",
+                f"    {name}(batch)                       # reuses the traced graph",
+                "# not: tf.function(step_fn)(batch) or @tf.function on a function defined inside the loop",
+            ]
+        )
     if fn.library:
-        return "\n".join([
-            "# Keras retraces its step when a batch has another structure, dtype or rank than before:",
-            "# give every batch the same structure and dtypes (cast in the input pipeline), e.g.",
-            "ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))",
-            "# and pad variable-length inputs to a few fixed lengths (bucket_by_sequence_length)",
-        ])
+        return "\n".join(
+            [
+                "# Keras retraces its step when a batch has another structure, dtype or rank than before:",
+                "# give every batch the same structure and dtypes (cast in the input pipeline), e.g.",
+                "ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(y, tf.int32)))",
+                "# and pad variable-length inputs to a few fixed lengths (bucket_by_sequence_length)",
+            ]
+        )
     lines = []
     python = [a for a, k in changes.items() if k == "python"]
     shaped = [a for a, k in changes.items() if k in ("shape", "dtype")]
@@ -101,9 +107,13 @@ def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
             "    ...",
         ]
         if not fn.reduce_retracing:
-            lines.append("# or @tf.function(reduce_retracing=True): TF generalises the shapes after a few traces")
+            lines.append(
+                "# or @tf.function(reduce_retracing=True): TF generalises the shapes after a few traces"
+            )
         if any(changes[a] == "dtype" for a in shaped):
-            lines.append("# and cast to one dtype before the call (tf.cast) so the dtype never changes")
+            lines.append(
+                "# and cast to one dtype before the call (tf.cast) so the dtype never changes"
+            )
     if objects or not lines:
         lines += [
             "# pass tensors (or a fixed set of hashable Python values), not new Python objects or",
@@ -112,7 +122,7 @@ def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
     return "\n".join(lines)
 
 
-def _run_seconds(facts: Facts) -> Optional[float]:
+def _run_seconds(facts: Facts) -> float | None:
     if facts.steps is not None and facts.steps.run_s:
         return facts.steps.run_s
     if facts.program is not None and facts.program.seconds:
@@ -191,17 +201,21 @@ class Retracing(Rule):
         flagged.sort(key=lambda item: -item[0].trace_s)
         return [self._finding(fn, recreated, run_s) for fn, recreated in flagged[:MAX_FINDINGS]]
 
-    def _finding(self, fn: TracedFunction, recreated: bool, run_s: Optional[float]) -> Finding:
+    def _finding(self, fn: TracedFunction, recreated: bool, run_s: float | None) -> Finding:
         changes = {} if recreated else _changes(fn)
         avoidable = fn.trace_s * (fn.traces - 1) / fn.traces if fn.traces else 0.0
         gain = avoidable / run_s if run_s else None
         where = f" ({fn.location})" if fn.location else ""
         if recreated:
-            title = (f"{fn.name}{where} is a new tf.function object each time: "
-                     f"{fn.instances} objects, {fn.traces} traces")
+            title = (
+                f"{fn.name}{where} is a new tf.function object each time: "
+                f"{fn.instances} objects, {fn.traces} traces"
+            )
         else:
             reason = "; ".join(f"{a}: {_KIND_WORDS[k]} changed" for a, k in changes.items())
-            title = f"{fn.name}{where} was traced {fn.traces} times" + (f" ({reason})" if reason else "")
+            title = f"{fn.name}{where} was traced {fn.traces} times" + (
+                f" ({reason})" if reason else ""
+            )
         evidence: dict[str, Any] = {
             "function": fn.name,
             "location": fn.location,
@@ -233,9 +247,11 @@ class Retracing(Rule):
             severity=severity,
             evidence=evidence,
             fix=_fix(fn, changes, recreated),
-            estimated_gain=(f"up to {avoidable:.2f} s of tracing saved"
-                            + (f" ({gain:.0%} of the run)" if gain is not None else "")
-                            + "; the GPU idles while TF traces"),
+            estimated_gain=(
+                f"up to {avoidable:.2f} s of tracing saved"
+                + (f" ({gain:.0%} of the run)" if gain is not None else "")
+                + "; the GPU idles while TF traces"
+            ),
             location=fn.location,
             gain_value=gain,
         )

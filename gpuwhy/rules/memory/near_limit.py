@@ -75,15 +75,22 @@ class MemoryNearLimit(Rule):
             if not total or peak / total < options["min_peak_fraction"]:
                 continue
             share = peak / total
-            findings.append(self.finding(
-                f"GPU {series.index} ({series.name}) peaked at {peak / MiB:,.0f} of "
-                f"{total / MiB:,.0f} MiB ({share:.0%}) {source}",
-                evidence={"gpu": series.index, "peak_mib": round(peak / MiB),
-                          "memory_total_mib": round(total / MiB),
-                          "peak_share": round(share, 3), "read_from": source},
-                fix=TF_FIX if source.startswith(TF_SOURCE) else OTHER_FIX,
-                estimated_gain="room for cuDNN's fastest algorithms and no mid-run "
-                               "out-of-memory errors"))
+            findings.append(
+                self.finding(
+                    f"GPU {series.index} ({series.name}) peaked at {peak / MiB:,.0f} of "
+                    f"{total / MiB:,.0f} MiB ({share:.0%}) {source}",
+                    evidence={
+                        "gpu": series.index,
+                        "peak_mib": round(peak / MiB),
+                        "memory_total_mib": round(total / MiB),
+                        "peak_share": round(share, 3),
+                        "read_from": source,
+                    },
+                    fix=TF_FIX if source.startswith(TF_SOURCE) else OTHER_FIX,
+                    estimated_gain="room for cuDNN's fastest algorithms and no mid-run "
+                    "out-of-memory errors",
+                )
+            )
         return findings
 
 
@@ -96,9 +103,14 @@ def peaks(facts: Facts):
     tf_peaks = tf_peaks_by_gpu(samples)
     if tf_peaks:
         by_index = {s.index: s for s in samples.gpus}
-        return [(by_index[i], peak, f"{TF_SOURCE} ({name})")
-                for i, (name, peak) in sorted(tf_peaks.items())]
+        return [
+            (by_index[i], peak, f"{TF_SOURCE} ({name})")
+            for i, (name, peak) in sorted(tf_peaks.items())
+        ]
     if facts.program is not None and facts.program.tensorflow_imported:
         return []
-    return [(s, own_peak(s), "held by the watched processes (their framework's pool)")
-            for s in program_gpus(samples) if own_peak(s)]
+    return [
+        (s, own_peak(s), "held by the watched processes (their framework's pool)")
+        for s in program_gpus(samples)
+        if own_peak(s)
+    ]

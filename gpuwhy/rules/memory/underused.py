@@ -9,8 +9,8 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.gpu.common import MIN_SAMPLES, MiB, activity, percent, usable, windows_for
 from gpuwhy.rules.memory.near_limit import peaks
 
-INPUT_BOUND = 0.05   # input.bound's medium threshold: a bigger batch would wait longer still
-HEADROOM = 0.8       # of the device's memory a larger batch may grow into
+INPUT_BOUND = 0.05  # input.bound's medium threshold: a bigger batch would wait longer still
+HEADROOM = 0.8  # of the device's memory a larger batch may grow into
 
 FIX = """\
 model.compile(optimizer=keras.optimizers.Adam(learning_rate * {factor}),  # scale it with the batch
@@ -64,7 +64,7 @@ class MemoryUnderused(Rule):
     id = "memory.underused"
     severity = "low"
     status = "stable"
-    needs = ("gpu_samples",)       # and steps, when the run has them
+    needs = ("gpu_samples",)  # and steps, when the run has them
     options = {"max_activity": 0.50, "max_peak_fraction": 0.30}
     question = "How do I maximise utilisation?"
 
@@ -85,18 +85,27 @@ class MemoryUnderused(Rule):
             if act.samples < MIN_SAMPLES or busy is None or busy >= options["max_activity"]:
                 continue
             factor = max(2, int(HEADROOM * total / peak))
-            findings.append(self.finding(
-                f"GPU {series.index} ({series.name}) is {busy:.0%} busy {basis} and uses "
-                f"{peak / MiB:,.0f} of {total / MiB:,.0f} MiB: a larger batch would keep it busy",
-                evidence={"gpu": series.index, "peak_mib": round(peak / MiB),
-                          "memory_total_mib": round(total / MiB),
-                          "peak_share": round(peak / total, 3), "read_from": source,
-                          "activity_percent": percent(busy),
-                          "activity_measure": "SM activity" if act.sm_activity is not None
-                          else "utilisation",
-                          "samples": act.samples, "batch_could_grow_up_to": f"{factor}x"},
-                fix=FIX.format(factor=min(factor, 8)),
-                gain_value=round(1.0 - busy, 3),
-                estimated_gain=f"up to {factor}x the batch fits; fixed per-step costs "
-                               f"spread over more samples"))
+            findings.append(
+                self.finding(
+                    f"GPU {series.index} ({series.name}) is {busy:.0%} busy {basis} and uses "
+                    f"{peak / MiB:,.0f} of {total / MiB:,.0f} MiB: a larger batch would keep it busy",
+                    evidence={
+                        "gpu": series.index,
+                        "peak_mib": round(peak / MiB),
+                        "memory_total_mib": round(total / MiB),
+                        "peak_share": round(peak / total, 3),
+                        "read_from": source,
+                        "activity_percent": percent(busy),
+                        "activity_measure": "SM activity"
+                        if act.sm_activity is not None
+                        else "utilisation",
+                        "samples": act.samples,
+                        "batch_could_grow_up_to": f"{factor}x",
+                    },
+                    fix=FIX.format(factor=min(factor, 8)),
+                    gain_value=round(1.0 - busy, 3),
+                    estimated_gain=f"up to {factor}x the batch fits; fixed per-step costs "
+                    f"spread over more samples",
+                )
+            )
         return findings

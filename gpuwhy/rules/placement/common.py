@@ -10,7 +10,14 @@ from typing import Any
 
 from gpuwhy.facts import OpGroup, PlacementFacts, is_input_boundary
 
-__all__ = ["PREDICTION_NOTE", "group_row", "is_input_boundary", "op_list", "prediction_note", "size_text"]
+__all__ = [
+    "PREDICTION_NOTE",
+    "group_row",
+    "is_input_boundary",
+    "op_list",
+    "prediction_note",
+    "size_text",
+]
 
 PREDICTION_NOTE = (
     "predicted from TensorFlow's GPU kernel registry: no GPU on this machine "
@@ -21,8 +28,10 @@ PREDICTION_NOTE = (
 def prediction_note(placement: PlacementFacts) -> dict[str, Any]:
     """Evidence entry that says how the placement is known."""
     if placement.predicted and placement.gpu_name:
-        return {"placement": f"predicted from TensorFlow's GPU kernel registry for this machine's "
-                             f"{placement.gpu_name} (--verify compares with TF's real placement)"}
+        return {
+            "placement": f"predicted from TensorFlow's GPU kernel registry for this machine's "
+            f"{placement.gpu_name} (--verify compares with TF's real placement)"
+        }
     if placement.predicted:
         return {"placement": PREDICTION_NOTE}
     return {"placement": f"seen on this machine's {placement.gpu_name or 'GPU'} (--verify)"}
@@ -61,7 +70,7 @@ def group_row(group: OpGroup) -> dict[str, Any]:
 
 
 def op_list(groups: list[OpGroup], limit: int = 4) -> str:
-    """"AsString (float32) ×2 at train.py:10, StringLength (string) ...": a title fragment."""
+    """ "AsString (float32) ×2 at train.py:10, StringLength (string) ...": a title fragment."""
     parts = []
     for group in groups[:limit]:
         where = f" at {group.locations[0]}" if group.locations else ""

@@ -9,13 +9,43 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
 # Ops that move or hold float64 values without computing on them.
-_NOT_COMPUTE = frozenset({
-    "Const", "Identity", "IdentityN", "Placeholder", "ReadVariableOp", "AssignVariableOp", "Cast",
-    "NoOp", "StopGradient", "Reshape", "Shape", "Squeeze", "ExpandDims", "VarHandleOp",
-    "Pack", "Unpack", "ConcatV2", "StridedSlice", "Slice", "Transpose", "GatherV2", "ZerosLike",
-    "OnesLike", "Fill", "Switch", "Merge", "Enter", "Exit", "NextIteration", "PreventGradient",
-    "EnsureShape", "CheckNumerics", "Snapshot",
-})
+_NOT_COMPUTE = frozenset(
+    {
+        "Const",
+        "Identity",
+        "IdentityN",
+        "Placeholder",
+        "ReadVariableOp",
+        "AssignVariableOp",
+        "Cast",
+        "NoOp",
+        "StopGradient",
+        "Reshape",
+        "Shape",
+        "Squeeze",
+        "ExpandDims",
+        "VarHandleOp",
+        "Pack",
+        "Unpack",
+        "ConcatV2",
+        "StridedSlice",
+        "Slice",
+        "Transpose",
+        "GatherV2",
+        "ZerosLike",
+        "OnesLike",
+        "Fill",
+        "Switch",
+        "Merge",
+        "Enter",
+        "Exit",
+        "NextIteration",
+        "PreventGradient",
+        "EnsureShape",
+        "CheckNumerics",
+        "Snapshot",
+    }
+)
 _HEAVY = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "Einsum")
 
 
@@ -68,7 +98,8 @@ class Float64(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
         groups = [
-            g for g in placement.groups
+            g
+            for g in placement.groups
             if "float64" in g.in_dtypes + g.out_dtypes and g.op not in _NOT_COMPUTE
         ]
         total = sum(g.count for g in groups)
@@ -85,11 +116,13 @@ class Float64(Rule):
             **prediction_note(placement),
         }
         location = next((g.locations[0] for g in groups if g.locations), None)
-        fix = "\n".join([
-            "keras.config.set_floatx('float32')          # if the model was made float64",
-            "x = tf.cast(x, tf.float32)                   # NumPy arrays are float64 by default:",
-            "ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), y))   # cast at the input",
-        ])
+        fix = "\n".join(
+            [
+                "keras.config.set_floatx('float32')          # if the model was made float64",
+                "x = tf.cast(x, tf.float32)                   # NumPy arrays are float64 by default:",
+                "ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), y))   # cast at the input",
+            ]
+        )
         return [
             self.finding(
                 f"{total} float64 op{'s' if total > 1 else ''} in the step: {op_list(groups)}",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.facts import is_input_boundary
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
 
@@ -65,8 +64,11 @@ class ForcedCpu(Rule):
         placement = facts.placement
         ignored = set(options["ignore_ops"])
         # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
-        pinned = [g for g in placement.groups
-                  if g.reason == "forced-cpu" and g.op not in ignored and not is_input_boundary(g.op)]
+        pinned = [
+            g
+            for g in placement.groups
+            if g.reason == "forced-cpu" and g.op not in ignored and not is_input_boundary(g.op)
+        ]
         if not pinned:
             return []
         pinned.sort(key=lambda g: (-g.count, g.op))
@@ -86,9 +88,14 @@ class ForcedCpu(Rule):
             known = [c.bytes for c in copies if c.bytes is not None]
             if known:
                 evidence["bytes_copied_per_step"] = sum(known)
-        fix = [f"# {site}: remove the `with tf.device('/CPU:0'):` block around these ops" for site in sites[:5]]
+        fix = [
+            f"# {site}: remove the `with tf.device('/CPU:0'):` block around these ops"
+            for site in sites[:5]
+        ]
         if not sites:
-            fix = ["# remove the `with tf.device('/CPU:0'):` block around these ops (see `ops` above)"]
+            fix = [
+                "# remove the `with tf.device('/CPU:0'):` block around these ops (see `ops` above)"
+            ]
         fix += [
             "# or, if the work is preprocessing, move it into tf.data where it overlaps the step:",
             "ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",

@@ -78,7 +78,11 @@ class HostTransfers(Rule):
     severity = "medium"
     status = "stable"
     needs = ("placement",)
-    options = {"max_bytes_per_step": 64 * 1024 * 1024, "max_copies_per_step": 16, "min_copy_bytes": 1024}
+    options = {
+        "max_bytes_per_step": 64 * 1024 * 1024,
+        "max_copies_per_step": 16,
+        "min_copy_bytes": 1024,
+    }
     question = "Why is it slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -103,9 +107,15 @@ class HostTransfers(Rule):
             "largest": [_row(c) for c in big[:10]],
             **prediction_note(placement),
         }
-        causes = list(dict.fromkeys(f"{c.cause} at {c.location}" if c.location else str(c.cause) for c in big[:5]))
+        causes = list(
+            dict.fromkeys(
+                f"{c.cause} at {c.location}" if c.location else str(c.cause) for c in big[:5]
+            )
+        )
         fix = "\n".join(
-            ["# the ops that make these copies (see placement.no-gpu-kernel / placement.forced-cpu):"]
+            [
+                "# the ops that make these copies (see placement.no-gpu-kernel / placement.forced-cpu):"
+            ]
             + [f"#   {cause}" for cause in causes]
             + [
                 "# keep the step's tensors on the GPU: replace host-only ops with TF ops that have",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, OpGroup
+from gpuwhy.facts import Facts, OpGroup, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.facts import is_input_boundary
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
@@ -31,15 +30,24 @@ def _fix_for(groups: list[OpGroup]) -> str:
             "# tf.print in the step runs on the host every step: print from Python every N",
             "# steps instead (outside the tf.function), or remove it",
         ]
-    if "string" in dtypes or any(op.startswith(("String", "Regex", "Substr", "Unicode", "AsString")) for op in ops):
+    if "string" in dtypes or any(
+        op.startswith(("String", "Regex", "Substr", "Unicode", "AsString")) for op in ops
+    ):
         lines += [
             "# string work belongs in tf.data: give the step numeric tensors",
             "ds = ds.map(lambda text, y: (vectorize(text), y), num_parallel_calls=tf.data.AUTOTUNE)",
             "ds = ds.prefetch(tf.data.AUTOTUNE)   # the step then receives int ids only",
         ]
     if any(g.reason == "no-gpu-kernel-for-dtype" for g in groups) and not lines:
-        kinds = ", ".join(sorted({f"{g.op} on {', '.join(g.in_dtypes) or '-'}" for g in groups
-                                  if g.reason == "no-gpu-kernel-for-dtype"}))
+        kinds = ", ".join(
+            sorted(
+                {
+                    f"{g.op} on {', '.join(g.in_dtypes) or '-'}"
+                    for g in groups
+                    if g.reason == "no-gpu-kernel-for-dtype"
+                }
+            )
+        )
         lines += [
             f"# {kinds}: the GPU has kernels for this op in other dtypes;",
             "# cast to one of them (usually float32) where the value allows it:",
@@ -116,7 +124,9 @@ class NoGpuKernel(Rule):
         groups = [
             g
             for g in placement.groups
-            if g.reason in _NO_KERNEL and g.op not in ignored and not is_input_boundary(g.op)
+            if g.reason in _NO_KERNEL
+            and g.op not in ignored
+            and not is_input_boundary(g.op)
             and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
         ]
         if not groups:

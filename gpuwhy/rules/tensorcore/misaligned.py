@@ -86,22 +86,42 @@ class TensorCoreMisaligned(Rule):
         layers: dict[str, dict[str, Any]] = {}
         for op, dims in bad:
             key = op.layer or op.node
-            entry = layers.setdefault(key, {"layer": key, "ops": 0, "dtype": op.dtype, "dims": {}, "location": op.location})
+            entry = layers.setdefault(
+                key,
+                {"layer": key, "ops": 0, "dtype": op.dtype, "dims": {}, "location": op.location},
+            )
             entry["ops"] += 1
             for name, (size, padded) in dims.items():
                 entry["dims"][name] = f"{size} -> {padded}"
         rows = sorted(layers.values(), key=lambda r: -r["ops"])
-        names = ", ".join(f"{r['layer']} ({', '.join(f'{k} {v}' for k, v in r['dims'].items())})" for r in rows[:3])
-        fix = "\n".join(
-            [f"# pad to multiples of {multiple}: layer sizes (units, filters), vocabulary and batch size"]
-            + [f"#   {r['layer']}: {', '.join(f'{k} {v}' for k, v in r['dims'].items())}" for r in rows[:6]]
-            + ["keras.layers.Dense(3072)            # not 3001", "keras.layers.Embedding(50304, 1024)  # vocabulary padded, ids unchanged"]
+        names = ", ".join(
+            f"{r['layer']} ({', '.join(f'{k} {v}' for k, v in r['dims'].items())})"
+            for r in rows[:3]
         )
-        return [self.finding(
-            f"{share:.0%} of the 16-bit matmul/conv work has sizes that are not multiples of {multiple}: {names}",
-            evidence={"misaligned_work_share": round(share, 3), "sixteen_bit_ops": len(ops),
-                      "misaligned_ops": len(bad), "layers": rows},
-            fix=fix,
-            estimated_gain="aligned sizes let cuBLAS/cuDNN pick their fastest tensor-core kernels",
-            location=rows[0]["location"],
-        )]
+        fix = "\n".join(
+            [
+                f"# pad to multiples of {multiple}: layer sizes (units, filters), vocabulary and batch size"
+            ]
+            + [
+                f"#   {r['layer']}: {', '.join(f'{k} {v}' for k, v in r['dims'].items())}"
+                for r in rows[:6]
+            ]
+            + [
+                "keras.layers.Dense(3072)            # not 3001",
+                "keras.layers.Embedding(50304, 1024)  # vocabulary padded, ids unchanged",
+            ]
+        )
+        return [
+            self.finding(
+                f"{share:.0%} of the 16-bit matmul/conv work has sizes that are not multiples of {multiple}: {names}",
+                evidence={
+                    "misaligned_work_share": round(share, 3),
+                    "sixteen_bit_ops": len(ops),
+                    "misaligned_ops": len(bad),
+                    "layers": rows,
+                },
+                fix=fix,
+                estimated_gain="aligned sizes let cuBLAS/cuDNN pick their fastest tensor-core kernels",
+                location=rows[0]["location"],
+            )
+        ]

@@ -9,12 +9,14 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.placement.common import prediction_note
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
 
-_FIX_MIXED = "\n".join([
-    "keras.mixed_precision.set_global_policy('mixed_float16')   # before building the model",
-    "# ('mixed_bfloat16' on compute capability 8.0+: no loss scaling needed)",
-    "# keep the last layer in float32:  keras.layers.Dense(n, dtype='float32')",
-    "# custom loops: optimizer = keras.optimizers.LossScaleOptimizer(optimizer)",
-])
+_FIX_MIXED = "\n".join(
+    [
+        "keras.mixed_precision.set_global_policy('mixed_float16')   # before building the model",
+        "# ('mixed_bfloat16' on compute capability 8.0+: no loss scaling needed)",
+        "# keep the last layer in float32:  keras.layers.Dense(n, dtype='float32')",
+        "# custom loops: optimizer = keras.optimizers.LossScaleOptimizer(optimizer)",
+    ]
+)
 
 
 class TensorCoreUnused(Rule):
@@ -86,20 +88,30 @@ class TensorCoreUnused(Rule):
             return []  # no tensor cores: nothing to gain here
         if capability is not None and capability >= (8, 0) and tf32:
             severity = "low"
-            title = (f"{share:.0%} of the matmul/conv work is float32: it uses TF32 tensor cores on "
-                     f"{gpu or 'this GPU'}; mixed precision would use them at 16 bits, about 2x faster")
+            title = (
+                f"{share:.0%} of the matmul/conv work is float32: it uses TF32 tensor cores on "
+                f"{gpu or 'this GPU'}; mixed precision would use them at 16 bits, about 2x faster"
+            )
         elif capability is not None:
             severity = self.severity
-            why = "TF32 is turned off" if capability >= (8, 0) else f"compute capability {capability[0]}.{capability[1]} has no TF32"
-            title = (f"{share:.0%} of the matmul/conv work runs in plain float32 on {gpu or 'the GPU'} "
-                     f"({why}): tensor cores sit idle")
+            why = (
+                "TF32 is turned off"
+                if capability >= (8, 0)
+                else f"compute capability {capability[0]}.{capability[1]} has no TF32"
+            )
+            title = (
+                f"{share:.0%} of the matmul/conv work runs in plain float32 on {gpu or 'the GPU'} "
+                f"({why}): tensor cores sit idle"
+            )
         elif not tf32:
             severity = self.severity
             title = f"{share:.0%} of the matmul/conv work runs in float32 with TF32 turned off: tensor cores sit idle"
         else:
             severity = "low"
-            title = (f"{share:.0%} of the matmul/conv work is float32: no tensor cores on V100/T4 (7.x), "
-                     "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all")
+            title = (
+                f"{share:.0%} of the matmul/conv work is float32: no tensor cores on V100/T4 (7.x), "
+                "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all"
+            )
         biggest = sorted(float32, key=lambda op: -(op.flops or 0))[:5]
         evidence: dict[str, Any] = {
             "float32_work_share": round(share, 3),
@@ -109,13 +121,31 @@ class TensorCoreUnused(Rule):
             "mixed_precision_policy": placement.mixed_precision_policy,
             "gpu": gpu,
             "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
-            "largest": [{"op": op.op, "node": op.node, "layer": op.layer, "dims": op.dims,
-                         "gflops": round(op.flops / 1e9, 3) if op.flops else None} for op in biggest],
+            "largest": [
+                {
+                    "op": op.op,
+                    "node": op.node,
+                    "layer": op.layer,
+                    "dims": op.dims,
+                    "gflops": round(op.flops / 1e9, 3) if op.flops else None,
+                }
+                for op in biggest
+            ],
             **prediction_note(placement),
         }
         fix = _FIX_MIXED
         if not tf32:
-            fix = "tf.config.experimental.enable_tensor_float_32_execution(True)   # the default\n" + fix
-        return [self.finding(title, severity=severity, evidence=evidence, fix=fix,
-                             estimated_gain="up to 2-8x on matmul/conv time, by GPU generation",
-                             location=biggest[0].location if biggest else None)]
+            fix = (
+                "tf.config.experimental.enable_tensor_float_32_execution(True)   # the default\n"
+                + fix
+            )
+        return [
+            self.finding(
+                title,
+                severity=severity,
+                evidence=evidence,
+                fix=fix,
+                estimated_gain="up to 2-8x on matmul/conv time, by GPU generation",
+                location=biggest[0].location if biggest else None,
+            )
+        ]

@@ -17,9 +17,11 @@ def check(facts, **options):
 def test_decode_stage_with_a_share_of_the_time_while_input_bound():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
     assert f.id == "compression.cpu-codec" and f.severity == "medium"
-    assert f.title == ("Input stage ParallelMapV2(parse at train.py:41) decodes on the CPU "
-                       "(DecodePng): 23% of the pipeline's time; steps wait for input 40% of "
-                       "the time")
+    assert f.title == (
+        "Input stage ParallelMapV2(parse at train.py:41) decodes on the CPU "
+        "(DecodePng): 23% of the pipeline's time; steps wait for input 40% of "
+        "the time"
+    )
     assert f.location == "train.py:41"
     assert f.evidence["codec_ops"] == ["DecodePng"] and f.evidence["threads"] == 4
     assert f.evidence["slowest_stage"] is False
@@ -38,13 +40,16 @@ def test_jpeg_decode_gets_the_crop_window_and_gpu_decoding():
 
 
 def test_gzip_reader_bottleneck_gets_parallel_reads():
-    pipeline = t.pipeline(t.tfrecord("GZIP", self_time_s=5.0), t.parse(codec_ops=()), t.batch(),
-                          bottleneck=0)
+    pipeline = t.pipeline(
+        t.tfrecord("GZIP", self_time_s=5.0), t.parse(codec_ops=()), t.batch(), bottleneck=0
+    )
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
     assert f.title.startswith("Input stage TFRecord at train.py:60 decodes on the CPU (GZIP)")
     assert f.evidence["slowest_stage"] is True and f.location == "train.py:60"
-    assert ('tf.data.TFRecordDataset(files, compression_type="GZIP", '
-            "num_parallel_reads=tf.data.AUTOTUNE)") in f.fix
+    assert (
+        'tf.data.TFRecordDataset(files, compression_type="GZIP", '
+        "num_parallel_reads=tf.data.AUTOTUNE)"
+    ) in f.fix
     assert "without compression" in f.fix
 
 
@@ -61,14 +66,20 @@ def test_not_input_bound_is_quiet():
 
 
 def test_both_parts_report_from_one_run():
-    group = b.op_group("DecodeJpeg", "no-gpu-kernel", in_dtypes=("string",), out_dtypes=("uint8",),
-                       locations=("step.py:5",))
+    group = b.op_group(
+        "DecodeJpeg",
+        "no-gpu-kernel",
+        in_dtypes=("string",),
+        out_dtypes=("uint8",),
+        locations=("step.py:5",),
+    )
     tfdata = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40))
-    facts = Facts(placement=b.placement(groups=[group]), steps=tfdata.steps,
-                  tfdata=tfdata.tfdata)
+    facts = Facts(placement=b.placement(groups=[group]), steps=tfdata.steps, tfdata=tfdata.tfdata)
     found = check(facts)
     assert [("codec_ops_in_step" in f.evidence, f.location) for f in found] == [
-        (True, "step.py:5"), (False, "train.py:41")]
+        (True, "step.py:5"),
+        (False, "train.py:41"),
+    ]
 
 
 def test_nothing_to_read_is_quiet():
@@ -86,8 +97,9 @@ def test_a_reader_tf_runs_as_a_flat_map_over_files_is_still_a_reader():
 
 
 def test_a_reader_already_parallel_is_told_so():
-    parallel = t.tfrecord("ZLIB", name="ParallelInterleaveV4", kind="interleave", parallelism=8,
-                          self_time_s=5.0)
+    parallel = t.tfrecord(
+        "ZLIB", name="ParallelInterleaveV4", kind="interleave", parallelism=8, self_time_s=5.0
+    )
     pipeline = t.pipeline(parallel, t.parse(codec_ops=()), t.batch(), bottleneck=0)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
     assert "already reads 8 files at once" in f.fix and "ZLIB" in f.fix

@@ -15,14 +15,18 @@ def saturated(**changes):
 def test_input_bound_with_all_cores_busy_gets_tf_data_service():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), **saturated()))
     assert f.severity == "high"
-    assert f.title == ("Steps wait for input 40% of the time while all 8 host cores are 97% "
-                       "busy: more input threads cannot help")
+    assert f.title == (
+        "Steps wait for input 40% of the time while all 8 host cores are 97% "
+        "busy: more input threads cannot help"
+    )
     assert f.location == "train.py:47"
     assert f.evidence["bottleneck"] == "stage Map(augment at train.py:47)"
     assert f.evidence["program_cpu_fraction"] == 0.95
     assert "other_processes_cpu_fraction" not in f.evidence
-    assert ("tf.data.experimental.service.distribute(\n"
-            '    processing_mode="parallel_epochs", service="grpc://dispatcher:5050")') in f.fix
+    assert (
+        "tf.data.experimental.service.distribute(\n"
+        '    processing_mode="parallel_epochs", service="grpc://dispatcher:5050")'
+    ) in f.fix
     assert "DispatchServer" in f.fix and "WorkerServer" in f.fix
     assert "run augment once offline" in f.fix
     assert "stop them" not in f.fix
@@ -30,29 +34,40 @@ def test_input_bound_with_all_cores_busy_gets_tf_data_service():
 
 
 def test_other_processes_taking_the_cores_are_named():
-    (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40),
-                         **saturated(process_cpu_fraction=0.30)))
+    (f,) = check(
+        t.facts(
+            t.example_pipeline(), steps=t.fit_steps(0.40), **saturated(process_cpu_fraction=0.30)
+        )
+    )
     assert f.evidence["other_processes_cpu_fraction"] == 0.67
     assert f.fix.startswith("# other processes hold much of the CPU")
 
 
 def test_python_bottleneck_cannot_move_to_service_workers_as_is():
-    (f,) = check(t.facts(t.py_function_pipeline(consumer="python-loop"), steps=t.loop_steps(0.3),
-                         **saturated()))
+    (f,) = check(
+        t.facts(
+            t.py_function_pipeline(consumer="python-loop"), steps=t.loop_steps(0.3), **saturated()
+        )
+    )
     assert "tf.data service workers cannot run it" in f.fix
 
 
 def test_idle_cores_or_no_wait_are_quiet():
-    assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40),
-                         host_cpu_busy_fraction=0.60)) == []
+    assert (
+        check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), host_cpu_busy_fraction=0.60))
+        == []
+    )
     assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.03), **saturated())) == []
-    assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40),
-                         host_cpu_busy_fraction=None)) == []
+    assert (
+        check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), host_cpu_busy_fraction=None))
+        == []
+    )
 
 
 def test_host_cores_fall_back_to_the_environment():
     from gpuwhy.facts import Facts
     from tests import builders as b
+
     base = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), **saturated(host_cores=None))
     facts = Facts(steps=base.steps, tfdata=base.tfdata, environment=b.environment(cpu_count=16))
     (f,) = check(facts)
@@ -63,6 +78,7 @@ def test_quiet_when_the_model_itself_runs_on_the_cpu():
     import dataclasses
 
     from tests import builders as b
+
     facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), **saturated())
     assert check(dataclasses.replace(facts, environment=b.environment())) != []
     assert check(dataclasses.replace(facts, environment=b.environment(tf=b.no_gpu_tf()))) == []

@@ -22,8 +22,11 @@ def test_healthy_gpu_machine_has_no_finding():
 
 
 def test_listed_gpu_without_a_successful_op_is_not_usable():
-    facts = b.facts(tf=b.tensorflow(confirm_device=None,
-                                    confirm_error="InternalError: CUDA error: out of memory"))
+    facts = b.facts(
+        tf=b.tensorflow(
+            confirm_device=None, confirm_error="InternalError: CUDA error: out of memory"
+        )
+    )
     assert codes(facts) == ["op-failed"]
 
 
@@ -48,11 +51,14 @@ def test_no_driver_in_wsl_points_at_the_windows_driver():
     assert "WSL" in finding.title and "Windows" in finding.fix
 
 
-@pytest.mark.parametrize("nvml_error, code, fix_word", [
-    ("DriverNotLoaded", "driver-not-loaded", "modprobe"),
-    ("LibRmVersionMismatch", "driver-mismatch", "reboot"),
-    ("NoPermission", "driver-permission", "usermod"),
-])
+@pytest.mark.parametrize(
+    "nvml_error, code, fix_word",
+    [
+        ("DriverNotLoaded", "driver-not-loaded", "modprobe"),
+        ("LibRmVersionMismatch", "driver-mismatch", "reboot"),
+        ("NoPermission", "driver-permission", "usermod"),
+    ],
+)
 def test_driver_installed_but_unusable(nvml_error, code, fix_word):
     drv = b.driver(nvml_ok=False, nvml_error=nvml_error, libcuda_loaded=True, device_count=0)
     (finding,) = check(b.facts(tf=b.no_gpu_tf(), drv=drv, devices=()))
@@ -80,8 +86,9 @@ def test_valid_cuda_visible_devices_is_not_a_cause():
 
 
 def test_hidden_devices_is_reported_next_to_a_missing_driver():
-    facts = b.facts(tf=b.no_gpu_tf(), drv=b.NO_DRIVER, devices=(),
-                    env_vars={"CUDA_VISIBLE_DEVICES": "-1"})
+    facts = b.facts(
+        tf=b.no_gpu_tf(), drv=b.NO_DRIVER, devices=(), env_vars={"CUDA_VISIBLE_DEVICES": "-1"}
+    )
     assert codes(facts) == ["no-driver", "hidden-by-cuda-visible-devices"]
 
 
@@ -102,48 +109,69 @@ def test_driver_of_an_older_minor_is_not_too_old():
 
 
 def test_driver_too_old_is_also_read_from_tfs_log():
-    tf = b.no_gpu_tf(log_lines=("E cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
-                                "Failed call to cuInit: CUDA driver version is insufficient for "
-                                "CUDA runtime version",))
+    tf = b.no_gpu_tf(
+        log_lines=(
+            "E cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+            "Failed call to cuInit: CUDA driver version is insufficient for "
+            "CUDA runtime version",
+        )
+    )
     (finding,) = check(b.facts(tf=tf, drv=b.driver(cuda_driver_version=None, driver_version=None)))
     assert finding.title == "TensorFlow cannot use a GPU: the driver is too old for CUDA 12.5.1"
     assert "None" not in str(finding.evidence["causes"][0])
 
 
-@pytest.mark.parametrize("in_container, fix_word", [(True, "NVIDIA_DRIVER_CAPABILITIES=compute"),
-                                                    (False, "libnvidia-compute-550")])
+@pytest.mark.parametrize(
+    "in_container, fix_word",
+    [(True, "NVIDIA_DRIVER_CAPABILITIES=compute"), (False, "libnvidia-compute-550")],
+)
 def test_nvml_works_but_libcuda_is_missing(in_container, fix_word):
-    drv = b.driver(libcuda_loaded=False, in_container=in_container,
-                   libcuda_error="libcuda.so.1: cannot open shared object file")
+    drv = b.driver(
+        libcuda_loaded=False,
+        in_container=in_container,
+        libcuda_error="libcuda.so.1: cannot open shared object file",
+    )
     (finding,) = check(b.facts(tf=b.no_gpu_tf(), drv=drv))
     assert finding.evidence["causes"][0]["code"] == "no-libcuda"
     assert fix_word in finding.fix
 
 
 def test_a_failure_after_import_shows_its_error():
-    tf = b.TensorFlowFacts(installed=True, import_ok=True, probe_status="error",
-                           import_error="AttributeError: module 'tensorflow' has no attribute 'config'")
+    tf = b.TensorFlowFacts(
+        installed=True,
+        import_ok=True,
+        probe_status="error",
+        import_error="AttributeError: module 'tensorflow' has no attribute 'config'",
+    )
     (finding,) = check(b.facts(tf=tf))
     cause = finding.evidence["causes"][0]
     assert cause["code"] == "tf-probe-failed" and "no attribute 'config'" in cause["detail"]
 
 
 def test_crash_and_hang_without_details_print_no_none():
-    for tf in (b.TensorFlowFacts(installed=True, probe_status="crashed"),
-               b.TensorFlowFacts(installed=True, probe_status="timeout")):
+    for tf in (
+        b.TensorFlowFacts(installed=True, probe_status="crashed"),
+        b.TensorFlowFacts(installed=True, probe_status="timeout"),
+    ):
         (finding,) = check(b.facts(tf=tf))
         assert "None" not in finding.title + str(finding.evidence["causes"][0])
 
 
 def test_gpu_0_failing_while_gpu_1_works_is_not_usable():
-    tf = b.tensorflow(gpus=("/physical_device:GPU:0", "/physical_device:GPU:1"), confirm_device=None,
-                      confirm_error="InternalError: CUDA error: an illegal memory access")
+    tf = b.tensorflow(
+        gpus=("/physical_device:GPU:0", "/physical_device:GPU:1"),
+        confirm_device=None,
+        confirm_error="InternalError: CUDA error: an illegal memory access",
+    )
     assert codes(b.facts(tf=tf, devices=[b.gpu(0), b.gpu(1)])) == ["op-failed"]
 
 
 def test_nightly_builds_are_not_pinned_to_a_missing_release():
-    tf = b.no_gpu_tf(version="2.22.0-dev20261101", distribution="tf-nightly",
-                     libraries=b.libraries(missing=("cudnn",)))
+    tf = b.no_gpu_tf(
+        version="2.22.0-dev20261101",
+        distribution="tf-nightly",
+        libraries=b.libraries(missing=("cudnn",)),
+    )
     (finding,) = check(b.facts(tf=tf))
     assert 'pip install "tensorflow[and-cuda]"' in finding.fix and "==2.22" not in finding.fix
 
@@ -161,8 +189,12 @@ def test_missing_libraries_are_named_with_their_packages():
 
 
 def test_wrong_major_version_of_a_library_is_told_apart():
-    tf = b.no_gpu_tf(libraries=b.libraries(
-        missing=("cudart",), other_versions={"cudart": ["/usr/local/cuda-13.0/lib64/libcudart.so.13"]}))
+    tf = b.no_gpu_tf(
+        libraries=b.libraries(
+            missing=("cudart",),
+            other_versions={"cudart": ["/usr/local/cuda-13.0/lib64/libcudart.so.13"]},
+        )
+    )
     (finding,) = check(b.facts(tf=tf))
     cause = finding.evidence["causes"][0]
     assert "another CUDA version" in cause["title"]
@@ -171,9 +203,13 @@ def test_wrong_major_version_of_a_library_is_told_apart():
 
 def test_gpu_architecture_not_in_the_build():
     devices = [b.gpu(name="Tesla M60", compute_capability="5.2")]
-    tf = b.no_gpu_tf(log_lines=("I gpu_device.cc:2040] Ignoring visible gpu device (device: 0, "
-                                "name: Tesla M60, compute capability: 5.2) with Cuda compute "
-                                "capability 5.2. The minimum required Cuda capability is 6.0.",))
+    tf = b.no_gpu_tf(
+        log_lines=(
+            "I gpu_device.cc:2040] Ignoring visible gpu device (device: 0, "
+            "name: Tesla M60, compute capability: 5.2) with Cuda compute "
+            "capability 5.2. The minimum required Cuda capability is 6.0.",
+        )
+    )
     (finding,) = check(b.facts(tf=tf, devices=devices))
     cause = finding.evidence["causes"][0]
     assert cause["code"] == "unsupported-arch"
@@ -189,14 +225,18 @@ def test_tensorflow_not_installed():
 
 
 def test_tensorflow_not_installed_on_macos_suggests_metal():
-    facts = b.facts(tf=b.TensorFlowFacts(installed=False), platform="darwin",
-                    drv=b.NO_DRIVER, devices=())
+    facts = b.facts(
+        tf=b.TensorFlowFacts(installed=False), platform="darwin", drv=b.NO_DRIVER, devices=()
+    )
     assert "tensorflow-metal" in check(facts)[0].fix
 
 
 def test_import_failure_keeps_the_error():
-    tf = b.TensorFlowFacts(installed=True, import_ok=False,
-                           import_error="ImportError: numpy.core.multiarray failed to import")
+    tf = b.TensorFlowFacts(
+        installed=True,
+        import_ok=False,
+        import_error="ImportError: numpy.core.multiarray failed to import",
+    )
     (finding,) = check(b.facts(tf=tf))
     cause = finding.evidence["causes"][0]
     assert cause["code"] == "tf-import-failed"
@@ -204,16 +244,26 @@ def test_import_failure_keeps_the_error():
 
 
 def test_crash_with_sigill_names_the_cpu():
-    tf = b.TensorFlowFacts(installed=True, probe_status="crashed", signal="SIGILL",
-                           hung_in="import", import_error="the Python process died with SIGILL")
+    tf = b.TensorFlowFacts(
+        installed=True,
+        probe_status="crashed",
+        signal="SIGILL",
+        hung_in="import",
+        import_error="the Python process died with SIGILL",
+    )
     (finding,) = check(b.facts(tf=tf))
     assert "illegal instruction" in finding.title
     assert "AVX" in finding.evidence["causes"][0]["detail"]
 
 
 def test_hang_in_gpu_initialisation_names_the_stage():
-    tf = b.TensorFlowFacts(installed=True, import_ok=True, probe_status="timeout",
-                           hung_in="list_gpus", import_error="no answer after 120 s")
+    tf = b.TensorFlowFacts(
+        installed=True,
+        import_ok=True,
+        probe_status="timeout",
+        hung_in="list_gpus",
+        import_error="no answer after 120 s",
+    )
     (finding,) = check(b.facts(tf=tf))
     assert "list_gpus" in finding.title
     assert "cuInit" in finding.evidence["causes"][0]["detail"]
@@ -228,7 +278,9 @@ def test_cpu_only_pip_build_on_linux():
 
 def test_cpu_only_build_on_macos_says_no_cuda_there():
     tf = b.no_gpu_tf(build=dict(b.CPU_BUILD), distribution="tensorflow", libraries=())
-    (finding,) = check(b.facts(tf=tf, platform="darwin", machine="arm64", drv=b.NO_DRIVER, devices=()))
+    (finding,) = check(
+        b.facts(tf=tf, platform="darwin", machine="arm64", drv=b.NO_DRIVER, devices=())
+    )
     assert "macOS" in finding.evidence["causes"][0]["detail"]
     assert "tensorflow-metal" in finding.fix
 

@@ -22,9 +22,12 @@ def test_other_process_holding_memory_is_named():
     (finding,) = run(GpuShared, b.facts(devices=devices))
     assert finding.severity == "medium"
     assert finding.evidence["memory_held_by_others_mib"] == 30 * 1024
-    assert finding.evidence["processes"][0] == {"pid": 4242, "command": "python notebook_kernel.py",
-                                                "memory_mib": 30720}
-    assert "export CUDA_VISIBLE_DEVICES=GPU-1aaa-bbbb" in finding.fix   # the free GPU, by UUID
+    assert finding.evidence["processes"][0] == {
+        "pid": 4242,
+        "command": "python notebook_kernel.py",
+        "memory_mib": 30720,
+    }
+    assert "export CUDA_VISIBLE_DEVICES=GPU-1aaa-bbbb" in finding.fix  # the free GPU, by UUID
 
 
 def test_most_memory_held_by_others_is_high():
@@ -46,7 +49,7 @@ def test_memory_used_by_invisible_processes_counts_in_containers():
 
 
 def test_small_process_below_threshold_is_ignored():
-    devices = [b.gpu(0, processes=(b.process(1, 2.0),))]   # 2.5% of 80 GiB
+    devices = [b.gpu(0, processes=(b.process(1, 2.0),))]  # 2.5% of 80 GiB
     assert run(GpuShared, b.facts(devices=devices)) == []
     assert len(run(GpuShared, b.facts(devices=devices), memory_fraction=0.01)) == 1
 
@@ -67,11 +70,15 @@ def test_ptx_jit_under_minor_version_compatibility_is_high():
 
 
 def test_tensorflows_own_jit_warning_triggers_too():
-    line = ("W gpu_device.cc:2100] TensorFlow was not built with CUDA kernel binaries compatible "
-            "with compute capability 8.6. CUDA kernels will be jit-compiled from PTX, which could "
-            "take 30 minutes or longer.")
-    tf = b.tensorflow(build={**b.BUILD_2_21, "cuda_compute_capabilities": ["sm_70", "compute_80"]},
-                      log_lines=(line,))
+    line = (
+        "W gpu_device.cc:2100] TensorFlow was not built with CUDA kernel binaries compatible "
+        "with compute capability 8.6. CUDA kernels will be jit-compiled from PTX, which could "
+        "take 30 minutes or longer."
+    )
+    tf = b.tensorflow(
+        build={**b.BUILD_2_21, "cuda_compute_capabilities": ["sm_70", "compute_80"]},
+        log_lines=(line,),
+    )
     (finding,) = run(PtxJit, b.facts(tf=tf, devices=[b.gpu(0, compute_capability="8.6")]))
     assert finding.evidence["tensorflow_log"] == [line]
 
@@ -101,5 +108,9 @@ def test_growth_with_the_async_allocator_has_no_effect():
 
 
 def test_valid_settings_are_quiet():
-    for env_vars in ({"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}, {}):
+    for env_vars in (
+        {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+        {"TF_GPU_ALLOCATOR": "cuda_malloc_async"},
+        {},
+    ):
         assert run(AllocatorSettings, b.facts(env_vars=env_vars)) == []

@@ -19,21 +19,27 @@ from gpuwhy.rules.memory.near_limit import MemoryNearLimit
 from gpuwhy.rules.memory.underused import MemoryUnderused
 
 DATA = Path(__file__).parents[2] / "data" / "nvml"
-GiB = 1024 ** 3
+GiB = 1024**3
 HZ = 10
 
 
-def series(util, index=0, own=None, sm=None, total=80 * GiB, others=(), name="NVIDIA H100 80GB HBM3"):
+def series(
+    util, index=0, own=None, sm=None, total=80 * GiB, others=(), name="NVIDIA H100 80GB HBM3"
+):
     """A GPU sampled at 10 Hz; ``util`` (and ``sm``, ``own``) are callables of t or constants."""
     n = len(util) if isinstance(util, list) else 100
     t = tuple(round(i / HZ, 3) for i in range(n))
-    at = lambda f, x, i: (f[i] if isinstance(f, list) else f(x) if callable(f) else f)  # noqa: E731
+    at = lambda f, x, i: (f[i] if isinstance(f, list) else f(x) if callable(f) else f)
     return GpuSeries(
-        index=index, name=name, memory_total_bytes=total, t=t,
+        index=index,
+        name=name,
+        memory_total_bytes=total,
+        t=t,
         utilization=tuple(at(util, x, i) for i, x in enumerate(t)),
         own_memory_bytes=tuple(at(own, x, i) if i % HZ == 0 else None for i, x in enumerate(t)),
         sm_activity=tuple(at(sm, x, i) for i, x in enumerate(t)) if sm is not None else (None,) * n,
-        others=tuple(others))
+        others=tuple(others),
+    )
 
 
 def samples(*gpus, tf_peak=None, **changes):
@@ -42,8 +48,15 @@ def samples(*gpus, tf_peak=None, **changes):
 
 def steps(start=2.0, end=6.0, duration=0.05, warmup=1, **changes):
     starts = tuple(round(start + i * 0.1, 3) for i in range(int((end - start) / 0.1)))
-    return StepFacts(source="keras-fit", marker="Model.fit (train.py:40)", count=len(starts),
-                     warmup=warmup, starts=starts, durations=(duration,) * len(starts), **changes)
+    return StepFacts(
+        source="keras-fit",
+        marker="Model.fit (train.py:40)",
+        count=len(starts),
+        warmup=warmup,
+        starts=starts,
+        durations=(duration,) * len(starts),
+        **changes,
+    )
 
 
 def check(rule, facts):
@@ -64,19 +77,33 @@ TF = ProgramFacts(command=("train.py",), tensorflow_imported=True, gpus_seen_by_
 
 # -- alignment --------------------------------------------------------------------
 
+
 def test_steps_form_windows_split_by_a_long_pause_and_skip_warmup():
-    s = StepFacts(source="keras-fit", marker="fit", count=5, warmup=1,
-                  starts=(0.0, 1.0, 1.1, 1.2, 9.0), durations=(0.9, 0.05, 0.05, 0.05, 0.05))
+    s = StepFacts(
+        source="keras-fit",
+        marker="fit",
+        count=5,
+        warmup=1,
+        starts=(0.0, 1.0, 1.1, 1.2, 9.0),
+        durations=(0.9, 0.05, 0.05, 0.05, 0.05),
+    )
     assert step_windows(s) == [(1.0, 1.25), (9.0, 9.05)]
 
 
 def test_truncated_steps_extend_to_the_end_of_their_phase():
-    s = StepFacts(source="keras-fit", marker="fit", count=500, starts=(1.0, 1.1),
-                  durations=(0.05, 0.05), phases=(("fit", 0.5, 30.0), ("epoch 1", 0.9, 12.0)))
+    s = StepFacts(
+        source="keras-fit",
+        marker="fit",
+        count=500,
+        starts=(1.0, 1.1),
+        durations=(0.05, 0.05),
+        phases=(("fit", 0.5, 30.0), ("epoch 1", 0.9, 12.0)),
+    )
     assert step_windows(s) == [(1.0, 12.0)]
 
 
 # -- gpu.underutilized ------------------------------------------------------------
+
 
 def test_underutilized_uses_the_samples_during_steps_only():
     # Busy outside the steps (evaluation, start-up), idle-ish inside them.
@@ -131,8 +158,9 @@ def test_a_gpu_the_program_never_touched_is_not_judged():
 
 # -- memory.near-limit ------------------------------------------------------------
 
+
 def test_near_limit_from_tensorflows_peak():
-    gpu = series(0.9, own=79 * GiB)          # TF's pool: says nothing
+    gpu = series(0.9, own=79 * GiB)  # TF's pool: says nothing
     facts = Facts(program=TF, gpu_samples=samples(gpu, tf_peak={"GPU:0": int(75 * GiB)}))
     (finding,) = check(MemoryNearLimit, facts)
     assert finding.evidence["peak_share"] == pytest.approx(75 / 80, abs=1e-3)
@@ -154,16 +182,23 @@ def test_near_limit_from_the_watched_processes_memory():
 
 def test_tf_peak_is_paired_with_nvml_gpus_only_when_the_limit_is_certain():
     big, small = series(0.9, index=0, total=80 * GiB), series(0.9, index=1, total=16 * GiB)
-    peak = {"GPU:0": 15 * GiB}     # TF sees one of two different GPUs: which one?
-    assert check(MemoryNearLimit, Facts(program=TF, gpu_samples=samples(big, small, tf_peak=peak))) == []
+    peak = {"GPU:0": 15 * GiB}  # TF sees one of two different GPUs: which one?
+    assert (
+        check(MemoryNearLimit, Facts(program=TF, gpu_samples=samples(big, small, tf_peak=peak)))
+        == []
+    )
 
 
 # -- memory.underused -------------------------------------------------------------
 
+
 def test_underused_when_empty_and_idle_and_not_waiting_for_input():
     gpu = series(0.3, own=GiB)
-    facts = Facts(program=TF, steps=steps(input_wait_fraction=0.01),
-                  gpu_samples=samples(gpu, tf_peak={"GPU:0": 4 * GiB}))
+    facts = Facts(
+        program=TF,
+        steps=steps(input_wait_fraction=0.01),
+        gpu_samples=samples(gpu, tf_peak={"GPU:0": 4 * GiB}),
+    )
     (finding,) = check(MemoryUnderused, facts)
     assert finding.evidence["batch_could_grow_up_to"] == "16x"
     assert "batch_size * 8" in finding.fix
@@ -177,6 +212,7 @@ def test_underused_when_empty_and_idle_and_not_waiting_for_input():
 
 # -- distribute.idle-gpus ---------------------------------------------------------
 
+
 def test_idle_gpus_when_tensorflow_sees_four_and_one_works():
     program = replace(TF, gpus_seen_by_tf=("GPU:0", "GPU:1", "GPU:2", "GPU:3"))
     gpus = [series(0.9 if i == 0 else 0.0, index=i, own=70 * GiB) for i in range(4)]
@@ -187,7 +223,9 @@ def test_idle_gpus_when_tensorflow_sees_four_and_one_works():
 
 
 def test_no_idle_gpus_when_tensorflow_sees_one_or_two_work_or_others_hold_them():
-    gpus = [series(0.9 if i == 0 else 0.0, index=i, own=70 * GiB if i == 0 else 0) for i in range(2)]
+    gpus = [
+        series(0.9 if i == 0 else 0.0, index=i, own=70 * GiB if i == 0 else 0) for i in range(2)
+    ]
     assert check(IdleGpus, Facts(program=TF, steps=steps(), gpu_samples=samples(*gpus))) == []
     both = [series(0.9, index=i, own=70 * GiB) for i in range(2)]
     assert check(IdleGpus, Facts(gpu_samples=samples(*both))) == []
@@ -197,6 +235,7 @@ def test_no_idle_gpus_when_tensorflow_sees_one_or_two_work_or_others_hold_them()
 
 # -- from replayed recordings -----------------------------------------------------
 
+
 def ids(facts):
     findings, _ = run_rules(facts)
     return sorted(f.id for f in findings)
@@ -205,15 +244,24 @@ def ids(facts):
 def test_recordings_through_every_rule():
     assert ids(Facts(gpu_samples=from_recording("constructed_h100_busy.jsonl"))) == []
     assert ids(Facts(gpu_samples=from_recording("constructed_a100_input_starved.jsonl"))) == [
-        "gpu.underutilized", "memory.underused"]
+        "gpu.underutilized",
+        "memory.underused",
+    ]
     assert ids(Facts(gpu_samples=from_recording("constructed_4gpu_one_busy.jsonl"))) == [
-        "distribute.idle-gpus"]
-    findings, not_checked = run_rules(Facts(gpu_samples=from_recording("constructed_no_driver.jsonl")))
+        "distribute.idle-gpus"
+    ]
+    findings, not_checked = run_rules(
+        Facts(gpu_samples=from_recording("constructed_no_driver.jsonl"))
+    )
     assert findings == [] and "gpu.underutilized" not in not_checked
 
 
 def test_rules_are_skipped_without_samples():
     _, not_checked = run_rules(Facts())
-    for rule_id in ("gpu.underutilized", "memory.near-limit", "memory.underused",
-                    "distribute.idle-gpus"):
+    for rule_id in (
+        "gpu.underutilized",
+        "memory.near-limit",
+        "memory.underused",
+        "distribute.idle-gpus",
+    ):
         assert not_checked[rule_id] == "needs gpu_samples"

@@ -7,17 +7,26 @@ from gpuwhy.rules.input.bound import InputBound
 
 
 def steps(wait, source="tf-data", marker="next() on a tf.data iterator at train.py:41"):
-    return StepFacts(source=source, marker=marker, count=101, warmup=1, median_s=0.020,
-                     total_s=2.0, input_wait_fraction=wait,
-                     input_wait_median_s=None if wait is None else 0.020 * wait)
+    return StepFacts(
+        source=source,
+        marker=marker,
+        count=101,
+        warmup=1,
+        median_s=0.020,
+        total_s=2.0,
+        input_wait_fraction=wait,
+        input_wait_median_s=None if wait is None else 0.020 * wait,
+    )
 
 
 def check(wait, **kw):
     return InputBound().check(Facts(steps=steps(wait, **kw)), dict(InputBound.options))
 
 
-@pytest.mark.parametrize("wait, severity", [(0.04, None), (0.05, "medium"), (0.19, "medium"),
-                                            (0.20, "high"), (0.68, "high")])
+@pytest.mark.parametrize(
+    "wait, severity",
+    [(0.04, None), (0.05, "medium"), (0.19, "medium"), (0.20, "high"), (0.68, "high")],
+)
 def test_severity_follows_the_measured_wait(wait, severity):
     found = check(wait)
     assert [f.severity for f in found] == ([severity] if severity else [])

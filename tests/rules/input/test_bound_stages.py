@@ -15,24 +15,27 @@ def check(facts, **options):
 
 def test_the_bottleneck_is_named_in_title_and_evidence_and_located_at_its_function():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
-    assert f.title == ("Steps wait for input 40% of the time (10.0 ms of a 25.0 ms step); "
-                       "the slowest stage is Map(augment at train.py:47)")
+    assert f.title == (
+        "Steps wait for input 40% of the time (10.0 ms of a 25.0 ms step); "
+        "the slowest stage is Map(augment at train.py:47)"
+    )
     assert f.evidence["bottleneck"] == "stage Map(augment at train.py:47)"
-    assert f.evidence["bottleneck_ms_per_element"] == 1.875     # 6 s over 3,200 elements
+    assert f.evidence["bottleneck_ms_per_element"] == 1.875  # 6 s over 3,200 elements
     assert f.evidence["bottleneck_threads"] == 1
     assert f.evidence["measured_by"] == "tf.data gap timer"
     assert f.location == "train.py:47"
     assert [row["stage"] for row in f.evidence["stages"] if row.get("bottleneck")] == [
-        "Map(augment at train.py:47)"]
+        "Map(augment at train.py:47)"
+    ]
     assert f.severity == "high" and f.gain_value == 0.40
 
 
 def test_the_fix_is_the_bottlenecks_own():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
-    assert "tf.data.Dataset.random(seed=42)" in f.fix          # stateful random -> stateless
+    assert "tf.data.Dataset.random(seed=42)" in f.fix  # stateful random -> stateless
     assert "ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
-    assert "prefetch" not in f.fix       # TF injected one: nothing to add
-    assert "preprocess" not in f.fix     # not the generic advice
+    assert "prefetch" not in f.fix  # TF injected one: nothing to add
+    assert "preprocess" not in f.fix  # not the generic advice
 
 
 def test_a_python_loop_reads_the_loops_pipeline():
@@ -47,23 +50,32 @@ def test_a_pipeline_the_steps_do_not_read_is_not_blamed():
     evaluate = replace(t.example_pipeline(), consumer="keras-evaluate")
     (f,) = check(t.facts(evaluate, steps=t.fit_steps(0.40)))
     assert "bottleneck" not in f.evidence and f.location == "train.py:80"
-    assert "num_parallel_calls" in f.fix         # the general advice
+    assert "num_parallel_calls" in f.fix  # the general advice
 
 
 def test_file_reader_bottleneck_gets_parallel_reads():
-    pipeline = t.pipeline(t.tfrecord("GZIP", self_time_s=5.0), t.parse(self_time_s=1.0),
-                          t.batch(), bottleneck=0)
+    pipeline = t.pipeline(
+        t.tfrecord("GZIP", self_time_s=5.0), t.parse(self_time_s=1.0), t.batch(), bottleneck=0
+    )
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
     assert f.evidence["bottleneck"] == "stage TFRecord at train.py:60"
     assert f.location == "train.py:60"
     assert 'tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=' in f.fix
-    assert "ds = ds.prefetch(tf.data.AUTOTUNE)" in f.fix       # no buffer at its end
+    assert "ds = ds.prefetch(tf.data.AUTOTUNE)" in f.fix  # no buffer at its end
 
 
 def test_cheap_per_element_map_gets_batch_before_map():
-    cheap = t.parse(name="MapAndBatch", written_as=("map", "batch"), function="scale",
-                    function_location="train.py:22", elements=100, ratio=32.0,
-                    self_time_s=0.08, parallelism=4, codec_ops=())   # 25 µs per call
+    cheap = t.parse(
+        name="MapAndBatch",
+        written_as=("map", "batch"),
+        function="scale",
+        function_location="train.py:22",
+        elements=100,
+        ratio=32.0,
+        self_time_s=0.08,
+        parallelism=4,
+        codec_ops=(),
+    )  # 25 µs per call
     pipeline = t.pipeline(t.tfrecord(), cheap, bottleneck=1)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
     assert "ds = ds.batch(batch_size).map(scale, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
@@ -75,15 +87,17 @@ def test_cheap_per_element_map_gets_batch_before_map():
 def test_from_tfdata_alone_when_the_steps_measured_no_wait():
     pipeline = t.example_pipeline(wait_per_element_s=0.010, gap_median_s=0.015)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(None)))
-    assert f.title == ("Model.fit waits for input 40% of the time (10.0 ms per batch beside "
-                       "15.0 ms of work on it); the slowest stage is Map(augment at train.py:47)")
+    assert f.title == (
+        "Model.fit waits for input 40% of the time (10.0 ms per batch beside "
+        "15.0 ms of work on it); the slowest stage is Map(augment at train.py:47)"
+    )
     assert f.evidence["input_wait_fraction"] == 0.4
     assert "GetNext" in f.evidence["measured_by"]
     assert f.location == "train.py:47" and f.gain_value == pytest.approx(0.4)
 
 
 def test_from_tfdata_alone_needs_a_wait_worth_reporting():
-    quick = t.example_pipeline(wait_per_element_s=0.0005, gap_median_s=0.015)   # 3%
+    quick = t.example_pipeline(wait_per_element_s=0.0005, gap_median_s=0.015)  # 3%
     unmeasured = t.example_pipeline(wait_per_element_s=None)
     assert check(t.facts(quick, unmeasured, steps=t.fit_steps(None))) == []
 

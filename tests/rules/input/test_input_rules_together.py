@@ -5,8 +5,15 @@ from dataclasses import replace
 from gpuwhy.rules import run_rules
 from tests import builders_tfdata as t
 
-INPUT_RULES = {"input.bound", "input.python-function", "input.sequential-map", "input.no-prefetch",
-               "input.no-cache", "compression.cpu-codec", "distribute.cpu-starved-input"}
+INPUT_RULES = {
+    "input.bound",
+    "input.python-function",
+    "input.sequential-map",
+    "input.no-prefetch",
+    "input.no-cache",
+    "compression.cpu-codec",
+    "distribute.cpu-starved-input",
+}
 
 
 def input_findings(facts):
@@ -17,11 +24,17 @@ def input_findings(facts):
 
 def test_the_example_pipeline_gets_each_of_its_problems_once():
     found = input_findings(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
-    assert set(found) == {"input.bound", "input.sequential-map", "input.no-cache",
-                          "compression.cpu-codec"}
+    assert set(found) == {
+        "input.bound",
+        "input.sequential-map",
+        "input.no-cache",
+        "compression.cpu-codec",
+    }
     # the same stage, the same wait, the same place
     assert found["input.bound"].location == found["input.sequential-map"].location == "train.py:47"
-    assert found["input.no-cache"].location == found["compression.cpu-codec"].location == "train.py:41"
+    assert (
+        found["input.no-cache"].location == found["compression.cpu-codec"].location == "train.py:41"
+    )
     assert {f.evidence.get("input_wait_fraction") for f in found.values()} == {0.4}
     # no stage gain is larger than the whole wait
     assert all(f.gain_value <= found["input.bound"].gain_value for f in found.values())
@@ -31,16 +44,25 @@ def test_a_healthy_pipeline_gets_none():
     pipeline = t.example_pipeline()
     stages = list(pipeline.stages)
     stages[2] = replace(stages[2], name="ParallelMapV2", parallelism=8, stateful=False)
-    healthy = replace(pipeline, stages=tuple(stages), cache_written=True,
-                      wait_per_element_s=0.0002)
+    healthy = replace(pipeline, stages=tuple(stages), cache_written=True, wait_per_element_s=0.0002)
     assert input_findings(t.facts(healthy, steps=t.fit_steps(0.01))) == {}
 
 
 def test_python_loop_over_a_py_function_with_busy_cores():
     pipeline = t.py_function_pipeline(consumer="python-loop")
-    found = input_findings(t.facts(pipeline, steps=t.loop_steps(0.30), host_cpu_busy_fraction=0.95,
-                                   process_cpu_fraction=0.93))
-    assert set(found) == {"input.bound", "input.python-function", "input.sequential-map",
-                          "distribute.cpu-starved-input"}
+    found = input_findings(
+        t.facts(
+            pipeline,
+            steps=t.loop_steps(0.30),
+            host_cpu_busy_fraction=0.95,
+            process_cpu_fraction=0.93,
+        )
+    )
+    assert set(found) == {
+        "input.bound",
+        "input.python-function",
+        "input.sequential-map",
+        "distribute.cpu-starved-input",
+    }
     assert found["input.python-function"].severity == "high"
-    assert found["input.sequential-map"].severity == "medium"     # the lesser fix here
+    assert found["input.sequential-map"].severity == "medium"  # the lesser fix here

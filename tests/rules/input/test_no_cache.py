@@ -7,7 +7,7 @@ import pytest
 from gpuwhy.rules.input.no_cache import NoCache
 from tests import builders_tfdata as t
 
-GiB = 1024 ** 3
+GiB = 1024**3
 
 
 def check(facts, **options):
@@ -17,18 +17,20 @@ def check(facts, **options):
 def test_decode_before_a_random_augmentation_is_cacheable():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
     assert f.severity == "medium"
-    assert f.title == ("Stages TFRecord at train.py:60, ParallelMapV2(parse at train.py:41) redo "
-                       "the same work every pass (28% of the pipeline's time, 3.0 passes read); "
-                       "their output (~150 MiB) fits in memory")
-    assert f.location == "train.py:41"                   # parse: the expensive one
+    assert f.title == (
+        "Stages TFRecord at train.py:60, ParallelMapV2(parse at train.py:41) redo "
+        "the same work every pass (28% of the pipeline's time, 3.0 passes read); "
+        "their output (~150 MiB) fits in memory"
+    )
+    assert f.location == "train.py:41"  # parse: the expensive one
     assert f.evidence["stops_at"] == "Map(augment at train.py:47)"
     assert f.evidence["cache_after"] == "ParallelMapV2(parse at train.py:41)"
-    assert f.evidence["estimated_cache_mib"] == 150.0    # 100 batches x 32 x 64x64x3 float32
+    assert f.evidence["estimated_cache_mib"] == 150.0  # 100 batches x 32 x 64x64x3 float32
     assert f.evidence["host_memory_gib"] == 64.0
     lines = f.fix.splitlines()
     assert lines[0].startswith("ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)")
     assert lines[1].startswith("ds = ds.cache()")
-    assert "Map(augment at train.py:47)" in lines[2]   # after the cache: still random
+    assert "Map(augment at train.py:47)" in lines[2]  # after the cache: still random
     # wait x cached share x the passes that would read the cache (2 of 3)
     assert f.gain_value == pytest.approx(0.40 * 2.4 / 8.58 * 2 / 3, abs=1e-4)
     assert f.estimated_gain.startswith("estimate:")
@@ -36,8 +38,9 @@ def test_decode_before_a_random_augmentation_is_cacheable():
 
 def test_cache_goes_after_the_expensive_stage_not_after_a_cheap_cast():
     pipeline = t.example_pipeline()
-    cast = t.parse(function="to_float", function_location="train.py:44", self_time_s=0.05,
-                   codec_ops=())
+    cast = t.parse(
+        function="to_float", function_location="train.py:44", self_time_s=0.05, codec_ops=()
+    )
     stages = pipeline.stages[:2] + (cast,) + pipeline.stages[2:]
     (f,) = check(t.facts(replace(pipeline, stages=stages, bottleneck=3), steps=t.fit_steps(0.40)))
     assert f.evidence["cache_after"] == "ParallelMapV2(parse at train.py:41)"
@@ -46,19 +49,29 @@ def test_cache_goes_after_the_expensive_stage_not_after_a_cheap_cast():
 
 def test_random_expensive_map_first_is_not_cacheable():
     pipeline = t.example_pipeline()
-    random_first = replace(pipeline, stages=(pipeline.stages[0], pipeline.stages[2],
-                                             pipeline.stages[1]) + pipeline.stages[3:])
+    random_first = replace(
+        pipeline,
+        stages=(pipeline.stages[0], pipeline.stages[2], pipeline.stages[1]) + pipeline.stages[3:],
+    )
     assert check(t.facts(random_first, steps=t.fit_steps(0.40))) == []
 
 
-@pytest.mark.parametrize("flags, cacheable", [
-    (dict(python=True, stateful=True), False),      # tf.py_function / numpy_function
-    (dict(stateful=True), False),                   # reads a variable, a queue ...
-    (dict(python=True, stateful=False), True),      # numpy_function(..., stateful=False)
-])
+@pytest.mark.parametrize(
+    "flags, cacheable",
+    [
+        (dict(python=True, stateful=True), False),  # tf.py_function / numpy_function
+        (dict(stateful=True), False),  # reads a variable, a queue ...
+        (dict(python=True, stateful=False), True),  # numpy_function(..., stateful=False)
+    ],
+)
 def test_stateful_stages_are_not_proven_the_same_every_pass(flags, cacheable):
-    plain = t.pipeline(t.tfrecord(self_time_s=0.1), t.augment(random=False, stateful=False),
-                       t.batch(), t.prefetch(), bottleneck=1)
+    plain = t.pipeline(
+        t.tfrecord(self_time_s=0.1),
+        t.augment(random=False, stateful=False),
+        t.batch(),
+        t.prefetch(),
+        bottleneck=1,
+    )
     assert len(check(t.facts(plain, steps=t.fit_steps(0.40)))) == 1
     stages = list(plain.stages)
     stages[1] = replace(stages[1], **flags)
@@ -67,12 +80,18 @@ def test_stateful_stages_are_not_proven_the_same_every_pass(flags, cacheable):
 
 
 def test_too_big_for_memory_is_quiet():
-    big = t.example_pipeline(element_bytes=400 * 1024 ** 2)      # 100 x 400 MiB = 39 GiB
-    assert check(t.facts(big, steps=t.fit_steps(0.40))) == []    # > half of 64 GiB
-    fits_total_not_free = t.example_pipeline(element_bytes=200 * 1024 ** 2)   # 19.5 GiB
+    big = t.example_pipeline(element_bytes=400 * 1024**2)  # 100 x 400 MiB = 39 GiB
+    assert check(t.facts(big, steps=t.fit_steps(0.40))) == []  # > half of 64 GiB
+    fits_total_not_free = t.example_pipeline(element_bytes=200 * 1024**2)  # 19.5 GiB
     assert len(check(t.facts(fits_total_not_free, steps=t.fit_steps(0.40)))) == 1
-    assert check(t.facts(fits_total_not_free, steps=t.fit_steps(0.40),
-                         host_memory_available_bytes=8 * GiB)) == []
+    assert (
+        check(
+            t.facts(
+                fits_total_not_free, steps=t.fit_steps(0.40), host_memory_available_bytes=8 * GiB
+            )
+        )
+        == []
+    )
 
 
 def test_a_file_readers_unknown_cardinality_is_a_pass_per_iterator():
@@ -88,19 +107,22 @@ def test_a_file_readers_unknown_cardinality_is_a_pass_per_iterator():
 def test_unknown_size_or_memory_is_quiet():
     assert check(t.facts(t.example_pipeline(cardinality=None), steps=t.fit_steps(0.40))) == []
     assert check(t.facts(t.example_pipeline(element_bytes=None), steps=t.fit_steps(0.40))) == []
-    assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40),
-                         host_memory_bytes=None)) == []
+    assert (
+        check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), host_memory_bytes=None)) == []
+    )
 
 
 def test_one_pass_or_a_cache_already_there_is_quiet():
-    assert check(t.facts(t.example_pipeline(elements=100, iterators=1),
-                         steps=t.fit_steps(0.40))) == []
+    assert (
+        check(t.facts(t.example_pipeline(elements=100, iterators=1), steps=t.fit_steps(0.40))) == []
+    )
     assert check(t.facts(t.example_pipeline(cache_written=True), steps=t.fit_steps(0.40))) == []
 
 
 def test_cheap_deterministic_stages_are_quiet():
-    assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)),
-                 min_stage_fraction=0.30) == []
+    assert (
+        check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)), min_stage_fraction=0.30) == []
+    )
 
 
 def test_without_an_input_wait_it_is_low_with_no_step_gain():
@@ -114,9 +136,14 @@ def test_shares_come_from_the_work_per_element_where_measured_not_a_shuffle_s_wa
     # work shares (bookkeeping stages have none) it is most of the work.
     pipeline = t.example_pipeline()
     shares = {"TFRecord": 0.2, "ParallelMapV2": 0.3, "Map": 0.4, "BatchV2": 0.1}
-    stages = tuple(replace(s, work_share=shares.get(s.name),
-                           self_time_s=100.0 if s.kind == "shuffle" else s.self_time_s)
-                   for s in pipeline.stages)
+    stages = tuple(
+        replace(
+            s,
+            work_share=shares.get(s.name),
+            self_time_s=100.0 if s.kind == "shuffle" else s.self_time_s,
+        )
+        for s in pipeline.stages
+    )
     by_self_time = replace(pipeline, stages=tuple(replace(s, work_share=None) for s in stages))
     assert check(t.facts(by_self_time, steps=t.fit_steps(0.40))) == []
     (f,) = check(t.facts(replace(pipeline, stages=stages), steps=t.fit_steps(0.40)))

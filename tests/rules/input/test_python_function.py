@@ -16,21 +16,24 @@ def test_py_function_bottleneck_of_an_input_bound_loop_is_high():
     pipeline = t.py_function_pipeline(consumer="python-loop")
     (f,) = check(t.facts(pipeline, steps=t.loop_steps(0.30)))
     assert f.severity == "high"
-    assert f.title == ("Input stage Map(<lambda> at train.py:30) runs Python: 92% of the "
-                       "pipeline's time, its slowest stage (steps wait for input 30% of the time)")
+    assert f.title == (
+        "Input stage Map(<lambda> at train.py:30) runs Python: 92% of the "
+        "pipeline's time, its slowest stage (steps wait for input 30% of the time)"
+    )
     assert f.location == "train.py:30"
     assert f.evidence["slowest_stage"] is True and f.evidence["threads"] == 1
     assert f.evidence["input_wait_fraction"] == 0.3
     assert f.evidence["input_wait_measured_by"] == (
-        "next() on a tf.data iterator at train.py:90 by next() timing")
+        "next() on a tf.data iterator at train.py:90 by next() timing"
+    )
     assert "tf.py_function" in f.fix
-    assert "ds = ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix   # a lambda: fn
+    assert "ds = ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix  # a lambda: fn
     assert f.gain_value == pytest.approx(0.30 * 6.0 / 6.53, abs=1e-4)
     assert f.estimated_gain.startswith("estimate: up to 28% of step time")
 
 
 def test_bottleneck_without_a_wait_is_medium():
-    pipeline = t.py_function_pipeline(wait_per_element_s=0.0001)      # ~1% wait
+    pipeline = t.py_function_pipeline(wait_per_element_s=0.0001)  # ~1% wait
     (f,) = check(t.facts(pipeline))
     assert f.severity == "medium" and "steps wait" not in f.title
 
@@ -44,16 +47,19 @@ def test_costly_python_stage_that_is_not_the_bottleneck_is_low():
 def test_cheap_python_stage_is_not_reported():
     cheap = t.py_function_pipeline(bottleneck=2)
     stages = list(cheap.stages)
-    stages[1] = replace(stages[1], self_time_s=0.03)                    # 5% of the time
+    stages[1] = replace(stages[1], self_time_s=0.03)  # 5% of the time
     assert check(t.facts(replace(cheap, stages=tuple(stages)))) == []
     assert len(check(t.facts(replace(cheap, stages=tuple(stages))), min_share=0.05)) == 1
 
 
 def test_unmeasured_python_stage_is_low_and_says_so():
-    stages = tuple(replace(s, self_time_s=0.0, elements=0, self_time_per_element_s=None)
-                   for s in t.py_function_pipeline().stages)
-    pipeline = t.py_function_pipeline(stages=stages, bottleneck=None,
-                                      model_error="Cannot find this iterator's analytical model")
+    stages = tuple(
+        replace(s, self_time_s=0.0, elements=0, self_time_per_element_s=None)
+        for s in t.py_function_pipeline().stages
+    )
+    pipeline = t.py_function_pipeline(
+        stages=stages, bottleneck=None, model_error="Cannot find this iterator's analytical model"
+    )
     (f,) = check(t.facts(pipeline))
     assert f.severity == "low" and f.gain_value is None
     assert f.evidence["time"].startswith("not measured: Cannot find")
@@ -62,8 +68,9 @@ def test_unmeasured_python_stage_is_low_and_says_so():
 def test_from_generator_gets_slices_records_or_interleaved_generators():
     pipeline = t.pipeline(t.generator_source(), t.batch(), bottleneck=0)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
-    assert f.title.startswith("Input stage Generator(batches at train.py:12) runs the Python "
-                              "generator")
+    assert f.title.startswith(
+        "Input stage Generator(batches at train.py:12) runs the Python generator"
+    )
     assert f.location == "train.py:12"
     assert "tf.data.Dataset.from_tensor_slices((features, labels))" in f.fix
     assert "num_parallel_reads=tf.data.AUTOTUNE" in f.fix

@@ -21,8 +21,10 @@ def with_stage(pipeline, index, **changes):
 def test_stateful_random_map_gets_stateless_ops_and_parallel_calls():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
     assert f.severity == "high"
-    assert f.title == ("Input stage Map(augment at train.py:47) runs on one thread and is the "
-                       "slowest stage; steps wait for input 40% of the time")
+    assert f.title == (
+        "Input stage Map(augment at train.py:47) runs on one thread and is the "
+        "slowest stage; steps wait for input 40% of the time"
+    )
     assert f.location == "train.py:47"
     assert "stateful random numbers" in f.evidence["why_sequential"]
     assert f.evidence["threads"] == 1 and f.evidence["num_parallel_calls_written"] is None
@@ -31,7 +33,7 @@ def test_stateful_random_map_gets_stateless_ops_and_parallel_calls():
     assert "tf.data.Dataset.zip((ds, seeds))" in f.fix
     assert "ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
     assert "tf.random.Generator.from_seed" in f.fix
-    assert f.gain_value == pytest.approx(0.40 * 0.6993, abs=1e-4)   # wait x the stage's share
+    assert f.gain_value == pytest.approx(0.40 * 0.6993, abs=1e-4)  # wait x the stage's share
     assert f.estimated_gain.startswith("estimate:")
 
 
@@ -39,30 +41,58 @@ def test_map_tf_parallelised_itself_is_not_reported():
     # Written without num_parallel_calls, stateless: TF ran it as ParallelMapV2, and
     # autotune may have given it a single thread on a busy host.
     for threads in (4, 1):
-        parallelised = with_stage(t.example_pipeline(), 2, name="ParallelMapV2", parallelism=threads,
-                                  random=False, stateful=False)
+        parallelised = with_stage(
+            t.example_pipeline(),
+            2,
+            name="ParallelMapV2",
+            parallelism=threads,
+            random=False,
+            stateful=False,
+        )
         assert check(t.facts(parallelised, steps=t.fit_steps(0.40))) == []
-    fused = with_stage(t.example_pipeline(), 2, name="MapAndBatch", parallelism=1, random=False,
-                       stateful=False, written_as=("map", "batch"))
+    fused = with_stage(
+        t.example_pipeline(),
+        2,
+        name="MapAndBatch",
+        parallelism=1,
+        random=False,
+        stateful=False,
+        written_as=("map", "batch"),
+    )
     assert check(t.facts(fused, steps=t.fit_steps(0.40))) == []
 
 
 def test_python_declared_pure_is_parallelised_by_tf():
     # tf.numpy_function(f, args, Tout, stateful=False): PyFuncStateless, not stateful
-    pure = with_stage(t.example_pipeline(), 2, name="ParallelMapV2", parallelism=1, python=True,
-                      random=False, stateful=False)
+    pure = with_stage(
+        t.example_pipeline(),
+        2,
+        name="ParallelMapV2",
+        parallelism=1,
+        python=True,
+        random=False,
+        stateful=False,
+    )
     assert check(t.facts(pure, steps=t.fit_steps(0.40))) == []
 
 
 def test_autotune_choosing_one_thread_for_an_autotune_map_is_not_sequential():
-    tuned = with_stage(t.example_pipeline(), 2, name="ParallelMapV2", parallelism=1,
-                       parallelism_written=-1)
+    tuned = with_stage(
+        t.example_pipeline(), 2, name="ParallelMapV2", parallelism=1, parallelism_written=-1
+    )
     assert check(t.facts(tuned, steps=t.fit_steps(0.40))) == []
 
 
 def test_num_parallel_calls_1_as_written_is_sequential():
-    written = with_stage(t.example_pipeline(), 2, name="ParallelMapV2", parallelism=1,
-                         parallelism_written=1, random=False, stateful=False)
+    written = with_stage(
+        t.example_pipeline(),
+        2,
+        name="ParallelMapV2",
+        parallelism=1,
+        parallelism_written=1,
+        random=False,
+        stateful=False,
+    )
     (f,) = check(t.facts(written, steps=t.fit_steps(0.40)))
     assert f.evidence["why_sequential"] == "num_parallel_calls=1 as written"
     assert "ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
@@ -85,8 +115,16 @@ def test_python_map_is_reported_as_medium_and_points_to_python_function():
 
 
 def test_cheap_sequential_map_also_gets_batch_before_map():
-    cheap = with_stage(t.example_pipeline(), 2, random=False, stateful=False, parallelism_written=1,
-                       name="ParallelMapV2", parallelism=1, self_time_s=0.064)   # 20 µs per call
+    cheap = with_stage(
+        t.example_pipeline(),
+        2,
+        random=False,
+        stateful=False,
+        parallelism_written=1,
+        name="ParallelMapV2",
+        parallelism=1,
+        self_time_s=0.064,
+    )  # 20 µs per call
     pipeline = replace(cheap, stages=cheap.stages[2:3] + cheap.stages[4:5], bottleneck=0)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
     assert "ds = ds.batch(batch_size).map(augment, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
@@ -99,7 +137,7 @@ def test_not_the_bottleneck_or_not_waiting_is_quiet():
 
 
 def test_the_pipelines_own_timers_serve_when_no_steps_were_found():
-    (f,) = check(t.facts(t.example_pipeline()))          # 10 ms wait, 15 ms gap
+    (f,) = check(t.facts(t.example_pipeline()))  # 10 ms wait, 15 ms gap
     assert f.evidence["input_wait_fraction"] == 0.4
     assert "GetNext" in f.evidence["input_wait_measured_by"]
 
@@ -108,8 +146,16 @@ def test_a_stateful_map_fused_with_its_batch_is_still_a_sequential_map():
     # ds.map(augment).batch(128): map_and_batch_fusion makes one MapAndBatch stage with a
     # fixed parallelism of 1, whatever kind it is filed under.
     for kind in ("map", "batch"):
-        fused = with_stage(t.example_pipeline(), 2, name="MapAndBatch", kind=kind, parallelism=1,
-                           written_as=("map", "batch"), elements=100, ratio=32.0)
+        fused = with_stage(
+            t.example_pipeline(),
+            2,
+            name="MapAndBatch",
+            kind=kind,
+            parallelism=1,
+            written_as=("map", "batch"),
+            elements=100,
+            ratio=32.0,
+        )
         (f,) = check(t.facts(fused, steps=t.fit_steps(0.40)))
         assert f.evidence["stage"] == "MapAndBatch(augment at train.py:47)"
         assert "ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix

@@ -13,32 +13,48 @@ def run(facts: Facts, **options):
     return EagerOps().check(facts, {**EagerOps.options, **options})
 
 
-def site(op="AddV2", location="train.py:12", count=1000, elements=64, device="GPU:0") -> EagerOpSite:
-    return EagerOpSite(op=op, location=location, count=count, median_elements=elements, device=device)
+def site(
+    op="AddV2", location="train.py:12", count=1000, elements=64, device="GPU:0"
+) -> EagerOpSite:
+    return EagerOpSite(
+        op=op, location=location, count=count, median_elements=elements, device=device
+    )
 
 
 def eager(sites=(), sampled_steps=10, dispatch_fraction=0.8, **changes) -> Facts:
     """Eager facts over ``sampled_steps`` steps; ``ops`` and ``per_step`` follow the sites."""
     ops = sum(s.count for s in sites)
-    fields = dict(sampled_steps=sampled_steps, ops=ops,
-                  per_step=ops / sampled_steps if sampled_steps else None,
-                  dispatch_fraction=dispatch_fraction, median_gap_us=31.5, counted_s=2.0,
-                  sites=tuple(sites), outside_steps=4, note=NOTE)
+    fields = dict(
+        sampled_steps=sampled_steps,
+        ops=ops,
+        per_step=ops / sampled_steps if sampled_steps else None,
+        dispatch_fraction=dispatch_fraction,
+        median_gap_us=31.5,
+        counted_s=2.0,
+        sites=tuple(sites),
+        outside_steps=4,
+        note=NOTE,
+    )
     fields.update(changes)
     return Facts(eager=EagerFacts(**fields))
 
 
 # A Python loop over 50 small layers without tf.function: 150 small ops per step.
-LOOP = (site("MatMul", "train.py:14", 500, 4096), site("Relu", "train.py:14", 500, 4096),
-        site("AddV2", "train.py:15", 500, 4096))
+LOOP = (
+    site("MatMul", "train.py:14", 500, 4096),
+    site("Relu", "train.py:14", 500, 4096),
+    site("AddV2", "train.py:15", 500, 4096),
+)
 
 
 def test_a_custom_loop_of_small_eager_ops_is_named_with_its_sites():
     (finding,) = run(eager(LOOP))
     assert finding.id == "launch.eager-ops"
     assert finding.severity == "high"
-    assert finding.title == ("Each step dispatches ~150 small ops eagerly from Python "
-                             "(80% of the step spent issuing them)")
+    assert finding.title == (
+        "Each step dispatches ~150 small ops eagerly from Python "
+        "(80% of the step spent issuing them)"
+    )
     assert finding.location == "train.py:14"
     assert finding.gain_value == 0.8
     assert finding.evidence["small_ops_per_step"] == 150.0
@@ -46,8 +62,13 @@ def test_a_custom_loop_of_small_eager_ops_is_named_with_its_sites():
     assert finding.evidence["share_of_time_issuing_them"] == "80%"
     assert finding.evidence["median_gap_between_eager_ops_us"] == 31.5
     assert finding.evidence["counted"] == NOTE
-    assert finding.evidence["sites"][0] == {"op": "MatMul", "location": "train.py:14", "per_step": 50.0,
-                                            "median_elements": 4096, "device": "GPU:0"}
+    assert finding.evidence["sites"][0] == {
+        "op": "MatMul",
+        "location": "train.py:14",
+        "per_step": 50.0,
+        "median_elements": 4096,
+        "device": "GPU:0",
+    }
     assert "@tf.function(jit_compile=True)" in finding.fix
     assert "#   MatMul at train.py:14" in finding.fix
     assert "run_eagerly=False" in finding.fix
@@ -91,8 +112,10 @@ def test_a_bare_python_loop_without_steps_fires_on_its_busy_share():
     # Example 3 of the seeds: `for _ in range(n): c = a + b`, no step anywhere.
     loop = (site("AddV2", "bench.py:9", 80_000, 100, "CPU:0"),)
     (finding,) = run(eager(loop, sampled_steps=0, dispatch_fraction=0.9))
-    assert finding.title == ("Small ops dispatched eagerly from Python, ~40,000 per second, "
-                             "took 90% of the time (no training step found)")
+    assert finding.title == (
+        "Small ops dispatched eagerly from Python, ~40,000 per second, "
+        "took 90% of the time (no training step found)"
+    )
     assert finding.evidence["small_ops_per_second"] == 40_000
     assert finding.evidence["sites"][0]["per_second"] == 40_000
     assert finding.location == "bench.py:9"
@@ -120,6 +143,7 @@ def test_ops_counted_only_outside_the_steps_found_are_set_up_code_not_a_finding(
     import dataclasses
 
     from gpuwhy.facts import StepFacts
+
     loop = (site("EncodePng", "make_data.py:42", 342, 1, "CPU:0"),)
     setup = eager(loop, sampled_steps=0, dispatch_fraction=0.53)
     assert run(setup) != []

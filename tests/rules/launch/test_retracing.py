@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts, ProgramFacts, StepFacts, TracedFunction, TraceSignature, TracingFacts
+from gpuwhy.facts import (
+    Facts,
+    ProgramFacts,
+    StepFacts,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.launch.retracing import Retracing
 
@@ -16,8 +23,14 @@ def signature(at_s, seconds=0.05, caller="train.py:30", **args):
 
 
 def traced(name="train_step", traces=1, **changes) -> TracedFunction:
-    base = dict(name=name, location="train.py:12", calls=100, call_s=2.0, traces=traces,
-                trace_s=0.05 * traces)
+    base = dict(
+        name=name,
+        location="train.py:12",
+        calls=100,
+        call_s=2.0,
+        traces=traces,
+        trace_s=0.05 * traces,
+    )
     return TracedFunction(**{**base, **changes})
 
 
@@ -37,16 +50,23 @@ def test_max_traces_is_the_limit():
 
 
 def test_a_python_scalar_argument_is_named_with_the_fix():
-    sigs = tuple(signature(1.0 + i, x="float32[32,784]", lr=f"{0.1 / (i + 1)!r} (float)") for i in range(5))
+    sigs = tuple(
+        signature(1.0 + i, x="float32[32,784]", lr=f"{0.1 / (i + 1)!r} (float)") for i in range(5)
+    )
     fn = traced(traces=40, trace_s=4.0, call_s=6.0, changed_args=("lr",), signatures=sigs)
     (finding,) = run(facts(fn, run_s=20.0))
-    assert finding.title == "train_step (train.py:12) was traced 40 times (lr: a Python value changed)"
+    assert (
+        finding.title == "train_step (train.py:12) was traced 40 times (lr: a Python value changed)"
+    )
     assert finding.location == "train.py:12"
     assert finding.evidence["changed_arguments"] == {"lr": "a Python value"}
     assert finding.evidence["tracing_share_of_call_time"] == round(4.0 / 6.0, 3)
     assert finding.evidence["first_traces"][0] == {
-        "at_s": 1.0, "trace_ms": 50.0, "arguments": "x: float32[32,784], lr: 0.1 (float)",
-        "called_from": "train.py:30"}
+        "at_s": 1.0,
+        "trace_ms": 50.0,
+        "arguments": "x: float32[32,784], lr: 0.1 (float)",
+        "called_from": "train.py:30",
+    }
     assert "lr=tf.constant(lr)" in finding.fix
     # every trace but one could be avoided: 4.0 * 39/40 s of a 20 s run
     assert finding.gain_value == 4.0 * 39 / 40 / 20.0
@@ -54,7 +74,9 @@ def test_a_python_scalar_argument_is_named_with_the_fix():
 
 
 def test_changing_shapes_suggest_input_signature_or_reduce_retracing():
-    sigs = tuple(signature(float(i), x=f"float32[{n},128]") for i, n in enumerate((7, 9, 12, 5, 31)))
+    sigs = tuple(
+        signature(float(i), x=f"float32[{n},128]") for i, n in enumerate((7, 9, 12, 5, 31))
+    )
     fn = traced(traces=30, changed_args=("x",), signatures=sigs)
     (finding,) = run(facts(fn))
     assert finding.evidence["changed_arguments"] == {"x": "the tensor shape"}
@@ -64,8 +86,11 @@ def test_changing_shapes_suggest_input_signature_or_reduce_retracing():
 
 
 def test_reduce_retracing_already_on_is_not_suggested_again():
-    sigs = (signature(0.0, x="float32[7,128]"), signature(1.0, x="float32[None,None]"),
-            signature(2.0, x="float64[None,None]"))
+    sigs = (
+        signature(0.0, x="float32[7,128]"),
+        signature(1.0, x="float32[None,None]"),
+        signature(2.0, x="float64[None,None]"),
+    )
     fn = traced(traces=9, changed_args=("x",), signatures=sigs, reduce_retracing=True)
     (finding,) = run(facts(fn))
     assert finding.evidence["changed_arguments"] == {"x": "the tensor dtype"}
@@ -83,7 +108,10 @@ def test_a_tf_function_re_created_in_a_loop():
     sigs = tuple(signature(float(i), x="float32[2]") for i in range(5))
     fn = traced("<lambda>", traces=50, instances=50, calls=50, signatures=sigs, trace_s=2.5)
     (finding,) = run(facts(fn, run_s=10.0))
-    assert finding.title == "<lambda> (train.py:12) is a new tf.function object each time: 50 objects, 50 traces"
+    assert (
+        finding.title
+        == "<lambda> (train.py:12) is a new tf.function object each time: 50 objects, 50 traces"
+    )
     assert finding.evidence["tf_function_objects"] == 50
     assert "outside the loop" in finding.fix
     assert finding.severity == "high"
@@ -101,10 +129,19 @@ def test_per_object_traces_decide_for_several_objects():
 
 
 def test_keras_step_retracing_gets_the_keras_fix():
-    sigs = (signature(0.0, iterator="iterator of (float32[None,10], int64[None])"),
-            signature(5.0, iterator="iterator of (float64[None,10], int64[None])"))
-    fn = traced("multi_step_on_iterator", traces=7, library=True, reduce_retracing=True,
-                location="fit.py:40", changed_args=("iterator",), signatures=sigs)
+    sigs = (
+        signature(0.0, iterator="iterator of (float32[None,10], int64[None])"),
+        signature(5.0, iterator="iterator of (float64[None,10], int64[None])"),
+    )
+    fn = traced(
+        "multi_step_on_iterator",
+        traces=7,
+        library=True,
+        reduce_retracing=True,
+        location="fit.py:40",
+        changed_args=("iterator",),
+        signatures=sigs,
+    )
     (finding,) = run(facts(fn))
     assert finding.location == "fit.py:40"
     assert "same structure and dtypes" in finding.fix
@@ -114,8 +151,12 @@ def test_keras_step_retracing_gets_the_keras_fix():
 def test_small_tracing_cost_is_low_severity():
     fn = traced(traces=10, trace_s=0.05)
     run_s = 100.0
-    (finding,) = run(Facts(tracing=TracingFacts(functions=(fn,)),
-                           steps=StepFacts(source="tf-function", marker="train_step", count=10, run_s=run_s)))
+    (finding,) = run(
+        Facts(
+            tracing=TracingFacts(functions=(fn,)),
+            steps=StepFacts(source="tf-function", marker="train_step", count=10, run_s=run_s),
+        )
+    )
     assert finding.severity == "low"
     assert finding.evidence["avoidable_tracing_share_of_run"] == round(0.05 * 9 / 10 / run_s, 3)
 

@@ -13,7 +13,7 @@ from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
 from tests import builders as b
 
-MiB = 1024 ** 2
+MiB = 1024**2
 
 
 def run(rule_cls, facts, **options):
@@ -29,14 +29,31 @@ CLEAN_GROUPS = (
     b.op_group("ReadVariableOp", count=8, in_dtypes=("resource",), out_dtypes=("float32",)),
     b.op_group("Shape", reason="gpu-host-memory", in_dtypes=("float32",), out_dtypes=("int32",)),
     b.op_group("StridedSlice", reason="gpu-host-memory", in_dtypes=("int32",), count=2),
-    b.op_group("IteratorGetNext", reason="input", in_dtypes=("resource",), out_dtypes=("float32", "int64")),
+    b.op_group(
+        "IteratorGetNext", reason="input", in_dtypes=("resource",), out_dtypes=("float32", "int64")
+    ),
     b.op_group("Const", reason="follows-consumer", in_dtypes=(), out_dtypes=("int32",)),
 )
 INPUT_COPIES = (
-    b.host_copy("to-device", "input", src="train_step/x", src_op="_Arg", dst="train_step/MatMul_0",
-                dst_op="MatMul", shape=(1024, 784)),
-    b.host_copy("to-device", "input", src="train_step/y", src_op="_Arg", dst="train_step/Loss",
-                dst_op="SparseSoftmaxCrossEntropyWithLogits", dtype="int64", shape=(1024,)),
+    b.host_copy(
+        "to-device",
+        "input",
+        src="train_step/x",
+        src_op="_Arg",
+        dst="train_step/MatMul_0",
+        dst_op="MatMul",
+        shape=(1024, 784),
+    ),
+    b.host_copy(
+        "to-device",
+        "input",
+        src="train_step/y",
+        src_op="_Arg",
+        dst="train_step/Loss",
+        dst_op="SparseSoftmaxCrossEntropyWithLogits",
+        dtype="int64",
+        shape=(1024,),
+    ),
 )
 
 
@@ -47,45 +64,80 @@ def test_clean_placement_is_quiet(rule):
 
 # -- placement.no-gpu-kernel ---------------------------------------------------------------
 def test_string_op_without_gpu_kernel_is_named_with_its_location():
-    group = b.op_group("StringToHashBucketFast", "no-gpu-kernel", in_dtypes=("string",),
-                       out_dtypes=("int64",), locations=("train.py:14", "train.py:30"))
+    group = b.op_group(
+        "StringToHashBucketFast",
+        "no-gpu-kernel",
+        in_dtypes=("string",),
+        out_dtypes=("int64",),
+        locations=("train.py:14", "train.py:30"),
+    )
     (finding,) = run(NoGpuKernel, b.placement_facts(groups=CLEAN_GROUPS + (group,)))
     assert finding.id == "placement.no-gpu-kernel"
     assert finding.severity == "medium"
-    assert finding.title == ("1 op in the step has no GPU kernel and runs on the CPU: "
-                             "StringToHashBucketFast (string, int64) at train.py:14")
+    assert finding.title == (
+        "1 op in the step has no GPU kernel and runs on the CPU: "
+        "StringToHashBucketFast (string, int64) at train.py:14"
+    )
     assert finding.location == "train.py:14"
     assert finding.evidence["ops_on_cpu"] == 1
     assert finding.evidence["placement"] == PREDICTION_NOTE
-    assert finding.evidence["ops"] == [{
-        "op": "StringToHashBucketFast", "dtypes": "string, int64", "count": 1, "reason": "no-gpu-kernel",
-        "examples": ["train_step/StringToHashBucketFast_0"], "locations": ["train.py:14", "train.py:30"]}]
+    assert finding.evidence["ops"] == [
+        {
+            "op": "StringToHashBucketFast",
+            "dtypes": "string, int64",
+            "count": 1,
+            "reason": "no-gpu-kernel",
+            "examples": ["train_step/StringToHashBucketFast_0"],
+            "locations": ["train.py:14", "train.py:30"],
+        }
+    ]
     assert "string work belongs in tf.data" in finding.fix
     assert "num_parallel_calls=tf.data.AUTOTUNE" in finding.fix
 
 
 def test_no_kernel_for_dtype_fires_and_suggests_a_cast():
-    group = b.op_group("Cumprod", "no-gpu-kernel-for-dtype", in_dtypes=("int64", "int32"), count=2,
-                       out_dtypes=("int64",), locations=("loss.py:7",))
+    group = b.op_group(
+        "Cumprod",
+        "no-gpu-kernel-for-dtype",
+        in_dtypes=("int64", "int32"),
+        count=2,
+        out_dtypes=("int64",),
+        locations=("loss.py:7",),
+    )
     (finding,) = run(NoGpuKernel, b.placement_facts(groups=[group]))
     assert finding.severity == "medium"
-    assert finding.title.startswith("2 ops in the step have no GPU kernel and run on the CPU: Cumprod")
+    assert finding.title.startswith(
+        "2 ops in the step have no GPU kernel and run on the CPU: Cumprod"
+    )
     assert "×2 at loss.py:7" in finding.title
     assert finding.evidence["ops"][0]["reason"] == "no-gpu-kernel-for-dtype"
-    assert "# Cumprod on int64, int32: the GPU has kernels for this op in other dtypes;" in finding.fix
+    assert (
+        "# Cumprod on int64, int32: the GPU has kernels for this op in other dtypes;" in finding.fix
+    )
     assert "x = tf.cast(x, tf.float32)" in finding.fix
 
 
-@pytest.mark.parametrize("op", ["IteratorGetNext", "IteratorGetNextAsOptional", "OptionalGetValue",
-                                "MultiDeviceIteratorGetNextFromShard", "TensorSliceDataset",
-                                "AnonymousIteratorV3"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "IteratorGetNext",
+        "IteratorGetNextAsOptional",
+        "OptionalGetValue",
+        "MultiDeviceIteratorGetNextFromShard",
+        "TensorSliceDataset",
+        "AnonymousIteratorV3",
+    ],
+)
 def test_tf_data_iterator_ops_are_the_input_boundary(op):
     group = b.op_group(op, "no-gpu-kernel", in_dtypes=("resource",), out_dtypes=("variant",))
     assert run(NoGpuKernel, b.placement_facts(groups=[group])) == []
 
 
 def test_ignore_ops_option():
-    groups = [b.op_group("PyFunc", "no-gpu-kernel"), b.op_group("Unique", "no-gpu-kernel-for-dtype")]
+    groups = [
+        b.op_group("PyFunc", "no-gpu-kernel"),
+        b.op_group("Unique", "no-gpu-kernel-for-dtype"),
+    ]
     facts = b.placement_facts(groups=groups)
     assert run(NoGpuKernel, facts, ignore_ops=["PyFunc", "Unique"]) == []
     (finding,) = run(NoGpuKernel, facts, ignore_ops=["PyFunc"])
@@ -94,10 +146,21 @@ def test_ignore_ops_option():
 
 
 def test_variable_on_gpu_used_by_cpu_only_op_is_high():
-    groups = [b.op_group("ResourceGather", "resource-on-gpu-no-kernel", in_dtypes=("resource", "string"),
-                         locations=("embed.py:5",)),
-              b.op_group("Cumsum", "no-gpu-kernel-for-dtype", count=5, in_dtypes=("int8",),
-                         locations=("other.py:1",))]
+    groups = [
+        b.op_group(
+            "ResourceGather",
+            "resource-on-gpu-no-kernel",
+            in_dtypes=("resource", "string"),
+            locations=("embed.py:5",),
+        ),
+        b.op_group(
+            "Cumsum",
+            "no-gpu-kernel-for-dtype",
+            count=5,
+            in_dtypes=("int8",),
+            locations=("other.py:1",),
+        ),
+    ]
     (finding,) = run(NoGpuKernel, b.placement_facts(groups=groups))
     assert finding.severity == "high"
     assert finding.title.startswith("6 ops cannot run where their variable lives: ResourceGather")
@@ -116,24 +179,46 @@ def test_op_in_a_loop_is_high():
 
 
 def test_location_is_the_first_groups_first_location():
-    groups = [b.op_group("StringSplit", "no-gpu-kernel", in_dtypes=("string",), count=1,
-                         locations=("small.py:3",)),
-              b.op_group("AsString", "no-gpu-kernel", count=7, locations=("big.py:9", "big.py:11"))]
+    groups = [
+        b.op_group(
+            "StringSplit",
+            "no-gpu-kernel",
+            in_dtypes=("string",),
+            count=1,
+            locations=("small.py:3",),
+        ),
+        b.op_group("AsString", "no-gpu-kernel", count=7, locations=("big.py:9", "big.py:11")),
+    ]
     (finding,) = run(NoGpuKernel, b.placement_facts(groups=groups))
-    assert finding.location == "big.py:9"       # most ops first
+    assert finding.location == "big.py:9"  # most ops first
     assert finding.evidence["ops_on_cpu"] == 8
 
 
-@pytest.mark.parametrize("op, dtypes, expected, absent", [
-    ("PyFunc", ("float32",), "tf.py_function / tf.numpy_function run Python on the host", "tf.print"),
-    ("EagerPyFunc", ("float32",), "tf.py_function / tf.numpy_function", "string work"),
-    ("StringLength", ("string",), "string work belongs in tf.data", "py_function"),
-    ("RegexReplace", ("string",), "ds = ds.map(lambda text, y: (vectorize(text), y)", "py_function"),
-    ("PrintV2", ("string",), "tf.print in the step runs on the host every step", "py_function"),
-    ("SparseToDense", ("int64",), "replace it with ops that have", "py_function"),
-])
+@pytest.mark.parametrize(
+    "op, dtypes, expected, absent",
+    [
+        (
+            "PyFunc",
+            ("float32",),
+            "tf.py_function / tf.numpy_function run Python on the host",
+            "tf.print",
+        ),
+        ("EagerPyFunc", ("float32",), "tf.py_function / tf.numpy_function", "string work"),
+        ("StringLength", ("string",), "string work belongs in tf.data", "py_function"),
+        (
+            "RegexReplace",
+            ("string",),
+            "ds = ds.map(lambda text, y: (vectorize(text), y)",
+            "py_function",
+        ),
+        ("PrintV2", ("string",), "tf.print in the step runs on the host every step", "py_function"),
+        ("SparseToDense", ("int64",), "replace it with ops that have", "py_function"),
+    ],
+)
 def test_fix_depends_on_the_kind_of_op(op, dtypes, expected, absent):
-    (finding,) = run(NoGpuKernel, b.placement_facts(groups=[b.op_group(op, "no-gpu-kernel", in_dtypes=dtypes)]))
+    (finding,) = run(
+        NoGpuKernel, b.placement_facts(groups=[b.op_group(op, "no-gpu-kernel", in_dtypes=dtypes)])
+    )
     assert expected in finding.fix
     assert absent not in finding.fix
 
@@ -145,12 +230,16 @@ def test_codec_ops_are_left_to_compression_cpu_codec(op):
 
 
 def test_colocated_ops_and_copies_they_cause_are_counted():
-    groups = [b.op_group("PyFunc", "no-gpu-kernel", examples=("train_step/PyFunc",)),
-              b.op_group("Identity", "colocated", count=3)]
-    copies = [b.host_copy(cause="train_step/PyFunc"),
-              b.host_copy("to-device", cause="train_step/PyFunc"),
-              b.host_copy(cause="train_step/Other"),
-              b.host_copy("to-device", "input", cause="train_step/PyFunc")]
+    groups = [
+        b.op_group("PyFunc", "no-gpu-kernel", examples=("train_step/PyFunc",)),
+        b.op_group("Identity", "colocated", count=3),
+    ]
+    copies = [
+        b.host_copy(cause="train_step/PyFunc"),
+        b.host_copy("to-device", cause="train_step/PyFunc"),
+        b.host_copy(cause="train_step/Other"),
+        b.host_copy("to-device", "input", cause="train_step/PyFunc"),
+    ]
     (finding,) = run(NoGpuKernel, b.placement_facts(groups=groups, copies=copies))
     assert finding.evidence["colocated_ops_moved_with_them"] == 3
     assert finding.evidence["copies_they_cause"] == 2
@@ -159,38 +248,59 @@ def test_colocated_ops_and_copies_they_cause_are_counted():
 
 def test_measured_placement_names_the_gpu():
     group = b.op_group("PyFunc", "no-gpu-kernel")
-    facts = b.placement_facts(groups=[group], predicted=False, gpu_name="NVIDIA H100 80GB HBM3",
-                              compute_capability=(9, 0))
+    facts = b.placement_facts(
+        groups=[group], predicted=False, gpu_name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0)
+    )
     (finding,) = run(NoGpuKernel, facts)
-    assert finding.evidence["placement"] == "seen on this machine's NVIDIA H100 80GB HBM3 (--verify)"
+    assert (
+        finding.evidence["placement"] == "seen on this machine's NVIDIA H100 80GB HBM3 (--verify)"
+    )
 
 
 # -- placement.forced-cpu ------------------------------------------------------------------
 def test_forced_cpu_fires_only_for_pinned_ops():
-    others = [b.op_group("PyFunc", "no-gpu-kernel"), b.op_group("Identity", "colocated"),
-              b.op_group("Shape", "follows-input")]
+    others = [
+        b.op_group("PyFunc", "no-gpu-kernel"),
+        b.op_group("Identity", "colocated"),
+        b.op_group("Shape", "follows-input"),
+    ]
     assert run(ForcedCpu, b.placement_facts(groups=CLEAN_GROUPS + tuple(others))) == []
 
 
 def test_forced_cpu_names_the_tf_device_site_and_bytes_it_copies():
     pinned = [
-        b.op_group("ResizeBilinear", "forced-cpu", in_dtypes=("float32", "int32"), count=2,
-                   requested="CPU", examples=("train_step/resize", "train_step/resize_1"),
-                   locations=("train.py:40",)),
-        b.op_group("Mul", "forced-cpu", count=5, examples=("train_step/mul",),
-                   locations=("train.py:41", "train.py:40")),
+        b.op_group(
+            "ResizeBilinear",
+            "forced-cpu",
+            in_dtypes=("float32", "int32"),
+            count=2,
+            requested="CPU",
+            examples=("train_step/resize", "train_step/resize_1"),
+            locations=("train.py:40",),
+        ),
+        b.op_group(
+            "Mul",
+            "forced-cpu",
+            count=5,
+            examples=("train_step/mul",),
+            locations=("train.py:41", "train.py:40"),
+        ),
     ]
     copies = [
-        b.host_copy("to-host", cause="train_step/resize", shape=(64, 256, 256, 3)),     # 48 MiB
+        b.host_copy("to-host", cause="train_step/resize", shape=(64, 256, 256, 3)),  # 48 MiB
         b.host_copy("to-device", cause="train_step/mul", shape=(64, 224, 224, 3)),
         b.host_copy("to-device", cause="train_step/mul", shape=(None, 224, 224, 3)),  # unknown size
-        b.host_copy("to-device", cause="train_step/PyFunc", shape=(1024, 1024)),       # another cause
+        b.host_copy("to-device", cause="train_step/PyFunc", shape=(1024, 1024)),  # another cause
         b.host_copy("to-device", "input", cause="train_step/resize", shape=(1024, 1024)),
     ]
-    (finding,) = run(ForcedCpu, b.placement_facts(groups=CLEAN_GROUPS + tuple(pinned), copies=copies))
+    (finding,) = run(
+        ForcedCpu, b.placement_facts(groups=CLEAN_GROUPS + tuple(pinned), copies=copies)
+    )
     assert finding.id == "placement.forced-cpu"
     assert finding.severity == "medium"
-    assert finding.title.startswith("tf.device('/CPU:0') pins 7 ops that have GPU kernels: Mul (float32) ×5 at train.py:41")
+    assert finding.title.startswith(
+        "tf.device('/CPU:0') pins 7 ops that have GPU kernels: Mul (float32) ×5 at train.py:41"
+    )
     assert finding.evidence["ops_pinned"] == 7
     assert finding.evidence["tf_device_sites"] == ["train.py:41", "train.py:40"]
     assert finding.evidence["copies_they_cause"] == 3
@@ -209,7 +319,9 @@ def test_forced_cpu_singular_title_without_site_or_copies():
     assert "tf_device_sites" not in finding.evidence
     assert "copies_they_cause" not in finding.evidence
     assert "bytes_copied_per_step" not in finding.evidence
-    assert finding.fix.startswith("# remove the `with tf.device('/CPU:0'):` block around these ops (see `ops` above)")
+    assert finding.fix.startswith(
+        "# remove the `with tf.device('/CPU:0'):` block around these ops (see `ops` above)"
+    )
 
 
 def test_forced_cpu_copies_of_unknown_size_have_no_byte_total():
@@ -231,25 +343,47 @@ def test_forced_cpu_ignore_ops():
 # -- placement.host-transfers --------------------------------------------------------------
 def _scalar_copies(n=30):
     """int32 shape arithmetic TF keeps in host memory: scalar copies, by design."""
-    return [b.host_copy("to-device", src=f"train_step/strided_slice_{i}", src_op="StridedSlice",
-                        dst=f"train_step/Reshape_{i}", dst_op="Reshape", dtype="int32", shape=())
-            for i in range(n)]
+    return [
+        b.host_copy(
+            "to-device",
+            src=f"train_step/strided_slice_{i}",
+            src_op="StridedSlice",
+            dst=f"train_step/Reshape_{i}",
+            dst_op="Reshape",
+            dtype="int32",
+            shape=(),
+        )
+        for i in range(n)
+    ]
 
 
 def test_int32_shape_arithmetic_and_the_input_batch_are_not_reported():
-    copies = _scalar_copies(30) + [b.host_copy("to-device", dtype="int32", shape=(4,))] + list(INPUT_COPIES)
+    copies = (
+        _scalar_copies(30)
+        + [b.host_copy("to-device", dtype="int32", shape=(4,))]
+        + list(INPUT_COPIES)
+    )
     assert all(c.bytes is not None and c.bytes < 1024 for c in copies if c.kind == "step")
     assert run(HostTransfers, b.placement_facts(groups=CLEAN_GROUPS, copies=copies)) == []
 
 
 def test_many_sizeable_copies_fire():
-    sizeable = [b.host_copy(src=f"train_step/grad_{i}", shape=(256, 4), cause="train_step/PyFunc",
-                            location="train.py:50") for i in range(17)]          # 4 KiB each
+    sizeable = [
+        b.host_copy(
+            src=f"train_step/grad_{i}",
+            shape=(256, 4),
+            cause="train_step/PyFunc",
+            location="train.py:50",
+        )
+        for i in range(17)
+    ]  # 4 KiB each
     copies = sizeable + _scalar_copies(5) + list(INPUT_COPIES)
     (finding,) = run(HostTransfers, b.placement_facts(copies=copies))
     assert finding.id == "placement.host-transfers"
     assert finding.severity == "medium"
-    assert finding.title == "Each call copies 17 tensors between host and GPU (68.0 KiB of known size)"
+    assert (
+        finding.title == "Each call copies 17 tensors between host and GPU (68.0 KiB of known size)"
+    )
     assert finding.evidence["copies_per_step"] == 17
     assert finding.evidence["bytes_per_step_known"] == 17 * 4096
     assert finding.evidence["small_copies_not_counted"] == 5
@@ -257,8 +391,13 @@ def test_many_sizeable_copies_fire():
     assert finding.evidence["copies_inside_loops"] == 0
     assert len(finding.evidence["largest"]) == 10
     assert finding.evidence["largest"][0] == {
-        "direction": "to-host", "tensor": "train_step/grad_0 (BiasAdd) -> train_step/PyFunc (PyFunc)",
-        "dtype": "float32", "shape": [256, 4], "bytes": 4096, "location": "train.py:50"}
+        "direction": "to-host",
+        "tensor": "train_step/grad_0 (BiasAdd) -> train_step/PyFunc (PyFunc)",
+        "dtype": "float32",
+        "shape": [256, 4],
+        "bytes": 4096,
+        "location": "train.py:50",
+    }
     assert finding.location == "train.py:50"
     assert "#   train_step/PyFunc at train.py:50" in finding.fix
     # 16 is the limit, not above it
@@ -266,23 +405,31 @@ def test_many_sizeable_copies_fire():
 
 
 def test_large_bytes_per_step_are_high():
-    copies = [b.host_copy(shape=(4096, 4096), cause="train_step/clip", location="train.py:60"),   # 64 MiB
-              b.host_copy("to-device", shape=(1024,), cause="train_step/clip")]                 # 4 KiB
+    copies = [
+        b.host_copy(shape=(4096, 4096), cause="train_step/clip", location="train.py:60"),  # 64 MiB
+        b.host_copy("to-device", shape=(1024,), cause="train_step/clip"),
+    ]  # 4 KiB
     (finding,) = run(HostTransfers, b.placement_facts(copies=copies))
     assert finding.severity == "high"
     assert finding.evidence["bytes_per_step_known"] == 64 * MiB + 4096
-    assert finding.title == "Each call copies 2 tensors between host and GPU (64.0 MiB of known size)"
-    assert finding.location == "train.py:60"   # the largest first
+    assert (
+        finding.title == "Each call copies 2 tensors between host and GPU (64.0 MiB of known size)"
+    )
+    assert finding.location == "train.py:60"  # the largest first
     # exactly 64 MiB is not above the limit
     assert run(HostTransfers, b.placement_facts(copies=copies[:1])) == []
 
 
 def test_a_sizeable_copy_in_a_loop_fires():
-    copy = b.host_copy(shape=(128, 128), in_loop=True, location="decode.py:8", cause="train_step/while/PyFunc")
+    copy = b.host_copy(
+        shape=(128, 128), in_loop=True, location="decode.py:8", cause="train_step/while/PyFunc"
+    )
     (finding,) = run(HostTransfers, b.placement_facts(copies=[copy] + _scalar_copies(3)))
     assert finding.severity == "medium"
-    assert finding.title == ("Each call copies 1 tensor between host and GPU (64.0 KiB of known size), "
-                             "1 inside a loop (paid every iteration)")
+    assert finding.title == (
+        "Each call copies 1 tensor between host and GPU (64.0 KiB of known size), "
+        "1 inside a loop (paid every iteration)"
+    )
     assert finding.evidence["copies_inside_loops"] == 1
     assert finding.evidence["largest"][0]["in_loop"] is True
     # a scalar loop counter in the loop does not count
@@ -295,7 +442,7 @@ def test_many_copies_with_one_in_a_loop_are_high():
     copies.append(b.host_copy(shape=(16, 16), in_loop=True, location="loop.py:3"))
     (finding,) = run(HostTransfers, b.placement_facts(copies=copies))
     assert finding.severity == "high"
-    assert finding.location == "loop.py:3"     # loop copies sort first
+    assert finding.location == "loop.py:3"  # loop copies sort first
     assert finding.evidence["largest"][0]["in_loop"] is True
 
 
@@ -313,7 +460,7 @@ def test_copies_of_unknown_size_count_unless_scalar():
 
 
 def test_host_transfer_thresholds_are_options():
-    copies = [b.host_copy(src=f"train_step/t{i}", shape=(64,)) for i in range(3)]   # 256 B each
+    copies = [b.host_copy(src=f"train_step/t{i}", shape=(64,)) for i in range(3)]  # 256 B each
     facts = b.placement_facts(copies=copies)
     assert run(HostTransfers, facts) == []
     (finding,) = run(HostTransfers, facts, min_copy_bytes=256, max_copies_per_step=2)
@@ -321,28 +468,34 @@ def test_host_transfer_thresholds_are_options():
     (finding,) = run(HostTransfers, facts, min_copy_bytes=1, max_bytes_per_step=512)
     assert finding.severity == "high"
     assert finding.evidence["bytes_per_step_known"] == 768
-    big = b.placement_facts(copies=[b.host_copy(shape=(4096, 4096, 2))])          # 128 MiB
+    big = b.placement_facts(copies=[b.host_copy(shape=(4096, 4096, 2))])  # 128 MiB
     assert run(HostTransfers, big, max_bytes_per_step=256 * MiB) == []
 
 
 # -- placement.float64 ---------------------------------------------------------------------
 def test_float64_data_movement_alone_is_not_reported():
-    moves = [b.op_group("Cast", in_dtypes=("float64",), out_dtypes=("float32",), count=2),
-             b.op_group("Identity", in_dtypes=("float64",)),
-             b.op_group("Const", "follows-consumer", in_dtypes=(), out_dtypes=("float64",)),
-             b.op_group("ReadVariableOp", in_dtypes=("resource",), out_dtypes=("float64",))]
+    moves = [
+        b.op_group("Cast", in_dtypes=("float64",), out_dtypes=("float32",), count=2),
+        b.op_group("Identity", in_dtypes=("float64",)),
+        b.op_group("Const", "follows-consumer", in_dtypes=(), out_dtypes=("float64",)),
+        b.op_group("ReadVariableOp", in_dtypes=("resource",), out_dtypes=("float64",)),
+    ]
     assert run(Float64, b.placement_facts(groups=CLEAN_GROUPS + tuple(moves))) == []
 
 
 def test_float64_elementwise_math_is_medium():
-    groups = [b.op_group("Cast", in_dtypes=("float32",), out_dtypes=("float64",)),
-              b.op_group("Mul", in_dtypes=("float64",), count=3, locations=("physics.py:22",)),
-              b.op_group("Tanh", in_dtypes=("float64",), count=2, locations=("physics.py:23",))]
+    groups = [
+        b.op_group("Cast", in_dtypes=("float32",), out_dtypes=("float64",)),
+        b.op_group("Mul", in_dtypes=("float64",), count=3, locations=("physics.py:22",)),
+        b.op_group("Tanh", in_dtypes=("float64",), count=2, locations=("physics.py:23",)),
+    ]
     (finding,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + tuple(groups)))
     assert finding.id == "placement.float64"
     assert finding.severity == "medium"
-    assert finding.title == ("5 float64 ops in the step: Mul (float64) ×3 at physics.py:22, "
-                             "Tanh (float64) ×2 at physics.py:23")
+    assert finding.title == (
+        "5 float64 ops in the step: Mul (float64) ×3 at physics.py:22, "
+        "Tanh (float64) ×2 at physics.py:23"
+    )
     assert finding.evidence["float64_ops"] == 5
     assert finding.evidence["float64_matmuls_and_convs"] == 0
     assert finding.evidence["float64_ops_on_cpu"] == 0
@@ -353,10 +506,12 @@ def test_float64_elementwise_math_is_medium():
 
 
 def test_float64_matmul_is_high_and_listed_first():
-    groups = [b.op_group("AddV2", in_dtypes=("float64",), count=9),
-              b.op_group("MatMul", in_dtypes=("float64",), count=2, locations=("model.py:8",)),
-              b.op_group("Conv2DBackpropFilter", in_dtypes=("float64", "int32"), out_dtypes=("float64",)),
-              b.op_group("Cumprod", "no-gpu-kernel-for-dtype", in_dtypes=("float64",))]
+    groups = [
+        b.op_group("AddV2", in_dtypes=("float64",), count=9),
+        b.op_group("MatMul", in_dtypes=("float64",), count=2, locations=("model.py:8",)),
+        b.op_group("Conv2DBackpropFilter", in_dtypes=("float64", "int32"), out_dtypes=("float64",)),
+        b.op_group("Cumprod", "no-gpu-kernel-for-dtype", in_dtypes=("float64",)),
+    ]
     (finding,) = run(Float64, b.placement_facts(groups=groups))
     assert finding.severity == "high"
     assert finding.title.startswith("13 float64 ops in the step: MatMul (float64) ×2 at model.py:8")
@@ -373,7 +528,9 @@ def test_float64_min_ops():
 
 
 def test_float64_title_singular():
-    (finding,) = run(Float64, b.placement_facts(groups=[b.op_group("Sqrt", in_dtypes=("float64",))]))
+    (finding,) = run(
+        Float64, b.placement_facts(groups=[b.op_group("Sqrt", in_dtypes=("float64",))])
+    )
     assert finding.title == "1 float64 op in the step: Sqrt (float64)"
     assert finding.location is None
 
@@ -381,24 +538,47 @@ def test_float64_title_singular():
 # -- the placement section through run_rules and the record ----------------------------------
 def _audited_facts():
     groups = CLEAN_GROUPS + (
-        b.op_group("PyFunc", "no-gpu-kernel", examples=("train_step/PyFunc",), locations=("train.py:30",)),
+        b.op_group(
+            "PyFunc", "no-gpu-kernel", examples=("train_step/PyFunc",), locations=("train.py:30",)
+        ),
         b.op_group("Mul", in_dtypes=("float64",), count=2),
     )
-    copies = list(INPUT_COPIES) + [b.host_copy(cause="train_step/PyFunc", location="train.py:30"),
-                                   b.host_copy("to-device", cause="train_step/PyFunc", location="train.py:30")]
-    tensor_ops = [b.tensor_op(location="model.py:20"), b.tensor_op(dims={"m": 256, "n": 3001, "k": 1024},
-                                                                   dtype="float16", layer="head")]
-    return b.placement_facts(groups=groups, copies=copies, tensor_ops=tensor_ops, tf32_enabled=True,
-                             mixed_precision_policy="float32")
+    copies = list(INPUT_COPIES) + [
+        b.host_copy(cause="train_step/PyFunc", location="train.py:30"),
+        b.host_copy("to-device", cause="train_step/PyFunc", location="train.py:30"),
+    ]
+    tensor_ops = [
+        b.tensor_op(location="model.py:20"),
+        b.tensor_op(dims={"m": 256, "n": 3001, "k": 1024}, dtype="float16", layer="head"),
+    ]
+    return b.placement_facts(
+        groups=groups,
+        copies=copies,
+        tensor_ops=tensor_ops,
+        tf32_enabled=True,
+        mixed_precision_policy="float32",
+    )
 
 
 def test_run_rules_on_placement_only_facts():
     findings, not_checked = run_rules(_audited_facts())
     ids = [f.id for f in findings]
-    assert ids == ["placement.float64", "placement.no-gpu-kernel", "tensorcore.misaligned", "tensorcore.unused"]
+    assert ids == [
+        "placement.float64",
+        "placement.no-gpu-kernel",
+        "tensorcore.misaligned",
+        "tensorcore.unused",
+    ]
     assert [f.severity for f in findings] == ["medium", "medium", "low", "low"]
-    for rule_id in ("placement.no-gpu-kernel", "placement.forced-cpu", "placement.host-transfers",
-                    "placement.float64", "compression.cpu-codec", "tensorcore.unused", "tensorcore.misaligned"):
+    for rule_id in (
+        "placement.no-gpu-kernel",
+        "placement.forced-cpu",
+        "placement.host-transfers",
+        "placement.float64",
+        "compression.cpu-codec",
+        "tensorcore.unused",
+        "tensorcore.misaligned",
+    ):
         assert rule_id not in not_checked
     assert not_checked["env.no-gpu"] == "needs environment"
     assert not_checked["env.allocator-settings"] == "needs environment"
@@ -417,8 +597,10 @@ def test_audit_record_validates_and_round_trips():
     assert data["environment"] is None and data["devices"] is None
     assert data["verdict"]["gpu_usable"] is None
     text = data["verdict"]["text"]
-    assert text.startswith("Predicted for a GPU machine (none here): 21 of 27 ops compute on the GPU, 3 on the CPU, "
-                           "3 in host memory by design; worst: ")
+    assert text.startswith(
+        "Predicted for a GPU machine (none here): 21 of 27 ops compute on the GPU, 3 on the CPU, "
+        "3 in host memory by design; worst: "
+    )
     assert text.endswith("; worst: " + record.findings[0].title)
     loaded = RunRecord.from_dict(data)
     assert loaded.facts == facts
@@ -429,13 +611,28 @@ def test_audit_record_validates_and_round_trips():
 
 def test_measured_audit_with_every_field_set_validates():
     facts = b.placement_facts(
-        groups=[b.op_group("MatMul", locations=("m.py:1",), requested="GPU"),
-                b.op_group("Identity", "colocated", colocated_with="train_step/PyFunc")],
-        copies=[b.host_copy(shape=(None, 3), in_loop=True, location="m.py:2", cause="x", consumers=2)],
-        tensor_ops=[b.tensor_op(dims={"m": None, "n": 8, "k": 8}, in_loop=True, jit_compile=True,
-                                gradient=True, location="m.py:3")],
-        predicted=False, compute_capability=(8, 0), gpu_name="NVIDIA A100-SXM4-40GB", tf32_enabled=False,
-        seconds=1.5)
+        groups=[
+            b.op_group("MatMul", locations=("m.py:1",), requested="GPU"),
+            b.op_group("Identity", "colocated", colocated_with="train_step/PyFunc"),
+        ],
+        copies=[
+            b.host_copy(shape=(None, 3), in_loop=True, location="m.py:2", cause="x", consumers=2)
+        ],
+        tensor_ops=[
+            b.tensor_op(
+                dims={"m": None, "n": 8, "k": 8},
+                in_loop=True,
+                jit_compile=True,
+                gradient=True,
+                location="m.py:3",
+            )
+        ],
+        predicted=False,
+        compute_capability=(8, 0),
+        gpu_name="NVIDIA A100-SXM4-40GB",
+        tf32_enabled=False,
+        seconds=1.5,
+    )
     record = RunRecord.diagnose("audit", facts)
     data = record.to_dict()
     assert validation_errors(data) == []
@@ -449,4 +646,7 @@ def test_measured_audit_with_every_field_set_validates():
 def test_empty_placement_has_nothing_to_report():
     record = RunRecord.diagnose("audit", Facts(placement=b.placement()))
     assert record.findings == []
-    assert record.verdict == "Predicted for a GPU machine (none here): 0 of 0 ops compute on the GPU, 0 on the CPU; no placement problems found."
+    assert (
+        record.verdict
+        == "Predicted for a GPU machine (none here): 0 of 0 ops compute on the GPU, 0 on the CPU; no placement problems found."
+    )

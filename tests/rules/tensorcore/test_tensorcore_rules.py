@@ -17,19 +17,32 @@ def run(rule_cls, facts, **options):
 
 def float32_model(**kw):
     """Two float32 dense layers (4096 x 4096 x 4096, and a small head)."""
-    ops = [b.tensor_op(dims={"m": 4096, "n": 4096, "k": 4096}, layer="dense", location="model.py:10"),
-           b.tensor_op(dims={"m": 4096, "n": 10, "k": 4096}, layer="head", location="model.py:11")]
+    ops = [
+        b.tensor_op(dims={"m": 4096, "n": 4096, "k": 4096}, layer="dense", location="model.py:10"),
+        b.tensor_op(dims={"m": 4096, "n": 10, "k": 4096}, layer="head", location="model.py:11"),
+    ]
     return b.placement_facts(tensor_ops=ops, **kw)
 
 
 # -- tensorcore.unused ---------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float16", "half", "bfloat16"])
 def test_sixteen_bit_model_uses_tensor_cores(dtype):
-    ops = [b.tensor_op(dtype=dtype), b.tensor_op("Conv2D", dtype=dtype, layer="conv",
-                                                 dims={"batch": 32, "in_channels": 64, "out_channels": 64},
-                                                 flops=10 ** 9)]
-    facts = b.placement_facts(tensor_ops=ops, compute_capability=(7, 5), gpu_name="Tesla T4",
-                              mixed_precision_policy=f"mixed_{'bfloat16' if dtype == 'bfloat16' else 'float16'}")
+    ops = [
+        b.tensor_op(dtype=dtype),
+        b.tensor_op(
+            "Conv2D",
+            dtype=dtype,
+            layer="conv",
+            dims={"batch": 32, "in_channels": 64, "out_channels": 64},
+            flops=10**9,
+        ),
+    ]
+    facts = b.placement_facts(
+        tensor_ops=ops,
+        compute_capability=(7, 5),
+        gpu_name="Tesla T4",
+        mixed_precision_policy=f"mixed_{'bfloat16' if dtype == 'bfloat16' else 'float16'}",
+    )
     assert run(TensorCoreUnused, facts) == []
 
 
@@ -38,26 +51,42 @@ def test_no_tensor_ops_nothing_to_say():
 
 
 def test_gpu_without_tensor_cores_is_quiet():
-    assert run(TensorCoreUnused, float32_model(compute_capability=(6, 1), gpu_name="Tesla P4",
-                                               predicted=False)) == []
+    assert (
+        run(
+            TensorCoreUnused,
+            float32_model(compute_capability=(6, 1), gpu_name="Tesla P4", predicted=False),
+        )
+        == []
+    )
 
 
 def test_turing_float32_is_medium():
-    facts = float32_model(compute_capability=(7, 5), gpu_name="Tesla T4", predicted=False,
-                          mixed_precision_policy="float32")
+    facts = float32_model(
+        compute_capability=(7, 5),
+        gpu_name="Tesla T4",
+        predicted=False,
+        mixed_precision_policy="float32",
+    )
     (finding,) = run(TensorCoreUnused, facts)
     assert finding.id == "tensorcore.unused"
     assert finding.severity == "medium"
-    assert finding.title == ("100% of the matmul/conv work runs in plain float32 on Tesla T4 "
-                             "(compute capability 7.5 has no TF32): tensor cores sit idle")
+    assert finding.title == (
+        "100% of the matmul/conv work runs in plain float32 on Tesla T4 "
+        "(compute capability 7.5 has no TF32): tensor cores sit idle"
+    )
     ev = finding.evidence
     assert ev["float32_work_share"] == 1.0
     assert ev["float32_ops"] == 2 and ev["tensor_ops"] == 2
     assert ev["compute_capability"] == "7.5" and ev["gpu"] == "Tesla T4"
     assert ev["tf32_enabled"] is None and ev["mixed_precision_policy"] == "float32"
     assert ev["placement"] == "seen on this machine's Tesla T4 (--verify)"
-    assert ev["largest"][0] == {"op": "MatMul", "node": "train_step/dense/MatMul", "layer": "dense",
-                                "dims": {"m": 4096, "n": 4096, "k": 4096}, "gflops": 137.439}
+    assert ev["largest"][0] == {
+        "op": "MatMul",
+        "node": "train_step/dense/MatMul",
+        "layer": "dense",
+        "dims": {"m": 4096, "n": 4096, "k": 4096},
+        "gflops": 137.439,
+    }
     assert [row["layer"] for row in ev["largest"]] == ["dense", "head"]
     assert finding.location == "model.py:10"
     assert "keras.mixed_precision.set_global_policy('mixed_float16')" in finding.fix
@@ -65,17 +94,33 @@ def test_turing_float32_is_medium():
 
 
 def test_hopper_with_tf32_is_low():
-    (finding,) = run(TensorCoreUnused, float32_model(compute_capability=(9, 0), gpu_name="NVIDIA H100 80GB HBM3",
-                                                     tf32_enabled=True, predicted=False))
+    (finding,) = run(
+        TensorCoreUnused,
+        float32_model(
+            compute_capability=(9, 0),
+            gpu_name="NVIDIA H100 80GB HBM3",
+            tf32_enabled=True,
+            predicted=False,
+        ),
+    )
     assert finding.severity == "low"
-    assert finding.title == ("100% of the matmul/conv work is float32: it uses TF32 tensor cores on "
-                             "NVIDIA H100 80GB HBM3; mixed precision would use them at 16 bits, about 2x faster")
+    assert finding.title == (
+        "100% of the matmul/conv work is float32: it uses TF32 tensor cores on "
+        "NVIDIA H100 80GB HBM3; mixed precision would use them at 16 bits, about 2x faster"
+    )
     assert ENABLE_TF32 not in finding.fix
 
 
 def test_ampere_with_tf32_turned_off_is_medium():
-    (finding,) = run(TensorCoreUnused, float32_model(compute_capability=(8, 0), gpu_name="NVIDIA A100-SXM4-40GB",
-                                                     tf32_enabled=False, predicted=False))
+    (finding,) = run(
+        TensorCoreUnused,
+        float32_model(
+            compute_capability=(8, 0),
+            gpu_name="NVIDIA A100-SXM4-40GB",
+            tf32_enabled=False,
+            predicted=False,
+        ),
+    )
     assert finding.severity == "medium"
     assert "(TF32 is turned off): tensor cores sit idle" in finding.title
     assert finding.fix.startswith(ENABLE_TF32)
@@ -85,8 +130,10 @@ def test_ampere_with_tf32_turned_off_is_medium():
 def test_predicted_without_a_gpu_is_low_and_says_both():
     (finding,) = run(TensorCoreUnused, float32_model())
     assert finding.severity == "low"
-    assert finding.title == ("100% of the matmul/conv work is float32: no tensor cores on V100/T4 (7.x), "
-                             "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all")
+    assert finding.title == (
+        "100% of the matmul/conv work is float32: no tensor cores on V100/T4 (7.x), "
+        "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all"
+    )
     assert finding.evidence["compute_capability"] is None and finding.evidence["gpu"] is None
     assert finding.evidence["placement"] == PREDICTION_NOTE
 
@@ -94,39 +141,55 @@ def test_predicted_without_a_gpu_is_low_and_says_both():
 def test_predicted_with_tf32_turned_off_is_medium():
     (finding,) = run(TensorCoreUnused, float32_model(tf32_enabled=False))
     assert finding.severity == "medium"
-    assert finding.title == ("100% of the matmul/conv work runs in float32 with TF32 turned off: "
-                             "tensor cores sit idle")
+    assert finding.title == (
+        "100% of the matmul/conv work runs in float32 with TF32 turned off: tensor cores sit idle"
+    )
     assert ENABLE_TF32 in finding.fix
 
 
 def test_capability_from_the_device_list():
     placement = float32_model().placement
-    facts = Facts(placement=placement, devices=(b.gpu(0, name="Tesla V100-SXM2-16GB", compute_capability="7.0"),))
+    facts = Facts(
+        placement=placement,
+        devices=(b.gpu(0, name="Tesla V100-SXM2-16GB", compute_capability="7.0"),),
+    )
     (finding,) = run(TensorCoreUnused, facts)
     assert finding.severity == "medium"
     assert "on Tesla V100-SXM2-16GB (compute capability 7.0 has no TF32)" in finding.title
     assert finding.evidence["compute_capability"] == "7.0"
     # an unreadable capability is skipped for the next device
-    facts = Facts(placement=placement, devices=(b.gpu(0, compute_capability="unknown"),
-                                                b.gpu(1, name="Tesla P100", compute_capability="6.0")))
+    facts = Facts(
+        placement=placement,
+        devices=(
+            b.gpu(0, compute_capability="unknown"),
+            b.gpu(1, name="Tesla P100", compute_capability="6.0"),
+        ),
+    )
     assert run(TensorCoreUnused, facts) == []
     # the placement audit's own GPU wins over NVML's list
-    facts = Facts(placement=float32_model(compute_capability=(9, 0)).placement,
-                  devices=(b.gpu(0, compute_capability="6.1"),))
+    facts = Facts(
+        placement=float32_model(compute_capability=(9, 0)).placement,
+        devices=(b.gpu(0, compute_capability="6.1"),),
+    )
     assert run(TensorCoreUnused, facts)[0].severity == "low"
 
 
 def test_min_fraction_is_by_flops():
-    tiny = b.tensor_op(dims={"m": 8, "n": 16, "k": 16}, layer="gate")                   # float32, 4 KFLOP
-    big = [b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096}, layer=f"l{i}") for i in range(3)]
+    tiny = b.tensor_op(dims={"m": 8, "n": 16, "k": 16}, layer="gate")  # float32, 4 KFLOP
+    big = [
+        b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096}, layer=f"l{i}")
+        for i in range(3)
+    ]
     facts = b.placement_facts(tensor_ops=[tiny] + big, compute_capability=(7, 5))
     assert run(TensorCoreUnused, facts) == []
     (finding,) = run(TensorCoreUnused, facts, min_fraction=0.0)
     assert finding.evidence["float32_work_share"] == 0.0
     assert finding.title.startswith("0% of the matmul/conv work")
     # a float32 third of the work passes the default 10%
-    facts = b.placement_facts(tensor_ops=[big[0], b.tensor_op(dims={"m": 4096, "n": 4096, "k": 2048})],
-                              compute_capability=(7, 5))
+    facts = b.placement_facts(
+        tensor_ops=[big[0], b.tensor_op(dims={"m": 4096, "n": 4096, "k": 2048})],
+        compute_capability=(7, 5),
+    )
     (finding,) = run(TensorCoreUnused, facts)
     assert finding.evidence["float32_work_share"] == 0.333
     assert finding.title.startswith("33% of the matmul/conv work")
@@ -134,16 +197,20 @@ def test_min_fraction_is_by_flops():
 
 
 def test_ops_of_unknown_size_are_left_out_when_most_sizes_are_known():
-    ops = [b.tensor_op(dims={"m": None, "n": 16, "k": 16}, layer="gate"),
-           b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096})]
+    ops = [
+        b.tensor_op(dims={"m": None, "n": 16, "k": 16}, layer="gate"),
+        b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096}),
+    ]
     assert ops[0].flops is None
     assert run(TensorCoreUnused, b.placement_facts(tensor_ops=ops, compute_capability=(7, 5))) == []
 
 
 def test_share_is_by_count_when_most_sizes_are_unknown():
-    ops = [b.tensor_op(dims={"m": None, "n": 16, "k": 16}, layer="gate"),
-           b.tensor_op(dims={"m": None, "n": 32, "k": 16}, layer="gate2"),
-           b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096})]
+    ops = [
+        b.tensor_op(dims={"m": None, "n": 16, "k": 16}, layer="gate"),
+        b.tensor_op(dims={"m": None, "n": 32, "k": 16}, layer="gate2"),
+        b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096}),
+    ]
     (finding,) = run(TensorCoreUnused, b.placement_facts(tensor_ops=ops, compute_capability=(7, 5)))
     assert finding.evidence["float32_work_share"] == 0.667
     assert finding.evidence["largest"][0]["gflops"] is None
@@ -151,17 +218,33 @@ def test_share_is_by_count_when_most_sizes_are_unknown():
 
 # -- tensorcore.misaligned -----------------------------------------------------------------
 def test_float16_matmul_with_odd_units():
-    op = b.tensor_op(dtype="float16", dims={"m": 2048, "n": 3001, "k": 1024}, layer="model/dense_1",
-                     location="model.py:9")
+    op = b.tensor_op(
+        dtype="float16",
+        dims={"m": 2048, "n": 3001, "k": 1024},
+        layer="model/dense_1",
+        location="model.py:9",
+    )
     (finding,) = run(TensorCoreMisaligned, b.placement_facts(tensor_ops=[op]))
     assert finding.id == "tensorcore.misaligned"
     assert finding.severity == "low"
-    assert finding.title == ("100% of the 16-bit matmul/conv work has sizes that are not multiples of 8: "
-                             "model/dense_1 (n 3001 -> 3008)")
+    assert finding.title == (
+        "100% of the 16-bit matmul/conv work has sizes that are not multiples of 8: "
+        "model/dense_1 (n 3001 -> 3008)"
+    )
     assert finding.evidence == {
-        "misaligned_work_share": 1.0, "sixteen_bit_ops": 1, "misaligned_ops": 1,
-        "layers": [{"layer": "model/dense_1", "ops": 1, "dtype": "float16", "dims": {"n": "3001 -> 3008"},
-                    "location": "model.py:9"}]}
+        "misaligned_work_share": 1.0,
+        "sixteen_bit_ops": 1,
+        "misaligned_ops": 1,
+        "layers": [
+            {
+                "layer": "model/dense_1",
+                "ops": 1,
+                "dtype": "float16",
+                "dims": {"n": "3001 -> 3008"},
+                "location": "model.py:9",
+            }
+        ],
+    }
     assert finding.location == "model.py:9"
     assert "# pad to multiples of 8" in finding.fix
     assert "#   model/dense_1: n 3001 -> 3008" in finding.fix
@@ -169,10 +252,17 @@ def test_float16_matmul_with_odd_units():
 
 def test_forward_and_gradient_ops_of_one_layer_are_one_row():
     dims = {"m": 512, "n": 50257, "k": 1000}
-    ops = [b.tensor_op(dtype="bfloat16", dims=dims, layer="logits", location="lm.py:4"),
-           b.tensor_op(dtype="bfloat16", dims={"m": 512, "n": 1000, "k": 50257}, layer="logits", gradient=True,
-                       node="train_step/gradients/logits/MatMul_1"),
-           b.tensor_op(dtype="bfloat16", dims={"m": 512, "n": 1024, "k": 1024}, layer="ffn")]
+    ops = [
+        b.tensor_op(dtype="bfloat16", dims=dims, layer="logits", location="lm.py:4"),
+        b.tensor_op(
+            dtype="bfloat16",
+            dims={"m": 512, "n": 1000, "k": 50257},
+            layer="logits",
+            gradient=True,
+            node="train_step/gradients/logits/MatMul_1",
+        ),
+        b.tensor_op(dtype="bfloat16", dims={"m": 512, "n": 1024, "k": 1024}, layer="ffn"),
+    ]
     (finding,) = run(TensorCoreMisaligned, b.placement_facts(tensor_ops=ops))
     (row,) = finding.evidence["layers"]
     assert row["ops"] == 2 and row["dtype"] == "bfloat16"
@@ -181,39 +271,69 @@ def test_forward_and_gradient_ops_of_one_layer_are_one_row():
 
 
 def test_first_convolution_with_image_channels_is_fine():
-    ops = [b.tensor_op("Conv2D", dtype="float16", layer="conv1", flops=10 ** 9,
-                       dims={"batch": 32, "in_channels": 3, "out_channels": 64}),
-           b.tensor_op("Conv2DBackpropFilter", dtype="float16", layer="conv1", flops=10 ** 9,
-                       dims={"batch": 32, "in_channels": 4, "out_channels": 64})]
+    ops = [
+        b.tensor_op(
+            "Conv2D",
+            dtype="float16",
+            layer="conv1",
+            flops=10**9,
+            dims={"batch": 32, "in_channels": 3, "out_channels": 64},
+        ),
+        b.tensor_op(
+            "Conv2DBackpropFilter",
+            dtype="float16",
+            layer="conv1",
+            flops=10**9,
+            dims={"batch": 32, "in_channels": 4, "out_channels": 64},
+        ),
+    ]
     assert run(TensorCoreMisaligned, b.placement_facts(tensor_ops=ops)) == []
 
 
 def test_convolution_channels_off_the_multiple():
-    op = b.tensor_op("Conv2D", dtype="float16", layer="conv2", flops=10 ** 9, location="net.py:3",
-                     dims={"batch": 32, "in_channels": 5, "out_channels": 100})
+    op = b.tensor_op(
+        "Conv2D",
+        dtype="float16",
+        layer="conv2",
+        flops=10**9,
+        location="net.py:3",
+        dims={"batch": 32, "in_channels": 5, "out_channels": 100},
+    )
     (finding,) = run(TensorCoreMisaligned, b.placement_facts(tensor_ops=[op]))
-    assert finding.evidence["layers"][0]["dims"] == {"in_channels": "5 -> 8", "out_channels": "100 -> 104"}
+    assert finding.evidence["layers"][0]["dims"] == {
+        "in_channels": "5 -> 8",
+        "out_channels": "100 -> 104",
+    }
 
 
 def test_matrix_vector_products_and_batch_dims_are_ignored():
-    ops = [b.tensor_op(dtype="float16", dims={"m": 4096, "n": 1, "k": 1024}, layer="score"),
-           b.tensor_op(dtype="float16", dims={"m": 7, "n": 1024, "k": 1024}, layer="pool"),
-           b.tensor_op("Conv2D", dtype="float16", layer="conv", flops=10 ** 9,
-                       dims={"batch": 33, "in_channels": 64, "out_channels": 128}),
-           b.tensor_op(dtype="float16", dims={"m": None, "n": 1024, "k": None}, layer="unknown")]
+    ops = [
+        b.tensor_op(dtype="float16", dims={"m": 4096, "n": 1, "k": 1024}, layer="score"),
+        b.tensor_op(dtype="float16", dims={"m": 7, "n": 1024, "k": 1024}, layer="pool"),
+        b.tensor_op(
+            "Conv2D",
+            dtype="float16",
+            layer="conv",
+            flops=10**9,
+            dims={"batch": 33, "in_channels": 64, "out_channels": 128},
+        ),
+        b.tensor_op(dtype="float16", dims={"m": None, "n": 1024, "k": None}, layer="unknown"),
+    ]
     assert run(TensorCoreMisaligned, b.placement_facts(tensor_ops=ops)) == []
 
 
 def test_float32_ops_are_not_judged():
-    ops = [b.tensor_op(dtype="float32", dims={"m": 2048, "n": 3001, "k": 1001}),
-           b.tensor_op(dtype="float64", dims={"m": 2048, "n": 3001, "k": 1001})]
+    ops = [
+        b.tensor_op(dtype="float32", dims={"m": 2048, "n": 3001, "k": 1001}),
+        b.tensor_op(dtype="float64", dims={"m": 2048, "n": 3001, "k": 1001}),
+    ]
     assert run(TensorCoreMisaligned, b.placement_facts(tensor_ops=ops)) == []
 
 
 def test_multiple_option():
     op = b.tensor_op(dtype="float16", dims={"m": 2048, "n": 1000, "k": 1024}, layer="dense")
     facts = b.placement_facts(tensor_ops=[op])
-    assert run(TensorCoreMisaligned, facts) == []                      # 1000 = 125 x 8
+    assert run(TensorCoreMisaligned, facts) == []  # 1000 = 125 x 8
     (finding,) = run(TensorCoreMisaligned, facts, multiple=64)
     assert finding.evidence["layers"][0]["dims"] == {"n": "1000 -> 1024"}
     assert "not multiples of 64" in finding.title
@@ -223,14 +343,16 @@ def test_multiple_option():
 def test_larger_multiple_reports_a_superset():
     op = b.tensor_op(dtype="float16", dims={"m": 2048, "n": 60, "k": 1000}, layer="dense")
     facts = b.placement_facts(tensor_ops=[op])
-    (finding,) = run(TensorCoreMisaligned, facts)                      # multiple 8: n 60 -> 64
+    (finding,) = run(TensorCoreMisaligned, facts)  # multiple 8: n 60 -> 64
     assert finding.evidence["layers"][0]["dims"] == {"n": "60 -> 64"}
     (finding,) = run(TensorCoreMisaligned, facts, multiple=64)
     assert finding.evidence["layers"][0]["dims"] == {"n": "60 -> 64", "k": "1000 -> 1024"}
 
 
 def test_min_fraction_of_sixteen_bit_flops():
-    small = b.tensor_op(dtype="float16", dims={"m": 8, "n": 12, "k": 16}, layer="gate")    # misaligned, tiny
+    small = b.tensor_op(
+        dtype="float16", dims={"m": 8, "n": 12, "k": 16}, layer="gate"
+    )  # misaligned, tiny
     big = b.tensor_op(dtype="float16", dims={"m": 4096, "n": 4096, "k": 4096}, layer="ffn")
     facts = b.placement_facts(tensor_ops=[small, big])
     assert run(TensorCoreMisaligned, facts) == []
