@@ -67,12 +67,10 @@ def part_fix(runs: int, repeats: int) -> None:
     )
     for name, variant in (("as written", []), ("with shuffle", ["--shuffle"])):
         results = [optimise_once(variant, repeats) for _ in range(runs)]
-        rates = {
-            k: [r["throughput"][k]["median"] for r in results] for k in ("before", "after", "ideal")
-        }
+        rates = {k: [r[k]["median"] for r in results] for k in ("before", "after", "ideal")}
         gaps = [r["gap_closed"] for r in results if r["gap_closed"] is not None]
         speedups = [r["speedup"] for r in results if r["speedup"]]
-        same = {r["same_elements"]["how"] for r in results}
+        same = {r["elements_checked"] for r in results}
         print(f"\n-- {name} --")
         print(f"  original   {_spread(rates['before'])} elements/s")
         print(

@@ -6,18 +6,18 @@ Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -
 ``explain()``.
 """
 
+from gpuwhy.fix import optimize  # the tf.data rewrite: imports no TensorFlow until called
+
 __version__ = "0.1.0"
+
+__all__ = ["KerasCallback", "audit", "check", "explain", "load", "optimize", "session"]
 
 
 def check(python=None, timeout=120.0):
     """Run the environment doctor and return its :class:`gpuwhy.record.RunRecord`."""
-    import sys
+    from gpuwhy.commands.check import check as _check
 
-    from gpuwhy.collect.environment import EnvironmentCollector
-    from gpuwhy.record import RunRecord
-
-    facts = EnvironmentCollector(python or sys.executable, timeout).collect()
-    return RunRecord.diagnose("check", facts)
+    return _check(python, timeout)
 
 
 def audit(obj, *example_args, verify=False, **example_kwargs):
@@ -45,7 +45,7 @@ def session(hz=10.0, audit=True, eager=True):
     ran; ``eager``: count eager ops. An exception inside the block is recorded and
     re-raised.
     """
-    from gpuwhy.watched_run import Session
+    from gpuwhy.run_session import Session
 
     return Session(hz=hz, audit=audit, eager=eager)
 
@@ -83,41 +83,3 @@ def explain(rule_id):
     from gpuwhy.rules import get_rule
 
     return get_rule(rule_id).doc()
-
-
-def optimize(
-    dataset,
-    *,
-    keep_order=True,
-    cache="auto",
-    measure=True,
-    elements=None,
-    repeats=5,
-    warmup=1,
-    memory_budget_bytes=None,
-    assume_pure=False,
-):
-    """Rewrite a tf.data pipeline with the fixes that cannot change its elements, check
-    that they did not, and measure it against the original and the ideal::
-
-        result = gpuwhy.optimize(ds)
-        print(result)        # elements/s before/after/ideal, gap closed, the code to paste
-        ds = result.dataset  # the rewritten pipeline (the original if refused or nothing to do)
-
-    ``keep_order=False`` lets element order change (checked as a multiset); ``cache``:
-    "auto" | True | False; ``assume_pure``: its Python functions keep no state.
-    See :func:`gpuwhy.fix.input_pipeline.optimize`.
-    """
-    from gpuwhy.fix import optimize as _optimize
-
-    return _optimize(
-        dataset,
-        keep_order=keep_order,
-        cache=cache,
-        measure=measure,
-        elements=elements,
-        repeats=repeats,
-        warmup=warmup,
-        memory_budget_bytes=memory_budget_bytes,
-        assume_pure=assume_pure,
-    )

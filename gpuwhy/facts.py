@@ -548,6 +548,7 @@ class InputFix:
     dataset: str  # for people: "dataset created at train.py:75"
     location: str | None = None  # where the final dataset was built
     iterated_at: tuple[str, ...] = ()
+    iterators: int = 0  # iterators the script made over it (0: not counted)
     before: PipelineRate | None = None
     after: PipelineRate | None = None
     ideal: PipelineRate | None = None
@@ -570,6 +571,8 @@ class InputFixFacts:
     fixes: tuple[InputFix, ...] = ()
     keep_order: bool = True
     library_only: tuple[str, ...] = ()  # iterated datasets a library built: not optimised
+    views: tuple[str, ...] = ()  # "created at a.py:3, iterated at a.py:9": views of one above
+    stopped_early: bool = False  # --stop-early ended the script at its first iterator
 
 
 @dataclass(frozen=True)

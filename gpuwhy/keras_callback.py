@@ -22,7 +22,7 @@ def make_callback(
 ) -> Any:
     import keras
 
-    from gpuwhy.watched_run import Session
+    from gpuwhy.run_session import Session
 
     class KerasCallback(keras.callbacks.Callback):
         """Watches one ``fit`` call; ``record`` holds the diagnosis afterwards."""

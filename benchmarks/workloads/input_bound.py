@@ -113,7 +113,9 @@ def main() -> None:
 
         result = optimize(ds, repeats=args.repeats)
         print(result.report())
-        print("OPTIMIZE " + json.dumps(result.to_dict()))
+        from gpuwhy.facts import to_dict
+
+        print("OPTIMIZE " + json.dumps(to_dict(result.to_facts("input_bound"))))
         return
     times = train(ds)
     if collector is not None:

@@ -98,38 +98,12 @@ _COUNT_KEEPING_OR_SHRINKING = frozenset(
 
 
 @dataclass(frozen=True)
-class Change:
-    """One fix applied to the rewritten pipeline, with the code that makes it permanent."""
-
-    kind: str  # parallel-map | parallel-interleave | cache | prefetch |
-    # parallel-reads | any-order
-    stage: str  # the transformation as written: "map(parse)"
-    location: str | None  # file:line where the user wrote it (or its function)
-    code: str  # what to write there
-    why: str
-    source_line: str | None = None  # the line at `location`, as written
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "stage": self.stage,
-            "location": self.location,
-            "code": self.code,
-            "why": self.why,
-            "source_line": self.source_line,
-        }
-
-
-@dataclass(frozen=True)
 class LeftAlone:
     """A fix gpuwhy did not apply, and why."""
 
     stage: str
     location: str | None
     reason: str
-
-    def to_dict(self) -> dict:
-        return {"stage": self.stage, "location": self.location, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -142,9 +116,6 @@ class SameElements:
     def __bool__(self) -> bool:
         return bool(self.same)
 
-    def to_dict(self) -> dict:
-        return {"same": self.same, "how": self.how}
-
 
 @dataclass
 class OptimizeResult:
@@ -153,7 +124,7 @@ class OptimizeResult:
 
     dataset: Any
     original: Any
-    changes: list[Change] = field(default_factory=list)
+    changes: list[PipelineChange] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
     before: m.Throughput | None = None
     after: m.Throughput | None = None
@@ -206,17 +177,7 @@ class OptimizeResult:
             speedup=self.speedup,
             same_elements=self.same_elements.same,
             elements_checked=self.same_elements.how,
-            changes=tuple(
-                PipelineChange(
-                    kind=c.kind,
-                    stage=c.stage,
-                    location=c.location,
-                    code=c.code,
-                    why=c.why,
-                    source_line=c.source_line,
-                )
-                for c in self.changes
-            ),
+            changes=tuple(self.changes),
             left_alone=tuple(
                 f"{a.location + '  ' if a.location else ''}{a.stage}: {a.reason}"
                 for a in self.left_alone
@@ -226,38 +187,9 @@ class OptimizeResult:
             notes=tuple(self.notes),
         )
 
-    def to_dict(self) -> dict:
-        return {
-            "applied": self.applied,
-            "refused": self.refused,
-            "keep_order": self.keep_order,
-            "changes": [c.to_dict() for c in self.changes],
-            "left_alone": [a.to_dict() for a in self.left_alone],
-            "throughput": {
-                name: (t.to_dict() if t else None)
-                for name, t in (
-                    ("before", self.before),
-                    ("after", self.after),
-                    ("ideal", self.ideal),
-                )
-            },
-            "gap_closed": self.gap_closed,
-            "speedup": self.speedup,
-            "same_elements": self.same_elements.to_dict(),
-            "notes": list(self.notes),
-        }
-
 
 def _rate_facts(t: m.Throughput | None) -> PipelineRate | None:
-    if t is None:
-        return None
-    return PipelineRate(
-        median=t.median,
-        min=t.low,
-        max=t.high,
-        passes=t.passes,
-        elements_per_pass=t.elements_per_pass,
-    )
+    return None if t is None else t.rate()
 
 
 # -- the plan ----------------------------------------------------------------------------
@@ -270,7 +202,7 @@ class _Plan:
     prefetch: bool = False
     any_order: bool = False
     parallel_reads: bool = False
-    changes: list[Change] = field(default_factory=list)
+    changes: list[PipelineChange] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -294,9 +226,9 @@ def _source_line(location: str | None) -> str | None:
     return text or None
 
 
-def _change(kind: str, stage, code: str, why: str, location: str | None = None) -> Change:
+def _change(kind: str, stage, code: str, why: str, location: str | None = None) -> PipelineChange:
     where = location or _where(stage)
-    return Change(
+    return PipelineChange(
         kind,
         stage.describe(),
         where,
@@ -618,7 +550,7 @@ class _Planner:
             return
         p.any_order = True
         p.changes.append(
-            Change(
+            PipelineChange(
                 "any-order",
                 "options",
                 None,

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.facts import PipelineRate
+
 
 class UncomparableElement(Exception):
     """An element with a component gpuwhy cannot fingerprint (a nested dataset, a variant)."""
@@ -166,16 +168,13 @@ class Drain:
 
 
 @dataclass(frozen=True)
-class Throughput:
-    """Elements per second over the timed passes of one pipeline."""
+class Throughput(PipelineRate):
+    """Elements per second over the timed passes of one pipeline: the record's
+    :class:`~gpuwhy.facts.PipelineRate` (median, slowest and fastest pass) with the
+    quartiles and each pass's rate, which only the measuring needs."""
 
-    median: float
-    low: float  # slowest pass
-    high: float  # fastest pass
     q1: float
     q3: float
-    passes: int
-    elements_per_pass: int
     rates: tuple[float, ...] = ()
     epochs_per_pass: int = 1  # short epochs are timed several in a row
 
@@ -190,8 +189,8 @@ class Throughput:
             q1, q3 = ordered[0], ordered[-1]
         return cls(
             median=statistics.median(ordered),
-            low=ordered[0],
-            high=ordered[-1],
+            min=ordered[0],
+            max=ordered[-1],
             q1=q1,
             q3=q3,
             passes=len(ordered),
@@ -200,18 +199,15 @@ class Throughput:
             epochs_per_pass=epochs,
         )
 
-    def to_dict(self) -> dict:
-        return {
-            "median": self.median,
-            "min": self.low,
-            "max": self.high,
-            "q1": self.q1,
-            "q3": self.q3,
-            "passes": self.passes,
-            "elements_per_pass": self.elements_per_pass,
-            "epochs_per_pass": self.epochs_per_pass,
-            "rates": list(self.rates),
-        }
+    def rate(self) -> PipelineRate:
+        """As the record keeps it."""
+        return PipelineRate(
+            median=self.median,
+            min=self.min,
+            max=self.max,
+            passes=self.passes,
+            elements_per_pass=self.elements_per_pass,
+        )
 
 
 def timed_passes(drains: dict[str, Drain], repeats: int) -> dict[str, Throughput]:

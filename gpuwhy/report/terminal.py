@@ -19,7 +19,7 @@ from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
-from gpuwhy.report.terminal_fix import input_fix_lines
+from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.report.terminal_run import run_section
 from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable
@@ -56,10 +56,15 @@ class TerminalRenderer(Renderer):
         if fixes is not None:
             console.print()
             console.print(Text("Input pipelines rewritten and measured", style="bold underline"))
+            for line in input_fixes_intro(fixes):
+                console.print(Text(line))
             for n, fix in enumerate(fixes.fixes, 1):
-                where = f", iterated at {', '.join(fix.iterated_at)}" if fix.iterated_at else ""
-                console.print(Text(f"[{n}] {fix.dataset}{where}", style="bold"))
+                console.print(Text(f"[{n}] {input_fix_heading(fix)}", style="bold"))
                 console.print(Text("\n".join(input_fix_lines(fix))))
+            for view in fixes.views:
+                console.print(
+                    Text(f"also iterated: a view of a dataset above ({view}): not optimised")
+                )
         run = run_section(record.facts, self.verbose) if fixes is None else None
         if run is not None:
             console.print()

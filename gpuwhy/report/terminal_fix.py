@@ -6,7 +6,31 @@ from __future__ import annotations
 
 import math
 
-from gpuwhy.facts import InputFix, PipelineRate
+from gpuwhy.facts import InputFix, InputFixFacts, PipelineRate
+
+
+def input_fixes_intro(fixes: InputFixFacts) -> list[str]:
+    """What the script iterated, before the pipelines one by one."""
+    count = len(fixes.fixes)
+    lines = [
+        f"{count} dataset{'s' if count != 1 else ''} of the script's own iterated"
+        + (" (stopped the script at its first iterator)" if fixes.stopped_early else "")
+    ]
+    if fixes.library_only:
+        lines.append(
+            "not optimised: datasets a library built, read at " + ", ".join(fixes.library_only)
+        )
+    return lines
+
+
+def input_fix_heading(fix: InputFix) -> str:
+    """``dataset created at train.py:15, iterated at train.py:17, 2 iterators``"""
+    parts = [fix.dataset]
+    if fix.iterated_at:
+        parts.append(f"iterated at {', '.join(fix.iterated_at)}")
+    if fix.iterators:
+        parts.append(f"{fix.iterators} iterator{'s' if fix.iterators != 1 else ''}")
+    return ", ".join(parts)
 
 
 def input_fix_lines(fix: InputFix) -> list[str]:

@@ -134,9 +134,9 @@ def test_keras_fit_train_function_is_a_library_function_traced_once(watcher):
     keras = pytest.importorskip("keras")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
-    model.fit(
+    model.fit(  # @fit
         np.ones((40, 4), "float32"),
-        np.ones((40, 2), "float32"),  # @fit
+        np.ones((40, 2), "float32"),
         batch_size=16,
         epochs=3,
         verbose=0,

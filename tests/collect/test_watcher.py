@@ -14,8 +14,8 @@ import pytest
 
 from gpuwhy.collect import nvml
 from gpuwhy.collect.process_tree import ProcessTree, descendants, parent_map
+from gpuwhy.commands.watch import WatchError, exit_status, watch
 from gpuwhy.record import RunRecord, validation_errors
-from gpuwhy.watcher import WatchError, exit_status, watch
 
 PY = sys.executable
 
@@ -44,7 +44,7 @@ def test_output_goes_to_the_terminal_unchanged(capfd):
 def test_stdin_is_inherited(tmp_path):
     # A child of a child: the inner watch must hand its stdin to the command.
     code = (
-        "import sys; from gpuwhy.watcher import watch; "
+        "import sys; from gpuwhy.commands.watch import watch; "
         f"_, c = watch([{PY!r}, '-c', 'import sys; sys.exit(len(sys.stdin.read()))']); "
         "sys.exit(c)"
     )

@@ -16,6 +16,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from gpuwhy.facts import to_dict  # noqa: E402 - after the importorskip
 from gpuwhy.fix.input_pipeline import optimize  # noqa: E402
 from gpuwhy.tfapi import data_rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
@@ -231,15 +232,16 @@ def test_measuring_reports_before_after_ideal_and_a_json_friendly_dict():
     result = optimize(ds, repeats=2)
     assert result.before and result.after and result.ideal
     assert result.before.passes == 2 and result.before.elements_per_pass == 20
-    assert result.before.low <= result.before.median <= result.before.high
-    data = json.loads(json.dumps(result.to_dict()))
-    assert data["applied"] is True and data["throughput"]["after"]["passes"] == 2
+    assert result.before.min <= result.before.median <= result.before.max
+    assert result.applied
+    data = json.loads(json.dumps(to_dict(result.to_facts("words"))))
+    assert data["after"]["passes"] == 2 and data["speedup"] == result.speedup
     assert {c["kind"] for c in data["changes"]} >= {"parallel-map", "cache", "prefetch"}
     text = result.report()
     for label in ("original", "optimised", "ideal", "changes (paste these"):
         assert label in text
     fix = result.to_facts("words", "train.py:9")
-    assert fix.before.median == result.before.median and fix.before.min == result.before.low
+    assert fix.before.median == result.before.median and fix.before.min == result.before.min
     assert any(".cache()" in c.code for c in fix.changes) and fix.worth_it
 
 
@@ -282,12 +284,7 @@ def test_bad_arguments_are_refused():
 
 
 def _fix_command() -> list[str]:
-    """`gpuwhy fix` once gpuwhy.cli has it; until then the subcommand's own entry point."""
-    from gpuwhy import cli
-
-    if "fix" in getattr(cli, "COMMANDS", {}):
-        return [sys.executable, "-m", "gpuwhy", "fix"]
-    return [sys.executable, "-m", "gpuwhy.fix.input_command"]
+    return [sys.executable, "-m", "gpuwhy", "fix"]
 
 
 def _run(args, cwd):
@@ -411,21 +408,22 @@ def test_fix_input_measures_while_the_script_s_files_still_exist(tmp_path):
 
 
 def test_a_rewrite_measured_no_faster_is_reported_as_not_worth_it():
-    from gpuwhy.fix.input_pipeline import Change, OptimizeResult
+    from gpuwhy.facts import PipelineChange
+    from gpuwhy.fix.input_pipeline import OptimizeResult
     from gpuwhy.fix.measure import Throughput
 
     def rate(median):
         return Throughput(
             median=median,
-            low=median,
-            high=median,
+            min=median,
+            max=median,
             q1=median,
             q3=median,
             passes=3,
             elements_per_pass=8,
         )
 
-    change = Change(
+    change = PipelineChange(
         kind="cache",
         stage="batch(8)",
         location="train.py:16",

@@ -11,14 +11,18 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwhy.collect.run import imports
 from gpuwhy.collect.run.base import RunCollector, StepWindow
 from gpuwhy.collect.run.steps import StepCollector
-from gpuwhy.facts import Facts, ProgramFacts
+from gpuwhy.facts import DriverFacts, Facts, GpuDevice, ProgramFacts
 from gpuwhy.record import RunRecord
-from gpuwhy.runner import exception_line
+from gpuwhy.script_runner import exception_line
+
+if TYPE_CHECKING:
+    from gpuwhy.collect.run.eager import EagerOpCounter
+    from gpuwhy.tfapi.frames_hidden import HiddenFrames
 
 DEFAULT_HZ = 10.0
 AUDIT_FUNCTIONS = 4  # the tf.functions with the most time in calls get a placement audit
@@ -51,11 +55,9 @@ class Session:
         self.hz, self.audit, self.command = hz, audit, tuple(command or sys.argv)
         self.steps = StepCollector()
         self.functions = FunctionWatcher()
-        self.eager: RunCollector | None = (
-            EagerOpCounter(**({} if eager_duty is None else {"duty": eager_duty}))
-            if eager
-            else None
-        )
+        self.eager: EagerOpCounter | None = None
+        if eager:
+            self.eager = EagerOpCounter() if eager_duty is None else EagerOpCounter(duty=eager_duty)
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
         self.pipelines = PipelineCollector()
         self.collectors: list[RunCollector] = [
@@ -65,10 +67,10 @@ class Session:
         ]
         self.t0: float | None = None
         self.record: RunRecord | None = None
-        self._driver = None
-        self._devices = None
+        self._driver: DriverFacts | None = None
+        self._devices: tuple[GpuDevice, ...] | None = None
         self.notes: list[str] = []
-        self._frames_hidden = None
+        self._frames_hidden: HiddenFrames | None = None
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> Session:
@@ -167,8 +169,6 @@ class Session:
         notes = list(self.notes) + list(self.steps.notes)
         if not tf_imported:
             notes.append("the program never imported TensorFlow: no steps, traces or placement")
-        if self.eager is not None and getattr(self.eager, "notes", None):
-            notes.extend(self.eager.notes)
         program = ProgramFacts(
             command=self.command,
             ended=ended,

@@ -13,6 +13,7 @@ group) and sending it again would interrupt the child's own clean-up.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -20,12 +21,66 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 
 from gpuwhy.collect import driver
 from gpuwhy.collect.process_tree import ProcessTree
 from gpuwhy.collect.sampler import GpuSampler
+from gpuwhy.commands.options import output_options, sampling_options
+from gpuwhy.commands.outcome import UsageError, check_format, check_hz, emit, plan_outputs
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.record import RunRecord
+
+HELP = "Is the GPU busy? Sample the GPU while any command runs."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Runs CMD (any program: PyTorch, JAX, a shell script) as a child, samples the GPUs "
+        "through NVML while it runs, follows its processes' GPU memory, and reports the "
+        "activity and the gpu./memory./env. findings. Exit status: CMD's."
+    )
+    parser.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run, after --"
+    )
+    sampling_options(parser)
+    parser.add_argument(
+        "--record", metavar="PATH", help="also write the raw NVML readings (JSON lines) to PATH"
+    )
+    output_options(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    check_hz(args.hz)
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError(
+            "nothing to watch: give the command after --, e.g. gpuwhy watch -- python train.py"
+        )
+    files, project_dir = _command_files(command)
+    outputs = plan_outputs(
+        args, inputs=files, project_dir=project_dir, extra=[("--record", args.record)]
+    )
+    record_path = outputs["--record"].path if "--record" in outputs else None
+    check_format(args.format)
+    try:
+        record, exit_code = watch(command, hz=args.hz, record_path=record_path)
+    except WatchError as e:
+        raise UsageError(str(e)) from None
+    emit(record, args, outputs, to_stderr=True)
+    return exit_code
+
+
+def _command_files(command: Sequence[str]) -> tuple[list[str], str | None]:
+    """The files a watched command names (never to be overwritten by a report), and the
+    directory of its script (the first ``.py``/``.sh`` file it names, or the program)."""
+    files = [arg for arg in command if os.path.isfile(arg)]
+    scripts = [f for f in files if f.endswith((".py", ".sh"))] or [
+        f for f in files[:1] if not os.path.isabs(f)
+    ]
+    return files, os.path.dirname(os.path.abspath(scripts[0])) if scripts else None
 
 
 class WatchError(RuntimeError):

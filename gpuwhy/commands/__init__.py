@@ -1,0 +1,27 @@
+"""One module per command, named after it: ``gpuwhy check`` is commands/check.py, and so on.
+
+Each module has ``HELP`` (its line in ``gpuwhy --help``), ``configure(parser)`` (its
+options) and ``main(args) -> exit status``. How every command ends (exit statuses, the
+usage error, writing the reports) is in commands/outcome.py; the options they share are
+in commands/options.py. gpuwhy/cli.py only parses and dispatches.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+
+def command_modules() -> dict[str, ModuleType]:
+    """Every command's module, in the order ``gpuwhy --help`` lists them."""
+    from gpuwhy.commands import audit, check, explain, fix, report, rules, run, watch
+
+    return {
+        "check": check,
+        "audit": audit,
+        "run": run,
+        "watch": watch,
+        "rules": rules,
+        "explain": explain,
+        "report": report,
+        "fix": fix,
+    }

@@ -1,0 +1,54 @@
+"""``gpuwhy audit PATH``: where TensorFlow will place each op of a saved model on a GPU
+machine, and why (the work is gpuwhy.auditor's; this is the command around it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from gpuwhy.commands.options import output_options
+from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
+
+HELP = "Why are my ops on the CPU? Placement audit of a saved model."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Predicts where TensorFlow places each op of a SavedModel's functions or a Keras "
+        "model's forward pass on a machine with a GPU, using TF's own GPU kernel registry "
+        "(works without a GPU), and lists the host<->device copies. Exit 1 when a "
+        "high/medium finding is reported."
+    )
+    parser.add_argument("path", metavar="PATH", help="a SavedModel directory or a .keras/.h5 file")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="on a GPU machine, also run each signature once with TF's real placer "
+        "and report where it disagrees (needs example inputs: signatures with fully "
+        "known input shapes)",
+    )
+    output_options(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's banner quiet
+    if not Path(args.path).exists():
+        raise UsageError(f"{args.path}: no such file or directory")
+    outputs = plan_outputs(
+        args, inputs=[args.path], project_dir=args.path if os.path.isdir(args.path) else None
+    )
+    try:
+        import tensorflow  # noqa: F401 - only to say early that it is missing
+    except ImportError as e:
+        raise UsageError(
+            f"TensorFlow is not importable here ({e}); `gpuwhy check` says why"
+        ) from None
+    from gpuwhy.auditor import AuditError, audit_path
+
+    try:
+        record = audit_path(args.path, verify=args.verify)
+    except AuditError as e:
+        raise UsageError(str(e)) from None
+    emit(record, args, outputs)
+    return exit_status(record)

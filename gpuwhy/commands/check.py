@@ -1,0 +1,58 @@
+"""``gpuwhy check``: is TensorFlow able to use a GPU here? The environment doctor.
+
+TensorFlow is imported in a child process (gpuwhy.collect.environment), so a broken
+CUDA setup that crashes the import is a finding, not a crash of gpuwhy."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from gpuwhy.commands.options import output_options
+from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.record import RunRecord
+
+HELP = "Is TensorFlow using my GPU? The environment doctor."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Imports TensorFlow in a child process, reads the driver through NVML, loads the "
+        "CUDA libraries the build needs, and runs a real op on each GPU. Exit 0: TF can "
+        "use a GPU; 1: it cannot; 2: error."
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        default=sys.executable,
+        help="the interpreter whose TensorFlow to check (default: this one)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds allowed for importing TensorFlow and touching the GPU (120)",
+    )
+    output_options(parser)
+
+
+def check(python: str | None = None, timeout: float = 120.0) -> RunRecord:
+    """The environment doctor's record (``gpuwhy.check()``)."""
+    from gpuwhy.collect.environment import EnvironmentCollector
+
+    facts = EnvironmentCollector(python or sys.executable, timeout).collect()
+    return RunRecord.diagnose("check", facts)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not Path(args.python).exists():
+        raise UsageError(f"no Python interpreter at {args.python}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError("--timeout must be a positive number of seconds")
+    outputs = plan_outputs(args, inputs=[args.python])
+    record = check(args.python, args.timeout)
+    emit(record, args, outputs)
+    return exit_status(record)

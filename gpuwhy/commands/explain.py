@@ -1,0 +1,52 @@
+"""``gpuwhy explain ID``: a finding's documentation, kept next to its rule."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpuwhy.commands.outcome import EXIT_OK, UsageError
+
+HELP = "print a finding's documentation"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", metavar="ID")
+    parser.add_argument("--format", choices=("terminal", "json"), default="terminal")
+
+
+def main(args: argparse.Namespace) -> int:
+    from gpuwhy.rules import UnknownRuleError, get_rule
+
+    try:
+        rule = get_rule(args.id)
+    except UnknownRuleError as e:
+        raise UsageError(str(e)) from None
+    if args.format == "json":
+        doc = {
+            "id": rule.id,
+            "status": rule.status,
+            "severity": rule.severity,
+            "since": rule.since,
+            "needs": list(rule.needs),
+            "options": rule.options,
+            "doc": rule.doc(),
+        }
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console(soft_wrap=not sys.stdout.isatty())
+    console.print(
+        f"{rule.id}  (status: {rule.status}, default severity: {rule.severity}, "
+        f"since {rule.since})",
+        style="bold",
+        highlight=False,
+    )
+    if sys.stdout.isatty():
+        console.print(Markdown(rule.doc()))
+    else:
+        print(rule.doc())
+    return EXIT_OK

@@ -1,0 +1,143 @@
+"""How every command ends: its exit statuses, the one-line usage error, and writing the
+record's reports (``--json``, the ``-f`` format on stdout / stderr / ``-o``, ``--html``)
+to the outputs planned before anything ran. One place, so that ``gpuwhy fix`` and
+``gpuwhy report`` print what ``gpuwhy run`` prints for the same record."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from gpuwhy.outputs import Output
+from gpuwhy.record import RunRecord
+
+EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A one-line error for the user; exit status 2."""
+
+
+def plan_outputs(
+    args: Any,
+    *,
+    inputs: Iterable[str] = (),
+    project_dir: str | None = None,
+    extra: Iterable[tuple[str, str | None]] = (),
+) -> dict[str, Output]:
+    """Every output the command will write, checked now, before anything runs
+    (gpuwhy.outputs): paths against the directory gpuwhy started in."""
+    from gpuwhy.outputs import OutputPathError
+    from gpuwhy.outputs import plan_outputs as plan
+
+    named = [
+        ("--json", getattr(args, "json", None)),
+        ("-o", getattr(args, "output", None)),
+        ("--html", getattr(args, "html", None)),
+        *extra,
+    ]
+    try:
+        return plan(named, inputs=inputs, project_dir=project_dir)
+    except OutputPathError as e:
+        raise UsageError(str(e)) from None
+
+
+def emit(record: RunRecord, args: Any, outputs: dict[str, Output], to_stderr: bool = False) -> None:
+    """Write --json, then the chosen format: on stdout, or for commands that run a
+    program (whose stdout it owns) on gpuwhy's own stderr or in -o; then --html (after
+    the text report, which a failure there must not cost). A planned file that cannot be
+    written now is written to the temporary directory instead, and gpuwhy says where."""
+    from gpuwhy import own_stderr
+    from gpuwhy.outputs import write_or_divert
+    from gpuwhy.report import MisconfigurationError, renderer_class
+
+    if "--json" in outputs:
+        write_or_divert(outputs["--json"], record.save, own_stderr.say)
+    stream = own_stderr.stream() if to_stderr else sys.stdout
+    try:
+        renderer = renderer_class(args.format)(
+            verbose=args.verbose,
+            color="-o" not in outputs and (own_stderr.isatty() if to_stderr else stream.isatty()),
+        )
+    except MisconfigurationError as e:
+        raise UsageError(str(e)) from None
+    if "-o" in outputs:
+        text = renderer.render(record)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        write_or_divert(outputs["-o"], lambda path: Path(path).write_bytes(data), own_stderr.say)
+    else:
+        if renderer.is_binary and stream.isatty():
+            raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
+        text = ("\n" if to_stderr else "") + renderer.render(record)
+        if to_stderr:
+            write_quietly(stream, text)
+        else:
+            stream.write(text)
+            stream.flush()
+    if "--html" in outputs:
+        from gpuwhy.report.html import write_html
+
+        write_or_divert(outputs["--html"], lambda path: write_html(record, path), own_stderr.say)
+
+
+def check_format(name: str) -> None:
+    """A bad ``-f`` fails before a long run, not after it."""
+    from gpuwhy.report import MisconfigurationError, renderer_class
+
+    try:
+        renderer_class(name)
+    except MisconfigurationError as e:
+        raise UsageError(str(e)) from None
+
+
+def check_hz(hz: float) -> None:
+    if not (math.isfinite(hz) and 0 < hz <= 100):
+        raise UsageError("--hz must be between 0 and 100 samples per second")
+
+
+def write_quietly(stream: IO[str], text: str) -> None:
+    """The report on a stderr the program may have closed or broken: losing the terminal
+    copy is not a failure of the run (the files were written first)."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def exit_status(record: RunRecord) -> int:
+    """check: 0 when TF can use a GPU. Other records: 1 when a high/medium finding exists."""
+    from gpuwhy.verdict import gpu_usable
+
+    if record.command == "check":
+        return EXIT_OK if gpu_usable(record.facts) else EXIT_PROBLEM
+    high = any(f.severity in ("high", "medium") for f in record.findings)
+    return EXIT_PROBLEM if high else EXIT_OK
+
+
+def say_error(message: str) -> None:
+    from gpuwhy import own_stderr
+
+    own_stderr.say(f"gpuwhy: error: {message}")
+
+
+def report_after_script(make_record: Any, args: Any, outputs: dict[str, Output]) -> None:
+    """The report of a command that ran the user's script, after the script: gpuwhy
+    failing here is one line, and the exit status stays the script's (``gpuwhy run
+    train.py && deploy`` must mean what it says)."""
+    import os
+
+    try:
+        emit(make_record(), args, outputs, to_stderr=True)
+    except UsageError as e:
+        say_error(str(e))
+    except Exception as e:
+        if os.environ.get("GPUWHY_DEBUG"):
+            raise
+        say_error(
+            f"internal error while reporting: {type(e).__name__}: {e} "
+            "(GPUWHY_DEBUG=1 shows the traceback)"
+        )
