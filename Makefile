@@ -10,7 +10,7 @@ TF_SPEC ?= tensorflow==2.21.0
 CHROMIUM ?= /usr/bin/chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo lint test bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,13 @@ demo: $(BIN)/.installed
 	mkdir -p out
 	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/gpuwhy run --json out/run.json --html out/run.html examples/slow_training.py
 
-test: setup
+# Lint, format and types first (configured in pyproject.toml): they take seconds.
+lint: $(BIN)/.installed
+	$(BIN)/ruff check gpuwhy tests benchmarks tools examples
+	$(BIN)/ruff format --check gpuwhy tests benchmarks tools
+	$(BIN)/mypy
+
+test: setup lint
 	CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 bench: setup

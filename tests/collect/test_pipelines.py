@@ -142,9 +142,9 @@ def test_a_generator_pipeline_names_the_generator_as_its_source(collector):
             time.sleep(0.002)
             yield i
 
-    ds = tf.data.Dataset.from_generator(
+    ds = tf.data.Dataset.from_generator(  # @gen
         numbers, output_signature=tf.TensorSpec([], tf.int64)
-    )  # @gen
+    )
     ds = ds.batch(4)
     read_in_two_halves(collector, ds, 5)
     collector.stop()

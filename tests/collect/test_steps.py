@@ -57,12 +57,12 @@ def test_keras_fit_batches_are_steps_and_validation_is_not(steps):
     y = np.random.rand(64, 1).astype("float32")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse", steps_per_execution=2)
-    model.fit(
+    model.fit(  # marker: fit-call
         x,
         y,
         batch_size=8,
         epochs=2,
-        validation_data=(x[:16], y[:16]),  # marker: fit-call
+        validation_data=(x[:16], y[:16]),
         verbose=0,
     )
     facts, _ = steps.facts(steps.t0)

@@ -112,9 +112,9 @@ def test_decorated_and_partial_functions_are_unwrapped_to_the_users_definition(h
 
 
 def test_from_generator_names_the_generator_and_counts_as_python(hooks):
-    ds = tf.data.Dataset.from_generator(
+    ds = tf.data.Dataset.from_generator(  # @gen
         numbers, output_signature=tf.TensorSpec([], tf.int64)
-    )  # @gen
+    )
     ds = ds.map(parse)
 
     chain = written_chain(ds)
@@ -153,8 +153,8 @@ def test_a_gzip_tfrecord_reader_and_a_png_decoder_are_codec_work(hooks, tmp_path
 def test_a_compressed_reader_inside_an_interleave_is_found_in_its_function(hooks, tmp_path):
     (path,) = write_tfrecords(tmp_path, [[b"x"]], "ZLIB")
     files = tf.data.Dataset.from_tensor_slices([path])
-    ds = files.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type="ZLIB"),  # @interleave
+    ds = files.interleave(  # @interleave
+        lambda f: tf.data.TFRecordDataset(f, compression_type="ZLIB"),
         num_parallel_calls=2,
     )
     step = written_chain(ds)[-1]

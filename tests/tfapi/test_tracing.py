@@ -213,9 +213,9 @@ def test_keras_fit_train_function_is_seen_with_one_trace(hooks):
     keras = pytest.importorskip("keras")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
-    model.fit(
+    model.fit(  # @fit
         np.ones((64, 4), "float32"),
-        np.ones((64, 2), "float32"),  # @fit
+        np.ones((64, 2), "float32"),
         batch_size=16,
         epochs=2,
         verbose=0,
