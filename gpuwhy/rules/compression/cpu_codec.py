@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, PipelineFacts
+from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
@@ -118,7 +118,7 @@ class CpuCodec(Rule):
     question = "Why doesn't compression use the GPU?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        findings = self._in_step(facts) if facts.placement is not None else []
+        findings = self._in_step(facts.placement) if facts.placement is not None else []
         if facts.tfdata is not None:
             for pipeline in facts.tfdata.pipelines:
                 findings += self._in_input(facts, pipeline, options)
@@ -176,8 +176,7 @@ class CpuCodec(Rule):
             )
         return findings
 
-    def _in_step(self, facts: Facts) -> list[Finding]:
-        placement = facts.placement
+    def _in_step(self, placement: PlacementFacts) -> list[Finding]:
         groups = sorted(
             (g for g in placement.groups if is_codec(g.op)), key=lambda g: (-g.count, g.op)
         )

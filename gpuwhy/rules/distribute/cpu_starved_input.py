@@ -75,6 +75,8 @@ class CpuStarvedInput(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
+        if tfdata is None:  # in `needs`: never run without it
+            return []
         busy = tfdata.host_cpu_busy_fraction
         if busy is None or busy < options["min_cpu_busy"]:
             return []
@@ -92,7 +94,8 @@ class CpuStarvedInput(Rule):
             return []
         wait, pipeline = max(waiting, key=lambda pair: pair[0].fraction)
         cores = tfdata.host_cores or (facts.environment.cpu_count if facts.environment else None)
-        stage = bottleneck(pipeline)
+        index = pipeline.bottleneck
+        stage = bottleneck(pipeline)  # None unless index names a stage
         evidence: dict[str, Any] = {
             "host_cpu_busy_fraction": round(busy, 3),
             "host_cores": cores,
@@ -104,8 +107,8 @@ class CpuStarvedInput(Rule):
             evidence["program_cpu_fraction"] = round(own, 3)
             if busy - own >= 0.25:
                 evidence["other_processes_cpu_fraction"] = round(busy - own, 3)
-        if stage is not None:
-            row = stage_row(pipeline, pipeline.bottleneck)
+        if index is not None and stage is not None:
+            row = stage_row(pipeline, index)
             evidence["bottleneck"] = f"stage {stage_label(stage)}"
             evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
             evidence["bottleneck_threads"] = row["threads"]

@@ -118,8 +118,8 @@ class IdleGpus(Rule):
                             "name": s.name,
                             "activity_percent": percent(a.busy()),
                             "program_memory_mib": None
-                            if own_peak(s) is None
-                            else round(own_peak(s) / MiB),
+                            if (peak := own_peak(s)) is None
+                            else round(peak / MiB),
                             "others_memory_mib": round(others_peak(s) / MiB),
                         }
                         for s, a in shown

@@ -50,7 +50,7 @@ class AllocatorSettings(Rule):
     severity = "low"
     status = "stable"
     needs = ("environment",)
-    options: dict[str, Any] = {}
+    options = {}
     question = "Why does TensorFlow take all GPU memory?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:

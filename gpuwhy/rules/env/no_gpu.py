@@ -75,7 +75,7 @@ class NoGpu(Rule):
     severity = "high"
     status = "stable"
     needs = ("environment",)
-    options: dict[str, Any] = {}
+    options = {}
     question = "Is TensorFlow using my GPU?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:

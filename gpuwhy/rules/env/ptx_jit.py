@@ -48,13 +48,15 @@ class PtxJit(Rule):
     severity = "medium"
     status = "stable"
     needs = ("environment", "devices")
-    options: dict[str, Any] = {}
+    options = {}
     question = "Why is the first step so slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         env = facts.environment
         tf = env.tensorflow if env else None
-        archs = (tf.build or {}).get("cuda_compute_capabilities") if tf else None
+        if env is None or tf is None:
+            return []
+        archs = (tf.build or {}).get("cuda_compute_capabilities")
         if not archs:
             return []
         findings = []

@@ -18,6 +18,7 @@ import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
 
@@ -164,7 +165,7 @@ def tf_peaks_by_gpu(samples: GpuSamplesFacts) -> dict[int, tuple[str, int]]:
     return paired
 
 
-def usable(samples: GpuSamplesFacts | None) -> bool:
+def usable(samples: GpuSamplesFacts | None) -> TypeGuard[GpuSamplesFacts]:
     return samples is not None and not samples.error and bool(samples.gpus)
 
 

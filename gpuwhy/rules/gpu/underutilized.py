@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.gpu.common import (
     MIN_SAMPLES,
+    Activity,
+    Window,
     activity,
     percent,
     program_gpus,
@@ -86,16 +88,18 @@ class GpuUnderutilized(Rule):
         samples = facts.gpu_samples
         if not usable(samples):
             return []
-        measured = []
+        # (series, windows, what they are, activity, its busy share: known with utilisation)
+        measured: list[tuple[GpuSeries, list[Window], str, Activity, float]] = []
         for series in program_gpus(samples):
             windows, basis = windows_for(facts, series)
             act = activity(series, windows)
-            if act.samples >= MIN_SAMPLES and act.utilization is not None:
-                measured.append((series, windows, basis, act))
-        if len(measured) > 1 and any(a.busy() >= IDLE for *_, a in measured):
-            measured = [m for m in measured if m[3].busy() >= IDLE]
+            share = act.busy()
+            if act.samples >= MIN_SAMPLES and act.utilization is not None and share is not None:
+                measured.append((series, windows, basis, act, share))
+        if len(measured) > 1 and any(m[4] >= IDLE for m in measured):
+            measured = [m for m in measured if m[4] >= IDLE]
         findings = []
-        for series, windows, basis, act in measured:
+        for series, windows, basis, act, busy in measured:
             low_util = act.utilization < options["max_utilization"]
             low_sm = act.sm_activity is not None and act.sm_activity < options["max_sm_activity"]
             if not (low_util or low_sm):
@@ -103,7 +107,6 @@ class GpuUnderutilized(Rule):
             high = act.utilization < options["max_utilization"] / 2 or (
                 act.sm_activity is not None and act.sm_activity < options["max_sm_activity"] / 2
             )
-            busy = act.busy()
             measure = "SM activity" if act.sm_activity is not None else "utilisation"
             seconds = sum(b - a for a, b in windows)
             findings.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwhy.facts import Facts, PipelineFacts
+from gpuwhy.facts import Facts, PipelineFacts, StepFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
@@ -85,10 +85,10 @@ class InputBound(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         steps = facts.steps
         measured = steps_wait(steps) if steps is not None else None
-        if measured is not None:
+        if steps is not None and measured is not None:
             if measured.fraction < options["medium_at"]:
                 return []
-            return [self._from_steps(facts, measured, options)]
+            return [self._from_steps(facts, steps, measured, options)]
         if facts.tfdata is None:
             return []
         findings = []
@@ -98,8 +98,9 @@ class InputBound(Rule):
                 findings.append(self._from_pipeline(pipeline, wait, options))
         return findings
 
-    def _from_steps(self, facts: Facts, wait: InputWait, options: dict[str, Any]) -> Finding:
-        steps = facts.steps
+    def _from_steps(
+        self, facts: Facts, steps: StepFacts, wait: InputWait, options: dict[str, Any]
+    ) -> Finding:
         share = wait.fraction
         pipeline = steps_pipeline(facts)
         site = re.search(r" at (\S+:\d+)$", steps.marker)
@@ -151,7 +152,8 @@ class InputBound(Rule):
         stage = bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None:
             evidence["pipeline"] = pipeline_name(pipeline)
-        if stage is not None:
+        # bottleneck() found a stage only where pipeline.bottleneck indexes one
+        if pipeline is not None and pipeline.bottleneck is not None and stage is not None:
             label = stage_label(stage)
             title += f"; the slowest stage is {label}"
             row = stage_row(pipeline, pipeline.bottleneck)

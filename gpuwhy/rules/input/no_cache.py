@@ -95,6 +95,8 @@ class NoCache(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
+        if tfdata is None:  # in `needs`: never run without it
+            return []
         findings = []
         for pipeline in tfdata.pipelines:
             found = self._check_pipeline(facts, tfdata, pipeline, options)
@@ -118,7 +120,8 @@ class NoCache(Rule):
             return None
         size = per_pass * element_bytes
         limit = _memory_limit(tfdata, options["max_memory_fraction"])
-        if limit is None or size > limit:
+        # (host_memory_bytes is known whenever limit is: named for the type checker)
+        if limit is None or size > limit or tfdata.host_memory_bytes is None:
             return None
         after = _cache_after(prefix, work, share)
         culprit = max(prefix, key=lambda s: work[id(s)])
@@ -180,10 +183,12 @@ def _pass_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-def _cacheable_prefix(stages: tuple[PipelineStage, ...]):
+def _cacheable_prefix(
+    stages: tuple[PipelineStage, ...],
+) -> tuple[list[PipelineStage], PipelineStage | None]:
     """The stages from the source whose output is the same every pass, and the first one
     that is not (None: the whole pipeline is)."""
-    prefix = []
+    prefix: list[PipelineStage] = []
     for stage in stages:
         # A Python function is stateful unless declared pure (numpy_function with
         # stateful=False): "said so" is the only proof its result repeats.
@@ -215,7 +220,7 @@ def _memory_limit(tfdata: TfDataFacts, fraction: float) -> float | None:
     return limit
 
 
-def _fix(after: PipelineStage, stop: PipelineStage | None, size: int) -> str:
+def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
     where = f" written at {after.location}" if after.location else ""
     if after.kind == "map":
         call = f"ds = ds.map({function_name(after)}, num_parallel_calls=tf.data.AUTOTUNE)"

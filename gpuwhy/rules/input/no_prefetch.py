@@ -78,6 +78,8 @@ class NoPrefetch(Rule):
     question = "Why is the GPU idle between steps?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.tfdata is None:  # in `needs`: never run without it
+            return []
         findings = []
         for pipeline in facts.tfdata.pipelines:
             if ends_buffered(pipeline):

@@ -84,6 +84,8 @@ class PythonFunction(Rule):
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.tfdata is None:  # in `needs`: never run without it
+            return []
         findings = []
         for pipeline in facts.tfdata.pipelines:
             wait = input_wait(facts, pipeline)
@@ -110,7 +112,7 @@ class PythonFunction(Rule):
                     title += f": {share:.0%} of the pipeline's time"
                 if slowest:
                     title += ", its slowest stage"
-                    if bound:
+                    if bound and wait is not None:  # bound implies wait
                         title += f" (steps wait for input {wait.fraction:.0%} of the time)"
                 evidence: dict[str, Any] = {
                     "stage": label,

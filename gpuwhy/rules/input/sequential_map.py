@@ -91,15 +91,17 @@ class SequentialMap(Rule):
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.tfdata is None:  # in `needs`: never run without it
+            return []
         findings = []
         for pipeline in facts.tfdata.pipelines:
-            stage = bottleneck(pipeline)
-            if stage is None or not runs_sequentially(stage, pipeline.autotune):
+            index = pipeline.bottleneck
+            stage = bottleneck(pipeline)  # None unless index names a stage
+            if index is None or stage is None or not runs_sequentially(stage, pipeline.autotune):
                 continue
             wait = input_wait(facts, pipeline)
             if wait is None or wait.fraction < options["min_input_wait"]:
                 continue
-            index = pipeline.bottleneck
             label = stage_label(stage)
             share = stage_share(pipeline, stage)
             below_s = options["vectorise_below_us"] * 1e-6

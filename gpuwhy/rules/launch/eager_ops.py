@@ -104,7 +104,7 @@ class EagerOps(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         eager = facts.eager
-        if not eager.ops or not eager.sites:
+        if eager is None or not eager.ops or not eager.sites:
             return []
         small_elements = options["small_elements"]
         small_share = _small_share(eager, small_elements)
@@ -118,7 +118,7 @@ class EagerOps(Rule):
                 f"Each step dispatches ~{small_per_step:.0f} small ops eagerly from Python "
                 f"({_percent(gain)} of the step spent issuing them)"
             )
-            rate = {
+            rate: dict[str, Any] = {
                 "small_ops_per_step": round(small_per_step, 1),
                 "eager_ops_per_step": round(eager.per_step, 1),
                 "sampled_steps": eager.sampled_steps,

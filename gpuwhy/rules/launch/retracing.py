@@ -190,6 +190,8 @@ class Retracing(Rule):
     question = "Why is tf.function slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.tracing is None:  # in `needs`: never run without it
+            return []
         max_traces = options["max_traces"]
         run_s = _run_seconds(facts)
         flagged = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.gpu.common import MiB, own_peak, program_gpus, tf_peaks_by_gpu, usable
 
@@ -94,12 +94,14 @@ class MemoryNearLimit(Rule):
         return findings
 
 
-def peaks(facts: Facts):
+def peaks(facts: Facts) -> list[tuple[GpuSeries, int, str]]:
     """(series, peak bytes, where it was read) per GPU the program used.
 
     TensorFlow's own peak where known; otherwise the watched processes' memory, except in
     a TensorFlow program, where that is the pool TF reserved and says nothing."""
     samples = facts.gpu_samples
+    if samples is None:  # the callers check usable() first
+        return []
     tf_peaks = tf_peaks_by_gpu(samples)
     if tf_peaks:
         by_index = {s.index: s for s in samples.gpus}
@@ -110,7 +112,7 @@ def peaks(facts: Facts):
     if facts.program is not None and facts.program.tensorflow_imported:
         return []
     return [
-        (s, own_peak(s), "held by the watched processes (their framework's pool)")
+        (s, peak, "held by the watched processes (their framework's pool)")
         for s in program_gpus(samples)
-        if own_peak(s)
+        if (peak := own_peak(s))
     ]

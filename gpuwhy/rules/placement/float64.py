@@ -97,6 +97,8 @@ class Float64(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
+        if placement is None:  # in `needs`: the registry never runs it without
+            return []
         groups = [
             g
             for g in placement.groups

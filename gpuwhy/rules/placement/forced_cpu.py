@@ -62,6 +62,8 @@ class ForcedCpu(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
+        if placement is None:  # in `needs`: the registry never runs it without
+            return []
         ignored = set(options["ignore_ops"])
         # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
         pinned = [

@@ -87,6 +87,8 @@ class HostTransfers(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
+        if placement is None:  # in `needs`: the registry never runs it without
+            return []
         step = [c for c in placement.copies if c.kind == "step"]
         big = [c for c in step if c.sizeable(options["min_copy_bytes"])]
         total_bytes = sum(c.bytes for c in big if c.bytes is not None)

@@ -120,6 +120,8 @@ class NoGpuKernel(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
+        if placement is None:  # in `needs`: the registry never runs it without
+            return []
         ignored = set(options["ignore_ops"])
         groups = [
             g

@@ -7,6 +7,8 @@ and say that they predict.
 
 from __future__ import annotations
 
+from typing import cast
+
 from gpuwhy.facts import Facts, TensorOp
 
 __all__ = ["SIXTEEN_BIT", "target_gpu", "work"]
@@ -18,7 +20,9 @@ def target_gpu(facts: Facts) -> tuple[tuple[int, int] | None, str | None]:
     """(compute capability, GPU name) of the GPU the step runs on, when one is known."""
     placement = facts.placement
     if placement is not None and placement.compute_capability:
-        return tuple(placement.compute_capability), placement.gpu_name
+        # tuple(): a list when the facts were read back from JSON
+        capability = cast("tuple[int, int]", tuple(placement.compute_capability))
+        return capability, placement.gpu_name
     for device in facts.devices or ():
         if device.compute_capability:
             major, _, minor = device.compute_capability.partition(".")

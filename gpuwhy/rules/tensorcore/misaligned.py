@@ -76,6 +76,8 @@ class TensorCoreMisaligned(Rule):
     question = "Are tensor cores used?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.placement is None:  # in `needs`: never run without it
+            return []
         ops = [op for op in facts.placement.tensor_ops if op.dtype in SIXTEEN_BIT]
         multiple = options["multiple"]
         bad = [(op, _misaligned_dims(op, multiple)) for op in ops]
