@@ -79,7 +79,8 @@ class EnvironmentCollector:
         try:
             # Only the child is excluded: when this process (a notebook calling
             # gpuwhy.check()) already holds a GPU, that is worth reporting.
-            driver, devices = driver_collector.collect(frozenset({probe.pid} - {None}))
+            child = frozenset() if probe.pid is None else frozenset({probe.pid})
+            driver, devices = driver_collector.collect(child)
             tensorflow = probe.result()
         finally:
             probe.kill()

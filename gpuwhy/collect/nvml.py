@@ -196,8 +196,10 @@ class NvmlSource:
     (``LibraryNotFound``, ``DriverNotLoaded`` ...), as NVML names it.
     """
 
+    paced = True  # read at the sampler's rate (sampler.Source)
+
     def __init__(self) -> None:
-        self.pynvml = None
+        self.pynvml: Any = None  # the pynvml module once open() succeeds
         self.handles: list[Any] = []
         self.gpm: dict[int, _Gpm] = {}
         self.names: dict[int, str | None] = {}  # pid -> command line, read once

@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 from gpuwhy import __version__
 from gpuwhy.collect.run.base import RunCollector
@@ -284,7 +284,7 @@ class GpuSampler(RunCollector):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._record = None
+        self._record: TextIO | None = None
 
     # -- life cycle (RunCollector) ------------------------------------------------------
     def start(self, t0: float) -> None:

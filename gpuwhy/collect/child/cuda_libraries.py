@@ -148,7 +148,7 @@ def _other_majors(candidates, name, soname):
     """One path per other major version of ``lib<name>.so`` (symlinks folded)."""
     prefix = f"lib{name}.so."
     wanted_major = soname[len(prefix) :].split(".")[0]
-    by_major = {}
+    by_major: dict[str, str] = {}
     for c in sorted(candidates):
         base = os.path.basename(c)
         if not base.startswith(prefix):

@@ -21,8 +21,9 @@ if __package__:  # imported by `gpuwhy run` to describe TF inside the watched pr
     from gpuwhy.collect.child import build_info_file, cuda_libraries
 else:  # run as a script in the child: standard library only before TF
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import build_info_file
-    import cuda_libraries
+    # the same two modules, found by path: mypy sees one name bound twice
+    import build_info_file  # type: ignore[no-redef]
+    import cuda_libraries  # type: ignore[no-redef]
 
 MARK = "@@gpuwhy-probe "
 _DISTRIBUTIONS = (

@@ -66,7 +66,8 @@ class Node:
     out_types: list[int] = field(default_factory=list)
     in_args: list[str] = field(default_factory=list)  # op_def arg name of each input
     out_args: list[str] = field(default_factory=list)
-    inputs: list[tuple[int, int]] = field(default_factory=list)  # (node id, output index)
+    # (node id, output index); None where the producer was not found
+    inputs: list[tuple[int, int] | None] = field(default_factory=list)
     controls: list[int] = field(default_factory=list)  # control-input node ids
     colocate_with: list[str] = field(default_factory=list)  # node names from "_class" attr
     call_chain: tuple[str, ...] = ()  # call-site names from the audited function down

@@ -192,7 +192,8 @@ class FunctionWatcher(RunCollector):
                 self._by_display[display] = watched
             try:
                 finalizer = weakref.finalize(function, self._forget, key)
-                finalizer.atexit = False
+                # a settable property at run time; typeshed's __slots__ omit it
+                finalizer.atexit = False  # type: ignore[misc]
                 self._finalizers[key] = finalizer
             except TypeError:  # not weak-referenceable (TF's Function is): its id may be reused
                 pass

@@ -253,8 +253,8 @@ def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> St
     per_step = [(s.end - s.start) / s.steps for s in counted]
     per_step_sorted = sorted(per_step)
     total = sum(s.end - s.start for s in counted)
-    waits = [s.wait for s in counted]
-    measured = all(w is not None for w in waits) and counted
+    waits = [s.wait for s in counted if s.wait is not None]
+    measured = len(waits) == len(counted) and counted  # every counted step timed its wait
     kept = steps[:MAX_STEPS]
     return StepFacts(
         source=source,
