@@ -351,7 +351,7 @@ def _saved_model_targets(path: Path) -> list[AuditTarget]:
         for attribute in sorted(dir(loaded)):
             if attribute.startswith("_") and attribute != "__call__":
                 continue
-            value = getattr(loaded, attribute, None)
+            value: Any = getattr(loaded, attribute, None)  # whatever TF restored
             if _is_tf_function(value) or hasattr(value, "_list_all_concrete_functions"):
                 for concrete in value._list_all_concrete_functions():
                     targets.append(AuditTarget(f"{attribute}", concrete))

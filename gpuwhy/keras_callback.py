@@ -9,7 +9,10 @@ callback is created, never by ``import gpuwhy``.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwhy.record import RunRecord
 
 
 def make_callback(
@@ -30,7 +33,7 @@ def make_callback(
         def __init__(self) -> None:
             super().__init__()
             self.session: Session | None = None
-            self.record = None
+            self.record: RunRecord | None = None
 
         def on_train_begin(self, logs=None):
             from gpuwhy.tfapi.frames import user_location

@@ -251,7 +251,8 @@ def _expected(sub: Any, plural: bool = False) -> str:
     if "$ref" in sub:
         return _expected(_resolve(sub["$ref"]), plural)
     if "oneOf" in sub or "anyOf" in sub:
-        return _alternatives([_expected(b, plural) for b in sub.get("oneOf", sub.get("anyOf"))])
+        branches = sub["oneOf"] if "oneOf" in sub else sub["anyOf"]
+        return _alternatives([_expected(b, plural) for b in branches])
     if "const" in sub:
         return _excerpt(sub["const"])
     if "enum" in sub:

@@ -97,9 +97,9 @@ class ScriptModules:
 def _resolves_elsewhere(name: str, origin: str, path: list[str]) -> bool:
     spec = _find(name, path)
     found = getattr(spec, "origin", None)
-    return (
-        bool(found) and found != "namespace" and os.path.realpath(found) != os.path.realpath(origin)
-    )
+    if not found:
+        return False
+    return found != "namespace" and os.path.realpath(found) != os.path.realpath(origin)
 
 
 def _find(name: str, path: list[str]):

@@ -8,6 +8,7 @@ a lookup costs a short walk up the stack and a few dict hits.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
@@ -16,7 +17,7 @@ _IS_LIBRARY: dict[object, bool] = {}
 
 def user_location(skip: int = 2, limit: int = 64) -> str | None:
     """``file:line`` of the nearest user frame above the caller, or None."""
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     for _ in range(limit):
         if frame is None:
             return None

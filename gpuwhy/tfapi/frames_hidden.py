@@ -116,7 +116,8 @@ def _package_dirs() -> list[str]:
 def _launcher_files() -> set[str]:
     """Files on the main thread's stack below gpuwhy's runner. Nothing when the runner is
     not there: a Session started from the user's own script must not hide that script."""
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    ident = threading.main_thread().ident  # None only for a thread not yet started
+    frame = sys._current_frames().get(ident) if ident is not None else None
     stack: list[str] = []
     while frame is not None:
         stack.append(frame.f_code.co_filename)

@@ -17,12 +17,13 @@ runs once at tracing, not once per step.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable
 
 from gpuwhy.tfapi.frames import user_location
-from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
 # (module, class) per Keras flavour; looked up in sys.modules only (never imported here).
 CALLBACK_LISTS = (
@@ -64,9 +65,7 @@ def install_callbacks(emit: Emit) -> list[Patch]:
             continue
         for event in EVENTS:
             if hasattr(cls, event):
-                patches.append(
-                    Patch(cls, event, lambda original, event=event: _timed(original, event, emit))
-                )
+                patches.append(Patch(cls, event, functools.partial(_timed, event=event, emit=emit)))
     return patches
 
 
@@ -89,7 +88,7 @@ def _timed(original, event: str, emit: Emit):
             pass
         return original(self, *args, **kwargs)
 
-    method.__wrapped__ = original
+    mark_wrapped(method, original)
     return method
 
 
@@ -117,7 +116,7 @@ def _eager_timed(original, emit: Emit):
         finally:
             emit("apply_gradients", start, time.perf_counter())
 
-    apply_gradients.__wrapped__ = original
+    mark_wrapped(apply_gradients, original)
     return apply_gradients
 
 

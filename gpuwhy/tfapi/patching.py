@@ -7,8 +7,11 @@ patched the same method in turn.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Patch:
@@ -28,3 +31,10 @@ class Patch:
             setattr(self.owner, self.name, self.original)
         else:
             delattr(self.owner, self.name)
+
+
+def mark_wrapped(replacement: F, original: Any) -> F:
+    """Set ``replacement.__wrapped__ = original`` (what ``inspect.unwrap`` follows) and
+    nothing else: unlike ``functools.wraps`` the replacement keeps its own name."""
+    functools.update_wrapper(replacement, original, assigned=(), updated=())
+    return replacement

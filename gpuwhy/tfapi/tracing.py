@@ -45,7 +45,7 @@ from typing import Any
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import relative
-from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
 __all__ = ["FunctionHooks", "FunctionInfo", "Trace", "argument_texts", "describe", "spec_text"]
 
@@ -380,7 +380,7 @@ def _call_wrapper(
             except Exception:  # noqa: BLE001 - recording never breaks the program
                 pass
 
-    __call__.__wrapped__ = original
+    mark_wrapped(__call__, original)
     __call__.__doc__ = original.__doc__
     return __call__
 
@@ -430,5 +430,5 @@ def _create_wrapper(
                 pass
         return concrete
 
-    _create_concrete_function.__wrapped__ = original
+    mark_wrapped(_create_concrete_function, original)
     return _create_concrete_function
