@@ -411,9 +411,9 @@ class _Planner:
             return
         existing = [s for s in chain if s.kind == "cache"]
         if existing:
+            where = _where(existing[-1])
             p.notes.append(
-                f"already cached ({existing[-1].describe()}"
-                f"{' at ' + _where(existing[-1]) if _where(existing[-1]) else ''})"
+                f"already cached ({existing[-1].describe()}{' at ' + where if where else ''})"
             )
             return
         lowest = max(frozen, 0)
@@ -661,7 +661,7 @@ def _build(chain: list, plan: _Plan, original: Any, keep_order: bool) -> tuple[A
     from gpuwhy.tfapi import data_rewrite as dr
 
     counterpart: dict[int, Any] = {}
-    current = None
+    current: Any = None
     changed = False
     deterministic = True if keep_order else False
     for i, stage in enumerate(chain):
@@ -769,7 +769,7 @@ def optimize(
             budget=budget,
         ).plan()
         if not plan.changes:
-            rewritten, counterpart = dataset, {}
+            rewritten, counterpart = dataset, dict[int, Any]()
             break
         try:
             rewritten, counterpart = _build(chain, plan, dataset, keep_order)
@@ -829,6 +829,7 @@ def _check_and_time(
             return
     card = dr.cardinality(original)
     finite = card != dr.INFINITE
+    limit: int | None
     if elements is not None:
         limit = elements
     elif finite:
