@@ -29,14 +29,8 @@ from typing import Any
 
 from gpuwhy import own_stderr
 from gpuwhy.commands.options import html_option, output_options, report_file_option
-from gpuwhy.commands.outcome import (
-    EXIT_ERROR,
-    EXIT_OK,
-    UsageError,
-    check_format,
-    plan_outputs,
-    report_after_script,
-)
+from gpuwhy.commands.outcome import EXIT_ERROR, EXIT_OK, UsageError
+from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 from gpuwhy.facts import Facts, InputFix, InputFixFacts, ProgramFacts
 from gpuwhy.fix.capture import Capture, Captured
 from gpuwhy.record import RunRecord
@@ -95,20 +89,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     output_options(parser)
     html_option(parser)
     report_file_option(parser)
-    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
-    parser.add_argument(
-        "args",
-        nargs=argparse.REMAINDER,
-        metavar="ARGS",
-        help="arguments for the script (everything after SCRIPT)",
-    )
+    script_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
     """Exits 0 whatever the script's own status (the report is the product), 2 when
     gpuwhy itself failed or was misused."""
     from gpuwhy.collect.run import imports
-    from gpuwhy.script_runner import ScriptError, end_like_the_script, load_script, run_and_report
+    from gpuwhy.script_runner import end_like_the_script, run_and_report
 
     if not args.input:
         raise UsageError("say what to fix: gpuwhy fix --input SCRIPT [ARGS]")
@@ -116,14 +104,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--repeats must be at least 1")
     if args.elements is not None and args.elements < 1:
         raise UsageError("--elements must be a positive number of elements")
-    try:
-        code = load_script(args.script)
-    except ScriptError as e:
-        raise UsageError(str(e)) from None
-    outputs = plan_outputs(
-        args, inputs=[args.script], project_dir=os.path.dirname(os.path.abspath(args.script))
-    )
-    check_format(args.format)
+    code, outputs = prepare(args)
     own_stderr.keep()
 
     capture = Capture(stop_early=args.stop_early, optimise=lambda ds: _optimise(ds, args))

@@ -122,22 +122,3 @@ def say_error(message: str) -> None:
     from gpuwhy import own_stderr
 
     own_stderr.say(f"gpuwhy: error: {message}")
-
-
-def report_after_script(make_record: Any, args: Any, outputs: dict[str, Output]) -> None:
-    """The report of a command that ran the user's script, after the script: gpuwhy
-    failing here is one line, and the exit status stays the script's (``gpuwhy run
-    train.py && deploy`` must mean what it says)."""
-    import os
-
-    try:
-        emit(make_record(), args, outputs, to_stderr=True)
-    except UsageError as e:
-        say_error(str(e))
-    except Exception as e:
-        if os.environ.get("GPUWHY_DEBUG"):
-            raise
-        say_error(
-            f"internal error while reporting: {type(e).__name__}: {e} "
-            "(GPUWHY_DEBUG=1 shows the traceback)"
-        )

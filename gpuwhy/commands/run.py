@@ -4,16 +4,10 @@ Session (gpuwhy.run_session), and report why its GPU sat idle."""
 from __future__ import annotations
 
 import argparse
-import os
 
 from gpuwhy.commands.options import html_option, output_options, sampling_options
-from gpuwhy.commands.outcome import (
-    UsageError,
-    check_format,
-    check_hz,
-    plan_outputs,
-    report_after_script,
-)
+from gpuwhy.commands.outcome import UsageError, check_hz
+from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 
 HELP = "Why is my training slow on the GPU? Run a script and diagnose it."
 
@@ -26,13 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "functions it ran. The report goes to stderr after the script's own output; the exit "
         "status is the script's."
     )
-    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
-    parser.add_argument(
-        "args",
-        nargs=argparse.REMAINDER,
-        metavar="ARGS",
-        help="arguments for the script (everything after SCRIPT)",
-    )
+    script_arguments(parser)
     sampling_options(parser)
     parser.add_argument(
         "--no-audit",
@@ -60,21 +48,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from gpuwhy import own_stderr
-    from gpuwhy.script_runner import ScriptError, end_like_the_script, load_script, run_and_report
     from gpuwhy.run_session import Session
+    from gpuwhy.script_runner import end_like_the_script, run_and_report
 
     own_stderr.keep()
     check_hz(args.hz)
-    try:
-        code = load_script(args.script)
-    except ScriptError as e:
-        raise UsageError(str(e)) from None
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
-    outputs = plan_outputs(
-        args, inputs=[args.script], project_dir=os.path.dirname(os.path.abspath(args.script))
-    )
-    check_format(args.format)
+    code, outputs = prepare(args)
     session = Session(
         hz=args.hz,
         audit=args.audit,

@@ -1,0 +1,64 @@
+"""What the commands that run the user's script (``run``, ``fix``) share: the SCRIPT ARGS
+arguments, loading the script and planning the outputs beside it before anything runs, and
+reporting after it without changing its exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import types
+from collections.abc import Callable
+
+from gpuwhy.commands.outcome import (
+    UsageError,
+    check_format,
+    emit,
+    plan_outputs,
+    say_error,
+)
+from gpuwhy.outputs import Output
+from gpuwhy.record import RunRecord
+
+
+def script_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    parser.add_argument(
+        "args",
+        nargs=argparse.REMAINDER,
+        metavar="ARGS",
+        help="arguments for the script (everything after SCRIPT)",
+    )
+
+
+def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]]:
+    """The script compiled and its outputs planned (never over the script or a file of
+    the user's beside it), with a bad ``-f`` refused: all before the script runs."""
+    from gpuwhy.script_runner import ScriptError, load_script
+
+    try:
+        code = load_script(args.script)
+    except ScriptError as e:
+        raise UsageError(str(e)) from None
+    outputs = plan_outputs(
+        args, inputs=[args.script], project_dir=os.path.dirname(os.path.abspath(args.script))
+    )
+    check_format(args.format)
+    return code, outputs
+
+
+def report_after_script(
+    make_record: Callable[[], RunRecord], args: argparse.Namespace, outputs: dict[str, Output]
+) -> None:
+    """The report, after the script: gpuwhy failing here is one line, and the exit status
+    stays the script's (``gpuwhy run train.py && deploy`` must mean what it says)."""
+    try:
+        emit(make_record(), args, outputs, to_stderr=True)
+    except UsageError as e:
+        say_error(str(e))
+    except Exception as e:
+        if os.environ.get("GPUWHY_DEBUG"):
+            raise
+        say_error(
+            f"internal error while reporting: {type(e).__name__}: {e} "
+            "(GPUWHY_DEBUG=1 shows the traceback)"
+        )
