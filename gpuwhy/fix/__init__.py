@@ -8,6 +8,7 @@ Importing this package imports no TensorFlow: the pipeline's own TF is used when
 
 from __future__ import annotations
 
-from gpuwhy.fix.input_pipeline import OptimizeResult, optimize
+from gpuwhy.fix.input_pipeline import optimize
+from gpuwhy.fix.result import OptimizeResult
 
 __all__ = ["OptimizeResult", "optimize"]

@@ -279,8 +279,8 @@ def test_bad_arguments_are_refused():
 
 def test_a_rewrite_measured_no_faster_is_reported_as_not_worth_it():
     from gpuwhy.facts import PipelineChange
-    from gpuwhy.fix.input_pipeline import OptimizeResult
     from gpuwhy.fix.measure import Throughput
+    from gpuwhy.fix.result import OptimizeResult
 
     def rate(median):
         return Throughput(
