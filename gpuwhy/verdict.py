@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuwhy.facts import Facts
+from gpuwhy.formatting import stage_label
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input.common import bottleneck
@@ -180,15 +181,6 @@ def _bottleneck(facts: Facts) -> str | None:
     if pipeline is None:
         return None
     return stage_label(bottleneck(pipeline))
-
-
-def stage_label(stage) -> str:
-    """``Map(parse at train.py:41)``, ``TFRecord at train.py:12`` or just the TF name."""
-    if stage.function and stage.function_location:
-        return f"{stage.name}({stage.function} at {stage.function_location})"
-    if stage.location:
-        return f"{stage.name} at {stage.location}"
-    return stage.name
 
 
 def _headline(title: str, limit: int = 90) -> str:

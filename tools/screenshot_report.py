@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpuwhy.record import RunRecord  # noqa: E402
-from gpuwhy.report.html import load_optimizations, write_html  # noqa: E402
+from gpuwhy.report.html import HtmlRenderer  # noqa: E402
 
 
 def chromium_path() -> str:
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     record = RunRecord.load(args.record)
     with tempfile.TemporaryDirectory() as tmp:
         html_path = Path(args.html) if args.html else Path(tmp) / "report.html"
-        write_html(record, html_path, optimizations=load_optimizations(args.record))
+        Path(html_path).write_text(HtmlRenderer().render(record), encoding="utf-8")
         screenshot(html_path, Path(args.png), args.width, args.section, args.height)
     print(f"wrote {args.png}")
     return 0

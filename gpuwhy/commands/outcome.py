@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from gpuwhy.outputs import Output
 from gpuwhy.record import RunRecord
+from gpuwhy.report.base import Renderer
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -65,9 +66,7 @@ def emit(record: RunRecord, args: Any, outputs: dict[str, Output], to_stderr: bo
     except MisconfigurationError as e:
         raise UsageError(str(e)) from None
     if "-o" in outputs:
-        text = renderer.render(record)
-        data = text.encode("utf-8") if isinstance(text, str) else text
-        write_or_divert(outputs["-o"], lambda path: Path(path).write_bytes(data), own_stderr.say)
+        _write_rendered(renderer, record, outputs["-o"])
     else:
         if renderer.is_binary and stream.isatty():
             raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
@@ -78,9 +77,16 @@ def emit(record: RunRecord, args: Any, outputs: dict[str, Output], to_stderr: bo
             stream.write(text)
             stream.flush()
     if "--html" in outputs:
-        from gpuwhy.report.html import write_html
+        _write_rendered(renderer_class("html")(), record, outputs["--html"])
 
-        write_or_divert(outputs["--html"], lambda path: write_html(record, path), own_stderr.say)
+
+def _write_rendered(renderer: Renderer, record: RunRecord, output: Output) -> None:
+    from gpuwhy import own_stderr
+    from gpuwhy.outputs import write_or_divert
+
+    text = renderer.render(record)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    write_or_divert(output, lambda path: Path(path).write_bytes(data), own_stderr.say)
 
 
 def check_format(name: str) -> None:

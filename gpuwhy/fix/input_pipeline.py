@@ -46,9 +46,10 @@ import math
 from typing import Any
 
 from gpuwhy.fix import measure as m
-from gpuwhy.fix.plan import Plan, Planner, bytes_text, element_bytes
+from gpuwhy.fix.plan import Plan, Planner, element_bytes
 from gpuwhy.fix.rebuild import StageFailed, build
 from gpuwhy.fix.result import OptimizeResult, SameElements
+from gpuwhy.formatting import byte_size
 
 DEFAULT_MEMORY_FRACTION = 0.25
 INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
@@ -371,7 +372,7 @@ def _ideal(original: Any, per_pass: int | None, count: int, budget: int):
         n = max(1, budget // per_element)
         note = (
             f"the ideal is measured over {n} cached elements (all of them would not fit the "
-            f"memory budget of {bytes_text(budget)})"
+            f"memory budget of {byte_size(budget)})"
         )
         return original.take(n).cache(), None, note
     if per_pass is None:

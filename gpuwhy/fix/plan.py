@@ -13,6 +13,7 @@ from typing import Any
 from gpuwhy.facts import PipelineChange
 from gpuwhy.fix import measure as m
 from gpuwhy.fix.result import LeftAlone
+from gpuwhy.formatting import byte_size
 
 _CHEAP_KINDS = frozenset(
     {
@@ -337,9 +338,9 @@ class Planner:
                 LeftAlone(
                     "cache()",
                     _where(chain[j]),
-                    f"not inserted after {chain[j].describe()}: it would hold ~{bytes_text(size)} "
-                    f"({bound} elements x {bytes_text(per_element)}), over the memory budget of "
-                    f"{bytes_text(self.budget)} (memory_budget_bytes); cache to a file "
+                    f"not inserted after {chain[j].describe()}: it would hold ~{byte_size(size)} "
+                    f"({bound} elements x {byte_size(per_element)}), over the memory budget of "
+                    f"{byte_size(self.budget)} (memory_budget_bytes); cache to a file "
                     "(.cache(path)) or a snapshot instead",
                 )
             )
@@ -356,10 +357,10 @@ class Planner:
                 chain[j],
                 f".cache()   # right after .{chain[j].describe()}{before}",
                 f"its elements are the same on every pass, so epochs after the first read them from "
-                f"memory (~{bytes_text(size)}); the stages above stay live{reason_above}"
+                f"memory (~{byte_size(size)}); the stages above stay live{reason_above}"
                 if first_random
                 else f"the whole pipeline gives the same elements on every pass, so epochs after the "
-                f"first read them from memory (~{bytes_text(size)})",
+                f"first read them from memory (~{byte_size(size)})",
             )
         )
 
@@ -492,11 +493,3 @@ def element_bytes(dataset: Any, dr) -> int | None:
     except Exception:  # noqa: BLE001 - the user's pipeline fails: the check will say so
         return None
     return max(sizes) if sizes else 0
-
-
-def bytes_text(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"

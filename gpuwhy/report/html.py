@@ -16,10 +16,8 @@ still opens quickly.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from gpuwhy.facts import (
@@ -30,12 +28,15 @@ from gpuwhy.facts import (
     GpuDevice,
     GpuSamplesFacts,
     GpuSeries,
+    InputFixFacts,
     PipelineFacts,
+    PipelineRate,
     PlacementFacts,
     StepFacts,
     TfDataFacts,
     TracingFacts,
 )
+from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.record import RunRecord
 from gpuwhy.report import html_charts as charts
 from gpuwhy.report.base import Renderer
@@ -43,12 +44,12 @@ from gpuwhy.report.downsample import MAX_POINTS, stats
 from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
 
-GiB = 1024**3
-MiB = 1024**2
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
 class HtmlRenderer(Renderer):
+    """``--html PATH`` and ``-f html``: the page, from the record alone."""
+
     name = "html"
     file_extension = "html"
 
@@ -57,62 +58,45 @@ class HtmlRenderer(Renderer):
         verbose: bool = False,
         color: bool = False,
         width: int | None = None,
-        optimizations: Sequence[dict[str, Any]] | None = None,
         max_points: int = MAX_POINTS,
     ):
         super().__init__(verbose=verbose, color=color, width=width)
-        self.optimizations = optimizations
         self.max_points = max_points
 
     def render(self, record: RunRecord) -> str:
-        page = _Page(self.max_points)
-        rows = self.optimizations
-        if not rows:  # a record of `gpuwhy fix --input`: its measured fixes
-            rows = fix_rows(record.facts.input_fixes)
-        return _template().render(**page.context(record, rows or ()))
+        return _template().render(**_Page(self.max_points).context(record))
 
 
-def fix_rows(fixes) -> list[dict[str, Any]]:
-    """The ``input_fixes`` facts as before/after rows (the shape normalise_optimizations
-    reads): a refused rewrite has no "after"; a change that gained nothing keeps its
-    measurement but no code to paste."""
+def fix_measurements(fixes: InputFixFacts | None) -> list[dict[str, Any]]:
+    """The measured pipelines of ``gpuwhy fix`` (facts ``input_fixes``) as before/after
+    rows, each measurement ``{"elements_per_s", "low", "high"}`` (median and the slowest
+    and fastest timed pass): a refused rewrite has no "after"; a change that gained
+    nothing keeps its measurement but no code to paste."""
     if fixes is None:
         return []
-    from gpuwhy.facts import to_dict
+
+    def measured(rate: PipelineRate | None) -> dict[str, float] | None:
+        if rate is None:
+            return None
+        return {
+            "elements_per_s": rate.median,
+            "low": min(rate.min, rate.median),
+            "high": max(rate.max, rate.median),
+        }
 
     return [
         {
             "name": f.dataset,
-            "before": to_dict(f.before),
-            "after": None if f.refused else to_dict(f.after),
-            "ideal": to_dict(f.ideal),
+            "before": measured(f.before),
+            "after": None if f.refused else measured(f.after),
+            "ideal": measured(f.ideal),
             "fix": "\n".join(c.code for c in f.changes)
             if f.changes and not f.refused and f.worth_it
             else None,
         }
         for f in fixes.fixes
-        if f.before is not None
+        if f.before is not None and f.before.median > 0
     ]
-
-
-def write_html(
-    record: RunRecord, path: str | Path, optimizations: Sequence[dict[str, Any]] | None = None
-) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HtmlRenderer(optimizations=optimizations).render(record), encoding="utf-8")
-    return path
-
-
-def load_optimizations(record_path: str | Path) -> list[dict[str, Any]]:
-    """The optional top-level ``optimizations`` list of a saved record (the measured
-    before/after of fixes); RunRecord does not keep unknown keys, so it is read here."""
-    try:
-        data = json.loads(Path(record_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    rows = data.get("optimizations") if isinstance(data, dict) else None
-    return list(rows) if isinstance(rows, list) else []
 
 
 # -- the page ----------------------------------------------------------------------------
@@ -132,7 +116,7 @@ class _Page:
         self.figures.append((dom_id, charts.figure_json(fig)))
         return dom_id
 
-    def context(self, record: RunRecord, optimizations: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def context(self, record: RunRecord) -> dict[str, Any]:
         facts = record.facts
         usable = gpu_usable(facts)
         mark, tone = {True: ("✓", "good"), False: ("✗", "bad")}.get(usable, ("•", "neutral"))
@@ -144,7 +128,7 @@ class _Page:
             "pipelines": self.tfdata_view(facts.tfdata)
             if facts.tfdata is not None or _ran_tf(facts)
             else None,
-            "optimizations": self.optimizations_view(optimizations),
+            "optimizations": self.optimizations_view(fix_measurements(record.facts.input_fixes)),
             "placement": placement_view(facts.placement),
             "eager": eager_view(facts.eager),
             "tracing": tracing_view(facts.tracing),
@@ -232,10 +216,10 @@ class _Page:
             )
         if p.gap_median_s is not None:
             rows.append(
-                ("Model time per element", f"{_ms(p.gap_median_s)} (median, TF's own timer)")
+                ("Model time per element", f"{duration(p.gap_median_s)} (median, TF's own timer)")
             )
         if p.wait_per_element_s is not None:
-            rows.append(("Wait per element", _ms(p.wait_per_element_s)))
+            rows.append(("Wait per element", duration(p.wait_per_element_s)))
         rows.append(
             (
                 "As written",
@@ -261,7 +245,7 @@ class _Page:
         if p.cardinality is not None:
             rows.append(("Elements per pass", f"{p.cardinality:,}"))
         if p.element_bytes is not None:
-            rows.append(("Element size", _bytes(p.element_bytes)))
+            rows.append(("Element size", byte_size(p.element_bytes)))
         bottleneck = None
         if p.bottleneck is not None and 0 <= p.bottleneck < len(p.stages):
             s = p.stages[p.bottleneck]
@@ -276,7 +260,7 @@ class _Page:
                     else ""
                 )
                 + (
-                    f": {_ms(s.self_time_per_element_s)} of its own per element"
+                    f": {duration(s.self_time_per_element_s)} of its own per element"
                     if s.self_time_per_element_s is not None
                     else ""
                 )
@@ -310,7 +294,7 @@ class _Page:
                         f"{s.self_time_s:,.3f} s",
                         "-"
                         if s.self_time_per_element_s is None
-                        else _ms(s.self_time_per_element_s),
+                        else duration(s.self_time_per_element_s),
                         "-" if s.root_elements_per_s is None else f"{s.root_elements_per_s:,.1f}",
                         ", ".join(flags) or "-",
                     ],
@@ -326,8 +310,7 @@ class _Page:
         }
 
     # -- before / after ------------------------------------------------------------------
-    def optimizations_view(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-        measured = normalise_optimizations(rows)
+    def optimizations_view(self, measured: list[dict[str, Any]]) -> dict[str, Any] | None:
         if not measured:
             return None
         table = []
@@ -355,7 +338,7 @@ class _Page:
 
 
 def finding_view(number: int, f: Finding) -> dict[str, Any]:
-    from gpuwhy.report.terminal import finding_causes
+    from gpuwhy.report.summary import finding_causes
 
     causes = finding_causes(f.evidence)
     return {
@@ -395,18 +378,12 @@ def evidence_item(key: str, value: Any) -> dict[str, Any]:
 
 
 def run_view(facts: Facts) -> dict[str, Any] | None:
-    from gpuwhy.report.terminal_run import eager_line, gpu_line, steps_line, tracing_line
+    from gpuwhy.report.summary import eager_line, gpu_line, steps_line, tracing_line
 
     program = facts.program
     if program is None:
         return None
-    ended = {
-        "completed": "completed",
-        "exception": f"raised {program.error}",
-        "interrupted": "interrupted (Ctrl-C)",
-        "terminated": "terminated (SIGTERM)",
-        "exit": f"exited with status {program.exit_code}",
-    }.get(program.ended, program.ended)
+    ended = how_it_ended(program)
     rows = [("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:,.1f} s")]
     if program.tensorflow_imported:
         rows.append(
@@ -444,7 +421,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
         rows.append(
             (
                 "Step time",
-                f"median {_ms(steps.median_s)}, p90 {_ms(steps.p90_s)}; "
+                f"median {duration(steps.median_s)}, p90 {duration(steps.p90_s)}; "
                 f"{steps.total_s:,.1f} s in steps of a {steps.run_s:,.1f} s run",
             )
         )
@@ -453,7 +430,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
             (
                 "Waiting for input",
                 f"{steps.input_wait_fraction:.1%} of step time, median "
-                f"{_ms(steps.input_wait_median_s)} per step",
+                f"{duration(steps.input_wait_median_s)} per step",
             )
         )
     else:
@@ -467,7 +444,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
         rows.append(
             (
                 "Slowest step",
-                f"{_ms(s.high)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
+                f"{duration(s.high)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
                 + ("" if spc == 1 else f", {spc} steps per call"),
             )
         )
@@ -521,7 +498,7 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
         + ("; GPM metrics read" if samples.gpm else "")
     )
     others = [
-        f"pid {p.pid} {p.name or ''} ({_bytes(p.used_bytes)})".replace("  ", " ")
+        f"pid {p.pid} {p.name or ''} ({byte_size(p.used_bytes)})".replace("  ", " ")
         for p in gpu.others
     ]
     return {"head": head, "rows": rows, "others": others}
@@ -650,7 +627,7 @@ def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
 def eager_view(eager: EagerFacts | None) -> dict[str, Any] | None:
     if eager is None or (not eager.sites and not eager.ops):
         return None
-    from gpuwhy.report.terminal_run import eager_line
+    from gpuwhy.report.summary import eager_line
 
     per = max(eager.sampled_steps, 1)
     rows = [
@@ -693,7 +670,7 @@ def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
                 "signatures": [
                     [
                         f"{s.at_s:,.2f} s",
-                        "-" if s.seconds is None else _ms(s.seconds),
+                        "-" if s.seconds is None else duration(s.seconds),
                         ", ".join(f"{n}: {spec}" for n, spec in s.args),
                         s.caller or "?",
                     ]
@@ -707,7 +684,7 @@ def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
 def environment_view(
     env: EnvironmentFacts | None, devices: Sequence[GpuDevice]
 ) -> dict[str, Any] | None:
-    from gpuwhy.report.terminal import _missing, _tf_line
+    from gpuwhy.report.summary import missing_library, tensorflow_line
 
     if env is None and not devices:
         return None
@@ -724,7 +701,7 @@ def environment_view(
             rows.append(("CPU cores", f"{env.cpu_count}"))
         tf = env.tensorflow
         if tf is not None:
-            rows.append(("TensorFlow", _tf_line(tf)))
+            rows.append(("TensorFlow", tensorflow_line(tf)))
             if tf.build and tf.build.get("is_cuda_build"):
                 rows.append(
                     (
@@ -739,7 +716,7 @@ def environment_view(
                     lib.name,
                     lib.wanted,
                     "yes" if lib.loaded else "no",
-                    (lib.path or "") if lib.loaded else _missing(lib),
+                    (lib.path or "") if lib.loaded else missing_library(lib),
                 ]
                 for lib in tf.libraries
             ]
@@ -772,56 +749,6 @@ def environment_view(
     return {"rows": rows, "libraries": libraries, "gpus": gpus, "log": log}
 
 
-def normalise_optimizations(rows: Sequence[Any]) -> list[dict[str, Any]]:
-    """Measured fixes in one shape: ``{"name", "before", "after", "ideal", "fix"}`` with each
-    measurement ``{"elements_per_s", "low", "high"}`` (the spread of the repeats).
-
-    A measurement may be a plain number, ``{"elements_per_s": x, "spread": s}`` (x ± s), or
-    a ``gpuwhy.fix.measure.Throughput.to_dict()`` (``median`` with ``min``/``max`` of the
-    passes). Rows without a name or a positive ``before`` are left out.
-    """
-    out = []
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        name = row.get("name") or row.get("title")
-        measured = {key: _measurement(row.get(key)) for key in ("before", "after", "ideal")}
-        if not name or measured["before"] is None or measured["before"]["elements_per_s"] <= 0:
-            continue
-        out.append(
-            {
-                "name": str(name),
-                **measured,
-                "fix": row.get("fix") if isinstance(row.get("fix"), str) else None,
-            }
-        )
-    return out
-
-
-def _measurement(value: Any) -> dict[str, float] | None:
-    def number(x: Any) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-    if number(value):
-        return {"elements_per_s": float(value), "low": float(value), "high": float(value)}
-    if not isinstance(value, dict):
-        return None
-    rate = value.get("elements_per_s", value.get("median", value.get("value")))
-    if not number(rate):
-        return None
-    spread = value.get("spread")
-    low, high = value.get("min", value.get("low")), value.get("max", value.get("high"))
-    if number(spread):
-        low, high = rate - spread, rate + spread
-    elif not (number(low) and number(high)):
-        low = high = rate
-    return {
-        "elements_per_s": float(rate),
-        "low": float(min(low, rate)),
-        "high": float(max(high, rate)),
-    }
-
-
 # -- formatting ------------------------------------------------------------------------------
 
 
@@ -841,11 +768,11 @@ def highlight(code: str) -> str:
         from pygments.lexers import get_lexer_by_name
     except ImportError:  # pragma: no cover - pygments comes with rich
         return str(escape(code))
-    from gpuwhy.report.terminal import _lexer
+    from gpuwhy.report.summary import code_language
 
-    return _highlight(code, get_lexer_by_name(_lexer(code)), HtmlFormatter(nowrap=True)).rstrip(
-        "\n"
-    )
+    return _highlight(
+        code, get_lexer_by_name(code_language(code)), HtmlFormatter(nowrap=True)
+    ).rstrip("\n")
 
 
 def _code_css() -> str:
@@ -908,24 +835,6 @@ def _stat_row(values: Sequence[float]) -> list[str]:
     top = max(abs(v) for v in values)
     decimals = 1 if top >= 100 else 2 if top >= 1 else 3
     return [f"{v:,.{decimals}f}" for v in values]
-
-
-def _ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 0.001:
-        return f"{seconds * 1e6:,.1f} µs"
-    return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n >= GiB:
-        return f"{n / GiB:,.1f} GiB"
-    if n >= MiB:
-        return f"{n / MiB:,.1f} MiB"
-    return f"{n:,} bytes"
 
 
 def _shape(shape) -> str:

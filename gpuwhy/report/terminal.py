@@ -7,7 +7,6 @@ Piped output gets no colour codes and no hard wrapping, so it can be grepped and
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
 from rich.console import Console, Group
@@ -19,6 +18,7 @@ from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
+from gpuwhy.report.summary import code_language, finding_causes, missing_library, tensorflow_line
 from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.report.terminal_run import run_section
 from gpuwhy.rules.base import Finding
@@ -132,7 +132,7 @@ class TerminalRenderer(Renderer):
         """Code as Text lines: highlighted on a terminal, never cropped or padded, so a
         long pip command survives copy and paste."""
         text = (
-            Syntax(code, _lexer(code), theme="ansi_dark").highlight(code)
+            Syntax(code, code_language(code), theme="ansi_dark").highlight(code)
             if self.color
             else Text(code)
         )
@@ -250,7 +250,7 @@ class TerminalRenderer(Renderer):
         table.add_row("Python", f"{env.python_version}  {env.python_executable}  [{where}]")
         tf = env.tensorflow
         if tf is not None:
-            table.add_row("TensorFlow", _tf_line(tf))
+            table.add_row("TensorFlow", tensorflow_line(tf))
             if tf.build and tf.build.get("is_cuda_build"):
                 table.add_row(
                     "Build needs",
@@ -303,30 +303,12 @@ class TerminalRenderer(Renderer):
                 table.add_row("Settings", "  ".join(f"{k}={v}" for k, v in shown.items()))
         if self.verbose and tf is not None:
             for lib in tf.libraries:
-                table.add_row(f"  {lib.wanted}", lib.path or "" if lib.loaded else _missing(lib))
+                table.add_row(
+                    f"  {lib.wanted}", lib.path or "" if lib.loaded else missing_library(lib)
+                )
             for line in tf.log_lines:
                 table.add_row("  TF log", line)
         return Group(Text("Environment", style="bold underline"), *table.lines)
-
-
-def finding_causes(evidence: dict[str, Any]) -> list[tuple[str, str]] | None:
-    """The ``causes`` of a finding as (title, detail) text, or None when its evidence has
-    none in the shape rules write (a list of objects). Evidence is free-form in the
-    schema, so a saved record may hold anything there: it is then shown as plain
-    evidence rather than crash the report."""
-    causes = evidence.get("causes")
-    if not (isinstance(causes, list) and causes and all(isinstance(c, dict) for c in causes)):
-        return None
-    return [(_text(c.get("title", "")), _text(c.get("detail", ""))) for c in causes]
-
-
-def _text(value: Any) -> str:
-    """A free-form evidence value as text: strings as they are, anything else as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _row_text(row: dict[str, Any], verbose: bool) -> str:
@@ -340,42 +322,6 @@ def _row_text(row: dict[str, Any], verbose: bool) -> str:
             )
         parts.append(f"{key}={value}")
     return "  ".join(parts)
-
-
-def _tf_line(tf) -> str:
-    if not tf.installed:
-        return "not installed" + (f" ({tf.import_error})" if tf.import_error else "")
-    if not tf.import_ok:
-        return f"import failed: {tf.import_error}"
-    build = tf.build or {}
-    kind = (
-        "CUDA build"
-        if build.get("is_cuda_build")
-        else ("ROCm build" if build.get("is_rocm_build") else "CPU-only build")
-    )
-    gpus = f"{len(tf.gpus)} GPU(s) listed" + (
-        f", matmul ran on {tf.confirm_device}" if tf.confirm_device else ""
-    )
-    took = f"; import took {tf.import_seconds:.1f} s" if tf.import_seconds is not None else ""
-    return f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}{took}"
-
-
-def _missing(lib) -> str:
-    text = f"missing ({lib.pip_package})"
-    if lib.other_versions:
-        text += f"; other versions: {', '.join(lib.other_versions)}"
-    if lib.error and "No such file or directory" not in lib.error:
-        text += f"; {lib.error}"  # e.g. found but a dependency of it is missing
-    return text
-
-
-def _lexer(code: str) -> str:
-    return (
-        "python"
-        if any(t in code for t in ("import ", "tf.", "def ", "model."))
-        and "pip install" not in code
-        else "bash"
-    )
 
 
 def _short(value: Any, limit: int = 200) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from dataclasses import replace
 
 from gpuwhy.facts import (
     EagerFacts,
@@ -18,7 +19,11 @@ from gpuwhy.facts import (
     Facts,
     GpuSamplesFacts,
     GpuSeries,
+    InputFix,
+    InputFixFacts,
+    PipelineChange,
     PipelineFacts,
+    PipelineRate,
     PipelineStage,
     ProgramFacts,
     StepFacts,
@@ -289,25 +294,39 @@ def large_run() -> RunRecord:
     )
 
 
-OPTIMIZATIONS = [
-    {
-        "name": "map: num_parallel_calls=AUTOTUNE",
-        "before": {"elements_per_s": 25.1, "spread": 0.8},
-        "after": {"elements_per_s": 88.4, "spread": 2.1},
-        "ideal": {"elements_per_s": 101.0, "spread": 1.5},
-        "fix": "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)",
-    },
-    {"name": "prefetch", "before": 88.4, "after": 97.0},
-    {
-        "name": "cache",  # as gpuwhy.fix.measure.Throughput.to_dict() writes it
-        "before": {"median": 97.0, "min": 90.0, "max": 99.5, "q1": 95.0, "q3": 98.0, "passes": 5},
-        "after": {
-            "median": 180.0,
-            "min": 170.0,
-            "max": 181.0,
-            "q1": 176.0,
-            "q3": 180.5,
-            "passes": 5,
-        },
-    },
-]
+def _rate(median: float, low: float, high: float) -> PipelineRate:
+    return PipelineRate(median=median, min=low, max=high, passes=5, elements_per_pass=32)
+
+
+INPUT_FIXES = InputFixFacts(
+    fixes=(
+        InputFix(
+            dataset="map: num_parallel_calls=AUTOTUNE",
+            before=_rate(25.1, 24.3, 25.9),
+            after=_rate(88.4, 86.3, 90.5),
+            ideal=_rate(101.0, 99.5, 102.5),
+            speedup=88.4 / 25.1,
+            changes=(
+                PipelineChange(
+                    kind="parallel-map",
+                    stage="map(load)",
+                    location="train.py:41",
+                    code="ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)",
+                    why="runs one element at a time",
+                ),
+            ),
+        ),
+        InputFix(dataset="prefetch", before=_rate(88.4, 88.4, 88.4), after=_rate(97.0, 97.0, 97.0)),
+        InputFix(
+            dataset="cache",
+            before=_rate(97.0, 90.0, 99.5),
+            after=_rate(180.0, 170.0, 181.0),
+        ),
+        InputFix(dataset="not measured", error="the pipeline itself fails"),
+    )
+)
+
+
+def with_input_fixes(record: RunRecord) -> RunRecord:
+    """A record that also holds measured input-pipeline fixes (section ``input_fixes``)."""
+    return RunRecord.diagnose(record.command, replace(record.facts, input_fixes=INPUT_FIXES))

@@ -17,7 +17,7 @@ import pytest
 from gpuwhy.facts import Facts, ProgramFacts, StepFacts
 from gpuwhy.record import RunRecord
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded, stats
-from gpuwhy.report.html import HtmlRenderer, normalise_optimizations, write_html
+from gpuwhy.report.html import HtmlRenderer, fix_measurements
 from gpuwhy.rules.base import Finding
 from tests import builders as b
 from tests.report import builders as rb
@@ -25,6 +25,11 @@ from tests.report import builders as rb
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = re.compile(r'<script type="application/json" data-figure="([^"]+)">(.*?)</script>', re.S)
 MiB = 1024 * 1024
+
+
+def write_html(record: RunRecord, path: Path) -> Path:
+    path.write_text(HtmlRenderer().render(record), encoding="utf-8")
+    return path
 
 
 def figures(text: str) -> dict[str, dict]:
@@ -111,7 +116,7 @@ def test_verdict_first_then_findings_ranked_each_with_location_and_fix():
 
 
 def test_every_section_of_a_full_run():
-    text = HtmlRenderer(optimizations=rb.OPTIMIZATIONS).render(FULL)
+    text = HtmlRenderer().render(rb.with_input_fixes(FULL))
     for section_id in (
         "findings",
         "run",
@@ -291,36 +296,24 @@ def test_user_strings_cannot_break_out_of_the_page():
     assert html_lib.escape(evil, quote=False) in json.dumps(pipeline_fig["data"][0]["y"])
 
 
-def test_optimizations_are_drawn_only_when_measured():
-    assert normalise_optimizations(
-        [
-            {"name": "x"},
-            {"before": 3},
-            "junk",
-            {"name": "y", "before": 0},
-            {"name": "ok", "before": {"elements_per_s": 2, "spread": 1}, "after": 4},
-        ]
-    ) == [
-        {
-            "name": "ok",
-            "before": {"elements_per_s": 2.0, "low": 1.0, "high": 3.0},
-            "after": {"elements_per_s": 4.0, "low": 4.0, "high": 4.0},
-            "ideal": None,
-            "fix": None,
-        }
-    ]
-    text = HtmlRenderer(optimizations=rb.OPTIMIZATIONS).render(FULL)
+def test_measured_fixes_are_drawn_only_when_measured():
+    rows = fix_measurements(rb.INPUT_FIXES)
+    assert [r["name"] for r in rows] == ["map: num_parallel_calls=AUTOTUNE", "prefetch", "cache"]
+    assert rows[0]["before"] == {"elements_per_s": 25.1, "low": 24.3, "high": 25.9}
+    assert rows[0]["fix"] == "ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)"
+    assert rows[1]["fix"] is None  # no change to paste
+    text = HtmlRenderer().render(rb.with_input_fixes(FULL))
     ba = section(text, "before-after")
     assert "3.52×" in ba and "25.1 ± 0.8" in ba and "1.10×" in ba
-    assert "97.0 (90.0–99.5)" in ba and "1.86×" in ba  # a Throughput.to_dict() row
+    assert "97.0 (90.0–99.5)" in ba and "1.86×" in ba  # the slowest and fastest pass
     after = next(t for t in figures(text)["figure-3"]["data"] if t["name"] == "after")
     assert after["error_y"]["array"][2] == 1.0 and after["error_y"]["arrayminus"][2] == 10.0
     assert '<section id="before-after">' not in HtmlRenderer().render(FULL)
 
 
-def test_report_command_writes_html_with_the_records_optimizations(tmp_path):
-    data = FULL.to_dict()
-    data["optimizations"] = rb.OPTIMIZATIONS
+def test_report_command_writes_html_with_the_records_measured_fixes(tmp_path):
+    record = rb.with_input_fixes(FULL)
+    data = record.to_dict()
     record_path = tmp_path / "run.json"
     record_path.write_text(json.dumps(data))
     out = tmp_path / "sub" / "run.html"
@@ -331,7 +324,7 @@ def test_report_command_writes_html_with_the_records_optimizations(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 1, proc.stderr  # high findings: exit 1, as without --html
-    assert FULL.verdict in proc.stdout.splitlines()[0]
+    assert record.verdict in proc.stdout.splitlines()[0]
     text = out.read_text(encoding="utf-8")
     assert '<section id="before-after">' in text and "map: num_parallel_calls=AUTOTUNE" in text
 
@@ -404,7 +397,7 @@ def test_placement_filter_shows_only_matching_rows(slow_training_run, open_repor
 
 
 def test_every_chart_of_a_full_run_is_drawn(open_report, tmp_path):
-    path = write_html(FULL, tmp_path / "full.html", optimizations=rb.OPTIMIZATIONS)
+    path = write_html(rb.with_input_fixes(FULL), tmp_path / "full.html")
     opened = open_report(path)
     page = opened.page
     assert opened.errors == [] and opened.fetched == []

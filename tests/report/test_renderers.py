@@ -1,3 +1,4 @@
+import html
 import json
 
 import pytest
@@ -28,6 +29,11 @@ def test_every_renderer_renders_every_record(name, record):
     if name == "json":
         data = json.loads(text)
         assert validation_errors(data) == [] and data["verdict"]["text"] == record.verdict
+    elif name == "html":  # the page from the record alone, every finding on it
+        page = html.unescape(text)
+        assert record.verdict in page
+        for finding in record.findings:
+            assert finding.id in page and finding.title in page
     else:
         assert record.verdict in text.splitlines()[0]
         for finding in record.findings:
@@ -198,3 +204,26 @@ def test_fix_record_verdict_gives_the_measured_gain_or_why_there_is_none():
         "Could not optimise the input pipeline: NotFoundError"
     )
     assert "nothing to optimise" in verdict(Facts(input_fixes=InputFixFacts()), [])
+
+
+def test_html_is_a_renderer_like_the_others_and_needs_only_the_record(tmp_path):
+    import subprocess
+    import sys
+
+    from gpuwhy.report import renderer_class
+    from gpuwhy.report.html import HtmlRenderer
+
+    assert renderer_class("html") is HtmlRenderer
+    alone = tmp_path / "alone"  # the record, and nothing else beside it
+    alone.mkdir()
+    (alone / "run.json").write_text(FULL.to_json())
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "report", "run.json", "-f", "html"],
+        capture_output=True,
+        text=True,
+        cwd=alone,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr  # high findings
+    assert proc.stdout.startswith("<!DOCTYPE html>") and FULL.findings[0].id in proc.stdout
+    assert sorted(p.name for p in alone.iterdir()) == ["run.json"]

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, StepFacts
+from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
@@ -106,7 +107,7 @@ class InputBound(Rule):
         site = re.search(r" at (\S+:\d+)$", steps.marker)
         title = (
             f"Steps wait for input {share:.0%} of the time "
-            f"({_ms(steps.input_wait_median_s)} of a {_ms(steps.median_s)} step)"
+            f"({duration(steps.input_wait_median_s)} of a {duration(steps.median_s)} step)"
         )
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(share, 3),
@@ -127,7 +128,7 @@ class InputBound(Rule):
         who = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
         title = (
             f"{who} waits for input {wait.fraction:.0%} of the time "
-            f"({_ms(wait.per_element_s)} per batch beside {_ms(wait.consumer_s)} "
+            f"({duration(wait.per_element_s)} per batch beside {duration(wait.consumer_s)} "
             "of work on it)"
         )
         evidence: dict[str, Any] = {
@@ -186,10 +187,6 @@ class InputBound(Rule):
             ),
             gain_value=round(share, 4),
         )
-
-
-def _ms(seconds) -> str:
-    return "?" if seconds is None else f"{seconds * 1000:,.1f} ms"
 
 
 def _round_ms(seconds):

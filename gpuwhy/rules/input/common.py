@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts
+from gpuwhy.formatting import stage_label
 
 # Stages TF runs on background threads with their own buffer of finished elements.
 # inject_prefetch leaves a pipeline that ends in one of these alone (kAsyncTransforms in
@@ -125,18 +126,6 @@ def bottleneck(pipeline: PipelineFacts) -> PipelineStage | None:
 
 def is_bottleneck(pipeline: PipelineFacts, index: int) -> bool:
     return pipeline.bottleneck == index
-
-
-def stage_label(stage: PipelineStage) -> str:
-    """``ParallelMapV2(parse at train.py:41)``, ``TFRecord at train.py:12``, or TF's name
-    (``Prefetch (added by TF)`` for a stage nobody wrote)."""
-    if stage.function and stage.function_location:
-        return f"{stage.name}({stage.function} at {stage.function_location})"
-    if stage.function:
-        return f"{stage.name}({stage.function})"
-    if stage.location:
-        return f"{stage.name} at {stage.location}"
-    return stage.name if stage.written_as else f"{stage.name} (added by TF)"
 
 
 def culprit_location(stage: PipelineStage) -> str | None:

@@ -1,0 +1,57 @@
+"""How gpuwhy writes a number or a fact for people, in one place: the terminal report, the
+HTML report, the verdict line and the findings' titles all say "91.7 ms", "1.5 GiB",
+"MapAndBatch(load at train.py:36)" and "interrupted (Ctrl-C)" the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+
+
+def duration(seconds: float | None) -> str:
+    """``3.8 µs`` below a millisecond, ``91.7 ms`` below 10 s, ``12.3 s`` above; ``?``
+    when unknown."""
+    if seconds is None:
+        return "?"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:,.1f} µs"
+    return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
+def byte_size(n: float | None) -> str:
+    """``512 bytes``, ``8.0 KiB``, ``1.5 MiB``, ``2.0 GiB``; ``?`` when unknown."""
+    if n is None:
+        return "?"
+    if abs(n) >= GiB:
+        return f"{n / GiB:,.1f} GiB"
+    if abs(n) >= MiB:
+        return f"{n / MiB:,.1f} MiB"
+    if abs(n) >= KiB:
+        return f"{n / KiB:,.1f} KiB"
+    return f"{n:,.0f} bytes"
+
+
+def stage_label(stage: Any) -> str:
+    """A tf.data stage for people: ``ParallelMapV2(parse at train.py:41)``, ``TFRecord at
+    train.py:12``, or TF's name (``Prefetch (added by TF)`` for a stage nobody wrote)."""
+    if stage.function and stage.function_location:
+        return f"{stage.name}({stage.function} at {stage.function_location})"
+    if stage.function:
+        return f"{stage.name}({stage.function})"
+    if stage.location:
+        return f"{stage.name} at {stage.location}"
+    return stage.name if stage.written_as else f"{stage.name} (added by TF)"
+
+
+def how_it_ended(program: Any) -> str:
+    """``completed``, ``raised ValueError: ...``, ``interrupted (Ctrl-C)`` ..."""
+    return {
+        "completed": "completed",
+        "exception": f"raised {program.error}",
+        "interrupted": "interrupted (Ctrl-C)",
+        "terminated": "terminated (SIGTERM)",
+        "exit": f"exited with status {program.exit_code}",
+    }.get(program.ended, program.ended)

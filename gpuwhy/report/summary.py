@@ -1,0 +1,201 @@
+"""The one-line text of each fact section, shown the same by every renderer: the
+terminal report and the HTML report both say "Steps  96 by next() ...; median 91.7 ms"
+from these functions, never from each other's private helpers."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+from gpuwhy.facts import (
+    EagerFacts,
+    GpuSamplesFacts,
+    GpuSeries,
+    PipelineFacts,
+    PipelineStage,
+    StepFacts,
+    TfDataFacts,
+    TracingFacts,
+)
+from gpuwhy.formatting import MiB, duration, stage_label
+from gpuwhy.rules.input.common import bottleneck
+
+
+def steps_line(steps: StepFacts) -> str:
+    text = f"{steps.count:,} by {steps.marker}"
+    if steps.median_s is not None:
+        text += f"; median {duration(steps.median_s)}, p90 {duration(steps.p90_s)}"
+    if steps.warmup:
+        text += f" (first {steps.warmup} left out as warm-up)"
+    if steps.steps_per_call > 1:
+        text += f"; {steps.steps_per_call} steps per call"
+    if steps.input_wait_fraction is not None:
+        text += (
+            f"; waiting for input {steps.input_wait_fraction:.0%} of step time "
+            f"(median {duration(steps.input_wait_median_s)} per step"
+            + (f", by {steps.input_wait_source}" if steps.input_wait_source else "")
+            + ")"
+        )
+    else:
+        text += "; input wait not measured for this kind of loop"
+    return text
+
+
+MAX_PIPELINES = 3
+
+
+def shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
+    """The pipelines that gave the most elements (evaluate/predict come after training)."""
+    order = {"keras-fit": 0, "python-loop": 0}
+    return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements))[
+        :MAX_PIPELINES
+    ]
+
+
+def pipeline_line(p: PipelineFacts) -> str:
+    """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
+    where = f" built at {p.location}" if p.location else ""
+    text = f"tf.data pipeline{where}, read by {p.consumer}: {p.elements:,} elements"
+    if p.iterators > 1:
+        text += f" over {p.iterators} iterators"
+    if p.throughput_per_s:
+        text += f", {p.throughput_per_s:,.1f}/s"
+    if p.stages:
+        text += "; runs as " + " → ".join(stage_name(s) for s in p.stages)
+    stage = bottleneck(p)  # None too when a saved record's index is out of range
+    if stage is not None:
+        text += f"; slowest stage {stage_label(stage)}"
+        if stage.self_time_per_element_s is not None:
+            text += f" ({duration(stage.self_time_per_element_s)} per element"
+            text += (
+                f", {stage.parallelism} threads)"
+                if stage.parallelism and stage.parallelism > 1
+                else ", sequential)"
+            )
+    if p.model_error:
+        text += f"; TF's per-stage timers unavailable: {p.model_error}"
+    return text
+
+
+def stage_name(stage: PipelineStage) -> str:
+    return stage.name + ("*" if not stage.written_as and stage.kind == "prefetch" else "")
+
+
+def eager_line(eager: EagerFacts) -> str:
+    if eager.sampled_steps and eager.per_step is not None:
+        text = f"{eager.per_step:,.0f} per step over {eager.sampled_steps} sampled steps"
+        if eager.dispatch_fraction is not None:
+            text += f", about {eager.dispatch_fraction:.0%} of step time spent issuing them"
+    else:
+        text = f"{eager.ops:,} counted" + (
+            f" ({eager.outside_steps:,} outside steps)" if eager.outside_steps else ""
+        )
+    if eager.sites:
+        top = eager.sites[0]
+        text += f"; most from {top.op} at {top.location or '?'}"
+    return text
+
+
+def tracing_line(tracing: TracingFacts) -> str:
+    parts = []
+    for fn in sorted(tracing.functions, key=lambda f: (-f.traces, -f.calls))[:4]:
+        where = f" ({fn.location})" if fn.location else ""
+        parts.append(
+            f"{fn.name}{where}: {fn.calls:,} calls, {fn.traces} trace"
+            + ("s" if fn.traces != 1 else "")
+            + (f" ({fn.trace_s:.1f} s)" if fn.trace_s >= 0.05 else "")
+        )
+    more = len(tracing.functions) - len(parts)
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def gpu_line(samples: GpuSamplesFacts) -> str:
+    if samples.error in ("LibraryNotFound", "DriverNotLoaded"):
+        return f"none: no NVIDIA driver here (NVML: {samples.error})"
+    if samples.error:
+        return f"none: {samples.error}"
+    if not samples.gpus:
+        return "none (no GPU)"
+    parts = []
+    for gpu in samples.gpus:
+        util = _mean(gpu.utilization)
+        text = f"GPU {gpu.index} {gpu.name}: {len(gpu.t)} samples at {samples.hz:g} Hz"
+        if util is not None:
+            text += f", busy {util:.0%} on average"
+        sm = _mean(gpu.sm_activity)
+        if sm is not None:
+            text += f", SM activity {sm:.0%}"
+        peak = _peak(gpu)
+        if peak is not None and gpu.memory_total_bytes:
+            text += f", peak memory {peak / MiB:,.0f} of {gpu.memory_total_bytes / MiB:,.0f} MiB"
+        parts.append(text)
+    for device, peak in samples.tf_peak_memory_bytes.items():
+        parts.append(f"TensorFlow's peak on {device}: {peak / MiB:,.0f} MiB")
+    return "; ".join(parts)
+
+
+def _mean(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def _peak(gpu: GpuSeries) -> int | None:
+    known = [v for v in gpu.memory_used_bytes if v is not None]
+    return max(known) if known else None
+
+
+def finding_causes(evidence: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """The ``causes`` of a finding as (title, detail) text, or None when its evidence has
+    none in the shape rules write (a list of objects). Evidence is free-form in the
+    schema, so a saved record may hold anything there: it is then shown as plain
+    evidence rather than crash the report."""
+    causes = evidence.get("causes")
+    if not (isinstance(causes, list) and causes and all(isinstance(c, dict) for c in causes)):
+        return None
+    return [(_text(c.get("title", "")), _text(c.get("detail", ""))) for c in causes]
+
+
+def _text(value: Any) -> str:
+    """A free-form evidence value as text: strings as they are, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def tensorflow_line(tf) -> str:
+    if not tf.installed:
+        return "not installed" + (f" ({tf.import_error})" if tf.import_error else "")
+    if not tf.import_ok:
+        return f"import failed: {tf.import_error}"
+    build = tf.build or {}
+    kind = (
+        "CUDA build"
+        if build.get("is_cuda_build")
+        else ("ROCm build" if build.get("is_rocm_build") else "CPU-only build")
+    )
+    gpus = f"{len(tf.gpus)} GPU(s) listed" + (
+        f", matmul ran on {tf.confirm_device}" if tf.confirm_device else ""
+    )
+    took = f"; import took {tf.import_seconds:.1f} s" if tf.import_seconds is not None else ""
+    return f"{tf.version} from '{tf.distribution or '?'}', {kind}; {gpus}{took}"
+
+
+def missing_library(lib) -> str:
+    text = f"missing ({lib.pip_package})"
+    if lib.other_versions:
+        text += f"; other versions: {', '.join(lib.other_versions)}"
+    if lib.error and "No such file or directory" not in lib.error:
+        text += f"; {lib.error}"  # e.g. found but a dependency of it is missing
+    return text
+
+
+def code_language(code: str) -> str:
+    return (
+        "python"
+        if any(t in code for t in ("import ", "tf.", "def ", "model."))
+        and "pip install" not in code
+        else "bash"
+    )
