@@ -16,35 +16,36 @@ still opens quickly.
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Sequence
 from typing import Any
 
 from gpuwhy.facts import (
-    PLACEMENT_REASONS,
-    EagerFacts,
-    EnvironmentFacts,
     Facts,
-    GpuDevice,
-    GpuSamplesFacts,
-    GpuSeries,
     InputFixFacts,
     PipelineFacts,
     PipelineRate,
-    PlacementFacts,
-    StepFacts,
     TfDataFacts,
-    TracingFacts,
 )
-from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
+from gpuwhy.formatting import MiB, byte_size, duration
 from gpuwhy.record import RunRecord
 from gpuwhy.report import html_charts as charts
 from gpuwhy.report.base import Renderer
-from gpuwhy.report.downsample import MAX_POINTS, stats
+from gpuwhy.report.downsample import MAX_POINTS
+from gpuwhy.report.html_sections import (
+    eager_view,
+    environment_view,
+    finding_view,
+    gpu_table,
+    no_gpu_reason,
+    parallelism_text,
+    placement_view,
+    ran_tensorflow,
+    rate_text,
+    run_view,
+    step_rows,
+    tracing_view,
+)
 from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
-
-NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
 class HtmlRenderer(Renderer):
@@ -126,7 +127,7 @@ class _Page:
             "run": run_view(facts),
             "timeline": self.timeline_view(facts),
             "pipelines": self.tfdata_view(facts.tfdata)
-            if facts.tfdata is not None or _ran_tf(facts)
+            if facts.tfdata is not None or ran_tensorflow(facts)
             else None,
             "optimizations": self.optimizations_view(fix_measurements(record.facts.input_fixes)),
             "placement": placement_view(facts.placement),
@@ -162,7 +163,7 @@ class _Page:
             "figure": self.figure(fig),
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,
             "no_steps": None
-            if steps is not None or not _ran_tf(facts)
+            if steps is not None or not ran_tensorflow(facts)
             else (
                 "No training steps found: no Keras fit, no loop over a tf.data iterator, no "
                 "repeated tf.function or apply_gradients calls."
@@ -288,7 +289,7 @@ class _Page:
                         s.location or "-",
                         (s.function or "-")
                         + (f" ({s.function_location})" if s.function_location else ""),
-                        _parallelism(s.parallelism, s.parallelism_written),
+                        parallelism_text(s.parallelism, s.parallelism_written),
                         "-" if s.buffer_size is None else f"{s.buffer_size:,}",
                         f"{s.elements:,}",
                         f"{s.self_time_s:,.3f} s",
@@ -319,9 +320,9 @@ class _Page:
             table.append(
                 [
                     row["name"],
-                    _rate(before),
-                    _rate(after),
-                    _rate(ideal),
+                    rate_text(before),
+                    rate_text(after),
+                    rate_text(ideal),
                     f"{after['elements_per_s'] / before['elements_per_s']:,.2f}×"
                     if after and before["elements_per_s"]
                     else "-",
@@ -334,445 +335,7 @@ class _Page:
         }
 
 
-# -- views without charts ------------------------------------------------------------------
-
-
-def finding_view(number: int, f: Finding) -> dict[str, Any]:
-    from gpuwhy.report.summary import finding_causes
-
-    causes = finding_causes(f.evidence)
-    return {
-        "number": number,
-        "id": f.id,
-        "severity": f.severity,
-        "title": f.title,
-        "location": f.location,
-        "causes": causes or [],
-        "evidence": [
-            evidence_item(k, v) for k, v in f.evidence.items() if not (k == "causes" and causes)
-        ],
-        "fix": f.fix.rstrip() if f.fix else None,
-        "fix_html": highlight(f.fix.rstrip()) if f.fix else None,
-        "gain": f.estimated_gain,
-    }
-
-
-def evidence_item(key: str, value: Any) -> dict[str, Any]:
-    """One evidence entry: a table for a list of dicts, lines for a log, text otherwise."""
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        columns = list(dict.fromkeys(k for row in value for k in row))
-        return {
-            "key": key,
-            "kind": "table",
-            "columns": columns,
-            "rows": [[_value(row.get(c)) for c in columns] for row in value],
-        }
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(v, str) for v in value)
-        and (key.endswith("log") or any(len(v) > 80 for v in value))
-    ):
-        return {"key": key, "kind": "lines", "text": "\n".join(value)}
-    return {"key": key, "kind": "text", "text": _value(value)}
-
-
-def run_view(facts: Facts) -> dict[str, Any] | None:
-    from gpuwhy.report.summary import eager_line, gpu_line, steps_line, tracing_line
-
-    program = facts.program
-    if program is None:
-        return None
-    ended = how_it_ended(program)
-    rows = [("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:,.1f} s")]
-    if program.tensorflow_imported:
-        rows.append(
-            (
-                "TensorFlow",
-                f"{program.tensorflow_version or '?'}"
-                + (f", Keras {program.keras_version}" if program.keras_version else "")
-                + f"; GPUs TF created: {', '.join(program.gpus_seen_by_tf) or 'none'}",
-            )
-        )
-    if facts.steps is not None:
-        rows.append(("Steps", steps_line(facts.steps)))
-    if facts.eager is not None and program.tensorflow_imported:
-        rows.append(("Eager ops", eager_line(facts.eager)))
-    if facts.tracing is not None and facts.tracing.functions:
-        rows.append(("tf.functions", tracing_line(facts.tracing)))
-    if facts.gpu_samples is not None:
-        rows.append(("GPU samples", gpu_line(facts.gpu_samples)))
-    return {"rows": rows, "notes": list(program.notes)}
-
-
-def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
-    """The step statistics: the collector's own (over every step after warm-up) and the
-    slowest step, from the full kept series."""
-    rows = [
-        ("Marked by", f"{steps.marker} ({steps.source})"),
-        (
-            "Steps",
-            f"{steps.count:,}"
-            + (f", the first {steps.warmup} left out as warm-up" if steps.warmup else "")
-            + (f"; {steps.steps_per_call} steps per call" if steps.steps_per_call > 1 else ""),
-        ),
-    ]
-    if steps.median_s is not None:
-        rows.append(
-            (
-                "Step time",
-                f"median {duration(steps.median_s)}, p90 {duration(steps.p90_s)}; "
-                f"{steps.total_s:,.1f} s in steps of a {steps.run_s:,.1f} s run",
-            )
-        )
-    if steps.input_wait_fraction is not None:
-        rows.append(
-            (
-                "Waiting for input",
-                f"{steps.input_wait_fraction:.1%} of step time, median "
-                f"{duration(steps.input_wait_median_s)} per step",
-            )
-        )
-    else:
-        rows.append(("Waiting for input", "not measured for this kind of loop"))
-    spc = max(steps.steps_per_call, 1)
-    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
-    after = steps.durations[warm:] if len(steps.durations) == len(steps.starts) else ()
-    s = stats(after)
-    if s.count:
-        i = warm + s.argmax
-        rows.append(
-            (
-                "Slowest step",
-                f"{duration(s.high)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
-                + ("" if spc == 1 else f", {spc} steps per call"),
-            )
-        )
-    drawn = len(steps.starts)
-    calls = math.ceil(steps.count / spc)
-    if drawn:
-        text = (
-            f"all {drawn:,} calls"
-            if drawn >= calls
-            else f"the first {drawn:,} of {calls:,} calls (the series kept in the record); "
-            "the statistics above cover every step"
-        )
-        if drawn > max_points:
-            text += (
-                f"; drawn as at most {max_points:,} time buckets: the mean of each bucket, "
-                "and its slowest step as a dotted line"
-            )
-        rows.append(("Drawn", text))
-    return rows
-
-
-GPU_METRICS = (
-    # (title, field, scale, unit)
-    ("busy (any kernel running)", "utilization", 100.0, "%"),
-    ("SM activity", "sm_activity", 100.0, "%"),
-    ("SM occupancy", "sm_occupancy", 100.0, "%"),
-    ("tensor-core activity", "tensor_activity", 100.0, "%"),
-    ("memory used, all processes", "memory_used_bytes", 1 / GiB, "GiB"),
-    ("memory of the watched program", "own_memory_bytes", 1 / GiB, "GiB"),
-    ("PCIe host → GPU", "pcie_rx_bytes_per_s", 1e-6, "MB/s"),
-    ("PCIe GPU → host", "pcie_tx_bytes_per_s", 1e-6, "MB/s"),
-    ("SM clock", "sm_clock_mhz", 1.0, "MHz"),
-    ("power", "power_w", 1.0, "W"),
-)
-
-
-def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
-    """Exact statistics of every metric the GPU reported, over the full series."""
-    rows = []
-    for title, name, scale, unit in GPU_METRICS:
-        s = stats(getattr(gpu, name))
-        if not s.count:
-            continue
-        values = [v * scale for v in (s.mean, s.median, s.p90, s.high)]
-        rows.append([f"{title} ({unit})", *_stat_row(values), f"{s.count:,}"])
-    span = (gpu.t[-1] - gpu.t[0]) if len(gpu.t) > 1 else 0.0
-    head = (
-        f"GPU {gpu.index}: {gpu.name}"
-        + (f", {gpu.memory_total_bytes / GiB:,.0f} GiB" if gpu.memory_total_bytes else "")
-        + f"; {len(gpu.t):,} samples at {samples.hz:g} Hz over {span:,.1f} s"
-        + ("; GPM metrics read" if samples.gpm else "")
-    )
-    others = [
-        f"pid {p.pid} {p.name or ''} ({byte_size(p.used_bytes)})".replace("  ", " ")
-        for p in gpu.others
-    ]
-    return {"head": head, "rows": rows, "others": others}
-
-
-def no_gpu_reason(samples: GpuSamplesFacts | None) -> str | None:
-    if samples is None:
-        return "No GPU sampled: this record has no GPU samples section."
-    if samples.error in NO_DRIVER_ERRORS:
-        return f"No GPU sampled: no NVIDIA driver here (NVML: {samples.error})."
-    if samples.error:
-        return f"No GPU sampled: {samples.error}."
-    if not any(g.t for g in samples.gpus):
-        return (
-            "No GPU sampled: NVML saw no GPU."
-            if not samples.gpus
-            else "No GPU sampled: the run ended before the first sample."
-        )
-    return None
-
-
-def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
-    if placement is None:
-        return None
-    if placement.predicted:
-        where = (
-            f"predicted for this machine's {placement.gpu_name}"
-            if placement.gpu_name
-            else "predicted for a GPU machine: no GPU here"
-        )
-    else:
-        where = f"seen on {placement.gpu_name or 'this GPU'}"
-    functions = [
-        [
-            fn.name,
-            fn.location or "-",
-            f"{fn.nodes:,}",
-            f"{fn.gpu:,}",
-            f"{fn.host:,}",
-            f"{fn.cpu:,}",
-            f"{fn.input_copies}",
-            f"{fn.step_copies}",
-            "yes" if fn.jit_compile else "no",
-            "; ".join(([fn.note] if fn.note else []) + [f"not audited: {b}" for b in fn.unaudited])
-            or "-",
-        ]
-        for fn in placement.functions
-    ]
-    groups = [
-        {
-            "off_gpu": g.computes_on == "CPU",
-            "cells": [
-                g.op,
-                ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-",
-                g.device,
-                g.computes_on,
-                f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
-                g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
-                ", ".join(g.locations) or "-",
-                ", ".join(g.examples[:3]) or "-",
-            ],
-            "why": PLACEMENT_REASONS.get(g.reason, ""),
-        }
-        for g in placement.groups
-    ]
-    copies = [
-        {
-            "sizeable": c.kind == "step" and c.sizeable(),
-            "cells": [
-                c.direction + (" (loop)" if c.in_loop else ""),
-                c.kind,
-                c.src,
-                c.dst_op,
-                c.dtype,
-                _shape(c.shape),
-                "?" if c.bytes is None else f"{c.bytes:,}",
-                f"{c.consumers}",
-                (c.cause or "-") + (f" at {c.location}" if c.location else ""),
-            ],
-        }
-        for c in placement.copies
-    ]
-    tensor_ops = [
-        [
-            t.op,
-            t.dtype,
-            ", ".join(f"{k}={'?' if v is None else v}" for k, v in t.dims.items()),
-            "?" if t.flops is None else f"{t.flops:,}",
-            t.layer or "-",
-            t.location or "-",
-            ", ".join(
-                w
-                for w, on in (("loop", t.in_loop), ("jit", t.jit_compile), ("gradient", t.gradient))
-                if on
-            )
-            or "-",
-        ]
-        for t in placement.tensor_ops
-    ]
-    settings = []
-    if placement.mixed_precision_policy:
-        settings.append(f"Keras mixed precision policy: {placement.mixed_precision_policy}")
-    if placement.tf32_enabled is not None:
-        settings.append(f"TF32: {'on' if placement.tf32_enabled else 'off'}")
-    check = placement.verification
-    verification = None
-    if check is not None:
-        verification = {
-            "ran": check.ran,
-            "reason": check.reason,
-            "device": check.device,
-            "compared": check.nodes_compared,
-            "rows": [[d.node, d.op, d.predicted, d.actual] for d in check.disagreements],
-        }
-    return {
-        "where": where,
-        "functions": functions,
-        "groups": groups,
-        "copies": copies,
-        "tensor_ops": tensor_ops,
-        "settings": settings,
-        "verification": verification,
-    }
-
-
-def eager_view(eager: EagerFacts | None) -> dict[str, Any] | None:
-    if eager is None or (not eager.sites and not eager.ops):
-        return None
-    from gpuwhy.report.summary import eager_line
-
-    per = max(eager.sampled_steps, 1)
-    rows = [
-        [
-            s.op,
-            f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
-            "?" if s.median_elements is None else f"{s.median_elements:,}",
-            s.device or "?",
-            s.location or "?",
-        ]
-        for s in eager.sites
-    ]
-    return {
-        "summary": eager_line(eager),
-        "per_step": bool(eager.sampled_steps),
-        "rows": rows,
-        "note": eager.note,
-        "counted_s": eager.counted_s,
-    }
-
-
-def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
-    if tracing is None or not tracing.functions:
-        return None
-    functions = []
-    for fn in sorted(tracing.functions, key=lambda f: (f.library, -f.traces, -f.calls)):
-        functions.append(
-            {
-                "cells": [
-                    fn.name + (" (Keras/TF)" if fn.library else ""),
-                    fn.location or "?",
-                    f"{fn.calls:,}",
-                    f"{fn.call_s:,.2f} s",
-                    f"{fn.traces}",
-                    f"{fn.trace_s:,.2f} s",
-                    ", ".join(fn.changed_args) or "-",
-                    "-" if fn.jit_compile is None else ("yes" if fn.jit_compile else "no"),
-                    f"{fn.instances}",
-                ],
-                "signatures": [
-                    [
-                        f"{s.at_s:,.2f} s",
-                        "-" if s.seconds is None else duration(s.seconds),
-                        ", ".join(f"{n}: {spec}" for n, spec in s.args),
-                        s.caller or "?",
-                    ]
-                    for s in fn.signatures
-                ],
-            }
-        )
-    return {"functions": functions}
-
-
-def environment_view(
-    env: EnvironmentFacts | None, devices: Sequence[GpuDevice]
-) -> dict[str, Any] | None:
-    from gpuwhy.report.summary import missing_library, tensorflow_line
-
-    if env is None and not devices:
-        return None
-    rows: list[tuple[str, str]] = []
-    libraries: list[list[str]] = []
-    if env is not None:
-        where = (
-            f"{env.platform} {env.machine}"
-            + (" (WSL)" if env.wsl else "")
-            + (" (container)" if env.driver and env.driver.in_container else "")
-        )
-        rows.append(("Python", f"{env.python_version}  {env.python_executable}  [{where}]"))
-        if env.cpu_count:
-            rows.append(("CPU cores", f"{env.cpu_count}"))
-        tf = env.tensorflow
-        if tf is not None:
-            rows.append(("TensorFlow", tensorflow_line(tf)))
-            if tf.build and tf.build.get("is_cuda_build"):
-                rows.append(
-                    (
-                        "Build needs",
-                        f"CUDA {tf.build.get('cuda_version')}, cuDNN "
-                        f"{tf.build.get('cudnn_version')}, code for "
-                        f"{', '.join(tf.build.get('cuda_compute_capabilities') or [])}",
-                    )
-                )
-            libraries = [
-                [
-                    lib.name,
-                    lib.wanted,
-                    "yes" if lib.loaded else "no",
-                    (lib.path or "") if lib.loaded else missing_library(lib),
-                ]
-                for lib in tf.libraries
-            ]
-        d = env.driver
-        if d is not None:
-            rows.append(
-                (
-                    "Driver",
-                    f"{d.driver_version} (supports CUDA {d.cuda_driver_version}), "
-                    f"{d.device_count} GPU(s)"
-                    if d.nvml_ok
-                    else f"none: NVML {d.nvml_error}; {d.libcuda_error or 'libcuda.so.1 loads'}",
-                )
-            )
-        if env.env_vars:
-            rows.append(("Settings", "  ".join(f"{k}={v}" for k, v in env.env_vars.items())))
-    gpus = [
-        [
-            str(dev.index),
-            dev.name,
-            dev.compute_capability or "?",
-            "?" if not dev.memory_total_bytes else f"{dev.memory_total_bytes / MiB:,.0f} MiB",
-            "?" if dev.memory_used_bytes is None else f"{dev.memory_used_bytes / MiB:,.0f} MiB",
-            ", ".join(f"pid {p.pid} {p.name or ''}".strip() for p in dev.processes) or "-",
-            dev.pci_bus_id or "?",
-        ]
-        for dev in devices
-    ]
-    log = list(env.tensorflow.log_lines) if env is not None and env.tensorflow else []
-    return {"rows": rows, "libraries": libraries, "gpus": gpus, "log": log}
-
-
 # -- formatting ------------------------------------------------------------------------------
-
-
-def _ran_tf(facts: Facts) -> bool:
-    """A watched program that imported TensorFlow (``gpuwhy watch`` runs any program)."""
-    return facts.program is not None and facts.program.tensorflow_imported
-
-
-def highlight(code: str) -> str:
-    """The fix as highlighted HTML (Pygments, which rich already brings); its text content
-    is the code itself, which is what the copy button copies."""
-    from markupsafe import escape
-
-    try:
-        from pygments import highlight as _highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import get_lexer_by_name
-    except ImportError:  # pragma: no cover - pygments comes with rich
-        return str(escape(code))
-    from gpuwhy.report.summary import code_language
-
-    return _highlight(
-        code, get_lexer_by_name(code_language(code)), HtmlFormatter(nowrap=True)
-    ).rstrip("\n")
 
 
 def _code_css() -> str:
@@ -802,62 +365,3 @@ def _template():
         undefined=jinja2.StrictUndefined,
     )
     return env.get_template("report.html.j2")
-
-
-def _value(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return _number(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, list):
-        return ", ".join(_value(v) for v in value) or "-"
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_value(v)}" for k, v in value.items()) or "-"
-    return str(value)
-
-
-def _number(v: float) -> str:
-    if not math.isfinite(v):
-        return str(v)
-    if v == int(v) and abs(v) < 1e15:
-        return f"{int(v):,}"
-    if abs(v) >= 100:
-        return f"{v:,.1f}"
-    return f"{v:.4g}"
-
-
-def _stat_row(values: Sequence[float]) -> list[str]:
-    """One row of statistics with the same decimals, set by its largest value."""
-    top = max(abs(v) for v in values)
-    decimals = 1 if top >= 100 else 2 if top >= 1 else 3
-    return [f"{v:,.{decimals}f}" for v in values]
-
-
-def _shape(shape) -> str:
-    if shape is None:
-        return "?"
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _parallelism(run: int | None, written: int | None) -> str:
-    if run is None and written is None:
-        return "-"
-    text = "-" if run is None else f"{run}"
-    if written is not None:
-        text += f" (written: {'AUTOTUNE' if written == -1 else written})"
-    return text
-
-
-def _rate(m: dict[str, float] | None) -> str:
-    if m is None:
-        return "-"
-    rate, low, high = m["elements_per_s"], m["low"], m["high"]
-    if low == high == rate:
-        return f"{rate:,.1f}"
-    if math.isclose(rate - low, high - rate, rel_tol=1e-6):
-        return f"{rate:,.1f} ± {high - rate:,.1f}"
-    return f"{rate:,.1f} ({low:,.1f}–{high:,.1f})"
