@@ -11,12 +11,13 @@ MiB = 1024**2
 GiB = 1024**3
 
 
-def duration(seconds: float | None) -> str:
-    """``3.8 µs`` below a millisecond, ``91.7 ms`` below 10 s, ``12.3 s`` above; ``?``
-    when unknown."""
+def duration(seconds: float | None, microseconds: bool = False) -> str:
+    """``91.7 ms`` below 10 s, ``12.3 s`` above; ``?`` when unknown. ``microseconds``:
+    ``3.8 µs`` below a millisecond, for tables of per-element times (a sentence that
+    compares two durations keeps both in ms)."""
     if seconds is None:
         return "?"
-    if seconds < 0.001:
+    if microseconds and seconds < 0.001:
         return f"{seconds * 1e6:,.1f} µs"
     return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 

@@ -49,7 +49,7 @@ class Capture:
         self._optimising = False
 
     def install(self, _module: Any = None) -> None:
-        from gpuwhy.tfapi import data_rewrite as dr
+        from gpuwhy.tfapi.tfdata import rewrite as dr
 
         try:
             self.patches = dr.install_creation_sites() + dr.install_iterator_capture(self.seen)
@@ -60,7 +60,7 @@ class Capture:
         self.patches.append(hide_gpuwhy_frames())  # undone by uninstall() with the others
 
     def seen(self, dataset: Any, where: str | None) -> None:
-        from gpuwhy.tfapi import data_rewrite as dr
+        from gpuwhy.tfapi.tfdata import rewrite as dr
 
         if self._optimising:
             return  # the measuring's own iterators
@@ -105,7 +105,7 @@ class Capture:
 
     def datasets(self) -> tuple[list[Captured], list[Captured]]:
         """(datasets to optimise, views of them: ``ds.take(1)`` over a captured ``ds``)."""
-        from gpuwhy.tfapi import data_rewrite as dr
+        from gpuwhy.tfapi.tfdata import rewrite as dr
 
         entries = list(self.found.values())
         ids = {id(e.dataset) for e in entries}

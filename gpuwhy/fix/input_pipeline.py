@@ -87,7 +87,7 @@ def optimize(
     numpy_function, from_generator) return the same outputs for the same inputs and keep
     no state: they may then run in parallel and be cached.
     """
-    from gpuwhy.tfapi import data_rewrite as dr
+    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
@@ -164,7 +164,7 @@ def _check_and_time(
     budget: int,
     assume_pure: bool,
 ) -> None:
-    from gpuwhy.tfapi import data_rewrite as dr
+    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     original, rewritten = result.original, result.dataset
     has_changes = rewritten is not original
@@ -280,7 +280,7 @@ def _verdict(
 ) -> str | None:
     """None when the rewrite keeps the elements (result.same_elements says how that was
     checked); else why it is refused."""
-    from gpuwhy.tfapi import data_rewrite as dr
+    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     if o1.skipped or r1.skipped:
         result.same_elements = SameElements(None, f"not compared: {o1.skipped or r1.skipped}")
@@ -363,7 +363,7 @@ def _verdict(
 
 def _ideal(original: Any, per_pass: int | None, count: int, budget: int):
     """The original's output cached in memory: the most a pipeline fix can give."""
-    from gpuwhy.tfapi import data_rewrite as dr
+    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     per_element = element_bytes(original, dr) or 0
     n = per_pass or count

@@ -106,7 +106,7 @@ class Planner:
         assume_pure: bool,
         budget: int,
     ) -> None:
-        from gpuwhy.tfapi import data_rewrite as dr
+        from gpuwhy.tfapi.tfdata import rewrite as dr
 
         self.dr = dr
         self.chain, self.options = chain, options

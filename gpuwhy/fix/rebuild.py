@@ -16,7 +16,7 @@ class StageFailed(Exception):
 
 def build(chain: list, plan: Plan, original: Any, keep_order: bool) -> tuple[Any, dict[int, Any]]:
     """The rewritten dataset, and each stage's counterpart in it (by chain index)."""
-    from gpuwhy.tfapi import data_rewrite as dr
+    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     counterpart: dict[int, Any] = {}
     current: Any = None

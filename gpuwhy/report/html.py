@@ -217,10 +217,13 @@ class _Page:
             )
         if p.gap_median_s is not None:
             rows.append(
-                ("Model time per element", f"{duration(p.gap_median_s)} (median, TF's own timer)")
+                (
+                    "Model time per element",
+                    f"{duration(p.gap_median_s, microseconds=True)} (median, TF's own timer)",
+                )
             )
         if p.wait_per_element_s is not None:
-            rows.append(("Wait per element", duration(p.wait_per_element_s)))
+            rows.append(("Wait per element", duration(p.wait_per_element_s, microseconds=True)))
         rows.append(
             (
                 "As written",
@@ -261,7 +264,7 @@ class _Page:
                     else ""
                 )
                 + (
-                    f": {duration(s.self_time_per_element_s)} of its own per element"
+                    f": {duration(s.self_time_per_element_s, microseconds=True)} of its own per element"
                     if s.self_time_per_element_s is not None
                     else ""
                 )
@@ -295,7 +298,7 @@ class _Page:
                         f"{s.self_time_s:,.3f} s",
                         "-"
                         if s.self_time_per_element_s is None
-                        else duration(s.self_time_per_element_s),
+                        else duration(s.self_time_per_element_s, microseconds=True),
                         "-" if s.root_elements_per_s is None else f"{s.root_elements_per_s:,.1f}",
                         ", ".join(flags) or "-",
                     ],

@@ -111,7 +111,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
         rows.append(
             (
                 "Step time",
-                f"median {duration(steps.median_s)}, p90 {duration(steps.p90_s)}; "
+                f"median {duration(steps.median_s, microseconds=True)}, p90 {duration(steps.p90_s, microseconds=True)}; "
                 f"{steps.total_s:,.1f} s in steps of a {steps.run_s:,.1f} s run",
             )
         )
@@ -120,7 +120,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
             (
                 "Waiting for input",
                 f"{steps.input_wait_fraction:.1%} of step time, median "
-                f"{duration(steps.input_wait_median_s)} per step",
+                f"{duration(steps.input_wait_median_s, microseconds=True)} per step",
             )
         )
     else:
@@ -134,7 +134,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
         rows.append(
             (
                 "Slowest step",
-                f"{duration(s.high)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
+                f"{duration(s.high, microseconds=True)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
                 + ("" if spc == 1 else f", {spc} steps per call"),
             )
         )
@@ -360,7 +360,7 @@ def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
                 "signatures": [
                     [
                         f"{s.at_s:,.2f} s",
-                        "-" if s.seconds is None else duration(s.seconds),
+                        "-" if s.seconds is None else duration(s.seconds, microseconds=True),
                         ", ".join(f"{n}: {spec}" for n, spec in s.args),
                         s.caller or "?",
                     ]

@@ -59,9 +59,11 @@ class TerminalRenderer(Renderer):
             for line in input_fixes_intro(fixes):
                 console.print(Text(line))
             for n, fix in enumerate(fixes.fixes, 1):
+                console.print()
                 console.print(Text(f"[{n}] {input_fix_heading(fix)}", style="bold"))
                 console.print(Text("\n".join(input_fix_lines(fix))))
             for view in fixes.views:
+                console.print()
                 console.print(
                     Text(f"also iterated: a view of a dataset above ({view}): not optimised")
                 )

@@ -12,14 +12,19 @@ from gpuwhy.facts import InputFix, InputFixFacts, PipelineRate
 def input_fixes_intro(fixes: InputFixFacts) -> list[str]:
     """What the script iterated, before the pipelines one by one."""
     count = len(fixes.fixes)
+    library = ", ".join(fixes.library_only)
+    if not count:
+        return [
+            "the script iterated no tf.data dataset of its own from Python"
+            + (f" (a library built the ones read at {library})" if library else "")
+            + "; nothing to optimise."
+        ]
     lines = [
         f"{count} dataset{'s' if count != 1 else ''} of the script's own iterated"
         + (" (stopped the script at its first iterator)" if fixes.stopped_early else "")
     ]
-    if fixes.library_only:
-        lines.append(
-            "not optimised: datasets a library built, read at " + ", ".join(fixes.library_only)
-        )
+    if library:
+        lines.append(f"not optimised: datasets a library built, read at {library}")
     return lines
 
 

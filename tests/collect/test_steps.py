@@ -11,8 +11,8 @@ keras = pytest.importorskip("keras")
 
 from gpuwhy.collect.run import imports  # noqa: E402
 from gpuwhy.collect.run.steps import StepCollector  # noqa: E402
-from gpuwhy.tfapi.data_iterator import install as install_iterator_hook  # noqa: E402
 from gpuwhy.tfapi.graph_ops import relative  # noqa: E402
+from gpuwhy.tfapi.tfdata.iterators import install as install_iterator_hook  # noqa: E402
 
 
 def line_of(marker: str) -> str:

@@ -15,7 +15,7 @@ tf = pytest.importorskip("tensorflow")
 
 from gpuwhy.facts import to_dict  # noqa: E402 - after the importorskip
 from gpuwhy.fix.input_pipeline import optimize  # noqa: E402
-from gpuwhy.tfapi import data_rewrite as dr  # noqa: E402
+from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
@@ -144,7 +144,7 @@ def test_a_cache_too_big_for_the_budget_is_left_out_with_the_sizes():
     result = optimize(ds, measure=False, memory_budget_bytes=100_000)
     assert "cache" not in {c.kind for c in result.changes}
     (left,) = [a for a in result.left_alone if a.stage == "cache()"]
-    assert "400 elements x 1.0 KB" in left.reason and "memory budget" in left.reason
+    assert "400 elements x 1.0 KiB" in left.reason and "memory budget" in left.reason
 
 
 def test_options_are_preserved_and_a_users_disabled_map_parallelization_is_worked_around():

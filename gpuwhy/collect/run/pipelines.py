@@ -3,9 +3,9 @@
 Once TensorFlow is imported it installs two sets of hooks, both off the per-element
 path (``next()`` is never wrapped here):
 
-* :func:`gpuwhy.tfapi.data_pipeline.install_origin_hooks`: each dataset remembers the
+* :func:`gpuwhy.tfapi.tfdata.written.install_origin_hooks`: each dataset remembers the
   user's line that built it (the *written* view);
-* :func:`gpuwhy.tfapi.data_model.install_iterator_hooks`: each eager iterator is
+* :func:`gpuwhy.tfapi.tfdata.run_model.install_iterator_hooks`: each eager iterator is
   registered under its dataset and consumer (Keras ``fit``/``evaluate``/``predict``
   or a Python loop), and read one last time just before it is freed.
 
@@ -358,7 +358,8 @@ class PipelineCollector(RunCollector):
         if self.t0 is None:
             self.start(time.perf_counter())
         try:
-            from gpuwhy.tfapi import data_model, data_pipeline
+            from gpuwhy.tfapi.tfdata import run_model as data_model
+            from gpuwhy.tfapi.tfdata import written as data_pipeline
 
             data_model.prepare()  # imports done now, not inside the first (timed) read
             self._patches.extend(data_pipeline.install_origin_hooks())
@@ -419,7 +420,7 @@ class PipelineCollector(RunCollector):
 
     # -- hooks (the program's threads) ------------------------------------------------
     def _on_iterator(self, iterator: Any, dataset: Any) -> None:
-        from gpuwhy.tfapi import data_model
+        from gpuwhy.tfapi.tfdata import run_model as data_model
 
         if self._stopped:
             return
@@ -516,7 +517,7 @@ class PipelineCollector(RunCollector):
         return self._read_s <= self.budget * elapsed + BUDGET_SLACK_S
 
     def _read(self, state: _Iterator, iterator: Any, final: bool) -> None:
-        from gpuwhy.tfapi.data_model import ModelUnavailable, read_model
+        from gpuwhy.tfapi.tfdata.run_model import ModelUnavailable, read_model
 
         if state.done or (state.error is not None and not state.positions):
             return
@@ -606,7 +607,7 @@ def _signature(pipeline: _Pipeline) -> tuple | None:
 
 
 def _describe(dataset: Any, consumer: str, number: int) -> _Pipeline:
-    from gpuwhy.tfapi import data_pipeline
+    from gpuwhy.tfapi.tfdata import written as data_pipeline
 
     error = None
     try:
@@ -802,7 +803,7 @@ def _pipeline_facts(pipeline: _Pipeline, cores: int) -> PipelineFacts:
     wait = (
         max(0.0, per_element - statistics.fmean(gaps)) if per_element is not None and gaps else None
     )
-    from gpuwhy.tfapi.data_pipeline import has_final_prefetch
+    from gpuwhy.tfapi.tfdata.written import has_final_prefetch
 
     return PipelineFacts(
         id=pipeline.id,

@@ -6,7 +6,7 @@ is present becomes the step clock (``StepFacts.source``):
 1. ``keras-fit``: Keras' own per-batch callback calls (``tfapi/keras_hooks.py``); one
    call of the train function runs ``steps_per_execution`` steps.
 2. ``tf-data``: ``next()`` on a tf.data iterator from a Python loop
-   (``tfapi/data_iterator.py``); the loop site with the most batches wins (a validation
+   (``tfapi/tfdata/iterators.py``); the loop site with the most batches wins (a validation
    loop reads fewer). Here the time inside ``next()`` *is* the input wait.
 3. ``tf-function``: outermost calls of the most-called tf.function (``FunctionWatcher``).
 4. ``optimizer``: eager ``apply_gradients`` calls (an eager loop with no tf.function).
@@ -58,7 +58,7 @@ class StepCollector(RunCollector):
 
     # -- hooks ---------------------------------------------------------------------
     def on_tensorflow(self) -> None:
-        from gpuwhy.tfapi import data_iterator
+        from gpuwhy.tfapi.tfdata import iterators as data_iterator
 
         self._install(lambda: data_iterator.install(self._on_next), "tf.data iterators")
 

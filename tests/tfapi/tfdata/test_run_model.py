@@ -1,4 +1,4 @@
-"""gpuwhy.tfapi.data_model against the installed TensorFlow: pipelines as TF runs them.
+"""gpuwhy.tfapi.tfdata.run_model against the installed TensorFlow: pipelines as TF runs them.
 
 These say which private APIs moved when TensorFlow is upgraded: the iterator hook
 (``OwnedIterator._create_iterator``), the finaliser it adds, and the model TF keeps of a
@@ -17,8 +17,8 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import iterator_ops  # noqa: E402
 
-from gpuwhy.tfapi import data_model  # noqa: E402
-from gpuwhy.tfapi.data_model import ModelUnavailable, read_model  # noqa: E402
+from gpuwhy.tfapi.tfdata import run_model as data_model  # noqa: E402
+from gpuwhy.tfapi.tfdata.run_model import ModelUnavailable, read_model  # noqa: E402
 
 
 def slow(x):

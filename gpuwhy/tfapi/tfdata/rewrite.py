@@ -995,9 +995,9 @@ def default_optimisations(options: Any) -> dict[str, bool]:
 
 
 def _origin(dataset: Any) -> tuple[str | None, bool] | None:
-    """(user's file:line, made by a library) as gpuwhy.tfapi.data_pipeline's origin hook
+    """(user's file:line, made by a library) as gpuwhy.tfapi.tfdata.written's origin hook
     recorded it at creation, or None."""
-    from gpuwhy.tfapi.data_pipeline import origin
+    from gpuwhy.tfapi.tfdata.written import origin
 
     try:
         found = origin(dataset)
@@ -1021,8 +1021,8 @@ def made_by_user(dataset: Any) -> bool | None:
 
 def install_creation_sites() -> list[Patch]:
     """Record, for every dataset created from now on, where the user created it (the
-    origin hooks of gpuwhy.tfapi.data_pipeline, shared with ``gpuwhy run``)."""
-    from gpuwhy.tfapi.data_pipeline import install_origin_hooks
+    origin hooks of gpuwhy.tfapi.tfdata.written, shared with ``gpuwhy run``)."""
+    from gpuwhy.tfapi.tfdata.written import install_origin_hooks
 
     return install_origin_hooks()
 

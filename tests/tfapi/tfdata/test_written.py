@@ -1,4 +1,4 @@
-"""gpuwhy.tfapi.data_pipeline against the installed TensorFlow: pipelines as written.
+"""gpuwhy.tfapi.tfdata.written against the installed TensorFlow: pipelines as written.
 
 These say which private tf.data internals moved when TensorFlow is upgraded: the input
 chain (``_inputs()``), the function wrappers (``_map_func._func``/``.function``), the
@@ -19,8 +19,8 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import dataset_ops, from_generator_op  # noqa: E402
 
-from gpuwhy.tfapi import data_pipeline  # noqa: E402
-from gpuwhy.tfapi.data_pipeline import written_chain  # noqa: E402
+from gpuwhy.tfapi.tfdata import written as data_pipeline  # noqa: E402
+from gpuwhy.tfapi.tfdata.written import written_chain  # noqa: E402
 from tests import markers  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 

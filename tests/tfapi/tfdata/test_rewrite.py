@@ -1,4 +1,4 @@
-"""gpuwhy.tfapi.data_rewrite against the installed TensorFlow: reading a pipeline's
+"""gpuwhy.tfapi.tfdata.rewrite against the installed TensorFlow: reading a pipeline's
 Python objects, judging its functions, and rebuilding every stage faithfully.
 
 When TensorFlow renames an attribute or a constructor argument of a dataset class,
@@ -16,7 +16,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuwhy.tfapi import data_rewrite as dr  # noqa: E402
+from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
 
@@ -335,7 +335,7 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
     script.write_text(
         textwrap.dedent("""\
         import tensorflow as tf
-        from gpuwhy.tfapi import data_rewrite as dr
+        from gpuwhy.tfapi.tfdata import rewrite as dr
         seen = []
         patches = dr.install_creation_sites() + dr.install_iterator_capture(
             lambda ds, where: seen.append((ds, where)))

@@ -1,0 +1,19 @@
+"""The one reader of tf.data's private objects (``tensorflow/python/data/ops``).
+
+``gpuwhy run`` (collect/run/pipelines.py) and ``gpuwhy fix`` (fix/) both ask the questions
+below, and get the same answer because there is one place that answers each:
+
+* classes.py: TF's dataset classes, one table: what the user wrote (``map``), TF's op,
+  gpuwhy's stage kind, and whether it is a source, has a node of its own when run,
+  gives the same elements every pass, can be rebuilt;
+* functions.py: what a dataset function runs (Python, random, stateful, codec ops),
+  judged once, by TF's own rule (``function_utils::IsFunctionStateful``);
+* written.py: the chain of transformations as the user wrote it, with the creation
+  sites (``file:line``) recorded by the origin hooks;
+* rewrite.py: the chain as stages ``gpuwhy fix`` can rebuild with changes;
+* run_model.py: the pipeline as TF runs it (the iterator's autotune model);
+* iterators.py: the hooks on ``OwnedIterator``: iterator creation (one patch, many
+  listeners) and ``next()`` timing.
+
+A TF upgrade that renames a class or moves an attribute breaks here, and only here.
+"""
