@@ -135,7 +135,7 @@ class Planner:
         for i, stage in enumerate(self.chain):
             if stage.kind == "map" and stage.sequential_map:
                 self._plan_map(p, i, stage, frozen)
-            elif stage.type_name == "_InterleaveDataset":
+            elif stage.sequential_interleave:
                 self._plan_interleave(p, i, stage, frozen)
             elif stage.kind == "tfrecord":
                 self._plan_tfrecord(p, i, stage, frozen)
@@ -158,11 +158,7 @@ class Planner:
         if not (fn.stateless_enough or python_ok):
             p.left_alone.append(LeftAlone(stage.describe(), _where(stage), _why_sequential(fn)))
             return
-        if (
-            stage.type_name == "_MapDataset"
-            and fn.tf_parallelises
-            and self.tf_does["map_parallelization"]
-        ):
+        if stage.written_sequential and fn.tf_parallelises and self.tf_does["map_parallelization"]:
             p.left_alone.append(
                 LeftAlone(
                     stage.describe(),
@@ -184,7 +180,7 @@ class Planner:
         det = "" if self.keep_order else ", deterministic=False"
         why = (
             "runs one element at a time"
-            if stage.type_name == "_MapDataset"
+            if stage.written_sequential
             else "runs with num_parallel_calls=1"
         )
         if fn.python:

@@ -43,6 +43,7 @@ from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.tfdata.classes import dataset_class, is_sequential_interleave, is_sequential_map
 
 __all__ = [
     "AUTOTUNE",
@@ -250,67 +251,20 @@ def _unwrapped(func: Any) -> Any:
 
 # -- reading the chain -------------------------------------------------------------------
 
-_KIND_BY_CLASS = {
-    "_MapDataset": "map",
-    "_ParallelMapDataset": "map",
-    "_FilterDataset": "filter",
-    "_FlatMapDataset": "flat_map",
-    "_InterleaveDataset": "interleave",
-    "_ParallelInterleaveDataset": "interleave",
-    "ParallelInterleaveDataset": "interleave",
-    "_BatchDataset": "batch",
-    "_ParallelBatchDataset": "batch",
-    "_PaddedBatchDataset": "padded_batch",
-    "_PrefetchDataset": "prefetch",
-    "_ShuffleDataset": "shuffle",
-    "_RepeatDataset": "repeat",
-    "_TakeDataset": "take",
-    "_SkipDataset": "skip",
-    "_ShardDataset": "shard",
-    "CacheDataset": "cache",
-    "_OptionsDataset": "options",
-    "_UnbatchDataset": "unbatch",
-    "_TakeWhileDataset": "take_while",
-    "_RangeDataset": "range",
-    "_TensorSliceDataset": "from_tensor_slices",
-    "_TensorDataset": "from_tensors",
-    "TFRecordDatasetV2": "tfrecord",
-    "TextLineDatasetV2": "text_lines",
-    "FixedLengthRecordDatasetV2": "fixed_length_records",
-    "_RandomDataset": "random",
-    "_GeneratorDataset": "generator",
-    "_ZipDataset": "zip",
-    "_ConcatenateDataset": "concatenate",
-    "_ScanDataset": "scan",
-    "_WindowDataset": "window",
-    "_IgnoreErrorsDataset": "ignore_errors",
-    "_AssertCardinalityDataset": "assert_cardinality",
-    "_UniqueDataset": "unique",
-    "_RebatchDataset": "rebatch",
-    "_DenseToRaggedDataset": "dense_to_ragged",
-    "_SparseTensorSliceDataset": "from_sparse_tensor_slices",
-    "_RestructuredDataset": "restructured",
-    "_GroupByWindowDataset": "group_by_window",
-}
-_SOURCES = frozenset(
-    {
-        "_RangeDataset",
-        "_TensorSliceDataset",
-        "_TensorDataset",
-        "TFRecordDatasetV2",
-        "TextLineDatasetV2",
-        "FixedLengthRecordDatasetV2",
-        "_RandomDataset",
-        "_GeneratorDataset",
-        "_SparseTensorSliceDataset",
-    }
-)
-# Given the same input, these produce the same elements in the same order on every pass
-# (their functions are judged separately).
-_REPRODUCIBLE = frozenset(
-    set(_KIND_BY_CLASS)
-    - {"_ShuffleDataset", "_RandomDataset", "_GeneratorDataset", "_IgnoreErrorsDataset"}
-)
+
+def _kind(name: str) -> str | None:
+    return dataset_class(name).kind
+
+
+def _is_source(name: str) -> bool:
+    """A source the fix planner knows (reads no dataset of the user's)."""
+    row = dataset_class(name)
+    return row.source and row.kind is not None
+
+
+def _reproducible(name: str) -> bool:
+    row = dataset_class(name)
+    return row.kind is not None and row.reproducible
 
 
 @dataclass
@@ -329,9 +283,16 @@ class Stage:
 
     @property
     def sequential_map(self) -> bool:
-        return self.type_name == "_MapDataset" or (
-            self.type_name == "_ParallelMapDataset" and self.params.get("num_parallel_calls") == 1
-        )
+        return is_sequential_map(self.type_name, self.params.get("num_parallel_calls"))
+
+    @property
+    def sequential_interleave(self) -> bool:
+        return is_sequential_interleave(self.type_name)
+
+    @property
+    def written_sequential(self) -> bool:
+        """A map written without ``num_parallel_calls`` (not ``num_parallel_calls=1``)."""
+        return is_sequential_map(self.type_name) and self.kind == "map"
 
     @property
     def random(self) -> bool:
@@ -378,14 +339,14 @@ def read_chain(dataset: Any, *, max_stages: int = 200) -> list[Stage]:
     while current is not None and len(stages) < max_stages:
         stage = _read_stage(current)
         stages.append(stage)
-        if stage.kind == "opaque" or stage.type_name in _SOURCES:
+        if stage.kind == "opaque" or _is_source(stage.type_name):
             break
         current = _single_input(current)
     stages.reverse()
     for below, above in zip(stages, stages[1:]):
         above.input = below
     bottom = stages[0]
-    if bottom.type_name not in _SOURCES and bottom.rebuildable:
+    if not _is_source(bottom.type_name) and bottom.rebuildable:
         bottom.rebuildable = False  # cut by max_stages or a multi-input stage
         bottom.why_not = "gpuwhy does not look below it"
     return stages
@@ -404,7 +365,7 @@ def _single_input(ds: Any) -> Any:
         ):
             return getattr(normalize, "_input_dataset", None)
         return None
-    if name in ("_ZipDataset", "_ConcatenateDataset") or name in _SOURCES:
+    if name in ("_ZipDataset", "_ConcatenateDataset") or _is_source(name):
         return None
     return getattr(ds, "_input_dataset", None)
 
@@ -412,7 +373,7 @@ def _single_input(ds: Any) -> Any:
 def _read_stage(ds: Any) -> Stage:
     name = type(ds).__name__
     site = creation_site(ds)
-    kind = _KIND_BY_CLASS.get(name)
+    kind = _kind(name)
     functions = tuple(_functions_of(ds))
     if kind is None:
         return Stage(
@@ -498,7 +459,7 @@ def _params(ds: Any, name: str) -> dict:
 
 
 def _why_not_rebuildable(ds: Any, name: str, p: dict) -> str | None:
-    if name in _SOURCES:
+    if _is_source(name):
         return None  # never rebuilt: nothing below it changes
     if name not in _REBUILDERS:
         return f"gpuwhy does not rebuild {name} stages"
@@ -521,7 +482,7 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
     if _depth > 200:
         return "the pipeline is too deep to judge"
     name = type(dataset).__name__
-    if name not in _REPRODUCIBLE:
+    if not _reproducible(name):
         what = {
             "_ShuffleDataset": "reshuffles on every pass",
             "_RandomDataset": "draws random numbers",
@@ -563,7 +524,7 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
 
 def _where(ds: Any) -> str:
     """``the map(augment) at train.py:12``."""
-    name = _KIND_BY_CLASS.get(type(ds).__name__, type(ds).__name__)
+    name = _kind(type(ds).__name__) or type(ds).__name__
     wrappers = []
     try:
         wrappers = ds._functions()

@@ -45,7 +45,6 @@ optimisers read it:
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
 
 __all__ = [
     "ORIGIN_ATTR",
@@ -223,53 +223,6 @@ class WrittenTransformation:
         )
 
 
-# Python class -> (api, TF op). Unknown classes get their api from the class name.
-_CLASSES = {
-    "_RangeDataset": ("range", "RangeDataset"),
-    "_TensorSliceDataset": ("from_tensor_slices", "TensorSliceDataset"),
-    "_TensorDataset": ("from_tensors", "TensorDataset"),
-    "_SparseTensorSliceDataset": ("from_sparse_tensor_slices", "SparseTensorSliceDataset"),
-    "_MapDataset": ("map", "MapDataset"),
-    "_ParallelMapDataset": ("map", "ParallelMapDatasetV2"),
-    "_BatchDataset": ("batch", "BatchDatasetV2"),
-    "_ParallelBatchDataset": ("batch", "ParallelBatchDataset"),
-    "_PaddedBatchDataset": ("padded_batch", "PaddedBatchDatasetV2"),
-    "_DenseToRaggedDataset": ("ragged_batch", "DenseToRaggedDataset"),
-    "_PrefetchDataset": ("prefetch", "PrefetchDataset"),
-    "CacheDataset": ("cache", "CacheDatasetV2"),
-    "_CacheDataset": ("cache", "CacheDatasetV2"),
-    "_ShuffleDataset": ("shuffle", "ShuffleDatasetV3"),
-    "_RepeatDataset": ("repeat", "RepeatDataset"),
-    "_TakeDataset": ("take", "TakeDataset"),
-    "_SkipDataset": ("skip", "SkipDataset"),
-    "_ShardDataset": ("shard", "ShardDataset"),
-    "_FilterDataset": ("filter", "FilterDataset"),
-    "_ParallelFilterDataset": ("filter", "ParallelFilterDataset"),
-    "_FlatMapDataset": ("flat_map", "FlatMapDataset"),
-    "_InterleaveDataset": ("interleave", "InterleaveDataset"),
-    "_ParallelInterleaveDataset": ("interleave", "ParallelInterleaveDatasetV4"),
-    "ParallelInterleaveDataset": ("interleave", "LegacyParallelInterleaveDatasetV2"),
-    "_ZipDataset": ("zip", "ZipDataset"),
-    "_ConcatenateDataset": ("concatenate", "ConcatenateDataset"),
-    "_UnbatchDataset": ("unbatch", "UnbatchDataset"),
-    "_WindowDataset": ("window", "WindowDataset"),
-    "_ScanDataset": ("scan", "ScanDataset"),
-    "_GeneratorDataset": ("from_generator", "GeneratorDataset"),
-    "_ShuffleAndRepeatDataset": ("shuffle_and_repeat", "ShuffleAndRepeatDataset"),
-    "_MapAndBatchDataset": ("map_and_batch", "MapAndBatchDataset"),
-    "_OptionsDataset": ("with_options", "OptionsDataset"),
-    "TFRecordDatasetV2": ("TFRecordDataset", "TFRecordDatasetV2"),
-    "_TFRecordDataset": ("TFRecordDataset", "TFRecordDatasetV2"),
-    "TextLineDatasetV2": ("TextLineDataset", "TextLineDataset"),
-    "_TextLineDataset": ("TextLineDataset", "TextLineDataset"),
-    "FixedLengthRecordDatasetV2": ("FixedLengthRecordDataset", "FixedLengthRecordDatasetV2"),
-    "_FixedLengthRecordDataset": ("FixedLengthRecordDataset", "FixedLengthRecordDatasetV2"),
-    "CsvDatasetV2": ("CsvDataset", "CSVDatasetV2"),
-}
-# Python objects that never become a node of their own when TF runs the pipeline.
-_NO_NODE = frozenset({"_OptionsDataset", "_RestructuredDataset", "_VariantDataset"})
-# Readers built from their own internal flat_map/interleave over the file names.
-READERS = frozenset({"TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset"})
 _READER_OPS = {
     "TFRecordDataset": 1,
     "TFRecordDatasetV2": 1,
@@ -310,19 +263,9 @@ CODEC_OPS = frozenset(
 )
 
 
-def _snake(name: str) -> str:
-    name = re.sub(r"V\d+$", "", name.strip("_"))
-    name = name[: -len("Dataset")] if name.endswith("Dataset") else name
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() or "dataset"
-
-
 def _api_and_op(dataset: Any) -> tuple[str, str]:
-    cls = type(dataset).__name__
-    known = _CLASSES.get(cls)
-    if known is not None:
-        return known
-    op = cls.strip("_")
-    return _snake(cls), op if op.endswith("Dataset") else op + "Dataset"
+    row = dataset_class(dataset)
+    return row.api, row.op
 
 
 def _inputs(dataset: Any) -> list:
@@ -594,7 +537,6 @@ def _describe_input(dataset: Any) -> str:
 
 
 def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransformation:
-    cls = type(dataset).__name__
     api, op = _api_and_op(dataset)
     where = origin(dataset)
     wrappers = _wrappers(dataset)
@@ -630,7 +572,7 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         random_ops=contents.random_ops,
         codec_ops=tuple(codecs),
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
-        node=cls not in _NO_NODE,
+        node=dataset_class(dataset).node,
     )
 
 
