@@ -33,7 +33,6 @@ and thread-safe, and are never allowed to raise into the program.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import sys
@@ -43,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.tfapi.callables import code_of
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
@@ -100,27 +100,8 @@ class Trace:
     nested: bool  # traced while another trace was running on this thread
 
 
-def _unwrapped(function: Any) -> Any:
-    """The user's function behind TF decorators, bound methods and partials."""
-    for _ in range(10):
-        try:
-            function = inspect.unwrap(function)
-        except ValueError:  # a __wrapped__ cycle
-            return function
-        if isinstance(function, functools.partial):
-            function = function.func
-        elif hasattr(function, "__func__"):  # bound method (TF binds methods to a TfMethodTarget)
-            function = function.__func__
-        else:
-            return function
-    return function
-
-
 def _definition(function: Any) -> tuple[str | None, int | None]:
-    function = _unwrapped(function)
-    code = getattr(function, "__code__", None)
-    if code is None:  # a callable object: its __call__
-        code = getattr(getattr(type(function), "__call__", None), "__code__", None)  # noqa: B004 - reads __call__.__code__, not a callable() test
+    code = code_of(function)
     if code is None:
         return None, None
     return code.co_filename, code.co_firstlineno

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy.tfapi.graph_ops import is_library_file, relative
+from gpuwhy.tfapi.callables import function_site, is_bound_method, unwrapped
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.classes import dataset_class, is_sequential_interleave, is_sequential_map
 
@@ -181,8 +181,9 @@ _INFO_CACHE: weakref.WeakKeyDictionary[Any, FunctionInfo] = weakref.WeakKeyDicti
 def _read_function_info(wrapper: Any) -> FunctionInfo:
     from tensorflow.python.framework import op_def_registry
 
-    name, location = _python_function_site(getattr(wrapper, "_func", None))
-    method = getattr(_unwrapped(getattr(wrapper, "_func", None)), "__self__", None) is not None
+    func = getattr(wrapper, "_func", None)
+    name, location = _python_function_site(func)
+    method = is_bound_method(func)
     try:
         graph_def = wrapper.function.graph.as_graph_def()
     except Exception:  # noqa: BLE001 - a legacy Defun or something new: unknown
@@ -225,28 +226,8 @@ def _read_function_info(wrapper: Any) -> FunctionInfo:
 def _python_function_site(func: Any) -> tuple[str, str | None]:
     """The user's function behind tf.function, functools.partial and gpuwhy's replay;
     its file:line only when it is the user's own (not ``table.lookup`` inside TF)."""
-    func = _unwrapped(func)
-    code = getattr(func, "__code__", None)
-    name = getattr(func, "__name__", None) or type(func).__name__
-    if code is None or is_library_file(code.co_filename):
-        return name, None
-    return name, relative(code.co_filename, code.co_firstlineno)
-
-
-def _unwrapped(func: Any) -> Any:
-    seen = 0
-    while func is not None and seen < 8:
-        seen += 1
-        inner = (
-            getattr(func, "_gpuwhy_replays", None)
-            or getattr(func, "python_function", None)
-            or getattr(func, "__wrapped__", None)
-            or getattr(func, "func", None)
-        )
-        if inner is None or inner is func:
-            break
-        func = inner
-    return func
+    name, location = function_site(func)
+    return name or type(unwrapped(func)).__name__, location
 
 
 # -- reading the chain -------------------------------------------------------------------

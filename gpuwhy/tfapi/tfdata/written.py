@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
@@ -295,33 +296,6 @@ def _deterministic(dataset: Any) -> bool | None:
     if value == "false" or value is False:
         return False
     return None
-
-
-def _unwrapped(function: Any) -> Any:
-    from gpuwhy.tfapi.tracing import _unwrapped as unwrap
-
-    python_function = getattr(function, "python_function", None)  # a tf.function
-    return unwrap(python_function if python_function is not None else function)
-
-
-def function_site(function: Any) -> tuple[str | None, str | None]:
-    """(name, file:line of its definition) of a Python callable; the location is None
-    for functions defined inside TF or another library (``tf.strings.length``)."""
-    function = _unwrapped(function)
-    code = getattr(function, "__code__", None)
-    name = getattr(function, "__name__", None)
-    if code is None:  # a callable object: its __call__
-        call = getattr(type(function), "__call__", None)  # noqa: B004 - reads __call__.__code__, not a callable() test
-        code = getattr(call, "__code__", None)
-        name = name or type(function).__name__
-    if code is None:
-        return (str(name) if name else None), None
-    location = (
-        None
-        if is_library_file(code.co_filename)
-        else relative(code.co_filename, code.co_firstlineno)
-    )
-    return str(name or code.co_name), location
 
 
 def _generator_of(dataset: Any) -> Any:
