@@ -35,15 +35,14 @@ iterator_ops.py).
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy.tfapi.callables import function_site, is_bound_method, unwrapped
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.classes import dataset_class, is_sequential_interleave, is_sequential_map
+from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
 
 __all__ = [
     "AUTOTUNE",
@@ -73,161 +72,6 @@ INFINITE, UNKNOWN = -1, -2
 
 class RebuildError(Exception):
     """This stage cannot be rebuilt faithfully on a new input; the message says why."""
-
-
-# -- functions: what the traced graph contains ------------------------------------------
-
-# Stateful ops whose result for one element does not depend on the order of calls or
-# on other elements: reading a table or a variable, asserting, printing (prints may
-# come out in another order, the elements do not change).
-_READ_ONLY_STATEFUL = frozenset(
-    {
-        "LookupTableFindV2",
-        "LookupTableSizeV2",
-        "LookupTableExportV2",
-        "ReadVariableOp",
-        "VarHandleOp",
-        "Assert",
-        "PrintV2",
-        "Print",
-        "NoOp",
-    }
-)
-# Ops that only hold other functions: judged by the functions of the library instead.
-_CONTAINERS = frozenset(
-    {
-        "StatefulPartitionedCall",
-        "PartitionedCall",
-        "If",
-        "StatelessIf",
-        "While",
-        "StatelessWhile",
-        "Case",
-        "StatelessCase",
-        "For",
-        "RemoteCall",
-    }
-)
-_PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless", "GeneratorDataset"})
-_RANDOM_MARKERS = (
-    "Random",
-    "Multinomial",
-    "TruncatedNormal",
-    "Rng",
-    "StatefulUniform",
-    "StatefulStandardNormal",
-    "StatefulTruncatedNormal",
-    "SampleDistortedBoundingBox",
-    "SeedGenerator",
-    "ShuffleDataset",
-    "ShuffleAndRepeatDataset",
-    "NonDeterministicInts",
-)
-# Dataset-creating ops inside a function (interleave's TFRecordDataset) are stateful in
-# the op registry but only describe a dataset; the random and Python ones are caught
-# by the lists above first.
-_DATASET_SUFFIXES = ("Dataset", "DatasetV2", "DatasetV3", "DatasetV4")
-
-
-@dataclass(frozen=True)
-class FunctionInfo:
-    """What one dataset function runs, read from its traced graph and its library."""
-
-    name: str  # the user's function ("parse", "<lambda>")
-    location: str | None = None  # file:line where it is defined
-    ops: tuple[str, ...] = ()  # op types, sorted, library included
-    random: tuple[str, ...] = ()  # stateful random ops (RandomUniform, ...)
-    python: tuple[str, ...] = ()  # EagerPyFunc / PyFunc / GeneratorDataset
-    unsafe_stateful: tuple[str, ...] = ()  # other stateful ops: writes, queues, unknown
-    tf_parallelises: bool = False  # TF's map_parallelization would run it in parallel
-    readable: bool = True  # False: the graph could not be read (treat as unsafe)
-    method: bool = False  # a bound method (written ``obj.name``)
-
-    @property
-    def stateless_enough(self) -> bool:
-        """Parallel calls give the same elements: no random, Python or writing ops."""
-        return self.readable and not (self.random or self.python or self.unsafe_stateful)
-
-    @property
-    def python_declared_pure(self) -> bool:
-        """Only ``numpy_function(stateful=False)``: the user declared it pure."""
-        return set(self.python) <= {"PyFuncStateless"}
-
-
-def function_info(wrapper: Any) -> FunctionInfo:
-    """Judge a ``StructuredFunctionWrapper`` by the ops of its traced function.
-
-    The same walk as TF's ``function_utils::IsFunctionStateful`` (grappler/optimizers/
-    data/function_utils.cc, used by map_parallelization.cc): every node of the function
-    and of the functions it calls, stateful per the op registry, ``Assert`` excepted.
-    """
-    try:
-        cached = _INFO_CACHE.get(wrapper)
-    except TypeError:
-        cached = None
-    if cached is not None:
-        return cached
-    info = _read_function_info(wrapper)
-    try:
-        _INFO_CACHE[wrapper] = info
-    except TypeError:
-        pass
-    return info
-
-
-_INFO_CACHE: weakref.WeakKeyDictionary[Any, FunctionInfo] = weakref.WeakKeyDictionary()
-
-
-def _read_function_info(wrapper: Any) -> FunctionInfo:
-    from tensorflow.python.framework import op_def_registry
-
-    func = getattr(wrapper, "_func", None)
-    name, location = _python_function_site(func)
-    method = is_bound_method(func)
-    try:
-        graph_def = wrapper.function.graph.as_graph_def()
-    except Exception:  # noqa: BLE001 - a legacy Defun or something new: unknown
-        return FunctionInfo(name, location, readable=False, method=method)
-    op_types: set[str] = {n.op for n in graph_def.node}
-    for fdef in graph_def.library.function:
-        op_types.update(n.op for n in fdef.node_def)
-    random, python, unsafe = set(), set(), set()
-    tf_stateful = False
-    for op in op_types:
-        op_def = op_def_registry.get(op)
-        stateful = op_def is None or op_def.is_stateful
-        if op in _PYTHON_OPS:
-            python.add(op)
-        if op_def is not None and stateful and any(m in op for m in _RANDOM_MARKERS):
-            random.add(op)
-        if stateful and op not in _CONTAINERS and op != "Assert":
-            tf_stateful = True
-        if (
-            stateful
-            and op not in _PYTHON_OPS
-            and op not in random
-            and op not in _CONTAINERS
-            and op not in _READ_ONLY_STATEFUL
-            and not op.endswith(_DATASET_SUFFIXES)
-        ):
-            unsafe.add(op)
-    return FunctionInfo(
-        name=name,
-        location=location,
-        ops=tuple(sorted(op_types)),
-        random=tuple(sorted(random)),
-        python=tuple(sorted(python)),
-        unsafe_stateful=tuple(sorted(unsafe)),
-        tf_parallelises=not tf_stateful,
-        method=method,
-    )
-
-
-def _python_function_site(func: Any) -> tuple[str, str | None]:
-    """The user's function behind tf.function, functools.partial and gpuwhy's replay;
-    its file:line only when it is the user's own (not ``table.lookup`` inside TF)."""
-    name, location = function_site(func)
-    return name or type(unwrapped(func)).__name__, location
 
 
 # -- reading the chain -------------------------------------------------------------------
@@ -512,7 +356,7 @@ def _where(ds: Any) -> str:
     except Exception:  # noqa: BLE001
         pass
     if wrappers:
-        name += f"({_python_function_site(getattr(wrappers[0], '_func', None))[0]})"
+        name += f"({user_function_site(getattr(wrappers[0], '_func', None))[0]})"
     site = creation_site(ds)
     return f"the {name}" + (f" at {site}" if site else "")
 

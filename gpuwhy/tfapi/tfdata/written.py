@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
+from gpuwhy.tfapi.tfdata.functions import function_contents
 
 __all__ = [
     "ORIGIN_ATTR",
@@ -224,13 +225,6 @@ class WrittenTransformation:
         )
 
 
-_READER_OPS = {
-    "TFRecordDataset": 1,
-    "TFRecordDatasetV2": 1,
-    "TextLineDataset": 1,
-    "FixedLengthRecordDataset": 4,
-    "FixedLengthRecordDatasetV2": 4,
-}  # compression input
 _ARGUMENTS = ("_batch_size", "_buffer_size", "_count", "_num_shards", "_cycle_length", "_size")
 _FUNCTION_ATTRS = (
     "_map_func",
@@ -242,25 +236,6 @@ _FUNCTION_ATTRS = (
     "_next_func",
     "_finalize_func",
     "_window_size_func",
-)
-
-PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
-CODEC_OPS = frozenset(
-    {
-        "DecodeJpeg",
-        "DecodeAndCropJpeg",
-        "DecodePng",
-        "DecodeImage",
-        "DecodeBmp",
-        "DecodeGif",
-        "DecodeWebP",
-        "DecodeWav",
-        "EncodeJpeg",
-        "EncodeJpegVariableQuality",
-        "EncodePng",
-        "EncodeWav",
-        "DecodeCompressed",
-    }
 )
 
 
@@ -323,136 +298,6 @@ def _generator_of(dataset: Any) -> Any:
                     found.append(value)
         functions = found
     return None
-
-
-@dataclass
-class _Contents:
-    python: bool = False
-    python_functions: tuple = ()
-    stateful_ops: tuple = ()
-    random_ops: tuple = ()
-    stateful_random: bool = False
-    codec_ops: tuple = ()
-
-
-def _op_def(name: str) -> Any:
-    from tensorflow.python.framework import op_def_registry
-
-    try:
-        return op_def_registry.get(name)
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _is_random_op(op: str) -> bool:
-    return (
-        "Random" in op
-        or "Multinomial" in op
-        or "TruncatedNormal" in op
-        or op.startswith("Rng")
-        or (op.startswith("Stateful") and any(k in op for k in ("Uniform", "Normal", "Binomial")))
-    )
-
-
-def _node_stateful(node: Any, library: dict, skip_assert: bool = True, depth: int = 0) -> bool:
-    """``function_utils::IsNodeStateful`` (function_utils.cc)."""
-    op_def = _op_def(node.op)
-    if op_def is None:
-        return True
-    if not op_def.is_stateful:
-        return False
-    if skip_assert and node.op == "Assert":
-        return False
-    branches = {"If": ("then_branch", "else_branch"), "While": ("cond", "body")}.get(node.op)
-    if branches and depth < 20:
-        defs = [library.get(node.attr[a].func.name) for a in branches if a in node.attr]
-        if len(defs) == 2 and all(
-            d is not None and not _function_stateful(d, library, skip_assert, depth + 1)
-            for d in defs
-        ):
-            return False
-    return True
-
-
-def _function_stateful(fdef: Any, library: dict, skip_assert: bool = True, depth: int = 0) -> bool:
-    """``function_utils::IsFunctionStateful`` (function_utils.cc)."""
-    if not fdef.signature.is_stateful:
-        return False
-    return any(_node_stateful(n, library, skip_assert, depth) for n in fdef.node_def)
-
-
-def _compression(fdef: Any, node: Any) -> str | None:
-    """The constant compression_type input of a reader op inside a function."""
-    index = _READER_OPS.get(node.op)
-    if index is None or len(node.input) <= index:
-        return None
-    source = node.input[index].split(":")[0].lstrip("^")
-    for other in fdef.node_def:
-        if other.name == source and other.op == "Const":
-            values = other.attr["value"].tensor.string_val
-            text = values[0].decode(errors="replace").upper() if values else ""
-            return text if text in ("GZIP", "ZLIB") else None
-    return None
-
-
-def _python_function(token: bytes) -> str | None:
-    from tensorflow.python.ops import script_ops
-
-    try:
-        registered = script_ops._py_funcs.get(token.decode())
-    except Exception:  # noqa: BLE001
-        return None
-    if registered is None:
-        return None
-    function = getattr(registered, "_func", registered)  # EagerFunc wraps py_function's callable
-    name, location = function_site(function)
-    if location is None:
-        return None  # TF's own (from_generator's helpers)
-    return f"{name} ({location})"
-
-
-def function_contents(concrete_functions: Iterable[Any]) -> _Contents:
-    """What traced tf.data functions (ConcreteFunctions) and their nested ones contain."""
-    contents = _Contents()
-    python_functions: dict[str, None] = {}
-    stateful_ops: dict[str, None] = {}
-    random_ops: dict[str, None] = {}
-    codecs: dict[str, None] = {}
-    for concrete in concrete_functions:
-        try:
-            top = concrete.function_def
-            library = {f.signature.name: f for f in concrete.graph.as_graph_def().library.function}
-        except Exception:  # noqa: BLE001 - a function TF did not keep
-            continue
-        library.setdefault(top.signature.name, top)
-        if _function_stateful(top, library):
-            for node in top.node_def:
-                if _node_stateful(node, library):
-                    stateful_ops[node.op] = None
-        for fdef in library.values():
-            for node in fdef.node_def:
-                op = node.op
-                if op in PYTHON_OPS or op == "GeneratorDataset":
-                    contents.python = True
-                    if "token" in node.attr:
-                        described = _python_function(node.attr["token"].s)
-                        if described:
-                            python_functions[described] = None
-                if _is_random_op(op) and not op.endswith("Dataset"):
-                    random_ops[op] = None
-                    op_def = _op_def(op)
-                    if op_def is not None and op_def.is_stateful:
-                        contents.stateful_random = True
-                if op in CODEC_OPS:
-                    codecs[op] = None
-                compression = _compression(fdef, node)
-                if compression:
-                    codecs[compression] = None
-    contents.python_functions = tuple(python_functions)
-    contents.stateful_ops = tuple(stateful_ops)
-    contents.random_ops = tuple(random_ops)
-    contents.codec_ops = tuple(codecs)
-    return contents
 
 
 def _wrappers(dataset: Any) -> list:

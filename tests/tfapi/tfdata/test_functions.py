@@ -1,0 +1,96 @@
+"""One judge of what a tf.data function runs: the chain ``gpuwhy run`` reads
+(written.written_chain) and the stages ``gpuwhy fix`` plans (rewrite.read_chain) give
+the same answer about the same map, for each kind of function users write."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from gpuwhy.tfapi.tfdata import rewrite, written  # noqa: E402
+from gpuwhy.tfapi.tfdata.functions import is_random_op, runs_python  # noqa: E402
+
+COUNTER = tf.Variable(0, dtype=tf.int64)
+
+
+def plain(x):
+    return x * 2
+
+
+def random_noise(x):
+    return tf.cast(x, tf.float32) + tf.random.uniform([])
+
+
+def counts_calls(x):
+    COUNTER.assign_add(1)
+    return x
+
+
+def in_python(x):
+    return tf.py_function(lambda v: v + 1, [x], tf.int64)
+
+
+def with_a_branch(x):  # If with two stateless branches: TF still parallelises it
+    return tf.cond(x > 2, lambda: x * 2, lambda: x + 1)
+
+
+CASES = {
+    # function: (runs Python, random, TF's map_parallelization keeps it sequential)
+    plain: (False, False, False),
+    random_noise: (False, True, True),
+    counts_calls: (False, False, True),
+    in_python: (True, False, True),
+}
+
+
+@pytest.mark.parametrize("function", list(CASES), ids=lambda f: f.__name__)
+def test_the_run_collector_and_the_fix_planner_judge_a_map_alike(function):
+    python, random, stateful = CASES[function]
+    ds = tf.data.Dataset.range(8).map(function)
+    seen_by_run = written.written_chain(ds)[-1]
+    (seen_by_fix,) = rewrite.read_chain(ds)[-1].functions
+    assert (seen_by_run.python, seen_by_run.random, seen_by_run.stateful) == (
+        python,
+        random,
+        stateful,
+    )
+    assert (bool(seen_by_fix.python), bool(seen_by_fix.random)) == (python, random)
+    assert seen_by_fix.tf_parallelises is not stateful
+    assert seen_by_run.function == seen_by_fix.name == function.__name__
+    assert seen_by_run.function_location == seen_by_fix.location
+
+
+def test_a_branch_of_stateless_functions_is_stateless_for_both():
+    ds = tf.data.Dataset.range(8).map(with_a_branch)
+    assert not written.written_chain(ds)[-1].stateful
+    (info,) = rewrite.read_chain(ds)[-1].functions
+    assert info.tf_parallelises and info.stateless_enough
+
+
+def test_a_generator_source_runs_python_for_both():
+    ds = tf.data.Dataset.from_generator(
+        lambda: iter(np.arange(4)), output_signature=tf.TensorSpec([], tf.int64)
+    )
+    assert written.written_chain(ds)[-1].python
+    # TF builds from_generator as a flat_map over one dummy element; its function runs
+    # the generator, and the fix planner judges it by that function
+    assert any("GeneratorDataset" in f.python for f in rewrite.read_chain(ds)[-1].functions)
+    assert runs_python("GeneratorDataset") and runs_python("EagerPyFunc")
+
+
+@pytest.mark.parametrize(
+    "op, random",
+    [
+        ("RandomUniform", True),
+        ("StatelessRandomUniformV2", True),
+        ("SampleDistortedBoundingBoxV2", True),
+        ("RngReadAndSkip", True),
+        ("StatefulUniformFullInt", True),
+        ("DecodeJpeg", False),
+        ("MatMul", False),
+    ],
+)
+def test_one_list_of_random_ops(op, random):
+    assert is_random_op(op) is random
