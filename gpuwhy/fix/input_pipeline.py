@@ -50,6 +50,7 @@ from gpuwhy.fix.plan import Plan, Planner, element_bytes
 from gpuwhy.fix.rebuild import StageFailed, build
 from gpuwhy.fix.result import OptimizeResult, SameElements
 from gpuwhy.formatting import byte_size
+from gpuwhy.tfapi.tfdata import elements as tfdata_elements
 
 DEFAULT_MEMORY_FRACTION = 0.25
 INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
@@ -164,16 +165,14 @@ def _check_and_time(
     budget: int,
     assume_pure: bool,
 ) -> None:
-    from gpuwhy.tfapi.tfdata import rewrite as dr
-
     original, rewritten = result.original, result.dataset
     has_changes = rewritten is not original
     if not has_changes:
         result.same_elements = SameElements(True, "nothing was changed")
         if not measure:
             return
-    card = dr.cardinality(original)
-    finite = card != dr.INFINITE
+    card = tfdata_elements.cardinality(original)
+    finite = card != tfdata_elements.INFINITE
     limit: int | None
     if elements is not None:
         limit = elements
@@ -334,7 +333,7 @@ def _verdict(
     if plan.cache_after is not None and plan.cache_after < below:
         point = max(point, plan.cache_after)
     label = chain[point].describe()
-    limit = None if dr.cardinality(chain[point].dataset) >= 0 else COMPARE_LIMIT
+    limit = None if tfdata_elements.cardinality(chain[point].dataset) >= 0 else COMPARE_LIMIT
     p_o = m.collect(chain[point].dataset, min(limit or COMPARE_LIMIT, COMPARE_LIMIT))
     p_r = m.collect(counterpart[point], len(p_o.values) if not p_o.complete else None)
     if p_o.skipped or p_r.skipped:

@@ -14,6 +14,7 @@ from gpuwhy.facts import PipelineChange
 from gpuwhy.fix import measure as m
 from gpuwhy.fix.result import LeftAlone
 from gpuwhy.formatting import byte_size
+from gpuwhy.tfapi.tfdata import elements as tfdata_elements
 
 _CHEAP_KINDS = frozenset(
     {
@@ -464,22 +465,22 @@ def _counted(dataset: Any, limit_s: float = COUNT_LIMIT_S) -> int | None:
 
 def _count_bound(chain: list, j: int, dr) -> int | None:
     """Elements after stage j: exact, an upper bound through filters, -1 infinite, None unknown."""
-    n = dr.cardinality(chain[j].dataset)
-    if n >= 0 or n == dr.INFINITE:
+    n = tfdata_elements.cardinality(chain[j].dataset)
+    if n >= 0 or n == tfdata_elements.INFINITE:
         return n
     k = j
     while k > 0 and chain[k].kind in _COUNT_KEEPING_OR_SHRINKING:
         k -= 1
-        n = dr.cardinality(chain[k].dataset)
+        n = tfdata_elements.cardinality(chain[k].dataset)
         if n >= 0:
             return n
-        if n == dr.INFINITE:
+        if n == tfdata_elements.INFINITE:
             return None
     return None
 
 
 def element_bytes(dataset: Any, dr) -> int | None:
-    static = dr.static_element_bytes(dataset.element_spec)
+    static = tfdata_elements.element_bytes(dataset)
     if static is not None:
         return static
     sizes = []

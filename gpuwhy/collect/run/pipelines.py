@@ -607,6 +607,7 @@ def _signature(pipeline: _Pipeline) -> tuple | None:
 
 
 def _describe(dataset: Any, consumer: str, number: int) -> _Pipeline:
+    from gpuwhy.tfapi.tfdata import elements
     from gpuwhy.tfapi.tfdata import written as data_pipeline
 
     error = None
@@ -635,8 +636,8 @@ def _describe(dataset: Any, consumer: str, number: int) -> _Pipeline:
         written=written,
         location=location,
         autotune=data_pipeline.autotune_enabled(dataset),
-        cardinality=data_pipeline.cardinality(dataset),
-        element_bytes=data_pipeline.element_bytes(dataset, batch),
+        cardinality=elements.known_count(dataset),
+        element_bytes=elements.element_bytes(dataset, batch),
         error=error,
     )
 

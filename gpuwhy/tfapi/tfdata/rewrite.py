@@ -42,6 +42,7 @@ from typing import Any
 
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.classes import dataset_class, is_sequential_interleave, is_sequential_map
+from gpuwhy.tfapi.tfdata.elements import cardinality, element_bytes
 from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "RebuildError",
     "Stage",
     "cardinality",
+    "element_bytes",
     "creation_site",
     "function_info",
     "install_creation_sites",
@@ -67,7 +69,6 @@ __all__ = [
 ]
 
 AUTOTUNE = -1
-INFINITE, UNKNOWN = -1, -2
 
 
 class RebuildError(Exception):
@@ -359,31 +360,6 @@ def _where(ds: Any) -> str:
         name += f"({user_function_site(getattr(wrappers[0], '_func', None))[0]})"
     site = creation_site(ds)
     return f"the {name}" + (f" at {site}" if site else "")
-
-
-def cardinality(dataset: Any) -> int:
-    """Number of elements; -1 infinite, -2 unknown."""
-    try:
-        return int(dataset.cardinality())
-    except Exception:  # noqa: BLE001
-        return UNKNOWN
-
-
-def static_element_bytes(element_spec: Any) -> int | None:
-    """Bytes of one element from its spec, when every shape and dtype is fixed."""
-    import tensorflow as tf
-
-    total = 0
-    for spec in tf.nest.flatten(element_spec, expand_composites=False):
-        if not isinstance(spec, tf.TensorSpec):
-            return None
-        if not spec.shape.is_fully_defined() or spec.dtype in (tf.string, tf.variant, tf.resource):
-            return None
-        n = 1
-        for d in spec.shape.as_list():
-            n *= d
-        total += n * spec.dtype.size
-    return total
 
 
 # -- rebuilding --------------------------------------------------------------------------

@@ -61,8 +61,6 @@ __all__ = [
     "Origin",
     "WrittenTransformation",
     "autotune_enabled",
-    "cardinality",
-    "element_bytes",
     "function_contents",
     "function_site",
     "has_final_prefetch",
@@ -435,45 +433,6 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
 
 
 # -- helpers -------------------------------------------------------------------------
-
-
-def cardinality(dataset: Any) -> int | None:
-    """Elements per pass, or None when infinite or unknown to TF."""
-    try:
-        value = int(dataset.cardinality())
-    except Exception:  # noqa: BLE001
-        return None
-    return value if value >= 0 else None
-
-
-def element_bytes(dataset: Any, batch_size: int | None = None) -> int | None:
-    """Bytes of one element from its spec, when every component has a fixed-size dtype
-    (not strings, ragged or sparse) and a fixed shape; an unknown leading dimension
-    (a batch whose last one may be partial) counts as ``batch_size`` when given."""
-    from tensorflow.python.framework import tensor_spec
-    from tensorflow.python.util import nest
-
-    try:
-        specs = nest.flatten(dataset.element_spec)
-    except Exception:  # noqa: BLE001
-        return None
-    total = 0
-    for spec in specs:
-        if type(spec) is not tensor_spec.TensorSpec or spec.shape.rank is None:
-            return None
-        dims = spec.shape.as_list()
-        if dims and dims[0] is None and batch_size:
-            dims[0] = batch_size
-        if any(d is None for d in dims):
-            return None
-        dtype = spec.dtype
-        if dtype.name in ("string", "variant", "resource"):
-            return None
-        count = 1
-        for d in dims:
-            count *= d
-        total += count * dtype.size
-    return total
 
 
 def autotune_enabled(dataset: Any) -> bool:

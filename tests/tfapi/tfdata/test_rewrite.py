@@ -16,6 +16,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from gpuwhy.tfapi.tfdata import elements  # noqa: E402
 from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -364,5 +365,5 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
 
 def test_static_element_bytes_from_the_spec():
     ds = tf.data.Dataset.from_tensors((np.zeros((4, 5), np.float32), np.int64(1)))
-    assert dr.static_element_bytes(ds.element_spec) == 4 * 5 * 4 + 8
-    assert dr.static_element_bytes(tf.data.Dataset.from_tensors("text").element_spec) is None
+    assert elements.element_bytes(ds) == 4 * 5 * 4 + 8
+    assert elements.element_bytes(tf.data.Dataset.from_tensors("text")) is None
