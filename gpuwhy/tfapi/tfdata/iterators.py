@@ -1,6 +1,12 @@
-"""``next()`` on tf.data iterators from Python, timed: the input wait of custom loops.
+"""The hooks on tf.data's ``OwnedIterator``: its creation (one patch, many listeners)
+and ``next()`` timed (the input wait of custom loops).
 
-In ``for x, y in dataset: train_step(x, y)`` every batch is fetched by
+Creation: ``gpuwhy run`` follows each iterator to read TF's autotune model of its
+pipeline (run_model.py), ``gpuwhy fix`` catches the datasets a script iterates
+(rewrite.py); both listen to the one patch of ``OwnedIterator._create_iterator`` here,
+so the two never stack their own patches of one method.
+
+``next()``: in ``for x, y in dataset: train_step(x, y)`` every batch is fetched by
 ``OwnedIterator.__next__`` (``tensorflow/python/data/ops/iterator_ops.py``) in Python,
 so the time inside that call is exactly the time the loop waited for input, and the
 time from one call to the next is one step. Calls made while a tf.function is being
@@ -13,10 +19,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import is_library_file
-from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
 # emit(iterator id, the user's file:line of the loop, start, end, exhausted)
 Emit = Callable[[int, object, float, float, bool], None]
@@ -53,8 +60,7 @@ def install(emit: Emit) -> list[Patch]:
                 if exhausted:
                     sites.pop(key, None)
 
-        __next__.__wrapped__ = original
-        return __next__
+        return mark_wrapped(__next__, original)
 
     return [Patch(iterator_ops.OwnedIterator, "__next__", make)]
 
@@ -67,3 +73,118 @@ def _reader(caller) -> object:
     if caller is not None and is_library_file(caller.f_code.co_filename):
         return _LIBRARY
     return user_location(skip=3) or "?"
+
+
+# -- iterator creation: one patch, many listeners ----------------------------------------
+
+Before = Callable[[Any, Any], None]  # (iterator, dataset), before TF builds the iterator
+After = Callable[[Any, Any], None]  # (iterator, dataset), once it is built
+End = Callable[[Any], None]  # (iterator), when it is about to be freed
+
+
+class _Listeners:
+    before: list[Before] = []
+    after: list[After] = []
+    end: list[End] = []
+    patches: list[Patch] = []
+
+
+class Listening(Patch):
+    """Listeners registered on the creation hook; :meth:`undo` removes them, and the
+    patches with the last of them."""
+
+    def __init__(self, before: Before | None, after: After | None, end: End | None) -> None:
+        self.entries: list[tuple[list[Any], Any]] = [
+            (group, fn)
+            for group, fn in ((_Listeners.before, before), (_Listeners.after, after))
+            if fn is not None
+        ]
+        if end is not None:
+            self.entries.append((_Listeners.end, end))
+        if not _Listeners.patches:
+            _Listeners.patches = _install_creation_patches()
+        for group, fn in self.entries:
+            group.append(fn)
+
+    def undo(self) -> None:
+        for group, fn in self.entries:
+            if fn in group:
+                group.remove(fn)
+        self.entries = []
+        if not (_Listeners.before or _Listeners.after or _Listeners.end):
+            for patch in reversed(_Listeners.patches):
+                patch.undo()
+            _Listeners.patches = []
+
+
+def on_iterator_created(
+    before: Before | None = None, after: After | None = None, end: End | None = None
+) -> Listening:
+    """Call ``before(iterator, dataset)`` before and ``after(iterator, dataset)`` after
+    each eager ``OwnedIterator`` is built (on the creating thread: the creating stack is
+    still there), and ``end(iterator)`` when one is about to be freed. Listeners must be
+    quick and must not keep the iterator; an Exception from one is swallowed (the
+    program's loop never breaks), a BaseException from ``before`` (gpuwhy fix's
+    ``--stop-early``) goes through."""
+    return Listening(before, after, end)
+
+
+def _install_creation_patches() -> list[Patch]:
+    from tensorflow.python.data.ops import iterator_ops
+    from tensorflow.python.eager import context
+
+    def make_create(original: Callable) -> Callable:
+        def _create_iterator(self, dataset):
+            eager = context.executing_eagerly()
+            if eager:
+                for listener in list(_Listeners.before):
+                    try:
+                        listener(self, dataset)
+                    except Exception:  # noqa: BLE001 - never break the user's loop
+                        pass
+            result = original(self, dataset)
+            if eager:
+                for listener in list(_Listeners.after):
+                    try:
+                        listener(self, dataset)
+                    except Exception:  # noqa: BLE001 - never break iterator creation
+                        pass
+            return result
+
+        return mark_wrapped(_create_iterator, original)
+
+    def make_del(original: Callable | None) -> Callable:
+        def __del__(self):
+            try:
+                if context.executing_eagerly():
+                    for listener in list(_Listeners.end):
+                        listener(self)
+            except Exception:  # noqa: BLE001 - a finaliser never raises (shutdown included)
+                pass
+            if original is not None:
+                original(self)
+
+        return mark_wrapped(__del__, original)
+
+    owner = iterator_ops.OwnedIterator
+    patches: list[Patch] = [Patch(owner, "_create_iterator", make_create)]
+    try:
+        patches.append(_AddedMethod(owner, "__del__", make_del))
+    except Exception:
+        patches[0].undo()
+        raise
+    return patches
+
+
+class _AddedMethod(Patch):
+    """A :class:`Patch` for a method the class may not have at all (``__del__``)."""
+
+    def __init__(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        if hasattr(owner, name):
+            super().__init__(owner, name, make)
+            return
+        self.owner, self.name = owner, name
+        self.had_own = False
+        self.original = None
+        self.replacement = make(None)
+        setattr(owner, name, self.replacement)

@@ -791,26 +791,15 @@ def install_creation_sites() -> list[Patch]:
 
 def install_iterator_capture(seen: Callable[[Any, str | None], None]) -> list[Patch]:
     """Call ``seen(dataset, where it is iterated)`` for each eager dataset an iterator is
-    created on (``OwnedIterator._create_iterator``: every ``iter(ds)``, ``for x in ds``,
-    and Keras' epoch iterators)."""
-    from tensorflow.python.data.ops import iterator_ops
-    from tensorflow.python.framework import ops
-
+    created on (every ``iter(ds)``, ``for x in ds``, and Keras' epoch iterators), before
+    TF builds the iterator; a listener on the one creation hook of iterators.py."""
     from gpuwhy.tfapi.frames import user_location
+    from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
-    def make(original):
-        def _create_iterator(self, dataset):
-            try:
-                if isinstance(dataset._variant_tensor, ops.EagerTensor):
-                    seen(dataset, user_location(skip=2))
-            except Exception:  # noqa: BLE001 - never break the user's loop
-                pass
-            return original(self, dataset)
+    def before(_iterator: Any, dataset: Any) -> None:
+        seen(dataset, user_location(skip=2))
 
-        _create_iterator.__wrapped__ = original
-        return _create_iterator
-
-    return [Patch(iterator_ops.OwnedIterator, "_create_iterator", make)]
+    return [on_iterator_created(before=before)]
 
 
 def user_dataset(dataset: Any) -> Any | None:

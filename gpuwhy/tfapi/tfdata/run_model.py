@@ -289,20 +289,6 @@ def parse_model(proto: Any) -> RunModel:
 # -- iterators -----------------------------------------------------------------------
 
 
-class _AddedMethod(Patch):
-    """A :class:`Patch` for a method the class does not have at all (``__del__``)."""
-
-    def __init__(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-        if hasattr(owner, name):
-            super().__init__(owner, name, make)
-            return
-        self.owner, self.name = owner, name
-        self.had_own = False
-        self.original = None
-        self.replacement = make(None)
-        setattr(owner, name, self.replacement)
-
-
 def is_distributed_part(dataset: Any) -> bool:
     """A per-device dataset of a multi-device distributed iterator
     (``multi_device_iterator_ops._ReincarnatedPerDeviceGenerator``, under the options
@@ -320,48 +306,12 @@ def install_iterator_hooks(
     on_iterator: Callable[[Any, Any], None], on_iterator_end: Callable[[Any], None] | None = None
 ) -> list[Patch]:
     """Call ``on_iterator(iterator, dataset)`` after each eager ``OwnedIterator`` is
-    built (on the creating thread, the creating stack still there for
-    :func:`consumer_label`), and ``on_iterator_end(iterator)`` when one is about to be
-    freed (eager context only). Listeners must be quick, must not keep the iterator,
-    and are never allowed to raise into the program. Undo the patches to restore TF.
-    """
-    from tensorflow.python.data.ops import iterator_ops
-    from tensorflow.python.eager import context
+    built (the creating stack still there for :func:`consumer_label`), and
+    ``on_iterator_end(iterator)`` when one is about to be freed; listeners on the one
+    creation hook of iterators.py. Undo the returned patches to stop listening."""
+    from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
-    def make_create(original: Callable) -> Callable:
-        def _create_iterator(self, dataset):
-            original(self, dataset)
-            try:
-                if context.executing_eagerly():
-                    on_iterator(self, dataset)
-            except Exception:  # noqa: BLE001 - never break iterator creation
-                pass
-
-        _create_iterator.__wrapped__ = original
-        return _create_iterator
-
-    def make_del(original: Callable | None) -> Callable:
-        def __del__(self):
-            try:
-                if context.executing_eagerly():
-                    on_iterator_end(self)
-            except Exception:  # noqa: BLE001 - a finaliser never raises (shutdown included)
-                pass
-            if original is not None:
-                original(self)
-
-        __del__.__wrapped__ = original
-        return __del__
-
-    owner = iterator_ops.OwnedIterator
-    patches: list[Patch] = [Patch(owner, "_create_iterator", make_create)]
-    if on_iterator_end is not None:
-        try:
-            patches.append(_AddedMethod(owner, "__del__", make_del))
-        except Exception:
-            patches[0].undo()
-            raise
-    return patches
+    return [on_iterator_created(after=on_iterator, end=on_iterator_end)]
 
 
 def consumer_label(frame: Any = None) -> str:

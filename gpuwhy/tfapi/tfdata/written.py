@@ -52,7 +52,7 @@ from typing import Any
 
 from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
-from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.patching import Patch, mark_wrapped
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
 from gpuwhy.tfapi.tfdata.functions import function_contents
 
@@ -160,9 +160,8 @@ def install_origin_hooks() -> list[Patch]:
             except Exception:  # noqa: BLE001 - never break dataset creation
                 pass
 
-        __init__.__wrapped__ = original
         __init__.__doc__ = original.__doc__
-        return __init__
+        return mark_wrapped(__init__, original)
 
     def make_from_generator(original: Callable) -> Callable:
         def _from_generator(generator, *args, **kwargs):
@@ -173,8 +172,7 @@ def install_origin_hooks() -> list[Patch]:
                 pass
             return dataset
 
-        _from_generator.__wrapped__ = original
-        return _from_generator
+        return mark_wrapped(_from_generator, original)
 
     init = Patch(dataset_ops.DatasetV2, "__init__", make_init)
     try:
