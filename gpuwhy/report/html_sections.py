@@ -22,6 +22,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats
+from gpuwhy.report.summary import eager_site_rows, placement_where
 from gpuwhy.rules.base import Finding
 
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
@@ -213,14 +214,7 @@ def no_gpu_reason(samples: GpuSamplesFacts | None) -> str | None:
 def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
     if placement is None:
         return None
-    if placement.predicted:
-        where = (
-            f"predicted for this machine's {placement.gpu_name}"
-            if placement.gpu_name
-            else "predicted for a GPU machine: no GPU here"
-        )
-    else:
-        where = f"seen on {placement.gpu_name or 'this GPU'}"
+    where = placement_where(placement)
     functions = [
         [
             fn.name,
@@ -319,17 +313,7 @@ def eager_view(eager: EagerFacts | None) -> dict[str, Any] | None:
         return None
     from gpuwhy.report.summary import eager_line
 
-    per = max(eager.sampled_steps, 1)
-    rows = [
-        [
-            s.op,
-            f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
-            "?" if s.median_elements is None else f"{s.median_elements:,}",
-            s.device or "?",
-            s.location or "?",
-        ]
-        for s in eager.sites
-    ]
+    rows = [list(row) for row in eager_site_rows(eager)]
     return {
         "summary": eager_line(eager),
         "per_step": bool(eager.sampled_steps),

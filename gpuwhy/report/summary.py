@@ -14,6 +14,7 @@ from gpuwhy.facts import (
     GpuSeries,
     PipelineFacts,
     PipelineStage,
+    PlacementFacts,
     StepFacts,
     TfDataFacts,
     TracingFacts,
@@ -199,3 +200,30 @@ def code_language(code: str) -> str:
         and "pip install" not in code
         else "bash"
     )
+
+
+def placement_where(placement: PlacementFacts) -> str:
+    """Where the placement comes from: predicted for which GPU, or seen on one."""
+    if placement.predicted:
+        return (
+            f"predicted for this machine's {placement.gpu_name}"
+            if placement.gpu_name
+            else "predicted for a GPU machine: no GPU here"
+        )
+    return f"seen on {placement.gpu_name or 'this GPU'}"
+
+
+def eager_site_rows(eager: EagerFacts) -> list[tuple[str, str, str, str, str]]:
+    """Eager ops by source line: op, count (per sampled step when steps were sampled),
+    median elements, device, file:line."""
+    per = max(eager.sampled_steps, 1)
+    return [
+        (
+            s.op,
+            f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
+            "?" if s.median_elements is None else f"{s.median_elements:,}",
+            s.device or "?",
+            s.location or "?",
+        )
+        for s in eager.sites
+    ]

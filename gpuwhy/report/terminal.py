@@ -18,7 +18,13 @@ from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
-from gpuwhy.report.summary import code_language, finding_causes, missing_library, tensorflow_line
+from gpuwhy.report.summary import (
+    code_language,
+    finding_causes,
+    missing_library,
+    placement_where,
+    tensorflow_line,
+)
 from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.report.terminal_run import run_section
 from gpuwhy.rules.base import Finding
@@ -146,14 +152,7 @@ class TerminalRenderer(Renderer):
         """Op groups (500 ops of one kind read as one line) and the host<->device copies.
 
         Without --verbose only what is not plainly on the GPU is listed."""
-        if placement.predicted:
-            where = (
-                f"predicted for this machine's {placement.gpu_name}"
-                if placement.gpu_name
-                else "predicted for a GPU machine: no GPU here"
-            )
-        else:
-            where = f"seen on {placement.gpu_name or 'this GPU'}"
+        where = placement_where(placement)
         lines: list[Text] = [Text(f"Placement ({where})", style="bold underline")]
         for fn in placement.functions:
             jit = ", jit_compile" if fn.jit_compile else ""

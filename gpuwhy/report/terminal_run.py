@@ -14,6 +14,7 @@ from gpuwhy.formatting import duration, how_it_ended
 from gpuwhy.report.layout import Rows, table
 from gpuwhy.report.summary import (
     eager_line,
+    eager_site_rows,
     gpu_line,
     pipeline_line,
     shown_pipelines,
@@ -61,17 +62,7 @@ def _verbose_tables(facts: Facts) -> list:
     if eager is not None and eager.sites:
         lines.append(Text(""))
         lines.append(Text("  Eager ops by source line (sampled steps)", style="bold"))
-        per = max(eager.sampled_steps, 1)
-        rows = [
-            (
-                s.op,
-                f"{s.count / per:,.1f}" if eager.sampled_steps else f"{s.count:,}",
-                "?" if s.median_elements is None else f"{s.median_elements:,}",
-                s.device or "?",
-                s.location or "?",
-            )
-            for s in eager.sites
-        ]
+        rows = eager_site_rows(eager)
         lines.extend(
             table(
                 (
