@@ -85,7 +85,8 @@ class TerminalRenderer(Renderer):
         if env is not None:
             console.print()
             console.print(self._environment(env, record.facts.devices or ()))
-        skipped = record.not_checked
+        # gpuwhy fix diagnoses nothing: which rules it did not run is not news there
+        skipped = record.not_checked if record.command != "fix" else {}
         if skipped:
             planned = sum(1 for why in skipped.values() if why == "planned")
             console.print()
