@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, InputFixFacts, PlacementFacts, ProgramFacts
 from gpuwhy.formatting import stage_label
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
@@ -16,16 +16,16 @@ def gpu_usable(facts: Facts) -> bool | None:
 
 def verdict(facts: Facts, findings: list[Finding]) -> str:
     if facts.input_fixes is not None:
-        return _fix_verdict(facts)
+        return _fix_verdict(facts.input_fixes)
     if facts.program is not None:
-        return _run_verdict(facts, findings)
+        return _run_verdict(facts, facts.program, findings)
     usable = gpu_usable(facts)
     if usable is False:
         no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
         title = no_gpu.title.split(": ", 1)[-1] if no_gpu else "no GPU"
         return f"No: TensorFlow cannot use a GPU here: {title}."
-    if usable:
-        tf = facts.environment.tensorflow
+    tf = facts.environment.tensorflow if facts.environment is not None else None
+    if usable and tf is not None:  # a usable GPU was found by importing TensorFlow
         names = ", ".join(
             f"{d.get('device_name', d.get('name'))}"
             + (
@@ -39,14 +39,13 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
         tail = f"; but: {worst.title}" if worst and worst.severity in ("high", "medium") else ""
         return f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} [{names}]{tail}."
     if facts.placement is not None:
-        return _placement_verdict(facts, findings)
+        return _placement_verdict(facts.placement, findings)
     if findings:
         return findings[0].title
     return "No problems found."
 
 
-def _placement_verdict(facts: Facts, findings: list[Finding]) -> str:
-    placement = facts.placement
+def _placement_verdict(placement: PlacementFacts, findings: list[Finding]) -> str:
     nodes = sum(f.nodes for f in placement.functions)
     gpu = sum(f.gpu for f in placement.functions)
     host = sum(f.host for f in placement.functions)
@@ -68,9 +67,8 @@ def _placement_verdict(facts: Facts, findings: list[Finding]) -> str:
     return text + ("; no placement problems found." if not findings else ".")
 
 
-def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
+def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -> str:
     """A watched run: where it ran, how fast a step was, and the worst problem."""
-    program = facts.program
     steps = facts.steps
     usable = gpu_usable(facts)
     worst = next(
@@ -134,16 +132,18 @@ def _run_verdict(facts: Facts, findings: list[Finding]) -> str:
     return text + "."
 
 
-def _fix_verdict(facts: Facts) -> str:
+def _fix_verdict(input_fixes: InputFixFacts) -> str:
     """``gpuwhy fix --input``: the best measured gain, or why there is none."""
-    fixes = facts.input_fixes.fixes
+    fixes = input_fixes.fixes
     if not fixes:
         return "No tf.data pipeline of the program's own was iterated: nothing to optimise."
-    kept = [f for f in fixes if f.changes and not f.refused and f.worth_it and f.speedup]
+    kept = [
+        (f, f.speedup) for f in fixes if f.changes and not f.refused and f.worth_it and f.speedup
+    ]
     if kept:
-        best = max(kept, key=lambda f: f.speedup)
+        best, speedup = max(kept, key=lambda pair: pair[1])
         text = (
-            f"Input pipeline {best.speedup:,.1f}x faster with {len(best.changes)} "
+            f"Input pipeline {speedup:,.1f}x faster with {len(best.changes)} "
             f"change{'s' if len(best.changes) != 1 else ''} ({best.dataset}"
         )
         if best.gap_closed is not None:

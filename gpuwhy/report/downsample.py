@@ -66,9 +66,10 @@ def downsample(
             continue
         known[i] += 1
         total[i] += vi
-        if low[i] is None or vi < low[i]:
+        lowest, highest = low[i], high[i]
+        if lowest is None or vi < lowest:
             low[i] = vi
-        if high[i] is None or vi > high[i]:
+        if highest is None or vi > highest:
             high[i] = vi
     keep = [i for i in range(max_points) if count[i]]
     return Downsampled(

@@ -120,7 +120,7 @@ class _Page:
     def context(self, record: RunRecord) -> dict[str, Any]:
         facts = record.facts
         usable = gpu_usable(facts)
-        mark, tone = {True: ("✓", "good"), False: ("✗", "bad")}.get(usable, ("•", "neutral"))
+        mark, tone = {True: ("✓", "good"), False: ("✗", "bad"), None: ("•", "neutral")}[usable]
         findings = sorted(record.findings, key=Finding.sort_key)
         sections = {
             "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],

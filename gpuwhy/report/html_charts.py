@@ -71,14 +71,17 @@ def timeline(
     memory and PCIe traffic, on one shared time axis. None when there is nothing to draw."""
     from plotly.subplots import make_subplots
 
-    has_steps = (
-        steps is not None and len(steps.starts) > 0 and len(steps.durations) == len(steps.starts)
+    drawn_steps = (
+        steps
+        if steps is not None and len(steps.starts) > 0 and len(steps.durations) == len(steps.starts)
+        else None
     )
     gpus = [g for g in (samples.gpus if samples is not None else ()) if g.t]
     has_pcie = any(_known(g.pcie_tx_bytes_per_s) or _known(g.pcie_rx_bytes_per_s) for g in gpus)
     rows: list[tuple[str, str]] = []
-    if has_steps:
-        per_call = f" per call of {steps.steps_per_call} steps" if steps.steps_per_call > 1 else ""
+    if drawn_steps is not None:
+        spc = drawn_steps.steps_per_call
+        per_call = f" per call of {spc} steps" if spc > 1 else ""
         rows.append(("steps", f"step time (ms{per_call})"))
     if gpus:
         rows.append(("activity", "GPU busy (%)"))
@@ -98,8 +101,8 @@ def timeline(
     row_of = {kind: i + 1 for i, (kind, _) in enumerate(rows)}
     for i, (_, title) in enumerate(rows, 1):
         fig.update_yaxes(title_text=title, row=i, col=1, rangemode="tozero")
-    if has_steps:
-        _step_traces(fig, row_of["steps"], steps, max_points)
+    if drawn_steps is not None:
+        _step_traces(fig, row_of["steps"], drawn_steps, max_points)
         if tracing is not None:
             _trace_markers(fig, row_of["steps"], tracing)
     multi = len(gpus) > 1
@@ -203,8 +206,8 @@ def timeline(
             )
     if gpus:
         fig.update_yaxes(range=[0, 100], row=row_of["activity"], col=1)
-    if has_steps and steps.phases:
-        _phases(fig, steps.phases, _domain_top(fig, 1))
+    if drawn_steps is not None and drawn_steps.phases:
+        _phases(fig, drawn_steps.phases, _domain_top(fig, 1))
     fig.update_xaxes(title_text="seconds since the run started", row=len(rows), col=1)
     fig.update_layout(
         height=240 + 190 * len(rows),
@@ -222,8 +225,9 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
     spc = max(steps.steps_per_call, 1)
     warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
     starts, durations = steps.starts[warm:], steps.durations[warm:]
-    waits = tuple(steps.input_waits[warm:]) if len(steps.input_waits) == len(steps.starts) else ()
-    measured = bool(waits) and all(w is not None for w in waits)
+    maybe = tuple(steps.input_waits[warm:]) if len(steps.input_waits) == len(steps.starts) else ()
+    waits = [w for w in maybe if w is not None]
+    measured = bool(waits) and len(waits) == len(maybe)
     top = None
     if starts:
         span = (min(starts), max(starts))
@@ -284,7 +288,7 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
             row=row,
             col=1,
         )
-        if off_scale:
+        if off_scale and top is not None:
             fig.update_yaxes(range=[0, top * 1.1], row=row, col=1)
 
 

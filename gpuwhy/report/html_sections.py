@@ -130,7 +130,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
     warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
     after = steps.durations[warm:] if len(steps.durations) == len(steps.starts) else ()
     s = stats(after)
-    if s.count:
+    if s.count and s.argmax is not None:
         i = warm + s.argmax
         rows.append(
             (
@@ -179,7 +179,7 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
         s = stats(getattr(gpu, name))
         if not s.count:
             continue
-        values = [v * scale for v in (s.mean, s.median, s.p90, s.high)]
+        values = [(v or 0.0) * scale for v in (s.mean, s.median, s.p90, s.high)]  # set: count > 0
         rows.append([f"{title} ({unit})", *stat_row(values), f"{s.count:,}"])
     span = (gpu.t[-1] - gpu.t[0]) if len(gpu.t) > 1 else 0.0
     head = (

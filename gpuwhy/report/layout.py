@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
 
@@ -10,7 +12,8 @@ class Rows:
     terminal width, so piped output has no trailing blanks and long values do not wrap."""
 
     def __init__(self, key_width: int = 18) -> None:
-        self.key_width, self.lines = key_width, []
+        self.key_width = key_width
+        self.lines: list[Text] = []
 
     def add_row(self, key: str, value: str) -> None:
         line = Text(key.ljust(self.key_width - 2) + "  ", style="bold")
@@ -18,11 +21,11 @@ class Rows:
         self.lines.append(line)
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]], indent: int) -> list[Text]:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], indent: int) -> list[Text]:
     """Columns padded to their widest cell; the last column is never padded or cut."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
 
-    def line(cells, style=""):
+    def line(cells: Sequence[str], style: str = "") -> Text:
         text = " " * indent + "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
         return Text(text + "  " + str(cells[-1]), style=style)
 

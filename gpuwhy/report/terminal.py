@@ -50,9 +50,9 @@ class TerminalRenderer(Renderer):
             emoji=False,
         )
         usable = gpu_usable(record.facts)
-        mark, style = {True: ("✓", "bold green"), False: ("✗", "bold red")}.get(
-            usable, ("•", "bold")
-        )
+        mark, style = {True: ("✓", "bold green"), False: ("✗", "bold red"), None: ("•", "bold")}[
+            usable
+        ]
         console.print(Text(f"{mark} {record.verdict}", style=style))
         if record.findings:
             console.print()
@@ -170,8 +170,16 @@ class TerminalRenderer(Renderer):
                 lines.append(Text(f"    not audited: {body}", style="dim"))
         groups = [g for g in placement.groups if self.verbose or g.computes_on == "CPU"]
         if groups:
-            header = ("op", "dtypes", "device", "computes", "count", "reason", "created at")
-            rows = [
+            header: tuple[str, ...] = (
+                "op",
+                "dtypes",
+                "device",
+                "computes",
+                "count",
+                "reason",
+                "created at",
+            )
+            rows: list[tuple[str, ...]] = [
                 (
                     g.op,
                     ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-",

@@ -62,7 +62,7 @@ def _verbose_tables(facts: Facts) -> list:
     if eager is not None and eager.sites:
         lines.append(Text(""))
         lines.append(Text("  Eager ops by source line (sampled steps)", style="bold"))
-        rows = eager_site_rows(eager)
+        rows: list[tuple[str, ...]] = list(eager_site_rows(eager))
         lines.extend(
             table(
                 (
