@@ -419,35 +419,23 @@ def _band_line(
     series = downsample(t, scaled, max_points)
     group = f"{group}:{name}"  # the band toggles with its line; one entry per group
     x = rounded(series.t, 7)
-    if series.bucketed:
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=rounded(series.high),
-                mode="lines",
-                line=dict(width=0),
-                showlegend=False,
-                hoverinfo="skip",
-                legendgroup=group,
-            ),
-            row=row,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=rounded(series.low),
-                mode="lines",
-                line=dict(width=0),
-                fill="tonexty",
-                fillcolor=_alpha(colour, 0.18),
-                showlegend=False,
-                hoverinfo="skip",
-                legendgroup=group,
-            ),
-            row=row,
-            col=1,
-        )
+    if series.bucketed:  # the band: an invisible upper edge, then the lower one filled up to it
+        filled = {"fill": "tonexty", "fillcolor": _alpha(colour, 0.18)}
+        for edge, fill in ((series.high, {}), (series.low, filled)):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=rounded(edge),
+                    mode="lines",
+                    line=dict(width=0),
+                    showlegend=False,
+                    hoverinfo="skip",
+                    legendgroup=group,
+                    **fill,
+                ),
+                row=row,
+                col=1,
+            )
     fig.add_trace(
         go.Scatter(
             x=x,
