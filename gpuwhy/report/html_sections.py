@@ -22,7 +22,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats
-from gpuwhy.report.summary import eager_site_rows, placement_where
+from gpuwhy.report.summary import eager_site_rows, op_group_cells, placement_where
 from gpuwhy.rules.base import Finding
 
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
@@ -235,13 +235,7 @@ def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
         {
             "off_gpu": g.computes_on == "CPU",
             "cells": [
-                g.op,
-                ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-",
-                g.device,
-                g.computes_on,
-                f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
-                g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
-                ", ".join(g.locations) or "-",
+                *op_group_cells(g),
                 ", ".join(g.examples[:3]) or "-",
             ],
             "why": PLACEMENT_REASONS.get(g.reason, ""),

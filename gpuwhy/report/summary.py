@@ -12,6 +12,7 @@ from gpuwhy.facts import (
     EagerFacts,
     GpuSamplesFacts,
     GpuSeries,
+    OpGroup,
     PipelineFacts,
     PipelineStage,
     PlacementFacts,
@@ -227,3 +228,17 @@ def eager_site_rows(eager: EagerFacts) -> list[tuple[str, str, str, str, str]]:
         )
         for s in eager.sites
     ]
+
+
+def op_group_cells(group: OpGroup, locations: int | None = None) -> tuple[str, ...]:
+    """One placement row: op, dtypes, device, where it computes, count, reason, and the
+    lines that created it (the first ``locations`` of them, all when None)."""
+    return (
+        group.op,
+        ", ".join(dict.fromkeys(group.in_dtypes + group.out_dtypes)) or "-",
+        group.device,
+        group.computes_on,
+        f"{group.count:,}" + (" (loop)" if group.in_loop else ""),
+        group.reason + (f" with {group.colocated_with}" if group.colocated_with else ""),
+        ", ".join(group.locations[:locations]) or "-",
+    )

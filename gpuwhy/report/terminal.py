@@ -22,6 +22,7 @@ from gpuwhy.report.summary import (
     code_language,
     finding_causes,
     missing_library,
+    op_group_cells,
     placement_where,
     tensorflow_line,
 )
@@ -179,18 +180,7 @@ class TerminalRenderer(Renderer):
                 "reason",
                 "created at",
             )
-            rows: list[tuple[str, ...]] = [
-                (
-                    g.op,
-                    ", ".join(dict.fromkeys(g.in_dtypes + g.out_dtypes)) or "-",
-                    g.device,
-                    g.computes_on,
-                    f"{g.count:,}" + (" (loop)" if g.in_loop else ""),
-                    g.reason + (f" with {g.colocated_with}" if g.colocated_with else ""),
-                    ", ".join(g.locations[:2]) or "-",
-                )
-                for g in groups
-            ]
+            rows: list[tuple[str, ...]] = [op_group_cells(g, locations=2) for g in groups]
             lines.append(Text(""))
             lines.extend(_table(header, rows, indent=2))
             for code in dict.fromkeys(g.reason for g in groups):
