@@ -68,8 +68,8 @@ def emit(record: RunRecord, args: Any, outputs: dict[str, Output], to_stderr: bo
     if "-o" in outputs:
         _write_rendered(renderer, record, outputs["-o"])
     else:
-        if renderer.is_binary and stream.isatty():
-            raise UsageError(f"{renderer.name} output is binary; redirect it to a file")
+        if stream.isatty():
+            _refuse_terminal(type(renderer))
         text = ("\n" if to_stderr else "") + renderer.render(record)
         if to_stderr:
             write_quietly(stream, text)
@@ -89,14 +89,25 @@ def _write_rendered(renderer: Renderer, record: RunRecord, output: Output) -> No
     write_or_divert(output, lambda path: Path(path).write_bytes(data), own_stderr.say)
 
 
-def check_format(name: str) -> None:
-    """A bad ``-f`` fails before a long run, not after it."""
+def check_format(name: str, to_terminal: bool = False) -> None:
+    """A bad ``-f`` fails before a long run, not after it; so does a format that is not
+    for a terminal (binary, a web page) when the report would go to one."""
     from gpuwhy.report import MisconfigurationError, renderer_class
 
     try:
-        renderer_class(name)
+        found = renderer_class(name)
     except MisconfigurationError as e:
         raise UsageError(str(e)) from None
+    if to_terminal:
+        _refuse_terminal(found)
+
+
+def _refuse_terminal(renderer: type[Renderer]) -> None:
+    if renderer.is_binary or not renderer.for_terminal:
+        raise UsageError(
+            f"-f {renderer.name} is meant for a file, not a terminal: add -o PATH, or "
+            "redirect the output"
+        )
 
 
 def check_hz(hz: float) -> None:

@@ -42,7 +42,9 @@ def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]
     outputs = plan_outputs(
         args, inputs=[args.script], project_dir=os.path.dirname(os.path.abspath(args.script))
     )
-    check_format(args.format)
+    from gpuwhy import own_stderr
+
+    check_format(args.format, to_terminal="-o" not in outputs and own_stderr.isatty())
     return code, outputs
 
 

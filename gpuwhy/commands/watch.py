@@ -64,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
         args, inputs=files, project_dir=project_dir, extra=[("--record", args.record)]
     )
     record_path = outputs["--record"].path if "--record" in outputs else None
-    check_format(args.format)
+    check_format(args.format, to_terminal="-o" not in outputs and sys.stderr.isatty())
     try:
         record, exit_code = watch(command, hz=args.hz, record_path=record_path)
     except WatchError as e:

@@ -20,6 +20,7 @@ class Renderer:
     name: ClassVar[str]
     file_extension: ClassVar[str]
     is_binary: ClassVar[bool] = False
+    for_terminal: ClassVar[bool] = True  # False: meant for a file (a web page), not a terminal
 
     def __init__(self, verbose: bool = False, color: bool = False, width: int | None = None):
         self.verbose, self.color, self.width = verbose, color, width

@@ -53,6 +53,7 @@ class HtmlRenderer(Renderer):
 
     name = "html"
     file_extension = "html"
+    for_terminal = False
 
     def __init__(
         self,
