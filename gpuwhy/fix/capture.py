@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwhy import own_stderr
+from gpuwhy.tfapi.tfdata import stages
 
 
 class StopScript(SystemExit):
@@ -49,10 +50,10 @@ class Capture:
         self._optimising = False
 
     def install(self, _module: Any = None) -> None:
-        from gpuwhy.tfapi.tfdata import rewrite as dr
-
         try:
-            self.patches = dr.install_creation_sites() + dr.install_iterator_capture(self.seen)
+            self.patches = stages.install_creation_sites() + stages.install_iterator_capture(
+                self.seen
+            )
         except Exception as e:  # noqa: BLE001 - a TF without these internals
             self.failed = f"cannot hook tf.data in this TensorFlow: {type(e).__name__}: {e}"
         from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
@@ -60,17 +61,15 @@ class Capture:
         self.patches.append(hide_gpuwhy_frames())  # undone by uninstall() with the others
 
     def seen(self, dataset: Any, where: str | None) -> None:
-        from gpuwhy.tfapi.tfdata import rewrite as dr
-
         if self._optimising:
             return  # the measuring's own iterators
-        users = dr.user_dataset(dataset)
+        users = stages.user_dataset(dataset)
         if users is None:
             self.library_only.append(where or "?")
             return
         entry = self.found.get(id(users))
         if entry is None:
-            entry = self.found[id(users)] = Captured(users, dr.creation_site(users))
+            entry = self.found[id(users)] = Captured(users, stages.creation_site(users))
             new = True
         else:
             new = False
@@ -105,13 +104,12 @@ class Capture:
 
     def datasets(self) -> tuple[list[Captured], list[Captured]]:
         """(datasets to optimise, views of them: ``ds.take(1)`` over a captured ``ds``)."""
-        from gpuwhy.tfapi.tfdata import rewrite as dr
 
         entries = list(self.found.values())
         ids = {id(e.dataset) for e in entries}
         main: list[Captured] = []
         views: list[Captured] = []
         for entry in entries:
-            below = [s.dataset for s in dr.read_chain(entry.dataset)[:-1]]
+            below = [s.dataset for s in stages.read_chain(entry.dataset)[:-1]]
             (views if any(id(d) in ids for d in below) else main).append(entry)
         return main, views

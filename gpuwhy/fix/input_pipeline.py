@@ -51,6 +51,7 @@ from gpuwhy.fix.rebuild import StageFailed, build
 from gpuwhy.fix.result import OptimizeResult, SameElements
 from gpuwhy.formatting import byte_size
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
+from gpuwhy.tfapi.tfdata import stages
 
 DEFAULT_MEMORY_FRACTION = 0.25
 INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
@@ -88,7 +89,6 @@ def optimize(
     numpy_function, from_generator) return the same outputs for the same inputs and keep
     no state: they may then run in parallel and be cached.
     """
-    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
@@ -101,7 +101,7 @@ def optimize(
     if budget is None:
         available = m.available_memory_bytes()
         budget = int(available * DEFAULT_MEMORY_FRACTION) if available else 2 << 30
-    chain = dr.read_chain(dataset)
+    chain = stages.read_chain(dataset)
     options = dataset.options()
     result = OptimizeResult(dataset=dataset, original=dataset, keep_order=keep_order)
 
@@ -279,7 +279,6 @@ def _verdict(
 ) -> str | None:
     """None when the rewrite keeps the elements (result.same_elements says how that was
     checked); else why it is refused."""
-    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     if o1.skipped or r1.skipped:
         result.same_elements = SameElements(None, f"not compared: {o1.skipped or r1.skipped}")
@@ -307,11 +306,11 @@ def _verdict(
     # The original differs from pass to pass: check where its randomness starts.
     first_random = None
     for i, stage in enumerate(chain):
-        if dr.reproducibility(stage.dataset, assume_pure=assume_pure):
+        if stages.reproducibility(stage.dataset, assume_pure=assume_pure):
             first_random = i
             break
     random_reason = (
-        dr.reproducibility(chain[first_random].dataset, assume_pure=assume_pure)
+        stages.reproducibility(chain[first_random].dataset, assume_pure=assume_pure)
         if first_random is not None
         else "something gpuwhy cannot see"
     )

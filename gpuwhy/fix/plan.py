@@ -15,6 +15,7 @@ from gpuwhy.fix import measure as m
 from gpuwhy.fix.result import LeftAlone
 from gpuwhy.formatting import byte_size
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
+from gpuwhy.tfapi.tfdata import stages
 
 _CHEAP_KINDS = frozenset(
     {
@@ -274,7 +275,7 @@ class Planner:
         reproducible_upto = -1
         first_random = None
         for i, stage in enumerate(chain):
-            reason = dr.reproducibility(stage.dataset, assume_pure=self.assume_pure)
+            reason = stages.reproducibility(stage.dataset, assume_pure=self.assume_pure)
             if reason:
                 first_random = (i, reason)
                 break

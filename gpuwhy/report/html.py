@@ -44,6 +44,7 @@ from gpuwhy.report.html_sections import (
     step_rows,
     tracing_view,
 )
+from gpuwhy.report.html_timeline import timeline
 from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
 
@@ -159,7 +160,7 @@ class _Page:
         if facts.program is None and facts.steps is None and facts.gpu_samples is None:
             return None  # not a watched run: `check` and `audit` records
         steps, samples = facts.steps, facts.gpu_samples
-        fig = charts.timeline(steps, samples, facts.tracing, self.max_points)
+        fig = timeline(steps, samples, facts.tracing, self.max_points)
         return {
             "figure": self.figure(fig),
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,

@@ -15,7 +15,7 @@ tf = pytest.importorskip("tensorflow")
 
 from gpuwhy.facts import to_dict  # noqa: E402 - after the importorskip
 from gpuwhy.fix.input_pipeline import optimize  # noqa: E402
-from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
+from gpuwhy.tfapi.tfdata import stages  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
@@ -32,7 +32,7 @@ def _values(ds):
 
 
 def _kinds(ds):
-    return [s.type_name for s in dr.read_chain(ds)]
+    return [s.type_name for s in stages.read_chain(ds)]
 
 
 def _words(n=60):
@@ -57,7 +57,7 @@ def test_a_sequential_map_tf_keeps_sequential_becomes_parallel_with_the_same_seq
     assert change.location.endswith(f"test_input_pipeline.py:{encode.__code__.co_firstlineno}")
     assert result.same_elements.same is True and "same sequence" in result.same_elements.how
     assert _values(result.dataset) == _values(ds)
-    assert type(dr.read_chain(result.dataset)[-1].dataset).__name__ == "_PrefetchDataset"
+    assert type(stages.read_chain(result.dataset)[-1].dataset).__name__ == "_PrefetchDataset"
 
 
 def test_a_map_tf_already_parallelises_is_left_as_written_with_the_reason():
@@ -97,7 +97,7 @@ def test_a_stateful_random_map_stays_sequential_and_is_not_cached_after():
         .batch(4)
     )
     result = optimize(ds, measure=False)
-    chain = dr.read_chain(result.dataset)
+    chain = stages.read_chain(result.dataset)
     kinds = [s.type_name for s in chain]
     # cache right after the deterministic parse, before the shuffle; never after the random map
     assert kinds[:4] == [
@@ -168,7 +168,7 @@ def test_stages_below_an_unknown_stage_are_left_as_written_with_the_reason():
         .batch(4)
     )
     result = optimize(ds, measure=False)
-    chain = dr.read_chain(result.dataset)
+    chain = stages.read_chain(result.dataset)
     assert chain[1].dataset is ds._input_dataset._input_dataset  # the map: the user's object
     assert chain[2].dataset is ds._input_dataset  # the scan: the user's object
     reasons = {a.stage.split("(")[0]: a.reason for a in result.left_alone}

@@ -1,12 +1,12 @@
-"""The user's tf.data pipeline as Python objects: read it, judge its functions, rebuild it.
+"""Rebuilding the user's tf.data pipeline (read by stages.py) with safe changes.
 
 A ``tf.data.Dataset`` keeps what it was built from on private attributes, one class
 per transformation (``tensorflow/python/data/ops/*_op.py``): ``_input_dataset``,
 ``_map_func`` (a ``StructuredFunctionWrapper``, structured_function.py, whose
 ``.function`` is the ConcreteFunction TF traced and ``._func`` the user's Python
 function), ``_num_parallel_calls``, ``_deterministic`` ("default"/"true"/"false"),
-``_batch_size``, ``_buffer_size``, ``_seed``/``_seed2`` ... This module is the one place
-that reads them, so that gpuwhy.fix can rebuild a pipeline with safe changes.
+``_batch_size``, ``_buffer_size``, ``_seed``/``_seed2`` ... stages.py reads them;
+this module builds a pipeline anew from them, so that gpuwhy.fix can change it safely.
 
 Rebuilding a stage on a new input calls the same private constructor TF's public
 method calls (``_ParallelMapDataset(input, fn, ...)`` is what ``Dataset.map`` does), with
@@ -25,11 +25,6 @@ being instantiated each time).
 Stages that cannot be rebuilt faithfully (an unknown class, an argument the Python
 object does not keep, a file cache that two pipelines would share) are *opaque*: they
 and everything below them stay the user's own objects.
-
-Also here: the two hooks ``gpuwhy fix --input`` installs in a script, on
-``DatasetV2.__init__`` (where the user wrote each dataset) and on
-``OwnedIterator._create_iterator`` (which datasets the script iterated,
-iterator_ops.py).
 """
 
 from __future__ import annotations
@@ -37,329 +32,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuwhy.tfapi.patching import Patch
-from gpuwhy.tfapi.tfdata.classes import dataset_class, is_sequential_interleave, is_sequential_map
-from gpuwhy.tfapi.tfdata.elements import cardinality, element_bytes
-from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
+from gpuwhy.tfapi.tfdata.classes import dataset_class
+from gpuwhy.tfapi.tfdata.stages import AUTOTUNE, int_value
 
-__all__ = [
-    "AUTOTUNE",
-    "FunctionInfo",
-    "RebuildError",
-    "Stage",
-    "cardinality",
-    "element_bytes",
-    "creation_site",
-    "function_info",
-    "install_creation_sites",
-    "install_iterator_capture",
-    "make_cache",
-    "make_parallel_interleave",
-    "make_parallel_map",
-    "make_prefetch",
-    "read_chain",
-    "rebuild",
-    "reproducibility",
-    "tfrecord_parallel_reads",
-    "user_dataset",
-    "with_options",
-]
-
-AUTOTUNE = -1
+if TYPE_CHECKING:
+    from gpuwhy.tfapi.tfdata.stages import Stage
 
 
 class RebuildError(Exception):
     """This stage cannot be rebuilt faithfully on a new input; the message says why."""
-
-
-# -- reading the chain -------------------------------------------------------------------
-
-
-def _kind(name: str) -> str | None:
-    return dataset_class(name).kind
-
-
-def _is_source(name: str) -> bool:
-    """A source the fix planner knows (reads no dataset of the user's)."""
-    row = dataset_class(name)
-    return row.source and row.kind is not None
-
-
-def _reproducible(name: str) -> bool:
-    row = dataset_class(name)
-    return row.kind is not None and row.reproducible
-
-
-@dataclass
-class Stage:
-    """One transformation of the user's pipeline, as written (one Python dataset object)."""
-
-    dataset: Any
-    kind: str  # map, batch, shuffle ... or "opaque"
-    type_name: str  # TF's Python class
-    input: Stage | None = None  # None: the bottom of what gpuwhy rebuilds
-    functions: tuple[FunctionInfo, ...] = ()
-    rebuildable: bool = True
-    why_not: str | None = None  # why it cannot be rebuilt
-    site: str | None = None  # file:line where the user created it
-    params: dict = field(default_factory=dict)  # what it was written with
-
-    @property
-    def sequential_map(self) -> bool:
-        return is_sequential_map(self.type_name, self.params.get("num_parallel_calls"))
-
-    @property
-    def sequential_interleave(self) -> bool:
-        return is_sequential_interleave(self.type_name)
-
-    @property
-    def written_sequential(self) -> bool:
-        """A map written without ``num_parallel_calls`` (not ``num_parallel_calls=1``)."""
-        return is_sequential_map(self.type_name) and self.kind == "map"
-
-    @property
-    def random(self) -> bool:
-        """Its elements (or their order) differ from pass to pass by design."""
-        if self.type_name in ("_ShuffleDataset", "_RandomDataset"):
-            return True
-        if self.params.get("deterministic") == "false":
-            return True
-        return any(f.random for f in self.functions)
-
-    @property
-    def python(self) -> bool:
-        return any(f.python and not f.python_declared_pure for f in self.functions)
-
-    def describe(self) -> str:
-        """``map(parse)``, ``batch(32)``: the transformation as the user wrote it."""
-        fn = self.functions[0].name if self.functions else None
-        p = self.params
-        if self.kind in ("map", "filter", "flat_map", "interleave", "take_while") and fn:
-            return f"{self.kind}({fn})"
-        if self.kind in ("batch", "padded_batch") and "batch_size" in p:
-            return f"{self.kind}({p['batch_size']})"
-        if self.kind in ("shuffle", "prefetch") and "buffer_size" in p:
-            size = "AUTOTUNE" if p["buffer_size"] == AUTOTUNE else p["buffer_size"]
-            return f"{self.kind}({size})"
-        if self.kind in ("repeat", "take", "skip") and "count" in p:
-            return (
-                f"{self.kind}({'' if p['count'] == -1 and self.kind == 'repeat' else p['count']})"
-            )
-        if self.kind == "tfrecord":
-            return "TFRecordDataset(...)"
-        return f"{self.kind}(...)" if self.kind != "opaque" else self.type_name
-
-
-def read_chain(dataset: Any, *, max_stages: int = 200) -> list[Stage]:
-    """The pipeline from its bottom (first) to ``dataset`` (last).
-
-    Single-input transformations are followed down; a source, a multi-input dataset
-    (zip, concatenate) or an unknown class ends the chain as its bottom stage, which is
-    never rebuilt.
-    """
-    stages: list[Stage] = []
-    current = dataset
-    while current is not None and len(stages) < max_stages:
-        stage = _read_stage(current)
-        stages.append(stage)
-        if stage.kind == "opaque" or _is_source(stage.type_name):
-            break
-        current = _single_input(current)
-    stages.reverse()
-    for below, above in zip(stages, stages[1:]):
-        above.input = below
-    bottom = stages[0]
-    if not _is_source(bottom.type_name) and bottom.rebuildable:
-        bottom.rebuildable = False  # cut by max_stages or a multi-input stage
-        bottom.why_not = "gpuwhy does not look below it"
-    return stages
-
-
-def _single_input(ds: Any) -> Any:
-    """The one input a transformation reads, seen through TF's internal wrappers."""
-    name = type(ds).__name__
-    if name == "_UnbatchDataset":
-        # unbatch() = _UnbatchDataset(_RestructuredDataset(input.map(normalize)))
-        restructured = getattr(ds, "_input_dataset", None)
-        normalize = getattr(restructured, "_input_dataset", None)
-        if (
-            type(restructured).__name__ == "_RestructuredDataset"
-            and type(normalize).__name__ == "_MapDataset"
-        ):
-            return getattr(normalize, "_input_dataset", None)
-        return None
-    if name in ("_ZipDataset", "_ConcatenateDataset") or _is_source(name):
-        return None
-    return getattr(ds, "_input_dataset", None)
-
-
-def _read_stage(ds: Any) -> Stage:
-    name = type(ds).__name__
-    site = creation_site(ds)
-    kind = _kind(name)
-    functions = tuple(_functions_of(ds))
-    if kind is None:
-        return Stage(
-            ds,
-            "opaque",
-            name,
-            functions=functions,
-            rebuildable=False,
-            why_not=f"gpuwhy does not know how to rebuild a {name}",
-            site=site,
-        )
-    params = _params(ds, name)
-    stage = Stage(ds, kind, name, functions=functions, site=site, params=params)
-    if (
-        any(f.python for f in functions)
-        and name == "_FlatMapDataset"
-        and any("GeneratorDataset" in f.ops for f in functions)
-    ):
-        stage.kind = "generator"  # Dataset.from_generator = flat_map over a generator
-    why = _why_not_rebuildable(ds, name, params)
-    if why:
-        stage.rebuildable, stage.why_not = False, why
-    return stage
-
-
-def _functions_of(ds: Any) -> list[FunctionInfo]:
-    try:
-        wrappers = ds._functions()
-    except Exception:  # noqa: BLE001 - an unknown class without _functions
-        return []
-    return [function_info(w) for w in wrappers]
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(value.numpy())
-        except Exception:  # noqa: BLE001 - a symbolic tensor
-            return None
-
-
-def _params(ds: Any, name: str) -> dict:
-    p: dict[str, Any] = {}
-    for attr, key in (
-        ("_num_parallel_calls", "num_parallel_calls"),
-        ("_batch_size", "batch_size"),
-        ("_buffer_size", "buffer_size"),
-        ("_count", "count"),
-        ("_cycle_length", "cycle_length"),
-        ("_block_length", "block_length"),
-        ("_num_shards", "num_shards"),
-        ("_index", "index"),
-    ):
-        if hasattr(ds, attr) and name not in (
-            "TFRecordDatasetV2",
-            "TextLineDatasetV2",
-            "FixedLengthRecordDatasetV2",
-        ):
-            p[key] = _int(getattr(ds, attr))
-    if hasattr(ds, "_drop_remainder"):
-        p["drop_remainder"] = bool(_int(ds._drop_remainder))
-    if hasattr(ds, "_deterministic"):
-        p["deterministic"] = ds._deterministic
-    if hasattr(ds, "_reshuffle_each_iteration"):
-        p["reshuffle_each_iteration"] = bool(ds._reshuffle_each_iteration)
-    if hasattr(ds, "_seed"):
-        p["seed"], p["seed2"] = _int(ds._seed), _int(getattr(ds, "_seed2", 0))
-    if name == "CacheDataset":
-        try:
-            p["filename"] = ds._filename.numpy().decode()
-        except Exception:  # noqa: BLE001
-            p["filename"] = None
-    if name == "TFRecordDatasetV2":
-        p["num_parallel_reads"] = (
-            _int(ds._num_parallel_reads) if ds._num_parallel_reads is not None else None
-        )
-        p["files"] = cardinality(ds._filenames)
-    if name == "_MapDataset":
-        p["synchronous"] = bool(getattr(ds, "_force_synchronous", False))
-    return p
-
-
-def _why_not_rebuildable(ds: Any, name: str, p: dict) -> str | None:
-    if _is_source(name):
-        return None  # never rebuilt: nothing below it changes
-    if name not in _REBUILDERS:
-        return f"gpuwhy does not rebuild {name} stages"
-    if name == "CacheDataset" and p.get("filename"):
-        return "a file cache: a rebuilt pipeline would write the same cache files"
-    if name in ("_MapDataset", "_ParallelMapDataset") and not getattr(ds, "_map_func", None):
-        return "its function is not on the Python object"
-    if name == "_ParallelInterleaveDataset":
-        return "its `deterministic` argument is not kept on the Python object"
-    return None
-
-
-# -- reproducibility and size ------------------------------------------------------------
-
-
-def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0) -> str | None:
-    """None when two passes over ``dataset`` give the same elements in the same order by
-    construction; otherwise the reason (the first stage that draws random numbers,
-    shuffles, calls Python or is unknown)."""
-    if _depth > 200:
-        return "the pipeline is too deep to judge"
-    name = type(dataset).__name__
-    if not _reproducible(name):
-        what = {
-            "_ShuffleDataset": "reshuffles on every pass",
-            "_RandomDataset": "draws random numbers",
-            "_GeneratorDataset": "runs a Python generator",
-            "_IgnoreErrorsDataset": "ignores errors",
-        }.get(name, "is a stage gpuwhy does not know")
-        return f"{_where(dataset)} {what}"
-    if getattr(dataset, "_deterministic", None) == "false":
-        return f"{_where(dataset)} is parallel with deterministic=False"
-    for info in _functions_of(dataset):
-        if "GeneratorDataset" in info.python and not assume_pure:
-            site = creation_site(dataset)
-            return f"the from_generator{' at ' + site if site else ''} runs a Python generator"
-        if info.random:
-            return f"{_where(dataset)} draws random numbers ({', '.join(info.random)})"
-        if info.python and not (assume_pure or info.python_declared_pure):
-            return f"{_where(dataset)} calls Python ({', '.join(info.python)})"
-        if not info.readable:
-            return f"{_where(dataset)} runs a function gpuwhy cannot read"
-        if info.unsafe_stateful:
-            return (
-                f"{_where(dataset)} runs stateful ops ({', '.join(info.unsafe_stateful)}) "
-                "whose results may change from pass to pass"
-            )
-        if "ReadVariableOp" in info.ops:
-            # safe to run in parallel (a read), not to freeze: the program may change the
-            # variable between epochs (a schedule, a curriculum)
-            return f"{_where(dataset)} reads a tf.Variable, which may change between epochs"
-    try:
-        inputs = dataset._inputs()
-    except Exception:  # noqa: BLE001
-        return f"{_where(dataset)} has inputs gpuwhy cannot read"
-    for inp in inputs:
-        reason = reproducibility(inp, assume_pure=assume_pure, _depth=_depth + 1)
-        if reason:
-            return reason
-    return None
-
-
-def _where(ds: Any) -> str:
-    """``the map(augment) at train.py:12``."""
-    name = _kind(type(ds).__name__) or type(ds).__name__
-    wrappers = []
-    try:
-        wrappers = ds._functions()
-    except Exception:  # noqa: BLE001
-        pass
-    if wrappers:
-        name += f"({user_function_site(getattr(wrappers[0], '_func', None))[0]})"
-    site = creation_site(ds)
-    return f"the {name}" + (f" at {site}" if site else "")
 
 
 # -- rebuilding --------------------------------------------------------------------------
@@ -473,7 +156,7 @@ def _parallel_map(ds, new, num_parallel_calls=None, deterministic=None, **over):
     return map_op._ParallelMapDataset(
         new,
         _function(ds._map_func, new),
-        num_parallel_calls if num_parallel_calls is not None else _int(ds._num_parallel_calls),
+        num_parallel_calls if num_parallel_calls is not None else int_value(ds._num_parallel_calls),
         deterministic if deterministic is not None else _deterministic_arg(ds._deterministic),
         use_inter_op_parallelism=ds._use_inter_op_parallelism,
         preserve_cardinality=ds._preserve_cardinality,
@@ -509,8 +192,8 @@ def make_parallel_interleave(ds: Any, new: Any, *, deterministic: bool | None) -
         lambda: interleave_op._ParallelInterleaveDataset(
             new,
             _function(ds._map_func, new),
-            _int(ds._cycle_length),
-            _int(ds._block_length),
+            int_value(ds._cycle_length),
+            int_value(ds._block_length),
             AUTOTUNE,
             deterministic=deterministic,
             name=ds._name,
@@ -536,8 +219,8 @@ def _interleave(ds, new, **over):
     return interleave_op._InterleaveDataset(
         new,
         _function(ds._map_func, new),
-        _int(ds._cycle_length),
-        _int(ds._block_length),
+        int_value(ds._cycle_length),
+        int_value(ds._block_length),
         name=ds._name,
     )
 
@@ -547,8 +230,8 @@ def _batch(ds, new, **over):
 
     return batch_op._BatchDataset(
         new,
-        _int(ds._batch_size),
-        bool(_int(ds._drop_remainder)),
+        int_value(ds._batch_size),
+        bool(int_value(ds._drop_remainder)),
         name=ds._name,
     )
 
@@ -558,9 +241,9 @@ def _parallel_batch(ds, new, **over):
 
     return batch_op._ParallelBatchDataset(
         new,
-        _int(ds._batch_size),
-        bool(_int(ds._drop_remainder)),
-        _int(ds._num_parallel_calls),
+        int_value(ds._batch_size),
+        bool(int_value(ds._drop_remainder)),
+        int_value(ds._num_parallel_calls),
         _deterministic_arg(ds._deterministic),
         name=ds._name,
     )
@@ -571,10 +254,10 @@ def _padded_batch(ds, new, **over):
 
     return padded_batch_op._PaddedBatchDataset(
         new,
-        _int(ds._batch_size),
+        int_value(ds._batch_size),
         ds._padded_shapes,
         ds._padding_values,
-        bool(_int(ds._drop_remainder)),
+        bool(int_value(ds._drop_remainder)),
         name=ds._name,
     )
 
@@ -582,7 +265,7 @@ def _padded_batch(ds, new, **over):
 def _prefetch(ds, new, **over):
     from tensorflow.python.data.ops import prefetch_op
 
-    return prefetch_op._PrefetchDataset(new, _int(ds._buffer_size), name=ds._name)
+    return prefetch_op._PrefetchDataset(new, int_value(ds._buffer_size), name=ds._name)
 
 
 def _shuffle(ds, new, **over):
@@ -591,15 +274,15 @@ def _shuffle(ds, new, **over):
     (global seed or DEFAULT_GRAPH_SEED, op seed); seed 0 is 'no seed')."""
     from tensorflow.python.data.ops import shuffle_op
 
-    seed, seed2 = _int(ds._seed), _int(ds._seed2)
+    seed, seed2 = int_value(ds._seed), int_value(ds._seed2)
     rebuilt = shuffle_op._ShuffleDataset(
         new,
-        _int(ds._buffer_size),
+        int_value(ds._buffer_size),
         seed=None if seed == 0 else seed2,
         reshuffle_each_iteration=bool(ds._reshuffle_each_iteration),
         name=ds._name,
     )
-    if (_int(rebuilt._seed), _int(rebuilt._seed2)) != (seed, seed2):
+    if (int_value(rebuilt._seed), int_value(rebuilt._seed2)) != (seed, seed2):
         raise RebuildError(
             "its shuffle seeds cannot be reproduced (the global seed changed since it was built)"
         )
@@ -609,25 +292,27 @@ def _shuffle(ds, new, **over):
 def _repeat(ds, new, **over):
     from tensorflow.python.data.ops import repeat_op
 
-    return repeat_op._RepeatDataset(new, _int(ds._count), name=ds._name)
+    return repeat_op._RepeatDataset(new, int_value(ds._count), name=ds._name)
 
 
 def _take(ds, new, **over):
     from tensorflow.python.data.ops import take_op
 
-    return take_op._TakeDataset(new, _int(ds._count), name=ds._name)
+    return take_op._TakeDataset(new, int_value(ds._count), name=ds._name)
 
 
 def _skip(ds, new, **over):
     from tensorflow.python.data.ops import skip_op
 
-    return skip_op._SkipDataset(new, _int(ds._count), name=ds._name)
+    return skip_op._SkipDataset(new, int_value(ds._count), name=ds._name)
 
 
 def _shard(ds, new, **over):
     from tensorflow.python.data.ops import shard_op
 
-    return shard_op._ShardDataset(new, _int(ds._num_shards), _int(ds._index), name=ds._name)
+    return shard_op._ShardDataset(
+        new, int_value(ds._num_shards), int_value(ds._index), name=ds._name
+    )
 
 
 def _cache(ds, new, **over):
@@ -753,65 +438,15 @@ def default_optimisations(options: Any) -> dict[str, bool]:
     }
 
 
-# -- hooks for `gpuwhy fix --input` ------------------------------------------------------
-
-
-def _origin(dataset: Any) -> tuple[str | None, bool] | None:
-    """(user's file:line, made by a library) as gpuwhy.tfapi.tfdata.written's origin hook
-    recorded it at creation, or None."""
-    from gpuwhy.tfapi.tfdata.written import origin
-
-    try:
-        found = origin(dataset)
-    except Exception:  # noqa: BLE001
-        return None
-    return None if found is None else (found.location, bool(found.by_library))
-
-
-def creation_site(dataset: Any) -> str | None:
-    """file:line where the user's code created ``dataset`` (None: not recorded, or made by
-    a library such as Keras)."""
-    found = _origin(dataset)
-    return None if found is None or found[1] else found[0]
-
-
-def made_by_user(dataset: Any) -> bool | None:
-    """True: created by the user's code; False: by a library; None: not recorded."""
-    found = _origin(dataset)
-    return None if found is None else not found[1]
-
-
-def install_creation_sites() -> list[Patch]:
-    """Record, for every dataset created from now on, where the user created it (the
-    origin hooks of gpuwhy.tfapi.tfdata.written, shared with ``gpuwhy run``)."""
-    from gpuwhy.tfapi.tfdata.written import install_origin_hooks
-
-    return install_origin_hooks()
-
-
-def install_iterator_capture(seen: Callable[[Any, str | None], None]) -> list[Patch]:
-    """Call ``seen(dataset, where it is iterated)`` for each eager dataset an iterator is
-    created on (every ``iter(ds)``, ``for x in ds``, and Keras' epoch iterators), before
-    TF builds the iterator; a listener on the one creation hook of iterators.py."""
-    from gpuwhy.tfapi.frames import user_location
-    from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
-
-    def before(_iterator: Any, dataset: Any) -> None:
-        seen(dataset, user_location(skip=2))
-
-    return [on_iterator_created(before=before)]
-
-
-def user_dataset(dataset: Any) -> Any | None:
-    """The dataset the user built, below what libraries wrapped around it (Keras' and
-    tf.distribute's options or rebatch stages). None when a library built all of it
-    (Keras making a dataset from NumPy arrays)."""
-    current = dataset
-    for _ in range(64):
-        if current is None:
-            return None
-        who = made_by_user(current)
-        if who is None or who:
-            return current
-        current = _single_input(current)
+def why_not_rebuildable(ds: Any, name: str, p: dict) -> str | None:
+    if dataset_class(name).source and dataset_class(name).kind is not None:
+        return None  # never rebuilt: nothing below it changes
+    if name not in _REBUILDERS:
+        return f"gpuwhy does not rebuild {name} stages"
+    if name == "CacheDataset" and p.get("filename"):
+        return "a file cache: a rebuilt pipeline would write the same cache files"
+    if name in ("_MapDataset", "_ParallelMapDataset") and not getattr(ds, "_map_func", None):
+        return "its function is not on the Python object"
+    if name == "_ParallelInterleaveDataset":
+        return "its `deterministic` argument is not kept on the Python object"
     return None

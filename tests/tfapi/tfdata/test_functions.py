@@ -1,5 +1,5 @@
 """One judge of what a tf.data function runs: the chain ``gpuwhy run`` reads
-(written.written_chain) and the stages ``gpuwhy fix`` plans (rewrite.read_chain) give
+(written.written_chain) and the stages ``gpuwhy fix`` plans (stages.read_chain) give
 the same answer about the same map, for each kind of function users write."""
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuwhy.tfapi.tfdata import rewrite, written  # noqa: E402
+from gpuwhy.tfapi.tfdata import (  # noqa: E402
+    stages,
+    written,
+)
 from gpuwhy.tfapi.tfdata.functions import is_random_op, runs_python  # noqa: E402
 
 COUNTER = tf.Variable(0, dtype=tf.int64)
@@ -50,7 +53,7 @@ def test_the_run_collector_and_the_fix_planner_judge_a_map_alike(function):
     python, random, stateful = CASES[function]
     ds = tf.data.Dataset.range(8).map(function)
     seen_by_run = written.written_chain(ds)[-1]
-    (seen_by_fix,) = rewrite.read_chain(ds)[-1].functions
+    (seen_by_fix,) = stages.read_chain(ds)[-1].functions
     assert (seen_by_run.python, seen_by_run.random, seen_by_run.stateful) == (
         python,
         random,
@@ -65,7 +68,7 @@ def test_the_run_collector_and_the_fix_planner_judge_a_map_alike(function):
 def test_a_branch_of_stateless_functions_is_stateless_for_both():
     ds = tf.data.Dataset.range(8).map(with_a_branch)
     assert not written.written_chain(ds)[-1].stateful
-    (info,) = rewrite.read_chain(ds)[-1].functions
+    (info,) = stages.read_chain(ds)[-1].functions
     assert info.tf_parallelises and info.stateless_enough
 
 
@@ -76,7 +79,7 @@ def test_a_generator_source_runs_python_for_both():
     assert written.written_chain(ds)[-1].python
     # TF builds from_generator as a flat_map over one dummy element; its function runs
     # the generator, and the fix planner judges it by that function
-    assert any("GeneratorDataset" in f.python for f in rewrite.read_chain(ds)[-1].functions)
+    assert any("GeneratorDataset" in f.python for f in stages.read_chain(ds)[-1].functions)
     assert runs_python("GeneratorDataset") and runs_python("EagerPyFunc")
 
 

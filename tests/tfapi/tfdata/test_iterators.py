@@ -10,7 +10,10 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import iterator_ops  # noqa: E402
 
-from gpuwhy.tfapi.tfdata import rewrite, run_model  # noqa: E402
+from gpuwhy.tfapi.tfdata import (  # noqa: E402
+    run_model,
+    stages,
+)
 
 
 def test_two_listeners_share_one_patch_and_tf_s_method_comes_back():
@@ -18,7 +21,7 @@ def test_two_listeners_share_one_patch_and_tf_s_method_comes_back():
     seen: list[str] = []
     run_side = run_model.install_iterator_hooks(lambda it, ds: seen.append("after"))
     patched = iterator_ops.OwnedIterator.__dict__["_create_iterator"]
-    fix_side = rewrite.install_iterator_capture(lambda ds, where: seen.append(f"before {where}"))
+    fix_side = stages.install_iterator_capture(lambda ds, where: seen.append(f"before {where}"))
     assert iterator_ops.OwnedIterator.__dict__["_create_iterator"] is patched  # not stacked
     try:
         for _ in tf.data.Dataset.range(2):  # @loop
@@ -40,7 +43,7 @@ def test_a_listener_that_fails_never_breaks_the_loop_but_stop_early_goes_through
     def broken(ds, where):
         raise RuntimeError("listener bug")
 
-    patches = rewrite.install_iterator_capture(broken)
+    patches = stages.install_iterator_capture(broken)
     try:
         assert [int(x) for x in tf.data.Dataset.range(3)] == [0, 1, 2]
     finally:
@@ -50,7 +53,7 @@ def test_a_listener_that_fails_never_breaks_the_loop_but_stop_early_goes_through
     def stop(ds, where):
         raise SystemExit(0)
 
-    patches = rewrite.install_iterator_capture(stop)
+    patches = stages.install_iterator_capture(stop)
     try:
         with pytest.raises(SystemExit):
             iter(tf.data.Dataset.range(3))

@@ -16,7 +16,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuwhy.tfapi.tfdata import elements  # noqa: E402
+from gpuwhy.tfapi.tfdata import elements, functions, stages  # noqa: E402
 from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -37,9 +37,9 @@ def _values(ds):
 # -- functions ---------------------------------------------------------------------------
 
 
-def _info(ds) -> dr.FunctionInfo:
+def _info(ds) -> functions.FunctionInfo:
     (wrapper,) = ds._functions()
-    return dr.function_info(wrapper)
+    return functions.function_info(wrapper)
 
 
 def test_a_pure_tf_function_is_stateless_and_tf_parallelises_it():
@@ -115,7 +115,7 @@ def test_read_chain_goes_from_the_source_to_the_dataset_with_parameters():
         .batch(3, drop_remainder=True)
         .prefetch(2)
     )
-    chain = dr.read_chain(ds)
+    chain = stages.read_chain(ds)
     assert [s.kind for s in chain] == ["range", "map", "shuffle", "batch", "prefetch"]
     assert chain[-1].dataset is ds and chain[2].input is chain[1]
     assert chain[1].sequential_map
@@ -128,31 +128,31 @@ def test_read_chain_goes_from_the_source_to_the_dataset_with_parameters():
 def test_a_multi_input_stage_ends_the_chain_and_is_not_rebuilt():
     left = tf.data.Dataset.range(4).map(lambda x: x * 2)
     ds = tf.data.Dataset.zip(left, tf.data.Dataset.range(4)).batch(2)
-    chain = dr.read_chain(ds)
+    chain = stages.read_chain(ds)
     assert [s.kind for s in chain] == ["zip", "batch"]
     assert not chain[0].rebuildable and "_ZipDataset" in chain[0].why_not
 
 
 def test_unbatch_is_read_through_tfs_normalising_wrappers():
     ds = tf.data.Dataset.range(6).batch(2).unbatch()
-    assert [s.kind for s in dr.read_chain(ds)] == ["range", "batch", "unbatch"]
+    assert [s.kind for s in stages.read_chain(ds)] == ["range", "batch", "unbatch"]
 
 
 def test_from_generator_is_a_python_generator_stage():
     ds = tf.data.Dataset.from_generator(
         lambda: iter([1, 2]), output_signature=tf.TensorSpec([], tf.int32)
     )
-    top = dr.read_chain(ds)[-1]
+    top = stages.read_chain(ds)[-1]
     assert top.kind == "generator" and top.python
 
 
 def test_reproducibility_names_the_first_random_stage():
     ds = tf.data.Dataset.range(8).map(lambda x: x * 2).shuffle(4).map(lambda x: x + 1)
-    assert "shuffle" in dr.reproducibility(ds)
-    assert dr.reproducibility(ds._input_dataset._input_dataset) is None
+    assert "shuffle" in stages.reproducibility(ds)
+    assert stages.reproducibility(ds._input_dataset._input_dataset) is None
     py = tf.data.Dataset.range(3).map(lambda x: tf.py_function(lambda v: v, [x], tf.int64))
-    assert "calls Python" in dr.reproducibility(py)
-    assert dr.reproducibility(py, assume_pure=True) is None
+    assert "calls Python" in stages.reproducibility(py)
+    assert stages.reproducibility(py, assume_pure=True) is None
 
 
 # -- rebuilding ----------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_reproducibility_names_the_first_random_stage():
 
 def _rebuild_all(ds):
     """Every stage rebuilt on the rebuilt stage below it (none reused)."""
-    chain = dr.read_chain(ds)
+    chain = stages.read_chain(ds)
     current = chain[0].dataset
     for stage in chain[1:]:
         current = dr.rebuild(stage, current)
@@ -236,7 +236,7 @@ def test_a_shuffle_whose_seeds_cannot_be_reproduced_is_refused():
     ds = tf.data.Dataset.range(10).shuffle(10)  # seeds (5, op counter)
     tf.random.set_seed(6)  # the global seed changed since
     try:
-        (shuffle,) = [s for s in dr.read_chain(ds) if s.kind == "shuffle"]
+        (shuffle,) = [s for s in stages.read_chain(ds) if s.kind == "shuffle"]
         with pytest.raises(dr.RebuildError, match="seeds cannot be reproduced"):
             dr.rebuild(shuffle, tf.data.Dataset.range(10))
     finally:
@@ -297,10 +297,12 @@ def test_make_parallel_map_keeps_the_sequence_with_deterministic_true():
     table = _table()
     words = tf.data.Dataset.from_tensor_slices(["dog", "cat", "cow"] * 30)
     ds = words.map(lambda w: (table.lookup(w), tf.strings.length(w)))
-    (_, stage) = dr.read_chain(ds)
+    (_, stage) = stages.read_chain(ds)
     parallel = dr.make_parallel_map(stage.dataset, words, deterministic=True)
     assert type(parallel).__name__ == "_ParallelMapDataset"
-    assert int(parallel._num_parallel_calls) == dr.AUTOTUNE and parallel._deterministic == "true"
+    assert (
+        int(parallel._num_parallel_calls) == stages.AUTOTUNE and parallel._deterministic == "true"
+    )
     assert _values(parallel) == _values(ds)
 
 
@@ -310,7 +312,7 @@ def test_an_unknown_stage_is_opaque_with_a_reason():
         .scan(tf.constant(0, tf.int64), lambda s, x: (s + x, s + x))
         .batch(2)
     )
-    chain = dr.read_chain(ds)
+    chain = stages.read_chain(ds)
     scan = chain[1]
     assert scan.kind == "scan" and not scan.rebuildable
     with pytest.raises(dr.RebuildError, match="_ScanDataset"):
@@ -320,7 +322,7 @@ def test_an_unknown_stage_is_opaque_with_a_reason():
 def test_tfrecord_parallel_reads_keep_the_multiset(tmp_path):
     files = write_tfrecords(tmp_path, ([f"{f}-{i}".encode() for i in range(5)] for f in range(3)))
     ds = tf.data.TFRecordDataset(files)
-    (stage,) = dr.read_chain(ds)
+    (stage,) = stages.read_chain(ds)
     assert stage.kind == "tfrecord" and stage.params["files"] == 3
     assert stage.params["num_parallel_reads"] is None
     parallel = dr.tfrecord_parallel_reads(stage)
@@ -336,9 +338,9 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
     script.write_text(
         textwrap.dedent("""\
         import tensorflow as tf
-        from gpuwhy.tfapi.tfdata import rewrite as dr
+        from gpuwhy.tfapi.tfdata import stages
         seen = []
-        patches = dr.install_creation_sites() + dr.install_iterator_capture(
+        patches = stages.install_creation_sites() + stages.install_iterator_capture(
             lambda ds, where: seen.append((ds, where)))
         ds = tf.data.Dataset.range(4).map(lambda x: x + 1)
         wrapped = ds.with_options(tf.data.Options()).prefetch(1)
@@ -347,8 +349,8 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
         (captured, where), = seen
         assert captured is wrapped, captured
         print("ITERATED", where)
-        print("CREATED", dr.creation_site(ds), dr.made_by_user(ds))
-        print("USER", dr.user_dataset(wrapped) is wrapped)
+        print("CREATED", stages.creation_site(ds), stages.made_by_user(ds))
+        print("USER", stages.user_dataset(wrapped) is wrapped)
         for p in reversed(patches):
             p.undo()
     """)

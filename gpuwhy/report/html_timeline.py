@@ -1,0 +1,412 @@
+"""The HTML report's timeline: step time (input wait stacked under the rest), trace
+markers, Keras phases and each sampled GPU's activity, memory and PCIe traffic, in rows on
+one time axis. Its own module because it is the one chart that lays out rows and legends
+and draws long series: they go through ``downsample`` first, and every number printed
+beside the chart comes from the full series (``html.py``). Times are seconds since the run
+started, the axis the facts share, so steps, traces and GPU samples line up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuwhy.facts import GpuSamplesFacts, StepFacts, TracingFacts
+from gpuwhy.formatting import GiB
+from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
+from gpuwhy.report.html_charts import label
+
+INPUT_WAIT = "#f58518"
+COMPUTE = "#4c78a8"
+GPU_COLOURS = (
+    "#2ca02c",
+    "#9467bd",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#7f7f7f",
+    "#1f77b4",
+)
+MAX_PHASE_SHAPES = 200
+MAX_TRACE_MARKERS = 500
+
+
+def timeline(
+    steps: StepFacts | None,
+    samples: GpuSamplesFacts | None,
+    tracing: TracingFacts | None,
+    max_points: int = MAX_POINTS,
+):
+    """Step time (input wait stacked under the rest) and each sampled GPU's activity,
+    memory and PCIe traffic, on one shared time axis. None when there is nothing to draw."""
+    from plotly.subplots import make_subplots
+
+    drawn_steps = (
+        steps
+        if steps is not None and len(steps.starts) > 0 and len(steps.durations) == len(steps.starts)
+        else None
+    )
+    gpus = [g for g in (samples.gpus if samples is not None else ()) if g.t]
+    has_pcie = any(_known(g.pcie_tx_bytes_per_s) or _known(g.pcie_rx_bytes_per_s) for g in gpus)
+    rows: list[tuple[str, str]] = []
+    if drawn_steps is not None:
+        spc = drawn_steps.steps_per_call
+        per_call = f" per call of {spc} steps" if spc > 1 else ""
+        rows.append(("steps", f"step time (ms{per_call})"))
+    if gpus:
+        rows.append(("activity", "GPU busy (%)"))
+        rows.append(("memory", "GPU memory (GiB)"))
+        if has_pcie:
+            rows.append(("pcie", "PCIe (MB/s)"))
+    if not rows:
+        return None
+    heights = [0.46 if kind == "steps" else 0.2 for kind, _ in rows]
+    fig = make_subplots(
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        row_heights=[h / sum(heights) for h in heights],
+    )
+    row_of = {kind: i + 1 for i, (kind, _) in enumerate(rows)}
+    for i, (_, title) in enumerate(rows, 1):
+        fig.update_yaxes(title_text=title, row=i, col=1, rangemode="tozero")
+    if drawn_steps is not None:
+        _step_traces(fig, row_of["steps"], drawn_steps, max_points)
+        if tracing is not None:
+            _trace_markers(fig, row_of["steps"], tracing)
+    multi = len(gpus) > 1
+    for n, gpu in enumerate(gpus):
+        colour = GPU_COLOURS[n % len(GPU_COLOURS)]
+        prefix = f"GPU {gpu.index} " if multi else ""
+        group = f"gpu{gpu.index}"
+        _band_line(
+            fig,
+            row_of["activity"],
+            gpu.t,
+            gpu.utilization,
+            f"{prefix}busy (any kernel)",
+            colour,
+            100.0,
+            max_points,
+            group,
+        )
+        if _known(gpu.sm_activity):
+            _band_line(
+                fig,
+                row_of["activity"],
+                gpu.t,
+                gpu.sm_activity,
+                f"{prefix}SM activity",
+                colour,
+                100.0,
+                max_points,
+                group,
+                dash="dot",
+            )
+        if _known(gpu.tensor_activity):
+            _band_line(
+                fig,
+                row_of["activity"],
+                gpu.t,
+                gpu.tensor_activity,
+                f"{prefix}tensor-core activity",
+                colour,
+                100.0,
+                max_points,
+                group,
+                dash="dash",
+            )
+        _band_line(
+            fig,
+            row_of["memory"],
+            gpu.t,
+            gpu.memory_used_bytes,
+            f"{prefix}memory used (all processes)",
+            colour,
+            1 / GiB,
+            max_points,
+            group,
+        )
+        if _known(gpu.own_memory_bytes):
+            _band_line(
+                fig,
+                row_of["memory"],
+                gpu.t,
+                gpu.own_memory_bytes,
+                f"{prefix}memory of the watched program",
+                colour,
+                1 / GiB,
+                max_points,
+                group,
+                dash="dot",
+            )
+        if gpu.memory_total_bytes:
+            fig.add_hline(
+                y=gpu.memory_total_bytes / GiB,
+                row=row_of["memory"],
+                col=1,
+                line=dict(color=colour, width=1, dash="dash"),
+                annotation_text=label(f"{prefix}total {gpu.memory_total_bytes / GiB:,.0f} GiB"),
+                annotation_position="top left",
+            )
+        if has_pcie:
+            _band_line(
+                fig,
+                row_of["pcie"],
+                gpu.t,
+                gpu.pcie_rx_bytes_per_s,
+                f"{prefix}PCIe host → GPU",
+                colour,
+                1e-6,
+                max_points,
+                group,
+            )
+            _band_line(
+                fig,
+                row_of["pcie"],
+                gpu.t,
+                gpu.pcie_tx_bytes_per_s,
+                f"{prefix}PCIe GPU → host",
+                colour,
+                1e-6,
+                max_points,
+                group,
+                dash="dot",
+            )
+    if gpus:
+        fig.update_yaxes(range=[0, 100], row=row_of["activity"], col=1)
+    if drawn_steps is not None and drawn_steps.phases:
+        _phases(fig, drawn_steps.phases, _domain_top(fig, 1))
+    fig.update_xaxes(title_text="seconds since the run started", row=len(rows), col=1)
+    fig.update_layout(
+        height=240 + 190 * len(rows),
+        hovermode="x unified",
+        margin=dict(l=70, r=20, t=40, b=50),
+        template="plotly_white",
+    )
+    _legend_per_row(fig, len(rows))
+    return fig
+
+
+def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
+    import plotly.graph_objects as go
+
+    spc = max(steps.steps_per_call, 1)
+    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
+    starts, durations = steps.starts[warm:], steps.durations[warm:]
+    maybe = tuple(steps.input_waits[warm:]) if len(steps.input_waits) == len(steps.starts) else ()
+    waits = [w for w in maybe if w is not None]
+    measured = bool(waits) and len(waits) == len(maybe)
+    top = None
+    if starts:
+        span = (min(starts), max(starts))
+        shape = "linear" if len(starts) > max_points else "hv"
+        total = downsample(starts, [d * 1000 for d in durations], max_points, span)
+        if measured:
+            wait = downsample(starts, [w * 1000 for w in waits], max_points, span)
+            rest = downsample(
+                starts, [(d - w) * 1000 for d, w in zip(durations, waits)], max_points, span
+            )
+            layers = [(wait, "waiting for input", INPUT_WAIT), (rest, "rest of the step", COMPUTE)]
+        else:
+            layers = [(total, "step time", COMPUTE)]
+        for series, name, colour in layers:
+            fig.add_trace(
+                go.Scatter(
+                    x=rounded(series.t, 7),
+                    y=rounded(series.mean),
+                    name=label(name),
+                    mode="lines",
+                    line=dict(color=colour, width=1, shape=shape),
+                    stackgroup="step",
+                    hovertemplate="%{y:.1f} ms" + ("" if not series.bucketed else " (mean)"),
+                ),
+                row=row,
+                col=1,
+            )
+        if total.bucketed:
+            fig.add_trace(
+                go.Scatter(
+                    x=rounded(total.t, 7),
+                    y=rounded(total.high),
+                    name="slowest step in each bucket",
+                    mode="lines",
+                    line=dict(color="#888888", width=0.8, dash="dot"),
+                    hovertemplate="%{y:.1f} ms (slowest)",
+                ),
+                row=row,
+                col=1,
+            )
+        known = [v for v in total.high if v is not None]
+        top = max(known) if known else None
+    if warm:
+        warm_ms = [d * 1000 for d in steps.durations[:warm]]
+        off_scale = top is not None and max(warm_ms) > 1.5 * top
+        name = "warm-up steps (tracing)" + (
+            f", up to {max(warm_ms):,.0f} ms: off the scale" if off_scale else ""
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=rounded(steps.starts[:warm], 7),
+                y=rounded(warm_ms),
+                name=label(name),
+                mode="markers",
+                marker=dict(color="#999999", size=7, symbol="diamond"),
+                hovertemplate="%{y:.1f} ms (warm-up)",
+            ),
+            row=row,
+            col=1,
+        )
+        if off_scale and top is not None:
+            fig.update_yaxes(range=[0, top * 1.1], row=row, col=1)
+
+
+def _trace_markers(fig, row: int, tracing: TracingFacts) -> None:
+    """Each recorded tf.function trace as a mark on the step row's floor: retracing shows
+    as marks under the slow steps it causes."""
+    import plotly.graph_objects as go
+
+    xs, texts = [], []
+    for fn in tracing.functions:
+        if fn.library:
+            continue
+        for sig in fn.signatures:
+            args = ", ".join(f"{name}: {spec}" for name, spec in sig.args)
+            took = f", {sig.seconds * 1000:,.0f} ms" if sig.seconds is not None else ""
+            by = f" from {sig.caller}" if sig.caller else ""
+            xs.append(round(sig.at_s, 6))
+            texts.append(label(f"{fn.name} traced{took}{by} ({args})"))
+    if not xs:
+        return
+    xs, texts = xs[:MAX_TRACE_MARKERS], texts[:MAX_TRACE_MARKERS]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[0] * len(xs),
+            name="tf.function traced",
+            mode="markers",
+            marker=dict(symbol="triangle-up", size=10, color="#e45756"),
+            text=texts,
+            hovertemplate="%{text}<extra></extra>",
+        ),
+        row=row,
+        col=1,
+    )
+
+
+def _phases(fig, phases: Sequence[tuple[str, float, float]], top: float) -> None:
+    """Evaluate / predict phases shaded and epoch starts as lines, once across every row
+    (the x axes are matched), named at the top of the first row."""
+    shapes = 0
+    epochs = sum(1 for p in phases if p[0].startswith("epoch"))
+    for name, start, end in phases:
+        if shapes >= MAX_PHASE_SHAPES:
+            break
+        if name in ("evaluate", "predict"):  # a grey band over the phase
+            look = dict(
+                type="rect", x1=end, fillcolor="#cccccc", opacity=0.25, line_width=0, layer="below"
+            )
+        elif name.startswith("epoch"):  # a dotted line where the epoch starts
+            look = dict(type="line", x1=start, line=dict(color="#bbbbbb", width=1, dash="dot"))
+        else:
+            continue
+        fig.add_shape(xref="x", yref="paper", x0=start, y0=0, y1=1, **look)
+        shapes += 1
+        if len(phases) <= 40 and (epochs <= 20 or not name.startswith("epoch")):
+            fig.add_annotation(
+                x=start,
+                xref="x",
+                y=top,
+                yref="paper",
+                text=label(name),
+                showarrow=False,
+                xanchor="left",
+                yanchor="top",
+                font=dict(size=10, color="#777777"),
+            )
+
+
+def _domain_top(fig, row: int) -> float:
+    axis = fig.layout["yaxis" if row == 1 else f"yaxis{row}"]
+    return axis.domain[1]
+
+
+def _legend_per_row(fig, rows: int) -> None:
+    """Each row's legend just above that row, so a name sits beside its curves."""
+    for trace in fig.data:
+        axis = trace.yaxis or "y"
+        n = 1 if axis == "y" else int(axis[1:])
+        trace.legend = "legend" if n == 1 else f"legend{n}"
+    for n in range(1, rows + 1):
+        fig.layout["legend" if n == 1 else f"legend{n}"] = dict(
+            x=0,
+            xanchor="left",
+            y=_domain_top(fig, n),
+            yanchor="bottom",
+            orientation="h",
+            bgcolor="rgba(255,255,255,0.8)",
+            font=dict(size=11),
+        )
+
+
+def _band_line(
+    fig,
+    row: int,
+    t,
+    values,
+    name: str,
+    colour: str,
+    scale: float,
+    max_points: int,
+    group: str,
+    dash: str | None = None,
+) -> None:
+    """A series as its bucket means, with a min-max band when it was downsampled."""
+    import plotly.graph_objects as go
+
+    if not _known(values):
+        return
+    scaled = [None if v is None else v * scale for v in values]
+    series = downsample(t, scaled, max_points)
+    group = f"{group}:{name}"  # the band toggles with its line; one entry per group
+    x = rounded(series.t, 7)
+    if series.bucketed:  # the band: an invisible upper edge, then the lower one filled up to it
+        filled = {"fill": "tonexty", "fillcolor": _alpha(colour, 0.18)}
+        for edge, fill in ((series.high, {}), (series.low, filled)):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=rounded(edge),
+                    mode="lines",
+                    line=dict(width=0),
+                    showlegend=False,
+                    hoverinfo="skip",
+                    legendgroup=group,
+                    **fill,
+                ),
+                row=row,
+                col=1,
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=rounded(series.mean),
+            name=label(name),
+            mode="lines",
+            line=dict(color=colour, width=1.3, dash=dash),
+            legendgroup=group,
+            hovertemplate="%{y:.3~f}" + (" (mean)" if series.bucketed else ""),
+        ),
+        row=row,
+        col=1,
+    )
+
+
+def _known(values) -> bool:
+    return any(v is not None for v in values)
+
+
+def _alpha(colour: str, alpha: float) -> str:
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
