@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from gpuwhy.facts import InputFix, InputFixFacts, PipelineRate
+from gpuwhy.facts import InputFix, InputFixFacts
 
 
 def input_fixes_intro(fixes: InputFixFacts) -> list[str]:
@@ -100,10 +100,6 @@ def input_fix_lines(fix: InputFix) -> list[str]:
         lines.extend(f"  {item}" for item in fix.left_alone)
     lines.extend(f"note: {note}" for note in fix.notes)
     return lines
-
-
-def rate_text(rate: PipelineRate | None) -> str:
-    return "?" if rate is None else f"{_rate(rate.median)}/s"
 
 
 def _rate(value: float) -> str:
