@@ -129,7 +129,7 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         )
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
-    return text + "."
+    return text if text.endswith(("…", ".")) else text + "."
 
 
 def _fix_verdict(input_fixes: InputFixFacts) -> str:
@@ -184,11 +184,16 @@ def _bottleneck(facts: Facts) -> str | None:
 
 
 def _headline(title: str, limit: int = 90) -> str:
-    """A finding's title without its list of examples, for the one-line verdict."""
+    """A finding's title without its list of examples, for the one-line verdict; a head
+    still too long is cut at a word, never inside one."""
     if len(title) <= limit:
         return title
     head = title.split(": ", 1)[0]
-    return head if len(head) <= limit else head[: limit - 1] + "…"
+    if len(head) <= limit:
+        return head
+    cut = head[: limit - 1]
+    words = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return words.rstrip(" ,;:(") + "…"
 
 
 def _gpu_busy(facts: Facts) -> float | None:

@@ -227,3 +227,19 @@ def test_html_is_a_renderer_like_the_others_and_needs_only_the_record(tmp_path):
     assert proc.returncode == 1, proc.stderr  # high findings
     assert proc.stdout.startswith("<!DOCTYPE html>") and FULL.findings[0].id in proc.stdout
     assert sorted(p.name for p in alone.iterdir()) == ["run.json"]
+
+
+def test_a_long_worst_problem_is_cut_at_a_word_in_the_verdict():
+    from gpuwhy.rules.base import Finding
+    from gpuwhy.verdict import verdict
+
+    title = (
+        "Each step dispatches ~106 small ops eagerly from Python (20% of the step spent "
+        "issuing them) in a loop that could run as one tf.function"
+    )
+    eager = Finding(id="launch.eager-ops", severity="medium", title=title)
+    text = verdict(_input_bound_run(), [eager])
+    worst = text.split("; worst: ", 1)[1]
+    assert worst.endswith("…") and not worst.endswith("….")
+    shown = worst[:-1]
+    assert title.startswith(shown) and title[len(shown)] in " ,;:("  # a whole word
