@@ -6,8 +6,6 @@ Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -
 ``explain()``.
 """
 
-from gpuwhy.fix import optimize  # the tf.data rewrite: imports no TensorFlow until called
-
 __version__ = "0.1.0"
 
 __all__ = ["KerasCallback", "audit", "check", "explain", "load", "optimize", "session"]
@@ -83,3 +81,13 @@ def explain(rule_id):
     from gpuwhy.rules import get_rule
 
     return get_rule(rule_id).doc()
+
+
+def __getattr__(name: str):
+    """``gpuwhy.optimize`` is :func:`gpuwhy.fix.optimize`, imported on first use: the
+    command line and ``import gpuwhy`` do not pay for the tf.data rewriter."""
+    if name == "optimize":
+        from gpuwhy.fix import optimize
+
+        return optimize
+    raise AttributeError(f"module 'gpuwhy' has no attribute {name!r}")

@@ -63,7 +63,7 @@ class Stage:
     @property
     def written_sequential(self) -> bool:
         """A map written without ``num_parallel_calls`` (not ``num_parallel_calls=1``)."""
-        return is_sequential_map(self.type_name) and self.kind == "map"
+        return is_sequential_map(self.type_name)
 
     @property
     def random(self) -> bool:
