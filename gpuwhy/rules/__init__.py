@@ -18,6 +18,7 @@ from gpuwhy.rules.env.gpu_shared import GpuShared
 from gpuwhy.rules.env.no_gpu import NoGpu
 from gpuwhy.rules.env.ptx_jit import PtxJit
 from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
+from gpuwhy.rules.grouping import group_by_cause
 from gpuwhy.rules.input.bound import InputBound
 from gpuwhy.rules.input.no_cache import NoCache
 from gpuwhy.rules.input.no_prefetch import NoPrefetch
@@ -88,7 +89,8 @@ def run_rules(facts: Facts) -> tuple[list[Finding], dict[str, str]]:
 
     Returns (findings sorted by severity then expected gain, {rule id: why not checked}).
     A rule is not checked when it is planned or removed, or when a fact section it needs
-    was not collected: a report must say what it did not look at.
+    was not collected: a report must say what it did not look at. One cause found in
+    several pipelines is one finding (rules/grouping.py).
     """
     findings: list[Finding] = []
     not_checked: dict[str, str] = {}
@@ -101,4 +103,4 @@ def run_rules(facts: Facts) -> tuple[list[Finding], dict[str, str]]:
             not_checked[rule_cls.id] = "needs " + ", ".join(missing)
             continue
         findings.extend(rule_cls().check(facts, dict(rule_cls.options)))
-    return sorted(findings, key=Finding.sort_key), not_checked
+    return sorted(group_by_cause(findings), key=Finding.sort_key), not_checked

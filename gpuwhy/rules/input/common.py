@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts
-from gpuwhy.formatting import stage_label
+from gpuwhy.formatting import duration, stage_label
 
 # Stages TF runs on background threads with their own buffer of finished elements.
 # inject_prefetch leaves a pipeline that ends in one of these alone (kAsyncTransforms in
@@ -37,6 +37,15 @@ ASYNC_STAGE_PREFIXES = (
 
 # Fewer function calls than this and a per-call time says little about call overhead.
 MIN_CALLS_TO_JUDGE_OVERHEAD = 1000
+# Fewer elements than this and a pipeline's wait, derived from the wall-clock window its
+# iterators were read over (polled, so each end is known to a tenth of a second or
+# worse), is mostly the iterators' start-up: no finding comes from it.
+MIN_ELEMENTS_TO_JUDGE_WAIT = 20
+# Fewer measured steps than this and the steps' wait share is a handful of samples.
+MIN_STEPS_TO_JUDGE_WAIT = 10
+# The window's wait per element is taken as TF's stage timers' bound when it exceeds it
+# by more than this factor (plus a millisecond): the timers measure the work directly.
+WAIT_BOUND_TOLERANCE = 2.0
 
 CONSUMER_NAMES = {
     "keras-fit": "Model.fit",
@@ -68,22 +77,55 @@ def steps_pipeline(facts: Facts) -> PipelineFacts | None:
     return max(read, key=lambda p: p.elements, default=None)
 
 
+def production_bound_s(pipeline: PipelineFacts) -> float | None:
+    """At most how long the pipeline takes to make one element: the stages' self times
+    (TF's own timers, summed over threads) per element the consumer got. Parallel stages
+    make the real time shorter, never longer, so a consumer cannot wait longer than this
+    for an element the pipeline makes while it waits."""
+    if not pipeline.elements or not pipeline.stages or pipeline.model_error:
+        return None
+    total = pipeline_time_s(pipeline)
+    return total / pipeline.elements if total > 0 else None
+
+
 def pipeline_wait(pipeline: PipelineFacts) -> InputWait | None:
-    """The wait tf.data's own timers measured for this pipeline: wait / (wait + gap)."""
+    """The wait measured for this pipeline: wait / (wait + gap), from the wall-clock
+    window its iterators were read over less tf.data's consumer timer (gap).
+
+    None (not judged) below ``MIN_ELEMENTS_TO_JUDGE_WAIT`` elements. Where the window's
+    wait per element is far above what TF's stage timers allow (an iterator read twice
+    per pass, whose window is its own start-up), the two measurements disagree and the
+    timers, which measure the work itself, are trusted: the wait is their bound, and
+    ``measured_by`` says so.
+    """
     wait, gap = pipeline.wait_per_element_s, pipeline.gap_median_s
-    if wait is None or gap is None or wait + gap <= 0:
+    if wait is None or gap is None or pipeline.elements < MIN_ELEMENTS_TO_JUDGE_WAIT:
+        return None
+    how = (
+        "tf.data's timers: wait per element against the consumer's "
+        "time between two GetNext calls (gap)"
+    )
+    bound = production_bound_s(pipeline)
+    if bound is not None and wait > WAIT_BOUND_TOLERANCE * bound + 1e-3:
+        how = (
+            f"TF's stage timers: at most {duration(bound)} of work per element, where the "
+            f"wall-clock window of its iterators gave a wait of {duration(wait)}; the "
+            "timers measure the work directly and are trusted"
+        )
+        wait = bound
+    if wait + gap <= 0:
         return None
     return InputWait(
         fraction=wait / (wait + gap),
         per_element_s=wait,
         consumer_s=gap,
-        measured_by="tf.data's timers: wait per element against the consumer's "
-        "time between two GetNext calls (gap)",
+        measured_by=how,
     )
 
 
 def steps_wait(steps: StepFacts) -> InputWait | None:
-    if steps.input_wait_fraction is None:
+    """The steps' measured wait share; None below ``MIN_STEPS_TO_JUDGE_WAIT`` steps."""
+    if steps.input_wait_fraction is None or steps.count - steps.warmup < MIN_STEPS_TO_JUDGE_WAIT:
         return None
     how = f" by {steps.input_wait_source}" if steps.input_wait_source else ""
     return InputWait(

@@ -23,6 +23,14 @@ _ORDER_OR_PASS = ("shuffle", "repeat", "cache")
 # The cache goes after the last cacheable stage doing at least this share of their work:
 # after a decode, not after a cheap cast that would multiply the bytes to keep.
 _EXPENSIVE_WITHIN_PREFIX = 0.10
+# Sources whose elements are already in memory: caching them (or a batch of them) keeps
+# a second copy of what the program holds and saves no work.
+_IN_MEMORY_SOURCES = frozenset(
+    {"range", "from_tensor_slices", "from_tensors", "from_sparse_tensor_slices"}
+)
+_IN_MEMORY_NODES = frozenset({"Range", "TensorSlice", "Tensor", "SparseTensorSlice"})
+# Stages that move or group elements without computing them.
+_MOVES_ONLY = frozenset({"batch", "prefetch", "take", "skip", "shard", "unbatch", "zip"})
 
 
 class NoCache(Rule):
@@ -41,7 +49,11 @@ class NoCache(Rule):
     output, estimated as elements per pass × element size, must fit in `max_memory_fraction`
     of the host's memory and in the memory still available at the end of the run.
     Without a known pass size, element size or host memory the size cannot be
-    checked and the rule stays quiet. Medium when the consumer waits for input at least
+    checked and the rule stays quiet. Data already in memory is never a finding: a
+    prefix of `from_tensor_slices`, `from_tensors` or `range` with only batches, takes
+    or prefetches after it computes nothing a cache would save, and caching it keeps a
+    second copy. Nor is a prefix whose repeated work over the whole run is below
+    `min_saved_s`. Medium when the consumer waits for input at least
     `min_input_wait` of its time, else low: the cache then frees host cores only.
 
     ## Why is this slow?
@@ -84,13 +96,21 @@ class NoCache(Rule):
       for the finding (0.20).
     - `min_input_wait`: input-wait fraction of the consumer's time from which the
       finding is medium rather than low (0.05).
+    - `min_saved_s`: seconds of the cacheable stages' work (TF's self time, all
+      threads) that the passes after the first redid, below which a cache saves too
+      little to report (0.2).
     """
 
     id = "input.no-cache"
     severity = "medium"
     status = "stable"
     needs = ("tfdata",)  # host memory is in it; steps give the measured input wait
-    options = {"max_memory_fraction": 0.50, "min_stage_fraction": 0.20, "min_input_wait": 0.05}
+    options = {
+        "max_memory_fraction": 0.50,
+        "min_stage_fraction": 0.20,
+        "min_input_wait": 0.05,
+        "min_saved_s": 0.2,
+    }
     question = "Why is every epoch slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -114,10 +134,15 @@ class NoCache(Rule):
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
             return None  # size unknown, or no second pass to save
         prefix, stop = _cacheable_prefix(pipeline.stages)
+        if not any(_computes(s) for s in prefix):
+            return None  # data already in memory: a cache is a second copy, no work saved
         work = {id(s): stage_share(pipeline, s) or 0.0 for s in prefix}
         share = sum(work.values())
         if not prefix or share < options["min_stage_fraction"]:
             return None
+        saved_s = sum(s.self_time_s for s in prefix) * (1 - per_pass / pipeline.elements)
+        if saved_s < options["min_saved_s"]:
+            return None  # the passes after the first redid too little work to matter
         size = per_pass * element_bytes
         limit = _memory_limit(tfdata, options["max_memory_fraction"])
         # (host_memory_bytes is known whenever limit is: named for the type checker)
@@ -140,6 +165,7 @@ class NoCache(Rule):
             "elements_per_pass": round(per_pass, 1),
             "pass_size_from": how,
             "iterators": pipeline.iterators,
+            "repeated_work_s": round(saved_s, 3),
             "estimated_cache_mib": round(size / 2**20, 1),
             "host_memory_gib": round(tfdata.host_memory_bytes / GiB, 1),
         }
@@ -202,6 +228,16 @@ def _cacheable_prefix(
         if stage.kind != "prefetch":
             prefix.append(stage)
     return prefix, None
+
+
+def _computes(stage: PipelineStage) -> bool:
+    """The stage does work a cache would save: not an in-memory source, not a stage that
+    only moves elements (a batch of slices is a copy, cached or not)."""
+    if stage.kind == "source" and (
+        stage.name in _IN_MEMORY_NODES or any(w in _IN_MEMORY_SOURCES for w in stage.written_as)
+    ):
+        return False
+    return not (stage.kind in _MOVES_ONLY or set(stage.written_as) <= _MOVES_ONLY)
 
 
 def _cache_after(

@@ -70,9 +70,9 @@ class SequentialMap(Rule):
     ```
 
     A map whose function is not random gets `num_parallel_calls=tf.data.AUTOTUNE`. One
-    that calls Python is reported here too, since it is sequential, but parallel calls
-    help it only where the Python releases the GIL: input.python-function gives the
-    rewrite. A cheap function called per element (self time per call below
+    that calls Python is not reported here: the Python is the cause, and
+    input.python-function reports it once, with the rewrite and the parallel calls that
+    help where the Python releases the GIL. A cheap function called per element (self time per call below
     `vectorise_below_us`) also gets "batch first, then map": its time is mostly
     tf.data's per-element overhead.
 
@@ -99,6 +99,8 @@ class SequentialMap(Rule):
             stage = bottleneck(pipeline)  # None unless index names a stage
             if index is None or stage is None or not runs_sequentially(stage, pipeline.autotune):
                 continue
+            if stage.python:  # one cause, one finding: input.python-function's
+                continue
             wait = input_wait(facts, pipeline)
             if wait is None or wait.fraction < options["min_input_wait"]:
                 continue
@@ -108,8 +110,6 @@ class SequentialMap(Rule):
             fix = (
                 fixes.stateless_random(stage)
                 if stage.random and stage.stateful
-                else fixes.parallel_python(stage)
-                if stage.python
                 else fixes.parallel_map(stage)
             )
             if vectorisable(pipeline, index, below_s):
@@ -125,18 +125,11 @@ class SequentialMap(Rule):
                 "share_of_pipeline_time": row["share_of_pipeline_time"],
                 **wait_evidence(wait),
             }
-            if stage.python:
-                evidence["python"] = (
-                    "the function calls Python: parallel calls share the "
-                    "GIL (see input.python-function)"
-                )
             gain = wait.fraction * (share if share is not None else 1.0)
             findings.append(
                 self.finding(
                     f"Input stage {label} runs on one thread and is the slowest stage; "
                     f"steps wait for input {wait.fraction:.0%} of the time",
-                    # Python-bound: parallel calls are the lesser fix, python-function leads.
-                    severity="medium" if stage.python else self.severity,
                     evidence=evidence,
                     location=culprit_location(stage),
                     fix="\n".join(fix),

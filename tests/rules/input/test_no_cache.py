@@ -148,3 +148,37 @@ def test_shares_come_from_the_work_per_element_where_measured_not_a_shuffle_s_wa
     assert check(t.facts(by_self_time, steps=t.fit_steps(0.40))) == []
     (f,) = check(t.facts(replace(pipeline, stages=stages), steps=t.fit_steps(0.40)))
     assert f.evidence["cacheable_share_of_pipeline_time"] == 0.5
+
+
+def in_memory_pipeline(source: str, node: str, *middle) -> object:
+    """A test set held in arrays (or a loop counter), batched and read each epoch."""
+    slices = t.stage(
+        name=node,
+        kind="source",
+        written_as=(source,),
+        location="train.py:50",
+        self_time_s=2.0,
+    )
+    return t.pipeline(slices, *middle, t.batch(self_time_s=1.5), t.prefetch(), bottleneck=0)
+
+
+@pytest.mark.parametrize(
+    "source, node", [("from_tensor_slices", "TensorSlice"), ("range", "Range")]
+)
+def test_data_already_in_memory_is_never_cached(source, node):
+    pipeline = in_memory_pipeline(source, node)
+    assert check(t.facts(pipeline, steps=t.fit_steps(0.40))) == []
+
+
+def test_a_deterministic_map_over_arrays_in_memory_is_cacheable():
+    pipeline = in_memory_pipeline("from_tensor_slices", "TensorSlice", t.parse(codec_ops=()))
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
+    assert any("parse" in stage for stage in f.evidence["cacheable_stages"])
+
+
+def test_too_little_repeated_work_is_quiet():
+    facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40))
+    # TFRecord 0.4 s + parse 2.0 s per 3 passes: the 2 passes after the first redid 1.6 s
+    (f,) = check(facts)
+    assert f.evidence["repeated_work_s"] == pytest.approx(1.6)
+    assert check(facts, min_saved_s=1.7) == []
