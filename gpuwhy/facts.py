@@ -465,6 +465,9 @@ class PipelineStage:
     deterministic: bool | None = None  # as written (None: the pipeline default)
     codec_ops: tuple[str, ...] = ()  # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
     random: bool = False  # its function draws random numbers (not cacheable)
+    # the calls as written, one per written_as ("" where the source could not be read):
+    # ("ds.map(parse)", ".batch(32)"); a fix rewrites these, so it fits the code
+    written_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

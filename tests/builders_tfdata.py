@@ -39,6 +39,11 @@ def stage(
 def tfrecord(compression: str = "", **changes) -> PipelineStage:
     base = dict(
         written_as=("TFRecordDataset",),
+        written_calls=(
+            f"tf.data.TFRecordDataset(filenames, compression_type='{compression}')"
+            if compression
+            else "tf.data.TFRecordDataset(filenames)",
+        ),
         location="train.py:60",
         self_time_s=0.4,
         codec_ops=(compression,) if compression else (),
@@ -50,6 +55,7 @@ def parse(**changes) -> PipelineStage:
     """The decode map TF parallelised by itself (written without num_parallel_calls)."""
     base = dict(
         written_as=("map",),
+        written_calls=("ds.map(parse)",),
         location="train.py:61",
         function="parse",
         function_location="train.py:41",
@@ -64,6 +70,7 @@ def augment(**changes) -> PipelineStage:
     """A random augmentation with stateful ops: TF leaves it sequential (a Map node)."""
     base = dict(
         written_as=("map",),
+        written_calls=("ds.map(augment)",),
         location="train.py:62",
         function="augment",
         function_location="train.py:47",
@@ -78,6 +85,7 @@ def py_map(**changes) -> PipelineStage:
     """``map(lambda x: tf.py_function(slow, [x], tf.int64))``: sequential, in Python."""
     base = dict(
         written_as=("map",),
+        written_calls=("ds.map(lambda x: tf.py_function(slow, [x], tf.int64))",),
         location="train.py:30",
         function="<lambda>",
         function_location="train.py:30",
@@ -91,6 +99,7 @@ def py_map(**changes) -> PipelineStage:
 def generator_source(**changes) -> PipelineStage:
     base = dict(
         written_as=("from_generator",),
+        written_calls=("tf.data.Dataset.from_generator(batches, output_signature=signature)",),
         location="train.py:20",
         function="batches",
         function_location="train.py:12",
@@ -102,25 +111,43 @@ def generator_source(**changes) -> PipelineStage:
 
 
 def shuffle(**changes) -> PipelineStage:
-    base = dict(written_as=("shuffle",), location="train.py:63", self_time_s=0.05, random=True)
+    base = dict(
+        written_as=("shuffle",),
+        written_calls=("ds.shuffle(1000)",),
+        location="train.py:63",
+        self_time_s=0.05,
+        random=True,
+    )
     return stage(**{"name": "Shuffle", "kind": "shuffle", **base, **changes})
 
 
 def batch(**changes) -> PipelineStage:
     base = dict(
-        written_as=("batch",), location="train.py:64", elements=100, ratio=32.0, self_time_s=0.1
+        written_as=("batch",),
+        written_calls=("ds.batch(32)",),
+        location="train.py:64",
+        elements=100,
+        ratio=32.0,
+        self_time_s=0.1,
     )
     return stage(**{"name": "BatchV2", "kind": "batch", **base, **changes})
 
 
 def repeat(**changes) -> PipelineStage:
-    base = dict(written_as=("repeat",), location="train.py:65", elements=100, self_time_s=0.01)
+    base = dict(
+        written_as=("repeat",),
+        written_calls=("ds.repeat()",),
+        location="train.py:65",
+        elements=100,
+        self_time_s=0.01,
+    )
     return stage(**{"name": "Repeat", "kind": "repeat", **base, **changes})
 
 
 def prefetch(injected: bool = True, **changes) -> PipelineStage:
     base = dict(
         written_as=() if injected else ("prefetch",),
+        written_calls=() if injected else ("ds.prefetch(tf.data.AUTOTUNE)",),
         location=None if injected else "train.py:66",
         elements=100,
         self_time_s=0.02,

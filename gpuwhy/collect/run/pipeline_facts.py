@@ -193,6 +193,7 @@ def _stage_facts(
         deterministic=primary.deterministic if primary else None,
         codec_ops=tuple(dict.fromkeys(op for w in written for op in w.codec_ops)),
         random=any(w.random for w in written),
+        written_calls=tuple(w.call or "" for w in written),
     )
 
 

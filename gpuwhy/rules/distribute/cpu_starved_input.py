@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
+from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
     bottleneck,
     culprit_location,
@@ -120,7 +121,7 @@ class CpuStarvedInput(Rule):
                 evidence=evidence,
                 location=(culprit_location(stage) if stage is not None else None)
                 or pipeline.location,
-                fix=_fix(stage, busy - own >= 0.25 if own is not None else False),
+                fix=_fix(pipeline, stage, busy - own >= 0.25 if own is not None else False),
                 estimated_gain=gain_text(
                     wait.fraction, "the whole wait, once enough CPUs produce the input"
                 ),
@@ -129,8 +130,8 @@ class CpuStarvedInput(Rule):
         ]
 
 
-def _fix(stage, others_busy: bool) -> str:
-    fn = function_name(stage) if stage is not None and stage.function else "preprocess"
+def _fix(pipeline: PipelineFacts, stage: PipelineStage | None, others_busy: bool) -> str:
+    fn = function_name(stage) if stage is not None and stage.function else "the preprocessing"
     lines = []
     if stage is not None and stage.python:
         lines.append(f"# {fn} calls Python: tf.data service workers cannot run it; TF ops first")
@@ -141,11 +142,14 @@ def _fix(stage, others_busy: bool) -> str:
         "#   dispatcher: tf.data.experimental.service.DispatchServer(",
         "#       tf.data.experimental.service.DispatcherConfig(port=5050))",
         "#   each worker: tf.data.experimental.service.WorkerServer(",
-        "#       tf.data.experimental.service.WorkerConfig(dispatcher_address='dispatcher:5050'))",
-        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size)",
-        "ds = ds.apply(tf.data.experimental.service.distribute(",
-        '    processing_mode="parallel_epochs", service="grpc://dispatcher:5050"))',
-        "ds = ds.prefetch(tf.data.AUTOTUNE)",
+        "#       tf.data.experimental.service.WorkerConfig(dispatcher_address='<dispatcher host>:5050'))",
+        "# and the pipeline, after its batch, reads from them:",
+        *fixes.after_last_call(
+            pipeline,
+            ".apply(tf.data.experimental.service.distribute(processing_mode="
+            "'parallel_epochs', service='grpc://<dispatcher host>:5050'))"
+            ".prefetch(tf.data.AUTOTUNE)",
+        ),
         f"# less CPU work per epoch: run {fn} once offline and save the result",
         "# (ds.save(path) / tf.data.Dataset.load(path), or TFRecords), cache() what repeats,",
         "# and move augmentation onto the GPU as Keras preprocessing layers in the model",

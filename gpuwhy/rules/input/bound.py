@@ -168,10 +168,7 @@ class InputBound(Rule):
                 pipeline, pipeline.bottleneck, options["vectorise_below_us"] * 1e-6
             )
             if not ends_buffered(pipeline):
-                fix = fix + [
-                    "ds = ds.prefetch(tf.data.AUTOTUNE)   # last: the next batch is "
-                    "ready when the step ends"
-                ]
+                fix = fix + fixes.prefetch_at_end(pipeline)
         speedup = 1 / (1 - share) if share < 0.99 else None
         return self.finding(
             title,

@@ -176,9 +176,17 @@ def culprit_location(stage: PipelineStage) -> str | None:
 
 
 def function_name(stage: PipelineStage) -> str:
-    """A name to put in pasted code: the user's function, or ``fn`` for a lambda."""
+    """A name to put in prose: the user's function, or what it is ("the lambda")."""
     name = stage.function or ""
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*", name) else "fn"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*", name):
+        return name
+    return "the lambda" if name == "<lambda>" else "the function"
+
+
+def function_code(stage: PipelineStage) -> str:
+    """The function in pasted code: its name, or a placeholder (never an undefined name)."""
+    name = stage.function or ""
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*", name) else "<your function>"
 
 
 def is_map(stage: PipelineStage) -> bool:

@@ -1,15 +1,27 @@
-"""The code to paste for a slow tf.data stage, tailored to what the stage is.
+"""The code to paste for a slow tf.data stage, tailored to what the stage is and to how
+it is written.
 
 Not a rule: input.bound hands its bottleneck here, and the stage rules
-(python-function, sequential-map, cpu-codec) take the part that is theirs. Every fix
-names the user's own function (``ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)``)
-and says where it is written, so it can be pasted over the line it replaces.
+(python-function, sequential-map, cpu-codec, no-cache, no-prefetch) take the part that
+is theirs. Every fix starts from the call as the user wrote it (``stage.written_calls``,
+rewritten by calls.py), so it keeps their dataset variable, function and arguments, and
+says nothing that is already written. A change is shown as
+
+    # train.py:47: in place of: ds.map(augment)
+    ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+
+the line after the marker replacing the call named in it; other code lines are new
+statements to add before it, and ``# or: `` lines are alternatives. What the facts do not
+name is a ``<placeholder>``, never an undefined variable.
 """
 
 from __future__ import annotations
 
 from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.rules.input import calls
+from gpuwhy.rules.input.calls import AUTOTUNE, DATASET
 from gpuwhy.rules.input.common import (
+    function_code,
     function_name,
     is_map,
     per_call_s,
@@ -20,97 +32,152 @@ from gpuwhy.rules.input.common import (
 FILE_READERS = ("TFRecord", "TextLine", "FixedLengthRecord")
 COMPRESSION = ("GZIP", "ZLIB")
 JPEG_DECODERS = ("DecodeJpeg", "DecodeAndCropJpeg", "DecodeImage")
+IN_PLACE_OF = "in place of: "
+ALTERNATIVE = "# or: "
 
 
-def _where(stage: PipelineStage) -> str:
-    parts = []
-    if stage.location:
-        parts.append(f"written at {stage.location}")
+def in_place_of(stage: PipelineStage, new: str, api: str | None = None) -> list[str]:
+    """The marker and the new call, or nothing when the new call is what is written."""
+    old = calls.stage_call(stage, api)
+    if new == old:
+        return []
+    where = f"{stage.location}: " if stage.location else ""
+    return [f"# {where}{IN_PLACE_OF}{old}", new]
+
+
+def _defined(stage: PipelineStage) -> list[str]:
+    """Where the function is defined, when that is not where the call is."""
     if stage.function_location and stage.function_location != stage.location:
-        parts.append(f"{function_name(stage)} defined at {stage.function_location}")
-    return f"   # {', '.join(parts)}" if parts else ""
+        return [f"# ({function_name(stage)} is defined at {stage.function_location})"]
+    return []
+
+
+def _map_api(stage: PipelineStage) -> str:
+    for api in ("map", "flat_map", "interleave", "filter"):
+        if api in stage.written_as:
+            return api
+    return stage.written_as[0] if stage.written_as else "map"
+
+
+def _written_parallel(call: str, name: str = "num_parallel_calls") -> bool:
+    value = calls.keyword(call, name)
+    return value is not None and value not in ("1", "None")
+
+
+def parallel_call(stage: PipelineStage, api: str | None = None) -> str:
+    """The stage's call with ``num_parallel_calls=AUTOTUNE`` (as written if it has it)."""
+    call = calls.stage_call(stage, api or _map_api(stage))
+    if _written_parallel(call):
+        return call
+    return calls.with_keywords(call, num_parallel_calls=AUTOTUNE)
 
 
 def parallel_map(stage: PipelineStage) -> list[str]:
-    fn = function_name(stage)
-    lines = [f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}"]
+    return in_place_of(stage, parallel_call(stage), _map_api(stage)) + _defined(stage)
+
+
+def _at(pipeline: PipelineFacts, index: int, batch: str) -> str:
+    for stage in pipeline.stages[index:]:
+        if "batch" in stage.written_as and stage.location:
+            return f" ({stage.location})"
+    return ""
+
+
+def _batch_after(pipeline: PipelineFacts, index: int) -> str:
+    """The batch call written after (or fused into) stage ``index``."""
+    stage = pipeline.stages[index]
     if "batch" in stage.written_as:
-        lines.append("ds = ds.batch(batch_size)   # TF fuses map+batch again, in parallel")
-    return lines
+        return calls.stage_call(stage, "batch")
+    for later in pipeline.stages[index + 1 :]:
+        if "batch" in later.written_as:
+            return calls.stage_call(later, "batch")
+    return f"{DATASET}.batch(<batch size>)"
 
 
-def vectorise(stage: PipelineStage) -> list[str]:
+def vectorise(pipeline: PipelineFacts, index: int) -> list[str]:
+    stage = pipeline.stages[index]
     fn = function_name(stage)
     per_call = per_call_s(stage)
     cost = f" costs {per_call * 1e6:,.0f} µs per call," if per_call is not None else ""
+    batch = _batch_after(pipeline, index)
+    mapped = parallel_call(stage, "map")
+    before = calls.receiver(mapped)
+    new = (before or "") + calls.method_part(batch) + calls.method_part(mapped)
     return [
         f"# {fn}{cost} mostly tf.data's per-element overhead: batch first and run it",
         "# once per batch (written for a leading batch dimension: tf.io.parse_example",
         "# instead of parse_single_example, ops that broadcast over the batch)",
-        f"ds = ds.batch(batch_size).map({fn}, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}",
-        f"# (in place of .map({fn}) ... .batch(batch_size))",
+        *in_place_of(stage, new, "map"),
+        f"# and leave out the {batch} after it{_at(pipeline, index, batch)}",
     ]
 
 
 def stateless_random(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
+    call = parallel_call(stage, "map")
+    before = calls.receiver(call)
+    zipped = (
+        f"tf.data.Dataset.zip(({before}, seeds))"
+        if before
+        else ".apply(lambda d: tf.data.Dataset.zip((d, seeds)))"
+    )
     return [
-        f"# {fn} draws with stateful random ops (tf.random.uniform, tf.image.random_*), so TF",
-        "# keeps it sequential. Give each element a seed and use the stateless ops",
-        "# (tf.random.stateless_uniform, tf.image.stateless_random_flip_left_right,",
-        "# tf.image.stateless_random_crop ...): same augmentation, reproducible, parallel.",
-        "seeds = tf.data.Dataset.random(seed=42).batch(2, drop_remainder=True)  # a [2] seed each",
-        "ds = tf.data.Dataset.zip((ds, seeds))",
-        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}",
-        f"# {fn}(element, seed): e.g. tf.image.stateless_random_flip_left_right(image, seed)",
-        "# (or seeds drawn inside from rng = tf.random.Generator.from_seed(42) with",
-        "# rng.make_seeds(1)[:, 0]: parallel too, since num_parallel_calls is explicit)",
-    ] + (["ds = ds.batch(batch_size)"] if "batch" in stage.written_as else [])
+        f"# {fn} draws with stateful random ops (tf.random.uniform, tf.image.random_*), so",
+        "# TF keeps it sequential by itself. Written parallel it runs on every core; the",
+        "# draws then come in a different order each run (a global seed no longer fixes it):",
+        *in_place_of(stage, call, "map"),
+        *_defined(stage),
+        "# Reproducible and parallel: a seed per element and the stateless ops",
+        f"# ({fn}(element, seed) with tf.image.stateless_random_flip_left_right(image, seed),",
+        "# tf.random.stateless_uniform(shape, seed) ...), the seeds zipped in:",
+        f"{ALTERNATIVE}seeds = tf.data.Dataset.random(seed=42).batch(2, drop_remainder=True)",
+        f"{ALTERNATIVE}{zipped}{calls.method_part(call)}",
+    ]
 
 
 def python_function(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
-    return [
-        f"# {fn} calls Python (tf.py_function / tf.numpy_function): one thread at a time holds",
-        "# the GIL. Written with TF ops (tf.io, tf.image, tf.strings, tf.math) it runs in C++",
-        "# on every core, and TF parallelises it by itself:",
-        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}",
-        "# Python that must stay: parallel calls still help where it releases the GIL",
-        "# (NumPy on large arrays, OpenCV, PIL decoding, file reads):",
-        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
-        "# and a pure NumPy function declared so, tf.numpy_function(f, args, Tout,",
-        "# stateful=False), may be parallelised and cached by TF",
+    api = _map_api(stage)
+    lines = [
+        f"# {fn} calls Python (tf.py_function / tf.numpy_function), which TF runs one",
+        "# element at a time. Written with TF ops (tf.io, tf.image, tf.strings, tf.math) it",
+        "# runs in C++ on every core and TF parallelises it by itself.",
+        "# Python that must stay: parallel calls overlap where it releases the GIL (sleeps,",
+        "# file and network reads, NumPy/OpenCV/PIL on large arrays); pure-Python loops",
+        "# take turns on one core whatever the setting:",
     ]
-
-
-def parallel_python(stage: PipelineStage) -> list[str]:
-    """Parallel calls of a Python map: the part of the fix that keeps the Python."""
-    fn = function_name(stage)
-    return [
-        f"# {fn} calls Python, which TF keeps sequential. Parallel calls overlap where the",
-        "# Python releases the GIL (sleeps, I/O, NumPy/OpenCV on large arrays); rewriting",
-        "# it with TF ops is the larger fix (input.python-function)",
-        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)"
-        f"{_where(stage)}",
-    ]
+    if api in ("flat_map", "interleave"):
+        return lines + interleave(stage)
+    lines += in_place_of(stage, parallel_call(stage, api), api)
+    lines += _defined(stage)
+    lines.append(
+        "# (add deterministic=False where element order does not matter: a slow call no"
+        " longer holds up the rest)"
+    )
+    return lines
 
 
 def generator(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
-    where = f"   # instead of from_generator at {stage.location}" if stage.location else ""
+    signature = calls.keyword(calls.stage_call(stage, "from_generator"), "output_signature")
+    signature = signature or "<the output_signature you give from_generator>"
     return [
         f"# {fn} yields elements from Python, one at a time, under the GIL.",
         "# Arrays that fit in memory: slice them, no Python per element",
-        f"ds = tf.data.Dataset.from_tensor_slices((features, labels)){where}",
+        *in_place_of(
+            stage,
+            "tf.data.Dataset.from_tensor_slices(<the arrays the generator yields from>)",
+            "from_generator",
+        ),
+        *_defined(stage),
         "# Data in files: write TFRecord shards once, then read several at a time",
-        "ds = tf.data.TFRecordDataset(shards, num_parallel_reads=tf.data.AUTOTUNE).map(",
-        "    parse, num_parallel_calls=tf.data.AUTOTUNE)",
-        "# A generator that must stay: one per shard, interleaved on several threads (helps",
-        "# where it waits on I/O or releases the GIL)",
-        "ds = tf.data.Dataset.from_tensor_slices(shard_names).interleave(",
-        f"    lambda shard: tf.data.Dataset.from_generator({fn}, args=(shard,),",
-        "                                                output_signature=signature),",
-        "    cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
+        f"{ALTERNATIVE}tf.data.TFRecordDataset(<shard files>, num_parallel_reads={AUTOTUNE})"
+        f".map(<parse>, num_parallel_calls={AUTOTUNE})",
+        "# A generator that must stay: one per shard, read on several threads (helps where",
+        "# it waits on I/O or releases the GIL); the generator takes the shard as argument",
+        f"{ALTERNATIVE}tf.data.Dataset.from_tensor_slices(<shard names>).interleave("
+        f"lambda shard: tf.data.Dataset.from_generator({function_code(stage)}, args=(shard,), "
+        f"output_signature={signature}), num_parallel_calls={AUTOTUNE})",
     ]
 
 
@@ -123,32 +190,28 @@ def is_reader(stage: PipelineStage) -> bool:
     )
 
 
-def _reader_class(stage: PipelineStage) -> str:
-    for name in (stage.name, *stage.written_as):
+def _reader_api(stage: PipelineStage) -> str:
+    for name in (*stage.written_as, stage.name):
         if name.removesuffix("Dataset") in FILE_READERS:
-            return name.removesuffix("Dataset")
-    return "TFRecord"
+            return name.removesuffix("Dataset") + "Dataset"
+    return "TFRecordDataset"
 
 
 def reader(stage: PipelineStage) -> list[str]:
     compression = next((c for c in stage.codec_ops if c in COMPRESSION), None)
-    kind = _reader_class(stage)
-    args = f', compression_type="{compression}"' if compression else ""
-    if stage.parallelism and stage.parallelism > 1:
-        first = (
-            f"# {kind}Dataset already reads {stage.parallelism} files at once{_where(stage)}: "
-            "more, smaller shards let it read more"
-        )
+    api = _reader_api(stage)
+    call = calls.stage_call(stage, api)
+    lines: list[str]
+    if _written_parallel(call, "num_parallel_reads") or (stage.parallelism or 0) > 1:
+        lines = [
+            f"# {api} already reads {stage.parallelism or 'several'} files at once: more, "
+            "smaller shards let it read more at a time"
+        ]
     else:
-        first = f"# {kind}Dataset reads one file at a time{_where(stage)}: read several in parallel"
-    lines = [
-        first,
-        f"ds = tf.data.{kind}Dataset(files{args}, num_parallel_reads=tf.data.AUTOTUNE)",
-        "# or, for more control:",
-        "ds = tf.data.Dataset.from_tensor_slices(files).interleave(",
-        f"    lambda f: tf.data.{kind}Dataset(f{args}), cycle_length=8,",
-        "    num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
-    ]
+        lines = [
+            f"# {api} reads one file at a time: read several in parallel",
+            *in_place_of(stage, calls.with_keywords(call, num_parallel_reads=AUTOTUNE), api),
+        ]
     if compression:
         lines += [
             f"# {compression} inflates each file in one stream on one core: shards written",
@@ -158,29 +221,51 @@ def reader(stage: PipelineStage) -> list[str]:
 
 
 def interleave(stage: PipelineStage) -> list[str]:
-    fn = function_name(stage)
-    return [
-        f"# several inputs open and read at once{_where(stage)}",
-        f"ds = ds.interleave({fn}, cycle_length=8, num_parallel_calls=tf.data.AUTOTUNE,",
-        "                   deterministic=False)",
-    ]
+    """A flat_map or interleave: open and read several inputs at once."""
+    api = "flat_map" if "flat_map" in stage.written_as else "interleave"
+    call = calls.stage_call(stage, api)
+    new = calls.renamed(call, "interleave") if api == "flat_map" else call
+    if not _written_parallel(new):
+        new = calls.with_keywords(new, num_parallel_calls=AUTOTUNE)
+    lines = in_place_of(stage, new, api)
+    if api == "flat_map":
+        lines.append(
+            "# (the elements of several inputs now alternate, where flat_map read one input"
+            " to its end; add cycle_length=1 to keep flat_map's order)"
+        )
+    lines.append(
+        "# (add deterministic=False where element order does not matter: a slow input no"
+        " longer holds up the rest)"
+    )
+    return lines + _defined(stage)
+
+
+def cached(stage: PipelineStage, call: str | None = None) -> list[str]:
+    """``.cache()`` after the stage's last written call (or after ``call``, a rewrite)."""
+    api = stage.written_as[-1] if stage.written_as else None
+    new = calls.chained(call or calls.stage_call(stage, api), ".cache()")
+    return in_place_of(stage, new, api)
 
 
 def decode(stage: PipelineStage) -> list[str]:
     """Decode/decompress in a map: on all cores, once, or on the GPU outside TF."""
     fn = function_name(stage)
     ops = ", ".join(stage.codec_ops)
-    lines = [
-        f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it",
-        f"ds = ds.map({fn}, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)"
-        f"{_where(stage)}",
-    ]
+    lines = [f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it"]
+    api = _map_api(stage)
+    call = calls.stage_call(stage, api)
+    parallel = call if (stage.parallelism or 0) > 1 else parallel_call(stage, api)
     if stage.random or stage.stateful:
+        lines += in_place_of(stage, parallel, api)
         lines.append(f"# {fn} also draws random numbers: decode in a map of its own, cache that")
+    elif "batch" in stage.written_as:
+        lines += in_place_of(stage, parallel, api)
+        lines.append("# and cache after the batch (decoded once, not every epoch, where it fits)")
+        lines += cached(stage)
     else:
-        lines.append(
-            "ds = ds.cache()   # decoded once, not every epoch, where it fits (or .cache(path))"
-        )
+        lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
+        lines += in_place_of(stage, calls.chained(parallel, ".cache()"), api)
+    lines += _defined(stage)
     if any(op in JPEG_DECODERS for op in stage.codec_ops):
         lines += [
             "# JPEG with a random crop: decode only the window",
@@ -204,30 +289,50 @@ def decode(stage: PipelineStage) -> list[str]:
 
 
 def batch(stage: PipelineStage) -> list[str]:
+    call = calls.stage_call(stage, "batch")
+    if _written_parallel(call):
+        return ["# the batch already copies in parallel: a smaller element or fewer copies help"]
     return [
         "# the batch copies every element into one tensor: copy in parallel",
-        f"ds = ds.batch(batch_size, num_parallel_calls=tf.data.AUTOTUNE){_where(stage)}",
+        *in_place_of(stage, calls.with_keywords(call, num_parallel_calls=AUTOTUNE), "batch"),
     ]
 
 
 def filter_(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
+    call = calls.stage_call(stage, "filter")
     return [
-        f"# filter runs {fn} one element at a time: let TF parallelise it",
+        f"# filter runs {fn} one element at a time: let TF parallelise it (the options",
+        "# hold for the whole pipeline), or filter before the expensive maps",
         "options = tf.data.Options()",
         "options.experimental_optimization.filter_parallelization = True",
-        "ds = ds.with_options(options)",
-        "# or filter before the expensive maps, so dropped elements cost nothing",
+        *in_place_of(stage, calls.chained(call, ".with_options(options)"), "filter"),
     ]
 
 
 def generic() -> list[str]:
     return [
-        "ds = (ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)   # parallel, "
-        "not one element at a time",
-        "        .cache()                       # when the decoded data fits in memory",
-        "        .batch(batch_size)",
-        "        .prefetch(tf.data.AUTOTUNE))   # the next batch is ready when the step ends",
+        "# the usual order: parallel maps, a cache where the data fits, batch, prefetch",
+        f"{DATASET}.map(<your function>, num_parallel_calls={AUTOTUNE}).cache()"
+        f".batch(<batch size>).prefetch({AUTOTUNE})",
+    ]
+
+
+def after_last_call(pipeline: PipelineFacts, more: str) -> list[str]:
+    """``more`` (``.prefetch(...)``) chained after the pipeline's last written call."""
+    last = next((s for s in reversed(pipeline.stages) if s.written_as), None)
+    if last is None:
+        where = f" built at {pipeline.location}" if pipeline.location else ""
+        return [f"# at the end of the pipeline{where}", f"{DATASET}{more}"]
+    api = last.written_as[-1]
+    return in_place_of(last, calls.chained(calls.stage_call(last, api), more), api)
+
+
+def prefetch_at_end(pipeline: PipelineFacts) -> list[str]:
+    """``.prefetch(AUTOTUNE)`` after the pipeline's last written call."""
+    return [
+        "# last: the next batch is ready when the step ends",
+        *after_last_call(pipeline, f".prefetch({AUTOTUNE})"),
     ]
 
 
@@ -240,6 +345,10 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
         return python_function(stage)
     if is_reader(stage):
         return reader(stage)
+    if stage.kind in ("interleave", "flat_map") or {"interleave", "flat_map"} & set(
+        stage.written_as
+    ):
+        return interleave(stage)
     if is_map(stage):
         lines: list[str] = []
         if runs_sequentially(stage, pipeline.autotune):
@@ -247,22 +356,19 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
                 stateless_random(stage) if stage.random and stage.stateful else parallel_map(stage)
             )
         if vectorisable(pipeline, index, vectorise_below_s):
-            lines += vectorise(stage)
+            lines = vectorise(pipeline, index)
         if stage.codec_ops:
             lines += decode(stage)
         if lines:
             return lines
         lines = [
             f"# {function_name(stage)} already runs on {stage.parallelism or 'several'} "
-            "threads: make each call cheaper, do it once, or add cores",
-            f"ds = ds.map({function_name(stage)}, num_parallel_calls=tf.data.AUTOTUNE,"
-            f" deterministic=False){_where(stage)}",
+            "threads: make each call cheaper, do it once, or add cores"
         ]
         if not (stage.random or stage.stateful):
-            lines.append("ds = ds.cache()   # its result is the same every epoch: compute it once")
-        return lines
-    if stage.kind == "interleave":
-        return interleave(stage)
+            lines.append("# its result is the same every pass: compute it once")
+            lines += cached(stage)
+        return lines + _defined(stage)
     if stage.kind == "batch":
         return batch(stage)
     if stage.kind == "filter":

@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
     culprit_location,
-    function_name,
     input_wait,
     pipeline_name,
     stage_label,
@@ -257,18 +257,10 @@ def _memory_limit(tfdata: TfDataFacts, fraction: float) -> float | None:
 
 
 def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
-    where = f" written at {after.location}" if after.location else ""
-    if after.kind == "map":
-        call = f"ds = ds.map({function_name(after)}, num_parallel_calls=tf.data.AUTOTUNE)"
-    elif after.kind == "interleave":
-        call = f"ds = ds.interleave({function_name(after)}, num_parallel_calls=tf.data.AUTOTUNE)"
-    elif after.kind == "batch":
-        call = "ds = ds.batch(batch_size)"
-    else:
-        call = f"ds = ...   # {after.name}"
     lines = [
-        f"{call}   # {stage_label(after)}{where}: the same every pass",
-        f'ds = ds.cache()     # ~{_size(size)} in memory; .cache("/local_ssd/ds") keeps it on disk',
+        f"# {stage_label(after)} and the stages before it are the same every pass: keep"
+        f' their output, ~{_size(size)}, in memory (or on a local disk: .cache("<path>"))',
+        *fixes.cached(after),
     ]
     if stop is not None:
         lines.append(

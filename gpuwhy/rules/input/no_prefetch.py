@@ -6,6 +6,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
     ends_buffered,
     gain_text,
@@ -132,14 +133,10 @@ def _why(pipeline: PipelineFacts) -> str:
 
 
 def _fix(pipeline: PipelineFacts) -> str:
-    where = (
-        f"   # at the end of the pipeline built at {pipeline.location}" if pipeline.location else ""
-    )
-    lines = [f"ds = ds.prefetch(tf.data.AUTOTUNE){where}"]
+    lines = fixes.prefetch_at_end(pipeline)
     if not pipeline.autotune:
         lines.append(
             "# a written prefetch buffers with autotune off too; turning autotune "
-            "back on also lets TF parallelise maps:"
+            "back on also lets TF parallelise maps: options.autotune.enabled = True"
         )
-        lines.append("# options.autotune.enabled = True")
     return "\n".join(lines)

@@ -107,13 +107,12 @@ class SequentialMap(Rule):
             label = stage_label(stage)
             share = stage_share(pipeline, stage)
             below_s = options["vectorise_below_us"] * 1e-6
-            fix = (
-                fixes.stateless_random(stage)
-                if stage.random and stage.stateful
-                else fixes.parallel_map(stage)
-            )
             if vectorisable(pipeline, index, below_s):
-                fix += fixes.vectorise(stage)
+                fix = fixes.vectorise(pipeline, index)  # parallel, and once per batch
+            elif stage.random and stage.stateful:
+                fix = fixes.stateless_random(stage)
+            else:
+                fix = fixes.parallel_map(stage)
             row = stage_row(pipeline, index)
             evidence: dict[str, Any] = {
                 "stage": label,

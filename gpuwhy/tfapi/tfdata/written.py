@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.source_calls import written_call
 from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
@@ -208,6 +209,7 @@ class WrittenTransformation:
     codec_ops: tuple[str, ...] = ()  # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
     inner: tuple[str, ...] = ()  # the other inputs (zip, concatenate), described
     node: bool = True  # False: no node of its own when TF runs it (options)
+    call: str | None = None  # the call as written, one line: "ds.map(parse)", ".batch(32)"
 
     @property
     def noop(self) -> bool:
@@ -388,7 +390,23 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         codec_ops=tuple(codecs),
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=dataset_class(dataset).node,
+        call=_call_as_written(dataset, api, function),
     )
+
+
+def _call_as_written(dataset: Any, api: str, function: str | None) -> str | None:
+    """The user's call that made ``dataset``, read from their source (None for a
+    library's dataset, or where the source cannot be read)."""
+    value = getattr(dataset, ORIGIN_ATTR, None)
+    if not isinstance(value, tuple) or len(value) != 3:
+        return None
+    filename, line, by_library = value
+    if not filename or by_library:
+        return None
+    try:
+        return written_call(filename, line, api, function)
+    except Exception:  # noqa: BLE001 - a fix without the written call, never a failed run
+        return None
 
 
 def _is_internal_input(consumer: Any, dataset: Any) -> bool:

@@ -23,9 +23,12 @@ def test_input_bound_with_all_cores_busy_gets_tf_data_service():
     assert f.evidence["bottleneck"] == "stage Map(augment at train.py:47)"
     assert f.evidence["program_cpu_fraction"] == 0.95
     assert "other_processes_cpu_fraction" not in f.evidence
+    # after the pipeline's last call as written (the prefetch TF injected is not written)
     assert (
-        "tf.data.experimental.service.distribute(\n"
-        '    processing_mode="parallel_epochs", service="grpc://dispatcher:5050")'
+        "# train.py:65: in place of: ds.repeat()\n"
+        "ds.repeat().apply(tf.data.experimental.service.distribute("
+        "processing_mode='parallel_epochs', service='grpc://<dispatcher host>:5050'))"
+        ".prefetch(tf.data.AUTOTUNE)"
     ) in f.fix
     assert "DispatchServer" in f.fix and "WorkerServer" in f.fix
     assert "run augment once offline" in f.fix

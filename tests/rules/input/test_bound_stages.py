@@ -33,7 +33,7 @@ def test_the_bottleneck_is_named_in_title_and_evidence_and_located_at_its_functi
 def test_the_fix_is_the_bottlenecks_own():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
     assert "tf.data.Dataset.random(seed=42)" in f.fix  # stateful random -> stateless
-    assert "ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
+    assert "\nds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n" in f.fix
     assert "prefetch" not in f.fix  # TF injected one: nothing to add
     assert "preprocess" not in f.fix  # not the generic advice
 
@@ -43,7 +43,8 @@ def test_a_python_loop_reads_the_loops_pipeline():
     (f,) = check(t.facts(pipeline, steps=t.loop_steps(0.30)))
     assert f.evidence["bottleneck"] == "stage Map(<lambda> at train.py:30)"
     assert f.location == "train.py:30"
-    assert "tf.py_function" in f.fix and "ds = ds.map(fn, num_parallel_calls" in f.fix
+    assert "tf.py_function" in f.fix
+    assert "ds.map(lambda x: tf.py_function(slow, [x], tf.int64), num_parallel_calls" in f.fix
 
 
 def test_a_pipeline_the_steps_do_not_read_is_not_blamed():
@@ -60,8 +61,9 @@ def test_file_reader_bottleneck_gets_parallel_reads():
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
     assert f.evidence["bottleneck"] == "stage TFRecord at train.py:60"
     assert f.location == "train.py:60"
-    assert 'tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=' in f.fix
-    assert "ds = ds.prefetch(tf.data.AUTOTUNE)" in f.fix  # no buffer at its end
+    assert "TFRecordDataset(filenames, compression_type='GZIP', num_parallel_reads=" in f.fix
+    # no buffer at its end: after the last call written
+    assert "in place of: ds.batch(32)\nds.batch(32).prefetch(tf.data.AUTOTUNE)" in f.fix
 
 
 def test_cheap_per_element_map_gets_batch_before_map():
@@ -75,13 +77,15 @@ def test_cheap_per_element_map_gets_batch_before_map():
         self_time_s=0.08,
         parallelism=4,
         codec_ops=(),
+        written_calls=("ds.map(scale)", ".batch(32)"),
     )  # 25 µs per call
     pipeline = t.pipeline(t.tfrecord(), cheap, bottleneck=1)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)))
-    assert "ds = ds.batch(batch_size).map(scale, num_parallel_calls=tf.data.AUTOTUNE)" in f.fix
+    assert "\nds.batch(32).map(scale, num_parallel_calls=tf.data.AUTOTUNE)\n" in f.fix
+    assert "# and leave out the .batch(32) after it" in f.fix
     assert "25 µs per call" in f.fix
     (costly,) = check(t.facts(pipeline, steps=t.fit_steps(0.30)), vectorise_below_us=10)
-    assert "ds.batch(batch_size).map(scale" not in costly.fix
+    assert "ds.batch(32).map(scale" not in costly.fix
 
 
 def test_from_tfdata_alone_when_the_steps_measured_no_wait():

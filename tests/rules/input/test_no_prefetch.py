@@ -39,7 +39,7 @@ def test_autotune_off_and_no_written_prefetch_fires():
     assert f.evidence["last_stage"] == "BatchV2 at train.py:64"
     assert f.evidence["why_none"].startswith("autotune is off")
     assert f.evidence["prefetch_written"] is False and f.evidence["prefetch_as_run"] is False
-    assert f.fix.startswith("ds = ds.prefetch(tf.data.AUTOTUNE)")
+    assert "in place of: ds.batch(32)\nds.batch(32).prefetch(tf.data.AUTOTUNE)" in f.fix
     assert "options.autotune.enabled = True" in f.fix
     assert f.gain_value == pytest.approx(0.30)  # min(w, 1 - w)
 

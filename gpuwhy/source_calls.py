@@ -1,0 +1,88 @@
+"""The call a line of the user's program makes, read from its source as written.
+
+A fix is only pasteable when it starts from what the user wrote: the dataset variable,
+the function, the batch size and the keywords already there. The collectors know where
+each transformation was called (file and line, from the creating frame); this module
+reads that line's source with :mod:`ast` and gives the call back in a canonical,
+one-line form that the rules can rewrite (``ds.map(parse, num_parallel_calls=4)``).
+
+Python 3.11+ reports a method call's line as the line of the method's name, so
+``.map(`` on its own line of a chain is found at that line. A call whose receiver is a
+longer expression (a chain) is given from the dot (``.map(parse)``): the fix replaces
+that part of the chain only.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import tokenize
+
+# Larger sources are not parsed: a generated file is no place to paste a fix.
+MAX_SOURCE_BYTES = 2_000_000
+
+
+@functools.lru_cache(maxsize=64)
+def _tree(filename: str) -> ast.Module | None:
+    try:
+        with tokenize.open(filename) as handle:
+            source = handle.read(MAX_SOURCE_BYTES + 1)
+        if len(source) > MAX_SOURCE_BYTES:
+            return None
+        return ast.parse(source, filename)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _names_only(node: ast.expr) -> bool:
+    """``ds``, ``self.train_ds``, ``tf.data``: a receiver a fix can name as written."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _called_at(call: ast.Call, api: str, line: int) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr == api and func.end_lineno == line
+    return isinstance(func, ast.Name) and func.id == api and func.lineno == line
+
+
+def _runs(call: ast.Call, function: str) -> bool:
+    """The call's function argument is ``function`` ("parse", "<lambda>", "Model.f")."""
+    argument = call.args[0] if call.args else None
+    for keyword in call.keywords:
+        if keyword.arg in ("map_func", "predicate", "generator"):
+            argument = keyword.value
+    if argument is None:
+        return False
+    if isinstance(argument, ast.Lambda):
+        return function == "<lambda>"
+    return ast.unparse(argument).split(".")[-1] == function.split(".")[-1]
+
+
+def call_text(call: ast.Call) -> str:
+    """The call on one line; from the dot when its receiver is an expression."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and not _names_only(func.value):
+        bare = ast.Call(func=ast.Name(id=func.attr), args=call.args, keywords=call.keywords)
+        return "." + ast.unparse(bare)
+    return ast.unparse(call)
+
+
+def written_call(filename: str, line: int, api: str, function: str | None = None) -> str | None:
+    """The call of ``api`` (``map``, ``batch``, ``TFRecordDataset`` ...) at ``line`` of
+    ``filename``, or None where it cannot be told: no source, no such call there, or
+    several different ones the function name does not tell apart."""
+    tree = _tree(filename)
+    if tree is None or line <= 0:
+        return None
+    found = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _called_at(node, api, line)
+    ]
+    if function and len(found) > 1:
+        found = [call for call in found if _runs(call, function)] or found
+    texts = {call_text(call) for call in found}
+    return texts.pop() if len(texts) == 1 else None
