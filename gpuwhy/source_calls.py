@@ -16,14 +16,24 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import tokenize
 
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
 
 
-@functools.lru_cache(maxsize=64)
 def _tree(filename: str) -> ast.Module | None:
+    """The file's syntax tree, parsed once per version of the file."""
+    try:
+        status = os.stat(filename)
+    except OSError:
+        return None
+    return _parsed(filename, status.st_mtime_ns, status.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(filename: str, mtime_ns: int, size: int) -> ast.Module | None:
     try:
         with tokenize.open(filename) as handle:
             source = handle.read(MAX_SOURCE_BYTES + 1)

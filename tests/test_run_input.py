@@ -63,6 +63,10 @@ def test_the_stages_are_tf_s_own_joined_with_the_lines_that_wrote_them(fit_run):
     augment = stages["Map"]
     assert augment["function"] == "augment" and augment["stateful"] and augment["random"]
     assert stages["Prefetch"]["written_as"] == []  # injected by TF
+    # each call as written, read from the example's source
+    assert reader["written_calls"] == ["tf.data.TFRecordDataset(files, compression_type='GZIP')"]
+    assert parse["written_calls"] == [".map(parse)"]
+    assert stages["Shuffle"]["written_calls"] == [".shuffle(256, seed=0)"]
 
 
 def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
@@ -73,6 +77,12 @@ def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
     ids = {f["id"]: f for f in record["findings"]}
     assert ids["input.sequential-map"]["location"] == augment_line
     assert "stateless" in ids["input.sequential-map"]["fix"]
+    # the fix rewrites the call as written in the chain, nothing else
+    map_line = line_with(EXAMPLE, ".map(augment)")
+    assert (
+        f"# {WHERE}:{map_line}: in place of: .map(augment)\n"
+        ".map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    ) in ids["input.sequential-map"]["fix"]
     assert ids["input.bound"]["location"] == augment_line
     assert "compression.cpu-codec" in ids and "input.no-cache" in ids
     assert "input.no-prefetch" not in ids  # TF injected one

@@ -35,6 +35,12 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 MiB = 1024 * 1024
 
 
+# The default view: low and info findings in one line; of the others, this much evidence.
+BRIEF_SEVERITIES = ("low", "info")
+EVIDENCE_LINES = 8
+MIN_TABLE_ROWS = 2
+
+
 class TerminalRenderer(Renderer):
     name = "terminal"
     file_extension = "txt"
@@ -103,6 +109,12 @@ class TerminalRenderer(Renderer):
 
     # -- findings ---------------------------------------------------------------------
     def _finding(self, number: int, f: Finding) -> Group:
+        """A finding: its head line, then (high and medium, or --verbose) its causes,
+        evidence, fix and gain. The default view keeps each finding short enough that a
+        program with many findings still reads on one screen: low and info findings are
+        their head line alone, and evidence is cut after ``EVIDENCE_LINES`` lines (a
+        table keeps ``MIN_TABLE_ROWS`` rows at least), each cut saying what --verbose
+        adds."""
         head = Text()
         head.append(f"{number}. ")
         head.append(f"{f.severity.upper():<6}", style=SEVERITY_STYLE[f.severity])
@@ -111,25 +123,39 @@ class TerminalRenderer(Renderer):
         if f.location:
             head.append(f"  at {f.location}", style="underline")
         parts: list[Any] = [head]
+        if not self.verbose and f.severity in BRIEF_SEVERITIES:
+            return Group(*parts)
         causes = finding_causes(f.evidence)
         for i, (title, detail) in enumerate(causes or (), 1):
             line = Text(f"   cause {i}: ", style="bold")
             line.append(title)
             line.append(f" — {detail}", style="dim" if i > 1 else "")
             parts.append(line)
-        for key, value in f.evidence.items():
-            if (key == "causes" and causes) or (key == "tensorflow_log" and not self.verbose):
-                continue
+        items = [
+            (key, value)
+            for key, value in f.evidence.items()
+            if not ((key == "causes" and causes) or (key == "tensorflow_log" and not self.verbose))
+        ]
+        budget = None if self.verbose else EVIDENCE_LINES
+        for index, (key, value) in enumerate(items):
+            if budget is not None and budget <= 0:
+                parts.append(Text(f"   … {len(items) - index} more (--verbose)", style="dim"))
+                break
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                rows = None if budget is None else max(MIN_TABLE_ROWS, budget - 1)
                 parts.append(Text(f"   {key}:", style="dim"))
-                for row in value[: None if self.verbose else 8]:
+                for row in value[:rows]:
                     parts.append(Text(f"     · {_row_text(row, self.verbose)}", style="dim"))
-                if not self.verbose and len(value) > 8:
-                    parts.append(Text(f"     · {len(value) - 8} more (--verbose)", style="dim"))
+                if rows is not None and len(value) > rows:
+                    parts.append(Text(f"     · {len(value) - rows} more (--verbose)", style="dim"))
+                if budget is not None:
+                    budget -= 1 + min(rows or len(value), len(value))
                 continue
             if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
                 value = ", ".join(map(str, value)) if value else "-"
             parts.append(Text(f"   {key}: {_short(value)}", style="dim"))
+            if budget is not None:
+                budget -= 1
         if f.fix:
             parts.append(Text("   fix:", style="bold"))
             parts.extend(self._code(f.fix, indent=5))

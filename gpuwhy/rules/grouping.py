@@ -15,6 +15,7 @@ one line, say) and stay apart.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from gpuwhy.rules.base import Finding
@@ -56,13 +57,15 @@ def _merge(group: list[Finding]) -> Finding:
     if len(group) == 1:
         return group[0]
     lead = min(group, key=Finding.sort_key)
+    ordered = sorted(group, key=Finding.sort_key)
+    start = _common_prefix_end([f.title for f in ordered])
     rows = [
         {
             PIPELINE_KEY: f.evidence[PIPELINE_KEY],
             "severity": f.severity,
-            "finding": f.title,
+            "finding": _figures(f.title, start),
         }
-        for f in sorted(group, key=Finding.sort_key)
+        for f in ordered
     ]
     evidence: dict[str, Any] = {}
     for key, value in lead.evidence.items():
@@ -75,3 +78,20 @@ def _merge(group: list[Finding]) -> Finding:
         title=f"{lead.title} (one cause, in {len(group)} pipelines)",
         evidence=evidence,
     )
+
+
+def _figures(title: str, start: int) -> str:
+    """What a row shows of its finding: the title past what all titles share, or past
+    its first ": " (where the titles differ early, in a stage's run name, say)."""
+    if start > 0:
+        return title[start:]
+    _, colon, rest = title.partition(": ")
+    return rest if colon else title
+
+
+def _common_prefix_end(titles: list[str]) -> int:
+    """Where the titles stop agreeing, at a word boundary after ": " or ", ": each row
+    then shows what differs (its figures), not the cause the finding's title names."""
+    prefix = os.path.commonprefix(titles)
+    cut = max(prefix.rfind(": "), prefix.rfind(", "))
+    return cut + 2 if cut >= 0 else 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, StepFacts
@@ -23,6 +25,48 @@ from gpuwhy.rules.input.common import (
     steps_pipeline,
     steps_wait,
 )
+
+# A wait is a burst when it is this many times the median wait (and at least BURST_MIN_S);
+# the waits are bursty when bursts, at most BURSTY_STEP_SHARE of the steps, hold at
+# least half of the wait.
+BURST_OVER_MEDIAN = 10.0
+BURST_MIN_S = 0.001
+BURSTY_STEP_SHARE = 0.20
+
+
+@dataclass(frozen=True)
+class Bursts:
+    """The few long waits that make most of a wait share."""
+
+    count: int
+    shortest_s: float
+    longest_s: float
+    share: float  # of the recorded wait
+    steps: int
+    median_s: float
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.count} of {self.steps} waits, of {duration(self.shortest_s)}–"
+            f"{duration(self.longest_s)}, make {self.share:.0%} of it (median wait "
+            f"{duration(self.median_s)})"
+        )
+
+
+def bursts(steps: StepFacts) -> Bursts | None:
+    """The waits far above the median wait, where they are few and make most of the
+    recorded wait: a share made of bursts reads very unlike the typical step, and a
+    reader comparing it with the median must see why."""
+    waits = [w for w in steps.input_waits[steps.warmup :] if w is not None]
+    total = sum(waits)
+    if len(waits) < 10 or total <= 0:
+        return None
+    median = statistics.median(waits)
+    long = [w for w in waits if w >= max(BURST_OVER_MEDIAN * median, BURST_MIN_S)]
+    if not long or len(long) > BURSTY_STEP_SHARE * len(waits) or sum(long) < total / 2:
+        return None
+    return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median)
 
 
 class InputBound(Rule):
@@ -105,17 +149,25 @@ class InputBound(Rule):
         share = wait.fraction
         pipeline = steps_pipeline(facts)
         site = re.search(r" at (\S+:\d+)$", steps.marker)
-        title = (
-            f"Steps wait for input {share:.0%} of the time "
-            f"({duration(steps.input_wait_median_s)} of a {duration(steps.median_s)} step)"
-        )
+        measured = steps.count - steps.warmup
+        mean_step = steps.total_s / measured if measured > 0 and steps.total_s > 0 else None
+        title = f"Steps wait for input {share:.0%} of the time"
+        if mean_step is not None:
+            # the share is of the total: the figures beside it are means, as it is
+            title += f" (a mean {duration(share * mean_step)} of a {duration(mean_step)} step)"
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(share, 3),
+            "input_wait_mean_ms": _round_ms(share * mean_step if mean_step else None),
+            "step_mean_ms": _round_ms(mean_step),
             "input_wait_median_ms": _round_ms(steps.input_wait_median_s),
             "step_median_ms": _round_ms(steps.median_s),
-            "steps_measured": steps.count - steps.warmup,
+            "steps_measured": measured,
             "measured_at": steps.marker,
         }
+        burst = bursts(steps)
+        if burst is not None:
+            title += f"; {burst.text}"
+            evidence["wait_bursts"] = burst.text
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
         return self._finding(

@@ -66,6 +66,15 @@ def keyword(call: str, name: str) -> str | None:
     return None
 
 
+def argument(call: str, position: int, name: str) -> str | None:
+    """The argument written at ``position`` or as keyword ``name`` (source text)."""
+    node, holes = _parse(call)
+    if len(node.args) > position and not isinstance(node.args[position], ast.Starred):
+        return _unfill(ast.unparse(node.args[position]), holes)
+    found = keyword(call, name)
+    return None if found is None else found
+
+
 def with_keywords(call: str, **values: str) -> str:
     """``call`` with each keyword set to the given source text (replaced where it is
     already written, added at the end where not)."""

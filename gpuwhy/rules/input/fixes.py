@@ -41,7 +41,9 @@ def in_place_of(stage: PipelineStage, new: str, api: str | None = None) -> list[
     old = calls.stage_call(stage, api)
     if new == old:
         return []
-    where = f"{stage.location}: " if stage.location else ""
+    # a fused stage's location is its first call's: the others' lines are not known
+    first = api is None or not stage.written_as or api == stage.written_as[0]
+    where = f"{stage.location}: " if stage.location and first else ""
     return [f"# {where}{IN_PLACE_OF}{old}", new]
 
 
@@ -139,12 +141,10 @@ def python_function(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
     api = _map_api(stage)
     lines = [
-        f"# {fn} calls Python (tf.py_function / tf.numpy_function), which TF runs one",
+        f"# {fn} calls Python (py_function, numpy_function or a generator): TF runs it one",
         "# element at a time. Written with TF ops (tf.io, tf.image, tf.strings, tf.math) it",
-        "# runs in C++ on every core and TF parallelises it by itself.",
-        "# Python that must stay: parallel calls overlap where it releases the GIL (sleeps,",
-        "# file and network reads, NumPy/OpenCV/PIL on large arrays); pure-Python loops",
-        "# take turns on one core whatever the setting:",
+        "# runs in C++ on every core. Python that must stay may overlap in parallel calls",
+        "# where it releases the GIL (sleeps, I/O, NumPy/OpenCV/PIL on large arrays):",
     ]
     if api in ("flat_map", "interleave"):
         return lines + interleave(stage)
@@ -159,8 +159,10 @@ def python_function(stage: PipelineStage) -> list[str]:
 
 def generator(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
-    signature = calls.keyword(calls.stage_call(stage, "from_generator"), "output_signature")
+    written = calls.stage_call(stage, "from_generator")
+    signature = calls.keyword(written, "output_signature")
     signature = signature or "<the output_signature you give from_generator>"
+    generator_code = calls.argument(written, 0, "generator") or function_code(stage)
     return [
         f"# {fn} yields elements from Python, one at a time, under the GIL.",
         "# Arrays that fit in memory: slice them, no Python per element",
@@ -176,7 +178,7 @@ def generator(stage: PipelineStage) -> list[str]:
         "# A generator that must stay: one per shard, read on several threads (helps where",
         "# it waits on I/O or releases the GIL); the generator takes the shard as argument",
         f"{ALTERNATIVE}tf.data.Dataset.from_tensor_slices(<shard names>).interleave("
-        f"lambda shard: tf.data.Dataset.from_generator({function_code(stage)}, args=(shard,), "
+        f"lambda shard: tf.data.Dataset.from_generator({generator_code}, args=(shard,), "
         f"output_signature={signature}), num_parallel_calls={AUTOTUNE})",
     ]
 

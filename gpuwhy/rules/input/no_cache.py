@@ -98,7 +98,7 @@ class NoCache(Rule):
       finding is medium rather than low (0.05).
     - `min_saved_s`: seconds of the cacheable stages' work (TF's self time, all
       threads) that the passes after the first redid, below which a cache saves too
-      little to report (0.2).
+      little to report (0.05).
     """
 
     id = "input.no-cache"
@@ -109,7 +109,7 @@ class NoCache(Rule):
         "max_memory_fraction": 0.50,
         "min_stage_fraction": 0.20,
         "min_input_wait": 0.05,
-        "min_saved_s": 0.2,
+        "min_saved_s": 0.05,
     }
     question = "Why is every epoch slow?"
 
@@ -270,4 +270,6 @@ def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
 
 
 def _size(size: float) -> str:
+    if size < 2**20:
+        return f"{size / 1024:,.0f} KiB"
     return f"{size / GiB:,.1f} GiB" if size >= GiB else f"{size / 2**20:,.0f} MiB"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PipelineStage
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
@@ -17,6 +17,17 @@ from gpuwhy.rules.input.common import (
     stage_row,
     stage_share,
     wait_evidence,
+)
+
+# Said of a Python stage: what holds is known, what parallel calls gain is not measured.
+_WHY_SEQUENTIAL = (
+    "TF runs Python one element at a time (the stage is stateful); parallel calls may "
+    "overlap where the Python releases the GIL (sleeps, I/O, NumPy on large arrays) and "
+    "take turns where it is pure Python"
+)
+_WHY_PARALLEL = (
+    "parallel calls of Python may take turns on one core where the Python holds the GIL "
+    "(pure-Python code), and overlap only where it releases it (sleeps, I/O, NumPy)"
 )
 
 
@@ -39,9 +50,13 @@ class PythonFunction(Rule):
     reported as low.
 
     ## Why is this slow?
-    Python code holds the GIL, so `num_parallel_calls` threads take turns on one core
-    instead of using all of them, and they compete with the training loop's own Python
-    thread. The stage is stateful, so TF's map_parallelization leaves it sequential;
+    Python bytecode runs under the GIL: `num_parallel_calls` threads running pure-Python
+    code take turns on one core instead of using all of them, and compete with the
+    training loop's own Python thread. Python that sleeps, waits on files or the
+    network, or hands large arrays to NumPy, OpenCV or PIL releases the GIL while it
+    does, and parallel calls of it may overlap: the finding says "may", since how much
+    of a function holds the GIL is not measured. The stage is stateful, so TF's
+    map_parallelization leaves it sequential;
     tensors are converted to NumPy and back on every call; and the pipeline cannot run
     on tf.data service workers, since the Python function exists only in this process.
     When it is the slowest stage, the GPU idles until Python has produced the batch.
@@ -53,7 +68,7 @@ class PythonFunction(Rule):
         return np.asarray(img, np.float32) / 255.0
 
     ds = paths.map(lambda p: tf.py_function(load, [p], tf.float32),
-                   num_parallel_calls=tf.data.AUTOTUNE)      # still one core: the GIL
+                   num_parallel_calls=tf.data.AUTOTUNE)      # PIL's Python parts: the GIL
     ```
 
     Use instead:
@@ -117,9 +132,9 @@ class PythonFunction(Rule):
                 evidence: dict[str, Any] = {
                     "stage": label,
                     "pipeline": pipeline_name(pipeline),
+                    "why": _WHY_PARALLEL if _runs_in_parallel(stage) else _WHY_SEQUENTIAL,
                     "slowest_stage": slowest,
                     **_row_numbers(stage_row(pipeline, index)),
-                    "why": "Python holds the GIL: parallel calls take turns on one core",
                 }
                 if share is None:
                     evidence["time"] = "not measured" + (
@@ -150,6 +165,12 @@ class PythonFunction(Rule):
                     )
                 )
         return findings
+
+
+def _runs_in_parallel(stage: PipelineStage) -> bool:
+    """Parallel as run (threads) or as written (num_parallel_calls other than 1)."""
+    written = stage.parallelism_written
+    return (stage.parallelism or 1) > 1 or (written is not None and written not in (0, 1))
 
 
 def _row_numbers(row: dict[str, Any]) -> dict[str, Any]:

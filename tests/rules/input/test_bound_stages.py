@@ -16,7 +16,7 @@ def check(facts, **options):
 def test_the_bottleneck_is_named_in_title_and_evidence_and_located_at_its_function():
     (f,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40)))
     assert f.title == (
-        "Steps wait for input 40% of the time (10.0 ms of a 25.0 ms step); "
+        "Steps wait for input 40% of the time (a mean 10.0 ms of a 25.0 ms step); "
         "the slowest stage is Map(augment at train.py:47)"
     )
     assert f.evidence["bottleneck"] == "stage Map(augment at train.py:47)"

@@ -74,9 +74,7 @@ def test_from_generator_gets_slices_records_or_interleaved_generators():
         "Input stage Generator(batches at train.py:12) runs the Python generator"
     )
     assert f.location == "train.py:12"
-    assert (
-        "tf.data.Dataset.from_tensor_slices(<the arrays the generator yields from>)" in f.fix
-    )
+    assert "tf.data.Dataset.from_tensor_slices(<the arrays the generator yields from>)" in f.fix
     assert "num_parallel_reads=tf.data.AUTOTUNE" in f.fix
     assert "tf.data.Dataset.from_generator(batches, args=(shard,)" in f.fix
     assert "output_signature=signature)" in f.fix  # the program's own signature
@@ -84,3 +82,17 @@ def test_from_generator_gets_slices_records_or_interleaved_generators():
 
 def test_pipelines_without_python_are_quiet():
     assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40))) == []
+
+
+def test_what_parallel_calls_gain_is_said_as_may_not_as_fact():
+    # A py_function that sleeps releases the GIL: parallel calls of it do overlap, so
+    # "take turns" is never said as a fact of every Python stage.
+    sequential = t.py_function_pipeline(consumer="python-loop")
+    (f,) = check(t.facts(sequential, steps=t.loop_steps(0.30)))
+    assert "may overlap" in f.evidence["why"] and "releases the GIL" in f.evidence["why"]
+    stages = list(sequential.stages)
+    stages[1] = replace(stages[1], parallelism=8, parallelism_written=-1, name="ParallelMapV2")
+    parallel = replace(sequential, stages=tuple(stages))
+    (f,) = check(t.facts(parallel, steps=t.loop_steps(0.30)))
+    assert f.evidence["why"].startswith("parallel calls of Python may take turns")
+    assert "TF ops" in f.fix  # the rewrite stays the lead fix

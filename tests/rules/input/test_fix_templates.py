@@ -1,0 +1,405 @@
+"""Every input fix template, pasted into a real tf.data program and run.
+
+Each case is a small program written the way users write pipelines (a variable
+reassigned per step, a chain over several lines, lambdas, GZIP TFRecords, a generator).
+Its stages are described the way the collectors describe them, with the calls read from
+the program's file by gpuwhy.source_calls; the template's fix is pasted where it says
+(tests/rules/input/paste.py) and the pasted program must run and yield the same element
+spec (and, where the fix keeps them, as many elements) as the original.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.rules.distribute.cpu_starved_input import _fix as cpu_starved_fix
+from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input.no_cache import _fix as no_cache_fix
+from gpuwhy.source_calls import written_call
+from tests.rules.input import paste
+
+tf = pytest.importorskip("tensorflow")
+
+PRELUDE = """\
+import numpy as np
+import tensorflow as tf
+
+filenames = {filenames!r}
+shard_files = {shard_files!r}
+pngs = [tf.io.encode_png(tf.fill([4, 4, 3], tf.constant(i, tf.uint8))) for i in range(8)]
+signature = tf.TensorSpec([], tf.float32)
+
+
+def parse_record(record):
+    return tf.io.parse_single_example(record, {{"x": tf.io.FixedLenFeature([], tf.float32)}})["x"]
+
+
+def parse(x):
+    return tf.cast(x, tf.float32) * 2.0
+
+
+def scale(x):
+    return x * 3
+
+
+def slow(x):
+    return x + 1
+
+
+def augment(x, seed=None):
+    x = tf.cast(x, tf.float32)
+    if seed is None:
+        return x + tf.random.uniform([])
+    return x + tf.random.stateless_uniform([], seed)
+
+
+def decode(data):
+    return tf.io.decode_png(data)
+
+
+def batches(shard=b""):
+    for i in range(64):
+        yield np.float32(i)
+
+
+"""
+
+# what a reader fills in for each placeholder a fix may carry
+PLACEHOLDERS = {
+    "<dataset>": "ds",
+    "<the arrays the generator yields from>": "np.arange(64, dtype=np.float32)",
+    "<shard files>": "shard_files",
+    "<shard names>": "shard_files",
+    "<parse>": "parse_record",
+    "<your function>": "parse",
+    "<batch size>": "8",
+    "<path>": "{cache}",
+}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("records")
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    filenames = []
+    for shard in range(2):
+        path = str(root / f"train-{shard}.tfrecord.gz")
+        with tf.io.TFRecordWriter(path, options) as writer:
+            for i in range(32):
+                feature = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=[i]))}
+                example = tf.train.Example(features=tf.train.Features(feature=feature))
+                writer.write(example.SerializeToString())
+        filenames.append(path)
+    plain = str(root / "shard-0.tfrecord")
+    with tf.io.TFRecordWriter(plain) as writer:
+        for i in range(64):
+            feature = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=[i]))}
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
+    return {"filenames": filenames, "shard_files": [plain], "root": root}
+
+
+class Program:
+    """One user program on disk, and its stages as the collectors see them."""
+
+    def __init__(self, tmp: Path, data: dict, body: str) -> None:
+        self.source = PRELUDE.format(**data) + body
+        # a new name per program: linecache (and so autograph, reading a lambda's
+        # source) would give an earlier program's line for a rewritten file
+        self.name = f"train_{len(list(tmp.glob('train_*.py')))}.py"
+        self.path = paste.write(tmp, self.name, self.source)
+
+    def line_of(self, needle: str) -> int:
+        for number, line in enumerate(self.source.splitlines(), start=1):
+            if needle in line:
+                return number
+        raise AssertionError(f"{needle!r} not in the program")
+
+    def stage(self, needle: str, written_as: tuple[str, ...], **fields) -> PipelineStage:
+        """The stage whose first call's method name is on the line holding ``needle``;
+        further calls of a fused stage are found by their own needles."""
+        needles = fields.pop("needles", (needle,) * len(written_as))
+        function = fields.get("function")
+        calls, location = [], None
+        for api, each in zip(written_as, needles, strict=True):
+            line = self.line_of(each)
+            location = location or f"{self.name}:{line}"
+            calls.append(written_call(str(self.path), line, api, function) or "")
+        base = PipelineStage(
+            name=fields.pop("name", "Map"),
+            kind=fields.pop("kind", "map"),
+            written_as=written_as,
+            written_calls=tuple(calls),
+            location=location,
+            elements=1000,
+            self_time_s=1.0,
+        )
+        return replace(base, **fields)
+
+    def run(self, source: str) -> tuple[object, int | None]:
+        namespace: dict[str, object] = {"__name__": "__main__"}
+        exec(compile(source, str(self.path), "exec"), namespace)
+        ds = namespace["ds"]
+        count = sum(1 for _ in ds) if ds.cardinality() != tf.data.INFINITE_CARDINALITY else None
+        return ds.element_spec, count
+
+    def check(self, fix: str, same_count: bool = True, **placeholders: str) -> list[str]:
+        """Paste ``fix``; every version runs and yields what the original yields."""
+        assert fix.strip(), "an empty fix"
+        spec, count = self.run(self.source)
+        filled = {**PLACEHOLDERS, **placeholders}
+        filled["<path>"] = str(self.path.parent / "cache")
+        versions = paste.pasted(self.source, fix, filled)
+        assert len(versions) >= 1
+        for version in versions:
+            assert version != self.source, f"nothing pasted:\n{fix}"
+            new_spec, new_count = self.run(version)
+            assert new_spec == spec, f"{new_spec} != {spec} after\n{fix}\n---\n{version}"
+            if same_count:
+                assert new_count == count, f"{new_count} != {count} after\n{fix}"
+        return versions
+
+
+@pytest.fixture()
+def program(tmp_path, data):
+    return lambda body: Program(tmp_path, data, body)
+
+
+def test_parallel_map_keeps_the_variable_and_function(program):
+    p = program("ds = tf.data.Dataset.range(64)\nds = ds.map(parse)\nds = ds.batch(8)\n")
+    stage = p.stage("ds.map(parse)", ("map",), function="parse")
+    fix = "\n".join(fixes.parallel_map(stage))
+    assert "ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in fix
+    (pasted,) = p.check(fix)
+    assert "ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n" in pasted
+
+
+def test_a_chained_lambda_written_sequential_is_replaced_where_it_is(program):
+    p = program(
+        "ds = (tf.data.Dataset.range(64)\n"
+        "      .map(lambda x: x * 2,\n"
+        "           num_parallel_calls=1)\n"
+        "      .batch(8))\n"
+    )
+    stage = p.stage(".map(lambda", ("map",), function="<lambda>", parallelism_written=1)
+    fix = "\n".join(fixes.parallel_map(stage))
+    assert ".map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)" in fix
+    assert "num_parallel_calls=1" not in fix.splitlines()[-1]  # replaced, not repeated
+    p.check(fix)
+
+
+def test_a_call_whose_source_is_unknown_gets_placeholders(program):
+    p = program("ds = tf.data.Dataset.range(64)\nds = ds.map(parse)\n")
+    stage = replace(p.stage("ds.map(parse)", ("map",), function="parse"), written_calls=())
+    fix = "\n".join(fixes.parallel_map(stage))
+    assert "<dataset>.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in fix
+    p.check(fix)
+
+
+def test_nothing_is_suggested_that_is_already_written(program):
+    p = program("ds = tf.data.Dataset.range(64).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n")
+    stage = p.stage(".map(parse", ("map",), function="parse", name="ParallelMapV2")
+    assert fixes.parallel_map(stage) == []
+    batched = program("ds = tf.data.Dataset.range(64).batch(8, num_parallel_calls=4)\n")
+    batch = batched.stage(".batch(8", ("batch",), kind="batch", name="ParallelBatch")
+    assert "num_parallel_calls" not in "\n".join(fixes.batch(batch))
+
+
+def test_vectorise_moves_the_written_batch_before_the_map(program):
+    p = program("ds = tf.data.Dataset.range(64)\nds = ds.map(scale)\nds = ds.batch(8)\n")
+    stages = (
+        p.stage("ds.map(scale)", ("map",), function="scale", self_time_s=0.02),
+        p.stage("ds.batch(8)", ("batch",), kind="batch", name="BatchV2"),
+    )
+    pipeline = PipelineFacts(id=1, stages=stages)
+    fix = "\n".join(fixes.vectorise(pipeline, 0))
+    assert "\nds.batch(8).map(scale, num_parallel_calls=tf.data.AUTOTUNE)\n" in fix
+    (pasted,) = p.check(fix)
+    assert "ds.batch(8)\nds = ds.batch(8)" not in pasted
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ("ds = tf.data.Dataset.range(64).map(augment)\n", ".map(augment)"),
+        ("ds = tf.data.Dataset.range(64)\nds = ds.map(augment)\n", "ds.map(augment)"),
+    ],
+)
+def test_stateful_random_map_parallel_or_seeded(program, body, needle):
+    p = program(body)
+    stage = p.stage(needle, ("map",), function="augment", random=True, stateful=True)
+    versions = p.check("\n".join(fixes.stateless_random(stage)))
+    assert len(versions) == 2  # parallel as it is; seeded with stateless ops
+
+
+def test_python_map_and_python_flat_map(program):
+    p = program(
+        "ds = tf.data.Dataset.range(64)\n"
+        "ds = ds.map(lambda x: tf.py_function(slow, [x], tf.int64))\n"
+    )
+    stage = p.stage("ds.map(lambda", ("map",), function="<lambda>", python=True)
+    fix = "\n".join(fixes.python_function(stage))
+    assert "the lambda calls Python" in fix and "fn" not in fix.split()
+    p.check(fix)
+    nested = program(
+        "ds = tf.data.Dataset.range(8)\n"
+        "ds = ds.flat_map(lambda x: tf.data.Dataset.from_tensors("
+        "tf.py_function(slow, [x], tf.int64)).repeat(4))\n"
+    )
+    stage = nested.stage(
+        "ds.flat_map",
+        ("flat_map",),
+        kind="flat_map",
+        name="FlatMap",
+        python=True,
+        function="<lambda>",
+    )
+    fix = "\n".join(fixes.python_function(stage))
+    assert ".interleave(" in fix and ".map(" not in fix  # never a map template here
+    nested.check(fix)
+
+
+def test_generator_alternatives_each_run(program):
+    p = program("ds = tf.data.Dataset.from_generator(batches, output_signature=signature)\n")
+    stage = p.stage(
+        "from_generator",
+        ("from_generator",),
+        kind="generator",
+        name="Generator",
+        function="batches",
+        python=True,
+    )
+    fix = "\n".join(fixes.generator(stage))
+    assert "output_signature=signature" in fix  # the program's own signature
+    versions = p.check(fix)
+    assert len(versions) == 3
+
+
+def test_reader_gets_parallel_reads_with_its_own_arguments(program):
+    p = program(
+        'ds = tf.data.TFRecordDataset(filenames, compression_type="GZIP")\n'
+        "ds = ds.map(parse_record)\n"
+    )
+    stage = p.stage(
+        "TFRecordDataset(",
+        ("TFRecordDataset",),
+        kind="source",
+        name="TFRecord",
+        codec_ops=("GZIP",),
+    )
+    fix = "\n".join(fixes.reader(stage))
+    assert (
+        "tf.data.TFRecordDataset(filenames, compression_type='GZIP', "
+        "num_parallel_reads=tf.data.AUTOTUNE)"
+    ) in fix
+    p.check(fix)
+
+
+def test_flat_map_over_files_becomes_a_parallel_interleave(program):
+    p = program(
+        "ds = tf.data.Dataset.from_tensor_slices(filenames)\n"
+        'ds = ds.flat_map(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"))\n'
+        "ds = ds.map(parse_record)\n"
+    )
+    stage = p.stage(
+        "ds.flat_map", ("flat_map",), kind="flat_map", name="FlatMap", function="<lambda>"
+    )
+    fix = "\n".join(fixes.interleave(stage))
+    assert "ds.interleave(lambda f:" in fix and "num_parallel_calls=tf.data.AUTOTUNE" in fix
+    p.check(fix)  # the same elements, in another order
+
+
+@pytest.mark.parametrize("random", [False, True])
+def test_decode_map_parallel_and_cached_unless_random(program, random):
+    p = program("ds = tf.data.Dataset.from_tensor_slices(pngs)\nds = ds.map(decode)\n")
+    stage = p.stage(
+        "ds.map(decode)",
+        ("map",),
+        function="decode",
+        codec_ops=("DecodePng",),
+        random=random,
+        stateful=random,
+    )
+    fix = "\n".join(fixes.decode(stage))
+    assert (".cache()" in fix) is not random
+    p.check(fix)
+
+
+def test_decode_fused_with_its_batch_caches_after_the_batch(program):
+    p = program(
+        "ds = tf.data.Dataset.from_tensor_slices(pngs)\nds = ds.map(decode)\nds = ds.batch(4)\n"
+    )
+    stage = p.stage(
+        "",
+        ("map", "batch"),
+        function="decode",
+        codec_ops=("DecodePng",),
+        name="MapAndBatch",
+        needles=("ds.map(decode)", "ds.batch(4)"),
+    )
+    fix = "\n".join(fixes.decode(stage))
+    assert "ds.batch(4).cache()" in fix
+    p.check(fix)
+
+
+def test_batch_filter_and_an_already_parallel_map(program):
+    p = program(
+        "ds = tf.data.Dataset.range(64)\n"
+        "ds = ds.filter(lambda x: x % 2 == 0)\n"
+        "ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "ds = ds.batch(8)\n"
+    )
+    batch = p.stage("ds.batch(8)", ("batch",), kind="batch", name="BatchV2")
+    p.check("\n".join(fixes.batch(batch)))
+    kept = p.stage("ds.filter", ("filter",), kind="filter", name="Filter", function="<lambda>")
+    p.check("\n".join(fixes.filter_(kept)))
+    mapped = p.stage("ds.map(parse", ("map",), function="parse", name="ParallelMapV2")
+    pipeline = PipelineFacts(id=1, stages=(replace(mapped, parallelism=4),))
+    fix = "\n".join(fixes.for_stage(pipeline, 0, 0.0))
+    assert "num_parallel_calls=tf.data.AUTOTUNE, num_parallel_calls" not in fix
+    p.check(fix)
+
+
+def test_cache_and_prefetch_go_after_the_calls_as_written(program):
+    p = program(
+        "ds = tf.data.TFRecordDataset(filenames, compression_type='GZIP')\n"
+        "ds = ds.map(parse_record)\n"
+        "ds = ds.shuffle(16).batch(8)\n"
+    )
+    mapped = p.stage("ds.map(parse_record)", ("map",), function="parse_record")
+    shuffle = p.stage(".shuffle(16)", ("shuffle",), kind="shuffle", name="Shuffle")
+    batch = p.stage(".batch(8)", ("batch",), kind="batch", name="BatchV2")
+    fix = no_cache_fix(mapped, shuffle, 2**20)
+    assert "ds.map(parse_record).cache()" in fix
+    p.check(fix)
+    pipeline = PipelineFacts(id=1, stages=(mapped, shuffle, batch))
+    fix = "\n".join(fixes.prefetch_at_end(pipeline))
+    assert ".batch(8).prefetch(tf.data.AUTOTUNE)" in fix
+    p.check(fix)
+
+
+def test_the_generic_advice_runs_once_filled(program):
+    p = program("ds = tf.data.Dataset.range(64)\n")
+    (line,) = paste.parse("\n".join(fixes.generic())).statements
+    namespace = {"tf": tf, "ds": p.run(p.source) and tf.data.Dataset.range(64)}
+    exec(paste.fill(line, {**PLACEHOLDERS, "<your function>": "lambda x: x"}), namespace)
+
+
+def test_tf_data_service_fix_runs_against_a_real_dispatcher(program):
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    address = dispatcher.target.split("://")[1]
+    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
+    try:
+        p = program("ds = tf.data.Dataset.range(64)\nds = ds.map(parse).batch(8)\n")
+        batch = p.stage(".batch(8)", ("batch",), kind="batch", name="BatchV2")
+        fix = cpu_starved_fix(PipelineFacts(id=1, stages=(batch,)), None, False)
+        p.check(fix, **{"<dispatcher host>:5050": address})
+    finally:
+        worker.stop()
+        dispatcher._stop()
