@@ -243,3 +243,25 @@ def test_a_long_worst_problem_is_cut_at_a_word_in_the_verdict():
     assert worst.endswith("…") and not worst.endswith("….")
     shown = worst[:-1]
     assert title.startswith(shown) and title[len(shown)] in " ,;:("  # a whole word
+
+
+def test_the_default_view_is_brief_and_verbose_has_it_all():
+    from gpuwhy.rules.base import Finding
+
+    evidence = {f"figure_{i}": i for i in range(12)}
+    evidence["pipelines"] = [{"pipeline": f"p{i}", "severity": "low"} for i in range(6)]
+    findings = [
+        Finding(id="input.no-cache", severity="medium", title="Medium one", evidence=evidence),
+        Finding(id="input.no-prefetch", severity="low", title="Low one", evidence=evidence),
+    ]
+    record = RunRecord(command="run", facts=Facts(), findings=findings)
+    brief = RENDERERS["terminal"]().render(record)
+    full = RENDERERS["terminal"](verbose=True).render(record)
+    # the medium finding: 8 evidence lines, then what --verbose adds
+    assert "figure_7: 7" in brief and "figure_8" not in brief
+    assert "   … 5 more (--verbose)" in brief
+    # the low one: its head line alone
+    low = brief.split("2. LOW")[1]
+    assert "figure_0" not in low and "gpuwhy explain" not in low
+    assert all(f"figure_{i}: {i}" in full.split("2. LOW")[1] for i in range(12))
+    assert "p5" in full and "more (--verbose)" not in full

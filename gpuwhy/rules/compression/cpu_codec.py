@@ -187,8 +187,8 @@ class CpuCodec(Rule):
         decode = any(g.op.startswith("Decode") for g in groups)
         fix = [
             "# decode/encode on the host, in parallel, before the step: tf.data overlaps it",
-            "ds = ds.map(decode_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)",
-            "ds = ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)",
+            "<dataset>.map(<your decode function>, num_parallel_calls=tf.data.AUTOTUNE)"
+            ".batch(<batch size>).prefetch(tf.data.AUTOTUNE)",
         ]
         if decode:
             fix += [

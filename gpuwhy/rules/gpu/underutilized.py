@@ -20,10 +20,9 @@ from gpuwhy.rules.gpu.common import (
 IDLE = 0.05  # a GPU below this is idle, not underused: distribute.idle-gpus speaks for it
 
 TF_FIX = """\
-ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
-              steps_per_execution=32)   # fewer host round trips per step
-model.fit(ds, epochs=10)                # and a larger batch where memory allows"""
+<dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+<model>.compile(..., steps_per_execution=32)   # fewer host round trips per step
+# and a larger batch where memory allows"""
 WATCH_FIX = """\
 # The GPU waits for the host. For a TensorFlow/Keras program, `gpuwhy run train.py`
 # names the cause (input pipeline, eager ops, retracing, host copies, batch size).

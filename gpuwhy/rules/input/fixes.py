@@ -47,13 +47,6 @@ def in_place_of(stage: PipelineStage, new: str, api: str | None = None) -> list[
     return [f"# {where}{IN_PLACE_OF}{old}", new]
 
 
-def _defined(stage: PipelineStage) -> list[str]:
-    """Where the function is defined, when that is not where the call is."""
-    if stage.function_location and stage.function_location != stage.location:
-        return [f"# ({function_name(stage)} is defined at {stage.function_location})"]
-    return []
-
-
 def _map_api(stage: PipelineStage) -> str:
     for api in ("map", "flat_map", "interleave", "filter"):
         if api in stage.written_as:
@@ -75,7 +68,7 @@ def parallel_call(stage: PipelineStage, api: str | None = None) -> str:
 
 
 def parallel_map(stage: PipelineStage) -> list[str]:
-    return in_place_of(stage, parallel_call(stage), _map_api(stage)) + _defined(stage)
+    return in_place_of(stage, parallel_call(stage), _map_api(stage))
 
 
 def _at(pipeline: PipelineFacts, index: int, batch: str) -> str:
@@ -128,7 +121,6 @@ def stateless_random(stage: PipelineStage) -> list[str]:
         "# TF keeps it sequential by itself. Written parallel it runs on every core; the",
         "# draws then come in a different order each run (a global seed no longer fixes it):",
         *in_place_of(stage, call, "map"),
-        *_defined(stage),
         "# Reproducible and parallel: a seed per element and the stateless ops",
         f"# ({fn}(element, seed) with tf.image.stateless_random_flip_left_right(image, seed),",
         "# tf.random.stateless_uniform(shape, seed) ...), the seeds zipped in:",
@@ -141,15 +133,13 @@ def python_function(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
     api = _map_api(stage)
     lines = [
-        f"# {fn} calls Python (py_function, numpy_function or a generator): TF runs it one",
-        "# element at a time. Written with TF ops (tf.io, tf.image, tf.strings, tf.math) it",
-        "# runs in C++ on every core. Python that must stay may overlap in parallel calls",
-        "# where it releases the GIL (sleeps, I/O, NumPy/OpenCV/PIL on large arrays):",
+        f"# {fn} calls Python (py_function, numpy_function or a generator), one element at a",
+        "# time: TF ops instead (tf.io, tf.image, tf.strings, tf.math) run in C++ on every core;",
+        "# Python that must stay may overlap in parallel calls where it releases the GIL:",
     ]
     if api in ("flat_map", "interleave"):
         return lines + interleave(stage)
     lines += in_place_of(stage, parallel_call(stage, api), api)
-    lines += _defined(stage)
     lines.append(
         "# (add deterministic=False where element order does not matter: a slow call no"
         " longer holds up the rest)"
@@ -171,7 +161,6 @@ def generator(stage: PipelineStage) -> list[str]:
             "tf.data.Dataset.from_tensor_slices(<the arrays the generator yields from>)",
             "from_generator",
         ),
-        *_defined(stage),
         "# Data in files: write TFRecord shards once, then read several at a time",
         f"{ALTERNATIVE}tf.data.TFRecordDataset(<shard files>, num_parallel_reads={AUTOTUNE})"
         f".map(<parse>, num_parallel_calls={AUTOTUNE})",
@@ -239,7 +228,7 @@ def interleave(stage: PipelineStage) -> list[str]:
         "# (add deterministic=False where element order does not matter: a slow input no"
         " longer holds up the rest)"
     )
-    return lines + _defined(stage)
+    return lines
 
 
 def cached(stage: PipelineStage, call: str | None = None) -> list[str]:
@@ -267,7 +256,6 @@ def decode(stage: PipelineStage) -> list[str]:
     else:
         lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
         lines += in_place_of(stage, calls.chained(parallel, ".cache()"), api)
-    lines += _defined(stage)
     if any(op in JPEG_DECODERS for op in stage.codec_ops):
         lines += [
             "# JPEG with a random crop: decode only the window",
@@ -370,7 +358,7 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
         if not (stage.random or stage.stateful):
             lines.append("# its result is the same every pass: compute it once")
             lines += cached(stage)
-        return lines + _defined(stage)
+        return lines
     if stage.kind == "batch":
         return batch(stage)
     if stage.kind == "filter":

@@ -121,8 +121,9 @@ class Float64(Rule):
         fix = "\n".join(
             [
                 "keras.config.set_floatx('float32')          # if the model was made float64",
-                "x = tf.cast(x, tf.float32)                   # NumPy arrays are float64 by default:",
-                "ds = ds.map(lambda x, y: (tf.cast(x, tf.float32), y))   # cast at the input",
+                "# NumPy arrays are float64 by default: cast them where they enter",
+                "<features> = <features>.astype('float32')   # NumPy, before the dataset is made",
+                "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",
             ]
         )
         return [

@@ -100,7 +100,8 @@ class ForcedCpu(Rule):
             ]
         fix += [
             "# or, if the work is preprocessing, move it into tf.data where it overlaps the step:",
-            "ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+            "<dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE)"
+            ".prefetch(tf.data.AUTOTUNE)",
         ]
         return [
             self.finding(

@@ -122,7 +122,8 @@ class HostTransfers(Rule):
             + [
                 "# keep the step's tensors on the GPU: replace host-only ops with TF ops that have",
                 "# GPU kernels, drop tf.device('/CPU:0') blocks, and move host work into tf.data:",
-                "ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+                "<dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE)"
+                ".prefetch(tf.data.AUTOTUNE)",
             ]
         )
         size = f" ({size_text(total_bytes)} of known size)" if total_bytes else ""

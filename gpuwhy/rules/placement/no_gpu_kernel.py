@@ -23,7 +23,8 @@ def _fix_for(groups: list[OpGroup]) -> str:
         lines += [
             "# tf.py_function / tf.numpy_function run Python on the host: write the same",
             "# computation with TF ops, or move it into the input pipeline:",
-            "ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+            "<dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE)"
+            ".prefetch(tf.data.AUTOTUNE)",
         ]
     if ops & set(_PRINT_OPS):
         lines += [
@@ -35,8 +36,10 @@ def _fix_for(groups: list[OpGroup]) -> str:
     ):
         lines += [
             "# string work belongs in tf.data: give the step numeric tensors",
-            "ds = ds.map(lambda text, y: (vectorize(text), y), num_parallel_calls=tf.data.AUTOTUNE)",
-            "ds = ds.prefetch(tf.data.AUTOTUNE)   # the step then receives int ids only",
+            "# (a TextVectorization layer, adapted, called in the map: the step then",
+            "# receives int ids only)",
+            "<dataset>.map(lambda text, y: (<your TextVectorization layer>(text), y),",
+            "              num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
         ]
     if any(g.reason == "no-gpu-kernel-for-dtype" for g in groups) and not lines:
         kinds = ", ".join(
@@ -51,7 +54,7 @@ def _fix_for(groups: list[OpGroup]) -> str:
         lines += [
             f"# {kinds}: the GPU has kernels for this op in other dtypes;",
             "# cast to one of them (usually float32) where the value allows it:",
-            "x = tf.cast(x, tf.float32)",
+            "tf.cast(<the tensor>, tf.float32)",
         ]
     if any(g.reason == "resource-on-gpu-no-kernel" for g in groups):
         lines += [
