@@ -496,6 +496,9 @@ class PipelineFacts:
     gap_median_s: float | None = None  # consumer time per element (TF's gap timer)
     gap_mean_s: float | None = None  # its mean: what adds up over the run
     wait_per_element_s: float | None = None  # measured wait for one element
+    # how: "next() timing" (a Python loop's reads, timed one by one: direct), else the
+    # wall-clock windows its iterators were read over less the consumer's time
+    wait_source: str | None = None
     consume_s: float = 0.0  # wall time over which elements were read
     throughput_per_s: float | None = None  # elements per second the model got
     model_error: str | None = None  # why TF's per-stage model could not be read

@@ -139,7 +139,7 @@ class Session:
     # -- facts -----------------------------------------------------------------------
     def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:
         from gpuwhy.collect.run.environment import run_environment_facts
-        from gpuwhy.collect.run.input_wait import with_keras_input_wait
+        from gpuwhy.collect.run.input_wait import with_keras_input_wait, with_loop_waits
 
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
@@ -151,6 +151,11 @@ class Session:
             self._guard("tf.data pipelines", self.pipelines.facts, None) if tf_imported else None
         )
         steps = with_keras_input_wait(steps, tfdata)
+        tfdata = self._guard(
+            "next() timings",
+            lambda: with_loop_waits(tfdata, self.pipelines.iterator_spans(), self.steps.reads()),
+            tfdata,
+        )
         eager = (
             self._guard("eager ops", lambda: self.eager.facts(window), None) if self.eager else None
         )

@@ -1,4 +1,7 @@
-"""Keras fit's input wait from the gap timer: step = wait + gap."""
+"""Keras fit's input wait from the gap timer: step = wait + gap; a Python loop's from
+its next() calls."""
+
+import dataclasses
 
 from gpuwhy.collect.run.input_wait import SOURCE, with_keras_input_wait
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
@@ -69,3 +72,32 @@ def test_no_gap_timer_leaves_the_wait_unknown():
     no_timer = PipelineFacts(id=1, consumer="keras-fit", elements=40, model_error="autotune off")
     assert with_keras_input_wait(_steps(), _tfdata(no_timer)).input_wait_fraction is None
     assert with_keras_input_wait(_steps(), None).input_wait_fraction is None
+
+
+def test_a_loop_s_pipelines_wait_what_their_next_calls_took():
+    from gpuwhy.collect.run.input_wait import NEXT_TIMING, with_loop_waits
+
+    train = PipelineFacts(id=1, consumer="python-loop", elements=4, wait_per_element_s=0.161)
+    test = PipelineFacts(id=2, consumer="python-loop", elements=2, wait_per_element_s=0.5)
+    fit = dataclasses.replace(_fit(0.01, wait_per_element_s=0.02), id=3)
+    tfdata = TfDataFacts(pipelines=(train, test, fit))
+    # Python gave the second epoch's iterator of `train` the id its first one had,
+    # and `test` one iterator; the last call of each epoch ran out (StopIteration).
+    spans = {1: [(7, 0.0), (7, 10.0)], 2: [(9, 5.0)], 3: [(11, 0.0)]}
+    reads = [
+        (7, 1.0, 1.002, False),
+        (7, 2.0, 2.004, False),
+        (7, 3.0, 3.0001, True),
+        (9, 6.0, 6.001, False),
+        (9, 6.5, 7.0, True),  # not an element: its time still waited
+        (7, 11.0, 11.002, False),
+        (7, 12.0, 12.004, False),
+        (13, 1.0, 2.0, False),  # an iterator of no pipeline watched
+    ]
+    found = {p.id: p for p in with_loop_waits(tfdata, spans, reads).pipelines}
+    assert found[1].wait_source == NEXT_TIMING
+    assert found[1].wait_per_element_s == round((0.002 + 0.004) * 2 / 4 + 0.0001 / 4, 9)
+    assert found[2].wait_per_element_s == round(0.001 + 0.5, 9)
+    # Keras reads inside its step: its estimate stays
+    assert found[3].wait_per_element_s == 0.02 and found[3].wait_source is None
+    assert with_loop_waits(tfdata, spans, []) is tfdata

@@ -161,3 +161,46 @@ def test_keras_own_predict_loop_is_not_a_user_loop(steps):
     model.predict(np.random.rand(64, 4).astype("float32"), batch_size=8, verbose=0)
     facts, _ = steps.facts(steps.t0)
     assert facts is None
+
+
+def test_every_training_loop_s_steps_are_counted(steps):
+    # a warm-up loop, then one loop per model, each at its own line
+    warm = tf.data.Dataset.range(5)
+    train = tf.data.Dataset.range(8)
+    for _x in warm:  # marker: warm-up-loop
+        time.sleep(0.001)
+    for _ in range(2):
+        for _x in train:  # marker: first-model-loop
+            time.sleep(0.001)
+    for _x in train:  # marker: second-model-loop
+        time.sleep(0.001)
+    facts, window = steps.facts(steps.t0)
+    assert facts.count == 5 + 16 + 8
+    assert facts.marker == (
+        f"next() on a tf.data iterator in 3 loops (also {line_of('marker: second-model-loop')}, "
+        f"{line_of('marker: warm-up-loop')}) at {line_of('marker: first-model-loop')}"
+    )
+    assert list(facts.starts) == sorted(facts.starts)  # one time line
+    assert len(window.intervals) == facts.count - facts.warmup
+
+
+def test_nested_loops_count_the_inner_steps_once(steps):
+    outer = tf.data.Dataset.range(6)
+    inner = tf.data.Dataset.range(4)
+    for _x in outer:  # each outer element spans a whole inner loop: not a step too
+        for _y in inner:  # marker: inner-loop
+            time.sleep(0.001)
+    facts, _ = steps.facts(steps.t0)
+    assert facts.marker == f"next() on a tf.data iterator at {line_of('marker: inner-loop')}"
+    assert facts.count == 24
+
+
+def test_tf_functions_of_separate_loops_are_all_steps(steps):
+    t = steps.t0
+    calls = {
+        "train_a (x.py:3)": [(t + i * 0.1, t + i * 0.1 + 0.05) for i in range(8)],
+        "train_b (x.py:9)": [(t + 2 + i * 0.1, t + 2 + i * 0.1 + 0.05) for i in range(5)],
+    }
+    facts, _ = steps.facts(t, calls, t_end=t + 3)
+    assert facts.count == 13
+    assert facts.marker == "calls of 2 functions (also train_b (x.py:9)), most of train_a (x.py:3)"

@@ -23,6 +23,7 @@ import dataclasses
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 SOURCE = "tf.data gap timer"
+NEXT_TIMING = "next() timing"
 
 
 def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -> StepFacts | None:
@@ -51,3 +52,50 @@ def fit_pipeline(tfdata: TfDataFacts) -> PipelineFacts | None:
     """The pipeline ``fit`` trained on: the keras-fit one that gave the most elements."""
     fit = [p for p in tfdata.pipelines if p.consumer == "keras-fit"]
     return max(fit, key=lambda p: p.elements, default=None)
+
+
+def with_loop_waits(
+    tfdata: TfDataFacts | None,
+    spans: dict[int, list[tuple[int, float]]],
+    reads: list[tuple[int, float, float, bool]],
+) -> TfDataFacts | None:
+    """``tfdata`` with each Python loop's pipeline waiting what its ``next()`` calls
+    took: the direct measurement of the wait, one timing per element read.
+
+    ``reads`` are the timed calls (iterator id, start, end, exhausted) and ``spans`` each
+    pipeline's iterators (id, creation time). Python reuses the id of a freed iterator
+    for a new one (the next epoch's, often), so a call belongs to the iterator of that
+    id created last before it. The windows the iterators were read over stay the
+    estimate where no call was timed (Keras, a distribution strategy's iterators).
+    """
+    if tfdata is None or not reads:
+        return tfdata
+    created: dict[int, list[tuple[float, int]]] = {}
+    for pipeline_id, iterators in spans.items():
+        for key, at in iterators:
+            created.setdefault(key, []).append((at, pipeline_id))
+    for rows in created.values():
+        rows.sort()
+    waited: dict[int, float] = {}
+    elements: dict[int, int] = {}
+    for key, start, end, exhausted in reads:
+        owner = None
+        for at, pipeline_id in created.get(key, ()):
+            if at <= start:
+                owner = pipeline_id
+        if owner is None:
+            continue
+        waited[owner] = waited.get(owner, 0.0) + (end - start)
+        if not exhausted:
+            elements[owner] = elements.get(owner, 0) + 1
+    pipelines = tuple(
+        dataclasses.replace(
+            p,
+            wait_per_element_s=round(waited[p.id] / elements[p.id], 9),
+            wait_source=NEXT_TIMING,
+        )
+        if elements.get(p.id) and p.consumer == "python-loop"
+        else p
+        for p in tfdata.pipelines
+    )
+    return dataclasses.replace(tfdata, pipelines=pipelines)

@@ -172,6 +172,12 @@ class PipelineCollector(RunCollector):
             self.stop()
         return self._facts
 
+    def iterator_spans(self) -> dict[int, list[tuple[int, float]]]:
+        """Per pipeline id, its iterators as (id(iterator), creation time): what joins the
+        ``next()`` timings of a Python loop (collect/run/input_wait.py) to a pipeline."""
+        with self._lock:
+            return {p.id: [(s.key, s.created) for s in p.iterators] for p in self._pipelines}
+
     def _undo(self) -> None:
         patches, self._patches = self._patches, []
         for patch in reversed(patches):

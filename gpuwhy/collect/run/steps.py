@@ -6,9 +6,11 @@ is present becomes the step clock (``StepFacts.source``):
 1. ``keras-fit``: Keras' own per-batch callback calls (``tfapi/keras_hooks.py``); one
    call of the train function runs ``steps_per_execution`` steps.
 2. ``tf-data``: ``next()`` on a tf.data iterator from a Python loop
-   (``tfapi/tfdata/iterators.py``); the loop site with the most batches wins (a validation
-   loop reads fewer). Here the time inside ``next()`` *is* the input wait.
-3. ``tf-function``: outermost calls of the most-called tf.function (``FunctionWatcher``).
+   (``tfapi/tfdata/iterators.py``); every loop site's steps count (a script may train
+   in several loops), the one with the most batches names them. Here the time inside
+   ``next()`` *is* the input wait.
+3. ``tf-function``: outermost calls of tf.functions called in loops (``FunctionWatcher``),
+   every such function's, the most-called one naming them.
 4. ``optimizer``: eager ``apply_gradients`` calls (an eager loop with no tf.function).
 
 A step runs from one boundary to the next, so the Python between two train calls
@@ -20,6 +22,7 @@ call instead; Keras batches and tf.data loops end at epoch ends on their own.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import threading
 import time
@@ -96,6 +99,11 @@ class StepCollector(RunCollector):
     def _on_apply(self, event: str, start: float, end: object) -> None:
         self.optimizer_calls.append((start, end))
 
+    def reads(self) -> list[tuple[int, float, float, bool]]:
+        """Every timed ``next()`` call: (iterator id, start, end, exhausted)."""
+        with self._lock:
+            return [row for rows in self.iterator_calls.values() for row in rows]
+
     # -- facts ---------------------------------------------------------------------
     def facts(
         self, t0: float, function_calls: dict | None = None, t_end: float | None = None
@@ -163,26 +171,84 @@ class StepCollector(RunCollector):
     def _iterator_steps(self):
         with self._lock:
             calls = {site: list(rows) for site, rows in self.iterator_calls.items()}
-        best = max(calls.items(), key=lambda kv: sum(1 for r in kv[1] if not r[3]), default=None)
-        if best is None:
+        # the loop sites by batches read, most first: its site names the steps
+        by_reads = sorted(calls.items(), key=lambda kv: -sum(1 for r in kv[1] if not r[3]))
+        merged = _every_loop((site, _iterator_sequence(rows)) for site, rows in by_reads)
+        if merged is None:
             return None
-        site, rows = best
-        steps = _iterator_sequence(rows)
-        if len(steps) < MIN_STEPS:
-            return None
-        return "tf-data", f"next() on a tf.data iterator at {site}", steps, [], 1
+        sites, steps = merged
+        return "tf-data", _marker("next() on a tf.data iterator", "loops", sites), steps, [], 1
 
     def _call_steps(self, function_calls: dict):
-        name, calls = max(function_calls.items(), key=lambda kv: len(kv[1]), default=(None, []))
-        if len(calls) < MIN_STEPS:
+        by_calls = sorted(function_calls.items(), key=lambda kv: -len(kv[1]))
+        merged = _every_loop(
+            (name, _cycles(calls)) for name, calls in by_calls if len(calls) >= MIN_STEPS
+        )
+        if merged is None:
             return None
-        steps = _cycles(calls)
-        return "tf-function", f"calls of {name}", steps, [], 1
+        names, steps = merged
+        return "tf-function", _marker("calls of", "functions", names, at=False), steps, [], 1
 
     def _optimizer_steps(self):
         if len(self.optimizer_calls) < MIN_STEPS:
             return None
         return "optimizer", "optimizer.apply_gradients calls", _cycles(self.optimizer_calls), [], 1
+
+
+# Another loop's steps may overlap the counted ones by this share of their time and
+# still be their own loop (not one nested inside a counted step).
+MAX_NESTED_OVERLAP = 0.10
+
+
+def _every_loop(loops) -> tuple[list[str], list[_Step]] | None:
+    """The steps of every loop (site or function) with ``MIN_STEPS`` steps or more, in
+    time order, and the loops' names, most steps first.
+
+    A script with several training loops (one per model, a warm-up loop, a fine-tuning
+    loop) has steps in each; taking only the busiest would leave the others out of the
+    statistics. A loop whose steps lie inside steps already counted (an inner loop over
+    a second dataset, read within each outer step) is part of those steps, not steps of
+    its own, and is left out.
+    """
+    names: list[str] = []
+    steps: list[_Step] = []
+    for name, sequence in loops:
+        if len(sequence) < MIN_STEPS:
+            continue
+        if steps and _overlap(sequence, steps) > MAX_NESTED_OVERLAP:
+            continue
+        names.append(str(name))
+        steps.extend(sequence)
+    if not steps:
+        return None
+    return names, sorted(steps, key=lambda step: step.start)
+
+
+def _overlap(sequence: list[_Step], counted: list[_Step]) -> float:
+    """The share of ``sequence``'s time inside steps already counted."""
+    spans = sorted((s.start, s.end) for s in counted)
+    starts = [a for a, _ in spans]
+    inside = 0.0
+    for step in sequence:
+        index = bisect.bisect_right(starts, step.end)
+        for start, end in spans[max(0, index - 64) : index]:  # the spans it may touch
+            inside += max(0.0, min(end, step.end) - max(start, step.start))
+    total = sum(s.end - s.start for s in sequence)
+    return inside / total if total > 0 else 0.0
+
+
+def _marker(what: str, plural: str, names: list[str], at: bool = True) -> str:
+    """``next() on a tf.data iterator at train.py:40``, or for several loops
+    ``next() on tf.data iterators in 3 loops (also train.py:55, train.py:70) at
+    train.py:40``: the busiest loop's file:line last, where readers look for it.
+    Functions: ``calls of train_step`` / ``calls of 2 functions (also eval_step),
+    most of train_step``."""
+    if len(names) == 1:
+        return f"{what} at {names[0]}" if at else f"{what} {names[0]}"
+    others = ", ".join(names[1:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    if at:
+        return f"{what} in {len(names)} {plural} (also {others}) at {names[0]}"
+    return f"{what} {len(names)} {plural} (also {others}), most of {names[0]}"
 
 
 def _iterator_sequence(rows) -> list[_Step]:

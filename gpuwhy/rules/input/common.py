@@ -37,6 +37,8 @@ ASYNC_STAGE_PREFIXES = (
 
 # Fewer function calls than this and a per-call time says little about call overhead.
 MIN_CALLS_TO_JUDGE_OVERHEAD = 1000
+# PipelineFacts.wait_source of a wait timed around each next() call
+NEXT_TIMING = "next() timing"
 # Fewer elements than this and a pipeline's wait, derived from the wall-clock window its
 # iterators were read over (polled, so each end is known to a tenth of a second or
 # worse), is mostly the iterators' start-up: no finding comes from it.
@@ -74,6 +76,11 @@ def steps_pipeline(facts: Facts) -> PipelineFacts | None:
         return None
     consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
     read = [p for p in tfdata.pipelines if p.consumer == consumer]
+    if consumer == "python-loop":
+        # several loops: the pipeline the loops waited for longest, measured directly
+        timed = [p for p in read if p.wait_source == NEXT_TIMING and p.wait_per_element_s]
+        if timed:
+            return max(timed, key=lambda p: (p.wait_per_element_s or 0.0) * p.elements)
     return max(read, key=lambda p: p.elements, default=None)
 
 
@@ -101,12 +108,22 @@ def pipeline_wait(pipeline: PipelineFacts) -> InputWait | None:
     wait, gap = pipeline.wait_per_element_s, pipeline.gap_median_s
     if wait is None or gap is None or pipeline.elements < MIN_ELEMENTS_TO_JUDGE_WAIT:
         return None
-    how = (
-        "tf.data's timers: wait per element against the consumer's "
-        "time between two GetNext calls (gap)"
-    )
+    if pipeline.wait_source == NEXT_TIMING:
+        how = (
+            "next() timed around each element the loop read (direct), against the "
+            "consumer's time between two GetNext calls (gap)"
+        )
+    else:
+        how = (
+            "tf.data's timers: wait per element against the consumer's "
+            "time between two GetNext calls (gap)"
+        )
     bound = production_bound_s(pipeline)
-    if bound is not None and wait > WAIT_BOUND_TOLERANCE * bound + 1e-3:
+    if (
+        pipeline.wait_source != NEXT_TIMING  # a direct measurement needs no bound
+        and bound is not None
+        and wait > WAIT_BOUND_TOLERANCE * bound + 1e-3
+    ):
         how = (
             f"TF's stage timers: at most {duration(bound)} of work per element, where the "
             f"wall-clock window of its iterators gave a wait of {duration(wait)}; the "

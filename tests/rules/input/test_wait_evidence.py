@@ -45,3 +45,19 @@ def test_a_steps_wait_from_a_handful_of_steps_is_not_judged():
     few = t.fit_steps(0.40, count=MIN_STEPS_TO_JUDGE_WAIT, warmup=1)
     assert steps_wait(few) is None
     assert steps_wait(replace(few, count=MIN_STEPS_TO_JUDGE_WAIT + 1)) is not None
+
+
+def test_a_wait_timed_around_each_next_call_is_trusted_as_measured():
+    from gpuwhy.rules.input.common import NEXT_TIMING
+
+    slices = t.stage(name="TensorSlice", kind="source", elements=60, self_time_s=0.02)
+    timed = t.pipeline(
+        slices,
+        elements=60,
+        wait_per_element_s=0.161,
+        gap_median_s=0.011,
+        wait_source=NEXT_TIMING,
+    )
+    wait = pipeline_wait(timed)
+    assert wait is not None and wait.per_element_s == 0.161  # no bound over a direct timing
+    assert wait.measured_by.startswith("next() timed around each element")
