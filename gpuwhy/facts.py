@@ -481,7 +481,9 @@ class PipelineFacts:
     """
 
     id: int  # stable within one run
-    location: str | None = None  # file:line where the final dataset was built
+    location: str | None = None  # file:line where the final dataset was built; for one
+    # built inside a function of the user's (make_dataset(split)), the line calling it
+    helper_location: str | None = None  # then: the line in that function that built it
     consumer: str = "python-loop"  # keras-fit | keras-evaluate | keras-predict | python-loop
     iterators: int = 0  # iterators created over it (epochs, restarts)
     elements: int = 0  # elements the program read from it

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from gpuwhy.tfapi.frames_hidden import HiddenFrames
 
 DEFAULT_HZ = 10.0
-AUDIT_FUNCTIONS = 4  # the tf.functions with the most time in calls get a placement audit
+# Every tf.function that ran is audited (fit's, evaluate's, predict's, the user's), up to
+# this many, those with the most time in calls first; the rest are named in the notes.
+AUDIT_FUNCTIONS = 16
 
 
 class Session:
@@ -215,8 +217,14 @@ class Session:
         if tracing is None:
             return None
         ran = sorted((f for f in tracing.functions if f.calls), key=lambda f: -f.call_s)
-        names = [f.name for f in ran[:AUDIT_FUNCTIONS]]
-        targets = self.functions.audit_targets(names) if names else []
+        if len(ran) > AUDIT_FUNCTIONS:
+            left = ", ".join(f"{f.name} ({f.location})" for f in ran[AUDIT_FUNCTIONS:][:5])
+            self.notes.append(
+                f"placement audit: {len(ran) - AUDIT_FUNCTIONS} tf.functions with the least "
+                f"time in calls were not audited ({left})"
+            )
+        wanted = [(f.name, f.location) for f in ran[:AUDIT_FUNCTIONS]]
+        targets = self.functions.audit_targets(wanted) if wanted else []
         # A retraced function: its latest trace is what runs now; auditing every kept
         # trace would count the same ops several times.
         latest = {}

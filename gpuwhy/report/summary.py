@@ -103,8 +103,9 @@ def tracing_line(tracing: TracingFacts) -> str:
     parts = []
     for fn in sorted(tracing.functions, key=lambda f: (-f.traces, -f.calls))[:4]:
         where = f" ({fn.location})" if fn.location else ""
+        xla = ", XLA-compiled" if fn.jit_compile else ""
         parts.append(
-            f"{fn.name}{where}: {fn.calls:,} calls, {fn.traces} trace"
+            f"{fn.name}{where}{xla}: {fn.calls:,} calls, {fn.traces} trace"
             + ("s" if fn.traces != 1 else "")
             + (f" ({fn.trace_s:.1f} s)" if fn.trace_s >= 0.05 else "")
         )

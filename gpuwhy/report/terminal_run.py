@@ -128,7 +128,7 @@ def _verbose_tables(facts: Facts) -> list:
         lines.append(Text("  tf.functions", style="bold"))
         rows = [
             (
-                fn.name,
+                fn.name + (" [XLA]" if fn.jit_compile else ""),
                 f"{fn.calls:,}",
                 f"{fn.call_s:.2f} s",
                 str(fn.traces),

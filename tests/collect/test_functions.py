@@ -154,6 +154,28 @@ def test_keras_fit_train_function_is_a_library_function_traced_once(watcher):
     assert len(targets) == 1 and targets[0].location == _at("fit")
 
 
+def test_fit_s_and_evaluate_s_functions_of_one_name_are_each_an_audit_target(watcher):
+    import numpy as np
+
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((40, 4), "float32"), np.ones((40, 2), "float32")
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0)  # @fit-twin
+    model.evaluate(x, y, batch_size=16, verbose=0)  # @evaluate-twin
+    ran = [
+        (f.name, f.location)
+        for f in watcher.facts().functions
+        if f.calls and f.name == "multi_step_on_iterator"
+    ]
+    assert sorted(location for _, location in ran) == sorted(
+        [_at("fit-twin"), _at("evaluate-twin")]
+    )
+    targets = watcher.audit_targets(ran)
+    assert sorted(t.location for t in targets) == sorted(location for _, location in ran)
+    assert targets[0].function is not targets[1].function
+
+
 def test_a_tf_function_created_in_a_loop_is_merged_and_not_kept_alive(watcher):
     refs = []
     for _ in range(12):

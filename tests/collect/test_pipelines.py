@@ -315,6 +315,27 @@ def test_a_dataset_built_again_every_epoch_is_one_pipeline_with_an_iterator_per_
     rebuilt = [p for p in facts.pipelines if p.location == at("rebuilt")]
     assert [(p.iterators, p.elements) for p in rebuilt] == [(3, 12)]
     assert [p.location for p in facts.pipelines] == [at("rebuilt"), at("other")]
+    assert [p.helper_location for p in facts.pipelines] == [None, None]  # nothing to tell apart
+
+
+def make_split(n):
+    ds = tf.data.Dataset.range(n).map(double)
+    return ds.batch(4)  # @split-helper
+
+
+def test_pipelines_one_helper_builds_are_told_apart_by_the_caller(collector):
+    train = make_split(32)  # @train-split
+    test = make_split(8)  # @test-split
+    for _batch in train:
+        pass
+    for _batch in test:
+        pass
+    collector.stop()
+    facts = collector.facts()
+    assert [(p.location, p.helper_location, p.elements) for p in facts.pipelines] == [
+        (at("train-split"), at("split-helper"), 8),
+        (at("test-split"), at("split-helper"), 2),
+    ]
 
 
 def test_gpuwhy_s_own_reads_of_the_iterator_model_are_not_the_program_s_eager_ops(collector):

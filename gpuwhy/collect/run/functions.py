@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import weakref
 from array import array
+from collections.abc import Sequence
 from typing import Any
 
 from gpuwhy.collect.placement import AuditTarget
@@ -240,19 +241,28 @@ class FunctionWatcher(RunCollector):
             watched = self._by_display.get(name)
             return [cf for _, cf in watched.concretes] if watched else []
 
-    def audit_targets(self, names: list[str]) -> list[AuditTarget]:
+    def audit_targets(self, names: Sequence[str | tuple[str, str | None]]) -> list[AuditTarget]:
         """AuditTargets for :func:`gpuwhy.collect.placement.audit_functions`: the latest
         trace of each named function (the graph its calls run now; auditing every trace
         would count the same ops several times). A name is a key of :meth:`calls` or the
         ``name`` of a :class:`~gpuwhy.facts.TracedFunction`; the latter, shared by
         several ``Function`` objects, means the most-called one that still has traces.
-        Use :meth:`concrete_functions` for the other kept traces."""
+        Use :meth:`concrete_functions` for the other kept traces. A (name, location)
+        pair names one :class:`~gpuwhy.facts.TracedFunction` exactly: Keras gives fit's,
+        evaluate's and predict's functions one name, told apart by their call site."""
         targets = []
         with self._lock:
-            for name in dict.fromkeys(names):
-                watched = self._by_display.get(name)
+            for wanted in dict.fromkeys(names):
+                name, location = wanted if isinstance(wanted, tuple) else (wanted, None)
+                watched = None if isinstance(wanted, tuple) else self._by_display.get(name)
                 if watched is None:
-                    same = [w for w in self._records if w.info.name == name and w.concretes]
+                    same = [
+                        w
+                        for w in self._records
+                        if w.info.name == name
+                        and w.concretes
+                        and (location is None or w.location == location)
+                    ]
                     watched = max(same, key=lambda w: (w.calls, w.call_seconds()), default=None)
                 if watched is None or not watched.concretes:
                     continue

@@ -58,6 +58,7 @@ what adds up; the median, reported, what a typical step does).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -328,6 +329,7 @@ class PipelineCollector(RunCollector):
                         model_error=f"{type(error).__name__}: {error}",
                     )
                 )
+        facts = _told_apart(facts, {p.id: p.called_from for p in pipelines})
         notes = list(self.notes)
         if self._distributed:
             notes.append(
@@ -362,6 +364,21 @@ class PipelineCollector(RunCollector):
         )
 
 
+def _told_apart(facts: list[PipelineFacts], callers: dict[int, str | None]) -> list[PipelineFacts]:
+    """Pipelines built at one line (one ``make_dataset(split)`` helper called for train
+    and test) are named by the line that called the helper, the helper's line kept as
+    ``helper_location``: "built at data.py:14" twice would not tell which is which."""
+    at: dict[str | None, set[str | None]] = {}
+    for pipeline in facts:
+        at.setdefault(pipeline.location, set()).add(callers.get(pipeline.id))
+    return [
+        dataclasses.replace(p, location=callers[p.id], helper_location=p.location)
+        if p.location and callers.get(p.id) and len(at[p.location]) > 1
+        else p
+        for p in facts
+    ]
+
+
 # -- the written view of a new pipeline ---------------------------------------------
 
 
@@ -371,7 +388,11 @@ def _signature(pipeline: Pipeline) -> tuple | None:
     written = pipeline.written
     if not written or any(w.location is None for w in written):
         return None
-    return (pipeline.consumer, tuple((w.api, w.location, w.function_location) for w in written))
+    return (
+        pipeline.consumer,
+        pipeline.called_from,  # one helper called from two lines: two pipelines
+        tuple((w.api, w.location, w.function_location) for w in written),
+    )
 
 
 def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
@@ -383,10 +404,10 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         written = data_pipeline.written_chain(dataset)
     except Exception as failure:  # noqa: BLE001
         written, error = [], f"written pipeline not read: {type(failure).__name__}: {failure}"
-    location = None
+    location = called_from = None
     for step in reversed(written):
         if step.location and not step.by_library:
-            location = step.location
+            location, called_from = step.location, step.called_from
             break
     if location is None and written:
         location = written[-1].location
@@ -403,6 +424,7 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         consumer=consumer,
         written=written,
         location=location,
+        called_from=called_from,
         autotune=data_pipeline.autotune_enabled(dataset),
         cardinality=elements.known_count(dataset),
         element_bytes=elements.element_bytes(dataset, batch),

@@ -362,6 +362,8 @@ def wait_evidence(wait: InputWait) -> dict[str, Any]:
 
 def pipeline_name(pipeline: PipelineFacts) -> str:
     where = f" built at {pipeline.location}" if pipeline.location else ""
+    if pipeline.helper_location:
+        where += f" (by the function at {pipeline.helper_location})"
     return f"tf.data pipeline {pipeline.id}{where}, read by {pipeline.consumer}"
 
 

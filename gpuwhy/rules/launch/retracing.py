@@ -208,6 +208,8 @@ class Retracing(Rule):
         avoidable = fn.trace_s * (fn.traces - 1) / fn.traces if fn.traces else 0.0
         gain = avoidable / run_s if run_s else None
         where = f" ({fn.location})" if fn.location else ""
+        if fn.jit_compile:  # each trace is also an XLA compilation: say so where it is named
+            where += ", compiled with XLA (jit_compile=True),"
         if recreated:
             title = (
                 f"{fn.name}{where} is a new tf.function object each time: "

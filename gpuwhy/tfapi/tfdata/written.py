@@ -70,7 +70,7 @@ __all__ = [
     "written_chain",
 ]
 
-ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library)
+ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library, caller or None)
 GENERATOR_ATTR = "_gpuwhy_generator"  # the callable given to from_generator
 MAX_CHAIN = 200  # transformations followed from the final dataset
 MAX_INNER = 4  # other inputs described per transformation
@@ -112,20 +112,42 @@ def _frame_kind(code: Any) -> int:
     return kind
 
 
-def _creation_site(frame: Any) -> tuple[str | None, int, bool]:
-    """(user's file, line, made by a library) for a dataset being created now; the
-    path is made relative only when read (``os.path.relpath`` costs microseconds)."""
+def _creation_site(frame: Any) -> tuple:
+    """(user's file, line, made by a library, the caller) for a dataset being created
+    now; the path is made relative only when read (``os.path.relpath`` costs
+    microseconds). The caller is (file, line) of the user's call into the function
+    that creates it, where that is a function of the user's (a ``make_dataset(split)``
+    helper called for each split), else None: it tells apart the pipelines one helper
+    builds."""
     by_library = False
     for _ in range(_MAX_FRAMES):
         if frame is None:
             break
         kind = _frame_kind(frame.f_code)
         if kind == _USER:
-            return frame.f_code.co_filename, frame.f_lineno, by_library
+            return frame.f_code.co_filename, frame.f_lineno, by_library, _caller(frame)
         if kind == _LIBRARY:
             by_library = True
         frame = frame.f_back
-    return None, 0, by_library
+    return None, 0, by_library, None
+
+
+def _caller(frame: Any) -> tuple[str, int] | None:
+    """The user's line that called ``frame``'s function, skipping TF and gpuwhy frames
+    (a tf.function tracing the helper); None at module level or from a library."""
+    if frame.f_code.co_name == "<module>":
+        return None
+    outer = frame.f_back
+    for _ in range(_MAX_FRAMES):
+        if outer is None:
+            return None
+        kind = _frame_kind(outer.f_code)
+        if kind == _USER:
+            return outer.f_code.co_filename, outer.f_lineno
+        if kind == _LIBRARY:
+            return None
+        outer = outer.f_back
+    return None
 
 
 @dataclass(frozen=True)
@@ -134,15 +156,20 @@ class Origin:
 
     location: str | None  # the user's file:line (for a library-made one, the call into it)
     by_library: bool = False  # built by Keras or another library, not written by the user
+    called_from: str | None = None  # the user's call into the function that built it
 
 
 def origin(dataset: Any) -> Origin | None:
     """The creation site the hook recorded, or None (created before the hook)."""
     value = getattr(dataset, ORIGIN_ATTR, None)
-    if not isinstance(value, tuple) or len(value) != 3:
+    if not isinstance(value, tuple) or len(value) != 4:
         return None
-    filename, line, by_library = value
-    return Origin(relative(filename, line) if filename else None, by_library)
+    filename, line, by_library, caller = value
+    return Origin(
+        relative(filename, line) if filename else None,
+        by_library,
+        relative(*caller) if caller else None,
+    )
 
 
 def install_origin_hooks() -> list[Patch]:
@@ -210,6 +237,7 @@ class WrittenTransformation:
     inner: tuple[str, ...] = ()  # the other inputs (zip, concatenate), described
     node: bool = True  # False: no node of its own when TF runs it (options)
     call: str | None = None  # the call as written, one line: "ds.map(parse)", ".batch(32)"
+    called_from: str | None = None  # the user's call into the helper that made it
 
     @property
     def noop(self) -> bool:
@@ -391,6 +419,7 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=dataset_class(dataset).node,
         call=_call_as_written(dataset, api, function),
+        called_from=where.called_from if where else None,
     )
 
 
@@ -398,9 +427,9 @@ def _call_as_written(dataset: Any, api: str, function: str | None) -> str | None
     """The user's call that made ``dataset``, read from their source (None for a
     library's dataset, or where the source cannot be read)."""
     value = getattr(dataset, ORIGIN_ATTR, None)
-    if not isinstance(value, tuple) or len(value) != 3:
+    if not isinstance(value, tuple) or len(value) != 4:
         return None
-    filename, line, by_library = value
+    filename, line, by_library, _ = value
     if not filename or by_library:
         return None
     try:

@@ -170,3 +170,20 @@ def test_the_registry_runs_it_with_tracing_facts_only():
     findings, not_checked = run_rules(facts(traced(traces=6)))
     assert "launch.retracing" not in not_checked
     assert [f.id for f in findings if f.id == "launch.retracing"] == ["launch.retracing"]
+
+
+def test_an_xla_function_is_said_to_be_one_in_the_title():
+    # every trace of a jit_compile=True function is also an XLA compilation
+    (found,) = run(facts(traced(traces=6, jit_compile=True, signatures=(signature(1.0, step=1),))))
+    assert found.title.startswith(
+        "train_step (train.py:12), compiled with XLA (jit_compile=True), was traced 6 times"
+    )
+    assert found.evidence["jit_compile"] is True
+
+
+def test_the_run_summary_marks_xla_functions():
+    from gpuwhy.report.summary import tracing_line
+
+    line = tracing_line(TracingFacts(functions=(traced(jit_compile=True), traced("eval_step"))))
+    assert "train_step (train.py:12), XLA-compiled: 100 calls" in line
+    assert "eval_step (train.py:12): 100 calls" in line
