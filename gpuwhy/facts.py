@@ -468,6 +468,9 @@ class PipelineStage:
     # the calls as written, one per written_as ("" where the source could not be read):
     # ("ds.map(parse)", ".batch(32)"); a fix rewrites these, so it fits the code
     written_calls: tuple[str, ...] = ()
+    element_bytes: int | None = None  # one element it outputs, from its spec (None: a
+    # dimension or dtype of unknown size, e.g. a decoded image of any height)
+    files: int | None = None  # a file reader: how many files it was given
 
 
 @dataclass(frozen=True)

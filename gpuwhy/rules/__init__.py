@@ -24,6 +24,8 @@ from gpuwhy.rules.input.no_cache import NoCache
 from gpuwhy.rules.input.no_prefetch import NoPrefetch
 from gpuwhy.rules.input.python_function import PythonFunction
 from gpuwhy.rules.input.sequential_map import SequentialMap
+from gpuwhy.rules.input.sequential_reads import SequentialReads
+from gpuwhy.rules.input.shuffle_memory import ShuffleMemory
 from gpuwhy.rules.launch.eager_ops import EagerOps
 from gpuwhy.rules.launch.retracing import Retracing
 from gpuwhy.rules.memory.near_limit import MemoryNearLimit
@@ -49,6 +51,8 @@ ALL_RULES: list[type[Rule]] = [
     NoPrefetch,  # input.no-prefetch
     PythonFunction,  # input.python-function
     SequentialMap,  # input.sequential-map
+    SequentialReads,  # input.sequential-reads
+    ShuffleMemory,  # input.shuffle-memory
     EagerOps,  # launch.eager-ops
     Retracing,  # launch.retracing
     MemoryNearLimit,  # memory.near-limit

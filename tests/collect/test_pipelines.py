@@ -182,6 +182,25 @@ def test_a_gzip_reader_is_a_source_stage_with_its_codec(collector, tmp_path):
     assert reader.elements >= 20
 
 
+def test_files_element_sizes_and_the_shuffle_buffer_are_read_from_the_pipeline(collector, tmp_path):
+    files = write_tfrecords(tmp_path, [[b"x" * 10] * 20] * 3)
+    ds = tf.data.TFRecordDataset(files)
+    ds = ds.map(lambda r: tf.zeros([32, 32, 3]) + tf.cast(tf.strings.length(r), tf.float32))
+    ds = ds.shuffle(48)
+    ds = ds.batch(5)
+    read_in_two_halves(collector, ds, 6)
+    collector.stop()
+
+    (pipeline,) = collector.facts().pipelines
+    by_api = {s.written_as[0]: s for s in pipeline.stages if s.written_as}
+    assert by_api["TFRecordDataset"].files == 3
+    assert by_api["TFRecordDataset"].element_bytes is None  # strings: no fixed size
+    assert by_api["map"].element_bytes == 32 * 32 * 3 * 4
+    shuffle = by_api["shuffle"]
+    assert (shuffle.buffer_size, shuffle.element_bytes) == (48, 32 * 32 * 3 * 4)
+    assert by_api["batch"].element_bytes == 5 * 32 * 32 * 3 * 4  # the batch as written
+
+
 def test_the_work_of_every_pass_of_a_repeat_is_added_up(collector):
     """TF makes the nodes under a repeat anew for each pass; what earlier instances
     did is kept. No prefetch here, so each node works exactly as far as it is read."""

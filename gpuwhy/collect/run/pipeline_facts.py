@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from gpuwhy.collect.run.pipeline_iterators import Pipeline
 from gpuwhy.collect.run.pipeline_join import JoinedStage, match_stages
@@ -180,9 +181,7 @@ def _stage_facts(
         function_location=primary.function_location if primary else None,
         parallelism=parallelism,
         parallelism_written=primary.num_parallel_calls if primary else None,
-        buffer_size=run.buffer_size
-        if run is not None
-        else (primary.argument if primary is not None and primary.api == "prefetch" else None),
+        buffer_size=_buffer(run, primary),
         elements=elements,
         self_time_s=round(seconds, 9),
         self_time_per_element_s=_round(per_element),
@@ -194,7 +193,19 @@ def _stage_facts(
         codec_ops=tuple(dict.fromkeys(op for w in written for op in w.codec_ops)),
         random=any(w.random for w in written),
         written_calls=tuple(w.call or "" for w in written),
+        element_bytes=written[-1].element_bytes if written else None,
+        files=next((w.files for w in written if w.files is not None), None),
     )
+
+
+def _buffer(run: Any, primary: Any) -> int | None:
+    """The stage's buffer in elements: a shuffle's as written (TF's model does not
+    carry it), others' as TF ran them, a prefetch's as written when it did not run."""
+    if primary is not None and primary.api == "shuffle" and primary.argument:
+        return primary.argument
+    if run is not None:
+        return run.buffer_size
+    return primary.argument if primary is not None and primary.api == "prefetch" else None
 
 
 def _kind(api: str | None, family: str | None, first: bool) -> str:

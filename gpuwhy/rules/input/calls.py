@@ -75,6 +75,15 @@ def argument(call: str, position: int, name: str) -> str | None:
     return None if found is None else found
 
 
+def with_argument(call: str, position: int, name: str, value: str) -> str:
+    """``call`` with its argument at ``position`` (or keyword ``name``) set to ``value``."""
+    node, holes = _parse(call)
+    if len(node.args) > position and not isinstance(node.args[position], ast.Starred):
+        node.args[position] = ast.parse(_fill(value, holes), mode="eval").body
+        return _print(node, holes)
+    return with_keywords(call, **{name: value})
+
+
 def with_keywords(call: str, **values: str) -> str:
     """``call`` with each keyword set to the given source text (replaced where it is
     already written, added at the end where not)."""

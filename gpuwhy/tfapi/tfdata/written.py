@@ -55,6 +55,7 @@ from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
+from gpuwhy.tfapi.tfdata.elements import element_bytes
 from gpuwhy.tfapi.tfdata.functions import function_contents
 
 __all__ = [
@@ -238,6 +239,8 @@ class WrittenTransformation:
     node: bool = True  # False: no node of its own when TF runs it (options)
     call: str | None = None  # the call as written, one line: "ds.map(parse)", ".batch(32)"
     called_from: str | None = None  # the user's call into the helper that made it
+    element_bytes: int | None = None  # one element it outputs, from its spec (None: unknown)
+    files: int | None = None  # a file reader: the files it was given
 
     @property
     def noop(self) -> bool:
@@ -420,7 +423,30 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         node=dataset_class(dataset).node,
         call=_call_as_written(dataset, api, function),
         called_from=where.called_from if where else None,
+        element_bytes=_element_bytes(dataset, _argument(dataset, api) if "batch" in api else None),
+        files=_files(dataset) if api in READERS else None,
     )
+
+
+def _element_bytes(dataset: Any, batch: int | None) -> int | None:
+    """One output element's bytes; a batch's partial last one counts as full."""
+    try:
+        return element_bytes(dataset, batch if batch and batch > 0 else None)
+    except Exception:  # noqa: BLE001 - a spec we cannot size: unknown
+        return None
+
+
+def _files(dataset: Any) -> int | None:
+    """How many files a reader was given: its file-name dataset's cardinality
+    (TFRecordDatasetV2._filenames, readers.py), or None where that is not known."""
+    names = getattr(dataset, "_filenames", None)
+    if names is None:
+        return None
+    try:
+        count = int(names.cardinality())
+    except Exception:  # noqa: BLE001 - a tensor of names, or a symbolic one
+        return None
+    return count if count >= 0 else None
 
 
 def _call_as_written(dataset: Any, api: str, function: str | None) -> str | None:

@@ -151,18 +151,38 @@ def pasted(source: str, fix: str, placeholders: dict[str, str]) -> list[str]:
     versions.append(main)
     if parsed.alternatives:
         assert parsed.replacements, "an alternative to nothing"
-        line, old, _ = parsed.replacements[-1]
-        old = fill(old, placeholders)
         setup = [fill(a, placeholders) for a in parsed.alternatives if _ASSIGNMENT.match(a)]
         for alternative in parsed.alternatives:
             if _ASSIGNMENT.match(alternative):
                 continue
             new = fill(alternative, placeholders)
+            line, old = _alternative_to(parsed, new, placeholders)
             version = _replace(source, old, new, line)
             if setup:
                 version = _insert(version, setup, line)
             versions.append(version)
     return versions
+
+
+def _method(call: str) -> str | None:
+    """The outermost call's method or function name: ``shuffle`` of ``ds.shuffle(8)``."""
+    text = "_" + call if call.startswith(".") else call
+    node = ast.parse(text, mode="eval").body
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def _alternative_to(parsed: Fix, new: str, placeholders: dict[str, str]) -> tuple[int | None, str]:
+    """The call an alternative stands in for: the changed or dropped call of the same
+    method (``ds.shuffle(8)`` for ``ds.shuffle(2)``), else the last one changed."""
+    candidates = [(line, old) for line, old, _ in parsed.replacements] + parsed.leave_out
+    for line, old in candidates:
+        if _method(fill(old, placeholders)) == _method(new):
+            return line, fill(old, placeholders)
+    line, old, _ = parsed.replacements[-1]
+    return line, fill(old, placeholders)
 
 
 def _leave_out(source: str, old: str, line: int | None) -> str:

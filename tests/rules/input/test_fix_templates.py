@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.distribute.cpu_starved_input import _fix as cpu_starved_fix
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.no_cache import _fix as no_cache_fix
+from gpuwhy.rules.input.sequential_reads import SequentialReads
+from gpuwhy.rules.input.shuffle_memory import ShuffleMemory
 from gpuwhy.source_calls import written_call
 from tests.rules.input import paste
 
@@ -403,3 +405,42 @@ def test_tf_data_service_fix_runs_against_a_real_dispatcher(program):
     finally:
         worker.stop()
         dispatcher._stop()
+
+
+def test_sequential_reads_fix_reads_the_same_files_in_parallel(program):
+    p = program(
+        'ds = tf.data.TFRecordDataset(filenames, compression_type="GZIP")\n'
+        "ds = ds.map(parse_record)\n"
+    )
+    reader = p.stage(
+        "TFRecordDataset(", ("TFRecordDataset",), kind="source", name="TFRecord", files=2
+    )
+    tfdata = TfDataFacts(pipelines=(PipelineFacts(id=1, stages=(reader,)),))
+    (finding,) = SequentialReads().check(Facts(tfdata=tfdata), dict(SequentialReads.options))
+    p.check(finding.fix)
+
+
+def test_shuffle_memory_fix_moves_the_shuffle_before_the_decode_or_shrinks_it(program):
+    p = program(
+        "ds = tf.data.Dataset.from_tensor_slices(pngs)\nds = ds.map(decode)\nds = ds.shuffle(8)\n"
+    )
+    stages = (
+        p.stage("ds.map(decode)", ("map",), function="decode"),
+        p.stage(
+            "ds.shuffle(8)",
+            ("shuffle",),
+            kind="shuffle",
+            name="Shuffle",
+            buffer_size=8,
+            element_bytes=2**30,
+        ),
+    )
+    tfdata = TfDataFacts(
+        pipelines=(PipelineFacts(id=1, stages=stages),),
+        host_memory_bytes=16 * 2**30,
+        host_memory_available_bytes=4 * 2**30,
+    )
+    (finding,) = ShuffleMemory().check(Facts(tfdata=tfdata), dict(ShuffleMemory.options))
+    moved, smaller = p.check(finding.fix)
+    assert "ds = ds.shuffle(8).map(decode)\nds = ds\n" in moved
+    assert "ds = ds.shuffle(1)\n" in smaller  # 10% of 16 GiB holds one 1 GiB element

@@ -1,0 +1,64 @@
+"""input.sequential-reads: a reader given many files, reading one at a time."""
+
+from dataclasses import replace
+
+import pytest
+
+from gpuwhy.rules.input.sequential_reads import SequentialReads
+from tests import builders_tfdata as t
+
+
+def check(facts, **options):
+    return SequentialReads().check(facts, {**SequentialReads.options, **options})
+
+
+def reads(**changes):
+    """The example pipeline with its reader given 16 files."""
+    pipeline = t.example_pipeline()
+    stages = (replace(pipeline.stages[0], **{"files": 16, **changes}), *pipeline.stages[1:])
+    return replace(pipeline, stages=stages)
+
+
+def test_a_reader_of_many_files_with_a_measured_cost_is_medium():
+    # the reader: 0.4 s of the 8.58 s of work (5%): below min_share, so low
+    (low,) = check(t.facts(reads(), steps=t.fit_steps(0.40)))
+    assert low.severity == "low"
+    assert low.title == (
+        "TFRecordDataset reads its 16 files one at a time, on one thread (4.7% of the "
+        "pipeline's work on this run); a GPU machine will wait for it (judged from the code)"
+    )
+    assert low.location == "train.py:60"
+    assert low.evidence["num_parallel_reads"] == "not written"
+    assert "input_wait_fraction" in low.evidence  # evidence, not the judge
+    # GZIP, as written, kept; only num_parallel_reads added
+    assert (
+        "tf.data.TFRecordDataset(filenames, compression_type='GZIP', "
+        "num_parallel_reads=tf.data.AUTOTUNE)"
+    ) in low.fix
+    (medium,) = check(t.facts(reads(self_time_s=3.0), steps=t.fit_steps(0.40)))
+    assert medium.severity == "medium" and "judged from the code" not in medium.title
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"files": 1},  # nothing to read in parallel: shard it
+        {"parallelism_written": -1},  # num_parallel_reads=AUTOTUNE written
+        {"parallelism_written": 4},
+        {"parallelism": 8},  # TF runs it as a parallel interleave
+        {"files": None},  # not known
+    ],
+)
+def test_parallel_reads_one_file_or_an_unknown_count_are_quiet(changes):
+    assert check(t.facts(reads(**changes), steps=t.fit_steps(0.40))) == []
+
+
+def test_num_parallel_reads_1_as_written_is_one_at_a_time():
+    (f,) = check(t.facts(reads(parallelism_written=1), steps=t.fit_steps(0.40)))
+    assert f.evidence["num_parallel_reads"] == 1
+
+
+def test_stages_that_are_not_readers_are_never_judged():
+    pipeline = t.example_pipeline()
+    stages = tuple(replace(s, files=8) if s.kind == "map" else s for s in pipeline.stages)
+    assert check(t.facts(replace(pipeline, stages=stages), steps=t.fit_steps(0.4))) == []
