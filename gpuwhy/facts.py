@@ -215,6 +215,9 @@ class TensorOp:
     in_loop: bool = False
     jit_compile: bool = False
     gradient: bool = False  # part of the backward pass
+    function: str | None = None  # the audited tf.function: "train_step (train.py:40)"
+    flops_batch: int | None = None  # the batch size the run delivered, standing in for a
+    # leading dimension the trace left unknown (Keras fit); None: FLOPs from the trace
 
 
 @dataclass(frozen=True)

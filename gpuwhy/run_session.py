@@ -141,7 +141,11 @@ class Session:
     # -- facts -----------------------------------------------------------------------
     def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:
         from gpuwhy.collect.run.environment import run_environment_facts
-        from gpuwhy.collect.run.input_wait import with_keras_input_wait, with_loop_waits
+        from gpuwhy.collect.run.input_wait import (
+            delivered_batch,
+            with_keras_input_wait,
+            with_loop_waits,
+        )
 
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
@@ -164,7 +168,11 @@ class Session:
         tracing = self._guard("tracing", lambda: self.functions.facts(self.t0), None)
         gpu_samples = self._guard("GPU samples", self.sampler.facts, None)  # with TF's peak
         placement = (
-            self._guard("placement audit", lambda: self._audit(tracing), None)
+            self._guard(
+                "placement audit",
+                lambda: self._audit(tracing, delivered_batch(tfdata, steps)),
+                None,
+            )
             if (self.audit and tf_imported)
             else None
         )
@@ -210,8 +218,9 @@ class Session:
             self.notes.append(f"{what} failed: {type(e).__name__}: {e}")
             return default
 
-    def _audit(self, tracing):
-        """Placement audit of the functions the program spent its time in."""
+    def _audit(self, tracing, batch: int | None = None):
+        """Placement audit of the functions the program spent its time in; ``batch``, the
+        batch size the steps were given, sizes what their traces left unknown."""
         from gpuwhy.collect.placement import audit_functions
 
         if tracing is None:
@@ -233,7 +242,7 @@ class Session:
         targets = list(latest.values())
         if not targets:
             return None
-        return audit_functions(targets)[0]
+        return audit_functions(targets, batch=batch)[0]
 
     # -- output ------------------------------------------------------------------------
     def render(self, format: str = "terminal", verbose: bool = False, color: bool = False) -> str:

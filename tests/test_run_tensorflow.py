@@ -120,7 +120,10 @@ def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
             y = np.random.rand(256, 1).astype("float32")
             model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(1)])
             model.compile(optimizer="sgd", loss="mse")
-            model.fit(x, y, batch_size=16, epochs=2, verbose=0)   # fit-here
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)   # batch dim: None
+            model.fit(ds, epochs=2, verbose=0)                     # fit-here
+            model.evaluate(x, y, batch_size=16, verbose=0)         # evaluate-here
+            model.predict(x[:1], verbose=0)                        # predict-here
             print("done")
 
         if __name__ == "__main__":
@@ -139,6 +142,17 @@ def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
     names = {f["name"] for f in record["tracing"]["functions"]}
     assert any("step_on" in n for n in names)  # Keras' own train function
     assert record["placement"]["functions"], "the train function was audited"
+    # every function that ran is audited: fit's, evaluate's and predict's, by call site
+    audited = {f["location"] for f in record["placement"]["functions"]}
+    for marker in ("fit-here", "evaluate-here", "predict-here"):
+        assert f"fit.py:{line_with(script, marker)}" in audited, (marker, audited)
+    # the step's FLOPs use the batch of 16 the run delivered; predict's its own 1 image
+    fit_site = f"fit.py:{line_with(script, 'fit-here')}"
+    step_ops = [op for op in record["placement"]["tensor_ops"] if fit_site in op["function"]]
+    assert step_ops and all(op["flops"] for op in step_ops)
+    assert {op["flops_batch"] for op in step_ops} == {16}
+    (unused,) = [f for f in record["findings"] if f["id"] == "tensorcore.unused"]
+    assert unused["evidence"]["largest_from"].endswith(f"({fit_site}) (the training step)")
 
 
 def test_session_context_manager_in_process():

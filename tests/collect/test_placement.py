@@ -544,6 +544,29 @@ def test_lookup_table_runs_on_cpu(lookup_table):
     assert all(c.dtype != "string" for c in facts.copies)
 
 
+def test_flops_the_trace_left_unknown_come_from_the_batch_the_run_delivered():
+    """Keras traces fit with a None batch dimension: the step's FLOPs need the batch
+    size the pipeline actually gave it, and say so."""
+    spec = (tf.TensorSpec([None, 20]), tf.TensorSpec([20, 64]))
+
+    @tf.function(input_signature=spec)
+    def dense_step(x, w):
+        return tf.matmul(x, w)
+
+    unknown, _ = _run_audit(dense_step)
+    (op,) = unknown.tensor_ops
+    assert op.flops is None and op.flops_batch is None  # no run-time batch given
+    known, _ = _run_audit(dense_step, batch=64)
+    (op,) = known.tensor_ops
+    assert op.flops == 2 * 64 * 20 * 64 and op.flops_batch == 64
+    assert op.dims == {"m": None, "n": 64, "k": 20}  # dims stay as traced
+    assert op.function == "dense_step"
+    # a trace with every size known keeps its own FLOPs
+    fixed, _ = _run_audit(tf.function(tf.matmul), tf.ones([8, 20]), tf.ones([20, 64]), batch=64)
+    (op,) = fixed.tensor_ops
+    assert op.flops == 2 * 8 * 20 * 64 and op.flops_batch is None
+
+
 # ---------------------------------------------------------------------------
 # Mixed precision.
 

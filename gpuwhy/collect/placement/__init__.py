@@ -69,8 +69,10 @@ def audit_functions(
     *,
     verify: bool = False,
     registry: KernelRegistry | None = None,
+    batch: int | None = None,
 ) -> tuple[PlacementFacts, list[AuditedGraph]]:
-    """Audit traced functions for a one-GPU machine (or ``registry``'s device)."""
+    """Audit traced functions for a one-GPU machine (or ``registry``'s device).
+    ``batch``: the batch size the run delivered, for FLOPs a trace left unknown."""
     started = time.perf_counter()
     registry = registry or KernelRegistry()
     audited: list[AuditedGraph] = []
@@ -92,7 +94,11 @@ def audit_functions(
         functions=tuple(_function_summary(a) for a in audited),
         groups=_groups(audited),
         copies=_copies(audited),
-        tensor_ops=tuple(op for a in audited for op in tensor_ops(a.placed, a.jit)),
+        tensor_ops=tuple(
+            op
+            for a in audited
+            for op in tensor_ops(a.placed, a.jit, batch, _function_label(a.target))
+        ),
         tf32_enabled=precision.tf32_enabled(),
         mixed_precision_policy=precision.keras_policy(),
         compute_capability=gpu[1] if gpu else None,
@@ -110,6 +116,10 @@ def audit_functions(
             facts, verification=check, predicted=not (check.ran and registry.device_type == "GPU")
         )
     return _replace(facts, seconds=round(time.perf_counter() - started, 4)), audited
+
+
+def _function_label(target: AuditTarget) -> str:
+    return f"{target.label} ({target.location})" if target.location else target.label
 
 
 def _replace(facts: PlacementFacts, **changes: Any) -> PlacementFacts:

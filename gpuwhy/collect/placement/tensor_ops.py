@@ -23,6 +23,26 @@ _CONVS_BACKPROP_FILTER = {"Conv2DBackpropFilter", "Conv3DBackpropFilterV2"}
 TENSOR_OPS = _MATMULS | _CONVS_FORWARD | _CONVS_BACKPROP_INPUT | _CONVS_BACKPROP_FILTER | {"Einsum"}
 
 
+class Shapes:
+    """Static shapes of one graph's ops; with ``batch``, an unknown leading dimension
+    reads as that batch size (Keras traces ``fit`` with a None batch dimension, and a
+    step's FLOPs then come from the batch size the run delivered)."""
+
+    def __init__(self, graph, batch: int | None = None) -> None:
+        self.graph, self.batch = graph, batch
+
+    def _fill(self, shape):
+        if shape is None or self.batch is None or not shape or shape[0] is not None:
+            return shape
+        return (self.batch, *shape[1:])
+
+    def input(self, name: str, index: int):
+        return self._fill(graph_ops.input_shape(self.graph, name, index))
+
+    def output(self, name: str, index: int):
+        return self._fill(graph_ops.output_shape(self.graph, name, index))
+
+
 def _dim(shape, index):
     if shape is None:
         return None
@@ -40,12 +60,12 @@ def _channels_last(node) -> bool:
     return not (layout.startswith(b"NC") or layout == b"CHANNELS_FIRST")
 
 
-def _dims(node, graph) -> dict[str, int | None]:
+def _dims(node, shapes: Shapes) -> dict[str, int | None]:
     name = node.name
     attrs = node.node_def.attr
     if node.op in _MATMULS:
-        a = graph_ops.input_shape(graph, name, 0)
-        b = graph_ops.input_shape(graph, name, 1)
+        a = shapes.input(name, 0)
+        b = shapes.input(name, 1)
         ta = (
             attrs["transpose_a"].b
             if "transpose_a" in attrs
@@ -65,17 +85,17 @@ def _dims(node, graph) -> dict[str, int | None]:
         n = _dim(b, -2 if tb else -1)
         return {"m": m, "n": n, "k": k}
     if node.op in _CONVS_FORWARD:
-        x = graph_ops.input_shape(graph, name, 0)
-        w = graph_ops.input_shape(graph, name, 1)
+        x = shapes.input(name, 0)
+        w = shapes.input(name, 1)
         channel = -1 if _channels_last(node) else 1
         return {"batch": _dim(x, 0), "in_channels": _dim(x, channel), "out_channels": _dim(w, -1)}
     if node.op in _CONVS_BACKPROP_INPUT:
-        w = graph_ops.input_shape(graph, name, 1)
-        dy = graph_ops.input_shape(graph, name, 2)
+        w = shapes.input(name, 1)
+        dy = shapes.input(name, 2)
         return {"batch": _dim(dy, 0), "in_channels": _dim(w, -2), "out_channels": _dim(w, -1)}
     if node.op in _CONVS_BACKPROP_FILTER:
-        x = graph_ops.input_shape(graph, name, 0)
-        dy = graph_ops.input_shape(graph, name, 2)
+        x = shapes.input(name, 0)
+        dy = shapes.input(name, 2)
         channel = -1 if _channels_last(node) else 1
         return {
             "batch": _dim(x, 0),
@@ -106,7 +126,7 @@ def _broadcast_batch(a: tuple, b: tuple) -> int | None:
     return _product(dims)
 
 
-def _einsum_flops(node, graph) -> int | None:
+def _einsum_flops(node, shapes: Shapes) -> int | None:
     """2 x the product of every index's size: an einsum's multiply-adds."""
     equation = node.node_def.attr["equation"].s.decode() if "equation" in node.node_def.attr else ""
     inputs_part = equation.split("->")[0]
@@ -114,7 +134,7 @@ def _einsum_flops(node, graph) -> int | None:
         return None  # ellipsis: sizes not tied to letters
     sizes: dict[str, int] = {}
     for index, term in enumerate(inputs_part.split(",")):
-        shape = graph_ops.input_shape(graph, node.name, index)
+        shape = shapes.input(node.name, index)
         if shape is None or len(shape) != len(term):
             return None
         for letter, size in zip(term, shape):
@@ -125,14 +145,14 @@ def _einsum_flops(node, graph) -> int | None:
     return 2 * total if total is not None else None
 
 
-def _flops(node, graph) -> int | None:
+def _flops(node, shapes: Shapes) -> int | None:
     """2 x multiply-adds, from static shapes (None when a dimension is unknown)."""
     name = node.name
     op = node.op
     if op in _MATMULS:
-        dims = _dims(node, graph)
-        a = graph_ops.input_shape(graph, name, 0)
-        b = graph_ops.input_shape(graph, name, 1)
+        dims = _dims(node, shapes)
+        a = shapes.input(name, 0)
+        b = shapes.input(name, 1)
         if a is None or b is None:
             return None
         batch = _broadcast_batch(a[:-2], b[:-2])
@@ -140,13 +160,13 @@ def _flops(node, graph) -> int | None:
         return 2 * core if core is not None else None
     # (output-sized tensor, filter-shaped tensor) of the convolution, wherever the op has them
     if op in _CONVS_FORWARD:
-        out, w = graph_ops.output_shape(graph, name, 0), graph_ops.input_shape(graph, name, 1)
+        out, w = shapes.output(name, 0), shapes.input(name, 1)
     elif op in _CONVS_BACKPROP_INPUT:
-        out, w = graph_ops.input_shape(graph, name, 2), graph_ops.input_shape(graph, name, 1)
+        out, w = shapes.input(name, 2), shapes.input(name, 1)
     elif op in _CONVS_BACKPROP_FILTER:
-        out, w = graph_ops.input_shape(graph, name, 2), graph_ops.output_shape(graph, name, 0)
+        out, w = shapes.input(name, 2), shapes.output(name, 0)
     elif op == "Einsum":
-        return _einsum_flops(node, graph)
+        return _einsum_flops(node, shapes)
     else:
         return None
     if out is None or w is None:
@@ -171,7 +191,15 @@ def _layer(name: str) -> str | None:
     return "/".join(parts) or None
 
 
-def tensor_ops(placed: PlacedGraph, jit_compile: bool) -> list[TensorOp]:
+def tensor_ops(
+    placed: PlacedGraph,
+    jit_compile: bool,
+    batch: int | None = None,
+    function: str | None = None,
+) -> list[TensorOp]:
+    """The function's tensor ops. Where a FLOP count needs a dimension the trace left
+    unknown, ``batch`` (the batch size the run delivered) stands for the leading one,
+    and ``flops_batch`` says so; ``function`` names the audited function."""
     flat = placed.flat
     found = []
     for node in flat.nodes:
@@ -181,18 +209,26 @@ def tensor_ops(placed: PlacedGraph, jit_compile: bool) -> list[TensorOp]:
         dtype = attrs["T"].type if "T" in attrs else (node.in_types[0] if node.in_types else 0)
         graph = graph_ops.body_graph(flat.graphs, node.function)
         gradient = "Backprop" in node.op or "gradient" in node.name.lower()
+        flops = flops_batch = None
+        if graph is not None:
+            flops = _flops(node, Shapes(graph))
+            if flops is None and batch:
+                flops = _flops(node, Shapes(graph, batch))
+                flops_batch = batch if flops is not None else None
         found.append(
             TensorOp(
                 node=qualified(flat, node.id),
                 op=node.op,
                 dtype=dtype_name(dtype),
-                dims=_dims(node, graph) if graph is not None else {},
+                dims=_dims(node, Shapes(graph)) if graph is not None else {},
                 layer=_layer(node.name),
                 location=graph_ops.creation_site(graph, node.name),
-                flops=_flops(node, graph) if graph is not None else None,
+                flops=flops,
                 in_loop=node.loop_depth > 0,
                 jit_compile=jit_compile,
                 gradient=gradient,
+                function=function,
+                flops_batch=flops_batch,
             )
         )
     return found

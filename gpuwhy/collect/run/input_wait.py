@@ -99,3 +99,22 @@ def with_loop_waits(
         for p in tfdata.pipelines
     )
     return dataclasses.replace(tfdata, pipelines=pipelines)
+
+
+def delivered_batch(tfdata: TfDataFacts | None, steps: StepFacts | None) -> int | None:
+    """The batch size the training steps were given, as tf.data's model measured it: the
+    input elements per output element of the last batch stage of the pipeline the steps
+    read (fit's, or the loop's with the most elements). None where no batch was seen."""
+    if tfdata is None or steps is None:
+        return None
+    if steps.source == "keras-fit":
+        pipeline = fit_pipeline(tfdata)
+    else:
+        loops = [p for p in tfdata.pipelines if p.consumer == "python-loop"]
+        pipeline = max(loops, key=lambda p: p.elements, default=None)
+    if pipeline is None:
+        return None
+    batches = [s for s in pipeline.stages if "batch" in s.written_as and s.elements]
+    if not batches or batches[-1].ratio < 2:
+        return None
+    return round(batches[-1].ratio)

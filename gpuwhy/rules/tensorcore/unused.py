@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, TensorOp
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.placement.common import prediction_note
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
@@ -30,6 +30,12 @@ class TensorCoreUnused(Rule):
     TF 2.5, only when it was turned off with
     `tf.config.experimental.enable_tensor_float_32_execution(False)` or
     `NVIDIA_TF32_OVERRIDE=0`.
+
+    The largest ops named come from the training step (the functions with a backward
+    pass), not from a `predict()` run after training. Keras traces `fit` with an
+    unknown batch dimension: their FLOPs use the batch size the run delivered (the
+    batch stage of the pipeline the steps read, as TF's own model measured it), and
+    the evidence says so (`flops_batch`).
 
     ## Why is this slow?
     Without a tensor-core data type, cuBLAS and cuDNN run matmuls and convolutions on
@@ -114,7 +120,8 @@ class TensorCoreUnused(Rule):
                 f"{share:.0%} of the matmul/conv work is float32: no tensor cores on V100/T4 (7.x), "
                 "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all"
             )
-        biggest = sorted(float32, key=lambda op: -(op.flops or 0))[:5]
+        step = training_ops(float32)
+        biggest = sorted(step, key=lambda op: -(op.flops or 0))[:5]
         evidence: dict[str, Any] = {
             "float32_work_share": round(share, 3),
             "float32_ops": len(float32),
@@ -123,6 +130,7 @@ class TensorCoreUnused(Rule):
             "mixed_precision_policy": placement.mixed_precision_policy,
             "gpu": gpu,
             "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
+            **_where_from(step, biggest),
             "largest": [
                 {
                     "op": op.op,
@@ -130,6 +138,7 @@ class TensorCoreUnused(Rule):
                     "layer": op.layer,
                     "dims": op.dims,
                     "gflops": round(op.flops / 1e9, 3) if op.flops else None,
+                    "location": op.location,
                 }
                 for op in biggest
             ],
@@ -151,3 +160,26 @@ class TensorCoreUnused(Rule):
                 location=biggest[0].location if biggest else None,
             )
         ]
+
+
+def training_ops(ops: list[TensorOp]) -> list[TensorOp]:
+    """The ops of the functions that train (those with a backward pass), where any do:
+    a one-image ``predict()`` after training is not where the time goes."""
+    training = {op.function for op in ops if op.gradient}
+    return [op for op in ops if op.function in training] if training else ops
+
+
+def _where_from(step: list[TensorOp], biggest: list[TensorOp]) -> dict[str, Any]:
+    """Which function the figures come from, and the batch size behind them."""
+    found: dict[str, Any] = {}
+    functions = sorted({op.function for op in biggest if op.function})
+    if functions:
+        kind = "the training step" if any(op.gradient for op in step) else "no training step seen"
+        found["largest_from"] = f"{', '.join(functions)} ({kind})"
+    batches = sorted({op.flops_batch for op in biggest if op.flops_batch})
+    if batches:
+        found["flops_batch"] = (
+            f"{', '.join(map(str, batches))}: the batch size the run delivered, for the "
+            "batch dimension the trace left unknown"
+        )
+    return found

@@ -86,6 +86,7 @@ def test_turing_float32_is_medium():
         "layer": "dense",
         "dims": {"m": 4096, "n": 4096, "k": 4096},
         "gflops": 137.439,
+        "location": "model.py:10",
     }
     assert [row["layer"] for row in ev["largest"]] == ["dense", "head"]
     assert finding.location == "model.py:10"
@@ -172,6 +173,39 @@ def test_capability_from_the_device_list():
         devices=(b.gpu(0, compute_capability="6.1"),),
     )
     assert run(TensorCoreUnused, facts)[0].severity == "low"
+
+
+def test_the_largest_ops_come_from_the_training_step_not_a_later_predict():
+    train = "multi_step_on_iterator (train.py:40)"
+    predict = "one_step_on_data_distributed (train.py:41)"
+    ops = [
+        b.tensor_op(
+            dims={"m": None, "n": 512, "k": 1024},
+            flops=2 * 64 * 512 * 1024,
+            function=train,
+            flops_batch=64,
+            layer="dense",
+            location="train.py:40",
+        ),
+        b.tensor_op(
+            dims={"m": 1024, "n": 512, "k": None},
+            flops=2 * 64 * 512 * 1024,
+            function=train,
+            flops_batch=64,
+            gradient=True,
+            layer="gradient_tape/dense",
+            location="train.py:40",
+        ),
+        # predict() on a batch of 4096 images after training: bigger, but not the step
+        b.tensor_op(
+            dims={"m": 4096, "n": 512, "k": 1024}, function=predict, location="train.py:41"
+        ),
+    ]
+    (f,) = run(TensorCoreUnused, b.placement_facts(tensor_ops=ops))
+    assert f.location == "train.py:40"
+    assert f.evidence["largest_from"] == f"{train} (the training step)"
+    assert f.evidence["flops_batch"].startswith("64: the batch size the run delivered")
+    assert [row["layer"] for row in f.evidence["largest"]] == ["dense", "gradient_tape/dense"]
 
 
 def test_min_fraction_is_by_flops():
