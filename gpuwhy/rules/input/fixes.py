@@ -71,7 +71,8 @@ def parallel_map(stage: PipelineStage) -> list[str]:
     return in_place_of(stage, parallel_call(stage), _map_api(stage))
 
 
-def _at(pipeline: PipelineFacts, index: int, batch: str) -> str:
+def _at(pipeline: PipelineFacts, index: int) -> str:
+    """Where the batch after stage ``index`` is written, as " (train.py:64)", or ""."""
     for stage in pipeline.stages[index:]:
         if "batch" in stage.written_as and stage.location:
             return f" ({stage.location})"
@@ -103,7 +104,7 @@ def vectorise(pipeline: PipelineFacts, index: int) -> list[str]:
         "# once per batch (written for a leading batch dimension: tf.io.parse_example",
         "# instead of parse_single_example, ops that broadcast over the batch)",
         *in_place_of(stage, new, "map"),
-        f"# and leave out the {batch} after it{_at(pipeline, index, batch)}",
+        f"# and leave out the {batch} after it{_at(pipeline, index)}",
     ]
 
 
@@ -181,7 +182,8 @@ def is_reader(stage: PipelineStage) -> bool:
     )
 
 
-def _reader_api(stage: PipelineStage) -> str:
+def reader_api(stage: PipelineStage) -> str:
+    """The reader class as written (``TFRecordDataset``, ``TextLineDataset`` ...)."""
     for name in (*stage.written_as, stage.name):
         if name.removesuffix("Dataset") in FILE_READERS:
             return name.removesuffix("Dataset") + "Dataset"
@@ -190,7 +192,7 @@ def _reader_api(stage: PipelineStage) -> str:
 
 def reader(stage: PipelineStage) -> list[str]:
     compression = next((c for c in stage.codec_ops if c in COMPRESSION), None)
-    api = _reader_api(stage)
+    api = reader_api(stage)
     call = calls.stage_call(stage, api)
     lines: list[str]
     if _written_parallel(call, "num_parallel_reads") or (stage.parallelism or 0) > 1:
@@ -231,10 +233,10 @@ def interleave(stage: PipelineStage) -> list[str]:
     return lines
 
 
-def cached(stage: PipelineStage, call: str | None = None) -> list[str]:
-    """``.cache()`` after the stage's last written call (or after ``call``, a rewrite)."""
+def cached(stage: PipelineStage) -> list[str]:
+    """``.cache()`` after the stage's last written call."""
     api = stage.written_as[-1] if stage.written_as else None
-    new = calls.chained(call or calls.stage_call(stage, api), ".cache()")
+    new = calls.chained(calls.stage_call(stage, api), ".cache()")
     return in_place_of(stage, new, api)
 
 

@@ -15,7 +15,7 @@ from gpuwhy.rules.input.common import (
     stage_share,
     wait_evidence,
 )
-from gpuwhy.rules.input.fixes import in_place_of, is_reader
+from gpuwhy.rules.input.fixes import in_place_of, is_reader, reader_api
 
 
 class SequentialReads(Rule):
@@ -96,7 +96,7 @@ class SequentialReads(Rule):
         # Medium where this run measured the reader's cost; the wait alone may be
         # another stage's, so it is evidence, not the judge.
         measured = share is not None and share >= options["min_share"]
-        api = _reader_api(stage)
+        api = reader_api(stage)
         evidence: dict[str, Any] = {
             "stage": stage_label(stage),
             "pipeline": pipeline_name(pipeline),
@@ -132,13 +132,6 @@ class SequentialReads(Rule):
                 "measured again on the GPU machine"
             ),
         )
-
-
-def _reader_api(stage: PipelineStage) -> str:
-    for name in stage.written_as:
-        if name.endswith("Dataset") and is_reader(stage):
-            return name
-    return "TFRecordDataset"
 
 
 def _reads_one_at_a_time(stage: PipelineStage, min_files: int) -> bool:
