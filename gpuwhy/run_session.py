@@ -234,12 +234,6 @@ class Session:
             )
         wanted = [(f.name, f.location) for f in ran[:AUDIT_FUNCTIONS]]
         targets = self.functions.audit_targets(wanted) if wanted else []
-        # A retraced function: its latest trace is what runs now; auditing every kept
-        # trace would count the same ops several times.
-        latest = {}
-        for target in targets:
-            latest[(target.label.split(" (trace ")[0], target.location)] = target
-        targets = list(latest.values())
         if not targets:
             return None
         return audit_functions(targets, batch=batch)[0]

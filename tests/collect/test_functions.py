@@ -271,3 +271,23 @@ def test_facts_round_trip_through_json(watcher):
     facts = watcher.facts()
     assert from_dict(TracingFacts, to_dict(facts)) == facts
     assert _fact(facts, "tagged").changed_args == ("mode",)
+
+
+def test_fit_s_validation_is_audited_beside_its_training_and_a_loop_s_copies_once(watcher):
+    import numpy as np
+
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((40, 4), "float32"), np.ones((40, 2), "float32")
+    model.fit(x, y, batch_size=16, epochs=2, validation_data=(x, y), verbose=0)  # @fit-val
+    # one name, one call site, two graphs: the training step and the validation step
+    targets = watcher.audit_targets([("multi_step_on_iterator", _at("fit-val"))])
+    sizes = sorted(len(t.function.graph.get_operations()) for t in targets)
+    assert len(targets) == 2 and sizes[0] < sizes[1]
+    # a tf.function re-created in a loop: many objects, one graph, one target
+    for _ in range(4):
+        tf.function(lambda v: v * 3)(tf.constant(1.0))  # @recreated
+    (looped,) = [f for f in watcher.facts().functions if f.location == _at("recreated")]
+    assert looped.instances == 4
+    assert len(watcher.audit_targets([(looped.name, looped.location)])) == 1

@@ -253,22 +253,39 @@ class FunctionWatcher(RunCollector):
         targets = []
         with self._lock:
             for wanted in dict.fromkeys(names):
-                name, location = wanted if isinstance(wanted, tuple) else (wanted, None)
-                watched = None if isinstance(wanted, tuple) else self._by_display.get(name)
+                if isinstance(wanted, tuple):
+                    targets.extend(self._targets_at(*wanted))
+                    continue
+                watched = self._by_display.get(wanted)
                 if watched is None:
-                    same = [
-                        w
-                        for w in self._records
-                        if w.info.name == name
-                        and w.concretes
-                        and (location is None or w.location == location)
-                    ]
+                    same = [w for w in self._records if w.info.name == wanted and w.concretes]
                     watched = max(same, key=lambda w: (w.calls, w.call_seconds()), default=None)
                 if watched is None or not watched.concretes:
                     continue
                 _, concrete = watched.concretes[-1]
                 targets.append(AuditTarget(watched.info.name, concrete, watched.location))
         return targets
+
+    def _targets_at(self, name: str, location: str | None) -> list[AuditTarget]:
+        """One target per different graph among the functions of this name and place.
+
+        Keras runs fit's training and its validation through one Python function, so
+        the two ``Function`` objects share name, code and call site, yet their graphs
+        differ (one has a backward pass): both are audited. A ``tf.function`` re-created
+        in a loop makes many objects with one graph: audited once."""
+        same = sorted(
+            (w for w in self._records if w.info.name == name and w.location == location),
+            key=lambda w: (-w.calls, -w.call_seconds()),
+        )
+        found: dict[tuple, AuditTarget] = {}
+        for watched in same:
+            if not watched.concretes:
+                continue
+            _, concrete = watched.concretes[-1]
+            shape = _graph_shape(concrete)
+            if shape not in found:
+                found[shape] = AuditTarget(watched.info.name, concrete, watched.location)
+        return list(found.values())
 
     def facts(self, t0: float | None = None) -> TracingFacts:
         """Section ``tracing``, times relative to ``t0`` (default: the run's start).
@@ -325,3 +342,15 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         library=first.info.library,
         instances=len(members),
     )
+
+
+def _graph_shape(concrete: Any) -> tuple:
+    """What tells two traces' graphs apart cheaply: their op types and counts."""
+    try:
+        ops = concrete.graph.get_operations()
+    except Exception:  # noqa: BLE001 - no graph to read: a target of its own
+        return (id(concrete),)
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op.type] = counts.get(op.type, 0) + 1
+    return tuple(sorted(counts.items()))
