@@ -37,6 +37,7 @@ MiB = 1024 * 1024
 
 # The default view: low and info findings in one line; of the others, this much evidence.
 BRIEF_SEVERITIES = ("low", "info")
+DETAILED_FINDINGS = 5  # the most severe, largest-gain ones; the others in one line each
 EVIDENCE_LINES = 8
 MIN_TABLE_ROWS = 2
 
@@ -64,7 +65,19 @@ class TerminalRenderer(Renderer):
         if record.findings:
             console.print()
             for number, finding in enumerate(record.findings, 1):
-                console.print(self._finding(number, finding))
+                brief = not self.verbose and (
+                    finding.severity in BRIEF_SEVERITIES or number > DETAILED_FINDINGS
+                )
+                console.print(self._finding(number, finding, brief))
+            hidden = len(record.findings) - DETAILED_FINDINGS
+            if not self.verbose and hidden > 0:
+                console.print(
+                    Text(
+                        f"(the first {DETAILED_FINDINGS} in detail; --verbose, or "
+                        "`gpuwhy explain ID`, for the others)",
+                        style="dim",
+                    )
+                )
         fixes = record.facts.input_fixes
         if fixes is not None:
             console.print()
@@ -108,11 +121,11 @@ class TerminalRenderer(Renderer):
         return buffer.getvalue()
 
     # -- findings ---------------------------------------------------------------------
-    def _finding(self, number: int, f: Finding) -> Group:
+    def _finding(self, number: int, f: Finding, brief: bool = False) -> Group:
         """A finding: its head line, then (high and medium, or --verbose) its causes,
         evidence, fix and gain. The default view keeps each finding short enough that a
-        program with many findings still reads on one screen: low and info findings are
-        their head line alone, and evidence is cut after ``EVIDENCE_LINES`` lines (a
+        program with many findings still reads on one screen: low and info findings, and
+        those after the first ``DETAILED_FINDINGS``, are their head line alone, and evidence is cut after ``EVIDENCE_LINES`` lines (a
         table keeps ``MIN_TABLE_ROWS`` rows at least), each cut saying what --verbose
         adds."""
         head = Text()
@@ -123,7 +136,7 @@ class TerminalRenderer(Renderer):
         if f.location:
             head.append(f"  at {f.location}", style="underline")
         parts: list[Any] = [head]
-        if not self.verbose and f.severity in BRIEF_SEVERITIES:
+        if brief:
             return Group(*parts)
         causes = finding_causes(f.evidence)
         for i, (title, detail) in enumerate(causes or (), 1):

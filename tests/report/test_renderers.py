@@ -265,3 +265,28 @@ def test_the_default_view_is_brief_and_verbose_has_it_all():
     assert "figure_0" not in low and "gpuwhy explain" not in low
     assert all(f"figure_{i}: {i}" in full.split("2. LOW")[1] for i in range(12))
     assert "p5" in full and "more (--verbose)" not in full
+
+
+def test_after_the_first_five_findings_each_is_one_line():
+    from gpuwhy.rules.base import Finding
+
+    findings = [
+        Finding(
+            id="input.no-cache",
+            severity="medium",
+            title=f"Medium {n}",
+            evidence={"figure": n},
+            fix=f"fix_{n}()",
+        )
+        for n in range(1, 8)
+    ]
+    brief = RENDERERS["terminal"]().render(
+        RunRecord(command="run", facts=Facts(), findings=findings)
+    )
+    assert "fix_5()" in brief and "fix_6()" not in brief and "fix_7()" not in brief
+    assert "7. MEDIUM input.no-cache  Medium 7" in brief
+    assert "(the first 5 in detail; --verbose" in brief
+    full = RENDERERS["terminal"](verbose=True).render(
+        RunRecord(command="run", facts=Facts(), findings=findings)
+    )
+    assert "fix_7()" in full and "in detail" not in full
