@@ -98,7 +98,14 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     details = []
     if steps is not None and steps.median_s is not None:
         text = f"{steps.count:,} steps, median {steps.median_s * 1000:,.1f} ms"
-        if steps.input_wait_fraction is not None:
+        bound = next((f for f in findings if f.id == "input.bound"), None)
+        if bound is not None and "production_ms_per_batch" in bound.evidence:
+            # the wait is the iterator call, not the pipeline (input.bound says why)
+            text += (
+                f", {steps.input_wait_fraction:.0%} of it in next() "
+                "(the Python call per step, not the pipeline)"
+            )
+        elif steps.input_wait_fraction is not None:
             text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
             stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
             if stage:

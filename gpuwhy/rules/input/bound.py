@@ -69,6 +69,27 @@ def bursts(steps: StepFacts) -> Bursts | None:
     return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median)
 
 
+# The pipeline makes a batch in less than this share of the measured wait: the wait is
+# the iterator call, not the pipeline's work.
+OVERHEAD_PRODUCTION_SHARE = 0.5
+
+
+def fetch_overhead(
+    pipeline: PipelineFacts | None, steps: StepFacts, share: float, mean_step: float | None
+) -> float | None:
+    """The pipeline's work per batch (TF's stage timers, buffers left out) where it is
+    far below the steps' mean wait and a buffer keeps a batch ready; else None."""
+    if pipeline is None or mean_step is None or steps.input_wait_source != "next() timing":
+        return None
+    if not ends_buffered(pipeline) or not pipeline.elements or pipeline.model_error:
+        return None
+    work = sum(s.self_time_s for s in pipeline.stages if s.kind != "prefetch" and s.kind != "cache")
+    production = work / pipeline.elements
+    if production <= 0 or production >= OVERHEAD_PRODUCTION_SHARE * share * mean_step:
+        return None
+    return production
+
+
 class InputBound(Rule):
     """The step waits for its next batch: the GPU idles while tf.data prepares input.
 
@@ -80,6 +101,11 @@ class InputBound(Rule):
     step minus tf.data's own consumer timer (the gap between two `GetNext` calls) is.
     Where the steps carry no measured wait, a pipeline's own timers decide (its wait per
     element against its consumer's time per element), one finding per pipeline.
+
+    Where a Python loop's `next()` calls take the time but the pipeline, buffered by a
+    prefetch, makes a batch in under half of that (TF's stage timers), the pipeline is
+    not what the loop waits for: the finding (medium) says the cost is the Python call
+    per step and the fix is fewer calls (a larger batch, the loop inside a tf.function).
 
     When gpuwhy read the pipeline as TF ran it, the finding names its slowest stage
     (`ParallelMapV2(parse at train.py:41)`) with its time per element, threads and share
@@ -168,10 +194,55 @@ class InputBound(Rule):
         if burst is not None:
             title += f"; {burst.text}"
             evidence["wait_bursts"] = burst.text
+        overhead = fetch_overhead(pipeline, steps, share, mean_step)
+        if pipeline is not None and overhead is not None and burst is None:
+            return self._fetch_overhead(title, share, pipeline, overhead, evidence, site)
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
         return self._finding(
             title, share, pipeline, evidence, site.group(1) if site else None, options
+        )
+
+    def _fetch_overhead(
+        self,
+        title: str,
+        share: float,
+        pipeline: PipelineFacts,
+        production_s: float,
+        evidence: dict[str, Any],
+        site: re.Match | None,
+    ) -> Finding:
+        """The steps wait in next(), but the pipeline, buffered, makes a batch in a
+        fraction of that: the time is the Python call per step, not tf.data's work."""
+        title = title.replace("Steps wait for input", "Steps spend", 1).replace(
+            " of the time", " of the time fetching their batch", 1
+        )
+        title += (
+            f", though the pipeline makes a batch in {duration(production_s)} (TF's stage "
+            "timers) and keeps one ready: the cost is the Python call per step"
+        )
+        evidence["pipeline"] = pipeline_name(pipeline)
+        evidence["production_ms_per_batch"] = _round_ms(production_s)
+        evidence["why"] = (
+            "a prefetch buffer holds the next batch and the pipeline makes one far faster "
+            "than a step: what the loop waits for is next() itself (Python, once per step)"
+        )
+        fix = [
+            "# fewer Python calls per example: a larger batch, or the loop over the",
+            "# dataset inside one tf.function (no Python per step):",
+            "@tf.function",
+            "def train_epoch(<dataset>):",
+            "    for x, y in <dataset>:",
+            "        <your train step>(x, y)",
+        ]
+        return self.finding(
+            title,
+            severity="medium",
+            location=site.group(1) if site else pipeline.location,
+            evidence=evidence,
+            fix="\n".join(fix),
+            estimated_gain=f"estimate: up to {share:.0%} of step time, the Python per step",
+            gain_value=round(share, 4),
         )
 
     def _from_pipeline(
