@@ -474,6 +474,7 @@ class PipelineStage:
     element_bytes: int | None = None  # one element it outputs, from its spec (None: a
     # dimension or dtype of unknown size, e.g. a decoded image of any height)
     files: int | None = None  # a file reader: how many files it was given
+    by_library: bool = False  # made by Keras or another library (fit's data adapters)
 
 
 @dataclass(frozen=True)

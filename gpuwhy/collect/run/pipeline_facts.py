@@ -195,6 +195,7 @@ def _stage_facts(
         written_calls=tuple(w.call or "" for w in written),
         element_bytes=written[-1].element_bytes if written else None,
         files=next((w.files for w in written if w.files is not None), None),
+        by_library=bool(written) and all(w.by_library for w in written),
     )
 
 

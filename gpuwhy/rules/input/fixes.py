@@ -148,7 +148,25 @@ def python_function(stage: PipelineStage) -> list[str]:
     return lines
 
 
+def keras_adapter(stage: PipelineStage) -> list[str]:
+    """A generator Keras made from what fit was given: a keras.utils.PyDataset (or
+    Sequence), a Python generator or a torch DataLoader, read through
+    tf.data.Dataset.from_generator one batch at a time (keras/src/trainers/data_adapters)."""
+    return [
+        "# fit was given a Python data source (a keras.utils.PyDataset, a generator or a",
+        "# DataLoader): Keras reads it one batch at a time, in Python. A PyDataset can",
+        "# prepare batches in parallel with its own arguments (workers, processes):",
+        "super().__init__(workers=4, use_multiprocessing=True, **kwargs)   "
+        "# in <your PyDataset>.__init__",
+        "# or give fit a tf.data pipeline: arrays in memory, TFRecord files",
+        f"{ALTERNATIVE}tf.data.Dataset.from_tensor_slices((<features>, <labels>))"
+        f".batch(<batch size>).prefetch({AUTOTUNE})",
+    ]
+
+
 def generator(stage: PipelineStage) -> list[str]:
+    if stage.by_library:
+        return keras_adapter(stage)
     fn = function_name(stage)
     written = calls.stage_call(stage, "from_generator")
     signature = calls.keyword(written, "output_signature")

@@ -129,6 +129,12 @@ class PythonFunction(Rule):
                     title += ", its slowest stage"
                     if bound and wait is not None:  # bound implies wait
                         title += f" (steps wait for input {wait.fraction:.0%} of the time)"
+                    elif wait is not None:
+                        # measured: not a wait on this run, the pace a faster step meets
+                        title += (
+                            f"; the steps waited {wait.fraction:.0%} for input on this run, "
+                            "a faster step (a GPU's) may wait for it"
+                        )
                 evidence: dict[str, Any] = {
                     "stage": label,
                     "pipeline": pipeline_name(pipeline),
@@ -158,7 +164,7 @@ class PythonFunction(Rule):
                             gain_text(
                                 gain, "the wait times this stage's share of the pipeline's work"
                             )
-                            if gain is not None
+                            if gain is not None and gain >= 0.005
                             else "the stage's time moves off the GIL onto every core"
                         ),
                         gain_value=None if gain is None else round(gain, 4),

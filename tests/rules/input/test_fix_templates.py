@@ -10,9 +10,12 @@ spec (and, where the fix keeps them, as many elements) as the original.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
@@ -444,3 +447,53 @@ def test_shuffle_memory_fix_moves_the_shuffle_before_the_decode_or_shrinks_it(pr
     moved, smaller = p.check(finding.fix)
     assert "ds = ds.shuffle(8).map(decode)\nds = ds\n" in moved
     assert "ds = ds.shuffle(1)\n" in smaller  # 10% of 16 GiB holds one 1 GiB element
+
+
+def test_a_keras_py_dataset_s_fix_runs_with_its_workers(tmp_path):
+    """fit given a keras.utils.PyDataset: the fix line goes into its __init__."""
+    stage = PipelineStage(
+        name="Generator",
+        kind="generator",
+        written_as=("from_generator",),
+        function="_get_iterator",
+        python=True,
+        by_library=True,
+    )
+    fix = fixes.generator(stage)
+    (line,) = [code for code in fix if not code.startswith("#")]
+    statement = line.split("#")[0].strip()
+    script = tmp_path / "pyds.py"
+    script.write_text(
+        "import math\n"
+        "import numpy as np\n"
+        "import keras\n\n"
+        "class Batches(keras.utils.PyDataset):\n"
+        "    def __init__(self, n, **kwargs):\n"
+        f"        {statement}\n"
+        "        self.n = n\n\n"
+        "    def __len__(self):\n"
+        "        return math.ceil(self.n / 8)\n\n"
+        "    def __getitem__(self, idx):\n"
+        "        return np.ones((8, 4), 'float32'), np.ones((8, 1), 'float32')\n\n"
+        "if __name__ == '__main__':\n"
+        "    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer='sgd', loss='mse')\n"
+        "    history = model.fit(Batches(64), epochs=1, verbose=0)\n"
+        "    print(len(history.history['loss']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("1")
+    (alternative,) = paste.parse("\n".join(fix)).alternatives
+    filled = paste.fill(
+        alternative,
+        {
+            **PLACEHOLDERS,
+            "<features>": "np.ones((64, 4), 'float32')",
+            "<labels>": "np.ones((64, 1), 'float32')",
+        },
+    )
+    dataset = eval(filled, {"tf": tf, "np": np})
+    assert dataset.element_spec[0].shape.as_list() == [None, 4]
