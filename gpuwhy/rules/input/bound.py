@@ -218,7 +218,8 @@ class InputBound(Rule):
             " of the time", " of the time fetching their batch", 1
         )
         title += (
-            f", though the pipeline makes a batch in {duration(production_s)} (TF's stage "
+            f", though the pipeline makes a batch in {duration(production_s, microseconds=True)}"
+            " (TF's stage "
             "timers) and keeps one ready: the cost is the Python call per step"
         )
         evidence["pipeline"] = pipeline_name(pipeline)

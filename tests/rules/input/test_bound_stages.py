@@ -127,7 +127,7 @@ def test_a_buffered_pipeline_far_faster_than_the_wait_is_the_python_call_per_ste
     assert f.severity == "medium"
     assert f.title == (
         "Steps spend 30% of the time fetching their batch (a mean 6.0 ms of a 20.0 ms step), "
-        "though the pipeline makes a batch in 0.2 ms (TF's stage timers) and keeps one "
+        "though the pipeline makes a batch in 200.0 µs (TF's stage timers) and keeps one "
         "ready: the cost is the Python call per step"
     )
     assert "@tf.function" in f.fix and "for x, y in <dataset>:" in f.fix
