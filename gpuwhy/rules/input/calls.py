@@ -37,9 +37,18 @@ def stage_call(stage: PipelineStage, api: str | None = None) -> str:
     if api is None:
         return f"{DATASET}.<transformation>(...)"
     for written_api, call in zip(stage.written_as, stage.written_calls, strict=False):
-        if written_api == api and call:
+        if written_api == api and call and _is_call(call):
             return call
     return rebuilt_call(stage, api)
+
+
+def _is_call(text: str) -> bool:
+    """A call the rewrites can parse (a record from elsewhere may hold anything)."""
+    try:
+        _parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def rebuilt_call(stage: PipelineStage, api: str) -> str:

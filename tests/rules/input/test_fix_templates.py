@@ -497,3 +497,15 @@ def test_a_keras_py_dataset_s_fix_runs_with_its_workers(tmp_path):
     )
     dataset = eval(filled, {"tf": tf, "np": np})
     assert dataset.element_spec[0].shape.as_list() == [None, 4]
+
+
+def test_a_written_call_that_is_not_one_falls_back_to_placeholders():
+    from gpuwhy.rules.input.calls import stage_call
+
+    stage = PipelineStage(
+        name="Map", kind="map", written_as=("map",), written_calls=("x = (",), function="parse"
+    )
+    assert stage_call(stage) == "<dataset>.map(parse)"
+    assert "<dataset>.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in "\n".join(
+        fixes.parallel_map(stage)
+    )
