@@ -242,6 +242,21 @@ class PlacementCheck:
 
 
 @dataclass(frozen=True)
+class KernelWork:
+    """The GPU kernels of one op type in an audited function, and the bytes they write.
+
+    Ops that launch no kernel (constants, identities, variable reads, shape queries)
+    are left out. ``bytes`` adds up the outputs whose static shape is known (a leading
+    dimension the trace left unknown taken as the batch the run delivered); ``sized``
+    says how many of ``count`` that was."""
+
+    op: str
+    count: int
+    bytes: int = 0
+    sized: int = 0
+
+
+@dataclass(frozen=True)
 class AuditedFunction:
     name: str  # tf.function / Keras step name
     nodes: int  # after inlining nested bodies
@@ -254,6 +269,7 @@ class AuditedFunction:
     step_copies: int = 0  # copies between its own ops per call (loop bodies once)
     unaudited: tuple[str, ...] = ()  # bodies it runs elsewhere (tf.data functions)
     note: str | None = None  # what the audit could not know about how it runs
+    kernels: tuple[KernelWork, ...] = ()  # its GPU kernels other than matmul/conv
 
 
 @dataclass(frozen=True)
@@ -592,6 +608,41 @@ class InputFixFacts:
 
 
 @dataclass(frozen=True)
+class ProjectionFacts:
+    """Section ``projection``: the traced training step as it would run on a named GPU.
+
+    Predicted, never measured: a cost model of the audited graph (gpuwhy/projection/
+    cost.py) at the target's published peaks (gpus.py). Every time is a band
+    (``*_low_s`` .. ``*_high_s`` around the middle estimate). The input side joins what
+    this run measured: the pipeline's time to make one batch on this host."""
+
+    gpu: str  # the table's name: "A100"
+    requested: str  # as asked: "A100", "auto"
+    function: str  # the projected tf.function: "train_step (train.py:40)"
+    step_s: float
+    step_low_s: float
+    step_high_s: float
+    tensor_s: float  # matmuls and convolutions
+    kernels_s: float  # other GPU kernels (memory bandwidth or launches)
+    copies_s: float  # host<->device copies
+    tensor_ops: int = 0
+    tensor_ops_unsized: int = 0  # of unknown FLOPs: left out
+    kernels: int = 0
+    kernels_unsized: int = 0  # of unknown bytes: launches only
+    batch: int | None = None  # the batch size the FLOPs were sized with, where needed
+    input_batch_s: float | None = None  # the pipeline alone per batch, this host (TF's
+    # stage timers: the slowest stage at the threads it ran with)
+    input_batch_measured_s: float | None = None  # per batch as the steps got them here,
+    # where they waited for input (the mean step: the pipeline shared the cores with the
+    # model, so this is an upper bound)
+    input_wait_fraction: float | None = None  # projected share of a step waiting for input
+    input_wait_low: float | None = None  # the slowest step, the pipeline alone
+    input_wait_high: float | None = None  # the fastest step, the pipeline as measured here
+    calibrated: bool = False  # the model's efficiencies fitted to measured GPU steps
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Facts:
     """All fact sections of one run. A section is ``None`` when it was not collected;
     rules that need it are then skipped and listed as not checked."""
@@ -606,6 +657,7 @@ class Facts:
     gpu_samples: GpuSamplesFacts | None = None
     tfdata: TfDataFacts | None = None
     input_fixes: InputFixFacts | None = None
+    projection: ProjectionFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

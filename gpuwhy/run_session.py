@@ -46,7 +46,10 @@ class Session:
         eager: bool = True,
         command: Sequence[str] | None = None,
         eager_duty: float | None = None,
+        target: str | None = None,
     ) -> None:
+        """``target``: a GPU to project the training step onto (a name of
+        gpuwhy.projection.gpus, or "auto"); None: no projection."""
         from gpuwhy.collect.run.eager import EagerOpCounter
         from gpuwhy.collect.run.functions import FunctionWatcher
         from gpuwhy.collect.run.pipelines import PipelineCollector
@@ -55,6 +58,7 @@ class Session:
         if not (hz > 0):
             raise ValueError("hz must be a positive number of samples per second")
         self.hz, self.audit, self.command = hz, audit, tuple(command or sys.argv)
+        self.target = target
         self.steps = StepCollector()
         self.functions = FunctionWatcher()
         self.eager: EagerOpCounter | None = None
@@ -143,9 +147,11 @@ class Session:
         from gpuwhy.collect.run.environment import run_environment_facts
         from gpuwhy.collect.run.input_wait import (
             delivered_batch,
+            steps_pipeline,
             with_keras_input_wait,
             with_loop_waits,
         )
+        from gpuwhy.projection.step import projection_facts
 
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
@@ -181,6 +187,18 @@ class Session:
             if tf_imported
             else None
         )
+        projection = None
+        if self.target is not None and placement is not None:
+            projection = self._guard(
+                "projection",
+                lambda: projection_facts(
+                    Facts(placement=placement, devices=self._devices, tfdata=tfdata),
+                    self.target,
+                    steps_pipeline(tfdata, steps),
+                    steps,
+                ),
+                None,
+            )
         notes = list(self.notes) + list(self.steps.notes)
         if not tf_imported:
             notes.append("the program never imported TensorFlow: no steps, traces or placement")
@@ -206,6 +224,7 @@ class Session:
             tracing=tracing,
             gpu_samples=gpu_samples,
             tfdata=tfdata,
+            projection=projection,
         )
 
     def _guard(self, what: str, fn, default):

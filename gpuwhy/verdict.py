@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts, InputFixFacts, PlacementFacts, ProgramFacts
-from gpuwhy.formatting import stage_label
+from gpuwhy.facts import Facts, InputFixFacts, PlacementFacts, ProgramFacts, ProjectionFacts
+from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input.common import bottleneck
@@ -116,6 +116,8 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     busy = _gpu_busy(facts)
     if busy is not None:
         details.append(f"GPU busy {busy:.0%} of the time")
+    if facts.projection is not None:
+        details.append(projection_clause(facts.projection))
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
     text = head + (": " + ", ".join(details) if details else "")
@@ -212,3 +214,15 @@ def _gpu_busy(facts: Facts) -> float | None:
         if known:
             means.append(sum(known) / len(known))
     return max(means, default=None)
+
+
+def projection_clause(projection: ProjectionFacts) -> str:
+    """For the verdict: on an A100 (projected): step ..., input wait ..."""
+    text = f"on {_article(projection.gpu)} {projection.gpu} (projected): step {duration(projection.step_s)}"
+    if projection.input_wait_fraction is not None:
+        text += f", {projection.input_wait_fraction:.0%} of it waiting for input"
+    return text
+
+
+def _article(name: str) -> str:
+    return "an" if name[:1].upper() in "AEFHILMNORSX" else "a"

@@ -29,6 +29,7 @@ GENERATED = [
     ("gpu_samples", F.GpuSamplesFacts),
     ("tfdata", F.TfDataFacts),
     ("input_fixes", F.InputFixFacts),
+    ("projection", F.ProjectionFacts),
 ]
 SCALARS = {
     int: {"type": "integer"},

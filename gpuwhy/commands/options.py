@@ -42,3 +42,26 @@ def sampling_options(p: argparse.ArgumentParser) -> None:
         help="GPU samples per second (10; GPM metrics are read at most at 10)",
     )
     report_file_option(p)
+
+
+def target_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        metavar="GPU",
+        help="also project the training step onto GPU (A100, H100, L4, T4, V100, "
+        "'RTX 4090' ... or auto: this machine's): predicted step time, kernel time and "
+        "input wait, said to be a projection",
+    )
+
+
+def check_target(name: str | None) -> None:
+    """A --target that names no GPU is a usage error, before anything runs."""
+    if name is None or name.strip().lower() == "auto":
+        return
+    from gpuwhy.commands.outcome import UsageError
+    from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
+
+    try:
+        find_gpu(name)
+    except UnknownGpuError as error:
+        raise UsageError(str(error)) from None

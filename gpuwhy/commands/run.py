@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from gpuwhy.commands.options import html_option, output_options, sampling_options
+from gpuwhy.commands.options import (
+    check_target,
+    html_option,
+    output_options,
+    sampling_options,
+    target_option,
+)
 from gpuwhy.commands.outcome import UsageError, check_hz
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 
@@ -42,6 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="share of the run in which eager ops are counted (default 1/11, "
         "which keeps the cost under 5%%; 1 counts every op, ~20%% slower eager ops)",
     )
+    target_option(parser)
     output_options(parser)
     html_option(parser)
 
@@ -55,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
     check_hz(args.hz)
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
+    check_target(args.target)
     code, outputs = prepare(args)
     session = Session(
         hz=args.hz,
@@ -62,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
         eager=args.eager,
         command=[args.script, *args.args],
         eager_duty=args.eager_duty,
+        target=args.target,
     )
 
     def report(ended: str, exit_code: int, error: str | None) -> None:

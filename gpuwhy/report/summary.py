@@ -16,6 +16,7 @@ from gpuwhy.facts import (
     PipelineFacts,
     PipelineStage,
     PlacementFacts,
+    ProjectionFacts,
     StepFacts,
     TfDataFacts,
     TracingFacts,
@@ -243,3 +244,31 @@ def op_group_cells(group: OpGroup, locations: int | None = None) -> tuple[str, .
         group.reason + (f" with {group.colocated_with}" if group.colocated_with else ""),
         ", ".join(group.locations[:locations]) or "-",
     )
+
+
+def projection_lines(projection: ProjectionFacts) -> list[str]:
+    """The projection, said as one: the step's band and its parts, then the input."""
+    band = f"{duration(projection.step_low_s)}–{duration(projection.step_high_s)}"
+    lines = [
+        f"step of {projection.function}: {duration(projection.step_s)} ({band}): "
+        f"matmul/conv {duration(projection.tensor_s, True)}, other kernels "
+        f"{duration(projection.kernels_s, True)} ({projection.kernels:,}), copies "
+        f"{duration(projection.copies_s, True)}"
+        + (f"; batch {projection.batch} as run" if projection.batch else "")
+    ]
+    if projection.input_wait_fraction is not None:
+        made = []
+        if projection.input_batch_s is not None:
+            made.append(f"{duration(projection.input_batch_s)} alone (TF's stage timers)")
+        if projection.input_batch_measured_s is not None:
+            made.append(
+                f"{duration(projection.input_batch_measured_s)} as it delivered here beside "
+                "the model"
+            )
+        low, high = projection.input_wait_low or 0.0, projection.input_wait_high or 0.0
+        lines.append(
+            f"input: the pipeline makes a batch in {' to '.join(made)} on this host "
+            f"(measured): steps would wait {projection.input_wait_fraction:.0%} of the time "
+            f"({low:.0%}–{high:.0%})"
+        )
+    return lines + list(projection.notes[1:])

@@ -24,6 +24,7 @@ from gpuwhy.report.summary import (
     missing_library,
     op_group_cells,
     placement_where,
+    projection_lines,
     tensorflow_line,
 )
 from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
@@ -97,6 +98,18 @@ class TerminalRenderer(Renderer):
         if run is not None:
             console.print()
             console.print(run)
+        projection = record.facts.projection
+        if projection is not None:
+            console.print()
+            console.print(
+                Text(
+                    f"Projected on {projection.gpu} (a projection from the traced graph and "
+                    "published peaks, not a measurement; the model is not yet calibrated)",
+                    style="bold underline",
+                )
+            )
+            for line in projection_lines(projection):
+                console.print(Text(f"  {line}"))
         placement = record.facts.placement
         if placement is not None:
             console.print()

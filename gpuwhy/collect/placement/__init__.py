@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuwhy.collect.placement.copies import Crossing, crossings
 from gpuwhy.collect.placement.graph import FlatGraph, flatten
+from gpuwhy.collect.placement.kernels import kernel_work
 from gpuwhy.collect.placement.names import DT_STRING, DT_VARIANT, dtype_name, qualified
 from gpuwhy.collect.placement.placer import PlacedGraph, place
 from gpuwhy.collect.placement.tensor_ops import tensor_ops
@@ -91,7 +92,7 @@ def audit_functions(
     gpu = precision.local_gpu()
     facts = PlacementFacts(
         predicted=True,
-        functions=tuple(_function_summary(a) for a in audited),
+        functions=tuple(_function_summary(a, batch) for a in audited),
         groups=_groups(audited),
         copies=_copies(audited),
         tensor_ops=tuple(
@@ -140,7 +141,7 @@ def _merge_checks(checks: list[PlacementCheck]) -> PlacementCheck:
     )
 
 
-def _function_summary(audited: AuditedGraph) -> AuditedFunction:
+def _function_summary(audited: AuditedGraph, batch: int | None = None) -> AuditedFunction:
     placed = audited.placed
     gpu = host = cpu = 0
     for node in placed.flat.nodes:
@@ -165,6 +166,7 @@ def _function_summary(audited: AuditedGraph) -> AuditedFunction:
         step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat.nodes[c.src])),
         unaudited=tuple(placed.flat.unaudited),
         note=audited.target.note,
+        kernels=kernel_work(placed, batch),
     )
 
 

@@ -105,16 +105,20 @@ def delivered_batch(tfdata: TfDataFacts | None, steps: StepFacts | None) -> int 
     """The batch size the training steps were given, as tf.data's model measured it: the
     input elements per output element of the last batch stage of the pipeline the steps
     read (fit's, or the loop's with the most elements). None where no batch was seen."""
-    if tfdata is None or steps is None:
-        return None
-    if steps.source == "keras-fit":
-        pipeline = fit_pipeline(tfdata)
-    else:
-        loops = [p for p in tfdata.pipelines if p.consumer == "python-loop"]
-        pipeline = max(loops, key=lambda p: p.elements, default=None)
+    pipeline = steps_pipeline(tfdata, steps)
     if pipeline is None:
         return None
     batches = [s for s in pipeline.stages if "batch" in s.written_as and s.elements]
     if not batches or batches[-1].ratio < 2:
         return None
     return round(batches[-1].ratio)
+
+
+def steps_pipeline(tfdata: TfDataFacts | None, steps: StepFacts | None) -> PipelineFacts | None:
+    """The pipeline the training steps read: fit's, or the loop's with the most elements."""
+    if tfdata is None or steps is None:
+        return None
+    if steps.source == "keras-fit":
+        return fit_pipeline(tfdata)
+    loops = [p for p in tfdata.pipelines if p.consumer == "python-loop"]
+    return max(loops, key=lambda p: p.elements, default=None)

@@ -1,0 +1,136 @@
+"""The ``projection`` section: a run's training step, projected onto a named GPU, joined
+with what the run measured of its input pipeline.
+
+The step's GPU time comes from the cost model (cost.py); the input side is measured on
+this host, two ways: the pipeline alone (TF's stage timers, the slowest stage at the
+threads it ran with) and, where the steps waited for input, as it delivered batches
+beside the model (the mean step; the model took cores from it, so an upper bound).
+Where making a batch takes longer than the projected step, the GPU would wait for it:
+that share of each step is the projected input wait, its band spanning both
+measurements and the step's band.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts, StepFacts
+from gpuwhy.formatting import duration
+from gpuwhy.projection.cost import StepProjection, project_step
+from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
+
+AUTO = "auto"
+
+
+def resolve_target(requested: str, facts: Facts) -> GpuSpec:
+    """The table's GPU for --target: a name, or ``auto`` for this machine's first GPU."""
+    if requested.strip().lower() != AUTO:
+        return find_gpu(requested)
+    devices = facts.devices or ()
+    if not devices:
+        raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
+    return find_gpu(devices[0].name)
+
+
+def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
+    """What the pipeline needs per batch on this host, standing alone: its slowest
+    stage's time per root element at the threads it ran with (TF's stage timers)."""
+    if pipeline is None:
+        return None
+    rates = [s.root_elements_per_s for s in pipeline.stages if s.root_elements_per_s]
+    return 1 / min(rates) if rates else None
+
+
+def measured_batch_seconds(steps: StepFacts | None, min_wait: float = 0.05) -> float | None:
+    """Per batch as the steps got them on this host, where they waited for input: each
+    step then lasted as long as the pipeline took to deliver, so the mean step is the
+    time per batch (with the model computing on the same cores: an upper bound)."""
+    if steps is None or steps.input_wait_fraction is None or steps.input_wait_fraction < min_wait:
+        return None
+    counted = steps.count - steps.warmup
+    return steps.total_s / counted if counted > 0 and steps.total_s > 0 else None
+
+
+def _share(batch_s: float, step_s: float) -> float:
+    return round(max(0.0, batch_s - step_s) / max(batch_s, step_s), 4)
+
+
+def _waits(
+    alone_s: float | None, measured_s: float | None, projection: StepProjection
+) -> tuple[float | None, float | None, float | None]:
+    """Projected input-wait share: (middle, lowest, highest). The lowest pairs the
+    slowest projected step with the pipeline alone; the highest the fastest step with
+    the pipeline as it delivered here; the middle, the middle step with the geometric
+    mean of the two (one of them where only one is known)."""
+    known = [t for t in (alone_s, measured_s) if t]
+    if not known:
+        return None, None, None
+    step = projection.step
+    typical = (known[0] * known[-1]) ** 0.5
+    return (
+        _share(typical, step.mid),
+        _share(min(known), step.high),
+        _share(max(known), step.low),
+    )
+
+
+def projection_facts(
+    facts: Facts,
+    requested: str,
+    pipeline: PipelineFacts | None = None,
+    steps: StepFacts | None = None,
+) -> ProjectionFacts | None:
+    """The section for ``requested`` (a GPU name or ``auto``), from the placement audit
+    and, where given, the pipeline the steps read; None without an audited function."""
+    gpu = resolve_target(requested, facts)
+    placement = facts.placement
+    if placement is None:
+        return None
+    projection = project_step(placement, gpu, pipeline.element_bytes if pipeline else None)
+    if projection is None:
+        return None
+    step = projection.step
+    batch_s = batch_seconds(pipeline)
+    measured_s = measured_batch_seconds(steps)
+    notes = ["a projection from the traced graph and published peaks, not a measurement"]
+    if batch_s is not None and measured_s is not None and batch_s > measured_s:
+        # alone it cannot be slower than beside the model: the direct one is trusted
+        notes.append(
+            f"TF's stage timers gave {duration(batch_s)} per batch, more than the "
+            f"{duration(measured_s)} measured between the steps' batches: the measured "
+            "one is used"
+        )
+        batch_s = None
+    wait, wait_low, wait_high = _waits(batch_s, measured_s, projection)
+    batches = sorted({op.flops_batch for op in placement.tensor_ops if op.flops_batch})
+    if projection.tensor_ops_unsized:
+        notes.append(
+            f"{projection.tensor_ops_unsized} of {projection.tensor_ops} matmuls/convolutions "
+            "of unknown size are left out: the step is at least this long"
+        )
+    if projection.kernels_unsized:
+        notes.append(
+            f"{projection.kernels_unsized} of {projection.kernels} other kernels of unknown "
+            "size count as launches only"
+        )
+    return ProjectionFacts(
+        gpu=gpu.name,
+        requested=requested,
+        function=projection.function,
+        step_s=round(step.mid, 9),
+        step_low_s=round(step.low, 9),
+        step_high_s=round(step.high, 9),
+        tensor_s=round(projection.tensor.mid, 9),
+        kernels_s=round(projection.kernels.mid, 9),
+        copies_s=round(projection.copies.mid, 9),
+        tensor_ops=projection.tensor_ops,
+        tensor_ops_unsized=projection.tensor_ops_unsized,
+        kernels=projection.kernel_count,
+        kernels_unsized=projection.kernels_unsized,
+        batch=batches[0] if len(batches) == 1 else None,
+        input_batch_s=None if batch_s is None else round(batch_s, 9),
+        input_batch_measured_s=None if measured_s is None else round(measured_s, 9),
+        input_wait_fraction=wait,
+        input_wait_low=wait_low,
+        input_wait_high=wait_high,
+        calibrated=False,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,96 @@
+"""The step cost model from small placement facts: each term by hand, then together."""
+
+import pytest
+
+from gpuwhy.facts import AuditedFunction, Facts, KernelWork, PipelineFacts, StepFacts
+from gpuwhy.projection.cost import project_step, training_function
+from gpuwhy.projection.gpus import find_gpu
+from gpuwhy.projection.step import projection_facts
+from tests import builders as b
+
+TRAIN = "train_step (train.py:12)"
+A100 = find_gpu("A100")
+
+
+def train_function(**changes):
+    base = dict(
+        name="train_step",
+        nodes=10,
+        gpu=10,
+        host=0,
+        cpu=0,
+        location="train.py:12",
+        input_copies=1,
+        kernels=(KernelWork("Relu", count=1, bytes=100_000_000, sized=1),),
+    )
+    return AuditedFunction(**{**base, **changes})
+
+
+def placement(**changes):
+    ops = [b.tensor_op(flops=2_000_000_000, function=TRAIN, gradient=True)]
+    base = dict(tensor_ops=ops, functions=(train_function(),), tf32_enabled=True)
+    return b.placement(**{**base, **changes})
+
+
+def test_each_term_at_the_middle_efficiency():
+    projection = project_step(placement(), A100, input_bytes=4_000_000)
+    # 2 GFLOP of float32 at TF32's 156 TFLOPS, 55% reached
+    assert projection.tensor.mid == pytest.approx(2e9 / (156e12 * 0.55))
+    # 100 MB written (and as much read) at 2,039 GB/s, 70% reached: above its launch
+    assert projection.kernels.mid == pytest.approx(2e8 / (2039e9 * 0.70))
+    # one copy's latency, and the 4 MB batch over PCIe 4 at 75%
+    assert projection.copies.mid == pytest.approx(10e-6 + 4e6 / (32e9 * 0.75))
+    step = projection.step
+    assert step.low < step.mid < step.high
+    assert projection.function == TRAIN and projection.tensor_ops_unsized == 0
+
+
+def test_precision_tf32_and_small_kernels_change_the_time():
+    tf32_off = project_step(placement(tf32_enabled=False), A100)
+    assert tf32_off.tensor.mid == pytest.approx(2e9 / (19.5e12 * 0.55))
+    tiny = train_function(kernels=(KernelWork("AddV2", count=50, bytes=50 * 400, sized=50),))
+    launches = project_step(placement(functions=(tiny,)), A100)
+    assert launches.kernels.mid == pytest.approx(50 * 4e-6)  # launch-bound
+    xla = project_step(
+        placement(functions=(train_function(kernels=tiny.kernels, jit_compile=True),)), A100
+    )
+    assert xla.kernels.mid == pytest.approx(12 * 4e-6)  # fused: four ops a kernel
+
+
+def test_the_training_step_is_projected_not_a_predict():
+    predict = AuditedFunction(name="predict_step", nodes=5, gpu=5, host=0, cpu=0)
+    facts = placement(functions=(predict, train_function()))
+    assert training_function(facts).name == "train_step"
+
+
+def test_the_input_side_trusts_the_measured_delivery_over_the_stage_timers():
+    # the steps waited 60% of a 10 ms step: a batch came every 10 ms
+    steps = StepFacts(
+        source="tf-data", marker="m", count=101, warmup=1, total_s=1.0, input_wait_fraction=0.6
+    )
+    fast = b.placement_facts(tensor_ops=placement().tensor_ops, functions=(train_function(),))
+    slow_alone = PipelineFacts(id=1, stages=(_stage(rate=50.0),))  # 20 ms alone: impossible
+    found = projection_facts(fast, "A100", slow_alone, steps)
+    assert found.input_batch_measured_s == pytest.approx(0.010)
+    assert any("the measured one is used" in note for note in found.notes)
+    # a step of ~0.2 ms against a batch every 10 ms: nearly all of it waits
+    assert 0.9 < found.input_wait_low <= found.input_wait_fraction <= found.input_wait_high < 1
+    quick = PipelineFacts(id=1, stages=(_stage(rate=5000.0),))  # 0.2 ms alone
+    both = projection_facts(fast, "A100", quick, steps)
+    assert both.input_batch_s == pytest.approx(0.0002)
+    assert both.input_wait_low < both.input_wait_fraction < both.input_wait_high
+
+
+def test_auto_needs_a_gpu_here():
+    from gpuwhy.projection.gpus import UnknownGpuError
+
+    with pytest.raises(UnknownGpuError):
+        projection_facts(Facts(placement=placement()), "auto")
+    here = Facts(placement=placement(), devices=(b.gpu(0),))
+    assert projection_facts(here, "auto").gpu == "H100"
+
+
+def _stage(rate: float):
+    from gpuwhy.facts import PipelineStage
+
+    return PipelineStage(name="ParallelMapV2", kind="map", root_elements_per_s=rate)

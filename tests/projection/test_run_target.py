@@ -1,0 +1,48 @@
+"""`gpuwhy run --target GPU` on a real Keras fit: the projection, said to be one."""
+
+import json
+import textwrap
+
+from tests.test_run_tensorflow import line_with, run
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+
+    x = np.random.rand(512, 16).astype("float32")
+    y = np.random.rand(512, 1).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    model = tf.keras.Sequential([
+        tf.keras.Input((16,)), tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(ds, epochs=2, verbose=0)   # fit-here
+    print("done")
+""")
+
+
+def test_a_run_projected_onto_an_a100(tmp_path):
+    script = tmp_path / "fit.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "r.json"
+    result = run("--target", "a100", "--json", out, script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "done\n"  # the program's output, unchanged
+    projection = json.loads(out.read_text())["projection"]
+    assert projection["gpu"] == "A100" and projection["requested"] == "a100"
+    assert projection["function"].endswith(f"(fit.py:{line_with(script, 'fit-here')})")
+    assert projection["batch"] == 32 and projection["calibrated"] is False
+    assert 0 < projection["step_low_s"] < projection["step_s"] < projection["step_high_s"]
+    assert projection["tensor_ops"] >= 4 and projection["tensor_ops_unsized"] == 0
+    assert "Projected on A100 (a projection from the traced graph" in result.stderr
+    (verdict,) = [line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))]
+    assert ", on an A100 (projected): step " in verdict
+
+
+def test_an_unknown_target_is_one_line_and_nothing_runs(tmp_path):
+    script = tmp_path / "fit.py"
+    script.write_text("print('ran')\n")
+    result = run("--target", "Voodoo 5", script, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("gpuwhy: error: no GPU named 'Voodoo 5': --target takes one of V100")
