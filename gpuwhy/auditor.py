@@ -39,11 +39,24 @@ def audit(obj: Any, *example_args: Any, verify: bool = False, **example_kwargs: 
     return RunRecord.diagnose("audit", Facts(placement=facts))
 
 
-def audit_path(path: str | os.PathLike, *, verify: bool = False) -> RunRecord:
-    """Audit a SavedModel directory or a Keras ``.keras``/``.h5`` file."""
+def audit_path(
+    path: str | os.PathLike,
+    *,
+    verify: bool = False,
+    target: str | None = None,
+    batch: int | None = None,
+) -> RunRecord:
+    """Audit a SavedModel directory or a Keras ``.keras``/``.h5`` file; with ``target``
+    (a GPU name or "auto"), also project its first function onto that GPU, an unknown
+    batch dimension read as ``batch``."""
     targets = targets_for_path(Path(path))
-    facts, _ = audit_functions(targets, verify=verify)
-    return RunRecord.diagnose("audit", Facts(placement=facts))
+    placement, _ = audit_functions(targets, verify=verify, batch=batch)
+    facts = Facts(placement=placement)
+    if target is not None:
+        from gpuwhy.projection.step import projection_facts
+
+        facts = Facts(placement=placement, projection=projection_facts(facts, target))
+    return RunRecord.diagnose("audit", facts)
 
 
 def _label(name: str | bytes) -> str:

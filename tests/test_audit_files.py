@@ -95,3 +95,15 @@ def test_the_real_files_still_audit(files):
     """The checks refuse only broken files: the undamaged model loads and is audited."""
     for name in ("good.keras", "good.h5"):
         assert audit_path(files / name).facts.placement.functions
+
+
+def test_a_saved_model_projected_onto_a_named_gpu_with_a_batch(files):
+    """`gpuwhy audit --target T4 --batch 256`: the unknown batch dimension sized."""
+    unsized = audit_path(files / "good.keras", target="T4").facts.projection
+    sized = audit_path(files / "good.keras", target="T4", batch=256).facts.projection
+    assert unsized.gpu == sized.gpu == "T4"
+    assert unsized.tensor_ops_unsized == unsized.tensor_ops  # no batch: FLOPs unknown
+    assert any("left out" in note for note in unsized.notes)
+    assert sized.tensor_ops_unsized == 0 and sized.batch == 256
+    assert sized.input_wait_fraction is None  # an audit runs no input pipeline
+    assert sized.step_s > 0

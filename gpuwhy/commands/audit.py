@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from gpuwhy.commands.options import output_options
+from gpuwhy.commands.options import check_target, output_options, target_option
 from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
 
 HELP = "Why are my ops on the CPU? Placement audit of a saved model."
@@ -28,6 +28,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "and report where it disagrees (needs example inputs: signatures with fully "
         "known input shapes)",
     )
+    target_option(parser)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="with --target: the batch size that stands for an unknown batch dimension "
+        "(a SavedModel's signatures usually leave it unknown)",
+    )
     output_options(parser)
 
 
@@ -35,6 +43,9 @@ def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's banner quiet
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")
+    check_target(args.target)
+    if args.batch is not None and args.batch < 1:
+        raise UsageError("--batch must be a positive number of examples")
     outputs = plan_outputs(
         args, inputs=[args.path], project_dir=args.path if os.path.isdir(args.path) else None
     )
@@ -47,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     from gpuwhy.auditor import AuditError, audit_path
 
     try:
-        record = audit_path(args.path, verify=args.verify)
+        record = audit_path(args.path, verify=args.verify, target=args.target, batch=args.batch)
     except AuditError as e:
         raise UsageError(str(e)) from None
     emit(record, args, outputs)

@@ -25,9 +25,11 @@ def resolve_target(requested: str, facts: Facts) -> GpuSpec:
     if requested.strip().lower() != AUTO:
         return find_gpu(requested)
     devices = facts.devices or ()
-    if not devices:
-        raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
-    return find_gpu(devices[0].name)
+    if devices:
+        return find_gpu(devices[0].name)
+    if facts.placement is not None and facts.placement.gpu_name:  # the one TF saw here
+        return find_gpu(facts.placement.gpu_name)
+    raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
 
 
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:

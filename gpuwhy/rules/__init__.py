@@ -22,6 +22,7 @@ from gpuwhy.rules.grouping import group_by_cause
 from gpuwhy.rules.input.bound import InputBound
 from gpuwhy.rules.input.no_cache import NoCache
 from gpuwhy.rules.input.no_prefetch import NoPrefetch
+from gpuwhy.rules.input.projected_bound import ProjectedInputBound
 from gpuwhy.rules.input.python_function import PythonFunction
 from gpuwhy.rules.input.sequential_map import SequentialMap
 from gpuwhy.rules.input.sequential_reads import SequentialReads
@@ -49,6 +50,7 @@ ALL_RULES: list[type[Rule]] = [
     InputBound,  # input.bound
     NoCache,  # input.no-cache
     NoPrefetch,  # input.no-prefetch
+    ProjectedInputBound,  # input.projected-bound
     PythonFunction,  # input.python-function
     SequentialMap,  # input.sequential-map
     SequentialReads,  # input.sequential-reads

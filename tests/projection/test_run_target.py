@@ -46,3 +46,40 @@ def test_an_unknown_target_is_one_line_and_nothing_runs(tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("gpuwhy: error: no GPU named 'Voodoo 5': --target takes one of V100")
+
+
+STARVED = textwrap.dedent("""
+    import time
+    import numpy as np
+    import tensorflow as tf
+
+    def load(i):
+        time.sleep(0.002)          # a file read, a JPEG decode in Python ...
+        return np.random.rand(16).astype("float32"), np.float32(1.0)
+
+    ds = tf.data.Dataset.range(512).map(
+        lambda i: tf.numpy_function(load, [i], (tf.float32, tf.float32)))
+    ds = ds.map(lambda x, y: (tf.ensure_shape(x, [16]), tf.ensure_shape(y, [])))
+    ds = ds.batch(32)
+    model = tf.keras.Sequential([
+        tf.keras.Input((16,)), tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(ds, epochs=2, verbose=0)
+""")
+
+
+def test_a_starving_pipeline_is_projected_input_bound_and_a_healthy_one_is_not(tmp_path):
+    found = {}
+    for name, source in (("starved", STARVED), ("healthy", SCRIPT)):
+        script = tmp_path / f"{name}.py"
+        script.write_text(source)
+        out = tmp_path / f"{name}.json"
+        result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+        assert result.returncode in (0, 1), result.stderr[-3000:]
+        record = json.loads(out.read_text())
+        found[name] = {f["id"]: f for f in record["findings"]}
+    projected = found["starved"]["input.projected-bound"]
+    assert projected["severity"] == "high"
+    assert projected["title"].startswith("On A100 (projected), steps would wait for input")
+    assert "input.projected-bound" not in found["healthy"]

@@ -1,0 +1,117 @@
+"""input.projected-bound: on the target GPU (projected), the step would wait for input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.formatting import duration
+from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input.common import bottleneck, culprit_location, stage_label, steps_pipeline
+
+
+class ProjectedInputBound(Rule):
+    """On the GPU named with `--target`, the projected step is shorter than the time the
+    input pipeline needs per batch: the GPU would wait for input.
+
+    ## What it detects
+    `gpuwhy run --target A100` projects the training step onto that GPU (the cost
+    model of the audited graph at the GPU's published peaks) and joins it with the
+    input pipeline as this run measured it: the time it needs per batch alone (TF's
+    stage timers) and as it delivered beside the model. Where a batch takes longer than
+    the projected step, the step would wait the difference. Medium when even the
+    band's lowest wait (the slowest projected step, the faster pipeline figure) is at
+    least `medium_at`, high when it is at least `high_at`: a projection's uncertainty
+    never makes the finding. It is a projection, said as one, never a measurement.
+
+    ## Why is this slow?
+    A CPU run hides input problems: its step is so slow that any pipeline keeps up.
+    On a GPU the same step is tens to hundreds of times shorter, while the pipeline
+    still runs on the host's CPU at the same speed: JPEG decoding, Python generators or
+    a sequential map that cost nothing on the CPU run become the whole step. Renting a
+    faster GPU then buys nothing.
+
+    ## Example
+    ```python
+    ds = tf.data.TFRecordDataset(files).map(decode_jpeg_and_augment).batch(64)
+    model.fit(ds)   # CPU: 800 ms steps, no wait; A100 (projected): 4 ms steps, 95% waiting
+    ```
+
+    Use instead: the fix for the pipeline's slowest stage (input.bound gives the same
+    on a measured wait): parallel calls, parallel reads, cache, or decoding on the GPU.
+
+    ## Options
+    - `medium_at`: lowest projected input-wait share that makes the finding (0.05).
+    - `high_at`: lowest projected share that makes it high (0.20).
+    - `vectorise_below_us`: as for input.bound, the self time per call below which the
+      fix batches before a map (50).
+    """
+
+    id = "input.projected-bound"
+    severity = "high"
+    status = "stable"
+    since = "0.2.0"
+    needs = ("projection",)
+    options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50}
+    question = "Will my pipeline keep the GPU busy?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        projection = facts.projection
+        if projection is None or projection.input_wait_fraction is None:
+            return []
+        low = projection.input_wait_low or 0.0
+        if low < options["medium_at"]:
+            return []
+        high = projection.input_wait_high or 0.0
+        pipeline = steps_pipeline(facts)
+        stage = bottleneck(pipeline) if pipeline is not None else None
+        per_batch = projection.input_batch_measured_s or projection.input_batch_s
+        title = (
+            f"On {projection.gpu} (projected), steps would wait for input "
+            f"{projection.input_wait_fraction:.0%} of the time ({low:.0%}–{high:.0%}): the "
+            f"step would take {duration(projection.step_s)}, the pipeline takes "
+            f"{duration(per_batch)} per batch here"
+        )
+        evidence: dict[str, Any] = {
+            "gpu": projection.gpu,
+            "projected_step_ms": round(projection.step_s * 1000, 3),
+            "projected_step_band_ms": [
+                round(projection.step_low_s * 1000, 3),
+                round(projection.step_high_s * 1000, 3),
+            ],
+            "input_ms_per_batch_alone": _ms(projection.input_batch_s),
+            "input_ms_per_batch_as_delivered": _ms(projection.input_batch_measured_s),
+            "projected_input_wait": projection.input_wait_fraction,
+            "projected_input_wait_band": [low, high],
+            "calibrated": projection.calibrated,
+            "what": "a projection from the traced graph and the GPU's published peaks, "
+            "joined with the input pipeline measured on this host; not a measurement",
+        }
+        fix = fixes.generic()
+        location = pipeline.location if pipeline is not None else None
+        if pipeline is not None and stage is not None and pipeline.bottleneck is not None:
+            title += f"; its slowest stage is {stage_label(stage)}"
+            evidence["bottleneck"] = stage_label(stage)
+            fix = fixes.for_stage(
+                pipeline, pipeline.bottleneck, options["vectorise_below_us"] * 1e-6
+            )
+            location = culprit_location(stage) or location
+        return [
+            self.finding(
+                title,
+                severity="high" if low >= options["high_at"] else "medium",
+                evidence=evidence,
+                location=location,
+                fix="\n".join(fix),
+                estimated_gain=(
+                    f"projection: up to {projection.input_wait_fraction:.0%} of the GPU "
+                    "step time, once the pipeline keeps up"
+                ),
+                gain_value=round(projection.input_wait_fraction, 4),
+            )
+        ]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)

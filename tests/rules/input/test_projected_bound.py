@@ -1,0 +1,58 @@
+"""input.projected-bound from small projection facts."""
+
+from dataclasses import replace
+
+from gpuwhy.facts import ProjectionFacts
+from gpuwhy.rules.input.projected_bound import ProjectedInputBound
+from tests import builders_tfdata as t
+
+
+def projection(**changes) -> ProjectionFacts:
+    """A100: a 0.7 ms step against a pipeline that needs 14 ms per batch here."""
+    base = ProjectionFacts(
+        gpu="A100",
+        requested="A100",
+        function="multi_step_on_iterator (train.py:80)",
+        step_s=0.0007,
+        step_low_s=0.0005,
+        step_high_s=0.001,
+        tensor_s=0.0001,
+        kernels_s=0.0005,
+        copies_s=0.0001,
+        input_batch_measured_s=0.014,
+        input_wait_fraction=0.95,
+        input_wait_low=0.93,
+        input_wait_high=0.96,
+    )
+    return replace(base, **changes)
+
+
+def check(facts):
+    return ProjectedInputBound().check(facts, dict(ProjectedInputBound.options))
+
+
+def test_a_pipeline_that_starves_the_projected_step_is_high_and_said_as_projected():
+    facts = replace(t.facts(t.example_pipeline(), steps=t.fit_steps(0.0)), projection=projection())
+    (f,) = check(facts)
+    assert f.severity == "high"
+    assert f.title.startswith(
+        "On A100 (projected), steps would wait for input 95% of the time (93%–96%): the "
+        "step would take 0.7 ms, the pipeline takes 14.0 ms per batch here"
+    )
+    assert f.title.endswith("; its slowest stage is Map(augment at train.py:47)")
+    assert f.location == "train.py:47" and "stateless" in f.fix  # the stage's own fix
+    assert f.evidence["calibrated"] is False and "not a measurement" in f.evidence["what"]
+    assert f.estimated_gain.startswith("projection:")
+
+
+def test_the_band_s_low_end_judges():
+    medium = projection(input_wait_fraction=0.3, input_wait_low=0.1, input_wait_high=0.5)
+    (f,) = check(replace(t.facts(t.example_pipeline()), projection=medium))
+    assert f.severity == "medium"
+    unsure = projection(input_wait_fraction=0.3, input_wait_low=0.0, input_wait_high=0.5)
+    assert check(replace(t.facts(t.example_pipeline()), projection=unsure)) == []
+
+
+def test_no_input_figures_no_finding():
+    none = projection(input_wait_fraction=None, input_wait_low=None, input_wait_high=None)
+    assert check(replace(t.facts(t.example_pipeline()), projection=none)) == []
