@@ -23,6 +23,7 @@ from gpuwhy.facts import (
     InputFixFacts,
     PipelineFacts,
     PipelineRate,
+    ProjectionFacts,
     TfDataFacts,
 )
 from gpuwhy.formatting import MiB, byte_size, duration
@@ -45,6 +46,7 @@ from gpuwhy.report.html_sections import (
     tracing_view,
 )
 from gpuwhy.report.html_timeline import timeline
+from gpuwhy.report.summary import projection_lines
 from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
 
@@ -132,6 +134,7 @@ class _Page:
             if facts.tfdata is not None or ran_tensorflow(facts)
             else None,
             "optimizations": self.optimizations_view(fix_measurements(record.facts.input_fixes)),
+            "projection": self.projection_view(facts.projection),
             "placement": placement_view(facts.placement),
             "eager": eager_view(facts.eager),
             "tracing": tracing_view(facts.tracing),
@@ -153,6 +156,17 @@ class _Page:
             "figures": self.figures,
             "plotly_js": _plotly_js() if self.figures else "",
             "code_css": _code_css(),
+        }
+
+    # -- projection -------------------------------------------------------------------
+    def projection_view(self, projection: ProjectionFacts | None) -> dict[str, Any] | None:
+        if projection is None:
+            return None
+        return {
+            "gpu": projection.gpu,
+            "figure": self.figure(charts.projection(projection)),
+            "lines": projection_lines(projection),
+            "calibrated": projection.calibrated,
         }
 
     # -- timeline ---------------------------------------------------------------------

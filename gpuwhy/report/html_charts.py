@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwhy.facts import PipelineFacts
+from gpuwhy.facts import PipelineFacts, ProjectionFacts
 
 BOTTLENECK = "#d62728"
 STAGE = "#9ab0c8"
@@ -174,4 +174,64 @@ def optimizations(rows: Sequence[dict[str, Any]]):
         yaxis_title="elements per second",
         margin=dict(l=70, r=20, t=30, b=60),
     )
+    return fig
+
+
+def projection(p: ProjectionFacts):
+    """Where the projected step's time goes, stacked (middle estimates, milliseconds),
+    the step's band as an error bar, and the time the input pipeline needs per batch on
+    this host beside it: a bar longer than the step is a GPU waiting for input."""
+    import plotly.graph_objects as go
+
+    parts = (
+        ("matmul/conv", p.tensor_s, "#4c78a8"),
+        ("other kernels", p.kernels_s, "#72b7b2"),
+        ("copies", p.copies_s, "#eeca3b"),
+    )
+    step_label = label(f"step on {p.gpu} (projected)")
+    fig = go.Figure()
+    for name, seconds, colour in parts:
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=[seconds * 1000],
+                y=[step_label],
+                orientation="h",
+                marker=dict(color=colour),
+                hovertemplate=f"{name}: %{{x:,.3f}} ms<extra></extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            name="step band",
+            x=[p.step_s * 1000],
+            y=[step_label],
+            mode="markers",
+            marker=dict(color="#333333", size=6),
+            error_x=dict(
+                type="data",
+                symmetric=False,
+                array=[(p.step_high_s - p.step_s) * 1000],
+                arrayminus=[(p.step_s - p.step_low_s) * 1000],
+            ),
+            hovertemplate="step %{x:,.3f} ms (band shown)<extra></extra>",
+        )
+    )
+    inputs: tuple[tuple[str, float | None], ...] = (
+        ("input alone (this host)", p.input_batch_s),
+        ("input as delivered (this host)", p.input_batch_measured_s),
+    )
+    for name, per_batch in inputs:
+        if per_batch:
+            fig.add_trace(
+                go.Bar(
+                    name=name,
+                    x=[per_batch * 1000],
+                    y=[label(name)],
+                    orientation="h",
+                    marker=dict(color="#e45756"),
+                    hovertemplate=f"{name}: %{{x:,.3f}} ms per batch<extra></extra>",
+                )
+            )
+    fig.update_layout(barmode="stack", xaxis_title="milliseconds per step / per batch")
     return fig

@@ -434,3 +434,36 @@ def test_screenshot_tool_renders_a_record_to_png(slow_training_run, tmp_path, br
     )
     assert proc.returncode == 0, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_projection_is_drawn_in_a_real_browser_and_said_to_be_one(open_report, tmp_path):
+    from gpuwhy.facts import ProjectionFacts
+
+    projection = ProjectionFacts(
+        gpu="A100",
+        requested="A100",
+        function="train_step (train.py:40)",
+        step_s=0.0007,
+        step_low_s=0.0005,
+        step_high_s=0.001,
+        tensor_s=0.0001,
+        kernels_s=0.0005,
+        copies_s=0.0001,
+        input_batch_s=0.004,
+        input_batch_measured_s=0.014,
+        input_wait_fraction=0.9,
+        input_wait_low=0.8,
+        input_wait_high=0.95,
+    )
+    record = RunRecord.diagnose("run", replace(FULL.facts, projection=projection))
+    path = write_html(record, tmp_path / "projected.html")
+    text = path.read_text()
+    part = section(text, "projection")
+    assert "Projected on A100" in part and "not a measurement" in part
+    assert "not yet calibrated" in part and "steps would wait 90% of the time" in html_lib.unescape(
+        part
+    )
+    opened = open_report(path)
+    assert opened.errors == [] and opened.fetched == []
+    bars = opened.page.locator("#projection .plot .barlayer .trace")
+    assert bars.count() == 5  # matmul/conv, other kernels, copies; the input twice
