@@ -639,6 +639,9 @@ class ProjectionFacts:
     input_wait_low: float | None = None  # the slowest step, the pipeline alone
     input_wait_high: float | None = None  # the fastest step, the pipeline as measured here
     calibrated: bool = False  # the model's efficiencies fitted to measured GPU steps
+    # where this run trained on the target GPU itself: its median step less its median
+    # input wait (what the projection models), to put beside the projected step
+    measured_step_s: float | None = None
     notes: tuple[str, ...] = ()
 
 

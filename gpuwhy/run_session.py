@@ -192,7 +192,15 @@ class Session:
             projection = self._guard(
                 "projection",
                 lambda: projection_facts(
-                    Facts(placement=placement, devices=self._devices, tfdata=tfdata),
+                    Facts(
+                        placement=placement,
+                        devices=self._devices,
+                        tfdata=tfdata,
+                        program=ProgramFacts(
+                            command=self.command,
+                            gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
+                        ),
+                    ),
                     self.target,
                     steps_pipeline(tfdata, steps),
                     steps,

@@ -74,6 +74,24 @@ def _waits(
     )
 
 
+def measured_compute_s(facts: Facts, gpu: GpuSpec, steps: StepFacts | None) -> float | None:
+    """The step this run measured on the target GPU itself, less its input wait: what
+    the projection models. None unless TensorFlow trained on a GPU of the target's
+    model here (``program.gpus_seen_by_tf``, the first NVML device's name)."""
+    program, devices = facts.program, facts.devices or ()
+    if steps is None or steps.median_s is None or program is None or not devices:
+        return None
+    if not program.gpus_seen_by_tf:
+        return None
+    try:
+        here = find_gpu(devices[0].name)
+    except UnknownGpuError:
+        return None
+    if here.name != gpu.name:
+        return None
+    return max(0.0, steps.median_s - (steps.input_wait_median_s or 0.0))
+
+
 def projection_facts(
     facts: Facts,
     requested: str,
@@ -134,5 +152,10 @@ def projection_facts(
         input_wait_low=wait_low,
         input_wait_high=wait_high,
         calibrated=False,
+        measured_step_s=_rounded(measured_compute_s(facts, gpu, steps)),
         notes=tuple(notes),
     )
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 9)

@@ -271,4 +271,10 @@ def projection_lines(projection: ProjectionFacts) -> list[str]:
             f"(measured): steps would wait {projection.input_wait_fraction:.0%} of the time "
             f"({low:.0%}–{high:.0%})"
         )
+    if projection.measured_step_s:
+        lines.append(
+            f"measured here, on the {projection.gpu} itself: {duration(projection.measured_step_s)}"
+            f" per step less its input wait (projected / measured "
+            f"{projection.step_s / projection.measured_step_s:.2f})"
+        )
     return lines + list(projection.notes[1:])

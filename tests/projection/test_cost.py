@@ -94,3 +94,32 @@ def _stage(rate: float):
     from gpuwhy.facts import PipelineStage
 
     return PipelineStage(name="ParallelMapV2", kind="map", root_elements_per_s=rate)
+
+
+def test_on_the_target_gpu_itself_the_measured_step_is_put_beside_the_projection():
+    from dataclasses import replace
+
+    from gpuwhy.facts import ProgramFacts
+    from gpuwhy.report.summary import projection_lines
+
+    steps = StepFacts(
+        source="keras-fit",
+        marker="m",
+        count=101,
+        warmup=1,
+        median_s=0.012,
+        input_wait_median_s=0.002,
+    )
+    trained_here = Facts(
+        placement=placement(),
+        devices=(b.gpu(0),),  # an H100 80GB HBM3
+        program=ProgramFacts(command=("train.py",), gpus_seen_by_tf=("/physical_device:GPU:0",)),
+    )
+    found = projection_facts(trained_here, "auto", None, steps)
+    assert found.gpu == "H100" and found.measured_step_s == pytest.approx(0.010)
+    line = projection_lines(found)[-1]
+    assert line.startswith("measured here, on the H100 itself: 10.0 ms per step less its input")
+    # another GPU than the one that ran, or TF on the CPU: nothing measured to compare
+    assert projection_facts(trained_here, "A100", None, steps).measured_step_s is None
+    on_cpu = replace(trained_here, program=ProgramFacts(command=("train.py",)))
+    assert projection_facts(on_cpu, "auto", None, steps).measured_step_s is None
