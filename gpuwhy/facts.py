@@ -629,6 +629,9 @@ class ProjectionFacts:
     tensor_ops_unsized: int = 0  # of unknown FLOPs: left out
     kernels: int = 0
     kernels_unsized: int = 0  # of unknown bytes: launches only
+    launch_bound_s: float = 0.0  # of kernels_s: op types whose launches outweigh their bytes
+    launch_bound_kernels: int = 0
+    jit_compile: bool = False  # the projected function is compiled by XLA
     batch: int | None = None  # the batch size the FLOPs were sized with, where needed
     input_batch_s: float | None = None  # the pipeline alone per batch, this host (TF's
     # stage timers: the slowest stage at the threads it ran with)

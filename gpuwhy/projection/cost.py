@@ -69,6 +69,8 @@ class StepProjection:
     tensor_ops_unsized: int  # of unknown FLOPs: not in `tensor`
     kernel_count: int
     kernels_unsized: int  # of unknown bytes: launches only
+    launch_bound: Band = ZERO  # of `kernels`: op types whose launches outweigh their bytes
+    launch_bound_kernels: int = 0
 
     @property
     def step(self) -> Band:
@@ -97,12 +99,14 @@ def tensor_time(ops: list[TensorOp], gpu: GpuSpec, tf32_enabled: bool) -> Band:
     return total
 
 
-def kernel_time(function: AuditedFunction, gpu: GpuSpec) -> Band:
+def kernel_times(function: AuditedFunction, gpu: GpuSpec) -> tuple[Band, Band, int]:
     """Each op type's kernels: their bytes at memory bandwidth, never less than their
-    launches (ops of unknown size: launches only)."""
+    launches (ops of unknown size: launches only). Returns (all of it, the part of op
+    types whose launches outweigh their bytes, how many kernels those are)."""
     per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
     fused = XLA_OPS_PER_KERNEL if function.jit_compile else 1
-    total = ZERO
+    total = bound = ZERO
+    bound_kernels = 0
     for work in function.kernels:
         launches = max(1, work.count // fused)
         floor = Band(
@@ -112,7 +116,14 @@ def kernel_time(function: AuditedFunction, gpu: GpuSpec) -> Band:
         total = total + Band(
             max(floor.low, moved.low), max(floor.mid, moved.mid), max(floor.high, moved.high)
         )
-    return total
+        if floor.mid >= moved.mid:
+            bound = bound + floor
+            bound_kernels += launches
+    return total, bound, bound_kernels
+
+
+def kernel_time(function: AuditedFunction, gpu: GpuSpec) -> Band:
+    return kernel_times(function, gpu)[0]
 
 
 def copy_time(function: AuditedFunction, input_bytes: int | None, gpu: GpuSpec) -> Band:
@@ -149,11 +160,14 @@ def project_step(
         return None
     label = _label(function)
     ops = [op for op in placement.tensor_ops if op.function in (label, None)]
+    kernels, launch_bound, launch_bound_kernels = kernel_times(function, gpu)
     return StepProjection(
         gpu=gpu.name,
         function=label,
         tensor=tensor_time(ops, gpu, placement.tf32_enabled is not False),
-        kernels=kernel_time(function, gpu),
+        kernels=kernels,
+        launch_bound=launch_bound,
+        launch_bound_kernels=launch_bound_kernels,
         copies=copy_time(function, input_bytes, gpu),
         tensor_ops=len(ops),
         tensor_ops_unsized=sum(1 for op in ops if not op.flops),

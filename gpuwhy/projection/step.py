@@ -145,6 +145,9 @@ def projection_facts(
         tensor_ops_unsized=projection.tensor_ops_unsized,
         kernels=projection.kernel_count,
         kernels_unsized=projection.kernels_unsized,
+        launch_bound_s=round(projection.launch_bound.mid, 9),
+        launch_bound_kernels=projection.launch_bound_kernels,
+        jit_compile=_jit(facts, projection.function),
         batch=batches[0] if len(batches) == 1 else None,
         input_batch_s=None if batch_s is None else round(batch_s, 9),
         input_batch_measured_s=None if measured_s is None else round(measured_s, 9),
@@ -159,3 +162,9 @@ def projection_facts(
 
 def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 9)
+
+
+def _jit(facts: Facts, label: str) -> bool:
+    """The projected function is compiled by XLA (jit_compile=True)."""
+    functions = facts.placement.functions if facts.placement else ()
+    return any(f.jit_compile for f in functions if label in (f.name, f"{f.name} ({f.location})"))

@@ -252,7 +252,13 @@ def projection_lines(projection: ProjectionFacts) -> list[str]:
     lines = [
         f"step of {projection.function}: {duration(projection.step_s)} ({band}): "
         f"matmul/conv {duration(projection.tensor_s, True)}, other kernels "
-        f"{duration(projection.kernels_s, True)} ({projection.kernels:,}), copies "
+        f"{duration(projection.kernels_s, True)} ({projection.kernels:,}"
+        + (
+            f"; {duration(projection.launch_bound_s, True)} of it launches"
+            if projection.launch_bound_s
+            else ""
+        )
+        + "), copies "
         f"{duration(projection.copies_s, True)}"
         + (f"; batch {projection.batch} as run" if projection.batch else "")
     ]

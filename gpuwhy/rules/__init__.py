@@ -28,6 +28,7 @@ from gpuwhy.rules.input.sequential_map import SequentialMap
 from gpuwhy.rules.input.sequential_reads import SequentialReads
 from gpuwhy.rules.input.shuffle_memory import ShuffleMemory
 from gpuwhy.rules.launch.eager_ops import EagerOps
+from gpuwhy.rules.launch.projected_bound import ProjectedLaunchBound
 from gpuwhy.rules.launch.retracing import Retracing
 from gpuwhy.rules.memory.near_limit import MemoryNearLimit
 from gpuwhy.rules.memory.underused import MemoryUnderused
@@ -56,6 +57,7 @@ ALL_RULES: list[type[Rule]] = [
     SequentialReads,  # input.sequential-reads
     ShuffleMemory,  # input.shuffle-memory
     EagerOps,  # launch.eager-ops
+    ProjectedLaunchBound,  # launch.projected-bound
     Retracing,  # launch.retracing
     MemoryNearLimit,  # memory.near-limit
     MemoryUnderused,  # memory.underused

@@ -1,0 +1,97 @@
+"""launch.projected-bound: on the target GPU (projected), kernel launches take the step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuwhy.facts import Facts
+from gpuwhy.formatting import duration
+from gpuwhy.rules.base import Finding, Rule
+
+
+class ProjectedLaunchBound(Rule):
+    """On the GPU named with `--target`, most of the projected step is kernel launches:
+    kernels too small to keep the GPU busy, one after another.
+
+    ## What it detects
+    The projection of the training step (`gpuwhy run --target A100`) costs every GPU
+    kernel other than the matmuls and convolutions at the larger of the bytes it moves
+    and one launch. Where the op types whose launches outweigh their bytes take at least
+    `min_share` of the projected step, the step on that GPU would mostly wait for the
+    host to issue kernels. Medium: a projection, said as one.
+
+    ## Why is this slow?
+    Each kernel costs a few microseconds to launch whatever it computes. A model of
+    small layers, or a step of many elementwise ops on small tensors (optimizer updates
+    of many small variables, a small batch), runs kernels shorter than their launch: a
+    faster GPU then makes the step no faster, and the GPU's utilisation stays low.
+
+    ## Example
+    ```python
+    @tf.function
+    def train_step(x, y):          # 3,000 kernels of a few µs each on a batch of 16
+        ...
+    ```
+
+    Use instead:
+    ```python
+    @tf.function(jit_compile=True)  # XLA fuses the small ops into far fewer kernels
+    def train_step(x, y):
+        ...
+    # and a larger batch: the same launches then do more work each
+    ```
+    Keras: `model.compile(..., jit_compile=True)`.
+
+    ## Options
+    - `min_share`: share of the projected step spent in launch-bound kernels that makes
+      the finding (0.5).
+    """
+
+    id = "launch.projected-bound"
+    severity = "medium"
+    status = "stable"
+    since = "0.2.0"
+    needs = ("projection",)
+    options = {"min_share": 0.5}
+    question = "Will my model keep the GPU busy?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        projection = facts.projection
+        if projection is None or projection.step_s <= 0:
+            return []
+        share = projection.launch_bound_s / projection.step_s
+        if share < options["min_share"]:
+            return []
+        title = (
+            f"On {projection.gpu} (projected), {share:.0%} of the step is kernel launches: "
+            f"{projection.launch_bound_kernels:,} kernels of {projection.function} do less "
+            "work than it takes to launch them"
+        )
+        fix = []
+        if not projection.jit_compile:
+            fix += [
+                "# XLA fuses the small ops into far fewer kernels:",
+                "@tf.function(jit_compile=True)   # on <your train step>; Keras: "
+                "model.compile(..., jit_compile=True)",
+            ]
+        fix.append("# and a larger batch: the same launches then do more work each")
+        return [
+            self.finding(
+                title,
+                evidence={
+                    "gpu": projection.gpu,
+                    "function": projection.function,
+                    "projected_step_ms": round(projection.step_s * 1000, 3),
+                    "launch_bound_ms": round(projection.launch_bound_s * 1000, 3),
+                    "launch_bound_kernels": projection.launch_bound_kernels,
+                    "kernels": projection.kernels,
+                    "jit_compile": projection.jit_compile,
+                    "what": "a projection from the traced graph and the GPU's published "
+                    f"peaks ({duration(projection.launch_bound_s)} of launches), not a "
+                    "measurement",
+                },
+                fix="\n".join(fix),
+                estimated_gain=f"projection: up to {share:.0%} of the GPU step",
+                gain_value=round(share, 4),
+            )
+        ]

@@ -1,0 +1,44 @@
+"""launch.projected-bound from small projection facts."""
+
+from dataclasses import replace
+
+from gpuwhy.facts import Facts, ProjectionFacts
+from gpuwhy.rules.launch.projected_bound import ProjectedLaunchBound
+
+SMALL = ProjectionFacts(
+    gpu="H100",
+    requested="H100",
+    function="train_step (train.py:12)",
+    step_s=0.0030,
+    step_low_s=0.002,
+    step_high_s=0.0045,
+    tensor_s=0.0002,
+    kernels_s=0.0027,
+    copies_s=0.0001,
+    kernels=700,
+    launch_bound_s=0.0024,
+    launch_bound_kernels=600,
+)
+
+
+def check(projection):
+    return ProjectedLaunchBound().check(
+        Facts(projection=projection), dict(ProjectedLaunchBound.options)
+    )
+
+
+def test_a_step_of_tiny_kernels_is_launch_bound_on_the_target():
+    (f,) = check(SMALL)
+    assert f.severity == "medium"
+    assert f.title == (
+        "On H100 (projected), 80% of the step is kernel launches: 600 kernels of "
+        "train_step (train.py:12) do less work than it takes to launch them"
+    )
+    assert "@tf.function(jit_compile=True)" in f.fix
+    assert "not a measurement" in f.evidence["what"]
+    (compiled,) = check(replace(SMALL, jit_compile=True))
+    assert "jit_compile" not in compiled.fix  # already written: not suggested again
+
+
+def test_a_step_of_real_work_is_not():
+    assert check(replace(SMALL, launch_bound_s=0.0010)) == []
