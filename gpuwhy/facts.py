@@ -218,6 +218,7 @@ class TensorOp:
     function: str | None = None  # the audited tf.function: "train_step (train.py:40)"
     flops_batch: int | None = None  # the batch size the run delivered, standing in for a
     # leading dimension the trace left unknown (Keras fit); None: FLOPs from the trace
+    output_bytes: int | None = None  # its output (sized like its FLOPs); None: unknown
 
 
 @dataclass(frozen=True)
@@ -641,7 +642,8 @@ class ProjectionFacts:
     input_wait_fraction: float | None = None  # projected share of a step waiting for input
     input_wait_low: float | None = None  # the slowest step, the pipeline alone
     input_wait_high: float | None = None  # the fastest step, the pipeline as measured here
-    calibrated: bool = False  # the model's efficiencies fitted to measured GPU steps
+    calibrated: bool = False  # the model's path for this function was fitted to published
+    # throughputs (XLA-compiled functions; docs/projection.md)
     # where this run trained on the target GPU itself: its median step less its median
     # input wait (what the projection models), to put beside the projected step
     measured_step_s: float | None = None

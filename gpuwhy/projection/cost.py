@@ -3,19 +3,22 @@
 Three kinds of GPU work, each with a band (low, mid, high seconds):
 
 - **matmuls and convolutions** (placement.tensor_ops): FLOPs at the peak of their
-  precision on the target (tensor cores where dtype, TF32 and the architecture allow:
-  gpus.py), at an efficiency that grows with the op's size: large ops reach about
-  half the peak in cuDNN/cuBLAS, small ones a fraction of it.
-- **other kernels** (placement.functions[].kernels): elementwise ops, reductions and
-  normalisations move their bytes at the memory bandwidth (read about as much as they
-  write: twice their output), and no kernel is cheaper than its launch.
+  precision on the target (gpus.py) times the share of that peak whole training steps
+  reach (``PRECISION_EFFICIENCY``: FP32 units, TF32 and FP16/BF16 tensor cores differ
+  widely), less for small ops.
+- **other kernels** (placement.functions[].kernels): under XLA (jit_compile) the
+  elementwise chains fuse, and memory traffic is ``XLA_TRAFFIC`` times the bytes the
+  matmuls and convolutions write (each activation read and written again by its fused
+  neighbours, forward and backward); without XLA each kernel moves twice its output.
+  No kernel is cheaper than its launch.
 - **host<->device copies** of the step: a latency each (the audit counts them), and
   the batch itself over the host link.
 
-Ops of unknown size count as launches only, and the projection says how many there
-were. The efficiencies below are literature values for cuDNN/cuBLAS training kernels,
-not yet calibrated against steps measured on these GPUs: the band is wide on purpose,
-and the output calls the figure a projection.
+Calibration: the precision efficiencies and ``XLA_TRAFFIC`` were fitted to NVIDIA's
+published single-GPU ResNet-50 v1.5 TensorFlow training throughputs with XLA (V100
+FP32 and mixed precision, A100 TF32 and mixed precision: docs/projection.md); the band
+spans the spread of that fit. Without XLA the per-kernel traffic is not calibrated,
+and the projection says so. Ops of unknown size count as launches only.
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ from dataclasses import dataclass
 from gpuwhy.facts import AuditedFunction, PlacementFacts, TensorOp
 from gpuwhy.projection.gpus import GpuSpec
 
-# Fraction of the dtype's peak a matmul/convolution reaches, by its GFLOPs: (low, mid,
-# high) efficiencies; a higher efficiency is a shorter time.
-TENSOR_EFFICIENCY = (
-    (1.0, (0.35, 0.55, 0.80)),  # >= 1 GFLOP
-    (0.1, (0.20, 0.35, 0.60)),  # >= 0.1 GFLOP
-    (0.0, (0.05, 0.15, 0.35)),  # smaller: latency and occupancy bound
-)
+# Share of the precision's peak that the matmuls and convolutions of a training step
+# reach, (low, mid, high); fitted to the published ResNet-50 figures (docs/projection.md).
+PRECISION_EFFICIENCY = {
+    "fp32": (0.50, 0.70, 0.85),  # FP32 units: convolutions run close to their peak
+    "tf32": (0.14, 0.20, 0.30),  # TF32 tensor cores: far from their peak in whole steps
+    "fp16": (0.15, 0.22, 0.32),  # FP16/BF16 tensor cores
+}
+# Smaller ops reach less of it: (GFLOPs from, factor on the efficiency).
+SIZE_FACTOR = ((1.0, 1.0), (0.1, 0.6), (0.0, 0.25))
 MEMORY_EFFICIENCY = (0.50, 0.70, 0.85)  # of the peak memory bandwidth
+# Under XLA: memory traffic per byte the matmuls and convolutions write (low, mid, high).
+XLA_TRAFFIC = (1.8, 2.6, 3.6)
 LINK_EFFICIENCY = (0.50, 0.75, 0.90)  # of the host link's bandwidth
 # Seconds per kernel launch, TF's executor issuing one op after another (graph mode);
 # under XLA fused kernels replace several ops each.
@@ -83,11 +90,19 @@ def _times(work: float, peak: float, efficiency: tuple[float, float, float]) -> 
     return Band(work / (peak * high_eff), work / (peak * mid_eff), work / (peak * low_eff))
 
 
-def _tensor_efficiency(flops: float) -> tuple[float, float, float]:
-    for gflops, band in TENSOR_EFFICIENCY:
-        if flops >= gflops * 1e9:
-            return band
-    return TENSOR_EFFICIENCY[-1][1]
+def precision_class(gpu: GpuSpec, dtype: str, tf32_enabled: bool) -> str:
+    """Which units run a matmul/convolution of ``dtype`` on ``gpu``."""
+    if dtype in ("float16", "half") or (dtype == "bfloat16" and gpu.bfloat16_flops):
+        return "fp16"
+    if dtype == "float32" and tf32_enabled and gpu.tf32_flops:
+        return "tf32"
+    return "fp32"
+
+
+def _tensor_efficiency(flops: float, precision: str) -> tuple[float, float, float]:
+    factor = next(f for gflops, f in SIZE_FACTOR if flops >= gflops * 1e9)
+    low, mid, high = PRECISION_EFFICIENCY[precision]
+    return low * factor, mid * factor, high * factor
 
 
 def tensor_time(ops: list[TensorOp], gpu: GpuSpec, tf32_enabled: bool) -> Band:
@@ -95,35 +110,56 @@ def tensor_time(ops: list[TensorOp], gpu: GpuSpec, tf32_enabled: bool) -> Band:
     for op in ops:
         if op.flops:
             peak = gpu.matmul_flops(op.dtype, tf32_enabled)
-            total = total + _times(op.flops, peak, _tensor_efficiency(op.flops))
+            precision = precision_class(gpu, op.dtype, tf32_enabled)
+            total = total + _times(op.flops, peak, _tensor_efficiency(op.flops, precision))
     return total
 
 
-def kernel_times(function: AuditedFunction, gpu: GpuSpec) -> tuple[Band, Band, int]:
-    """Each op type's kernels: their bytes at memory bandwidth, never less than their
-    launches (ops of unknown size: launches only). Returns (all of it, the part of op
-    types whose launches outweigh their bytes, how many kernels those are)."""
+def kernel_times(
+    function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: int = 0
+) -> tuple[Band, Band, int]:
+    """The kernels other than matmuls and convolutions. Returns (their time, the part
+    that is launches outweighing the bytes moved, how many kernels that is).
+
+    Without XLA, each op type's kernels: their bytes at memory bandwidth, never less
+    than their launches. Under XLA the chains fuse: the traffic is ``XLA_TRAFFIC``
+    times what the matmuls and convolutions write, never less than the fused kernels'
+    launches."""
     per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
-    fused = XLA_OPS_PER_KERNEL if function.jit_compile else 1
+    if function.jit_compile:
+        launches = max(1, sum(k.count for k in function.kernels) // XLA_OPS_PER_KERNEL)
+        floor = _scaled(per_launch, launches)
+        low, mid, high = XLA_TRAFFIC
+        moved = Band(
+            _times(low * tensor_output_bytes, gpu.memory_bandwidth, MEMORY_EFFICIENCY).low,
+            _times(mid * tensor_output_bytes, gpu.memory_bandwidth, MEMORY_EFFICIENCY).mid,
+            _times(high * tensor_output_bytes, gpu.memory_bandwidth, MEMORY_EFFICIENCY).high,
+        )
+        total = _larger(floor, moved)
+        bound = floor if floor.mid >= moved.mid else ZERO
+        return total, bound, launches if floor.mid >= moved.mid else 0
     total = bound = ZERO
     bound_kernels = 0
     for work in function.kernels:
-        launches = max(1, work.count // fused)
-        floor = Band(
-            per_launch.low * launches, per_launch.mid * launches, per_launch.high * launches
-        )
+        floor = _scaled(per_launch, work.count)
         moved = _times(2 * work.bytes, gpu.memory_bandwidth, MEMORY_EFFICIENCY)
-        total = total + Band(
-            max(floor.low, moved.low), max(floor.mid, moved.mid), max(floor.high, moved.high)
-        )
+        total = total + _larger(floor, moved)
         if floor.mid >= moved.mid:
             bound = bound + floor
-            bound_kernels += launches
+            bound_kernels += work.count
     return total, bound, bound_kernels
 
 
-def kernel_time(function: AuditedFunction, gpu: GpuSpec) -> Band:
-    return kernel_times(function, gpu)[0]
+def _scaled(band: Band, count: int) -> Band:
+    return Band(band.low * count, band.mid * count, band.high * count)
+
+
+def _larger(a: Band, b: Band) -> Band:
+    return Band(max(a.low, b.low), max(a.mid, b.mid), max(a.high, b.high))
+
+
+def kernel_time(function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: int = 0) -> Band:
+    return kernel_times(function, gpu, tensor_output_bytes)[0]
 
 
 def copy_time(function: AuditedFunction, input_bytes: int | None, gpu: GpuSpec) -> Band:
@@ -160,7 +196,8 @@ def project_step(
         return None
     label = _label(function)
     ops = [op for op in placement.tensor_ops if op.function in (label, None)]
-    kernels, launch_bound, launch_bound_kernels = kernel_times(function, gpu)
+    written = sum(op.output_bytes or 0 for op in ops)
+    kernels, launch_bound, launch_bound_kernels = kernel_times(function, gpu, written)
     return StepProjection(
         gpu=gpu.name,
         function=label,

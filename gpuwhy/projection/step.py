@@ -121,6 +121,11 @@ def projection_facts(
         batch_s = None
     wait, wait_low, wait_high = _waits(batch_s, measured_s, projection)
     batches = sorted({op.flops_batch for op in placement.tensor_ops if op.flops_batch})
+    if not _jit(facts, projection.function):
+        notes.append(
+            "the function is not XLA-compiled: its kernels' memory traffic is costed kernel "
+            "by kernel, a part of the model not calibrated against published figures"
+        )
     if projection.tensor_ops_unsized:
         notes.append(
             f"{projection.tensor_ops_unsized} of {projection.tensor_ops} matmuls/convolutions "
@@ -154,7 +159,7 @@ def projection_facts(
         input_wait_fraction=wait,
         input_wait_low=wait_low,
         input_wait_high=wait_high,
-        calibrated=False,
+        calibrated=_jit(facts, projection.function),
         measured_step_s=_rounded(measured_compute_s(facts, gpu, steps)),
         notes=tuple(notes),
     )

@@ -104,7 +104,13 @@ class TerminalRenderer(Renderer):
             console.print(
                 Text(
                     f"Projected on {projection.gpu} (a projection from the traced graph and "
-                    "published peaks, not a measurement; the model is not yet calibrated)",
+                    "published peaks, not a measurement"
+                    + (
+                        ""
+                        if projection.calibrated
+                        else "; this part of the model is not calibrated"
+                    )
+                    + ")",
                     style="bold underline",
                 )
             )

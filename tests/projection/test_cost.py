@@ -34,8 +34,8 @@ def placement(**changes):
 
 def test_each_term_at_the_middle_efficiency():
     projection = project_step(placement(), A100, input_bytes=4_000_000)
-    # 2 GFLOP of float32 at TF32's 156 TFLOPS, 55% reached
-    assert projection.tensor.mid == pytest.approx(2e9 / (156e12 * 0.55))
+    # 2 GFLOP of float32 at TF32's 156 TFLOPS, of which training steps reach 20%
+    assert projection.tensor.mid == pytest.approx(2e9 / (156e12 * 0.20))
     # 100 MB written (and as much read) at 2,039 GB/s, 70% reached: above its launch
     assert projection.kernels.mid == pytest.approx(2e8 / (2039e9 * 0.70))
     # one copy's latency, and the 4 MB batch over PCIe 4 at 75%
@@ -47,7 +47,15 @@ def test_each_term_at_the_middle_efficiency():
 
 def test_precision_tf32_and_small_kernels_change_the_time():
     tf32_off = project_step(placement(tf32_enabled=False), A100)
-    assert tf32_off.tensor.mid == pytest.approx(2e9 / (19.5e12 * 0.55))
+    assert tf32_off.tensor.mid == pytest.approx(2e9 / (19.5e12 * 0.70))  # FP32 units
+    half = [b.tensor_op(dtype="float16", flops=2_000_000_000, function=TRAIN, gradient=True)]
+    assert project_step(placement(tensor_ops=half), A100).tensor.mid == pytest.approx(
+        2e9 / (312e12 * 0.22)
+    )
+    small = [b.tensor_op(flops=50_000_000, function=TRAIN, gradient=True)]  # 0.05 GFLOP
+    assert project_step(placement(tensor_ops=small), A100).tensor.mid == pytest.approx(
+        5e7 / (156e12 * 0.20 * 0.25)
+    )
     tiny = train_function(kernels=(KernelWork("AddV2", count=50, bytes=50 * 400, sized=50),))
     launches = project_step(placement(functions=(tiny,)), A100)
     assert launches.kernels.mid == pytest.approx(50 * 4e-6)  # launch-bound
@@ -117,9 +125,24 @@ def test_on_the_target_gpu_itself_the_measured_step_is_put_beside_the_projection
     )
     found = projection_facts(trained_here, "auto", None, steps)
     assert found.gpu == "H100" and found.measured_step_s == pytest.approx(0.010)
-    line = projection_lines(found)[-1]
+    (line,) = [text for text in projection_lines(found) if text.startswith("measured here")]
     assert line.startswith("measured here, on the H100 itself: 10.0 ms per step less its input")
     # another GPU than the one that ran, or TF on the CPU: nothing measured to compare
     assert projection_facts(trained_here, "A100", None, steps).measured_step_s is None
     on_cpu = replace(trained_here, program=ProgramFacts(command=("train.py",)))
     assert projection_facts(on_cpu, "auto", None, steps).measured_step_s is None
+
+
+def test_under_xla_the_traffic_follows_what_the_matmuls_and_convolutions_write():
+    ops = [b.tensor_op(flops=2_000_000_000, function=TRAIN, gradient=True, output_bytes=10**9)]
+    compiled = train_function(jit_compile=True)
+    xla = project_step(placement(tensor_ops=ops, functions=(compiled,)), A100)
+    # 2.6 x the 1 GB written, at 70% of 2,039 GB/s; the per-kernel bytes no longer count
+    assert xla.kernels.mid == pytest.approx(2.6e9 / (2039e9 * 0.70))
+    found = projection_facts(
+        Facts(placement=placement(tensor_ops=ops, functions=(compiled,))), "A100"
+    )
+    assert found.calibrated is True and found.jit_compile is True
+    plain = projection_facts(Facts(placement=placement()), "A100")
+    assert plain.calibrated is False
+    assert any("not XLA-compiled" in note for note in plain.notes)

@@ -460,7 +460,7 @@ def test_a_projection_is_drawn_in_a_real_browser_and_said_to_be_one(open_report,
     text = path.read_text()
     part = section(text, "projection")
     assert "Projected on A100" in part and "not a measurement" in part
-    assert "not yet calibrated" in part and "steps would wait 90% of the time" in html_lib.unescape(
+    assert "not calibrated" in part and "steps would wait 90% of the time" in html_lib.unescape(
         part
     )
     opened = open_report(path)

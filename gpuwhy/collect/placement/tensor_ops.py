@@ -175,6 +175,23 @@ def _flops(node, shapes: Shapes) -> int | None:
     return 2 * total * per_output if total is not None and per_output is not None else None
 
 
+def _output_bytes(node, shapes: Shapes) -> int | None:
+    """Bytes of the op's first output, from its static shape and dtype."""
+    from tensorflow.python.framework import dtypes
+
+    shape = shapes.output(node.name, 0)
+    if shape is None or any(d is None for d in shape) or not node.out_types:
+        return None
+    try:
+        size = dtypes.as_dtype(node.out_types[0]).size
+    except (TypeError, ValueError):
+        return None
+    count = 1
+    for d in shape:
+        count *= d
+    return count * size
+
+
 def _layer(name: str) -> str | None:
     """The name scope that created the op: the Keras layer for Keras models."""
     parts = [p for p in name.split("/")[:-1] if p]
@@ -209,12 +226,15 @@ def tensor_ops(
         dtype = attrs["T"].type if "T" in attrs else (node.in_types[0] if node.in_types else 0)
         graph = graph_ops.body_graph(flat.graphs, node.function)
         gradient = "Backprop" in node.op or "gradient" in node.name.lower()
-        flops = flops_batch = None
+        flops = flops_batch = output = None
         if graph is not None:
-            flops = _flops(node, Shapes(graph))
+            shapes = Shapes(graph)
+            flops = _flops(node, shapes)
             if flops is None and batch:
-                flops = _flops(node, Shapes(graph, batch))
+                shapes = Shapes(graph, batch)
+                flops = _flops(node, shapes)
                 flops_batch = batch if flops is not None else None
+            output = _output_bytes(node, shapes)
         found.append(
             TensorOp(
                 node=qualified(flat, node.id),
@@ -229,6 +249,7 @@ def tensor_ops(
                 gradient=gradient,
                 function=function,
                 flops_batch=flops_batch,
+                output_bytes=output,
             )
         )
     return found
