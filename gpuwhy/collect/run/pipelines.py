@@ -423,7 +423,8 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         written = data_pipeline.written_chain(dataset)
     except Exception as failure:  # noqa: BLE001
         written, error = [], f"written pipeline not read: {type(failure).__name__}: {failure}"
-    location, callers = None, ()
+    location: str | None = None
+    callers: tuple[str, ...] = ()
     for step in reversed(written):
         if step.location and not step.by_library:
             location, callers = step.location, step.callers
