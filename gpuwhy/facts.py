@@ -317,15 +317,30 @@ class ProgramFacts:
 
 
 @dataclass(frozen=True)
+class StepLoop:
+    """One loop whose steps are in :class:`StepFacts` (a script may train in several:
+    a warm-up loop, one per model, a custom loop then ``fit``)."""
+
+    source: str  # keras-fit, tf-data, tf-function or optimizer
+    name: str  # the loop's site or function: "train.py:40", "train_step (train.py:12)"
+    count: int  # its steps
+    first_s: float  # when its first step started, from the run's start
+    median_s: float | None = None  # per step, after its warm-up
+
+
+@dataclass(frozen=True)
 class StepFacts:
     """Section ``steps``: the training steps found without step markers.
 
     ``source`` says what marked them: ``keras-fit`` (Keras' per-batch callbacks),
     ``tf-data`` (next() on a tf.data iterator in a Python loop), ``tf-function`` (calls
     of the hottest tf.function) or ``optimizer`` (eager ``apply_gradients`` calls).
-    ``warmup`` first steps (tracing, autotune ramp-up) are left out of the statistics.
+    ``warmup`` first steps of each loop (tracing, autotune ramp-up) are left out of the
+    statistics.
     ``input_waits`` holds, per step, the seconds spent waiting for the next batch where
-    that was measured (None: not measurable for this source).
+    that was measured (None: not measurable for this source). The steps of every
+    training loop of the program are counted, on one time line; ``source`` and
+    ``marker`` name the loop with the most steps, ``loops`` each of them.
     """
 
     source: str
@@ -348,6 +363,9 @@ class StepFacts:
     phases: tuple[
         tuple[str, float, float], ...
     ] = ()  # (name, start, end): fit, evaluate, epochs...
+    # every loop counted above, most steps first; evaluation loops (none of their steps
+    # trains, while another loop's do) are left out of the steps and of this list
+    loops: tuple[StepLoop, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -156,8 +156,12 @@ class Session:
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
         calls = self._guard("tf.function calls", self.functions.calls, {})
+        looped = [name for name, spans in calls.items() if len(spans) >= 3]
+        trains = self._guard("training functions", lambda: self.functions.trains(looped), {})
         steps, window = self._guard(
-            "steps", lambda: self.steps.facts(self.t0, calls, t_end), (None, StepWindow(self.t0))
+            "steps",
+            lambda: self.steps.facts(self.t0, calls, t_end, trains),
+            (None, StepWindow(self.t0)),
         )
         tfdata = (
             self._guard("tf.data pipelines", self.pipelines.facts, None) if tf_imported else None

@@ -357,6 +357,39 @@ def test_pipelines_one_helper_builds_are_told_apart_by_the_caller(collector):
     ]
 
 
+def _finish(ds, training):
+    if training:
+        ds = ds.shuffle(16)
+    return ds.batch(4)  # @finish-helper
+
+
+def make_split_through_a_helper(split):
+    ds = tf.data.Dataset.range(32 if split == "train" else 8).map(double)
+    return _finish(ds, split == "train")  # @make-split-calls-finish
+
+
+def build_both_splits():
+    train = make_split_through_a_helper("train")  # @nested-train
+    test = make_split_through_a_helper("test")  # @nested-test
+    return train, test
+
+
+def test_a_helper_calling_its_own_helper_is_told_apart_by_the_line_that_differs(collector):
+    # make_split_through_a_helper -> _finish (where batch is): both splits call _finish
+    # from the same line; the lines in build_both_splits are what tell them apart
+    train, test = build_both_splits()
+    for _batch in train:
+        pass
+    for _batch in test:
+        pass
+    collector.stop()
+    facts = collector.facts()
+    assert [(p.location, p.helper_location, p.elements) for p in facts.pipelines] == [
+        (at("nested-train"), at("finish-helper"), 8),
+        (at("nested-test"), at("finish-helper"), 2),
+    ]
+
+
 def test_gpuwhy_s_own_reads_of_the_iterator_model_are_not_the_program_s_eager_ops(collector):
     from gpuwhy.tfapi import op_callbacks
 

@@ -204,3 +204,47 @@ def test_tf_functions_of_separate_loops_are_all_steps(steps):
     facts, _ = steps.facts(t, calls, t_end=t + 3)
     assert facts.count == 13
     assert facts.marker == "calls of 2 functions (also train_b (x.py:9)), most of train_a (x.py:3)"
+
+
+def test_a_validation_function_s_loop_is_not_steps_where_another_loop_trains(steps):
+    t = steps.t0
+    calls = {  # per epoch: 8 train steps, then 3 validation steps
+        "train_step (x.py:3)": [
+            (t + e + i * 0.05, t + e + i * 0.05 + 0.04) for e in range(2) for i in range(8)
+        ],
+        "test_step (x.py:9)": [
+            (t + e + 0.5 + i * 0.02, t + e + 0.51 + i * 0.02) for e in range(2) for i in range(3)
+        ],
+    }
+    trains = {"train_step (x.py:3)": True, "test_step (x.py:9)": False}
+    facts, _ = steps.facts(t, calls, t_end=t + 3, trains=trains)
+    assert facts.count == 16
+    assert [(loop.name, loop.count) for loop in facts.loops] == [("train_step (x.py:3)", 16)]
+    # without a training loop to compare with (inference only), its calls are the steps
+    facts, _ = steps.facts(t, {"test_step (x.py:9)": calls["test_step (x.py:9)"]}, t + 3, trains)
+    assert facts.count == 6
+
+
+def test_a_custom_loop_and_fit_are_both_counted_and_evaluate_is_not(steps):
+    x = np.random.rand(64, 4).astype("float32")
+    y = np.random.rand(64, 1).astype("float32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    for _xb, _yb in dataset:  # marker: custom-loop
+        time.sleep(0.001)
+    model.fit(dataset, epochs=1, verbose=0)
+    before = time.perf_counter()
+    model.evaluate(dataset, verbose=0)
+    after = time.perf_counter()
+    # Keras' evaluate function, as the FunctionWatcher reports its calls: inside evaluate
+    tick = (after - before) / 10
+    calls = {
+        "multi_step_on_iterator (y.py:1)": [
+            (before + i * tick, before + (i + 0.5) * tick) for i in range(1, 9)
+        ]
+    }
+    facts, _ = steps.facts(steps.t0, calls)
+    assert {(loop.source, loop.count) for loop in facts.loops} == {("tf-data", 8), ("keras-fit", 8)}
+    assert facts.count == 16
+    assert facts.marker.endswith(f"next() at {line_of('marker: custom-loop')}")

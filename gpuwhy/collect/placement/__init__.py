@@ -160,7 +160,9 @@ def _function_summary(audited: AuditedGraph, batch: int | None = None) -> Audite
         gpu=gpu,
         host=host,
         cpu=cpu,
-        jit_compile=audited.jit,
+        # its own jit_compile, or a body it calls (Keras' compile(jit_compile=True) makes
+        # the per-batch function call an XLA-compiled step)
+        jit_compile=audited.jit or any(n.jit for n in placed.flat.nodes if n.role == "op"),
         location=audited.target.location,
         input_copies=sum(1 for c in audited.copies if _is_input(placed.flat.nodes[c.src])),
         step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat.nodes[c.src])),

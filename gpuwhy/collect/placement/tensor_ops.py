@@ -245,7 +245,7 @@ def tensor_ops(
                 location=graph_ops.creation_site(graph, node.name),
                 flops=flops,
                 in_loop=node.loop_depth > 0,
-                jit_compile=jit_compile,
+                jit_compile=jit_compile or node.jit,  # or in a body XLA compiles
                 gradient=gradient,
                 function=function,
                 flops_batch=flops_batch,

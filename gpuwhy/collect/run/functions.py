@@ -234,6 +234,20 @@ class FunctionWatcher(RunCollector):
                 out[watched.display] = sorted(zip(t[0::2], t[1::2]))
         return out
 
+    def trains(self, names) -> dict[str, bool | None]:
+        """Per name (a key of :meth:`calls`), whether the latest trace of the function
+        has a backward pass (None: no trace kept, or its graph not readable): what tells
+        a training loop's function from a validation loop's."""
+        from gpuwhy.tfapi.training import has_backward_pass
+
+        with self._lock:
+            latest = {
+                name: w.concretes[-1][1]
+                for name in names
+                if (w := self._by_display.get(name)) is not None and w.concretes
+            }
+        return {name: has_backward_pass(concrete) for name, concrete in latest.items()}
+
     def concrete_functions(self, name: str) -> list:
         """The kept ConcreteFunctions of one function (at most the first two traces and
         the latest), oldest first; empty for an unknown name."""

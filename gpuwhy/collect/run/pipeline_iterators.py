@@ -140,7 +140,7 @@ class Pipeline:
     consumer: str
     written: list
     location: str | None
-    called_from: str | None  # the user's call into the function that built it
+    callers: tuple[str, ...]  # the user's lines that led to the function that built it
     autotune: bool
     cardinality: int | None
     element_bytes: int | None

@@ -329,7 +329,7 @@ class PipelineCollector(RunCollector):
                         model_error=f"{type(error).__name__}: {error}",
                     )
                 )
-        facts = _told_apart(facts, {p.id: p.called_from for p in pipelines})
+        facts = _told_apart(facts, {p.id: p.callers for p in pipelines})
         notes = list(self.notes)
         if self._distributed:
             notes.append(
@@ -364,19 +364,38 @@ class PipelineCollector(RunCollector):
         )
 
 
-def _told_apart(facts: list[PipelineFacts], callers: dict[int, str | None]) -> list[PipelineFacts]:
+def _told_apart(
+    facts: list[PipelineFacts], callers: dict[int, tuple[str, ...]]
+) -> list[PipelineFacts]:
     """Pipelines built at one line (one ``make_dataset(split)`` helper called for train
-    and test) are named by the line that called the helper, the helper's line kept as
-    ``helper_location``: "built at data.py:14" twice would not tell which is which."""
-    at: dict[str | None, set[str | None]] = {}
+    and test) are named by the innermost of the user's calling lines that differs
+    between them, the helper's line kept as ``helper_location``: "built at data.py:14"
+    twice would not tell which is which. A helper that calls a helper of its own
+    (``return _finish(ds)``) has the same first caller for every split: the line
+    further out that differs is the one that tells them apart."""
+    chains: dict[str | None, set[tuple[str, ...]]] = {}
     for pipeline in facts:
-        at.setdefault(pipeline.location, set()).add(callers.get(pipeline.id))
-    return [
-        dataclasses.replace(p, location=callers[p.id], helper_location=p.location)
-        if p.location and callers.get(p.id) and len(at[p.location]) > 1
-        else p
-        for p in facts
-    ]
+        chains.setdefault(pipeline.location, set()).add(callers.get(pipeline.id, ()))
+    out = []
+    for pipeline in facts:
+        chain = callers.get(pipeline.id, ())
+        depth = _first_difference(chains[pipeline.location]) if pipeline.location else None
+        if depth is not None and depth < len(chain):
+            pipeline = dataclasses.replace(
+                pipeline, location=chain[depth], helper_location=pipeline.location
+            )
+        out.append(pipeline)
+    return out
+
+
+def _first_difference(chains: set[tuple[str, ...]]) -> int | None:
+    """The first depth at which the calling chains are not all the same line."""
+    if len(chains) < 2:
+        return None
+    for depth in range(max(len(c) for c in chains)):
+        if len({c[depth] if depth < len(c) else None for c in chains}) > 1:
+            return depth
+    return None
 
 
 # -- the written view of a new pipeline ---------------------------------------------
@@ -390,7 +409,7 @@ def _signature(pipeline: Pipeline) -> tuple | None:
         return None
     return (
         pipeline.consumer,
-        pipeline.called_from,  # one helper called from two lines: two pipelines
+        pipeline.callers,  # one helper called from two lines: two pipelines
         tuple((w.api, w.location, w.function_location) for w in written),
     )
 
@@ -404,10 +423,11 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         written = data_pipeline.written_chain(dataset)
     except Exception as failure:  # noqa: BLE001
         written, error = [], f"written pipeline not read: {type(failure).__name__}: {failure}"
-    location = called_from = None
+    location: str | None = None
+    callers: tuple[str, ...] = ()
     for step in reversed(written):
         if step.location and not step.by_library:
-            location, called_from = step.location, step.called_from
+            location, callers = step.location, step.callers
             break
     if location is None and written:
         location = written[-1].location
@@ -424,7 +444,7 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         consumer=consumer,
         written=written,
         location=location,
-        called_from=called_from,
+        callers=callers,
         autotune=data_pipeline.autotune_enabled(dataset),
         cardinality=elements.known_count(dataset),
         element_bytes=elements.element_bytes(dataset, batch),

@@ -1,17 +1,21 @@
 """Training steps found without step markers, for Keras ``fit`` and custom loops alike.
 
-Four kinds of evidence are recorded while the program runs, and the strongest one that
-is present becomes the step clock (``StepFacts.source``):
+Four kinds of evidence are recorded while the program runs; each marks loops:
 
 1. ``keras-fit``: Keras' own per-batch callback calls (``tfapi/keras_hooks.py``); one
    call of the train function runs ``steps_per_execution`` steps.
 2. ``tf-data``: ``next()`` on a tf.data iterator from a Python loop
-   (``tfapi/tfdata/iterators.py``); every loop site's steps count (a script may train
-   in several loops), the one with the most batches names them. Here the time inside
-   ``next()`` *is* the input wait.
-3. ``tf-function``: outermost calls of tf.functions called in loops (``FunctionWatcher``),
-   every such function's, the most-called one naming them.
+   (``tfapi/tfdata/iterators.py``), one loop per site. Here the time inside ``next()``
+   *is* the input wait.
+3. ``tf-function``: outermost calls of a tf.function called in a loop (``FunctionWatcher``).
 4. ``optimizer``: eager ``apply_gradients`` calls (an eager loop with no tf.function).
+
+Every training loop's steps count, whatever marks it: a script may warm up, train one
+model per loop, or train in a custom loop and then call ``fit``. Evidence of one loop
+seen twice (the function a loop site calls per step, Keras' own functions) counts once,
+by the strongest kind; a loop whose steps train nothing (a validation loop) is left out
+where another loop trains. ``StepFacts.source`` names the loop with the most steps,
+``StepFacts.loops`` each of them.
 
 A step runs from one boundary to the next, so the Python between two train calls
 (logging, metrics, eager ops) is part of the step, as it is part of the user's wait.
@@ -23,13 +27,14 @@ call instead; Keras batches and tf.data loops end at epoch ends on their own.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 
 from gpuwhy.collect.run.base import RunCollector, StepWindow
-from gpuwhy.facts import StepFacts
+from gpuwhy.facts import StepFacts, StepLoop
 
 MAX_STEPS = 5000  # per-step series kept in the facts
 MIN_STEPS = 3  # fewer boundaries than this are not a loop
@@ -44,6 +49,7 @@ class _Step:
     end: float
     steps: int = 1  # steps this call ran (Keras steps_per_execution)
     wait: float | None = None
+    warm: bool = False  # one of its loop's warm-up steps: out of the statistics
 
 
 @dataclass
@@ -106,22 +112,95 @@ class StepCollector(RunCollector):
 
     # -- facts ---------------------------------------------------------------------
     def facts(
-        self, t0: float, function_calls: dict | None = None, t_end: float | None = None
+        self,
+        t0: float,
+        function_calls: dict | None = None,
+        t_end: float | None = None,
+        trains: dict | None = None,
     ) -> tuple[StepFacts | None, StepWindow]:
-        """The step facts and the after-warm-up step intervals other collectors use."""
+        """The step facts and the after-warm-up step intervals other collectors use.
+
+        ``trains``: per function name (a key of ``function_calls``), whether its graph
+        has a backward pass (True), has none (False) or is unknown (absent/None); what
+        tells a validation loop from a training loop."""
         t_end = time.perf_counter() if t_end is None else t_end
-        found = (
-            self._keras_steps()
-            or self._iterator_steps()
-            or self._call_steps(function_calls or {})
-            or self._optimizer_steps()
-        )
-        if not found:
+        loops, phases, spe = self._loops(function_calls or {}, trains or {})
+        if not loops:
             return None, StepWindow(t0)
-        source, marker, steps, phases, spe = found
-        return _summarise(source, marker, steps, phases, spe, t0, t_end), StepWindow(
-            t0, tuple((s.start, s.end) for s in steps[_warmup(steps) :])
-        )
+        for loop in loops:  # each loop's first steps trace or build its own things
+            for step in loop.steps[: _warmup(loop.steps)]:
+                step.warm = True
+        steps = sorted((s for loop in loops for s in loop.steps), key=lambda s: s.start)
+        lead = loops[0]
+        facts = _summarise(lead.source, _markers(loops), steps, phases, spe, t0, t_end)
+        facts = dataclasses.replace(facts, loops=tuple(loop.facts(t0) for loop in loops))
+        return facts, StepWindow(t0, tuple((s.start, s.end) for s in steps if not s.warm))
+
+    def _loops(self, function_calls: dict, trains: dict):
+        """Every training loop's steps, whatever marks them, most steps first.
+
+        Candidates come strongest evidence first (Keras batches, tf.data loop sites,
+        looped tf.functions, eager optimizer calls); one whose steps lie inside steps or
+        Keras phases already taken (the function Keras calls per batch, an inner loop, the
+        function a loop site calls) is part of those, not a loop of its own. A script
+        may train several models, warm up, train in a custom loop and then ``fit``: every
+        such loop counts. A loop none of whose steps train (a validation loop calling a
+        ``test_step``) is left out where another loop does train."""
+        marker, steps, phases, spe = self._keras_steps()
+        candidates: list[_Loop] = []
+        kept: list[_Loop] = []
+        if steps:
+            kept.append(_Loop("keras-fit", marker, steps, trains=True))
+        # Keras' own loops (fit's, evaluate's, predict's functions and iterators)
+        covered = [_Step(a, b) for name, a, b in phases if not name.startswith("epoch")]
+        with self._lock:
+            calls = {site: list(rows) for site, rows in self.iterator_calls.items()}
+        by_reads = sorted(calls.items(), key=lambda kv: -sum(1 for r in kv[1] if not r[3]))
+        for site, rows in by_reads:
+            candidates.append(_Loop("tf-data", str(site), _iterator_sequence(rows)))
+        for name, spans in sorted(function_calls.items(), key=lambda kv: -len(kv[1])):
+            if len(spans) >= MIN_STEPS:
+                candidates.append(_Loop("tf-function", str(name), _cycles(spans), trains.get(name)))
+        if len(self.optimizer_calls) >= MIN_STEPS:
+            optimizer = _cycles(self.optimizer_calls)
+            candidates.append(
+                _Loop("optimizer", "optimizer.apply_gradients calls", optimizer, True)
+            )
+        for loop in candidates:
+            if len(loop.steps) < MIN_STEPS:
+                continue
+            if covered and _overlap(loop.steps, covered) > MAX_NESTED_OVERLAP:
+                continue
+            covered = covered + loop.steps
+            kept.append(loop)
+        for loop in kept:
+            if loop.trains is None:
+                loop.trains = self._loop_trains(loop, function_calls, trains)
+        if any(loop.trains for loop in kept):
+            kept = [loop for loop in kept if loop.trains is not False]
+        kept.sort(key=lambda loop: -loop.count)
+        return kept, phases, spe
+
+    def _loop_trains(self, loop: _Loop, function_calls: dict, trains: dict) -> bool | None:
+        """Whether a loop site's steps train: a training function or an eager optimizer
+        call inside them says yes; functions called inside, none of which trains, say
+        no, as does no optimizer call inside while the program's optimizer was seen
+        stepping eagerly elsewhere. Otherwise unknown."""
+        inside = [
+            name
+            for name, spans in function_calls.items()
+            if _overlap([_Step(a, b) for a, b in spans], loop.steps) > 0.5
+        ]
+        optimizer = [_Step(a, b) for a, b in self.optimizer_calls]
+        if any(trains.get(name) for name in inside):
+            return True
+        if optimizer and _overlap(optimizer, loop.steps) > 0.5:
+            return True
+        if inside and all(trains.get(name) is False for name in inside):
+            return False
+        if not inside and optimizer:
+            return False
+        return None
 
     def _keras_steps(self):
         steps: list[_Step] = []
@@ -163,65 +242,38 @@ class StepCollector(RunCollector):
                     count = value - begin_step + 1
                 spe = max(spe, count)
                 steps.append(_Step(begin_t, t, count))
-        if not steps:
-            return None
         marker = f"Model.fit at {site}" if site else "Model.fit"
-        return "keras-fit", marker, steps, phases, spe
+        return marker, steps, phases, spe
 
-    def _iterator_steps(self):
-        with self._lock:
-            calls = {site: list(rows) for site, rows in self.iterator_calls.items()}
-        # the loop sites by batches read, most first: its site names the steps
-        by_reads = sorted(calls.items(), key=lambda kv: -sum(1 for r in kv[1] if not r[3]))
-        merged = _every_loop((site, _iterator_sequence(rows)) for site, rows in by_reads)
-        if merged is None:
-            return None
-        sites, steps = merged
-        return "tf-data", _marker("next() on a tf.data iterator", "loops", sites), steps, [], 1
 
-    def _call_steps(self, function_calls: dict):
-        by_calls = sorted(function_calls.items(), key=lambda kv: -len(kv[1]))
-        merged = _every_loop(
-            (name, _cycles(calls)) for name, calls in by_calls if len(calls) >= MIN_STEPS
+@dataclass
+class _Loop:
+    """One loop's steps while the step clock is chosen."""
+
+    source: str
+    name: str
+    steps: list[_Step]
+    trains: bool | None = None
+
+    @property
+    def count(self) -> int:
+        return sum(s.steps for s in self.steps)
+
+    def facts(self, t0: float) -> StepLoop:
+        timed = [s for s in self.steps if not s.warm] or self.steps
+        per_step = [(s.end - s.start) / s.steps for s in timed]
+        return StepLoop(
+            source=self.source,
+            name=self.name,
+            count=self.count,
+            first_s=round(self.steps[0].start - t0, 6),
+            median_s=round(statistics.median(per_step), 6) if per_step else None,
         )
-        if merged is None:
-            return None
-        names, steps = merged
-        return "tf-function", _marker("calls of", "functions", names, at=False), steps, [], 1
-
-    def _optimizer_steps(self):
-        if len(self.optimizer_calls) < MIN_STEPS:
-            return None
-        return "optimizer", "optimizer.apply_gradients calls", _cycles(self.optimizer_calls), [], 1
 
 
 # Another loop's steps may overlap the counted ones by this share of their time and
 # still be their own loop (not one nested inside a counted step).
 MAX_NESTED_OVERLAP = 0.10
-
-
-def _every_loop(loops) -> tuple[list[str], list[_Step]] | None:
-    """The steps of every loop (site or function) with ``MIN_STEPS`` steps or more, in
-    time order, and the loops' names, most steps first.
-
-    A script with several training loops (one per model, a warm-up loop, a fine-tuning
-    loop) has steps in each; taking only the busiest would leave the others out of the
-    statistics. A loop whose steps lie inside steps already counted (an inner loop over
-    a second dataset, read within each outer step) is part of those steps, not steps of
-    its own, and is left out.
-    """
-    names: list[str] = []
-    steps: list[_Step] = []
-    for name, sequence in loops:
-        if len(sequence) < MIN_STEPS:
-            continue
-        if steps and _overlap(sequence, steps) > MAX_NESTED_OVERLAP:
-            continue
-        names.append(str(name))
-        steps.extend(sequence)
-    if not steps:
-        return None
-    return names, sorted(steps, key=lambda step: step.start)
 
 
 def _overlap(sequence: list[_Step], counted: list[_Step]) -> float:
@@ -235,6 +287,38 @@ def _overlap(sequence: list[_Step], counted: list[_Step]) -> float:
             inside += max(0.0, min(end, step.end) - max(start, step.start))
     total = sum(s.end - s.start for s in sequence)
     return inside / total if total > 0 else 0.0
+
+
+_WHAT = {
+    "tf-data": ("next() on a tf.data iterator", "loops", True),
+    "tf-function": ("calls of", "functions", False),
+}
+
+
+def _markers(loops: list[_Loop]) -> str:
+    """The marker of the loops counted: one source's loops as :func:`_marker` says them;
+    loops of several sources as the busiest loop's marker and the others after it
+    (``Model.fit at train.py:80, and 2 more loops: next() at train.py:26, calls of
+    gan_step (train.py:68)``)."""
+    sources = {loop.source for loop in loops}
+    if len(sources) == 1 and loops[0].source in _WHAT:
+        what, plural, at = _WHAT[loops[0].source]
+        return _marker(what, plural, [loop.name for loop in loops], at=at)
+    lead = _one_marker(loops[0])
+    if len(loops) == 1:
+        return lead
+    others = [_one_marker(loop, short=True) for loop in loops[1:4]]
+    more = f" and {len(loops) - 4} more" if len(loops) > 4 else ""
+    plural = "loop" if len(loops) == 2 else "loops"
+    return f"{lead}, and {len(loops) - 1} more {plural}: {', '.join(others)}{more}"
+
+
+def _one_marker(loop: _Loop, short: bool = False) -> str:
+    if loop.source == "tf-data":
+        return f"next() at {loop.name}" if short else f"next() on a tf.data iterator at {loop.name}"
+    if loop.source == "tf-function":
+        return f"calls of {loop.name}"
+    return loop.name
 
 
 def _marker(what: str, plural: str, names: list[str], at: bool = True) -> str:
@@ -314,8 +398,7 @@ def _warmup(steps: list[_Step]) -> int:
 
 
 def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> StepFacts:
-    warm = _warmup(steps)
-    counted = steps[warm:]
+    counted = [s for s in steps if not s.warm]
     per_step = [(s.end - s.start) / s.steps for s in counted]
     per_step_sorted = sorted(per_step)
     total = sum(s.end - s.start for s in counted)
@@ -326,7 +409,7 @@ def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> St
         source=source,
         marker=marker,
         count=sum(s.steps for s in steps),
-        warmup=sum(s.steps for s in steps[:warm]),
+        warmup=sum(s.steps for s in steps if s.warm),
         median_s=statistics.median(per_step) if per_step else None,
         p90_s=per_step_sorted[min(len(per_step_sorted) - 1, int(0.9 * len(per_step_sorted)))]
         if per_step_sorted

@@ -175,7 +175,8 @@ def _where_from(step: list[TensorOp], biggest: list[TensorOp]) -> dict[str, Any]
     functions = sorted({op.function for op in biggest if op.function})
     if functions:
         kind = "the training step" if any(op.gradient for op in step) else "no training step seen"
-        found["largest_from"] = f"{', '.join(functions)} ({kind})"
+        xla = ", XLA-compiled" if any(op.jit_compile for op in biggest) else ""
+        found["largest_from"] = f"{', '.join(functions)} ({kind}{xla})"
     batches = sorted({op.flops_batch for op in biggest if op.flops_batch})
     if batches:
         found["flops_batch"] = (

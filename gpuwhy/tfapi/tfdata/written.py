@@ -71,7 +71,7 @@ __all__ = [
     "written_chain",
 ]
 
-ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library, caller or None)
+ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library, callers)
 GENERATOR_ATTR = "_gpuwhy_generator"  # the callable given to from_generator
 MAX_CHAIN = 200  # transformations followed from the final dataset
 MAX_INNER = 4  # other inputs described per transformation
@@ -114,11 +114,10 @@ def _frame_kind(code: Any) -> int:
 
 
 def _creation_site(frame: Any) -> tuple:
-    """(user's file, line, made by a library, the caller) for a dataset being created
+    """(user's file, line, made by a library, the callers) for a dataset being created
     now; the path is made relative only when read (``os.path.relpath`` costs
-    microseconds). The caller is (file, line) of the user's call into the function
-    that creates it, where that is a function of the user's (a ``make_dataset(split)``
-    helper called for each split), else None: it tells apart the pipelines one helper
+    microseconds). The callers are the user's lines that led to the creating function,
+    innermost first (see :func:`_callers`): they tell apart the pipelines one helper
     builds."""
     by_library = False
     for _ in range(_MAX_FRAMES):
@@ -126,29 +125,39 @@ def _creation_site(frame: Any) -> tuple:
             break
         kind = _frame_kind(frame.f_code)
         if kind == _USER:
-            return frame.f_code.co_filename, frame.f_lineno, by_library, _caller(frame)
+            return frame.f_code.co_filename, frame.f_lineno, by_library, _callers(frame)
         if kind == _LIBRARY:
             by_library = True
         frame = frame.f_back
-    return None, 0, by_library, None
+    return None, 0, by_library, ()
 
 
-def _caller(frame: Any) -> tuple[str, int] | None:
-    """The user's line that called ``frame``'s function, skipping TF and gpuwhy frames
-    (a tf.function tracing the helper); None at module level or from a library."""
-    if frame.f_code.co_name == "<module>":
-        return None
-    outer = frame.f_back
-    for _ in range(_MAX_FRAMES):
-        if outer is None:
-            return None
-        kind = _frame_kind(outer.f_code)
-        if kind == _USER:
-            return outer.f_code.co_filename, outer.f_lineno
-        if kind == _LIBRARY:
-            return None
-        outer = outer.f_back
-    return None
+MAX_CALLERS = 8  # user frames kept above the one that created a dataset
+
+
+def _callers(frame: Any) -> tuple[tuple[str, int], ...]:
+    """The user's lines that called ``frame``'s function, innermost first, skipping TF
+    and gpuwhy frames (a tf.function tracing the helper); up to the module's line or a
+    library's frame. A ``make_dataset(split)`` helper that calls its own ``_finish(ds)``
+    (where ``batch`` is) has the same first caller for every split: the line that tells
+    train from test may be further out, so the chain is kept, not one line."""
+    out: list[tuple[str, int]] = []
+    while frame.f_code.co_name != "<module>" and len(out) < MAX_CALLERS:
+        outer = frame.f_back
+        for _ in range(_MAX_FRAMES):
+            if outer is None:
+                return tuple(out)
+            kind = _frame_kind(outer.f_code)
+            if kind == _USER:
+                break
+            if kind == _LIBRARY:
+                return tuple(out)
+            outer = outer.f_back
+        else:
+            return tuple(out)
+        out.append((outer.f_code.co_filename, outer.f_lineno))
+        frame = outer
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,8 @@ class Origin:
 
     location: str | None  # the user's file:line (for a library-made one, the call into it)
     by_library: bool = False  # built by Keras or another library, not written by the user
-    called_from: str | None = None  # the user's call into the function that built it
+    # the user's lines that called the function that built it, innermost first
+    callers: tuple[str, ...] = ()
 
 
 def origin(dataset: Any) -> Origin | None:
@@ -166,10 +176,12 @@ def origin(dataset: Any) -> Origin | None:
     if not isinstance(value, tuple) or len(value) != 4:
         return None
     filename, line, by_library, caller = value
+    if not isinstance(caller, tuple):
+        return None
     return Origin(
         relative(filename, line) if filename else None,
         by_library,
-        relative(*caller) if caller else None,
+        tuple(relative(*c) for c in caller),
     )
 
 
@@ -238,7 +250,7 @@ class WrittenTransformation:
     inner: tuple[str, ...] = ()  # the other inputs (zip, concatenate), described
     node: bool = True  # False: no node of its own when TF runs it (options)
     call: str | None = None  # the call as written, one line: "ds.map(parse)", ".batch(32)"
-    called_from: str | None = None  # the user's call into the helper that made it
+    callers: tuple[str, ...] = ()  # the user's calls into the helper that made it
     element_bytes: int | None = None  # one element it outputs, from its spec (None: unknown)
     files: int | None = None  # a file reader: the files it was given
 
@@ -422,7 +434,7 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=dataset_class(dataset).node,
         call=_call_as_written(dataset, api, function),
-        called_from=where.called_from if where else None,
+        callers=where.callers if where else (),
         element_bytes=_element_bytes(dataset, _argument(dataset, api) if "batch" in api else None),
         files=_files(dataset) if api in READERS else None,
     )

@@ -399,3 +399,13 @@ def test_min_fraction_of_sixteen_bit_flops():
     assert finding.evidence["misaligned_work_share"] == 0.334
     assert finding.evidence["layers"][0]["dims"] == {"k": "2052 -> 2056"}
     assert run(TensorCoreMisaligned, facts, min_fraction=0.5) == []
+
+
+def test_unused_says_the_training_step_is_compiled_with_xla():
+    train = "train_step (train.py:12)"
+    ops = [
+        b.tensor_op(function=train, jit_compile=True, location="train.py:15"),
+        b.tensor_op(function=train, jit_compile=True, gradient=True, location="train.py:16"),
+    ]
+    (f,) = run(TensorCoreUnused, b.placement_facts(tensor_ops=ops))
+    assert f.evidence["largest_from"] == f"{train} (the training step, XLA-compiled)"
