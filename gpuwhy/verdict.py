@@ -6,7 +6,7 @@ from gpuwhy.facts import Facts, InputFixFacts, PlacementFacts, ProgramFacts, Pro
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
-from gpuwhy.rules.input.common import bottleneck
+from gpuwhy.rules.input.common import bottleneck, steps_pipeline
 
 
 def gpu_usable(facts: Facts) -> bool | None:
@@ -179,17 +179,11 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
 
 
 def _bottleneck(facts: Facts) -> str | None:
-    """The slowest stage of the pipeline the steps read, for people:
-    ``ParallelMapV2(parse at train.py:41)``."""
-    tfdata, steps = facts.tfdata, facts.steps
-    if tfdata is None or steps is None:
-        return None
-    consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
-    read = [p for p in tfdata.pipelines if p.consumer == consumer and bottleneck(p) is not None]
-    pipeline = max(read, key=lambda p: p.elements, default=None)
-    if pipeline is None:
-        return None
-    return stage_label(bottleneck(pipeline))
+    """The slowest stage of the pipeline the steps read (the one input.bound names), for
+    people: ``ParallelMapV2(parse at train.py:41)``."""
+    pipeline = steps_pipeline(facts)
+    stage = bottleneck(pipeline) if pipeline is not None else None
+    return stage_label(stage) if stage is not None else None
 
 
 def _headline(title: str, limit: int = 90) -> str:

@@ -13,6 +13,7 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
     CONSUMER_NAMES,
+    NEXT_TIMING,
     InputWait,
     bottleneck,
     culprit_location,
@@ -78,14 +79,24 @@ def fetch_overhead(
     pipeline: PipelineFacts | None, steps: StepFacts, share: float, mean_step: float | None
 ) -> float | None:
     """The pipeline's work per batch (TF's stage timers, buffers left out) where it is
-    far below the steps' mean wait and a buffer keeps a batch ready; else None."""
+    far below what the loop waited per batch and a buffer keeps a batch ready; else None.
+
+    The wait per batch is the pipeline's own, timed around its next() calls where the
+    run has it, and the pipeline must hold most of the steps' wait: with several
+    pipelines (one per loop) another one's waits are not this one's fetch overhead."""
     if pipeline is None or mean_step is None or steps.input_wait_source != "next() timing":
         return None
     if not ends_buffered(pipeline) or not pipeline.elements or pipeline.model_error:
         return None
+    waited = share * mean_step
+    if pipeline.wait_source == NEXT_TIMING and pipeline.wait_per_element_s is not None:
+        waited = pipeline.wait_per_element_s
+        steps_wait = share * steps.total_s
+        if steps_wait > 0 and waited * pipeline.elements < 0.5 * steps_wait:
+            return None  # most of the waiting was for other pipelines
     work = sum(s.self_time_s for s in pipeline.stages if s.kind != "prefetch" and s.kind != "cache")
     production = work / pipeline.elements
-    if production <= 0 or production >= OVERHEAD_PRODUCTION_SHARE * share * mean_step:
+    if production <= 0 or production >= OVERHEAD_PRODUCTION_SHARE * waited:
         return None
     return production
 

@@ -77,11 +77,24 @@ def steps_pipeline(facts: Facts) -> PipelineFacts | None:
     consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
     read = [p for p in tfdata.pipelines if p.consumer == consumer]
     if consumer == "python-loop":
-        # several loops: the pipeline the loops waited for longest, measured directly
+        # Several loops: the cause the loops waited for longest, measured directly. One
+        # slow stage (a generator) wrapped by several pipelines is one cause: its waits
+        # add up, and the pipeline that waited longest for it speaks for it.
         timed = [p for p in read if p.wait_source == NEXT_TIMING and p.wait_per_element_s]
         if timed:
-            return max(timed, key=lambda p: (p.wait_per_element_s or 0.0) * p.elements)
+            by_cause: dict[object, list[PipelineFacts]] = {}
+            for p in timed:
+                stage = bottleneck(p)
+                key = culprit_location(stage) if stage is not None else None
+                by_cause.setdefault(key or id(p), []).append(p)
+            group = max(by_cause.values(), key=lambda ps: sum(_waited(p) for p in ps))
+            return max(group, key=_waited)
     return max(read, key=lambda p: p.elements, default=None)
+
+
+def _waited(pipeline: PipelineFacts) -> float:
+    """Seconds the loop spent in this pipeline's next() calls."""
+    return (pipeline.wait_per_element_s or 0.0) * pipeline.elements
 
 
 def production_bound_s(pipeline: PipelineFacts) -> float | None:

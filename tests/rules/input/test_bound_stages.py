@@ -135,3 +135,33 @@ def test_a_buffered_pipeline_far_faster_than_the_wait_is_the_python_call_per_ste
     # Keras fit's wait comes from the gap timer, not next(): never this case
     (fit,) = check(t.facts(replace(cheap, consumer="keras-fit"), steps=t.fit_steps(0.30)))
     assert fit.title.startswith("Steps wait for input 30%")
+
+
+def test_one_cause_wrapped_by_several_pipelines_is_what_the_steps_waited_for():
+    from gpuwhy.rules.input.common import NEXT_TIMING, steps_pipeline
+
+    def generator_pipeline(pipeline_id, elements):
+        return t.pipeline(
+            t.generator_source(),
+            t.batch(),
+            id=pipeline_id,
+            consumer="python-loop",
+            bottleneck=0,
+            elements=elements,
+            wait_per_element_s=0.010,
+            wait_source=NEXT_TIMING,
+        )
+
+    # the generator: 3 pipelines of 40 elements waiting 10 ms each (1.2 s in all);
+    # a map-heavy pipeline alone waited longest of any one pipeline (0.8 s)
+    other = replace(
+        t.example_pipeline(consumer="python-loop", wait_source=NEXT_TIMING),
+        id=9,
+        elements=80,
+        wait_per_element_s=0.010,
+    )
+    facts = t.facts(*(generator_pipeline(n, 40) for n in (1, 2, 3)), other, steps=t.loop_steps(0.6))
+    chosen = steps_pipeline(facts)
+    assert chosen is not None and chosen.stages[0].function == "batches"
+    (f,) = check(facts)
+    assert f.title.endswith("the slowest stage is Generator(batches at train.py:12)")
