@@ -169,6 +169,8 @@ class OpGroup:
     locations: tuple[str, ...] = ()  # distinct "file:line" of the user code that created them
     requested: str | None = None  # device type asked for with tf.device
     colocated_with: str | None = None  # the op whose placement decided this one
+    by_library: bool = False  # created by a library's code (its device request is its own)
+    functions: tuple[str, ...] = ()  # the audited functions they are in: "f (train.py:9)"
 
 
 @dataclass(frozen=True)

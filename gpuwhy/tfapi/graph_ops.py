@@ -93,6 +93,33 @@ def creation_site(graph: Any, name: str) -> str | None:
     return None
 
 
+_TF_DIR = f"{os.sep}tensorflow{os.sep}"
+# Inside TF's own tree, these parts build ops for the user as a library does (Keras 2).
+_TF_LIBRARY_PARTS = (f"{os.sep}python{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
+
+
+def created_in_library(graph: Any, name: str) -> bool:
+    """Op ``name`` was created by a library's code (Keras, a preprocessing layer), not by
+    the user's: the first frame of its creation traceback outside TensorFlow's own
+    modules is a library's. Such an op's device request (a ``tf.device`` block in
+    Keras' TextVectorization, say) is the library's choice, not one in the user's code."""
+    op = _operation(graph, name)
+    if op is None:
+        return False
+    try:
+        frames = op.traceback or ()
+    except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade
+        return False
+    for frame in reversed(frames):
+        filename = frame.filename
+        if _TF_DIR in filename and not any(p in filename for p in _TF_LIBRARY_PARTS):
+            continue  # TF building the op
+        if "__autograph_generated" in filename or filename.startswith(_GPUWHY_DIR):
+            continue
+        return is_library_file(filename)
+    return False
+
+
 def _static_shape(tensors, index: int) -> tuple[int | None, ...] | None:
     if index >= len(tensors):
         return None

@@ -210,9 +210,16 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                     "colocated": None,
                 }
             bucket["count"] += 1
+            bucket.setdefault("functions", {})[_function_label(a.target)] = None
             bucket["in_loop"] = bucket["in_loop"] or node.loop_depth > 0
             if len(bucket["examples"]) < MAX_EXAMPLES:
                 bucket["examples"].append((a, node.id))
+            if placed.reason[node.id] == "forced-cpu" and bucket.get("library", True):
+                # whose tf.device this is: a library's own (Keras layers) or the user's
+                graph = graph_ops.body_graph(flat.graphs, node.function)
+                bucket["library"] = graph is not None and graph_ops.created_in_library(
+                    graph, node.name
+                )
             if bucket["colocated"] is None and node.id in placed.colocated_with:
                 other = flat.nodes[placed.colocated_with[node.id]]
                 bucket["colocated"] = f"{other.name} ({other.op})"
@@ -237,6 +244,8 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                 locations=tuple(locations),
                 requested=requested,
                 colocated_with=bucket["colocated"],
+                by_library=bucket.get("library", False) is True,
+                functions=tuple(bucket.get("functions", ())),
             )
         )
     groups.sort(key=lambda g: (g.computes_on == "GPU", g.computes_on == "host", -g.count, g.op))

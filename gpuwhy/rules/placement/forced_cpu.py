@@ -15,7 +15,10 @@ class ForcedCpu(Rule):
     ## What it detects
     Ops in the step that run on the CPU only because the program asked for it: they sit
     under a `with tf.device("/CPU:0"):` block (or a `/job:.../device:CPU` string) and
-    TensorFlow registers a GPU kernel for their dtypes. Variables created under such a
+    TensorFlow registers a GPU kernel for their dtypes. Ops a library creates under its
+    own `tf.device` (Keras' TextVectorization and lookup layers pin their tables and
+    string work to the CPU) are left out: there is no block in the user's code to
+    remove. Variables created under such a
     block count too: the ops that take the variable itself (reads, optimizer updates)
     follow it to the CPU. The finding names the ops and the file:line of the block.
 
@@ -69,7 +72,10 @@ class ForcedCpu(Rule):
         pinned = [
             g
             for g in placement.groups
-            if g.reason == "forced-cpu" and g.op not in ignored and not is_input_boundary(g.op)
+            if g.reason == "forced-cpu"
+            and g.op not in ignored
+            and not is_input_boundary(g.op)
+            and not g.by_library  # a library's own tf.device: nothing to remove in yours
         ]
         if not pinned:
             return []

@@ -79,7 +79,10 @@ class NoGpuKernel(Rule):
     functions included) for which TensorFlow registers no GPU kernel for its input and
     output dtypes: string ops (`tf.strings.*`, `StringLookup`, `TextVectorization`),
     `tf.py_function` / `tf.numpy_function`, image decoders, and some integer ops. The
-    finding names each op, its dtypes and the file:line that created it.
+    finding names each op, its dtypes and the file:line that created it. Where the run
+    has a training step (a function with a backward pass) and the ops are only in
+    other functions (evaluate's or predict's: an export model that takes raw strings),
+    the finding is low and says so: the training step does not wait on them.
 
     ## Why is this slow?
     Soft placement (on by default) silently puts such an op on the CPU. Its inputs are
@@ -144,6 +147,15 @@ class NoGpuKernel(Rule):
         copies = [c for c in placement.copies if c.kind == "step" and c.cause in caused]
         in_loop = any(g.in_loop for g in groups)
         severity = "high" if fails or in_loop else self.severity
+        training = {op.function for op in placement.tensor_ops if op.gradient}
+        outside = (
+            bool(training)
+            and not any(set(g.functions) & training for g in groups if g.functions)
+            and all(g.functions for g in groups)
+        )
+        if outside and not fails:
+            # only in evaluate()/predict()'s functions: not what the training step waits on
+            severity = "low"
         evidence: dict[str, Any] = {
             "ops_on_cpu": total,
             "ops": [group_row(g) for g in groups],
@@ -157,6 +169,12 @@ class NoGpuKernel(Rule):
             title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:
             title = f"{total} op{'s' if total > 1 else ''} in the step {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
+        if outside and not fails:
+            title += (
+                "; in "
+                + ", ".join(sorted({f for g in groups for f in g.functions}))
+                + ", not the training step"
+            )
         location = next((g.locations[0] for g in groups if g.locations), None)
         return [
             self.finding(

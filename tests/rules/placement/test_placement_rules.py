@@ -1,6 +1,8 @@
 """placement.no-gpu-kernel, forced-cpu, host-transfers and float64 from small placement facts,
 plus the placement section's way through run_rules and the run record."""
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwhy.facts import Facts
@@ -650,3 +652,25 @@ def test_empty_placement_has_nothing_to_report():
         record.verdict
         == "Predicted for a GPU machine (none here): 0 of 0 ops compute on the GPU, 0 on the CPU; no placement problems found."
     )
+
+
+def test_string_ops_only_in_an_evaluate_function_are_low():
+    from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
+
+    train, export = "train_step (train.py:40)", "multi_step_on_iterator (train.py:55)"
+    strings = b.op_group(
+        "StaticRegexReplace",
+        reason="no-gpu-kernel",
+        in_dtypes=("string",),
+        count=4,
+        locations=("train.py:55",),
+        functions=(export,),
+    )
+    ops = [b.tensor_op(function=train, gradient=True)]
+    facts = b.placement_facts(groups=[strings], tensor_ops=ops)
+    (f,) = NoGpuKernel().check(facts, dict(NoGpuKernel.options))
+    assert f.severity == "low"
+    assert f.title.endswith(f"; in {export}, not the training step")
+    in_training = b.placement_facts(groups=[replace(strings, functions=(train,))], tensor_ops=ops)
+    (g,) = NoGpuKernel().check(in_training, dict(NoGpuKernel.options))
+    assert g.severity == "medium"
