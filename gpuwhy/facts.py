@@ -667,6 +667,13 @@ class ProjectionFacts:
     # where this run trained on the target GPU itself: its median step less its median
     # input wait (what the projection models), to put beside the projected step
     measured_step_s: float | None = None
+    # Python issuing eager ops each step (measured here: ops per step x the median gap
+    # between two of them); a GPU runs their kernels while Python issues the next, so
+    # the step is at least this long, whatever the GPU
+    eager_s: float = 0.0
+    eager_ops_per_step: float | None = None
+    graph: bool = True  # False: no traced function in the step, only eager ops (the
+    # device work is then unknown and the step a lower bound)
     notes: tuple[str, ...] = ()
 
 

@@ -147,11 +147,9 @@ class Session:
         from gpuwhy.collect.run.environment import run_environment_facts
         from gpuwhy.collect.run.input_wait import (
             delivered_batch,
-            steps_pipeline,
             with_keras_input_wait,
             with_loop_waits,
         )
-        from gpuwhy.projection.step import projection_facts
 
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
@@ -192,23 +190,10 @@ class Session:
             else None
         )
         projection = None
-        if self.target is not None and placement is not None:
+        if self.target is not None and tf_imported:
             projection = self._guard(
                 "projection",
-                lambda: projection_facts(
-                    Facts(
-                        placement=placement,
-                        devices=self._devices,
-                        tfdata=tfdata,
-                        program=ProgramFacts(
-                            command=self.command,
-                            gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
-                        ),
-                    ),
-                    self.target,
-                    steps_pipeline(tfdata, steps),
-                    steps,
-                ),
+                lambda: self._projection(placement, tfdata, steps, eager),
                 None,
             )
         notes = list(self.notes) + list(self.steps.notes)
@@ -238,6 +223,26 @@ class Session:
             tfdata=tfdata,
             projection=projection,
         )
+
+    def _projection(self, placement, tfdata, steps, eager):
+        """The run projected onto --target; None, with a note saying why, where the GPU
+        is unknown or the run gave nothing to cost."""
+        from gpuwhy.collect.run.input_wait import steps_pipeline
+        from gpuwhy.projection.gpus import UnknownGpuError
+        from gpuwhy.projection.step import NothingToProject, projection_facts
+
+        assert self.target is not None
+        facts = Facts(
+            placement=placement,
+            devices=self._devices,
+            tfdata=tfdata,
+            program=ProgramFacts(command=self.command, gpus_seen_by_tf=_tf_gpus()),
+        )
+        try:
+            return projection_facts(facts, self.target, steps_pipeline(tfdata, steps), steps, eager)
+        except (UnknownGpuError, NothingToProject) as e:
+            self.notes.append(f"no projection onto {self.target}: {e}")
+            return None
 
     def _guard(self, what: str, fn, default):
         """After the program: one section failing keeps the others (GPUWHY_DEBUG raises)."""

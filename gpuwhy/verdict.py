@@ -212,7 +212,13 @@ def _gpu_busy(facts: Facts) -> float | None:
 
 def projection_clause(projection: ProjectionFacts) -> str:
     """For the verdict: on an A100 (projected): step ..., input wait ..."""
-    text = f"on {_article(projection.gpu)} {projection.gpu} (projected): step {duration(projection.step_s)}"
+    at_least = "" if projection.graph else "at least "
+    text = (
+        f"on {_article(projection.gpu)} {projection.gpu} (projected): step "
+        f"{at_least}{duration(projection.step_s)}"
+    )
+    if projection.eager_s >= 0.5 * projection.step_s > 0:
+        text += ", most of it Python issuing eager ops"
     if projection.input_wait_fraction is not None:
         text += f", {projection.input_wait_fraction:.0%} of it waiting for input"
     return text

@@ -12,12 +12,20 @@ measurements and the step's band.
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts, StepFacts
+from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, ProjectionFacts, StepFacts
 from gpuwhy.formatting import duration
-from gpuwhy.projection.cost import StepProjection, project_step
+from gpuwhy.projection.cost import LAUNCH_S, ZERO, Band, StepProjection, project_step
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
 
 AUTO = "auto"
+# The median gap between two eager ops measured here, as dispatch on the target: a
+# little less where part of it was a small CPU kernel, a launch more where the GPU adds
+# one per op (uncalibrated: docs/projection.md).
+EAGER_LOW = 0.7
+
+
+class NothingToProject(Exception):
+    """The run gave the projection nothing to cost: no traced function, no eager step."""
 
 
 def resolve_target(requested: str, facts: Facts) -> GpuSpec:
@@ -55,8 +63,27 @@ def _share(batch_s: float, step_s: float) -> float:
     return round(max(0.0, batch_s - step_s) / max(batch_s, step_s), 4)
 
 
+def eager_dispatch(eager: EagerFacts | None) -> Band | None:
+    """Per step, Python issuing the eager ops of the step: measured here (ops per step x
+    the median gap between two), the same on the target's host. None where no step was
+    sampled."""
+    if eager is None or not eager.per_step or eager.median_gap_us is None:
+        return None
+    mid = eager.per_step * eager.median_gap_us * 1e-6
+    return Band(EAGER_LOW * mid, mid, mid + eager.per_step * LAUNCH_S[0])
+
+
+def step_band(device: Band, eager: Band | None) -> Band:
+    """The step from its GPU work and the host's eager dispatch: the GPU runs kernels
+    while Python issues the next op, so at best they overlap (the larger), at worst
+    they add up."""
+    if eager is None:
+        return device
+    return Band(max(device.low, eager.low), max(device.mid, eager.mid), device.high + eager.high)
+
+
 def _waits(
-    alone_s: float | None, measured_s: float | None, projection: StepProjection
+    alone_s: float | None, measured_s: float | None, step: Band
 ) -> tuple[float | None, float | None, float | None]:
     """Projected input-wait share: (middle, lowest, highest). The lowest pairs the
     slowest projected step with the pipeline alone; the highest the fastest step with
@@ -65,7 +92,6 @@ def _waits(
     known = [t for t in (alone_s, measured_s) if t]
     if not known:
         return None, None, None
-    step = projection.step
     typical = (known[0] * known[-1]) ** 0.5
     return (
         _share(typical, step.mid),
@@ -97,17 +123,25 @@ def projection_facts(
     requested: str,
     pipeline: PipelineFacts | None = None,
     steps: StepFacts | None = None,
-) -> ProjectionFacts | None:
-    """The section for ``requested`` (a GPU name or ``auto``), from the placement audit
-    and, where given, the pipeline the steps read; None without an audited function."""
+    eager: EagerFacts | None = None,
+) -> ProjectionFacts:
+    """The section for ``requested`` (a GPU name or ``auto``), from the placement audit,
+    the eager ops each step issued and, where given, the pipeline the steps read.
+    Raises NothingToProject when the run traced no function and sampled no eager step."""
     gpu = resolve_target(requested, facts)
     placement = facts.placement
-    if placement is None:
-        return None
-    projection = project_step(placement, gpu, pipeline.element_bytes if pipeline else None)
-    if projection is None:
-        return None
-    step = projection.step
+    projection = (
+        project_step(placement, gpu, pipeline.element_bytes if pipeline else None)
+        if placement is not None
+        else None
+    )
+    dispatch = eager_dispatch(eager) if steps is not None and steps.count else None
+    if projection is None and dispatch is None:
+        raise NothingToProject(
+            "no tf.function was traced and no step's eager ops were counted: nothing to cost"
+        )
+    device = projection.step if projection is not None else ZERO
+    step = step_band(device, dispatch)
     batch_s = batch_seconds(pipeline)
     measured_s = measured_batch_seconds(steps)
     notes = ["a projection from the traced graph and published peaks, not a measurement"]
@@ -119,9 +153,68 @@ def projection_facts(
             "one is used"
         )
         batch_s = None
-    wait, wait_low, wait_high = _waits(batch_s, measured_s, projection)
-    batches = sorted({op.flops_batch for op in placement.tensor_ops if op.flops_batch})
-    if not _jit(facts, projection.function):
+    wait, wait_low, wait_high = _waits(batch_s, measured_s, step)
+    jit = projection is not None and _jit(facts, projection.function)
+    if dispatch is not None and eager is not None:
+        notes.append(
+            f"Python issues {eager.per_step:,.0f} eager ops per step, "
+            f"{duration(dispatch.mid)} at the {eager.median_gap_us:.0f} µs between two "
+            "measured here: the step is no shorter on any GPU"
+            + (
+                ""
+                if projection is not None
+                else " (no tf.function in it: the GPU work of "
+                "its ops is not in a graph the audit reads, so the step is at least this)"
+            )
+        )
+    if projection is not None:
+        notes += _graph_notes(projection, jit)
+    function = (
+        projection.function
+        if projection is not None
+        else f"the eager step ({steps.marker if steps is not None else 'loop'})"
+    )
+    batches = sorted(
+        {op.flops_batch for op in placement.tensor_ops if op.flops_batch} if placement else ()
+    )
+    return ProjectionFacts(
+        gpu=gpu.name,
+        requested=requested,
+        function=function,
+        step_s=round(step.mid, 9),
+        step_low_s=round(step.low, 9),
+        step_high_s=round(step.high, 9),
+        tensor_s=round(projection.tensor.mid, 9) if projection else 0.0,
+        kernels_s=round(projection.kernels.mid, 9) if projection else 0.0,
+        copies_s=round(projection.copies.mid, 9) if projection else 0.0,
+        tensor_ops=projection.tensor_ops if projection else 0,
+        tensor_ops_unsized=projection.tensor_ops_unsized if projection else 0,
+        kernels=projection.kernel_count if projection else 0,
+        kernels_unsized=projection.kernels_unsized if projection else 0,
+        launch_bound_s=round(projection.launch_bound.mid, 9) if projection else 0.0,
+        launch_bound_kernels=projection.launch_bound_kernels if projection else 0,
+        jit_compile=jit,
+        batch=batches[0] if len(batches) == 1 else None,
+        input_batch_s=_rounded(batch_s),
+        input_batch_measured_s=_rounded(measured_s),
+        input_wait_fraction=wait,
+        input_wait_low=wait_low,
+        input_wait_high=wait_high,
+        calibrated=jit and (dispatch is None or dispatch.mid < 0.1 * step.mid),
+        measured_step_s=_rounded(measured_compute_s(facts, gpu, steps)),
+        eager_s=round(dispatch.mid, 9) if dispatch is not None else 0.0,
+        eager_ops_per_step=round(eager.per_step, 1)
+        if dispatch and eager and eager.per_step
+        else None,
+        graph=projection is not None,
+        notes=tuple(notes),
+    )
+
+
+def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:
+    """What the cost model of the traced function could not know."""
+    notes = []
+    if not jit:
         notes.append(
             "the function is not XLA-compiled: its kernels' memory traffic is costed kernel "
             "by kernel, a part of the model not calibrated against published figures"
@@ -133,36 +226,10 @@ def projection_facts(
         )
     if projection.kernels_unsized:
         notes.append(
-            f"{projection.kernels_unsized} of {projection.kernels} other kernels of unknown "
-            "size count as launches only"
+            f"{projection.kernels_unsized} of {projection.kernel_count} other kernels of "
+            "unknown size count as launches only"
         )
-    return ProjectionFacts(
-        gpu=gpu.name,
-        requested=requested,
-        function=projection.function,
-        step_s=round(step.mid, 9),
-        step_low_s=round(step.low, 9),
-        step_high_s=round(step.high, 9),
-        tensor_s=round(projection.tensor.mid, 9),
-        kernels_s=round(projection.kernels.mid, 9),
-        copies_s=round(projection.copies.mid, 9),
-        tensor_ops=projection.tensor_ops,
-        tensor_ops_unsized=projection.tensor_ops_unsized,
-        kernels=projection.kernel_count,
-        kernels_unsized=projection.kernels_unsized,
-        launch_bound_s=round(projection.launch_bound.mid, 9),
-        launch_bound_kernels=projection.launch_bound_kernels,
-        jit_compile=_jit(facts, projection.function),
-        batch=batches[0] if len(batches) == 1 else None,
-        input_batch_s=None if batch_s is None else round(batch_s, 9),
-        input_batch_measured_s=None if measured_s is None else round(measured_s, 9),
-        input_wait_fraction=wait,
-        input_wait_low=wait_low,
-        input_wait_high=wait_high,
-        calibrated=_jit(facts, projection.function),
-        measured_step_s=_rounded(measured_compute_s(facts, gpu, steps)),
-        notes=tuple(notes),
-    )
+    return notes
 
 
 def _rounded(seconds: float | None) -> float | None:

@@ -217,6 +217,18 @@ def projection(p: ProjectionFacts):
             hovertemplate="step %{x:,.3f} ms (band shown)<extra></extra>",
         )
     )
+    if p.eager_s:
+        name = "Python issuing eager ops (this host)"
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=[p.eager_s * 1000],
+                y=[label(name)],
+                orientation="h",
+                marker=dict(color="#b279a2"),
+                hovertemplate=f"{name}: %{{x:,.3f}} ms per step<extra></extra>",
+            )
+        )
     inputs: tuple[tuple[str, float | None], ...] = (
         ("input alone (this host)", p.input_batch_s),
         ("input as delivered (this host)", p.input_batch_measured_s),

@@ -249,19 +249,32 @@ def op_group_cells(group: OpGroup, locations: int | None = None) -> tuple[str, .
 def projection_lines(projection: ProjectionFacts) -> list[str]:
     """The projection, said as one: the step's band and its parts, then the input."""
     band = f"{duration(projection.step_low_s)}–{duration(projection.step_high_s)}"
-    lines = [
-        f"step of {projection.function}: {duration(projection.step_s)} ({band}): "
-        f"matmul/conv {duration(projection.tensor_s, True)}, other kernels "
-        f"{duration(projection.kernels_s, True)} ({projection.kernels:,}"
-        + (
-            f"; {duration(projection.launch_bound_s, True)} of it launches"
-            if projection.launch_bound_s
-            else ""
-        )
-        + "), copies "
-        f"{duration(projection.copies_s, True)}"
-        + (f"; batch {projection.batch} as run" if projection.batch else "")
-    ]
+    eager = (
+        f"Python issuing {projection.eager_ops_per_step:,.0f} eager ops "
+        f"{duration(projection.eager_s, True)} (measured here)"
+        if projection.eager_s and projection.eager_ops_per_step
+        else None
+    )
+    if not projection.graph:
+        lines = [
+            f"step of {projection.function}: at least {duration(projection.step_s)} ({band}): "
+            f"{eager}; the GPU work of its ops is unknown (no tf.function)"
+        ]
+    else:
+        lines = [
+            f"step of {projection.function}: {duration(projection.step_s)} ({band}): "
+            f"matmul/conv {duration(projection.tensor_s, True)}, other kernels "
+            f"{duration(projection.kernels_s, True)} ({projection.kernels:,}"
+            + (
+                f"; {duration(projection.launch_bound_s, True)} of it launches"
+                if projection.launch_bound_s
+                else ""
+            )
+            + "), copies "
+            f"{duration(projection.copies_s, True)}"
+            + (f"; {eager}, overlapping the GPU's work" if eager else "")
+            + (f"; batch {projection.batch} as run" if projection.batch else "")
+        ]
     if projection.input_wait_fraction is not None:
         made = []
         if projection.input_batch_s is not None:

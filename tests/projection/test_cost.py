@@ -146,3 +146,57 @@ def test_under_xla_the_traffic_follows_what_the_matmuls_and_convolutions_write()
     plain = projection_facts(Facts(placement=placement()), "A100")
     assert plain.calibrated is False
     assert any("not XLA-compiled" in note for note in plain.notes)
+
+
+def _eager(per_step: float = 160.0, gap_us: float = 50.0):
+    from gpuwhy.facts import EagerFacts
+
+    return EagerFacts(sampled_steps=40, ops=int(40 * per_step), per_step=per_step,
+                      median_gap_us=gap_us)  # fmt: skip
+
+
+LOOP = StepFacts(source="tf-data", marker="next() at train.py:7", count=200, median_s=0.01)
+
+
+def test_python_issuing_eager_ops_bounds_the_step_on_any_gpu():
+    from gpuwhy.projection.step import NothingToProject
+
+    # an eager GradientTape loop: no traced function, 160 ops at 50 µs each per step
+    found = projection_facts(Facts(), "A100", None, LOOP, _eager())
+    assert found.graph is False and found.function == "the eager step (next() at train.py:7)"
+    assert found.eager_s == pytest.approx(0.008) == pytest.approx(found.step_s)
+    assert found.eager_ops_per_step == 160
+    assert found.step_low_s == pytest.approx(0.7 * 0.008)
+    assert found.step_high_s == pytest.approx(0.008 + 160 * 6e-6)  # a launch each on top
+    assert found.tensor_s == found.kernels_s == 0 and found.calibrated is False
+    assert any("no tf.function in it" in note for note in found.notes)
+    # no traced function and no sampled step: nothing to cost, said so
+    with pytest.raises(NothingToProject):
+        projection_facts(Facts(), "A100", None, LOOP, _eager(per_step=0.0))
+
+
+def test_a_graph_step_with_a_few_eager_ops_around_it_overlaps_them():
+    ops = [b.tensor_op(flops=2e11, function=TRAIN, gradient=True)]  # ~6.4 ms on an A100
+    facts = Facts(placement=placement(tensor_ops=ops))
+    alone = projection_facts(facts, "A100", None, LOOP)
+    few = projection_facts(facts, "A100", None, LOOP, _eager(per_step=10.0))  # 0.5 ms
+    # the GPU's work hides Python's issuing at best; they add up at worst
+    assert few.step_s == pytest.approx(alone.step_s)
+    assert few.step_low_s == pytest.approx(alone.step_low_s)
+    assert few.step_high_s == pytest.approx(alone.step_high_s + 10 * (50e-6 + 6e-6))
+    assert few.graph is True and few.eager_s == pytest.approx(0.0005)
+    many = projection_facts(facts, "A100", None, LOOP, _eager(per_step=400.0))  # 20 ms
+    assert many.step_s == pytest.approx(0.02)
+
+
+def test_the_report_and_verdict_say_an_eager_step_is_a_lower_bound():
+    from gpuwhy.report.summary import projection_lines
+    from gpuwhy.verdict import projection_clause
+
+    found = projection_facts(Facts(), "A100", None, LOOP, _eager())
+    first = projection_lines(found)[0]
+    assert first.startswith("step of the eager step (next() at train.py:7): at least 8.0 ms")
+    assert "Python issuing 160 eager ops 8.0 ms (measured here)" in first
+    assert projection_clause(found) == (
+        "on an A100 (projected): step at least 8.0 ms, most of it Python issuing eager ops"
+    )

@@ -83,3 +83,50 @@ def test_a_starving_pipeline_is_projected_input_bound_and_a_healthy_one_is_not(t
     assert projected["severity"] == "high"
     assert projected["title"].startswith("On A100 (projected), steps would wait for input")
     assert "input.projected-bound" not in found["healthy"]
+
+
+EAGER = textwrap.dedent("""
+    import time
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                 tf.keras.layers.Dense(10)])
+    opt = tf.keras.optimizers.Adam()
+    ds = tf.data.Dataset.from_tensor_slices(
+        (tf.random.normal([2048, 32]), tf.random.uniform([2048], maxval=10, dtype=tf.int64))
+    ).batch(32)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    started = time.perf_counter()
+    while time.perf_counter() - started < 4:
+        for x, y in ds:   # the-loop
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+""")
+
+
+def test_an_eager_training_loop_is_projected_as_python_bound(tmp_path):
+    script = tmp_path / "eager.py"
+    script.write_text(EAGER)
+    out = tmp_path / "r.json"
+    result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    projection, eager = record["projection"], record["eager"]
+    assert projection["graph"] is False
+    assert projection["function"].startswith("the eager step (")
+    assert projection["eager_ops_per_step"] == round(eager["per_step"], 1) > 50
+    assert projection["step_s"] == projection["eager_s"] > 0  # nothing else known to cost
+    (verdict,) = [line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))]
+    assert "on an A100 (projected): step at least " in verdict
+    (finding,) = [f for f in record["findings"] if f["id"] == "launch.eager-ops"]
+    assert finding["severity"] == "high" and "projected" in finding["evidence"]
+
+
+def test_nothing_to_project_is_said_in_one_note(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("import tensorflow as tf\nprint(int(tf.constant(2) + 3))\n")
+    result = run("--target", "A100", script, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "5\n"
+    assert "no projection onto A100: no tf.function was traced" in result.stderr

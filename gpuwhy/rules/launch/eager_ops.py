@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
+from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Finding, Rule
 
 
@@ -52,7 +53,10 @@ class EagerOps(Rule):
     eager ops took at least `min_busy_fraction` of the time they were counted (and at
     least `min_ops_per_step` of them were counted). It is
     high when issuing them took half the step or more, medium from 15% (or when
-    unknown), low below.
+    unknown), low below. With `--target GPU` it adds what the projection says: issuing
+    the ops costs the host the same on that GPU while their kernels get shorter, so a
+    CPU run where the kernels hid the dispatch shows the share the GPU would see; high
+    when that is half the projected step or more.
 
     ## Why is this slow?
     An eager op pays tens of microseconds of Python and runtime dispatch plus 5-10 µs to
@@ -158,13 +162,26 @@ class EagerOps(Rule):
         }
         if eager.note:
             evidence["counted"] = eager.note
+        severity, gain_text = self._severity(gain), self._gain_text(gain)
+        projection = facts.projection
+        if projection is not None and projection.eager_s and projection.step_s > 0:
+            # a GPU shortens the step's kernels, not Python's issuing of them
+            share = min(1.0, projection.eager_s / projection.step_s)
+            evidence["projected"] = (
+                f"on {projection.gpu} (projected): issuing them takes "
+                f"{duration(projection.eager_s)} of a {duration(projection.step_s)} step "
+                f"({share:.0%}); the GPU would wait for Python"
+            )
+            if share >= 0.5:
+                severity = "high"
+            gain_text += f"; on {projection.gpu} (projected) up to {share:.0%} of the step"
         return [
             self.finding(
                 title,
-                severity=self._severity(gain),
+                severity=severity,
                 evidence=evidence,
                 fix=self._fix(small_sites),
-                estimated_gain=self._gain_text(gain),
+                estimated_gain=gain_text,
                 location=next((site.location for site in small_sites if site.location), None),
                 gain_value=gain,
             )
