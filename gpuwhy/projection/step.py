@@ -12,7 +12,14 @@ measurements and the step's band.
 
 from __future__ import annotations
 
-from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, ProjectionFacts, StepFacts
+from gpuwhy.facts import (
+    EagerFacts,
+    Facts,
+    PipelineFacts,
+    PlacementFacts,
+    ProjectionFacts,
+    StepFacts,
+)
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import LAUNCH_S, ZERO, Band, StepProjection, project_step
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
@@ -169,6 +176,8 @@ def projection_facts(
         )
     if projection is not None:
         notes += _graph_notes(projection, jit)
+        if placement is not None:
+            notes += _cpu_notes(placement, projection.function)
     function = (
         projection.function
         if projection is not None
@@ -209,6 +218,31 @@ def projection_facts(
         graph=projection is not None,
         notes=tuple(notes),
     )
+
+
+CPU_REASONS = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "forced-cpu")
+
+
+def _cpu_notes(placement: PlacementFacts, function: str) -> list[str]:
+    """Ops of the projected function that stay on the CPU on the target too: their time
+    on the host is not costed (only the copies around them), so the step is longer."""
+    groups = [
+        g
+        for g in placement.groups
+        if g.device == "CPU" and g.reason in CPU_REASONS and function in g.functions
+    ]
+    if not groups:
+        return []
+    count = sum(g.count for g in groups)
+    named = ", ".join(
+        f"{g.op}" + (f" at {g.locations[0]}" if g.locations else "") for g in groups[:3]
+    )
+    return [
+        f"{count} op(s) of the step stay on the CPU on that GPU too ({named}"
+        + (", …" if len(groups) > 3 else "")
+        + "): their CPU time is not in the projection, only the copies around them; "
+        "the step is longer by it (the placement findings say why they are there)"
+    ]
 
 
 def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:

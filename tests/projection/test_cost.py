@@ -200,3 +200,18 @@ def test_the_report_and_verdict_say_an_eager_step_is_a_lower_bound():
     assert projection_clause(found) == (
         "on an A100 (projected): step at least 8.0 ms, most of it Python issuing eager ops"
     )
+
+
+def test_ops_that_stay_on_the_cpu_on_the_target_are_said_to_lengthen_the_step():
+    groups = (
+        b.op_group("StringSplitV2", reason="no-gpu-kernel", count=2,
+                   locations=("train.py:20",), functions=(TRAIN,)),
+        b.op_group("IteratorGetNext", reason="colocated", functions=(TRAIN,)),  # the input
+        b.op_group("Unique", reason="no-gpu-kernel", functions=("predict_step (train.py:40)",)),
+    )  # fmt: skip
+    found = projection_facts(Facts(placement=placement(groups=groups)), "A100")
+    (note,) = [n for n in found.notes if "stay on the CPU" in n]
+    assert note.startswith("2 op(s) of the step stay on the CPU on that GPU too "
+                           "(StringSplitV2 at train.py:20): their CPU time is not")  # fmt: skip
+    plain = projection_facts(Facts(placement=placement()), "A100")
+    assert not [n for n in plain.notes if "stay on the CPU" in n]
