@@ -137,3 +137,12 @@ def input_shape(graph: Any, name: str, index: int) -> tuple[int | None, ...] | N
     """Static shape of input ``index`` of op ``name``; None when the rank is unknown."""
     op = _operation(graph, name)
     return None if op is None else _static_shape(op.inputs, index)
+
+
+def input_producer(graph: Any, name: str, index: int) -> tuple[str, str] | None:
+    """(type, name) of the op whose output is input ``index`` of op ``name``."""
+    op = _operation(graph, name)
+    if op is None or index >= len(op.inputs):
+        return None
+    producer = op.inputs[index].op
+    return producer.type, producer.name

@@ -783,3 +783,32 @@ def test_audit_path_rejects_an_unknown_file(tmp_path):
     other.write_bytes(b"\0")
     with pytest.raises(AuditError):
         audit_path(other)
+
+
+def test_a_dense_layer_over_a_sequence_is_sized_through_its_reshape():
+    """A Dense layer on [batch, time, features] flattens to [batch x time, features] for
+    one MatMul (tf.tensordot); the trace leaves both sizes unknown. Every matmul of the
+    training step, the weight gradients included, is sized from the batch the run
+    delivered, and the flattened size is batch x time, never the batch alone."""
+    import keras
+
+    model = keras.Sequential([keras.Input((16, 8)), keras.layers.Dense(32), keras.layers.Dense(4)])
+    optimizer = keras.optimizers.SGD()
+
+    @tf.function(input_signature=(tf.TensorSpec([None, 16, 8]),))
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    facts, _ = _run_audit(train_step, batch=10)
+    matmuls = [op for op in facts.tensor_ops if "MatMul" in op.op]
+    assert matmuls and all(op.flops for op in matmuls)
+    # per layer: forward x.W, input gradient dy.W^T, weight gradient x^T.dy, each
+    # 2 x (10 x 16) x in x out (the first layer's input gradient is not needed)
+    first, second = 2 * 160 * 8 * 32, 2 * 160 * 32 * 4
+    assert sorted(op.flops for op in matmuls) == sorted([first, first, second, second, second])
+    forward = [op for op in matmuls if not op.gradient]
+    assert {op.output_bytes for op in forward} == {160 * 32 * 4, 160 * 4 * 4}

@@ -23,6 +23,13 @@ _CONVS_BACKPROP_FILTER = {"Conv2DBackpropFilter", "Conv3DBackpropFilterV2"}
 TENSOR_OPS = _MATMULS | _CONVS_FORWARD | _CONVS_BACKPROP_INPUT | _CONVS_BACKPROP_FILTER | {"Einsum"}
 
 
+# Ops whose output holds as many elements as their first input: a tensor they make
+# has the size of the one they were given (a Dense layer on a sequence reshapes its
+# [batch, time, features] input to [batch x time, features] for one MatMul).
+_SAME_ELEMENTS = {"Reshape", "Identity", "IdentityN", "Cast", "StopGradient", "Snapshot",
+                  "Transpose", "ConjugateTranspose"}  # fmt: skip
+
+
 class Shapes:
     """Static shapes of one graph's ops; with ``batch``, an unknown leading dimension
     reads as that batch size (Keras traces ``fit`` with a None batch dimension, and a
@@ -41,6 +48,62 @@ class Shapes:
 
     def output(self, name: str, index: int):
         return self._fill(graph_ops.output_shape(self.graph, name, index))
+
+    def elements(self, name: str, index: int, depth: int = 0) -> int | None:
+        """How many elements input ``index`` of ``name`` holds, where its shape is known
+        or a reshape made it from a tensor whose shape is (batch filled in)."""
+        raw = graph_ops.input_shape(self.graph, name, index)
+        if raw is not None and None not in raw:
+            return _product(raw)
+        producer = graph_ops.input_producer(self.graph, name, index)
+        if producer is not None and producer[0] in _SAME_ELEMENTS and depth < 6:
+            found = self.elements(producer[1], 0, depth + 1)
+            if found is not None:
+                return found
+        filled = self._fill(raw)
+        return _product(filled) if filled is not None and None not in filled else None
+
+    def _merged(self, name: str, index: int) -> tuple[int, ...] | None:
+        """Input ``index`` as a reshape of a known [d0, ..., dn] into [d0 x ... x dn-1,
+        dn]: how a Dense layer (tf.tensordot) flattens a sequence for one MatMul."""
+        producer = graph_ops.input_producer(self.graph, name, index)
+        if producer is None or producer[0] != "Reshape":
+            return None
+        source = self._fill(graph_ops.input_shape(self.graph, producer[1], 0))
+        if source is None or len(source) < 2 or None in source:
+            return None
+        leading = _product(source[:-1])
+        return None if leading is None else (leading, source[-1])
+
+    def operand(self, name: str, index: int, known: dict[int, int | None]):
+        """Input ``index``'s shape with the sizes ``known`` (position: size) put in where
+        the trace left them unknown, then one dimension still unknown solved from the
+        element count; else the leading one read as the batch (never in a reshape's
+        output, whose leading dimension may be the batch times more)."""
+        raw = graph_ops.input_shape(self.graph, name, index)
+        if raw is None:
+            return None
+        shape = list(raw)
+        for position, size in known.items():
+            if size is not None and shape[position] is None:
+                shape[position] = size
+        if shape.count(None) > 1:
+            merged = self._merged(name, index)
+            if (
+                merged is not None
+                and len(merged) == len(shape)
+                and all(d is None or d == m for d, m in zip(shape, merged))
+            ):
+                shape = list(merged)
+        if shape.count(None) == 1:
+            elements = self.elements(name, index)
+            rest = _product(d for d in shape if d is not None)
+            if elements and rest:
+                shape[shape.index(None)] = elements // rest
+        producer = graph_ops.input_producer(self.graph, name, index)
+        if producer is not None and producer[0] == "Reshape":
+            return tuple(shape)
+        return self._fill(tuple(shape))
 
 
 def _dim(shape, index):
@@ -62,27 +125,8 @@ def _channels_last(node) -> bool:
 
 def _dims(node, shapes: Shapes) -> dict[str, int | None]:
     name = node.name
-    attrs = node.node_def.attr
     if node.op in _MATMULS:
-        a = shapes.input(name, 0)
-        b = shapes.input(name, 1)
-        ta = (
-            attrs["transpose_a"].b
-            if "transpose_a" in attrs
-            else attrs["adj_x"].b
-            if "adj_x" in attrs
-            else False
-        )
-        tb = (
-            attrs["transpose_b"].b
-            if "transpose_b" in attrs
-            else attrs["adj_y"].b
-            if "adj_y" in attrs
-            else False
-        )
-        m = _dim(a, -1 if ta else -2)
-        k = _dim(a, -2 if ta else -1)
-        n = _dim(b, -2 if tb else -1)
+        m, n, k, _ = _matmul(node, shapes)
         return {"m": m, "n": n, "k": k}
     if node.op in _CONVS_FORWARD:
         x = shapes.input(name, 0)
@@ -103,6 +147,50 @@ def _dims(node, shapes: Shapes) -> dict[str, int | None]:
             "out_channels": _dim(dy, channel),
         }
     return {}
+
+
+def _transposed(node) -> tuple[bool, bool]:
+    attrs = node.node_def.attr
+    ta = (
+        attrs["transpose_a"].b
+        if "transpose_a" in attrs
+        else attrs["adj_x"].b
+        if "adj_x" in attrs
+        else False
+    )
+    tb = (
+        attrs["transpose_b"].b
+        if "transpose_b" in attrs
+        else attrs["adj_y"].b
+        if "adj_y" in attrs
+        else False
+    )
+    return ta, tb  # fmt: skip
+
+
+def _matmul(node, shapes: Shapes) -> tuple[int | None, int | None, int | None, int | None]:
+    """(m, n, k, batch) of a matmul: the contracted size read from whichever operand
+    knows it, and an operand's other size from its element count where a reshape made
+    it (a Dense layer over a sequence: [batch x time, features])."""
+    name = node.name
+    ta, tb = _transposed(node)
+    ka, kb = (-2 if ta else -1), (-1 if tb else -2)
+    ma, nb = (-1 if ta else -2), (-2 if tb else -1)
+    a = graph_ops.input_shape(shapes.graph, name, 0)
+    b = graph_ops.input_shape(shapes.graph, name, 1)
+    out = graph_ops.output_shape(shapes.graph, name, 0)
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return None, None, None, None
+    m, n = (out[-2], out[-1]) if out is not None and len(out) >= 2 else (None, None)
+    for _ in range(2):  # what one operand solves, the other may need
+        k = a[ka] if a[ka] is not None else b[kb]
+        a = shapes.operand(name, 0, {ka: k, ma: m})
+        k = a[ka] if a[ka] is not None else k
+        b = shapes.operand(name, 1, {kb: k, nb: n})
+        if a is None or b is None:
+            return None, None, None, None
+    k = a[ka] if a[ka] is not None else b[kb]
+    return a[ma], b[nb], k, _broadcast_batch(a[:-2], b[:-2])
 
 
 def _product(values) -> int | None:
@@ -150,13 +238,7 @@ def _flops(node, shapes: Shapes) -> int | None:
     name = node.name
     op = node.op
     if op in _MATMULS:
-        dims = _dims(node, shapes)
-        a = shapes.input(name, 0)
-        b = shapes.input(name, 1)
-        if a is None or b is None:
-            return None
-        batch = _broadcast_batch(a[:-2], b[:-2])
-        core = _product((dims["m"], dims["n"], dims["k"], batch))
+        core = _product(_matmul(node, shapes))
         return 2 * core if core is not None else None
     # (output-sized tensor, filter-shaped tensor) of the convolution, wherever the op has them
     if op in _CONVS_FORWARD:
@@ -180,6 +262,9 @@ def _output_bytes(node, shapes: Shapes) -> int | None:
     from tensorflow.python.framework import dtypes
 
     shape = shapes.output(node.name, 0)
+    if node.op in _MATMULS:  # [batch..., m, n], m read through a reshape where needed
+        m, n, _, batch = _matmul(node, shapes)
+        shape = (m, n, batch)
     if shape is None or any(d is None for d in shape) or not node.out_types:
         return None
     try:
