@@ -143,38 +143,57 @@ class Session:
         # never swallow the program's exception
 
     # -- facts -----------------------------------------------------------------------
-    def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:
-        from gpuwhy.collect.run.environment import run_environment_facts
-        from gpuwhy.collect.run.input_wait import (
-            delivered_batch,
-            with_keras_input_wait,
-            with_loop_waits,
-        )
+    def _measured(self, t_end: float, guard, live: bool = False) -> tuple[Facts, StepWindow]:
+        """What the collectors measured up to ``t_end``: steps, input, eager ops, traces
+        and GPU samples (the facts that need no audit); ``guard(what, fn, default)``
+        keeps one failing collector from losing the others. ``live``: mid-run, leaving
+        every collector watching."""
+        from gpuwhy.collect.run.input_wait import with_keras_input_wait, with_loop_waits
 
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
-        calls = self._guard("tf.function calls", self.functions.calls, {})
+        calls = guard("tf.function calls", self.functions.calls, {})
         looped = [name for name, spans in calls.items() if len(spans) >= 3]
-        trains = self._guard("training functions", lambda: self.functions.trains(looped), {})
-        steps, window = self._guard(
+        trains = guard("training functions", lambda: self.functions.trains(looped), {})
+        steps, window = guard(
             "steps",
             lambda: self.steps.facts(self.t0, calls, t_end, trains),
             (None, StepWindow(self.t0)),
         )
-        tfdata = (
-            self._guard("tf.data pipelines", self.pipelines.facts, None) if tf_imported else None
-        )
+        pipelines = self.pipelines.snapshot if live else self.pipelines.facts
+        tfdata = guard("tf.data pipelines", pipelines, None) if tf_imported else None
         steps = with_keras_input_wait(steps, tfdata)
-        tfdata = self._guard(
+        tfdata = guard(
             "next() timings",
             lambda: with_loop_waits(tfdata, self.pipelines.iterator_spans(), self.steps.reads()),
             tfdata,
         )
-        eager = (
-            self._guard("eager ops", lambda: self.eager.facts(window), None) if self.eager else None
+        eager = guard("eager ops", lambda: self.eager.facts(window), None) if self.eager else None
+        facts = Facts(
+            devices=self._devices,
+            steps=steps,
+            eager=eager,
+            tracing=guard("tracing", lambda: self.functions.facts(self.t0), None),
+            gpu_samples=guard("GPU samples", self.sampler.facts, None),
+            tfdata=tfdata,
         )
-        tracing = self._guard("tracing", lambda: self.functions.facts(self.t0), None)
-        gpu_samples = self._guard("GPU samples", self.sampler.facts, None)  # with TF's peak
+        return facts, window
+
+    def live(self) -> tuple[Facts, tuple[tuple[float, float], ...]]:
+        """The run so far, for live metrics: the measured facts (no audit) and the steps
+        after warm-up as (start, end) in perf_counter seconds. Never raises."""
+        facts, window = self._measured(time.perf_counter(), _quiet_guard, live=True)
+        return facts, window.intervals
+
+    def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:
+        from gpuwhy.collect.run.environment import run_environment_facts
+        from gpuwhy.collect.run.input_wait import delivered_batch
+
+        assert self.t0 is not None
+        tf_imported = "tensorflow" in sys.modules
+        measured, _ = self._measured(t_end, self._guard)
+        steps, tfdata, eager = measured.steps, measured.tfdata, measured.eager
+        tracing, gpu_samples = measured.tracing, measured.gpu_samples
         placement = (
             self._guard(
                 "placement audit",
@@ -287,6 +306,14 @@ class Session:
         stream = file or sys.stdout
         stream.write(self.render(verbose=verbose, color=_is_tty(stream)))
         stream.flush()
+
+
+def _quiet_guard(_what: str, fn, default):
+    """Live updates: a collector failing mid-run skips its part of this update only."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001 - the final report says what failed
+        return default
 
 
 def _is_tty(stream: Any) -> bool:

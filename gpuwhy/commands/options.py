@@ -65,3 +65,41 @@ def check_target(name: str | None) -> None:
         find_gpu(name)
     except UnknownGpuError as error:
         raise UsageError(str(error)) from None
+
+
+def metrics_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve live metrics for Prometheus on PORT (/metrics, all interfaces) while "
+        "the program runs; the names are in the README",
+    )
+    p.add_argument(
+        "--metrics-push",
+        metavar="URL",
+        help="also push them to a Prometheus Pushgateway at URL (host:port or http://...), "
+        "every update and when the run ends",
+    )
+    p.add_argument(
+        "--metrics-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds between updates of the live metrics (10)",
+    )
+
+
+def metrics_from(args: argparse.Namespace):
+    """The --metrics-* options, checked before anything runs."""
+    from gpuwhy.commands.outcome import UsageError
+    from gpuwhy.export.live import MetricsOptions
+
+    port, url, interval = args.metrics_port, args.metrics_push, args.metrics_interval
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"--metrics-port must be a TCP port (1-65535), not {port}")
+    if not interval > 0:
+        raise UsageError("--metrics-interval must be a positive number of seconds")
+    if url is not None and not url.strip():
+        raise UsageError("--metrics-push needs the Pushgateway's address")
+    return MetricsOptions(port=port, push_url=url, interval_s=interval)

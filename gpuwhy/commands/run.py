@@ -8,6 +8,8 @@ import argparse
 from gpuwhy.commands.options import (
     check_target,
     html_option,
+    metrics_from,
+    metrics_options,
     output_options,
     sampling_options,
     target_option,
@@ -49,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "which keeps the cost under 5%%; 1 counts every op, ~20%% slower eager ops)",
     )
     target_option(parser)
+    metrics_options(parser)
     output_options(parser)
     html_option(parser)
 
@@ -63,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     check_target(args.target)
+    metrics = metrics_from(args)
     code, outputs = prepare(args)
     session = Session(
         hz=args.hz,
@@ -73,8 +77,22 @@ def main(args: argparse.Namespace) -> int:
         target=args.target,
     )
 
+    live = None
+
+    def stop(ended: str, exit_code: int, error: str | None):
+        record = session.stop(ended, exit_code, error)
+        if live is not None:
+            live.finish(record.facts, [(f.id, f.severity) for f in record.findings])
+        return record
+
     def report(ended: str, exit_code: int, error: str | None) -> None:
-        report_after_script(lambda: session.stop(ended, exit_code, error), args, outputs)
+        report_after_script(lambda: stop(ended, exit_code, error), args, outputs)
 
     session.start()
+    if metrics.wanted:
+        from gpuwhy.export.live import LiveMetrics
+
+        assert session.t0 is not None
+        command = " ".join([args.script, *args.args])
+        live = LiveMetrics(metrics, "run", command, session.t0, session.live).start()
     return end_like_the_script(run_and_report(args.script, args.args, code, report))

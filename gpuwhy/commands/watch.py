@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -26,8 +27,9 @@ from collections.abc import Sequence
 from gpuwhy.collect import driver
 from gpuwhy.collect.process_tree import ProcessTree
 from gpuwhy.collect.sampler import GpuSampler
-from gpuwhy.commands.options import output_options, sampling_options
+from gpuwhy.commands.options import metrics_from, metrics_options, output_options, sampling_options
 from gpuwhy.commands.outcome import UsageError, check_format, check_hz, emit, plan_outputs
+from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.record import RunRecord
 
@@ -47,6 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record", metavar="PATH", help="also write the raw NVML readings (JSON lines) to PATH"
     )
+    metrics_options(parser)
     output_options(parser)
 
 
@@ -66,7 +69,9 @@ def main(args: argparse.Namespace) -> int:
     record_path = outputs["--record"].path if "--record" in outputs else None
     check_format(args.format, to_terminal="-o" not in outputs and sys.stderr.isatty())
     try:
-        record, exit_code = watch(command, hz=args.hz, record_path=record_path)
+        record, exit_code = watch(
+            command, hz=args.hz, record_path=record_path, metrics=metrics_from(args)
+        )
     except WatchError as e:
         raise UsageError(str(e)) from None
     emit(record, args, outputs, to_stderr=True)
@@ -119,8 +124,11 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecord, int]:
+def watch(
+    argv: list[str], hz: float = 10.0, record_path=None, metrics: MetricsOptions | None = None
+) -> tuple[RunRecord, int]:
     """Run ``argv`` as a child, sample the GPUs while it runs; (record, exit code).
+    ``metrics``: publish live metrics while it runs (GPU busy, the gpu./memory. findings).
 
     Raises :class:`WatchError` when the command cannot be started.
     """
@@ -141,6 +149,13 @@ def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecor
         sampler.stop()
         raise WatchError(f"cannot run {argv[0]}: {e.strerror or e}") from None
     root["tree"] = ProcessTree(child.pid)
+    live = None
+    if metrics is not None and metrics.wanted:
+
+        def snapshot() -> tuple[Facts, tuple[tuple[float, float], ...]]:
+            return Facts(devices=devices, gpu_samples=sampler.facts()), ()
+
+        live = LiveMetrics(metrics, "watch", shlex.join(argv), t0, snapshot).start()
 
     received: list[int] = []
 
@@ -178,4 +193,7 @@ def watch(argv: list[str], hz: float = 10.0, record_path=None) -> tuple[RunRecor
         command=tuple(argv), ended=ended, exit_code=code, error=error, seconds=round(seconds, 3)
     )
     facts = Facts(environment=None, devices=devices, program=program, gpu_samples=sampler.facts())
-    return RunRecord.diagnose("watch", facts), code
+    record = RunRecord.diagnose("watch", facts)
+    if live is not None:
+        live.finish(facts, [(f.id, f.severity) for f in record.findings])
+    return record, code

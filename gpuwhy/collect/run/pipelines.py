@@ -173,6 +173,15 @@ class PipelineCollector(RunCollector):
             self.stop()
         return self._facts
 
+    def snapshot(self) -> TfDataFacts | None:
+        """The facts so far while the collector keeps watching (live metrics read them
+        mid-run; :meth:`facts` stops it); after :meth:`stop`, the final facts."""
+        if self._stopped:
+            return self._facts
+        if not self._watching:
+            return None
+        return self._build(time.perf_counter(), cpu_snapshot())
+
     def iterator_spans(self) -> dict[int, list[tuple[int, float]]]:
         """Per pipeline id, its iterators as (id(iterator), creation time): what joins the
         ``next()`` timings of a Python loop (collect/run/input_wait.py) to a pipeline."""
@@ -312,7 +321,7 @@ class PipelineCollector(RunCollector):
             state.observe(model, end)
 
     # -- facts ----------------------------------------------------------------------
-    def _build(self, t_end: float) -> TfDataFacts:
+    def _build(self, t_end: float, cpu_end: tuple | None = None) -> TfDataFacts:
         cores = host_cores()
         with self._lock:
             pipelines = list(self._pipelines)
@@ -351,7 +360,7 @@ class PipelineCollector(RunCollector):
                 )
         if len(pipelines) >= MAX_PIPELINES:
             notes.append(f"only the first {MAX_PIPELINES} tf.data pipelines were followed")
-        busy, process = cpu_fractions(self._cpu_start, self._cpu_end, cores)
+        busy, process = cpu_fractions(self._cpu_start, cpu_end or self._cpu_end, cores)
         total, available = host_memory()
         return TfDataFacts(
             pipelines=tuple(facts),

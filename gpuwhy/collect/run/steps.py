@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import statistics
 import threading
 import time
@@ -146,13 +147,15 @@ class StepCollector(RunCollector):
         may train several models, warm up, train in a custom loop and then ``fit``: every
         such loop counts. A loop none of whose steps train (a validation loop calling a
         ``test_step``) is left out where another loop does train."""
-        marker, steps, phases, spe = self._keras_steps()
+        marker, steps, phases, spe, still_open = self._keras_steps()
         candidates: list[_Loop] = []
         kept: list[_Loop] = []
         if steps:
             kept.append(_Loop("keras-fit", marker, steps, trains=True))
-        # Keras' own loops (fit's, evaluate's, predict's functions and iterators)
+        # Keras' own loops (fit's, evaluate's, predict's functions and iterators), those
+        # still running (read while fit runs, or a fit that never ended) up to now
         covered = [_Step(a, b) for name, a, b in phases if not name.startswith("epoch")]
+        covered += [_Step(t, math.inf) for name, t in still_open if name != "on_epoch_begin"]
         with self._lock:
             calls = {site: list(rows) for site, rows in self.iterator_calls.items()}
         by_reads = sorted(calls.items(), key=lambda kv: -sum(1 for r in kv[1] if not r[3]))
@@ -243,7 +246,7 @@ class StepCollector(RunCollector):
                 spe = max(spe, count)
                 steps.append(_Step(begin_t, t, count))
         marker = f"Model.fit at {site}" if site else "Model.fit"
-        return marker, steps, phases, spe
+        return marker, steps, phases, spe, list(opened.items())
 
 
 @dataclass

@@ -1,0 +1,135 @@
+"""Live metrics for a run or a watched command: every ``interval_s`` a daemon thread takes
+what the collectors have measured so far (no placement audit: that runs once, at the
+end), runs the rules on it, and updates the metrics; Prometheus scrapes read the last
+update, so a scrape costs the program nothing. At the end the final record (audit and
+all) makes a last update and a last push.
+
+Nothing here may slow or break the run: the update runs beside the program's threads
+at a low rate, a failing update is skipped, a port in use or a Pushgateway down is one
+line on stderr (:mod:`gpuwhy.export.prometheus`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpuwhy import __version__
+from gpuwhy.export.identity import job_labels
+from gpuwhy.export.metrics import values
+from gpuwhy.facts import Facts
+
+if TYPE_CHECKING:
+    from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
+
+DEFAULT_INTERVAL_S = 10.0
+
+# What the run measured so far: its facts, and its steps after warm-up as (start, end)
+# on the perf_counter axis.
+Snapshot = Callable[[], tuple[Facts, tuple[tuple[float, float], ...]]]
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    port: int | None = None
+    push_url: str | None = None
+    interval_s: float = DEFAULT_INTERVAL_S
+
+    @property
+    def wanted(self) -> bool:
+        return self.port is not None or self.push_url is not None
+
+
+class LiveMetrics:
+    def __init__(
+        self, options: MetricsOptions, mode: str, command: str, t0: float, snapshot: Snapshot
+    ) -> None:
+        self.options, self.mode, self.command, self.t0 = options, mode, command, t0
+        self.snapshot = snapshot
+        self.metrics: PrometheusMetrics | None = None
+        self.endpoint: Endpoint | None = None
+        self.pusher: Pusher | None = None
+        self._last_s = 0.0  # run seconds of the last update: GPU busy is averaged since
+        self._last_step_end = 0.0  # perf_counter end of the last step observed
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> LiveMetrics:
+        from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
+
+        info = {"mode": self.mode, "command": self.command[:200], "version": __version__}
+        metrics = self.metrics = PrometheusMetrics(job_labels(), info)
+        if self.options.port is not None:
+            endpoint = Endpoint(metrics, self.options.port)
+            self.endpoint = endpoint if endpoint.start() else None
+        if self.options.push_url:
+            self.pusher = Pusher(metrics, self.options.push_url)
+        if self.endpoint is None and self.pusher is None:
+            return self
+        self._thread = threading.Thread(target=self._run, name="gpuwhy-metrics", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.options.interval_s):
+            try:
+                facts, steps = self.snapshot()
+                self.update(facts, steps, _rule_ids(facts))
+            except Exception:  # noqa: BLE001 - skip this update, never the run
+                if os.environ.get("GPUWHY_DEBUG"):
+                    traceback.print_exc()
+                continue
+
+    def update(
+        self,
+        facts: Facts,
+        steps: tuple[tuple[float, float], ...],
+        findings: list[tuple[str, str]],
+    ) -> None:
+        """Publish ``facts``: the steps that ended since the last update go into the
+        step histogram (per step: a Keras call of steps_per_execution N is N steps)."""
+        if self.metrics is None:
+            return
+        with self._lock:
+            now_s = time.perf_counter() - self.t0
+            per_call = facts.steps.steps_per_call if facts.steps is not None else 1
+            new = [
+                (end - start) / max(1, per_call)
+                for start, end in steps
+                if end > self._last_step_end
+                for _ in range(max(1, per_call))
+            ]
+            if steps:
+                self._last_step_end = max(self._last_step_end, steps[-1][1])
+            self.metrics.update(values(facts, findings, now_s, new, since_s=self._last_s))
+            self._last_s = now_s
+            if self.pusher is not None:
+                self.pusher.push()
+
+    def finish(self, facts: Facts | None, findings: list[tuple[str, str]]) -> None:
+        """The last update, from the final record, then stop serving."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        try:
+            if facts is not None and self.metrics is not None:
+                _, steps = self.snapshot()
+                self.update(facts, steps, findings)
+        except Exception:  # noqa: BLE001 - the report matters more than a last push
+            pass
+        if self.endpoint is not None:
+            self.endpoint.stop()
+
+
+def _rule_ids(facts: Facts) -> list[tuple[str, str]]:
+    """The findings the rules make of ``facts`` now: (id, severity)."""
+    from gpuwhy.rules import run_rules
+
+    findings, _ = run_rules(facts)
+    return [(f.id, f.severity) for f in findings]

@@ -1,0 +1,137 @@
+"""The metrics gpuwhy publishes, and how a run's facts and findings become their values.
+
+``METRICS`` is the one list of names, types, labels and meanings: the README's table is
+checked against it, and a test compares a live endpoint scraped by a real Prometheus
+with it. Names are stable: a dashboard or an alert written against them keeps working.
+
+Every series carries the job's labels (identity.JOB_LABELS); per-GPU series add
+dcgm-exporter's GPU labels, so ``gpuwhy_gpu_busy_ratio * on(Hostname, gpu)
+group_left DCGM_FI_DEV_GPU_UTIL`` joins. Label sets are bounded: findings by the
+catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gpuwhy.export.identity import GPU_LABELS
+from gpuwhy.facts import Facts
+
+MAX_FUNCTIONS = 20  # traced functions with their own series; the rest share "(other)"
+OTHER_FUNCTIONS = "(other)"
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str  # gauge | counter | histogram (Prometheus types)
+    labels: tuple[str, ...]  # beyond the job's labels
+    help: str
+
+
+METRICS = (
+    Metric("gpuwhy_run_info", "gauge", ("mode", "command", "version"),
+           "1 while gpuwhy watches this job: what it runs (mode run or watch)"),
+    Metric("gpuwhy_run_seconds", "gauge", (), "seconds since gpuwhy started the job"),
+    Metric("gpuwhy_steps_total", "counter", (),
+           "training steps measured (Keras batches, tf.data loop steps, optimizer steps)"),
+    Metric("gpuwhy_step_seconds", "histogram", (),
+           "duration of each training step after its loop's warm-up"),
+    Metric("gpuwhy_input_wait_ratio", "gauge", (),
+           "share of step time spent waiting for the input pipeline, over the run so far"),
+    Metric("gpuwhy_gpu_busy_ratio", "gauge", GPU_LABELS,
+           "NVML utilisation of each GPU (share of time a kernel ran), mean since the last update"),
+    Metric("gpuwhy_eager_ops_per_step", "gauge", (),
+           "ops dispatched eagerly from Python per training step (sampled steps)"),
+    Metric("gpuwhy_tf_function_traces_total", "counter", ("function",),
+           "tf.function traces (retracing) per function"),
+    Metric("gpuwhy_host_device_copies_per_step", "gauge", (),
+           "host<->device copies per call of the training function (placement audit, "
+           "set when the run ends)"),
+    Metric("gpuwhy_finding", "gauge", ("id", "severity"),
+           "1 for each finding active now (gpuwhy explain ID says what it is)"),
+)  # fmt: skip
+
+
+def metric(name: str) -> Metric:
+    return next(m for m in METRICS if m.name == name)
+
+
+@dataclass(frozen=True)
+class Values:
+    """What one update publishes, read from a run's facts and findings (pure data, so
+    the reading is tested on small facts objects)."""
+
+    run_s: float
+    steps: int | None = None
+    new_step_seconds: tuple[float, ...] = ()
+    input_wait_ratio: float | None = None
+    gpu_busy: tuple[tuple[dict[str, str], float], ...] = ()  # (GPU labels, ratio)
+    eager_ops_per_step: float | None = None
+    traces: tuple[tuple[str, int], ...] = ()  # (function, traces so far)
+    copies_per_step: float | None = None
+    findings: tuple[tuple[str, str], ...] = ()  # (id, severity)
+
+
+def values(
+    facts: Facts,
+    findings: Iterable[tuple[str, str]],
+    run_s: float,
+    new_step_seconds: Sequence[float] = (),
+    since_s: float = 0.0,
+) -> Values:
+    """The values of ``facts`` (times in seconds since the run started): GPU busy is the
+    mean of the samples after ``since_s``, the last update's time."""
+    steps = facts.steps
+    return Values(
+        run_s=run_s,
+        steps=steps.count if steps is not None else None,
+        new_step_seconds=tuple(new_step_seconds),
+        input_wait_ratio=steps.input_wait_fraction if steps is not None else None,
+        gpu_busy=tuple(_gpu_busy(facts, since_s)),
+        eager_ops_per_step=facts.eager.per_step if facts.eager is not None else None,
+        traces=tuple(_traces(facts)),
+        copies_per_step=_copies(facts),
+        findings=tuple(dict.fromkeys(findings)),
+    )
+
+
+def _gpu_busy(facts: Facts, since_s: float) -> list[tuple[dict[str, str], float]]:
+    samples = facts.gpu_samples
+    if samples is None:
+        return []
+    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
+    busy = []
+    for gpu in samples.gpus:
+        recent = [u for t, u in zip(gpu.t, gpu.utilization) if t >= since_s and u is not None]
+        if recent:
+            labels = {
+                "gpu": str(gpu.index),
+                "UUID": uuids.get(gpu.index, ""),
+                "modelName": gpu.name,
+            }
+            busy.append((labels, sum(recent) / len(recent)))
+    return busy
+
+
+def _traces(facts: Facts) -> list[tuple[str, int]]:
+    tracing = facts.tracing
+    if tracing is None:
+        return []
+    counts: dict[str, int] = {}
+    for function in sorted(tracing.functions, key=lambda f: -f.traces):
+        name = function.name if len(counts) < MAX_FUNCTIONS else OTHER_FUNCTIONS
+        counts[name] = counts.get(name, 0) + function.traces
+    return list(counts.items())
+
+
+def _copies(facts: Facts) -> float | None:
+    placement = facts.placement
+    if placement is None or not placement.functions:
+        return None
+    from gpuwhy.projection.cost import training_function
+
+    function = training_function(placement)
+    return None if function is None else float(function.input_copies + function.step_copies)

@@ -1,0 +1,150 @@
+"""The metrics through the official ``prometheus_client``: a registry of our own (no
+process collectors of the interpreter), served on ``/metrics`` and/or pushed to a
+Pushgateway. Failing to serve or push is one line on stderr, never an error: the run
+goes on without metrics."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gpuwhy.export.identity import JOB_LABELS
+from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
+
+
+class PrometheusMetrics:
+    """The series of ``METRICS`` for one job, updated from :class:`Values`."""
+
+    def __init__(self, job: dict[str, str], info: dict[str, str]) -> None:
+        import prometheus_client
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        # no *_created series: they are not in the documented list, and nobody graphs them
+        prometheus_client.disable_created_metrics()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.job = {name: job.get(name, "") for name in JOB_LABELS}
+        self._series: dict[str, Any] = {}
+        for m in METRICS:
+            labels = (*JOB_LABELS, *m.labels)
+            # prometheus_client adds _total to a counter's name itself
+            name = m.name.removesuffix("_total") if m.kind == "counter" else m.name
+            if m.kind == "counter":
+                series: Any = Counter(name, m.help, labels, registry=self.registry)
+            elif m.kind == "histogram":
+                series = Histogram(
+                    name, m.help, labels, buckets=STEP_BUCKETS, registry=self.registry
+                )
+            else:
+                series = Gauge(name, m.help, labels, registry=self.registry)
+            self._series[m.name] = series
+        self._counted: dict[tuple[str, ...], float] = {}  # counter label set -> value so far
+        self._findings: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._labels("gpuwhy_run_info", **info).set(1)
+
+    def _labels(self, name: str, **extra: str) -> Any:
+        return self._series[name].labels(**self.job, **extra)
+
+    def _count_to(self, name: str, total: float, **extra: str) -> None:
+        """Counters only go up: add what ``total`` grew by since the last update."""
+        key = (name, *extra.values())
+        grown = total - self._counted.get(key, 0.0)
+        if grown > 0:
+            self._labels(name, **extra).inc(grown)
+            self._counted[key] = total
+
+    def update(self, values: Values) -> None:
+        with self._lock:
+            self._labels("gpuwhy_run_seconds").set(round(values.run_s, 3))
+            if values.steps is not None:
+                self._count_to("gpuwhy_steps_total", values.steps)
+            histogram = self._labels("gpuwhy_step_seconds")
+            for seconds in values.new_step_seconds:
+                histogram.observe(seconds)
+            for name, value in (
+                ("gpuwhy_input_wait_ratio", values.input_wait_ratio),
+                ("gpuwhy_eager_ops_per_step", values.eager_ops_per_step),
+                ("gpuwhy_host_device_copies_per_step", values.copies_per_step),
+            ):
+                if value is not None:
+                    self._labels(name).set(value)
+            for gpu, busy in values.gpu_busy:
+                self._labels("gpuwhy_gpu_busy_ratio", **gpu).set(busy)
+            for function, traces in values.traces:
+                self._count_to("gpuwhy_tf_function_traces_total", traces, function=function)
+            self._set_findings(set(values.findings))
+
+    def _set_findings(self, active: set[tuple[str, str]]) -> None:
+        gauge = self._series["gpuwhy_finding"]
+        for finding_id, severity in self._findings - active:
+            gauge.remove(*self.job.values(), finding_id, severity)
+        for finding_id, severity in active:
+            self._labels("gpuwhy_finding", id=finding_id, severity=severity).set(1)
+        self._findings = active
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class Endpoint:
+    """``/metrics`` on ``port`` (all interfaces, as exporters are scraped from another
+    host), served from a daemon thread."""
+
+    def __init__(self, metrics: PrometheusMetrics, port: int, addr: str = "0.0.0.0") -> None:
+        self.metrics, self.port, self.addr = metrics, port, addr
+        self._server: Any = None
+
+    def start(self) -> bool:
+        from prometheus_client import start_http_server
+
+        try:
+            started = start_http_server(self.port, addr=self.addr, registry=self.metrics.registry)
+        except OSError as e:
+            reason = (
+                "in use" if getattr(e, "errno", None) == 98 else f"unusable ({e.strerror or e})"
+            )
+            _say(f"metrics: port {self.port} is {reason}: the run goes on without /metrics")
+            return False
+        self._server = started[0] if isinstance(started, tuple) else None
+        return True
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class Pusher:
+    """Pushes to a Pushgateway (short batch jobs that end before a scrape), grouped by
+    the job's host and run id so that concurrent jobs do not overwrite each other."""
+
+    def __init__(self, metrics: PrometheusMetrics, url: str) -> None:
+        self.metrics, self.url = metrics, url
+        self._failed = False
+
+    def push(self) -> None:
+        from prometheus_client import push_to_gateway
+
+        grouping = {k: v for k, v in self.metrics.job.items() if k in ("Hostname", "run_id") and v}
+        try:
+            push_to_gateway(
+                self.url,
+                job="gpuwhy",
+                registry=self.metrics.registry,
+                grouping_key=grouping,
+                timeout=5,
+            )
+            self._failed = False
+        except Exception as e:  # noqa: BLE001 - a gateway down never stops the run
+            if not self._failed:
+                _say(f"metrics: cannot push to {self.url}: {type(e).__name__}: {e}")
+            self._failed = True
+
+
+def _say(line: str) -> None:
+    from gpuwhy import own_stderr
+
+    own_stderr.say(f"gpuwhy: {line}")

@@ -1,0 +1,103 @@
+"""What the live metrics publish, from small facts objects, and how the Prometheus series
+follow: counters only grow, a finding's gauge goes when the finding does."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuwhy.export.metrics import MAX_FUNCTIONS, OTHER_FUNCTIONS, values
+from gpuwhy.export.prometheus import PrometheusMetrics
+from gpuwhy.facts import (
+    EagerFacts,
+    Facts,
+    GpuDevice,
+    GpuSamplesFacts,
+    GpuSeries,
+    StepFacts,
+    TracedFunction,
+    TracingFacts,
+)
+
+JOB = {"Hostname": "node-7", "run_id": "r1", "task_type": "worker", "task_index": "0"}
+STEPS = StepFacts(source="keras-fit", marker="m", count=40, input_wait_fraction=0.62)
+
+
+def samples(*utilisation: float) -> Facts:
+    series = GpuSeries(index=0, name="NVIDIA H100 80GB HBM3",
+                       t=tuple(float(i) for i in range(len(utilisation))),
+                       utilization=tuple(utilisation))  # fmt: skip
+    return Facts(
+        devices=(GpuDevice(index=0, name="NVIDIA H100 80GB HBM3", uuid="GPU-abc"),),
+        gpu_samples=GpuSamplesFacts(hz=1.0, gpus=(series,)),
+        steps=STEPS,
+    )
+
+
+def test_values_read_from_the_facts():
+    facts = samples(0.1, 0.2, 0.9, 0.7)
+    found = values(facts, [("input.bound", "high"), ("input.bound", "high")], 12.0, since_s=2.0)
+    assert found.steps == 40 and found.input_wait_ratio == 0.62
+    # GPU busy: the mean of the samples since the last update (t=2 and t=3)
+    ((labels, busy),) = found.gpu_busy
+    assert labels == {"gpu": "0", "UUID": "GPU-abc", "modelName": "NVIDIA H100 80GB HBM3"}
+    assert busy == 0.8
+    assert found.findings == (("input.bound", "high"),)  # one gauge per finding
+
+
+def test_functions_beyond_the_limit_share_one_series():
+    functions = tuple(
+        TracedFunction(name=f"f{i}", traces=100 - i) for i in range(MAX_FUNCTIONS + 5)
+    )
+    found = values(Facts(tracing=TracingFacts(functions=functions)), [], 1.0)
+    names = [name for name, _ in found.traces]
+    assert len(names) == MAX_FUNCTIONS + 1 and names[-1] == OTHER_FUNCTIONS
+    assert dict(found.traces)[OTHER_FUNCTIONS] == sum(
+        100 - i for i in range(MAX_FUNCTIONS, MAX_FUNCTIONS + 5)
+    )
+
+
+def scrape(metrics: PrometheusMetrics) -> dict[tuple, float]:
+    found = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            extra = tuple(
+                sorted(
+                    (k, v)
+                    for k, v in sample.labels.items()
+                    if k not in JOB and k not in ("slurm_job_id", "pod", "namespace", "container")
+                )
+            )
+            found[(sample.name, extra)] = sample.value
+    return found
+
+
+def test_series_follow_the_updates():
+    metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "train.py", "version": "0"})
+    first = values(samples(0.5), [("input.bound", "high")], 5.0, new_step_seconds=(0.1, 0.2))
+    metrics.update(first)
+    eager = Facts(steps=StepFacts(source="keras-fit", marker="m", count=30),
+                  eager=EagerFacts(sampled_steps=3, ops=30, per_step=10.0))  # fmt: skip
+    # a smaller count (another loop took the lead) never makes a counter go down
+    metrics.update(values(eager, [("launch.eager-ops", "medium")], 9.0, new_step_seconds=(0.3,)))
+    scraped = scrape(metrics)
+    assert scraped[("gpuwhy_steps_total", ())] == 40
+    assert scraped[("gpuwhy_step_seconds_count", ())] == 3
+    assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.6) < 1e-9
+    assert scraped[("gpuwhy_eager_ops_per_step", ())] == 10
+    assert scraped[("gpuwhy_run_seconds", ())] == 9
+    assert ("gpuwhy_finding", (("id", "launch.eager-ops"), ("severity", "medium"))) in scraped
+    assert ("gpuwhy_finding", (("id", "input.bound"), ("severity", "high"))) not in scraped
+    busy = [key for key in scraped if key[0] == "gpuwhy_gpu_busy_ratio"]
+    assert busy == [
+        (
+            "gpuwhy_gpu_busy_ratio",
+            (("UUID", "GPU-abc"), ("gpu", "0"), ("modelName", "NVIDIA H100 80GB HBM3")),
+        )
+    ]
+    every_label = {
+        label
+        for family in text_string_to_metric_families(metrics.exposition().decode())
+        for sample in family.samples
+        for label in sample.labels
+    }
+    assert set(JOB) <= every_label
