@@ -8,6 +8,9 @@ TF_SPEC ?= tensorflow==2.21.0
 # The HTML report tests open the report in this Chromium (driven by playwright, which
 # downloads no browser of its own); Debian's package is installed when it is missing.
 CHROMIUM ?= /usr/bin/chromium
+# The live-metrics tests start a real Prometheus and Pushgateway (Debian's packages).
+PROMETHEUS ?= /usr/bin/prometheus
+PUSHGATEWAY ?= /usr/bin/prometheus-pushgateway
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup demo lint test bench clean
@@ -23,7 +26,12 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation
 
-setup: $(BIN)/.installed $(CHROMIUM)
+$(PROMETHEUS) $(PUSHGATEWAY):
+	@command -v apt-get >/dev/null || { echo "no $@ and no apt-get: install Prometheus and its Pushgateway and run make with PROMETHEUS=... PUSHGATEWAY=..."; exit 1; }
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-pushgateway
+
+setup: $(BIN)/.installed $(CHROMIUM) $(PROMETHEUS) $(PUSHGATEWAY)
 
 # The example's own output and exit status pass through; the diagnosis goes to stderr,
 # to out/run.json (re-render it with: gpuwhy report out/run.json -v) and to out/run.html.
@@ -38,7 +46,7 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 test: setup lint
-	CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
+	CHROMIUM=$(CHROMIUM) PROMETHEUS=$(PROMETHEUS) PUSHGATEWAY=$(PUSHGATEWAY) $(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/bench_check.py

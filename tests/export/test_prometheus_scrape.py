@@ -13,8 +13,10 @@ import textwrap
 from gpuwhy.export.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS
 from tests.export.conftest import free_port
+from tests.export.test_deploy import dashboard_expressions
 
 STARVED_FIT = textwrap.dedent("""
+    import os
     import time
     import numpy as np
     import tensorflow as tf
@@ -26,11 +28,14 @@ STARVED_FIT = textwrap.dedent("""
     ds = tf.data.Dataset.range(100_000).map(
         lambda i: tf.numpy_function(load, [i], (tf.float32, tf.float32)))
     ds = ds.map(lambda x, y: (tf.ensure_shape(x, [16]), tf.ensure_shape(y, [])))
-    ds = ds.batch(8).take(250)
+    ds = ds.batch(8).take(25)
     model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(64, activation="relu"),
                                  tf.keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
-    model.fit(ds, epochs=1, verbose=0)
+    for epoch in range(60):           # until the test has queried what it needs
+        model.fit(ds, epochs=1, verbose=0)
+        if os.path.exists("stop"):
+            break
     print("trained")
 """)
 
@@ -60,7 +65,14 @@ def test_prometheus_scrapes_the_documented_series_and_the_finding(tmp_path, prom
         (steps,) = server.wait_for('gpuwhy_steps_total{run_id="scrape-test"} > 5')
         (wait,) = server.query("gpuwhy_input_wait_ratio")
         names = set(server.api("label/__name__/values"))
+        for expr in dashboard_expressions():  # every panel's query runs on the live data
+            expr = expr.replace("$Hostname", ".*").replace("$run_id", ".*")
+            if "gpu_busy" in expr or "eager" in expr or "DCGM" in expr:
+                server.query(expr)  # no GPU here; eager ops per step need a sampled step
+            else:
+                server.wait_for(expr, timeout_s=30)
     finally:
+        (tmp_path / "stop").touch()
         stdout, stderr = run.communicate(timeout=240)
     assert run.returncode == 0, stderr[-3000:]
     assert stdout == "trained\n"  # the program's output, unchanged
