@@ -1,5 +1,6 @@
 """Keras fit on a small MLP; prints the median step time (own callback, no gpuwhy)."""
 
+import os
 import statistics
 import time
 
@@ -37,5 +38,5 @@ model.compile(
     optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 )
 timer = StepTimer()
-model.fit(ds, epochs=3, verbose=0, callbacks=[timer])
+model.fit(ds, epochs=int(os.environ.get("WORKLOAD_EPOCHS", "3")), verbose=0, callbacks=[timer])
 print(f"MEDIAN_STEP_S {statistics.median(timer.times[20:]):.9f}")
