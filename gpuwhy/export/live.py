@@ -5,7 +5,8 @@ update, so a scrape costs the program nothing. At the end the final record (audi
 all) makes a last update and a last push.
 
 Nothing here may slow or break the run: the update runs beside the program's threads
-at a low rate, a failing update is skipped, a port in use or a Pushgateway down is one
+at a low rate (never more than ``MAX_SHARE`` of the time: a long run's updates, which
+read more, come less often), a failing update is skipped, a port in use or a Pushgateway down is one
 line on stderr (:mod:`gpuwhy.export.prometheus`).
 """
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 
 DEFAULT_INTERVAL_S = 10.0
+MAX_SHARE = 0.005  # of the run's time spent in live updates, at most
 
 # What the run measured so far: its facts, and its steps after warm-up as (start, end)
 # on the perf_counter axis.
@@ -77,14 +79,18 @@ class LiveMetrics:
         return self
 
     def _run(self) -> None:
-        while not self._stopping.wait(self.options.interval_s):
+        wait = self.options.interval_s
+        while not self._stopping.wait(wait):
+            started = time.perf_counter()
             try:
                 facts, steps = self.snapshot()
                 self.update(facts, steps, _rule_ids(facts))
             except Exception:  # noqa: BLE001 - skip this update, never the run
                 if os.environ.get("GPUWHY_DEBUG"):
                     traceback.print_exc()
-                continue
+            # an update re-reads what the run collected so far, which grows with it: the
+            # pause grows too, so that updates never take more than MAX_SHARE of the run
+            wait = max(self.options.interval_s, (time.perf_counter() - started) / MAX_SHARE)
 
     def update(
         self,

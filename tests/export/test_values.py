@@ -101,3 +101,26 @@ def test_series_follow_the_updates():
         for label in sample.labels
     }
     assert set(JOB) <= every_label
+
+
+def test_updates_that_take_long_come_less_often():
+    """A long run's update reads more: the pause after it grows so that updates never
+    take more than half a percent of the run."""
+    import time
+
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+    from tests.export.conftest import free_port
+
+    calls = []
+
+    def slow_snapshot():
+        calls.append(time.perf_counter())
+        time.sleep(0.05)  # as if reading a long run's steps
+        return Facts(steps=STEPS), ()
+
+    options = MetricsOptions(port=free_port(), interval_s=0.01)
+    live = LiveMetrics(options, "run", "train.py", time.perf_counter(), slow_snapshot).start()
+    time.sleep(1.5)
+    live.finish(None, [])
+    # at a 0.01 s interval ~25 updates would fit; 0.05 s of work allows one per 10 s
+    assert len(calls) == 1
