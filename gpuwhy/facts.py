@@ -629,6 +629,38 @@ class InputFixFacts:
 
 
 @dataclass(frozen=True)
+class DistributedInput:
+    """One dataset a loop distributed with the strategy (Keras fit does it too)."""
+
+    how: str  # experimental_distribute_dataset | distribute_datasets_from_function
+    global_batch: int | None = None  # the last batch its chain applies
+    location: str | None = None  # file:line of that batch call
+    auto_shard: str | None = None  # the policy its options ask for: AUTO, FILE, DATA, OFF
+    written: str | None = None  # the batch call as written there: "ds.batch(64)"
+
+
+@dataclass(frozen=True)
+class DistributeFacts:
+    """Section ``distribute``: the tf.distribute strategy the program made, how it
+    reduces across devices, and how its loops feed the replicas."""
+
+    strategy: str  # class name: MirroredStrategy, MultiWorkerMirroredStrategy ...
+    replicas: int  # num_replicas_in_sync
+    devices: tuple[str, ...] = ()
+    cross_device: str | None = None  # the cross-device ops class (NcclAllReduce ...)
+    communication: str | None = None  # collective implementation asked for (AUTO, RING, NCCL)
+    task_type: str | None = None  # this process's task in the cluster
+    task_index: int | None = None
+    workers: int = 0  # workers (and chief) in the cluster spec
+    parameter_servers: int = 0
+    strategies: int = 1  # strategies the program made (the one with most replicas is here)
+    runs: int = 0  # strategy.run calls (a custom loop's steps)
+    inputs: tuple[DistributedInput, ...] = ()
+    scaled_by_replicas: bool | None = None  # the script's code names num_replicas_in_sync
+    variable: str | None = None  # the name the script gives the strategy: "strategy"
+
+
+@dataclass(frozen=True)
 class ProjectionFacts:
     """Section ``projection``: the traced training step as it would run on a named GPU.
 
@@ -693,6 +725,7 @@ class Facts:
     tfdata: TfDataFacts | None = None
     input_fixes: InputFixFacts | None = None
     projection: ProjectionFacts | None = None
+    distribute: DistributeFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

@@ -50,6 +50,7 @@ class Session:
     ) -> None:
         """``target``: a GPU to project the training step onto (a name of
         gpuwhy.projection.gpus, or "auto"); None: no projection."""
+        from gpuwhy.collect.run.distribute import DistributeCollector
         from gpuwhy.collect.run.eager import EagerOpCounter
         from gpuwhy.collect.run.functions import FunctionWatcher
         from gpuwhy.collect.run.pipelines import PipelineCollector
@@ -66,9 +67,17 @@ class Session:
             self.eager = EagerOpCounter() if eager_duty is None else EagerOpCounter(duty=eager_duty)
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
         self.pipelines = PipelineCollector()
+        self.distribute = DistributeCollector()
         self.collectors: list[RunCollector] = [
             c
-            for c in (self.steps, self.functions, self.eager, self.sampler, self.pipelines)
+            for c in (
+                self.steps,
+                self.functions,
+                self.eager,
+                self.sampler,
+                self.pipelines,
+                self.distribute,
+            )
             if c is not None
         ]
         self.t0: float | None = None
@@ -215,7 +224,13 @@ class Session:
                 lambda: self._projection(placement, tfdata, steps, eager),
                 None,
             )
-        notes = list(self.notes) + list(self.steps.notes)
+        script = self.command[0] if self.command and self.command[0].endswith(".py") else None
+        distribute = (
+            self._guard("tf.distribute", lambda: self.distribute.facts(script), None)
+            if tf_imported
+            else None
+        )
+        notes = list(self.notes) + list(self.steps.notes) + list(self.distribute.notes)
         if not tf_imported:
             notes.append("the program never imported TensorFlow: no steps, traces or placement")
         program = ProgramFacts(
@@ -241,6 +256,7 @@ class Session:
             gpu_samples=gpu_samples,
             tfdata=tfdata,
             projection=projection,
+            distribute=distribute,
         )
 
     def _projection(self, placement, tfdata, steps, eager):

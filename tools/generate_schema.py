@@ -30,6 +30,7 @@ GENERATED = [
     ("tfdata", F.TfDataFacts),
     ("input_fixes", F.InputFixFacts),
     ("projection", F.ProjectionFacts),
+    ("distribute", F.DistributeFacts),
 ]
 SCALARS = {
     int: {"type": "integer"},

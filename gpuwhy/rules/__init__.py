@@ -13,6 +13,8 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
 from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
+from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
+from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
 from gpuwhy.rules.env.allocator_settings import AllocatorSettings
 from gpuwhy.rules.env.gpu_shared import GpuShared
 from gpuwhy.rules.env.no_gpu import NoGpu
@@ -43,6 +45,8 @@ ALL_RULES: list[type[Rule]] = [
     CpuCodec,  # compression.cpu-codec
     CpuStarvedInput,  # distribute.cpu-starved-input
     IdleGpus,  # distribute.idle-gpus
+    ReplicaBatch,  # distribute.replica-batch
+    UndistributedInput,  # distribute.undistributed-input
     AllocatorSettings,  # env.allocator-settings
     GpuShared,  # env.gpu-shared
     NoGpu,  # env.no-gpu

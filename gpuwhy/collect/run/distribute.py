@@ -1,0 +1,143 @@
+"""tf.distribute in a watched run: the strategies the program makes, how its loops feed
+the replicas (a distributed dataset, or a plain one passed to ``strategy.run``), and
+the global batch each step takes. The hooks (gpuwhy.tfapi.distribute) only keep weak
+references and small tuples; :meth:`facts` reads them once, after the program."""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+from gpuwhy.collect.run.base import RunCollector
+from gpuwhy.facts import DistributedInput, DistributeFacts
+
+MAX_INPUTS = 16  # distributed datasets kept (a loop re-distributing per epoch repeats one)
+SCALED = "num_replicas_in_sync"
+
+
+class DistributeCollector(RunCollector):
+    def __init__(self) -> None:
+        self._strategies: list[weakref.ref] = []
+        self._described: dict[int, dict[str, Any]] = {}  # id -> describe(), made at creation
+        self._inputs: list[DistributedInput] = []
+        self._files: set[str] = set()  # where the batches were written
+        self._runs: dict[int, int] = {}
+        self._patches: list = []
+        self._lock = threading.Lock()
+        self.notes: list[str] = []
+
+    def on_tensorflow(self) -> None:
+        from gpuwhy.tfapi import distribute
+
+        try:
+            self._patches = distribute.install(
+                self._on_strategy, self._on_distributed, self._on_run
+            )
+        except Exception as e:  # noqa: BLE001 - a TF version we do not know
+            self.notes.append(f"tf.distribute not watched: {type(e).__name__}: {e}")
+
+    def stop(self) -> None:
+        for patch in reversed(self._patches):
+            patch.undo()
+        self._patches = []
+
+    # -- hooks (the program's threads) -----------------------------------------------
+    def _on_strategy(self, strategy: Any) -> None:
+        from gpuwhy.tfapi import distribute
+
+        if distribute.is_default(strategy):
+            return
+        described = distribute.describe(strategy)
+        with self._lock:
+            self._strategies.append(weakref.ref(strategy))
+            self._described[id(strategy)] = described
+
+    def _on_distributed(self, how: str, strategy: Any, dataset: Any) -> None:
+        from gpuwhy.tfapi import distribute
+        from gpuwhy.tfapi.graph_ops import relative
+
+        batch, filename, line = (
+            distribute.batch_of(dataset) if dataset is not None else (None, None, None)
+        )
+        from gpuwhy.source_calls import written_call
+
+        location = relative(filename, line) if filename and line else None
+        found = DistributedInput(
+            how=how,
+            global_batch=batch,
+            location=location,
+            auto_shard=distribute.auto_shard_policy(dataset) if dataset is not None else None,
+            written=written_call(filename, line, "batch") if filename and line else None,
+        )
+        with self._lock:
+            if filename:
+                self._files.add(filename)
+            if found not in self._inputs and len(self._inputs) < MAX_INPUTS:
+                self._inputs.append(found)
+
+    def _on_run(self, strategy: Any) -> None:
+        key = id(strategy)
+        self._runs[key] = self._runs.get(key, 0) + 1
+
+    # -- facts -------------------------------------------------------------------------
+    def facts(self, script: str | None = None) -> DistributeFacts | None:
+        """The section; None when the program made no strategy. ``script``: the file
+        whose code tells whether the batch was scaled by the replicas."""
+        with self._lock:
+            described = list(self._described.items())
+            inputs = tuple(self._inputs)
+            files = set(self._files)
+        if not described:
+            return None
+        key, main = max(described, key=lambda kv: kv[1]["replicas"])
+        if script:
+            files.add(script)
+        return DistributeFacts(
+            strategy=main["strategy"],
+            replicas=main["replicas"],
+            devices=main["devices"],
+            cross_device=main["cross_device"],
+            communication=main["communication"],
+            task_type=main["task_type"],
+            task_index=main["task_index"],
+            workers=main["workers"],
+            parameter_servers=main["parameter_servers"],
+            strategies=len(described),
+            runs=self._runs.get(key, 0),
+            inputs=inputs,
+            scaled_by_replicas=_names_replicas(files) if files else None,
+            variable=_variable(files),
+        )
+
+
+STRATEGY_ASSIGNED = re.compile(r"^\s*(\w+)\s*=\s*(?:tf\.distribute\.|\w+\.)*\w*Strategy\(", re.M)
+
+
+def _variable(files: set[str]) -> str | None:
+    """The name the code assigns its strategy to (``strategy = tf.distribute.Mirrored
+    Strategy()``), for fixes that use it."""
+    for name in sorted(files):
+        try:
+            found = STRATEGY_ASSIGNED.search(Path(name).read_text(errors="replace"))
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
+    return None
+
+
+def _names_replicas(files: set[str]) -> bool | None:
+    """Whether the code that batched (or the script) uses num_replicas_in_sync."""
+    read = False
+    for name in files:
+        try:
+            text = Path(name).read_text(errors="replace")
+        except OSError:
+            continue
+        read = True
+        if SCALED in text:
+            return True
+    return False if read else None

@@ -1,0 +1,130 @@
+"""distribute.replica-batch: the global batch was not scaled by the replicas."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from gpuwhy.facts import DistributedInput, Facts
+from gpuwhy.rules.base import Finding, Rule
+
+
+class ReplicaBatch(Rule):
+    """Each replica gets a small batch: the global batch was not scaled by
+    `strategy.num_replicas_in_sync`.
+
+    ## What it detects
+    A `tf.distribute` strategy with two or more replicas splits each global batch among
+    them. Where the batch a distributed loop takes (Keras `fit` distributes its dataset
+    too) leaves each replica fewer than `min_per_replica` examples, and the code that
+    batched never mentions `num_replicas_in_sync`, the batch size is the single-device
+    one, divided. Medium; high below `high_below` per replica. The fix scales the batch
+    call as written.
+
+    ## Why is this slow?
+    A replica's step costs about the same kernel launches and the same all-reduce of
+    every gradient whatever its batch: with a small share of the batch each GPU runs
+    short kernels and spends its step launching them and waiting for the all-reduce.
+    More GPUs then make each one less busy, and training no faster; with the learning
+    rate tuned for the global batch, the model also trains differently than intended.
+
+    ## Example
+    ```python
+    strategy = tf.distribute.MirroredStrategy()            # 8 GPUs
+    ds = ds.batch(64)                                       # 8 examples per GPU
+    ```
+
+    Use instead:
+    ```python
+    ds = ds.batch(64 * strategy.num_replicas_in_sync)       # 64 per GPU, 512 a step
+    # and scale the learning rate with the global batch
+    ```
+
+    ## Options
+    - `min_per_replica`: examples per replica below which the batch is too small (32).
+    - `high_below`: per-replica batch below which the finding is high (8).
+    """
+
+    id = "distribute.replica-batch"
+    severity = "medium"
+    status = "stable"
+    since = "0.3.0"
+    needs = ("distribute",)
+    options = {"min_per_replica": 32, "high_below": 8}
+    question = "I added GPUs and training is no faster"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        distribute = facts.distribute
+        if distribute is None or distribute.replicas < 2 or distribute.scaled_by_replicas:
+            return []
+        findings = []
+        for given in distribute.inputs:
+            if not given.global_batch:
+                continue
+            per_replica = given.global_batch / distribute.replicas
+            if per_replica >= options["min_per_replica"]:
+                continue
+            strategy = distribute.variable or "<strategy>"
+            findings.append(
+                self.finding(
+                    f"Each of the {distribute.replicas} replicas gets {per_replica:g} examples "
+                    f"a step: the global batch of {given.global_batch} was not scaled by "
+                    f"{strategy}.num_replicas_in_sync",
+                    severity="high" if per_replica < options["high_below"] else "medium",
+                    evidence={
+                        "strategy": distribute.strategy,
+                        "replicas": distribute.replicas,
+                        "global_batch": given.global_batch,
+                        "per_replica_batch": per_replica,
+                        "batched_at": given.location,
+                        "cross_device": distribute.cross_device,
+                    },
+                    fix=_fix(given, strategy),
+                    estimated_gain=(
+                        f"each replica's share x{distribute.replicas}: the same launches and "
+                        "all-reduce per step carry that much more work"
+                    ),
+                    location=given.location,
+                )
+            )
+        return findings
+
+
+def _fix(given: DistributedInput, strategy: str) -> str:
+    scaled = f"{strategy}.num_replicas_in_sync"
+    lines = []
+    rewritten = _scaled_call(given.written, scaled) if given.written else None
+    if rewritten is not None:
+        lines += [f"# {given.location}: in place of: {given.written}", rewritten]
+    else:
+        lines.append(f".batch({given.global_batch} * {scaled})")
+    lines.append("# and scale the learning rate with the global batch")
+    return "\n".join(lines)
+
+
+def _scaled_call(written: str, scaled: str) -> str | None:
+    """``written`` (a ``.batch(...)`` call) with its batch size multiplied by ``scaled``;
+    None where the call cannot be read."""
+    head, dot, call = ("", "", written) if not written.startswith(".") else ("", ".", written[1:])
+    try:
+        tree = ast.parse(call, mode="eval")
+    except SyntaxError:
+        return None
+    node = tree.body
+    if not isinstance(node, ast.Call):
+        return None
+    size = (
+        node.args[0]
+        if node.args
+        else next((k.value for k in node.keywords if k.arg == "batch_size"), None)
+    )
+    if size is None:
+        return None
+    bigger = ast.BinOp(left=size, op=ast.Mult(), right=ast.parse(scaled, mode="eval").body)
+    if node.args:
+        node.args[0] = bigger
+    else:
+        for keyword in node.keywords:
+            if keyword.arg == "batch_size":
+                keyword.value = bigger
+    return head + dot + ast.unparse(node)

@@ -1,0 +1,160 @@
+"""tf.distribute's private parts, read in one place: which strategies a program made,
+how each reduces across devices, and which datasets it distributed.
+
+``install(on_strategy, on_distributed)`` wraps ``StrategyBase.__init__`` (every strategy
+class ends there) and the two ways a custom loop distributes a dataset. ``describe``
+reads one strategy object. A TF version that moved these raises here, and only here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.tfapi.patching import Patch
+
+AUTO_SHARD = {-1: "OFF", 0: "AUTO", 1: "FILE", 2: "DATA", 3: "HINT"}
+
+
+def install(
+    on_strategy: Callable[[Any], None],
+    on_distributed: Callable[[str, Any, Any], None],
+    on_run: Callable[[Any], None],
+) -> list[Patch]:
+    """``on_strategy(strategy)`` after each strategy is made; ``on_distributed(how,
+    strategy, dataset)`` when a loop (a custom one, or Keras fit's) distributes
+    ``dataset`` (``how``: the method's name; the dataset is None for
+    distribute_datasets_from_function); ``on_run(strategy)`` at each ``strategy.run``."""
+    from tensorflow.python.distribute import distribute_lib
+
+    base = distribute_lib.StrategyBase
+
+    def make_init(original_init):
+        @functools.wraps(original_init)
+        def init(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            try:
+                on_strategy(self)
+            except Exception:  # noqa: BLE001 - never into the program
+                pass
+
+        return init
+
+    def make_distribute(name):
+        def make(original):
+            @functools.wraps(original)
+            def distribute(self, dataset_or_fn, *args, **kwargs):
+                try:
+                    dataset = dataset_or_fn if name == "experimental_distribute_dataset" else None
+                    on_distributed(name, self, dataset)
+                except Exception:  # noqa: BLE001 - never into the program
+                    pass
+                return original(self, dataset_or_fn, *args, **kwargs)
+
+            return distribute
+
+        return make
+
+    def make_run(original):
+        @functools.wraps(original)
+        def run(self, fn, *args, **kwargs):
+            try:
+                on_run(self)
+            except Exception:  # noqa: BLE001 - never into the program
+                pass
+            return original(self, fn, *args, **kwargs)
+
+        return run
+
+    patches = [Patch(base, "__init__", make_init), Patch(base, "run", make_run)]
+    for name in ("experimental_distribute_dataset", "distribute_datasets_from_function"):
+        patches.append(Patch(base, name, make_distribute(name)))
+    return patches
+
+
+def describe(strategy: Any) -> dict[str, Any]:
+    """What one strategy is: its class, replicas and devices, how it all-reduces, and its
+    cluster (for multi-worker strategies)."""
+    extended = strategy.extended
+    described: dict[str, Any] = {
+        "strategy": type(strategy).__name__,
+        "replicas": int(strategy.num_replicas_in_sync),
+        "devices": tuple(str(d) for d in getattr(extended, "worker_devices", ()) or ()),
+        "cross_device": None,
+        "communication": None,
+    }
+    cross = getattr(extended, "_cross_device_ops", None) or getattr(
+        extended, "_inferred_cross_device_ops", None
+    )
+    if cross is not None:
+        described["cross_device"] = type(cross).__name__
+        algorithm = getattr(cross, "_all_reduce_alg", None) or getattr(cross, "reduction_alg", None)
+        if isinstance(algorithm, str):
+            described["cross_device"] += f" ({algorithm})"
+    options = getattr(extended, "_communication_options", None)
+    implementation = getattr(options, "implementation", None)
+    if implementation is not None:
+        described["communication"] = getattr(implementation, "name", str(implementation))
+    resolver = getattr(extended, "_cluster_resolver", None) or getattr(
+        strategy, "cluster_resolver", None
+    )
+    described.update(_cluster(resolver))
+    return described
+
+
+def _cluster(resolver: Any) -> dict[str, Any]:
+    """Task type, index and the count of workers (and parameter servers)."""
+    task_type = getattr(resolver, "task_type", None)
+    task_id = getattr(resolver, "task_id", None)
+    try:
+        spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    except Exception:  # noqa: BLE001 - an unreachable resolver (Slurm outside a job)
+        spec = {}
+    if not spec:
+        try:
+            spec = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster") or {}
+        except ValueError:
+            spec = {}
+    return {
+        "task_type": task_type,
+        "task_index": int(task_id) if isinstance(task_id, int) else None,
+        "workers": len(spec.get("worker", ())) + len(spec.get("chief", ())),
+        "parameter_servers": len(spec.get("ps", ())),
+    }
+
+
+def auto_shard_policy(dataset: Any) -> str | None:
+    """The auto-shard policy the dataset's options ask for (TF applies it when it
+    distributes the dataset across workers)."""
+    try:
+        policy = dataset.options().experimental_distribute.auto_shard_policy
+    except Exception:  # noqa: BLE001
+        return None
+    return AUTO_SHARD.get(int(policy), str(policy))
+
+
+def is_default(strategy: Any) -> bool:
+    """TF's default strategy (no ``tf.distribute`` in the program) or a one-device one."""
+    return type(strategy).__name__.startswith("_Default")
+
+
+def batch_of(dataset: Any) -> tuple[int | None, str | None, int | None]:
+    """(batch size, file, line) of the last batch a dataset's chain applies: the global
+    batch each step of a distributed loop takes; Nones where there is none."""
+    from gpuwhy.tfapi.tfdata.stages import int_value
+    from gpuwhy.tfapi.tfdata.written import ORIGIN_ATTR
+
+    seen = 0
+    while dataset is not None and seen < 64:
+        size = getattr(dataset, "_batch_size", None)
+        if size is not None and "Batch" in type(dataset).__name__:
+            value = int_value(size)
+            origin = getattr(dataset, ORIGIN_ATTR, None)
+            filename, line = (origin[0], origin[1]) if isinstance(origin, tuple) else (None, None)
+            return value, filename, line
+        dataset = getattr(dataset, "_input_dataset", None)
+        seen += 1
+    return None, None, None

@@ -1,0 +1,116 @@
+"""tf.distribute in real runs: MirroredStrategy over two logical CPU devices, trained
+the ways users write it (Keras fit, a custom loop with strategy.run), with the batch
+scaled or not and the dataset distributed or not."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.test_run_tensorflow import line_with, run
+
+SETUP = """
+    import numpy as np
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x = np.random.rand(1024, 32).astype("float32")
+    y = np.random.rand(1024, 1).astype("float32")
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((32,)), tf.keras.layers.Dense(64, activation="relu"),
+                                     tf.keras.layers.Dense(1)])
+"""
+
+FIT = (
+    SETUP
+    + """
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)   # batch-here
+    with strategy.scope():
+        model.compile(optimizer="adam", loss="mse")
+    model.fit(ds, epochs=2, verbose=0)
+"""
+)
+
+LOOP = (
+    SETUP
+    + """
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64 * strategy.num_replicas_in_sync)
+    with strategy.scope():
+        optimizer = tf.keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def train_step(xb, yb):
+        def step(xr, yr):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(xr, training=True) - yr))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return strategy.run(step, args=(xb, yb))
+
+    for epoch in range(3):
+        for xb, yb in FEED:
+            train_step(xb, yb)
+"""
+)
+
+
+def record(tmp_path, source: str, name: str) -> dict:
+    script = tmp_path / f"{name}.py"
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / f"{name}.json"
+    result = run("--json", out, script, cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    return json.loads(out.read_text()) | {"_script": script}
+
+
+def distribute_findings(found: dict) -> dict[str, dict]:
+    return {f["id"]: f for f in found["findings"] if f["id"].startswith("distribute.")}
+
+
+def test_keras_fit_with_the_single_device_batch_is_named_and_the_scaled_one_is_not(tmp_path):
+    unscaled = record(tmp_path, FIT.replace("BATCH", "16"), "unscaled")
+    facts = unscaled["distribute"]
+    assert (facts["strategy"], facts["replicas"], facts["variable"]) == (
+        "MirroredStrategy",
+        2,
+        "strategy",
+    )
+    (given,) = facts["inputs"]
+    assert given["global_batch"] == 16 and given["auto_shard"] == "AUTO"
+    assert given["location"] == f"unscaled.py:{line_with(unscaled['_script'], 'batch-here')}"
+    finding = distribute_findings(unscaled)["distribute.replica-batch"]
+    assert finding["severity"] == "medium" and finding["evidence"]["per_replica_batch"] == 8
+    assert ".batch(16 * strategy.num_replicas_in_sync)" in finding["fix"]
+    scaled = record(tmp_path, FIT.replace("BATCH", "64 * strategy.num_replicas_in_sync"), "scaled")
+    assert scaled["distribute"]["inputs"][0]["global_batch"] == 128
+    assert not distribute_findings(scaled)  # the healthy control
+
+
+def test_a_custom_loop_feeding_replicas_an_undistributed_dataset(tmp_path):
+    plain = record(tmp_path, LOOP.replace("FEED", "ds"), "plain")
+    assert plain["distribute"]["runs"] >= 1 and plain["distribute"]["inputs"] == []
+    finding = distribute_findings(plain)["distribute.undistributed-input"]
+    assert finding["severity"] == "high"
+    assert "strategy.experimental_distribute_dataset(<dataset>)" in finding["fix"]
+    distributed = record(
+        tmp_path, LOOP.replace("FEED", "strategy.experimental_distribute_dataset(ds)"), "dist"
+    )
+    (given,) = distributed["distribute"]["inputs"]
+    assert given["global_batch"] == 128
+    assert not distribute_findings(distributed)
+
+
+@pytest.mark.parametrize("written", [".batch(16)", "ds.batch(batch_size=BATCH)"])
+def test_the_fix_scales_the_batch_call_as_written(written):
+    from gpuwhy.rules.distribute.replica_batch import _scaled_call
+
+    scaled = _scaled_call(written, "strategy.num_replicas_in_sync")
+    assert scaled in (
+        ".batch(16 * strategy.num_replicas_in_sync)",
+        "ds.batch(batch_size=BATCH * strategy.num_replicas_in_sync)",
+    )

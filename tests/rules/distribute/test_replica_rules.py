@@ -1,0 +1,52 @@
+"""distribute.replica-batch and distribute.undistributed-input from small facts."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, StepFacts
+from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
+from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
+
+FIT_INPUT = DistributedInput(how="experimental_distribute_dataset", global_batch=64,
+                             location="train.py:12", written="ds.batch(64)")  # fmt: skip
+
+
+def facts(replicas=8, inputs=(FIT_INPUT,), scaled=False, runs=0, steps=0) -> Facts:
+    distribute = DistributeFacts(strategy="MirroredStrategy", replicas=replicas,
+                                 inputs=tuple(inputs), scaled_by_replicas=scaled, runs=runs,
+                                 variable="mirrored")  # fmt: skip
+    step_facts = StepFacts(source="tf-data", marker="m", count=steps) if steps else None
+    return Facts(distribute=distribute, steps=step_facts)
+
+
+def check(rule, found):
+    return rule.check(found, dict(rule.options))
+
+
+def test_an_unscaled_batch_over_eight_replicas():
+    (finding,) = check(ReplicaBatch(), facts())
+    assert finding.severity == "medium" and finding.evidence["per_replica_batch"] == 8
+    assert finding.title.endswith("was not scaled by mirrored.num_replicas_in_sync")
+    assert finding.fix.splitlines()[:2] == [
+        "# train.py:12: in place of: ds.batch(64)",
+        "ds.batch(64 * mirrored.num_replicas_in_sync)",
+    ]
+    (tiny,) = check(ReplicaBatch(), facts(replicas=16))
+    assert tiny.severity == "high"  # 4 per replica
+
+
+def test_no_finding_where_the_batch_is_scaled_large_or_on_one_replica():
+    assert not check(ReplicaBatch(), facts(scaled=True))
+    assert not check(ReplicaBatch(), facts(replicas=2))  # 32 per replica
+    assert not check(ReplicaBatch(), facts(replicas=1))
+    unknown = DistributedInput(how="distribute_datasets_from_function")
+    assert not check(ReplicaBatch(), facts(inputs=(unknown,)))
+
+
+def test_strategy_run_on_an_undistributed_dataset():
+    (finding,) = check(UndistributedInput(), facts(inputs=(), runs=1, steps=200))
+    assert finding.severity == "high" and finding.evidence["steps"] == 200
+    assert "mirrored.experimental_distribute_dataset(<dataset>)" in finding.fix
+    assert not check(UndistributedInput(), facts(runs=1, steps=200))  # it was distributed
+    assert not check(UndistributedInput(), facts(inputs=(), runs=0, steps=200))  # no run
+    assert not check(UndistributedInput(), facts(inputs=(), runs=1, steps=2))  # no loop
+    assert not check(UndistributedInput(), facts(replicas=1, inputs=(), runs=5))
