@@ -69,7 +69,13 @@ def evidence_item(key: str, value: Any) -> dict[str, Any]:
 
 
 def run_view(facts: Facts) -> dict[str, Any] | None:
-    from gpuwhy.report.summary import eager_line, gpu_line, steps_line, tracing_line
+    from gpuwhy.report.summary import (
+        distribute_line,
+        eager_line,
+        gpu_line,
+        steps_line,
+        tracing_line,
+    )
 
     program = facts.program
     if program is None:
@@ -91,6 +97,8 @@ def run_view(facts: Facts) -> dict[str, Any] | None:
         rows.append(("Eager ops", eager_line(facts.eager)))
     if facts.tracing is not None and facts.tracing.functions:
         rows.append(("tf.functions", tracing_line(facts.tracing)))
+    if facts.distribute is not None:
+        rows.append(("Distribute", distribute_line(facts.distribute)))
     if facts.gpu_samples is not None:
         rows.append(("GPU samples", gpu_line(facts.gpu_samples)))
     return {"rows": rows, "notes": list(program.notes)}

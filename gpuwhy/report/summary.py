@@ -9,6 +9,7 @@ import statistics
 from typing import Any
 
 from gpuwhy.facts import (
+    DistributeFacts,
     EagerFacts,
     GpuSamplesFacts,
     GpuSeries,
@@ -97,6 +98,40 @@ def eager_line(eager: EagerFacts) -> str:
     if eager.sites:
         top = eager.sites[0]
         text += f"; most from {top.op} at {top.location or '?'}"
+    return text
+
+
+def distribute_line(distribute: DistributeFacts) -> str:
+    """The strategy, how it reduces, and how the loops feed its replicas."""
+    devices = ", ".join(d.rsplit("/", 1)[-1].removeprefix("device:") for d in distribute.devices)
+    text = f"{distribute.strategy}, {distribute.replicas} replica(s)" + (
+        f" ({devices})" if devices else ""
+    )
+    reduce = distribute.cross_device or ""
+    if distribute.communication:
+        reduce += f"{', ' if reduce else ''}collectives {distribute.communication}"
+    if reduce:
+        text += f"; all-reduce by {reduce}"
+    if distribute.task_type is not None:
+        text += f"; task {distribute.task_type} {distribute.task_index} of {distribute.workers} worker(s)"
+    if distribute.parameter_servers:
+        text += f", {distribute.parameter_servers} parameter server(s)"
+    fed = []
+    for given in distribute.inputs:
+        batch = (
+            f"global batch {given.global_batch} ({given.global_batch / distribute.replicas:g} "
+            "per replica)"
+            if given.global_batch
+            else "batch unknown"
+        )
+        fed.append(
+            f"{batch} at {given.location or '?'}"
+            + (f", auto-shard {given.auto_shard}" if given.auto_shard else "")
+        )
+    if fed:
+        text += "; distributed datasets: " + "; ".join(fed)
+    elif distribute.runs:
+        text += "; no dataset distributed"
     return text
 
 

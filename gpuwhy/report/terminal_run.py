@@ -13,6 +13,7 @@ from gpuwhy.facts import (
 from gpuwhy.formatting import duration, how_it_ended
 from gpuwhy.report.layout import Rows, table
 from gpuwhy.report.summary import (
+    distribute_line,
     eager_line,
     eager_site_rows,
     gpu_line,
@@ -46,6 +47,8 @@ def run_section(facts: Facts, verbose: bool) -> Group | None:
         rows.add_row("Eager ops", eager_line(facts.eager))
     if facts.tracing is not None and facts.tracing.functions:
         rows.add_row("tf.functions", tracing_line(facts.tracing))
+    if facts.distribute is not None:
+        rows.add_row("Distribute", distribute_line(facts.distribute))
     if facts.gpu_samples is not None:
         rows.add_row("GPU samples", gpu_line(facts.gpu_samples))
     lines: list = [Text("Run", style="bold underline"), *rows.lines]

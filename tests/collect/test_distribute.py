@@ -114,3 +114,21 @@ def test_the_fix_scales_the_batch_call_as_written(written):
         ".batch(16 * strategy.num_replicas_in_sync)",
         "ds.batch(batch_size=BATCH * strategy.num_replicas_in_sync)",
     )
+
+
+def test_the_run_section_says_how_the_replicas_are_fed():
+    from gpuwhy.facts import DistributedInput, DistributeFacts
+    from gpuwhy.report.summary import distribute_line
+
+    facts = DistributeFacts(
+        strategy="MultiWorkerMirroredStrategy", replicas=4,
+        devices=("/job:worker/replica:0/task:0/device:GPU:0",), cross_device="CollectiveAllReduce",
+        communication="NCCL", task_type="worker", task_index=1, workers=2,
+        inputs=(DistributedInput(how="experimental_distribute_dataset", global_batch=256,
+                                 location="train.py:30", auto_shard="FILE"),),
+    )  # fmt: skip
+    assert distribute_line(facts) == (
+        "MultiWorkerMirroredStrategy, 4 replica(s) (GPU:0); all-reduce by CollectiveAllReduce, "
+        "collectives NCCL; task worker 1 of 2 worker(s); distributed datasets: global batch 256 "
+        "(64 per replica) at train.py:30, auto-shard FILE"
+    )
