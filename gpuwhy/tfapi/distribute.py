@@ -17,6 +17,14 @@ from typing import Any
 from gpuwhy.tfapi.patching import Patch
 
 AUTO_SHARD = {-1: "OFF", 0: "AUTO", 1: "FILE", 2: "DATA", 3: "HINT"}
+# classes users know by their public name (tf.distribute.MultiWorkerMirroredStrategy is
+# the class CollectiveAllReduceStrategy)
+PUBLIC_NAMES = {
+    "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+    "CollectiveAllReduceStrategyV1": "MultiWorkerMirroredStrategy",
+    "ParameterServerStrategyV2": "ParameterServerStrategy",
+    "CentralStorageStrategyV1": "CentralStorageStrategy",
+}
 
 
 def install(
@@ -80,7 +88,7 @@ def describe(strategy: Any) -> dict[str, Any]:
     cluster (for multi-worker strategies)."""
     extended = strategy.extended
     described: dict[str, Any] = {
-        "strategy": type(strategy).__name__,
+        "strategy": PUBLIC_NAMES.get(type(strategy).__name__, type(strategy).__name__),
         "replicas": int(strategy.num_replicas_in_sync),
         "devices": tuple(str(d) for d in getattr(extended, "worker_devices", ()) or ()),
         "cross_device": None,

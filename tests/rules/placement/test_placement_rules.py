@@ -674,3 +674,18 @@ def test_string_ops_only_in_an_evaluate_function_are_low():
     in_training = b.placement_facts(groups=[replace(strings, functions=(train,))], tensor_ops=ops)
     (g,) = NoGpuKernel().check(in_training, dict(NoGpuKernel.options))
     assert g.severity == "medium"
+
+
+def test_forced_cpu_leaves_the_replicas_of_a_strategy_made_over_cpus():
+    from dataclasses import replace
+
+    from gpuwhy.facts import DistributeFacts
+
+    pinned = b.placement_facts(groups=(b.op_group("MatMul", "forced-cpu"),))
+    assert run(ForcedCpu, pinned)  # without a strategy: the user's tf.device
+    on_cpus = DistributeFacts(strategy="MirroredStrategy", replicas=2,
+                              devices=("/job:localhost/replica:0/task:0/device:CPU:0",
+                                       "/job:localhost/replica:0/task:0/device:CPU:1"))  # fmt: skip
+    assert run(ForcedCpu, replace(pinned, distribute=on_cpus)) == []
+    on_gpus = replace(on_cpus, devices=("/job:localhost/replica:0/task:0/device:GPU:0",))
+    assert run(ForcedCpu, replace(pinned, distribute=on_gpus))  # a CPU pin is still the user's
