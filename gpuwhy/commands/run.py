@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     def stop(ended: str, exit_code: int, error: str | None):
         record = session.stop(ended, exit_code, error)
         if live is not None:
-            live.finish(record.facts, [(f.id, f.severity) for f in record.findings])
+            live.finish(record)
         return record
 
     def report(ended: str, exit_code: int, error: str | None) -> None:

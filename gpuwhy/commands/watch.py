@@ -195,5 +195,5 @@ def watch(
     facts = Facts(environment=None, devices=devices, program=program, gpu_samples=sampler.facts())
     record = RunRecord.diagnose("watch", facts)
     if live is not None:
-        live.finish(facts, [(f.id, f.severity) for f in record.findings])
+        live.finish(record)
     return record, code

@@ -27,6 +27,7 @@ from gpuwhy.facts import Facts
 
 if TYPE_CHECKING:
     from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
+    from gpuwhy.record import RunRecord
 
 DEFAULT_INTERVAL_S = 10.0
 MAX_SHARE = 0.005  # of the run's time spent in live updates, at most
@@ -118,15 +119,16 @@ class LiveMetrics:
             if self.pusher is not None:
                 self.pusher.push()
 
-    def finish(self, facts: Facts | None, findings: list[tuple[str, str]]) -> None:
-        """The last update, from the final record, then stop serving."""
+    def finish(self, record: RunRecord | None) -> None:
+        """The last update, from the final record (None: none was made), then stop
+        serving."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(30)
         try:
-            if facts is not None and self.metrics is not None:
+            if record is not None and self.metrics is not None:
                 _, steps = self.snapshot()
-                self.update(facts, steps, findings)
+                self.update(record.facts, steps, _keys(record.findings))
         except Exception:  # noqa: BLE001 - the report matters more than a last push
             pass
         if self.endpoint is not None:
@@ -138,4 +140,9 @@ def _rule_ids(facts: Facts) -> list[tuple[str, str]]:
     from gpuwhy.rules import run_rules
 
     findings, _ = run_rules(facts)
+    return _keys(findings)
+
+
+def _keys(findings) -> list[tuple[str, str]]:
+    """(id, severity) of each finding: what the finding gauges are labelled with."""
     return [(f.id, f.severity) for f in findings]

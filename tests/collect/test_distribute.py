@@ -105,15 +105,20 @@ def test_a_custom_loop_feeding_replicas_an_undistributed_dataset(tmp_path):
     assert not distribute_findings(distributed)
 
 
-@pytest.mark.parametrize("written", [".batch(16)", "ds.batch(batch_size=BATCH)"])
-def test_the_fix_scales_the_batch_call_as_written(written):
+@pytest.mark.parametrize(
+    ("written", "scaled"),
+    [
+        (".batch(16)", ".batch(16 * strategy.num_replicas_in_sync)"),
+        ("ds.batch(batch_size=BATCH)", "ds.batch(batch_size=BATCH * strategy.num_replicas_in_sync)"),
+        ("ds.batch(64, drop_remainder=True)",
+         "ds.batch(64 * strategy.num_replicas_in_sync, drop_remainder=True)"),
+    ],
+)  # fmt: skip
+def test_the_fix_scales_the_batch_call_as_written(written, scaled):
     from gpuwhy.rules.distribute.replica_batch import _scaled_call
 
-    scaled = _scaled_call(written, "strategy.num_replicas_in_sync")
-    assert scaled in (
-        ".batch(16 * strategy.num_replicas_in_sync)",
-        "ds.batch(batch_size=BATCH * strategy.num_replicas_in_sync)",
-    )
+    assert _scaled_call(written, "strategy.num_replicas_in_sync") == scaled
+    assert _scaled_call("ds.batch(", "strategy.num_replicas_in_sync") is None  # unreadable
 
 
 def test_the_run_section_says_how_the_replicas_are_fed():

@@ -121,6 +121,6 @@ def test_updates_that_take_long_come_less_often():
     options = MetricsOptions(port=free_port(), interval_s=0.01)
     live = LiveMetrics(options, "run", "train.py", time.perf_counter(), slow_snapshot).start()
     time.sleep(1.5)
-    live.finish(None, [])
+    live.finish(None)
     # at a 0.01 s interval ~25 updates would fit; 0.05 s of work allows one per 10 s
     assert len(calls) == 1

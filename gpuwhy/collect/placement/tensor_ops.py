@@ -63,13 +63,11 @@ class Shapes:
         filled = self._fill(raw)
         return _product(filled) if filled is not None and None not in filled else None
 
-    def _merged(self, name: str, index: int) -> tuple[int, ...] | None:
-        """Input ``index`` as a reshape of a known [d0, ..., dn] into [d0 x ... x dn-1,
-        dn]: how a Dense layer (tf.tensordot) flattens a sequence for one MatMul."""
-        producer = graph_ops.input_producer(self.graph, name, index)
-        if producer is None or producer[0] != "Reshape":
-            return None
-        source = self._fill(graph_ops.input_shape(self.graph, producer[1], 0))
+    def _merged(self, reshape: str) -> tuple[int, ...] | None:
+        """The output of op ``reshape`` read as its known input [d0, ..., dn] made
+        [d0 x ... x dn-1, dn]: how a Dense layer (tf.tensordot) flattens a sequence for
+        one MatMul."""
+        source = self._fill(graph_ops.input_shape(self.graph, reshape, 0))
         if source is None or len(source) < 2 or None in source:
             return None
         leading = _product(source[:-1])
@@ -83,12 +81,14 @@ class Shapes:
         raw = graph_ops.input_shape(self.graph, name, index)
         if raw is None:
             return None
+        producer = graph_ops.input_producer(self.graph, name, index)
+        reshape = producer[1] if producer is not None and producer[0] == "Reshape" else None
         shape = list(raw)
         for position, size in known.items():
             if size is not None and shape[position] is None:
                 shape[position] = size
-        if shape.count(None) > 1:
-            merged = self._merged(name, index)
+        if shape.count(None) > 1 and reshape is not None:
+            merged = self._merged(reshape)
             if (
                 merged is not None
                 and len(merged) == len(shape)
@@ -100,10 +100,7 @@ class Shapes:
             rest = _product(d for d in shape if d is not None)
             if elements and rest:
                 shape[shape.index(None)] = elements // rest
-        producer = graph_ops.input_producer(self.graph, name, index)
-        if producer is not None and producer[0] == "Reshape":
-            return tuple(shape)
-        return self._fill(tuple(shape))
+        return tuple(shape) if reshape is not None else self._fill(tuple(shape))
 
 
 def _dim(shape, index):
