@@ -203,10 +203,16 @@ class Session:
         measured, _ = self._measured(t_end, self._guard)
         steps, tfdata, eager = measured.steps, measured.tfdata, measured.eager
         tracing, gpu_samples = measured.tracing, measured.gpu_samples
+        script = self.command[0] if self.command and self.command[0].endswith(".py") else None
+        distribute = (
+            self._guard("tf.distribute", lambda: self.distribute.facts(script), None)
+            if tf_imported
+            else None
+        )
         placement = (
             self._guard(
                 "placement audit",
-                lambda: self._audit(tracing, delivered_batch(tfdata, steps)),
+                lambda: self._audit(tracing, delivered_batch(tfdata, steps), distribute),
                 None,
             )
             if (self.audit and tf_imported)
@@ -224,12 +230,6 @@ class Session:
                 lambda: self._projection(placement, tfdata, steps, eager),
                 None,
             )
-        script = self.command[0] if self.command and self.command[0].endswith(".py") else None
-        distribute = (
-            self._guard("tf.distribute", lambda: self.distribute.facts(script), None)
-            if tf_imported
-            else None
-        )
         notes = list(self.notes) + list(self.steps.notes) + list(self.distribute.notes)
         if not tf_imported:
             notes.append("the program never imported TensorFlow: no steps, traces or placement")
@@ -289,9 +289,12 @@ class Session:
             self.notes.append(f"{what} failed: {type(e).__name__}: {e}")
             return default
 
-    def _audit(self, tracing, batch: int | None = None):
+    def _audit(self, tracing, batch: int | None = None, distribute=None):
         """Placement audit of the functions the program spent its time in; ``batch``, the
-        batch size the steps were given, sizes what their traces left unknown."""
+        batch size the steps were given, sizes what their traces left unknown. A
+        strategy made over this machine's CPUs (no GPU here: MirroredStrategy() picks
+        the CPU) places its replicas there; the audit predicts them as a GPU machine's
+        strategy would place them."""
         from gpuwhy.collect.placement import audit_functions
 
         if tracing is None:
@@ -307,7 +310,10 @@ class Session:
         targets = self.functions.audit_targets(wanted) if wanted else []
         if not targets:
             return None
-        return audit_functions(targets, batch=batch)[0]
+        ignored: frozenset[str] = frozenset()
+        if distribute is not None and not _tf_gpus():
+            ignored = frozenset(d for d in distribute.devices if "CPU" in d.upper())
+        return audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
 
     # -- output ------------------------------------------------------------------------
     def render(self, format: str = "terminal", verbose: bool = False, color: bool = False) -> str:

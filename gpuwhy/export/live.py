@@ -98,11 +98,16 @@ class LiveMetrics:
         facts: Facts,
         steps: tuple[tuple[float, float], ...],
         findings: list[tuple[str, str]],
+        final: bool = False,
     ) -> None:
         """Publish ``facts``: the steps that ended since the last update go into the
-        step histogram (per step: a Keras call of steps_per_execution N is N steps)."""
+        step histogram (per step: a Keras call of steps_per_execution N is N steps).
+        Mid-run the last step is left for the next update: it may still be running
+        (a step ends where the next begins), so its end can still move."""
         if self.metrics is None:
             return
+        if not final:
+            steps = steps[:-1]
         with self._lock:
             now_s = time.perf_counter() - self.t0
             per_call = facts.steps.steps_per_call if facts.steps is not None else 1
@@ -128,7 +133,7 @@ class LiveMetrics:
         try:
             if record is not None and self.metrics is not None:
                 _, steps = self.snapshot()
-                self.update(record.facts, steps, _keys(record.findings))
+                self.update(record.facts, steps, _keys(record.findings), final=True)
         except Exception:  # noqa: BLE001 - the report matters more than a last push
             pass
         if self.endpoint is not None:

@@ -89,6 +89,12 @@ def test_keras_fit_with_the_single_device_batch_is_named_and_the_scaled_one_is_n
     scaled = record(tmp_path, FIT.replace("BATCH", "64 * strategy.num_replicas_in_sync"), "scaled")
     assert scaled["distribute"]["inputs"][0]["global_batch"] == 128
     assert not distribute_findings(scaled)  # the healthy control
+    # the strategy over this machine's CPUs places its replicas there itself: predicted
+    # as on a GPU machine, no tf.device of the user's pins them, the matmuls are the GPU's
+    ids = {f["id"] for f in scaled["findings"]}
+    assert "placement.forced-cpu" not in ids and "placement.host-transfers" not in ids
+    assert all(op["function"] for op in scaled["placement"]["tensor_ops"])
+    assert scaled["placement"]["tensor_ops"]
 
 
 def test_a_custom_loop_feeding_replicas_an_undistributed_dataset(tmp_path):

@@ -71,9 +71,13 @@ def audit_functions(
     verify: bool = False,
     registry: KernelRegistry | None = None,
     batch: int | None = None,
+    ignored_devices: frozenset[str] = frozenset(),
 ) -> tuple[PlacementFacts, list[AuditedGraph]]:
     """Audit traced functions for a one-GPU machine (or ``registry``'s device).
-    ``batch``: the batch size the run delivered, for FLOPs a trace left unknown."""
+    ``batch``: the batch size the run delivered, for FLOPs a trace left unknown.
+    ``ignored_devices``: device requests that are not the program's to keep (a strategy
+    made over this machine's CPUs places its replicas there; on a GPU machine it would
+    pick the GPUs)."""
     started = time.perf_counter()
     registry = registry or KernelRegistry()
     audited: list[AuditedGraph] = []
@@ -84,7 +88,8 @@ def audit_functions(
     try:
         for target in targets:
             jit = precision.jit_compile(target.function)
-            placed = place(flatten(target.label, target.function.graph, jit), registry)
+            flat = flatten(target.label, target.function.graph, jit, ignored_devices)
+            placed = place(flat, registry)
             audited.append(AuditedGraph(target, placed, crossings(placed), jit))
     finally:
         if collecting:

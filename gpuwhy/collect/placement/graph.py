@@ -160,6 +160,11 @@ class _Signatures:
         return cached
 
 
+def _canonical(device: str) -> str:
+    """ "/job:w/replica:0/task:0/device:CPU:1" and "/job:w/replica:0/task:0/cpu:1" alike."""
+    return device.strip().lower().replace("/device:", "/")
+
+
 def device_type(device: str) -> str:
     """ "/job:x/replica:0/task:0/device:GPU:1", "/GPU:0", "gpu" -> "GPU"; "" -> ""."""
     if not device:
@@ -176,13 +181,19 @@ def device_type(device: str) -> str:
 
 
 class _Builder:
-    def __init__(self, graph_def: Any) -> None:
+    def __init__(self, graph_def: Any, ignored_devices: frozenset[str] = frozenset()) -> None:
+        self.ignored_devices = frozenset(_canonical(d) for d in ignored_devices)
         self.library = {f.signature.name: f for f in graph_def.library.function}
         self.signatures = _Signatures(self.library)
         self.nodes: list[Node] = []
         self.alias: dict[tuple[int, int], tuple[int, int]] = {}
         self.body_returns: list[tuple[int, int]] = []
         self.unaudited: dict[str, None] = {}
+
+    def requested(self, device: str) -> str:
+        """The device type a node asks for; none where the request is one of the
+        ignored devices (a strategy's replicas, placed by the strategy, not the user)."""
+        return "" if _canonical(device) in self.ignored_devices else device_type(device)
 
     def new_node(
         self,
@@ -250,7 +261,7 @@ class _Builder:
         by_name: dict[str, Node] = {}
         created = []
         for node_def in function.node_def:
-            requested = device_type(node_def.device) or caller_device
+            requested = self.requested(node_def.device) or caller_device
             role = "call" if _is_call(node_def, self.library) else "op"
             node = self.new_node(node_def, function_name, requested, role, depth, chain, jit)
             by_name[node_def.name] = node
@@ -361,16 +372,19 @@ def _prune(builder: _Builder, roots: list[int]) -> None:
             node.role = "pruned"
 
 
-def flatten(name: str, graph: Any, jit: bool = False) -> FlatGraph:
+def flatten(
+    name: str, graph: Any, jit: bool = False, ignored_devices: frozenset[str] = frozenset()
+) -> FlatGraph:
     """Flatten a FuncGraph (a concrete function's ``.graph``) and its bodies.
 
     ``jit``: the function is compiled by XLA (``tf.function(jit_compile=True)``).
+    ``ignored_devices``: device requests read as none (full device names).
     """
     graph_def = graph.as_graph_def()
     graphs = {"": graph}
     for function_name, atomic in getattr(graph, "_functions", {}).items():
         graphs[function_name] = atomic
-    builder = _Builder(graph_def)
+    builder = _Builder(graph_def, ignored_devices)
     arg_names = [t.op.name for t in graph.inputs]
     captured = {t.op.name for t in getattr(graph, "internal_captures", [])}
     arg_set = set(arg_names)
@@ -383,7 +397,7 @@ def flatten(name: str, graph: Any, jit: bool = False) -> FlatGraph:
             role = "call"
         else:
             role = "op"
-        node = builder.new_node(node_def, "", device_type(node_def.device), role, 0, (), jit)
+        node = builder.new_node(node_def, "", builder.requested(node_def.device), role, 0, (), jit)
         by_name[node_def.name] = node
         created.append(node)
     for node in created:

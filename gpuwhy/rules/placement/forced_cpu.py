@@ -18,8 +18,7 @@ class ForcedCpu(Rule):
     TensorFlow registers a GPU kernel for their dtypes. Ops a library creates under its
     own `tf.device` (Keras' TextVectorization and lookup layers pin their tables and
     string work to the CPU) are left out: there is no block in the user's code to
-    remove. Nor are the replicas of a `tf.distribute` strategy made over CPU devices (it
-    places them there itself). Variables created under such a
+    remove. Variables created under such a
     block count too: the ops that take the variable itself (reads, optimizer updates)
     follow it to the CPU. The finding names the ops and the file:line of the block.
 
@@ -78,11 +77,6 @@ class ForcedCpu(Rule):
             and not is_input_boundary(g.op)
             and not g.by_library  # a library's own tf.device: nothing to remove in yours
         ]
-        if _strategy_on_cpus(facts):
-            # a tf.distribute strategy made over CPU devices places each replica there
-            # itself: no tf.device of the user's to remove (the strategy's devices are
-            # the choice, and the distribute section names them)
-            pinned = []
         if not pinned:
             return []
         pinned.sort(key=lambda g: (-g.count, g.op))
@@ -124,12 +118,3 @@ class ForcedCpu(Rule):
                 location=sites[0] if sites else None,
             )
         ]
-
-
-def _strategy_on_cpus(facts: Facts) -> bool:
-    distribute = facts.distribute
-    return bool(
-        distribute is not None
-        and distribute.devices
-        and all("CPU" in device.upper() for device in distribute.devices)
-    )

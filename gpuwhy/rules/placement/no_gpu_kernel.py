@@ -82,7 +82,9 @@ class NoGpuKernel(Rule):
     finding names each op, its dtypes and the file:line that created it. Where the run
     has a training step (a function with a backward pass) and the ops are only in
     other functions (evaluate's or predict's: an export model that takes raw strings),
-    the finding is low and says so: the training step does not wait on them.
+    the finding is low and says so: the training step does not wait on them. String
+    constants are left out: they compute nothing and never cross to the GPU (the
+    messages of the asserts in `tf.nn.compute_average_loss`, say).
 
     ## Why is this slow?
     Soft placement (on by default) silently puts such an op on the CPU. Its inputs are
@@ -136,6 +138,7 @@ class NoGpuKernel(Rule):
             and g.op not in ignored
             and not is_input_boundary(g.op)
             and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
+            and g.op != "Const"  # a constant computes nothing (an assert's message string)
         ]
         if not groups:
             return []
