@@ -629,6 +629,17 @@ class InputFixFacts:
 
 
 @dataclass(frozen=True)
+class ReducedValue:
+    """One value the strategy all-reduces each step: a variable's gradient (or a pack of
+    several), in the dtype actually sent."""
+
+    name: str  # the variable it updates ("dense/kernel"), or the reducing op's name
+    shape: tuple[int | None, ...] = ()
+    dtype: str = "float32"  # as sent (a mixed-precision policy may send float16)
+    bytes: int = 0  # per replica, per step
+
+
+@dataclass(frozen=True)
 class DistributedInput:
     """One dataset a loop distributed with the strategy (Keras fit does it too)."""
 
@@ -658,6 +669,21 @@ class DistributeFacts:
     inputs: tuple[DistributedInput, ...] = ()
     scaled_by_replicas: bool | None = None  # the script's code names num_replicas_in_sync
     variable: str | None = None  # the name the script gives the strategy: "strategy"
+    # -- what crosses devices each step (all-reduce of the gradients) ------------------
+    reduced: tuple[ReducedValue, ...] = ()  # largest first (capped; totals below are whole)
+    reduced_values: int = 0  # values all-reduced per step
+    reduced_bytes: int | None = None  # per step, all values, in the dtype sent
+    link: str | None = None  # what the all-reduce crosses: NVLink, PCIe, network, host memory
+    link_source: str | None = None  # "NVML topology" (measured) or "predicted: why"
+    link_gb_per_s: float | None = None  # the link's bandwidth used for the expectation
+    allreduce_expected_s: float | None = None  # predicted per step (ring: 2(N-1)/N x bytes / bw)
+    # measured where TF lets it be: seconds per step inside collective/all-reduce ops
+    # (including any wait for a late peer), their share of the step, and how
+    collective_step_s: float | None = None
+    collective_share: float | None = None
+    collective_measured_by: str | None = None
+    # ParameterServerStrategy: variable bytes held by each parameter server, by index
+    ps_bytes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
