@@ -648,6 +648,17 @@ class DistributedInput:
     location: str | None = None  # file:line of that batch call
     auto_shard: str | None = None  # the policy its options ask for: AUTO, FILE, DATA, OFF
     written: str | None = None  # the batch call as written there: "ds.batch(64)"
+    # across workers (a cluster of two or more): what TF's auto-shard rewrite does to it
+    shard_applied: str | None = None  # FILE, DATA, OFF, HINT (None: one worker, or unread)
+    shard_reason: str | None = None  # why AUTO fell back to DATA, in TF's words
+    shard_error: str | None = None  # FILE asked for where TF cannot apply it: its error
+    shard_files: int | None = None  # FILE: the files the workers divide
+    sharded_in_code: bool = False  # the pipeline shards itself (ds.shard, input_context)
+    repeated_work: tuple[str, ...] = ()  # DATA: stages every worker runs on all the data
+    repeated_heavy: bool = False  # ... and one of them reads files, decodes or runs Python
+    shuffled: bool = False  # the pipeline shuffles (workers reading it all see other orders)
+    source: str | None = None  # the pipeline's source as written: "tf.data.Dataset.from_..."
+    source_location: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
 from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
+from gpuwhy.rules.distribute.input_sharding import InputSharding
 from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
 from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
 from gpuwhy.rules.env.allocator_settings import AllocatorSettings
@@ -45,6 +46,7 @@ ALL_RULES: list[type[Rule]] = [
     CpuCodec,  # compression.cpu-codec
     CpuStarvedInput,  # distribute.cpu-starved-input
     IdleGpus,  # distribute.idle-gpus
+    InputSharding,  # distribute.input-sharding
     ReplicaBatch,  # distribute.replica-batch
     UndistributedInput,  # distribute.undistributed-input
     AllocatorSettings,  # env.allocator-settings

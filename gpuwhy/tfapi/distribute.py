@@ -34,8 +34,8 @@ def install(
 ) -> list[Patch]:
     """``on_strategy(strategy)`` after each strategy is made; ``on_distributed(how,
     strategy, dataset)`` when a loop (a custom one, or Keras fit's) distributes
-    ``dataset`` (``how``: the method's name; the dataset is None for
-    distribute_datasets_from_function); ``on_run(strategy)`` at each ``strategy.run``."""
+    ``dataset`` (``how``: the method's name; for distribute_datasets_from_function, each
+    dataset its function returns); ``on_run(strategy)`` at each ``strategy.run``."""
     from tensorflow.python.distribute import distribute_lib
 
     base = distribute_lib.StrategyBase
@@ -55,9 +55,12 @@ def install(
         def make(original):
             @functools.wraps(original)
             def distribute(self, dataset_or_fn, *args, **kwargs):
+                if name != "experimental_distribute_dataset":
+                    # the function makes each worker's dataset: seen when TF calls it
+                    dataset_or_fn = _seeing_datasets(dataset_or_fn, name, self, on_distributed)
+                    return original(self, dataset_or_fn, *args, **kwargs)
                 try:
-                    dataset = dataset_or_fn if name == "experimental_distribute_dataset" else None
-                    on_distributed(name, self, dataset)
+                    on_distributed(name, self, dataset_or_fn)
                 except Exception:  # noqa: BLE001 - never into the program
                     pass
                 return original(self, dataset_or_fn, *args, **kwargs)
@@ -81,6 +84,28 @@ def install(
     for name in ("experimental_distribute_dataset", "distribute_datasets_from_function"):
         patches.append(Patch(base, name, make_distribute(name)))
     return patches
+
+
+def _seeing_datasets(
+    dataset_fn: Any, name: str, strategy: Any, on_distributed: Callable[[str, Any, Any], None]
+) -> Any:
+    """``dataset_fn`` that also reports each dataset it returns; the program's own
+    function where it is not callable (TF then raises its own error)."""
+    if not callable(dataset_fn):
+        return dataset_fn
+
+    def seen(*args, **kwargs):
+        dataset = dataset_fn(*args, **kwargs)
+        try:
+            on_distributed(name, strategy, dataset)
+        except Exception:  # noqa: BLE001 - never into the program
+            pass
+        return dataset
+
+    try:
+        return functools.wraps(dataset_fn)(seen)
+    except (AttributeError, TypeError):
+        return seen
 
 
 def describe(strategy: Any) -> dict[str, Any]:
@@ -142,6 +167,14 @@ def auto_shard_policy(dataset: Any) -> str | None:
     except Exception:  # noqa: BLE001
         return None
     return AUTO_SHARD.get(int(policy), str(policy))
+
+
+def shard_plan(dataset: Any, workers: int) -> Any:
+    """What TF's auto-shard rewrite will do to ``dataset`` across ``workers``
+    (gpuwhy.tfapi.tfdata.sharding), by the policy its options ask for."""
+    from gpuwhy.tfapi.tfdata import sharding
+
+    return sharding.plan(dataset, auto_shard_policy(dataset) or "AUTO", workers)
 
 
 def is_default(strategy: Any) -> bool:

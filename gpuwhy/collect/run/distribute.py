@@ -56,22 +56,29 @@ class DistributeCollector(RunCollector):
             self._described[id(strategy)] = described
 
     def _on_distributed(self, how: str, strategy: Any, dataset: Any) -> None:
+        from gpuwhy.source_calls import written_call
         from gpuwhy.tfapi import distribute
         from gpuwhy.tfapi.graph_ops import relative
 
+        from_function = how != "experimental_distribute_dataset"
         batch, filename, line = (
             distribute.batch_of(dataset) if dataset is not None else (None, None, None)
         )
-        from gpuwhy.source_calls import written_call
-
         location = relative(filename, line) if filename and line else None
         found = DistributedInput(
             how=how,
-            global_batch=batch,
-            location=location,
+            # a dataset function batches per replica (input_context): no global batch
+            global_batch=None if from_function else batch,
+            location=None if from_function else location,
             auto_shard=distribute.auto_shard_policy(dataset) if dataset is not None else None,
-            written=written_call(filename, line, "batch") if filename and line else None,
+            written=written_call(filename, line, "batch")
+            if filename and line and not from_function
+            else None,
         )
+        with self._lock:
+            workers = self._described.get(id(strategy), {}).get("workers", 0)
+        if dataset is not None and workers >= 2:
+            found = _with_sharding(found, dataset, workers, from_function)
         with self._lock:
             if filename:
                 self._files.add(filename)
@@ -111,6 +118,46 @@ class DistributeCollector(RunCollector):
             scaled_by_replicas=_names_replicas(files) if files else None,
             variable=_variable(files),
         )
+
+
+def _with_sharding(
+    found: DistributedInput, dataset: Any, workers: int, from_function: bool
+) -> DistributedInput:
+    """``found`` with what the auto-shard rewrite does to ``dataset`` across the
+    workers; a dataset function's datasets are not rewritten (each worker runs the
+    function, which shards by its input_context or not at all)."""
+    import dataclasses
+
+    from gpuwhy.tfapi import distribute
+    from gpuwhy.tfapi.tfdata.classes import READERS
+    from gpuwhy.tfapi.tfdata.sharding import WORK_OPS, matches
+    from gpuwhy.tfapi.tfdata.written import written_chain
+
+    try:
+        plan = distribute.shard_plan(dataset, 1 if from_function else workers)
+        chain = written_chain(dataset)
+    except Exception as e:  # noqa: BLE001 - a pipeline we cannot read: no plan
+        return dataclasses.replace(found, shard_reason=f"not read: {type(e).__name__}")
+    applied = "OFF" if from_function else plan.applied
+    work = [t for t in chain if matches(t.op, WORK_OPS) and not t.by_library]
+    repeated = tuple(
+        f"{t.call or t.api} ({t.location})" if t.location else (t.call or t.api) for t in work
+    )
+    heavy = any(t.python or t.codec_ops or t.api in READERS for t in work)
+    source = chain[0] if chain else None
+    return dataclasses.replace(
+        found,
+        shard_applied=applied,
+        shard_reason=None if from_function else plan.reason,
+        shard_error=None if from_function else plan.error,
+        shard_files=plan.files,
+        sharded_in_code=plan.sharded_in_code,
+        repeated_work=repeated if applied == "DATA" else (),
+        repeated_heavy=heavy and applied == "DATA",
+        shuffled=any(t.api == "shuffle" for t in chain),
+        source=(source.call or source.api) if source else None,
+        source_location=source.location if source else None,
+    )
 
 
 STRATEGY_ASSIGNED = re.compile(r"^\s*(\w+)\s*=\s*(?:tf\.distribute\.|\w+\.)*\w*Strategy\(", re.M)

@@ -1,0 +1,235 @@
+"""What TF's auto-shard rewrite will do to a dataset a multi-worker strategy distributes.
+
+``tf.distribute`` wraps every distributed dataset in an ``AutoShardDataset``; when the
+iterator is made, grappler's ``tf_auto_shard`` (core/grappler/optimizers/data/
+auto_shard.cc) rewrites the pipeline's graph for each worker: FILE inserts a
+``shard(num_workers, index)`` before the reader so that each worker reads its own files;
+DATA inserts it at the end, so that every worker reads and preprocesses every element
+and keeps 1/N; AUTO tries FILE and falls back to DATA when the
+walk from the sink finds no reader; OFF does nothing. This module runs the same walk
+over the same serialized graph (``dataset._as_serialized_graph()``), without making an
+iterator (which would read the user's files), so the plan is known before the first
+step and on any machine. The op lists are auto_shard.cc's; a TF that changes them is
+one edit here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+READER_OPS = (
+    "ArrayRecordDataset",
+    "FixedLengthRecordDataset",
+    "RecordIODataset",
+    "SSTableDataset",
+    "TextLineDataset",
+    "TFRecordDataset",
+)
+MULTIPLE_INPUT_OPS = ("ConcatenateDataset", "ZipDataset")
+PASS_THROUGH_OPS = (
+    "_Retval",
+    "AssertNextDataset",
+    "BatchDataset",
+    "CacheDataset",
+    "ExperimentalMapAndBatchDataset",
+    "ExperimentalParseExampleDataset",
+    "ExperimentalRebatchDataset",
+    "FilterDataset",
+    "FinalizeDataset",
+    "Identity",
+    "MapAndBatchDataset",
+    "MapDataset",
+    "MaxIntraOpParallelismDataset",
+    "ModelDataset",
+    "OptimizeDataset",
+    "OptionsDataset",
+    "PaddedBatchDataset",
+    "ParallelBatchDataset",
+    "ParallelMapDataset",
+    "ParseExampleDataset",
+    "PrefetchDataset",
+    "PrivateThreadPoolDataset",
+    "ReduceDataset",
+    "RebatchDataset",
+    "RepeatDataset",
+    "ShardDataset",
+    "ShuffleAndRepeatDataset",
+    "ShuffleDataset",
+    "SkipDataset",
+    "TakeDataset",
+    "WindowDataset",
+)
+FUNCTION_OPS = (
+    "ExperimentalParallelInterleaveDataset",
+    "FlatMapDataset",
+    "InterleaveDataset",
+    "LegacyParallelInterleaveDataset",
+    "ParallelInterleaveDataset",
+)
+UNSHARDABLE_SOURCE_OPS = (
+    "GeneratorDataset",
+    "RangeDataset",
+    "SparseTensorsSliceDataset",
+    "TensorDataset",
+    "TensorSliceDataset",
+)
+# transformations whose work every worker repeats on every element under DATA sharding
+# (by the op TF runs; sources that read or generate count too)
+WORK_OPS = (
+    "MapDataset",
+    "ParallelMapDataset",
+    "MapAndBatchDataset",
+    "FilterDataset",
+    "ParseExampleDataset",
+    "GeneratorDataset",
+    *FUNCTION_OPS,
+    *READER_OPS,
+)
+_VERSION = re.compile(r"V\d+$")
+MAX_DEPTH = 256
+
+
+def matches(op: str, names: tuple[str, ...]) -> bool:
+    """TF's MatchesAnyVersion: ``BatchDatasetV2`` is a ``BatchDataset``."""
+    for name in names:
+        if op == name or (op.startswith(name) and _VERSION.fullmatch(op[len(name) :])):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """The policy TF will apply, and what it means for each worker."""
+
+    applied: str  # FILE, DATA, OFF or HINT
+    reason: str | None = None  # why AUTO fell back to DATA, in TF's words
+    error: str | None = None  # FILE asked for and impossible: TF stops with this
+    files: int | None = None  # FILE: the files divided among the workers (None: unknown)
+    sharded_in_code: bool = False  # the pipeline already has a shard() of its own
+    repeated_ops: tuple[str, ...] = ()  # DATA: ops every worker runs on every element
+
+
+class _NotFound(Exception):
+    """auto_shard.cc's errors::NotFound: no file to shard by."""
+
+
+class _Graph:
+    def __init__(self, graph_def: Any) -> None:
+        self.nodes = {n.name: n for n in graph_def.node}
+        self.functions = {f.signature.name: f for f in graph_def.library.function}
+
+    def input(self, node: Any, index: int = 0) -> Any:
+        inputs = [i for i in node.input if not i.startswith("^")]
+        if index >= len(inputs):
+            return None
+        return self.nodes.get(inputs[index].split(":")[0])
+
+    def reader_in_function(self, node: Any, depth: int = 0) -> bool:
+        """ReaderOpInFunction: the node's function makes a reader (nested flat_maps too)."""
+        if "f" not in node.attr or depth > 8:
+            return False
+        function = self.functions.get(node.attr["f"].func.name)
+        if function is None:
+            return False
+        for inner in function.node_def:
+            if matches(inner.op, READER_OPS) and len(inner.input) > 0:
+                return True
+            if matches(inner.op, FUNCTION_OPS) and self.reader_in_function(inner, depth + 1):
+                return True
+        return False
+
+    def files(self, node: Any) -> int | None:
+        """Elements of the file-name dataset FILE sharding divides: a TensorSliceDataset
+        over a constant list, through shuffles and other pass-through ops."""
+        for _ in range(MAX_DEPTH):
+            if node is None:
+                return None
+            if matches(node.op, ("TensorSliceDataset",)):
+                const = self.input(node)
+                if const is None or const.op != "Const":
+                    return None
+                dims = const.attr["value"].tensor.tensor_shape.dim
+                return int(dims[0].size) if dims else None
+            if not matches(node.op, PASS_THROUGH_OPS):
+                return None
+            node = self.input(node)
+        return None
+
+    def shard_by_file(self, node: Any, depth: int = 0) -> list[Any]:
+        """RecursivelyHandleOp: the nodes whose input 0 FILE sharding divides."""
+        if node is None or depth > MAX_DEPTH:
+            raise _NotFound("Did not find a shardable source")
+        op = node.op
+        if op == "AssertCardinalityDataset":
+            return self.shard_by_file(self.input(node), depth + 1)
+        if matches(op, UNSHARDABLE_SOURCE_OPS):
+            raise _NotFound(f"Found an unshardable source dataset: {_plain(op)}")
+        if matches(op, MULTIPLE_INPUT_OPS):
+            found: list[Any] = []
+            for index in range(len(node.input)):
+                source = self.input(node, index)
+                if source is not None and "Dataset" in source.op:
+                    found += self.shard_by_file(source, depth + 1)
+            return found
+        function_or_pass = matches(op, FUNCTION_OPS) or matches(op, PASS_THROUGH_OPS)
+        if function_or_pass and self.reader_in_function(node):
+            return [node]
+        if matches(op, READER_OPS):
+            return [node]
+        if not function_or_pass:
+            raise _NotFound(
+                "Did not find a shardable source, walked to a node which is not a "
+                f"dataset: {_plain(op)}"
+            )
+        return self.shard_by_file(self.input(node), depth + 1)
+
+    def ops_from(self, sink: Any) -> list[str]:
+        """The ops along the main input from the sink to the source."""
+        ops = []
+        node = sink
+        for _ in range(MAX_DEPTH):
+            if node is None or "Dataset" not in node.op and node.op not in ("_Retval", "Identity"):
+                break
+            ops.append(node.op)
+            node = self.input(node)
+        return ops
+
+
+def _plain(op: str) -> str:
+    return _VERSION.sub("", op)
+
+
+def serialized_graph(dataset: Any) -> Any:
+    """The dataset's GraphDef as tf.data serializes it for the rewrite."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    graph_def.ParseFromString(dataset._as_serialized_graph().numpy())
+    return graph_def
+
+
+def plan(dataset: Any, policy: str, workers: int) -> ShardPlan:
+    """What ``tf_auto_shard`` does to ``dataset`` (as given to the strategy) with
+    ``policy`` (AUTO, FILE, DATA, OFF, HINT) across ``workers``."""
+    graph = _Graph(serialized_graph(dataset))
+    sink = next((n for n in graph.nodes.values() if n.op == "_Retval"), None)
+    ops = graph.ops_from(sink)
+    in_code = any(matches(op, ("ShardDataset",)) for op in ops)
+    repeated = tuple(dict.fromkeys(_plain(op) for op in reversed(ops) if matches(op, WORK_OPS)))
+    if policy in ("OFF", "HINT") or workers < 2:
+        return ShardPlan(applied=policy, sharded_in_code=in_code)
+    if policy == "DATA":
+        return ShardPlan(applied="DATA", sharded_in_code=in_code, repeated_ops=repeated)
+    try:
+        found = graph.shard_by_file(sink)
+    except _NotFound as e:
+        if policy == "FILE":  # TF raises the same error when the iterator is made
+            return ShardPlan(applied="FILE", error=str(e), sharded_in_code=in_code)
+        return ShardPlan(
+            applied="DATA", reason=str(e), sharded_in_code=in_code, repeated_ops=repeated
+        )
+    counts = [graph.files(graph.input(node)) for node in found]
+    files = None if not counts or None in counts else min(c for c in counts if c is not None)
+    return ShardPlan(applied="FILE", files=files, sharded_in_code=in_code)

@@ -1,0 +1,130 @@
+"""MultiWorkerMirroredStrategy with two real worker processes on localhost, each under
+``gpuwhy run``: the cluster task, and how TF will shard each worker's input
+(distribute.input-sharding), planted and healthy, in the two ways users feed workers
+(a custom loop over experimental_distribute_dataset, or over
+distribute_datasets_from_function). Keras 3's fit under MultiWorkerMirroredStrategy fails
+on this TF before its first step (a PerReplica it cannot convert), with or without gpuwhy."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.multiworker import run_cluster
+
+pytest.importorskip("tensorflow")
+
+SETUP = """
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    GLOBAL_BATCH = 64 * strategy.num_replicas_in_sync
+    images = np.random.rand(2048, 32).astype("float32")
+    labels = np.random.randint(0, 10, 2048)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((32,)), tf.keras.layers.Dense(64, activation="relu"),
+                                     tf.keras.layers.Dense(10)])
+"""
+
+LOOP = """
+    with strategy.scope():
+        optimizer = tf.keras.optimizers.SGD(0.01)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+    @tf.function
+    def train_step(x, y):
+        def step(xr, yr):
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(loss_fn(yr, model(xr, training=True)),
+                                                  global_batch_size=GLOBAL_BATCH)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return strategy.run(step, args=(x, y))
+
+    for epoch in range(2):
+        for x, y in dist_ds:
+            train_step(x, y)
+"""
+
+# the usual first multi-worker script: in-memory slices and a Python augmentation,
+# AUTO sharding (TF falls back to DATA: both workers run the augmentation on all 2048)
+DATA_FALLBACK = (
+    SETUP
+    + """
+    def augment(x):
+        return x + np.float32(np.random.normal(scale=0.01))
+
+    def tf_augment(x, y):
+        x = tf.numpy_function(augment, [x], tf.float32)
+        return tf.ensure_shape(x, (32,)), y
+
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))   # source-here
+    ds = ds.map(tf_augment).batch(GLOBAL_BATCH).prefetch(2)
+    dist_ds = strategy.experimental_distribute_dataset(ds)
+"""
+    + LOOP
+)
+
+# healthy: each worker's dataset function shards by its input context
+LOOP_SHARDED = (
+    SETUP
+    + """
+    def dataset_fn(input_context):
+        ds = tf.data.Dataset.from_tensor_slices((images, labels))
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return ds.batch(input_context.get_per_replica_batch_size(GLOBAL_BATCH)).prefetch(2)
+
+    dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
+"""
+    + LOOP
+)
+
+
+def run_two_workers(tmp_path, source: str, name: str) -> list[dict]:
+    script = tmp_path / f"{name}.py"
+    script.write_text(textwrap.dedent(source))
+    workers = run_cluster(script, 2, lambda i: ["--json", tmp_path / f"{name}-{i}.json"], tmp_path)
+    for worker in workers:
+        assert worker.returncode == 0, worker.stderr[-3000:]
+    return [json.loads((tmp_path / f"{name}-{i}.json").read_text()) for i in range(2)]
+
+
+def sharding_findings(record: dict) -> list[dict]:
+    return [f for f in record["findings"] if f["id"] == "distribute.input-sharding"]
+
+
+def test_in_memory_slices_with_a_python_map_repeat_it_on_every_worker(tmp_path):
+    records = run_two_workers(tmp_path, DATA_FALLBACK, "data")
+    for index, record in enumerate(records):
+        facts = record["distribute"]
+        assert (facts["strategy"], facts["workers"]) == ("MultiWorkerMirroredStrategy", 2)
+        assert (facts["task_type"], facts["task_index"]) == ("worker", index)
+        (given,) = [i for i in facts["inputs"] if i["shard_applied"]]
+        assert given["shard_applied"] == "DATA" and given["repeated_heavy"]
+        assert given["shard_reason"].startswith("Found an unshardable source dataset")
+        (finding,) = sharding_findings(record)
+        assert finding["severity"] in ("medium", "high")
+        assert "tf_augment" in " ".join(finding["evidence"]["stages_every_worker_runs_on_all_data"])
+        line = 1 + textwrap.dedent(DATA_FALLBACK).splitlines().index(
+            next(ln for ln in textwrap.dedent(DATA_FALLBACK).splitlines() if "source-here" in ln)
+        )
+        assert finding["location"] == f"data.py:{line}"
+        assert ".shard(2, strategy.cluster_resolver.task_id)" in finding["fix"]
+
+
+def test_a_dataset_function_sharding_by_its_input_context_is_healthy(tmp_path):
+    records = run_two_workers(tmp_path, LOOP_SHARDED, "loop")
+    for record in records:
+        facts = record["distribute"]
+        assert facts["workers"] == 2 and facts["runs"] >= 1
+        assert any(i["sharded_in_code"] for i in facts["inputs"])
+        assert not sharding_findings(record)
+        assert not [
+            f
+            for f in record["findings"]
+            if f["id"].startswith("distribute.") and f["severity"] in ("high", "medium")
+        ]
