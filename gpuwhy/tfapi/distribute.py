@@ -108,8 +108,10 @@ def describe(strategy: Any) -> dict[str, Any]:
     implementation = getattr(options, "implementation", None)
     if implementation is not None:
         described["communication"] = getattr(implementation, "name", str(implementation))
-    resolver = getattr(extended, "_cluster_resolver", None) or getattr(
-        strategy, "cluster_resolver", None
+    resolver = (
+        getattr(extended, "_cluster_resolver", None)
+        or getattr(strategy, "cluster_resolver", None)
+        or getattr(strategy, "_cluster_resolver", None)  # ParameterServerStrategy keeps it here
     )
     described.update(_cluster(resolver))
     return described

@@ -191,3 +191,46 @@ def test_the_run_section_says_how_the_replicas_are_fed():
         "collectives NCCL; task worker 1 of 2 worker(s); distributed datasets: global batch 256 "
         "(64 per replica) at train.py:30, auto-shard FILE"
     )
+
+
+# the TF tutorial's in-process cluster: 2 workers and 2 parameter servers on localhost
+PS = """
+    import portpicker_free
+    import tensorflow as tf
+
+    ports = portpicker_free.ports(4)
+    spec = {"worker": [f"localhost:{p}" for p in ports[:2]], "ps": [f"localhost:{p}" for p in ports[2:]]}
+    cluster = tf.train.ClusterSpec(spec)
+    for job, tasks in spec.items():
+        for i in range(len(tasks)):
+            tf.distribute.Server(cluster, job_name=job, task_index=i, protocol="grpc", start=True)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+    ps_strategy = tf.distribute.ParameterServerStrategy(resolver)
+    with ps_strategy.scope():
+        embedding = tf.Variable(tf.zeros([2048, 1024]))   # 8 MiB: all on one server
+        bias = tf.Variable(tf.zeros([1024]))
+"""
+
+FREE_PORTS = """
+import socket
+
+
+def ports(count):
+    found = []
+    for _ in range(count):
+        with socket.socket() as s:
+            s.bind(("localhost", 0))
+            found.append(s.getsockname()[1])
+    return found
+"""
+
+
+def test_parameter_server_variable_bytes_and_the_unbalanced_server(tmp_path):
+    (tmp_path / "portpicker_free.py").write_text(FREE_PORTS)
+    found = record(tmp_path, PS, "ps")
+    facts = found["distribute"]
+    assert facts["strategy"] == "ParameterServerStrategy" and facts["parameter_servers"] == 2
+    assert sorted(facts["ps_bytes"]) == [1024 * 4, 2048 * 1024 * 4]
+    finding = distribute_findings(found)["distribute.unbalanced-ps"]
+    assert finding["severity"] == "medium"  # 2x the mean of two servers
+    assert "ps_strategy = tf.distribute.ParameterServerStrategy(" in finding["fix"]
