@@ -47,7 +47,7 @@ class CollectiveBound(Rule):
     ```
 
     ## Options
-    - `medium_share`: share of the measured step in collectives that is medium (0.3).
+    - `medium_share`: share of the measured step in collectives that is medium (0.25).
     - `high_share`: share that is high (0.5).
     - `min_collective_s`: seconds a step in collectives below which nothing is said (0.002).
     - `predicted_share`: predicted all-reduce time over the median step that is said (0.3).
@@ -59,7 +59,7 @@ class CollectiveBound(Rule):
     since = "0.3.0"
     needs = ("distribute",)
     options = {
-        "medium_share": 0.3,
+        "medium_share": 0.25,
         "high_share": 0.5,
         "min_collective_s": 0.002,
         "predicted_share": 0.3,
