@@ -670,6 +670,7 @@ class DistributeFacts:
     replicas: int  # num_replicas_in_sync
     devices: tuple[str, ...] = ()
     cross_device: str | None = None  # the cross-device ops class (NcclAllReduce ...)
+    cross_device_why: str | None = None  # who chose it: given to the strategy, TF's default
     communication: str | None = None  # collective implementation asked for (AUTO, RING, NCCL)
     task_type: str | None = None  # this process's task in the cluster
     task_index: int | None = None
@@ -693,6 +694,8 @@ class DistributeFacts:
     collective_step_s: float | None = None
     collective_share: float | None = None
     collective_measured_by: str | None = None
+    collective_wait_s: float | None = None  # of collective_step_s: replicas of this process
+    # entering the collective apart (a late peer), where they can be told apart
     # ParameterServerStrategy: variable bytes held by each parameter server, by index
     ps_bytes: tuple[int, ...] = ()
 

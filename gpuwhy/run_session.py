@@ -67,7 +67,7 @@ class Session:
             self.eager = EagerOpCounter() if eager_duty is None else EagerOpCounter(duty=eager_duty)
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
         self.pipelines = PipelineCollector()
-        self.distribute = DistributeCollector()
+        self.distribute = DistributeCollector(calls=self.functions.outermost_calls)
         self.collectors: list[RunCollector] = [
             c
             for c in (

@@ -31,7 +31,8 @@ def run(*args, cwd=ROOT):
         text=True,
         cwd=cwd,
         timeout=600,
-        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+        # this checkout's gpuwhy, whichever one the environment installed
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
 
 

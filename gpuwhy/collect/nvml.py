@@ -323,3 +323,76 @@ def _counter(field: Any) -> list | None:
     if member is None:
         return None
     return [int(getattr(field.value, member)), int(field.valueType), int(field.timestamp)]
+
+
+# ---------------------------------------------------------------------------
+# Topology: what an all-reduce between two local GPUs crosses. Raw NVML values out
+# (``gpuwhy.collect.run.collective_link`` reads them), so that recordings stand in for a
+# machine in tests.
+
+NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS (nvml.h)
+TOPOLOGY_LEVELS = {  # nvmlGpuTopologyLevel_t (nvml.h)
+    0: "internal",  # NVML_TOPOLOGY_INTERNAL: the same board
+    10: "single",  # NVML_TOPOLOGY_SINGLE: one PCIe switch
+    20: "multiple",  # NVML_TOPOLOGY_MULTIPLE: several PCIe switches
+    30: "hostbridge",  # NVML_TOPOLOGY_HOSTBRIDGE: one PCIe host bridge
+    40: "node",  # NVML_TOPOLOGY_NODE: one NUMA node, across host bridges
+    50: "system",  # NVML_TOPOLOGY_SYSTEM: across NUMA nodes (SMP interconnect)
+}
+
+
+def topology() -> dict[str, Any]:
+    """``{"ok", "error", "gpus": [{"index", "name", "nvlinks_active"}], "pairs": [{"a",
+    "b", "level", "nvlink"}]}``: per GPU its active NVLink links, per pair the PCIe
+    common ancestor and whether an NVLink joins them. Never raises for NVML errors."""
+    try:
+        import pynvml
+    except ImportError as e:
+        return {"ok": False, "error": f"nvidia-ml-py not importable: {e}", "gpus": [], "pairs": []}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return {"ok": False, "error": error_name(e), "gpus": [], "pairs": []}
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        buses = [
+            _text(getattr(_call(pynvml.nvmlDeviceGetPciInfo, h), "busId", "")).lower()
+            for h in handles
+        ]
+        gpus, remote_buses = [], []
+        for index, handle in enumerate(handles):
+            active, remotes = 0, set()
+            for link in range(NVLINK_MAX_LINKS):
+                if _call(pynvml.nvmlDeviceGetNvLinkState, handle, link) == 1:
+                    active += 1
+                    pci = _call(pynvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+                    if pci is not None:
+                        remotes.add(_text(pci.busId).lower())
+            gpus.append(
+                {
+                    "index": index,
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "nvlinks_active": active,
+                }
+            )
+            remote_buses.append(remotes)
+        pairs = []
+        for a in range(count):
+            for b in range(a + 1, count):
+                level = _call(pynvml.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
+                pairs.append(
+                    {
+                        "a": a,
+                        "b": b,
+                        "level": TOPOLOGY_LEVELS.get(level, str(level))
+                        if level is not None
+                        else None,
+                        "nvlink": bool(buses[b] and buses[b] in remote_buses[a]),
+                    }
+                )
+        return {"ok": True, "error": None, "gpus": gpus, "pairs": pairs}
+    except pynvml.NVMLError as e:
+        return {"ok": False, "error": error_name(e), "gpus": [], "pairs": []}
+    finally:
+        _call(pynvml.nvmlShutdown)

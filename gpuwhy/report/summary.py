@@ -132,6 +132,33 @@ def distribute_line(distribute: DistributeFacts) -> str:
         text += "; distributed datasets: " + "; ".join(fed)
     elif distribute.runs:
         text += "; no dataset distributed"
+    return text + _crossing(distribute)
+
+
+def _crossing(distribute: DistributeFacts) -> str:
+    """What crosses devices each step: bytes all-reduced, the link, the predicted and the
+    measured all-reduce time; the parameter servers' variable bytes."""
+    text = ""
+    if distribute.reduced_bytes is not None:
+        text += (
+            f"; all-reduces {distribute.reduced_bytes / 2**20:.2f} MiB a step in "
+            f"{distribute.reduced_values} value(s)"
+        )
+        if distribute.link:
+            text += f" over {distribute.link}"
+        if distribute.allreduce_expected_s is not None:
+            text += f", {distribute.allreduce_expected_s * 1000:.2f} ms predicted"
+    if distribute.collective_step_s is not None and distribute.collective_share is not None:
+        text += (
+            f"; in collectives {distribute.collective_step_s * 1000:.2f} ms a step "
+            f"({distribute.collective_share:.0%}, measured)"
+        )
+    if distribute.ps_bytes:
+        text += (
+            "; parameter servers hold "
+            + ", ".join(f"{b / 2**20:.1f}" for b in distribute.ps_bytes)
+            + " MiB"
+        )
     return text
 
 

@@ -11,10 +11,12 @@ import difflib
 from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
+from gpuwhy.rules.distribute.collective_bound import CollectiveBound
 from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
 from gpuwhy.rules.distribute.input_sharding import InputSharding
 from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
+from gpuwhy.rules.distribute.unbalanced_ps import UnbalancedPs
 from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
 from gpuwhy.rules.env.allocator_settings import AllocatorSettings
 from gpuwhy.rules.env.gpu_shared import GpuShared
@@ -44,10 +46,12 @@ from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 
 ALL_RULES: list[type[Rule]] = [
     CpuCodec,  # compression.cpu-codec
+    CollectiveBound,  # distribute.collective-bound
     CpuStarvedInput,  # distribute.cpu-starved-input
     IdleGpus,  # distribute.idle-gpus
     InputSharding,  # distribute.input-sharding
     ReplicaBatch,  # distribute.replica-batch
+    UnbalancedPs,  # distribute.unbalanced-ps
     UndistributedInput,  # distribute.undistributed-input
     AllocatorSettings,  # env.allocator-settings
     GpuShared,  # env.gpu-shared

@@ -122,7 +122,9 @@ def describe(strategy: Any) -> dict[str, Any]:
     cross = getattr(extended, "_cross_device_ops", None) or getattr(
         extended, "_inferred_cross_device_ops", None
     )
+    described["cross_device_why"] = None
     if cross is not None:
+        described["cross_device_why"] = _why(strategy, extended, cross)
         described["cross_device"] = type(cross).__name__
         algorithm = getattr(cross, "_all_reduce_alg", None) or getattr(cross, "reduction_alg", None)
         if isinstance(algorithm, str):
@@ -131,11 +133,27 @@ def describe(strategy: Any) -> dict[str, Any]:
     implementation = getattr(options, "implementation", None)
     if implementation is not None:
         described["communication"] = getattr(implementation, "name", str(implementation))
-    resolver = getattr(extended, "_cluster_resolver", None) or getattr(
-        strategy, "cluster_resolver", None
+    resolver = (
+        getattr(extended, "_cluster_resolver", None)
+        or getattr(strategy, "cluster_resolver", None)
+        or getattr(strategy, "_cluster_resolver", None)  # ParameterServerStrategy keeps it here
     )
     described.update(_cluster(resolver))
     return described
+
+
+def _why(strategy: Any, extended: Any, cross: Any) -> str:
+    """Who chose the cross-device ops: the program, or TF (and on what grounds)."""
+    name = type(strategy).__name__
+    if name.startswith("MirroredStrategy"):
+        if cross is getattr(extended, "_collective_ops", None):
+            return "TF's default for MirroredStrategy (collective ops: NCCL on GPUs where built in)"
+        if getattr(extended, "_cross_device_ops", None) is cross:
+            return "given to the strategy (cross_device_ops=...)"
+        return "inferred by TF from the devices (no NCCL kernel or non-GPU devices: a fallback)"
+    if name.startswith("CollectiveAllReduceStrategy"):
+        return "MultiWorkerMirroredStrategy's collective ops (implementation per its options)"
+    return f"{PUBLIC_NAMES.get(name, name)}'s own"
 
 
 def _cluster(resolver: Any) -> dict[str, Any]:
@@ -151,12 +169,21 @@ def _cluster(resolver: Any) -> dict[str, Any]:
             spec = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster") or {}
         except ValueError:
             spec = {}
+    workers = [*_addresses(spec.get("chief")), *_addresses(spec.get("worker"))]
     return {
         "task_type": task_type,
         "task_index": int(task_id) if isinstance(task_id, int) else None,
-        "workers": len(spec.get("worker", ())) + len(spec.get("chief", ())),
-        "parameter_servers": len(spec.get("ps", ())),
+        "workers": len(workers),
+        "parameter_servers": len(_addresses(spec.get("ps"))),
+        "hosts": tuple(workers),
     }
+
+
+def _addresses(job: Any) -> list[str]:
+    """A cluster spec job's task addresses (a list, or a dict by task index)."""
+    if isinstance(job, dict):
+        return [str(v) for v in job.values()]
+    return [str(v) for v in job or ()]
 
 
 def auto_shard_policy(dataset: Any) -> str | None:
@@ -199,3 +226,39 @@ def batch_of(dataset: Any) -> tuple[int | None, str | None, int | None]:
         dataset = getattr(dataset, "_input_dataset", None)
         seen += 1
     return None, None, None
+
+
+def install_ps_variables(on_variable: Callable[[list[tuple[int, int]]], None]) -> list[Patch]:
+    """``on_variable([(ps task, bytes), ...])`` for each variable ParameterServerStrategy
+    creates (a partitioned one: one pair per shard), where it places it."""
+    from tensorflow.python.distribute import parameter_server_strategy_v2 as pss
+
+    def make(original):
+        @functools.wraps(original)
+        def create(self, next_creator, **kwargs):
+            variable = original(self, next_creator, **kwargs)
+            try:
+                on_variable(ps_placement(variable))
+            except Exception:  # noqa: BLE001 - never into the program
+                pass
+            return variable
+
+        return create
+
+    return [Patch(pss.ParameterServerStrategyV2Extended, "_create_variable", make)]
+
+
+def ps_placement(variable: Any) -> list[tuple[int, int]]:
+    """(parameter-server task, bytes) of a variable or of each of its shards."""
+    import re
+
+    placed = []
+    for part in getattr(variable, "variables", None) or [variable]:
+        found = re.search(r"/job:ps/(?:replica:\d+/)?task:(\d+)", str(getattr(part, "device", "")))
+        if found is None:
+            continue
+        count = 1
+        for dim in part.shape.as_list():
+            count *= dim or 0
+        placed.append((int(found.group(1)), count * part.dtype.size))
+    return placed

@@ -89,6 +89,16 @@ def test_keras_fit_with_the_single_device_batch_is_named_and_the_scaled_one_is_n
     scaled = record(tmp_path, FIT.replace("BATCH", "64 * strategy.num_replicas_in_sync"), "scaled")
     assert scaled["distribute"]["inputs"][0]["global_batch"] == 128
     assert not distribute_findings(scaled)  # the healthy control
+    # what crosses devices: every trainable variable's gradient, float32, named
+    crossing = scaled["distribute"]
+    assert crossing["reduced_bytes"] == PARAMETER_BYTES and crossing["reduced_values"] == 4
+    assert crossing["reduced"][0] == {"name": "sequential/dense/kernel", "shape": [32, 64],
+                                      "dtype": "float32", "bytes": 32 * 64 * 4}  # fmt: skip
+    assert crossing["link"] == "host memory" and crossing["link_source"].startswith("predicted:")
+    assert crossing["allreduce_expected_s"] == pytest.approx(PARAMETER_BYTES / 10e9)
+    # measured on a few steps under TF's profiler: CollectiveReduceV2 per replica
+    assert 0 < crossing["collective_step_s"] and 0 < crossing["collective_share"] < 1
+    assert crossing["collective_measured_by"].startswith("TF profiler host trace")
     # the strategy over this machine's CPUs places its replicas there itself: predicted
     # as on a GPU machine, no tf.device of the user's pins them, the matmuls are the GPU's
     ids = {f["id"] for f in scaled["findings"]}
@@ -109,6 +119,44 @@ def test_a_custom_loop_feeding_replicas_an_undistributed_dataset(tmp_path):
     (given,) = distributed["distribute"]["inputs"]
     assert given["global_batch"] == 128
     assert not distribute_findings(distributed)
+    # a custom loop's apply_gradients all-reduces the same values as fit
+    assert distributed["distribute"]["reduced_bytes"] == PARAMETER_BYTES
+    assert {v["name"] for v in distributed["distribute"]["reduced"]} == {
+        "sequential/dense/kernel", "sequential/dense/bias",
+        "sequential/dense_1/kernel", "sequential/dense_1/bias"}  # fmt: skip
+
+
+PARAMETER_BYTES = (32 * 64 + 64 + 64 * 1 + 1) * 4  # the SETUP model's trainable float32s
+
+# planted: 42 MB of gradients a step for 4 examples per replica
+WIDE = """
+    import numpy as np
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x = np.random.rand(256, 1024).astype("float32")
+    y = np.random.rand(256, 1).astype("float32")
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((1024,))]
+                                    + [tf.keras.layers.Dense(2048) for _ in range(3)]
+                                    + [tf.keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(2 * strategy.num_replicas_in_sync)
+    model.fit(ds, epochs=1, verbose=0)
+"""
+
+
+def test_steps_that_spend_their_time_all_reducing_are_named(tmp_path):
+    found = record(tmp_path, WIDE, "wide")
+    crossing = found["distribute"]
+    assert crossing["reduced_bytes"] == (1024 * 2048 + 2 * 2048 * 2048 + 3 * 2048 + 2048 + 1) * 4
+    finding = distribute_findings(found)["distribute.collective-bound"]
+    assert finding["severity"] in ("medium", "high")
+    assert finding["evidence"]["collective_share"] >= 0.25
+    assert "(measured)" in finding["title"] or "measured)" in finding["title"]
+    assert "strategy.num_replicas_in_sync" in finding["fix"]
 
 
 @pytest.mark.parametrize(
@@ -143,3 +191,46 @@ def test_the_run_section_says_how_the_replicas_are_fed():
         "collectives NCCL; task worker 1 of 2 worker(s); distributed datasets: global batch 256 "
         "(64 per replica) at train.py:30, auto-shard FILE"
     )
+
+
+# the TF tutorial's in-process cluster: 2 workers and 2 parameter servers on localhost
+PS = """
+    import portpicker_free
+    import tensorflow as tf
+
+    ports = portpicker_free.ports(4)
+    spec = {"worker": [f"localhost:{p}" for p in ports[:2]], "ps": [f"localhost:{p}" for p in ports[2:]]}
+    cluster = tf.train.ClusterSpec(spec)
+    for job, tasks in spec.items():
+        for i in range(len(tasks)):
+            tf.distribute.Server(cluster, job_name=job, task_index=i, protocol="grpc", start=True)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+    ps_strategy = tf.distribute.ParameterServerStrategy(resolver)
+    with ps_strategy.scope():
+        embedding = tf.Variable(tf.zeros([2048, 1024]))   # 8 MiB: all on one server
+        bias = tf.Variable(tf.zeros([1024]))
+"""
+
+FREE_PORTS = """
+import socket
+
+
+def ports(count):
+    found = []
+    for _ in range(count):
+        with socket.socket() as s:
+            s.bind(("localhost", 0))
+            found.append(s.getsockname()[1])
+    return found
+"""
+
+
+def test_parameter_server_variable_bytes_and_the_unbalanced_server(tmp_path):
+    (tmp_path / "portpicker_free.py").write_text(FREE_PORTS)
+    found = record(tmp_path, PS, "ps")
+    facts = found["distribute"]
+    assert facts["strategy"] == "ParameterServerStrategy" and facts["parameter_servers"] == 2
+    assert sorted(facts["ps_bytes"]) == [1024 * 4, 2048 * 1024 * 4]
+    finding = distribute_findings(found)["distribute.unbalanced-ps"]
+    assert finding["severity"] == "medium"  # 2x the mean of two servers
+    assert "ps_strategy = tf.distribute.ParameterServerStrategy(" in finding["fix"]

@@ -1,25 +1,40 @@
 """tf.distribute in a watched run: the strategies the program makes, how its loops feed
 the replicas (a distributed dataset, or a plain one passed to ``strategy.run``), and
-the global batch each step takes. The hooks (gpuwhy.tfapi.distribute) only keep weak
-references and small tuples; :meth:`facts` reads them once, after the program."""
+the global batch each step takes; what crosses devices each step (the values each
+traced step all-reduces, gpuwhy.tfapi.reductions), the link it crosses and the
+predicted all-reduce time (collective_link), the measured time in collectives
+(collective_time), and the variable bytes on each parameter server. The hooks only
+keep weak references and small tuples; :meth:`facts` reads them once, after the
+program."""
 
 from __future__ import annotations
 
 import re
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpuwhy.collect.run.base import RunCollector
-from gpuwhy.facts import DistributedInput, DistributeFacts
+from gpuwhy.collect.run.collective_time import CollectiveSampler
+from gpuwhy.facts import DistributedInput, DistributeFacts, ReducedValue
 
 MAX_INPUTS = 16  # distributed datasets kept (a loop re-distributing per epoch repeats one)
 SCALED = "num_replicas_in_sync"
+MAX_REDUCED = 20  # reduced values kept in the facts, largest first (totals are whole)
+MAX_TRACED_VALUES = 20_000  # values recorded per traced graph (memory bound)
 
 
 class DistributeCollector(RunCollector):
-    def __init__(self) -> None:
+    """``calls``: the step clock of the collective-time sample (tf.function calls so
+    far); None: collective time not measured."""
+
+    def __init__(self, calls: Callable[[], int] | None = None) -> None:
+        # per traced graph (id): its outermost function's name and the values it reduced
+        self._reduced: dict[int, tuple[str, list]] = {}
+        self._ps_bytes: dict[int, int] = {}
+        self._sampler = CollectiveSampler(calls)
         self._strategies: list[weakref.ref] = []
         self._described: dict[int, dict[str, Any]] = {}  # id -> describe(), made at creation
         self._inputs: list[DistributedInput] = []
@@ -38,8 +53,28 @@ class DistributeCollector(RunCollector):
             )
         except Exception as e:  # noqa: BLE001 - a TF version we do not know
             self.notes.append(f"tf.distribute not watched: {type(e).__name__}: {e}")
+            return
+        for what, install in (
+            ("all-reduced values", self._install_reductions),
+            ("parameter-server variables", self._install_ps),
+        ):
+            try:
+                self._patches += install()
+            except Exception as e:  # noqa: BLE001 - a TF version we do not know
+                self.notes.append(f"tf.distribute {what} not watched: {type(e).__name__}: {e}")
+
+    def _install_reductions(self) -> list:
+        from gpuwhy.tfapi import reductions
+
+        return reductions.install(self._on_reduce)
+
+    def _install_ps(self) -> list:
+        from gpuwhy.tfapi import distribute
+
+        return distribute.install_ps_variables(self._on_ps_variable)
 
     def stop(self) -> None:
+        self._sampler.stop()
         for patch in reversed(self._patches):
             patch.undo()
         self._patches = []
@@ -88,6 +123,27 @@ class DistributeCollector(RunCollector):
     def _on_run(self, strategy: Any) -> None:
         key = id(strategy)
         self._runs[key] = self._runs.get(key, 0) + 1
+        with self._lock:
+            self._reduced.pop(0, None)  # an eager loop: each step's reductions anew
+
+    def _on_reduce(self, reduction: Any) -> None:
+        """One replica's all-reduce, as traced (or run eagerly: key 0)."""
+        from tensorflow.python.distribute import distribute_lib
+
+        strategy = distribute_lib.get_strategy()
+        if int(strategy.num_replicas_in_sync) < 2:
+            return  # nothing crosses devices
+        with self._lock:
+            name, values = self._reduced.setdefault(reduction.graph_key, (reduction.graph, []))
+            if len(values) < MAX_TRACED_VALUES:
+                values.extend(reduction.values)
+        local = len(getattr(strategy.extended, "worker_devices", ()) or ()) or 1
+        self._sampler.start_after(reduction.graph, local)
+
+    def _on_ps_variable(self, placed: list[tuple[int, int]]) -> None:
+        with self._lock:
+            for task, size in placed:
+                self._ps_bytes[task] = self._ps_bytes.get(task, 0) + size
 
     # -- facts -------------------------------------------------------------------------
     def facts(self, script: str | None = None) -> DistributeFacts | None:
@@ -102,11 +158,13 @@ class DistributeCollector(RunCollector):
         key, main = max(described, key=lambda kv: kv[1]["replicas"])
         if script:
             files.add(script)
+        crossing = self._crossing(main)
         return DistributeFacts(
             strategy=main["strategy"],
             replicas=main["replicas"],
             devices=main["devices"],
             cross_device=main["cross_device"],
+            cross_device_why=main.get("cross_device_why"),
             communication=main["communication"],
             task_type=main["task_type"],
             task_index=main["task_index"],
@@ -117,7 +175,63 @@ class DistributeCollector(RunCollector):
             inputs=inputs,
             scaled_by_replicas=_names_replicas(files) if files else None,
             variable=_variable(files),
+            **crossing,
         )
+
+    def _crossing(self, main: dict[str, Any]) -> dict[str, Any]:
+        """The facts of what crosses devices: the traced step that reduces most bytes,
+        its link and predicted all-reduce time, the measured collective time, and the
+        parameter servers' variable bytes."""
+        from gpuwhy.collect.run.collective_link import link_for, ring_allreduce_s
+
+        with self._lock:
+            traced = [(name, list(values)) for name, values in self._reduced.values()]
+            ps = dict(self._ps_bytes)
+        found: dict[str, Any] = {}
+        if ps:
+            count = max(main["parameter_servers"], max(ps) + 1)
+            found["ps_bytes"] = tuple(ps.get(i, 0) for i in range(count))
+        if self._sampler.note:
+            self.notes.append(self._sampler.note)
+        if not traced:
+            return found
+        _, values = max(traced, key=lambda t: sum(v.bytes or 0 for v in t[1]))
+        total = sum(v.bytes or 0 for v in values)
+        sparse = [v.name for v in values if v.bytes is None]
+        if sparse:
+            self.notes.append(
+                f"all-reduce bytes leave out {len(sparse)} sparse gradient(s) whose size "
+                f"depends on the batch ({', '.join(sparse[:3])})"
+            )
+        kept = sorted(values, key=lambda v: -(v.bytes or 0))[:MAX_REDUCED]
+        found["reduced"] = tuple(
+            ReducedValue(name=v.name, shape=v.shape, dtype=v.dtype, bytes=v.bytes or 0)
+            for v in kept
+        )
+        found["reduced_values"] = len(values)
+        found["reduced_bytes"] = total
+        link = link_for(main["devices"], main["workers"], main.get("hosts", ()), _topology(main))
+        found["link"], found["link_source"] = link.name, link.source
+        if link.bytes_per_s:
+            found["link_gb_per_s"] = round(link.bytes_per_s / 1e9, 3)
+        found["allreduce_expected_s"] = ring_allreduce_s(total, main["replicas"], link.bytes_per_s)
+        measured = self._sampler.result
+        if measured is not None:
+            found["collective_step_s"] = round(measured.per_step_s, 6)
+            found["collective_share"] = round(measured.share, 4)
+            found["collective_measured_by"] = measured.measured_by
+            if measured.wait_s is not None:
+                found["collective_wait_s"] = round(measured.wait_s, 6)
+        return found
+
+
+def _topology(main: dict[str, Any]) -> dict[str, Any] | None:
+    """NVML's topology where the strategy's replicas are local GPUs."""
+    if not any("GPU" in d.upper() for d in main["devices"]):
+        return None
+    from gpuwhy.collect import nvml
+
+    return nvml.topology()
 
 
 def _with_sharding(

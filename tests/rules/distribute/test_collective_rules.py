@@ -1,0 +1,128 @@
+"""distribute.collective-bound and distribute.unbalanced-ps from small facts objects.
+
+The NCCL/NVLink branches run from documented facts, not from a machine: the NVML
+topology dicts below are written per nvml.h (nvmlGpuTopologyLevel_t, NVLink state and
+remote PCI info) for an 8-GPU NVLink board and a PCIe-only pair, and the GPU bandwidths
+come from the table's datasheet figures (gpuwhy/projection/gpus.py)."""
+
+from __future__ import annotations
+
+from gpuwhy.collect.run.collective_link import link_for, ring_allreduce_s
+from gpuwhy.facts import DistributeFacts, Facts, ReducedValue, StepFacts
+from gpuwhy.projection.gpus import find_gpu
+from gpuwhy.rules.distribute.collective_bound import CollectiveBound
+from gpuwhy.rules.distribute.unbalanced_ps import UnbalancedPs
+
+GPUS = tuple(f"/job:localhost/replica:0/task:0/device:GPU:{i}" for i in range(2))
+KERNEL = ReducedValue(
+    name="dense/kernel", shape=(4096, 4096), dtype="float32", bytes=4096 * 4096 * 4
+)
+
+
+def facts(steps_median=None, **given) -> Facts:
+    fields = dict(strategy="MirroredStrategy", replicas=2, devices=GPUS, variable="mirrored",
+                  reduced=(KERNEL,), reduced_values=1, reduced_bytes=KERNEL.bytes)  # fmt: skip
+    fields.update(given)
+    steps = StepFacts(source="keras-fit", marker="m", count=100, median_s=steps_median)
+    return Facts(distribute=DistributeFacts(**fields), steps=steps if steps_median else None)
+
+
+def check(rule, found, **options):
+    return rule.check(found, dict(rule.options) | options)
+
+
+def test_measured_share_names_the_fallback_and_fixes_with_the_programs_names():
+    (finding,) = check(CollectiveBound(), facts(
+        collective_step_s=0.04, collective_share=0.62, cross_device="ReductionToOneDevice",
+        collective_measured_by="TF profiler host trace"))  # fmt: skip
+    assert finding.severity == "high"
+    assert "62%" in finding.title and "ReductionToOneDevice" in finding.title
+    assert "fallback where it has no NCCL" in finding.title
+    assert "mirrored = tf.distribute.MirroredStrategy(" in finding.fix
+    assert (
+        "tf.distribute.NcclAllReduce(" in finding.fix and "HierarchicalCopyAllReduce" in finding.fix
+    )
+    assert "mirrored.num_replicas_in_sync" in finding.fix and "float16" in finding.fix
+    (medium,) = check(CollectiveBound(), facts(collective_step_s=0.01, collective_share=0.35))
+    assert medium.severity == "medium" and "fallback" not in medium.title
+
+
+def test_a_late_replica_is_said_to_be_waiting_not_transferring():
+    (finding,) = check(CollectiveBound(), facts(
+        collective_step_s=0.02, collective_share=0.4, collective_wait_s=0.015))  # fmt: skip
+    assert "15.0 ms of it waiting for a late replica" in finding.title
+
+
+def test_no_finding_for_a_small_or_short_measured_share():
+    assert not check(CollectiveBound(), facts(collective_step_s=0.02, collective_share=0.2))
+    assert not check(CollectiveBound(), facts(collective_step_s=0.0005, collective_share=0.6))
+    assert not check(
+        CollectiveBound(), facts(replicas=1, collective_step_s=1.0, collective_share=0.9)
+    )
+
+
+def test_a_prediction_is_said_to_be_one_and_never_high():
+    # 64 MiB over PCIe (NVML-measured link) at the T4's 16 GB/s host link: 4.2 ms predicted
+    t4 = find_gpu("T4")
+    expected = ring_allreduce_s(KERNEL.bytes, 2, t4.host_link)
+    assert expected is not None and abs(expected - KERNEL.bytes / t4.host_link) < 1e-12
+    (nvml,) = check(CollectiveBound(), facts(
+        steps_median=0.01, allreduce_expected_s=expected, link="PCIe (hostbridge)",
+        link_source="NVML topology"))  # fmt: skip
+    assert nvml.severity == "medium" and nvml.title.startswith("Predicted:")
+    assert "(not measured)" in nvml.title
+    (assumed,) = check(CollectiveBound(), facts(
+        steps_median=0.01, allreduce_expected_s=expected, link="PCIe",
+        link_source="predicted: no NVML topology"))  # fmt: skip
+    assert assumed.severity == "low"
+    assert not check(CollectiveBound(), facts(steps_median=1.0, allreduce_expected_s=expected))
+
+
+NVLINK_BOARD = {  # 8 x A100-SXM4 (HGX): every pair on NVLink through NVSwitch
+    "ok": True, "error": None,
+    "gpus": [{"index": i, "name": "NVIDIA A100-SXM4-80GB", "nvlinks_active": 12} for i in range(8)],
+    "pairs": [{"a": a, "b": b, "level": "system" if (a < 4) != (b < 4) else "node", "nvlink": True}
+              for a in range(8) for b in range(a + 1, 8)],
+}  # fmt: skip
+PCIE_PAIR = {  # 2 x T4 on one host bridge, no NVLink
+    "ok": True, "error": None,
+    "gpus": [{"index": i, "name": "Tesla T4", "nvlinks_active": 0} for i in range(2)],
+    "pairs": [{"a": 0, "b": 1, "level": "hostbridge", "nvlink": False}],
+}  # fmt: skip
+
+
+def test_the_link_from_nvml_topology_and_the_predicted_ones():
+    nvlink = link_for(GPUS, 0, (), NVLINK_BOARD)
+    assert (nvlink.name, nvlink.source) == ("NVLink", "NVML topology")
+    assert nvlink.bytes_per_s == find_gpu("A100").peer_link
+    pcie = link_for(GPUS, 0, (), PCIE_PAIR)
+    assert (pcie.name, pcie.bytes_per_s) == ("PCIe (hostbridge)", find_gpu("T4").host_link)
+    no_nvml = link_for(GPUS, 0, (), {"ok": False, "error": "LibraryNotFound"})
+    assert no_nvml.source.startswith("predicted: no NVML topology (LibraryNotFound)")
+    cpus = link_for(("/device:CPU:0", "/device:CPU:1"), 0, (), None)
+    assert cpus.name == "host memory" and cpus.source.startswith("predicted:")
+    one_host = link_for((), 2, ("localhost:2222", "localhost:2223"), None)
+    assert one_host.name == "loopback" and "10 Gb" not in one_host.source
+    hosts = link_for((), 2, ("a.example:2222", "b.example:2222"), None)
+    assert hosts.name == "network" and "10 Gb/s Ethernet" in hosts.source
+    assert ring_allreduce_s(0, 2, 1e9) is None and ring_allreduce_s(100, 1, 1e9) is None
+
+
+MiB = 1024 * 1024
+
+
+def test_one_parameter_server_holding_most_variables():
+    ps = facts(strategy="ParameterServerStrategy", replicas=1, variable="ps_strategy",
+               ps_bytes=(40 * MiB, 1 * MiB))  # fmt: skip
+    (finding,) = check(UnbalancedPs(), ps)
+    assert finding.severity == "medium" and finding.evidence["largest_ps"] == 0
+    assert "ps_strategy = tf.distribute.ParameterServerStrategy(" in finding.fix
+    assert "MinSizePartitioner(" in finding.fix and "max_shards=2" in finding.fix
+    (high,) = check(UnbalancedPs(), facts(ps_bytes=(60 * MiB, 0, 0)))
+    assert high.severity == "high"
+
+
+def test_balanced_or_small_parameter_servers_are_fine():
+    assert not check(UnbalancedPs(), facts(ps_bytes=(10 * MiB, 9 * MiB)))
+    assert not check(UnbalancedPs(), facts(ps_bytes=(MiB, 1024)))  # under min_bytes
+    assert not check(UnbalancedPs(), facts(ps_bytes=(40 * MiB,)))  # one server
