@@ -14,6 +14,7 @@ from gpuwhy.rules.compression.cpu_codec import CpuCodec
 from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
 from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
+from gpuwhy.rules.distribute.straggler import Straggler
 from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
 from gpuwhy.rules.env.allocator_settings import AllocatorSettings
 from gpuwhy.rules.env.gpu_shared import GpuShared
@@ -46,6 +47,7 @@ ALL_RULES: list[type[Rule]] = [
     CpuStarvedInput,  # distribute.cpu-starved-input
     IdleGpus,  # distribute.idle-gpus
     ReplicaBatch,  # distribute.replica-batch
+    Straggler,  # distribute.straggler
     UndistributedInput,  # distribute.undistributed-input
     AllocatorSettings,  # env.allocator-settings
     GpuShared,  # env.gpu-shared
