@@ -11,7 +11,6 @@ worker still gets its report.
 from __future__ import annotations
 
 import argparse
-import os
 
 from gpuwhy.commands.options import html_option, output_options
 from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
@@ -39,17 +38,9 @@ def main(args: argparse.Namespace) -> int:
 
     outputs = plan_outputs(args)
     try:
-        workers = merge_directory(os.path.abspath(args.directory))
+        workers = merge_directory(args.directory)
     except MergeError as e:
         raise UsageError(str(e)) from None
-    workers = _as_given(workers, args.directory)
     record = RunRecord.diagnose("merge", Facts(workers=workers))
     emit(record, args, outputs)
     return exit_status(record)
-
-
-def _as_given(workers, directory: str):
-    """The directory as the user typed it, for the report."""
-    import dataclasses
-
-    return dataclasses.replace(workers, directory=directory)
