@@ -1,4 +1,4 @@
-"""Command line: ``gpuwhy check | audit | run | watch | fix | rules | explain | report``.
+"""Command line: ``gpuwhy check | audit | run | watch | merge | fix | rules | explain | report``.
 
 This module only parses the command line and turns what a command raises into an exit
 status; each command lives in gpuwhy/commands/<name>.py.

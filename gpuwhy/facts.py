@@ -766,6 +766,8 @@ class Facts:
     input_fixes: InputFixFacts | None = None
     projection: ProjectionFacts | None = None
     distribute: DistributeFacts | None = None
+    task: TaskFacts | None = None
+    workers: WorkersFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None
@@ -819,3 +821,85 @@ def _field_hints(cls: type) -> tuple[tuple[str, Any], ...]:
     them is about half the time of loading a record when done per object)."""
     hints = typing.get_type_hints(cls)
     return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+# ---------------------------------------------------------------------------
+# Many workers, one report: which task of a cluster a record is (section ``task``, in
+# every watched run) and what ``gpuwhy merge`` read from a directory of them (section
+# ``workers``). Type hints resolve lazily, so ``Facts`` above may name them.
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """Section ``task``: which task of a training cluster this process was, from the
+    launcher's environment (TF_CONFIG, else Slurm), so that ``gpuwhy run --out-dir DIR``
+    names its record after it and ``gpuwhy merge DIR`` knows who is missing.
+
+    ``name`` is TF_CONFIG's ``<type>-<index>`` (``chief-0``, ``worker-1``), else Slurm's
+    ``worker-<SLURM_PROCID>``, else ``<hostname>-<pid>`` (``source`` says which).
+    ``cluster`` lists every task the cluster spec names, the same way."""
+
+    name: str
+    source: str  # TF_CONFIG | Slurm | process
+    task_type: str | None = None
+    task_index: int | None = None
+    hostname: str | None = None
+    pid: int | None = None
+    slurm_job_id: str | None = None
+    cluster: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    """One task's record as ``gpuwhy merge`` read it: how the task ended and its per-step
+    figures (means over the steps after warm-up unless named median or p90)."""
+
+    name: str  # the task (worker-1), or the file's name where the record does not say
+    state: str  # ok | interrupted | failed | unreadable | missing
+    file: str | None = None  # the record's file name in the directory (None: missing)
+    note: str | None = None  # what is wrong with it: the read error, how the run ended
+    hostname: str | None = None
+    ended: str | None = None  # as the record's program section says (completed ...)
+    exit_code: int | None = None
+    strategy: str | None = None  # the tf.distribute strategy it ran
+    step_source: str | None = None  # what marked its steps (keras-fit, tf-data ...)
+    steps: int = 0  # steps it ran (the record's count: all of them, not only those kept)
+    counted_steps: int = 0  # of those, after warm-up
+    step_median_s: float | None = None
+    step_p90_s: float | None = None
+    step_mean_s: float | None = None
+    input_wait_s: float | None = None  # per step, waiting for its input (mean)
+    input_wait_by: str | None = None  # how: "next() timing", "tf.data gap timer", or
+    # "outside <fn>": the time per step outside the step function (its Python loop:
+    # next() on a distributed iterator, logging), where the wait itself was not timed
+    gpu_busy: float | None = None  # NVML utilisation over the run, mean of its GPUs
+    collective_step_s: float | None = None  # inside collective ops per step (measured)
+    collective_share: float | None = None
+
+
+@dataclass(frozen=True)
+class MergedFinding:
+    """A finding of the workers' own records, once: the same id, title and place on
+    several workers, listing the workers it holds on (evidence and fix are the first
+    worker's, in task order)."""
+
+    id: str
+    severity: str
+    title: str
+    workers: tuple[str, ...]
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fix: str | None = None
+    estimated_gain: str | None = None
+    location: str | None = None
+    gain_value: float | None = None
+
+
+@dataclass(frozen=True)
+class WorkersFacts:
+    """Section ``workers``: the records of a cluster's tasks that ``gpuwhy merge``
+    read from one directory, in task order, with those the cluster spec names that
+    left none (state ``missing``), and their findings deduplicated."""
+
+    directory: str
+    workers: tuple[WorkerRun, ...] = ()
+    findings: tuple[MergedFinding, ...] = ()

@@ -14,6 +14,7 @@ file in the temporary directory and gpuwhy says where, so it is never lost.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -188,3 +189,47 @@ def write_or_divert(
         f"wrote it to {fallback} instead"
     )
     return fallback
+
+
+def write_whole(path: str, text: str) -> None:
+    """``text`` at ``path`` whole or not at all: written to a temporary file beside it,
+    then renamed over it, so a process killed while writing (a cluster stopping its
+    workers) never leaves half a file under the final name."""
+    directory = os.path.dirname(path) or "."
+    fd, temporary = tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from whoever merges
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def write_task_record(
+    text: str, directory: str, given: str, task: str, say: Callable[[str], None]
+) -> str | None:
+    """One task's record as ``DIRECTORY/<task>.json`` (``gpuwhy run --out-dir``), written
+    whole; a file there that is not a gpuwhy output is left alone. Never raises: a
+    record that cannot be written is one line through ``say`` (in the temporary
+    directory instead where that works), and the worker goes on as without gpuwhy.
+    Returns the path written, or None."""
+    name = f"{task}.json"
+    output = Output("--out-dir", os.path.join(given, name), os.path.join(directory, name))
+
+    def write(path: str) -> None:
+        if path == output.path and _is_regular(path) and not is_gpuwhy_output(path):
+            raise OSError(errno.EEXIST, "a file there is not a gpuwhy record")
+        write_whole(path, text)
+
+    try:
+        return write_or_divert(output, write, say, suffix=".json")
+    except Exception as e:  # noqa: BLE001 - a worker must train on whatever happens here
+        say(f"gpuwhy: error: cannot write --out-dir {output.given}: {type(e).__name__}: {e}")
+        return None

@@ -32,7 +32,7 @@ class RecordError(ValueError):
 
 @dataclass
 class RunRecord:
-    command: str  # check | run | audit | watch | fix
+    command: str  # check | run | audit | watch | fix | merge
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
     not_checked: dict[str, str] = field(default_factory=dict)
@@ -44,6 +44,19 @@ class RunRecord:
     @classmethod
     def diagnose(cls, command: str, facts: Facts) -> RunRecord:
         findings, not_checked = run_rules(facts)
+        if facts.workers is not None:
+            # gpuwhy merge: each worker's rules ran on its own facts; what they found is
+            # carried in the section, and only the rules of the merge itself are listed
+            # as not checked
+            from gpuwhy.merge import carried_findings
+            from gpuwhy.rules import RULES_BY_ID
+
+            findings = sorted(findings + carried_findings(facts.workers), key=Finding.sort_key)
+            not_checked = {
+                rule: why
+                for rule, why in not_checked.items()
+                if "workers" in RULES_BY_ID[rule].needs
+            }
         return cls(command=command, facts=facts, findings=findings, not_checked=not_checked)
 
     def recheck(self) -> RunRecord:

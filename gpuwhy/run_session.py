@@ -197,6 +197,7 @@ class Session:
     def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:
         from gpuwhy.collect.run.environment import run_environment_facts
         from gpuwhy.collect.run.input_wait import delivered_batch
+        from gpuwhy.collect.run.task import task_facts
 
         assert self.t0 is not None
         tf_imported = "tensorflow" in sys.modules
@@ -257,6 +258,7 @@ class Session:
             tfdata=tfdata,
             projection=projection,
             distribute=distribute,
+            task=self._guard("task", task_facts, None),
         )
 
     def _projection(self, placement, tfdata, steps, eager):

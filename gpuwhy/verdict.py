@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts, InputFixFacts, PlacementFacts, ProgramFacts, ProjectionFacts
+from gpuwhy.facts import (
+    Facts,
+    InputFixFacts,
+    PlacementFacts,
+    ProgramFacts,
+    ProjectionFacts,
+    WorkersFacts,
+)
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
@@ -15,6 +22,8 @@ def gpu_usable(facts: Facts) -> bool | None:
 
 
 def verdict(facts: Facts, findings: list[Finding]) -> str:
+    if facts.workers is not None:
+        return _merge_verdict(facts.workers, findings)
     if facts.input_fixes is not None:
         return _fix_verdict(facts.input_fixes)
     if facts.program is not None:
@@ -226,3 +235,39 @@ def projection_clause(projection: ProjectionFacts) -> str:
 
 def _article(name: str) -> str:
     return "an" if name[:1].upper() in "AEFHILMNORSX" else "a"
+
+
+def _merge_verdict(workers: WorkersFacts, findings: list[Finding]) -> str:
+    """``gpuwhy merge``: how many workers reported, the straggler or that the load is
+    even, who is missing or unreadable, and the worst other problem."""
+    read = [w for w in workers.workers if w.state not in ("missing", "unreadable")]
+    text = f"{len(read)} worker record(s) merged"
+    straggler = next((f for f in findings if f.id == "distribute.straggler"), None)
+    if straggler is not None:
+        evidence = straggler.evidence
+        where = {"input": ", in its input", "compute": ", in its compute"}
+        text += (
+            f": {evidence.get('straggler')} is the straggler ({evidence.get('score')}x the "
+            f"others' own work per step{where.get(evidence.get('cause', ''), '')})"
+        )
+    elif len(read) >= 2:
+        text += ": no straggler (no worker's own work per step stands out)"
+    lost = [
+        f"{w.name} {w.state}"
+        for w in workers.workers
+        if w.state in ("missing", "unreadable", "interrupted", "failed")
+    ]
+    if lost:
+        text += "; " + ", ".join(lost[:6]) + (f" and {len(lost) - 6} more" if len(lost) > 6 else "")
+    worst = next(
+        (
+            f
+            for f in findings
+            if f.severity in ("high", "medium")
+            and f.id not in ("distribute.straggler", "env.no-gpu")
+        ),
+        None,
+    )
+    if worst is not None:
+        text += f"; worst: {_headline(worst.title)}"
+    return text

@@ -1,5 +1,6 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
-gpuwhy/facts.py (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes).
+gpuwhy/facts.py (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes,
+projection, distribute, task, workers).
 
 Run from the repository root after changing one of those dataclasses:
     .venv/bin/python tools/generate_schema.py
@@ -31,6 +32,8 @@ GENERATED = [
     ("input_fixes", F.InputFixFacts),
     ("projection", F.ProjectionFacts),
     ("distribute", F.DistributeFacts),
+    ("task", F.TaskFacts),
+    ("workers", F.WorkersFacts),
 ]
 SCALARS = {
     int: {"type": "integer"},

@@ -13,13 +13,14 @@ from types import ModuleType
 
 def command_modules() -> dict[str, ModuleType]:
     """Every command's module, in the order ``gpuwhy --help`` lists them."""
-    from gpuwhy.commands import audit, check, explain, fix, report, rules, run, watch
+    from gpuwhy.commands import audit, check, explain, fix, merge, report, rules, run, watch
 
     return {
         "check": check,
         "audit": audit,
         "run": run,
         "watch": watch,
+        "merge": merge,
         "rules": rules,
         "explain": explain,
         "report": report,

@@ -103,3 +103,25 @@ def metrics_from(args: argparse.Namespace):
     if url is not None and not url.strip():
         raise UsageError("--metrics-push needs the Pushgateway's address")
     return MetricsOptions(port=port, push_url=url, interval_s=interval)
+
+
+def out_dir_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="also write the JSON record to DIR/<task>.json, named after this process's "
+        "task in the cluster (TF_CONFIG: worker-1, chief-0; Slurm: worker-<SLURM_PROCID>; "
+        "else <host>-<pid>), for `gpuwhy merge DIR`; a record that cannot be written is "
+        "one line on stderr and never fails the run",
+    )
+
+
+def resolve_out_dir(args: argparse.Namespace) -> None:
+    """``--out-dir`` against the directory gpuwhy started in (a script that chdirs must
+    not move it); kept as typed in ``args.out_dir_given`` for messages."""
+    import os
+
+    given = getattr(args, "out_dir", None)
+    args.out_dir_given = given
+    if given:
+        args.out_dir = os.path.abspath(given)

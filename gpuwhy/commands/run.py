@@ -10,7 +10,9 @@ from gpuwhy.commands.options import (
     html_option,
     metrics_from,
     metrics_options,
+    out_dir_option,
     output_options,
+    resolve_out_dir,
     sampling_options,
     target_option,
 )
@@ -54,6 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     metrics_options(parser)
     output_options(parser)
     html_option(parser)
+    out_dir_option(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,6 +69,7 @@ def main(args: argparse.Namespace) -> int:
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     check_target(args.target)
+    resolve_out_dir(args)
     metrics = metrics_from(args)
     code, outputs = prepare(args)
     session = Session(

@@ -54,7 +54,9 @@ def report_after_script(
     """The report, after the script: gpuwhy failing here is one line, and the exit status
     stays the script's (``gpuwhy run train.py && deploy`` must mean what it says)."""
     try:
-        emit(make_record(), args, outputs, to_stderr=True)
+        record = make_record()
+        save_for_merge(record, args)
+        emit(record, args, outputs, to_stderr=True)
     except UsageError as e:
         say_error(str(e))
     except Exception as e:
@@ -64,3 +66,28 @@ def report_after_script(
             f"internal error while reporting: {type(e).__name__}: {e} "
             "(GPUWHY_DEBUG=1 shows the traceback)"
         )
+
+
+def save_for_merge(record: RunRecord, args: argparse.Namespace) -> None:
+    """``--out-dir DIR``: the record as DIR/<task>.json, before any other report (it is
+    what the cluster's merge waits for). Never raises, never changes the exit status."""
+    directory = getattr(args, "out_dir", None)
+    if not directory:
+        return
+    from gpuwhy import own_stderr
+    from gpuwhy.outputs import write_task_record
+
+    task = record.facts.task
+    if task is not None:
+        name = task.name
+    else:
+        from gpuwhy.collect.run.task import task_facts
+
+        name = task_facts().name
+    write_task_record(
+        record.to_json() + "\n",
+        directory,
+        getattr(args, "out_dir_given", None) or directory,
+        name,
+        own_stderr.say,
+    )

@@ -27,8 +27,16 @@ from collections.abc import Sequence
 from gpuwhy.collect import driver
 from gpuwhy.collect.process_tree import ProcessTree
 from gpuwhy.collect.sampler import GpuSampler
-from gpuwhy.commands.options import metrics_from, metrics_options, output_options, sampling_options
+from gpuwhy.commands.options import (
+    metrics_from,
+    metrics_options,
+    out_dir_option,
+    output_options,
+    resolve_out_dir,
+    sampling_options,
+)
 from gpuwhy.commands.outcome import UsageError, check_format, check_hz, emit, plan_outputs
+from gpuwhy.commands.script_command import save_for_merge
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.record import RunRecord
@@ -51,6 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     metrics_options(parser)
     output_options(parser)
+    out_dir_option(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,12 +77,14 @@ def main(args: argparse.Namespace) -> int:
     )
     record_path = outputs["--record"].path if "--record" in outputs else None
     check_format(args.format, to_terminal="-o" not in outputs and sys.stderr.isatty())
+    resolve_out_dir(args)
     try:
         record, exit_code = watch(
             command, hz=args.hz, record_path=record_path, metrics=metrics_from(args)
         )
     except WatchError as e:
         raise UsageError(str(e)) from None
+    save_for_merge(record, args)
     emit(record, args, outputs, to_stderr=True)
     return exit_code
 
@@ -103,6 +114,16 @@ def resolve(argv: list[str]) -> str:
     if os.path.isdir(path) or not os.access(path, os.X_OK):
         raise WatchError(f"not an executable file: {command}")
     return path
+
+
+def _task():
+    """Which cluster task the watched command is (its environment is this one's)."""
+    from gpuwhy.collect.run.task import task_facts
+
+    try:
+        return task_facts()
+    except Exception:  # noqa: BLE001 - the record is named after the host and pid then
+        return None
 
 
 def _in_terminal_foreground() -> bool:
@@ -192,7 +213,13 @@ def watch(
     program = ProgramFacts(
         command=tuple(argv), ended=ended, exit_code=code, error=error, seconds=round(seconds, 3)
     )
-    facts = Facts(environment=None, devices=devices, program=program, gpu_samples=sampler.facts())
+    facts = Facts(
+        environment=None,
+        devices=devices,
+        program=program,
+        gpu_samples=sampler.facts(),
+        task=_task(),
+    )
     record = RunRecord.diagnose("watch", facts)
     if live is not None:
         live.finish(record)

@@ -34,9 +34,7 @@ def job_labels(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The job's labels; "" where the environment does not say (Prometheus drops empty
     labels, so a series outside Kubernetes or Slurm simply lacks them)."""
     env = os.environ if environ is None else environ
-    task_type, task_index = _tf_task(env.get("TF_CONFIG", ""))
-    if not task_type and env.get("SLURM_PROCID"):
-        task_type, task_index = "worker", env["SLURM_PROCID"]
+    task_type, task_index = cluster_task(env)
     in_kubernetes = bool(env.get("KUBERNETES_SERVICE_HOST"))
     return {
         "Hostname": env.get("NODE_NAME") or socket.gethostname(),
@@ -49,6 +47,24 @@ def job_labels(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         "namespace": env.get("POD_NAMESPACE") or (_namespace() if in_kubernetes else ""),
         "container": env.get("CONTAINER_NAME", ""),
     }
+
+
+def cluster_task(env: Mapping[str, str]) -> tuple[str, str]:
+    """(task type, index) of this process in its training cluster: TF_CONFIG's task,
+    else Slurm's ``SLURM_PROCID`` as a worker; empty when neither says."""
+    task_type, task_index = _tf_task(env.get("TF_CONFIG", ""))
+    if not task_type and env.get("SLURM_PROCID"):
+        task_type, task_index = "worker", env["SLURM_PROCID"]
+    return task_type, task_index
+
+
+def tf_config(env: Mapping[str, str]) -> dict:
+    """TF_CONFIG parsed; {} when unset or unreadable."""
+    try:
+        config = json.loads(env.get("TF_CONFIG", ""))
+    except ValueError:
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _tf_task(tf_config: str) -> tuple[str, str]:

@@ -25,6 +25,7 @@ from gpuwhy.facts import (
     PipelineRate,
     ProjectionFacts,
     TfDataFacts,
+    WorkersFacts,
 )
 from gpuwhy.formatting import MiB, byte_size, duration
 from gpuwhy.record import RunRecord
@@ -47,6 +48,7 @@ from gpuwhy.report.html_sections import (
 )
 from gpuwhy.report.html_timeline import timeline
 from gpuwhy.report.summary import projection_lines
+from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
 from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
 
@@ -127,6 +129,7 @@ class _Page:
         mark, tone = {True: ("✓", "good"), False: ("✗", "bad"), None: ("•", "neutral")}[usable]
         findings = sorted(record.findings, key=Finding.sort_key)
         sections = {
+            "workers": _workers_view(facts.workers),
             "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],
             "run": run_view(facts),
             "timeline": self.timeline_view(facts),
@@ -355,6 +358,19 @@ class _Page:
 
 
 # -- formatting ------------------------------------------------------------------------------
+
+
+def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:
+    """gpuwhy merge: the per-worker table, as the terminal report has it."""
+    if workers is None:
+        return None
+    notes = [input_wait_note(workers), *worker_notes(workers)]
+    return {
+        "directory": workers.directory,
+        "columns": list(HEADER),
+        "rows": worker_rows(workers),
+        "notes": [n for n in notes if n],
+    }
 
 
 def _code_css() -> str:

@@ -13,7 +13,13 @@ from rich.console import Console, Group
 from rich.syntax import Syntax
 from rich.text import Text
 
-from gpuwhy.facts import PLACEMENT_REASONS, EnvironmentFacts, GpuDevice, PlacementFacts
+from gpuwhy.facts import (
+    PLACEMENT_REASONS,
+    EnvironmentFacts,
+    GpuDevice,
+    PlacementFacts,
+    WorkersFacts,
+)
 from gpuwhy.record import RunRecord
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
@@ -29,6 +35,7 @@ from gpuwhy.report.summary import (
 )
 from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.report.terminal_run import run_section
+from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
 from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable
 
@@ -63,6 +70,9 @@ class TerminalRenderer(Renderer):
             usable
         ]
         console.print(Text(f"{mark} {record.verdict}", style=style))
+        if record.facts.workers is not None:
+            console.print()
+            console.print(_workers(record.facts.workers))
         if record.findings:
             console.print()
             for number, finding in enumerate(record.findings, 1):
@@ -367,6 +377,16 @@ class TerminalRenderer(Renderer):
             for line in tf.log_lines:
                 table.add_row("  TF log", line)
         return Group(Text("Environment", style="bold underline"), *table.lines)
+
+
+def _workers(workers: WorkersFacts) -> Group:
+    """gpuwhy merge: one row per task of the cluster, then what is wrong with a record."""
+    lines = [Text(f"Workers ({workers.directory})", style="bold underline")]
+    lines.extend(_table(HEADER, worker_rows(workers), indent=2))
+    for note in [input_wait_note(workers), *worker_notes(workers)]:
+        if note:
+            lines.append(Text(f"  note: {note}", style="dim"))
+    return Group(*lines)
 
 
 def _row_text(row: dict[str, Any], verbose: bool) -> str:

@@ -16,6 +16,7 @@ from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
 from gpuwhy.rules.distribute.input_sharding import InputSharding
 from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
+from gpuwhy.rules.distribute.straggler import Straggler
 from gpuwhy.rules.distribute.unbalanced_ps import UnbalancedPs
 from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
 from gpuwhy.rules.env.allocator_settings import AllocatorSettings
@@ -51,6 +52,7 @@ ALL_RULES: list[type[Rule]] = [
     IdleGpus,  # distribute.idle-gpus
     InputSharding,  # distribute.input-sharding
     ReplicaBatch,  # distribute.replica-batch
+    Straggler,  # distribute.straggler
     UnbalancedPs,  # distribute.unbalanced-ps
     UndistributedInput,  # distribute.undistributed-input
     AllocatorSettings,  # env.allocator-settings

@@ -1,0 +1,46 @@
+"""``gpuwhy merge DIR``: one report for a cluster's workers, from the records each wrote
+with ``gpuwhy run --out-dir DIR`` (whatever launched them: by hand, a TFJob, ``srun``).
+
+The verdict first, then a table with one row per task, the straggler and why
+(distribute.straggler), and every worker's findings once, each naming the workers it
+holds on. A record cut short, of a run that was interrupted or failed, or missing for a
+task the cluster spec names is kept in the table and said so: a cluster that lost a
+worker still gets its report.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuwhy.commands.options import html_option, output_options
+from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
+
+HELP = "one report for many workers: merge the records of `gpuwhy run --out-dir DIR`"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Reads every worker's record in DIR (written by `gpuwhy run --out-dir DIR` on each "
+        "worker) and reports them together: a per-worker table (steps, step time, input "
+        "wait, GPU busy, collective time), the straggler and its cause, and the workers' "
+        "findings once each with the workers they hold on. Exit status 1 when a high or "
+        "medium finding holds."
+    )
+    parser.add_argument("directory", metavar="DIR", help="the directory given to --out-dir")
+    output_options(parser)
+    html_option(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    from gpuwhy.facts import Facts
+    from gpuwhy.merge.directory import MergeError, merge_directory
+    from gpuwhy.record import RunRecord
+
+    outputs = plan_outputs(args)
+    try:
+        workers = merge_directory(args.directory)
+    except MergeError as e:
+        raise UsageError(str(e)) from None
+    record = RunRecord.diagnose("merge", Facts(workers=workers))
+    emit(record, args, outputs)
+    return exit_status(record)

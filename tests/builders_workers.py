@@ -1,0 +1,95 @@
+"""Worker records as ``gpuwhy run --out-dir`` writes them, made from small facts: a
+task, how its run ended, its steps (with the input wait timed by next()) and its
+strategy, saved through the real RunRecord so that merge reads the real format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuwhy.facts import (
+    DistributeFacts,
+    Facts,
+    ProgramFacts,
+    StepFacts,
+    TaskFacts,
+    WorkerRun,
+)
+from gpuwhy.record import RunRecord
+from gpuwhy.rules.base import Finding
+
+
+def worker_record(
+    name: str,
+    step_s: float = 0.1,
+    wait_s: float = 0.002,
+    steps: int = 60,
+    strategy: str = "MultiWorkerMirroredStrategy",
+    ended: str = "completed",
+    cluster: tuple[str, ...] = ("worker-0", "worker-1"),
+    findings: tuple[Finding, ...] = (),
+    collective_s: float | None = None,
+) -> RunRecord:
+    kind, _, index = name.rpartition("-")
+    counted = steps - 1
+    facts = Facts(
+        program=ProgramFacts(
+            command=("train.py",),
+            ended=ended,
+            exit_code={"completed": 0, "terminated": 143, "exception": 1}.get(ended, 0),
+            error="ValueError: boom" if ended == "exception" else None,
+            seconds=steps * step_s + 5,
+            tensorflow_imported=True,
+        ),
+        steps=StepFacts(
+            source="tf-data",
+            marker="next() on a tf.data iterator at train.py:40",
+            count=steps,
+            warmup=1,
+            median_s=step_s,
+            p90_s=step_s * 1.05,
+            total_s=step_s * counted,
+            input_wait_fraction=wait_s / step_s,
+            input_wait_median_s=wait_s,
+            input_wait_source="next() timing",
+        ),
+        distribute=DistributeFacts(
+            strategy=strategy,
+            replicas=len(cluster),
+            collective_step_s=collective_s,
+            collective_share=None if collective_s is None else collective_s / step_s,
+        ),
+        task=TaskFacts(
+            name=name,
+            source="TF_CONFIG",
+            task_type=kind,
+            task_index=int(index),
+            hostname=f"host-{index}",
+            pid=100 + int(index),
+            cluster=cluster,
+        ),
+    )
+    return RunRecord(command="run", facts=facts, findings=list(findings))
+
+
+def save(directory: Path, record: RunRecord) -> Path:
+    assert record.facts.task is not None
+    return record.save(directory / f"{record.facts.task.name}.json")
+
+
+def worker_run(name: str, step_s: float, wait_s: float | None, steps: int = 60, **kw) -> WorkerRun:
+    """One row of a merged ``workers`` section, for the rule's tests."""
+    return WorkerRun(
+        name=name,
+        state=kw.pop("state", "ok"),
+        file=f"{name}.json",
+        strategy=kw.pop("strategy", "MultiWorkerMirroredStrategy"),
+        step_source="tf-data",
+        steps=steps,
+        counted_steps=steps - 1,
+        step_median_s=kw.pop("median_s", step_s),
+        step_p90_s=step_s,
+        step_mean_s=step_s,
+        input_wait_s=wait_s,
+        input_wait_by=None if wait_s is None else "next() timing",
+        **kw,
+    )

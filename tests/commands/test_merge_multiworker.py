@@ -1,0 +1,151 @@
+"""Two real MultiWorkerMirroredStrategy workers on localhost ports, each under
+``gpuwhy run --out-dir``, then ``gpuwhy merge``: the worker whose input pipeline is
+slow (a Python map that sleeps, on task 1 only: standing in for a slower disk) is named
+the straggler, and the same training with both workers alike names nobody."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TRAIN = """
+    import json
+    import os
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+
+    task_index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+    def read_example(x, y):
+        if task_index == SLOW_TASK:
+            time.sleep(0.003)  # this worker's shard sits on a slow disk
+        return x, y
+
+    x = np.random.rand(2048, 16).astype("float32")
+    y = np.random.rand(2048, 1).astype("float32")
+    ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .map(lambda a, b: tf.numpy_function(read_example, [a, b], [tf.float32, tf.float32]))
+        .map(lambda a, b: (tf.reshape(a, [16]), tf.reshape(b, [1])))
+        .batch(16 * strategy.num_replicas_in_sync)
+        .repeat()
+        .prefetch(2)
+    )
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(1)])
+        optimizer = tf.keras.optimizers.SGD(0.01)
+    dist_ds = strategy.experimental_distribute_dataset(ds)
+
+    @tf.function
+    def train_step(xb, yb):
+        def step(xr, yr):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(xr, training=True) - yr))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return strategy.run(step, args=(xb, yb))
+
+    iterator = iter(dist_ds)
+    for step in range(30):
+        xb, yb = next(iterator)
+        train_step(xb, yb)
+"""
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("localhost", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def train_two_workers(tmp_path: Path, slow_task: int) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(TRAIN).replace("SLOW_TASK", str(slow_task)))
+    cluster = {"worker": [f"localhost:{p}" for p in free_ports(2)]}
+    workers = []
+    try:
+        for index in range(2):
+            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "PYTHONPATH": str(ROOT),
+                "TF_CPP_MIN_LOG_LEVEL": "2",
+                "TF_CONFIG": json.dumps(config),
+            }
+            command = [sys.executable, "-m", "gpuwhy", "run", "--no-audit", "--out-dir", "runs"]
+            workers.append(
+                subprocess.Popen(
+                    [*command, "train.py"],
+                    cwd=tmp_path,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        for worker in workers:
+            _, err = worker.communicate(timeout=300)
+            assert worker.returncode == 0, err[-3000:]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                os.kill(worker.pid, signal.SIGKILL)
+                worker.wait()
+    return tmp_path / "runs"
+
+
+def merge(tmp_path: Path) -> tuple[str, dict]:
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "merge", "runs", "--json", "merged.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return result.stdout, json.loads((tmp_path / "merged.json").read_text())
+
+
+@pytest.mark.parametrize("slow_task", [1, -1], ids=["worker-1-slow", "even-control"])
+def test_merge_names_the_worker_with_the_slow_input_and_nobody_in_the_control(tmp_path, slow_task):
+    runs = train_two_workers(tmp_path, slow_task)
+    assert sorted(p.name for p in runs.iterdir()) == ["worker-0.json", "worker-1.json"]
+    text, record = merge(tmp_path)
+    workers = {w["name"]: w for w in record["workers"]["workers"]}
+    assert all(w["state"] == "ok" and w["steps"] == 30 for w in workers.values())
+    found = {f["id"]: f for f in record["findings"]}
+    if slow_task == 1:
+        straggler = found["distribute.straggler"]
+        assert straggler["severity"] == "high"
+        assert straggler["evidence"]["straggler"] == "worker-1"
+        assert straggler["evidence"]["cause"] == "input"
+        assert text.splitlines()[0].startswith(
+            "• 2 worker record(s) merged: worker-1 is the straggler"
+        )
+    else:
+        assert not [
+            f
+            for f in record["findings"]
+            if f["id"].startswith("distribute.") and f["severity"] in ("high", "medium")
+        ], text
+        assert "no straggler" in text.splitlines()[0]

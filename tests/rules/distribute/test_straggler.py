@@ -1,0 +1,103 @@
+"""distribute.straggler from small workers sections: synchronous workers (equal steps,
+one waits for input), measured collective time (one computes slower), unsynchronised
+workers (step times differ), and what is not enough to name anyone."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwhy.facts import Facts, WorkersFacts
+from gpuwhy.rules.distribute.straggler import Straggler
+from tests.builders_workers import worker_run
+
+
+def check(*workers, **options):
+    rule = Straggler()
+    facts = Facts(workers=WorkersFacts(directory="runs", workers=tuple(workers)))
+    return rule.check(facts, {**rule.options, **options})
+
+
+def test_synchronous_workers_with_one_waiting_for_its_input_name_it_and_its_input():
+    # all steps last 150 ms (the all-reduce waits for worker-2); worker-2 waits 50 ms for data
+    found = check(
+        worker_run("worker-0", 0.150, 0.001),
+        worker_run("worker-1", 0.150, 0.002),
+        worker_run("worker-2", 0.150, 0.051),
+    )
+    assert len(found) == 1
+    f = found[0]
+    assert f.severity == "high" and f.evidence["straggler"] == "worker-2"
+    assert f.evidence["cause"] == "input"
+    assert 1.45 < f.evidence["score"] < 1.55
+    assert "worker-2 is the straggler" in f.title and "in its input" in f.title
+    assert [row["worker"] for row in f.evidence["workers"]] == ["worker-0", "worker-1", "worker-2"]
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in f.fix
+
+
+def test_evenly_loaded_synchronous_workers_with_noise_name_nobody():
+    assert (
+        check(
+            worker_run("worker-0", 0.152, 0.004),
+            worker_run("worker-1", 0.149, 0.009),
+            worker_run("worker-2", 0.151, 0.002),
+        )
+        == []
+    )
+
+
+def test_a_moderate_straggler_is_medium():
+    found = check(worker_run("worker-0", 0.125, 0.001), worker_run("worker-1", 0.125, 0.026))
+    assert [f.severity for f in found] == ["medium"]
+
+
+def test_measured_collective_time_names_a_slower_compute():
+    # worker-1 computes 1.5x longer; the others wait for it inside the all-reduce
+    found = check(
+        worker_run("worker-0", 0.150, 0.001, collective_step_s=0.052),
+        worker_run("worker-1", 0.150, 0.001, collective_step_s=0.002),
+        worker_run("worker-2", 0.150, 0.001, collective_step_s=0.051),
+    )
+    assert len(found) == 1
+    assert found[0].evidence["straggler"] == "worker-1"
+    assert found[0].evidence["cause"] == "compute"
+    assert "nvidia-smi" in found[0].fix
+
+
+def test_unsynchronised_workers_compare_step_times():
+    found = check(
+        worker_run("worker-0", 0.100, None, strategy="ParameterServerStrategy"),
+        worker_run("worker-1", 0.150, None, strategy="ParameterServerStrategy"),
+        worker_run("worker-2", 0.101, None, strategy="ParameterServerStrategy"),
+    )
+    assert found[0].evidence["straggler"] == "worker-1"
+    assert found[0].evidence["cause"] == "unknown"
+
+
+def test_synchronous_steps_without_any_input_wait_tell_nothing_apart():
+    assert check(worker_run("worker-0", 0.15, None), worker_run("worker-1", 0.15, None)) == []
+
+
+@pytest.mark.parametrize(
+    "slow",
+    [
+        {"steps": 12},  # a handful of steps
+        {"state": "unreadable"},
+        {"state": "missing"},
+    ],
+)
+def test_workers_without_enough_steps_or_a_record_are_not_compared(slow):
+    steps = slow.pop("steps", 60)
+    assert (
+        check(
+            worker_run("worker-0", 0.150, 0.001),
+            worker_run("worker-1", 0.150, 0.080, steps=steps, **slow),
+        )
+        == []
+    )
+
+
+def test_tiny_differences_in_tiny_steps_are_not_named():
+    # 2x, but 0.3 ms a step: below min_extra_ms
+    assert (
+        check(worker_run("worker-0", 0.0006, 0.0001), worker_run("worker-1", 0.0006, 0.0004)) == []
+    )
