@@ -4,7 +4,6 @@ TF_CONFIG cluster on free ports, each under ``gpuwhy run``."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
@@ -12,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.test_run_tensorflow import GPUWHY
+from tests.test_run_tensorflow import GPUWHY, ROOT
 
 
 def free_ports(count: int) -> list[int]:
@@ -64,7 +63,7 @@ def run_cluster(
                 "TF_CPP_MIN_LOG_LEVEL": "2",
                 "PATH": "/usr/bin:/bin",
                 "TF_CONFIG": tf_config(ports, index),
-                **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+                "PYTHONPATH": str(ROOT),  # this checkout's gpuwhy
                 **(extra_env or {}),
             }
             command = [GPUWHY, "run", *map(str, gpuwhy_args(index)), str(script)]
@@ -113,3 +112,8 @@ def _wait_all(processes: list[subprocess.Popen], timeout: float) -> list[Worker]
     for reader in readers:
         reader.join(timeout=30)
     return [Worker(i, p.returncode, *outputs.get(i, ("", ""))) for i, p in enumerate(processes)]
+
+
+def describe(workers: list[Worker]) -> str:
+    """Each worker's status and the end of its stderr, for an assertion message."""
+    return "\n".join(f"worker {w.index}: {w.returncode}\n{w.stderr[-2500:]}" for w in workers)

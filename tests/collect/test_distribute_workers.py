@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from tests.multiworker import run_cluster
+from tests.multiworker import describe, run_cluster
 
 pytest.importorskip("tensorflow")
 
@@ -88,8 +88,7 @@ def run_two_workers(tmp_path, source: str, name: str) -> list[dict]:
     script = tmp_path / f"{name}.py"
     script.write_text(textwrap.dedent(source))
     workers = run_cluster(script, 2, lambda i: ["--json", tmp_path / f"{name}-{i}.json"], tmp_path)
-    for worker in workers:
-        assert worker.returncode == 0, worker.stderr[-3000:]
+    assert [w.returncode for w in workers] == [0] * len(workers), describe(workers)
     return [json.loads((tmp_path / f"{name}-{i}.json").read_text()) for i in range(2)]
 
 

@@ -6,15 +6,14 @@ the straggler, and the same training with both workers alike names nobody."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.multiworker import describe, run_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,18 +35,22 @@ TRAIN = """
 
     x = np.random.rand(2048, 16).astype("float32")
     y = np.random.rand(2048, 1).astype("float32")
-    ds = (
-        tf.data.Dataset.from_tensor_slices((x, y))
-        .map(lambda a, b: tf.numpy_function(read_example, [a, b], [tf.float32, tf.float32]))
-        .map(lambda a, b: (tf.reshape(a, [16]), tf.reshape(b, [1])))
-        .batch(16 * strategy.num_replicas_in_sync)
-        .repeat()
-        .prefetch(2)
-    )
+
+    def dataset_fn(input_context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return (
+            ds.map(lambda a, b: tf.numpy_function(read_example, [a, b], [tf.float32, tf.float32]))
+            .map(lambda a, b: (tf.reshape(a, [16]), tf.reshape(b, [1])))
+            .batch(input_context.get_per_replica_batch_size(16 * strategy.num_replicas_in_sync))
+            .repeat()
+            .prefetch(2)
+        )
+
     with strategy.scope():
         model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(1)])
         optimizer = tf.keras.optimizers.SGD(0.01)
-    dist_ds = strategy.experimental_distribute_dataset(ds)
+    dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
 
     @tf.function
     def train_step(xb, yb):
@@ -66,50 +69,11 @@ TRAIN = """
 """
 
 
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("localhost", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def train_two_workers(tmp_path: Path, slow_task: int) -> Path:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(TRAIN).replace("SLOW_TASK", str(slow_task)))
-    cluster = {"worker": [f"localhost:{p}" for p in free_ports(2)]}
-    workers = []
-    try:
-        for index in range(2):
-            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-            env = {
-                "PATH": "/usr/bin:/bin",
-                "PYTHONPATH": str(ROOT),
-                "TF_CPP_MIN_LOG_LEVEL": "2",
-                "TF_CONFIG": json.dumps(config),
-            }
-            command = [sys.executable, "-m", "gpuwhy", "run", "--no-audit", "--out-dir", "runs"]
-            workers.append(
-                subprocess.Popen(
-                    [*command, "train.py"],
-                    cwd=tmp_path,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        for worker in workers:
-            _, err = worker.communicate(timeout=300)
-            assert worker.returncode == 0, err[-3000:]
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                os.kill(worker.pid, signal.SIGKILL)
-                worker.wait()
+    workers = run_cluster(script, 2, lambda _: ["--no-audit", "--out-dir", "runs"], tmp_path)
+    assert [w.returncode for w in workers] == [0] * len(workers), describe(workers)
     return tmp_path / "runs"
 
 

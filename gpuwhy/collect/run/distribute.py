@@ -138,6 +138,17 @@ class DistributeCollector(RunCollector):
             if len(values) < MAX_TRACED_VALUES:
                 values.extend(reduction.values)
         local = len(getattr(strategy.extended, "worker_devices", ()) or ()) or 1
+        with self._lock:
+            workers = self._described.get(id(strategy), {}).get("workers", 0)
+        if workers >= 2:
+            # TF's profiler started beside a multi-worker process's collectives crashed
+            # workers here (heap corruption in 3 of 6 two-worker runs): never risk the
+            # cluster for a measurement
+            self._sampler.note = (
+                "time in collectives not measured: TF's profiler is not run in a "
+                "multi-worker process (it can crash the worker)"
+            )
+            return
         self._sampler.start_after(reduction.graph, local)
 
     def _on_ps_variable(self, placed: list[tuple[int, int]]) -> None:

@@ -23,6 +23,10 @@ class CollectiveBound(Rule):
     medium only on a link NVML measured, and always said to be predicted. On GPUs
     reduced by `ReductionToOneDevice` or `HierarchicalCopyAllReduce` the finding names
     the fallback TF takes where it has no NCCL (Windows builds, virtual GPUs).
+    Where the all-reduce carries little (under `min_bytes`, and its predicted transfer
+    under a quarter of the measured time) the time is the collectives' fixed latency or
+    a wait for a peer, not bandwidth: low, said so, whatever the share (small models
+    across processes, whose gradients are kilobytes).
 
     ## Why is this slow?
     Every step each replica sends and receives about 2(N-1)/N times the gradient bytes
@@ -51,6 +55,8 @@ class CollectiveBound(Rule):
     - `high_share`: share that is high (0.5).
     - `min_collective_s`: seconds a step in collectives below which nothing is said (0.002).
     - `predicted_share`: predicted all-reduce time over the median step that is said (0.3).
+    - `min_bytes`: bytes all-reduced a step below which a measured share is latency,
+      not bandwidth, unless the predicted transfer explains it (1 MiB).
     """
 
     id = "distribute.collective-bound"
@@ -63,6 +69,7 @@ class CollectiveBound(Rule):
         "high_share": 0.5,
         "min_collective_s": 0.002,
         "predicted_share": 0.3,
+        "min_bytes": MiB,
     }
     question = "I added GPUs and training is no faster"
 
@@ -88,6 +95,18 @@ class CollectiveBound(Rule):
         )
         if wait is not None and wait > seconds / 2:
             title += f", {wait * 1000:.1f} ms of it waiting for a late replica"
+        if _latency_only(distribute, seconds, options):
+            return [
+                self.finding(
+                    title + f": they carry only {_size(distribute.reduced_bytes)} a step, so "
+                    "the time is the collectives' latency or a wait for a peer, not bandwidth",
+                    severity="low",
+                    evidence=_evidence(distribute),
+                    fix=_latency_fix(distribute),
+                    estimated_gain="fewer, larger steps: the all-reduce's latency is paid per step",
+                    gain_value=share / 4,
+                )
+            ]
         return [
             self.finding(
                 title + _fallback_text(distribute),
@@ -119,6 +138,27 @@ class CollectiveBound(Rule):
                 gain_value=min(share, 1.0),
             )
         ]
+
+
+def _latency_only(distribute: DistributeFacts, seconds: float, options: dict[str, Any]) -> bool:
+    """Little is sent and its transfer explains little of the measured time."""
+    sent = distribute.reduced_bytes
+    if sent is None or sent >= options["min_bytes"]:
+        return False
+    expected = distribute.allreduce_expected_s
+    return expected is None or expected < seconds / 4
+
+
+def _latency_fix(distribute: DistributeFacts) -> str:
+    strategy = distribute.variable or "strategy"
+    return "\n".join(
+        [
+            "# more compute per all-reduce (the latency is paid once a step):",
+            f".batch(<per-replica batch> * {strategy}.num_replicas_in_sync)",
+            "# and, across workers, see whether one is late: gpuwhy run --out-dir DIR on each,",
+            "# then gpuwhy merge DIR",
+        ]
+    )
 
 
 def _is_fallback(distribute: DistributeFacts) -> bool:

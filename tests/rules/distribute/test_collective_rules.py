@@ -53,6 +53,23 @@ def test_a_late_replica_is_said_to_be_waiting_not_transferring():
     assert "15.0 ms of it waiting for a late replica" in finding.title
 
 
+def test_kilobytes_across_processes_are_latency_not_bandwidth():
+    """Two workers of a small model on one host: 84% of the step in collectives (a
+    measured figure of tests/commands/test_merge_multiworker.py's healthy control), of
+    2.3 KiB a step: low, and said to be latency."""
+    small = ReducedValue(name="dense/kernel", shape=(16, 32), dtype="float32", bytes=2372)
+    (finding,) = check(CollectiveBound(), facts(
+        strategy="MultiWorkerMirroredStrategy", reduced=(small,), reduced_bytes=2372,
+        allreduce_expected_s=1.2e-6, collective_step_s=0.004, collective_share=0.84))  # fmt: skip
+    assert finding.severity == "low" and "latency or a wait for a peer" in finding.title
+    assert "gpuwhy merge" in finding.fix
+    # the same share with megabytes whose transfer explains the time stays high
+    (wide,) = check(CollectiveBound(), facts(
+        strategy="MultiWorkerMirroredStrategy", allreduce_expected_s=0.03,
+        collective_step_s=0.04, collective_share=0.84))  # fmt: skip
+    assert wide.severity == "high"
+
+
 def test_no_finding_for_a_small_or_short_measured_share():
     assert not check(CollectiveBound(), facts(collective_step_s=0.02, collective_share=0.2))
     assert not check(CollectiveBound(), facts(collective_step_s=0.0005, collective_share=0.6))
