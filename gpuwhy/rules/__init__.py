@@ -119,6 +119,8 @@ def run_rules(facts: Facts) -> tuple[list[Finding], dict[str, str]]:
             not_checked[rule_cls.id] = rule_cls.status
             continue
         missing = [s for s in rule_cls.needs if not facts.has(s)]
+        if rule_cls.needs_any and not any(facts.has(s) for s in rule_cls.needs_any):
+            missing.append(" or ".join(rule_cls.needs_any))
         if missing:
             not_checked[rule_cls.id] = "needs " + ", ".join(missing)
             continue

@@ -62,6 +62,8 @@ class Rule:
     status: ClassVar[str] = "planned"
     since: ClassVar[str] = "0.1.0"
     needs: ClassVar[tuple[str, ...]] = ()
+    # sections of which at least one must be there (a rule with two ways to decide)
+    needs_any: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, Any]] = {}
     question: ClassVar[str] = ""  # the user's question this rule answers
     redirect_from: ClassVar[tuple[str, ...]] = ()  # old ids that now mean this rule

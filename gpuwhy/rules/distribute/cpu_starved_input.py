@@ -114,20 +114,48 @@ class CpuStarvedInput(Rule):
             evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
             evidence["bottleneck_threads"] = row["threads"]
         core_text = f"all {cores} host cores" if cores else "the host's cores"
+        repeating = _workers_repeating_the_input(facts)
+        fix = _fix(pipeline, stage, busy - own >= 0.25 if own is not None else False)
+        title = (
+            f"Steps wait for input {wait.fraction:.0%} of the time while {core_text} are "
+            f"{busy:.0%} busy: more input threads cannot help"
+        )
+        if repeating:
+            # distribute.input-sharding's cause comes first: N workers each doing all of it
+            evidence["workers_each_running_the_whole_input"] = repeating
+            title += f", and each of the {repeating} workers runs the whole input"
+            fix = (
+                f"# first: each of the {repeating} workers runs the whole pipeline and keeps "
+                f"1/{repeating} of it\n# (distribute.input-sharding): shard it early, then "
+                "see whether the cores still saturate\n" + fix
+            )
         return [
             self.finding(
-                f"Steps wait for input {wait.fraction:.0%} of the time while {core_text} are "
-                f"{busy:.0%} busy: more input threads cannot help",
+                title,
                 evidence=evidence,
                 location=(culprit_location(stage) if stage is not None else None)
                 or pipeline.location,
-                fix=_fix(pipeline, stage, busy - own >= 0.25 if own is not None else False),
+                fix=fix,
                 estimated_gain=gain_text(
                     wait.fraction, "the whole wait, once enough CPUs produce the input"
                 ),
                 gain_value=round(wait.fraction, 4),
             )
         ]
+
+
+def _workers_repeating_the_input(facts: Facts) -> int | None:
+    """The workers of a cluster that each run the whole input pipeline (DATA sharding
+    of real work, or no sharding at all), as distribute.input-sharding judges them."""
+    distribute = facts.distribute
+    if distribute is None or distribute.workers < 2:
+        return None
+    for given in distribute.inputs:
+        data = given.shard_applied == "DATA" and given.repeated_heavy
+        unsharded = given.shard_applied == "OFF" and not given.sharded_in_code
+        if data or unsharded:
+            return distribute.workers
+    return None
 
 
 def _fix(pipeline: PipelineFacts, stage: PipelineStage | None, others_busy: bool) -> str:

@@ -31,9 +31,17 @@ model.fit(ds.batch(batch_size * strategy.num_replicas_in_sync), epochs=epochs)
 
 
 class IdleGpus(Rule):
-    """Several GPUs are visible to TensorFlow but only one of them does any work.
+    """Several GPUs are visible to TensorFlow but only one of them does any work, or a
+    tf.distribute strategy spans fewer GPUs than TensorFlow sees.
 
     ## What it detects
+    With a strategy (`tf.distribute`): TensorFlow created more GPUs in the program than
+    the strategy's devices on this worker include (`MirroredStrategy(["/gpu:0",
+    "/gpu:1"])` with four visible, `OneDeviceStrategy`, a strategy over CPU devices):
+    the others hold memory TF reserved and never compute. Read from the program's own
+    devices, with or without NVML samples.
+
+    Without a strategy:
     More than one GPU is visible to the program, and during steps (for `gpuwhy watch`:
     while the program used a GPU) exactly one of them works while every other stays
     below `idle_below` activity; a strategy that spans them would keep them all busy.
@@ -77,13 +85,18 @@ class IdleGpus(Rule):
     id = "distribute.idle-gpus"
     severity = "medium"
     status = "stable"
-    needs = ("gpu_samples",)  # and steps, when the run has them
+    needs_any = ("gpu_samples", "distribute")  # NVML's reading, or the strategy's devices
     options = {"idle_below": 0.05}
     question = "How do I use all GPUs?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.distribute is not None:
+            spans = sum("GPU" in d.upper() for d in facts.distribute.devices)
+            found = self._strategy(facts)
+            if found or spans >= 2:
+                return found  # a strategy over the GPUs: NVML's one-busy reading is not this
         samples = facts.gpu_samples
-        if not usable(samples) or len(samples.gpus) < 2:
+        if samples is None or not usable(samples) or len(samples.gpus) < 2:
             return []
         program = facts.program
         seen_by_tf = len(program.gpus_seen_by_tf) if program else 0
@@ -129,6 +142,39 @@ class IdleGpus(Rule):
                 gain_value=round((n - 1) / n, 3),
                 estimated_gain=f"up to {n}x the throughput with all {n} GPUs, "
                 f"if the input pipeline keeps up",
+            )
+        ]
+
+    def _strategy(self, facts: Facts) -> list[Finding]:
+        """A strategy over fewer GPUs than TF created in the program."""
+        distribute, program = facts.distribute, facts.program
+        if distribute is None or program is None:
+            return []
+        visible = list(program.gpus_seen_by_tf)
+        used = sorted({d for d in distribute.devices if "GPU" in d.upper()})
+        if len(visible) < 2 or len(used) >= len(visible):
+            return []
+        strategy = distribute.variable or "strategy"
+        idle = len(visible) - len(used)
+        fix = [
+            f"{strategy} = tf.distribute.MirroredStrategy()   # no device list: every visible GPU",
+            f"# with the batch scaled: .batch(<per-replica batch> * {strategy}.num_replicas_in_sync)",
+            f"# or give the {idle} other GPU(s) to another job: CUDA_VISIBLE_DEVICES="
+            + ",".join(str(i) for i in range(len(used))),
+        ]
+        return [
+            self.finding(
+                f"{len(visible)} GPUs visible, {distribute.strategy} uses {len(used)}: "
+                f"{idle} GPU(s) hold memory and never compute",
+                evidence={
+                    "gpus_seen_by_tf": visible,
+                    "strategy": distribute.strategy,
+                    "strategy_devices": list(distribute.devices),
+                },
+                fix="\n".join(fix),
+                gain_value=round(idle / len(visible), 3),
+                estimated_gain=f"up to {len(visible) / max(len(used), 1):.3g}x the throughput "
+                "with every GPU, if the input pipeline keeps up",
             )
         ]
 

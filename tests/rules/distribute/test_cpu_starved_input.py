@@ -85,3 +85,24 @@ def test_quiet_when_the_model_itself_runs_on_the_cpu():
     facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), **saturated())
     assert check(dataclasses.replace(facts, environment=b.environment())) != []
     assert check(dataclasses.replace(facts, environment=b.environment(tf=b.no_gpu_tf()))) == []
+
+
+def test_workers_each_running_the_whole_input_come_first():
+    """Consistent with distribute.input-sharding: where every worker of the cluster runs
+    the whole pipeline, sharding it is the first fix, before more CPUs."""
+    from dataclasses import replace
+
+    from gpuwhy.facts import DistributedInput, DistributeFacts
+
+    facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.40), **saturated())
+    data = DistributedInput(how="experimental_distribute_dataset", shard_applied="DATA",
+                            repeated_heavy=True)  # fmt: skip
+    cluster = DistributeFacts(strategy="MultiWorkerMirroredStrategy", replicas=4, workers=4,
+                              inputs=(data,))  # fmt: skip
+    (f,) = check(replace(facts, distribute=cluster))
+    assert f.title.endswith("and each of the 4 workers runs the whole input")
+    assert f.fix.startswith("# first: each of the 4 workers runs the whole pipeline")
+    assert f.evidence["workers_each_running_the_whole_input"] == 4
+    sharded = replace(cluster, inputs=(replace(data, shard_applied="FILE", repeated_heavy=False),))
+    (plain,) = check(replace(facts, distribute=sharded))
+    assert "workers" not in f.title.split(":")[0] and "first" not in plain.fix

@@ -262,6 +262,28 @@ def test_rules_are_skipped_without_samples():
         "gpu.underutilized",
         "memory.near-limit",
         "memory.underused",
-        "distribute.idle-gpus",
     ):
         assert not_checked[rule_id] == "needs gpu_samples"
+    assert not_checked["distribute.idle-gpus"] == "needs gpu_samples or distribute"
+
+
+def test_a_strategy_over_fewer_gpus_than_tensorflow_sees():
+    """MirroredStrategy(["/gpu:0", "/gpu:1"]) with four GPUs visible: named from the
+    program's devices, with or without NVML samples."""
+    from gpuwhy.facts import DistributeFacts
+
+    program = replace(TF, gpus_seen_by_tf=("GPU:0", "GPU:1", "GPU:2", "GPU:3"))
+    devices = tuple(f"/job:localhost/replica:0/task:0/device:GPU:{i}" for i in range(2))
+    two = DistributeFacts(strategy="MirroredStrategy", replicas=2, devices=devices,
+                          variable="mirrored")  # fmt: skip
+    (finding,) = check(IdleGpus, Facts(program=program, distribute=two))
+    assert finding.title.startswith("4 GPUs visible, MirroredStrategy uses 2: 2 GPU(s)")
+    assert finding.fix.startswith("mirrored = tf.distribute.MirroredStrategy()")
+    assert "CUDA_VISIBLE_DEVICES=0,1" in finding.fix and finding.gain_value == 0.5
+    every = replace(two, replicas=4, devices=tuple(d[:-1] + str(i) for i, d in
+                                                 enumerate(devices * 2)))  # fmt: skip
+    assert check(IdleGpus, Facts(program=program, distribute=every)) == []
+    # a strategy over all the GPUs: NVML's one-busy reading is not said on top of it
+    gpus = [series(0.9 if i == 0 else 0.0, index=i, own=70 * GiB) for i in range(4)]
+    found = Facts(program=program, distribute=every, steps=steps(), gpu_samples=samples(*gpus))
+    assert check(IdleGpus, found) == []
