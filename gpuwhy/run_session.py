@@ -7,6 +7,7 @@ turns what they saw into :class:`~gpuwhy.facts.Facts` and the rules into finding
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -192,6 +193,10 @@ class Session:
         """The run so far, for live metrics: the measured facts (no audit) and the steps
         after warm-up as (start, end) in perf_counter seconds. Never raises."""
         facts, window = self._measured(time.perf_counter(), _quiet_guard, live=True)
+        if "tensorflow" in sys.modules:  # the strategy and its measured collectives so far
+            script = self.command[0] if self.command and self.command[0].endswith(".py") else None
+            distribute = _quiet_guard("tf.distribute", lambda: self.distribute.facts(script), None)
+            facts = dataclasses.replace(facts, distribute=distribute)
         return facts, window.intervals
 
     def _facts(self, t_end: float, ended: str, exit_code: int, error: str | None) -> Facts:

@@ -50,6 +50,9 @@ METRICS = (
     Metric("gpuwhy_host_device_copies_per_step", "gauge", (),
            "host<->device copies per call of the training function (placement audit, "
            "set when the run ends)"),
+    Metric("gpuwhy_collective_ratio", "gauge", (),
+           "share of the training step spent in collective ops (all-reduce, a wait for a "
+           "late peer included), measured on a few steps under TF's profiler"),
     Metric("gpuwhy_finding", "gauge", ("id", "severity"),
            "1 for each finding active now (gpuwhy explain ID says what it is)"),
 )  # fmt: skip
@@ -72,6 +75,7 @@ class Values:
     eager_ops_per_step: float | None = None
     traces: tuple[tuple[str, int], ...] = ()  # (function, traces so far)
     copies_per_step: float | None = None
+    collective_ratio: float | None = None
     findings: tuple[tuple[str, str], ...] = ()  # (id, severity)
 
 
@@ -94,6 +98,7 @@ def values(
         eager_ops_per_step=facts.eager.per_step if facts.eager is not None else None,
         traces=tuple(_traces(facts)),
         copies_per_step=_copies(facts),
+        collective_ratio=facts.distribute.collective_share if facts.distribute else None,
         findings=tuple(dict.fromkeys(findings)),
     )
 

@@ -65,6 +65,7 @@ class PrometheusMetrics:
                 ("gpuwhy_input_wait_ratio", values.input_wait_ratio),
                 ("gpuwhy_eager_ops_per_step", values.eager_ops_per_step),
                 ("gpuwhy_host_device_copies_per_step", values.copies_per_step),
+                ("gpuwhy_collective_ratio", values.collective_ratio),
             ):
                 if value is not None:
                     self._labels(name).set(value)

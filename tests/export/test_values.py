@@ -142,3 +142,15 @@ def test_a_step_still_running_is_observed_once_when_it_has_ended():
     scraped = scrape(live.metrics)
     assert scraped[("gpuwhy_step_seconds_count", ())] == 3
     assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.3) < 1e-9
+
+
+def test_the_measured_collective_share_is_published():
+    from gpuwhy.facts import DistributeFacts
+
+    measured = DistributeFacts(strategy="MirroredStrategy", replicas=2, collective_share=0.31,
+                               collective_step_s=0.004)  # fmt: skip
+    metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "train.py", "version": "0"})
+    metrics.update(values(Facts(steps=STEPS, distribute=measured), [], 3.0))
+    assert scrape(metrics)[("gpuwhy_collective_ratio", ())] == 0.31
+    unmeasured = values(Facts(steps=STEPS, distribute=DistributeFacts("MirroredStrategy", 2)), [], 4)
+    assert unmeasured.collective_ratio is None
