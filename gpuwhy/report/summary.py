@@ -9,6 +9,7 @@ import statistics
 from typing import Any
 
 from gpuwhy.facts import (
+    DistributedInput,
     DistributeFacts,
     EagerFacts,
     GpuSamplesFacts,
@@ -118,21 +119,41 @@ def distribute_line(distribute: DistributeFacts) -> str:
         text += f", {distribute.parameter_servers} parameter server(s)"
     fed = []
     for given in distribute.inputs:
-        batch = (
-            f"global batch {given.global_batch} ({given.global_batch / distribute.replicas:g} "
-            "per replica)"
-            if given.global_batch
-            else "batch unknown"
-        )
-        fed.append(
-            f"{batch} at {given.location or '?'}"
-            + (f", auto-shard {given.auto_shard}" if given.auto_shard else "")
-        )
+        fed.append(_distributed_input(given, distribute.replicas))
     if fed:
         text += "; distributed datasets: " + "; ".join(fed)
     elif distribute.runs:
         text += "; no dataset distributed"
     return text + _crossing(distribute)
+
+
+def _distributed_input(given: DistributedInput, replicas: int) -> str:
+    """One distributed dataset: its batch and how the workers divide it."""
+    if given.how == "distribute_datasets_from_function":
+        text = "from a dataset function" + (
+            f" ({given.source} at {given.source_location})" if given.source_location else ""
+        )
+        if given.shard_applied is not None:
+            text += ", sharded by its input context" if given.sharded_in_code else ", never sharded"
+        return text
+    text = (
+        f"global batch {given.global_batch} ({given.global_batch / replicas:g} per replica)"
+        if given.global_batch
+        else "batch unknown"
+    )
+    text += f" at {given.location or '?'}"
+    if given.shard_applied is not None:
+        asked = given.auto_shard or "AUTO"
+        text += f", auto-shard {asked}" + (
+            f" -> {given.shard_applied}" if given.shard_applied != asked else ""
+        )
+        if given.shard_files is not None:
+            text += f" over {given.shard_files} file(s)"
+        if given.sharded_in_code:
+            text += ", sharded in code"
+    elif given.auto_shard:
+        text += f", auto-shard {given.auto_shard}"
+    return text
 
 
 def _crossing(distribute: DistributeFacts) -> str:

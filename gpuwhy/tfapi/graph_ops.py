@@ -11,6 +11,7 @@ only for the ops a report names.
 from __future__ import annotations
 
 import os
+import sysconfig
 from typing import Any
 
 __all__ = ["body_graph", "creation_site", "is_library_file", "output_shape", "relative"]
@@ -30,6 +31,16 @@ _LIBRARY_MARKERS = (
 
 
 _GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# the standard library (threading.py runs a MirroredStrategy's replica functions): its
+# folder, less the packages installed under it in a Python without a virtual environment
+_STDLIB_DIRS = tuple(
+    {
+        path + os.sep
+        for key in ("stdlib", "platstdlib")
+        for path in (sysconfig.get_paths()[key], os.path.realpath(sysconfig.get_paths()[key]))
+    }
+)
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
 def is_library_file(filename: str) -> bool:
@@ -41,6 +52,8 @@ def is_library_file(filename: str) -> bool:
     if filename.endswith((f"{os.sep}gpuwhy", f"{os.sep}gpuwhy.exe")):  # the console script
         return True
     if filename.startswith(_GPUWHY_DIR):  # not a marker: a user's checkout may be named gpuwhy
+        return True
+    if filename.startswith(_STDLIB_DIRS) and not any(m in filename for m in _INSTALLED):
         return True
     return any(marker in filename for marker in _LIBRARY_MARKERS)
 

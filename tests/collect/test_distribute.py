@@ -65,6 +65,7 @@ def record(tmp_path, source: str, name: str) -> dict:
     out = tmp_path / f"{name}.json"
     result = run("--json", out, script, cwd=tmp_path)
     assert result.returncode in (0, 1), result.stderr[-3000:]
+    assert out.exists(), f"exit {result.returncode}, no record:\n{result.stderr[-3000:]}"
     return json.loads(out.read_text()) | {"_script": script}
 
 

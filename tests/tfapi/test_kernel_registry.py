@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,9 @@ def test_lookup_leaves_no_registry_warning_at_all(registry_child_stderr):
         ("/usr/lib/python3.11/functools.py", True),
         ("/venv/lib/python3.11/site-packages/numpy/core/fromnumeric.py", True),
         ("/venv/bin/gpuwhy", True),  # the console script running the user's program
+        # MirroredStrategy runs replica functions in threads: threading.py is not the user's
+        (str(Path(threading.__file__)), True),
+        (str(Path(threading.__file__).parent / "site-packages" / "mine" / "train.py"), False),
         ("/home/me/project/train.py", False),
         (
             "/home/me/project/keras_utils.py",

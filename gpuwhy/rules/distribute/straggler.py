@@ -228,10 +228,8 @@ def _fix(worker: WorkerRun, cause: str) -> str:
                 "# and check it reads its own shard (not every file, not a slower disk)",
                 "ds = ds.map(<parse>, num_parallel_calls=tf.data.AUTOTUNE)",
                 "ds = ds.prefetch(tf.data.AUTOTUNE)",
-                "options = tf.data.Options()",
-                "options.experimental_distribute.auto_shard_policy = "
-                "tf.data.experimental.AutoShardPolicy.FILE",
-                "ds = ds.with_options(options)",
+                f"# {worker.name}'s own report names its slowest stage (input.*) and how TF",
+                "# shards its input (distribute.input-sharding): gpuwhy report <its record>",
             ]
         )
     return "\n".join(
