@@ -36,7 +36,11 @@ def test_an_unscaled_batch_over_eight_replicas():
 
 def test_no_finding_where_the_batch_is_scaled_large_or_on_one_replica():
     assert not check(ReplicaBatch(), facts(scaled=True))
-    assert not check(ReplicaBatch(), facts(replicas=2))  # 32 per replica
+    (half,) = check(ReplicaBatch(), facts(replicas=2))  # 32 per replica: a tutorial's 64 split
+    assert half.severity == "medium"
+    big = DistributedInput(how="experimental_distribute_dataset", global_batch=256,
+                           location="train.py:12", written="ds.batch(256)")  # fmt: skip
+    assert not check(ReplicaBatch(), facts(replicas=2, inputs=(big,)))  # 128 per replica
     assert not check(ReplicaBatch(), facts(replicas=1))
     unknown = DistributedInput(how="distribute_datasets_from_function")
     assert not check(ReplicaBatch(), facts(inputs=(unknown,)))
