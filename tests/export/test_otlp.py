@@ -6,6 +6,7 @@ answers and a missing extra are one line each, and the run's result stands."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -206,6 +207,38 @@ def test_a_collector_that_is_down_is_one_line(tmp_path):
         "[Errno 111] Connection refused"
     )
     assert "Traceback" not in result.stderr and "Transient error" not in result.stderr
+
+
+def test_every_documented_metric_is_exported_with_its_values(receiver):
+    """A metric added to METRICS without an OTLP reading would vanish from OTLP alone."""
+    gpu = {"gpu": "0", "UUID": "GPU-abc", "modelName": "NVIDIA H100 80GB HBM3"}
+    full = Values(run_s=12.3456, steps=40, new_step_seconds=(0.004, 0.2, 0.2),
+                  input_wait_ratio=0.62, gpu_busy=((gpu, 0.8),), eager_ops_per_step=31.0,
+                  traces=(("train_step", 3),), copies_per_step=2.0, collective_ratio=0.31,
+                  findings=(("input.bound", "high"),))  # fmt: skip
+    otlp = OtlpMetrics({"Hostname": "node-7", "run_id": "r1"}, {"mode": "run"}, receiver.url)
+    otlp.update(full)
+    otlp.export()
+    _, first = receiver.wait_for(lambda resource, found: True, timeout_s=10)
+    assert set(first) == {m.name for m in METRICS}
+    (finding,) = first["gpuwhy_finding"].gauge.data_points
+    assert attributes(finding) == {"id": "input.bound", "severity": "high"}
+    later = dataclasses.replace(full, steps=39, new_step_seconds=(), traces=(), findings=())
+    otlp.update(later)  # counts only grow
+    otlp.finish()
+    resource, found = receiver.requests[-1]
+    assert "gpuwhy_finding" not in found  # the finding no longer holds
+    assert resource["Hostname"] == "node-7" and "pod" not in resource  # unset: left out
+    value = {name: m.gauge.data_points[0].as_double for name, m in found.items()
+             if m.WhichOneof("data") == "gauge" and m.gauge.data_points}  # fmt: skip
+    assert value["gpuwhy_run_seconds"] == 12.346 and value["gpuwhy_collective_ratio"] == 0.31
+    (busy,) = found["gpuwhy_gpu_busy_ratio"].gauge.data_points
+    assert attributes(busy) == gpu and busy.as_double == 0.8
+    assert found["gpuwhy_steps_total"].sum.data_points[0].as_int == 40
+    (traces,) = found["gpuwhy_tf_function_traces_total"].sum.data_points
+    assert attributes(traces) == {"function": "train_step"} and traces.as_int == 3
+    (histogram,) = found["gpuwhy_step_seconds"].histogram.data_points
+    assert histogram.count == 3 and list(histogram.bucket_counts)[:8] == [0, 0, 1, 0, 0, 0, 0, 2]
 
 
 def test_the_end_of_a_run_waits_two_seconds_at_most_for_a_collector(tmp_path):
