@@ -167,7 +167,7 @@ class Session:
         trains = guard("training functions", lambda: self.functions.trains(looped), {})
         steps, window = guard(
             "steps",
-            lambda: self.steps.facts(self.t0, calls, t_end, trains),
+            lambda: self.steps.facts(self.t0, calls, t_end, trains, live=live),
             (None, StepWindow(self.t0)),
         )
         pipelines = self.pipelines.snapshot if live else self.pipelines.facts

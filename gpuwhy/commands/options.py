@@ -82,6 +82,14 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
         "every update and when the run ends",
     )
     p.add_argument(
+        "--metrics-otlp",
+        metavar="URL",
+        help="also export them through OpenTelemetry to an OTLP/HTTP collector at URL "
+        "(http://HOST:4318; /v1/metrics is added to a URL without a path; env: the "
+        "OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT variables), every update and when the run "
+        "ends; needs pip install 'gpuwhy[otlp]'",
+    )
+    p.add_argument(
         "--metrics-interval",
         type=float,
         default=10.0,
@@ -102,7 +110,15 @@ def metrics_from(args: argparse.Namespace):
         raise UsageError("--metrics-interval must be a positive number of seconds")
     if url is not None and not url.strip():
         raise UsageError("--metrics-push needs the Pushgateway's address")
-    return MetricsOptions(port=port, push_url=url, interval_s=interval)
+    otlp = None
+    if args.metrics_otlp is not None:
+        from gpuwhy.export.otlp import BadEndpoint, endpoint
+
+        try:
+            otlp = endpoint(args.metrics_otlp)
+        except BadEndpoint as e:
+            raise UsageError(str(e)) from None
+    return MetricsOptions(port=port, push_url=url, otlp_url=otlp, interval_s=interval)
 
 
 def out_dir_option(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,9 @@ all) makes a last update and a last push.
 Nothing here may slow or break the run: the update runs beside the program's threads
 at a low rate (never more than ``MAX_SHARE`` of the time: a long run's updates, which
 read more, come less often), a failing update is skipped, a port in use or a Pushgateway down is one
-line on stderr (:mod:`gpuwhy.export.prometheus`).
+line on stderr (:mod:`gpuwhy.export.prometheus`), and so is an OTLP collector that is
+down (:mod:`gpuwhy.export.otlp`, whose last export the end of the run waits ~2 s for at
+most).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gpuwhy.export.metrics import values
 from gpuwhy.facts import Facts
 
 if TYPE_CHECKING:
+    from gpuwhy.export.otlp import OtlpMetrics
     from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
     from gpuwhy.record import RunRecord
 
@@ -41,11 +44,12 @@ Snapshot = Callable[[], tuple[Facts, tuple[tuple[float, float], ...]]]
 class MetricsOptions:
     port: int | None = None
     push_url: str | None = None
+    otlp_url: str | None = None  # the full OTLP/HTTP metrics URL (gpuwhy.export.otlp)
     interval_s: float = DEFAULT_INTERVAL_S
 
     @property
     def wanted(self) -> bool:
-        return self.port is not None or self.push_url is not None
+        return self.port is not None or self.push_url is not None or self.otlp_url is not None
 
 
 class LiveMetrics:
@@ -57,6 +61,7 @@ class LiveMetrics:
         self.metrics: PrometheusMetrics | None = None
         self.endpoint: Endpoint | None = None
         self.pusher: Pusher | None = None
+        self.otlp: OtlpMetrics | None = None
         self._last_s = 0.0  # run seconds of the last update: GPU busy is averaged since
         self._last_step_end = 0.0  # perf_counter end of the last step observed
         self._stopping = threading.Event()
@@ -67,13 +72,18 @@ class LiveMetrics:
         from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 
         info = {"mode": self.mode, "command": self.command[:200], "version": __version__}
-        metrics = self.metrics = PrometheusMetrics(job_labels(), info)
+        job = job_labels()
+        metrics = self.metrics = PrometheusMetrics(job, info)
         if self.options.port is not None:
             endpoint = Endpoint(metrics, self.options.port)
             self.endpoint = endpoint if endpoint.start() else None
         if self.options.push_url:
             self.pusher = Pusher(metrics, self.options.push_url)
-        if self.endpoint is None and self.pusher is None:
+        if self.options.otlp_url:
+            from gpuwhy.export.otlp import OtlpMetrics
+
+            self.otlp = OtlpMetrics.create(job, info, self.options.otlp_url)
+        if self.endpoint is None and self.pusher is None and self.otlp is None:
             return self
         self._thread = threading.Thread(target=self._run, name="gpuwhy-metrics", daemon=True)
         self._thread.start()
@@ -119,10 +129,15 @@ class LiveMetrics:
             ]
             if steps:
                 self._last_step_end = max(self._last_step_end, steps[-1][1])
-            self.metrics.update(values(facts, findings, now_s, new, since_s=self._last_s))
+            published = values(facts, findings, now_s, new, since_s=self._last_s)
+            self.metrics.update(published)
             self._last_s = now_s
             if self.pusher is not None:
                 self.pusher.push()
+            if self.otlp is not None:
+                self.otlp.update(published)
+                if not final:  # the last export is finish()'s, which bounds its wait
+                    self.otlp.export()
 
     def finish(self, record: RunRecord | None) -> None:
         """The last update, from the final record (None: none was made), then stop
@@ -136,6 +151,8 @@ class LiveMetrics:
                 self.update(record.facts, steps, _keys(record.findings), final=True)
         except Exception:  # noqa: BLE001 - the report matters more than a last push
             pass
+        if self.otlp is not None:
+            self.otlp.finish()
         if self.endpoint is not None:
             self.endpoint.stop()
 

@@ -102,6 +102,26 @@ def test_tf_function_calls_are_the_clock_when_nothing_else_is(steps):
     assert window.intervals[-1][1] == pytest.approx(t + 0.75)
 
 
+def test_mid_run_a_loop_keeps_its_steps_out_until_its_warm_up_is_decided(steps):
+    """Live metrics read the window mid-run: a first (tracing) step published while the
+    loop had too few steps to call it warm-up would stay in the step histogram."""
+    t = steps.t0
+    first = [(t, t + 0.5)]  # traces
+    early = {
+        "train_step (x.py:3)": first + [(t + 0.5 + i * 0.1, t + 0.55 + i * 0.1) for i in range(3)]
+    }
+    _, window = steps.facts(t, early, t_end=t + 1, live=True)
+    assert window.intervals == ()
+    _, final = steps.facts(t, early, t_end=t + 1)
+    assert final.intervals  # the end of the run decides with what there is
+    later = {
+        "train_step (x.py:3)": first + [(t + 0.5 + i * 0.1, t + 0.55 + i * 0.1) for i in range(12)]
+    }
+    facts, window = steps.facts(t, later, t_end=t + 2, live=True)
+    assert facts.warmup == 1 and len(window.intervals) == facts.count - 1
+    assert window == steps.facts(t, later, t_end=t + 2)[1]
+
+
 def test_stop_restores_the_classes_exactly(steps):
     from keras.src.callbacks.callback_list import CallbackList
     from tensorflow.python.data.ops import iterator_ops

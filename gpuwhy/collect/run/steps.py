@@ -118,12 +118,16 @@ class StepCollector(RunCollector):
         function_calls: dict | None = None,
         t_end: float | None = None,
         trains: dict | None = None,
+        live: bool = False,
     ) -> tuple[StepFacts | None, StepWindow]:
         """The step facts and the after-warm-up step intervals other collectors use.
 
         ``trains``: per function name (a key of ``function_calls``), whether its graph
         has a backward pass (True), has none (False) or is unknown (absent/None); what
-        tells a validation loop from a training loop."""
+        tells a validation loop from a training loop. ``live``: mid-run, a loop whose
+        warm-up is not decided yet (no more than ``WARMUP_LOOKAHEAD`` steps so far)
+        keeps its steps out of the window until it is: a live step histogram must not
+        take in a tracing step that the final facts leave out."""
         t_end = time.perf_counter() if t_end is None else t_end
         loops, phases, spe = self._loops(function_calls or {}, trains or {})
         if not loops:
@@ -135,7 +139,12 @@ class StepCollector(RunCollector):
         lead = loops[0]
         facts = _summarise(lead.source, _markers(loops), steps, phases, spe, t0, t_end)
         facts = dataclasses.replace(facts, loops=tuple(loop.facts(t0) for loop in loops))
-        return facts, StepWindow(t0, tuple((s.start, s.end) for s in steps if not s.warm))
+        undecided = {
+            id(s) for loop in loops if live and len(loop.steps) <= WARMUP_LOOKAHEAD
+            for s in loop.steps
+        }  # fmt: skip
+        window = tuple((s.start, s.end) for s in steps if not s.warm and id(s) not in undecided)
+        return facts, StepWindow(t0, window)
 
     def _loops(self, function_calls: dict, trains: dict):
         """Every training loop's steps, whatever marks them, most steps first.
