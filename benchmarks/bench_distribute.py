@@ -77,7 +77,9 @@ def main() -> None:
             plain.append(base)
             watched.append(seen)
             ratios.append(seen / base)
-            print(f"  pair: python {base * 1e3:.3f} ms, gpuwhy run {seen * 1e3:.3f} ms, x{seen / base:.3f}")
+            print(
+                f"  pair: python {base * 1e3:.3f} ms, gpuwhy run {seen * 1e3:.3f} ms, x{seen / base:.3f}"
+            )
     print(
         f"2-worker MultiWorkerMirrored, median step: python {statistics.median(plain) * 1e3:.3f} ms, "
         f"gpuwhy run {statistics.median(watched) * 1e3:.3f} ms; median paired ratio "

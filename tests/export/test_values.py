@@ -152,5 +152,7 @@ def test_the_measured_collective_share_is_published():
     metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "train.py", "version": "0"})
     metrics.update(values(Facts(steps=STEPS, distribute=measured), [], 3.0))
     assert scrape(metrics)[("gpuwhy_collective_ratio", ())] == 0.31
-    unmeasured = values(Facts(steps=STEPS, distribute=DistributeFacts("MirroredStrategy", 2)), [], 4)
+    unmeasured = values(
+        Facts(steps=STEPS, distribute=DistributeFacts("MirroredStrategy", 2)), [], 4
+    )
     assert unmeasured.collective_ratio is None

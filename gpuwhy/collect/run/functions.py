@@ -223,6 +223,21 @@ class FunctionWatcher(RunCollector):
         costs a few list reads: another collector's background thread polls it)."""
         return sum(len(times) for times in list(self._times.values())) // 2
 
+    def hottest(self) -> tuple[str, int] | None:
+        """The function with the most time in outermost calls so far, by its name as
+        TF traces it, and its calls; None before any call."""
+        with self._lock:
+            records = [w for w in self._records if w.times]
+        if not records:
+            return None
+        hot = max(records, key=lambda w: w.call_seconds())
+        return hot.info.name, hot.calls
+
+    def calls_of(self, name: str) -> int:
+        """Outermost calls so far of the functions traced as ``name``."""
+        with self._lock:
+            return sum(w.calls for w in self._records if w.info.name == name)
+
     def names(self) -> list[str]:
         with self._lock:
             return [w.display for w in self._records]
