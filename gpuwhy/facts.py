@@ -171,6 +171,7 @@ class OpGroup:
     colocated_with: str | None = None  # the op whose placement decided this one
     by_library: bool = False  # created by a library's code (its device request is its own)
     functions: tuple[str, ...] = ()  # the audited functions they are in: "f (train.py:9)"
+    function_counts: tuple[int, ...] = ()  # of count, in each of ``functions``
 
 
 @dataclass(frozen=True)

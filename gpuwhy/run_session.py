@@ -70,11 +70,11 @@ class Session:
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
         self.pipelines = PipelineCollector()
         # a few steps under TF's profiler (one session per process): the time in
-        # collectives of a tf.distribute step, and for --target the ops of the hottest
+        # collectives of a tf.distribute step, and for --target the ops of the training
         # function that stay on the CPU on any GPU
         self.profile = StepSampler(
             self.functions.outermost_calls,
-            hottest=self.functions.hottest if target is not None else None,
+            warm=self.functions.warm if target is not None else None,
             calls_of=self.functions.calls_of if target is not None else None,
         )
         self.distribute = DistributeCollector(sampler=self.profile)

@@ -60,6 +60,13 @@ def cpu_groups(placement: PlacementFacts, function: str) -> list[OpGroup]:
     ]
 
 
+def count_in(group: OpGroup, function: str) -> int:
+    """The group's ops in ``function`` (the whole group where not counted apart)."""
+    if function in group.functions and len(group.function_counts) == len(group.functions):
+        return group.function_counts[group.functions.index(function)]
+    return group.count
+
+
 def _bare(example: str) -> str | None:
     """An example's name inside its function body ("__inference_f_3/x/y" -> "x/y");
     None for a node of the audited function itself (no '/' to drop)."""
@@ -101,21 +108,24 @@ def measured_cpu_ops(
     kernels = dict(profile.kernels)
     whole = sorted({g.op for g in groups if g.op not in elsewhere and g.op in kernels})
     seconds = sum(kernels[k] for k in whole)
-    matched = sum(g.count for g in groups if g.op in whole)
+    matched = sum(count_in(g, function) for g in groups if g.op in whole)
     nodes = {n.node: n.seconds for n in profile.nodes}
     taken: set[str] = set()
     for group in groups:
         if group.op in whole:
             continue
+        # the examples may be other functions' nodes too: no more than the group's here
+        found_here = 0
         for example in group.examples:
             found = _found(example, nodes, taken)
-            if found:
-                matched += 1
+            if found and found_here < count_in(group, function):
+                found_here += 1
                 taken.update(found)
                 seconds += sum(nodes[n] for n in found)
+        matched += found_here
     low, mid, high = HOST_FACTOR
     return CpuOpsTime(
-        ops=sum(g.count for g in groups),
+        ops=sum(count_in(g, function) for g in groups),
         matched=matched,
         seconds=seconds,
         band=Band(low * seconds, mid * seconds, high * seconds),

@@ -25,7 +25,13 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import LAUNCH_S, ZERO, Band, StepProjection, project_step
-from gpuwhy.projection.cpu_ops import HOST_FACTOR, CpuOpsTime, cpu_groups, measured_cpu_ops
+from gpuwhy.projection.cpu_ops import (
+    HOST_FACTOR,
+    CpuOpsTime,
+    count_in,
+    cpu_groups,
+    measured_cpu_ops,
+)
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
 
 if TYPE_CHECKING:
@@ -242,7 +248,7 @@ def projection_facts(
 
 
 def _cpu_op_count(placement: PlacementFacts, function: str) -> int:
-    return sum(g.count for g in cpu_groups(placement, function))
+    return sum(count_in(g, function) for g in cpu_groups(placement, function))
 
 
 def _cpu_ops(
@@ -254,7 +260,7 @@ def _cpu_ops(
     groups = cpu_groups(placement, function)
     if not groups:
         return None, []
-    count = sum(g.count for g in groups)
+    count = sum(count_in(g, function) for g in groups)
     named = ", ".join(
         f"{g.op}" + (f" at {g.locations[0]}" if g.locations else "") for g in groups[:3]
     )

@@ -3,8 +3,8 @@ function, where its time went, op node by op node.
 
 A trigger names the function to sample: it traced an all-reduce
 (gpuwhy.collect.run.distribute, for the time in collectives), or, for ``--target``, the
-tf.function with the most time in calls has warmed up (``WARMUP_CALLS`` calls after its
-first). A background thread then starts TF's profiler (host trace in memory,
+training function with the most time in calls has warmed up (``WARMUP_CALLS`` calls
+after its first; without one, a function called ``FALLBACK_CALLS`` times). A background thread then starts TF's profiler (host trace in memory,
 gpuwhy.tfapi.profiler_trace) for ``SAMPLE_CALLS`` calls of it and stops it. Each call
 of the function in the trace (``EagerLocalExecute: __inference_<name>_N``) is a step;
 the op kernels that start inside it are its ops. The profile keeps, per step: the time
@@ -34,10 +34,11 @@ from pathlib import Path
 from gpuwhy.collect.run.base import RunCollector
 
 WARMUP_CALLS = 3
+FALLBACK_CALLS = 100  # --target, no function trains: an inference loop's, once this warm
 SAMPLE_CALLS = 4
 MAX_SAMPLE_S = 20.0  # the profiler is stopped by then whatever the steps
 POLL_S = 0.02
-HOTTEST_POLL_S = 0.1  # --target: how often the warm-up of the hottest function is read
+WARM_POLL_S = 0.1  # --target: how often the function to profile is looked for
 MAX_NODES = 200  # op nodes kept per profile, most time first
 LAUNCH = "CollectiveOpV2Kernel::Run"  # one replica launching one collective
 MULTI_WORKER = "TF's profiler is not run in a multi-worker process (it can crash the worker)"
@@ -80,19 +81,19 @@ class StepProfile:
 
 class StepSampler(RunCollector):
     """``calls()``: tf.function calls so far (the step clock after a named trigger).
-    ``hottest()``: (name, calls) of the function with the most time in
-    calls so far, and ``calls_of(name)``: its calls; given both, :meth:`on_tensorflow`
-    watches for it to warm up (``--target``). ``result`` or ``reason`` (why not
-    measured) once stopped."""
+    ``warm(min_calls, fallback_calls)``: (name, calls) of the function to profile once
+    warm, else None (FunctionWatcher.warm), and ``calls_of(name)``: its calls; given
+    both, :meth:`on_tensorflow` watches for it (``--target``). ``result`` or ``reason``
+    (why not measured) once stopped."""
 
     def __init__(
         self,
         calls: Callable[[], int] | None,
-        hottest: Callable[[], tuple[str, int] | None] | None = None,
+        warm: Callable[[int, int], tuple[str, int] | None] | None = None,
         calls_of: Callable[[str], int] | None = None,
     ) -> None:
         self._calls = calls
-        self._hottest = hottest
+        self._warm = warm
         self._calls_of = calls_of
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -106,13 +107,13 @@ class StepSampler(RunCollector):
 
     # -- triggers ------------------------------------------------------------------------
     def on_tensorflow(self) -> None:
-        if self._hottest is None or self._calls_of is None:
+        if self._warm is None or self._calls_of is None:
             return
         self._begin()
 
     def start_after(self, function: str, local_replicas: int = 1) -> None:
         """Sample ``function`` once it ran ``WARMUP_CALLS`` more calls (a watch for the
-        hottest function not yet decided gives way to it)."""
+        function to profile, not yet decided, gives way to it)."""
         if self._calls is None or function == "eager":
             return
         with self._lock:
@@ -165,10 +166,10 @@ class StepSampler(RunCollector):
                 if not self._wait_for(self._calls, self._calls() + WARMUP_CALLS, float("inf")):
                     return None
                 return function, self._calls
-            hot = self._hottest() if self._hottest is not None else None
-            if hot is not None and hot[1] >= 1 + WARMUP_CALLS and self._calls_of is not None:
+            hot = self._warm(1 + WARMUP_CALLS, FALLBACK_CALLS) if self._warm else None
+            if hot is not None and self._calls_of is not None:
                 return hot[0], functools.partial(self._calls_of, hot[0])
-            time.sleep(HOTTEST_POLL_S)
+            time.sleep(WARM_POLL_S)
         return None
 
     def _sample(self) -> None:
