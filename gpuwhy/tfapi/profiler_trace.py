@@ -28,12 +28,14 @@ class Event:
     host: bool = True  # on the host's plane (not a GPU's)
 
 
-def start() -> Any:
-    """A running profiler session; raises where another one runs (the program's own)."""
+def start(device: bool = True) -> Any:
+    """A running profiler session; raises where another one runs (the program's own).
+    ``device``: trace the GPUs' kernels too (CUPTI); without it, the host's events only
+    (a far smaller trace where a GPU runs thousands of kernels a step)."""
     from tensorflow.python.profiler.internal import _pywrap_profiler
 
     session = _pywrap_profiler.ProfilerSession()
-    session.start("", dict(OPTIONS))
+    session.start("", {**OPTIONS, "device_tracer_level": 1 if device else 0})
     return session
 
 

@@ -156,8 +156,10 @@ class StepSampler(RunCollector):
             time.sleep(POLL_S)
         return clock() >= calls
 
-    def _choose(self) -> tuple[str, Callable[[], int]] | None:
-        """The function to sample, warmed up, and the clock that counts its steps."""
+    def _choose(self) -> tuple[str, Callable[[], int], bool] | None:
+        """The function to sample, warmed up, the clock that counts its steps, and
+        whether the GPUs' kernels are traced too (collectives: NCCL's kernels; the
+        ops on the CPU need the host's events only)."""
         while not self._stop.is_set():
             with self._lock:
                 wanted = self._wanted
@@ -165,10 +167,10 @@ class StepSampler(RunCollector):
                 function, self.local_replicas = wanted
                 if not self._wait_for(self._calls, self._calls() + WARMUP_CALLS, float("inf")):
                     return None
-                return function, self._calls
+                return function, self._calls, True
             hot = self._warm(1 + WARMUP_CALLS, FALLBACK_CALLS) if self._warm else None
             if hot is not None and self._calls_of is not None:
-                return hot[0], functools.partial(self._calls_of, hot[0])
+                return hot[0], functools.partial(self._calls_of, hot[0]), False
             time.sleep(WARM_POLL_S)
         return None
 
@@ -180,13 +182,13 @@ class StepSampler(RunCollector):
             if chosen is None:
                 self.reason = "the run ended before its steps warmed up"
                 return
-            function, clock = chosen
+            function, clock, device = chosen
             self.sampled = function
             with self._lock:
                 if self._forbidden:
                     return
             try:
-                session = profiler_trace.start()
+                session = profiler_trace.start(device=device)
             except Exception as e:  # noqa: BLE001 - another profiler session runs
                 self.reason = f"TF's profiler would not start ({e})"
                 return
