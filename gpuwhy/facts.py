@@ -171,6 +171,7 @@ class OpGroup:
     colocated_with: str | None = None  # the op whose placement decided this one
     by_library: bool = False  # created by a library's code (its device request is its own)
     functions: tuple[str, ...] = ()  # the audited functions they are in: "f (train.py:9)"
+    function_counts: tuple[int, ...] = ()  # of count, in each of ``functions``
 
 
 @dataclass(frozen=True)
@@ -704,8 +705,9 @@ class DistributeFacts:
 class ProjectionFacts:
     """Section ``projection``: the traced training step as it would run on a named GPU.
 
-    Predicted, never measured: a cost model of the audited graph (gpuwhy/projection/
-    cost.py) at the target's published peaks (gpus.py). Every time is a band
+    Predicted: a cost model of the audited graph (gpuwhy/projection/cost.py) at the
+    target's published peaks (gpus.py), plus the ops that stay on the CPU at their time
+    measured on this host's CPU (a few profiled steps). Every time is a band
     (``*_low_s`` .. ``*_high_s`` around the middle estimate). The input side joins what
     this run measured: the pipeline's time to make one batch on this host."""
 
@@ -718,6 +720,15 @@ class ProjectionFacts:
     tensor_s: float  # matmuls and convolutions
     kernels_s: float  # other GPU kernels (memory bandwidth or launches)
     copies_s: float  # host<->device copies
+    # ops that stay on the CPU on any GPU (no GPU kernel, or pinned there), at the time
+    # a few profiled steps measured on this host's CPU: the middle and the band for the
+    # target's host; how many ops there are, how many were measured, and how
+    cpu_ops_s: float = 0.0
+    cpu_ops_low_s: float | None = None
+    cpu_ops_high_s: float | None = None
+    cpu_ops: int = 0
+    cpu_ops_measured: int = 0
+    cpu_ops_measured_by: str | None = None
     tensor_ops: int = 0
     tensor_ops_unsized: int = 0  # of unknown FLOPs: left out
     kernels: int = 0

@@ -55,6 +55,7 @@ class Session:
         from gpuwhy.collect.run.eager import EagerOpCounter
         from gpuwhy.collect.run.functions import FunctionWatcher
         from gpuwhy.collect.run.pipelines import PipelineCollector
+        from gpuwhy.collect.run.step_profile import StepSampler
         from gpuwhy.collect.sampler import GpuSampler
 
         if not (hz > 0):
@@ -68,7 +69,15 @@ class Session:
             self.eager = EagerOpCounter() if eager_duty is None else EagerOpCounter(duty=eager_duty)
         self.sampler = GpuSampler(hz=hz, pids=_own_process_tree)
         self.pipelines = PipelineCollector()
-        self.distribute = DistributeCollector(calls=self.functions.outermost_calls)
+        # a few steps under TF's profiler (one session per process): the time in
+        # collectives of a tf.distribute step, and for --target the ops of the training
+        # function that stay on the CPU on any GPU
+        self.profile = StepSampler(
+            self.functions.outermost_calls,
+            warm=self.functions.warm if target is not None else None,
+            calls_of=self.functions.calls_of if target is not None else None,
+        )
+        self.distribute = DistributeCollector(sampler=self.profile)
         self.collectors: list[RunCollector] = [
             c
             for c in (
@@ -77,6 +86,7 @@ class Session:
                 self.eager,
                 self.sampler,
                 self.pipelines,
+                self.profile,
                 self.distribute,
             )
             if c is not None
@@ -281,7 +291,15 @@ class Session:
             program=ProgramFacts(command=self.command, gpus_seen_by_tf=_tf_gpus()),
         )
         try:
-            return projection_facts(facts, self.target, steps_pipeline(tfdata, steps), steps, eager)
+            return projection_facts(
+                facts,
+                self.target,
+                steps_pipeline(tfdata, steps),
+                steps,
+                eager,
+                profile=self.profile.result,
+                unprofiled=self.profile.reason or "the steps were not profiled",
+            )
         except (UnknownGpuError, NothingToProject) as e:
             self.notes.append(f"no projection onto {self.target}: {e}")
             return None

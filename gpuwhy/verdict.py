@@ -15,6 +15,9 @@ from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input.common import bottleneck, steps_pipeline
 
+# the projected step's share in ops that stay on the CPU that the verdict names
+CPU_OPS_SHARE = 0.2
+
 
 def gpu_usable(facts: Facts) -> bool | None:
     """True/False when the environment was checked, None when it was not."""
@@ -228,6 +231,8 @@ def projection_clause(projection: ProjectionFacts) -> str:
     )
     if projection.eager_s >= 0.5 * projection.step_s > 0:
         text += ", most of it Python issuing eager ops"
+    elif projection.cpu_ops_s >= CPU_OPS_SHARE * projection.step_s > 0:
+        text += f", {duration(projection.cpu_ops_s)} of it ops that stay on the CPU (measured here)"
     if projection.input_wait_fraction is not None:
         text += f", {projection.input_wait_fraction:.0%} of it waiting for input"
     return text

@@ -1,8 +1,9 @@
 """The ``projection`` section: a run's training step, projected onto a named GPU, joined
 with what the run measured of its input pipeline.
 
-The step's GPU time comes from the cost model (cost.py); the input side is measured on
-this host, two ways: the pipeline alone (TF's stage timers, the slowest stage at the
+The step's GPU time comes from the cost model (cost.py); the ops that stay on the CPU on
+any GPU at the time a few profiled steps measured them here (cpu_ops.py); the input
+side is measured on this host, two ways: the pipeline alone (TF's stage timers, the slowest stage at the
 threads it ran with) and, where the steps waited for input, as it delivered batches
 beside the model (the mean step; the model took cores from it, so an upper bound).
 Where making a batch takes longer than the projected step, the GPU would wait for it:
@@ -11,6 +12,8 @@ measurements and the step's band.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from gpuwhy.facts import (
     EagerFacts,
@@ -22,7 +25,17 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import LAUNCH_S, ZERO, Band, StepProjection, project_step
+from gpuwhy.projection.cpu_ops import (
+    HOST_FACTOR,
+    CpuOpsTime,
+    count_in,
+    cpu_groups,
+    measured_cpu_ops,
+)
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
+
+if TYPE_CHECKING:
+    from gpuwhy.collect.run.step_profile import StepProfile
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a
@@ -131,9 +144,12 @@ def projection_facts(
     pipeline: PipelineFacts | None = None,
     steps: StepFacts | None = None,
     eager: EagerFacts | None = None,
+    profile: StepProfile | None = None,
+    unprofiled: str = "the steps were not profiled",
 ) -> ProjectionFacts:
     """The section for ``requested`` (a GPU name or ``auto``), from the placement audit,
-    the eager ops each step issued and, where given, the pipeline the steps read.
+    the eager ops each step issued and, where given, the pipeline the steps read and a
+    few steps profiled (``profile``; where None, ``unprofiled`` says why).
     Raises NothingToProject when the run traced no function and sampled no eager step."""
     gpu = resolve_target(requested, facts)
     placement = facts.placement
@@ -147,7 +163,13 @@ def projection_facts(
         raise NothingToProject(
             "no tf.function was traced and no step's eager ops were counted: nothing to cost"
         )
+    cpu: CpuOpsTime | None = None
+    cpu_notes: list[str] = []
+    if projection is not None and placement is not None:
+        cpu, cpu_notes = _cpu_ops(placement, projection.function, profile, unprofiled)
     device = projection.step if projection is not None else ZERO
+    if cpu is not None:
+        device = device + cpu.band  # on the path of the step: after them, or before
     step = step_band(device, dispatch)
     batch_s = batch_seconds(pipeline)
     measured_s = measured_batch_seconds(steps)
@@ -176,8 +198,7 @@ def projection_facts(
         )
     if projection is not None:
         notes += _graph_notes(projection, jit)
-        if placement is not None:
-            notes += _cpu_notes(placement, projection.function)
+        notes += cpu_notes
     function = (
         projection.function
         if projection is not None
@@ -196,6 +217,12 @@ def projection_facts(
         tensor_s=round(projection.tensor.mid, 9) if projection else 0.0,
         kernels_s=round(projection.kernels.mid, 9) if projection else 0.0,
         copies_s=round(projection.copies.mid, 9) if projection else 0.0,
+        cpu_ops_s=round(cpu.band.mid, 9) if cpu else 0.0,
+        cpu_ops_low_s=round(cpu.band.low, 9) if cpu else None,
+        cpu_ops_high_s=round(cpu.band.high, 9) if cpu else None,
+        cpu_ops=_cpu_op_count(placement, projection.function) if placement and projection else 0,
+        cpu_ops_measured=cpu.matched if cpu else 0,
+        cpu_ops_measured_by=cpu.measured_by if cpu else None,
         tensor_ops=projection.tensor_ops if projection else 0,
         tensor_ops_unsized=projection.tensor_ops_unsized if projection else 0,
         kernels=projection.kernel_count if projection else 0,
@@ -220,28 +247,50 @@ def projection_facts(
     )
 
 
-CPU_REASONS = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "forced-cpu")
+def _cpu_op_count(placement: PlacementFacts, function: str) -> int:
+    return sum(count_in(g, function) for g in cpu_groups(placement, function))
 
 
-def _cpu_notes(placement: PlacementFacts, function: str) -> list[str]:
-    """Ops of the projected function that stay on the CPU on the target too: their time
-    on the host is not costed (only the copies around them), so the step is longer."""
-    groups = [
-        g
-        for g in placement.groups
-        if g.device == "CPU" and g.reason in CPU_REASONS and function in g.functions
-    ]
+def _cpu_ops(
+    placement: PlacementFacts, function: str, profile: StepProfile | None, unprofiled: str
+) -> tuple[CpuOpsTime | None, list[str]]:
+    """Ops of the projected function that stay on the CPU on the target too: their
+    time measured on this host's CPU where a few of its steps were profiled (None
+    where none was matched), and the note that says so or why not."""
+    groups = cpu_groups(placement, function)
     if not groups:
-        return []
-    count = sum(g.count for g in groups)
+        return None, []
+    count = sum(count_in(g, function) for g in groups)
     named = ", ".join(
         f"{g.op}" + (f" at {g.locations[0]}" if g.locations else "") for g in groups[:3]
     )
-    return [
+    head = (
         f"{count} op(s) of the step stay on the CPU on that GPU too ({named}"
         + (", …" if len(groups) > 3 else "")
-        + "): their CPU time is not in the projection, only the copies around them; "
-        "the step is longer by it (the placement findings say why they are there)"
+        + ")"
+    )
+    name = function.split(" (", 1)[0]
+    measured = None
+    if profile is None:
+        why = unprofiled
+    elif profile.function != name:
+        why = f"the profiled steps were of {profile.function}, not {name}"
+    else:
+        measured = measured_cpu_ops(placement, function, profile)
+        why = "none of them among the profiled ops"
+    if measured is None or not measured.matched:
+        return None, [
+            f"{head}: their CPU time is not in the projection (not measured: {why}), only "
+            "the copies around them; the step is longer by it (the placement findings "
+            "say why they are there)"
+        ]
+    low, _, high = HOST_FACTOR
+    rest = measured.ops - measured.matched
+    return measured, [
+        f"{head}: {measured.matched} of them measured here, {duration(measured.seconds)} "
+        f"per step ({measured.measured_by}), costed at that time on the target's host "
+        f"({low:g}x–{high:g}x: its CPU core assumed between twice as fast as this one and "
+        "half again as slow)" + (f"; the other {rest} are not in the projection" if rest else "")
     ]
 
 

@@ -183,11 +183,13 @@ def projection(p: ProjectionFacts):
     this host beside it: a bar longer than the step is a GPU waiting for input."""
     import plotly.graph_objects as go
 
-    parts = (
+    parts = [
         ("matmul/conv", p.tensor_s, "#4c78a8"),
         ("other kernels", p.kernels_s, "#72b7b2"),
         ("copies", p.copies_s, "#eeca3b"),
-    )
+    ]
+    if p.cpu_ops_s:  # ops that stay on the CPU, at their time measured on this host
+        parts.append(("CPU ops (measured here)", p.cpu_ops_s, "#9d755d"))
     step_label = label(f"step on {p.gpu} (projected)")
     fig = go.Figure()
     for name, seconds, colour in parts:

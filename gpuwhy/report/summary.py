@@ -355,6 +355,12 @@ def projection_lines(projection: ProjectionFacts) -> list[str]:
             )
             + "), copies "
             f"{duration(projection.copies_s, True)}"
+            + (
+                f", ops on the CPU {duration(projection.cpu_ops_s, True)} (measured here: "
+                f"{projection.cpu_ops_measured} of {projection.cpu_ops})"
+                if projection.cpu_ops_s
+                else ""
+            )
             + (f"; {eager}, overlapping the GPU's work" if eager else "")
             + (f"; batch {projection.batch} as run" if projection.batch else "")
         ]

@@ -130,3 +130,72 @@ def test_nothing_to_project_is_said_in_one_note(tmp_path):
     result = run("--target", "A100", script, cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == "5\n"
     assert "no projection onto A100: no tf.function was traced" in result.stderr
+
+
+CPU_OPS = textwrap.dedent("""
+    import time
+    import tensorflow as tf
+
+    PARSE = True
+    x = tf.random.normal([512, 64])
+    y = tf.random.normal([512, 1])
+    model = tf.keras.Sequential([
+        tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
+        tf.keras.layers.Dense(1)])
+    opt = tf.keras.optimizers.SGD(0.01)
+    w = tf.random.normal([64, 64])
+
+    def on_the_cpu(x):
+        parsed = tf.strings.to_number(tf.strings.as_string(x))   # no GPU kernel
+        with tf.device("/CPU:0"):
+            mixed = tf.matmul(tf.matmul(parsed, w), w, transpose_b=True)   # pinned there
+        return parsed + 1e-3 * mixed
+
+    @tf.function
+    def reference(x):
+        return on_the_cpu(x)
+
+    @tf.function
+    def train_step(x, y):
+        if PARSE:
+            x = on_the_cpu(x)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    times = []   # what the CPU ops take alone, called 30 times (before training: warms first)
+    for _ in range(30):
+        started = time.perf_counter()
+        reference(x).numpy()
+        times.append(time.perf_counter() - started)
+    print(f"{sorted(times)[15]:.6f}")
+    started = time.perf_counter()
+    while time.perf_counter() - started < 3:
+        train_step(x, y)
+""")
+
+
+def test_ops_that_stay_on_the_cpu_are_costed_at_their_measured_time(tmp_path):
+    found = {}
+    for name, source in (("cpu", CPU_OPS), ("plain", CPU_OPS.replace("PARSE = True", "PARSE = 0"))):
+        script = tmp_path / f"{name}.py"
+        script.write_text(source)
+        out = tmp_path / f"{name}.json"
+        result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+        assert result.returncode in (0, 1), result.stderr[-3000:]
+        found[name] = (json.loads(out.read_text())["projection"], float(result.stdout), result)
+    projection, alone_s, result = found["cpu"]
+    # AsString, StringToNumber, two MatMuls under tf.device: all four of train_step's
+    assert (projection["cpu_ops"], projection["cpu_ops_measured"]) == (4, 4)
+    assert projection["cpu_ops_measured_by"].startswith("TF profiler host trace of ")
+    # what they took in the steps, against the same ops called alone (plus a call's cost)
+    assert 0.25 * alone_s < projection["cpu_ops_s"] < 2 * alone_s
+    assert projection["cpu_ops_low_s"] < projection["cpu_ops_s"] < projection["cpu_ops_high_s"]
+    plain = found["plain"][0]
+    assert plain["cpu_ops"] == 0 and plain["cpu_ops_s"] == 0.0  # only reference() has them
+    assert projection["step_s"] > plain["step_s"] + 0.5 * projection["cpu_ops_s"]
+    assert "ops on the CPU " in result.stderr and "4 of them measured here" in result.stderr
+    (verdict,) = [line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))]
+    assert "of it ops that stay on the CPU (measured here)" in verdict

@@ -467,3 +467,34 @@ def test_a_projection_is_drawn_in_a_real_browser_and_said_to_be_one(open_report,
     assert opened.errors == [] and opened.fetched == []
     bars = opened.page.locator("#projection .plot .barlayer .trace")
     assert bars.count() == 5  # matmul/conv, other kernels, copies; the input twice
+
+
+def test_ops_on_the_cpu_are_a_segment_of_the_projected_step(open_report, tmp_path):
+    from gpuwhy.facts import ProjectionFacts
+
+    projection = ProjectionFacts(
+        gpu="A100",
+        requested="A100",
+        function="train_step (train.py:40)",
+        step_s=0.0027,
+        step_low_s=0.0015,
+        step_high_s=0.004,
+        tensor_s=0.0001,
+        kernels_s=0.0005,
+        copies_s=0.0001,
+        cpu_ops_s=0.002,
+        cpu_ops_low_s=0.001,
+        cpu_ops_high_s=0.003,
+        cpu_ops=2,
+        cpu_ops_measured=2,
+        cpu_ops_measured_by="TF profiler host trace of 4 step(s) of train_step",
+    )
+    record = RunRecord.diagnose("run", replace(FULL.facts, projection=projection))
+    path = write_html(record, tmp_path / "cpu-ops.html")
+    part = html_lib.unescape(section(path.read_text(), "projection"))
+    assert "ops on the CPU 2.0 ms (measured here: 2 of 2)" in part
+    opened = open_report(path)
+    assert opened.errors == [] and opened.fetched == []
+    bars = opened.page.locator("#projection .plot .barlayer .trace")
+    assert bars.count() == 4  # matmul/conv, other kernels, copies, CPU ops
+    assert opened.page.locator("#projection .legendtext", has_text="CPU ops").count() == 1

@@ -215,7 +215,9 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                     "colocated": None,
                 }
             bucket["count"] += 1
-            bucket.setdefault("functions", {})[_function_label(a.target)] = None
+            functions = bucket.setdefault("functions", {})
+            label = _function_label(a.target)
+            functions[label] = functions.get(label, 0) + 1
             bucket["in_loop"] = bucket["in_loop"] or node.loop_depth > 0
             if len(bucket["examples"]) < MAX_EXAMPLES:
                 bucket["examples"].append((a, node.id))
@@ -250,7 +252,8 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                 requested=requested,
                 colocated_with=bucket["colocated"],
                 by_library=bucket.get("library", False) is True,
-                functions=tuple(bucket.get("functions", ())),
+                functions=tuple(bucket.get("functions", {})),
+                function_counts=tuple(bucket.get("functions", {}).values()),
             )
         )
     groups.sort(key=lambda g: (g.computes_on == "GPU", g.computes_on == "host", -g.count, g.op))

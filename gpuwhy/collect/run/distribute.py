@@ -3,7 +3,7 @@ the replicas (a distributed dataset, or a plain one passed to ``strategy.run``),
 the global batch each step takes; what crosses devices each step (the values each
 traced step all-reduces, gpuwhy.tfapi.reductions), the link it crosses and the
 predicted all-reduce time (collective_link), the measured time in collectives
-(collective_time), and the variable bytes on each parameter server. The hooks only
+(collective_time, a reading of step_profile), and the variable bytes on each parameter server. The hooks only
 keep weak references and small tuples; :meth:`facts` reads them once, after the
 program."""
 
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuwhy.collect.run.base import RunCollector
-from gpuwhy.collect.run.collective_time import CollectiveSampler
+from gpuwhy.collect.run.collective_time import collective_time, not_measured
+from gpuwhy.collect.run.step_profile import MULTI_WORKER, StepSampler
 from gpuwhy.facts import DistributedInput, DistributeFacts, ReducedValue
 
 MAX_INPUTS = 16  # distributed datasets kept (a loop re-distributing per epoch repeats one)
@@ -28,13 +29,19 @@ MAX_TRACED_VALUES = 20_000  # values recorded per traced graph (memory bound)
 
 class DistributeCollector(RunCollector):
     """``calls``: the step clock of the collective-time sample (tf.function calls so
-    far); None: collective time not measured."""
+    far); None: collective time not measured. ``sampler``: the run's step profile,
+    where others read it too (one profiler session per process)."""
 
-    def __init__(self, calls: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, calls: Callable[[], int] | None = None, sampler: StepSampler | None = None
+    ) -> None:
         # per traced graph (id): its outermost function's name and the values it reduced
         self._reduced: dict[int, tuple[str, list]] = {}
         self._ps_bytes: dict[int, int] = {}
-        self._sampler = CollectiveSampler(calls)
+        self._sampler = sampler if sampler is not None else StepSampler(calls)
+        self._collectives: str | None = None  # the function whose all-reduce was traced
+        self._multi_worker = False
+        self._stopped = False
         self._strategies: list[weakref.ref] = []
         self._described: dict[int, dict[str, Any]] = {}  # id -> describe(), made at creation
         self._inputs: list[DistributedInput] = []
@@ -75,6 +82,7 @@ class DistributeCollector(RunCollector):
 
     def stop(self) -> None:
         self._sampler.stop()
+        self._stopped = True
         for patch in reversed(self._patches):
             patch.undo()
         self._patches = []
@@ -89,6 +97,8 @@ class DistributeCollector(RunCollector):
         with self._lock:
             self._strategies.append(weakref.ref(strategy))
             self._described[id(strategy)] = described
+        if described.get("workers", 0) >= 2:
+            self._no_profiler()
 
     def _on_distributed(self, how: str, strategy: Any, dataset: Any) -> None:
         from gpuwhy.source_calls import written_call
@@ -141,15 +151,18 @@ class DistributeCollector(RunCollector):
         with self._lock:
             workers = self._described.get(id(strategy), {}).get("workers", 0)
         if workers >= 2:
-            # TF's profiler started beside a multi-worker process's collectives crashed
-            # workers here (heap corruption in 3 of 6 two-worker runs): never risk the
-            # cluster for a measurement
-            self._sampler.note = (
-                "time in collectives not measured: TF's profiler is not run in a "
-                "multi-worker process (it can crash the worker)"
-            )
+            self._no_profiler()
             return
+        if reduction.graph != "eager":
+            self._collectives = reduction.graph
         self._sampler.start_after(reduction.graph, local)
+
+    def _no_profiler(self) -> None:
+        """TF's profiler started beside a multi-worker process's collectives crashed
+        workers here (heap corruption in 3 of 6 two-worker runs): never risk the
+        cluster for a measurement."""
+        self._multi_worker = True
+        self._sampler.forbid(MULTI_WORKER)
 
     def _on_ps_variable(self, placed: list[tuple[int, int]]) -> None:
         with self._lock:
@@ -202,8 +215,7 @@ class DistributeCollector(RunCollector):
         if ps:
             count = max(main["parameter_servers"], max(ps) + 1)
             found["ps_bytes"] = tuple(ps.get(i, 0) for i in range(count))
-        if self._sampler.note:
-            self.notes.append(self._sampler.note)
+        measured = self._measured()
         if not traced:
             return found
         _, values = max(traced, key=lambda t: sum(v.bytes or 0 for v in t[1]))
@@ -226,7 +238,6 @@ class DistributeCollector(RunCollector):
         if link.bytes_per_s:
             found["link_gb_per_s"] = round(link.bytes_per_s / 1e9, 3)
         found["allreduce_expected_s"] = ring_allreduce_s(total, main["replicas"], link.bytes_per_s)
-        measured = self._sampler.result
         if measured is not None:
             found["collective_step_s"] = round(measured.per_step_s, 6)
             found["collective_share"] = round(measured.share, 4)
@@ -234,6 +245,23 @@ class DistributeCollector(RunCollector):
             if measured.wait_s is not None:
                 found["collective_wait_s"] = round(measured.wait_s, 6)
         return found
+
+    def _measured(self):
+        """The time in collectives of the profiled steps; once the run ended, a note
+        where it was not measured."""
+        note = None
+        measured = None
+        if self._multi_worker:
+            note = f"time in collectives not measured: {MULTI_WORKER}"
+        elif self._collectives is not None:
+            profile = self._sampler.result
+            if profile is not None and profile.function == self._collectives:
+                measured = collective_time(profile)
+            if measured is None:
+                note = not_measured(profile, self._collectives, self._sampler.reason)
+        if note and self._stopped and note not in self.notes:
+            self.notes.append(note)
+        return measured
 
 
 def _topology(main: dict[str, Any]) -> dict[str, Any] | None:

@@ -121,6 +121,7 @@ class FunctionWatcher(RunCollector):
         self._dead_kept: list[_Watched] = []
         self._finalizers: dict[int, weakref.finalize] = {}
         self._stopped = False
+        self._training: dict[int, bool] = {}  # id(_Watched) -> trains (warm())
 
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
@@ -222,6 +223,36 @@ class FunctionWatcher(RunCollector):
         """Calls of every watched tf.function from eager code so far (a step clock that
         costs a few list reads: another collector's background thread polls it)."""
         return sum(len(times) for times in list(self._times.values())) // 2
+
+    def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
+        """The function to profile, once warm: of those with ``min_calls`` outermost
+        calls or more, the one with the most time in calls that trains (a backward pass
+        in its latest trace; an evaluation or a helper warming up first is not it);
+        where none does, one called ``fallback_calls`` times (an inference loop). Its
+        name as TF traces it and its calls; None until then."""
+        with self._lock:
+            warm = [(w, w.concretes[-1][1] if w.concretes else None) for w in self._records]
+        warm = [(w, c) for w, c in warm if w.calls >= min_calls]
+        training = [w for w, concrete in warm if self._trains(w, concrete)]
+        pool = training or [w for w, _ in warm if w.calls >= fallback_calls]
+        if not pool:
+            return None
+        hot = max(pool, key=lambda w: w.call_seconds())
+        return hot.info.name, hot.calls
+
+    def _trains(self, watched: _Watched, concrete: Any) -> bool:
+        """Whether the function's latest trace has a backward pass (read once each)."""
+        from gpuwhy.tfapi.training import has_backward_pass
+
+        key = id(watched)
+        if key not in self._training:
+            self._training[key] = concrete is not None and bool(has_backward_pass(concrete))
+        return self._training[key]
+
+    def calls_of(self, name: str) -> int:
+        """Outermost calls so far of the functions traced as ``name``."""
+        with self._lock:
+            return sum(w.calls for w in self._records if w.info.name == name)
 
     def names(self) -> list[str]:
         with self._lock:

@@ -1,0 +1,68 @@
+"""The step profile from hand-made trace events, and where the profiler is never started."""
+
+import json
+
+import pytest
+
+from gpuwhy.collect.run.collective_time import collective_time
+from gpuwhy.collect.run.step_profile import MULTI_WORKER, StepSampler, profile
+from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL, Event
+
+US = 1_000_000  # picoseconds
+
+
+def call(start_us, duration_us, name="train_step"):
+    return Event(f"{FUNCTION_CALL}__inference_{name}_42", (1, 1), start_us * US, duration_us * US)
+
+
+def op(kernel, node, start_us, duration_us, host=True):
+    return Event(kernel, (1, 2), start_us * US, duration_us * US, op=node, host=host)
+
+
+def test_each_op_counts_in_the_call_it_starts_in_per_step():
+    events = [
+        call(0, 100),
+        op("StringToNumber", "parse", 10, 30),
+        op("_MklMatMul", "dense/MatMul", 50, 20),
+        op("Relu", "gpu_kernel", 60, 5, host=False),  # a GPU's event: not a host op
+        call(200, 100),
+        op("StringToNumber", "parse", 210, 50),
+        op("StringToNumber", "other_call", 150, 40),  # between the calls: none's
+        Event("CollectiveReduceV2", (1, 3), 80 * US, 10 * US),
+    ]
+    found = profile(sorted(events, key=lambda e: e.start_ps), "train_step")
+    assert found is not None and (found.steps, found.function) == (2, "train_step")
+    assert found.step_s == pytest.approx(100e-6)
+    assert [(n.node, n.kernel) for n in found.nodes] == [
+        ("parse", "StringToNumber"),
+        ("dense/MatMul", "_MklMatMul"),
+    ]
+    assert found.nodes[0].seconds == pytest.approx(40e-6)  # (30 + 50) / 2 steps
+    assert dict(found.kernels) == pytest.approx({"StringToNumber": 40e-6, "_MklMatMul": 10e-6})
+    measured = collective_time(found)  # one call of two ran a collective
+    assert measured is not None and measured.steps == 1
+    assert (measured.per_step_s, measured.share) == pytest.approx((10e-6, 0.1))
+
+
+def test_no_call_of_the_function_is_no_profile():
+    assert profile([call(0, 100, name="eval_step")], "train_step") is None
+
+
+@pytest.mark.parametrize(("workers", "profiled"), [(["a:1", "b:2"], False), (["a:1"], True)])
+def test_the_profiler_is_never_started_in_a_multi_worker_process(monkeypatch, workers, profiled):
+    config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    sampler = StepSampler(lambda: 0, warm=lambda *_: None, calls_of=lambda _: 0)
+    sampler.on_tensorflow()
+    try:
+        assert (sampler.reason == MULTI_WORKER) is not profiled
+        assert (sampler._thread is not None and sampler._thread.is_alive()) is profiled
+    finally:
+        sampler.stop()
+
+
+def test_a_multi_worker_strategy_forbids_it_before_any_trigger():
+    sampler = StepSampler(lambda: 0)
+    sampler.forbid(MULTI_WORKER)
+    sampler.start_after("train_step")
+    assert sampler._thread is None and sampler.reason == MULTI_WORKER
