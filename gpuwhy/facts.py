@@ -649,6 +649,9 @@ class DistributedInput:
     location: str | None = None  # file:line of that batch call
     auto_shard: str | None = None  # the policy its options ask for: AUTO, FILE, DATA, OFF
     written: str | None = None  # the batch call as written there: "ds.batch(64)"
+    # its size names num_replicas_in_sync (directly or through the names it is computed
+    # from); None where the source does not tell (a size from an argument or a config)
+    scaled: bool | None = None
     # across workers (a cluster of two or more): what TF's auto-shard rewrite does to it
     shard_applied: str | None = None  # FILE, DATA, OFF, HINT (None: one worker, or unread)
     shard_reason: str | None = None  # why AUTO fell back to DATA, in TF's words
@@ -679,6 +682,8 @@ class DistributeFacts:
     parameter_servers: int = 0
     strategies: int = 1  # strategies the program made (the one with most replicas is here)
     runs: int = 0  # strategy.run calls (a custom loop's steps)
+    run_function: str | None = None  # the function strategy.run was given: "train_step"
+    run_args: int | None = None  # how many positional args it was given
     inputs: tuple[DistributedInput, ...] = ()
     scaled_by_replicas: bool | None = None  # the script's code names num_replicas_in_sync
     variable: str | None = None  # the name the script gives the strategy: "strategy"

@@ -16,6 +16,7 @@ import builtins
 import contextlib
 import importlib.machinery
 import os
+import re
 import signal
 import sys
 import threading
@@ -331,15 +332,49 @@ def _flush() -> None:
             pass
 
 
+_NOISE = (
+    "[[",
+    "Detected at",
+    "File ",
+    "Stack trace",
+    "node ",
+    "•",
+    "Arguments received",
+    "Call arguments received",
+    "Exception encountered when calling",
+    "Traceback",
+)
+_NUMBERS = re.compile(r"[-+\d.,\se\[\]()]+")
+_TALLIES = re.compile(r"^\d+ (successful operations|derived errors ignored|root error\(s\) found)")
+
+
+def _is_data(line: str) -> bool:
+    """A tensor or array printed into the message, not words."""
+    return (
+        line.startswith("[")
+        or ("dtype=" in line and "shape=" in line)
+        or _NUMBERS.fullmatch(line) is not None
+    )
+
+
 def exception_line(e: BaseException) -> str:
-    """``ValueError: boom``: the last line of a traceback, for the report."""
+    """``ValueError: boom``: the line of the message that says what went wrong, for the
+    report. Keras wraps the cause between "Exception encountered when calling ..." and
+    "Arguments received by ...: • x=..."; TF's graph errors end with tallies ("0 derived
+    errors ignored") after the first root error "(0) INVALID_ARGUMENT: ..."; tensors
+    printed into a message are data, not the cause."""
     lines = [
         ln.strip()
         for ln in str(e).splitlines()
         if ln.strip()
-        and not ln.strip().startswith(("[[", "Detected at", "File ", "Stack trace", "node "))
+        and not ln.strip().startswith(_NOISE)
+        and not _TALLIES.match(ln.strip())
+        and not _is_data(ln.strip())
     ]
     message = lines[0] if lines else ""
-    if message.endswith(":") and len(lines) > 1:  # TF: "in user code:", "Graph execution error:"
+    root = next((ln for ln in lines if ln.startswith("(0)")), None)
+    if root is not None:
+        message = root[3:].strip()
+    elif message.endswith(":") and len(lines) > 1:  # TF: "in user code:", "Graph execution error:"
         message = lines[-1]
     return (f"{type(e).__name__}: {message}" if message else type(e).__name__)[:300]

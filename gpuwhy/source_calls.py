@@ -96,3 +96,64 @@ def written_call(filename: str, line: int, api: str, function: str | None = None
         found = [call for call in found if _runs(call, function)] or found
     texts = {call_text(call) for call in found}
     return texts.pop() if len(texts) == 1 else None
+
+
+def scaled_by(filename: str, line: int, api: str, attribute: str) -> bool | None:
+    """Whether the size the call of ``api`` at ``line`` passes (its first argument, or
+    ``batch_size=``) names ``attribute`` (``num_replicas_in_sync``), directly or through
+    the names it is computed from anywhere in the file (``GLOBAL = PER_REPLICA *
+    strategy.num_replicas_in_sync``). None where the source does not tell: no such call,
+    or a size from elsewhere (an argument, a config object, another module)."""
+    tree = _tree(filename)
+    if tree is None or line <= 0:
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called_at(n, api, line)]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    size = call.args[0] if call.args else None
+    for keyword in call.keywords:
+        if keyword.arg == "batch_size":
+            size = keyword.value
+    if size is None:
+        return None
+    return _names_attribute(size, attribute, _assignments(tree), set())
+
+
+def _assignments(tree: ast.Module) -> dict[str, list[ast.expr]]:
+    """Every value assigned to each plain name in the file, any scope."""
+    found: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(node.value)
+    return found
+
+
+def _names_attribute(
+    node: ast.expr, attribute: str, assigned: dict[str, list[ast.expr]], seen: set[str]
+) -> bool | None:
+    """True: ``attribute`` is in the expression or in what its names are computed from;
+    False: every name resolves to literals and arithmetic without it; None: a name or
+    call whose value the file does not show."""
+    unknown = False
+    for part in ast.walk(node):
+        if isinstance(part, ast.Attribute) and part.attr == attribute:
+            return True
+        if isinstance(part, ast.Name) and isinstance(part.ctx, ast.Load):
+            if part.id in seen:
+                continue
+            values = assigned.get(part.id)
+            if not values:
+                unknown = True
+                continue
+            seen.add(part.id)
+            verdicts = [_names_attribute(v, attribute, assigned, seen) for v in values]
+            if any(v is True for v in verdicts):
+                return True
+            unknown = unknown or any(v is None for v in verdicts)
+        elif isinstance(part, ast.Call):
+            unknown = True  # int(os.environ[...]), config.get(...): not read
+    return None if unknown else False

@@ -248,14 +248,16 @@ def _merge_verdict(workers: WorkersFacts, findings: list[Finding]) -> str:
     read = [w for w in workers.workers if w.state not in ("missing", "unreadable")]
     text = f"{len(read)} worker record(s) merged"
     straggler = next((f for f in findings if f.id == "distribute.straggler"), None)
-    if straggler is not None:
+    if straggler is not None and straggler.severity == "info":
+        text += ": no straggler can be told apart (own work per step not measurable)"
+    elif straggler is not None:
         evidence = straggler.evidence
         where = {"input": ", in its input", "compute": ", in its compute"}
         text += (
             f": {evidence.get('straggler')} is the straggler ({evidence.get('score')}x the "
             f"others' own work per step{where.get(evidence.get('cause', ''), '')})"
         )
-    elif len(read) >= 2:
+    elif sum(w.state in ("ok", "interrupted") and w.counted_steps > 0 for w in read) >= 2:
         text += ": no straggler (no worker's own work per step stands out)"
     lost = [
         f"{w.name} {w.state}"

@@ -62,3 +62,25 @@ def test_no_source_no_call(tmp_path):
     path.write_text("ds = ds.map(f)\n")
     assert written_call(str(path), 1, "batch") is None
     assert written_call(str(path), 0, "map") is None
+
+
+def test_a_batch_size_computed_from_the_replicas_through_names(tmp_path):
+    from gpuwhy.source_calls import scaled_by
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "print('devices:', strategy.num_replicas_in_sync)\n"  # a mention that scales nothing
+        "BATCH_SIZE = 64\n"
+        "PER_REPLICA = 32\n"
+        "GLOBAL = PER_REPLICA * strategy.num_replicas_in_sync\n"
+        "a = ds.batch(BATCH_SIZE)\n"
+        "b = ds.batch(GLOBAL)\n"
+        "c = ds.batch(batch_size=64 * strategy.num_replicas_in_sync)\n"
+        "d = ds.batch(args.batch_size)\n"
+        "e = ds.batch(int(os.environ['BATCH']))\n"
+    )
+    found = [scaled_by(str(script), line, "batch", "num_replicas_in_sync") for line in range(7, 12)]
+    assert found == [False, True, True, None, None]
+    assert scaled_by(str(script), 3, "batch", "num_replicas_in_sync") is None  # no call there

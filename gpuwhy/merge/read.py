@@ -147,7 +147,7 @@ def _step_figures(steps: dict[str, Any], tracing: dict[str, Any]) -> dict[str, A
 
 def _outside_step_function(
     steps: dict[str, Any], tracing: dict[str, Any], mean: float
-) -> tuple[float, str] | None:
+) -> tuple[float | None, str] | None:
     loops = steps.get("loops") or []
     name = _text(loops[0].get("name")) if loops and isinstance(loops[0], dict) else None
     for function in tracing.get("functions") or []:
@@ -158,9 +158,23 @@ def _outside_step_function(
         call_s = _number(function.get("call_s"))
         if label != name or calls <= 0 or call_s is None:
             continue
+        if _takes_an_iterator(function):
+            # next() runs inside the function (TF's multi-worker tutorial): the time
+            # outside it is not the wait, and the wait inside is not told from the step
+            return None, f"not measurable: {function.get('name')} reads its iterator inside"
         per_call = max(0.0, call_s - (_number(function.get("trace_s")) or 0.0)) / calls
         return max(0.0, mean - per_call), f"time outside {function.get('name')} per step"
     return None
+
+
+def _takes_an_iterator(function: dict[str, Any]) -> bool:
+    """The function's latest trace was given an iterator (an ``IteratorSpec`` argument)."""
+    signatures = function.get("signatures") or []
+    last = signatures[-1] if signatures and isinstance(signatures[-1], dict) else {}
+    return any(
+        isinstance(arg, (list, tuple)) and len(arg) == 2 and "IteratorSpec" in str(arg[1])
+        for arg in last.get("args") or []
+    )
 
 
 def _gpu_busy(samples: dict[str, Any]) -> float | None:

@@ -30,12 +30,12 @@ PUBLIC_NAMES = {
 def install(
     on_strategy: Callable[[Any], None],
     on_distributed: Callable[[str, Any, Any], None],
-    on_run: Callable[[Any], None],
+    on_run: Callable[[Any, Any, Any], None],
 ) -> list[Patch]:
     """``on_strategy(strategy)`` after each strategy is made; ``on_distributed(how,
     strategy, dataset)`` when a loop (a custom one, or Keras fit's) distributes
     ``dataset`` (``how``: the method's name; for distribute_datasets_from_function, each
-    dataset its function returns); ``on_run(strategy)`` at each ``strategy.run``."""
+    dataset its function returns); ``on_run(strategy, fn, args)`` at each ``strategy.run``."""
     from tensorflow.python.distribute import distribute_lib
 
     base = distribute_lib.StrategyBase
@@ -73,7 +73,7 @@ def install(
         @functools.wraps(original)
         def run(self, fn, *args, **kwargs):
             try:
-                on_run(self)
+                on_run(self, fn, kwargs.get("args", args[0] if args else ()))
             except Exception:  # noqa: BLE001 - never into the program
                 pass
             return original(self, fn, *args, **kwargs)

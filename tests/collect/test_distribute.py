@@ -114,6 +114,9 @@ def test_a_custom_loop_feeding_replicas_an_undistributed_dataset(tmp_path):
     finding = distribute_findings(plain)["distribute.undistributed-input"]
     assert finding["severity"] == "high"
     assert "strategy.experimental_distribute_dataset(<dataset>)" in finding["fix"]
+    # the step as the loop calls it: strategy.run(step, args=(xb, yb))
+    assert (plain["distribute"]["run_function"], plain["distribute"]["run_args"]) == ("step", 2)
+    assert "strategy.run(step, args=(x, y))" in finding["fix"]
     distributed = record(
         tmp_path, LOOP.replace("FEED", "strategy.experimental_distribute_dataset(ds)"), "dist"
     )
@@ -233,5 +236,5 @@ def test_parameter_server_variable_bytes_and_the_unbalanced_server(tmp_path):
     assert facts["strategy"] == "ParameterServerStrategy" and facts["parameter_servers"] == 2
     assert sorted(facts["ps_bytes"]) == [1024 * 4, 2048 * 1024 * 4]
     finding = distribute_findings(found)["distribute.unbalanced-ps"]
-    assert finding["severity"] == "medium"  # 2x the mean of two servers
+    assert finding["severity"] == "high"  # all but 4 KiB of it on one of two servers
     assert "ps_strategy = tf.distribute.ParameterServerStrategy(" in finding["fix"]

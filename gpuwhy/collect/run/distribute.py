@@ -47,6 +47,7 @@ class DistributeCollector(RunCollector):
         self._inputs: list[DistributedInput] = []
         self._files: set[str] = set()  # where the batches were written
         self._runs: dict[int, int] = {}
+        self._run_call: tuple[str | None, int | None] | None = None  # (step fn, its args)
         self._patches: list = []
         self._lock = threading.Lock()
         self.notes: list[str] = []
@@ -101,7 +102,7 @@ class DistributeCollector(RunCollector):
             self._no_profiler()
 
     def _on_distributed(self, how: str, strategy: Any, dataset: Any) -> None:
-        from gpuwhy.source_calls import written_call
+        from gpuwhy.source_calls import scaled_by, written_call
         from gpuwhy.tfapi import distribute
         from gpuwhy.tfapi.graph_ops import relative
 
@@ -119,6 +120,9 @@ class DistributeCollector(RunCollector):
             written=written_call(filename, line, "batch")
             if filename and line and not from_function
             else None,
+            scaled=scaled_by(filename, line, "batch", SCALED)
+            if filename and line and not from_function
+            else None,
         )
         with self._lock:
             workers = self._described.get(id(strategy), {}).get("workers", 0)
@@ -130,9 +134,13 @@ class DistributeCollector(RunCollector):
             if found not in self._inputs and len(self._inputs) < MAX_INPUTS:
                 self._inputs.append(found)
 
-    def _on_run(self, strategy: Any) -> None:
+    def _on_run(self, strategy: Any, fn: Any = None, args: Any = ()) -> None:
         key = id(strategy)
         self._runs[key] = self._runs.get(key, 0) + 1
+        if self._run_call is None and fn is not None:  # the step function, for fixes
+            name = getattr(fn, "__name__", None) or getattr(fn, "name", None)
+            count = len(args) if isinstance(args, (tuple, list)) else None
+            self._run_call = (str(name) if name else None, count)
         with self._lock:
             self._reduced.pop(0, None)  # an eager loop: each step's reductions anew
 
@@ -196,6 +204,8 @@ class DistributeCollector(RunCollector):
             parameter_servers=main["parameter_servers"],
             strategies=len(described),
             runs=self._runs.get(key, 0),
+            run_function=self._run_call[0] if self._run_call else None,
+            run_args=self._run_call[1] if self._run_call else None,
             inputs=inputs,
             scaled_by_replicas=_names_replicas(files) if files else None,
             variable=_variable(files),

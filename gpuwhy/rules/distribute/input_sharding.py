@@ -25,9 +25,10 @@ class InputSharding(Rule):
       evenly (one worker reads `uneven_at` times the files of another: medium).
     - DATA sharding (asked for, or AUTO's fallback when no file reader is found, with
       TF's reason): every worker reads and preprocesses the whole dataset and keeps
-      1/N. Medium where the repeated stages read files, decode or run Python, high
-      where this worker also waited `high_wait` of its steps for input; low otherwise
-      (in-memory data, cheap stages).
+      1/N. Medium where the repeated stages read files, decode or run Python, or where
+      this worker's steps waited `medium_wait` of their time for input (any repeated
+      map: image augmentation in TF ops is costly too); high from `high_wait`; low
+      otherwise (in-memory data, cheap stages, no wait).
     - OFF, or a `distribute_datasets_from_function` dataset that never calls `shard`:
       every worker trains on the same examples (high; medium where a shuffle gives
       each worker another order).
@@ -62,8 +63,9 @@ class InputSharding(Rule):
     ## Options
     - `uneven_at`: most files per worker over fewest at which uneven FILE sharding is
       medium (1.25).
-    - `high_wait`: this worker's input-wait share of its steps at which DATA sharding's
-      repeated work is high (0.2).
+    - `medium_wait`: this worker's input-wait share of its steps at which any repeated
+      map under DATA sharding is medium (0.05).
+    - `high_wait`: the share at which it is high (0.2).
     """
 
     id = "distribute.input-sharding"
@@ -71,7 +73,7 @@ class InputSharding(Rule):
     status = "stable"
     since = "0.3.0"
     needs = ("distribute",)
-    options = {"uneven_at": 1.25, "high_wait": 0.2}
+    options = {"uneven_at": 1.25, "medium_wait": 0.05, "high_wait": 0.2}
     question = "I added a second machine and training is no faster"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -196,9 +198,10 @@ def _data_finding(
         if given.shard_reason
         else "DATA sharding was asked for"
     )
-    if given.repeated_heavy and wait is not None and wait >= options["high_wait"]:
+    waited = wait is not None and wait >= options["medium_wait"]
+    if (given.repeated_heavy or given.repeated_work) and wait and wait >= options["high_wait"]:
         severity = "high"
-    elif given.repeated_heavy:
+    elif given.repeated_heavy or (given.repeated_work and waited):
         severity = "medium"
     else:
         severity = "low"

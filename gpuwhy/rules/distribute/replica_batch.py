@@ -16,9 +16,10 @@ class ReplicaBatch(Rule):
     ## What it detects
     A `tf.distribute` strategy with two or more replicas splits each global batch among
     them. Where the batch a distributed loop takes (Keras `fit` distributes its dataset
-    too) leaves each replica fewer than `min_per_replica` examples, and the code that
-    batched never mentions `num_replicas_in_sync`, the batch size is the single-device
-    one, divided. Medium; high below `high_below` per replica. The fix scales the batch
+    too) leaves each replica fewer than `min_per_replica` examples, and its size is not
+    computed from `num_replicas_in_sync` (read from the batch call and the assignments
+    of the names it uses; where the size comes from elsewhere, from any mention in the
+    code that batched), the batch size is the single-device one, divided. Medium; high below `high_below` per replica. The fix scales the batch
     call as written.
 
     ## Why is this slow?
@@ -56,11 +57,16 @@ class ReplicaBatch(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         distribute = facts.distribute
-        if distribute is None or distribute.replicas < 2 or distribute.scaled_by_replicas:
+        if distribute is None or distribute.replicas < 2:
             return []
         findings = []
         for given in distribute.inputs:
             if not given.global_batch:
+                continue
+            # the batch call's own size, where the source shows it; else any mention of
+            # num_replicas_in_sync in the code that batched
+            scaled = given.scaled if given.scaled is not None else distribute.scaled_by_replicas
+            if scaled:
                 continue
             per_replica = given.global_batch / distribute.replicas
             if per_replica >= options["min_per_replica"]:

@@ -102,7 +102,7 @@ class Straggler(Rule):
         assert facts.workers is not None
         comparison = compare(facts.workers.workers, options["min_steps"])
         if comparison is None:
-            return []
+            return self._not_told(facts.workers.workers, options["min_steps"])
         slow = comparison.slowest
         others = [t for t in comparison.times if t is not slow]
         others_own = statistics.median(t.own_s for t in others)
@@ -132,6 +132,32 @@ class Straggler(Rule):
                     "(estimated from these records): that much shorter steps once it keeps pace"
                 ),
                 gain_value=wait_share,
+            )
+        ]
+
+    def _not_told(self, workers: Sequence[WorkerRun], min_steps: int) -> list[Finding]:
+        """Synchronous workers whose own work per step cannot be measured: say so (info),
+        so that no one reads the silence as an even load."""
+        ran = [
+            w for w in workers if w.state in ("ok", "interrupted") and w.counted_steps >= min_steps
+        ]
+        if len(ran) < 2 or not any(w.strategy in SYNCHRONOUS for w in ran):
+            return []
+        why = sorted({w.input_wait_by for w in ran if w.input_wait_by and w.input_wait_s is None})
+        return [
+            self.finding(
+                "No straggler can be told apart: the workers' synchronous steps are equal and "
+                "neither their input wait nor their time in collectives was measured"
+                + (f" ({'; '.join(why)})" if why else ""),
+                severity="info",
+                evidence={
+                    "workers": [w.name for w in ran],
+                    "median_step_s": [w.step_median_s for w in ran],
+                    "input_wait": why or None,
+                },
+                fix="# time the input where the loop reads it: iterate the distributed dataset\n"
+                "# in Python and pass each batch to the step function (for x in dist_ds:\n"
+                "#     train_step(x)), then gpuwhy times next() on every worker",
             )
         ]
 

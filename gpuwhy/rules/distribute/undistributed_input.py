@@ -72,15 +72,27 @@ class UndistributedInput(Rule):
                     "steps": steps,
                     "distributed_datasets": 0,
                 },
-                fix="\n".join(
-                    [
-                        f"dist_ds = {strategy}.experimental_distribute_dataset(<dataset>)",
-                        "for x, y in dist_ds:                 # each replica: its share",
-                        f"    {strategy}.run(<train_step>, args=(x, y))",
-                        "# per-replica losses: reduce with "
-                        f"{strategy}.reduce(tf.distribute.ReduceOp.SUM, ..., axis=None)",
-                    ]
-                ),
+                fix=_fix(strategy, distribute.run_function, distribute.run_args),
                 estimated_gain=f"up to x{distribute.replicas}: each replica computes its own share",
             )
         ]
+
+
+def _fix(strategy: str, step: str | None, args: int | None) -> str:
+    """The loop over the distributed dataset, calling the step function as the program
+    calls it (its name, and as many arguments as strategy.run was given)."""
+    step = step if step and step.isidentifier() else "<step_fn>"
+    if args == 2:
+        loop, passed = "for x, y in dist_ds:", "args=(x, y)"
+    else:  # one argument (a tuple of features and labels, as TF's tutorials pass it)
+        loop, passed = "for batch in dist_ds:", "args=(batch,)"
+    return "\n".join(
+        [
+            f"dist_ds = {strategy}.experimental_distribute_dataset(<dataset>)",
+            f"{loop}                 # each replica: its share",
+            f"    {strategy}.run({step}, {passed})",
+            "# the loop and strategy.run where they are now (inside your @tf.function step,",
+            "# if it calls strategy.run); per-replica losses: reduce with",
+            f"# {strategy}.reduce(tf.distribute.ReduceOp.SUM, ..., axis=None)",
+        ]
+    )

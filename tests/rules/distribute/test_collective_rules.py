@@ -130,13 +130,31 @@ MiB = 1024 * 1024
 
 def test_one_parameter_server_holding_most_variables():
     ps = facts(strategy="ParameterServerStrategy", replicas=1, variable="ps_strategy",
-               ps_bytes=(40 * MiB, 1 * MiB))  # fmt: skip
+               ps_bytes=(30 * MiB, 10 * MiB))  # fmt: skip
     (finding,) = check(UnbalancedPs(), ps)
     assert finding.severity == "medium" and finding.evidence["largest_ps"] == 0
     assert "ps_strategy = tf.distribute.ParameterServerStrategy(" in finding.fix
     assert "MinSizePartitioner(" in finding.fix and "max_shards=2" in finding.fix
+    assert "tf_keras" not in finding.fix  # no Keras version known: the partitioner as is
     (high,) = check(UnbalancedPs(), facts(ps_bytes=(60 * MiB, 0, 0)))
     assert high.severity == "high"
+    # two servers, everything on one: the ratio stops at 2, the share says it all
+    (both,) = check(UnbalancedPs(), facts(ps_bytes=(18 * MiB, 0)))
+    assert both.severity == "high" and "100% of all" in both.title
+
+
+def test_under_keras_3_the_partitioner_needs_tf_keras():
+    """Keras 3 layers fail on ShardedVariable ('no attribute handle', seen with TF 2.21):
+    the fix says so instead of a snippet that crashes."""
+    from dataclasses import replace
+
+    from gpuwhy.facts import ProgramFacts
+
+    ps = facts(ps_bytes=(18 * MiB, 0))
+    keras3 = replace(ps, program=ProgramFacts(command=("train.py",), keras_version="3.15.0"))
+    (finding,) = check(UnbalancedPs(), keras3)
+    assert finding.fix.startswith("# Keras 3 layers cannot use partitioned")
+    assert "TF_USE_LEGACY_KERAS=1" in finding.fix and "split the large layer" in finding.fix
 
 
 def test_balanced_or_small_parameter_servers_are_fine():

@@ -82,3 +82,13 @@ def test_one_worker_or_no_strategy_input_is_fine():
     data = given(shard_applied="DATA", repeated_heavy=True)
     assert not check(data, workers=1)
     assert not check(given())  # no plan read: nothing said
+
+
+def test_a_repeated_tf_map_matters_once_the_steps_wait_for_it():
+    """Image augmentation in TF ops (no Python, no decode) repeated on every worker: low
+    while the steps do not wait, medium at 10% input wait, high at 25%."""
+    augment = given(shard_applied="DATA", shard_reason="Found an unshardable source dataset",
+                    repeated_work=(".map(augment, num_parallel_calls=-1) (train.py:22)",))  # fmt: skip
+    assert check(augment, wait=0.01)[0].severity == "low"
+    assert check(augment, wait=0.10)[0].severity == "medium"
+    assert check(augment, wait=0.25)[0].severity == "high"

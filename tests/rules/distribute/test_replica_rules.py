@@ -50,7 +50,43 @@ def test_strategy_run_on_an_undistributed_dataset():
     (finding,) = check(UndistributedInput(), facts(inputs=(), runs=1, steps=200))
     assert finding.severity == "high" and finding.evidence["steps"] == 200
     assert "mirrored.experimental_distribute_dataset(<dataset>)" in finding.fix
+    assert "mirrored.run(<step_fn>, args=(batch,))" in finding.fix
     assert not check(UndistributedInput(), facts(runs=1, steps=200))  # it was distributed
     assert not check(UndistributedInput(), facts(inputs=(), runs=0, steps=200))  # no run
     assert not check(UndistributedInput(), facts(inputs=(), runs=1, steps=2))  # no loop
     assert not check(UndistributedInput(), facts(replicas=1, inputs=(), runs=5))
+
+
+def test_the_batch_calls_own_size_decides_over_a_mention_elsewhere():
+    """TF's Keras tutorial prints strategy.num_replicas_in_sync: that mention says nothing
+    of a batch(64) two lines later (scaled=False from the call), while a size read from
+    elsewhere (scaled=None) falls back to the mention."""
+    unscaled = DistributedInput(how="experimental_distribute_dataset", global_batch=64,
+                                location="train.py:12", written="ds.batch(BATCH_SIZE)",
+                                scaled=False)  # fmt: skip
+    (finding,) = check(ReplicaBatch(), facts(replicas=2, inputs=(unscaled,), scaled=True))
+    assert finding.evidence["per_replica_batch"] == 32
+    scaled = DistributedInput(how="experimental_distribute_dataset", global_batch=64,
+                              location="train.py:12", scaled=True)  # fmt: skip
+    assert not check(ReplicaBatch(), facts(replicas=2, inputs=(scaled,)))
+    unknown = DistributedInput(how="experimental_distribute_dataset", global_batch=64,
+                               location="train.py:12", scaled=None)  # fmt: skip
+    assert not check(ReplicaBatch(), facts(replicas=2, inputs=(unknown,), scaled=True))
+    assert check(ReplicaBatch(), facts(replicas=2, inputs=(unknown,), scaled=False))
+
+
+def test_the_undistributed_fix_calls_the_step_as_the_program_does():
+    """TF's custom-training tutorial: strategy.run(train_step, args=(dataset_inputs,))."""
+    from dataclasses import replace
+
+    found = facts(inputs=(), runs=1, steps=200)
+    one = replace(found, distribute=replace(found.distribute, run_function="train_step",
+                                            run_args=1))  # fmt: skip
+    (finding,) = check(UndistributedInput(), one)
+    assert "for batch in dist_ds:" in finding.fix
+    assert "    mirrored.run(train_step, args=(batch,))" in finding.fix
+    two = replace(found, distribute=replace(found.distribute, run_function="step", run_args=2))
+    (finding,) = check(UndistributedInput(), two)
+    assert (
+        "for x, y in dist_ds:" in finding.fix and "mirrored.run(step, args=(x, y))" in finding.fix
+    )
