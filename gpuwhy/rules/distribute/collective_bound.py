@@ -212,9 +212,18 @@ def _fix(distribute: DistributeFacts) -> str:
             "        implementation=tf.distribute.experimental.CommunicationImplementation.NCCL,",
             "        bytes_per_pack=50 * 1024 * 1024))",
         ]
-    lines.append(
-        f"# more compute per all-reduce: .batch(<per-replica batch> * {strategy}.num_replicas_in_sync)"
-    )
+    batched = next((i for i in distribute.inputs if i.global_batch), None)
+    if batched is not None and batched.scaled and batched.global_batch:
+        per_replica = batched.global_batch / max(distribute.replicas, 1)
+        lines.append(
+            f"# more compute per all-reduce: a larger per-replica batch than {per_replica:g}"
+            + (f" ({batched.location}: {batched.written})" if batched.written else "")
+        )
+    else:
+        lines.append(
+            "# more compute per all-reduce: "
+            f".batch(<per-replica batch> * {strategy}.num_replicas_in_sync)"
+        )
     if any(v.dtype == "float32" for v in distribute.reduced):
         lines.append(
             "# the gradients are sent as float32: sending float16 halves the bytes "

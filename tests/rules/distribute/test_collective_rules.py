@@ -161,3 +161,17 @@ def test_balanced_or_small_parameter_servers_are_fine():
     assert not check(UnbalancedPs(), facts(ps_bytes=(10 * MiB, 9 * MiB)))
     assert not check(UnbalancedPs(), facts(ps_bytes=(MiB, 1024)))  # under min_bytes
     assert not check(UnbalancedPs(), facts(ps_bytes=(40 * MiB,)))  # one server
+
+
+def test_a_scaled_batch_is_told_to_grow_per_replica():
+    """The program already multiplies by num_replicas_in_sync: the advice is a larger
+    per-replica batch, not the multiplication again."""
+    from gpuwhy.facts import DistributedInput
+
+    scaled = DistributedInput(how="experimental_distribute_dataset", global_batch=8,
+                              location="train.py:20", scaled=True,
+                              written="ds.batch(PER_REPLICA * strategy.num_replicas_in_sync)")  # fmt: skip
+    (finding,) = check(CollectiveBound(), facts(
+        inputs=(scaled,), collective_step_s=0.03, collective_share=0.3))  # fmt: skip
+    assert "a larger per-replica batch than 4 (train.py:20:" in finding.fix
+    assert "<per-replica batch>" not in finding.fix
