@@ -8,24 +8,28 @@ ratio. Also times the projection itself, after tracing (budget: 1 s for ResNet-5
 
 Two sets (docs/projection.md says where each figure comes from):
 
-- **fit**: the eight figures the model's precision efficiencies and XLA traffic factor
-  were fitted to: ResNet-50 v1.5 (DeepLearningExamples TensorFlow/Classification/
-  ConvNets/resnet50v1.5/README.md at its current version: 20.06-tf1-py3, XLA on) and
-  EfficientNet-B0 (TensorFlow2/Classification/ConvNets/efficientnet_v1/README.md,
-  21.09-tf2-py3, XLA on).
-- **held out**: figures the fit never saw: BERT-Large SQuAD
-  fine-tuning at sequence length 384 (TensorFlow2/LanguageModeling/BERT/README.md,
-  21.02-tf2-py3, XLA on) and ELECTRA-base SQuAD fine-tuning, the BERT-base
+- **fit**: the fourteen figures the model's efficiencies, XLA traffic factor and
+  depthwise factor were fitted to: ResNet-50 v1.5 (DeepLearningExamples TensorFlow/
+  Classification/ConvNets/resnet50v1.5/README.md at its current version: 20.06-tf1-py3,
+  XLA on), EfficientNet-B0 (TensorFlow2/Classification/ConvNets/efficientnet_v1/
+  README.md, 21.09-tf2-py3, XLA on) and BERT-Large SQuAD fine-tuning at sequence
+  length 384 (TensorFlow2/LanguageModeling/BERT/README.md, 21.02-tf2-py3, XLA on;
+  held out before the fit that split matmuls from convolutions).
+- **held out**: figures the fit never saw: ELECTRA-base SQuAD fine-tuning, the BERT-base
   architecture, without XLA in TF32/FP32 (TensorFlow2/LanguageModeling/ELECTRA/
-  README.md, 20.07-tf2-py3). Also ResNet-50 without XLA (the ResNet README as of
-  commit fed7ba99, 20.03-tf1-py3), printed as "other implementation": NVIDIA's model
-  normalises with one fused batch-norm kernel, Keras 3's with a dozen kernels (and
-  casts to float32 in mixed precision), so the two steps differ in work.
+  README.md, 20.07-tf2-py3); EfficientNet-B4 and EfficientNetV2-S (efficientnet_v1 and
+  efficientnet_v2 READMEs, 21.09-tf2-py3); ResNeXt-101 32x4d and SE-ResNeXt-101 32x4d
+  (TensorFlow/Classification/ConvNets READMEs, 20.06-tf1-py3); U-Net
+  (TensorFlow2/Segmentation/UNet_Medical/README.md, 21.02-tf2-py3). Also ResNet-50
+  without XLA (the ResNet README as of commit fed7ba99, 20.03-tf1-py3), printed as
+  "other implementation": NVIDIA's model normalises with one fused batch-norm kernel,
+  Keras 3's with a dozen kernels (and casts to float32 in mixed precision), so the two
+  steps differ in work.
 
     .venv/bin/python benchmarks/bench_projection.py [--runs 3] [--only resnet50,bert-large]
 
-Tracing the models takes a few minutes on a small CPU (BERT-Large the longest); the
-projection times are medians over --runs.
+Tracing the models takes about five minutes on a 2-core CPU (BERT-Large the longest);
+the projection times are medians over --runs.
 """
 
 from __future__ import annotations
@@ -68,13 +72,15 @@ PUBLISHED = [
     Published("efficientnet-b0", "A100", AMP, 1024, True, 3454.0, "fit"),
     Published("efficientnet-b0", "V100", FP32, 256, True, 752.0, "fit"),
     Published("efficientnet-b0", "V100", AMP, 512, True, 868.0, "fit"),
-    # held out: BERT-Large SQuAD fine-tuning, sequence 384, BERT/README.md, XLA
-    Published("bert-large", "A100", FP32, 38, True, 43.9, "held out"),  # TF32
-    Published("bert-large", "A100", AMP, 76, True, 134.22, "held out"),
-    Published("bert-large", "V100", FP32, 3, True, 9.85, "held out"),  # V100 16GB
-    Published("bert-large", "V100", AMP, 6, True, 39.10, "held out"),
-    Published("bert-large", "V100", FP32, 8, True, 11.11, "held out"),  # V100 32GB
-    Published("bert-large", "V100", AMP, 12, True, 47.06, "held out"),
+    # fit (held out until the fit that added matmul/convolution efficiencies, the only
+    # figures dominated by matmuls): BERT-Large SQuAD fine-tuning, sequence 384,
+    # BERT/README.md, XLA
+    Published("bert-large", "A100", FP32, 38, True, 43.9, "fit"),  # TF32
+    Published("bert-large", "A100", AMP, 76, True, 134.22, "fit"),
+    Published("bert-large", "V100", FP32, 3, True, 9.85, "fit"),  # V100 16GB
+    Published("bert-large", "V100", AMP, 6, True, 39.10, "fit"),
+    Published("bert-large", "V100", FP32, 8, True, 11.11, "fit"),  # V100 32GB
+    Published("bert-large", "V100", AMP, 12, True, 47.06, "fit"),
     # held out: ELECTRA-base SQuAD fine-tuning, sequence 384, ELECTRA/README.md; its
     # script compiles with XLA only in mixed precision
     Published("electra-base", "A100-40GB", FP32, 32, False, 107.0, "held out"),  # TF32
