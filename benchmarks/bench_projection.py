@@ -8,24 +8,28 @@ ratio. Also times the projection itself, after tracing (budget: 1 s for ResNet-5
 
 Two sets (docs/projection.md says where each figure comes from):
 
-- **fit**: the eight figures the model's precision efficiencies and XLA traffic factor
-  were fitted to: ResNet-50 v1.5 (DeepLearningExamples TensorFlow/Classification/
-  ConvNets/resnet50v1.5/README.md at its current version: 20.06-tf1-py3, XLA on) and
-  EfficientNet-B0 (TensorFlow2/Classification/ConvNets/efficientnet_v1/README.md,
-  21.09-tf2-py3, XLA on).
-- **held out**: figures the fit never saw: BERT-Large SQuAD
-  fine-tuning at sequence length 384 (TensorFlow2/LanguageModeling/BERT/README.md,
-  21.02-tf2-py3, XLA on) and ELECTRA-base SQuAD fine-tuning, the BERT-base
+- **fit**: the fourteen figures the model's efficiencies, XLA traffic factor and
+  depthwise factor were fitted to: ResNet-50 v1.5 (DeepLearningExamples TensorFlow/
+  Classification/ConvNets/resnet50v1.5/README.md at its current version: 20.06-tf1-py3,
+  XLA on), EfficientNet-B0 (TensorFlow2/Classification/ConvNets/efficientnet_v1/
+  README.md, 21.09-tf2-py3, XLA on) and BERT-Large SQuAD fine-tuning at sequence
+  length 384 (TensorFlow2/LanguageModeling/BERT/README.md, 21.02-tf2-py3, XLA on;
+  held out before the fit that split matmuls from convolutions).
+- **held out**: figures the fit never saw: ELECTRA-base SQuAD fine-tuning, the BERT-base
   architecture, without XLA in TF32/FP32 (TensorFlow2/LanguageModeling/ELECTRA/
-  README.md, 20.07-tf2-py3). Also ResNet-50 without XLA (the ResNet README as of
-  commit fed7ba99, 20.03-tf1-py3), printed as "other implementation": NVIDIA's model
-  normalises with one fused batch-norm kernel, Keras 3's with a dozen kernels (and
-  casts to float32 in mixed precision), so the two steps differ in work.
+  README.md, 20.07-tf2-py3); EfficientNet-B4 and EfficientNetV2-S (efficientnet_v1 and
+  efficientnet_v2 READMEs, 21.09-tf2-py3); ResNeXt-101 32x4d and SE-ResNeXt-101 32x4d
+  (TensorFlow/Classification/ConvNets READMEs, 20.06-tf1-py3); U-Net
+  (TensorFlow2/Segmentation/UNet_Medical/README.md, 21.02-tf2-py3). Also ResNet-50
+  without XLA (the ResNet README as of commit fed7ba99, 20.03-tf1-py3), printed as
+  "other implementation": NVIDIA's model normalises with one fused batch-norm kernel,
+  Keras 3's with a dozen kernels (and casts to float32 in mixed precision), so the two
+  steps differ in work.
 
     .venv/bin/python benchmarks/bench_projection.py [--runs 3] [--only resnet50,bert-large]
 
-Tracing the models takes a few minutes on a small CPU (BERT-Large the longest); the
-projection times are medians over --runs.
+Tracing the models takes about five minutes on a 2-core CPU (BERT-Large the longest);
+the projection times are medians over --runs.
 """
 
 from __future__ import annotations
@@ -68,28 +72,144 @@ PUBLISHED = [
     Published("efficientnet-b0", "A100", AMP, 1024, True, 3454.0, "fit"),
     Published("efficientnet-b0", "V100", FP32, 256, True, 752.0, "fit"),
     Published("efficientnet-b0", "V100", AMP, 512, True, 868.0, "fit"),
-    # held out: BERT-Large SQuAD fine-tuning, sequence 384, BERT/README.md, XLA
-    Published("bert-large", "A100", FP32, 38, True, 43.9, "held out"),  # TF32
-    Published("bert-large", "A100", AMP, 76, True, 134.22, "held out"),
-    Published("bert-large", "V100", FP32, 3, True, 9.85, "held out"),  # V100 16GB
-    Published("bert-large", "V100", AMP, 6, True, 39.10, "held out"),
-    Published("bert-large", "V100", FP32, 8, True, 11.11, "held out"),  # V100 32GB
-    Published("bert-large", "V100", AMP, 12, True, 47.06, "held out"),
+    # fit (held out until the fit that added matmul/convolution efficiencies, the only
+    # figures dominated by matmuls): BERT-Large SQuAD fine-tuning, sequence 384,
+    # BERT/README.md, XLA
+    Published("bert-large", "A100", FP32, 38, True, 43.9, "fit"),  # TF32
+    Published("bert-large", "A100", AMP, 76, True, 134.22, "fit"),
+    Published("bert-large", "V100", FP32, 3, True, 9.85, "fit"),  # V100 16GB
+    Published("bert-large", "V100", AMP, 6, True, 39.10, "fit"),
+    Published("bert-large", "V100", FP32, 8, True, 11.11, "fit"),  # V100 32GB
+    Published("bert-large", "V100", AMP, 12, True, 47.06, "fit"),
     # held out: ELECTRA-base SQuAD fine-tuning, sequence 384, ELECTRA/README.md; its
     # script compiles with XLA only in mixed precision
     Published("electra-base", "A100-40GB", FP32, 32, False, 107.0, "held out"),  # TF32
     Published("electra-base", "A100-40GB", AMP, 32, True, 317.0, "held out"),
     Published("electra-base", "V100", FP32, 8, False, 35.0, "held out"),
     Published("electra-base", "V100", AMP, 16, True, 154.0, "held out"),
+    # held out (added after the fit, printed against the model before any change to
+    # it): EfficientNet-B4 at 380x380, efficientnet_v1/README.md (21.09-tf2-py3, XLA;
+    # batch sizes from its B4/training/*/train_benchmark_8x*.sh)
+    Published("efficientnet-b4", "A100", FP32, 80, True, 165.0, "held out"),  # TF32
+    Published("efficientnet-b4", "A100", AMP, 160, True, 470.0, "held out"),
+    Published("efficientnet-b4", "V100", FP32, 32, True, 79.0, "held out"),  # V100 32GB
+    Published("efficientnet-b4", "V100", AMP, 64, True, 211.0, "held out"),
+    # held out: EfficientNetV2-S at 300x300 (the last stage's size, at which the README
+    # measured), efficientnet_v2/README.md (21.09-tf2-py3, XLA; batch sizes from its
+    # S/training/*/train_benchmark_8x*.sh)
+    Published("efficientnetv2-s", "A100", FP32, 230, True, 390.0, "held out"),  # TF32
+    Published("efficientnetv2-s", "A100", AMP, 460, True, 950.0, "held out"),
+    Published("efficientnetv2-s", "V100", FP32, 64, True, 156.0, "held out"),  # V100 32GB
+    Published("efficientnetv2-s", "V100", AMP, 128, True, 380.0, "held out"),
+    # held out: ResNeXt-101 32x4d and SE-ResNeXt-101 32x4d (grouped 3x3 convolutions,
+    # 32 groups), TensorFlow/Classification/ConvNets/{resnext101-32x4d,
+    # se-resnext101-32x4d}/README.md (20.06-tf1-py3, XLA). ResNeXt's V100 table does
+    # not say whether XLA was on (its script measures both), so it is left out.
+    Published("resnext101", "A100-40GB", FP32, 128, True, 371.0, "held out"),  # TF32
+    Published("resnext101", "A100-40GB", AMP, 256, True, 1132.0, "held out"),
+    Published("se-resnext101", "A100-40GB", FP32, 128, True, 342.0, "held out"),  # TF32
+    Published("se-resnext101", "A100-40GB", AMP, 256, True, 975.0, "held out"),
+    Published("se-resnext101", "V100", FP32, 64, True, 152.0, "held out"),  # V100 16GB
+    Published("se-resnext101", "V100", AMP, 96, True, 475.0, "held out"),
+    # held out: U-Net (572x572 grey input, unpadded convolutions, 388x388 two-class
+    # output), TensorFlow2/Segmentation/UNet_Medical/README.md (21.02-tf2-py3, XLA:
+    # examples/unet_TRAIN_BENCHMARK*.sh), 1 GPU, batch 8
+    Published("unet-medical", "A100", FP32, 8, True, 63.33, "held out"),  # TF32
+    Published("unet-medical", "A100", AMP, 8, True, 141.03, "held out"),
+    Published("unet-medical", "V100", FP32, 8, True, 19.40, "held out"),  # V100 16GB
+    Published("unet-medical", "V100", AMP, 8, True, 60.65, "held out"),
 ]
+
+IMAGE_MODELS = {  # name: input size
+    "resnet50": 224,
+    "efficientnet-b0": 224,
+    "efficientnet-b4": 380,
+    "efficientnetv2-s": 300,
+    "resnext101": 224,
+    "se-resnext101": 224,
+}
 
 
 def _image_model(name: str):
     import keras
 
-    if name == "resnet50":
-        return keras.applications.ResNet50(weights=None), (224, 224, 3), 1000
-    return keras.applications.EfficientNetB0(weights=None), (224, 224, 3), 1000
+    size = IMAGE_MODELS[name]
+    shape = (size, size, 3)
+    if name in ("resnext101", "se-resnext101"):
+        return _resnext(shape, se=name.startswith("se-")), shape
+    build = {
+        "resnet50": keras.applications.ResNet50,
+        "efficientnet-b0": keras.applications.EfficientNetB0,
+        "efficientnet-b4": keras.applications.EfficientNetB4,
+        "efficientnetv2-s": keras.applications.EfficientNetV2S,
+    }[name]
+    return build(weights=None, input_shape=shape), shape
+
+
+def _resnext(shape, se: bool, cardinality: int = 32):
+    """ResNeXt-101 32x4d as DeepLearningExamples builds it (model/resnet.py,
+    blocks/resnet_bottleneck_block.py): a 7x7 stem, bottlenecks of [3, 4, 23, 3] with
+    1x1, grouped 3x3 (32 groups, the stride) and 1x1 convolutions of widths 128-1024
+    (outputs twice that), each followed by batch norm; with ``se``, a squeeze-excite
+    (ratio 16) on each bottleneck's output before the residual add."""
+    import keras
+    from keras import layers
+
+    def conv_bn(x, filters, kernel, stride=1, groups=1, relu=True):
+        x = layers.Conv2D(filters, kernel, stride, "same", groups=groups, use_bias=False)(x)
+        x = layers.BatchNormalization(momentum=0.9, epsilon=1e-5)(x)
+        return layers.ReLU()(x) if relu else x
+
+    inputs = keras.Input(shape)
+    x = conv_bn(inputs, 64, 7, 2)
+    x = layers.MaxPooling2D(3, 2, "same")(x)
+    for stage, (count, width) in enumerate(zip((3, 4, 23, 3), (128, 256, 512, 1024))):
+        for index in range(count):
+            stride = 2 if stage > 0 and index == 0 else 1
+            shortcut = conv_bn(x, 2 * width, 1, stride, relu=False) if index == 0 else x
+            y = conv_bn(x, width, 1)
+            y = conv_bn(y, width, 3, stride, groups=cardinality)
+            y = conv_bn(y, 2 * width, 1, relu=False)
+            if se:
+                squeeze = layers.GlobalAveragePooling2D()(y)
+                squeeze = layers.Dense(2 * width // 16, activation="relu")(squeeze)
+                squeeze = layers.Dense(2 * width, activation="sigmoid")(squeeze)
+                y = y * layers.Reshape((1, 1, 2 * width))(squeeze)
+            x = layers.ReLU()(layers.Add()([y, shortcut]))
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, layers.Dense(1000, activation="softmax")(x))
+
+
+def _unet():
+    """U-Net as DeepLearningExamples' UNet_Medical builds it (model/layers.py,
+    model/unet.py): unpadded 3x3 convolutions of 64-1024 filters, max-pooling down,
+    3x3 stride-2 transposed convolutions up, the skip connections centre-cropped and
+    concatenated, dropout 0.5 at the bottom, two classes per pixel."""
+    import keras
+    from keras import layers
+
+    def twice(x, filters):
+        x = layers.Conv2D(filters, 3, activation="relu")(x)
+        return layers.Conv2D(filters, 3, activation="relu")(x)
+
+    def up(x, filters):
+        return layers.Conv2DTranspose(filters // 2, 3, 2, "same", activation="relu")(x)
+
+    def crop_concat(x, skip):
+        margin = (skip.shape[1] - x.shape[1]) // 2
+        return layers.Concatenate()([x, layers.Cropping2D(margin)(skip)])
+
+    inputs = keras.Input((572, 572, 1))
+    skips, x = [], inputs
+    for filters in (64, 128, 256, 512):
+        x = twice(x, filters)
+        skips.append(x)
+        x = layers.MaxPooling2D(2, 2)(x)
+    x = up(layers.Dropout(0.5)(twice(x, 1024)), 1024)
+    for filters in (512, 256, 128):
+        x = up(twice(crop_concat(x, skips.pop()), filters), filters)
+    x = twice(crop_concat(x, skips.pop()), 64)
+    return keras.Model(inputs, layers.Conv2D(2, 1)(x))
 
 
 def _encoder(layers: int, hidden: int, heads: int, inner: int, sequence: int = 384):
@@ -119,9 +239,9 @@ def traced_train_step(model_name: str, precision: str, xla: bool):
     import tensorflow as tf
 
     keras.mixed_precision.set_global_policy(precision)
-    if model_name in ("resnet50", "efficientnet-b0"):
+    if model_name in IMAGE_MODELS:
         loss_fn = keras.losses.SparseCategoricalCrossentropy()  # the models end in softmax
-        model, shape, _ = _image_model(model_name)
+        model, shape = _image_model(model_name)
         optimizer = keras.optimizers.SGD(0.1, momentum=0.9)
 
         @tf.function(jit_compile=xla)
@@ -133,6 +253,34 @@ def traced_train_step(model_name: str, precision: str, xla: bool):
             return loss
 
         specs = (tf.TensorSpec([None, *shape], tf.float32), tf.TensorSpec([None], tf.int64))
+    elif model_name == "unet-medical":
+        model = _unet()
+        optimizer = keras.optimizers.Adam(1e-4)
+
+        @tf.function(jit_compile=xla)
+        def train_step(x, y):
+            # runtime/losses.py: cross-entropy plus dice over the flattened pixels
+            with tf.GradientTape() as tape:
+                logits = tf.reshape(
+                    tf.cast(model(x, training=True), tf.float32), [-1, 388 * 388, 2]
+                )
+                labels = tf.reshape(y, [-1, 388 * 388, 2])
+                crossentropy = tf.reduce_mean(
+                    tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+                )
+                predicted = tf.nn.softmax(logits, axis=-1)
+                overlap = tf.reduce_sum(predicted * labels, axis=1)
+                union = tf.reduce_sum(predicted * predicted + labels * labels, axis=1)
+                dice = tf.reduce_mean((2.0 * overlap + 1e-6) / (union + 1e-6), axis=0)
+                loss = crossentropy + tf.reduce_mean(1.0 - dice)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        specs = (
+            tf.TensorSpec([None, 572, 572, 1], tf.float32),
+            tf.TensorSpec([None, 388, 388, 2], tf.float32),
+        )
     else:
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         size = {"bert-large": (24, 1024, 16, 4096), "electra-base": (12, 768, 12, 3072)}

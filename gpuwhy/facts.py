@@ -252,12 +252,15 @@ class KernelWork:
     Ops that launch no kernel (constants, identities, variable reads, shape queries)
     are left out. ``bytes`` adds up the outputs whose static shape is known (a leading
     dimension the trace left unknown taken as the batch the run delivered); ``sized``
-    says how many of ``count`` that was."""
+    says how many of ``count`` that was; ``float32_bytes`` how many of ``bytes`` are
+    float32 outputs (in a mixed-precision step, the casts up around normalisations and
+    losses that XLA fuses away)."""
 
     op: str
     count: int
     bytes: int = 0
     sized: int = 0
+    float32_bytes: int = 0
 
 
 @dataclass(frozen=True)

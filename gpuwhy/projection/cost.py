@@ -4,23 +4,26 @@ Three kinds of GPU work, each with a band (low, mid, high seconds):
 
 - **matmuls and convolutions** (placement.tensor_ops): FLOPs at the peak of their
   precision on the target (gpus.py) times the share of that peak whole training steps
-  reach (``PRECISION_EFFICIENCY``: FP32 units, TF32 and FP16/BF16 tensor cores differ
-  widely), less for small ops.
+  reach (``EFFICIENCY``: by FP32 units, TF32 and FP16/BF16 tensor cores, and for FP32
+  convolutions apart from matmuls), less for small ops.
 - **other kernels** (placement.functions[].kernels): memory traffic at the memory
   bandwidth. Under XLA (jit_compile) it is ``XLA_TRAFFIC`` times the bytes all the
   step's ops write as traced (fusion saves some of it; reductions such as batch-norm
-  statistics make their inputs be read again); without XLA each kernel moves
-  ``KERNEL_TRAFFIC`` times its output. No kernel is cheaper than its launch.
+  statistics make their inputs be read again), a mixed-precision step's float32
+  outputs at half width and casts at none (XLA fuses them); without XLA each kernel
+  moves ``KERNEL_TRAFFIC`` times its output. Depthwise convolutions cost
+  ``DEPTHWISE_TRAFFIC`` times their bytes more. No kernel is cheaper than its launch.
 - **host<->device copies** of the step: a latency each (the audit counts them), and
   the batch itself over the host link.
 
-Calibration: the precision efficiencies and ``XLA_TRAFFIC`` were fitted to eight of
-NVIDIA's published single-GPU TensorFlow training throughputs with XLA (ResNet-50 v1.5
-and EfficientNet-B0 on V100 and A100, full and mixed precision; docs/projection.md):
-the middle minimises the worst ratio, the band covers every fitted figure. Transformer
-figures (BERT-Large, ELECTRA-base) were held out and check it. Without XLA the
-per-kernel traffic is not calibrated, and the projection says so. Ops of unknown size
-count as launches only.
+Calibration: the middle efficiencies, ``XLA_TRAFFIC`` and ``DEPTHWISE_TRAFFIC`` were
+fitted to fourteen of NVIDIA's published single-GPU TensorFlow training throughputs with
+XLA (ResNet-50 v1.5, EfficientNet-B0 and BERT-Large on V100 and A100, full and mixed
+precision; docs/projection.md), minimising the worst ratio; each term's band is 0.65x
+to 1.5x its middle time, which covers every fitted figure. Twenty-two figures of six
+other models (ELECTRA-base, EfficientNet-B4, EfficientNetV2-S, ResNeXt-101, SE-ResNeXt-101,
+U-Net) were held out and check it. Without XLA the per-kernel traffic is not
+calibrated, and the projection says so. Ops of unknown size count as launches only.
 """
 
 from __future__ import annotations
@@ -31,19 +34,39 @@ from gpuwhy.facts import AuditedFunction, PlacementFacts, TensorOp
 from gpuwhy.projection.gpus import GpuSpec
 
 # Share of the precision's peak that the matmuls and convolutions of a training step
-# reach, (low, mid, high); fitted to the published ResNet-50 figures (docs/projection.md).
-PRECISION_EFFICIENCY = {
-    "fp32": (0.55, 0.85, 0.95),  # FP32 units: convolutions run close to their peak
-    "tf32": (0.12, 0.20, 0.33),  # TF32 tensor cores: far from their peak in whole steps
-    "fp16": (0.50, 0.80, 0.95),  # FP16/BF16 tensor cores
+# reach, (low, mid, high), by the units that run them and the kind of op: fitted to
+# published figures (docs/projection.md). FP32 convolutions may pass the FLOP peak:
+# cuDNN runs 3x3 ones with Winograd's transform, fewer multiplies than the FLOPs
+# counted here.
+EFFICIENCY = {
+    ("fp32", "conv"): (0.83, 1.25, 1.92),
+    ("fp32", "matmul"): (0.42, 0.63, 0.97),
+    ("tf32", "conv"): (0.20, 0.30, 0.46),
+    ("tf32", "matmul"): (0.20, 0.30, 0.46),
+    ("fp16", "conv"): (0.33, 0.49, 0.75),
+    ("fp16", "matmul"): (0.33, 0.49, 0.75),
 }
 # Smaller ops reach less of it: (GFLOPs from, factor on the efficiency).
 SIZE_FACTOR = ((1.0, 1.0), (0.1, 0.6), (0.0, 0.25))
 MEMORY_EFFICIENCY = (0.50, 0.70, 0.85)  # of the peak memory bandwidth
 # Under XLA: memory traffic per byte the step's ops write as traced, before fusion
 # (elementwise, reductions, matmuls and convolutions): fusion saves some, reductions
-# (batch norm statistics, squeeze-excite pooling) make their inputs be read again.
-XLA_TRAFFIC = (0.45, 0.75, 1.35)  # at 70% of the bandwidth: fitted with it
+# (batch norm statistics, squeeze-excite pooling) make their inputs be read again. In a
+# mixed-precision step the float32 outputs count at half their bytes: Keras computes
+# normalisations, softmax and losses in float32 between casts, which XLA fuses into
+# kernels that read and write the float16 activations.
+XLA_TRAFFIC = (0.60, 0.92, 1.38)  # at 70% of the bandwidth: fitted with it
+XLA_BANDWIDTH = 0.7
+# Under XLA, ops that never write their output: a cast is computed inside the kernel
+# that reads or writes its tensor (mixed precision casts every normalisation's input).
+FUSED_AWAY = frozenset({"Cast"})
+# Depthwise convolutions (EfficientNet's, MobileNet's) run on the ordinary cores, far
+# from the memory bandwidth (cuDNN's grouped-convolution kernels, their filter gradient
+# the slowest): their outputs (forward, and the gradient of their input) cost this many
+# times their float32 bytes at XLA_BANDWIDTH, on top of the traffic above; as long per
+# element in float16 (twice per byte).
+DEPTHWISE_TRAFFIC = {"fp32": (4.7, 7.2, 10.8), "fp16": (9.4, 14.4, 21.6)}
+DEPTHWISE_OPS = frozenset({"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput"})
 # Without XLA: bytes each kernel moves per byte of its output (its inputs read, the
 # output written; broadcast inputs are smaller). Not calibrated: docs/projection.md.
 KERNEL_TRAFFIC = (1.2, 1.6, 2.2)
@@ -106,9 +129,11 @@ def precision_class(gpu: GpuSpec, dtype: str, tf32_enabled: bool) -> str:
     return "fp32"
 
 
-def _tensor_efficiency(flops: float, precision: str) -> tuple[float, float, float]:
+def _tensor_efficiency(op: TensorOp, precision: str) -> tuple[float, float, float]:
+    flops = op.flops or 0
     factor = next(f for gflops, f in SIZE_FACTOR if flops >= gflops * 1e9)
-    low, mid, high = PRECISION_EFFICIENCY[precision]
+    kind = "conv" if "Conv" in op.op else "matmul"
+    low, mid, high = EFFICIENCY[(precision, kind)]
     return low * factor, mid * factor, high * factor
 
 
@@ -118,12 +143,19 @@ def tensor_time(ops: list[TensorOp], gpu: GpuSpec, tf32_enabled: bool) -> Band:
         if op.flops:
             peak = gpu.matmul_flops(op.dtype, tf32_enabled)
             precision = precision_class(gpu, op.dtype, tf32_enabled)
-            total = total + _times(op.flops, peak, _tensor_efficiency(op.flops, precision))
+            total = total + _times(op.flops, peak, _tensor_efficiency(op, precision))
     return total
 
 
+def half_precision(ops: list[TensorOp]) -> bool:
+    """Most of the step's matmul/convolution FLOPs are float16/bfloat16: a
+    mixed-precision step, its activations half-width."""
+    half = sum(op.flops or 0 for op in ops if op.dtype in ("float16", "half", "bfloat16"))
+    return 2 * half > sum(op.flops or 0 for op in ops)
+
+
 def kernel_times(
-    function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: int = 0
+    function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: int = 0, half: bool = False
 ) -> tuple[Band, Band, int]:
     """The kernels other than matmuls and convolutions. Returns (their time, the part
     that is launches outweighing the bytes moved, how many kernels that is).
@@ -131,18 +163,29 @@ def kernel_times(
     Without XLA, each op type's kernels: ``KERNEL_TRAFFIC`` times their output at the
     memory bandwidth, never less than their launches. Under XLA the chains fuse: the
     traffic is ``XLA_TRAFFIC`` times what all the step's ops write (these kernels' and
-    the matmuls' and convolutions', ``tensor_output_bytes``), never less than the fused
-    kernels' launches."""
+    the matmuls' and convolutions', ``tensor_output_bytes``; in a ``half``-precision
+    step float32 outputs at half their bytes), never less than the fused kernels'
+    launches. Depthwise convolutions add ``DEPTHWISE_TRAFFIC`` times their bytes."""
     per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
+    bandwidth = (XLA_BANDWIDTH,) * 3
+    depthwise_bytes = sum(k.bytes for k in function.kernels if k.op in DEPTHWISE_OPS)
+    depthwise = _traffic(
+        depthwise_bytes, DEPTHWISE_TRAFFIC["fp16" if half else "fp32"], gpu, bandwidth
+    )
     if function.jit_compile:
         launches = max(1, sum(k.count for k in function.kernels) // XLA_OPS_PER_KERNEL)
         floor = _scaled(per_launch, launches)
-        written = sum(k.bytes for k in function.kernels) + tensor_output_bytes
-        moved = _traffic(written, XLA_TRAFFIC, gpu, (0.7, 0.7, 0.7))
+        written = sum(
+            k.bytes - (k.float32_bytes // 2 if half else 0)
+            for k in function.kernels
+            if k.op not in FUSED_AWAY
+        )
+        moved = _traffic(written + tensor_output_bytes, XLA_TRAFFIC, gpu, bandwidth)
+        moved = moved + depthwise
         total = _larger(floor, moved)
         bound = floor if floor.mid >= moved.mid else ZERO
         return total, bound, launches if floor.mid >= moved.mid else 0
-    total = bound = ZERO
+    total, bound = depthwise, ZERO
     bound_kernels = 0
     for work in function.kernels:
         floor = _scaled(per_launch, work.count)
@@ -217,7 +260,9 @@ def project_step(
     label = _label(function)
     ops = [op for op in placement.tensor_ops if op.function in (label, None)]
     written = sum(op.output_bytes or 0 for op in ops)
-    kernels, launch_bound, launch_bound_kernels = kernel_times(function, gpu, written)
+    kernels, launch_bound, launch_bound_kernels = kernel_times(
+        function, gpu, written, half_precision(ops)
+    )
     return StepProjection(
         gpu=gpu.name,
         function=label,

@@ -120,3 +120,21 @@ def test_einsum_work_is_counted_for_tensor_cores():
     record = gpuwhy.audit(attention, tf.ones([2, 16, 64]), tf.ones([2, 32, 64]))
     (op,) = record.facts.placement.tensor_ops
     assert op.op == "Einsum" and op.flops == 2 * 2 * 16 * 32 * 64
+
+
+def test_kernel_bytes_say_how_much_of_them_is_float32():
+    """A mixed-precision normalisation: float16 in, float32 between casts, float16 out.
+    The projection moves the float32 part at half width under XLA."""
+
+    @tf.function
+    def step(x):
+        wide = tf.cast(x, tf.float32)
+        return tf.cast(tf.nn.relu(wide - tf.reduce_mean(wide)), tf.float16)
+
+    x = tf.ones([64, 1024], tf.float16)
+    (function,) = gpuwhy.audit(step, x).facts.placement.functions
+    kernels = {k.op: k for k in function.kernels}
+    elements = 64 * 1024
+    assert kernels["Relu"].bytes == kernels["Relu"].float32_bytes == 4 * elements
+    # one cast up (float32 out), one cast down (float16 out)
+    assert kernels["Cast"].bytes == 6 * elements and kernels["Cast"].float32_bytes == 4 * elements

@@ -25,7 +25,8 @@ NO_KERNEL = frozenset(
 
 
 def kernel_work(placed: PlacedGraph, batch: int | None = None) -> tuple[KernelWork, ...]:
-    """Per op type: how many GPU kernels, and the bytes their outputs hold."""
+    """Per op type: how many GPU kernels, the bytes their outputs hold, and how many of
+    those bytes are float32."""
     from tensorflow.python.framework import dtypes
 
     flat = placed.flat
@@ -35,34 +36,38 @@ def kernel_work(placed: PlacedGraph, batch: int | None = None) -> tuple[KernelWo
             continue
         if placed.computes_on(node.id) != "GPU":
             continue
-        row = found.setdefault(node.op, [0, 0, 0])
+        row = found.setdefault(node.op, [0, 0, 0, 0])
         row[0] += 1
-        size = _output_bytes(node, flat.graphs, batch, dtypes)
-        if size is not None:
-            row[1] += size
+        sizes = _output_bytes(node, flat.graphs, batch, dtypes)
+        if sizes is not None:
+            row[1] += sizes[0]
             row[2] += 1
+            row[3] += sizes[1]
     return tuple(
-        KernelWork(op=op, count=count, bytes=total, sized=sized)
-        for op, (count, total, sized) in sorted(found.items(), key=lambda kv: -kv[1][1])
+        KernelWork(op=op, count=count, bytes=total, sized=sized, float32_bytes=wide)
+        for op, (count, total, sized, wide) in sorted(found.items(), key=lambda kv: -kv[1][1])
     )
 
 
-def _output_bytes(node, graphs, batch: int | None, dtypes) -> int | None:
+def _output_bytes(node, graphs, batch: int | None, dtypes) -> tuple[int, int] | None:
+    """(bytes of the node's outputs, of which float32), None where a shape is unknown."""
     graph = graph_ops.body_graph(graphs, node.function)
     if graph is None:
         return None
     shapes = Shapes(graph, batch)
-    total = 0
+    total = wide = 0
     for index, dtype in enumerate(node.out_types):
         shape = shapes.output(node.name, index)
         if shape is None or any(d is None for d in shape):
             return None
         try:
-            size = dtypes.as_dtype(dtype).size
+            kind = dtypes.as_dtype(dtype)
         except (TypeError, ValueError):
             return None
         count = 1
         for d in shape:
             count *= d
-        total += count * size
-    return total
+        total += count * kind.size
+        if kind == dtypes.float32:
+            wide += count * kind.size
+    return total, wide
