@@ -58,7 +58,7 @@ def parse(record):
 
 
 def augment(image, label):
-    for _ in range(4):           # several random crops and flips, one per pass
+    for _ in range(8):           # several random crops and flips, one per pass
         image = tf.image.resize_with_crop_or_pad(image, SIZE + 8, SIZE + 8)
         image = tf.image.random_crop(image, (SIZE, SIZE, 3))
         image = tf.image.random_flip_left_right(image)
