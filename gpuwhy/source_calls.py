@@ -110,14 +110,23 @@ def scaled_by(filename: str, line: int, api: str, attribute: str) -> bool | None
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called_at(n, api, line)]
     if len(calls) != 1:
         return None
-    call = calls[0]
-    size = call.args[0] if call.args else None
+    size = batch_size_argument(calls[0])
+    if size is None:
+        # Model.fit without batch_size batches by Keras' default: not scaled
+        return False if api == "fit" else None
+    return _names_attribute(size, attribute, _assignments(tree), set())
+
+
+def batch_size_argument(call: ast.Call) -> ast.expr | None:
+    """The batch size a call passes: ``batch_size=`` or its place among the positional
+    arguments (first for ``ds.batch(n)``, third for ``model.fit(x, y, n)``)."""
     for keyword in call.keywords:
         if keyword.arg == "batch_size":
-            size = keyword.value
-    if size is None:
-        return None
-    return _names_attribute(size, attribute, _assignments(tree), set())
+            return keyword.value
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    index = 2 if name == "fit" else 0
+    return call.args[index] if len(call.args) > index else None
 
 
 def _assignments(tree: ast.Module) -> dict[str, list[ast.expr]]:

@@ -204,6 +204,48 @@ def shard_plan(dataset: Any, workers: int) -> Any:
     return sharding.plan(dataset, auto_shard_policy(dataset) or "AUTO", workers)
 
 
+KERAS_DEFAULT_BATCH = 32  # Model.fit(x, y) with arrays and no batch_size
+
+
+def keras_fit_batch(limit: int = 64) -> tuple[int | None, str | None, int | None]:
+    """Inside Keras' ``Model.fit`` given arrays (Keras makes and distributes the dataset
+    itself, batching by ``batch_size``): (that batch size, the user's file and line of
+    the fit call); Nones elsewhere, or where fit was given a dataset (its own batch
+    counts). Reads fit's arguments off the stack."""
+    import sys
+    from types import FrameType
+
+    from gpuwhy.tfapi.graph_ops import is_library_file
+
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(limit):
+        if frame is None:
+            break
+        code = frame.f_code
+        if (
+            code.co_name == "fit"
+            and is_library_file(code.co_filename)
+            and (
+                f"{os.sep}keras{os.sep}" in code.co_filename
+                or f"{os.sep}tf_keras{os.sep}" in code.co_filename
+            )
+        ):
+            given = frame.f_locals
+            x = given.get("x")
+            if x is None or "Dataset" in type(x).__name__ or hasattr(x, "element_spec"):
+                return None, None, None
+            size = given.get("batch_size")
+            caller = frame.f_back
+            while caller is not None and is_library_file(caller.f_code.co_filename):
+                caller = caller.f_back
+            if caller is None:
+                return None, None, None
+            batch = int(size) if isinstance(size, int) else KERAS_DEFAULT_BATCH
+            return batch, caller.f_code.co_filename, caller.f_lineno
+        frame = frame.f_back
+    return None, None, None
+
+
 def is_default(strategy: Any) -> bool:
     """TF's default strategy (no ``tf.distribute`` in the program) or a one-device one."""
     return type(strategy).__name__.startswith("_Default")

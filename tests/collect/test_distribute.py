@@ -108,6 +108,38 @@ def test_keras_fit_with_the_single_device_batch_is_named_and_the_scaled_one_is_n
     assert scaled["placement"]["tensor_ops"]
 
 
+FIT_ARRAYS = (
+    SETUP
+    + """
+    with strategy.scope():
+        model.compile(optimizer="adam", loss="mse")
+    model.fit(x, y, BATCH, epochs=2, verbose=0)   # fit-here
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("batch", "named"),
+    [("batch_size=32", True), ("batch_size=64 * strategy.num_replicas_in_sync", False)],
+)
+def test_keras_fit_on_arrays_batched_by_keras(tmp_path, batch, named):
+    """model.fit(x, y, batch_size=32) under MirroredStrategy: Keras makes and distributes
+    the dataset; the batch is fit's, at the user's fit call."""
+    found = record(tmp_path, FIT_ARRAYS.replace("BATCH", batch), "arrays")
+    (given,) = found["distribute"]["inputs"]
+    line = line_with(found["_script"], "fit-here")
+    assert (given["location"], given["scaled"]) == (f"arrays.py:{line}", not named)
+    findings = distribute_findings(found)
+    if not named:
+        assert "distribute.replica-batch" not in findings
+        return
+    finding = findings["distribute.replica-batch"]
+    assert finding["evidence"]["per_replica_batch"] == 16
+    assert finding["fix"].splitlines()[1] == (
+        "model.fit(x, y, batch_size=32 * strategy.num_replicas_in_sync, epochs=2, verbose=0)"
+    )
+
+
 def test_a_custom_loop_feeding_replicas_an_undistributed_dataset(tmp_path):
     plain = record(tmp_path, LOOP.replace("FEED", "ds"), "plain")
     assert plain["distribute"]["runs"] >= 1 and plain["distribute"]["inputs"] == []
@@ -170,6 +202,11 @@ def test_steps_that_spend_their_time_all_reducing_are_named(tmp_path):
         ("ds.batch(batch_size=BATCH)", "ds.batch(batch_size=BATCH * strategy.num_replicas_in_sync)"),
         ("ds.batch(64, drop_remainder=True)",
          "ds.batch(64 * strategy.num_replicas_in_sync, drop_remainder=True)"),
+        ("model.fit(x, y, batch_size=32, epochs=2)",
+         "model.fit(x, y, batch_size=32 * strategy.num_replicas_in_sync, epochs=2)"),
+        ("model.fit(x, y, 64, 3)", "model.fit(x, y, 64 * strategy.num_replicas_in_sync, 3)"),
+        ("model.fit(x, y, epochs=2)",
+         "model.fit(x, y, epochs=2, batch_size=32 * strategy.num_replicas_in_sync)"),
     ],
 )  # fmt: skip
 def test_the_fix_scales_the_batch_call_as_written(written, scaled):

@@ -110,6 +110,11 @@ class DistributeCollector(RunCollector):
         batch, filename, line = (
             distribute.batch_of(dataset) if dataset is not None else (None, None, None)
         )
+        api = "batch"
+        if not from_function:
+            fit_batch, fit_file, fit_line = distribute.keras_fit_batch()
+            if fit_batch is not None:  # fit(x, y, batch_size=...): Keras batched the arrays
+                batch, filename, line, api = fit_batch, fit_file, fit_line, "fit"
         location = relative(filename, line) if filename and line else None
         found = DistributedInput(
             how=how,
@@ -117,10 +122,10 @@ class DistributeCollector(RunCollector):
             global_batch=None if from_function else batch,
             location=None if from_function else location,
             auto_shard=distribute.auto_shard_policy(dataset) if dataset is not None else None,
-            written=written_call(filename, line, "batch")
+            written=written_call(filename, line, api)
             if filename and line and not from_function
             else None,
-            scaled=scaled_by(filename, line, "batch", SCALED)
+            scaled=scaled_by(filename, line, api, SCALED)
             if filename and line and not from_function
             else None,
         )

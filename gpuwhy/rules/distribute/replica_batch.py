@@ -16,7 +16,7 @@ class ReplicaBatch(Rule):
     ## What it detects
     A `tf.distribute` strategy with two or more replicas splits each global batch among
     them. Where the batch a distributed loop takes (Keras `fit` distributes its dataset
-    too) leaves each replica fewer than `min_per_replica` examples, and its size is not
+    too; given arrays, `fit(x, y, batch_size=...)` is the batch) leaves each replica fewer than `min_per_replica` examples, and its size is not
     computed from `num_replicas_in_sync` (read from the batch call and the assignments
     of the names it uses; where the size comes from elsewhere, from any mention in the
     code that batched), the batch size is the single-device one, divided. Medium; high below `high_below` per replica. The fix scales the batch
@@ -110,8 +110,11 @@ def _fix(given: DistributedInput, strategy: str) -> str:
 
 
 def _scaled_call(written: str, scaled: str) -> str | None:
-    """``written`` (a ``.batch(...)`` call) with its batch size multiplied by ``scaled``;
-    None where the call cannot be read."""
+    """``written`` (a ``.batch(...)`` or ``model.fit(...)`` call) with its batch size
+    multiplied by ``scaled``; a fit without ``batch_size`` gets Keras' default 32 times
+    it. None where the call cannot be read."""
+    from gpuwhy.source_calls import batch_size_argument
+
     head, dot, call = ("", "", written) if not written.startswith(".") else ("", ".", written[1:])
     try:
         tree = ast.parse(call, mode="eval")
@@ -120,18 +123,17 @@ def _scaled_call(written: str, scaled: str) -> str | None:
     node = tree.body
     if not isinstance(node, ast.Call):
         return None
-    size = (
-        node.args[0]
-        if node.args
-        else next((k.value for k in node.keywords if k.arg == "batch_size"), None)
-    )
+    times = ast.parse(scaled, mode="eval").body
+    size = batch_size_argument(node)
+    fit = isinstance(node.func, ast.Attribute) and node.func.attr == "fit"
     if size is None:
-        return None
-    bigger = ast.BinOp(left=size, op=ast.Mult(), right=ast.parse(scaled, mode="eval").body)
-    if node.args:
-        node.args[0] = bigger
-    else:
-        for keyword in node.keywords:
-            if keyword.arg == "batch_size":
-                keyword.value = bigger
+        if not fit:
+            return None
+        size = ast.Constant(32)
+        node.keywords.append(ast.keyword(arg="batch_size", value=size))
+    bigger = ast.BinOp(left=size, op=ast.Mult(), right=times)
+    for keyword in node.keywords:
+        if keyword.value is size:
+            keyword.value = bigger
+    node.args = [bigger if arg is size else arg for arg in node.args]
     return head + dot + ast.unparse(node)
