@@ -16,8 +16,9 @@ class CollectiveBound(Rule):
 
     ## What it detects
     A tf.distribute strategy whose steps, measured under TF's profiler on a few steps,
-    spend at least `medium_share` of their time inside collective ops (high from
-    `high_share`), and at least `min_collective_s` a step. Where nothing could be
+    spend at least `medium_share` of their time inside collective ops (`large_share`
+    where they all-reduce `large_bytes` or more a step; high from `high_share`), and at
+    least `min_collective_s` a step. Where nothing could be
     measured, the predicted all-reduce time (the step's gradient bytes over the link
     NVML's topology names, or a stated assumed bandwidth) against the median step: low,
     medium only on a link NVML measured, and always said to be predicted. On GPUs
@@ -55,6 +56,9 @@ class CollectiveBound(Rule):
     - `high_share`: share that is high (0.5).
     - `min_collective_s`: seconds a step in collectives below which nothing is said (0.002).
     - `predicted_share`: predicted all-reduce time over the median step that is said (0.3).
+    - `large_bytes`: bytes all-reduced a step from which `large_share` of the step is
+      already medium (16 MiB): tens of megabytes a step are the bandwidth case itself.
+    - `large_share`: that share (0.15).
     - `min_bytes`: bytes all-reduced a step below which a measured share is latency,
       not bandwidth, unless the predicted transfer explains it (1 MiB).
     """
@@ -70,6 +74,8 @@ class CollectiveBound(Rule):
         "min_collective_s": 0.002,
         "predicted_share": 0.3,
         "min_bytes": MiB,
+        "large_bytes": 16 * MiB,
+        "large_share": 0.15,
     }
     question = "I added GPUs and training is no faster"
 
@@ -86,7 +92,9 @@ class CollectiveBound(Rule):
 
     def _measured(self, distribute: DistributeFacts, options: dict[str, Any]) -> list[Finding]:
         share, seconds = distribute.collective_share or 0.0, distribute.collective_step_s or 0.0
-        if share < options["medium_share"] or seconds < options["min_collective_s"]:
+        heavy = (distribute.reduced_bytes or 0) >= options["large_bytes"]
+        least = options["large_share"] if heavy else options["medium_share"]
+        if share < least or seconds < options["min_collective_s"]:
             return []
         wait = distribute.collective_wait_s
         title = (

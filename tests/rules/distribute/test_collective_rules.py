@@ -71,7 +71,7 @@ def test_kilobytes_across_processes_are_latency_not_bandwidth():
 
 
 def test_no_finding_for_a_small_or_short_measured_share():
-    assert not check(CollectiveBound(), facts(collective_step_s=0.02, collective_share=0.2))
+    assert not check(CollectiveBound(), facts(collective_step_s=0.02, collective_share=0.12))
     assert not check(CollectiveBound(), facts(collective_step_s=0.0005, collective_share=0.6))
     assert not check(
         CollectiveBound(), facts(replicas=1, collective_step_s=1.0, collective_share=0.9)
@@ -175,3 +175,13 @@ def test_a_scaled_batch_is_told_to_grow_per_replica():
         inputs=(scaled,), collective_step_s=0.03, collective_share=0.3))  # fmt: skip
     assert "a larger per-replica batch than 4 (train.py:20:" in finding.fix
     assert "<per-replica batch>" not in finding.fix
+
+
+def test_tens_of_megabytes_a_step_are_medium_from_a_smaller_share():
+    """64 MiB all-reduced a step (KERNEL) at 18% of the step: medium; the same share of a
+    2 MiB all-reduce says nothing."""
+    (finding,) = check(CollectiveBound(), facts(collective_step_s=0.02, collective_share=0.18))
+    assert finding.severity == "medium"
+    small = ReducedValue(name="dense/kernel", shape=(512, 1024), dtype="float32", bytes=2 * MiB)
+    assert not check(CollectiveBound(), facts(reduced=(small,), reduced_bytes=small.bytes,
+                                              collective_step_s=0.02, collective_share=0.18))  # fmt: skip
