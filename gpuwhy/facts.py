@@ -319,6 +319,9 @@ class ProgramFacts:
     tensorflow_version: str | None = None
     keras_version: str | None = None
     gpus_seen_by_tf: tuple[str, ...] = ()  # logical GPUs TF created in the program
+    # Keras compile(jit_compile="auto") (the default): True where Keras would XLA-compile
+    # the train step on a GPU machine (it does not on one without a GPU)
+    keras_auto_jit: bool | None = None
     notes: tuple[str, ...] = ()  # what gpuwhy could not watch, and why
 
 

@@ -259,6 +259,7 @@ class Session:
             tensorflow_version=getattr(sys.modules.get("tensorflow"), "__version__", None),
             keras_version=_keras_version(),
             gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
+            keras_auto_jit=self.steps.keras_auto_jit,
             notes=tuple(notes),
         )
         return Facts(
@@ -288,7 +289,11 @@ class Session:
             placement=placement,
             devices=self._devices,
             tfdata=tfdata,
-            program=ProgramFacts(command=self.command, gpus_seen_by_tf=_tf_gpus()),
+            program=ProgramFacts(
+                command=self.command,
+                gpus_seen_by_tf=_tf_gpus(),
+                keras_auto_jit=self.steps.keras_auto_jit,
+            ),
         )
         try:
             return projection_facts(

@@ -28,6 +28,7 @@ calibrated, and the projection says so. Ops of unknown size count as launches on
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from gpuwhy.facts import AuditedFunction, PlacementFacts, TensorOp
@@ -75,6 +76,11 @@ LINK_EFFICIENCY = (0.50, 0.75, 0.90)  # of the host link's bandwidth
 # under XLA fused kernels replace several ops each.
 LAUNCH_S = (6e-6, 4e-6, 2.5e-6)
 XLA_OPS_PER_KERNEL = 4
+# Keras 3's train functions (keras/src/backend/tensorflow/trainer.py): compile's
+# jit_compile="auto" XLA-compiles them on a GPU machine
+KERAS_TRAIN_FUNCTIONS = frozenset(
+    {"multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data", "train_function"}
+)
 COPY_LATENCY_S = 10e-6
 
 
@@ -107,6 +113,7 @@ class StepProjection:
     kernel_count: int
     kernels_unsized: int  # of unknown bytes: launches only
     launch_bound: Band = ZERO  # of `kernels`: op types whose launches outweigh their bytes
+    xla_assumed: bool = False  # costed as XLA-compiled (Keras' "auto" on a GPU), not as traced
     launch_bound_kernels: int = 0
 
     @property
@@ -250,13 +257,21 @@ def _label(function: AuditedFunction) -> str:
 
 
 def project_step(
-    placement: PlacementFacts, gpu: GpuSpec, input_bytes: int | None = None
+    placement: PlacementFacts,
+    gpu: GpuSpec,
+    input_bytes: int | None = None,
+    xla_on_gpu: bool = False,
 ) -> StepProjection | None:
     """One call of the training function on ``gpu``; None without an audited function.
-    ``input_bytes``: the batch the step is given (its copy to the GPU)."""
+    ``input_bytes``: the batch the step is given (its copy to the GPU). ``xla_on_gpu``:
+    costed as XLA-compiled where its framework compiles it so on a GPU machine (Keras'
+    jit_compile="auto"), though it was not here."""
     function = training_function(placement)
     if function is None:
         return None
+    assumed = xla_on_gpu and not function.jit_compile and function.name in KERAS_TRAIN_FUNCTIONS
+    if assumed:
+        function = dataclasses.replace(function, jit_compile=True)
     label = _label(function)
     ops = [op for op in placement.tensor_ops if op.function in (label, None)]
     written = sum(op.output_bytes or 0 for op in ops)
@@ -275,4 +290,5 @@ def project_step(
         tensor_ops_unsized=sum(1 for op in ops if not op.flops),
         kernel_count=sum(k.count for k in function.kernels),
         kernels_unsized=sum(k.count - k.sized for k in function.kernels),
+        xla_assumed=assumed,
     )

@@ -154,7 +154,12 @@ def projection_facts(
     gpu = resolve_target(requested, facts)
     placement = facts.placement
     projection = (
-        project_step(placement, gpu, pipeline.element_bytes if pipeline else None)
+        project_step(
+            placement,
+            gpu,
+            pipeline.element_bytes if pipeline else None,
+            xla_on_gpu=bool(facts.program and facts.program.keras_auto_jit),
+        )
         if placement is not None
         else None
     )
@@ -183,7 +188,7 @@ def projection_facts(
         )
         batch_s = None
     wait, wait_low, wait_high = _waits(batch_s, measured_s, step)
-    jit = projection is not None and _jit(facts, projection.function)
+    jit = projection is not None and (projection.xla_assumed or _jit(facts, projection.function))
     if dispatch is not None and eager is not None:
         notes.append(
             f"Python issues {eager.per_step:,.0f} eager ops per step, "
@@ -195,6 +200,11 @@ def projection_facts(
                 else " (no tf.function in it: the GPU work of "
                 "its ops is not in a graph the audit reads, so the step is at least this)"
             )
+        )
+    if projection is not None and projection.xla_assumed:
+        notes.append(
+            "Keras compile(jit_compile='auto') XLA-compiles this model's train step on a "
+            "GPU machine (not on this one, without a GPU): projected as XLA-compiled"
         )
     if projection is not None:
         notes += _graph_notes(projection, jit)

@@ -120,6 +120,50 @@ def _eager_timed(original, emit: Emit):
     return apply_gradients
 
 
+TRAINERS = (("keras.src.trainers.trainer", "Trainer"),)
+
+
+def install_compile(record: Callable[[bool], None]) -> list[Patch]:
+    """``record(would_xla)`` after each Keras 3 ``compile`` that left ``jit_compile`` at
+    "auto": whether Keras would then XLA-compile the train step on a GPU machine (its
+    ``_resolve_auto_jit_compile``: no tf.distribute strategy, every layer supports jit,
+    op determinism off). On a machine without a GPU Keras turns XLA off, so the step
+    traced here is not the one a GPU would run."""
+    patches = []
+    for module, name in TRAINERS:
+        cls = _class(module, name)
+        if cls is None or not hasattr(cls, "compile"):
+            continue
+        supports = getattr(sys.modules.get(module), "model_supports_jit", None)
+        patches.append(
+            Patch(cls, "compile", functools.partial(_compiled, record=record, supports=supports))
+        )
+    return patches
+
+
+def _compiled(original, record: Callable[[bool], None], supports):
+    import inspect
+
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+
+    def compile(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        try:
+            given = signature.bind(self, *args, **kwargs).arguments if signature else kwargs
+            if given.get("jit_compile", "auto") == "auto" and not given.get("run_eagerly"):
+                strategy = getattr(self, "_distribute_strategy", None)
+                record(bool(strategy is None and supports is not None and supports(self)))
+        except Exception:  # noqa: BLE001 - a hook never breaks the user's compile
+            pass
+        return result
+
+    mark_wrapped(compile, original)
+    return compile
+
+
 def keras_version() -> str | None:
     for name in ("keras", "tf_keras"):
         module = sys.modules.get(name)

@@ -31,12 +31,29 @@ def test_a_run_projected_onto_an_a100(tmp_path):
     projection = json.loads(out.read_text())["projection"]
     assert projection["gpu"] == "A100" and projection["requested"] == "a100"
     assert projection["function"].endswith(f"(fit.py:{line_with(script, 'fit-here')})")
-    assert projection["batch"] == 32 and projection["calibrated"] is False
+    # compile's default jit_compile="auto": Keras XLA-compiles this step on a GPU machine
+    assert json.loads(out.read_text())["program"]["keras_auto_jit"] is True
+    assert projection["batch"] == 32 and projection["jit_compile"] is True
+    assert "Keras compile(jit_compile='auto') XLA-compiles" in result.stderr
     assert 0 < projection["step_low_s"] < projection["step_s"] < projection["step_high_s"]
     assert projection["tensor_ops"] >= 4 and projection["tensor_ops_unsized"] == 0
     assert "Projected on A100 (a projection from the traced graph" in result.stderr
     (verdict,) = [line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))]
     assert ", on an A100 (projected): step " in verdict
+
+
+def test_a_step_compiled_without_xla_is_projected_without_it(tmp_path):
+    """compile(jit_compile=False): the step a GPU would run is the one traced here."""
+    script = tmp_path / "fit.py"
+    script.write_text(SCRIPT.replace('loss="mse")', 'loss="mse", jit_compile=False)'))
+    out = tmp_path / "r.json"
+    result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["program"]["keras_auto_jit"] is None
+    assert record["projection"]["jit_compile"] is False
+    assert record["projection"]["calibrated"] is False
+    assert "XLA-compiles" not in result.stderr
 
 
 def test_an_unknown_target_is_one_line_and_nothing_runs(tmp_path):

@@ -61,6 +61,8 @@ class StepCollector(RunCollector):
     iterator_calls: dict = field(default_factory=dict)  # site -> [(id, start, end, exhausted)]
     optimizer_calls: list = field(default_factory=list)  # (start, end)
     notes: list = field(default_factory=list)
+    # Keras compile(jit_compile="auto"): would Keras XLA-compile the step on a GPU
+    keras_auto_jit: bool | None = None
 
     def __post_init__(self) -> None:
         self._patches: list = []
@@ -79,6 +81,11 @@ class StepCollector(RunCollector):
             lambda: keras_hooks.install_callbacks(self._on_keras_event), "Keras callbacks"
         )
         self._install(lambda: keras_hooks.install_optimizer(self._on_apply), "Keras optimizers")
+        self._install(lambda: keras_hooks.install_compile(self._on_compile), "Keras compile")
+
+    def _on_compile(self, would_xla: bool) -> None:
+        """The last compile(jit_compile="auto"): would Keras XLA-compile it on a GPU."""
+        self.keras_auto_jit = would_xla
 
     def _install(self, install, what: str) -> None:
         try:
