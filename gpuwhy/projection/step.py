@@ -19,6 +19,7 @@ from gpuwhy.facts import (
     EagerFacts,
     Facts,
     PipelineFacts,
+    PipelineStage,
     PlacementFacts,
     ProjectionFacts,
     StepFacts,
@@ -61,12 +62,38 @@ def resolve_target(requested: str, facts: Facts) -> GpuSpec:
 
 
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
-    """What the pipeline needs per batch on this host, standing alone: its slowest
-    stage's time per root element at the threads it ran with (TF's stage timers)."""
+    """What the pipeline needs per batch on this host, standing alone, in the epochs
+    training is made of: its slowest stage's time per root element at the threads it
+    ran with (TF's stage timers). Stages before a ``cache()`` run in the first epoch
+    only (the cache replays their elements after it), so they are left out."""
     if pipeline is None:
         return None
-    rates = [s.root_elements_per_s for s in pipeline.stages if s.root_elements_per_s]
+    rates = [s.root_elements_per_s for s in steady_stages(pipeline) if s.root_elements_per_s]
     return 1 / min(rates) if rates else None
+
+
+def steady_stages(pipeline: PipelineFacts) -> tuple[PipelineStage, ...]:
+    """The stages that run every epoch: those after the last cache (stages are in
+    source-to-model order)."""
+    stages = pipeline.stages
+    cached = [i for i, s in enumerate(stages) if s.kind == "cache"]
+    return stages[cached[-1] :] if cached else stages
+
+
+def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
+    """Said where stages before a cache were left out of the input's time per batch."""
+    if pipeline is None:
+        return None
+    steady = steady_stages(pipeline)
+    before = [s for s in pipeline.stages if s not in steady and s.root_elements_per_s]
+    if not before:
+        return None
+    slowest = min(before, key=lambda s: s.root_elements_per_s or float("inf"))
+    return (
+        f"stages before cache() run in the first epoch only and are left out of the input's "
+        f"time per batch (the slowest, {slowest.name}, takes "
+        f"{duration(1 / (slowest.root_elements_per_s or 1))} per batch then)"
+    )
 
 
 def measured_batch_seconds(steps: StepFacts | None, min_wait: float = 0.05) -> float | None:
@@ -179,6 +206,9 @@ def projection_facts(
     batch_s = batch_seconds(pipeline)
     measured_s = measured_batch_seconds(steps)
     notes = ["a projection from the traced graph and published peaks, not a measurement"]
+    first_epoch = first_epoch_note(pipeline)
+    if first_epoch is not None:
+        notes.append(first_epoch)
     if batch_s is not None and measured_s is not None and batch_s > measured_s:
         # alone it cannot be slower than beside the model: the direct one is trusted
         notes.append(

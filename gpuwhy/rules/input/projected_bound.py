@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.formatting import duration
+from gpuwhy.projection.step import steady_stages
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
-from gpuwhy.rules.input.common import bottleneck, culprit_location, stage_label, steps_pipeline
+from gpuwhy.rules.input.common import culprit_location, stage_label, steps_pipeline
 
 
 class ProjectedInputBound(Rule):
@@ -65,7 +66,6 @@ class ProjectedInputBound(Rule):
             return []
         high = projection.input_wait_high or 0.0
         pipeline = steps_pipeline(facts)
-        stage = bottleneck(pipeline) if pipeline is not None else None
         per_batch = projection.input_batch_measured_s or projection.input_batch_s
         title = (
             f"On {projection.gpu} (projected), steps would wait for input "
@@ -90,12 +90,12 @@ class ProjectedInputBound(Rule):
         }
         fix = fixes.generic()
         location = pipeline.location if pipeline is not None else None
-        if pipeline is not None and stage is not None and pipeline.bottleneck is not None:
+        index = _steady_bottleneck(pipeline) if pipeline is not None else None
+        if pipeline is not None and index is not None:
+            stage = pipeline.stages[index]
             title += f"; its slowest stage is {stage_label(stage)}"
             evidence["bottleneck"] = stage_label(stage)
-            fix = fixes.for_stage(
-                pipeline, pipeline.bottleneck, options["vectorise_below_us"] * 1e-6
-            )
+            fix = fixes.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
             location = culprit_location(stage) or location
         return [
             self.finding(
@@ -115,3 +115,14 @@ class ProjectedInputBound(Rule):
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
+
+
+def _steady_bottleneck(pipeline: PipelineFacts) -> int | None:
+    """The slowest stage among those that run every epoch (the projection leaves out
+    the stages before a cache): the pipeline's own bottleneck where it is one of them."""
+    steady = steady_stages(pipeline)
+    index = pipeline.bottleneck
+    if index is not None and 0 <= index < len(pipeline.stages) and pipeline.stages[index] in steady:
+        return index
+    timed = [(i, s) for i, s in enumerate(pipeline.stages) if s in steady and s.root_elements_per_s]
+    return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None

@@ -56,3 +56,25 @@ def test_the_band_s_low_end_judges():
 def test_no_input_figures_no_finding():
     none = projection(input_wait_fraction=None, input_wait_low=None, input_wait_high=None)
     assert check(replace(t.facts(t.example_pipeline()), projection=none)) == []
+
+
+def test_stages_before_a_cache_run_in_the_first_epoch_only():
+    """The tf.data guide's .map(decode).cache().shuffle().batch(): the decode runs in the
+    first epoch only, so it is neither the input's time per batch nor the slowest stage
+    named; the note says what it cost in the first epoch."""
+    from gpuwhy.projection.step import batch_seconds, first_epoch_note
+
+    stages = list(t.example_pipeline().stages)
+    stages[2] = replace(stages[2], root_elements_per_s=70.0)  # augment: 14 ms a batch
+    stages[4] = replace(stages[4], root_elements_per_s=2000.0)  # batch: 0.5 ms a batch
+    plain = replace(t.example_pipeline(), stages=tuple(stages))
+    cache = replace(stages[3], name="Cache", kind="cache", written_as=("cache",),
+                    written_calls=(".cache()",), root_elements_per_s=None)  # fmt: skip
+    cached = replace(plain, stages=(*stages[:3], cache, *stages[3:]))
+    assert batch_seconds(plain) == 1 / 70.0
+    assert batch_seconds(cached) == 1 / 2000.0  # the augmentation replays from the cache
+    assert "stages before cache() run in the first epoch only" in first_epoch_note(cached)
+    assert first_epoch_note(plain) is None
+    facts = replace(t.facts(cached, steps=t.fit_steps(0.0)), projection=projection())
+    (f,) = check(facts)  # figures given directly: the finding names no cached stage
+    assert f.title.endswith("; its slowest stage is BatchV2 at train.py:64")
