@@ -546,6 +546,10 @@ class PipelineFacts:
     autotune: bool = True  # options.autotune.enabled
     cardinality: int | None = None  # elements per pass (None: infinite or unknown)
     element_bytes: int | None = None  # one output element (batch), from its spec
+    # a generator's batches of unknown size (Keras fit on a generator or PyDataset): one
+    # example's bytes from the spec, and the bytes TF counted the consumer getting
+    example_bytes: int | None = None
+    delivered_bytes: int | None = None
     gap_median_s: float | None = None  # consumer time per element (TF's gap timer)
     gap_mean_s: float | None = None  # its mean: what adds up over the run
     wait_per_element_s: float | None = None  # measured wait for one element

@@ -216,3 +216,36 @@ def test_ops_that_stay_on_the_cpu_are_costed_at_their_measured_time(tmp_path):
     assert "ops on the CPU " in result.stderr and "4 of them measured here" in result.stderr
     (verdict,) = [line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))]
     assert "of it ops that stay on the CPU (measured here)" in verdict
+
+
+GENERATOR = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+
+    def batches(batch=48):
+        while True:
+            yield np.random.rand(batch, 32, 32, 3).astype("float32"), np.random.randint(0, 10, batch)
+
+    model = tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Conv2D(16, 3),
+                                 tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(10)])
+    model.compile(optimizer="adam",
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(batches(), steps_per_epoch=20, epochs=2, verbose=0)
+""")
+
+
+def test_a_generator_s_batch_size_is_read_from_the_bytes_it_delivered(tmp_path):
+    """Keras fit on a Python generator: the spec leaves the batch unknown; the bytes TF
+    counted per delivered element over one example's bytes give 48, so every
+    convolution is sized (before, all were left out and the step was launches only)."""
+    script = tmp_path / "gen.py"
+    script.write_text(GENERATOR)
+    out = tmp_path / "r.json"
+    result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    (pipeline,) = [p for p in record["tfdata"]["pipelines"] if p["consumer"] == "keras-fit"]
+    assert pipeline["example_bytes"] == 32 * 32 * 3 * 4 + 8
+    assert pipeline["delivered_bytes"] == pipeline["elements"] * 48 * pipeline["example_bytes"]
+    projection = record["projection"]
+    assert projection["batch"] == 48 and projection["tensor_ops_unsized"] == 0

@@ -109,9 +109,19 @@ def delivered_batch(tfdata: TfDataFacts | None, steps: StepFacts | None) -> int 
     if pipeline is None:
         return None
     batches = [s for s in pipeline.stages if "batch" in s.written_as and s.elements]
-    if not batches or batches[-1].ratio < 2:
+    if batches and batches[-1].ratio >= 2:
+        return round(batches[-1].ratio)
+    return _batch_from_bytes(pipeline)
+
+
+def _batch_from_bytes(pipeline: PipelineFacts) -> int | None:
+    """A pipeline that yields whole batches of unknown size (a Python generator's, as
+    Keras feeds fit from a generator or a PyDataset): the bytes TF counted per element
+    the model got over the bytes of one example."""
+    if not (pipeline.delivered_bytes and pipeline.example_bytes and pipeline.elements):
         return None
-    return round(batches[-1].ratio)
+    batch = pipeline.delivered_bytes / pipeline.elements / pipeline.example_bytes
+    return round(batch) if batch >= 2 else None
 
 
 def steps_pipeline(tfdata: TfDataFacts | None, steps: StepFacts | None) -> PipelineFacts | None:

@@ -26,6 +26,7 @@ class Merged:
     elements: list
     seconds: list
     root_elements: int
+    root_bytes: int = 0  # bytes of those elements, where TF counted them
 
     def ratio(self, index: int) -> float:
         """Input elements per output element: TF's own for a node of known ratio
@@ -52,19 +53,20 @@ def merge_iterators(states: list) -> Merged:
     names = [n.name for n in nodes]
     elements = [0] * len(nodes)
     seconds = [0.0] * len(nodes)
-    root = 0
+    root = root_bytes = 0
     for state in states:
         own = state.positions
         offset = len(names) - len(own)
         if offset < 0 or [p.node.name for p in own] != names[offset:]:
             continue  # a chain of another shape (another TF version of the rewrite?)
         root += state.root_elements
+        root_bytes += state.root_bytes
         for index, position in enumerate(own):
             elements[offset + index] += position.elements
             seconds[offset + index] += position.seconds
     if nodes and nodes[-1].name == "Root":  # the iterator's bookkeeping, not a stage
         nodes, elements, seconds = nodes[:-1], elements[:-1], seconds[:-1]
-    return Merged(nodes, elements, seconds, root)
+    return Merged(nodes, elements, seconds, root, root_bytes)
 
 
 def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
@@ -78,10 +80,10 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
     steps = [w for w in written if w.node and not w.noop]
 
     stages: list[PipelineStage] = []
-    root_elements = 0
+    root_elements = root_bytes = 0
     if read:
         merged = merge_iterators(used or read)
-        root_elements = merged.root_elements
+        root_elements, root_bytes = merged.root_elements, merged.root_bytes
         index_of = {id(node): i for i, node in enumerate(merged.nodes)}
         for number, stage in enumerate(match_stages(written, merged.nodes)):
             stages.append(_stage_facts(stage, merged, index_of, cores, number == 0))
@@ -132,6 +134,8 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         autotune=pipeline.autotune,
         cardinality=pipeline.cardinality,
         element_bytes=pipeline.element_bytes,
+        example_bytes=pipeline.example_bytes,
+        delivered_bytes=root_bytes or None,
         gap_median_s=_round(gap_median),
         gap_mean_s=_round(statistics.fmean(gaps)) if gaps else None,
         wait_per_element_s=_round(wait),

@@ -104,6 +104,11 @@ class IteratorState:
     def root_elements(self) -> int:
         return self.positions[-1].node.num_elements if self.positions else 0
 
+    @property
+    def root_bytes(self) -> int:
+        """Bytes of the elements the consumer got (0 where TF did not count them)."""
+        return getattr(self.positions[-1].node, "bytes_produced", 0) if self.positions else 0
+
     def observe(self, model: Any, now: float) -> None:
         before = self.root_elements
         self.positions = observe(self.positions, model)
@@ -144,6 +149,8 @@ class Pipeline:
     autotune: bool
     cardinality: int | None
     element_bytes: int | None
+    example_bytes: int | None = None  # one example, where every component is a batch of
+    # unknown size (a Keras generator's batches): the bytes per element of its batch dim
     iterators: list = field(default_factory=list)
     dropped_iterators: int = 0
     error: str | None = None

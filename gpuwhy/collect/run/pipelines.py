@@ -457,5 +457,6 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         autotune=data_pipeline.autotune_enabled(dataset),
         cardinality=elements.known_count(dataset),
         element_bytes=elements.element_bytes(dataset, batch),
+        example_bytes=elements.example_bytes(dataset),
         error=error,
     )

@@ -24,6 +24,28 @@ def known_count(dataset: Any) -> int | None:
     return count if count >= 0 else None
 
 
+def example_bytes(dataset: Any) -> int | None:
+    """Bytes of one example of a dataset whose every component has an unknown leading
+    (batch) dimension and is otherwise of fixed size; None for any other dataset."""
+    from tensorflow.python.framework import tensor_spec
+    from tensorflow.python.util import nest
+
+    try:
+        specs = nest.flatten(dataset.element_spec)
+    except Exception:  # noqa: BLE001 - no element_spec to read
+        return None
+    leading = [
+        isinstance(s, tensor_spec.TensorSpec)
+        and s.shape.rank is not None
+        and s.shape.rank > 0
+        and s.shape.as_list()[0] is None
+        for s in specs
+    ]
+    if not specs or not all(leading):
+        return None
+    return element_bytes(dataset, 1)
+
+
 def element_bytes(dataset: Any, batch_size: int | None = None) -> int | None:
     """Bytes of one element from the dataset's element_spec, when every component is a
     dense tensor of a fixed-size dtype (not strings, ragged or sparse) and a fixed shape;

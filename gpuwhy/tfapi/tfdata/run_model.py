@@ -86,6 +86,7 @@ class RunNode:
     inner: tuple[RunNode, ...] = ()  # dynamic inputs (interleave/flat_map), side inputs, Impl
     inner_elements: int | None = None  # elements the inner inputs' top nodes produced
     id: int = 0  # TF's node id: a new id at the same place is a new instance
+    bytes_produced: int = 0  # bytes of the elements it produced (TF's resource counters)
 
     @property
     def asynchronous(self) -> bool:
@@ -207,6 +208,7 @@ def _node(
         inner=inner,
         inner_elements=inner_elements,
         id=int(proto_node.id),
+        bytes_produced=int(getattr(proto_node, "bytes_produced", 0) or 0),
     )
 
 
