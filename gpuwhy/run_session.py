@@ -98,6 +98,12 @@ class Session:
         self.notes: list[str] = []
         self._frames_hidden: HiddenFrames | None = None
 
+    @property
+    def _script(self) -> str | None:
+        """The script the program runs, where it is a .py file (its code is read for
+        fixes that use the program's own names)."""
+        return self.command[0] if self.command and self.command[0].endswith(".py") else None
+
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> Session:
         from gpuwhy.collect import driver as driver_collector
@@ -204,8 +210,9 @@ class Session:
         after warm-up as (start, end) in perf_counter seconds. Never raises."""
         facts, window = self._measured(time.perf_counter(), _quiet_guard, live=True)
         if "tensorflow" in sys.modules:  # the strategy and its measured collectives so far
-            script = self.command[0] if self.command and self.command[0].endswith(".py") else None
-            distribute = _quiet_guard("tf.distribute", lambda: self.distribute.facts(script), None)
+            distribute = _quiet_guard(
+                "tf.distribute", lambda: self.distribute.facts(self._script), None
+            )
             facts = dataclasses.replace(facts, distribute=distribute)
         return facts, window.intervals
 
@@ -219,9 +226,8 @@ class Session:
         measured, _ = self._measured(t_end, self._guard)
         steps, tfdata, eager = measured.steps, measured.tfdata, measured.eager
         tracing, gpu_samples = measured.tracing, measured.gpu_samples
-        script = self.command[0] if self.command and self.command[0].endswith(".py") else None
         distribute = (
-            self._guard("tf.distribute", lambda: self.distribute.facts(script), None)
+            self._guard("tf.distribute", lambda: self.distribute.facts(self._script), None)
             if tf_imported
             else None
         )

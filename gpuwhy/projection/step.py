@@ -19,7 +19,6 @@ from gpuwhy.facts import (
     EagerFacts,
     Facts,
     PipelineFacts,
-    PipelineStage,
     PlacementFacts,
     ProjectionFacts,
     StepFacts,
@@ -68,24 +67,23 @@ def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
     only (the cache replays their elements after it), so they are left out."""
     if pipeline is None:
         return None
-    rates = [s.root_elements_per_s for s in steady_stages(pipeline) if s.root_elements_per_s]
+    steady = pipeline.stages[first_steady_stage(pipeline) :]
+    rates = [s.root_elements_per_s for s in steady if s.root_elements_per_s]
     return 1 / min(rates) if rates else None
 
 
-def steady_stages(pipeline: PipelineFacts) -> tuple[PipelineStage, ...]:
-    """The stages that run every epoch: those after the last cache (stages are in
-    source-to-model order)."""
-    stages = pipeline.stages
-    cached = [i for i, s in enumerate(stages) if s.kind == "cache"]
-    return stages[cached[-1] :] if cached else stages
+def first_steady_stage(pipeline: PipelineFacts) -> int:
+    """Index of the first stage that runs every epoch: the last cache (stages are in
+    source-to-model order; those before it run in the first epoch only), else 0."""
+    cached = [i for i, s in enumerate(pipeline.stages) if s.kind == "cache"]
+    return cached[-1] if cached else 0
 
 
 def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
     """Said where stages before a cache were left out of the input's time per batch."""
     if pipeline is None:
         return None
-    steady = steady_stages(pipeline)
-    before = [s for s in pipeline.stages if s not in steady and s.root_elements_per_s]
+    before = [s for s in pipeline.stages[: first_steady_stage(pipeline)] if s.root_elements_per_s]
     if not before:
         return None
     slowest = min(before, key=lambda s: s.root_elements_per_s or float("inf"))

@@ -196,14 +196,6 @@ def auto_shard_policy(dataset: Any) -> str | None:
     return AUTO_SHARD.get(int(policy), str(policy))
 
 
-def shard_plan(dataset: Any, workers: int) -> Any:
-    """What TF's auto-shard rewrite will do to ``dataset`` across ``workers``
-    (gpuwhy.tfapi.tfdata.sharding), by the policy its options ask for."""
-    from gpuwhy.tfapi.tfdata import sharding
-
-    return sharding.plan(dataset, auto_shard_policy(dataset) or "AUTO", workers)
-
-
 KERAS_DEFAULT_BATCH = 32  # Model.fit(x, y) with arrays and no batch_size
 
 

@@ -113,7 +113,7 @@ def _judge(
             f"({given.shard_error}): the iterator fails to start",
             severity="high",
             evidence=evidence | {"tensorflow_error": given.shard_error},
-            fix=_policy_fix(given, "DATA") + "\n" + _shard_early_fix(given, distribute),
+            fix=_policy_fix("DATA") + "\n" + _shard_early_fix(given, distribute),
             location=where,
         )
     if given.shard_applied == "FILE" and given.shard_files is not None:
@@ -162,7 +162,7 @@ def _file_finding(
                 [
                     f"# write the data as {workers * 8} or more files (a multiple of {workers}),",
                     "# or shard by element:",
-                    _policy_fix(given, "DATA"),
+                    _policy_fix("DATA"),
                 ]
             ),
             location=where,
@@ -228,7 +228,7 @@ def _data_finding(
     )
 
 
-def _policy_fix(given: DistributedInput, policy: str) -> str:
+def _policy_fix(policy: str) -> str:
     return "\n".join(
         [
             "options = tf.data.Options()",
@@ -257,6 +257,6 @@ def _shard_early_fix(given: DistributedInput, distribute: DistributeFacts) -> st
     lines += [
         f"{source}.shard({distribute.workers}, {strategy}.cluster_resolver.task_id)",
         "# each worker reads its own share from the start; tell TF not to shard again:",
-        _policy_fix(given, "OFF"),
+        _policy_fix("OFF"),
     ]
     return "\n".join(lines)

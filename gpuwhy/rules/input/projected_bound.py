@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.formatting import duration
-from gpuwhy.projection.step import steady_stages
+from gpuwhy.projection.step import first_steady_stage
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import culprit_location, stage_label, steps_pipeline
@@ -120,9 +120,9 @@ def _ms(seconds: float | None) -> float | None:
 def _steady_bottleneck(pipeline: PipelineFacts) -> int | None:
     """The slowest stage among those that run every epoch (the projection leaves out
     the stages before a cache): the pipeline's own bottleneck where it is one of them."""
-    steady = steady_stages(pipeline)
+    first = first_steady_stage(pipeline)
     index = pipeline.bottleneck
-    if index is not None and 0 <= index < len(pipeline.stages) and pipeline.stages[index] in steady:
+    if index is not None and first <= index < len(pipeline.stages):
         return index
-    timed = [(i, s) for i, s in enumerate(pipeline.stages) if s in steady and s.root_elements_per_s]
+    timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
     return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None

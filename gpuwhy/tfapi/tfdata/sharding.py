@@ -76,7 +76,8 @@ UNSHARDABLE_SOURCE_OPS = (
     "TensorSliceDataset",
 )
 # transformations whose work every worker repeats on every element under DATA sharding
-# (by the op TF runs; sources that read or generate count too)
+# (by the op TF runs; sources that read or generate count too): the collector picks
+# them out of the chain as written
 WORK_OPS = (
     "MapDataset",
     "ParallelMapDataset",
@@ -108,7 +109,6 @@ class ShardPlan:
     error: str | None = None  # FILE asked for and impossible: TF stops with this
     files: int | None = None  # FILE: the files divided among the workers (None: unknown)
     sharded_in_code: bool = False  # the pipeline already has a shard() of its own
-    repeated_ops: tuple[str, ...] = ()  # DATA: ops every worker runs on every element
 
 
 class _NotFound(Exception):
@@ -217,19 +217,16 @@ def plan(dataset: Any, policy: str, workers: int) -> ShardPlan:
     sink = next((n for n in graph.nodes.values() if n.op == "_Retval"), None)
     ops = graph.ops_from(sink)
     in_code = any(matches(op, ("ShardDataset",)) for op in ops)
-    repeated = tuple(dict.fromkeys(_plain(op) for op in reversed(ops) if matches(op, WORK_OPS)))
     if policy in ("OFF", "HINT") or workers < 2:
         return ShardPlan(applied=policy, sharded_in_code=in_code)
     if policy == "DATA":
-        return ShardPlan(applied="DATA", sharded_in_code=in_code, repeated_ops=repeated)
+        return ShardPlan(applied="DATA", sharded_in_code=in_code)
     try:
         found = graph.shard_by_file(sink)
     except _NotFound as e:
         if policy == "FILE":  # TF raises the same error when the iterator is made
             return ShardPlan(applied="FILE", error=str(e), sharded_in_code=in_code)
-        return ShardPlan(
-            applied="DATA", reason=str(e), sharded_in_code=in_code, repeated_ops=repeated
-        )
+        return ShardPlan(applied="DATA", reason=str(e), sharded_in_code=in_code)
     counts = [graph.files(graph.input(node)) for node in found]
     files = None if not counts or None in counts else min(c for c in counts if c is not None)
     return ShardPlan(applied="FILE", files=files, sharded_in_code=in_code)
