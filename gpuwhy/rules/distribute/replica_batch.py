@@ -59,52 +59,71 @@ class ReplicaBatch(Rule):
         distribute = facts.distribute
         if distribute is None or distribute.replicas < 2:
             return []
-        findings = []
+        # one cause, one finding: calls that batch by the same size (the train and the
+        # eval dataset both .batch(BATCH_SIZE)) are one unscaled BATCH_SIZE
+        causes: dict[tuple[str, int], list[DistributedInput]] = {}
         for given in distribute.inputs:
             if not given.global_batch:
                 continue
             # the batch call's own size, where the source shows it; else any mention of
             # num_replicas_in_sync in the code that batched
             scaled = given.scaled if given.scaled is not None else distribute.scaled_by_replicas
-            if scaled:
+            if scaled or given.global_batch / distribute.replicas >= options["min_per_replica"]:
                 continue
-            per_replica = given.global_batch / distribute.replicas
-            if per_replica >= options["min_per_replica"]:
-                continue
-            strategy = distribute.variable or "<strategy>"
+            causes.setdefault((_size_text(given), given.global_batch), []).append(given)
+        strategy = distribute.variable or "<strategy>"
+        findings = []
+        for (_, batch), calls in causes.items():
+            per_replica = batch / distribute.replicas
+            where = [given.location for given in calls]
             findings.append(
                 self.finding(
                     f"Each of the {distribute.replicas} replicas gets {per_replica:g} examples "
-                    f"a step: the global batch of {given.global_batch} was not scaled by "
-                    f"{strategy}.num_replicas_in_sync",
+                    f"a step: the global batch of {batch} was not scaled by "
+                    f"{strategy}.num_replicas_in_sync"
+                    + (f" ({len(calls)} datasets batched by it)" if len(calls) > 1 else ""),
                     severity="high" if per_replica < options["high_below"] else "medium",
                     evidence={
                         "strategy": distribute.strategy,
                         "replicas": distribute.replicas,
-                        "global_batch": given.global_batch,
+                        "global_batch": batch,
                         "per_replica_batch": per_replica,
-                        "batched_at": given.location,
+                        "batched_at": where[0] if len(where) == 1 else where,
                         "cross_device": distribute.cross_device,
                     },
-                    fix=_fix(given, strategy),
+                    fix=_fix(calls, strategy),
                     estimated_gain=(
                         f"each replica's share x{distribute.replicas}: the same launches and "
                         "all-reduce per step carry that much more work"
                     ),
-                    location=given.location,
+                    location=calls[0].location,
                 )
             )
         return findings
 
 
-def _fix(given: DistributedInput, strategy: str) -> str:
+def _size_text(given: DistributedInput) -> str:
+    """The batch size as the call writes it ("BATCH_SIZE", "64"); the call's place where
+    it cannot be read (then each call is its own cause)."""
+    from gpuwhy.source_calls import batch_size_argument
+
+    try:
+        node = ast.parse((given.written or "").lstrip("."), mode="eval").body
+    except SyntaxError:
+        node = None
+    size = batch_size_argument(node) if isinstance(node, ast.Call) else None
+    return ast.unparse(size) if size is not None else f"at {given.location}"
+
+
+def _fix(calls: list[DistributedInput], strategy: str) -> str:
     scaled = f"{strategy}.num_replicas_in_sync"
     lines = []
-    rewritten = _scaled_call(given.written, scaled) if given.written else None
-    if rewritten is not None:
-        lines += [f"# {given.location}: in place of: {given.written}", rewritten]
-    else:
-        lines.append(f".batch({given.global_batch} * {scaled})")
+    for given in calls:
+        rewritten = _scaled_call(given.written, scaled) if given.written else None
+        if rewritten is not None:
+            lines += [f"# {given.location}: in place of: {given.written}", rewritten]
+        else:
+            lines.append(f".batch({given.global_batch} * {scaled})")
     lines.append("# and scale the learning rate with the global batch")
     return "\n".join(lines)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, StepFacts
 from gpuwhy.rules.distribute.replica_batch import ReplicaBatch
 from gpuwhy.rules.distribute.undistributed_input import UndistributedInput
@@ -90,3 +92,18 @@ def test_the_undistributed_fix_calls_the_step_as_the_program_does():
     assert (
         "for x, y in dist_ds:" in finding.fix and "mirrored.run(step, args=(x, y))" in finding.fix
     )
+
+
+def test_train_and_eval_batched_by_one_unscaled_size_are_one_finding():
+    """TF's 'Distributed training with Keras' tutorial batches the train and the eval
+    dataset by BATCH_SIZE: left unscaled, that is one cause, with both calls fixed."""
+    train = DistributedInput(how="experimental_distribute_dataset", global_batch=64,
+                             location="tut.py:33", written=".batch(BATCH_SIZE)", scaled=False)  # fmt: skip
+    evaluate = replace(train, location="tut.py:34")
+    other = replace(train, location="tut.py:40", written=".batch(48)", global_batch=48)
+    found = check(ReplicaBatch(), facts(replicas=2, inputs=(train, evaluate, other)))
+    assert len(found) == 2
+    both = next(f for f in found if f.evidence["global_batch"] == 64)
+    assert both.title.endswith("(2 datasets batched by it)")
+    assert both.evidence["batched_at"] == ["tut.py:33", "tut.py:34"]
+    assert both.fix.count(".batch(BATCH_SIZE * mirrored.num_replicas_in_sync)") == 2
