@@ -123,6 +123,10 @@ PLACEMENT_REASONS = {
     "gpu-host-memory": "GPU kernel keeps every argument in host memory (computed on the host by design)",
     "no-gpu-kernel": "the op has no GPU kernel",
     "no-gpu-kernel-for-dtype": "the op has GPU kernels, none for these dtypes",
+    "host-by-design": (
+        "works on host state by design (an iterator, a handle, a checkpoint, a summary, "
+        "the log): on the CPU on every machine"
+    ),
     "forced-cpu": "an explicit tf.device('/CPU:0') pins it, though a GPU kernel exists",
     "colocated": "colocated with an op that must stay on the CPU",
     "resource-on-gpu-no-kernel": (
@@ -195,6 +199,10 @@ class HostDeviceCopy:
     in_loop: bool = False
     location: str | None = None  # file:line of the op that makes the copy necessary
     cause: str | None = None  # that op's name
+    cause_op: str | None = None  # its op type
+    # its PLACEMENT_REASONS code: on the CPU (no-gpu-kernel, forced-cpu, ...), or a GPU
+    # op whose kernel keeps this argument in host memory (gpu, gpu-host-memory: int32)
+    cause_reason: str | None = None
 
     def sizeable(self, min_bytes: int = 1024) -> bool:
         """Large enough to matter: a known size of at least ``min_bytes``, or a tensor

@@ -99,7 +99,7 @@ def audit_functions(
         predicted=True,
         functions=tuple(_function_summary(a, batch) for a in audited),
         groups=_groups(audited),
-        copies=_copies(audited),
+        copies=_copies(audited, batch),
         tensor_ops=tuple(
             op
             for a in audited
@@ -169,17 +169,33 @@ def _function_summary(audited: AuditedGraph, batch: int | None = None) -> Audite
         # the per-batch function call an XLA-compiled step)
         jit_compile=audited.jit or any(n.jit for n in placed.flat.nodes if n.role == "op"),
         location=audited.target.location,
-        input_copies=sum(1 for c in audited.copies if _is_input(placed.flat.nodes[c.src])),
-        step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat.nodes[c.src])),
+        input_copies=sum(1 for c in audited.copies if _is_input(placed.flat, c.src, c.index)),
+        step_copies=sum(1 for c in audited.copies if not _is_input(placed.flat, c.src, c.index)),
         unaudited=tuple(placed.flat.unaudited),
         note=audited.target.note,
         kernels=kernel_work(placed, batch),
     )
 
 
-def _is_input(node) -> bool:
-    """The batch entering the step: a function argument, or tf.data's iterator output."""
-    return node.role == "arg" or is_input_boundary(node.op)
+_PASS_THROUGH = frozenset({"Identity", "IdentityN", "Snapshot"})
+
+
+def _is_input(flat: FlatGraph, node_id: int, index: int = 0) -> bool:
+    """The batch entering the step: a function argument, or tf.data's iterator output,
+    also through the Identity ops a loop or a cond puts after the iterator (``for x in
+    dataset`` inside a function reads it in a while loop's cond)."""
+    nodes = flat.nodes
+    for _ in range(64):
+        node = nodes[node_id]
+        if node.role == "arg" or is_input_boundary(node.op):
+            return True
+        if node.op not in _PASS_THROUGH or not node.inputs:
+            return False
+        ref = node.inputs[index if node.op == "IdentityN" and index < len(node.inputs) else 0]
+        if ref is None:
+            return False
+        node_id, index = ref
+    return False
 
 
 def _unique(values: Iterable[int]) -> tuple[str, ...]:
@@ -265,20 +281,24 @@ def _site(flat: FlatGraph, node_id: int) -> str | None:
     return graph_ops.creation_site(graph_ops.body_graph(flat.graphs, node.function), node.name)
 
 
-def _copies(audited: list[AuditedGraph]) -> tuple[HostDeviceCopy, ...]:
+def _copies(audited: list[AuditedGraph], batch: int | None = None) -> tuple[HostDeviceCopy, ...]:
+    """Each function's copies; an input copy's unknown leading dimension is ``batch``
+    (the batch size the run delivered), so the batch's bytes are known."""
     out = []
     for a in audited:
         flat = a.placed.flat
         nodes = flat.nodes
         for crossing in a.copies:
             src, dst = nodes[crossing.src], nodes[crossing.dst]
-            kind = "input" if _is_input(src) else "step"
+            kind = "input" if _is_input(flat, crossing.src, crossing.index) else "step"
             host_side = crossing.dst if crossing.direction == "to-host" else crossing.src
             if kind == "input":
                 host_side = crossing.dst
             shape = graph_ops.output_shape(
                 graph_ops.body_graph(flat.graphs, src.function), src.name, crossing.index
             )
+            if kind == "input" and batch and shape and shape[0] is None:
+                shape = (batch, *shape[1:])
             size = _bytes(shape, crossing.dtype)
             out.append(
                 HostDeviceCopy(
@@ -295,6 +315,8 @@ def _copies(audited: list[AuditedGraph]) -> tuple[HostDeviceCopy, ...]:
                     in_loop=src.loop_depth > 0 or dst.loop_depth > 0,
                     location=_site(flat, host_side),
                     cause=qualified(flat, host_side),
+                    cause_op=nodes[host_side].op,
+                    cause_reason=a.placed.reason[host_side] or None,
                 )
             )
     out.sort(key=lambda c: (c.kind != "step", -(c.bytes or 0)))

@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuwhy.collect.placement.graph import DT_RESOURCE, FlatGraph, Node
-from gpuwhy.tfapi.kernel_registry import GpuKernel, KernelRegistry
+from gpuwhy.facts import is_input_boundary
+from gpuwhy.tfapi.kernel_registry import GpuKernel, KernelRegistry, op_def
 
 __all__ = ["HOST_ONLY_DTYPES", "PlacedGraph", "place"]
 
@@ -76,6 +77,14 @@ _HOST_RESOURCE_PREFIXES = (
     "Dataset",
     "DeleteIterator",
 )
+
+# Handles to host-side state: no tensor data of the step is in them.
+_HANDLE_DTYPES = frozenset({DT_RESOURCE, DT_VARIANT, DT_RESOURCE + 100, DT_VARIANT + 100})
+# Logging ops (core/ops/logging_ops.cc): they exist to write to the host's log, and
+# tf.print's formatting with them.
+_LOGGING_OPS = frozenset({"Print", "PrintV2", "StringFormat", "Assert", "Timestamp"})
+# Ops that run the user's Python: a host op, but the user's own choice of code.
+_PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 _VARIABLE_CONSUMERS = frozenset(
     {
@@ -304,8 +313,11 @@ def _resource_device(arg: Node, consumers, nodes, registry: KernelRegistry) -> s
     """Where a captured resource lives: host resources on the CPU, variables where
     VarHandleOp has a kernel for their dtype (the eager placer's choice)."""
     users = [nodes[c] for c, _ in consumers[arg.id]]
-    if any(user.op.startswith(_HOST_RESOURCE_PREFIXES) or "Dataset" in user.op for user in users):
-        return "CPU"
+    if any(
+        user.op.startswith(_HOST_RESOURCE_PREFIXES) or "Dataset" in user.op or host_by_design(user)
+        for user in users
+    ):
+        return "CPU"  # host state: a table, an iterator, a summary writer
     for user in users:
         if _is_variable_consumer(user.op):
             dtype = _variable_dtype(user)
@@ -327,9 +339,37 @@ def _var_handle_kernel(registry: KernelRegistry, dtype: int) -> GpuKernel:
     return kernel
 
 
+def host_by_design(node: Node) -> bool:
+    """An op TensorFlow keeps on the host whatever the machine, for what it is, not for a
+    missing kernel: tf.data's iterators and datasets; ops on handles only (an iterator,
+    table or summary writer being made or freed: every input and output a resource or
+    variant); stateful ops that return no tensor (they act on host state: a checkpoint
+    file, a summary, the log); stateful ops that take only strings and handles (a
+    checkpoint restore reads a file); the logging ops (tf.print, Assert). Python ops are
+    not: they run the user's own code."""
+    op = node.op
+    if op in _PYTHON_OPS or _is_variable_consumer(op):
+        return False
+    if op in _LOGGING_OPS or is_input_boundary(op) or "Iterator" in op or "Dataset" in op:
+        return True
+    types = node.in_types + node.out_types
+    if types and all(t in _HANDLE_DTYPES for t in types):
+        return True
+    definition = op_def(op)
+    if definition is None or not definition.is_stateful:
+        return False
+    if all(t in _HANDLE_DTYPES for t in node.out_types):
+        return True
+    return bool(node.in_types) and all(
+        t in _HANDLE_DTYPES or t in (DT_STRING, DT_STRING + 100) for t in node.in_types
+    )
+
+
 def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel) -> None:
     def no_kernel_reason(member: int) -> str:
         kernel = kernels.get(member)
+        if host_by_design(nodes[member]):
+            return "host-by-design"
         return (
             "no-gpu-kernel-for-dtype"
             if kernel is not None and kernel.op_has_gpu_kernels
@@ -346,6 +386,8 @@ def _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, 
             if target == accel and member in lacking:
                 device[member] = "CPU"  # what it needs; TF refuses rather than do it
                 reason[member] = "resource-on-gpu-no-kernel"
+            elif target != accel and member in lacking and host_by_design(nodes[member]):
+                reason[member] = "host-by-design"  # a summary write on its host writer
             else:
                 reason[member] = "gpu" if target == accel else "colocated"
                 if target != accel:

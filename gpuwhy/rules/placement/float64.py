@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
+from gpuwhy.rules.placement.common import group_row, op_list, prediction_note, size_text
 
 # Ops that move or hold float64 values without computing on them.
 _NOT_COMPUTE = frozenset(
@@ -102,11 +102,13 @@ class Float64(Rule):
         groups = [
             g
             for g in placement.groups
-            if "float64" in g.in_dtypes + g.out_dtypes and g.op not in _NOT_COMPUTE
+            if "float64" in g.in_dtypes + g.out_dtypes
+            and g.op not in _NOT_COMPUTE
+            and not is_input_boundary(g.op)  # the iterator delivering the batch: data
         ]
         total = sum(g.count for g in groups)
         if not groups or total < options["min_ops"]:
-            return []
+            return self._data_only(placement)
         groups.sort(key=lambda g: (g.op not in _HEAVY, -g.count, g.op))
         on_cpu = sum(g.count for g in groups if g.computes_on == "CPU")
         heavy = sum(g.count for g in groups if g.op.startswith(_HEAVY))
@@ -133,6 +135,50 @@ class Float64(Rule):
                 evidence=evidence,
                 fix=fix,
                 estimated_gain="float32 runs 2x (data-centre GPUs) to 32-64x (consumer GPUs) faster than float64",
+                location=location,
+            )
+        ]
+
+    def _data_only(self, placement: PlacementFacts) -> list[Finding]:
+        """float64 that only enters the step (the batch the iterator or the caller gives,
+        cast at once: Keras layers cast to their own dtype) computes nothing in float64:
+        it costs the bytes it adds to each step's copy, no more."""
+        entering = [c for c in placement.copies if c.kind == "input" and c.dtype == "float64"]
+        iterators = [
+            g for g in placement.groups if is_input_boundary(g.op) and "float64" in g.out_dtypes
+        ]
+        if not entering and not iterators:
+            return []
+        known = [c.bytes for c in entering if c.bytes is not None]
+        added = sum(known) // 2  # float32 would move half of it
+        evidence: dict[str, Any] = {
+            "float64_ops": 0,
+            "float64_input_tensors": len(entering),
+            "ops": [group_row(g) for g in iterators],
+            **prediction_note(placement),
+        }
+        if known and len(known) == len(entering):
+            evidence["bytes_added_per_step"] = added
+        size = (
+            f": {size_text(added)} more per step than float32"
+            if evidence.get("bytes_added_per_step")
+            else ""
+        )
+        location = next((g.locations[0] for g in iterators if g.locations), None)
+        return [
+            self.finding(
+                f"The step's input arrives as float64 and is cast to float32 at once{size}; "
+                "no float64 compute",
+                severity="low",
+                evidence=evidence,
+                fix="\n".join(
+                    [
+                        "# make float32 where the data is made: NumPy arrays are float64 by default",
+                        "<features> = <features>.astype('float32')   # before the dataset is made",
+                        "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",
+                    ]
+                ),
+                estimated_gain="halves the bytes of the input copy; the step itself is unchanged",
                 location=location,
             )
         ]

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, is_input_boundary
+from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
+
+
+def pinned_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str] = frozenset()):
+    """The op groups this finding names (placement.host-transfers leaves the copies
+    they make to it)."""
+    # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
+    return [
+        g
+        for g in placement.groups
+        if g.reason == "forced-cpu"
+        and g.op not in ignored
+        and not is_input_boundary(g.op)
+        and not g.by_library  # a library's own tf.device: nothing to remove in yours
+    ]
 
 
 class ForcedCpu(Rule):
@@ -67,16 +81,7 @@ class ForcedCpu(Rule):
         placement = facts.placement
         if placement is None:  # in `needs`: the registry never runs it without
             return []
-        ignored = set(options["ignore_ops"])
-        # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
-        pinned = [
-            g
-            for g in placement.groups
-            if g.reason == "forced-cpu"
-            and g.op not in ignored
-            and not is_input_boundary(g.op)
-            and not g.by_library  # a library's own tf.device: nothing to remove in yours
-        ]
+        pinned = pinned_groups(placement, set(options["ignore_ops"]))
         if not pinned:
             return []
         pinned.sort(key=lambda g: (-g.count, g.op))

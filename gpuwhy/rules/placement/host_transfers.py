@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, HostDeviceCopy
+from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import prediction_note, size_text
+from gpuwhy.rules.placement.forced_cpu import pinned_groups
+from gpuwhy.rules.placement.no_gpu_kernel import reported_groups
+
+# Why the op that makes a copy is on the host: a GPU op whose kernel keeps the argument
+# in host memory (TF registers int32 kernels with HostMemory args, memory_types.cc).
+MEMORY_TYPE_REASONS = frozenset({"gpu", "gpu-host-memory"})
+HOST_MEMORY_NOTE = (
+    "GPU ops whose TensorFlow kernels keep these (int32) tensors in host memory: a small "
+    "copy each, by TF's design; an XLA-compiled step (jit_compile) has none"
+)
 
 
 def _row(copy: HostDeviceCopy) -> dict[str, Any]:
@@ -29,11 +40,18 @@ class HostTransfers(Rule):
 
     ## What it detects
     The host-to-device and device-to-host copies that the step's placement implies:
-    every graph edge from an op on one device to an op on the other (CPU-only ops,
-    `tf.device` pins, int32 tensors TF keeps in host memory, variables on the CPU). It
-    fires when their number per step exceeds `max_copies_per_step` or their total size
-    exceeds `max_bytes_per_step`, and lists the largest edges with their ops and shapes.
-    The input batch itself is counted apart: it is expected.
+    every graph edge from an op on one device to an op on the other. It fires when
+    their number per step exceeds `max_copies_per_step`, their total size exceeds
+    `max_bytes_per_step`, or a sizeable one sits inside a loop, and lists the largest
+    edges with their ops and shapes. The input batch itself is counted apart: it is
+    expected. Copies made by an op that another finding names (`placement.no-gpu-kernel`,
+    `placement.forced-cpu`, `compression.cpu-codec`) are a consequence of that op: that
+    finding counts them, with its fix. Edges that cross only because TensorFlow's GPU
+    kernel keeps an int32 argument in host memory (a metric's int32 compare, shape
+    math) count by their bytes alone: each is a small copy TF makes by design, and a
+    step compiled by XLA has none. What remains: ops TF runs on the host by design
+    called on every step (summaries, prints), variables or captured values in host
+    memory, ops placed with them.
 
     ## Why is this slow?
     A copy crosses PCIe at roughly 25 GB/s (Gen4 x16) against 1-3 TB/s of GPU memory
@@ -50,20 +68,21 @@ class HostTransfers(Rule):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
-        grads = [tf.numpy_function(np.clip, [g, -1.0, 1.0], g.dtype)   # to host and back
-                 for g in grads]
+        with writer.as_default():
+            for var, grad in zip(model.trainable_variables, grads):   # every gradient
+                tf.summary.histogram(var.name, grad, step=step)       # to the host
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
     ```
 
     Use instead:
     ```python
-    grads = [tf.clip_by_value(g, -1.0, 1.0) for g in grads]   # stays on the GPU
+        with writer.as_default(), tf.summary.record_if(step % 100 == 0):
+            for var, grad in zip(model.trainable_variables, grads):
+                tf.summary.histogram(var.name, grad, step=step)
     ```
 
     Copies smaller than `min_copy_bytes` (scalars, loop counters, shape vectors) are
-    counted in the evidence but do not make the finding: TensorFlow keeps int32 shape
-    arithmetic in host memory on purpose. A sizeable copy inside a `tf.while_loop` body
-    makes it too, as it is paid on every iteration. Without a GPU the copies are
+    counted in the evidence but do not make the finding. Without a GPU the copies are
     predicted from the placement and the report says so.
 
     ## Options
@@ -90,13 +109,30 @@ class HostTransfers(Rule):
         if placement is None:  # in `needs`: the registry never runs it without
             return []
         step = [c for c in placement.copies if c.kind == "step"]
-        big = [c for c in step if c.sizeable(options["min_copy_bytes"])]
-        total_bytes = sum(c.bytes for c in big if c.bytes is not None)
+        sizeable = [c for c in step if c.sizeable(options["min_copy_bytes"])]
+        owners = _owners(placement)
+        folded = [c for c in sizeable if _owner(owners, c)]
+        by_design = [
+            c for c in sizeable if c.cause_reason in MEMORY_TYPE_REASONS and not _owner(owners, c)
+        ]
+        big = [
+            c
+            for c in sizeable
+            if not _owner(owners, c) and c.cause_reason not in MEMORY_TYPE_REASONS
+        ]
+        total_bytes = _known_bytes(big)
+        design_bytes = _known_bytes(by_design)
         looped = [c for c in big if c.in_loop]
         many = len(big) > options["max_copies_per_step"]
-        heavy = total_bytes > options["max_bytes_per_step"]
+        # int32 edges TF keeps in host memory cost their bytes, not a finding per edge:
+        # a few KiB of a metric's int32 math is no problem
+        heavy = total_bytes + design_bytes > options["max_bytes_per_step"]
         if not (many or heavy or looped):
             return []
+        if heavy:
+            big = big + by_design
+            total_bytes += design_bytes
+            looped = [c for c in big if c.in_loop]
         big.sort(key=lambda c: (not c.in_loop, -(c.bytes or 0)))
         inputs = [c for c in placement.copies if c.kind == "input"]
         evidence: dict[str, Any] = {
@@ -104,28 +140,23 @@ class HostTransfers(Rule):
             "bytes_per_step_known": total_bytes,
             "copies_of_unknown_size": sum(1 for c in big if c.bytes is None),
             "copies_inside_loops": len(looped),
-            "small_copies_not_counted": len(step) - len(big),
+            "small_copies_not_counted": len(step) - len(sizeable),
             "input_batch_copies": len(inputs),
             "largest": [_row(c) for c in big[:10]],
             **prediction_note(placement),
         }
-        causes = list(
-            dict.fromkeys(
-                f"{c.cause} at {c.location}" if c.location else str(c.cause) for c in big[:5]
-            )
-        )
-        fix = "\n".join(
-            [
-                "# the ops that make these copies (see placement.no-gpu-kernel / placement.forced-cpu):"
-            ]
-            + [f"#   {cause}" for cause in causes]
-            + [
-                "# keep the step's tensors on the GPU: replace host-only ops with TF ops that have",
-                "# GPU kernels, drop tf.device('/CPU:0') blocks, and move host work into tf.data:",
-                "<dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE)"
-                ".prefetch(tf.data.AUTOTUNE)",
-            ]
-        )
+        if folded:
+            reported: dict[str, int] = {}
+            for copy in folded:
+                rule = _owner(owners, copy) or ""
+                reported[rule] = reported.get(rule, 0) + 1
+            evidence["copies_reported_with_their_cause"] = reported
+        if by_design and not heavy:
+            evidence["host_memory_by_design_not_counted"] = {
+                "copies": len(by_design),
+                "bytes_known": design_bytes,
+                "why": HOST_MEMORY_NOTE,
+            }
         size = f" ({size_text(total_bytes)} of known size)" if total_bytes else ""
         loop_note = f", {len(looped)} inside a loop (paid every iteration)" if looped else ""
         return [
@@ -133,8 +164,70 @@ class HostTransfers(Rule):
                 f"Each call copies {len(big)} tensor{'s' if len(big) != 1 else ''} between host and GPU{size}{loop_note}",
                 severity="high" if heavy or (looped and many) else self.severity,
                 evidence=evidence,
-                fix=fix,
+                fix=_fix(big, placement),
                 estimated_gain="each copy removed saves its PCIe transfer and a host<->GPU synchronisation",
                 location=big[0].location if big else None,
             )
         ]
+
+
+def _known_bytes(copies: list[HostDeviceCopy]) -> int:
+    return sum(c.bytes for c in copies if c.bytes is not None)
+
+
+def _owner(owners: dict[tuple[str, str], str], copy: HostDeviceCopy) -> str | None:
+    """The finding that names the op making ``copy``, if one does."""
+    if copy.cause_op is None or copy.cause_reason is None:
+        return None
+    return owners.get((copy.cause_op, copy.cause_reason))
+
+
+def _owners(placement: PlacementFacts) -> dict[tuple[str, str], str]:
+    """(op, placement reason) of the ops another finding names -> that finding's id: the
+    copies they make are its consequence, said there, not a second problem here."""
+    owners: dict[tuple[str, str], str] = {}
+    for group in reported_groups(placement):
+        owners[(group.op, group.reason)] = "placement.no-gpu-kernel"
+    for group in pinned_groups(placement):
+        owners[(group.op, group.reason)] = "placement.forced-cpu"
+    for group in placement.groups:
+        if group.reason in ("no-gpu-kernel", "no-gpu-kernel-for-dtype") and is_codec(group.op):
+            owners[(group.op, group.reason)] = "compression.cpu-codec"
+    return owners
+
+
+def _fix(copies: list[HostDeviceCopy], placement: PlacementFacts) -> str:
+    """What to change for the ops that make these copies, by why each is on the host."""
+    lines: list[str] = []
+    seen: dict[tuple[str | None, str | None], HostDeviceCopy] = {}
+    for copy in copies:
+        seen.setdefault((copy.cause_op, copy.location), copy)
+    for copy in list(seen.values())[:5]:
+        where = f" at {copy.location}" if copy.location else ""
+        lines.append(f"# {copy.cause or copy.cause_op}{where}: {_advice(copy)}")
+    if any(c.cause_reason in MEMORY_TYPE_REASONS for c in copies):
+        step = next((f.name for f in placement.functions), "<your step function>")
+        lines += [
+            f"# XLA compiles {step} into one GPU cluster: int32 work stays on the device",
+            "@tf.function(jit_compile=True)",
+        ]
+    return "\n".join(lines)
+
+
+def _advice(copy: HostDeviceCopy) -> str:
+    reason = copy.cause_reason
+    op = copy.cause_op or "the op"
+    if reason in MEMORY_TYPE_REASONS:
+        return f"TF's GPU kernel for {op} keeps its {copy.dtype} tensors in host memory"
+    if reason == "host-by-design":
+        return (
+            f"{op} runs on the host by design: run it every N steps, outside the "
+            "step function, not on every call"
+        )
+    if reason == "colocated":
+        return f"{op} is on the CPU with the op or variable it is colocated with"
+    if reason in ("captured", "input"):
+        return "a value the function captures or takes in host memory: make it on the GPU"
+    if reason in ("follows-input", "follows-consumer"):
+        return f"{op} is placed with its neighbour on the CPU"
+    return f"{op} runs on the CPU: replace it with TF ops that have GPU kernels"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, OpGroup, is_input_boundary
+from gpuwhy.facts import Facts, OpGroup, PlacementFacts, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
@@ -71,6 +71,20 @@ def _fix_for(groups: list[OpGroup]) -> str:
     return "\n".join(lines)
 
 
+def reported_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str] = frozenset()):
+    """The op groups this finding names (placement.host-transfers leaves the copies
+    they make to it: a consequence, not a cause of its own)."""
+    return [
+        g
+        for g in placement.groups
+        if g.reason in _NO_KERNEL
+        and g.op not in ignored
+        and not is_input_boundary(g.op)
+        and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
+        and g.op != "Const"  # a constant computes nothing (an assert's message string)
+    ]
+
+
 class NoGpuKernel(Rule):
     """An op in the training step has no GPU kernel for its dtypes, so TF runs it on the CPU.
 
@@ -131,15 +145,7 @@ class NoGpuKernel(Rule):
         if placement is None:  # in `needs`: the registry never runs it without
             return []
         ignored = set(options["ignore_ops"])
-        groups = [
-            g
-            for g in placement.groups
-            if g.reason in _NO_KERNEL
-            and g.op not in ignored
-            and not is_input_boundary(g.op)
-            and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
-            and g.op != "Const"  # a constant computes nothing (an assert's message string)
-        ]
+        groups = reported_groups(placement, ignored)
         if not groups:
             return []
         groups.sort(key=lambda g: (g.reason != "resource-on-gpu-no-kernel", -g.count, g.op))
@@ -168,6 +174,9 @@ class NoGpuKernel(Rule):
             evidence["colocated_ops_moved_with_them"] = sum(g.count for g in moved)
         if copies:
             evidence["copies_they_cause"] = len(copies)
+            known = [c.bytes for c in copies if c.bytes is not None]
+            if known:
+                evidence["bytes_copied_per_step"] = sum(known)
         if fails:
             title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:

@@ -8,7 +8,7 @@ import pytest
 from gpuwhy.facts import Facts
 from gpuwhy.record import RunRecord, validation_errors
 from gpuwhy.rules import run_rules
-from gpuwhy.rules.placement.common import PREDICTION_NOTE
+from gpuwhy.rules.placement.common import PREDICTION_NOTE, size_text
 from gpuwhy.rules.placement.float64 import Float64
 from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers
@@ -408,7 +408,10 @@ def test_many_sizeable_copies_fire():
         "location": "train.py:50",
     }
     assert finding.location == "train.py:50"
-    assert "#   train_step/PyFunc at train.py:50" in finding.fix
+    assert finding.fix == (
+        "# train_step/PyFunc at train.py:50: the op runs on the CPU: replace it with TF ops "
+        "that have GPU kernels"
+    )
     # 16 is the limit, not above it
     assert run(HostTransfers, b.placement_facts(copies=sizeable[:16])) == []
 
@@ -681,3 +684,143 @@ def test_string_ops_only_in_an_evaluate_function_are_low():
     in_training = b.placement_facts(groups=[replace(strings, functions=(train,))], tensor_ops=ops)
     (g,) = NoGpuKernel().check(in_training, dict(NoGpuKernel.options))
     assert g.severity == "medium"
+
+
+# -- what makes a copy: its cause, TF's int32 memory types, data entering the step ---------
+
+
+def _metric_int32_copies(replicas=2):
+    """A Keras accuracy metric's int32 compare (BitwiseAnd on the GPU -> Less, whose GPU
+    kernel keeps int32 in host memory) and its bool result back, per replica, in a loop."""
+    copies = []
+    for r in range(replicas):
+        copies += [
+            b.host_copy(
+                "to-host",
+                src=f"step/replica_{r}/BitwiseAnd",
+                src_op="BitwiseAnd",
+                dst=f"step/replica_{r}/Less",
+                dst_op="Less",
+                dtype="int32",
+                shape=(32, 10),
+                in_loop=True,
+                cause=f"step/replica_{r}/Less",
+                cause_op="Less",
+                cause_reason="gpu-host-memory",
+            ),
+            b.host_copy(
+                "to-device",
+                src=f"step/replica_{r}/Less",
+                src_op="Less",
+                dst=f"step/replica_{r}/LogicalAnd",
+                dst_op="LogicalAnd",
+                dtype="bool",
+                shape=(32, 40),
+                in_loop=True,
+                cause=f"step/replica_{r}/Less",
+                cause_op="Less",
+                cause_reason="gpu-host-memory",
+            ),
+        ]
+    return copies
+
+
+def test_int32_edges_tf_keeps_in_host_memory_count_by_their_bytes_only():
+    copies = _metric_int32_copies(4)  # 8 tensors, 10 KiB, all in a loop
+    assert all(c.sizeable() for c in copies)
+    assert run(HostTransfers, b.placement_facts(copies=copies)) == []
+    # 64 MiB of them is a cost whatever made them, and the fix says how XLA avoids it
+    huge = [replace(c, shape=(4096, 4096), bytes=64 * MiB) for c in copies[:2]]
+    (finding,) = run(HostTransfers, b.placement_facts(copies=huge))
+    assert finding.severity == "high"
+    assert finding.evidence["copies_per_step"] == 2
+    assert "TF's GPU kernel for Less keeps its int32 tensors in host memory" in finding.fix
+    assert finding.fix.endswith("@tf.function(jit_compile=True)")
+
+
+def test_int32_edges_next_to_copies_of_its_own_are_set_apart_in_the_evidence():
+    own = [
+        b.host_copy(src=f"step/g{i}", shape=(256, 4), in_loop=True, cause=f"step/Write_{i}",
+                    cause_op="WriteHistogramSummary", cause_reason="host-by-design",
+                    location="train.py:30")
+        for i in range(2)
+    ]  # fmt: skip
+    (finding,) = run(HostTransfers, b.placement_facts(copies=own + _metric_int32_copies(1)))
+    assert finding.evidence["copies_per_step"] == 2
+    assert finding.evidence["host_memory_by_design_not_counted"]["copies"] == 2
+    assert finding.fix.startswith(
+        "# step/Write_0 at train.py:30: WriteHistogramSummary runs on the host by design: run it "
+        "every N steps"
+    )
+    assert "input" not in finding.fix and "<dataset>" not in finding.fix
+
+
+def _ctc_facts(copies=18):
+    """A CPU-only CTCLoss: its inputs to the host, its loss and gradient back."""
+    group = b.op_group(
+        "CTCLoss",
+        reason="no-gpu-kernel",
+        in_dtypes=("float32", "int64", "int32"),
+        out_dtypes=("float32",),
+        examples=("train_step/CTCLoss",),
+        locations=("asr.py:40",),
+    )
+    made = [
+        b.host_copy(src=f"train_step/t{i}", shape=(50, 16, 28), cause="train_step/CTCLoss",
+                    cause_op="CTCLoss", cause_reason="no-gpu-kernel", location="asr.py:40")
+        for i in range(copies)
+    ]  # fmt: skip
+    return b.placement_facts(groups=CLEAN_GROUPS + (group,), copies=made + list(INPUT_COPIES))
+
+
+def test_copies_an_op_without_gpu_kernel_makes_are_said_with_it_not_apart():
+    facts = _ctc_facts()
+    assert run(HostTransfers, facts) == []
+    (cause,) = run(NoGpuKernel, facts)
+    assert cause.evidence["copies_they_cause"] == 18
+    assert cause.evidence["bytes_copied_per_step"] == 18 * 50 * 16 * 28 * 4
+    findings, _ = run_rules(facts)
+    placement = [f.id for f in findings if f.id.startswith("placement.")]
+    assert placement == ["placement.no-gpu-kernel"]
+
+
+def test_host_by_design_ops_are_not_a_missing_gpu_kernel():
+    groups = CLEAN_GROUPS + (
+        b.op_group("AnonymousMultiDeviceIteratorV3", reason="host-by-design", in_dtypes=(),
+                   out_dtypes=("resource",)),
+        b.op_group("WriteScalarSummary", reason="host-by-design",
+                   in_dtypes=("resource", "int64", "string", "float32"), out_dtypes=()),
+        b.op_group("PrintV2", reason="host-by-design", in_dtypes=("string",), out_dtypes=()),
+    )  # fmt: skip
+    assert run(NoGpuKernel, b.placement_facts(groups=groups)) == []
+
+
+def test_float64_data_that_only_enters_the_step_is_low_with_the_bytes_it_adds():
+    iterator = b.op_group(
+        "IteratorGetNext",
+        reason="host-by-design",
+        in_dtypes=("resource",),
+        out_dtypes=("float64",),
+        locations=("train.py:12",),
+    )
+    cast = b.op_group("Cast", in_dtypes=("float64",), out_dtypes=("float32",), count=2)
+    entering = [
+        replace(c, dtype="float64", bytes=2 * c.bytes) for c in INPUT_COPIES
+    ]  # the batch, twice float32's bytes
+    facts = b.placement_facts(groups=CLEAN_GROUPS + (iterator, cast), copies=entering)
+    (finding,) = run(Float64, facts)
+    assert finding.severity == "low"
+    added = sum(c.bytes for c in entering) // 2
+    assert finding.evidence["bytes_added_per_step"] == added
+    assert finding.title == (
+        "The step's input arrives as float64 and is cast to float32 at once: "
+        f"{size_text(added)} more per step than float32; no float64 compute"
+    )
+    assert "astype('float32')" in finding.fix
+    assert finding.location == "train.py:12"
+    # float64 math on the same data stays a finding of its own
+    math = b.op_group("Mul", in_dtypes=("float64",), locations=("train.py:20",))
+    facts = b.placement_facts(groups=CLEAN_GROUPS + (iterator, cast, math), copies=entering)
+    (finding,) = run(Float64, facts)
+    assert finding.severity == "medium"
+    assert "IteratorGetNext" not in finding.title

@@ -1,0 +1,186 @@
+"""What a step's placement findings blame, on real programs: a Keras metric's int32
+math (kept in host memory by TF's own kernels), tf.distribute's iterator ops (on the
+host by design), a CPU-only op and the copies it makes (one cause, one finding), and
+float64 data that only enters the step (low) against float64 compute (not low)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+import gpuwhy  # noqa: E402
+from gpuwhy.rules.placement.host_transfers import MEMORY_TYPE_REASONS  # noqa: E402
+from tests.test_run_tensorflow import run  # noqa: E402
+
+
+def _serious(record, prefix="placement."):
+    return [
+        (f.id, f.severity, f.title)
+        for f in record.findings
+        if f.id.startswith(prefix) and f.severity in ("high", "medium")
+    ]
+
+
+def _classifier():
+    return keras.Sequential(
+        [keras.Input((20,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)]
+    )
+
+
+def test_a_custom_loop_with_a_keras_accuracy_metric_is_healthy():
+    model = _classifier()
+    optimizer = keras.optimizers.Adam()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    accuracy = keras.metrics.SparseCategoricalAccuracy()
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, logits)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        accuracy.update_state(y, logits)
+        return loss
+
+    x = tf.zeros([64, 20])
+    y = tf.zeros([64], tf.int64)
+    record = gpuwhy.audit(train_step, x, y)
+    placement = record.facts.placement
+    # the metric's int32 compare: a real copy in a graph step, made by TF's own kernel
+    metric = [c for c in placement.copies if c.cause_op == "Less"]
+    assert metric and all(c.cause_reason in MEMORY_TYPE_REASONS for c in metric)
+    assert all(c.sizeable() for c in metric if c.dtype == "int32")
+    assert _serious(record) == []
+    assert "worst" not in record.verdict
+
+
+def test_a_cpu_only_op_is_the_finding_and_its_copies_are_part_of_it():
+    steps, batch, classes = 50, 16, 28
+    model = keras.Sequential(
+        [keras.Input((steps, 20)), keras.layers.Dense(64, activation="relu"),
+         keras.layers.Dense(classes)]
+    )  # fmt: skip
+    optimizer = keras.optimizers.Adam()
+
+    @tf.function
+    def train_step(x, labels):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            sparse = tf.sparse.from_dense(labels)
+            lengths = tf.fill([batch], steps)
+            loss = tf.reduce_mean(
+                tf.compat.v1.nn.ctc_loss(sparse, logits, lengths, time_major=False)
+            )
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    record = gpuwhy.audit(train_step, tf.zeros([batch, steps, 20]), tf.ones([batch, 10], tf.int32))
+    serious = _serious(record)
+    assert [s[0] for s in serious] == ["placement.no-gpu-kernel"], serious
+    assert "CTCLoss" in serious[0][2]
+    (cause,) = [f for f in record.findings if f.id == "placement.no-gpu-kernel"]
+    assert cause.evidence["copies_they_cause"] >= 2
+    assert cause.evidence["bytes_copied_per_step"] >= 2 * steps * batch * classes * 4
+    assert "CTCLoss" in record.verdict
+
+
+def test_float64_numpy_data_given_to_a_float32_model_is_low():
+    model = _classifier()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    x = np.random.rand(64, 20)  # float64, NumPy's default
+    y = np.random.randint(0, 10, 64)
+    record = gpuwhy.audit(model, x, y)
+    (finding,) = [f for f in record.findings if f.id == "placement.float64"]
+    assert finding.severity == "low"
+    assert finding.evidence["bytes_added_per_step"] == 64 * 20 * 8 // 2
+    assert _serious(record) == []
+
+
+def test_float64_layers_compute_in_float64_and_stay_a_finding():
+    model = keras.Sequential(
+        [keras.Input((20,)), keras.layers.Dense(32, activation="tanh", dtype="float64"),
+         keras.layers.Dense(1, dtype="float64")]
+    )  # fmt: skip
+    model.compile(optimizer="adam", loss="mse")
+    record = gpuwhy.audit(model, np.random.rand(64, 20), np.random.rand(64, 1))
+    (finding,) = [f for f in record.findings if f.id == "placement.float64"]
+    assert finding.severity in ("medium", "high")
+    assert finding.evidence["float64_ops"] > 0
+
+
+MIRRORED = """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    GLOBAL_BATCH = 32 * strategy.num_replicas_in_sync
+    x = np.random.rand(256, 28, 28, 1).astype("float32")
+    y = np.random.randint(0, 10, 256)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(GLOBAL_BATCH)
+    dist_dataset = strategy.experimental_distribute_dataset(dataset)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(8, 3, activation="relu"),
+                                  keras.layers.Flatten(), keras.layers.Dense(10)])
+        loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        optimizer = keras.optimizers.Adam()
+        train_accuracy = keras.metrics.SparseCategoricalAccuracy()
+        optimizer.build(model.trainable_variables)
+
+    def train_step(inputs):
+        images, labels = inputs
+        with tf.GradientTape() as tape:
+            predictions = model(images, training=True)
+            loss = tf.nn.compute_average_loss(loss_object(labels, predictions),
+                                              global_batch_size=GLOBAL_BATCH)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        train_accuracy.update_state(labels, predictions)
+        return loss
+
+    @tf.function
+    def distributed_train_step(batch):
+        losses = strategy.run(train_step, args=(batch,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    @tf.function
+    def train_epoch(dataset):
+        total = 0.0
+        for batch in dataset:
+            total += distributed_train_step(batch)
+        return total
+
+    for epoch in range(2):
+        print("loss", float(train_epoch(dist_dataset)), float(train_accuracy.result()))
+        train_accuracy.reset_state()
+"""
+
+
+def test_mirrored_custom_loop_over_a_distributed_dataset_is_healthy(tmp_path):
+    script = tmp_path / "mirrored.py"
+    script.write_text(textwrap.dedent(MIRRORED))
+    out = tmp_path / "run.json"
+    result = run("--json", out, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    serious = [
+        (f["id"], f["title"])
+        for f in record["findings"]
+        if f["id"].startswith("placement.") and f["severity"] in ("high", "medium")
+    ]
+    assert serious == []
+    groups = {g["op"]: g for g in record["placement"]["groups"]}
+    assert groups["AnonymousMultiDeviceIteratorV3"]["reason"] == "host-by-design"
+    # the iterator's batch, read through the loop's Identity ops, is the input, not the step
+    step_copies = [c for c in record["placement"]["copies"] if c["kind"] == "step"]
+    assert not [c for c in step_copies if c["src_op"] == "Identity" and c["dtype"] == "float32"]
