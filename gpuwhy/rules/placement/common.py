@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import OpGroup, PlacementFacts, is_input_boundary
+from gpuwhy.facts import HostDeviceCopy, OpGroup, PlacementFacts, is_input_boundary
 
 __all__ = [
+    "HEAVY_BYTES_PER_STEP",
     "PREDICTION_NOTE",
+    "copies_made_by",
     "group_row",
     "is_input_boundary",
     "op_list",
@@ -23,6 +25,28 @@ PREDICTION_NOTE = (
     "predicted from TensorFlow's GPU kernel registry: no GPU on this machine "
     "(run with --verify on a GPU machine to confirm)"
 )
+
+
+# Bytes copied between host and GPU per step from which the copies alone make a finding
+# high (placement.host-transfers' default `max_bytes_per_step`).
+HEAVY_BYTES_PER_STEP = 64 * 1024 * 1024
+
+
+def copies_made_by(placement: PlacementFacts, groups: list[OpGroup]) -> list[HostDeviceCopy]:
+    """The step's copies that the ops of ``groups`` make: the copy's cause has their op
+    type and placement reason (or, in a record without them, is one of their examples)."""
+    kinds = {(g.op, g.reason) for g in groups}
+    names = {e for g in groups for e in g.examples}
+    return [
+        c
+        for c in placement.copies
+        if c.kind == "step"
+        and (
+            (c.cause_op, c.cause_reason) in kinds
+            if c.cause_op is not None and c.cause_reason is not None
+            else c.cause in names
+        )
+    ]
 
 
 def prediction_note(placement: PlacementFacts) -> dict[str, Any]:

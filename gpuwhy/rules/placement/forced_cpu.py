@@ -6,7 +6,13 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
+from gpuwhy.rules.placement.common import (
+    HEAVY_BYTES_PER_STEP,
+    copies_made_by,
+    group_row,
+    op_list,
+    prediction_note,
+)
 
 
 def pinned_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str] = frozenset()):
@@ -34,7 +40,8 @@ class ForcedCpu(Rule):
     string work to the CPU) are left out: there is no block in the user's code to
     remove. Variables created under such a
     block count too: the ops that take the variable itself (reads, optimizer updates)
-    follow it to the CPU. The finding names the ops and the file:line of the block.
+    follow it to the CPU. The finding names the ops and the file:line of the block, and
+    counts the host<->GPU copies they make (high above 64 MiB a step).
 
     ## Why is this slow?
     TensorFlow honours an explicit device request whenever a kernel exists for it, so
@@ -86,8 +93,8 @@ class ForcedCpu(Rule):
             return []
         pinned.sort(key=lambda g: (-g.count, g.op))
         total = sum(g.count for g in pinned)
-        names = {e for g in pinned for e in g.examples}
-        copies = [c for c in placement.copies if c.kind == "step" and c.cause in names]
+        copies = copies_made_by(placement, pinned)
+        copied = sum(c.bytes for c in copies if c.bytes is not None)
         sites = list(dict.fromkeys(loc for g in pinned for loc in g.locations))
         evidence: dict[str, Any] = {
             "ops_pinned": total,
@@ -118,6 +125,7 @@ class ForcedCpu(Rule):
             self.finding(
                 f"tf.device('/CPU:0') pins {total} op{'s' if total > 1 else ''} that {'have' if total > 1 else 'has'} GPU kernels: {op_list(pinned)}",
                 evidence=evidence,
+                severity="high" if copied > HEAVY_BYTES_PER_STEP else self.severity,
                 fix="\n".join(fix),
                 estimated_gain="runs them on the GPU and removes their host<->device copies",
                 location=sites[0] if sites else None,

@@ -7,7 +7,13 @@ from typing import Any
 from gpuwhy.facts import Facts, OpGroup, PlacementFacts, is_input_boundary
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
-from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
+from gpuwhy.rules.placement.common import (
+    HEAVY_BYTES_PER_STEP,
+    copies_made_by,
+    group_row,
+    op_list,
+    prediction_note,
+)
 
 _NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
 _PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
@@ -98,7 +104,10 @@ class NoGpuKernel(Rule):
     other functions (evaluate's or predict's: an export model that takes raw strings),
     the finding is low and says so: the training step does not wait on them. String
     constants are left out: they compute nothing and never cross to the GPU (the
-    messages of the asserts in `tf.nn.compute_average_loss`, say).
+    messages of the asserts in `tf.nn.compute_average_loss`, say), and so are ops TF
+    keeps on the host on every machine (tf.data iterators, resource handles, summary
+    writes, checkpoints, `tf.print`). The host<->GPU copies these ops make are counted
+    here, as their consequence; above 64 MiB a step the finding is high.
 
     ## Why is this slow?
     Soft placement (on by default) silently puts such an op on the CPU. Its inputs are
@@ -152,10 +161,10 @@ class NoGpuKernel(Rule):
         moved = [g for g in placement.groups if g.reason == "colocated" and g.op not in ignored]
         total = sum(g.count for g in groups)
         fails = any(g.reason == "resource-on-gpu-no-kernel" for g in groups)
-        caused = {g_example for g in groups for g_example in g.examples}
-        copies = [c for c in placement.copies if c.kind == "step" and c.cause in caused]
+        copies = copies_made_by(placement, groups)
+        copied = sum(c.bytes for c in copies if c.bytes is not None)
         in_loop = any(g.in_loop for g in groups)
-        severity = "high" if fails or in_loop else self.severity
+        severity = "high" if fails or in_loop or copied > HEAVY_BYTES_PER_STEP else self.severity
         training = {op.function for op in placement.tensor_ops if op.gradient}
         outside = (
             bool(training)

@@ -306,7 +306,8 @@ def test_forced_cpu_names_the_tf_device_site_and_bytes_it_copies():
         ForcedCpu, b.placement_facts(groups=CLEAN_GROUPS + tuple(pinned), copies=copies)
     )
     assert finding.id == "placement.forced-cpu"
-    assert finding.severity == "medium"
+    # 85 MiB a step: its copies alone are a cost (placement.host-transfers leaves them here)
+    assert finding.severity == "high"
     assert finding.title.startswith(
         "tf.device('/CPU:0') pins 7 ops that have GPU kernels: Mul (float32) ×5 at train.py:41"
     )
@@ -824,3 +825,19 @@ def test_float64_data_that_only_enters_the_step_is_low_with_the_bytes_it_adds():
     (finding,) = run(Float64, facts)
     assert finding.severity == "medium"
     assert "IteratorGetNext" not in finding.title
+
+
+def test_an_ops_copies_are_matched_by_kind_beyond_its_five_examples():
+    group = b.op_group(
+        "PyFunc", reason="no-gpu-kernel", count=40, examples=("train_step/PyFunc_0",)
+    )
+    copies = [
+        b.host_copy(src=f"train_step/t{i}", shape=(512, 1024, 32), cause=f"train_step/PyFunc_{i}",
+                    cause_op="PyFunc", cause_reason="no-gpu-kernel")
+        for i in range(40)
+    ]  # fmt: skip
+    facts = b.placement_facts(groups=CLEAN_GROUPS + (group,), copies=copies)
+    (finding,) = run(NoGpuKernel, facts)
+    assert finding.evidence["copies_they_cause"] == 40
+    assert finding.severity == "high"  # 2.5 GiB a step
+    assert run(HostTransfers, facts) == []
