@@ -262,7 +262,9 @@ def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
                 shape_text(c.shape),
                 "?" if c.bytes is None else f"{c.bytes:,}",
                 f"{c.consumers}",
-                (c.cause or "-") + (f" at {c.location}" if c.location else ""),
+                (c.cause or "-")
+                + (f" at {c.location}" if c.location else "")
+                + (f" ({c.cause_reason})" if c.cause_reason else ""),
             ],
         }
         for c in placement.copies

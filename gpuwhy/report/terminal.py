@@ -238,6 +238,10 @@ class TerminalRenderer(Renderer):
             for body in fn.unaudited:
                 lines.append(Text(f"    not audited: {body}", style="dim"))
         groups = [g for g in placement.groups if self.verbose or g.computes_on == "CPU"]
+        copies = [
+            c for c in placement.copies if self.verbose or (c.kind == "step" and c.sizeable())
+        ]
+        shown = copies[: None if self.verbose else 12]
         if groups:
             header: tuple[str, ...] = (
                 "op",
@@ -253,9 +257,6 @@ class TerminalRenderer(Renderer):
             lines.extend(_table(header, rows, indent=2))
             for code in dict.fromkeys(g.reason for g in groups):
                 lines.append(Text(f"    {code}: {PLACEMENT_REASONS.get(code, '')}", style="dim"))
-        copies = [
-            c for c in placement.copies if self.verbose or (c.kind == "step" and c.sizeable())
-        ]
         if copies:
             lines.append(Text(""))
             lines.append(
@@ -279,11 +280,18 @@ class TerminalRenderer(Renderer):
                     if c.shape is None
                     else "[" + ",".join("?" if d is None else str(d) for d in c.shape) + "]",
                     "?" if c.bytes is None else f"{c.bytes:,}",
-                    f"{c.cause} at {c.location}" if c.location else str(c.cause),
+                    (f"{c.cause} at {c.location}" if c.location else str(c.cause))
+                    + (f" ({c.cause_reason})" if c.cause_reason else ""),
                 )
-                for c in copies[: None if self.verbose else 12]
+                for c in shown
             ]
             lines.extend(_table(header, rows, indent=2))
+            legend = {g.reason for g in groups}
+            for code in dict.fromkeys(c.cause_reason for c in shown if c.cause_reason):
+                if code not in legend:  # why the op that makes a copy is where it is
+                    lines.append(
+                        Text(f"    {code}: {PLACEMENT_REASONS.get(code, '')}", style="dim")
+                    )
             if not self.verbose and len(copies) > 12:
                 lines.append(Text(f"  … {len(copies) - 12} more (--verbose)", style="dim"))
         check = placement.verification
