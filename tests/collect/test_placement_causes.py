@@ -184,3 +184,25 @@ def test_mirrored_custom_loop_over_a_distributed_dataset_is_healthy(tmp_path):
     # the iterator's batch, read through the loop's Identity ops, is the input, not the step
     step_copies = [c for c in record["placement"]["copies"] if c["kind"] == "step"]
     assert not [c for c in step_copies if c["src_op"] == "Identity" and c["dtype"] == "float32"]
+
+
+def test_ops_on_the_host_by_design_are_told_apart_from_ops_without_a_gpu_kernel(tmp_path):
+    log = str(tmp_path / "step.txt")
+
+    @tf.function
+    def step(x):
+        y = tf.nn.relu(x)
+        tf.print("mean", tf.reduce_mean(y))  # the log: host by design
+        tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(y)), [y])
+        tf.io.write_file(log, tf.strings.as_string(tf.reduce_sum(y)))  # a file
+        clipped = tf.numpy_function(np.clip, [y, 0.0, 1.0], tf.float32)  # the user's Python
+        return clipped
+
+    record = gpuwhy.audit(step, tf.zeros([8, 4]))
+    reasons = {g.op: g.reason for g in record.facts.placement.groups}
+    for op in ("PrintV2", "StringFormat", "WriteFile"):
+        assert reasons[op] == "host-by-design", (op, reasons[op])
+    assert reasons["PyFunc"] == "no-gpu-kernel"
+    (finding,) = [f for f in record.findings if f.id == "placement.no-gpu-kernel"]
+    # the user's own string math and Python stay problems; print, assert, file do not
+    assert {row["op"] for row in finding.evidence["ops"]} == {"AsString", "PyFunc"}
