@@ -176,6 +176,9 @@ class OpGroup:
     by_library: bool = False  # created by a library's code (its device request is its own)
     functions: tuple[str, ...] = ()  # the audited functions they are in: "f (train.py:9)"
     function_counts: tuple[int, ...] = ()  # of count, in each of ``functions``
+    # the most elements a float64 tensor of these ops holds (their examples' static
+    # shapes); None: no float64, or a size not known
+    float64_elements: int | None = None
 
 
 @dataclass(frozen=True)

@@ -61,11 +61,14 @@ def test_a_custom_loop_with_a_keras_accuracy_metric_is_healthy():
     assert "worst" not in record.verdict
 
 
-def test_a_cpu_only_op_is_the_finding_and_its_copies_are_part_of_it():
-    steps, batch, classes = 50, 16, 28
+CTC_STEPS, CTC_BATCH, CTC_CLASSES = 50, 16, 28
+
+
+def _ctc_step(ctc):
+    """A speech-style custom step whose loss is ``ctc(labels, logits, lengths)``."""
     model = keras.Sequential(
-        [keras.Input((steps, 20)), keras.layers.Dense(64, activation="relu"),
-         keras.layers.Dense(classes)]
+        [keras.Input((CTC_STEPS, 20)), keras.layers.Dense(64, activation="relu"),
+         keras.layers.Dense(CTC_CLASSES)]
     )  # fmt: skip
     optimizer = keras.optimizers.Adam()
 
@@ -73,23 +76,60 @@ def test_a_cpu_only_op_is_the_finding_and_its_copies_are_part_of_it():
     def train_step(x, labels):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
-            sparse = tf.sparse.from_dense(labels)
-            lengths = tf.fill([batch], steps)
-            loss = tf.reduce_mean(
-                tf.compat.v1.nn.ctc_loss(sparse, logits, lengths, time_major=False)
-            )
+            lengths = tf.fill([CTC_BATCH], CTC_STEPS)
+            loss = tf.reduce_mean(ctc(labels, logits, lengths))
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    record = gpuwhy.audit(train_step, tf.zeros([batch, steps, 20]), tf.ones([batch, 10], tf.int32))
+    return train_step
+
+
+def _ctc_v1(labels, logits, lengths):
+    """Keras 2's ctc_batch_cost way: sparse labels, CTCLoss (CPU only)."""
+    return tf.compat.v1.nn.ctc_loss(tf.sparse.from_dense(labels), logits, lengths, time_major=False)
+
+
+def _ctc_fixed(labels, logits, lengths):
+    """The finding's fix pasted in: dense labels, blank the last class."""
+    label_length = tf.fill([CTC_BATCH], tf.shape(labels)[1])
+    return tf.nn.ctc_loss(
+        labels, logits, label_length=label_length, logit_length=lengths,
+        logits_time_major=False, blank_index=-1,
+    )  # fmt: skip
+
+
+def _ctc_batch():
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.random((CTC_BATCH, CTC_STEPS, 20)), tf.float32)
+    labels = tf.constant(rng.integers(1, CTC_CLASSES - 1, (CTC_BATCH, 10)), tf.int32)
+    return x, labels
+
+
+def test_a_cpu_only_op_is_the_finding_and_its_copies_are_part_of_it():
+    record = gpuwhy.audit(_ctc_step(_ctc_v1), *_ctc_batch())
     serious = _serious(record)
     assert [s[0] for s in serious] == ["placement.no-gpu-kernel"], serious
     assert "CTCLoss" in serious[0][2]
     (cause,) = [f for f in record.findings if f.id == "placement.no-gpu-kernel"]
     assert cause.evidence["copies_they_cause"] >= 2
-    assert cause.evidence["bytes_copied_per_step"] >= 2 * steps * batch * classes * 4
+    assert cause.evidence["bytes_copied_per_step"] >= 2 * CTC_STEPS * CTC_BATCH * CTC_CLASSES * 4
     assert "CTCLoss" in record.verdict
+    assert "tf.nn.ctc_loss(<labels>, <logits>, label_length=" in cause.fix
+
+
+def test_the_ctc_fix_computes_the_same_loss_on_the_gpu():
+    x, labels = _ctc_batch()
+    logits = tf.random.stateless_normal([CTC_BATCH, CTC_STEPS, CTC_CLASSES], seed=[1, 2])
+    lengths = tf.fill([CTC_BATCH], CTC_STEPS)
+    np.testing.assert_allclose(
+        _ctc_fixed(labels, logits, lengths).numpy(),
+        _ctc_v1(labels, logits, lengths).numpy(),
+        rtol=1e-4,
+    )
+    record = gpuwhy.audit(_ctc_step(_ctc_fixed), x, labels)
+    assert "CTCLoss" not in {g.op for g in record.facts.placement.groups}
+    assert _serious(record) == []
 
 
 def test_float64_numpy_data_given_to_a_float32_model_is_low():

@@ -36,6 +36,7 @@ from gpuwhy.tfapi.kernel_registry import KernelRegistry
 __all__ = ["AuditTarget", "AuditedGraph", "audit_functions"]
 
 MAX_EXAMPLES = 5
+DT_DOUBLE = 2
 MAX_COPIES = 500  # the largest ones are kept; counts stay exact in the functions' totals
 
 
@@ -270,10 +271,47 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                 by_library=bucket.get("library", False) is True,
                 functions=tuple(bucket.get("functions", {})),
                 function_counts=tuple(bucket.get("functions", {}).values()),
+                float64_elements=_float64_elements(bucket["examples"])
+                if "float64" in ins + outs
+                else None,
             )
         )
     groups.sort(key=lambda g: (g.computes_on == "GPU", g.computes_on == "host", -g.count, g.op))
     return tuple(groups)
+
+
+def _float64_elements(examples: list) -> int | None:
+    """The most elements a float64 input or output of the example nodes holds (static
+    shapes; None if one is unknown): float64 work is its size, a scalar costs nothing."""
+    most = 0
+    for a, node_id in examples:
+        node = a.placed.flat.nodes[node_id]
+        graph = graph_ops.body_graph(a.placed.flat.graphs, node.function)
+        if graph is None:
+            return None
+        for kind, types in (("in", node.in_types), ("out", node.out_types)):
+            for index, dtype in enumerate(types):
+                if dtype != DT_DOUBLE:
+                    continue
+                shape = (graph_ops.input_shape if kind == "in" else graph_ops.output_shape)(
+                    graph, node.name, index
+                )
+                size = _elements(shape)
+                if size is None:
+                    return None
+                most = max(most, size)
+    return most
+
+
+def _elements(shape: tuple[int | None, ...] | None) -> int | None:
+    if shape is None:
+        return None
+    size = 1
+    for d in shape:
+        if d is None:
+            return None
+        size *= d
+    return size
 
 
 def _site(flat: FlatGraph, node_id: int) -> str | None:

@@ -86,13 +86,15 @@ class Float64(Rule):
 
     ## Options
     - `min_ops`: float64 compute ops in one step that make the finding (1).
+    - `min_elements`: ops whose float64 tensors are all known to hold fewer elements
+      than this are left out: a scalar costs its launch, whatever its dtype (1024).
     """
 
     id = "placement.float64"
     severity = "medium"
     status = "stable"
     needs = ("placement",)
-    options = {"min_ops": 1}
+    options = {"min_ops": 1, "min_elements": 1024}
     question = "Why are ops slow / on the CPU?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -105,6 +107,9 @@ class Float64(Rule):
             if "float64" in g.in_dtypes + g.out_dtypes
             and g.op not in _NOT_COMPUTE
             and not is_input_boundary(g.op)  # the iterator delivering the batch: data
+            # a scalar's float64 math (a library's log of a constant) costs a launch,
+            # like float32's: the rate that float64 loses needs elements to lose it on
+            and (g.float64_elements is None or g.float64_elements >= options["min_elements"])
         ]
         total = sum(g.count for g in groups)
         if not groups or total < options["min_ops"]:

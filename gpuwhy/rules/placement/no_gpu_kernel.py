@@ -32,6 +32,15 @@ def _fix_for(groups: list[OpGroup]) -> str:
             "<dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE)"
             ".prefetch(tf.data.AUTOTUNE)",
         ]
+    if "CTCLoss" in ops:
+        lines += [
+            "# CTCLoss (tf.compat.v1.nn.ctc_loss, Keras 2's ctc_batch_cost) has no GPU kernel;",
+            "# TF2's tf.nn.ctc_loss with dense labels computes on the GPU (blank_index=-1:",
+            "# the last class, CTCLoss's blank):",
+            "loss = tf.nn.ctc_loss(<labels>, <logits>, label_length=<label lengths>,",
+            "                      logit_length=<logit lengths>, logits_time_major=False,",
+            "                      blank_index=-1)",
+        ]
     if ops & set(_PRINT_OPS):
         lines += [
             "# tf.print in the step runs on the host every step: print from Python every N",

@@ -841,3 +841,15 @@ def test_an_ops_copies_are_matched_by_kind_beyond_its_five_examples():
     assert finding.evidence["copies_they_cause"] == 40
     assert finding.severity == "high"  # 2.5 GiB a step
     assert run(HostTransfers, facts) == []
+
+
+def test_float64_scalars_cost_a_launch_and_are_not_float64_compute():
+    # tf.nn.ctc_loss takes the log of a float64 scalar: no float64 work to speak of
+    scalar_log = b.op_group("Log", in_dtypes=("float64",), float64_elements=1)
+    assert run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (scalar_log,))) == []
+    sized = replace(scalar_log, float64_elements=4096)
+    unknown = replace(scalar_log, float64_elements=None)
+    for group in (sized, unknown):
+        (finding,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (group,)))
+        assert finding.severity == "medium"
+    assert run(Float64, b.placement_facts(groups=[sized]), min_elements=8192) == []
