@@ -59,6 +59,9 @@ class Float64(Rule):
     array (NumPy defaults to float64), or an explicit `tf.cast(x, tf.float64)`. Keras
     layers cast float inputs to their own dtype, so float64 NumPy data alone only
     doubles the bytes copied; float64 weights or custom math are what trigger this.
+    Ops whose float64 tensors are all scalars are left out (a scalar costs its launch,
+    whatever its dtype), and so is float64 that only enters the step, cast at once:
+    that is data, reported low with the bytes it adds to each step's input copy.
 
     ## Why is this slow?
     Consumer and most inference GPUs (GeForce, T4, L4, L40) run float64 at 1/32 to
@@ -86,15 +89,13 @@ class Float64(Rule):
 
     ## Options
     - `min_ops`: float64 compute ops in one step that make the finding (1).
-    - `min_elements`: ops whose float64 tensors are all known to hold fewer elements
-      than this are left out: a scalar costs its launch, whatever its dtype (1024).
     """
 
     id = "placement.float64"
     severity = "medium"
     status = "stable"
     needs = ("placement",)
-    options = {"min_ops": 1, "min_elements": 1024}
+    options = {"min_ops": 1}
     question = "Why are ops slow / on the CPU?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -109,7 +110,7 @@ class Float64(Rule):
             and not is_input_boundary(g.op)  # the iterator delivering the batch: data
             # a scalar's float64 math (a library's log of a constant) costs a launch,
             # like float32's: the rate that float64 loses needs elements to lose it on
-            and (g.float64_elements is None or g.float64_elements >= options["min_elements"])
+            and (g.float64_elements is None or g.float64_elements > 1)
         ]
         total = sum(g.count for g in groups)
         if not groups or total < options["min_ops"]:
