@@ -25,7 +25,14 @@ with the GPU kernel registry instead:
    indices and ``DataTypeAlwaysOnHost`` dtypes (string, resource) stay in host
    memory. int32 is *not* forced to the host when a kernel exists: GPU int32
    kernels declare HostMemory themselves. A GPU op whose arguments are all in host memory (Shape, int32
-   shape arithmetic) computes on the host by design and costs no copy.
+   shape arithmetic) computes on the host by design and costs no copy. An edge between
+   an int32 kernel in device memory (BitwiseAnd) and one in host memory (Less<int32>)
+   is a real copy in a graph step: grappler's pin_to_host_optimizer, which would move
+   such small int32 ops to the host, runs only when a user turns it on
+   (meta_optimizer.cc: BOTH_ARE_ON); inside an XLA cluster there is none.
+7. Ops kept on the host by design (iterators, resource handles, summaries, checkpoint
+   files, the log: ``host_by_design``) lack a GPU kernel on purpose: their reason is
+   ``host-by-design``, not ``no-gpu-kernel``.
 
 Every decision carries a reason code (``facts.PLACEMENT_REASONS``) so the report can
 say *why*.
