@@ -33,13 +33,14 @@ def _classifier():
     )
 
 
-def test_a_custom_loop_with_a_keras_accuracy_metric_is_healthy():
+def _metric_step(jit_compile=False):
+    """A custom training step updating a Keras accuracy metric."""
     model = _classifier()
     optimizer = keras.optimizers.Adam()
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     accuracy = keras.metrics.SparseCategoricalAccuracy()
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def train_step(x, y):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
@@ -49,9 +50,13 @@ def test_a_custom_loop_with_a_keras_accuracy_metric_is_healthy():
         accuracy.update_state(y, logits)
         return loss
 
+    return train_step
+
+
+def test_a_custom_loop_with_a_keras_accuracy_metric_is_healthy():
     x = tf.zeros([64, 20])
     y = tf.zeros([64], tf.int64)
-    record = gpuwhy.audit(train_step, x, y)
+    record = gpuwhy.audit(_metric_step(), x, y)
     placement = record.facts.placement
     # the metric's int32 compare: a real copy in a graph step, made by TF's own kernel
     metric = [c for c in placement.copies if c.cause_op == "Less"]
@@ -59,6 +64,11 @@ def test_a_custom_loop_with_a_keras_accuracy_metric_is_healthy():
     assert all(c.sizeable() for c in metric if c.dtype == "int32")
     assert _serious(record) == []
     assert "worst" not in record.verdict
+    # the fix host-transfers gives when such copies are many MiB: one XLA cluster, none
+    step = _metric_step(jit_compile=True)
+    assert np.isfinite(step(x, y).numpy())  # XLA compiles and runs it (here on the CPU)
+    compiled = gpuwhy.audit(step, x, y)
+    assert [c for c in compiled.facts.placement.copies if c.kind == "step"] == []
 
 
 CTC_STEPS, CTC_BATCH, CTC_CLASSES = 50, 16, 28

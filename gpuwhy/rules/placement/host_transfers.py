@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
+from gpuwhy.projection.cost import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import prediction_note, size_text
@@ -207,10 +208,17 @@ def _fix(copies: list[HostDeviceCopy], placement: PlacementFacts) -> str:
         lines.append(f"# {copy.cause or copy.cause_op}{where}: {_advice(copy)}")
     if any(c.cause_reason in MEMORY_TYPE_REASONS for c in copies):
         step = next((f.name for f in placement.functions), "<your step function>")
-        lines += [
-            f"# XLA compiles {step} into one GPU cluster: int32 work stays on the device",
-            "@tf.function(jit_compile=True)",
-        ]
+        if step in KERAS_TRAIN_FUNCTIONS or step.endswith((".train_step", ".predict_step")):
+            lines += [
+                "# XLA compiles the Keras step into one GPU cluster: int32 work stays on the GPU",
+                "model.compile(<your compile arguments>, jit_compile=True)",
+            ]
+        else:
+            lines += [
+                f"# XLA compiles {step} into one GPU cluster: int32 work stays on the GPU",
+                "@tf.function(jit_compile=True)",
+                f"def {step}(...):",
+            ]
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import AuditedFunction, Facts
 from gpuwhy.record import RunRecord, validation_errors
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.placement.common import PREDICTION_NOTE, size_text
@@ -736,7 +736,11 @@ def test_int32_edges_tf_keeps_in_host_memory_count_by_their_bytes_only():
     assert finding.severity == "high"
     assert finding.evidence["copies_per_step"] == 2
     assert "TF's GPU kernel for Less keeps its int32 tensors in host memory" in finding.fix
-    assert finding.fix.endswith("@tf.function(jit_compile=True)")
+    assert finding.fix.endswith("@tf.function(jit_compile=True)\ndef train_step(...):")
+    fit = AuditedFunction(name="multi_step_on_iterator", nodes=1, gpu=1, host=0, cpu=0)
+    keras_step = b.placement_facts(copies=huge, functions=(fit,))
+    (finding,) = run(HostTransfers, keras_step)
+    assert finding.fix.endswith("model.compile(<your compile arguments>, jit_compile=True)")
 
 
 def test_int32_edges_next_to_copies_of_its_own_are_set_apart_in_the_evidence():
