@@ -334,3 +334,94 @@ def ps_placement(variable: Any) -> list[tuple[int, int]]:
             count *= dim or 0
         placed.append((int(found.group(1)), count * part.dtype.size))
     return placed
+
+
+class _Fetching(threading.local):
+    """Per thread, during a timed read of a distributed iterator: the seconds spent
+    fetching this worker's own elements (its per-worker iterators)."""
+
+    active = False
+    own = 0.0
+    fetched = False
+
+
+_FETCHING = _Fetching()
+
+
+def install_iterator_timing(emit: Callable[[int, object, float, float, bool], None]) -> list[Patch]:
+    """``emit(iterator id, the user's file:line, start, start + own wait, exhausted)``
+    for each read of a distributed iterator from the user's Python loop: ``for x in
+    dist_ds``, ``next(it)``, ``it.get_next()``, ``it.get_next_as_optional()``
+    (``input_lib.DistributedIteratorBase``).
+
+    The own wait is the time in this worker's own fetches (each
+    ``_SingleWorkerDatasetIteratorBase`` read: its pipeline's batches for its replicas),
+    not the whole call: for a finite dataset across workers the call also all-reduces
+    whether every worker still has data (``_calculate_replicas_with_values``), which
+    waits for the slowest worker's input, so every worker's ``next()`` lasts as long as
+    the straggler's. Reads inside a tf.function (the step reading its iterator, Keras
+    fit) build graph ops instead and are not timed; reads TF makes inside its own
+    methods count once, at the user's."""
+    import sys
+    import time
+
+    from tensorflow.python.distribute import input_lib
+    from tensorflow.python.eager import context
+
+    from gpuwhy.tfapi.frames import user_location
+    from gpuwhy.tfapi.graph_ops import is_library_file
+
+    sites: dict[int, object] = {}
+
+    def make(original):
+        def read(self, *args, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if not context.executing_eagerly() or is_library_file(caller) or _FETCHING.active:
+                return original(self, *args, **kwargs)  # in a graph, or TF's (Keras') own
+            _FETCHING.active, _FETCHING.own, _FETCHING.fetched = True, 0.0, False
+            start = time.perf_counter()
+            exhausted = False
+            try:
+                return original(self, *args, **kwargs)
+            except StopIteration:
+                exhausted = True
+                raise
+            finally:
+                end = time.perf_counter()
+                own = _FETCHING.own if _FETCHING.fetched else end - start
+                _FETCHING.active = False
+                key = id(self)
+                site = sites.get(key)
+                if site is None:  # once per iterator: the loop that reads it
+                    site = sites[key] = user_location(skip=2) or "?"
+                try:
+                    emit(key, site, start, start + own, exhausted)
+                except Exception:  # noqa: BLE001 - never break the user's loop
+                    pass
+                if exhausted:
+                    sites.pop(key, None)
+
+        return mark_wrapped(read, original)
+
+    def make_fetch(original):
+        def fetch(self, *args, **kwargs):
+            if not _FETCHING.active:
+                return original(self, *args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _FETCHING.own += time.perf_counter() - start
+                _FETCHING.fetched = True
+
+        return mark_wrapped(fetch, original)
+
+    base = input_lib.DistributedIteratorBase
+    worker = input_lib._SingleWorkerDatasetIteratorBase
+    return [
+        *(Patch(base, name, make) for name in ("__next__", "get_next", "get_next_as_optional")),
+        *(
+            Patch(worker, name, make_fetch)
+            for name in ("get_next", "get_next_as_list", "get_next_as_optional_list")
+        ),
+    ]

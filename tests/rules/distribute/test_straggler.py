@@ -103,3 +103,25 @@ def test_tiny_differences_in_tiny_steps_are_not_named():
     assert (
         check(worker_run("worker-0", 0.0006, 0.0001), worker_run("worker-1", 0.0006, 0.0004)) == []
     )
+
+
+def test_workers_on_a_saturated_host_are_said_to_be_indistinguishable():
+    """Two workers sharing a 2-core host that was busy the whole run: the slower input
+    of one competes with the other's compute for the same cores, their own times come out
+    alike, and the silence is explained (info), not left as an even load."""
+    busy = dict(hostname="node-a", host_cores=2, host_cpu_busy=0.97)
+    (found,) = check(worker_run("worker-0", 0.150, 0.004, **busy),
+                     worker_run("worker-1", 0.150, 0.012, **busy))  # fmt: skip
+    assert found.severity == "info"
+    assert "node-a (worker-0, worker-1): 97% of 2 cores" in found.title
+    assert found.evidence["saturated_hosts"] == [
+        {"host": "node-a", "workers": ["worker-0", "worker-1"], "cpu_busy": "97%", "cores": 2}
+    ]
+    assert found.evidence["workers"][1]["host_cpu_busy"] == "97%"
+    idle = dict(hostname="node-a", host_cores=2, host_cpu_busy=0.55)
+    assert not check(worker_run("worker-0", 0.150, 0.004, **idle),
+                     worker_run("worker-1", 0.150, 0.012, **idle))  # fmt: skip
+    # a straggler that shows through the load is still named
+    (named,) = check(worker_run("worker-0", 0.150, 0.002, **busy),
+                     worker_run("worker-1", 0.150, 0.052, **busy))  # fmt: skip
+    assert named.evidence["straggler"] == "worker-1"
