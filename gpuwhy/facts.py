@@ -917,6 +917,7 @@ class WorkerRun:
     step_p90_s: float | None = None
     step_mean_s: float | None = None
     input_wait_s: float | None = None  # per step, waiting for its input (mean)
+    input_wait_median_s: float | None = None  # its median (where timed step by step)
     input_wait_by: str | None = None  # how: "next() timing", "tf.data gap timer", or
     # "outside <fn>": the time per step outside the step function (its Python loop:
     # next() on a distributed iterator, logging), where the wait itself was not timed

@@ -139,6 +139,7 @@ def _step_figures(steps: dict[str, Any], tracing: dict[str, Any]) -> dict[str, A
     fraction = _number(steps.get("input_wait_fraction"))
     if fraction is not None and mean is not None:
         figures["input_wait_s"] = fraction * mean
+        figures["input_wait_median_s"] = _number(steps.get("input_wait_median_s"))
         figures["input_wait_by"] = _text(steps.get("input_wait_source")) or "measured"
     elif steps.get("source") == "tf-function" and mean is not None:
         outside = _outside_step_function(steps, tracing, mean)

@@ -59,7 +59,9 @@ class Straggler(Rule):
     `next()` calls on the loop's iterator, a distributed one included: a worker's wait
     for its own batches, while a worker waiting for a late peer does so in the step's
     all-reduce; tf.data's timer for Keras; else the time outside the step function).
-    Where steps are not coupled
+    Where a few long stalls every worker shares make the mean step 1.5x its median (a
+    loaded host, an iterator made anew each epoch), the shared compute is a typical
+    step's (medians) and the waits stay means. Where steps are not coupled
     (ParameterServerStrategy, separate loops) step times are compared directly. A
     worker whose own time is at least `min_ratio` times the median of the others' (and
     `min_extra_ms` more) is named, with what differs: its input or its compute. Medium;
@@ -220,21 +222,52 @@ def compare(workers: Sequence[WorkerRun], min_steps: int) -> Comparison | None:
     elif synchronous:
         if not all(w.input_wait_s is not None for w in usable):
             return None  # equal steps, no wait measured: nothing tells the workers apart
-        shared = min(_mean(w) - (w.input_wait_s or 0.0) for w in usable)
-        own = [max(0.0, shared) + (w.input_wait_s or 0.0) for w in usable]
-        how = (
-            "the compute all workers share (the shortest step less its input wait) plus "
-            "each worker's input wait; synchronous steps are otherwise equal"
-        )
+        waits = [w.input_wait_s or 0.0 for w in usable]
+        if _stalled(usable):
+            # the compute of a typical step: stalls every worker shares left out
+            compute = [(w.step_median_s or 0.0) - (w.input_wait_median_s or 0.0) for w in usable]
+            how = (
+                "the compute all workers share in a typical step (the shortest median step "
+                "less its median input wait) plus each worker's mean input wait: the mean "
+                "steps hold long stalls every worker shares (mean over median step "
+                f"{max(_mean(w) / (w.step_median_s or 1) for w in usable):.1f}x)"
+            )
+        else:
+            compute = [_mean(w) - wait for w, wait in zip(usable, waits)]
+            how = (
+                "the compute all workers share (the shortest step less its input wait) plus "
+                "each worker's input wait; synchronous steps are otherwise equal"
+            )
+        shared = min(compute)
+        own = [max(0.0, shared) + wait for wait in waits]
+        times = [OwnTime(w, own[i], _score(own, i), waits[i]) for i, w in enumerate(usable)]
+        return Comparison(tuple(times), how)
     else:
         own = [w.step_median_s or 0.0 for w in usable]
         how = "median step time (the workers' steps are not synchronised)"
-    times = []
-    for i, w in enumerate(usable):
-        rest = statistics.median(own[:i] + own[i + 1 :])
-        score = own[i] / rest if rest > 0 else (1.0 if own[i] == 0 else float("inf"))
-        times.append(OwnTime(w, own[i], score, w.input_wait_s))
+    times = [OwnTime(w, own[i], _score(own, i), w.input_wait_s) for i, w in enumerate(usable)]
     return Comparison(tuple(times), how)
+
+
+def _score(own: list[float], i: int) -> float:
+    """Worker ``i``'s own time over the median of the others'."""
+    rest = statistics.median(own[:i] + own[i + 1 :])
+    return own[i] / rest if rest > 0 else (1.0 if own[i] == 0 else float("inf"))
+
+
+STALLED = 1.5  # mean over median step from which the means are dominated by stalls
+
+
+def _stalled(workers: Sequence[WorkerRun]) -> bool:
+    """Synchronous steps whose mean is far above their median on some worker: a few
+    long stalls (another process taking the host's cores, an iterator made anew each
+    epoch), which every worker shares since they wait for each other, and which would
+    count as compute of every worker and dilute a straggler's extra wait. The compute
+    is then a typical step's (medians, where every worker timed its wait step by step);
+    the waits stay means (what adds up: a straggler's wait at each epoch start too)."""
+    if not all(w.input_wait_median_s is not None and w.step_median_s for w in workers):
+        return False
+    return any(_mean(w) >= STALLED * (w.step_median_s or 0.0) for w in workers)
 
 
 def _mean(w: WorkerRun) -> float:

@@ -125,3 +125,30 @@ def test_workers_on_a_saturated_host_are_said_to_be_indistinguishable():
     (named,) = check(worker_run("worker-0", 0.150, 0.002, **busy),
                      worker_run("worker-1", 0.150, 0.052, **busy))  # fmt: skip
     assert named.evidence["straggler"] == "worker-1"
+
+
+def test_a_steady_straggler_is_named_through_stalls_every_worker_shares():
+    """A loaded host stalls a few synchronous steps for seconds on every worker: the
+    mean step (243 ms) is seven times the median (34 ms): counted as compute, the stalls
+    would hide a straggler waiting 25 ms a step (a real run's figures)."""
+    common = dict(median_s=0.034, hostname="vm")  # step_s 0.243: the mean
+    found = check(
+        worker_run("worker-0", 0.243, 0.0030, input_wait_median_s=0.0012, **common),
+        worker_run("worker-1", 0.243, 0.0247, input_wait_median_s=0.0245, **common),
+    )
+    (f,) = found
+    assert f.evidence["straggler"] == "worker-1" and f.evidence["cause"] == "input"
+    assert "in a typical step" in f.evidence["own_time_by"]
+    assert "24.7 ms a step waiting for data against 3.0 ms" in f.title
+    # the same means without the stalls (mean = median): the means decide, as before
+    steady = dict(median_s=0.034, hostname="vm")
+    (g,) = check(
+        worker_run("worker-0", 0.034, 0.0030, input_wait_median_s=0.0012, **steady),
+        worker_run("worker-1", 0.034, 0.0247, input_wait_median_s=0.0245, **steady),
+    )
+    assert "typical" not in g.evidence["own_time_by"]
+    # stalls and an even load: nobody (the saturated-host note only where a host was busy)
+    assert not check(
+        worker_run("worker-0", 0.243, 0.0030, input_wait_median_s=0.0012, **common),
+        worker_run("worker-1", 0.243, 0.0041, input_wait_median_s=0.0015, **common),
+    )
