@@ -679,6 +679,13 @@ class DistributedInput:
     shard_error: str | None = None  # FILE asked for where TF cannot apply it: its error
     shard_files: int | None = None  # FILE: the files the workers divide
     sharded_in_code: bool = False  # the pipeline shards itself (ds.shard, input_context)
+    # how: "shard()" (anywhere in it, an interleave's function too) or "input_pipeline_id"
+    # (its dataset function reads it: files or records sliced, a filter, by pipeline)
+    sharded_by: str | None = None
+    # what this worker's pipeline reads, to compare workers (gpuwhy merge): a digest of
+    # its sources and selections (None: a generator, unknowable), and its files
+    reads_digest: str | None = None
+    read_files: tuple[str, ...] = ()
     repeated_work: tuple[str, ...] = ()  # DATA: stages every worker runs on all the data
     repeated_heavy: bool = False  # ... and one of them reads files, decodes or runs Python
     shuffled: bool = False  # the pipeline shuffles (workers reading it all see other orders)
@@ -887,6 +894,21 @@ class TaskFacts:
 
 
 @dataclass(frozen=True)
+class WorkerInput:
+    """One dataset a worker distributed, as ``gpuwhy merge`` compares it with the other
+    workers' (DistributedInput, reduced to what the comparison needs)."""
+
+    how: str  # experimental_distribute_dataset | distribute_datasets_from_function
+    source: str | None = None  # the pipeline's source as written, and where
+    source_location: str | None = None
+    shard_applied: str | None = None  # what TF's auto-shard does to it (OFF: nothing)
+    sharded_by: str | None = None  # shard() | input_pipeline_id | None
+    shuffled: bool = False
+    reads_digest: str | None = None  # what its pipeline reads (None: unknowable)
+    read_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class WorkerRun:
     """One task's record as ``gpuwhy merge`` read it: how the task ended and its per-step
     figures (means over the steps after warm-up unless named median or p90)."""
@@ -906,12 +928,18 @@ class WorkerRun:
     step_p90_s: float | None = None
     step_mean_s: float | None = None
     input_wait_s: float | None = None  # per step, waiting for its input (mean)
+    input_wait_median_s: float | None = None  # its median (where timed step by step)
     input_wait_by: str | None = None  # how: "next() timing", "tf.data gap timer", or
     # "outside <fn>": the time per step outside the step function (its Python loop:
     # next() on a distributed iterator, logging), where the wait itself was not timed
     gpu_busy: float | None = None  # NVML utilisation over the run, mean of its GPUs
     collective_step_s: float | None = None  # inside collective ops per step (measured)
     collective_share: float | None = None
+    inputs: tuple[WorkerInput, ...] = ()  # the datasets it distributed (multi-worker)
+    # its host's CPU use over the run (all processes, all cores) and its cores: a host
+    # whose cores were all busy slows every worker on it alike
+    host_cores: int | None = None
+    host_cpu_busy: float | None = None
 
 
 @dataclass(frozen=True)

@@ -249,7 +249,12 @@ def _merge_verdict(workers: WorkersFacts, findings: list[Finding]) -> str:
     text = f"{len(read)} worker record(s) merged"
     straggler = next((f for f in findings if f.id == "distribute.straggler"), None)
     if straggler is not None and straggler.severity == "info":
-        text += ": no straggler can be told apart (own work per step not measurable)"
+        why = (
+            "the hosts' cores were all busy"
+            if straggler.evidence.get("saturated_hosts")
+            else "own work per step not measurable"
+        )
+        text += f": no straggler can be told apart ({why})"
     elif straggler is not None:
         evidence = straggler.evidence
         where = {"input": ", in its input", "compute": ", in its compute"}

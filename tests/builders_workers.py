@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuwhy.facts import (
+    DistributedInput,
     DistributeFacts,
     Facts,
     ProgramFacts,
@@ -28,6 +29,7 @@ def worker_record(
     cluster: tuple[str, ...] = ("worker-0", "worker-1"),
     findings: tuple[Finding, ...] = (),
     collective_s: float | None = None,
+    inputs: tuple[DistributedInput, ...] = (),
 ) -> RunRecord:
     kind, _, index = name.rpartition("-")
     counted = steps - 1
@@ -57,6 +59,8 @@ def worker_record(
             replicas=len(cluster),
             collective_step_s=collective_s,
             collective_share=None if collective_s is None else collective_s / step_s,
+            workers=len(cluster),
+            inputs=inputs,
         ),
         task=TaskFacts(
             name=name,

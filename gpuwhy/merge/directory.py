@@ -71,8 +71,24 @@ def merge_directory(directory: str) -> WorkersFacts:
     return WorkersFacts(
         directory=directory,
         workers=tuple(workers),
-        findings=tuple(_deduplicated(records)),
+        findings=tuple(_deduplicated(_settled_left_out(records))),
     )
+
+
+def _settled_left_out(records: list[WorkerRecord]) -> list[WorkerRecord]:
+    """The records without the findings the comparison across workers settles: a
+    worker that judged "every worker reads the whole dataset" from its own pipeline
+    alone is confirmed or refuted by what the others read (distribute.input-sharding
+    on the merge says which)."""
+    from gpuwhy.rules.distribute.input_sharding import compare_inputs, judged_across
+
+    compared = compare_inputs([r.run for r in records])
+    if not compared:
+        return records
+    return [
+        dataclasses.replace(r, findings=[f for f in r.findings if not judged_across(f, compared)])
+        for r in records
+    ]
 
 
 def carried_findings(workers: WorkersFacts) -> list[Finding]:

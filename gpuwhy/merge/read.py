@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy.facts import WorkerRun
+from gpuwhy.facts import WorkerInput, WorkerRun
 
 # How a run ended (ProgramFacts.ended) -> the worker's state in the merge.
 _STATES = {"completed": "ok", "interrupted": "interrupted", "terminated": "interrupted"}
@@ -104,6 +104,8 @@ def _worker(data: Any, stem: str, file: str) -> WorkerRecord:
         collective_step_s=_number(distribute.get("collective_step_s")),
         collective_share=_number(distribute.get("collective_share")),
         gpu_busy=_gpu_busy(_section(data, "gpu_samples")),
+        inputs=_inputs(distribute),
+        **_host(_section(data, "tfdata")),
         **_step_figures(steps, _section(data, "tracing")),
     )
     findings = data.get("findings")
@@ -137,6 +139,7 @@ def _step_figures(steps: dict[str, Any], tracing: dict[str, Any]) -> dict[str, A
     fraction = _number(steps.get("input_wait_fraction"))
     if fraction is not None and mean is not None:
         figures["input_wait_s"] = fraction * mean
+        figures["input_wait_median_s"] = _number(steps.get("input_wait_median_s"))
         figures["input_wait_by"] = _text(steps.get("input_wait_source")) or "measured"
     elif steps.get("source") == "tf-function" and mean is not None:
         outside = _outside_step_function(steps, tracing, mean)
@@ -175,6 +178,38 @@ def _takes_an_iterator(function: dict[str, Any]) -> bool:
         isinstance(arg, (list, tuple)) and len(arg) == 2 and "IteratorSpec" in str(arg[1])
         for arg in last.get("args") or []
     )
+
+
+def _inputs(distribute: dict[str, Any]) -> tuple[WorkerInput, ...]:
+    """The datasets the worker distributed, with what each reads (where its record
+    says: multi-worker runs of this gpuwhy)."""
+    found = []
+    for given in distribute.get("inputs") or []:
+        if not isinstance(given, dict) or not _text(given.get("how")):
+            continue
+        files = given.get("read_files")
+        found.append(
+            WorkerInput(
+                how=str(given["how"]),
+                source=_text(given.get("source")),
+                source_location=_text(given.get("source_location")),
+                shard_applied=_text(given.get("shard_applied")),
+                sharded_by=_text(given.get("sharded_by")),
+                shuffled=given.get("shuffled") is True,
+                reads_digest=_text(given.get("reads_digest")),
+                read_files=tuple(f for f in files if isinstance(f, str))
+                if isinstance(files, list)
+                else (),
+            )
+        )
+    return tuple(found)
+
+
+def _host(tfdata: dict[str, Any]) -> dict[str, Any]:
+    """The host's cores and how busy they were over the run (every process)."""
+    cores = _integer(tfdata.get("host_cores"))
+    busy = _number(tfdata.get("host_cpu_busy_fraction"))
+    return {"host_cores": cores, "host_cpu_busy": busy}
 
 
 def _gpu_busy(samples: dict[str, Any]) -> float | None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
 AUTO_SHARD = {-1: "OFF", 0: "AUTO", 1: "FILE", 2: "DATA", 3: "HINT"}
 # classes users know by their public name (tf.distribute.MultiWorkerMirroredStrategy is
@@ -29,13 +30,15 @@ PUBLIC_NAMES = {
 
 def install(
     on_strategy: Callable[[Any], None],
-    on_distributed: Callable[[str, Any, Any], None],
+    on_distributed: Callable[[str, Any, Any, bool], None],
     on_run: Callable[[Any, Any, Any], None],
 ) -> list[Patch]:
     """``on_strategy(strategy)`` after each strategy is made; ``on_distributed(how,
-    strategy, dataset)`` when a loop (a custom one, or Keras fit's) distributes
-    ``dataset`` (``how``: the method's name; for distribute_datasets_from_function, each
-    dataset its function returns); ``on_run(strategy, fn, args)`` at each ``strategy.run``."""
+    strategy, dataset, read_pipeline_id)`` when a loop (a custom one, or Keras fit's)
+    distributes ``dataset`` (``how``: the method's name; for
+    distribute_datasets_from_function, each dataset its function returns, and whether
+    the function read its input context's ``input_pipeline_id``); ``on_run(strategy,
+    fn, args)`` at each ``strategy.run``."""
     from tensorflow.python.distribute import distribute_lib
 
     base = distribute_lib.StrategyBase
@@ -60,7 +63,7 @@ def install(
                     dataset_or_fn = _seeing_datasets(dataset_or_fn, name, self, on_distributed)
                     return original(self, dataset_or_fn, *args, **kwargs)
                 try:
-                    on_distributed(name, self, dataset_or_fn)
+                    on_distributed(name, self, dataset_or_fn, False)
                 except Exception:  # noqa: BLE001 - never into the program
                     pass
                 return original(self, dataset_or_fn, *args, **kwargs)
@@ -83,21 +86,56 @@ def install(
     patches = [Patch(base, "__init__", make_init), Patch(base, "run", make_run)]
     for name in ("experimental_distribute_dataset", "distribute_datasets_from_function"):
         patches.append(Patch(base, name, make_distribute(name)))
+    patches.append(Patch(distribute_lib.InputContext, "input_pipeline_id", _noting_reads))
     return patches
 
 
+class _Reading(threading.local):
+    """Per thread: whether a dataset function runs now, and whether it read its input
+    context's ``input_pipeline_id`` (the one thing a function that selects its own
+    share per pipeline must read)."""
+
+    active = False
+    read = False
+
+
+_READING = _Reading()
+
+
+def _noting_reads(original: property) -> property:
+    getter = original.fget
+    assert getter is not None
+
+    def input_pipeline_id(self):
+        if _READING.active:
+            _READING.read = True
+        return getter(self)
+
+    return property(mark_wrapped(input_pipeline_id, getter), doc=original.__doc__)
+
+
 def _seeing_datasets(
-    dataset_fn: Any, name: str, strategy: Any, on_distributed: Callable[[str, Any, Any], None]
+    dataset_fn: Any,
+    name: str,
+    strategy: Any,
+    on_distributed: Callable[[str, Any, Any, bool], None],
 ) -> Any:
-    """``dataset_fn`` that also reports each dataset it returns; the program's own
-    function where it is not callable (TF then raises its own error)."""
+    """``dataset_fn`` that also reports each dataset it returns, and whether it read
+    its input context's pipeline id; the program's own function where it is not
+    callable (TF then raises its own error)."""
     if not callable(dataset_fn):
         return dataset_fn
 
     def seen(*args, **kwargs):
-        dataset = dataset_fn(*args, **kwargs)
+        outer = (_READING.active, _READING.read)
+        _READING.active, _READING.read = True, False
         try:
-            on_distributed(name, strategy, dataset)
+            dataset = dataset_fn(*args, **kwargs)
+            read = _READING.read
+        finally:
+            _READING.active, _READING.read = outer
+        try:
+            on_distributed(name, strategy, dataset, read)
         except Exception:  # noqa: BLE001 - never into the program
             pass
         return dataset
@@ -296,3 +334,94 @@ def ps_placement(variable: Any) -> list[tuple[int, int]]:
             count *= dim or 0
         placed.append((int(found.group(1)), count * part.dtype.size))
     return placed
+
+
+class _Fetching(threading.local):
+    """Per thread, during a timed read of a distributed iterator: the seconds spent
+    fetching this worker's own elements (its per-worker iterators)."""
+
+    active = False
+    own = 0.0
+    fetched = False
+
+
+_FETCHING = _Fetching()
+
+
+def install_iterator_timing(emit: Callable[[int, object, float, float, bool], None]) -> list[Patch]:
+    """``emit(iterator id, the user's file:line, start, start + own wait, exhausted)``
+    for each read of a distributed iterator from the user's Python loop: ``for x in
+    dist_ds``, ``next(it)``, ``it.get_next()``, ``it.get_next_as_optional()``
+    (``input_lib.DistributedIteratorBase``).
+
+    The own wait is the time in this worker's own fetches (each
+    ``_SingleWorkerDatasetIteratorBase`` read: its pipeline's batches for its replicas),
+    not the whole call: for a finite dataset across workers the call also all-reduces
+    whether every worker still has data (``_calculate_replicas_with_values``), which
+    waits for the slowest worker's input, so every worker's ``next()`` lasts as long as
+    the straggler's. Reads inside a tf.function (the step reading its iterator, Keras
+    fit) build graph ops instead and are not timed; reads TF makes inside its own
+    methods count once, at the user's."""
+    import sys
+    import time
+
+    from tensorflow.python.distribute import input_lib
+    from tensorflow.python.eager import context
+
+    from gpuwhy.tfapi.frames import user_location
+    from gpuwhy.tfapi.graph_ops import is_library_file
+
+    sites: dict[int, object] = {}
+
+    def make(original):
+        def read(self, *args, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if not context.executing_eagerly() or is_library_file(caller) or _FETCHING.active:
+                return original(self, *args, **kwargs)  # in a graph, or TF's (Keras') own
+            _FETCHING.active, _FETCHING.own, _FETCHING.fetched = True, 0.0, False
+            start = time.perf_counter()
+            exhausted = False
+            try:
+                return original(self, *args, **kwargs)
+            except StopIteration:
+                exhausted = True
+                raise
+            finally:
+                end = time.perf_counter()
+                own = _FETCHING.own if _FETCHING.fetched else end - start
+                _FETCHING.active = False
+                key = id(self)
+                site = sites.get(key)
+                if site is None:  # once per iterator: the loop that reads it
+                    site = sites[key] = user_location(skip=2) or "?"
+                try:
+                    emit(key, site, start, start + own, exhausted)
+                except Exception:  # noqa: BLE001 - never break the user's loop
+                    pass
+                if exhausted:
+                    sites.pop(key, None)
+
+        return mark_wrapped(read, original)
+
+    def make_fetch(original):
+        def fetch(self, *args, **kwargs):
+            if not _FETCHING.active:
+                return original(self, *args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _FETCHING.own += time.perf_counter() - start
+                _FETCHING.fetched = True
+
+        return mark_wrapped(fetch, original)
+
+    base = input_lib.DistributedIteratorBase
+    worker = input_lib._SingleWorkerDatasetIteratorBase
+    return [
+        *(Patch(base, name, make) for name in ("__next__", "get_next", "get_next_as_optional")),
+        *(
+            Patch(worker, name, make_fetch)
+            for name in ("get_next", "get_next_as_list", "get_next_as_optional_list")
+        ),
+    ]

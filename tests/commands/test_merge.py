@@ -14,7 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import DistributedInput, Facts
 from gpuwhy.record import RunRecord
 from gpuwhy.rules.base import Finding
 from tests.builders_workers import save, worker_record
@@ -92,6 +92,44 @@ def test_the_same_finding_on_every_worker_is_listed_once(tmp_path):
     assert carried[0]["title"].endswith("(on all 2 workers)")
     assert not any(f["id"] == "distribute.straggler" for f in record["findings"])
     assert "no straggler" in record["verdict"]["text"]
+
+
+def dataset_function_records(runs, digests: list[str]) -> None:
+    """Workers of one dataset function that never calls shard(): each judges from its
+    own pipeline (the rule on its own facts), and records what its pipeline reads."""
+    from gpuwhy.rules.distribute.input_sharding import InputSharding
+
+    rule = InputSharding()
+    for index, digest in enumerate(digests):
+        given = DistributedInput(
+            how="distribute_datasets_from_function", shard_applied="OFF", shuffled=True,
+            source="tf.data.TFRecordDataset(FILES[task::2])", source_location="train.py:22",
+            reads_digest=digest, read_files=(f"/data/part-{index}",),
+        )  # fmt: skip
+        record = worker_record(f"worker-{index}", inputs=(given,))
+        found = rule.check(record.facts, dict(rule.options))
+        assert [f.severity for f in found] == ["medium"]  # its own view: never shards
+        record.findings = found
+        save(runs, record)
+
+
+def test_the_merge_compares_what_the_workers_read(tmp_path):
+    """Files chosen per worker by its task index (no shard(), no input context): the
+    workers' own findings are refuted by the merge, which sees they read other files."""
+    dataset_function_records(tmp_path / "runs", ["a1", "b2"])
+    _, record = merged(tmp_path)
+    assert not [f for f in record["findings"] if f["id"] == "distribute.input-sharding"]
+    for worker in rows(record).values():
+        (given,) = worker["inputs"]
+        assert given["reads_digest"] and given["read_files"]
+
+
+def test_the_merge_confirms_workers_reading_the_same_data(tmp_path):
+    dataset_function_records(tmp_path / "runs", ["a1", "a1"])
+    _, record = merged(tmp_path)
+    (finding,) = [f for f in record["findings"] if f["id"] == "distribute.input-sharding"]
+    assert finding["title"].startswith("Each of the 2 workers trains on the same data")
+    assert finding["evidence"]["workers"] == ["worker-0", "worker-1"]
 
 
 def test_partial_missing_interrupted_and_unfinished_records_are_kept_and_said(tmp_path):

@@ -103,7 +103,9 @@ class DistributeCollector(RunCollector):
         if described.get("workers", 0) >= 2:
             self._no_profiler()
 
-    def _on_distributed(self, how: str, strategy: Any, dataset: Any) -> None:
+    def _on_distributed(
+        self, how: str, strategy: Any, dataset: Any, read_pipeline_id: bool = False
+    ) -> None:
         from gpuwhy.source_calls import scaled_by, written_call
         from gpuwhy.tfapi import distribute
         from gpuwhy.tfapi.graph_ops import relative
@@ -135,7 +137,7 @@ class DistributeCollector(RunCollector):
             workers = self._described.get(id(strategy), {}).get("workers", 0)
         if dataset is not None and workers >= 2:
             try:
-                found = _with_sharding(found, dataset, workers, from_function)
+                found = _with_sharding(found, dataset, workers, from_function, read_pipeline_id)
             except Exception as e:  # noqa: BLE001 - a pipeline we cannot read: no plan
                 self.notes.append(f"how the workers shard a dataset not read: {type(e).__name__}")
         with self._lock:
@@ -294,18 +296,32 @@ def _topology(main: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _with_sharding(
-    found: DistributedInput, dataset: Any, workers: int, from_function: bool
+    found: DistributedInput,
+    dataset: Any,
+    workers: int,
+    from_function: bool,
+    read_pipeline_id: bool = False,
 ) -> DistributedInput:
     """``found`` with what the auto-shard rewrite does to ``dataset`` across the
     workers; a dataset function's datasets are not rewritten (each worker runs the
-    function, which shards by its input_context or not at all)."""
+    function, which shards by its input_context or not at all). The pipeline shards
+    itself where it calls shard() anywhere, or where its dataset function reads its
+    pipeline id (to slice its files or records, or filter by it); what it reads is kept
+    for the merge to compare with the other workers'."""
     import dataclasses
 
     from gpuwhy.tfapi.tfdata import sharding
     from gpuwhy.tfapi.tfdata.classes import READERS
     from gpuwhy.tfapi.tfdata.written import written_chain
 
-    plan = sharding.plan(dataset, found.auto_shard or "AUTO", 1 if from_function else workers)
+    graph = sharding.serialized_graph(dataset)
+    plan = sharding.plan(
+        dataset, found.auto_shard or "AUTO", 1 if from_function else workers, graph
+    )
+    reads = sharding.reads(dataset, graph)
+    sharded_by = "shard()" if plan.sharded_in_code or reads.shards else None
+    if sharded_by is None and read_pipeline_id:
+        sharded_by = "input_pipeline_id"
     chain = written_chain(dataset)
     applied = "OFF" if from_function else plan.applied
     work = [t for t in chain if sharding.matches(t.op, sharding.WORK_OPS) and not t.by_library]
@@ -320,7 +336,10 @@ def _with_sharding(
         shard_reason=None if from_function else plan.reason,
         shard_error=None if from_function else plan.error,
         shard_files=plan.files,
-        sharded_in_code=plan.sharded_in_code,
+        sharded_in_code=sharded_by is not None,
+        sharded_by=sharded_by,
+        reads_digest=reads.digest,
+        read_files=reads.files,
         repeated_work=repeated if applied == "DATA" else (),
         repeated_heavy=heavy and applied == "DATA",
         shuffled=any(t.api == "shuffle" for t in chain),

@@ -5,8 +5,9 @@ Four kinds of evidence are recorded while the program runs; each marks loops:
 1. ``keras-fit``: Keras' own per-batch callback calls (``tfapi/keras_hooks.py``); one
    call of the train function runs ``steps_per_execution`` steps.
 2. ``tf-data``: ``next()`` on a tf.data iterator from a Python loop
-   (``tfapi/tfdata/iterators.py``), one loop per site. Here the time inside ``next()``
-   *is* the input wait.
+   (``tfapi/tfdata/iterators.py``), or on a tf.distribute iterator
+   (``tfapi/distribute.py``), one loop per site. Here the time inside ``next()`` *is*
+   the input wait.
 3. ``tf-function``: outermost calls of a tf.function called in a loop (``FunctionWatcher``).
 4. ``optimizer``: eager ``apply_gradients`` calls (an eager loop with no tf.function).
 
@@ -73,6 +74,14 @@ class StepCollector(RunCollector):
         from gpuwhy.tfapi.tfdata import iterators as data_iterator
 
         self._install(lambda: data_iterator.install(self._on_next), "tf.data iterators")
+        self._install(self._install_distributed, "distributed iterators")
+
+    def _install_distributed(self) -> list:
+        """A tf.distribute iterator read in the loop (``for x in dist_ds``): its reads
+        are this worker's wait for its own input, timed like a tf.data iterator's."""
+        from gpuwhy.tfapi import distribute
+
+        return distribute.install_iterator_timing(self._on_next)
 
     def on_keras(self) -> None:
         from gpuwhy.tfapi import keras_hooks

@@ -4,9 +4,11 @@ duplicates examples."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.facts import DistributedInput, DistributeFacts, Facts
+from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, WorkerInput, WorkerRun
 from gpuwhy.rules.base import Finding, Rule
 
 POLICY = "tf.data.experimental.AutoShardPolicy"
@@ -29,9 +31,20 @@ class InputSharding(Rule):
       this worker's steps waited `medium_wait` of their time for input (any repeated
       map: image augmentation in TF ops is costly too); high from `high_wait`; low
       otherwise (in-memory data, cheap stages, no wait).
-    - OFF, or a `distribute_datasets_from_function` dataset that never calls `shard`:
-      every worker trains on the same examples (high; medium where a shuffle gives
-      each worker another order).
+    - OFF, or a `distribute_datasets_from_function` dataset that never selects its
+      own share: no `shard()` anywhere in the pipeline (an interleave's function
+      included) and a dataset function that never reads
+      `input_context.input_pipeline_id` (to slice its files or records, or filter by
+      it): every worker trains on the same examples (high; medium where a shuffle
+      gives each worker another order).
+    - Across workers (`gpuwhy merge`): each worker's record holds a digest of what its
+      pipeline reads (its sources' file names and slices, and every shard, filter,
+      skip and take with its arguments and predicate). Workers whose digests are
+      equal read the same data whatever their code looks like (a pipeline id read
+      only to seed a shuffle): the finding above, confirmed. Digests that differ are
+      sharding (one worker's finding from its own view is then dropped); files read
+      by two workers of a pipeline that does not shard them further are named
+      (medium).
 
     ## Why is this slow?
     With DATA sharding the input work of the whole cluster is N times what it needs:
@@ -72,11 +85,13 @@ class InputSharding(Rule):
     severity = "high"
     status = "stable"
     since = "0.3.0"
-    needs = ("distribute",)
+    needs_any = ("distribute", "workers")
     options = {"uneven_at": 1.25, "medium_wait": 0.05, "high_wait": 0.2}
     question = "I added a second machine and training is no faster"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.workers is not None:
+            return [f for c in compare_inputs(facts.workers.workers) if (f := _across(self, c))]
         distribute = facts.distribute
         if distribute is None or distribute.workers < 2:
             return []
@@ -113,7 +128,7 @@ def _judge(
             f"({given.shard_error}): the iterator fails to start",
             severity="high",
             evidence=evidence | {"tensorflow_error": given.shard_error},
-            fix=_policy_fix("DATA") + "\n" + _shard_early_fix(given, distribute),
+            fix=_policy_fix("DATA") + "\n" + _shard_early_fix(given, workers, distribute.variable),
             location=where,
         )
     if given.shard_applied == "FILE" and given.shard_files is not None:
@@ -122,7 +137,7 @@ def _judge(
         return _data_finding(rule, distribute, given, evidence, wait, options, where)
     if given.shard_applied == "OFF" and not given.sharded_in_code:
         how = (
-            "its dataset function never calls shard()"
+            "its dataset function never calls shard() nor reads input_context.input_pipeline_id"
             if given.how == "distribute_datasets_from_function"
             else "auto-sharding is OFF and the pipeline never calls shard()"
         )
@@ -134,7 +149,7 @@ def _judge(
             f"Each of the {workers} workers trains on the whole dataset{order}: {how}",
             severity=severity,
             evidence=evidence | {"sharded_in_code": False, "shuffled": given.shuffled},
-            fix=_shard_early_fix(given, distribute),
+            fix=_shard_early_fix(given, distribute.workers, distribute.variable),
             estimated_gain=f"x{workers} examples per step: each worker learns from its own share",
             gain_value=round((workers - 1) / workers, 3),
             location=where,
@@ -221,7 +236,7 @@ def _data_finding(
         f"{why}{work}",
         severity=severity,
         evidence=evidence,
-        fix=_shard_early_fix(given, distribute),
+        fix=_shard_early_fix(given, workers, distribute.variable),
         estimated_gain=f"each worker's input work / {workers}",
         gain_value=round((workers - 1) / workers * (wait or 0.0), 3),
         location=where,
@@ -238,10 +253,12 @@ def _policy_fix(policy: str) -> str:
     )
 
 
-def _shard_early_fix(given: DistributedInput, distribute: DistributeFacts) -> str:
+def _shard_early_fix(
+    given: DistributedInput | WorkerInput, workers: int, variable: str | None
+) -> str:
     """Shard right after the source, before any per-element work, and turn the
     automatic sharding off so that TF does not shard again."""
-    strategy = distribute.variable or "<strategy>"
+    strategy = variable or "<strategy>"
     source = given.source or "<source dataset>"
     if given.how == "distribute_datasets_from_function":
         lines = [f"# in the dataset function, right after {source}:"]
@@ -255,8 +272,120 @@ def _shard_early_fix(given: DistributedInput, distribute: DistributeFacts) -> st
     if given.source_location and given.source:
         lines.append(f"# {given.source_location}: in place of: {source}")
     lines += [
-        f"{source}.shard({distribute.workers}, {strategy}.cluster_resolver.task_id)",
+        f"{source}.shard({workers}, {strategy}.cluster_resolver.task_id)",
         "# each worker reads its own share from the start; tell TF not to shard again:",
         _policy_fix("OFF"),
     ]
     return "\n".join(lines)
+
+
+# -- across workers (gpuwhy merge) ------------------------------------------------------
+
+UNREAD = ("unreadable", "missing")
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One dataset the workers distributed with no auto-sharding (OFF, or a dataset
+    function), compared across their records: ``same`` (every worker reads the same
+    data), ``overlap`` (workers read some of the same files and nothing shards them
+    further), ``sharded`` (they read different data)."""
+
+    how: str
+    place: str | None  # the source's file:line (else its call as written)
+    workers: tuple[str, ...]
+    inputs: tuple[WorkerInput, ...]
+    verdict: str
+    shared_files: tuple[str, ...] = ()
+
+
+def compare_inputs(workers: Sequence[WorkerRun]) -> list[Compared]:
+    """Each dataset two or more workers distributed, where every one of them recorded
+    what its pipeline reads; TF's auto-shard (FILE, DATA) divides the others itself."""
+    groups: dict[tuple[str, str | None], dict[str, WorkerInput]] = {}
+    for worker in workers:
+        if worker.state in UNREAD:
+            continue
+        for given in worker.inputs:
+            if given.shard_applied != "OFF":
+                continue
+            key = (given.how, given.source_location or given.source)
+            groups.setdefault(key, {}).setdefault(worker.name, given)
+    compared = []
+    for (how, place), by_worker in groups.items():
+        inputs = tuple(by_worker.values())
+        if len(inputs) < 2 or any(i.reads_digest is None for i in inputs):
+            continue
+        verdict, shared = _verdict(inputs)
+        compared.append(Compared(how, place, tuple(by_worker), inputs, verdict, shared))
+    return compared
+
+
+def _verdict(inputs: Sequence[WorkerInput]) -> tuple[str, tuple[str, ...]]:
+    if len({i.reads_digest for i in inputs}) == 1:
+        return "same", ()
+    files = [set(i.read_files) for i in inputs]
+    if all(files) and not any(i.sharded_by == "shard()" for i in inputs):
+        seen: set[str] = set()
+        shared: set[str] = set()
+        for names in files:
+            shared |= seen & names
+            seen |= names
+        if shared and any(names != files[0] for names in files):
+            return "overlap", tuple(sorted(shared))
+    return "sharded", ()
+
+
+def _across(rule: InputSharding, compared: Compared) -> Finding | None:
+    """The finding the comparison of the workers' pipelines holds, if any."""
+    first = compared.inputs[0]
+    count = len(compared.workers)
+    evidence: dict[str, Any] = {
+        "workers": list(compared.workers),
+        "distributed_by": compared.how,
+        "source": first.source,
+        "source_at": first.source_location,
+        "compared": "what each worker's pipeline reads (sources, shard/filter/skip/take)",
+        "sharded_by": sorted({i.sharded_by for i in compared.inputs if i.sharded_by}) or None,
+    }
+    if compared.verdict == "same":
+        read_id = any(i.sharded_by == "input_pipeline_id" for i in compared.inputs)
+        shuffled = any(i.shuffled for i in compared.inputs)
+        because = (
+            "its dataset function reads input_pipeline_id, but not to choose what it reads"
+            if read_id
+            else "no worker selects its own share"
+        )
+        return rule.finding(
+            f"Each of the {count} workers trains on the same data: their pipelines read "
+            f"the same sources and keep the same part ({because})",
+            severity="medium" if shuffled else "high",
+            evidence=evidence | {"reads_digest": first.reads_digest, "shuffled": shuffled},
+            fix=_shard_early_fix(first, count, None),
+            estimated_gain=f"x{count} examples per step: each worker learns from its own share",
+            gain_value=round((count - 1) / count, 3),
+            location=first.source_location,
+        )
+    if compared.verdict == "overlap":
+        shared = compared.shared_files
+        return rule.finding(
+            f"{len(shared)} file(s) are read by more than one of the {count} workers "
+            f"({', '.join(shared[:3])}{' ...' if len(shared) > 3 else ''}): their "
+            "examples are trained on more than once per epoch",
+            severity="medium",
+            evidence=evidence | {"files_read_by_several_workers": list(shared[:20])},
+            fix="# give each worker its own files, e.g. in the dataset function:\n"
+            "files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]",
+            location=first.source_location,
+        )
+    return None
+
+
+def judged_across(finding: dict[str, Any], compared: Sequence[Compared]) -> bool:
+    """A worker's own "every worker trains on the whole dataset" finding that the
+    comparison across workers settles (confirms or refutes)."""
+    evidence = finding.get("evidence") or {}
+    if finding.get("id") != InputSharding.id or evidence.get("sharded_in_code") is not False:
+        return False
+    place = evidence.get("source_at") or evidence.get("source")
+    return any(c.how == evidence.get("distributed_by") and c.place == place for c in compared)

@@ -56,13 +56,19 @@ class Straggler(Rule):
     worker's *own* work per step. Where the records measured the time inside collective
     ops, a worker's own time is its step less that wait; otherwise it is the compute the
     workers share (the shortest step less its input wait) plus its own input wait (timed
-    `next()` calls, tf.data's timer, or the time outside the step function of a custom
-    loop, where a distributed iterator is read). Where steps are not coupled
+    `next()` calls on the loop's iterator, a distributed one included: a worker's wait
+    for its own batches, while a worker waiting for a late peer does so in the step's
+    all-reduce; tf.data's timer for Keras; else the time outside the step function).
+    Where a few long stalls every worker shares make the mean step 1.5x its median (a
+    loaded host, an iterator made anew each epoch), the shared compute is a typical
+    step's (medians) and the waits stay means. Where steps are not coupled
     (ParameterServerStrategy, separate loops) step times are compared directly. A
     worker whose own time is at least `min_ratio` times the median of the others' (and
     `min_extra_ms` more) is named, with what differs: its input or its compute. Medium;
     high from `high_ratio`. Workers with fewer than `min_steps` steps after warm-up are
-    not compared.
+    not compared. Where no worker is named and a host's cores were all busy over the
+    run (`saturated_at`), the finding says that the workers cannot be told apart there
+    (info).
 
     ## Why is this slow?
     A synchronous step is as slow as its slowest worker: with one worker 1.5x slower,
@@ -88,6 +94,9 @@ class Straggler(Rule):
     - `min_ratio`: own time over the others' median from which a worker is named (1.2).
     - `high_ratio`: from this ratio the finding is high (1.4).
     - `min_extra_ms`: the least extra time per step worth naming, in ms (1).
+    - `saturated_at`: a host's CPU use over the run (every process, all cores) from
+      which its workers cannot be told apart: where no worker is named and a host was
+      this busy, the finding says so (info) rather than nothing (0.9).
     """
 
     id = "distribute.straggler"
@@ -95,20 +104,26 @@ class Straggler(Rule):
     status = "stable"
     since = "0.4.0"
     needs = ("workers",)
-    options = {"min_steps": 20, "min_ratio": 1.2, "high_ratio": 1.4, "min_extra_ms": 1.0}
+    options = {
+        "min_steps": 20,
+        "min_ratio": 1.2,
+        "high_ratio": 1.4,
+        "min_extra_ms": 1.0,
+        "saturated_at": 0.9,
+    }
     question = "one of my workers holds the others back"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         assert facts.workers is not None
         comparison = compare(facts.workers.workers, options["min_steps"])
         if comparison is None:
-            return self._not_told(facts.workers.workers, options["min_steps"])
+            return self._not_told(facts.workers.workers, options)
         slow = comparison.slowest
         others = [t for t in comparison.times if t is not slow]
         others_own = statistics.median(t.own_s for t in others)
         extra = slow.own_s - others_own
         if slow.score < options["min_ratio"] or extra < options["min_extra_ms"] / 1000:
-            return []
+            return self._saturated(comparison, options)
         cause, because = _cause(slow, others, extra)
         name = slow.worker.name
         host = f" on {slow.worker.hostname}" if slow.worker.hostname else ""
@@ -135,9 +150,34 @@ class Straggler(Rule):
             )
         ]
 
-    def _not_told(self, workers: Sequence[WorkerRun], min_steps: int) -> list[Finding]:
+    def _saturated(self, comparison: Comparison, options: dict[str, Any]) -> list[Finding]:
+        """No worker stands out, on hosts whose cores were all busy: say so (info). On a
+        saturated host every process waits for a core, so the workers' own times even
+        out and a slower input or compute on one of them no longer shows."""
+        busy = saturated_hosts([t.worker for t in comparison.times], options["saturated_at"])
+        if not busy:
+            return []
+        rows = [_row(t) for t in comparison.times]
+        return [
+            self.finding(
+                "No straggler can be told apart: the workers' hosts had every core busy "
+                f"({_busy_text(busy)}), so their input and compute waited for the CPU alike "
+                f"(highest own-time score {comparison.slowest.score:.2f})",
+                severity="info",
+                evidence={
+                    "workers": rows,
+                    "own_time_by": comparison.how,
+                    "saturated_hosts": _busy_evidence(busy),
+                },
+                fix="# compare the workers on hosts with idle cores (one worker per host, or\n"
+                "# fewer input threads: options.threading.private_threadpool_size)",
+            )
+        ]
+
+    def _not_told(self, workers: Sequence[WorkerRun], options: dict[str, Any]) -> list[Finding]:
         """Synchronous workers whose own work per step cannot be measured: say so (info),
         so that no one reads the silence as an even load."""
+        min_steps = options["min_steps"]
         ran = [
             w for w in workers if w.state in ("ok", "interrupted") and w.counted_steps >= min_steps
         ]
@@ -182,21 +222,52 @@ def compare(workers: Sequence[WorkerRun], min_steps: int) -> Comparison | None:
     elif synchronous:
         if not all(w.input_wait_s is not None for w in usable):
             return None  # equal steps, no wait measured: nothing tells the workers apart
-        shared = min(_mean(w) - (w.input_wait_s or 0.0) for w in usable)
-        own = [max(0.0, shared) + (w.input_wait_s or 0.0) for w in usable]
-        how = (
-            "the compute all workers share (the shortest step less its input wait) plus "
-            "each worker's input wait; synchronous steps are otherwise equal"
-        )
+        waits = [w.input_wait_s or 0.0 for w in usable]
+        if _stalled(usable):
+            # the compute of a typical step: stalls every worker shares left out
+            compute = [(w.step_median_s or 0.0) - (w.input_wait_median_s or 0.0) for w in usable]
+            how = (
+                "the compute all workers share in a typical step (the shortest median step "
+                "less its median input wait) plus each worker's mean input wait: the mean "
+                "steps hold long stalls every worker shares (mean over median step "
+                f"{max(_mean(w) / (w.step_median_s or 1) for w in usable):.1f}x)"
+            )
+        else:
+            compute = [_mean(w) - wait for w, wait in zip(usable, waits)]
+            how = (
+                "the compute all workers share (the shortest step less its input wait) plus "
+                "each worker's input wait; synchronous steps are otherwise equal"
+            )
+        shared = min(compute)
+        own = [max(0.0, shared) + wait for wait in waits]
+        times = [OwnTime(w, own[i], _score(own, i), waits[i]) for i, w in enumerate(usable)]
+        return Comparison(tuple(times), how)
     else:
         own = [w.step_median_s or 0.0 for w in usable]
         how = "median step time (the workers' steps are not synchronised)"
-    times = []
-    for i, w in enumerate(usable):
-        rest = statistics.median(own[:i] + own[i + 1 :])
-        score = own[i] / rest if rest > 0 else (1.0 if own[i] == 0 else float("inf"))
-        times.append(OwnTime(w, own[i], score, w.input_wait_s))
+    times = [OwnTime(w, own[i], _score(own, i), w.input_wait_s) for i, w in enumerate(usable)]
     return Comparison(tuple(times), how)
+
+
+def _score(own: list[float], i: int) -> float:
+    """Worker ``i``'s own time over the median of the others'."""
+    rest = statistics.median(own[:i] + own[i + 1 :])
+    return own[i] / rest if rest > 0 else (1.0 if own[i] == 0 else float("inf"))
+
+
+STALLED = 1.5  # mean over median step from which the means are dominated by stalls
+
+
+def _stalled(workers: Sequence[WorkerRun]) -> bool:
+    """Synchronous steps whose mean is far above their median on some worker: a few
+    long stalls (another process taking the host's cores, an iterator made anew each
+    epoch), which every worker shares since they wait for each other, and which would
+    count as compute of every worker and dilute a straggler's extra wait. The compute
+    is then a typical step's (medians, where every worker timed its wait step by step);
+    the waits stay means (what adds up: a straggler's wait at each epoch start too)."""
+    if not all(w.input_wait_median_s is not None and w.step_median_s for w in workers):
+        return False
+    return any(_mean(w) >= STALLED * (w.step_median_s or 0.0) for w in workers)
 
 
 def _mean(w: WorkerRun) -> float:
@@ -227,6 +298,33 @@ def _cause(slow: OwnTime, others: list[OwnTime], extra: float) -> tuple[str, str
     )
 
 
+def saturated_hosts(workers: Sequence[WorkerRun], at: float) -> dict[str, tuple]:
+    """Each host (its name, else the worker's) whose CPU use over the run was at least
+    ``at`` of all its cores: (busy share, cores, its workers)."""
+    hosts: dict[str, tuple] = {}
+    for w in workers:
+        if w.host_cpu_busy is None or w.host_cpu_busy < at:
+            continue
+        host = w.hostname or w.name
+        busy, cores, names = hosts.get(host, (0.0, w.host_cores, ()))
+        hosts[host] = (max(busy, w.host_cpu_busy), cores, (*names, w.name))
+    return hosts
+
+
+def _busy_text(hosts: dict[str, tuple]) -> str:
+    return "; ".join(
+        f"{host} ({', '.join(names)}): {busy:.0%} of {cores or '?'} cores"
+        for host, (busy, cores, names) in hosts.items()
+    )
+
+
+def _busy_evidence(hosts: dict[str, tuple]) -> list[dict[str, Any]]:
+    return [
+        {"host": host, "workers": list(names), "cpu_busy": f"{busy:.0%}", "cores": cores}
+        for host, (busy, cores, names) in hosts.items()
+    ]
+
+
 def _row(t: OwnTime) -> dict[str, Any]:
     w = t.worker
     row: dict[str, Any] = {
@@ -242,6 +340,8 @@ def _row(t: OwnTime) -> dict[str, Any]:
         row["collective"] = duration(w.collective_step_s)
     if w.gpu_busy is not None:
         row["gpu_busy"] = f"{w.gpu_busy:.0%}"
+    if w.host_cpu_busy is not None:
+        row["host_cpu_busy"] = f"{w.host_cpu_busy:.0%}"
     return row
 
 

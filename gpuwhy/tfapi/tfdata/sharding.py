@@ -15,6 +15,7 @@ one edit here.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,15 @@ WORK_OPS = (
     *FUNCTION_OPS,
     *READER_OPS,
 )
+# what a pipeline reads (for comparing workers): its sources, and the ops that keep a
+# part of what flows through them (a per-pipeline selection when their arguments or
+# predicate differ between workers)
+SOURCE_OPS = (*READER_OPS, *UNSHARDABLE_SOURCE_OPS)
+SELECTION_OPS = ("ShardDataset", "FilterDataset", "SkipDataset", "TakeDataset")
+# a source whose elements no graph shows (a Python generator), or a selection made in
+# Python: two workers' graphs may be alike while they read different data
+OPAQUE_OPS = ("GeneratorDataset", "PyFunc", "PyFuncStateless", "EagerPyFunc")
+MAX_FILES = 64  # file names kept per pipeline
 _VERSION = re.compile(r"V\d+$")
 MAX_DEPTH = 256
 
@@ -109,6 +119,21 @@ class ShardPlan:
     error: str | None = None  # FILE asked for and impossible: TF stops with this
     files: int | None = None  # FILE: the files divided among the workers (None: unknown)
     sharded_in_code: bool = False  # the pipeline already has a shard() of its own
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What one worker's pipeline reads, told without reading it: a digest of its
+    sources' constant arguments (file names, in-memory slices, ranges) and of every
+    selection (shard, filter, skip, take: their arguments and predicates) anywhere in
+    its graph, functions included. Two workers with one digest read the same data; a
+    digest differs where a worker reads other sources or keeps another part. None
+    where the graph cannot tell (a generator, a Python predicate)."""
+
+    digest: str | None
+    files: tuple[str, ...] = ()  # file names its sources name (the first MAX_FILES;
+    # none where nothing reads files: in-memory strings are data, not files)
+    shards: bool = False  # a shard() anywhere: the chain, an interleave's function
 
 
 class _NotFound(Exception):
@@ -197,6 +222,139 @@ class _Graph:
         return ops
 
 
+def reads(dataset: Any, graph_def: Any = None) -> Reads:
+    """What ``dataset`` reads, from its serialized graph (nothing is read or run);
+    ``graph_def``: that graph, where it was serialized already."""
+    return _Reading(graph_def if graph_def is not None else serialized_graph(dataset)).reads()
+
+
+class _Reading:
+    """The walk behind :func:`reads`: every node of the graph and of the functions it
+    calls (names left out: TF numbers functions per process)."""
+
+    def __init__(self, graph_def: Any) -> None:
+        self.functions = {f.signature.name: f for f in graph_def.library.function}
+        self.top = list(graph_def.node)
+        self.parts: list[str] = []
+        self.files: list[str] = []
+        self.opaque = False
+        self.shards = False
+        self.readers = False
+        self._digests: dict[str, str] = {}
+
+    def reads(self) -> Reads:
+        self._walk(self.top, selecting=False)
+        digest = None
+        if not self.opaque:
+            digest = hashlib.sha1("\n".join(sorted(self.parts)).encode()).hexdigest()[:16]
+        return Reads(
+            digest=digest,
+            files=tuple(dict.fromkeys(self.files))[:MAX_FILES] if self.readers else (),
+            shards=self.shards,
+        )
+
+    def _walk(self, nodes: list[Any], selecting: bool, depth: int = 0) -> None:
+        """Each source and selection among ``nodes`` as a part of the digest; the
+        functions they call walked too (an interleave's reader, a filter's predicate)."""
+        by_name = {n.name: n for n in nodes}
+        for node in nodes:
+            op = node.op
+            if matches(op, OPAQUE_OPS) and (selecting or matches(op, ("GeneratorDataset",))):
+                self.opaque = True
+            if matches(op, ("ShardDataset",)):
+                self.shards = True
+            if matches(op, READER_OPS):
+                self.readers = True
+            source = matches(op, SOURCE_OPS)
+            selection = matches(op, SELECTION_OPS)
+            if source or selection:
+                consts = [self._const(by_name, name) for name in node.input]
+                self.parts.append(f"{_plain(op)}({','.join(c for c in consts if c)})")
+                if source:
+                    self.files += self._names(by_name, node)
+            for key in sorted(node.attr):
+                function = node.attr[key].func.name
+                if function and function in self.functions and depth < 8:
+                    inner = self.functions[function]
+                    if matches(op, ("FilterDataset",)):
+                        self.parts.append(f"{_plain(op)}:{key}={self._body(inner, depth)}")
+                    self._walk(list(inner.node_def), selecting or selection, depth + 1)
+
+    def _const(self, by_name: dict[str, Any], name: str, depth: int = 0) -> str | None:
+        """The digest of what an input is computed from: its constants and the ops
+        between (a glob pattern through MatchingFiles, a list through Identity); None
+        for a dataset or a function argument (the element flowing through)."""
+        node = by_name.get(name.split(":")[0].lstrip("^"))
+        if node is None or depth > 16 or "Dataset" in node.op:
+            return None
+        if node.op == "Const":
+            return hashlib.sha1(node.attr["value"].tensor.SerializeToString()).hexdigest()[:12]
+        inner = [self._const(by_name, i, depth + 1) for i in node.input if not i.startswith("^")]
+        if node.op == "Identity" and len(inner) == 1:
+            return inner[0]
+        return f"{node.op}[{','.join(i or '' for i in inner)}]"
+
+    def _names(self, by_name: dict[str, Any], node: Any) -> list[str]:
+        """The strings of a source's constant inputs: the files it reads."""
+        names: list[str] = []
+        for name in node.input:
+            const = by_name.get(name.split(":")[0].lstrip("^"))
+            if const is not None and const.op == "Const":
+                values = _strings(const.attr["value"].tensor)
+                names += [v.decode(errors="replace") for v in values[: MAX_FILES - len(names)]]
+        return [n for n in names if n]
+
+    def _body(self, function: Any, depth: int) -> str:
+        """A function's digest from its ops and constants (not its name)."""
+        name = function.signature.name
+        if name not in self._digests:
+            parts = []
+            for node in function.node_def:
+                value = node.attr["value"].tensor.SerializeToString() if node.op == "Const" else b""
+                inner = [
+                    self._body(self.functions[a.func.name], depth + 1)
+                    for _, a in sorted(node.attr.items())
+                    if a.func.name in self.functions and depth < 8
+                ]
+                parts.append(f"{node.op}:{hashlib.sha1(value).hexdigest()[:12]}:{inner}")
+            self._digests[name] = hashlib.sha1("|".join(sorted(parts)).encode()).hexdigest()[:12]
+        return self._digests[name]
+
+
+def _strings(tensor: Any) -> list[bytes]:
+    """A string tensor's values: ``string_val``, or ``tensor_content`` (the lengths as
+    varints, then the bytes: how TF serializes a list of file names)."""
+    if tensor.dtype != 7:  # DT_STRING
+        return []
+    if tensor.string_val:
+        return list(tensor.string_val)
+    content = bytes(tensor.tensor_content)
+    count = 1
+    for dim in tensor.tensor_shape.dim:
+        count *= dim.size
+    lengths, at = [], 0
+    for _ in range(min(count, MAX_FILES)):
+        length, shift = 0, 0
+        while at < len(content):
+            byte = content[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        lengths.append(length)
+    if count > MAX_FILES:  # the lengths of the rest, skipped to reach the bytes
+        for _ in range(count - MAX_FILES):
+            while at < len(content) and content[at] >= 0x80:
+                at += 1
+            at += 1
+    values = []
+    for length in lengths:
+        values.append(content[at : at + length])
+        at += length
+    return values
+
+
 def _plain(op: str) -> str:
     return _VERSION.sub("", op)
 
@@ -210,10 +368,11 @@ def serialized_graph(dataset: Any) -> Any:
     return graph_def
 
 
-def plan(dataset: Any, policy: str, workers: int) -> ShardPlan:
+def plan(dataset: Any, policy: str, workers: int, graph_def: Any = None) -> ShardPlan:
     """What ``tf_auto_shard`` does to ``dataset`` (as given to the strategy) with
-    ``policy`` (AUTO, FILE, DATA, OFF, HINT) across ``workers``."""
-    graph = _Graph(serialized_graph(dataset))
+    ``policy`` (AUTO, FILE, DATA, OFF, HINT) across ``workers``; ``graph_def``: its
+    serialized graph, where it was serialized already."""
+    graph = _Graph(graph_def if graph_def is not None else serialized_graph(dataset))
     sink = next((n for n in graph.nodes.values() if n.op == "_Retval"), None)
     ops = graph.ops_from(sink)
     in_code = any(matches(op, ("ShardDataset",)) for op in ops)

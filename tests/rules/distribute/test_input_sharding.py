@@ -3,8 +3,16 @@ badly, and the ways that are fine."""
 
 from __future__ import annotations
 
-from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, StepFacts
-from gpuwhy.rules.distribute.input_sharding import InputSharding
+from gpuwhy.facts import (
+    DistributedInput,
+    DistributeFacts,
+    Facts,
+    StepFacts,
+    WorkerInput,
+    WorkersFacts,
+)
+from gpuwhy.rules.distribute.input_sharding import InputSharding, compare_inputs, judged_across
+from tests.builders_workers import worker_run
 
 RULE = InputSharding()
 SLICES = "tf.data.Dataset.from_tensor_slices((images, labels))"
@@ -92,3 +100,77 @@ def test_a_repeated_tf_map_matters_once_the_steps_wait_for_it():
     assert check(augment, wait=0.01)[0].severity == "low"
     assert check(augment, wait=0.10)[0].severity == "medium"
     assert check(augment, wait=0.25)[0].severity == "high"
+
+
+def test_a_dataset_function_reading_its_pipeline_id_shards_itself():
+    """Files sliced by ctx.input_pipeline_id, or a filter on it: no shard() call, and no
+    finding from the worker's own view (the merge compares what the workers read)."""
+    for how in ("input_pipeline_id", "shard()"):
+        selecting = given(how="distribute_datasets_from_function", shard_applied="OFF",
+                          sharded_in_code=True, sharded_by=how, shuffled=True)  # fmt: skip
+        assert not check(selecting)
+
+
+FROM_FN = "distribute_datasets_from_function"
+
+
+def across(*inputs: WorkerInput):
+    workers = WorkersFacts(
+        directory="runs",
+        workers=tuple(
+            worker_run(f"worker-{i}", 0.05, 0.001, inputs=(given,))
+            for i, given in enumerate(inputs)
+        ),
+    )
+    return RULE.check(Facts(workers=workers), dict(RULE.options))
+
+
+def read(digest, files=(), sharded_by=None, shuffled=False, how=FROM_FN, applied="OFF"):
+    return WorkerInput(how=how, source="tf.data.TFRecordDataset(files)",
+                       source_location="train.py:30", shard_applied=applied, sharded_by=sharded_by,
+                       shuffled=shuffled, reads_digest=digest, read_files=tuple(files))  # fmt: skip
+
+
+def test_workers_reading_the_same_data_are_named_whatever_their_code_reads():
+    (finding,) = across(read("a1", sharded_by="input_pipeline_id", shuffled=True),
+                        read("a1", sharded_by="input_pipeline_id", shuffled=True))  # fmt: skip
+    assert finding.severity == "medium" and finding.location == "train.py:30"
+    assert "Each of the 2 workers trains on the same data" in finding.title
+    assert "reads input_pipeline_id, but not to choose what it reads" in finding.title
+    assert finding.evidence["workers"] == ["worker-0", "worker-1"]
+    assert "input_context.input_pipeline_id" in finding.fix
+    (unshuffled,) = across(read("a1"), read("a1"), read("a1"))
+    assert unshuffled.severity == "high" and "no worker selects its own share" in unshuffled.title
+
+
+def test_workers_reading_their_own_files_or_records_are_fine():
+    assert not across(read("a1", ["f0", "f2"]), read("b2", ["f1", "f3"]))
+    # the same files, each keeping another part (shard after interleave, a filter)
+    assert not across(read("a1", ["f0", "f1"], "shard()"), read("b2", ["f0", "f1"], "shard()"))
+    assert not across(read("a1", ["f0", "f1"], "input_pipeline_id"),
+                      read("b2", ["f0", "f1"], "input_pipeline_id"))  # fmt: skip
+    # auto-sharded by TF (FILE/DATA), or unknowable (a generator): not compared
+    assert not across(read("a1", how="experimental_distribute_dataset", applied="FILE"),
+                      read("a1", how="experimental_distribute_dataset", applied="FILE"))  # fmt: skip
+    assert not across(read(None), read(None))
+
+
+def test_files_read_by_two_workers_are_named():
+    (finding,) = across(read("a1", ["f0", "f1", "f2"]), read("b2", ["f2", "f3", "f4"]))
+    assert finding.severity == "medium"
+    assert finding.evidence["files_read_by_several_workers"] == ["f2"]
+    assert finding.title.startswith("1 file(s) are read by more than one of the 2 workers (f2)")
+
+
+def test_the_merge_settles_a_worker_s_own_judgement():
+    whole = {"id": RULE.id, "title": "t", "severity": "medium",
+             "evidence": {"sharded_in_code": False, "distributed_by": FROM_FN,
+                          "source_at": "train.py:30"}}  # fmt: skip
+    compared = compare_inputs(
+        [worker_run(f"worker-{i}", 0.05, 0.001, inputs=(read(d),)) for i, d in enumerate("ab")]
+    )
+    assert judged_across(whole, compared)
+    elsewhere = whole | {"evidence": whole["evidence"] | {"source_at": "eval.py:9"}}
+    assert not judged_across(elsewhere, compared)
+    data = whole | {"evidence": {"distributed_by": FROM_FN, "source_at": "train.py:30"}}
+    assert not judged_across(data, compared)  # a DATA/FILE finding: not the comparison's

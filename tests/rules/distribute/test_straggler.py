@@ -103,3 +103,52 @@ def test_tiny_differences_in_tiny_steps_are_not_named():
     assert (
         check(worker_run("worker-0", 0.0006, 0.0001), worker_run("worker-1", 0.0006, 0.0004)) == []
     )
+
+
+def test_workers_on_a_saturated_host_are_said_to_be_indistinguishable():
+    """Two workers sharing a 2-core host that was busy the whole run: the slower input
+    of one competes with the other's compute for the same cores, their own times come out
+    alike, and the silence is explained (info), not left as an even load."""
+    busy = dict(hostname="node-a", host_cores=2, host_cpu_busy=0.97)
+    (found,) = check(worker_run("worker-0", 0.150, 0.004, **busy),
+                     worker_run("worker-1", 0.150, 0.012, **busy))  # fmt: skip
+    assert found.severity == "info"
+    assert "node-a (worker-0, worker-1): 97% of 2 cores" in found.title
+    assert found.evidence["saturated_hosts"] == [
+        {"host": "node-a", "workers": ["worker-0", "worker-1"], "cpu_busy": "97%", "cores": 2}
+    ]
+    assert found.evidence["workers"][1]["host_cpu_busy"] == "97%"
+    idle = dict(hostname="node-a", host_cores=2, host_cpu_busy=0.55)
+    assert not check(worker_run("worker-0", 0.150, 0.004, **idle),
+                     worker_run("worker-1", 0.150, 0.012, **idle))  # fmt: skip
+    # a straggler that shows through the load is still named
+    (named,) = check(worker_run("worker-0", 0.150, 0.002, **busy),
+                     worker_run("worker-1", 0.150, 0.052, **busy))  # fmt: skip
+    assert named.evidence["straggler"] == "worker-1"
+
+
+def test_a_steady_straggler_is_named_through_stalls_every_worker_shares():
+    """A loaded host stalls a few synchronous steps for seconds on every worker: the
+    mean step (243 ms) is seven times the median (34 ms): counted as compute, the stalls
+    would hide a straggler waiting 25 ms a step (a real run's figures)."""
+    common = dict(median_s=0.034, hostname="vm")  # step_s 0.243: the mean
+    found = check(
+        worker_run("worker-0", 0.243, 0.0030, input_wait_median_s=0.0012, **common),
+        worker_run("worker-1", 0.243, 0.0247, input_wait_median_s=0.0245, **common),
+    )
+    (f,) = found
+    assert f.evidence["straggler"] == "worker-1" and f.evidence["cause"] == "input"
+    assert "in a typical step" in f.evidence["own_time_by"]
+    assert "24.7 ms a step waiting for data against 3.0 ms" in f.title
+    # the same means without the stalls (mean = median): the means decide, as before
+    steady = dict(median_s=0.034, hostname="vm")
+    (g,) = check(
+        worker_run("worker-0", 0.034, 0.0030, input_wait_median_s=0.0012, **steady),
+        worker_run("worker-1", 0.034, 0.0247, input_wait_median_s=0.0245, **steady),
+    )
+    assert "typical" not in g.evidence["own_time_by"]
+    # stalls and an even load: nobody (the saturated-host note only where a host was busy)
+    assert not check(
+        worker_run("worker-0", 0.243, 0.0030, input_wait_median_s=0.0012, **common),
+        worker_run("worker-1", 0.243, 0.0041, input_wait_median_s=0.0015, **common),
+    )
