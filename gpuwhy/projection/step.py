@@ -4,8 +4,9 @@ with what the run measured of its input pipeline.
 The step's GPU time comes from the cost model (cost.py); the ops that stay on the CPU on
 any GPU at the time a few profiled steps measured them here (cpu_ops.py); the input
 side is measured on this host, two ways: the pipeline alone (TF's stage timers, the slowest stage at the
-threads it ran with) and, where the steps waited for input, as it delivered batches
-beside the model (the mean step; the model took cores from it, so an upper bound).
+threads it ran with) and, where the pipeline set the steps' pace (they waited for input
+most of their time), as it delivered batches beside the model (the mean step; the model
+took cores from it, so an upper bound).
 Where making a batch takes longer than the projected step, the GPU would wait for it:
 that share of each step is the projected input wait, its band spanning both
 measurements and the step's band.
@@ -42,6 +43,10 @@ AUTO = "auto"
 # little less where part of it was a small CPU kernel, a launch more where the GPU adds
 # one per op (uncalibrated: docs/projection.md).
 EAGER_LOW = 0.7
+# The steps' own time is what the pipeline takes per batch only where the pipeline set
+# their pace: the steps, and the typical step, waited for input at least this share of
+# their time (below it the model's compute set the pace).
+DELIVERED_MIN_WAIT = 0.5
 
 
 class NothingToProject(Exception):
@@ -94,11 +99,21 @@ def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
     )
 
 
-def measured_batch_seconds(steps: StepFacts | None, min_wait: float = 0.05) -> float | None:
-    """Per batch as the steps got them on this host, where they waited for input: each
-    step then lasted as long as the pipeline took to deliver, so the mean step is the
-    time per batch (with the model computing on the same cores: an upper bound)."""
+def measured_batch_seconds(
+    steps: StepFacts | None, min_wait: float = DELIVERED_MIN_WAIT
+) -> float | None:
+    """Per batch as the steps got them on this host, where the pipeline set their pace:
+    the steps waited for input at least ``min_wait`` of their time, and the typical
+    (median) step did too. Each step then lasted as long as the pipeline took to
+    deliver, so the mean step is the time per batch (with the model computing on the
+    same cores: an upper bound). Where the model's own compute set the pace (a
+    prefetched pipeline that the steps seldom waited for, a few long waits at an
+    epoch's start), the steps' time is the model's and says nothing of what the
+    pipeline can deliver: None."""
     if steps is None or steps.input_wait_fraction is None or steps.input_wait_fraction < min_wait:
+        return None
+    typical = steps.input_wait_median_s
+    if steps.median_s and typical is not None and typical < min_wait * steps.median_s:
         return None
     counted = steps.count - steps.warmup
     return steps.total_s / counted if counted > 0 and steps.total_s > 0 else None

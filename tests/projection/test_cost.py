@@ -78,7 +78,14 @@ def test_the_training_step_is_projected_not_a_predict():
 def test_the_input_side_trusts_the_measured_delivery_over_the_stage_timers():
     # the steps waited 60% of a 10 ms step: a batch came every 10 ms
     steps = StepFacts(
-        source="tf-data", marker="m", count=101, warmup=1, total_s=1.0, input_wait_fraction=0.6
+        source="tf-data",
+        marker="m",
+        count=101,
+        warmup=1,
+        total_s=1.0,
+        median_s=0.01,
+        input_wait_fraction=0.6,
+        input_wait_median_s=0.006,
     )
     fast = b.placement_facts(tensor_ops=placement().tensor_ops, functions=(train_function(),))
     slow_alone = PipelineFacts(id=1, stages=(_stage(rate=50.0),))  # 20 ms alone: impossible
@@ -203,7 +210,8 @@ def test_the_report_and_verdict_say_an_eager_step_is_a_lower_bound():
     assert first.startswith("step of the eager step (next() at train.py:7): at least 8.0 ms")
     assert "Python issuing 160 eager ops 8.0 ms (measured here)" in first
     assert projection_clause(found) == (
-        "on an A100 (projected): step at least 8.0 ms, most of it Python issuing eager ops"
+        "on an A100 (projected): step at least 8.0 ms (5.6 ms–9.0 ms), most of it Python "
+        "issuing eager ops"
     )
 
 

@@ -86,20 +86,58 @@ STARVED = textwrap.dedent("""
 """)
 
 
+# The pattern of TF's "Load and preprocess images" tutorial: decoded, batched images,
+# normalised, then cache().prefetch(): after the first epoch a batch is a cache read.
+CACHED = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+
+    images = np.random.randint(0, 256, (256, 32, 32, 3)).astype("uint8")
+    labels = np.random.randint(0, 10, 256)
+    normalize = tf.keras.layers.Rescaling(1.0 / 255)
+    train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
+    train_ds = train_ds.map(lambda x, y: (normalize(x), y))
+    train_ds = train_ds.cache().prefetch(buffer_size=tf.data.AUTOTUNE)
+    model = tf.keras.Sequential([
+        tf.keras.Input((32, 32, 3)),
+        tf.keras.layers.Conv2D(16, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Conv2D(32, 3, activation="relu"),
+        tf.keras.layers.GlobalAveragePooling2D(),
+        tf.keras.layers.Dense(10)])
+    model.compile(optimizer="adam",
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(train_ds, epochs=3, verbose=0)
+""")
+
+
 def test_a_starving_pipeline_is_projected_input_bound_and_a_healthy_one_is_not(tmp_path):
-    found = {}
-    for name, source in (("starved", STARVED), ("healthy", SCRIPT)):
+    from gpuwhy.formatting import duration
+
+    found, records, verdicts = {}, {}, {}
+    for name, source in (("starved", STARVED), ("healthy", SCRIPT), ("cached", CACHED)):
         script = tmp_path / f"{name}.py"
         script.write_text(source)
         out = tmp_path / f"{name}.json"
         result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
         assert result.returncode in (0, 1), result.stderr[-3000:]
-        record = json.loads(out.read_text())
+        records[name] = record = json.loads(out.read_text())
         found[name] = {f["id"]: f for f in record["findings"]}
+        (verdicts[name],) = [
+            line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))
+        ]
     projected = found["starved"]["input.projected-bound"]
     assert projected["severity"] == "high"
     assert projected["title"].startswith("On A100 (projected), steps would wait for input")
-    assert "input.projected-bound" not in found["healthy"]
+    # the pipeline's own time per batch (TF's stage timers), not the steps' time
+    own = records["starved"]["projection"]["input_batch_s"]
+    assert f"the pipeline takes {duration(own)} per batch here" in projected["title"]
+    assert "of it waiting for input" in verdicts["starved"].split("(projected)")[1]
+    for healthy in ("healthy", "cached"):
+        assert "input.projected-bound" not in found[healthy]
+        # no projected share that no finding supports
+        assert "waiting for input" not in verdicts[healthy].split("(projected)")[1]
 
 
 EAGER = textwrap.dedent("""
