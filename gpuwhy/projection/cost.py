@@ -13,8 +13,9 @@ Three kinds of GPU work, each with a band (low, mid, high seconds):
   outputs at half width and casts at none (XLA fuses them); without XLA each kernel
   moves ``KERNEL_TRAFFIC`` times its output. Depthwise convolutions cost
   ``DEPTHWISE_TRAFFIC`` times their bytes more. No kernel is cheaper than its launch.
-- **host<->device copies** of the step: a latency each (the audit counts them), and
-  the batch itself over the host link.
+- **host<->device copies** of the step: a latency each (the audit counts them; under
+  XLA only the batch's, the cluster keeps the rest on the device), and the batch
+  itself over the host link.
 
 Calibration: the middle efficiencies, ``XLA_TRAFFIC`` and ``DEPTHWISE_TRAFFIC`` were
 fitted to fourteen of NVIDIA's published single-GPU TensorFlow training throughputs with
@@ -115,6 +116,7 @@ class StepProjection:
     launch_bound: Band = ZERO  # of `kernels`: op types whose launches outweigh their bytes
     xla_assumed: bool = False  # costed as XLA-compiled (Keras' "auto" on a GPU), not as traced
     launch_bound_kernels: int = 0
+    step_copies: int = 0  # copies between the function's own ops, as traced here
 
     @property
     def step(self) -> Band:
@@ -234,8 +236,11 @@ def kernel_time(function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: in
 
 def copy_time(function: AuditedFunction, input_bytes: int | None, gpu: GpuSpec) -> Band:
     """The step's copies: each costs a transfer's latency, and the batch it is given
-    (``input_bytes``, the pipeline's element size) crosses the host link."""
-    count = function.input_copies + function.step_copies
+    (``input_bytes``, the pipeline's element size) crosses the host link. An
+    XLA-compiled step makes none between its own ops: the cluster keeps every tensor of
+    it on the device (the int32 shape arithmetic TF's executor keeps in host memory
+    too), so only the batch's copies into it are costed."""
+    count = function.input_copies + (0 if function.jit_compile else function.step_copies)
     latency = Band(COPY_LATENCY_S * count, COPY_LATENCY_S * count, COPY_LATENCY_S * count)
     if not input_bytes:
         return latency
@@ -291,4 +296,5 @@ def project_step(
         kernel_count=sum(k.count for k in function.kernels),
         kernels_unsized=sum(k.count - k.sized for k in function.kernels),
         xla_assumed=assumed,
+        step_copies=function.step_copies,
     )

@@ -65,15 +65,24 @@ def resolve_target(requested: str, facts: Facts) -> GpuSpec:
     raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
 
 
+# Stages that move elements without transforming them: TF's timers give them the
+# time they wait for their input (collect/run/pipeline_facts.py leaves them out of the
+# bottleneck the same way, unless nothing else was timed).
+BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
+
+
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
     """What the pipeline needs per batch on this host, standing alone, in the epochs
-    training is made of: its slowest stage's time per root element at the threads it
-    ran with (TF's stage timers). Stages before a ``cache()`` run in the first epoch
-    only (the cache replays their elements after it), so they are left out."""
+    training is made of: its slowest working stage's time per root element at the
+    threads it ran with (TF's stage timers; a prefetch, shuffle or repeat only where
+    nothing else was timed). Stages before a ``cache()`` run in the first epoch only
+    (the cache replays their elements after it), so they are left out."""
     if pipeline is None:
         return None
     steady = pipeline.stages[first_steady_stage(pipeline) :]
-    rates = [s.root_elements_per_s for s in steady if s.root_elements_per_s]
+    rated = [s for s in steady if s.root_elements_per_s]
+    working = [s for s in rated if s.kind not in BOOKKEEPING] or rated
+    rates = [s.root_elements_per_s for s in working if s.root_elements_per_s]
     return 1 / min(rates) if rates else None
 
 
@@ -350,6 +359,11 @@ def _cpu_ops(
 def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:
     """What the cost model of the traced function could not know."""
     notes = []
+    if jit and projection.step_copies:
+        notes.append(
+            f"under XLA the {projection.step_copies} host<->device copies the audit finds "
+            "between the step's ops are inside the compiled cluster, on the GPU: not costed"
+        )
     if not jit:
         notes.append(
             "the function is not XLA-compiled: its kernels' memory traffic is costed kernel "

@@ -1,5 +1,7 @@
 """The step cost model from small placement facts: each term by hand, then together."""
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwhy.facts import AuditedFunction, Facts, KernelWork, PipelineFacts, StepFacts
@@ -256,3 +258,24 @@ def test_depthwise_convolutions_cost_more_than_their_bytes():
     found = project_step(placement(functions=(compiled,)), A100)
     # their 200 MB as traffic, and 7.2x it again for the depthwise kernels
     assert found.kernels.mid == pytest.approx((0.92 + 7.2) * 2e8 / (2039e9 * 0.70))
+
+
+def test_an_xla_step_makes_no_copies_between_its_own_ops():
+    """Keras' accuracy metric leaves int32 BitwiseAnd -> Less edges in host memory in a
+    step TF's executor runs; an XLA cluster keeps them on the device: only the batch's
+    copies are costed."""
+    traced = train_function(input_copies=2, step_copies=438)
+    plain = project_step(placement(functions=(traced,)), A100, input_bytes=4_000_000)
+    batch = 4e6 / (32e9 * 0.75)
+    assert plain.copies.mid == pytest.approx(440 * 10e-6 + batch)
+    compiled = replace(traced, jit_compile=True)
+    xla = project_step(placement(functions=(compiled,)), A100, input_bytes=4_000_000)
+    assert xla.copies.mid == pytest.approx(2 * 10e-6 + batch)
+    # the same where Keras' jit_compile="auto" compiles it on a GPU machine only
+    keras = replace(traced, name="multi_step_on_iterator")
+    ops = [b.tensor_op(flops=2e9, function="multi_step_on_iterator (train.py:12)", gradient=True)]
+    facts = placement(functions=(keras,), tensor_ops=ops)
+    auto = project_step(facts, A100, input_bytes=4_000_000, xla_on_gpu=True)
+    assert auto.xla_assumed and auto.copies.mid == pytest.approx(xla.copies.mid)
+    found = projection_facts(Facts(placement=placement(functions=(compiled,))), "A100")
+    assert any("438 host<->device copies" in note and "not costed" in note for note in found.notes)

@@ -95,3 +95,18 @@ def test_the_verdict_states_a_projected_wait_only_with_its_finding_and_its_band(
     assert "worst: On A100 (projected)" not in said  # its wait is said once
     # the same projection without the finding (its rule turned off): no share stated
     assert "waiting for input" not in verdict(facts, []).split("(projected)")[1]
+
+
+def test_a_prefetch_s_timer_is_not_the_pipeline_s_time_per_batch():
+    """An injected Prefetch's self time is mostly waiting for its input (the collector
+    leaves it out of the bottleneck too): the working stages give the time per batch."""
+    from gpuwhy.projection.step import batch_seconds
+
+    stages = (
+        PipelineStage(name="TensorSlice", kind="source", root_elements_per_s=32000.0),
+        PipelineStage(name="BatchV2", kind="batch", root_elements_per_s=38000.0),
+        PipelineStage(name="Prefetch", kind="prefetch", root_elements_per_s=3900.0),
+    )
+    assert batch_seconds(PipelineFacts(id=1, stages=stages)) == pytest.approx(1 / 32000)
+    alone = PipelineFacts(id=1, stages=stages[2:])  # nothing else timed: what there is
+    assert batch_seconds(alone) == pytest.approx(1 / 3900)

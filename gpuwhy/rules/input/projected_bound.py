@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
 from gpuwhy.formatting import duration
-from gpuwhy.projection.step import first_steady_stage
+from gpuwhy.projection.step import BOOKKEEPING, first_steady_stage
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import culprit_location, stage_label, steps_pipeline
@@ -136,4 +136,5 @@ def _steady_bottleneck(pipeline: PipelineFacts) -> int | None:
     if index is not None and first <= index < len(pipeline.stages):
         return index
     timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
+    timed = [(i, s) for i, s in timed if s.kind not in BOOKKEEPING] or timed
     return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None
