@@ -25,7 +25,14 @@ from gpuwhy.facts import (
     StepFacts,
 )
 from gpuwhy.formatting import duration
-from gpuwhy.projection.cost import LAUNCH_S, ZERO, Band, StepProjection, project_step
+from gpuwhy.projection.cost import (
+    LAUNCH_S,
+    ZERO,
+    Band,
+    StepProjection,
+    project_step,
+    rnn_layer,
+)
 from gpuwhy.projection.cpu_ops import (
     HOST_FACTOR,
     CpuOpsTime,
@@ -208,6 +215,7 @@ def projection_facts(
             gpu,
             pipeline.element_bytes if pipeline else None,
             xla_on_gpu=bool(facts.program and facts.program.keras_auto_jit),
+            cudnn_layers=facts.program.keras_cudnn_rnn if facts.program else (),
         )
         if placement is not None
         else None
@@ -240,7 +248,9 @@ def projection_facts(
         )
         batch_s = None
     wait, wait_low, wait_high = _waits(batch_s, measured_s, step)
-    jit = projection is not None and (projection.xla_assumed or _jit(facts, projection.function))
+    jit = projection is not None and (
+        projection.xla_assumed or (_jit(facts, projection.function) and not projection.xla_dropped)
+    )
     if dispatch is not None and eager is not None:
         notes.append(
             f"Python issues {eager.per_step:,.0f} eager ops per step, "
@@ -258,6 +268,10 @@ def projection_facts(
             "Keras compile(jit_compile='auto') XLA-compiles this model's train step on a "
             "GPU machine (not on this one, without a GPU): projected as XLA-compiled"
         )
+    if projection is not None and projection.cudnn_loops:
+        notes.append(_cudnn_note(projection, facts))
+    if projection is not None and placement is not None:
+        notes += _loop_notes(placement, projection.function)
     if projection is not None:
         notes += _graph_notes(projection, jit)
         notes += cpu_notes
@@ -354,6 +368,47 @@ def _cpu_ops(
         f"({low:g}x–{high:g}x: its CPU core assumed between twice as fast as this one and "
         "half again as slow)" + (f"; the other {rest} are not in the projection" if rest else "")
     ]
+
+
+def _cudnn_note(projection: StepProjection, facts: Facts) -> str:
+    """Said where Keras' LSTM/GRU layers run with cuDNN on the target."""
+    layers = facts.program.keras_cudnn_rnn if facts.program else ()
+    names = sorted({rnn_layer(loop, layers) or loop for loop in projection.cudnn_loops})
+    text = (
+        f"Keras runs {', '.join(names)} with cuDNN on a GPU (not on this machine, without "
+        "one): their loops are costed as cuDNN's RNN kernels, each timestep's matmuls "
+        "and one fused kernel a timestep for the gate arithmetic"
+    )
+    if projection.xla_dropped or (facts.program and facts.program.keras_auto_jit is False):
+        text += (
+            "; Keras compiles no step of such a model with XLA on a GPU (cuDNN's ops are "
+            "not XLA's): projected without it"
+        )
+    return text
+
+
+def _loop_notes(placement: PlacementFacts, function: str) -> list[str]:
+    """How the matmuls in while loops were counted: per iteration, times the loop's
+    iterations where the graph fixes them, else once."""
+    ops = [op for op in placement.tensor_ops if op.function in (function, None) and op.loop]
+    if not ops:
+        return []
+    notes = []
+    counted = sorted({op.runs for op in ops if op.runs and op.runs > 1})
+    if counted:
+        runs = ", ".join(f"{r:,}" for r in counted)
+        notes.append(
+            f"{sum(1 for op in ops if op.runs and op.runs > 1)} matmuls/convolutions run in "
+            f"while loops of {runs} iterations (at most: their maximum_iterations), each "
+            "iteration's costed at its own size"
+        )
+    unknown = sum(1 for op in ops if op.runs is None)
+    if unknown:
+        notes.append(
+            f"{unknown} matmuls/convolutions in while loops whose iterations the graph does "
+            "not fix are costed once: the step is at least this long"
+        )
+    return notes
 
 
 def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:

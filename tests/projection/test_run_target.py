@@ -3,6 +3,8 @@
 import json
 import textwrap
 
+import pytest
+
 from tests.test_run_tensorflow import line_with, run
 
 SCRIPT = textwrap.dedent("""
@@ -303,3 +305,54 @@ def test_a_generator_s_batch_size_is_read_from_the_bytes_it_delivered(tmp_path):
     assert pipeline["delivered_bytes"] == pipeline["elements"] * 48 * pipeline["example_bytes"]
     projection = record["projection"]
     assert projection["batch"] == 48 and projection["tensor_ops_unsized"] == 0
+
+
+RNN = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+
+    TIMESTEPS = 60
+    x = np.random.rand(256, TIMESTEPS, 8).astype("float32")
+    y = np.random.rand(256, 1).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(tf.data.AUTOTUNE)
+    model = tf.keras.Sequential([
+        tf.keras.Input((TIMESTEPS, 8)),
+        tf.keras.layers.LSTM(32, name="encoder"),
+        tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(ds, epochs=2, verbose=0)
+""")
+
+
+def test_an_lstm_is_projected_over_its_timesteps_as_cudnn_runs_it_without_xla(tmp_path):
+    """Keras 3 runs this LSTM with cuDNN on a GPU and then compiles no step with XLA;
+    here, without a GPU, it is a while loop of one timestep's matmuls."""
+    from dataclasses import replace
+
+    from gpuwhy.facts import TensorOp
+    from gpuwhy.projection.cost import tensor_time
+    from gpuwhy.projection.gpus import find_gpu
+
+    script = tmp_path / "rnn.py"
+    script.write_text(RNN)
+    out = tmp_path / "r.json"
+    result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["program"]["keras_auto_jit"] is False
+    assert record["program"]["keras_cudnn_rnn"] == ["encoder"]
+    projection = record["projection"]
+    assert projection["jit_compile"] is False
+    assert "XLA-compiles" not in result.stderr
+    assert any(n.startswith("Keras runs encoder with cuDNN on a GPU") for n in projection["notes"])
+    ops = [
+        TensorOp(**{**op, "dims": op["dims"] or {}})
+        for op in record["placement"]["tensor_ops"]
+        if op["function"] == projection["function"]
+    ]
+    looped = [op for op in ops if op.loop]
+    assert looped and all(op.runs == 60 for op in looped)
+    a100 = find_gpu("A100")
+    one_timestep = tensor_time([replace(op, runs=1) for op in looped], a100, True)
+    assert projection["tensor_s"] >= 60 * one_timestep.mid * 0.999
+    assert projection["tensor_s"] == pytest.approx(tensor_time(ops, a100, True).mid, rel=1e-6)
