@@ -763,6 +763,7 @@ class ProjectionFacts:
     launch_bound_s: float = 0.0  # of kernels_s: op types whose launches outweigh their bytes
     launch_bound_kernels: int = 0
     jit_compile: bool = False  # the projected function is compiled by XLA
+    cudnn_rnn: tuple[str, ...] = ()  # Keras LSTM/GRU layers costed as cuDNN runs them
     batch: int | None = None  # the batch size the FLOPs were sized with, where needed
     input_batch_s: float | None = None  # the pipeline alone per batch, this host (TF's
     # stage timers: the slowest stage at the threads it ran with)

@@ -149,19 +149,34 @@ def _tensor_efficiency(op: TensorOp, precision: str) -> tuple[float, float, floa
     return low * factor, mid * factor, high * factor
 
 
-def tensor_time(ops: list[TensorOp], gpu: GpuSpec, tf32_enabled: bool) -> Band:
+def tensor_time(
+    ops: list[TensorOp],
+    gpu: GpuSpec,
+    tf32_enabled: bool,
+    cudnn_loops: frozenset[str] = frozenset(),
+) -> Band:
     """Each op's FLOPs at its efficiency. An op in a while loop runs as many times as the
     loop iterates, each run as small as it is (an RNN's matmul of one timestep) and
-    never shorter than its launch: a loop's iterations follow one another."""
+    never shorter than its launch: a loop's iterations follow one another. In a loop
+    cuDNN runs (``cudnn_loops``) only the recurrent matmul waits for the timestep
+    before it: the input projections and weight gradients are batched over the
+    sequence, so the loop's matmuls take at least one launch a timestep, not one each."""
     total = ZERO
     per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
+    batched: dict[str, tuple[Band, int]] = {}
     for op in ops:
         if op.flops:
             peak = gpu.matmul_flops(op.dtype, tf32_enabled)
             precision = precision_class(gpu, op.dtype, tf32_enabled)
             once = _times(op.flops, peak, _tensor_efficiency(op, precision))
             runs = op.runs or 1
-            total = total + (_scaled(_larger(once, per_launch), runs) if runs > 1 else once)
+            if op.loop in cudnn_loops:
+                work, most = batched.get(op.loop or "", (ZERO, 0))
+                batched[op.loop or ""] = (work + _scaled(once, runs), max(most, runs))
+            else:
+                total = total + (_scaled(_larger(once, per_launch), runs) if runs > 1 else once)
+    for work, runs in batched.values():
+        total = total + _larger(work, _scaled(per_launch, runs))
     return total
 
 
@@ -348,7 +363,7 @@ def project_step(
     return StepProjection(
         gpu=gpu.name,
         function=label,
-        tensor=tensor_time(ops, gpu, placement.tf32_enabled is not False),
+        tensor=tensor_time(ops, gpu, placement.tf32_enabled is not False, cudnn),
         kernels=kernels,
         launch_bound=launch_bound,
         launch_bound_kernels=launch_bound_kernels,

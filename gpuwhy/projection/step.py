@@ -306,6 +306,7 @@ def projection_facts(
         launch_bound_s=round(projection.launch_bound.mid, 9) if projection else 0.0,
         launch_bound_kernels=projection.launch_bound_kernels if projection else 0,
         jit_compile=jit,
+        cudnn_rnn=_cudnn_layers(projection, facts) if projection is not None else (),
         batch=batches[0] if len(batches) == 1 else None,
         input_batch_s=_rounded(batch_s),
         input_batch_measured_s=_rounded(measured_s),
@@ -370,10 +371,15 @@ def _cpu_ops(
     ]
 
 
+def _cudnn_layers(projection: StepProjection, facts: Facts) -> tuple[str, ...]:
+    """The Keras layers whose loops were costed as cuDNN's kernels."""
+    layers = facts.program.keras_cudnn_rnn if facts.program else ()
+    return tuple(sorted({rnn_layer(loop, layers) or loop for loop in projection.cudnn_loops}))
+
+
 def _cudnn_note(projection: StepProjection, facts: Facts) -> str:
     """Said where Keras' LSTM/GRU layers run with cuDNN on the target."""
-    layers = facts.program.keras_cudnn_rnn if facts.program else ()
-    names = sorted({rnn_layer(loop, layers) or loop for loop in projection.cudnn_loops})
+    names = _cudnn_layers(projection, facts)
     text = (
         f"Keras runs {', '.join(names)} with cuDNN on a GPU (not on this machine, without "
         "one): their loops are costed as cuDNN's RNN kernels, each timestep's matmuls "
