@@ -233,6 +233,11 @@ class TensorOp:
     flops_batch: int | None = None  # the batch size the run delivered, standing in for a
     # leading dimension the trace left unknown (Keras fit); None: FLOPs from the trace
     output_bytes: int | None = None  # its output (sized like its FLOPs); None: unknown
+    # times it runs per call: the iterations of the while loops around it, where the
+    # graph fixes them (maximum_iterations: Keras' RNN over a static sequence length);
+    # None in a loop whose iterations it does not fix (then costed once)
+    runs: int | None = 1
+    loop: str | None = None  # the outermost while loop around it (its While op)
 
 
 @dataclass(frozen=True)
@@ -265,13 +270,17 @@ class KernelWork:
     dimension the trace left unknown taken as the batch the run delivered); ``sized``
     says how many of ``count`` that was; ``float32_bytes`` how many of ``bytes`` are
     float32 outputs (in a mixed-precision step, the casts up around normalisations and
-    losses that XLA fuses away)."""
+    losses that XLA fuses away). Kernels in a while loop are a row of their own per
+    loop (``loop``, its While op), counted per call: ``runs`` times each (the loop's
+    iterations where the graph fixes them, else once)."""
 
     op: str
     count: int
     bytes: int = 0
     sized: int = 0
     float32_bytes: int = 0
+    loop: str | None = None
+    runs: int = 1
 
 
 @dataclass(frozen=True)
@@ -333,6 +342,9 @@ class ProgramFacts:
     # Keras compile(jit_compile="auto") (the default): True where Keras would XLA-compile
     # the train step on a GPU machine (it does not on one without a GPU)
     keras_auto_jit: bool | None = None
+    # Keras LSTM/GRU layers (names) that a GPU runs with cuDNN's RNN kernels (and for
+    # which Keras compiles no step with XLA there); here, without a GPU, a while loop
+    keras_cudnn_rnn: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what gpuwhy could not watch, and why
 
 
@@ -769,6 +781,7 @@ class ProjectionFacts:
     launch_bound_s: float = 0.0  # of kernels_s: op types whose launches outweigh their bytes
     launch_bound_kernels: int = 0
     jit_compile: bool = False  # the projected function is compiled by XLA
+    cudnn_rnn: tuple[str, ...] = ()  # Keras LSTM/GRU layers costed as cuDNN runs them
     batch: int | None = None  # the batch size the FLOPs were sized with, where needed
     input_batch_s: float | None = None  # the pipeline alone per batch, this host (TF's
     # stage timers: the slowest stage at the threads it ran with)

@@ -266,6 +266,7 @@ class Session:
             keras_version=_keras_version(),
             gpus_seen_by_tf=_tf_gpus() if tf_imported else (),
             keras_auto_jit=self.steps.keras_auto_jit,
+            keras_cudnn_rnn=self.steps.keras_cudnn_rnn,
             notes=tuple(notes),
         )
         return Facts(
@@ -299,6 +300,7 @@ class Session:
                 command=self.command,
                 gpus_seen_by_tf=_tf_gpus(),
                 keras_auto_jit=self.steps.keras_auto_jit,
+                keras_cudnn_rnn=self.steps.keras_cudnn_rnn,
             ),
         )
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuwhy.facts import (
     Facts,
     InputFixFacts,
@@ -17,6 +19,8 @@ from gpuwhy.rules.input.common import bottleneck, steps_pipeline
 
 # the projected step's share in ops that stay on the CPU that the verdict names
 CPU_OPS_SHARE = 0.2
+# the finding whose projected input wait the verdict states
+PROJECTED_INPUT = "input.projected-bound"
 
 
 def gpu_usable(facts: Facts) -> bool | None:
@@ -129,7 +133,7 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     if busy is not None:
         details.append(f"GPU busy {busy:.0%} of the time")
     if facts.projection is not None:
-        details.append(projection_clause(facts.projection))
+        details.append(projection_clause(facts.projection, findings))
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
     text = head + (": " + ", ".join(details) if details else "")
@@ -145,6 +149,16 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
                 f
                 for f in findings
                 if f.severity in ("high", "medium") and f.id not in ("input.bound", "env.no-gpu")
+            ),
+            None,
+        )
+    if worst is not None and worst.id == PROJECTED_INPUT and facts.projection is not None:
+        # its projected wait is already said in the clause: name the next problem instead
+        worst = next(
+            (
+                f
+                for f in findings
+                if f.severity in ("high", "medium") and f.id not in (PROJECTED_INPUT, "env.no-gpu")
             ),
             None,
         )
@@ -222,19 +236,26 @@ def _gpu_busy(facts: Facts) -> float | None:
     return max(means, default=None)
 
 
-def projection_clause(projection: ProjectionFacts) -> str:
-    """For the verdict: on an A100 (projected): step ..., input wait ..."""
+def projection_clause(projection: ProjectionFacts, findings: Sequence[Finding] = ()) -> str:
+    """For the verdict: on an A100 (projected): step ... (its band), and the projected
+    input wait only where input.projected-bound reports it (a share the findings do not
+    support is never stated)."""
     at_least = "" if projection.graph else "at least "
     text = (
         f"on {_article(projection.gpu)} {projection.gpu} (projected): step "
-        f"{at_least}{duration(projection.step_s)}"
+        f"{at_least}{duration(projection.step_s)} ({duration(projection.step_low_s)}–"
+        f"{duration(projection.step_high_s)})"
     )
     if projection.eager_s >= 0.5 * projection.step_s > 0:
         text += ", most of it Python issuing eager ops"
     elif projection.cpu_ops_s >= CPU_OPS_SHARE * projection.step_s > 0:
         text += f", {duration(projection.cpu_ops_s)} of it ops that stay on the CPU (measured here)"
-    if projection.input_wait_fraction is not None:
-        text += f", {projection.input_wait_fraction:.0%} of it waiting for input"
+    waits = any(f.id == PROJECTED_INPUT for f in findings)
+    if waits and projection.input_wait_fraction is not None:
+        low, high = projection.input_wait_low or 0.0, projection.input_wait_high or 0.0
+        text += (
+            f", {projection.input_wait_fraction:.0%} ({low:.0%}–{high:.0%}) of it waiting for input"
+        )
     return text
 
 

@@ -13,8 +13,9 @@ Three kinds of GPU work, each with a band (low, mid, high seconds):
   outputs at half width and casts at none (XLA fuses them); without XLA each kernel
   moves ``KERNEL_TRAFFIC`` times its output. Depthwise convolutions cost
   ``DEPTHWISE_TRAFFIC`` times their bytes more. No kernel is cheaper than its launch.
-- **host<->device copies** of the step: a latency each (the audit counts them), and
-  the batch itself over the host link.
+- **host<->device copies** of the step: a latency each (the audit counts them; under
+  XLA only the batch's, the cluster keeps the rest on the device), and the batch
+  itself over the host link.
 
 Calibration: the middle efficiencies, ``XLA_TRAFFIC`` and ``DEPTHWISE_TRAFFIC`` were
 fitted to fourteen of NVIDIA's published single-GPU TensorFlow training throughputs with
@@ -29,9 +30,10 @@ calibrated, and the projection says so. Ops of unknown size count as launches on
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
-from gpuwhy.facts import AuditedFunction, PlacementFacts, TensorOp
+from gpuwhy.facts import AuditedFunction, KernelWork, PlacementFacts, TensorOp
 from gpuwhy.projection.gpus import GpuSpec
 
 # Share of the precision's peak that the matmuls and convolutions of a training step
@@ -115,6 +117,9 @@ class StepProjection:
     launch_bound: Band = ZERO  # of `kernels`: op types whose launches outweigh their bytes
     xla_assumed: bool = False  # costed as XLA-compiled (Keras' "auto" on a GPU), not as traced
     launch_bound_kernels: int = 0
+    step_copies: int = 0  # copies between the function's own ops, as traced here
+    cudnn_loops: tuple[str, ...] = ()  # RNN loops costed as cuDNN's kernels
+    xla_dropped: bool = False  # compiled with XLA here, not on a GPU (a cuDNN RNN in it)
 
     @property
     def step(self) -> Band:
@@ -144,25 +149,55 @@ def _tensor_efficiency(op: TensorOp, precision: str) -> tuple[float, float, floa
     return low * factor, mid * factor, high * factor
 
 
-def tensor_time(ops: list[TensorOp], gpu: GpuSpec, tf32_enabled: bool) -> Band:
+def tensor_time(
+    ops: list[TensorOp],
+    gpu: GpuSpec,
+    tf32_enabled: bool,
+    cudnn_loops: frozenset[str] = frozenset(),
+) -> Band:
+    """Each op's FLOPs at its efficiency. An op in a while loop runs as many times as the
+    loop iterates, each run as small as it is (an RNN's matmul of one timestep) and
+    never shorter than its launch: a loop's iterations follow one another. In a loop
+    cuDNN runs (``cudnn_loops``) only the recurrent matmul waits for the timestep
+    before it: the input projections and weight gradients are batched over the
+    sequence, so the loop's matmuls take at least one launch a timestep, not one each."""
     total = ZERO
+    per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
+    batched: dict[str, tuple[Band, int]] = {}
     for op in ops:
         if op.flops:
             peak = gpu.matmul_flops(op.dtype, tf32_enabled)
             precision = precision_class(gpu, op.dtype, tf32_enabled)
-            total = total + _times(op.flops, peak, _tensor_efficiency(op, precision))
+            once = _times(op.flops, peak, _tensor_efficiency(op, precision))
+            runs = op.runs or 1
+            if op.loop in cudnn_loops:
+                work, most = batched.get(op.loop or "", (ZERO, 0))
+                batched[op.loop or ""] = (work + _scaled(once, runs), max(most, runs))
+            else:
+                total = total + (_scaled(_larger(once, per_launch), runs) if runs > 1 else once)
+    for work, runs in batched.values():
+        total = total + _larger(work, _scaled(per_launch, runs))
     return total
 
 
 def half_precision(ops: list[TensorOp]) -> bool:
     """Most of the step's matmul/convolution FLOPs are float16/bfloat16: a
     mixed-precision step, its activations half-width."""
-    half = sum(op.flops or 0 for op in ops if op.dtype in ("float16", "half", "bfloat16"))
-    return 2 * half > sum(op.flops or 0 for op in ops)
+    half = sum(_flops(op) for op in ops if op.dtype in ("float16", "half", "bfloat16"))
+    return 2 * half > sum(_flops(op) for op in ops)
+
+
+def _flops(op: TensorOp) -> int:
+    """Per call: one run's FLOPs times its runs."""
+    return (op.flops or 0) * (op.runs or 1)
 
 
 def kernel_times(
-    function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: int = 0, half: bool = False
+    function: AuditedFunction,
+    gpu: GpuSpec,
+    tensor_output_bytes: int = 0,
+    half: bool = False,
+    cudnn_loops: frozenset[str] = frozenset(),
 ) -> tuple[Band, Band, int]:
     """The kernels other than matmuls and convolutions. Returns (their time, the part
     that is launches outweighing the bytes moved, how many kernels that is).
@@ -172,8 +207,18 @@ def kernel_times(
     traffic is ``XLA_TRAFFIC`` times what all the step's ops write (these kernels' and
     the matmuls' and convolutions', ``tensor_output_bytes``; in a ``half``-precision
     step float32 outputs at half their bytes), never less than the fused kernels'
-    launches. Depthwise convolutions add ``DEPTHWISE_TRAFFIC`` times their bytes."""
+    launches. Depthwise convolutions add ``DEPTHWISE_TRAFFIC`` times their bytes.
+    The kernels of ``cudnn_loops`` (Keras' LSTM/GRU loops a GPU runs as cuDNN's RNN
+    kernels) are one fused kernel an iteration (``cudnn_time``)."""
     per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
+    if cudnn_loops:
+        fused = [k for k in function.kernels if k.loop in cudnn_loops]
+        rest = dataclasses.replace(
+            function, kernels=tuple(k for k in function.kernels if k.loop not in cudnn_loops)
+        )
+        total, bound, kernels = kernel_times(rest, gpu, tensor_output_bytes, half)
+        rnn, rnn_bound, rnn_kernels = cudnn_time(fused, gpu)
+        return total + rnn, bound + rnn_bound, kernels + rnn_kernels
     bandwidth = (XLA_BANDWIDTH,) * 3
     depthwise_bytes = sum(k.bytes for k in function.kernels if k.op in DEPTHWISE_OPS)
     depthwise = _traffic(
@@ -201,6 +246,24 @@ def kernel_times(
         if floor.mid >= moved.mid:
             bound = bound + floor
             bound_kernels += work.count
+    return total, bound, bound_kernels
+
+
+def cudnn_time(kernels: list[KernelWork], gpu: GpuSpec) -> tuple[Band, Band, int]:
+    """The elementwise work of RNN loops that cuDNN runs: its RNN kernels fuse each
+    timestep's gate arithmetic into one kernel (per direction of the pass), which moves
+    what the loop's ops write, ``KERNEL_TRAFFIC`` times, and costs at least a launch.
+    Returns (the time, the part that is launches outweighing the bytes, their count)."""
+    per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
+    total, bound, bound_kernels = ZERO, ZERO, 0
+    for loop in sorted({k.loop for k in kernels if k.loop}):
+        rows = [k for k in kernels if k.loop == loop]
+        launches = max(k.runs for k in rows)
+        floor = _scaled(per_launch, launches)
+        moved = _traffic(sum(k.bytes for k in rows), KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY)
+        total = total + _larger(floor, moved)
+        if floor.mid >= moved.mid:
+            bound, bound_kernels = bound + floor, bound_kernels + launches
     return total, bound, bound_kernels
 
 
@@ -234,8 +297,11 @@ def kernel_time(function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: in
 
 def copy_time(function: AuditedFunction, input_bytes: int | None, gpu: GpuSpec) -> Band:
     """The step's copies: each costs a transfer's latency, and the batch it is given
-    (``input_bytes``, the pipeline's element size) crosses the host link."""
-    count = function.input_copies + function.step_copies
+    (``input_bytes``, the pipeline's element size) crosses the host link. An
+    XLA-compiled step makes none between its own ops: the cluster keeps every tensor of
+    it on the device (the int32 shape arithmetic TF's executor keeps in host memory
+    too), so only the batch's copies into it are costed."""
+    count = function.input_copies + (0 if function.jit_compile else function.step_copies)
     latency = Band(COPY_LATENCY_S * count, COPY_LATENCY_S * count, COPY_LATENCY_S * count)
     if not input_bytes:
         return latency
@@ -261,34 +327,67 @@ def project_step(
     gpu: GpuSpec,
     input_bytes: int | None = None,
     xla_on_gpu: bool = False,
+    cudnn_layers: tuple[str, ...] = (),
 ) -> StepProjection | None:
     """One call of the training function on ``gpu``; None without an audited function.
     ``input_bytes``: the batch the step is given (its copy to the GPU). ``xla_on_gpu``:
     costed as XLA-compiled where its framework compiles it so on a GPU machine (Keras'
-    jit_compile="auto"), though it was not here."""
+    jit_compile="auto"), though it was not here. ``cudnn_layers``: Keras' LSTM/GRU
+    layers a GPU runs with cuDNN: their loops are costed as cuDNN's kernels, and Keras
+    compiles no step of such a model with XLA on a GPU."""
     function = training_function(placement)
     if function is None:
         return None
-    assumed = xla_on_gpu and not function.jit_compile and function.name in KERAS_TRAIN_FUNCTIONS
+    keras = function.name in KERAS_TRAIN_FUNCTIONS
+    loops = {op.loop for op in placement.tensor_ops if op.loop} | {
+        k.loop for k in function.kernels if k.loop
+    }
+    cudnn = frozenset(loop for loop in loops if rnn_layer(loop, cudnn_layers))
+    assumed = xla_on_gpu and not function.jit_compile and keras and not cudnn
     if assumed:
         function = dataclasses.replace(function, jit_compile=True)
+    dropped = bool(cudnn) and function.jit_compile and keras
+    if dropped:  # Keras' jit_compile setter turns it off: cuDNN's ops are not XLA's
+        function = dataclasses.replace(function, jit_compile=False)
     label = _label(function)
     ops = [op for op in placement.tensor_ops if op.function in (label, None)]
-    written = sum(op.output_bytes or 0 for op in ops)
+    written = sum((op.output_bytes or 0) * (op.runs or 1) for op in ops)
     kernels, launch_bound, launch_bound_kernels = kernel_times(
-        function, gpu, written, half_precision(ops)
+        function, gpu, written, half_precision(ops), cudnn
     )
+    plain = [k for k in function.kernels if k.loop not in cudnn]
+    fused: dict[str, int] = {}  # a cuDNN loop's kernels: one an iteration
+    for k in function.kernels:
+        if k.loop in cudnn:
+            fused[k.loop] = max(fused.get(k.loop, 0), k.runs)
     return StepProjection(
         gpu=gpu.name,
         function=label,
-        tensor=tensor_time(ops, gpu, placement.tf32_enabled is not False),
+        tensor=tensor_time(ops, gpu, placement.tf32_enabled is not False, cudnn),
         kernels=kernels,
         launch_bound=launch_bound,
         launch_bound_kernels=launch_bound_kernels,
         copies=copy_time(function, input_bytes, gpu),
         tensor_ops=len(ops),
         tensor_ops_unsized=sum(1 for op in ops if not op.flops),
-        kernel_count=sum(k.count for k in function.kernels),
-        kernels_unsized=sum(k.count - k.sized for k in function.kernels),
+        kernel_count=sum(k.count for k in plain) + sum(fused.values()),
+        kernels_unsized=sum(k.count - k.sized for k in plain),
         xla_assumed=assumed,
+        step_copies=function.step_copies,
+        cudnn_loops=tuple(sorted(cudnn)),
+        xla_dropped=dropped,
     )
+
+
+def rnn_layer(loop: str, layers: tuple[str, ...]) -> str | None:
+    """The Keras layer of ``layers`` whose RNN loop ``loop`` is (a While op named
+    ``model/lstm_1/while``, its gradient ``gradient_tape/model/lstm_1/while/...``): the
+    name scope before its first ``while``, which TF may have made unique with ``_N``."""
+    parts = loop.split("/")
+    if "while" not in parts or parts.index("while") == 0:
+        return None
+    scope = parts[parts.index("while") - 1]
+    for name in layers:
+        if scope == name or re.fullmatch(re.escape(name) + r"_\d+", scope):
+            return name
+    return None

@@ -4,8 +4,9 @@ with what the run measured of its input pipeline.
 The step's GPU time comes from the cost model (cost.py); the ops that stay on the CPU on
 any GPU at the time a few profiled steps measured them here (cpu_ops.py); the input
 side is measured on this host, two ways: the pipeline alone (TF's stage timers, the slowest stage at the
-threads it ran with) and, where the steps waited for input, as it delivered batches
-beside the model (the mean step; the model took cores from it, so an upper bound).
+threads it ran with) and, where the pipeline set the steps' pace (they waited for input
+most of their time), as it delivered batches beside the model (the mean step; the model
+took cores from it, so an upper bound).
 Where making a batch takes longer than the projected step, the GPU would wait for it:
 that share of each step is the projected input wait, its band spanning both
 measurements and the step's band.
@@ -24,7 +25,14 @@ from gpuwhy.facts import (
     StepFacts,
 )
 from gpuwhy.formatting import duration
-from gpuwhy.projection.cost import LAUNCH_S, ZERO, Band, StepProjection, project_step
+from gpuwhy.projection.cost import (
+    LAUNCH_S,
+    ZERO,
+    Band,
+    StepProjection,
+    project_step,
+    rnn_layer,
+)
 from gpuwhy.projection.cpu_ops import (
     HOST_FACTOR,
     CpuOpsTime,
@@ -42,6 +50,10 @@ AUTO = "auto"
 # little less where part of it was a small CPU kernel, a launch more where the GPU adds
 # one per op (uncalibrated: docs/projection.md).
 EAGER_LOW = 0.7
+# The steps' own time is what the pipeline takes per batch only where the pipeline set
+# their pace: the steps, and the typical step, waited for input at least this share of
+# their time (below it the model's compute set the pace).
+DELIVERED_MIN_WAIT = 0.5
 
 
 class NothingToProject(Exception):
@@ -60,15 +72,24 @@ def resolve_target(requested: str, facts: Facts) -> GpuSpec:
     raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
 
 
+# Stages that move elements without transforming them: TF's timers give them the
+# time they wait for their input (collect/run/pipeline_facts.py leaves them out of the
+# bottleneck the same way, unless nothing else was timed).
+BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
+
+
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
     """What the pipeline needs per batch on this host, standing alone, in the epochs
-    training is made of: its slowest stage's time per root element at the threads it
-    ran with (TF's stage timers). Stages before a ``cache()`` run in the first epoch
-    only (the cache replays their elements after it), so they are left out."""
+    training is made of: its slowest working stage's time per root element at the
+    threads it ran with (TF's stage timers; a prefetch, shuffle or repeat only where
+    nothing else was timed). Stages before a ``cache()`` run in the first epoch only
+    (the cache replays their elements after it), so they are left out."""
     if pipeline is None:
         return None
     steady = pipeline.stages[first_steady_stage(pipeline) :]
-    rates = [s.root_elements_per_s for s in steady if s.root_elements_per_s]
+    rated = [s for s in steady if s.root_elements_per_s]
+    working = [s for s in rated if s.kind not in BOOKKEEPING] or rated
+    rates = [s.root_elements_per_s for s in working if s.root_elements_per_s]
     return 1 / min(rates) if rates else None
 
 
@@ -94,11 +115,21 @@ def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
     )
 
 
-def measured_batch_seconds(steps: StepFacts | None, min_wait: float = 0.05) -> float | None:
-    """Per batch as the steps got them on this host, where they waited for input: each
-    step then lasted as long as the pipeline took to deliver, so the mean step is the
-    time per batch (with the model computing on the same cores: an upper bound)."""
+def measured_batch_seconds(
+    steps: StepFacts | None, min_wait: float = DELIVERED_MIN_WAIT
+) -> float | None:
+    """Per batch as the steps got them on this host, where the pipeline set their pace:
+    the steps waited for input at least ``min_wait`` of their time, and the typical
+    (median) step did too. Each step then lasted as long as the pipeline took to
+    deliver, so the mean step is the time per batch (with the model computing on the
+    same cores: an upper bound). Where the model's own compute set the pace (a
+    prefetched pipeline that the steps seldom waited for, a few long waits at an
+    epoch's start), the steps' time is the model's and says nothing of what the
+    pipeline can deliver: None."""
     if steps is None or steps.input_wait_fraction is None or steps.input_wait_fraction < min_wait:
+        return None
+    typical = steps.input_wait_median_s
+    if steps.median_s and typical is not None and typical < min_wait * steps.median_s:
         return None
     counted = steps.count - steps.warmup
     return steps.total_s / counted if counted > 0 and steps.total_s > 0 else None
@@ -184,6 +215,7 @@ def projection_facts(
             gpu,
             pipeline.element_bytes if pipeline else None,
             xla_on_gpu=bool(facts.program and facts.program.keras_auto_jit),
+            cudnn_layers=facts.program.keras_cudnn_rnn if facts.program else (),
         )
         if placement is not None
         else None
@@ -216,7 +248,9 @@ def projection_facts(
         )
         batch_s = None
     wait, wait_low, wait_high = _waits(batch_s, measured_s, step)
-    jit = projection is not None and (projection.xla_assumed or _jit(facts, projection.function))
+    jit = projection is not None and (
+        projection.xla_assumed or (_jit(facts, projection.function) and not projection.xla_dropped)
+    )
     if dispatch is not None and eager is not None:
         notes.append(
             f"Python issues {eager.per_step:,.0f} eager ops per step, "
@@ -234,6 +268,10 @@ def projection_facts(
             "Keras compile(jit_compile='auto') XLA-compiles this model's train step on a "
             "GPU machine (not on this one, without a GPU): projected as XLA-compiled"
         )
+    if projection is not None and projection.cudnn_loops:
+        notes.append(_cudnn_note(projection, facts))
+    if projection is not None and placement is not None:
+        notes += _loop_notes(placement, projection.function)
     if projection is not None:
         notes += _graph_notes(projection, jit)
         notes += cpu_notes
@@ -268,6 +306,7 @@ def projection_facts(
         launch_bound_s=round(projection.launch_bound.mid, 9) if projection else 0.0,
         launch_bound_kernels=projection.launch_bound_kernels if projection else 0,
         jit_compile=jit,
+        cudnn_rnn=_cudnn_layers(projection, facts) if projection is not None else (),
         batch=batches[0] if len(batches) == 1 else None,
         input_batch_s=_rounded(batch_s),
         input_batch_measured_s=_rounded(measured_s),
@@ -332,9 +371,60 @@ def _cpu_ops(
     ]
 
 
+def _cudnn_layers(projection: StepProjection, facts: Facts) -> tuple[str, ...]:
+    """The Keras layers whose loops were costed as cuDNN's kernels."""
+    layers = facts.program.keras_cudnn_rnn if facts.program else ()
+    return tuple(sorted({rnn_layer(loop, layers) or loop for loop in projection.cudnn_loops}))
+
+
+def _cudnn_note(projection: StepProjection, facts: Facts) -> str:
+    """Said where Keras' LSTM/GRU layers run with cuDNN on the target."""
+    names = _cudnn_layers(projection, facts)
+    text = (
+        f"Keras runs {', '.join(names)} with cuDNN on a GPU (not on this machine, without "
+        "one): their loops are costed as cuDNN's RNN kernels, each timestep's matmuls "
+        "and one fused kernel a timestep for the gate arithmetic"
+    )
+    if projection.xla_dropped or (facts.program and facts.program.keras_auto_jit is False):
+        text += (
+            "; Keras compiles no step of such a model with XLA on a GPU (cuDNN's ops are "
+            "not XLA's): projected without it"
+        )
+    return text
+
+
+def _loop_notes(placement: PlacementFacts, function: str) -> list[str]:
+    """How the matmuls in while loops were counted: per iteration, times the loop's
+    iterations where the graph fixes them, else once."""
+    ops = [op for op in placement.tensor_ops if op.function in (function, None) and op.loop]
+    if not ops:
+        return []
+    notes = []
+    counted = sorted({op.runs for op in ops if op.runs and op.runs > 1})
+    if counted:
+        runs = ", ".join(f"{r:,}" for r in counted)
+        notes.append(
+            f"{sum(1 for op in ops if op.runs and op.runs > 1)} matmuls/convolutions run in "
+            f"while loops of {runs} iterations (at most: their maximum_iterations), each "
+            "iteration's costed at its own size"
+        )
+    unknown = sum(1 for op in ops if op.runs is None)
+    if unknown:
+        notes.append(
+            f"{unknown} matmuls/convolutions in while loops whose iterations the graph does "
+            "not fix are costed once: the step is at least this long"
+        )
+    return notes
+
+
 def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:
     """What the cost model of the traced function could not know."""
     notes = []
+    if jit and projection.step_copies:
+        notes.append(
+            f"under XLA the {projection.step_copies} host<->device copies the audit finds "
+            "between the step's ops are inside the compiled cluster, on the GPU: not costed"
+        )
     if not jit:
         notes.append(
             "the function is not XLA-compiled: its kernels' memory traffic is costed kernel "

@@ -159,3 +159,41 @@ def input_producer(graph: Any, name: str, index: int) -> tuple[str, str] | None:
         return None
     producer = op.inputs[index].op
     return producer.type, producer.name
+
+
+# Reductions TF's constant folding in Python (tensor_util.constant_value) does not do:
+# Keras' RNN loop bounds its iterations by tf.reduce_max of the static sequence length.
+_REDUCTIONS = {"Max": "max", "Min": "min", "Sum": "sum", "Prod": "prod"}
+
+
+def static_int(graph: Any, name: str, index: int) -> int | None:
+    """The value of output ``index`` of op ``name`` where the graph fixes it to one
+    integer (a constant, or a reduction of constants); None otherwise."""
+    op = _operation(graph, name)
+    if op is None or index >= len(op.outputs):
+        return None
+    value = _static_value(op.outputs[index])
+    try:
+        return int(value) if value is not None and value.size == 1 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _static_value(tensor: Any, depth: int = 0) -> Any:
+    import numpy as np
+    from tensorflow.python.framework import tensor_util
+
+    try:
+        value = tensor_util.constant_value(tensor)
+    except Exception:  # noqa: BLE001 - a private TF API may raise anything: unknown
+        value = None
+    if value is not None or depth > 4:
+        return None if value is None else np.asarray(value)
+    op = tensor.op
+    if op.type in _REDUCTIONS and len(op.inputs) == 2:
+        operand = _static_value(op.inputs[0], depth + 1)
+        axes = _static_value(op.inputs[1], depth + 1)
+        if operand is not None and axes is not None:
+            reduce = getattr(np, _REDUCTIONS[op.type])
+            return np.asarray(reduce(operand, axis=tuple(np.atleast_1d(axes).tolist()) or None))
+    return None

@@ -21,6 +21,7 @@ import functools
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
@@ -123,12 +124,14 @@ def _eager_timed(original, emit: Emit):
 TRAINERS = (("keras.src.trainers.trainer", "Trainer"),)
 
 
-def install_compile(record: Callable[[bool], None]) -> list[Patch]:
-    """``record(would_xla)`` after each Keras 3 ``compile`` that left ``jit_compile`` at
-    "auto": whether Keras would then XLA-compile the train step on a GPU machine (its
-    ``_resolve_auto_jit_compile``: no tf.distribute strategy, every layer supports jit,
-    op determinism off). On a machine without a GPU Keras turns XLA off, so the step
-    traced here is not the one a GPU would run."""
+def install_compile(record: Callable[[bool | None, tuple[str, ...]], None]) -> list[Patch]:
+    """``record(would_xla, cudnn)`` after each Keras 3 ``compile``. ``would_xla``, where
+    ``jit_compile`` was left at "auto" (else None): whether Keras would then
+    XLA-compile the train step on a GPU machine (its ``_resolve_auto_jit_compile``: no
+    tf.distribute strategy, every layer supports jit, op determinism off). On a machine
+    without a GPU Keras turns XLA off, so the step traced here is not the one a GPU
+    would run. ``cudnn``: the model's LSTM/GRU layers a GPU runs with cuDNN
+    (:func:`cudnn_rnn_layers`); such a layer supports no jit on a GPU machine."""
     patches = []
     for module, name in TRAINERS:
         cls = _class(module, name)
@@ -141,7 +144,7 @@ def install_compile(record: Callable[[bool], None]) -> list[Patch]:
     return patches
 
 
-def _compiled(original, record: Callable[[bool], None], supports):
+def _compiled(original, record: Callable[[bool | None, tuple[str, ...]], None], supports):
     import inspect
 
     try:
@@ -153,15 +156,55 @@ def _compiled(original, record: Callable[[bool], None], supports):
         result = original(self, *args, **kwargs)
         try:
             given = signature.bind(self, *args, **kwargs).arguments if signature else kwargs
+            cudnn, no_jit = cudnn_rnn_layers(self)
+            would_xla = None
             if given.get("jit_compile", "auto") == "auto" and not given.get("run_eagerly"):
                 strategy = getattr(self, "_distribute_strategy", None)
-                record(bool(strategy is None and supports is not None and supports(self)))
+                would_xla = bool(
+                    strategy is None and supports is not None and supports(self) and not no_jit
+                )
+            record(would_xla, cudnn)
         except Exception:  # noqa: BLE001 - a hook never breaks the user's compile
             pass
         return result
 
     mark_wrapped(compile, original)
     return compile
+
+
+RNN_LAYERS = (("keras.src.layers.rnn.lstm", "LSTM"), ("keras.src.layers.rnn.gru", "GRU"))
+RNN_BACKEND = "keras.src.backend.tensorflow.rnn"
+
+
+def cudnn_rnn_layers(model: Any) -> tuple[tuple[str, ...], bool]:
+    """(the names of ``model``'s LSTM/GRU layers that a GPU runs with cuDNN, whether
+    any of its layers turns XLA off there). Keras 3 decides it on the machine it runs
+    on (keras/src/layers/rnn/lstm.py, gru.py): with ``use_cudnn`` "auto" or True and
+    arguments cuDNN supports (tanh activation, sigmoid recurrent activation, no unroll,
+    a bias, and for GRU ``reset_after``: ``backend.tensorflow.rnn.cudnn_ok``, whose
+    GPU check is all that fails here), a layer sets ``supports_jit = False``, and runs
+    cuDNN's kernels unless it has a recurrent dropout."""
+    backend = sys.modules.get(RNN_BACKEND)
+    kinds = [c for c in (_class(m, n) for m, n in RNN_LAYERS) if c is not None]
+    if backend is None or not kinds:
+        return (), False
+    lstm_ok = getattr(backend, "_do_lstm_arguments_support_cudnn", None)
+    gru_ok = getattr(backend, "_do_gru_arguments_support_cudnn", None)
+    cudnn, no_jit = [], False
+    for layer in model._flatten_layers():
+        if not isinstance(layer, tuple(kinds)) or layer.use_cudnn not in ("auto", True):
+            continue
+        cell = layer.cell
+        args = (cell.activation, cell.recurrent_activation, layer.unroll, cell.use_bias)
+        if hasattr(cell, "reset_after"):
+            supported = gru_ok is not None and gru_ok(*args, cell.reset_after)
+        else:
+            supported = lstm_ok is not None and lstm_ok(*args)
+        if supported:
+            no_jit = True
+            if not getattr(cell, "recurrent_dropout", 0):
+                cudnn.append(layer.name)
+    return tuple(cudnn), no_jit
 
 
 def keras_version() -> str | None:

@@ -1,5 +1,7 @@
 """The step cost model from small placement facts: each term by hand, then together."""
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwhy.facts import AuditedFunction, Facts, KernelWork, PipelineFacts, StepFacts
@@ -78,7 +80,14 @@ def test_the_training_step_is_projected_not_a_predict():
 def test_the_input_side_trusts_the_measured_delivery_over_the_stage_timers():
     # the steps waited 60% of a 10 ms step: a batch came every 10 ms
     steps = StepFacts(
-        source="tf-data", marker="m", count=101, warmup=1, total_s=1.0, input_wait_fraction=0.6
+        source="tf-data",
+        marker="m",
+        count=101,
+        warmup=1,
+        total_s=1.0,
+        median_s=0.01,
+        input_wait_fraction=0.6,
+        input_wait_median_s=0.006,
     )
     fast = b.placement_facts(tensor_ops=placement().tensor_ops, functions=(train_function(),))
     slow_alone = PipelineFacts(id=1, stages=(_stage(rate=50.0),))  # 20 ms alone: impossible
@@ -203,7 +212,8 @@ def test_the_report_and_verdict_say_an_eager_step_is_a_lower_bound():
     assert first.startswith("step of the eager step (next() at train.py:7): at least 8.0 ms")
     assert "Python issuing 160 eager ops 8.0 ms (measured here)" in first
     assert projection_clause(found) == (
-        "on an A100 (projected): step at least 8.0 ms, most of it Python issuing eager ops"
+        "on an A100 (projected): step at least 8.0 ms (5.6 ms–9.0 ms), most of it Python "
+        "issuing eager ops"
     )
 
 
@@ -248,3 +258,24 @@ def test_depthwise_convolutions_cost_more_than_their_bytes():
     found = project_step(placement(functions=(compiled,)), A100)
     # their 200 MB as traffic, and 7.2x it again for the depthwise kernels
     assert found.kernels.mid == pytest.approx((0.92 + 7.2) * 2e8 / (2039e9 * 0.70))
+
+
+def test_an_xla_step_makes_no_copies_between_its_own_ops():
+    """Keras' accuracy metric leaves int32 BitwiseAnd -> Less edges in host memory in a
+    step TF's executor runs; an XLA cluster keeps them on the device: only the batch's
+    copies are costed."""
+    traced = train_function(input_copies=2, step_copies=438)
+    plain = project_step(placement(functions=(traced,)), A100, input_bytes=4_000_000)
+    batch = 4e6 / (32e9 * 0.75)
+    assert plain.copies.mid == pytest.approx(440 * 10e-6 + batch)
+    compiled = replace(traced, jit_compile=True)
+    xla = project_step(placement(functions=(compiled,)), A100, input_bytes=4_000_000)
+    assert xla.copies.mid == pytest.approx(2 * 10e-6 + batch)
+    # the same where Keras' jit_compile="auto" compiles it on a GPU machine only
+    keras = replace(traced, name="multi_step_on_iterator")
+    ops = [b.tensor_op(flops=2e9, function="multi_step_on_iterator (train.py:12)", gradient=True)]
+    facts = placement(functions=(keras,), tensor_ops=ops)
+    auto = project_step(facts, A100, input_bytes=4_000_000, xla_on_gpu=True)
+    assert auto.xla_assumed and auto.copies.mid == pytest.approx(xla.copies.mid)
+    found = projection_facts(Facts(placement=placement(functions=(compiled,))), "A100")
+    assert any("438 host<->device copies" in note and "not costed" in note for note in found.notes)

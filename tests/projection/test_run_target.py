@@ -3,6 +3,8 @@
 import json
 import textwrap
 
+import pytest
+
 from tests.test_run_tensorflow import line_with, run
 
 SCRIPT = textwrap.dedent("""
@@ -86,20 +88,74 @@ STARVED = textwrap.dedent("""
 """)
 
 
+# The pattern of TF's "Load and preprocess images" tutorial: decoded, batched images,
+# normalised, then cache().prefetch(): after the first epoch a batch is a cache read.
+CACHED = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+
+    images = np.random.randint(0, 256, (256, 32, 32, 3)).astype("uint8")
+    labels = np.random.randint(0, 10, 256)
+    normalize = tf.keras.layers.Rescaling(1.0 / 255)
+    train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(32)
+    train_ds = train_ds.map(lambda x, y: (normalize(x), y))
+    train_ds = train_ds.cache().prefetch(buffer_size=tf.data.AUTOTUNE)
+    model = tf.keras.Sequential([
+        tf.keras.Input((32, 32, 3)),
+        tf.keras.layers.Conv2D(16, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Conv2D(32, 3, activation="relu"),
+        tf.keras.layers.GlobalAveragePooling2D(),
+        tf.keras.layers.Dense(10)])
+    model.compile(optimizer="adam",
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(train_ds, epochs=3, verbose=0)
+""")
+
+
 def test_a_starving_pipeline_is_projected_input_bound_and_a_healthy_one_is_not(tmp_path):
-    found = {}
-    for name, source in (("starved", STARVED), ("healthy", SCRIPT)):
+    from gpuwhy.formatting import duration
+
+    found, records, verdicts = {}, {}, {}
+    for name, source in (("starved", STARVED), ("healthy", SCRIPT), ("cached", CACHED)):
         script = tmp_path / f"{name}.py"
         script.write_text(source)
         out = tmp_path / f"{name}.json"
         result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
         assert result.returncode in (0, 1), result.stderr[-3000:]
-        record = json.loads(out.read_text())
+        records[name] = record = json.loads(out.read_text())
         found[name] = {f["id"]: f for f in record["findings"]}
+        (verdicts[name],) = [
+            line for line in result.stderr.splitlines() if line.startswith(("✗", "✓"))
+        ]
     projected = found["starved"]["input.projected-bound"]
     assert projected["severity"] == "high"
     assert projected["title"].startswith("On A100 (projected), steps would wait for input")
-    assert "input.projected-bound" not in found["healthy"]
+    # the pipeline's own time per batch (TF's stage timers; where they gave more than
+    # the steps got, the batches as the steps got them: they waited nearly all the time)
+    starved = records["starved"]["projection"]
+    own = (
+        duration(starved["input_batch_s"])
+        if starved["input_batch_s"] is not None
+        else f"{duration(starved['input_batch_measured_s'])} (as the steps got their batches)"
+    )
+    assert f"the pipeline takes {own} per batch here" in projected["title"]
+    assert "of it waiting for input" in verdicts["starved"].split("(projected)")[1]
+    # Keras' accuracy metric leaves int32 edges in host memory in the traced step; the
+    # step a GPU runs is XLA-compiled (jit_compile="auto"): no copies between its ops
+    cached = records["cached"]
+    (step,) = [
+        f
+        for f in cached["placement"]["functions"]
+        if cached["projection"]["function"].startswith(f["name"] + " (")
+    ]
+    assert cached["projection"]["jit_compile"] is True and step["step_copies"] > 0
+    assert cached["projection"]["copies_s"] < (step["input_copies"] + 1) * 10e-6 + 1e-4
+    for healthy in ("healthy", "cached"):
+        assert "input.projected-bound" not in found[healthy]
+        # no projected share that no finding supports
+        assert "waiting for input" not in verdicts[healthy].split("(projected)")[1]
 
 
 EAGER = textwrap.dedent("""
@@ -249,3 +305,57 @@ def test_a_generator_s_batch_size_is_read_from_the_bytes_it_delivered(tmp_path):
     assert pipeline["delivered_bytes"] == pipeline["elements"] * 48 * pipeline["example_bytes"]
     projection = record["projection"]
     assert projection["batch"] == 48 and projection["tensor_ops_unsized"] == 0
+
+
+RNN = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+
+    TIMESTEPS = 60
+    x = np.random.rand(256, TIMESTEPS, 8).astype("float32")
+    y = np.random.rand(256, 1).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(tf.data.AUTOTUNE)
+    model = tf.keras.Sequential([
+        tf.keras.Input((TIMESTEPS, 8)),
+        tf.keras.layers.LSTM(32, name="encoder"),
+        tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(ds, epochs=2, verbose=0)
+""")
+
+
+def test_an_lstm_is_projected_over_its_timesteps_as_cudnn_runs_it_without_xla(tmp_path):
+    """Keras 3 runs this LSTM with cuDNN on a GPU and then compiles no step with XLA;
+    here, without a GPU, it is a while loop of one timestep's matmuls."""
+    from dataclasses import replace
+
+    from gpuwhy.facts import TensorOp
+    from gpuwhy.projection.cost import tensor_time
+    from gpuwhy.projection.gpus import find_gpu
+
+    script = tmp_path / "rnn.py"
+    script.write_text(RNN)
+    out = tmp_path / "r.json"
+    result = run("--target", "A100", "--json", out, script, cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["program"]["keras_auto_jit"] is False
+    assert record["program"]["keras_cudnn_rnn"] == ["encoder"]
+    projection = record["projection"]
+    assert projection["jit_compile"] is False and projection["cudnn_rnn"] == ["encoder"]
+    assert "XLA-compiles" not in result.stderr
+    assert any(n.startswith("Keras runs encoder with cuDNN on a GPU") for n in projection["notes"])
+    ops = [
+        TensorOp(**{**op, "dims": op["dims"] or {}})
+        for op in record["placement"]["tensor_ops"]
+        if op["function"] == projection["function"]
+    ]
+    looped = [op for op in ops if op.loop]
+    assert looped and all(op.runs == 60 for op in looped)
+    a100 = find_gpu("A100")
+    one_timestep = tensor_time([replace(op, runs=1) for op in looped], a100, True)
+    assert projection["tensor_s"] >= 60 * one_timestep.mid * 0.999
+    cudnn = frozenset(op.loop for op in looped if op.loop)
+    assert projection["tensor_s"] == pytest.approx(
+        tensor_time(ops, a100, True, cudnn).mid, rel=1e-6
+    )

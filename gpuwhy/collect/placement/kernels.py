@@ -5,6 +5,7 @@ launch each). The projection onto a named GPU (gpuwhy/projection) reads these.""
 
 from __future__ import annotations
 
+from gpuwhy.collect.placement.loops import loops
 from gpuwhy.collect.placement.placer import PlacedGraph
 from gpuwhy.collect.placement.tensor_ops import TENSOR_OPS, Shapes
 from gpuwhy.facts import KernelWork
@@ -25,27 +26,34 @@ NO_KERNEL = frozenset(
 
 
 def kernel_work(placed: PlacedGraph, batch: int | None = None) -> tuple[KernelWork, ...]:
-    """Per op type: how many GPU kernels, the bytes their outputs hold, and how many of
-    those bytes are float32."""
+    """Per op type (and while loop): how many GPU kernels run per call, the bytes their
+    outputs hold, and how many of those bytes are float32."""
     from tensorflow.python.framework import dtypes
 
     flat = placed.flat
-    found: dict[str, list[int]] = {}
+    around = loops(flat)
+    found: dict[tuple[str, str | None], list[int]] = {}
     for node in flat.nodes:
         if node.role != "op" or node.op in NO_KERNEL or node.op in TENSOR_OPS:
             continue
         if placed.computes_on(node.id) != "GPU":
             continue
-        row = found.setdefault(node.op, [0, 0, 0, 0])
-        row[0] += 1
+        runs = around.runs(node)
+        row = found.setdefault((node.op, around.loop(node)), [0, 0, 0, 0, 1])
+        row[0] += runs
+        row[4] = max(row[4], runs)
         sizes = _output_bytes(node, flat.graphs, batch, dtypes)
         if sizes is not None:
-            row[1] += sizes[0]
-            row[2] += 1
-            row[3] += sizes[1]
+            row[1] += sizes[0] * runs
+            row[2] += runs
+            row[3] += sizes[1] * runs
     return tuple(
-        KernelWork(op=op, count=count, bytes=total, sized=sized, float32_bytes=wide)
-        for op, (count, total, sized, wide) in sorted(found.items(), key=lambda kv: -kv[1][1])
+        KernelWork(
+            op=op, count=count, bytes=total, sized=sized, float32_bytes=wide, loop=loop, runs=runs
+        )
+        for (op, loop), (count, total, sized, wide, runs) in sorted(
+            found.items(), key=lambda kv: -kv[1][1]
+        )
     )
 
 

@@ -8,6 +8,7 @@ Unknown dimensions stay None; the rules judge only what is known.
 
 from __future__ import annotations
 
+from gpuwhy.collect.placement.loops import loops
 from gpuwhy.collect.placement.names import dtype_name, qualified
 from gpuwhy.collect.placement.placer import PlacedGraph
 from gpuwhy.facts import TensorOp
@@ -298,8 +299,10 @@ def tensor_ops(
 ) -> list[TensorOp]:
     """The function's tensor ops. Where a FLOP count needs a dimension the trace left
     unknown, ``batch`` (the batch size the run delivered) stands for the leading one,
-    and ``flops_batch`` says so; ``function`` names the audited function."""
+    and ``flops_batch`` says so; ``function`` names the audited function. An op in a
+    while loop has the FLOPs of one iteration and runs ``runs`` times per call."""
     flat = placed.flat
+    around = loops(flat)
     found = []
     for node in flat.nodes:
         if node.role != "op" or node.op not in TENSOR_OPS or placed.device[node.id] != "GPU":
@@ -332,6 +335,8 @@ def tensor_ops(
                 function=function,
                 flops_batch=flops_batch,
                 output_bytes=output,
+                runs=None if around.unbounded(node) else around.runs(node),
+                loop=around.loop(node),
             )
         )
     return found

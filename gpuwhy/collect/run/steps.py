@@ -64,6 +64,7 @@ class StepCollector(RunCollector):
     notes: list = field(default_factory=list)
     # Keras compile(jit_compile="auto"): would Keras XLA-compile the step on a GPU
     keras_auto_jit: bool | None = None
+    keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
 
     def __post_init__(self) -> None:
         self._patches: list = []
@@ -92,9 +93,12 @@ class StepCollector(RunCollector):
         self._install(lambda: keras_hooks.install_optimizer(self._on_apply), "Keras optimizers")
         self._install(lambda: keras_hooks.install_compile(self._on_compile), "Keras compile")
 
-    def _on_compile(self, would_xla: bool) -> None:
-        """The last compile(jit_compile="auto"): would Keras XLA-compile it on a GPU."""
-        self.keras_auto_jit = would_xla
+    def _on_compile(self, would_xla: bool | None, cudnn: tuple = ()) -> None:
+        """The last compile: with jit_compile="auto", would Keras XLA-compile it on a
+        GPU (None: another jit_compile); the LSTM/GRU layers cuDNN would run there."""
+        if would_xla is not None:
+            self.keras_auto_jit = would_xla
+        self.keras_cudnn_rnn = tuple(cudnn)
 
     def _install(self, install, what: str) -> None:
         try:

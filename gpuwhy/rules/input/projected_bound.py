@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, PipelineFacts
+from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
 from gpuwhy.formatting import duration
-from gpuwhy.projection.step import first_steady_stage
+from gpuwhy.projection.step import BOOKKEEPING, first_steady_stage
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import culprit_location, stage_label, steps_pipeline
@@ -20,8 +20,10 @@ class ProjectedInputBound(Rule):
     `gpuwhy run --target A100` projects the training step onto that GPU (the cost
     model of the audited graph at the GPU's published peaks) and joins it with the
     input pipeline as this run measured it: the time it needs per batch alone (TF's
-    stage timers) and as it delivered beside the model. Where a batch takes longer than
-    the projected step, the step would wait the difference. Medium when even the
+    stage timers) and, where the pipeline set the steps' pace here (they waited for
+    input most of their time), as it delivered beside the model. Where a batch takes
+    longer than the projected step, the step would wait the difference. The title
+    gives the pipeline's own time per batch (alone). Medium when even the
     band's lowest wait (the slowest projected step, the faster pipeline figure) is at
     least `medium_at`, high when it is at least `high_at`: a projection's uncertainty
     never makes the finding. It is a projection, said as one, never a measurement.
@@ -66,12 +68,12 @@ class ProjectedInputBound(Rule):
             return []
         high = projection.input_wait_high or 0.0
         pipeline = steps_pipeline(facts)
-        per_batch = projection.input_batch_measured_s or projection.input_batch_s
         title = (
             f"On {projection.gpu} (projected), steps would wait for input "
             f"{projection.input_wait_fraction:.0%} of the time ({low:.0%}–{high:.0%}): the "
-            f"step would take {duration(projection.step_s)}, the pipeline takes "
-            f"{duration(per_batch)} per batch here"
+            f"step would take {duration(projection.step_s)} "
+            f"({duration(projection.step_low_s)}–{duration(projection.step_high_s)}), "
+            f"the pipeline takes {_per_batch(projection)} per batch here"
         )
         evidence: dict[str, Any] = {
             "gpu": projection.gpu,
@@ -113,6 +115,15 @@ class ProjectedInputBound(Rule):
         ]
 
 
+def _per_batch(projection: ProjectionFacts) -> str:
+    """The pipeline's own time per batch: alone where TF's stage timers gave it, else as
+    the steps got their batches (the projection uses that one only where the pipeline
+    set the steps' pace)."""
+    if projection.input_batch_s is not None:
+        return duration(projection.input_batch_s)
+    return f"{duration(projection.input_batch_measured_s)} (as the steps got their batches)"
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
@@ -125,4 +136,5 @@ def _steady_bottleneck(pipeline: PipelineFacts) -> int | None:
     if index is not None and first <= index < len(pipeline.stages):
         return index
     timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
+    timed = [(i, s) for i, s in timed if s.kind not in BOOKKEEPING] or timed
     return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None

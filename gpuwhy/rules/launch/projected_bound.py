@@ -40,7 +40,9 @@ class ProjectedLaunchBound(Rule):
         ...
     # and a larger batch: the same launches then do more work each
     ```
-    Keras: `model.compile(..., jit_compile=True)`.
+    Keras: `model.compile(..., jit_compile=True)`. Not for a model whose LSTM/GRU layers
+    cuDNN runs on the GPU (Keras turns XLA off for it there): its timesteps run one
+    after another, and only a larger batch gives each launch more work.
 
     ## Options
     - `min_share`: share of the projected step spent in launch-bound kernels that makes
@@ -68,7 +70,13 @@ class ProjectedLaunchBound(Rule):
             "work than it takes to launch them"
         )
         fix = []
-        if not projection.jit_compile:
+        if projection.cudnn_rnn:
+            # Keras turns XLA off on a GPU for a model with a cuDNN LSTM/GRU
+            fix.append(
+                f"# cuDNN runs {', '.join(projection.cudnn_rnn)} one timestep after another "
+                "(a few kernels each): XLA is not an option for it"
+            )
+        elif not projection.jit_compile:
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",
                 "@tf.function(jit_compile=True)   # on <your train step>; Keras: "

@@ -37,7 +37,8 @@ def test_a_pipeline_that_starves_the_projected_step_is_high_and_said_as_projecte
     assert f.severity == "high"
     assert f.title.startswith(
         "On A100 (projected), steps would wait for input 95% of the time (93%–96%): the "
-        "step would take 0.7 ms, the pipeline takes 14.0 ms per batch here"
+        "step would take 0.7 ms (0.5 ms–1.0 ms), the pipeline takes 14.0 ms (as the steps "
+        "got their batches) per batch here"
     )
     assert f.title.endswith("; its slowest stage is Map(augment at train.py:47)")
     assert f.location == "train.py:47" and "stateless" in f.fix  # the stage's own fix
@@ -78,3 +79,11 @@ def test_stages_before_a_cache_run_in_the_first_epoch_only():
     facts = replace(t.facts(cached, steps=t.fit_steps(0.0)), projection=projection())
     (f,) = check(facts)  # figures given directly: the finding names no cached stage
     assert f.title.endswith("; its slowest stage is BatchV2 at train.py:64")
+
+
+def test_the_title_gives_the_pipeline_s_own_time_not_the_steps():
+    """A CPU run whose model takes 5.6 s a step and whose pipeline makes a batch in 56 ms
+    alone: the title names the 56 ms, never the steps' time."""
+    own = projection(input_batch_s=0.056, input_batch_measured_s=5.63)
+    (f,) = check(replace(t.facts(t.example_pipeline()), projection=own))
+    assert "the pipeline takes 56.0 ms per batch here" in f.title and "5,630" not in f.title

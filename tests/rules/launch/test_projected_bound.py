@@ -42,3 +42,11 @@ def test_a_step_of_tiny_kernels_is_launch_bound_on_the_target():
 
 def test_a_step_of_real_work_is_not():
     assert check(replace(SMALL, launch_bound_s=0.0010)) == []
+
+
+def test_a_cudnn_rnn_s_timesteps_get_no_xla_advice():
+    """Keras compiles no step with XLA on a GPU for a model with a cuDNN LSTM: the fix
+    is the batch, not jit_compile."""
+    (f,) = check(replace(SMALL, cudnn_rnn=("encoder",)))
+    assert "jit_compile" not in f.fix and "cuDNN runs encoder one timestep" in f.fix
+    assert "a larger batch" in f.fix
