@@ -512,6 +512,10 @@ class PipelineStage:
     deterministic: bool | None = None  # as written (None: the pipeline default)
     codec_ops: tuple[str, ...] = ()  # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
     random: bool = False  # its function draws random numbers (not cacheable)
+    # its elements are the same on every pass (no random op, Python not declared pure,
+    # shuffle, writing op or tf.Variable): what gpuwhy fix places a cache by; None: not
+    # judged (a record from before)
+    repeats: bool | None = None
     # the calls as written, one per written_as ("" where the source could not be read):
     # ("ds.map(parse)", ".batch(32)"); a fix rewrites these, so it fits the code
     written_calls: tuple[str, ...] = ()

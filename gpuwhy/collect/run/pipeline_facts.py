@@ -196,6 +196,7 @@ def _stage_facts(
         deterministic=primary.deterministic if primary else None,
         codec_ops=tuple(dict.fromkeys(op for w in written for op in w.codec_ops)),
         random=any(w.random for w in written),
+        repeats=all(w.varies is None for w in written) if written else None,
         written_calls=tuple(w.call or "" for w in written),
         element_bytes=written[-1].element_bytes if written else None,
         files=next((w.files for w in written if w.files is not None), None),

@@ -8,9 +8,11 @@ from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
+    beside_steps,
     culprit_location,
     input_wait,
     pipeline_name,
+    same_every_pass,
     stage_label,
     stage_share,
     stage_table,
@@ -42,19 +44,23 @@ class NoCache(Rule):
     readers, several iterators over a pipeline that does not repeat, each taken to read
     one pass), with no `cache()`, whose deterministic stages take
     at least `min_stage_fraction` of its time (TF's self time of each stage): the stages
-    from the source up to the first one that is random, stateful (which includes
-    Python: `tf.py_function` and `tf.numpy_function` are stateful unless declared
-    `stateful=False`, so their result cannot be proven the same each epoch), a
-    generator, or a `shuffle`/`repeat`. Their
+    from the source up to the first one whose elements may change from pass to pass,
+    judged as `gpuwhy fix` judges where a cache is safe: random ops, Python
+    (`tf.py_function`, and `tf.numpy_function` unless declared `stateful=False`), a
+    generator, a `shuffle`, a tf.Variable read or a writing op (reading a lookup table
+    is not), or a `repeat`. Their
     output, estimated as elements per pass × element size, must fit in `max_memory_fraction`
-    of the host's memory and in the memory still available at the end of the run.
+    of the host's memory and in the memory still available at the end of the run (the
+    element size from its spec, else the bytes TF counted per element delivered).
     Without a known pass size, element size or host memory the size cannot be
     checked and the rule stays quiet. Data already in memory is never a finding: a
     prefix of `from_tensor_slices`, `from_tensors` or `range` with only batches, takes
     or prefetches after it computes nothing a cache would save, and caching it keeps a
     second copy. Nor is a prefix whose repeated work over the whole run is below
     `min_saved_s`. Medium when the consumer waits for input at least
-    `min_input_wait` of its time, else low: the cache then frees host cores only.
+    `min_input_wait` of its time, else low: the cache then frees host cores only. A
+    pipeline read beside the training steps (fit's `validation_data`) is low: its
+    wait is not the steps'.
 
     ## Why is this slow?
     Every epoch pays the full decode cost again on the host cores, so the first epoch's
@@ -130,7 +136,7 @@ class NoCache(Rule):
         if pipeline.cache_written or any(s.kind == "cache" for s in pipeline.stages):
             return None
         per_pass, how = _pass_size(pipeline)
-        element_bytes = pipeline.element_bytes
+        element_bytes, size_from = _element_size(pipeline)
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
             return None  # size unknown, or no second pass to save
         prefix, stop = _cacheable_prefix(pipeline.stages)
@@ -152,9 +158,14 @@ class NoCache(Rule):
         culprit = max(prefix, key=lambda s: work[id(s)])
         passes = pipeline.elements / per_pass
         wait = input_wait(facts, pipeline)
-        waits = wait is not None and wait.fraction >= options["min_input_wait"]
+        beside = beside_steps(facts, pipeline)  # validation: its wait is not the steps'
+        waits = not beside and wait is not None and wait.fraction >= options["min_input_wait"]
         # Only passes after the first read from the cache.
-        gain = (wait.fraction * share * (passes - 1) / passes) if wait is not None else 0.0
+        gain = (
+            (wait.fraction * share * (passes - 1) / passes)
+            if wait is not None and not beside
+            else 0.0
+        )
         evidence: dict[str, Any] = {
             "pipeline": pipeline_name(pipeline),
             "cacheable_stages": [stage_label(s) for s in prefix],
@@ -167,6 +178,7 @@ class NoCache(Rule):
             "iterators": pipeline.iterators,
             "repeated_work_s": round(saved_s, 3),
             "estimated_cache_mib": round(size / 2**20, 1),
+            "element_size_from": size_from,
             "host_memory_gib": round(tfdata.host_memory_bytes / GiB, 1),
         }
         if tfdata.host_memory_available_bytes is not None:
@@ -209,6 +221,20 @@ def _pass_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
     return None, "unknown"
 
 
+def _element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
+    """Bytes of one output element: from its spec, else (a decoded image or a window of
+    any length has no static size) the bytes TF counted the consumer getting, per
+    element."""
+    if pipeline.element_bytes:
+        return float(pipeline.element_bytes), "the element spec"
+    if pipeline.delivered_bytes and pipeline.elements:
+        return (
+            pipeline.delivered_bytes / pipeline.elements,
+            "the bytes TF counted per element delivered (the spec has a dimension of unknown size)",
+        )
+    return None, "unknown"
+
+
 def _cacheable_prefix(
     stages: tuple[PipelineStage, ...],
 ) -> tuple[list[PipelineStage], PipelineStage | None]:
@@ -216,14 +242,10 @@ def _cacheable_prefix(
     that is not (None: the whole pipeline is)."""
     prefix: list[PipelineStage] = []
     for stage in stages:
-        # A Python function is stateful unless declared pure (numpy_function with
-        # stateful=False): "said so" is the only proof its result repeats.
-        if (
-            stage.random
-            or stage.stateful
-            or stage.kind == "generator"
-            or stage.kind in _ORDER_OR_PASS
-        ):
+        # One judgement with gpuwhy fix's (common.same_every_pass): a Python function
+        # repeats only when declared pure (numpy_function with stateful=False), a
+        # lookup table read is not state.
+        if not same_every_pass(stage) or stage.kind in _ORDER_OR_PASS:
             return prefix, stage
         if stage.kind != "prefetch":
             prefix.append(stage)

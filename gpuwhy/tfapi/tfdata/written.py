@@ -247,6 +247,9 @@ class WrittenTransformation:
     random: bool = False  # stateful random ops: differs from pass to pass
     random_ops: tuple[str, ...] = ()  # every random op, stateless ones too
     codec_ops: tuple[str, ...] = ()  # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
+    # why its elements may differ from pass to pass (stages.varies_between_passes, the
+    # judgement gpuwhy fix places a cache by); None: the same every pass
+    varies: str | None = None
     inner: tuple[str, ...] = ()  # the other inputs (zip, concatenate), described
     node: bool = True  # False: no node of its own when TF runs it (options)
     call: str | None = None  # the call as written, one line: "ds.map(parse)", ".batch(32)"
@@ -431,6 +434,7 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         random=contents.stateful_random,
         random_ops=contents.random_ops,
         codec_ops=tuple(codecs),
+        varies=_varies(dataset),
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=dataset_class(dataset).node,
         call=_call_as_written(dataset, api, function),
@@ -438,6 +442,15 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         element_bytes=_element_bytes(dataset, _argument(dataset, api) if "batch" in api else None),
         files=_files(dataset) if api in READERS else None,
     )
+
+
+def _varies(dataset: Any) -> str | None:
+    from gpuwhy.tfapi.tfdata.stages import varies_between_passes
+
+    try:
+        return varies_between_passes(dataset)
+    except Exception as error:  # noqa: BLE001 - not judged: treated as varying
+        return f"not judged ({type(error).__name__})"
 
 
 def _element_bytes(dataset: Any, batch: int | None) -> int | None:

@@ -62,6 +62,10 @@ def test_random_expensive_map_first_is_not_cacheable():
         (dict(python=True, stateful=True), False),  # tf.py_function / numpy_function
         (dict(stateful=True), False),  # reads a variable, a queue ...
         (dict(python=True, stateful=False), True),  # numpy_function(..., stateful=False)
+        # judged by the collector as gpuwhy fix judges a cache (a record from today):
+        (dict(stateful=True, repeats=True), True),  # a lookup table read: not state
+        (dict(repeats=False), False),  # reads a tf.Variable: may change between epochs
+        (dict(python=True, stateful=True, repeats=False), False),
     ],
 )
 def test_stateful_stages_are_not_proven_the_same_every_pass(flags, cacheable):
@@ -182,3 +186,20 @@ def test_too_little_repeated_work_is_quiet():
     (f,) = check(facts)
     assert f.evidence["repeated_work_s"] == pytest.approx(1.6)
     assert check(facts, min_saved_s=1.7) == []
+
+
+def test_an_element_of_no_static_size_is_sized_by_the_bytes_tf_counted():
+    """A decoded image of any height, a window of any length: the spec has no size,
+    TF's counters have the bytes the consumer got."""
+    pipeline = t.example_pipeline(element_bytes=None, delivered_bytes=300 * 1_000_000)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
+    assert f.evidence["estimated_cache_mib"] == round(100 * 1_000_000 / 2**20, 1)
+    assert f.evidence["element_size_from"].startswith("the bytes TF counted per element")
+
+
+def test_a_validation_pipeline_is_low_with_no_step_gain():
+    validation = t.example_pipeline(id=2, consumer="keras-evaluate", location="train.py:70")
+    findings = check(t.facts(t.example_pipeline(), validation, steps=t.fit_steps(0.40)))
+    severities = {f.evidence["pipeline"].rsplit(" ", 1)[-1]: f.severity for f in findings}
+    assert severities == {"keras-fit": "medium", "keras-evaluate": "low"}
+    assert [f.gain_value for f in findings if f.severity == "low"] == [0.0]
