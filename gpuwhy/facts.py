@@ -540,6 +540,9 @@ class PipelineFacts:
     # built inside a function of the user's (make_dataset(split)), the line calling it
     helper_location: str | None = None  # then: the line in that function that built it
     consumer: str = "python-loop"  # keras-fit | keras-evaluate | keras-predict | python-loop
+    # stages a library built (by_library): the user's call into it, as written at their
+    # location ("keras.utils.image_dataset_from_directory(root, batch_size=32)")
+    helper_call: str | None = None
     iterators: int = 0  # iterators created over it (epochs, restarts)
     elements: int = 0  # elements the program read from it
     stages: tuple[PipelineStage, ...] = ()

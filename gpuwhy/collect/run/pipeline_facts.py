@@ -124,6 +124,7 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         id=pipeline.id,
         location=pipeline.location,
         consumer=pipeline.consumer,
+        helper_call=next((w.library_call for w in reversed(written) if w.library_call), None),
         iterators=len(used) if read else len(pipeline.iterators),
         elements=root_elements,
         stages=tuple(stages),

@@ -266,6 +266,14 @@ def decode(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
     ops = ", ".join(stage.codec_ops)
     lines = [f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it"]
+    if stage.by_library:  # inside a dataset helper: the program can only cache after it
+        where = f" at {stage.location}" if stage.location else ""
+        return [
+            *lines,
+            f"# it runs inside the dataset a library built{where} (keras.utils.*_dataset_from_*):",
+            "# decoded once, not every epoch, with .cache() after that call (input.no-cache",
+            "# gives the line where the data fits in memory)",
+        ]
     api = _map_api(stage)
     call = calls.stage_call(stage, api)
     parallel = call if (stage.parallelism or 0) > 1 else parallel_call(stage, api)

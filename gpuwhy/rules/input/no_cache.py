@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input import calls, fixes
 from gpuwhy.rules.input.common import (
     beside_steps,
     culprit_location,
@@ -95,6 +95,15 @@ class NoCache(Rule):
     elements are the decoded ones and not a larger cast of them, and before the shuffle
     and the random stages. The size is an estimate from the pipeline's final elements.
 
+    A dataset a Keras helper built (`keras.utils.timeseries_dataset_from_array`,
+    `image_dataset_from_directory`, `text_dataset_from_directory`,
+    `audio_dataset_from_directory`) can only be cached after the helper's call, so the
+    fix is that call, as written, with `.cache()` after it (a `repeat` the helper zips
+    with a finite input repeats no pass). A helper that shuffles (`shuffle=True`, the
+    default of the directory helpers) reshuffles before its batch every epoch: a cache
+    after it would keep the first epoch's order and batches, so the fix builds it with
+    `batch_size=None, shuffle=False`, caches, then shuffles and batches after the cache.
+
     ## Options
     - `max_memory_fraction`: largest share of host memory the cached data may take
       (0.50).
@@ -139,7 +148,7 @@ class NoCache(Rule):
         element_bytes, size_from = _element_size(pipeline)
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
             return None  # size unknown, or no second pass to save
-        prefix, stop = _cacheable_prefix(pipeline.stages)
+        prefix, stop, reshuffled = _cacheable_prefix(pipeline.stages, pipeline.helper_call)
         if not any(_computes(s) for s in prefix):
             return None  # data already in memory: a cache is a second copy, no work saved
         work = {id(s): stage_share(pipeline, s) or 0.0 for s in prefix}
@@ -155,6 +164,11 @@ class NoCache(Rule):
         if limit is None or size > limit or tfdata.host_memory_bytes is None:
             return None
         after = _cache_after(prefix, work, share)
+        helper = _helper_end(pipeline.stages, after)
+        if helper is not None and stop is not None and pipeline.stages.index(stop) <= helper:
+            return None  # the helper's own output changes every pass: nowhere to cache
+        if helper is None and reshuffled is not None:
+            return None  # (cannot happen: a library shuffle comes with library stages)
         culprit = max(prefix, key=lambda s: work[id(s)])
         passes = pipeline.elements / per_pass
         wait = input_wait(facts, pipeline)
@@ -195,7 +209,11 @@ class NoCache(Rule):
             severity=self.severity if waits else "low",
             evidence=evidence,
             location=culprit_location(culprit),
-            fix=_fix(after, stop, size),
+            fix=(
+                _fix(after, stop, size)
+                if helper is None
+                else _helper_fix(pipeline, after, reshuffled, size, per_pass)
+            ),
             estimated_gain=(
                 f"estimate: about {gain:.0%} of step time (the wait times the "
                 f"cached stages' share, on every pass after the first); "
@@ -236,20 +254,52 @@ def _element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
 
 
 def _cacheable_prefix(
-    stages: tuple[PipelineStage, ...],
-) -> tuple[list[PipelineStage], PipelineStage | None]:
-    """The stages from the source whose output is the same every pass, and the first one
-    that is not (None: the whole pipeline is)."""
+    stages: tuple[PipelineStage, ...], helper_call: str | None = None
+) -> tuple[list[PipelineStage], PipelineStage | None, PipelineStage | None]:
+    """The stages from the source whose output is the same every pass, the first one
+    that is not (None: the whole pipeline is), and a shuffle inside a dataset helper the
+    prefix went past (None: none).
+
+    Two stages that look like stops are not: a ``repeat`` that a later ``zip`` bounds
+    (``zip((from_tensors(x).repeat(), indices))``, as Keras' timeseries helper builds
+    it) repeats no pass; and a shuffle a known helper call makes (``shuffle=True``)
+    reorders the same elements, which the fix rebuilds unshuffled and shuffles after the
+    cache."""
     prefix: list[PipelineStage] = []
-    for stage in stages:
+    reshuffled = None
+    for index, stage in enumerate(stages):
+        if stage.kind == "repeat" and _bounded_by_a_zip(stages, index):
+            prefix.append(stage)
+            continue
+        if stage.kind == "shuffle" and stage.by_library and helper_call and reshuffled is None:
+            reshuffled = stage
+            prefix.append(stage)
+            continue
         # One judgement with gpuwhy fix's (common.same_every_pass): a Python function
         # repeats only when declared pure (numpy_function with stateful=False), a
         # lookup table read is not state.
         if not same_every_pass(stage) or stage.kind in _ORDER_OR_PASS:
-            return prefix, stage
+            return prefix, stage, reshuffled
         if stage.kind != "prefetch":
             prefix.append(stage)
-    return prefix, None
+    return prefix, None, reshuffled
+
+
+def _bounded_by_a_zip(stages: tuple[PipelineStage, ...], index: int) -> bool:
+    """A zip comes later: it ends with its shortest input, so the repeat feeding it
+    repeats no pass (the pipeline's cardinality, known here, says it ends)."""
+    return any("zip" in s.written_as for s in stages[index + 1 :])
+
+
+def _helper_end(stages: tuple[PipelineStage, ...], after: PipelineStage) -> int | None:
+    """Where a dataset helper's stages end (the index of its last), when the cache would
+    fall inside them: the program can only add it after the helper's call."""
+    if not after.by_library:
+        return None
+    end = stages.index(after)
+    while end + 1 < len(stages) and stages[end + 1].by_library:
+        end += 1
+    return end
 
 
 def _computes(stage: PipelineStage) -> bool:
@@ -289,6 +339,60 @@ def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
             f"# then {stage_label(stop)} and what follows, after the cache: they change every pass"
         )
     return "\n".join(lines)
+
+
+def _helper_fix(
+    pipeline: PipelineFacts,
+    after: PipelineStage,
+    reshuffled: PipelineStage | None,
+    size: float,
+    per_pass: float,
+) -> str:
+    """``.cache()`` on the helper's output, in place of the helper call as written; a
+    helper that shuffles is built unshuffled and unbatched, and shuffled after the cache."""
+    call = pipeline.helper_call or "<the dataset helper's call>"
+    where = f"{after.location}: " if after.location else ""
+    name = call.split("(", 1)[0]
+    head = (
+        f"# the stages {name} builds ({after.location or 'its call'}) give the same "
+        f"elements every pass: keep its output, ~{_size(size)}, in memory (or on a local "
+        'disk: .cache("<path>"))'
+    )
+    # no .prefetch(tf.data.AUTOTUNE) written: a Keras-only program has no `tf` to name,
+    # and TF's inject_prefetch adds one after a final cache or batch by itself
+    if reshuffled is None:
+        new = calls.chained(call, ".cache()")
+        return "\n".join([head, f"# {where}{fixes.IN_PLACE_OF}{call}", new])
+    batch = _helper_batch(pipeline, call)
+    examples = round(per_pass * int(batch)) if batch.isdigit() else "<examples per epoch>"
+    unshuffled = calls.with_keywords(call, batch_size="None", shuffle="False")
+    new = calls.chained(
+        unshuffled,
+        ".cache()",
+        f".shuffle({examples})",
+        f".batch({batch})",
+    )
+    return "\n".join(
+        [
+            head,
+            "# it shuffles inside (shuffle=True): a cache after it would keep the first "
+            "epoch's order and batches. Built unshuffled and unbatched, cached, then "
+            "shuffled anew every epoch (the buffer holds one epoch's examples):",
+            f"# {where}{fixes.IN_PLACE_OF}{call}",
+            new,
+        ]
+    )
+
+
+def _helper_batch(pipeline: PipelineFacts, call: str) -> str:
+    """The helper's batch size: as written, else the batch its stages ran with."""
+    written = calls.keyword(call, "batch_size")
+    if written is not None:
+        return written
+    for stage in pipeline.stages:
+        if stage.by_library and "batch" in stage.written_as and stage.ratio > 1:
+            return str(round(stage.ratio))
+    return "<batch size>"
 
 
 def _size(size: float) -> str:
