@@ -132,21 +132,34 @@ def stateless_random(stage: PipelineStage) -> list[str]:
 
 
 def python_function(stage: PipelineStage) -> list[str]:
+    """TF ops first: parallel calls of Python gain only where it releases the GIL, which
+    a run does not show (``gpuwhy fix --input --assume-pure`` measures it)."""
     fn = function_name(stage)
     api = _map_api(stage)
     lines = [
         f"# {fn} calls Python (py_function, numpy_function or a generator), one element at a",
-        "# time: TF ops instead (tf.io, tf.image, tf.strings, tf.math) run in C++ on every core;",
-        "# Python that must stay may overlap in parallel calls where it releases the GIL:",
+        "# time. The fix: write it in TF ops (tf.io, tf.image, tf.strings, tf.math), which run",
+        "# in C++ on every core. Parallel calls of the Python as it is gain only where it",
+        "# releases the GIL (NumPy on large arrays, file or network I/O, PIL decoding, sleeps);",
+        "# pure-Python code takes turns on one core and gains nothing.",
     ]
     if api in ("flat_map", "interleave"):
         return lines + interleave(stage)
-    lines += in_place_of(stage, parallel_call(stage, api), api)
-    lines.append(
+    change = in_place_of(stage, parallel_call(stage, api), api)
+    if not change:
+        return [
+            *lines,
+            f"# {fn} already has num_parallel_calls and is still the slowest stage: the",
+            "# parallel calls do not make up for it; TF ops do",
+        ]
+    return [
+        *lines,
+        "# `gpuwhy fix --input --assume-pure` measures which (it keeps the parallel calls",
+        "# only where they gain); or try:",
+        *change,
         "# (add deterministic=False where element order does not matter: a slow call no"
-        " longer holds up the rest)"
-    )
-    return lines
+        " longer holds up the rest)",
+    ]
 
 
 def keras_adapter(stage: PipelineStage) -> list[str]:

@@ -58,7 +58,9 @@ class PythonFunction(Rule):
     training loop's own Python thread. Python that sleeps, waits on files or the
     network, or hands large arrays to NumPy, OpenCV or PIL releases the GIL while it
     does, and parallel calls of it may overlap: the finding says "may", since how much
-    of a function holds the GIL is not measured. The stage is stateful, so TF's
+    of a function holds the GIL is not measured here; `gpuwhy fix --input --assume-pure`
+    times the map with and without parallel calls and keeps them only where they gain.
+    The fix therefore leads with the rewrite in TF ops. The stage is stateful, so TF's
     map_parallelization leaves it sequential;
     tensors are converted to NumPy and back on every call; and the pipeline cannot run
     on tf.data service workers, since the Python function exists only in this process.
