@@ -159,6 +159,9 @@ def optimize(
 MIN_PYTHON_PARALLEL_GAIN = 1.25
 PYTHON_PROBE_SECONDS = 1.0  # the map as written is timed over about this long per pass
 PYTHON_PROBE_ROUNDS = 5
+# Parallel passes of a map that computes (CPU time per element near its wall time) that
+# keep the process below this many cores held the GIL, whatever the wall clock said.
+GIL_CORES = 1.3
 
 
 def _python_parallel_gains(
@@ -179,10 +182,10 @@ def _python_parallel_gains(
             continue
         try:
             parallel = dr.make_parallel_map(stage.dataset, below, deterministic=keep_order)
-            gain, figures = _measured_gain(stage.dataset, parallel)
+            gain, held_gil, figures = _measured_gain(stage.dataset, parallel)
         except Exception:  # noqa: BLE001 - not measured: the rewrite's own check decides
             continue
-        if gain < MIN_PYTHON_PARALLEL_GAIN:
+        if gain < MIN_PYTHON_PARALLEL_GAIN or held_gil:
             serial[i] = (
                 f"its Python gained nothing from parallel calls, measured: x{gain:.2f} "
                 f"({figures}); it holds the GIL, so the calls take turns on one core. "
@@ -195,11 +198,15 @@ def _python_parallel_gains(
     return False
 
 
-def _measured_gain(written: Any, parallel: Any) -> tuple[float, str]:
-    """Elements per second of ``parallel`` over ``written``, each at its fastest of
-    interleaved passes over the same first elements (as many as ``written`` gives in
-    about PYTHON_PROBE_SECONDS): on a busy host the fastest pass is the one least
-    slowed by other work, for both alike."""
+def _measured_gain(written: Any, parallel: Any) -> tuple[float, bool, str]:
+    """Elements per second of ``parallel`` over ``written`` (the lower of the fastest
+    passes' ratio and the median of each round's pair) over interleaved passes over the
+    same first elements (as many as ``written`` gives in about PYTHON_PROBE_SECONDS),
+    and whether the Python held the GIL: it computes (its
+    CPU time per element is at least half its fastest wall time per element) and the
+    parallel passes kept the process on about one core. On a busy host the wall-clock
+    gain is noisy; the CPU time is the process's own, so the second test is not."""
+    import statistics
     import time
 
     start, count = time.perf_counter(), 0
@@ -210,14 +217,33 @@ def _measured_gain(written: Any, parallel: Any) -> tuple[float, str]:
     if count < 4:
         raise ValueError("too few elements to time")
     drains = {"written": m.Drain(written, count), "parallel": m.Drain(parallel, count)}
-    stats = m.timed_passes(drains, PYTHON_PROBE_ROUNDS)
-    written_rate, parallel_rate = stats["written"].max, stats["parallel"].max
+    cpu = dict.fromkeys(drains, 0.0)
+    wall = dict.fromkeys(drains, 0.0)
+    rates: dict[str, list[float]] = {name: [] for name in drains}
+    for r in range(PYTHON_PROBE_ROUNDS):
+        for name in ("written", "parallel") if r % 2 == 0 else ("parallel", "written"):
+            before = time.process_time()
+            n, seconds = drains[name]()
+            cpu[name] += time.process_time() - before
+            wall[name] += seconds
+            rates[name].append(n / seconds if seconds > 0 else float("inf"))
+    written_rate, parallel_rate = max(rates["written"]), max(rates["parallel"])
+    # the gain both ways, the fastest passes' and the median of each round's pair: a
+    # busy host's luck on one pass does not make a gain
+    paired = statistics.median(p / w for p, w in zip(rates["parallel"], rates["written"]))
+    gain = min(parallel_rate / written_rate, paired)
+    cores = cpu["parallel"] / wall["parallel"] if wall["parallel"] > 0 else 0.0
+    cpu_per_element = cpu["written"] / (count * PYTHON_PROBE_ROUNDS)
+    computes = cpu_per_element >= 0.5 / written_rate
+    held_gil = computes and cores < GIL_CORES
     figures = (
         f"{written_rate:,.0f} elements/s as written, {parallel_rate:,.0f} with "
         f"num_parallel_calls=AUTOTUNE: the fastest of {PYTHON_PROBE_ROUNDS} interleaved "
-        f"passes over its first {count} elements"
+        f"passes over its first {count} elements, x{paired:.2f} in the median pair; "
+        f"{cpu_per_element * 1e3:,.1f} ms of CPU "
+        f"per element, {cores:.2f} cores busy during the parallel passes"
     )
-    return parallel_rate / written_rate, figures
+    return gain, held_gil, figures
 
 
 def _require_eager(dataset: Any) -> None:

@@ -165,10 +165,10 @@ class NoCache(Rule):
             return None
         after = _cache_after(prefix, work, share)
         helper = _helper_end(pipeline.stages, after)
-        if helper is not None and stop is not None and pipeline.stages.index(stop) <= helper:
+        if helper is not None and stop is not None and _index(pipeline.stages, stop) <= helper:
             return None  # the helper's own output changes every pass: nowhere to cache
         if helper is None and reshuffled is not None:
-            return None  # (cannot happen: a library shuffle comes with library stages)
+            return None  # a cache after the program's own stages would freeze the helper's shuffle
         culprit = max(prefix, key=lambda s: work[id(s)])
         passes = pipeline.elements / per_pass
         wait = input_wait(facts, pipeline)
@@ -215,9 +215,13 @@ class NoCache(Rule):
                 else _helper_fix(pipeline, after, reshuffled, size, per_pass)
             ),
             estimated_gain=(
-                f"estimate: about {gain:.0%} of step time (the wait times the "
-                f"cached stages' share, on every pass after the first); "
-                f"{share:.0%} of the pipeline's work is done once instead of "
+                (
+                    "none on the training steps (the pipeline is read beside them); "
+                    if beside
+                    else f"estimate: about {gain:.0%} of step time (the wait times the "
+                    f"cached stages' share, on every pass after the first); "
+                )
+                + f"{share:.0%} of the pipeline's work is done once instead of "
                 f"{passes:.1f} times"
             ),
             gain_value=round(gain, 4),
@@ -291,12 +295,17 @@ def _bounded_by_a_zip(stages: tuple[PipelineStage, ...], index: int) -> bool:
     return any("zip" in s.written_as for s in stages[index + 1 :])
 
 
+def _index(stages: tuple[PipelineStage, ...], stage: PipelineStage) -> int:
+    """The stage's place, by identity (two stages may hold equal facts)."""
+    return next(i for i, s in enumerate(stages) if s is stage)
+
+
 def _helper_end(stages: tuple[PipelineStage, ...], after: PipelineStage) -> int | None:
     """Where a dataset helper's stages end (the index of its last), when the cache would
     fall inside them: the program can only add it after the helper's call."""
     if not after.by_library:
         return None
-    end = stages.index(after)
+    end = _index(stages, after)
     while end + 1 < len(stages) and stages[end + 1].by_library:
         end += 1
     return end
