@@ -535,6 +535,10 @@ class PipelineStage:
     deterministic: bool | None = None  # as written (None: the pipeline default)
     codec_ops: tuple[str, ...] = ()  # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
     random: bool = False  # its function draws random numbers (not cacheable)
+    # its elements are the same on every pass (no random op, Python not declared pure,
+    # shuffle, writing op or tf.Variable): what gpuwhy fix places a cache by; None: not
+    # judged (a record from before)
+    repeats: bool | None = None
     # the calls as written, one per written_as ("" where the source could not be read):
     # ("ds.map(parse)", ".batch(32)"); a fix rewrites these, so it fits the code
     written_calls: tuple[str, ...] = ()
@@ -559,6 +563,9 @@ class PipelineFacts:
     # built inside a function of the user's (make_dataset(split)), the line calling it
     helper_location: str | None = None  # then: the line in that function that built it
     consumer: str = "python-loop"  # keras-fit | keras-evaluate | keras-predict | python-loop
+    # stages a library built (by_library): the user's call into it, as written at their
+    # location ("keras.utils.image_dataset_from_directory(root, batch_size=32)")
+    helper_call: str | None = None
     iterators: int = 0  # iterators created over it (epochs, restarts)
     elements: int = 0  # elements the program read from it
     stages: tuple[PipelineStage, ...] = ()

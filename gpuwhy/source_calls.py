@@ -98,6 +98,36 @@ def written_call(filename: str, line: int, api: str, function: str | None = None
     return texts.pop() if len(texts) == 1 else None
 
 
+def library_call(filename: str, line: int) -> str | None:
+    """The call at ``line`` into a library that built a dataset for the program
+    (``keras.utils.image_dataset_from_directory(...)``: a callee whose name says
+    "dataset"), or None: no source, no such call, or several different ones."""
+    tree = _tree(filename)
+    if tree is None or line <= 0:
+        return None
+    found = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _callee(node) and _callee_line(node) == line
+    ]
+    # a dataset helper (keras.utils.*_dataset_from_*), not Model.fit making one from arrays
+    texts = {call_text(call) for call in found if "dataset" in _callee(call).lower()}
+    return texts.pop() if len(texts) == 1 else None
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _callee_line(call: ast.Call) -> int | None:
+    """The line Python reports for the call: its method name's, or its function's."""
+    func = call.func
+    return func.end_lineno if isinstance(func, ast.Attribute) else func.lineno
+
+
 def scaled_by(filename: str, line: int, api: str, attribute: str) -> bool | None:
     """Whether the size the call of ``api`` at ``line`` passes (its first argument, or
     ``batch_size=``) names ``attribute`` (``num_replicas_in_sync``), directly or through

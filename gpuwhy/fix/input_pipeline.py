@@ -13,11 +13,17 @@ What it changes, and only where it is safe to do without asking:
   ``assume_pure=True``: equal outputs over a few hundred elements cannot show that a
   function keeps no state whose result depends on call order (a counter, a
   thread-unsafe decoder), so the caller has to say so. The elements are checked anyway.
+  With ``measure``, the map is first timed on its own with and without parallel calls:
+  Python that holds the GIL takes turns on one core, and a map that gained less than
+  ``MIN_PYTHON_PARALLEL_GAIN`` stays as written, with the figures and the advice to
+  write it in TF ops.
 * a stateful random map is never parallelised: parallel calls would hand the random
   numbers to other elements (the check below would catch it). The fix is stateless
   random ops with a seed per element, which changes the numbers: the user's call.
 * ``cache()`` after the last stage whose elements are the same on every pass (no
-  shuffle, random op, Python call or unknown stage at or below it), when the pipeline
+  shuffle, random op, Python call or unknown stage at or below it: the judgement of
+  ``stages.varies_between_passes``, which ``gpuwhy run`` records for input.no-cache
+  too), when the pipeline
   is finite there and the cache fits ``memory_budget_bytes`` (default: a quarter of
   the memory available now, so the model and TF's own buffers still fit). Size =
   cardinality (an upper bound through filters) x bytes per element (from the
@@ -105,7 +111,9 @@ def optimize(
     options = dataset.options()
     result = OptimizeResult(dataset=dataset, original=dataset, keep_order=keep_order)
 
-    for _ in range(len(chain) + 1):  # a stage that fails to rebuild is frozen; plan again
+    serial: dict[int, str] = {}  # Python maps whose parallel calls measured no gain
+    kept: dict[int, str] = {}  # ... and those that gained: the figures
+    for _ in range(2 * len(chain) + 1):  # a stage that fails to rebuild is frozen; plan again
         plan = Planner(
             chain,
             options,
@@ -113,7 +121,11 @@ def optimize(
             cache=cache,
             assume_pure=assume_pure,
             budget=budget,
+            measured_serial=serial,
+            measured_parallel=kept,
         ).plan()
+        if measure and _python_parallel_gains(chain, plan, keep_order, serial, kept):
+            continue  # measured: planned again without it, or with its figures
         if not plan.changes:
             rewritten, counterpart = dataset, dict[int, Any]()
             break
@@ -140,6 +152,98 @@ def optimize(
         assume_pure=assume_pure,
     )
     return result
+
+
+# Parallel calls of a Python map must make it at least this much faster, measured on its
+# own, to be kept: Python that holds the GIL takes turns on one core however many calls.
+MIN_PYTHON_PARALLEL_GAIN = 1.25
+PYTHON_PROBE_SECONDS = 1.0  # the map as written is timed over about this long per pass
+PYTHON_PROBE_ROUNDS = 5
+# Parallel passes of a map that computes (CPU time per element near its wall time) that
+# keep the process below this many cores held the GIL, whatever the wall clock said.
+GIL_CORES = 1.3
+
+
+def _python_parallel_gains(
+    chain: list, plan: Plan, keep_order: bool, serial: dict, kept: dict
+) -> bool:
+    """Time each Python map the plan makes parallel (assume_pure) against itself as
+    written, on the same input; one whose parallel calls gain less than
+    MIN_PYTHON_PARALLEL_GAIN is put in ``serial`` with the figures, one that gains in
+    ``kept``. True: something new was measured (plan again)."""
+    from gpuwhy.tfapi.tfdata import rewrite as dr
+
+    for i in sorted(plan.parallel):
+        stage = chain[i]
+        if plan.parallel[i] != "map" or not any(f.python for f in stage.functions):
+            continue
+        below = getattr(stage.dataset, "_input_dataset", None)
+        if below is None or i in serial or i in kept:
+            continue
+        try:
+            parallel = dr.make_parallel_map(stage.dataset, below, deterministic=keep_order)
+            gain, held_gil, figures = _measured_gain(stage.dataset, parallel)
+        except Exception:  # noqa: BLE001 - not measured: the rewrite's own check decides
+            continue
+        if gain < MIN_PYTHON_PARALLEL_GAIN or held_gil:
+            serial[i] = (
+                f"its Python gained nothing from parallel calls, measured: x{gain:.2f} "
+                f"({figures}); it holds the GIL, so the calls take turns on one core. "
+                "Write it in TF ops (tf.io, tf.image, tf.strings, tf.math), which run in "
+                "C++ on every core"
+            )
+            return True
+        kept[i] = f"measured on its own: x{gain:.2f} ({figures})"
+        return True
+    return False
+
+
+def _measured_gain(written: Any, parallel: Any) -> tuple[float, bool, str]:
+    """Elements per second of ``parallel`` over ``written`` (the lower of the fastest
+    passes' ratio and the median of each round's pair) over interleaved passes over the
+    same first elements (as many as ``written`` gives in about PYTHON_PROBE_SECONDS),
+    and whether the Python held the GIL: it computes (its
+    CPU time per element is at least half its fastest wall time per element) and the
+    parallel passes kept the process on about one core. On a busy host the wall-clock
+    gain is noisy; the CPU time is the process's own, so the second test is not."""
+    import statistics
+    import time
+
+    start, count = time.perf_counter(), 0
+    for _ in written:
+        count += 1
+        if time.perf_counter() - start > PYTHON_PROBE_SECONDS:
+            break
+    if count < 4:
+        raise ValueError("too few elements to time")
+    drains = {"written": m.Drain(written, count), "parallel": m.Drain(parallel, count)}
+    cpu = dict.fromkeys(drains, 0.0)
+    wall = dict.fromkeys(drains, 0.0)
+    rates: dict[str, list[float]] = {name: [] for name in drains}
+    for r in range(PYTHON_PROBE_ROUNDS):
+        for name in ("written", "parallel") if r % 2 == 0 else ("parallel", "written"):
+            before = time.process_time()
+            n, seconds = drains[name]()
+            cpu[name] += time.process_time() - before
+            wall[name] += seconds
+            rates[name].append(n / seconds if seconds > 0 else float("inf"))
+    written_rate, parallel_rate = max(rates["written"]), max(rates["parallel"])
+    # the gain both ways, the fastest passes' and the median of each round's pair: a
+    # busy host's luck on one pass does not make a gain
+    paired = statistics.median(p / w for p, w in zip(rates["parallel"], rates["written"]))
+    gain = min(parallel_rate / written_rate, paired)
+    cores = cpu["parallel"] / wall["parallel"] if wall["parallel"] > 0 else 0.0
+    cpu_per_element = cpu["written"] / (count * PYTHON_PROBE_ROUNDS)
+    computes = cpu_per_element >= 0.5 / written_rate
+    held_gil = computes and cores < GIL_CORES
+    figures = (
+        f"{written_rate:,.0f} elements/s as written, {parallel_rate:,.0f} with "
+        f"num_parallel_calls=AUTOTUNE: the fastest of {PYTHON_PROBE_ROUNDS} interleaved "
+        f"passes over its first {count} elements, x{paired:.2f} in the median pair; "
+        f"{cpu_per_element * 1e3:,.1f} ms of CPU "
+        f"per element, {cores:.2f} cores busy during the parallel passes"
+    )
+    return gain, held_gil, figures
 
 
 def _require_eager(dataset: Any) -> None:

@@ -107,8 +107,14 @@ class Planner:
         cache: str | bool,
         assume_pure: bool,
         budget: int,
+        measured_serial: dict[int, str] | None = None,
+        measured_parallel: dict[int, str] | None = None,
     ) -> None:
         from gpuwhy.tfapi.tfdata import rewrite as dr
+
+        # Python maps whose parallel calls were measured to gain nothing: index -> why
+        self.measured_serial = measured_serial or {}
+        self.measured_parallel = measured_parallel or {}  # ... and those that gained
 
         self.dr = dr
         self.chain, self.options = chain, options
@@ -156,6 +162,9 @@ class Planner:
                 LeftAlone(stage.describe(), _where(stage), "written with synchronous=True")
             )
             return
+        if i in self.measured_serial:
+            p.left_alone.append(LeftAlone(stage.describe(), _where(stage), self.measured_serial[i]))
+            return
         python_ok = fn.python and self.assume_pure and not (fn.random or fn.unsafe_stateful)
         if not (fn.stateless_enough or python_ok):
             p.left_alone.append(LeftAlone(stage.describe(), _where(stage), _why_sequential(fn)))
@@ -190,6 +199,8 @@ class Planner:
                 "; parallel because assume_pure=True (Python functions hold the GIL: "
                 "it helps when they release it, e.g. in NumPy or I/O)"
             )
+            if i in self.measured_parallel:
+                why += f"; {self.measured_parallel[i]}"
         elif fn.ops and not fn.tf_parallelises:
             stateful = sorted(
                 set(fn.ops)

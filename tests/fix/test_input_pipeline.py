@@ -208,6 +208,45 @@ def test_python_maps_stay_sequential_without_assume_pure():
     assert any("assume_pure=True" in a.reason for a in result.left_alone)
 
 
+def _tokenise(line):
+    """Pure Python, as users write text preprocessing: it holds the GIL all along."""
+    total = 0
+    for i in range(150_000):
+        total = (total * 31 + i + int(line)) % 1_000_003
+    return np.int64(total)
+
+
+def _read_slowly(x):
+    """Waits on I/O (a sleep stands for a file or network read): it releases the GIL."""
+    time.sleep(0.01)
+    return np.int64(x * 2)
+
+
+@pytest.mark.parametrize(
+    "function, parallel",
+    [(_tokenise, False), (_read_slowly, True)],
+    ids=["holds-the-gil", "releases-the-gil"],
+)
+def test_parallel_calls_of_python_are_kept_only_where_they_measured_a_gain(function, parallel):
+    """assume_pure makes a numpy_function map parallel only if that measured faster on
+    its own: Python that holds the GIL takes turns on one core however many calls."""
+    ds = (
+        tf.data.Dataset.range(48).map(lambda x: tf.numpy_function(function, [x], tf.int64)).batch(8)
+    )
+    result = optimize(ds, assume_pure=True, repeats=2)
+    kinds = {c.kind for c in result.changes}
+    assert result.same_elements.same is True
+    assert ("parallel-map" in kinds) is parallel
+    if parallel:
+        (change,) = [c for c in result.changes if c.kind == "parallel-map"]
+        assert "measured on its own: x" in change.why
+    else:
+        (left,) = [a for a in result.left_alone if a.stage.startswith("map(")]
+        assert "gained nothing from parallel calls, measured: x" in left.reason
+        assert "Write it in TF ops" in left.reason
+        assert "cache" in kinds  # what does help is still applied
+
+
 def test_an_infinite_dataset_is_compared_and_timed_on_its_first_elements():
     table = _table()
     ds = _words(40).map(table.lookup).repeat()

@@ -8,6 +8,7 @@ from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
+    beside_steps,
     culprit_location,
     gain_text,
     input_wait,
@@ -17,6 +18,7 @@ from gpuwhy.rules.input.common import (
     stage_row,
     stage_share,
     wait_evidence,
+    who_waits,
 )
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
@@ -62,7 +64,10 @@ class CpuCodec(Rule):
       map) and is the pipeline's slowest stage or takes at least `min_fraction` of its
       time, while the consumer waits for input at least `min_input_wait` of its time.
       The stage's time includes whatever else its function does; the finding names
-      the stage, its codec ops and the file:line of its function.
+      the stage, its codec ops and the file:line of its function. The wait is the
+      training steps' for the pipeline that feeds them; a pipeline read beside them
+      (Keras fit's `validation_data`) is reported low, with its own wait named as
+      such.
 
     ## Why is this slow?
     Entropy decoding (Huffman, DEFLATE, range coding) is sequential bit-level work:
@@ -130,6 +135,8 @@ class CpuCodec(Rule):
         wait = input_wait(facts, pipeline)
         if wait is None or wait.fraction < options["min_input_wait"]:
             return []
+        # fit's validation_data waits on its own: not the steps' time, so low and no gain
+        beside = beside_steps(facts, pipeline)
         findings = []
         for index, stage in enumerate(pipeline.stages):
             if not stage.codec_ops:
@@ -144,12 +151,14 @@ class CpuCodec(Rule):
             share_text = (
                 f"{share:.0%} of the pipeline's time" if share is not None else "time not measured"
             )
-            gain = wait.fraction * share if share is not None else None
+            gain = wait.fraction * share if share is not None and not beside else None
             findings.append(
                 self.finding(
                     f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
                     + (", the slowest stage" if slowest else "")
-                    + f"; steps wait for input {wait.fraction:.0%} of the time",
+                    + f"; {who_waits(facts, pipeline)} for input {wait.fraction:.0%} "
+                    "of the time",
+                    severity="low" if beside else self.severity,
                     evidence={
                         "stage": label,
                         "codec_ops": list(stage.codec_ops),
@@ -168,6 +177,8 @@ class CpuCodec(Rule):
                     estimated_gain=(
                         gain_text(gain, "the wait times this stage's share of the pipeline's work")
                         if gain is not None
+                        else "none on the training steps: the pipeline is read beside them"
+                        if beside
                         else "the decode overlaps compute on every core"
                     ),
                     location=culprit_location(stage),

@@ -176,6 +176,43 @@ def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:
     return pipeline_wait(pipeline)
 
 
+# Consumers that read a pipeline beside the training steps: fit's validation_data,
+# a predict call.
+_BESIDE_STEPS = ("keras-evaluate", "keras-predict")
+
+
+def beside_steps(facts: Facts, pipeline: PipelineFacts) -> bool:
+    """The pipeline is read beside the training steps (Keras fit's validation_data, an
+    evaluate or predict call), while the steps read another one: its wait is not the
+    steps' wait, and a finding on it takes no figure from the steps."""
+    if pipeline.consumer not in _BESIDE_STEPS or facts.steps is None:
+        return False
+    feeding = steps_pipeline(facts)
+    return feeding is not None and feeding is not pipeline
+
+
+def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
+    """Who waits, with the verb, in a title: "steps wait", or the consumer read
+    beside them ("Model.evaluate (validation, beside the training steps) waits")."""
+    if beside_steps(facts, pipeline):
+        name = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
+        return f"{name} (validation, beside the training steps) waits"
+    return "steps wait"
+
+
+def same_every_pass(stage: PipelineStage) -> bool:
+    """The stage's elements are the same on every pass, so a cache after it is safe.
+
+    The collector records the judgement ``gpuwhy fix`` places its cache by
+    (``repeats``, from gpuwhy.tfapi.tfdata.stages.varies_between_passes): a lookup
+    table read is not state, a random op, Python that is not declared pure, a
+    shuffle or a generator is. A record from before it was kept falls back on the
+    stage's flags."""
+    if stage.repeats is not None:
+        return stage.repeats
+    return not (stage.random or stage.stateful or stage.kind in ("generator", "shuffle"))
+
+
 def pipeline_time_s(pipeline: PipelineFacts) -> float:
     return sum(s.self_time_s for s in pipeline.stages)
 

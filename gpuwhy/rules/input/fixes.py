@@ -26,6 +26,7 @@ from gpuwhy.rules.input.common import (
     is_map,
     per_call_s,
     runs_sequentially,
+    same_every_pass,
     vectorisable,
 )
 
@@ -131,21 +132,34 @@ def stateless_random(stage: PipelineStage) -> list[str]:
 
 
 def python_function(stage: PipelineStage) -> list[str]:
+    """TF ops first: parallel calls of Python gain only where it releases the GIL, which
+    a run does not show (``gpuwhy fix --input --assume-pure`` measures it)."""
     fn = function_name(stage)
     api = _map_api(stage)
     lines = [
         f"# {fn} calls Python (py_function, numpy_function or a generator), one element at a",
-        "# time: TF ops instead (tf.io, tf.image, tf.strings, tf.math) run in C++ on every core;",
-        "# Python that must stay may overlap in parallel calls where it releases the GIL:",
+        "# time. The fix: write it in TF ops (tf.io, tf.image, tf.strings, tf.math), which run",
+        "# in C++ on every core. Parallel calls of the Python as it is gain only where it",
+        "# releases the GIL (NumPy on large arrays, file or network I/O, PIL decoding, sleeps);",
+        "# pure-Python code takes turns on one core and gains nothing.",
     ]
     if api in ("flat_map", "interleave"):
         return lines + interleave(stage)
-    lines += in_place_of(stage, parallel_call(stage, api), api)
-    lines.append(
+    change = in_place_of(stage, parallel_call(stage, api), api)
+    if not change:
+        return [
+            *lines,
+            f"# {fn} already has num_parallel_calls and is still the slowest stage: the",
+            "# parallel calls do not make up for it; TF ops do",
+        ]
+    return [
+        *lines,
+        "# `gpuwhy fix --input --assume-pure` measures which (it keeps the parallel calls",
+        "# only where they gain); or try:",
+        *change,
         "# (add deterministic=False where element order does not matter: a slow call no"
-        " longer holds up the rest)"
-    )
-    return lines
+        " longer holds up the rest)",
+    ]
 
 
 def keras_adapter(stage: PipelineStage) -> list[str]:
@@ -252,8 +266,10 @@ def interleave(stage: PipelineStage) -> list[str]:
 
 
 def cached(stage: PipelineStage) -> list[str]:
-    """``.cache()`` after the stage's last written call."""
-    api = stage.written_as[-1] if stage.written_as else None
+    """``.cache()`` after the stage's written call: its only one, or the first of a fused
+    stage (``map`` of a MapAndBatch), the one whose line is known: a later call's line is
+    not, and the same ``.batch(16)`` may be written for train and validation."""
+    api = stage.written_as[0] if stage.written_as else None
     new = calls.chained(calls.stage_call(stage, api), ".cache()")
     return in_place_of(stage, new, api)
 
@@ -263,16 +279,20 @@ def decode(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
     ops = ", ".join(stage.codec_ops)
     lines = [f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it"]
+    if stage.by_library:  # inside a dataset helper: the program can only cache after it
+        where = f" at {stage.location}" if stage.location else ""
+        return [
+            *lines,
+            f"# it runs inside the dataset a library built{where} (keras.utils.*_dataset_from_*):",
+            "# decoded once, not every epoch, with .cache() after that call (input.no-cache",
+            "# gives the line where the data fits in memory)",
+        ]
     api = _map_api(stage)
     call = calls.stage_call(stage, api)
     parallel = call if (stage.parallelism or 0) > 1 else parallel_call(stage, api)
-    if stage.random or stage.stateful:
+    if not same_every_pass(stage):
         lines += in_place_of(stage, parallel, api)
-        lines.append(f"# {fn} also draws random numbers: decode in a map of its own, cache that")
-    elif "batch" in stage.written_as:
-        lines += in_place_of(stage, parallel, api)
-        lines.append("# and cache after the batch (decoded once, not every epoch, where it fits)")
-        lines += cached(stage)
+        lines.append(f"# {fn} also {_changing(stage)}: decode in a map of its own, cache that")
     else:
         lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
         lines += in_place_of(stage, calls.chained(parallel, ".cache()"), api)
@@ -296,6 +316,15 @@ def decode(stage: PipelineStage) -> list[str]:
             "# records uncompressed, or cache them after decompression",
         ]
     return lines
+
+
+def _changing(stage: PipelineStage) -> str:
+    """What makes the stage's elements differ from pass to pass, for a comment."""
+    if stage.random:
+        return "draws random numbers"
+    if stage.python:
+        return "calls Python, whose result gpuwhy cannot prove the same every pass"
+    return "runs ops whose result may change from pass to pass (a tf.Variable, a write)"
 
 
 def batch(stage: PipelineStage) -> list[str]:
@@ -360,12 +389,15 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
     ):
         return interleave(stage)
     if is_map(stage):
+        vector = vectorisable(pipeline, index, vectorise_below_s)
+        if stage.codec_ops and not vector:
+            return decode(stage)  # parallel where it is sequential, and the cache
         lines: list[str] = []
         if runs_sequentially(stage, pipeline.autotune):
             lines = (
                 stateless_random(stage) if stage.random and stage.stateful else parallel_map(stage)
             )
-        if vectorisable(pipeline, index, vectorise_below_s):
+        if vector:
             lines = vectorise(pipeline, index)
         if stage.codec_ops:
             lines += decode(stage)
@@ -375,7 +407,7 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
             f"# {function_name(stage)} already runs on {stage.parallelism or 'several'} "
             "threads: make each call cheaper, do it once, or add cores"
         ]
-        if not (stage.random or stage.stateful):
+        if same_every_pass(stage):
             lines.append("# its result is the same every pass: compute it once")
             lines += cached(stage)
         return lines

@@ -6,11 +6,13 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input import calls, fixes
 from gpuwhy.rules.input.common import (
+    beside_steps,
     culprit_location,
     input_wait,
     pipeline_name,
+    same_every_pass,
     stage_label,
     stage_share,
     stage_table,
@@ -42,19 +44,23 @@ class NoCache(Rule):
     readers, several iterators over a pipeline that does not repeat, each taken to read
     one pass), with no `cache()`, whose deterministic stages take
     at least `min_stage_fraction` of its time (TF's self time of each stage): the stages
-    from the source up to the first one that is random, stateful (which includes
-    Python: `tf.py_function` and `tf.numpy_function` are stateful unless declared
-    `stateful=False`, so their result cannot be proven the same each epoch), a
-    generator, or a `shuffle`/`repeat`. Their
+    from the source up to the first one whose elements may change from pass to pass,
+    judged as `gpuwhy fix` judges where a cache is safe: random ops, Python
+    (`tf.py_function`, and `tf.numpy_function` unless declared `stateful=False`), a
+    generator, a `shuffle`, a tf.Variable read or a writing op (reading a lookup table
+    is not), or a `repeat`. Their
     output, estimated as elements per pass × element size, must fit in `max_memory_fraction`
-    of the host's memory and in the memory still available at the end of the run.
+    of the host's memory and in the memory still available at the end of the run (the
+    element size from its spec, else the bytes TF counted per element delivered).
     Without a known pass size, element size or host memory the size cannot be
     checked and the rule stays quiet. Data already in memory is never a finding: a
     prefix of `from_tensor_slices`, `from_tensors` or `range` with only batches, takes
     or prefetches after it computes nothing a cache would save, and caching it keeps a
     second copy. Nor is a prefix whose repeated work over the whole run is below
     `min_saved_s`. Medium when the consumer waits for input at least
-    `min_input_wait` of its time, else low: the cache then frees host cores only.
+    `min_input_wait` of its time, else low: the cache then frees host cores only. A
+    pipeline read beside the training steps (fit's `validation_data`) is low: its
+    wait is not the steps'.
 
     ## Why is this slow?
     Every epoch pays the full decode cost again on the host cores, so the first epoch's
@@ -88,6 +94,15 @@ class NoCache(Rule):
     The fix puts `cache()` after the last expensive deterministic stage, so the cached
     elements are the decoded ones and not a larger cast of them, and before the shuffle
     and the random stages. The size is an estimate from the pipeline's final elements.
+
+    A dataset a Keras helper built (`keras.utils.timeseries_dataset_from_array`,
+    `image_dataset_from_directory`, `text_dataset_from_directory`,
+    `audio_dataset_from_directory`) can only be cached after the helper's call, so the
+    fix is that call, as written, with `.cache()` after it (a `repeat` the helper zips
+    with a finite input repeats no pass). A helper that shuffles (`shuffle=True`, the
+    default of the directory helpers) reshuffles before its batch every epoch: a cache
+    after it would keep the first epoch's order and batches, so the fix builds it with
+    `batch_size=None, shuffle=False`, caches, then shuffles and batches after the cache.
 
     ## Options
     - `max_memory_fraction`: largest share of host memory the cached data may take
@@ -130,10 +145,10 @@ class NoCache(Rule):
         if pipeline.cache_written or any(s.kind == "cache" for s in pipeline.stages):
             return None
         per_pass, how = _pass_size(pipeline)
-        element_bytes = pipeline.element_bytes
+        element_bytes, size_from = _element_size(pipeline)
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
             return None  # size unknown, or no second pass to save
-        prefix, stop = _cacheable_prefix(pipeline.stages)
+        prefix, stop, reshuffled = _cacheable_prefix(pipeline.stages, pipeline.helper_call)
         if not any(_computes(s) for s in prefix):
             return None  # data already in memory: a cache is a second copy, no work saved
         work = {id(s): stage_share(pipeline, s) or 0.0 for s in prefix}
@@ -149,12 +164,22 @@ class NoCache(Rule):
         if limit is None or size > limit or tfdata.host_memory_bytes is None:
             return None
         after = _cache_after(prefix, work, share)
+        helper = _helper_end(pipeline.stages, after)
+        if helper is not None and stop is not None and _index(pipeline.stages, stop) <= helper:
+            return None  # the helper's own output changes every pass: nowhere to cache
+        if helper is None and reshuffled is not None:
+            return None  # a cache after the program's own stages would freeze the helper's shuffle
         culprit = max(prefix, key=lambda s: work[id(s)])
         passes = pipeline.elements / per_pass
         wait = input_wait(facts, pipeline)
-        waits = wait is not None and wait.fraction >= options["min_input_wait"]
+        beside = beside_steps(facts, pipeline)  # validation: its wait is not the steps'
+        waits = not beside and wait is not None and wait.fraction >= options["min_input_wait"]
         # Only passes after the first read from the cache.
-        gain = (wait.fraction * share * (passes - 1) / passes) if wait is not None else 0.0
+        gain = (
+            (wait.fraction * share * (passes - 1) / passes)
+            if wait is not None and not beside
+            else 0.0
+        )
         evidence: dict[str, Any] = {
             "pipeline": pipeline_name(pipeline),
             "cacheable_stages": [stage_label(s) for s in prefix],
@@ -167,6 +192,7 @@ class NoCache(Rule):
             "iterators": pipeline.iterators,
             "repeated_work_s": round(saved_s, 3),
             "estimated_cache_mib": round(size / 2**20, 1),
+            "element_size_from": size_from,
             "host_memory_gib": round(tfdata.host_memory_bytes / GiB, 1),
         }
         if tfdata.host_memory_available_bytes is not None:
@@ -183,11 +209,19 @@ class NoCache(Rule):
             severity=self.severity if waits else "low",
             evidence=evidence,
             location=culprit_location(culprit),
-            fix=_fix(after, stop, size),
+            fix=(
+                _fix(after, stop, size)
+                if helper is None
+                else _helper_fix(pipeline, after, reshuffled, size, per_pass)
+            ),
             estimated_gain=(
-                f"estimate: about {gain:.0%} of step time (the wait times the "
-                f"cached stages' share, on every pass after the first); "
-                f"{share:.0%} of the pipeline's work is done once instead of "
+                (
+                    "none on the training steps (the pipeline is read beside them); "
+                    if beside
+                    else f"estimate: about {gain:.0%} of step time (the wait times the "
+                    f"cached stages' share, on every pass after the first); "
+                )
+                + f"{share:.0%} of the pipeline's work is done once instead of "
                 f"{passes:.1f} times"
             ),
             gain_value=round(gain, 4),
@@ -209,25 +243,72 @@ def _pass_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
     return None, "unknown"
 
 
+def _element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
+    """Bytes of one output element: from its spec, else (a decoded image or a window of
+    any length has no static size) the bytes TF counted the consumer getting, per
+    element."""
+    if pipeline.element_bytes:
+        return float(pipeline.element_bytes), "the element spec"
+    if pipeline.delivered_bytes and pipeline.elements:
+        return (
+            pipeline.delivered_bytes / pipeline.elements,
+            "the bytes TF counted per element delivered (the spec has a dimension of unknown size)",
+        )
+    return None, "unknown"
+
+
 def _cacheable_prefix(
-    stages: tuple[PipelineStage, ...],
-) -> tuple[list[PipelineStage], PipelineStage | None]:
-    """The stages from the source whose output is the same every pass, and the first one
-    that is not (None: the whole pipeline is)."""
+    stages: tuple[PipelineStage, ...], helper_call: str | None = None
+) -> tuple[list[PipelineStage], PipelineStage | None, PipelineStage | None]:
+    """The stages from the source whose output is the same every pass, the first one
+    that is not (None: the whole pipeline is), and a shuffle inside a dataset helper the
+    prefix went past (None: none).
+
+    Two stages that look like stops are not: a ``repeat`` that a later ``zip`` bounds
+    (``zip((from_tensors(x).repeat(), indices))``, as Keras' timeseries helper builds
+    it) repeats no pass; and a shuffle a known helper call makes (``shuffle=True``)
+    reorders the same elements, which the fix rebuilds unshuffled and shuffles after the
+    cache."""
     prefix: list[PipelineStage] = []
-    for stage in stages:
-        # A Python function is stateful unless declared pure (numpy_function with
-        # stateful=False): "said so" is the only proof its result repeats.
-        if (
-            stage.random
-            or stage.stateful
-            or stage.kind == "generator"
-            or stage.kind in _ORDER_OR_PASS
-        ):
-            return prefix, stage
+    reshuffled = None
+    for index, stage in enumerate(stages):
+        if stage.kind == "repeat" and _bounded_by_a_zip(stages, index):
+            prefix.append(stage)
+            continue
+        if stage.kind == "shuffle" and stage.by_library and helper_call and reshuffled is None:
+            reshuffled = stage
+            prefix.append(stage)
+            continue
+        # One judgement with gpuwhy fix's (common.same_every_pass): a Python function
+        # repeats only when declared pure (numpy_function with stateful=False), a
+        # lookup table read is not state.
+        if not same_every_pass(stage) or stage.kind in _ORDER_OR_PASS:
+            return prefix, stage, reshuffled
         if stage.kind != "prefetch":
             prefix.append(stage)
-    return prefix, None
+    return prefix, None, reshuffled
+
+
+def _bounded_by_a_zip(stages: tuple[PipelineStage, ...], index: int) -> bool:
+    """A zip comes later: it ends with its shortest input, so the repeat feeding it
+    repeats no pass (the pipeline's cardinality, known here, says it ends)."""
+    return any("zip" in s.written_as for s in stages[index + 1 :])
+
+
+def _index(stages: tuple[PipelineStage, ...], stage: PipelineStage) -> int:
+    """The stage's place, by identity (two stages may hold equal facts)."""
+    return next(i for i, s in enumerate(stages) if s is stage)
+
+
+def _helper_end(stages: tuple[PipelineStage, ...], after: PipelineStage) -> int | None:
+    """Where a dataset helper's stages end (the index of its last), when the cache would
+    fall inside them: the program can only add it after the helper's call."""
+    if not after.by_library:
+        return None
+    end = _index(stages, after)
+    while end + 1 < len(stages) and stages[end + 1].by_library:
+        end += 1
+    return end
 
 
 def _computes(stage: PipelineStage) -> bool:
@@ -267,6 +348,60 @@ def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
             f"# then {stage_label(stop)} and what follows, after the cache: they change every pass"
         )
     return "\n".join(lines)
+
+
+def _helper_fix(
+    pipeline: PipelineFacts,
+    after: PipelineStage,
+    reshuffled: PipelineStage | None,
+    size: float,
+    per_pass: float,
+) -> str:
+    """``.cache()`` on the helper's output, in place of the helper call as written; a
+    helper that shuffles is built unshuffled and unbatched, and shuffled after the cache."""
+    call = pipeline.helper_call or "<the dataset helper's call>"
+    where = f"{after.location}: " if after.location else ""
+    name = call.split("(", 1)[0]
+    head = (
+        f"# the stages {name} builds ({after.location or 'its call'}) give the same "
+        f"elements every pass: keep its output, ~{_size(size)}, in memory (or on a local "
+        'disk: .cache("<path>"))'
+    )
+    # no .prefetch(tf.data.AUTOTUNE) written: a Keras-only program has no `tf` to name,
+    # and TF's inject_prefetch adds one after a final cache or batch by itself
+    if reshuffled is None:
+        new = calls.chained(call, ".cache()")
+        return "\n".join([head, f"# {where}{fixes.IN_PLACE_OF}{call}", new])
+    batch = _helper_batch(pipeline, call)
+    examples = round(per_pass * int(batch)) if batch.isdigit() else "<examples per epoch>"
+    unshuffled = calls.with_keywords(call, batch_size="None", shuffle="False")
+    new = calls.chained(
+        unshuffled,
+        ".cache()",
+        f".shuffle({examples})",
+        f".batch({batch})",
+    )
+    return "\n".join(
+        [
+            head,
+            "# it shuffles inside (shuffle=True): a cache after it would keep the first "
+            "epoch's order and batches. Built unshuffled and unbatched, cached, then "
+            "shuffled anew every epoch (the buffer holds one epoch's examples):",
+            f"# {where}{fixes.IN_PLACE_OF}{call}",
+            new,
+        ]
+    )
+
+
+def _helper_batch(pipeline: PipelineFacts, call: str) -> str:
+    """The helper's batch size: as written, else the batch its stages ran with."""
+    written = calls.keyword(call, "batch_size")
+    if written is not None:
+        return written
+    for stage in pipeline.stages:
+        if stage.by_library and "batch" in stage.written_as and stage.ratio > 1:
+            return str(round(stage.ratio))
+    return "<batch size>"
 
 
 def _size(size: float) -> str:

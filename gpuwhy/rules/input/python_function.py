@@ -8,6 +8,7 @@ from gpuwhy.facts import Facts, PipelineStage
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
+    beside_steps,
     culprit_location,
     gain_text,
     input_wait,
@@ -17,6 +18,7 @@ from gpuwhy.rules.input.common import (
     stage_row,
     stage_share,
     wait_evidence,
+    who_waits,
 )
 
 # Said of a Python stage: what holds is known, what parallel calls gain is not measured.
@@ -47,7 +49,8 @@ class PythonFunction(Rule):
     (or whose wait was not measured), low when it takes at least `min_share` of the
     pipeline's time without being the slowest. A cheaper Python stage is not reported.
     Where TF's per-stage timers could not be read, its cost is unknown and it is
-    reported as low.
+    reported as low, as is a stage of a pipeline read beside the training steps
+    (Keras fit's `validation_data`): its wait is not the steps'.
 
     ## Why is this slow?
     Python bytecode runs under the GIL: `num_parallel_calls` threads running pure-Python
@@ -55,7 +58,9 @@ class PythonFunction(Rule):
     training loop's own Python thread. Python that sleeps, waits on files or the
     network, or hands large arrays to NumPy, OpenCV or PIL releases the GIL while it
     does, and parallel calls of it may overlap: the finding says "may", since how much
-    of a function holds the GIL is not measured. The stage is stateful, so TF's
+    of a function holds the GIL is not measured here; `gpuwhy fix --input --assume-pure`
+    times the map with and without parallel calls and keeps them only where they gain.
+    The fix therefore leads with the rewrite in TF ops. The stage is stateful, so TF's
     map_parallelization leaves it sequential;
     tensors are converted to NumPy and back on every call; and the pipeline cannot run
     on tf.data service workers, since the Python function exists only in this process.
@@ -105,12 +110,16 @@ class PythonFunction(Rule):
         for pipeline in facts.tfdata.pipelines:
             wait = input_wait(facts, pipeline)
             bound = wait is not None and wait.fraction >= options["min_input_wait"]
+            # fit's validation_data: its own wait, not the steps'
+            beside = beside_steps(facts, pipeline)
             for index, stage in enumerate(pipeline.stages):
                 if not stage.python:
                     continue
                 share = stage_share(pipeline, stage)
                 slowest = is_bottleneck(pipeline, index)
-                if slowest:
+                if slowest and beside:
+                    severity = "low"
+                elif slowest:
                     severity = "high" if bound else "medium"
                 elif share is None or share >= options["min_share"]:
                     severity = "low"
@@ -128,7 +137,10 @@ class PythonFunction(Rule):
                 if slowest:
                     title += ", its slowest stage"
                     if bound and wait is not None:  # bound implies wait
-                        title += f" (steps wait for input {wait.fraction:.0%} of the time)"
+                        title += (
+                            f" ({who_waits(facts, pipeline)} for input "
+                            f"{wait.fraction:.0%} of the time)"
+                        )
                     elif wait is not None:
                         # measured: not a wait on this run, the pace a faster step meets
                         title += (
@@ -148,7 +160,11 @@ class PythonFunction(Rule):
                     )
                 if wait is not None:
                     evidence.update(wait_evidence(wait))
-                gain = wait.fraction * share if wait is not None and share is not None else None
+                gain = (
+                    wait.fraction * share
+                    if wait is not None and share is not None and not beside
+                    else None
+                )
                 findings.append(
                     self.finding(
                         title,

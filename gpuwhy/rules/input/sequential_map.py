@@ -8,6 +8,7 @@ from gpuwhy.facts import Facts
 from gpuwhy.rules.base import Finding, Rule
 from gpuwhy.rules.input import fixes
 from gpuwhy.rules.input.common import (
+    beside_steps,
     bottleneck,
     culprit_location,
     gain_text,
@@ -20,6 +21,7 @@ from gpuwhy.rules.input.common import (
     stage_share,
     vectorisable,
     wait_evidence,
+    who_waits,
 )
 
 
@@ -36,7 +38,8 @@ class SequentialMap(Rule):
     functions, so a map stays sequential when its function uses stateful ops such as
     `tf.random.uniform` or `tf.image.random_*`, calls Python (`tf.py_function`), is
     written with `num_parallel_calls=1`, or when autotune or the rewrite is off. The
-    finding says which of these applies.
+    finding says which of these applies. A pipeline read beside the training steps
+    (Keras fit's `validation_data`) is reported low: its wait is not the steps'.
 
     ## Why is this slow?
     A sequential map processes one element at a time on one core, however many cores
@@ -124,11 +127,14 @@ class SequentialMap(Rule):
                 "share_of_pipeline_time": row["share_of_pipeline_time"],
                 **wait_evidence(wait),
             }
-            gain = wait.fraction * (share if share is not None else 1.0)
+            # fit's validation_data: its own wait, not the steps' (low, no step gain)
+            beside = beside_steps(facts, pipeline)
+            gain = 0.0 if beside else wait.fraction * (share if share is not None else 1.0)
             findings.append(
                 self.finding(
                     f"Input stage {label} runs on one thread and is the slowest stage; "
-                    f"steps wait for input {wait.fraction:.0%} of the time",
+                    f"{who_waits(facts, pipeline)} for input {wait.fraction:.0%} of the time",
+                    severity="low" if beside else self.severity,
                     evidence=evidence,
                     location=culprit_location(stage),
                     fix="\n".join(fix),

@@ -95,7 +95,10 @@ CLASSES: dict[str, DatasetClass] = {
     "_GroupByWindowDataset": _row("group_by_window", "GroupByWindowDataset"),
     "_OptionsDataset": _row("with_options", "OptionsDataset", "options", node=False),
     "_RestructuredDataset": _row("restructured", "RestructuredDataset", node=False),
-    "_VariantDataset": DatasetClass("variant", "VariantDataset", None, node=False),
+    # a dataset behind a variant tensor: what it does is not known
+    "_VariantDataset": DatasetClass(
+        "variant", "VariantDataset", None, node=False, reproducible=False
+    ),
 }
 
 # Readers built from their own internal flat_map/interleave over the file names.

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwhy.tfapi.patching import Patch
-from gpuwhy.tfapi.tfdata.classes import dataset_class, is_sequential_interleave, is_sequential_map
+from gpuwhy.tfapi.tfdata.classes import (
+    CLASSES,
+    dataset_class,
+    is_sequential_interleave,
+    is_sequential_map,
+)
 from gpuwhy.tfapi.tfdata.elements import cardinality
 from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
 
@@ -34,8 +39,10 @@ def _is_source(name: str) -> bool:
 
 
 def _reproducible(name: str) -> bool:
+    """A class in TF's table that gives the same elements every pass (a known class the
+    fix planner cannot rebuild, such as a parallel filter, included)."""
     row = dataset_class(name)
-    return row.kind is not None and row.reproducible
+    return (row.kind is not None or name in CLASSES) and row.reproducible
 
 
 @dataclass
@@ -240,10 +247,35 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
     shuffles, calls Python or is unknown)."""
     if _depth > 200:
         return "the pipeline is too deep to judge"
+    reason = varies_between_passes(dataset, assume_pure=assume_pure)
+    if reason:
+        return reason
+    try:
+        inputs = dataset._inputs()
+    except Exception:  # noqa: BLE001
+        return f"{_where(dataset)} has inputs gpuwhy cannot read"
+    for inp in inputs:
+        reason = reproducibility(inp, assume_pure=assume_pure, _depth=_depth + 1)
+        if reason:
+            return reason
+    return None
+
+
+def varies_between_passes(dataset: Any, *, assume_pure: bool = False) -> str | None:
+    """Why this one transformation (its inputs aside) may give other elements, or another
+    order, on another pass over the same input; None when it cannot.
+
+    The one definition of what a cache may freeze: ``gpuwhy fix`` places its cache by
+    it, and ``gpuwhy run`` records it per stage for input.no-cache and the decode fix.
+    Stateful ops that only read (a lookup table, ``Assert``, ``tf.print``) keep the
+    elements the same; random ops, Python that is not declared pure (numpy_function
+    with ``stateful=False``), a generator, a shuffle, a tf.Variable (the program may
+    change it between epochs) and writing ops do not."""
     name = type(dataset).__name__
     if not _reproducible(name):
         what = {
             "_ShuffleDataset": "reshuffles on every pass",
+            "_ShuffleAndRepeatDataset": "reshuffles on every pass",
             "_RandomDataset": "draws random numbers",
             "_GeneratorDataset": "runs a Python generator",
             "_IgnoreErrorsDataset": "ignores errors",
@@ -270,14 +302,6 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
             # safe to run in parallel (a read), not to freeze: the program may change the
             # variable between epochs (a schedule, a curriculum)
             return f"{_where(dataset)} reads a tf.Variable, which may change between epochs"
-    try:
-        inputs = dataset._inputs()
-    except Exception:  # noqa: BLE001
-        return f"{_where(dataset)} has inputs gpuwhy cannot read"
-    for inp in inputs:
-        reason = reproducibility(inp, assume_pure=assume_pure, _depth=_depth + 1)
-        if reason:
-            return reason
     return None
 
 

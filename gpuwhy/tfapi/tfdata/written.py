@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.source_calls import written_call
+from gpuwhy.source_calls import library_call, written_call
 from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
@@ -247,6 +247,12 @@ class WrittenTransformation:
     random: bool = False  # stateful random ops: differs from pass to pass
     random_ops: tuple[str, ...] = ()  # every random op, stateless ones too
     codec_ops: tuple[str, ...] = ()  # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
+    # why its elements may differ from pass to pass (stages.varies_between_passes, the
+    # judgement gpuwhy fix places a cache by); None: the same every pass
+    varies: str | None = None
+    # made by a library: the user's call into it at ``location``, as written
+    # ("keras.utils.timeseries_dataset_from_array(series, targets, ...)")
+    library_call: str | None = None
     inner: tuple[str, ...] = ()  # the other inputs (zip, concatenate), described
     node: bool = True  # False: no node of its own when TF runs it (options)
     call: str | None = None  # the call as written, one line: "ds.map(parse)", ".batch(32)"
@@ -431,6 +437,8 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         random=contents.stateful_random,
         random_ops=contents.random_ops,
         codec_ops=tuple(codecs),
+        varies=_varies(dataset),
+        library_call=_library_call(dataset) if where is not None and where.by_library else None,
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=dataset_class(dataset).node,
         call=_call_as_written(dataset, api, function),
@@ -438,6 +446,15 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         element_bytes=_element_bytes(dataset, _argument(dataset, api) if "batch" in api else None),
         files=_files(dataset) if api in READERS else None,
     )
+
+
+def _varies(dataset: Any) -> str | None:
+    from gpuwhy.tfapi.tfdata.stages import varies_between_passes
+
+    try:
+        return varies_between_passes(dataset)
+    except Exception as error:  # noqa: BLE001 - not judged: treated as varying
+        return f"not judged ({type(error).__name__})"
 
 
 def _element_bytes(dataset: Any, batch: int | None) -> int | None:
@@ -472,6 +489,17 @@ def _call_as_written(dataset: Any, api: str, function: str | None) -> str | None
         return None
     try:
         return written_call(filename, line, api, function)
+    except Exception:  # noqa: BLE001 - a fix without the written call, never a failed run
+        return None
+
+
+def _library_call(dataset: Any) -> str | None:
+    """The user's call into the library that created ``dataset``, read from their source."""
+    value = getattr(dataset, ORIGIN_ATTR, None)
+    if not isinstance(value, tuple) or len(value) != 4 or not value[0]:
+        return None
+    try:
+        return library_call(value[0], value[1])
     except Exception:  # noqa: BLE001 - a fix without the written call, never a failed run
         return None
 

@@ -112,3 +112,57 @@ def test_a_decode_that_also_draws_random_numbers_is_not_cached_as_is():
     stages[1] = replace(stages[1], random=True, stateful=True)
     (f,) = check(t.facts(replace(pipeline, stages=tuple(stages)), steps=t.fit_steps(0.40)))
     assert ".cache()" not in f.fix and "decode in a map of its own" in f.fix
+
+
+def _decode_with_a_label_lookup(pipeline, **changes):
+    """The decode map also reads a lookup table (labels from folder names): stateful for
+    TF's map_parallelization, the same elements every pass all the same."""
+    stages = list(pipeline.stages)
+    stages[1] = replace(stages[1], **{"stateful": True, "repeats": True, **changes})
+    return replace(pipeline, stages=tuple(stages))
+
+
+def test_a_decode_that_reads_a_lookup_table_is_cached_and_not_called_random():
+    pipeline = _decode_with_a_label_lookup(t.example_pipeline())
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
+    assert "ds.map(parse).cache()" in f.fix
+    assert "random" not in f.fix
+
+
+def test_a_decode_that_calls_python_is_not_cached_and_says_why():
+    pipeline = _decode_with_a_label_lookup(t.example_pipeline(), python=True, repeats=False)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
+    assert ".cache()" not in f.fix and "calls Python" in f.fix and "random" not in f.fix
+
+
+def _train_and_validation(train_wait_s: float, validation_wait_s: float):
+    train = t.pipeline(t.tfrecord(), t.parse(), t.batch(), wait_per_element_s=train_wait_s)
+    validation = replace(
+        t.pipeline(t.tfrecord(), t.parse(), t.batch(), wait_per_element_s=validation_wait_s),
+        id=2,
+        consumer="keras-evaluate",
+        location="train.py:70",
+        elements=60,
+        iterators=3,
+    )
+    return train, validation
+
+
+def test_the_wait_is_the_training_steps_not_the_validation_pipeline_s():
+    train, validation = _train_and_validation(0.0, 0.030)
+    findings = check(t.facts(train, validation, steps=t.fit_steps(0.0)))
+    # fit's steps waited 0%: nothing medium or high, whatever validation waited
+    assert all(f.severity == "low" for f in findings)
+    (f,) = findings
+    assert f.evidence["pipeline"].endswith("read by keras-evaluate")
+    assert "Model.evaluate (validation, beside the training steps) waits for input" in f.title
+    assert "steps wait" not in f.title and f.gain_value is None
+
+
+def test_a_training_pipeline_that_waits_leads_with_the_steps_wait():
+    train, validation = _train_and_validation(0.010, 0.030)
+    findings = check(t.facts(train, validation, steps=t.fit_steps(0.25)))
+    by_consumer = {f.evidence["pipeline"].rsplit(" ", 1)[-1]: f for f in findings}
+    assert by_consumer["keras-fit"].severity == "medium"
+    assert "steps wait for input 25% of the time" in by_consumer["keras-fit"].title
+    assert by_consumer["keras-evaluate"].severity == "low"

@@ -335,7 +335,7 @@ def test_decode_map_parallel_and_cached_unless_random(program, random):
     p.check(fix)
 
 
-def test_decode_fused_with_its_batch_caches_after_the_batch(program):
+def test_decode_fused_with_its_batch_caches_after_the_map_whose_line_is_known(program):
     p = program(
         "ds = tf.data.Dataset.from_tensor_slices(pngs)\nds = ds.map(decode)\nds = ds.batch(4)\n"
     )
@@ -348,7 +348,8 @@ def test_decode_fused_with_its_batch_caches_after_the_batch(program):
         needles=("ds.map(decode)", "ds.batch(4)"),
     )
     fix = "\n".join(fixes.decode(stage))
-    assert "ds.batch(4).cache()" in fix
+    assert "ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()" in fix
+    assert "batch(4).cache()" not in fix
     p.check(fix)
 
 

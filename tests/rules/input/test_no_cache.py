@@ -62,6 +62,10 @@ def test_random_expensive_map_first_is_not_cacheable():
         (dict(python=True, stateful=True), False),  # tf.py_function / numpy_function
         (dict(stateful=True), False),  # reads a variable, a queue ...
         (dict(python=True, stateful=False), True),  # numpy_function(..., stateful=False)
+        # judged by the collector as gpuwhy fix judges a cache (a record from today):
+        (dict(stateful=True, repeats=True), True),  # a lookup table read: not state
+        (dict(repeats=False), False),  # reads a tf.Variable: may change between epochs
+        (dict(python=True, stateful=True, repeats=False), False),
     ],
 )
 def test_stateful_stages_are_not_proven_the_same_every_pass(flags, cacheable):
@@ -182,3 +186,86 @@ def test_too_little_repeated_work_is_quiet():
     (f,) = check(facts)
     assert f.evidence["repeated_work_s"] == pytest.approx(1.6)
     assert check(facts, min_saved_s=1.7) == []
+
+
+def test_an_element_of_no_static_size_is_sized_by_the_bytes_tf_counted():
+    """A decoded image of any height, a window of any length: the spec has no size,
+    TF's counters have the bytes the consumer got."""
+    pipeline = t.example_pipeline(element_bytes=None, delivered_bytes=300 * 1_000_000)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
+    assert f.evidence["estimated_cache_mib"] == round(100 * 1_000_000 / 2**20, 1)
+    assert f.evidence["element_size_from"].startswith("the bytes TF counted per element")
+
+
+def test_a_validation_pipeline_is_low_with_no_step_gain():
+    validation = t.example_pipeline(id=2, consumer="keras-evaluate", location="train.py:70")
+    findings = check(t.facts(t.example_pipeline(), validation, steps=t.fit_steps(0.40)))
+    severities = {f.evidence["pipeline"].rsplit(" ", 1)[-1]: f.severity for f in findings}
+    assert severities == {"keras-fit": "medium", "keras-evaluate": "low"}
+    assert [f.gain_value for f in findings if f.severity == "low"] == [0.0]
+
+
+HELPER = (
+    "keras.utils.timeseries_dataset_from_array(series, targets, sequence_length=48, batch_size=64)"
+)
+
+
+def _by_helper(*stages, **changes):
+    """A pipeline Keras' timeseries helper built at train.py:12, as TF runs it: the
+    array repeated into a zip with the window indices, the gather map, the zip with the
+    targets, a prefetch, the batch (all made by the library, none written by the user)."""
+    at = dict(by_library=True, location="train.py:12", written_calls=("",))
+    built = [replace(s, **at) for s in stages]
+    return t.pipeline(
+        *built,
+        t.prefetch(),
+        **{"bottleneck": 3, "helper_call": HELPER, "element_bytes": None, **changes},
+        delivered_bytes=300 * 64 * 48 * 8 * 4,
+    )
+
+
+def _windows(*, shuffled: bool = False):
+    stages = [
+        t.stage("FromTensor", "source", written_as=("from_tensors",), self_time_s=0.001),
+        t.repeat(self_time_s=0.04),
+        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.8),
+        t.stage("ParallelMapV2", "map", written_as=("map",), function="<lambda>", parallelism=2),
+        t.stage("Zip", "other", written_as=("zip",), self_time_s=1.4),
+    ]
+    if shuffled:
+        stages.append(t.shuffle())
+    stages.append(t.batch(ratio=64.0, self_time_s=0.03))
+    return _by_helper(*stages)
+
+
+def test_a_keras_helper_s_windows_are_cached_after_the_helper_call():
+    (f,) = check(t.facts(_windows(), steps=t.fit_steps(0.70)))
+    assert f.severity == "medium"
+    assert f.evidence["stops_at"] == "the end of the pipeline"  # the zip bounds the repeat
+    lines = f.fix.splitlines()
+    assert lines[1:] == [
+        f"# train.py:12: in place of: {HELPER}",
+        f"{HELPER}.cache()",
+    ]
+    assert "keras.utils.timeseries_dataset_from_array builds" in lines[0]
+
+
+def test_a_keras_helper_that_shuffles_is_rebuilt_unshuffled_and_shuffled_after_the_cache():
+    (f,) = check(t.facts(_windows(shuffled=True), steps=t.fit_steps(0.70)))
+    assert "a cache after it would keep the first epoch's order" in f.fix
+    assert f.fix.splitlines()[-1] == (
+        "keras.utils.timeseries_dataset_from_array(series, targets, sequence_length=48, "
+        "batch_size=None, shuffle=False).cache().shuffle(6400).batch(64)"
+    )
+
+
+def test_a_helper_whose_call_cannot_be_read_is_not_cached_past_its_shuffle():
+    pipeline = replace(_windows(shuffled=True), helper_call=None)
+    assert check(t.facts(pipeline, steps=t.fit_steps(0.70))) == []
+
+
+def test_a_repeat_no_zip_bounds_still_stops_the_cacheable_stages():
+    pipeline = t.pipeline(
+        t.tfrecord(self_time_s=0.1), t.repeat(), t.parse(self_time_s=3.0), t.batch(), bottleneck=2
+    )
+    assert check(t.facts(pipeline, steps=t.fit_steps(0.40))) == []

@@ -100,3 +100,31 @@ def test_what_parallel_calls_gain_is_said_as_may_not_as_fact():
     (f,) = check(t.facts(parallel, steps=t.loop_steps(0.30)))
     assert f.evidence["why"].startswith("parallel calls of Python may take turns")
     assert "TF ops" in f.fix  # the rewrite stays the lead fix
+
+
+def test_the_tf_ops_rewrite_comes_first_and_parallel_calls_only_as_what_may_help():
+    """Parallel calls of Python that holds the GIL gain nothing (measured single-threaded
+    by gpuwhy fix): the fix leads with TF ops, says when parallel calls help and where
+    that is measured, and never offers them again where they are already written."""
+    sequential = t.py_function_pipeline(consumer="python-loop")
+    (f,) = check(t.facts(sequential, steps=t.loop_steps(0.30)))
+    lines = f.fix.splitlines()
+    marker = next(i for i, line in enumerate(lines) if "in place of:" in line)
+    before = "\n".join(lines[:marker])
+    assert "The fix: write it in TF ops" in before
+    assert "pure-Python code takes turns on one core and gains nothing" in before
+    assert "gpuwhy fix --input --assume-pure" in before
+    stages = list(sequential.stages)
+    stages[1] = replace(
+        stages[1],
+        parallelism=2,
+        parallelism_written=-1,
+        name="ParallelMapV2",
+        written_calls=(
+            "ds.map(lambda x: tf.py_function(slow, [x], tf.int64), "
+            "num_parallel_calls=tf.data.AUTOTUNE)",
+        ),
+    )
+    (f,) = check(t.facts(replace(sequential, stages=tuple(stages)), steps=t.loop_steps(0.30)))
+    assert "in place of" not in f.fix
+    assert "already has num_parallel_calls and is still the slowest stage" in f.fix

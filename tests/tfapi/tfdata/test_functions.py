@@ -97,3 +97,65 @@ def test_a_generator_source_runs_python_for_both():
 )
 def test_one_list_of_random_ops(op, random):
     assert is_random_op(op) is random
+
+
+TABLE = tf.lookup.StaticHashTable(
+    tf.lookup.KeyValueTensorInitializer(["cat", "dog"], [0, 1], value_dtype=tf.int64), -1
+)
+PNG = tf.io.encode_png(tf.fill([4, 4, 3], tf.constant(7, tf.uint8)))
+
+
+def decode_with_a_label_lookup(x):
+    """A PNG decode whose label comes from a lookup table (the folder name): stateful for
+    TF, the same image and label on every pass."""
+    image = tf.io.decode_png(PNG, channels=3)
+    return image, TABLE.lookup(tf.where(x % 2 == 0, "cat", "dog"))
+
+
+def reads_a_variable(x):
+    return x + COUNTER
+
+
+def declared_pure(x):
+    return tf.numpy_function(lambda v: v + 1, [x], tf.int64, stateful=False)
+
+
+SAME_EVERY_PASS = {
+    plain: True,
+    decode_with_a_label_lookup: True,
+    declared_pure: True,
+    random_noise: False,
+    counts_calls: False,
+    in_python: False,
+    reads_a_variable: False,
+}
+
+
+@pytest.mark.parametrize("function", list(SAME_EVERY_PASS), ids=lambda f: f.__name__)
+def test_where_a_cache_is_safe_is_judged_once_for_run_and_fix(function):
+    """input.no-cache (through the run collector's ``varies``) and gpuwhy fix's cache
+    placement (stages.reproducibility) read one definition."""
+    ds = tf.data.Dataset.range(8).map(function)
+    seen_by_run = written.written_chain(ds)[-1]
+    assert (seen_by_run.varies is None) is SAME_EVERY_PASS[function]
+    assert (stages.reproducibility(ds) is None) is SAME_EVERY_PASS[function]
+    if SAME_EVERY_PASS[function]:  # and it does give the same elements twice
+        first, second = (tf.nest.flatten(list(ds.as_numpy_iterator())) for _ in range(2))
+        assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_a_lookup_decode_is_stateful_for_tf_but_neither_random_nor_varying():
+    step = written.written_chain(tf.data.Dataset.range(4).map(decode_with_a_label_lookup))[-1]
+    assert step.stateful and not step.random and step.varies is None
+    assert step.codec_ops == ("DecodePng",)
+
+
+def test_a_shuffle_and_a_generator_vary_from_pass_to_pass():
+    shuffled = written.written_chain(tf.data.Dataset.range(8).shuffle(8))[-1]
+    assert "reshuffles on every pass" in shuffled.varies
+    generated = written.written_chain(
+        tf.data.Dataset.from_generator(
+            lambda: iter(np.arange(4)), output_signature=tf.TensorSpec([], tf.int64)
+        )
+    )[-1]
+    assert "Python generator" in generated.varies
