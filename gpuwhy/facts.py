@@ -389,6 +389,28 @@ class EagerOpSite:
 
 
 @dataclass(frozen=True)
+class ReboundName:
+    """A name the step's code reads whose object the program creates anew in a loop: a
+    ``tf.function`` traced over that code would keep the first object for good."""
+
+    name: str
+    location: str  # file:line where the loop creates it
+    loop: str  # file:line of that loop
+    metric: bool = False  # a Keras metric (the script calls update_state/reset_state/result)
+
+
+@dataclass(frozen=True)
+class StepCode:
+    """The code the eager ops come from, read from the source: what a fix wraps."""
+
+    function: str | None  # the def holding most of them; None: a loop body in no def
+    location: str  # the def's (or the loop's) file:line
+    # "def train_step(x, y):" as written; for a loop body, a def over the loop's variables
+    signature: str | None = None
+    rebound: tuple[ReboundName, ...] = ()
+
+
+@dataclass(frozen=True)
 class EagerFacts:
     """Section ``eager``: ops dispatched one by one from Python, counted over windows of
     steps (a per-op callback is not free, so it is switched on for part of the run)."""
@@ -402,6 +424,7 @@ class EagerFacts:
     sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
     outside_steps: int = 0  # eager ops counted outside any step
     note: str | None = None  # what the count cannot see (other threads ...)
+    step_code: StepCode | None = None  # where the small ops' code is, for the fix
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ import functools
 import os
 import tokenize
 
+from gpuwhy.facts import ReboundName, StepCode
+
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
 
@@ -166,3 +168,101 @@ def _names_attribute(
         elif isinstance(part, ast.Call):
             unknown = True  # int(os.environ[...]), config.get(...): not read
     return None if unknown else False
+
+
+# -- the code a step's eager ops come from ---------------------------------------------
+
+
+def _spans(node: ast.stmt, line: int) -> bool:
+    end = getattr(node, "end_lineno", None)
+    return node.lineno <= line <= (end if end is not None else node.lineno)
+
+
+def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt | None:
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, kinds) and isinstance(node, ast.stmt) and _spans(node, line):
+            if found is None or node.lineno >= found.lineno:
+                found = node
+    return found
+
+
+def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | None:
+    """The code the most counted ``lines`` (line -> count) of ``filename`` belong to: the
+    innermost function around them, or the innermost loop where they are in no function,
+    with the names that code reads and the program re-creates in a loop (a metric made
+    anew each epoch): a ``tf.function`` traced over that code would keep the first object
+    for good. None where the source cannot be read."""
+    tree = _tree(filename)
+    if tree is None or not lines:
+        return None
+    weight: dict[ast.stmt, int] = {}
+    for line, count in lines.items():
+        scope = _innermost(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if scope is None:
+            scope = _innermost(tree, line, (ast.For, ast.While, ast.AsyncFor))
+        if scope is not None:
+            weight[scope] = weight.get(scope, 0) + count
+    if not weight:
+        return None
+    body = max(weight, key=lambda node: (weight[node], -node.lineno))
+    if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        header = ast.unparse(body).splitlines()[len(body.decorator_list)]
+        return StepCode(body.name, f"{shown}:{body.lineno}", header, _rebound(tree, body, shown))
+    names = []
+    if isinstance(body, (ast.For, ast.AsyncFor)):
+        names = [n.id for n in ast.walk(body.target) if isinstance(n, ast.Name)]
+    header = f"def train_step({', '.join(names)}):"
+    return StepCode(None, f"{shown}:{body.lineno}", header, _rebound(tree, body, shown))
+
+
+def _rebound(tree: ast.Module, body: ast.stmt, shown: str) -> tuple[ReboundName, ...]:
+    """Names ``body`` reads (not its own arguments or assignments) that an assignment of a
+    call creates inside a loop elsewhere in the file."""
+    own: set[str] = set()
+    if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        own = {a.arg for a in body.args.args + body.args.kwonlyargs + body.args.posonlyargs}
+    inner = set()
+    for node in ast.walk(body):
+        inner.add(id(node))
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+    read = {
+        node.id
+        for node in ast.walk(body)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own
+    }
+    found: dict[str, ReboundName] = {}
+    for loop in ast.walk(tree):
+        if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)) or id(loop) in inner:
+            continue
+        for node in ast.walk(loop):
+            if id(node) in inner or not isinstance(node, ast.Assign):
+                continue
+            if not isinstance(node.value, ast.Call):
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in read:
+                    found.setdefault(
+                        target.id,
+                        ReboundName(
+                            target.id,
+                            f"{shown}:{node.lineno}",
+                            f"{shown}:{loop.lineno}",
+                            _is_metric(tree, target.id),
+                        ),
+                    )
+    return tuple(sorted(found.values(), key=lambda r: int(r.location.rsplit(":", 1)[1])))
+
+
+_METRIC_METHODS = ("update_state", "reset_state", "reset_states", "result")
+
+
+def _is_metric(tree: ast.Module, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr in _METRIC_METHODS
+        and isinstance(node.value, ast.Name)
+        and node.value.id == name
+        for node in ast.walk(tree)
+    )

@@ -7,6 +7,7 @@ from typing import Any
 from gpuwhy.facts import Facts
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.launch import fixes
 
 
 class ProjectedLaunchBound(Rule):
@@ -40,7 +41,9 @@ class ProjectedLaunchBound(Rule):
         ...
     # and a larger batch: the same launches then do more work each
     ```
-    Keras: `model.compile(..., jit_compile=True)`.
+    Keras: `model.compile(..., jit_compile=True)`. Under a `tf.distribute` strategy
+    with several replicas XLA cannot compile the whole step (it fails reaching the
+    other replicas' variables): the fix then compiles only the gradient computation.
 
     ## Options
     - `min_share`: share of the projected step spent in launch-bound kernels that makes
@@ -68,7 +71,9 @@ class ProjectedLaunchBound(Rule):
             "work than it takes to launch them"
         )
         fix = []
-        if not projection.jit_compile:
+        if not projection.jit_compile and fixes.replicas(facts) > 1:
+            fix += fixes.xla_under_strategy(facts)  # XLA on the whole step fails there
+        elif not projection.jit_compile:
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",
                 "@tf.function(jit_compile=True)   # on <your train step>; Keras: "

@@ -42,3 +42,15 @@ def test_a_step_of_tiny_kernels_is_launch_bound_on_the_target():
 
 def test_a_step_of_real_work_is_not():
     assert check(replace(SMALL, launch_bound_s=0.0010)) == []
+
+
+def test_under_a_mirrored_strategy_xla_is_offered_for_the_gradients_only():
+    from gpuwhy.facts import DistributeFacts
+
+    facts = Facts(
+        projection=SMALL, distribute=DistributeFacts(strategy="MirroredStrategy", replicas=2)
+    )
+    (f,) = ProjectedLaunchBound().check(facts, dict(ProjectedLaunchBound.options))
+    assert "model.compile(..., jit_compile=True)" not in f.fix
+    assert not any(line.startswith("@tf.function(jit_compile") for line in f.fix.splitlines())
+    assert "compile only the loss and gradients" in f.fix

@@ -1,0 +1,181 @@
+"""The launch fixes pasted into real custom training loops, run, and compared.
+
+`gpuwhy run` reads a program whose step runs eagerly; its launch.eager-ops fix is then
+applied to the script's text the way its reader would (the decorator above the ``def``
+it names, objects it says the loop re-creates made once before the loop and emptied at
+the top of each pass) and both versions run: the pasted one must print the same metrics.
+The decorator alone, pasted into a loop that makes its metrics anew each epoch, prints
+other figures (the traced step keeps updating the first epoch's metrics): that is the
+paste the fix must not offer bare.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.test_run_tensorflow import ROOT, run
+
+pytest.importorskip("tensorflow")
+
+# TF's "training loop from scratch" guide, with its metrics made per epoch.
+PER_EPOCH = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    keras.utils.set_random_seed(1)
+    x = np.random.RandomState(0).rand(256, 8).astype("float32")
+    y = (x.sum(axis=1) > 4).astype("int32")
+    train_dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    model = keras.Sequential(
+        [keras.Input((8,))] + [keras.layers.Dense(8, activation="relu") for _ in range(12)]
+        + [keras.layers.Dense(2)]
+    )
+    optimizer = keras.optimizers.SGD(0.05)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            logits = model(xb, training=True)
+            loss = loss_fn(yb, logits)
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        train_loss.update_state(loss)
+        train_acc.update_state(yb, logits)
+
+
+    for epoch in range(3):
+        train_loss = keras.metrics.Mean()
+        train_acc = keras.metrics.SparseCategoricalAccuracy()
+        for xb, yb in train_dataset:
+            train_step(xb, yb)
+        print(f"epoch {epoch} loss {float(train_loss.result()):.4f} "
+              f"acc {float(train_acc.result()):.4f}")
+    """
+)
+
+# The healthy variant: metrics made once and emptied each epoch.
+ONCE = PER_EPOCH.replace(
+    """for epoch in range(3):
+    train_loss = keras.metrics.Mean()
+    train_acc = keras.metrics.SparseCategoricalAccuracy()
+""",
+    """train_loss = keras.metrics.Mean()
+train_acc = keras.metrics.SparseCategoricalAccuracy()
+for epoch in range(3):
+    train_loss.reset_state()
+    train_acc.reset_state()
+""",
+)
+
+_ABOVE = re.compile(r"^# (?P<file>\S+):(?P<line>\d+): above `(?P<def>.+)`$")
+_MADE_ANEW = re.compile(r"made anew by the loop at \S+:(?P<loop>\d+) \((?P<where>[^)]*)\)")
+
+
+def _eager_fix(script: Path, tmp_path: Path) -> str:
+    out = tmp_path / "run.json"
+    result = run("--json", out, "--eager-duty", "1", script, cwd=script.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    findings = json.loads(out.read_text())["findings"]
+    (finding,) = [f for f in findings if f["id"] == "launch.eager-ops"]
+    return finding["fix"]
+
+
+def paste(source: str, fix: str) -> str:
+    """The script with the fix applied: decorator lines above the named ``def``; objects
+    made anew in a loop moved before it, their ``reset_state()`` at the top of its body."""
+    lines = source.splitlines()
+    fix_lines = fix.splitlines()
+    (above,) = [i for i, text in enumerate(fix_lines) if _ABOVE.match(text)]
+    def_line = int(_ABOVE.match(fix_lines[above])["line"])
+    assert lines[def_line - 1] == _ABOVE.match(fix_lines[above])["def"]
+    decorator = []
+    for text in fix_lines[above + 1 :]:
+        if text.startswith("#"):
+            break
+        decorator.append(text)
+    assert decorator and decorator[0].startswith("@tf.function")
+    moves: list[int] = []
+    loop = None
+    made = _MADE_ANEW.search(fix)
+    if made:
+        loop = int(made["loop"])
+        moves = [int(where.rsplit(":", 1)[1]) for where in made["where"].split(", ")]
+    resets = [text for text in fix_lines if text.endswith(".reset_state()")]
+    edited = []
+    for number, text in enumerate(lines, 1):
+        if number in moves:
+            continue
+        if number == def_line:
+            edited += decorator
+        if number == loop:
+            edited += [lines[m - 1].strip() for m in moves]
+        edited.append(text)
+        if number == loop:
+            indent = re.match(r"\s*", lines[number]).group(0)
+            edited += [indent + reset for reset in resets]
+    return "\n".join(edited) + "\n"
+
+
+def _printed(source: str, path: Path) -> list[str]:
+    path.write_text(source)
+    result = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=path.parent,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [line for line in result.stdout.splitlines() if line.startswith("epoch")]
+
+
+def _figures(printed: list[str]) -> list[list[float]]:
+    return [[float(n) for n in re.findall(r"\d+\.\d+", line)] for line in printed]
+
+
+def _close(a: list[str], b: list[str]) -> bool:
+    """The same epochs and figures, to the last printed digit but one (a graph may add
+    in another order than eager code)."""
+    rows = list(zip(_figures(a), _figures(b), strict=False))
+    return len(a) == len(b) and all(
+        len(p) == len(q) and all(abs(u - v) <= 2e-3 for u, v in zip(p, q, strict=True))
+        for p, q in rows
+    )
+
+
+@pytest.mark.parametrize("program", [PER_EPOCH, ONCE], ids=["metrics-per-epoch", "metrics-once"])
+def test_the_pasted_eager_ops_fix_prints_the_same_metrics(program, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(program)
+    fix = _eager_fix(script, tmp_path)
+    assert "train.py:18: above `def train_step(xb, yb):`" in fix
+    if program is PER_EPOCH:
+        assert "# train_loss, train_acc: made anew by the loop at train.py:28" in fix
+        assert "train_loss.reset_state()\ntrain_acc.reset_state()" in fix
+    else:  # already made once: nothing to move
+        assert "made anew" not in fix and "reset_state" not in fix
+    original = _printed(program, tmp_path / "original.py")
+    pasted = _printed(paste(program, fix), tmp_path / "pasted.py")
+    assert len(original) == 3
+    assert _close(pasted, original), (original, pasted)
+
+
+def test_the_decorator_alone_keeps_the_first_epochs_metrics(tmp_path):
+    """Why the fix names the metrics: pasted bare, the traced step updates the first
+    epoch's objects only and later epochs print the new, empty ones."""
+    bare = PER_EPOCH.replace("def train_step(", "@tf.function\ndef train_step(", 1)
+    original = _printed(PER_EPOCH, tmp_path / "original.py")
+    pasted = _printed(bare, tmp_path / "bare.py")
+    assert _close(pasted[:1], original[:1])
+    assert _figures(pasted)[1] == [0.0, 0.0] and not _close(pasted, original)
