@@ -207,13 +207,38 @@ def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | No
         return None
     body = max(weight, key=lambda node: (weight[node], -node.lineno))
     if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        outer = _running(tree, body.name)
+        rebound = _rebound(tree, body, shown)
+        if outer is not None:  # a replica step: the distributed step is what to trace
+            seen = {r.name for r in rebound}
+            rebound += tuple(r for r in _rebound(tree, outer, shown) if r.name not in seen)
+            body = outer
         header = ast.unparse(body).splitlines()[len(body.decorator_list)]
-        return StepCode(body.name, f"{shown}:{body.lineno}", header, _rebound(tree, body, shown))
+        return StepCode(body.name, f"{shown}:{body.lineno}", header, rebound)
     names = []
     if isinstance(body, (ast.For, ast.AsyncFor)):
         names = [n.id for n in ast.walk(body.target) if isinstance(n, ast.Name)]
     header = f"def train_step({', '.join(names)}):"
     return StepCode(None, f"{shown}:{body.lineno}", header, _rebound(tree, body, shown))
+
+
+def _running(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function that gives ``name`` to ``strategy.run(name, ...)``, where one does: TF's
+    distributed training guide puts the ``tf.function`` on it, around ``strategy.run``."""
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name == name:
+            continue
+        for call in ast.walk(node):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "run"
+                and call.args
+                and isinstance(call.args[0], ast.Name)
+                and call.args[0].id == name
+            ):
+                return node
+    return None
 
 
 def _rebound(tree: ast.Module, body: ast.stmt, shown: str) -> tuple[ReboundName, ...]:

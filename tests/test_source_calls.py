@@ -151,3 +151,19 @@ def test_an_optimizer_re_created_per_run_is_named_but_not_as_a_metric(tmp_path):
     assert code is not None and code.signature == "def step(x):"
     assert [(r.name, r.metric) for r in code.rebound] == [("optimizer", False)]
     assert step_code(str(tmp_path / "gone.py"), "gone.py", {3: 1}) is None
+
+
+def test_a_replica_step_is_traced_through_the_function_that_runs_it(tmp_path):
+    from gpuwhy.source_calls import step_code
+
+    path = tmp_path / "dist.py"
+    path.write_text(
+        "def train_step(x):\n"
+        "    optimizer.apply_gradients(grads(x))\n"
+        "def distributed_train_step(x):\n"
+        "    return strategy.run(train_step, args=(x,))\n"
+    )
+    code = step_code(str(path), "dist.py", {2: 100})
+    assert code is not None
+    assert (code.function, code.location) == ("distributed_train_step", "dist.py:3")
+    assert code.signature == "def distributed_train_step(x):"

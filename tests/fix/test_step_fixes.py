@@ -77,6 +77,52 @@ for epoch in range(3):
 """,
 )
 
+# TF's "custom training with tf.distribute" guide, over two logical CPUs, step eager.
+MIRRORED = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    GLOBAL_BATCH = 16
+    keras.utils.set_random_seed(1)
+    x = np.random.RandomState(0).rand(256, 8).astype("float32")
+    y = (x.sum(axis=1) > 4).astype("int32")
+    dist_dataset = strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH))
+    with strategy.scope():
+        model = keras.Sequential(
+            [keras.Input((8,))] + [keras.layers.Dense(8, activation="relu") for _ in range(12)]
+            + [keras.layers.Dense(2)])
+        optimizer = keras.optimizers.SGD(0.05)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            per_example = loss_fn(yb, model(xb, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+
+    def distributed_train_step(xb, yb):
+        losses = strategy.run(train_step, args=(xb, yb))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+
+    for epoch in range(3):
+        total = 0.0
+        for xb, yb in dist_dataset:
+            total += float(distributed_train_step(xb, yb))
+        print(f"epoch {epoch} loss {total:.4f}")
+    """
+)
+
 _ABOVE = re.compile(r"^# (?P<file>\S+):(?P<line>\d+): above `(?P<def>.+)`$")
 _MADE_ANEW = re.compile(r"made anew by the loop at \S+:(?P<loop>\d+) \((?P<where>[^)]*)\)")
 
@@ -126,7 +172,8 @@ def paste(source: str, fix: str) -> str:
     return "\n".join(edited) + "\n"
 
 
-def _printed(source: str, path: Path) -> list[str]:
+def _printed(source: str, path: Path, fails: str | None = None) -> list[str]:
+    """The lines the script prints, or, with ``fails``, that it fails saying so."""
     path.write_text(source)
     result = subprocess.run(
         [sys.executable, str(path)],
@@ -136,6 +183,9 @@ def _printed(source: str, path: Path) -> list[str]:
         cwd=path.parent,
         env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
+    if fails is not None:
+        assert result.returncode != 0 and fails in result.stderr, result.stderr[-2000:]
+        return []
     assert result.returncode == 0, result.stderr[-2000:]
     return [line for line in result.stdout.splitlines() if line.startswith("epoch")]
 
@@ -179,3 +229,19 @@ def test_the_decorator_alone_keeps_the_first_epochs_metrics(tmp_path):
     pasted = _printed(bare, tmp_path / "bare.py")
     assert _close(pasted[:1], original[:1])
     assert _figures(pasted)[1] == [0.0, 0.0] and not _close(pasted, original)
+
+
+def test_under_a_mirrored_strategy_the_pasted_fix_runs_where_xla_fails(tmp_path):
+    script = tmp_path / "dist.py"
+    script.write_text(MIRRORED)
+    fix = _eager_fix(script, tmp_path)
+    # the tf.function goes around strategy.run, as TF's guide writes it
+    assert "dist.py:32: above `def distributed_train_step(xb, yb):`" in fix
+    code = [line for line in fix.splitlines() if not line.startswith("#")]
+    assert code == ["@tf.function   # not jit_compile=True under MirroredStrategy (2 replicas):"]
+    original = _printed(MIRRORED, tmp_path / "original.py")
+    pasted = _printed(paste(MIRRORED, fix), tmp_path / "pasted.py")
+    assert len(original) == 3 and _close(pasted, original), (original, pasted)
+    # what the fix leaves out: XLA on that step fails on the other replica's variables
+    xla = fix.replace("@tf.function   #", "@tf.function(jit_compile=True)   #")
+    _printed(paste(MIRRORED, xla), tmp_path / "xla.py", fails="Trying to access resource")
