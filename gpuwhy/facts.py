@@ -280,6 +280,21 @@ class AuditedFunction:
 
 
 @dataclass(frozen=True)
+class FloatIndex:
+    """A float input of the step used as integer indices (token ids through a float
+    ``keras.Input``): under mixed precision it would be cast to 16 bits first."""
+
+    op: str  # the gather or one-hot: GatherV2, ResourceGather, OneHot
+    node: str
+    layer: str | None  # the Keras layer scope that made it: "token_emb/embedding"
+    dtype: str  # the float type the ids arrive in: float32
+    location: str | None = None  # user file:line that made the cast
+    input_name: str | None = None  # the program's name for that Input: "inputs"
+    input_location: str | None = None  # file:line of its keras.Input call
+    input_written: str | None = None  # that call as written: "layers.Input(shape=(maxlen,))"
+
+
+@dataclass(frozen=True)
 class PlacementFacts:
     """Section ``placement``: where each op of the audited functions runs, and the copies.
 
@@ -298,6 +313,7 @@ class PlacementFacts:
     gpu_name: str | None = None
     verification: PlacementCheck | None = None
     seconds: float | None = None  # the audit's own time
+    float_indices: tuple[FloatIndex, ...] = ()  # float inputs used as ids (token ids)
 
 
 # ---------------------------------------------------------------------------

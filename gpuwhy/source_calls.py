@@ -291,3 +291,53 @@ def _is_metric(tree: ast.Module, name: str) -> bool:
         and node.value.id == name
         for node in ast.walk(tree)
     )
+
+
+# -- keras.Input calls -----------------------------------------------------------------
+
+_FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double")
+
+
+def float_input_calls(filename: str) -> list[tuple[str | None, int, str]]:
+    """(assigned name, line, call as written) of each ``Input(...)`` call of the file
+    whose dtype is a float (Keras' default when none is given)."""
+    tree = _tree(filename)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        calls = [value] if isinstance(value, ast.Call) else []
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            calls = [node.value]
+        for call in calls:
+            if not _is_input(call) or not _float_dtype(call):
+                continue
+            target = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            elif isinstance(node, ast.AnnAssign):
+                target = node.target
+            name = target.id if isinstance(target, ast.Name) else None
+            found.append((name, call.lineno, call_text(call)))
+    # calls nested in other expressions (a list given to Sequential) are not assigned
+    nested = {line for _, line, _ in found}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_input(node) and _float_dtype(node):
+            if node.lineno not in nested:
+                found.append((None, node.lineno, call_text(node)))
+    return sorted(found, key=lambda item: item[1])
+
+
+def _is_input(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name == "Input"
+
+
+def _float_dtype(call: ast.Call) -> bool:
+    for keyword in call.keywords:
+        if keyword.arg == "dtype":
+            text = ast.unparse(keyword.value).strip("'\"").split(".")[-1]
+            return text in _FLOAT_DTYPES
+    return True  # Keras' default: float32
