@@ -424,6 +424,8 @@ class StepCode:
     # "def train_step(x, y):" as written; for a loop body, a def over the loop's variables
     signature: str | None = None
     rebound: tuple[ReboundName, ...] = ()
+    body: tuple[str, ...] = ()  # a loop's body as written, dedented, where it can move as is
+    before: str | None = None  # a loop body's function goes before this loop (file:line)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import textwrap
 import tokenize
 
 from gpuwhy.facts import ReboundName, StepCode
@@ -219,7 +220,81 @@ def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | No
     if isinstance(body, (ast.For, ast.AsyncFor)):
         names = [n.id for n in ast.walk(body.target) if isinstance(n, ast.Name)]
     header = f"def train_step({', '.join(names)}):"
-    return StepCode(None, f"{shown}:{body.lineno}", header, _rebound(tree, body, shown))
+    return StepCode(
+        None,
+        f"{shown}:{body.lineno}",
+        header,
+        _rebound(tree, body, shown),
+        _movable_body(filename, tree, body),
+        f"{shown}:{_outermost_loop(tree, body).lineno}",
+    )
+
+
+def _outermost_loop(tree: ast.Module, loop: ast.stmt) -> ast.stmt:
+    """The outermost loop around ``loop`` in its own scope (the epoch loop around the loop
+    over batches): a function made from the inner body is defined once, before it."""
+    scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
+    around = [
+        node
+        for node in _same_scope(scope)
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and _spans(node, loop.lineno)
+    ]
+    return min(around, key=lambda node: node.lineno, default=loop)
+
+
+MAX_BODY_LINES = 15
+
+
+def _same_scope(scope: ast.AST):
+    """The nodes of ``scope`` outside the functions, lambdas and classes it defines (their
+    names are their own)."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, nested):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str, ...]:
+    """The loop's body as written, dedented, where it can move into a function as it is:
+    short, no ``break``/``continue``/``return``/``yield``/``global``, an ``else``-less
+    ``for``, and no name it assigns read anywhere else in the file (a value the code
+    after the loop uses would have to be returned). Else ``()``: the fix says "...".
+    """
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse or not loop.body:
+        return ()
+    first, last = loop.body[0].lineno, loop.body[-1].end_lineno or loop.body[-1].lineno
+    if last - first + 1 > MAX_BODY_LINES:
+        return ()
+    stored, inside = set(), set()
+    jumps = (
+        ast.Break,
+        ast.Continue,
+        ast.Return,
+        ast.Yield,
+        ast.YieldFrom,
+        ast.Global,
+        ast.Nonlocal,
+    )
+    for statement in loop.body:
+        for node in ast.walk(statement):
+            inside.add(id(node))
+            if isinstance(node, jumps):
+                return ()
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stored.add(node.id)
+    scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
+    for node in _same_scope(scope):
+        if isinstance(node, ast.Name) and node.id in stored and id(node) not in inside:
+            return ()
+    try:
+        with tokenize.open(filename) as handle:
+            lines = handle.read().splitlines()[first - 1 : last]
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ()
+    return tuple(textwrap.dedent("\n".join(lines)).splitlines())
 
 
 def _running(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

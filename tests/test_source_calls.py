@@ -127,6 +127,19 @@ def test_the_step_code_of_a_loop_body_names_the_metrics_the_epoch_loop_re_create
         ("epoch_loss_avg", "walk.py:13", "walk.py:12", True),
         ("epoch_accuracy", "walk.py:14", "walk.py:12", True),
     ]
+    # the body moves as written into a function defined before the epoch loop
+    assert code.before == "walk.py:12"
+    assert code.body == (
+        "loss_value, grads = grad(model, x, y)",
+        "optimizer.apply_gradients(zip(grads, model.trainable_variables))",
+        "epoch_loss_avg.update_state(loss_value)",
+        "epoch_accuracy.update_state(y, model(x, training=True))",
+    )
+    # a value of the body read after the loop would have to be returned: not moved as is
+    after = tmp_path / "after.py"
+    after.write_text(WALKTHROUGH + "print(loss_value)\n")
+    code = step_code(str(after), "after.py", {17: 300})
+    assert code is not None and code.body == () and code.signature == "def train_step(x, y):"
     # grad() reads only its arguments: nothing re-created to name
     code = step_code(str(path), "walk.py", {8: 500, 17: 10})
     assert code is not None

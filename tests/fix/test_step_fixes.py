@@ -123,6 +123,58 @@ MIRRORED = textwrap.dedent(
     """
 )
 
+# TF's "custom training: walkthrough" with synthetic iris data: the step is the body of
+# the loop over batches, its metrics made anew each epoch.
+WALKTHROUGH = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    rs = np.random.RandomState(0)
+    features = rs.rand(120, 4).astype("float32") * [4.0, 2.0, 6.0, 2.5] + [4.3, 2.0, 1.0, 0.1]
+    labels = (features[:, 2] > 3).astype("int32") + (features[:, 2] > 5)
+    train_dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(32)
+
+    model = tf.keras.Sequential([
+        tf.keras.layers.Dense(10, activation=tf.nn.relu, input_shape=(4,)),
+        tf.keras.layers.Dense(10, activation=tf.nn.relu),
+        tf.keras.layers.Dense(3),
+    ])
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+    def loss(model, x, y, training):
+        y_ = model(x, training=training)
+        return loss_object(y_true=y, y_pred=y_)
+
+
+    def grad(model, inputs, targets):
+        with tf.GradientTape() as tape:
+            loss_value = loss(model, inputs, targets, training=True)
+        return loss_value, tape.gradient(loss_value, model.trainable_variables)
+
+
+    optimizer = tf.keras.optimizers.SGD(learning_rate=0.01)
+    train_loss_results = []
+    train_accuracy_results = []
+    num_epochs = 21
+    for epoch in range(num_epochs):
+        epoch_loss_avg = tf.keras.metrics.Mean()
+        epoch_accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+        for x, y in train_dataset:
+            loss_value, grads = grad(model, x, y)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            epoch_loss_avg.update_state(loss_value)
+            epoch_accuracy.update_state(y, model(x, training=True))
+        train_loss_results.append(epoch_loss_avg.result())
+        train_accuracy_results.append(epoch_accuracy.result())
+        if epoch % 10 == 0:
+            print("Epoch {:03d}: Loss: {:.3f}, Accuracy: {:.3%}".format(
+                epoch, epoch_loss_avg.result(), epoch_accuracy.result()))
+    """
+)
+
 _ABOVE = re.compile(r"^# (?P<file>\S+):(?P<line>\d+): above `(?P<def>.+)`$")
 _MADE_ANEW = re.compile(r"made anew by the loop at \S+:(?P<loop>\d+) \((?P<where>[^)]*)\)")
 
@@ -136,20 +188,22 @@ def _eager_fix(script: Path, tmp_path: Path) -> str:
     return finding["fix"]
 
 
-def paste(source: str, fix: str) -> str:
+def paste(source: str, fix: str, function: bool = True) -> str:
     """The script with the fix applied: decorator lines above the named ``def``; objects
-    made anew in a loop moved before it, their ``reset_state()`` at the top of its body."""
+    made anew in a loop moved before it, their ``reset_state()`` at the top of its body.
+    ``function=False``: the second part only."""
     lines = source.splitlines()
     fix_lines = fix.splitlines()
-    (above,) = [i for i, text in enumerate(fix_lines) if _ABOVE.match(text)]
-    def_line = int(_ABOVE.match(fix_lines[above])["line"])
-    assert lines[def_line - 1] == _ABOVE.match(fix_lines[above])["def"]
-    decorator = []
-    for text in fix_lines[above + 1 :]:
-        if text.startswith("#"):
-            break
-        decorator.append(text)
-    assert decorator and decorator[0].startswith("@tf.function")
+    def_line, decorator = 0, []
+    if function:
+        (above,) = [i for i, text in enumerate(fix_lines) if _ABOVE.match(text)]
+        def_line = int(_ABOVE.match(fix_lines[above])["line"])
+        assert lines[def_line - 1] == _ABOVE.match(fix_lines[above])["def"]
+        for text in fix_lines[above + 1 :]:
+            if text.startswith("#"):
+                break
+            decorator.append(text)
+        assert decorator and decorator[0].startswith("@tf.function")
     moves: list[int] = []
     loop = None
     made = _MADE_ANEW.search(fix)
@@ -172,7 +226,50 @@ def paste(source: str, fix: str) -> str:
     return "\n".join(edited) + "\n"
 
 
-def _printed(source: str, path: Path, fails: str | None = None) -> list[str]:
+_BODY = re.compile(
+    r"^# \S+:(?P<line>\d+): the body of this loop as one function, defined once before the"
+    r" loop at \S+:(?P<before>\d+):$"
+)
+_BECOMES = re.compile(r"^# and the loop's body becomes: (?P<call>.+)$")
+
+
+def paste_body(source: str, fix: str) -> str:
+    """The loop's body as the fix's function, defined before the outer loop, the body
+    replaced by the call; objects made anew in a loop moved before it, their
+    ``reset_state()`` at the top of its body. Lines are the original source's."""
+    lines = source.splitlines()
+    fix_lines = fix.splitlines()
+    (start,) = [i for i, text in enumerate(fix_lines) if _BODY.match(text)]
+    (end,) = [i for i, text in enumerate(fix_lines) if _BECOMES.match(text)]
+    marker = _BODY.match(fix_lines[start])
+    loop, before = int(marker["line"]), int(marker["before"])
+    function = fix_lines[start + 1 : end]
+    assert "..." not in "\n".join(function)
+    call = _BECOMES.match(fix_lines[end])["call"]
+    body = range(loop + 1, loop + len(function) - 1)  # all but the decorator and the def
+    made = _MADE_ANEW.search(fix)
+    moves = [int(w.rsplit(":", 1)[1]) for w in made["where"].split(", ")] if made else []
+    outer = int(made["loop"]) if made else None
+    resets = [text for text in fix_lines if text.endswith(".reset_state()")]
+    out = []
+    for number, text in enumerate(lines, 1):
+        if number in moves:
+            continue
+        if number == outer:
+            out += [lines[m - 1].strip() for m in moves]
+        if number == before:
+            out += function
+        if number in body:
+            if number == body.start:
+                out.append(re.match(r"\s*", text).group(0) + call)
+            continue
+        out.append(text)
+        if number == outer:
+            out += [re.match(r"\s*", lines[number]).group(0) + r for r in resets]
+    return "\n".join(out) + "\n"
+
+
+def _printed(source: str, path: Path, fails: str | None = None, prefix: str = "epoch") -> list[str]:
     """The lines the script prints, or, with ``fails``, that it fails saying so."""
     path.write_text(source)
     result = subprocess.run(
@@ -187,7 +284,7 @@ def _printed(source: str, path: Path, fails: str | None = None) -> list[str]:
         assert result.returncode != 0 and fails in result.stderr, result.stderr[-2000:]
         return []
     assert result.returncode == 0, result.stderr[-2000:]
-    return [line for line in result.stdout.splitlines() if line.startswith("epoch")]
+    return [line for line in result.stdout.splitlines() if line.startswith(prefix)]
 
 
 def _figures(printed: list[str]) -> list[list[float]]:
@@ -245,3 +342,15 @@ def test_under_a_mirrored_strategy_the_pasted_fix_runs_where_xla_fails(tmp_path)
     # what the fix leaves out: XLA on that step fails on the other replica's variables
     xla = fix.replace("@tf.function   #", "@tf.function(jit_compile=True)   #")
     _printed(paste(MIRRORED, xla), tmp_path / "xla.py", fails="Trying to access resource")
+
+
+def test_the_walkthrough_s_loop_body_becomes_a_step_and_prints_the_same(tmp_path):
+    script = tmp_path / "walkthrough.py"
+    script.write_text(WALKTHROUGH)
+    fix = _eager_fix(script, tmp_path)
+    assert "# and the loop's body becomes: train_step(x, y)" in fix
+    assert "# epoch_loss_avg, epoch_accuracy: made anew by the loop at walkthrough.py:34" in fix
+    original = _printed(WALKTHROUGH, tmp_path / "original.py", prefix="Epoch")
+    pasted_source = paste_body(WALKTHROUGH, fix)
+    pasted = _printed(pasted_source, tmp_path / "pasted.py", prefix="Epoch")
+    assert len(original) == 3 and _close(pasted, original), (original, pasted, pasted_source)

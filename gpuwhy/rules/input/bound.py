@@ -26,7 +26,7 @@ from gpuwhy.rules.input.common import (
     steps_pipeline,
     steps_wait,
 )
-from gpuwhy.rules.launch.fixes import rebound
+from gpuwhy.rules.launch.fixes import rebound, wrap
 
 # A wait is a burst when it is this many times the median wait (and at least BURST_MIN_S);
 # the waits are bursty when bursts, at most BURSTY_STEP_SHARE of the steps, hold at
@@ -326,22 +326,21 @@ def _fewer_calls(eager: EagerFacts | None) -> list[str]:
     """The fix for a loop whose Python call per step costs more than its batch: the step
     as one graph where it runs eagerly, fewer steps otherwise. Not the loop over the
     dataset in a tf.function: on TF's custom-training walkthrough (an eager step, Python
-    metrics) that ran 3-5x slower than a tf.function around the step alone, paired over
-    three runs (benchmarks/bench_epoch_function.py)."""
+    metrics) that ran 3x to 14x slower than a tf.function around the step alone, in
+    six paired runs on a loaded 2-core machine (benchmarks/bench_epoch_function.py)."""
     code = eager.step_code if eager is not None else None
     per_step = eager.per_step if eager is not None else None
     fix = []
-    if code is not None and code.function is not None and (per_step or 0) >= EAGER_STEP_OPS:
+    if code is not None and code.signature is not None and (per_step or 0) >= EAGER_STEP_OPS:
         fix += [
             "# the step runs eagerly: trace the step (not the loop over the dataset)",
-            f"# {code.location}: above `{code.signature}`",
-            "@tf.function",
+            *wrap(code, Facts(), ["@tf.function"]),
             *rebound(code),  # objects the loop re-creates: made once, or the graph keeps the first
         ]
     return fix + [
         "# fewer Python calls per example: a larger batch (each call then fetches more);",
         "# keep the loop over the dataset in Python: a tf.function around the whole loop",
-        "# ran 3-5x slower than one around the step on TF's custom-training walkthrough",
+        "# ran 3x-14x slower than one around the step on TF's custom-training walkthrough",
     ]
 
 

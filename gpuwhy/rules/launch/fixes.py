@@ -50,25 +50,28 @@ def xla_under_strategy(facts: Facts) -> list[str]:
     ]
 
 
-def wrap(code: StepCode | None, facts: Facts) -> list[str]:
-    """Put the step's code in a ``tf.function``, named as the program names it."""
+def wrap(code: StepCode | None, facts: Facts, lines: list[str] | None = None) -> list[str]:
+    """Put the step's code in a ``tf.function``, named as the program names it; under
+    ``lines`` as the decorator where given."""
+    lines = decorator(facts) if lines is None else lines
     if code is None or code.signature is None:
         return [
             "# run the code around them as one graph:",
-            *decorator(facts),
+            *lines,
             "def <your train step>(x, y):",
             "    ...                          # the same body",
         ]
     if code.function is not None:
-        return [
-            f"# {code.location}: above `{code.signature}`",
-            *decorator(facts),
-        ]
+        return [f"# {code.location}: above `{code.signature}`", *lines]
+    body = [f"    {line}" if line else "" for line in code.body] or [
+        "    ...                          # the loop's body"
+    ]
     return [
-        f"# {code.location}: the body of this loop as one function, called by the loop:",
-        *decorator(facts),
+        f"# {code.location}: the body of this loop as one function, defined once before the"
+        f" loop at {code.before or code.location}:",
+        *lines,
         code.signature,
-        "    ...                          # the loop's body",
+        *body,
         f"# and the loop's body becomes: {_call(code.signature)}",
     ]
 
