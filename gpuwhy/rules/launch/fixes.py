@@ -47,6 +47,7 @@ def xla_under_strategy(facts: Facts) -> list[str]:
         "# replica step calls, and call optimizer.apply_gradients outside it:",
         "#   @tf.function(jit_compile=True)",
         "#   def compute_gradients(x, y):  # returns loss, tape.gradient(loss, variables)",
+        "# (Keras fit: model.compile(jit_compile=True) fails there the same way: leave it out)",
     ]
 
 

@@ -76,7 +76,7 @@ class ProjectedLaunchBound(Rule):
         elif not projection.jit_compile:
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",
-                "@tf.function(jit_compile=True)   # on <your train step>; Keras: "
+                f"@tf.function(jit_compile=True)   # on {projection.function}; Keras: "
                 "model.compile(..., jit_compile=True)",
             ]
         fix.append("# and a larger batch: the same launches then do more work each")
