@@ -318,7 +318,8 @@ def _running(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunction
 
 def _rebound(tree: ast.Module, body: ast.stmt, shown: str) -> tuple[ReboundName, ...]:
     """Names ``body`` reads (not its own arguments or assignments) that an assignment of a
-    call creates inside a loop elsewhere in the file."""
+    call creates inside a loop of the scope those names live in (the module, or the
+    function around ``body``): another function's loop assigns its own locals."""
     own: set[str] = set()
     if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
         own = {a.arg for a in body.args.args + body.args.kwonlyargs + body.args.posonlyargs}
@@ -332,27 +333,43 @@ def _rebound(tree: ast.Module, body: ast.stmt, shown: str) -> tuple[ReboundName,
         for node in ast.walk(body)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own
     }
+    scope = list(_same_scope(_owner(tree, body)))
+    loops = [n for n in scope if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
     found: dict[str, ReboundName] = {}
-    for loop in ast.walk(tree):
-        if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)) or id(loop) in inner:
+    for node in scope:
+        if id(node) in inner or not isinstance(node, ast.Assign):
             continue
-        for node in ast.walk(loop):
-            if id(node) in inner or not isinstance(node, ast.Assign):
-                continue
-            if not isinstance(node.value, ast.Call):
-                continue
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id in read:
-                    found.setdefault(
+        if not isinstance(node.value, ast.Call):
+            continue
+        around = [loop for loop in loops if id(loop) not in inner and _spans(loop, node.lineno)]
+        if not around:
+            continue
+        loop = max(around, key=lambda n: n.lineno)  # the loop that runs it again each pass
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id in read:
+                found.setdefault(
+                    target.id,
+                    ReboundName(
                         target.id,
-                        ReboundName(
-                            target.id,
-                            f"{shown}:{node.lineno}",
-                            f"{shown}:{loop.lineno}",
-                            _is_metric(tree, target.id),
-                        ),
-                    )
+                        f"{shown}:{node.lineno}",
+                        f"{shown}:{loop.lineno}",
+                        _is_metric(tree, target.id),
+                    ),
+                )
     return tuple(sorted(found.values(), key=lambda r: int(r.location.rsplit(":", 1)[1])))
+
+
+def _owner(tree: ast.Module, body: ast.stmt) -> ast.AST:
+    """The scope the names ``body`` reads from live in: the function around it, or the
+    module."""
+    around = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node is not body
+        and _spans(node, body.lineno)
+    ]
+    return max(around, key=lambda node: node.lineno, default=tree)
 
 
 _METRIC_METHODS = ("update_state", "reset_state", "reset_states", "result")

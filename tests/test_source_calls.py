@@ -163,6 +163,16 @@ def test_an_optimizer_re_created_per_run_is_named_but_not_as_a_metric(tmp_path):
     code = step_code(str(path), "sweep.py", {3: 100})
     assert code is not None and code.signature == "def step(x):"
     assert [(r.name, r.metric) for r in code.rebound] == [("optimizer", False)]
+    # another function's loop assigns its own local of the same name: not the global
+    path.write_text(
+        "def step(x):\n"
+        "    optimizer.minimize(lambda: loss(x), var_list)\n"
+        "def sweep():\n"
+        "    for lr in (0.1, 0.01):\n"
+        "        optimizer = tf.keras.optimizers.Adam(lr)\n"
+    )
+    code = step_code(str(path), "sweep.py", {2: 100})
+    assert code is not None and code.rebound == ()
     assert step_code(str(tmp_path / "gone.py"), "gone.py", {3: 1}) is None
 
 

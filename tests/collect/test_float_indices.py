@@ -30,6 +30,8 @@ def test_ids_cast_from_a_float_argument_are_found_and_computed_ids_are_not():
     # int ids, and ids the program computes from a float (its own arithmetic): nothing
     assert _indices(lambda x: tf.gather(table, x), tf.constant([[1, 2]])) == ()
     assert _indices(lambda x: tf.gather(table, tf.cast(tf.round(x * 10), tf.int32)), ids) == ()
+    # one column of a float feature input: making the input int32 would truncate the rest
+    assert _indices(lambda x: tf.gather(table, tf.cast(x[:, 0], tf.int32)), ids) == ()
 
 
 def test_a_keras_embedding_behind_a_float_input_is_found():

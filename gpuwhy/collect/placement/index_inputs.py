@@ -28,8 +28,9 @@ INDEX_INPUTS = {
     "ResourceGatherNd": 1,
     "OneHot": 0,
 }
-# ops that carry values through unchanged (shape, identity)
-THROUGH = {"Identity", "IdentityN", "Cast", "Reshape", "ExpandDims", "Squeeze", "StridedSlice"}
+# ops that carry the whole input through (shape, identity). Not a slice: a column of a
+# float feature input used as an index would make the fix's int32 truncate the others.
+THROUGH = {"Identity", "IdentityN", "Cast", "Reshape", "ExpandDims", "Squeeze"}
 FLOAT_TYPES = {1, 2, 14, 19}  # float32, float64, bfloat16, float16
 # what an embedding lookup or a one-hot does to its ids before using them
 INDEX_ARITHMETIC = {
