@@ -300,6 +300,21 @@ class AuditedFunction:
 
 
 @dataclass(frozen=True)
+class FloatIndex:
+    """A float input of the step used as integer indices (token ids through a float
+    ``keras.Input``): under mixed precision it would be cast to 16 bits first."""
+
+    op: str  # the gather or one-hot: GatherV2, ResourceGather, OneHot
+    node: str
+    layer: str | None  # the Keras layer scope that made it: "token_emb/embedding"
+    dtype: str  # the float type the ids arrive in: float32
+    location: str | None = None  # user file:line that made the cast
+    input_name: str | None = None  # the program's name for that Input: "inputs"
+    input_location: str | None = None  # file:line of its keras.Input call
+    input_written: str | None = None  # that call as written: "layers.Input(shape=(maxlen,))"
+
+
+@dataclass(frozen=True)
 class PlacementFacts:
     """Section ``placement``: where each op of the audited functions runs, and the copies.
 
@@ -318,6 +333,7 @@ class PlacementFacts:
     gpu_name: str | None = None
     verification: PlacementCheck | None = None
     seconds: float | None = None  # the audit's own time
+    float_indices: tuple[FloatIndex, ...] = ()  # float inputs used as ids (token ids)
 
 
 # ---------------------------------------------------------------------------
@@ -412,6 +428,30 @@ class EagerOpSite:
 
 
 @dataclass(frozen=True)
+class ReboundName:
+    """A name the step's code reads whose object the program creates anew in a loop: a
+    ``tf.function`` traced over that code would keep the first object for good."""
+
+    name: str
+    location: str  # file:line where the loop creates it
+    loop: str  # file:line of that loop
+    metric: bool = False  # a Keras metric (the script calls update_state/reset_state/result)
+
+
+@dataclass(frozen=True)
+class StepCode:
+    """The code the eager ops come from, read from the source: what a fix wraps."""
+
+    function: str | None  # the def holding most of them; None: a loop body in no def
+    location: str  # the def's (or the loop's) file:line
+    # "def train_step(x, y):" as written; for a loop body, a def over the loop's variables
+    signature: str | None = None
+    rebound: tuple[ReboundName, ...] = ()
+    body: tuple[str, ...] = ()  # a loop's body as written, dedented, where it can move as is
+    before: str | None = None  # a loop body's function goes before this loop (file:line)
+
+
+@dataclass(frozen=True)
 class EagerFacts:
     """Section ``eager``: ops dispatched one by one from Python, counted over windows of
     steps (a per-op callback is not free, so it is switched on for part of the run)."""
@@ -425,6 +465,7 @@ class EagerFacts:
     sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
     outside_steps: int = 0  # eager ops counted outside any step
     note: str | None = None  # what the count cannot see (other threads ...)
+    step_code: StepCode | None = None  # where the small ops' code is, for the fix
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import textwrap
 import tokenize
+
+from gpuwhy.facts import ReboundName, StepCode
 
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
@@ -196,3 +199,267 @@ def _names_attribute(
         elif isinstance(part, ast.Call):
             unknown = True  # int(os.environ[...]), config.get(...): not read
     return None if unknown else False
+
+
+# -- the code a step's eager ops come from ---------------------------------------------
+
+
+def _spans(node: ast.stmt, line: int) -> bool:
+    end = getattr(node, "end_lineno", None)
+    return node.lineno <= line <= (end if end is not None else node.lineno)
+
+
+def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt | None:
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, kinds) and isinstance(node, ast.stmt) and _spans(node, line):
+            if found is None or node.lineno >= found.lineno:
+                found = node
+    return found
+
+
+def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | None:
+    """The code the most counted ``lines`` (line -> count) of ``filename`` belong to: the
+    innermost function around them, or the innermost loop where they are in no function,
+    with the names that code reads and the program re-creates in a loop (a metric made
+    anew each epoch): a ``tf.function`` traced over that code would keep the first object
+    for good. None where the source cannot be read."""
+    tree = _tree(filename)
+    if tree is None or not lines:
+        return None
+    weight: dict[ast.stmt, int] = {}
+    for line, count in lines.items():
+        scope = _innermost(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if scope is None:
+            scope = _innermost(tree, line, (ast.For, ast.While, ast.AsyncFor))
+        if scope is not None:
+            weight[scope] = weight.get(scope, 0) + count
+    if not weight:
+        return None
+    body = max(weight, key=lambda node: (weight[node], -node.lineno))
+    if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        outer = _running(tree, body.name)
+        rebound = _rebound(tree, body, shown)
+        if outer is not None:  # a replica step: the distributed step is what to trace
+            seen = {r.name for r in rebound}
+            rebound += tuple(r for r in _rebound(tree, outer, shown) if r.name not in seen)
+            body = outer
+        header = ast.unparse(body).splitlines()[len(body.decorator_list)]
+        return StepCode(body.name, f"{shown}:{body.lineno}", header, rebound)
+    names = []
+    if isinstance(body, (ast.For, ast.AsyncFor)):
+        names = [n.id for n in ast.walk(body.target) if isinstance(n, ast.Name)]
+    header = f"def train_step({', '.join(names)}):"
+    return StepCode(
+        None,
+        f"{shown}:{body.lineno}",
+        header,
+        _rebound(tree, body, shown),
+        _movable_body(filename, tree, body),
+        f"{shown}:{_outermost_loop(tree, body).lineno}",
+    )
+
+
+def _outermost_loop(tree: ast.Module, loop: ast.stmt) -> ast.stmt:
+    """The outermost loop around ``loop`` in its own scope (the epoch loop around the loop
+    over batches): a function made from the inner body is defined once, before it."""
+    scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
+    around = [
+        node
+        for node in _same_scope(scope)
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and _spans(node, loop.lineno)
+    ]
+    return min(around, key=lambda node: node.lineno, default=loop)
+
+
+MAX_BODY_LINES = 15
+
+
+def _same_scope(scope: ast.AST):
+    """The nodes of ``scope`` outside the functions, lambdas and classes it defines (their
+    names are their own)."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, nested):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str, ...]:
+    """The loop's body as written, dedented, where it can move into a function as it is:
+    short, no ``break``/``continue``/``return``/``yield``/``global``, an ``else``-less
+    ``for``, and no name it assigns read anywhere else in the file (a value the code
+    after the loop uses would have to be returned). Else ``()``: the fix says "...".
+    """
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse or not loop.body:
+        return ()
+    first, last = loop.body[0].lineno, loop.body[-1].end_lineno or loop.body[-1].lineno
+    if last - first + 1 > MAX_BODY_LINES:
+        return ()
+    stored, inside = set(), set()
+    jumps = (
+        ast.Break,
+        ast.Continue,
+        ast.Return,
+        ast.Yield,
+        ast.YieldFrom,
+        ast.Global,
+        ast.Nonlocal,
+    )
+    for statement in loop.body:
+        for node in ast.walk(statement):
+            inside.add(id(node))
+            if isinstance(node, jumps):
+                return ()
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stored.add(node.id)
+    scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
+    for node in _same_scope(scope):
+        if isinstance(node, ast.Name) and node.id in stored and id(node) not in inside:
+            return ()
+    try:
+        with tokenize.open(filename) as handle:
+            lines = handle.read().splitlines()[first - 1 : last]
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ()
+    return tuple(textwrap.dedent("\n".join(lines)).splitlines())
+
+
+def _running(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function that gives ``name`` to ``strategy.run(name, ...)``, where one does: TF's
+    distributed training guide puts the ``tf.function`` on it, around ``strategy.run``."""
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name == name:
+            continue
+        for call in ast.walk(node):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "run"
+                and call.args
+                and isinstance(call.args[0], ast.Name)
+                and call.args[0].id == name
+            ):
+                return node
+    return None
+
+
+def _rebound(tree: ast.Module, body: ast.stmt, shown: str) -> tuple[ReboundName, ...]:
+    """Names ``body`` reads (not its own arguments or assignments) that an assignment of a
+    call creates inside a loop of the scope those names live in (the module, or the
+    function around ``body``): another function's loop assigns its own locals."""
+    own: set[str] = set()
+    if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        own = {a.arg for a in body.args.args + body.args.kwonlyargs + body.args.posonlyargs}
+    inner = set()
+    for node in ast.walk(body):
+        inner.add(id(node))
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+    read = {
+        node.id
+        for node in ast.walk(body)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in own
+    }
+    scope = list(_same_scope(_owner(tree, body)))
+    loops = [n for n in scope if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
+    found: dict[str, ReboundName] = {}
+    for node in scope:
+        if id(node) in inner or not isinstance(node, ast.Assign):
+            continue
+        if not isinstance(node.value, ast.Call):
+            continue
+        around = [loop for loop in loops if id(loop) not in inner and _spans(loop, node.lineno)]
+        if not around:
+            continue
+        loop = max(around, key=lambda n: n.lineno)  # the loop that runs it again each pass
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id in read:
+                found.setdefault(
+                    target.id,
+                    ReboundName(
+                        target.id,
+                        f"{shown}:{node.lineno}",
+                        f"{shown}:{loop.lineno}",
+                        _is_metric(tree, target.id),
+                    ),
+                )
+    return tuple(sorted(found.values(), key=lambda r: int(r.location.rsplit(":", 1)[1])))
+
+
+def _owner(tree: ast.Module, body: ast.stmt) -> ast.AST:
+    """The scope the names ``body`` reads from live in: the function around it, or the
+    module."""
+    around = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node is not body
+        and _spans(node, body.lineno)
+    ]
+    return max(around, key=lambda node: node.lineno, default=tree)
+
+
+_METRIC_METHODS = ("update_state", "reset_state", "reset_states", "result")
+
+
+def _is_metric(tree: ast.Module, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr in _METRIC_METHODS
+        and isinstance(node.value, ast.Name)
+        and node.value.id == name
+        for node in ast.walk(tree)
+    )
+
+
+# -- keras.Input calls -----------------------------------------------------------------
+
+_FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16", "half", "float", "double")
+
+
+def float_input_calls(filename: str) -> list[tuple[str | None, int, str]]:
+    """(assigned name, line, call as written) of each ``Input(...)`` call of the file
+    whose dtype is a float (Keras' default when none is given)."""
+    tree = _tree(filename)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        calls = [value] if isinstance(value, ast.Call) else []
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            calls = [node.value]
+        for call in calls:
+            if not _is_input(call) or not _float_dtype(call):
+                continue
+            target = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            elif isinstance(node, ast.AnnAssign):
+                target = node.target
+            name = target.id if isinstance(target, ast.Name) else None
+            found.append((name, call.lineno, call_text(call)))
+    # calls nested in other expressions (a list given to Sequential) are not assigned
+    nested = {line for _, line, _ in found}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_input(node) and _float_dtype(node):
+            if node.lineno not in nested:
+                found.append((None, node.lineno, call_text(node)))
+    return sorted(found, key=lambda item: item[1])
+
+
+def _is_input(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name == "Input"
+
+
+def _float_dtype(call: ast.Call) -> bool:
+    for keyword in call.keywords:
+        if keyword.arg == "dtype":
+            text = ast.unparse(keyword.value).strip("'\"").split(".")[-1]
+            return text in _FLOAT_DTYPES
+    return True  # Keras' default: float32

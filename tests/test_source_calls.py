@@ -84,3 +84,109 @@ def test_a_batch_size_computed_from_the_replicas_through_names(tmp_path):
     found = [scaled_by(str(script), line, "batch", "num_replicas_in_sync") for line in range(7, 12)]
     assert found == [False, True, True, None, None]
     assert scaled_by(str(script), 3, "batch", "num_replicas_in_sync") is None  # no call there
+
+
+WALKTHROUGH = """\
+import tensorflow as tf
+model = make_model()
+optimizer = tf.keras.optimizers.SGD(0.01)
+
+
+def grad(model, inputs, targets):
+    with tf.GradientTape() as tape:
+        loss_value = loss(model, inputs, targets)
+    return loss_value, tape.gradient(loss_value, model.trainable_variables)
+
+
+for epoch in range(201):
+    epoch_loss_avg = tf.keras.metrics.Mean()
+    epoch_accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+    for x, y in train_dataset:
+        loss_value, grads = grad(model, x, y)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        epoch_loss_avg.update_state(loss_value)
+        epoch_accuracy.update_state(y, model(x, training=True))
+    print(epoch_loss_avg.result())
+"""
+
+
+def test_the_step_code_of_a_loop_body_names_the_metrics_the_epoch_loop_re_creates(tmp_path):
+    from gpuwhy.source_calls import step_code
+
+    path = tmp_path / "walk.py"
+    path.write_text(WALKTHROUGH)
+    # most ops at the loop body's lines, fewer in grad()
+    code = step_code(str(path), "walk.py", {17: 300, 18: 10, 19: 40, 8: 100})
+    assert code is not None
+    assert (code.function, code.location, code.signature) == (
+        None,
+        "walk.py:15",
+        "def train_step(x, y):",
+    )
+    assert [(r.name, r.location, r.loop, r.metric) for r in code.rebound] == [
+        ("epoch_loss_avg", "walk.py:13", "walk.py:12", True),
+        ("epoch_accuracy", "walk.py:14", "walk.py:12", True),
+    ]
+    # the body moves as written into a function defined before the epoch loop
+    assert code.before == "walk.py:12"
+    assert code.body == (
+        "loss_value, grads = grad(model, x, y)",
+        "optimizer.apply_gradients(zip(grads, model.trainable_variables))",
+        "epoch_loss_avg.update_state(loss_value)",
+        "epoch_accuracy.update_state(y, model(x, training=True))",
+    )
+    # a value of the body read after the loop would have to be returned: not moved as is
+    after = tmp_path / "after.py"
+    after.write_text(WALKTHROUGH + "print(loss_value)\n")
+    code = step_code(str(after), "after.py", {17: 300})
+    assert code is not None and code.body == () and code.signature == "def train_step(x, y):"
+    # grad() reads only its arguments: nothing re-created to name
+    code = step_code(str(path), "walk.py", {8: 500, 17: 10})
+    assert code is not None
+    assert (code.function, code.location) == ("grad", "walk.py:6")
+    assert code.signature == "def grad(model, inputs, targets):"
+    assert code.rebound == ()
+
+
+def test_an_optimizer_re_created_per_run_is_named_but_not_as_a_metric(tmp_path):
+    from gpuwhy.source_calls import step_code
+
+    path = tmp_path / "sweep.py"
+    path.write_text(
+        "@some.decorator\n"
+        "def step(x):\n"
+        "    optimizer.minimize(lambda: loss(x), var_list)\n"
+        "for lr in (0.1, 0.01):\n"
+        "    optimizer = tf.keras.optimizers.Adam(lr)\n"
+        "    step(x)\n"
+    )
+    code = step_code(str(path), "sweep.py", {3: 100})
+    assert code is not None and code.signature == "def step(x):"
+    assert [(r.name, r.metric) for r in code.rebound] == [("optimizer", False)]
+    # another function's loop assigns its own local of the same name: not the global
+    path.write_text(
+        "def step(x):\n"
+        "    optimizer.minimize(lambda: loss(x), var_list)\n"
+        "def sweep():\n"
+        "    for lr in (0.1, 0.01):\n"
+        "        optimizer = tf.keras.optimizers.Adam(lr)\n"
+    )
+    code = step_code(str(path), "sweep.py", {2: 100})
+    assert code is not None and code.rebound == ()
+    assert step_code(str(tmp_path / "gone.py"), "gone.py", {3: 1}) is None
+
+
+def test_a_replica_step_is_traced_through_the_function_that_runs_it(tmp_path):
+    from gpuwhy.source_calls import step_code
+
+    path = tmp_path / "dist.py"
+    path.write_text(
+        "def train_step(x):\n"
+        "    optimizer.apply_gradients(grads(x))\n"
+        "def distributed_train_step(x):\n"
+        "    return strategy.run(train_step, args=(x,))\n"
+    )
+    code = step_code(str(path), "dist.py", {2: 100})
+    assert code is not None
+    assert (code.function, code.location) == ("distributed_train_step", "dist.py:3")
+    assert code.signature == "def distributed_train_step(x):"

@@ -18,12 +18,14 @@ from typing import Any
 
 from gpuwhy.collect.placement.copies import Crossing, crossings
 from gpuwhy.collect.placement.graph import FlatGraph, flatten
+from gpuwhy.collect.placement.index_inputs import float_indices, named
 from gpuwhy.collect.placement.kernels import kernel_work
 from gpuwhy.collect.placement.names import DT_STRING, DT_VARIANT, dtype_name, qualified
 from gpuwhy.collect.placement.placer import PlacedGraph, place
 from gpuwhy.collect.placement.tensor_ops import tensor_ops
 from gpuwhy.facts import (
     AuditedFunction,
+    FloatIndex,
     HostDeviceCopy,
     OpGroup,
     PlacementCheck,
@@ -112,6 +114,7 @@ def audit_functions(
         gpu_name=gpu[0] if gpu else None,
         verification=None,
         seconds=None,
+        float_indices=_float_indices(audited),
     )
     if verify:
         from gpuwhy.collect.placement.verify import verify_placement
@@ -123,6 +126,21 @@ def audit_functions(
             facts, verification=check, predicted=not (check.ran and registry.device_type == "GPU")
         )
     return _replace(facts, seconds=round(time.perf_counter() - started, 4)), audited
+
+
+def _float_indices(audited: list[AuditedGraph]) -> tuple[FloatIndex, ...]:
+    """Float inputs used as ids by any audited function, with the program's Input named
+    from the script's source (``sys.argv[0]``: the user's script under ``gpuwhy run``)."""
+    import sys
+
+    found: dict[str, FloatIndex] = {}
+    for a in audited:
+        for index in float_indices(a.placed.flat):
+            found.setdefault(index.layer or index.node, index)
+    files = [f.rpartition(":")[0] for f in (i.location for i in found.values()) if f]
+    if sys.argv and sys.argv[0].endswith(".py"):
+        files.insert(0, sys.argv[0])
+    return tuple(named(list(found.values()), files))
 
 
 def _function_label(target: AuditTarget) -> str:

@@ -19,6 +19,7 @@ step's count is exact, never a partial one.
 from __future__ import annotations
 
 import bisect
+import os
 import statistics
 import threading
 import time
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.collect.run.base import RunCollector, StepWindow
-from gpuwhy.facts import EagerFacts, EagerOpSite
+from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
 
 GAP_CAP_S = 1e-3  # a longer gap between two eager ops is not dispatch alone
 TOP_SITES = 20
@@ -60,6 +61,29 @@ def duty_cycle(
         count += 1
         if count % repeat == 0:
             on = min(on * 2.0, longest_on_s)
+
+
+def step_code(sites: tuple[EagerOpSite, ...]) -> StepCode | None:
+    """The function (or loop body) of the user's file that issues most of the counted ops,
+    read from its source: the code a fix puts in a ``tf.function``, and the objects it
+    reads that the program re-creates in a loop."""
+    from gpuwhy.source_calls import step_code as read
+
+    by_file: dict[str, dict[int, int]] = {}
+    for site in sites:
+        if not site.location:
+            continue
+        shown, _, line = site.location.rpartition(":")
+        if line.isdigit():
+            lines = by_file.setdefault(shown, {})
+            lines[int(line)] = lines.get(int(line), 0) + site.count
+    if not by_file:
+        return None
+    shown = max(by_file, key=lambda name: sum(by_file[name].values()))
+    try:
+        return read(os.path.abspath(shown), shown, by_file[shown])
+    except (RecursionError, ValueError):  # a source too deep or odd to read: no names
+        return None
 
 
 @dataclass
@@ -272,6 +296,7 @@ class EagerOpCounter(RunCollector):
 
         ops = sum(counts.values())
         span_s = sum(e - s for s, e in spans) - own_s
+        top = self._top_sites(counts, site_elements)
         return EagerFacts(
             sampled_steps=len(sampled),
             ops=ops,
@@ -279,9 +304,10 @@ class EagerOpCounter(RunCollector):
             dispatch_fraction=min(1.0, dispatch_s / span_s) if span_s > 0 and ops else None,
             median_gap_us=statistics.median(gaps) * 1e6 if gaps else None,
             counted_s=counted_s,
-            sites=self._top_sites(counts, site_elements),
+            sites=top,
             outside_steps=outside,
             note=self._note(calls),
+            step_code=step_code(top),
         )
 
     def _top_sites(

@@ -7,6 +7,7 @@ from typing import Any
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.launch import fixes
 
 
 def _is_small(site: EagerOpSite, small_elements: int) -> bool:
@@ -86,6 +87,13 @@ class EagerOps(Rule):
         ...                                 # same body
     # Keras: keep model.compile(run_eagerly=False) (the default)
     ```
+
+    The fix names the function the ops come from (or the loop whose body to make one)
+    as the source writes it. Objects that code reads and the program creates anew in a
+    loop (metrics made each epoch) are named with it: a `tf.function` keeps the first
+    ones, so they are made once and `reset_state()` each pass. Under a `tf.distribute`
+    strategy with several replicas the fix leaves out `jit_compile=True`, which fails
+    there, and says which part XLA can compile.
 
     Eager ops are counted on the thread that imported TensorFlow, during windows that
     cover part of the run (counting slows each op); `tf.function` calls are not eager
@@ -180,7 +188,7 @@ class EagerOps(Rule):
                 title,
                 severity=severity,
                 evidence=evidence,
-                fix=self._fix(small_sites),
+                fix=self._fix(small_sites, facts),
                 estimated_gain=gain_text,
                 location=next((site.location for site in small_sites if site.location), None),
                 gain_value=gain,
@@ -196,15 +204,16 @@ class EagerOps(Rule):
         return "medium" if gain >= 0.15 else "low"
 
     @staticmethod
-    def _fix(sites: list[EagerOpSite]) -> str:
+    def _fix(sites: list[EagerOpSite], facts: Facts) -> str:
         lines = ["# the eager ops come from:"]
         for site in sites[:5]:
             lines.append(f"#   {site.op} at {site.location or 'library code'}")
+        code = facts.eager.step_code if facts.eager is not None else None
+        lines += fixes.wrap(code, facts)
+        lines += fixes.rebound(code)
+        if fixes.replicas(facts) > 1:
+            lines += fixes.xla_under_strategy(facts)
         lines += [
-            "# run the code around them as one graph:",
-            "@tf.function(jit_compile=True)   # plain @tf.function if XLA rejects an op",
-            "def train_step(x, y):",
-            "    ...                          # the same body, unchanged",
             "# Keras: model.compile(..., run_eagerly=False) (the default), and no",
             "# tf.config.run_functions_eagerly(True) left in the script",
         ]

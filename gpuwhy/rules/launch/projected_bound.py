@@ -7,6 +7,7 @@ from typing import Any
 from gpuwhy.facts import Facts
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.launch import fixes
 
 
 class ProjectedLaunchBound(Rule):
@@ -42,7 +43,10 @@ class ProjectedLaunchBound(Rule):
     ```
     Keras: `model.compile(..., jit_compile=True)`. Not for a model whose LSTM/GRU layers
     cuDNN runs on the GPU (Keras turns XLA off for it there): its timesteps run one
-    after another, and only a larger batch gives each launch more work.
+    after another, and only a larger batch gives each launch more work. Under a
+    `tf.distribute` strategy with several replicas XLA cannot compile the whole step (it
+    fails reaching the other replicas' variables): the fix then compiles only the
+    gradient computation.
 
     ## Options
     - `min_share`: share of the projected step spent in launch-bound kernels that makes
@@ -76,10 +80,12 @@ class ProjectedLaunchBound(Rule):
                 f"# cuDNN runs {', '.join(projection.cudnn_rnn)} one timestep after another "
                 "(a few kernels each): XLA is not an option for it"
             )
+        elif not projection.jit_compile and fixes.replicas(facts) > 1:
+            fix += fixes.xla_under_strategy(facts)  # XLA on the whole step fails there
         elif not projection.jit_compile:
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",
-                "@tf.function(jit_compile=True)   # on <your train step>; Keras: "
+                f"@tf.function(jit_compile=True)   # on {projection.function}; Keras: "
                 "model.compile(..., jit_compile=True)",
             ]
         fix.append("# and a larger batch: the same launches then do more work each")

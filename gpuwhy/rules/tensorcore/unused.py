@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, TensorOp
+from gpuwhy.facts import Facts, FloatIndex, TensorOp
 from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.input.calls import with_keywords
 from gpuwhy.rules.placement.common import prediction_note
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
 
@@ -63,6 +64,14 @@ class TensorCoreUnused(Rule):
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     # compile() wraps the optimizer in a LossScaleOptimizer for mixed_float16
     ```
+
+    Token ids that arrive through a float `keras.Input` (Keras' default dtype) are
+    named first: under `mixed_float16` a layer that autocasts (a custom embedding layer,
+    keras-io's `TokenAndPositionEmbedding`) casts them to float16, exact for integers up
+    to 2048 only (bfloat16: 256), so embeddings come out wrong or an id rounded past the
+    table fails the lookup. The step's graph shows it (a float input cast to the indices
+    of a gather or one-hot); the fix makes that Input `dtype="int32"` by the name the
+    script gives it, and offers mixed precision only with that line.
 
     On Ampere and newer with TF32 on, float32 matmuls already use tensor cores as TF32:
     the finding is then only `low`, pointing out that 16-bit mixed precision is about
@@ -144,7 +153,17 @@ class TensorCoreUnused(Rule):
             ],
             **prediction_note(placement),
         }
-        fix = _FIX_MIXED
+        if placement.float_indices:
+            evidence["float_token_ids"] = [
+                f"{i.op} ({i.location or i.node}) reads ids that arrive as {i.dtype}"
+                + (
+                    f" through {i.input_name or 'the Input'} ({i.input_location})"
+                    if i.input_location
+                    else ""
+                )
+                for i in placement.float_indices
+            ]
+        fix = _mixed_fix(placement.float_indices)
         if not tf32:
             fix = (
                 "tf.config.experimental.enable_tensor_float_32_execution(True)   # the default\n"
@@ -160,6 +179,35 @@ class TensorCoreUnused(Rule):
                 location=biggest[0].location if biggest else None,
             )
         ]
+
+
+def _mixed_fix(indices: tuple[FloatIndex, ...]) -> str:
+    """Mixed precision, with the float Input that carries token ids made int32 first:
+    under mixed_float16 Keras casts a layer's float inputs to float16, exact for
+    integers up to 2048 only (bfloat16: 256), and the embedding then reads wrong rows or
+    fails on an id rounded past its table. Without that Input named, mixed precision is
+    not offered: the one thing to paste first is the Input's dtype."""
+    if not indices:
+        return _FIX_MIXED
+    first = indices[0]
+    where = ", ".join(sorted({i.location or i.node for i in indices}))
+    why = [
+        f"# token ids reach {first.op} ({where}) as {first.dtype}: mixed precision would cast",
+        "# them to 16 bits first (float16 is exact up to 2048, bfloat16 up to 256): wrong",
+        "# embeddings, or an id rounded past the table. Make that Input int32 first:",
+    ]
+    inputs = {(i.input_location, i.input_name, i.input_written) for i in indices}
+    (location, name, written), *others = inputs
+    if others or location is None or written is None:
+        return "\n".join(
+            [
+                *why,
+                '# the keras.Input(...) the ids come through: dtype="int32", then mixed precision',
+            ]
+        )
+    new = with_keywords(written, dtype='"int32"').replace("dtype='int32'", 'dtype="int32"')
+    old, new = (f"{name} = {written}", f"{name} = {new}") if name else (written, new)
+    return "\n".join([*why, f"# {location}: in place of: {old}", new, _FIX_MIXED])
 
 
 def training_ops(ops: list[TensorOp]) -> list[TensorOp]:

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import EagerFacts, Facts, ReboundName, StepCode
 from gpuwhy.rules.input.bound import InputBound
 from tests import builders_tfdata as t
 
@@ -130,8 +130,21 @@ def test_a_buffered_pipeline_far_faster_than_the_wait_is_the_python_call_per_ste
         "though the pipeline makes a batch in 200.0 µs (TF's stage timers) and keeps one "
         "ready: the cost is the Python call per step"
     )
-    assert "@tf.function" in f.fix and "for x, y in <dataset>:" in f.fix
+    # a traced step: no tf.function offered, and never one around the loop over the dataset
+    assert "@tf.function" not in f.fix and "a larger batch" in f.fix
+    assert "keep the loop over the dataset in Python" in f.fix
     assert f.evidence["production_ms_per_batch"] == 0.2
+    # an eager step (TF's walkthrough): the step named by the source is what to trace
+    code = StepCode("train_step", "walk.py:18", "def train_step(x, y):")
+    eager = EagerFacts(sampled_steps=10, ops=1200, per_step=120.0, step_code=code)
+    (traced,) = check(replace(t.facts(cheap, steps=t.loop_steps(0.30)), eager=eager))
+    assert "# walk.py:18: above `def train_step(x, y):`\n@tf.function\n" in traced.fix
+    assert "for x, y in" not in traced.fix
+    # metrics the epoch loop re-creates: named with the decorator, made once
+    made = ReboundName("train_loss", "walk.py:40", "walk.py:39", metric=True)
+    eager = replace(eager, step_code=replace(code, rebound=(made,)))
+    (traced,) = check(replace(t.facts(cheap, steps=t.loop_steps(0.30)), eager=eager))
+    assert "\ntrain_loss.reset_state()\n" in traced.fix
     # Keras fit's wait comes from the gap timer, not next(): never this case
     (fit,) = check(t.facts(replace(cheap, consumer="keras-fit"), steps=t.fit_steps(0.30)))
     assert fit.title.startswith("Steps wait for input 30%")

@@ -171,3 +171,43 @@ def test_on_the_target_gpu_the_projection_adds_that_python_takes_the_step():
         "the GPU would wait for Python"
     )
     assert after.estimated_gain.endswith("; on A100 (projected) up to 100% of the step")
+
+
+def test_the_fix_names_the_step_function_and_the_metrics_the_loop_re_creates():
+    from gpuwhy.facts import ReboundName, StepCode
+
+    code = StepCode(
+        "train_step",
+        "train.py:10",
+        "def train_step(x, y):",
+        (ReboundName("train_loss", "train.py:31", "train.py:30", metric=True),),
+    )
+    (finding,) = run(eager(LOOP, step_code=code))
+    assert "# train.py:10: above `def train_step(x, y):`\n@tf.function(jit_compile=True)" in (
+        finding.fix
+    )
+    assert "# train_loss: made anew by the loop at train.py:30 (train.py:31);" in finding.fix
+    assert "\ntrain_loss.reset_state()\n" in finding.fix
+    assert "def <your train step>" not in finding.fix
+    loop = StepCode(None, "walk.py:15", "def train_step(x, y):")
+    (finding,) = run(eager(LOOP, step_code=loop))
+    assert "# walk.py:15: the body of this loop as one function" in finding.fix
+    assert "# and the loop's body becomes: train_step(x, y)" in finding.fix
+
+
+def test_under_a_mirrored_strategy_the_fix_leaves_xla_out():
+    from dataclasses import replace
+
+    from gpuwhy.facts import DistributeFacts
+
+    mirrored = DistributeFacts(strategy="MirroredStrategy", replicas=2)
+    facts = replace(eager(LOOP), distribute=mirrored)
+    (finding,) = run(facts)
+    code = [line for line in finding.fix.splitlines() if not line.startswith("#")]
+    assert not any("jit_compile=True" in line.partition("#")[0] for line in code)
+    assert "@tf.function   # not jit_compile=True under MirroredStrategy (2 replicas)" in (
+        finding.fix
+    )
+    assert "compile only the loss and gradients" in finding.fix
+    one = replace(facts, distribute=replace(mirrored, replicas=1))
+    assert "@tf.function(jit_compile=True)" in run(one)[0].fix

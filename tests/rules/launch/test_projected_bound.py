@@ -50,3 +50,15 @@ def test_a_cudnn_rnn_s_timesteps_get_no_xla_advice():
     (f,) = check(replace(SMALL, cudnn_rnn=("encoder",)))
     assert "jit_compile" not in f.fix and "cuDNN runs encoder one timestep" in f.fix
     assert "a larger batch" in f.fix
+
+
+def test_under_a_mirrored_strategy_xla_is_offered_for_the_gradients_only():
+    from gpuwhy.facts import DistributeFacts
+
+    facts = Facts(
+        projection=SMALL, distribute=DistributeFacts(strategy="MirroredStrategy", replicas=2)
+    )
+    (f,) = ProjectedLaunchBound().check(facts, dict(ProjectedLaunchBound.options))
+    assert "model.compile(..., jit_compile=True)" not in f.fix
+    assert not any(line.startswith("@tf.function(jit_compile") for line in f.fix.splitlines())
+    assert "compile only the loss and gradients" in f.fix

@@ -1,5 +1,7 @@
 """tensorcore.unused and tensorcore.misaligned from small placement facts."""
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwhy.facts import Facts
@@ -409,3 +411,35 @@ def test_unused_says_the_training_step_is_compiled_with_xla():
     ]
     (f,) = run(TensorCoreUnused, b.placement_facts(tensor_ops=ops))
     assert f.evidence["largest_from"] == f"{train} (the training step, XLA-compiled)"
+
+
+def test_token_ids_through_a_float_input_are_made_int32_before_mixed_precision():
+    from gpuwhy.facts import FloatIndex
+
+    index = FloatIndex(
+        op="GatherV2",
+        node="functional/token_and_position_embedding/embedding/GatherV2",
+        layer="token_and_position_embedding/embedding",
+        dtype="float32",
+        location="train.py:20",
+        input_name="inputs",
+        input_location="train.py:24",
+        input_written="layers.Input(shape=(maxlen,))",
+    )
+    (f,) = run(TensorCoreUnused, float32_model(float_indices=(index,)))
+    lines = f.fix.splitlines()
+    at = lines.index("# train.py:24: in place of: inputs = layers.Input(shape=(maxlen,))")
+    assert lines[at + 1] == 'inputs = layers.Input(shape=(maxlen,), dtype="int32")'
+    assert lines[at + 2].startswith("keras.mixed_precision.set_global_policy('mixed_float16')")
+    assert "GatherV2 (train.py:20) as float32" in f.fix
+    # the Input nested in a list (Sequential): the call itself is replaced
+    nested = replace(index, input_name=None, input_written="keras.Input((16,))")
+    (f,) = run(TensorCoreUnused, float32_model(float_indices=(nested,)))
+    assert '# train.py:24: in place of: keras.Input((16,))\nkeras.Input((16,), dtype="int32")' in (
+        f.fix
+    )
+    # which Input carries the ids is not known: no mixed precision to paste without it
+    unnamed = replace(index, input_name=None, input_location=None, input_written=None)
+    (f,) = run(TensorCoreUnused, float32_model(float_indices=(unnamed,)))
+    assert "set_global_policy" not in f.fix and 'dtype="int32"' in f.fix
+    assert not [line for line in f.fix.splitlines() if not line.startswith("#")]
