@@ -111,7 +111,8 @@ def derive_gpu(reading: NvmlReading) -> GpuSpec:
     cores, clock = reading.cuda_cores or 0, (reading.max_sm_clock_mhz or 0) * 1e6
     sms = max(1, cores // lanes)
     tensor = sms * tensor_per_sm * clock
-    if "geforce" in reading.name.lower() and cc >= (7, 5):
+    geforce = "geforce" in reading.name.lower()
+    if geforce and cc >= (7, 5):
         tensor /= 2  # GeForce: FP16 with FP32 accumulate at half rate
     bandwidth = 2 * (reading.max_memory_clock_mhz or 0) * 1e6 * (reading.memory_bus_bits or 0) / 8
     lane = _PCIE_LANE.get(reading.pcie_generation or 3, _PCIE_LANE[3])
@@ -128,6 +129,7 @@ def derive_gpu(reading: NvmlReading) -> GpuSpec:
         host_link=lane * (reading.pcie_width or 16) * GBS,
         sm_count=sms,
         float8_flops=2 * tensor if fp8 else None,
+        geforce=geforce,
         derived_from=(
             f"derived from NVML: compute capability {cc[0]}.{cc[1]}, {sms} SMs at "
             f"{reading.max_sm_clock_mhz} MHz, a {reading.memory_bus_bits}-bit memory bus at "

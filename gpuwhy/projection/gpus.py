@@ -66,6 +66,9 @@ class GpuSpec:
     float8_flops: float | None = None  # tensor cores, FP8 (None: none)
     # where the peaks come from when not from the table: what NVML reported (derive.py)
     derived_from: str | None = None
+    # a GeForce card: its tensor cores' FP32-accumulate (and TF32) rate is half the
+    # professional part's, and how much of it training reaches is not fitted
+    geforce: bool = False
 
     def matmul_flops(self, dtype: str, tf32_enabled: bool = True) -> float:
         """The peak a matmul/convolution of ``dtype`` can run at on this GPU."""
@@ -112,6 +115,7 @@ def _spec(
         peer * GBS if peer else None,
         sms,
         fp8 * TFLOPS if fp8 else None,
+        geforce=name.startswith("RTX ") and name[4].isdigit(),
     )
 
 

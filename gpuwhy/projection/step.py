@@ -345,7 +345,8 @@ def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:
     if not jit:
         notes.append(
             "the function is not XLA-compiled: its kernels' memory traffic is costed kernel "
-            "by kernel, a part of the model not calibrated against published figures"
+            "by kernel from the bytes each reads and writes, a part of the model not fitted "
+            "to published figures (checked against some: docs/projection.md), its band wider"
         )
     if projection.tensor_ops_unsized:
         notes.append(
