@@ -15,9 +15,10 @@ from gpuwhy.projection.step import projection_facts
 from tests import builders as b
 from tests.projection.test_cost import placement
 
-READINGS = [
+READINGS = [  # constructed, and any recorded by tools/record_nvml.py on a GPU machine
     json.loads(line)
-    for line in (Path(__file__).parents[1] / "data/nvml/constructed_peaks.jsonl").open()
+    for path in sorted((Path(__file__).parents[1] / "data/nvml").glob("*_peaks*.jsonl"))
+    for line in path.open()
 ]
 TABLE = [(r["table"], r["reading"]) for r in READINGS if r["kind"] == "reading" and r["table"]]
 UNKNOWN = next(r["reading"] for r in READINGS if r["kind"] == "reading" and not r["table"])
@@ -38,8 +39,10 @@ def test_derived_peaks_land_within_ten_percent_of_the_datasheet(table, reading):
     ]
     if sheet.tf32_flops:
         pairs.append((derived.tf32_flops, sheet.tf32_flops))
+    # a GeForce card's NVML max clock may be a quarter above its rated boost
+    tolerance = 0.30 if sheet.geforce else 0.10
     for got, published in pairs:
-        assert got == pytest.approx(published, rel=0.10)
+        assert got == pytest.approx(published, rel=tolerance)
     assert (derived.tf32_flops is None) == (sheet.tf32_flops is None)
     assert derived.derived_from and "NVML" in derived.derived_from
     assert sheet.derived_from is None
