@@ -9,7 +9,8 @@ ratio. Also times the projection itself, after tracing (budget: 1 s for ResNet-5
 Two sets (docs/projection.md says where each figure comes from):
 
 - **fit**: the fourteen figures the model's efficiencies, XLA traffic factor and
-  depthwise factor were fitted to: ResNet-50 v1.5 (DeepLearningExamples TensorFlow/
+  depthwise factor were fitted to (all with XLA: the model without XLA has no fitted
+  constant of its own): ResNet-50 v1.5 (DeepLearningExamples TensorFlow/
   Classification/ConvNets/resnet50v1.5/README.md at its current version: 20.06-tf1-py3,
   XLA on), EfficientNet-B0 (TensorFlow2/Classification/ConvNets/efficientnet_v1/
   README.md, 21.09-tf2-py3, XLA on) and BERT-Large SQuAD fine-tuning at sequence
@@ -20,15 +21,19 @@ Two sets (docs/projection.md says where each figure comes from):
   README.md, 20.07-tf2-py3); EfficientNet-B4 and EfficientNetV2-S (efficientnet_v1 and
   efficientnet_v2 READMEs, 21.09-tf2-py3); ResNeXt-101 32x4d and SE-ResNeXt-101 32x4d
   (TensorFlow/Classification/ConvNets READMEs, 20.06-tf1-py3); U-Net
-  (TensorFlow2/Segmentation/UNet_Medical/README.md, 21.02-tf2-py3). Also ResNet-50
-  without XLA (the ResNet README as of commit fed7ba99, 20.03-tf1-py3), printed as
-  "other implementation": NVIDIA's model normalises with one fused batch-norm kernel,
-  Keras 3's with a dozen kernels (and casts to float32 in mixed precision), so the two
-  steps differ in work.
+  (TensorFlow2/Segmentation/UNet_Medical/README.md, 21.02-tf2-py3). Fourteen more,
+  recorded and printed against the model before it changed (docs/projection.md): ResNet-50
+  without XLA, as NVIDIA's and tf_cnn_benchmarks' implementations build it (one fused
+  batch-norm kernel per layer), on V100 (the ResNet README at fed7ba99, 20.03-tf1-py3)
+  and RTX 3090/4090 (tf_cnn_benchmarks, server-gear.com); ResNet-50 with XLA on a Quadro
+  RTX 8000 (Lambda's deeplearning-benchmark logs); BERT-Large SQuAD at small batches,
+  NVIDIA's TF1 implementation (TensorFlow/LanguageModeling/BERT/README.md, 20.06),
+  on A100 40GB and V100.
 
     .venv/bin/python benchmarks/bench_projection.py [--runs 3] [--only resnet50,bert-large]
+        [--second]
 
-Tracing the models takes about five minutes on a 2-core CPU (BERT-Large the longest);
+Tracing the models takes ten minutes or more on a 2-core CPU (BERT-Large the longest);
 the projection times are medians over --runs.
 """
 
@@ -54,7 +59,8 @@ class Published:
     batch: int
     xla: bool
     throughput: float  # images or sequences per second
-    kind: str  # fit | held out | other (another implementation of the model)
+    kind: str  # fit | held out
+    second: bool = False  # of the second held-out set (issue #28), printed on its own too
 
 
 PUBLISHED = [
@@ -63,10 +69,6 @@ PUBLISHED = [
     Published("resnet50", "A100-40GB", AMP, 256, True, 2375.0, "fit"),
     Published("resnet50", "V100", FP32, 128, True, 412.0, "fit"),
     Published("resnet50", "V100", AMP, 256, True, 1270.0, "fit"),
-    # other implementation: ResNet-50 v1.5 without XLA, the README at fed7ba99 (V100
-    # 16G), whose fused batch norm Keras 3 does not have
-    Published("resnet50", "V100", FP32, 128, False, 369.62, "other"),
-    Published("resnet50", "V100", AMP, 256, False, 1099.55, "other"),
     # fit: EfficientNet-B0, 224x224, efficientnet_v1/README.md, XLA
     Published("efficientnet-b0", "A100", FP32, 512, True, 1209.0, "fit"),  # TF32
     Published("efficientnet-b0", "A100", AMP, 1024, True, 3454.0, "fit"),
@@ -118,10 +120,41 @@ PUBLISHED = [
     Published("unet-medical", "A100", AMP, 8, True, 141.03, "held out"),
     Published("unet-medical", "V100", FP32, 8, True, 19.40, "held out"),  # V100 16GB
     Published("unet-medical", "V100", AMP, 8, True, 60.65, "held out"),
+    # held out (added with the GPU table's new parts; printed against the model before
+    # any change to it, docs/projection.md): ResNet-50 with one fused batch-norm kernel
+    # per layer, as NVIDIA's and tf_cnn_benchmarks' implementations build it.
+    # ResNet-50 v1.5 without XLA, resnet50v1.5/README.md at fed7ba99 (20.03-tf1-py3,
+    # V100 16G)
+    Published("resnet50v1.5-fused", "V100", FP32, 128, False, 369.62, "held out", True),
+    Published("resnet50v1.5-fused", "V100", AMP, 256, False, 1099.55, "held out", True),
+    # ResNet-50 v1.5, XLA, Lambda's deeplearning-benchmark (tensorflow/results/
+    # QuadroRTX8000/TensorFlow_resnet50_{FP32,FP16}/14-02-2021_*.txt: 20.12-tf1-py3,
+    # DeepLearningExamples' resnet50v1.5, batch 128 as logged, train_throughput); under
+    # XLA traced as Keras builds it, like the fitted XLA figures (XLA fuses either way)
+    Published("resnet50", "Quadro RTX 8000", FP32, 128, True, 326.79, "held out", True),
+    Published("resnet50", "Quadro RTX 8000", AMP, 128, True, 943.78, "held out", True),
+    # ResNet-50 (v1) in tf_cnn_benchmarks, --use_fp16, XLA off (its default),
+    # nvcr.io/nvidia/tensorflow:23.02-tf1-py3, 1 GPU: server-gear.com, "RTX 4090 x4
+    # exhaustive tf_cnn_benchmarks" (blog/post/rtx4090-x4-exhaustive-tf-cnn-benchmarks)
+    Published("resnet50-fused", "RTX 3090", AMP, 64, False, 1026.83, "held out", True),
+    Published("resnet50-fused", "RTX 3090", AMP, 256, False, 1181.90, "held out", True),
+    Published("resnet50-fused", "RTX 4090", AMP, 64, False, 1688.03, "held out", True),
+    Published("resnet50-fused", "RTX 4090", AMP, 256, False, 1776.41, "held out", True),
+    # BERT-Large SQuAD v1.1 fine-tuning, sequence 384, at small batches: NVIDIA's TF1
+    # implementation, TensorFlow/LanguageModeling/BERT/README.md (20.06-py3; XLA:
+    # scripts/finetune_train_benchmark.sh's default), 1 GPU
+    Published("bert-large", "A100-40GB", FP32, 16, True, 61.364, "held out", True),  # TF32
+    Published("bert-large", "A100-40GB", AMP, 32, True, 102.26, "held out", True),
+    Published("bert-large", "V100", FP32, 2, True, 7.36, "held out", True),  # V100 16GB
+    Published("bert-large", "V100", AMP, 4, True, 29.74, "held out", True),
+    Published("bert-large", "V100", FP32, 10, True, 10.42, "held out", True),  # V100 32GB
+    Published("bert-large", "V100", AMP, 24, True, 51.02, "held out", True),
 ]
 
 IMAGE_MODELS = {  # name: input size
     "resnet50": 224,
+    "resnet50-fused": 224,
+    "resnet50v1.5-fused": 224,
     "efficientnet-b0": 224,
     "efficientnet-b4": 380,
     "efficientnetv2-s": 300,
@@ -135,8 +168,10 @@ def _image_model(name: str):
 
     size = IMAGE_MODELS[name]
     shape = (size, size, 3)
-    if name in ("resnext101", "se-resnext101"):
+    if "resnext101" in name:
         return _resnext(shape, se=name.startswith("se-")), shape
+    if name.endswith("-fused"):
+        return _resnet50_fused(shape, v15=name.startswith("resnet50v1.5")), shape
     build = {
         "resnet50": keras.applications.ResNet50,
         "efficientnet-b0": keras.applications.EfficientNetB0,
@@ -178,6 +213,67 @@ def _resnext(shape, se: bool, cardinality: int = 32):
             x = layers.ReLU()(layers.Add()([y, shortcut]))
     x = layers.GlobalAveragePooling2D()(x)
     return keras.Model(inputs, layers.Dense(1000, activation="softmax")(x))
+
+
+def _fused_batch_norm():
+    """Batch norm as one FusedBatchNormV3 kernel (and one gradient kernel), as
+    tf_cnn_benchmarks and DeepLearningExamples' ConvNets normalise: Keras 3's
+    BatchNormalization computes it from a dozen kernels, which only XLA fuses."""
+    import keras
+    import tensorflow as tf
+
+    class FusedBatchNorm(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(autocast=False, dtype="float32", **kwargs)
+
+        def build(self, shape):
+            channels = (shape[-1],)
+            self.gamma = self.add_weight(channels, "ones", name="gamma", dtype="float32")
+            self.beta = self.add_weight(channels, "zeros", name="beta", dtype="float32")
+            self.mean = self.add_weight(
+                channels, "zeros", name="mean", dtype="float32", trainable=False
+            )
+            self.var = self.add_weight(
+                channels, "ones", name="var", dtype="float32", trainable=False
+            )
+
+        def call(self, x, training=False):
+            y, mean, var = tf.compat.v1.nn.fused_batch_norm(
+                x, self.gamma.value, self.beta.value, epsilon=1e-5, is_training=True
+            )
+            if training:
+                self.mean.assign(0.9 * self.mean.value + 0.1 * mean)
+                self.var.assign(0.9 * self.var.value + 0.1 * var)
+            return y
+
+    return FusedBatchNorm()
+
+
+def _resnet50_fused(shape, v15: bool):
+    """ResNet-50 with fused batch norm: v1 (tf_cnn_benchmarks: a bottleneck's stride
+    on its first 1x1 convolution) or v1.5 (DeepLearningExamples: on its 3x3)."""
+    import keras
+    from keras import layers
+
+    def conv_bn(x, filters, kernel, stride=1, relu=True):
+        x = layers.Conv2D(filters, kernel, stride, "same", use_bias=False)(x)
+        x = _fused_batch_norm()(x)
+        return layers.ReLU()(x) if relu else x
+
+    inputs = keras.Input(shape)
+    x = conv_bn(inputs, 64, 7, 2)
+    x = layers.MaxPooling2D(3, 2, "same")(x)
+    for stage, (count, width) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512))):
+        for index in range(count):
+            stride = 2 if stage > 0 and index == 0 else 1
+            shortcut = conv_bn(x, 4 * width, 1, stride, relu=False) if index == 0 else x
+            y = conv_bn(x, width, 1, 1 if v15 else stride)
+            y = conv_bn(y, width, 3, stride if v15 else 1)
+            y = conv_bn(y, 4 * width, 1, relu=False)
+            x = layers.ReLU()(layers.Add()([y, shortcut]))
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dense(1000)(x)
+    return keras.Model(inputs, layers.Activation("softmax", dtype="float32")(x))
 
 
 def _unet():
@@ -308,6 +404,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated models")
+    parser.add_argument("--second", action="store_true", help="the second held-out set only")
     args = parser.parse_args()
 
     from gpuwhy.collect.placement import AuditTarget, audit_functions
@@ -317,9 +414,10 @@ def main() -> None:
 
     only = {name for name in args.only.split(",") if name}
     cases = [case for case in PUBLISHED if not only or case.model in only]
+    cases = [case for case in cases if case.second or not args.second]
     traced = {}
     rows = []
-    print(f"{'set':<8} {'model':<15} {'GPU':<10} {'precision':<9} {'XLA':<3} {'batch':>5}  "
+    print(f"{'set':<8} {'model':<18} {'GPU':<15} {'precision':<9} {'XLA':<3} {'batch':>5}  "
           f"{'projected/s (band)':<24} {'published':>9}  {'ratio':>5}  {'in band':<7}  "
           "projection s")  # fmt: skip
     for case in cases:
@@ -341,17 +439,23 @@ def main() -> None:
         ratio = mid / case.throughput
         inside = low <= case.throughput <= high
         rows.append((case, ratio, inside))
-        precision = "TF32" if case.precision == FP32 and "A100" in case.gpu else case.precision
+        tf32 = case.precision == FP32 and find_gpu(case.gpu).tf32_flops
+        precision = "TF32" if tf32 else case.precision
         precision = {FP32: "FP32", AMP: "AMP"}.get(precision, precision)
         print(
-            f"{case.kind:<8} {case.model:<15} "
-            f"{find_gpu(case.gpu).name:<10} {precision:<9} {'on' if case.xla else 'off':<3} "
+            f"{case.kind:<8} {case.model:<18} "
+            f"{find_gpu(case.gpu).name:<15} {precision:<9} {'on' if case.xla else 'off':<3} "
             f"{case.batch:>5}  {mid:>7,.1f} ({low:,.1f}–{high:,.1f}){'':<4} "
             f"{case.throughput:>9,.1f}  {ratio:>5.2f}  {'yes' if inside else 'no':<7}  "
             f"{statistics.median(seconds):.2f}"
         )
-    for name in ("fit", "held out", "other"):
-        chosen = [(ratio, inside) for case, ratio, inside in rows if case.kind == name]
+    groups = {
+        "fit": lambda case: case.kind == "fit",
+        "held out": lambda case: case.kind == "held out",
+        "held out, second set": lambda case: case.second,
+    }
+    for name, member in groups.items():
+        chosen = [(ratio, inside) for case, ratio, inside in rows if member(case)]
         if not chosen:
             continue
         within = sum(1 for ratio, _ in chosen if 0.67 <= ratio <= 1.5)

@@ -11,6 +11,9 @@ header that says what ran:
 - ``starved``: a small matmul per step and 50 ms of "input" on the host between steps;
 - ``transfer``: host -> GPU copies of 256 MiB in a loop (PCIe counters).
 
+It also writes ``real_peaks_<gpu>.jsonl``: what NVML reports of each GPU model that the
+projection derives peaks from when its table lacks the GPU (clocks, cores, memory bus).
+
 Usage (from the repository root, in the environment that has the frameworks)::
 
     python tools/record_nvml.py                       # every installed framework, 8 s each
@@ -133,6 +136,32 @@ def summarise(path: Path, record_) -> None:
         print(f"  finding {f.id}: {f.title}")
 
 
+def record_peaks(out: Path) -> list[Path]:
+    """What the projection derives an unknown GPU's peaks from (collect.nvml.peaks_reading),
+    one file per GPU model here, beside the table's name for it: the derivation is tested
+    against these (tests/projection/test_derive.py)."""
+    from gpuwhy.collect.nvml import peaks_reading, snapshot
+    from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
+
+    written = []
+    for device in snapshot().get("devices", []):
+        reading = peaks_reading(device.index)
+        if reading is None:
+            continue
+        try:
+            table = find_gpu(reading["name"]).name
+        except UnknownGpuError:
+            table = None
+        header = {"kind": "header", "format": "gpuwhy-nvml-peaks", "version": 1}
+        header["description"] = f"RECORDED by tools/record_nvml.py: {reading['name']}"
+        path = out / f"real_peaks_{slug(reading['name'])}.jsonl"
+        lines = [header, {"kind": "reading", "table": table, "reading": reading}]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        print(f"{path.name}: {reading}")
+        written.append(path)
+    return written
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", nargs="*", default=list(PROGRAMS))
@@ -142,6 +171,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "nvml")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    record_peaks(args.out)
     done = 0
     for framework in args.frameworks:
         if not installed(framework):

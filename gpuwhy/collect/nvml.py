@@ -106,6 +106,44 @@ def _device(pynvml, index: int, exclude_pids: frozenset[int]) -> GpuDevice:
     )
 
 
+def peaks_reading(index: int) -> dict[str, Any] | None:
+    """What the projection derives an unknown GPU's peaks from (projection/derive.py):
+    NVML's raw figures for device ``index``, each None where NVML does not report it;
+    None where NVML cannot start."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:  # no driver: nothing to read
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+        memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        return {
+            "name": _text(pynvml.nvmlDeviceGetName(handle)),
+            "compute_capability": tuple(cc) if cc else None,
+            "architecture": _call(pynvml.nvmlDeviceGetArchitecture, handle),
+            "cuda_cores": _call(pynvml.nvmlDeviceGetNumGpuCores, handle),
+            "max_sm_clock_mhz": _call(
+                pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM
+            ),
+            "max_memory_clock_mhz": _call(
+                pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM
+            ),
+            "memory_bus_bits": _call(pynvml.nvmlDeviceGetMemoryBusWidth, handle),
+            "memory_bytes": int(memory.total) if memory is not None else None,
+            "pcie_generation": _call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+            "pcie_width": _call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        }
+    except pynvml.NVMLError:
+        return None
+    finally:
+        _call(pynvml.nvmlShutdown)
+
+
 def _process_name(pid: int) -> str | None:
     # NVML's own process-name call is slow and needs privileges; /proc is enough on Linux.
     try:

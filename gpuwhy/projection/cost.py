@@ -11,8 +11,9 @@ Three kinds of GPU work, each with a band (low, mid, high seconds):
   step's ops write as traced (fusion saves some of it; reductions such as batch-norm
   statistics make their inputs be read again), a mixed-precision step's float32
   outputs at half width and casts at none (XLA fuses them); without XLA each kernel
-  moves ``KERNEL_TRAFFIC`` times its output. Depthwise convolutions cost
-  ``DEPTHWISE_TRAFFIC`` times their bytes more. No kernel is cheaper than its launch.
+  moves what it reads and writes (``reads_writes``: 2, 3 or 5 times its output).
+  Depthwise convolutions cost ``DEPTHWISE_TRAFFIC`` times their bytes more. No kernel
+  is cheaper than its launch.
 - **host<->device copies** of the step: a latency each (the audit counts them; under
   XLA only the batch's, the cluster keeps the rest on the device), and the batch
   itself over the host link.
@@ -23,8 +24,11 @@ XLA (ResNet-50 v1.5, EfficientNet-B0 and BERT-Large on V100 and A100, full and m
 precision; docs/projection.md), minimising the worst ratio; each term's band is 0.65x
 to 1.5x its middle time, which covers every fitted figure. Twenty-two figures of six
 other models (ELECTRA-base, EfficientNet-B4, EfficientNetV2-S, ResNeXt-101, SE-ResNeXt-101,
-U-Net) were held out and check it. Without XLA the per-kernel traffic is not
-calibrated, and the projection says so. Ops of unknown size count as launches only.
+U-Net) were held out and check it, and fourteen more (ResNet-50 without XLA on V100,
+RTX 3090 and RTX 4090, with XLA on a Quadro RTX 8000; BERT-Large at small batches).
+Without XLA nothing is fitted: each kernel's bytes are what it reads and writes, at the
+memory bandwidth share above; the band is wider there, on GeForce cards and at small
+batches, where the fit says less. Ops of unknown size count as launches only.
 """
 
 from __future__ import annotations
@@ -70,9 +74,25 @@ FUSED_AWAY = frozenset({"Cast"})
 # element in float16 (twice per byte).
 DEPTHWISE_TRAFFIC = {"fp32": (4.7, 7.2, 10.8), "fp16": (9.4, 14.4, 21.6)}
 DEPTHWISE_OPS = frozenset({"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput"})
-# Without XLA: bytes each kernel moves per byte of its output (its inputs read, the
-# output written; broadcast inputs are smaller). Not calibrated: docs/projection.md.
-KERNEL_TRAFFIC = (1.2, 1.6, 2.2)
+# Without XLA every op is its own kernel, reading its inputs from memory and writing its
+# output: bytes moved per byte of output, by what the op reads. One input read, one
+# output written (unary elementwise ops, casts, copies): 2. Two inputs of its size
+# (binary elementwise ops, an activation's gradient from its output and the incoming
+# gradient): 3. A fused batch norm reads its input twice (the statistics, then the
+# normalisation) and writes it once: 3; its gradient reads the incoming gradient and
+# the input for the statistics' gradients, then both again for the input's gradient: 5.
+# The band spans broadcast inputs (smaller) and cache misses on re-reads (larger).
+KERNEL_READS_WRITES = {"FusedBatchNormV3": 3.0, "FusedBatchNormGradV3": 5.0}
+BINARY_OPS = frozenset(
+    {
+        "AddV2", "Add", "Sub", "Mul", "RealDiv", "DivNoNan", "Maximum", "Minimum",
+        "SquaredDifference", "BiasAdd", "ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad",
+        "SigmoidGrad", "TanhGrad", "SoftplusGrad", "LeakyReluGrad", "AddN", "Select",
+        "SelectV2", "Pow", "FloorDiv", "Equal", "NotEqual", "Greater", "Less",
+        "GreaterEqual", "LessEqual", "LogicalAnd", "LogicalOr", "BiasAddGrad",
+    }
+)  # fmt: skip
+KERNEL_TRAFFIC = (0.8, 1.0, 1.5)  # on the reads and writes above
 LINK_EFFICIENCY = (0.50, 0.75, 0.90)  # of the host link's bandwidth
 # Seconds per kernel launch, TF's executor issuing one op after another (graph mode);
 # under XLA fused kernels replace several ops each.
@@ -84,6 +104,21 @@ KERAS_TRAIN_FUNCTIONS = frozenset(
     {"multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data", "train_function"}
 )
 COPY_LATENCY_S = 10e-6
+# A GPU whose peaks were derived from NVML (derive.py), not read from a datasheet: its
+# band's ends this much further out (derived peaks land within 10% of the datasheets'
+# for the table's GPUs; a GeForce card's highest clock is often above its rated boost)
+DERIVED_WIDTH = 1.25
+# Where the fitted figures say less (docs/projection.md), the band's ends further out:
+# - a GeForce card (none in the fit): its tensor cores' halved FP32-accumulate rate
+#   leaves it less starved for memory than the fitted V100 and A100 (76 FLOPs per byte
+#   of bandwidth on an RTX 3090 against 139-200), so it may reach more of its peak;
+# - a small batch (at most SMALL_BATCH samples a step): costs that do not shrink with
+#   the batch (the optimizer's passes over every weight, loss-scale checks, launches
+#   between XLA clusters) weigh more; the fit's smallest mixed-precision batch (BERT-Large,
+#   6 a step on a V100) was its slowest against the projection (x1.20).
+GEFORCE_WIDTH = 1.3  # the tensor time's fast end
+SMALL_BATCH = 8
+SMALL_BATCH_WIDTH = 1.3  # the step's slow end
 
 
 @dataclass(frozen=True)
@@ -180,6 +215,12 @@ def tensor_time(
     return total
 
 
+def small_batch(ops: list[TensorOp]) -> bool:
+    """The step's matmuls and convolutions were sized at a batch of SMALL_BATCH or fewer."""
+    batches = {op.flops_batch for op in ops if op.flops_batch}
+    return bool(batches) and max(batches) <= SMALL_BATCH
+
+
 def half_precision(ops: list[TensorOp]) -> bool:
     """Most of the step's matmul/convolution FLOPs are float16/bfloat16: a
     mixed-precision step, its activations half-width."""
@@ -241,7 +282,9 @@ def kernel_times(
     bound_kernels = 0
     for work in function.kernels:
         floor = _scaled(per_launch, work.count)
-        moved = _traffic(work.bytes, KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY)
+        moved = _traffic(
+            round(work.bytes * reads_writes(work.op)), KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY
+        )
         total = total + _larger(floor, moved)
         if floor.mid >= moved.mid:
             bound = bound + floor
@@ -252,7 +295,8 @@ def kernel_times(
 def cudnn_time(kernels: list[KernelWork], gpu: GpuSpec) -> tuple[Band, Band, int]:
     """The elementwise work of RNN loops that cuDNN runs: its RNN kernels fuse each
     timestep's gate arithmetic into one kernel (per direction of the pass), which moves
-    what the loop's ops write, ``KERNEL_TRAFFIC`` times, and costs at least a launch.
+    what the loop's ops write once in and once out (``KERNEL_TRAFFIC`` on twice
+    their bytes), and costs at least a launch.
     Returns (the time, the part that is launches outweighing the bytes, their count)."""
     per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
     total, bound, bound_kernels = ZERO, ZERO, 0
@@ -260,11 +304,16 @@ def cudnn_time(kernels: list[KernelWork], gpu: GpuSpec) -> tuple[Band, Band, int
         rows = [k for k in kernels if k.loop == loop]
         launches = max(k.runs for k in rows)
         floor = _scaled(per_launch, launches)
-        moved = _traffic(sum(k.bytes for k in rows), KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY)
+        moved = _traffic(2 * sum(k.bytes for k in rows), KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY)
         total = total + _larger(floor, moved)
         if floor.mid >= moved.mid:
             bound, bound_kernels = bound + floor, bound_kernels + launches
     return total, bound, bound_kernels
+
+
+def reads_writes(op: str) -> float:
+    """Bytes an op's kernel moves per byte of its output, without XLA."""
+    return KERNEL_READS_WRITES.get(op, 3.0 if op in BINARY_OPS else 2.0)
 
 
 def _traffic(
@@ -285,6 +334,10 @@ def _traffic(
 
 def _scaled(band: Band, count: int) -> Band:
     return Band(band.low * count, band.mid * count, band.high * count)
+
+
+def _widened(band: Band, factor: float) -> Band:
+    return Band(band.low / factor, band.mid, band.high * factor)
 
 
 def _larger(a: Band, b: Band) -> Band:
@@ -360,10 +413,18 @@ def project_step(
     for k in function.kernels:
         if k.loop in cudnn:
             fused[k.loop] = max(fused.get(k.loop, 0), k.runs)
+    tensor = tensor_time(ops, gpu, placement.tf32_enabled is not False, cudnn)
+    if gpu.derived_from:
+        tensor, kernels = _widened(tensor, DERIVED_WIDTH), _widened(kernels, DERIVED_WIDTH)
+    if gpu.geforce:
+        tensor = Band(tensor.low / GEFORCE_WIDTH, tensor.mid, tensor.high)
+    if small_batch(ops):
+        tensor = Band(tensor.low, tensor.mid, tensor.high * SMALL_BATCH_WIDTH)
+        kernels = Band(kernels.low, kernels.mid, kernels.high * SMALL_BATCH_WIDTH)
     return StepProjection(
         gpu=gpu.name,
         function=label,
-        tensor=tensor_time(ops, gpu, placement.tf32_enabled is not False, cudnn),
+        tensor=tensor,
         kernels=kernels,
         launch_bound=launch_bound,
         launch_bound_kernels=launch_bound_kernels,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuwhy.collect.nvml import peaks_reading
 from gpuwhy.facts import (
     EagerFacts,
     Facts,
@@ -26,6 +27,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import (
+    DERIVED_WIDTH,
     LAUNCH_S,
     ZERO,
     Band,
@@ -40,6 +42,7 @@ from gpuwhy.projection.cpu_ops import (
     cpu_groups,
     measured_cpu_ops,
 )
+from gpuwhy.projection.derive import auto_gpu
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
 
 if TYPE_CHECKING:
@@ -65,8 +68,8 @@ def resolve_target(requested: str, facts: Facts) -> GpuSpec:
     if requested.strip().lower() != AUTO:
         return find_gpu(requested)
     devices = facts.devices or ()
-    if devices:
-        return find_gpu(devices[0].name)
+    if devices:  # a GPU the table lacks: its peaks derived from what NVML reports
+        return auto_gpu(devices[0].name, devices[0].index, peaks_reading)
     if facts.placement is not None and facts.placement.gpu_name:  # the one TF saw here
         return find_gpu(facts.placement.gpu_name)
     raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
@@ -236,6 +239,11 @@ def projection_facts(
     batch_s = batch_seconds(pipeline)
     measured_s = measured_batch_seconds(steps)
     notes = ["a projection from the traced graph and published peaks, not a measurement"]
+    if gpu.derived_from:
+        notes.append(
+            f"{gpu.name} is not in gpuwhy's GPU table: its peaks are {gpu.derived_from} "
+            f"(not a datasheet), and the band is {DERIVED_WIDTH:g}x wider for it"
+        )
     first_epoch = first_epoch_note(pipeline)
     if first_epoch is not None:
         notes.append(first_epoch)
@@ -428,7 +436,8 @@ def _graph_notes(projection: StepProjection, jit: bool) -> list[str]:
     if not jit:
         notes.append(
             "the function is not XLA-compiled: its kernels' memory traffic is costed kernel "
-            "by kernel, a part of the model not calibrated against published figures"
+            "by kernel from the bytes each reads and writes, a part of the model not fitted "
+            "to published figures (checked against some: docs/projection.md), its band wider"
         )
     if projection.tensor_ops_unsized:
         notes.append(

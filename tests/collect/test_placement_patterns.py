@@ -138,3 +138,26 @@ def test_kernel_bytes_say_how_much_of_them_is_float32():
     assert kernels["Relu"].bytes == kernels["Relu"].float32_bytes == 4 * elements
     # one cast up (float32 out), one cast down (float16 out)
     assert kernels["Cast"].bytes == 6 * elements and kernels["Cast"].float32_bytes == 4 * elements
+
+
+def test_a_fused_batch_norm_is_sized_by_its_output_not_left_unknown():
+    """tf.compat.v1 and tf_keras models normalise with FusedBatchNormV3, whose reserve
+    space outputs have no declared shape: the kernel is sized by its normalised output
+    (and the statistics), not counted as a launch of unknown bytes."""
+    scale, offset = tf.ones([32]), tf.zeros([32])
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, scale, offset, is_training=True)
+            loss = tf.reduce_sum(tf.nn.relu(y))
+        return tape.gradient(loss, x)
+
+    x = tf.ones([8, 16, 16, 32])
+    (function,) = gpuwhy.audit(step, x).facts.placement.functions
+    kernels = {k.op: k for k in function.kernels}
+    elements = 8 * 16 * 16 * 32
+    for op in ("FusedBatchNormV3", "FusedBatchNormGradV3"):
+        assert kernels[op].sized == kernels[op].count == 1
+        assert 4 * elements <= kernels[op].bytes < 4 * elements + 4096  # + per-channel

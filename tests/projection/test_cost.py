@@ -38,9 +38,9 @@ def test_each_term_at_the_middle_efficiency():
     projection = project_step(placement(), A100, input_bytes=4_000_000)
     # 2 GFLOP of float32 at TF32's 156 TFLOPS, of which training steps reach 30%
     assert projection.tensor.mid == pytest.approx(2e9 / (156e12 * 0.30))
-    # 100 MB written, 1.6x that moved (its inputs read), at 2,039 GB/s, 70% reached:
-    # above its launch
-    assert projection.kernels.mid == pytest.approx(1.6e8 / (2039e9 * 0.70))
+    # a Relu writes 100 MB and reads as much (its input): 200 MB at 2,039 GB/s, 70%
+    # reached: above its launch
+    assert projection.kernels.mid == pytest.approx(2e8 / (2039e9 * 0.70))
     # one copy's latency, and the 4 MB batch over PCIe 4 at 75%
     assert projection.copies.mid == pytest.approx(10e-6 + 4e6 / (32e9 * 0.75))
     step = projection.step
@@ -279,3 +279,41 @@ def test_an_xla_step_makes_no_copies_between_its_own_ops():
     assert auto.xla_assumed and auto.copies.mid == pytest.approx(xla.copies.mid)
     found = projection_facts(Facts(placement=placement(functions=(compiled,))), "A100")
     assert any("438 host<->device copies" in note and "not costed" in note for note in found.notes)
+
+
+def test_without_xla_each_kernel_moves_what_it_reads_and_writes():
+    # 100 MB out of each: a unary op reads one input, a binary op two, a fused batch norm
+    # reads its input twice, its gradient reads the gradient and the input twice each
+    def moved(op):
+        work = (KernelWork(op, count=1, bytes=100_000_000, sized=1),)
+        return project_step(placement(functions=(train_function(kernels=work),)), A100).kernels
+
+    per_byte = 1e8 / (2039e9 * 0.70)
+    assert moved("Relu").mid == pytest.approx(2 * per_byte)
+    assert moved("AddV2").mid == pytest.approx(3 * per_byte)
+    assert moved("ReluGrad").mid == pytest.approx(3 * per_byte)
+    assert moved("FusedBatchNormV3").mid == pytest.approx(3 * per_byte)
+    assert moved("FusedBatchNormGradV3").mid == pytest.approx(5 * per_byte)
+    band = moved("Relu")  # broadcast inputs to cache misses, at 85% to 50% of the bandwidth
+    assert band.low == pytest.approx(0.8 * 2e8 / (2039e9 * 0.85))
+    assert band.high == pytest.approx(1.5 * 2e8 / (2039e9 * 0.50))
+
+
+def test_the_band_is_wider_on_geforce_cards_and_at_small_batches():
+    rtx3090 = find_gpu("RTX 3090")
+    a6000 = find_gpu("RTX A6000")  # the professional GA102: full-rate FP32 accumulate
+    assert rtx3090.geforce and not a6000.geforce and not A100.geforce
+    ops = [b.tensor_op(dtype="float16", flops=4_000_000_000, function=TRAIN, gradient=True)]
+    geforce = project_step(placement(tensor_ops=ops), rtx3090).tensor
+    assert geforce.mid == pytest.approx(4e9 / (71e12 * 0.49))
+    assert geforce.low == pytest.approx(4e9 / (71e12 * 0.75) / 1.3)  # fast end further out
+    assert geforce.high == pytest.approx(4e9 / (71e12 * 0.33))
+    sized = [
+        b.tensor_op(flops=4_000_000_000, function=TRAIN, gradient=True, flops_batch=batch)
+        for batch in (4, 64)
+    ]
+    small = project_step(placement(tensor_ops=sized[:1]), A100)
+    large = project_step(placement(tensor_ops=sized[1:]), A100)
+    assert small.tensor.mid == large.tensor.mid and small.tensor.low == large.tensor.low
+    assert small.tensor.high == pytest.approx(1.3 * large.tensor.high)  # slow end further
+    assert small.kernels.high == pytest.approx(1.3 * large.kernels.high)

@@ -23,10 +23,40 @@ from gpuwhy.projection.gpus import GPUS, UnknownGpuError, find_gpu, target_names
         ("NVIDIA GeForce RTX 4090", "RTX 4090"),
         ("rtx 3090", "RTX 3090"),
         ("H200", "H200"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA GB200", "GB200"),
+        ("NVIDIA H20", "H20"),
+        ("NVIDIA H800", "H800"),
+        ("NVIDIA A800-SXM4-80GB", "A800"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA A40", "A40"),
+        ("NVIDIA A30", "A30"),
+        ("NVIDIA RTX A6000", "RTX A6000"),
+        ("A6000", "RTX A6000"),
+        ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"),
+        ("Quadro RTX 6000", "Quadro RTX 6000"),
+        ("Quadro RTX 8000", "Quadro RTX 8000"),
+        ("NVIDIA GeForce RTX 5090", "RTX 5090"),
+        ("NVIDIA GeForce RTX 4080", "RTX 4080"),
+        ("NVIDIA GeForce RTX 3080", "RTX 3080"),
+        ("NVIDIA GeForce RTX 2080 Ti", "RTX 2080 Ti"),
+        ("Tesla P100-PCIE-16GB", "P100"),
+        ("Tesla V100-PCIE-16GB", "V100"),
+        ("NVIDIA A100 80GB PCIe", "A100"),
     ],
 )
 def test_names_as_typed_and_as_nvml_reports_them(name, found):
     assert find_gpu(name).name == found
+
+
+@pytest.mark.parametrize(
+    "name",
+    # another GPU whose name contains a table name: derived from NVML, not mistaken
+    ["NVIDIA RTX A4000", "NVIDIA GeForce RTX 3080 Ti", "NVIDIA RTX A3000 Laptop GPU"],
+)
+def test_a_name_that_only_contains_a_table_name_is_another_gpu(name):
+    with pytest.raises(UnknownGpuError):
+        find_gpu(name)
 
 
 def test_an_unknown_name_lists_the_table():
@@ -52,3 +82,20 @@ def test_every_entry_is_consistent():
         assert gpu.float16_flops > gpu.float32_flops > 0
         assert (gpu.tf32_flops is None) == (gpu.compute_capability < (8, 0))
         assert gpu.memory_bandwidth > gpu.host_link > 0 and gpu.memory_bytes > 0
+        assert gpu.sm_count > 0 and gpu.derived_from is None
+        # FP8 tensor cores from Ada and Hopper on, at twice the FP16 rate
+        assert (gpu.float8_flops is not None) == (gpu.compute_capability >= (8, 9))
+        if gpu.float8_flops:
+            assert gpu.float8_flops == pytest.approx(2 * gpu.float16_flops, rel=0.02)
+
+
+def test_geforce_tensor_cores_run_fp32_accumulate_at_half_the_professional_rate():
+    # same chip (GA102, AD102), same SMs: the GeForce card's FP16-with-FP32-accumulate
+    # and TF32 rates are half those of its professional sibling, clock for clock
+    rtx3090, a6000 = find_gpu("RTX 3090"), find_gpu("RTX A6000")
+    per_clock = rtx3090.float32_flops / a6000.float32_flops
+    assert rtx3090.float16_flops / a6000.float16_flops == pytest.approx(per_clock / 2, rel=0.02)
+    assert rtx3090.tf32_flops == pytest.approx(rtx3090.float16_flops / 2, rel=0.01)
+    rtx4090, ada = find_gpu("RTX 4090"), find_gpu("RTX 6000 Ada")
+    per_clock = rtx4090.float32_flops / ada.float32_flops
+    assert rtx4090.float16_flops / ada.float16_flops == pytest.approx(per_clock / 2, rel=0.02)

@@ -66,6 +66,8 @@ def _output_bytes(node, graphs, batch: int | None, dtypes) -> tuple[int, int] | 
     total = wide = 0
     for index, dtype in enumerate(node.out_types):
         shape = shapes.output(node.name, index)
+        if shape is None and index > 0:
+            continue  # scratch of no declared shape (FusedBatchNormV3's reserve spaces)
         if shape is None or any(d is None for d in shape):
             return None
         try:
