@@ -70,6 +70,56 @@ def bursts(steps: StepFacts) -> Bursts | None:
     return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median)
 
 
+@dataclass(frozen=True)
+class HostLoad:
+    """Other processes' use of the host's CPUs over the run: busy (all processes, from
+    /proc/stat) minus the program's own CPU time (process and children), as shares of
+    the cores, and the load average at the end."""
+
+    others: float
+    busy: float
+    own: float
+    cores: int | None
+    load_average: float | None
+
+    @property
+    def text(self) -> str:
+        cores = f"{self.cores} cores" if self.cores else "cores"
+        load = f", load average {self.load_average:.1f}" if self.load_average is not None else ""
+        return (
+            f"other processes kept {self.others:.0%} of the host's {cores} busy during the "
+            f"run (the program itself {self.own:.0%}{load})"
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "other_processes_cpu_fraction": round(self.others, 3),
+            "host_cpu_busy_fraction": round(self.busy, 3),
+            "program_cpu_fraction": round(self.own, 3),
+            "host_cores": self.cores,
+            "host_load_average": self.load_average,
+        }
+
+
+def host_load(facts: Facts, at: float) -> HostLoad | None:
+    """Other processes' share of the host's cores where it is at least ``at``."""
+    tfdata = facts.tfdata
+    if tfdata is None or tfdata.host_cpu_busy_fraction is None:
+        return None
+    if tfdata.process_cpu_fraction is None:
+        return None
+    others = tfdata.host_cpu_busy_fraction - tfdata.process_cpu_fraction
+    if others < at:
+        return None
+    return HostLoad(
+        others,
+        tfdata.host_cpu_busy_fraction,
+        tfdata.process_cpu_fraction,
+        tfdata.host_cores,
+        tfdata.host_load_average,
+    )
+
+
 # The pipeline makes a batch in less than this share of the measured wait: the wait is
 # the iterator call, not the pipeline's work.
 OVERHEAD_PRODUCTION_SHARE = 0.5
@@ -125,6 +175,12 @@ class InputBound(Rule):
     ops for a stateful augmentation, TF ops for a Python function, parallel reads for a
     file reader, batching before a cheap per-element map (`vectorise_below_us`).
 
+    When other processes kept at least `others_busy_at` of the host's cores busy over
+    the run (the host's busy CPU time from the OS minus the program's own), the
+    pipeline had to share the cores with them: the finding is low, says so with the
+    figures, names no stage in its title, and its fix starts by measuring again on a
+    host to itself.
+
     ## Why is this slow?
     A GPU step can only start once its batch is on the device. When producing a batch
     takes longer than computing on it, the GPU is idle for the difference on every step,
@@ -155,13 +211,15 @@ class InputBound(Rule):
     - `vectorise_below_us`: a map's self time per call, in microseconds, below which
       its cost is mostly tf.data's per-element overhead and the fix batches before
       mapping (50; needs 1,000 calls or more to judge).
+    - `others_busy_at`: share of the host's cores other processes kept busy over the
+      run that makes the finding low and about the load, not the pipeline (0.25).
     """
 
     id = "input.bound"
     severity = "high"
     status = "stable"
     needs = ("steps",)  # tfdata, when present, names the slowest stage
-    options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50}
+    options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50, "others_busy_at": 0.25}
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -177,7 +235,8 @@ class InputBound(Rule):
         for pipeline in facts.tfdata.pipelines:
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
-                findings.append(self._from_pipeline(pipeline, wait, options))
+                load = host_load(facts, options["others_busy_at"])
+                findings.append(self._from_pipeline(pipeline, wait, options, load))
         return findings
 
     def _from_steps(
@@ -211,7 +270,13 @@ class InputBound(Rule):
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
         return self._finding(
-            title, share, pipeline, evidence, site.group(1) if site else None, options
+            title,
+            share,
+            pipeline,
+            evidence,
+            site.group(1) if site else None,
+            options,
+            host_load(facts, options["others_busy_at"]),
         )
 
     def _fetch_overhead(
@@ -258,7 +323,11 @@ class InputBound(Rule):
         )
 
     def _from_pipeline(
-        self, pipeline: PipelineFacts, wait: InputWait, options: dict[str, Any]
+        self,
+        pipeline: PipelineFacts,
+        wait: InputWait,
+        options: dict[str, Any],
+        load: HostLoad | None,
     ) -> Finding:
         who = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
         title = (
@@ -273,7 +342,9 @@ class InputBound(Rule):
             "elements_read": pipeline.elements,
             "measured_by": wait.measured_by,
         }
-        return self._finding(title, wait.fraction, pipeline, evidence, pipeline.location, options)
+        return self._finding(
+            title, wait.fraction, pipeline, evidence, pipeline.location, options, load
+        )
 
     def _finding(
         self,
@@ -283,15 +354,18 @@ class InputBound(Rule):
         evidence: dict[str, Any],
         site: str | None,
         options: dict[str, Any],
+        load: HostLoad | None = None,
     ) -> Finding:
         location, fix = site, fixes.generic()
+        slowest_in_title = load is None  # under others' load the stage is not the cause
         stage = bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None:
             evidence["pipeline"] = pipeline_name(pipeline)
         # bottleneck() found a stage only where pipeline.bottleneck indexes one
         if pipeline is not None and pipeline.bottleneck is not None and stage is not None:
             label = stage_label(stage)
-            title += f"; the slowest stage is {label}"
+            if slowest_in_title:
+                title += f"; the slowest stage is {label}"
             row = stage_row(pipeline, pipeline.bottleneck)
             evidence["bottleneck"] = f"stage {label}"
             evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
@@ -304,6 +378,8 @@ class InputBound(Rule):
             )
             if not ends_buffered(pipeline):
                 fix = fix + fixes.prefetch_at_end(pipeline)
+        if load is not None:
+            return self._loaded_host(title, share, load, location, evidence, fix)
         speedup = 1 / (1 - share) if share < 0.99 else None
         return self.finding(
             title,
@@ -316,6 +392,36 @@ class InputBound(Rule):
                 f"{speedup:.1f}x faster once input keeps up with compute"
                 if speedup
                 else f"estimate: up to {share:.0%} of step time"
+            ),
+            gain_value=round(share, 4),
+        )
+
+    def _loaded_host(
+        self,
+        title: str,
+        share: float,
+        load: HostLoad,
+        location: str | None,
+        evidence: dict[str, Any],
+        fix: list[str],
+    ) -> Finding:
+        """The steps waited while other processes held much of the host's CPU: the
+        pipeline shared the cores with them, so the wait is not (only) its own."""
+        evidence.update(load.evidence())
+        lead = [
+            f"# {load.text}:",
+            "# run again with the host to itself (stop the other jobs, or a machine of its",
+            "# own) before changing the pipeline; if the wait stays, then:",
+        ]
+        return self.finding(
+            f"{title}, while {load.text}: the wait may be the load's, not the pipeline's",
+            severity="low",
+            location=location,
+            evidence=evidence,
+            fix="\n".join(lead + fix),
+            estimated_gain=(
+                f"unknown: up to {share:.0%} of step time, of which other processes' load "
+                "may be much"
             ),
             gain_value=round(share, 4),
         )
