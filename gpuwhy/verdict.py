@@ -121,10 +121,10 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
             text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
             stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
             others = bound.evidence.get("other_processes_cpu_fraction") if bound else None
+            if stage and not (others is not None and bound and bound.severity == "low"):
+                text += f" (slowest stage: {stage})"
             if others is not None:  # input.bound: the host was loaded, not (only) the input
                 text += f" while other processes kept {others:.0%} of the host's cores busy"
-            elif stage:
-                text += f" (slowest stage: {stage})"
         details.append(text)
     elif program.tensorflow_imported:
         details.append("no training steps found")

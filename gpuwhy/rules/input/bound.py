@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from dataclasses import dataclass
@@ -81,6 +82,7 @@ class HostLoad:
     own: float
     cores: int | None
     load_average: float | None
+    large_wait: bool = False  # a wait of high_at or more: more than the load explains
 
     @property
     def text(self) -> str:
@@ -101,12 +103,13 @@ class HostLoad:
         }
 
 
-def host_load(facts: Facts, at: float) -> HostLoad | None:
-    """Other processes' share of the host's cores where it is at least ``at``."""
+def host_load(facts: Facts, at: float, saturated_at: float) -> HostLoad | None:
+    """Other processes' share of the host's cores, where it is at least ``at`` and the
+    host's cores were at least ``saturated_at`` busy (no idle core left to the input)."""
     tfdata = facts.tfdata
     if tfdata is None or tfdata.host_cpu_busy_fraction is None:
         return None
-    if tfdata.process_cpu_fraction is None:
+    if tfdata.process_cpu_fraction is None or tfdata.host_cpu_busy_fraction < saturated_at:
         return None
     others = tfdata.host_cpu_busy_fraction - tfdata.process_cpu_fraction
     if others < at:
@@ -175,11 +178,13 @@ class InputBound(Rule):
     ops for a stateful augmentation, TF ops for a Python function, parallel reads for a
     file reader, batching before a cheap per-element map (`vectorise_below_us`).
 
-    When other processes kept at least `others_busy_at` of the host's cores busy over
-    the run (the host's busy CPU time from the OS minus the program's own), the
-    pipeline had to share the cores with them: the finding is low, says so with the
-    figures, names no stage in its title, and its fix starts by measuring again on a
-    host to itself.
+    When the host's cores were saturated (at least `saturated_at` busy over the run)
+    and other processes kept at least `others_busy_at` of them busy (the host's busy CPU
+    time from the OS minus the program's own), the pipeline had to share the cores with
+    them: the finding says so with the figures and its fix starts by measuring again on
+    a host to itself. A wait under `high_at` is then low and its title names no stage
+    (a load takes that much from any pipeline); a larger one stays high, the load
+    beside it.
 
     ## Why is this slow?
     A GPU step can only start once its batch is on the device. When producing a batch
@@ -212,14 +217,22 @@ class InputBound(Rule):
       its cost is mostly tf.data's per-element overhead and the fix batches before
       mapping (50; needs 1,000 calls or more to judge).
     - `others_busy_at`: share of the host's cores other processes kept busy over the
-      run that makes the finding low and about the load, not the pipeline (0.25).
+      run that makes the finding about the load (0.25).
+    - `saturated_at`: the host's busy share of its cores (all processes) above which
+      other processes' load counts (0.90).
     """
 
     id = "input.bound"
     severity = "high"
     status = "stable"
     needs = ("steps",)  # tfdata, when present, names the slowest stage
-    options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50, "others_busy_at": 0.25}
+    options = {
+        "medium_at": 0.05,
+        "high_at": 0.20,
+        "vectorise_below_us": 50,
+        "others_busy_at": 0.25,
+        "saturated_at": 0.90,
+    }
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -235,7 +248,7 @@ class InputBound(Rule):
         for pipeline in facts.tfdata.pipelines:
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
-                load = host_load(facts, options["others_busy_at"])
+                load = host_load(facts, options["others_busy_at"], options["saturated_at"])
                 findings.append(self._from_pipeline(pipeline, wait, options, load))
         return findings
 
@@ -276,7 +289,7 @@ class InputBound(Rule):
             evidence,
             site.group(1) if site else None,
             options,
-            host_load(facts, options["others_busy_at"]),
+            host_load(facts, options["others_busy_at"], options["saturated_at"]),
         )
 
     def _fetch_overhead(
@@ -357,7 +370,10 @@ class InputBound(Rule):
         load: HostLoad | None = None,
     ) -> Finding:
         location, fix = site, fixes.generic()
-        slowest_in_title = load is None  # under others' load the stage is not the cause
+        if load is not None and share >= options["high_at"]:
+            load = dataclasses.replace(load, large_wait=True)
+        # a small wait under others' load: the stage is not shown to be the cause
+        slowest_in_title = load is None or load.large_wait
         stage = bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None:
             evidence["pipeline"] = pipeline_name(pipeline)
@@ -411,11 +427,15 @@ class InputBound(Rule):
         lead = [
             f"# {load.text}:",
             "# run again with the host to itself (stop the other jobs, or a machine of its",
-            "# own) before changing the pipeline; if the wait stays, then:",
+            "# own) to see the pipeline's own wait; if it stays, then:",
         ]
+        if load.large_wait:
+            title += f", while {load.text}: part of the wait may be the load's"
+        else:
+            title += f", while {load.text}: the wait may be the load's, not the pipeline's"
         return self.finding(
-            f"{title}, while {load.text}: the wait may be the load's, not the pipeline's",
-            severity="low",
+            title,
+            severity="high" if load.large_wait else "low",
             location=location,
             evidence=evidence,
             fix="\n".join(lead + fix),

@@ -41,9 +41,21 @@ def test_a_wait_while_others_held_the_cores_is_low_and_names_the_load():
     assert "unknown" in f.estimated_gain
 
 
-@pytest.mark.parametrize("own", [0.80, 0.74])
-def test_a_host_the_program_had_mostly_to_itself_keeps_the_pipeline_finding(own):
-    (f,) = check(loaded_facts(busy=0.98, own=own))
+def test_a_large_wait_under_load_stays_high_with_the_load_beside_it():
+    (f,) = check(loaded_facts(wait=0.40))
+    assert f.severity == "high"
+    assert "; the slowest stage is Map(augment at train.py:47), while other processes kept" in (
+        f.title
+    )
+    assert f.title.endswith("part of the wait may be the load's")
+    assert f.evidence["other_processes_cpu_fraction"] == 0.53
+
+
+@pytest.mark.parametrize(
+    "busy, own", [(0.98, 0.80), (0.98, 0.74), (0.85, 0.30)]
+)  # others under 25%, or cores left idle
+def test_a_host_the_program_had_mostly_to_itself_keeps_the_pipeline_finding(busy, own):
+    (f,) = check(loaded_facts(busy=busy, own=own))
     assert f.severity == "medium"
     assert "the slowest stage is Map(augment at train.py:47)" in f.title
     assert "other_processes_cpu_fraction" not in f.evidence
