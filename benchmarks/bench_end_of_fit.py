@@ -8,7 +8,7 @@ its optimisation period, up to a minute); this measures that wait on an OCR-styl
 encoder, validation every epoch). Both sides see the same TF behaviour (TF can lose the
 wake-up of an autotune thread whenever an iterator is freed, python included): what must
 match is the distribution, so compare medians and the count of slow exits over several
-runs. Run: .venv/bin/python benchmarks/bench_end_of_fit.py [--runs 5] [--epochs 4]
+runs. Run: .venv/bin/python benchmarks/bench_end_of_fit.py [--runs 5] [--epochs 10]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def summary(name: str, rows: list[tuple[float, float]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args()
     plain, watched = [], []
     print(f"{'run':<4} {'python end/program':>22} {'gpuwhy end/program':>22}")

@@ -13,7 +13,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-IMAGES = int(os.environ.get("OCR_IMAGES", "320"))
+IMAGES = int(os.environ.get("OCR_IMAGES", "960"))
 EPOCHS = int(os.environ.get("OCR_EPOCHS", "4"))
 CHARACTERS = "2345678bcdefgmnpwxy"
 HEIGHT, WIDTH, LENGTH = 50, 200, 5
