@@ -11,26 +11,28 @@ import textwrap
 
 from tests.test_run_tensorflow import run
 
-# float64 throughout and an in-memory pipeline: the program waits for input only when
-# something else takes its cores
+# float64 throughout and an in-memory pipeline far cheaper than the step: alone, the
+# program hardly waits for input; it waits when something else takes its cores
 PROGRAM = """
 import numpy as np
 import tensorflow as tf
 
 rng = np.random.default_rng(0)
-x = rng.normal(size=(4096, 32))
+x = rng.normal(size=(4096, 256))
 y = rng.normal(size=(4096, 1))
-ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (a * 2.0, b)).batch(32)
-w = tf.Variable(tf.zeros((32, 1), tf.float64))
+ds = tf.data.Dataset.from_tensor_slices((x * 2.0, y)).batch(32).prefetch(tf.data.AUTOTUNE)
+w1 = tf.Variable(rng.normal(size=(256, 2048)) * 0.01)
+w2 = tf.Variable(tf.zeros((2048, 1), tf.float64))
 
 @tf.function
 def step(a, b):
     with tf.GradientTape() as tape:
-        loss = tf.reduce_mean((a @ w - b) ** 2)
-    w.assign_sub(0.01 * tape.gradient(loss, w))
+        loss = tf.reduce_mean((tf.tanh(a @ w1) @ w2 - b) ** 2)
+    for w, g in zip((w1, w2), tape.gradient(loss, (w1, w2))):
+        w.assign_sub(0.01 * g)
     return loss
 
-for epoch in range(3):
+for epoch in range(2):
     for a, b in ds:
         loss = step(a, b)
 print("loss", float(loss))
@@ -66,7 +68,8 @@ def _consistent(record):
         assert loaded == (saturated and _others(record) >= 0.25), (finding, _others(record))
         if loaded:
             wait = finding["evidence"]["input_wait_fraction"]
-            assert finding["severity"] == ("high" if wait >= 0.20 else "low")
+            fetch = "production_ms_per_batch" in finding["evidence"]  # the next() call itself
+            assert finding["severity"] == ("high" if wait >= 0.20 and not fetch else "low")
             assert "other processes kept" in finding["title"]
             assert "other processes kept" in record["verdict"]["text"]
 

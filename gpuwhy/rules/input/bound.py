@@ -278,8 +278,9 @@ class InputBound(Rule):
             title += f"; {burst.text}"
             evidence["wait_bursts"] = burst.text
         overhead = fetch_overhead(pipeline, steps, share, mean_step)
+        load = host_load(facts, options["others_busy_at"], options["saturated_at"])
         if pipeline is not None and overhead is not None and burst is None:
-            return self._fetch_overhead(title, share, pipeline, overhead, evidence, site)
+            return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, load)
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
         return self._finding(
@@ -289,7 +290,7 @@ class InputBound(Rule):
             evidence,
             site.group(1) if site else None,
             options,
-            host_load(facts, options["others_busy_at"], options["saturated_at"]),
+            load,
         )
 
     def _fetch_overhead(
@@ -300,9 +301,11 @@ class InputBound(Rule):
         production_s: float,
         evidence: dict[str, Any],
         site: re.Match | None,
+        load: HostLoad | None = None,
     ) -> Finding:
         """The steps wait in next(), but the pipeline, buffered, makes a batch in a
-        fraction of that: the time is the Python call per step, not tf.data's work."""
+        fraction of that: the time is the Python call per step, not tf.data's work
+        (low where other processes held the host's cores: they slow that call too)."""
         title = title.replace("Steps wait for input", "Steps spend", 1).replace(
             " of the time", " of the time fetching their batch", 1
         )
@@ -325,9 +328,13 @@ class InputBound(Rule):
             "    for x, y in <dataset>:",
             "        <your train step>(x, y)",
         ]
+        if load is not None:
+            evidence.update(load.evidence())
+            title += f", while {load.text}"
+            fix = [f"# {load.text}: run again with the host to itself first", *fix]
         return self.finding(
             title,
-            severity="medium",
+            severity="medium" if load is None else "low",
             location=site.group(1) if site else pipeline.location,
             evidence=evidence,
             fix="\n".join(fix),

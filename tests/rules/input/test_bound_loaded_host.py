@@ -79,3 +79,27 @@ def test_the_verdict_says_the_host_was_loaded_instead_of_naming_a_stage():
         in text
     )
     assert "slowest stage" not in text
+
+
+def test_the_python_call_per_step_under_load_is_low_and_names_the_load():
+    cheap = t.pipeline(
+        t.stage(
+            name="TensorSlice", kind="source", written_as=("from_tensor_slices",), self_time_s=0.03
+        ),
+        t.batch(self_time_s=0.03),
+        t.prefetch(),
+        consumer="python-loop",
+        bottleneck=1,
+    )
+    facts = t.facts(
+        cheap,
+        steps=t.loop_steps(0.10),
+        host_cpu_busy_fraction=0.99,
+        process_cpu_fraction=0.40,
+        host_cores=2,
+    )
+    (f,) = check(facts)
+    assert f.severity == "low"
+    assert "the cost is the Python call per step, while other processes kept 59%" in f.title
+    assert f.fix.startswith("# other processes kept 59% of the host's 2 cores busy")
+    assert f.evidence["production_ms_per_batch"] == 0.2
