@@ -638,13 +638,16 @@ class TfDataFacts:
 
     ``host_cpu_busy_fraction`` is the whole machine's CPU use during the run (all
     processes, all cores), read from the OS; ``process_cpu_fraction`` is the watched
-    process tree's share of all cores. Both say whether more input threads could help.
+    process tree's share of all cores. Both say whether more input threads could help;
+    their difference is what other processes took of the host over the same interval.
+    ``host_load_average`` is the OS's 1-minute load average at the end of the run.
     """
 
     pipelines: tuple[PipelineFacts, ...] = ()
     host_cores: int | None = None
     host_cpu_busy_fraction: float | None = None
     process_cpu_fraction: float | None = None
+    host_load_average: float | None = None
     host_memory_bytes: int | None = None  # physical memory of the host
     host_memory_available_bytes: int | None = None  # free for a cache, at the end of the run
     notes: tuple[str, ...] = ()

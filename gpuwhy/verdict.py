@@ -121,11 +121,17 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
                 f", {steps.input_wait_fraction:.0%} of it in next() "
                 "(the Python call per step, not the pipeline)"
             )
+            if "other_processes_cpu_fraction" in bound.evidence:
+                others = bound.evidence["other_processes_cpu_fraction"]
+                text += f" while other processes kept {others:.0%} of the host's cores busy"
         elif steps.input_wait_fraction is not None:
             text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
             stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
-            if stage:
+            others = bound.evidence.get("other_processes_cpu_fraction") if bound else None
+            if stage and not (others is not None and bound and bound.severity == "low"):
                 text += f" (slowest stage: {stage})"
+            if others is not None:  # input.bound: the host was loaded, not (only) the input
+                text += f" while other processes kept {others:.0%} of the host's cores busy"
         details.append(text)
     elif program.tensorflow_imported:
         details.append("no training steps found")

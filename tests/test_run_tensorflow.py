@@ -24,7 +24,7 @@ def line_with(path: Path, text: str) -> int:
     raise AssertionError(text)
 
 
-def run(*args, cwd=ROOT):
+def run(*args, cwd=ROOT, env_extra=None):
     return subprocess.run(
         [GPUWHY, "run", *map(str, args)],
         capture_output=True,
@@ -32,7 +32,12 @@ def run(*args, cwd=ROOT):
         cwd=cwd,
         timeout=600,
         # this checkout's gpuwhy, whichever one the environment installed
-        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(ROOT),
+            **(env_extra or {}),
+        },
     )
 
 

@@ -42,3 +42,11 @@ def cpu_fractions(start: tuple | None, end: tuple | None, cores: int) -> tuple:
     if start[2] is not None and end[2] is not None and end[3] > start[3]:
         busy = round(min(1.0, max(0.0, (end[2] - start[2]) / (end[3] - start[3]))), 4)
     return busy, process
+
+
+def load_average() -> float | None:
+    """The OS's 1-minute load average (runnable and waiting threads, all processes)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None

@@ -245,6 +245,7 @@ def keras_fit_batch(limit: int = 64) -> tuple[int | None, str | None, int | None
     import sys
     from types import FrameType
 
+    from gpuwhy.tfapi.frames import frame_values
     from gpuwhy.tfapi.graph_ops import is_library_file
 
     frame: FrameType | None = sys._getframe(1)
@@ -260,7 +261,7 @@ def keras_fit_batch(limit: int = 64) -> tuple[int | None, str | None, int | None
                 or f"{os.sep}tf_keras{os.sep}" in code.co_filename
             )
         ):
-            given = frame.f_locals
+            given = frame_values(frame, ("x", "batch_size"))
             x = given.get("x")
             if x is None or "Dataset" in type(x).__name__ or hasattr(x, "element_spec"):
                 return None, None, None

@@ -7,8 +7,10 @@ a lookup costs a short walk up the stack and a few dict hits.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from types import FrameType
+from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
@@ -29,3 +31,22 @@ def user_location(skip: int = 2, limit: int = 64) -> str | None:
             return relative(code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None
+
+
+def frame_values(frame: FrameType, names: tuple[str, ...]) -> dict[str, Any]:
+    """The named local variables of a running frame, read without keeping anything.
+
+    Before Python 3.13, ``frame.f_locals`` of a function's frame is a snapshot dict that
+    the frame keeps until it ends, holding every local's value *at the time of the
+    read*: read inside Keras' ``fit``, it kept that epoch's tf.data iterator alive to the
+    end of training (its autotune thread then made ``fit`` wait up to a minute on its
+    way out). The snapshot is emptied after the read: the frame's real variables are
+    its fast locals, and every later ``f_locals`` read rebuilds the snapshot from them.
+    A module's or class body's frame has no snapshot (``f_locals`` is its namespace) and
+    is left as it is; from 3.13 on ``f_locals`` is a live view and keeps nothing."""
+    local = frame.f_locals
+    values = {name: local[name] for name in names if name in local}
+    optimized = bool(frame.f_code.co_flags & inspect.CO_OPTIMIZED)
+    if optimized and sys.version_info < (3, 13) and type(local) is dict:
+        local.clear()
+    return values

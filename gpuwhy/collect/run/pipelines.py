@@ -65,7 +65,7 @@ import time
 import weakref
 from typing import Any
 
-from gpuwhy.collect.host_cpu import cpu_fractions, cpu_snapshot, host_cores
+from gpuwhy.collect.host_cpu import cpu_fractions, cpu_snapshot, host_cores, load_average
 from gpuwhy.collect.host_memory import host_memory
 from gpuwhy.collect.run.base import RunCollector
 from gpuwhy.collect.run.pipeline_facts import pipeline_facts
@@ -367,6 +367,7 @@ class PipelineCollector(RunCollector):
             host_cores=cores,
             host_cpu_busy_fraction=busy,
             process_cpu_fraction=process,
+            host_load_average=load_average(),
             host_memory_bytes=total,
             host_memory_available_bytes=available,
             notes=tuple(notes),

@@ -116,9 +116,11 @@ class CpuStarvedInput(Rule):
         core_text = f"all {cores} host cores" if cores else "the host's cores"
         repeating = _workers_repeating_the_input(facts)
         fix = _fix(pipeline, stage, busy - own >= 0.25 if own is not None else False)
+        others = evidence.get("other_processes_cpu_fraction")
+        by_others = f", {others:.0%} of them by other processes" if others is not None else ""
         title = (
             f"Steps wait for input {wait.fraction:.0%} of the time while {core_text} are "
-            f"{busy:.0%} busy: more input threads cannot help"
+            f"{busy:.0%} busy{by_others}: more input threads cannot help"
         )
         if repeating:
             # distribute.input-sharding's cause comes first: N workers each doing all of it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from dataclasses import dataclass
@@ -71,6 +72,58 @@ def bursts(steps: StepFacts) -> Bursts | None:
     return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median)
 
 
+@dataclass(frozen=True)
+class HostLoad:
+    """Other processes' use of the host's CPUs over the run: busy (all processes, from
+    /proc/stat) minus the program's own CPU time (process and children), as shares of
+    the cores, and the load average at the end."""
+
+    others: float
+    busy: float
+    own: float
+    cores: int | None
+    load_average: float | None
+    large_wait: bool = False  # a wait of high_at or more: more than the load explains
+
+    @property
+    def text(self) -> str:
+        cores = f"{self.cores} cores" if self.cores else "cores"
+        load = f", load average {self.load_average:.1f}" if self.load_average is not None else ""
+        return (
+            f"other processes kept {self.others:.0%} of the host's {cores} busy during the "
+            f"run (the program itself {self.own:.0%}{load})"
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "other_processes_cpu_fraction": round(self.others, 3),
+            "host_cpu_busy_fraction": round(self.busy, 3),
+            "program_cpu_fraction": round(self.own, 3),
+            "host_cores": self.cores,
+            "host_load_average": self.load_average,
+        }
+
+
+def host_load(facts: Facts, at: float, saturated_at: float) -> HostLoad | None:
+    """Other processes' share of the host's cores, where it is at least ``at`` and the
+    host's cores were at least ``saturated_at`` busy (no idle core left to the input)."""
+    tfdata = facts.tfdata
+    if tfdata is None or tfdata.host_cpu_busy_fraction is None:
+        return None
+    if tfdata.process_cpu_fraction is None or tfdata.host_cpu_busy_fraction < saturated_at:
+        return None
+    others = tfdata.host_cpu_busy_fraction - tfdata.process_cpu_fraction
+    if others < at:
+        return None
+    return HostLoad(
+        others,
+        tfdata.host_cpu_busy_fraction,
+        tfdata.process_cpu_fraction,
+        tfdata.host_cores,
+        tfdata.host_load_average,
+    )
+
+
 # The pipeline makes a batch in less than this share of the measured wait: the wait is
 # the iterator call, not the pipeline's work.
 OVERHEAD_PRODUCTION_SHARE = 0.5
@@ -127,6 +180,14 @@ class InputBound(Rule):
     ops for a stateful augmentation, TF ops for a Python function, parallel reads for a
     file reader, batching before a cheap per-element map (`vectorise_below_us`).
 
+    When the host's cores were saturated (at least `saturated_at` busy over the run)
+    and other processes kept at least `others_busy_at` of them busy (the host's busy CPU
+    time from the OS minus the program's own), the pipeline had to share the cores with
+    them: the finding says so with the figures and its fix starts by measuring again on
+    a host to itself. A wait under `high_at` is then low and its title names no stage
+    (a load takes that much from any pipeline); a larger one stays high, the load
+    beside it.
+
     ## Why is this slow?
     A GPU step can only start once its batch is on the device. When producing a batch
     takes longer than computing on it, the GPU is idle for the difference on every step,
@@ -157,13 +218,23 @@ class InputBound(Rule):
     - `vectorise_below_us`: a map's self time per call, in microseconds, below which
       its cost is mostly tf.data's per-element overhead and the fix batches before
       mapping (50; needs 1,000 calls or more to judge).
+    - `others_busy_at`: share of the host's cores other processes kept busy over the
+      run that makes the finding about the load (0.25).
+    - `saturated_at`: the host's busy share of its cores (all processes) above which
+      other processes' load counts (0.90).
     """
 
     id = "input.bound"
     severity = "high"
     status = "stable"
     needs = ("steps",)  # tfdata, when present, names the slowest stage
-    options = {"medium_at": 0.05, "high_at": 0.20, "vectorise_below_us": 50}
+    options = {
+        "medium_at": 0.05,
+        "high_at": 0.20,
+        "vectorise_below_us": 50,
+        "others_busy_at": 0.25,
+        "saturated_at": 0.90,
+    }
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -179,7 +250,8 @@ class InputBound(Rule):
         for pipeline in facts.tfdata.pipelines:
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
-                findings.append(self._from_pipeline(pipeline, wait, options))
+                load = host_load(facts, options["others_busy_at"], options["saturated_at"])
+                findings.append(self._from_pipeline(pipeline, wait, options, load))
         return findings
 
     def _from_steps(
@@ -208,13 +280,20 @@ class InputBound(Rule):
             title += f"; {burst.text}"
             evidence["wait_bursts"] = burst.text
         overhead = fetch_overhead(pipeline, steps, share, mean_step)
+        load = host_load(facts, options["others_busy_at"], options["saturated_at"])
         if pipeline is not None and overhead is not None and burst is None:
             fix = _fewer_calls(facts.eager)
-            return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix)
+            return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix, load)
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
         return self._finding(
-            title, share, pipeline, evidence, site.group(1) if site else None, options
+            title,
+            share,
+            pipeline,
+            evidence,
+            site.group(1) if site else None,
+            options,
+            load,
         )
 
     def _fetch_overhead(
@@ -226,9 +305,11 @@ class InputBound(Rule):
         evidence: dict[str, Any],
         site: re.Match | None,
         fix: list[str],
+        load: HostLoad | None = None,
     ) -> Finding:
         """The steps wait in next(), but the pipeline, buffered, makes a batch in a
-        fraction of that: the time is the Python call per step, not tf.data's work."""
+        fraction of that: the time is the Python call per step, not tf.data's work
+        (low where other processes held the host's cores: they slow that call too)."""
         title = title.replace("Steps wait for input", "Steps spend", 1).replace(
             " of the time", " of the time fetching their batch", 1
         )
@@ -243,9 +324,13 @@ class InputBound(Rule):
             "a prefetch buffer holds the next batch and the pipeline makes one far faster "
             "than a step: what the loop waits for is next() itself (Python, once per step)"
         )
+        if load is not None:
+            evidence.update(load.evidence())
+            title += f", while {load.text}"
+            fix = [f"# {load.text}: run again with the host to itself first", *fix]
         return self.finding(
             title,
-            severity="medium",
+            severity="medium" if load is None else "low",
             location=site.group(1) if site else pipeline.location,
             evidence=evidence,
             fix="\n".join(fix),
@@ -254,7 +339,11 @@ class InputBound(Rule):
         )
 
     def _from_pipeline(
-        self, pipeline: PipelineFacts, wait: InputWait, options: dict[str, Any]
+        self,
+        pipeline: PipelineFacts,
+        wait: InputWait,
+        options: dict[str, Any],
+        load: HostLoad | None,
     ) -> Finding:
         who = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
         title = (
@@ -269,7 +358,9 @@ class InputBound(Rule):
             "elements_read": pipeline.elements,
             "measured_by": wait.measured_by,
         }
-        return self._finding(title, wait.fraction, pipeline, evidence, pipeline.location, options)
+        return self._finding(
+            title, wait.fraction, pipeline, evidence, pipeline.location, options, load
+        )
 
     def _finding(
         self,
@@ -279,15 +370,21 @@ class InputBound(Rule):
         evidence: dict[str, Any],
         site: str | None,
         options: dict[str, Any],
+        load: HostLoad | None = None,
     ) -> Finding:
         location, fix = site, fixes.generic()
+        if load is not None and share >= options["high_at"]:
+            load = dataclasses.replace(load, large_wait=True)
+        # a small wait under others' load: the stage is not shown to be the cause
+        slowest_in_title = load is None or load.large_wait
         stage = bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None:
             evidence["pipeline"] = pipeline_name(pipeline)
         # bottleneck() found a stage only where pipeline.bottleneck indexes one
         if pipeline is not None and pipeline.bottleneck is not None and stage is not None:
             label = stage_label(stage)
-            title += f"; the slowest stage is {label}"
+            if slowest_in_title:
+                title += f"; the slowest stage is {label}"
             row = stage_row(pipeline, pipeline.bottleneck)
             evidence["bottleneck"] = f"stage {label}"
             evidence["bottleneck_ms_per_element"] = row["ms_per_element"]
@@ -300,6 +397,8 @@ class InputBound(Rule):
             )
             if not ends_buffered(pipeline):
                 fix = fix + fixes.prefetch_at_end(pipeline)
+        if load is not None:
+            return self._loaded_host(title, share, load, location, evidence, fix)
         speedup = 1 / (1 - share) if share < 0.99 else None
         return self.finding(
             title,
@@ -312,6 +411,40 @@ class InputBound(Rule):
                 f"{speedup:.1f}x faster once input keeps up with compute"
                 if speedup
                 else f"estimate: up to {share:.0%} of step time"
+            ),
+            gain_value=round(share, 4),
+        )
+
+    def _loaded_host(
+        self,
+        title: str,
+        share: float,
+        load: HostLoad,
+        location: str | None,
+        evidence: dict[str, Any],
+        fix: list[str],
+    ) -> Finding:
+        """The steps waited while other processes held much of the host's CPU: the
+        pipeline shared the cores with them, so the wait is not (only) its own."""
+        evidence.update(load.evidence())
+        lead = [
+            f"# {load.text}:",
+            "# run again with the host to itself (stop the other jobs, or a machine of its",
+            "# own) to see the pipeline's own wait; if it stays, then:",
+        ]
+        if load.large_wait:
+            title += f", while {load.text}: part of the wait may be the load's"
+        else:
+            title += f", while {load.text}: the wait may be the load's, not the pipeline's"
+        return self.finding(
+            title,
+            severity="high" if load.large_wait else "low",
+            location=location,
+            evidence=evidence,
+            fix="\n".join(lead + fix),
+            estimated_gain=(
+                f"unknown: up to {share:.0%} of step time, of which other processes' load "
+                "may be much"
             ),
             gain_value=round(share, 4),
         )

@@ -43,6 +43,10 @@ def test_other_processes_taking_the_cores_are_named():
         )
     )
     assert f.evidence["other_processes_cpu_fraction"] == 0.67
+    assert f.title == (
+        "Steps wait for input 40% of the time while all 8 host cores are 97% busy, 67% of "
+        "them by other processes: more input threads cannot help"
+    )
     assert f.fix.startswith("# other processes hold much of the CPU")
 
 
