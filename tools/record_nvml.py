@@ -140,7 +140,7 @@ def record_peaks(out: Path) -> list[Path]:
     """What the projection derives an unknown GPU's peaks from (collect.nvml.peaks_reading),
     one file per GPU model here, beside the table's name for it: the derivation is tested
     against these (tests/projection/test_derive.py)."""
-    from gpuwhy.collect.nvml import peaks_reading, snapshot
+    from gpuwhy.collect.nvml import PEAKS_FORMAT, peaks_reading, snapshot
     from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
 
     written = []
@@ -152,7 +152,7 @@ def record_peaks(out: Path) -> list[Path]:
             table = find_gpu(reading["name"]).name
         except UnknownGpuError:
             table = None
-        header = {"kind": "header", "format": "gpuwhy-nvml-peaks", "version": 1}
+        header = {"kind": "header", "format": PEAKS_FORMAT, "version": 1}
         header["description"] = f"RECORDED by tools/record_nvml.py: {reading['name']}"
         path = out / f"real_peaks_{slug(reading['name'])}.jsonl"
         lines = [header, {"kind": "reading", "table": table, "reading": reading}]

@@ -106,6 +106,10 @@ def _device(pynvml, index: int, exclude_pids: frozenset[int]) -> GpuDevice:
     )
 
 
+# the header format of a file of peaks readings (tools/record_nvml.py writes them)
+PEAKS_FORMAT = "gpuwhy-nvml-peaks"
+
+
 def peaks_reading(index: int) -> dict[str, Any] | None:
     """What the projection derives an unknown GPU's peaks from (projection/derive.py):
     NVML's raw figures for device ``index``, each None where NVML does not report it;

@@ -101,7 +101,7 @@ FULL = rb.watched_run()
 def test_verdict_first_then_findings_ranked_each_with_location_and_fix():
     text = HtmlRenderer().render(FULL)
     first_heading = re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1)
-    assert first_heading.endswith(f"</span>{html_lib.escape(FULL.verdict, quote=False)}")
+    assert html_lib.unescape(first_heading).endswith(f"</span>{FULL.verdict}")
     ranked = sorted(FULL.findings, key=Finding.sort_key)
     assert len(ranked) >= 5
     shown = re.findall(r'<span class="id">([^<]+)</span>', text)
