@@ -124,6 +124,12 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
             if "other_processes_cpu_fraction" in bound.evidence:
                 others = bound.evidence["other_processes_cpu_fraction"]
                 text += f" while other processes kept {others:.0%} of the host's cores busy"
+        elif bound is not None and "first_pass_steps" in bound.evidence:
+            # the first pass filled the cache; the passes after it keep up (input.bound)
+            text += (
+                f", {steps.input_wait_fraction:.0%} of it waiting for input, in the first "
+                "pass (it fills the cache)"
+            )
         elif steps.input_wait_fraction is not None:
             text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
             stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None

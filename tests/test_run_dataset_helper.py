@@ -93,12 +93,15 @@ def test_no_cache_offers_the_cache_after_the_helper_and_it_pays_from_the_second_
     first, *later = _epochs(again.stdout)
     # the first epoch fills the cache; the others read memory (x20-x50 measured here)
     assert max(later) < first / 2, (first, later)
-    # the cached program is a healthy one: no medium or high finding of these rules
+    # the cached program is a healthy one: no medium or high finding of these rules; its
+    # wait is the first epoch's, which fills the cache (input.bound says so, low)
     healthy = _run("-m", "gpuwhy", "run", "--json", "cached.json", "pasted.py", cwd=tmp)
     assert healthy.returncode == 0, healthy.stderr[-3000:]
-    mine = ("input.no-cache", "input.sequential-map", "input.python-function")
+    mine = ("input.no-cache", "input.sequential-map", "input.python-function", "input.bound")
     findings = json.loads((tmp / "cached.json").read_text())["findings"]
     assert [f["title"] for f in findings if f["id"] in mine and f["severity"] != "low"] == []
+    bound = [f for f in findings if f["id"] == "input.bound"]
+    assert all("first_pass_steps" in f["evidence"] for f in bound), bound
 
 
 IMAGES = """\

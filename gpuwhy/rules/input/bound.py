@@ -124,6 +124,98 @@ def host_load(facts: Facts, at: float, saturated_at: float) -> HostLoad | None:
     )
 
 
+# Steps recorded after the first pass over a cached pipeline, at least, to judge that
+# the later passes keep up; and how many times slower the first pass's steps must be.
+CACHE_LATER_STEPS = 20
+CACHE_FIRST_PASS_SLOWER = 3.0
+
+
+@dataclass(frozen=True)
+class CacheFilling:
+    """Where the steps' wait is the first pass over a pipeline that caches: the pass
+    that runs the preprocessing and fills the cache, against the passes that read it."""
+
+    pass_steps: int  # steps in one pass (the pipeline's cardinality)
+    first_steps: int  # the first pass's steps after warm-up
+    first_s: float  # their time, in seconds
+    first_step_s: float  # their mean
+    later_steps: int  # steps recorded after the first pass
+    later_step_s: float  # their mean
+    later_wait: float | None  # their measured wait share, where each step's is recorded
+    cache_location: str | None
+    steps: int  # steps recorded after warm-up
+
+    @property
+    def text(self) -> str:
+        later = (
+            f", waiting {self.later_wait:.0%} of the time" if self.later_wait is not None else ""
+        )
+        return (
+            f"its {self.first_steps:,} steps after warm-up took {duration(self.first_s)} "
+            f"({duration(self.first_step_s)} each), the {self.later_steps:,} after it "
+            f"{duration(self.later_step_s)} each{later}"
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "first_pass_steps": self.pass_steps,
+            "first_pass_s": round(self.first_s, 3),
+            "first_pass_step_mean_ms": _round_ms(self.first_step_s),
+            "later_steps": self.later_steps,
+            "later_step_mean_ms": _round_ms(self.later_step_s),
+            "later_input_wait_fraction": (
+                None if self.later_wait is None else round(self.later_wait, 3)
+            ),
+            "cache_at": self.cache_location,
+        }
+
+
+def cache_filling(
+    steps: StepFacts, pipeline: PipelineFacts | None, medium_at: float
+) -> CacheFilling | None:
+    """The steps' wait belongs to the first pass over a cached pipeline, measured: the
+    steps after that pass (at least CACHE_LATER_STEPS of them) wait less than
+    ``medium_at`` where each step's wait is recorded, else their steps are at least
+    CACHE_FIRST_PASS_SLOWER times faster than the first pass's and that difference
+    covers the wait measured over the run. None otherwise, or where steps cannot be
+    matched to passes (several loops, several steps per call, an unknown pass length)."""
+    if pipeline is None or not pipeline.cache_written or not pipeline.cardinality:
+        return None
+    if len(steps.loops) > 1 or steps.steps_per_call != 1 or pipeline.iterators < 2:
+        return None
+    per_pass = pipeline.cardinality
+    durations = steps.durations
+    later = durations[per_pass:]
+    first = durations[steps.warmup : per_pass]
+    if len(later) < CACHE_LATER_STEPS or not first or steps.input_wait_fraction is None:
+        return None
+    first_mean = sum(first) / len(first)
+    later_mean = sum(later) / len(later)
+    waits = steps.input_waits[per_pass : len(durations)]
+    later_wait: float | None = None
+    if waits and all(w is not None for w in waits):
+        later_wait = sum(w or 0.0 for w in waits) / max(sum(later), 1e-12)
+        if later_wait >= medium_at:
+            return None
+    else:
+        waited = steps.input_wait_fraction * steps.total_s
+        excess = sum(first) - len(first) * later_mean
+        if first_mean < CACHE_FIRST_PASS_SLOWER * later_mean or excess < 0.8 * waited:
+            return None
+    cache = next((s for s in pipeline.stages if s.kind == "cache"), None)
+    return CacheFilling(
+        pass_steps=per_pass,
+        first_steps=len(first),
+        first_s=sum(first),
+        first_step_s=first_mean,
+        later_steps=len(later),
+        later_step_s=later_mean,
+        later_wait=later_wait,
+        cache_location=cache.location if cache is not None else None,
+        steps=len(durations) - steps.warmup,
+    )
+
+
 # The pipeline makes a batch in less than this share of the measured wait: the wait is
 # the iterator call, not the pipeline's work.
 OVERHEAD_PRODUCTION_SHARE = 0.5
@@ -187,6 +279,12 @@ class InputBound(Rule):
     a host to itself. A wait under `high_at` is then low and its title names no stage
     (a load takes that much from any pipeline); a larger one stays high, the load
     beside it.
+
+    When the pipeline caches (`.cache()`) and the steps after its first pass keep up
+    (their measured wait under `medium_at`, or, where each step's wait is not recorded,
+    steps at least 3x faster than the first pass's, a difference that covers the wait),
+    the wait is the first pass filling the cache: the finding is low, says so, and
+    offers nothing to add.
 
     ## Why is this slow?
     A GPU step can only start once its batch is on the device. When producing a batch
@@ -279,6 +377,9 @@ class InputBound(Rule):
         if burst is not None:
             title += f"; {burst.text}"
             evidence["wait_bursts"] = burst.text
+        filling = cache_filling(steps, pipeline, options["medium_at"])
+        if pipeline is not None and filling is not None:
+            return self._cache_filling(title, share, pipeline, filling, evidence)
         overhead = fetch_overhead(pipeline, steps, share, mean_step)
         load = host_load(facts, options["others_busy_at"], options["saturated_at"])
         if pipeline is not None and overhead is not None and burst is None:
@@ -294,6 +395,37 @@ class InputBound(Rule):
             site.group(1) if site else None,
             options,
             load,
+        )
+
+    def _cache_filling(
+        self,
+        title: str,
+        share: float,
+        pipeline: PipelineFacts,
+        filling: CacheFilling,
+        evidence: dict[str, Any],
+    ) -> Finding:
+        """The wait is the first pass filling the pipeline's cache: later passes read
+        the cache and keep up, so the finding reports the one-off cost, low."""
+        where = f" at {filling.cache_location}" if filling.cache_location else ""
+        title = title.replace("Steps wait for input", "Steps waited for input", 1)
+        title += f", in the first pass over the data, which fills its cache{where}: {filling.text}"
+        evidence["pipeline"] = pipeline_name(pipeline)
+        evidence.update(filling.evidence())
+        return self.finding(
+            title,
+            severity="low",
+            location=filling.cache_location or pipeline.location,
+            evidence=evidence,
+            fix=(
+                f"# nothing to add: the cache{where} already serves every pass after the first;\n"
+                "# the first pass's preprocessing is paid once per run (a longer run amortises it)"
+            ),
+            estimated_gain=(
+                f"none after the first pass; the first pass's {duration(filling.first_s)} "
+                "is paid once"
+            ),
+            gain_value=round(share * filling.later_steps / max(filling.steps, 1), 4),
         )
 
     def _fetch_overhead(

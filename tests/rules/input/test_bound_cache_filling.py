@@ -1,0 +1,106 @@
+"""input.bound where the wait is the first pass over a cached pipeline: the pass that
+runs the preprocessing and fills the cache. The passes after it keep up, so the finding
+is low, says so, offers nothing already written, and the verdict places the wait; a
+pipeline whose later passes still wait keeps its finding."""
+
+from dataclasses import replace
+
+from gpuwhy.facts import ProgramFacts
+from gpuwhy.rules.input.bound import InputBound
+from gpuwhy.verdict import verdict
+from tests import builders_tfdata as t
+
+PASS = 100  # steps per pass (the pipeline's cardinality)
+
+
+def check(facts):
+    return InputBound().check(facts, dict(InputBound.options))
+
+
+def cached_pipeline(**changes):
+    stages = (
+        t.tfrecord(),
+        t.parse(),
+        t.stage(name="MemoryCache", kind="cache", written_as=("cache",), location="train.py:52"),
+        t.batch(),
+        t.prefetch(),
+    )
+    return t.pipeline(
+        *stages,
+        **{"bottleneck": 1, "cache_written": True, "cardinality": PASS, "iterators": 4, **changes},
+    )
+
+
+def four_passes(first_ms=30.0, later_ms=2.0, waits=None, **changes):
+    """Keras fit over 4 passes: the first pass's steps ``first_ms`` each, the rest
+    ``later_ms``; the wait measured over the run by the gap timer (no per-step waits)."""
+    durations = tuple([first_ms / 1000] * PASS + [later_ms / 1000] * (3 * PASS))
+    total = sum(durations[1:])
+    waited = (first_ms - later_ms) / 1000 * (PASS - 1)
+    return t.fit_steps(
+        wait=round(waited / total, 4),
+        count=4 * PASS,
+        total_s=total,
+        durations=durations,
+        input_waits=waits or (None,) * len(durations),
+        **changes,
+    )
+
+
+def test_a_wait_that_is_the_first_pass_filling_the_cache_is_low_and_says_so():
+    (f,) = check(t.facts(cached_pipeline(), steps=four_passes()))
+    assert f.severity == "low"
+    assert "in the first pass over the data, which fills its cache at train.py:52" in f.title
+    assert "its 99 steps after warm-up took 2,970.0 ms (30.0 ms each)" in f.title
+    assert "the 300 after it 2.0 ms each" in f.title
+    assert f.evidence["first_pass_steps"] == PASS and f.evidence["later_step_mean_ms"] == 2.0
+    assert ".cache()" not in f.fix and "nothing to add" in f.fix  # never repeats what is written
+    assert f.location == "train.py:52"
+
+
+def test_the_verdict_places_the_wait_in_the_first_pass():
+    facts = replace(
+        t.facts(cached_pipeline(), steps=four_passes()),
+        program=ProgramFacts(command=("train.py",), seconds=5.0, tensorflow_imported=True),
+    )
+    text = verdict(facts, check(facts))
+    assert "waiting for input, in the first pass (it fills the cache)" in text
+    assert "slowest stage" not in text
+
+
+def test_later_passes_that_still_wait_keep_the_finding():
+    # each step's wait recorded (a Python loop's next() timing): the later passes wait 40%
+    durations = tuple([0.030] * PASS + [0.010] * (3 * PASS))
+    waits = tuple([0.025] * PASS + [0.004] * (3 * PASS))
+    steps = t.loop_steps(
+        wait=0.5, count=4 * PASS, total_s=sum(durations[1:]), durations=durations,
+        input_waits=waits,
+    )  # fmt: skip
+    (f,) = check(t.facts(cached_pipeline(consumer="python-loop"), steps=steps))
+    assert f.severity == "high" and "first pass" not in f.title
+
+
+def test_later_passes_measured_to_keep_up_make_it_low():
+    durations = tuple([0.030] * PASS + [0.010] * (3 * PASS))
+    waits = tuple([0.025] * PASS + [0.0001] * (3 * PASS))
+    steps = t.loop_steps(
+        wait=0.5, count=4 * PASS, total_s=sum(durations[1:]), durations=durations,
+        input_waits=waits,
+    )  # fmt: skip
+    (f,) = check(t.facts(cached_pipeline(consumer="python-loop"), steps=steps))
+    assert f.severity == "low" and "waiting 1% of the time" in f.title
+
+
+def test_no_cache_one_pass_or_a_first_pass_no_slower_keep_the_finding():
+    assert (
+        check(t.facts(cached_pipeline(cache_written=False), steps=four_passes()))[0].severity
+        == "high"
+    )
+    assert check(t.facts(cached_pipeline(iterators=1), steps=four_passes()))[0].severity == "high"
+    assert (
+        check(t.facts(cached_pipeline(cardinality=None), steps=four_passes()))[0].severity == "high"
+    )
+    # the first pass only 1.5x slower: its difference does not explain the wait
+    slow_later = four_passes(first_ms=30.0, later_ms=20.0)
+    steady = replace(slow_later, input_wait_fraction=0.4)
+    assert check(t.facts(cached_pipeline(), steps=steady))[0].severity == "high"
