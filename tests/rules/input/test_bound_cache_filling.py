@@ -68,26 +68,24 @@ def test_the_verdict_places_the_wait_in_the_first_pass():
     assert "slowest stage" not in text
 
 
-def test_later_passes_that_still_wait_keep_the_finding():
-    # each step's wait recorded (a Python loop's next() timing): the later passes wait 40%
+def loop_passes(later_wait_s):
+    """A Python loop over 4 passes, each step's wait recorded (next() timing): 25 ms of
+    each 30 ms first-pass step, ``later_wait_s`` of each 10 ms step after it."""
     durations = tuple([0.030] * PASS + [0.010] * (3 * PASS))
-    waits = tuple([0.025] * PASS + [0.004] * (3 * PASS))
-    steps = t.loop_steps(
+    waits = tuple([0.025] * PASS + [later_wait_s] * (3 * PASS))
+    return t.loop_steps(
         wait=0.5, count=4 * PASS, total_s=sum(durations[1:]), durations=durations,
         input_waits=waits,
     )  # fmt: skip
-    (f,) = check(t.facts(cached_pipeline(consumer="python-loop"), steps=steps))
+
+
+def test_later_passes_that_still_wait_keep_the_finding():
+    (f,) = check(t.facts(cached_pipeline(consumer="python-loop"), steps=loop_passes(0.004)))
     assert f.severity == "high" and "first pass" not in f.title
 
 
 def test_later_passes_measured_to_keep_up_make_it_low():
-    durations = tuple([0.030] * PASS + [0.010] * (3 * PASS))
-    waits = tuple([0.025] * PASS + [0.0001] * (3 * PASS))
-    steps = t.loop_steps(
-        wait=0.5, count=4 * PASS, total_s=sum(durations[1:]), durations=durations,
-        input_waits=waits,
-    )  # fmt: skip
-    (f,) = check(t.facts(cached_pipeline(consumer="python-loop"), steps=steps))
+    (f,) = check(t.facts(cached_pipeline(consumer="python-loop"), steps=loop_passes(0.0001)))
     assert f.severity == "low" and "waiting 1% of the time" in f.title
 
 
