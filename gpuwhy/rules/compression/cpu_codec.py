@@ -172,7 +172,9 @@ class CpuCodec(Rule):
                         **wait_evidence(wait),
                     },
                     fix="\n".join(
-                        fixes.reader(stage) if fixes.is_reader(stage) else fixes.decode(stage)
+                        fixes.reader(stage)
+                        if fixes.is_reader(stage)
+                        else fixes.decode(stage, pipeline)
                     ),
                     estimated_gain=(
                         gain_text(gain, "the wait times this stage's share of the pipeline's work")

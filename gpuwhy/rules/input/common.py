@@ -213,6 +213,15 @@ def same_every_pass(stage: PipelineStage) -> bool:
     return not (stage.random or stage.stateful or stage.kind in ("generator", "shuffle"))
 
 
+def varies_before(pipeline: PipelineFacts, stage: PipelineStage) -> PipelineStage | None:
+    """The first stage before ``stage`` whose elements or order change from pass to
+    pass (a shuffle, a random map): a cache after ``stage`` would replay that stage's
+    first pass on every epoch (one shuffled order for good). None where every stage
+    before it repeats."""
+    before = pipeline.stages[: pipeline.stages.index(stage)] if stage in pipeline.stages else ()
+    return next((s for s in before if not same_every_pass(s)), None)
+
+
 def pipeline_time_s(pipeline: PipelineFacts) -> float:
     return sum(s.self_time_s for s in pipeline.stages)
 

@@ -27,6 +27,7 @@ from gpuwhy.rules.input.common import (
     per_call_s,
     runs_sequentially,
     same_every_pass,
+    varies_before,
     vectorisable,
 )
 
@@ -274,8 +275,10 @@ def cached(stage: PipelineStage) -> list[str]:
     return in_place_of(stage, new, api)
 
 
-def decode(stage: PipelineStage) -> list[str]:
-    """Decode/decompress in a map: on all cores, once, or on the GPU outside TF."""
+def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[str]:
+    """Decode/decompress in a map: on all cores, once, or on the GPU outside TF. No cache
+    after it where a stage before it changes from pass to pass (``pipeline``): the
+    cache would replay that stage's first pass (a shuffle's order) on every epoch."""
     fn = function_name(stage)
     ops = ", ".join(stage.codec_ops)
     lines = [f"# {fn} decodes on the CPU ({ops}): TensorFlow has no GPU kernel for it"]
@@ -290,9 +293,18 @@ def decode(stage: PipelineStage) -> list[str]:
     api = _map_api(stage)
     call = calls.stage_call(stage, api)
     parallel = call if (stage.parallelism or 0) > 1 else parallel_call(stage, api)
+    upstream = varies_before(pipeline, stage) if pipeline is not None else None
     if not same_every_pass(stage):
         lines += in_place_of(stage, parallel, api)
         lines.append(f"# {fn} also {_changing(stage)}: decode in a map of its own, cache that")
+    elif upstream is not None:
+        lines += in_place_of(stage, parallel, api)
+        before = next((c for c in upstream.written_calls if c), None) or upstream.name
+        at = f" (at {upstream.location})" if upstream.location else ""
+        lines += [
+            f"# to decode once, not every epoch: .cache() right after this map, with {before}{at}",
+            "# moved after the cache; a cache after it would replay its first pass every epoch",
+        ]
     else:
         lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
         lines += in_place_of(stage, calls.chained(parallel, ".cache()"), api)
@@ -391,7 +403,7 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
     if is_map(stage):
         vector = vectorisable(pipeline, index, vectorise_below_s)
         if stage.codec_ops and not vector:
-            return decode(stage)  # parallel where it is sequential, and the cache
+            return decode(stage, pipeline)  # parallel where it is sequential, and the cache
         lines: list[str] = []
         if runs_sequentially(stage, pipeline.autotune):
             lines = (
@@ -400,14 +412,14 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
         if vector:
             lines = vectorise(pipeline, index)
         if stage.codec_ops:
-            lines += decode(stage)
+            lines += decode(stage, pipeline)
         if lines:
             return lines
         lines = [
             f"# {function_name(stage)} already runs on {stage.parallelism or 'several'} "
             "threads: make each call cheaper, do it once, or add cores"
         ]
-        if same_every_pass(stage):
+        if same_every_pass(stage) and varies_before(pipeline, stage) is None:
             lines.append("# its result is the same every pass: compute it once")
             lines += cached(stage)
         return lines

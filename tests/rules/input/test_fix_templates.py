@@ -335,6 +335,27 @@ def test_decode_map_parallel_and_cached_unless_random(program, random):
     p.check(fix)
 
 
+def test_decode_after_a_shuffle_is_not_cached_where_it_would_freeze_the_order(program):
+    """A cache after the decode would replay the shuffle's first order every epoch: the
+    fix says to cache before the shuffle instead, and what it pastes still runs."""
+    p = program(
+        "ds = tf.data.Dataset.from_tensor_slices(pngs)\nds = ds.shuffle(8)\nds = ds.map(decode)\n"
+    )
+    shuffle = p.stage("ds.shuffle(8)", ("shuffle",), kind="shuffle", name="Shuffle")
+    decode = p.stage("ds.map(decode)", ("map",), function="decode", codec_ops=("DecodePng",))
+    pipeline = PipelineFacts(
+        id=1, stages=(replace(shuffle, repeats=False), replace(decode, repeats=True))
+    )
+    fix = "\n".join(fixes.decode(pipeline.stages[1], pipeline))
+    assert ".cache()" not in [line for line in fix.splitlines() if not line.startswith("#")]
+    assert "with ds.shuffle(8)" in fix and "moved after the cache" in fix
+    p.check(fix)
+    alone = PipelineFacts(id=1, stages=(replace(decode, repeats=True),))
+    assert "ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()" in "\n".join(
+        fixes.decode(alone.stages[0], alone)
+    )
+
+
 def test_decode_fused_with_its_batch_caches_after_the_map_whose_line_is_known(program):
     p = program(
         "ds = tf.data.Dataset.from_tensor_slices(pngs)\nds = ds.map(decode)\nds = ds.batch(4)\n"
