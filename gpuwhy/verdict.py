@@ -165,15 +165,11 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
             None,
         )
     if worst is not None and worst.id == PROJECTED_INPUT and facts.projection is not None:
-        # its projected wait is already said in the clause: name the next problem instead
-        worst = next(
-            (
-                f
-                for f in findings
-                if f.severity in ("high", "medium") and f.id not in (PROJECTED_INPUT, "env.no-gpu")
-            ),
-            None,
-        )
+        # its projected wait is already said in the clause: the worst is the input, named
+        # by its slowest stage (a lesser finding named here would read as the worst)
+        stage = worst.evidence.get("bottleneck") or _bottleneck(facts)
+        text += "; worst: the input pipeline" + (f" (slowest stage: {stage})" if stage else "")
+        worst = None
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
     return text if text.endswith(("…", ".")) else text + "."

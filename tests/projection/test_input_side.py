@@ -7,6 +7,7 @@ import pytest
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, ProgramFacts, StepFacts
 from gpuwhy.projection.step import measured_batch_seconds, projection_facts
+from gpuwhy.rules.base import Finding
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
 from gpuwhy.verdict import projection_clause, verdict
 from tests import builders as b
@@ -93,6 +94,10 @@ def test_the_verdict_states_a_projected_wait_only_with_its_finding_and_its_band(
     share = f"{found.input_wait_fraction:.0%} ({low}–{high}) of it waiting for input"
     assert ", on an A100 (projected): step 1" in said and share in said
     assert "worst: On A100 (projected)" not in said  # its wait is said once
+    # the worst is the input itself, before any lesser finding that comes after it
+    launches = Finding(id="launch.projected-bound", severity="medium", title="On A100 ...")
+    said = verdict(facts, [finding, launches])
+    assert "; worst: the input pipeline" in said and "On A100 ..." not in said
     # the same projection without the finding (its rule turned off): no share stated
     assert "waiting for input" not in verdict(facts, []).split("(projected)")[1]
 

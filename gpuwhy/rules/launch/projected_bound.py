@@ -88,7 +88,20 @@ class ProjectedLaunchBound(Rule):
                 f"@tf.function(jit_compile=True)   # on {projection.function}; Keras: "
                 "model.compile(..., jit_compile=True)",
             ]
-        fix.append("# and a larger batch: the same launches then do more work each")
+        if projection.jit_compile and not projection.cudnn_rnn:
+            fix.append(
+                f"# {projection.function} is already XLA-compiled on the GPU: fusion is done,"
+            )
+        batch = projection.batch
+        fix.append(
+            "# a larger batch: the same launches then do more work each"
+            + (
+                f" (batch {batch:,} -> {2 * batch:,} where memory allows; scale the "
+                "learning rate with it)"
+                if batch
+                else " (where memory allows; scale the learning rate with it)"
+            )
+        )
         return [
             self.finding(
                 title,

@@ -62,3 +62,11 @@ def test_under_a_mirrored_strategy_xla_is_offered_for_the_gradients_only():
     assert "model.compile(..., jit_compile=True)" not in f.fix
     assert not any(line.startswith("@tf.function(jit_compile") for line in f.fix.splitlines())
     assert "compile only the loss and gradients" in f.fix
+
+
+def test_an_xla_step_s_fix_says_fusion_is_done_and_gives_the_batch():
+    """Keras compiles its step with XLA on a GPU: the fix offers no jit_compile again and
+    names the batch to raise, not a bare fragment."""
+    (f,) = check(replace(SMALL, jit_compile=True, batch=32))
+    assert "jit_compile" not in f.fix
+    assert "already XLA-compiled" in f.fix and "batch 32 -> 64" in f.fix
