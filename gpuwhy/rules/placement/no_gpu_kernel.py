@@ -36,7 +36,10 @@ def _fix_for(groups: list[OpGroup]) -> str:
         lines += [
             "# CTCLoss (tf.compat.v1.nn.ctc_loss, Keras 2's ctc_batch_cost) has no GPU kernel;",
             "# TF2's tf.nn.ctc_loss with dense labels computes on the GPU (blank_index=-1:",
-            "# the last class, CTCLoss's blank):",
+            "# the last class, CTCLoss's blank). <labels>: int32 [batch, max label length]",
+            "# (cast float labels: tf.cast(y_true, tf.int32)); <logits>: [batch, time,",
+            "# classes], or logits_time_major=True where time comes first (the tensor",
+            "# ctc_batch_cost transposes); log-probabilities serve as logits:",
             "loss = tf.nn.ctc_loss(<labels>, <logits>, label_length=<label lengths>,",
             "                      logit_length=<logit lengths>, logits_time_major=False,",
             "                      blank_index=-1)",
