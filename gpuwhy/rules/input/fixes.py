@@ -427,4 +427,20 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
         return batch(stage)
     if stage.kind == "filter":
         return filter_(stage)
+    if stage.by_library:
+        return library_stage(pipeline, stage)
     return generic()
+
+
+def library_stage(pipeline: PipelineFacts, stage: PipelineStage) -> list[str]:
+    """A slow stage of the dataset a library built (keras.utils.*_dataset_from_*): the
+    program cannot rewrite it, only cache after the call or build its own pipeline; a
+    template of maps the program never wrote would not paste."""
+    call = pipeline.helper_call or "a library's dataset helper"
+    where = f" at {stage.location}" if stage.location else ""
+    return [
+        f"# {stage.name} runs inside the dataset {call} builds{where}:",
+        "# its stages are the library's; decode or window once with .cache() after that",
+        "# call where the data fits in memory (input.no-cache gives the line), or build",
+        "# the pipeline with tf.data yourself to parallelise it",
+    ]

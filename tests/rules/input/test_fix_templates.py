@@ -531,3 +531,19 @@ def test_a_written_call_that_is_not_one_falls_back_to_placeholders():
     assert "<dataset>.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in "\n".join(
         fixes.parallel_map(stage)
     )
+
+
+def test_a_library_built_stage_gets_the_helper_call_not_a_template():
+    """The slowest stage of a dataset keras.utils built (a Zip of its windows): no map
+    template the program never wrote; the helper's call and where to cache after it."""
+    zipped = PipelineStage(
+        name="Zip", kind="other", written_as=("zip",), location="train.py:9", by_library=True
+    )
+    pipeline = PipelineFacts(
+        id=1,
+        stages=(zipped,),
+        helper_call="keras.utils.timeseries_dataset_from_array(x, y, sequence_length=48)",
+    )
+    fix = "\n".join(fixes.for_stage(pipeline, 0, 0.0))
+    assert "keras.utils.timeseries_dataset_from_array(x, y, sequence_length=48) builds" in fix
+    assert "<dataset>" not in fix and ".cache() after that" in fix
