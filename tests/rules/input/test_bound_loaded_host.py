@@ -82,15 +82,7 @@ def test_the_verdict_says_the_host_was_loaded_instead_of_naming_a_stage():
 
 
 def test_the_python_call_per_step_under_load_is_low_and_names_the_load():
-    cheap = t.pipeline(
-        t.stage(
-            name="TensorSlice", kind="source", written_as=("from_tensor_slices",), self_time_s=0.03
-        ),
-        t.batch(self_time_s=0.03),
-        t.prefetch(),
-        consumer="python-loop",
-        bottleneck=1,
-    )
+    cheap = t.in_memory_pipeline()
     facts = t.facts(
         cheap,
         steps=t.loop_steps(0.10),

@@ -114,15 +114,7 @@ def test_without_tfdata_the_step_finding_is_unchanged():
 def test_a_buffered_pipeline_far_faster_than_the_wait_is_the_python_call_per_step():
     # arrays in memory, batched, prefetched by TF: 0.2 ms of work per batch, yet each
     # next() takes 6 ms of a 20 ms step
-    cheap = t.pipeline(
-        t.stage(
-            name="TensorSlice", kind="source", written_as=("from_tensor_slices",), self_time_s=0.03
-        ),
-        t.batch(self_time_s=0.03),
-        t.prefetch(),
-        consumer="python-loop",
-        bottleneck=1,
-    )
+    cheap = t.in_memory_pipeline()
     (f,) = check(t.facts(cheap, steps=t.loop_steps(0.30)))
     assert f.severity == "medium"
     assert f.title == (
