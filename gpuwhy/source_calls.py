@@ -19,6 +19,7 @@ import functools
 import os
 import textwrap
 import tokenize
+from collections.abc import Callable
 
 from gpuwhy.facts import ReboundName, StepCode
 
@@ -87,34 +88,37 @@ def written_call(filename: str, line: int, api: str, function: str | None = None
     """The call of ``api`` (``map``, ``batch``, ``TFRecordDataset`` ...) at ``line`` of
     ``filename``, or None where it cannot be told: no source, no such call there, or
     several different ones the function name does not tell apart."""
-    tree = _tree(filename)
-    if tree is None or line <= 0:
-        return None
-    found = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and _called_at(node, api, line)
-    ]
+    found = _calls(filename, line, lambda node: _called_at(node, api, line))
     if function and len(found) > 1:
         found = [call for call in found if _runs(call, function)] or found
-    texts = {call_text(call) for call in found}
-    return texts.pop() if len(texts) == 1 else None
+    return _only_text(found)
 
 
 def library_call(filename: str, line: int) -> str | None:
     """The call at ``line`` into a library that built a dataset for the program
     (``keras.utils.image_dataset_from_directory(...)``: a callee whose name says
     "dataset"), or None: no source, no such call, or several different ones."""
+    # a dataset helper (keras.utils.*_dataset_from_*), not Model.fit making one from arrays
+    return _only_text(
+        _calls(
+            filename,
+            line,
+            lambda node: "dataset" in _callee(node).lower() and _callee_line(node) == line,
+        )
+    )
+
+
+def _calls(filename: str, line: int, keep: Callable[[ast.Call], bool]) -> list[ast.Call]:
+    """The calls of ``filename`` that ``keep`` takes (none without a source or a line)."""
     tree = _tree(filename)
     if tree is None or line <= 0:
-        return None
-    found = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and _callee(node) and _callee_line(node) == line
-    ]
-    # a dataset helper (keras.utils.*_dataset_from_*), not Model.fit making one from arrays
-    texts = {call_text(call) for call in found if "dataset" in _callee(call).lower()}
+        return []
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and keep(node)]
+
+
+def _only_text(calls: list[ast.Call]) -> str | None:
+    """The calls' text where they all read the same, else None (none, or several)."""
+    texts = {call_text(call) for call in calls}
     return texts.pop() if len(texts) == 1 else None
 
 
