@@ -243,7 +243,8 @@ def kernel_times(
     """The kernels other than matmuls and convolutions. Returns (their time, the part
     that is launches outweighing the bytes moved, how many kernels that is).
 
-    Without XLA, each op type's kernels: ``KERNEL_TRAFFIC`` times their output at the
+    Without XLA, each op type's kernels: ``KERNEL_TRAFFIC`` times what they read and
+    write (``reads_writes`` of their output) at the
     memory bandwidth, never less than their launches. Under XLA the chains fuse: the
     traffic is ``XLA_TRAFFIC`` times what all the step's ops write (these kernels' and
     the matmuls' and convolutions', ``tensor_output_bytes``; in a ``half``-precision
