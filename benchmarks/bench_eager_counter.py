@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorflow as tf
 
-from gpuwhy.collect.run.base import StepWindow
-from gpuwhy.collect.run.eager import EagerOpCounter
+from gpuwhy.collect.inprocess.base import StepWindow
+from gpuwhy.collect.inprocess.eager import EagerOpCounter
 from gpuwhy.tfapi import op_callbacks
 
 A = tf.random.normal((8, 8))

@@ -40,9 +40,9 @@ from gpuwhy.facts import (
     StepFacts,
     TaskFacts,
 )
-from gpuwhy.merge import merge_directory
-from gpuwhy.record import RunRecord
-from gpuwhy.rules.base import Finding
+from gpuwhy.finding import Finding
+from gpuwhy.modes.merge import merge_directory
+from gpuwhy.record import Record
 from gpuwhy.rules.distribute.straggler import Straggler, compare
 
 MAX_STEPS = 5000
@@ -60,7 +60,7 @@ def worker_record(
     strategy: str,
     collective: float | None,
     gpu_seconds: float,
-) -> RunRecord:
+) -> Record:
     """One task's record, its step figures computed from the whole series the way the
     step collector computes them."""
     counted = durations[1:]
@@ -138,7 +138,7 @@ def worker_record(
         ),
         Finding(id="tensorcore.unused", severity="low", title="100% of the matmul work is float32"),
     ]
-    return RunRecord(command="run", facts=facts, findings=findings)
+    return Record(command="run", facts=facts, findings=findings)
 
 
 def cluster(
@@ -148,7 +148,7 @@ def cluster(
     straggler: int | None,
     rng: random.Random,
     gpu_seconds: float = 0.0,
-) -> list[RunRecord]:
+) -> list[Record]:
     """A cluster's records. Each worker has its own speed (±3%), each step its noise
     (±5%, and an occasional slow step). mode: sync-input (equal steps, the input wait
     timed; a straggler's input is slow), sync-collective (equal steps, the collective
@@ -186,7 +186,7 @@ def cluster(
     return records
 
 
-def write(records: list[RunRecord], directory: Path) -> None:
+def write(records: list[Record], directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for record in records:
         assert record.facts.task is not None
@@ -226,7 +226,7 @@ def speed(runs: int) -> None:
                 )
                 cli.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                RunRecord.diagnose("merge", Facts(workers=merge_directory(str(directory))))
+                Record.diagnose("merge", Facts(workers=merge_directory(str(directory))))
                 inproc.append(time.perf_counter() - t)
             c, m = statistics.median(cli), statistics.median(inproc)
             verdict = (

@@ -6,14 +6,14 @@ Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -
 ``explain()``.
 """
 
-__version__ = "0.1.0"
+from gpuwhy.version import __version__ as __version__
 
 __all__ = ["KerasCallback", "audit", "check", "explain", "load", "optimize", "session"]
 
 
 def check(python=None, timeout=120.0):
-    """Run the environment doctor and return its :class:`gpuwhy.record.RunRecord`."""
-    from gpuwhy.commands.check import check as _check
+    """Run the environment doctor and return its :class:`gpuwhy.record.Record`."""
+    from gpuwhy.modes.check import check as _check
 
     return _check(python, timeout)
 
@@ -25,9 +25,9 @@ def audit(obj, *example_args, verify=False, **example_kwargs):
     already has), a concrete function, a Keras model (``audit(model, x, y)`` audits its
     training step, ``audit(model)`` its forward pass) or a Python function. Works without
     a GPU: the placement is then predicted from TensorFlow's GPU kernel registry.
-    Returns a :class:`gpuwhy.record.RunRecord` (``.findings``, ``.facts.placement``).
+    Returns a :class:`gpuwhy.record.Record` (``.findings``, ``.facts.placement``).
     """
-    from gpuwhy.auditor import audit as _audit
+    from gpuwhy.modes.audit import audit as _audit
 
     return _audit(obj, *example_args, verify=verify, **example_kwargs)
 
@@ -37,13 +37,13 @@ def session(hz=10.0, audit=True, eager=True):
 
         with gpuwhy.session() as s:
             model.fit(ds, epochs=3)
-        s.report()            # prints the diagnosis; s.record is the RunRecord
+        s.report()            # prints the diagnosis; s.record is the Record
 
     ``hz``: GPU samples per second; ``audit``: placement audit of the tf.functions that
     ran; ``eager``: count eager ops. An exception inside the block is recorded and
     re-raised.
     """
-    from gpuwhy.run_session import Session
+    from gpuwhy.modes.run.session import Session
 
     return Session(hz=hz, audit=audit, eager=eager)
 
@@ -55,9 +55,9 @@ def KerasCallback(
 
         model.fit(ds, epochs=3, callbacks=[gpuwhy.KerasCallback()])
 
-    The RunRecord is in the callback's ``.record`` afterwards.
+    The Record is in the callback's ``.record`` afterwards.
     """
-    from gpuwhy.keras_callback import make_callback
+    from gpuwhy.modes.keras_callback import make_callback
 
     return make_callback(
         hz=hz,
@@ -70,10 +70,10 @@ def KerasCallback(
 
 
 def load(path):
-    """A saved JSON report as a :class:`gpuwhy.record.RunRecord`."""
-    from gpuwhy.record import RunRecord
+    """A saved JSON report as a :class:`gpuwhy.record.Record`."""
+    from gpuwhy.record import Record
 
-    return RunRecord.load(path)
+    return Record.load(path)
 
 
 def explain(rule_id):
@@ -84,10 +84,10 @@ def explain(rule_id):
 
 
 def __getattr__(name: str):
-    """``gpuwhy.optimize`` is :func:`gpuwhy.fix.optimize`, imported on first use: the
+    """``gpuwhy.optimize`` is :func:`gpuwhy.optimize.optimize`, imported on first use: the
     command line and ``import gpuwhy`` do not pay for the tf.data rewriter."""
     if name == "optimize":
-        from gpuwhy.fix import optimize
+        from gpuwhy.optimize import optimize
 
         return optimize
     raise AttributeError(f"module 'gpuwhy' has no attribute {name!r}")

@@ -17,15 +17,15 @@ import sys
 from collections.abc import Sequence
 from types import TracebackType
 
-from gpuwhy import __version__
 from gpuwhy.commands import command_modules
-from gpuwhy.commands.outcome import (
+from gpuwhy.commands.reporting import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
     say_error,
 )
+from gpuwhy.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from gpuwhy.script_runner import ScriptInterrupted
+    from gpuwhy.modes.run.script import ScriptInterrupted
 
     args = build_parser().parse_args(argv)
     try:

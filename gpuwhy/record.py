@@ -1,4 +1,4 @@
-"""RunRecord: the facts, the findings and the verdict of one run; the JSON report.
+"""Record: the facts, the findings and the verdict of one run; the JSON report.
 
 The JSON file *is* the record (after pyinstrument's sessions): raw fact sections are kept
 so that ``gpuwhy report run.json`` re-renders it, and ``--recheck`` runs today's rules on
@@ -17,11 +17,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuwhy import __version__
 from gpuwhy.facts import Facts, from_dict, to_dict
+from gpuwhy.finding import Finding
 from gpuwhy.rules import run_rules
-from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable, verdict
+from gpuwhy.version import __version__
 
 SCHEMA_VERSION = 1
 
@@ -31,7 +31,7 @@ class RecordError(ValueError):
 
 
 @dataclass
-class RunRecord:
+class Record:
     command: str  # check | run | audit | watch | fix | merge
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
@@ -42,13 +42,13 @@ class RunRecord:
     tool_version: str = __version__
 
     @classmethod
-    def diagnose(cls, command: str, facts: Facts) -> RunRecord:
+    def diagnose(cls, command: str, facts: Facts) -> Record:
         findings, not_checked = run_rules(facts)
         if facts.workers is not None:
             # gpuwhy merge: each worker's rules ran on its own facts; what they found is
             # carried in the section, and only the rules of the merge itself are listed
             # as not checked
-            from gpuwhy.merge import carried_findings
+            from gpuwhy.modes.merge import carried_findings
             from gpuwhy.rules import RULES_BY_ID
 
             findings = sorted(findings + carried_findings(facts.workers), key=Finding.sort_key)
@@ -59,9 +59,9 @@ class RunRecord:
             }
         return cls(command=command, facts=facts, findings=findings, not_checked=not_checked)
 
-    def recheck(self) -> RunRecord:
+    def recheck(self) -> Record:
         """The same facts through the current rules."""
-        return RunRecord.diagnose(self.command, self.facts)
+        return Record.diagnose(self.command, self.facts)
 
     @property
     def verdict(self) -> str:
@@ -90,7 +90,7 @@ class RunRecord:
         return path
 
     @classmethod
-    def from_dict(cls, data: Any) -> RunRecord:
+    def from_dict(cls, data: Any) -> Record:
         if not isinstance(data, dict) or "schema" not in data:
             raise RecordError("not a gpuwhy run record (no 'schema' field)")
         if not _same_json(data["schema"], SCHEMA_VERSION):
@@ -120,7 +120,7 @@ class RunRecord:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> RunRecord:
+    def load(cls, path: str | Path) -> Record:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as e:

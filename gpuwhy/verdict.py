@@ -12,8 +12,8 @@ from gpuwhy.facts import (
     ProjectionFacts,
     WorkersFacts,
 )
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration, stage_label
-from gpuwhy.rules.base import Finding
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input.common import bottleneck, steps_pipeline
 

@@ -1,6 +1,6 @@
 """Worker records as ``gpuwhy run --out-dir`` writes them, made from small facts: a
 task, how its run ended, its steps (with the input wait timed by next()) and its
-strategy, saved through the real RunRecord so that merge reads the real format."""
+strategy, saved through the real Record so that merge reads the real format."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from gpuwhy.facts import (
     TaskFacts,
     WorkerRun,
 )
-from gpuwhy.record import RunRecord
-from gpuwhy.rules.base import Finding
+from gpuwhy.finding import Finding
+from gpuwhy.record import Record
 
 
 def worker_record(
@@ -30,7 +30,7 @@ def worker_record(
     findings: tuple[Finding, ...] = (),
     collective_s: float | None = None,
     inputs: tuple[DistributedInput, ...] = (),
-) -> RunRecord:
+) -> Record:
     kind, _, index = name.rpartition("-")
     counted = steps - 1
     facts = Facts(
@@ -72,10 +72,10 @@ def worker_record(
             cluster=cluster,
         ),
     )
-    return RunRecord(command="run", facts=facts, findings=list(findings))
+    return Record(command="run", facts=facts, findings=list(findings))
 
 
-def save(directory: Path, record: RunRecord) -> Path:
+def save(directory: Path, record: Record) -> Path:
     assert record.facts.task is not None
     return record.save(directory / f"{record.facts.task.name}.json")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.auditor import AuditError, audit_path
+from gpuwhy.modes.audit import AuditError, audit_path
 
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 KERAS_NOT_ZIP = "not a valid Keras archive (a .keras file is a zip)"

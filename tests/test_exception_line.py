@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwhy.script_runner import exception_line
+from gpuwhy.modes.run.script import exception_line
 
 KERAS_CALL = """Exception encountered when calling Sequential.call().
 

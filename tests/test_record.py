@@ -1,7 +1,7 @@
 import pytest
 
 from gpuwhy.facts import Facts
-from gpuwhy.record import RecordError, RunRecord, schema, validation_errors
+from gpuwhy.record import Record, RecordError, schema, validation_errors
 from tests import builders as b
 
 
@@ -11,10 +11,10 @@ def test_record_round_trips_through_json():
         devices=[b.gpu(0, processes=(b.process(),))],
         env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "1"},
     )
-    record = RunRecord.diagnose("check", facts)
+    record = Record.diagnose("check", facts)
     data = record.to_dict()
     assert validation_errors(data) == []
-    loaded = RunRecord.from_dict(data)
+    loaded = Record.from_dict(data)
     assert loaded.facts == record.facts
     assert loaded.findings == record.findings
     assert [f.id for f in loaded.findings] == [
@@ -31,23 +31,23 @@ def test_findings_sorted_by_severity_then_gain():
             b.gpu(1, processes=(b.process(2, 20.0),)),
         ]
     )
-    record = RunRecord.diagnose("check", facts)
+    record = Record.diagnose("check", facts)
     assert [f.evidence["gpu"] for f in record.findings] == [1, 0]
 
 
 def test_empty_record_is_valid():
-    record = RunRecord.diagnose("run", Facts())
+    record = Record.diagnose("run", Facts())
     assert validation_errors(record.to_dict()) == []
-    assert RunRecord.from_dict(record.to_dict()).facts == Facts()
+    assert Record.from_dict(record.to_dict()).facts == Facts()
 
 
 def test_schema_valid_minimal_process_loads():
     """The schema requires only `pid` for a process: such a file must load."""
-    record = RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
+    record = Record.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
     data = record.to_dict()
     data["devices"][0]["processes"] = [{"pid": 7}]
     assert validation_errors(data) == []
-    assert RunRecord.from_dict(data).facts.devices[0].processes[0].pid == 7
+    assert Record.from_dict(data).facts.devices[0].processes[0].pid == 7
 
 
 def test_schema_run_sections_match_the_facts_dataclasses():
@@ -68,22 +68,22 @@ def test_schema_run_sections_match_the_facts_dataclasses():
 def _refusal(data) -> str:
     """The message a record is refused with."""
     with pytest.raises(RecordError) as refused:
-        RunRecord.from_dict(data)
+        Record.from_dict(data)
     return str(refused.value)
 
 
 def test_refusals_name_the_field_what_it_should_be_and_what_it_is():
-    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data = Record.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["gpu_details"][0]["compute_capability"] = "9.0"
     assert _refusal(data) == (
         "invalid run record: environment/tensorflow/gpu_details/0/"
         "compute_capability: expected an array of integers or null, "
         'got string ("9.0")'
     )
-    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data = Record.diagnose("check", b.facts()).to_dict()
     del data["findings"]
     assert _refusal(data) == "invalid run record: (top): missing the required field findings"
-    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data = Record.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["probe_status"] = "x" * 500
     message = _refusal(data)
     assert message.startswith(
@@ -106,9 +106,9 @@ def test_an_integer_field_refuses_an_integral_float():
 
 def test_build_info_keys_gpuwhy_does_not_read_are_kept_as_they_are():
     """tf.sysconfig.get_build_info() differs by platform and TF version (Windows DLL names)."""
-    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data = Record.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["build"]["msvcp_dll_names"] = "msvcp140.dll,msvcp140_1.dll"
     data["environment"]["tensorflow"]["build"]["some_future_key"] = {"any": [1, None]}
-    build = RunRecord.from_dict(data).facts.environment.tensorflow.build
+    build = Record.from_dict(data).facts.environment.tensorflow.build
     assert build["msvcp_dll_names"] == "msvcp140.dll,msvcp140_1.dll"
     assert build["some_future_key"] == {"any": [1, None]}

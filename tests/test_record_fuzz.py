@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gpuwhy.record import RecordError, RunRecord
+from gpuwhy.record import Record, RecordError
 from gpuwhy.report.html import HtmlRenderer
 from gpuwhy.report.json_ import JsonRenderer
 from gpuwhy.report.terminal import TerminalRenderer
@@ -164,11 +164,11 @@ def synthetic_records() -> dict[str, dict]:
             tracing=None,
             eager=None,
         ),
-        "healthy-check": RunRecord.diagnose(
+        "healthy-check": Record.diagnose(
             "check", b.facts(devices=[b.gpu(0, processes=(b.process(),))])
         ),
-        "audit": RunRecord.diagnose("audit", Facts(placement=audit)),
-        "fix": RunRecord.diagnose(
+        "audit": Record.diagnose("audit", Facts(placement=audit)),
+        "fix": Record.diagnose(
             "fix",
             Facts(
                 environment=b.environment(),
@@ -177,7 +177,7 @@ def synthetic_records() -> dict[str, dict]:
                 input_fixes=fixes,
             ),
         ),
-        "empty": RunRecord.diagnose("run", Facts()),
+        "empty": Record.diagnose("run", Facts()),
     }
     return {name: record.to_dict() for name, record in records.items()}
 
@@ -273,7 +273,7 @@ def check(data: dict, path: Path_, html: bool) -> tuple[str | None, bool]:
     """(what went wrong or None, whether it loaded) for ``data``, mutated at ``path``:
     read back as a saved file would be, then every renderer and ``--recheck``."""
     try:
-        record = RunRecord.from_dict(json.loads(json.dumps(data)))
+        record = Record.from_dict(json.loads(json.dumps(data)))
     except RecordError as e:
         return _bad_refusal(str(e), path), False
     except Exception:
@@ -343,7 +343,7 @@ def test_a_wrong_type_deep_in_an_optional_section_names_the_field_and_the_type(r
     data = json.loads(json.dumps(real_records["check"]))
     data["environment"]["tensorflow"]["build"]["cuda_compute_capabilities"] = 7
     with pytest.raises(RecordError) as refused:
-        RunRecord.from_dict(data)
+        Record.from_dict(data)
     message = str(refused.value)
     assert message == (
         "invalid run record: environment/tensorflow/build/cuda_compute_capabilities: "
@@ -355,10 +355,10 @@ def test_a_wrong_section_is_quoted_short():
     """jsonschema quotes the whole instance; the message keeps 60 characters of it."""
     from tests import builders as b
 
-    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data = Record.diagnose("check", b.facts()).to_dict()
     data["environment"] = [data["environment"]] * 3
     with pytest.raises(RecordError) as refused:
-        RunRecord.from_dict(data)
+        Record.from_dict(data)
     message = str(refused.value)
     assert message.startswith(
         "invalid run record: environment: expected an object or null, got array ([{"
@@ -371,7 +371,7 @@ def test_the_cli_prints_the_refusal_on_one_line(tmp_path, capsys):
     from gpuwhy.cli import EXIT_ERROR, main
     from tests import builders as b
 
-    data = RunRecord.diagnose("check", b.facts()).to_dict()
+    data = Record.diagnose("check", b.facts()).to_dict()
     data["environment"]["tensorflow"]["build"]["cuda_compute_capabilities"] = 7
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))

@@ -90,7 +90,7 @@ def slug(text: str) -> str:
 
 
 def record(framework: str, scenario: str, seconds: float, hz: float, out: Path) -> Path:
-    from gpuwhy.commands.watch import watch
+    from gpuwhy.modes.watch import watch
 
     program = PROGRAMS[framework]["setup"] + PROGRAMS[framework][scenario].format(s=seconds)
     path = out / f"real_{framework}_{scenario}.jsonl.tmp"

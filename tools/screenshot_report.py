@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuwhy.record import RunRecord  # noqa: E402
+from gpuwhy.record import Record  # noqa: E402
 from gpuwhy.report.html import HtmlRenderer  # noqa: E402
 
 
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     parser.add_argument("--section", help="only this section's id (e.g. timeline)")
     parser.add_argument("--height", type=int, help="only the top of the page, this many pixels")
     args = parser.parse_args(argv)
-    record = RunRecord.load(args.record)
+    record = Record.load(args.record)
     with tempfile.TemporaryDirectory() as tmp:
         html_path = Path(args.html) if args.html else Path(tmp) / "report.html"
         Path(html_path).write_text(HtmlRenderer().render(record), encoding="utf-8")

@@ -102,14 +102,14 @@ def main() -> None:
     args = parser.parse_args()
     collector = None
     if os.environ.get("INPUT_BOUND_COLLECTOR") == "pipelines":
-        from gpuwhy.collect.run.pipelines import PipelineCollector
+        from gpuwhy.collect.inprocess.pipelines import PipelineCollector
 
         collector = PipelineCollector()
         collector.start(time.perf_counter())
         collector.on_tensorflow()
     ds = build(shuffle=args.shuffle, fixed=args.fixed)
     if args.optimize:
-        from gpuwhy.fix.input_pipeline import optimize
+        from gpuwhy.optimize.input_pipeline import optimize
 
         result = optimize(ds, repeats=args.repeats)
         print(result.report())

@@ -369,7 +369,7 @@ def _counter(field: Any) -> list | None:
 
 # ---------------------------------------------------------------------------
 # Topology: what an all-reduce between two local GPUs crosses. Raw NVML values out
-# (``gpuwhy.collect.run.collective_link`` reads them), so that recordings stand in for a
+# (``gpuwhy.collect.inprocess.collective_link`` reads them), so that recordings stand in for a
 # machine in tests.
 
 NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS (nvml.h)

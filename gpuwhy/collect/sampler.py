@@ -45,9 +45,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from gpuwhy import __version__
-from gpuwhy.collect.run.base import RunCollector
+from gpuwhy.collect.inprocess.base import Collector
 from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries
+from gpuwhy.version import __version__
 
 FORMAT = "gpuwhy-nvml-recording"
 VERSION = 1
@@ -249,7 +249,7 @@ class _SeriesBuilder:
 # ---------------------------------------------------------------------------
 
 
-class GpuSampler(RunCollector):
+class GpuSampler(Collector):
     """Samples every GPU in a daemon thread from :meth:`start` until :meth:`stop`.
 
     ``pids`` returns the pids whose GPU memory counts as the program's own (default: this
@@ -286,7 +286,7 @@ class GpuSampler(RunCollector):
         self._thread: threading.Thread | None = None
         self._record: TextIO | None = None
 
-    # -- life cycle (RunCollector) ------------------------------------------------------
+    # -- life cycle (Collector) ------------------------------------------------------
     def start(self, t0: float) -> None:
         self.t0 = t0
         self.error = None

@@ -1,5 +1,5 @@
 """``gpuwhy audit PATH``: where TensorFlow will place each op of a saved model on a GPU
-machine, and why (the work is gpuwhy.auditor's; this is the command around it)."""
+machine, and why (the work is gpuwhy.modes.audit's; this is the command around it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from gpuwhy.commands.options import check_target, output_options, target_option
-from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 
 HELP = "Why are my ops on the CPU? Placement audit of a saved model."
 
@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(
             f"TensorFlow is not importable here ({e}); `gpuwhy check` says why"
         ) from None
-    from gpuwhy.auditor import AuditError, audit_path
+    from gpuwhy.modes.audit import AuditError, audit_path
     from gpuwhy.projection.step import NothingToProject
 
     try:

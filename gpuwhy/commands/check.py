@@ -1,6 +1,6 @@
 """``gpuwhy check``: is TensorFlow able to use a GPU here? The environment doctor.
 
-TensorFlow is imported in a child process (gpuwhy.collect.environment), so a broken
+TensorFlow is imported in a child process (gpuwhy.modes.check), so a broken
 CUDA setup that crashes the import is a finding, not a crash of gpuwhy."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from gpuwhy.commands.options import output_options
-from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
-from gpuwhy.record import RunRecord
+from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.modes.check import check
 
 HELP = "Is TensorFlow using my GPU? The environment doctor."
 
@@ -37,14 +37,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="seconds allowed for importing TensorFlow and touching the GPU (120)",
     )
     output_options(parser)
-
-
-def check(python: str | None = None, timeout: float = 120.0) -> RunRecord:
-    """The environment doctor's record (``gpuwhy.check()``)."""
-    from gpuwhy.collect.environment import EnvironmentCollector
-
-    facts = EnvironmentCollector(python or sys.executable, timeout).collect()
-    return RunRecord.diagnose("check", facts)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from gpuwhy.commands.outcome import EXIT_OK, UsageError
+from gpuwhy.commands.reporting import EXIT_OK, UsageError
 
 HELP = "print a finding's documentation"
 

@@ -1,8 +1,8 @@
 """``gpuwhy fix --input SCRIPT [ARGS]``: optimise every tf.data pipeline a script reads.
 
-The script runs as ``python SCRIPT ARGS`` would (gpuwhy.script_runner: same argv, ``__main__``,
-working directory, output). gpuwhy.fix.capture catches each dataset the script iterates
-and passes it to :func:`gpuwhy.fix.input_pipeline.optimize` while its inputs exist. The
+The script runs as ``python SCRIPT ARGS`` would (gpuwhy.modes.run.script: same argv, ``__main__``,
+working directory, output). gpuwhy.modes.fix catches each dataset the script iterates
+and passes it to :func:`gpuwhy.optimize.input_pipeline.optimize` while its inputs exist. The
 result is a run record (command ``fix``, section ``input_fixes``) that goes through the
 same renderers and options as every command (``-f``, ``-o``, ``--json``, ``--html``): the
 report on stderr after the script's own output gives before/after/ideal throughput and
@@ -29,11 +29,11 @@ from typing import Any
 
 from gpuwhy import own_stderr
 from gpuwhy.commands.options import html_option, output_options, report_file_option
-from gpuwhy.commands.outcome import EXIT_ERROR, EXIT_OK, UsageError
+from gpuwhy.commands.reporting import EXIT_ERROR, EXIT_OK, UsageError
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 from gpuwhy.facts import Facts, InputFix, InputFixFacts, ProgramFacts
-from gpuwhy.fix.capture import Capture, Captured
-from gpuwhy.record import RunRecord
+from gpuwhy.modes.fix import Capture, Captured
+from gpuwhy.record import Record
 
 HELP = "Make my input pipeline faster: rewrite it safely, check and measure it."
 
@@ -95,8 +95,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Exits 0 whatever the script's own status (the report is the product), 2 when
     gpuwhy itself failed or was misused."""
-    from gpuwhy.collect.run import imports
-    from gpuwhy.script_runner import end_like_the_script, run_and_report
+    from gpuwhy.collect.inprocess import imports
+    from gpuwhy.modes.run.script import end_like_the_script, run_and_report
 
     if not args.input:
         raise UsageError("say what to fix: gpuwhy fix --input SCRIPT [ARGS]")
@@ -131,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
         # the user (or the job scheduler's grace period) waiting.
         fixes, failed = _fix_facts(capture, args, ended if ended in _CUT_SHORT else None)
         status.append(EXIT_ERROR if failed else EXIT_OK)
-        record = RunRecord.diagnose("fix", Facts(program=program, input_fixes=fixes))
+        record = Record.diagnose("fix", Facts(program=program, input_fixes=fixes))
         report_after_script(lambda: record, args, outputs)
 
     imports.when_imported("tensorflow", capture.install)
@@ -203,7 +203,7 @@ def _view_text(view: Captured) -> str:
 
 
 def _optimise(dataset: Any, args: argparse.Namespace) -> Any:
-    from gpuwhy.fix.input_pipeline import optimize
+    from gpuwhy.optimize.input_pipeline import optimize
 
     return optimize(
         dataset,
@@ -222,6 +222,6 @@ def _is_tf_error(e: BaseException) -> bool:
 
 
 def _one_line(e: BaseException) -> str:
-    from gpuwhy.script_runner import exception_line
+    from gpuwhy.modes.run.script import exception_line
 
     return exception_line(e)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from gpuwhy.commands.options import html_option, output_options
-from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 
 HELP = "one report for many workers: merge the records of `gpuwhy run --out-dir DIR`"
 
@@ -33,14 +33,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from gpuwhy.facts import Facts
-    from gpuwhy.merge.directory import MergeError, merge_directory
-    from gpuwhy.record import RunRecord
+    from gpuwhy.modes.merge.directory import MergeError, merge_directory
+    from gpuwhy.record import Record
 
     outputs = plan_outputs(args)
     try:
         workers = merge_directory(args.directory)
     except MergeError as e:
         raise UsageError(str(e)) from None
-    record = RunRecord.diagnose("merge", Facts(workers=workers))
+    record = Record.diagnose("merge", Facts(workers=workers))
     emit(record, args, outputs)
     return exit_status(record)

@@ -58,7 +58,7 @@ def check_target(name: str | None) -> None:
     """A --target that names no GPU is a usage error, before anything runs."""
     if name is None or name.strip().lower() == "auto":
         return
-    from gpuwhy.commands.outcome import UsageError
+    from gpuwhy.commands.reporting import UsageError
     from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
 
     try:
@@ -100,7 +100,7 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
 
 def metrics_from(args: argparse.Namespace):
     """The --metrics-* options, checked before anything runs."""
-    from gpuwhy.commands.outcome import UsageError
+    from gpuwhy.commands.reporting import UsageError
     from gpuwhy.export.live import MetricsOptions
 
     port, url, interval = args.metrics_port, args.metrics_push, args.metrics_interval

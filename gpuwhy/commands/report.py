@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from gpuwhy.commands.options import html_option, output_options
-from gpuwhy.commands.outcome import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 
 HELP = "re-render a saved JSON report"
 
@@ -21,10 +21,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy.record import RecordError, RunRecord
+    from gpuwhy.record import Record, RecordError
 
     try:
-        record = RunRecord.load(args.record)
+        record = Record.load(args.record)
     except RecordError as e:
         raise UsageError(str(e)) from None
     outputs = plan_outputs(args, inputs=[args.record])

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from gpuwhy.commands.outcome import EXIT_OK
+from gpuwhy.commands.reporting import EXIT_OK
 
 HELP = "list every finding id with its state"
 

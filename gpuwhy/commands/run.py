@@ -1,5 +1,5 @@
 """``gpuwhy run SCRIPT``: run a training script as ``python SCRIPT`` would, watched by a
-Session (gpuwhy.run_session), and report why its GPU sat idle."""
+Session (gpuwhy.modes.run.session), and report why its GPU sat idle."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gpuwhy.commands.options import (
     sampling_options,
     target_option,
 )
-from gpuwhy.commands.outcome import UsageError, check_hz
+from gpuwhy.commands.reporting import UsageError, check_hz
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 
 HELP = "Why is my training slow on the GPU? Run a script and diagnose it."
@@ -61,8 +61,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from gpuwhy import own_stderr
-    from gpuwhy.run_session import Session
-    from gpuwhy.script_runner import end_like_the_script, run_and_report
+    from gpuwhy.modes.run.script import end_like_the_script, run_and_report
+    from gpuwhy.modes.run.session import Session
 
     own_stderr.keep()
     check_hz(args.hz)

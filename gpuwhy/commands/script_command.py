@@ -9,15 +9,15 @@ import os
 import types
 from collections.abc import Callable
 
-from gpuwhy.commands.outcome import (
+from gpuwhy.commands.output_paths import Output
+from gpuwhy.commands.reporting import (
     UsageError,
     check_format,
     emit,
     plan_outputs,
     say_error,
 )
-from gpuwhy.outputs import Output
-from gpuwhy.record import RunRecord
+from gpuwhy.record import Record
 
 
 def script_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def script_arguments(parser: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]]:
     """The script compiled and its outputs planned (never over the script or a file of
     the user's beside it), with a bad ``-f`` refused: all before the script runs."""
-    from gpuwhy.script_runner import ScriptError, load_script
+    from gpuwhy.modes.run.script import ScriptError, load_script
 
     try:
         code = load_script(args.script)
@@ -49,7 +49,7 @@ def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]
 
 
 def report_after_script(
-    make_record: Callable[[], RunRecord], args: argparse.Namespace, outputs: dict[str, Output]
+    make_record: Callable[[], Record], args: argparse.Namespace, outputs: dict[str, Output]
 ) -> None:
     """The report, after the script: gpuwhy failing here is one line, and the exit status
     stays the script's (``gpuwhy run train.py && deploy`` must mean what it says)."""
@@ -68,20 +68,20 @@ def report_after_script(
         )
 
 
-def save_for_merge(record: RunRecord, args: argparse.Namespace) -> None:
+def save_for_merge(record: Record, args: argparse.Namespace) -> None:
     """``--out-dir DIR``: the record as DIR/<task>.json, before any other report (it is
     what the cluster's merge waits for). Never raises, never changes the exit status."""
     directory = getattr(args, "out_dir", None)
     if not directory:
         return
     from gpuwhy import own_stderr
-    from gpuwhy.outputs import write_task_record
+    from gpuwhy.commands.output_paths import write_task_record
 
     task = record.facts.task
     if task is not None:
         name = task.name
     else:
-        from gpuwhy.collect.run.task import task_facts
+        from gpuwhy.collect.inprocess.task import task_facts
 
         name = task_facts().name
     write_task_record(

@@ -22,15 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuwhy import __version__
 from gpuwhy.export.identity import job_labels
 from gpuwhy.export.metrics import values
 from gpuwhy.facts import Facts
+from gpuwhy.version import __version__
 
 if TYPE_CHECKING:
     from gpuwhy.export.otlp import OtlpMetrics
     from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
-    from gpuwhy.record import RunRecord
+    from gpuwhy.record import Record
 
 DEFAULT_INTERVAL_S = 10.0
 MAX_SHARE = 0.005  # of the run's time spent in live updates, at most
@@ -139,7 +139,7 @@ class LiveMetrics:
                 if not final:  # the last export is finish()'s, which bounds its wait
                     self.otlp.export()
 
-    def finish(self, record: RunRecord | None) -> None:
+    def finish(self, record: Record | None) -> None:
         """The last update, from the final record (None: none was made), then stop
         serving."""
         self._stopping.set()

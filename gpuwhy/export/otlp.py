@@ -25,9 +25,9 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuwhy import __version__
 from gpuwhy.export.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
+from gpuwhy.version import __version__
 
 NEEDS_EXTRA = "--metrics-otlp needs: pip install 'gpuwhy[otlp]'"
 FROM_ENVIRONMENT = "env"  # --metrics-otlp env: the endpoint the OTel variables name

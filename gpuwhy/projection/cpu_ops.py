@@ -4,7 +4,7 @@ on this host's CPU.
 Which ops: the placement audit's groups of the function on the CPU because TF has no
 GPU kernel for them (or none for their dtype) or because the code pins them there
 (``tf.device('/CPU:0')``). Their time: a few steps of the function profiled under TF's
-profiler (gpuwhy.collect.run.step_profile), per step. Matched two ways:
+profiler (gpuwhy.collect.inprocess.step_profile), per step. Matched two ways:
 
 - by kernel type, where every op of that type in the function stays on the CPU: the
   type's whole time in the step (every node of it counts as measured);
@@ -29,7 +29,7 @@ from gpuwhy.facts import OpGroup, PlacementFacts
 from gpuwhy.projection.cost import Band
 
 if TYPE_CHECKING:
-    from gpuwhy.collect.run.step_profile import StepProfile
+    from gpuwhy.collect.inprocess.step_profile import StepProfile
 
 CPU_REASONS = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "forced-cpu")
 HOST_FACTOR = (0.5, 1.0, 1.5)

@@ -46,7 +46,7 @@ from gpuwhy.projection.derive import auto_gpu
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
 
 if TYPE_CHECKING:
-    from gpuwhy.collect.run.step_profile import StepProfile
+    from gpuwhy.collect.inprocess.step_profile import StepProfile
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a

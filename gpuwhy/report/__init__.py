@@ -1,4 +1,4 @@
-"""Renderers: they only format a RunRecord (terminal, JSON, HTML). ``-f NAME`` picks one
+"""Renderers: they only format a Record (terminal, JSON, HTML). ``-f NAME`` picks one
 from RENDERERS (or ``module:Class``); ``--html PATH`` is the HTML renderer written to PATH."""
 
 from gpuwhy.report.base import MisconfigurationError, Renderer, renderer_class

@@ -1,4 +1,4 @@
-"""Renderer: turns a RunRecord into text or bytes (after pyinstrument's renderers/base.py).
+"""Renderer: turns a Record into text or bytes (after pyinstrument's renderers/base.py).
 
 Renderers see only the record: they never collect, never decide. Picking one is a dict
 lookup, and ``module:Class`` loads a third-party renderer.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import ClassVar
 
-from gpuwhy.record import RunRecord
+from gpuwhy.record import Record
 
 
 class MisconfigurationError(ValueError):
@@ -25,7 +25,7 @@ class Renderer:
     def __init__(self, verbose: bool = False, color: bool = False, width: int | None = None):
         self.verbose, self.color, self.width = verbose, color, width
 
-    def render(self, record: RunRecord) -> str:
+    def render(self, record: Record) -> str:
         raise NotImplementedError
 
 

@@ -27,8 +27,9 @@ from gpuwhy.facts import (
     TfDataFacts,
     WorkersFacts,
 )
+from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.formatting import MiB, byte_size, duration
-from gpuwhy.record import RunRecord
+from gpuwhy.record import Record
 from gpuwhy.report import html_charts as charts
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.downsample import MAX_POINTS
@@ -49,7 +50,6 @@ from gpuwhy.report.html_sections import (
 from gpuwhy.report.html_timeline import timeline
 from gpuwhy.report.summary import projection_lines
 from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
-from gpuwhy.rules.base import SEVERITY_RANK, Finding
 from gpuwhy.verdict import gpu_usable
 
 
@@ -70,7 +70,7 @@ class HtmlRenderer(Renderer):
         super().__init__(verbose=verbose, color=color, width=width)
         self.max_points = max_points
 
-    def render(self, record: RunRecord) -> str:
+    def render(self, record: Record) -> str:
         return _template().render(**_Page(self.max_points).context(record))
 
 
@@ -123,7 +123,7 @@ class _Page:
         self.figures.append((dom_id, charts.figure_json(fig)))
         return dom_id
 
-    def context(self, record: RunRecord) -> dict[str, Any]:
+    def context(self, record: Record) -> dict[str, Any]:
         facts = record.facts
         usable = gpu_usable(facts)
         mark, tone = {True: ("✓", "good"), False: ("✗", "bad"), None: ("•", "neutral")}[usable]

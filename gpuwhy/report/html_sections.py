@@ -20,10 +20,10 @@ from gpuwhy.facts import (
     StepFacts,
     TracingFacts,
 )
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats
 from gpuwhy.report.summary import eager_site_rows, op_group_cells, placement_where
-from gpuwhy.rules.base import Finding
 
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 

@@ -1,6 +1,6 @@
 """The JSON report: the run record itself (schema 1)."""
 
-from gpuwhy.record import RunRecord
+from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 
 
@@ -8,5 +8,5 @@ class JsonRenderer(Renderer):
     name = "json"
     file_extension = "json"
 
-    def render(self, record: RunRecord) -> str:
+    def render(self, record: Record) -> str:
         return record.to_json() + "\n"

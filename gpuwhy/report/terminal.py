@@ -20,7 +20,8 @@ from gpuwhy.facts import (
     PlacementFacts,
     WorkersFacts,
 )
-from gpuwhy.record import RunRecord
+from gpuwhy.finding import Finding
+from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
@@ -36,7 +37,6 @@ from gpuwhy.report.summary import (
 from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.report.terminal_run import run_section
 from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
-from gpuwhy.rules.base import Finding
 from gpuwhy.verdict import gpu_usable
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -54,7 +54,7 @@ class TerminalRenderer(Renderer):
     name = "terminal"
     file_extension = "txt"
 
-    def render(self, record: RunRecord) -> str:
+    def render(self, record: Record) -> str:
         buffer = io.StringIO()
         console = Console(
             file=buffer,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 
 from gpuwhy.facts import Facts
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
 from gpuwhy.rules.distribute.collective_bound import CollectiveBound
 from gpuwhy.rules.distribute.cpu_starved_input import CpuStarvedInput

@@ -1,4 +1,4 @@
-"""Rule and Finding: the rules' side of collect -> facts -> rules -> findings -> report.
+"""Rule: the rules' side of collect -> facts -> rules -> findings -> report.
 
 A rule is a class whose docstring *is* its documentation (what ``gpuwhy explain ID``
 prints), after ruff's rules: fixed headings, named options with defaults, and a
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gpuwhy.facts import Facts
+from gpuwhy.finding import SEVERITIES, SEVERITY_RANK, Finding
 
-SEVERITIES = ("high", "medium", "low", "info")
-SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+__all__ = ["SEVERITIES", "SEVERITY_RANK", "STATUSES", "Finding", "Rule"]
 
 # stable: implemented and calibrated. preview: implemented, thresholds still moving.
 # planned: documented and registered, its collector does not exist yet (never fires).
@@ -30,28 +29,6 @@ REQUIRED_HEADINGS = (
     "Use instead:",
     "## Options",
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosis: what is wrong, the numbers that show it, the fix and the gain."""
-
-    id: str
-    severity: str
-    title: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    fix: str | None = None  # code or commands to paste
-    estimated_gain: str | None = None
-    location: str | None = None  # file:line where known
-    gain_value: float | None = None  # sortable size of the gain (fraction of step time)
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITY_RANK:
-            raise ValueError(f"unknown severity {self.severity!r} for {self.id}")
-
-    def sort_key(self) -> tuple:
-        """Severity first, then the larger expected gain."""
-        return (SEVERITY_RANK[self.severity], -(self.gain_value or 0.0), self.id)
 
 
 class Rule:

@@ -18,7 +18,7 @@ import dataclasses
 import os
 from typing import Any
 
-from gpuwhy.rules.base import Finding
+from gpuwhy.finding import Finding
 
 # The evidence key per-pipeline findings carry; merged, it becomes ``pipelines``.
 PIPELINE_KEY = "pipeline"

@@ -18,8 +18,8 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.eager import execute  # noqa: E402
 
-from gpuwhy.collect.run.base import StepWindow  # noqa: E402
-from gpuwhy.collect.run.eager import EagerOpCounter, duty_cycle  # noqa: E402
+from gpuwhy.collect.inprocess.base import StepWindow  # noqa: E402
+from gpuwhy.collect.inprocess.eager import EagerOpCounter, duty_cycle  # noqa: E402
 from gpuwhy.tfapi.op_callbacks import thread_callbacks  # noqa: E402
 
 THIS_FILE = Path(__file__)

@@ -16,9 +16,9 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.eager.polymorphic_function import polymorphic_function  # noqa: E402
 
+from gpuwhy.collect.inprocess import functions as functions_module  # noqa: E402
+from gpuwhy.collect.inprocess.functions import FunctionWatcher  # noqa: E402
 from gpuwhy.collect.placement import AuditTarget, audit_functions  # noqa: E402
-from gpuwhy.collect.run import functions as functions_module  # noqa: E402
-from gpuwhy.collect.run.functions import FunctionWatcher  # noqa: E402
 from gpuwhy.facts import TracingFacts, from_dict, to_dict  # noqa: E402
 from tests import markers  # noqa: E402
 

@@ -3,7 +3,7 @@ its next() calls."""
 
 import dataclasses
 
-from gpuwhy.collect.run.input_wait import SOURCE, with_keras_input_wait
+from gpuwhy.collect.inprocess.input_wait import SOURCE, with_keras_input_wait
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 
@@ -75,7 +75,7 @@ def test_no_gap_timer_leaves_the_wait_unknown():
 
 
 def test_a_loop_s_pipelines_wait_what_their_next_calls_took():
-    from gpuwhy.collect.run.input_wait import NEXT_TIMING, with_loop_waits
+    from gpuwhy.collect.inprocess.input_wait import NEXT_TIMING, with_loop_waits
 
     train = PipelineFacts(id=1, consumer="python-loop", elements=4, wait_per_element_s=0.161)
     test = PipelineFacts(id=2, consumer="python-loop", elements=2, wait_per_element_s=0.5)

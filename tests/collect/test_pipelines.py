@@ -20,7 +20,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import dataset_ops, from_generator_op, iterator_ops  # noqa: E402
 
-from gpuwhy.collect.run.pipelines import PipelineCollector  # noqa: E402
+from gpuwhy.collect.inprocess.pipelines import PipelineCollector  # noqa: E402
 from gpuwhy.facts import Facts, TfDataFacts, from_dict, to_dict  # noqa: E402
 from gpuwhy.tfapi.tfdata.node_names import run_family  # noqa: E402
 from tests import markers  # noqa: E402

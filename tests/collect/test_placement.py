@@ -17,9 +17,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuwhy.auditor import AuditError, audit, audit_path  # noqa: E402
 from gpuwhy.collect.placement import AuditTarget, audit_functions  # noqa: E402
 from gpuwhy.facts import PlacementFacts, from_dict, to_dict  # noqa: E402
+from gpuwhy.modes.audit import AuditError, audit, audit_path  # noqa: E402
 from gpuwhy.tfapi.kernel_registry import KernelRegistry  # noqa: E402
 
 THIS_FILE = Path(__file__)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from gpuwhy.collect.run.collective_time import collective_time
-from gpuwhy.collect.run.step_profile import MULTI_WORKER, StepSampler, profile
+from gpuwhy.collect.inprocess.collective_time import collective_time
+from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler, profile
 from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL, Event
 
 US = 1_000_000  # picoseconds

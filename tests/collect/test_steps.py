@@ -9,8 +9,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from gpuwhy.collect.run import imports  # noqa: E402
-from gpuwhy.collect.run.steps import StepCollector  # noqa: E402
+from gpuwhy.collect.inprocess import imports  # noqa: E402
+from gpuwhy.collect.inprocess.steps import StepCollector  # noqa: E402
 from gpuwhy.tfapi.graph_ops import relative  # noqa: E402
 from gpuwhy.tfapi.tfdata.iterators import install as install_iterator_hook  # noqa: E402
 

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from gpuwhy.facts import DistributedInput, Facts
-from gpuwhy.record import RunRecord
-from gpuwhy.rules.base import Finding
+from gpuwhy.finding import Finding
+from gpuwhy.record import Record
 from tests.builders_workers import save, worker_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_a_straggler_its_table_and_the_findings_once_with_their_workers(tmp_path
     html = (tmp_path / "merged.html").read_text()
     assert 'id="workers-table"' in html and "worker-1 is the straggler" in html
     # the merged record is a record: it re-renders, and rechecks to the same findings
-    again = RunRecord.load(tmp_path / "merged.json")
+    again = Record.load(tmp_path / "merged.json")
     assert [f.id for f in again.recheck().findings] == [f["id"] for f in record["findings"]]
 
 
@@ -165,7 +165,7 @@ def test_a_failed_run_and_a_record_of_another_command_are_named(tmp_path):
     runs = tmp_path / "runs"
     save(runs, worker_record("worker-0"))
     save(runs, worker_record("worker-1", ended="exception"))
-    RunRecord(command="check", facts=Facts()).save(runs / "check.json")
+    Record(command="check", facts=Facts()).save(runs / "check.json")
     _, record = merged(tmp_path)
     workers = rows(record)
     assert workers["worker-1"]["state"] == "failed"

@@ -129,14 +129,14 @@ def test_updates_that_take_long_come_less_often():
 def test_a_step_still_running_is_observed_once_when_it_has_ended():
     """Mid-run the last step's end can still move: it waits for the next update."""
     from gpuwhy.export.live import LiveMetrics, MetricsOptions
-    from gpuwhy.record import RunRecord
+    from gpuwhy.record import Record
 
     live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
     live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
     facts = Facts(steps=STEPS)
     live.update(facts, ((1.0, 1.1), (1.1, 1.2)), [])  # the second may still run
     live.update(facts, ((1.0, 1.1), (1.1, 1.25), (1.25, 1.3)), [])  # it ended at 1.25
-    record = RunRecord.diagnose("run", facts)
+    record = Record.diagnose("run", facts)
     live.snapshot = lambda: (facts, ((1.0, 1.1), (1.1, 1.25), (1.25, 1.3)))
     live.finish(record)  # the run ended: the last step too
     scraped = scrape(live.metrics)

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, ProgramFacts, StepFacts
+from gpuwhy.finding import Finding
 from gpuwhy.projection.step import measured_batch_seconds, projection_facts
-from gpuwhy.rules.base import Finding
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
 from gpuwhy.verdict import projection_clause, verdict
 from tests import builders as b

@@ -32,7 +32,7 @@ from gpuwhy.facts import (
     TraceSignature,
     TracingFacts,
 )
-from gpuwhy.record import RunRecord
+from gpuwhy.record import Record
 from tests import builders as b
 
 GiB = 1024**3
@@ -43,7 +43,7 @@ def steps(
 ) -> StepFacts:
     """``count`` steps of ~40 ms, ~15 ms of them waiting for input, a slow first step
     (tracing) and now and then a slow one; the statistics are computed as the collector
-    does (gpuwhy/collect/run/steps.py)."""
+    does (gpuwhy/collect/inprocess/steps.py)."""
     rng = random.Random(seed)
     starts, durations, waits = [], [], []
     t = start
@@ -256,7 +256,7 @@ def placement():
 
 def watched_run(
     steps_facts: StepFacts | None = None, samples: GpuSamplesFacts | None = None, **sections
-) -> RunRecord:
+) -> Record:
     """A diagnosed run record; any section can be replaced (None drops it)."""
     steps_facts = steps_facts if steps_facts is not None else steps()
     samples = samples if samples is not None else gpu_samples()
@@ -284,10 +284,10 @@ def watched_run(
         ),
     )
     parts.update(sections)
-    return RunRecord.diagnose("run", Facts(**parts))
+    return Record.diagnose("run", Facts(**parts))
 
 
-def large_run() -> RunRecord:
+def large_run() -> Record:
     """100,000 steps and an hour of samples at 10 Hz (36,000 per metric)."""
     return watched_run(
         steps(count=100_000, epochs=10), gpu_samples(gpu_series(samples=36_000, seed=3))
@@ -327,6 +327,6 @@ INPUT_FIXES = InputFixFacts(
 )
 
 
-def with_input_fixes(record: RunRecord) -> RunRecord:
+def with_input_fixes(record: Record) -> Record:
     """A record that also holds measured input-pipeline fixes (section ``input_fixes``)."""
-    return RunRecord.diagnose(record.command, replace(record.facts, input_fixes=INPUT_FIXES))
+    return Record.diagnose(record.command, replace(record.facts, input_fixes=INPUT_FIXES))

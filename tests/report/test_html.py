@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.facts import Facts, ProgramFacts, StepFacts
-from gpuwhy.record import RunRecord
+from gpuwhy.finding import Finding
+from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded, stats
 from gpuwhy.report.html import HtmlRenderer, fix_measurements
-from gpuwhy.rules.base import Finding
 from tests import builders as b
 from tests.report import builders as rb
 
@@ -27,7 +27,7 @@ FIGURE = re.compile(r'<script type="application/json" data-figure="([^"]+)">(.*?
 MiB = 1024 * 1024
 
 
-def write_html(record: RunRecord, path: Path) -> Path:
+def write_html(record: Record, path: Path) -> Path:
     path.write_text(HtmlRenderer().render(record), encoding="utf-8")
     return path
 
@@ -244,8 +244,8 @@ def test_sections_without_data_say_why():
 @pytest.mark.parametrize(
     "record",
     [
-        RunRecord.diagnose("run", Facts()),
-        RunRecord.diagnose(
+        Record.diagnose("run", Facts()),
+        Record.diagnose(
             "audit", b.placement_facts(groups=[b.op_group("Mean", reason="forced-cpu")])
         ),
         rb.watched_run(
@@ -265,7 +265,7 @@ def test_sparse_records_render(record):
 
 
 def test_a_check_record_has_no_run_sections_and_no_plotly():
-    record = RunRecord.diagnose("check", b.facts(tf=b.no_gpu_tf(), drv=b.NO_DRIVER, devices=()))
+    record = Record.diagnose("check", b.facts(tf=b.no_gpu_tf(), drv=b.NO_DRIVER, devices=()))
     text = HtmlRenderer().render(record)
     assert '<section id="timeline">' not in text and '<section id="run">' not in text
     assert "env.no-gpu" in text and '<section id="environment">' in text
@@ -356,7 +356,7 @@ def test_run_with_an_unwritable_html_path_fails_before_the_script_runs(tmp_path)
 def test_real_run_report_opens_offline_with_its_charts_drawn(
     slow_training_run, open_report, tmp_path
 ):
-    record = RunRecord.load(slow_training_run["json"])
+    record = Record.load(slow_training_run["json"])
     opened = open_report(slow_training_run["html"])
     page = opened.page
     assert opened.errors == [] and opened.fetched == []
@@ -371,7 +371,7 @@ def test_real_run_report_opens_offline_with_its_charts_drawn(
 
 
 def test_copy_button_puts_the_fix_on_the_clipboard(slow_training_run, open_report):
-    record = RunRecord.load(slow_training_run["json"])
+    record = Record.load(slow_training_run["json"])
     first = next(f for f in sorted(record.findings, key=Finding.sort_key) if f.fix)
     page = open_report(slow_training_run["html"]).page
     button = page.locator("button.copy").first
@@ -455,7 +455,7 @@ def test_a_projection_is_drawn_in_a_real_browser_and_said_to_be_one(open_report,
         input_wait_low=0.8,
         input_wait_high=0.95,
     )
-    record = RunRecord.diagnose("run", replace(FULL.facts, projection=projection))
+    record = Record.diagnose("run", replace(FULL.facts, projection=projection))
     path = write_html(record, tmp_path / "projected.html")
     text = path.read_text()
     part = section(text, "projection")
@@ -489,7 +489,7 @@ def test_ops_on_the_cpu_are_a_segment_of_the_projected_step(open_report, tmp_pat
         cpu_ops_measured=2,
         cpu_ops_measured_by="TF profiler host trace of 4 step(s) of train_step",
     )
-    record = RunRecord.diagnose("run", replace(FULL.facts, projection=projection))
+    record = Record.diagnose("run", replace(FULL.facts, projection=projection))
     path = write_html(record, tmp_path / "cpu-ops.html")
     part = html_lib.unescape(section(path.read_text(), "projection"))
     assert "ops on the CPU 2.0 ms (measured here: 2 of 2)" in part

@@ -4,13 +4,13 @@ import json
 import pytest
 
 from gpuwhy.facts import Facts
-from gpuwhy.record import RunRecord, validation_errors
+from gpuwhy.record import Record, validation_errors
 from gpuwhy.report import RENDERERS, MisconfigurationError, renderer_class
 from gpuwhy.report.json_ import JsonRenderer
 from tests import builders as b
 
-EMPTY = RunRecord.diagnose("run", Facts())
-FULL = RunRecord.diagnose(
+EMPTY = Record.diagnose("run", Facts())
+FULL = Record.diagnose(
     "check",
     b.facts(
         tf=b.no_gpu_tf(libraries=b.libraries(missing=("cudart",))),
@@ -19,7 +19,7 @@ FULL = RunRecord.diagnose(
         env_vars={"CUDA_VISIBLE_DEVICES": "-1", "TF_GPU_ALLOCATOR": "bogus"},
     ),
 )
-HEALTHY = RunRecord.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
+HEALTHY = Record.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.process(),))]))
 
 
 @pytest.mark.parametrize("name", RENDERERS)
@@ -68,7 +68,7 @@ def test_verbose_adds_the_library_table():
 def test_plugin_renderer_by_module_and_class():
     assert renderer_class("gpuwhy.report.json_:JsonRenderer") is JsonRenderer
     with pytest.raises(MisconfigurationError):
-        renderer_class("gpuwhy.record:RunRecord")
+        renderer_class("gpuwhy.record:Record")
     with pytest.raises(MisconfigurationError):
         renderer_class("nope")
 
@@ -134,7 +134,7 @@ def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
 
 
 def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck_marked():
-    record = RunRecord.diagnose("run", _input_bound_run())
+    record = Record.diagnose("run", _input_bound_run())
     text = RENDERERS["terminal"]().render(record)
     assert (
         "tf.data pipeline built at train.py:44, read by python-loop: 80 elements; runs as "
@@ -149,7 +149,7 @@ def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck
 
 
 def test_run_verdict_does_not_repeat_input_bound_as_the_worst_problem():
-    from gpuwhy.rules.base import Finding
+    from gpuwhy.finding import Finding
     from gpuwhy.verdict import verdict
 
     bound = Finding(id="input.bound", severity="high", title="Steps wait for input 63% of the time")
@@ -230,7 +230,7 @@ def test_html_is_a_renderer_like_the_others_and_needs_only_the_record(tmp_path):
 
 
 def test_a_long_worst_problem_is_cut_at_a_word_in_the_verdict():
-    from gpuwhy.rules.base import Finding
+    from gpuwhy.finding import Finding
     from gpuwhy.verdict import verdict
 
     title = (
@@ -246,7 +246,7 @@ def test_a_long_worst_problem_is_cut_at_a_word_in_the_verdict():
 
 
 def test_the_default_view_is_brief_and_verbose_has_it_all():
-    from gpuwhy.rules.base import Finding
+    from gpuwhy.finding import Finding
 
     evidence = {f"figure_{i}": i for i in range(12)}
     evidence["pipelines"] = [{"pipeline": f"p{i}", "severity": "low"} for i in range(6)]
@@ -254,7 +254,7 @@ def test_the_default_view_is_brief_and_verbose_has_it_all():
         Finding(id="input.no-cache", severity="medium", title="Medium one", evidence=evidence),
         Finding(id="input.no-prefetch", severity="low", title="Low one", evidence=evidence),
     ]
-    record = RunRecord(command="run", facts=Facts(), findings=findings)
+    record = Record(command="run", facts=Facts(), findings=findings)
     brief = RENDERERS["terminal"]().render(record)
     full = RENDERERS["terminal"](verbose=True).render(record)
     # the medium finding: 8 evidence lines, then what --verbose adds
@@ -268,7 +268,7 @@ def test_the_default_view_is_brief_and_verbose_has_it_all():
 
 
 def test_after_the_first_five_findings_each_is_one_line():
-    from gpuwhy.rules.base import Finding
+    from gpuwhy.finding import Finding
 
     findings = [
         Finding(
@@ -280,13 +280,11 @@ def test_after_the_first_five_findings_each_is_one_line():
         )
         for n in range(1, 8)
     ]
-    brief = RENDERERS["terminal"]().render(
-        RunRecord(command="run", facts=Facts(), findings=findings)
-    )
+    brief = RENDERERS["terminal"]().render(Record(command="run", facts=Facts(), findings=findings))
     assert "fix_5()" in brief and "fix_6()" not in brief and "fix_7()" not in brief
     assert "7. MEDIUM input.no-cache  Medium 7" in brief
     assert "(the first 5 in detail; --verbose" in brief
     full = RENDERERS["terminal"](verbose=True).render(
-        RunRecord(command="run", facts=Facts(), findings=findings)
+        Record(command="run", facts=Facts(), findings=findings)
     )
     assert "fix_7()" in full and "in detail" not in full

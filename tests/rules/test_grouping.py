@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
+from gpuwhy.finding import Finding
 from gpuwhy.rules import run_rules
-from gpuwhy.rules.base import Finding
 from gpuwhy.rules.grouping import group_by_cause
 from tests import builders_tfdata as t
 

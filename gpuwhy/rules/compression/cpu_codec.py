@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
     culprit_location,
@@ -172,9 +173,9 @@ class CpuCodec(Rule):
                         **wait_evidence(wait),
                     },
                     fix="\n".join(
-                        fixes.reader(stage)
-                        if fixes.is_reader(stage)
-                        else fixes.decode(stage, pipeline)
+                        snippets.reader(stage)
+                        if snippets.is_reader(stage)
+                        else snippets.decode(stage, pipeline)
                     ),
                     estimated_gain=(
                         gain_text(gain, "the wait times this stage's share of the pipeline's work")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import DistributeFacts, Facts
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 
 FALLBACKS = ("ReductionToOneDevice", "HierarchicalCopyAllReduce")
 MiB = 1024 * 1024

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
-from gpuwhy.rules.input import fixes
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     bottleneck,
     culprit_location,
@@ -174,7 +175,7 @@ def _fix(pipeline: PipelineFacts, stage: PipelineStage | None, others_busy: bool
         "#   each worker: tf.data.experimental.service.WorkerServer(",
         "#       tf.data.experimental.service.WorkerConfig(dispatcher_address='<dispatcher host>:5050'))",
         "# and the pipeline, after its batch, reads from them:",
-        *fixes.after_last_call(
+        *snippets.after_last_call(
             pipeline,
             ".apply(tf.data.experimental.service.distribute(processing_mode="
             "'parallel_epochs', service='grpc://<dispatcher host>:5050'))"

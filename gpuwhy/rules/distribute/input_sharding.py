@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, WorkerInput, WorkerRun
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 
 POLICY = "tf.data.experimental.AutoShardPolicy"
 

@@ -6,7 +6,8 @@ import ast
 from typing import Any
 
 from gpuwhy.facts import DistributedInput, Facts
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 
 
 class ReplicaBatch(Rule):

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import Facts, WorkerRun
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.base import Rule
 
 # Strategies whose workers all-reduce every step: each waits for the slowest.
 SYNCHRONOUS = frozenset(

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import EnvironmentFacts, Facts, GpuDevice
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.env.cuda_compat import (
     MIN_DRIVER_FOR_CUDA_MAJOR,
     arch_support,

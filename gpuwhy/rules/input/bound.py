@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, StepFacts
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     CONSUMER_NAMES,
     NEXT_TIMING,
@@ -27,7 +28,7 @@ from gpuwhy.rules.input.common import (
     steps_pipeline,
     steps_wait,
 )
-from gpuwhy.rules.launch.fixes import rebound, wrap
+from gpuwhy.rules.launch.snippets import rebound, wrap
 
 # A wait is a burst when it is this many times the median wait (and at least BURST_MIN_S);
 # the waits are bursty when bursts, at most BURSTY_STEP_SHARE of the steps, hold at
@@ -504,7 +505,7 @@ class InputBound(Rule):
         options: dict[str, Any],
         load: HostLoad | None = None,
     ) -> Finding:
-        location, fix = site, fixes.generic()
+        location, fix = site, snippets.generic()
         if load is not None and share >= options["high_at"]:
             load = dataclasses.replace(load, large_wait=True)
         # a small wait under others' load: the stage is not shown to be the cause
@@ -524,11 +525,11 @@ class InputBound(Rule):
             evidence["bottleneck_share_of_pipeline_time"] = row["share_of_pipeline_time"]
             evidence["stages"] = stage_table(pipeline)
             location = culprit_location(stage) or site
-            fix = fixes.for_stage(
+            fix = snippets.for_stage(
                 pipeline, pipeline.bottleneck, options["vectorise_below_us"] * 1e-6
             )
             if not ends_buffered(pipeline):
-                fix = fix + fixes.prefetch_at_end(pipeline)
+                fix = fix + snippets.prefetch_at_end(pipeline)
         if load is not None:
             return self._loaded_host(title, share, load, location, evidence, fix)
         speedup = 1 / (1 - share) if share < 0.99 else None

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import calls, fixes
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import calls, snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
     culprit_location,
@@ -341,7 +342,7 @@ def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
     lines = [
         f"# {stage_label(after)} and the stages before it are the same every pass: keep"
         f' their output, ~{_size(size)}, in memory (or on a local disk: .cache("<path>"))',
-        *fixes.cached(after),
+        *snippets.cached(after),
     ]
     if stop is not None:
         lines.append(
@@ -371,7 +372,7 @@ def _helper_fix(
     # and TF's inject_prefetch adds one after a final cache or batch by itself
     if reshuffled is None:
         new = calls.chained(call, ".cache()")
-        return "\n".join([head, f"# {where}{fixes.IN_PLACE_OF}{call}", new])
+        return "\n".join([head, f"# {where}{snippets.IN_PLACE_OF}{call}", new])
     batch = _helper_batch(pipeline, call)
     examples = round(per_pass * int(batch)) if batch.isdigit() else "<examples per epoch>"
     unshuffled = calls.with_keywords(call, batch_size="None", shuffle="False")
@@ -387,7 +388,7 @@ def _helper_fix(
             "# it shuffles inside (shuffle=True): a cache after it would keep the first "
             "epoch's order and batches. Built unshuffled and unbatched, cached, then "
             "shuffled anew every epoch (the buffer holds one epoch's examples):",
-            f"# {where}{fixes.IN_PLACE_OF}{call}",
+            f"# {where}{snippets.IN_PLACE_OF}{call}",
             new,
         ]
     )

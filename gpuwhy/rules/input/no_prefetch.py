@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     ends_buffered,
     gain_text,
@@ -133,7 +134,7 @@ def _why(pipeline: PipelineFacts) -> str:
 
 
 def _fix(pipeline: PipelineFacts) -> str:
-    lines = fixes.prefetch_at_end(pipeline)
+    lines = snippets.prefetch_at_end(pipeline)
     if not pipeline.autotune:
         lines.append(
             "# a written prefetch buffers with autotune off too; turning autotune "

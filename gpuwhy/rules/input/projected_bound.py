@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
 from gpuwhy.projection.step import BOOKKEEPING, first_steady_stage
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import culprit_location, stage_label, steps_pipeline
 
 
@@ -90,14 +91,14 @@ class ProjectedInputBound(Rule):
             "what": "a projection from the traced graph and the GPU's published peaks, "
             "joined with the input pipeline measured on this host; not a measurement",
         }
-        fix = fixes.generic()
+        fix = snippets.generic()
         location = pipeline.location if pipeline is not None else None
         index = _steady_bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None and index is not None:
             stage = pipeline.stages[index]
             title += f"; its slowest stage is {stage_label(stage)}"
             evidence["bottleneck"] = stage_label(stage)
-            fix = fixes.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
+            fix = snippets.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
             location = culprit_location(stage) or location
         return [
             self.finding(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineStage
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
     culprit_location,
@@ -172,9 +173,9 @@ class PythonFunction(Rule):
                         evidence=evidence,
                         location=culprit_location(stage),
                         fix="\n".join(
-                            fixes.generator(stage)
+                            snippets.generator(stage)
                             if what != "Python"
-                            else fixes.python_function(stage)
+                            else snippets.python_function(stage)
                         ),
                         estimated_gain=(
                             gain_text(

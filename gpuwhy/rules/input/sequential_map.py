@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.input import fixes
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
     bottleneck,
@@ -111,11 +112,11 @@ class SequentialMap(Rule):
             share = stage_share(pipeline, stage)
             below_s = options["vectorise_below_us"] * 1e-6
             if vectorisable(pipeline, index, below_s):
-                fix = fixes.vectorise(pipeline, index)  # parallel, and once per batch
+                fix = snippets.vectorise(pipeline, index)  # parallel, and once per batch
             elif stage.random and stage.stateful:
-                fix = fixes.stateless_random(stage)
+                fix = snippets.stateless_random(stage)
             else:
-                fix = fixes.parallel_map(stage)
+                fix = snippets.parallel_map(stage)
             row = stage_row(pipeline, index)
             evidence: dict[str, Any] = {
                 "stage": label,

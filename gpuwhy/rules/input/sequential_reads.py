@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import calls
 from gpuwhy.rules.input.calls import AUTOTUNE
 from gpuwhy.rules.input.common import (
@@ -15,7 +16,7 @@ from gpuwhy.rules.input.common import (
     stage_share,
     wait_evidence,
 )
-from gpuwhy.rules.input.fixes import in_place_of, is_reader, reader_api
+from gpuwhy.rules.input.snippets import in_place_of, is_reader, reader_api
 
 
 class SequentialReads(Rule):

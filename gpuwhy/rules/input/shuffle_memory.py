@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import byte_size
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import calls
 from gpuwhy.rules.input.common import pipeline_name, stage_label
-from gpuwhy.rules.input.fixes import ALTERNATIVE, in_place_of
+from gpuwhy.rules.input.snippets import ALTERNATIVE, in_place_of
 
 # The smaller buffer the fix offers holds this share of the host's memory.
 FIX_SHARE = 0.10

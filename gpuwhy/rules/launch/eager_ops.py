@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
-from gpuwhy.rules.base import Finding, Rule
-from gpuwhy.rules.launch import fixes
+from gpuwhy.rules.base import Rule
+from gpuwhy.rules.launch import snippets
 
 
 def _is_small(site: EagerOpSite, small_elements: int) -> bool:
@@ -209,10 +210,10 @@ class EagerOps(Rule):
         for site in sites[:5]:
             lines.append(f"#   {site.op} at {site.location or 'library code'}")
         code = facts.eager.step_code if facts.eager is not None else None
-        lines += fixes.wrap(code, facts)
-        lines += fixes.rebound(code)
-        if fixes.replicas(facts) > 1:
-            lines += fixes.xla_under_strategy(facts)
+        lines += snippets.wrap(code, facts)
+        lines += snippets.rebound(code)
+        if snippets.replicas(facts) > 1:
+            lines += snippets.xla_under_strategy(facts)
         lines += [
             "# Keras: model.compile(..., run_eagerly=False) (the default), and no",
             "# tf.config.run_functions_eagerly(True) left in the script",

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from gpuwhy.facts import Facts, TracedFunction
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 
 MAX_FINDINGS = 5  # the functions with the most tracing time
 _PYTHON_VALUE = re.compile(r"\((int|float|bool|str|bytes|complex|NoneType|[A-Za-z_][\w.]*)\)$")

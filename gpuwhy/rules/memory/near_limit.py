@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, GpuSeries
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.gpu.common import MiB, own_peak, program_gpus, tf_peaks_by_gpu, usable
 
 TF_SOURCE = "in TensorFlow's allocator"

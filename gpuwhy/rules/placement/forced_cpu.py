@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
     copies_made_by,

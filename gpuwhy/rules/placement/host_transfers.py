@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
+from gpuwhy.finding import Finding
 from gpuwhy.projection.cost import KERAS_TRAIN_FUNCTIONS
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import prediction_note, size_text
 from gpuwhy.rules.placement.forced_cpu import pinned_groups

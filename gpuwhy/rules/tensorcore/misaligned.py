@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, TensorOp
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.tensorcore.common import SIXTEEN_BIT, shares
 
 # A first convolution reads 1-4 image channels: normal, cheap, and not worth padding.

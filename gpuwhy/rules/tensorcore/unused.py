@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.facts import Facts, FloatIndex, TensorOp
-from gpuwhy.rules.base import Finding, Rule
+from gpuwhy.finding import Finding
+from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input.calls import with_keywords
 from gpuwhy.rules.placement.common import prediction_note
 from gpuwhy.rules.tensorcore.common import shares, target_gpu

@@ -14,7 +14,7 @@ below, and get the same answer because there is one place that answers each:
 * stages.py: the chain as stages ``gpuwhy fix`` plans on (and its capture hooks);
 * rewrite.py: those stages rebuilt with safe changes;
 * node_names.py: TF's names of the nodes an iterator runs, and what they come from;
-* run_model.py: the pipeline as TF runs it (the iterator's autotune model);
+* executed.py: the pipeline as TF runs it (the iterator's autotune model);
 * iterators.py: the hooks on ``OwnedIterator``: iterator creation (one patch, many
   listeners) and ``next()`` timing.
 

@@ -6,7 +6,7 @@ per transformation (``tensorflow/python/data/ops/*_op.py``): ``_input_dataset``,
 ``.function`` is the ConcreteFunction TF traced and ``._func`` the user's Python
 function), ``_num_parallel_calls``, ``_deterministic`` ("default"/"true"/"false"),
 ``_batch_size``, ``_buffer_size``, ``_seed``/``_seed2`` ... stages.py reads them;
-this module builds a pipeline anew from them, so that gpuwhy.fix can change it safely.
+this module builds a pipeline anew from them, so that gpuwhy.optimize can change it safely.
 
 Rebuilding a stage on a new input calls the same private constructor TF's public
 method calls (``_ParallelMapDataset(input, fn, ...)`` is what ``Dataset.map`` does), with

@@ -7,7 +7,7 @@ come from the table's datasheet figures (gpuwhy/projection/gpus.py)."""
 
 from __future__ import annotations
 
-from gpuwhy.collect.run.collective_link import link_for, ring_allreduce_s
+from gpuwhy.collect.inprocess.collective_link import link_for, ring_allreduce_s
 from gpuwhy.facts import DistributeFacts, Facts, ReducedValue, StepFacts
 from gpuwhy.projection.gpus import find_gpu
 from gpuwhy.rules.distribute.collective_bound import CollectiveBound

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.facts import AuditedFunction, Facts
-from gpuwhy.record import RunRecord, validation_errors
+from gpuwhy.record import Record, validation_errors
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.placement.common import PREDICTION_NOTE, size_text
 from gpuwhy.rules.placement.float64 import Float64
@@ -603,7 +603,7 @@ def test_run_rules_on_placement_only_facts():
 
 def test_audit_record_validates_and_round_trips():
     facts = _audited_facts()
-    record = RunRecord.diagnose("audit", facts)
+    record = Record.diagnose("audit", facts)
     data = record.to_dict()
     assert validation_errors(data) == []
     assert data["command"] == "audit"
@@ -615,7 +615,7 @@ def test_audit_record_validates_and_round_trips():
         "3 in host memory by design; worst: "
     )
     assert text.endswith("; worst: " + record.findings[0].title)
-    loaded = RunRecord.from_dict(data)
+    loaded = Record.from_dict(data)
     assert loaded.facts == facts
     assert loaded.findings == record.findings
     assert loaded.not_checked == record.not_checked
@@ -646,18 +646,18 @@ def test_measured_audit_with_every_field_set_validates():
         tf32_enabled=False,
         seconds=1.5,
     )
-    record = RunRecord.diagnose("audit", facts)
+    record = Record.diagnose("audit", facts)
     data = record.to_dict()
     assert validation_errors(data) == []
     assert data["verdict"]["text"].startswith("Seen on NVIDIA A100-SXM4-40GB: ")
-    loaded = RunRecord.from_dict(data)
+    loaded = Record.from_dict(data)
     assert loaded.facts == facts
     assert loaded.facts.placement.compute_capability == (8, 0)
     assert loaded.findings == record.findings
 
 
 def test_empty_placement_has_nothing_to_report():
-    record = RunRecord.diagnose("audit", Facts(placement=b.placement()))
+    record = Record.diagnose("audit", Facts(placement=b.placement()))
     assert record.findings == []
     assert (
         record.verdict

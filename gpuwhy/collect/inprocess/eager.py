@@ -1,0 +1,360 @@
+"""Eager ops: which ops the program dispatches one by one from Python, where, how often.
+
+An op callback (see :mod:`gpuwhy.tfapi.op_callbacks`) sees every op the watched thread
+runs eagerly. It is not free: on a loop of 8x8 ops it adds about a fifth to each op
+while it is on (``benchmarks/bench_eager_counter.py``). So it is on in *windows*, 1/11
+of the time from the TensorFlow import on: short windows at first (a run of a few
+seconds still gets several), longer ones later (:func:`duty_cycle`), which keeps the
+cost to a loop of small eager ops near 4% (measured: +3.6%). Counting
+stops for good after ``max_ops`` ops (the evidence is complete long before), which also
+bounds memory.
+
+The callback only appends one tuple per op. A background thread switches the windows
+and, every ``tick_s``, moves those tuples into compact arrays (a site index, two
+clock readings and an element count per op). Everything else waits for :meth:`facts`,
+which is told the steps: only steps that lie wholly inside a window are used, so a
+step's count is exact, never a partial one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import statistics
+import threading
+import time
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwhy.collect.inprocess.base import Collector, StepWindow
+from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
+
+GAP_CAP_S = 1e-3  # a longer gap between two eager ops is not dispatch alone
+TOP_SITES = 20
+THREAD_NOTE = (
+    "counted on thread {thread!r} only: TensorFlow keeps op callbacks per thread, "
+    "so ops run eagerly by other threads are not seen"
+)
+
+
+def duty_cycle(
+    first_on_s: float, duty: float, longest_on_s: float, repeat: int = 4
+) -> Iterator[tuple[float, float]]:
+    """(on, then off) seconds of each window.
+
+    Every window is followed by a pause of ``on * (1/duty - 1)``, so the share of time
+    on is ``duty`` from the first window on, however early the run ends. Windows start
+    short, so that a run of a few seconds still gets one *after* its start-up (a first
+    window at the TensorFlow import sees model building, not steps), and double every
+    ``repeat`` windows up to ``longest_on_s``, so that long steps eventually fit wholly
+    inside one: with the defaults 0.25 s windows every 2.75 s for the first 11 s.
+    """
+    if duty >= 1.0:  # counting every op: one window from start to stop
+        while True:
+            yield float("inf"), 0.0
+    on = first_on_s
+    count = 0
+    while True:
+        yield on, on * (1.0 / duty - 1.0)
+        count += 1
+        if count % repeat == 0:
+            on = min(on * 2.0, longest_on_s)
+
+
+def step_code(sites: tuple[EagerOpSite, ...]) -> StepCode | None:
+    """The function (or loop body) of the user's file that issues most of the counted ops,
+    read from its source: the code a fix puts in a ``tf.function``, and the objects it
+    reads that the program re-creates in a loop."""
+    from gpuwhy.source_calls import step_code as read
+
+    by_file: dict[str, dict[int, int]] = {}
+    for site in sites:
+        if not site.location:
+            continue
+        shown, _, line = site.location.rpartition(":")
+        if line.isdigit():
+            lines = by_file.setdefault(shown, {})
+            lines[int(line)] = lines.get(int(line), 0) + site.count
+    if not by_file:
+        return None
+    shown = max(by_file, key=lambda name: sum(by_file[name].values()))
+    try:
+        return read(os.path.abspath(shown), shown, by_file[shown])
+    except (RecursionError, ValueError):  # a source too deep or odd to read: no names
+        return None
+
+
+@dataclass
+class _Site:
+    op_type: str
+    code: Any
+    lasti: int
+    device: str | None
+    function: bool
+
+
+class EagerOpCounter(Collector):
+    """Counts the eager ops of the thread that imports TensorFlow, in windows.
+
+    ``on_tensorflow()`` arms it on the calling thread (op callbacks are per thread: see
+    :data:`THREAD_NOTE`); ``stop()`` removes the callback from that thread's list, the
+    only one it was ever added to, and ends the window thread.
+    """
+
+    def __init__(
+        self,
+        first_on_s: float = 0.25,
+        duty: float = 1 / 11,
+        longest_on_s: float = 4.0,
+        tick_s: float = 0.25,
+        max_ops: int = 1_000_000,
+    ) -> None:
+        self.first_on_s = first_on_s
+        self.duty = duty
+        self.longest_on_s = longest_on_s
+        self.tick_s = tick_s
+        self.max_ops = max_ops
+        self.t0 = time.perf_counter()
+        self.windows: list[list[float]] = []  # [start, end] on perf_counter; end inf while open
+        self.error: str | None = None
+        self.thread_name: str | None = None
+        self.full = False  # stopped counting at max_ops
+        self._pending: list = []  # raw records, appended by the callback
+        self._sites: list[_Site] = []
+        self._site_index: dict[tuple[str, int, int], int] = {}
+        self._t_in = array("d")
+        self._t_out = array("d")
+        self._site = array("l")
+        self._elements = array("q")  # -1: unknown
+        self._switch: Any = None
+        self._frames: Any = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # one compaction at a time
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle ------------------------------------------------------------------
+    def on_tensorflow(self) -> None:
+        if self._switch is not None:  # armed already
+            return
+        try:
+            from gpuwhy.tfapi import op_callbacks
+
+            self._frames = op_callbacks.UserFrames()
+            callback = op_callbacks.recording_callback(self._pending.append, self._frames)
+            self._switch = op_callbacks.CallbackSwitch(op_callbacks.thread_callbacks(), callback)
+            self.thread_name = threading.current_thread().name
+            self._switch_on()
+            self._thread = threading.Thread(
+                target=self._run_windows, name="gpuwhy-eager-windows", daemon=True
+            )
+            self._thread.start()
+        except Exception as exc:  # noqa: BLE001 - never into the program
+            self.error = f"eager op counter not armed: {type(exc).__name__}: {exc}"
+            self._switch_off()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self._switch_off()
+        self._compact()
+
+    @property
+    def is_on(self) -> bool:
+        return self._switch is not None and self._switch.is_on
+
+    # -- windows -----------------------------------------------------------------------
+    def _switch_on(self) -> None:
+        if self._switch is None or self.full or self._stopping.is_set():
+            return
+        self._switch.on()
+        self.windows.append([time.perf_counter(), float("inf")])
+
+    def _switch_off(self) -> None:
+        if self.windows and self.windows[-1][1] == float("inf"):
+            self.windows[-1][1] = time.perf_counter()  # before off: later ops lie outside
+        if self._switch is not None:
+            self._switch.off()
+
+    def _run_windows(self) -> None:
+        try:
+            schedule = duty_cycle(self.first_on_s, self.duty, self.longest_on_s)
+            on_s, off_s = next(schedule)
+            while True:
+                end = self.windows[-1][0] + on_s if self.windows else time.perf_counter()
+                while not self._stopping.is_set() and not self.full:
+                    left = end - time.perf_counter()
+                    if left <= 0:
+                        break
+                    self._stopping.wait(min(self.tick_s, left))
+                    self._compact()
+                self._switch_off()
+                self._compact()
+                if self._stopping.wait(off_s) or self.full:
+                    return
+                on_s, off_s = next(schedule)
+                self._switch_on()
+        except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
+            self.error = f"eager op counter stopped: {type(exc).__name__}: {exc}"
+            self._switch_off()
+
+    def _compact(self) -> None:
+        """Move the callback's tuples into the arrays (any thread; appends may go on)."""
+        from gpuwhy.tfapi.op_callbacks import is_function_call
+
+        with self._lock:
+            n = len(self._pending)
+            batch = self._pending[:n]
+            del self._pending[:n]
+            index = self._site_index
+            for t_in, t_out, op_type, code, lasti, elements, device in batch:
+                if isinstance(op_type, bytes):  # TF's slow path names ops in bytes: b"Square"
+                    op_type = op_type.decode("utf-8", "replace")
+                key = (op_type, id(code), lasti)
+                site = index.get(key)
+                if site is None:
+                    site = index[key] = len(self._sites)
+                    self._sites.append(
+                        _Site(op_type, code, lasti, device, is_function_call(op_type))
+                    )
+                self._t_in.append(t_in)
+                self._t_out.append(t_out)
+                self._site.append(site)
+                self._elements.append(-1 if elements is None else elements)
+            if len(self._t_in) >= self.max_ops and not self.full:
+                self.full = True
+                self._switch_off()
+
+    # -- facts -------------------------------------------------------------------------
+    def facts(self, window: StepWindow) -> EagerFacts:
+        """The eager ops inside the steps of ``window`` that lie wholly inside a counting window.
+
+        ``dispatch_fraction`` is an *estimate* of the share of those steps' time spent
+        issuing eager ops: the sum of the gaps between consecutive eager ops of a step
+        (from the end of one op's callback to the next op's), each capped at
+        :data:`GAP_CAP_S`, over the steps' total time less the time spent in the callback
+        itself. A gap covers the op's Python and
+        runtime dispatch and its kernel when that runs synchronously (always on the CPU),
+        but also any Python code between the two ops and TF's own work to call the
+        callback (about a microsecond, so the figure runs a little high); the cap keeps a long pause (a
+        data load, a print) from counting as dispatch, and the gap before a step's first
+        op is left out. A gap that ends with a ``tf.function`` call is left out too: it
+        holds the function's run. ``tf.function`` calls are not eager ops and are not
+        counted in ``ops``; the note says how many there were.
+
+        With no steps, or none wholly inside a window (steps longer than the windows),
+        ``sampled_steps`` is 0 and the same figures cover all the ops counted, over the
+        seconds the counter was on (``counted_s``): ``ops / counted_s`` is their rate.
+        """
+        self._compact()
+        windows = [(start, end) for start, end in self.windows if end != float("inf")]
+        counted_s = sum(end - start for start, end in windows)
+        sampled = [
+            (s, e) for s, e in window.intervals if any(ws <= s and e <= we for ws, we in windows)
+        ]
+        steps = bool(window.intervals)
+        spans = sampled if sampled else windows
+        starts = [s for s, _ in spans]
+        all_steps = sorted(window.intervals)
+        all_starts = [s for s, _ in all_steps]
+
+        t_in, t_out, site_of, elements = self._t_in, self._t_out, self._site, self._elements
+        sites = self._sites
+        counts: dict[int, int] = {}
+        site_elements: dict[int, list[int]] = {}
+        gaps: list[float] = []
+        dispatch_s = 0.0
+        calls = outside = 0
+        own_s = 0.0  # inside the callback: not the program's time
+        previous_span = -1
+        for i in range(len(t_in)):
+            t = t_in[i]
+            k = bisect.bisect_right(starts, t) - 1
+            span = k if k >= 0 and t <= spans[k][1] else -1
+            if steps and span < 0:
+                j = bisect.bisect_right(all_starts, t) - 1
+                if j < 0 or t > all_steps[j][1]:
+                    outside += 1
+            if span < 0:
+                previous_span = -1
+                continue
+            own_s += t_out[i] - t
+            site = site_of[i]
+            if sites[site].function:
+                calls += 1
+            else:
+                counts[site] = counts.get(site, 0) + 1
+                if elements[i] >= 0:
+                    site_elements.setdefault(site, []).append(elements[i])
+                if previous_span == span:
+                    gap = max(0.0, t - t_out[i - 1])
+                    gaps.append(gap)
+                    dispatch_s += min(gap, GAP_CAP_S)
+            previous_span = span
+
+        ops = sum(counts.values())
+        span_s = sum(e - s for s, e in spans) - own_s
+        top = self._top_sites(counts, site_elements)
+        return EagerFacts(
+            sampled_steps=len(sampled),
+            ops=ops,
+            per_step=ops / len(sampled) if sampled else None,
+            dispatch_fraction=min(1.0, dispatch_s / span_s) if span_s > 0 and ops else None,
+            median_gap_us=statistics.median(gaps) * 1e6 if gaps else None,
+            counted_s=counted_s,
+            sites=top,
+            outside_steps=outside,
+            note=self._note(calls),
+            step_code=step_code(top),
+        )
+
+    def _top_sites(
+        self, counts: dict[int, int], site_elements: dict[int, list[int]]
+    ) -> tuple[EagerOpSite, ...]:
+        from gpuwhy.tfapi.op_callbacks import device_name
+
+        merged: dict[tuple[str, str | None], dict[str, Any]] = {}
+        for site, count in counts.items():
+            info = self._sites[site]
+            location = self._frames.location(info.code, info.lasti) if self._frames else None
+            row = merged.setdefault(
+                (info.op_type, location), {"count": 0, "elements": [], "devices": {}}
+            )
+            row["count"] += count
+            row["elements"].extend(site_elements.get(site, ()))
+            device = device_name(info.device)
+            row["devices"][device] = row["devices"].get(device, 0) + count
+        rows = sorted(
+            merged.items(), key=lambda item: (-item[1]["count"], item[0][0], item[0][1] or "")
+        )
+        return tuple(
+            EagerOpSite(
+                op=op,
+                location=location,
+                count=row["count"],
+                median_elements=int(statistics.median_low(row["elements"]))
+                if row["elements"]
+                else None,
+                device=max(row["devices"], key=lambda d: row["devices"][d]),
+            )
+            for (op, location), row in rows[:TOP_SITES]
+        )
+
+    def _note(self, calls: int) -> str | None:
+        parts = []
+        if self.error:
+            parts.append(self.error)
+        if self.thread_name is not None:
+            parts.append(THREAD_NOTE.format(thread=self.thread_name))
+        elif not self.error:
+            parts.append("not armed: TensorFlow was not imported")
+        if calls:
+            parts.append(
+                f"{calls} tf.function call{'s' if calls != 1 else ''} in the same time, "
+                "not counted as eager ops"
+            )
+        if self.full:
+            parts.append(f"counting stopped after {self.max_ops} ops")
+        return "; ".join(parts) or None

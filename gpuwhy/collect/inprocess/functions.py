@@ -1,0 +1,406 @@
+"""FunctionWatcher: the tf.functions a running program calls and traces.
+
+Installs :class:`gpuwhy.tfapi.tracing.FunctionHooks` once TensorFlow is imported and
+keeps, per ``Function`` object: the (start, end) of every outermost call from eager
+code (what finds the training step of a custom loop), and its traces with the
+argument types TF traced for (what explains retracing). tf.data's own wrapper
+functions are left out: they are traced when a dataset is built, not per step.
+
+Memory is bounded whatever the program does: a call costs 16 bytes (two doubles in
+an array), only the first few signatures of a function are kept, and a traced
+``ConcreteFunction`` (a whole graph) is kept only for the audit: the first two and
+the latest trace of each live ``Function``, and of the few most-called ones that were
+garbage-collected before the run ended (a ``tf.function`` created in a loop must not
+keep all its graphs alive).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.placement import AuditTarget
+from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
+
+__all__ = ["FunctionWatcher"]
+
+MAX_SIGNATURES = 5  # per function in the facts
+MAX_KEPT_CONCRETE = 3  # per live Function object: the first two traces and the latest
+MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
+MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
+
+
+class _Watched:
+    """One tf.function object (``Function``): its calls and traces."""
+
+    __slots__ = (
+        "info",
+        "location",
+        "display",
+        "times",
+        "traces",
+        "trace_s",
+        "signatures",
+        "first_args",
+        "changed",
+        "concretes",
+        "alive",
+    )
+
+    def __init__(self, info: Any, location: str | None, display: str) -> None:
+        self.info = info
+        self.location = location  # def file:line; for Keras' functions the user's call site
+        self.display = display
+        self.times = array("d")  # start, end, start, end ...
+        self.traces = 0
+        self.trace_s = 0.0
+        self.signatures: list[TraceSignature] = []  # absolute perf_counter times until facts()
+        self.first_args: dict[str, str] = {}
+        self.changed: dict[str, None] = {}
+        self.concretes: list[tuple[int, Any]] = []  # (trace number, ConcreteFunction)
+        self.alive = True
+
+    @property
+    def calls(self) -> int:
+        return len(self.times) // 2
+
+    def call_seconds(self) -> float:
+        t = self.times
+        return sum(t[i + 1] - t[i] for i in range(0, len(t), 2))
+
+    def add_trace(self, trace: Any) -> None:
+        self.traces += 1
+        self.trace_s += trace.seconds
+        args = dict(trace.args)
+        if self.traces == 1:
+            self.first_args = args
+        else:
+            for name in set(args) | set(self.first_args):
+                if args.get(name) != self.first_args.get(name):
+                    self.changed[name] = None
+        if len(self.signatures) < MAX_SIGNATURES:
+            self.signatures.append(
+                TraceSignature(
+                    at_s=trace.started,
+                    args=trace.args,
+                    seconds=round(trace.seconds, 6),
+                    caller=trace.caller,
+                )
+            )
+        entry = (self.traces, trace.concrete)
+        if len(self.concretes) < MAX_KEPT_CONCRETE:
+            self.concretes.append(entry)
+        else:
+            self.concretes[-1] = entry
+
+
+class FunctionWatcher(Collector):
+    """Watches tf.function calls and traces from the moment TensorFlow is imported.
+
+    For the lead: :meth:`calls` (per function, outermost eager calls), :meth:`facts`
+    (section ``tracing``), :meth:`concrete_functions` and :meth:`audit_targets`
+    (what the placement audit runs on). Function names are ``"name (file:line)"``,
+    with ``" #2"``, ``" #3"`` ... for further ``Function`` objects at the same place
+    (a method's function per instance, a ``tf.function`` created in a loop).
+    """
+
+    def __init__(self) -> None:
+        self.t0 = 0.0
+        self.error: str | None = None
+        self._hooks: Any = None
+        self._lock = threading.RLock()  # a finalizer may run inside our own locked section
+        self._by_id: dict[int, _Watched | None] = {}  # live Function objects (None: not watched)
+        self._times: dict[int, array] = {}  # the hooks append call times here, by id(Function)
+        self._records: list[_Watched] = []  # every Function seen, in order
+        self._by_display: dict[str, _Watched] = {}
+        self._seen_names: dict[str, int] = {}
+        self._dead_kept: list[_Watched] = []
+        self._finalizers: dict[int, weakref.finalize] = {}
+        self._stopped = False
+        self._training: dict[int, bool] = {}  # id(_Watched) -> trains (warm())
+
+    # -- life cycle ------------------------------------------------------------------
+    def on_tensorflow(self) -> None:
+        try:
+            from gpuwhy.tfapi.tracing import FunctionHooks
+
+            hooks = FunctionHooks(self._times, self._on_new_function, self._on_trace)
+            hooks.install()
+            self._hooks = hooks
+        except Exception as error:  # noqa: BLE001 - never raise into the program
+            self.error = f"tf.function calls and traces not watched: {error}"
+
+    def stop(self) -> None:
+        hooks, self._hooks = self._hooks, None
+        if hooks is not None:
+            try:
+                hooks.uninstall()
+            except Exception as error:  # noqa: BLE001 - the user's code may raise anything
+                self.error = f"could not remove the tf.function hooks: {error}"
+        with self._lock:
+            # A later session may have patched over ours, keeping our wrappers in its
+            # chain: with an empty table and _stopped, they record nothing more.
+            self._stopped = True
+            self._times.clear()
+            self._by_id.clear()
+            for finalizer in self._finalizers.values():
+                finalizer.detach()  # Functions no longer keep this watcher alive
+            self._finalizers.clear()
+
+    # -- listeners (called by the hooks on the program's threads) ---------------------
+    def _on_new_function(self, function: Any) -> array:
+        """A Function called for the first time since the hooks were installed."""
+        watched = self._register(function, None)
+        return watched.times if watched is not None else array("d")
+
+    def _on_trace(self, trace: Any) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            watched = self._by_id.get(id(trace.function))
+            if watched is None:
+                watched = self._register(trace.function, trace.caller)
+            if watched is not None:
+                watched.add_trace(trace)
+
+    def _register(self, function: Any, caller: str | None) -> _Watched | None:
+        from gpuwhy.tfapi.tracing import describe
+
+        with self._lock:
+            if self._stopped:
+                return None
+            key = id(function)
+            if key in self._by_id:
+                return self._by_id[key]
+            info = describe(function)
+            if info.tf_data:
+                self._by_id[key] = None  # seen, not watched
+                self._times[key] = array("d")  # never called from eager code anyway
+                watched = None
+            else:
+                location = caller if info.library else info.location
+                base = f"{info.name} ({location})" if location else info.name
+                count = self._seen_names.get(base, 0) + 1
+                self._seen_names[base] = count
+                display = base if count == 1 else f"{base} #{count}"
+                watched = _Watched(info, location, display)
+                self._by_id[key] = watched
+                self._times[key] = watched.times
+                self._records.append(watched)
+                self._by_display[display] = watched
+            try:
+                finalizer = weakref.finalize(function, self._forget, key)
+                # a settable property at run time; typeshed's __slots__ omit it
+                finalizer.atexit = False  # type: ignore[misc]
+                self._finalizers[key] = finalizer
+            except TypeError:  # not weak-referenceable (TF's Function is): its id may be reused
+                pass
+            return watched
+
+    def _forget(self, key: int) -> None:
+        """The Function was garbage-collected: its id may be reused from now on."""
+        with self._lock:
+            self._finalizers.pop(key, None)
+            self._times.pop(key, None)
+            watched = self._by_id.pop(key, None)
+            if watched is None:
+                return
+            watched.alive = False
+            if not watched.concretes:
+                return
+            self._dead_kept.append(watched)
+            if len(self._dead_kept) > MAX_DEAD_KEPT:
+                least = min(self._dead_kept, key=lambda w: (w.calls, w.call_seconds()))
+                self._dead_kept.remove(least)
+                least.concretes = []
+
+    # -- what the lead reads -----------------------------------------------------------
+    def outermost_calls(self) -> int:
+        """Calls of every watched tf.function from eager code so far (a step clock that
+        costs a few list reads: another collector's background thread polls it)."""
+        return sum(len(times) for times in list(self._times.values())) // 2
+
+    def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
+        """The function to profile, once warm: of those with ``min_calls`` outermost
+        calls or more, the one with the most time in calls that trains (a backward pass
+        in its latest trace; an evaluation or a helper warming up first is not it);
+        where none does, one called ``fallback_calls`` times (an inference loop). Its
+        name as TF traces it and its calls; None until then."""
+        with self._lock:
+            warm = [(w, w.concretes[-1][1] if w.concretes else None) for w in self._records]
+        warm = [(w, c) for w, c in warm if w.calls >= min_calls]
+        training = [w for w, concrete in warm if self._trains(w, concrete)]
+        pool = training or [w for w, _ in warm if w.calls >= fallback_calls]
+        if not pool:
+            return None
+        hot = max(pool, key=lambda w: w.call_seconds())
+        return hot.info.name, hot.calls
+
+    def _trains(self, watched: _Watched, concrete: Any) -> bool:
+        """Whether the function's latest trace has a backward pass (read once each)."""
+        from gpuwhy.tfapi.training import has_backward_pass
+
+        key = id(watched)
+        if key not in self._training:
+            self._training[key] = concrete is not None and bool(has_backward_pass(concrete))
+        return self._training[key]
+
+    def calls_of(self, name: str) -> int:
+        """Outermost calls so far of the functions traced as ``name``."""
+        with self._lock:
+            return sum(w.calls for w in self._records if w.info.name == name)
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return [w.display for w in self._records]
+
+    def calls(self) -> dict[str, list[tuple[float, float]]]:
+        """Per function, its outermost calls from eager code: (start, end) perf_counter
+        times sorted by start. Functions never called from eager code are left out."""
+        with self._lock:
+            records = list(self._records)
+        out: dict[str, list[tuple[float, float]]] = {}
+        for watched in records:
+            t = watched.times.tolist()
+            if t:
+                out[watched.display] = sorted(zip(t[0::2], t[1::2]))
+        return out
+
+    def trains(self, names) -> dict[str, bool | None]:
+        """Per name (a key of :meth:`calls`), whether the latest trace of the function
+        has a backward pass (None: no trace kept, or its graph not readable): what tells
+        a training loop's function from a validation loop's."""
+        from gpuwhy.tfapi.training import has_backward_pass
+
+        with self._lock:
+            latest = {
+                name: w.concretes[-1][1]
+                for name in names
+                if (w := self._by_display.get(name)) is not None and w.concretes
+            }
+        return {name: has_backward_pass(concrete) for name, concrete in latest.items()}
+
+    def concrete_functions(self, name: str) -> list:
+        """The kept ConcreteFunctions of one function (at most the first two traces and
+        the latest), oldest first; empty for an unknown name."""
+        with self._lock:
+            watched = self._by_display.get(name)
+            return [cf for _, cf in watched.concretes] if watched else []
+
+    def audit_targets(self, names: Sequence[str | tuple[str, str | None]]) -> list[AuditTarget]:
+        """AuditTargets for :func:`gpuwhy.collect.placement.audit_functions`: the latest
+        trace of each named function (the graph its calls run now; auditing every trace
+        would count the same ops several times). A name is a key of :meth:`calls` or the
+        ``name`` of a :class:`~gpuwhy.facts.TracedFunction`; the latter, shared by
+        several ``Function`` objects, means the most-called one that still has traces.
+        Use :meth:`concrete_functions` for the other kept traces. A (name, location)
+        pair names one :class:`~gpuwhy.facts.TracedFunction` exactly: Keras gives fit's,
+        evaluate's and predict's functions one name, told apart by their call site."""
+        targets = []
+        with self._lock:
+            for wanted in dict.fromkeys(names):
+                if isinstance(wanted, tuple):
+                    targets.extend(self._targets_at(*wanted))
+                    continue
+                watched = self._by_display.get(wanted)
+                if watched is None:
+                    same = [w for w in self._records if w.info.name == wanted and w.concretes]
+                    watched = max(same, key=lambda w: (w.calls, w.call_seconds()), default=None)
+                if watched is None or not watched.concretes:
+                    continue
+                _, concrete = watched.concretes[-1]
+                targets.append(AuditTarget(watched.info.name, concrete, watched.location))
+        return targets
+
+    def _targets_at(self, name: str, location: str | None) -> list[AuditTarget]:
+        """One target per different graph among the functions of this name and place.
+
+        Keras runs fit's training and its validation through one Python function, so
+        the two ``Function`` objects share name, code and call site, yet their graphs
+        differ (one has a backward pass): both are audited. A ``tf.function`` re-created
+        in a loop makes many objects with one graph: audited once."""
+        same = sorted(
+            (w for w in self._records if w.info.name == name and w.location == location),
+            key=lambda w: (-w.calls, -w.call_seconds()),
+        )
+        found: dict[tuple, AuditTarget] = {}
+        for watched in same:
+            if not watched.concretes:
+                continue
+            _, concrete = watched.concretes[-1]
+            shape = _graph_shape(concrete)
+            if shape not in found:
+                found[shape] = AuditTarget(watched.info.name, concrete, watched.location)
+        return list(found.values())
+
+    def facts(self, t0: float | None = None) -> TracingFacts:
+        """Section ``tracing``, times relative to ``t0`` (default: the run's start).
+
+        ``Function`` objects with the same name and place are one entry: a method's
+        function on several instances, or a ``tf.function`` re-created in a loop (TF's
+        "defined in a loop" retracing), whose traces then add up.
+        """
+        t0 = self.t0 if t0 is None else t0
+        with self._lock:
+            records = list(self._records)
+        groups: dict[tuple, list[_Watched]] = {}
+        for watched in records:
+            info = watched.info
+            groups.setdefault((info.name, info.filename, info.line, watched.location), []).append(
+                watched
+            )
+        functions = [_merged(members, t0) for members in groups.values()]
+        functions.sort(key=lambda f: -(f.call_s + f.trace_s))
+        return TracingFacts(functions=tuple(functions[:MAX_FUNCTIONS]))
+
+
+def _merged(members: list[_Watched], t0: float) -> TracedFunction:
+    first = members[0]
+    changed: dict[str, None] = {}
+    for watched in members:
+        changed.update(watched.changed)
+        for name in set(watched.first_args) | set(first.first_args):
+            if (
+                watched.traces
+                and first.traces
+                and watched.first_args.get(name) != first.first_args.get(name)
+            ):
+                changed[name] = None
+    signatures = sorted((s for w in members for s in w.signatures), key=lambda s: s.at_s)[
+        :MAX_SIGNATURES
+    ]
+    return TracedFunction(
+        name=first.info.name,
+        location=first.location,
+        calls=sum(w.calls for w in members),
+        call_s=round(sum(w.call_seconds() for w in members), 6),
+        traces=sum(w.traces for w in members),
+        trace_s=round(sum(w.trace_s for w in members), 6),
+        changed_args=tuple(sorted(changed)),
+        signatures=tuple(
+            TraceSignature(
+                at_s=round(s.at_s - t0, 6), args=s.args, seconds=s.seconds, caller=s.caller
+            )
+            for s in signatures
+        ),
+        reduce_retracing=first.info.reduce_retracing,
+        jit_compile=first.info.jit_compile,
+        library=first.info.library,
+        instances=len(members),
+    )
+
+
+def _graph_shape(concrete: Any) -> tuple:
+    """What tells two traces' graphs apart cheaply: their op types and counts."""
+    try:
+        ops = concrete.graph.get_operations()
+    except Exception:  # noqa: BLE001 - no graph to read: a target of its own
+        return (id(concrete),)
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op.type] = counts.get(op.type, 0) + 1
+    return tuple(sorted(counts.items()))

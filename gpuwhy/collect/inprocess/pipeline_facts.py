@@ -1,0 +1,264 @@
+"""A pipeline's facts from its iterators: counters added up over iterators, each stage's
+time per element and how fast it alone could feed the consumer (its share of the work,
+parallelism capped at the host's cores), and the bottleneck."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwhy.collect.inprocess.pipeline_iterators import Pipeline
+from gpuwhy.collect.inprocess.pipeline_join import JoinedStage, match_stages
+from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
+
+MAX_GAPS = 20000  # gap samples kept per pipeline
+
+
+@dataclass
+class Merged:
+    """A pipeline's chain summed over its iterators: the reference iterator's latest
+    nodes (the longest chain), and per node the elements and seconds of all iterators."""
+
+    nodes: list
+    elements: list
+    seconds: list
+    root_elements: int
+    root_bytes: int = 0  # bytes of those elements, where TF counted them
+
+    def ratio(self, index: int) -> float:
+        """Input elements per output element: TF's own for a node of known ratio
+        (``batch(32)``: 32), else measured from the counts (a filter, an interleave)."""
+        node = self.nodes[index]
+        if node.ratio > 0 and node.node_class in ("KNOWN_RATIO", "ASYNC_KNOWN_RATIO"):
+            return node.ratio
+        if index > 0 and self.elements[index - 1] and self.elements[index]:
+            return self.elements[index - 1] / self.elements[index]
+        return 1.0
+
+    def per_root_element(self, index: int) -> float:
+        """How many of its own elements node ``index`` makes per element the consumer
+        gets: the product of the ratios of the nodes after it."""
+        product = 1.0
+        for later in range(index + 1, len(self.nodes)):
+            product *= self.ratio(later)
+        return product
+
+
+def merge_iterators(states: list) -> Merged:
+    reference = max(states, key=lambda s: (len(s.positions), s.root_elements))
+    nodes = [p.node for p in reference.positions]
+    names = [n.name for n in nodes]
+    elements = [0] * len(nodes)
+    seconds = [0.0] * len(nodes)
+    root = root_bytes = 0
+    for state in states:
+        own = state.positions
+        offset = len(names) - len(own)
+        if offset < 0 or [p.node.name for p in own] != names[offset:]:
+            continue  # a chain of another shape (another TF version of the rewrite?)
+        root += state.root_elements
+        root_bytes += state.root_bytes
+        for index, position in enumerate(own):
+            elements[offset + index] += position.elements
+            seconds[offset + index] += position.seconds
+    if nodes and nodes[-1].name == "Root":  # the iterator's bookkeeping, not a stage
+        nodes, elements, seconds = nodes[:-1], elements[:-1], seconds[:-1]
+    return Merged(nodes, elements, seconds, root, root_bytes)
+
+
+def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
+    read = [s for s in pipeline.iterators if s.positions]
+    used = [s for s in read if s.root_elements > 0]
+    errors = [s.error for s in pipeline.iterators if s.error and not s.positions]
+    model_error = pipeline.error
+    if not read:
+        model_error = errors[0] if errors else (model_error or "no model of this pipeline was read")
+    written = pipeline.written
+    steps = [w for w in written if w.node and not w.noop]
+
+    stages: list[PipelineStage] = []
+    root_elements = root_bytes = 0
+    if read:
+        merged = merge_iterators(used or read)
+        root_elements, root_bytes = merged.root_elements, merged.root_bytes
+        index_of = {id(node): i for i, node in enumerate(merged.nodes)}
+        for number, stage in enumerate(match_stages(written, merged.nodes)):
+            stages.append(_stage_facts(stage, merged, index_of, cores, number == 0))
+        last_async = bool(merged.nodes) and merged.nodes[-1].asynchronous
+    else:
+        stages = [
+            _stage_facts(JoinedStage(written=[w]), None, {}, cores, i == 0)
+            for i, w in enumerate(steps)
+        ]
+        last_async = bool(steps) and (
+            steps[-1].api == "prefetch" or steps[-1].num_parallel_calls is not None
+        )
+
+    stages = _with_work_shares(stages, cores)
+    gaps: list[float] = []
+    for state in used:
+        gaps.extend(state.gaps)
+    gaps = gaps[-MAX_GAPS:]
+    # The first iterator's time includes what the consumer did once (tracing its
+    # step function): with later ones to go by, it is left out of the wait.
+    timed = sorted(used, key=lambda s: s.created)
+    timed = timed[1:] if len(timed) > 1 else timed
+    consume_s, consumed = 0.0, 0
+    for state in timed:
+        seconds, elements = state.window()
+        consume_s += seconds
+        consumed += elements
+    gap_median = statistics.median(gaps) if gaps else None
+    per_element = consume_s / consumed if consumed and consume_s > 0 else None
+    # Time per element = the consumer's (gap) + the wait: the mean gap is what adds up,
+    # the median (reported) what a typical step does.
+    wait = (
+        max(0.0, per_element - statistics.fmean(gaps)) if per_element is not None and gaps else None
+    )
+    from gpuwhy.tfapi.tfdata.written import has_final_prefetch
+
+    return PipelineFacts(
+        id=pipeline.id,
+        location=pipeline.location,
+        consumer=pipeline.consumer,
+        helper_call=next((w.library_call for w in reversed(written) if w.library_call), None),
+        iterators=len(used) if read else len(pipeline.iterators),
+        elements=root_elements,
+        stages=tuple(stages),
+        bottleneck=_bottleneck(stages),
+        prefetch_written=has_final_prefetch(written),
+        prefetch_run=last_async,
+        cache_written=any(w.api == "cache" for w in written),
+        autotune=pipeline.autotune,
+        cardinality=pipeline.cardinality,
+        element_bytes=pipeline.element_bytes,
+        example_bytes=pipeline.example_bytes,
+        delivered_bytes=root_bytes or None,
+        gap_median_s=_round(gap_median),
+        gap_mean_s=_round(statistics.fmean(gaps)) if gaps else None,
+        wait_per_element_s=_round(wait),
+        consume_s=round(consume_s, 6),
+        throughput_per_s=round(consumed / consume_s, 3) if consumed and consume_s > 0 else None,
+        model_error=model_error,
+    )
+
+
+def _stage_facts(
+    stage: JoinedStage, merged: Merged | None, index_of: dict, cores: int, first: bool
+) -> PipelineStage:
+    """One stage: the written transformations' view, the run node's counts, and how
+    fast it alone could feed the consumer:
+    min(parallelism, cores) / (seconds per own element) / (own elements per consumer element)."""
+    written = stage.written
+    primary = written[0] if written else None
+    run = stage.run
+    family = run_family(run.name) if run is not None else None
+    kind = _kind(primary.api if primary is not None else family, family, first)
+    name = run.name if run is not None else (primary.op.replace("Dataset", "") if primary else "?")
+    if primary is not None and primary.api in INNER_NAMES:
+        # a reader or generator runs inside TF's own flat_map/interleave: name what it reads
+        name = INNER_NAMES[primary.api]
+    parallelism = run.parallelism if run is not None else None
+    if run is None and primary is not None and (primary.num_parallel_calls or 0) > 0:
+        parallelism = primary.num_parallel_calls
+    elements, seconds, ratio, rate = 0, 0.0, 1.0, None
+    index = index_of.get(id(run)) if run is not None else None
+    if merged is not None and index is not None:
+        elements = merged.elements[index]
+        seconds = merged.seconds[index] + sum(
+            merged.seconds[index_of[id(n)]] for n in stage.absorbed if id(n) in index_of
+        )
+        ratio = merged.ratio(index)
+        if elements and seconds > 0:
+            rate = (
+                min(parallelism or 1, cores) / (seconds / elements) / merged.per_root_element(index)
+            )
+    per_element = seconds / elements if elements and seconds else None
+    return PipelineStage(
+        name=name,
+        kind=kind,
+        written_as=tuple(w.api for w in written),
+        location=primary.location if primary else None,
+        function=primary.function if primary else None,
+        function_location=primary.function_location if primary else None,
+        parallelism=parallelism,
+        parallelism_written=primary.num_parallel_calls if primary else None,
+        buffer_size=_buffer(run, primary),
+        elements=elements,
+        self_time_s=round(seconds, 9),
+        self_time_per_element_s=_round(per_element),
+        ratio=round(ratio, 6),
+        root_elements_per_s=None if rate is None else round(rate, 3),
+        python=any(w.python for w in written),
+        stateful=any(w.stateful for w in written),
+        deterministic=primary.deterministic if primary else None,
+        codec_ops=tuple(dict.fromkeys(op for w in written for op in w.codec_ops)),
+        random=any(w.random for w in written),
+        repeats=all(w.varies is None for w in written) if written else None,
+        written_calls=tuple(w.call or "" for w in written),
+        element_bytes=written[-1].element_bytes if written else None,
+        files=next((w.files for w in written if w.files is not None), None),
+        by_library=bool(written) and all(w.by_library for w in written),
+    )
+
+
+def _buffer(run: Any, primary: Any) -> int | None:
+    """The stage's buffer in elements: a shuffle's as written (TF's model does not
+    carry it), others' as TF ran them, a prefetch's as written when it did not run."""
+    if primary is not None and primary.api == "shuffle" and primary.argument:
+        return primary.argument
+    if run is not None:
+        return run.buffer_size
+    return primary.argument if primary is not None and primary.api == "prefetch" else None
+
+
+def _kind(api: str | None, family: str | None, first: bool) -> str:
+    for name in (api, family):
+        if name in STAGE_KINDS:
+            return STAGE_KINDS[name]
+        if name in SOURCE_APIS:
+            return "source"
+    return "source" if first else "other"
+
+
+# Stages that move elements without transforming them. Their self time is mostly
+# waiting that TF's timers attribute to them (a shuffle buffer filling up, say), not
+# work that a fix to that stage would remove.
+_BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
+
+
+def _with_work_shares(stages: list[PipelineStage], cores: int) -> list[PipelineStage]:
+    """Each working stage's part of the CPU time the pipeline spends per element the
+    consumer gets: min(parallelism, cores) / root_elements_per_s, over the sum. Per
+    consumer element, not over total self times: TF drops an exhausted input's nodes from
+    its model, so the stages' totals come from different moments, their rates do not."""
+    work = {
+        i: min(s.parallelism or 1, cores) / s.root_elements_per_s
+        for i, s in enumerate(stages)
+        if s.root_elements_per_s and s.kind not in _BOOKKEEPING
+    }
+    total = sum(work.values())
+    if total <= 0:
+        return stages
+    return [
+        dataclasses.replace(s, work_share=round(work[i] / total, 4)) if i in work else s
+        for i, s in enumerate(stages)
+    ]
+
+
+def _bottleneck(stages: list[PipelineStage]) -> int | None:
+    rated = [
+        (s.root_elements_per_s, i)
+        for i, s in enumerate(stages)
+        if s.root_elements_per_s is not None
+    ]
+    working = [(r, i) for r, i in rated if stages[i].kind not in _BOOKKEEPING]
+    pool = working or rated
+    return min(pool)[1] if pool else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 9)

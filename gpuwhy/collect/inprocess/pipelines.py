@@ -1,0 +1,463 @@
+"""PipelineCollector: the tf.data pipelines a program iterates, stage by stage.
+
+Once TensorFlow is imported it installs two sets of hooks, both off the per-element
+path (``next()`` is never wrapped here):
+
+* :func:`gpuwhy.tfapi.tfdata.written.install_origin_hooks`: each dataset remembers the
+  user's line that built it (the *written* view);
+* :func:`gpuwhy.tfapi.tfdata.executed.install_iterator_hooks`: each eager iterator is
+  registered under its dataset and consumer (Keras ``fit``/``evaluate``/``predict``
+  or a Python loop), and read one last time just before it is freed.
+
+A small daemon thread reads TF's model of every live iterator (``get_model_proto``, a
+fraction of a millisecond each) about once a second, young iterators sooner (0.1 s,
+0.2 s, 0.4 s ...), and skips reads when they would cost more than ``budget`` of the
+run's wall time. A node's counters are cumulative for that node only: TF makes the
+nodes under a ``repeat`` anew for every pass and drops an input's nodes once it is
+exhausted, so each place in the chain banks what its earlier instances were last seen
+doing, and keeps a node that left the model. Elements and self times are therefore
+lower bounds when passes are shorter than the reads are apart; the rates computed from
+them (time per element, elements per consumer element) are not biased by that.
+
+At :meth:`stop` each pipeline's iterators are added up, and its stages *as TF ran
+them* are joined with the transformations *as written*, knowing TF 2.21's default
+rewrites (``tensorflow/python/data/ops/options.py`` ``OptimizationOptions`` and
+``tensorflow/core/grappler/optimizers/data/``):
+
+* ``map_and_batch_fusion``: ``map`` then ``batch`` run as one ``MapAndBatch``;
+* ``map_parallelization``: a ``map`` whose function is stateless runs as
+  ``ParallelMapV2`` (autotuned parallelism);
+* ``shuffle_and_repeat_fusion``: ``shuffle`` then ``repeat`` run as ``ShuffleAndRepeat``;
+* ``noop_elimination``: ``take(-1)``, ``skip(0)``, ``repeat(1)``, ``prefetch(0)``,
+  ``shard(1, ...)`` and identity maps disappear;
+* ``inject_prefetch``: a ``Prefetch`` is added at the end unless the last
+  transformation is already asynchronous (``inject_prefetch.cc``: ``MapAndBatch``,
+  ``ParallelBatch``, ``ParallelInterleave``, ``ParallelMap``, ``Prefetch``);
+* ``parallel_batch`` keeps ``batch``'s node name (it sets ``parallel_copy``).
+
+A stage's self time includes the nodes TF runs inside it (an interleave's or flat_map's
+per-element datasets, a zip's other inputs, a reader's file names). How fast a stage
+alone could feed the consumer: ``root_elements_per_s`` = parallelism / (self time per
+own element) / (own elements per element the consumer gets), with parallelism capped
+at the host's cores and the last factor the product of the ratios of the stages after
+it (TF's own for known ratios, ``batch(32)``: 32; measured for a filter or an
+interleave). The stage with the lowest value is the bottleneck (``Root`` is the
+iterator's bookkeeping and not a stage; ``Prefetch``, ``Shuffle`` and ``Repeat`` stages
+count only when nothing else ran: they move elements, and their self time is mostly
+waiting that TF's timers attribute to them).
+
+The consumer side: ``gap_median_s`` is TF's own timer (time between two ``GetNext``
+calls, i.e. the consumer's work per element); the time per element is this
+collector's clock, from each iterator's creation (or its first read that saw elements)
+to the moment its final count was first seen (exact when the iterator is freed right
+after its last element, as ``for`` loops and Keras epochs do; otherwise within a poll),
+leaving out the first iterator when there are others (its time includes tracing the
+consumer's step). ``wait_per_element_s`` = time per element - mean gap (the mean is
+what adds up; the median, reported, what a typical step does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+import time
+import weakref
+from typing import Any
+
+from gpuwhy.collect.host_cpu import cpu_fractions, cpu_snapshot, host_cores, load_average
+from gpuwhy.collect.host_memory import host_memory
+from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.inprocess.pipeline_facts import pipeline_facts
+from gpuwhy.collect.inprocess.pipeline_iterators import FIRST_POLL_S, IteratorState, Pipeline
+from gpuwhy.facts import PipelineFacts, TfDataFacts
+from gpuwhy.tfapi.op_callbacks import unseen
+
+__all__ = ["PipelineCollector"]
+
+POLL_S = 1.0  # between two reads of a live iterator's model
+BUDGET = 0.005  # of the run's wall time that model reads may take
+FINAL_BUDGET = 0.02  # ... counting the last reads of freed iterators
+BUDGET_SLACK_S = 0.05  # reads always allowed at the start of a run
+FINAL_SLACK_S = 0.25  # ... and last reads
+MAX_PIPELINES = 64
+MAX_ITERATORS = 2000  # kept per pipeline (Keras makes two per epoch)
+
+
+class PipelineCollector(Collector):
+    """Watches tf.data iterators; :meth:`facts` gives section ``tfdata``."""
+
+    def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
+        self.poll_s, self.budget = poll_s, budget
+        self.started = False  # start() ran (a Keras callback may skip it)
+        self.notes: list[str] = []
+        self._patches: list = []
+        self._lock = threading.RLock()
+        self._pipelines: list[Pipeline] = []
+        self._by_dataset: weakref.WeakKeyDictionary[Any, dict[str, Pipeline]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._by_signature: dict[tuple, Pipeline] = {}
+        self._live: dict[int, IteratorState] = {}
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._read_s = 0.0
+        self._skipped_reads = 0
+        self._distributed = 0
+        self._watching = False
+        self._stopped = False
+        self._facts: TfDataFacts | None = None
+        self._cpu_start: tuple | None = None
+        self._cpu_end: tuple | None = None
+
+    # -- life cycle ------------------------------------------------------------------
+    def start(self, t0: float) -> None:
+        self.t0, self.started = t0, True
+        self._cpu_start = cpu_snapshot()
+
+    def on_tensorflow(self) -> None:
+        if self._watching or self._stopped:
+            return
+        if not self.started:
+            self.start(time.perf_counter())
+        try:
+            from gpuwhy.tfapi.tfdata import executed as data_model
+            from gpuwhy.tfapi.tfdata import written as data_pipeline
+
+            data_model.prepare()  # imports done now, not inside the first (timed) read
+            self._patches.extend(data_pipeline.install_origin_hooks())
+            self._patches.extend(
+                data_model.install_iterator_hooks(self._on_iterator, self._on_iterator_end)
+            )
+            self._watching = True
+        except Exception as error:  # noqa: BLE001 - a TF version we do not know
+            self._undo()
+            self.notes.append(f"tf.data pipelines not watched: {type(error).__name__}: {error}")
+
+    def stop(self) -> None:
+        """Read every live iterator a last time, undo the hooks, build the facts."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5.0)
+        try:
+            self.read_live(final=True)
+        except Exception as error:  # noqa: BLE001
+            self.notes.append(f"last tf.data model reads failed: {type(error).__name__}: {error}")
+        self._undo()
+        self._cpu_end = cpu_snapshot()
+        t_end = time.perf_counter()
+        try:
+            self._facts = self._build(t_end) if self._watching else None
+        except Exception as error:  # noqa: BLE001 - never raise into the program
+            self._facts = TfDataFacts(
+                notes=(f"tf.data facts failed: {type(error).__name__}: {error}",)
+            )
+
+    def read_live(self, final: bool = False) -> None:
+        """Read every live iterator's model now, on this thread (must be eager)."""
+        with self._lock:
+            live = [s for s in self._live.values() if not s.done]
+        for state in live:
+            iterator = state.ref()
+            if iterator is not None:
+                self._read(state, iterator, final=final)
+            del iterator
+
+    def facts(self) -> TfDataFacts | None:
+        """Section ``tfdata`` (None when TensorFlow was never imported)."""
+        if not self._stopped:
+            self.stop()
+        return self._facts
+
+    def snapshot(self) -> TfDataFacts | None:
+        """The facts so far while the collector keeps watching (live metrics read them
+        mid-run; :meth:`facts` stops it); after :meth:`stop`, the final facts."""
+        if self._stopped:
+            return self._facts
+        if not self._watching:
+            return None
+        return self._build(time.perf_counter(), cpu_snapshot())
+
+    def iterator_spans(self) -> dict[int, list[tuple[int, float]]]:
+        """Per pipeline id, its iterators as (id(iterator), creation time): what joins the
+        ``next()`` timings of a Python loop (collect/run/input_wait.py) to a pipeline."""
+        with self._lock:
+            return {p.id: [(s.key, s.created) for s in p.iterators] for p in self._pipelines}
+
+    def _undo(self) -> None:
+        patches, self._patches = self._patches, []
+        for patch in reversed(patches):
+            try:
+                patch.undo()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # -- hooks (the program's threads) ------------------------------------------------
+    def _on_iterator(self, iterator: Any, dataset: Any) -> None:
+        from gpuwhy.tfapi.tfdata import executed as data_model
+
+        if self._stopped:
+            return
+        if data_model.is_distributed_part(dataset):
+            self._distributed += 1
+            return
+        consumer = data_model.consumer_label()
+        pipeline = self._pipeline(dataset, consumer)
+        if pipeline is None:
+            return
+        key = id(iterator)
+        state = IteratorState(None, key, time.perf_counter())
+        state.ref = weakref.ref(iterator, functools.partial(self._forget, key))
+        with self._lock:
+            if len(pipeline.iterators) >= MAX_ITERATORS:
+                pipeline.dropped_iterators += 1
+                return
+            pipeline.iterators.append(state)
+            self._live[key] = state
+        self._ensure_thread()
+
+    def _on_iterator_end(self, iterator: Any) -> None:
+        state = self._live.get(id(iterator))
+        if state is None or state.ref() is not iterator or self._stopped:
+            return
+        if threading.get_ident() != state.thread:
+            # collected on another thread (a tf.data py_function thread, the poller):
+            # no TF op in a finaliser there; the last periodic read stands
+            return
+        self._read(state, iterator, final=True)
+        state.done = True
+
+    def _forget(self, key: int, ref: Any) -> None:
+        with self._lock:
+            state = self._live.get(key)
+            if state is not None and state.ref is ref:
+                del self._live[key]
+
+    def _pipeline(self, dataset: Any, consumer: str) -> Pipeline | None:
+        with self._lock:
+            known = self._by_dataset.get(dataset)
+            if known is not None and consumer in known:
+                return known[consumer]
+            if len(self._pipelines) >= MAX_PIPELINES:
+                return None
+            with unseen():
+                pipeline = _describe(dataset, consumer, len(self._pipelines) + 1)
+            # A dataset built again for every epoch (``make_dataset()`` in the loop) is a
+            # new object each time but the same pipeline: the same transformations,
+            # written at the same lines.
+            signature = _signature(pipeline)
+            same = self._by_signature.get(signature) if signature is not None else None
+            if same is not None:
+                self._by_dataset.setdefault(dataset, {})[consumer] = same
+                return same
+            self._pipelines.append(pipeline)
+            self._by_dataset.setdefault(dataset, {})[consumer] = pipeline
+            if signature is not None:
+                self._by_signature[signature] = pipeline
+            return pipeline
+
+    # -- reading models -------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is not None or self._stopping.is_set():
+            return
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._poll, name="gpuwhy-tfdata", daemon=True
+                )
+                self._thread.start()
+
+    def _poll(self) -> None:
+        tick = min(FIRST_POLL_S, self.poll_s)
+        while not self._stopping.wait(tick):
+            now = time.perf_counter()
+            with self._lock:
+                due = [s for s in self._live.values() if not s.done and s.due(now, self.poll_s)]
+            for state in due:
+                if self._stopping.is_set():
+                    return
+                iterator = state.ref()
+                if iterator is None:
+                    continue
+                try:
+                    self._read(state, iterator, final=False)
+                finally:
+                    del iterator  # the program's reference decides when it dies
+
+    def _allowed(self, final: bool) -> bool:
+        elapsed = time.perf_counter() - (self.t0 if self.started else 0.0)
+        if final:
+            return self._read_s <= FINAL_BUDGET * elapsed + FINAL_SLACK_S
+        return self._read_s <= self.budget * elapsed + BUDGET_SLACK_S
+
+    def _read(self, state: IteratorState, iterator: Any, final: bool) -> None:
+        from gpuwhy.tfapi.tfdata.executed import ModelUnavailable, read_model
+
+        if state.done or (state.error is not None and not state.positions):
+            return
+        if not self._allowed(final):
+            self._skipped_reads += 1
+            return
+        start = time.perf_counter()
+        try:
+            with unseen():
+                model = read_model(iterator)
+        except ModelUnavailable as error:
+            state.error = str(error)
+            return
+        except Exception as error:  # noqa: BLE001 - never raise into the program
+            state.error = f"{type(error).__name__}: {error}"
+            return
+        finally:
+            end = time.perf_counter()
+            self._read_s += end - start
+            state.reads += 1
+            state.last_read = end
+        with self._lock:
+            state.observe(model, end)
+
+    # -- facts ----------------------------------------------------------------------
+    def _build(self, t_end: float, cpu_end: tuple | None = None) -> TfDataFacts:
+        cores = host_cores()
+        with self._lock:
+            pipelines = list(self._pipelines)
+        facts = []
+        for pipeline in pipelines:
+            try:
+                facts.append(pipeline_facts(pipeline, cores))
+            except Exception as error:  # noqa: BLE001 - one pipeline failing keeps the others
+                facts.append(
+                    PipelineFacts(
+                        id=pipeline.id,
+                        location=pipeline.location,
+                        consumer=pipeline.consumer,
+                        model_error=f"{type(error).__name__}: {error}",
+                    )
+                )
+        facts = _told_apart(facts, {p.id: p.callers for p in pipelines})
+        notes = list(self.notes)
+        if self._distributed:
+            notes.append(
+                f"{self._distributed} per-device iterator(s) of a distributed dataset were not "
+                f"measured (their model is not the user's pipeline)"
+            )
+        if self._skipped_reads:
+            notes.append(
+                f"{self._skipped_reads} tf.data model read(s) skipped to stay within "
+                f"{self.budget:.1%} of the run time"
+            )
+        for pipeline in pipelines:
+            if pipeline.error:
+                notes.append(f"tf.data pipeline {pipeline.id}: {pipeline.error}")
+            if pipeline.dropped_iterators:
+                notes.append(
+                    f"tf.data pipeline {pipeline.id}: {pipeline.dropped_iterators} iterators "
+                    f"after the first {MAX_ITERATORS} were not measured"
+                )
+        if len(pipelines) >= MAX_PIPELINES:
+            notes.append(f"only the first {MAX_PIPELINES} tf.data pipelines were followed")
+        busy, process = cpu_fractions(self._cpu_start, cpu_end or self._cpu_end, cores)
+        total, available = host_memory()
+        return TfDataFacts(
+            pipelines=tuple(facts),
+            host_cores=cores,
+            host_cpu_busy_fraction=busy,
+            process_cpu_fraction=process,
+            host_load_average=load_average(),
+            host_memory_bytes=total,
+            host_memory_available_bytes=available,
+            notes=tuple(notes),
+        )
+
+
+def _told_apart(
+    facts: list[PipelineFacts], callers: dict[int, tuple[str, ...]]
+) -> list[PipelineFacts]:
+    """Pipelines built at one line (one ``make_dataset(split)`` helper called for train
+    and test) are named by the innermost of the user's calling lines that differs
+    between them, the helper's line kept as ``helper_location``: "built at data.py:14"
+    twice would not tell which is which. A helper that calls a helper of its own
+    (``return _finish(ds)``) has the same first caller for every split: the line
+    further out that differs is the one that tells them apart."""
+    chains: dict[str | None, set[tuple[str, ...]]] = {}
+    for pipeline in facts:
+        chains.setdefault(pipeline.location, set()).add(callers.get(pipeline.id, ()))
+    out = []
+    for pipeline in facts:
+        chain = callers.get(pipeline.id, ())
+        depth = _first_difference(chains[pipeline.location]) if pipeline.location else None
+        if depth is not None and depth < len(chain):
+            pipeline = dataclasses.replace(
+                pipeline, location=chain[depth], helper_location=pipeline.location
+            )
+        out.append(pipeline)
+    return out
+
+
+def _first_difference(chains: set[tuple[str, ...]]) -> int | None:
+    """The first depth at which the calling chains are not all the same line."""
+    if len(chains) < 2:
+        return None
+    for depth in range(max(len(c) for c in chains)):
+        if len({c[depth] if depth < len(c) else None for c in chains}) > 1:
+            return depth
+    return None
+
+
+# -- the written view of a new pipeline ---------------------------------------------
+
+
+def _signature(pipeline: Pipeline) -> tuple | None:
+    """What the program wrote, where: None when a transformation's line is unknown
+    (then two datasets are only the same pipeline if they are the same object)."""
+    written = pipeline.written
+    if not written or any(w.location is None for w in written):
+        return None
+    return (
+        pipeline.consumer,
+        pipeline.callers,  # one helper called from two lines: two pipelines
+        tuple((w.api, w.location, w.function_location) for w in written),
+    )
+
+
+def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
+    from gpuwhy.tfapi.tfdata import elements
+    from gpuwhy.tfapi.tfdata import written as data_pipeline
+
+    error = None
+    try:
+        written = data_pipeline.written_chain(dataset)
+    except Exception as failure:  # noqa: BLE001
+        written, error = [], f"written pipeline not read: {type(failure).__name__}: {failure}"
+    location: str | None = None
+    callers: tuple[str, ...] = ()
+    for step in reversed(written):
+        if step.location and not step.by_library:
+            location, callers = step.location, step.callers
+            break
+    if location is None and written:
+        location = written[-1].location
+    batch = next(
+        (
+            w.argument
+            for w in reversed(written)
+            if w.api in ("batch", "padded_batch", "map_and_batch") and w.argument
+        ),
+        None,
+    )
+    return Pipeline(
+        id=number,
+        consumer=consumer,
+        written=written,
+        location=location,
+        callers=callers,
+        autotune=data_pipeline.autotune_enabled(dataset),
+        cardinality=elements.known_count(dataset),
+        element_bytes=elements.element_bytes(dataset, batch),
+        example_bytes=elements.example_bytes(dataset),
+        error=error,
+    )

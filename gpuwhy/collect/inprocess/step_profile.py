@@ -1,0 +1,308 @@
+"""A few training steps under TF's own profiler, once a run: per call of the training
+function, where its time went, op node by op node.
+
+A trigger names the function to sample: it traced an all-reduce
+(gpuwhy.collect.inprocess.distribute, for the time in collectives), or, for ``--target``, the
+training function with the most time in calls has warmed up (``WARMUP_CALLS`` calls
+after its first; without one, a function called ``FALLBACK_CALLS`` times). A background thread then starts TF's profiler (host trace in memory,
+gpuwhy.tfapi.profiler_trace) for ``SAMPLE_CALLS`` calls of it and stops it. Each call
+of the function in the trace (``EagerLocalExecute: __inference_<name>_N``) is a step;
+the op kernels that start inside it are its ops. The profile keeps, per step: the time
+of each op node (the ``MAX_NODES`` longest), of each kernel type (all), and the union
+of its collective ops' intervals (collective_time reads it). The projection reads the
+time of the ops that stay on the CPU on any GPU (gpuwhy.projection.cpu_ops).
+
+The profiler runs for those few steps only (they run slower while traced: each kernel
+is a host event; shares are taken within the trace). Never started where the program
+uses TF's profiler itself (two sessions cannot run at once) nor in a multi-worker
+process (it corrupted workers' heaps there).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuwhy.collect.inprocess.base import Collector
+
+WARMUP_CALLS = 3
+FALLBACK_CALLS = 100  # --target, no function trains: an inference loop's, once this warm
+SAMPLE_CALLS = 4
+MAX_SAMPLE_S = 20.0  # the profiler is stopped by then whatever the steps
+POLL_S = 0.02
+WARM_POLL_S = 0.1  # --target: how often the function to profile is looked for
+MAX_NODES = 200  # op nodes kept per profile, most time first
+LAUNCH = "CollectiveOpV2Kernel::Run"  # one replica launching one collective
+MULTI_WORKER = "TF's profiler is not run in a multi-worker process (it can crash the worker)"
+
+
+def is_collective(name: str) -> bool:
+    lower = name.lower()
+    return "collective" in lower or "nccl" in lower
+
+
+@dataclass(frozen=True)
+class NodeTime:
+    node: str  # as run: an inlined function's nodes under their call node ("PartitionedCall/x")
+    kernel: str  # the kernel's type as run ("StringToNumber", "_MklMatMul")
+    seconds: float  # per step
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Per step (one call of ``function``) in the profiled calls."""
+
+    function: str  # the tf.function's name ("train_step", "multi_step_on_iterator")
+    steps: int  # complete calls in the trace
+    step_s: float  # their mean duration, traced
+    nodes: tuple[NodeTime, ...]  # the longest, per step
+    nodes_left_out: int  # nodes ran but not kept: each no longer than the last kept
+    kernels: tuple[tuple[str, float], ...]  # kernel type -> seconds per step, all
+    # calls that ran collective ops: how many, their mean duration, the mean union of
+    # their collective intervals, and (several local replicas) the mean time from the
+    # first replica launching its collective to the last
+    collective_steps: int = 0
+    collective_call_s: float = 0.0
+    collective_s: float = 0.0
+    collective_wait_s: float | None = None
+
+    @property
+    def measured_by(self) -> str:
+        return f"TF profiler host trace of {self.steps} step(s) of {self.function}"
+
+
+class StepSampler(Collector):
+    """``calls()``: tf.function calls so far (the step clock after a named trigger).
+    ``warm(min_calls, fallback_calls)``: (name, calls) of the function to profile once
+    warm, else None (FunctionWatcher.warm), and ``calls_of(name)``: its calls; given
+    both, :meth:`on_tensorflow` watches for it (``--target``). ``result`` or ``reason``
+    (why not measured) once stopped."""
+
+    def __init__(
+        self,
+        calls: Callable[[], int] | None,
+        warm: Callable[[int, int], tuple[str, int] | None] | None = None,
+        calls_of: Callable[[str], int] | None = None,
+    ) -> None:
+        self._calls = calls
+        self._warm = warm
+        self._calls_of = calls_of
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._wanted: tuple[str, int] | None = None  # a named trigger: (function, replicas)
+        self._forbidden: str | None = None
+        self.local_replicas = 1
+        self.result: StepProfile | None = None
+        self.reason: str | None = None
+        self.sampled: str | None = None  # the function chosen
+
+    # -- triggers ------------------------------------------------------------------------
+    def on_tensorflow(self) -> None:
+        if self._warm is None or self._calls_of is None:
+            return
+        self._begin()
+
+    def start_after(self, function: str, local_replicas: int = 1) -> None:
+        """Sample ``function`` once it ran ``WARMUP_CALLS`` more calls (a watch for the
+        function to profile, not yet decided, gives way to it)."""
+        if self._calls is None or function == "eager":
+            return
+        with self._lock:
+            if self._wanted is None:
+                self._wanted = (function, local_replicas)
+        self._begin()
+
+    def forbid(self, reason: str) -> None:
+        """Never start the profiler in this process (``reason``: why)."""
+        with self._lock:
+            self._forbidden = reason
+            if self.result is None:
+                self.reason = reason
+
+    def _begin(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._forbidden:
+                return
+            why = _not_here()
+            if why:
+                self.reason = why
+                self._thread = threading.Thread()  # never started: no second try
+                return
+            self._thread = threading.Thread(
+                target=self._sample, name="gpuwhy-step-profile", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout=10.0)
+
+    # -- the sampling thread ---------------------------------------------------------------
+    def _wait_for(self, clock: Callable[[], int], calls: int, until: float) -> bool:
+        while not self._stop.is_set() and time.perf_counter() < until:
+            if clock() >= calls:
+                return True
+            time.sleep(POLL_S)
+        return clock() >= calls
+
+    def _choose(self) -> tuple[str, Callable[[], int], bool] | None:
+        """The function to sample, warmed up, the clock that counts its steps, and
+        whether the GPUs' kernels are traced too (collectives: NCCL's kernels; the
+        ops on the CPU need the host's events only)."""
+        while not self._stop.is_set():
+            with self._lock:
+                wanted = self._wanted
+            if wanted is not None and self._calls is not None:
+                function, self.local_replicas = wanted
+                if not self._wait_for(self._calls, self._calls() + WARMUP_CALLS, float("inf")):
+                    return None
+                return function, self._calls, True
+            hot = self._warm(1 + WARMUP_CALLS, FALLBACK_CALLS) if self._warm else None
+            if hot is not None and self._calls_of is not None:
+                return hot[0], functools.partial(self._calls_of, hot[0]), False
+            time.sleep(WARM_POLL_S)
+        return None
+
+    def _sample(self) -> None:
+        from gpuwhy.tfapi import profiler_trace
+
+        try:
+            chosen = self._choose()
+            if chosen is None:
+                self.reason = "the run ended before its steps warmed up"
+                return
+            function, clock, device = chosen
+            self.sampled = function
+            with self._lock:
+                if self._forbidden:
+                    return
+            try:
+                session = profiler_trace.start(device=device)
+            except Exception as e:  # noqa: BLE001 - another profiler session runs
+                self.reason = f"TF's profiler would not start ({e})"
+                return
+            started = time.perf_counter()
+            self._wait_for(clock, clock() + SAMPLE_CALLS + 1, started + MAX_SAMPLE_S)
+            events = profiler_trace.stop(session, _kept)
+            self.result = profile(events, function, self.local_replicas)
+            if self.result is None:
+                self.reason = f"no complete call of {function} in the profiled steps"
+        except Exception as e:  # noqa: BLE001 - never into the program
+            self.reason = f"{type(e).__name__}: {e}"
+
+
+def _kept(name: str) -> bool:
+    """Every event but the executor's and thread pool's own bookkeeping."""
+    return not name.startswith(("ThreadpoolListener::", "ExecutorState::", "ExecutorDone"))
+
+
+def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile | None:
+    """The profile of the calls of ``function`` in ``events`` (time order); None
+    without one. An event belongs to the call it starts in."""
+    from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
+
+    prefix = f"{FUNCTION_CALL}__inference_{function}_"
+    calls = [e for e in events if e.name.startswith(prefix)]
+    if not calls:
+        return None
+    starts = [c.start_ps for c in calls]
+    nodes: dict[tuple[str, str], int] = {}
+    kernels: dict[str, int] = {}
+    collectives: list[list] = [[] for _ in calls]
+    for e in events:
+        i = bisect_right(starts, e.start_ps) - 1
+        if i < 0 or e.start_ps >= calls[i].start_ps + calls[i].duration_ps:
+            continue
+        if is_collective(e.name):
+            collectives[i].append(e)
+        if e.op and e.host:
+            key = (e.op, e.name)
+            nodes[key] = nodes.get(key, 0) + e.duration_ps
+            kernels[e.name] = kernels.get(e.name, 0) + e.duration_ps
+    count = len(calls)
+    per_step = sorted(
+        (NodeTime(node, kernel, ps / 1e12 / count) for (node, kernel), ps in nodes.items()),
+        key=lambda n: -n.seconds,
+    )
+    union, call_s, waits = 0.0, 0.0, []
+    with_collectives = 0
+    for call, mine in zip(calls, collectives):
+        if not mine:
+            continue
+        end = call.start_ps + call.duration_ps
+        with_collectives += 1
+        call_s += call.duration_ps / 1e12
+        union += _union(mine, end) / 1e12
+        launches = sorted(e.start_ps for e in mine if e.name == LAUNCH)
+        if local_replicas > 1 and len(launches) == local_replicas:
+            waits.append((launches[-1] - launches[0]) / 1e12)
+    return StepProfile(
+        function=function,
+        steps=count,
+        step_s=sum(c.duration_ps for c in calls) / 1e12 / count,
+        nodes=tuple(per_step[:MAX_NODES]),
+        nodes_left_out=max(0, len(per_step) - MAX_NODES),
+        kernels=tuple(
+            sorted(((k, ps / 1e12 / count) for k, ps in kernels.items()), key=lambda kv: -kv[1])
+        ),
+        collective_steps=with_collectives,
+        collective_call_s=call_s / with_collectives if with_collectives else 0.0,
+        collective_s=union / with_collectives if with_collectives else 0.0,
+        collective_wait_s=(
+            sum(waits) / len(waits) if waits and len(waits) == with_collectives else None
+        ),
+    )
+
+
+def _union(events: list, end_ps: int) -> int:
+    total, reach = 0, None
+    for e in sorted(events, key=lambda e: e.start_ps):
+        start, stop = e.start_ps, min(e.start_ps + e.duration_ps, end_ps)
+        if reach is None or start > reach:
+            total += max(0, stop - start)
+            reach = stop
+        elif stop > reach:
+            total += stop - reach
+            reach = stop
+    return total
+
+
+def _not_here() -> str | None:
+    """Why TF's profiler must not start in this process, if it must not."""
+    if _program_profiles():
+        return "the program runs TF's profiler itself"
+    if multi_worker_config():
+        return MULTI_WORKER
+    return None
+
+
+def multi_worker_config() -> bool:
+    """TF_CONFIG names a cluster of two or more workers (chief included)."""
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+        return sum(len(cluster.get(k) or ()) for k in ("chief", "worker")) >= 2
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def _program_profiles() -> bool:
+    """The script names TF's profiler (tf.profiler, Keras' TensorBoard profile_batch)."""
+    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else None
+    if not script:
+        return False
+    try:
+        text = Path(script).read_text(errors="replace")
+    except OSError:
+        return False
+    return "profiler" in text or "profile_batch" in text

@@ -1,0 +1,141 @@
+"""How every command ends: its exit statuses, the one-line usage error, and writing the
+record's reports (``--json``, the ``-f`` format on stdout / stderr / ``-o``, ``--html``)
+to the outputs planned before anything ran. One place, so that ``gpuwhy fix`` and
+``gpuwhy report`` print what ``gpuwhy run`` prints for the same record."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from gpuwhy.commands.output_paths import Output
+from gpuwhy.record import Record
+from gpuwhy.report.base import Renderer
+
+EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A one-line error for the user; exit status 2."""
+
+
+def plan_outputs(
+    args: Any,
+    *,
+    inputs: Iterable[str] = (),
+    project_dir: str | None = None,
+    extra: Iterable[tuple[str, str | None]] = (),
+) -> dict[str, Output]:
+    """Every output the command will write, checked now, before anything runs
+    (gpuwhy.commands.output_paths): paths against the directory gpuwhy started in."""
+    from gpuwhy.commands.output_paths import OutputPathError
+    from gpuwhy.commands.output_paths import plan_outputs as plan
+
+    named = [
+        ("--json", getattr(args, "json", None)),
+        ("-o", getattr(args, "output", None)),
+        ("--html", getattr(args, "html", None)),
+        *extra,
+    ]
+    try:
+        return plan(named, inputs=inputs, project_dir=project_dir)
+    except OutputPathError as e:
+        raise UsageError(str(e)) from None
+
+
+def emit(record: Record, args: Any, outputs: dict[str, Output], to_stderr: bool = False) -> None:
+    """Write --json, then the chosen format: on stdout, or for commands that run a
+    program (whose stdout it owns) on gpuwhy's own stderr or in -o; then --html (after
+    the text report, which a failure there must not cost). A planned file that cannot be
+    written now is written to the temporary directory instead, and gpuwhy says where."""
+    from gpuwhy import own_stderr
+    from gpuwhy.commands.output_paths import write_or_divert
+    from gpuwhy.report import MisconfigurationError, renderer_class
+
+    if "--json" in outputs:
+        write_or_divert(outputs["--json"], record.save, own_stderr.say)
+    stream = own_stderr.stream() if to_stderr else sys.stdout
+    try:
+        renderer = renderer_class(args.format)(
+            verbose=args.verbose,
+            color="-o" not in outputs and (own_stderr.isatty() if to_stderr else stream.isatty()),
+        )
+    except MisconfigurationError as e:
+        raise UsageError(str(e)) from None
+    if "-o" in outputs:
+        _write_rendered(renderer, record, outputs["-o"])
+    else:
+        if stream.isatty():
+            _refuse_terminal(type(renderer))
+        text = ("\n" if to_stderr else "") + renderer.render(record)
+        if to_stderr:
+            write_quietly(stream, text)
+        else:
+            stream.write(text)
+            stream.flush()
+    if "--html" in outputs:
+        _write_rendered(renderer_class("html")(), record, outputs["--html"])
+
+
+def _write_rendered(renderer: Renderer, record: Record, output: Output) -> None:
+    from gpuwhy import own_stderr
+    from gpuwhy.commands.output_paths import write_or_divert
+
+    text = renderer.render(record)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    write_or_divert(output, lambda path: Path(path).write_bytes(data), own_stderr.say)
+
+
+def check_format(name: str, to_terminal: bool = False) -> None:
+    """A bad ``-f`` fails before a long run, not after it; so does a format that is not
+    for a terminal (binary, a web page) when the report would go to one."""
+    from gpuwhy.report import MisconfigurationError, renderer_class
+
+    try:
+        found = renderer_class(name)
+    except MisconfigurationError as e:
+        raise UsageError(str(e)) from None
+    if to_terminal:
+        _refuse_terminal(found)
+
+
+def _refuse_terminal(renderer: type[Renderer]) -> None:
+    if renderer.is_binary or not renderer.for_terminal:
+        raise UsageError(
+            f"-f {renderer.name} is meant for a file, not a terminal: add -o PATH, or "
+            "redirect the output"
+        )
+
+
+def check_hz(hz: float) -> None:
+    if not (math.isfinite(hz) and 0 < hz <= 100):
+        raise UsageError("--hz must be between 0 and 100 samples per second")
+
+
+def write_quietly(stream: IO[str], text: str) -> None:
+    """The report on a stderr the program may have closed or broken: losing the terminal
+    copy is not a failure of the run (the files were written first)."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def exit_status(record: Record) -> int:
+    """check: 0 when TF can use a GPU. Other records: 1 when a high/medium finding exists."""
+    from gpuwhy.verdict import gpu_usable
+
+    if record.command == "check":
+        return EXIT_OK if gpu_usable(record.facts) else EXIT_PROBLEM
+    high = any(f.severity in ("high", "medium") for f in record.findings)
+    return EXIT_PROBLEM if high else EXIT_OK
+
+
+def say_error(message: str) -> None:
+    from gpuwhy import own_stderr
+
+    own_stderr.say(f"gpuwhy: error: {message}")

@@ -1,0 +1,53 @@
+"""``gpuwhy.KerasCallback``: the same watching as ``gpuwhy run``, from inside ``model.fit``.
+
+For users who would rather add one callback than change how they launch: the session
+starts when training begins and stops when it ends, then the report is printed (or
+kept in ``.record`` with ``print_report=False``). Keras is imported only when the
+callback is created, never by ``import gpuwhy``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwhy.record import Record
+
+
+def make_callback(
+    hz: float = 10.0,
+    audit: bool = True,
+    eager: bool = True,
+    print_report: bool = True,
+    json_path: str | None = None,
+    verbose: bool = False,
+) -> Any:
+    import keras
+
+    from gpuwhy.modes.run.session import Session
+
+    class KerasCallback(keras.callbacks.Callback):
+        """Watches one ``fit`` call; ``record`` holds the diagnosis afterwards."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.session: Session | None = None
+            self.record: Record | None = None
+
+        def on_train_begin(self, logs=None):
+            from gpuwhy.tfapi.frames import user_location
+
+            self.session = Session(hz=hz, audit=audit, eager=eager).start()
+            self.session.steps.mark_fit_start(user_location())
+
+        def on_train_end(self, logs=None):
+            if self.session is None:
+                return
+            self.record = self.session.stop()
+            if json_path:
+                self.record.save(json_path)
+            if print_report:
+                self.session.report(verbose=verbose, file=sys.stderr)
+
+    return KerasCallback()

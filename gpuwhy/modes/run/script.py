@@ -1,0 +1,380 @@
+"""Run a user's script as ``python script.py args...`` would, inside a watching Session.
+
+What must stay the same as plain Python (pyinstrument's and cProfile's runners do the
+same): ``sys.argv``, ``sys.path[0]`` (the script's directory), ``__main__`` (a fresh
+module registered as ``sys.modules['__main__']``, so pickling for multiprocessing
+``spawn`` finds the script's classes), the working directory, stdin/stdout/stderr (never
+captured), the exit status (``sys.exit(n)`` gives n, an uncaught exception 1, Ctrl-C
+130) and the traceback, printed by ``sys.excepthook`` without gpuwhy's frames. Like
+the interpreter, the run ends when the main thread is done *and* the non-daemon
+threads it started have finished.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib.machinery
+import os
+import re
+import signal
+import sys
+import threading
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+EXIT_INTERRUPTED = 130
+
+
+class ScriptError(Exception):
+    """The script cannot be run at all (missing, not Python): one line, exit 2."""
+
+
+@dataclass
+class ScriptEnding:
+    ended: str  # completed | exception | interrupted | terminated | exit
+    exit_code: int
+    error: str | None = None
+
+
+def load_script(path: str) -> types.CodeType:
+    """The compiled script, or :class:`ScriptError` saying why it cannot run."""
+    if not os.path.exists(path):
+        raise ScriptError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ScriptError(f"{path} is a directory, not a Python script")
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise ScriptError(f"cannot read {path}: {e.strerror or e}") from None
+    if b"\0" in source[:8192]:
+        raise ScriptError(f"{path} is not a Python script (binary file)")
+    try:
+        # Python 3.9+ makes the script's __file__ and code paths absolute
+        return compile(source, os.path.abspath(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise ScriptError(f"{path} is not valid Python: {e.msg} (line {e.lineno})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ScriptError(f"{path} is not a Python script: {e}") from None
+
+
+class Terminated(BaseException):
+    """Raised in the script's main thread by SIGTERM, so the run ends the way Ctrl-C ends
+    it (the partial report is written), then gpuwhy dies of SIGTERM as Python would."""
+
+
+SIGTERM_EXIT = 128 + 15
+
+
+def run_script(
+    path: str,
+    args: Sequence[str],
+    code: types.CodeType | None = None,
+    before_hard_exit: Callable[[int], None] | None = None,
+) -> ScriptEnding:
+    """Execute the script in this process; returns how it ended. Never raises for the
+    script's own exceptions: they are printed as Python prints them.
+
+    ``before_hard_exit(status)`` runs when the script ends the process with ``os._exit``
+    (from this process only: forked workers exit as they always do). SIGTERM, while the
+    script runs, ends it like Ctrl-C (``ScriptEnding.ended == "terminated"``).
+    """
+    code = code or load_script(path)
+    if before_hard_exit is not None:
+        _guard_hard_exit(before_hard_exit)
+    sys.argv[:] = [path, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(path))
+    main = types.ModuleType("__main__")
+    absolute = os.path.abspath(path)
+    main.__dict__.update(
+        __file__=absolute,
+        __builtins__=builtins,
+        __spec__=None,
+        __package__=None,
+        __cached__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", absolute),
+    )
+    sys.modules["__main__"] = main
+    with _sigterm_raises() as sigterm:
+        try:
+            outcome = _run(code, main)
+        except Terminated:  # SIGTERM while joining or printing
+            outcome = ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
+        finally:
+            _flush()
+    if sigterm.is_set() and outcome.ended != "terminated":
+        # the script caught Terminated and went on: Python would have died at the signal
+        outcome = ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
+    return outcome
+
+
+def _run(code: types.CodeType, main: types.ModuleType) -> ScriptEnding:
+    try:
+        exec(code, main.__dict__)
+        outcome = ScriptEnding("completed", 0)
+    except SystemExit as e:
+        outcome = _exit_outcome(e)
+    except KeyboardInterrupt as e:
+        _print_exception(e)
+        return ScriptEnding("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
+    except Terminated:
+        return ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
+    except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
+        _print_exception(e)
+        outcome = ScriptEnding("exception", 1, exception_line(e))
+    _wait_for_threads()  # the interpreter joins them after the main module, whatever its end
+    return outcome
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM raises :class:`Terminated` in the main thread while the script runs,
+    unless the script installs a handler of its own (then that one is the script's)."""
+    seen = threading.Event()
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield seen
+        return
+
+    def on_sigterm(signum, frame):
+        seen.set()
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except (ValueError, OSError):
+        yield seen
+        return
+    try:
+        yield seen
+    finally:
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def die_of(signum: int) -> None:
+    """End the process as Python ends it on an unhandled signal: by that signal (a shell
+    sees 128+N; make, Slurm and Kubernetes see a signal, not an ordinary failure)."""
+    _flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+Report = Callable[[str, int, str | None], None]
+
+
+def run_and_report(
+    script: str, script_args: Sequence[str], code: types.CodeType, report: Report
+) -> ScriptEnding:
+    """Run the script as Python would, then ``report(ended, exit_code, error)`` once,
+    with the script's modules out of gpuwhy's way (gpuwhy.modes.run.script_modules); also when the
+    script ends the process with ``os._exit`` or gpuwhy is interrupted while starting it."""
+    from gpuwhy.modes.run.script_modules import ScriptModules
+
+    modules = ScriptModules(os.path.dirname(os.path.abspath(script)))
+    reported: list[bool] = []
+    pid = os.getpid()
+
+    def report_isolated(ended: str, exit_code: int, error: str | None) -> None:
+        if reported or os.getpid() != pid:  # a forked child ends as under Python: silently
+            return
+        reported.append(True)
+        with modules.for_gpuwhy():
+            report(ended, exit_code, error)
+
+    def report_before_hard_exit(status: int) -> None:
+        """``os._exit`` skips every finally: report first (many TF scripts end so)."""
+        report_isolated("completed" if status == 0 else "exit", status, None)
+
+    modules.hide_shadowed()
+    outcome = None
+    try:
+        outcome = run_script(script, script_args, code, before_hard_exit=report_before_hard_exit)
+    finally:
+        report_isolated(*_outcome_fields(outcome))
+    return outcome
+
+
+class ScriptInterrupted(Exception):
+    """The script was interrupted (Ctrl-C) and its report is written: the command line
+    then ends as Python ends on an uncaught KeyboardInterrupt (gpuwhy.cli.main)."""
+
+
+def end_like_the_script(outcome: ScriptEnding) -> int:
+    """The script's exit status, or the signal that ended it (after the report)."""
+    if outcome.ended == "interrupted":
+        raise ScriptInterrupted()
+    if outcome.ended == "terminated":
+        die_of(signal.SIGTERM)
+    return outcome.exit_code
+
+
+def _outcome_fields(outcome: ScriptEnding | None) -> tuple[str, int, str | None]:
+    if outcome is None:  # gpuwhy itself was interrupted while starting the script
+        return ("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
+    return (outcome.ended, outcome.exit_code, outcome.error)
+
+
+def _guard_hard_exit(before: Callable[[int], None]) -> None:
+    real_exit, pid = os._exit, os.getpid()
+
+    def _exit(status):
+        if os.getpid() == pid:
+            os._exit = real_exit
+            try:
+                before(status)
+            except BaseException:  # noqa: BLE001 - exit as asked whatever happened
+                pass
+        real_exit(status)
+
+    os._exit = _exit
+
+
+def _wait_for_threads() -> None:
+    """The interpreter waits for non-daemon threads before exiting; so does the run."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+
+
+def _exit_outcome(e: SystemExit) -> ScriptEnding:
+    code = e.code
+    if code is None:
+        return ScriptEnding("completed", 0)
+    if isinstance(code, int):
+        return ScriptEnding("completed" if code == 0 else "exit", code)
+    print(code, file=sys.stderr)  # sys.exit("message"): Python prints it, exits 1
+    return ScriptEnding("exit", 1, str(code))
+
+
+def _print_exception(e: BaseException) -> None:
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [e]
+    while chain:  # Python prints causes and contexts too
+        link = chain.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        link.with_traceback(_without_gpuwhy(link.__traceback__, isinstance(link, ImportError)))
+        chain += [link.__cause__, link.__context__]
+    tb = e.__traceback__  # the default hook prints e.__traceback__, not its argument
+    _flush()
+    try:
+        sys.excepthook(type(e), e, tb)
+    except Exception:  # noqa: BLE001 - a broken user excepthook: Python falls back too
+        sys.__excepthook__(type(e), e, tb)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _without_gpuwhy(tb, always_trim_importlib: bool = False):
+    """The traceback chain less gpuwhy's frames (the runner below the script, the hooks
+    between the script and TensorFlow): what ``python script.py`` would have shown.
+
+    Python hides the import machinery's frames from tracebacks (import.c,
+    ``remove_importlib_frames``), but only chunks of them that end in
+    ``_call_with_frames_removed``; gpuwhy's post-import hook sits inside such a chunk and
+    breaks it, so the same rule is applied again once gpuwhy's frames are out.
+    """
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    kept = _trim_importlib(frames, always_trim_importlib)
+    for first, second in zip(kept, kept[1:]):
+        first.tb_next = second
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else None
+
+
+_IMPORTLIB_FILES = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+
+
+def _trim_importlib(frames: list, always: bool) -> list:
+    """gpuwhy's frames out, then import.c's rule: in a run of importlib frames, drop
+    everything up to a ``_call_with_frames_removed`` frame (every importlib frame for an
+    ImportError). A gpuwhy frame inside such a run is gpuwhy's loader hook, standing where
+    the import machinery would call the module: it ends the run the same way (import.c
+    already trimmed what followed it)."""
+    out: list = []
+    chunk_start: int | None = None
+    for tb in frames:
+        code = tb.tb_frame.f_code
+        if _is_gpuwhy(code.co_filename):
+            if chunk_start is not None:
+                del out[chunk_start:]
+            continue
+        if code.co_filename not in _IMPORTLIB_FILES:
+            chunk_start = None
+            out.append(tb)
+            continue
+        if chunk_start is None:
+            chunk_start = len(out)
+        if always or code.co_name == "_call_with_frames_removed":
+            del out[chunk_start:]
+            continue
+        out.append(tb)
+    return out
+
+
+def _is_gpuwhy(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+_NOISE = (
+    "[[",
+    "Detected at",
+    "File ",
+    "Stack trace",
+    "node ",
+    "•",
+    "Arguments received",
+    "Call arguments received",
+    "Exception encountered when calling",
+    "Traceback",
+)
+_NUMBERS = re.compile(r"[-+\d.,\se\[\]()]+")
+_TALLIES = re.compile(r"^\d+ (successful operations|derived errors ignored|root error\(s\) found)")
+
+
+def _is_data(line: str) -> bool:
+    """A tensor or array printed into the message, not words."""
+    return (
+        line.startswith("[")
+        or ("dtype=" in line and "shape=" in line)
+        or _NUMBERS.fullmatch(line) is not None
+    )
+
+
+def exception_line(e: BaseException) -> str:
+    """``ValueError: boom``: the line of the message that says what went wrong, for the
+    report. Keras wraps the cause between "Exception encountered when calling ..." and
+    "Arguments received by ...: • x=..."; TF's graph errors end with tallies ("0 derived
+    errors ignored") after the first root error "(0) INVALID_ARGUMENT: ..."; tensors
+    printed into a message are data, not the cause."""
+    lines = [
+        ln.strip()
+        for ln in str(e).splitlines()
+        if ln.strip()
+        and not ln.strip().startswith(_NOISE)
+        and not _TALLIES.match(ln.strip())
+        and not _is_data(ln.strip())
+    ]
+    message = lines[0] if lines else ""
+    root = next((ln for ln in lines if ln.startswith("(0)")), None)
+    if root is not None:
+        message = root[3:].strip()
+    elif message.endswith(":") and len(lines) > 1:  # TF: "in user code:", "Graph execution error:"
+        message = lines[-1]
+    return (f"{type(e).__name__}: {message}" if message else type(e).__name__)[:300]

@@ -1,0 +1,108 @@
+"""What :func:`gpuwhy.optimize.input_pipeline.optimize` hands back: the dataset to use and the
+record's ``InputFix`` facts, with the few properties a caller asks of them (applied,
+speed-up, worth it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
+from gpuwhy.optimize import measure as m
+
+NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
+
+
+@dataclass(frozen=True)
+class LeftAlone:
+    """A fix gpuwhy did not apply, and why."""
+
+    stage: str
+    location: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class SameElements:
+    """Whether the rewritten pipeline gave the original's elements, and how that was checked."""
+
+    same: bool | None  # None: could not be checked
+    how: str
+
+    def __bool__(self) -> bool:
+        return bool(self.same)
+
+
+@dataclass
+class OptimizeResult:
+    """What :func:`optimize` did. ``dataset`` is the pipeline to use (the original when
+    nothing changed or the rewrite was refused)."""
+
+    dataset: Any
+    original: Any
+    changes: list[PipelineChange] = field(default_factory=list)
+    left_alone: list[LeftAlone] = field(default_factory=list)
+    before: m.Throughput | None = None
+    after: m.Throughput | None = None
+    ideal: m.Throughput | None = None
+    gap_closed: float | None = None
+    same_elements: SameElements = SameElements(None, "not checked")
+    refused: str | None = None
+    notes: list[str] = field(default_factory=list)
+    keep_order: bool = True
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.changes) and self.refused is None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.before and self.after and self.before.median > 0:
+            return self.after.median / self.before.median
+        return None
+
+    def report(self) -> str:
+        """A short table: throughput before/after/ideal, the changes with their code, and
+        what was left as written."""
+        from gpuwhy.report.terminal_fix import input_fix_lines
+
+        return "\n".join(input_fix_lines(self.to_facts("this dataset")))
+
+    __str__ = report
+
+    @property
+    def worth_it(self) -> bool:
+        """False when measuring showed the rewrite no faster than the original (within
+        NO_GAIN, the noise of a few timed passes): then the original is the one to keep."""
+        if not self.before or not self.after or self.refused:
+            return True  # not measured: the changes stand on their reasons
+        return self.after.median >= self.before.median * (1 + NO_GAIN)
+
+    def to_facts(
+        self, name: str, location: str | None = None, iterated_at: tuple[str, ...] = ()
+    ) -> InputFix:
+        """This result as the record's ``input_fixes`` facts (what reports render)."""
+        return InputFix(
+            dataset=name,
+            location=location,
+            iterated_at=tuple(iterated_at),
+            before=_rate_facts(self.before),
+            after=_rate_facts(self.after),
+            ideal=_rate_facts(self.ideal),
+            gap_closed=self.gap_closed,
+            speedup=self.speedup,
+            same_elements=self.same_elements.same,
+            elements_checked=self.same_elements.how,
+            changes=tuple(self.changes),
+            left_alone=tuple(
+                f"{a.location + '  ' if a.location else ''}{a.stage}: {a.reason}"
+                for a in self.left_alone
+            ),
+            refused=self.refused,
+            worth_it=self.worth_it,
+            notes=tuple(self.notes),
+        )
+
+
+def _rate_facts(t: m.Throughput | None) -> PipelineRate | None:
+    return None if t is None else t.rate()
