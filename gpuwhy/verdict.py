@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuwhy.derived.environment import tf_can_use_gpu
+from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
 from gpuwhy.facts import (
     Facts,
     InputFixFacts,
@@ -14,8 +16,6 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration, stage_label
-from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
-from gpuwhy.rules.input.common import bottleneck, steps_pipeline
 
 # the projected step's share in ops that stay on the CPU that the verdict names
 CPU_OPS_SHARE = 0.2
@@ -215,7 +215,7 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
 def _bottleneck(facts: Facts) -> str | None:
     """The slowest stage of the pipeline the steps read (the one input.bound names), for
     people: ``ParallelMapV2(parse at train.py:41)``."""
-    pipeline = steps_pipeline(facts)
+    pipeline = steps_pipeline(facts.tfdata, facts.steps)
     stage = bottleneck(pipeline) if pipeline is not None else None
     return stage_label(stage) if stage is not None else None
 

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import OpGroup, PlacementFacts
 from gpuwhy.projection.cost import Band
-
-if TYPE_CHECKING:
-    from gpuwhy.collect.inprocess.step_profile import StepProfile
 
 CPU_REASONS = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "forced-cpu")
 HOST_FACTOR = (0.5, 1.0, 1.5)

@@ -14,9 +14,8 @@ measurements and the step's band.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gpuwhy.collect.nvml import peaks_reading
+from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
     EagerFacts,
     Facts,
@@ -44,9 +43,6 @@ from gpuwhy.projection.cpu_ops import (
 )
 from gpuwhy.projection.derive import auto_gpu
 from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
-
-if TYPE_CHECKING:
-    from gpuwhy.collect.inprocess.step_profile import StepProfile
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a

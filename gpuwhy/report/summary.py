@@ -8,6 +8,7 @@ import json
 import statistics
 from typing import Any
 
+from gpuwhy.derived.pipeline import bottleneck
 from gpuwhy.facts import (
     DistributedInput,
     DistributeFacts,
@@ -24,7 +25,6 @@ from gpuwhy.facts import (
     TracingFacts,
 )
 from gpuwhy.formatting import MiB, duration, stage_label
-from gpuwhy.rules.input.common import bottleneck
 
 
 def steps_line(steps: StepFacts) -> str:

@@ -3,8 +3,10 @@ its next() calls."""
 
 import dataclasses
 
-from gpuwhy.collect.inprocess.input_wait import SOURCE, with_keras_input_wait
+from gpuwhy.collect.inprocess.input_wait import SOURCE, delivered_batch, with_keras_input_wait
+from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
+from tests import builders_tfdata as t
 
 
 def _steps(source="keras-fit", median=0.050, total=None, fraction=None):
@@ -101,3 +103,25 @@ def test_a_loop_s_pipelines_wait_what_their_next_calls_took():
     # Keras reads inside its step: its estimate stays
     assert found[3].wait_per_element_s == 0.02 and found[3].wait_source is None
     assert with_loop_waits(tfdata, spans, []) is tfdata
+
+
+def test_the_steps_batch_comes_from_the_pipeline_the_loop_waited_for_longest():
+    """The steps' pipeline is derived.pipeline.steps_pipeline's, the one the findings
+    judge: of two timed loops, the one waited for longest (2: 40 x 10 ms), not the one
+    with the most elements (1), which the run's collectors took before."""
+
+    def loop(pipeline_id, elements, wait_s, batch):
+        return t.pipeline(
+            t.batch(ratio=float(batch)),
+            id=pipeline_id,
+            consumer="python-loop",
+            elements=elements,
+            wait_per_element_s=wait_s,
+            wait_source=NEXT_TIMING,
+        )
+
+    steps = _steps(source="tf-data")
+    largest, waited = loop(1, 80, 0.001, batch=64), loop(2, 40, 0.010, batch=32)
+    assert delivered_batch(_tfdata(largest, waited), steps) == 32
+    untimed = dataclasses.replace(waited, wait_source=None)
+    assert delivered_batch(_tfdata(largest, untimed), steps) == 64

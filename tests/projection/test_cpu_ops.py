@@ -3,7 +3,7 @@ the audit's groups against a profiled step, from small facts."""
 
 import pytest
 
-from gpuwhy.collect.inprocess.step_profile import NodeTime, StepProfile
+from gpuwhy.derived.step_profile import NodeTime, StepProfile
 from gpuwhy.facts import Facts, StepFacts
 from gpuwhy.projection.cpu_ops import HOST_FACTOR, measured_cpu_ops
 from gpuwhy.projection.step import projection_facts

@@ -5,7 +5,15 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, ProgramFacts, StepFacts
+from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
+from gpuwhy.facts import (
+    Facts,
+    PipelineFacts,
+    PipelineStage,
+    ProgramFacts,
+    StepFacts,
+    TfDataFacts,
+)
 from gpuwhy.finding import Finding
 from gpuwhy.projection.step import measured_batch_seconds, projection_facts
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
@@ -115,3 +123,46 @@ def test_a_prefetch_s_timer_is_not_the_pipeline_s_time_per_batch():
     assert batch_seconds(PipelineFacts(id=1, stages=stages)) == pytest.approx(1 / 32000)
     alone = PipelineFacts(id=1, stages=stages[2:])  # nothing else timed: what there is
     assert batch_seconds(alone) == pytest.approx(1 / 3900)
+
+
+def test_the_projection_costs_the_pipeline_the_findings_name():
+    """A loop over two pipelines, its next() calls timed: the larger one (80 batches,
+    1 ms each) and a generator the loop waited for longest (40 batches, 10 ms each,
+    56 ms a batch alone). The run hands the projection the steps' pipeline
+    (derived.pipeline.steps_pipeline, the rules' choice): the generator's, so the
+    projected wait and input.projected-bound's slowest stage come from one pipeline.
+    (Before, the projection took the loop's pipeline with the most elements: 1 ms a
+    batch, no projected wait, and a finding, had there been one, on the other.)"""
+    fast = PipelineStage(name="Prefetch", kind="prefetch", root_elements_per_s=1000.0)
+    largest = PipelineFacts(
+        id=1,
+        consumer="python-loop",
+        elements=80,
+        stages=(fast,),
+        wait_per_element_s=0.001,
+        wait_source=NEXT_TIMING,
+    )
+    source = PipelineStage(
+        name="Generator",
+        kind="generator",
+        location="train.py:20",
+        function="batches",
+        function_location="train.py:12",
+        root_elements_per_s=1 / 0.056,
+    )
+    waited = replace(largest, id=2, elements=40, stages=(source,), bottleneck=0)
+    waited = replace(waited, wait_per_element_s=0.010)
+    tfdata = TfDataFacts(pipelines=(largest, waited))
+    steps = StepFacts(source="tf-data", marker="next() at train.py:30", count=41, warmup=1)
+    chosen = steps_pipeline(tfdata, steps)
+    assert chosen is waited
+    found = projection_facts(Facts(placement=BIG), "A100", chosen, steps)
+    assert found.input_batch_s == pytest.approx(0.056)
+    assert found.input_wait_fraction > 0.5
+    facts = Facts(placement=BIG, steps=steps, tfdata=tfdata, projection=found)
+    (finding,) = findings(facts)
+    assert finding.title.endswith("its slowest stage is Generator(batches at train.py:12)")
+    assert finding.location == "train.py:12"
+    # the pipeline with the most elements would have given no projected wait
+    alone = projection_facts(Facts(placement=BIG), "A100", largest, steps)
+    assert alone.input_batch_s == pytest.approx(0.001) and alone.input_wait_fraction == 0.0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 SOURCE = "tf.data gap timer"
@@ -104,7 +105,7 @@ def with_loop_waits(
 def delivered_batch(tfdata: TfDataFacts | None, steps: StepFacts | None) -> int | None:
     """The batch size the training steps were given, as tf.data's model measured it: the
     input elements per output element of the last batch stage of the pipeline the steps
-    read (fit's, or the loop's with the most elements). None where no batch was seen."""
+    read (gpuwhy.derived.pipeline.steps_pipeline). None where no batch was seen."""
     pipeline = steps_pipeline(tfdata, steps)
     if pipeline is None:
         return None
@@ -122,13 +123,3 @@ def _batch_from_bytes(pipeline: PipelineFacts) -> int | None:
         return None
     batch = pipeline.delivered_bytes / pipeline.elements / pipeline.example_bytes
     return round(batch) if batch >= 2 else None
-
-
-def steps_pipeline(tfdata: TfDataFacts | None, steps: StepFacts | None) -> PipelineFacts | None:
-    """The pipeline the training steps read: fit's, or the loop's with the most elements."""
-    if tfdata is None or steps is None:
-        return None
-    if steps.source == "keras-fit":
-        return fit_pipeline(tfdata)
-    loops = [p for p in tfdata.pipelines if p.consumer == "python-loop"]
-    return max(loops, key=lambda p: p.elements, default=None)

@@ -28,10 +28,10 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.derived.step_profile import NodeTime, StepProfile
 
 WARMUP_CALLS = 3
 FALLBACK_CALLS = 100  # --target, no function trains: an inference loop's, once this warm
@@ -47,36 +47,6 @@ MULTI_WORKER = "TF's profiler is not run in a multi-worker process (it can crash
 def is_collective(name: str) -> bool:
     lower = name.lower()
     return "collective" in lower or "nccl" in lower
-
-
-@dataclass(frozen=True)
-class NodeTime:
-    node: str  # as run: an inlined function's nodes under their call node ("PartitionedCall/x")
-    kernel: str  # the kernel's type as run ("StringToNumber", "_MklMatMul")
-    seconds: float  # per step
-
-
-@dataclass(frozen=True)
-class StepProfile:
-    """Per step (one call of ``function``) in the profiled calls."""
-
-    function: str  # the tf.function's name ("train_step", "multi_step_on_iterator")
-    steps: int  # complete calls in the trace
-    step_s: float  # their mean duration, traced
-    nodes: tuple[NodeTime, ...]  # the longest, per step
-    nodes_left_out: int  # nodes ran but not kept: each no longer than the last kept
-    kernels: tuple[tuple[str, float], ...]  # kernel type -> seconds per step, all
-    # calls that ran collective ops: how many, their mean duration, the mean union of
-    # their collective intervals, and (several local replicas) the mean time from the
-    # first replica launching its collective to the last
-    collective_steps: int = 0
-    collective_call_s: float = 0.0
-    collective_s: float = 0.0
-    collective_wait_s: float | None = None
-
-    @property
-    def measured_by(self) -> str:
-        return f"TF profiler host trace of {self.steps} step(s) of {self.function}"
 
 
 class StepSampler(Collector):

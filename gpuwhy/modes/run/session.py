@@ -287,7 +287,7 @@ class Session:
     def _projection(self, placement, tfdata, steps, eager):
         """The run projected onto --target; None, with a note saying why, where the GPU
         is unknown or the run gave nothing to cost."""
-        from gpuwhy.collect.inprocess.input_wait import steps_pipeline
+        from gpuwhy.derived.pipeline import steps_pipeline
         from gpuwhy.projection.gpus import UnknownGpuError
         from gpuwhy.projection.step import NothingToProject, projection_facts
 

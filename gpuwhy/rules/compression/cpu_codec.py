@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
-    culprit_location,
     gain_text,
     input_wait,
     is_bottleneck,

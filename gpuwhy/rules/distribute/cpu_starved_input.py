@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.environment import tf_can_use_gpu
+from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.env.no_gpu import tf_can_use_gpu
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
-    bottleneck,
-    culprit_location,
     function_name,
     gain_text,
     input_wait,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.derived.environment import tf_can_use_gpu
 from gpuwhy.facts import EnvironmentFacts, Facts, GpuDevice
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
@@ -25,12 +26,6 @@ class Cause:
     title: str
     detail: str
     fix: str
-
-
-def tf_can_use_gpu(env: EnvironmentFacts) -> bool:
-    """True only when TF listed a GPU *and* a real op ran on it."""
-    tf = env.tensorflow
-    return bool(tf and tf.gpus and tf.confirm_device and "GPU" in tf.confirm_device.upper())
 
 
 class NoGpu(Rule):

@@ -8,6 +8,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.derived.pipeline import NEXT_TIMING, bottleneck, culprit_location, steps_pipeline
 from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
@@ -15,17 +16,13 @@ from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     CONSUMER_NAMES,
-    NEXT_TIMING,
     InputWait,
-    bottleneck,
-    culprit_location,
     ends_buffered,
     pipeline_name,
     pipeline_wait,
     stage_label,
     stage_row,
     stage_table,
-    steps_pipeline,
     steps_wait,
 )
 from gpuwhy.rules.launch.snippets import rebound, wrap
@@ -357,7 +354,7 @@ class InputBound(Rule):
         self, facts: Facts, steps: StepFacts, wait: InputWait, options: dict[str, Any]
     ) -> Finding:
         share = wait.fraction
-        pipeline = steps_pipeline(facts)
+        pipeline = steps_pipeline(facts.tfdata, facts.steps)
         site = re.search(r" at (\S+:\d+)$", steps.marker)
         measured = steps.count - steps.warmup
         mean_step = steps.total_s / measured if measured > 0 and steps.total_s > 0 else None

@@ -9,6 +9,9 @@ so their findings agree with each other and with ``input.bound``:
   to point them (the function's file:line, else the transformation's),
 - whether a map runs sequentially *as TF ran it*, after its own rewrites.
 
+Which pipeline the steps read, and its slowest stage, are gpuwhy.derived.pipeline's:
+the verdict, the report and the projection ask them too.
+
 Stage times are TF's own (``get_model_proto``): ``processing_time`` is a stage's *self*
 time, summed over the threads that ran it (tensorflow/core/framework/model.cc records it
 between RecordStart/RecordStop, which stop while the stage waits for its input).
@@ -20,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts
 from gpuwhy.formatting import duration, stage_label
 
@@ -37,8 +41,6 @@ ASYNC_STAGE_PREFIXES = (
 
 # Fewer function calls than this and a per-call time says little about call overhead.
 MIN_CALLS_TO_JUDGE_OVERHEAD = 1000
-# PipelineFacts.wait_source of a wait timed around each next() call
-NEXT_TIMING = "next() timing"
 # Fewer elements than this and a pipeline's wait, derived from the wall-clock window its
 # iterators were read over (polled, so each end is known to a tenth of a second or
 # worse), is mostly the iterators' start-up: no finding comes from it.
@@ -65,36 +67,6 @@ class InputWait:
     per_element_s: float | None  # wait per step / element
     consumer_s: float | None  # the step, or tf.data's gap between GetNext calls
     measured_by: str  # for the evidence: how a person can check it
-
-
-def steps_pipeline(facts: Facts) -> PipelineFacts | None:
-    """The pipeline the steps read: Keras fit's, or the loop's with the most elements
-    (a validation loop reads fewer); the choice collect/run/input_wait.py makes for
-    the fit pipeline whose gap timer gave the steps their wait."""
-    steps, tfdata = facts.steps, facts.tfdata
-    if steps is None or tfdata is None:
-        return None
-    consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
-    read = [p for p in tfdata.pipelines if p.consumer == consumer]
-    if consumer == "python-loop":
-        # Several loops: the cause the loops waited for longest, measured directly. One
-        # slow stage (a generator) wrapped by several pipelines is one cause: its waits
-        # add up, and the pipeline that waited longest for it speaks for it.
-        timed = [p for p in read if p.wait_source == NEXT_TIMING and p.wait_per_element_s]
-        if timed:
-            by_cause: dict[object, list[PipelineFacts]] = {}
-            for p in timed:
-                stage = bottleneck(p)
-                key = culprit_location(stage) if stage is not None else None
-                by_cause.setdefault(key or id(p), []).append(p)
-            group = max(by_cause.values(), key=lambda ps: sum(_waited(p) for p in ps))
-            return max(group, key=_waited)
-    return max(read, key=lambda p: p.elements, default=None)
-
-
-def _waited(pipeline: PipelineFacts) -> float:
-    """Seconds the loop spent in this pipeline's next() calls."""
-    return (pipeline.wait_per_element_s or 0.0) * pipeline.elements
 
 
 def production_bound_s(pipeline: PipelineFacts) -> float | None:
@@ -169,7 +141,7 @@ def steps_wait(steps: StepFacts) -> InputWait | None:
 def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:
     """The steps' measured wait for the pipeline they read (what input.bound reports),
     else the pipeline's own timers, else None (not measured)."""
-    if facts.steps is not None and steps_pipeline(facts) is pipeline:
+    if facts.steps is not None and steps_pipeline(facts.tfdata, facts.steps) is pipeline:
         measured = steps_wait(facts.steps)
         if measured is not None:
             return measured
@@ -187,7 +159,7 @@ def beside_steps(facts: Facts, pipeline: PipelineFacts) -> bool:
     steps' wait, and a finding on it takes no figure from the steps."""
     if pipeline.consumer not in _BESIDE_STEPS or facts.steps is None:
         return False
-    feeding = steps_pipeline(facts)
+    feeding = steps_pipeline(facts.tfdata, facts.steps)
     return feeding is not None and feeding is not pipeline
 
 
@@ -236,19 +208,8 @@ def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> float | None:
     return stage.self_time_s / total if total > 0 else None
 
 
-def bottleneck(pipeline: PipelineFacts) -> PipelineStage | None:
-    if pipeline.bottleneck is None or not 0 <= pipeline.bottleneck < len(pipeline.stages):
-        return None
-    return pipeline.stages[pipeline.bottleneck]
-
-
 def is_bottleneck(pipeline: PipelineFacts, index: int) -> bool:
     return pipeline.bottleneck == index
-
-
-def culprit_location(stage: PipelineStage) -> str | None:
-    """Where to look: the function the stage runs, else where the transformation is written."""
-    return stage.function_location or stage.location
 
 
 def function_name(stage: PipelineStage) -> str:

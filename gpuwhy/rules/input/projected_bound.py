@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.pipeline import culprit_location, steps_pipeline
 from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
 from gpuwhy.projection.step import BOOKKEEPING, first_steady_stage
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import culprit_location, stage_label, steps_pipeline
+from gpuwhy.rules.input.common import stage_label
 
 
 class ProjectedInputBound(Rule):
@@ -68,7 +69,7 @@ class ProjectedInputBound(Rule):
         if low < options["medium_at"]:
             return []
         high = projection.input_wait_high or 0.0
-        pipeline = steps_pipeline(facts)
+        pipeline = steps_pipeline(facts.tfdata, facts.steps)
         title = (
             f"On {projection.gpu} (projected), steps would wait for input "
             f"{projection.input_wait_fraction:.0%} of the time ({low:.0%}–{high:.0%}): the "

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
-    bottleneck,
-    culprit_location,
     gain_text,
     input_wait,
     pipeline_name,

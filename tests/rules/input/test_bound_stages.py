@@ -143,7 +143,7 @@ def test_a_buffered_pipeline_far_faster_than_the_wait_is_the_python_call_per_ste
 
 
 def test_one_cause_wrapped_by_several_pipelines_is_what_the_steps_waited_for():
-    from gpuwhy.rules.input.common import NEXT_TIMING, steps_pipeline
+    from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
 
     def generator_pipeline(pipeline_id, elements):
         return t.pipeline(
@@ -166,7 +166,7 @@ def test_one_cause_wrapped_by_several_pipelines_is_what_the_steps_waited_for():
         wait_per_element_s=0.010,
     )
     facts = t.facts(*(generator_pipeline(n, 40) for n in (1, 2, 3)), other, steps=t.loop_steps(0.6))
-    chosen = steps_pipeline(facts)
+    chosen = steps_pipeline(facts.tfdata, facts.steps)
     assert chosen is not None and chosen.stages[0].function == "batches"
     (f,) = check(facts)
     assert f.title.endswith("the slowest stage is Generator(batches at train.py:12)")

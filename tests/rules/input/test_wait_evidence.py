@@ -48,7 +48,7 @@ def test_a_steps_wait_from_a_handful_of_steps_is_not_judged():
 
 
 def test_a_wait_timed_around_each_next_call_is_trusted_as_measured():
-    from gpuwhy.rules.input.common import NEXT_TIMING
+    from gpuwhy.derived.pipeline import NEXT_TIMING
 
     slices = t.stage(name="TensorSlice", kind="source", elements=60, self_time_s=0.02)
     timed = t.pipeline(

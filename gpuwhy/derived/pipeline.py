@@ -1,0 +1,58 @@
+"""The pipeline the training steps read, and its slowest stage.
+
+One choice for everyone who needs it: the input rules judge the steps' wait on this
+pipeline, the verdict names its bottleneck, the run's collectors read the steps' batch
+size from it and ``--target`` costs its input side. Chosen in two places, a program
+with several loops got a projection of one pipeline and findings on another.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.facts import PipelineFacts, PipelineStage, StepFacts, TfDataFacts
+
+# PipelineFacts.wait_source of a wait timed around each next() call
+NEXT_TIMING = "next() timing"
+
+
+def steps_pipeline(tfdata: TfDataFacts | None, steps: StepFacts | None) -> PipelineFacts | None:
+    """The pipeline the steps read: Keras fit's with the most elements (a validation
+    pipeline reads fewer), the one whose gap timer gave fit's steps their wait
+    (collect/inprocess/input_wait.py); for a Python loop, the cause the loops waited for
+    longest, measured directly around ``next()``, else the loop's with the most elements.
+    """
+    if steps is None or tfdata is None:
+        return None
+    consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
+    read = [p for p in tfdata.pipelines if p.consumer == consumer]
+    if consumer == "python-loop":
+        # Several loops: the cause the loops waited for longest, measured directly. One
+        # slow stage (a generator) wrapped by several pipelines is one cause: its waits
+        # add up, and the pipeline that waited longest for it speaks for it.
+        timed = [p for p in read if p.wait_source == NEXT_TIMING and p.wait_per_element_s]
+        if timed:
+            by_cause: dict[object, list[PipelineFacts]] = {}
+            for p in timed:
+                stage = bottleneck(p)
+                key = culprit_location(stage) if stage is not None else None
+                by_cause.setdefault(key or id(p), []).append(p)
+            group = max(by_cause.values(), key=lambda ps: sum(_waited(p) for p in ps))
+            return max(group, key=_waited)
+    return max(read, key=lambda p: p.elements, default=None)
+
+
+def _waited(pipeline: PipelineFacts) -> float:
+    """Seconds the loop spent in this pipeline's next() calls."""
+    return (pipeline.wait_per_element_s or 0.0) * pipeline.elements
+
+
+def bottleneck(pipeline: PipelineFacts) -> PipelineStage | None:
+    """The stage the collector found slowest; None where there is none, or a saved
+    record's index is out of range."""
+    if pipeline.bottleneck is None or not 0 <= pipeline.bottleneck < len(pipeline.stages):
+        return None
+    return pipeline.stages[pipeline.bottleneck]
+
+
+def culprit_location(stage: PipelineStage) -> str | None:
+    """Where to look: the function the stage runs, else where the transformation is written."""
+    return stage.function_location or stage.location
