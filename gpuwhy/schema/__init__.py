@@ -5,6 +5,6 @@ is wrong with a file, one short line (``gpuwhy report bad.json``).
 """
 
 from gpuwhy.schema.errors import refusal, validation_errors
-from gpuwhy.schema.published import SCHEMA_VERSION, load, validator
+from gpuwhy.schema.published import SCHEMA_VERSION, load
 
-__all__ = ["SCHEMA_VERSION", "load", "refusal", "validation_errors", "validator"]
+__all__ = ["SCHEMA_VERSION", "load", "refusal", "validation_errors"]
