@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.record import validation_errors
+from gpuwhy.schema import validation_errors
 
 GPUWHY = [str(Path(sys.executable).with_name("gpuwhy"))]
 NO_GPU_HERE = not os.path.exists("/dev/nvidiactl")

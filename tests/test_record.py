@@ -1,7 +1,9 @@
 import pytest
 
+from gpuwhy import schema
 from gpuwhy.facts import Facts
-from gpuwhy.record import Record, RecordError, schema, validation_errors
+from gpuwhy.record import Record, RecordError
+from gpuwhy.schema import validation_errors
 from tests import builders as b
 
 
@@ -60,7 +62,7 @@ def test_schema_run_sections_match_the_facts_dataclasses():
     spec = importlib.util.spec_from_file_location("generate_schema", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    published = schema()
+    published = schema.load()
     for name, section in module.generated_sections().items():
         assert published["$defs"][name] == section, f"regenerate the schema: {name} changed"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.record import validation_errors
+from gpuwhy.schema import validation_errors
 from tests.rules.input import paste
 
 pytest.importorskip("tensorflow")

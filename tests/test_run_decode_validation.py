@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuwhy.record import validation_errors
+from gpuwhy.schema import validation_errors
 from tests.rules.input import paste
 
 tf = pytest.importorskip("tensorflow")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gpuwhy.record import validation_errors
+from gpuwhy.schema import validation_errors
 from tests.test_run_tensorflow import ROOT, line_with, run
 
 EXAMPLE = ROOT / "examples" / "slow_input_fit.py"

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from gpuwhy.record import validation_errors
+from gpuwhy.schema import validation_errors
 from tests.test_run_tensorflow import run
 
 LOOPS = textwrap.dedent(

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuwhy.record import validation_errors
+from gpuwhy.schema import validation_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))

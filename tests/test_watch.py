@@ -15,7 +15,8 @@ import pytest
 from gpuwhy.collect import nvml
 from gpuwhy.collect.process_tree import ProcessTree, descendants, parent_map
 from gpuwhy.modes.watch import WatchError, exit_status, watch
-from gpuwhy.record import Record, validation_errors
+from gpuwhy.record import Record
+from gpuwhy.schema import validation_errors
 
 PY = sys.executable
 

@@ -1,5 +1,5 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
-gpuwhy/facts.py (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes,
+gpuwhy/facts/ (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes,
 projection, distribute, task, workers).
 
 Run from the repository root after changing one of those dataclasses:

@@ -68,7 +68,7 @@ def test_fix_input_runs_the_script_and_prints_the_changes_with_its_lines(tmp_pat
     assert "was: ds = words.map(encode)" in err
     assert "train.py:15  batch(8)" in err and ".prefetch(tf.data.AUTOTUNE)" in err
     saved = json.loads((tmp_path / "fix.json").read_text())
-    from gpuwhy.record import validation_errors
+    from gpuwhy.schema import validation_errors
 
     assert validation_errors(saved) == [] and saved["command"] == "fix"
     (fix,) = saved["input_fixes"]["fixes"]

@@ -4,9 +4,10 @@ import json
 import pytest
 
 from gpuwhy.facts import Facts
-from gpuwhy.record import Record, validation_errors
+from gpuwhy.record import Record
 from gpuwhy.report import RENDERERS, MisconfigurationError, renderer_class
 from gpuwhy.report.json_ import JsonRenderer
+from gpuwhy.schema import validation_errors
 from tests import builders as b
 
 EMPTY = Record.diagnose("run", Facts())

@@ -6,13 +6,14 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.facts import AuditedFunction, Facts
-from gpuwhy.record import Record, validation_errors
+from gpuwhy.record import Record
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.placement.common import PREDICTION_NOTE, size_text
 from gpuwhy.rules.placement.float64 import Float64
 from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
+from gpuwhy.schema import validation_errors
 from tests import builders as b
 
 MiB = 1024**2

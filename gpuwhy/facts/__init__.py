@@ -1,0 +1,136 @@
+"""Facts: the plain data that collectors produce and rules read.
+
+Collectors never decide and rules never touch TensorFlow or NVML; this package is the
+contract between them. Every section is a frozen dataclass made only of JSON-friendly
+values, so a saved run record can be loaded on another machine and checked again with
+the current rules (``gpuwhy report --recheck``) without filling anything from the
+machine that loads it.
+
+One module per section or group of related sections (environment.py: environment and
+devices; steps.py: steps, eager and tracing; workers.py: task and workers; ...),
+codec.py the JSON round trip, and here ``Facts``, all the sections of one run; every
+name is imported from here (``from gpuwhy.facts import StepFacts``). The sections of a
+watched run (``gpuwhy run``, ``gpuwhy.session()``, ``gpuwhy watch``) share one clock:
+times are seconds since the run started (time.perf_counter() at start), so steps,
+traces and GPU samples line up on one axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwhy.facts.codec import from_dict, to_dict
+from gpuwhy.facts.distribute import DistributedInput, DistributeFacts, ReducedValue
+from gpuwhy.facts.environment import (
+    DriverFacts,
+    EnvironmentFacts,
+    GpuDevice,
+    GpuProcess,
+    LibraryProbe,
+    TensorFlowFacts,
+)
+from gpuwhy.facts.gpu_samples import GpuSamplesFacts, GpuSeries
+from gpuwhy.facts.input_fixes import InputFix, InputFixFacts, PipelineChange, PipelineRate
+from gpuwhy.facts.placement import (
+    PLACEMENT_REASONS,
+    AuditedFunction,
+    Disagreement,
+    FloatIndex,
+    HostDeviceCopy,
+    KernelWork,
+    OpGroup,
+    PlacementCheck,
+    PlacementFacts,
+    TensorOp,
+    is_input_boundary,
+)
+from gpuwhy.facts.program import ProgramFacts
+from gpuwhy.facts.projection import ProjectionFacts
+from gpuwhy.facts.steps import (
+    EagerFacts,
+    EagerOpSite,
+    ReboundName,
+    StepCode,
+    StepFacts,
+    StepLoop,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
+from gpuwhy.facts.tfdata import PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
+
+__all__ = [
+    "AuditedFunction",
+    "Disagreement",
+    "DistributeFacts",
+    "DistributedInput",
+    "DriverFacts",
+    "EagerFacts",
+    "EagerOpSite",
+    "EnvironmentFacts",
+    "Facts",
+    "FloatIndex",
+    "GpuDevice",
+    "GpuProcess",
+    "GpuSamplesFacts",
+    "GpuSeries",
+    "HostDeviceCopy",
+    "InputFix",
+    "InputFixFacts",
+    "KernelWork",
+    "LibraryProbe",
+    "MergedFinding",
+    "OpGroup",
+    "PLACEMENT_REASONS",
+    "PipelineChange",
+    "PipelineFacts",
+    "PipelineRate",
+    "PipelineStage",
+    "PlacementCheck",
+    "PlacementFacts",
+    "ProgramFacts",
+    "ProjectionFacts",
+    "ReboundName",
+    "ReducedValue",
+    "StepCode",
+    "StepFacts",
+    "StepLoop",
+    "TaskFacts",
+    "TensorFlowFacts",
+    "TensorOp",
+    "TfDataFacts",
+    "TraceSignature",
+    "TracedFunction",
+    "TracingFacts",
+    "WorkerInput",
+    "WorkerRun",
+    "WorkersFacts",
+    "from_dict",
+    "is_input_boundary",
+    "to_dict",
+]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """All fact sections of one run. A section is ``None`` when it was not collected;
+    rules that need it are then skipped and listed as not checked."""
+
+    environment: EnvironmentFacts | None = None
+    devices: tuple[GpuDevice, ...] | None = None
+    placement: PlacementFacts | None = None
+    program: ProgramFacts | None = None
+    steps: StepFacts | None = None
+    eager: EagerFacts | None = None
+    tracing: TracingFacts | None = None
+    gpu_samples: GpuSamplesFacts | None = None
+    tfdata: TfDataFacts | None = None
+    input_fixes: InputFixFacts | None = None
+    projection: ProjectionFacts | None = None
+    distribute: DistributeFacts | None = None
+    task: TaskFacts | None = None
+    workers: WorkersFacts | None = None
+
+    def has(self, section: str) -> bool:
+        return getattr(self, section, None) is not None

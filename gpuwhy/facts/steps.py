@@ -1,0 +1,148 @@
+"""Sections ``steps``, ``eager`` and ``tracing`` of a watched run: the training steps
+found without markers, the ops Python issued one by one in them, and the tf.functions
+the run traced and called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepLoop:
+    """One loop whose steps are in :class:`StepFacts` (a script may train in several:
+    a warm-up loop, one per model, a custom loop then ``fit``)."""
+
+    source: str  # keras-fit, tf-data, tf-function or optimizer
+    name: str  # the loop's site or function: "train.py:40", "train_step (train.py:12)"
+    count: int  # its steps
+    first_s: float  # when its first step started, from the run's start
+    median_s: float | None = None  # per step, after its warm-up
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """Section ``steps``: the training steps found without step markers.
+
+    ``source`` says what marked them: ``keras-fit`` (Keras' per-batch callbacks),
+    ``tf-data`` (next() on a tf.data iterator in a Python loop), ``tf-function`` (calls
+    of the hottest tf.function) or ``optimizer`` (eager ``apply_gradients`` calls).
+    ``warmup`` first steps of each loop (tracing, autotune ramp-up) are left out of the
+    statistics.
+    ``input_waits`` holds, per step, the seconds spent waiting for the next batch where
+    that was measured (None: not measurable for this source). The steps of every
+    training loop of the program are counted, on one time line; ``source`` and
+    ``marker`` name the loop with the most steps, ``loops`` each of them.
+    """
+
+    source: str
+    marker: str  # what was timed, for people: "Model.fit (train.py:40)"
+    count: int  # steps seen (a Keras batch of steps_per_execution N is N)
+    warmup: int = 0
+    median_s: float | None = None  # per step, after warm-up
+    p90_s: float | None = None
+    total_s: float = 0.0  # wall time inside steps after warm-up
+    input_wait_fraction: float | None = None  # of total_s, None when not measured
+    input_wait_median_s: float | None = None
+    input_wait_source: str | None = None  # how the wait was measured: "next() timing"
+    # (Python loops) or "tf.data gap timer" (Keras fit)
+    steps_per_call: int = 1  # Keras steps_per_execution
+    run_s: float = 0.0  # the whole run, start-up included
+    first_step_s: float | None = None  # when the first step started
+    starts: tuple[float, ...] = ()  # per step (kept for the first MAX_STEPS)
+    durations: tuple[float, ...] = ()
+    input_waits: tuple[float | None, ...] = ()
+    phases: tuple[
+        tuple[str, float, float], ...
+    ] = ()  # (name, start, end): fit, evaluate, epochs...
+    # every loop counted above, most steps first; evaluation loops (none of their steps
+    # trains, while another loop's do) are left out of the steps and of this list
+    loops: tuple[StepLoop, ...] = ()
+
+
+@dataclass(frozen=True)
+class EagerOpSite:
+    """Eager ops of one type issued from one source line, within the sampled steps."""
+
+    op: str
+    location: str | None  # user file:line that issued them
+    count: int
+    median_elements: int | None = None  # of the largest output
+    device: str | None = None  # where TF ran them (CPU / GPU)
+
+
+@dataclass(frozen=True)
+class ReboundName:
+    """A name the step's code reads whose object the program creates anew in a loop: a
+    ``tf.function`` traced over that code would keep the first object for good."""
+
+    name: str
+    location: str  # file:line where the loop creates it
+    loop: str  # file:line of that loop
+    metric: bool = False  # a Keras metric (the script calls update_state/reset_state/result)
+
+
+@dataclass(frozen=True)
+class StepCode:
+    """The code the eager ops come from, read from the source: what a fix wraps."""
+
+    function: str | None  # the def holding most of them; None: a loop body in no def
+    location: str  # the def's (or the loop's) file:line
+    # "def train_step(x, y):" as written; for a loop body, a def over the loop's variables
+    signature: str | None = None
+    rebound: tuple[ReboundName, ...] = ()
+    body: tuple[str, ...] = ()  # a loop's body as written, dedented, where it can move as is
+    before: str | None = None  # a loop body's function goes before this loop (file:line)
+
+
+@dataclass(frozen=True)
+class EagerFacts:
+    """Section ``eager``: ops dispatched one by one from Python, counted over windows of
+    steps (a per-op callback is not free, so it is switched on for part of the run)."""
+
+    sampled_steps: int  # steps wholly inside counting windows
+    ops: int  # eager ops counted inside those steps
+    per_step: float | None = None
+    dispatch_fraction: float | None = None  # estimated share of step time issuing them
+    median_gap_us: float | None = None  # between consecutive eager ops
+    counted_s: float = 0.0  # seconds the counter was on
+    sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
+    outside_steps: int = 0  # eager ops counted outside any step
+    note: str | None = None  # what the count cannot see (other threads ...)
+    step_code: StepCode | None = None  # where the small ops' code is, for the fix
+
+
+@dataclass(frozen=True)
+class TraceSignature:
+    """The arguments of one trace, as TF's function type describes them."""
+
+    at_s: float
+    args: tuple[tuple[str, str], ...]  # (name, "float32[32,784]" | "3 (int)" ...)
+    seconds: float | None = None  # time spent tracing
+    caller: str | None = None  # user file:line whose call caused the trace
+
+
+@dataclass(frozen=True)
+class TracedFunction:
+    """One tf.function: how often it ran, how often it was traced, and why again."""
+
+    name: str
+    location: str | None = None  # def file:line
+    calls: int = 0  # calls from eager code
+    call_s: float = 0.0  # wall time in those calls
+    traces: int = 0
+    trace_s: float = 0.0
+    changed_args: tuple[str, ...] = ()  # arguments whose spec differed between traces
+    signatures: tuple[TraceSignature, ...] = ()  # the first few traces
+    reduce_retracing: bool = False
+    jit_compile: bool | None = None
+    library: bool = False  # defined by Keras/TF, not the user's code
+    instances: int = 1  # Function objects with this name and place (a tf.function
+    # re-created in a loop, a method per instance)
+
+
+@dataclass(frozen=True)
+class TracingFacts:
+    """Section ``tracing``: every tf.function the run traced or called."""
+
+    functions: tuple[TracedFunction, ...] = ()
