@@ -1,9 +1,11 @@
 """One module per command, named after it: ``gpuwhy check`` is commands/check.py, and so on.
 
 Each module has ``HELP`` (its line in ``gpuwhy --help``), ``configure(parser)`` (its
-options) and ``main(args) -> exit status``. How every command ends (exit statuses, the
-usage error, writing the reports) is in commands/outcome.py; the options they share are
-in commands/options.py. gpuwhy/cli.py only parses and dispatches.
+options) and ``main(args) -> exit status``. One that makes a record checks the options,
+calls its mode's function (gpuwhy/modes/, the one ``gpuwhy.<mode>()`` calls too) and
+writes the record. How every command ends (exit statuses, the usage error, writing the
+reports) is in commands/reporting.py; the options they share are in commands/options.py.
+gpuwhy/cli.py only parses and dispatches.
 """
 
 from __future__ import annotations

@@ -56,11 +56,10 @@ def main(args: argparse.Namespace) -> int:
             f"TensorFlow is not importable here ({e}); `gpuwhy check` says why"
         ) from None
     from gpuwhy.modes.audit import AuditError, audit_path
-    from gpuwhy.projection.step import NothingToProject
 
     try:
         record = audit_path(args.path, verify=args.verify, target=args.target, batch=args.batch)
-    except (AuditError, NothingToProject) as e:
+    except AuditError as e:
         raise UsageError(str(e)) from None
     emit(record, args, outputs)
     return exit_status(record)

@@ -1,5 +1,6 @@
 """``gpuwhy merge DIR``: one report for a cluster's workers, from the records each wrote
-with ``gpuwhy run --out-dir DIR`` (whatever launched them: by hand, a TFJob, ``srun``).
+with ``gpuwhy run --out-dir DIR`` (whatever launched them: by hand, a TFJob, ``srun``);
+the merging is :func:`gpuwhy.modes.merge.merge`'s, this is the command around it.
 
 The verdict first, then a table with one row per task, the straggler and why
 (distribute.straggler), and every worker's findings once, each naming the workers it
@@ -32,15 +33,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy.facts import Facts
-    from gpuwhy.modes.merge.directory import MergeError, merge_directory
-    from gpuwhy.record import Record
+    from gpuwhy.modes.merge import MergeError, merge
 
     outputs = plan_outputs(args)
     try:
-        workers = merge_directory(args.directory)
+        record = merge(args.directory)
     except MergeError as e:
         raise UsageError(str(e)) from None
-    record = Record.diagnose("merge", Facts(workers=workers))
     emit(record, args, outputs)
     return exit_status(record)

@@ -1,5 +1,6 @@
-"""``gpuwhy run SCRIPT``: run a training script as ``python SCRIPT`` would, watched by a
-Session (gpuwhy.modes.run.session), and report why its GPU sat idle."""
+"""``gpuwhy run SCRIPT``: run a training script as ``python SCRIPT`` would, watched from
+inside (gpuwhy.modes.run.watched), and report why its GPU sat idle: its options, the
+outputs planned before the script runs, and the report after it."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from gpuwhy import own_stderr
-    from gpuwhy.modes.run.script import end_like_the_script, run_and_report
-    from gpuwhy.modes.run.session import Session
+    from gpuwhy.modes.run.script import end_like_the_script
+    from gpuwhy.modes.run.watched import run_watched
 
     own_stderr.keep()
     check_hz(args.hz)
@@ -72,31 +73,16 @@ def main(args: argparse.Namespace) -> int:
     resolve_out_dir(args)
     metrics = metrics_from(args)
     code, outputs = prepare(args)
-    session = Session(
+    outcome = run_watched(
+        args.script,
+        args.args,
+        code,
         hz=args.hz,
         audit=args.audit,
         eager=args.eager,
-        command=[args.script, *args.args],
         eager_duty=args.eager_duty,
         target=args.target,
+        metrics=metrics,
+        report=lambda make_record: report_after_script(make_record, args, outputs),
     )
-
-    live = None
-
-    def stop(ended: str, exit_code: int, error: str | None):
-        record = session.stop(ended, exit_code, error)
-        if live is not None:
-            live.finish(record)
-        return record
-
-    def report(ended: str, exit_code: int, error: str | None) -> None:
-        report_after_script(lambda: stop(ended, exit_code, error), args, outputs)
-
-    session.start()
-    if metrics.wanted:
-        from gpuwhy.export.live import LiveMetrics
-
-        assert session.t0 is not None
-        command = " ".join([args.script, *args.args])
-        live = LiveMetrics(metrics, "run", command, session.t0, session.live).start()
-    return end_like_the_script(run_and_report(args.script, args.args, code, report))
+    return end_like_the_script(outcome)

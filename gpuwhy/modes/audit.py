@@ -48,14 +48,18 @@ def audit_path(
 ) -> Record:
     """Audit a SavedModel directory or a Keras ``.keras``/``.h5`` file; with ``target``
     (a GPU name or "auto"), also project its first function onto that GPU, an unknown
-    batch dimension read as ``batch``."""
+    batch dimension read as ``batch``. A model that cannot be audited, or has nothing to
+    project, is an :class:`AuditError`."""
     targets = targets_for_path(Path(path))
     placement, _ = audit_functions(targets, verify=verify, batch=batch)
     facts = Facts(placement=placement)
     if target is not None:
-        from gpuwhy.projection.step import projection_facts
+        from gpuwhy.projection.step import NothingToProject, projection_facts
 
-        facts = Facts(placement=placement, projection=projection_facts(facts, target))
+        try:
+            facts = Facts(placement=placement, projection=projection_facts(facts, target))
+        except NothingToProject as e:
+            raise AuditError(str(e)) from None
     return Record.diagnose("audit", facts)
 
 

@@ -1,4 +1,7 @@
-"""The datasets a script iterates, caught while ``gpuwhy fix --input`` runs it.
+"""``gpuwhy fix --input SCRIPT``'s mode: the script run as ``python SCRIPT`` would
+(gpuwhy.modes.run.script), every tf.data dataset it iterates optimised by
+:func:`gpuwhy.optimize.optimize`, and the record (command ``fix``, section
+``input_fixes``) handed to the caller to write. The command only parses and writes.
 
 Two hooks record where each dataset was created and which datasets the script iterated
 (``for x in ds``, ``iter(ds)``, Keras' epoch iterators); wrappers a library put around
@@ -10,11 +13,20 @@ directories and Python objects are alive then, and may not be once the script en
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import os
+import sys
+import time
+import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwhy import own_stderr
+from gpuwhy.collect.inprocess import imports
+from gpuwhy.facts import Facts, InputFix, InputFixFacts, ProgramFacts
+from gpuwhy.modes.run.script import ScriptEnding, exception_line, run_and_report
+from gpuwhy.record import Record
 from gpuwhy.tfapi.tfdata import stages
 
 
@@ -113,3 +125,144 @@ class Capture:
             below = [s.dataset for s in stages.read_chain(entry.dataset)[:-1]]
             (views if any(id(d) in ids for d in below) else main).append(entry)
         return main, views
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """How each dataset is optimised (the options of :func:`gpuwhy.optimize.optimize`)
+    and whether the script ends at its first iterator."""
+
+    keep_order: bool = True
+    cache: bool = True  # False: never insert cache()
+    assume_pure: bool = False
+    measure: bool = True
+    elements: int | None = None
+    repeats: int = 5
+    stop_early: bool = False
+
+
+# Called once when the script has ended, with what makes the fix record.
+ReportRecord = Callable[[Callable[[], Record]], None]
+
+_CUT_SHORT = ("interrupted", "terminated")
+
+
+def fix_input(
+    script: str,
+    script_args: Sequence[str],
+    code: types.CodeType,
+    options: FixOptions,
+    report: ReportRecord,
+) -> tuple[ScriptEnding, bool]:
+    """Run the compiled ``code`` of ``script``, optimising each dataset it iterates, then
+    ``report`` the record once; (how the script ended, whether gpuwhy itself failed: on
+    a dataset, said on stderr as it happened, or to hook tf.data, when nothing is
+    reported)."""
+    capture = Capture(stop_early=options.stop_early, optimise=lambda ds: _optimise(ds, options))
+    failed: list[bool] = []
+    started = time.perf_counter()
+
+    def report_ending(ended: str, exit_code: int, error: str | None) -> None:
+        capture.uninstall()
+        imports.cancel(capture.install)
+        program = ProgramFacts(
+            command=(script, *script_args),
+            ended=ended,
+            exit_code=exit_code or 0,
+            error=error,
+            seconds=round(time.perf_counter() - started, 3),
+            tensorflow_imported="tensorflow" in sys.modules,
+            tensorflow_version=getattr(sys.modules.get("tensorflow"), "__version__", None),
+        )
+        if capture.failed:
+            own_stderr.say(f"gpuwhy: error: {capture.failed}")
+            failed.append(True)
+            return
+        # After Ctrl-C or SIGTERM, report what was measured; measuring more would keep
+        # the user (or the job scheduler's grace period) waiting.
+        fixes, gpuwhy_failed = _fix_facts(capture, options, ended if ended in _CUT_SHORT else None)
+        failed.append(gpuwhy_failed)
+        record = Record.diagnose("fix", Facts(program=program, input_fixes=fixes))
+        report(lambda: record)
+
+    imports.when_imported("tensorflow", capture.install)
+    try:
+        outcome = run_and_report(script, script_args, code, report_ending)
+    finally:
+        capture.uninstall()
+        imports.cancel(capture.install)
+    return outcome, any(failed)
+
+
+def _fix_facts(
+    capture: Capture, options: FixOptions, cut_short: str | None
+) -> tuple[InputFixFacts, bool]:
+    """The section ``input_fixes`` for every dataset the script iterated, and whether
+    gpuwhy itself failed on one (said on stderr as it happens). ``cut_short``: how the
+    script ended when it was stopped (then a dataset not measured yet is not measured)."""
+    main, views = capture.datasets()
+    fixes = []
+    failed = False
+    for n, entry in enumerate(main, 1):
+        name = f"dataset created at {entry.created_at}" if entry.created_at else f"dataset [{n}]"
+        seen = InputFix(
+            dataset=name,
+            location=entry.created_at,
+            iterated_at=tuple(entry.iterated_at),
+            iterators=entry.iterators,
+        )
+        try:
+            if entry.error is not None:
+                raise entry.error
+            if entry.result is None and cut_short:
+                fixes.append(
+                    dataclasses.replace(
+                        seen, error=f"not measured: the script was {cut_short} first"
+                    )
+                )
+                continue
+            result = entry.result if entry.result is not None else _optimise(entry.dataset, options)
+            fix = result.to_facts(name, entry.created_at, tuple(entry.iterated_at))
+            fixes.append(dataclasses.replace(fix, iterators=entry.iterators))
+        except Exception as e:
+            if not _is_tf_error(e):
+                if os.environ.get("GPUWHY_DEBUG"):
+                    raise
+                own_stderr.say(
+                    f"gpuwhy: error: internal error: {type(e).__name__}: {e} "
+                    "(GPUWHY_DEBUG=1 shows the traceback)"
+                )
+                failed = True
+            error = exception_line(e) if _is_tf_error(e) else f"{type(e).__name__}: {e}"
+            fixes.append(dataclasses.replace(seen, error=error))
+    facts = InputFixFacts(
+        fixes=tuple(fixes),
+        keep_order=options.keep_order,
+        library_only=tuple(sorted(set(capture.library_only))),
+        views=tuple(_view_text(view) for view in views),
+        stopped_early=bool(options.stop_early and main),
+    )
+    return facts, failed
+
+
+def _view_text(view: Captured) -> str:
+    return f"created at {view.created_at or '?'}, iterated at {', '.join(view.iterated_at) or '?'}"
+
+
+def _optimise(dataset: Any, options: FixOptions) -> Any:
+    from gpuwhy.optimize.input_pipeline import optimize  # not paid by the command line
+
+    return optimize(
+        dataset,
+        keep_order=options.keep_order,
+        cache="auto" if options.cache else False,
+        measure=options.measure,
+        elements=options.elements,
+        repeats=options.repeats,
+        assume_pure=options.assume_pure,
+    )
+
+
+def _is_tf_error(e: BaseException) -> bool:
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(e, tf.errors.OpError)

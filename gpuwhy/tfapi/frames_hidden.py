@@ -1,7 +1,7 @@
 """Keep gpuwhy's own frames out of TensorFlow's stacks, the way TF keeps out its own.
 
 ``gpuwhy run`` executes the script inside gpuwhy (the ``gpuwhy`` launcher, cli.py and
-script_runner.py below it; hooks such as tracing.py between it and TF), and TF records the
+modes/run/script.py below it; hooks such as tracing.py between it and TF), and TF records the
 whole Python stack of every op it creates. Without this, a graph error's "defined at"
 list names gpuwhy's files, which ``python script.py`` never shows.
 
@@ -123,7 +123,9 @@ def _launcher_files() -> set[str]:
         stack.append(frame.f_code.co_filename)
         frame = frame.f_back
     stack.reverse()  # outermost first
-    runner = {os.path.realpath(os.path.join(d, "script_runner.py")) for d in _package_dirs()}
+    runner = {
+        os.path.realpath(os.path.join(d, "modes", "run", "script.py")) for d in _package_dirs()
+    }
     for depth, filename in enumerate(stack):
         if os.path.realpath(filename) in runner:
             return set(stack[:depth])

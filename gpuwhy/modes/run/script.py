@@ -266,7 +266,9 @@ def _print_exception(e: BaseException) -> None:
         sys.__excepthook__(type(e), e, tb)
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# gpuwhy/, three levels above this file (gpuwhy/modes/run/script.py): every frame of
+# gpuwhy's, not only the runner's, is out of the script's traceback.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
 def _without_gpuwhy(tb, always_trim_importlib: bool = False):

@@ -1,0 +1,65 @@
+"""``gpuwhy run SCRIPT``'s mode: the script run as ``python SCRIPT`` would (script.py),
+watched by a Session (session.py) from before its first line to its end, with the live
+metrics published while it runs. The command only parses options and writes the record.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+
+from gpuwhy.export.live import LiveMetrics, MetricsOptions
+from gpuwhy.modes.run.script import ScriptEnding, run_and_report
+from gpuwhy.modes.run.session import Session
+from gpuwhy.record import Record
+
+# Called once when the script has ended, with what makes its record: the caller decides
+# when (and inside which error handling) the collectors are stopped and the rules run.
+ReportRecord = Callable[[Callable[[], Record]], None]
+
+
+def run_watched(
+    script: str,
+    script_args: Sequence[str],
+    code: types.CodeType,
+    *,
+    hz: float,
+    audit: bool,
+    eager: bool,
+    eager_duty: float | None,
+    target: str | None,
+    metrics: MetricsOptions,
+    report: ReportRecord,
+) -> ScriptEnding:
+    """Run the compiled ``code`` of ``script`` inside a Session, then ``report`` its
+    record once (also when the script ends the process with ``os._exit`` or is
+    interrupted); returns how the script ended, for the caller to end as it did.
+
+    ``hz``, ``audit``, ``eager``, ``eager_duty``, ``target``: the Session's; ``metrics``:
+    where to publish live metrics (nothing when not ``metrics.wanted``).
+    """
+    session = Session(
+        hz=hz,
+        audit=audit,
+        eager=eager,
+        command=[script, *script_args],
+        eager_duty=eager_duty,
+        target=target,
+    )
+    live: LiveMetrics | None = None
+
+    def stop(ended: str, exit_code: int, error: str | None) -> Record:
+        record = session.stop(ended, exit_code, error)
+        if live is not None:
+            live.finish(record)
+        return record
+
+    def report_ending(ended: str, exit_code: int, error: str | None) -> None:
+        report(lambda: stop(ended, exit_code, error))
+
+    session.start()
+    if metrics.wanted:
+        assert session.t0 is not None
+        command = " ".join([script, *script_args])
+        live = LiveMetrics(metrics, "run", command, session.t0, session.live).start()
+    return run_and_report(script, script_args, code, report_ending)
