@@ -409,7 +409,7 @@ def main() -> None:
 
     from gpuwhy.collect.placement import AuditTarget, audit_functions
     from gpuwhy.facts import Facts
-    from gpuwhy.projection.gpus import find_gpu
+    from gpuwhy.gpu_specs import find_gpu
     from gpuwhy.projection.step import projection_facts
 
     only = {name for name in args.only.split(",") if name}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuwhy.facts import Facts, from_dict, to_dict
+from gpuwhy.facts import Facts, WorkersFacts, from_dict, to_dict
 from gpuwhy.finding import Finding
 from gpuwhy.rules import run_rules
 from gpuwhy.schema import SCHEMA_VERSION, refusal
@@ -45,7 +45,6 @@ class Record:
             # gpuwhy merge: each worker's rules ran on its own facts; what they found is
             # carried in the section, and only the rules of the merge itself are listed
             # as not checked
-            from gpuwhy.modes.merge import carried_findings
             from gpuwhy.rules import RULES_BY_ID
 
             findings = sorted(findings + carried_findings(facts.workers), key=Finding.sort_key)
@@ -120,3 +119,29 @@ class Record:
         except (ValueError, RecursionError) as e:
             raise RecordError(f"{path} is not valid JSON ({e})") from None
         return cls.from_dict(data)
+
+
+def carried_findings(workers: WorkersFacts) -> list[Finding]:
+    """The workers' own findings as findings of the merged record: each says which
+    workers it holds on."""
+    named = [w.name for w in workers.workers if w.state != "missing" and w.state != "unreadable"]
+    out = []
+    for f in workers.findings:
+        on = (
+            f"on all {len(named)} workers"
+            if len(f.workers) == len(named) and len(named) > 1
+            else "on " + ", ".join(f.workers)
+        )
+        out.append(
+            Finding(
+                id=f.id,
+                severity=f.severity,
+                title=f"{f.title} ({on})",
+                evidence={"workers": list(f.workers), **f.evidence},
+                fix=f.fix,
+                estimated_gain=f.estimated_gain,
+                location=f.location,
+                gain_value=f.gain_value,
+            )
+        )
+    return out

@@ -141,7 +141,7 @@ def record_peaks(out: Path) -> list[Path]:
     one file per GPU model here, beside the table's name for it: the derivation is tested
     against these (tests/projection/test_derive.py)."""
     from gpuwhy.collect.nvml import PEAKS_FORMAT, peaks_reading, snapshot
-    from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
+    from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 
     written = []
     for device in snapshot().get("devices", []):

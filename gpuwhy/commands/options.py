@@ -59,7 +59,7 @@ def check_target(name: str | None) -> None:
     if name is None or name.strip().lower() == "auto":
         return
     from gpuwhy.commands.reporting import UsageError
-    from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
+    from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 
     try:
         find_gpu(name)

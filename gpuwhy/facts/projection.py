@@ -12,7 +12,7 @@ class ProjectionFacts:
     """Section ``projection``: the traced training step as it would run on a named GPU.
 
     Predicted: a cost model of the audited graph (gpuwhy/projection/cost.py) at the
-    target's published peaks (gpus.py), plus the ops that stay on the CPU at their time
+    target's published peaks (gpuwhy/gpu_specs.py), plus the ops that stay on the CPU at their time
     measured on this host's CPU (a few profiled steps). Every time is a band
     (``*_low_s`` .. ``*_high_s`` around the middle estimate). The input side joins what
     this run measured: the pipeline's time to make one batch on this host."""

@@ -3,7 +3,7 @@
 Three kinds of GPU work, each with a band (low, mid, high seconds):
 
 - **matmuls and convolutions** (placement.tensor_ops): FLOPs at the peak of their
-  precision on the target (gpus.py) times the share of that peak whole training steps
+  precision on the target (gpu_specs.py) times the share of that peak whole training steps
   reach (``EFFICIENCY``: by FP32 units, TF32 and FP16/BF16 tensor cores, and for FP32
   convolutions apart from matmuls), less for small ops.
 - **other kernels** (placement.functions[].kernels): memory traffic at the memory
@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 
 from gpuwhy.facts import AuditedFunction, KernelWork, PlacementFacts, TensorOp
-from gpuwhy.projection.gpus import GpuSpec
+from gpuwhy.gpu_specs import GpuSpec
 
 # Share of the precision's peak that the matmuls and convolutions of a training step
 # reach, (low, mid, high), by the units that run them and the kind of op: fitted to

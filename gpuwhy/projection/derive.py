@@ -1,4 +1,4 @@
-"""Peaks for a GPU the table (gpus.py) does not know, from what NVML reports of it.
+"""Peaks for a GPU the table (gpuwhy/gpu_specs.py) does not know, from what NVML reports of it.
 
 ``--target auto`` on such a GPU still gets a projection: its FP32 rate is its CUDA
 cores (``nvmlDeviceGetNumGpuCores``) x 2 FLOPs (a fused multiply-add) x its highest SM
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuwhy.projection.gpus import GBS, GpuSpec, UnknownGpuError, find_gpu
+from gpuwhy.gpu_specs import GBS, GpuSpec, UnknownGpuError, find_gpu
 
 # Per compute capability: FP32 cores per SM, dense FP16 tensor FLOPs (FP32 accumulate)
 # per SM per clock, and whether it has BF16/TF32 and FP8 tensor cores. From NVIDIA's

@@ -25,6 +25,7 @@ from gpuwhy.facts import (
     StepFacts,
 )
 from gpuwhy.formatting import duration
+from gpuwhy.gpu_specs import GpuSpec, UnknownGpuError, find_gpu
 from gpuwhy.projection.cost import (
     DERIVED_WIDTH,
     LAUNCH_S,
@@ -42,7 +43,6 @@ from gpuwhy.projection.cpu_ops import (
     measured_cpu_ops,
 )
 from gpuwhy.projection.derive import auto_gpu
-from gpuwhy.projection.gpus import GpuSpec, UnknownGpuError, find_gpu
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a

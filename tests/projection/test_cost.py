@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.facts import AuditedFunction, Facts, KernelWork, PipelineFacts, StepFacts
+from gpuwhy.gpu_specs import find_gpu
 from gpuwhy.projection.cost import project_step, training_function
-from gpuwhy.projection.gpus import find_gpu
 from gpuwhy.projection.step import projection_facts
 from tests import builders as b
 
@@ -103,7 +103,7 @@ def test_the_input_side_trusts_the_measured_delivery_over_the_stage_timers():
 
 
 def test_auto_needs_a_gpu_here():
-    from gpuwhy.projection.gpus import UnknownGpuError
+    from gpuwhy.gpu_specs import UnknownGpuError
 
     with pytest.raises(UnknownGpuError):
         projection_facts(Facts(placement=placement()), "auto")

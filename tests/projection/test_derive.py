@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.facts import Facts
+from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 from gpuwhy.projection import step
 from gpuwhy.projection.derive import CannotDerive, NvmlReading, auto_gpu, derive_gpu
-from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
 from gpuwhy.projection.step import projection_facts
 from tests import builders as b
 from tests.projection.test_cost import placement

@@ -8,8 +8,8 @@ import tensorflow as tf
 
 import gpuwhy
 from gpuwhy.facts import Facts, KernelWork, ProgramFacts
+from gpuwhy.gpu_specs import find_gpu
 from gpuwhy.projection.cost import LAUNCH_S, project_step, rnn_layer
-from gpuwhy.projection.gpus import find_gpu
 from gpuwhy.projection.step import projection_facts
 from gpuwhy.tfapi.keras_hooks import cudnn_rnn_layers
 from tests import builders as b

@@ -330,8 +330,8 @@ def test_an_lstm_is_projected_over_its_timesteps_as_cudnn_runs_it_without_xla(tm
     from dataclasses import replace
 
     from gpuwhy.facts import TensorOp
+    from gpuwhy.gpu_specs import find_gpu
     from gpuwhy.projection.cost import tensor_time
-    from gpuwhy.projection.gpus import find_gpu
 
     script = tmp_path / "rnn.py"
     script.write_text(RNN)

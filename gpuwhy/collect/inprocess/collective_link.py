@@ -2,7 +2,7 @@
 bytes would take on it: predicted, never measured.
 
 Local GPUs: NVML's topology (gpuwhy.collect.nvml.topology) says NVLink or PCIe, and the
-GPU table (gpuwhy.projection.gpus) the link's bandwidth. Otherwise the link is predicted
+GPU table (gpuwhy.gpu_specs) the link's bandwidth. Otherwise the link is predicted
 from where the replicas are (CPU devices of one process, workers on one host or several
 per the cluster spec) at an assumed bandwidth the source text states.
 
@@ -75,7 +75,7 @@ def link_for(
 
 
 def _nvml_link(gpus: list[int], topology: dict[str, Any]) -> Link:
-    from gpuwhy.projection.gpus import UnknownGpuError, find_gpu
+    from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 
     pairs = [p for p in topology.get("pairs", ()) if p["a"] in gpus and p["b"] in gpus]
     names = {g["index"]: g["name"] for g in topology.get("gpus", ())}

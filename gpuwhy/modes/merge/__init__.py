@@ -4,10 +4,10 @@ tolerantly; directory.py: the whole directory, who is missing, the findings once
 the record of them all (:func:`merge`)."""
 
 from gpuwhy.facts import Facts
-from gpuwhy.modes.merge.directory import MergeError, carried_findings, merge_directory
+from gpuwhy.modes.merge.directory import MergeError, merge_directory
 from gpuwhy.record import Record
 
-__all__ = ["MergeError", "carried_findings", "merge", "merge_directory"]
+__all__ = ["MergeError", "merge", "merge_directory"]
 
 
 def merge(directory: str) -> Record:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpuwhy.facts import MergedFinding, WorkerRun, WorkersFacts
-from gpuwhy.finding import SEVERITY_RANK, Finding
+from gpuwhy.finding import SEVERITY_RANK
 from gpuwhy.modes.merge.read import WorkerRecord, is_merge_record, read_worker
 
 # gpuwhy.commands.output_paths.write_whole's temporary file for DIR/<task>.json
@@ -89,32 +89,6 @@ def _settled_left_out(records: list[WorkerRecord]) -> list[WorkerRecord]:
         dataclasses.replace(r, findings=[f for f in r.findings if not judged_across(f, compared)])
         for r in records
     ]
-
-
-def carried_findings(workers: WorkersFacts) -> list[Finding]:
-    """The workers' own findings as findings of the merged record: each says which
-    workers it holds on."""
-    named = [w.name for w in workers.workers if w.state != "missing" and w.state != "unreadable"]
-    out = []
-    for f in workers.findings:
-        on = (
-            f"on all {len(named)} workers"
-            if len(f.workers) == len(named) and len(named) > 1
-            else "on " + ", ".join(f.workers)
-        )
-        out.append(
-            Finding(
-                id=f.id,
-                severity=f.severity,
-                title=f"{f.title} ({on})",
-                evidence={"workers": list(f.workers), **f.evidence},
-                fix=f.fix,
-                estimated_gain=f.estimated_gain,
-                location=f.location,
-                gain_value=f.gain_value,
-            )
-        )
-    return out
 
 
 def _deduplicated(records: Iterable[WorkerRecord]) -> list[MergedFinding]:

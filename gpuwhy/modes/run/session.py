@@ -50,7 +50,7 @@ class Session:
         target: str | None = None,
     ) -> None:
         """``target``: a GPU to project the training step onto (a name of
-        gpuwhy.projection.gpus, or "auto"); None: no projection."""
+        gpuwhy.gpu_specs, or "auto"); None: no projection."""
         from gpuwhy.collect.inprocess.distribute import DistributeCollector
         from gpuwhy.collect.inprocess.eager import EagerOpCounter
         from gpuwhy.collect.inprocess.functions import FunctionWatcher
@@ -288,7 +288,7 @@ class Session:
         """The run projected onto --target; None, with a note saying why, where the GPU
         is unknown or the run gave nothing to cost."""
         from gpuwhy.derived.pipeline import steps_pipeline
-        from gpuwhy.projection.gpus import UnknownGpuError
+        from gpuwhy.gpu_specs import UnknownGpuError
         from gpuwhy.projection.step import NothingToProject, projection_facts
 
         assert self.target is not None

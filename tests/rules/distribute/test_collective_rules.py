@@ -3,13 +3,13 @@
 The NCCL/NVLink branches run from documented facts, not from a machine: the NVML
 topology dicts below are written per nvml.h (nvmlGpuTopologyLevel_t, NVLink state and
 remote PCI info) for an 8-GPU NVLink board and a PCIe-only pair, and the GPU bandwidths
-come from the table's datasheet figures (gpuwhy/projection/gpus.py)."""
+come from the table's datasheet figures (gpuwhy/gpu_specs.py)."""
 
 from __future__ import annotations
 
 from gpuwhy.collect.inprocess.collective_link import link_for, ring_allreduce_s
 from gpuwhy.facts import DistributeFacts, Facts, ReducedValue, StepFacts
-from gpuwhy.projection.gpus import find_gpu
+from gpuwhy.gpu_specs import find_gpu
 from gpuwhy.rules.distribute.collective_bound import CollectiveBound
 from gpuwhy.rules.distribute.unbalanced_ps import UnbalancedPs
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuwhy.projection.gpus import GPUS, UnknownGpuError, find_gpu, target_names
+from gpuwhy.gpu_specs import GPUS, UnknownGpuError, find_gpu, target_names
 
 
 @pytest.mark.parametrize(
