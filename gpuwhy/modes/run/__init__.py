@@ -1,5 +1,6 @@
 """``gpuwhy run SCRIPT`` and ``gpuwhy.session()``: the program watched from inside.
 
 session.py starts the in-process collectors and turns what they saw into a record;
+collectors.py lists them (COLLECTORS, in order: adding one starts there);
 script.py runs the script as ``python script.py`` would; script_modules.py keeps the
 script's own modules and gpuwhy's apart."""
