@@ -41,11 +41,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.process_tree import descendants
 from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries
 from gpuwhy.version import __version__
 
@@ -258,6 +259,15 @@ class GpuSampler(Collector):
     ``facts().error``.
     """
 
+    section = "gpu_samples"
+    what = "GPU samples"
+    live = True
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> GpuSampler:
+        """A watched run's: the GPU memory of the processes it starts counts as its own."""
+        return cls(hz=options.hz, pids=own_process_tree)
+
     def __init__(
         self,
         hz: float = 10.0,
@@ -411,6 +421,9 @@ class GpuSampler(Collector):
         self._record.write(json.dumps(full) + "\n")
 
     # -- result ------------------------------------------------------------------------
+    def fill(self, gathering: Gathering) -> GpuSamplesFacts:
+        return self.facts()
+
     def facts(self) -> GpuSamplesFacts:
         """The series so far (complete after :meth:`stop`), times in seconds since t0."""
         with self._lock:
@@ -425,3 +438,8 @@ class GpuSampler(Collector):
                 tf_peak_memory_bytes=dict(self.tf_peak_memory_bytes),
                 watched_pids=tuple(sorted(self._watched)),
             )
+
+
+def own_process_tree() -> set[int]:
+    """This process and every process it started."""
+    return {os.getpid(), *descendants(os.getpid())}

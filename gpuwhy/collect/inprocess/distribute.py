@@ -14,11 +14,11 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, peer
 from gpuwhy.collect.inprocess.collective_time import collective_time, not_measured
 from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler
 from gpuwhy.facts import DistributedInput, DistributeFacts, ReducedValue
@@ -33,6 +33,15 @@ class DistributeCollector(Collector):
     """``calls``: the step clock of the collective-time sample (tf.function calls so
     far); None: collective time not measured. ``sampler``: the run's step profile,
     where others read it too (one profiler session per process)."""
+
+    section = "distribute"
+    what = "tf.distribute"
+    live = True
+    needs_tensorflow = True
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> DistributeCollector:
+        return cls(sampler=peer(made, StepSampler))
 
     def __init__(
         self, calls: Callable[[], int] | None = None, sampler: StepSampler | None = None
@@ -190,6 +199,12 @@ class DistributeCollector(Collector):
                 self._ps_bytes[task] = self._ps_bytes.get(task, 0) + size
 
     # -- facts -------------------------------------------------------------------------
+    def fill(self, gathering: Gathering) -> DistributeFacts | None:
+        return self.facts(gathering.options.script)
+
+    def program_notes(self) -> list[str]:
+        return list(self.notes)
+
     def facts(self, script: str | None = None) -> DistributeFacts | None:
         """The section; None when the program made no strategy. ``script``: the file
         whose code tells whether the batch was scaled by the replicas."""

@@ -24,11 +24,11 @@ import statistics
 import threading
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector, StepWindow
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, StepWindow
 from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
 
 GAP_CAP_S = 1e-3  # a longer gap between two eager ops is not dispatch alone
@@ -102,6 +102,18 @@ class EagerOpCounter(Collector):
     :data:`THREAD_NOTE`); ``stop()`` removes the callback from that thread's list, the
     only one it was ever added to, and ends the window thread.
     """
+
+    section = "eager"
+    what = "eager ops"
+    live = True
+
+    @classmethod
+    def wanted(cls, options: RunOptions) -> bool:
+        return options.eager
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> EagerOpCounter:
+        return cls() if options.eager_duty is None else cls(duty=options.eager_duty)
 
     def __init__(
         self,
@@ -228,6 +240,10 @@ class EagerOpCounter(Collector):
                 self._switch_off()
 
     # -- facts -------------------------------------------------------------------------
+    def fill(self, gathering: Gathering) -> EagerFacts:
+        """Section ``eager``: the ops inside the steps the step collector found."""
+        return self.facts(gathering.window)
+
     def facts(self, window: StepWindow) -> EagerFacts:
         """The eager ops inside the steps of ``window`` that lie wholly inside a counting window.
 

@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 
+from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.facts import DriverFacts, EnvironmentFacts, TensorFlowFacts, from_dict
 from gpuwhy.modes.check import environment_facts
 
@@ -53,3 +54,15 @@ def tensorflow_facts() -> TensorFlowFacts | None:
 def run_environment_facts(driver: DriverFacts | None) -> EnvironmentFacts:
     """The ``environment`` section of a run: TF as the program left it."""
     return environment_facts(driver, tensorflow_facts())
+
+
+class RunEnvironment(Collector):
+    """Section ``environment``, read once the program ended: NVML's driver as the run
+    found it at its start, TensorFlow as the program left it."""
+
+    section = "environment"
+    what = "environment"
+    needs_tensorflow = True
+
+    def fill(self, gathering: Gathering) -> EnvironmentFacts:
+        return run_environment_facts(gathering.driver)

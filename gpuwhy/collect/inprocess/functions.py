@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
 
@@ -107,6 +107,10 @@ class FunctionWatcher(Collector):
     with ``" #2"``, ``" #3"`` ... for further ``Function`` objects at the same place
     (a method's function per instance, a ``tf.function`` created in a loop).
     """
+
+    section = "tracing"
+    what = "tracing"
+    live = True
 
     def __init__(self) -> None:
         self.t0 = 0.0
@@ -336,6 +340,9 @@ class FunctionWatcher(Collector):
             if shape not in found:
                 found[shape] = AuditTarget(watched.info.name, concrete, watched.location)
         return list(found.values())
+
+    def fill(self, gathering: Gathering) -> TracingFacts:
+        return self.facts(gathering.t0)
 
     def facts(self, t0: float | None = None) -> TracingFacts:
         """Section ``tracing``, times relative to ``t0`` (default: the run's start).

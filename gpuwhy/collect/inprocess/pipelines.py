@@ -67,9 +67,11 @@ from typing import Any
 
 from gpuwhy.collect.host_cpu import cpu_fractions, cpu_snapshot, host_cores, load_average
 from gpuwhy.collect.host_memory import host_memory
-from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.inprocess.base import Collector, Gathering
+from gpuwhy.collect.inprocess.input_wait import with_keras_input_wait, with_loop_waits
 from gpuwhy.collect.inprocess.pipeline_facts import pipeline_facts
 from gpuwhy.collect.inprocess.pipeline_iterators import FIRST_POLL_S, IteratorState, Pipeline
+from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.facts import PipelineFacts, TfDataFacts
 from gpuwhy.tfapi.op_callbacks import unseen
 
@@ -86,6 +88,11 @@ MAX_ITERATORS = 2000  # kept per pipeline (Keras makes two per epoch)
 
 class PipelineCollector(Collector):
     """Watches tf.data iterators; :meth:`facts` gives section ``tfdata``."""
+
+    section = "tfdata"
+    what = "tf.data pipelines"
+    live = True
+    needs_tensorflow = True
 
     def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
         self.poll_s, self.budget = poll_s, budget
@@ -167,6 +174,19 @@ class PipelineCollector(Collector):
                 self._read(state, iterator, final=final)
             del iterator
 
+    def fill(self, gathering: Gathering) -> TfDataFacts | None:
+        """Section ``tfdata``, joined with section ``steps``: the wait of Keras' steps
+        from the fit pipeline's gap timer, and the ``next()`` timings of a Python loop's
+        reads (the step collector's) as the wait of the pipeline it read."""
+        tfdata = self.snapshot() if gathering.live else self.facts()
+        gathering.fill("steps", with_keras_input_wait(gathering.facts.steps, tfdata))
+        reads = gathering.peer(StepCollector).reads
+        return gathering.guard(
+            "next() timings",
+            lambda: with_loop_waits(tfdata, self.iterator_spans(), reads()),
+            tfdata,
+        )
+
     def facts(self) -> TfDataFacts | None:
         """Section ``tfdata`` (None when TensorFlow was never imported)."""
         if not self._stopped:
@@ -184,7 +204,7 @@ class PipelineCollector(Collector):
 
     def iterator_spans(self) -> dict[int, list[tuple[int, float]]]:
         """Per pipeline id, its iterators as (id(iterator), creation time): what joins the
-        ``next()`` timings of a Python loop (collect/run/input_wait.py) to a pipeline."""
+        ``next()`` timings of a Python loop (collect/inprocess/input_wait.py) to a pipeline."""
         with self._lock:
             return {p.id: [(s.key, s.created) for s in p.iterators] for p in self._pipelines}
 

@@ -27,10 +27,11 @@ import sys
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpuwhy.collect.inprocess.base import Collector
+from gpuwhy.collect.inprocess.base import Collector, RunOptions, peer
+from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.derived.step_profile import NodeTime, StepProfile
 
 WARMUP_CALLS = 3
@@ -55,6 +56,19 @@ class StepSampler(Collector):
     warm, else None (FunctionWatcher.warm), and ``calls_of(name)``: its calls; given
     both, :meth:`on_tensorflow` watches for it (``--target``). ``result`` or ``reason``
     (why not measured) once stopped."""
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> StepSampler:
+        """A watched run's: a few steps of the function watcher's functions (one
+        profiler session per process: the time in collectives of a tf.distribute step,
+        and for --target the ops of the training function that stay on the CPU)."""
+        functions = peer(made, FunctionWatcher)
+        projected = options.target is not None
+        return cls(
+            functions.outermost_calls,
+            warm=functions.warm if projected else None,
+            calls_of=functions.calls_of if projected else None,
+        )
 
     def __init__(
         self,

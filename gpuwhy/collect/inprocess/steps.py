@@ -35,7 +35,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from gpuwhy.collect.inprocess.base import Collector, StepWindow
+from gpuwhy.collect.inprocess.base import Collector, Gathering, StepWindow
+from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.facts import StepFacts, StepLoop
 
 MAX_STEPS = 5000  # per-step series kept in the facts
@@ -57,6 +58,10 @@ class _Step:
 @dataclass
 class StepCollector(Collector):
     """Records Keras, tf.data and optimizer events; :meth:`facts` picks the step clock."""
+
+    section = "steps"
+    what = "steps"
+    live = True
 
     keras_events: list = field(default_factory=list)  # (event, t, value)
     iterator_calls: dict = field(default_factory=dict)  # site -> [(id, start, end, exhausted)]
@@ -132,6 +137,23 @@ class StepCollector(Collector):
             return [row for rows in self.iterator_calls.values() for row in rows]
 
     # -- facts ---------------------------------------------------------------------
+    def fill(self, gathering: Gathering) -> StepFacts | None:
+        """Section ``steps``, from these events and the function watcher's calls (a
+        loop of calls to one function is a loop of steps); sets ``gathering.window``."""
+        functions = gathering.peer(FunctionWatcher)
+        no_calls: dict[str, list[tuple[float, float]]] = {}
+        calls = gathering.guard("tf.function calls", functions.calls, no_calls)
+        looped = [name for name, spans in calls.items() if len(spans) >= 3]
+        unknown: dict[str, bool | None] = {}
+        trains = gathering.guard("training functions", lambda: functions.trains(looped), unknown)
+        steps, gathering.window = self.facts(
+            gathering.t0, calls, gathering.t_end, trains, live=gathering.live
+        )
+        return steps
+
+    def program_notes(self) -> list[str]:
+        return list(self.notes)
+
     def facts(
         self,
         t0: float,

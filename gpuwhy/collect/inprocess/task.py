@@ -15,11 +15,22 @@ import re
 import socket
 from collections.abc import Mapping
 
+from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.export.identity import cluster_task, tf_config
 from gpuwhy.facts import TaskFacts
 
 # A task name becomes a file name: anything but these is replaced.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class Task(Collector):
+    """Section ``task``, read when the program ended (whether or not it imported TF)."""
+
+    section = "task"
+    what = "task"
+
+    def fill(self, gathering: Gathering) -> TaskFacts:
+        return task_facts()
 
 
 def task_facts(environ: Mapping[str, str] | None = None, pid: int | None = None) -> TaskFacts:

@@ -1,0 +1,57 @@
+"""The placement audit of a watched run (section ``placement``): the tf.functions the
+program spent its time in, placed as on a GPU machine, once the program ended.
+
+It runs on what the sections before it found: the functions section ``tracing`` saw
+called, the batch size the steps were given (``steps`` and ``tfdata``: it sizes what
+their traces left unknown) and the strategy (``distribute``).
+"""
+
+from __future__ import annotations
+
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.collect.inprocess.input_wait import delivered_batch
+from gpuwhy.collect.placement import audit_functions
+from gpuwhy.facts import PlacementFacts
+from gpuwhy.tfapi.memory import tf_gpus
+
+# Every tf.function that ran is audited (fit's, evaluate's, predict's, the user's), up to
+# this many, those with the most time in calls first; the rest are named in the notes.
+AUDIT_FUNCTIONS = 16
+
+
+class PlacementAudit(Collector):
+    """Section ``placement``; ``gpuwhy run --no-audit`` leaves it out."""
+
+    section = "placement"
+    what = "placement audit"
+    needs_tensorflow = True
+
+    @classmethod
+    def wanted(cls, options: RunOptions) -> bool:
+        return options.audit
+
+    def fill(self, gathering: Gathering) -> PlacementFacts | None:
+        """The audit of the functions the program spent its time in. A strategy made
+        over this machine's CPUs (no GPU here: MirroredStrategy() picks the CPU) places
+        its replicas there; the audit predicts them as a GPU machine's strategy would
+        place them."""
+        facts = gathering.facts
+        if facts.tracing is None:
+            return None
+        ran = sorted((f for f in facts.tracing.functions if f.calls), key=lambda f: -f.call_s)
+        if len(ran) > AUDIT_FUNCTIONS:
+            left = ", ".join(f"{f.name} ({f.location})" for f in ran[AUDIT_FUNCTIONS:][:5])
+            gathering.note(
+                f"placement audit: {len(ran) - AUDIT_FUNCTIONS} tf.functions with the least "
+                f"time in calls were not audited ({left})"
+            )
+        wanted = [(f.name, f.location) for f in ran[:AUDIT_FUNCTIONS]]
+        targets = gathering.peer(FunctionWatcher).audit_targets(wanted) if wanted else []
+        if not targets:
+            return None
+        ignored: frozenset[str] = frozenset()
+        if facts.distribute is not None and not tf_gpus():
+            ignored = frozenset(d for d in facts.distribute.devices if "CPU" in d.upper())
+        batch = delivered_batch(facts.tfdata, facts.steps)
+        return audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
