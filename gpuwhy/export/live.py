@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuwhy.export.identity import job_labels
+from gpuwhy.collect.identity import job_labels
 from gpuwhy.export.metrics import values
 from gpuwhy.facts import Facts
 from gpuwhy.version import __version__

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuwhy.export.identity import GPU_LABELS
+from gpuwhy.collect.identity import GPU_LABELS
 from gpuwhy.facts import Facts
 
 MAX_FUNCTIONS = 20  # traced functions with their own series; the rest share "(other)"

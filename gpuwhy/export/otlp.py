@@ -25,7 +25,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuwhy.export.identity import JOB_LABELS
+from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
 from gpuwhy.version import __version__
 

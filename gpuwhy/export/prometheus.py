@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gpuwhy.export.identity import JOB_LABELS
+from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
 
 

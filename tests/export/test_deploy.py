@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from gpuwhy.export.identity import GPU_LABELS
+from gpuwhy.collect.identity import GPU_LABELS
 from gpuwhy.export.metrics import METRICS
 from tests.export.conftest import binary
 

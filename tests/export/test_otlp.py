@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.export.identity import JOB_LABELS
+from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
 from gpuwhy.export.otlp import BadEndpoint, OtlpMetrics, endpoint
 from tests.export.conftest import free_port

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from gpuwhy.export.identity import JOB_LABELS
+from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS
 from tests.export.conftest import free_port
 from tests.export.test_deploy import dashboard_expressions

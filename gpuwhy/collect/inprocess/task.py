@@ -15,8 +15,8 @@ import re
 import socket
 from collections.abc import Mapping
 
+from gpuwhy.collect.identity import cluster_task, tf_config
 from gpuwhy.collect.inprocess.base import Collector, Gathering
-from gpuwhy.export.identity import cluster_task, tf_config
 from gpuwhy.facts import TaskFacts
 
 # A task name becomes a file name: anything but these is replaced.

@@ -12,10 +12,10 @@ Adding a collector (it fills one section of the record):
 
 from __future__ import annotations
 
+from gpuwhy.collect.environment import RunEnvironment
 from gpuwhy.collect.inprocess.base import Collector
 from gpuwhy.collect.inprocess.distribute import DistributeCollector
 from gpuwhy.collect.inprocess.eager import EagerOpCounter
-from gpuwhy.collect.inprocess.environment import RunEnvironment
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.pipelines import PipelineCollector
 from gpuwhy.collect.inprocess.placement_audit import PlacementAudit

@@ -2,7 +2,7 @@
 
 import json
 
-from gpuwhy.export.identity import job_labels
+from gpuwhy.collect.identity import job_labels
 
 
 def test_a_tf_config_worker():
