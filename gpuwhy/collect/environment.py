@@ -140,6 +140,7 @@ class RunEnvironment(Collector):
     found it at its start, TensorFlow as the program left it."""
 
     section = "environment"
+    order = 90
     what = "environment"
     needs_tensorflow = True
 

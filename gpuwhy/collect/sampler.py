@@ -260,6 +260,7 @@ class GpuSampler(Collector):
     """
 
     section = "gpu_samples"
+    order = 40
     what = "GPU samples"
     live = True
 

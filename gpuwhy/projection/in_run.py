@@ -18,6 +18,7 @@ from gpuwhy.projection.step import NothingToProject, projection_facts
 
 class TargetProjection(Collector):
     section = "projection"
+    order = 110  # after placement, program, tfdata, steps and eager, which it reads
     what = "projection"
     needs_tensorflow = True
 

@@ -5,7 +5,8 @@ A collector is one class: its hooks watch the program, its class attributes say 
 section of :class:`~gpuwhy.facts.Facts` it fills, when it is asked (live updates too,
 or at the end only) and when it is available (an option of the session, TensorFlow
 imported). The run mode (gpuwhy/modes/run/) makes, starts, stops and asks them in the
-order of its registry, COLLECTORS, as pytest loads its plugins: no collector is named
+order it declares: gpuwhy/modes/run/collectors.py finds every collector class of the
+collect and projection packages, as pytest finds its plugins, so no collector is named
 anywhere else.
 """
 
@@ -111,6 +112,10 @@ class Collector:
 
     # The field of Facts it fills (None: none; it serves other collectors).
     section: ClassVar[str | None] = None
+    # Its place in a watched run (None: not one of a run's collectors): started and asked
+    # for its section after every collector of a lower order (those whose sections or
+    # objects it reads), stopped before them. gpuwhy/modes/run/collectors.py finds it.
+    order: ClassVar[int | None] = None
     # Its name in the note a failure leaves: "{what} failed: ...".
     what: ClassVar[str] = ""
     # Asked for every live metrics update too (else only when the program ended).

@@ -35,6 +35,7 @@ class DistributeCollector(Collector):
     where others read it too (one profiler session per process)."""
 
     section = "distribute"
+    order = 70  # after the step sampler, whose profile it reads
     what = "tf.distribute"
     live = True
     needs_tensorflow = True

@@ -104,6 +104,7 @@ class EagerOpCounter(Collector):
     """
 
     section = "eager"
+    order = 30
     what = "eager ops"
     live = True
 

@@ -109,6 +109,7 @@ class FunctionWatcher(Collector):
     """
 
     section = "tracing"
+    order = 20
     what = "tracing"
     live = True
 

@@ -90,6 +90,7 @@ class PipelineCollector(Collector):
     """Watches tf.data iterators; :meth:`facts` gives section ``tfdata``."""
 
     section = "tfdata"
+    order = 50  # after steps: joins their input wait
     what = "tf.data pipelines"
     live = True
     needs_tensorflow = True

@@ -24,6 +24,7 @@ class PlacementAudit(Collector):
     """Section ``placement``; ``gpuwhy run --no-audit`` leaves it out."""
 
     section = "placement"
+    order = 80  # after tracing, tfdata, steps and distribute, which it reads
     what = "placement audit"
     needs_tensorflow = True
 

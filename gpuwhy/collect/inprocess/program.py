@@ -18,6 +18,7 @@ from gpuwhy.tfapi.memory import tf_gpus
 
 class Program(Collector):
     section = "program"
+    order = 100
     what = "program"
 
     def fill(self, gathering: Gathering) -> ProgramFacts:

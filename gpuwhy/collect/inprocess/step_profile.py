@@ -57,6 +57,8 @@ class StepSampler(Collector):
     both, :meth:`on_tensorflow` watches for it (``--target``). ``result`` or ``reason``
     (why not measured) once stopped."""
 
+    order = 60  # after the function watcher, whose calls it profiles
+
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> StepSampler:
         """A watched run's: a few steps of the function watcher's functions (one

@@ -60,6 +60,7 @@ class StepCollector(Collector):
     """Records Keras, tf.data and optimizer events; :meth:`facts` picks the step clock."""
 
     section = "steps"
+    order = 10  # the function watcher's calls make loops of steps; first to start, last to stop
     what = "steps"
     live = True
 

@@ -27,6 +27,7 @@ class Task(Collector):
     """Section ``task``, read when the program ended (whether or not it imported TF)."""
 
     section = "task"
+    order = 120
     what = "task"
 
     def fill(self, gathering: Gathering) -> TaskFacts:
