@@ -2,7 +2,7 @@
 
 Speed: 64 worker records of 10,000 steps each (and 8, 16, 32 for linearity) as
 `gpuwhy run --out-dir` writes them: every section a watched run has, the per-step series
-kept for the first 5,000 steps (collect/run/steps.py MAX_STEPS), the medians and totals
+kept for the first 5,000 steps (collect/inprocess/steps.py MAX_STEPS), the medians and totals
 over all 10,000, 1,000 s of NVML samples at 10 Hz for one GPU, the strategy and a few
 findings. Timed: the `gpuwhy merge DIR --json OUT` command line (median of --runs runs,
 Python start-up included), and the merge itself in process. Budget: 2 s for 64.

@@ -72,7 +72,7 @@ def resolve_target(requested: str, facts: Facts) -> GpuSpec:
 
 
 # Stages that move elements without transforming them: TF's timers give them the
-# time they wait for their input (collect/run/pipeline_facts.py leaves them out of the
+# time they wait for their input (collect/inprocess/pipeline_facts.py leaves them out of the
 # bottleneck the same way, unless nothing else was timed).
 BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
 

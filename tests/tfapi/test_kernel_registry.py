@@ -252,7 +252,7 @@ def test_lookup_leaves_no_registry_warning_at_all(registry_child_stderr):
         ("/venv/lib/python3.11/site-packages/tensorflow/python/ops/math_ops.py", True),
         ("/venv/lib/python3.11/site-packages/keras/src/layers/core/dense.py", True),
         ("/venv/lib/python3.11/site-packages/tf_keras/src/engine/training.py", True),
-        (str(Path(gpuwhy.__file__).with_name("auditor.py")), True),  # gpuwhy's own package
+        (str(Path(gpuwhy.__file__).with_name("record.py")), True),  # gpuwhy's own package
         ("/home/me/gpuwhy/train.py", False),  # a user's checkout named gpuwhy is still the user's
         ("/usr/lib/python3.11/contextlib.py", True),
         ("/usr/lib/python3.11/functools.py", True),

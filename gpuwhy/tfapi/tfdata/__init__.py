@@ -1,6 +1,6 @@
 """The one reader of tf.data's private objects (``tensorflow/python/data/ops``).
 
-``gpuwhy run`` (collect/run/pipelines.py) and ``gpuwhy fix`` (fix/) both ask the questions
+``gpuwhy run`` (collect/inprocess/pipelines.py) and ``gpuwhy fix`` (optimize/) both ask the questions
 below, and get the same answer because there is one place that answers each:
 
 * classes.py: TF's dataset classes, one table: what the user wrote (``map``), TF's op,
