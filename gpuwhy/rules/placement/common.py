@@ -6,6 +6,7 @@ placement seen on a machine without a GPU is a prediction.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from gpuwhy.facts import HostDeviceCopy, OpGroup, PlacementFacts, is_input_boundary
@@ -16,6 +17,7 @@ __all__ = [
     "copies_made_by",
     "group_row",
     "is_input_boundary",
+    "nameable_groups",
     "op_list",
     "prediction_note",
     "size_text",
@@ -30,6 +32,19 @@ PREDICTION_NOTE = (
 # Bytes copied between host and GPU per step from which the copies alone make a finding
 # high (placement.host-transfers' default `max_bytes_per_step`).
 HEAVY_BYTES_PER_STEP = 64 * 1024 * 1024
+
+
+def nameable_groups(
+    placement: PlacementFacts, reasons: Collection[str], ignored: Collection[str]
+) -> list[OpGroup]:
+    """The op groups placed for one of ``reasons`` that a placement finding may name:
+    not an op type the user lists in the rule's `ignore_ops` (kept on the CPU on
+    purpose), nor one of tf.data's iterator ops, whose CPU placement is TF's making."""
+    return [
+        g
+        for g in placement.groups
+        if g.reason in reasons and g.op not in ignored and not is_input_boundary(g.op)
+    ]
 
 
 def copies_made_by(placement: PlacementFacts, groups: list[OpGroup]) -> list[HostDeviceCopy]:

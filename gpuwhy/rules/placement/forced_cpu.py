@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
+from gpuwhy.facts import Facts, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
     copies_made_by,
     group_row,
+    nameable_groups,
     op_list,
     prediction_note,
 )
@@ -19,14 +20,10 @@ from gpuwhy.rules.placement.common import (
 def pinned_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str] = frozenset()):
     """The op groups this finding names (placement.host-transfers leaves the copies
     they make to it)."""
-    # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
     return [
         g
-        for g in placement.groups
-        if g.reason == "forced-cpu"
-        and g.op not in ignored
-        and not is_input_boundary(g.op)
-        and not g.by_library  # a library's own tf.device: nothing to remove in yours
+        for g in nameable_groups(placement, ("forced-cpu",), ignored)
+        if not g.by_library  # a library's own tf.device: nothing to remove in yours
     ]
 
 

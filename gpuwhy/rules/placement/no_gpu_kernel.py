@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, OpGroup, PlacementFacts, is_input_boundary
+from gpuwhy.facts import Facts, OpGroup, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
@@ -12,6 +12,7 @@ from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
     copies_made_by,
     group_row,
+    nameable_groups,
     op_list,
     prediction_note,
 )
@@ -95,11 +96,8 @@ def reported_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str
     they make to it: a consequence, not a cause of its own)."""
     return [
         g
-        for g in placement.groups
-        if g.reason in _NO_KERNEL
-        and g.op not in ignored
-        and not is_input_boundary(g.op)
-        and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
+        for g in nameable_groups(placement, _NO_KERNEL, ignored)
+        if not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
         and g.op != "Const"  # a constant computes nothing (an assert's message string)
     ]
 
