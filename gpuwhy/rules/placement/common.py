@@ -14,9 +14,11 @@ from gpuwhy.facts import HostDeviceCopy, OpGroup, PlacementFacts, is_input_bound
 __all__ = [
     "HEAVY_BYTES_PER_STEP",
     "PREDICTION_NOTE",
+    "copies_evidence",
     "copies_made_by",
     "group_row",
     "is_input_boundary",
+    "known_bytes",
     "nameable_groups",
     "op_list",
     "prediction_note",
@@ -62,6 +64,22 @@ def copies_made_by(placement: PlacementFacts, groups: list[OpGroup]) -> list[Hos
             else c.cause in names
         )
     ]
+
+
+def known_bytes(copies: list[HostDeviceCopy]) -> int:
+    """Bytes the copies move, counting those whose size TF's graph gives (0: none)."""
+    return sum(c.bytes for c in copies if c.bytes is not None)
+
+
+def copies_evidence(copies: list[HostDeviceCopy]) -> dict[str, Any]:
+    """Evidence entries for the host<->device copies a finding's ops cause: how many,
+    and the bytes per step where any size is known (none: no entries)."""
+    if not copies:
+        return {}
+    evidence: dict[str, Any] = {"copies_they_cause": len(copies)}
+    if any(c.bytes is not None for c in copies):
+        evidence["bytes_copied_per_step"] = known_bytes(copies)
+    return evidence
 
 
 def prediction_note(placement: PlacementFacts) -> dict[str, Any]:

@@ -9,8 +9,10 @@ from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
+    copies_evidence,
     copies_made_by,
     group_row,
+    known_bytes,
     nameable_groups,
     op_list,
     prediction_note,
@@ -92,7 +94,7 @@ class ForcedCpu(Rule):
         pinned.sort(key=lambda g: (-g.count, g.op))
         total = sum(g.count for g in pinned)
         copies = copies_made_by(placement, pinned)
-        copied = sum(c.bytes for c in copies if c.bytes is not None)
+        copied = known_bytes(copies)
         sites = list(dict.fromkeys(loc for g in pinned for loc in g.locations))
         evidence: dict[str, Any] = {
             "ops_pinned": total,
@@ -101,11 +103,7 @@ class ForcedCpu(Rule):
         }
         if sites:
             evidence["tf_device_sites"] = sites
-        if copies:
-            evidence["copies_they_cause"] = len(copies)
-            known = [c.bytes for c in copies if c.bytes is not None]
-            if known:
-                evidence["bytes_copied_per_step"] = sum(known)
+        evidence.update(copies_evidence(copies))
         fix = [
             f"# {site}: remove the `with tf.device('/CPU:0'):` block around these ops"
             for site in sites[:5]

@@ -10,8 +10,10 @@ from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
+    copies_evidence,
     copies_made_by,
     group_row,
+    known_bytes,
     nameable_groups,
     op_list,
     prediction_note,
@@ -173,7 +175,7 @@ class NoGpuKernel(Rule):
         total = sum(g.count for g in groups)
         fails = any(g.reason == "resource-on-gpu-no-kernel" for g in groups)
         copies = copies_made_by(placement, groups)
-        copied = sum(c.bytes for c in copies if c.bytes is not None)
+        copied = known_bytes(copies)
         in_loop = any(g.in_loop for g in groups)
         severity = "high" if fails or in_loop or copied > HEAVY_BYTES_PER_STEP else self.severity
         training = {op.function for op in placement.tensor_ops if op.gradient}
@@ -192,11 +194,7 @@ class NoGpuKernel(Rule):
         }
         if moved:
             evidence["colocated_ops_moved_with_them"] = sum(g.count for g in moved)
-        if copies:
-            evidence["copies_they_cause"] = len(copies)
-            known = [c.bytes for c in copies if c.bytes is not None]
-            if known:
-                evidence["bytes_copied_per_step"] = sum(known)
+        evidence.update(copies_evidence(copies))
         if fails:
             title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:
