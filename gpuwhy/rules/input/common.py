@@ -434,5 +434,17 @@ def gain_text(fraction: float, what: str) -> str:
     )
 
 
+def stage_gain_text(fraction: float) -> str:
+    """The estimate for speeding up one stage, said the same way by every rule that
+    names one: the consumer's wait times the stage's share of the pipeline's work."""
+    return gain_text(fraction, "the wait times this stage's share of the pipeline's work")
+
+
+def waits_for_input(facts: Facts, pipeline: PipelineFacts, wait: InputWait) -> str:
+    """ "steps wait for input 42% of the time", or the validation consumer in place
+    of the steps: the clause a stage's title ends with."""
+    return f"{who_waits(facts, pipeline)} for input {wait.fraction:.0%} of the time"
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
