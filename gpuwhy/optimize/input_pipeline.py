@@ -408,17 +408,8 @@ def _verdict(
     if m.compare(o1.values, o2.values, keep_order=True) is None:
         return f"the rewritten pipeline gives other elements than the original ({diff})"
     # The original differs from pass to pass: check where its randomness starts.
-    first_random = None
-    for i, stage in enumerate(chain):
-        if stages.reproducibility(stage.dataset, assume_pure=assume_pure):
-            first_random = i
-            break
-    random_reason = (
-        stages.reproducibility(chain[first_random].dataset, assume_pure=assume_pure)
-        if first_random is not None
-        else "something gpuwhy cannot see"
-    )
-    below = first_random if first_random is not None else len(chain)
+    varying = stages.first_varying(chain, assume_pure=assume_pure)
+    below, random_reason = varying or (len(chain), "something gpuwhy cannot see")
     changed = [
         i
         for i in range(below)

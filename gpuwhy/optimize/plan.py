@@ -283,14 +283,8 @@ class Planner:
             )
             return
         lowest = max(frozen, 0)
-        reproducible_upto = -1
-        first_random = None
-        for i, stage in enumerate(chain):
-            reason = stages.reproducibility(stage.dataset, assume_pure=self.assume_pure)
-            if reason:
-                first_random = (i, reason)
-                break
-            reproducible_upto = i
+        first_random = stages.first_varying(chain, assume_pure=self.assume_pure)
+        reproducible_upto = first_random[0] - 1 if first_random else len(chain) - 1
         if reproducible_upto < lowest:
             why = first_random[1] if first_random else "its bottom cannot be rebuilt"
             p.left_alone.append(LeftAlone("cache()", None, f"no stage to cache after: {why}"))
