@@ -261,18 +261,6 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
     return None
 
 
-def first_varying(chain: list[Stage], *, assume_pure: bool = False) -> tuple[int, str] | None:
-    """The first stage of ``chain`` (source first) whose elements, or those of a dataset
-    below it, may differ from pass to pass, and why; None when every pass gives the same
-    elements. A cache is safe only below that stage: where ``gpuwhy fix`` may place one,
-    and what its element check may compare."""
-    for index, stage in enumerate(chain):
-        reason = reproducibility(stage.dataset, assume_pure=assume_pure)
-        if reason:
-            return index, reason
-    return None
-
-
 def varies_between_passes(dataset: Any, *, assume_pure: bool = False) -> str | None:
     """Why this one transformation (its inputs aside) may give other elements, or another
     order, on another pass over the same input; None when it cannot.
