@@ -18,9 +18,9 @@ from gpuwhy.rules.placement.common import (
     op_list,
     prediction_note,
 )
+from gpuwhy.tfapi.graph_ops import PYTHON_OPS
 
 _NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
-_PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
 _PRINT_OPS = ("PrintV2", "Print", "StringFormat")
 
 
@@ -29,7 +29,7 @@ def _fix_for(groups: list[OpGroup]) -> str:
     ops = {g.op for g in groups}
     dtypes = {d for g in groups for d in g.in_dtypes + g.out_dtypes}
     lines: list[str] = []
-    if ops & set(_PYTHON_OPS):
+    if ops & PYTHON_OPS:
         lines += [
             "# tf.py_function / tf.numpy_function run Python on the host: write the same",
             "# computation with TF ops, or move it into the input pipeline:",
