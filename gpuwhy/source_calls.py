@@ -20,24 +20,46 @@ import os
 import textwrap
 import tokenize
 from collections.abc import Callable
+from typing import TypeVar
 
 from gpuwhy.facts import ReboundName, StepCode
 
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
 
+_Read = TypeVar("_Read")
 
+
+def once_per_version(
+    maxsize: int,
+) -> Callable[[Callable[[str], _Read | None]], Callable[[str], _Read | None]]:
+    """Decorates ``read(filename)`` so that it runs once per version of the file (its
+    modification time and size) rather than once per call: the facts that read the
+    user's source are built again at each live-metrics update, and a fix reads many
+    lines of one file; a file edited since is read again. A file that cannot be
+    stat'ed gives None without a read."""
+
+    def decorate(read: Callable[[str], _Read | None]) -> Callable[[str], _Read | None]:
+        @functools.lru_cache(maxsize=maxsize)
+        def cached(filename: str, _mtime_ns: int, _size: int) -> _Read | None:
+            return read(filename)
+
+        @functools.wraps(read)
+        def current(filename: str) -> _Read | None:
+            try:
+                status = os.stat(filename)
+            except OSError:
+                return None
+            return cached(filename, status.st_mtime_ns, status.st_size)
+
+        return current
+
+    return decorate
+
+
+@once_per_version(maxsize=64)
 def _tree(filename: str) -> ast.Module | None:
-    """The file's syntax tree, parsed once per version of the file."""
-    try:
-        status = os.stat(filename)
-    except OSError:
-        return None
-    return _parsed(filename, status.st_mtime_ns, status.st_size)
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(filename: str, mtime_ns: int, size: int) -> ast.Module | None:
+    """The file's syntax tree (None: unreadable, too large or not Python)."""
     try:
         with tokenize.open(filename) as handle:
             source = handle.read(MAX_SOURCE_BYTES + 1)

@@ -156,6 +156,7 @@ from gpuwhy.facts import (  # noqa: E402
     HostDeviceCopy,
     OpGroup,
     PlacementFacts,
+    ProjectionFacts,
     TensorOp,
 )
 
@@ -273,3 +274,30 @@ def placement(groups=(), copies=(), tensor_ops=(), predicted=True, **kw) -> Plac
 def placement_facts(**kw) -> Facts:
     """Facts with only the placement section, as `gpuwhy audit` records on a machine with no GPU."""
     return Facts(placement=placement(**kw))
+
+
+def projection(
+    gpu="A100",
+    function="train_step (train.py:40)",
+    step=(0.0007, 0.0005, 0.001),
+    parts=(0.0001, 0.0005, 0.0001),
+    **changes,
+) -> ProjectionFacts:
+    """A step projected onto ``gpu`` (named, not "auto"): the step's time and its band,
+    ``(middle, low, high)`` in seconds, and what it is made of, ``(tensor cores, other
+    kernels, copies)``; by default a 0.7 ms step on an A100. Each test names only the
+    GPU, the step and the parts of the projection it is about."""
+    step_s, step_low_s, step_high_s = step
+    tensor_s, kernels_s, copies_s = parts
+    return ProjectionFacts(
+        gpu=gpu,
+        requested=gpu,
+        function=function,
+        step_s=step_s,
+        step_low_s=step_low_s,
+        step_high_s=step_high_s,
+        tensor_s=tensor_s,
+        kernels_s=kernels_s,
+        copies_s=copies_s,
+        **changes,
+    )

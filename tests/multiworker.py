@@ -13,6 +13,28 @@ from pathlib import Path
 
 from tests.test_run_tensorflow import GPUWHY, ROOT
 
+MEAN_SQUARED_ERROR = "tf.reduce_mean(tf.square(model(xr, training=True) - yr))"
+
+
+def train_step(loss: str = MEAN_SQUARED_ERROR) -> str:
+    """Script source of a custom training step as users write it under a tf.distribute
+    strategy: one tf.function, ``train_step(xb, yb)``, whose per-replica ``step`` runs
+    by ``strategy.run`` and minimises ``loss`` (an expression of the replica's ``xr``,
+    ``yr``). The test scripts share it, so the step gpuwhy sees is the same in each; it
+    needs ``model``, ``optimizer`` and ``strategy``, and is indented as the scripts
+    that include it are before their dedent."""
+    return f"""
+    @tf.function
+    def train_step(xb, yb):
+        def step(xr, yr):
+            with tf.GradientTape() as tape:
+                loss = {loss}
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return strategy.run(step, args=(xb, yb))
+"""
+
 
 def free_ports(count: int) -> list[int]:
     """Ports free now on localhost (held open together so that they differ)."""

@@ -56,8 +56,8 @@ from gpuwhy.optimize import measure as m
 from gpuwhy.optimize.plan import Plan, Planner, element_bytes
 from gpuwhy.optimize.rebuild import StageFailed, build
 from gpuwhy.optimize.result import OptimizeResult, SameElements
+from gpuwhy.tfapi.tfdata import cache_safety, stages
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
-from gpuwhy.tfapi.tfdata import stages
 
 DEFAULT_MEMORY_FRACTION = 0.25
 INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
@@ -408,17 +408,8 @@ def _verdict(
     if m.compare(o1.values, o2.values, keep_order=True) is None:
         return f"the rewritten pipeline gives other elements than the original ({diff})"
     # The original differs from pass to pass: check where its randomness starts.
-    first_random = None
-    for i, stage in enumerate(chain):
-        if stages.reproducibility(stage.dataset, assume_pure=assume_pure):
-            first_random = i
-            break
-    random_reason = (
-        stages.reproducibility(chain[first_random].dataset, assume_pure=assume_pure)
-        if first_random is not None
-        else "something gpuwhy cannot see"
-    )
-    below = first_random if first_random is not None else len(chain)
+    varying = cache_safety.first_varying(chain, assume_pure=assume_pure)
+    below, random_reason = varying or (len(chain), "something gpuwhy cannot see")
     changed = [
         i
         for i in range(below)

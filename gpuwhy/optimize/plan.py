@@ -14,8 +14,8 @@ from gpuwhy.facts import PipelineChange
 from gpuwhy.formatting import byte_size
 from gpuwhy.optimize import measure as m
 from gpuwhy.optimize.result import LeftAlone
+from gpuwhy.tfapi.tfdata import cache_safety
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
-from gpuwhy.tfapi.tfdata import stages
 
 _CHEAP_KINDS = frozenset(
     {
@@ -283,14 +283,8 @@ class Planner:
             )
             return
         lowest = max(frozen, 0)
-        reproducible_upto = -1
-        first_random = None
-        for i, stage in enumerate(chain):
-            reason = stages.reproducibility(stage.dataset, assume_pure=self.assume_pure)
-            if reason:
-                first_random = (i, reason)
-                break
-            reproducible_upto = i
+        first_random = cache_safety.first_varying(chain, assume_pure=self.assume_pure)
+        reproducible_upto = first_random[0] - 1 if first_random else len(chain) - 1
         if reproducible_upto < lowest:
             why = first_random[1] if first_random else "its bottom cannot be rebuilt"
             p.left_alone.append(LeftAlone("cache()", None, f"no stage to cache after: {why}"))

@@ -14,7 +14,18 @@ import os
 import sysconfig
 from typing import Any
 
-__all__ = ["body_graph", "creation_site", "is_library_file", "output_shape", "relative"]
+__all__ = [
+    "PYTHON_OPS",
+    "body_graph",
+    "creation_site",
+    "is_library_file",
+    "output_shape",
+    "relative",
+]
+
+# The ops that call back into the user's Python (tf.py_function, tf.numpy_function,
+# tf.compat.v1.py_func): always on the host, holding the GIL, and the user's own code.
+PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 
 _LIBRARY_MARKERS = (
     f"{os.sep}tensorflow{os.sep}",

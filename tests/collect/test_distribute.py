@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from tests.multiworker import train_step
 from tests.test_run_tensorflow import line_with, run
 
 SETUP = """
@@ -41,17 +42,9 @@ LOOP = (
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64 * strategy.num_replicas_in_sync)
     with strategy.scope():
         optimizer = tf.keras.optimizers.SGD(0.01)
-
-    @tf.function
-    def train_step(xb, yb):
-        def step(xr, yr):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.square(model(xr, training=True) - yr))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return strategy.run(step, args=(xb, yb))
-
+"""
+    + train_step()
+    + """
     for epoch in range(3):
         for xb, yb in FEED:
             train_step(xb, yb)

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from tests.multiworker import describe, run_cluster
+from tests.multiworker import describe, run_cluster, train_step
 from tests.test_run_tensorflow import ROOT
 
 pytest.importorskip("tensorflow")
@@ -32,26 +32,22 @@ SETUP = """
                                      tf.keras.layers.Dense(10)])
 """
 
-LOOP = """
+LOOP = (
+    """
     with strategy.scope():
         optimizer = tf.keras.optimizers.SGD(0.01)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-
-    @tf.function
-    def train_step(x, y):
-        def step(xr, yr):
-            with tf.GradientTape() as tape:
-                loss = tf.nn.compute_average_loss(loss_fn(yr, model(xr, training=True)),
-                                                  global_batch_size=GLOBAL_BATCH)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return strategy.run(step, args=(x, y))
-
-    for epoch in range(2):
-        for x, y in dist_ds:
-            train_step(x, y)
 """
+    + train_step(
+        "tf.nn.compute_average_loss(loss_fn(yr, model(xr, training=True)), "
+        "global_batch_size=GLOBAL_BATCH)"
+    )
+    + """
+    for epoch in range(2):
+        for xb, yb in dist_ds:
+            train_step(xb, yb)
+"""
+)
 
 # the usual first multi-worker script: in-memory slices and a Python augmentation,
 # AUTO sharding (TF falls back to DATA: both workers run the augmentation on all 2048)

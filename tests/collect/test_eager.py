@@ -7,10 +7,8 @@ be named carries a ``# @marker`` comment and :func:`_site` finds it.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,25 +19,13 @@ from tensorflow.python.eager import execute  # noqa: E402
 from gpuwhy.collect.inprocess.base import StepWindow  # noqa: E402
 from gpuwhy.collect.inprocess.eager import EagerOpCounter, duty_cycle  # noqa: E402
 from gpuwhy.tfapi.op_callbacks import thread_callbacks  # noqa: E402
+from tests import markers  # noqa: E402
 
-THIS_FILE = Path(__file__)
 A = tf.random.normal((8, 8))
 B = tf.random.normal((8, 8))
 
 
-def _line(marker: str) -> int:
-    """The line number of the line ending with ``# @marker`` in this file."""
-    hits = [
-        number
-        for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
-        if text.rstrip().endswith(f"# @{marker}")
-    ]
-    assert len(hits) == 1, f"marker {marker!r} must be on exactly one line, found {hits}"
-    return hits[0]
-
-
-def _site(marker: str) -> str:
-    return f"{os.path.relpath(THIS_FILE)}:{_line(marker)}"
+_site = markers.marker_lines(__file__)
 
 
 def _armed(**windows) -> EagerOpCounter:

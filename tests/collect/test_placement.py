@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +19,8 @@ from gpuwhy.collect.placement import AuditTarget, audit_functions  # noqa: E402
 from gpuwhy.facts import PlacementFacts, from_dict, to_dict  # noqa: E402
 from gpuwhy.modes.audit import AuditError, audit, audit_path  # noqa: E402
 from gpuwhy.tfapi.kernel_registry import KernelRegistry  # noqa: E402
+from tests import markers  # noqa: E402
 
-THIS_FILE = Path(__file__)
 HAS_GPU = bool(tf.config.list_physical_devices("GPU"))
 FLOATS = {"float16", "bfloat16", "float32", "float64"}
 BAD_REASONS = {
@@ -34,20 +32,7 @@ BAD_REASONS = {
 }
 
 
-def _line(marker: str) -> int:
-    """The line number of the line ending with ``# @marker`` in this file."""
-    hits = [
-        number
-        for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
-        if text.rstrip().endswith(f"# @{marker}")
-    ]
-    assert len(hits) == 1, f"marker {marker!r} must be on exactly one line, found {hits}"
-    return hits[0]
-
-
-def _site(marker: str) -> str:
-    """What the audit should report as the location of the op on the marked line."""
-    return f"{os.path.relpath(THIS_FILE)}:{_line(marker)}"
+_site = markers.marker_lines(__file__)
 
 
 def _run_audit(function, *args, **options):
@@ -320,7 +305,9 @@ def test_string_ops_have_no_gpu_kernel_and_point_at_their_line(strings):
         "no-gpu-kernel",
     )
     assert as_string.locations == (_site("as_string"),)
-    assert as_string.locations[0].endswith(f"test_placement.py:{_line('as_string')}")
+    assert as_string.locations[0].endswith(
+        f"test_placement.py:{markers.line(__file__, 'as_string')}"
+    )
     assert (as_string.in_dtypes, as_string.out_dtypes) == (("float32",), ("string",))
     length = _group(facts, "StringLength")
     assert (length.device, length.reason, length.locations) == (

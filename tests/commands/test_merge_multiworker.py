@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.multiworker import describe, run_cluster
+from tests.multiworker import describe, run_cluster, train_step
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TRAIN = """
+TRAIN = (
+    """
     import json
     import os
     import time
@@ -51,20 +52,13 @@ TRAIN = """
         model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(1)])
         optimizer = tf.keras.optimizers.SGD(0.01)
     dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
-
-    @tf.function
-    def train_step(xb, yb):
-        def step(xr, yr):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.square(model(xr, training=True) - yr))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return strategy.run(step, args=(xb, yb))
-
+"""
+    + train_step()
+    + """
     for xb, yb in dist_ds:   # the distributed iterator, read in Python: next() is timed
         train_step(xb, yb)
 """
+)
 
 
 def train_two_workers(tmp_path: Path, slow_task: int) -> Path:

@@ -437,18 +437,7 @@ def test_screenshot_tool_renders_a_record_to_png(slow_training_run, tmp_path, br
 
 
 def test_a_projection_is_drawn_in_a_real_browser_and_said_to_be_one(open_report, tmp_path):
-    from gpuwhy.facts import ProjectionFacts
-
-    projection = ProjectionFacts(
-        gpu="A100",
-        requested="A100",
-        function="train_step (train.py:40)",
-        step_s=0.0007,
-        step_low_s=0.0005,
-        step_high_s=0.001,
-        tensor_s=0.0001,
-        kernels_s=0.0005,
-        copies_s=0.0001,
+    projection = b.projection(
         input_batch_s=0.004,
         input_batch_measured_s=0.014,
         input_wait_fraction=0.9,
@@ -470,18 +459,8 @@ def test_a_projection_is_drawn_in_a_real_browser_and_said_to_be_one(open_report,
 
 
 def test_ops_on_the_cpu_are_a_segment_of_the_projected_step(open_report, tmp_path):
-    from gpuwhy.facts import ProjectionFacts
-
-    projection = ProjectionFacts(
-        gpu="A100",
-        requested="A100",
-        function="train_step (train.py:40)",
-        step_s=0.0027,
-        step_low_s=0.0015,
-        step_high_s=0.004,
-        tensor_s=0.0001,
-        kernels_s=0.0005,
-        copies_s=0.0001,
+    projection = b.projection(
+        step=(0.0027, 0.0015, 0.004),
         cpu_ops_s=0.002,
         cpu_ops_low_s=0.001,
         cpu_ops_high_s=0.003,

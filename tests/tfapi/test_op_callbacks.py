@@ -7,9 +7,7 @@ Locations are checked exactly: the line of each op that must be named carries a
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -18,23 +16,9 @@ tf = pytest.importorskip("tensorflow")
 from tensorflow.python.eager import execute  # noqa: E402
 
 from gpuwhy.tfapi import op_callbacks as oc  # noqa: E402
+from tests import markers  # noqa: E402
 
-THIS_FILE = Path(__file__)
-
-
-def _line(marker: str) -> int:
-    """The line number of the line ending with ``# @marker`` in this file."""
-    hits = [
-        number
-        for number, text in enumerate(THIS_FILE.read_text().splitlines(), 1)
-        if text.rstrip().endswith(f"# @{marker}")
-    ]
-    assert len(hits) == 1, f"marker {marker!r} must be on exactly one line, found {hits}"
-    return hits[0]
-
-
-def _site(marker: str) -> str:
-    return f"{os.path.relpath(THIS_FILE)}:{_line(marker)}"
+_site = markers.marker_lines(__file__)
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ program."""
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 import threading
 import weakref
@@ -22,6 +20,7 @@ from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, peer
 from gpuwhy.collect.inprocess.collective_time import collective_time, not_measured
 from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler
 from gpuwhy.facts import DistributedInput, DistributeFacts, ReducedValue
+from gpuwhy.source_calls import once_per_version
 
 MAX_INPUTS = 16  # distributed datasets kept (a loop re-distributing per epoch repeats one)
 SCALED = "num_replicas_in_sync"
@@ -367,18 +366,9 @@ def _with_sharding(
 STRATEGY_ASSIGNED = re.compile(r"^\s*(\w+)\s*=\s*(?:tf\.distribute\.|\w+\.)*\w*Strategy\(", re.M)
 
 
+@once_per_version(maxsize=32)
 def _text(name: str) -> str | None:
-    """A source file's text, read once per version of the file (facts are read at each
-    live-metrics update too)."""
-    try:
-        status = os.stat(name)
-    except OSError:
-        return None
-    return _read(name, status.st_mtime_ns, status.st_size)
-
-
-@functools.lru_cache(maxsize=32)
-def _read(name: str, _mtime_ns: int, _size: int) -> str | None:
+    """A source file's text (facts are read at each live-metrics update too)."""
     try:
         return Path(name).read_text(errors="replace")
     except OSError:

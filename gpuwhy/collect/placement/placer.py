@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from gpuwhy.collect.placement.graph import DT_RESOURCE, FlatGraph, Node
 from gpuwhy.facts import is_input_boundary
+from gpuwhy.tfapi.graph_ops import PYTHON_OPS
 from gpuwhy.tfapi.kernel_registry import GpuKernel, KernelRegistry, op_def
 
 __all__ = ["HOST_ONLY_DTYPES", "PlacedGraph", "place"]
@@ -90,8 +91,6 @@ _HANDLE_DTYPES = frozenset({DT_RESOURCE, DT_VARIANT, DT_RESOURCE + 100, DT_VARIA
 # Logging ops (core/ops/logging_ops.cc): they exist to write to the host's log, and
 # tf.print's formatting with them.
 _LOGGING_OPS = frozenset({"Print", "PrintV2", "StringFormat", "Assert", "Timestamp"})
-# Ops that run the user's Python: a host op, but the user's own choice of code.
-_PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 _VARIABLE_CONSUMERS = frozenset(
     {
@@ -355,7 +354,7 @@ def host_by_design(node: Node) -> bool:
     checkpoint restore reads a file); the logging ops (tf.print, Assert). Python ops are
     not: they run the user's own code."""
     op = node.op
-    if op in _PYTHON_OPS or _is_variable_consumer(op):
+    if op in PYTHON_OPS or _is_variable_consumer(op):  # a host op, but the user's own code
         return False
     if op in _LOGGING_OPS or is_input_boundary(op) or "Iterator" in op or "Dataset" in op:
         return True

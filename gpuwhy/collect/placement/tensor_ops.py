@@ -148,22 +148,16 @@ def _dims(node, shapes: Shapes) -> dict[str, int | None]:
 
 
 def _transposed(node) -> tuple[bool, bool]:
+    """Whether each operand is transposed: MatMul says it as ``transpose_a``/``_b``,
+    BatchMatMul as ``adj_x``/``adj_y`` (absent: not transposed)."""
     attrs = node.node_def.attr
-    ta = (
-        attrs["transpose_a"].b
-        if "transpose_a" in attrs
-        else attrs["adj_x"].b
-        if "adj_x" in attrs
-        else False
-    )
-    tb = (
-        attrs["transpose_b"].b
-        if "transpose_b" in attrs
-        else attrs["adj_y"].b
-        if "adj_y" in attrs
-        else False
-    )
-    return ta, tb  # fmt: skip
+
+    def flag(name: str, alias: str) -> bool:
+        if name in attrs:
+            return attrs[name].b
+        return attrs[alias].b if alias in attrs else False
+
+    return flag("transpose_a", "adj_x"), flag("transpose_b", "adj_y")
 
 
 def _matmul(node, shapes: Shapes) -> tuple[int | None, int | None, int | None, int | None]:

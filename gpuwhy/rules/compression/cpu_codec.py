@@ -11,15 +11,15 @@ from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
-    gain_text,
     input_wait,
     is_bottleneck,
     pipeline_name,
+    stage_gain_text,
     stage_label,
     stage_row,
     stage_share,
     wait_evidence,
-    who_waits,
+    waits_for_input,
 )
 from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
 
@@ -157,8 +157,7 @@ class CpuCodec(Rule):
                 self.finding(
                     f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
                     + (", the slowest stage" if slowest else "")
-                    + f"; {who_waits(facts, pipeline)} for input {wait.fraction:.0%} "
-                    "of the time",
+                    + f"; {waits_for_input(facts, pipeline, wait)}",
                     severity="low" if beside else self.severity,
                     evidence={
                         "stage": label,
@@ -178,7 +177,7 @@ class CpuCodec(Rule):
                         else snippets.decode(stage, pipeline)
                     ),
                     estimated_gain=(
-                        gain_text(gain, "the wait times this stage's share of the pipeline's work")
+                        stage_gain_text(gain)
                         if gain is not None
                         else "none on the training steps: the pipeline is read beside them"
                         if beside

@@ -7,8 +7,7 @@ from typing import Any
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
-
-MiB = 1024 * 1024
+from gpuwhy.rules.gpu.common import MiB, memory_evidence
 
 
 class GpuShared(Rule):
@@ -82,10 +81,14 @@ class GpuShared(Rule):
                     f"{held / MiB:,.0f} MiB ({share:.0%}) and it is {busy:.0f}% busy",
                     severity=severity,
                     evidence={
-                        "gpu": dev.index,
-                        "memory_held_by_others_mib": round(held / MiB),
-                        "memory_total_mib": round(total / MiB),
-                        "memory_share": round(share, 3),
+                        **memory_evidence(
+                            dev.index,
+                            used_key="memory_held_by_others_mib",
+                            used=held,
+                            total=total,
+                            share_key="memory_share",
+                            share=share,
+                        ),
                         "utilization_percent_before_run": busy,
                         "processes": [
                             {

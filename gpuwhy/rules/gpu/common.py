@@ -18,7 +18,7 @@ import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
 
@@ -167,6 +167,20 @@ def tf_peaks_by_gpu(samples: GpuSamplesFacts) -> dict[int, tuple[str, int]]:
 
 def usable(samples: GpuSamplesFacts | None) -> TypeGuard[GpuSamplesFacts]:
     return samples is not None and not samples.error and bool(samples.gpus)
+
+
+def memory_evidence(
+    gpu: int, *, used_key: str, used: int, total: int, share_key: str, share: float
+) -> dict[str, Any]:
+    """The evidence entries a finding about one GPU's memory opens with (the GPU, the
+    memory in question, the device's total, the share), in one order and one rounding
+    for every rule that reports them: whole MiB, shares to a tenth of a percent."""
+    return {
+        "gpu": gpu,
+        used_key: round(used / MiB),
+        "memory_total_mib": round(total / MiB),
+        share_key: round(share, 3),
+    }
 
 
 def percent(value: float | None) -> float | None:

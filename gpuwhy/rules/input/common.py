@@ -172,28 +172,6 @@ def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     return "steps wait"
 
 
-def same_every_pass(stage: PipelineStage) -> bool:
-    """The stage's elements are the same on every pass, so a cache after it is safe.
-
-    The collector records the judgement ``gpuwhy fix`` places its cache by
-    (``repeats``, from gpuwhy.tfapi.tfdata.stages.varies_between_passes): a lookup
-    table read is not state, a random op, Python that is not declared pure, a
-    shuffle or a generator is. A record from before it was kept falls back on the
-    stage's flags."""
-    if stage.repeats is not None:
-        return stage.repeats
-    return not (stage.random or stage.stateful or stage.kind in ("generator", "shuffle"))
-
-
-def varies_before(pipeline: PipelineFacts, stage: PipelineStage) -> PipelineStage | None:
-    """The first stage before ``stage`` whose elements or order change from pass to
-    pass (a shuffle, a random map): a cache after ``stage`` would replay that stage's
-    first pass on every epoch (one shuffled order for good). None where every stage
-    before it repeats."""
-    before = pipeline.stages[: pipeline.stages.index(stage)] if stage in pipeline.stages else ()
-    return next((s for s in before if not same_every_pass(s)), None)
-
-
 def pipeline_time_s(pipeline: PipelineFacts) -> float:
     return sum(s.self_time_s for s in pipeline.stages)
 
@@ -393,6 +371,18 @@ def gain_text(fraction: float, what: str) -> str:
         f"estimate: up to {fraction:.0%} of step time ({what}); "
         "the fix's real gain shows when the run is measured again"
     )
+
+
+def stage_gain_text(fraction: float) -> str:
+    """The estimate for speeding up one stage, said the same way by every rule that
+    names one: the consumer's wait times the stage's share of the pipeline's work."""
+    return gain_text(fraction, "the wait times this stage's share of the pipeline's work")
+
+
+def waits_for_input(facts: Facts, pipeline: PipelineFacts, wait: InputWait) -> str:
+    """ "steps wait for input 42% of the time", or the validation consumer in place
+    of the steps: the clause a stage's title ends with."""
+    return f"{who_waits(facts, pipeline)} for input {wait.fraction:.0%} of the time"
 
 
 def _ms(seconds: float | None) -> float | None:

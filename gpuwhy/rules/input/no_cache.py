@@ -13,12 +13,12 @@ from gpuwhy.rules.input.common import (
     beside_steps,
     input_wait,
     pipeline_name,
-    same_every_pass,
     stage_label,
     stage_share,
     stage_table,
     wait_evidence,
 )
+from gpuwhy.tfapi.tfdata.cache_safety import same_every_pass
 
 GiB = 1024**3
 # Stages after which a cache would freeze what must change every epoch.
@@ -280,7 +280,7 @@ def _cacheable_prefix(
             reshuffled = stage
             prefix.append(stage)
             continue
-        # One judgement with gpuwhy fix's (common.same_every_pass): a Python function
+        # One judgement with gpuwhy fix's (cache_safety.same_every_pass): a Python function
         # repeats only when declared pure (numpy_function with stateful=False), a
         # lookup table read is not state.
         if not same_every_pass(stage) or stage.kind in _ORDER_OR_PASS:

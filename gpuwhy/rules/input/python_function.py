@@ -11,15 +11,15 @@ from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
-    gain_text,
     input_wait,
     is_bottleneck,
     pipeline_name,
+    stage_gain_text,
     stage_label,
     stage_row,
     stage_share,
     wait_evidence,
-    who_waits,
+    waits_for_input,
 )
 
 # Said of a Python stage: what holds is known, what parallel calls gain is not measured.
@@ -138,10 +138,7 @@ class PythonFunction(Rule):
                 if slowest:
                     title += ", its slowest stage"
                     if bound and wait is not None:  # bound implies wait
-                        title += (
-                            f" ({who_waits(facts, pipeline)} for input "
-                            f"{wait.fraction:.0%} of the time)"
-                        )
+                        title += f" ({waits_for_input(facts, pipeline, wait)})"
                     elif wait is not None:
                         # measured: not a wait on this run, the pace a faster step meets
                         title += (
@@ -178,9 +175,7 @@ class PythonFunction(Rule):
                             else snippets.python_function(stage)
                         ),
                         estimated_gain=(
-                            gain_text(
-                                gain, "the wait times this stage's share of the pipeline's work"
-                            )
+                            stage_gain_text(gain)
                             if gain is not None and gain >= 0.005
                             else "the stage's time moves off the GIL onto every core"
                         ),

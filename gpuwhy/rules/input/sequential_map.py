@@ -11,17 +11,17 @@ from gpuwhy.rules.base import Rule
 from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.common import (
     beside_steps,
-    gain_text,
     input_wait,
     pipeline_name,
     runs_sequentially,
     sequential_reason,
+    stage_gain_text,
     stage_label,
     stage_row,
     stage_share,
     vectorisable,
     wait_evidence,
-    who_waits,
+    waits_for_input,
 )
 
 
@@ -133,14 +133,12 @@ class SequentialMap(Rule):
             findings.append(
                 self.finding(
                     f"Input stage {label} runs on one thread and is the slowest stage; "
-                    f"{who_waits(facts, pipeline)} for input {wait.fraction:.0%} of the time",
+                    + waits_for_input(facts, pipeline, wait),
                     severity="low" if beside else self.severity,
                     evidence=evidence,
                     location=culprit_location(stage),
                     fix="\n".join(fix),
-                    estimated_gain=gain_text(
-                        gain, "the wait times this stage's share of the pipeline's work"
-                    ),
+                    estimated_gain=stage_gain_text(gain),
                     gain_value=None if gain is None else round(gain, 4),
                 )
             )

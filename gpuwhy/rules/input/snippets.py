@@ -26,10 +26,9 @@ from gpuwhy.rules.input.common import (
     is_map,
     per_call_s,
     runs_sequentially,
-    same_every_pass,
-    varies_before,
     vectorisable,
 )
+from gpuwhy.tfapi.tfdata.cache_safety import same_every_pass, varies_before
 
 FILE_READERS = ("TFRecord", "TextLine", "FixedLengthRecord")
 COMPRESSION = ("GZIP", "ZLIB")

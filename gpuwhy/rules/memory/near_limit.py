@@ -7,7 +7,14 @@ from typing import Any
 from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import MiB, own_peak, program_gpus, tf_peaks_by_gpu, usable
+from gpuwhy.rules.gpu.common import (
+    MiB,
+    memory_evidence,
+    own_peak,
+    program_gpus,
+    tf_peaks_by_gpu,
+    usable,
+)
 
 TF_SOURCE = "in TensorFlow's allocator"
 TF_FIX = """\
@@ -80,19 +87,29 @@ class MemoryNearLimit(Rule):
                 self.finding(
                     f"GPU {series.index} ({series.name}) peaked at {peak / MiB:,.0f} of "
                     f"{total / MiB:,.0f} MiB ({share:.0%}) {source}",
-                    evidence={
-                        "gpu": series.index,
-                        "peak_mib": round(peak / MiB),
-                        "memory_total_mib": round(total / MiB),
-                        "peak_share": round(share, 3),
-                        "read_from": source,
-                    },
+                    evidence=peak_evidence(series.index, peak, total, source),
                     fix=TF_FIX if source.startswith(TF_SOURCE) else OTHER_FIX,
                     estimated_gain="room for cuDNN's fastest algorithms and no mid-run "
                     "out-of-memory errors",
                 )
             )
         return findings
+
+
+def peak_evidence(gpu: int, peak: int, total: int, source: str) -> dict[str, Any]:
+    """A GPU's peak against its size, and where the peak was read: the evidence
+    memory.near-limit and memory.underused both open with."""
+    return {
+        **memory_evidence(
+            gpu,
+            used_key="peak_mib",
+            used=peak,
+            total=total,
+            share_key="peak_share",
+            share=peak / total,
+        ),
+        "read_from": source,
+    }
 
 
 def peaks(facts: Facts) -> list[tuple[GpuSeries, int, str]]:

@@ -8,7 +8,7 @@ from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.gpu.common import MIN_SAMPLES, MiB, activity, percent, usable, windows_for
-from gpuwhy.rules.memory.near_limit import peaks
+from gpuwhy.rules.memory.near_limit import peak_evidence, peaks
 
 INPUT_BOUND = 0.05  # input.bound's medium threshold: a bigger batch would wait longer still
 HEADROOM = 0.8  # of the device's memory a larger batch may grow into
@@ -91,11 +91,7 @@ class MemoryUnderused(Rule):
                     f"GPU {series.index} ({series.name}) is {busy:.0%} busy {basis} and uses "
                     f"{peak / MiB:,.0f} of {total / MiB:,.0f} MiB: a larger batch would keep it busy",
                     evidence={
-                        "gpu": series.index,
-                        "peak_mib": round(peak / MiB),
-                        "memory_total_mib": round(total / MiB),
-                        "peak_share": round(peak / total, 3),
-                        "read_from": source,
+                        **peak_evidence(series.index, peak, total, source),
                         "activity_percent": percent(busy),
                         "activity_measure": "SM activity"
                         if act.sm_activity is not None

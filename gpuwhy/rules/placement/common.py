@@ -6,6 +6,7 @@ placement seen on a machine without a GPU is a prediction.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from gpuwhy.facts import HostDeviceCopy, OpGroup, PlacementFacts, is_input_boundary
@@ -13,9 +14,12 @@ from gpuwhy.facts import HostDeviceCopy, OpGroup, PlacementFacts, is_input_bound
 __all__ = [
     "HEAVY_BYTES_PER_STEP",
     "PREDICTION_NOTE",
+    "copies_evidence",
     "copies_made_by",
     "group_row",
     "is_input_boundary",
+    "known_bytes",
+    "nameable_groups",
     "op_list",
     "prediction_note",
     "size_text",
@@ -30,6 +34,19 @@ PREDICTION_NOTE = (
 # Bytes copied between host and GPU per step from which the copies alone make a finding
 # high (placement.host-transfers' default `max_bytes_per_step`).
 HEAVY_BYTES_PER_STEP = 64 * 1024 * 1024
+
+
+def nameable_groups(
+    placement: PlacementFacts, reasons: Collection[str], ignored: Collection[str]
+) -> list[OpGroup]:
+    """The op groups placed for one of ``reasons`` that a placement finding may name:
+    not an op type the user lists in the rule's `ignore_ops` (kept on the CPU on
+    purpose), nor one of tf.data's iterator ops, whose CPU placement is TF's making."""
+    return [
+        g
+        for g in placement.groups
+        if g.reason in reasons and g.op not in ignored and not is_input_boundary(g.op)
+    ]
 
 
 def copies_made_by(placement: PlacementFacts, groups: list[OpGroup]) -> list[HostDeviceCopy]:
@@ -47,6 +64,22 @@ def copies_made_by(placement: PlacementFacts, groups: list[OpGroup]) -> list[Hos
             else c.cause in names
         )
     ]
+
+
+def known_bytes(copies: list[HostDeviceCopy]) -> int:
+    """Bytes the copies move, counting those whose size TF's graph gives (0: none)."""
+    return sum(c.bytes for c in copies if c.bytes is not None)
+
+
+def copies_evidence(copies: list[HostDeviceCopy]) -> dict[str, Any]:
+    """Evidence entries for the host<->device copies a finding's ops cause: how many,
+    and the bytes per step where any size is known (none: no entries)."""
+    if not copies:
+        return {}
+    evidence: dict[str, Any] = {"copies_they_cause": len(copies)}
+    if any(c.bytes is not None for c in copies):
+        evidence["bytes_copied_per_step"] = known_bytes(copies)
+    return evidence
 
 
 def prediction_note(placement: PlacementFacts) -> dict[str, Any]:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
+from gpuwhy.facts import Facts, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
+    copies_evidence,
     copies_made_by,
     group_row,
+    known_bytes,
+    nameable_groups,
     op_list,
     prediction_note,
 )
@@ -19,14 +22,10 @@ from gpuwhy.rules.placement.common import (
 def pinned_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str] = frozenset()):
     """The op groups this finding names (placement.host-transfers leaves the copies
     they make to it)."""
-    # tf.data's own iterator ops carry a CPU device request of TF's making, not the user's.
     return [
         g
-        for g in placement.groups
-        if g.reason == "forced-cpu"
-        and g.op not in ignored
-        and not is_input_boundary(g.op)
-        and not g.by_library  # a library's own tf.device: nothing to remove in yours
+        for g in nameable_groups(placement, ("forced-cpu",), ignored)
+        if not g.by_library  # a library's own tf.device: nothing to remove in yours
     ]
 
 
@@ -95,7 +94,7 @@ class ForcedCpu(Rule):
         pinned.sort(key=lambda g: (-g.count, g.op))
         total = sum(g.count for g in pinned)
         copies = copies_made_by(placement, pinned)
-        copied = sum(c.bytes for c in copies if c.bytes is not None)
+        copied = known_bytes(copies)
         sites = list(dict.fromkeys(loc for g in pinned for loc in g.locations))
         evidence: dict[str, Any] = {
             "ops_pinned": total,
@@ -104,11 +103,7 @@ class ForcedCpu(Rule):
         }
         if sites:
             evidence["tf_device_sites"] = sites
-        if copies:
-            evidence["copies_they_cause"] = len(copies)
-            known = [c.bytes for c in copies if c.bytes is not None]
-            if known:
-                evidence["bytes_copied_per_step"] = sum(known)
+        evidence.update(copies_evidence(copies))
         fix = [
             f"# {site}: remove the `with tf.device('/CPU:0'):` block around these ops"
             for site in sites[:5]

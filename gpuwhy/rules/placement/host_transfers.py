@@ -9,7 +9,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.projection.cost import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
-from gpuwhy.rules.placement.common import prediction_note, size_text
+from gpuwhy.rules.placement.common import known_bytes, prediction_note, size_text
 from gpuwhy.rules.placement.forced_cpu import pinned_groups
 from gpuwhy.rules.placement.no_gpu_kernel import reported_groups
 
@@ -122,8 +122,8 @@ class HostTransfers(Rule):
             for c in sizeable
             if not _owner(owners, c) and c.cause_reason not in MEMORY_TYPE_REASONS
         ]
-        total_bytes = _known_bytes(big)
-        design_bytes = _known_bytes(by_design)
+        total_bytes = known_bytes(big)
+        design_bytes = known_bytes(by_design)
         looped = [c for c in big if c.in_loop]
         many = len(big) > options["max_copies_per_step"]
         # int32 edges TF keeps in host memory cost their bytes, not a finding per edge:
@@ -171,10 +171,6 @@ class HostTransfers(Rule):
                 location=big[0].location if big else None,
             )
         ]
-
-
-def _known_bytes(copies: list[HostDeviceCopy]) -> int:
-    return sum(c.bytes for c in copies if c.bytes is not None)
 
 
 def _owner(owners: dict[tuple[str, str], str], copy: HostDeviceCopy) -> str | None:

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, OpGroup, PlacementFacts, is_input_boundary
+from gpuwhy.facts import Facts, OpGroup, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
+    copies_evidence,
     copies_made_by,
     group_row,
+    known_bytes,
+    nameable_groups,
     op_list,
     prediction_note,
 )
+from gpuwhy.tfapi.graph_ops import PYTHON_OPS
 
 _NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
-_PYTHON_OPS = ("PyFunc", "PyFuncStateless", "EagerPyFunc")
 _PRINT_OPS = ("PrintV2", "Print", "StringFormat")
 
 
@@ -26,7 +29,7 @@ def _fix_for(groups: list[OpGroup]) -> str:
     ops = {g.op for g in groups}
     dtypes = {d for g in groups for d in g.in_dtypes + g.out_dtypes}
     lines: list[str] = []
-    if ops & set(_PYTHON_OPS):
+    if ops & PYTHON_OPS:
         lines += [
             "# tf.py_function / tf.numpy_function run Python on the host: write the same",
             "# computation with TF ops, or move it into the input pipeline:",
@@ -95,11 +98,8 @@ def reported_groups(placement: PlacementFacts, ignored: set[str] | frozenset[str
     they make to it: a consequence, not a cause of its own)."""
     return [
         g
-        for g in placement.groups
-        if g.reason in _NO_KERNEL
-        and g.op not in ignored
-        and not is_input_boundary(g.op)
-        and not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
+        for g in nameable_groups(placement, _NO_KERNEL, ignored)
+        if not is_codec(g.op)  # compression.cpu-codec reports those, with codec advice
         and g.op != "Const"  # a constant computes nothing (an assert's message string)
     ]
 
@@ -175,7 +175,7 @@ class NoGpuKernel(Rule):
         total = sum(g.count for g in groups)
         fails = any(g.reason == "resource-on-gpu-no-kernel" for g in groups)
         copies = copies_made_by(placement, groups)
-        copied = sum(c.bytes for c in copies if c.bytes is not None)
+        copied = known_bytes(copies)
         in_loop = any(g.in_loop for g in groups)
         severity = "high" if fails or in_loop or copied > HEAVY_BYTES_PER_STEP else self.severity
         training = {op.function for op in placement.tensor_ops if op.gradient}
@@ -194,11 +194,7 @@ class NoGpuKernel(Rule):
         }
         if moved:
             evidence["colocated_ops_moved_with_them"] = sum(g.count for g in moved)
-        if copies:
-            evidence["copies_they_cause"] = len(copies)
-            known = [c.bytes for c in copies if c.bytes is not None]
-            if known:
-                evidence["bytes_copied_per_step"] = sum(known)
+        evidence.update(copies_evidence(copies))
         if fails:
             title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.tfapi.callables import function_site, is_bound_method, unwrapped
+from gpuwhy.tfapi.graph_ops import PYTHON_OPS
 
 GENERATOR_OP = "GeneratorDataset"  # from_generator inside a function: Python too
-PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 CODEC_OPS = frozenset(
     {
         "DecodeJpeg",

@@ -4,27 +4,19 @@ from dataclasses import replace
 
 from gpuwhy.facts import ProjectionFacts
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
+from tests import builders as b
 from tests import builders_tfdata as t
 
 
 def projection(**changes) -> ProjectionFacts:
     """A100: a 0.7 ms step against a pipeline that needs 14 ms per batch here."""
-    base = ProjectionFacts(
-        gpu="A100",
-        requested="A100",
-        function="multi_step_on_iterator (train.py:80)",
-        step_s=0.0007,
-        step_low_s=0.0005,
-        step_high_s=0.001,
-        tensor_s=0.0001,
-        kernels_s=0.0005,
-        copies_s=0.0001,
-        input_batch_measured_s=0.014,
-        input_wait_fraction=0.95,
-        input_wait_low=0.93,
-        input_wait_high=0.96,
-    )
-    return replace(base, **changes)
+    measured = {
+        "input_batch_measured_s": 0.014,
+        "input_wait_fraction": 0.95,
+        "input_wait_low": 0.93,
+        "input_wait_high": 0.96,
+    }
+    return b.projection(function="multi_step_on_iterator (train.py:80)", **{**measured, **changes})
 
 
 def check(facts):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.launch.eager_ops import EagerOps
+from tests import builders as b
 
 NOTE = "counted on thread 'MainThread' only: ..."
 
@@ -154,16 +155,18 @@ def test_ops_counted_only_outside_the_steps_found_are_set_up_code_not_a_finding(
 def test_on_the_target_gpu_the_projection_adds_that_python_takes_the_step():
     from dataclasses import replace
 
-    from gpuwhy.facts import ProjectionFacts
-
     # on the CPU the ops' kernels took most of the step: issuing them only 20%
     measured = eager(LOOP, dispatch_fraction=0.2)
     (before,) = run(measured)
     assert before.severity == "medium" and "projected" not in before.evidence
-    projected = ProjectionFacts(gpu="A100", requested="A100", function="the eager step (m)",
-                                step_s=0.0048, step_low_s=0.0033, step_high_s=0.0057,
-                                tensor_s=0.0, kernels_s=0.0, copies_s=0.0, eager_s=0.0048,
-                                eager_ops_per_step=150.0, graph=False)  # fmt: skip
+    projected = b.projection(
+        function="the eager step (m)",
+        step=(0.0048, 0.0033, 0.0057),
+        parts=(0.0, 0.0, 0.0),
+        eager_s=0.0048,
+        eager_ops_per_step=150.0,
+        graph=False,
+    )
     (after,) = run(replace(measured, projection=projected))
     assert after.severity == "high"
     assert after.evidence["projected"] == (

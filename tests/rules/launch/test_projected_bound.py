@@ -2,19 +2,15 @@
 
 from dataclasses import replace
 
-from gpuwhy.facts import Facts, ProjectionFacts
+from gpuwhy.facts import Facts
 from gpuwhy.rules.launch.projected_bound import ProjectedLaunchBound
+from tests import builders as b
 
-SMALL = ProjectionFacts(
-    gpu="H100",
-    requested="H100",
-    function="train_step (train.py:12)",
-    step_s=0.0030,
-    step_low_s=0.002,
-    step_high_s=0.0045,
-    tensor_s=0.0002,
-    kernels_s=0.0027,
-    copies_s=0.0001,
+SMALL = b.projection(
+    "H100",
+    "train_step (train.py:12)",
+    step=(0.0030, 0.002, 0.0045),
+    parts=(0.0002, 0.0027, 0.0001),
     kernels=700,
     launch_bound_s=0.0024,
     launch_bound_kernels=600,
