@@ -285,8 +285,8 @@ def is_default(strategy: Any) -> bool:
 def batch_of(dataset: Any) -> tuple[int | None, str | None, int | None]:
     """(batch size, file, line) of the last batch a dataset's chain applies: the global
     batch each step of a distributed loop takes; Nones where there is none."""
-    from gpuwhy.tfapi.tfdata.stages import int_value
-    from gpuwhy.tfapi.tfdata.written import ORIGIN_ATTR
+    from gpuwhy.tfapi.tfdata.origins import ORIGIN_ATTR
+    from gpuwhy.tfapi.tfdata.values import int_value
 
     seen = 0
     while dataset is not None and seen < 64:

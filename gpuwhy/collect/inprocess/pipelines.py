@@ -3,7 +3,7 @@
 Once TensorFlow is imported it installs two sets of hooks, both off the per-element
 path (``next()`` is never wrapped here):
 
-* :func:`gpuwhy.tfapi.tfdata.written.install_origin_hooks`: each dataset remembers the
+* :func:`gpuwhy.tfapi.tfdata.origins.install_origin_hooks`: each dataset remembers the
   user's line that built it (the *written* view);
 * :func:`gpuwhy.tfapi.tfdata.executed.install_iterator_hooks`: each eager iterator is
   registered under its dataset and consumer (Keras ``fit``/``evaluate``/``predict``
@@ -130,10 +130,10 @@ class PipelineCollector(Collector):
             self.start(time.perf_counter())
         try:
             from gpuwhy.tfapi.tfdata import executed as data_model
-            from gpuwhy.tfapi.tfdata import written as data_pipeline
+            from gpuwhy.tfapi.tfdata.origins import install_origin_hooks
 
             data_model.prepare()  # imports done now, not inside the first (timed) read
-            self._patches.extend(data_pipeline.install_origin_hooks())
+            self._patches.extend(install_origin_hooks())
             self._patches.extend(
                 data_model.install_iterator_hooks(self._on_iterator, self._on_iterator_end)
             )

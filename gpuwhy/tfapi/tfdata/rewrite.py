@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpuwhy.tfapi.tfdata.classes import dataset_class
-from gpuwhy.tfapi.tfdata.stages import AUTOTUNE, int_value
+from gpuwhy.tfapi.tfdata.values import AUTOTUNE, int_value
 
 if TYPE_CHECKING:
     from gpuwhy.tfapi.tfdata.stages import Stage

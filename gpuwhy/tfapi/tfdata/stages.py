@@ -24,8 +24,9 @@ from gpuwhy.tfapi.tfdata.classes import (
 )
 from gpuwhy.tfapi.tfdata.elements import cardinality
 from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
-
-AUTOTUNE = -1
+from gpuwhy.tfapi.tfdata.origins import install_origin_hooks, origin
+from gpuwhy.tfapi.tfdata.rewrite import why_not_rebuildable
+from gpuwhy.tfapi.tfdata.values import AUTOTUNE, int_value
 
 
 def _kind(name: str) -> str | None:
@@ -171,8 +172,6 @@ def _read_stage(ds: Any) -> Stage:
         and any("GeneratorDataset" in f.ops for f in functions)
     ):
         stage.kind = "generator"  # Dataset.from_generator = flat_map over a generator
-    from gpuwhy.tfapi.tfdata.rewrite import why_not_rebuildable  # it asks the rebuilders
-
     why = why_not_rebuildable(ds, name, params)
     if why:
         stage.rebuildable, stage.why_not = False, why
@@ -185,16 +184,6 @@ def _functions_of(ds: Any) -> list[FunctionInfo]:
     except Exception:  # noqa: BLE001 - an unknown class without _functions
         return []
     return [function_info(w) for w in wrappers]
-
-
-def int_value(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(value.numpy())
-        except Exception:  # noqa: BLE001 - a symbolic tensor
-            return None
 
 
 def _params(ds: Any, name: str) -> dict:
@@ -320,10 +309,8 @@ def _where(ds: Any) -> str:
 
 
 def _origin(dataset: Any) -> tuple[str | None, bool] | None:
-    """(user's file:line, made by a library) as gpuwhy.tfapi.tfdata.written's origin hook
+    """(user's file:line, made by a library) as gpuwhy.tfapi.tfdata.origins' hook
     recorded it at creation, or None."""
-    from gpuwhy.tfapi.tfdata.written import origin
-
     try:
         found = origin(dataset)
     except Exception:  # noqa: BLE001
@@ -346,9 +333,7 @@ def made_by_user(dataset: Any) -> bool | None:
 
 def install_creation_sites() -> list[Patch]:
     """Record, for every dataset created from now on, where the user created it (the
-    origin hooks of gpuwhy.tfapi.tfdata.written, shared with ``gpuwhy run``)."""
-    from gpuwhy.tfapi.tfdata.written import install_origin_hooks
-
+    origin hooks of gpuwhy.tfapi.tfdata.origins, shared with ``gpuwhy run``)."""
     return install_origin_hooks()
 
 

@@ -16,7 +16,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuwhy.tfapi.tfdata import elements, functions, stages  # noqa: E402
+from gpuwhy.tfapi.tfdata import elements, functions, stages, values  # noqa: E402
 from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -301,7 +301,7 @@ def test_make_parallel_map_keeps_the_sequence_with_deterministic_true():
     parallel = dr.make_parallel_map(stage.dataset, words, deterministic=True)
     assert type(parallel).__name__ == "_ParallelMapDataset"
     assert (
-        int(parallel._num_parallel_calls) == stages.AUTOTUNE and parallel._deterministic == "true"
+        int(parallel._num_parallel_calls) == values.AUTOTUNE and parallel._deterministic == "true"
     )
     assert _values(parallel) == _values(ds)
 

@@ -19,7 +19,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import dataset_ops, from_generator_op  # noqa: E402
 
-from gpuwhy.tfapi.tfdata import elements  # noqa: E402
+from gpuwhy.tfapi.tfdata import elements, origins  # noqa: E402
 from gpuwhy.tfapi.tfdata import written as data_pipeline  # noqa: E402
 from gpuwhy.tfapi.tfdata.written import written_chain  # noqa: E402
 from tests import markers  # noqa: E402
@@ -32,7 +32,7 @@ at = markers.marker_lines(THIS_FILE)
 
 @pytest.fixture
 def hooks():
-    patches = data_pipeline.install_origin_hooks()
+    patches = origins.install_origin_hooks()
     try:
         yield patches
     finally:
@@ -273,13 +273,13 @@ def test_datasets_built_before_the_hook_have_no_origin_and_uninstall_restores_tf
     init = dataset_ops.DatasetV2.__dict__["__init__"]
     from_generator = from_generator_op.__dict__["_from_generator"]
     before = tf.data.Dataset.range(3)
-    patches = data_pipeline.install_origin_hooks()
+    patches = origins.install_origin_hooks()
     assert dataset_ops.DatasetV2.__dict__["__init__"] is not init
     after = tf.data.Dataset.range(3)  # @after
     for patch in reversed(patches):
         patch.undo()
     assert dataset_ops.DatasetV2.__dict__["__init__"] is init
     assert from_generator_op.__dict__["_from_generator"] is from_generator
-    assert data_pipeline.origin(before) is None
-    assert data_pipeline.origin(after).location == at("after")
-    assert data_pipeline.origin(tf.data.Dataset.range(3)) is None
+    assert origins.origin(before) is None
+    assert origins.origin(after).location == at("after")
+    assert origins.origin(tf.data.Dataset.range(3)) is None
