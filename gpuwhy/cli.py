@@ -25,6 +25,7 @@ from gpuwhy.commands.reporting import (
     UsageError,
     say_error,
 )
+from gpuwhy.modes.run.script import ScriptInterrupted
 from gpuwhy.version import __version__
 
 
@@ -41,8 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from gpuwhy.modes.run.script import ScriptInterrupted
-
     args = build_parser().parse_args(argv)
     try:
         return int(command_modules()[args.command].main(args))

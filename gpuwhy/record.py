@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, WorkersFacts, from_dict, to_dict
 from gpuwhy.finding import Finding
-from gpuwhy.rules import run_rules
+from gpuwhy.rules import RULES_BY_ID, run_rules
 from gpuwhy.schema import SCHEMA_VERSION, refusal
 from gpuwhy.verdict import gpu_usable, verdict
 from gpuwhy.version import __version__
@@ -45,7 +45,6 @@ class Record:
             # gpuwhy merge: each worker's rules ran on its own facts; what they found is
             # carried in the section, and only the rules of the merge itself are listed
             # as not checked
-            from gpuwhy.rules import RULES_BY_ID
 
             findings = sorted(findings + carried_findings(facts.workers), key=Finding.sort_key)
             not_checked = {

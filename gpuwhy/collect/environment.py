@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 
 from gpuwhy.collect import driver as driver_collector
+from gpuwhy.collect.child import build_info_file, cuda_libraries, tf_child
 from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.tf_probe import TensorFlowProbe
 from gpuwhy.facts import DriverFacts, EnvironmentFacts, Facts, TensorFlowFacts, from_dict
@@ -101,7 +102,6 @@ def tensorflow_facts() -> TensorFlowFacts | None:
     tf = sys.modules.get("tensorflow")
     if tf is None or not hasattr(tf, "config"):
         return None
-    from gpuwhy.collect.child import build_info_file, cuda_libraries, tf_child
 
     location = os.path.dirname(getattr(tf, "__file__", "") or "") or None
     result: dict = {

@@ -46,8 +46,10 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
 from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries
+from gpuwhy.tfapi.memory import tf_peak_memory
 from gpuwhy.version import __version__
 
 FORMAT = "gpuwhy-nvml-recording"
@@ -321,8 +323,6 @@ class GpuSampler(Collector):
                 if self._thread.is_alive() and self.error is None:
                     self.error = f"an NVML call did not return within {self.join_timeout_s:g} s"
             if self._tensorflow:
-                from gpuwhy.tfapi.memory import tf_peak_memory
-
                 self.tf_peak_memory_bytes = tf_peak_memory()
         except Exception as e:  # noqa: BLE001
             self.error = self.error or f"sampler stop failed: {type(e).__name__}: {e}"
@@ -339,8 +339,6 @@ class GpuSampler(Collector):
         source = self.source
         try:
             if source is None:
-                from gpuwhy.collect.nvml import NvmlSource
-
                 source = self.source = NvmlSource()
             header = source.open(self.t0)
             with self._lock:

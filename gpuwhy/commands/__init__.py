@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from gpuwhy.commands import audit, check, explain, fix, merge, report, rules, run, watch
+
 
 def command_modules() -> dict[str, ModuleType]:
     """Every command's module, in the order ``gpuwhy --help`` lists them."""
-    from gpuwhy.commands import audit, check, explain, fix, merge, report, rules, run, watch
 
     return {
         "check": check,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuwhy.commands.options import check_target, output_options, target_option
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.modes.audit import AuditError, audit_path
 
 HELP = "Why are my ops on the CPU? Placement audit of a saved model."
 
@@ -55,7 +56,6 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(
             f"TensorFlow is not importable here ({e}); `gpuwhy check` says why"
         ) from None
-    from gpuwhy.modes.audit import AuditError, audit_path
 
     try:
         record = audit_path(args.path, verify=args.verify, target=args.target, batch=args.batch)

@@ -7,6 +7,7 @@ import json
 import sys
 
 from gpuwhy.commands.reporting import EXIT_OK, UsageError
+from gpuwhy.rules import UnknownRuleError, get_rule
 
 HELP = "print a finding's documentation"
 
@@ -17,8 +18,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy.rules import UnknownRuleError, get_rule
-
     try:
         rule = get_rule(args.id)
     except UnknownRuleError as e:

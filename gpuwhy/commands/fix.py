@@ -28,6 +28,7 @@ from gpuwhy.commands.options import html_option, output_options, report_file_opt
 from gpuwhy.commands.reporting import EXIT_ERROR, EXIT_OK, UsageError
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 from gpuwhy.modes.fix import FixOptions, fix_input
+from gpuwhy.modes.run.script import end_like_the_script
 
 HELP = "Make my input pipeline faster: rewrite it safely, check and measure it."
 
@@ -89,7 +90,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Exits 0 whatever the script's own status (the report is the product), 2 when
     gpuwhy itself failed or was misused."""
-    from gpuwhy.modes.run.script import end_like_the_script
 
     if not args.input:
         raise UsageError("say what to fix: gpuwhy fix --input SCRIPT [ARGS]")

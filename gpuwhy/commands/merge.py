@@ -15,6 +15,7 @@ import argparse
 
 from gpuwhy.commands.options import html_option, output_options
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.modes.merge import MergeError, merge
 
 HELP = "one report for many workers: merge the records of `gpuwhy run --out-dir DIR`"
 
@@ -33,8 +34,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy.modes.merge import MergeError, merge
-
     outputs = plan_outputs(args)
     try:
         record = merge(args.directory)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from gpuwhy.commands.reporting import UsageError
+from gpuwhy.export.live import MetricsOptions
+from gpuwhy.export.otlp import BadEndpoint, endpoint
+from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
+
 
 def output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the JSON report (schema 1) to PATH")
@@ -58,8 +63,6 @@ def check_target(name: str | None) -> None:
     """A --target that names no GPU is a usage error, before anything runs."""
     if name is None or name.strip().lower() == "auto":
         return
-    from gpuwhy.commands.reporting import UsageError
-    from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 
     try:
         find_gpu(name)
@@ -100,8 +103,6 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
 
 def metrics_from(args: argparse.Namespace):
     """The --metrics-* options, checked before anything runs."""
-    from gpuwhy.commands.reporting import UsageError
-    from gpuwhy.export.live import MetricsOptions
 
     port, url, interval = args.metrics_port, args.metrics_push, args.metrics_interval
     if port is not None and not 1 <= port <= 65535:
@@ -112,8 +113,6 @@ def metrics_from(args: argparse.Namespace):
         raise UsageError("--metrics-push needs the Pushgateway's address")
     otlp = None
     if args.metrics_otlp is not None:
-        from gpuwhy.export.otlp import BadEndpoint, endpoint
-
         try:
             otlp = endpoint(args.metrics_otlp)
         except BadEndpoint as e:

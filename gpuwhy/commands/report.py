@@ -7,6 +7,7 @@ import argparse
 
 from gpuwhy.commands.options import html_option, output_options
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.record import Record, RecordError
 
 HELP = "re-render a saved JSON report"
 
@@ -21,8 +22,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy.record import Record, RecordError
-
     try:
         record = Record.load(args.record)
     except RecordError as e:

@@ -11,9 +11,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from gpuwhy.commands.output_paths import Output
+from gpuwhy import own_stderr
+from gpuwhy.commands.output_paths import Output, OutputPathError, write_or_divert
+from gpuwhy.commands.output_paths import plan_outputs as plan
 from gpuwhy.record import Record
+from gpuwhy.report import MisconfigurationError, renderer_class
 from gpuwhy.report.base import Renderer
+from gpuwhy.verdict import gpu_usable
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -31,8 +35,6 @@ def plan_outputs(
 ) -> dict[str, Output]:
     """Every output the command will write, checked now, before anything runs
     (gpuwhy.commands.output_paths): paths against the directory gpuwhy started in."""
-    from gpuwhy.commands.output_paths import OutputPathError
-    from gpuwhy.commands.output_paths import plan_outputs as plan
 
     named = [
         ("--json", getattr(args, "json", None)),
@@ -51,9 +53,6 @@ def emit(record: Record, args: Any, outputs: dict[str, Output], to_stderr: bool 
     program (whose stdout it owns) on gpuwhy's own stderr or in -o; then --html (after
     the text report, which a failure there must not cost). A planned file that cannot be
     written now is written to the temporary directory instead, and gpuwhy says where."""
-    from gpuwhy import own_stderr
-    from gpuwhy.commands.output_paths import write_or_divert
-    from gpuwhy.report import MisconfigurationError, renderer_class
 
     if "--json" in outputs:
         write_or_divert(outputs["--json"], record.save, own_stderr.say)
@@ -81,9 +80,6 @@ def emit(record: Record, args: Any, outputs: dict[str, Output], to_stderr: bool 
 
 
 def _write_rendered(renderer: Renderer, record: Record, output: Output) -> None:
-    from gpuwhy import own_stderr
-    from gpuwhy.commands.output_paths import write_or_divert
-
     text = renderer.render(record)
     data = text.encode("utf-8") if isinstance(text, str) else text
     write_or_divert(output, lambda path: Path(path).write_bytes(data), own_stderr.say)
@@ -92,7 +88,6 @@ def _write_rendered(renderer: Renderer, record: Record, output: Output) -> None:
 def check_format(name: str, to_terminal: bool = False) -> None:
     """A bad ``-f`` fails before a long run, not after it; so does a format that is not
     for a terminal (binary, a web page) when the report would go to one."""
-    from gpuwhy.report import MisconfigurationError, renderer_class
 
     try:
         found = renderer_class(name)
@@ -127,7 +122,6 @@ def write_quietly(stream: IO[str], text: str) -> None:
 
 def exit_status(record: Record) -> int:
     """check: 0 when TF can use a GPU. Other records: 1 when a high/medium finding exists."""
-    from gpuwhy.verdict import gpu_usable
 
     if record.command == "check":
         return EXIT_OK if gpu_usable(record.facts) else EXIT_PROBLEM
@@ -136,6 +130,4 @@ def exit_status(record: Record) -> int:
 
 
 def say_error(message: str) -> None:
-    from gpuwhy import own_stderr
-
     own_stderr.say(f"gpuwhy: error: {message}")

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from gpuwhy.commands.reporting import EXIT_OK
+from gpuwhy.rules import ALL_RULES
 
 HELP = "list every finding id with its state"
 
@@ -17,8 +18,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy.rules import ALL_RULES
-
     rows: list[dict[str, Any]] = [
         {
             "id": r.id,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuwhy import own_stderr
 from gpuwhy.commands.options import (
     check_target,
     html_option,
@@ -19,6 +20,8 @@ from gpuwhy.commands.options import (
 )
 from gpuwhy.commands.reporting import UsageError, check_hz
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
+from gpuwhy.modes.run.script import end_like_the_script
+from gpuwhy.modes.run.watched import run_watched
 
 HELP = "Why is my training slow on the GPU? Run a script and diagnose it."
 
@@ -61,10 +64,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuwhy import own_stderr
-    from gpuwhy.modes.run.script import end_like_the_script
-    from gpuwhy.modes.run.watched import run_watched
-
     own_stderr.keep()
     check_hz(args.hz)
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):

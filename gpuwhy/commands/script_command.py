@@ -9,7 +9,9 @@ import os
 import types
 from collections.abc import Callable
 
-from gpuwhy.commands.output_paths import Output
+from gpuwhy import own_stderr
+from gpuwhy.collect.inprocess.task import task_facts
+from gpuwhy.commands.output_paths import Output, write_task_record
 from gpuwhy.commands.reporting import (
     UsageError,
     check_format,
@@ -17,6 +19,7 @@ from gpuwhy.commands.reporting import (
     plan_outputs,
     say_error,
 )
+from gpuwhy.modes.run.script import ScriptError, load_script
 from gpuwhy.record import Record
 
 
@@ -33,7 +36,6 @@ def script_arguments(parser: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]]:
     """The script compiled and its outputs planned (never over the script or a file of
     the user's beside it), with a bad ``-f`` refused: all before the script runs."""
-    from gpuwhy.modes.run.script import ScriptError, load_script
 
     try:
         code = load_script(args.script)
@@ -42,7 +44,6 @@ def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]
     outputs = plan_outputs(
         args, inputs=[args.script], project_dir=os.path.dirname(os.path.abspath(args.script))
     )
-    from gpuwhy import own_stderr
 
     check_format(args.format, to_terminal="-o" not in outputs and own_stderr.isatty())
     return code, outputs
@@ -74,15 +75,11 @@ def save_for_merge(record: Record, args: argparse.Namespace) -> None:
     directory = getattr(args, "out_dir", None)
     if not directory:
         return
-    from gpuwhy import own_stderr
-    from gpuwhy.commands.output_paths import write_task_record
 
     task = record.facts.task
     if task is not None:
         name = task.name
     else:
-        from gpuwhy.collect.inprocess.task import task_facts
-
         name = task_facts().name
     write_task_record(
         record.to_json() + "\n",

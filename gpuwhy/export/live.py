@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING
 
 from gpuwhy.collect.identity import job_labels
 from gpuwhy.export.metrics import values
+from gpuwhy.export.otlp import OtlpMetrics
+from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 from gpuwhy.facts import Facts
+from gpuwhy.rules import run_rules
 from gpuwhy.version import __version__
 
 if TYPE_CHECKING:
@@ -69,8 +72,6 @@ class LiveMetrics:
         self._lock = threading.Lock()
 
     def start(self) -> LiveMetrics:
-        from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
-
         info = {"mode": self.mode, "command": self.command[:200], "version": __version__}
         job = job_labels()
         metrics = self.metrics = PrometheusMetrics(job, info)
@@ -80,8 +81,6 @@ class LiveMetrics:
         if self.options.push_url:
             self.pusher = Pusher(metrics, self.options.push_url)
         if self.options.otlp_url:
-            from gpuwhy.export.otlp import OtlpMetrics
-
             self.otlp = OtlpMetrics.create(job, info, self.options.otlp_url)
         if self.endpoint is None and self.pusher is None and self.otlp is None:
             return self
@@ -159,7 +158,6 @@ class LiveMetrics:
 
 def _rule_ids(facts: Facts) -> list[tuple[str, str]]:
     """The findings the rules make of ``facts`` now: (id, severity)."""
-    from gpuwhy.rules import run_rules
 
     findings, _ = run_rules(facts)
     return _keys(findings)

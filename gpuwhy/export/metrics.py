@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpuwhy.collect.identity import GPU_LABELS
 from gpuwhy.facts import Facts
+from gpuwhy.projection.cost import training_function
 
 MAX_FUNCTIONS = 20  # traced functions with their own series; the rest share "(other)"
 OTHER_FUNCTIONS = "(other)"
@@ -136,7 +137,6 @@ def _copies(facts: Facts) -> float | None:
     placement = facts.placement
     if placement is None or not placement.functions:
         return None
-    from gpuwhy.projection.cost import training_function
 
     function = training_function(placement)
     return None if function is None else float(function.input_copies + function.step_copies)

@@ -25,6 +25,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gpuwhy import own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
 from gpuwhy.version import __version__
@@ -272,6 +273,4 @@ class _OwnRecords(logging.Filter):
 
 
 def _say(line: str) -> None:
-    from gpuwhy import own_stderr
-
     own_stderr.say(f"gpuwhy: {line}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from gpuwhy import own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
 
@@ -146,6 +147,4 @@ class Pusher:
 
 
 def _say(line: str) -> None:
-    from gpuwhy import own_stderr
-
     own_stderr.say(f"gpuwhy: {line}")

@@ -16,7 +16,9 @@ from typing import Any
 
 from gpuwhy.collect.placement import AuditTarget, audit_functions
 from gpuwhy.facts import Facts
+from gpuwhy.projection.step import NothingToProject, projection_facts
 from gpuwhy.record import Record
+from gpuwhy.tfapi.graph_ops import relative
 
 __all__ = ["AuditError", "audit", "audit_path", "targets_for"]
 
@@ -54,8 +56,6 @@ def audit_path(
     placement, _ = audit_functions(targets, verify=verify, batch=batch)
     facts = Facts(placement=placement)
     if target is not None:
-        from gpuwhy.projection.step import NothingToProject, projection_facts
-
         try:
             facts = Facts(placement=placement, projection=projection_facts(facts, target))
         except NothingToProject as e:
@@ -71,8 +71,6 @@ def _label(name: str | bytes) -> str:
 
 
 def _code_location(function: Any) -> str | None:
-    from gpuwhy.tfapi.graph_ops import relative
-
     function = getattr(function, "__wrapped__", function)
     code = getattr(function, "__code__", None)
     return relative(code.co_filename, code.co_firstlineno) if code else None

@@ -26,7 +26,9 @@ from gpuwhy import own_stderr
 from gpuwhy.collect.inprocess import imports
 from gpuwhy.facts import Facts, InputFix, InputFixFacts, ProgramFacts
 from gpuwhy.modes.run.script import ScriptEnding, exception_line, run_and_report
+from gpuwhy.optimize.input_pipeline import optimize
 from gpuwhy.record import Record
+from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
 from gpuwhy.tfapi.tfdata import stages
 
 
@@ -68,7 +70,6 @@ class Capture:
             )
         except Exception as e:  # noqa: BLE001 - a TF without these internals
             self.failed = f"cannot hook tf.data in this TensorFlow: {type(e).__name__}: {e}"
-        from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
 
         self.patches.append(hide_gpuwhy_frames())  # undone by uninstall() with the others
 
@@ -250,8 +251,6 @@ def _view_text(view: Captured) -> str:
 
 
 def _optimise(dataset: Any, options: FixOptions) -> Any:
-    from gpuwhy.optimize.input_pipeline import optimize  # not paid by the command line
-
     return optimize(
         dataset,
         keep_order=options.keep_order,

@@ -11,6 +11,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from gpuwhy.modes.run.session import Session
+from gpuwhy.tfapi.frames import user_location
+
 if TYPE_CHECKING:
     from gpuwhy.record import Record
 
@@ -25,8 +28,6 @@ def make_callback(
 ) -> Any:
     import keras
 
-    from gpuwhy.modes.run.session import Session
-
     class KerasCallback(keras.callbacks.Callback):
         """Watches one ``fit`` call; ``record`` holds the diagnosis afterwards."""
 
@@ -36,8 +37,6 @@ def make_callback(
             self.record: Record | None = None
 
         def on_train_begin(self, logs=None):
-            from gpuwhy.tfapi.frames import user_location
-
             self.session = Session(hz=hz, audit=audit, eager=eager).start()
             self.session.steps.mark_fit_start(user_location())
 

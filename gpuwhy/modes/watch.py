@@ -23,6 +23,7 @@ import threading
 import time
 
 from gpuwhy.collect import driver
+from gpuwhy.collect.inprocess.task import task_facts
 from gpuwhy.collect.process_tree import ProcessTree
 from gpuwhy.collect.sampler import GpuSampler
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
@@ -49,7 +50,6 @@ def resolve(argv: list[str]) -> str:
 
 def _task():
     """Which cluster task the watched command is (its environment is this one's)."""
-    from gpuwhy.collect.inprocess.task import task_facts
 
     try:
         return task_facts()

@@ -58,6 +58,7 @@ from gpuwhy.optimize.rebuild import StageFailed, build
 from gpuwhy.optimize.result import OptimizeResult, SameElements
 from gpuwhy.tfapi.tfdata import cache_safety, stages
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
+from gpuwhy.tfapi.tfdata import rewrite as dr
 
 DEFAULT_MEMORY_FRACTION = 0.25
 INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
@@ -171,7 +172,6 @@ def _python_parallel_gains(
     written, on the same input; one whose parallel calls gain less than
     MIN_PYTHON_PARALLEL_GAIN is put in ``serial`` with the figures, one that gains in
     ``kept``. True: something new was measured (plan again)."""
-    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     for i in sorted(plan.parallel):
         stage = chain[i]
@@ -456,7 +456,6 @@ def _verdict(
 
 def _ideal(original: Any, per_pass: int | None, count: int, budget: int):
     """The original's output cached in memory: the most a pipeline fix can give."""
-    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     per_element = element_bytes(original, dr) or 0
     n = per_pass or count

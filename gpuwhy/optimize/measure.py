@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.collect.host_memory import host_memory
 from gpuwhy.facts import PipelineRate
 
 
@@ -224,6 +225,5 @@ def timed_passes(drains: dict[str, Drain], repeats: int) -> dict[str, Throughput
 
 def available_memory_bytes() -> int | None:
     """Memory available now (MemAvailable on Linux); None if unknown."""
-    from gpuwhy.collect.host_memory import host_memory
 
     return host_memory()[1]

@@ -16,6 +16,7 @@ from gpuwhy.optimize import measure as m
 from gpuwhy.optimize.result import LeftAlone
 from gpuwhy.tfapi.tfdata import cache_safety
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
+from gpuwhy.tfapi.tfdata import rewrite as dr
 
 _CHEAP_KINDS = frozenset(
     {
@@ -110,8 +111,6 @@ class Planner:
         measured_serial: dict[int, str] | None = None,
         measured_parallel: dict[int, str] | None = None,
     ) -> None:
-        from gpuwhy.tfapi.tfdata import rewrite as dr
-
         # Python maps whose parallel calls were measured to gain nothing: index -> why
         self.measured_serial = measured_serial or {}
         self.measured_parallel = measured_parallel or {}  # ... and those that gained

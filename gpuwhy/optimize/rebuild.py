@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.optimize.plan import Plan
+from gpuwhy.tfapi.tfdata import rewrite as dr
 
 
 class StageFailed(Exception):
@@ -16,7 +17,6 @@ class StageFailed(Exception):
 
 def build(chain: list, plan: Plan, original: Any, keep_order: bool) -> tuple[Any, dict[int, Any]]:
     """The rewritten dataset, and each stage's counterpart in it (by chain index)."""
-    from gpuwhy.tfapi.tfdata import rewrite as dr
 
     counterpart: dict[int, Any] = {}
     current: Any = None

@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
 from gpuwhy.optimize import measure as m
+from gpuwhy.report.terminal_fix import input_fix_lines
 
 NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
 
@@ -64,7 +65,6 @@ class OptimizeResult:
     def report(self) -> str:
         """A short table: throughput before/after/ideal, the changes with their code, and
         what was left as written."""
-        from gpuwhy.report.terminal_fix import input_fix_lines
 
         return "\n".join(input_fix_lines(self.to_facts("this dataset")))
 

@@ -6,7 +6,6 @@ lookup, and ``module:Class`` loads a third-party renderer.
 
 from __future__ import annotations
 
-import importlib
 from typing import ClassVar
 
 from gpuwhy.record import Record
@@ -27,23 +26,3 @@ class Renderer:
 
     def render(self, record: Record) -> str:
         raise NotImplementedError
-
-
-def renderer_class(name: str) -> type[Renderer]:
-    """A renderer by name (``terminal``, ``json``) or ``package.module:Class``."""
-    from gpuwhy.report import RENDERERS
-
-    if name in RENDERERS:
-        return RENDERERS[name]
-    if ":" in name:
-        module, _, cls = name.partition(":")
-        try:
-            found = getattr(importlib.import_module(module), cls)
-        except Exception as e:  # noqa: BLE001 - any import failure is a bad option
-            raise MisconfigurationError(f"cannot load renderer {name!r}: {e}") from None
-        if not (isinstance(found, type) and issubclass(found, Renderer)) or found is Renderer:
-            raise MisconfigurationError(f"{name!r} is not a gpuwhy Renderer subclass")
-        return found
-    raise MisconfigurationError(
-        f"unknown format {name!r}; choose one of {', '.join(RENDERERS)} or module:Class"
-    )

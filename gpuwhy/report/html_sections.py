@@ -23,14 +23,25 @@ from gpuwhy.facts import (
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats
-from gpuwhy.report.summary import eager_site_rows, op_group_cells, placement_where
+from gpuwhy.report.summary import (
+    code_language,
+    distribute_line,
+    eager_line,
+    eager_site_rows,
+    finding_causes,
+    gpu_line,
+    missing_library,
+    op_group_cells,
+    placement_where,
+    steps_line,
+    tensorflow_line,
+    tracing_line,
+)
 
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
 def finding_view(number: int, f: Finding) -> dict[str, Any]:
-    from gpuwhy.report.summary import finding_causes
-
     causes = finding_causes(f.evidence)
     return {
         "number": number,
@@ -69,14 +80,6 @@ def evidence_item(key: str, value: Any) -> dict[str, Any]:
 
 
 def run_view(facts: Facts) -> dict[str, Any] | None:
-    from gpuwhy.report.summary import (
-        distribute_line,
-        eager_line,
-        gpu_line,
-        steps_line,
-        tracing_line,
-    )
-
     program = facts.program
     if program is None:
         return None
@@ -315,7 +318,6 @@ def placement_view(placement: PlacementFacts | None) -> dict[str, Any] | None:
 def eager_view(eager: EagerFacts | None) -> dict[str, Any] | None:
     if eager is None or (not eager.sites and not eager.ops):
         return None
-    from gpuwhy.report.summary import eager_line
 
     rows = [list(row) for row in eager_site_rows(eager)]
     return {
@@ -362,8 +364,6 @@ def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
 def environment_view(
     env: EnvironmentFacts | None, devices: Sequence[GpuDevice]
 ) -> dict[str, Any] | None:
-    from gpuwhy.report.summary import missing_library, tensorflow_line
-
     if env is None and not devices:
         return None
     rows: list[tuple[str, str]] = []
@@ -502,7 +502,6 @@ def highlight(code: str) -> str:
         from pygments.lexers import get_lexer_by_name
     except ImportError:  # pragma: no cover - pygments comes with rich
         return str(escape(code))
-    from gpuwhy.report.summary import code_language
 
     return _highlight(
         code, get_lexer_by_name(code_language(code)), HtmlFormatter(nowrap=True)

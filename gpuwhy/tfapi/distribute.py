@@ -15,7 +15,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from gpuwhy.tfapi.frames import frame_values, user_location
+from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
+from gpuwhy.tfapi.tfdata.origins import ORIGIN_ATTR
+from gpuwhy.tfapi.tfdata.values import int_value
 
 AUTO_SHARD = {-1: "OFF", 0: "AUTO", 1: "FILE", 2: "DATA", 3: "HINT"}
 # classes users know by their public name (tf.distribute.MultiWorkerMirroredStrategy is
@@ -245,9 +249,6 @@ def keras_fit_batch(limit: int = 64) -> tuple[int | None, str | None, int | None
     import sys
     from types import FrameType
 
-    from gpuwhy.tfapi.frames import frame_values
-    from gpuwhy.tfapi.graph_ops import is_library_file
-
     frame: FrameType | None = sys._getframe(1)
     for _ in range(limit):
         if frame is None:
@@ -285,8 +286,6 @@ def is_default(strategy: Any) -> bool:
 def batch_of(dataset: Any) -> tuple[int | None, str | None, int | None]:
     """(batch size, file, line) of the last batch a dataset's chain applies: the global
     batch each step of a distributed loop takes; Nones where there is none."""
-    from gpuwhy.tfapi.tfdata.origins import ORIGIN_ATTR
-    from gpuwhy.tfapi.tfdata.values import int_value
 
     seen = 0
     while dataset is not None and seen < 64:
@@ -368,9 +367,6 @@ def install_iterator_timing(emit: Callable[[int, object, float, float, bool], No
 
     from tensorflow.python.distribute import input_lib
     from tensorflow.python.eager import context
-
-    from gpuwhy.tfapi.frames import user_location
-    from gpuwhy.tfapi.graph_ops import is_library_file
 
     sites: dict[int, object] = {}
 

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
+
 GB = 1e9
 # assumed bandwidths, bytes/s, one direction (stated with every prediction)
 HOST_MEMORY = 10 * GB  # a memory copy between CPU devices of one process
@@ -75,8 +77,6 @@ def link_for(
 
 
 def _nvml_link(gpus: list[int], topology: dict[str, Any]) -> Link:
-    from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
-
     pairs = [p for p in topology.get("pairs", ()) if p["a"] in gpus and p["b"] in gpus]
     names = {g["index"]: g["name"] for g in topology.get("gpus", ())}
     try:

@@ -16,11 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuwhy.collect import nvml
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, peer
+from gpuwhy.collect.inprocess.collective_link import link_for, ring_allreduce_s
 from gpuwhy.collect.inprocess.collective_time import collective_time, not_measured
 from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler
 from gpuwhy.facts import DistributedInput, DistributeFacts, ReducedValue
-from gpuwhy.source_calls import once_per_version
+from gpuwhy.source_calls import once_per_version, scaled_by, written_call
+from gpuwhy.tfapi import distribute, reductions
+from gpuwhy.tfapi.graph_ops import relative
+from gpuwhy.tfapi.tfdata import sharding
+from gpuwhy.tfapi.tfdata.classes import READERS
+from gpuwhy.tfapi.tfdata.written import written_chain
 
 MAX_INPUTS = 16  # distributed datasets kept (a loop re-distributing per epoch repeats one)
 SCALED = "num_replicas_in_sync"
@@ -64,8 +71,6 @@ class DistributeCollector(Collector):
         self.notes: list[str] = []
 
     def on_tensorflow(self) -> None:
-        from gpuwhy.tfapi import distribute
-
         try:
             self._patches = distribute.install(
                 self._on_strategy, self._on_distributed, self._on_run
@@ -83,13 +88,9 @@ class DistributeCollector(Collector):
                 self.notes.append(f"tf.distribute {what} not watched: {type(e).__name__}: {e}")
 
     def _install_reductions(self) -> list:
-        from gpuwhy.tfapi import reductions
-
         return reductions.install(self._on_reduce)
 
     def _install_ps(self) -> list:
-        from gpuwhy.tfapi import distribute
-
         return distribute.install_ps_variables(self._on_ps_variable)
 
     def stop(self) -> None:
@@ -101,8 +102,6 @@ class DistributeCollector(Collector):
 
     # -- hooks (the program's threads) -----------------------------------------------
     def _on_strategy(self, strategy: Any) -> None:
-        from gpuwhy.tfapi import distribute
-
         if distribute.is_default(strategy):
             return
         described = distribute.describe(strategy)
@@ -115,10 +114,6 @@ class DistributeCollector(Collector):
     def _on_distributed(
         self, how: str, strategy: Any, dataset: Any, read_pipeline_id: bool = False
     ) -> None:
-        from gpuwhy.source_calls import scaled_by, written_call
-        from gpuwhy.tfapi import distribute
-        from gpuwhy.tfapi.graph_ops import relative
-
         from_function = how != "experimental_distribute_dataset"
         batch, filename, line = (
             distribute.batch_of(dataset) if dataset is not None else (None, None, None)
@@ -243,7 +238,6 @@ class DistributeCollector(Collector):
         """The facts of what crosses devices: the traced step that reduces most bytes,
         its link and predicted all-reduce time, the measured collective time, and the
         parameter servers' variable bytes."""
-        from gpuwhy.collect.inprocess.collective_link import link_for, ring_allreduce_s
 
         with self._lock:
             traced = [(name, list(values)) for name, values in self._reduced.values()]
@@ -305,7 +299,6 @@ def _topology(main: dict[str, Any]) -> dict[str, Any] | None:
     """NVML's topology where the strategy's replicas are local GPUs."""
     if not any("GPU" in d.upper() for d in main["devices"]):
         return None
-    from gpuwhy.collect import nvml
 
     return nvml.topology()
 
@@ -324,10 +317,6 @@ def _with_sharding(
     pipeline id (to slice its files or records, or filter by it); what it reads is kept
     for the merge to compare with the other workers'."""
     import dataclasses
-
-    from gpuwhy.tfapi.tfdata import sharding
-    from gpuwhy.tfapi.tfdata.classes import READERS
-    from gpuwhy.tfapi.tfdata.written import written_chain
 
     graph = sharding.serialized_graph(dataset)
     plan = sharding.plan(

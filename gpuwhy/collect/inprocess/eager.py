@@ -30,6 +30,9 @@ from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, StepWindow
 from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
+from gpuwhy.source_calls import step_code as read
+from gpuwhy.tfapi import op_callbacks
+from gpuwhy.tfapi.op_callbacks import device_name, is_function_call
 
 GAP_CAP_S = 1e-3  # a longer gap between two eager ops is not dispatch alone
 TOP_SITES = 20
@@ -67,7 +70,6 @@ def step_code(sites: tuple[EagerOpSite, ...]) -> StepCode | None:
     """The function (or loop body) of the user's file that issues most of the counted ops,
     read from its source: the code a fix puts in a ``tf.function``, and the objects it
     reads that the program re-creates in a loop."""
-    from gpuwhy.source_calls import step_code as read
 
     by_file: dict[str, dict[int, int]] = {}
     for site in sites:
@@ -152,8 +154,6 @@ class EagerOpCounter(Collector):
         if self._switch is not None:  # armed already
             return
         try:
-            from gpuwhy.tfapi import op_callbacks
-
             self._frames = op_callbacks.UserFrames()
             callback = op_callbacks.recording_callback(self._pending.append, self._frames)
             self._switch = op_callbacks.CallbackSwitch(op_callbacks.thread_callbacks(), callback)
@@ -215,7 +215,6 @@ class EagerOpCounter(Collector):
 
     def _compact(self) -> None:
         """Move the callback's tuples into the arrays (any thread; appends may go on)."""
-        from gpuwhy.tfapi.op_callbacks import is_function_call
 
         with self._lock:
             n = len(self._pending)
@@ -330,8 +329,6 @@ class EagerOpCounter(Collector):
     def _top_sites(
         self, counts: dict[int, int], site_elements: dict[int, list[int]]
     ) -> tuple[EagerOpSite, ...]:
-        from gpuwhy.tfapi.op_callbacks import device_name
-
         merged: dict[tuple[str, str | None], dict[str, Any]] = {}
         for site, count in counts.items():
             info = self._sites[site]

@@ -25,6 +25,8 @@ from typing import Any
 from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
+from gpuwhy.tfapi.tracing import FunctionHooks, describe
+from gpuwhy.tfapi.training import has_backward_pass
 
 __all__ = ["FunctionWatcher"]
 
@@ -131,8 +133,6 @@ class FunctionWatcher(Collector):
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
         try:
-            from gpuwhy.tfapi.tracing import FunctionHooks
-
             hooks = FunctionHooks(self._times, self._on_new_function, self._on_trace)
             hooks.install()
             self._hooks = hooks
@@ -173,8 +173,6 @@ class FunctionWatcher(Collector):
                 watched.add_trace(trace)
 
     def _register(self, function: Any, caller: str | None) -> _Watched | None:
-        from gpuwhy.tfapi.tracing import describe
-
         with self._lock:
             if self._stopped:
                 return None
@@ -247,7 +245,6 @@ class FunctionWatcher(Collector):
 
     def _trains(self, watched: _Watched, concrete: Any) -> bool:
         """Whether the function's latest trace has a backward pass (read once each)."""
-        from gpuwhy.tfapi.training import has_backward_pass
 
         key = id(watched)
         if key not in self._training:
@@ -279,7 +276,6 @@ class FunctionWatcher(Collector):
         """Per name (a key of :meth:`calls`), whether the latest trace of the function
         has a backward pass (None: no trace kept, or its graph not readable): what tells
         a training loop's function from a validation loop's."""
-        from gpuwhy.tfapi.training import has_backward_pass
 
         with self._lock:
             latest = {

@@ -13,6 +13,7 @@ from gpuwhy.collect.inprocess.pipeline_iterators import Pipeline
 from gpuwhy.collect.inprocess.pipeline_join import JoinedStage, match_stages
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
+from gpuwhy.tfapi.tfdata.written import has_final_prefetch
 
 MAX_GAPS = 20000  # gap samples kept per pipeline
 
@@ -118,7 +119,6 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
     wait = (
         max(0.0, per_element - statistics.fmean(gaps)) if per_element is not None and gaps else None
     )
-    from gpuwhy.tfapi.tfdata.written import has_final_prefetch
 
     return PipelineFacts(
         id=pipeline.id,

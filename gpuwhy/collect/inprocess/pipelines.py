@@ -74,6 +74,11 @@ from gpuwhy.collect.inprocess.pipeline_iterators import FIRST_POLL_S, IteratorSt
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.facts import PipelineFacts, TfDataFacts
 from gpuwhy.tfapi.op_callbacks import unseen
+from gpuwhy.tfapi.tfdata import elements
+from gpuwhy.tfapi.tfdata import executed as data_model
+from gpuwhy.tfapi.tfdata import written as data_pipeline
+from gpuwhy.tfapi.tfdata.executed import ModelUnavailable, read_model
+from gpuwhy.tfapi.tfdata.origins import install_origin_hooks
 
 __all__ = ["PipelineCollector"]
 
@@ -129,9 +134,6 @@ class PipelineCollector(Collector):
         if not self.started:
             self.start(time.perf_counter())
         try:
-            from gpuwhy.tfapi.tfdata import executed as data_model
-            from gpuwhy.tfapi.tfdata.origins import install_origin_hooks
-
             data_model.prepare()  # imports done now, not inside the first (timed) read
             self._patches.extend(install_origin_hooks())
             self._patches.extend(
@@ -219,8 +221,6 @@ class PipelineCollector(Collector):
 
     # -- hooks (the program's threads) ------------------------------------------------
     def _on_iterator(self, iterator: Any, dataset: Any) -> None:
-        from gpuwhy.tfapi.tfdata import executed as data_model
-
         if self._stopped:
             return
         if data_model.is_distributed_part(dataset):
@@ -316,8 +316,6 @@ class PipelineCollector(Collector):
         return self._read_s <= self.budget * elapsed + BUDGET_SLACK_S
 
     def _read(self, state: IteratorState, iterator: Any, final: bool) -> None:
-        from gpuwhy.tfapi.tfdata.executed import ModelUnavailable, read_model
-
         if state.done or (state.error is not None and not state.positions):
             return
         if not self._allowed(final):
@@ -446,9 +444,6 @@ def _signature(pipeline: Pipeline) -> tuple | None:
 
 
 def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
-    from gpuwhy.tfapi.tfdata import elements
-    from gpuwhy.tfapi.tfdata import written as data_pipeline
-
     error = None
     try:
         written = data_pipeline.written_chain(dataset)

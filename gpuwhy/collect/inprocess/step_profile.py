@@ -33,6 +33,8 @@ from pathlib import Path
 from gpuwhy.collect.inprocess.base import Collector, RunOptions, peer
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.derived.step_profile import NodeTime, StepProfile
+from gpuwhy.tfapi import profiler_trace
+from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
 
 WARMUP_CALLS = 3
 FALLBACK_CALLS = 100  # --target, no function trains: an inference loop's, once this warm
@@ -161,8 +163,6 @@ class StepSampler(Collector):
         return None
 
     def _sample(self) -> None:
-        from gpuwhy.tfapi import profiler_trace
-
         try:
             chosen = self._choose()
             if chosen is None:
@@ -196,7 +196,6 @@ def _kept(name: str) -> bool:
 def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile | None:
     """The profile of the calls of ``function`` in ``events`` (time order); None
     without one. An event belongs to the call it starts in."""
-    from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
 
     prefix = f"{FUNCTION_CALL}__inference_{function}_"
     calls = [e for e in events if e.name.startswith(prefix)]

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from gpuwhy.collect.inprocess.base import Collector, Gathering, StepWindow
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.facts import StepFacts, StepLoop
+from gpuwhy.tfapi import distribute, keras_hooks
+from gpuwhy.tfapi.tfdata import iterators as data_iterator
 
 MAX_STEPS = 5000  # per-step series kept in the facts
 MIN_STEPS = 3  # fewer boundaries than this are not a loop
@@ -78,21 +80,16 @@ class StepCollector(Collector):
 
     # -- hooks ---------------------------------------------------------------------
     def on_tensorflow(self) -> None:
-        from gpuwhy.tfapi.tfdata import iterators as data_iterator
-
         self._install(lambda: data_iterator.install(self._on_next), "tf.data iterators")
         self._install(self._install_distributed, "distributed iterators")
 
     def _install_distributed(self) -> list:
         """A tf.distribute iterator read in the loop (``for x in dist_ds``): its reads
         are this worker's wait for its own input, timed like a tf.data iterator's."""
-        from gpuwhy.tfapi import distribute
 
         return distribute.install_iterator_timing(self._on_next)
 
     def on_keras(self) -> None:
-        from gpuwhy.tfapi import keras_hooks
-
         self._install(
             lambda: keras_hooks.install_callbacks(self._on_keras_event), "Keras callbacks"
         )

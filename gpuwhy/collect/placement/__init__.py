@@ -23,6 +23,7 @@ from gpuwhy.collect.placement.kernels import kernel_work
 from gpuwhy.collect.placement.names import DT_STRING, DT_VARIANT, dtype_name, qualified
 from gpuwhy.collect.placement.placer import PlacedGraph, place
 from gpuwhy.collect.placement.tensor_ops import tensor_ops
+from gpuwhy.collect.placement.verify import verify_placement
 from gpuwhy.facts import (
     AuditedFunction,
     FloatIndex,
@@ -117,8 +118,6 @@ def audit_functions(
         float_indices=_float_indices(audited),
     )
     if verify:
-        from gpuwhy.collect.placement.verify import verify_placement
-
         checks = [verify_placement(a, registry.device_type) for a in audited]
         check = _merge_checks(checks)
         # Seen, not predicted, once TF's own placement was compared node by node.

@@ -17,7 +17,9 @@ from __future__ import annotations
 from gpuwhy.collect.placement.graph import FlatGraph
 from gpuwhy.collect.placement.names import dtype_name
 from gpuwhy.facts import FloatIndex, is_input_boundary
+from gpuwhy.source_calls import float_input_calls
 from gpuwhy.tfapi import graph_ops
+from gpuwhy.tfapi.graph_ops import relative
 
 # op type -> the input that holds the indices
 INDEX_INPUTS = {
@@ -126,9 +128,6 @@ def named(indices: list[FloatIndex], files: list[str]) -> list[FloatIndex]:
     fix then says what to change without naming it."""
     import dataclasses
     import os
-
-    from gpuwhy.source_calls import float_input_calls
-    from gpuwhy.tfapi.graph_ops import relative
 
     if not indices:
         return indices

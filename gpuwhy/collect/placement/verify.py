@@ -11,7 +11,9 @@ the call-site prefix and the body node name, and only matched nodes count.
 from __future__ import annotations
 
 from gpuwhy.collect.placement.graph import device_type
+from gpuwhy.collect.placement.names import qualified
 from gpuwhy.facts import Disagreement, PlacementCheck
+from gpuwhy.tfapi.run_metadata import placed_devices
 
 __all__ = ["verify_placement"]
 
@@ -28,9 +30,6 @@ def _device_present(kind: str) -> bool:
 
 
 def verify_placement(audited, target_device: str) -> PlacementCheck:
-    from gpuwhy.collect.placement.names import qualified
-    from gpuwhy.tfapi.run_metadata import placed_devices
-
     target = audited.target
     if target.example_args is None and target.example_kwargs is None:
         return PlacementCheck(ran=False, reason="no example arguments to run the function with")

@@ -15,6 +15,7 @@ from typing import Any
 from gpuwhy.facts import MergedFinding, WorkerRun, WorkersFacts
 from gpuwhy.finding import SEVERITY_RANK
 from gpuwhy.modes.merge.read import WorkerRecord, is_merge_record, read_worker
+from gpuwhy.rules.distribute.input_sharding import compare_inputs, judged_across
 
 # gpuwhy.commands.output_paths.write_whole's temporary file for DIR/<task>.json
 _UNFINISHED = re.compile(r"^\.(?P<task>.+)\.json\..+\.tmp$")
@@ -80,7 +81,6 @@ def _settled_left_out(records: list[WorkerRecord]) -> list[WorkerRecord]:
     worker that judged "every worker reads the whole dataset" from its own pipeline
     alone is confirmed or refuted by what the others read (distribute.input-sharding
     on the merge says which)."""
-    from gpuwhy.rules.distribute.input_sharding import compare_inputs, judged_across
 
     compared = compare_inputs([r.run for r in records])
     if not compared:

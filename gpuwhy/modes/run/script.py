@@ -24,6 +24,8 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpuwhy.modes.run.script_modules import ScriptModules
+
 EXIT_INTERRUPTED = 130
 
 
@@ -170,7 +172,6 @@ def run_and_report(
     """Run the script as Python would, then ``report(ended, exit_code, error)`` once,
     with the script's modules out of gpuwhy's way (gpuwhy.modes.run.script_modules); also when the
     script ends the process with ``os._exit`` or gpuwhy is interrupted while starting it."""
-    from gpuwhy.modes.run.script_modules import ScriptModules
 
     modules = ScriptModules(os.path.dirname(os.path.abspath(script)))
     reported: list[bool] = []

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gpuwhy.collect import driver as driver_collector
 from gpuwhy.collect.inprocess import imports
 from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering, RunOptions, peer
 from gpuwhy.collect.inprocess.guard import Guard, Policy
@@ -25,6 +26,8 @@ from gpuwhy.facts import DriverFacts, Facts, GpuDevice
 from gpuwhy.modes.run.collectors import COLLECTORS
 from gpuwhy.modes.run.script import exception_line
 from gpuwhy.record import Record
+from gpuwhy.report import renderer_class
+from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
 
 if TYPE_CHECKING:
     from gpuwhy.tfapi.frames_hidden import HiddenFrames
@@ -84,8 +87,6 @@ class Session:
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> Session:
-        from gpuwhy.collect import driver as driver_collector
-
         if self.t0 is not None:
             raise RuntimeError("this session was already started")
         # NVML before TF touches the GPU: what it lists now belongs to other programs.
@@ -99,8 +100,6 @@ class Session:
         return self
 
     def _on_tensorflow(self, _module: Any = None) -> None:
-        from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
-
         self._frames_hidden = hide_gpuwhy_frames()  # never raises; .reason says what a TF lacked
         for collector in self.collectors:
             self._safely(collector.on_tensorflow)
@@ -195,7 +194,6 @@ class Session:
     # -- output ------------------------------------------------------------------------
     def render(self, format: str = "terminal", verbose: bool = False, color: bool = False) -> str:
         """The report as text (stopping the session first if needed)."""
-        from gpuwhy.report import renderer_class
 
         record = self.record or self.stop()
         return renderer_class(format)(verbose=verbose, color=color).render(record)

@@ -8,6 +8,7 @@ from typing import Any
 from gpuwhy.facts import DistributedInput, Facts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
+from gpuwhy.source_calls import batch_size_argument
 
 
 class ReplicaBatch(Rule):
@@ -106,7 +107,6 @@ class ReplicaBatch(Rule):
 def _size_text(given: DistributedInput) -> str:
     """The batch size as the call writes it ("BATCH_SIZE", "64"); the call's place where
     it cannot be read (then each call is its own cause)."""
-    from gpuwhy.source_calls import batch_size_argument
 
     try:
         node = ast.parse((given.written or "").lstrip("."), mode="eval").body
@@ -133,7 +133,6 @@ def _scaled_call(written: str, scaled: str) -> str | None:
     """``written`` (a ``.batch(...)`` or ``model.fit(...)`` call) with its batch size
     multiplied by ``scaled``; a fit without ``batch_size`` gets Keras' default 32 times
     it. None where the call cannot be read."""
-    from gpuwhy.source_calls import batch_size_argument
 
     head, dot, call = ("", "", written) if not written.startswith(".") else ("", ".", written[1:])
     try:

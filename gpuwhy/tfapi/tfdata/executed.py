@@ -44,7 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
 __all__ = [
     "ModelUnavailable",
@@ -311,7 +313,6 @@ def install_iterator_hooks(
     built (the creating stack still there for :func:`consumer_label`), and
     ``on_iterator_end(iterator)`` when one is about to be freed; listeners on the one
     creation hook of iterators.py. Undo the returned patches to stop listening."""
-    from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
     return [on_iterator_created(after=on_iterator, end=on_iterator_end)]
 
@@ -321,7 +322,6 @@ def consumer_label(frame: Any = None) -> str:
     when Keras' ``fit``/``evaluate``/``predict`` creates it (the innermost one wins:
     validation inside ``fit`` runs ``evaluate``), else ``python-loop``, including a loop
     the user's own code (a callback) runs inside ``fit``."""
-    from gpuwhy.tfapi.graph_ops import is_library_file
 
     frame = frame if frame is not None else sys._getframe(1)
     probe = frame

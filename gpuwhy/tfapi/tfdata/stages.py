@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.classes import (
     CLASSES,
@@ -24,6 +25,7 @@ from gpuwhy.tfapi.tfdata.classes import (
 )
 from gpuwhy.tfapi.tfdata.elements import cardinality
 from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
+from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 from gpuwhy.tfapi.tfdata.origins import install_origin_hooks, origin
 from gpuwhy.tfapi.tfdata.rewrite import why_not_rebuildable
 from gpuwhy.tfapi.tfdata.values import AUTOTUNE, int_value
@@ -341,8 +343,6 @@ def install_iterator_capture(seen: Callable[[Any, str | None], None]) -> list[Pa
     """Call ``seen(dataset, where it is iterated)`` for each eager dataset an iterator is
     created on (every ``iter(ds)``, ``for x in ds``, and Keras' epoch iterators), before
     TF builds the iterator; a listener on the one creation hook of iterators.py."""
-    from gpuwhy.tfapi.frames import user_location
-    from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
     def before(_iterator: Any, dataset: Any) -> None:
         seen(dataset, user_location(skip=2))
