@@ -273,9 +273,9 @@ def test_tf_peak_memory_never_starts_tensorflow_and_is_empty_without_gpus():
 
 
 def test_sampler_reads_tf_peak_at_stop_only_when_tensorflow_was_imported(monkeypatch):
-    import gpuwhy.tfapi.memory
+    import gpuwhy.collect.sampler
 
-    monkeypatch.setattr(gpuwhy.tfapi.memory, "tf_peak_memory", lambda: {"GPU:0": 5})
+    monkeypatch.setattr(gpuwhy.collect.sampler, "tf_peak_memory", lambda: {"GPU:0": 5})
     peaks = []
     for tensorflow in (False, True):
         sampler = GpuSampler(source=ExplodingSource())
