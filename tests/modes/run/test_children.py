@@ -3,12 +3,14 @@ as ``python prog.py`` and as ``python -m gpuwhy run prog.py`` (report to a file,
 stderr is the program's alone), and what the script saw of its children must be the same:
 their exit codes (-15 for ``terminate()``, KeyboardInterrupt for SIGINT), its stdout, and
 a stderr with no gpuwhy frame. Real subprocesses, real signals; only the last test imports
-TensorFlow (Keras' ``PyDataset`` workers, forked after TF is loaded)."""
+TensorFlow (Keras' ``PyDataset`` workers, forked after TF is loaded; a tf.data service
+in the process)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -260,3 +262,31 @@ def test_keras_multiprocessing_workers_forked_after_tensorflow_end_as_under_pyth
     assert "Traceback" not in plain.stderr and "Traceback" not in watched.stderr, watched.stderr
     assert record["program"]["ended"] == "completed"
     assert record["steps"]["count"] > 0  # the parent was still watched
+
+
+TF_DATA_SERVICE = """
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer()
+    worker = service.WorkerServer(
+        service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1])
+    )
+    dataset = tf.data.Dataset.range(8).map(lambda x: x * 2)
+    dataset = dataset.apply(
+        service.distribute(processing_mode="parallel_epochs", service=dispatcher.target)
+    )
+    print(sorted(int(x) for x in dataset), flush=True)
+"""
+
+ABSL_PREFIX = re.compile(r"^([IWEF])\d{4} \S+ +\d+ ", re.MULTILINE)  # TF's log: time, thread
+
+
+def test_a_tf_data_service_in_the_process_runs_as_under_python(tmp_path):
+    """A dispatcher and a worker of the tf.data service in the script's own process (their
+    threads, their gRPC servers): the same elements, the same stderr."""
+    plain, watched, record = both(script(tmp_path, TF_DATA_SERVICE))
+    assert plain.returncode == 0 and plain.stdout == "[0, 2, 4, 6, 8, 10, 12, 14]\n", plain.stderr
+    assert watched.returncode == 0 and watched.stdout == plain.stdout, watched.stderr
+    assert ABSL_PREFIX.sub(r"\1 ", watched.stderr) == ABSL_PREFIX.sub(r"\1 ", plain.stderr)
+    assert record["program"]["ended"] == "completed"
