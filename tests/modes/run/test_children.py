@@ -2,7 +2,7 @@
 as ``python prog.py`` and as ``python -m gpuwhy run prog.py`` (report to a file, so that
 stderr is the program's alone), and what the script saw of its children must be the same:
 their exit codes (-15 for ``terminate()``, KeyboardInterrupt for SIGINT), its stdout, and
-a stderr with no gpuwhy frame. Real subprocesses, real signals; only the last test imports
+a stderr with no gpuwhy frame. Real subprocesses, real signals; only the last two import
 TensorFlow (Keras' ``PyDataset`` workers, forked after TF is loaded; a tf.data service
 in the process)."""
 
