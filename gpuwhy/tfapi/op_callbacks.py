@@ -227,18 +227,18 @@ class CallbackSwitch:
 
     def on(self) -> None:
         if not self.is_on:
+            self._forget_in_child = forked.undo_in_child(self.off)  # first: see Patch
             self._execute.execute = self._execute.execute_with_callbacks
             self.callbacks.append(self.callback)
-            self._forget_in_child = forked.undo_in_child(self.off)
 
     def off(self) -> None:
-        self._forget_in_child()
         try:
             self.callbacks.remove(self.callback)
         except ValueError:  # the program cleared the callbacks itself
             pass
         if not self.callbacks and self._execute.execute is self._execute.execute_with_callbacks:
             self._execute.execute = self._execute.quick_execute
+        self._forget_in_child()
 
 
 _REAL_OPS: dict[str, bool] = {}

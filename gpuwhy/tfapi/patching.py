@@ -27,18 +27,26 @@ class Patch:
         self._put(make(self.original))
 
     def _put(self, replacement: Any) -> None:
+        # known to forked children before it is in place, and until it is out of place:
+        # a fork from another thread in between gets it undone too (a no-op where absent)
         self.replacement = replacement
-        setattr(self.owner, self.name, replacement)
         self._forget_in_child = forked.undo_in_child(self.undo)
+        try:
+            setattr(self.owner, self.name, replacement)
+        except BaseException:
+            self._forget_in_child()
+            raise
 
     def undo(self) -> None:
-        self._forget_in_child()
-        if vars(self.owner).get(self.name) is not self.replacement:
-            return  # someone patched over us; leave theirs in place
-        if self.had_own:
-            setattr(self.owner, self.name, self.original)
-        else:
-            delattr(self.owner, self.name)
+        try:
+            if vars(self.owner).get(self.name) is not self.replacement:
+                return  # someone patched over us; leave theirs in place
+            if self.had_own:
+                setattr(self.owner, self.name, self.original)
+            else:
+                delattr(self.owner, self.name)
+        finally:
+            self._forget_in_child()
 
 
 def mark_wrapped(replacement: F, original: Any) -> F:

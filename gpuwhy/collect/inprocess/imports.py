@@ -74,14 +74,14 @@ _forget_in_child: Callable[[], None] = lambda: None
 def _insert_finder() -> None:
     global _forget_in_child
     if _FINDER not in sys.meta_path:
+        _forget_in_child = forked.undo_in_child(_nothing_waits_in_child)  # first: see Patch
         sys.meta_path.insert(0, _FINDER)
-        _forget_in_child = forked.undo_in_child(_nothing_waits_in_child)
 
 
 def _remove_finder() -> None:
-    _forget_in_child()
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+    _forget_in_child()
 
 
 def _nothing_waits_in_child() -> None:
