@@ -20,7 +20,7 @@ PACKAGE = Path(gpuwhy.__file__).parent
 
 # Bottom to top. A name is a module or a package (all of its modules).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gpuwhy.version", "gpuwhy.own_stderr", "gpuwhy.gpu_specs"),
+    ("gpuwhy.version", "gpuwhy.own_stderr", "gpuwhy.forked", "gpuwhy.gpu_specs"),
     ("gpuwhy.facts", "gpuwhy.schema"),
     ("gpuwhy.finding",),
     ("gpuwhy.formatting",),

@@ -6,9 +6,10 @@ goes on without metrics."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from gpuwhy import own_stderr
+from gpuwhy import forked, own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
 
@@ -92,11 +93,13 @@ class PrometheusMetrics:
 
 class Endpoint:
     """``/metrics`` on ``port`` (all interfaces, as exporters are scraped from another
-    host), served from a daemon thread."""
+    host), served from a daemon thread. A child the program forks closes its copy of the
+    listening socket (gpuwhy.forked): the port is free once the run ends."""
 
     def __init__(self, metrics: PrometheusMetrics, port: int, addr: str = "0.0.0.0") -> None:
         self.metrics, self.port, self.addr = metrics, port, addr
         self._server: Any = None
+        self._forget_in_child: Callable[[], None] = lambda: None
 
     def start(self) -> bool:
         from prometheus_client import start_http_server
@@ -110,9 +113,12 @@ class Endpoint:
             _say(f"metrics: port {self.port} is {reason}: the run goes on without /metrics")
             return False
         self._server = started[0] if isinstance(started, tuple) else None
+        if self._server is not None:
+            self._forget_in_child = forked.undo_in_child(self._server.socket.close)
         return True
 
     def stop(self) -> None:
+        self._forget_in_child()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuwhy import forked
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 __all__ = [
@@ -208,7 +209,8 @@ class CallbackSwitch:
     ``on``/``off`` may be called from any thread (see the module docstring). They do
     what ``add_op_callback``/``remove_op_callback`` do, on that list: ``execute.execute``
     is swapped for ``execute_with_callbacks`` while the list is not empty and swapped
-    back when it becomes empty (TF's own test, made by the owning thread).
+    back when it becomes empty (TF's own test, made by the owning thread). A child the
+    program forks starts with it off (gpuwhy.forked).
     """
 
     def __init__(self, callbacks: list, callback: Callable) -> None:
@@ -217,6 +219,7 @@ class CallbackSwitch:
         self._execute = execute
         self.callbacks = callbacks
         self.callback = callback
+        self._forget_in_child: Callable[[], None] = lambda: None
 
     @property
     def is_on(self) -> bool:
@@ -224,6 +227,7 @@ class CallbackSwitch:
 
     def on(self) -> None:
         if not self.is_on:
+            self._forget_in_child = forked.undo_in_child(self.off)  # first: see Patch
             self._execute.execute = self._execute.execute_with_callbacks
             self.callbacks.append(self.callback)
 
@@ -234,6 +238,7 @@ class CallbackSwitch:
             pass
         if not self.callbacks and self._execute.execute is self._execute.execute_with_callbacks:
             self._execute.execute = self._execute.quick_execute
+        self._forget_in_child()
 
 
 _REAL_OPS: dict[str, bool] = {}

@@ -2,7 +2,8 @@
 
 Every hook gpuwhy installs in a watched program is a :class:`Patch`, so ``stop()``
 restores each class exactly (the original object, not a copy), even when two sessions
-patched the same method in turn.
+patched the same method in turn; a child the program forks gets the originals back at once
+(gpuwhy.forked).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from gpuwhy import forked
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,16 +24,29 @@ class Patch:
         self.owner, self.name = owner, name
         self.had_own = name in vars(owner)
         self.original = vars(owner)[name] if self.had_own else getattr(owner, name)
-        self.replacement = make(self.original)
-        setattr(owner, name, self.replacement)
+        self._put(make(self.original))
+
+    def _put(self, replacement: Any) -> None:
+        # known to forked children before it is in place, and until it is out of place:
+        # a fork from another thread in between gets it undone too (a no-op where absent)
+        self.replacement = replacement
+        self._forget_in_child = forked.undo_in_child(self.undo)
+        try:
+            setattr(self.owner, self.name, replacement)
+        except BaseException:
+            self._forget_in_child()
+            raise
 
     def undo(self) -> None:
-        if vars(self.owner).get(self.name) is not self.replacement:
-            return  # someone patched over us; leave theirs in place
-        if self.had_own:
-            setattr(self.owner, self.name, self.original)
-        else:
-            delattr(self.owner, self.name)
+        try:
+            if vars(self.owner).get(self.name) is not self.replacement:
+                return  # someone patched over us; leave theirs in place
+            if self.had_own:
+                setattr(self.owner, self.name, self.original)
+            else:
+                delattr(self.owner, self.name)
+        finally:
+            self._forget_in_child()
 
 
 def mark_wrapped(replacement: F, original: Any) -> F:

@@ -19,6 +19,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from gpuwhy import forked
+
 Callback = Callable[[object], None]
 
 
@@ -58,14 +60,37 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
     def _fire(self, name: str, module) -> None:
         with _LOCK:
             callbacks = self.callbacks.pop(name, [])
-            if not self.callbacks and self in sys.meta_path:
-                sys.meta_path.remove(self)
+            if not self.callbacks:
+                _remove_finder()
         for callback in callbacks:
             callback(module)
 
 
 _FINDER = _PostImportFinder()
 _LOCK = threading.Lock()
+_forget_in_child: Callable[[], None] = lambda: None
+
+
+def _insert_finder() -> None:
+    global _forget_in_child
+    if _FINDER not in sys.meta_path:
+        _forget_in_child = forked.undo_in_child(_nothing_waits_in_child)  # first: see Patch
+        sys.meta_path.insert(0, _FINDER)
+
+
+def _remove_finder() -> None:
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+    _forget_in_child()
+
+
+def _nothing_waits_in_child() -> None:
+    """A forked child arms no collector when it imports TensorFlow (gpuwhy.forked); the
+    lock may have been held by a thread the child does not have."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    _FINDER.callbacks.clear()
+    _remove_finder()
 
 
 def when_imported(name: str, callback: Callback) -> None:
@@ -74,8 +99,7 @@ def when_imported(name: str, callback: Callback) -> None:
         module = sys.modules.get(name)
         if module is None:
             _FINDER.callbacks.setdefault(name, []).append(callback)
-            if _FINDER not in sys.meta_path:
-                sys.meta_path.insert(0, _FINDER)
+            _insert_finder()
             return
     callback(module)
 
@@ -87,5 +111,5 @@ def cancel(callback: Callback) -> None:
             _FINDER.callbacks[name] = [c for c in _FINDER.callbacks[name] if c != callback]
             if not _FINDER.callbacks[name]:
                 del _FINDER.callbacks[name]
-        if not _FINDER.callbacks and _FINDER in sys.meta_path:
-            sys.meta_path.remove(_FINDER)
+        if not _FINDER.callbacks:
+            _remove_finder()

@@ -7,7 +7,8 @@ module registered as ``sys.modules['__main__']``, so pickling for multiprocessin
 captured), the exit status (``sys.exit(n)`` gives n, an uncaught exception 1, Ctrl-C
 130) and the traceback, printed by ``sys.excepthook`` without gpuwhy's frames. Like
 the interpreter, the run ends when the main thread is done *and* the non-daemon
-threads it started have finished.
+threads it started have finished. A child the script forks gets SIGTERM and ``os._exit``
+back as they were before gpuwhy (gpuwhy.forked), and never reports.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gpuwhy import forked
 from gpuwhy.modes.run.script_modules import ScriptModules
 
 EXIT_INTERRUPTED = 130
@@ -139,20 +141,47 @@ def _sigterm_raises():
         yield seen
         return
 
+    pid = os.getpid()
+
     def on_sigterm(signum, frame):
+        if os.getpid() != pid:  # a forked child that put this handler back, or chains to it
+            _as_before_in_child(on_sigterm, previous, signum)
+            return
         seen.set()
         raise Terminated()
+
+    def as_before_in_child() -> None:
+        """A forked child dies of SIGTERM as Python's would (gpuwhy.forked)."""
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, _disposition(previous))
 
     try:
         previous = signal.signal(signal.SIGTERM, on_sigterm)
     except (ValueError, OSError):
         yield seen
         return
+    forget_in_child = forked.undo_in_child(as_before_in_child)
     try:
         yield seen
     finally:
+        forget_in_child()
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
-            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, _disposition(previous))
+
+
+def _disposition(handler):
+    """``handler`` as ``signal.signal`` takes it: None (set outside Python) is the default."""
+    return signal.SIG_DFL if handler is None else handler
+
+
+def _as_before_in_child(ours, before, signum: int) -> None:
+    """``ours``, gpuwhy's handler, called in a forked child: as the signal's handler (the
+    child put it back), the signal is delivered again to the disposition Python had
+    (the default kills); called by the script's own handler, nothing (Python's default
+    is not a function: the script would not have called it)."""
+    if signal.getsignal(signum) is ours:
+        signal.signal(signum, _disposition(before))
+        os.kill(os.getpid(), signum)
 
 
 def die_of(signum: int) -> None:
@@ -229,7 +258,12 @@ def _guard_hard_exit(before: Callable[[int], None]) -> None:
                 pass
         real_exit(status)
 
+    def real_in_child() -> None:
+        if os._exit is _exit:
+            os._exit = real_exit
+
     os._exit = _exit
+    forked.undo_in_child(real_in_child)
 
 
 def _wait_for_threads() -> None:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuwhy import forked
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
@@ -105,8 +106,10 @@ class Listening(Patch):
             _Listeners.patches = _install_creation_patches()
         for group, fn in self.entries:
             group.append(fn)
+        self._forget_in_child = forked.undo_in_child(self.undo)
 
     def undo(self) -> None:
+        self._forget_in_child()
         for group, fn in self.entries:
             if fn in group:
                 group.remove(fn)
@@ -186,5 +189,4 @@ class _AddedMethod(Patch):
         self.owner, self.name = owner, name
         self.had_own = False
         self.original = None
-        self.replacement = make(None)
-        setattr(owner, name, self.replacement)
+        self._put(make(None))
