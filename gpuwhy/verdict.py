@@ -238,9 +238,9 @@ def _gpu_busy(facts: Facts) -> float | None:
     samples = facts.gpu_samples
     means = []
     for gpu in samples.gpus if samples is not None else ():
-        known = [u for u in gpu.utilization if u is not None]
-        if known:
-            means.append(sum(known) / len(known))
+        mean = gpu.mean("utilization")  # every sample, in a long run's windows too
+        if mean is not None:
+            means.append(mean)
     return max(means, default=None)
 
 

@@ -31,8 +31,13 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   "procs": [[pid, used bytes | null, command line | null], ...] (process ticks only)}]}``.
 
 Cost: the thread's work per tick is a handful of ctypes calls per GPU (the GIL is released
-during each) and a few hundred Python operations; :attr:`GpuSampler.tick_seconds` keeps
-the time of each tick.
+during each) and a few hundred Python operations; :attr:`GpuSampler.ticks`,
+``tick_total_s`` and ``tick_max_s`` keep their count and time.
+
+Memory: bounded, whatever the run's length. Each GPU's series folds into at most
+``windows`` windows (512; collect/windows.py): a run of under 52 s at 10 Hz keeps every
+sample as read, a longer one windows of 2, 4, 8 ... samples that cover it from the first
+sample to the last (24 h: 422 windows of 2,048 samples, 205 s each).
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ from typing import Any, Protocol, TextIO
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
-from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries
+from gpuwhy.collect.windows import CAPACITY, Windows
+from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries, WindowSpread
 from gpuwhy.tfapi.memory import tf_peak_memory
 from gpuwhy.version import __version__
 
@@ -165,52 +171,52 @@ def _fraction(percent: Any) -> float | None:
     return None if percent is None else float(percent) / 100.0
 
 
+SERIES = (
+    "utilization",
+    "memory_used_bytes",
+    "own_memory_bytes",
+    "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s",
+    "sm_clock_mhz",
+    "power_w",
+    *GPM_KEYS,
+)
+BYTES = frozenset({"memory_used_bytes", "own_memory_bytes"})  # means kept in whole bytes
+
+
 class _SeriesBuilder:
-    def __init__(self, device: dict[str, Any]) -> None:
+    """One GPU's readings folded into bounded windows as they come (collect/windows.py)."""
+
+    def __init__(self, device: dict[str, Any], capacity: int = CAPACITY) -> None:
         self.index = int(device["index"])
         self.name = device.get("name") or f"GPU {self.index}"
         self.memory_total = device.get("memory_total_bytes")
-        self.columns: dict[str, list] = {
-            k: []
-            for k in (
-                "t",
-                "utilization",
-                "memory_used_bytes",
-                "own_memory_bytes",
-                "pcie_tx_bytes_per_s",
-                "pcie_rx_bytes_per_s",
-                "sm_clock_mhz",
-                "power_w",
-                *GPM_KEYS,
-            )
-        }
+        self.windows = Windows(len(SERIES), capacity)
         self.previous: dict[str, Any] | None = None
         self.previous_t: float | None = None
         self.others: dict[int, GpuProcess] = {}
         self.gpm_seen = False
 
     def add(self, t: float, reading: dict[str, Any], pids: frozenset[int]) -> None:
-        c = self.columns
         dt = t - self.previous_t if self.previous_t is not None else 0.0
         prev = self.previous or {}
-        c["t"].append(round(t, 4))
-        c["utilization"].append(_fraction(reading.get("util")))
-        c["memory_used_bytes"].append(reading.get("mem_used"))
-        c["pcie_tx_bytes_per_s"].append(
-            counter_rate(prev.get("pcie_tx"), reading.get("pcie_tx"), dt)
-        )
-        c["pcie_rx_bytes_per_s"].append(
-            counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt)
-        )
         clock = reading.get("sm_clock_mhz")
-        c["sm_clock_mhz"].append(None if clock is None else float(clock))
         power = reading.get("power_mw")
-        c["power_w"].append(None if power is None else power / 1000.0)
         gpm = reading.get("gpm") or {}
-        for key in GPM_KEYS:
-            c[key].append(_fraction(gpm.get(key)))
         self.gpm_seen |= any(gpm.get(key) is not None for key in GPM_KEYS)
-        c["own_memory_bytes"].append(self._own_memory(reading, pids))
+        self.windows.add(
+            round(t, 4),
+            (
+                _fraction(reading.get("util")),
+                reading.get("mem_used"),
+                self._own_memory(reading, pids),
+                counter_rate(prev.get("pcie_tx"), reading.get("pcie_tx"), dt),
+                counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt),
+                None if clock is None else float(clock),
+                None if power is None else power / 1000.0,
+                *(_fraction(gpm.get(key)) for key in GPM_KEYS),
+            ),
+        )
         self.previous, self.previous_t = reading, t
 
     def _own_memory(self, reading: dict[str, Any], pids: frozenset[int]) -> int | None:
@@ -239,14 +245,38 @@ class _SeriesBuilder:
         return None if unknown and not own else own
 
     def series(self) -> GpuSeries:
-        c = {k: tuple(v) for k, v in self.columns.items()}
+        w = self.windows
+        means = {name: tuple(_whole(name, w.means(c))) for c, name in enumerate(SERIES)}
+        windowed = w.samples_per_window > 1
         return GpuSeries(
             index=self.index,
             name=self.name,
             memory_total_bytes=self.memory_total,
             others=tuple(sorted(self.others.values(), key=lambda p: p.pid)),
-            **c,
+            t=tuple(w.t_first),
+            **means,
+            samples_per_window=w.samples_per_window,
+            counts=tuple(w.count) if windowed else (),
+            t_last=tuple(w.t_last) if windowed else (),
+            spread=tuple(
+                WindowSpread(
+                    name=name,
+                    known=tuple(w.known[c]),
+                    low=tuple(_whole(name, w.low[c])),
+                    high=tuple(_whole(name, w.high[c])),
+                )
+                for c, name in enumerate(SERIES)
+            )
+            if windowed
+            else (),
         )
+
+
+def _whole(name: str, values: list) -> list:
+    """Byte counts stay whole numbers when they are means."""
+    if name not in BYTES:
+        return values
+    return [v if v is None or isinstance(v, int) else round(v) for v in values]
 
 
 # ---------------------------------------------------------------------------
@@ -257,6 +287,7 @@ class GpuSampler(Collector):
 
     ``pids`` returns the pids whose GPU memory counts as the program's own (default: this
     process). ``record_path`` writes the raw readings as a recording (see module doc).
+    ``windows`` bounds each GPU's series (see module doc).
     Never raises into the watched program: a failure ends sampling and is kept in
     ``facts().error``.
     """
@@ -279,6 +310,7 @@ class GpuSampler(Collector):
         record_path: str | Path | None = None,
         process_hz: float = 1.0,
         join_timeout_s: float = 10.0,
+        windows: int = CAPACITY,
     ) -> None:
         self.hz = float(hz) if hz and hz > 0 else 10.0
         self.process_hz = min(float(process_hz), self.hz) if process_hz and process_hz > 0 else 1.0
@@ -289,7 +321,10 @@ class GpuSampler(Collector):
         self.t0 = 0.0
         self.error: str | None = "not started"
         self.header: dict[str, Any] = {}
-        self.tick_seconds: list[float] = []
+        self.windows = windows
+        self.ticks = 0
+        self.tick_total_s = 0.0
+        self.tick_max_s = 0.0
         self.tf_peak_memory_bytes: dict[str, int] = {}
         self._builders: dict[int, _SeriesBuilder] = {}
         self._watched: set[int] = set()
@@ -345,7 +380,8 @@ class GpuSampler(Collector):
                 self.header = header
                 self.error = header.get("error")
                 self._builders = {
-                    int(d["index"]): _SeriesBuilder(d) for d in header.get("devices", ())
+                    int(d["index"]): _SeriesBuilder(d, self.windows)
+                    for d in header.get("devices", ())
                 }
             self._open_record(header)
             if header.get("error"):
@@ -373,7 +409,10 @@ class GpuSampler(Collector):
             if tick is None:
                 return
             self._add(tick)
-            self.tick_seconds.append(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.ticks += 1
+            self.tick_total_s += took
+            self.tick_max_s = max(self.tick_max_s, took)
             tick_number += 1
             if not paced:
                 continue

@@ -111,14 +111,16 @@ def _gpu_busy(facts: Facts, since_s: float) -> list[tuple[dict[str, str], float]
     uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
     busy = []
     for gpu in samples.gpus:
-        recent = [u for t, u in zip(gpu.t, gpu.utilization) if t >= since_s and u is not None]
-        if recent:
+        # A long run's windows: those whose last sample is after since_s (the newest
+        # window holds the newest samples, whatever its width).
+        mean = gpu.mean("utilization", [end >= since_s for end in gpu.ends()])
+        if mean is not None:
             labels = {
                 "gpu": str(gpu.index),
                 "UUID": uuids.get(gpu.index, ""),
                 "modelName": gpu.name,
             }
-            busy.append((labels, sum(recent) / len(recent)))
+            busy.append((labels, mean))
     return busy
 
 

@@ -29,7 +29,7 @@ from gpuwhy.facts.environment import (
     LibraryProbe,
     TensorFlowFacts,
 )
-from gpuwhy.facts.gpu_samples import GpuSamplesFacts, GpuSeries
+from gpuwhy.facts.gpu_samples import GpuSamplesFacts, GpuSeries, WindowSpread
 from gpuwhy.facts.input_fixes import InputFix, InputFixFacts, PipelineChange, PipelineRate
 from gpuwhy.facts.placement import (
     PLACEMENT_REASONS,
@@ -103,6 +103,7 @@ __all__ = [
     "TraceSignature",
     "TracedFunction",
     "TracingFacts",
+    "WindowSpread",
     "WorkerInput",
     "WorkerRun",
     "WorkersFacts",

@@ -4,9 +4,23 @@ watched run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwhy.facts.environment import GpuProcess
+
+Value = float | None  # ints (bytes) included
+
+
+@dataclass(frozen=True)
+class WindowSpread:
+    """One series of a windowed :class:`GpuSeries`, inside each window: how many samples
+    had a value, and the lowest and highest of them (None: no value in that window)."""
+
+    name: str  # the GpuSeries field: "utilization", "memory_used_bytes" ...
+    known: tuple[int, ...] = ()
+    low: tuple[float | None, ...] = ()
+    high: tuple[float | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -16,6 +30,13 @@ class GpuSeries:
     Utilisation and activities are fractions 0-1. PCIe rates come from NVML's cumulative
     byte counters, differenced between samples. The GPM activities exist on Hopper and
     newer only.
+
+    A run of any length is kept in at most a few hundred windows (collect/windows.py):
+    while ``samples_per_window`` is 1 each entry is one sample, as read; beyond, each entry
+    is a window of samples, ``t`` its first sample's time, each series its mean, and
+    ``counts``, ``t_last`` and ``spread`` say how many samples it holds, when its last was
+    read, and each series' known count, minimum and maximum in it. Readers that sum,
+    average, count or take peaks go through the methods below, which read both forms.
     """
 
     index: int
@@ -33,6 +54,62 @@ class GpuSeries:
     sm_occupancy: tuple[float | None, ...] = ()  # GPM
     tensor_activity: tuple[float | None, ...] = ()  # GPM, any tensor pipe
     others: tuple[GpuProcess, ...] = ()  # other processes seen on this GPU during the run
+    samples_per_window: int = 1  # samples in every window but the last (1: raw samples)
+    counts: tuple[int, ...] = ()  # samples in each window; () when each is one sample
+    t_last: tuple[float, ...] = ()  # each window's last sample's time; () when t is
+    spread: tuple[WindowSpread, ...] = ()  # per series; () when each window is one sample
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.counts)
+
+    def window_counts(self) -> Sequence[int]:
+        """Samples in each entry of ``t``."""
+        return self.counts if self.counts else (1,) * len(self.t)
+
+    def sample_count(self) -> int:
+        """Samples read in all."""
+        return sum(self.counts) if self.counts else len(self.t)
+
+    def ends(self) -> Sequence[float]:
+        """Each entry's last sample's time (its own time for a raw sample)."""
+        return self.t_last if self.t_last else self.t
+
+    def centres(self) -> list[float]:
+        """Each entry's time as a point: the middle of its first and last sample."""
+        if not self.t_last:
+            return list(self.t)
+        return [(a + b) / 2 for a, b in zip(self.t, self.t_last)]
+
+    def column(self, name: str) -> WindowSpread:
+        """The known counts, minima and maxima of series ``name`` per entry."""
+        for spread in self.spread:
+            if spread.name == name:
+                return spread
+        values: tuple[Value, ...] = getattr(self, name)
+        return WindowSpread(
+            name=name,
+            known=tuple(0 if v is None else 1 for v in values),
+            low=values,
+            high=values,
+        )
+
+    def mean(self, name: str, inside: Sequence[bool] | None = None) -> float | None:
+        """Mean of every sample of series ``name`` (of the entries ``inside`` marks):
+        each window's mean weighted by its known samples, so exactly the samples' mean."""
+        values: tuple[Value, ...] = getattr(self, name)
+        known = self.column(name).known
+        flags = inside if inside is not None else (True,) * len(values)
+        total, n = 0.0, 0
+        for v, k, keep in zip(values, known, flags):
+            if keep and k and v is not None:
+                total += v * k
+                n += k
+        return total / n if n else None
+
+    def peak(self, name: str) -> Value:
+        """Highest sample of series ``name``; None when it was never read."""
+        return max((v for v in self.column(name).high if v is not None), default=None)
 
 
 @dataclass(frozen=True)

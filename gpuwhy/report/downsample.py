@@ -113,6 +113,47 @@ def stats(values: Iterable[float | None]) -> Stats:
     )
 
 
+def window_stats(
+    means: Sequence[float | None],
+    known: Sequence[int],
+    low: Sequence[float | None],
+    high: Sequence[float | None],
+) -> Stats:
+    """:func:`stats` of a series kept in windows (a long run's GPU samples): count, mean,
+    minimum and maximum are the samples' own; median and p90 are those of the window
+    means, each weighted by its samples (the samples inside a window are not kept).
+    ``argmax`` is the window holding the maximum."""
+    rows = [
+        (i, m, k, lo, hi)
+        for i, (m, k, lo, hi) in enumerate(zip(means, known, low, high))
+        if k and m is not None and not _nan(m)
+    ]
+    if not rows:
+        return Stats(count=0)
+    count = sum(k for _, _, k, _, _ in rows)
+    ordered = sorted((m, k) for _, m, k, _, _ in rows)
+    top = max(rows, key=lambda r: r[4] if r[4] is not None else r[1])
+    return Stats(
+        count=count,
+        mean=math.fsum(m * k for _, m, k, _, _ in rows) / count,
+        median=_weighted_quantile(ordered, 0.5 * count),
+        p90=_weighted_quantile(ordered, min(count - 1, int(0.9 * count)) + 0.5),
+        low=min(lo if lo is not None else m for _, m, _, lo, _ in rows),
+        high=top[4] if top[4] is not None else top[1],
+        argmax=top[0],
+    )
+
+
+def _weighted_quantile(ordered: Sequence[tuple[float, int]], rank: float) -> float:
+    """The value at ``rank`` (0 .. total weight) of (value, weight) pairs in order."""
+    seen = 0
+    for value, weight in ordered:
+        seen += weight
+        if seen >= rank:
+            return value
+    return ordered[-1][0]
+
+
 def _nan(v: float) -> bool:
     return isinstance(v, float) and math.isnan(v)
 

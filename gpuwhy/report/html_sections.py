@@ -22,7 +22,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
-from gpuwhy.report.downsample import stats
+from gpuwhy.report.downsample import stats, window_stats
 from gpuwhy.report.summary import (
     code_language,
     distribute_line,
@@ -187,16 +187,27 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
     """Exact statistics of every metric the GPU reported, over the full series."""
     rows = []
     for title, name, scale, unit in GPU_METRICS:
-        s = stats(getattr(gpu, name))
+        spread = gpu.column(name)
+        s = (
+            window_stats(getattr(gpu, name), spread.known, spread.low, spread.high)
+            if gpu.windowed
+            else stats(getattr(gpu, name))
+        )
         if not s.count:
             continue
         values = [(v or 0.0) * scale for v in (s.mean, s.median, s.p90, s.high)]  # set: count > 0
         rows.append([f"{title} ({unit})", *stat_row(values), f"{s.count:,}"])
-    span = (gpu.t[-1] - gpu.t[0]) if len(gpu.t) > 1 else 0.0
+    span = (gpu.ends()[-1] - gpu.t[0]) if gpu.sample_count() > 1 else 0.0
     head = (
         f"GPU {gpu.index}: {gpu.name}"
         + (f", {gpu.memory_total_bytes / GiB:,.0f} GiB" if gpu.memory_total_bytes else "")
-        + f"; {len(gpu.t):,} samples at {samples.hz:g} Hz over {span:,.1f} s"
+        + f"; {gpu.sample_count():,} samples at {samples.hz:g} Hz over {span:,.1f} s"
+        + (
+            f", kept as {len(gpu.t):,} windows of {gpu.samples_per_window:,} samples "
+            "(median and p90 of the window means)"
+            if gpu.windowed
+            else ""
+        )
         + ("; GPM metrics read" if samples.gpm else "")
     )
     others = [

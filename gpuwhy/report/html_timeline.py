@@ -2,7 +2,9 @@
 markers, Keras phases and each sampled GPU's activity, memory and PCIe traffic, in rows on
 one time axis. Its own module because it is the one chart that lays out rows and legends
 and draws long series: they go through ``downsample`` first, and every number printed
-beside the chart comes from the full series (``html.py``). Times are seconds since the run
+beside the chart comes from the full series (``html.py``). A long run's GPU series are
+windows of samples (facts/gpu_samples.py) covering all of it: each is drawn at its middle,
+its mean as the line and its lowest and highest sample as the band. Times are seconds since the run
 started, the axis the facts share, so steps, traces and GPU samples line up.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwhy.facts import GpuSamplesFacts, StepFacts, TracingFacts
+from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, TracingFacts
 from gpuwhy.formatting import GiB
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
 from gpuwhy.report.html_charts import label
@@ -83,8 +85,8 @@ def timeline(
         _band_line(
             fig,
             row_of["activity"],
-            gpu.t,
-            gpu.utilization,
+            gpu,
+            "utilization",
             f"{prefix}busy (any kernel)",
             colour,
             100.0,
@@ -95,8 +97,8 @@ def timeline(
             _band_line(
                 fig,
                 row_of["activity"],
-                gpu.t,
-                gpu.sm_activity,
+                gpu,
+                "sm_activity",
                 f"{prefix}SM activity",
                 colour,
                 100.0,
@@ -108,8 +110,8 @@ def timeline(
             _band_line(
                 fig,
                 row_of["activity"],
-                gpu.t,
-                gpu.tensor_activity,
+                gpu,
+                "tensor_activity",
                 f"{prefix}tensor-core activity",
                 colour,
                 100.0,
@@ -120,8 +122,8 @@ def timeline(
         _band_line(
             fig,
             row_of["memory"],
-            gpu.t,
-            gpu.memory_used_bytes,
+            gpu,
+            "memory_used_bytes",
             f"{prefix}memory used (all processes)",
             colour,
             1 / GiB,
@@ -132,8 +134,8 @@ def timeline(
             _band_line(
                 fig,
                 row_of["memory"],
-                gpu.t,
-                gpu.own_memory_bytes,
+                gpu,
+                "own_memory_bytes",
                 f"{prefix}memory of the watched program",
                 colour,
                 1 / GiB,
@@ -154,8 +156,8 @@ def timeline(
             _band_line(
                 fig,
                 row_of["pcie"],
-                gpu.t,
-                gpu.pcie_rx_bytes_per_s,
+                gpu,
+                "pcie_rx_bytes_per_s",
                 f"{prefix}PCIe host → GPU",
                 colour,
                 1e-6,
@@ -165,8 +167,8 @@ def timeline(
             _band_line(
                 fig,
                 row_of["pcie"],
-                gpu.t,
-                gpu.pcie_tx_bytes_per_s,
+                gpu,
+                "pcie_tx_bytes_per_s",
                 f"{prefix}PCIe GPU → host",
                 colour,
                 1e-6,
@@ -353,8 +355,8 @@ def _legend_per_row(fig, rows: int) -> None:
 def _band_line(
     fig,
     row: int,
-    t,
-    values,
+    gpu: GpuSeries,
+    field: str,
     name: str,
     colour: str,
     scale: float,
@@ -362,18 +364,26 @@ def _band_line(
     group: str,
     dash: str | None = None,
 ) -> None:
-    """A series as its bucket means, with a min-max band when it was downsampled."""
+    """A series as its bucket means, with a min-max band when it was downsampled or
+    kept in windows (a long run: each window's lowest and highest sample)."""
     import plotly.graph_objects as go
 
+    values = getattr(gpu, field)
     if not _known(values):
         return
-    scaled = [None if v is None else v * scale for v in values]
-    series = downsample(t, scaled, max_points)
+    t = gpu.centres()
+    series = downsample(t, _scaled(values, scale), max_points)
+    low, high, banded = series.low, series.high, series.bucketed
+    if gpu.windowed:
+        spread = gpu.column(field)
+        low = downsample(t, _scaled(spread.low, scale), max_points).low
+        high = downsample(t, _scaled(spread.high, scale), max_points).high
+        banded = True
     group = f"{group}:{name}"  # the band toggles with its line; one entry per group
     x = rounded(series.t, 7)
-    if series.bucketed:  # the band: an invisible upper edge, then the lower one filled up to it
+    if banded:  # the band: an invisible upper edge, then the lower one filled up to it
         filled = {"fill": "tonexty", "fillcolor": _alpha(colour, 0.18)}
-        for edge, fill in ((series.high, {}), (series.low, filled)):
+        for edge, fill in ((high, {}), (low, filled)):
             fig.add_trace(
                 go.Scatter(
                     x=x,
@@ -396,11 +406,15 @@ def _band_line(
             mode="lines",
             line=dict(color=colour, width=1.3, dash=dash),
             legendgroup=group,
-            hovertemplate="%{y:.3~f}" + (" (mean)" if series.bucketed else ""),
+            hovertemplate="%{y:.3~f}" + (" (mean)" if banded else ""),
         ),
         row=row,
         col=1,
     )
+
+
+def _scaled(values, scale: float) -> list[float | None]:
+    return [None if v is None else v * scale for v in values]
 
 
 def _known(values) -> bool:

@@ -5,7 +5,6 @@ from these functions, never from each other's private helpers."""
 from __future__ import annotations
 
 import json
-import statistics
 from typing import Any
 
 from gpuwhy.derived.pipeline import bottleneck
@@ -14,7 +13,6 @@ from gpuwhy.facts import (
     DistributeFacts,
     EagerFacts,
     GpuSamplesFacts,
-    GpuSeries,
     OpGroup,
     PipelineFacts,
     PipelineStage,
@@ -206,30 +204,20 @@ def gpu_line(samples: GpuSamplesFacts) -> str:
         return "none (no GPU)"
     parts = []
     for gpu in samples.gpus:
-        util = _mean(gpu.utilization)
-        text = f"GPU {gpu.index} {gpu.name}: {len(gpu.t)} samples at {samples.hz:g} Hz"
+        util = gpu.mean("utilization")
+        text = f"GPU {gpu.index} {gpu.name}: {gpu.sample_count()} samples at {samples.hz:g} Hz"
         if util is not None:
             text += f", busy {util:.0%} on average"
-        sm = _mean(gpu.sm_activity)
+        sm = gpu.mean("sm_activity")
         if sm is not None:
             text += f", SM activity {sm:.0%}"
-        peak = _peak(gpu)
+        peak = gpu.peak("memory_used_bytes")
         if peak is not None and gpu.memory_total_bytes:
             text += f", peak memory {peak / MiB:,.0f} of {gpu.memory_total_bytes / MiB:,.0f} MiB"
         parts.append(text)
     for device, peak in samples.tf_peak_memory_bytes.items():
         parts.append(f"TensorFlow's peak on {device}: {peak / MiB:,.0f} MiB")
     return "; ".join(parts)
-
-
-def _mean(values) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None
-
-
-def _peak(gpu: GpuSeries) -> int | None:
-    known = [v for v in gpu.memory_used_bytes if v is not None]
-    return max(known) if known else None
 
 
 def finding_causes(evidence: dict[str, Any]) -> list[tuple[str, str]] | None:

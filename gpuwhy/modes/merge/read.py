@@ -216,10 +216,26 @@ def _gpu_busy(samples: dict[str, Any]) -> float | None:
     """Mean NVML utilisation over the run, averaged over the GPUs that were sampled."""
     means = []
     for gpu in samples.get("gpus") or []:
-        values = [v for v in (gpu.get("utilization") or []) if _number(v) is not None]
-        if values:
-            means.append(sum(values) / len(values))
+        if not isinstance(gpu, dict):
+            continue
+        values = gpu.get("utilization") or []
+        weights = _known_counts(gpu, "utilization") or [1] * len(values)
+        total, n = 0.0, 0
+        for v, k in zip(values, weights):
+            if (x := _number(v)) is not None and (w := _integer(k)):
+                total, n = total + x * w, n + w
+        if n:
+            means.append(total / n)
     return sum(means) / len(means) if means else None
+
+
+def _known_counts(gpu: dict[str, Any], name: str) -> list[Any] | None:
+    """A windowed series' samples with a value in each window (None: raw samples)."""
+    for spread in gpu.get("spread") or []:
+        if isinstance(spread, dict) and spread.get("name") == name:
+            known = spread.get("known")
+            return known if isinstance(known, list) else None
+    return None
 
 
 def _is_finding(f: Any) -> bool:

@@ -10,6 +10,10 @@ its own past period, so single steps are never judged: only windows.
 Without steps (``gpuwhy watch``) the window is the busy part of the run: from the first
 to the last sample in which the watched processes held memory on that GPU, or, where no
 process memory was readable, in which the GPU was active at all.
+
+A long run's series are windows of samples (facts/gpu_samples.py): a window counts as
+inside when its middle is, with all its samples, and every mean weighs each window by the
+samples it holds, so a day's run is judged on all of it.
 """
 
 from __future__ import annotations
@@ -77,11 +81,12 @@ def step_windows(steps: StepFacts) -> list[Window]:
 
 def busy_window(series: GpuSeries) -> list[Window]:
     """Where the program held this GPU, or else where the GPU was active at all."""
-    held = [t for t, own in zip(series.t, series.own_memory_bytes) if own]
+    spans = list(zip(series.t, series.ends()))
+    held = [span for span, own in zip(spans, series.own_memory_bytes) if own]
     if held:
-        return [(held[0], held[-1] + 1.0)]  # process memory is read once a second
-    active = [t for t, u in zip(series.t, series.utilization) if u]
-    return [(active[0], active[-1])] if active else []
+        return [(held[0][0], held[-1][1] + 1.0)]  # process memory is read once a second
+    active = [span for span, u in zip(spans, series.utilization) if u]
+    return [(active[0][0], active[-1][1])] if active else []
 
 
 def windows_for(facts: Facts, series: GpuSeries) -> tuple[list[Window], str]:
@@ -102,16 +107,11 @@ def in_windows(times: Sequence[float], windows: list[Window]) -> list[bool]:
     return flags
 
 
-def _mean_inside(column: Sequence, mask: list[bool]) -> float | None:
-    values = [v for v, inside in zip(column, mask) if inside and v is not None]
-    return sum(values) / len(values) if values else None
-
-
 def activity(series: GpuSeries, windows: list[Window]) -> Activity:
-    mask = in_windows(series.t, windows)
-    inside = lambda name: _mean_inside(getattr(series, name), mask)
+    mask = in_windows(series.centres(), windows)
+    inside = lambda name: series.mean(name, mask)
     return Activity(
-        samples=sum(mask),
+        samples=sum(n for n, keep in zip(series.window_counts(), mask) if keep),
         utilization=inside("utilization"),
         sm_activity=inside("sm_activity"),
         sm_occupancy=inside("sm_occupancy"),
@@ -125,8 +125,8 @@ def activity(series: GpuSeries, windows: list[Window]) -> Activity:
 
 def own_peak(series: GpuSeries) -> int | None:
     """Most memory the watched processes held on this GPU; None when never readable."""
-    values = [v for v in series.own_memory_bytes if v is not None]
-    return max(values) if values else None
+    peak = series.peak("own_memory_bytes")
+    return None if peak is None else int(peak)
 
 
 def others_peak(series: GpuSeries) -> int:
