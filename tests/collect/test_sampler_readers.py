@@ -1,0 +1,110 @@
+"""Every reader of the GPU samples reads a windowed series (a long run's) as it reads the
+raw one: the recordings in tests/data/nvml/ replayed once with every sample kept and once
+in 4 windows (of 16 samples: missing values, PCIe resets, GPM's empty first tick and
+process memory on every 10th tick all fall inside windows), then read by the summary
+line, the verdict, the HTML report, the live metrics, ``gpuwhy merge`` and a saved
+record's round trip."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.collect.sampler import GpuSampler, ReplaySource
+from gpuwhy.export.metrics import values
+from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
+from gpuwhy.modes.merge.read import read_worker
+from gpuwhy.record import Record
+from gpuwhy.report.html_sections import GPU_METRICS, gpu_table
+from gpuwhy.report.html_timeline import timeline
+from gpuwhy.report.summary import gpu_line
+from gpuwhy.verdict import _gpu_busy
+
+DATA = Path(__file__).parents[1] / "data" / "nvml"
+RECORDINGS = (
+    "constructed_h100_busy.jsonl",
+    "constructed_a100_input_starved.jsonl",
+    "constructed_4gpu_one_busy.jsonl",
+)
+
+
+def replay(name: str, windows: int) -> GpuSamplesFacts:
+    source = ReplaySource(DATA / name)
+    sampler = GpuSampler(source=source, pids=source.watched_pids, windows=windows)
+    sampler.start(time.perf_counter())
+    assert sampler.wait(10)
+    sampler.stop()
+    return sampler.facts()
+
+
+def close(value, exact) -> bool:
+    return value is None if exact is None else value == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.fixture(params=RECORDINGS)
+def pair(request) -> tuple[GpuSamplesFacts, GpuSamplesFacts]:
+    raw, windowed = replay(request.param, 512), replay(request.param, 4)
+    assert all(not g.windowed for g in raw.gpus)
+    assert all(g.windowed and len(g.t) <= 4 for g in windowed.gpus)
+    return raw, windowed
+
+
+def test_the_series_keep_counts_means_peaks_and_the_span(pair):
+    raw, windowed = pair
+    for r, w in zip(raw.gpus, windowed.gpus):
+        assert w.sample_count() == r.sample_count() == len(r.t)
+        assert (w.t[0], w.ends()[-1]) == (r.t[0], r.t[-1])
+        for _, name, _, _ in GPU_METRICS:
+            assert close(w.mean(name), r.mean(name)), name
+            assert w.peak(name) == r.peak(name), name
+            assert sum(w.column(name).known) == sum(v is not None for v in getattr(r, name))
+        assert w.others == r.others
+
+
+def test_summary_verdict_and_metrics_read_every_sample(pair):
+    raw, windowed = pair
+    assert gpu_line(windowed) == gpu_line(raw)
+    facts = [Facts(gpu_samples=s) for s in (raw, windowed)]
+    assert close(_gpu_busy(facts[1]), _gpu_busy(facts[0]))
+    run = [values(f, (), run_s=10.0, since_s=0.0).gpu_busy for f in facts]
+    assert [b for _, b in run[1]] == pytest.approx([b for _, b in run[0]], rel=1e-12)
+    # since a time in the last window: that window's samples, the newest there are
+    last = windowed.gpus[0]
+    recent = values(facts[1], (), run_s=10.0, since_s=last.ends()[-1]).gpu_busy
+    assert [b for _, b in recent][:1] == pytest.approx(
+        [last.utilization[-1]] if last.utilization[-1] is not None else []
+    )
+
+
+def test_the_html_table_and_timeline_cover_the_run(pair):
+    raw, windowed = pair
+    for r, w in zip(raw.gpus, windowed.gpus):
+        exact, kept = gpu_table(r, raw), gpu_table(w, windowed)
+        assert f"{r.sample_count():,} samples" in kept["head"] and "windows of 16" in kept["head"]
+        rows = {row[0]: row for row in exact["rows"]}
+        for row in kept["rows"]:
+            # mean, max and count are the samples' own; median and p90 the windows'
+            assert (row[1], row[4], row[5]) == (rows[row[0]][1], rows[row[0]][4], rows[row[0]][5])
+    fig = timeline(None, windowed, None)
+    assert fig is not None
+    xs = [x for trace in fig.data for x in trace.x]
+    first, last = windowed.gpus[0].t[0], windowed.gpus[0].ends()[-1]
+    assert first <= min(xs) and max(xs) <= last
+    width = windowed.gpus[0].samples_per_window * 0.11
+    assert min(xs) - first <= width and last - max(xs) <= width
+    names = {trace.name for trace in fig.data if trace.name}
+    assert any("busy" in n for n in names)
+    assert any(trace.fill == "tonexty" for trace in fig.data)  # each window's min-max band
+
+
+def test_a_saved_record_loads_and_merges_to_the_same_gpu_figures(pair, tmp_path):
+    raw, windowed = pair
+    busy = []
+    for samples, name in ((raw, "raw"), (windowed, "windowed")):
+        facts = Facts(program=ProgramFacts(command=("train",)), gpu_samples=samples)
+        path = Record.diagnose("watch", facts).save(tmp_path / f"{name}.json")
+        assert Record.load(path).facts.gpu_samples == samples
+        busy.append(read_worker(str(path)).run.gpu_busy)
+    assert busy[0] is not None and close(busy[1], busy[0])
