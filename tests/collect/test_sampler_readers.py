@@ -17,6 +17,7 @@ from gpuwhy.export.metrics import values
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
 from gpuwhy.modes.merge.read import read_worker
 from gpuwhy.record import Record
+from gpuwhy.report import RENDERERS
 from gpuwhy.report.html_sections import GPU_METRICS, gpu_table
 from gpuwhy.report.html_timeline import timeline
 from gpuwhy.report.summary import gpu_line
@@ -104,7 +105,11 @@ def test_a_saved_record_loads_and_merges_to_the_same_gpu_figures(pair, tmp_path)
     busy = []
     for samples, name in ((raw, "raw"), (windowed, "windowed")):
         facts = Facts(program=ProgramFacts(command=("train",)), gpu_samples=samples)
-        path = Record.diagnose("watch", facts).save(tmp_path / f"{name}.json")
+        record = Record.diagnose("watch", facts)
+        path = record.save(tmp_path / f"{name}.json")
         assert Record.load(path).facts.gpu_samples == samples
+        html, text = (RENDERERS[kind]().render(record) for kind in ("html", "terminal"))
+        assert ("windows of 16 samples" in html) is (name == "windowed")
+        assert f"{samples.gpus[0].sample_count()} samples at 10 Hz" in " ".join(text.split())
         busy.append(read_worker(str(path)).run.gpu_busy)
     assert busy[0] is not None and close(busy[1], busy[0])
