@@ -3,7 +3,9 @@ run of small steps, against the same script under plain python.
 
 The workload (benchmarks/workloads/long_loop.py) is ``for x in ds: step(x)`` over tf.data
 with a ``tf.function`` step of about 1 ms on this project's machine, or Keras ``fit`` of the
-same model; it prints its loop time and ``time.time()`` at its last line. Each length
+same model; it prints its loop time (to its last step's end: the final ``next()`` may wait
+seconds on tf.data, under python too, near the start of a run) and ``time.time()`` at its
+last line. Each length
 runs alternately as ``python SCRIPT`` and ``python -m gpuwhy run --json X --html Y
 SCRIPT`` (``--metrics-port``: a third side, ``run`` with live metrics served and scraped
 every second), the first side of each pair alternating too, and every figure is a median
@@ -83,10 +85,11 @@ class Run:
     record_steps: int | None = None
     series_span_s: float | None = None
     scrapes: int = 0
+    end_of_input_s: float = 0.0  # the loop's last next(): tf.data's, not the steps'
 
     @property
     def loop_start(self) -> float:
-        return self.end_wall - self.loop_s
+        return self.end_wall - self.end_of_input_s - self.loop_s
 
     def loop_rss(self) -> tuple[tuple[float, int], tuple[float, int]] | None:
         """The VmRSS samples at 10 % of the loop and at its end (time, bytes)."""
@@ -189,6 +192,7 @@ def run_once(side: str, steps: int, mode: str, out: Path) -> Run:
         peak_rss=usage.ru_maxrss * 1024,
         rss=rss,
         scrapes=scrapes[0],
+        end_of_input_s=float(printed.get("END_OF_INPUT_S", 0.0)),
     )
     if side != "python":
         read_record(run, json_path, html_path)
@@ -263,6 +267,7 @@ def describe(run: Run) -> str:
         f"loop {run.loop_s:.1f}s peak {run.peak_rss / MB:.0f} MB "
         + (f"RSS {ends[0][1] / MB:.0f}->{ends[1][1] / MB:.0f} MB in the loop " if ends else "")
         + f"({fmt(run.growth_per_step(), '.0f')} B/step) exit +{run.exit_wall - run.end_wall:.2f}s"
+        + f" last next() {run.end_of_input_s:.2f}s"
     )
     if run.json_bytes is not None:
         text += f" json {run.json_bytes / MB:.2f} MB series {run.series_steps}/{run.record_steps}"
