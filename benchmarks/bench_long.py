@@ -5,11 +5,10 @@ The workload (benchmarks/workloads/long_loop.py) is ``for x in ds: step(x)`` ove
 with a ``tf.function`` step of about 1 ms on this project's machine, or Keras ``fit`` of the
 same model; it prints its loop time (to its last step's end: the final ``next()`` may wait
 seconds on tf.data, under python too, near the start of a run) and ``time.time()`` at its
-last line. Each length
-runs alternately as ``python SCRIPT`` and ``python -m gpuwhy run --json X --html Y
-SCRIPT`` (``--metrics-port``: a third side, ``run`` with live metrics served and scraped
-every second), the first side of each pair alternating too, and every figure is a median
-over ``--runs`` pairs:
+last line. Each length runs alternately as ``python SCRIPT`` and ``python -m gpuwhy run
+--json X --html Y SCRIPT`` (``--metrics-port``: a third side, ``run`` with live metrics
+served and scraped every second), the first side of each pair alternating too, and every
+figure is a median over ``--runs`` pairs:
 
 - peak RSS: ``ru_maxrss`` of the process from ``os.wait4`` (the kernel's high-water
   mark, the same figure as ``/usr/bin/time -v``), and gpuwhy's minus python's, paired;
@@ -21,10 +20,12 @@ over ``--runs`` pairs:
 - record: the JSON's size; steps in the record's per-step series (what the HTML timeline
   draws) over the steps run, and the time span it covers over the workload's loop time.
 
-``--nvml-hours H`` (24 by default with ``--nvml``) feeds the GPU sampler a recorded NVML
-series (a recording of tests/data/nvml/, replayed tick after tick, again and again,
-times advancing at 10 Hz) as fast as it reads: H hours of samples; prints the sampler's
-memory (tracemalloc), the time to make its section, and that section's JSON size.
+``--nvml`` (``--nvml-hours H``, 24 by default) feeds the GPU sampler an NVML recording
+(tests/data/nvml/constructed_h100_busy.jsonl: the fixtures hold no real recording yet,
+tools/record_nvml.py makes one on a GPU machine), its ticks again and again with times
+advancing at 10 Hz, as fast as the sampler reads: H hours of samples. It prints the
+sampler's memory (tracemalloc), the time to make its section and that section's JSON size
+(the sampler alone: no program, rules or HTML).
 
 Targets (issue #25): gpuwhy's RSS minus python's at most 64 MB at every length and flat,
 loop ratio at most 1.02, at most 2 s from the program's end to the report, the JSON at
@@ -366,7 +367,13 @@ def bench_nvml(hours: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="*",
+        default=[10_000, 100_000],
+        help="loop lengths (none: only --fit)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="pairs per length")
     parser.add_argument(
         "--long", action="store_true", help="add 1,000,000 steps and a Keras fit of 100,000"
