@@ -19,6 +19,7 @@ step's count is exact, never a partial one.
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import statistics
 import threading
@@ -265,11 +266,9 @@ class EagerOpCounter(Collector):
         seconds the counter was on (``counted_s``): ``ops / counted_s`` is their rate.
         """
         self._compact()
-        windows = [(start, end) for start, end in self.windows if end != float("inf")]
+        windows = sorted((start, end) for start, end in self.windows if end != float("inf"))
         counted_s = sum(end - start for start, end in windows)
-        sampled = [
-            (s, e) for s, e in window.intervals if any(ws <= s and e <= we for ws, we in windows)
-        ]
+        sampled = [(s, e) for s, e in window.intervals if inside_a_window(s, e, windows)]
         steps = bool(window.intervals)
         spans = sampled if sampled else windows
         starts = [s for s, _ in spans]
@@ -372,3 +371,12 @@ class EagerOpCounter(Collector):
         if self.full:
             parts.append(f"counting stopped after {self.max_ops} ops")
         return "; ".join(parts) or None
+
+
+def inside_a_window(start: float, end: float, windows: list[tuple[float, float]]) -> bool:
+    """Whether [start, end] lies wholly inside one of ``windows`` (sorted, and not
+    overlapping: the counter opens one after the other closes). Only the last window
+    opened at or before ``start`` can hold it: a bisection per step, where asking every
+    window made the end of a long run cost steps x windows."""
+    k = bisect.bisect_right(windows, (start, math.inf)) - 1
+    return k >= 0 and end <= windows[k][1]
