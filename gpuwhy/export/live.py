@@ -31,8 +31,6 @@ from gpuwhy.rules import run_rules
 from gpuwhy.version import __version__
 
 if TYPE_CHECKING:
-    from gpuwhy.export.otlp import OtlpMetrics
-    from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
     from gpuwhy.record import Record
 
 DEFAULT_INTERVAL_S = 10.0
