@@ -694,37 +694,27 @@ def test_string_ops_only_in_an_evaluate_function_are_low():
 def _metric_int32_copies(replicas=2):
     """A Keras accuracy metric's int32 compare (BitwiseAnd on the GPU -> Less, whose GPU
     kernel keeps int32 in host memory) and its bool result back, per replica, in a loop."""
-    copies = []
-    for r in range(replicas):
-        copies += [
-            b.host_copy(
-                "to-host",
-                src=f"step/replica_{r}/BitwiseAnd",
-                src_op="BitwiseAnd",
-                dst=f"step/replica_{r}/Less",
-                dst_op="Less",
-                dtype="int32",
-                shape=(32, 10),
-                in_loop=True,
-                cause=f"step/replica_{r}/Less",
-                cause_op="Less",
-                cause_reason="gpu-host-memory",
-            ),
-            b.host_copy(
-                "to-device",
-                src=f"step/replica_{r}/Less",
-                src_op="Less",
-                dst=f"step/replica_{r}/LogicalAnd",
-                dst_op="LogicalAnd",
-                dtype="bool",
-                shape=(32, 40),
-                in_loop=True,
-                cause=f"step/replica_{r}/Less",
-                cause_op="Less",
-                cause_reason="gpu-host-memory",
-            ),
-        ]
-    return copies
+    edges = (  # (direction, from, to, dtype, shape)
+        ("to-host", "BitwiseAnd", "Less", "int32", (32, 10)),
+        ("to-device", "Less", "LogicalAnd", "bool", (32, 40)),
+    )
+    return [
+        b.host_copy(
+            direction,
+            src=f"step/replica_{r}/{src}",
+            src_op=src,
+            dst=f"step/replica_{r}/{dst}",
+            dst_op=dst,
+            dtype=dtype,
+            shape=shape,
+            in_loop=True,
+            cause=f"step/replica_{r}/Less",
+            cause_op="Less",
+            cause_reason="gpu-host-memory",
+        )
+        for r in range(replicas)
+        for direction, src, dst, dtype, shape in edges
+    ]
 
 
 def test_int32_edges_tf_keeps_in_host_memory_count_by_their_bytes_only():
