@@ -361,7 +361,7 @@ def bench_nvml(hours: float) -> None:
         f"  held by the sampler (tracemalloc) {held / MB:.1f} MB = {held / ticks:.0f} B/sample; "
         f"facts() {facts_s:.2f} s; section JSON {len(text) / MB:.1f} MB in {json_s:.2f} s; "
         f"samples kept {len(gpu.t):,}, span {span / 3600:.2f} h of {hours:g} h; "
-        f"tick_seconds list {len(sampler.tick_seconds):,} entries"
+        f"ticks counted {sampler.ticks:,}"
     )
 
 

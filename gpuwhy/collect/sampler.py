@@ -32,7 +32,7 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
 
 Cost: the thread's work per tick is a handful of ctypes calls per GPU (the GIL is released
 during each) and a few hundred Python operations; :attr:`GpuSampler.ticks`,
-``tick_total_s`` and ``tick_max_s`` keep their count and time.
+and ``tick_total_s`` keep their count and time.
 
 Memory: bounded, whatever the run's length. Each GPU's series folds into at most
 ``windows`` windows (512; collect/windows.py): a run of under 52 s at 10 Hz keeps every
@@ -324,7 +324,6 @@ class GpuSampler(Collector):
         self.windows = windows
         self.ticks = 0
         self.tick_total_s = 0.0
-        self.tick_max_s = 0.0
         self.tf_peak_memory_bytes: dict[str, int] = {}
         self._builders: dict[int, _SeriesBuilder] = {}
         self._watched: set[int] = set()
@@ -412,7 +411,6 @@ class GpuSampler(Collector):
             took = time.perf_counter() - started
             self.ticks += 1
             self.tick_total_s += took
-            self.tick_max_s = max(self.tick_max_s, took)
             tick_number += 1
             if not paced:
                 continue

@@ -133,6 +133,10 @@ class Band:
         return Band(self.low + other.low, self.mid + other.mid, self.high + other.high)
 
 
+# One kernel launch: the fastest launch is the band's low end.
+PER_LAUNCH = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
+
+
 ZERO = Band(0.0, 0.0, 0.0)
 
 
@@ -197,7 +201,6 @@ def tensor_time(
     before it: the input projections and weight gradients are batched over the
     sequence, so the loop's matmuls take at least one launch a timestep, not one each."""
     total = ZERO
-    per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
     batched: dict[str, tuple[Band, int]] = {}
     for op in ops:
         if op.flops:
@@ -209,9 +212,9 @@ def tensor_time(
                 work, most = batched.get(op.loop or "", (ZERO, 0))
                 batched[op.loop or ""] = (work + _scaled(once, runs), max(most, runs))
             else:
-                total = total + (_scaled(_larger(once, per_launch), runs) if runs > 1 else once)
+                total = total + (_scaled(_larger(once, PER_LAUNCH), runs) if runs > 1 else once)
     for work, runs in batched.values():
-        total = total + _larger(work, _scaled(per_launch, runs))
+        total = total + _larger(work, _scaled(PER_LAUNCH, runs))
     return total
 
 
@@ -252,7 +255,6 @@ def kernel_times(
     launches. Depthwise convolutions add ``DEPTHWISE_TRAFFIC`` times their bytes.
     The kernels of ``cudnn_loops`` (Keras' LSTM/GRU loops a GPU runs as cuDNN's RNN
     kernels) are one fused kernel an iteration (``cudnn_time``)."""
-    per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
     if cudnn_loops:
         fused = [k for k in function.kernels if k.loop in cudnn_loops]
         rest = dataclasses.replace(
@@ -268,7 +270,7 @@ def kernel_times(
     )
     if function.jit_compile:
         launches = max(1, sum(k.count for k in function.kernels) // XLA_OPS_PER_KERNEL)
-        floor = _scaled(per_launch, launches)
+        floor = _scaled(PER_LAUNCH, launches)
         written = sum(
             k.bytes - (k.float32_bytes // 2 if half else 0)
             for k in function.kernels
@@ -282,7 +284,7 @@ def kernel_times(
     total, bound = depthwise, ZERO
     bound_kernels = 0
     for work in function.kernels:
-        floor = _scaled(per_launch, work.count)
+        floor = _scaled(PER_LAUNCH, work.count)
         moved = _traffic(
             round(work.bytes * reads_writes(work.op)), KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY
         )
@@ -299,12 +301,11 @@ def cudnn_time(kernels: list[KernelWork], gpu: GpuSpec) -> tuple[Band, Band, int
     what the loop's ops write once in and once out (``KERNEL_TRAFFIC`` on twice
     their bytes), and costs at least a launch.
     Returns (the time, the part that is launches outweighing the bytes, their count)."""
-    per_launch = Band(LAUNCH_S[2], LAUNCH_S[1], LAUNCH_S[0])
     total, bound, bound_kernels = ZERO, ZERO, 0
     for loop in sorted({k.loop for k in kernels if k.loop}):
         rows = [k for k in kernels if k.loop == loop]
         launches = max(k.runs for k in rows)
-        floor = _scaled(per_launch, launches)
+        floor = _scaled(PER_LAUNCH, launches)
         moved = _traffic(2 * sum(k.bytes for k in rows), KERNEL_TRAFFIC, gpu, MEMORY_EFFICIENCY)
         total = total + _larger(floor, moved)
         if floor.mid >= moved.mid:

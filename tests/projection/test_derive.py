@@ -2,6 +2,7 @@
 GPUs (constructed NVML readings at their datasheets' clocks: tests/data/nvml/
 constructed_peaks.jsonl) and carried through --target auto into the projection."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -94,12 +95,13 @@ def test_auto_on_an_unknown_gpu_says_its_peaks_were_derived_and_widens_the_band(
     from gpuwhy.projection.cost import project_step
 
     widened = project_step(placement(), derived)
-    plain = project_step(placement(), derived.__class__(**{**vars(derived), "derived_from": None}))
+    plain = project_step(placement(), dataclasses.replace(derived, derived_from=None))
     assert widened.step.mid == pytest.approx(plain.step.mid)
     assert widened.step.low < plain.step.low and widened.step.high > plain.step.high
 
 
-def test_auto_on_an_unknown_gpu_without_nvml_asks_for_a_name():
+def test_auto_on_an_unknown_gpu_without_nvml_asks_for_a_name(monkeypatch):
     facts = Facts(placement=placement(), devices=(b.gpu(0, name=UNKNOWN["name"]),))
+    monkeypatch.setattr(step, "peaks_reading", _read(None))  # NVML not readable, GPU or not
     with pytest.raises(UnknownGpuError, match="name a GPU with --target"):
-        projection_facts(facts, "auto")  # no NVML on this machine
+        projection_facts(facts, "auto")

@@ -58,7 +58,7 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Ending:
-    """How the program ended: ``ended`` completed | exception | interrupted | exit."""
+    """How the program ended: ``ended`` completed | exception | interrupted | terminated | exit."""
 
     ended: str = "completed"
     exit_code: int = 0

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpuwhy.derived.pipeline import steps_pipeline
+from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
 
 SOURCE = "tf.data gap timer"
-NEXT_TIMING = "next() timing"
 
 
 def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -> StepFacts | None:

@@ -141,7 +141,7 @@ class StepCollector(Collector):
         functions = gathering.peer(FunctionWatcher)
         no_calls: dict[str, list[tuple[float, float]]] = {}
         calls = gathering.guard("tf.function calls", functions.calls, no_calls)
-        looped = [name for name, spans in calls.items() if len(spans) >= 3]
+        looped = [name for name, spans in calls.items() if len(spans) >= MIN_STEPS]
         unknown: dict[str, bool | None] = {}
         trains = gathering.guard("training functions", lambda: functions.trains(looped), unknown)
         steps, gathering.window = self.facts(

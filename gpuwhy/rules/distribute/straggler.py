@@ -241,8 +241,6 @@ def compare(workers: Sequence[WorkerRun], min_steps: int) -> Comparison | None:
             )
         shared = min(compute)
         own = [max(0.0, shared) + wait for wait in waits]
-        times = [OwnTime(w, own[i], _score(own, i), waits[i]) for i, w in enumerate(usable)]
-        return Comparison(tuple(times), how)
     else:
         own = [w.step_median_s or 0.0 for w in usable]
         how = "median step time (the workers' steps are not synchronised)"

@@ -343,10 +343,10 @@ class InputBound(Rule):
         if facts.tfdata is None:
             return []
         findings = []
+        load = host_load(facts, options["others_busy_at"], options["saturated_at"])
         for pipeline in facts.tfdata.pipelines:
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
-                load = host_load(facts, options["others_busy_at"], options["saturated_at"])
                 findings.append(self._from_pipeline(pipeline, wait, options, load))
         return findings
 
