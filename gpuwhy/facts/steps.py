@@ -21,6 +21,29 @@ class StepLoop:
 
 
 @dataclass(frozen=True)
+class StepSpan:
+    """One window of the step timeline: the steps that started in it."""
+
+    start_s: float  # the window's start, from the run's start
+    steps: int
+    p50_s: float | None  # time per step (a Keras call of N steps counts once, its time / N)
+    p90_s: float | None
+    max_s: float
+    step_s: float  # wall time of those steps, summed
+    input_wait_s: float | None = None  # of it, waiting for input (None: not timed for all)
+
+
+@dataclass(frozen=True)
+class StepTimeline:
+    """Every counted step of the run in windows of ``width_s`` seconds, at most a few
+    hundred: adjacent windows merged as the run grew, so it covers the first step to the
+    last at any length. Quantiles are within 1 % (a DDSketch per window)."""
+
+    width_s: float
+    windows: tuple[StepSpan, ...] = ()
+
+
+@dataclass(frozen=True)
 class StepFacts:
     """Section ``steps``: the training steps found without step markers.
 
@@ -29,7 +52,8 @@ class StepFacts:
     of the hottest tf.function) or ``optimizer`` (eager ``apply_gradients`` calls).
     ``warmup`` first steps of each loop (tracing, autotune ramp-up) are left out of the
     statistics.
-    ``input_waits`` holds, per step, the seconds spent waiting for the next batch where
+    ``starts``, ``durations`` and ``input_waits`` hold the run's first steps one by one;
+    ``timeline`` all of them in windows. ``input_waits`` holds, per step, the seconds spent waiting for the next batch where
     that was measured (None: not measurable for this source). The steps of every
     training loop of the program are counted, on one time line; ``source`` and
     ``marker`` name the loop with the most steps, ``loops`` each of them.
@@ -49,7 +73,7 @@ class StepFacts:
     steps_per_call: int = 1  # Keras steps_per_execution
     run_s: float = 0.0  # the whole run, start-up included
     first_step_s: float | None = None  # when the first step started
-    starts: tuple[float, ...] = ()  # per step (kept for the first MAX_STEPS)
+    starts: tuple[float, ...] = ()  # per step, for the run's first MAX_STEPS steps
     durations: tuple[float, ...] = ()
     input_waits: tuple[float | None, ...] = ()
     phases: tuple[
@@ -58,6 +82,12 @@ class StepFacts:
     # every loop counted above, most steps first; evaluation loops (none of their steps
     # trains, while another loop's do) are left out of the steps and of this list
     loops: tuple[StepLoop, ...] = ()
+    # a run longer than the steps kept one by one: the latest steps (start, seconds,
+    # input wait), and the slowest after warm-up over the whole run (start, per step)
+    last_steps: tuple[tuple[float, float, float | None], ...] = ()
+    slowest: tuple[tuple[float, float], ...] = ()
+    timeline: StepTimeline | None = None
+    all_kept: bool = True  # whether ``starts`` holds every step (else the first ones)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ def test_no_gap_timer_leaves_the_wait_unknown():
 
 def test_a_loop_s_pipelines_wait_what_their_next_calls_took():
     from gpuwhy.collect.inprocess.input_wait import NEXT_TIMING, with_loop_waits
+    from gpuwhy.collect.inprocess.steps import StepCollector
 
     train = PipelineFacts(id=1, consumer="python-loop", elements=4, wait_per_element_s=0.161)
     test = PipelineFacts(id=2, consumer="python-loop", elements=2, wait_per_element_s=0.5)
@@ -86,7 +87,7 @@ def test_a_loop_s_pipelines_wait_what_their_next_calls_took():
     # Python gave the second epoch's iterator of `train` the id its first one had,
     # and `test` one iterator; the last call of each epoch ran out (StopIteration).
     spans = {1: [(7, 0.0), (7, 10.0)], 2: [(9, 5.0)], 3: [(11, 0.0)]}
-    reads = [
+    calls = [
         (7, 1.0, 1.002, False),
         (7, 2.0, 2.004, False),
         (7, 3.0, 3.0001, True),
@@ -96,6 +97,11 @@ def test_a_loop_s_pipelines_wait_what_their_next_calls_took():
         (7, 12.0, 12.004, False),
         (13, 1.0, 2.0, False),  # an iterator of no pipeline watched
     ]
+    collector = StepCollector()  # sums each iterator's calls as they come
+    for key, start, end, exhausted in calls:
+        collector._on_next(key, "train.py:9", start, end, exhausted)
+    reads = collector.reads()
+    assert len(reads) == 4  # three iterators read, one of whose ids was reused
     found = {p.id: p for p in with_loop_waits(tfdata, spans, reads).pipelines}
     assert found[1].wait_source == NEXT_TIMING
     assert found[1].wait_per_element_s == round((0.002 + 0.004) * 2 / 4 + 0.0001 / 4, 9)

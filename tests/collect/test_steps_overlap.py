@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from gpuwhy.collect.inprocess.steps import OVERLAP_LOOKBACK, _overlap, _Step
+from gpuwhy.collect.inprocess.step_record import Step
+from gpuwhy.collect.inprocess.steps import OVERLAP_LOOKBACK, _overlap
 
 
 def visiting_every_span(sequence, counted):
@@ -30,7 +31,7 @@ def back_to_back(rng, n, t=0.0, mean=0.001):
     steps = []
     for _ in range(n):
         length = rng.expovariate(1 / mean)
-        steps.append(_Step(t, t + length))
+        steps.append(Step(t, t + length))
         t += length + rng.choice([0.0, 0.0, rng.random() * mean])
     return steps
 
@@ -40,7 +41,7 @@ def inside_each(rng, steps, share=0.6):
     out = []
     for s in steps:
         a = s.start + rng.random() * (1 - share) * (s.end - s.start)
-        out.append(_Step(a, a + share * (s.end - s.start)))
+        out.append(Step(a, a + share * (s.end - s.start)))
     return out
 
 
@@ -51,16 +52,16 @@ CASES = {
     "interleaved": lambda rng: (back_to_back(rng, 1500, mean=0.002), back_to_back(rng, 1500)),
     "an open fit and epochs": lambda rng: (
         back_to_back(rng, 2000),
-        [_Step(0.0, math.inf), *(_Step(e * 0.5, e * 0.5 + 0.49) for e in range(4))]
+        [Step(0.0, math.inf), *(Step(e * 0.5, e * 0.5 + 0.49) for e in range(4))]
         + back_to_back(rng, 500, t=0.2),
     ),
     "a long evaluation among steps": lambda rng: (
         back_to_back(rng, 2000),
-        back_to_back(rng, 700) + [_Step(0.3, 0.9)] + back_to_back(rng, 700, t=1.0),
+        back_to_back(rng, 700) + [Step(0.3, 0.9)] + back_to_back(rng, 700, t=1.0),
     ),
     "overlapping spans": lambda rng: (
         back_to_back(rng, 1000),
-        [_Step(a, a + rng.random() * 0.05) for a in sorted(rng.random() for _ in range(900))],
+        [Step(a, a + rng.random() * 0.05) for a in sorted(rng.random() for _ in range(900))],
     ),
 }
 

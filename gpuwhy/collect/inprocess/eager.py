@@ -7,7 +7,7 @@ of the time from the TensorFlow import on: short windows at first (a run of a fe
 seconds still gets several), longer ones later (:func:`duty_cycle`), which keeps the
 cost to a loop of small eager ops near 4% (measured: +3.6%). Counting
 stops for good after ``max_ops`` ops (the evidence is complete long before), which also
-bounds memory.
+bounds memory (32 bytes an op: 8 MB).
 
 The callback only appends one tuple per op. A background thread switches the windows
 and, every ``tick_s``, moves those tuples into compact arrays (a site index, two
@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, StepWindow
+from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
 from gpuwhy.source_calls import step_code as read
 from gpuwhy.tfapi import op_callbacks
@@ -117,7 +119,13 @@ class EagerOpCounter(Collector):
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> EagerOpCounter:
-        return cls() if options.eager_duty is None else cls(duty=options.eager_duty)
+        counter = cls() if options.eager_duty is None else cls(duty=options.eager_duty)
+        # A long run's steps are kept as statistics beyond their first ones: those
+        # that overlap a counting window are kept one by one, for facts() to place ops in
+        for collector in made:
+            if isinstance(collector, StepCollector | FunctionWatcher):
+                collector.sampling = counter.overlaps_a_window
+        return counter
 
     def __init__(
         self,
@@ -125,7 +133,7 @@ class EagerOpCounter(Collector):
         duty: float = 1 / 11,
         longest_on_s: float = 4.0,
         tick_s: float = 0.25,
-        max_ops: int = 1_000_000,
+        max_ops: int = 250_000,
     ) -> None:
         self.first_on_s = first_on_s
         self.duty = duty
@@ -174,6 +182,14 @@ class EagerOpCounter(Collector):
             self._thread.join(timeout=5.0)
         self._switch_off()
         self._compact()
+
+    def overlaps_a_window(self, start: float, end: float) -> bool:
+        """Whether [start, end] overlaps a counting window (one still open included): a
+        step the counter may have seen ops of. The windows open one after the other, so
+        only the last one opened before ``end`` can overlap it."""
+        windows = self.windows
+        k = bisect.bisect_right(windows, end, key=lambda w: w[0]) - 1
+        return k >= 0 and windows[k][1] >= start
 
     @property
     def is_on(self) -> bool:

@@ -7,7 +7,10 @@ argument types TF traced for (what explains retracing). tf.data's own wrapper
 functions are left out: they are traced when a dataset is built, not per step.
 
 Memory is bounded whatever the program does: a call costs 16 bytes (two doubles in
-an array), only the first few signatures of a function are kept, and a traced
+an array) until a drain thread folds it, a few times a second, into the steps of that
+function's calls (:class:`~gpuwhy.collect.inprocess.step_streams.CycleStream`, kept
+per function in a bounded :class:`~gpuwhy.collect.inprocess.step_record.LoopRecord`:
+a looped tf.function is a loop of steps), only the first few signatures of a function are kept, and a traced
 ``ConcreteFunction`` (a whole graph) is kept only for the audit: the first two and
 the latest trace of each live ``Function``, and of the few most-called ones that were
 garbage-collected before the run ended (a ``tf.function`` created in a loop must not
@@ -23,6 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering
+from gpuwhy.collect.inprocess.drain import Drain, take
+from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView, snapshot, view_of
+from gpuwhy.collect.inprocess.step_streams import CycleStream
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
@@ -44,6 +50,10 @@ class _Watched:
         "location",
         "display",
         "times",
+        "folded_calls",
+        "folded_s",
+        "stream",
+        "record",
         "traces",
         "trace_s",
         "signatures",
@@ -57,7 +67,11 @@ class _Watched:
         self.info = info
         self.location = location  # def file:line; for Keras' functions the user's call site
         self.display = display
-        self.times = array("d")  # start, end, start, end ...
+        self.times = array("d")  # start, end, start, end ... until folded
+        self.folded_calls = 0
+        self.folded_s = 0.0
+        self.stream: CycleStream | None = None  # the steps of its calls, once called
+        self.record: LoopRecord | None = None
         self.traces = 0
         self.trace_s = 0.0
         self.signatures: list[TraceSignature] = []  # absolute perf_counter times until facts()
@@ -68,11 +82,33 @@ class _Watched:
 
     @property
     def calls(self) -> int:
-        return len(self.times) // 2
+        return self.folded_calls + len(self.times) // 2
 
     def call_seconds(self) -> float:
-        t = self.times
-        return sum(t[i + 1] - t[i] for i in range(0, len(t), 2))
+        t = self.times[:]
+        return self.folded_s + sum(t[i + 1] - t[i] for i in range(0, len(t) - 1, 2))
+
+    def fold(self, t0: float, sampled: Any) -> None:
+        """Move the calls recorded since the last fold into the steps of its calls."""
+        taken = take(self.times)
+        if not taken:
+            return
+        if self.stream is None:
+            self.record = LoopRecord(t0, sampled)
+            self.stream = CycleStream(self.record.add)
+        feed = self.stream.feed
+        for i in range(0, len(taken) - 1, 2):
+            feed(taken[i], taken[i + 1])
+            self.folded_s += taken[i + 1] - taken[i]
+        self.folded_calls += len(taken) // 2
+
+    def view(self, t0: float) -> LoopView | None:
+        """The steps of its calls so far (None: never called from eager code)."""
+        stream, record = self.stream, self.record
+        if stream is None or record is None:
+            return None
+        held = stream.held_steps()
+        return view_of(t0, held) if held else snapshot(record, stream.open_steps())
 
     def add_trace(self, trace: Any) -> None:
         self.traces += 1
@@ -129,6 +165,25 @@ class FunctionWatcher(Collector):
         self._finalizers: dict[int, weakref.finalize] = {}
         self._stopped = False
         self._training: dict[int, bool] = {}  # id(_Watched) -> trains (warm())
+        self._drain: Drain | None = None
+        # whether a step's interval beyond the head is wanted (the eager op counter's)
+        self.sampling: Any = None
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+        self._drain = Drain(self.fold, "functions").start()
+
+    def _sampled(self, start: float, end: float) -> bool:
+        sampling = self.sampling
+        return sampling is not None and sampling(start, end)
+
+    def fold(self) -> None:
+        """Fold every function's recorded calls into steps (the drain thread, and every
+        read of the calls)."""
+        with self._lock:
+            for watched in self._records:
+                if watched.times:
+                    watched.fold(self.t0, self._sampled)
 
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
@@ -140,6 +195,10 @@ class FunctionWatcher(Collector):
             self.error = f"tf.function calls and traces not watched: {error}"
 
     def stop(self) -> None:
+        if self._drain is not None:
+            self._drain.stop()
+            if self._drain.error:
+                self.error = f"tf.function calls not followed to the end: {self._drain.error}"
         hooks, self._hooks = self._hooks, None
         if hooks is not None:
             try:
@@ -150,6 +209,7 @@ class FunctionWatcher(Collector):
             # A later session may have patched over ours, keeping our wrappers in its
             # chain: with an empty table and _stopped, they record nothing more.
             self._stopped = True
+            self.fold()
             self._times.clear()
             self._by_id.clear()
             for finalizer in self._finalizers.values():
@@ -225,7 +285,8 @@ class FunctionWatcher(Collector):
     def outermost_calls(self) -> int:
         """Calls of every watched tf.function from eager code so far (a step clock that
         costs a few list reads: another collector's background thread polls it)."""
-        return sum(len(times) for times in list(self._times.values())) // 2
+        with self._lock:
+            return sum(w.calls for w in self._records)
 
     def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
         """The function to profile, once warm: of those with ``min_calls`` outermost
@@ -261,16 +322,22 @@ class FunctionWatcher(Collector):
             return [w.display for w in self._records]
 
     def calls(self) -> dict[str, list[tuple[float, float]]]:
-        """Per function, its outermost calls from eager code: (start, end) perf_counter
-        times sorted by start. Functions never called from eager code are left out."""
+        """Per function, its first outermost calls from eager code (up to
+        ``HEAD_STEPS`` + 1): (start, end) perf_counter times in call order. Functions
+        never called from eager code are left out."""
+        self.fold()
         with self._lock:
-            records = list(self._records)
-        out: dict[str, list[tuple[float, float]]] = {}
-        for watched in records:
-            t = watched.times.tolist()
-            if t:
-                out[watched.display] = sorted(zip(t[0::2], t[1::2]))
-        return out
+            return {
+                w.display: w.stream.first_calls() for w in self._records if w.stream is not None
+            }
+
+    def loops(self) -> dict[str, LoopView]:
+        """Per function called from eager code, the steps of its calls (a looped
+        tf.function is a loop of steps: gpuwhy.collect.inprocess.steps)."""
+        self.fold()
+        with self._lock:
+            views = {w.display: w.view(self.t0) for w in self._records}
+        return {name: view for name, view in views.items() if view is not None}
 
     def trains(self, names) -> dict[str, bool | None]:
         """Per name (a key of :meth:`calls`), whether the latest trace of the function

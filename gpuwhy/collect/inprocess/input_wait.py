@@ -57,15 +57,16 @@ def fit_pipeline(tfdata: TfDataFacts) -> PipelineFacts | None:
 def with_loop_waits(
     tfdata: TfDataFacts | None,
     spans: dict[int, list[tuple[int, float]]],
-    reads: list[tuple[int, float, float, bool]],
+    reads: list[tuple[int, float, float, int]],
 ) -> TfDataFacts | None:
     """``tfdata`` with each Python loop's pipeline waiting what its ``next()`` calls
     took: the direct measurement of the wait, one timing per element read.
 
-    ``reads`` are the timed calls (iterator id, start, end, exhausted) and ``spans`` each
-    pipeline's iterators (id, creation time). Python reuses the id of a freed iterator
-    for a new one (the next epoch's, often), so a call belongs to the iterator of that
-    id created last before it. The windows the iterators were read over stay the
+    ``reads`` are the timed calls summed per iterator (iterator id, its first read's
+    start, seconds waited, elements returned) and ``spans`` each pipeline's iterators
+    (id, creation time). Python reuses the id of a freed iterator for a new one (the
+    next epoch's, often), so reads belong to the iterator of that id created last
+    before the first of them. The windows the iterators were read over stay the
     estimate where no call was timed (Keras, a distribution strategy's iterators).
     """
     if tfdata is None or not reads:
@@ -78,16 +79,15 @@ def with_loop_waits(
         rows.sort()
     waited: dict[int, float] = {}
     elements: dict[int, int] = {}
-    for key, start, end, exhausted in reads:
+    for key, first, seconds, count in reads:
         owner = None
         for at, pipeline_id in created.get(key, ()):
-            if at <= start:
+            if at <= first:
                 owner = pipeline_id
         if owner is None:
             continue
-        waited[owner] = waited.get(owner, 0.0) + (end - start)
-        if not exhausted:
-            elements[owner] = elements.get(owner, 0) + 1
+        waited[owner] = waited.get(owner, 0.0) + seconds
+        elements[owner] = elements.get(owner, 0) + count
     pipelines = tuple(
         dataclasses.replace(
             p,

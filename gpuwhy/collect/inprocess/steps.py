@@ -28,55 +28,94 @@ call instead; Keras batches and tf.data loops end at epoch ends on their own.
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import math
+import heapq
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, StepWindow
+from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.facts import StepFacts, StepLoop
+from gpuwhy.collect.inprocess.step_record import (
+    LAST_STEPS,
+    SLOWEST,
+    LoopRecord,
+    LoopView,
+    Step,
+    StepStats,
+    snapshot,
+    view_of,
+)
+from gpuwhy.collect.inprocess.step_streams import (
+    CycleStream,
+    IteratorStream,
+    KerasStream,
+    cycles,
+)
+from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.time_windows import TimeWindows
+from gpuwhy.facts import StepFacts, StepLoop, StepSpan, StepTimeline
 from gpuwhy.tfapi import distribute, keras_hooks
 from gpuwhy.tfapi.tfdata import iterators as data_iterator
 
-MAX_STEPS = 5000  # per-step series kept in the facts
+MAX_STEPS = 5000  # per-step series kept in the facts (the first steps of the run)
 MIN_STEPS = 3  # fewer boundaries than this are not a loop
-GAP_LIMIT = 10.0
 WARMUP_LOOKAHEAD = 5  # warm-up steps are found among the first few only
 WARMUP_FACTOR = 3.0
+MAX_SITES = 64  # loop sites followed; reads at further sites are not steps
+MAX_READ_RUNS = 4096  # per-iterator sums of next() reads kept for the input wait
 
 
-@dataclass
-class _Step:
-    start: float
-    end: float
-    steps: int = 1  # steps this call ran (Keras steps_per_execution)
-    wait: float | None = None
-    warm: bool = False  # one of its loop's warm-up steps: out of the statistics
+class _Iterator:
+    """The reads of one iterator id since it started being read (its id may be
+    reused by a later iterator: an exhausted read ends it)."""
+
+    __slots__ = ("key", "first", "waited", "elements")
+
+    def __init__(self, key: int, first: float) -> None:
+        self.key, self.first, self.waited, self.elements = key, first, 0.0, 0
 
 
 @dataclass
 class StepCollector(Collector):
-    """Records Keras, tf.data and optimizer events; :meth:`facts` picks the step clock."""
+    """Records Keras, tf.data and optimizer events; :meth:`facts` picks the step clock.
+
+    The hooks append each event to a list; a drain thread (and every :meth:`facts`)
+    turns those into steps (:mod:`~gpuwhy.collect.inprocess.step_streams`), kept per
+    loop in bounded state (:mod:`~gpuwhy.collect.inprocess.step_record`)."""
 
     section = "steps"
     order = 10  # the function watcher's calls make loops of steps; first to start, last to stop
     what = "steps"
     live = True
 
-    keras_events: list = field(default_factory=list)  # (event, t, value)
-    iterator_calls: dict = field(default_factory=dict)  # site -> [(id, start, end, exhausted)]
-    optimizer_calls: list = field(default_factory=list)  # (start, end)
+    keras_events: list = field(default_factory=list)  # (event, t, value), until drained
     notes: list = field(default_factory=list)
     # Keras compile(jit_compile="auto"): would Keras XLA-compile the step on a GPU
     keras_auto_jit: bool | None = None
     keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
+    # Whether a step's interval is wanted one by one beyond the head: the eager op
+    # counter sets it (a step that overlaps one of its counting windows)
+    sampling: Callable[[float, float], bool] | None = None
 
     def __post_init__(self) -> None:
         self._patches: list = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.t0 = time.perf_counter()
+        self._reads: list = []  # (key, site, start, end, exhausted), until drained
+        self._applies: list = []  # (start, end) of eager apply_gradients, until drained
+        self._keras: tuple[KerasStream, LoopRecord] | None = None
+        self._sites: dict[object, tuple[IteratorStream, LoopRecord]] = {}
+        self._optimizer: tuple[CycleStream, LoopRecord] | None = None
+        self._iterators: dict[int, _Iterator] = {}  # per iterator id: its current reads
+        self._read_runs: list[_Iterator] = []  # iterators ended (exhausted or re-led)
+        self._drain: Drain | None = None
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+        self._drain = Drain(self.fold, "steps").start()
 
     # -- hooks ---------------------------------------------------------------------
     def on_tensorflow(self) -> None:
@@ -113,6 +152,10 @@ class StepCollector(Collector):
         for patch in reversed(self._patches):
             patch.undo()
         self._patches.clear()
+        if self._drain is not None:
+            self._drain.stop()
+            if self._drain.error:
+                self.notes.append(f"steps not followed to the end: {self._drain.error}")
 
     def mark_fit_start(self, location: object) -> None:
         """For a watcher started inside ``fit`` (the Keras callback), after the hook that
@@ -123,30 +166,116 @@ class StepCollector(Collector):
         self.keras_events.append((event, t, value))
 
     def _on_next(self, key: int, site: object, start: float, end: float, exhausted: bool) -> None:
-        with self._lock:
-            self.iterator_calls.setdefault(site, []).append((key, start, end, exhausted))
+        self._reads.append((key, site, start, end, exhausted))
 
     def _on_apply(self, event: str, start: float, end: object) -> None:
-        self.optimizer_calls.append((start, end))
+        self._applies.append((start, end))
 
-    def reads(self) -> list[tuple[int, float, float, bool]]:
-        """Every timed ``next()`` call: (iterator id, start, end, exhausted)."""
+    # -- folding the events into steps ---------------------------------------------
+    def _sampled(self, start: float, end: float) -> bool:
+        sampling = self.sampling
+        return sampling is not None and sampling(start, end)
+
+    def _record(self) -> LoopRecord:
+        return LoopRecord(self.t0, self._sampled)
+
+    def fold(self) -> None:
+        """Turn the events recorded since the last fold into steps (the drain thread,
+        and every snapshot)."""
         with self._lock:
-            return [row for rows in self.iterator_calls.values() for row in rows]
+            events = take(self.keras_events)
+            if events:
+                if self._keras is None:
+                    record = self._record()
+                    self._keras = (KerasStream(record.add), record)
+                feed = self._keras[0].feed
+                for event in events:
+                    feed(*event)
+            for key, site, start, end, exhausted in take(self._reads):
+                self._count_read(key, start, end, exhausted)
+                stream = self._sites.get(site)
+                if stream is None:
+                    if len(self._sites) >= MAX_SITES:
+                        continue
+                    record = self._record()
+                    stream = self._sites[site] = (IteratorStream(record.add), record)
+                stream[0].feed(key, start, end, exhausted)
+            applies = take(self._applies)
+            if applies:
+                if self._optimizer is None:
+                    record = self._record()
+                    self._optimizer = (CycleStream(record.add), record)
+                feed_call = self._optimizer[0].feed
+                for start, end in applies:
+                    feed_call(start, end)
+
+    def _count_read(self, key: int, start: float, end: float, exhausted: bool) -> None:
+        """Per iterator, what its next() calls waited and how many elements they gave."""
+        current = self._iterators.get(key)
+        if current is None:
+            current = self._iterators[key] = _Iterator(key, start)
+        current.waited += end - start
+        if not exhausted:
+            current.elements += 1
+            return
+        del self._iterators[key]
+        if len(self._read_runs) < MAX_READ_RUNS:
+            self._read_runs.append(current)
+        else:  # beyond, the id's reads add to the last run kept of that id (if any)
+            kept = next((r for r in reversed(self._read_runs) if r.key == key), None)
+            if kept is not None:
+                kept.waited += current.waited
+                kept.elements += current.elements
+
+    def reads(self) -> list[tuple[int, float, float, int]]:
+        """Every iterator's timed ``next()`` calls, summed: (iterator id, its first
+        read's start, seconds waited, elements returned)."""
+        self.fold()
+        with self._lock:
+            runs = self._read_runs + list(self._iterators.values())
+            return [(r.key, r.first, r.waited, r.elements) for r in runs]
+
+    def candidates(self) -> list[tuple[str, str, LoopView]]:
+        """(source, name, steps) of the Keras, tf.data and optimizer loops so far,
+        tf.data sites most reads first."""
+        self.fold()
+        with self._lock:
+            out: list[tuple[str, str, LoopView]] = []
+            if self._keras is not None:
+                stream, record = self._keras
+                out.append(("keras-fit", stream.marker, snapshot(record, stream.open_steps())))
+            by_reads = sorted(self._sites.items(), key=lambda kv: -kv[1][0].reads)
+            for site, (sequence, record) in by_reads:
+                out.append(("tf-data", str(site), snapshot(record, sequence.open_steps())))
+            if self._optimizer is not None:
+                stream_o, record = self._optimizer
+                held = stream_o.held_steps()
+                view = view_of(self.t0, held) if held else snapshot(record, stream_o.open_steps())
+                out.append(("optimizer", "optimizer.apply_gradients calls", view))
+            return out
+
+    def keras_phases(self) -> tuple[list[tuple[str, float, float]], int, list]:
+        """Keras' phases, steps per call and the phases still open."""
+        with self._lock:
+            if self._keras is None:
+                return [], 1, []
+            stream = self._keras[0]
+            return stream.phases, stream.steps_per_call, list(stream.opened.items())
 
     # -- facts ---------------------------------------------------------------------
     def fill(self, gathering: Gathering) -> StepFacts | None:
         """Section ``steps``, from these events and the function watcher's calls (a
         loop of calls to one function is a loop of steps); sets ``gathering.window``."""
         functions = gathering.peer(FunctionWatcher)
-        no_calls: dict[str, list[tuple[float, float]]] = {}
-        calls = gathering.guard("tf.function calls", functions.calls, no_calls)
-        looped = [name for name, spans in calls.items() if len(spans) >= MIN_STEPS]
+        no_loops: dict[str, LoopView] = {}
+        loops = gathering.guard("tf.function calls", functions.loops, no_loops)
+        looped = [name for name, view in loops.items() if view.count >= MIN_STEPS]
         unknown: dict[str, bool | None] = {}
         trains = gathering.guard("training functions", lambda: functions.trains(looped), unknown)
         steps, gathering.window = self.facts(
-            gathering.t0, calls, gathering.t_end, trains, live=gathering.live
-        )
+            gathering.t0, t_end=gathering.t_end, trains=trains, live=gathering.live,
+            function_loops=loops,
+        )  # fmt: skip
         return steps
 
     def program_notes(self) -> list[str]:
@@ -159,34 +288,45 @@ class StepCollector(Collector):
         t_end: float | None = None,
         trains: dict | None = None,
         live: bool = False,
+        function_loops: dict[str, LoopView] | None = None,
     ) -> tuple[StepFacts | None, StepWindow]:
         """The step facts and the after-warm-up step intervals other collectors use.
 
-        ``trains``: per function name (a key of ``function_calls``), whether its graph
-        has a backward pass (True), has none (False) or is unknown (absent/None); what
-        tells a validation loop from a training loop. ``live``: mid-run, a loop whose
-        warm-up is not decided yet (no more than ``WARMUP_LOOKAHEAD`` steps so far)
-        keeps its steps out of the window until it is: a live step histogram must not
-        take in a tracing step that the final facts leave out."""
+        ``function_loops``: per tf.function (FunctionWatcher.loops), the steps of its
+        calls; ``function_calls`` the same given as (start, end) calls. ``trains``: per
+        function name, whether its graph has a backward pass (True), has none (False) or
+        is unknown (absent/None); what tells a validation loop from a training loop.
+        ``live``: mid-run, a loop whose warm-up is not decided yet (no more than
+        ``WARMUP_LOOKAHEAD`` steps so far) keeps its steps out of the window until it
+        is: a live step histogram must not take in a tracing step that the final facts
+        leave out."""
         t_end = time.perf_counter() if t_end is None else t_end
-        loops, phases, spe = self._loops(function_calls or {}, trains or {})
+        views = dict(function_loops or {})
+        for name, spans in (function_calls or {}).items():
+            views[name] = view_of(t0, cycles(sorted(spans))[0])
+        loops, phases, spe = self._loops(views, trains or {})
         if not loops:
             return None, StepWindow(t0)
         for loop in loops:  # each loop's first steps trace or build its own things
+            for step in loop.steps[:WARMUP_LOOKAHEAD]:
+                step.warm = False
             for step in loop.steps[: _warmup(loop.steps)]:
                 step.warm = True
-        steps = sorted((s for loop in loops for s in loop.steps), key=lambda s: s.start)
-        lead = loops[0]
-        facts = _summarise(lead.source, _markers(loops), steps, phases, spe, t0, t_end)
-        facts = dataclasses.replace(facts, loops=tuple(loop.facts(t0) for loop in loops))
+        facts = _summarise(loops, phases, spe, t0, t_end)
         undecided = {
             id(s) for loop in loops if live and len(loop.steps) <= WARMUP_LOOKAHEAD
             for s in loop.steps
         }  # fmt: skip
-        window = tuple((s.start, s.end) for s in steps if not s.warm and id(s) not in undecided)
-        return facts, StepWindow(t0, window)
+        window = [
+            (s.start, s.end)
+            for loop in loops
+            for s in loop.steps + loop.view.extra
+            if not s.warm and id(s) not in undecided
+        ]
+        window += [interval for loop in loops for interval in loop.view.intervals]
+        return facts, StepWindow(t0, tuple(sorted(window)))
 
-    def _loops(self, function_calls: dict, trains: dict):
+    def _loops(self, function_loops: dict[str, LoopView], trains: dict):
         """Every training loop's steps, whatever marks them, most steps first.
 
         Candidates come strongest evidence first (Keras batches, tf.data loop sites,
@@ -195,107 +335,88 @@ class StepCollector(Collector):
         function a loop site calls) is part of those, not a loop of its own. A script
         may train several models, warm up, train in a custom loop and then ``fit``: every
         such loop counts. A loop none of whose steps train (a validation loop calling a
-        ``test_step``) is left out where another loop does train."""
-        marker, steps, phases, spe, still_open = self._keras_steps()
+        ``test_step``) is left out where another loop does train. A loop's steps beyond
+        its head are judged by the windows of its timeline they fill."""
+        found = self.candidates()
+        phases, spe, still_open = self.keras_phases()
         candidates: list[_Loop] = []
         kept: list[_Loop] = []
-        if steps:
-            kept.append(_Loop("keras-fit", marker, steps, trains=True))
+        covered: list[Step] = []
+        for source, name, view in found:
+            if source == "keras-fit":
+                if view.count:
+                    kept.append(_Loop("keras-fit", name, view, trains=True))
+            else:
+                candidates.append(
+                    _Loop(source, name, view, True if source == "optimizer" else None)
+                )
         # Keras' own loops (fit's, evaluate's, predict's functions and iterators), those
         # still running (read while fit runs, or a fit that never ended) up to now
-        covered = [_Step(a, b) for name, a, b in phases if not name.startswith("epoch")]
-        covered += [_Step(t, math.inf) for name, t in still_open if name != "on_epoch_begin"]
-        with self._lock:
-            calls = {site: list(rows) for site, rows in self.iterator_calls.items()}
-        by_reads = sorted(calls.items(), key=lambda kv: -sum(1 for r in kv[1] if not r[3]))
-        for site, rows in by_reads:
-            candidates.append(_Loop("tf-data", str(site), _iterator_sequence(rows)))
-        for name, spans in sorted(function_calls.items(), key=lambda kv: -len(kv[1])):
-            if len(spans) >= MIN_STEPS:
-                candidates.append(_Loop("tf-function", str(name), _cycles(spans), trains.get(name)))
-        if len(self.optimizer_calls) >= MIN_STEPS:
-            optimizer = _cycles(self.optimizer_calls)
-            candidates.append(
-                _Loop("optimizer", "optimizer.apply_gradients calls", optimizer, True)
-            )
-        for loop in candidates:
-            if len(loop.steps) < MIN_STEPS:
+        covered += [Step(a, b) for name, a, b in phases if not name.startswith("epoch")]
+        covered += [Step(t, float("inf")) for name, t in still_open if name != "on_epoch_begin"]
+        optimizer = [c for c in candidates if c.source == "optimizer"]
+        data = [c for c in candidates if c.source == "tf-data"]
+        functions = [
+            _Loop("tf-function", str(name), view, trains.get(name))
+            for name, view in sorted(function_loops.items(), key=lambda kv: -kv[1].count)
+            if view.count >= MIN_STEPS
+        ]
+        for loop in data + functions + optimizer:
+            if loop.count < MIN_STEPS:
                 continue
-            if covered and _overlap(loop.steps, covered) > MAX_NESTED_OVERLAP:
+            spans = _spans(loop.view)
+            if covered and _overlap(spans, covered) > MAX_NESTED_OVERLAP:
                 continue
-            covered = covered + loop.steps
+            covered = covered + spans
             kept.append(loop)
+        applies = self._optimizer_spans()
         for loop in kept:
             if loop.trains is None:
-                loop.trains = self._loop_trains(loop, function_calls, trains)
+                loop.trains = _loop_trains(loop, function_loops, trains, applies)
         if any(loop.trains for loop in kept):
             kept = [loop for loop in kept if loop.trains is not False]
         kept.sort(key=lambda loop: -loop.count)
         return kept, phases, spe
 
-    def _loop_trains(self, loop: _Loop, function_calls: dict, trains: dict) -> bool | None:
-        """Whether a loop site's steps train: a training function or an eager optimizer
-        call inside them says yes; functions called inside, none of which trains, say
-        no, as does no optimizer call inside while the program's optimizer was seen
-        stepping eagerly elsewhere. Otherwise unknown."""
-        inside = [
-            name
-            for name, spans in function_calls.items()
-            if _overlap([_Step(a, b) for a, b in spans], loop.steps) > 0.5
-        ]
-        optimizer = [_Step(a, b) for a, b in self.optimizer_calls]
-        if any(trains.get(name) for name in inside):
-            return True
-        if optimizer and _overlap(optimizer, loop.steps) > 0.5:
-            return True
-        if inside and all(trains.get(name) is False for name in inside):
-            return False
-        if not inside and optimizer:
-            return False
-        return None
+    def _optimizer_spans(self) -> list[Step]:
+        with self._lock:
+            if self._optimizer is None:
+                return []
+            stream, record = self._optimizer
+            held = stream.held_steps()
+            return _spans(view_of(self.t0, held) if held else snapshot(record, []))
 
-    def _keras_steps(self):
-        steps: list[_Step] = []
-        phases: list[tuple[str, float, float]] = []
-        opened: dict[str, float] = {}
-        site = None
-        pending: tuple[float, object] | None = None
-        spe = 1
-        for event, t, value in self.keras_events:
-            if event == "on_train_begin":
-                site = site or value
-                opened["fit"] = t
-            elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
-                opened[event] = t
-            elif event in ("on_train_end", "on_epoch_end", "on_test_end", "on_predict_end"):
-                begin = {
-                    "on_train_end": "fit",
-                    "on_epoch_end": "on_epoch_begin",
-                    "on_test_end": "on_test_begin",
-                    "on_predict_end": "on_predict_begin",
-                }[event]
-                if begin in opened:
-                    name = {
-                        "fit": "fit",
-                        "on_epoch_begin": f"epoch {value}",
-                        "on_test_begin": "evaluate",
-                        "on_predict_begin": "predict",
-                    }[begin]
-                    phases.append((name, opened.pop(begin), t))
-                pending = None
-            elif event == "on_train_batch_begin":
-                if pending is not None and steps and steps[-1].start == pending[0]:
-                    steps[-1].end = t  # step = begin to the next begin
-                pending = (t, value)
-            elif event == "on_train_batch_end" and pending is not None:
-                begin_t, begin_step = pending
-                count = 1
-                if isinstance(begin_step, int) and isinstance(value, int) and value >= begin_step:
-                    count = value - begin_step + 1
-                spe = max(spe, count)
-                steps.append(_Step(begin_t, t, count))
-        marker = f"Model.fit at {site}" if site else "Model.fit"
-        return marker, steps, phases, spe, list(opened.items())
+
+def _spans(view: LoopView) -> list[Step]:
+    """A loop's time as spans: its head steps one by one, then per timeline window the
+    stretch its later steps fill (steps follow one another, so that stretch is theirs)."""
+    spans = list(view.steps)
+    if view.tail is not None:
+        head_end = max((s.end for s in view.steps), default=float("-inf"))
+        for _, stats in view.timeline.items():
+            if stats.last > head_end:
+                spans.append(Step(max(stats.first, head_end), stats.last))
+    return spans
+
+
+def _loop_trains(
+    loop: _Loop, function_loops: dict[str, LoopView], trains: dict, applies: list[Step]
+) -> bool | None:
+    """Whether a loop site's steps train: a training function or an eager optimizer
+    call inside them says yes; functions called inside, none of which trains, say
+    no, as does no optimizer call inside while the program's optimizer was seen
+    stepping eagerly elsewhere. Otherwise unknown."""
+    spans = _spans(loop.view)
+    inside = [name for name, view in function_loops.items() if _overlap(_spans(view), spans) > 0.5]
+    if any(trains.get(name) for name in inside):
+        return True
+    if applies and _overlap(applies, spans) > 0.5:
+        return True
+    if inside and all(trains.get(name) is False for name in inside):
+        return False
+    if not inside and applies:
+        return False
+    return None
 
 
 @dataclass
@@ -304,22 +425,35 @@ class _Loop:
 
     source: str
     name: str
-    steps: list[_Step]
+    view: LoopView
     trains: bool | None = None
 
     @property
+    def steps(self) -> list[Step]:
+        return self.view.steps
+
+    @property
     def count(self) -> int:
-        return sum(s.steps for s in self.steps)
+        return self.view.count
 
     def facts(self, t0: float) -> StepLoop:
         timed = [s for s in self.steps if not s.warm] or self.steps
-        per_step = [(s.end - s.start) / s.steps for s in timed]
+        first = self.steps[0].start if self.steps else self.view.extra[0].start
+        tail = self.view.tail
+        if tail is None:
+            per_step = [s.per_step for s in timed + self.view.extra]
+            median = statistics.median(per_step) if per_step else None
+        else:
+            sketch = tail.total.sketch.copy()
+            for s in timed + self.view.extra:
+                sketch.add(s.per_step)
+            median = sketch.quantile(0.5)
         return StepLoop(
             source=self.source,
             name=self.name,
             count=self.count,
-            first_s=round(self.steps[0].start - t0, 6),
-            median_s=round(statistics.median(per_step), 6) if per_step else None,
+            first_s=round(first - t0, 6),
+            median_s=round(median, 6) if median is not None else None,
         )
 
 
@@ -337,7 +471,7 @@ OVERLAP_LOOKBACK = 64
 LONG_SPAN_FACTOR = 8.0
 
 
-def _overlap(sequence: list[_Step], counted: list[_Step]) -> float:
+def _overlap(sequence: list[Step], counted: list[Step]) -> float:
     """The share of ``sequence``'s time inside steps already counted.
 
     Each step adds its intersection with each of the ``OVERLAP_LOOKBACK`` counted spans
@@ -415,55 +549,7 @@ def _marker(what: str, plural: str, names: list[str], at: bool = True) -> str:
     return f"{what} {len(names)} {plural} (also {others}), most of {names[0]}"
 
 
-def _iterator_sequence(rows) -> list[_Step]:
-    """Steps from the next() calls of one loop site, in order.
-
-    One iterator leads: each of its fetches starts a step that lasts until its next
-    fetch. Other iterators read at the same line between its fetches (``zip(ds_a,
-    ds_b)``) belong to the same step: their time is added to its wait. A new epoch's
-    iterator leads once the previous one is exhausted, or abandoned (read twice in a
-    row without the old leader).
-    """
-    steps: list[_Step] = []
-    leader: int | None = None
-    pending: _Step | None = None
-    others: dict[int, int] = {}  # reads of other iterators since the leader's last
-    for key, start, end, exhausted in rows:
-        if leader is None:
-            leader = key
-        if key != leader:
-            others[key] = others.get(key, 0) + 1
-            if others[key] < 2:  # read alongside the leader (zip): part of its step
-                if pending is not None and pending.wait is not None:
-                    pending.wait += end - start
-                continue
-            leader, pending = key, None  # the leader was abandoned (break): this one leads
-        others.clear()
-        if pending is not None:
-            pending.end = start
-            steps.append(pending)
-            pending = None
-        if exhausted:
-            leader = None
-        else:
-            pending = _Step(start, end, wait=end - start)
-    return steps
-
-
-def _cycles(calls: list[tuple[float, float]]) -> list[_Step]:
-    """Call k starts step k, which lasts until call k+1 starts; the last one until it
-    returns. A step far longer than the typical one spans something else (evaluation, a
-    checkpoint): it ends where its own call ended."""
-    steps = [_Step(start, nxt[0]) for (start, _), nxt in zip(calls, calls[1:])]
-    steps.append(_Step(*calls[-1]))
-    typical = statistics.median(s.end - s.start for s in steps)
-    for step, (_, own_end) in zip(steps, calls):
-        if step.end - step.start > GAP_LIMIT * typical and own_end < step.end:
-            step.end = own_end
-    return steps
-
-
-def _warmup(steps: list[_Step]) -> int:
+def _warmup(steps: list[Step]) -> int:
     """Leading steps far slower than the rest (tracing, autotune ramp-up, cuDNN search)."""
     if len(steps) < 4:
         return 0
@@ -477,34 +563,112 @@ def _warmup(steps: list[_Step]) -> int:
     return min(count, len(steps) - 2)
 
 
-def _summarise(source, marker, steps: list[_Step], phases, spe, t0, t_end) -> StepFacts:
-    counted = [s for s in steps if not s.warm]
-    per_step = [(s.end - s.start) / s.steps for s in counted]
-    per_step_sorted = sorted(per_step)
-    total = sum(s.end - s.start for s in counted)
+def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) -> StepFacts:
+    """The steps of every loop counted, on one time line. Where no loop went beyond its
+    head, every figure is exact; otherwise the quantiles come from the loops' sketches
+    (within the sketch's relative error) and the sums stay exact."""
+    head = sorted((s for loop in loops for s in loop.steps), key=lambda s: s.start)
+    extra = [s for loop in loops for s in loop.view.extra]
+    counted = [s for s in head if not s.warm] + extra
+    tails = [loop.view.tail for loop in loops if loop.view.tail is not None]
+    total = sum(s.end - s.start for s in counted) + sum(t.total.step_s for t in tails)
     waits = [s.wait for s in counted if s.wait is not None]
-    measured = len(waits) == len(counted) and counted  # every counted step timed its wait
-    kept = steps[:MAX_STEPS]
+    # every counted step timed its wait
+    measured = (
+        len(waits) == len(counted) and bool(counted) and all(t.total.all_waited for t in tails)
+    )
+    waited = sum(waits) + sum(t.total.wait_s for t in tails)
+    if tails:
+        sketch, wait_sketch = Sketch(), Sketch()
+        for tail in tails:
+            sketch.merge(tail.total.sketch)
+            wait_sketch.merge(tail.waits)
+        for s in counted:
+            sketch.add(s.per_step)
+            if s.wait is not None:
+                wait_sketch.add(s.wait / s.steps)
+        median, p90 = sketch.quantile(0.5), sketch.quantile(0.9)
+        wait_median = wait_sketch.quantile(0.5)
+    else:
+        per_step = sorted(s.per_step for s in counted)
+        median = statistics.median(per_step) if per_step else None
+        p90 = per_step[min(len(per_step) - 1, int(0.9 * len(per_step)))] if per_step else None
+        wait_median = (
+            statistics.median(w / s.steps for w, s in zip(waits, counted)) if measured else None
+        )
+    kept = head[:MAX_STEPS]
+    first = min((s.start for s in head + extra), default=t0)
     return StepFacts(
-        source=source,
-        marker=marker,
-        count=sum(s.steps for s in steps),
-        warmup=sum(s.steps for s in steps if s.warm),
-        median_s=statistics.median(per_step) if per_step else None,
-        p90_s=per_step_sorted[min(len(per_step_sorted) - 1, int(0.9 * len(per_step_sorted)))]
-        if per_step_sorted
-        else None,
+        source=loops[0].source,
+        marker=_markers(loops),
+        count=sum(loop.count for loop in loops),
+        warmup=sum(s.steps for s in head if s.warm),
+        median_s=median,
+        p90_s=p90,
         total_s=total,
-        input_wait_fraction=(sum(waits) / total if total else 0.0) if measured else None,
-        input_wait_median_s=statistics.median(w / s.steps for w, s in zip(waits, counted))
-        if measured
-        else None,
+        input_wait_fraction=(waited / total if total else 0.0) if measured else None,
+        input_wait_median_s=wait_median if measured else None,
         input_wait_source="next() timing" if measured else None,
         steps_per_call=spe,
         run_s=t_end - t0,
-        first_step_s=steps[0].start - t0,
+        first_step_s=first - t0,
         starts=tuple(round(s.start - t0, 6) for s in kept),
         durations=tuple(round(s.end - s.start, 6) for s in kept),
         input_waits=tuple(None if s.wait is None else round(s.wait, 6) for s in kept),
         phases=tuple((name, round(a - t0, 6), round(b - t0, 6)) for name, a, b in phases),
+        loops=tuple(loop.facts(t0) for loop in loops),
+        last_steps=_last_steps(tails, t0),
+        slowest=_slowest(tails, counted, t0) if tails else (),
+        timeline=_timeline(loops, t0),
+        all_kept=not tails and not extra and len(head) <= MAX_STEPS,
     )
+
+
+def _last_steps(tails: list, t0: float) -> tuple[tuple[float, float, float | None], ...]:
+    """The most recent steps beyond the heads: (start, seconds, input wait)."""
+    recent = heapq.nlargest(LAST_STEPS, (s for t in tails for s in t.last), key=lambda s: s.start)
+    return tuple(
+        (
+            round(s.start - t0, 6),
+            round(s.end - s.start, 6),
+            None if s.wait is None else round(s.wait, 6),
+        )
+        for s in sorted(recent, key=lambda s: s.start)
+    )
+
+
+def _slowest(tails: list, counted: list[Step], t0: float) -> tuple[tuple[float, float], ...]:
+    """The slowest steps after warm-up over the whole run: (start, seconds per step)."""
+    entries = [e for t in tails for e in t.slowest]
+    entries += [(s.per_step, s.start, s.end) for s in counted]
+    return tuple(
+        (round(start - t0, 6), round(per_step, 6))
+        for per_step, start, _ in heapq.nlargest(SLOWEST, entries)
+    )
+
+
+def _timeline(loops: list[_Loop], t0: float) -> StepTimeline | None:
+    """Every counted loop's steps in windows of equal width, from the first to the last."""
+    merged: TimeWindows[StepStats] | None = None
+    for loop in loops:
+        own = loop.view.timeline
+        if merged is None:
+            merged = TimeWindows(own.t0, StepStats, own.capacity, own.width)
+        merged.absorb(own)
+    if merged is None:
+        return None
+    windows = []
+    for start, stats in merged.items():
+        p50, p90 = stats.sketch.quantile(0.5), stats.sketch.quantile(0.9)
+        windows.append(
+            StepSpan(
+                start_s=round(start - t0, 6),
+                steps=stats.steps,
+                p50_s=None if p50 is None else round(p50, 6),
+                p90_s=None if p90 is None else round(p90, 6),
+                max_s=round(stats.max_s, 6),
+                step_s=round(stats.step_s, 6),
+                input_wait_s=round(stats.wait_s, 6) if stats.all_waited else None,
+            )
+        )
+    return StepTimeline(width_s=merged.width, windows=tuple(windows))

@@ -1,0 +1,195 @@
+"""One loop's steps in bounded memory: the first ones as they were, the rest as statistics.
+
+A training job may run millions of steps. The first ``HEAD_STEPS`` of every loop are
+kept one by one: warm-up and tracing live there, every rule that looks at single steps
+reads them, and a run of up to that many steps is described exactly. Every later step
+only updates fixed-size state (:class:`LoopTail`): counts and sums, a quantile sketch of
+the time per step and of the input wait, the ``LAST_STEPS`` most recent steps, the
+``SLOWEST`` slowest ones, and a timeline of windows that merge as the run grows
+(:mod:`gpuwhy.collect.time_windows`). Every step, the first ones too, goes into that
+timeline, so it covers the loop from its first step to its last.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.time_windows import TimeWindows
+
+HEAD_STEPS = 5000  # kept one by one, per loop
+LAST_STEPS = 512  # the most recent steps, kept one by one
+SLOWEST = 32  # the slowest steps after the head, kept one by one
+MAX_SAMPLED = 50_000  # later steps kept as intervals for the eager op counter
+
+
+@dataclass(slots=True)
+class Step:
+    """One step: from ``start`` to ``end`` on the perf_counter axis."""
+
+    start: float
+    end: float
+    steps: int = 1  # steps this call ran (Keras steps_per_execution)
+    wait: float | None = None
+    warm: bool = False  # one of its loop's warm-up steps: out of the statistics
+
+    @property
+    def per_step(self) -> float:
+        return (self.end - self.start) / self.steps
+
+
+class StepStats:
+    """What a stretch of steps adds up to: the whole tail, or one window of the timeline."""
+
+    __slots__ = (
+        "calls",
+        "steps",
+        "step_s",
+        "max_s",
+        "wait_s",
+        "waited",
+        "first",
+        "last",
+        "sketch",
+    )
+
+    def __init__(self) -> None:
+        self.calls = 0  # Step objects (a Keras call may run several steps)
+        self.steps = 0
+        self.step_s = 0.0
+        self.max_s = 0.0  # per step
+        self.wait_s = 0.0
+        self.waited = 0  # calls whose input wait was timed
+        self.first = float("inf")  # start of the first step, end of the last
+        self.last = float("-inf")
+        self.sketch = Sketch()  # time per step, one value per call
+
+    def add(self, step: Step) -> None:
+        per_step = step.per_step
+        self.calls += 1
+        self.steps += step.steps
+        self.step_s += step.end - step.start
+        self.max_s = max(self.max_s, per_step)
+        if step.wait is not None:
+            self.wait_s += step.wait
+            self.waited += 1
+        self.first = min(self.first, step.start)
+        self.last = max(self.last, step.end)
+        self.sketch.add(per_step)
+
+    def merge(self, other: StepStats) -> None:
+        self.calls += other.calls
+        self.steps += other.steps
+        self.step_s += other.step_s
+        self.max_s = max(self.max_s, other.max_s)
+        self.wait_s += other.wait_s
+        self.waited += other.waited
+        self.first = min(self.first, other.first)
+        self.last = max(self.last, other.last)
+        self.sketch.merge(other.sketch)
+
+    @property
+    def all_waited(self) -> bool:
+        return self.calls > 0 and self.waited == self.calls
+
+
+class LoopTail:
+    """The steps of one loop after its first ``HEAD_STEPS``, in fixed-size state."""
+
+    def __init__(self) -> None:
+        self.total = StepStats()
+        self.waits = Sketch()  # input wait per step, of the calls that timed it
+        self.last: deque[Step] = deque(maxlen=LAST_STEPS)
+        self.slowest: list[tuple[float, float, float]] = []  # heap of (per step, start, end)
+
+    def add(self, step: Step) -> None:
+        self.total.add(step)
+        if step.wait is not None:
+            self.waits.add(step.wait / step.steps)
+        self.last.append(step)
+        entry = (step.per_step, step.start, step.end)
+        if len(self.slowest) < SLOWEST:
+            heapq.heappush(self.slowest, entry)
+        elif entry > self.slowest[0]:
+            heapq.heapreplace(self.slowest, entry)
+
+
+class LoopRecord:
+    """Every step of one loop: the head kept, the tail summed, all in the timeline.
+
+    ``sampled``, where given, says whether a later step's interval is wanted one by one
+    (it overlaps one of the eager op counter's windows): up to ``MAX_SAMPLED`` of them
+    are kept for it."""
+
+    def __init__(self, t0: float, sampled: Callable[[float, float], bool] | None = None) -> None:
+        self.head: list[Step] = []
+        self.tail: LoopTail | None = None
+        self.timeline: TimeWindows[StepStats] = TimeWindows(t0, StepStats)
+        self.sampled = sampled
+        self.kept_intervals: list[tuple[float, float]] = []
+
+    def add(self, step: Step) -> None:
+        self.timeline.at(step.start).add(step)
+        if len(self.head) < HEAD_STEPS:
+            self.head.append(step)
+            return
+        if self.tail is None:
+            self.tail = LoopTail()
+        self.tail.add(step)
+        if (
+            self.sampled is not None
+            and len(self.kept_intervals) < MAX_SAMPLED
+            and self.sampled(step.start, step.end)
+        ):
+            self.kept_intervals.append((step.start, step.end))
+
+    @property
+    def count(self) -> int:
+        head = sum(s.steps for s in self.head)
+        return head + (self.tail.total.steps if self.tail is not None else 0)
+
+    @property
+    def calls(self) -> int:
+        return len(self.head) + (self.tail.total.calls if self.tail is not None else 0)
+
+
+@dataclass
+class LoopView:
+    """One loop's steps as a snapshot reads them: ``steps`` the head (with a step still
+    open while the head has room for it), ``tail`` the later steps summed, ``extra`` a
+    step still open beyond the head, ``intervals`` later steps kept for the eager op
+    counter, ``timeline`` all of them but the open one."""
+
+    steps: list[Step]
+    tail: LoopTail | None
+    timeline: TimeWindows[StepStats]
+    extra: list[Step]
+    intervals: list[tuple[float, float]]
+
+    @property
+    def count(self) -> int:
+        tail = self.tail.total.steps if self.tail is not None else 0
+        return sum(s.steps for s in self.steps) + tail + sum(s.steps for s in self.extra)
+
+
+def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
+    """``record`` as it stands, with the steps its stream still holds open."""
+    room = HEAD_STEPS - len(record.head)
+    return LoopView(
+        steps=record.head + open_steps[:room],
+        tail=record.tail,
+        timeline=record.timeline,
+        extra=open_steps[room:],
+        intervals=record.kept_intervals,
+    )
+
+
+def view_of(t0: float, steps: list[Step]) -> LoopView:
+    """A view of steps not recorded yet (a stream's held-back head, a test's calls)."""
+    record = LoopRecord(t0)
+    for step in steps:
+        record.add(step)
+    return snapshot(record, [])
