@@ -23,6 +23,7 @@ from gpuwhy.facts import (
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats, window_stats
+from gpuwhy.report.html_timeline import whole_run_note
 from gpuwhy.report.summary import (
     code_language,
     distribute_line,
@@ -108,8 +109,8 @@ def run_view(facts: Facts) -> dict[str, Any] | None:
 
 
 def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
-    """The step statistics: the collector's own (over every step after warm-up) and the
-    slowest step, from the full kept series."""
+    """The step statistics: the collector's own (over every step after warm-up), the
+    slowest step, and what the chart above draws of the steps, part by part."""
     rows = [
         ("Marked by", f"{steps.marker} ({steps.source})"),
         (
@@ -138,21 +139,15 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
     else:
         rows.append(("Waiting for input", "not measured for this kind of loop"))
     spc = max(steps.steps_per_call, 1)
-    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
-    after = steps.durations[warm:] if len(steps.durations) == len(steps.starts) else ()
-    s = stats(after)
-    if s.count and s.argmax is not None:
-        i = warm + s.argmax
-        rows.append(
-            (
-                "Slowest step",
-                f"{duration(s.high, microseconds=True)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
-                + ("" if spc == 1 else f", {spc} steps per call"),
-            )
-        )
+    slowest = slowest_step(steps)
+    if slowest is not None:
+        rows.append(("Slowest step", slowest))
     drawn = len(steps.starts)
     calls = math.ceil(steps.count / spc)
-    if drawn:
+    whole_run = whole_run_note(steps, max_points)
+    if whole_run is not None:
+        rows.append(("Drawn", whole_run))
+    elif drawn:
         text = (
             f"all {drawn:,} calls"
             if drawn >= calls
@@ -166,6 +161,31 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
             )
         rows.append(("Drawn", text))
     return rows
+
+
+def slowest_step(steps: StepFacts) -> str | None:
+    """The slowest step after warm-up: over the whole run where the record has it
+    (``slowest``, per step), else from the calls kept one by one, saying so when they
+    are only the run's first ones."""
+    spc = max(steps.steps_per_call, 1)
+    if steps.slowest:
+        start, per_step = max(steps.slowest, key=lambda entry: entry[1])
+        return (
+            f"{duration(per_step, microseconds=True)} at {start:,.2f} s, the slowest of all "
+            f"{max(steps.count - steps.warmup, 0):,} steps after warm-up"
+            + ("" if spc == 1 else f" (per step; {spc} steps per call)")
+        )
+    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
+    after = steps.durations[warm:] if len(steps.durations) == len(steps.starts) else ()
+    s = stats(after)
+    if not s.count or s.argmax is None:
+        return None
+    i = warm + s.argmax
+    return (
+        f"{duration(s.high, microseconds=True)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
+        + ("" if spc == 1 else f", {spc} steps per call")
+        + ("" if steps.all_kept else f"; of the first {len(steps.starts):,} calls, kept one by one")
+    )
 
 
 GPU_METRICS = (

@@ -6,13 +6,20 @@ beside the chart comes from the full series (``html.py``). A long run's GPU seri
 windows of samples (facts/gpu_samples.py) covering all of it: each is drawn at its middle,
 its mean as the line and its lowest and highest sample as the band. Times are seconds since the run
 started, the axis the facts share, so steps, traces and GPU samples line up.
+
+A run longer than the steps the record keeps one by one (``StepFacts.all_kept`` False)
+is drawn whole from what the record holds: its first steps one by one as a short run's,
+then the timeline's windows (the median, the p90 and the slowest step of each, and the
+mean input wait where every step's was timed), then its latest steps one by one. The
+legend names the windows' width; the table under the chart (html_sections.step_rows)
+says which steps are drawn how.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, TracingFacts
+from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, TracingFacts
 from gpuwhy.formatting import GiB
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
 from gpuwhy.report.html_charts import label
@@ -45,7 +52,11 @@ def timeline(
 
     drawn_steps = (
         steps
-        if steps is not None and len(steps.starts) > 0 and len(steps.durations) == len(steps.starts)
+        if steps is not None
+        and (
+            (len(steps.starts) > 0 and len(steps.durations) == len(steps.starts))
+            or _window_spans(steps)
+        )
         else None
     )
     gpus = [g for g in (samples.gpus if samples is not None else ()) if g.t]
@@ -194,13 +205,17 @@ def timeline(
 def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
     import plotly.graph_objects as go
 
+    windows = _window_spans(steps)
+    long_run = bool(windows)  # steps beyond the kept ones: drawn in windows, then the last
     spc = max(steps.steps_per_call, 1)
-    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
-    starts, durations = steps.starts[warm:], steps.durations[warm:]
+    kept = len(steps.durations) == len(steps.starts)
+    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup and kept else 0
+    starts, durations = (steps.starts[warm:], steps.durations[warm:]) if kept else ((), ())
     maybe = tuple(steps.input_waits[warm:]) if len(steps.input_waits) == len(steps.starts) else ()
     waits = [w for w in maybe if w is not None]
     measured = bool(waits) and len(waits) == len(maybe)
     top = None
+    named: set[str] = set()  # legend entries the first steps drew
     if starts:
         span = (min(starts), max(starts))
         shape = "linear" if len(starts) > max_points else "hv"
@@ -214,6 +229,7 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
         else:
             layers = [(total, "step time", COMPUTE)]
         for series, name, colour in layers:
+            named.add(name)
             fig.add_trace(
                 go.Scatter(
                     x=rounded(series.t, 7),
@@ -223,6 +239,7 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
                     line=dict(color=colour, width=1, shape=shape),
                     stackgroup="step",
                     hovertemplate="%{y:.1f} ms" + ("" if not series.bucketed else " (mean)"),
+                    **({"legendgroup": name} if long_run else {}),
                 ),
                 row=row,
                 col=1,
@@ -242,9 +259,22 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
             )
         known = [v for v in total.high if v is not None]
         top = max(known) if known else None
+    ceiling = None
+    if long_run:
+        warm_ms = [d * 1000 for d in steps.durations[:warm]]
+        slowest = _window_traces(fig, row, steps, windows, warm_ms)
+        drawn_tops = [top, slowest, _last_step_traces(fig, row, steps, max_points, named)]
+        top = max((t for t in drawn_tops if t is not None), default=None)
+        ceiling = _ceiling(steps, windows, [d * 1000 for d in durations], top)
+        if ceiling is not None and top is not None:
+            fig.update_yaxes(range=[0, ceiling], row=row, col=1)
+            fig.for_each_trace(
+                lambda t: t.update(name=f"{t.name}, up to {top:,.0f} ms: some off the scale"),
+                selector=dict(name=label(f"slowest step in each {window_width(steps)} window")),
+            )
     if warm:
         warm_ms = [d * 1000 for d in steps.durations[:warm]]
-        off_scale = top is not None and max(warm_ms) > 1.5 * top
+        off_scale = top is not None and max(warm_ms) > (ceiling or 1.5 * top)
         name = "warm-up steps (tracing)" + (
             f", up to {max(warm_ms):,.0f} ms: off the scale" if off_scale else ""
         )
@@ -260,8 +290,226 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
             row=row,
             col=1,
         )
-        if off_scale and top is not None:
+        if off_scale and top is not None and ceiling is None:
             fig.update_yaxes(range=[0, top * 1.1], row=row, col=1)
+
+
+# A long run's step row is drawn up to CEILING_OVER_P90 times its highest p90 where its
+# slowest steps reach beyond SPIKES_OVER_P90 times it: over hours every window holds a
+# slow step (a collection, a checkpoint) and their dots would flatten the median to a
+# line at zero. The legend says they go off the scale, and how far.
+CEILING_OVER_P90 = 2.0
+SPIKES_OVER_P90 = 3.0
+
+
+def _ceiling(
+    steps: StepFacts,
+    spans: list[tuple[float, float, StepSpan]],
+    kept_ms: Sequence[float],
+    top: float | None,
+) -> float | None:
+    """The step row's height in a long run where single slow steps would set it, else
+    None: the highest p90 (per call, ms) of the windows, the kept steps after warm-up
+    and the last steps, times CEILING_OVER_P90."""
+    spc = max(steps.steps_per_call, 1)
+    p90s = [w.p90_s * 1000 * spc for _, _, w in spans if w.p90_s is not None]
+    for series in (list(kept_ms), [d * 1000 for _, d, _ in steps.last_steps]):
+        if series:
+            ordered = sorted(series)
+            p90s.append(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))])
+    typical = max(p90s, default=None)
+    if top is None or not typical or top <= SPIKES_OVER_P90 * typical:
+        return None
+    return CEILING_OVER_P90 * typical
+
+
+def _window_spans(steps: StepFacts) -> list[tuple[float, float, StepSpan]]:
+    """The timeline's windows that hold steps beyond those kept one by one, each as
+    (from, to, window): the part of the window after the kept steps and before the
+    run's last step ends. Empty for a run whose every step is kept (drawn one by one)."""
+    timeline = steps.timeline
+    if steps.all_kept or timeline is None or not timeline.windows:
+        return []
+    kept_end = (
+        max(a + d for a, d in zip(steps.starts, steps.durations))
+        if steps.starts and len(steps.durations) == len(steps.starts)
+        else float("-inf")
+    )
+    width = timeline.width_s
+    last_end = (
+        steps.last_steps[-1][0] + steps.last_steps[-1][1]
+        if steps.last_steps
+        else timeline.windows[-1].start_s + width
+    )
+    spans = []
+    for window in timeline.windows:
+        start, end = max(window.start_s, kept_end), min(window.start_s + width, last_end)
+        if window.steps and window.start_s + width > kept_end and end >= start:
+            spans.append((start, end, window))
+    return spans
+
+
+def window_width(steps: StepFacts) -> str:
+    """The timeline's window width as the legend and the table under the chart say it."""
+    width = steps.timeline.width_s if steps.timeline is not None else 0.0
+    return f"{width:,.0f} s" if width >= 10 else f"{width:,.3g} s"
+
+
+def whole_run_note(steps: StepFacts, max_points: int) -> str | None:
+    """What the step row of a long run draws, part by part, for the table under the
+    chart; None where every step is kept (the chart draws them one by one)."""
+    spans = _window_spans(steps)
+    if not spans:
+        return None
+    kept = len(steps.starts)
+    parts = []
+    if kept:
+        bucketed = (
+            f" (drawn as at most {max_points:,} time buckets: the mean of each, its slowest "
+            "step dotted)"
+            if kept > max_points
+            else ""
+        )
+        parts.append(f"calls 1–{kept:,} one by one{bucketed}")
+    waits = any(w.input_wait_s is not None for _, _, w in spans)
+    parts.append(
+        f"the steps from {spans[0][0]:,.1f} s to {spans[-1][1]:,.1f} s in windows of "
+        f"{window_width(steps)}: the median, p90 and slowest step of each"
+        + (", and its mean input wait" if waits else "")
+    )
+    if steps.last_steps:
+        parts.append(
+            f"over their end, the last {len(steps.last_steps):,} calls one by one (from "
+            f"{steps.last_steps[0][0]:,.1f} s)"
+        )
+    return "; ".join(parts) + "; the statistics above cover every step"
+
+
+def _window_traces(
+    fig, row: int, steps: StepFacts, spans: list[tuple[float, float, StepSpan]], warm_ms
+) -> float | None:
+    """The windows after the kept steps: the median step as a line, the p90 as a dashed
+    line, the slowest step as a dot, the mean input wait per step as an area where every
+    step of the window timed it; a window without steps breaks the lines. Values per
+    call where a call runs several steps (the windows' own are per step). Returns the
+    highest value drawn, for the warm-up marks' scale."""
+    import plotly.graph_objects as go
+
+    spc = max(steps.steps_per_call, 1)
+    width = steps.timeline.width_s if steps.timeline is not None else 0.0
+    per = f"{window_width(steps)} window"
+    x: list[float | None] = []
+    columns: dict[str, list[float | None]] = {"p50": [], "p90": [], "max": [], "wait": []}
+    previous = None
+    for start, end, window in spans:
+        if previous is not None and window.start_s > previous + width * 1.001:
+            x.append((previous + width + window.start_s) / 2)  # no steps here: a break
+            for values in columns.values():
+                values.append(None)
+        previous = window.start_s
+        x.append((start + end) / 2)
+        ms = 1000 * spc
+        columns["p50"].append(None if window.p50_s is None else window.p50_s * ms)
+        columns["p90"].append(None if window.p90_s is None else window.p90_s * ms)
+        # a window's slowest step may be a warm-up step, drawn as such already
+        warm_max = any(abs(window.max_s * ms - w) <= 0.01 * spc for w in warm_ms)
+        columns["max"].append(None if warm_max else window.max_s * ms)
+        columns["wait"].append(
+            None
+            if window.input_wait_s is None or not window.steps
+            else window.input_wait_s / window.steps * ms
+        )
+    x_drawn = rounded(x, 7)
+    if any(v is not None for v in columns["wait"]):
+        fig.add_trace(
+            go.Scatter(
+                x=x_drawn,
+                y=rounded(columns["wait"]),
+                name=label(f"waiting for input, mean per {per}"),
+                mode="lines",
+                line=dict(color=INPUT_WAIT, width=1),
+                fill="tozeroy",
+                fillcolor=_alpha(INPUT_WAIT, 0.35),
+                hovertemplate="%{y:.1f} ms (mean wait)",
+            ),
+            row=row,
+            col=1,
+        )
+    looks = (
+        ("p50", f"median step, per {per}", dict(color=COMPUTE, width=1.5), "median"),
+        ("p90", f"p90 step, per {per}", dict(color=COMPUTE, width=1, dash="dash"), "p90"),
+    )
+    for key, name, line, what in looks:
+        fig.add_trace(
+            go.Scatter(
+                x=x_drawn,
+                y=rounded(columns[key]),
+                name=label(name),
+                mode="lines",
+                line=line,
+                hovertemplate="%{y:.1f} ms (" + what + ")",
+            ),
+            row=row,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x_drawn,
+            y=rounded(columns["max"]),
+            name=label(f"slowest step in each {per}"),
+            mode="markers",
+            marker=dict(color="#888888", size=4),
+            hovertemplate="%{y:.1f} ms (slowest)",
+        ),
+        row=row,
+        col=1,
+    )
+    known = [v for key in ("p90", "max") for v in columns[key] if v is not None]
+    return max(known) if known else None
+
+
+def _last_step_traces(
+    fig, row: int, steps: StepFacts, max_points: int, named: set[str]
+) -> float | None:
+    """The run's latest steps one by one, drawn as the first ones are (their own stack,
+    toggled with the first steps' legend entry of the same name, ``named``); returns the
+    highest value drawn."""
+    import plotly.graph_objects as go
+
+    if not steps.last_steps:
+        return None
+    starts = [a for a, _, _ in steps.last_steps]
+    durations = [d * 1000 for _, d, _ in steps.last_steps]
+    waits = [w for _, _, w in steps.last_steps]
+    span = (min(starts), max(starts))
+    total = downsample(starts, durations, max_points, span)
+    if all(w is not None for w in waits):
+        wait = downsample(starts, [(w or 0.0) * 1000 for w in waits], max_points, span)
+        rest = downsample(
+            starts, [d - (w or 0.0) * 1000 for d, w in zip(durations, waits)], max_points, span
+        )
+        layers = [(wait, "waiting for input", INPUT_WAIT), (rest, "rest of the step", COMPUTE)]
+    else:
+        layers = [(total, "step time", COMPUTE)]
+    shape = "linear" if total.bucketed else "hv"
+    for series, name, colour in layers:
+        fig.add_trace(
+            go.Scatter(
+                x=rounded(series.t, 7),
+                y=rounded(series.mean),
+                name=label(name),
+                mode="lines",
+                line=dict(color=colour, width=1, shape=shape),
+                stackgroup="last",
+                legendgroup=name,
+                showlegend=name not in named,
+                hovertemplate="%{y:.1f} ms (one of the last steps)",
+            ),
+            row=row,
+            col=1,
+        )
+    known = [v for v in total.high if v is not None]
+    return max(known) if known else None
 
 
 def _trace_markers(fig, row: int, tracing: TracingFacts) -> None:

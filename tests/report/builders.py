@@ -27,6 +27,8 @@ from gpuwhy.facts import (
     PipelineStage,
     ProgramFacts,
     StepFacts,
+    StepSpan,
+    StepTimeline,
     TfDataFacts,
     TracedFunction,
     TraceSignature,
@@ -330,3 +332,78 @@ INPUT_FIXES = InputFixFacts(
 def with_input_fixes(record: Record) -> Record:
     """A record that also holds measured input-pipeline fixes (section ``input_fixes``)."""
     return Record.diagnose(record.command, replace(record.facts, input_fixes=INPUT_FIXES))
+
+
+def long_steps(
+    count: int = 150_000, kept: int = 5000, width: float = 32.0, pause_at: int = 90_000
+) -> StepFacts:
+    """A run longer than the steps a record keeps one by one, as the collector records
+    it (gpuwhy/collect/inprocess/steps.py): the first ``kept`` steps, the timeline in
+    windows of ``width`` seconds, the last 512 steps and the 32 slowest. Steps of ~40 ms
+    (~15 ms waiting for input), a traced first step, a 200 s pause without steps at step
+    ``pause_at`` (an evaluation) and steps 20 ms slower after it, so a chart of the first
+    steps alone would miss both."""
+    rng = random.Random(5)
+    starts, durations, waits = [], [], []
+    t = 3.0
+    for i in range(count):
+        if i == pause_at:
+            t += 200.0
+        wait = 0.010 + rng.random() * 0.010
+        duration = wait + 0.020 + rng.random() * 0.010 + (0.020 if i >= pause_at else 0.0)
+        duration += 0.5 if rng.random() < 0.0005 else 0.0
+        if i == 0:
+            duration += 0.8
+        starts.append(round(t, 6))
+        durations.append(round(duration, 6))
+        waits.append(round(wait, 6))
+        t += duration + 0.001
+    windows: dict[int, list[int]] = {}
+    for i, start in enumerate(starts):
+        windows.setdefault(int(start // width), []).append(i)
+    spans = []
+    for n, members in sorted(windows.items()):
+        per_step = sorted(durations[i] for i in members)
+        spans.append(
+            StepSpan(
+                start_s=n * width,
+                steps=len(members),
+                p50_s=statistics.median(per_step),
+                p90_s=per_step[min(len(per_step) - 1, int(0.9 * len(per_step)))],
+                max_s=per_step[-1],
+                step_s=sum(per_step),
+                input_wait_s=sum(waits[i] for i in members),
+            )
+        )
+    after = durations[1:]
+    ordered = sorted(after)
+    slowest = sorted(range(1, count), key=lambda i: durations[i], reverse=True)[:32]
+    return StepFacts(
+        source="tf-data",
+        marker="next() on a tf.data iterator at train.py:74",
+        count=count,
+        warmup=1,
+        median_s=statistics.median(after),
+        p90_s=ordered[int(0.9 * len(ordered))],
+        total_s=sum(after),
+        input_wait_fraction=sum(waits[1:]) / sum(after),
+        input_wait_median_s=statistics.median(waits[1:]),
+        input_wait_source="next() timing",
+        run_s=t + 1.0,
+        first_step_s=starts[0],
+        starts=tuple(starts[:kept]),
+        durations=tuple(durations[:kept]),
+        input_waits=tuple(waits[:kept]),
+        last_steps=tuple(zip(starts[-512:], durations[-512:], waits[-512:])),
+        slowest=tuple((starts[i], durations[i]) for i in slowest),
+        timeline=StepTimeline(width_s=width, windows=tuple(spans)),
+        all_kept=False,
+    )
+
+
+def long_run() -> Record:
+    """:func:`long_steps` and a sample a second from the GPU over the whole run."""
+    steps_facts = long_steps()
+    samples = round(steps_facts.run_s)
+    gpu = gpu_series(samples=samples, hz=1.0, seed=4)
+    return watched_run(steps_facts, gpu_samples(gpu, hz=1.0))

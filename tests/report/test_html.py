@@ -221,6 +221,48 @@ def test_large_run_is_downsampled_for_drawing_while_the_statistics_stay_exact(tm
     assert f"median {steps.median_s * 1000:,.1f} ms" in text
 
 
+def step_row(fig: dict) -> list[dict]:
+    """The traces of the timeline's first row (the steps)."""
+    return [t for t in fig["data"] if t.get("yaxis", "y") == "y" and "x" in t]
+
+
+def test_a_long_run_is_drawn_whole_and_says_which_part_is_per_step():
+    record = rb.long_run()
+    steps = record.facts.steps
+    text = HtmlRenderer().render(record)
+    fig = figures(text)["figure-1"]
+    xs = [x for t in step_row(fig) for x in t["x"] if x is not None]
+    last_start = steps.last_steps[-1][0]
+    assert min(xs) == steps.starts[0] and max(xs) >= last_start  # first step to last
+    assert max(xs) - min(xs) >= 0.99 * (last_start + steps.last_steps[-1][1] - steps.starts[0])
+    names = {t.get("name") for t in step_row(fig)}
+    assert {"waiting for input", "rest of the step", "median step, per 32 s window"} <= names
+    assert "p90 step, per 32 s window" in names
+    assert any(n and n.startswith("slowest step in each 32 s window, up to") for n in names)
+    median = next(t for t in step_row(fig) if t.get("name") == "median step, per 32 s window")
+    assert None in median["y"]  # the 200 s without steps breaks the line
+    before, after = median["y"][1], median["y"][-2]
+    assert before < 45 and after > 55  # the slowdown after the pause, which the first steps miss
+    last = [t for t in step_row(fig) if t.get("stackgroup") == "last"]
+    assert sum(len(t["x"]) for t in last) == 2 * len(steps.last_steps)  # wait + rest, per step
+    timeline = section(text, "timeline")
+    assert (
+        "calls 1–5,000 one by one (drawn as at most 2,000 time buckets" in timeline
+        and "in windows of 32 s: the median, p90 and slowest step of each, and its mean input "
+        "wait; over their end, the last 512 calls one by one"
+        in timeline
+    )
+    start, per_step = max(steps.slowest, key=lambda entry: entry[1])
+    assert start > steps.starts[-1]  # beyond the steps kept one by one
+    assert f"{per_step * 1000:,.1f} ms at {start:,.2f} s, the slowest of all 149,999" in timeline
+
+
+def test_a_short_run_draws_no_windows():
+    fig = figures(HtmlRenderer().render(FULL))["figure-1"]
+    assert not any("window" in (t.get("name") or "") for t in fig["data"])
+    assert not any(t.get("stackgroup") == "last" or "legendgroup" in t for t in step_row(fig))
+
+
 def test_sections_without_data_say_why():
     record = rb.watched_run(samples=rb.NO_DRIVER_SAMPLES, tfdata=None, placement=None)
     text = HtmlRenderer().render(record)
@@ -415,6 +457,20 @@ def test_a_large_run_opens_without_errors(open_report, tmp_path):
     opened = open_report(path)
     assert opened.errors == [] and opened.fetched == []
     assert opened.page.locator("#timeline .scatterlayer .trace").count() >= 8
+
+
+def test_a_long_run_opens_with_its_whole_run_on_the_axis(open_report, tmp_path):
+    record = rb.long_run()
+    steps = record.facts.steps
+    opened = open_report(write_html(record, tmp_path / "long.html"))
+    assert opened.errors == [] and opened.fetched == []
+    low, high = opened.page.evaluate(
+        "() => document.querySelector('#timeline .plot')._fullLayout.xaxis.range"
+    )
+    assert low <= steps.starts[0] and high >= steps.last_steps[-1][0]
+    drawn = opened.page.locator("#timeline .subplot.xy .scatterlayer .trace")
+    assert drawn.count() >= 8  # first steps, windows, last steps
+    opened.page.screenshot(path=str(tmp_path / "long_report.png"), full_page=True)
 
 
 def test_screenshot_tool_renders_a_record_to_png(slow_training_run, tmp_path, browser):
