@@ -11,6 +11,9 @@ Without steps (``gpuwhy watch``) the window is the busy part of the run: from th
 to the last sample in which the watched processes held memory on that GPU, or, where no
 process memory was readable, in which the GPU was active at all.
 
+A run longer than the steps a record keeps one by one is judged on all of it: beyond
+them, the step timeline's windows that hold steps are training windows too.
+
 A long run's series are windows of samples (facts/gpu_samples.py): a window counts as
 inside when its middle is, with all its samples, and every mean weighs each window by the
 samples it holds, so a day's run is judged on all of it.
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
+from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts, StepSpan
 
 MIN_SAMPLES = 5  # fewer samples in the windows say nothing (0.5 s at 10 Hz)
 JOIN_GAP_S = 1.0  # steps closer than this (or 5 typical steps) form one window
@@ -53,30 +56,75 @@ class Activity:
 
 
 def step_windows(steps: StepFacts) -> list[Window]:
-    """The training windows after warm-up, on the samples' axis."""
+    """The training windows after warm-up, on the samples' axis: the steps kept one by
+    one, then, in a run longer than those, the timeline's windows that hold its later
+    steps (:func:`later_spans`), all joined by one rule."""
     skip = steps.warmup // max(1, steps.steps_per_call)
     intervals = list(zip(steps.starts, steps.durations))
     if len(intervals) > skip:
         intervals = intervals[skip:]
-    if not intervals:
+    later = later_spans(steps)
+    if not intervals and not later:
         return []
-    typical = statistics.median(d for _, d in intervals)
+    typical = (
+        statistics.median(d for _, d in intervals)
+        if intervals
+        else min((w.p50_s for _, _, w in later if w.p50_s is not None), default=0.0)
+    )
     join = max(JOIN_GAP_S, JOIN_GAP_STEPS * typical)
     windows: list[list[float]] = []
-    for start, duration in intervals:
+    spans = [(start, start + duration) for start, duration in intervals]
+    for start, end in spans + [(a, b) for a, b, _ in later]:
         if windows and start - windows[-1][1] <= join:
-            windows[-1][1] = max(windows[-1][1], start + duration)
+            windows[-1][1] = max(windows[-1][1], end)
         else:
-            windows.append([start, start + duration])
+            windows.append([start, end])
     stored = sum(1 for _ in steps.starts)
-    if steps.count > stored * max(1, steps.steps_per_call) and steps.phases:
-        # Only the first steps were kept: the last window lasts to the end of the
-        # innermost phase (an epoch, fit) that holds it.
+    kept_only = steps.count > stored * max(1, steps.steps_per_call)
+    if kept_only and steps.phases and steps.timeline is None:
+        # A record without a timeline kept only the first steps: the last window lasts
+        # to the end of the innermost phase (an epoch, fit) that holds it.
         last = windows[-1][0]
         around = [(b - a, b) for _, a, b in steps.phases if a <= last <= b]
         if around:
             windows[-1][1] = max(windows[-1][1], min(around)[1])
     return [(a, b) for a, b in windows]
+
+
+def later_spans(steps: StepFacts) -> list[tuple[float, float, StepSpan]]:
+    """Where the steps beyond those kept one by one ran, from the timeline: each window
+    holding steps as (from, to, window), from the end of the kept steps to the end of
+    the run's last step (``last_steps``). A window beside one without steps (a pause: an
+    evaluation, a checkpoint) is cut to the wall time its steps took, on the side away
+    from the pause: steps follow one another, so that stretch is theirs, and the GPU's
+    activity in the pause is not the training's. Empty where every step is kept."""
+    timeline = steps.timeline
+    if steps.all_kept or timeline is None or not timeline.windows:
+        return []
+    width = timeline.width_s
+    kept_end = max((a + d for a, d in zip(steps.starts, steps.durations)), default=float("-inf"))
+    last_end = (
+        steps.last_steps[-1][0] + steps.last_steps[-1][1]
+        if steps.last_steps
+        else timeline.windows[-1].start_s + width
+    )
+    held = {round(w.start_s / width) for w in timeline.windows if w.steps}
+    spans = []
+    for window in timeline.windows:
+        start, end = window.start_s, window.start_s + width
+        if not window.steps or end <= kept_end:
+            continue
+        n = round(start / width)
+        filled = min(window.step_s, width)
+        after_pause, before_pause = n - 1 not in held, n + 1 not in held
+        if after_pause and not before_pause:
+            start = end - filled
+        elif before_pause and not after_pause:
+            end = start + filled
+        start, end = max(start, kept_end), min(end, last_end)
+        if end > start:
+            spans.append((start, end, window))
+    return spans
 
 
 def busy_window(series: GpuSeries) -> list[Window]:

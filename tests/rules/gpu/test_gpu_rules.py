@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect.sampler import GpuSampler, ReplaySource
-from gpuwhy.facts import Facts, GpuProcess, GpuSamplesFacts, GpuSeries, ProgramFacts, StepFacts
+from gpuwhy.facts import (
+    Facts,
+    GpuProcess,
+    GpuSamplesFacts,
+    GpuSeries,
+    ProgramFacts,
+    StepFacts,
+    StepSpan,
+    StepTimeline,
+)
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
 from gpuwhy.rules.gpu.common import step_windows
@@ -100,6 +109,44 @@ def test_truncated_steps_extend_to_the_end_of_their_phase():
         phases=(("fit", 0.5, 30.0), ("epoch 1", 0.9, 12.0)),
     )
     assert step_windows(s) == [(1.0, 12.0)]
+
+
+def long_steps(windows, last_end, head=(2.0, 2.1, 2.2)):
+    """A run longer than its kept steps: ``head`` kept one by one (50 ms each), then
+    the timeline's 1 s windows ``{start: seconds in steps}``, its last step ending at
+    ``last_end``."""
+    spans = tuple(
+        StepSpan(start_s=a, steps=10, p50_s=0.05, p90_s=0.05, max_s=0.05, step_s=filled)
+        for a, filled in sorted(windows.items())
+    )
+    return StepFacts(
+        source="tf-data",
+        marker="next() at train.py:40",
+        count=len(head) + 10 * len(spans),
+        starts=head,
+        durations=(0.05,) * len(head),
+        last_steps=((last_end - 0.05, 0.05, None),),
+        timeline=StepTimeline(width_s=1.0, windows=spans),
+        all_kept=False,
+    )
+
+
+def test_beyond_the_kept_steps_the_timeline_windows_are_training_windows():
+    s = long_steps({2.0: 0.3, 3.0: 1.0, 4.0: 1.0, 5.0: 0.4, 10.0: 0.5, 11.0: 1.0, 12.0: 1.0}, 12.7)
+    # a window beside the pause is cut to its steps' time, away from the pause; the
+    # last one ends with the last step
+    assert step_windows(s) == [(2.0, 5.4), (10.5, 12.7)]
+
+
+def test_a_long_run_is_judged_on_all_of_it():
+    # idle-ish while training (2-8 s), busy after (an evaluation): the kept steps alone
+    # (2.0-2.25 s) hold too few samples to judge
+    gpu = series(lambda t: 0.2 if 2.0 <= t <= 8.0 else 1.0, own=10 * GiB)
+    s = long_steps(dict.fromkeys((2.0, 3.0, 4.0, 5.0, 6.0, 7.0), 1.0), 7.9)
+    (finding,) = check(GpuUnderutilized, Facts(gpu_samples=samples(gpu), steps=s))
+    assert finding.evidence["utilization_percent"] == 20.0
+    kept_only = replace(s, timeline=None)
+    assert check(GpuUnderutilized, Facts(gpu_samples=samples(gpu), steps=kept_only)) == []
 
 
 # -- gpu.underutilized ------------------------------------------------------------
