@@ -9,5 +9,6 @@ stage), so they are answered here, once, below every layer that asks.
 Pure functions of ``gpuwhy.facts`` (and the types they need): no TensorFlow, no
 collector, no rule. pipeline.py (the steps' pipeline and its bottleneck),
 environment.py (whether TF can use a GPU), step_profile.py (what the profiled steps
-give the collectors and the projection).
+give the collectors and the projection), step_timeline.py (where a long run's later
+steps ran).
 """

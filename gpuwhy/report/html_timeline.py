@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuwhy.derived.step_timeline import later_spans
 from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, TracingFacts
 from gpuwhy.formatting import GiB
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
@@ -55,7 +56,7 @@ def timeline(
         if steps is not None
         and (
             (len(steps.starts) > 0 and len(steps.durations) == len(steps.starts))
-            or _window_spans(steps)
+            or later_spans(steps)
         )
         else None
     )
@@ -205,7 +206,7 @@ def timeline(
 def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
     import plotly.graph_objects as go
 
-    windows = _window_spans(steps)
+    windows = later_spans(steps)
     long_run = bool(windows)  # steps beyond the kept ones: drawn in windows, then the last
     spc = max(steps.steps_per_call, 1)
     kept = len(steps.durations) == len(steps.starts)
@@ -323,32 +324,6 @@ def _ceiling(
     return CEILING_OVER_P90 * typical
 
 
-def _window_spans(steps: StepFacts) -> list[tuple[float, float, StepSpan]]:
-    """The timeline's windows that hold steps beyond those kept one by one, each as
-    (from, to, window): the part of the window after the kept steps and before the
-    run's last step ends. Empty for a run whose every step is kept (drawn one by one)."""
-    timeline = steps.timeline
-    if steps.all_kept or timeline is None or not timeline.windows:
-        return []
-    kept_end = (
-        max(a + d for a, d in zip(steps.starts, steps.durations))
-        if steps.starts and len(steps.durations) == len(steps.starts)
-        else float("-inf")
-    )
-    width = timeline.width_s
-    last_end = (
-        steps.last_steps[-1][0] + steps.last_steps[-1][1]
-        if steps.last_steps
-        else timeline.windows[-1].start_s + width
-    )
-    spans = []
-    for window in timeline.windows:
-        start, end = max(window.start_s, kept_end), min(window.start_s + width, last_end)
-        if window.steps and window.start_s + width > kept_end and end >= start:
-            spans.append((start, end, window))
-    return spans
-
-
 def window_width(steps: StepFacts) -> str:
     """The timeline's window width as the legend and the table under the chart say it."""
     width = steps.timeline.width_s if steps.timeline is not None else 0.0
@@ -358,7 +333,7 @@ def window_width(steps: StepFacts) -> str:
 def whole_run_note(steps: StepFacts, max_points: int) -> str | None:
     """What the step row of a long run draws, part by part, for the table under the
     chart; None where every step is kept (the chart draws them one by one)."""
-    spans = _window_spans(steps)
+    spans = later_spans(steps)
     if not spans:
         return None
     kept = len(steps.starts)

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts, StepSpan
+from gpuwhy.derived.step_timeline import later_spans
+from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
 
 MIN_SAMPLES = 5  # fewer samples in the windows say nothing (0.5 s at 10 Hz)
 JOIN_GAP_S = 1.0  # steps closer than this (or 5 typical steps) form one window
@@ -89,42 +90,6 @@ def step_windows(steps: StepFacts) -> list[Window]:
         if around:
             windows[-1][1] = max(windows[-1][1], min(around)[1])
     return [(a, b) for a, b in windows]
-
-
-def later_spans(steps: StepFacts) -> list[tuple[float, float, StepSpan]]:
-    """Where the steps beyond those kept one by one ran, from the timeline: each window
-    holding steps as (from, to, window), from the end of the kept steps to the end of
-    the run's last step (``last_steps``). A window beside one without steps (a pause: an
-    evaluation, a checkpoint) is cut to the wall time its steps took, on the side away
-    from the pause: steps follow one another, so that stretch is theirs, and the GPU's
-    activity in the pause is not the training's. Empty where every step is kept."""
-    timeline = steps.timeline
-    if steps.all_kept or timeline is None or not timeline.windows:
-        return []
-    width = timeline.width_s
-    kept_end = max((a + d for a, d in zip(steps.starts, steps.durations)), default=float("-inf"))
-    last_end = (
-        steps.last_steps[-1][0] + steps.last_steps[-1][1]
-        if steps.last_steps
-        else timeline.windows[-1].start_s + width
-    )
-    held = {round(w.start_s / width) for w in timeline.windows if w.steps}
-    spans = []
-    for window in timeline.windows:
-        start, end = window.start_s, window.start_s + width
-        if not window.steps or end <= kept_end:
-            continue
-        n = round(start / width)
-        filled = min(window.step_s, width)
-        after_pause, before_pause = n - 1 not in held, n + 1 not in held
-        if after_pause and not before_pause:
-            start = end - filled
-        elif before_pause and not after_pause:
-            end = start + filled
-        start, end = max(start, kept_end), min(end, last_end)
-        if end > start:
-            spans.append((start, end, window))
-    return spans
 
 
 def busy_window(series: GpuSeries) -> list[Window]:
