@@ -45,9 +45,16 @@ class Bursts:
     share: float  # of the recorded wait
     steps: int
     median_s: float
+    kept: int | None = None  # a long run: read over its first ``kept`` calls only
 
     @property
     def text(self) -> str:
+        if self.kept is not None:  # the title's share is the whole run's: these are not
+            return (
+                f"in the first {self.kept:,} steps, {self.count} of {self.steps} waits, of "
+                f"{duration(self.shortest_s)}–{duration(self.longest_s)}, make "
+                f"{self.share:.0%} of their wait (median wait {duration(self.median_s)})"
+            )
         return (
             f"{self.count} of {self.steps} waits, of {duration(self.shortest_s)}–"
             f"{duration(self.longest_s)}, make {self.share:.0%} of it (median wait "
@@ -58,7 +65,8 @@ class Bursts:
 def bursts(steps: StepFacts) -> Bursts | None:
     """The waits far above the median wait, where they are few and make most of the
     recorded wait: a share made of bursts reads very unlike the typical step, and a
-    reader comparing it with the median must see why."""
+    reader comparing it with the median must see why. Single waits are kept for a long
+    run's first steps only: there they are read, and the text says so."""
     waits = [w for w in steps.input_waits[steps.warmup :] if w is not None]
     total = sum(waits)
     if len(waits) < 10 or total <= 0:
@@ -67,7 +75,8 @@ def bursts(steps: StepFacts) -> Bursts | None:
     long = [w for w in waits if w >= max(BURST_OVER_MEDIAN * median, BURST_MIN_S)]
     if not long or len(long) > BURSTY_STEP_SHARE * len(waits) or sum(long) < total / 2:
         return None
-    return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median)
+    kept = None if steps.all_kept else len(steps.input_waits)
+    return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median, kept)
 
 
 @dataclass(frozen=True)
@@ -176,23 +185,25 @@ def cache_filling(
     ``medium_at`` where each step's wait is recorded, else their steps are at least
     CACHE_FIRST_PASS_SLOWER times faster than the first pass's and that difference
     covers the wait measured over the run. None otherwise, or where steps cannot be
-    matched to passes (several loops, several steps per call, an unknown pass length)."""
+    matched to passes (several loops, several steps per call, an unknown pass length, a
+    first pass longer than the steps a long run keeps one by one). The steps after the
+    first pass are the whole run's (:func:`_after_first_pass`)."""
     if pipeline is None or not pipeline.cache_written or not pipeline.cardinality:
         return None
     if len(steps.loops) > 1 or steps.steps_per_call != 1 or pipeline.iterators < 2:
         return None
     per_pass = pipeline.cardinality
-    durations = steps.durations
-    later = durations[per_pass:]
-    first = durations[steps.warmup : per_pass]
-    if len(later) < CACHE_LATER_STEPS or not first or steps.input_wait_fraction is None:
+    first = steps.durations[steps.warmup : per_pass]
+    later = _after_first_pass(steps, per_pass)
+    if later is None or later.steps < CACHE_LATER_STEPS or not first:
+        return None
+    if steps.input_wait_fraction is None:
         return None
     first_mean = sum(first) / len(first)
-    later_mean = sum(later) / len(later)
-    waits = steps.input_waits[per_pass : len(durations)]
+    later_mean = later.seconds / later.steps
     later_wait: float | None = None
-    if waits and all(w is not None for w in waits):
-        later_wait = sum(w or 0.0 for w in waits) / max(sum(later), 1e-12)
+    if later.waited is not None:
+        later_wait = later.waited / max(later.seconds, 1e-12)
         if later_wait >= medium_at:
             return None
     else:
@@ -206,11 +217,60 @@ def cache_filling(
         first_steps=len(first),
         first_s=sum(first),
         first_step_s=first_mean,
-        later_steps=len(later),
+        later_steps=later.steps,
         later_step_s=later_mean,
         later_wait=later_wait,
         cache_location=cache.location if cache is not None else None,
-        steps=len(durations) - steps.warmup,
+        steps=later.counted,
+    )
+
+
+@dataclass(frozen=True)
+class _Later:
+    """The steps after a first pass: how many, their time, their wait (None: not
+    timed step by step), and every step after warm-up."""
+
+    steps: int
+    seconds: float
+    waited: float | None
+    counted: int
+
+
+def _after_first_pass(steps: StepFacts, per_pass: int) -> _Later | None:
+    """The steps after the first ``per_pass``: one by one where the record keeps every
+    step; in a longer run, the whole run's sums (every step after warm-up, its wait)
+    less the first pass, which must be among the steps kept one by one. None where it
+    is not."""
+    durations = steps.durations
+    if steps.all_kept:
+        later = durations[per_pass:]
+        waits = steps.input_waits[per_pass : len(durations)]
+        timed = bool(waits) and all(w is not None for w in waits)
+        return _Later(
+            steps=len(later),
+            seconds=sum(later),
+            waited=sum(w or 0.0 for w in waits) if timed else None,
+            counted=len(durations) - steps.warmup,
+        )
+    if per_pass > len(durations):
+        return None
+    first = durations[steps.warmup : per_pass]
+    first_waits = steps.input_waits[steps.warmup : per_pass]
+    timed = (  # every step's wait was timed: the run's wait less the first pass's
+        steps.input_wait_source == NEXT_TIMING
+        and steps.input_wait_fraction is not None
+        and len(first_waits) == len(first)
+        and all(w is not None for w in first_waits)
+    )
+    return _Later(
+        steps=steps.count - per_pass,
+        seconds=steps.total_s - sum(first),
+        waited=(
+            (steps.input_wait_fraction or 0.0) * steps.total_s - sum(w or 0.0 for w in first_waits)
+            if timed
+            else None
+        ),
+        counted=steps.count - steps.warmup,
     )
 
 

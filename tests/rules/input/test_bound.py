@@ -77,3 +77,27 @@ def test_a_share_made_of_a_few_long_waits_says_so_with_means_not_medians():
     # evenly spread waits are no bursts
     (even,) = check(0.5)
     assert "waits, of" not in even.title
+
+
+def test_bursts_in_a_long_runs_first_steps_say_they_are_of_those_steps():
+    # 200 steps kept one by one of a run of 100,000, 12 of them behind long waits: the
+    # title's share is the whole run's, the bursts only the first steps'
+    waits = [0.0002] * 188 + [0.5] * 12
+    durations = [0.011 + w for w in waits]
+    long_run = StepFacts(
+        source="tf-data",
+        marker="next() on a tf.data iterator at train.py:41",
+        count=100_000,
+        warmup=1,
+        median_s=0.0112,
+        total_s=1200.0,
+        input_wait_fraction=0.1,
+        input_wait_median_s=0.0002,
+        durations=(0.5, *durations),
+        input_waits=(0.4, *waits),
+        all_kept=False,
+    )
+    (f,) = InputBound().check(Facts(steps=long_run), dict(InputBound.options))
+    assert f.title.startswith("Steps wait for input 10% of the time")
+    burst = "in the first 201 steps, 12 of 200 waits, of 500.0 ms–500.0 ms, make 99% of their wait"
+    assert burst in f.title and burst in f.evidence["wait_bursts"]

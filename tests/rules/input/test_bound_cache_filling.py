@@ -5,6 +5,8 @@ pipeline whose later passes still wait keeps its finding."""
 
 from dataclasses import replace
 
+import pytest
+
 from gpuwhy.facts import ProgramFacts
 from gpuwhy.rules.input.bound import InputBound
 from gpuwhy.verdict import verdict
@@ -102,3 +104,47 @@ def test_no_cache_one_pass_or_a_first_pass_no_slower_keep_the_finding():
     slow_later = four_passes(first_ms=30.0, later_ms=20.0)
     steady = replace(slow_later, input_wait_fraction=0.4)
     assert check(t.facts(cached_pipeline(), steps=steady))[0].severity == "high"
+
+
+def kept_first(steps, kept):
+    """``steps`` as a long run's record holds them: the first ``kept`` one by one, the
+    sums over all of them."""
+    return replace(
+        steps,
+        durations=steps.durations[:kept],
+        input_waits=steps.input_waits[:kept],
+        all_kept=False,
+    )
+
+
+def consistent_loop_passes(later_wait_s):
+    """:func:`loop_passes` with its wait share the one its steps add up to."""
+    steps = loop_passes(later_wait_s)
+    waited = sum(w or 0.0 for w in steps.input_waits[1:])
+    return replace(steps, input_wait_fraction=waited / steps.total_s)
+
+
+@pytest.mark.parametrize("later_wait_s", [0.0001, 0.004])
+def test_a_long_run_is_judged_on_every_step_after_its_first_pass(later_wait_s):
+    # the record keeps the first 150 steps one by one: the first pass, and the run's
+    # sums give the 300 steps after it, as when every step is kept
+    whole = consistent_loop_passes(later_wait_s)
+    pipeline = cached_pipeline(consumer="python-loop")
+    (kept,) = check(t.facts(pipeline, steps=whole))
+    (long,) = check(t.facts(pipeline, steps=kept_first(whole, 150)))
+    assert long.severity == kept.severity == ("low" if later_wait_s < 0.001 else "high")
+    assert long.title == kept.title
+    assert long.evidence == kept.evidence
+
+
+def test_a_long_fit_is_judged_on_every_step_after_its_first_pass():
+    whole = four_passes()
+    (kept,) = check(t.facts(cached_pipeline(), steps=whole))
+    (long,) = check(t.facts(cached_pipeline(), steps=kept_first(whole, 150)))
+    assert long.severity == kept.severity == "low" and long.title == kept.title
+    assert "the 300 after it 2.0 ms each" in long.title
+
+
+def test_a_first_pass_beyond_the_kept_steps_is_not_split():
+    long = kept_first(four_passes(), 50)
+    assert check(t.facts(cached_pipeline(), steps=long))[0].severity == "high"
