@@ -17,8 +17,9 @@ figure is a median over ``--runs`` pairs:
 - loop ratio: gpuwhy's loop time over python's, paired;
 - end: seconds from the program's last line to the JSON written, to the HTML written
   and to the process's exit;
-- record: the JSON's size; steps in the record's per-step series (what the HTML timeline
-  draws) over the steps run, and the time span it covers over the workload's loop time.
+- record: the JSON's size; the steps the HTML timeline draws (one by one, or in the step
+  timeline's windows) over the steps run, and the time its step row spans (first point
+  to last, read from the HTML) over the workload's loop time.
 
 ``--nvml`` (``--nvml-hours H``, 24 by default) feeds the GPU sampler an NVML recording
 (tests/data/nvml/constructed_h100_busy.jsonl: the fixtures hold no real recording yet,
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -208,11 +210,48 @@ def read_record(run: Run, json_path: Path, html_path: Path) -> None:
     run.json_at, run.json_bytes = json_path.stat().st_mtime, json_path.stat().st_size
     record = json.loads(json_path.read_text())
     steps = record.get("steps") or {}
-    starts, durations = steps.get("starts") or [], steps.get("durations") or []
     run.record_steps = steps.get("count")
-    run.series_steps = len(durations)
-    if starts and durations:
-        run.series_span_s = starts[-1] + durations[-1] - starts[0]
+    run.series_steps = drawn_steps(steps)
+    if html_path.exists():
+        run.series_span_s = step_row_span(html_path.read_text(encoding="utf-8"))
+
+
+def drawn_steps(steps: dict) -> int:
+    """The steps the HTML timeline draws: those kept one by one where the record keeps
+    every step, else the step timeline's, whose windows hold every step counted (the
+    first and last ones are drawn one by one over them)."""
+    windows = (steps.get("timeline") or {}).get("windows") or []
+    if steps.get("all_kept", True) or not windows:
+        return len(steps.get("durations") or []) * max(1, steps.get("steps_per_call") or 1)
+    return sum(w.get("steps") or 0 for w in windows)
+
+
+TIMELINE_PLOT = re.compile(r'<section id="timeline">.*?<div class="plot" id="([^"]+)"', re.S)
+
+
+def step_row_span(html: str) -> float | None:
+    """Seconds from the first to the last point the HTML timeline draws in its step row
+    (the figure's data as the page hands it to Plotly)."""
+    plot = TIMELINE_PLOT.search(html)
+    if plot is None:
+        return None
+    figure = re.search(
+        r'<script type="application/json" data-figure="' + re.escape(plot.group(1)) + r'">'
+        r"(.*?)</script>",
+        html,
+        re.S,
+    )
+    if figure is None:
+        return None
+    traces = json.loads(figure.group(1)).get("data") or []
+    xs = [
+        x
+        for trace in traces
+        if trace.get("yaxis", "y") == "y"
+        for x in trace.get("x") or ()
+        if isinstance(x, (int, float))
+    ]
+    return max(xs) - min(xs) if xs else None
 
 
 def median(values) -> float | None:
@@ -287,8 +326,8 @@ LEGEND = (
     "paired; peakMB: ru_maxrss; +MB: peak minus python's, paired; B/step: VmRSS growth "
     "from 10% of the loop to its end; endMB: highest VmRSS after the program's last line; "
     "json/html/exit: seconds from the program's last line to the JSON written, the HTML "
-    "written, the process gone; steps%/time%: the record's per-step series (what the HTML "
-    "timeline draws) over the steps run, and its span over the loop's time."
+    "written, the process gone; steps%/time%: the steps the HTML timeline draws (one by one "
+    "or in windows) over the steps run, and its step row's span over the loop's time."
 )
 
 
