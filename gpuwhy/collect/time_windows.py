@@ -20,6 +20,14 @@ CAPACITY = 256
 WIDTH_S = 1.0
 
 
+def width_for(span_s: float, capacity: int = CAPACITY, width: float = WIDTH_S) -> float:
+    """The width windows from ``width`` reach after merging as a span of ``span_s``
+    seconds fills them: the same for every timeline of the run."""
+    while span_s >= capacity * width:
+        width *= 2
+    return width
+
+
 class Mergeable(Protocol):
     def merge(self, other: Any) -> None: ...
 

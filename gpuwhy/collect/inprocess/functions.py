@@ -27,8 +27,8 @@ from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.inprocess.drain import Drain, take
-from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView, snapshot, view_of
-from gpuwhy.collect.inprocess.step_streams import CycleStream
+from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
+from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
@@ -107,8 +107,7 @@ class _Watched:
         stream, record = self.stream, self.record
         if stream is None or record is None:
             return None
-        held = stream.held_steps()
-        return view_of(t0, held) if held else snapshot(record, stream.open_steps())
+        return cycle_view(t0, stream, record)
 
     def add_trace(self, trace: Any) -> None:
         self.traces += 1
@@ -287,6 +286,11 @@ class FunctionWatcher(Collector):
         costs a few list reads: another collector's background thread polls it)."""
         with self._lock:
             return sum(w.calls for w in self._records)
+
+    def trace_count(self) -> int:
+        """Traces of every watched tf.function so far."""
+        with self._lock:
+            return sum(w.traces for w in self._records)
 
     def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
         """The function to profile, once warm: of those with ``min_calls`` outermost

@@ -177,7 +177,7 @@ class LoopView:
 
 def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
     """``record`` as it stands, with the steps its stream still holds open."""
-    room = HEAD_STEPS - len(record.head)
+    room = max(0, HEAD_STEPS - len(record.head))
     return LoopView(
         steps=record.head + open_steps[:room],
         tail=record.tail,
