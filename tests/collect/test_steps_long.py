@@ -145,3 +145,39 @@ def test_keras_fit_of_many_epochs_keeps_its_phases_bounded():
     assert len(facts.phases) == MAX_PHASES
     assert facts.phases[0][0] == "epoch 0" and facts.phases[-1][0] == "fit"
     assert facts.median_s == pytest.approx(0.0012, rel=0.02)
+
+
+def test_snapshots_read_while_the_drain_folds_see_a_consistent_loop():
+    """Live metrics ask for facts on their own thread while the drain folds new steps
+    into the same loop: each snapshot is a copy, so neither trips on the other."""
+    import threading
+
+    collector = StepCollector()
+    t0 = collector.t0
+    _, _, t = feed_loop(collector, HEAD_STEPS + 2000)
+    stop = threading.Event()
+    errors = []
+
+    def program() -> None:
+        now = t
+        try:
+            while not stop.is_set():
+                for _ in range(500):
+                    collector._on_next(11, "train.py:40", now, now + 0.0001, False)
+                    now += 0.001
+                collector.fold()
+        except Exception as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=program)
+    thread.start()
+    try:
+        counts = []
+        for _ in range(20):
+            facts, _ = collector.facts(t0)
+            counts.append(facts.count)
+            assert sum(w.steps for w in facts.timeline.windows) <= facts.count
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors and counts == sorted(counts)

@@ -17,6 +17,11 @@ class Sum:
     def merge(self, other: "Sum") -> None:
         self.n += other.n
 
+    def copy(self) -> "Sum":
+        twin = Sum()
+        twin.n = self.n
+        return twin
+
 
 def test_windows_double_in_width_and_keep_every_event():
     windows = TimeWindows(100.0, Sum, capacity=8, width=1.0)

@@ -28,6 +28,7 @@ call instead; Keras batches and tf.data loops end at epoch ends on their own.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import statistics
 import threading
@@ -307,10 +308,10 @@ class StepCollector(Collector):
         if not loops:
             return None, StepWindow(t0)
         for loop in loops:  # each loop's first steps trace or build its own things
-            for step in loop.steps[:WARMUP_LOOKAHEAD]:
-                step.warm = False
-            for step in loop.steps[: _warmup(loop.steps)]:
-                step.warm = True
+            # marked on copies: the view's list is the snapshot's own, its steps the
+            # record's, which another snapshot (live metrics) may be reading
+            warm = _warmup(loop.steps)
+            loop.steps[:warm] = [dataclasses.replace(s, warm=True) for s in loop.steps[:warm]]
         facts = _summarise(loops, phases, spe, t0, t_end)
         undecided = {
             id(s) for loop in loops if live and len(loop.steps) <= WARMUP_LOOKAHEAD

@@ -56,6 +56,11 @@ class _Peak:
     def merge(self, other: _Peak) -> None:
         self.value = max(self.value, other.value)
 
+    def copy(self) -> _Peak:
+        twin = _Peak()
+        twin.value = self.value
+        return twin
+
 
 class _Count:
     __slots__ = ("value",)
@@ -65,6 +70,11 @@ class _Count:
 
     def merge(self, other: _Count) -> None:
         self.value += other.value
+
+    def copy(self) -> _Count:
+        twin = _Count()
+        twin.value = self.value
+        return twin
 
 
 def resident_bytes() -> int | None:
