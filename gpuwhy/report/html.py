@@ -116,7 +116,7 @@ class _Page:
         self.max_points = max_points
         self.figures: list[tuple[str, str]] = []
 
-    def figure(self, fig) -> str | None:
+    def figure(self, fig: charts.Figure | None) -> str | None:
         if fig is None:
             return None
         dom_id = f"figure-{len(self.figures) + 1}"
