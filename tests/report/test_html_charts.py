@@ -3,11 +3,14 @@
 it checked them when the report was written. Every chart of records that take every
 branch of html_charts.py and html_timeline.py must be accepted by ``go.Figure`` (a
 property name that plotly does not know raises) and come back from it unchanged (the
-same properties and values, the template included)."""
+same properties and values, the template included); plotly.js goes into the page as
+plotly's own file, its bytes unchanged and no ``</script`` in it."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +21,9 @@ from gpuwhy.collect.sampler import GpuSampler, ReplaySource
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts, StepFacts
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS
-from gpuwhy.report.html import _Page
+from gpuwhy.report.html import HtmlRenderer, _Page
 from gpuwhy.report.html_charts import figure_json
+from gpuwhy.report.plotly_files import package_data, plotly_js_blocks, script_safe_blocks
 from tests import builders as b
 from tests.report import builders as rb
 
@@ -108,3 +112,23 @@ def test_numbers_that_are_not_finite_are_written_null_as_plotly_writes_them():
     ours = json.loads(figure_json(fig))
     assert ours["data"][0]["y"] == [None, 1.0, None]
     assert json.loads(pio.to_json(go.Figure(fig)))["data"] == ours["data"]
+
+
+def test_plotly_js_goes_into_the_page_as_plotlys_own_file(tmp_path):
+    bundle = (package_data() / "plotly.min.js").read_bytes()
+    assert b"".join(plotly_js_blocks()) == bundle  # no end tag in it to rewrite today
+    record = rb.watched_run()
+    with open(tmp_path / "page.html", "wb") as f:
+        HtmlRenderer().write(record, f)
+    written = (tmp_path / "page.html").read_bytes()
+    assert written.count(bundle) == 1
+    assert written.decode("utf-8") == HtmlRenderer().render(record)
+    assert "gpuwhy:plotly.js" not in written.decode("utf-8")
+
+
+@pytest.mark.parametrize("size", [3, 7, 8, 9, 64])
+def test_an_end_tag_in_a_script_is_rewritten_even_across_two_reads(size):
+    script = b"a</script>b</SCRIPT c</scrip t</Script" + b"x" * 20 + b"</script"
+    expected = re.sub(rb"</(script)", rb"<\\/\1", script, flags=re.IGNORECASE)
+    assert b"".join(script_safe_blocks(io.BytesIO(script), size)) == expected
+    assert expected.count(b"<\\/") == 4
