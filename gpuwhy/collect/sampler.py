@@ -69,6 +69,7 @@ COUNTER_BITS = {
 }  # unsigned int, unsigned long, unsigned long long, short
 # Above any PCIe link (PCIe 6.0 x16 is ~128 GB/s per direction): a "wrap" this fast was a reset.
 MAX_PCIE_BYTES_PER_S = 256e9
+MAX_PIDS = 256  # processes remembered per GPU (others) and watched, whatever the churn
 GPM_KEYS = ("sm_activity", "sm_occupancy", "tensor_activity")
 
 
@@ -235,6 +236,8 @@ class _SeriesBuilder:
                     own += int(used)
                 continue
             seen = self.others.get(pid)
+            if seen is None and len(self.others) >= MAX_PIDS:
+                continue  # processes that come and go without end: the first ones tell
             peak = max(
                 (x for x in (used, seen.used_bytes if seen else None) if x is not None),
                 default=None,
@@ -431,7 +434,8 @@ class GpuSampler(Collector):
             tick = {**tick, "pids": sorted(pids)}
         t = float(tick["t"])
         with self._lock:
-            self._watched |= pids
+            if len(self._watched) < MAX_PIDS:  # a job that starts worker after worker
+                self._watched |= pids
             for reading in readings:
                 builder = self._builders.get(int(reading.get("index", -1)))
                 if builder is not None:

@@ -8,7 +8,8 @@ width doubles (a day at the defaults: 256 windows of 512 s). Widths are ``width 
 is coarsened to the other's width.
 
 What a window holds is the caller's: any object with ``merge(other)`` (it absorbs
-``other``), made by ``make()`` the first time an event falls in that window.
+``other``) and ``copy()``, made by ``make()`` the first time an event falls in that
+window.
 """
 
 from __future__ import annotations
@@ -20,8 +21,18 @@ CAPACITY = 256
 WIDTH_S = 1.0
 
 
+def width_for(span_s: float, capacity: int = CAPACITY, width: float = WIDTH_S) -> float:
+    """The width windows from ``width`` reach after merging as a span of ``span_s``
+    seconds fills them: the same for every timeline of the run."""
+    while span_s >= capacity * width:
+        width *= 2
+    return width
+
+
 class Mergeable(Protocol):
     def merge(self, other: Any) -> None: ...
+
+    def copy(self) -> Any: ...
 
 
 A = TypeVar("A", bound=Mergeable)
@@ -57,6 +68,12 @@ class TimeWindows(Generic[A]):
         for i, window in enumerate(self.windows):
             if window is not None:
                 yield self.t0 + i * self.width, window
+
+    def copy(self) -> TimeWindows[A]:
+        """An independent copy (each window copied)."""
+        twin: TimeWindows[A] = TimeWindows(self.t0, self.make, self.capacity, self.width)
+        twin.windows = [None if w is None else w.copy() for w in self.windows]
+        return twin
 
     def coarsen(self, width: float) -> None:
         """Merge pairs until the windows are ``width`` wide (a power-of-two multiple)."""

@@ -5,10 +5,11 @@ to the outputs planned before anything ran. One place, so that ``gpuwhy fix`` an
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import IO, Any
 
 from gpuwhy import own_stderr
@@ -69,20 +70,34 @@ def emit(record: Record, args: Any, outputs: dict[str, Output], to_stderr: bool 
     else:
         if stream.isatty():
             _refuse_terminal(type(renderer))
-        text = ("\n" if to_stderr else "") + renderer.render(record)
         if to_stderr:
-            write_quietly(stream, text)
+            write_quietly(stream, "\n" + renderer.render(record))
+        elif not renderer.for_terminal and hasattr(stream, "buffer"):
+            stream.flush()  # a web page on stdout: UTF-8 bytes, written as it is rendered
+            renderer.write(record, stream.buffer)
+            stream.buffer.flush()
         else:
-            stream.write(text)
+            stream.write(renderer.render(record))
             stream.flush()
     if "--html" in outputs:
         _write_rendered(renderer_class("html")(), record, outputs["--html"])
 
 
 def _write_rendered(renderer: Renderer, record: Record, output: Output) -> None:
-    text = renderer.render(record)
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    write_or_divert(output, lambda path: Path(path).write_bytes(data), own_stderr.say)
+    write_or_divert(output, lambda path: _write_file(renderer, record, path), own_stderr.say)
+
+
+def _write_file(renderer: Renderer, record: Record, path: str) -> None:
+    """The report written straight into its file (the HTML page is never held whole); a
+    page that fails half-way is removed, not left behind as if it were whole."""
+    with open(path, "wb") as out:
+        try:
+            renderer.write(record, out)
+        except BaseException:
+            out.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
 
 
 def check_format(name: str, to_terminal: bool = False) -> None:

@@ -60,6 +60,7 @@ from gpuwhy.facts.steps import (
     TracingFacts,
 )
 from gpuwhy.facts.tfdata import PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.facts.timeline import GpuWindow, RunTimeline, RunWindow
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "GpuDevice",
     "GpuProcess",
     "GpuSamplesFacts",
+    "GpuWindow",
     "GpuSeries",
     "HostDeviceCopy",
     "InputFix",
@@ -94,6 +96,8 @@ __all__ = [
     "ProgramFacts",
     "ProjectionFacts",
     "ReboundName",
+    "RunTimeline",
+    "RunWindow",
     "ReducedValue",
     "StepCode",
     "StepFacts",
@@ -136,6 +140,7 @@ class Facts:
     distribute: DistributeFacts | None = None
     task: TaskFacts | None = None
     workers: WorkersFacts | None = None
+    timeline: RunTimeline | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

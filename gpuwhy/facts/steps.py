@@ -140,6 +140,9 @@ class EagerFacts:
     outside_steps: int = 0  # eager ops counted outside any step
     note: str | None = None  # what the count cannot see (other threads ...)
     step_code: StepCode | None = None  # where the small ops' code is, for the fix
+    # per window of the run's timeline that holds sampled steps: (window start, sampled
+    # steps that started in it, eager ops counted in them)
+    windows: tuple[tuple[float, int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ lookup, and ``module:Class`` loads a third-party renderer.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import IO, ClassVar
 
 from gpuwhy.record import Record
 
@@ -26,3 +26,9 @@ class Renderer:
 
     def render(self, record: Record) -> str:
         raise NotImplementedError
+
+    def write(self, record: Record, out: IO[bytes]) -> None:
+        """The report into a file opened for bytes (UTF-8 text). A renderer whose output
+        is large writes it in pieces instead of holding it whole (html.py)."""
+        text = self.render(record)
+        out.write(text.encode("utf-8") if isinstance(text, str) else text)

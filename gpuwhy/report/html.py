@@ -11,12 +11,18 @@ left out or says why.
 Every number printed comes from the facts or from the full series (``downsample.stats``);
 only the charts are downsampled, so a run of 100,000 steps and an hour of GPU samples
 still opens quickly.
+
+Its memory is the same at any run length and small (issue #25: all of gpuwhy within
+64 MB of plain python): the charts are plain dicts (html_charts.py), and ``write`` sends
+the page to its file as jinja renders it, piece by piece, with plotly.js copied from
+plotly's package file in blocks (plotly_files.py), never held whole.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any
 
 from gpuwhy.facts import (
     Facts,
@@ -48,6 +54,7 @@ from gpuwhy.report.html_sections import (
     tracing_view,
 )
 from gpuwhy.report.html_timeline import timeline
+from gpuwhy.report.plotly_files import plotly_js, plotly_js_blocks
 from gpuwhy.report.summary import projection_lines
 from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
 from gpuwhy.verdict import gpu_usable
@@ -71,7 +78,35 @@ class HtmlRenderer(Renderer):
         self.max_points = max_points
 
     def render(self, record: Record) -> str:
-        return _template().render(**_Page(self.max_points).context(record))
+        """The page as one string (plotly.js alone is 9.6 MB of it): ``write`` is what
+        ``--html`` and ``-f html`` use."""
+        return "".join(
+            plotly_js() if piece is PLOTLY_JS else piece for piece in self._pieces(record)
+        )
+
+    def write(self, record: Record, out: IO[bytes]) -> None:
+        """The page into ``out`` as jinja renders it, plotly.js copied in blocks."""
+        for piece in self._pieces(record):
+            if piece is PLOTLY_JS:
+                for block in plotly_js_blocks():
+                    out.write(block)
+            else:
+                out.write(piece.encode("utf-8"))
+
+    def _pieces(self, record: Record) -> Iterator[str]:
+        """The page as jinja renders it, in order, with the one piece ``PLOTLY_JS`` where
+        plotly.js goes (its ``<script>`` is around it)."""
+        for chunk in _template().generate(**_Page(self.max_points).context(record)):
+            before, marker, after = chunk.partition(PLOTLY_JS)
+            if not marker:
+                yield chunk
+                continue
+            yield from (before, PLOTLY_JS, after)
+
+
+# Where the template puts plotly.js: no text of the record can be this, as every user
+# string reaches the page escaped (a "<" in a chart's JSON is written \u003c).
+PLOTLY_JS = "<!--gpuwhy:plotly.js-->"
 
 
 def fix_measurements(fixes: InputFixFacts | None) -> list[dict[str, Any]]:
@@ -116,7 +151,7 @@ class _Page:
         self.max_points = max_points
         self.figures: list[tuple[str, str]] = []
 
-    def figure(self, fig) -> str | None:
+    def figure(self, fig: charts.Figure | None) -> str | None:
         if fig is None:
             return None
         dom_id = f"figure-{len(self.figures) + 1}"
@@ -157,7 +192,7 @@ class _Page:
             "not_checked": sorted(record.not_checked.items()),
             **sections,
             "figures": self.figures,
-            "plotly_js": _plotly_js() if self.figures else "",
+            "plotly_js": PLOTLY_JS if self.figures else "",
             "code_css": _code_css(),
         }
 
@@ -379,12 +414,6 @@ def _code_css() -> str:
     except ImportError:  # pragma: no cover
         return ""
     return HtmlFormatter(style="friendly").get_style_defs(".code")
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    return get_plotlyjs().replace("</script", "<\\/script")
 
 
 @functools.lru_cache(maxsize=1)

@@ -5,7 +5,9 @@ and draws long series: they go through ``downsample`` first, and every number pr
 beside the chart comes from the full series (``html.py``). A long run's GPU series are
 windows of samples (facts/gpu_samples.py) covering all of it: each is drawn at its middle,
 its mean as the line and its lowest and highest sample as the band. Times are seconds since the run
-started, the axis the facts share, so steps, traces and GPU samples line up.
+started, the axis the facts share, so steps, traces and GPU samples line up. The rows are
+laid out as plotly's ``make_subplots`` lays them out (``_Rows``), in plain dicts
+(html_charts.py says why).
 
 A run longer than the steps the record keeps one by one (``StepFacts.all_kept`` False)
 is drawn whole from what the record holds: its first steps one by one as a short run's,
@@ -18,12 +20,13 @@ says which steps are drawn how.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from gpuwhy.derived.step_timeline import later_spans
 from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, TracingFacts
 from gpuwhy.formatting import GiB
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
-from gpuwhy.report.html_charts import label
+from gpuwhy.report.html_charts import Figure, figure, label
 
 INPUT_WAIT = "#f58518"
 COMPUTE = "#4c78a8"
@@ -46,11 +49,9 @@ def timeline(
     samples: GpuSamplesFacts | None,
     tracing: TracingFacts | None,
     max_points: int = MAX_POINTS,
-):
+) -> Figure | None:
     """Step time (input wait stacked under the rest) and each sampled GPU's activity,
     memory and PCIe traffic, on one shared time axis. None when there is nothing to draw."""
-    from plotly.subplots import make_subplots
-
     drawn_steps = (
         steps
         if steps is not None
@@ -75,16 +76,10 @@ def timeline(
     if not rows:
         return None
     heights = [0.46 if kind == "steps" else 0.2 for kind, _ in rows]
-    fig = make_subplots(
-        rows=len(rows),
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.08,
-        row_heights=[h / sum(heights) for h in heights],
-    )
+    fig = _Rows([h / sum(heights) for h in heights], spacing=0.08)
     row_of = {kind: i + 1 for i, (kind, _) in enumerate(rows)}
     for i, (_, title) in enumerate(rows, 1):
-        fig.update_yaxes(title_text=title, row=i, col=1, rangemode="tozero")
+        fig.yaxis(i).update(title={"text": title}, rangemode="tozero")
     if drawn_steps is not None:
         _step_traces(fig, row_of["steps"], drawn_steps, max_points)
         if tracing is not None:
@@ -156,13 +151,11 @@ def timeline(
                 dash="dot",
             )
         if gpu.memory_total_bytes:
-            fig.add_hline(
-                y=gpu.memory_total_bytes / GiB,
-                row=row_of["memory"],
-                col=1,
-                line=dict(color=colour, width=1, dash="dash"),
-                annotation_text=label(f"{prefix}total {gpu.memory_total_bytes / GiB:,.0f} GiB"),
-                annotation_position="top left",
+            fig.hline(
+                gpu.memory_total_bytes / GiB,
+                row_of["memory"],
+                line={"color": colour, "width": 1, "dash": "dash"},
+                text=label(f"{prefix}total {gpu.memory_total_bytes / GiB:,.0f} GiB"),
             )
         if has_pcie:
             _band_line(
@@ -189,23 +182,104 @@ def timeline(
                 dash="dot",
             )
     if gpus:
-        fig.update_yaxes(range=[0, 100], row=row_of["activity"], col=1)
+        fig.yaxis(row_of["activity"])["range"] = [0, 100]
     if drawn_steps is not None and drawn_steps.phases:
-        _phases(fig, drawn_steps.phases, _domain_top(fig, 1))
-    fig.update_xaxes(title_text="seconds since the run started", row=len(rows), col=1)
-    fig.update_layout(
+        _phases(fig, drawn_steps.phases, fig.top(1))
+    fig.xaxis(len(rows))["title"] = {"text": "seconds since the run started"}
+    fig.layout.update(
         height=240 + 190 * len(rows),
         hovermode="x unified",
-        margin=dict(l=70, r=20, t=40, b=50),
-        template="plotly_white",
+        margin={"l": 70, "r": 20, "t": 40, "b": 50},
     )
     _legend_per_row(fig, len(rows))
-    return fig
+    return figure(fig.data, fig.layout, "plotly_white")
 
 
-def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
-    import plotly.graph_objects as go
+class _Rows:
+    """Rows of charts on one shared x axis, as ``plotly.subplots.make_subplots(rows=n,
+    cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=weights)`` lays them
+    out: row 1 at the top on axes x/y, row k on xk/yk, every x axis matching the bottom
+    one, whose tick labels alone are shown. The domains are computed in plotly's order of
+    operations, so they are the same floats."""
 
+    def __init__(self, weights: Sequence[float], spacing: float) -> None:
+        self.data: list[dict[str, Any]] = []
+        self.layout: dict[str, Any] = {}
+        n = len(weights)
+        total = float(sum(weights))
+        heights = [(1.0 - spacing * (n - 1)) * (w / total) for w in weights][::-1]
+        for r in range(n):  # r = 0: the top row; plotly stacks them from the bottom
+            below = n - 1 - r
+            start = sum(heights[:below]) + below * spacing
+            end = start + heights[-1 - r]
+            self.layout[f"xaxis{_n(r + 1)}"] = {"anchor": f"y{_n(r + 1)}", "domain": [0.0, 1.0]}
+            self.layout[f"yaxis{_n(r + 1)}"] = {
+                "anchor": f"x{_n(r + 1)}",
+                "domain": [max(0.0, start), min(1.0, end)],
+            }
+        for row in range(1, n):
+            self.xaxis(row).update(matches=f"x{_n(n)}", showticklabels=False)
+
+    def xaxis(self, row: int) -> dict[str, Any]:
+        axis: dict[str, Any] = self.layout[f"xaxis{_n(row)}"]
+        return axis
+
+    def yaxis(self, row: int) -> dict[str, Any]:
+        axis: dict[str, Any] = self.layout[f"yaxis{_n(row)}"]
+        return axis
+
+    def top(self, row: int) -> float:
+        """Where the row's plot area ends, as a fraction of the figure's height."""
+        top: float = self.yaxis(row)["domain"][1]
+        return top
+
+    def add(self, trace: dict[str, Any], row: int) -> None:
+        self.data.append(
+            {"type": "scatter", **trace, "xaxis": f"x{_n(row)}", "yaxis": f"y{_n(row)}"}
+        )
+
+    def shape(self, shape: dict[str, Any]) -> None:
+        self.layout.setdefault("shapes", []).append(shape)
+
+    def annotation(self, annotation: dict[str, Any]) -> None:
+        self.layout.setdefault("annotations", []).append(annotation)
+
+    def hline(self, y: float, row: int, line: dict[str, Any], text: str) -> None:
+        """A line across the row at ``y``, named at its top left: ``add_hline(...,
+        annotation_position="top left")``."""
+        x, yref = f"x{_n(row)} domain", f"y{_n(row)}"
+        self.shape(
+            {
+                "type": "line",
+                "x0": 0,
+                "x1": 1,
+                "xref": x,
+                "y0": y,
+                "y1": y,
+                "yref": yref,
+                "line": line,
+            }
+        )
+        self.annotation(
+            {
+                "showarrow": False,
+                "text": text,
+                "x": 0,
+                "xanchor": "left",
+                "xref": x,
+                "y": y,
+                "yanchor": "bottom",
+                "yref": yref,
+            }
+        )
+
+
+def _n(row: int) -> str:
+    """The number in an axis' name: none for the first."""
+    return "" if row == 1 else str(row)
+
+
+def _step_traces(fig: _Rows, row: int, steps: StepFacts, max_points: int) -> None:
     windows = later_spans(steps)
     long_run = bool(windows)  # steps beyond the kept ones: drawn in windows, then the last
     spc = max(steps.steps_per_call, 1)
@@ -231,32 +305,30 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
             layers = [(total, "step time", COMPUTE)]
         for series, name, colour in layers:
             named.add(name)
-            fig.add_trace(
-                go.Scatter(
-                    x=rounded(series.t, 7),
-                    y=rounded(series.mean),
-                    name=label(name),
-                    mode="lines",
-                    line=dict(color=colour, width=1, shape=shape),
-                    stackgroup="step",
-                    hovertemplate="%{y:.1f} ms" + ("" if not series.bucketed else " (mean)"),
+            fig.add(
+                {
+                    "x": rounded(series.t, 7),
+                    "y": rounded(series.mean),
+                    "name": label(name),
+                    "mode": "lines",
+                    "line": {"color": colour, "width": 1, "shape": shape},
+                    "stackgroup": "step",
+                    "hovertemplate": "%{y:.1f} ms" + ("" if not series.bucketed else " (mean)"),
                     **({"legendgroup": name} if long_run else {}),
-                ),
-                row=row,
-                col=1,
+                },
+                row,
             )
         if total.bucketed:
-            fig.add_trace(
-                go.Scatter(
-                    x=rounded(total.t, 7),
-                    y=rounded(total.high),
-                    name="slowest step in each bucket",
-                    mode="lines",
-                    line=dict(color="#888888", width=0.8, dash="dot"),
-                    hovertemplate="%{y:.1f} ms (slowest)",
-                ),
-                row=row,
-                col=1,
+            fig.add(
+                {
+                    "x": rounded(total.t, 7),
+                    "y": rounded(total.high),
+                    "name": "slowest step in each bucket",
+                    "mode": "lines",
+                    "line": {"color": "#888888", "width": 0.8, "dash": "dot"},
+                    "hovertemplate": "%{y:.1f} ms (slowest)",
+                },
+                row,
             )
         known = [v for v in total.high if v is not None]
         top = max(known) if known else None
@@ -268,31 +340,30 @@ def _step_traces(fig, row: int, steps: StepFacts, max_points: int) -> None:
         top = max((t for t in drawn_tops if t is not None), default=None)
         ceiling = _ceiling(steps, windows, [d * 1000 for d in durations], top)
         if ceiling is not None and top is not None:
-            fig.update_yaxes(range=[0, ceiling], row=row, col=1)
-            fig.for_each_trace(
-                lambda t: t.update(name=f"{t.name}, up to {top:,.0f} ms: some off the scale"),
-                selector=dict(name=label(f"slowest step in each {window_width(steps)} window")),
-            )
+            fig.yaxis(row)["range"] = [0, ceiling]
+            dots = label(f"slowest step in each {window_width(steps)} window")
+            for trace in fig.data:
+                if trace.get("name") == dots:
+                    trace["name"] = f"{dots}, up to {top:,.0f} ms: some off the scale"
     if warm:
         warm_ms = [d * 1000 for d in steps.durations[:warm]]
         off_scale = top is not None and max(warm_ms) > (ceiling or 1.5 * top)
         name = "warm-up steps (tracing)" + (
             f", up to {max(warm_ms):,.0f} ms: off the scale" if off_scale else ""
         )
-        fig.add_trace(
-            go.Scatter(
-                x=rounded(steps.starts[:warm], 7),
-                y=rounded(warm_ms),
-                name=label(name),
-                mode="markers",
-                marker=dict(color="#999999", size=7, symbol="diamond"),
-                hovertemplate="%{y:.1f} ms (warm-up)",
-            ),
-            row=row,
-            col=1,
+        fig.add(
+            {
+                "x": rounded(steps.starts[:warm], 7),
+                "y": rounded(warm_ms),
+                "name": label(name),
+                "mode": "markers",
+                "marker": {"color": "#999999", "size": 7, "symbol": "diamond"},
+                "hovertemplate": "%{y:.1f} ms (warm-up)",
+            },
+            row,
         )
         if off_scale and top is not None and ceiling is None:
-            fig.update_yaxes(range=[0, top * 1.1], row=row, col=1)
+            fig.yaxis(row)["range"] = [0, top * 1.1]
 
 
 # A long run's step row is drawn up to CEILING_OVER_P90 times its highest p90 where its
@@ -361,15 +432,17 @@ def whole_run_note(steps: StepFacts, max_points: int) -> str | None:
 
 
 def _window_traces(
-    fig, row: int, steps: StepFacts, spans: list[tuple[float, float, StepSpan]], warm_ms
+    fig: _Rows,
+    row: int,
+    steps: StepFacts,
+    spans: list[tuple[float, float, StepSpan]],
+    warm_ms: Sequence[float],
 ) -> float | None:
     """The windows after the kept steps: the median step as a line, the p90 as a dashed
     line, the slowest step as a dot, the mean input wait per step as an area where every
     step of the window timed it; a window without steps breaks the lines. Values per
     call where a call runs several steps (the windows' own are per step). Returns the
     highest value drawn, for the warm-up marks' scale."""
-    import plotly.graph_objects as go
-
     spc = max(steps.steps_per_call, 1)
     width = steps.timeline.width_s if steps.timeline is not None else 0.0
     per = f"{window_width(steps)} window"
@@ -396,61 +469,56 @@ def _window_traces(
         )
     x_drawn = rounded(x, 7)
     if any(v is not None for v in columns["wait"]):
-        fig.add_trace(
-            go.Scatter(
-                x=x_drawn,
-                y=rounded(columns["wait"]),
-                name=label(f"waiting for input, mean per {per}"),
-                mode="lines",
-                line=dict(color=INPUT_WAIT, width=1),
-                fill="tozeroy",
-                fillcolor=_alpha(INPUT_WAIT, 0.35),
-                hovertemplate="%{y:.1f} ms (mean wait)",
-            ),
-            row=row,
-            col=1,
+        fig.add(
+            {
+                "x": x_drawn,
+                "y": rounded(columns["wait"]),
+                "name": label(f"waiting for input, mean per {per}"),
+                "mode": "lines",
+                "line": {"color": INPUT_WAIT, "width": 1},
+                "fill": "tozeroy",
+                "fillcolor": _alpha(INPUT_WAIT, 0.35),
+                "hovertemplate": "%{y:.1f} ms (mean wait)",
+            },
+            row,
         )
     looks = (
-        ("p50", f"median step, per {per}", dict(color=COMPUTE, width=1.5), "median"),
-        ("p90", f"p90 step, per {per}", dict(color=COMPUTE, width=1, dash="dash"), "p90"),
+        ("p50", f"median step, per {per}", {"color": COMPUTE, "width": 1.5}, "median"),
+        ("p90", f"p90 step, per {per}", {"color": COMPUTE, "width": 1, "dash": "dash"}, "p90"),
     )
     for key, name, line, what in looks:
-        fig.add_trace(
-            go.Scatter(
-                x=x_drawn,
-                y=rounded(columns[key]),
-                name=label(name),
-                mode="lines",
-                line=line,
-                hovertemplate="%{y:.1f} ms (" + what + ")",
-            ),
-            row=row,
-            col=1,
+        fig.add(
+            {
+                "x": x_drawn,
+                "y": rounded(columns[key]),
+                "name": label(name),
+                "mode": "lines",
+                "line": line,
+                "hovertemplate": "%{y:.1f} ms (" + what + ")",
+            },
+            row,
         )
-    fig.add_trace(
-        go.Scatter(
-            x=x_drawn,
-            y=rounded(columns["max"]),
-            name=label(f"slowest step in each {per}"),
-            mode="markers",
-            marker=dict(color="#888888", size=4),
-            hovertemplate="%{y:.1f} ms (slowest)",
-        ),
-        row=row,
-        col=1,
+    fig.add(
+        {
+            "x": x_drawn,
+            "y": rounded(columns["max"]),
+            "name": label(f"slowest step in each {per}"),
+            "mode": "markers",
+            "marker": {"color": "#888888", "size": 4},
+            "hovertemplate": "%{y:.1f} ms (slowest)",
+        },
+        row,
     )
     known = [v for key in ("p90", "max") for v in columns[key] if v is not None]
     return max(known) if known else None
 
 
 def _last_step_traces(
-    fig, row: int, steps: StepFacts, max_points: int, named: set[str]
+    fig: _Rows, row: int, steps: StepFacts, max_points: int, named: set[str]
 ) -> float | None:
     """The run's latest steps one by one, drawn as the first ones are (their own stack,
     toggled with the first steps' legend entry of the same name, ``named``); returns the
     highest value drawn."""
-    import plotly.graph_objects as go
-
     if not steps.last_steps:
         return None
     starts = [a for a, _, _ in steps.last_steps]
@@ -468,30 +536,27 @@ def _last_step_traces(
         layers = [(total, "step time", COMPUTE)]
     shape = "linear" if total.bucketed else "hv"
     for series, name, colour in layers:
-        fig.add_trace(
-            go.Scatter(
-                x=rounded(series.t, 7),
-                y=rounded(series.mean),
-                name=label(name),
-                mode="lines",
-                line=dict(color=colour, width=1, shape=shape),
-                stackgroup="last",
-                legendgroup=name,
-                showlegend=name not in named,
-                hovertemplate="%{y:.1f} ms (one of the last steps)",
-            ),
-            row=row,
-            col=1,
+        fig.add(
+            {
+                "x": rounded(series.t, 7),
+                "y": rounded(series.mean),
+                "name": label(name),
+                "mode": "lines",
+                "line": {"color": colour, "width": 1, "shape": shape},
+                "stackgroup": "last",
+                "legendgroup": name,
+                "showlegend": name not in named,
+                "hovertemplate": "%{y:.1f} ms (one of the last steps)",
+            },
+            row,
         )
     known = [v for v in total.high if v is not None]
     return max(known) if known else None
 
 
-def _trace_markers(fig, row: int, tracing: TracingFacts) -> None:
+def _trace_markers(fig: _Rows, row: int, tracing: TracingFacts) -> None:
     """Each recorded tf.function trace as a mark on the step row's floor: retracing shows
     as marks under the slow steps it causes."""
-    import plotly.graph_objects as go
-
     xs, texts = [], []
     for fn in tracing.functions:
         if fn.library:
@@ -505,22 +570,21 @@ def _trace_markers(fig, row: int, tracing: TracingFacts) -> None:
     if not xs:
         return
     xs, texts = xs[:MAX_TRACE_MARKERS], texts[:MAX_TRACE_MARKERS]
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=[0] * len(xs),
-            name="tf.function traced",
-            mode="markers",
-            marker=dict(symbol="triangle-up", size=10, color="#e45756"),
-            text=texts,
-            hovertemplate="%{text}<extra></extra>",
-        ),
-        row=row,
-        col=1,
+    fig.add(
+        {
+            "x": xs,
+            "y": [0] * len(xs),
+            "name": "tf.function traced",
+            "mode": "markers",
+            "marker": {"symbol": "triangle-up", "size": 10, "color": "#e45756"},
+            "text": texts,
+            "hovertemplate": "%{text}<extra></extra>",
+        },
+        row,
     )
 
 
-def _phases(fig, phases: Sequence[tuple[str, float, float]], top: float) -> None:
+def _phases(fig: _Rows, phases: Sequence[tuple[str, float, float]], top: float) -> None:
     """Evaluate / predict phases shaded and epoch starts as lines, once across every row
     (the x axes are matched), named at the top of the first row."""
     shapes = 0
@@ -528,55 +592,62 @@ def _phases(fig, phases: Sequence[tuple[str, float, float]], top: float) -> None
     for name, start, end in phases:
         if shapes >= MAX_PHASE_SHAPES:
             break
+        look: dict[str, Any]
         if name in ("evaluate", "predict"):  # a grey band over the phase
-            look = dict(
-                type="rect", x1=end, fillcolor="#cccccc", opacity=0.25, line_width=0, layer="below"
-            )
+            look = {
+                "type": "rect",
+                "x1": end,
+                "fillcolor": "#cccccc",
+                "opacity": 0.25,
+                "line": {"width": 0},
+                "layer": "below",
+            }
         elif name.startswith("epoch"):  # a dotted line where the epoch starts
-            look = dict(type="line", x1=start, line=dict(color="#bbbbbb", width=1, dash="dot"))
+            look = {
+                "type": "line",
+                "x1": start,
+                "line": {"color": "#bbbbbb", "width": 1, "dash": "dot"},
+            }
         else:
             continue
-        fig.add_shape(xref="x", yref="paper", x0=start, y0=0, y1=1, **look)
+        fig.shape({"xref": "x", "yref": "paper", "x0": start, "y0": 0, "y1": 1, **look})
         shapes += 1
         if len(phases) <= 40 and (epochs <= 20 or not name.startswith("epoch")):
-            fig.add_annotation(
-                x=start,
-                xref="x",
-                y=top,
-                yref="paper",
-                text=label(name),
-                showarrow=False,
-                xanchor="left",
-                yanchor="top",
-                font=dict(size=10, color="#777777"),
+            fig.annotation(
+                {
+                    "x": start,
+                    "xref": "x",
+                    "y": top,
+                    "yref": "paper",
+                    "text": label(name),
+                    "showarrow": False,
+                    "xanchor": "left",
+                    "yanchor": "top",
+                    "font": {"size": 10, "color": "#777777"},
+                }
             )
 
 
-def _domain_top(fig, row: int) -> float:
-    axis = fig.layout["yaxis" if row == 1 else f"yaxis{row}"]
-    return axis.domain[1]
-
-
-def _legend_per_row(fig, rows: int) -> None:
+def _legend_per_row(fig: _Rows, rows: int) -> None:
     """Each row's legend just above that row, so a name sits beside its curves."""
     for trace in fig.data:
-        axis = trace.yaxis or "y"
+        axis = trace["yaxis"]
         n = 1 if axis == "y" else int(axis[1:])
-        trace.legend = "legend" if n == 1 else f"legend{n}"
+        trace["legend"] = "legend" if n == 1 else f"legend{n}"
     for n in range(1, rows + 1):
-        fig.layout["legend" if n == 1 else f"legend{n}"] = dict(
-            x=0,
-            xanchor="left",
-            y=_domain_top(fig, n),
-            yanchor="bottom",
-            orientation="h",
-            bgcolor="rgba(255,255,255,0.8)",
-            font=dict(size=11),
-        )
+        fig.layout["legend" if n == 1 else f"legend{n}"] = {
+            "x": 0,
+            "xanchor": "left",
+            "y": fig.top(n),
+            "yanchor": "bottom",
+            "orientation": "h",
+            "bgcolor": "rgba(255,255,255,0.8)",
+            "font": {"size": 11},
+        }
 
 
 def _band_line(
-    fig,
+    fig: _Rows,
     row: int,
     gpu: GpuSeries,
     field: str,
@@ -589,8 +660,6 @@ def _band_line(
 ) -> None:
     """A series as its bucket means, with a min-max band when it was downsampled or
     kept in windows (a long run: each window's lowest and highest sample)."""
-    import plotly.graph_objects as go
-
     values = getattr(gpu, field)
     if not _known(values):
         return
@@ -607,32 +676,31 @@ def _band_line(
     if banded:  # the band: an invisible upper edge, then the lower one filled up to it
         filled = {"fill": "tonexty", "fillcolor": _alpha(colour, 0.18)}
         for edge, fill in ((high, {}), (low, filled)):
-            fig.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=rounded(edge),
-                    mode="lines",
-                    line=dict(width=0),
-                    showlegend=False,
-                    hoverinfo="skip",
-                    legendgroup=group,
+            fig.add(
+                {
+                    "x": x,
+                    "y": rounded(edge),
+                    "mode": "lines",
+                    "line": {"width": 0},
+                    "showlegend": False,
+                    "hoverinfo": "skip",
+                    "legendgroup": group,
                     **fill,
-                ),
-                row=row,
-                col=1,
+                },
+                row,
             )
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=rounded(series.mean),
-            name=label(name),
-            mode="lines",
-            line=dict(color=colour, width=1.3, dash=dash),
-            legendgroup=group,
-            hovertemplate="%{y:.3~f}" + (" (mean)" if banded else ""),
-        ),
-        row=row,
-        col=1,
+    line = {"color": colour, "width": 1.3, **({"dash": dash} if dash else {})}
+    fig.add(
+        {
+            "x": x,
+            "y": rounded(series.mean),
+            "name": label(name),
+            "mode": "lines",
+            "line": line,
+            "legendgroup": group,
+            "hovertemplate": "%{y:.3~f}" + (" (mean)" if banded else ""),
+        },
+        row,
     )
 
 

@@ -194,6 +194,22 @@ def test_a_tf_function_created_in_a_loop_is_merged_and_not_kept_alive(watcher):
     assert len(kept) <= functions_module.MAX_DEAD_KEPT
 
 
+def test_functions_made_without_end_add_up_per_place_beyond_the_cap(watcher, monkeypatch):
+    monkeypatch.setattr(functions_module, "MAX_RECORDS", 5)
+    for i in range(40):
+        step = tf.function(lambda x: x * 3)  # @churn
+        step(tf.ones([2]))
+        step(tf.ones([2]))
+        del step
+        gc.collect()
+    fn = _fact(watcher.facts(), "<lambda>")
+    assert (fn.instances, fn.traces, fn.calls) == (40, 40, 80)
+    assert fn.location == _at("churn") and len(fn.signatures) <= functions_module.MAX_SIGNATURES
+    # the cap, the dead ones whose traces stay for the audit, one record for the rest
+    assert len(watcher._records) <= 5 + functions_module.MAX_DEAD_KEPT + 1
+    assert len([n for n in watcher.calls() if n.startswith("<lambda> (")]) <= 5
+
+
 def test_display_names_are_unique_per_function_object(watcher):
     class Layer(tf.Module):
         @tf.function

@@ -189,3 +189,34 @@ def test_the_rules_find_on_a_days_windows_what_they_find_on_every_sample(day):
         "distribute.idle-gpus",
         "memory.near-limit" if near else "memory.underused",
     }
+
+
+class Churn(DaySource):
+    """An hour in which every process tick shows new processes: the job's workers,
+    restarted, and other users' jobs coming and going on GPU 0."""
+
+    def read(self, processes: bool) -> dict | None:
+        tick = super().read(processes)
+        if tick is not None and processes:
+            i = self.i
+            gpu0 = tick["gpus"][0]
+            gpu0["procs"] = [[PID, GiB, "python train.py"], [10_000 + i, GiB, "other"]]
+        return tick
+
+
+def test_processes_that_come_and_go_without_end_are_remembered_up_to_a_bound():
+    from gpuwhy.collect import sampler as sampler_module
+
+    worker = iter(range(20_000, 10**9))
+    sampler = GpuSampler(
+        source=Churn(Day(own_gib=1, spike_gib=None), ticks=36_000),
+        pids=lambda: {PID, next(worker)},  # a new worker of the job at every process tick
+    )
+    sampler.start(time.perf_counter())
+    assert sampler.wait(600)
+    sampler.stop()
+    facts = sampler.facts()
+    assert len(facts.watched_pids) <= sampler_module.MAX_PIDS + 2
+    assert len(facts.gpus[0].others) == sampler_module.MAX_PIDS
+    first = facts.gpus[0].others[0].pid  # the first ones seen are kept
+    assert first < 10_000 + 36_000 / 10 and facts.gpus[0].others[-1].pid < 10_000 + 300 * 10

@@ -32,6 +32,7 @@ from typing import Any
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, StepWindow
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.steps import StepCollector
+from gpuwhy.collect.time_windows import width_for
 from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
 from gpuwhy.source_calls import step_code as read
 from gpuwhy.tfapi import op_callbacks
@@ -259,9 +260,10 @@ class EagerOpCounter(Collector):
     # -- facts -------------------------------------------------------------------------
     def fill(self, gathering: Gathering) -> EagerFacts:
         """Section ``eager``: the ops inside the steps the step collector found."""
-        return self.facts(gathering.window)
+        width = width_for(gathering.t_end - gathering.t0)
+        return self.facts(gathering.window, width)
 
-    def facts(self, window: StepWindow) -> EagerFacts:
+    def facts(self, window: StepWindow, width_s: float | None = None) -> EagerFacts:
         """The eager ops inside the steps of ``window`` that lie wholly inside a counting window.
 
         ``dispatch_fraction`` is an *estimate* of the share of those steps' time spent
@@ -280,6 +282,8 @@ class EagerOpCounter(Collector):
         With no steps, or none wholly inside a window (steps longer than the windows),
         ``sampled_steps`` is 0 and the same figures cover all the ops counted, over the
         seconds the counter was on (``counted_s``): ``ops / counted_s`` is their rate.
+
+        ``width_s``: the width of the run's timeline windows, for ``windows``.
         """
         self._compact()
         windows = sorted((start, end) for start, end in self.windows if end != float("inf"))
@@ -300,6 +304,7 @@ class EagerOpCounter(Collector):
         calls = outside = 0
         own_s = 0.0  # inside the callback: not the program's time
         previous_span = -1
+        span_ops = [0] * len(spans)
         for i in range(len(t_in)):
             t = t_in[i]
             k = bisect.bisect_right(starts, t) - 1
@@ -317,6 +322,7 @@ class EagerOpCounter(Collector):
                 calls += 1
             else:
                 counts[site] = counts.get(site, 0) + 1
+                span_ops[span] += 1
                 if elements[i] >= 0:
                     site_elements.setdefault(site, []).append(elements[i])
                 if previous_span == span:
@@ -339,6 +345,7 @@ class EagerOpCounter(Collector):
             outside_steps=outside,
             note=self._note(calls),
             step_code=step_code(top),
+            windows=_per_window(sampled, span_ops, window.t0, width_s) if sampled else (),
         )
 
     def _top_sites(
@@ -387,6 +394,19 @@ class EagerOpCounter(Collector):
         if self.full:
             parts.append(f"counting stopped after {self.max_ops} ops")
         return "; ".join(parts) or None
+
+
+def _per_window(
+    sampled: list[tuple[float, float]], span_ops: list[int], t0: float, width_s: float | None
+) -> tuple[tuple[float, int, int], ...]:
+    """Sampled steps and their ops per timeline window (by the step's start)."""
+    width = width_s or width_for(sampled[-1][0] - t0)
+    steps: dict[int, list[int]] = {}
+    for (start, _), ops in zip(sampled, span_ops):
+        entry = steps.setdefault(max(0, int((start - t0) // width)), [0, 0])
+        entry[0] += 1
+        entry[1] += ops
+    return tuple((round(i * width, 6), n, ops) for i, (n, ops) in sorted(steps.items()))
 
 
 def inside_a_window(start: float, end: float, windows: list[tuple[float, float]]) -> bool:

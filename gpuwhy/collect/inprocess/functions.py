@@ -27,8 +27,8 @@ from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.inprocess.drain import Drain, take
-from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView, snapshot, view_of
-from gpuwhy.collect.inprocess.step_streams import CycleStream
+from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
+from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
@@ -40,6 +40,7 @@ MAX_SIGNATURES = 5  # per function in the facts
 MAX_KEPT_CONCRETE = 3  # per live Function object: the first two traces and the latest
 MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
+MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
 
 
 class _Watched:
@@ -61,6 +62,7 @@ class _Watched:
         "changed",
         "concretes",
         "alive",
+        "instances",
     )
 
     def __init__(self, info: Any, location: str | None, display: str) -> None:
@@ -79,6 +81,7 @@ class _Watched:
         self.changed: dict[str, None] = {}
         self.concretes: list[tuple[int, Any]] = []  # (trace number, ConcreteFunction)
         self.alive = True
+        self.instances = 1  # Function objects it stands for (FunctionWatcher._bury)
 
     @property
     def calls(self) -> int:
@@ -87,6 +90,27 @@ class _Watched:
     def call_seconds(self) -> float:
         t = self.times[:]
         return self.folded_s + sum(t[i + 1] - t[i] for i in range(0, len(t) - 1, 2))
+
+    def absorb(self, dead: _Watched) -> None:
+        """Add a dead Function's counts to this record (its steps are not kept)."""
+        self.folded_calls += dead.calls
+        self.folded_s += dead.call_seconds()
+        self.trace_s += dead.trace_s
+        for name in set(dead.first_args) | set(self.first_args):
+            if (
+                self.traces
+                and dead.traces
+                and dead.first_args.get(name) != self.first_args.get(name)
+            ):
+                self.changed[name] = None
+        if not self.traces and dead.traces:
+            self.first_args = dead.first_args
+        self.traces += dead.traces
+        self.changed.update(dead.changed)
+        self.signatures = sorted(self.signatures + dead.signatures, key=lambda s: s.at_s)[
+            :MAX_SIGNATURES
+        ]
+        self.instances += dead.instances
 
     def fold(self, t0: float, sampled: Any) -> None:
         """Move the calls recorded since the last fold into the steps of its calls."""
@@ -107,8 +131,7 @@ class _Watched:
         stream, record = self.stream, self.record
         if stream is None or record is None:
             return None
-        held = stream.held_steps()
-        return view_of(t0, held) if held else snapshot(record, stream.open_steps())
+        return cycle_view(t0, stream, record)
 
     def add_trace(self, trace: Any) -> None:
         self.traces += 1
@@ -162,6 +185,7 @@ class FunctionWatcher(Collector):
         self._by_display: dict[str, _Watched] = {}
         self._seen_names: dict[str, int] = {}
         self._dead_kept: list[_Watched] = []
+        self._graves: dict[tuple, _Watched] = {}  # FunctionWatcher._bury
         self._finalizers: dict[int, weakref.finalize] = {}
         self._stopped = False
         self._training: dict[int, bool] = {}  # id(_Watched) -> trains (warm())
@@ -273,13 +297,38 @@ class FunctionWatcher(Collector):
             if watched is None:
                 return
             watched.alive = False
-            if not watched.concretes:
-                return
-            self._dead_kept.append(watched)
-            if len(self._dead_kept) > MAX_DEAD_KEPT:
-                least = min(self._dead_kept, key=lambda w: (w.calls, w.call_seconds()))
-                self._dead_kept.remove(least)
-                least.concretes = []
+            if watched.times:
+                watched.fold(self.t0, self._sampled)
+            if watched.concretes:
+                self._dead_kept.append(watched)
+                if len(self._dead_kept) > MAX_DEAD_KEPT:
+                    least = min(self._dead_kept, key=lambda w: (w.calls, w.call_seconds()))
+                    self._dead_kept.remove(least)
+                    least.concretes = []
+                    if len(self._records) > MAX_RECORDS:
+                        self._bury(least)
+            if len(self._records) > MAX_RECORDS and watched not in self._dead_kept:
+                self._bury(watched)
+
+    def _bury(self, watched: _Watched) -> None:
+        """A program that makes Function after Function (a ``tf.function`` created in a
+        loop) would grow these records without end: beyond ``MAX_RECORDS``, a dead one
+        adds its counts to one record per name and place, and its steps are let go."""
+        if not watched.instances:
+            return  # buried already
+        info = watched.info
+        key = (info.name, info.filename, info.line, watched.location)
+        grave = self._graves.get(key)
+        if grave is None:
+            grave = self._graves[key] = _Watched(info, watched.location, watched.display)
+            grave.alive = False
+            grave.instances = 0
+            self._records.append(grave)
+        grave.absorb(watched)
+        watched.instances = 0  # buried: never again
+        self._records.remove(watched)
+        if self._by_display.get(watched.display) is watched:
+            del self._by_display[watched.display]
 
     # -- what the lead reads -----------------------------------------------------------
     def outermost_calls(self) -> int:
@@ -287,6 +336,11 @@ class FunctionWatcher(Collector):
         costs a few list reads: another collector's background thread polls it)."""
         with self._lock:
             return sum(w.calls for w in self._records)
+
+    def trace_count(self) -> int:
+        """Traces of every watched tf.function so far."""
+        with self._lock:
+            return sum(w.traces for w in self._records)
 
     def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
         """The function to profile, once warm: of those with ``min_calls`` outermost
@@ -461,7 +515,7 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         reduce_retracing=first.info.reduce_retracing,
         jit_compile=first.info.jit_compile,
         library=first.info.library,
-        instances=len(members),
+        instances=sum(w.instances for w in members),
     )
 
 

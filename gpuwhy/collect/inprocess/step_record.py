@@ -80,6 +80,11 @@ class StepStats:
         self.last = max(self.last, step.end)
         self.sketch.add(per_step)
 
+    def copy(self) -> StepStats:
+        twin = StepStats()
+        twin.merge(self)
+        return twin
+
     def merge(self, other: StepStats) -> None:
         self.calls += other.calls
         self.steps += other.steps
@@ -104,6 +109,14 @@ class LoopTail:
         self.waits = Sketch()  # input wait per step, of the calls that timed it
         self.last: deque[Step] = deque(maxlen=LAST_STEPS)
         self.slowest: list[tuple[float, float, float]] = []  # heap of (per step, start, end)
+
+    def copy(self) -> LoopTail:
+        twin = LoopTail()
+        twin.total = self.total.copy()
+        twin.waits = self.waits.copy()
+        twin.last = deque(self.last, maxlen=LAST_STEPS)
+        twin.slowest = list(self.slowest)
+        return twin
 
     def add(self, step: Step) -> None:
         self.total.add(step)
@@ -176,14 +189,16 @@ class LoopView:
 
 
 def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
-    """``record`` as it stands, with the steps its stream still holds open."""
-    room = HEAD_STEPS - len(record.head)
+    """``record`` as it stands, with the steps its stream still holds open: a copy
+    (taken under its owner's lock), so the drain may go on folding while it is read.
+    Copying costs O(windows), whatever the loop's length."""
+    room = max(0, HEAD_STEPS - len(record.head))
     return LoopView(
         steps=record.head + open_steps[:room],
-        tail=record.tail,
-        timeline=record.timeline,
+        tail=record.tail.copy() if record.tail is not None else None,
+        timeline=record.timeline.copy(),
         extra=open_steps[room:],
-        intervals=record.kept_intervals,
+        intervals=list(record.kept_intervals),
     )
 
 

@@ -21,7 +21,8 @@ from array import array
 from collections import deque
 from collections.abc import Callable
 
-from gpuwhy.collect.inprocess.step_record import HEAD_STEPS, Step
+from gpuwhy.collect.inprocess import step_record
+from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView, Step, snapshot, view_of
 
 GAP_LIMIT = 10.0  # a step this many times the typical one spans something else
 MAX_PHASES = 1000  # Keras phases kept: the first half and the latest half
@@ -175,7 +176,7 @@ class CycleStream:
         self.calls += 1
         if self._typical is None:
             self._first.extend((start, end))
-            if len(self._first) // 2 > HEAD_STEPS:
+            if len(self._first) // 2 > step_record.HEAD_STEPS:
                 steps, self._typical = cycles(self.first_calls())
                 for step in steps[:-1]:
                     self.emit(step)
@@ -214,3 +215,19 @@ def cycles(calls: list[tuple[float, float]]) -> tuple[list[Step], float]:
         if step.end - step.start > GAP_LIMIT * typical and own_end < step.end:
             step.end = own_end
     return steps, typical
+
+
+def cycle_view(t0: float, stream: CycleStream, record: LoopRecord) -> LoopView:
+    """The steps of a function's calls so far: those it still holds back, else what
+    its record kept with the step still open."""
+    held = stream.held_steps()
+    return view_of(t0, held) if held else snapshot(record, stream.open_steps())
+
+
+def calls_view(t0: float, calls: list[tuple[float, float]]) -> LoopView:
+    """The steps of ``calls`` (start, end), made as the calls of a running program are."""
+    record = LoopRecord(t0)
+    stream = CycleStream(record.add)
+    for start, end in sorted(calls):
+        stream.feed(start, end)
+    return cycle_view(t0, stream, record)

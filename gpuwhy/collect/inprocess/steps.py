@@ -28,6 +28,7 @@ call instead; Keras batches and tf.data loops end at epoch ends on their own.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import statistics
 import threading
@@ -52,10 +53,11 @@ from gpuwhy.collect.inprocess.step_streams import (
     CycleStream,
     IteratorStream,
     KerasStream,
-    cycles,
+    calls_view,
+    cycle_view,
 )
 from gpuwhy.collect.quantiles import Sketch
-from gpuwhy.collect.time_windows import TimeWindows
+from gpuwhy.collect.time_windows import TimeWindows, width_for
 from gpuwhy.facts import StepFacts, StepLoop, StepSpan, StepTimeline
 from gpuwhy.tfapi import distribute, keras_hooks
 from gpuwhy.tfapi.tfdata import iterators as data_iterator
@@ -248,9 +250,7 @@ class StepCollector(Collector):
             for site, (sequence, record) in by_reads:
                 out.append(("tf-data", str(site), snapshot(record, sequence.open_steps())))
             if self._optimizer is not None:
-                stream_o, record = self._optimizer
-                held = stream_o.held_steps()
-                view = view_of(self.t0, held) if held else snapshot(record, stream_o.open_steps())
+                view = cycle_view(self.t0, *self._optimizer)
                 out.append(("optimizer", "optimizer.apply_gradients calls", view))
             return out
 
@@ -303,15 +303,15 @@ class StepCollector(Collector):
         t_end = time.perf_counter() if t_end is None else t_end
         views = dict(function_loops or {})
         for name, spans in (function_calls or {}).items():
-            views[name] = view_of(t0, cycles(sorted(spans))[0])
+            views[name] = calls_view(t0, spans)
         loops, phases, spe = self._loops(views, trains or {})
         if not loops:
             return None, StepWindow(t0)
         for loop in loops:  # each loop's first steps trace or build its own things
-            for step in loop.steps[:WARMUP_LOOKAHEAD]:
-                step.warm = False
-            for step in loop.steps[: _warmup(loop.steps)]:
-                step.warm = True
+            # marked on copies: the view's list is the snapshot's own, its steps the
+            # record's, which another snapshot (live metrics) may be reading
+            warm = _warmup(loop.steps)
+            loop.steps[:warm] = [dataclasses.replace(s, warm=True) for s in loop.steps[:warm]]
         facts = _summarise(loops, phases, spe, t0, t_end)
         undecided = {
             id(s) for loop in loops if live and len(loop.steps) <= WARMUP_LOOKAHEAD
@@ -619,7 +619,7 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         loops=tuple(loop.facts(t0) for loop in loops),
         last_steps=_last_steps(tails, t0),
         slowest=_slowest(tails, counted, t0) if tails else (),
-        timeline=_timeline(loops, t0),
+        timeline=_timeline(loops, t0, t_end),
         all_kept=not tails and not extra and len(head) <= MAX_STEPS,
     )
 
@@ -647,8 +647,9 @@ def _slowest(tails: list, counted: list[Step], t0: float) -> tuple[tuple[float, 
     )
 
 
-def _timeline(loops: list[_Loop], t0: float) -> StepTimeline | None:
-    """Every counted loop's steps in windows of equal width, from the first to the last."""
+def _timeline(loops: list[_Loop], t0: float, t_end: float) -> StepTimeline | None:
+    """Every counted loop's steps in windows of equal width, from the first to the last,
+    as wide as the whole run's timeline (its other rows share the windows)."""
     merged: TimeWindows[StepStats] | None = None
     for loop in loops:
         own = loop.view.timeline
@@ -657,6 +658,7 @@ def _timeline(loops: list[_Loop], t0: float) -> StepTimeline | None:
         merged.absorb(own)
     if merged is None:
         return None
+    merged.coarsen(width_for(t_end - merged.t0, merged.capacity))
     windows = []
     for start, stats in merged.items():
         p50, p90 = stats.sketch.quantile(0.5), stats.sketch.quantile(0.9)

@@ -1,0 +1,80 @@
+"""The run's timeline: every source on one grid that fits the whole run, from small facts
+(the layout) and from a real TensorFlow loop watched by a real session."""
+
+import numpy as np
+import pytest
+
+from gpuwhy.collect.inprocess.timeline import laid_out, resident_bytes
+from gpuwhy.facts import EagerFacts, GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, StepTimeline
+from gpuwhy.facts.gpu_samples import WindowSpread
+
+
+def steps_over(width: float, spans: list[StepSpan]) -> StepFacts:
+    return StepFacts(
+        source="tf-data", marker="x", count=sum(s.steps for s in spans),
+        timeline=StepTimeline(width_s=width, windows=tuple(spans)),
+    )  # fmt: skip
+
+
+def test_steps_eager_gpus_and_memory_share_the_windows_of_the_whole_run():
+    run_s = 1000.0  # 1,000 s: windows of 4 s (250 of them)
+    spans = [
+        StepSpan(start_s=0.0, steps=10, p50_s=0.1, p90_s=0.2, max_s=0.3, step_s=1.2,
+                 input_wait_s=0.6),
+        StepSpan(start_s=996.0, steps=5, p50_s=0.5, p90_s=0.6, max_s=0.7, step_s=2.5),
+    ]  # fmt: skip
+    eager = EagerFacts(sampled_steps=4, ops=40, windows=((0.0, 4, 40),))
+    # one GPU, windowed: two windows of samples (3 and 2 samples), at 1 s and 997 s
+    gpu = GpuSeries(
+        index=0, name="H100", t=(1.0, 997.0), t_last=(1.2, 997.1), counts=(3, 2),
+        samples_per_window=3, utilization=(0.5, 0.9), sm_clock_mhz=(1980.0, 1400.0),
+        memory_used_bytes=(2e9, 3e9),
+        spread=(
+            WindowSpread("utilization", known=(3, 2), low=(0.2, 0.8), high=(0.7, 1.0)),
+            WindowSpread("sm_clock_mhz", known=(3, 2), low=(1980.0, 1300.0), high=(1980, 1500)),
+            WindowSpread("memory_used_bytes", known=(3, 2), low=(2e9, 3e9), high=(2e9, 3.5e9)),
+        ),
+    )  # fmt: skip
+    rows = {0: {"host_rss_max_bytes": 700_000_000, "traces": 2}, 249: {"host_rss_max_bytes": 9}}
+    timeline = laid_out(run_s, steps_over(4.0, spans), eager, GpuSamplesFacts(10, (gpu,)), rows)
+    assert timeline.width_s == 4.0 and timeline.run_s == run_s
+    first, last = timeline.windows
+    assert (first.start_s, last.start_s) == (0.0, 996.0)
+    assert (first.steps, first.step_p50_s, first.input_wait_share) == (10, 0.1, 0.5)
+    assert last.input_wait_share is None  # not timed
+    assert (first.eager_ops_per_step, first.eager_sampled_steps) == (10.0, 4)
+    assert (first.traces, first.host_rss_max_bytes, last.host_rss_max_bytes) == (2, 700_000_000, 9)
+    (g0,), (g1,) = first.gpus, last.gpus
+    assert (g0.samples, g0.utilization, g0.utilization_max) == (3, 0.5, 0.7)
+    assert (g1.samples, g1.sm_clock_mhz, g1.sm_clock_min_mhz) == (2, 1400.0, 1300.0)
+    assert g1.memory_used_max_bytes == 3_500_000_000
+
+
+def test_a_day_is_256_windows_of_512_seconds():
+    spans = [StepSpan(start_s=i * 512.0, steps=1, p50_s=1, p90_s=1, max_s=1, step_s=1)
+             for i in range(169)]  # fmt: skip
+    timeline = laid_out(86_400.0, steps_over(512.0, spans), None, None)
+    assert timeline.width_s == 512.0 and len(timeline.windows) == 169
+
+
+def test_a_watched_loop_has_a_timeline_from_its_first_step_to_its_last():
+    tf = pytest.importorskip("tensorflow")
+    from gpuwhy.modes.run.session import Session
+
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(400, dtype="float32")).batch(4)
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def step(x):
+        w.assign_add(tf.reduce_sum(x) * 1e-3)
+
+    with Session(hz=5, audit=False) as session:
+        for x in ds:
+            step(x)
+    facts = session.record.facts
+    timeline = facts.timeline
+    assert timeline is not None and timeline.run_s == pytest.approx(facts.steps.run_s, abs=1e-5)
+    assert sum(w.steps for w in timeline.windows) == facts.steps.count == 100
+    assert timeline.windows[0].host_rss_max_bytes > 0
+    assert sum(w.traces for w in timeline.windows) >= 1  # `step` was traced
+    assert resident_bytes() > 0
