@@ -1,6 +1,6 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
 gpuwhy/facts/ (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes,
-projection, distribute, task, workers).
+projection, distribute, task, workers, timeline).
 
 Run from the repository root after changing one of those dataclasses:
     .venv/bin/python tools/generate_schema.py
@@ -34,6 +34,7 @@ GENERATED = [
     ("distribute", F.DistributeFacts),
     ("task", F.TaskFacts),
     ("workers", F.WorkersFacts),
+    ("timeline", F.RunTimeline),
 ]
 SCALARS = {
     int: {"type": "integer"},
