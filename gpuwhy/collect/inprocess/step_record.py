@@ -13,6 +13,7 @@ timeline, so it covers the loop from its first step to its last.
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,7 +143,7 @@ class LoopRecord:
         self.tail: LoopTail | None = None
         self.timeline: TimeWindows[StepStats] = TimeWindows(t0, StepStats)
         self.sampled = sampled
-        self.kept_intervals: list[tuple[float, float]] = []
+        self.kept_intervals = array("d")  # start, end, start, end ... (16 bytes a step)
 
     def add(self, step: Step) -> None:
         self.timeline.at(step.start).add(step)
@@ -154,10 +155,10 @@ class LoopRecord:
         self.tail.add(step)
         if (
             self.sampled is not None
-            and len(self.kept_intervals) < MAX_SAMPLED
+            and len(self.kept_intervals) < 2 * MAX_SAMPLED
             and self.sampled(step.start, step.end)
         ):
-            self.kept_intervals.append((step.start, step.end))
+            self.kept_intervals.extend((step.start, step.end))
 
     @property
     def count(self) -> int:
@@ -198,7 +199,7 @@ def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
         tail=record.tail.copy() if record.tail is not None else None,
         timeline=record.timeline.copy(),
         extra=open_steps[room:],
-        intervals=list(record.kept_intervals),
+        intervals=list(zip(record.kept_intervals[0::2], record.kept_intervals[1::2])),
     )
 
 
