@@ -12,16 +12,16 @@ catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from gpuwhy.collect.identity import GPU_LABELS
+from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.facts import Facts
 from gpuwhy.projection.cost import training_function
 
 MAX_FUNCTIONS = 20  # traced functions with their own series; the rest share "(other)"
 OTHER_FUNCTIONS = "(other)"
-STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class Values:
 
     run_s: float
     steps: int | None = None
-    new_step_seconds: tuple[float, ...] = ()
+    # every step published so far (the totals: the series' cumulative buckets)
+    step_seconds: StepHistogram = field(default_factory=StepHistogram)
     input_wait_ratio: float | None = None
     gpu_busy: tuple[tuple[dict[str, str], float], ...] = ()  # (GPU labels, ratio)
     eager_ops_per_step: float | None = None
@@ -84,16 +85,17 @@ def values(
     facts: Facts,
     findings: Iterable[tuple[str, str]],
     run_s: float,
-    new_step_seconds: Sequence[float] = (),
+    step_seconds: StepHistogram | None = None,
     since_s: float = 0.0,
 ) -> Values:
     """The values of ``facts`` (times in seconds since the run started): GPU busy is the
-    mean of the samples after ``since_s``, the last update's time."""
+    mean of the samples after ``since_s``, the last update's time; ``step_seconds`` the
+    steps published so far (:class:`~gpuwhy.export.live.LiveMetrics` keeps them)."""
     steps = facts.steps
     return Values(
         run_s=run_s,
         steps=steps.count if steps is not None else None,
-        new_step_seconds=tuple(new_step_seconds),
+        step_seconds=step_seconds.copy() if step_seconds is not None else StepHistogram(),
         input_wait_ratio=steps.input_wait_fraction if steps is not None else None,
         gpu_busy=tuple(_gpu_busy(facts, since_s)),
         eager_ops_per_step=facts.eager.per_step if facts.eager is not None else None,

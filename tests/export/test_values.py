@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.export.metrics import MAX_FUNCTIONS, OTHER_FUNCTIONS, values
 from gpuwhy.export.prometheus import PrometheusMetrics
 from gpuwhy.facts import (
@@ -17,6 +18,15 @@ from gpuwhy.facts import (
     TracedFunction,
     TracingFacts,
 )
+
+
+def histogram(*seconds: float) -> StepHistogram:
+    """Steps of these durations, counted per bucket."""
+    counted = StepHistogram()
+    for s in seconds:
+        counted.add(s)
+    return counted
+
 
 JOB = {"Hostname": "node-7", "run_id": "r1", "task_type": "worker", "task_index": "0"}
 STEPS = StepFacts(source="keras-fit", marker="m", count=40, input_wait_fraction=0.62)
@@ -73,16 +83,21 @@ def scrape(metrics: PrometheusMetrics) -> dict[tuple, float]:
 
 def test_series_follow_the_updates():
     metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "train.py", "version": "0"})
-    first = values(samples(0.5), [("input.bound", "high")], 5.0, new_step_seconds=(0.1, 0.2))
+    first = values(samples(0.5), [("input.bound", "high")], 5.0, histogram(0.1, 0.2))
     metrics.update(first)
     eager = Facts(steps=StepFacts(source="keras-fit", marker="m", count=30),
                   eager=EagerFacts(sampled_steps=3, ops=30, per_step=10.0))  # fmt: skip
     # a smaller count (another loop took the lead) never makes a counter go down
-    metrics.update(values(eager, [("launch.eager-ops", "medium")], 9.0, new_step_seconds=(0.3,)))
+    metrics.update(values(eager, [("launch.eager-ops", "medium")], 9.0, histogram(0.1, 0.2, 0.3)))
     scraped = scrape(metrics)
     assert scraped[("gpuwhy_steps_total", ())] == 40
     assert scraped[("gpuwhy_step_seconds_count", ())] == 3
     assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.6) < 1e-9
+    # Prometheus' cumulative buckets, named as prometheus_client's Histogram names them
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.1"),))] == 1
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.25"),))] == 2
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.5"),))] == 3
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "+Inf"),))] == 3
     assert scraped[("gpuwhy_eager_ops_per_step", ())] == 10
     assert scraped[("gpuwhy_run_seconds", ())] == 9
     assert ("gpuwhy_finding", (("id", "launch.eager-ops"), ("severity", "medium"))) in scraped
@@ -126,22 +141,43 @@ def test_updates_that_take_long_come_less_often():
     assert len(calls) == 1
 
 
-def test_a_step_still_running_is_observed_once_when_it_has_ended():
-    """Mid-run the last step's end can still move: it waits for the next update."""
+def test_each_loops_steps_are_published_once():
+    """An update adds what each loop's counts grew by since its last reading: a step
+    is never counted twice, and a loop first seen later adds all its steps."""
     from gpuwhy.export.live import LiveMetrics, MetricsOptions
     from gpuwhy.record import Record
 
     live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
     live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
     facts = Facts(steps=STEPS)
-    live.update(facts, ((1.0, 1.1), (1.1, 1.2)), [])  # the second may still run
-    live.update(facts, ((1.0, 1.1), (1.1, 1.25), (1.25, 1.3)), [])  # it ended at 1.25
-    record = Record.diagnose("run", facts)
-    live.snapshot = lambda: (facts, ((1.0, 1.1), (1.1, 1.25), (1.25, 1.3)))
-    live.finish(record)  # the run ended: the last step too
+    live.update(facts, (("fit", histogram(0.1, 0.1)),), [])
+    live.update(facts, (("fit", histogram(0.1, 0.1, 0.2)),), [])
+    later = (("fit", histogram(0.1, 0.1, 0.2, 0.3)), ("loop", histogram(0.05, 0.05)))
+    live.snapshot = lambda: (facts, later)
+    live.finish(Record.diagnose("run", facts))  # the run ended: its last steps too
+    scraped = scrape(live.metrics)
+    assert scraped[("gpuwhy_step_seconds_count", ())] == 6
+    assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.8) < 1e-9
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.05"),))] == 2
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.1"),))] == 4
+
+
+def test_a_step_published_then_called_warm_up_stays_counted_once():
+    """Counts only grow: a loop's reading that takes a step back (its first step, called
+    warm-up once more steps came) is not published again until the loop's own count in
+    that bucket passes it."""
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+
+    live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
+    live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
+    facts = Facts(steps=STEPS)
+    live.update(facts, (("fit", histogram(0.4, 0.1)),), [])
+    live.update(facts, (("fit", histogram(0.1)),), [])  # 0.4 s was warm-up
+    assert scrape(live.metrics)[("gpuwhy_step_seconds_count", ())] == 2
+    live.update(facts, (("fit", histogram(0.1, 0.4, 0.1)),), [])
     scraped = scrape(live.metrics)
     assert scraped[("gpuwhy_step_seconds_count", ())] == 3
-    assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.3) < 1e-9
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.1"),))] == 2
 
 
 def test_the_measured_collective_share_is_published():
