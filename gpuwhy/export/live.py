@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gpuwhy.collect.identity import job_labels
 from gpuwhy.collect.step_histogram import LoopHistograms, StepHistogram
-from gpuwhy.export.metrics import values
+from gpuwhy.export.metrics import busy_sums, values
 from gpuwhy.export.otlp import OtlpMetrics
 from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 from gpuwhy.facts import Facts
@@ -71,7 +71,7 @@ class LiveMetrics:
         self.endpoint: Endpoint | None = None
         self.pusher: Pusher | None = None
         self.otlp: OtlpMetrics | None = None
-        self._last_s = 0.0  # run seconds of the last update: GPU busy is averaged since
+        self._busy: dict[int, tuple[float, int]] = {}  # GPU samples at the last update
         self._published = StepHistogram()  # every step published so far
         self._seen: dict[str, StepHistogram] = {}  # per loop, its steps published
         self._stopping = threading.Event()
@@ -131,9 +131,9 @@ class LiveMetrics:
                 before = self._seen.get(name, StepHistogram())
                 self._published.merge(counted.grown_since(before))
                 self._seen[name] = counted.highest(before)
-            published = values(facts, findings, now_s, self._published, since_s=self._last_s)
+            published = values(facts, findings, now_s, self._published, self._busy)
             self.metrics.update(published)
-            self._last_s = now_s
+            self._busy = busy_sums(facts) or self._busy
             if self.pusher is not None:
                 self.pusher.push()
             if self.otlp is not None:

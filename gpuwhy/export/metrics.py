@@ -12,7 +12,7 @@ catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpuwhy.collect.identity import GPU_LABELS
@@ -86,18 +86,19 @@ def values(
     findings: Iterable[tuple[str, str]],
     run_s: float,
     step_seconds: StepHistogram | None = None,
-    since_s: float = 0.0,
+    busy_before: Mapping[int, tuple[float, int]] | None = None,
 ) -> Values:
     """The values of ``facts`` (times in seconds since the run started): GPU busy is the
-    mean of the samples after ``since_s``, the last update's time; ``step_seconds`` the
-    steps published so far (:class:`~gpuwhy.export.live.LiveMetrics` keeps them)."""
+    mean of the samples taken since ``busy_before`` (the last update's
+    :func:`busy_sums`; None: all of them); ``step_seconds`` the steps published so far
+    (:class:`~gpuwhy.export.live.LiveMetrics` keeps both)."""
     steps = facts.steps
     return Values(
         run_s=run_s,
         steps=steps.count if steps is not None else None,
         step_seconds=step_seconds.copy() if step_seconds is not None else StepHistogram(),
         input_wait_ratio=steps.input_wait_fraction if steps is not None else None,
-        gpu_busy=tuple(_gpu_busy(facts, since_s)),
+        gpu_busy=tuple(_gpu_busy(facts, busy_before or {})),
         eager_ops_per_step=facts.eager.per_step if facts.eager is not None else None,
         traces=tuple(_traces(facts)),
         copies_per_step=_copies(facts),
@@ -106,23 +107,35 @@ def values(
     )
 
 
-def _gpu_busy(facts: Facts, since_s: float) -> list[tuple[dict[str, str], float]]:
+def busy_sums(facts: Facts) -> dict[int, tuple[float, int]]:
+    """Per GPU index, its utilisation samples so far: their sum and how many had a value.
+    Exact however the sampler's windows merged (each window's mean weighted by its known
+    samples is its sum), and read from a bounded number of windows."""
     samples = facts.gpu_samples
     if samples is None:
-        return []
-    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
-    busy = []
+        return {}
+    sums = {}
     for gpu in samples.gpus:
-        # A long run's windows: those whose last sample is after since_s (the newest
-        # window holds the newest samples, whatever its width).
-        mean = gpu.mean("utilization", [end >= since_s for end in gpu.ends()])
-        if mean is not None:
-            labels = {
-                "gpu": str(gpu.index),
-                "UUID": uuids.get(gpu.index, ""),
-                "modelName": gpu.name,
-            }
-            busy.append((labels, mean))
+        known = gpu.column("utilization").known
+        total = sum(v * k for v, k in zip(gpu.utilization, known) if k and v is not None)
+        sums[gpu.index] = (total, sum(k for v, k in zip(gpu.utilization, known) if v is not None))
+    return sums
+
+
+def _gpu_busy(
+    facts: Facts, before: Mapping[int, tuple[float, int]]
+) -> list[tuple[dict[str, str], float]]:
+    """Per GPU, the mean of its samples since ``before``: the difference of the sums, so
+    exactly the samples taken since, whatever the width of the sampler's windows (in a
+    long run one window spans minutes: the newest one would mix older samples in)."""
+    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
+    names = {g.index: g.name for g in facts.gpu_samples.gpus} if facts.gpu_samples else {}
+    busy = []
+    for index, (total, n) in busy_sums(facts).items():
+        total_before, n_before = before.get(index, (0.0, 0))
+        if n > n_before:
+            labels = {"gpu": str(index), "UUID": uuids.get(index, ""), "modelName": names[index]}
+            busy.append((labels, (total - total_before) / (n - n_before)))
     return busy
 
 

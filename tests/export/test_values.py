@@ -3,10 +3,12 @@ follow: counters only grow, a finding's gauge goes when the finding does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwhy.collect.step_histogram import StepHistogram
-from gpuwhy.export.metrics import MAX_FUNCTIONS, OTHER_FUNCTIONS, values
+from gpuwhy.export.metrics import MAX_FUNCTIONS, OTHER_FUNCTIONS, busy_sums, values
 from gpuwhy.export.prometheus import PrometheusMetrics
 from gpuwhy.facts import (
     EagerFacts,
@@ -17,6 +19,7 @@ from gpuwhy.facts import (
     StepFacts,
     TracedFunction,
     TracingFacts,
+    WindowSpread,
 )
 
 
@@ -45,13 +48,29 @@ def samples(*utilisation: float) -> Facts:
 
 def test_values_read_from_the_facts():
     facts = samples(0.1, 0.2, 0.9, 0.7)
-    found = values(facts, [("input.bound", "high"), ("input.bound", "high")], 12.0, since_s=2.0)
+    before = busy_sums(samples(0.1, 0.2))  # the last update saw the first two
+    found = values(facts, [("input.bound", "high"), ("input.bound", "high")], 12.0, None, before)
     assert found.steps == 40 and found.input_wait_ratio == 0.62
     # GPU busy: the mean of the samples since the last update (t=2 and t=3)
     ((labels, busy),) = found.gpu_busy
     assert labels == {"gpu": "0", "UUID": "GPU-abc", "modelName": "NVIDIA H100 80GB HBM3"}
     assert busy == 0.8
     assert found.findings == (("input.bound", "high"),)  # one gauge per finding
+
+
+def test_gpu_busy_is_the_mean_of_the_samples_since_the_last_update_in_any_window():
+    """A long run's samples sit in windows that merge: the newest window may span
+    minutes, so the mean since the last update comes from the sums, not the windows."""
+    last_update = samples(0.1, 0.2, 0.9, 0.7)
+    # the sampler's windows merged since: four samples in the first window, two new
+    # ones (0.3 and 0.5) in the second; the first window ends after the last update began
+    merged = GpuSeries(index=0, name="NVIDIA H100 80GB HBM3", t=(0.0, 4.0), t_last=(3.0, 5.0),
+                       utilization=(0.475, 0.4), samples_per_window=4, counts=(4, 2),
+                       spread=(WindowSpread("utilization", (4, 2), (0.1, 0.3), (0.9, 0.5)),))  # fmt: skip
+    facts = replace(last_update, gpu_samples=GpuSamplesFacts(hz=1.0, gpus=(merged,)))
+    ((_, busy),) = values(facts, [], 6.0, None, busy_sums(last_update)).gpu_busy
+    assert abs(busy - 0.4) < 1e-9
+    assert values(facts, [], 7.0, None, busy_sums(facts)).gpu_busy == ()  # no new sample
 
 
 def test_functions_beyond_the_limit_share_one_series():
