@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gpuwhy.collect.identity import job_labels
 from gpuwhy.collect.step_histogram import LoopHistograms, StepHistogram
-from gpuwhy.export.metrics import busy_sums, values
+from gpuwhy.export.metrics import busy_sums, named_functions, values
 from gpuwhy.export.otlp import OtlpMetrics
 from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 from gpuwhy.facts import Facts
@@ -74,6 +74,7 @@ class LiveMetrics:
         self._busy: dict[int, tuple[float, int]] = {}  # GPU samples at the last update
         self._published = StepHistogram()  # every step published so far
         self._seen: dict[str, StepHistogram] = {}  # per loop, its steps published
+        self._named: frozenset[str] = frozenset()  # functions with a series of their own
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -131,7 +132,10 @@ class LiveMetrics:
                 before = self._seen.get(name, StepHistogram())
                 self._published.merge(counted.grown_since(before))
                 self._seen[name] = counted.highest(before)
-            published = values(facts, findings, now_s, self._published, self._busy)
+            self._named = named_functions(facts, self._named)
+            published = values(
+                facts, findings, now_s, self._published, self._busy, named=self._named
+            )
             self.metrics.update(published)
             self._busy = busy_sums(facts) or self._busy
             if self.pusher is not None:

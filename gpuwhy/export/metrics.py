@@ -7,7 +7,8 @@ with it. Names are stable: a dashboard or an alert written against them keeps wo
 Every series carries the job's labels (identity.JOB_LABELS); per-GPU series add
 dcgm-exporter's GPU labels, so ``gpuwhy_gpu_busy_ratio * on(Hostname, gpu)
 group_left DCGM_FI_DEV_GPU_UTIL`` joins. Label sets are bounded: findings by the
-catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS``.
+catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS`` over the
+whole run (:func:`named_functions`).
 """
 
 from __future__ import annotations
@@ -87,11 +88,13 @@ def values(
     run_s: float,
     step_seconds: StepHistogram | None = None,
     busy_before: Mapping[int, tuple[float, int]] | None = None,
+    named: frozenset[str] | None = None,
 ) -> Values:
     """The values of ``facts`` (times in seconds since the run started): GPU busy is the
     mean of the samples taken since ``busy_before`` (the last update's
-    :func:`busy_sums`; None: all of them); ``step_seconds`` the steps published so far
-    (:class:`~gpuwhy.export.live.LiveMetrics` keeps both)."""
+    :func:`busy_sums`; None: all of them); ``step_seconds`` the steps published so far;
+    ``named`` the functions with a series of their own (:func:`named_functions`; None:
+    the most traced now). :class:`~gpuwhy.export.live.LiveMetrics` keeps all three."""
     steps = facts.steps
     return Values(
         run_s=run_s,
@@ -100,7 +103,7 @@ def values(
         input_wait_ratio=steps.input_wait_fraction if steps is not None else None,
         gpu_busy=tuple(_gpu_busy(facts, busy_before or {})),
         eager_ops_per_step=facts.eager.per_step if facts.eager is not None else None,
-        traces=tuple(_traces(facts)),
+        traces=tuple(_traces(facts, named_functions(facts) if named is None else named)),
         copies_per_step=_copies(facts),
         collective_ratio=facts.distribute.collective_share if facts.distribute else None,
         findings=tuple(dict.fromkeys(findings)),
@@ -139,13 +142,27 @@ def _gpu_busy(
     return busy
 
 
-def _traces(facts: Facts) -> list[tuple[str, int]]:
+def named_functions(facts: Facts, named: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The functions whose traces get a series of their own: those ``named`` before, then
+    the most traced of the others while fewer than ``MAX_FUNCTIONS`` are. A name keeps
+    its series for the whole run, so the label values stay bounded however many
+    functions a long run creates (a ``tf.function`` made anew every epoch), and a
+    function's traces are never counted in its own series and in ``(other)`` too."""
+    tracing = facts.tracing
+    if tracing is None or len(named) >= MAX_FUNCTIONS:
+        return named
+    more = [f.name for f in sorted(tracing.functions, key=lambda f: -f.traces)]
+    fresh = [name for name in dict.fromkeys(more) if name not in named]
+    return named | frozenset(fresh[: MAX_FUNCTIONS - len(named)])
+
+
+def _traces(facts: Facts, named: frozenset[str]) -> list[tuple[str, int]]:
     tracing = facts.tracing
     if tracing is None:
         return []
     counts: dict[str, int] = {}
     for function in sorted(tracing.functions, key=lambda f: -f.traces):
-        name = function.name if len(counts) < MAX_FUNCTIONS else OTHER_FUNCTIONS
+        name = function.name if function.name in named else OTHER_FUNCTIONS
         counts[name] = counts.get(name, 0) + function.traces
     return list(counts.items())
 

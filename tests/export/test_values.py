@@ -85,6 +85,28 @@ def test_functions_beyond_the_limit_share_one_series():
     )
 
 
+def test_a_long_run_that_makes_function_after_function_keeps_few_series():
+    """A tf.function made anew every epoch, each traced more than the last: the first
+    MAX_FUNCTIONS keep their series, every later one counts in (other); none is counted
+    twice, and the label values stay bounded however long the run."""
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+
+    live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
+    live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
+    epochs = 3 * MAX_FUNCTIONS
+    for epoch in range(1, epochs + 1):
+        functions = tuple(TracedFunction(name=f"step #{i}", traces=i) for i in range(1, epoch + 1))
+        live.update(Facts(tracing=TracingFacts(functions=functions)), (), [])
+    traces = {
+        dict(labels)["function"]: value
+        for (name, labels), value in scrape(live.metrics).items()
+        if name == "gpuwhy_tf_function_traces_total"
+    }
+    assert len(traces) == MAX_FUNCTIONS + 1
+    assert traces["step #1"] == 1 and traces[f"step #{MAX_FUNCTIONS}"] == MAX_FUNCTIONS
+    assert sum(traces.values()) == epochs * (epochs + 1) // 2  # every trace, once
+
+
 def scrape(metrics: PrometheusMetrics) -> dict[tuple, float]:
     found = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):
