@@ -115,7 +115,7 @@ class OtlpMetrics:
         resource = Resource.create(
             {**attributes, "service.name": "gpuwhy", "service.version": __version__}
         )
-        self._histogram = next(m for m in METRICS if m.kind == "histogram")
+        self._step_metric = next(m for m in METRICS if m.kind == "histogram")
         self._started_ns = time.time_ns()  # the cumulative histogram's start
         # cumulative, whatever the exporter prefers: these are the totals of the run
         self._reader = InMemoryMetricReader()
@@ -257,8 +257,8 @@ class OtlpMetrics:
             max=None,  # type: ignore[arg-type]  # as min
         )
         metric = Metric(
-            name=self._histogram.name,
-            description=self._histogram.help,
+            name=self._step_metric.name,
+            description=self._step_metric.help,
             unit="",
             data=Histogram([point], AggregationTemporality.CUMULATIVE),
         )
