@@ -11,8 +11,9 @@ an update's cost does not grow with the run (each loop's first steps, warm-up an
 are kept one by one; what an update reads beyond them is of fixed size).
 
 Nothing here may slow or break the run: the update runs beside the program's threads
-at a low rate (never more than ``MAX_SHARE`` of the time: an update that takes long, in
-a program with many loops or functions, makes the next one come later), a failing
+at a low rate (never more than ``MAX_SHARE`` of the time, counted in the CPU time the
+updates take: an update that takes long, in a program with many loops or functions,
+makes the next one come later), a failing
 update is skipped, a port in use or a Pushgateway down is one
 line on stderr (:mod:`gpuwhy.export.prometheus`), and so is an OTLP collector that is
 down (:mod:`gpuwhy.export.otlp`, whose last export the end of the run waits ~2 s for at
@@ -99,7 +100,7 @@ class LiveMetrics:
     def _run(self) -> None:
         wait = self.options.interval_s
         while not self._stopping.wait(wait):
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 facts, steps = self.snapshot()
                 self.update(facts, steps, _rule_ids(facts))
@@ -108,8 +109,12 @@ class LiveMetrics:
                     traceback.print_exc()
             # an update's cost is bounded, not fixed (it reads each loop's first steps,
             # the rules, every collector's facts): where one takes long the pause grows,
-            # so that updates never take more than MAX_SHARE of the run
-            wait = max(self.options.interval_s, (time.perf_counter() - started) / MAX_SHARE)
+            # so that updates never take more than MAX_SHARE of the run. Its cost is this
+            # thread's CPU time: what it took from the program; its wall time would also
+            # count the waits for the GIL and for a machine busy with other work, and one
+            # slow update on a loaded machine would put the next minutes away
+            cost = time.thread_time() - started
+            wait = max(self.options.interval_s, cost / MAX_SHARE)
 
     def update(
         self,

@@ -171,7 +171,9 @@ def test_updates_that_take_long_come_less_often():
 
     def slow_snapshot():
         calls.append(time.perf_counter())
-        time.sleep(0.05)  # as if reading a long run's steps
+        busy_until = time.thread_time() + 0.05  # as if reading many loops: CPU, not waiting
+        while time.thread_time() < busy_until:
+            pass
         return Facts(steps=STEPS), ()
 
     options = MetricsOptions(port=free_port(), interval_s=0.01)
@@ -180,6 +182,29 @@ def test_updates_that_take_long_come_less_often():
     live.finish(None)
     # at a 0.01 s interval ~25 updates would fit; 0.05 s of work allows one per 10 s
     assert len(calls) == 1
+
+
+def test_an_update_slowed_by_a_busy_machine_does_not_put_the_next_far_away():
+    """The pause follows what an update costs the program (its CPU time), not its wall
+    time: waiting for a CPU on a loaded machine, or for the GIL, costs the program
+    nothing, and one such update must not put the next minutes away."""
+    import time
+
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+    from tests.export.conftest import free_port
+
+    calls = []
+
+    def waiting_snapshot():
+        calls.append(time.perf_counter())
+        time.sleep(0.05)  # descheduled: wall time, no CPU
+        return Facts(steps=STEPS), ()
+
+    options = MetricsOptions(port=free_port(), interval_s=0.01)
+    live = LiveMetrics(options, "run", "train.py", time.perf_counter(), waiting_snapshot).start()
+    time.sleep(1.0)
+    live.finish(None)
+    assert len(calls) >= 5
 
 
 def test_each_loops_steps_are_published_once():
