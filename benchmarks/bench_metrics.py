@@ -88,6 +88,7 @@ def overhead(runs: int, interval: float) -> None:
 
 
 def memory(updates: int) -> None:
+    from gpuwhy.collect.step_histogram import StepHistogram
     from gpuwhy.export.metrics import values
     from gpuwhy.export.prometheus import PrometheusMetrics
     from gpuwhy.facts import Facts, StepFacts, TracedFunction, TracingFacts
@@ -98,6 +99,7 @@ def memory(updates: int) -> None:
     ids = ("input.bound", "launch.eager-ops", "tracing.retracing", "gpu.underutilized")
     tracemalloc.start()
     sizes = {}
+    published = StepHistogram()
     for update in range(1, updates + 1):
         steps = StepFacts(
             source="keras-fit", marker="m", count=update * 100, input_wait_fraction=0.3
@@ -105,7 +107,8 @@ def memory(updates: int) -> None:
         functions = tuple(TracedFunction(name=f"f{i}", traces=update + i) for i in range(50))
         facts = Facts(steps=steps, tracing=TracingFacts(functions=functions))
         active = [(ids[(update + k) % len(ids)], "high") for k in range(update % 3)]
-        metrics.update(values(facts, active, update * 10.0, (0.01,) * 100))
+        published.add(0.01, 100)  # 100 steps per update
+        metrics.update(values(facts, active, update * 10.0, published))
         if update in (1_000, updates):
             sizes[update] = (tracemalloc.get_traced_memory()[0], len(metrics.exposition()))
     tracemalloc.stop()

@@ -4,9 +4,17 @@ end), runs the rules on it, and updates the metrics; Prometheus scrapes read the
 update, so a scrape costs the program nothing. At the end the final record (audit and
 all) makes a last update and a last push.
 
+The step histogram takes in every step after its loop's warm-up exactly once, however
+long the run: each loop counts its steps into the histogram's buckets as it records them
+(gpuwhy.collect.step_histogram), and an update publishes what those counts grew by, so
+an update's cost does not grow with the run (each loop's first steps, warm-up and all,
+are kept one by one; what an update reads beyond them is of fixed size).
+
 Nothing here may slow or break the run: the update runs beside the program's threads
-at a low rate (never more than ``MAX_SHARE`` of the time: a long run's updates, which
-read more, come less often), a failing update is skipped, a port in use or a Pushgateway down is one
+at a low rate (never more than ``MAX_SHARE`` of the time, counted in the CPU time the
+updates take: an update that takes long, in a program with many loops or functions,
+makes the next one come later), a failing
+update is skipped, a port in use or a Pushgateway down is one
 line on stderr (:mod:`gpuwhy.export.prometheus`), and so is an OTLP collector that is
 down (:mod:`gpuwhy.export.otlp`, whose last export the end of the run waits ~2 s for at
 most).
@@ -23,7 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuwhy.collect.identity import job_labels
-from gpuwhy.export.metrics import values
+from gpuwhy.collect.step_histogram import LoopHistograms, StepHistogram
+from gpuwhy.export.metrics import busy_sums, named_functions, values
 from gpuwhy.export.otlp import OtlpMetrics
 from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 from gpuwhy.facts import Facts
@@ -36,9 +45,9 @@ if TYPE_CHECKING:
 DEFAULT_INTERVAL_S = 10.0
 MAX_SHARE = 0.005  # of the run's time spent in live updates, at most
 
-# What the run measured so far: its facts, and its steps after warm-up as (start, end)
-# on the perf_counter axis.
-Snapshot = Callable[[], tuple[Facts, tuple[tuple[float, float], ...]]]
+# What the run measured so far: its facts, and per loop counted (by a name that stays
+# its own) its steps after warm-up so far, counted per bucket.
+Snapshot = Callable[[], tuple[Facts, LoopHistograms]]
 
 
 @dataclass(frozen=True)
@@ -63,8 +72,10 @@ class LiveMetrics:
         self.endpoint: Endpoint | None = None
         self.pusher: Pusher | None = None
         self.otlp: OtlpMetrics | None = None
-        self._last_s = 0.0  # run seconds of the last update: GPU busy is averaged since
-        self._last_step_end = 0.0  # perf_counter end of the last step observed
+        self._busy: dict[int, tuple[float, int]] = {}  # GPU samples at the last update
+        self._published = StepHistogram()  # every step published so far
+        self._seen: dict[str, StepHistogram] = {}  # per loop, its steps published
+        self._named: frozenset[str] = frozenset()  # functions with a series of their own
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -89,46 +100,49 @@ class LiveMetrics:
     def _run(self) -> None:
         wait = self.options.interval_s
         while not self._stopping.wait(wait):
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 facts, steps = self.snapshot()
                 self.update(facts, steps, _rule_ids(facts))
             except Exception:  # noqa: BLE001 - skip this update, never the run
                 if os.environ.get("GPUWHY_DEBUG"):
                     traceback.print_exc()
-            # an update re-reads what the run collected so far, which grows with it: the
-            # pause grows too, so that updates never take more than MAX_SHARE of the run
-            wait = max(self.options.interval_s, (time.perf_counter() - started) / MAX_SHARE)
+            # an update's cost is bounded, not fixed (it reads each loop's first steps,
+            # the rules, every collector's facts): where one takes long the pause grows,
+            # so that updates never take more than MAX_SHARE of the run. Its cost is this
+            # thread's CPU time: what it took from the program; its wall time would also
+            # count the waits for the GIL and for a machine busy with other work, and one
+            # slow update on a loaded machine would put the next minutes away
+            cost = time.thread_time() - started
+            wait = max(self.options.interval_s, cost / MAX_SHARE)
 
     def update(
         self,
         facts: Facts,
-        steps: tuple[tuple[float, float], ...],
+        loops: LoopHistograms,
         findings: list[tuple[str, str]],
         final: bool = False,
     ) -> None:
-        """Publish ``facts``: the steps that ended since the last update go into the
-        step histogram (per step: a Keras call of steps_per_execution N is N steps).
-        Mid-run the last step is left for the next update: it may still be running
-        (a step ends where the next begins), so its end can still move."""
+        """Publish ``facts``: each loop's steps counted since the last update go into the
+        step histogram (the collector leaves out a step still running, whose end can
+        still move, until it ends, and counts a Keras call of steps_per_execution N as N
+        steps). A loop's counts only add what they grew by since its last reading, so
+        no step is published twice, even where a step first counted was later called
+        warm-up. ``final`` is the caller's: the end of the run."""
         if self.metrics is None:
             return
-        if not final:
-            steps = steps[:-1]
         with self._lock:
             now_s = time.perf_counter() - self.t0
-            per_call = facts.steps.steps_per_call if facts.steps is not None else 1
-            new = [
-                (end - start) / max(1, per_call)
-                for start, end in steps
-                if end > self._last_step_end
-                for _ in range(max(1, per_call))
-            ]
-            if steps:
-                self._last_step_end = max(self._last_step_end, steps[-1][1])
-            published = values(facts, findings, now_s, new, since_s=self._last_s)
+            for name, counted in loops:
+                before = self._seen.get(name, StepHistogram())
+                self._published.merge(counted.grown_since(before))
+                self._seen[name] = counted.highest(before)
+            self._named = named_functions(facts, self._named)
+            published = values(
+                facts, findings, now_s, self._published, self._busy, named=self._named
+            )
             self.metrics.update(published)
-            self._last_s = now_s
+            self._busy = busy_sums(facts) or self._busy
             if self.pusher is not None:
                 self.pusher.push()
             if self.otlp is not None:
@@ -144,8 +158,8 @@ class LiveMetrics:
             self._thread.join(30)
         try:
             if record is not None and self.metrics is not None:
-                _, steps = self.snapshot()
-                self.update(record.facts, steps, _keys(record.findings), final=True)
+                _, loops = self.snapshot()
+                self.update(record.facts, loops, _keys(record.findings), final=True)
         except Exception:  # noqa: BLE001 - the report matters more than a last push
             pass
         if self.otlp is not None:

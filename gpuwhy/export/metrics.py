@@ -7,21 +7,22 @@ with it. Names are stable: a dashboard or an alert written against them keeps wo
 Every series carries the job's labels (identity.JOB_LABELS); per-GPU series add
 dcgm-exporter's GPU labels, so ``gpuwhy_gpu_busy_ratio * on(Hostname, gpu)
 group_left DCGM_FI_DEV_GPU_UTIL`` joins. Label sets are bounded: findings by the
-catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS``.
+catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS`` over the
+whole run (:func:`named_functions`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from gpuwhy.collect.identity import GPU_LABELS
+from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.facts import Facts
 from gpuwhy.projection.cost import training_function
 
 MAX_FUNCTIONS = 20  # traced functions with their own series; the rest share "(other)"
 OTHER_FUNCTIONS = "(other)"
-STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class Values:
 
     run_s: float
     steps: int | None = None
-    new_step_seconds: tuple[float, ...] = ()
+    # every step published so far (the totals: the series' cumulative buckets)
+    step_seconds: StepHistogram = field(default_factory=StepHistogram)
     input_wait_ratio: float | None = None
     gpu_busy: tuple[tuple[dict[str, str], float], ...] = ()  # (GPU labels, ratio)
     eager_ops_per_step: float | None = None
@@ -84,53 +86,83 @@ def values(
     facts: Facts,
     findings: Iterable[tuple[str, str]],
     run_s: float,
-    new_step_seconds: Sequence[float] = (),
-    since_s: float = 0.0,
+    step_seconds: StepHistogram | None = None,
+    busy_before: Mapping[int, tuple[float, int]] | None = None,
+    named: frozenset[str] | None = None,
 ) -> Values:
     """The values of ``facts`` (times in seconds since the run started): GPU busy is the
-    mean of the samples after ``since_s``, the last update's time."""
+    mean of the samples taken since ``busy_before`` (the last update's
+    :func:`busy_sums`; None: all of them); ``step_seconds`` the steps published so far;
+    ``named`` the functions with a series of their own (:func:`named_functions`; None:
+    the most traced now). :class:`~gpuwhy.export.live.LiveMetrics` keeps all three."""
     steps = facts.steps
     return Values(
         run_s=run_s,
         steps=steps.count if steps is not None else None,
-        new_step_seconds=tuple(new_step_seconds),
+        step_seconds=step_seconds.copy() if step_seconds is not None else StepHistogram(),
         input_wait_ratio=steps.input_wait_fraction if steps is not None else None,
-        gpu_busy=tuple(_gpu_busy(facts, since_s)),
+        gpu_busy=tuple(_gpu_busy(facts, busy_before or {})),
         eager_ops_per_step=facts.eager.per_step if facts.eager is not None else None,
-        traces=tuple(_traces(facts)),
+        traces=tuple(_traces(facts, named_functions(facts) if named is None else named)),
         copies_per_step=_copies(facts),
         collective_ratio=facts.distribute.collective_share if facts.distribute else None,
         findings=tuple(dict.fromkeys(findings)),
     )
 
 
-def _gpu_busy(facts: Facts, since_s: float) -> list[tuple[dict[str, str], float]]:
+def busy_sums(facts: Facts) -> dict[int, tuple[float, int]]:
+    """Per GPU index, its utilisation samples so far: their sum and how many had a value.
+    Exact however the sampler's windows merged (each window's mean weighted by its known
+    samples is its sum), and read from a bounded number of windows."""
     samples = facts.gpu_samples
     if samples is None:
-        return []
-    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
-    busy = []
+        return {}
+    sums = {}
     for gpu in samples.gpus:
-        # A long run's windows: those whose last sample is after since_s (the newest
-        # window holds the newest samples, whatever its width).
-        mean = gpu.mean("utilization", [end >= since_s for end in gpu.ends()])
-        if mean is not None:
-            labels = {
-                "gpu": str(gpu.index),
-                "UUID": uuids.get(gpu.index, ""),
-                "modelName": gpu.name,
-            }
-            busy.append((labels, mean))
+        known = gpu.column("utilization").known
+        total = sum(v * k for v, k in zip(gpu.utilization, known) if k and v is not None)
+        sums[gpu.index] = (total, sum(k for v, k in zip(gpu.utilization, known) if v is not None))
+    return sums
+
+
+def _gpu_busy(
+    facts: Facts, before: Mapping[int, tuple[float, int]]
+) -> list[tuple[dict[str, str], float]]:
+    """Per GPU, the mean of its samples since ``before``: the difference of the sums, so
+    exactly the samples taken since, whatever the width of the sampler's windows (in a
+    long run one window spans minutes: the newest one would mix older samples in)."""
+    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
+    names = {g.index: g.name for g in facts.gpu_samples.gpus} if facts.gpu_samples else {}
+    busy = []
+    for index, (total, n) in busy_sums(facts).items():
+        total_before, n_before = before.get(index, (0.0, 0))
+        if n > n_before:
+            labels = {"gpu": str(index), "UUID": uuids.get(index, ""), "modelName": names[index]}
+            busy.append((labels, (total - total_before) / (n - n_before)))
     return busy
 
 
-def _traces(facts: Facts) -> list[tuple[str, int]]:
+def named_functions(facts: Facts, named: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The functions whose traces get a series of their own: those ``named`` before, then
+    the most traced of the others while fewer than ``MAX_FUNCTIONS`` are. A name keeps
+    its series for the whole run, so the label values stay bounded however many
+    functions a long run creates (a ``tf.function`` made anew every epoch), and a
+    function's traces are never counted in its own series and in ``(other)`` too."""
+    tracing = facts.tracing
+    if tracing is None or len(named) >= MAX_FUNCTIONS:
+        return named
+    more = [f.name for f in sorted(tracing.functions, key=lambda f: -f.traces)]
+    fresh = [name for name in dict.fromkeys(more) if name not in named]
+    return named | frozenset(fresh[: MAX_FUNCTIONS - len(named)])
+
+
+def _traces(facts: Facts, named: frozenset[str]) -> list[tuple[str, int]]:
     tracing = facts.tracing
     if tracing is None:
         return []
     counts: dict[str, int] = {}
     for function in sorted(tracing.functions, key=lambda f: -f.traces):
-        name = function.name if len(counts) < MAX_FUNCTIONS else OTHER_FUNCTIONS
+        name = function.name if function.name in named else OTHER_FUNCTIONS
         counts[name] = counts.get(name, 0) + function.traces
     return list(counts.items())
 

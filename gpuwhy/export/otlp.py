@@ -4,7 +4,9 @@ than by scraping.
 
 The same series as ``METRICS``, named and described the same: gauges are observable
 gauges, counters observable counters reporting their cumulative totals, the step time a
-histogram with the Prometheus one's buckets. The job's labels travel once, as resource
+cumulative histogram with the Prometheus one's buckets, set from its totals (the SDK's
+histogram takes one value at a time; the steps come counted per bucket) and added to
+each export beside the SDK's own series. The job's labels travel once, as resource
 attributes beside ``service.name=gpuwhy``; a series' own labels are its data points'
 attributes.
 
@@ -16,6 +18,7 @@ collector that is down or refuses: one line on stderr, and the run goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -27,7 +30,8 @@ from typing import Any
 
 from gpuwhy import own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
-from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
+from gpuwhy.collect.step_histogram import STEP_BUCKETS
+from gpuwhy.export.metrics import METRICS, Values
 from gpuwhy.version import __version__
 
 NEEDS_EXTRA = "--metrics-otlp needs: pip install 'gpuwhy[otlp]'"
@@ -97,7 +101,6 @@ class OtlpMetrics:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-        from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
         from opentelemetry.sdk.resources import Resource
 
         self.url, self.info = url, info
@@ -112,25 +115,20 @@ class OtlpMetrics:
         resource = Resource.create(
             {**attributes, "service.name": "gpuwhy", "service.version": __version__}
         )
-        histogram = next(m.name for m in METRICS if m.kind == "histogram")
+        self._step_metric = next(m for m in METRICS if m.kind == "histogram")
+        self._started_ns = time.time_ns()  # the cumulative histogram's start
         # cumulative, whatever the exporter prefers: these are the totals of the run
         self._reader = InMemoryMetricReader()
         self._provider = MeterProvider(
             metric_readers=[self._reader],
             resource=resource,
-            views=[
-                View(
-                    instrument_name=histogram,
-                    aggregation=ExplicitBucketHistogramAggregation(boundaries=STEP_BUCKETS),
-                )
-            ],
             shutdown_on_exit=False,  # never an export at interpreter exit
         )
         meter = self._provider.get_meter("gpuwhy", __version__)
         for m in METRICS:
             if m.kind == "histogram":
-                self._histogram = meter.create_histogram(m.name, description=m.help)
-            elif m.kind == "counter":
+                continue  # set from its totals: _with_histogram
+            if m.kind == "counter":
                 meter.create_observable_counter(
                     m.name, [self._callback(m.name)], description=m.help
                 )
@@ -145,8 +143,6 @@ class OtlpMetrics:
             self._count_to("gpuwhy_steps_total", "", values.steps)
             for function, traces in values.traces:
                 self._count_to("gpuwhy_tf_function_traces_total", function, traces)
-        for seconds in values.new_step_seconds:
-            self._histogram.record(seconds)
 
     def _count_to(self, name: str, key: str, total: int | None) -> None:
         if total is not None:
@@ -224,6 +220,7 @@ class OtlpMetrics:
             data = self._reader.get_metrics_data()
             if data is None:
                 return
+            data = self._with_histogram(data)
             result = self._exporter.export(data, timeout_millis=EXPORT_TIMEOUT_S * 1000)
             failure = None if result == MetricExportResult.SUCCESS else self._log.reason()
         except Exception as e:  # noqa: BLE001 - a collector down never stops the run
@@ -231,6 +228,47 @@ class OtlpMetrics:
         if failure is not None and not self._failed:
             _say(f"metrics: cannot export to {self.url} (OTLP): {failure}")
         self._failed = self._failed or failure is not None
+
+    def _with_histogram(self, data: Any) -> Any:
+        """``data`` (the SDK's MetricsData) with the step histogram added to gpuwhy's
+        scope: cumulative since the run started, its counts per bucket (OTLP's are not
+        cumulative) and sum. Min and max are left out (optional in OTLP): the steps come
+        counted per bucket. Nothing before the first update."""
+        from opentelemetry.sdk.metrics.export import (
+            AggregationTemporality,
+            Histogram,
+            HistogramDataPoint,
+            Metric,
+        )
+
+        with self._lock:
+            totals = self._values.step_seconds.copy() if self._values is not None else None
+        if totals is None:
+            return data
+        point = HistogramDataPoint(
+            attributes={},
+            start_time_unix_nano=self._started_ns,
+            time_unix_nano=time.time_ns(),
+            count=totals.count,
+            sum=totals.sum_s,
+            bucket_counts=list(totals.counts),
+            explicit_bounds=list(STEP_BUCKETS),
+            min=None,  # type: ignore[arg-type]  # optional in OTLP, not measured per step
+            max=None,  # type: ignore[arg-type]  # as min
+        )
+        metric = Metric(
+            name=self._step_metric.name,
+            description=self._step_metric.help,
+            unit="",
+            data=Histogram([point], AggregationTemporality.CUMULATIVE),
+        )
+        resources = list(data.resource_metrics)
+        if not resources or not resources[0].scope_metrics:
+            return data
+        first, scopes = resources[0], list(resources[0].scope_metrics)
+        scopes[0] = dataclasses.replace(scopes[0], metrics=[*scopes[0].metrics, metric])
+        resources[0] = dataclasses.replace(first, scope_metrics=scopes)
+        return dataclasses.replace(data, resource_metrics=resources)
 
 
 class _OwnRecords(logging.Filter):

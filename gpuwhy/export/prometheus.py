@@ -11,7 +11,8 @@ from typing import Any
 
 from gpuwhy import forked, own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
-from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
+from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
+from gpuwhy.export.metrics import METRICS, Values
 
 
 class PrometheusMetrics:
@@ -19,7 +20,7 @@ class PrometheusMetrics:
 
     def __init__(self, job: dict[str, str], info: dict[str, str]) -> None:
         import prometheus_client
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge
 
         # no *_created series: they are not in the documented list, and nobody graphs them
         prometheus_client.disable_created_metrics()
@@ -33,9 +34,8 @@ class PrometheusMetrics:
             if m.kind == "counter":
                 series: Any = Counter(name, m.help, labels, registry=self.registry)
             elif m.kind == "histogram":
-                series = Histogram(
-                    name, m.help, labels, buckets=STEP_BUCKETS, registry=self.registry
-                )
+                series = _Totals(name, m.help, labels, tuple(self.job.values()))
+                self.registry.register(series)
             else:
                 series = Gauge(name, m.help, labels, registry=self.registry)
             self._series[m.name] = series
@@ -60,9 +60,7 @@ class PrometheusMetrics:
             self._labels("gpuwhy_run_seconds").set(round(values.run_s, 3))
             if values.steps is not None:
                 self._count_to("gpuwhy_steps_total", values.steps)
-            histogram = self._labels("gpuwhy_step_seconds")
-            for seconds in values.new_step_seconds:
-                histogram.observe(seconds)
+            self._series["gpuwhy_step_seconds"].set(values.step_seconds)
             for name, value in (
                 ("gpuwhy_input_wait_ratio", values.input_wait_ratio),
                 ("gpuwhy_eager_ops_per_step", values.eager_ops_per_step),
@@ -89,6 +87,37 @@ class PrometheusMetrics:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+
+class _Totals:
+    """A histogram set from its totals (a collector of the registry): the live step
+    histogram's counts per bucket come from the step collector, which counts every step
+    as it records it; prometheus_client's ``Histogram`` only takes one value at a time.
+    Nothing is exposed before the first update, as a labelled ``Histogram`` does."""
+
+    def __init__(self, name: str, help: str, labels: tuple[str, ...], job: tuple[str, ...]):
+        self.name, self.help, self.labels, self.job = name, help, list(labels), list(job)
+        self._totals: StepHistogram | None = None
+
+    def set(self, totals: StepHistogram) -> None:
+        self._totals = totals.copy()
+
+    def describe(self) -> list[Any]:
+        from prometheus_client.core import HistogramMetricFamily
+
+        return [HistogramMetricFamily(self.name, self.help, labels=self.labels)]
+
+    def collect(self) -> list[Any]:
+        from prometheus_client.core import HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        family = HistogramMetricFamily(self.name, self.help, labels=self.labels)
+        totals = self._totals  # one reference, replaced whole by set()
+        if totals is not None:
+            bounds = [floatToGoString(b) for b in STEP_BUCKETS] + ["+Inf"]
+            buckets = list(zip(bounds, totals.cumulative()))
+            family.add_metric(self.job, buckets, totals.sum_s)
+        return [family]
 
 
 class Endpoint:

@@ -26,6 +26,7 @@ from gpuwhy.collect import driver
 from gpuwhy.collect.inprocess.task import task_facts
 from gpuwhy.collect.process_tree import ProcessTree
 from gpuwhy.collect.sampler import GpuSampler
+from gpuwhy.collect.step_histogram import LoopHistograms
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.record import Record
@@ -104,7 +105,7 @@ def watch(
     live = None
     if metrics is not None and metrics.wanted:
 
-        def snapshot() -> tuple[Facts, tuple[tuple[float, float], ...]]:
+        def snapshot() -> tuple[Facts, LoopHistograms]:
             return Facts(devices=devices, gpu_samples=sampler.facts()), ()
 
         live = LiveMetrics(metrics, "watch", shlex.join(argv), t0, snapshot).start()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect.sampler import GpuSampler, ReplaySource
-from gpuwhy.export.metrics import values
+from gpuwhy.export.metrics import busy_sums, values
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
 from gpuwhy.modes.merge.read import read_worker
 from gpuwhy.record import Record
@@ -69,14 +69,16 @@ def test_summary_verdict_and_metrics_read_every_sample(pair):
     assert gpu_line(windowed) == gpu_line(raw)
     facts = [Facts(gpu_samples=s) for s in (raw, windowed)]
     assert close(_gpu_busy(facts[1]), _gpu_busy(facts[0]))
-    run = [values(f, (), run_s=10.0, since_s=0.0).gpu_busy for f in facts]
+    run = [values(f, (), run_s=10.0).gpu_busy for f in facts]
     assert [b for _, b in run[1]] == pytest.approx([b for _, b in run[0]], rel=1e-12)
-    # since a time in the last window: that window's samples, the newest there are
+    # since an update that had read every sample but the last window's: those samples
     last = windowed.gpus[0]
-    recent = values(facts[1], (), run_s=10.0, since_s=last.ends()[-1]).gpu_busy
-    assert [b for _, b in recent][:1] == pytest.approx(
-        [last.utilization[-1]] if last.utilization[-1] is not None else []
-    )
+    known = last.column("utilization").known[-1]
+    total, n = busy_sums(facts[1])[last.index]
+    mean = last.utilization[-1]
+    before = {last.index: (total - (mean or 0.0) * known, n - known)}
+    recent = values(facts[1], (), 10.0, None, before).gpu_busy
+    assert [b for _, b in recent][:1] == pytest.approx([mean] if mean is not None else [])
 
 
 def test_the_html_table_and_timeline_cover_the_run(pair):

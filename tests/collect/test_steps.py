@@ -111,7 +111,7 @@ def test_mid_run_a_loop_keeps_its_steps_out_until_its_warm_up_is_decided(steps):
         "train_step (x.py:3)": first + [(t + 0.5 + i * 0.1, t + 0.55 + i * 0.1) for i in range(3)]
     }
     _, window = steps.facts(t, early, t_end=t + 1, live=True)
-    assert window.intervals == ()
+    assert window.intervals == () and window.histograms == ()
     _, final = steps.facts(t, early, t_end=t + 1)
     assert final.intervals  # the end of the run decides with what there is
     later = {
@@ -119,7 +119,14 @@ def test_mid_run_a_loop_keeps_its_steps_out_until_its_warm_up_is_decided(steps):
     }
     facts, window = steps.facts(t, later, t_end=t + 2, live=True)
     assert facts.warmup == 1 and len(window.intervals) == facts.count - 1
-    assert window == steps.facts(t, later, t_end=t + 2)[1]
+    _, final = steps.facts(t, later, t_end=t + 2)
+    assert window.intervals == final.intervals
+    # the histogram: every step after warm-up, the last call's only once the run ended
+    # (mid-run its step lasts until the next call)
+    ((name, live_counts),) = window.histograms
+    assert name == "tf-function train_step (x.py:3)"
+    assert live_counts.count == facts.count - 2
+    assert dict(final.histograms)[name].count == facts.count - 1
 
 
 def test_stop_restores_the_classes_exactly(steps):

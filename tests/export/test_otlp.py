@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect.identity import JOB_LABELS
-from gpuwhy.export.metrics import METRICS, STEP_BUCKETS, Values
+from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
+from gpuwhy.export.metrics import METRICS, Values
 from gpuwhy.export.otlp import BadEndpoint, OtlpMetrics, endpoint
 from tests.export.conftest import free_port
 from tests.export.test_prometheus_scrape import STARVED_FIT
@@ -212,7 +213,10 @@ def test_a_collector_that_is_down_is_one_line(tmp_path):
 def test_every_documented_metric_is_exported_with_its_values(receiver):
     """A metric added to METRICS without an OTLP reading would vanish from OTLP alone."""
     gpu = {"gpu": "0", "UUID": "GPU-abc", "modelName": "NVIDIA H100 80GB HBM3"}
-    full = Values(run_s=12.3456, steps=40, new_step_seconds=(0.004, 0.2, 0.2),
+    counted = StepHistogram()
+    for seconds in (0.004, 0.2, 0.2):
+        counted.add(seconds)
+    full = Values(run_s=12.3456, steps=40, step_seconds=counted,
                   input_wait_ratio=0.62, gpu_busy=((gpu, 0.8),), eager_ops_per_step=31.0,
                   traces=(("train_step", 3),), copies_per_step=2.0, collective_ratio=0.31,
                   findings=(("input.bound", "high"),))  # fmt: skip
@@ -223,7 +227,7 @@ def test_every_documented_metric_is_exported_with_its_values(receiver):
     assert set(first) == {m.name for m in METRICS}
     (finding,) = first["gpuwhy_finding"].gauge.data_points
     assert attributes(finding) == {"id": "input.bound", "severity": "high"}
-    later = dataclasses.replace(full, steps=39, new_step_seconds=(), traces=(), findings=())
+    later = dataclasses.replace(full, steps=39, traces=(), findings=())
     otlp.update(later)  # counts only grow
     otlp.finish()
     resource, found = receiver.requests[-1]
@@ -239,6 +243,8 @@ def test_every_documented_metric_is_exported_with_its_values(receiver):
     assert attributes(traces) == {"function": "train_step"} and traces.as_int == 3
     (histogram,) = found["gpuwhy_step_seconds"].histogram.data_points
     assert histogram.count == 3 and list(histogram.bucket_counts)[:8] == [0, 0, 1, 0, 0, 0, 0, 2]
+    assert abs(histogram.sum - 0.404) < 1e-9
+    assert found["gpuwhy_step_seconds"].histogram.aggregation_temporality == 2  # cumulative
 
 
 def test_the_end_of_a_run_waits_two_seconds_at_most_for_a_collector(tmp_path):
@@ -249,7 +255,7 @@ def test_the_end_of_a_run_waits_two_seconds_at_most_for_a_collector(tmp_path):
         stalled.listen()
         url = f"http://127.0.0.1:{stalled.getsockname()[1]}/v1/metrics"
         otlp = OtlpMetrics({"Hostname": "node-7", "run_id": "r1"}, {"mode": "run"}, url)
-        otlp.update(Values(run_s=3.0, steps=10, new_step_seconds=(0.1, 0.2)))
+        otlp.update(Values(run_s=3.0, steps=10))
         started = time.perf_counter()
         otlp.finish()
         assert time.perf_counter() - started < 2.5

@@ -3,9 +3,12 @@ follow: counters only grow, a finding's gauge goes when the finding does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuwhy.export.metrics import MAX_FUNCTIONS, OTHER_FUNCTIONS, values
+from gpuwhy.collect.step_histogram import StepHistogram
+from gpuwhy.export.metrics import MAX_FUNCTIONS, OTHER_FUNCTIONS, busy_sums, values
 from gpuwhy.export.prometheus import PrometheusMetrics
 from gpuwhy.facts import (
     EagerFacts,
@@ -16,7 +19,17 @@ from gpuwhy.facts import (
     StepFacts,
     TracedFunction,
     TracingFacts,
+    WindowSpread,
 )
+
+
+def histogram(*seconds: float) -> StepHistogram:
+    """Steps of these durations, counted per bucket."""
+    counted = StepHistogram()
+    for s in seconds:
+        counted.add(s)
+    return counted
+
 
 JOB = {"Hostname": "node-7", "run_id": "r1", "task_type": "worker", "task_index": "0"}
 STEPS = StepFacts(source="keras-fit", marker="m", count=40, input_wait_fraction=0.62)
@@ -35,13 +48,29 @@ def samples(*utilisation: float) -> Facts:
 
 def test_values_read_from_the_facts():
     facts = samples(0.1, 0.2, 0.9, 0.7)
-    found = values(facts, [("input.bound", "high"), ("input.bound", "high")], 12.0, since_s=2.0)
+    before = busy_sums(samples(0.1, 0.2))  # the last update saw the first two
+    found = values(facts, [("input.bound", "high"), ("input.bound", "high")], 12.0, None, before)
     assert found.steps == 40 and found.input_wait_ratio == 0.62
     # GPU busy: the mean of the samples since the last update (t=2 and t=3)
     ((labels, busy),) = found.gpu_busy
     assert labels == {"gpu": "0", "UUID": "GPU-abc", "modelName": "NVIDIA H100 80GB HBM3"}
     assert busy == 0.8
     assert found.findings == (("input.bound", "high"),)  # one gauge per finding
+
+
+def test_gpu_busy_is_the_mean_of_the_samples_since_the_last_update_in_any_window():
+    """A long run's samples sit in windows that merge: the newest window may span
+    minutes, so the mean since the last update comes from the sums, not the windows."""
+    last_update = samples(0.1, 0.2, 0.9, 0.7)
+    # the sampler's windows merged since: four samples in the first window, two new
+    # ones (0.3 and 0.5) in the second; the first window ends after the last update began
+    merged = GpuSeries(index=0, name="NVIDIA H100 80GB HBM3", t=(0.0, 4.0), t_last=(3.0, 5.0),
+                       utilization=(0.475, 0.4), samples_per_window=4, counts=(4, 2),
+                       spread=(WindowSpread("utilization", (4, 2), (0.1, 0.3), (0.9, 0.5)),))  # fmt: skip
+    facts = replace(last_update, gpu_samples=GpuSamplesFacts(hz=1.0, gpus=(merged,)))
+    ((_, busy),) = values(facts, [], 6.0, None, busy_sums(last_update)).gpu_busy
+    assert abs(busy - 0.4) < 1e-9
+    assert values(facts, [], 7.0, None, busy_sums(facts)).gpu_busy == ()  # no new sample
 
 
 def test_functions_beyond_the_limit_share_one_series():
@@ -54,6 +83,28 @@ def test_functions_beyond_the_limit_share_one_series():
     assert dict(found.traces)[OTHER_FUNCTIONS] == sum(
         100 - i for i in range(MAX_FUNCTIONS, MAX_FUNCTIONS + 5)
     )
+
+
+def test_a_long_run_that_makes_function_after_function_keeps_few_series():
+    """A tf.function made anew every epoch, each traced more than the last: the first
+    MAX_FUNCTIONS keep their series, every later one counts in (other); none is counted
+    twice, and the label values stay bounded however long the run."""
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+
+    live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
+    live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
+    epochs = 3 * MAX_FUNCTIONS
+    for epoch in range(1, epochs + 1):
+        functions = tuple(TracedFunction(name=f"step #{i}", traces=i) for i in range(1, epoch + 1))
+        live.update(Facts(tracing=TracingFacts(functions=functions)), (), [])
+    traces = {
+        dict(labels)["function"]: value
+        for (name, labels), value in scrape(live.metrics).items()
+        if name == "gpuwhy_tf_function_traces_total"
+    }
+    assert len(traces) == MAX_FUNCTIONS + 1
+    assert traces["step #1"] == 1 and traces[f"step #{MAX_FUNCTIONS}"] == MAX_FUNCTIONS
+    assert sum(traces.values()) == epochs * (epochs + 1) // 2  # every trace, once
 
 
 def scrape(metrics: PrometheusMetrics) -> dict[tuple, float]:
@@ -73,16 +124,21 @@ def scrape(metrics: PrometheusMetrics) -> dict[tuple, float]:
 
 def test_series_follow_the_updates():
     metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "train.py", "version": "0"})
-    first = values(samples(0.5), [("input.bound", "high")], 5.0, new_step_seconds=(0.1, 0.2))
+    first = values(samples(0.5), [("input.bound", "high")], 5.0, histogram(0.1, 0.2))
     metrics.update(first)
     eager = Facts(steps=StepFacts(source="keras-fit", marker="m", count=30),
                   eager=EagerFacts(sampled_steps=3, ops=30, per_step=10.0))  # fmt: skip
     # a smaller count (another loop took the lead) never makes a counter go down
-    metrics.update(values(eager, [("launch.eager-ops", "medium")], 9.0, new_step_seconds=(0.3,)))
+    metrics.update(values(eager, [("launch.eager-ops", "medium")], 9.0, histogram(0.1, 0.2, 0.3)))
     scraped = scrape(metrics)
     assert scraped[("gpuwhy_steps_total", ())] == 40
     assert scraped[("gpuwhy_step_seconds_count", ())] == 3
     assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.6) < 1e-9
+    # Prometheus' cumulative buckets, named as prometheus_client's Histogram names them
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.1"),))] == 1
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.25"),))] == 2
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.5"),))] == 3
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "+Inf"),))] == 3
     assert scraped[("gpuwhy_eager_ops_per_step", ())] == 10
     assert scraped[("gpuwhy_run_seconds", ())] == 9
     assert ("gpuwhy_finding", (("id", "launch.eager-ops"), ("severity", "medium"))) in scraped
@@ -115,7 +171,9 @@ def test_updates_that_take_long_come_less_often():
 
     def slow_snapshot():
         calls.append(time.perf_counter())
-        time.sleep(0.05)  # as if reading a long run's steps
+        busy_until = time.thread_time() + 0.05  # as if reading many loops: CPU, not waiting
+        while time.thread_time() < busy_until:
+            pass
         return Facts(steps=STEPS), ()
 
     options = MetricsOptions(port=free_port(), interval_s=0.01)
@@ -126,22 +184,66 @@ def test_updates_that_take_long_come_less_often():
     assert len(calls) == 1
 
 
-def test_a_step_still_running_is_observed_once_when_it_has_ended():
-    """Mid-run the last step's end can still move: it waits for the next update."""
+def test_an_update_slowed_by_a_busy_machine_does_not_put_the_next_far_away():
+    """The pause follows what an update costs the program (its CPU time), not its wall
+    time: waiting for a CPU on a loaded machine, or for the GIL, costs the program
+    nothing, and one such update must not put the next minutes away."""
+    import time
+
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+    from tests.export.conftest import free_port
+
+    calls = []
+
+    def waiting_snapshot():
+        calls.append(time.perf_counter())
+        time.sleep(0.05)  # descheduled: wall time, no CPU
+        return Facts(steps=STEPS), ()
+
+    options = MetricsOptions(port=free_port(), interval_s=0.01)
+    live = LiveMetrics(options, "run", "train.py", time.perf_counter(), waiting_snapshot).start()
+    time.sleep(1.0)
+    live.finish(None)
+    assert len(calls) >= 5
+
+
+def test_each_loops_steps_are_published_once():
+    """An update adds what each loop's counts grew by since its last reading: a step
+    is never counted twice, and a loop first seen later adds all its steps."""
     from gpuwhy.export.live import LiveMetrics, MetricsOptions
     from gpuwhy.record import Record
 
     live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
     live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
     facts = Facts(steps=STEPS)
-    live.update(facts, ((1.0, 1.1), (1.1, 1.2)), [])  # the second may still run
-    live.update(facts, ((1.0, 1.1), (1.1, 1.25), (1.25, 1.3)), [])  # it ended at 1.25
-    record = Record.diagnose("run", facts)
-    live.snapshot = lambda: (facts, ((1.0, 1.1), (1.1, 1.25), (1.25, 1.3)))
-    live.finish(record)  # the run ended: the last step too
+    live.update(facts, (("fit", histogram(0.1, 0.1)),), [])
+    live.update(facts, (("fit", histogram(0.1, 0.1, 0.2)),), [])
+    later = (("fit", histogram(0.1, 0.1, 0.2, 0.3)), ("loop", histogram(0.05, 0.05)))
+    live.snapshot = lambda: (facts, later)
+    live.finish(Record.diagnose("run", facts))  # the run ended: its last steps too
+    scraped = scrape(live.metrics)
+    assert scraped[("gpuwhy_step_seconds_count", ())] == 6
+    assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.8) < 1e-9
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.05"),))] == 2
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.1"),))] == 4
+
+
+def test_a_step_published_then_called_warm_up_stays_counted_once():
+    """Counts only grow: a loop's reading that takes a step back (its first step, called
+    warm-up once more steps came) is not published again until the loop's own count in
+    that bucket passes it."""
+    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+
+    live = LiveMetrics(MetricsOptions(), "run", "t.py", 0.0, lambda: None)  # not started
+    live.metrics = PrometheusMetrics(JOB, {"mode": "run", "command": "t.py", "version": "0"})
+    facts = Facts(steps=STEPS)
+    live.update(facts, (("fit", histogram(0.4, 0.1)),), [])
+    live.update(facts, (("fit", histogram(0.1)),), [])  # 0.4 s was warm-up
+    assert scrape(live.metrics)[("gpuwhy_step_seconds_count", ())] == 2
+    live.update(facts, (("fit", histogram(0.1, 0.4, 0.1)),), [])
     scraped = scrape(live.metrics)
     assert scraped[("gpuwhy_step_seconds_count", ())] == 3
-    assert abs(scraped[("gpuwhy_step_seconds_sum", ())] - 0.3) < 1e-9
+    assert scraped[("gpuwhy_step_seconds_bucket", (("le", "0.1"),))] == 2
 
 
 def test_the_measured_collective_share_is_published():

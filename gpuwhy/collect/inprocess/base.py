@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from gpuwhy.collect.inprocess.guard import Guard
+from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.facts import DriverFacts, Facts
 
 C = TypeVar("C", bound="Collector")
@@ -29,11 +30,15 @@ class StepWindow:
     """The steps of a run on the ``time.perf_counter()`` axis.
 
     ``t0`` is when the run started (facts give times relative to it); ``intervals`` are
-    the (start, end) of each step after warm-up, in order.
+    the (start, end) of each step after warm-up, in order (beyond each loop's first
+    steps, only those the eager op counter wants). ``histograms``: per loop counted (a
+    name that stays the loop's from one snapshot to the next), all its steps after
+    warm-up so far, in the live step histogram's buckets.
     """
 
     t0: float
     intervals: tuple[tuple[float, float], ...] = ()
+    histograms: tuple[tuple[str, StepHistogram], ...] = ()
 
 
 @dataclass(frozen=True)

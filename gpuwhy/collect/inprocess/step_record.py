@@ -7,7 +7,9 @@ only updates fixed-size state (:class:`LoopTail`): counts and sums, a quantile s
 the time per step and of the input wait, the ``LAST_STEPS`` most recent steps, the
 ``SLOWEST`` slowest ones, and a timeline of windows that merge as the run grows
 (:mod:`gpuwhy.collect.time_windows`). Every step, the first ones too, goes into that
-timeline, so it covers the loop from its first step to its last.
+timeline, so it covers the loop from its first step to its last, and into the live step
+histogram's buckets (:mod:`gpuwhy.collect.step_histogram`), so live metrics take in
+every step however long the run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.collect.time_windows import TimeWindows
 
 HEAD_STEPS = 5000  # kept one by one, per loop
@@ -132,7 +135,9 @@ class LoopTail:
 
 
 class LoopRecord:
-    """Every step of one loop: the head kept, the tail summed, all in the timeline.
+    """Every step of one loop: the head kept, the tail summed, all in the timeline and
+    in ``histogram`` (warm-up steps too: which those are is decided later, among the
+    head's first steps).
 
     ``sampled``, where given, says whether a later step's interval is wanted one by one
     (it overlaps one of the eager op counter's windows): up to ``MAX_SAMPLED`` of them
@@ -144,9 +149,11 @@ class LoopRecord:
         self.timeline: TimeWindows[StepStats] = TimeWindows(t0, StepStats)
         self.sampled = sampled
         self.kept_intervals = array("d")  # start, end, start, end ... (16 bytes a step)
+        self.histogram = StepHistogram()
 
     def add(self, step: Step) -> None:
         self.timeline.at(step.start).add(step)
+        self.histogram.add(step.per_step, step.steps)
         if len(self.head) < HEAD_STEPS:
             self.head.append(step)
             return
@@ -175,13 +182,17 @@ class LoopView:
     """One loop's steps as a snapshot reads them: ``steps`` the head (with a step still
     open while the head has room for it), ``tail`` the later steps summed, ``extra`` a
     step still open beyond the head, ``intervals`` later steps kept for the eager op
-    counter, ``timeline`` all of them but the open one."""
+    counter, ``timeline`` all of them but the open one. ``still_open``: the steps of the
+    view whose end may still move (in ``steps`` or ``extra``); ``histogram`` every step
+    but those, counted in the live histogram's buckets (a copy)."""
 
     steps: list[Step]
     tail: LoopTail | None
     timeline: TimeWindows[StepStats]
     extra: list[Step]
     intervals: list[tuple[float, float]]
+    histogram: StepHistogram
+    still_open: list[Step]
 
     @property
     def count(self) -> int:
@@ -200,12 +211,20 @@ def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
         timeline=record.timeline.copy(),
         extra=open_steps[room:],
         intervals=list(zip(record.kept_intervals[0::2], record.kept_intervals[1::2])),
+        histogram=record.histogram.copy(),
+        still_open=list(open_steps),
     )
 
 
 def view_of(t0: float, steps: list[Step]) -> LoopView:
-    """A view of steps not recorded yet (a stream's held-back head, a test's calls)."""
+    """A view of steps not recorded yet (a stream's held-back head, a test's calls): the
+    last one is still open (a function's last call: its step ends at the next call)."""
     record = LoopRecord(t0)
     for step in steps:
         record.add(step)
-    return snapshot(record, [])
+    view = snapshot(record, [])
+    if steps:
+        last = steps[-1]
+        view.histogram.add(last.per_step, -last.steps)
+        view.still_open = [last]
+    return view

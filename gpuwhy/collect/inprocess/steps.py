@@ -57,6 +57,7 @@ from gpuwhy.collect.inprocess.step_streams import (
     cycle_view,
 )
 from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.collect.time_windows import TimeWindows, width_for
 from gpuwhy.facts import StepFacts, StepLoop, StepSpan, StepTimeline
 from gpuwhy.tfapi import distribute, keras_hooks
@@ -299,7 +300,8 @@ class StepCollector(Collector):
         ``live``: mid-run, a loop whose warm-up is not decided yet (no more than
         ``WARMUP_LOOKAHEAD`` steps so far) keeps its steps out of the window until it
         is: a live step histogram must not take in a tracing step that the final facts
-        leave out."""
+        leave out. The window's ``histograms``: per loop counted, its steps after
+        warm-up in the live histogram's buckets (:func:`_histogram`)."""
         t_end = time.perf_counter() if t_end is None else t_end
         views = dict(function_loops or {})
         for name, spans in (function_calls or {}).items():
@@ -324,7 +326,12 @@ class StepCollector(Collector):
             if not s.warm and id(s) not in undecided
         ]
         window += [interval for loop in loops for interval in loop.view.intervals]
-        return facts, StepWindow(t0, tuple(sorted(window)))
+        histograms = tuple(
+            (f"{loop.source} {loop.name}", _histogram(loop, live))
+            for loop in loops
+            if not (live and len(loop.steps) <= WARMUP_LOOKAHEAD)
+        )
+        return facts, StepWindow(t0, tuple(sorted(window)), histograms)
 
     def _loops(self, function_loops: dict[str, LoopView], trains: dict):
         """Every training loop's steps, whatever marks them, most steps first.
@@ -547,6 +554,24 @@ def _marker(what: str, plural: str, names: list[str], at: bool = True) -> str:
     if at:
         return f"{what} in {len(names)} {plural} (also {others}) at {names[0]}"
     return f"{what} {len(names)} {plural} (also {others}), most of {names[0]}"
+
+
+def _histogram(loop: _Loop, live: bool) -> StepHistogram:
+    """The loop's steps after its warm-up in the live histogram's buckets: every step
+    its record counted (so the cost does not grow with the run), less its warm-up steps
+    (only head steps can be warm); the steps still open only at the end of the run
+    (mid-run their end may still move: they are counted once they close)."""
+    view = loop.view
+    histogram = view.histogram.copy()
+    still_open = {id(s) for s in view.still_open}
+    for step in view.steps[:WARMUP_LOOKAHEAD]:
+        if step.warm and id(step) not in still_open:
+            histogram.add(step.per_step, -step.steps)
+    if not live:
+        for step in view.still_open:
+            if not step.warm:
+                histogram.add(step.per_step, step.steps)
+    return histogram
 
 
 def _warmup(steps: list[Step]) -> int:

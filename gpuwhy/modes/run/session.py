@@ -22,6 +22,7 @@ from gpuwhy.collect.inprocess import imports
 from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering, RunOptions, peer
 from gpuwhy.collect.inprocess.guard import Guard, Policy
 from gpuwhy.collect.inprocess.steps import StepCollector
+from gpuwhy.collect.step_histogram import LoopHistograms
 from gpuwhy.facts import DriverFacts, Facts, GpuDevice
 from gpuwhy.modes.run.collectors import COLLECTORS
 from gpuwhy.modes.run.script import exception_line
@@ -79,6 +80,7 @@ class Session:
         self.notes: list[str] = []
         self._hooks_guard = Guard(Policy.HOOK, self.notes)
         self._frames_hidden: HiddenFrames | None = None
+        self._histograms: LoopHistograms = ()  # the final facts' (live metrics' last update)
 
     @property
     def steps(self) -> StepCollector:
@@ -170,17 +172,21 @@ class Session:
             gathering.fill(collector.section, section)
         return gathering
 
-    def live(self) -> tuple[Facts, tuple[tuple[float, float], ...]]:
+    def live(self) -> tuple[Facts, LoopHistograms]:
         """The run so far, for live metrics: the sections of the collectors asked live
-        (no audit) and the steps after warm-up as (start, end) in perf_counter seconds.
-        Never raises."""
+        (no audit) and per loop its steps after warm-up counted per bucket. Once
+        stopped: the final facts and every loop's steps, those still open at the end
+        included. Never raises."""
+        if self.record is not None:
+            return self.record.facts, self._histograms
         gathering = self._gather(time.perf_counter(), Guard(Policy.LIVE))
-        return gathering.facts, gathering.window.intervals
+        return gathering.facts, gathering.window.histograms
 
     def _facts(self, t_end: float, ending: Ending) -> Facts:
         """Every section, then the program's notes: what failed, in the order it
         failed, and what each collector could not watch."""
         gathering = self._gather(t_end, Guard(Policy.REPORT, self.notes), ending)
+        self._histograms = gathering.window.histograms
         notes = list(self.notes)
         for collector in self.collectors:
             notes += collector.program_notes()

@@ -80,9 +80,10 @@ def test_a_registered_collector_fills_its_section_live_and_at_the_end():
     session = Session(hz=5, audit=False, collectors=without_task(StepsSeen))
     live: list = []
     train(session, live)
-    ((facts, window),) = live
+    ((facts, loops),) = live
     assert facts.task is not None and facts.task.source == "test"
-    assert facts.steps is not None and len(window) == facts.steps.count - facts.steps.warmup
+    published = sum(counted.count for _, counted in loops)
+    assert facts.steps is not None and published == facts.steps.count - facts.steps.warmup
     record = session.record
     assert record.facts.task == TaskFacts(name="12-steps-1", source="test")
     assert record.facts.steps.count == 12 and record.facts.program.notes == ()
