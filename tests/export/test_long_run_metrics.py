@@ -1,6 +1,6 @@
 """Live metrics over a run longer than the steps each loop keeps one by one: a real
 Prometheus scrapes a real training loop watched by a Session, whose loops keep
-``HEAD_STEPS`` steps (made small here, where the record and the streams read it) and
+``HEAD_STEPS`` steps (made small here, in the module every reader reads it from) and
 only count the later ones. The step histogram must take in every step after warm-up,
 mid-run and at the end, and a finding that stops holding must leave."""
 
@@ -11,7 +11,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from gpuwhy.collect.inprocess import step_record, step_streams
+from gpuwhy.collect.inprocess import step_record
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.modes.run.session import Session
 from tests.export.conftest import free_port
@@ -22,7 +22,6 @@ STEPS = 300
 
 def test_every_step_beyond_the_head_is_published_once(monkeypatch, prometheus):
     monkeypatch.setattr(step_record, "HEAD_STEPS", HEAD)
-    monkeypatch.setattr(step_streams, "HEAD_STEPS", HEAD)
     port = free_port()
     server = prometheus(port)
     session = Session(hz=5, audit=False, eager=False, command=["train.py"])

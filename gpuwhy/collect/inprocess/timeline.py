@@ -104,6 +104,7 @@ class RunTimelineCollector(Collector):
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
         self._traces_seen = 0
+        self._last_poll = self.t0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -120,10 +121,11 @@ class RunTimelineCollector(Collector):
         while not self._stopping.wait(POLL_S):
             self.poll()
 
-    def poll(self) -> None:
-        t = time.perf_counter()
+    def poll(self, memory: bool = True, at: float | None = None) -> None:
+        t = time.perf_counter() if at is None else at
         with self._lock:
-            rss = resident_bytes()
+            self._last_poll = t
+            rss = resident_bytes() if memory else None
             if rss is not None:
                 peak = self.memory.at(t)
                 peak.value = max(peak.value, rss)
@@ -134,10 +136,13 @@ class RunTimelineCollector(Collector):
                     self._traces_seen = traces
 
     def stop(self) -> None:
+        """The traces begun since the last poll are counted in that poll's window (they
+        came before the program's end); memory is not read again: what runs now is
+        gpuwhy's own work."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
-        self.poll()
+        self.poll(memory=False, at=self._last_poll)
 
     def fill(self, gathering: Gathering) -> RunTimeline:
         facts = gathering.facts
@@ -197,6 +202,8 @@ def laid_out(
             rows.setdefault(i, {})
     windows = []
     for i in sorted(rows):
+        if i * width > run_s:
+            continue  # read after the program ended (a poll racing the end)
         row = rows[i]
         ops = row.pop("_eager_ops", None)
         if ops is not None and row.get("eager_sampled_steps"):
