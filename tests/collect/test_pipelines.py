@@ -406,3 +406,34 @@ def test_gpuwhy_s_own_reads_of_the_iterator_model_are_not_the_program_s_eager_op
     ops = {record[2] for record in seen}
     assert "AddV2" in ops
     assert not ops & {"IteratorGetModelProto", "DatasetCardinality", "GetOptions"}
+
+
+def test_an_old_iterator_is_not_read_again_as_it_is_freed(collector, monkeypatch):
+    """A model read just before TF frees an old iterator was seen to make the free
+    wait for TF's autotune thread: an old iterator's poll read stands for its last."""
+    from gpuwhy.collect.inprocess import pipelines
+
+    monkeypatch.setattr(pipelines, "FINAL_READ_MAX_AGE_S", 0.3)
+
+    def read_all_then_free(dataset, pause_s: float) -> tuple[int, int, int]:
+        """(elements, model reads before the free, model reads after it)."""
+        iterator = iter(dataset)
+        state = collector._live[id(iterator)]
+        count = 0
+        for _ in iterator:
+            count += 1
+            if count == 2 and pause_s:
+                time.sleep(pause_s)  # older than the limit from here on
+                collector.read_live()
+        before = state.reads
+        del iterator  # freed: the end listener runs now
+        return count, before, state.reads
+
+    young = read_all_then_free(tf.data.Dataset.range(8).batch(2), 0.0)
+    old = read_all_then_free(tf.data.Dataset.range(8).batch(2), 0.4)
+    assert young[0] == old[0] == 4
+    assert young[2] == young[1] + 1  # read once more as it was freed
+    assert old[2] == old[1] >= 1  # not read again: its poll read stands
+    collector.stop()
+    elements = sorted(p.elements for p in collector.facts().pipelines)
+    assert elements[-1] == 4 and 2 <= elements[0] <= 4

@@ -7,7 +7,8 @@ path (``next()`` is never wrapped here):
   user's line that built it (the *written* view);
 * :func:`gpuwhy.tfapi.tfdata.executed.install_iterator_hooks`: each eager iterator is
   registered under its dataset and consumer (Keras ``fit``/``evaluate``/``predict``
-  or a Python loop), and read one last time just before it is freed.
+  or a Python loop), and read one last time just before it is freed (a young one:
+  ``FINAL_READ_MAX_AGE_S``).
 
 A small daemon thread reads TF's model of every live iterator (``get_model_proto``, a
 fraction of a millisecond each) about once a second, young iterators sooner (0.1 s,
@@ -83,6 +84,12 @@ from gpuwhy.tfapi.tfdata.origins import install_origin_hooks
 __all__ = ["PipelineCollector"]
 
 POLL_S = 1.0  # between two reads of a live iterator's model
+# An iterator older than this, read by the poll, is not read again as it is freed: TF
+# frees it after its autotune thread wakes, and a model read just before the free was
+# seen to make that wait last (52 s for a 150 s-old iterator, 0.14 s with the read 1 s
+# earlier; TF's autotune period grows with the iterator's age up to a minute). Its poll
+# read, at most POLL_S old, stands: a second of counts out of more than this many.
+FINAL_READ_MAX_AGE_S = 20.0
 BUDGET = 0.005  # of the run's wall time that model reads may take
 FINAL_BUDGET = 0.02  # ... counting the last reads of freed iterators
 BUDGET_SLACK_S = 0.05  # reads always allowed at the start of a run
@@ -249,7 +256,8 @@ class PipelineCollector(Collector):
             # collected on another thread (a tf.data py_function thread, the poller):
             # no TF op in a finaliser there; the last periodic read stands
             return
-        self._read(state, iterator, final=True)
+        if not _reads_before_free(state, time.perf_counter()):
+            self._read(state, iterator, final=True)
         state.done = True
 
     def _forget(self, key: int, ref: Any) -> None:
@@ -477,3 +485,9 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         example_bytes=elements.example_bytes(dataset),
         error=error,
     )
+
+
+def _reads_before_free(state: IteratorState, now: float) -> bool:
+    """Whether a freed iterator's last poll read stands for its final one: it is older
+    than ``FINAL_READ_MAX_AGE_S`` and was read (see there why)."""
+    return now - state.created > FINAL_READ_MAX_AGE_S and state.reads > 0 and not state.error
