@@ -50,8 +50,9 @@ waiting that TF's timers attribute to them).
 The consumer side: ``gap_median_s`` is TF's own timer (time between two ``GetNext``
 calls, i.e. the consumer's work per element); the time per element is this
 collector's clock, from each iterator's creation (or its first read that saw elements)
-to the moment its final count was first seen (exact when the iterator is freed right
-after its last element, as ``for`` loops and Keras epochs do; otherwise within a poll),
+to the moment its final count was first seen (exact when a young iterator is freed
+right after its last element, as ``for`` loops and Keras epochs do; otherwise within a
+poll: an old one is not read as it is freed, see ``FINAL_READ_MAX_AGE_S``),
 leaving out the first iterator when there are others (its time includes tracing the
 consumer's step). ``wait_per_element_s`` = time per element - mean gap (the mean is
 what adds up; the median, reported, what a typical step does).
