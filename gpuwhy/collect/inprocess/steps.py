@@ -47,7 +47,6 @@ from gpuwhy.collect.inprocess.step_record import (
     Step,
     StepStats,
     snapshot,
-    view_of,
 )
 from gpuwhy.collect.inprocess.step_streams import (
     CycleStream,
@@ -376,7 +375,7 @@ class StepCollector(Collector):
                 continue
             covered = covered + spans
             kept.append(loop)
-        applies = self._optimizer_spans()
+        applies = _spans(optimizer[0].view) if optimizer else []
         for loop in kept:
             if loop.trains is None:
                 loop.trains = _loop_trains(loop, function_loops, trains, applies)
@@ -384,14 +383,6 @@ class StepCollector(Collector):
             kept = [loop for loop in kept if loop.trains is not False]
         kept.sort(key=lambda loop: -loop.count)
         return kept, phases, spe
-
-    def _optimizer_spans(self) -> list[Step]:
-        with self._lock:
-            if self._optimizer is None:
-                return []
-            stream, record = self._optimizer
-            held = stream.held_steps()
-            return _spans(view_of(self.t0, held) if held else snapshot(record, []))
 
 
 def _spans(view: LoopView) -> list[Step]:
@@ -447,14 +438,10 @@ class _Loop:
         timed = [s for s in self.steps if not s.warm] or self.steps
         first = self.steps[0].start if self.steps else self.view.extra[0].start
         tail = self.view.tail
-        if tail is None:
-            per_step = [s.per_step for s in timed + self.view.extra]
-            median = statistics.median(per_step) if per_step else None
-        else:
-            sketch = tail.total.sketch.copy()
-            for s in timed + self.view.extra:
-                sketch.add(s.per_step)
-            median = sketch.quantile(0.5)
+        median, _ = _quantiles(
+            [s.per_step for s in timed + self.view.extra],
+            [tail.total.sketch] if tail is not None else [],
+        )
         return StepLoop(
             source=self.source,
             name=self.name,
@@ -603,24 +590,10 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         len(waits) == len(counted) and bool(counted) and all(t.total.all_waited for t in tails)
     )
     waited = sum(waits) + sum(t.total.wait_s for t in tails)
-    if tails:
-        sketch, wait_sketch = Sketch(), Sketch()
-        for tail in tails:
-            sketch.merge(tail.total.sketch)
-            wait_sketch.merge(tail.waits)
-        for s in counted:
-            sketch.add(s.per_step)
-            if s.wait is not None:
-                wait_sketch.add(s.wait / s.steps)
-        median, p90 = sketch.quantile(0.5), sketch.quantile(0.9)
-        wait_median = wait_sketch.quantile(0.5)
-    else:
-        per_step = sorted(s.per_step for s in counted)
-        median = statistics.median(per_step) if per_step else None
-        p90 = per_step[min(len(per_step) - 1, int(0.9 * len(per_step)))] if per_step else None
-        wait_median = (
-            statistics.median(w / s.steps for w, s in zip(waits, counted)) if measured else None
-        )
+    median, p90 = _quantiles([s.per_step for s in counted], [t.total.sketch for t in tails])
+    wait_median, _ = _quantiles(
+        [s.wait / s.steps for s in counted if s.wait is not None], [t.waits for t in tails]
+    )
     kept = head[:MAX_STEPS]
     first = min((s.start for s in head + extra), default=t0)
     return StepFacts(
@@ -647,6 +620,22 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         timeline=_timeline(loops, t0, t_end),
         all_kept=not tails and not extra and len(head) <= MAX_STEPS,
     )
+
+
+def _quantiles(values: list[float], sketches: list[Sketch]) -> tuple[float | None, float | None]:
+    """Median and p90 of ``values`` and of what ``sketches`` hold: exact where there are
+    no sketches (every step was kept), within the sketch's error otherwise."""
+    if sketches:
+        merged = Sketch()
+        for sketch in sketches:
+            merged.merge(sketch)
+        for value in values:
+            merged.add(value)
+        return merged.quantile(0.5), merged.quantile(0.9)
+    if not values:
+        return None, None
+    ranked = sorted(values)
+    return statistics.median(ranked), ranked[min(len(ranked) - 1, int(0.9 * len(ranked)))]
 
 
 def _last_steps(tails: list, t0: float) -> tuple[tuple[float, float, float | None], ...]:
