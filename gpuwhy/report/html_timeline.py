@@ -25,7 +25,7 @@ from typing import Any
 from gpuwhy.derived.step_timeline import later_spans
 from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, TracingFacts
 from gpuwhy.formatting import GiB
-from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded
+from gpuwhy.report.downsample import MAX_POINTS, Downsampled, downsample, rounded
 from gpuwhy.report.html_charts import Figure, figure, label
 
 INPUT_WAIT = "#f58518"
@@ -292,17 +292,8 @@ def _step_traces(fig: _Rows, row: int, steps: StepFacts, max_points: int) -> Non
     top = None
     named: set[str] = set()  # legend entries the first steps drew
     if starts:
-        span = (min(starts), max(starts))
         shape = "linear" if len(starts) > max_points else "hv"
-        total = downsample(starts, [d * 1000 for d in durations], max_points, span)
-        if measured:
-            wait = downsample(starts, [w * 1000 for w in waits], max_points, span)
-            rest = downsample(
-                starts, [(d - w) * 1000 for d, w in zip(durations, waits)], max_points, span
-            )
-            layers = [(wait, "waiting for input", INPUT_WAIT), (rest, "rest of the step", COMPUTE)]
-        else:
-            layers = [(total, "step time", COMPUTE)]
+        total, layers = _stacked(starts, durations, waits if measured else None, max_points)
         for series, name, colour in layers:
             named.add(name)
             fig.add(
@@ -513,6 +504,23 @@ def _window_traces(
     return max(known) if known else None
 
 
+def _stacked(
+    starts: Sequence[float],
+    durations: Sequence[float],
+    waits: Sequence[float] | None,
+    max_points: int,
+) -> tuple[Downsampled, list[tuple[Downsampled, str, str]]]:
+    """Steps' time in ms, downsampled, and the layers to stack: the input wait under the
+    rest of the step where every step timed it (``waits``), else the step time alone."""
+    span = (min(starts), max(starts))
+    total = downsample(starts, [d * 1000 for d in durations], max_points, span)
+    if waits is None:
+        return total, [(total, "step time", COMPUTE)]
+    wait = downsample(starts, [w * 1000 for w in waits], max_points, span)
+    rest = downsample(starts, [(d - w) * 1000 for d, w in zip(durations, waits)], max_points, span)
+    return total, [(wait, "waiting for input", INPUT_WAIT), (rest, "rest of the step", COMPUTE)]
+
+
 def _last_step_traces(
     fig: _Rows, row: int, steps: StepFacts, max_points: int, named: set[str]
 ) -> float | None:
@@ -522,18 +530,11 @@ def _last_step_traces(
     if not steps.last_steps:
         return None
     starts = [a for a, _, _ in steps.last_steps]
-    durations = [d * 1000 for _, d, _ in steps.last_steps]
-    waits = [w for _, _, w in steps.last_steps]
-    span = (min(starts), max(starts))
-    total = downsample(starts, durations, max_points, span)
-    if all(w is not None for w in waits):
-        wait = downsample(starts, [(w or 0.0) * 1000 for w in waits], max_points, span)
-        rest = downsample(
-            starts, [d - (w or 0.0) * 1000 for d, w in zip(durations, waits)], max_points, span
-        )
-        layers = [(wait, "waiting for input", INPUT_WAIT), (rest, "rest of the step", COMPUTE)]
-    else:
-        layers = [(total, "step time", COMPUTE)]
+    durations = [d for _, d, _ in steps.last_steps]
+    maybe = [w for _, _, w in steps.last_steps]
+    waits = [w for w in maybe if w is not None]
+    timed = waits if len(waits) == len(maybe) else None
+    total, layers = _stacked(starts, durations, timed, max_points)
     shape = "linear" if total.bucketed else "hv"
     for series, name, colour in layers:
         fig.add(
