@@ -44,6 +44,7 @@ class RunWindow:
     eager_ops_per_step: float | None = None  # in the steps the eager counter sampled
     eager_sampled_steps: int = 0
     traces: int = 0  # tf.function traces (and so graph builds, XLA compiles) begun in it
+    trace_s: float = 0.0  # seconds those traces took (counted when each one ended)
     host_rss_max_bytes: int | None = None  # the program's resident memory, highest read
     gpus: tuple[GpuWindow, ...] = ()
 

@@ -77,4 +77,5 @@ def test_a_watched_loop_has_a_timeline_from_its_first_step_to_its_last():
     assert sum(w.steps for w in timeline.windows) == facts.steps.count == 100
     assert timeline.windows[0].host_rss_max_bytes > 0
     assert sum(w.traces for w in timeline.windows) >= 1  # `step` was traced
+    assert sum(w.trace_s for w in timeline.windows) > 0  # and its tracing took time
     assert resident_bytes() > 0

@@ -337,10 +337,10 @@ class FunctionWatcher(Collector):
         with self._lock:
             return sum(w.calls for w in self._records)
 
-    def trace_count(self) -> int:
-        """Traces of every watched tf.function so far."""
+    def trace_totals(self) -> tuple[int, float]:
+        """Traces of every watched tf.function so far, and the seconds spent in them."""
         with self._lock:
-            return sum(w.traces for w in self._records)
+            return sum(w.traces for w in self._records), sum(w.trace_s for w in self._records)
 
     def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
         """The function to profile, once warm: of those with ``min_calls`` outermost

@@ -62,6 +62,21 @@ class _Peak:
         return twin
 
 
+class _Sum:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def merge(self, other: _Sum) -> None:
+        self.value += other.value
+
+    def copy(self) -> _Sum:
+        twin = _Sum()
+        twin.value = self.value
+        return twin
+
+
 class _Count:
     __slots__ = ("value",)
 
@@ -103,7 +118,9 @@ class RunTimelineCollector(Collector):
         self.t0 = time.perf_counter()
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
+        self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self._traces_seen = 0
+        self._tracing_seen = 0.0
         self._last_poll = self.t0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -113,6 +130,7 @@ class RunTimelineCollector(Collector):
         self.t0 = t0
         self.memory = TimeWindows(t0, _Peak)
         self.traces = TimeWindows(t0, _Count)
+        self.tracing = TimeWindows(t0, _Sum)
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpuwhy-timeline", daemon=True)
         self._thread.start()
@@ -130,10 +148,13 @@ class RunTimelineCollector(Collector):
                 peak = self.memory.at(t)
                 peak.value = max(peak.value, rss)
             if self.functions is not None:
-                traces = self.functions.trace_count()
+                traces, seconds = self.functions.trace_totals()
                 if traces > self._traces_seen:
                     self.traces.at(t).value += traces - self._traces_seen
                     self._traces_seen = traces
+                if seconds > self._tracing_seen:
+                    self.tracing.at(t).value += seconds - self._tracing_seen
+                    self._tracing_seen = seconds
 
     def stop(self) -> None:
         """The traces begun since the last poll are counted in that poll's window (they
@@ -155,10 +176,11 @@ class RunTimelineCollector(Collector):
         )
 
     def _rows(self, width: float) -> dict[int, dict]:
-        """Memory peaks and trace counts per window of ``width`` seconds."""
+        """Memory peaks, trace counts and tracing seconds per window of ``width`` seconds."""
         with self._lock:
             self.memory.coarsen(width)
             self.traces.coarsen(width)
+            self.tracing.coarsen(width)
             rows: dict[int, dict] = {}
             for start, peak in self.memory.items():
                 rows.setdefault(_index(start - self.t0, width), {})["host_rss_max_bytes"] = (
@@ -166,6 +188,9 @@ class RunTimelineCollector(Collector):
                 )
             for start, count in self.traces.items():
                 rows.setdefault(_index(start - self.t0, width), {})["traces"] = count.value
+            for start, total in self.tracing.items():
+                row = rows.setdefault(_index(start - self.t0, width), {})
+                row["trace_s"] = round(total.value, 6)
             return rows
 
 
