@@ -17,6 +17,7 @@ class StepLoop:
     name: str  # the loop's site or function: "train.py:40", "train_step (train.py:12)"
     count: int  # its steps
     first_s: float  # when its first step started, from the run's start
+    last_s: float | None = None  # when its last step started (None: an older record)
     median_s: float | None = None  # per step, after its warm-up
 
 

@@ -46,6 +46,12 @@ class RunWindow:
     traces: int = 0  # tf.function traces (and so graph builds, XLA compiles) begun in it
     trace_s: float = 0.0  # seconds those traces took (counted when each one ended)
     host_rss_max_bytes: int | None = None  # the program's resident memory, highest read
+    # the host's CPU time in it, of all its cores: this program's (its process tree) and
+    # every other process's (None: not read)
+    cpu_process_share: float | None = None
+    cpu_others_share: float | None = None
+    gc_pause_s: float = 0.0  # Python's garbage collections in it
+    checkpoint_s: float = 0.0  # checkpoint and model saves in it
     gpus: tuple[GpuWindow, ...] = ()
 
 
@@ -56,4 +62,5 @@ class RunTimeline:
 
     width_s: float
     run_s: float  # the run it covers: 0 to run_s
+    host_memory_bytes: int | None = None  # the host's physical memory
     windows: tuple[RunWindow, ...] = ()

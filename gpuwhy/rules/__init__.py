@@ -26,6 +26,7 @@ from gpuwhy.rules.env.no_gpu import NoGpu
 from gpuwhy.rules.env.ptx_jit import PtxJit
 from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
 from gpuwhy.rules.grouping import group_by_cause
+from gpuwhy.rules.host.memory_growth import MemoryGrowth
 from gpuwhy.rules.input.bound import InputBound
 from gpuwhy.rules.input.no_cache import NoCache
 from gpuwhy.rules.input.no_prefetch import NoPrefetch
@@ -43,6 +44,7 @@ from gpuwhy.rules.placement.float64 import Float64
 from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
+from gpuwhy.rules.steps.drift import StepDrift
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 
@@ -61,6 +63,7 @@ ALL_RULES: list[type[Rule]] = [
     NoGpu,  # env.no-gpu
     PtxJit,  # env.ptx-jit
     GpuUnderutilized,  # gpu.underutilized
+    MemoryGrowth,  # host.memory-growth
     InputBound,  # input.bound
     NoCache,  # input.no-cache
     NoPrefetch,  # input.no-prefetch
@@ -78,6 +81,7 @@ ALL_RULES: list[type[Rule]] = [
     ForcedCpu,  # placement.forced-cpu
     HostTransfers,  # placement.host-transfers
     NoGpuKernel,  # placement.no-gpu-kernel
+    StepDrift,  # steps.drift
     TensorCoreMisaligned,  # tensorcore.misaligned
     TensorCoreUnused,  # tensorcore.unused
 ]

@@ -442,11 +442,14 @@ class _Loop:
             [s.per_step for s in timed + self.view.extra],
             [tail.total.sketch] if tail is not None else [],
         )
+        latest = self.view.extra or (list(tail.last) if tail is not None else []) or self.steps
+        last = latest[-1].start if latest else first
         return StepLoop(
             source=self.source,
             name=self.name,
             count=self.count,
             first_s=round(first - t0, 6),
+            last_s=round(last - t0, 6),
             median_s=round(median, 6) if median is not None else None,
         )
 

@@ -3,8 +3,8 @@
 Each source keeps its own bounded windows while the program runs (the steps'
 :class:`~gpuwhy.collect.time_windows.TimeWindows`, the GPU sampler's
 :mod:`~gpuwhy.collect.windows`); this collector adds what nobody else reads over time
-(the program's resident memory and the tf.function traces begun, polled once a second)
-and, when facts are asked, lays them all on one grid whose width fits the whole run in
+(the program's resident memory, the host's CPU time and the tf.function traces begun,
+polled once a second) and, when facts are asked, lays them all on one grid whose width fits the whole run in
 at most ``CAPACITY`` windows (:func:`~gpuwhy.collect.time_windows.width_for`). Its
 cost at the end is O(windows), whatever the run's length.
 """
@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwhy.collect.host_cpu import cpu_snapshot
+from gpuwhy.collect.host_memory import host_memory
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.time_windows import TimeWindows, width_for
@@ -77,6 +79,36 @@ class _Sum:
         return twin
 
 
+class _Cpu:
+    """The host's CPU between polls: machine busy and total jiffies (all cores), this
+    process tree's CPU seconds and the wall seconds they cover."""
+
+    __slots__ = ("busy", "process_s", "total", "wall_s")
+
+    def __init__(self) -> None:
+        self.busy = self.total = 0
+        self.process_s = self.wall_s = 0.0
+
+    def merge(self, other: _Cpu) -> None:
+        self.busy += other.busy
+        self.total += other.total
+        self.process_s += other.process_s
+        self.wall_s += other.wall_s
+
+    def copy(self) -> _Cpu:
+        twin = _Cpu()
+        twin.merge(self)
+        return twin
+
+    def shares(self, cores: int) -> dict[str, float]:
+        """This program's and the other processes' share of all cores' time."""
+        if not self.total or self.wall_s <= 0:
+            return {}
+        process = min(1.0, self.process_s / (self.wall_s * cores))
+        others = max(0.0, min(1.0, self.busy / self.total) - process)
+        return {"cpu_process_share": round(process, 4), "cpu_others_share": round(others, 4)}
+
+
 class _Count:
     __slots__ = ("value",)
 
@@ -119,6 +151,9 @@ class RunTimelineCollector(Collector):
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
         self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
+        self.cpu: TimeWindows[_Cpu] = TimeWindows(self.t0, _Cpu)
+        self.cores = os.cpu_count() or 1  # /proc/stat's first line counts them all
+        self._cpu_seen: tuple | None = None
         self._traces_seen = 0
         self._tracing_seen = 0.0
         self._last_poll = self.t0
@@ -131,6 +166,7 @@ class RunTimelineCollector(Collector):
         self.memory = TimeWindows(t0, _Peak)
         self.traces = TimeWindows(t0, _Count)
         self.tracing = TimeWindows(t0, _Sum)
+        self.cpu = TimeWindows(t0, _Cpu)
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpuwhy-timeline", daemon=True)
         self._thread.start()
@@ -147,6 +183,8 @@ class RunTimelineCollector(Collector):
             if rss is not None:
                 peak = self.memory.at(t)
                 peak.value = max(peak.value, rss)
+            if memory:
+                self._poll_cpu(t)
             if self.functions is not None:
                 traces, seconds = self.functions.trace_totals()
                 if traces > self._traces_seen:
@@ -155,6 +193,17 @@ class RunTimelineCollector(Collector):
                 if seconds > self._tracing_seen:
                     self.tracing.at(t).value += seconds - self._tracing_seen
                     self._tracing_seen = seconds
+
+    def _poll_cpu(self, t: float) -> None:
+        now = cpu_snapshot()
+        seen, self._cpu_seen = self._cpu_seen, now
+        if seen is None or now[2] is None or seen[2] is None:
+            return
+        window = self.cpu.at(t)
+        window.busy += now[2] - seen[2]
+        window.total += now[3] - seen[3]
+        window.process_s += now[1] - seen[1]
+        window.wall_s += now[0] - seen[0]
 
     def stop(self) -> None:
         """The traces begun since the last poll are counted in that poll's window (they
@@ -176,11 +225,12 @@ class RunTimelineCollector(Collector):
         )
 
     def _rows(self, width: float) -> dict[int, dict]:
-        """Memory peaks, trace counts and tracing seconds per window of ``width`` seconds."""
+        """Memory peaks, trace counts, tracing seconds and CPU shares per window of ``width`` seconds."""
         with self._lock:
             self.memory.coarsen(width)
             self.traces.coarsen(width)
             self.tracing.coarsen(width)
+            self.cpu.coarsen(width)
             rows: dict[int, dict] = {}
             for start, peak in self.memory.items():
                 rows.setdefault(_index(start - self.t0, width), {})["host_rss_max_bytes"] = (
@@ -191,6 +241,8 @@ class RunTimelineCollector(Collector):
             for start, total in self.tracing.items():
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["trace_s"] = round(total.value, 6)
+            for start, cpu in self.cpu.items():
+                rows.setdefault(_index(start - self.t0, width), {}).update(cpu.shares(self.cores))
             return rows
 
 
@@ -236,7 +288,12 @@ def laid_out(
         windows.append(
             RunWindow(start_s=round(i * width, 6), gpus=tuple(gpu_rows.get(i, ())), **row)
         )
-    return RunTimeline(width_s=width, run_s=round(run_s, 6), windows=tuple(windows))
+    return RunTimeline(
+        width_s=width,
+        run_s=round(run_s, 6),
+        host_memory_bytes=host_memory()[0],
+        windows=tuple(windows),
+    )
 
 
 def _gpu_windows(series: GpuSeries, width: float) -> dict[int, GpuWindow]:

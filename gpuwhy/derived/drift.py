@@ -1,0 +1,273 @@
+"""When the run's steps got slower, and what changed with them: the change points of the
+median step time over the whole run (:mod:`gpuwhy.derived.change_points`), each joined
+with every other series of the run's timeline on the same windows.
+
+Read by the drift rule (its finding) and the HTML timeline (its marks), one definition.
+
+The windows judged are the main training loop's after its warm-up, each holding at least
+``MIN_WINDOW_STEPS`` steps: its compile and autotune ramp-up, another loop (an evaluation,
+a second model) and the pauses between epochs never make a change point. A cause is
+*measured* on the same windows before and after: where it is time spent inside the steps
+(waiting for input, tracing, Python's garbage collector, checkpoint writes, eager ops),
+the share of the step-time change it accounts for is given; where it is a condition (a
+GPU's clock, another process on the host or the GPU, memory growing), that it changed with
+the steps is said, not how much of it it explains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuwhy.derived.change_points import Settings, Shift, shifts
+from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
+
+MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
+EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
+CONDITION_CHANGE = 0.10  # a clock, a CPU share, a memory figure: this relative change
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Something that changed with the step time, measured on the same windows."""
+
+    kind: str  # input, tracing, gc, checkpoint, eager, gpu-clock, host-cpu, host-memory ...
+    text: str  # what it did, for people: "input wait per step 0.2 ms -> 6.1 ms"
+    before: float
+    after: float
+    explains: float | None = None  # share of the mean step-time change (None: a condition)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One change of the main loop's step time that held."""
+
+    start_s: float  # the first window of the new level (a slope: where it starts)
+    end_s: float  # the end of its last window
+    step: int  # steps of the run before that window
+    before_s: float  # median step time before (a slope: the line at its start)
+    after_s: float
+    before_band: tuple[float, float]  # the windows' medians, 25th-75th percentile
+    after_band: tuple[float, float]
+    steps_before: int
+    steps_after: int
+    width_s: float  # the windows'
+    score: float  # z-score of the two levels (a slope: its rank correlation with time)
+    gradual: bool = False
+    causes: tuple[Cause, ...] = ()
+
+    @property
+    def change(self) -> float:
+        return self.after_s / self.before_s - 1.0
+
+    @property
+    def explained(self) -> tuple[Cause, ...]:
+        return tuple(c for c in self.causes if c.explains is not None)
+
+
+def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
+    """The main loop's step-time changes over the run, each with its causes."""
+    steps = facts.steps
+    if steps is None or steps.timeline is None:
+        return []
+    spans = _judged_spans(steps)
+    if len(spans) < 2 * (settings or Settings()).min_windows:
+        return []
+    width = steps.timeline.width_s
+    rows = _rows(facts, width)
+    before_window = _steps_before(steps)
+    found = []
+    for shift in shifts([s.p50_s or 0.0 for s in spans], [s.steps for s in spans], settings):
+        before = spans[shift.begin : shift.at] if not shift.gradual else spans[: len(spans) // 3]
+        after = spans[shift.at : shift.end] if not shift.gradual else spans[-len(spans) // 3 :]
+        at = spans[shift.at]
+        found.append(
+            Drift(
+                start_s=at.start_s,
+                end_s=round(spans[shift.end - 1].start_s + width, 6),
+                step=before_window[round(at.start_s / width)],
+                before_s=round(shift.before, 6),
+                after_s=round(shift.after, 6),
+                before_band=_band(before),
+                after_band=_band(after),
+                steps_before=sum(s.steps for s in before),
+                steps_after=sum(s.steps for s in after),
+                width_s=width,
+                score=shift.score,
+                gradual=shift.gradual,
+                causes=tuple(_causes(facts, before, after, rows, width, shift)),
+            )
+        )
+    return found
+
+
+def _judged_spans(steps: StepFacts) -> list[StepSpan]:
+    """The main loop's windows after its warm-up with enough steps to have a median."""
+    assert steps.timeline is not None
+    width = steps.timeline.width_s
+    begin, end = 0.0, float("inf")
+    if steps.loops:
+        main = steps.loops[0]
+        begin = main.first_s
+        if main.last_s is not None:
+            end = main.last_s
+    if steps.warmup and steps.warmup < len(steps.starts):
+        begin = max(begin, steps.starts[steps.warmup])
+    return [
+        s
+        for s in steps.timeline.windows
+        if s.start_s >= begin - 1e-9
+        and s.start_s <= end
+        and s.steps >= MIN_WINDOW_STEPS
+        and s.p50_s
+        and not (s.start_s < begin + width and s.start_s + width > begin > s.start_s)
+    ]
+
+
+def _steps_before(steps: StepFacts) -> dict[int, int]:
+    """Window index -> the run's steps that started before that window."""
+    assert steps.timeline is not None
+    width = steps.timeline.width_s
+    out, total = {}, 0
+    for span in steps.timeline.windows:
+        out[round(span.start_s / width)] = total
+        total += span.steps
+    return out
+
+
+def _rows(facts: Facts, width: float) -> dict[int, RunWindow]:
+    timeline = facts.timeline
+    if timeline is None or abs(timeline.width_s - width) > 1e-9:
+        return {}
+    return {round(w.start_s / width): w for w in timeline.windows}
+
+
+def _band(spans: Sequence[StepSpan]) -> tuple[float, float]:
+    values = sorted(s.p50_s or 0.0 for s in spans)
+    if not values:
+        return (0.0, 0.0)
+    return (round(_at(values, 0.25), 6), round(_at(values, 0.75), 6))
+
+
+def _at(ordered: list[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _mean_step(spans: Sequence[StepSpan]) -> float:
+    count = sum(s.steps for s in spans)
+    return sum(s.step_s for s in spans) / count if count else 0.0
+
+
+def _causes(
+    facts: Facts,
+    before: Sequence[StepSpan],
+    after: Sequence[StepSpan],
+    rows: dict[int, RunWindow],
+    width: float,
+    shift: Shift,
+) -> list[Cause]:
+    """What changed with the steps between the ``before`` and ``after`` windows: timed
+    causes first, the largest share first, then conditions."""
+    delta = _mean_step(after) - _mean_step(before)
+    timed = []
+
+    def per_step(spans: Sequence[StepSpan], value) -> float | None:
+        total, count, known = 0.0, 0, False
+        for span in spans:
+            got = value(span, rows.get(round(span.start_s / width)))
+            if got is not None:
+                total, known = total + got, True
+                count += span.steps
+        return total / count if known and count else None
+
+    def timed_cause(kind: str, words: str, value) -> None:
+        b, a = per_step(before, value), per_step(after, value)
+        if b is None or a is None or delta <= 0:
+            return
+        share = (a - b) / delta
+        if share >= EXPLAINS_AT_LEAST:
+            text = f"{words} per step {_ms(b)} -> {_ms(a)}"
+            timed.append(Cause(kind, text, round(b, 6), round(a, 6), round(min(share, 1.0), 3)))
+
+    timed_cause("input", "input wait", lambda s, r: s.input_wait_s)
+    timed_cause("tracing", "tf.function tracing", lambda s, r: r.trace_s if r else None)
+    timed_cause("gc", "Python garbage collection", lambda s, r: r.gc_pause_s if r else None)
+    timed_cause("checkpoint", "checkpoint writing", lambda s, r: r.checkpoint_s if r else None)
+    gap = facts.eager.median_gap_us if facts.eager is not None else None
+    if gap:
+        timed_cause(
+            "eager",
+            "eager ops (estimated from their count)",
+            lambda s, r: (r.eager_ops_per_step or 0) * gap * 1e-6 * s.steps
+            if r and r.eager_sampled_steps
+            else None,
+        )
+    timed.sort(key=lambda c: -(c.explains or 0))
+    return timed + _conditions(before, after, rows, width)
+
+
+def _conditions(
+    before: Sequence[StepSpan], after: Sequence[StepSpan], rows: dict[int, RunWindow], width: float
+) -> list[Cause]:
+    """Conditions that changed in the same windows (not additive to the step time)."""
+
+    def rows_of(spans: Sequence[StepSpan]) -> list[RunWindow]:
+        found = (rows.get(round(s.start_s / width)) for s in spans)
+        return [r for r in found if r is not None]
+
+    b_rows, a_rows = rows_of(before), rows_of(after)
+    out = []
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    others_b = mean([r.cpu_others_share for r in b_rows if r.cpu_others_share is not None])
+    others_a = mean([r.cpu_others_share for r in a_rows if r.cpu_others_share is not None])
+    if others_b is not None and others_a is not None and others_a - others_b >= CONDITION_CHANGE:
+        out.append(
+            Cause(
+                "host-cpu",
+                f"other processes' share of the host's CPU {others_b:.0%} -> {others_a:.0%}",
+                round(others_b, 4),
+                round(others_a, 4),
+            )
+        )
+    rss_b = [r.host_rss_max_bytes for r in b_rows if r.host_rss_max_bytes]
+    rss_a = [r.host_rss_max_bytes for r in a_rows if r.host_rss_max_bytes]
+    if rss_b and rss_a and max(rss_a) > (1 + CONDITION_CHANGE) * max(rss_b):
+        out.append(
+            Cause(
+                "host-memory",
+                f"the program's memory {_mib(max(rss_b))} -> {_mib(max(rss_a))}",
+                float(max(rss_b)),
+                float(max(rss_a)),
+            )
+        )
+    for index in sorted({g.index for r in b_rows + a_rows for g in r.gpus}):
+        clock_b = mean([g.sm_clock_mhz or 0.0 for r in b_rows for g in r.gpus if _busy(g, index)])
+        clock_a = mean([g.sm_clock_mhz or 0.0 for r in a_rows for g in r.gpus if _busy(g, index)])
+        if clock_b and clock_a and clock_a < (1 - CONDITION_CHANGE) * clock_b:
+            out.append(
+                Cause(
+                    "gpu-clock",
+                    f"GPU {index}'s SM clock while busy {clock_b:,.0f} -> {clock_a:,.0f} MHz",
+                    round(clock_b, 1),
+                    round(clock_a, 1),
+                )
+            )
+    return out
+
+
+def _busy(gpu, index: int) -> bool:
+    return gpu.index == index and gpu.sm_clock_mhz is not None and (gpu.utilization or 0.0) >= 0.5
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.2f} ms" if seconds < 0.01 else f"{seconds * 1000:,.1f} ms"
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
