@@ -26,7 +26,7 @@ def run_time(seconds: float) -> str:
     """A moment of a run, from its start: ``41 s``, ``12 min 30 s``, ``2 h 13 min``."""
     whole = int(round(seconds))
     if whole < 60:
-        return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.1f} s"
+        return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f} s"
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
     return f"{whole // 3600} h {whole % 3600 // 60} min"

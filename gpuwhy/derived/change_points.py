@@ -42,7 +42,7 @@ class Settings:
 
     min_change: float = 0.15  # relative shift of the median step time
     min_score: float = 6.0  # z-score of the two medians against the window noise
-    min_windows: int = 4  # windows on each side of a change
+    min_windows: int = 3  # windows on each side of a change
     min_steps: int = 100  # steps on each side of a change
     persistence: float = 0.75  # of the windows after a change, beyond the midpoint
     max_points: int = 5

@@ -104,7 +104,6 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
 def _judged_spans(steps: StepFacts) -> list[StepSpan]:
     """The main loop's windows after its warm-up with enough steps to have a median."""
     assert steps.timeline is not None
-    width = steps.timeline.width_s
     begin, end = 0.0, float("inf")
     if steps.loops:
         main = steps.loops[0]
@@ -120,7 +119,6 @@ def _judged_spans(steps: StepFacts) -> list[StepSpan]:
         and s.start_s <= end
         and s.steps >= MIN_WINDOW_STEPS
         and s.p50_s
-        and not (s.start_s < begin + width and s.start_s + width > begin > s.start_s)
     ]
 
 

@@ -114,7 +114,7 @@ class StepDrift(Rule):
     ## Options
     - `min_change`: relative change of the median step time that is reported (0.15).
     - `min_score`: z-score of the change against the windows' noise (6.0).
-    - `min_windows`: timeline windows on each side of a change (4).
+    - `min_windows`: timeline windows on each side of a change (3).
     - `min_steps`: steps on each side of a change (100).
     """
 
@@ -123,7 +123,7 @@ class StepDrift(Rule):
     status = "preview"
     since = "0.4.0"
     needs = ("steps", "timeline")
-    options = {"min_change": 0.15, "min_score": 6.0, "min_windows": 4, "min_steps": 100}
+    options = {"min_change": 0.15, "min_score": 6.0, "min_windows": 3, "min_steps": 100}
     question = "Why did training get slower as it ran?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -144,9 +144,14 @@ class StepDrift(Rule):
             if not drift.gradual
             else f"steadily from {run_time(drift.start_s)} to {run_time(drift.end_s)}"
         )
+        size = (
+            f"{drift.after_s / drift.before_s:.1f}x"
+            if drift.change >= 1
+            else f"{drift.change:+.0%}"
+        )
         what = (
             f"the median step went from {duration(drift.before_s)} to "
-            f"{duration(drift.after_s)} ({drift.change:+.0%})"
+            f"{duration(drift.after_s)} ({size})"
         )
         causes = drift.explained or drift.causes
         cause = causes[0] if causes else None
@@ -182,8 +187,11 @@ class StepDrift(Rule):
                 "score": drift.score,
                 "causes": [
                     {
+                        "title": CAUSE_WORDS.get(c.kind, c.kind),
+                        "detail": c.text
+                        + (f" ({c.explains:.0%} of the change)" if c.explains is not None else "")
+                        + (f"; see {SEE_ALSO[c.kind]}" if c.kind in SEE_ALSO else ""),
                         "kind": c.kind,
-                        "what": c.text,
                         "before": c.before,
                         "after": c.after,
                         **({"explains": c.explains} if c.explains is not None else {}),

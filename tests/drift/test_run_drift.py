@@ -1,0 +1,199 @@
+"""`gpuwhy run` on real programs whose steps slow down mid-run, each for its own reason,
+and on a healthy control whose step time moves only with the machine's noise: the drift
+is named with the moment it began and its measured cause, the control has none."""
+
+import json
+import textwrap
+
+import pytest
+
+from tests.test_run_tensorflow import run
+
+# from 7 s on, a Python float that changes at every call: every call retraces
+RETRACE_STORM = textwrap.dedent(
+    """
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    x = np.random.rand(4096, 32).astype("float32")
+    y = np.random.randint(0, 4, 4096)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(4)])
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+    @tf.function
+    def train_step(xb, yb, scale):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True)) * scale
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        return loss
+
+
+    start = time.perf_counter()
+    for step, (xb, yb) in enumerate(dataset):
+        elapsed = time.perf_counter() - start
+        if elapsed > 16:
+            break
+        # from 7 s on, the scale is a new Python float at every step: every call retraces
+        scale = 1.0 if elapsed < 7 else 1.0 + step * 1e-6
+        train_step(xb, yb, scale)
+    """
+)
+
+# the first pass over the data comes from memory, later passes from a slow source
+INPUT_SLOWS_AFTER_FIRST_EPOCH = textwrap.dedent(
+    """
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    batches = [np.random.rand(64, 32).astype("float32") for _ in range(16)]
+    labels = np.random.randint(0, 4, 64)
+    passes = [0]
+
+
+    def read_batches():
+        # the first pass reads from memory; later passes wait on a slow source
+        slow = passes[0] > 0
+        passes[0] += 1
+        for i in range(5000):
+            if slow:
+                time.sleep(0.004)
+            yield batches[i % 16], labels
+
+
+    dataset = tf.data.Dataset.from_generator(
+        read_batches,
+        output_signature=(tf.TensorSpec((64, 32), tf.float32), tf.TensorSpec((64,), tf.int64)),
+    )
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(4)])
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        return loss
+
+
+    start = time.perf_counter()
+    for epoch in range(3):
+        for xb, yb in dataset:
+            train_step(xb, yb)
+            if time.perf_counter() - start > 16:
+                break
+    """
+)
+
+# epochs, validation after each, a learning-rate schedule: nothing drifts
+HEALTHY_FIT = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    x = np.random.rand(16384, 32).astype("float32")
+    y = np.random.randint(0, 4, 16384)
+    train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(16384).batch(32).prefetch(tf.data.AUTOTUNE)
+    val = tf.data.Dataset.from_tensor_slices((x[:2048], y[:2048])).batch(64)
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, activation="relu"),
+                              keras.layers.Dense(4)])
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.05, decay_steps=200, decay_rate=0.5)
+    model.compile(optimizer=keras.optimizers.SGD(schedule),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(train, epochs=14, validation_data=val, verbose=0)
+    """
+)
+
+
+def _record(tmp_path_factory, name, source):
+    folder = tmp_path_factory.mktemp(name)
+    script = folder / f"{name}.py"
+    script.write_text(source)
+    out = folder / "run.json"
+    result = run("--json", out, script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(out.read_text()), script
+
+
+def _drifts(record):
+    return [f for f in record["findings"] if f["id"] == "steps.drift"]
+
+
+@pytest.fixture(scope="module")
+def retrace_storm(tmp_path_factory):
+    return _record(tmp_path_factory, "retrace_storm", RETRACE_STORM)
+
+
+@pytest.fixture(scope="module")
+def input_slows(tmp_path_factory):
+    return _record(tmp_path_factory, "input_slows", INPUT_SLOWS_AFTER_FIRST_EPOCH)
+
+
+@pytest.fixture(scope="module")
+def healthy_fit(tmp_path_factory):
+    return _record(tmp_path_factory, "healthy_fit", HEALTHY_FIT)
+
+
+def _training_start(record):
+    return record["steps"]["loops"][0]["first_s"]
+
+
+def test_a_retrace_storm_mid_run_is_a_drift_caused_by_tracing(retrace_storm):
+    record, _ = retrace_storm
+    (drift,) = _drifts(record)
+    evidence = drift["evidence"]
+    began = evidence["at_s"] - _training_start(record)
+    assert 5 <= began <= 10, began  # the storm starts 7 s into the loop (1 s windows)
+    assert evidence["causes"][0]["kind"] == "tracing"
+    assert evidence["causes"][0]["explains"] >= 0.25
+    assert evidence["median_after_ms"] > 3 * evidence["median_before_ms"]
+    assert f"From step {evidence['from_step']:,}" in drift["title"]
+    assert "tf.function retraced" in drift["title"]
+    assert drift["severity"] == "high"
+    # the steps before it are the loop's: its first steps ran before the storm
+    steps_before = sum(
+        w["steps"]
+        for w in record["steps"]["timeline"]["windows"]
+        if w["start_s"] < evidence["at_s"]
+    )
+    assert evidence["from_step"] == steps_before
+
+
+def test_an_input_pipeline_that_slows_after_its_first_epoch_is_a_drift_caused_by_input(
+    input_slows,
+):
+    record, _ = input_slows
+    (drift,) = _drifts(record)
+    evidence = drift["evidence"]
+    kinds = [c["kind"] for c in evidence["causes"]]
+    assert kinds[0] == "input", kinds
+    assert evidence["causes"][0]["explains"] >= 0.5
+    # the second pass begins after the first 5,000 batches
+    assert 4_000 <= evidence["from_step"] <= 6_500, evidence["from_step"]
+    assert "the input pipeline slowed" in drift["title"]
+    assert "dataset.cache().prefetch(tf.data.AUTOTUNE)" in drift["fix"]
+
+
+def test_a_healthy_fit_with_epochs_validation_and_a_schedule_has_no_drift(healthy_fit):
+    record, _ = healthy_fit
+    assert record["steps"]["count"] >= 5_000
+    assert len(record["timeline"]["windows"]) >= 8
+    found = {f["id"] for f in record["findings"]}
+    assert "steps.drift" not in found
+    assert "host.memory-growth" not in found

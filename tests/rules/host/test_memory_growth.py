@@ -1,0 +1,66 @@
+"""host.memory-growth from hand-built timelines: a steady leak, a buffer that fills once,
+growth too small to matter, and memory read before training."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import Facts, RunTimeline, RunWindow, StepFacts, StepLoop
+from gpuwhy.rules.host.memory_growth import MemoryGrowth
+
+MiB = 2**20
+GiB = 2**30
+
+
+def facts(rss, steps_per_window=100, first_s=0.0, host=16 * GiB):
+    windows = tuple(
+        RunWindow(
+            start_s=float(i), steps=steps_per_window if i >= first_s else 0, host_rss_max_bytes=v
+        )
+        for i, v in enumerate(rss)
+    )
+    n = len(rss)
+    count = steps_per_window * n
+    steps = StepFacts(
+        source="tf-data",
+        marker="train.py:40",
+        count=count,
+        run_s=float(n),
+        loops=(StepLoop("tf-data", "train.py:40", count, first_s, last_s=n - 0.5),),
+    )
+    timeline = RunTimeline(width_s=1.0, run_s=float(n), host_memory_bytes=host, windows=windows)
+    return Facts(steps=steps, timeline=timeline)
+
+
+def check(f):
+    return MemoryGrowth().check(f, dict(MemoryGrowth.options))
+
+
+def test_a_steady_leak_gives_its_rate_its_bytes_per_step_and_when_the_host_runs_out():
+    (finding,) = check(facts([600 * MiB + i * 4 * MiB for i in range(60)]))
+    assert finding.title.startswith("The program's memory grows 240.0 MiB a minute while it trains")
+    assert "41.0 KiB per step" in finding.title
+    evidence = finding.evidence
+    assert (
+        evidence["bytes_per_step"] == 40 * 1024 + 405
+        or abs(evidence["bytes_per_step"] - 4 * MiB / 100) < 2048
+    )
+    assert evidence["host_full_in_s"] is not None and evidence["host_full_in_s"] < 24 * 3600
+    assert finding.severity == "high"  # the host is full within a day at this rate
+    assert "losses.append(float(loss))" in finding.fix
+
+
+def test_a_buffer_that_fills_once_then_stops_is_not_a_leak():
+    filling = [600 * MiB + min(i, 20) * 20 * MiB for i in range(60)]
+    assert check(facts(filling)) == []
+
+
+def test_small_or_unsteady_growth_is_not_a_finding():
+    assert check(facts([600 * MiB + i * 256 * 1024 for i in range(60)])) == []  # 15 MiB
+    wobble = [600 * MiB + (i % 7) * 30 * MiB for i in range(60)]
+    assert check(facts(wobble)) == []
+
+
+def test_memory_before_training_and_too_few_windows_are_not_read():
+    # start-up loads the model (a big rise), then training holds still
+    rss = [100 * MiB + i * 100 * MiB for i in range(10)] + [1100 * MiB] * 50
+    assert check(facts(rss, first_s=10.0)) == []
+    assert check(facts([600 * MiB + i * 50 * MiB for i in range(6)])) == []

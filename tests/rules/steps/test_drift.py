@@ -1,0 +1,136 @@
+"""steps.drift from small hand-built timelines: each cause measured on the same windows,
+the moment and the step it began, and no finding from a warm-up, a speed-up or noise."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+from gpuwhy.facts import (
+    Facts,
+    GpuWindow,
+    RunTimeline,
+    RunWindow,
+    StepFacts,
+    StepLoop,
+    StepSpan,
+    StepTimeline,
+)
+from gpuwhy.rules.steps.drift import StepDrift
+
+PER_WINDOW = 200  # steps in each 1 s window
+
+
+def facts(p50, row=lambda i: {}, wait=None, source="tf-data", seed=0):
+    """A loop of len(p50) one-second windows of PER_WINDOW steps; ``row(i)`` adds to window
+    i of the run's timeline, ``wait(i)`` is its input wait per step."""
+    rng = random.Random(seed)
+    spans, windows = [], []
+    for i, median in enumerate(p50):
+        value = median * math.exp(rng.gauss(0, 0.02))
+        waited = wait(i) * PER_WINDOW if wait else None
+        spans.append(
+            StepSpan(
+                start_s=float(i),
+                steps=PER_WINDOW,
+                p50_s=value,
+                p90_s=value * 1.1,
+                max_s=value * 2,
+                step_s=value * PER_WINDOW,
+                input_wait_s=waited,
+            )
+        )
+        windows.append(RunWindow(start_s=float(i), steps=PER_WINDOW, step_p50_s=value, **row(i)))
+    n = len(p50)
+    steps = StepFacts(
+        source=source,
+        marker="train.py:40",
+        count=n * PER_WINDOW,
+        run_s=float(n),
+        loops=(StepLoop(source, "train.py:40", n * PER_WINDOW, 0.0, last_s=n - 0.01),),
+        timeline=StepTimeline(width_s=1.0, windows=tuple(spans)),
+    )
+    timeline = RunTimeline(width_s=1.0, run_s=float(n), windows=tuple(windows))
+    return Facts(steps=steps, timeline=timeline)
+
+
+def check(f):
+    return StepDrift().check(f, dict(StepDrift.options))
+
+
+def test_an_input_slowdown_is_named_with_its_moment_its_step_and_its_share():
+    slow = lambda i: i >= 20
+    f = facts(
+        [0.010 if not slow(i) else 0.016 for i in range(40)],
+        wait=lambda i: 0.0061 if slow(i) else 0.0001,
+    )
+    (finding,) = check(f)
+    assert finding.evidence["at_s"] == 20.0 and finding.evidence["from_step"] == 20 * PER_WINDOW
+    assert finding.title.startswith("From step 4,000 (at 20 s) the median step went from ")
+    assert " to 16.0 ms (+6" in finding.title
+    assert "the input pipeline slowed (input wait per step 0.10 ms -> 6.10 ms" in finding.title
+    (cause,) = finding.evidence["causes"]
+    assert cause["kind"] == "input" and cause["explains"] > 0.9 and cause["see"] == "input.bound"
+    assert "dataset.cache()" in finding.fix
+
+
+def test_tracing_gc_and_checkpoints_are_timed_causes():
+    def row(i):
+        if i < 20:
+            return {}
+        return {"trace_s": 0.6, "gc_pause_s": 0.3, "traces": 40}
+
+    (finding,) = check(facts([0.010] * 20 + [0.0145] * 20, row=row))
+    kinds = [c["kind"] for c in finding.evidence["causes"]]
+    assert kinds == ["tracing", "gc"]  # 3.0 ms and 1.5 ms a step of a 4.5 ms change
+    assert finding.evidence["causes"][0]["explains"] > 0.6
+    assert "@tf.function(reduce_retracing=True)" in finding.fix
+
+
+def test_conditions_are_named_without_a_share():
+    def row(i):
+        late = i >= 20
+        gpu = GpuWindow(
+            index=0, samples=10, utilization=0.95, sm_clock_mhz=1100.0 if late else 1980.0
+        )
+        return {"cpu_others_share": 0.7 if late else 0.05, "gpus": (gpu,)}
+
+    (finding,) = check(facts([0.010] * 20 + [0.018] * 20, row=row))
+    causes = {c["kind"]: c for c in finding.evidence["causes"]}
+    assert set(causes) == {"host-cpu", "gpu-clock"}
+    assert all("explains" not in c for c in causes.values())
+    assert "1,980 -> 1,100 MHz" in causes["gpu-clock"]["detail"]
+
+
+def test_an_unexplained_drift_says_so_and_profiles_the_steps_after_it():
+    (finding,) = check(facts([0.010] * 20 + [0.02] * 20))
+    assert "nothing gpuwhy measures changed with it" in finding.title
+    assert "tf.profiler.experimental.start" in finding.fix
+    (keras,) = check(facts([0.010] * 20 + [0.02] * 20, source="keras-fit"))
+    assert "profile_batch=(" in keras.fix
+
+
+def test_a_slope_is_one_gradual_finding():
+    (finding,) = check(facts([0.010 * (1 + 0.6 * i / 59) for i in range(60)]))
+    assert finding.evidence["kind"] == "gradual"
+    assert finding.title.startswith("Steadily from")
+
+
+def test_no_finding_from_noise_a_speed_up_or_the_warm_up():
+    assert check(facts([0.010] * 40, seed=1)) == []
+    assert check(facts([0.020] * 20 + [0.010] * 20)) == []  # faster: not a problem
+    warm = facts([0.05] * 3 + [0.010] * 37)
+    # the warm-up's windows are before the loop's first judged step
+    steps = warm.steps
+    assert steps is not None
+    late_start = replace(steps, loops=(replace(steps.loops[0], first_s=3.0),))
+    assert check(replace(warm, steps=late_start)) == []
+
+
+def test_windows_beyond_the_main_loop_are_not_judged():
+    f = facts([0.010] * 20 + [0.030] * 20)  # a second, slower loop from 20 s
+    steps = f.steps
+    assert steps is not None
+    first_loop = replace(steps.loops[0], last_s=19.5)
+    assert check(replace(f, steps=replace(steps, loops=(first_loop,)))) == []
