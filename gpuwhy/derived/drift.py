@@ -16,6 +16,8 @@ the steps is said, not how much of it it explains.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +26,8 @@ from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
 
 MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
 EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
-CONDITION_CHANGE = 0.10  # a clock, a CPU share, a memory figure: this relative change
+CONDITION_CHANGE = 0.10
+REFINE_STEPS = 5  # steps on each side when a change is placed to the step  # a clock, a CPU share, a memory figure: this relative change
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,14 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
         before = spans[shift.begin : shift.at] if not shift.gradual else spans[: len(spans) // 3]
         after = spans[shift.at : shift.end] if not shift.gradual else spans[-len(spans) // 3 :]
         at = spans[shift.at]
+        start_s, step = at.start_s, before_window[round(at.start_s / width)]
+        if not shift.gradual:
+            start_s, step = _first_slow_step(steps, at.start_s, shift) or (start_s, step)
         found.append(
             Drift(
-                start_s=at.start_s,
+                start_s=start_s,
                 end_s=round(spans[shift.end - 1].start_s + width, 6),
-                step=before_window[round(at.start_s / width)],
+                step=step,
                 before_s=round(shift.before, 6),
                 after_s=round(shift.after, 6),
                 before_band=_band(before),
@@ -99,6 +105,33 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
             )
         )
     return found
+
+
+def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float, int] | None:
+    """Where the steps kept one by one show it, the step the new level began with. The
+    windows place a change to one window; this places it to the step: of the steps in
+    the window before the change's and in its own, each is on the old or the new side of
+    the middle of the two levels, and the split that leaves the fewest steps on the
+    wrong side (an old-level step after it, a new-level one before) is where it began."""
+    assert steps.timeline is not None
+    width = steps.timeline.width_s
+    starts, spc = steps.starts, max(1, steps.steps_per_call)
+    lo = bisect.bisect_left(starts, at_s - width)
+    hi = bisect.bisect_left(starts, at_s + width)
+    if hi >= len(starts) or lo == 0 or hi - lo < 2:
+        return None  # the change is beyond the steps kept one by one, or at their start
+    middle = math.sqrt(shift.before * shift.after)
+    rising = shift.after > shift.before
+    new = [(d / spc > middle) == rising for d in steps.durations[lo:hi]]
+    wrong = sum(1 for n in new if not n)  # split before the first: every old step is wrong
+    best, best_at = wrong, lo
+    for k, is_new in enumerate(new):
+        wrong += 1 if is_new else -1  # step lo+k moves to the old side
+        if wrong < best:
+            best, best_at = wrong, lo + k + 1
+    if best_at >= hi:
+        return None
+    return round(starts[best_at], 6), best_at * spc
 
 
 def _judged_spans(steps: StepFacts) -> list[StepSpan]:

@@ -21,7 +21,7 @@ plotly's package file in blocks (plotly_files.py), never held whole.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from gpuwhy.facts import (
@@ -53,7 +53,7 @@ from gpuwhy.report.html_sections import (
     step_rows,
     tracing_view,
 )
-from gpuwhy.report.html_timeline import timeline
+from gpuwhy.report.html_timeline import finding_marks, timeline
 from gpuwhy.report.plotly_files import plotly_js, plotly_js_blocks
 from gpuwhy.report.summary import projection_lines
 from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
@@ -167,7 +167,7 @@ class _Page:
             "workers": _workers_view(facts.workers),
             "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],
             "run": run_view(facts),
-            "timeline": self.timeline_view(facts),
+            "timeline": self.timeline_view(facts, findings),
             "pipelines": self.tfdata_view(facts.tfdata)
             if facts.tfdata is not None or ran_tensorflow(facts)
             else None,
@@ -208,11 +208,13 @@ class _Page:
         }
 
     # -- timeline ---------------------------------------------------------------------
-    def timeline_view(self, facts: Facts) -> dict[str, Any] | None:
+    def timeline_view(
+        self, facts: Facts, findings: Sequence[Finding] = ()
+    ) -> dict[str, Any] | None:
         if facts.program is None and facts.steps is None and facts.gpu_samples is None:
             return None  # not a watched run: `check` and `audit` records
         steps, samples = facts.steps, facts.gpu_samples
-        fig = timeline(steps, samples, facts.tracing, self.max_points)
+        fig = timeline(steps, samples, facts.tracing, self.max_points, finding_marks(findings))
         return {
             "figure": self.figure(fig),
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,

@@ -24,6 +24,7 @@ from typing import Any
 
 from gpuwhy.derived.step_timeline import later_spans
 from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, TracingFacts
+from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB
 from gpuwhy.report.downsample import MAX_POINTS, Downsampled, downsample, rounded
 from gpuwhy.report.html_charts import Figure, figure, label
@@ -42,6 +43,25 @@ GPU_COLOURS = (
 )
 MAX_PHASE_SHAPES = 200
 MAX_TRACE_MARKERS = 500
+MAX_FINDING_MARKS = 200
+MARK_COLOUR = "#d62728"
+
+
+def finding_marks(findings: Sequence[Finding]) -> list[tuple[float, str]]:
+    """Moments findings point at, as (seconds since the run started, what happened):
+    where a drift began (evidence ``at_s``) and each stall a finding lists
+    (``stalls_at_s``), each named by its finding's title."""
+    marks: list[tuple[float, str]] = []
+    for f in findings:
+        at = f.evidence.get("at_s")
+        if isinstance(at, (int, float)):
+            marks.append((float(at), f"{f.id}: {f.title}"))
+        stalls = f.evidence.get("stalls_at_s")
+        if isinstance(stalls, list):
+            marks.extend(
+                (float(t), f"{f.id}: {f.title}") for t in stalls if isinstance(t, (int, float))
+            )
+    return marks[:MAX_FINDING_MARKS]
 
 
 def timeline(
@@ -49,9 +69,12 @@ def timeline(
     samples: GpuSamplesFacts | None,
     tracing: TracingFacts | None,
     max_points: int = MAX_POINTS,
+    marks: Sequence[tuple[float, str]] = (),
 ) -> Figure | None:
     """Step time (input wait stacked under the rest) and each sampled GPU's activity,
-    memory and PCIe traffic, on one shared time axis. None when there is nothing to draw."""
+    memory and PCIe traffic, on one shared time axis, with the moments findings point
+    at (``marks``: a drift's start, stalls) across every row. None when there is
+    nothing to draw."""
     drawn_steps = (
         steps
         if steps is not None
@@ -185,6 +208,8 @@ def timeline(
         fig.yaxis(row_of["activity"])["range"] = [0, 100]
     if drawn_steps is not None and drawn_steps.phases:
         _phases(fig, drawn_steps.phases, fig.top(1))
+    if marks:
+        _finding_marks(fig, marks, row_of.get("steps", 1))
     fig.xaxis(len(rows))["title"] = {"text": "seconds since the run started"}
     fig.layout.update(
         height=240 + 190 * len(rows),
@@ -583,6 +608,38 @@ def _trace_markers(fig: _Rows, row: int, tracing: TracingFacts) -> None:
         },
         row,
     )
+
+
+def _finding_marks(fig: _Rows, marks: Sequence[tuple[float, str]], row: int) -> None:
+    """A red dashed line across every row at each moment, and a mark at the top of the
+    step row that names it on hover."""
+    top = fig.top(row)
+    for at, text in marks:
+        fig.shape(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": at,
+                "x1": at,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": MARK_COLOUR, "width": 1.5, "dash": "dash"},
+            }
+        )
+        fig.annotation(
+            {
+                "x": at,
+                "xref": "x",
+                "y": top,
+                "yref": "paper",
+                "text": "▼",
+                "hovertext": label(text),
+                "showarrow": False,
+                "yanchor": "bottom",
+                "font": {"size": 14, "color": MARK_COLOUR},
+            }
+        )
 
 
 def _phases(fig: _Rows, phases: Sequence[tuple[str, float, float]], top: float) -> None:
