@@ -13,6 +13,10 @@ from gpuwhy.rules.base import Rule
 
 MiB = 2**20
 
+RETRACE_FIX = """\
+# every trace keeps a new graph in the tf.function's cache: stop the retracing
+# (launch.retracing names the function and the argument that changes), e.g.
+@tf.function(reduce_retracing=True)"""
 FIX = """\
 # keep Python numbers, not tensors, in what outlives a step:
 losses.append(float(loss))          # not losses.append(loss): each tensor keeps its buffer
@@ -32,6 +36,8 @@ class Growth:
     late_bytes_per_s: float  # the slope over the last third alone
     windows: int
     steps: int  # training steps in those windows
+    traces: int = 0  # tf.function traces begun in them
+    traced_windows: int = 0  # of them, those with a trace
 
     @property
     def grown(self) -> float:
@@ -72,6 +78,8 @@ def growth(facts: Facts) -> Growth | None:
         late_bytes_per_s=late_slope,
         windows=len(rows),
         steps=sum(w.steps for w in rows),
+        traces=sum(w.traces for w in rows),
+        traced_windows=sum(1 for w in rows if w.traces),
     )
 
 
@@ -103,9 +111,10 @@ class MemoryGrowth(Rule):
     of loss tensors (each one holds its buffer and, in eager mode, a TF handle),
     `model.predict` in a loop (each call builds and keeps a new function and its
     data), a `tf.data` cache on a dataset that is not finite, results appended to a
-    history. It costs time before it costs the job: the garbage collector walks a
-    larger heap at each collection, the host starts to swap, and in the end the
-    kernel's OOM killer stops the job hours in.
+    history; a tf.function that retraces keeps every graph it traced. It costs time
+    before it costs the job: the garbage collector walks a larger heap at each
+    collection, the host starts to swap, and in the end the kernel's OOM killer stops
+    the job hours in.
 
     ## Example
     ```python
@@ -154,12 +163,18 @@ class MemoryGrowth(Rule):
         runs_out = None
         if host and line.bytes_per_s > 0:
             runs_out = max(0.0, (host - line.last_bytes) / line.bytes_per_s)
+        # traces all along the growth: each one keeps a graph (a retrace storm's memory)
+        retracing = line.traces >= 10 and line.traced_windows >= line.windows / 2
         title = (
             f"The program's memory grows {byte_size(line.bytes_per_s * 60)} a minute while "
             f"it trains ({byte_size(line.first_bytes)} -> {byte_size(line.last_bytes)} "
             f"from {run_time(line.start_s)} to {run_time(line.end_s)}"
             + (f", {byte_size(per_step)} per step" if per_step else "")
-            + "): something keeps what each step makes"
+            + (
+                f") while tf.function traced {line.traces:,} times: each trace keeps its graph"
+                if retracing
+                else "): something keeps what each step makes"
+            )
         )
         high = runs_out is not None and runs_out < 24 * 3600
         return [
@@ -177,8 +192,9 @@ class MemoryGrowth(Rule):
                     "windows": line.windows,
                     "host_memory_bytes": host,
                     "host_full_in_s": round(runs_out) if runs_out is not None else None,
+                    "traces_meanwhile": line.traces,
                 },
-                fix=FIX,
+                fix=RETRACE_FIX if retracing else FIX,
                 estimated_gain=(
                     f"the host's memory runs out in about {run_time(runs_out)} at this rate"
                     if runs_out is not None

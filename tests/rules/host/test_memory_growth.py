@@ -10,10 +10,13 @@ MiB = 2**20
 GiB = 2**30
 
 
-def facts(rss, steps_per_window=100, first_s=0.0, host=16 * GiB):
+def facts(rss, steps_per_window=100, first_s=0.0, host=16 * GiB, traces=0):
     windows = tuple(
         RunWindow(
-            start_s=float(i), steps=steps_per_window if i >= first_s else 0, host_rss_max_bytes=v
+            start_s=float(i),
+            steps=steps_per_window if i >= first_s else 0,
+            host_rss_max_bytes=v,
+            traces=traces,
         )
         for i, v in enumerate(rss)
     )
@@ -64,3 +67,9 @@ def test_memory_before_training_and_too_few_windows_are_not_read():
     rss = [100 * MiB + i * 100 * MiB for i in range(10)] + [1100 * MiB] * 50
     assert check(facts(rss, first_s=10.0)) == []
     assert check(facts([600 * MiB + i * 50 * MiB for i in range(6)])) == []
+
+
+def test_growth_while_a_function_retraces_all_along_points_at_the_retracing():
+    (finding,) = check(facts([600 * MiB + i * 4 * MiB for i in range(60)], traces=3))
+    assert "while tf.function traced 180 times: each trace keeps its graph" in finding.title
+    assert "reduce_retracing=True" in finding.fix
