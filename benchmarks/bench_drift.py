@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuwhy.derived.change_points import shifts
+from gpuwhy.derived.change_points import Settings, shifts
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY = {
@@ -107,9 +107,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000, help="synthetic runs per case")
     parser.add_argument("--records", nargs="*", type=Path, help="healthy run records")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, help="write the healthy records here")
+    parser.add_argument("--min-score", type=float, default=Settings().min_score)
     args = parser.parse_args()
+    settings = Settings(min_score=args.min_score)
     with tempfile.TemporaryDirectory() as folder:
-        records = args.records or record_healthy(Path(folder))
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        records = args.records or record_healthy(args.keep or Path(folder))
         sources = [(p.stem, step_series(p)) for p in records]
     rng = random.Random(args.seed)
     for name, series in sources:
@@ -122,7 +127,7 @@ def main() -> None:
     for _ in range(args.runs):
         _, series = rng.choice(sources)
         medians, counts, _ = synthetic(rng, series, None)
-        found = shifts(medians, counts)
+        found = shifts(medians, counts, settings)
         any_alarm += bool(found)
         slower_alarm += any(s.change > 0 for s in found)
     per_run = (time.perf_counter() - started) / args.runs
@@ -136,7 +141,7 @@ def main() -> None:
         for _ in range(args.runs):
             _, series = rng.choice(sources)
             medians, counts, at = synthetic(rng, series, change)
-            found = shifts(medians, counts)
+            found = shifts(medians, counts, settings)
             assert at is not None
             hit += any(s.change > 0 and (s.gradual or abs(s.at - at) <= 2) for s in found)
         print(f"+{change:.0%} from a random point: found {hit / args.runs:.1%}")

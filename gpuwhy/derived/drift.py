@@ -27,6 +27,8 @@ from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
 MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
 EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
 CONDITION_CHANGE = 0.10
+# other processes' share of all the host's cores: on a shared host it wanders by 10 points
+HOST_CPU_CHANGE = 0.20
 REFINE_STEPS = 5  # steps on each side when a change is placed to the step  # a clock, a CPU share, a memory figure: this relative change
 
 
@@ -257,7 +259,7 @@ def _conditions(
 
     others_b = mean([r.cpu_others_share for r in b_rows if r.cpu_others_share is not None])
     others_a = mean([r.cpu_others_share for r in a_rows if r.cpu_others_share is not None])
-    if others_b is not None and others_a is not None and others_a - others_b >= CONDITION_CHANGE:
+    if others_b is not None and others_a is not None and others_a - others_b >= HOST_CPU_CHANGE:
         out.append(
             Cause(
                 "host-cpu",
