@@ -229,6 +229,14 @@ def _causes(
     timed_cause("tracing", "tf.function tracing", lambda s, r: r.trace_s if r else None)
     timed_cause("gc", "Python garbage collection", lambda s, r: r.gc_pause_s if r else None)
     timed_cause("checkpoint", "checkpoint writing", lambda s, r: r.checkpoint_s if r else None)
+    if _calls_on_both_sides(before, after, rows, width):
+        timed_cause(
+            "python",
+            "Python outside tf.function calls and input waits",
+            lambda s, r: max(0.0, s.step_s - (s.input_wait_s or 0.0) - r.function_call_s)
+            if r
+            else None,
+        )
     gap = facts.eager.median_gap_us if facts.eager is not None else None
     if gap:
         timed_cause(
@@ -240,6 +248,19 @@ def _causes(
         )
     timed.sort(key=lambda c: -(c.explains or 0))
     return timed + _conditions(before, after, rows, width)
+
+
+def _calls_on_both_sides(
+    before: Sequence[StepSpan], after: Sequence[StepSpan], rows: dict[int, RunWindow], width: float
+) -> bool:
+    """Whether the steps call a tf.function on both sides (else "outside the calls" is
+    the whole step: no cause)."""
+
+    def called(spans: Sequence[StepSpan]) -> bool:
+        found = (rows.get(round(s.start_s / width)) for s in spans)
+        return sum(r.function_call_s for r in found if r is not None) > 0
+
+    return called(before) and called(after)
 
 
 def _conditions(

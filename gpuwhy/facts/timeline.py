@@ -45,6 +45,9 @@ class RunWindow:
     eager_sampled_steps: int = 0
     traces: int = 0  # tf.function traces (and so graph builds, XLA compiles) begun in it
     trace_s: float = 0.0  # seconds those traces took (counted when each one ended)
+    # seconds inside outermost tf.function calls from Python (counted as they were folded,
+    # a quarter of a second after each call at most): the rest of a step is Python's
+    function_call_s: float = 0.0
     host_rss_max_bytes: int | None = None  # the program's resident memory, highest read
     # the host's CPU time in it, of all its cores: this program's (its process tree) and
     # every other process's (None: not read)

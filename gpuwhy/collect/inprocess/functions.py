@@ -337,6 +337,11 @@ class FunctionWatcher(Collector):
         with self._lock:
             return sum(w.calls for w in self._records)
 
+    def call_seconds(self) -> float:
+        """Seconds inside outermost tf.function calls from eager code so far."""
+        with self._lock:
+            return sum(w.call_seconds() for w in self._records)
+
     def trace_totals(self) -> tuple[int, float]:
         """Traces of every watched tf.function so far, and the seconds spent in them."""
         with self._lock:

@@ -151,6 +151,8 @@ class RunTimelineCollector(Collector):
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
         self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
+        self.calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
+        self._calls_seen = 0.0
         self.cpu: TimeWindows[_Cpu] = TimeWindows(self.t0, _Cpu)
         self.cores = os.cpu_count() or 1  # /proc/stat's first line counts them all
         self._cpu_seen: tuple | None = None
@@ -166,6 +168,7 @@ class RunTimelineCollector(Collector):
         self.memory = TimeWindows(t0, _Peak)
         self.traces = TimeWindows(t0, _Count)
         self.tracing = TimeWindows(t0, _Sum)
+        self.calls = TimeWindows(t0, _Sum)
         self.cpu = TimeWindows(t0, _Cpu)
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpuwhy-timeline", daemon=True)
@@ -193,6 +196,10 @@ class RunTimelineCollector(Collector):
                 if seconds > self._tracing_seen:
                     self.tracing.at(t).value += seconds - self._tracing_seen
                     self._tracing_seen = seconds
+                called = self.functions.call_seconds()
+                if called > self._calls_seen:
+                    self.calls.at(t).value += called - self._calls_seen
+                    self._calls_seen = called
 
     def _poll_cpu(self, t: float) -> None:
         now = cpu_snapshot()
@@ -225,11 +232,13 @@ class RunTimelineCollector(Collector):
         )
 
     def _rows(self, width: float) -> dict[int, dict]:
-        """Memory peaks, trace counts, tracing seconds and CPU shares per window of ``width`` seconds."""
+        """Memory peaks, trace counts, tracing and tf.function call seconds and CPU
+        shares per window of ``width`` seconds."""
         with self._lock:
             self.memory.coarsen(width)
             self.traces.coarsen(width)
             self.tracing.coarsen(width)
+            self.calls.coarsen(width)
             self.cpu.coarsen(width)
             rows: dict[int, dict] = {}
             for start, peak in self.memory.items():
@@ -241,6 +250,9 @@ class RunTimelineCollector(Collector):
             for start, total in self.tracing.items():
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["trace_s"] = round(total.value, 6)
+            for start, total in self.calls.items():
+                row = rows.setdefault(_index(start - self.t0, width), {})
+                row["function_call_s"] = round(total.value, 6)
             for start, cpu in self.cpu.items():
                 rows.setdefault(_index(start - self.t0, width), {}).update(cpu.shares(self.cores))
             return rows

@@ -20,6 +20,7 @@ CAUSE_WORDS = {
     "gc": "Python's garbage collector paused the steps",
     "checkpoint": "checkpoint writes",
     "eager": "more eager ops per step",
+    "python": "the Python around the step got slower",
     "host-cpu": "other processes took the host's CPU",
     "host-memory": "the program's memory grew",
     "gpu-clock": "the GPU's clock dropped",
@@ -49,6 +50,10 @@ gc.freeze()   # once the model and the dataset are built: the collector skips th
 # write checkpoints less often, or in the background
 options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
 checkpoint.write(path, options=options)""",
+    "python": """\
+# the time goes to Python between the compiled calls (work that grows with the run:
+# a list walked every step, logging, metrics): profile it
+python -m cProfile -s cumtime {script} | head -40""",
     "eager": """\
 @tf.function   # the step's small ops, traced once instead of issued one by one from Python
 def train_step(x, y): ...""",
@@ -84,8 +89,8 @@ class StepDrift(Rule):
     pauses between epochs are not judged, and a run that gets faster is not a finding.
 
     Each change is joined with what changed in the same windows: time inside the steps
-    (input wait, tf.function tracing, Python's garbage collector, checkpoint writes,
-    eager ops) with the share of the change it accounts for, and conditions (another
+    (input wait, tf.function tracing, the Python outside the tf.function calls,
+    Python's garbage collector, checkpoint writes, eager ops) with the share of the change it accounts for, and conditions (another
     process on the host's CPU, the program's memory, a GPU's clock while busy). Where
     nothing measured changed, the finding says so and gives the lines that profile ten
     steps after the change. The method and its measured false-alarm rate are in
@@ -210,7 +215,9 @@ class StepDrift(Rule):
     @staticmethod
     def _fix(facts: Facts, drift: Drift, kind: str | None) -> str:
         if kind in FIXES:
-            return FIXES[kind].format(step=f"{drift.step:,}")
+            program = facts.program
+            script = program.command[0] if program is not None and program.command else "train.py"
+            return FIXES[kind].format(step=f"{drift.step:,}", script=script)
         a = drift.step + max(10, drift.steps_after // 10)
         keras = facts.steps is not None and facts.steps.source == "keras-fit"
         return (PROFILE_KERAS if keras else PROFILE_LOOP).format(a=a, b=a + 10)

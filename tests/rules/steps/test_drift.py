@@ -134,3 +134,16 @@ def test_windows_beyond_the_main_loop_are_not_judged():
     assert steps is not None
     first_loop = replace(steps.loops[0], last_s=19.5)
     assert check(replace(f, steps=replace(steps, loops=(first_loop,)))) == []
+
+
+def test_python_outside_the_calls_is_a_timed_cause_where_the_steps_call_a_function():
+    def row(i):
+        return {"function_call_s": PER_WINDOW * 0.008}  # 8 ms a step inside the call
+
+    (finding,) = check(facts([0.010] * 20 + [0.016] * 20, row=row))
+    (cause,) = finding.evidence["causes"]
+    assert cause["kind"] == "python" and cause["explains"] > 0.9
+    assert "python -m cProfile -s cumtime train.py" in finding.fix
+    # no tf.function called: "outside the calls" is the whole step, not a cause
+    (plain,) = check(facts([0.010] * 20 + [0.016] * 20))
+    assert plain.evidence["causes"] == []
