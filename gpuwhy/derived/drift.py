@@ -300,6 +300,17 @@ def _conditions(
                 float(max(rss_a)),
             )
         )
+    tf_b = [r.tf_gpu_memory_max_bytes for r in b_rows if r.tf_gpu_memory_max_bytes]
+    tf_a = [r.tf_gpu_memory_max_bytes for r in a_rows if r.tf_gpu_memory_max_bytes]
+    if tf_b and tf_a and max(tf_a) > (1 + CONDITION_CHANGE) * max(tf_b):
+        out.append(
+            Cause(
+                "device-memory",
+                f"TF's memory in use on the GPU {_mib(max(tf_b))} -> {_mib(max(tf_a))}",
+                float(max(tf_b)),
+                float(max(tf_a)),
+            )
+        )
     for index in sorted({g.index for r in b_rows + a_rows for g in r.gpus}):
         clock_b = mean([g.sm_clock_mhz or 0.0 for r in b_rows for g in r.gpus if _busy(g, index)])
         clock_a = mean([g.sm_clock_mhz or 0.0 for r in a_rows for g in r.gpus if _busy(g, index)])

@@ -49,6 +49,9 @@ class RunWindow:
     # a quarter of a second after each call at most): the rest of a step is Python's
     function_call_s: float = 0.0
     host_rss_max_bytes: int | None = None  # the program's resident memory, highest read
+    # TF's own bytes in use on its GPUs (all of them), highest read: what the model holds,
+    # not the pool TF reserved (None: no GPU, or not read)
+    tf_gpu_memory_max_bytes: int | None = None
     # the host's CPU time in it, of all its cores: this program's (its process tree) and
     # every other process's (None: not read)
     cpu_process_share: float | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["runtime_context", "tf_gpus", "tf_peak_memory"]
+__all__ = ["runtime_context", "tf_gpus", "tf_memory_in_use", "tf_peak_memory"]
 
 
 def runtime_context():
@@ -40,14 +40,24 @@ def tf_gpus() -> tuple[str, ...]:
 def tf_peak_memory() -> dict[str, int]:
     """``{"GPU:0": peak bytes, ...}`` for every logical GPU; ``{}`` without GPUs, when
     TensorFlow was not imported, or when its runtime never started."""
+    return _memory_info("peak")
+
+
+def tf_memory_in_use() -> dict[str, int]:
+    """``{"GPU:0": bytes in use now, ...}``, as :func:`tf_peak_memory` (a timeline polls
+    it: memory that creeps up on the device through a run)."""
+    return _memory_info("current")
+
+
+def _memory_info(key: str) -> dict[str, int]:
     ctx = runtime_context()
     if ctx is None:
         return {}
-    peaks: dict[str, int] = {}
+    values: dict[str, int] = {}
     for device in ctx.list_logical_devices("GPU"):  # initialised: no side effect
         name = device.name.rsplit("device:", 1)[-1]  # "/device:GPU:0" -> "GPU:0"
         try:
-            peaks[name] = int(ctx.get_memory_info(name)["peak"])
+            values[name] = int(ctx.get_memory_info(name)[key])
         except (ValueError, KeyError, RuntimeError):  # a device whose allocator keeps no stats
             continue
-    return peaks
+    return values

@@ -246,18 +246,19 @@ def test_not_a_recording_is_refused(tmp_path):
 # -- TensorFlow's own peak ----------------------------------------------------------
 
 
-def test_tf_peak_memory_never_starts_tensorflow_and_is_empty_without_gpus():
+@pytest.mark.parametrize("reader", ["tf_peak_memory", "tf_memory_in_use"])
+def test_tf_memory_never_starts_tensorflow_and_is_empty_without_gpus(reader):
     code = (
         "import json\n"
-        "from gpuwhy.tfapi.memory import tf_peak_memory\n"
-        "before = tf_peak_memory()\n"
+        f"from gpuwhy.tfapi.memory import {reader} as read\n"
+        "before = read()\n"
         "import tensorflow as tf\n"
         "from tensorflow.python.eager import context\n"
-        "asked = tf_peak_memory()\n"
+        "asked = read()\n"
         "untouched = context.context_safe() is None or not context.context()._initialized\n"
         "tf.constant(1.0) + 1.0\n"
         "gpus = len(tf.config.list_logical_devices('GPU'))\n"
-        "print(json.dumps([before, asked, untouched, tf_peak_memory(), gpus]))\n"
+        "print(json.dumps([before, asked, untouched, read(), gpus]))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -31,6 +31,7 @@ from gpuwhy.facts import (
     RunWindow,
     StepFacts,
 )
+from gpuwhy.tfapi.memory import tf_memory_in_use
 
 POLL_S = 1.0
 GPU_MEANS = {  # GpuWindow field: the GpuSeries series it is the mean of
@@ -149,6 +150,7 @@ class RunTimelineCollector(Collector):
         self.functions = functions
         self.t0 = time.perf_counter()
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
+        self.device_memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
         self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self.calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
@@ -166,6 +168,7 @@ class RunTimelineCollector(Collector):
     def start(self, t0: float) -> None:
         self.t0 = t0
         self.memory = TimeWindows(t0, _Peak)
+        self.device_memory = TimeWindows(t0, _Peak)
         self.traces = TimeWindows(t0, _Count)
         self.tracing = TimeWindows(t0, _Sum)
         self.calls = TimeWindows(t0, _Sum)
@@ -188,6 +191,10 @@ class RunTimelineCollector(Collector):
                 peak.value = max(peak.value, rss)
             if memory:
                 self._poll_cpu(t)
+                in_use = tf_memory_in_use()
+                if in_use:
+                    peak = self.device_memory.at(t)
+                    peak.value = max(peak.value, sum(in_use.values()))
             if self.functions is not None:
                 traces, seconds = self.functions.trace_totals()
                 if traces > self._traces_seen:
@@ -236,6 +243,7 @@ class RunTimelineCollector(Collector):
         shares per window of ``width`` seconds."""
         with self._lock:
             self.memory.coarsen(width)
+            self.device_memory.coarsen(width)
             self.traces.coarsen(width)
             self.tracing.coarsen(width)
             self.calls.coarsen(width)
@@ -245,6 +253,9 @@ class RunTimelineCollector(Collector):
                 rows.setdefault(_index(start - self.t0, width), {})["host_rss_max_bytes"] = (
                     peak.value
                 )
+            for start, peak in self.device_memory.items():
+                row = rows.setdefault(_index(start - self.t0, width), {})
+                row["tf_gpu_memory_max_bytes"] = peak.value
             for start, count in self.traces.items():
                 rows.setdefault(_index(start - self.t0, width), {})["traces"] = count.value
             for start, total in self.tracing.items():

@@ -23,6 +23,7 @@ CAUSE_WORDS = {
     "python": "the Python around the step got slower",
     "host-cpu": "other processes took the host's CPU",
     "host-memory": "the program's memory grew",
+    "device-memory": "TF's memory on the GPU grew",
     "gpu-clock": "the GPU's clock dropped",
 }
 SEE_ALSO = {
@@ -63,6 +64,10 @@ def train_step(x, y): ...""",
     "host-memory": """\
 # the program keeps something per step (a list of tensors, model.predict in a loop):
 # keep Python numbers, not tensors, e.g. losses.append(float(loss))""",
+    "device-memory": """\
+# what the program keeps on the GPU grows: tensors kept across steps (a list of outputs,
+# metrics accumulating tensors); see what holds it in TensorBoard's memory profile:
+tf.profiler.experimental.start("logs/memory")   # a few steps after the change, then stop()""",
     "gpu-clock": """\
 nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE   # why the GPU runs below its clock""",
 }

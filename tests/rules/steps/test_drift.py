@@ -94,11 +94,15 @@ def test_conditions_are_named_without_a_share():
         gpu = GpuWindow(
             index=0, samples=10, utilization=0.95, sm_clock_mhz=1100.0 if late else 1980.0
         )
-        return {"cpu_others_share": 0.7 if late else 0.05, "gpus": (gpu,)}
+        return {
+            "cpu_others_share": 0.7 if late else 0.05,
+            "gpus": (gpu,),
+            "tf_gpu_memory_max_bytes": (9 if late else 4) * 2**30,
+        }
 
     (finding,) = check(facts([0.010] * 20 + [0.018] * 20, row=row))
     causes = {c["kind"]: c for c in finding.evidence["causes"]}
-    assert set(causes) == {"host-cpu", "gpu-clock"}
+    assert set(causes) == {"host-cpu", "gpu-clock", "device-memory"}
     assert all("explains" not in c for c in causes.values())
     assert "1,980 -> 1,100 MHz" in causes["gpu-clock"]["detail"]
 
