@@ -19,6 +19,7 @@ import pytest
 
 from gpuwhy.collect.sampler import GpuSampler, ReplaySource
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts, StepFacts
+from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS
 from gpuwhy.report.html import HtmlRenderer, _Page
@@ -69,6 +70,24 @@ def projected() -> Record:
     return Record.diagnose("run", replace(rb.watched_run().facts, projection=projection))
 
 
+def marked() -> Record:
+    """A long run with findings that point at moments: a drift's start, stalls."""
+    record = rb.long_run()
+    drift = Finding(
+        id="steps.drift",
+        severity="high",
+        title="From step 9,000 (at 40 s) the median step went from 10.0 ms to 16.0 ms (+60%)",
+        evidence={"at_s": 40.0, "until_s": 90.0},
+    )
+    stall = Finding(
+        id="steps.periodic-stall",
+        severity="medium",
+        title="Every 200 steps training stalls for 1.8 s",
+        evidence={"stalls_at_s": [10.0, 20.5, 31.0]},
+    )
+    return replace(record, findings=[*record.findings, drift, stall])
+
+
 def watched(recording: str, windows: int) -> Record:
     facts = Facts(program=ProgramFacts(command=("train",)), gpu_samples=replay(recording, windows))
     return Record.diagnose("watch", facts)
@@ -78,6 +97,7 @@ RECORDS = {
     "full": lambda: rb.with_input_fixes(rb.watched_run()),  # four rows, log rates, fixes
     "large": rb.large_run,  # downsampled: bands, the slowest step per bucket
     "long": rb.long_run,  # windows, a pause, the last steps, the capped step row
+    "marked": marked,  # findings' moments: lines across the rows, marks named on hover
     "keras-fit": lambda: rb.watched_run(keras_fit()),
     "steps-only": lambda: rb.watched_run(samples=rb.NO_DRIVER_SAMPLES, placement=None),
     "self-time": by_self_time,
@@ -133,3 +153,15 @@ def test_an_end_tag_in_a_script_is_rewritten_even_across_two_reads(size):
     expected = re.sub(rb"</(script)", rb"<\\/\1", script, flags=re.IGNORECASE)
     assert b"".join(script_safe_blocks(io.BytesIO(script), size)) == expected
     assert expected.count(b"<\\/") == 4
+
+
+def test_the_moments_findings_point_at_are_marked_across_the_timeline():
+    page = _Page(MAX_POINTS)
+    page.context(marked())
+    timeline = json.loads(page.figures[0][1])
+    lines = [s for s in timeline["layout"]["shapes"] if s["line"].get("color") == "#d62728"]
+    assert sorted(s["x0"] for s in lines) == [10.0, 20.5, 31.0, 40.0]
+    assert all((s["yref"], s["y0"], s["y1"]) == ("paper", 0, 1) for s in lines)
+    hover = [a["hovertext"] for a in timeline["layout"]["annotations"] if "hovertext" in a]
+    assert sum(h.startswith("steps.periodic-stall: Every 200 steps") for h in hover) == 3
+    assert any(h.startswith("steps.drift: From step 9,000 (at 40 s)") for h in hover)
