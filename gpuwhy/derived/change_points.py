@@ -214,17 +214,20 @@ def _best_step_error(values: list[float], min_windows: int) -> float:
     return best
 
 
-def theil_sen(values: list[float]) -> tuple[float, float]:
-    """The median of the pairwise slopes, and the median intercept under it."""
+def theil_sen(values: list[float], xs: Sequence[float] | None = None) -> tuple[float, float]:
+    """The median of the pairwise slopes, and the median intercept under it (``xs``:
+    where each value lies; its index by default)."""
     n = len(values)
+    at = list(xs) if xs is not None else list(range(n))
     stride = max(1, n // 64)  # at most ~2,000 pairs of a few hundred windows
     slopes = [
-        (values[j] - values[i]) / (j - i)
+        (values[j] - values[i]) / (at[j] - at[i])
         for i in range(0, n, stride)
         for j in range(i + stride, n, stride)
+        if at[j] != at[i]
     ]
     slope = _median(slopes)
-    return slope, _median([v - slope * i for i, v in enumerate(values)])
+    return slope, _median([v - slope * x for x, v in zip(at, values)])
 
 
 def spearman(values: list[float]) -> float:

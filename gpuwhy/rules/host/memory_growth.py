@@ -12,6 +12,7 @@ from gpuwhy.formatting import byte_size, run_time
 from gpuwhy.rules.base import Rule
 
 MiB = 2**20
+MIN_WINDOWS = 8
 
 RETRACE_FIX = """\
 # every trace keeps a new graph in the tf.function's cache: stop the retracing
@@ -25,15 +26,17 @@ losses.append(float(loss))          # not losses.append(loss): each tensor keeps
 
 @dataclass(frozen=True)
 class Growth:
-    """The program's resident memory over the training windows, as a straight line."""
+    """The program's resident memory over the training windows, as a straight line
+    against the steps run (a leak keeps so much per step, whatever the pace)."""
 
     start_s: float
     end_s: float
-    first_bytes: int  # the line at the start
-    last_bytes: int  # at the end
-    bytes_per_s: float
+    first_bytes: int  # the line at the first window
+    last_bytes: int  # at the last
+    bytes_per_step: float
+    late_bytes_per_step: float  # the slope over the last third alone
+    bytes_per_s: float  # the same growth over the wall time it took
     rank: float  # Spearman rho of memory with time
-    late_bytes_per_s: float  # the slope over the last third alone
     windows: int
     steps: int  # training steps in those windows
     traces: int = 0  # tf.function traces begun in them
@@ -45,8 +48,8 @@ class Growth:
 
 
 def growth(facts: Facts) -> Growth | None:
-    """The memory line over the main loop's windows after its first step (None: fewer
-    than 8 windows read)."""
+    """The memory line over the main loop's windows after its warm-up (None: fewer than
+    ``MIN_WINDOWS`` windows read)."""
     timeline, steps = facts.timeline, facts.steps
     if timeline is None or steps is None or not steps.count:
         return None
@@ -54,44 +57,40 @@ def growth(facts: Facts) -> Growth | None:
     if steps.loops:
         begin = steps.loops[0].first_s
         end = steps.loops[0].last_s if steps.loops[0].last_s is not None else end
+    if steps.warmup and steps.warmup < len(steps.starts):
+        begin = max(begin, steps.starts[steps.warmup])
     rows = [
         w
         for w in timeline.windows
         if w.host_rss_max_bytes and begin <= w.start_s <= end and w.steps
     ]
-    if len(rows) < 8:
+    if len(rows) < MIN_WINDOWS:
         return None
-    times = [w.start_s for w in rows]
+    run, done = [], 0
+    for w in rows:
+        done += w.steps
+        run.append(float(done))
     values = [float(w.host_rss_max_bytes or 0) for w in rows]
-    slope, intercept = theil_sen_timed(times, values)
-    late = rows[-len(rows) // 3 :]
-    late_slope, _ = theil_sen_timed(
-        [w.start_s for w in late], [float(w.host_rss_max_bytes or 0) for w in late]
-    )
+    per_step, intercept = theil_sen(values, run)
+    third = len(rows) // 3
+    late_per_step, _ = theil_sen(values[-third:], run[-third:])
+    seconds = rows[-1].start_s + timeline.width_s - rows[0].start_s
+    first = intercept + per_step * run[0]
+    last = intercept + per_step * run[-1]
     return Growth(
-        start_s=times[0],
-        end_s=times[-1] + timeline.width_s,
-        first_bytes=int(intercept + slope * times[0]),
-        last_bytes=int(intercept + slope * (times[-1] + timeline.width_s)),
-        bytes_per_s=slope,
+        start_s=rows[0].start_s,
+        end_s=rows[-1].start_s + timeline.width_s,
+        first_bytes=int(first),
+        last_bytes=int(last),
+        bytes_per_step=per_step,
+        late_bytes_per_step=late_per_step,
+        bytes_per_s=(last - first) / seconds if seconds > 0 else 0.0,
         rank=round(spearman(values), 3),
-        late_bytes_per_s=late_slope,
         windows=len(rows),
-        steps=sum(w.steps for w in rows),
+        steps=int(run[-1]),
         traces=sum(w.traces for w in rows),
         traced_windows=sum(1 for w in rows if w.traces),
     )
-
-
-def theil_sen_timed(times: list[float], values: list[float]) -> tuple[float, float]:
-    """Theil-Sen over windows of equal width: the slope per index, per second."""
-    if len(times) < 2:
-        return 0.0, values[0] if values else 0.0
-    per_index, _ = theil_sen(values)
-    width = (times[-1] - times[0]) / (len(times) - 1) or 1.0
-    slope = per_index / width
-    intercepts = sorted(v - slope * t for t, v in zip(times, values))
-    return slope, intercepts[len(intercepts) // 2]
 
 
 class MemoryGrowth(Rule):
@@ -99,11 +98,14 @@ class MemoryGrowth(Rule):
 
     ## What it detects
     The program's resident memory (read once a second through the whole run) rises
-    along a straight line over the training windows: a robust (Theil-Sen) line whose
-    rank correlation with time is at least `min_rank`, that grows by at least
-    `min_growth_mib` and `min_growth_share` of where it started, and that still grows
-    over the last third of the training (a cache or a shuffle buffer that fills during
-    the first epoch and then stops is not a leak). The finding gives the rate, the
+    along a straight line against the training steps: a robust (Theil-Sen) line over
+    the main loop's windows after its warm-up, whose rank correlation with time is at
+    least `min_rank`, that keeps at least `min_bytes_per_step` per step, grows by at
+    least `min_growth_mib` and `min_growth_share` of where it started, and keeps
+    growing at the same pace per step over the last third of the training (at least
+    half its overall pace). TF's own start-up creep (allocator arenas, tf.data buffers,
+    autotuning) slows down as the run goes on, and a cache or a shuffle buffer that fills
+    during the first epoch stops: neither is a leak. The finding gives the rate, the
     memory per training step, and when the host's memory would run out at that rate.
 
     ## Why is this slow?
@@ -133,8 +135,9 @@ class MemoryGrowth(Rule):
     ```
 
     ## Options
-    - `min_growth_mib`: growth over the training, in MiB, below which nothing is said (48).
-    - `min_growth_share`: growth as a share of the memory at the start of training (0.10).
+    - `min_growth_mib`: growth over the training, in MiB, below which nothing is said (16).
+    - `min_growth_share`: growth as a share of the memory at the start of training (0.02).
+    - `min_bytes_per_step`: memory kept per training step (512).
     - `min_rank`: rank correlation of memory with time (0.9).
     """
 
@@ -143,7 +146,12 @@ class MemoryGrowth(Rule):
     status = "preview"
     since = "0.4.0"
     needs = ("steps", "timeline")
-    options = {"min_growth_mib": 48, "min_growth_share": 0.10, "min_rank": 0.9}
+    options = {
+        "min_growth_mib": 16,
+        "min_growth_share": 0.02,
+        "min_bytes_per_step": 512,
+        "min_rank": 0.9,
+    }
     question = "Why does my training's memory keep growing?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -154,10 +162,12 @@ class MemoryGrowth(Rule):
             return []
         if line.grown < options["min_growth_share"] * max(line.first_bytes, 1):
             return []
-        if line.late_bytes_per_s < 0.5 * line.bytes_per_s:
-            return []  # it grew, then stopped: a buffer that filled
+        if line.bytes_per_step < options["min_bytes_per_step"]:
+            return []
+        if line.late_bytes_per_step < 0.5 * line.bytes_per_step:
+            return []  # it grew, then slowed or stopped: start-up, a buffer that filled
         per_hour = line.bytes_per_s * 3600
-        per_step = line.grown / line.steps if line.steps else None
+        per_step = line.bytes_per_step
         timeline = facts.timeline
         host = timeline.host_memory_bytes if timeline is not None else None
         runs_out = None
