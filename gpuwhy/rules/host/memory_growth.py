@@ -129,12 +129,16 @@ def culprit_title(grown: GrowingObject, per_step: float | None) -> str:
 
 def _written_parts(grown: GrowingObject) -> tuple[str, str | None]:
     """The receiver as written (``history``, ``self.history``) and, for a one-argument
-    append/add, the expression added (``out``)."""
+    append/add or an item assigned, the expression added (``out``)."""
     try:
         tree = ast.parse(grown.written or "")
     except SyntaxError:
         return grown.name, None
     node = tree.body[0] if tree.body else None
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+        return ast.unparse(node.targets[0].value), ast.unparse(node.value)
+    if isinstance(node, ast.AugAssign):
+        return ast.unparse(node.target), None
     call = node.value if isinstance(node, ast.Expr) else None
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
         return grown.name, None
@@ -144,38 +148,43 @@ def _written_parts(grown: GrowingObject) -> tuple[str, str | None]:
 
 def culprit_fix(grown: GrowingObject) -> str:
     """The fix in the program's own names: a number instead of a scalar tensor, a running
-    mean instead of a larger one, the last entries instead of one per step."""
+    mean instead of a larger one, the last entries of a dict keyed per step, a bounded
+    deque for anything else."""
     receiver, added = _written_parts(grown)
     written = grown.written or f"{receiver}.append(...)"
     at = f"  ({grown.where})" if grown.where else ""
-    detail = grown.element_detail or ""
-    scalar = detail.endswith("()")
-    if grown.element_detail is not None and scalar:
-        value = added or "value"
+    value = added or "value"  # each step's value, where the line does not say
+    detail = grown.element_detail
+    if grown.what == "dict":
+        return (
+            f"# one entry per step, kept for good: keep the last ones only\n"
+            f"{written}" + (f"   # {grown.where}" if grown.where else "") + "\n"
+            f"while len({receiver}) > 100:\n"
+            f"    del {receiver}[next(iter({receiver}))]   # the oldest first"
+        )
+    if detail is not None and detail.endswith("()"):
         return (
             f"# keep a Python number, not the tensor: each one keeps its buffer and TF handle\n"
             f"{receiver}.append(float({value}))   # instead of {written}{at}"
         )
-    if grown.element_detail is not None:
-        value = added or "value"
+    if detail is not None:
         size = byte_size(grown.element_bytes) if grown.element_bytes else "its buffer"
-        mean = f"{grown.name}_mean"
-        return (
-            f"# each step keeps a {detail} ({size}): keep a summary of it instead\n"
-            f"{mean} = tf.keras.metrics.Mean()   # once, before the loop\n"
-            f"{mean}.update_state({value})     # instead of {written}{at}\n"
-            f"# to keep every value: {receiver}.append({value}.numpy()) still keeps {size} a step"
-        )
-    if grown.what == "dict":
-        return (
-            f"# one entry per step, kept for good: keep the last ones only\n"
-            f"{written}{at}\n"
-            f"while len({receiver}) > 1000:\n"
-            f"    del {receiver}[next(iter({receiver}))]   # the oldest first"
-        )
+        mean = f"{receiver}_mean"
+        lines = [
+            f"# each step keeps a {detail} {grown.element_type or 'value'} ({size}): "
+            "keep a summary of it instead",
+            f"{mean} = tf.keras.metrics.Mean()   # once, where {receiver} is made",
+            f"{mean}.update_state({value})   # instead of {written}{at}",
+        ]
+        if "Tensor" in (grown.element_type or ""):
+            lines.append(
+                f"# to keep every value: {receiver}.append({value}.numpy()) drops TF's handle "
+                f"but still keeps {size} a step"
+            )
+        return "\n".join(lines)
     return (
         f"# one element per step, kept for good: keep the last ones only\n"
-        f"{receiver} = collections.deque(maxlen=1000)   # where it is made; "
+        f"{receiver} = collections.deque(maxlen=100)   # where it is made; "
         f"{written} then drops the oldest{at}"
     )
 

@@ -49,6 +49,12 @@ def test_an_attribute_keeps_its_receiver_as_written():
     grown = replace(LOSSES, holder="attribute of Trainer", written="self.losses.append(out)")
     (finding,) = check(facts(grown))
     assert "self.losses.append(float(out))" in finding.fix
+    larger = replace(grown, element_detail="float32 (1024, 512)")
+    (finding,) = check(facts(larger))
+    assert "self.losses_mean.update_state(out)   # instead of self.losses.append(out)" in (
+        finding.fix
+    )
+    assert "self.losses.append(out.numpy())" in finding.fix
 
 
 def test_a_dict_keyed_per_step_is_fixed_by_keeping_its_last_entries():
@@ -58,7 +64,10 @@ def test_a_dict_keyed_per_step_is_fixed_by_keeping_its_last_entries():
     )  # fmt: skip
     (finding,) = check(facts(grown))
     assert "the dict `seen`" in finding.title
-    assert "while len(seen) > 1000:" in finding.fix and "del seen[next(iter(seen))]" in finding.fix
+    assert "while len(seen) > 100:" in finding.fix and "del seen[next(iter(seen))]" in finding.fix
+    grown = replace(grown, written="self.seen[step] = out.numpy()", element_type="ndarray")
+    (finding,) = check(facts(grown))
+    assert "while len(self.seen) > 100:" in finding.fix
 
 
 def test_a_container_that_explains_little_of_the_growth_is_not_named():
