@@ -149,3 +149,25 @@ def test_the_containers_of_gpuwhy_s_own_libraries_are_not_named():
             sketch.add(i * 1.5)
     census.take(1.0, 64 * MiB)
     assert [g for g in census.growing() if "Store" in g.holder or g.name == "bins"] == []
+
+
+class Burst:
+    pass
+
+
+class Steady:
+    pass
+
+
+def test_types_that_grew_once_are_not_counted_as_growing_from_the_third_census():
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    burst = [Burst() for _ in range(5000)]
+    steady = [Steady() for _ in range(3000)]
+    census.take(1.0, 64 * MiB)
+    assert {"Burst", "Steady"} <= {name for name, _, _ in census.growing_types()}
+    steady.extend(Steady() for _ in range(3000))
+    census.take(2.0, 192 * MiB)
+    names = {name: (first, last) for name, first, last in census.growing_types()}
+    assert "Burst" not in names and names["Steady"][1] - names["Steady"][0] >= 6000
+    assert len(burst) == 5000

@@ -153,6 +153,7 @@ class HeapCensus:
         self._lengths: dict[int, int] = {}  # id -> length << 3 | kind, last census
         self._types_first: dict[str, int] = {}
         self._types_last: dict[str, int] = {}
+        self._types_before: dict[str, int] = {}  # at the census before the last
         self._tracked: dict[int, _Tracked] = {}
         self._lock = threading.Lock()
 
@@ -231,6 +232,7 @@ class HeapCensus:
         self._lengths = lengths
         names = {kind: _type_name(kind) for kind in counts}
         top = sorted(counts.items(), key=lambda item: item[1], reverse=True)[:TOP_TYPES]
+        self._types_before = self._types_last
         self._types_last = {names[kind]: n for kind, n in top}
         if baseline:
             self._types_first = {names[kind]: n for kind, n in counts.items()}
@@ -290,14 +292,17 @@ class HeapCensus:
 
     def growing_types(self, top: int = 8) -> tuple[tuple[str, int, int], ...]:
         """The types whose objects grew most in number from the baseline to the last
-        census: (type, count at the baseline, at the last census)."""
+        census: (type, count at the baseline, at the last census). From three censuses
+        on, only those that still grew between the last two: a burst of objects made
+        once (a function traced, a module imported) is not a growth."""
         with self._lock:
             if self.censuses < 2:
                 return ()
+            before = self._types_before if self.censuses >= 3 else self._types_first
             rows = [
                 (name, self._types_first.get(name, 0), n)
                 for name, n in self._types_last.items()
-                if n > self._types_first.get(name, 0)
+                if n > self._types_first.get(name, 0) and n > before.get(name, 0)
             ]
         rows.sort(key=lambda row: row[2] - row[1], reverse=True)
         return tuple(rows[:top])
