@@ -171,3 +171,14 @@ def test_types_that_grew_once_are_not_counted_as_growing_from_the_third_census()
     names = {name: (first, last) for name, first, last in census.growing_types()}
     assert "Burst" not in names and names["Steady"][1] - names["Steady"][0] >= 6000
     assert len(burst) == 5000
+
+
+def test_gpuwhy_s_own_types_are_not_counted_as_growing():
+    from gpuwhy.facts import GrowingObject
+
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    mine = [GrowingObject("list", "x", "y", None, None, 0, 0, 0.0, 0.0) for _ in range(4000)]
+    census.take(1.0, 64 * MiB)
+    assert "GrowingObject" not in {name for name, _, _ in census.growing_types()}
+    assert len(mine) == 4000

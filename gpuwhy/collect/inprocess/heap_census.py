@@ -231,7 +231,12 @@ class HeapCensus:
             lengths = dict(kept[:MAX_RECORDED])
         self._lengths = lengths
         names = {kind: _type_name(kind) for kind in counts}
-        top = sorted(counts.items(), key=lambda item: item[1], reverse=True)[:TOP_TYPES]
+        theirs = [  # gpuwhy's own objects (its bounded step records) are not the program's
+            (kind, n)
+            for kind, n in counts.items()
+            if str(getattr(kind, "__module__", "")).split(".")[0] not in OWN_PACKAGES
+        ]
+        top = sorted(theirs, key=lambda item: item[1], reverse=True)[:TOP_TYPES]
         self._types_before = self._types_last
         self._types_last = {names[kind]: n for kind, n in top}
         if baseline:
