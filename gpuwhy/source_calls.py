@@ -489,3 +489,50 @@ def _float_dtype(call: ast.Call) -> bool:
             text = ast.unparse(keyword.value).strip("'\"").split(".")[-1]
             return text in _FLOAT_DTYPES
     return True  # Keras' default: float32
+
+
+# The methods by which a statement adds to a container it names.
+GROWING_METHODS = frozenset(
+    {"append", "appendleft", "extend", "extendleft", "insert", "add", "update", "setdefault"}
+)
+
+
+def growth_sites(
+    filename: str, name: str, attribute: bool = False, lines: tuple[int, int] | None = None
+) -> list[tuple[int, str]]:
+    """Where ``filename`` adds to the container it calls ``name`` (``self.name`` with
+    ``attribute``), first line first: ``name.append(x)`` (or extend, add, update ...),
+    ``name += ...``, ``name[key] = ...``; each as (line, the statement as written, on one
+    line). ``lines`` (first, last) keeps those of one function. Empty without a source."""
+    tree = _tree(filename)
+    if tree is None:
+        return []
+
+    def named(node: ast.expr) -> bool:
+        if attribute:
+            return isinstance(node, ast.Attribute) and node.attr == name
+        return isinstance(node, ast.Name) and node.id == name
+
+    found: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        if lines is not None and not lines[0] <= node.lineno <= lines[1]:
+            continue
+        grows = False
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            grows = (
+                isinstance(func, ast.Attribute)
+                and func.attr in GROWING_METHODS
+                and named(func.value)
+            )
+        elif isinstance(node, ast.AugAssign):
+            grows = named(node.target)
+        elif isinstance(node, ast.Assign):
+            grows = any(
+                isinstance(target, ast.Subscript) and named(target.value) for target in node.targets
+            )
+        if grows:
+            found.setdefault(node.lineno, ast.unparse(node))
+    return sorted(found.items())

@@ -190,3 +190,25 @@ def test_a_replica_step_is_traced_through_the_function_that_runs_it(tmp_path):
     assert code is not None
     assert (code.function, code.location) == ("distributed_train_step", "dist.py:3")
     assert code.signature == "def distributed_train_step(x):"
+
+
+def test_the_statements_that_add_to_a_container_it_names(tmp_path):
+    from gpuwhy.source_calls import growth_sites
+
+    path = tmp_path / "loop.py"
+    path.write_text(
+        "history = []\n"
+        "def train(ds):\n"
+        "    for step, x in enumerate(ds):\n"
+        "        history.append(model(x))\n"
+        "        history += [x]\n"
+        "        seen[step] = x\n"
+        "        self.history.extend(x)\n"
+        "    history.sort()\n"
+    )
+    sites = growth_sites(str(path), "history")
+    assert sites == [(4, "history.append(model(x))"), (5, "history += [x]")]
+    assert growth_sites(str(path), "history", attribute=True) == [(7, "self.history.extend(x)")]
+    assert growth_sites(str(path), "seen", lines=(2, 5)) == []
+    assert growth_sites(str(path), "seen") == [(6, "seen[step] = x")]
+    assert growth_sites(str(tmp_path / "gone.py"), "history") == []

@@ -60,7 +60,7 @@ from gpuwhy.facts.steps import (
     TracingFacts,
 )
 from gpuwhy.facts.tfdata import PipelineFacts, PipelineStage, TfDataFacts
-from gpuwhy.facts.timeline import GpuWindow, RunTimeline, RunWindow
+from gpuwhy.facts.timeline import GpuWindow, GrowingObject, RunTimeline, RunWindow
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
@@ -79,6 +79,7 @@ __all__ = [
     "GpuSamplesFacts",
     "GpuWindow",
     "GpuSeries",
+    "GrowingObject",
     "HostDeviceCopy",
     "InputFix",
     "InputFixFacts",

@@ -62,6 +62,26 @@ class RunWindow:
 
 
 @dataclass(frozen=True)
+class GrowingObject:
+    """A container of the program's that gained elements between two heap censuses
+    (taken as its memory grew), named as the program names it."""
+
+    what: str  # list | dict | set | deque
+    name: str  # the program's name for it ("history")
+    holder: str  # "global of train.py", "local of train()", "attribute of Trainer"
+    where: str | None  # file:line of the first statement that adds to it (None: not read)
+    written: str | None  # that statement as written ("history.append(out)")
+    length_first: int  # elements at the census before it was seen growing
+    length_last: int  # at the last census that saw it
+    first_at_s: float
+    last_at_s: float
+    element_type: str | None = None  # of its last element (a dict's last value)
+    element_detail: str | None = None  # a tensor's or array's dtype and shape
+    element_bytes: int | None = None  # one element's size: its buffer, or what it reaches
+    key_type: str | None = None  # a dict's keys
+
+
+@dataclass(frozen=True)
 class RunTimeline:
     """Section ``timeline``: windows of ``width_s`` seconds from the run's start
     (windows in which nothing was read are left out)."""
@@ -70,3 +90,9 @@ class RunTimeline:
     run_s: float  # the run it covers: 0 to run_s
     host_memory_bytes: int | None = None  # the host's physical memory
     windows: tuple[RunWindow, ...] = ()
+    # the heap censuses taken as the program's memory grew (a baseline, then at most 7)
+    heap_censuses: int = 0
+    heap_census_s: float = 0.0  # the CPU seconds they took (holding the GIL)
+    growing: tuple[GrowingObject, ...] = ()  # most bytes gained first
+    # the types whose objects grew most in number: (type, at the baseline, at the last)
+    growing_types: tuple[tuple[str, int, int], ...] = ()

@@ -4,7 +4,8 @@ Each source keeps its own bounded windows while the program runs (the steps'
 :class:`~gpuwhy.collect.time_windows.TimeWindows`, the GPU sampler's
 :mod:`~gpuwhy.collect.windows`); this collector adds what nobody else reads over time
 (the program's resident memory, the host's CPU time and the tf.function traces begun,
-polled once a second) and, when facts are asked, lays them all on one grid whose width fits the whole run in
+polled once a second; as that memory grows, a few censuses of the Python heap name what
+grows: :mod:`~gpuwhy.collect.inprocess.heap_census`) and, when facts are asked, lays them all on one grid whose width fits the whole run in
 at most ``CAPACITY`` windows (:func:`~gpuwhy.collect.time_windows.width_for`). Its
 cost at the end is O(windows), whatever the run's length.
 """
@@ -15,12 +16,14 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpuwhy.collect.host_cpu import cpu_snapshot
 from gpuwhy.collect.host_memory import host_memory
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.collect.inprocess.heap_census import HeapCensus
 from gpuwhy.collect.time_windows import TimeWindows, width_for
 from gpuwhy.facts import (
     EagerFacts,
@@ -149,6 +152,8 @@ class RunTimelineCollector(Collector):
     def __init__(self, functions: FunctionWatcher | None = None) -> None:
         self.functions = functions
         self.t0 = time.perf_counter()
+        self.census: HeapCensus | None = None
+        self._rss: int | None = None
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.device_memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
@@ -173,6 +178,8 @@ class RunTimelineCollector(Collector):
         self.tracing = TimeWindows(t0, _Sum)
         self.calls = TimeWindows(t0, _Sum)
         self.cpu = TimeWindows(t0, _Cpu)
+        calls = self.functions.outermost_calls if self.functions is not None else None
+        self.census = HeapCensus(t0, calls)
         self.poll()
         self._thread = threading.Thread(target=self._run, name="gpuwhy-timeline", daemon=True)
         self._thread.start()
@@ -180,6 +187,18 @@ class RunTimelineCollector(Collector):
     def _run(self) -> None:
         while not self._stopping.wait(POLL_S):
             self.poll()
+            self._census()
+
+    def _census(self) -> None:
+        """A heap census when the memory just read calls for one (outside the lock: it
+        takes a tenth of a second); one that fails takes no more."""
+        census, rss = self.census, self._rss
+        if census is None or rss is None:
+            return
+        try:
+            census.observe(time.perf_counter(), rss)
+        except Exception:  # noqa: BLE001 - the census is a guess's evidence, never a failure
+            self.census = None
 
     def poll(self, memory: bool = True, at: float | None = None) -> None:
         t = time.perf_counter() if at is None else at
@@ -187,6 +206,7 @@ class RunTimelineCollector(Collector):
             self._last_poll = t
             rss = resident_bytes() if memory else None
             if rss is not None:
+                self._rss = rss
                 peak = self.memory.at(t)
                 peak.value = max(peak.value, rss)
             if memory:
@@ -230,12 +250,22 @@ class RunTimelineCollector(Collector):
 
     def fill(self, gathering: Gathering) -> RunTimeline:
         facts = gathering.facts
-        return laid_out(
+        timeline = laid_out(
             gathering.t_end - gathering.t0,
             facts.steps,
             facts.eager,
             facts.gpu_samples,
             self._rows(width_for(gathering.t_end - gathering.t0)),
+        )
+        census = self.census
+        if census is None or not census.censuses:
+            return timeline
+        return replace(
+            timeline,
+            heap_censuses=census.censuses,
+            heap_census_s=round(census.seconds, 4),
+            growing=census.growing(),
+            growing_types=census.growing_types(),
         )
 
     def _rows(self, width: float) -> dict[int, dict]:

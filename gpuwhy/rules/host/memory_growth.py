@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.derived.change_points import spearman, theil_sen
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, GrowingObject, RunTimeline
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import byte_size, run_time
 from gpuwhy.rules.base import Rule
@@ -93,6 +94,119 @@ def growth(facts: Facts) -> Growth | None:
     )
 
 
+def culprit(
+    timeline: RunTimeline, line: Growth, min_share: float
+) -> tuple[GrowingObject, float | None] | None:
+    """The container the heap censuses saw gain the most bytes, where what it gained
+    explains at least ``min_share`` of the memory's growth over the same span (or its
+    elements' size is unknown); with its elements gained per training step (None: no
+    steps in that span)."""
+    for grown in timeline.growing:
+        span = grown.last_at_s - grown.first_at_s
+        elements = grown.length_last - grown.length_first
+        if elements <= 0 or span <= 0:
+            continue
+        if grown.element_bytes is not None and line.bytes_per_s > 0:
+            if elements * grown.element_bytes < min_share * line.bytes_per_s * span:
+                continue
+        steps = steps_between(timeline, grown.first_at_s, grown.last_at_s)
+        return grown, (elements / steps if steps else None)
+    return None
+
+
+def steps_between(timeline: RunTimeline, start_s: float, end_s: float) -> float:
+    """Training steps between two moments: each window's steps, pro rata of its overlap."""
+    width = timeline.width_s
+    total = 0.0
+    for w in timeline.windows:
+        overlap = min(end_s, w.start_s + width) - max(start_s, w.start_s)
+        if overlap > 0 and w.steps:
+            total += w.steps * overlap / width
+    return total
+
+
+def element_text(grown: GrowingObject) -> str:
+    """``EagerTensor float32 (256, 512)``, ``float``, ``objects``."""
+    if grown.element_type is None:
+        return "objects"
+    return " ".join(t for t in (grown.element_type, grown.element_detail) if t)
+
+
+def culprit_title(grown: GrowingObject, per_step: float | None) -> str:
+    """``the list `history` (global of train.py, added to at train.py:18) holds 195
+    EagerTensor objects (float32 (256, 512) each), +1 per step``"""
+    where = f", added to at {grown.where}" if grown.where else ""
+    rate = f", +{per_step:.2g} per step" if per_step else ""
+    each = f" ({grown.element_detail} each)" if grown.element_detail else ""
+    kind = f"{grown.element_type} objects" if grown.element_type else "objects"
+    return (
+        f"the {grown.what} `{grown.name}` ({grown.holder}{where}) holds "
+        f"{grown.length_last:,} {kind}{each}{rate}"
+    )
+
+
+def _written_parts(grown: GrowingObject) -> tuple[str, str | None]:
+    """The receiver as written (``history``, ``self.history``) and, for a one-argument
+    append/add or an item assigned, the expression added (``out``)."""
+    try:
+        tree = ast.parse(grown.written or "")
+    except SyntaxError:
+        return grown.name, None
+    node = tree.body[0] if tree.body else None
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+        return ast.unparse(node.targets[0].value), ast.unparse(node.value)
+    if isinstance(node, ast.AugAssign):
+        return ast.unparse(node.target), None
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return grown.name, None
+    one = len(call.args) == 1 and call.func.attr in ("append", "appendleft", "add")
+    return ast.unparse(call.func.value), ast.unparse(call.args[0]) if one else None
+
+
+def culprit_fix(grown: GrowingObject) -> str:
+    """The fix in the program's own names: a number instead of a scalar tensor, a running
+    mean instead of a larger one, the last entries of a dict keyed per step, a bounded
+    deque for anything else."""
+    receiver, added = _written_parts(grown)
+    written = grown.written or f"{receiver}.append(...)"
+    at = f"  ({grown.where})" if grown.where else ""
+    value = added or "value"  # each step's value, where the line does not say
+    detail = grown.element_detail
+    if grown.what == "dict":
+        return (
+            f"# one entry per step, kept for good: keep the last ones only\n"
+            f"{written}" + (f"   # {grown.where}" if grown.where else "") + "\n"
+            f"while len({receiver}) > 100:\n"
+            f"    del {receiver}[next(iter({receiver}))]   # the oldest first"
+        )
+    if detail is not None and detail.endswith("()"):
+        return (
+            f"# keep a Python number, not the tensor: each one keeps its buffer and TF handle\n"
+            f"{receiver}.append(float({value}))   # instead of {written}{at}"
+        )
+    if detail is not None:
+        size = byte_size(grown.element_bytes) if grown.element_bytes else "its buffer"
+        mean = f"{receiver}_mean"
+        lines = [
+            f"# each step keeps a {detail} {grown.element_type or 'value'} ({size}): "
+            "keep a summary of it instead",
+            f"{mean} = tf.keras.metrics.Mean()   # once, where {receiver} is made",
+            f"{mean}.update_state({value})   # instead of {written}{at}",
+        ]
+        if "Tensor" in (grown.element_type or ""):
+            lines.append(
+                f"# to keep every value: {receiver}.append({value}.numpy()) drops TF's handle "
+                f"but still keeps {size} a step"
+            )
+        return "\n".join(lines)
+    return (
+        f"# one element per step, kept for good: keep the last ones only\n"
+        f"{receiver} = collections.deque(maxlen=100)   # where it is made; "
+        f"{written} then drops the oldest{at}"
+    )
+
+
 class MemoryGrowth(Rule):
     """The program's memory grows steadily while it trains.
 
@@ -134,11 +248,20 @@ class MemoryGrowth(Rule):
         losses.append(float(loss))          # a Python float: a few bytes
     ```
 
+    As the memory grows, a few censuses of the Python heap (a baseline once training
+    has begun, then each time the memory has grown past the last one by 32, 64, 128
+    MiB ..., at most 8 a run) find the list, dict, set or deque that gains the most
+    elements, and name it as the program does (a global, a function's local, an
+    object's attribute), with the type of its elements and the line that adds to them:
+    the finding then says what to change on that line.
+
     ## Options
     - `min_growth_mib`: growth over the training, in MiB, below which nothing is said (16).
     - `min_growth_share`: growth as a share of the memory at the start of training (0.02).
     - `min_bytes_per_step`: memory kept per training step (512).
     - `min_rank`: rank correlation of memory with time (0.9).
+    - `min_explained_share`: share of the memory's growth a named container's elements
+      must account for (their count times the last one's size) to be named (0.2).
     """
 
     id = "host.memory-growth"
@@ -151,6 +274,7 @@ class MemoryGrowth(Rule):
         "min_growth_share": 0.02,
         "min_bytes_per_step": 512,
         "min_rank": 0.9,
+        "min_explained_share": 0.2,
     }
     question = "Why does my training's memory keep growing?"
 
@@ -175,18 +299,41 @@ class MemoryGrowth(Rule):
             runs_out = max(0.0, (host - line.last_bytes) / line.bytes_per_s)
         # traces all along the growth: each one keeps a graph (a retrace storm's memory)
         retracing = line.traces >= 10 and line.traced_windows >= line.windows / 2
+        named = culprit(timeline, line, options["min_explained_share"]) if timeline else None
         title = (
             f"The program's memory grows {byte_size(line.bytes_per_s * 60)} a minute while "
             f"it trains ({byte_size(line.first_bytes)} -> {byte_size(line.last_bytes)} "
             f"from {run_time(line.start_s)} to {run_time(line.end_s)}"
             + (f", {byte_size(per_step)} per step" if per_step else "")
+            + "): "
             + (
-                f") while tf.function traced {line.traces:,} times: each trace keeps its graph"
+                culprit_title(*named)
+                if named
+                else f"tf.function traced {line.traces:,} times meanwhile, each trace keeps its graph"
                 if retracing
-                else "): something keeps what each step makes"
+                else "something keeps what each step makes"
             )
         )
         high = runs_out is not None and runs_out < 24 * 3600
+        growing: dict[str, Any] = {}
+        if named:
+            grown, per_step_elements = named
+            growing = {
+                "growing": f"{grown.what} {grown.name} ({grown.holder})",
+                "growing_where": grown.where,
+                "growing_written": grown.written,
+                "growing_element": element_text(grown),
+                "growing_element_bytes": grown.element_bytes,
+                "growing_length_first": grown.length_first,
+                "growing_length_last": grown.length_last,
+                "growing_from_s": grown.first_at_s,
+                "growing_until_s": grown.last_at_s,
+                "growing_per_step": round(per_step_elements, 3) if per_step_elements else None,
+            }
+        if timeline is not None and timeline.growing_types:
+            growing["growing_types"] = ", ".join(
+                f"{name} {first:,} -> {last:,}" for name, first, last in timeline.growing_types[:3]
+            )
         return [
             self.finding(
                 title,
@@ -203,8 +350,9 @@ class MemoryGrowth(Rule):
                     "host_memory_bytes": host,
                     "host_full_in_s": round(runs_out) if runs_out is not None else None,
                     "traces_meanwhile": line.traces,
+                    **growing,
                 },
-                fix=RETRACE_FIX if retracing else FIX,
+                fix=culprit_fix(named[0]) if named else RETRACE_FIX if retracing else FIX,
                 estimated_gain=(
                     f"the host's memory runs out in about {run_time(runs_out)} at this rate"
                     if runs_out is not None

@@ -1,0 +1,588 @@
+"""What grows in the program's Python heap, by the name the program gives it.
+
+The timeline reads the program's resident memory once a second; when it rises along a
+line while the program trains (``host.memory-growth``), the question is *what* grows.
+A census counts the objects the garbage collector tracks by type and records the length
+of every list, dict, set and deque; between two censuses, the containers that gained
+the most elements are the candidates, and each is named as the program names it: a
+global of its module, a local of a running function, or an attribute of an object
+(the referrers of the container and the threads' frames), with the type of its last
+elements and the line of the program that adds to it (its source read back). A dict
+holding only numbers, strings or arrays (``losses[step] = float(loss)``) is not tracked
+by the collector: those among the other threads' locals, their modules' globals and
+their ``self``'s attributes are counted too. Containers of gpuwhy's own (its collectors'
+sketches, its live metrics) are never named.
+
+A census holds the GIL while it walks the heap: on this project's 2-core machine (shared,
+load 3-5), a Keras program's heap after ``fit`` (288,000 objects the collector tracks,
+39,000 non-empty containers) took 0.13-0.22 s a census, naming what grew included
+(medians of 7 over three runs of ``benchmarks/bench_heap_census.py``); naming alone is
+one pass over the dicts and the objects with attributes (0.09 s profiled, without
+``gc.get_referrers``: see :func:`_in_referrers`). It is kept rare: a baseline once the
+program has made its first steps (3 calls of its tf.functions, or 10 s after the start
+for a program without one), then only when the resident memory has grown past the
+last census's by a threshold that doubles each time (32 MiB, 64 MiB, 128 MiB ...), at
+most ``MAX_CENSUSES`` a run: a program whose memory does not grow pays for the baseline
+alone, one that grows without end for 8 censuses, whatever the run's length.
+
+Between censuses only the last one's lengths are kept (an id and a length per
+container, at most ``MAX_RECORDED`` of the longest), never a reference: the census keeps
+nothing alive. A container the last census did not record (new, empty, or shorter than
+the ones kept) counts from 0.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import heapq
+import inspect
+import os
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwhy.facts import GrowingObject
+from gpuwhy.source_calls import growth_sites
+from gpuwhy.tfapi.graph_ops import relative
+
+MiB = 2**20
+FIRST_THRESHOLD = 32 * MiB  # growth past the baseline that takes the second census
+MAX_CENSUSES = 8
+BASELINE_CALLS = 3  # tf.function calls before the baseline: the first steps have run
+BASELINE_AFTER_S = 10.0  # or this long after the start, for a program without one
+MAX_RECORDED = 100_000  # containers whose length is kept between censuses
+MIN_GROWTH = 8  # elements gained below which a container is not named
+CANDIDATES = 16  # the most grown in elements, sized by their last element
+NAMED_PER_CENSUS = 3  # of those, the most grown in bytes
+MAX_TRACKED = 8
+TOP_TYPES = 64  # types whose counts a census keeps
+SAMPLED = 3  # last elements read for their type
+DEEP_SIZE_OBJECTS = 2_000  # objects walked to size one element
+# What an EagerTensor holds beyond its Python object and its buffer (TF's tensor handle,
+# buffer and allocation): a scalar one kept costs ~944 bytes of resident memory, its
+# Python object 184 (TF 2.21, 100,000 kept; [64] float32: ~1,220)
+TENSOR_OVERHEAD = 760
+
+KINDS: dict[type, tuple[int, str]] = {
+    list: (1, "list"),
+    dict: (2, "dict"),
+    set: (3, "set"),
+    collections.deque: (4, "deque"),
+    collections.OrderedDict: (5, "dict"),
+    collections.defaultdict: (6, "dict"),
+}
+_GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
+_ARRAYS = ("tensorflow", "numpy", "keras", "jax", "torch")
+# gpuwhy's and the packages only gpuwhy uses in the program: their containers are its own
+# (the step-time sketches' bins, the live metrics' registry)
+OWN_PACKAGES = frozenset({"gpuwhy", "ddsketch", "prometheus_client", "pynvml"})
+
+
+@dataclass
+class _Holder:
+    """How the program names a container, and where to look for what adds to it."""
+
+    name: str
+    holder: str
+    attribute: bool
+    filename: str | None
+    lines: tuple[int, int] | None = None
+    module: str | None = None  # of the global, or of the attribute owner's class
+
+
+@dataclass
+class _Tracked:
+    """A container seen growing, followed from census to census by its id."""
+
+    kind_index: int
+    kind: str
+    holder: _Holder
+    first_length: int
+    first_at_s: float
+    last_length: int
+    last_at_s: float
+    element_type: str | None
+    element_detail: str | None
+    element_bytes: int | None
+    key_type: str | None
+
+    def fact(self) -> GrowingObject:
+        sites = (
+            growth_sites(
+                self.holder.filename, self.holder.name, self.holder.attribute, self.holder.lines
+            )
+            if self.holder.filename
+            else []
+        )
+        line, written = sites[0] if sites else (None, None)
+        return GrowingObject(
+            what=self.kind,
+            name=self.holder.name,
+            holder=self.holder.holder,
+            where=relative(self.holder.filename, line) if self.holder.filename and line else None,
+            written=written,
+            length_first=self.first_length,
+            length_last=self.last_length,
+            first_at_s=round(self.first_at_s, 3),
+            last_at_s=round(self.last_at_s, 3),
+            element_type=self.element_type,
+            element_detail=self.element_detail,
+            element_bytes=self.element_bytes,
+            key_type=self.key_type,
+        )
+
+
+class HeapCensus:
+    """Censuses of the heap taken as the program's memory grows; fed by the timeline's
+    poll thread (:meth:`observe`, once a second) with the resident memory it read."""
+
+    def __init__(self, t0: float, calls: Callable[[], int] | None = None) -> None:
+        self.t0 = t0
+        self.calls = calls  # tf.function calls so far: the first steps' clock
+        self.censuses = 0
+        self.seconds = 0.0  # CPU seconds of the censuses' thread in them (and naming)
+        self._rss = 0
+        self._threshold = FIRST_THRESHOLD
+        self._at_s = 0.0
+        self._lengths: dict[int, int] = {}  # id -> length << 3 | kind, last census
+        self._types_first: dict[str, int] = {}
+        self._types_last: dict[str, int] = {}
+        self._types_before: dict[str, int] = {}  # at the census before the last
+        self._tracked: dict[int, _Tracked] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, t: float, rss: int) -> bool:
+        """Takes a census when one is due at ``t`` (perf_counter) with ``rss`` bytes
+        resident; whether it took one."""
+        if self.censuses >= MAX_CENSUSES:
+            return False
+        if self.censuses == 0:
+            calls = self.calls() if self.calls is not None else 0
+            if calls < BASELINE_CALLS and t - self.t0 < BASELINE_AFTER_S:
+                return False
+        elif rss < self._rss + self._threshold:
+            return False
+        else:
+            self._threshold *= 2
+        self.take(t, rss)
+        return True
+
+    def take(self, t: float, rss: int) -> None:
+        """One census now: types counted, containers' lengths, the most grown named."""
+        started = time.thread_time()
+        at_s = t - self.t0
+        with self._lock:
+            grown, objects = self._count(at_s)
+            self._name(grown, at_s, objects)
+            del objects
+            self._rss = rss
+            self._at_s = at_s
+            self.censuses += 1
+            self.seconds += time.thread_time() - started
+
+    def _count(self, at_s: float) -> tuple[list[tuple[int, int, Any]], list[Any]]:
+        """Counts the heap; the containers that gained most since the last census
+        (elements gained, id, the container), most first, and the objects counted."""
+        objects = gc.get_objects()
+        objects.extend(untracked_dicts())
+        counts: dict[type, int] = {}
+        lengths: dict[int, int] = {}
+        previous = self._lengths
+        baseline = self.censuses == 0
+        tracked = self._tracked
+        own = {id(objects), id(counts), id(lengths), id(previous), id(tracked), id(self.__dict__)}
+        best: list[tuple[int, int, Any]] = []  # a heap of the most grown
+        for obj in objects:
+            kind = type(obj)
+            counts[kind] = counts.get(kind, 0) + 1
+            known = KINDS.get(kind)
+            if known is None:
+                continue
+            length = len(obj)
+            if not length:
+                continue
+            key = id(obj)
+            if key in own:
+                continue
+            index = known[0]
+            lengths[key] = length << 3 | index
+            if baseline:
+                continue
+            then = previous.get(key)
+            before = then >> 3 if then is not None and then & 7 == index else 0
+            follow = tracked.get(key)
+            if follow is not None and follow.kind_index == index and length >= follow.last_length:
+                follow.last_length, follow.last_at_s = length, at_s
+            gained = length - before
+            if gained >= MIN_GROWTH and (len(best) < CANDIDATES or gained > best[0][0]):
+                entry = (gained, key, obj)
+                if len(best) < CANDIDATES:
+                    heapq.heappush(best, entry)
+                else:
+                    heapq.heapreplace(best, entry)
+        if len(lengths) > MAX_RECORDED:
+            kept = sorted(lengths.items(), key=lambda item: item[1], reverse=True)
+            lengths = dict(kept[:MAX_RECORDED])
+        self._lengths = lengths
+        names = {kind: _type_name(kind) for kind in counts}
+        theirs = [  # gpuwhy's own objects (its bounded step records) are not the program's
+            (kind, n)
+            for kind, n in counts.items()
+            if str(getattr(kind, "__module__", "")).split(".")[0] not in OWN_PACKAGES
+        ]
+        top = sorted(theirs, key=lambda item: item[1], reverse=True)[:TOP_TYPES]
+        self._types_before = self._types_last
+        self._types_last = {names[kind]: n for kind, n in top}
+        if baseline:
+            self._types_first = {names[kind]: n for kind, n in counts.items()}
+        grown = sorted(best, key=lambda entry: entry[0], reverse=True)
+        best.clear()
+        grown = [(gained, key, obj) for gained, key, obj in grown if key not in tracked]
+        return grown, objects
+
+    def _name(self, grown: list[tuple[int, int, Any]], at_s: float, objects: list[Any]) -> None:
+        """Names the candidates that gained the most bytes (their elements times the
+        last one's size), in one pass over the heap; those gpuwhy holds or that cannot
+        be named are left."""
+        sized = []
+        for gained, key, container in grown:
+            element, key_type = _last_element(container)
+            detail, size = describe(element) if element is not _NOTHING else (None, None)
+            sized.append(
+                (gained * (size or 1), gained, key, container, element, key_type, detail, size)
+            )
+        grown.clear()
+        sized.sort(key=lambda entry: entry[0], reverse=True)
+        room = min(NAMED_PER_CENSUS, MAX_TRACKED - len(self._tracked))
+        holders = names_of([entry[3] for entry in sized], objects, skip={id(self._lengths)})
+        for _, gained, key, container, element, key_type, detail, size in sized:
+            holder = holders.get(key)
+            if holder is None or room <= 0:
+                continue
+            room -= 1
+            index, kind = KINDS[type(container)]
+            length = len(container)
+            self._tracked[key] = _Tracked(
+                kind_index=index,
+                kind=kind,
+                holder=holder,
+                first_length=max(0, length - gained),
+                first_at_s=self._at_s,
+                last_length=length,
+                last_at_s=at_s,
+                element_type=_type_name(type(element)) if element is not _NOTHING else None,
+                element_detail=detail,
+                element_bytes=size,
+                key_type=key_type,
+            )
+        sized.clear()
+
+    def growing(self) -> tuple[GrowingObject, ...]:
+        """The containers seen growing, most bytes gained first (elements where their
+        size is unknown)."""
+        with self._lock:
+            tracked = [t for t in self._tracked.values() if t.last_length > t.first_length]
+
+        def gained(t: _Tracked) -> tuple[int, int]:
+            elements = t.last_length - t.first_length
+            return (elements * (t.element_bytes or 0), elements)
+
+        return tuple(t.fact() for t in sorted(tracked, key=gained, reverse=True))
+
+    def growing_types(self, top: int = 8) -> tuple[tuple[str, int, int], ...]:
+        """The types whose objects grew most in number from the baseline to the last
+        census: (type, count at the baseline, at the last census). From three censuses
+        on, only those that still grew between the last two: a burst of objects made
+        once (a function traced, a module imported) is not a growth."""
+        with self._lock:
+            if self.censuses < 2:
+                return ()
+            before = self._types_before if self.censuses >= 3 else self._types_first
+            rows = [
+                (name, self._types_first.get(name, 0), n)
+                for name, n in self._types_last.items()
+                if n > self._types_first.get(name, 0) and n > before.get(name, 0)
+            ]
+        rows.sort(key=lambda row: row[2] - row[1], reverse=True)
+        return tuple(rows[:top])
+
+
+_NOTHING = object()
+
+
+def _type_name(kind: type) -> str:
+    return str(getattr(kind, "__qualname__", None) or getattr(kind, "__name__", "?"))
+
+
+def _last_element(container: Any) -> tuple[Any, str | None]:
+    """The container's last element (a dict's last value) and a dict's key type; the
+    program may change it meanwhile: nothing then."""
+    try:
+        if isinstance(container, dict):
+            key, value = next(reversed(container.items()))
+            return value, _type_name(type(key))
+        if isinstance(container, set):
+            return next(iter(container)), None
+        return container[-1], None
+    except (IndexError, StopIteration, RuntimeError, TypeError):
+        return _NOTHING, None
+
+
+def describe(element: Any) -> tuple[str | None, int | None]:
+    """A tensor's or an array's dtype and shape, and the bytes one element holds (its
+    buffer for tensors and arrays, and TF's own handle for a tensor; for other objects,
+    what it reaches, up to ``DEEP_SIZE_OBJECTS`` objects)."""
+    module = type(element).__module__.split(".")[0]
+    if module in _ARRAYS:
+        try:
+            dtype, shape = element.dtype, tuple(element.shape)
+            name = getattr(dtype, "name", None) or str(dtype)
+            items = 1
+            for dim in shape:
+                items *= int(dim) if dim is not None else 0
+            itemsize = getattr(dtype, "size", None) or getattr(dtype, "itemsize", None) or 0
+            shown = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+            overhead = TENSOR_OVERHEAD if module == "tensorflow" else 0
+            return f"{name} {shown}", sys.getsizeof(element) + items * int(itemsize) + overhead
+        except Exception:  # noqa: BLE001 - an array-like we do not know: sized as an object
+            pass
+    return None, deep_size(element)
+
+
+def deep_size(root: Any, limit: int = DEEP_SIZE_OBJECTS) -> int:
+    """The bytes of ``root`` and of what it reaches (classes, modules and functions,
+    shared by all, left out), walking at most ``limit`` objects."""
+    seen: set[int] = set()
+    todo = [root]
+    total = 0
+    while todo and len(seen) < limit:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, _SHARED):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj, 0)
+        todo.extend(gc.get_referents(obj))
+    return total
+
+
+def name_of(container: Any, objects: list[Any] | None = None) -> _Holder | None:
+    """How the program names ``container`` (see :func:`names_of`)."""
+    return names_of([container], gc.get_objects() if objects is None else objects).get(
+        id(container)
+    )
+
+
+def names_of(
+    containers: list[Any], objects: list[Any], skip: set[int] | frozenset = frozenset()
+) -> dict[int, _Holder]:
+    """How the program names each container (by id): a local of a running function or
+    a global (the other threads' frames), else a global of an imported module or an
+    attribute of an object (among ``objects``; dicts in ``skip`` left out). Those
+    unnamed, or gpuwhy's own, are left out."""
+    wanted = {id(c): c for c in containers}
+    found = _in_frames(wanted)
+    rest = {key: c for key, c in wanted.items() if key not in found}
+    if rest:
+        found.update(_in_referrers(rest, objects, skip))
+    return {
+        key: holder
+        for key, holder in found.items()
+        if not _ours(holder.filename)
+        and not (holder.module and holder.module.split(".")[0] in OWN_PACKAGES)
+    }
+
+
+def _ours(filename: str | None) -> bool:
+    return bool(filename) and os.path.abspath(filename or "").startswith(_GPUWHY_DIR + os.sep)
+
+
+def _other_threads() -> list[types.FrameType]:
+    """The frame each other thread runs. This thread's own is dropped at once: a
+    variable of a census function holding it would make a cycle that keeps the census's
+    frames, and all they hold, until the next garbage collection."""
+    frames = sys._current_frames()
+    frames.pop(threading.get_ident(), None)
+    return list(frames.values())
+
+
+def untracked_dicts() -> list[dict]:
+    """The dicts the garbage collector does not track (holding only numbers, strings or
+    arrays: ``losses[step] = float(loss)``) among the globals and locals of the frames
+    running in other threads, and the attributes of their ``self``: the places a
+    program keeps what it records per step."""
+    found: dict[int, dict] = {}
+    spaces: dict[int, Any] = {}
+    for frame in _other_threads():
+        current: types.FrameType | None = frame
+        while current is not None:
+            if not _ours(current.f_code.co_filename):
+                spaces.setdefault(id(current.f_globals), current.f_globals)
+                local = _locals(current)
+                owner = local.get("self")
+                if owner is not None:
+                    try:
+                        namespace = getattr(owner, "__dict__", None)
+                    except Exception:  # noqa: BLE001 - an object whose attribute lookup fails
+                        namespace = None
+                    if isinstance(namespace, dict):
+                        spaces.setdefault(id(namespace), namespace)
+                for value in local.values():
+                    if type(value) in KINDS and not gc.is_tracked(value):
+                        found[id(value)] = value
+            current = current.f_back
+    for space in spaces.values():
+        try:
+            values = list(space.values())
+        except RuntimeError:  # changed while read
+            continue
+        for value in values:
+            if type(value) in KINDS and not gc.is_tracked(value):
+                found[id(value)] = value
+    return list(found.values())
+
+
+def _locals(frame: types.FrameType) -> dict:
+    """A frame's locals, copied; a function frame's snapshot emptied after the read
+    (before 3.13 the frame keeps it until it ends, and with it every local's value at
+    the time of the read; :func:`gpuwhy.tfapi.frames.frame_values` does the same)."""
+    local = frame.f_locals
+    copied = dict(local)
+    optimized = bool(frame.f_code.co_flags & inspect.CO_OPTIMIZED)
+    if optimized and sys.version_info < (3, 13) and type(local) is dict:
+        local.clear()
+    return copied
+
+
+def _in_frames(wanted: dict[int, Any]) -> dict[int, _Holder]:
+    """Locals (or a module's globals) of the frames running in other threads, innermost
+    first. Before 3.13 a function frame's ``f_locals`` is a snapshot the frame keeps:
+    emptied after the read, as :func:`gpuwhy.tfapi.frames.frame_values` does."""
+    found: dict[int, _Holder] = {}
+    for frame in _other_threads():
+        current: types.FrameType | None = frame
+        while current is not None and len(found) < len(wanted):
+            code = current.f_code
+            if not _ours(code.co_filename):
+                for name, value in _locals(current).items():
+                    key = id(value)
+                    if key not in wanted or key in found or wanted[key] is not value:
+                        continue
+                    found[key] = _frame_holder(current, name)
+            current = current.f_back
+    return found
+
+
+def _frame_holder(frame: types.FrameType, name: str) -> _Holder:
+    code = frame.f_code
+    if code.co_name == "<module>":
+        return _global(name, code.co_filename, frame.f_globals.get("__name__"))
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    return _Holder(
+        name=name,
+        holder=f"local of {getattr(code, 'co_qualname', code.co_name)}()",
+        attribute=False,
+        filename=code.co_filename,
+        lines=(code.co_firstlineno, max(lines, default=code.co_firstlineno)),
+    )
+
+
+def _global(name: str, filename: str | None, module: str | None) -> _Holder:
+    shown = os.path.basename(filename) if filename else f"module {module}"
+    return _Holder(
+        name=name,
+        holder=f"global of {shown}",
+        attribute=False,
+        filename=filename,
+        module=module,
+    )
+
+
+def _in_referrers(
+    wanted: dict[int, Any], objects: list[Any], skip: set[int] | frozenset
+) -> dict[int, _Holder]:
+    """Globals of modules, or attributes of objects, found among ``objects``.
+
+    Not with ``gc.get_referrers``: in a TensorFlow program it can crash the process (a
+    segfault after a Keras ``fit`` with TF 2.21 on Python 3.11, unless a collection ran
+    just before: it walks the collector's own lists while the objects' traversal may
+    change them). Here each dict's values are compared by identity (a module's dict
+    gives a global), then the referents of the objects that have attributes: a
+    container itself, or a dict found holding one (the object's ``__dict__``)."""
+    modules = {id(vars(m)): m for m in list(sys.modules.values()) if m is not None}
+    ids = set(wanted)
+    found: dict[int, _Holder] = {}
+    holding: dict[int, list[tuple[int, str]]] = {}  # a dict holding some -> (id, key)
+    for obj in objects:
+        if type(obj) is not dict or id(obj) in skip or not _holds(obj, ids):
+            continue
+        for key, value in _items(obj):
+            if id(value) not in ids or wanted[id(value)] is not value or not isinstance(key, str):
+                continue
+            module = modules.get(id(obj))
+            if module is not None:
+                found.setdefault(
+                    id(value), _global(key, getattr(module, "__file__", None), module.__name__)
+                )
+            else:
+                holding.setdefault(id(obj), []).append((id(value), key))
+    targets = (ids - set(found)) | set(holding)
+    offsets: dict[type, bool] = {}
+    for obj in objects:
+        if not targets:
+            break
+        kind = type(obj)
+        has = offsets.get(kind)
+        if has is None:
+            has = offsets[kind] = bool(getattr(kind, "__dictoffset__", 0)) and not issubclass(
+                kind, _SHARED
+            )
+        if not has:
+            continue
+        referents = gc.get_referents(obj)
+        if targets.isdisjoint(map(id, referents)):
+            continue
+        try:
+            namespace = vars(obj)
+        except TypeError:
+            continue
+        for key, value in _items(namespace):
+            if id(value) in ids and id(value) not in found and wanted[id(value)] is value:
+                found[id(value)] = _attribute(key, obj)
+        for key, name in holding.pop(id(namespace), ()):
+            found.setdefault(key, _attribute(name, obj))
+        targets = (ids - set(found)) | set(holding)
+    return found
+
+
+def _holds(mapping: dict, ids: set[int]) -> bool:
+    """Whether one of the dict's values has one of ``ids`` (at C speed)."""
+    try:
+        return not ids.isdisjoint(map(id, mapping.values()))
+    except RuntimeError:  # changed while read
+        return False
+
+
+def _items(mapping: dict) -> list[tuple[Any, Any]]:
+    """A dict's items, or none where the program changed it while they were read."""
+    try:
+        return list(mapping.items())
+    except RuntimeError:
+        return []
+
+
+def _attribute(name: str, owner: Any) -> _Holder:
+    cls = type(owner)
+    module = sys.modules.get(cls.__module__)
+    return _Holder(
+        name=name,
+        holder=f"attribute of {_type_name(cls)}",
+        attribute=True,
+        filename=getattr(module, "__file__", None),
+        module=cls.__module__,
+    )

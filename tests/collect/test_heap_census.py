@@ -1,0 +1,184 @@
+"""Heap censuses on plain Python objects (no TensorFlow): what grows between two of them,
+named as the program names it (a module's global, a running function's local, an
+object's attribute), with its elements and the line that adds to them; and when a
+census is taken at all."""
+
+import sys
+import threading
+import types
+
+import numpy as np
+
+from gpuwhy.collect.inprocess.heap_census import MAX_CENSUSES, HeapCensus, MiB, describe
+
+MODULE_SOURCE = """\
+cache = []
+def remember(x):
+    cache.append(x)
+"""
+
+
+def _grown(census: HeapCensus, name: str):
+    return [g for g in census.growing() if g.name == name]
+
+
+def test_a_module_global_is_named_with_the_line_that_appends_to_it(tmp_path):
+    path = tmp_path / "features.py"
+    path.write_text(MODULE_SOURCE)
+    module = types.ModuleType("features_under_census")
+    module.__file__ = str(path)
+    exec(compile(MODULE_SOURCE, str(path), "exec"), module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        census = HeapCensus(t0=0.0)
+        census.take(1.0, 100 * MiB)
+        for i in range(500):
+            module.remember(float(i))
+        census.take(3.0, 200 * MiB)
+        (grown,) = _grown(census, "cache")
+    finally:
+        del sys.modules[module.__name__]
+    assert (grown.what, grown.holder) == ("list", "global of features.py")
+    assert grown.where.endswith("features.py:3") and grown.written == "cache.append(x)"
+    assert (grown.length_first, grown.length_last) == (0, 500)
+    assert (grown.first_at_s, grown.last_at_s) == (1.0, 3.0)
+    assert grown.element_type == "float" and grown.element_bytes == 24
+    assert census.censuses == 2 and census.seconds > 0
+
+
+def collect_in_thread(started: threading.Event, done: threading.Event, n: int) -> None:
+    seen = {}
+    for i in range(n):
+        seen[i] = np.zeros(16, np.float32)
+    started.set()
+    done.wait(30)
+
+
+def test_a_running_function_s_local_is_named_as_its_local():
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    started, done = threading.Event(), threading.Event()
+    worker = threading.Thread(target=collect_in_thread, args=(started, done, 300))
+    worker.start()
+    try:
+        started.wait(30)
+        census.take(2.0, 64 * MiB)
+    finally:
+        done.set()
+        worker.join()
+    (grown,) = _grown(census, "seen")
+    assert (grown.what, grown.holder) == ("dict", "local of collect_in_thread()")
+    assert grown.written == "seen[i] = np.zeros(16, np.float32)"
+    assert grown.where.endswith(f"test_heap_census.py:{_line('seen[i] = ')}")
+    assert (grown.length_last, grown.key_type) == (300, "int")
+    assert (grown.element_type, grown.element_detail) == ("ndarray", "float32 (16,)")
+    assert grown.element_bytes >= 64
+
+
+class Trainer:
+    def __init__(self):
+        self.history = []
+
+    def step(self, i):
+        self.history.append({"step": i, "loss": [float(i)] * 4})
+
+
+def test_an_attribute_is_named_with_its_owner_s_class():
+    trainer = Trainer()
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    for i in range(200):
+        trainer.step(i)
+    census.take(1.0, 64 * MiB)
+    (grown,) = _grown(census, "history")
+    assert (grown.holder, grown.written) == (
+        "attribute of Trainer",
+        "self.history.append({'step': i, 'loss': [float(i)] * 4})",
+    )
+    assert grown.where.endswith(f"test_heap_census.py:{_line('self.history.append(')}")
+    assert grown.element_type == "dict" and grown.element_bytes > 200  # what the dict reaches
+    # followed at the next census by its id: its first length stays the one it grew from
+    for i in range(100):
+        trainer.step(i)
+    census.take(2.0, 128 * MiB)
+    (grown,) = _grown(census, "history")
+    assert (grown.length_first, grown.length_last, grown.last_at_s) == (0, 300, 2.0)
+
+
+def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshold():
+    calls = [0]
+    census = HeapCensus(t0=100.0, calls=lambda: calls[0])
+    assert not census.observe(101.0, 500 * MiB)  # no steps yet
+    calls[0] = 3
+    assert census.observe(102.0, 500 * MiB)  # the baseline
+    taken = [census.observe(103.0 + i, (500 + i) * MiB) for i in range(31)]
+    assert not any(taken)  # 30 MiB more: nothing
+    assert census.observe(140.0, 532 * MiB)  # +32 MiB
+    assert not census.observe(141.0, 595 * MiB) and census.observe(142.0, 596 * MiB)  # +64
+    rss = 596 * MiB
+    for _ in range(MAX_CENSUSES):
+        rss += 2**40
+        census.observe(150.0, rss)
+    assert census.censuses == MAX_CENSUSES
+
+
+def test_a_program_without_tf_functions_gets_its_baseline_after_ten_seconds():
+    census = HeapCensus(t0=0.0)
+    assert not census.observe(9.0, 1) and census.observe(10.5, 1) and census.censuses == 1
+
+
+def test_tensors_and_arrays_are_described_by_dtype_shape_and_buffer():
+    detail, size = describe(np.zeros((256, 512), np.float32))
+    assert detail == "float32 (256, 512)" and size >= 256 * 512 * 4
+    assert describe(np.float64(1.0))[0] == "float64 ()"
+
+
+def _line(text: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line and "_line(" not in line)
+
+
+def test_the_containers_of_gpuwhy_s_own_libraries_are_not_named():
+    from ddsketch import DDSketch
+
+    sketches = [DDSketch() for _ in range(4)]
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    for sketch in sketches:
+        for i in range(1, 2000):
+            sketch.add(i * 1.5)
+    census.take(1.0, 64 * MiB)
+    assert [g for g in census.growing() if "Store" in g.holder or g.name == "bins"] == []
+
+
+class Burst:
+    pass
+
+
+class Steady:
+    pass
+
+
+def test_types_that_grew_once_are_not_counted_as_growing_from_the_third_census():
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    burst = [Burst() for _ in range(5000)]
+    steady = [Steady() for _ in range(3000)]
+    census.take(1.0, 64 * MiB)
+    assert {"Burst", "Steady"} <= {name for name, _, _ in census.growing_types()}
+    steady.extend(Steady() for _ in range(3000))
+    census.take(2.0, 192 * MiB)
+    names = {name: (first, last) for name, first, last in census.growing_types()}
+    assert "Burst" not in names and names["Steady"][1] - names["Steady"][0] >= 6000
+    assert len(burst) == 5000
+
+
+def test_gpuwhy_s_own_types_are_not_counted_as_growing():
+    from gpuwhy.facts import GrowingObject
+
+    census = HeapCensus(t0=0.0)
+    census.take(0.0, 0)
+    mine = [GrowingObject("list", "x", "y", None, None, 0, 0, 0.0, 0.0) for _ in range(4000)]
+    census.take(1.0, 64 * MiB)
+    assert "GrowingObject" not in {name for name, _, _ in census.growing_types()}
+    assert len(mine) == 4000
