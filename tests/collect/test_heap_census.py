@@ -110,16 +110,26 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
     census = HeapCensus(t0=100.0, calls=lambda: calls[0])
     assert not census.observe(101.0, 500 * MiB)  # no steps yet
     calls[0] = 3
-    assert census.observe(102.0, 500 * MiB)  # the baseline
-    taken = [census.observe(103.0 + i, (500 + i) * MiB) for i in range(31)]
-    assert not any(taken)  # 30 MiB more: nothing
-    assert census.observe(140.0, 532 * MiB)  # +32 MiB
-    assert not census.observe(141.0, 595 * MiB) and census.observe(142.0, 596 * MiB)  # +64
-    rss = 596 * MiB
+    assert census.observe(102.0, 500 * MiB)  # the baseline (at 2 s)
+    taken = [census.observe(103.0 + i / 10, 500 * MiB + i * MiB // 10) for i in range(110)]
+    assert not any(taken)  # 11 MiB more within 15 s: nothing
+    assert census.observe(114.5, 512 * MiB)  # +12 MiB
+    assert not census.observe(115.0, 535 * MiB) and census.observe(115.5, 536 * MiB)  # +24
+    rss = 536 * MiB
     for _ in range(MAX_CENSUSES):
         rss += 2**40
         census.observe(150.0, rss)
     assert census.censuses == MAX_CENSUSES
+
+
+def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles():
+    census = HeapCensus(t0=0.0, calls=lambda: 3)
+    assert census.observe(2.0, 500 * MiB)  # the baseline
+    assert not census.observe(16.0, 505 * MiB)  # +5 MiB, 14 s after: not yet
+    assert census.observe(17.5, 505 * MiB)  # 15.5 s after, +5 MiB: due
+    assert not census.observe(40.0, 515 * MiB)  # the interval is 30 s now
+    assert not census.observe(60.0, 508 * MiB)  # 42.5 s after, but +3 MiB only
+    assert census.observe(60.0, 510 * MiB)
 
 
 def test_a_program_without_tf_functions_gets_its_baseline_after_ten_seconds():

@@ -291,6 +291,10 @@ def test_a_list_that_keeps_every_loss_tensor_is_memory_growth_per_step(losses_ke
     assert 300 <= evidence["bytes_per_step"] <= 8 * 1024, evidence["bytes_per_step"]
     assert evidence["rank_correlation"] >= 0.9
     assert "per step" in growth["title"]
+    # the heap censuses name the list, where the script adds to it, and fix that line
+    assert "the list `losses` (global of losses_kept.py" in growth["title"]
+    assert evidence["growing_written"] == "losses.append(loss)"
+    assert "losses.append(float(loss))" in growth["fix"]
 
 
 def test_a_healthy_fit_with_epochs_validation_and_a_schedule_has_no_drift(healthy_fit):

@@ -21,9 +21,11 @@ one pass over the dicts and the objects with attributes (0.09 s profiled, withou
 ``gc.get_referrers``: see :func:`_in_referrers`). It is kept rare: a baseline once the
 program has made its first steps (3 calls of its tf.functions, or 10 s after the start
 for a program without one), then only when the resident memory has grown past the
-last census's by a threshold that doubles each time (32 MiB, 64 MiB, 128 MiB ...), at
-most ``MAX_CENSUSES`` a run: a program whose memory does not grow pays for the baseline
-alone, one that grows without end for 8 censuses, whatever the run's length.
+last census's by a threshold that doubles each time (12 MiB, 24 MiB, 48 MiB ...), or by
+4 MiB after an interval that doubles each time (15 s, 30 s, 60 s ...: a slow leak after
+start-up's creep spent the first thresholds), at most ``MAX_CENSUSES`` a run: a program
+whose memory does not grow pays for the baseline alone, one that grows without end for
+10 censuses, whatever the run's length.
 
 Between censuses only the last one's lengths are kept (an id and a length per
 container, at most ``MAX_RECORDED`` of the longest), never a reference: the census keeps
@@ -51,8 +53,14 @@ from gpuwhy.source_calls import growth_sites
 from gpuwhy.tfapi.graph_ops import relative
 
 MiB = 2**20
-FIRST_THRESHOLD = 32 * MiB  # growth past the baseline that takes the second census
-MAX_CENSUSES = 8
+FIRST_THRESHOLD = 12 * MiB  # growth past the baseline that takes the second census (the
+# memory rule speaks from 16 MiB: a leak it reports has been looked at)
+MAX_CENSUSES = 10
+# A slow leak grows less than the threshold while start-up's creep spent the first
+# censuses: a census is also due when the memory grew at all since the last one, after
+# an interval that doubles each time (15 s, 30 s, 60 s ...).
+FIRST_INTERVAL_S = 15.0
+QUIET_GROWTH = 4 * MiB
 BASELINE_CALLS = 3  # tf.function calls before the baseline: the first steps have run
 BASELINE_AFTER_S = 10.0  # or this long after the start, for a program without one
 MAX_RECORDED = 100_000  # containers whose length is kept between censuses
@@ -149,6 +157,7 @@ class HeapCensus:
         self.seconds = 0.0  # CPU seconds of the censuses' thread in them (and naming)
         self._rss = 0
         self._threshold = FIRST_THRESHOLD
+        self._interval = FIRST_INTERVAL_S
         self._at_s = 0.0
         self._lengths: dict[int, int] = {}  # id -> length << 3 | kind, last census
         self._types_first: dict[str, int] = {}
@@ -166,10 +175,12 @@ class HeapCensus:
             calls = self.calls() if self.calls is not None else 0
             if calls < BASELINE_CALLS and t - self.t0 < BASELINE_AFTER_S:
                 return False
-        elif rss < self._rss + self._threshold:
-            return False
-        else:
+        elif rss >= self._rss + self._threshold:
             self._threshold *= 2
+        elif rss >= self._rss + QUIET_GROWTH and t - self.t0 - self._at_s >= self._interval:
+            self._interval *= 2
+        else:
+            return False
         self.take(t, rss)
         return True
 
