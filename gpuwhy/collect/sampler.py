@@ -418,6 +418,7 @@ class _SeriesBuilder:
             if windowed
             else (),
             clock_reasons=tuple(reasons),
+            pci_bus_id=self.device.get("pci_bus_id"),
             max_sm_clock_mhz=None if max_clock is None else float(max_clock),
             power_default_limit_w=None if limit is None else limit / 1000.0,
             pcie_max_gen=self.max_gen,

@@ -140,6 +140,7 @@ class GpuSeries:
     t_last: tuple[float, ...] = ()  # each window's last sample's time; () when t is
     spread: tuple[WindowSpread, ...] = ()  # per series; () when each window is one sample
     clock_reasons: tuple[ClockReasonSeries, ...] = ()  # the reasons seen, in bit order
+    pci_bus_id: str | None = None  # NVML's: "00000000:01:00.0"
     max_sm_clock_mhz: float | None = None  # nvmlDeviceGetMaxClockInfo(SM)
     power_default_limit_w: float | None = None  # the board's default power limit
     pcie_max_gen: int | None = None  # the link's: what both the GPU and its slot support

@@ -255,14 +255,14 @@ def limits(max_clock, power_limit_w, max_gen, max_width, gpu_max_gen):
     }
 
 
-def one_gpu(name, description, device_, ticks, period, each):
+def one_gpu(name, description, device_, ticks, period, each, held_gib=20):
     """A one-GPU recording, a tick every ``period`` seconds and a process tick every 5th:
     ``each(i, process_tick)`` gives the reading's arguments."""
     lines = [header(description, [device_], hz=round(1 / period, 3), process_hz=0.2 / period)]
     for i in range(ticks):
         process_tick = i % 5 == 0
         args = each(i, process_tick)
-        procs = [[WATCHED, 30 * GiB, "python train.py"]] if process_tick else None
+        procs = [[WATCHED, held_gib * GiB, "python train.py"]] if process_tick else None
         lines.append(
             tick(
                 i,
@@ -341,6 +341,7 @@ def thermal():
         80,
         0.1,
         each,
+        held_gib=11,
     )
 
 
