@@ -14,8 +14,9 @@ conversion is done here, so that it runs in tests on machines without a GPU:
   read at most once a second (it is the slowest NVML call); the pids to watch are asked
   for on those ticks only, so ``watch`` can follow a changing process tree.
 - Percentages become fractions 0-1, milliwatts watts; a value NVML could not give is None.
-- Clock-event reasons: one 0/1 series per bit (a window's mean is the share of its
-  samples with the bit set) and ``throttled`` for any slowdown bit; the clocks, the link
+- Clock-event reasons: per bit, the share of each window's samples with it set (counted
+  on the samples that have it, so a bit never set costs nothing per sample), and
+  ``throttled`` (0/1) for any slowdown bit; the clocks, the link
   and the slowdowns are also kept on busy samples alone (utilisation >= 50%), since an
   idle GPU drops its clocks and its link's generation by design. The replay counter is
   differenced between process ticks (a counter that went down was reset: no value).
@@ -290,13 +291,15 @@ class _SeriesBuilder:
                 self._degraded(gen, width) if busy else None,
                 self._replays(reading.get("pcie_replays")),
                 others,
+                # a reason's column holds its set bits only: its known count is its
+                # samples, and a bit not set costs nothing here (series() divides)
                 *(
-                    None if reasons is None else float(bool(int(reasons) & r.bit))
+                    1 if reasons is not None and int(reasons) & r.bit else None
                     for r in CLOCK_REASONS
                 ),
             ),
         )
-        if reasons is not None:
+        if reasons:
             self._count_reasons(int(reasons), t, dt, busy)
         self._keep_latest(t, reading)
         self.previous, self.previous_t = reading, t
@@ -376,6 +379,7 @@ class _SeriesBuilder:
         means = {name: tuple(_whole(name, w.means(c))) for c, name in enumerate(SERIES)}
         windowed = w.samples_per_window > 1
         reasons = []
+        read = w.known[SERIES.index("throttled")]  # samples whose reasons were read
         for c, reason in enumerate(CLOCK_REASONS, start=len(SERIES)):
             seen = self.reasons.get(reason.bit)
             if seen is None:
@@ -385,7 +389,7 @@ class _SeriesBuilder:
                     name=reason.name,
                     bit=reason.bit,
                     slowdown=reason.slowdown,
-                    share=tuple(None if v is None else round(v, 4) for v in w.means(c)),
+                    share=tuple(round(k / n, 4) if n else None for k, n in zip(w.known[c], read)),
                     samples=seen[0],
                     busy_samples=seen[1],
                     seconds=round(seen[2], 3),
