@@ -73,6 +73,9 @@ class GpuThrottled(Rule):
     they never fire it. The finding names the main reason in words (the power limit it
     hit, the temperature it reached), the stretch of the run it held (from when, to when
     if it stopped), the clock during it against the maximum, and the fix for that reason.
+    High when the busy time lost, at most, reaches `high_loss`; a power cap at the
+    board's default limit (a full load at its design power, no limit lowered) is one step
+    lower: low, medium from `high_loss`.
 
     ## Why is this slow?
     A compute-bound kernel runs in proportion to the SM clock: at 1155 of 1410 MHz it
@@ -104,7 +107,7 @@ class GpuThrottled(Rule):
       or above which a slowdown costs too little to report (0.95); where NVML gives no
       maximum the clock is not judged.
     - `high_loss`: the upper bound of busy time lost (share throttled x clock lost) from
-      which the finding is high (0.10).
+      which the finding is high, medium for a power cap at the default limit (0.10).
     """
 
     id = "gpu.throttled"
@@ -172,11 +175,10 @@ class GpuThrottled(Rule):
             if ratio is not None and ratio > 0
             else ""
         )
-        high = loss is not None and loss >= options["high_loss"]
         return self.finding(
             f"GPU {series.index} ({series.name}) is throttled {when}: {words}; "
             f"{clocks} in {share:.0%} of its busy samples{cost}",
-            severity="high" if high else self.severity,
+            severity=_severity(main, loss, limit, series.power_default_limit_w, options),
             evidence={
                 "gpu": series.index,
                 "reason": main.name,
@@ -205,6 +207,27 @@ class GpuThrottled(Rule):
                 else None
             ),
         )
+
+
+def _severity(
+    reason: ClockReasonSeries,
+    loss: float | None,
+    limit: float | None,
+    default: float | None,
+    options: dict[str, Any],
+) -> str:
+    """High from ``high_loss`` of the busy time; a power cap at the board's default limit
+    is its design point (a full load draws that much), one step lower."""
+    big = loss is not None and loss >= options["high_loss"]
+    by_design = (
+        reason.name == "sw_power_cap"
+        and limit is not None
+        and default is not None
+        and limit >= default - 1
+    )
+    if by_design:
+        return "medium" if big else "low"
+    return "high" if big else "medium"
 
 
 def _in_words(
