@@ -1,7 +1,8 @@
 """The GPU sampler over a whole day at 10 Hz: its memory and its cost per sample.
 
-A constructed source (not measured: one H100, busy 33% then idle, process memory every
-10th tick as NVML gives it) feeds 864,000 ticks per simulated day through
+A constructed source (not measured: one H100, busy 33% then idle, process memory, power
+limit and replay counter every 10th tick, clock-event reasons, temperature and PCIe link
+every tick, as NVML gives them) feeds 864,000 ticks per simulated day through
 ``GpuSampler`` as fast as it reads them (not paced), so the figures are the sampler's own
 work, without NVML's calls (a few ctypes calls per GPU per tick on a real GPU).
 
@@ -63,9 +64,17 @@ class ConstructedSource:
             "sm_clock_mhz": 1980 if busy else 345,
             "power_mw": 300_000 if busy else 70_000,
             "gpm": {"sm_activity": 30.0, "sm_occupancy": 20.0, "tensor_activity": 10.0},
+            # clock-event reasons (SW power cap on every 7th busy tick, GPU idle when idle),
+            # temperature and the link (Gen4 x16 busy, Gen1 idle), as NVML gives them
+            "clocks_event_reasons": (0x4 if i % 7 == 0 else 0) if busy else 0x1,
+            "temp_c": 70 if busy else 35,
+            "pcie_gen": 4 if busy else 1,
+            "pcie_width": 16,
         }
         if processes:
             reading["procs"] = [[4100, 60 * GiB, "python train.py"]]
+            reading["power_limit_mw"] = 350_000
+            reading["pcie_replays"] = i // 10_000
         return {"t": i / HZ, "gpus": [reading]}
 
     def close(self) -> None:

@@ -66,3 +66,16 @@ def how_it_ended(program: Any) -> str:
         "terminated": "terminated (SIGTERM)",
         "exit": f"exited with status {program.exit_code}",
     }.get(program.ended, program.ended)
+
+
+def run_time(seconds: float | None) -> str:
+    """A moment of a run, since its start, as people say it: ``45 s``, ``12 min 30 s``,
+    ``2 h 13 min``; ``?`` when unknown."""
+    if seconds is None:
+        return "?"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"

@@ -213,3 +213,34 @@ def find_gpu(name: str) -> GpuSpec:
         if variant[0] and _key(variant[0]) in key:
             return gpu
     return found[0]
+
+
+@dataclass(frozen=True)
+class PcieGeneration:
+    """One PCIe generation's signalling (PCI-SIG base specifications)."""
+
+    generation: int
+    gt_s: float  # transfers per second per lane, in GT/s
+    coding: str  # the line coding, which the lane's byte rate is net of
+    lane_gb_s: float  # GB/s per lane, one direction, after line coding
+
+
+PCIE_GENERATIONS = {
+    g.generation: g
+    for g in (
+        PcieGeneration(1, 2.5, "8b/10b", 0.25),
+        PcieGeneration(2, 5.0, "8b/10b", 0.5),
+        PcieGeneration(3, 8.0, "128b/130b", 0.985),
+        PcieGeneration(4, 16.0, "128b/130b", 1.969),
+        PcieGeneration(5, 32.0, "128b/130b", 3.938),
+        PcieGeneration(6, 64.0, "PAM4, 1b/1b FLIT", 7.563),
+    )
+}
+
+
+def pcie_gb_s(generation: int | None, width: int | None) -> float | None:
+    """A PCIe link's GB/s per direction (None: generation or width unknown)."""
+    spec = PCIE_GENERATIONS.get(generation or 0)
+    if spec is None or not width:
+        return None
+    return round(spec.lane_gb_s * width, 2)

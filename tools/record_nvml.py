@@ -20,8 +20,9 @@ Usage (from the repository root, in the environment that has the frameworks)::
     python tools/record_nvml.py --frameworks torch --seconds 5 --scenarios busy idle
     python tools/record_nvml.py --out /tmp/nvml      # somewhere else
 
-It prints, per recording, the GPU's mean utilisation and the live cost of one tick
-(``read_s``: the NVML calls of one tick), which is the number to report.
+It prints, per recording, the GPU's mean utilisation, its clock-event reasons and PCIe
+link, and the live cost of one tick (``read_s``: the NVML calls of one tick), which is
+the number to report.
 """
 
 from __future__ import annotations
@@ -131,6 +132,13 @@ def summarise(path: Path, record_) -> None:
         print(
             f"  GPU {g.index} {g.name}: mean util {statistics.mean(util) if util else float('nan'):.0%}, "
             f"own memory max {max(own, default=0) / 2**30:.1f} GiB"
+        )
+        reasons = ", ".join(f"{r.name} x{r.samples}" for r in g.clock_reasons) or "none"
+        print(
+            f"  clock-event reasons: {reasons}; max SM clock {g.max_sm_clock_mhz} MHz; "
+            f"link busy min Gen{g.low('pcie_gen_busy')} x{g.low('pcie_width_busy')} of "
+            f"Gen{g.pcie_max_gen} x{g.pcie_max_width} (GPU Gen{g.gpu_pcie_max_gen}); "
+            f"replays {g.total('pcie_replays')}; temperature max {g.peak('temperature_c')} C"
         )
     for f in record_.findings:
         print(f"  finding {f.id}: {f.title}")

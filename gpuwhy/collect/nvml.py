@@ -245,6 +245,7 @@ class NvmlSource:
         self.handles: list[Any] = []
         self.gpm: dict[int, _Gpm] = {}
         self.names: dict[int, str | None] = {}  # pid -> command line, read once
+        self.reasons: Any = None  # the clock-event reasons call this driver has
         self.t0 = 0.0
 
     def open(self, t0: float) -> dict[str, Any]:
@@ -273,6 +274,7 @@ class NvmlSource:
             _text(_call(pynvml.nvmlSystemGetDriverVersion, default="")) or None
         )
         header["nvml_version"] = _text(_call(pynvml.nvmlSystemGetNVMLVersion, default="")) or None
+        self.reasons = _reasons_call(pynvml, self.handles)
         for index, handle in enumerate(self.handles):
             memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
             cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
@@ -293,6 +295,7 @@ class NvmlSource:
                     "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
                     "memory_total_bytes": int(memory.total) if memory is not None else None,
                     "gpm": index in self.gpm,
+                    **_limits(pynvml, handle),
                 }
             )
         header["open_s"] = round(time.perf_counter() - started, 6)
@@ -323,8 +326,15 @@ class NvmlSource:
             "sm_clock_mhz": _call(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
             "power_mw": _call(pynvml.nvmlDeviceGetPowerUsage, handle),
             "gpm": self.gpm[index].read() if index in self.gpm else None,
+            "clocks_event_reasons": _call(self.reasons, handle) if self.reasons else None,
+            "temp_c": _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+            "pcie_gen": _call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+            "pcie_width": _call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         }
         if processes:
+            # change rarely (a limit set by hand, a link error): once a second is enough
+            reading["power_limit_mw"] = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+            reading["pcie_replays"] = _call(pynvml.nvmlDeviceGetPcieReplayCounter, handle)
             procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
             reading["procs"] = (
                 None
@@ -353,6 +363,40 @@ class NvmlSource:
         self.gpm = {}
         _call(self.pynvml.nvmlShutdown)
         self.pynvml = None
+
+
+def _reasons_call(pynvml: Any, handles: list[Any]) -> Any:
+    """The clock-event reasons call this binding and driver have: the current name
+    (nvidia-ml-py 12.535+, driver R535+), else the former "throttle reasons" (same bits);
+    None where neither answers."""
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        fn = getattr(pynvml, name, None)
+        if fn is None:
+            continue
+        if not handles:
+            return fn
+        try:
+            fn(handles[0])
+        except pynvml.NVMLError as e:
+            if getattr(e, "value", None) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                continue  # a driver older than the name
+        return fn  # (a GPU that does not say gives None on each tick)
+    return None
+
+
+def _limits(pynvml: Any, handle: Any) -> dict[str, Any]:
+    """What a GPU's clocks, power and PCIe link can reach, read once per run (header)."""
+    gpu_max_gen = getattr(pynvml, "nvmlDeviceGetGpuMaxPcieLinkGeneration", None)  # R510+
+    return {
+        "max_sm_clock_mhz": _call(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM),
+        "power_default_limit_mw": _call(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+        "pcie_max_gen": _call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        "pcie_max_width": _call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        "gpu_pcie_max_gen": _call(gpu_max_gen, handle) if gpu_max_gen else None,
+    }
 
 
 def _counter(field: Any) -> list | None:

@@ -14,6 +14,12 @@ conversion is done here, so that it runs in tests on machines without a GPU:
   read at most once a second (it is the slowest NVML call); the pids to watch are asked
   for on those ticks only, so ``watch`` can follow a changing process tree.
 - Percentages become fractions 0-1, milliwatts watts; a value NVML could not give is None.
+- Clock-event reasons: per bit, the share of each window's samples with it set (counted
+  on the samples that have it, so a bit never set costs nothing per sample), and
+  ``throttled`` (0/1) for any slowdown bit; the clocks, the link
+  and the slowdowns are also kept on busy samples alone (utilisation >= 50%), since an
+  idle GPU drops its clocks and its link's generation by design. The replay counter is
+  differenced between process ticks (a counter that went down was reset: no value).
 
 Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySource` reads):
 
@@ -21,14 +27,24 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   "version": 1, "constructed": false, "hz": 10.0, "process_hz": 1.0, "source": "nvml",
   "error": null | "LibraryNotFound" ..., "driver_version", "nvml_version",
   "devices": [{"index", "name", "uuid", "pci_bus_id", "compute_capability",
-  "memory_total_bytes", "gpm": bool}], "description": "..."}``. ``constructed: true``
-  marks a file written by hand (tests), not by NVML.
+  "memory_total_bytes", "gpm": bool, and, each optional (absent in recordings made
+  before issue #26; None where NVML does not say): "max_sm_clock_mhz",
+  "power_default_limit_mw", "pcie_max_gen", "pcie_max_width" (the link's maxima: what
+  both the GPU and its slot support), "gpu_pcie_max_gen" (the GPU's own)}],
+  "description": "..."}``. ``constructed: true`` marks a file written by hand (tests),
+  not by NVML.
 - one line per tick: ``{"kind": "tick", "t": seconds since t0, "read_s": seconds the NVML
   calls took, "pids": [watched pids] (process ticks only), "gpus": [{"index",
   "util": percent, "mem_used": bytes, "pcie_tx": [value, NVML value type, NVML timestamp
   µs] | null, "pcie_rx": (same), "sm_clock_mhz", "power_mw",
   "gpm": {"sm_activity", "sm_occupancy", "tensor_activity": percent | null} | null,
-  "procs": [[pid, used bytes | null, command line | null], ...] (process ticks only)}]}``.
+  "procs": [[pid, used bytes | null, command line | null], ...] (process ticks only),
+  and, each optional as above: "clocks_event_reasons": NVML's bitmask
+  (``nvmlClocksEventReason*``: 0x1 GPU idle, 0x2 applications clocks, 0x4 SW power cap,
+  0x8 HW slowdown, 0x10 sync boost, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power
+  brake, 0x100 display clocks), "temp_c", "pcie_gen", "pcie_width" (the link now),
+  "power_limit_mw" (enforced) and "pcie_replays" (NVML's cumulative replay counter), these
+  two on process ticks only}]}``. Version 1 still: every key added since is optional.
 
 Cost: the thread's work per tick is a handful of ctypes calls per GPU (the GIL is released
 during each) and a few hundred Python operations; :attr:`GpuSampler.ticks`,
@@ -54,7 +70,16 @@ from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
 from gpuwhy.collect.windows import CAPACITY, Windows
-from gpuwhy.facts import GpuProcess, GpuSamplesFacts, GpuSeries, WindowSpread
+from gpuwhy.facts import (
+    CLOCK_REASONS,
+    SLOWDOWN_BITS,
+    ClockReasonSeries,
+    GpuLatest,
+    GpuProcess,
+    GpuSamplesFacts,
+    GpuSeries,
+    WindowSpread,
+)
 from gpuwhy.tfapi.memory import tf_peak_memory
 from gpuwhy.version import __version__
 
@@ -71,6 +96,7 @@ COUNTER_BITS = {
 MAX_PCIE_BYTES_PER_S = 256e9
 MAX_PIDS = 256  # processes remembered per GPU (others) and watched, whatever the churn
 GPM_KEYS = ("sm_activity", "sm_occupancy", "tensor_activity")
+BUSY_PERCENT = 50  # utilisation from which a sample is busy: clocks and link judged then
 
 
 class Source(Protocol):
@@ -181,22 +207,53 @@ SERIES = (
     "sm_clock_mhz",
     "power_w",
     *GPM_KEYS,
+    "temperature_c",
+    "power_limit_w",
+    "throttled",
+    "throttled_busy",
+    "sm_clock_busy_mhz",
+    "sm_clock_throttled_mhz",
+    "pcie_gen_busy",
+    "pcie_width_busy",
+    "pcie_degraded_busy",
+    "pcie_replays",
+    "others_memory_bytes",
 )
-BYTES = frozenset({"memory_used_bytes", "own_memory_bytes"})  # means kept in whole bytes
+# The last reading's keys -> GpuLatest's fields (milliwatts become watts)
+LATEST_KEYS = {
+    "sm_clock_mhz": "sm_clock_mhz",
+    "power_mw": "power_w",
+    "temp_c": "temperature_c",
+    "clocks_event_reasons": "clocks_event_reasons",
+    "pcie_gen": "pcie_gen",
+    "pcie_width": "pcie_width",
+    "pcie_replays": "pcie_replay_counter",
+}
+PROCESS_TICK_KEYS = frozenset({"pcie_replays"})  # kept from the last tick that read them
+# means kept in whole bytes
+BYTES = frozenset({"memory_used_bytes", "own_memory_bytes", "others_memory_bytes"})
 
 
 class _SeriesBuilder:
     """One GPU's readings folded into bounded windows as they come (collect/windows.py)."""
 
     def __init__(self, device: dict[str, Any], capacity: int = CAPACITY) -> None:
+        self.device = device
         self.index = int(device["index"])
         self.name = device.get("name") or f"GPU {self.index}"
         self.memory_total = device.get("memory_total_bytes")
-        self.windows = Windows(len(SERIES), capacity)
+        self.max_gen = device.get("pcie_max_gen")
+        self.max_width = device.get("pcie_max_width")
+        # one 0/1 column per clock-event reason after SERIES' columns
+        self.windows = Windows(len(SERIES) + len(CLOCK_REASONS), capacity)
         self.previous: dict[str, Any] | None = None
         self.previous_t: float | None = None
         self.others: dict[int, GpuProcess] = {}
         self.gpm_seen = False
+        self.replays_before: int | None = None  # the replay counter at the last process tick
+        # per reason bit: [samples, busy samples, seconds, first t, first busy t]
+        self.reasons: dict[int, list[Any]] = {}
+        self.latest: dict[str, Any] = {}
 
     def add(self, t: float, reading: dict[str, Any], pids: frozenset[int]) -> None:
         dt = t - self.previous_t if self.previous_t is not None else 0.0
@@ -205,27 +262,96 @@ class _SeriesBuilder:
         power = reading.get("power_mw")
         gpm = reading.get("gpm") or {}
         self.gpm_seen |= any(gpm.get(key) is not None for key in GPM_KEYS)
+        util = reading.get("util")
+        busy = util is not None and util >= BUSY_PERCENT
+        reasons = reading.get("clocks_event_reasons")
+        throttled = None if reasons is None else float(bool(int(reasons) & SLOWDOWN_BITS))
+        gen, width = reading.get("pcie_gen"), reading.get("pcie_width")
+        limit = reading.get("power_limit_mw")
+        own, others = self._memory(reading, pids)
         self.windows.add(
             round(t, 4),
             (
-                _fraction(reading.get("util")),
+                _fraction(util),
                 reading.get("mem_used"),
-                self._own_memory(reading, pids),
+                own,
                 counter_rate(prev.get("pcie_tx"), reading.get("pcie_tx"), dt),
                 counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt),
                 None if clock is None else float(clock),
                 None if power is None else power / 1000.0,
                 *(_fraction(gpm.get(key)) for key in GPM_KEYS),
+                reading.get("temp_c"),
+                None if limit is None else limit / 1000.0,
+                throttled,
+                throttled if busy else None,
+                None if clock is None or not busy else float(clock),
+                float(clock) if clock is not None and busy and throttled else None,
+                gen if busy else None,
+                width if busy else None,
+                self._degraded(gen, width) if busy else None,
+                self._replays(reading.get("pcie_replays")),
+                others,
+                # a reason's column holds its set bits only: its known count is its
+                # samples, and a bit not set costs nothing here (series() divides)
+                *(
+                    1 if reasons is not None and int(reasons) & r.bit else None
+                    for r in CLOCK_REASONS
+                ),
             ),
         )
+        if reasons:
+            self._count_reasons(int(reasons), t, dt, busy)
+        self._keep_latest(t, reading)
         self.previous, self.previous_t = reading, t
 
-    def _own_memory(self, reading: dict[str, Any], pids: frozenset[int]) -> int | None:
-        """Bytes held by the watched pids on a process tick; None on other ticks."""
+    def _degraded(self, gen: int | None, width: int | None) -> float | None:
+        """1 for a link below the generation or width it can reach, 0 at it; None where
+        either side is unknown."""
+        below = []
+        if gen is not None and self.max_gen:
+            below.append(gen < self.max_gen)
+        if width is not None and self.max_width:
+            below.append(width < self.max_width)
+        return float(any(below)) if below else None
+
+    def _replays(self, counter: int | None) -> int | None:
+        """Replays since the last process tick; None on other ticks, on the first and
+        after a reset (the counter went down)."""
+        if counter is None:
+            return None
+        before, self.replays_before = self.replays_before, int(counter)
+        return None if before is None or counter < before else int(counter) - before
+
+    def _count_reasons(self, reasons: int, t: float, dt: float, busy: bool) -> None:
+        for reason in CLOCK_REASONS:
+            if reasons & reason.bit:
+                seen = self.reasons.setdefault(reason.bit, [0, 0, 0.0, t, None])
+                seen[0] += 1
+                seen[2] += dt
+                if busy:
+                    seen[1] += 1
+                    if seen[4] is None:
+                        seen[4] = t
+
+    def _keep_latest(self, t: float, reading: dict[str, Any]) -> None:
+        latest = self.latest
+        latest["t"] = t
+        for key, name in LATEST_KEYS.items():
+            value = reading.get(key)
+            if key == "power_mw" and value is not None:
+                value = value / 1000.0
+            if value is not None or key not in PROCESS_TICK_KEYS:
+                latest[name] = value
+
+    def _memory(
+        self, reading: dict[str, Any], pids: frozenset[int]
+    ) -> tuple[int | None, int | None]:
+        """Bytes held by the watched pids and by the others on a process tick (the
+        others': what NVML gave for them); None on other ticks."""
         procs = reading.get("procs")
         if procs is None:
-            return None
-        own, unknown = 0, 0
+            return None, None
+        own, unknown, others = 0, 0, 0
         for entry in procs:
             pid, used = int(entry[0]), entry[1]
             name = entry[2] if len(entry) > 2 else None
@@ -235,6 +361,7 @@ class _SeriesBuilder:
                 else:
                     own += int(used)
                 continue
+            others += int(used) if used is not None else 0
             seen = self.others.get(pid)
             if seen is None and len(self.others) >= MAX_PIDS:
                 continue  # processes that come and go without end: the first ones tell
@@ -245,12 +372,34 @@ class _SeriesBuilder:
             self.others[pid] = GpuProcess(
                 pid=pid, name=name or (seen.name if seen else None), used_bytes=peak
             )
-        return None if unknown and not own else own
+        return (None if unknown and not own else own), others
 
     def series(self) -> GpuSeries:
         w = self.windows
         means = {name: tuple(_whole(name, w.means(c))) for c, name in enumerate(SERIES)}
         windowed = w.samples_per_window > 1
+        reasons = []
+        read = w.known[SERIES.index("throttled")]  # samples whose reasons were read
+        for c, reason in enumerate(CLOCK_REASONS, start=len(SERIES)):
+            seen = self.reasons.get(reason.bit)
+            if seen is None:
+                continue
+            reasons.append(
+                ClockReasonSeries(
+                    name=reason.name,
+                    bit=reason.bit,
+                    slowdown=reason.slowdown,
+                    share=tuple(round(k / n, 4) if n else None for k, n in zip(w.known[c], read)),
+                    samples=seen[0],
+                    busy_samples=seen[1],
+                    seconds=round(seen[2], 3),
+                    first_s=seen[3],
+                    first_busy_s=seen[4],
+                )
+            )
+        limit = self.device.get("power_default_limit_mw")
+        max_clock = self.device.get("max_sm_clock_mhz")
+        latest = GpuLatest(**self.latest) if self.latest else None
         return GpuSeries(
             index=self.index,
             name=self.name,
@@ -272,6 +421,14 @@ class _SeriesBuilder:
             )
             if windowed
             else (),
+            clock_reasons=tuple(reasons),
+            pci_bus_id=self.device.get("pci_bus_id"),
+            max_sm_clock_mhz=None if max_clock is None else float(max_clock),
+            power_default_limit_w=None if limit is None else limit / 1000.0,
+            pcie_max_gen=self.max_gen,
+            pcie_max_width=self.max_width,
+            gpu_pcie_max_gen=self.device.get("gpu_pcie_max_gen"),
+            latest=latest,
         )
 
 

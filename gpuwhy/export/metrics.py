@@ -6,7 +6,10 @@ with it. Names are stable: a dashboard or an alert written against them keeps wo
 
 Every series carries the job's labels (identity.JOB_LABELS); per-GPU series add
 dcgm-exporter's GPU labels, so ``gpuwhy_gpu_busy_ratio * on(Hostname, gpu)
-group_left DCGM_FI_DEV_GPU_UTIL`` joins. Label sets are bounded: findings by the
+group_left DCGM_FI_DEV_GPU_UTIL`` joins. A GPU's state now (its clock-event reasons, its
+PCIe link, temperature, power, SM clock: the sampler's last reading) goes out under
+dcgm-exporter's own field names and units, so a dashboard or alert written for
+dcgm-exporter reads them from a job that has no dcgm-exporter beside it. Label sets are bounded: findings by the
 catalogue (one gauge per active finding id), functions by ``MAX_FUNCTIONS`` over the
 whole run (:func:`named_functions`).
 """
@@ -57,7 +60,31 @@ METRICS = (
            "late peer included), measured on a few steps under TF's profiler"),
     Metric("gpuwhy_finding", "gauge", ("id", "severity"),
            "1 for each finding active now (gpuwhy explain ID says what it is)"),
+    Metric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", GPU_LABELS,
+           "NVML's clock-event reasons of each GPU now, the bitmask (0x1 idle, 0x4 SW power "
+           "cap, 0x8 HW slowdown, 0x10 sync boost, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW "
+           "power brake)"),
+    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", GPU_LABELS,
+           "PCIe generation of each GPU's link now (an idle link downshifts)"),
+    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", GPU_LABELS,
+           "PCIe lanes of each GPU's link now"),
+    Metric("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "gauge", GPU_LABELS,
+           "PCIe replays (link errors) of each GPU, NVML's cumulative count (dcgm-exporter "
+           "types it counter; rate() reads it the same)"),
+    Metric("DCGM_FI_DEV_GPU_TEMP", "gauge", GPU_LABELS, "GPU temperature now (in C)"),
+    Metric("DCGM_FI_DEV_POWER_USAGE", "gauge", GPU_LABELS, "power draw now (in W)"),
+    Metric("DCGM_FI_DEV_SM_CLOCK", "gauge", GPU_LABELS, "SM clock now (in MHz)"),
 )  # fmt: skip
+# dcgm-exporter's name -> the GpuLatest field it publishes (the sampler's last reading)
+GPU_NOW = {
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "clocks_event_reasons",
+    "DCGM_FI_DEV_PCIE_LINK_GEN": "pcie_gen",
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": "pcie_width",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "pcie_replay_counter",
+    "DCGM_FI_DEV_GPU_TEMP": "temperature_c",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+}
 
 
 def metric(name: str) -> Metric:
@@ -80,6 +107,7 @@ class Values:
     copies_per_step: float | None = None
     collective_ratio: float | None = None
     findings: tuple[tuple[str, str], ...] = ()  # (id, severity)
+    gpu_now: tuple[tuple[str, dict[str, str], float], ...] = ()  # (GPU_NOW name, labels, value)
 
 
 def values(
@@ -107,6 +135,7 @@ def values(
         copies_per_step=_copies(facts),
         collective_ratio=facts.distribute.collective_share if facts.distribute else None,
         findings=tuple(dict.fromkeys(findings)),
+        gpu_now=tuple(_gpu_now(facts)),
     )
 
 
@@ -131,15 +160,39 @@ def _gpu_busy(
     """Per GPU, the mean of its samples since ``before``: the difference of the sums, so
     exactly the samples taken since, whatever the width of the sampler's windows (in a
     long run one window spans minutes: the newest one would mix older samples in)."""
-    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
-    names = {g.index: g.name for g in facts.gpu_samples.gpus} if facts.gpu_samples else {}
+    labels = _gpu_labels(facts)
     busy = []
     for index, (total, n) in busy_sums(facts).items():
         total_before, n_before = before.get(index, (0.0, 0))
         if n > n_before:
-            labels = {"gpu": str(index), "UUID": uuids.get(index, ""), "modelName": names[index]}
-            busy.append((labels, (total - total_before) / (n - n_before)))
+            busy.append((labels[index], (total - total_before) / (n - n_before)))
     return busy
+
+
+def _gpu_labels(facts: Facts) -> dict[int, dict[str, str]]:
+    """dcgm-exporter's labels of each sampled GPU, by NVML index."""
+    uuids = {d.index: d.uuid or "" for d in facts.devices or ()}
+    gpus = facts.gpu_samples.gpus if facts.gpu_samples else ()
+    return {
+        g.index: {"gpu": str(g.index), "UUID": uuids.get(g.index, ""), "modelName": g.name}
+        for g in gpus
+    }
+
+
+def _gpu_now(facts: Facts) -> list[tuple[str, dict[str, str], float]]:
+    """Each GPU's last reading under dcgm-exporter's names; a value NVML did not give is
+    left out (no series rather than a made-up zero)."""
+    labels = _gpu_labels(facts)
+    now = []
+    for gpu in facts.gpu_samples.gpus if facts.gpu_samples else ():
+        latest = gpu.latest
+        if latest is None:
+            continue
+        for name, attribute in GPU_NOW.items():
+            value = getattr(latest, attribute)
+            if value is not None:
+                now.append((name, labels[gpu.index], float(value)))
+    return now
 
 
 def named_functions(facts: Facts, named: frozenset[str] = frozenset()) -> frozenset[str]:

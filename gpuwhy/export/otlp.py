@@ -31,7 +31,7 @@ from typing import Any
 from gpuwhy import own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS
-from gpuwhy.export.metrics import METRICS, Values
+from gpuwhy.export.metrics import GPU_NOW, METRICS, Values
 from gpuwhy.version import __version__
 
 NEEDS_EXTRA = "--metrics-otlp needs: pip install 'gpuwhy[otlp]'"
@@ -126,8 +126,8 @@ class OtlpMetrics:
         )
         meter = self._provider.get_meter("gpuwhy", __version__)
         for m in METRICS:
-            if m.kind == "histogram":
-                continue  # set from its totals: _with_histogram
+            if m.kind == "histogram" or m.name in GPU_NOW:
+                continue  # made whole in _with_histogram (the SDK lowercases names)
             if m.kind == "counter":
                 meter.create_observable_counter(
                     m.name, [self._callback(m.name)], description=m.help
@@ -233,18 +233,40 @@ class OtlpMetrics:
         """``data`` (the SDK's MetricsData) with the step histogram added to gpuwhy's
         scope: cumulative since the run started, its counts per bucket (OTLP's are not
         cumulative) and sum. Min and max are left out (optional in OTLP): the steps come
-        counted per bucket. Nothing before the first update."""
+        counted per bucket. Nothing before the first update. The ``DCGM_FI_DEV_*`` gauges
+        are added here too, with their names as dcgm-exporter writes them: the SDK's
+        instruments lowercase their names."""
         from opentelemetry.sdk.metrics.export import (
             AggregationTemporality,
+            Gauge,
             Histogram,
             HistogramDataPoint,
             Metric,
+            NumberDataPoint,
         )
 
         with self._lock:
             totals = self._values.step_seconds.copy() if self._values is not None else None
+            gpu_now = self._values.gpu_now if self._values is not None else ()
         if totals is None:
             return data
+        now_ns = time.time_ns()
+        gauges = [
+            Metric(
+                name=m.name,
+                description=m.help,
+                unit="",
+                data=Gauge(
+                    [
+                        NumberDataPoint(dict(gpu), self._started_ns, now_ns, value)
+                        for name, gpu, value in gpu_now
+                        if name == m.name
+                    ]
+                ),
+            )
+            for m in METRICS
+            if m.name in GPU_NOW and any(name == m.name for name, _, _ in gpu_now)
+        ]
         point = HistogramDataPoint(
             attributes={},
             start_time_unix_nano=self._started_ns,
@@ -266,7 +288,7 @@ class OtlpMetrics:
         if not resources or not resources[0].scope_metrics:
             return data
         first, scopes = resources[0], list(resources[0].scope_metrics)
-        scopes[0] = dataclasses.replace(scopes[0], metrics=[*scopes[0].metrics, metric])
+        scopes[0] = dataclasses.replace(scopes[0], metrics=[*scopes[0].metrics, metric, *gauges])
         resources[0] = dataclasses.replace(first, scope_metrics=scopes)
         return dataclasses.replace(data, resource_metrics=resources)
 

@@ -71,6 +71,8 @@ class PrometheusMetrics:
                     self._labels(name).set(value)
             for gpu, busy in values.gpu_busy:
                 self._labels("gpuwhy_gpu_busy_ratio", **gpu).set(busy)
+            for name, gpu, value in values.gpu_now:
+                self._labels(name, **gpu).set(value)
             for function, traces in values.traces:
                 self._count_to("gpuwhy_tf_function_traces_total", traces, function=function)
             self._set_findings(set(values.findings))

@@ -29,7 +29,16 @@ from gpuwhy.facts.environment import (
     LibraryProbe,
     TensorFlowFacts,
 )
-from gpuwhy.facts.gpu_samples import GpuSamplesFacts, GpuSeries, WindowSpread
+from gpuwhy.facts.gpu_samples import (
+    CLOCK_REASONS,
+    SLOWDOWN_BITS,
+    ClockReason,
+    ClockReasonSeries,
+    GpuLatest,
+    GpuSamplesFacts,
+    GpuSeries,
+    WindowSpread,
+)
 from gpuwhy.facts.input_fixes import InputFix, InputFixFacts, PipelineChange, PipelineRate
 from gpuwhy.facts.placement import (
     PLACEMENT_REASONS,
@@ -64,7 +73,11 @@ from gpuwhy.facts.timeline import GpuWindow, GrowingObject, RunTimeline, RunWind
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
+    "CLOCK_REASONS",
+    "SLOWDOWN_BITS",
     "AuditedFunction",
+    "ClockReason",
+    "ClockReasonSeries",
     "Disagreement",
     "DistributeFacts",
     "DistributedInput",
@@ -75,6 +88,7 @@ __all__ = [
     "Facts",
     "FloatIndex",
     "GpuDevice",
+    "GpuLatest",
     "GpuProcess",
     "GpuSamplesFacts",
     "GpuWindow",

@@ -13,6 +13,65 @@ Value = float | None  # ints (bytes) included
 
 
 @dataclass(frozen=True)
+class ClockReason:
+    """One bit of NVML's clock-event reasons (``nvmlClocksEventReason*``, formerly
+    ``nvmlClocksThrottleReason*``; dcgm-exporter's ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``).
+    ``slowdown``: the bit means the clocks are held below what the load asks for; the
+    others (the GPU is idle, clocks set by the user or for a display) are no slowdown."""
+
+    bit: int
+    name: str
+    slowdown: bool
+
+
+CLOCK_REASONS = (
+    ClockReason(0x1, "gpu_idle", False),
+    ClockReason(0x2, "applications_clocks_setting", False),
+    ClockReason(0x4, "sw_power_cap", True),
+    ClockReason(0x8, "hw_slowdown", True),
+    ClockReason(0x10, "sync_boost", True),
+    ClockReason(0x20, "sw_thermal_slowdown", True),
+    ClockReason(0x40, "hw_thermal_slowdown", True),
+    ClockReason(0x80, "hw_power_brake_slowdown", True),
+    ClockReason(0x100, "display_clock_setting", False),
+    ClockReason(0x200, "board_limit", True),  # nvmlClocksThrottleReasonBoardLimit
+    ClockReason(0x400, "reliability", True),  # nvmlClocksThrottleReasonReliability
+)
+SLOWDOWN_BITS = sum(r.bit for r in CLOCK_REASONS if r.slowdown)
+
+
+@dataclass(frozen=True)
+class ClockReasonSeries:
+    """One clock-event reason seen on a GPU during the run (reasons never seen are left
+    out): the share of each entry's samples (those whose reasons were read) with its bit
+    set, per entry of the GPU's ``t``, and its whole-run counts."""
+
+    name: str  # CLOCK_REASONS' name: "sw_power_cap" ...
+    bit: int
+    slowdown: bool
+    share: tuple[float | None, ...] = ()  # per entry of GpuSeries.t
+    samples: int = 0  # samples with the bit set
+    busy_samples: int = 0  # of those, samples with utilisation >= 50%
+    seconds: float = 0.0  # the sampling intervals that ended in those samples
+    first_s: float | None = None  # the first sample with the bit set
+    first_busy_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuLatest:
+    """The last reading of one GPU (what live metrics publish as "now"; None: not read)."""
+
+    t: float
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+    clocks_event_reasons: int | None = None  # NVML's bitmask
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_replay_counter: int | None = None  # NVML's cumulative count (last process tick)
+
+
+@dataclass(frozen=True)
 class WindowSpread:
     """One series of a windowed :class:`GpuSeries`, inside each window: how many samples
     had a value, and the lowest and highest of them (None: no value in that window)."""
@@ -30,6 +89,17 @@ class GpuSeries:
     Utilisation and activities are fractions 0-1. PCIe rates come from NVML's cumulative
     byte counters, differenced between samples. The GPM activities exist on Hopper and
     newer only.
+
+    Clocks, power, heat and the PCIe link (issue #26): ``throttled`` is 1 for a sample
+    whose clock-event reasons hold a slowdown bit (:data:`SLOWDOWN_BITS`), 0 for one
+    without, None where the reasons were not read; the ``*_busy`` series hold a value only
+    on busy samples (utilisation >= 50%: a link downshifts and the clocks drop when idle,
+    so those are judged under load only), so their known count is the busy samples;
+    ``pcie_degraded_busy`` is 1 for a busy sample whose link ran below the link's maximum
+    generation or width (``pcie_max_gen``/``pcie_max_width``). ``pcie_replays`` is the
+    growth of NVML's replay counter since the previous process tick (a counter that went
+    down was reset: no value). ``others_memory_bytes``: other processes' GPU memory, on
+    process ticks.
 
     A run of any length is kept in at most a few hundred windows (collect/windows.py):
     while ``samples_per_window`` is 1 each entry is one sample, as read; beyond, each entry
@@ -53,11 +123,30 @@ class GpuSeries:
     sm_activity: tuple[float | None, ...] = ()  # GPM
     sm_occupancy: tuple[float | None, ...] = ()  # GPM
     tensor_activity: tuple[float | None, ...] = ()  # GPM, any tensor pipe
+    temperature_c: tuple[float | None, ...] = ()
+    power_limit_w: tuple[float | None, ...] = ()  # enforced (process ticks)
+    throttled: tuple[float | None, ...] = ()  # 0/1: a slowdown reason set
+    throttled_busy: tuple[float | None, ...] = ()  # the same, busy samples only
+    sm_clock_busy_mhz: tuple[float | None, ...] = ()  # busy samples only
+    sm_clock_throttled_mhz: tuple[float | None, ...] = ()  # busy samples with a slowdown
+    pcie_gen_busy: tuple[float | None, ...] = ()  # current link generation, busy samples
+    pcie_width_busy: tuple[float | None, ...] = ()  # current link width, busy samples
+    pcie_degraded_busy: tuple[float | None, ...] = ()  # 0/1, busy samples
+    pcie_replays: tuple[float | None, ...] = ()  # replay counter growth (process ticks)
+    others_memory_bytes: tuple[int | None, ...] = ()  # other processes' (process ticks)
     others: tuple[GpuProcess, ...] = ()  # other processes seen on this GPU during the run
     samples_per_window: int = 1  # samples in every window but the last (1: raw samples)
     counts: tuple[int, ...] = ()  # samples in each window; () when each is one sample
     t_last: tuple[float, ...] = ()  # each window's last sample's time; () when t is
     spread: tuple[WindowSpread, ...] = ()  # per series; () when each window is one sample
+    clock_reasons: tuple[ClockReasonSeries, ...] = ()  # the reasons seen, in bit order
+    pci_bus_id: str | None = None  # NVML's: "00000000:01:00.0"
+    max_sm_clock_mhz: float | None = None  # nvmlDeviceGetMaxClockInfo(SM)
+    power_default_limit_w: float | None = None  # the board's default power limit
+    pcie_max_gen: int | None = None  # the link's: what both the GPU and its slot support
+    pcie_max_width: int | None = None
+    gpu_pcie_max_gen: int | None = None  # the GPU's own (a slot may allow less)
+    latest: GpuLatest | None = None
 
     @property
     def windowed(self) -> bool:
@@ -106,6 +195,24 @@ class GpuSeries:
                 total += v * k
                 n += k
         return total / n if n else None
+
+    def total(self, name: str, inside: Sequence[bool] | None = None) -> float | None:
+        """Sum of every sample of series ``name`` (of the entries ``inside`` marks);
+        None when none was read."""
+        values: tuple[Value, ...] = getattr(self, name)
+        known = self.column(name).known
+        flags = inside if inside is not None else (True,) * len(values)
+        sums = [v * k for v, k, keep in zip(values, known, flags) if keep and k and v is not None]
+        return sum(sums) if sums else None
+
+    def known(self, name: str, inside: Sequence[bool] | None = None) -> int:
+        """How many samples of series ``name`` had a value (in the entries ``inside``)."""
+        flags = inside if inside is not None else (True,) * len(self.t)
+        return sum(k for k, keep in zip(self.column(name).known, flags) if keep)
+
+    def low(self, name: str) -> Value:
+        """Lowest sample of series ``name``; None when it was never read."""
+        return min((v for v in self.column(name).low if v is not None), default=None)
 
     def peak(self, name: str) -> Value:
         """Highest sample of series ``name``; None when it was never read."""

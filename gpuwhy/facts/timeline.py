@@ -29,6 +29,17 @@ class GpuWindow:
     power_max_w: float | None = None
     pcie_tx_bytes_per_s: float | None = None  # mean
     pcie_rx_bytes_per_s: float | None = None
+    # clocks, heat and link (issue #26): slowdown reasons are NVML's clock-event reasons
+    # other than GPU idle, applications clocks and display clocks; the link is judged on
+    # busy samples only (utilisation >= 50%), as it downshifts when idle
+    throttle_share: float | None = None  # share of its samples with a slowdown reason
+    throttle_reasons: tuple[str, ...] = ()  # the slowdown reasons seen ("sw_power_cap")
+    temperature_max_c: float | None = None
+    power_limit_w: float | None = None  # the enforced limit (lowest read)
+    pcie_gen_busy_min: int | None = None
+    pcie_width_busy_min: int | None = None
+    pcie_replays: int | None = None  # the replay counter's growth in the window
+    others_memory_max_bytes: int | None = None  # other processes' memory on this GPU
 
 
 @dataclass(frozen=True)

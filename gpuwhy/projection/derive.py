@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuwhy.gpu_specs import GBS, GpuSpec, UnknownGpuError, find_gpu
+from gpuwhy.gpu_specs import GBS, PCIE_GENERATIONS, GpuSpec, UnknownGpuError, find_gpu
 
 # Per compute capability: FP32 cores per SM, dense FP16 tensor FLOPs (FP32 accumulate)
 # per SM per clock, and whether it has BF16/TF32 and FP8 tensor cores. From NVIDIA's
@@ -53,7 +53,7 @@ _NVML_ARCH = {
     10: (10, 0),  # Blackwell
 }
 # GB/s per lane, one way, by PCIe generation (after line coding)
-_PCIE_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+_PCIE_LANE = {g: spec.lane_gb_s for g, spec in PCIE_GENERATIONS.items()}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from gpuwhy.rules.env.allocator_settings import AllocatorSettings
 from gpuwhy.rules.env.gpu_shared import GpuShared
 from gpuwhy.rules.env.no_gpu import NoGpu
 from gpuwhy.rules.env.ptx_jit import PtxJit
+from gpuwhy.rules.gpu.pcie_degraded import PcieDegraded
+from gpuwhy.rules.gpu.throttled import GpuThrottled
 from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
 from gpuwhy.rules.grouping import group_by_cause
 from gpuwhy.rules.host.memory_growth import MemoryGrowth
@@ -62,6 +64,8 @@ ALL_RULES: list[type[Rule]] = [
     GpuShared,  # env.gpu-shared
     NoGpu,  # env.no-gpu
     PtxJit,  # env.ptx-jit
+    PcieDegraded,  # gpu.pcie-degraded
+    GpuThrottled,  # gpu.throttled
     GpuUnderutilized,  # gpu.underutilized
     MemoryGrowth,  # host.memory-growth
     InputBound,  # input.bound

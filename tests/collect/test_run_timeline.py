@@ -79,3 +79,29 @@ def test_a_watched_loop_has_a_timeline_from_its_first_step_to_its_last():
     assert sum(w.traces for w in timeline.windows) >= 1  # `step` was traced
     assert sum(w.trace_s for w in timeline.windows) > 0  # and its tracing took time
     assert resident_bytes() > 0
+
+
+def test_gpu_windows_carry_the_slowdowns_the_heat_and_the_link_of_their_samples():
+    from tests.collect.test_sampler import replay
+
+    capped, _ = replay("constructed_a100_power_cap.jsonl")  # SW power cap from 120 s
+    timeline = laid_out(300.0, None, None, capped)
+    gpus = [(w.start_s, w.gpus[0]) for w in timeline.windows]
+    before = [g for start, g in gpus if start + timeline.width_s <= 120.0]
+    after = [g for start, g in gpus if start >= 120.0]
+    assert before and after
+    assert all(g.throttle_share == 0.0 and g.throttle_reasons == () for g in before)
+    assert all(g.throttle_share == 1.0 and g.throttle_reasons == ("sw_power_cap",) for g in after)
+    assert {g.temperature_max_c for g in after} == {71}
+    assert {g.power_limit_w for g in before + after if g.power_limit_w is not None} == {300.0}
+    gen2, _ = replay("constructed_a100_pcie_gen2.jsonl")
+    windows = [w.gpus[0] for w in laid_out(6.0, None, None, gen2).windows]
+    assert {(g.pcie_gen_busy_min, g.pcie_width_busy_min) for g in windows} == {(2, 16)}
+    assert sum(g.pcie_replays or 0 for g in windows) == 33
+    healthy, _ = replay("constructed_a100_healthy_link.jsonl")
+    windows = [w.gpus[0] for w in laid_out(8.0, None, None, healthy).windows]
+    assert {g.pcie_gen_busy_min for g in windows} == {None, 4}  # idle windows: not judged
+    assert {g.throttle_reasons for g in windows} == {()}  # GPU idle is no slowdown
+    shared, _ = replay("constructed_h100_busy.jsonl")  # a notebook holds 2 GiB beside it
+    windows = [w.gpus[0] for w in laid_out(4.0, None, None, shared).windows]
+    assert {g.others_memory_max_bytes for g in windows} == {2 * 1024**3}  # read once a second

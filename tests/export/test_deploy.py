@@ -53,7 +53,9 @@ def test_the_dashboard_asks_for_documented_series_only():
 
 def test_the_readme_documents_every_metric_exactly():
     readme = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| `(gpuwhy_\w+)` \| (\w+) \| ([^|]*) \| ([^|]+) \|$", readme, re.M)
+    rows = re.findall(
+        r"^\| `((?:gpuwhy|DCGM)_\w+)` \| (\w+) \| ([^|]*) \| ([^|]+) \|$", readme, re.M
+    )
     documented = {
         name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels, _ in rows
     }

@@ -23,7 +23,7 @@ import pytest
 
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
-from gpuwhy.export.metrics import METRICS, Values
+from gpuwhy.export.metrics import GPU_NOW, METRICS, Values
 from gpuwhy.export.otlp import BadEndpoint, OtlpMetrics, endpoint
 from tests.export.conftest import free_port
 from tests.export.test_prometheus_scrape import STARVED_FIT
@@ -219,7 +219,8 @@ def test_every_documented_metric_is_exported_with_its_values(receiver):
     full = Values(run_s=12.3456, steps=40, step_seconds=counted,
                   input_wait_ratio=0.62, gpu_busy=((gpu, 0.8),), eager_ops_per_step=31.0,
                   traces=(("train_step", 3),), copies_per_step=2.0, collective_ratio=0.31,
-                  findings=(("input.bound", "high"),))  # fmt: skip
+                  findings=(("input.bound", "high"),),
+                  gpu_now=tuple((name, gpu, 4.0) for name in GPU_NOW))  # fmt: skip
     otlp = OtlpMetrics({"Hostname": "node-7", "run_id": "r1"}, {"mode": "run"}, receiver.url)
     otlp.update(full)
     otlp.export()
@@ -238,6 +239,8 @@ def test_every_documented_metric_is_exported_with_its_values(receiver):
     assert value["gpuwhy_run_seconds"] == 12.346 and value["gpuwhy_collective_ratio"] == 0.31
     (busy,) = found["gpuwhy_gpu_busy_ratio"].gauge.data_points
     assert attributes(busy) == gpu and busy.as_double == 0.8
+    (reasons,) = found["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"].gauge.data_points
+    assert attributes(reasons) == gpu and reasons.as_double == 4.0  # SW power cap
     assert found["gpuwhy_steps_total"].sum.data_points[0].as_int == 40
     (traces,) = found["gpuwhy_tf_function_traces_total"].sum.data_points
     assert attributes(traces) == {"function": "train_step"} and traces.as_int == 3

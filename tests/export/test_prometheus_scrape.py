@@ -106,3 +106,36 @@ def test_a_port_in_use_is_one_line_and_the_run_goes_on(tmp_path):
     assert result.returncode == 0 and result.stdout == "ran\n"
     (line,) = [text for text in result.stderr.splitlines() if "metrics" in text]
     assert line == f"gpuwhy: metrics: port {port} is in use: the run goes on without /metrics"
+
+
+def test_prometheus_reads_a_gpus_state_under_dcgm_exporters_names(prometheus):
+    """No GPU here: the live series come from a replayed recording of a GPU at its power
+    cap (tests/data/nvml), served by the same endpoint a run serves."""
+    from gpuwhy.export.metrics import values
+    from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics
+    from gpuwhy.facts import Facts
+    from tests.collect.test_sampler import replay
+
+    capped, _ = replay("constructed_a100_power_cap.jsonl")
+    metrics = PrometheusMetrics({"Hostname": "node-7", "run_id": "dcgm-test"},
+                                {"mode": "watch", "command": "train.py", "version": "0"})  # fmt: skip
+    metrics.update(values(Facts(gpu_samples=capped), [], 300.0))
+    port = free_port()
+    endpoint = Endpoint(metrics, port, addr="127.0.0.1")
+    assert endpoint.start()
+    try:
+        server = prometheus(port)
+        # an alert's test for one bit of the mask: SW power cap (0x4) active
+        (capped_now,) = server.wait_for("floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 4) % 2 == 1")
+        (gen,) = server.query('DCGM_FI_DEV_PCIE_LINK_GEN{run_id="dcgm-test"}')
+        (power,) = server.query("DCGM_FI_DEV_POWER_USAGE")
+        names = set(server.api("label/__name__/values"))
+    finally:
+        endpoint.stop()
+    labels = capped_now["metric"]
+    assert (labels["gpu"], labels["modelName"], labels["Hostname"]) == (
+        "0", "NVIDIA A100-PCIE-40GB", "node-7",
+    )  # fmt: skip
+    assert float(gen["value"][1]) == 4 and float(power["value"][1]) == 299
+    published = {name for name in names if name.startswith("DCGM_")}
+    assert published == {m.name for m in METRICS if m.name.startswith("DCGM_")}

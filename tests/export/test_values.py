@@ -258,3 +258,31 @@ def test_the_measured_collective_share_is_published():
         Facts(steps=STEPS, distribute=DistributeFacts("MirroredStrategy", 2)), [], 4
     )
     assert unmeasured.collective_ratio is None
+
+
+def test_each_gpus_state_now_goes_out_under_dcgm_exporters_names():
+    from tests.collect.test_sampler import replay
+
+    capped, _ = replay("constructed_a100_power_cap.jsonl")  # at its power cap at the end
+    facts = Facts(devices=(GpuDevice(index=0, name="A100", uuid="GPU-abc"),), gpu_samples=capped)
+    now = {name: (labels, value) for name, labels, value in values(facts, [], 300.0).gpu_now}
+    labels = {"gpu": "0", "UUID": "GPU-abc", "modelName": "NVIDIA A100-PCIE-40GB"}
+    assert now == {
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": (labels, 4.0),  # SW power cap
+        "DCGM_FI_DEV_PCIE_LINK_GEN": (labels, 4.0),
+        "DCGM_FI_DEV_PCIE_LINK_WIDTH": (labels, 16.0),
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": (labels, 0.0),
+        "DCGM_FI_DEV_GPU_TEMP": (labels, 71.0),
+        "DCGM_FI_DEV_POWER_USAGE": (labels, 299.0),
+        "DCGM_FI_DEV_SM_CLOCK": (labels, 1155.0),
+    }
+    metrics = PrometheusMetrics(JOB, {"mode": "watch", "command": "x", "version": "0"})
+    metrics.update(values(facts, [], 300.0))
+    scraped = scrape(metrics)
+    key = tuple(sorted(labels.items()))
+    assert scraped[("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", key)] == 4
+    assert scraped[("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", key)] == 0  # the name as dcgm's
+    # a recording from before these readings: no series rather than a made-up zero
+    old, _ = replay("constructed_h100_busy.jsonl")
+    names = {name for name, _, _ in values(Facts(gpu_samples=old), [], 4.0).gpu_now}
+    assert names == {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK"}

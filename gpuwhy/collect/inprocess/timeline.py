@@ -44,13 +44,23 @@ GPU_MEANS = {  # GpuWindow field: the GpuSeries series it is the mean of
     "power_w": "power_w",
     "pcie_tx_bytes_per_s": "pcie_tx_bytes_per_s",
     "pcie_rx_bytes_per_s": "pcie_rx_bytes_per_s",
+    "throttle_share": "throttled",
 }
 GPU_PEAKS = {  # GpuWindow field: (series, "high" or "low")
     "utilization_max": ("utilization", "high"),
     "memory_used_max_bytes": ("memory_used_bytes", "high"),
     "sm_clock_min_mhz": ("sm_clock_mhz", "low"),
     "power_max_w": ("power_w", "high"),
+    "temperature_max_c": ("temperature_c", "high"),
+    "power_limit_w": ("power_limit_w", "low"),
+    "pcie_gen_busy_min": ("pcie_gen_busy", "low"),
+    "pcie_width_busy_min": ("pcie_width_busy", "low"),
+    "others_memory_max_bytes": ("others_memory_bytes", "high"),
 }
+GPU_WHOLE = frozenset(  # counts and bytes: kept whole numbers
+    {"memory_used_max_bytes", "pcie_gen_busy_min", "pcie_width_busy_min", "others_memory_max_bytes"}
+)
+GPU_SUMS = {"pcie_replays": "pcie_replays"}  # GpuWindow field: the series summed
 
 
 class _Peak:
@@ -377,13 +387,34 @@ def _gpu_windows(series: GpuSeries, width: float) -> dict[int, GpuWindow]:
             better = now is None or (v > now if side == "high" else v < now)
             if better:
                 peaks[i][field] = v
+    totals: dict[int, dict[str, Any]] = {}
+    for field, name in GPU_SUMS.items():
+        values, known = getattr(series, name), series.column(name).known
+        for k, i in enumerate(index):
+            if k < len(values) and values[k] is not None and known[k]:
+                row = totals.setdefault(i, {})
+                row[field] = row.get(field, 0) + round(values[k] * known[k])
+    reasons: dict[int, dict[str, None]] = {}  # per window, the slowdowns seen, in bit order
+    for reason in series.clock_reasons:
+        if reason.slowdown:
+            for k, i in enumerate(index):
+                if k < len(reason.share) and reason.share[k]:
+                    reasons.setdefault(i, {})[reason.name] = None
     out = {}
     for i, n in samples.items():
         means: dict[str, Any] = {
             f: round(total / known, 4) for f, (total, known) in sums.get(i, {}).items()
         }
         extremes: dict[str, Any] = dict(peaks.get(i, {}))
-        if "memory_used_max_bytes" in extremes:
-            extremes["memory_used_max_bytes"] = int(extremes["memory_used_max_bytes"])
-        out[i] = GpuWindow(index=series.index, samples=n, **means, **extremes)
+        for whole in GPU_WHOLE:
+            if whole in extremes:
+                extremes[whole] = int(extremes[whole])
+        out[i] = GpuWindow(
+            index=series.index,
+            samples=n,
+            **means,
+            **extremes,
+            **totals.get(i, {}),
+            throttle_reasons=tuple(reasons.get(i, ())),
+        )
     return out

@@ -198,3 +198,23 @@ def memory_evidence(
 
 def percent(value: float | None) -> float | None:
     return None if value is None else round(100 * value, 1)
+
+
+def busy_span(series: GpuSeries, name: str) -> tuple[int, int] | None:
+    """The entries ``(first, last)`` of the stretch of the run where the 0/1 series
+    ``name`` (of busy samples) was 1 most: the stretch whose samples at 1 outnumber those
+    at 0 by most (Kadane's maximum-sum segment, each sample scoring +1/2 at 1 and -1/2 at
+    0). A stray sample early in the run does not move its start, as a stretch from it
+    would take in the samples at 0 that follow; None when no sample was 1."""
+    values, known = getattr(series, name), series.column(name).known
+    best, best_span = 0.0, None
+    running, start = 0.0, 0
+    for k, (v, n) in enumerate(zip(values, known)):
+        if not n or v is None:
+            continue
+        if running <= 0:
+            running, start = 0.0, k
+        running += n * (v - 0.5)
+        if running > best:
+            best, best_span = running, (start, k)
+    return best_span

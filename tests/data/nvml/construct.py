@@ -52,7 +52,11 @@ def device(index, name, total_gib, gpm):
     }
 
 
-def reading(index, t, util, mem, tx, rx, vtype=ULL, gpm=None, procs=None, clock=1980, power=300):
+def reading(
+    index, t, util, mem, tx, rx, vtype=ULL, gpm=None, procs=None, clock=1980, power=300, **more
+):
+    """One GPU's raw reading; ``more``: the optional keys of issue #26 (clocks_event_reasons,
+    temp_c, pcie_gen, pcie_width, and on process ticks power_limit_mw, pcie_replays)."""
     r = {
         "index": index,
         "util": util,
@@ -63,13 +67,14 @@ def reading(index, t, util, mem, tx, rx, vtype=ULL, gpm=None, procs=None, clock=
         "power_mw": None if power is None else power * 1000,
         "gpm": gpm,
     }
+    r.update(more)
     if procs is not None:
         r["procs"] = procs
     return r
 
 
-def tick(i, gpus, pids=None):
-    t = round(0.1 * i + 0.002 * (i % 3), 4)
+def tick(i, gpus, pids=None, period=0.1):
+    t = round(period * i + 0.002 * (i % 3), 4)
     line = {"kind": "tick", "t": t, "read_s": 0.0004, "gpus": [g(t) for g in gpus]}
     if pids is not None:
         line["pids"] = pids
@@ -234,8 +239,185 @@ def no_driver():
     )
 
 
+# NVML's clock-event reason bits (pynvml nvmlClocksEventReason*) and PCIe link fields as
+# nvidia-ml-py returns them: plain ints (the bitmask an unsigned long long).
+GPU_IDLE, SW_POWER_CAP, HW_THERMAL = 0x1, 0x4, 0x40
+
+
+def limits(max_clock, power_limit_w, max_gen, max_width, gpu_max_gen):
+    """The header's optional per-device keys (nvml._limits)."""
+    return {
+        "max_sm_clock_mhz": max_clock,
+        "power_default_limit_mw": power_limit_w * 1000,
+        "pcie_max_gen": max_gen,
+        "pcie_max_width": max_width,
+        "gpu_pcie_max_gen": gpu_max_gen,
+    }
+
+
+def one_gpu(name, description, device_, ticks, period, each, held_gib=20):
+    """A one-GPU recording, a tick every ``period`` seconds and a process tick every 5th:
+    ``each(i, process_tick)`` gives the reading's arguments."""
+    lines = [header(description, [device_], hz=round(1 / period, 3), process_hz=0.2 / period)]
+    for i in range(ticks):
+        process_tick = i % 5 == 0
+        args = each(i, process_tick)
+        procs = [[WATCHED, held_gib * GiB, "python train.py"]] if process_tick else None
+        lines.append(
+            tick(
+                i,
+                [lambda t, args=args, procs=procs: reading(0, t, procs=procs, **args)],
+                pids=[WATCHED] if process_tick else None,
+                period=period,
+            )
+        )
+    write(name, lines)
+
+
+def power_capped():
+    """An A100 PCIe (300 W) busy for 5 minutes at 0.5 Hz, held at its 300 W power limit
+    by the SW power cap from minute 2 on: the SM clock drops from 1410 to 1155 MHz."""
+    device_ = {**device(0, "NVIDIA A100-PCIE-40GB", 40, False), **limits(1410, 300, 4, 16, 4)}
+
+    def each(i, process_tick):
+        capped = i >= 60  # t = 120 s
+        extra = {"power_limit_mw": 300_000, "pcie_replays": 0} if process_tick else {}
+        return dict(
+            util=97,
+            mem=31 * GiB,
+            tx=i * 40_000_000,
+            rx=i * 400_000_000,
+            clock=1155 if capped else 1410,
+            power=299 if capped else 262,
+            clocks_event_reasons=SW_POWER_CAP if capped else 0,
+            temp_c=71 if capped else 64,
+            pcie_gen=4,
+            pcie_width=16,
+            **extra,
+        )
+
+    one_gpu(
+        "constructed_a100_power_cap.jsonl",
+        "CONSTRUCTED, not measured: one A100 PCIe 40GB (300 W limit, max SM clock 1410 MHz) "
+        "97% busy for 5 min at 0.5 Hz; from t=120 s the clock-event reasons read 0x4 (SW "
+        "power cap), power 299 W, SM clock 1155 MHz.",
+        device_,
+        150,
+        2.0,
+        each,
+    )
+
+
+def thermal():
+    """A T4 (70 W, passively cooled) busy for 8 s at 10 Hz, heating from 78 C; from tick
+    30 it reads 87 C and HW thermal slowdown (0x40): the SM clock drops from 1590 to
+    900 MHz."""
+    device_ = {**device(0, "Tesla T4", 16, False), **limits(1590, 70, 3, 16, 3)}
+    device_["compute_capability"] = "7.5"
+
+    def each(i, process_tick):
+        hot = i >= 30
+        extra = {"power_limit_mw": 70_000, "pcie_replays": 12} if process_tick else {}
+        return dict(
+            util=99,
+            mem=12 * GiB,
+            tx=i * 4_000_000,
+            rx=i * 40_000_000,
+            clock=900 if hot else 1590,
+            power=52 if hot else 69,
+            clocks_event_reasons=HW_THERMAL if hot else 0,
+            temp_c=87 if hot else 78 + i * 8 // 30,
+            pcie_gen=3,
+            pcie_width=16,
+            **extra,
+        )
+
+    one_gpu(
+        "constructed_t4_thermal.jsonl",
+        "CONSTRUCTED, not measured: one T4 (max SM clock 1590 MHz) 99% busy for 8 s at "
+        "10 Hz; from tick 30 (t=3 s) 87 C and the clock-event reasons read 0x40 (HW thermal "
+        "slowdown), SM clock 900 MHz.",
+        device_,
+        80,
+        0.1,
+        each,
+        held_gib=11,
+    )
+
+
+def pcie_gen2():
+    """An A100 PCIe (a Gen4 x16 GPU in a Gen4 x16 slot) busy for 6 s at 10 Hz with its
+    link trained at Gen2 x16; the replay counter grows by 3 per process tick."""
+    device_ = {**device(0, "NVIDIA A100-PCIE-40GB", 40, False), **limits(1410, 250, 4, 16, 4)}
+
+    def each(i, process_tick):
+        extra = {"power_limit_mw": 250_000, "pcie_replays": 40 + 3 * (i // 5)}
+        return dict(
+            util=92,
+            mem=20 * GiB,
+            tx=i * 100_000_000,
+            rx=i * 700_000_000,  # 7 GB/s: near the 8 GB/s of Gen2 x16
+            clock=1410,
+            power=180,
+            clocks_event_reasons=0,
+            temp_c=60,
+            pcie_gen=2,
+            pcie_width=16,
+            **(extra if process_tick else {}),
+        )
+
+    one_gpu(
+        "constructed_a100_pcie_gen2.jsonl",
+        "CONSTRUCTED, not measured: one A100 PCIe 40GB whose link (max Gen4 x16, link and "
+        "GPU) reads Gen2 x16 while 92% busy for 6 s at 10 Hz; 7 GB/s host -> GPU; the "
+        "replay counter grows from 40 by 3 a second.",
+        device_,
+        60,
+        0.1,
+        each,
+    )
+
+
+def healthy_link():
+    """The control: an A100 PCIe idle for 2 s (link at Gen1 x16, reasons 0x1 GPU idle),
+    then busy for 6 s at Gen4 x16 with no reason; no replay."""
+    device_ = {**device(0, "NVIDIA A100-PCIE-40GB", 40, False), **limits(1410, 250, 4, 16, 4)}
+
+    def each(i, process_tick):
+        busy = i >= 20
+        extra = {"power_limit_mw": 250_000, "pcie_replays": 7} if process_tick else {}
+        return dict(
+            util=95 if busy else 0,
+            mem=(20 if busy else 1) * GiB,
+            tx=i * 100_000_000,
+            rx=i * 700_000_000,
+            clock=1410 if busy else 210,
+            power=230 if busy else 35,
+            clocks_event_reasons=0 if busy else GPU_IDLE,
+            temp_c=58 if busy else 33,
+            pcie_gen=4 if busy else 1,
+            pcie_width=16,
+            **extra,
+        )
+
+    one_gpu(
+        "constructed_a100_healthy_link.jsonl",
+        "CONSTRUCTED, not measured: one A100 PCIe 40GB idle for 2 s (link Gen1 x16, clock "
+        "210 MHz, reasons 0x1 GPU idle), then 95% busy for 6 s at Gen4 x16, 1410 MHz, no "
+        "clock-event reason; the replay counter stays at 7.",
+        device_,
+        80,
+        0.1,
+        each,
+    )
+
+
 if __name__ == "__main__":
     busy_hopper()
     starved_ampere()
     four_gpus_one_busy()
     no_driver()
+    power_capped()
+    thermal()
+    pcie_gen2()
+    healthy_link()
