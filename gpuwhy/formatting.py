@@ -22,16 +22,6 @@ def duration(seconds: float | None, microseconds: bool = False) -> str:
     return f"{seconds * 1000:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
-def run_time(seconds: float) -> str:
-    """A moment of a run, from its start: ``41 s``, ``12 min 30 s``, ``2 h 13 min``."""
-    whole = int(round(seconds))
-    if whole < 60:
-        return f"{seconds:.0f} s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f} s"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
-    return f"{whole // 3600} h {whole % 3600 // 60} min"
-
-
 def byte_size(n: float | None) -> str:
     """``512 bytes``, ``8.0 KiB``, ``1.5 MiB``, ``2.0 GiB``; ``?`` when unknown."""
     if n is None:
@@ -69,13 +59,13 @@ def how_it_ended(program: Any) -> str:
 
 
 def run_time(seconds: float | None) -> str:
-    """A moment of a run, since its start, as people say it: ``45 s``, ``12 min 30 s``,
-    ``2 h 13 min``; ``?`` when unknown."""
+    """A moment of a run, since its start, as people say it: ``45 s``, ``2 min``,
+    ``12 min 30 s``, ``2 h 13 min``; ``?`` when unknown."""
     if seconds is None:
         return "?"
     whole = round(seconds)
     if whole < 60:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+        return f"{seconds:.0f} s" if seconds >= 10 or seconds == 0 else f"{seconds:.1f} s"
     if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
+        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
     return f"{whole // 3600} h {whole % 3600 // 60} min"

@@ -189,9 +189,9 @@ def ids(facts):
 def test_the_power_capped_recording_names_the_cap_from_minute_two():
     found = ids(recorded("constructed_a100_power_cap.jsonl"))
     finding = found["gpu.throttled"]
-    assert finding.evidence["from_s"] == 120.0 and run_time(120.0) == "2 min 0 s"
+    assert finding.evidence["from_s"] == 120.0 and run_time(120.0) == "2 min"
     assert finding.title.startswith(
-        "GPU 0 (NVIDIA A100-PCIE-40GB) is throttled from 2 min 0 s: SW power cap: the board "
+        "GPU 0 (NVIDIA A100-PCIE-40GB) is throttled from 2 min: SW power cap: the board "
         "hit its 300 W limit (299 W drawn); 1155 of its 1410 MHz in 60% of its busy samples"
     )
     assert "gpu.pcie-degraded" not in found
