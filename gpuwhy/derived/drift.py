@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwhy.derived.change_points import Settings, Shift, shifts
-from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
+from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan
 
 MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
 EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
@@ -312,17 +312,57 @@ def _conditions(
             )
         )
     for index in sorted({g.index for r in b_rows + a_rows for g in r.gpus}):
-        clock_b = mean([g.sm_clock_mhz or 0.0 for r in b_rows for g in r.gpus if _busy(g, index)])
-        clock_a = mean([g.sm_clock_mhz or 0.0 for r in a_rows for g in r.gpus if _busy(g, index)])
-        if clock_b and clock_a and clock_a < (1 - CONDITION_CHANGE) * clock_b:
-            out.append(
-                Cause(
-                    "gpu-clock",
-                    f"GPU {index}'s SM clock while busy {clock_b:,.0f} -> {clock_a:,.0f} MHz",
-                    round(clock_b, 1),
-                    round(clock_a, 1),
-                )
+        out += _gpu_conditions(index, b_rows, a_rows)
+    return out
+
+
+def _gpu_conditions(index: int, b_rows: list[RunWindow], a_rows: list[RunWindow]) -> list[Cause]:
+    """GPU ``index``'s clock and its slowdown reasons, its link and other processes on
+    it, before and after, from its busy windows (a link downshifts when idle)."""
+
+    def gpus(rows: list[RunWindow]) -> list[GpuWindow]:
+        return [g for r in rows for g in r.gpus if g.index == index]
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    before, after = gpus(b_rows), gpus(a_rows)
+    out = []
+    clock_b = mean([g.sm_clock_mhz or 0.0 for g in before if _busy(g, index)])
+    clock_a = mean([g.sm_clock_mhz or 0.0 for g in after if _busy(g, index)])
+    if clock_b and clock_a and clock_a < (1 - CONDITION_CHANGE) * clock_b:
+        reasons = sorted({r for g in after for r in g.throttle_reasons})
+        why = f" ({', '.join(r.replace('_', ' ') for r in reasons)})" if reasons else ""
+        out.append(
+            Cause(
+                "gpu-clock",
+                f"GPU {index}'s SM clock while busy {clock_b:,.0f} -> {clock_a:,.0f} MHz{why}",
+                round(clock_b, 1),
+                round(clock_a, 1),
             )
+        )
+    gen_b = [g.pcie_gen_busy_min for g in before if g.pcie_gen_busy_min]
+    gen_a = [g.pcie_gen_busy_min for g in after if g.pcie_gen_busy_min]
+    if gen_b and gen_a and min(gen_a) < min(gen_b):
+        out.append(
+            Cause(
+                "gpu-link",
+                f"GPU {index}'s PCIe link under load Gen{min(gen_b)} -> Gen{min(gen_a)}",
+                float(min(gen_b)),
+                float(min(gen_a)),
+            )
+        )
+    others_b = max((g.others_memory_max_bytes or 0 for g in before), default=0)
+    others_a = max((g.others_memory_max_bytes or 0 for g in after), default=0)
+    if others_a >= 256 * 2**20 and others_a > 2 * others_b:
+        out.append(
+            Cause(
+                "gpu-shared",
+                f"other processes' memory on GPU {index} {_mib(others_b)} -> {_mib(others_a)}",
+                float(others_b),
+                float(others_a),
+            )
+        )
     return out
 
 

@@ -25,12 +25,16 @@ CAUSE_WORDS = {
     "host-memory": "the program's memory grew",
     "device-memory": "TF's memory on the GPU grew",
     "gpu-clock": "the GPU's clock dropped",
+    "gpu-link": "the GPU's PCIe link trained lower",
+    "gpu-shared": "another process started on the GPU",
 }
 SEE_ALSO = {
     "input": "input.bound",
     "tracing": "launch.retracing",
     "eager": "launch.eager-ops",
     "gpu-clock": "gpu.throttled",
+    "gpu-link": "gpu.pcie-degraded",
+    "gpu-shared": "env.gpu-shared",
     "host-memory": "host.memory-growth",
     "gc": "steps.periodic-stall",
     "checkpoint": "steps.periodic-stall",
@@ -68,6 +72,10 @@ def train_step(x, y): ...""",
 # what the program keeps on the GPU grows: tensors kept across steps (a list of outputs,
 # metrics accumulating tensors); see what holds it in TensorBoard's memory profile:
 tf.profiler.experimental.start("logs/memory")   # a few steps after the change, then stop()""",
+    "gpu-link": """\
+nvidia-smi -q -d PCIE   # "Link Width/Generation: Current" against "Max" while training""",
+    "gpu-shared": """\
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv   # who else""",
     "gpu-clock": """\
 nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE   # why the GPU runs below its clock""",
 }

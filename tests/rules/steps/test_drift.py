@@ -92,7 +92,13 @@ def test_conditions_are_named_without_a_share():
     def row(i):
         late = i >= 20
         gpu = GpuWindow(
-            index=0, samples=10, utilization=0.95, sm_clock_mhz=1100.0 if late else 1980.0
+            index=0,
+            samples=10,
+            utilization=0.95,
+            sm_clock_mhz=1100.0 if late else 1980.0,
+            throttle_reasons=("hw_thermal_slowdown",) if late else (),
+            pcie_gen_busy_min=2 if late else 4,
+            others_memory_max_bytes=(6 if late else 0) * 2**30,
         )
         return {
             "cpu_others_share": 0.7 if late else 0.05,
@@ -102,9 +108,17 @@ def test_conditions_are_named_without_a_share():
 
     (finding,) = check(facts([0.010] * 20 + [0.018] * 20, row=row))
     causes = {c["kind"]: c for c in finding.evidence["causes"]}
-    assert set(causes) == {"host-cpu", "gpu-clock", "device-memory"}
+    assert set(causes) == {
+        "host-cpu",
+        "gpu-clock",
+        "gpu-link",
+        "gpu-shared",
+        "device-memory",
+    }
     assert all("explains" not in c for c in causes.values())
-    assert "1,980 -> 1,100 MHz" in causes["gpu-clock"]["detail"]
+    assert "1,980 -> 1,100 MHz (hw thermal slowdown)" in causes["gpu-clock"]["detail"]
+    assert causes["gpu-link"]["see"] == "gpu.pcie-degraded"
+    assert "Gen4 -> Gen2" in causes["gpu-link"]["detail"]
 
 
 def test_an_unexplained_drift_says_so_and_profiles_the_steps_after_it():
