@@ -112,13 +112,15 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
 def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float, int] | None:
     """Where the steps kept one by one show it, the step the new level began with. The
     windows place a change to one window; this places it to the step: of the steps in
-    the window before the change's and in its own, each is on the old or the new side of
+    the two windows before the change's and in its own, each is on the old or the new side of
     the middle of the two levels, and the split that leaves the fewest steps on the
     wrong side (an old-level step after it, a new-level one before) is where it began."""
     assert steps.timeline is not None
     width = steps.timeline.width_s
     starts, spc = steps.starts, max(1, steps.steps_per_call)
-    lo = bisect.bisect_left(starts, at_s - width)
+    # a change near a segment's edge is placed up to min_windows - 1 windows late (each
+    # side needs that many): look back two windows
+    lo = bisect.bisect_left(starts, at_s - 2 * width)
     hi = bisect.bisect_left(starts, at_s + width)
     if hi >= len(starts) or lo == 0 or hi - lo < 2:
         return None  # the change is beyond the steps kept one by one, or at their start

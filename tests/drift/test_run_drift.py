@@ -9,62 +9,62 @@ import pytest
 
 from tests.test_run_tensorflow import run
 
+# a small model and its tf.function step, as the custom-loop programs below write them
+MODEL_AND_STEP = """
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
+                          keras.layers.Dense(4)])
+optimizer = keras.optimizers.SGD(0.01)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@tf.function
+def train_step(xb, yb, scale=1.0):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(yb, model(xb, training=True)) * scale
+    grads = tape.gradient(loss, model.trainable_weights)
+    optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    return loss
+
+
+x = np.random.rand(4096, 32).astype("float32")
+y = np.random.randint(0, 4, 4096)
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
+start = time.perf_counter()
+"""
+
+
+def program(loop: str) -> str:
+    return MODEL_AND_STEP + textwrap.dedent(loop)
+
+
 # from step 3,000 on, a Python float that changes at every call: every call retraces
-RETRACE_STORM = textwrap.dedent(
+RETRACE_STORM = program(
     """
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-    import keras
-
-    x = np.random.rand(4096, 32).astype("float32")
-    y = np.random.randint(0, 4, 4096)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(4)])
-    optimizer = keras.optimizers.SGD(0.01)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-    @tf.function
-    def train_step(xb, yb, scale):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True)) * scale
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
-
-    start = time.perf_counter()
     for step, (xb, yb) in enumerate(dataset):
-        elapsed = time.perf_counter() - start
-        if elapsed > 16:
+        if time.perf_counter() - start > 16:
             break
-        # from step 3,000 on, the scale is a new Python float at every step: every call
-        # retraces
-        scale = 1.0 if step < 3000 else 1.0 + step * 1e-6
+        scale = 1.0 if step < 3000 else 1.0 + step * 1e-6  # a new Python float each step
         train_step(xb, yb, scale)
     """
 )
 
 # the first pass over the data comes from memory, later passes from a slow source
-INPUT_SLOWS_AFTER_FIRST_EPOCH = textwrap.dedent(
+INPUT_SLOWS_AFTER_FIRST_EPOCH = program(
     """
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-    import keras
-
     batches = [np.random.rand(64, 32).astype("float32") for _ in range(16)]
     labels = np.random.randint(0, 4, 64)
     passes = [0]
 
 
     def read_batches():
-        # the first pass reads from memory; later passes wait on a slow source
-        slow = passes[0] > 0
+        slow = passes[0] > 0  # the first pass reads from memory
         passes[0] += 1
         for i in range(5000):
             if slow:
@@ -72,28 +72,12 @@ INPUT_SLOWS_AFTER_FIRST_EPOCH = textwrap.dedent(
             yield batches[i % 16], labels
 
 
-    dataset = tf.data.Dataset.from_generator(
+    source = tf.data.Dataset.from_generator(
         read_batches,
         output_signature=(tf.TensorSpec((64, 32), tf.float32), tf.TensorSpec((64,), tf.int64)),
     )
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(4)])
-    optimizer = keras.optimizers.SGD(0.01)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-    @tf.function
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
-
-    start = time.perf_counter()
     for epoch in range(3):
-        for xb, yb in dataset:
+        for xb, yb in source:
             train_step(xb, yb)
             if time.perf_counter() - start > 16:
                 break
@@ -101,71 +85,21 @@ INPUT_SLOWS_AFTER_FIRST_EPOCH = textwrap.dedent(
 )
 
 # the running median of every loss so far, at every step: the Python grows with the run
-PYTHON_GROWS_WITH_THE_RUN = textwrap.dedent(
+PYTHON_GROWS_WITH_THE_RUN = program(
     """
-    import statistics
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-    import keras
-
-    x = np.random.rand(4096, 32).astype("float32")
-    y = np.random.randint(0, 4, 4096)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(4)])
-    optimizer = keras.optimizers.SGD(0.01)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-    @tf.function
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
-
     history = []
-    start = time.perf_counter()
     for step, (xb, yb) in enumerate(dataset):
         if time.perf_counter() - start > 20:
             break
         history.append(float(train_step(xb, yb)))
-        running = statistics.median(history)  # the whole history, sorted again at every step
+        running = statistics.median(history)  # the whole history, sorted at every step
     """
 )
 
 # every step's loss tensor kept in a list
-LOSS_TENSORS_KEPT = textwrap.dedent(
+LOSS_TENSORS_KEPT = program(
     """
-    import time
-    import numpy as np
-    import tensorflow as tf
-    import keras
-
-    x = np.random.rand(4096, 32).astype("float32")
-    y = np.random.randint(0, 4, 4096)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(4)])
-    optimizer = keras.optimizers.SGD(0.01)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-    @tf.function
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
-
     losses = []
-    start = time.perf_counter()
     for step, (xb, yb) in enumerate(dataset):
         if time.perf_counter() - start > 20:
             break

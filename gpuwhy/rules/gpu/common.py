@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from gpuwhy.derived.step_timeline import later_spans
 from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
+from gpuwhy.finding import Finding
 
 MIN_SAMPLES = 5  # fewer samples in the windows say nothing (0.5 s at 10 Hz)
 JOIN_GAP_S = 1.0  # steps closer than this (or 5 typical steps) form one window
@@ -218,3 +219,13 @@ def busy_span(series: GpuSeries, name: str) -> tuple[int, int] | None:
         if running > best:
             best, best_span = running, (start, k)
     return best_span
+
+
+def each_program_gpu(facts: Facts, judge: Callable[[GpuSeries], Finding | None]) -> list[Finding]:
+    """``judge`` over each GPU the program used (none without usable samples): the
+    findings it returned."""
+    samples = facts.gpu_samples
+    if not usable(samples):
+        return []
+    found = (judge(series) for series in program_gpus(samples))
+    return [finding for finding in found if finding is not None]

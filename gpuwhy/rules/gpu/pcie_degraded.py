@@ -9,7 +9,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.formatting import run_time
 from gpuwhy.gpu_specs import PCIE_GENERATIONS, pcie_gb_s
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import busy_span, program_gpus, usable
+from gpuwhy.rules.gpu.common import busy_span, each_program_gpu
 
 FIX = """\
 nvidia-smi -q -d PCIE -i {gpu}     # PCIe Generation Max/Current, Link Width Max/Current, Replays
@@ -78,15 +78,7 @@ class PcieDegraded(Rule):
     question = "Why are copies to the GPU slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        samples = facts.gpu_samples
-        if not usable(samples):
-            return []
-        findings = []
-        for series in program_gpus(samples):
-            finding = self._judge(series, options)
-            if finding is not None:
-                findings.append(finding)
-        return findings
+        return each_program_gpu(facts, lambda series: self._judge(series, options))
 
     def _judge(self, series: GpuSeries, options: dict[str, Any]) -> Finding | None:
         busy = series.known("pcie_degraded_busy")

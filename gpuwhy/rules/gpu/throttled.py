@@ -8,7 +8,7 @@ from gpuwhy.facts import ClockReasonSeries, Facts, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import run_time
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import busy_span, program_gpus, usable
+from gpuwhy.rules.gpu.common import busy_span, each_program_gpu
 
 CHECK = "nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE,CLOCK   # the reasons now, limits, clocks"
 FIXES = {
@@ -124,15 +124,7 @@ class GpuThrottled(Rule):
     question = "Why is the GPU busy but slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        samples = facts.gpu_samples
-        if not usable(samples):
-            return []
-        findings = []
-        for series in program_gpus(samples):
-            finding = self._judge(series, options)
-            if finding is not None:
-                findings.append(finding)
-        return findings
+        return each_program_gpu(facts, lambda series: self._judge(series, options))
 
     def _judge(self, series: GpuSeries, options: dict[str, Any]) -> Finding | None:
         busy = series.known("throttled_busy")
