@@ -46,6 +46,7 @@ from gpuwhy.facts.placement import (
 )
 from gpuwhy.facts.program import ProgramFacts
 from gpuwhy.facts.projection import ProjectionFacts
+from gpuwhy.facts.stalls import Activity, LoopStalls, Stall, StallCause, StallFacts
 from gpuwhy.facts.steps import (
     EagerFacts,
     EagerOpSite,
@@ -64,6 +65,7 @@ from gpuwhy.facts.timeline import GpuWindow, RunTimeline, RunWindow
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
+    "Activity",
     "AuditedFunction",
     "Disagreement",
     "DistributeFacts",
@@ -84,6 +86,7 @@ __all__ = [
     "InputFixFacts",
     "KernelWork",
     "LibraryProbe",
+    "LoopStalls",
     "MergedFinding",
     "OpGroup",
     "PLACEMENT_REASONS",
@@ -99,6 +102,9 @@ __all__ = [
     "RunTimeline",
     "RunWindow",
     "ReducedValue",
+    "Stall",
+    "StallCause",
+    "StallFacts",
     "StepCode",
     "StepFacts",
     "StepLoop",
@@ -141,6 +147,7 @@ class Facts:
     task: TaskFacts | None = None
     workers: WorkersFacts | None = None
     timeline: RunTimeline | None = None
+    stalls: StallFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

@@ -46,6 +46,10 @@ class RunWindow:
     traces: int = 0  # tf.function traces (and so graph builds, XLA compiles) begun in it
     trace_s: float = 0.0  # seconds those traces took (counted when each one ended)
     host_rss_max_bytes: int | None = None  # the program's resident memory, highest read
+    gc_pause_s: float = 0.0  # Python garbage collection (gc.callbacks), seconds in it
+    gc_collections: int = 0
+    checkpoint_s: float = 0.0  # checkpoint writes (tf.train.Checkpoint, Keras saves)
+    stalls: int = 0  # stalled steps that started in it (section stalls)
     gpus: tuple[GpuWindow, ...] = ()
 
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.time_windows import TimeWindows, width_for
@@ -111,10 +112,16 @@ class RunTimelineCollector(Collector):
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> RunTimelineCollector:
         functions = [c for c in made if isinstance(c, FunctionWatcher)]
-        return cls(functions[0] if functions else None)
+        activities = [c for c in made if isinstance(c, ActivityCollector)]
+        return cls(functions[0] if functions else None, activities[0] if activities else None)
 
-    def __init__(self, functions: FunctionWatcher | None = None) -> None:
+    def __init__(
+        self,
+        functions: FunctionWatcher | None = None,
+        activities: ActivityCollector | None = None,
+    ) -> None:
         self.functions = functions
+        self.activities = activities  # GC, checkpoint and stall rows
         self.t0 = time.perf_counter()
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
@@ -176,7 +183,8 @@ class RunTimelineCollector(Collector):
         )
 
     def _rows(self, width: float) -> dict[int, dict]:
-        """Memory peaks, trace counts and tracing seconds per window of ``width`` seconds."""
+        """Memory peaks, trace counts and tracing seconds per window of ``width`` seconds;
+        GC, checkpoint seconds and stalls from the activity collector."""
         with self._lock:
             self.memory.coarsen(width)
             self.traces.coarsen(width)
@@ -191,7 +199,10 @@ class RunTimelineCollector(Collector):
             for start, total in self.tracing.items():
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["trace_s"] = round(total.value, 6)
-            return rows
+        if self.activities is not None:
+            for i, row in self.activities.rows(width).items():
+                rows.setdefault(i, {}).update(row)
+        return rows
 
 
 def _index(seconds: float, width: float) -> int:

@@ -1,0 +1,209 @@
+"""Stalls of one loop, found as its steps are folded, in fixed-size state.
+
+A stall is a step far longer than its loop's typical step: with the typical step the
+median of the latest ``RECENT`` steps (recomputed every ``RECOMPUTE`` steps, so a run
+that drifts slowly is judged against its own pace, not its first minute's), a step is a
+stall when it lasts at least ``FACTOR`` times the typical step *and* at least
+``FLOOR_S`` longer than it. Why these:
+
+- ``FACTOR`` 3: steps of a healthy loop spread by tens of percent (input jitter, the OS
+  scheduler, a small GC); 3x is beyond that spread on every loop measured here, yet a
+  checkpoint, a validation pass or a full GC of a big heap is many times a step;
+- ``FLOOR_S`` 20 ms lost: a 3x excursion of a 2 ms step costs 4 ms, below what any fix
+  here recovers and within a loaded host's scheduling noise; 20 ms is a frame of work
+  a GPU could have done and the shortest checkpoint of a real model;
+- the first ``WARMUP_CALLS`` calls are never judged (tracing, autotune, cuDNN
+  search), and no step is judged before ``MIN_BASELINE`` steps make the median.
+
+The first step after time between steps (an epoch's first step: a new iterator, a
+shuffle buffer refilled) is never a stall: every loop has one per epoch, and the
+input rules judge them. Time *between* two steps counts instead: where the step definition leaves it out (a Keras
+epoch's end, where ``ModelCheckpoint`` and validation run; a tf.function loop whose
+step was cut at its call's end because the gap was ``GAP_LIMIT`` typical steps), a
+gap at least ``FACTOR`` typical steps and ``FLOOR_S`` long is a stall between steps,
+kept in its own group.
+
+Each group keeps the first and last ``KEEP`` stalls one by one, counts and sums, the
+intervals between consecutive stalls (in steps: a bounded count of each value; in
+seconds: a quantile sketch), the seconds each kind of activity overlapped them (and its
+top places), and the stalls per timeline window: a million stalls cost what a thousand
+do. The activities are attributed when the stall is found, while the activity
+collector's rings still hold them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.time_windows import TimeWindows
+
+FACTOR = 3.0
+FLOOR_S = 0.02
+WARMUP_CALLS = 10
+MIN_BASELINE = 20
+RECENT = 256
+RECOMPUTE = 32
+KEEP = 16  # stalls kept one by one at each end, per group
+MAX_INTERVALS = 256  # different step intervals counted; others add to one count
+MAX_PLACES = 8  # places kept per kind of activity
+
+# attribute(start, end) -> [(kind, seconds overlapped, file:line or None, what ran)]
+Attribute = Callable[[float, float], list[tuple[str, float, Any, str]]]
+
+
+class Count:
+    """A window's count of stalls."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def merge(self, other: Count) -> None:
+        self.value += other.value
+
+    def copy(self) -> Count:
+        twin = Count()
+        twin.value = self.value
+        return twin
+
+
+class StallGroup:
+    """The stalls of one kind (steps, or time between steps) of one loop."""
+
+    def __init__(self, t0: float) -> None:
+        self.count = 0
+        self.seconds = 0.0  # the stalls' own time
+        self.lost_s = 0.0  # beyond a typical step (a gap: all of it)
+        self.first: list[tuple] = []  # (step index, start, seconds, ((kind, s), ...))
+        self.last: deque[tuple] = deque(maxlen=KEEP)
+        self.durations = Sketch()
+        self.step_intervals: dict[int, int] = {}
+        self.other_intervals = 0
+        self.time_intervals = Sketch()
+        self.kinds: dict[str, float] = {}  # kind -> seconds overlapped
+        self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
+        self.windows: TimeWindows[Count] = TimeWindows(t0, Count)
+        self._previous: tuple[int, float] | None = None  # the last stall's index, start
+
+    def add(self, index: int, start: float, seconds: float, lost: float, causes: list) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.lost_s += lost
+        self.durations.add(seconds)
+        self.windows.at(start).value += 1
+        if self._previous is not None:
+            steps = index - self._previous[0]
+            if steps in self.step_intervals or len(self.step_intervals) < MAX_INTERVALS:
+                self.step_intervals[steps] = self.step_intervals.get(steps, 0) + 1
+            else:
+                self.other_intervals += 1
+            self.time_intervals.add(start - self._previous[1])
+        self._previous = (index, start)
+        summed: dict[str, float] = {}
+        for kind, overlap, where, what in causes:
+            summed[kind] = summed.get(kind, 0.0) + overlap
+            places = self.places.setdefault(kind, {})
+            key = (where, what)
+            if key in places or len(places) < MAX_PLACES:
+                places[key] = places.get(key, 0.0) + overlap
+        for kind, overlap in summed.items():
+            self.kinds[kind] = self.kinds.get(kind, 0.0) + overlap
+        entry = (index, start, seconds, tuple(sorted(summed.items())))
+        if len(self.first) < KEEP:
+            self.first.append(entry)
+        else:
+            self.last.append(entry)
+
+    def copy(self) -> StallGroup:
+        twin = StallGroup(self.windows.t0)
+        for name in ("count", "seconds", "lost_s", "other_intervals", "_previous"):
+            setattr(twin, name, getattr(self, name))
+        twin.first = list(self.first)
+        twin.last = deque(self.last, maxlen=KEEP)
+        twin.durations = self.durations.copy()
+        twin.time_intervals = self.time_intervals.copy()
+        twin.step_intervals = dict(self.step_intervals)
+        twin.kinds = dict(self.kinds)
+        twin.places = {kind: dict(places) for kind, places in self.places.items()}
+        twin.windows = self.windows.copy()
+        return twin
+
+    def period(self) -> tuple[int | None, float | None]:
+        """The most common step interval between consecutive stalls, within a tolerance
+        of 5 % (at least one step: a ``steps_per_execution`` call may end a step
+        late), and the share of intervals that fit it."""
+        total = sum(self.step_intervals.values()) + self.other_intervals
+        if not total:
+            return None, None
+        best, fit = None, 0
+        for value in sorted(self.step_intervals):
+            tolerance = max(1, round(0.05 * value))
+            near = sum(n for k, n in self.step_intervals.items() if abs(k - value) <= tolerance)
+            if near > fit:
+                best, fit = value, near
+        return best, fit / total
+
+
+class StallTracker:
+    """Feeds on one loop's steps (``add``, in order) and keeps its stalls."""
+
+    def __init__(self, t0: float, attribute: Attribute | None = None) -> None:
+        self.attribute = attribute
+        self.steps = 0  # steps seen (a Keras call of N steps counts N)
+        self.calls = 0
+        self.step_s = 0.0  # the steps' own time
+        self.gap_s = 0.0  # time between consecutive steps
+        self.inside = StallGroup(t0)
+        self.between = StallGroup(t0)
+        self._recent: deque[float] = deque(maxlen=RECENT)
+        self._typical: float | None = None
+        self._since = 0  # steps since the typical step was computed
+        self._last_end: float | None = None
+
+    def add(self, step: Any) -> None:
+        """One step (``start``, ``end``, ``steps``), after those before it."""
+        duration = step.end - step.start
+        index = self.steps
+        self.steps += step.steps
+        self.calls += 1
+        self.step_s += duration
+        previous_end, self._last_end = self._last_end, step.end
+        gap = step.start - previous_end if previous_end is not None else 0.0
+        self.gap_s += max(0.0, gap)
+        if self.calls <= WARMUP_CALLS:
+            return
+        typical = self.typical()
+        if typical is not None:
+            if previous_end is not None and gap >= max(FACTOR * typical, FLOOR_S):
+                self._stall(self.between, index, previous_end, step.start, gap)
+            boundary = gap > 0  # steps follow one another but at a loop's epoch end
+            if not boundary and duration >= FACTOR * typical and duration - typical >= FLOOR_S:
+                self._stall(self.inside, index, step.start, step.end, duration - typical)
+        self._recent.append(duration)
+        self._since += 1
+
+    def typical(self) -> float | None:
+        """The median of the latest steps (None before ``MIN_BASELINE`` of them)."""
+        if len(self._recent) < MIN_BASELINE:
+            return None
+        if self._typical is None or self._since >= RECOMPUTE:
+            self._typical = statistics.median(self._recent)
+            self._since = 0
+        return self._typical
+
+    def _stall(self, group: StallGroup, index: int, start: float, end: float, lost: float) -> None:
+        causes = self.attribute(start, end) if self.attribute is not None else []
+        group.add(index, start, end - start, lost, causes)
+
+    def copy(self) -> StallTracker:
+        twin = StallTracker(self.inside.windows.t0, self.attribute)
+        for name in ("steps", "calls", "step_s", "gap_s", "_typical", "_since", "_last_end"):
+            setattr(twin, name, getattr(self, name))
+        twin.inside, twin.between = self.inside.copy(), self.between.copy()
+        twin._recent = deque(self._recent, maxlen=RECENT)
+        return twin
