@@ -43,6 +43,7 @@ from gpuwhy.rules.placement.float64 import Float64
 from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
+from gpuwhy.rules.steps.periodic_stall import PeriodicStall
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 
@@ -78,6 +79,7 @@ ALL_RULES: list[type[Rule]] = [
     ForcedCpu,  # placement.forced-cpu
     HostTransfers,  # placement.host-transfers
     NoGpuKernel,  # placement.no-gpu-kernel
+    PeriodicStall,  # steps.periodic-stall
     TensorCoreMisaligned,  # tensorcore.misaligned
     TensorCoreUnused,  # tensorcore.unused
 ]

@@ -1,0 +1,271 @@
+"""steps.periodic-stall: every N steps training stops for a while, and what ran then."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuwhy.facts import Facts, LoopStalls, StallCause
+from gpuwhy.finding import Finding
+from gpuwhy.formatting import duration
+from gpuwhy.rules.base import Rule
+
+MAX_FINDINGS = 3
+SHOWN_STALLS = 5
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\.(write|save)\((.*)\)\s*(#.*)?$")
+_WORDS = {
+    "checkpoint": "a checkpoint write",
+    "gc": "Python's garbage collector",
+    "summary": "a summary flush",
+    "evaluate": "evaluation",
+    "trace": "a tf.function trace",
+}
+
+
+def _cause(group: LoopStalls) -> StallCause | None:
+    """The activity that overlapped most of the stalls' time (at least 30 % of it)."""
+    named = [c for c in group.causes if c.share >= 0.3]
+    return named[0] if named else None
+
+
+def _cause_words(cause: StallCause | None) -> str:
+    if cause is None:
+        return "nothing gpuwhy times: the program's own Python"
+    words = _WORDS.get(cause.kind, cause.kind)
+    if cause.detail == "fit's validation":
+        words = "fit's validation"
+    elif cause.kind in ("checkpoint", "evaluate", "summary") and cause.detail:
+        words += f": {cause.detail}"
+    elif cause.kind == "gc" and cause.detail:
+        words += f", {cause.detail}"
+    return f"{words}, {cause.location}" if cause.location else words
+
+
+def _checkpoint_fix(cause: StallCause, every: int | None) -> list[str]:
+    detail = cause.detail or ""
+    rarer = f"every {every * 10} steps" if every else "ten times less often"
+    if detail.startswith("keras.callbacks.ModelCheckpoint"):
+        freq = f"{every * 10}" if every else '"epoch"'
+        return [
+            f"# {detail} writes the model every {every or 'few'} steps: write it less often,",
+            "# and only the weights (a smaller, faster write; restore with load_weights)",
+            f"keras.callbacks.ModelCheckpoint(filepath, save_freq={freq}, save_weights_only=True)",
+            '# (filepath ending in .weights.h5); or save_freq="epoch"',
+        ]
+    if detail.startswith("Model.save"):
+        return [
+            f"# {cause.code or detail}: save {rarer}, and the weights only",
+            "model.save_weights(path)   # path ending in .weights.h5",
+        ]
+    lines = [
+        f"# save {rarer}, or write in the background: TF copies the values and returns,",
+        "# a thread of its own writes the files",
+        "options = tf.train.CheckpointOptions(enable_async=True)",
+    ]
+    match = _CALL.match(cause.code or "")
+    if match:
+        receiver, method, args = match.group(1), match.group(2), match.group(3).strip()
+        lines.append(f"{receiver}.{method}({args + ', ' if args else ''}options=options)")
+    else:
+        lines.append(
+            "ckpt.write(path, options=options)   # also Checkpoint.save, CheckpointManager.save"
+        )
+    return lines
+
+
+def _fix(cause: StallCause | None, every: int | None) -> str:
+    if cause is None:
+        return "\n".join(
+            [
+                "# no checkpoint, GC, summary, evaluation or trace ran in these stalls: time the",
+                "# code that runs every few steps (logging, metrics to numpy, .numpy() calls)",
+                "# and move it out of the step or run it less often",
+            ]
+        )
+    if cause.kind == "checkpoint":
+        return "\n".join(_checkpoint_fix(cause, every))
+    if cause.kind == "gc":
+        return "\n".join(
+            [
+                "import gc",
+                "# after building the model and the datasets, before the training loop:",
+                "gc.collect()",
+                "gc.freeze()   # objects made so far leave the collector's generations for good",
+                "# and collect less often (the defaults are 700, 10, 10):",
+                "gc.set_threshold(50_000, 50, 100)",
+            ]
+        )
+    if cause.kind == "summary":
+        return "\n".join(
+            [
+                "# let the writer batch its events instead of flushing every few steps:",
+                "writer = tf.summary.create_file_writer(logdir, max_queue=1000, flush_millis=60_000)",
+                "# and drop the explicit writer.flush() from the loop",
+            ]
+        )
+    if cause.kind == "evaluate":
+        if cause.detail == "fit's validation":
+            return "\n".join(
+                [
+                    "# validate every few epochs, on fewer batches:",
+                    "model.fit(..., validation_freq=5, validation_steps=50)",
+                ]
+            )
+        return "\n".join(
+            [
+                f"# {cause.code or cause.detail}: evaluate less often, on fewer batches",
+                "model.evaluate(val_ds, steps=50, verbose=0)   # every 10x more steps",
+            ]
+        )
+    return "# the function is traced again in the loop: see `gpuwhy explain launch.retracing`"
+
+
+class PeriodicStall(Rule):
+    """Training stops for a while every N steps: a checkpoint, GC, a summary flush, evaluation.
+
+    ## What it detects
+    A loop's steps that last at least 3 times its typical step (the median of its latest
+    256 steps) and at least 20 ms longer, or time between two of its steps that long (a
+    Keras epoch's end, where `ModelCheckpoint` and validation run), when they recur:
+    at least `min_stalls` of them at a regular interval (`min_period_fit` of the
+    intervals within 5 % of the most common one) losing at least `min_share` of the
+    loop's time, or irregular ones losing `irregular_share` or more. Time between steps
+    is reported only when a timed activity ran in most of it and it loses `between_share`
+    (fit's own validation: `validation_share`). Each stall is matched, when it is found,
+    with what ran in it: Python's garbage collector (`gc.callbacks`), checkpoint writes
+    (`tf.train.Checkpoint`, `CheckpointManager`, Keras `save`/`save_weights`,
+    `ModelCheckpoint`), summary flushes, `evaluate`/`predict`, tf.function traces; the
+    finding names the one that covered most of the stalls' time, with its file:line.
+    A loop's first 10 calls (warm-up) and the first step of each epoch (a new iterator,
+    a shuffle buffer refilled: the input rules judge those) are never stalls.
+
+    ## Why is this slow?
+    While a checkpoint is written, a full GC walks a large heap or validation runs, the
+    training loop issues no work and the GPU idles. A median step hides it; the lost
+    time is every stall's length times their number: a 1.8 s checkpoint every 200
+    steps of 0.1 s is 8 % of the run.
+
+    ## Example
+    ```python
+    for step, batch in enumerate(ds):
+        train_step(batch)
+        if step % 200 == 0:
+            ckpt.write(path)            # 1.8 s, the GPU idle
+    ```
+
+    Use instead:
+    ```python
+    options = tf.train.CheckpointOptions(enable_async=True)
+    for step, batch in enumerate(ds):
+        train_step(batch)
+        if step % 2000 == 0:
+            ckpt.write(path, options=options)   # returns at once, written in the background
+    ```
+    For GC: `gc.freeze()` after setup and `gc.set_threshold(...)`; for summaries a
+    larger `max_queue`/`flush_millis`; for validation `validation_freq` and fewer
+    `validation_steps`.
+
+    Severity: high from 20 % of the loop's time lost, medium from 5 %, low below.
+
+    ## Options
+    - `min_stalls`: stalls needed before any finding (3).
+    - `min_period_fit`: share of the intervals between stalls within 5 % of the most
+      common one for the stalls to be regular (0.6).
+    - `min_share`: share of the loop's time regular stalls must lose (0.01).
+    - `irregular_share`: share of the loop's time irregular stalls must lose (0.05).
+    - `between_share`: share of the loop's time the time between steps must lose, with a
+      timed activity in most of it (0.10).
+    - `validation_share`: the same for fit's own validation between epochs (0.30).
+    """
+
+    id = "steps.periodic-stall"
+    severity = "medium"
+    status = "preview"
+    since = "0.4.0"
+    needs = ("stalls",)
+    options = {
+        "min_stalls": 3,
+        "min_period_fit": 0.6,
+        "min_share": 0.01,
+        "irregular_share": 0.05,
+        "between_share": 0.10,
+        "validation_share": 0.30,
+    }
+    question = "Why does training stall every few hundred steps?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.stalls is None:
+            return []
+        flagged = [g for g in facts.stalls.loops if _reported(g, options)]
+        flagged.sort(key=lambda g: -g.lost_share)
+        return [self._finding(g, options) for g in flagged[:MAX_FINDINGS]]
+
+    def _finding(self, group: LoopStalls, options: dict[str, Any]) -> Finding:
+        cause = _cause(group)
+        every = group.every_steps if _regular(group, options) else None
+        typical = duration(group.typical_stall_s or group.stall_s / group.count)
+        where = "between steps " if group.between_steps else ""
+        if every:
+            head = f"Every {every:,} steps training stalls {where}for {typical}"
+        else:
+            head = f"Training stalled {where}{group.count:,} times for {typical} each"
+        title = f"{head} ({_cause_words(cause)}): {group.lost_share:.0%} of the loop's time"
+        evidence: dict[str, Any] = {
+            "loop": f"{group.source} {group.name}",
+            "stalls": group.count,
+            "between_steps": group.between_steps,
+            "every_steps": group.every_steps,
+            "intervals_that_fit": group.period_fit,
+            "every_seconds": group.every_s,
+            "typical_stall_seconds": group.typical_stall_s,
+            "typical_step_seconds": group.typical_step_s,
+            "seconds_lost": round(group.lost_s, 3),
+            "share_of_loop_time": group.lost_share,
+            "what_ran": [
+                {
+                    "kind": c.kind,
+                    "share_of_stall_time": c.share,
+                    "location": c.location,
+                    "what": c.detail,
+                }
+                for c in group.causes
+            ],
+            "first_stalls": [
+                {"step": s.step, "at_s": round(s.start_s, 3), "seconds": round(s.seconds, 3)}
+                for s in group.first[:SHOWN_STALLS]
+            ],
+        }
+        share = group.lost_share
+        severity = "high" if share >= 0.20 else "medium" if share >= 0.05 else "low"
+        return self.finding(
+            title,
+            severity=severity,
+            evidence=evidence,
+            fix=_fix(cause, every),
+            estimated_gain=f"up to {group.lost_s:.2f} s ({share:.0%} of the loop's time)",
+            location=cause.location if cause is not None else None,
+            gain_value=share,
+        )
+
+
+def _regular(group: LoopStalls, options: dict[str, Any]) -> bool:
+    return (
+        group.every_steps is not None
+        and group.period_fit is not None
+        and group.period_fit >= options["min_period_fit"]
+    )
+
+
+def _reported(group: LoopStalls, options: dict[str, Any]) -> bool:
+    if group.count < options["min_stalls"]:
+        return False
+    if group.between_steps:
+        cause = _cause(group)
+        if cause is None or cause.share < 0.5:
+            return False
+        if cause.detail == "fit's validation":
+            return group.lost_share >= options["validation_share"]
+        return group.lost_share >= options["between_share"]
+    if _regular(group, options):
+        return group.lost_share >= options["min_share"]
+    return group.lost_share >= options["irregular_share"]
