@@ -4,7 +4,8 @@ Five kinds of activity, each an interval on the run's clock with the user's line
 started it where that is cheap to know:
 
 - ``gc``: Python's garbage collector (``gc.callbacks``: start and stop of every
-  collection, with its generation; no line: any allocation may trigger it);
+  collection, with its generation; a full collection's line is where it was
+  triggered);
 - ``checkpoint``, ``summary``, ``evaluate``: TF's and Keras' saves, summary flushes,
   ``evaluate``/``predict`` (:mod:`gpuwhy.tfapi.stall_hooks`);
 - ``trace``: tf.function traces, as the function watcher sees them.
@@ -41,6 +42,7 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.facts import Activity, LoopStalls, Stall, StallCause, StallFacts, StepFacts
 from gpuwhy.tfapi import stall_hooks
+from gpuwhy.tfapi.frames import user_location
 
 KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace")
 RING = {"gc": 2048, "checkpoint": 1024, "summary": 1024, "evaluate": 1024, "trace": 1024}
@@ -89,6 +91,7 @@ class ActivityCollector(Collector):
         self.notes: list[str] = []
         self._events: list = []  # (kind, start, end, where, what), until drained
         self._gc_started: list[float] = [0.0]
+        self._gc_where: list[str | None] = [None]
         self._lock = threading.RLock()
         self._patches: list = []
         self._drain: Drain | None = None
@@ -141,12 +144,18 @@ class ActivityCollector(Collector):
 
     # -- hooks (the program's threads) -------------------------------------------------
     def _on_gc(self, phase: str, info: dict) -> None:
-        """Inside the collection: a clock read and, at its stop, one append."""
+        """Inside the collection: a clock read and, at its stop, one append. A full
+        collection (generation 2, a few a minute at most) also says where it was
+        triggered: the ``gc.collect()`` line, or the allocation that crossed the
+        threshold."""
         now = time.perf_counter()
+        generation = info.get("generation")
         if phase == "start":
             self._gc_started[0] = now
+            self._gc_where[0] = user_location() if generation == 2 else None
         else:
-            self._events.append(("gc", self._gc_started[0], now, None, info.get("generation")))
+            where = self._gc_where[0]
+            self._events.append(("gc", self._gc_started[0], now, where, generation))
 
     def _record(self, kind: str, start: float, end: float, where: str | None, what: str) -> None:
         self._events.append((kind, start, end, where, what))

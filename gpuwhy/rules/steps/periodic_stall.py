@@ -22,6 +22,11 @@ _WORDS = {
 }
 
 
+def _length(seconds: float) -> str:
+    """A stall's length as people say it: ``1.8 s``, ``264.5 ms``."""
+    return f"{seconds:,.1f} s" if seconds >= 1 else duration(seconds)
+
+
 def _cause(group: LoopStalls) -> StallCause | None:
     """The activity that overlapped most of the stalls' time (at least 30 % of it)."""
     named = [c for c in group.causes if c.share >= 0.3]
@@ -29,16 +34,17 @@ def _cause(group: LoopStalls) -> StallCause | None:
 
 
 def _cause_words(cause: StallCause | None) -> str:
+    """``a checkpoint write (tf.train.Checkpoint.write) at train.py:57``."""
     if cause is None:
-        return "nothing gpuwhy times: the program's own Python"
-    words = _WORDS.get(cause.kind, cause.kind)
+        return "nothing gpuwhy times ran in them: the program's own Python"
     if cause.detail == "fit's validation":
         words = "fit's validation"
-    elif cause.kind in ("checkpoint", "evaluate", "summary") and cause.detail:
-        words += f": {cause.detail}"
-    elif cause.kind == "gc" and cause.detail:
-        words += f", {cause.detail}"
-    return f"{words}, {cause.location}" if cause.location else words
+    else:
+        words = _WORDS.get(cause.kind, cause.kind)
+        if cause.detail and cause.kind != "trace":
+            words += f" ({cause.detail})"
+    at = "triggered at" if cause.kind == "gc" else "at"
+    return f"{words} {at} {cause.location}" if cause.location else words
 
 
 def _checkpoint_fix(cause: StallCause, every: int | None) -> list[str]:
@@ -84,6 +90,15 @@ def _fix(cause: StallCause | None, every: int | None) -> str:
         )
     if cause.kind == "checkpoint":
         return "\n".join(_checkpoint_fix(cause, every))
+    if cause.kind == "gc" and "gc.collect(" in (cause.code or ""):
+        return "\n".join(
+            [
+                f"# {cause.code}: each call walks every object the program holds;",
+                "# drop it from the loop, or freeze what setup made so it is walked no more:",
+                "gc.collect()",
+                "gc.freeze()   # once, after building the model and the datasets",
+            ]
+        )
     if cause.kind == "gc":
         return "\n".join(
             [
@@ -130,8 +145,9 @@ class PeriodicStall(Rule):
     at least `min_stalls` of them at a regular interval (`min_period_fit` of the
     intervals within 5 % of the most common one) losing at least `min_share` of the
     loop's time, or irregular ones losing `irregular_share` or more. Time between steps
-    is reported only when a timed activity ran in most of it and it loses `between_share`
-    (fit's own validation: `validation_share`). Each stall is matched, when it is found,
+    is reported only when a timed activity ran in most of it and that activity takes
+    `between_share` of the loop's time (fit's own validation: `validation_share`: a
+    validation pass per epoch is the program's choice, named only when it dominates). Each stall is matched, when it is found,
     with what ran in it: Python's garbage collector (`gc.callbacks`), checkpoint writes
     (`tf.train.Checkpoint`, `CheckpointManager`, Keras `save`/`save_weights`,
     `ModelCheckpoint`), summary flushes, `evaluate`/`predict`, tf.function traces; the
@@ -173,9 +189,9 @@ class PeriodicStall(Rule):
       common one for the stalls to be regular (0.6).
     - `min_share`: share of the loop's time regular stalls must lose (0.01).
     - `irregular_share`: share of the loop's time irregular stalls must lose (0.05).
-    - `between_share`: share of the loop's time the time between steps must lose, with a
-      timed activity in most of it (0.10).
-    - `validation_share`: the same for fit's own validation between epochs (0.30).
+    - `between_share`: share of the loop's time the activity that ran in most of the
+      time between steps must take (0.10).
+    - `validation_share`: the same for fit's own validation between epochs (0.50).
     """
 
     id = "steps.periodic-stall"
@@ -189,7 +205,7 @@ class PeriodicStall(Rule):
         "min_share": 0.01,
         "irregular_share": 0.05,
         "between_share": 0.10,
-        "validation_share": 0.30,
+        "validation_share": 0.50,
     }
     question = "Why does training stall every few hundred steps?"
 
@@ -203,7 +219,7 @@ class PeriodicStall(Rule):
     def _finding(self, group: LoopStalls, options: dict[str, Any]) -> Finding:
         cause = _cause(group)
         every = group.every_steps if _regular(group, options) else None
-        typical = duration(group.typical_stall_s or group.stall_s / group.count)
+        typical = _length(group.typical_stall_s or group.stall_s / group.count)
         where = "between steps " if group.between_steps else ""
         if every:
             head = f"Every {every:,} steps training stalls {where}for {typical}"
@@ -259,13 +275,14 @@ def _regular(group: LoopStalls, options: dict[str, Any]) -> bool:
 def _reported(group: LoopStalls, options: dict[str, Any]) -> bool:
     if group.count < options["min_stalls"]:
         return False
-    if group.between_steps:
+    if group.between_steps:  # the named activity's own time, of the loop's
         cause = _cause(group)
         if cause is None or cause.share < 0.5:
             return False
+        share = group.lost_share * cause.share
         if cause.detail == "fit's validation":
-            return group.lost_share >= options["validation_share"]
-        return group.lost_share >= options["between_share"]
+            return share >= options["validation_share"]
+        return share >= options["between_share"]
     if _regular(group, options):
         return group.lost_share >= options["min_share"]
     return group.lost_share >= options["irregular_share"]
