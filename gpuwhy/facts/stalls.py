@@ -57,7 +57,9 @@ class LoopStalls:
     ModelCheckpoint and validation run; a tf.function loop's step cut at its call's
     end). ``every_steps``: the most common interval between consecutive stalls, in the
     loop's steps, and ``period_fit`` the share of intervals within 5 % of it;
-    ``every_s`` the median interval in seconds. ``lost_share``: the time the stalls
+    ``every_s`` the median interval in seconds, ``regular_in_time`` whether the 20th and
+    80th percentiles of the intervals are within 10 % of it (a stall every T seconds
+    whatever the steps do). ``lost_share``: the time the stalls
     took beyond a typical step, of the loop's time (its steps and the gaps between)."""
 
     source: str
@@ -74,6 +76,7 @@ class LoopStalls:
     every_steps: int | None = None
     period_fit: float | None = None
     every_s: float | None = None
+    regular_in_time: bool = False  # most intervals within 10 % of every_s (p20 to p80)
     causes: tuple[StallCause, ...] = ()  # most time first
     first: tuple[Stall, ...] = ()
     last: tuple[Stall, ...] = ()  # beyond the first ones

@@ -38,6 +38,7 @@ def test_a_stall_every_100_steps_has_a_period_of_100_steps():
     assert group.period() == (100, 1.0)
     assert group.lost_s == pytest.approx(10 * (0.5 - 0.01))
     assert group.time_intervals.quantile(0.5) == pytest.approx(99 * 0.01 + 0.5, rel=0.02)
+    assert group.regular_in_time()
 
 
 def test_warm_up_and_small_excursions_are_no_stalls():
@@ -114,6 +115,7 @@ def filled(stalls: int) -> StallGroup:
 
 def test_a_million_stalls_cost_what_a_thousand_do():
     small, large = filled(1000), filled(1_000_000)
+    assert not large.regular_in_time()  # intervals of 0.1 to 30 s
     assert large.count == 1_000_000
     assert len(large.first) == len(large.last) == KEEP
     assert len(large.step_intervals) <= MAX_INTERVALS and large.other_intervals > 0

@@ -344,6 +344,7 @@ def _loop_stalls(
         every_steps=every,
         period_fit=round(fit, 4) if fit is not None else None,
         every_s=round(median_gap, 6) if median_gap is not None else None,
+        regular_in_time=group.regular_in_time(),
         causes=tuple(causes),
         first=tuple(_stall(entry, t0) for entry in group.first),
         last=tuple(_stall(entry, t0) for entry in group.last),

@@ -148,6 +148,16 @@ class StallGroup:
                 best, fit = value, near
         return best, fit / total
 
+    def regular_in_time(self) -> bool:
+        """Whether most intervals between stalls (the 20th to the 80th percentile) are
+        within 10 % of the median: a stall every T seconds."""
+        if self.time_intervals.count < 2:
+            return False
+        low, mid, high = (self.time_intervals.quantile(q) for q in (0.2, 0.5, 0.8))
+        if low is None or mid is None or high is None or mid <= 0:
+            return False
+        return low >= 0.9 * mid and high <= 1.1 * mid
+
 
 class StallTracker:
     """Feeds on one loop's steps (``add``, in order) and keeps its stalls."""

@@ -143,7 +143,8 @@ class PeriodicStall(Rule):
     256 steps) and at least 20 ms longer, or time between two of its steps that long (a
     Keras epoch's end, where `ModelCheckpoint` and validation run), when they recur:
     at least `min_stalls` of them at a regular interval (`min_period_fit` of the
-    intervals within 5 % of the most common one) losing at least `min_share` of the
+    intervals within 5 % of the most common one, in steps; or in seconds, the 20th to
+    the 80th percentile of the intervals within 10 % of their median) losing at least `min_share` of the
     loop's time, or irregular ones losing `irregular_share` or more. Time between steps
     is reported only when a timed activity ran in most of it and that activity takes
     `between_share` of the loop's time (fit's own validation: `validation_share`: a
@@ -218,11 +219,13 @@ class PeriodicStall(Rule):
 
     def _finding(self, group: LoopStalls, options: dict[str, Any]) -> Finding:
         cause = _cause(group)
-        every = group.every_steps if _regular(group, options) else None
+        every = group.every_steps if _regular_steps(group, options) else None
         typical = _length(group.typical_stall_s or group.stall_s / group.count)
         where = "between steps " if group.between_steps else ""
         if every:
             head = f"Every {every:,} steps training stalls {where}for {typical}"
+        elif group.regular_in_time and group.every_s:
+            head = f"Every {_length(group.every_s)} training stalls {where}for {typical}"
         else:
             head = f"Training stalled {where}{group.count:,} times for {typical} each"
         title = f"{head} ({_cause_words(cause)}): {group.lost_share:.0%} of the loop's time"
@@ -264,12 +267,17 @@ class PeriodicStall(Rule):
         )
 
 
-def _regular(group: LoopStalls, options: dict[str, Any]) -> bool:
+def _regular_steps(group: LoopStalls, options: dict[str, Any]) -> bool:
     return (
         group.every_steps is not None
         and group.period_fit is not None
         and group.period_fit >= options["min_period_fit"]
     )
+
+
+def _regular(group: LoopStalls, options: dict[str, Any]) -> bool:
+    """Every N steps, or every T seconds."""
+    return _regular_steps(group, options) or group.regular_in_time
 
 
 def _reported(group: LoopStalls, options: dict[str, Any]) -> bool:

@@ -53,6 +53,10 @@ def test_a_handful_of_stalls_or_a_small_loss_is_no_finding():
     assert run(facts(stalls(period_fit=0.4, lost_share=0.03))) == []
     (finding,) = run(facts(stalls(period_fit=0.4, lost_share=0.06)))
     assert finding.title.startswith("Training stalled 9 times for 1.8 s each")
+    # every 60 s, whatever the steps did
+    (finding,) = run(facts(stalls(period_fit=0.4, lost_share=0.03, regular_in_time=True,
+                                  every_s=60.0)))  # fmt: skip
+    assert finding.title.startswith("Every 60.0 s training stalls for 1.8 s")
 
 
 def test_severity_follows_the_share_of_time_lost():
