@@ -19,7 +19,7 @@ CHECKPOINT_LOOP = textwrap.dedent(
 
     x = np.random.rand(4096, 64).astype("float32")
     ds = tf.data.Dataset.from_tensor_slices(x).batch(16)
-    weights = [tf.Variable(tf.random.normal([1024, 1024])) for _ in range(4)]
+    weights = [tf.Variable(tf.random.normal([1024, 1024])) for _ in range(8)]  # 32 MB
     w = tf.Variable(tf.random.normal([64, 64]))
     ckpt = tf.train.Checkpoint(w=w, weights=weights)
 
@@ -41,13 +41,53 @@ KERAS_CHECKPOINT = textwrap.dedent(
     import numpy as np
     import keras
 
+
+    class Table(keras.layers.Layer):
+        \"\"\"32 MB of weights the step never reads: what makes each save slow.\"\"\"
+
+        def build(self, shape):
+            self.table = self.add_weight(shape=(8192, 1024), initializer="zeros",
+                                         trainable=False)
+
+        def call(self, x):
+            return x
+
+
     x = np.random.rand(3200, 32).astype("float32")
     y = np.random.randint(0, 4, 3200)
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(256, activation="relu"),
-                              keras.layers.Dense(256, activation="relu"), keras.layers.Dense(4)])
+    model = keras.Sequential([keras.Input((32,)), Table(), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(4)])
     model.compile("adam", "sparse_categorical_crossentropy")
-    save = keras.callbacks.ModelCheckpoint(sys.argv[1] + "/model.keras", save_freq=25)
+    save = keras.callbacks.ModelCheckpoint(sys.argv[1] + "/ckpt.weights.h5", save_freq=25,
+                                           save_weights_only=True)
     model.fit(x, y, batch_size=16, epochs=2, callbacks=[save], verbose=0)  # @fit
+    """
+)
+EPOCH_CHECKPOINT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import keras
+
+
+    class Table(keras.layers.Layer):
+        \"\"\"32 MB of weights the step never reads: what makes each save slow.\"\"\"
+
+        def build(self, shape):
+            self.table = self.add_weight(shape=(8192, 1024), initializer="zeros",
+                                         trainable=False)
+
+        def call(self, x):
+            return x
+
+
+    x = np.random.rand(640, 32).astype("float32")
+    y = np.random.randint(0, 4, 640)
+    model = keras.Sequential([keras.Input((32,)), Table(), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(4)])
+    model.compile("adam", "sparse_categorical_crossentropy")
+    save = keras.callbacks.ModelCheckpoint(sys.argv[1] + "/ckpt.weights.h5", save_weights_only=True)
+    model.fit(x, y, batch_size=16, epochs=6, callbacks=[save], verbose=0)  # @fit
     """
 )
 GC_LOOP = textwrap.dedent(
@@ -135,6 +175,17 @@ def test_keras_model_checkpoint_every_25_steps_is_named_at_the_fit_call(tmp_path
     assert "ModelCheckpoint(save_freq=25)" in finding["title"] and fit in finding["title"]
     assert "save_freq=250, save_weights_only=True" in finding["fix"]
     assert finding["evidence"]["loop"].startswith("keras-fit")
+
+
+def test_keras_model_checkpoint_at_every_epoch_s_end_is_time_between_steps(tmp_path):
+    record, script = watched(tmp_path, EPOCH_CHECKPOINT)
+    fit = f"{script}:{line_with(tmp_path / 'train.py', '# @fit')}"
+    (finding,) = stall_findings(record)
+    assert finding["title"].startswith("Every 40 steps training stalls between steps for ")
+    assert "ModelCheckpoint(save_freq='epoch')" in finding["title"] and fit in finding["title"]
+    assert "save_freq=400, save_weights_only=True)  # every 10 epochs of 40 steps" in finding["fix"]
+    (between,) = [g for g in record["stalls"]["loops"] if g["between_steps"]]
+    assert between["count"] == 5 and between["causes"][0]["kind"] == "checkpoint"
 
 
 def test_gc_collect_of_a_large_heap_every_40_steps_is_named(tmp_path):

@@ -96,6 +96,13 @@ def test_a_loop_record_feeds_its_tracker_and_a_snapshot_copies_it():
     assert view.stalls.inside.count == 3 and record.stalls.inside.count == 4
 
 
+def test_the_period_is_the_interval_most_stalls_keep():
+    group = StallGroup(0.0)
+    for index in (0, 40, 80, 119, 160, 200, 241, 280, 320, 400, 420):
+        group.add(index, float(index), 0.5, 0.4, [])
+    assert group.period() == (40, 0.8)  # 39 and 41 fit 40; 80 and 20 do not
+
+
 def filled(stalls: int) -> StallGroup:
     """A group of ``stalls`` stalls at random intervals over a long run, 3 kinds each."""
     rng = random.Random(7)

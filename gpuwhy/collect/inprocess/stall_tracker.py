@@ -134,19 +134,19 @@ class StallGroup:
         return twin
 
     def period(self) -> tuple[int | None, float | None]:
-        """The most common step interval between consecutive stalls, within a tolerance
-        of 5 % (at least one step: a ``steps_per_execution`` call may end a step
-        late), and the share of intervals that fit it."""
+        """The step interval between consecutive stalls that most intervals are within
+        5 % of (at least one step: a ``steps_per_execution`` call may end a step late),
+        the most common one among equals, and the share of intervals that fit it."""
         total = sum(self.step_intervals.values()) + self.other_intervals
         if not total:
             return None, None
-        best, fit = None, 0
-        for value in sorted(self.step_intervals):
+        best, rank = None, (0, 0)
+        for value, exact in sorted(self.step_intervals.items()):
             tolerance = max(1, round(0.05 * value))
             near = sum(n for k, n in self.step_intervals.items() if abs(k - value) <= tolerance)
-            if near > fit:
-                best, fit = value, near
-        return best, fit / total
+            if (near, exact) > rank:  # the most intervals near it, then the most exactly it
+                best, rank = value, (near, exact)
+        return best, rank[0] / total
 
     def regular_in_time(self) -> bool:
         """Whether most intervals between stalls (the 20th to the 80th percentile) are

@@ -52,12 +52,18 @@ def _checkpoint_fix(cause: StallCause, every: int | None) -> list[str]:
     rarer = f"every {every * 10} steps" if every else "ten times less often"
     if detail.startswith("keras.callbacks.ModelCheckpoint"):
         freq = f"{every * 10}" if every else '"epoch"'
-        return [
-            f"# {detail} writes the model every {every or 'few'} steps: write it less often,",
-            "# and only the weights (a smaller, faster write; restore with load_weights)",
+        per_epoch = "'epoch'" in detail
+        lines = [
+            f"# {detail} writes every {'epoch' if per_epoch else f'{every or 0} steps'}:"
+            " write less often, and only the weights",
+            "# (a smaller, faster write; restore with load_weights)",
             f"keras.callbacks.ModelCheckpoint(filepath, save_freq={freq}, save_weights_only=True)",
-            '# (filepath ending in .weights.h5); or save_freq="epoch"',
         ]
+        if per_epoch and every:
+            lines[-1] += f"  # every 10 epochs of {every} steps"
+        else:
+            lines.append('# (filepath ending in .weights.h5); or save_freq="epoch"')
+        return lines
     if detail.startswith("Model.save"):
         return [
             f"# {cause.code or detail}: save {rarer}, and the weights only",
@@ -142,19 +148,22 @@ class PeriodicStall(Rule):
     A loop's steps that last at least 3 times its typical step (the median of its latest
     256 steps) and at least 20 ms longer, or time between two of its steps that long (a
     Keras epoch's end, where `ModelCheckpoint` and validation run), when they recur:
-    at least `min_stalls` of them at a regular interval (`min_period_fit` of the
-    intervals within 5 % of the most common one, in steps; or in seconds, the 20th to
-    the 80th percentile of the intervals within 10 % of their median) losing at least `min_share` of the
-    loop's time, or irregular ones losing `irregular_share` or more. Time between steps
-    is reported only when a timed activity ran in most of it and that activity takes
-    `between_share` of the loop's time (fit's own validation: `validation_share`: a
-    validation pass per epoch is the program's choice, named only when it dominates). Each stall is matched, when it is found,
-    with what ran in it: Python's garbage collector (`gc.callbacks`), checkpoint writes
-    (`tf.train.Checkpoint`, `CheckpointManager`, Keras `save`/`save_weights`,
-    `ModelCheckpoint`), summary flushes, `evaluate`/`predict`, tf.function traces; the
-    finding names the one that covered most of the stalls' time, with its file:line.
-    A loop's first 10 calls (warm-up) and the first step of each epoch (a new iterator,
-    a shuffle buffer refilled: the input rules judge those) are never stalls.
+    at least `min_stalls` of them at a regular interval losing at least `min_share` of
+    the loop's time, or irregular ones losing `irregular_share` or more. Regular: in
+    steps, `min_period_fit` of the intervals within 5 % of the most common one; or in
+    seconds, the 20th to the 80th percentile of the intervals within 10 % of their
+    median. Time between steps is reported only when a timed activity ran in at least
+    30 % of it and that activity takes `between_share` of the loop's time (the finding
+    then counts its time only); fit's own validation `validation_share` (a validation
+    pass per epoch is the program's choice, named only when it dominates).
+
+    Each stall is matched, when it is found, with what ran in it: Python's garbage
+    collector (`gc.callbacks`), checkpoint writes (`tf.train.Checkpoint`,
+    `CheckpointManager`, Keras `save`/`save_weights`, `ModelCheckpoint`), summary
+    flushes, `evaluate`/`predict`, tf.function traces; the finding names the one that
+    covered most of the stalls' time, with its file:line. A loop's first 10 calls
+    (warm-up) and the first step of each epoch (a new iterator, a shuffle buffer
+    refilled: the input rules judge those) are never stalls.
 
     ## Why is this slow?
     While a checkpoint is written, a full GC walks a large heap or validation runs, the
@@ -190,8 +199,8 @@ class PeriodicStall(Rule):
       common one for the stalls to be regular (0.6).
     - `min_share`: share of the loop's time regular stalls must lose (0.01).
     - `irregular_share`: share of the loop's time irregular stalls must lose (0.05).
-    - `between_share`: share of the loop's time the activity that ran in most of the
-      time between steps must take (0.10).
+    - `between_share`: share of the loop's time the activity that ran in the time
+      between steps must take (0.10).
     - `validation_share`: the same for fit's own validation between epochs (0.50).
     """
 
@@ -221,6 +230,10 @@ class PeriodicStall(Rule):
         cause = _cause(group)
         every = group.every_steps if _regular_steps(group, options) else None
         typical = _length(group.typical_stall_s or group.stall_s / group.count)
+        share, lost = group.lost_share, group.lost_s
+        if group.between_steps and cause is not None:  # only the named activity's time
+            typical = _length(cause.seconds / group.count)
+            share, lost = _between_share(group, cause), cause.seconds
         where = "between steps " if group.between_steps else ""
         if every:
             head = f"Every {every:,} steps training stalls {where}for {typical}"
@@ -228,7 +241,7 @@ class PeriodicStall(Rule):
             head = f"Every {_length(group.every_s)} training stalls {where}for {typical}"
         else:
             head = f"Training stalled {where}{group.count:,} times for {typical} each"
-        title = f"{head} ({_cause_words(cause)}): {group.lost_share:.0%} of the loop's time"
+        title = f"{head} ({_cause_words(cause)}): {share:.0%} of the loop's time"
         evidence: dict[str, Any] = {
             "loop": f"{group.source} {group.name}",
             "stalls": group.count,
@@ -254,17 +267,22 @@ class PeriodicStall(Rule):
                 for s in group.first[:SHOWN_STALLS]
             ],
         }
-        share = group.lost_share
         severity = "high" if share >= 0.20 else "medium" if share >= 0.05 else "low"
         return self.finding(
             title,
             severity=severity,
             evidence=evidence,
             fix=_fix(cause, every),
-            estimated_gain=f"up to {group.lost_s:.2f} s ({share:.0%} of the loop's time)",
+            estimated_gain=f"up to {lost:.2f} s ({share:.0%} of the loop's time)",
             location=cause.location if cause is not None else None,
             gain_value=share,
         )
+
+
+def _between_share(group: LoopStalls, cause: StallCause) -> float:
+    """The share of the loop's time the activity named in the time between steps took
+    there (the rest of that time is the loop's own: a new epoch's iterator)."""
+    return cause.seconds / group.loop_s if group.loop_s > 0 else 0.0
 
 
 def _regular_steps(group: LoopStalls, options: dict[str, Any]) -> bool:
@@ -285,9 +303,9 @@ def _reported(group: LoopStalls, options: dict[str, Any]) -> bool:
         return False
     if group.between_steps:  # the named activity's own time, of the loop's
         cause = _cause(group)
-        if cause is None or cause.share < 0.5:
+        if cause is None:
             return False
-        share = group.lost_share * cause.share
+        share = _between_share(group, cause)
         if cause.detail == "fit's validation":
             return share >= options["validation_share"]
         return share >= options["between_share"]

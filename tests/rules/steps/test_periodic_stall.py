@@ -65,16 +65,20 @@ def test_severity_follows_the_share_of_time_lost():
 
 
 def test_time_between_steps_needs_a_named_activity_and_fit_s_validation_more_of_it():
-    validation = StallCause(kind="evaluate", seconds=8.0, share=0.9, location="train.py:80",
+    validation = StallCause(kind="evaluate", seconds=48.0, share=0.9, location="train.py:80",
                             detail="fit's validation")  # fmt: skip
     between = stalls(between_steps=True, causes=(validation,), lost_share=0.3)
     assert run(facts(between)) == []  # 27 % of the time validating: the program's choice
-    (finding,) = run(facts(replace(between, lost_share=0.6)))
+    (finding,) = run(facts(replace(between, causes=(replace(validation, seconds=108.0),))))
     assert "fit's validation at train.py:80" in finding.title
+    assert finding.title.endswith("60% of the loop's time")  # 108 s of 180 s
     assert "validation_freq=5" in finding.fix
     assert run(facts(stalls(between_steps=True, causes=(), lost_share=0.5))) == []
-    (finding,) = run(facts(stalls(between_steps=True, lost_share=0.15)))
-    assert "stalls between steps" in finding.title
+    # an epoch's end: 4.5 s between steps, 1.8 s of it a checkpoint (the rest the loop's own)
+    at_epoch_end = replace(CHECKPOINT, share=0.4)
+    (finding,) = run(facts(stalls(between_steps=True, lost_share=0.225, causes=(at_epoch_end,))))
+    assert finding.title.startswith("Every 200 steps training stalls between steps for 1.8 s")
+    assert finding.title.endswith("9% of the loop's time")
 
 
 def test_each_cause_has_its_own_fix():
