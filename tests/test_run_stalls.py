@@ -112,6 +112,36 @@ GC_LOOP = textwrap.dedent(
             gc.collect()  # @collect
     """
 )
+EVALUATE_LOOP = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    x = np.random.rand(4000, 32).astype("float32")
+    y = np.random.randint(0, 4, 4000)
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(4)])
+    model.compile("adam", "sparse_categorical_crossentropy")
+    optimizer = keras.optimizers.Adam()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+
+
+    for i, (xb, yb) in enumerate(ds):
+        train_step(xb, yb)
+        if i % 50 == 49:
+            model.evaluate(x[:800], y[:800], verbose=0)  # @evaluate
+    """
+)
 HEALTHY_FIT = textwrap.dedent(
     """
     import numpy as np
@@ -198,6 +228,15 @@ def test_gc_collect_of_a_large_heap_every_40_steps_is_named(tmp_path):
     windows = record["timeline"]["windows"]
     assert sum(w["gc_collections"] for w in windows) >= 10
     assert sum(w["gc_pause_s"] for w in windows) > 0.2
+
+
+def test_model_evaluate_every_50_steps_of_a_custom_loop_is_named(tmp_path):
+    record, script = watched(tmp_path, EVALUATE_LOOP)
+    where = f"{script}:{line_with(tmp_path / 'train.py', '# @evaluate')}"
+    (finding,) = stall_findings(record)
+    assert finding["title"].startswith("Every 50 steps training stalls")
+    assert f"evaluation (Model.evaluate) at {where}" in finding["title"]
+    assert "model.evaluate(val_ds, steps=50, verbose=0)" in finding["fix"]
 
 
 def test_a_healthy_fit_with_validation_and_a_schedule_has_no_stall_finding(tmp_path):

@@ -132,6 +132,15 @@ def _fix(cause: StallCause | None, every: int | None) -> str:
                     "model.fit(..., validation_freq=5, validation_steps=50)",
                 ]
             )
+        if cause.detail == "Model.predict":
+            return "\n".join(
+                [
+                    f"# {cause.code or cause.detail}: predict() builds a dataset and a loop at each"
+                    " call;",
+                    "# for a batch already in memory call the model itself (or less often):",
+                    "outputs = model(x, training=False)",
+                ]
+            )
         return "\n".join(
             [
                 f"# {cause.code or cause.detail}: evaluate less often, on fewer batches",

@@ -74,11 +74,13 @@ def test_time_between_steps_needs_a_named_activity_and_fit_s_validation_more_of_
     assert finding.title.endswith("60% of the loop's time")  # 108 s of 180 s
     assert "validation_freq=5" in finding.fix
     assert run(facts(stalls(between_steps=True, causes=(), lost_share=0.5))) == []
-    # an epoch's end: 4.5 s between steps, 1.8 s of it a checkpoint (the rest the loop's own)
-    at_epoch_end = replace(CHECKPOINT, share=0.4)
-    (finding,) = run(facts(stalls(between_steps=True, lost_share=0.225, causes=(at_epoch_end,))))
-    assert finding.title.startswith("Every 200 steps training stalls between steps for 1.8 s")
-    assert finding.title.endswith("9% of the loop's time")
+    # an epoch's end: 5 s between steps, 2 s of it a checkpoint (the rest the loop's own)
+    at_epoch_end = replace(CHECKPOINT, share=0.4, seconds=18.0)
+    (finding,) = run(facts(stalls(between_steps=True, lost_share=0.25, causes=(at_epoch_end,))))
+    assert finding.title.startswith("Every 200 steps training stalls between steps for 2.0 s")
+    assert finding.title.endswith("10% of the loop's time")
+    at_epoch_end = replace(at_epoch_end, seconds=16.2)  # 9 %: below between_share
+    assert run(facts(stalls(between_steps=True, lost_share=0.25, causes=(at_epoch_end,)))) == []
 
 
 def test_each_cause_has_its_own_fix():
@@ -93,6 +95,9 @@ def test_each_cause_has_its_own_fix():
     assert "flush_millis" in run(facts(stalls(causes=(summary,))))[0].fix
     keras = replace(CHECKPOINT, detail="keras.callbacks.ModelCheckpoint(save_freq=200)")
     assert "save_freq=2000, save_weights_only=True" in run(facts(stalls(causes=(keras,))))[0].fix
+    predict = StallCause(kind="evaluate", seconds=5.0, share=0.9, detail="Model.predict",
+                         code="preds = model.predict(x_val)")  # fmt: skip
+    assert "model(x, training=False)" in run(facts(stalls(causes=(predict,))))[0].fix
     (unknown,) = run(facts(stalls(causes=())))
     assert "nothing gpuwhy times ran in them" in unknown.title and unknown.location is None
 
