@@ -46,7 +46,14 @@ from gpuwhy.facts.placement import (
 )
 from gpuwhy.facts.program import ProgramFacts
 from gpuwhy.facts.projection import ProjectionFacts
-from gpuwhy.facts.stalls import Activity, LoopStalls, Stall, StallCause, StallFacts
+from gpuwhy.facts.stalls import (
+    Activity,
+    LoopStalls,
+    Stall,
+    StallBeat,
+    StallCause,
+    StallFacts,
+)
 from gpuwhy.facts.steps import (
     EagerFacts,
     EagerOpSite,
@@ -103,6 +110,7 @@ __all__ = [
     "RunWindow",
     "ReducedValue",
     "Stall",
+    "StallBeat",
     "StallCause",
     "StallFacts",
     "StepCode",

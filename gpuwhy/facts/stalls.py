@@ -49,18 +49,39 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class StallBeat:
+    """The stalls of one group that one kind of activity dominated (``kind`` None: no
+    timed activity did), and how regularly they came.
+
+    ``every_steps``: the interval between consecutive ones, in the loop's steps, that
+    most intervals are within 5 % of, and ``period_fit`` the share that are;
+    ``every_s`` the median interval in seconds, ``regular_in_time`` whether the 20th
+    and 80th percentiles of the intervals are within 10 % of it (a stall every T
+    seconds whatever the steps do). ``lost_share``: the time they took beyond a typical
+    step, of the loop's time (its steps and the gaps between)."""
+
+    kind: str | None
+    count: int
+    stall_s: float
+    lost_s: float
+    lost_share: float
+    typical_stall_s: float | None = None  # median
+    every_steps: int | None = None
+    period_fit: float | None = None
+    every_s: float | None = None
+    regular_in_time: bool = False
+
+
+@dataclass(frozen=True)
 class LoopStalls:
     """The stalls of one loop of ``StepFacts.loops`` (``source``, ``name``).
 
     ``between_steps``: False for steps far longer than the typical one; True for time
     between two steps that the loop's step leaves out (a Keras epoch's end, where
     ModelCheckpoint and validation run; a tf.function loop's step cut at its call's
-    end). ``every_steps``: the most common interval between consecutive stalls, in the
-    loop's steps, and ``period_fit`` the share of intervals within 5 % of it;
-    ``every_s`` the median interval in seconds, ``regular_in_time`` whether the 20th and
-    80th percentiles of the intervals are within 10 % of it (a stall every T seconds
-    whatever the steps do). ``lost_share``: the time the stalls
-    took beyond a typical step, of the loop's time (its steps and the gaps between)."""
+    end). ``lost_share``: the time the stalls took beyond a typical step, of the loop's
+    time (its steps and the gaps between); ``beats`` the same per dominating activity,
+    with their period."""
 
     source: str
     name: str
@@ -72,12 +93,8 @@ class LoopStalls:
     stall_s: float
     lost_s: float
     lost_share: float
-    typical_stall_s: float | None = None  # median stall
-    every_steps: int | None = None
-    period_fit: float | None = None
-    every_s: float | None = None
-    regular_in_time: bool = False  # most intervals within 10 % of every_s (p20 to p80)
-    causes: tuple[StallCause, ...] = ()  # most time first
+    beats: tuple[StallBeat, ...] = ()  # most time lost first
+    causes: tuple[StallCause, ...] = ()  # what overlapped them, most time first
     first: tuple[Stall, ...] = ()
     last: tuple[Stall, ...] = ()  # beyond the first ones
 

@@ -37,10 +37,18 @@ from gpuwhy import forked
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.collect.inprocess.stall_tracker import Count, StallGroup, StallTracker
+from gpuwhy.collect.inprocess.stall_tracker import Beat, Count, StallGroup, StallTracker
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
-from gpuwhy.facts import Activity, LoopStalls, Stall, StallCause, StallFacts, StepFacts
+from gpuwhy.facts import (
+    Activity,
+    LoopStalls,
+    Stall,
+    StallBeat,
+    StallCause,
+    StallFacts,
+    StepFacts,
+)
 from gpuwhy.tfapi import stall_hooks
 from gpuwhy.tfapi.frames import user_location
 
@@ -312,7 +320,6 @@ def _loop_stalls(
     source: str, name: str, tracker: StallTracker, group: StallGroup, between: bool, t0: float
 ) -> LoopStalls:
     loop_s = tracker.step_s + tracker.gap_s
-    every, fit = group.period()
     causes = []
     for kind, seconds in sorted(group.kinds.items(), key=lambda kv: -kv[1]):
         where, what = _top(group.places.get(kind, {}))
@@ -326,9 +333,8 @@ def _loop_stalls(
                 code=_code(where),
             )
         )
+    beats = sorted(group.beats.items(), key=lambda kv: -kv[1].lost_s)
     typical = tracker.typical()
-    median_stall = group.durations.quantile(0.5)
-    median_gap = group.time_intervals.quantile(0.5)
     return LoopStalls(
         source=source,
         name=name,
@@ -340,14 +346,28 @@ def _loop_stalls(
         stall_s=round(group.seconds, 6),
         lost_s=round(group.lost_s, 6),
         lost_share=round(group.lost_s / loop_s, 4) if loop_s > 0 else 0.0,
+        beats=tuple(_beat(kind, beat, loop_s) for kind, beat in beats),
+        causes=tuple(causes),
+        first=tuple(_stall(entry, t0) for entry in group.first),
+        last=tuple(_stall(entry, t0) for entry in group.last),
+    )
+
+
+def _beat(kind: str | None, beat: Beat, loop_s: float) -> StallBeat:
+    every, fit = beat.period()
+    median_stall = beat.durations.quantile(0.5)
+    median_gap = beat.time_intervals.quantile(0.5)
+    return StallBeat(
+        kind=kind,
+        count=beat.count,
+        stall_s=round(beat.seconds, 6),
+        lost_s=round(beat.lost_s, 6),
+        lost_share=round(beat.lost_s / loop_s, 4) if loop_s > 0 else 0.0,
         typical_stall_s=round(median_stall, 6) if median_stall is not None else None,
         every_steps=every,
         period_fit=round(fit, 4) if fit is not None else None,
         every_s=round(median_gap, 6) if median_gap is not None else None,
-        regular_in_time=group.regular_in_time(),
-        causes=tuple(causes),
-        first=tuple(_stall(entry, t0) for entry in group.first),
-        last=tuple(_stall(entry, t0) for entry in group.last),
+        regular_in_time=beat.regular_in_time(),
     )
 
 

@@ -9,9 +9,11 @@ stall when it lasts at least ``FACTOR`` times the typical step *and* at least
 - ``FACTOR`` 3: steps of a healthy loop spread by tens of percent (input jitter, the OS
   scheduler, a small GC); 3x is beyond that spread on every loop measured here, yet a
   checkpoint, a validation pass or a full GC of a big heap is many times a step;
-- ``FLOOR_S`` 20 ms lost: a 3x excursion of a 2 ms step costs 4 ms, below what any fix
-  here recovers and within a loaded host's scheduling noise; 20 ms is a frame of work
-  a GPU could have done and the shortest checkpoint of a real model;
+- ``FLOOR_S`` 5 ms lost: a 3x excursion of a 1 ms step costs 2 ms, within a loaded
+  host's scheduling noise and below what any fix here recovers; the smallest checkpoint
+  write measured here (a two-layer Keras model, ``tf.train.Checkpoint.write``,
+  ``Model.save``) takes 10 to 30 ms, so every one of them is kept. Noise above the floor
+  is irregular and dominated by no activity: the rule asks more of such stalls;
 - the first ``WARMUP_CALLS`` calls are never judged (tracing, autotune, cuDNN
   search), and no step is judged before ``MIN_BASELINE`` steps make the median.
 
@@ -24,10 +26,11 @@ gap at least ``FACTOR`` typical steps and ``FLOOR_S`` long is a stall between st
 kept in its own group.
 
 Each group keeps the first and last ``KEEP`` stalls one by one, counts and sums, the
-intervals between consecutive stalls (in steps: a bounded count of each value; in
-seconds: a quantile sketch), the seconds each kind of activity overlapped them (and its
-top places), and the stalls per timeline window: a million stalls cost what a thousand
-do. The activities are attributed when the stall is found, while the activity
+seconds each kind of activity overlapped them (and its top places), the stalls per
+timeline window, and per *beat* (the stalls one kind of activity dominated: overlapped
+for at least ``DOMINANT`` of the stall, more than any other kind) the intervals between
+consecutive ones (in steps: a bounded count of each value; in seconds: a quantile
+sketch): a million stalls cost what a thousand do. The activities are attributed when the stall is found, while the activity
 collector's rings still hold them.
 """
 
@@ -42,7 +45,7 @@ from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.collect.time_windows import TimeWindows
 
 FACTOR = 3.0
-FLOOR_S = 0.02
+FLOOR_S = 0.005
 WARMUP_CALLS = 10
 MIN_BASELINE = 20
 RECENT = 256
@@ -50,6 +53,7 @@ RECOMPUTE = 32
 KEEP = 16  # stalls kept one by one at each end, per group
 MAX_INTERVALS = 256  # different step intervals counted; others add to one count
 MAX_PLACES = 8  # places kept per kind of activity
+DOMINANT = 0.1  # an activity dominates a stall it overlapped for this share, the most
 
 # attribute(start, end) -> [(kind, seconds overlapped, file:line or None, what ran)]
 Attribute = Callable[[float, float], list[tuple[str, float, Any, str]]]
@@ -72,65 +76,42 @@ class Count:
         return twin
 
 
-class StallGroup:
-    """The stalls of one kind (steps, or time between steps) of one loop."""
+class Beat:
+    """The stalls of one group that one kind of activity dominated (``None``: none did),
+    and the intervals between consecutive ones: a checkpoint every 50 steps keeps its
+    period however many other stalls (a GC, the host's noise) fall between two of them."""
 
-    def __init__(self, t0: float) -> None:
+    def __init__(self) -> None:
         self.count = 0
-        self.seconds = 0.0  # the stalls' own time
-        self.lost_s = 0.0  # beyond a typical step (a gap: all of it)
-        self.first: list[tuple] = []  # (step index, start, seconds, ((kind, s), ...))
-        self.last: deque[tuple] = deque(maxlen=KEEP)
+        self.seconds = 0.0
+        self.lost_s = 0.0
         self.durations = Sketch()
         self.step_intervals: dict[int, int] = {}
         self.other_intervals = 0
         self.time_intervals = Sketch()
-        self.kinds: dict[str, float] = {}  # kind -> seconds overlapped
-        self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
-        self.windows: TimeWindows[Count] = TimeWindows(t0, Count)
-        self._previous: tuple[int, float] | None = None  # the last stall's index, start
+        self.previous: tuple[int, float] | None = None  # the last stall's index, start
 
-    def add(self, index: int, start: float, seconds: float, lost: float, causes: list) -> None:
+    def add(self, index: int, start: float, seconds: float, lost: float) -> None:
         self.count += 1
         self.seconds += seconds
         self.lost_s += lost
         self.durations.add(seconds)
-        self.windows.at(start).value += 1
-        if self._previous is not None:
-            steps = index - self._previous[0]
+        if self.previous is not None:
+            steps = index - self.previous[0]
             if steps in self.step_intervals or len(self.step_intervals) < MAX_INTERVALS:
                 self.step_intervals[steps] = self.step_intervals.get(steps, 0) + 1
             else:
                 self.other_intervals += 1
-            self.time_intervals.add(start - self._previous[1])
-        self._previous = (index, start)
-        summed: dict[str, float] = {}
-        for kind, overlap, where, what in causes:
-            summed[kind] = summed.get(kind, 0.0) + overlap
-            places = self.places.setdefault(kind, {})
-            key = (where, what)
-            if key in places or len(places) < MAX_PLACES:
-                places[key] = places.get(key, 0.0) + overlap
-        for kind, overlap in summed.items():
-            self.kinds[kind] = self.kinds.get(kind, 0.0) + overlap
-        entry = (index, start, seconds, tuple(sorted(summed.items())))
-        if len(self.first) < KEEP:
-            self.first.append(entry)
-        else:
-            self.last.append(entry)
+            self.time_intervals.add(start - self.previous[1])
+        self.previous = (index, start)
 
-    def copy(self) -> StallGroup:
-        twin = StallGroup(self.windows.t0)
-        for name in ("count", "seconds", "lost_s", "other_intervals", "_previous"):
+    def copy(self) -> Beat:
+        twin = Beat()
+        for name in ("count", "seconds", "lost_s", "other_intervals", "previous"):
             setattr(twin, name, getattr(self, name))
-        twin.first = list(self.first)
-        twin.last = deque(self.last, maxlen=KEEP)
         twin.durations = self.durations.copy()
         twin.time_intervals = self.time_intervals.copy()
         twin.step_intervals = dict(self.step_intervals)
-        twin.kinds = dict(self.kinds)
-        twin.places = {kind: dict(places) for kind, places in self.places.items()}
-        twin.windows = self.windows.copy()
         return twin
 
     def period(self) -> tuple[int | None, float | None]:
@@ -157,6 +138,59 @@ class StallGroup:
         if low is None or mid is None or high is None or mid <= 0:
             return False
         return low >= 0.9 * mid and high <= 1.1 * mid
+
+
+class StallGroup:
+    """The stalls of one kind (steps, or time between steps) of one loop."""
+
+    def __init__(self, t0: float) -> None:
+        self.count = 0
+        self.seconds = 0.0  # the stalls' own time
+        self.lost_s = 0.0  # beyond a typical step (a gap: all of it)
+        self.first: list[tuple] = []  # (step index, start, seconds, ((kind, s), ...))
+        self.last: deque[tuple] = deque(maxlen=KEEP)
+        self.kinds: dict[str, float] = {}  # kind -> seconds overlapped
+        self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
+        self.beats: dict[str | None, Beat] = {}  # by the kind that dominated each stall
+        self.windows: TimeWindows[Count] = TimeWindows(t0, Count)
+
+    def add(self, index: int, start: float, seconds: float, lost: float, causes: list) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.lost_s += lost
+        self.windows.at(start).value += 1
+        summed: dict[str, float] = {}
+        for kind, overlap, where, what in causes:
+            summed[kind] = summed.get(kind, 0.0) + overlap
+            places = self.places.setdefault(kind, {})
+            key = (where, what)
+            if key in places or len(places) < MAX_PLACES:
+                places[key] = places.get(key, 0.0) + overlap
+        for kind, overlap in summed.items():
+            self.kinds[kind] = self.kinds.get(kind, 0.0) + overlap
+        main = max(summed.items(), key=lambda kv: kv[1], default=(None, 0.0))
+        dominant = main[0] if main[1] >= DOMINANT * seconds else None
+        beat = self.beats.get(dominant)
+        if beat is None:
+            beat = self.beats[dominant] = Beat()
+        beat.add(index, start, seconds, lost)
+        entry = (index, start, seconds, tuple(sorted(summed.items())))
+        if len(self.first) < KEEP:
+            self.first.append(entry)
+        else:
+            self.last.append(entry)
+
+    def copy(self) -> StallGroup:
+        twin = StallGroup(self.windows.t0)
+        for name in ("count", "seconds", "lost_s"):
+            setattr(twin, name, getattr(self, name))
+        twin.first = list(self.first)
+        twin.last = deque(self.last, maxlen=KEEP)
+        twin.kinds = dict(self.kinds)
+        twin.places = {kind: dict(places) for kind, places in self.places.items()}
+        twin.beats = {kind: beat.copy() for kind, beat in self.beats.items()}
+        twin.windows = self.windows.copy()
+        return twin
 
 
 class StallTracker:

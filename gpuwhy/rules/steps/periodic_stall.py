@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwhy.facts import Facts, LoopStalls, StallCause
+from gpuwhy.facts import Facts, LoopStalls, StallBeat, StallCause
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
@@ -27,10 +27,9 @@ def _length(seconds: float) -> str:
     return f"{seconds:,.1f} s" if seconds >= 1 else duration(seconds)
 
 
-def _cause(group: LoopStalls) -> StallCause | None:
-    """The activity that overlapped most of the stalls' time (at least 30 % of it)."""
-    named = [c for c in group.causes if c.share >= 0.3]
-    return named[0] if named else None
+def _cause(group: LoopStalls, beat: StallBeat) -> StallCause | None:
+    """What dominated the beat's stalls, at its main place (None: nothing timed)."""
+    return next((c for c in group.causes if c.kind == beat.kind), None)
 
 
 def _cause_words(cause: StallCause | None) -> str:
@@ -155,16 +154,19 @@ class PeriodicStall(Rule):
 
     ## What it detects
     A loop's steps that last at least 3 times its typical step (the median of its latest
-    256 steps) and at least 20 ms longer, or time between two of its steps that long (a
-    Keras epoch's end, where `ModelCheckpoint` and validation run), when they recur:
-    at least `min_stalls` of them at a regular interval losing at least `min_share` of
-    the loop's time, or irregular ones losing `irregular_share` or more. Regular: in
-    steps, `min_period_fit` of the intervals within 5 % of the most common one; or in
+    256 steps) and at least 5 ms longer, or time between two of its steps that long (a
+    Keras epoch's end, where `ModelCheckpoint` and validation run), when they recur.
+    Stalls are grouped by the activity that ran in most of each (a *beat*: every
+    checkpoint write, every full GC), so other stalls falling between two checkpoints
+    do not hide their period. A beat is reported with at least `min_stalls` stalls:
+    regular (in steps, `min_period_fit` of the intervals within 5 % of one; or in
     seconds, the 20th to the 80th percentile of the intervals within 10 % of their
-    median. Time between steps is reported only when a timed activity ran in at least
-    30 % of it and that activity takes `between_share` of the loop's time (the finding
-    then counts its time only); fit's own validation `validation_share` (a validation
-    pass per epoch is the program's choice, named only when it dominates).
+    median) and losing at least `min_share` of the loop's time, or irregular and losing
+    `irregular_share`. Stalls in which no timed activity ran are reported only when
+    regular in steps and losing `irregular_share` (a host's noise is neither). Time
+    between steps counts only the named activity's own time there, reported from
+    `between_share` of the loop's time (fit's own validation from `validation_share`:
+    a validation pass per epoch is the program's choice, named only when it dominates).
 
     Each stall is matched, when it is found, with what ran in it: Python's garbage
     collector (`gc.callbacks`), checkpoint writes (`tf.train.Checkpoint`,
@@ -203,11 +205,12 @@ class PeriodicStall(Rule):
     Severity: high from 20 % of the loop's time lost, medium from 5 %, low below.
 
     ## Options
-    - `min_stalls`: stalls needed before any finding (3).
+    - `min_stalls`: stalls of one beat needed before any finding (3).
     - `min_period_fit`: share of the intervals between stalls within 5 % of the most
       common one for the stalls to be regular (0.6).
     - `min_share`: share of the loop's time regular stalls must lose (0.01).
-    - `irregular_share`: share of the loop's time irregular stalls must lose (0.05).
+    - `irregular_share`: share of the loop's time irregular stalls, or regular ones with
+      no timed activity in them, must lose (0.05).
     - `between_share`: share of the loop's time the activity that ran in the time
       between steps must take (0.10).
     - `validation_share`: the same for fit's own validation between epochs (0.50).
@@ -231,37 +234,45 @@ class PeriodicStall(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         if facts.stalls is None:
             return []
-        flagged = [g for g in facts.stalls.loops if _reported(g, options)]
-        flagged.sort(key=lambda g: -g.lost_share)
-        return [self._finding(g, options) for g in flagged[:MAX_FINDINGS]]
+        flagged = [
+            (group, beat, _share(group, beat))
+            for group in facts.stalls.loops
+            for beat in group.beats
+            if _reported(group, beat, options)
+        ]
+        flagged.sort(key=lambda item: -item[2])
+        return [self._finding(g, b, share, options) for g, b, share in flagged[:MAX_FINDINGS]]
 
-    def _finding(self, group: LoopStalls, options: dict[str, Any]) -> Finding:
-        cause = _cause(group)
-        every = group.every_steps if _regular_steps(group, options) else None
-        typical = _length(group.typical_stall_s or group.stall_s / group.count)
-        share, lost = group.lost_share, group.lost_s
+    def _finding(
+        self, group: LoopStalls, beat: StallBeat, share: float, options: dict[str, Any]
+    ) -> Finding:
+        cause = _cause(group, beat)
+        every = beat.every_steps if _regular_steps(beat, options) else None
+        typical = _length(beat.typical_stall_s or beat.stall_s / beat.count)
+        lost = beat.lost_s
         if group.between_steps and cause is not None:  # only the named activity's time
-            typical = _length(cause.seconds / group.count)
-            share, lost = _between_share(group, cause), cause.seconds
+            lost = min(cause.seconds, beat.stall_s)
+            typical = _length(lost / beat.count)
         where = "between steps " if group.between_steps else ""
         if every:
             head = f"Every {every:,} steps training stalls {where}for {typical}"
-        elif group.regular_in_time and group.every_s:
-            head = f"Every {_length(group.every_s)} training stalls {where}for {typical}"
+        elif beat.regular_in_time and beat.every_s:
+            head = f"Every {_length(beat.every_s)} training stalls {where}for {typical}"
         else:
-            head = f"Training stalled {where}{group.count:,} times for {typical} each"
+            head = f"Training stalled {where}{beat.count:,} times for {typical} each"
         title = f"{head} ({_cause_words(cause)}): {share:.0%} of the loop's time"
         evidence: dict[str, Any] = {
             "loop": f"{group.source} {group.name}",
-            "stalls": group.count,
+            "stalls": beat.count,
+            "stalls_in_the_loop": group.count,
             "between_steps": group.between_steps,
-            "every_steps": group.every_steps,
-            "intervals_that_fit": group.period_fit,
-            "every_seconds": group.every_s,
-            "typical_stall_seconds": group.typical_stall_s,
+            "every_steps": beat.every_steps,
+            "intervals_that_fit": beat.period_fit,
+            "every_seconds": beat.every_s,
+            "typical_stall_seconds": beat.typical_stall_s,
             "typical_step_seconds": group.typical_step_s,
-            "seconds_lost": round(group.lost_s, 3),
-            "share_of_loop_time": group.lost_share,
+            "seconds_lost": round(lost, 3),
+            "share_of_loop_time": round(share, 4),
             "what_ran": [
                 {
                     "kind": c.kind,
@@ -288,36 +299,41 @@ class PeriodicStall(Rule):
         )
 
 
-def _between_share(group: LoopStalls, cause: StallCause) -> float:
-    """The share of the loop's time the activity named in the time between steps took
-    there (the rest of that time is the loop's own: a new epoch's iterator)."""
-    return cause.seconds / group.loop_s if group.loop_s > 0 else 0.0
+def _share(group: LoopStalls, beat: StallBeat) -> float:
+    """The share of the loop's time the beat costs: beyond a typical step for stalled
+    steps; between steps, the named activity's own time there (the rest of it is the
+    loop's own: a new epoch's iterator)."""
+    if not group.between_steps:
+        return beat.lost_share
+    cause = _cause(group, beat)
+    if cause is None or group.loop_s <= 0:
+        return 0.0
+    return min(cause.seconds, beat.stall_s) / group.loop_s
 
 
-def _regular_steps(group: LoopStalls, options: dict[str, Any]) -> bool:
+def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
     return (
-        group.every_steps is not None
-        and group.period_fit is not None
-        and group.period_fit >= options["min_period_fit"]
+        beat.every_steps is not None
+        and beat.period_fit is not None
+        and beat.period_fit >= options["min_period_fit"]
     )
 
 
-def _regular(group: LoopStalls, options: dict[str, Any]) -> bool:
-    """Every N steps, or every T seconds."""
-    return _regular_steps(group, options) or group.regular_in_time
-
-
-def _reported(group: LoopStalls, options: dict[str, Any]) -> bool:
-    if group.count < options["min_stalls"]:
+def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any]) -> bool:
+    if beat.count < options["min_stalls"]:
         return False
-    if group.between_steps:  # the named activity's own time, of the loop's
-        cause = _cause(group)
-        if cause is None:
-            return False
-        share = _between_share(group, cause)
-        if cause.detail == "fit's validation":
+    share = _share(group, beat)
+    if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one
+        return (
+            not group.between_steps
+            and _regular_steps(beat, options)
+            and share >= options["irregular_share"]
+        )
+    if group.between_steps:
+        cause = _cause(group, beat)
+        if cause is not None and cause.detail == "fit's validation":
             return share >= options["validation_share"]
         return share >= options["between_share"]
-    if _regular(group, options):
-        return group.lost_share >= options["min_share"]
-    return group.lost_share >= options["irregular_share"]
+    if _regular_steps(beat, options) or beat.regular_in_time:
+        return share >= options["min_share"]
+    return share >= options["irregular_share"]

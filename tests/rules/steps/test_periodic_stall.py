@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuwhy.facts import Facts, LoopStalls, Stall, StallCause, StallFacts
+from gpuwhy.facts import Facts, LoopStalls, Stall, StallBeat, StallCause, StallFacts
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.steps.periodic_stall import PeriodicStall
 
@@ -18,13 +18,22 @@ def run(facts, **options):
     return PeriodicStall().check(facts, {**PeriodicStall.options, **options})
 
 
-def stalls(**changes) -> LoopStalls:
+def beat(**changes) -> StallBeat:
+    base = dict(
+        kind="checkpoint", count=9, stall_s=16.2, lost_s=16.2, lost_share=0.09,
+        typical_stall_s=1.8, every_steps=200, period_fit=1.0, every_s=21.8,
+    )  # fmt: skip
+    return StallBeat(**{**base, **changes})
+
+
+def stalls(causes=(CHECKPOINT,), **changes) -> LoopStalls:
     """9 checkpoint stalls of 1.8 s every 200 steps of a 0.1 s loop: 9 % of its time."""
+    kind = causes[0].kind if causes else None
     base = dict(
         source="tf-data", name="train.py:40", between_steps=False, count=9, loop_steps=1800,
         loop_s=180.0, typical_step_s=0.1, stall_s=16.2, lost_s=16.2, lost_share=0.09,
-        typical_stall_s=1.8, every_steps=200, period_fit=1.0, every_s=21.8,
-        causes=(CHECKPOINT,), first=(Stall(step=199, start_s=21.0, seconds=1.8),),
+        beats=(beat(kind=kind, **changes.pop("beat", {})),), causes=causes,
+        first=(Stall(step=199, start_s=21.0, seconds=1.8),),
     )  # fmt: skip
     return LoopStalls(**{**base, **changes})
 
@@ -47,40 +56,59 @@ def test_regular_checkpoint_stalls_are_named_with_period_place_and_a_pasteable_f
 
 
 def test_a_handful_of_stalls_or_a_small_loss_is_no_finding():
-    assert run(facts(stalls(count=2))) == []
-    assert run(facts(stalls(lost_share=0.005))) == []
+    assert run(facts(stalls(beat=dict(count=2)))) == []
+    assert run(facts(stalls(beat=dict(lost_share=0.005)))) == []
     # irregular: 40 % of the intervals fit; needs 5 % of the loop's time
-    assert run(facts(stalls(period_fit=0.4, lost_share=0.03))) == []
-    (finding,) = run(facts(stalls(period_fit=0.4, lost_share=0.06)))
+    assert run(facts(stalls(beat=dict(period_fit=0.4, lost_share=0.03)))) == []
+    (finding,) = run(facts(stalls(beat=dict(period_fit=0.4, lost_share=0.06))))
     assert finding.title.startswith("Training stalled 9 times for 1.8 s each")
     # every 60 s, whatever the steps did
-    (finding,) = run(facts(stalls(period_fit=0.4, lost_share=0.03, regular_in_time=True,
-                                  every_s=60.0)))  # fmt: skip
+    every_minute = dict(period_fit=0.4, lost_share=0.03, regular_in_time=True, every_s=60.0)
+    (finding,) = run(facts(stalls(beat=every_minute)))
     assert finding.title.startswith("Every 60.0 s training stalls for 1.8 s")
 
 
 def test_severity_follows_the_share_of_time_lost():
-    assert run(facts(stalls(lost_share=0.25)))[0].severity == "high"
-    assert run(facts(stalls(lost_share=0.02)))[0].severity == "low"
+    assert run(facts(stalls(beat=dict(lost_share=0.25))))[0].severity == "high"
+    assert run(facts(stalls(beat=dict(lost_share=0.02))))[0].severity == "low"
 
 
-def test_time_between_steps_needs_a_named_activity_and_fit_s_validation_more_of_it():
+def test_time_between_steps_counts_the_named_activity_and_fit_s_validation_needs_more():
     validation = StallCause(kind="evaluate", seconds=48.0, share=0.9, location="train.py:80",
                             detail="fit's validation")  # fmt: skip
-    between = stalls(between_steps=True, causes=(validation,), lost_share=0.3)
+    between = stalls(between_steps=True, causes=(validation,), beat=dict(stall_s=54.0))
     assert run(facts(between)) == []  # 27 % of the time validating: the program's choice
-    (finding,) = run(facts(replace(between, causes=(replace(validation, seconds=108.0),))))
+    longer = replace(validation, seconds=108.0)
+    (finding,) = run(facts(stalls(between_steps=True, causes=(longer,),
+                                  beat=dict(stall_s=120.0))))  # fmt: skip
     assert "fit's validation at train.py:80" in finding.title
     assert finding.title.endswith("60% of the loop's time")  # 108 s of 180 s
     assert "validation_freq=5" in finding.fix
-    assert run(facts(stalls(between_steps=True, causes=(), lost_share=0.5))) == []
+    assert run(facts(stalls(between_steps=True, causes=(), beat=dict(stall_s=90.0)))) == []
     # an epoch's end: 5 s between steps, 2 s of it a checkpoint (the rest the loop's own)
     at_epoch_end = replace(CHECKPOINT, share=0.4, seconds=18.0)
-    (finding,) = run(facts(stalls(between_steps=True, lost_share=0.25, causes=(at_epoch_end,))))
+    epoch_ends = stalls(between_steps=True, causes=(at_epoch_end,), beat=dict(stall_s=45.0))
+    (finding,) = run(facts(epoch_ends))
     assert finding.title.startswith("Every 200 steps training stalls between steps for 2.0 s")
     assert finding.title.endswith("10% of the loop's time")
-    at_epoch_end = replace(at_epoch_end, seconds=16.2)  # 9 %: below between_share
-    assert run(facts(stalls(between_steps=True, lost_share=0.25, causes=(at_epoch_end,)))) == []
+    smaller = replace(at_epoch_end, seconds=16.2)  # 9 %: below between_share
+    assert run(facts(replace(epoch_ends, causes=(smaller,)))) == []
+
+
+def test_stalls_with_nothing_timed_in_them_need_a_regular_beat_and_a_large_share():
+    assert run(facts(stalls(causes=(), beat=dict(lost_share=0.03)))) == []
+    assert run(facts(stalls(causes=(), beat=dict(period_fit=0.3, lost_share=0.2)))) == []
+    (finding,) = run(facts(stalls(causes=(), beat=dict(lost_share=0.06))))
+    assert finding.title.startswith("Every 200 steps training stalls for 1.8 s")
+    assert "nothing gpuwhy times ran in them" in finding.title
+
+
+def test_a_checkpoint_beat_keeps_its_period_beside_other_stalls():
+    noise = beat(kind=None, count=40, lost_share=0.02, every_steps=3, period_fit=0.2)
+    loop = replace(stalls(), count=49, beats=(beat(), noise))
+    (finding,) = run(facts(loop))
+    assert finding.title.startswith("Every 200 steps training stalls for 1.8 s (a checkpoint")
+    assert finding.evidence["stalls"] == 9 and finding.evidence["stalls_in_the_loop"] == 49
 
 
 def test_each_cause_has_its_own_fix():
