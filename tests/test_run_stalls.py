@@ -112,6 +112,26 @@ GC_LOOP = textwrap.dedent(
             gc.collect()  # @collect
     """
 )
+GC_GROWING_HEAP = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    history = [{"step": -1, "values": [0.0] * 4} for _ in range(200_000)]  # a large heap
+    w = tf.Variable(tf.zeros([32, 32]))
+    ds = tf.data.Dataset.from_tensor_slices(np.random.rand(3200, 32).astype("float32")).batch(8)
+
+
+    @tf.function
+    def step(xb):
+        w.assign_add(tf.matmul(tf.transpose(xb), xb) * 1e-6)
+
+
+    for i, xb in enumerate(ds):
+        step(xb)
+        history.extend({"step": i, "values": [float(i)] * 4} for _ in range(1500))  # @keep
+    """
+)
 EVALUATE_LOOP = textwrap.dedent(
     """
     import numpy as np
@@ -230,6 +250,17 @@ def test_gc_collect_of_a_large_heap_every_40_steps_is_named(tmp_path):
     windows = record["timeline"]["windows"]
     assert sum(w["gc_collections"] for w in windows) >= 10
     assert sum(w["gc_pause_s"] for w in windows) > 0.2
+
+
+def test_python_s_own_full_collections_of_a_growing_heap_are_named_at_the_allocation(tmp_path):
+    record, script = watched(tmp_path, GC_GROWING_HEAP)
+    where = f"{script}:{line_with(tmp_path / 'train.py', '# @keep')}"
+    (finding,) = stall_findings(record)
+    # each full collection comes later than the last (the heap grows): no period, a large share
+    assert finding["title"].startswith("Training stalled ")
+    assert f"Python's garbage collector (generation 2) triggered at {where}" in finding["title"]
+    assert finding["evidence"]["stalls"] >= 3 and finding["evidence"]["share_of_loop_time"] > 0.1
+    assert "history.extend(" in finding["fix"] and "gc.freeze()" in finding["fix"]
 
 
 def test_model_evaluate_every_50_steps_of_a_custom_loop_is_named(tmp_path):

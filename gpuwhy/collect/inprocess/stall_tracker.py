@@ -132,7 +132,7 @@ class Beat:
     def regular_in_time(self) -> bool:
         """Whether most intervals between stalls (the 20th to the 80th percentile) are
         within 10 % of the median: a stall every T seconds."""
-        if self.time_intervals.count < 2:
+        if self.time_intervals.count < 3:  # two intervals alike are no rhythm yet
             return False
         low, mid, high = (self.time_intervals.quantile(q) for q in (0.2, 0.5, 0.8))
         if low is None or mid is None or high is None or mid <= 0:

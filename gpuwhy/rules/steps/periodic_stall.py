@@ -105,8 +105,15 @@ def _fix(cause: StallCause | None, every: int | None) -> str:
             ]
         )
     if cause.kind == "gc":
+        kept = []
+        if cause.code:
+            kept = [
+                f"# {cause.code}: the allocation that set the collections off; objects the",
+                "# program keeps every step make each full collection walk a larger heap",
+            ]
         return "\n".join(
-            [
+            kept
+            + [
                 "import gc",
                 "# after building the model and the datasets, before the training loop:",
                 "gc.collect()",
