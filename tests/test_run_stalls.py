@@ -269,6 +269,7 @@ def test_model_evaluate_every_50_steps_of_a_custom_loop_is_named(tmp_path):
     (finding,) = stall_findings(record)
     assert finding["title"].startswith("Every 50 steps training stalls")
     assert f"evaluation (Model.evaluate) at {where}" in finding["title"]
+    assert "between steps" not in finding["title"]  # the call's step ends where it returned
     assert "model.evaluate(val_ds, steps=50, verbose=0)" in finding["fix"]
 
 

@@ -260,7 +260,8 @@ class PeriodicStall(Rule):
         if group.between_steps and cause is not None:  # only the named activity's time
             lost = min(cause.seconds, beat.stall_s)
             typical = _length(lost / beat.count)
-        where = "between steps " if group.between_steps else ""
+        # Keras' steps leave an epoch's end out; another loop's gaps are its steps cut short
+        where = "between steps " if group.between_steps and group.source == "keras-fit" else ""
         if every:
             head = f"Every {every:,} steps training stalls {where}for {typical}"
         elif beat.regular_in_time and beat.every_s:

@@ -87,10 +87,14 @@ def test_time_between_steps_counts_the_named_activity_and_fit_s_validation_needs
     assert run(facts(stalls(between_steps=True, causes=(), beat=dict(stall_s=90.0)))) == []
     # an epoch's end: 5 s between steps, 2 s of it a checkpoint (the rest the loop's own)
     at_epoch_end = replace(CHECKPOINT, share=0.4, seconds=18.0)
-    epoch_ends = stalls(between_steps=True, causes=(at_epoch_end,), beat=dict(stall_s=45.0))
+    epoch_ends = stalls(between_steps=True, causes=(at_epoch_end,), beat=dict(stall_s=45.0),
+                        source="keras-fit", name="Model.fit at train.py:90")  # fmt: skip
     (finding,) = run(facts(epoch_ends))
     assert finding.title.startswith("Every 200 steps training stalls between steps for 2.0 s")
     assert finding.title.endswith("10% of the loop's time")
+    custom_loop = replace(epoch_ends, source="tf-function", name="train_step (train.py:12)")
+    (finding,) = run(facts(custom_loop))  # its step was cut at its call's end
+    assert finding.title.startswith("Every 200 steps training stalls for 2.0 s")
     smaller = replace(at_epoch_end, seconds=16.2)  # 9 %: below between_share
     assert run(facts(replace(epoch_ends, causes=(smaller,)))) == []
 
