@@ -101,6 +101,7 @@ class ActivityCollector(Collector):
         self._gc_started: list[float] = [0.0]
         self._gc_where: list[str | None] = [None]
         self._lock = threading.RLock()
+        self._busy = False  # folding or walking the rings (fold)
         self._patches: list = []
         self._drain: Drain | None = None
         self._forget_gc_in_child: Any = None
@@ -174,28 +175,41 @@ class ActivityCollector(Collector):
 
     # -- folding -------------------------------------------------------------------
     def fold(self) -> None:
+        """The events recorded since the last fold into the stores. Not again from
+        inside itself or :meth:`overlapping` (a collection there may run a finalizer
+        that folds a function's steps, and so asks what overlapped a stall): the rings
+        must not change under a walk; the events wait for the next fold."""
         with self._lock:
-            for kind, start, end, where, what in take(self._events):
-                seconds = end - start
-                if kind == "gc":
-                    what = f"generation {what}"
-                total = self.totals.setdefault(kind, [0, 0.0, 0.0])
-                total[0] += 1
-                total[1] += seconds
-                total[2] = max(total[2], seconds)
-                places = self.places.setdefault(kind, {})
-                key = (where, what)
-                if key in places or len(places) < MAX_PLACES:
-                    places[key] = places.get(key, 0.0) + seconds
-                window = self.windows.at(start)
-                if kind == "gc":
-                    window.gc_s += seconds
-                    window.gc_n += 1
-                    if seconds < GC_RING_MIN_S:
-                        continue
-                elif kind == "checkpoint":
-                    window.checkpoint_s += seconds
-                self.rings[kind].append((start, end, where, what))
+            if self._busy:
+                return
+            self._busy = True
+            try:
+                self._fold()
+            finally:
+                self._busy = False
+
+    def _fold(self) -> None:
+        for kind, start, end, where, what in take(self._events):
+            seconds = end - start
+            if kind == "gc":
+                what = f"generation {what}"
+            total = self.totals.setdefault(kind, [0, 0.0, 0.0])
+            total[0] += 1
+            total[1] += seconds
+            total[2] = max(total[2], seconds)
+            places = self.places.setdefault(kind, {})
+            key = (where, what)
+            if key in places or len(places) < MAX_PLACES:
+                places[key] = places.get(key, 0.0) + seconds
+            window = self.windows.at(start)
+            if kind == "gc":
+                window.gc_s += seconds
+                window.gc_n += 1
+                if seconds < GC_RING_MIN_S:
+                    continue
+            elif kind == "checkpoint":
+                window.checkpoint_s += seconds
+            self.rings[kind].append((start, end, where, what))
 
     def overlapping(self, start: float, end: float) -> list[tuple[str, float, Any, str]]:
         """(kind, seconds inside [start, end], where, what) of every kept activity that
@@ -204,13 +218,17 @@ class ActivityCollector(Collector):
         self.fold()
         out = []
         with self._lock:
-            for kind, ring in self.rings.items():
-                for a, b, where, what in reversed(ring):
-                    if b < start:
-                        break
-                    overlap = min(b, end) - max(a, start)
-                    if overlap > 0:
-                        out.append((kind, overlap, where, what))
+            busy, self._busy = self._busy, True
+            try:
+                for kind, ring in self.rings.items():
+                    for a, b, where, what in reversed(ring):
+                        if b < start:
+                            break
+                        overlap = min(b, end) - max(a, start)
+                        if overlap > 0:
+                            out.append((kind, overlap, where, what))
+            finally:
+                self._busy = busy
         return out
 
     def tracker(self) -> StallTracker:
