@@ -170,7 +170,8 @@ class PeriodicStall(Rule):
     seconds, the 20th to the 80th percentile of the intervals within 10 % of their
     median) and losing at least `min_share` of the loop's time, or irregular and losing
     `irregular_share`. Stalls in which no timed activity ran are reported only when
-    regular in steps and losing `irregular_share` (a host's noise is neither). Time
+    regular in steps and losing `irregular_share` (a host's noise is neither); stalls
+    that tf.function traces dominated are `launch.retracing`'s, not this rule's. Time
     between steps counts only the named activity's own time there, reported from
     `between_share` of the loop's time (fit's own validation from `validation_share`:
     a validation pass per epoch is the program's choice, named only when it dominates).
@@ -328,7 +329,7 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
 
 
 def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any]) -> bool:
-    if beat.count < options["min_stalls"]:
+    if beat.count < options["min_stalls"] or beat.kind == "trace":  # launch.retracing's
         return False
     share = _share(group, beat)
     if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one

@@ -130,6 +130,8 @@ def test_each_cause_has_its_own_fix():
     predict = StallCause(kind="evaluate", seconds=5.0, share=0.9, detail="Model.predict",
                          code="preds = model.predict(x_val)")  # fmt: skip
     assert "model(x, training=False)" in run(facts(stalls(causes=(predict,))))[0].fix
+    trace = StallCause(kind="trace", seconds=5.0, share=0.9, location="train.py:30")
+    assert run(facts(stalls(causes=(trace,)))) == []  # launch.retracing's
     (unknown,) = run(facts(stalls(causes=())))
     assert "nothing gpuwhy times ran in them" in unknown.title and unknown.location is None
 
