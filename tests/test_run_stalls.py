@@ -256,8 +256,10 @@ def test_python_s_own_full_collections_of_a_growing_heap_are_named_at_the_alloca
     record, script = watched(tmp_path, GC_GROWING_HEAP)
     where = f"{script}:{line_with(tmp_path / 'train.py', '# @keep')}"
     (finding,) = stall_findings(record)
-    # each full collection comes later than the last (the heap grows): no period, a large share
-    assert finding["title"].startswith("Training stalled ")
+    # each full collection comes more steps after the last (the heap grows): no period in
+    # steps (in seconds, the collections' own growth may make one), a large share
+    assert finding["title"].startswith(("Training stalled ", "Every "))
+    assert " steps " not in finding["title"]
     assert f"Python's garbage collector (generation 2) triggered at {where}" in finding["title"]
     assert finding["evidence"]["stalls"] >= 3 and finding["evidence"]["share_of_loop_time"] > 0.1
     assert "history.extend(" in finding["fix"] and "gc.freeze()" in finding["fix"]
