@@ -1,6 +1,6 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
 gpuwhy/facts/ (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes,
-projection, distribute, task, workers, timeline).
+projection, distribute, task, workers, timeline, stalls).
 
 Run from the repository root after changing one of those dataclasses:
     .venv/bin/python tools/generate_schema.py
@@ -35,6 +35,7 @@ GENERATED = [
     ("task", F.TaskFacts),
     ("workers", F.WorkersFacts),
     ("timeline", F.RunTimeline),
+    ("stalls", F.StallFacts),
 ]
 SCALARS = {
     int: {"type": "integer"},

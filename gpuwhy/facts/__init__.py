@@ -55,6 +55,14 @@ from gpuwhy.facts.placement import (
 )
 from gpuwhy.facts.program import ProgramFacts
 from gpuwhy.facts.projection import ProjectionFacts
+from gpuwhy.facts.stalls import (
+    Activity,
+    LoopStalls,
+    Stall,
+    StallBeat,
+    StallCause,
+    StallFacts,
+)
 from gpuwhy.facts.steps import (
     EagerFacts,
     EagerOpSite,
@@ -73,6 +81,7 @@ from gpuwhy.facts.timeline import GpuWindow, GrowingObject, RunTimeline, RunWind
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
+    "Activity",
     "CLOCK_REASONS",
     "SLOWDOWN_BITS",
     "AuditedFunction",
@@ -99,6 +108,7 @@ __all__ = [
     "InputFixFacts",
     "KernelWork",
     "LibraryProbe",
+    "LoopStalls",
     "MergedFinding",
     "OpGroup",
     "PLACEMENT_REASONS",
@@ -114,6 +124,10 @@ __all__ = [
     "RunTimeline",
     "RunWindow",
     "ReducedValue",
+    "Stall",
+    "StallBeat",
+    "StallCause",
+    "StallFacts",
     "StepCode",
     "StepFacts",
     "StepLoop",
@@ -156,6 +170,7 @@ class Facts:
     task: TaskFacts | None = None
     workers: WorkersFacts | None = None
     timeline: RunTimeline | None = None
+    stalls: StallFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

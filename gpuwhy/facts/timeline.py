@@ -67,8 +67,10 @@ class RunWindow:
     # every other process's (None: not read)
     cpu_process_share: float | None = None
     cpu_others_share: float | None = None
-    gc_pause_s: float = 0.0  # Python's garbage collections in it
-    checkpoint_s: float = 0.0  # checkpoint and model saves in it
+    gc_pause_s: float = 0.0  # Python garbage collection (gc.callbacks), seconds in it
+    gc_collections: int = 0
+    checkpoint_s: float = 0.0  # checkpoint writes (tf.train.Checkpoint, Keras saves)
+    stalls: int = 0  # stalled steps that started in it (section stalls)
     gpus: tuple[GpuWindow, ...] = ()
 
 

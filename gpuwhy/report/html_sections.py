@@ -34,6 +34,7 @@ from gpuwhy.report.summary import (
     missing_library,
     op_group_cells,
     placement_where,
+    stalls_line,
     steps_line,
     tensorflow_line,
     tracing_line,
@@ -101,6 +102,9 @@ def run_view(facts: Facts) -> dict[str, Any] | None:
         rows.append(("Eager ops", eager_line(facts.eager)))
     if facts.tracing is not None and facts.tracing.functions:
         rows.append(("tf.functions", tracing_line(facts.tracing)))
+    stalls = stalls_line(facts.stalls) if facts.stalls is not None else None
+    if stalls:
+        rows.append(("Stalls", stalls))
     if facts.distribute is not None:
         rows.append(("Distribute", distribute_line(facts.distribute)))
     if facts.gpu_samples is not None:

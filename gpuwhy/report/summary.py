@@ -18,6 +18,7 @@ from gpuwhy.facts import (
     PipelineStage,
     PlacementFacts,
     ProjectionFacts,
+    StallFacts,
     StepFacts,
     TfDataFacts,
     TracingFacts,
@@ -193,6 +194,36 @@ def tracing_line(tracing: TracingFacts) -> str:
         )
     more = len(tracing.functions) - len(parts)
     return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+_ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "summary flushes",
+                   "evaluate": "evaluate/predict"}  # fmt: skip
+
+
+def stalls_line(stalls: StallFacts) -> str | None:
+    """The loops' worst beats of stalls (``9 every 50 steps, 46.4 ms each: checkpoint at
+    train.py:21, 9% of the loop``) and the time the activities took over the run; None
+    where there is nothing to say."""
+    parts = []
+    beats = [(loop, beat) for loop in stalls.loops for beat in loop.beats if beat.count >= 3]
+    for loop, beat in sorted(beats, key=lambda lb: -lb[1].lost_share)[:2]:
+        regular = beat.every_steps and beat.period_fit is not None and beat.period_fit >= 0.6
+        text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
+        text += f", {duration(beat.typical_stall_s)} each"
+        cause = next((c for c in loop.causes if c.kind == beat.kind), None)
+        if cause is None:
+            text += ": nothing timed in them"
+        else:
+            what = f"GC ({cause.detail})" if cause.kind == "gc" else cause.detail or cause.kind
+            text += f": {what}" + (f" at {cause.location}" if cause.location else "")
+        between = " between steps" if loop.between_steps else ""
+        parts.append(f"{text}{between}, {beat.lost_share:.0%} of the loop")
+    for activity in stalls.activities:
+        if activity.kind in _ACTIVITY_WORDS and activity.seconds >= 0.05:
+            parts.append(
+                f"{_ACTIVITY_WORDS[activity.kind]} {activity.seconds:,.2f} s in {activity.count:,}"
+            )
+    return "; ".join(parts) or None
 
 
 def gpu_line(samples: GpuSamplesFacts) -> str:

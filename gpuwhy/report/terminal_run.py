@@ -20,6 +20,7 @@ from gpuwhy.report.summary import (
     pipeline_line,
     shown_pipelines,
     stage_name,
+    stalls_line,
     steps_line,
     tracing_line,
 )
@@ -47,6 +48,9 @@ def run_section(facts: Facts, verbose: bool) -> Group | None:
         rows.add_row("Eager ops", eager_line(facts.eager))
     if facts.tracing is not None and facts.tracing.functions:
         rows.add_row("tf.functions", tracing_line(facts.tracing))
+    stalls = stalls_line(facts.stalls) if facts.stalls is not None else None
+    if stalls:
+        rows.add_row("Stalls", stalls)
     if facts.distribute is not None:
         rows.add_row("Distribute", distribute_line(facts.distribute))
     if facts.gpu_samples is not None:

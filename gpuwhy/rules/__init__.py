@@ -47,6 +47,7 @@ from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
 from gpuwhy.rules.steps.drift import StepDrift
+from gpuwhy.rules.steps.periodic_stall import PeriodicStall
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 
@@ -86,6 +87,7 @@ ALL_RULES: list[type[Rule]] = [
     HostTransfers,  # placement.host-transfers
     NoGpuKernel,  # placement.no-gpu-kernel
     StepDrift,  # steps.drift
+    PeriodicStall,  # steps.periodic-stall
     TensorCoreMisaligned,  # tensorcore.misaligned
     TensorCoreUnused,  # tensorcore.unused
 ]

@@ -3,12 +3,13 @@ import json
 
 import pytest
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Activity, Facts, LoopStalls, StallBeat, StallCause, StallFacts
 from gpuwhy.record import Record
 from gpuwhy.report import RENDERERS, MisconfigurationError, renderer_class
 from gpuwhy.report.json_ import JsonRenderer
 from gpuwhy.schema import validation_errors
 from tests import builders as b
+from tests.report import builders as rb
 
 EMPTY = Record.diagnose("run", Facts())
 FULL = Record.diagnose(
@@ -289,3 +290,23 @@ def test_after_the_first_five_findings_each_is_one_line():
         Record(command="run", facts=Facts(), findings=findings)
     )
     assert "fix_7()" in full and "in detail" not in full
+
+
+def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
+    cause = StallCause(kind="checkpoint", seconds=16.2, share=0.97, location="train.py:57",
+                       detail="tf.train.Checkpoint.write")  # fmt: skip
+    beat = StallBeat(kind="checkpoint", count=9, stall_s=16.2, lost_s=16.2, lost_share=0.09,
+                     typical_stall_s=1.8, every_steps=200, period_fit=1.0)  # fmt: skip
+    loop = LoopStalls(source="tf-data", name="train.py:40", between_steps=False, count=9,
+                      loop_steps=1800, loop_s=180.0, typical_step_s=0.1, stall_s=16.2,
+                      lost_s=16.2, lost_share=0.09, beats=(beat,), causes=(cause,))  # fmt: skip
+    gc = Activity(kind="gc", count=613, seconds=0.63, max_s=0.16)
+    record = rb.watched_run(stalls=StallFacts(activities=(gc,), loops=(loop,)))
+    row = (
+        "9 stalls every 200 steps, 1,800.0 ms each: tf.train.Checkpoint.write at train.py:57, "
+        "9% of the loop; GC 0.63 s in 613"
+    )
+    terminal = RENDERERS["terminal"]().render(record)
+    assert any(line.startswith("Stalls") and row in line for line in terminal.splitlines())
+    assert row in html.unescape(RENDERERS["html"]().render(record))
+    assert "Stalls" not in RENDERERS["terminal"]().render(rb.watched_run())

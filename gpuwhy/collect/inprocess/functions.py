@@ -112,13 +112,14 @@ class _Watched:
         ]
         self.instances += dead.instances
 
-    def fold(self, t0: float, sampled: Any) -> None:
-        """Move the calls recorded since the last fold into the steps of its calls."""
+    def fold(self, t0: float, sampled: Any, tracking: Any = None) -> None:
+        """Move the calls recorded since the last fold into the steps of its calls
+        (``tracking()``, where given, makes the stall tracker of its loop)."""
         taken = take(self.times)
         if not taken:
             return
         if self.stream is None:
-            self.record = LoopRecord(t0, sampled)
+            self.record = LoopRecord(t0, sampled, tracking() if tracking is not None else None)
             self.stream = CycleStream(self.record.add)
         feed = self.stream.feed
         for i in range(0, len(taken) - 1, 2):
@@ -192,6 +193,9 @@ class FunctionWatcher(Collector):
         self._drain: Drain | None = None
         # whether a step's interval beyond the head is wanted (the eager op counter's)
         self.sampling: Any = None
+        # the activity collector's: a loop's stall tracker, and who hears of each trace
+        self.stall_tracking: Any = None
+        self.trace_listener: Any = None
 
     def start(self, t0: float) -> None:
         self.t0 = t0
@@ -207,7 +211,7 @@ class FunctionWatcher(Collector):
         with self._lock:
             for watched in self._records:
                 if watched.times:
-                    watched.fold(self.t0, self._sampled)
+                    watched.fold(self.t0, self._sampled, self.stall_tracking)
 
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
@@ -255,6 +259,9 @@ class FunctionWatcher(Collector):
                 watched = self._register(trace.function, trace.caller)
             if watched is not None:
                 watched.add_trace(trace)
+            listener = self.trace_listener
+            if listener is not None and not trace.nested:
+                listener(trace.started, trace.started + trace.seconds, trace.caller)
 
     def _register(self, function: Any, caller: str | None) -> _Watched | None:
         with self._lock:
@@ -298,7 +305,7 @@ class FunctionWatcher(Collector):
                 return
             watched.alive = False
             if watched.times:
-                watched.fold(self.t0, self._sampled)
+                watched.fold(self.t0, self._sampled, self.stall_tracking)
             if watched.concretes:
                 self._dead_kept.append(watched)
                 if len(self._dead_kept) > MAX_DEAD_KEPT:

@@ -19,6 +19,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.collect.step_histogram import StepHistogram
@@ -141,10 +142,17 @@ class LoopRecord:
 
     ``sampled``, where given, says whether a later step's interval is wanted one by one
     (it overlaps one of the eager op counter's windows): up to ``MAX_SAMPLED`` of them
-    are kept for it."""
+    are kept for it. ``stalls``, where given, is fed every step too (a
+    :class:`~gpuwhy.collect.inprocess.stall_tracker.StallTracker`)."""
 
-    def __init__(self, t0: float, sampled: Callable[[float, float], bool] | None = None) -> None:
+    def __init__(
+        self,
+        t0: float,
+        sampled: Callable[[float, float], bool] | None = None,
+        stalls: Any = None,
+    ) -> None:
         self.head: list[Step] = []
+        self.stalls = stalls
         self.tail: LoopTail | None = None
         self.timeline: TimeWindows[StepStats] = TimeWindows(t0, StepStats)
         self.sampled = sampled
@@ -154,6 +162,8 @@ class LoopRecord:
     def add(self, step: Step) -> None:
         self.timeline.at(step.start).add(step)
         self.histogram.add(step.per_step, step.steps)
+        if self.stalls is not None:
+            self.stalls.add(step)
         if len(self.head) < HEAD_STEPS:
             self.head.append(step)
             return
@@ -184,7 +194,8 @@ class LoopView:
     step still open beyond the head, ``intervals`` later steps kept for the eager op
     counter, ``timeline`` all of them but the open one. ``still_open``: the steps of the
     view whose end may still move (in ``steps`` or ``extra``); ``histogram`` every step
-    but those, counted in the live histogram's buckets (a copy)."""
+    but those, counted in the live histogram's buckets (a copy); ``stalls`` a copy of
+    the record's stall tracker (None: the record had none)."""
 
     steps: list[Step]
     tail: LoopTail | None
@@ -193,6 +204,7 @@ class LoopView:
     intervals: list[tuple[float, float]]
     histogram: StepHistogram
     still_open: list[Step]
+    stalls: Any = None
 
     @property
     def count(self) -> int:
@@ -213,6 +225,7 @@ def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
         intervals=list(zip(record.kept_intervals[0::2], record.kept_intervals[1::2])),
         histogram=record.histogram.copy(),
         still_open=list(open_steps),
+        stalls=record.stalls.copy() if record.stalls is not None else None,
     )
 
 

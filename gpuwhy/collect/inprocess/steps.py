@@ -101,6 +101,8 @@ class StepCollector(Collector):
     # Whether a step's interval is wanted one by one beyond the head: the eager op
     # counter sets it (a step that overlaps one of its counting windows)
     sampling: Callable[[float, float], bool] | None = None
+    # A new loop's stall tracker (the activity collector's), fed each step as it folds
+    stall_tracking: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         self._patches: list = []
@@ -179,7 +181,8 @@ class StepCollector(Collector):
         return sampling is not None and sampling(start, end)
 
     def _record(self) -> LoopRecord:
-        return LoopRecord(self.t0, self._sampled)
+        tracking = self.stall_tracking
+        return LoopRecord(self.t0, self._sampled, tracking() if tracking is not None else None)
 
     def fold(self) -> None:
         """Turn the events recorded since the last fold into steps (the drain thread,

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuwhy.collect.host_cpu import cpu_snapshot
 from gpuwhy.collect.host_memory import host_memory
+from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.heap_census import HeapCensus
@@ -157,10 +158,16 @@ class RunTimelineCollector(Collector):
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> RunTimelineCollector:
         functions = [c for c in made if isinstance(c, FunctionWatcher)]
-        return cls(functions[0] if functions else None)
+        activities = [c for c in made if isinstance(c, ActivityCollector)]
+        return cls(functions[0] if functions else None, activities[0] if activities else None)
 
-    def __init__(self, functions: FunctionWatcher | None = None) -> None:
+    def __init__(
+        self,
+        functions: FunctionWatcher | None = None,
+        activities: ActivityCollector | None = None,
+    ) -> None:
         self.functions = functions
+        self.activities = activities  # GC, checkpoint and stall rows
         self.t0 = time.perf_counter()
         self.census: HeapCensus | None = None
         self._rss: int | None = None
@@ -280,7 +287,8 @@ class RunTimelineCollector(Collector):
 
     def _rows(self, width: float) -> dict[int, dict]:
         """Memory peaks, trace counts, tracing and tf.function call seconds and CPU
-        shares per window of ``width`` seconds."""
+        shares per window of ``width`` seconds; GC, checkpoint seconds and stalls from
+        the activity collector."""
         with self._lock:
             self.memory.coarsen(width)
             self.device_memory.coarsen(width)
@@ -306,7 +314,10 @@ class RunTimelineCollector(Collector):
                 row["function_call_s"] = round(total.value, 6)
             for start, cpu in self.cpu.items():
                 rows.setdefault(_index(start - self.t0, width), {}).update(cpu.shares(self.cores))
-            return rows
+        if self.activities is not None:
+            for i, row in self.activities.rows(width).items():
+                rows.setdefault(i, {}).update(row)
+        return rows
 
 
 def _index(seconds: float, width: float) -> int:

@@ -1,0 +1,399 @@
+"""What commonly stalls training, timed while the program runs, and the stalls it made.
+
+Five kinds of activity, each an interval on the run's clock with the user's line that
+started it where that is cheap to know:
+
+- ``gc``: Python's garbage collector (``gc.callbacks``: start and stop of every
+  collection, with its generation; a full collection's line is where it was
+  triggered);
+- ``checkpoint``, ``summary``, ``evaluate``: TF's and Keras' saves, summary flushes,
+  ``evaluate``/``predict`` (:mod:`gpuwhy.tfapi.stall_hooks`);
+- ``trace``: tf.function traces, as the function watcher sees them.
+
+A hook appends a tuple and returns (the GC callback runs inside every collection, so
+it takes no lock); a drain thread folds them, four times a second, into bounded state:
+per kind a count, seconds and the longest, the top places, the timeline's windows
+(GC seconds and collections, checkpoint seconds), and a ring of the latest intervals
+(GC collections shorter than ``GC_RING_MIN_S`` are counted, not kept: a program makes
+thousands a minute, and none of them stalls a step).
+
+Every loop of steps gets a :class:`~gpuwhy.collect.inprocess.stall_tracker.StallTracker`
+from this collector (the step collector and the function watcher make their loops'
+records with it), which asks :meth:`ActivityCollector.overlapping` what ran in a stall
+as soon as it finds one, while the rings still hold it.
+"""
+
+from __future__ import annotations
+
+import gc
+import linecache
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from gpuwhy import forked
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.inprocess.drain import Drain, take
+from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.collect.inprocess.stall_tracker import Beat, Count, StallGroup, StallTracker
+from gpuwhy.collect.inprocess.steps import StepCollector
+from gpuwhy.collect.time_windows import TimeWindows
+from gpuwhy.facts import (
+    Activity,
+    LoopStalls,
+    Stall,
+    StallBeat,
+    StallCause,
+    StallFacts,
+    StepFacts,
+)
+from gpuwhy.tfapi import stall_hooks
+from gpuwhy.tfapi.frames import user_location
+
+KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace")
+RING = {"gc": 2048, "checkpoint": 1024, "summary": 1024, "evaluate": 1024, "trace": 1024}
+GC_RING_MIN_S = 0.001
+MAX_PLACES = 16  # places counted per kind
+
+
+class _Window:
+    """One timeline window's GC and checkpoint time."""
+
+    __slots__ = ("gc_s", "gc_n", "checkpoint_s")
+
+    def __init__(self) -> None:
+        self.gc_s, self.gc_n, self.checkpoint_s = 0.0, 0, 0.0
+
+    def merge(self, other: _Window) -> None:
+        self.gc_s += other.gc_s
+        self.gc_n += other.gc_n
+        self.checkpoint_s += other.checkpoint_s
+
+    def copy(self) -> _Window:
+        twin = _Window()
+        twin.merge(self)
+        return twin
+
+
+class ActivityCollector(Collector):
+    """Section ``stalls``: the activities, and per training loop its stalls."""
+
+    section = "stalls"
+    order = 35  # after the steps (10) and functions (20) it tracks; before the timeline (45)
+    what = "stalls"
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> ActivityCollector:
+        collector = cls()
+        for peer in made:
+            if isinstance(peer, StepCollector | FunctionWatcher):
+                peer.stall_tracking = collector.tracker
+            if isinstance(peer, FunctionWatcher):
+                peer.trace_listener = collector.on_trace
+        return collector
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.notes: list[str] = []
+        self._events: list = []  # (kind, start, end, where, what), until drained
+        self._gc_started: list[float] = [0.0]
+        self._gc_where: list[str | None] = [None]
+        self._lock = threading.RLock()
+        self._busy = False  # folding or walking the rings (fold)
+        self._patches: list = []
+        self._drain: Drain | None = None
+        self._forget_gc_in_child: Any = None
+        self.totals: dict[str, list] = {}  # kind -> [count, seconds, longest]
+        self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
+        self.rings: dict[str, deque] = {kind: deque(maxlen=RING[kind]) for kind in KINDS}
+        self.windows: TimeWindows[_Window] = TimeWindows(self.t0, _Window)
+        self.stall_windows: TimeWindows[Count] | None = None  # of the loops in the facts
+
+    # -- life cycle ----------------------------------------------------------------
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+        self.windows = TimeWindows(t0, _Window)
+        gc.callbacks.append(self._on_gc)
+        self._forget_gc_in_child = forked.undo_in_child(self._remove_gc)
+        self._drain = Drain(self.fold, "activities").start()
+
+    def on_tensorflow(self) -> None:
+        self._install(stall_hooks.install_tensorflow, "checkpoint and summary writes")
+
+    def on_keras(self) -> None:
+        self._install(stall_hooks.install_keras, "Keras saves and evaluate")
+
+    def _install(self, install: Any, what: str) -> None:
+        try:
+            self._patches.extend(install(self._record))
+        except Exception as e:  # noqa: BLE001 - a TF/Keras version we do not know
+            self.notes.append(f"could not watch {what}: {type(e).__name__}: {e}")
+
+    def stop(self) -> None:
+        self._remove_gc()
+        if self._forget_gc_in_child is not None:
+            self._forget_gc_in_child()
+        for patch in reversed(self._patches):
+            patch.undo()
+        self._patches.clear()
+        if self._drain is not None:
+            self._drain.stop()
+            if self._drain.error:
+                self.notes.append(f"activities not followed to the end: {self._drain.error}")
+        self.fold()
+
+    def _remove_gc(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def program_notes(self) -> list[str]:
+        return list(self.notes)
+
+    # -- hooks (the program's threads) -------------------------------------------------
+    def _on_gc(self, phase: str, info: dict) -> None:
+        """Inside the collection: a clock read and, at its stop, one append. A full
+        collection (generation 2, a few a minute at most) also says where it was
+        triggered: the ``gc.collect()`` line, or the allocation that crossed the
+        threshold."""
+        now = time.perf_counter()
+        generation = info.get("generation")
+        if phase == "start":
+            self._gc_started[0] = now
+            self._gc_where[0] = user_location() if generation == 2 else None
+        else:
+            where = self._gc_where[0]
+            self._events.append(("gc", self._gc_started[0], now, where, generation))
+
+    def _record(self, kind: str, start: float, end: float, where: str | None, what: str) -> None:
+        self._events.append((kind, start, end, where, what))
+
+    def on_trace(self, start: float, end: float, caller: str | None) -> None:
+        """A tf.function trace (the function watcher's listener)."""
+        self._events.append(("trace", start, end, caller, "tf.function trace"))
+
+    # -- folding -------------------------------------------------------------------
+    def fold(self) -> None:
+        """The events recorded since the last fold into the stores. Not again from
+        inside itself or :meth:`overlapping` (a collection there may run a finalizer
+        that folds a function's steps, and so asks what overlapped a stall): the rings
+        must not change under a walk; the events wait for the next fold."""
+        with self._lock:
+            if self._busy:
+                return
+            self._busy = True
+            try:
+                self._fold()
+            finally:
+                self._busy = False
+
+    def _fold(self) -> None:
+        for kind, start, end, where, what in take(self._events):
+            seconds = end - start
+            if kind == "gc":
+                what = f"generation {what}"
+            total = self.totals.setdefault(kind, [0, 0.0, 0.0])
+            total[0] += 1
+            total[1] += seconds
+            total[2] = max(total[2], seconds)
+            places = self.places.setdefault(kind, {})
+            key = (where, what)
+            if key in places or len(places) < MAX_PLACES:
+                places[key] = places.get(key, 0.0) + seconds
+            window = self.windows.at(start)
+            if kind == "gc":
+                window.gc_s += seconds
+                window.gc_n += 1
+                if seconds < GC_RING_MIN_S:
+                    continue
+            elif kind == "checkpoint":
+                window.checkpoint_s += seconds
+            self.rings[kind].append((start, end, where, what))
+
+    def overlapping(self, start: float, end: float) -> list[tuple[str, float, Any, str]]:
+        """(kind, seconds inside [start, end], where, what) of every kept activity that
+        overlaps it. The rings are in order of their ends: the walk from the newest stops
+        at the first that ended before ``start``."""
+        self.fold()
+        out = []
+        with self._lock:
+            busy, self._busy = self._busy, True
+            try:
+                for kind, ring in self.rings.items():
+                    for a, b, where, what in reversed(ring):
+                        if b < start:
+                            break
+                        overlap = min(b, end) - max(a, start)
+                        if overlap > 0:
+                            out.append((kind, overlap, where, what))
+            finally:
+                self._busy = busy
+        return out
+
+    def tracker(self) -> StallTracker:
+        """A new loop's stall tracker, attributing its stalls to these activities."""
+        return StallTracker(self.t0, self.overlapping)
+
+    # -- facts ---------------------------------------------------------------------
+    def fill(self, gathering: Gathering) -> StallFacts:
+        self.fold()
+        none: tuple[LoopStalls, ...] = ()
+        loops = gathering.guard("stalls", lambda: self._loops(gathering), none)
+        return StallFacts(activities=self._activities(), loops=loops)
+
+    def _activities(self) -> tuple[Activity, ...]:
+        out = []
+        with self._lock:
+            for kind in KINDS:
+                if kind not in self.totals:
+                    continue
+                count, seconds, longest = self.totals[kind]
+                where, what = _top(self.places.get(kind, {}))
+                out.append(
+                    Activity(
+                        kind=kind,
+                        count=count,
+                        seconds=round(seconds, 6),
+                        max_s=round(longest, 6),
+                        location=where,
+                        detail=what,
+                    )
+                )
+        return tuple(out)
+
+    def _loops(self, gathering: Gathering) -> tuple[LoopStalls, ...]:
+        steps: StepFacts | None = gathering.facts.steps
+        if steps is None:
+            return ()
+        views: dict[tuple[str, str], Any] = {
+            (s, n): v for s, n, v in gathering.peer(StepCollector).candidates()
+        }
+        for name, watched in gathering.peer(FunctionWatcher).loops().items():
+            views[("tf-function", name)] = watched
+        merged: TimeWindows[Count] = TimeWindows(self.t0, Count)
+        out = []
+        for loop in steps.loops:
+            view = views.get((loop.source, loop.name))
+            if view is None:
+                continue
+            tracker = view.stalls
+            if tracker is None:  # steps held back (a function's first calls): judged now
+                tracker = self.tracker()
+                for step in view.steps + view.extra:
+                    tracker.add(step)
+            merged.absorb(tracker.inside.windows)
+            for group, between in ((tracker.inside, False), (tracker.between, True)):
+                if group.count:
+                    out.append(
+                        _loop_stalls(loop.source, loop.name, tracker, group, between, self.t0)
+                    )
+        self.stall_windows = merged
+        return tuple(out)
+
+    def rows(self, width: float) -> dict[int, dict]:
+        """Per window of ``width`` seconds: GC seconds and collections, checkpoint
+        seconds, stalled steps (the run timeline's rows)."""
+        self.fold()
+        rows: dict[int, dict] = {}
+        with self._lock:
+            windows = self.windows.copy()
+        windows.coarsen(width)
+        for start, window in windows.items():
+            row = rows.setdefault(_index(start - self.t0, width), {})
+            row["gc_pause_s"] = round(window.gc_s, 6)
+            row["gc_collections"] = window.gc_n
+            row["checkpoint_s"] = round(window.checkpoint_s, 6)
+        if self.stall_windows is not None:
+            stalls = self.stall_windows.copy()
+            stalls.coarsen(width)
+            for start, count in stalls.items():
+                rows.setdefault(_index(start - self.t0, width), {})["stalls"] = count.value
+        return rows
+
+
+def _index(seconds: float, width: float) -> int:
+    return max(0, int(seconds // width + 1e-9))
+
+
+def _top(places: dict[tuple, float]) -> tuple[str | None, str | None]:
+    if not places:
+        return None, None
+    where, what = max(places.items(), key=lambda kv: kv[1])[0]
+    return where, what
+
+
+def _code(location: str | None) -> str | None:
+    """The line at ``file:line`` as written (None: not readable from here)."""
+    if not location or ":" not in location:
+        return None
+    path, _, line = location.rpartition(":")
+    if not line.isdigit():
+        return None
+    text = linecache.getline(path, int(line)).strip()
+    return text[:200] or None
+
+
+def _loop_stalls(
+    source: str, name: str, tracker: StallTracker, group: StallGroup, between: bool, t0: float
+) -> LoopStalls:
+    loop_s = tracker.step_s + tracker.gap_s
+    causes = []
+    for kind, seconds in sorted(group.kinds.items(), key=lambda kv: -kv[1]):
+        where, what = _top(group.places.get(kind, {}))
+        causes.append(
+            StallCause(
+                kind=kind,
+                seconds=round(seconds, 6),
+                share=round(min(1.0, seconds / group.seconds), 4) if group.seconds else 0.0,
+                location=where,
+                detail=what,
+                code=_code(where),
+            )
+        )
+    beats = sorted(group.beats.items(), key=lambda kv: -kv[1].lost_s)
+    typical = tracker.typical()
+    return LoopStalls(
+        source=source,
+        name=name,
+        between_steps=between,
+        count=group.count,
+        loop_steps=tracker.steps,
+        loop_s=round(loop_s, 6),
+        typical_step_s=round(typical, 6) if typical is not None else None,
+        stall_s=round(group.seconds, 6),
+        lost_s=round(group.lost_s, 6),
+        lost_share=round(group.lost_s / loop_s, 4) if loop_s > 0 else 0.0,
+        beats=tuple(_beat(kind, beat, loop_s) for kind, beat in beats),
+        causes=tuple(causes),
+        first=tuple(_stall(entry, t0) for entry in group.first),
+        last=tuple(_stall(entry, t0) for entry in group.last),
+    )
+
+
+def _beat(kind: str | None, beat: Beat, loop_s: float) -> StallBeat:
+    every, fit = beat.period()
+    median_stall = beat.durations.quantile(0.5)
+    median_gap = beat.time_intervals.quantile(0.5)
+    return StallBeat(
+        kind=kind,
+        count=beat.count,
+        stall_s=round(beat.seconds, 6),
+        lost_s=round(beat.lost_s, 6),
+        lost_share=round(beat.lost_s / loop_s, 4) if loop_s > 0 else 0.0,
+        typical_stall_s=round(median_stall, 6) if median_stall is not None else None,
+        every_steps=every,
+        period_fit=round(fit, 4) if fit is not None else None,
+        every_s=round(median_gap, 6) if median_gap is not None else None,
+        regular_in_time=beat.regular_in_time(),
+    )
+
+
+def _stall(entry: tuple, t0: float) -> Stall:
+    index, start, seconds, causes = entry
+    return Stall(
+        step=index,
+        start_s=round(start - t0, 6),
+        seconds=round(seconds, 6),
+        causes=tuple((kind, round(s, 6)) for kind, s in causes),
+    )

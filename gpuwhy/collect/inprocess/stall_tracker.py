@@ -1,0 +1,253 @@
+"""Stalls of one loop, found as its steps are folded, in fixed-size state.
+
+A stall is a step far longer than its loop's typical step: with the typical step the
+median of the latest ``RECENT`` steps (recomputed every ``RECOMPUTE`` steps, so a run
+that drifts slowly is judged against its own pace, not its first minute's), a step is a
+stall when it lasts at least ``FACTOR`` times the typical step *and* at least
+``FLOOR_S`` longer than it. Why these:
+
+- ``FACTOR`` 3: steps of a healthy loop spread by tens of percent (input jitter, the OS
+  scheduler, a small GC); 3x is beyond that spread on every loop measured here, yet a
+  checkpoint, a validation pass or a full GC of a big heap is many times a step;
+- ``FLOOR_S`` 5 ms lost: a 3x excursion of a 1 ms step costs 2 ms, within a loaded
+  host's scheduling noise and below what any fix here recovers; the smallest checkpoint
+  write measured here (a two-layer Keras model, ``tf.train.Checkpoint.write``,
+  ``Model.save``) takes 10 to 30 ms, so every one of them is kept. Noise above the floor
+  is irregular and dominated by no activity: the rule asks more of such stalls;
+- the first ``WARMUP_CALLS`` calls are never judged (tracing, autotune, cuDNN
+  search), and no step is judged before ``MIN_BASELINE`` steps make the median.
+
+The first step after time between steps (an epoch's first step: a new iterator, a
+shuffle buffer refilled) is never a stall: every loop has one per epoch, and the
+input rules judge them. Time *between* two steps counts instead: where the step definition leaves it out (a Keras
+epoch's end, where ``ModelCheckpoint`` and validation run; a tf.function loop whose
+step was cut at its call's end because the gap was ``GAP_LIMIT`` typical steps), a
+gap at least ``FACTOR`` typical steps and ``FLOOR_S`` long is a stall between steps,
+kept in its own group.
+
+Each group keeps the first and last ``KEEP`` stalls one by one, counts and sums, the
+seconds each kind of activity overlapped them (and its top places), the stalls per
+timeline window, and per *beat* (the stalls one kind of activity dominated: overlapped
+for at least ``DOMINANT`` of the stall, more than any other kind) the intervals between
+consecutive ones (in steps: a bounded count of each value; in seconds: a quantile
+sketch): a million stalls cost what a thousand do. The activities are attributed when the stall is found, while the activity
+collector's rings still hold them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.time_windows import TimeWindows
+
+FACTOR = 3.0
+FLOOR_S = 0.005
+WARMUP_CALLS = 10
+MIN_BASELINE = 20
+RECENT = 256
+RECOMPUTE = 32
+KEEP = 16  # stalls kept one by one at each end, per group
+MAX_INTERVALS = 256  # different step intervals counted; others add to one count
+MAX_PLACES = 8  # places kept per kind of activity
+DOMINANT = 0.1  # an activity dominates a stall it overlapped for this share, the most
+
+# attribute(start, end) -> [(kind, seconds overlapped, file:line or None, what ran)]
+Attribute = Callable[[float, float], list[tuple[str, float, Any, str]]]
+
+
+class Count:
+    """A window's count of stalls."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def merge(self, other: Count) -> None:
+        self.value += other.value
+
+    def copy(self) -> Count:
+        twin = Count()
+        twin.value = self.value
+        return twin
+
+
+class Beat:
+    """The stalls of one group that one kind of activity dominated (``None``: none did),
+    and the intervals between consecutive ones: a checkpoint every 50 steps keeps its
+    period however many other stalls (a GC, the host's noise) fall between two of them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.lost_s = 0.0
+        self.durations = Sketch()
+        self.step_intervals: dict[int, int] = {}
+        self.other_intervals = 0
+        self.time_intervals = Sketch()
+        self.previous: tuple[int, float] | None = None  # the last stall's index, start
+
+    def add(self, index: int, start: float, seconds: float, lost: float) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.lost_s += lost
+        self.durations.add(seconds)
+        if self.previous is not None:
+            steps = index - self.previous[0]
+            if steps in self.step_intervals or len(self.step_intervals) < MAX_INTERVALS:
+                self.step_intervals[steps] = self.step_intervals.get(steps, 0) + 1
+            else:
+                self.other_intervals += 1
+            self.time_intervals.add(start - self.previous[1])
+        self.previous = (index, start)
+
+    def copy(self) -> Beat:
+        twin = Beat()
+        for name in ("count", "seconds", "lost_s", "other_intervals", "previous"):
+            setattr(twin, name, getattr(self, name))
+        twin.durations = self.durations.copy()
+        twin.time_intervals = self.time_intervals.copy()
+        twin.step_intervals = dict(self.step_intervals)
+        return twin
+
+    def period(self) -> tuple[int | None, float | None]:
+        """The step interval between consecutive stalls that most intervals are within
+        5 % of (at least one step: a ``steps_per_execution`` call may end a step late),
+        the most common one among equals, and the share of intervals that fit it."""
+        total = sum(self.step_intervals.values()) + self.other_intervals
+        if not total:
+            return None, None
+        best, rank = None, (0, 0)
+        for value, exact in sorted(self.step_intervals.items()):
+            tolerance = max(1, round(0.05 * value))
+            near = sum(n for k, n in self.step_intervals.items() if abs(k - value) <= tolerance)
+            if (near, exact) > rank:  # the most intervals near it, then the most exactly it
+                best, rank = value, (near, exact)
+        return best, rank[0] / total
+
+    def regular_in_time(self) -> bool:
+        """Whether most intervals between stalls (the 20th to the 80th percentile) are
+        within 10 % of the median: a stall every T seconds."""
+        if self.time_intervals.count < 3:  # two intervals alike are no rhythm yet
+            return False
+        low, mid, high = (self.time_intervals.quantile(q) for q in (0.2, 0.5, 0.8))
+        if low is None or mid is None or high is None or mid <= 0:
+            return False
+        return low >= 0.9 * mid and high <= 1.1 * mid
+
+
+class StallGroup:
+    """The stalls of one kind (steps, or time between steps) of one loop."""
+
+    def __init__(self, t0: float) -> None:
+        self.count = 0
+        self.seconds = 0.0  # the stalls' own time
+        self.lost_s = 0.0  # beyond a typical step (a gap: all of it)
+        self.first: list[tuple] = []  # (step index, start, seconds, ((kind, s), ...))
+        self.last: deque[tuple] = deque(maxlen=KEEP)
+        self.kinds: dict[str, float] = {}  # kind -> seconds overlapped
+        self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
+        self.beats: dict[str | None, Beat] = {}  # by the kind that dominated each stall
+        self.windows: TimeWindows[Count] = TimeWindows(t0, Count)
+
+    def add(self, index: int, start: float, seconds: float, lost: float, causes: list) -> None:
+        self.count += 1
+        self.seconds += seconds
+        self.lost_s += lost
+        self.windows.at(start).value += 1
+        summed: dict[str, float] = {}
+        for kind, overlap, where, what in causes:
+            summed[kind] = summed.get(kind, 0.0) + overlap
+            places = self.places.setdefault(kind, {})
+            key = (where, what)
+            if key in places or len(places) < MAX_PLACES:
+                places[key] = places.get(key, 0.0) + overlap
+        for kind, overlap in summed.items():
+            self.kinds[kind] = self.kinds.get(kind, 0.0) + overlap
+        main = max(summed.items(), key=lambda kv: kv[1], default=(None, 0.0))
+        dominant = main[0] if main[1] >= DOMINANT * seconds else None
+        beat = self.beats.get(dominant)
+        if beat is None:
+            beat = self.beats[dominant] = Beat()
+        beat.add(index, start, seconds, lost)
+        entry = (index, start, seconds, tuple(sorted(summed.items())))
+        if len(self.first) < KEEP:
+            self.first.append(entry)
+        else:
+            self.last.append(entry)
+
+    def copy(self) -> StallGroup:
+        twin = StallGroup(self.windows.t0)
+        for name in ("count", "seconds", "lost_s"):
+            setattr(twin, name, getattr(self, name))
+        twin.first = list(self.first)
+        twin.last = deque(self.last, maxlen=KEEP)
+        twin.kinds = dict(self.kinds)
+        twin.places = {kind: dict(places) for kind, places in self.places.items()}
+        twin.beats = {kind: beat.copy() for kind, beat in self.beats.items()}
+        twin.windows = self.windows.copy()
+        return twin
+
+
+class StallTracker:
+    """Feeds on one loop's steps (``add``, in order) and keeps its stalls."""
+
+    def __init__(self, t0: float, attribute: Attribute | None = None) -> None:
+        self.attribute = attribute
+        self.steps = 0  # steps seen (a Keras call of N steps counts N)
+        self.calls = 0
+        self.step_s = 0.0  # the steps' own time
+        self.gap_s = 0.0  # time between consecutive steps
+        self.inside = StallGroup(t0)
+        self.between = StallGroup(t0)
+        self._recent: deque[float] = deque(maxlen=RECENT)
+        self._typical: float | None = None
+        self._since = 0  # steps since the typical step was computed
+        self._last_end: float | None = None
+
+    def add(self, step: Any) -> None:
+        """One step (``start``, ``end``, ``steps``), after those before it."""
+        duration = step.end - step.start
+        index = self.steps
+        self.steps += step.steps
+        self.calls += 1
+        self.step_s += duration
+        previous_end, self._last_end = self._last_end, step.end
+        gap = step.start - previous_end if previous_end is not None else 0.0
+        self.gap_s += max(0.0, gap)
+        if self.calls <= WARMUP_CALLS:
+            return
+        typical = self.typical()
+        if typical is not None:
+            if previous_end is not None and gap >= max(FACTOR * typical, FLOOR_S):
+                self._stall(self.between, index, previous_end, step.start, gap)
+            boundary = gap > 0  # steps follow one another but at a loop's epoch end
+            if not boundary and duration >= FACTOR * typical and duration - typical >= FLOOR_S:
+                self._stall(self.inside, index, step.start, step.end, duration - typical)
+        self._recent.append(duration)
+        self._since += 1
+
+    def typical(self) -> float | None:
+        """The median of the latest steps (None before ``MIN_BASELINE`` of them)."""
+        if len(self._recent) < MIN_BASELINE:
+            return None
+        if self._typical is None or self._since >= RECOMPUTE:
+            self._typical = statistics.median(self._recent)
+            self._since = 0
+        return self._typical
+
+    def _stall(self, group: StallGroup, index: int, start: float, end: float, lost: float) -> None:
+        causes = self.attribute(start, end) if self.attribute is not None else []
+        group.add(index, start, end - start, lost, causes)
+
+    def copy(self) -> StallTracker:
+        twin = StallTracker(self.inside.windows.t0, self.attribute)
+        for name in ("steps", "calls", "step_s", "gap_s", "_typical", "_since", "_last_end"):
+            setattr(twin, name, getattr(self, name))
+        twin.inside, twin.between = self.inside.copy(), self.between.copy()
+        twin._recent = deque(self._recent, maxlen=RECENT)
+        return twin

@@ -1,0 +1,348 @@
+"""steps.periodic-stall: every N steps training stops for a while, and what ran then."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuwhy.facts import Facts, LoopStalls, StallBeat, StallCause
+from gpuwhy.finding import Finding
+from gpuwhy.formatting import duration
+from gpuwhy.rules.base import Rule
+
+MAX_FINDINGS = 3
+SHOWN_STALLS = 5
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\.(write|save)\((.*)\)\s*(#.*)?$")
+_WORDS = {
+    "checkpoint": "a checkpoint write",
+    "gc": "Python's garbage collector",
+    "summary": "a summary flush",
+    "evaluate": "evaluation",
+    "trace": "a tf.function trace",
+}
+
+
+def _length(seconds: float) -> str:
+    """A stall's length as people say it: ``1.8 s``, ``264.5 ms``."""
+    return f"{seconds:,.1f} s" if seconds >= 1 else duration(seconds)
+
+
+def _cause(group: LoopStalls, beat: StallBeat) -> StallCause | None:
+    """What dominated the beat's stalls, at its main place (None: nothing timed)."""
+    return next((c for c in group.causes if c.kind == beat.kind), None)
+
+
+def _cause_words(cause: StallCause | None) -> str:
+    """``a checkpoint write (tf.train.Checkpoint.write) at train.py:57``."""
+    if cause is None:
+        return "nothing gpuwhy times ran in them: the program's own Python"
+    if cause.detail == "fit's validation":
+        words = "fit's validation"
+    else:
+        words = _WORDS.get(cause.kind, cause.kind)
+        if cause.detail and cause.kind != "trace":
+            words += f" ({cause.detail})"
+    at = "triggered at" if cause.kind == "gc" else "at"
+    return f"{words} {at} {cause.location}" if cause.location else words
+
+
+def _checkpoint_fix(cause: StallCause, every: int | None) -> list[str]:
+    detail = cause.detail or ""
+    rarer = f"every {every * 10} steps" if every else "ten times less often"
+    if detail.startswith("keras.callbacks.ModelCheckpoint"):
+        freq = f"{every * 10}" if every else '"epoch"'
+        per_epoch = "'epoch'" in detail
+        lines = [
+            f"# {detail} writes every {'epoch' if per_epoch else f'{every or 0} steps'}:"
+            " write less often, and only the weights",
+            "# (a smaller, faster write; restore with load_weights)",
+            f"keras.callbacks.ModelCheckpoint(filepath, save_freq={freq}, save_weights_only=True)",
+        ]
+        if per_epoch and every:
+            lines[-1] += f"  # every 10 epochs of {every} steps"
+        else:
+            lines.append('# (filepath ending in .weights.h5); or save_freq="epoch"')
+        return lines
+    if detail.startswith("Model.save"):
+        return [
+            f"# {cause.code or detail}: save {rarer}, and the weights only",
+            "model.save_weights(path)   # path ending in .weights.h5",
+        ]
+    lines = [
+        f"# save {rarer}, or write in the background: TF copies the values and returns,",
+        "# a thread of its own writes the files",
+        "options = tf.train.CheckpointOptions(enable_async=True)",
+    ]
+    match = _CALL.match(cause.code or "")
+    if match:
+        receiver, method, args = match.group(1), match.group(2), match.group(3).strip()
+        lines.append(f"{receiver}.{method}({args + ', ' if args else ''}options=options)")
+    else:
+        lines.append(
+            "ckpt.write(path, options=options)   # also Checkpoint.save, CheckpointManager.save"
+        )
+    return lines
+
+
+def _fix(cause: StallCause | None, every: int | None) -> str:
+    if cause is None:
+        return "\n".join(
+            [
+                "# no checkpoint, GC, summary, evaluation or trace ran in these stalls: time the",
+                "# code that runs every few steps (logging, metrics to numpy, .numpy() calls)",
+                "# and move it out of the step or run it less often",
+            ]
+        )
+    if cause.kind == "checkpoint":
+        return "\n".join(_checkpoint_fix(cause, every))
+    if cause.kind == "gc" and "gc.collect(" in (cause.code or ""):
+        return "\n".join(
+            [
+                f"# {cause.code}: each call walks every object the program holds;",
+                "# drop it from the loop, or freeze what setup made so it is walked no more:",
+                "gc.collect()",
+                "gc.freeze()   # once, after building the model and the datasets",
+            ]
+        )
+    if cause.kind == "gc":
+        kept = []
+        if cause.code:
+            kept = [
+                f"# {cause.code}: the allocation that set the collections off; objects the",
+                "# program keeps every step make each full collection walk a larger heap",
+            ]
+        return "\n".join(
+            kept
+            + [
+                "import gc",
+                "# after building the model and the datasets, before the training loop:",
+                "gc.collect()",
+                "gc.freeze()   # objects made so far leave the collector's generations for good",
+                "# and collect less often (the defaults are 700, 10, 10):",
+                "gc.set_threshold(50_000, 50, 100)",
+            ]
+        )
+    if cause.kind == "summary":
+        return "\n".join(
+            [
+                "# let the writer batch its events instead of flushing every few steps:",
+                "writer = tf.summary.create_file_writer(logdir, max_queue=1000, flush_millis=60_000)",
+                "# and drop the explicit writer.flush() from the loop",
+            ]
+        )
+    if cause.kind == "evaluate":
+        if cause.detail == "fit's validation":
+            return "\n".join(
+                [
+                    "# validate every few epochs, on fewer batches:",
+                    "model.fit(..., validation_freq=5, validation_steps=50)",
+                ]
+            )
+        if cause.detail == "Model.predict":
+            return "\n".join(
+                [
+                    f"# {cause.code or cause.detail}: predict() builds a dataset and a loop at each"
+                    " call;",
+                    "# for a batch already in memory call the model itself (or less often):",
+                    "outputs = model(x, training=False)",
+                ]
+            )
+        return "\n".join(
+            [
+                f"# {cause.code or cause.detail}: evaluate less often, on fewer batches",
+                "model.evaluate(val_ds, steps=50, verbose=0)   # every 10x more steps",
+            ]
+        )
+    return "# the function is traced again in the loop: see `gpuwhy explain launch.retracing`"
+
+
+class PeriodicStall(Rule):
+    """Training stops for a while every N steps: a checkpoint, GC, a summary flush, evaluation.
+
+    ## What it detects
+    A loop's steps that last at least 3 times its typical step (the median of its latest
+    256 steps) and at least 5 ms longer, or time between two of its steps that long (a
+    Keras epoch's end, where `ModelCheckpoint` and validation run), when they recur.
+    Stalls are grouped by the activity that ran in most of each (a *beat*: every
+    checkpoint write, every full GC), so other stalls falling between two checkpoints
+    do not hide their period. A beat is reported with at least `min_stalls` stalls:
+    regular (in steps, `min_period_fit` of the intervals within 5 % of one; or in
+    seconds, the 20th to the 80th percentile of the intervals within 10 % of their
+    median) and losing at least `min_share` of the loop's time, or irregular and losing
+    `irregular_share`. Stalls in which no timed activity ran are reported only when
+    regular in steps and losing `irregular_share` (a host's noise is neither); stalls
+    that tf.function traces dominated are `launch.retracing`'s, not this rule's. Time
+    between steps counts only the named activity's own time there, reported from
+    `between_share` of the loop's time (fit's own validation from `validation_share`:
+    a validation pass per epoch is the program's choice, named only when it dominates).
+
+    Each stall is matched, when it is found, with what ran in it: Python's garbage
+    collector (`gc.callbacks`), checkpoint writes (`tf.train.Checkpoint`,
+    `CheckpointManager`, Keras `save`/`save_weights`, `ModelCheckpoint`), summary
+    flushes, `evaluate`/`predict`, tf.function traces; the finding names the one that
+    covered most of the stalls' time, with its file:line. A loop's first 10 calls
+    (warm-up) and the first step of each epoch (a new iterator, a shuffle buffer
+    refilled: the input rules judge those) are never stalls.
+
+    ## Why is this slow?
+    While a checkpoint is written, a full GC walks a large heap or validation runs, the
+    training loop issues no work and the GPU idles. A median step hides it; the lost
+    time is every stall's length times their number: a 1.8 s checkpoint every 200
+    steps of 0.1 s is 8 % of the run.
+
+    ## Example
+    ```python
+    for step, batch in enumerate(ds):
+        train_step(batch)
+        if step % 200 == 0:
+            ckpt.write(path)            # 1.8 s, the GPU idle
+    ```
+
+    Use instead:
+    ```python
+    options = tf.train.CheckpointOptions(enable_async=True)
+    for step, batch in enumerate(ds):
+        train_step(batch)
+        if step % 2000 == 0:
+            ckpt.write(path, options=options)   # returns at once, written in the background
+    ```
+    For GC: `gc.freeze()` after setup and `gc.set_threshold(...)`; for summaries a
+    larger `max_queue`/`flush_millis`; for validation `validation_freq` and fewer
+    `validation_steps`.
+
+    Severity: high from 20 % of the loop's time lost, medium from 5 %, low below.
+
+    ## Options
+    - `min_stalls`: stalls of one beat needed before any finding (3).
+    - `min_period_fit`: share of the intervals between stalls within 5 % of the most
+      common one for the stalls to be regular (0.6).
+    - `min_share`: share of the loop's time regular stalls must lose (0.01).
+    - `irregular_share`: share of the loop's time irregular stalls, or regular ones with
+      no timed activity in them, must lose (0.05).
+    - `between_share`: share of the loop's time the activity that ran in the time
+      between steps must take (0.10).
+    - `validation_share`: the same for fit's own validation between epochs (0.50).
+    """
+
+    id = "steps.periodic-stall"
+    severity = "medium"
+    status = "preview"
+    since = "0.4.0"
+    needs = ("stalls",)
+    options = {
+        "min_stalls": 3,
+        "min_period_fit": 0.6,
+        "min_share": 0.01,
+        "irregular_share": 0.05,
+        "between_share": 0.10,
+        "validation_share": 0.50,
+    }
+    question = "Why does training stall every few hundred steps?"
+
+    def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.stalls is None:
+            return []
+        flagged = [
+            (group, beat, _share(group, beat))
+            for group in facts.stalls.loops
+            for beat in group.beats
+            if _reported(group, beat, options)
+        ]
+        flagged.sort(key=lambda item: -item[2])
+        return [self._finding(g, b, share, options) for g, b, share in flagged[:MAX_FINDINGS]]
+
+    def _finding(
+        self, group: LoopStalls, beat: StallBeat, share: float, options: dict[str, Any]
+    ) -> Finding:
+        cause = _cause(group, beat)
+        every = beat.every_steps if _regular_steps(beat, options) else None
+        typical = _length(beat.typical_stall_s or beat.stall_s / beat.count)
+        lost = beat.lost_s
+        if group.between_steps and cause is not None:  # only the named activity's time
+            lost = min(cause.seconds, beat.stall_s)
+            typical = _length(lost / beat.count)
+        # Keras' steps leave an epoch's end out; another loop's gaps are its steps cut short
+        where = "between steps " if group.between_steps and group.source == "keras-fit" else ""
+        if every:
+            head = f"Every {every:,} steps training stalls {where}for {typical}"
+        elif beat.regular_in_time and beat.every_s:
+            head = f"Every {_length(beat.every_s)} training stalls {where}for {typical}"
+        else:
+            head = f"Training stalled {where}{beat.count:,} times for {typical} each"
+        title = f"{head} ({_cause_words(cause)}): {share:.0%} of the loop's time"
+        evidence: dict[str, Any] = {
+            "loop": f"{group.source} {group.name}",
+            "stalls": beat.count,
+            "stalls_in_the_loop": group.count,
+            "between_steps": group.between_steps,
+            "every_steps": beat.every_steps,
+            "intervals_that_fit": beat.period_fit,
+            "every_seconds": beat.every_s,
+            "typical_stall_seconds": beat.typical_stall_s,
+            "typical_step_seconds": group.typical_step_s,
+            "seconds_lost": round(lost, 3),
+            "share_of_loop_time": round(share, 4),
+            "what_ran": [
+                {
+                    "kind": c.kind,
+                    "share_of_stall_time": c.share,
+                    "location": c.location,
+                    "what": c.detail,
+                }
+                for c in group.causes
+            ],
+            "first_stalls": [
+                {"step": s.step, "at_s": round(s.start_s, 3), "seconds": round(s.seconds, 3)}
+                for s in group.first[:SHOWN_STALLS]
+            ],
+        }
+        severity = "high" if share >= 0.20 else "medium" if share >= 0.05 else "low"
+        return self.finding(
+            title,
+            severity=severity,
+            evidence=evidence,
+            fix=_fix(cause, every),
+            estimated_gain=f"up to {lost:.2f} s ({share:.0%} of the loop's time)",
+            location=cause.location if cause is not None else None,
+            gain_value=share,
+        )
+
+
+def _share(group: LoopStalls, beat: StallBeat) -> float:
+    """The share of the loop's time the beat costs: beyond a typical step for stalled
+    steps; between steps, the named activity's own time there (the rest of it is the
+    loop's own: a new epoch's iterator)."""
+    if not group.between_steps:
+        return beat.lost_share
+    cause = _cause(group, beat)
+    if cause is None or group.loop_s <= 0:
+        return 0.0
+    return min(cause.seconds, beat.stall_s) / group.loop_s
+
+
+def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
+    return (
+        beat.every_steps is not None
+        and beat.period_fit is not None
+        and beat.period_fit >= options["min_period_fit"]
+    )
+
+
+def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any]) -> bool:
+    if beat.count < options["min_stalls"] or beat.kind == "trace":  # launch.retracing's
+        return False
+    share = _share(group, beat)
+    if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one
+        return (
+            not group.between_steps
+            and _regular_steps(beat, options)
+            and share >= options["irregular_share"]
+        )
+    if group.between_steps:
+        cause = _cause(group, beat)
+        if cause is not None and cause.detail == "fit's validation":
+            return share >= options["validation_share"]
+        return share >= options["between_share"]
+    if _regular_steps(beat, options) or beat.regular_in_time:
+        return share >= options["min_share"]
+    return share >= options["irregular_share"]

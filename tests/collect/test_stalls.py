@@ -1,0 +1,187 @@
+"""Stall trackers and the activity collector: stalls found as steps fold, attributed to
+what ran in them, in bounded state (a million stalls cost what a thousand do)."""
+
+import gc
+import pickle
+import random
+import time
+
+import pytest
+
+from gpuwhy.collect.inprocess import stall_tracker
+from gpuwhy.collect.inprocess.activities import GC_RING_MIN_S, RING, ActivityCollector
+from gpuwhy.collect.inprocess.stall_tracker import KEEP, MAX_INTERVALS, StallGroup, StallTracker
+from gpuwhy.collect.inprocess.step_record import LoopRecord, Step, snapshot
+from gpuwhy.collect.time_windows import CAPACITY
+from tests.markers import marker_lines
+
+at = marker_lines(__file__)
+
+
+def steps(count: int, seconds: float = 0.01, stall_every: int = 0, stall_s: float = 0.5):
+    """Back-to-back steps from t=0, every ``stall_every``-th (index % n == n - 1) a stall."""
+    t, out = 0.0, []
+    for i in range(count):
+        length = stall_s if stall_every and i % stall_every == stall_every - 1 else seconds
+        out.append(Step(t, t + length))
+        t += length
+    return out
+
+
+def test_a_stall_every_100_steps_has_a_period_of_100_steps():
+    tracker = StallTracker(0.0)
+    for step in steps(1000, stall_every=100):
+        tracker.add(step)
+    group = tracker.inside
+    assert group.count == 10 and tracker.between.count == 0
+    assert [entry[0] for entry in group.first] == list(range(99, 1000, 100))
+    beat = group.beats[None]  # nothing timed ran in them
+    assert beat.period() == (100, 1.0)
+    assert group.lost_s == beat.lost_s == pytest.approx(10 * (0.5 - 0.01))
+    assert beat.time_intervals.quantile(0.5) == pytest.approx(99 * 0.01 + 0.5, rel=0.02)
+    assert beat.regular_in_time()
+
+
+def test_warm_up_and_small_excursions_are_no_stalls():
+    tracker = StallTracker(0.0)
+    slow_start = [Step(0.0, 2.0)] + steps(500, seconds=0.001)
+    for step in slow_start[:1] + [Step(s.start + 2.0, s.end + 2.0) for s in slow_start[1:]]:
+        tracker.add(step)
+    assert tracker.inside.count == 0  # the first call traced for 2 s: warm-up
+    tracker = StallTracker(0.0)
+    for step in steps(500, seconds=0.001, stall_every=50, stall_s=0.005):
+        tracker.add(step)
+    assert tracker.inside.count == 0  # 5x a 1 ms step, but only 4 ms lost: below the floor
+
+
+def test_time_between_steps_is_its_own_group_and_an_epoch_s_first_step_no_stall():
+    tracker = StallTracker(0.0)
+    t = 0.0
+    for epoch in range(4):
+        for i in range(100):
+            length = 0.3 if i == 0 else 0.01  # a new iterator: the epoch's first step is slow
+            tracker.add(Step(t, t + length))
+            t += length
+        t += 1.0  # a checkpoint at the epoch's end, outside the steps
+    assert tracker.inside.count == 0
+    assert tracker.between.count == 3 and tracker.between.beats[None].period() == (100, 1.0)
+    assert [entry[0] for entry in tracker.between.first] == [100, 200, 300]
+
+
+def test_stalls_are_attributed_to_what_overlapped_them_when_found():
+    seen = []
+
+    def attribute(start, end):
+        seen.append((start, end))
+        return [("checkpoint", (end - start) * 0.9, "train.py:57", "tf.train.Checkpoint.write")]
+
+    tracker = StallTracker(0.0, attribute)
+    for step in steps(400, stall_every=100):
+        tracker.add(step)
+    assert len(seen) == 4
+    assert tracker.inside.kinds == {"checkpoint": pytest.approx(4 * 0.45)}
+    (place,) = tracker.inside.places["checkpoint"]
+    assert place == ("train.py:57", "tf.train.Checkpoint.write")
+    index, _, seconds, causes = tracker.inside.first[0]
+    assert (index, seconds, causes) == (99, 0.5, (("checkpoint", pytest.approx(0.45)),))
+
+
+def test_a_loop_record_feeds_its_tracker_and_a_snapshot_copies_it():
+    record = LoopRecord(0.0, stalls=StallTracker(0.0))
+    fed = steps(300, stall_every=100)
+    for step in fed:
+        record.add(step)
+    view = snapshot(record, [])
+    assert view.stalls is not record.stalls and view.stalls.inside.count == 3
+    record.add(Step(fed[-1].end, fed[-1].end + 1.0))
+    assert view.stalls.inside.count == 3 and record.stalls.inside.count == 4
+
+
+def test_the_period_is_the_interval_most_stalls_keep():
+    group = StallGroup(0.0)
+    for index in (0, 40, 80, 119, 160, 200, 241, 280, 320, 400, 420):
+        group.add(index, float(index), 0.5, 0.4, [])
+    assert group.beats[None].period() == (40, 0.8)  # 39 and 41 fit 40; 80 and 20 do not
+
+
+def test_each_activity_keeps_its_own_beat_among_other_stalls():
+    group = StallGroup(0.0)
+    checkpoint = [("checkpoint", 0.4, "train.py:57", "tf.train.Checkpoint.write")]
+    for index in range(1000):
+        if index % 100 == 99:
+            group.add(index, float(index), 0.5, 0.4, checkpoint)
+        elif index % 7 == 3:  # noise between the checkpoints, with nothing timed in it
+            group.add(index, float(index), 0.05, 0.04, [("gc", 0.001, None, "generation 0")])
+    assert group.beats["checkpoint"].period() == (100, 1.0)
+    assert group.beats["checkpoint"].count == 10 and group.beats[None].count == group.count - 10
+
+
+def filled(stalls: int) -> StallGroup:
+    """A group of ``stalls`` stalls at random intervals over a long run, 3 kinds each."""
+    rng = random.Random(7)
+    group = StallGroup(0.0)
+    index, t = 0, 0.0
+    for _ in range(stalls):
+        index += rng.randint(1, 5000)
+        t += rng.uniform(0.1, 30.0)
+        causes = [
+            ("gc", 0.1, None, "generation 2"),
+            ("checkpoint", 0.2, f"train.py:{rng.randint(1, 50)}", "tf.train.Checkpoint.write"),
+            ("summary", 0.05, "train.py:9", "tf.summary writer flush"),
+        ]
+        group.add(index, t, 0.5, 0.4, causes)
+    return group
+
+
+def test_a_million_stalls_cost_what_a_thousand_do():
+    small, large = filled(1000), filled(1_000_000)
+    assert not large.beats["checkpoint"].regular_in_time()  # intervals of 0.1 to 30 s
+    assert large.count == 1_000_000
+    assert len(large.first) == len(large.last) == KEEP
+    (beat,) = large.beats.values()  # the checkpoint dominated each
+    assert len(beat.step_intervals) <= MAX_INTERVALS and beat.other_intervals > 0
+    assert max(len(places) for places in large.places.values()) <= stall_tracker.MAX_PLACES
+    assert len(large.windows.windows) <= CAPACITY
+    assert len(pickle.dumps(large)) < 1.5 * len(pickle.dumps(small))
+
+
+def test_activities_overlap_their_stall_and_small_collections_are_only_counted():
+    collector = ActivityCollector()
+    t0 = time.perf_counter()
+    collector.start(t0)
+    try:
+        collector._record(
+            "checkpoint", t0 + 10, t0 + 11, "train.py:57", "tf.train.Checkpoint.write"
+        )
+        collector._record("summary", t0 + 10.5, t0 + 10.6, "train.py:60", "tf.summary writer flush")
+        collector._events.append(("gc", t0 + 12, t0 + 12 + GC_RING_MIN_S / 2, None, 0))
+        collector._events.append(("gc", t0 + 10.2, t0 + 10.4, "train.py:70", 2))
+        found = [f for f in collector.overlapping(t0 + 10.8, t0 + 12.5) if f[0] != "gc"]
+        assert found == [("checkpoint", pytest.approx(0.2), "train.py:57",
+                          "tf.train.Checkpoint.write")]  # fmt: skip
+        found = {kind: s for kind, s, _, _ in collector.overlapping(t0 + 10, t0 + 11)}
+        assert found == {"checkpoint": 1.0, "summary": pytest.approx(0.1), "gc": pytest.approx(0.2)}
+        assert [w for _, _, w, _ in collector.rings["gc"] if w] == ["train.py:70"]
+        assert not any(a == t0 + 12 for a, _, _, _ in collector.rings["gc"])  # counted only
+        for i in range(3 * RING["checkpoint"]):
+            collector._record("checkpoint", t0 + 20 + i / 1000, t0 + 20.0005 + i / 1000, None, "x")
+        collector.fold()
+        assert len(collector.rings["checkpoint"]) == RING["checkpoint"]
+        rows = collector.rows(1.0)
+        assert rows[10]["checkpoint_s"] == 1.0
+        assert rows[10]["gc_collections"] == 1 and rows[10]["gc_pause_s"] == pytest.approx(0.2)
+    finally:
+        collector.stop()
+
+
+def test_a_full_collection_is_timed_with_the_line_that_asked_for_it():
+    collector = ActivityCollector()
+    collector.start(0.0)
+    try:
+        gc.collect()  # @collect
+    finally:
+        collector.stop()
+    assert collector._on_gc not in gc.callbacks
+    full = [key for key in collector.places["gc"] if key[1] == "generation 2"]
+    assert (at("collect"), "generation 2") in full
+    assert collector.totals["gc"][0] >= 1

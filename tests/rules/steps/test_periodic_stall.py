@@ -1,0 +1,143 @@
+"""steps.periodic-stall from small hand-built stalls facts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpuwhy.facts import Facts, LoopStalls, Stall, StallBeat, StallCause, StallFacts
+from gpuwhy.rules import run_rules
+from gpuwhy.rules.steps.periodic_stall import PeriodicStall
+
+CHECKPOINT = StallCause(
+    kind="checkpoint", seconds=16.2, share=0.97, location="train.py:57",
+    detail="tf.train.Checkpoint.write", code='ckpt.write(f"{out}/ckpt")',
+)  # fmt: skip
+
+
+def run(facts, **options):
+    return PeriodicStall().check(facts, {**PeriodicStall.options, **options})
+
+
+def beat(**changes) -> StallBeat:
+    base = dict(
+        kind="checkpoint", count=9, stall_s=16.2, lost_s=16.2, lost_share=0.09,
+        typical_stall_s=1.8, every_steps=200, period_fit=1.0, every_s=21.8,
+    )  # fmt: skip
+    return StallBeat(**{**base, **changes})
+
+
+def stalls(causes=(CHECKPOINT,), **changes) -> LoopStalls:
+    """9 checkpoint stalls of 1.8 s every 200 steps of a 0.1 s loop: 9 % of its time."""
+    kind = causes[0].kind if causes else None
+    base = dict(
+        source="tf-data", name="train.py:40", between_steps=False, count=9, loop_steps=1800,
+        loop_s=180.0, typical_step_s=0.1, stall_s=16.2, lost_s=16.2, lost_share=0.09,
+        beats=(beat(kind=kind, **changes.pop("beat", {})),), causes=causes,
+        first=(Stall(step=199, start_s=21.0, seconds=1.8),),
+    )  # fmt: skip
+    return LoopStalls(**{**base, **changes})
+
+
+def facts(*loops: LoopStalls) -> Facts:
+    return Facts(stalls=StallFacts(loops=loops))
+
+
+def test_regular_checkpoint_stalls_are_named_with_period_place_and_a_pasteable_fix():
+    (finding,) = run(facts(stalls()))
+    assert finding.title == (
+        "Every 200 steps training stalls for 1.8 s (a checkpoint write "
+        "(tf.train.Checkpoint.write) at train.py:57): 9% of the loop's time"
+    )
+    assert finding.severity == "medium" and finding.location == "train.py:57"
+    assert 'ckpt.write(f"{out}/ckpt", options=options)' in finding.fix
+    assert "tf.train.CheckpointOptions(enable_async=True)" in finding.fix
+    assert "every 2000 steps" in finding.fix
+    assert finding.evidence["every_steps"] == 200 and finding.gain_value == 0.09
+
+
+def test_a_handful_of_stalls_or_a_small_loss_is_no_finding():
+    assert run(facts(stalls(beat=dict(count=2)))) == []
+    assert run(facts(stalls(beat=dict(lost_share=0.005)))) == []
+    # irregular: 40 % of the intervals fit; needs 5 % of the loop's time
+    assert run(facts(stalls(beat=dict(period_fit=0.4, lost_share=0.03)))) == []
+    (finding,) = run(facts(stalls(beat=dict(period_fit=0.4, lost_share=0.06))))
+    assert finding.title.startswith("Training stalled 9 times for 1.8 s each")
+    # every 60 s, whatever the steps did
+    every_minute = dict(period_fit=0.4, lost_share=0.03, regular_in_time=True, every_s=60.0)
+    (finding,) = run(facts(stalls(beat=every_minute)))
+    assert finding.title.startswith("Every 60.0 s training stalls for 1.8 s")
+
+
+def test_severity_follows_the_share_of_time_lost():
+    assert run(facts(stalls(beat=dict(lost_share=0.25))))[0].severity == "high"
+    assert run(facts(stalls(beat=dict(lost_share=0.02))))[0].severity == "low"
+
+
+def test_time_between_steps_counts_the_named_activity_and_fit_s_validation_needs_more():
+    validation = StallCause(kind="evaluate", seconds=48.0, share=0.9, location="train.py:80",
+                            detail="fit's validation")  # fmt: skip
+    between = stalls(between_steps=True, causes=(validation,), beat=dict(stall_s=54.0))
+    assert run(facts(between)) == []  # 27 % of the time validating: the program's choice
+    longer = replace(validation, seconds=108.0)
+    (finding,) = run(facts(stalls(between_steps=True, causes=(longer,),
+                                  beat=dict(stall_s=120.0))))  # fmt: skip
+    assert "fit's validation at train.py:80" in finding.title
+    assert finding.title.endswith("60% of the loop's time")  # 108 s of 180 s
+    assert "validation_freq=5" in finding.fix
+    assert run(facts(stalls(between_steps=True, causes=(), beat=dict(stall_s=90.0)))) == []
+    # an epoch's end: 5 s between steps, 2 s of it a checkpoint (the rest the loop's own)
+    at_epoch_end = replace(CHECKPOINT, share=0.4, seconds=18.0)
+    epoch_ends = stalls(between_steps=True, causes=(at_epoch_end,), beat=dict(stall_s=45.0),
+                        source="keras-fit", name="Model.fit at train.py:90")  # fmt: skip
+    (finding,) = run(facts(epoch_ends))
+    assert finding.title.startswith("Every 200 steps training stalls between steps for 2.0 s")
+    assert finding.title.endswith("10% of the loop's time")
+    custom_loop = replace(epoch_ends, source="tf-function", name="train_step (train.py:12)")
+    (finding,) = run(facts(custom_loop))  # its step was cut at its call's end
+    assert finding.title.startswith("Every 200 steps training stalls for 2.0 s")
+    smaller = replace(at_epoch_end, seconds=16.2)  # 9 %: below between_share
+    assert run(facts(replace(epoch_ends, causes=(smaller,)))) == []
+
+
+def test_stalls_with_nothing_timed_in_them_need_a_regular_beat_and_a_large_share():
+    assert run(facts(stalls(causes=(), beat=dict(lost_share=0.03)))) == []
+    assert run(facts(stalls(causes=(), beat=dict(period_fit=0.3, lost_share=0.2)))) == []
+    (finding,) = run(facts(stalls(causes=(), beat=dict(lost_share=0.06))))
+    assert finding.title.startswith("Every 200 steps training stalls for 1.8 s")
+    assert "nothing gpuwhy times ran in them" in finding.title
+
+
+def test_a_checkpoint_beat_keeps_its_period_beside_other_stalls():
+    noise = beat(kind=None, count=40, lost_share=0.02, every_steps=3, period_fit=0.2)
+    loop = replace(stalls(), count=49, beats=(beat(), noise))
+    (finding,) = run(facts(loop))
+    assert finding.title.startswith("Every 200 steps training stalls for 1.8 s (a checkpoint")
+    assert finding.evidence["stalls"] == 9 and finding.evidence["stalls_in_the_loop"] == 49
+
+
+def test_each_cause_has_its_own_fix():
+    gc = StallCause(kind="gc", seconds=5.0, share=0.9, location="train.py:12",
+                    detail="generation 2", code="batch = make_batch(i)")  # fmt: skip
+    (finding,) = run(facts(stalls(causes=(gc,))))
+    assert "Python's garbage collector (generation 2) triggered at train.py:12" in finding.title
+    assert "gc.freeze()" in finding.fix and "gc.set_threshold" in finding.fix
+    explicit = replace(gc, code="gc.collect()")
+    assert "drop it from the loop" in run(facts(stalls(causes=(explicit,))))[0].fix
+    summary = StallCause(kind="summary", seconds=5.0, share=0.9, detail="tf.summary writer flush")
+    assert "flush_millis" in run(facts(stalls(causes=(summary,))))[0].fix
+    keras = replace(CHECKPOINT, detail="keras.callbacks.ModelCheckpoint(save_freq=200)")
+    assert "save_freq=2000, save_weights_only=True" in run(facts(stalls(causes=(keras,))))[0].fix
+    predict = StallCause(kind="evaluate", seconds=5.0, share=0.9, detail="Model.predict",
+                         code="preds = model.predict(x_val)")  # fmt: skip
+    assert "model(x, training=False)" in run(facts(stalls(causes=(predict,))))[0].fix
+    trace = StallCause(kind="trace", seconds=5.0, share=0.9, location="train.py:30")
+    assert run(facts(stalls(causes=(trace,)))) == []  # launch.retracing's
+    (unknown,) = run(facts(stalls(causes=())))
+    assert "nothing gpuwhy times ran in them" in unknown.title and unknown.location is None
+
+
+def test_registered_and_run_on_the_stalls_section():
+    findings, not_checked = run_rules(facts(stalls()))
+    assert [f.id for f in findings] == ["steps.periodic-stall"]
+    assert run_rules(Facts())[1]["steps.periodic-stall"] == "needs stalls"
+    assert "steps.periodic-stall" not in not_checked
