@@ -49,18 +49,22 @@ MARK_COLOUR = "#d62728"
 
 def finding_marks(findings: Sequence[Finding]) -> list[tuple[float, str]]:
     """Moments findings point at, as (seconds since the run started, what happened):
-    where a drift began (evidence ``at_s``) and each stall a finding lists
-    (``stalls_at_s``), each named by its finding's title."""
+    where a drift began (evidence ``at_s``) and each moment a finding lists (a list of
+    objects with ``at_s``: a periodic stall's first stalls), each named by its
+    finding's title."""
     marks: list[tuple[float, str]] = []
     for f in findings:
+        text = f"{f.id}: {f.title}"
         at = f.evidence.get("at_s")
         if isinstance(at, (int, float)):
-            marks.append((float(at), f"{f.id}: {f.title}"))
-        stalls = f.evidence.get("stalls_at_s")
-        if isinstance(stalls, list):
-            marks.extend(
-                (float(t), f"{f.id}: {f.title}") for t in stalls if isinstance(t, (int, float))
-            )
+            marks.append((float(at), text))
+        for value in f.evidence.values():
+            if isinstance(value, list):
+                marks.extend(
+                    (float(item["at_s"]), text)
+                    for item in value
+                    if isinstance(item, dict) and isinstance(item.get("at_s"), (int, float))
+                )
     return marks[:MAX_FINDING_MARKS]
 
 

@@ -83,7 +83,9 @@ def marked() -> Record:
         id="steps.periodic-stall",
         severity="medium",
         title="Every 200 steps training stalls for 1.8 s",
-        evidence={"stalls_at_s": [10.0, 20.5, 31.0]},
+        evidence={
+            "first_stalls": [{"step": 200 * n, "at_s": t} for n, t in enumerate((10.0, 20.5, 31.0))]
+        },
     )
     return replace(record, findings=[*record.findings, drift, stall])
 
