@@ -108,13 +108,14 @@ def test_an_attribute_is_named_with_its_owner_s_class():
 def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshold():
     calls = [0]
     census = HeapCensus(t0=100.0, calls=lambda: calls[0])
-    assert not census.observe(101.0, 500 * MiB)  # no steps yet
+    assert not census.observe(109.0, 500 * MiB)  # no steps yet
     calls[0] = 3
-    assert census.observe(102.0, 500 * MiB)  # the baseline (at 2 s)
-    taken = [census.observe(103.0 + i / 10, 500 * MiB + i * MiB // 10) for i in range(110)]
-    assert not any(taken)  # 11 MiB more within 15 s: nothing
-    assert census.observe(114.5, 512 * MiB)  # +12 MiB
-    assert not census.observe(115.0, 535 * MiB) and census.observe(115.5, 536 * MiB)  # +24
+    assert not census.observe(105.0, 500 * MiB)  # steps, but start-up (before 8 s)
+    assert census.observe(109.0, 500 * MiB)  # the baseline (at 9 s)
+    taken = [census.observe(110.0 + i / 20, 500 * MiB + i * MiB // 10) for i in range(110)]
+    assert not any(taken)  # 11 MiB more within 10 s: nothing
+    assert census.observe(115.5, 512 * MiB)  # +12 MiB
+    assert not census.observe(116.0, 535 * MiB) and census.observe(116.5, 536 * MiB)  # +24
     rss = 536 * MiB
     for _ in range(MAX_CENSUSES):
         rss += 2**40
@@ -124,17 +125,18 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
 
 def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles():
     census = HeapCensus(t0=0.0, calls=lambda: 3)
-    assert census.observe(2.0, 500 * MiB)  # the baseline
-    assert not census.observe(16.0, 505 * MiB)  # +5 MiB, 14 s after: not yet
-    assert census.observe(17.5, 505 * MiB)  # 15.5 s after, +5 MiB: due
-    assert not census.observe(40.0, 515 * MiB)  # the interval is 30 s now
-    assert not census.observe(60.0, 508 * MiB)  # 42.5 s after, but +3 MiB only
-    assert census.observe(60.0, 510 * MiB)
+    assert census.observe(9.0, 500 * MiB)  # the baseline
+    assert not census.observe(18.0, 505 * MiB)  # +5 MiB, 9 s after: not yet
+    assert census.observe(19.5, 505 * MiB)  # 10.5 s after, +5 MiB: due
+    assert not census.observe(35.0, 515 * MiB)  # the interval is 20 s now
+    assert not census.observe(45.0, 508 * MiB)  # 25.5 s after, but +3 MiB only
+    assert census.observe(45.0, 510 * MiB)
 
 
-def test_a_program_without_tf_functions_gets_its_baseline_after_ten_seconds():
+def test_a_program_without_tf_function_calls_gets_its_baseline_after_sixteen_seconds():
     census = HeapCensus(t0=0.0)
-    assert not census.observe(9.0, 1) and census.observe(10.5, 1) and census.censuses == 1
+    assert not census.observe(9.0, 1) and not census.observe(15.0, 1)
+    assert census.observe(16.5, 1) and census.censuses == 1
 
 
 def test_tensors_and_arrays_are_described_by_dtype_shape_and_buffer():

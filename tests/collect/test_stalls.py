@@ -185,3 +185,14 @@ def test_a_full_collection_is_timed_with_the_line_that_asked_for_it():
     full = [key for key in collector.places["gc"] if key[1] == "generation 2"]
     assert (at("collect"), "generation 2") in full
     assert collector.totals["gc"][0] >= 1
+
+
+def test_a_stall_while_gpuwhy_holds_the_program_is_gpuwhy_s_own_while_and_after():
+    activities = ActivityCollector()
+    activities.own_pause_begins(10.0)  # a heap census begins
+    (running,) = activities.overlapping(10.2, 10.7)  # a stall found while it runs
+    assert running[0] == "gpuwhy" and abs(running[1] - 0.5) < 1e-9
+    activities.own_pause(10.0, 11.0, "gpuwhy's heap census")
+    assert not activities.own_pause_running()
+    (kept,) = activities.overlapping(10.8, 11.5)
+    assert kept[0] == "gpuwhy" and abs(kept[1] - 0.2) < 1e-9

@@ -52,8 +52,17 @@ from gpuwhy.facts import (
 from gpuwhy.tfapi import stall_hooks
 from gpuwhy.tfapi.frames import user_location
 
-KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace")
-RING = {"gc": 2048, "checkpoint": 1024, "summary": 1024, "evaluate": 1024, "trace": 1024}
+# "gpuwhy": gpuwhy's own pauses of the program (a heap census holds the GIL for a tenth
+# of a second): a stall they cause is gpuwhy's, never the program's finding
+KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy")
+RING = {
+    "gc": 2048,
+    "checkpoint": 1024,
+    "summary": 1024,
+    "evaluate": 1024,
+    "trace": 1024,
+    "gpuwhy": 64,
+}
 GC_RING_MIN_S = 0.001
 MAX_PLACES = 16  # places counted per kind
 
@@ -102,6 +111,7 @@ class ActivityCollector(Collector):
         self._gc_where: list[str | None] = [None]
         self._lock = threading.RLock()
         self._busy = False  # folding or walking the rings (fold)
+        self._own_since: float | None = None  # gpuwhy's own pause running since
         self._patches: list = []
         self._drain: Drain | None = None
         self._forget_gc_in_child: Any = None
@@ -169,6 +179,19 @@ class ActivityCollector(Collector):
     def _record(self, kind: str, start: float, end: float, where: str | None, what: str) -> None:
         self._events.append((kind, start, end, where, what))
 
+    def own_pause_begins(self, start: float) -> None:
+        """gpuwhy's own work that holds the program (a heap census) began: a stall found
+        while it runs is matched with it already."""
+        self._own_since = start
+
+    def own_pause_running(self) -> bool:
+        return self._own_since is not None
+
+    def own_pause(self, start: float, end: float, what: str) -> None:
+        """gpuwhy's own work that held the program (a heap census) ended."""
+        self._events.append(("gpuwhy", start, end, None, what))
+        self._own_since = None
+
     def on_trace(self, start: float, end: float, caller: str | None) -> None:
         """A tf.function trace (the function watcher's listener)."""
         self._events.append(("trace", start, end, caller, "tf.function trace"))
@@ -227,6 +250,9 @@ class ActivityCollector(Collector):
                         overlap = min(b, end) - max(a, start)
                         if overlap > 0:
                             out.append((kind, overlap, where, what))
+                own = self._own_since
+                if own is not None and end > own:  # still running: up to now
+                    out.append(("gpuwhy", end - max(own, start), None, "gpuwhy's heap census"))
             finally:
                 self._busy = busy
         return out

@@ -18,11 +18,14 @@ load 3-5), a Keras program's heap after ``fit`` (288,000 objects the collector t
 39,000 non-empty containers) took 0.13-0.22 s a census, naming what grew included
 (medians of 7 over three runs of ``benchmarks/bench_heap_census.py``); naming alone is
 one pass over the dicts and the objects with attributes (0.09 s profiled, without
-``gc.get_referrers``: see :func:`_in_referrers`). It is kept rare: a baseline once the
-program has made its first steps (3 calls of its tf.functions, or 10 s after the start
-for a program without one), then only when the resident memory has grown past the
+``gc.get_referrers``: see :func:`_in_referrers`); a heap of 600k objects (a list of 300k
+dicts) took 0.65 s, and the program's steps slowed while it ran: each census is recorded
+as gpuwhy's own pause (the activity collector), so the stalls it makes are never
+reported as the program's. It is kept rare: a baseline once the
+program has made its first steps (3 calls of its tf.functions) and 8 s have passed (16 s
+for a program without tf.functions), then only when the resident memory has grown past the
 last census's by a threshold that doubles each time (12 MiB, 24 MiB, 48 MiB ...), or by
-4 MiB after an interval that doubles each time (15 s, 30 s, 60 s ...: a slow leak after
+4 MiB after an interval that doubles each time (10 s, 20 s, 40 s ...: a slow leak after
 start-up's creep spent the first thresholds), at most ``MAX_CENSUSES`` a run: a program
 whose memory does not grow pays for the baseline alone, one that grows without end for
 10 censuses, whatever the run's length.
@@ -58,11 +61,14 @@ FIRST_THRESHOLD = 12 * MiB  # growth past the baseline that takes the second cen
 MAX_CENSUSES = 10
 # A slow leak grows less than the threshold while start-up's creep spent the first
 # censuses: a census is also due when the memory grew at all since the last one, after
-# an interval that doubles each time (15 s, 30 s, 60 s ...).
-FIRST_INTERVAL_S = 15.0
+# an interval that doubles each time (10 s, 20 s, 40 s ...).
+FIRST_INTERVAL_S = 10.0
 QUIET_GROWTH = 4 * MiB
 BASELINE_CALLS = 3  # tf.function calls before the baseline: the first steps have run
-BASELINE_AFTER_S = 10.0  # or this long after the start, for a program without one
+# and never before this long after the start: a census of a large heap holds the GIL for
+# up to a second, and most of a TF program's start-up creep (allocator arenas, tf.data
+# buffers) is over by then; a run shorter than this pays for none
+BASELINE_AFTER_S = 8.0
 MAX_RECORDED = 100_000  # containers whose length is kept between censuses
 MIN_GROWTH = 8  # elements gained below which a container is not named
 CANDIDATES = 16  # the most grown in elements, sized by their last element
@@ -166,21 +172,31 @@ class HeapCensus:
         self._tracked: dict[int, _Tracked] = {}
         self._lock = threading.Lock()
 
+    def due(self, t: float, rss: int) -> bool:
+        """Whether a census is due at ``t`` (perf_counter) with ``rss`` bytes resident."""
+        if self.censuses >= MAX_CENSUSES:
+            return False
+        since = t - self.t0
+        if self.censuses == 0:
+            calls = self.calls() if self.calls is not None else 0
+            if since < BASELINE_AFTER_S:
+                return False
+            # an eager program (no tf.function calls): a little later
+            return calls >= BASELINE_CALLS or since >= 2 * BASELINE_AFTER_S
+        if rss >= self._rss + self._threshold:
+            return True
+        return rss >= self._rss + QUIET_GROWTH and since - self._at_s >= self._interval
+
     def observe(self, t: float, rss: int) -> bool:
         """Takes a census when one is due at ``t`` (perf_counter) with ``rss`` bytes
         resident; whether it took one."""
-        if self.censuses >= MAX_CENSUSES:
+        if not self.due(t, rss):
             return False
-        if self.censuses == 0:
-            calls = self.calls() if self.calls is not None else 0
-            if calls < BASELINE_CALLS and t - self.t0 < BASELINE_AFTER_S:
-                return False
-        elif rss >= self._rss + self._threshold:
-            self._threshold *= 2
-        elif rss >= self._rss + QUIET_GROWTH and t - self.t0 - self._at_s >= self._interval:
-            self._interval *= 2
-        else:
-            return False
+        if self.censuses:
+            if rss >= self._rss + self._threshold:
+                self._threshold *= 2
+            else:
+                self._interval *= 2
         self.take(t, rss)
         return True
 

@@ -212,10 +212,16 @@ class RunTimelineCollector(Collector):
         census, rss = self.census, self._rss
         if census is None or rss is None:
             return
+        start = time.perf_counter()
+        activities = self.activities
+        if activities is not None and census.due(start, rss):
+            activities.own_pause_begins(start)  # a stall it causes is gpuwhy's own
         try:
-            census.observe(time.perf_counter(), rss)
+            census.observe(start, rss)
         except Exception:  # noqa: BLE001 - the census is a guess's evidence, never a failure
             self.census = None
+        if activities is not None and activities.own_pause_running():
+            activities.own_pause(start, time.perf_counter(), "gpuwhy's heap census")
 
     def poll(self, memory: bool = True, at: float | None = None) -> None:
         t = time.perf_counter() if at is None else at

@@ -19,6 +19,7 @@ _WORDS = {
     "summary": "a summary flush",
     "evaluate": "evaluation",
     "trace": "a tf.function trace",
+    "gpuwhy": "gpuwhy's own heap census",
 }
 
 
@@ -329,8 +330,8 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
 
 
 def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any]) -> bool:
-    if beat.count < options["min_stalls"] or beat.kind == "trace":  # launch.retracing's
-        return False
+    if beat.count < options["min_stalls"] or beat.kind in ("trace", "gpuwhy"):
+        return False  # launch.retracing's; gpuwhy's own pauses
     share = _share(group, beat)
     if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one
         return (
