@@ -227,7 +227,7 @@ def _causes(
             text = f"{words} per step {_ms(b)} -> {_ms(a)}"
             timed.append(Cause(kind, text, round(b, 6), round(a, 6), round(min(share, 1.0), 3)))
 
-    timed_cause("input", "input wait", lambda s, r: s.input_wait_s)
+    timed_cause("input", "input wait", _input_wait)
     timed_cause("tracing", "tf.function tracing", lambda s, r: r.trace_s if r else None)
     timed_cause("gc", "Python garbage collection", lambda s, r: r.gc_pause_s if r else None)
     timed_cause("checkpoint", "checkpoint writing", lambda s, r: r.checkpoint_s if r else None)
@@ -250,6 +250,17 @@ def _causes(
         )
     timed.sort(key=lambda c: -(c.explains or 0))
     return timed + _conditions(before, after, rows, width)
+
+
+def _input_wait(span: StepSpan, row: RunWindow | None) -> float | None:
+    """A window's input wait: measured around next() in a loop; for Keras fit, its steps'
+    time less tf.data's consumer time per element then (input_wait.py: step = wait +
+    gap)."""
+    if span.input_wait_s is not None:
+        return span.input_wait_s
+    if row is not None and row.fit_gap_s is not None:
+        return max(0.0, span.step_s - span.steps * row.fit_gap_s)
+    return None
 
 
 def _calls_on_both_sides(

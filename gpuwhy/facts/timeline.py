@@ -59,6 +59,9 @@ class RunWindow:
     # seconds inside outermost tf.function calls from Python (counted as they were folded,
     # a quarter of a second after each call at most): the rest of a step is Python's
     function_call_s: float = 0.0
+    # Keras fit's consumer time per element (tf.data's gap timer, the latest gaps at each
+    # read of its iterator's model), mean: a fit step is its input wait plus this gap
+    fit_gap_s: float | None = None
     host_rss_max_bytes: int | None = None  # the program's resident memory, highest read
     # TF's own bytes in use on its GPUs (all of them), highest read: what the model holds,
     # not the pool TF reserved (None: no GPU, or not read)

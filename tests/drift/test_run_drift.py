@@ -84,6 +84,32 @@ INPUT_SLOWS_AFTER_FIRST_EPOCH = program(
     """
 )
 
+# the same in Keras fit: its input wait comes from tf.data's gap timer, window by window
+FIT_INPUT_SLOWS_AFTER_FIRST_EPOCH = program(
+    """
+    batches = [np.random.rand(64, 32).astype("float32") for _ in range(16)]
+    labels = np.random.randint(0, 4, 64)
+    passes = [0]
+
+
+    def read_batches():
+        slow = passes[0] > 0  # the first pass reads from memory
+        passes[0] += 1
+        for i in range(3000):
+            if slow:
+                time.sleep(0.004)
+            yield batches[i % 16], labels
+
+
+    source = tf.data.Dataset.from_generator(
+        read_batches,
+        output_signature=(tf.TensorSpec((64, 32), tf.float32), tf.TensorSpec((64,), tf.int64)),
+    )
+    model.compile(optimizer="sgd", loss=loss_fn)
+    model.fit(source, epochs=3, steps_per_epoch=3000, verbose=0)
+    """
+)
+
 # the running median of every loss so far, at every step: the Python grows with the run
 PYTHON_GROWS_WITH_THE_RUN = program(
     """
@@ -155,6 +181,11 @@ def input_slows(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def fit_input_slows(tmp_path_factory):
+    return _record(tmp_path_factory, "fit_input_slows", FIT_INPUT_SLOWS_AFTER_FIRST_EPOCH)
+
+
+@pytest.fixture(scope="module")
 def python_grows(tmp_path_factory):
     return _record(tmp_path_factory, "python_grows", PYTHON_GROWS_WITH_THE_RUN)
 
@@ -203,6 +234,18 @@ def test_an_input_pipeline_that_slows_after_its_first_epoch_is_a_drift_caused_by
     assert evidence["at_s"] in [w["start_s"] for w in record["steps"]["timeline"]["windows"]]
     assert "the input pipeline slowed" in drift["title"]
     assert "dataset.cache().prefetch(tf.data.AUTOTUNE)" in drift["fix"]
+
+
+def test_a_keras_fit_whose_input_slows_after_its_first_epoch_names_the_input(fit_input_slows):
+    record, _ = fit_input_slows
+    assert record["steps"]["source"] == "keras-fit"
+    (drift,) = _drifts(record)
+    evidence = drift["evidence"]
+    assert evidence["causes"][0]["kind"] == "input", evidence["causes"]
+    assert evidence["causes"][0]["explains"] >= 0.5
+    assert abs(evidence["from_step"] - 3000) <= 2, evidence["from_step"]  # placed to the step
+    windows = record["timeline"]["windows"]
+    assert sum(1 for w in windows if w.get("fit_gap_s")) >= 10
 
 
 def test_python_work_that_grows_with_the_run_is_a_gradual_drift_in_the_python(python_grows):

@@ -74,6 +74,7 @@ class IteratorState:
         "ref",
         "key",
         "created",
+        "consumer",
         "positions",
         "gaps",
         "seen_at",
@@ -89,6 +90,7 @@ class IteratorState:
 
     def __init__(self, ref: Any, key: int, created: float) -> None:
         self.ref, self.key, self.created = ref, key, created
+        self.consumer = ""  # its pipeline's: "keras-fit", "loop" ...
         self.thread = threading.get_ident()  # the thread that created it
         self.positions: list[Position] = []  # source first, Root last
         self.gaps: tuple[float, ...] = ()

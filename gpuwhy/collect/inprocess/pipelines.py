@@ -74,6 +74,7 @@ from gpuwhy.collect.inprocess.input_wait import with_keras_input_wait, with_loop
 from gpuwhy.collect.inprocess.pipeline_facts import pipeline_facts
 from gpuwhy.collect.inprocess.pipeline_iterators import FIRST_POLL_S, IteratorState, Pipeline
 from gpuwhy.collect.inprocess.steps import StepCollector
+from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.facts import PipelineFacts, TfDataFacts
 from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import elements
@@ -97,6 +98,29 @@ BUDGET_SLACK_S = 0.05  # reads always allowed at the start of a run
 FINAL_SLACK_S = 0.25  # ... and last reads
 MAX_PIPELINES = 64
 MAX_ITERATORS = 2000  # kept per pipeline (Keras makes two per epoch)
+
+
+class _Mean:
+    __slots__ = ("n", "total")
+
+    def __init__(self) -> None:
+        self.total, self.n = 0.0, 0
+
+    def add(self, value: float) -> None:
+        self.total += value
+        self.n += 1
+
+    def value(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    def merge(self, other: _Mean) -> None:
+        self.total += other.total
+        self.n += other.n
+
+    def copy(self) -> _Mean:
+        twin = _Mean()
+        twin.merge(self)
+        return twin
 
 
 class PipelineCollector(Collector):
@@ -130,11 +154,15 @@ class PipelineCollector(Collector):
         self._facts: TfDataFacts | None = None
         self._cpu_start: tuple | None = None
         self._cpu_end: tuple | None = None
+        # Keras fit's consumer time per element over the run, for the timeline: a
+        # fit step is its input wait plus this gap (input_wait.py)
+        self._fit_gaps: TimeWindows[_Mean] = TimeWindows(time.perf_counter(), _Mean)
 
     # -- life cycle ------------------------------------------------------------------
     def start(self, t0: float) -> None:
         self.t0, self.started = t0, True
         self._cpu_start = cpu_snapshot()
+        self._fit_gaps = TimeWindows(t0, _Mean)
 
     def on_tensorflow(self) -> None:
         if self._watching or self._stopped:
@@ -240,6 +268,7 @@ class PipelineCollector(Collector):
             return
         key = id(iterator)
         state = IteratorState(None, key, time.perf_counter())
+        state.consumer = consumer
         state.ref = weakref.ref(iterator, functools.partial(self._forget, key))
         with self._lock:
             if len(pipeline.iterators) >= MAX_ITERATORS:
@@ -347,6 +376,20 @@ class PipelineCollector(Collector):
             state.last_read = end
         with self._lock:
             state.observe(model, end)
+            if state.consumer == "keras-fit" and model.gap_times_s and not final:
+                gaps = model.gap_times_s
+                self._fit_gaps.at(end).add(sum(gaps) / len(gaps))
+
+    def fit_gap_rows(self, t0: float, width: float) -> dict[int, dict]:
+        """Keras fit's mean consumer time per element (tf.data's gap timer: the latest
+        gaps at each read) per timeline window of ``width`` seconds from ``t0``."""
+        with self._lock:
+            self._fit_gaps.coarsen(width)
+            return {
+                max(0, int((start - t0) // width + 1e-9)): {"fit_gap_s": round(mean.value(), 6)}
+                for start, mean in self._fit_gaps.items()
+                if mean.n
+            }
 
     # -- facts ----------------------------------------------------------------------
     def _build(self, t_end: float, cpu_end: tuple | None = None) -> TfDataFacts:

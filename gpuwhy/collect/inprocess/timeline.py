@@ -25,6 +25,7 @@ from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.heap_census import HeapCensus
+from gpuwhy.collect.inprocess.pipelines import PipelineCollector
 from gpuwhy.collect.time_windows import TimeWindows, width_for
 from gpuwhy.facts import (
     EagerFacts,
@@ -152,22 +153,31 @@ class RunTimelineCollector(Collector):
     """Section ``timeline``; polls memory and traces once a second on its own thread."""
 
     section = "timeline"
-    order = 45  # after the steps (10), eager ops (30) and GPU samples (40) it lays out
+    # after the steps (10), eager ops (30), GPU samples (40) and tf.data pipelines (50)
+    # it lays out
+    order = 55
     what = "run timeline"
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> RunTimelineCollector:
         functions = [c for c in made if isinstance(c, FunctionWatcher)]
         activities = [c for c in made if isinstance(c, ActivityCollector)]
-        return cls(functions[0] if functions else None, activities[0] if activities else None)
+        pipelines = [c for c in made if isinstance(c, PipelineCollector)]
+        return cls(
+            functions[0] if functions else None,
+            activities[0] if activities else None,
+            pipelines[0] if pipelines else None,
+        )
 
     def __init__(
         self,
         functions: FunctionWatcher | None = None,
         activities: ActivityCollector | None = None,
+        pipelines: PipelineCollector | None = None,
     ) -> None:
         self.functions = functions
         self.activities = activities  # GC, checkpoint and stall rows
+        self.pipelines = pipelines  # Keras fit's consumer time per element
         self.t0 = time.perf_counter()
         self.census: HeapCensus | None = None
         self._rss: int | None = None
@@ -322,6 +332,9 @@ class RunTimelineCollector(Collector):
                 rows.setdefault(_index(start - self.t0, width), {}).update(cpu.shares(self.cores))
         if self.activities is not None:
             for i, row in self.activities.rows(width).items():
+                rows.setdefault(i, {}).update(row)
+        if self.pipelines is not None:
+            for i, row in self.pipelines.fit_gap_rows(self.t0, width).items():
                 rows.setdefault(i, {}).update(row)
         return rows
 
