@@ -55,59 +55,51 @@ RETRACE_STORM = program(
     """
 )
 
-# the first pass over the data comes from memory, later passes from a slow source
+
+def slow_after_first_pass(batches_per_pass: int) -> str:
+    """``source``: a dataset whose first pass reads from memory, later ones from a slow
+    source (4 ms a batch)."""
+    return f"""
+batches = [np.random.rand(64, 32).astype("float32") for _ in range(16)]
+labels = np.random.randint(0, 4, 64)
+passes = [0]
+
+
+def read_batches():
+    slow = passes[0] > 0  # the first pass reads from memory
+    passes[0] += 1
+    for i in range({batches_per_pass}):
+        if slow:
+            time.sleep(0.004)
+        yield batches[i % 16], labels
+
+
+source = tf.data.Dataset.from_generator(
+    read_batches,
+    output_signature=(tf.TensorSpec((64, 32), tf.float32), tf.TensorSpec((64,), tf.int64)),
+)
+"""
+
+
+# a custom loop over such a dataset, its input wait timed around next()
 INPUT_SLOWS_AFTER_FIRST_EPOCH = program(
-    """
-    batches = [np.random.rand(64, 32).astype("float32") for _ in range(16)]
-    labels = np.random.randint(0, 4, 64)
-    passes = [0]
-
-
-    def read_batches():
-        slow = passes[0] > 0  # the first pass reads from memory
-        passes[0] += 1
-        for i in range(5000):
-            if slow:
-                time.sleep(0.004)
-            yield batches[i % 16], labels
-
-
-    source = tf.data.Dataset.from_generator(
-        read_batches,
-        output_signature=(tf.TensorSpec((64, 32), tf.float32), tf.TensorSpec((64,), tf.int64)),
-    )
-    for epoch in range(3):
-        for xb, yb in source:
-            train_step(xb, yb)
-            if time.perf_counter() - start > 16:
-                break
-    """
+    slow_after_first_pass(5000)
+    + """
+for epoch in range(3):
+    for xb, yb in source:
+        train_step(xb, yb)
+        if time.perf_counter() - start > 16:
+            break
+"""
 )
 
 # the same in Keras fit: its input wait comes from tf.data's gap timer, window by window
 FIT_INPUT_SLOWS_AFTER_FIRST_EPOCH = program(
-    """
-    batches = [np.random.rand(64, 32).astype("float32") for _ in range(16)]
-    labels = np.random.randint(0, 4, 64)
-    passes = [0]
-
-
-    def read_batches():
-        slow = passes[0] > 0  # the first pass reads from memory
-        passes[0] += 1
-        for i in range(3000):
-            if slow:
-                time.sleep(0.004)
-            yield batches[i % 16], labels
-
-
-    source = tf.data.Dataset.from_generator(
-        read_batches,
-        output_signature=(tf.TensorSpec((64, 32), tf.float32), tf.TensorSpec((64,), tf.int64)),
-    )
-    model.compile(optimizer="sgd", loss=loss_fn)
-    model.fit(source, epochs=3, steps_per_epoch=3000, verbose=0)
-    """
+    slow_after_first_pass(3000)
+    + """
+model.compile(optimizer="sgd", loss=loss_fn)
+model.fit(source, epochs=3, steps_per_epoch=3000, verbose=0)
+"""
 )
 
 # the running median of every loss so far, at every step: the Python grows with the run

@@ -56,7 +56,7 @@ def test_the_run_collectors_are_found_in_their_declared_order():
 
 
 def test_a_collector_in_a_nested_module_is_found_and_a_helper_class_is_not(package):
-    extra = package("extra_collectors", {"inner/seen.py": SEEN.format(order=55)})
+    extra = package("extra_collectors", {"inner/seen.py": SEEN.format(order=51)})
     (found,) = discover([extra])
     assert found.__name__ == "Seen" and found.__module__ == "extra_collectors.inner.seen"
     merged = sorted([*COLLECTORS, found], key=lambda kind: kind.order or 0)
