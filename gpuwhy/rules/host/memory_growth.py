@@ -207,6 +207,21 @@ def culprit_fix(grown: GrowingObject) -> str:
     )
 
 
+def _unexplained_is_enough(line: Growth, options: dict[str, Any]) -> bool:
+    """Growth nothing names (no container, no retracing) is reported only over a longer
+    stretch of training and by more: a healthy Keras fit of a few epochs was seen to creep
+    24 MiB in 15 s (its evaluate and predict functions built as it went)."""
+    if line.grown < options["unexplained_min_mib"] * MiB:
+        return False
+    start = max(line.first_bytes, 1)
+    if line.grown >= options["unexplained_large_share"] * start:
+        return True  # half as much again, however short the run
+    return (
+        line.end_s - line.start_s >= options["unexplained_min_s"]
+        and line.grown >= options["unexplained_min_share"] * start
+    )
+
+
 class MemoryGrowth(Rule):
     """The program's memory grows steadily while it trains.
 
@@ -219,8 +234,12 @@ class MemoryGrowth(Rule):
     growing at the same pace per step over the last third of the training (at least
     half its overall pace). TF's own start-up creep (allocator arenas, tf.data buffers,
     autotuning) slows down as the run goes on, and a cache or a shuffle buffer that fills
-    during the first epoch stops: neither is a leak. The finding gives the rate, the
-    memory per training step, and when the host's memory would run out at that rate.
+    during the first epoch stops: neither is a leak. Growth that nothing names (no
+    container found growing by the censuses below, no tf.function retracing all along)
+    must also span `unexplained_min_s` of training and grow by `unexplained_min_mib` and
+    `unexplained_min_share` (or grow by `unexplained_large_share`, however short): over a
+    short run, resident memory alone creeps in healthy programs too. The finding gives the rate, the memory per training step, and when
+    the host's memory would run out at that rate.
 
     ## Why is this slow?
     Memory that grows with every step is something the program keeps: a Python list
@@ -262,6 +281,12 @@ class MemoryGrowth(Rule):
     - `min_rank`: rank correlation of memory with time (0.9).
     - `min_explained_share`: share of the memory's growth a named container's elements
       must account for (their count times the last one's size) to be named (0.2).
+    - `unexplained_min_s`: seconds of training the growth must span when nothing names
+      it (no container, no retracing): resident memory alone creeps in short runs (60).
+    - `unexplained_min_mib`: growth in MiB needed then (64).
+    - `unexplained_min_share`: growth as a share of the starting memory needed then (0.10).
+    - `unexplained_large_share`: growth as a share of the starting memory that is
+      reported however short the stretch (0.5).
     """
 
     id = "host.memory-growth"
@@ -275,6 +300,10 @@ class MemoryGrowth(Rule):
         "min_bytes_per_step": 512,
         "min_rank": 0.9,
         "min_explained_share": 0.2,
+        "unexplained_min_s": 60,
+        "unexplained_min_mib": 64,
+        "unexplained_min_share": 0.10,
+        "unexplained_large_share": 0.5,
     }
     question = "Why does my training's memory keep growing?"
 
@@ -300,6 +329,8 @@ class MemoryGrowth(Rule):
         # traces all along the growth: each one keeps a graph (a retrace storm's memory)
         retracing = line.traces >= 10 and line.traced_windows >= line.windows / 2
         named = culprit(timeline, line, options["min_explained_share"]) if timeline else None
+        if not (named or retracing) and not _unexplained_is_enough(line, options):
+            return []  # resident memory alone, over a short run: Keras and TF creep too
         title = (
             f"The program's memory grows {byte_size(line.bytes_per_s * 60)} a minute while "
             f"it trains ({byte_size(line.first_bytes)} -> {byte_size(line.last_bytes)} "
