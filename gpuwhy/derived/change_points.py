@@ -29,6 +29,7 @@ Pure Python on at most a few hundred windows: O(n^2 log n) for the splits.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -251,9 +252,5 @@ def spearman(values: list[float]) -> float:
 
 
 def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    if not n:
-        return 0.0
-    mid = n // 2
-    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    """statistics.median, 0 for nothing (a segment always has values; slopes may not)."""
+    return statistics.median(values) if values else 0.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -288,11 +289,8 @@ def _conditions(
     b_rows, a_rows = rows_of(before), rows_of(after)
     out = []
 
-    def mean(values: list[float]) -> float | None:
-        return sum(values) / len(values) if values else None
-
-    others_b = mean([r.cpu_others_share for r in b_rows if r.cpu_others_share is not None])
-    others_a = mean([r.cpu_others_share for r in a_rows if r.cpu_others_share is not None])
+    others_b = _mean([r.cpu_others_share for r in b_rows if r.cpu_others_share is not None])
+    others_a = _mean([r.cpu_others_share for r in a_rows if r.cpu_others_share is not None])
     if others_b is not None and others_a is not None and others_a - others_b >= HOST_CPU_CHANGE:
         out.append(
             Cause(
@@ -336,13 +334,10 @@ def _gpu_conditions(index: int, b_rows: list[RunWindow], a_rows: list[RunWindow]
     def gpus(rows: list[RunWindow]) -> list[GpuWindow]:
         return [g for r in rows for g in r.gpus if g.index == index]
 
-    def mean(values: list[float]) -> float | None:
-        return sum(values) / len(values) if values else None
-
     before, after = gpus(b_rows), gpus(a_rows)
     out = []
-    clock_b = mean([g.sm_clock_mhz or 0.0 for g in before if _busy(g, index)])
-    clock_a = mean([g.sm_clock_mhz or 0.0 for g in after if _busy(g, index)])
+    clock_b = _mean([g.sm_clock_mhz or 0.0 for g in before if _busy(g, index)])
+    clock_a = _mean([g.sm_clock_mhz or 0.0 for g in after if _busy(g, index)])
     if clock_b and clock_a and clock_a < (1 - CONDITION_CHANGE) * clock_b:
         reasons = sorted({r for g in after for r in g.throttle_reasons})
         why = f" ({', '.join(r.replace('_', ' ') for r in reasons)})" if reasons else ""
@@ -377,6 +372,10 @@ def _gpu_conditions(index: int, b_rows: list[RunWindow], a_rows: list[RunWindow]
             )
         )
     return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
 
 
 def _busy(gpu, index: int) -> bool:

@@ -81,10 +81,12 @@ class _Peak:
 
 
 class _Sum:
+    """A window's total: a count (traces) or seconds (tracing, tf.function calls)."""
+
     __slots__ = ("value",)
 
     def __init__(self) -> None:
-        self.value = 0.0
+        self.value: float = 0  # stays an int while only ints are added
 
     def merge(self, other: _Sum) -> None:
         self.value += other.value
@@ -123,21 +125,6 @@ class _Cpu:
         process = min(1.0, self.process_s / (self.wall_s * cores))
         others = max(0.0, min(1.0, self.busy / self.total) - process)
         return {"cpu_process_share": round(process, 4), "cpu_others_share": round(others, 4)}
-
-
-class _Count:
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def merge(self, other: _Count) -> None:
-        self.value += other.value
-
-    def copy(self) -> _Count:
-        twin = _Count()
-        twin.value = self.value
-        return twin
 
 
 def resident_bytes() -> int | None:
@@ -183,7 +170,7 @@ class RunTimelineCollector(Collector):
         self._rss: int | None = None
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.device_memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
-        self.traces: TimeWindows[_Count] = TimeWindows(self.t0, _Count)
+        self.traces: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self.calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self._calls_seen = 0.0
@@ -201,7 +188,7 @@ class RunTimelineCollector(Collector):
         self.t0 = t0
         self.memory = TimeWindows(t0, _Peak)
         self.device_memory = TimeWindows(t0, _Peak)
-        self.traces = TimeWindows(t0, _Count)
+        self.traces = TimeWindows(t0, _Sum)
         self.tracing = TimeWindows(t0, _Sum)
         self.calls = TimeWindows(t0, _Sum)
         self.cpu = TimeWindows(t0, _Cpu)
@@ -321,7 +308,7 @@ class RunTimelineCollector(Collector):
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["tf_gpu_memory_max_bytes"] = peak.value
             for start, count in self.traces.items():
-                rows.setdefault(_index(start - self.t0, width), {})["traces"] = count.value
+                rows.setdefault(_index(start - self.t0, width), {})["traces"] = int(count.value)
             for start, total in self.tracing.items():
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["trace_s"] = round(total.value, 6)
