@@ -64,8 +64,9 @@ def test_a_for_loop_over_the_distributed_dataset_is_timed_once_per_read(strategy
     assert str(reads[0][1]).startswith("tests/collect/test_distribute_iterators.py:")
     waits = [end - start for _, _, start, end, done in reads if not done]
     # the loop does nothing else: its reads wait for the pipeline's sleeps (a batch may be
-    # ready early when the loop was descheduled on a loaded host: the total is compared)
-    assert sum(waits) >= 0.6 * len(waits) * SLEEP_S
+    # ready early when the loop was descheduled on a loaded host, or prefetched while an
+    # earlier read waited: seen at 0.041 s and 0.046 s of 0.08: the total is compared)
+    assert sum(waits) >= 0.4 * len(waits) * SLEEP_S
 
 
 def test_next_and_get_next_in_a_loop_are_timed(strategy):
