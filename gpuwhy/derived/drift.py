@@ -233,13 +233,20 @@ def _causes(
     timed_cause("gc", "Python garbage collection", lambda s, r: r.gc_pause_s if r else None)
     timed_cause("checkpoint", "checkpoint writing", lambda s, r: r.checkpoint_s if r else None)
     if _calls_on_both_sides(before, after, rows, width):
-        timed_cause(
-            "python",
-            "Python outside tf.function calls and input waits",
-            lambda s, r: max(0.0, s.step_s - (s.input_wait_s or 0.0) - r.function_call_s)
-            if r
-            else None,
+        # the same input wait as the input cause's: a window whose wait was not measured
+        # (an epoch's first step) says nothing of the Python when waits were measured
+        waits = any(
+            _input_wait(s, rows.get(round(s.start_s / width))) is not None
+            for s in (*before, *after)
         )
+
+        def python(s: StepSpan, r: RunWindow | None) -> float | None:
+            wait = _input_wait(s, r)
+            if r is None or (waits and wait is None):
+                return None
+            return max(0.0, s.step_s - (wait or 0.0) - r.function_call_s)
+
+        timed_cause("python", "Python outside tf.function calls and input waits", python)
     gap = facts.eager.median_gap_us if facts.eager is not None else None
     if gap:
         timed_cause(

@@ -10,25 +10,41 @@ That call runs ``ensure_initialized()`` first, which on a GPU machine creates th
 and reserves their memory. Asking must never do that, so the function answers only when
 the program already initialised TensorFlow's eager context (``context.context_safe()`` and
 its private ``_initialized`` flag, same file), and never imports TensorFlow itself.
+
+It never imports anything either: the timeline polls it from its own thread from the
+program's start, and a thread that imports a TensorFlow module while the program's main
+thread is still importing ``tensorflow`` deadlocks on the two threads' module locks
+(Python then raises ``_DeadlockError`` in one of them, the program's own import when
+unlucky). So it reads modules only once their import has finished (the module's spec
+is no longer ``_initializing``: importlib/_bootstrap.py, ``_load_unlocked``).
 """
 
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 
-__all__ = ["runtime_context", "tf_gpus", "tf_memory_in_use", "tf_peak_memory"]
+__all__ = ["imported", "runtime_context", "tf_gpus", "tf_memory_in_use", "tf_peak_memory"]
 
 
 def runtime_context():
-    """TF's eager context if the program started TF's runtime, else None (no side effect)."""
-    if "tensorflow" not in sys.modules:
+    """TF's eager context if the program started TF's runtime, else None (no side effect,
+    no import: safe from any thread)."""
+    if imported("tensorflow") is None:
         return None
-    try:
-        from tensorflow.python.eager import context
-    except ImportError:
+    context = imported("tensorflow.python.eager.context")
+    if context is None:
         return None
     ctx = context.context_safe()
     return ctx if ctx is not None and getattr(ctx, "_initialized", False) else None
+
+
+def imported(name: str) -> ModuleType | None:
+    """The module ``name`` if its import has finished, else None (never imports it)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def tf_gpus() -> tuple[str, ...]:

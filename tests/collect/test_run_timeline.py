@@ -4,7 +4,8 @@
 import numpy as np
 import pytest
 
-from gpuwhy.collect.inprocess.timeline import laid_out, resident_bytes
+from gpuwhy.collect.inprocess.timeline import _spread, _Sum, laid_out, resident_bytes
+from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.facts import EagerFacts, GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, StepTimeline
 from gpuwhy.facts.gpu_samples import WindowSpread
 
@@ -105,3 +106,17 @@ def test_gpu_windows_carry_the_slowdowns_the_heat_and_the_link_of_their_samples(
     shared, _ = replay("constructed_h100_busy.jsonl")  # a notebook holds 2 GiB beside it
     windows = [w.gpus[0] for w in laid_out(4.0, None, None, shared).windows]
     assert {g.others_memory_max_bytes for g in windows} == {2 * 1024**3}  # read once a second
+
+
+def test_seconds_read_between_two_polls_are_spread_over_the_windows_between_them():
+    # tf.function call seconds are read once a second: put at the poll's moment, a
+    # window's call time would be its neighbour's
+    windows = TimeWindows(10.0, _Sum, capacity=4)
+    _spread(windows, 10.5, 12.5, 2.0)
+    assert [(s, w.value) for s, w in windows.items()] == [(10.0, 0.5), (11.0, 1.0), (12.0, 0.5)]
+    _spread(windows, 12.5, 19.0, 6.5)  # past four windows: they merge to 4 s on the way
+    assert windows.width == 4.0
+    assert [(s, w.value) for s, w in windows.items()] == [(10.0, 3.5), (14.0, 4.0), (18.0, 1.0)]
+    _spread(windows, 19.0, 19.0, 0.25)  # no time between: all at the poll
+    _spread(windows, 8.0, 10.5, 2.5)  # before the start: in the first window
+    assert [(s, w.value) for s, w in windows.items()] == [(10.0, 6.0), (14.0, 4.0), (18.0, 1.25)]

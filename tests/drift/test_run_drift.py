@@ -162,6 +162,17 @@ def _drifts(record):
     return [f for f in record["findings"] if f["id"] == "steps.drift"]
 
 
+def _largest_drift(record):
+    """The program's own slowdown: the largest drift. The CI machine is shared, and a
+    neighbour's load may slow a stretch of the run by 15 % too (a real drift gpuwhy
+    reports with the other processes' CPU share as its condition), never by 4x."""
+    drifts = _drifts(record)
+    assert drifts, [f["id"] for f in record["findings"]]
+    return max(
+        drifts, key=lambda f: f["evidence"]["median_after_ms"] / f["evidence"]["median_before_ms"]
+    )
+
+
 @pytest.fixture(scope="module")
 def retrace_storm(tmp_path_factory):
     return _record(tmp_path_factory, "retrace_storm", RETRACE_STORM)
@@ -194,7 +205,7 @@ def healthy_fit(tmp_path_factory):
 
 def test_a_retrace_storm_mid_run_is_a_drift_caused_by_tracing(retrace_storm):
     record, _ = retrace_storm
-    (drift,) = _drifts(record)
+    drift = _largest_drift(record)
     evidence = drift["evidence"]
     assert evidence["causes"][0]["kind"] == "tracing"
     assert evidence["causes"][0]["explains"] >= 0.25
@@ -214,7 +225,7 @@ def test_an_input_pipeline_that_slows_after_its_first_epoch_is_a_drift_caused_by
     input_slows,
 ):
     record, _ = input_slows
-    (drift,) = _drifts(record)
+    drift = _largest_drift(record)
     evidence = drift["evidence"]
     kinds = [c["kind"] for c in evidence["causes"]]
     assert kinds[0] == "input", kinds
@@ -231,7 +242,7 @@ def test_an_input_pipeline_that_slows_after_its_first_epoch_is_a_drift_caused_by
 def test_a_keras_fit_whose_input_slows_after_its_first_epoch_names_the_input(fit_input_slows):
     record, _ = fit_input_slows
     assert record["steps"]["source"] == "keras-fit"
-    (drift,) = _drifts(record)
+    drift = _largest_drift(record)
     evidence = drift["evidence"]
     assert evidence["causes"][0]["kind"] == "input", evidence["causes"]
     assert evidence["causes"][0]["explains"] >= 0.5
@@ -242,7 +253,7 @@ def test_a_keras_fit_whose_input_slows_after_its_first_epoch_names_the_input(fit
 
 def test_python_work_that_grows_with_the_run_is_a_drift_in_the_python(python_grows):
     record, script = python_grows
-    (drift,) = _drifts(record)
+    drift = _largest_drift(record)
     evidence = drift["evidence"]
     # a slope, or (its curve is concave: fast at first) a step where the line fits worse
     assert evidence["kind"] in ("gradual", "change point")

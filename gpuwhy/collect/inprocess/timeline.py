@@ -12,6 +12,7 @@ cost at the end is O(windows), whatever the run's length.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -223,7 +224,7 @@ class RunTimelineCollector(Collector):
     def poll(self, memory: bool = True, at: float | None = None) -> None:
         t = time.perf_counter() if at is None else at
         with self._lock:
-            self._last_poll = t
+            since, self._last_poll = self._last_poll, t
             rss = resident_bytes() if memory else None
             if rss is not None:
                 self._rss = rss
@@ -241,11 +242,11 @@ class RunTimelineCollector(Collector):
                     self.traces.at(t).value += traces - self._traces_seen
                     self._traces_seen = traces
                 if seconds > self._tracing_seen:
-                    self.tracing.at(t).value += seconds - self._tracing_seen
+                    _spread(self.tracing, since, t, seconds - self._tracing_seen)
                     self._tracing_seen = seconds
                 called = self.functions.call_seconds()
                 if called > self._calls_seen:
-                    self.calls.at(t).value += called - self._calls_seen
+                    _spread(self.calls, since, t, called - self._calls_seen)
                     self._calls_seen = called
 
     def _poll_cpu(self, t: float) -> None:
@@ -324,6 +325,26 @@ class RunTimelineCollector(Collector):
             for i, row in self.pipelines.fit_gap_rows(self.t0, width).items():
                 rows.setdefault(i, {}).update(row)
         return rows
+
+
+def _spread(windows: TimeWindows[_Sum], since: float, until: float, seconds: float) -> None:
+    """Add ``seconds`` spent between two polls evenly over the windows between them.
+
+    The counters are read once a second: put at the poll's moment, a window's call
+    seconds would be its neighbour's, a second late, and a window's step time less its
+    calls would swing by a second's worth either way."""
+    span = until - since
+    if span <= 0:
+        windows.at(until).value += seconds
+        return
+    t = since
+    while t < until:
+        window = windows.at(t)  # may merge pairs: the width is read after it
+        width = windows.width
+        edge = windows.t0 + (math.floor((t - windows.t0) / width) + 1) * width
+        edge = min(until, edge if edge > t else t + width)
+        window.value += seconds * (edge - t) / span
+        t = edge
 
 
 def _index(seconds: float, width: float) -> int:
