@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.rules",),
     ("gpuwhy.verdict",),
     ("gpuwhy.record",),
+    ("gpuwhy.comparison",),
     ("gpuwhy.report",),
     ("gpuwhy.export",),
     ("gpuwhy.optimize",),

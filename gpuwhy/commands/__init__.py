@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpuwhy.commands import audit, check, explain, fix, merge, report, rules, run, watch
+from gpuwhy.commands import audit, check, diff, explain, fix, merge, report, rules, run, watch
 
 
 def command_modules() -> dict[str, ModuleType]:
@@ -24,6 +24,7 @@ def command_modules() -> dict[str, ModuleType]:
         "run": run,
         "watch": watch,
         "merge": merge,
+        "diff": diff,
         "rules": rules,
         "explain": explain,
         "report": report,

@@ -23,9 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuwhy.derived.change_points import Settings, Shift, shifts
+from gpuwhy.derived.step_windows import (
+    span_input_wait,
+    timeline_rows,
+    training_spans,
+)
 from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan
 
-MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
 EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
 CONDITION_CHANGE = 0.10
 # other processes' share of all the host's cores: on a shared host it wanders by 10 points
@@ -76,11 +80,11 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
     steps = facts.steps
     if steps is None or steps.timeline is None:
         return []
-    spans = _judged_spans(steps)
+    spans = training_spans(steps)
     if len(spans) < 2 * (settings or Settings()).min_windows:
         return []
     width = steps.timeline.width_s
-    rows = _rows(facts, width)
+    rows = timeline_rows(facts, width)
     before_window = _steps_before(steps)
     found = []
     for shift in shifts([s.p50_s or 0.0 for s in spans], [s.steps for s in spans], settings):
@@ -139,27 +143,6 @@ def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float
     return round(starts[best_at], 6), best_at * spc
 
 
-def _judged_spans(steps: StepFacts) -> list[StepSpan]:
-    """The main loop's windows after its warm-up with enough steps to have a median."""
-    assert steps.timeline is not None
-    begin, end = 0.0, float("inf")
-    if steps.loops:
-        main = steps.loops[0]
-        begin = main.first_s
-        if main.last_s is not None:
-            end = main.last_s
-    if steps.warmup and steps.warmup < len(steps.starts):
-        begin = max(begin, steps.starts[steps.warmup])
-    return [
-        s
-        for s in steps.timeline.windows
-        if s.start_s >= begin - 1e-9
-        and s.start_s <= end
-        and s.steps >= MIN_WINDOW_STEPS
-        and s.p50_s
-    ]
-
-
 def _steps_before(steps: StepFacts) -> dict[int, int]:
     """Window index -> the run's steps that started before that window."""
     assert steps.timeline is not None
@@ -169,13 +152,6 @@ def _steps_before(steps: StepFacts) -> dict[int, int]:
         out[round(span.start_s / width)] = total
         total += span.steps
     return out
-
-
-def _rows(facts: Facts, width: float) -> dict[int, RunWindow]:
-    timeline = facts.timeline
-    if timeline is None or abs(timeline.width_s - width) > 1e-9:
-        return {}
-    return {round(w.start_s / width): w for w in timeline.windows}
 
 
 def _band(spans: Sequence[StepSpan]) -> tuple[float, float]:
@@ -228,7 +204,7 @@ def _causes(
             text = f"{words} per step {_ms(b)} -> {_ms(a)}"
             timed.append(Cause(kind, text, round(b, 6), round(a, 6), round(min(share, 1.0), 3)))
 
-    timed_cause("input", "input wait", _input_wait)
+    timed_cause("input", "input wait", span_input_wait)
     timed_cause("tracing", "tf.function tracing", lambda s, r: r.trace_s if r else None)
     timed_cause("gc", "Python garbage collection", lambda s, r: r.gc_pause_s if r else None)
     timed_cause("checkpoint", "checkpoint writing", lambda s, r: r.checkpoint_s if r else None)
@@ -236,12 +212,12 @@ def _causes(
         # the same input wait as the input cause's: a window whose wait was not measured
         # (an epoch's first step) says nothing of the Python when waits were measured
         waits = any(
-            _input_wait(s, rows.get(round(s.start_s / width))) is not None
+            span_input_wait(s, rows.get(round(s.start_s / width))) is not None
             for s in (*before, *after)
         )
 
         def python(s: StepSpan, r: RunWindow | None) -> float | None:
-            wait = _input_wait(s, r)
+            wait = span_input_wait(s, r)
             if r is None or (waits and wait is None):
                 return None
             return max(0.0, s.step_s - (wait or 0.0) - r.function_call_s)
@@ -258,17 +234,6 @@ def _causes(
         )
     timed.sort(key=lambda c: -(c.explains or 0))
     return timed + _conditions(before, after, rows, width)
-
-
-def _input_wait(span: StepSpan, row: RunWindow | None) -> float | None:
-    """A window's input wait: measured around next() in a loop; for Keras fit, its steps'
-    time less tf.data's consumer time per element then (input_wait.py: step = wait +
-    gap)."""
-    if span.input_wait_s is not None:
-        return span.input_wait_s
-    if row is not None and row.fit_gap_s is not None:
-        return max(0.0, span.step_s - span.steps * row.fit_gap_s)
-    return None
 
 
 def _calls_on_both_sides(

@@ -1,0 +1,123 @@
+"""``gpuwhy diff BEFORE.json AFTER.json``: did the change make it faster? The comparison
+is gpuwhy/comparison/'s; this is the command around it: its options, its outputs (never
+over either record), and the CI gate (``--fail-on``), which decides the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpuwhy import own_stderr
+from gpuwhy.commands.output_paths import Output, write_or_divert
+from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, plan_outputs
+from gpuwhy.comparison import Comparison, compare
+from gpuwhy.comparison.gate import (
+    Condition,
+    GateError,
+    crossed_by_comparison,
+    crossed_by_findings,
+    parse,
+    read_file,
+)
+from gpuwhy.modes.diff import read
+from gpuwhy.record import Record, RecordError
+from gpuwhy.report.diff_json import comparison_json
+from gpuwhy.report.diff_terminal import render_comparison
+
+HELP = "did it get faster? compare two records (run, watch, merge), with a CI gate"
+FORMATS = ("terminal", "json")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Compares two records written with --json: the step time with its 95%% interval "
+        "from both runs' spread (no measurable difference is a verdict too), where the "
+        "time went part by part, the findings that appeared, disappeared or changed "
+        "severity, and what else differed (versions, GPU, batch, precision, XLA). Exit "
+        "status 1 when a --fail-on condition is crossed, 0 otherwise."
+    )
+    parser.add_argument("before", metavar="BEFORE.json")
+    parser.add_argument("after", metavar="AFTER.json")
+    gate_options(parser, findings_only=False)
+    parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    parser.add_argument(
+        "-f", "--format", choices=FORMATS, default="terminal", help="terminal (default) or json"
+    )
+    parser.add_argument("-o", "--output", metavar="PATH", help="write the report to PATH")
+
+
+def gate_options(parser: argparse.ArgumentParser, findings_only: bool) -> None:
+    """--fail-on and --fail-on-file, for ``diff`` (all conditions) and ``run`` (findings)."""
+    if findings_only:
+        help_text = (
+            "exit 1 when the run has a finding of SEVERITY or worse (high, medium, low, info)"
+        )
+    else:
+        help_text = (
+            "exit 1 when CONDITION holds: step:+5%% (slower by 5%% or more, called), "
+            "gpu-busy:-10 (10 points less busy), new:medium (a new or worse finding of "
+            "medium or higher), medium (any finding of AFTER); repeatable"
+        )
+    parser.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="SEVERITY" if findings_only else "CONDITION",
+        help=help_text,
+    )
+    parser.add_argument(
+        "--fail-on-file",
+        metavar="PATH",
+        help="conditions for --fail-on, one per line (# comments)",
+    )
+
+
+def conditions(args: argparse.Namespace, findings_only: bool) -> list[Condition]:
+    """The gate's conditions, read before anything runs: a bad one is a usage error."""
+    try:
+        out = [parse(text, findings_only) for text in args.fail_on]
+        if args.fail_on_file:
+            out += read_file(args.fail_on_file, findings_only)
+    except GateError as e:
+        raise UsageError(str(e)) from None
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    gate = conditions(args, findings_only=False)
+    outputs = plan_outputs(args, inputs=[args.before, args.after])
+    try:
+        (before, before_name), (after, after_name) = read(args.before), read(args.after)
+    except RecordError as e:
+        raise UsageError(str(e)) from None
+    comparison = compare(before, after, names=(before_name, after_name))
+    if "--json" in outputs:
+        _write(outputs["--json"], comparison_json(comparison))
+    color = "-o" not in outputs and sys.stdout.isatty()
+    text = (
+        comparison_json(comparison)
+        if args.format == "json"
+        else render_comparison(comparison, color=color)
+    )
+    if "-o" in outputs:
+        _write(outputs["-o"], text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return _gate(gate, comparison, after)
+
+
+def _gate(gate: list[Condition], comparison: Comparison, after: Record) -> int:
+    crossed = crossed_by_comparison(gate, comparison) + crossed_by_findings(gate, after.findings)
+    for line in crossed:
+        own_stderr.say(f"gpuwhy: gate: {line}")
+    return EXIT_PROBLEM if crossed else EXIT_OK
+
+
+def _write(output: Output, text: str) -> None:
+    write_or_divert(output, lambda path: _write_text(path, text), own_stderr.say)
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -1,0 +1,159 @@
+"""``gpuwhy diff BEFORE AFTER``: did the change make it faster? Two records compared.
+
+The flow mirrors a run's: the records' facts -> resampling units (units.py) -> changes
+with their intervals (changes.py, bootstrap.py), the findings and the environment that
+changed (findings.py, environment.py) -> :class:`Comparison` (model.py) -> the verdict.
+Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.comparison.changes import busy_change, part_changes, step_change
+from gpuwhy.comparison.environment import environment_changes
+from gpuwhy.comparison.findings import finding_changes
+from gpuwhy.comparison.model import (
+    AlignedWindow,
+    Change,
+    Comparison,
+    EnvironmentChange,
+    FindingChange,
+    PartChange,
+    RunSide,
+)
+from gpuwhy.comparison.units import RunUnits, run_units
+from gpuwhy.formatting import duration
+from gpuwhy.record import Record
+
+BY_FACTOR = 1.25  # changes this large are said as a factor ("1.31x faster"), smaller in %
+
+
+def compare(
+    before: Record, after: Record, names: tuple[str, str] = ("BEFORE", "AFTER")
+) -> Comparison:
+    """Everything that differs between two records, each difference with its interval."""
+    units_b, units_a = run_units(before.facts), run_units(after.facts)
+    step = step_change(units_b, units_a)
+    busy = busy_change(units_b, units_a)
+    parts, notes = part_changes(units_b, units_a, before.facts, after.facts)
+    notes = (*_why_not_compared(units_b, units_a, step, busy), *notes)
+    environment = environment_changes(before.facts, after.facts)
+    return Comparison(
+        verdict=verdict(step, busy, parts, environment),
+        before=_side(names[0], before, units_b),
+        after=_side(names[1], after, units_a),
+        step_time=step,
+        gpu_busy=busy,
+        parts=parts,
+        findings=finding_changes(before.findings, after.findings),
+        environment=environment,
+        notes=notes,
+        timeline_before=units_b.aligned,
+        timeline_after=units_a.aligned,
+    )
+
+
+def verdict(
+    step: Change | None,
+    busy: Change | None,
+    parts: tuple[PartChange, ...],
+    environment: tuple[EnvironmentChange, ...],
+) -> str:
+    """The first line: faster, slower or no measurable difference, by how much with its
+    interval, and the part that moved most."""
+    if step is None:
+        if busy is None:
+            return "Nothing to compare: neither training steps nor GPU samples in both records."
+        return _busy_verdict(busy)
+    b, a = duration(step.before), duration(step.after)
+    interval = _ratio_interval(step)
+    if step.called == "same":
+        text = (
+            f"No measurable difference in step time: {b} and {a} a step "
+            f"(AFTER/BEFORE {step.estimate:.3f}, {step.low:.3f}-{step.high:.3f}, 95%); "
+            f"these runs cannot show a change under {step.detectable:.0%}"
+        )
+    else:
+        text = f"AFTER is {interval}: {b} -> {a} a step"
+        moved = _largest_part(parts, step)
+        if moved is not None:
+            text += f"; {moved}"
+    if environment:
+        text += f" (also changed: {', '.join(e.what for e in environment[:3])})"
+    return text + "."
+
+
+def _ratio_interval(step: Change) -> str:
+    """ "1.31x faster per step (1.24-1.38x, 95%)" or "12% slower per step (+8% to +16%, 95%)"."""
+    if step.estimate <= 1 / BY_FACTOR:
+        return (
+            f"{1 / step.estimate:.2f}x faster per step "
+            f"({1 / step.high:.2f}-{1 / step.low:.2f}x, 95%)"
+        )
+    if step.estimate >= BY_FACTOR:
+        return f"{step.estimate:.2f}x slower per step ({step.low:.2f}-{step.high:.2f}x, 95%)"
+    word = "slower" if step.estimate > 1 else "faster"
+    return (
+        f"{abs(step.estimate - 1):.1%} {word} per step "
+        f"({step.low - 1:+.1%} to {step.high - 1:+.1%}, 95%)"
+    )
+
+
+def _largest_part(parts: tuple[PartChange, ...], step: Change) -> str | None:
+    """The part that moved most in the step's direction, where it was called."""
+    direction = 1 if step.called == "slower" else -1
+    moved = [p for p in parts if p.called and p.delta_s * direction > 0]
+    if not moved:
+        return None
+    best = max(moved, key=lambda p: abs(p.delta_s))
+    share = f" ({best.share:.0%} of the change)" if best.share is not None else ""
+    return f"{best.label} {duration(best.before_s)} -> {duration(best.after_s)}{share}"
+
+
+def _busy_verdict(busy: Change) -> str:
+    span = f"{busy.before:.0%} -> {busy.after:.0%}"
+    interval = f"{busy.low * 100:+.0f} to {busy.high * 100:+.0f} points, 95%"
+    if busy.called == "same":
+        return f"No measurable difference in GPU busy: {span} ({interval})."
+    return f"The GPUs are busy {busy.called} in AFTER: {span} ({interval})."
+
+
+def _why_not_compared(
+    before: RunUnits, after: RunUnits, step: Change | None, busy: Change | None
+) -> tuple[str, ...]:
+    notes = []
+    if step is None:
+        for name, units in (("BEFORE", before), ("AFTER", after)):
+            if not units.steps:
+                notes.append(
+                    f"{name} has fewer than 30 training steps after warm-up (or none): "
+                    "no step time to compare"
+                )
+    if busy is None and (before.gpu_busy or after.gpu_busy):
+        notes.append("GPU busy: sampled in only one record (or fewer than 3 windows)")
+    return tuple(notes)
+
+
+def _side(name: str, record: Record, units: RunUnits) -> RunSide:
+    return RunSide(
+        path=name,
+        command=record.command,
+        created=record.created,
+        verdict=record.verdict,
+        steps=units.step_count,
+        units=len(units.steps),
+        basis=units.basis,
+        seconds=round(units.seconds, 3),
+    )
+
+
+__all__ = [
+    "AlignedWindow",
+    "Change",
+    "Comparison",
+    "EnvironmentChange",
+    "FindingChange",
+    "PartChange",
+    "RunSide",
+    "compare",
+    "verdict",
+]

@@ -1,0 +1,156 @@
+"""Step time, its parts and the GPUs' busy share of two runs, each with its 95 % interval
+from the two runs' own spread (gpuwhy/comparison/bootstrap.py), and whether the change is
+called.
+
+A change is called when its interval leaves no-change out *and* it is at least
+``MIN_STEP_CHANGE`` (step time) or ``MIN_BUSY_CHANGE`` (GPU busy): between two runs of one
+unchanged program the machine's mood moves the step time by a percent or two, a shift
+that each run's own spread does not see (benchmarks/bench_diff.py measures both rates).
+"""
+
+from __future__ import annotations
+
+from gpuwhy.comparison.bootstrap import SEED, Sums, interval, resampled_sums
+from gpuwhy.comparison.model import Change, PartChange
+from gpuwhy.comparison.units import PART_LABELS, PARTS, RunUnits
+from gpuwhy.facts import Facts
+
+MIN_STEP_CHANGE = 0.02  # relative: smaller step-time changes are never called
+MIN_BUSY_CHANGE = 0.02  # GPU busy share, in points of 1
+MIN_PART_CHANGE = 0.02  # a part's change called only at this share of the step time
+
+
+def step_change(before: RunUnits, after: RunUnits) -> Change | None:
+    """AFTER's mean time per step over BEFORE's, with its interval."""
+    if not before.steps or not after.steps:
+        return None
+    b = resampled_sums(before.steps, seed=SEED)
+    a = resampled_sums(after.steps, seed=SEED + 1)
+    ratios = [_per(x, 1) / _per(y, 1) for x, y in zip(a, b) if x[0] and y[0] and y[1]]
+    low, high = interval(ratios)
+    mean_b = before.seconds / before.step_count
+    mean_a = after.seconds / after.step_count
+    estimate = mean_a / mean_b
+    if low > 1.0 and estimate >= 1.0 + MIN_STEP_CHANGE:
+        called = "slower"
+    elif high < 1.0 and estimate <= 1.0 - MIN_STEP_CHANGE:
+        called = "faster"
+    else:
+        called = "same"
+    return Change(
+        measure="step_time",
+        before=round(mean_b, 9),
+        after=round(mean_a, 9),
+        estimate=round(estimate, 5),
+        low=round(low, 5),
+        high=round(high, 5),
+        called=called,
+        detectable=round(max(MIN_STEP_CHANGE, (high - low) / 2), 5),
+        median_before=None if before.median_s is None else round(before.median_s, 9),
+        median_after=None if after.median_s is None else round(after.median_s, 9),
+    )
+
+
+def busy_change(before: RunUnits, after: RunUnits) -> Change | None:
+    """The GPUs' busy share (NVML utilisation, mean of the GPUs) AFTER less BEFORE, in
+    points, over the training windows (the whole record for ``gpuwhy watch``)."""
+    if len(before.gpu_busy) < 3 or len(after.gpu_busy) < 3:
+        return None
+    b = resampled_sums(before.gpu_busy, seed=SEED + 2)
+    a = resampled_sums(after.gpu_busy, seed=SEED + 3)
+    low, high = interval([_per(x, 1) - _per(y, 1) for x, y in zip(a, b)])
+    mean_b = sum(v for _, v in before.gpu_busy) / len(before.gpu_busy)
+    mean_a = sum(v for _, v in after.gpu_busy) / len(after.gpu_busy)
+    estimate = mean_a - mean_b
+    if low > 0 and estimate >= MIN_BUSY_CHANGE:
+        called = "higher"
+    elif high < 0 and estimate <= -MIN_BUSY_CHANGE:
+        called = "lower"
+    else:
+        called = "same"
+    return Change(
+        measure="gpu_busy",
+        before=round(mean_b, 4),
+        after=round(mean_a, 4),
+        estimate=round(estimate, 4),
+        low=round(low, 4),
+        high=round(high, 4),
+        called=called,
+        detectable=round(max(MIN_BUSY_CHANGE, (high - low) / 2), 4),
+    )
+
+
+def part_changes(
+    before: RunUnits, after: RunUnits, before_facts: Facts, after_facts: Facts
+) -> tuple[tuple[PartChange, ...], tuple[str, ...]]:
+    """Each part of the step measured in both runs, per step, with its interval and its
+    share of the step-time change; and what could not be split, and why."""
+    notes = []
+    common = [p for p in PARTS if p in before.parts_measured and p in after.parts_measured]
+    for part in PARTS:
+        one = [n for n, u in (("BEFORE", before), ("AFTER", after)) if part in u.parts_measured]
+        if len(one) == 1:
+            notes.append(f"{PART_LABELS[part]}: measured in {one[0]} only, not compared")
+    out = []
+    if common and before.part_units and after.part_units:
+        b = resampled_sums(before.part_units, seed=SEED + 4)
+        a = resampled_sums(after.part_units, seed=SEED + 5)
+        step_b = _total_per(before.part_units, 1)
+        step_a = _total_per(after.part_units, 1)
+        delta_step = step_a - step_b
+        for part in common:
+            k = 2 + PARTS.index(part)
+            per_b, per_a = _total_per(before.part_units, k), _total_per(after.part_units, k)
+            low, high = interval([_per(x, k) - _per(y, k) for x, y in zip(a, b)])
+            delta = per_a - per_b
+            big = abs(delta) >= MIN_PART_CHANGE * max(step_b, step_a)
+            out.append(
+                PartChange(
+                    part=part,
+                    label=PART_LABELS[part],
+                    before_s=round(per_b, 9),
+                    after_s=round(per_a, 9),
+                    delta_s=round(delta, 9),
+                    low_s=round(low, 9),
+                    high_s=round(high, 9),
+                    share=round(delta / delta_step, 3) if abs(delta_step) > 0 else None,
+                    called=big and (low > 0 or high < 0),
+                    measured_by=after.parts_measured[part],
+                )
+            )
+    collectives = _collectives(before_facts, after_facts)
+    if collectives is not None:
+        out.append(collectives)
+    return tuple(out), tuple(notes)
+
+
+def _collectives(before: Facts, after: Facts) -> PartChange | None:
+    """Seconds per step inside collective ops, as each record measured them once for the
+    run (no windows: no interval)."""
+    b = before.distribute.collective_step_s if before.distribute else None
+    a = after.distribute.collective_step_s if after.distribute else None
+    if b is None or a is None:
+        return None
+    return PartChange(
+        part="collectives",
+        label=PART_LABELS["collectives"],
+        before_s=round(b, 9),
+        after_s=round(a, 9),
+        delta_s=round(a - b, 9),
+        low_s=None,
+        high_s=None,
+        share=None,
+        called=False,
+        measured_by=(after.distribute.collective_measured_by if after.distribute else None)
+        or "measured",
+    )
+
+
+def _per(sums: Sums, k: int) -> float:
+    """Column ``k`` of a replicate per step (column 0 counts the steps)."""
+    return sums[k] / sums[0] if sums[0] else 0.0
+
+
+def _total_per(units: list[tuple[float, ...]], k: int) -> float:
+    steps = sum(u[0] for u in units)
+    return sum(u[k] for u in units) / steps if steps else 0.0

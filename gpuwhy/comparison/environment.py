@@ -1,0 +1,106 @@
+"""What the two runs did not share: the versions, the GPU and its driver, the batch,
+the precision policy, XLA, the host. A step time that moved with one of these moved for
+that reason as much as for the code: the diff says so beside its verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpuwhy.comparison.model import EnvironmentChange
+from gpuwhy.derived.pipeline import steps_pipeline
+from gpuwhy.facts import Facts
+
+
+def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange, ...]:
+    out = []
+    for what, read in READERS:
+        b, a = _safe(read, before), _safe(read, after)
+        if b != a and (b is not None or a is not None):
+            out.append(EnvironmentChange(what=what, before=b, after=a))
+    return tuple(out)
+
+
+def _safe(read: Callable[[Facts], str | None], facts: Facts) -> str | None:
+    try:
+        return read(facts)
+    except (AttributeError, IndexError, TypeError):  # a section this record lacks
+        return None
+
+
+def _tensorflow(f: Facts) -> str | None:
+    if f.program is not None and f.program.tensorflow_version:
+        return f.program.tensorflow_version
+    tf = f.environment.tensorflow if f.environment else None
+    return tf.version if tf else None
+
+
+def _build(key: str) -> Callable[[Facts], str | None]:
+    def read(f: Facts) -> str | None:
+        tf = f.environment.tensorflow if f.environment else None
+        value = tf.build.get(key) if tf else None
+        return None if value is None else str(value)
+
+    return read
+
+
+def _gpus(f: Facts) -> str | None:
+    if not f.devices:
+        return None
+    names: dict[str, int] = {}
+    for d in f.devices:
+        names[d.name] = names.get(d.name, 0) + 1
+    return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in names.items())
+
+
+def _batch(f: Facts) -> str | None:
+    pipeline = steps_pipeline(f.tfdata, f.steps)
+    if pipeline is None:
+        return None
+    batches = [s for s in pipeline.stages if s.kind == "batch" or "batch" in s.written_as]
+    if not batches or batches[-1].ratio <= 1:
+        return None
+    return str(round(batches[-1].ratio))
+
+
+def _xla(f: Facts) -> str | None:
+    compiled = [fn.name for fn in (f.tracing.functions if f.tracing else ()) if fn.jit_compile]
+    if compiled:
+        return "jit_compile on " + ", ".join(sorted(set(compiled))[:3])
+    if f.program is not None and f.program.keras_auto_jit is not None:
+        return "Keras auto (XLA)" if f.program.keras_auto_jit else "off"
+    return None
+
+
+def _attr(*path: str) -> Callable[[Facts], str | None]:
+    """A reader of ``facts.<path>`` as text (None where a section on the way is missing)."""
+
+    def read(f: Facts) -> str | None:
+        value: object = f
+        for name in path:
+            value = getattr(value, name, None)
+            if value is None:
+                return None
+        if isinstance(value, tuple):
+            return ", ".join(map(str, value)) or None
+        return str(value)
+
+    return read
+
+
+READERS: tuple[tuple[str, Callable[[Facts], str | None]], ...] = (
+    ("TensorFlow", _tensorflow),
+    ("Keras", _attr("program", "keras_version")),
+    ("CUDA (TF's build)", _build("cuda_version")),
+    ("cuDNN (TF's build)", _build("cudnn_version")),
+    ("NVIDIA driver", _attr("environment", "driver", "driver_version")),
+    ("GPU", _gpus),
+    ("GPUs TensorFlow used", _attr("program", "gpus_seen_by_tf")),
+    ("Python", _attr("environment", "python_version")),
+    ("host CPU cores", _attr("environment", "cpu_count")),
+    ("batch size", _batch),
+    ("steps per execution", _attr("steps", "steps_per_call")),
+    ("what marked the steps", _attr("steps", "source")),
+    ("mixed precision policy", _attr("placement", "mixed_precision_policy")),
+    ("XLA", _xla),
+    ("tf.distribute strategy", _attr("distribute", "strategy")),
+)

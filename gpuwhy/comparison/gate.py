@@ -1,0 +1,130 @@
+"""The CI gate: ``--fail-on`` conditions, and which of them a comparison or a record
+crosses. Each crossing is one line that says which condition and by how much, so that a
+red CI job says why without opening a report.
+
+Conditions (``gpuwhy diff`` takes all of them, ``gpuwhy run`` the finding ones):
+
+- ``step:+5%``: the step time is called slower (its 95 % interval leaves no change out)
+  and by at least 5 %;
+- ``gpu-busy:-10``: the GPUs' busy share is called lower, by at least 10 points;
+- ``new:medium``: a finding new in AFTER (or worse than in BEFORE) at medium or higher;
+- ``medium`` (or ``finding:medium``): any finding of AFTER (of the run) at medium or
+  higher.
+
+A file of conditions (``--fail-on-file``) holds one per line; ``#`` starts a comment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuwhy.comparison.model import Comparison
+from gpuwhy.finding import SEVERITIES, SEVERITY_RANK, Finding
+
+
+class GateError(ValueError):
+    """A condition that cannot be read; its message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    kind: str  # step | gpu-busy | new | finding
+    text: str  # as written
+    amount: float = 0.0  # step: relative (0.05); gpu-busy: points of 1 (0.10)
+    severity: str = "medium"  # new, finding: the lowest severity that fails
+
+
+_STEP = re.compile(r"^step:\+?(\d+(?:\.\d+)?)%$")
+_BUSY = re.compile(r"^gpu-busy:-(\d+(?:\.\d+)?)$")
+
+
+def parse(text: str, findings_only: bool = False) -> Condition:
+    """One condition as written on the command line."""
+    written = text.strip()
+    lowered = written.lower()
+    kind, _, severity = lowered.partition(":")
+    if lowered in SEVERITIES:
+        return Condition("finding", written, severity=lowered)
+    if kind in ("finding", "new") and severity in SEVERITIES:
+        if kind == "new" and findings_only:
+            raise GateError(
+                f"--fail-on {written!r}: a single run has no new findings; use {severity!r}"
+            )
+        return Condition(kind, written, severity=severity)
+    if not findings_only:
+        step = _STEP.match(lowered)
+        if step:
+            return Condition("step", written, amount=float(step.group(1)) / 100)
+        busy = _BUSY.match(lowered)
+        if busy:
+            return Condition("gpu-busy", written, amount=float(busy.group(1)) / 100)
+    choices = ", ".join(SEVERITIES)
+    if findings_only:
+        raise GateError(f"--fail-on {written!r}: expected a severity ({choices})")
+    raise GateError(
+        f"--fail-on {written!r}: expected step:+N%, gpu-busy:-N, new:SEVERITY or SEVERITY "
+        f"({choices})"
+    )
+
+
+def read_file(path: str, findings_only: bool = False) -> list[Condition]:
+    """The conditions of a gate file, one per line (``#`` comments, blank lines)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise GateError(f"cannot read {path}: {e.strerror or e}") from None
+    conditions = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            conditions.append(parse(line, findings_only))
+        except GateError as e:
+            raise GateError(f"{path}:{number}: {e}") from None
+    return conditions
+
+
+def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -> list[str]:
+    """One line per condition the comparison crosses."""
+    out = []
+    for c in conditions:
+        if c.kind == "step" and comparison.step_time is not None:
+            step = comparison.step_time
+            if step.called == "slower" and step.estimate - 1 >= c.amount - 1e-12:
+                out.append(
+                    f"{c.text}: the step time is {step.estimate - 1:.1%} slower "
+                    f"({step.low - 1:+.1%} to {step.high - 1:+.1%}, 95%)"
+                )
+        elif c.kind == "gpu-busy" and comparison.gpu_busy is not None:
+            busy = comparison.gpu_busy
+            if busy.called == "lower" and -busy.estimate >= c.amount - 1e-12:
+                out.append(
+                    f"{c.text}: the GPUs are busy {-busy.estimate * 100:.0f} points less "
+                    f"({busy.before:.0%} -> {busy.after:.0%})"
+                )
+        elif c.kind == "new":
+            for f in comparison.findings:
+                if f.change in ("new", "worse") and _at_least(f.severity_after, c.severity):
+                    where = f" at {f.location}" if f.location else ""
+                    out.append(f"{c.text}: {f.change} {f.severity_after} {f.id}{where}: {f.title}")
+    return out
+
+
+def crossed_by_findings(conditions: list[Condition], findings: list[Finding]) -> list[str]:
+    """One line per finding-severity condition a record's findings cross."""
+    out = []
+    for c in conditions:
+        if c.kind != "finding":
+            continue
+        for f in findings:
+            if _at_least(f.severity, c.severity):
+                where = f" at {f.location}" if f.location else ""
+                out.append(f"{c.text}: {f.severity} {f.id}{where}: {f.title}")
+    return out
+
+
+def _at_least(severity: str | None, threshold: str) -> bool:
+    return severity is not None and SEVERITY_RANK[severity] <= SEVERITY_RANK[threshold]

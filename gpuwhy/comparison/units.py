@@ -1,0 +1,209 @@
+"""What of a record is compared, in units that can be resampled: its training steps after
+warm-up (the main loop's), in blocks of consecutive steps where the record kept every
+step one by one, else in its timeline windows; each window split the way the record
+splits a step; and its GPUs' busy share per window.
+
+A step is split into parts that add up to it, each measured, never guessed:
+
+- ``input``: waiting for the next batch (next() timing in a Python loop; for Keras fit
+  the step less tf.data's consumer time per element, which is inside the train function);
+- ``tracing``: tf.function traces (and so graph builds and XLA compiles) begun in it;
+- ``traced_step``: inside the outermost tf.function calls, less their tracing (and, for
+  fit, less its input wait);
+- ``eager``: eager ops, their count per step times their median issue gap (estimated:
+  the counter samples steps);
+- ``python``: the rest, Python between the calls (the loop, logging, metrics).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from gpuwhy.comparison.model import AlignedWindow
+from gpuwhy.derived.step_windows import span_input_wait, timeline_rows, training_spans
+from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
+
+BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
+MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
+PARTS = ("input", "tracing", "traced_step", "eager", "python")
+PART_LABELS = {
+    "input": "waiting for input",
+    "tracing": "tracing and compiling tf.functions",
+    "traced_step": "inside the traced step (tf.function calls)",
+    "eager": "issuing eager ops (estimated from their count)",
+    "python": "Python outside the calls (the loop itself)",
+    "collectives": "inside collective ops (all-reduce)",
+}
+
+
+@dataclass(frozen=True)
+class RunUnits:
+    """One record's figures in resampling units."""
+
+    steps: list[tuple[float, float]] = field(default_factory=list)  # (steps, seconds)
+    basis: str | None = None  # how they were cut, for people
+    step_count: int = 0
+    seconds: float = 0.0
+    median_s: float | None = None
+    # per training window: (steps, step seconds, then one sum per part in PARTS);
+    # None where that part was not measured in that run
+    part_units: list[tuple[float, ...]] = field(default_factory=list)
+    parts_measured: dict[str, str] = field(default_factory=dict)  # part -> how
+    gpu_busy: list[tuple[float, float]] = field(default_factory=list)  # (1, share)
+    aligned: tuple[AlignedWindow, ...] = ()
+
+
+def run_units(facts: Facts) -> RunUnits:
+    steps = facts.steps
+    busy = _gpu_busy(facts, steps)
+    if steps is None or steps.timeline is None:
+        return RunUnits(gpu_busy=busy)
+    spans = training_spans(steps)
+    width = steps.timeline.width_s
+    rows = timeline_rows(facts, width)
+    kept = _kept_training_steps(steps)
+    if kept is not None and len(kept) >= MIN_STEPS:
+        size = max(1, math.ceil(len(kept) / BLOCKS))
+        units = [
+            (float(len(kept[i : i + size])), sum(kept[i : i + size]))
+            for i in range(0, len(kept), size)
+        ]
+        basis = f"every step after warm-up, in blocks of {size} consecutive steps"
+        median: float | None = statistics.median(kept)
+    else:
+        units = [(float(s.steps), s.step_s) for s in spans]
+        basis = f"{len(units)} windows of {width:g} s"
+        median = _weighted_median(spans)
+    count = int(sum(u[0] for u in units))
+    if count < MIN_STEPS:
+        return RunUnits(gpu_busy=busy, aligned=_aligned(spans, rows, width))
+    part_units, measured = _parts(facts, steps, spans, rows, width)
+    return RunUnits(
+        steps=units,
+        basis=basis,
+        step_count=count,
+        seconds=sum(u[1] for u in units),
+        median_s=median,
+        part_units=part_units,
+        parts_measured=measured,
+        gpu_busy=busy,
+        aligned=_aligned(spans, rows, width),
+    )
+
+
+def _kept_training_steps(steps: StepFacts) -> list[float] | None:
+    """Per-step seconds of the main loop after warm-up, where the record kept every one
+    (None: it kept only the first, and the windows speak for the rest)."""
+    if not steps.all_kept or not steps.durations:
+        return None
+    spc = max(1, steps.steps_per_call)
+    begin, end = 0.0, math.inf
+    if steps.loops:
+        begin = steps.loops[0].first_s
+        if steps.loops[0].last_s is not None:
+            end = steps.loops[0].last_s
+    out = []
+    for i, (start, seconds) in enumerate(zip(steps.starts, steps.durations)):
+        if i >= steps.warmup and begin - 1e-9 <= start <= end + 1e-9:
+            out.extend([seconds / spc] * spc) if spc > 1 else out.append(seconds)
+    return out
+
+
+def _weighted_median(spans: list[StepSpan]) -> float | None:
+    """The median step of windows' medians, each weighted by its steps."""
+    pairs = sorted((s.p50_s, s.steps) for s in spans if s.p50_s)
+    total = sum(n for _, n in pairs)
+    seen = 0
+    for value, n in pairs:
+        seen += n
+        if seen * 2 >= total:
+            return value
+    return None
+
+
+def _parts(
+    facts: Facts,
+    steps: StepFacts,
+    spans: list[StepSpan],
+    rows: dict[int, RunWindow],
+    width: float,
+) -> tuple[list[tuple[float, ...]], dict[str, str]]:
+    """Each training window's step split into PARTS; and which parts this record
+    measured, and how."""
+    fit = steps.source == "keras-fit"
+    gap = facts.eager.median_gap_us if facts.eager is not None else None
+    waits = [span_input_wait(s, rows.get(round(s.start_s / width))) for s in spans]
+    calls = bool(rows) and any(r.function_call_s > 0 for r in rows.values())
+    measured: dict[str, str] = {}
+    if spans and all(w is not None for w in waits):
+        measured["input"] = steps.input_wait_source or "measured"
+    if rows:
+        measured["tracing"] = "tf.function traces timed"
+    if calls:
+        measured["traced_step"] = "outermost tf.function calls timed"
+        measured["python"] = "the step less the parts above"
+    if gap and rows and any(r.eager_sampled_steps for r in rows.values()):
+        measured["eager"] = f"ops per step x their median issue gap ({gap:.0f} µs)"
+    units: list[tuple[float, ...]] = []
+    for span, wait in zip(spans, waits):
+        row = rows.get(round(span.start_s / width))
+        input_s = wait or 0.0
+        trace_s = row.trace_s if row else 0.0
+        call_s = row.function_call_s if row else 0.0
+        traced = max(0.0, call_s - trace_s - (input_s if fit else 0.0))
+        eager = 0.0
+        if "eager" in measured and row and row.eager_sampled_steps and gap:
+            eager = (row.eager_ops_per_step or 0.0) * gap * 1e-6 * span.steps
+        outside = span.step_s - (0.0 if fit else input_s) - call_s
+        python = max(0.0, outside - eager) if calls else 0.0
+        units.append((float(span.steps), span.step_s, input_s, trace_s, traced, eager, python))
+    return units, measured
+
+
+def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]]:
+    """Each window's GPU utilisation (mean of its GPUs), over training where there are
+    steps, over the whole record where there are none (``gpuwhy watch``)."""
+    timeline = facts.timeline
+    if timeline is None:
+        return []
+    begin, end = -math.inf, math.inf
+    if steps is not None and steps.timeline is not None:
+        spans = training_spans(steps)
+        if spans:
+            begin, end = spans[0].start_s, spans[-1].start_s
+    out = []
+    for row in timeline.windows:
+        if not (begin - 1e-9 <= row.start_s <= end + 1e-9):
+            continue
+        shares = [g.utilization for g in row.gpus if g.utilization is not None]
+        if shares:
+            out.append((1.0, sum(shares) / len(shares)))
+    return out
+
+
+def _aligned(
+    spans: list[StepSpan], rows: dict[int, RunWindow], width: float
+) -> tuple[AlignedWindow, ...]:
+    """The training windows from the first one's start: two runs drawn on one axis."""
+    if not spans:
+        return ()
+    first = spans[0].start_s
+    out = []
+    for span in spans:
+        row = rows.get(round(span.start_s / width))
+        busy = [g.utilization for g in row.gpus if g.utilization is not None] if row else []
+        out.append(
+            AlignedWindow(
+                start_s=round(span.start_s - first, 6),
+                steps=span.steps,
+                p50_s=span.p50_s,
+                mean_s=round(span.step_s / span.steps, 9),
+                input_share=round(span.input_wait_s / span.step_s, 4)
+                if span.input_wait_s is not None and span.step_s > 0
+                else None,
+                gpu_busy=round(sum(busy) / len(busy), 4) if busy else None,
+            )
+        )
+    return tuple(out)

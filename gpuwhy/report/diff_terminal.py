@@ -1,0 +1,120 @@
+"""``gpuwhy diff`` in the terminal (rich): the verdict first, then where the time went
+part by part, the findings that changed, what else differed, and how each run was read.
+
+Piped output gets no colour codes and no hard wrapping, as the run report."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.text import Text
+
+from gpuwhy.comparison.model import Change, Comparison, PartChange
+from gpuwhy.formatting import duration
+from gpuwhy.report.layout import table
+
+VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "bold"}
+CHANGE_STYLE = {"new": "red", "worse": "red", "better": "green", "gone": "green"}
+
+
+def render_comparison(c: Comparison, color: bool = False, width: int | None = None) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        force_terminal=color,
+        no_color=not color,
+        width=width or 100,
+        soft_wrap=not color,
+        highlight=False,
+        emoji=False,
+    )
+    called = c.step_time.called if c.step_time else "same"
+    mark = {"faster": "✓", "slower": "✗"}.get(called, "•")
+    console.print(Text(f"{mark} {c.verdict}", style=VERDICT_STYLE.get(called, "bold")))
+    if c.step_time is not None:
+        console.print()
+        console.print(Text("Step time", style="bold underline"))
+        for line in _step_lines(c.step_time):
+            console.print(Text(line))
+    if c.parts:
+        console.print()
+        console.print(Text("Where the time went, per step", style="bold underline"))
+        for row in table(
+            ("part", "BEFORE", "AFTER", "change (95%)", "of the change"),
+            [_part_row(p) for p in c.parts],
+            indent=2,
+        ):
+            console.print(row)
+    if c.gpu_busy is not None:
+        console.print()
+        console.print(Text("GPU busy", style="bold underline"))
+        console.print(Text(_busy_line(c.gpu_busy)))
+    console.print()
+    console.print(Text("Findings", style="bold underline"))
+    if not c.findings:
+        console.print(Text("  the same in both records"))
+    for f in c.findings:
+        severities = f"{f.severity_before or '-'} -> {f.severity_after or '-'}"
+        entry = Text(f"  {f.change:<6} ", style=CHANGE_STYLE.get(f.change, ""))
+        entry.append(f"{f.id}  {severities}  {f.title}")
+        if f.location:
+            entry.append(f"  at {f.location}", style="dim")
+        console.print(entry)
+    if c.environment:
+        console.print()
+        console.print(Text("Also different", style="bold underline"))
+        for row in table(
+            ("what", "BEFORE", "AFTER"),
+            [(e.what, e.before or "-", e.after or "-") for e in c.environment],
+            indent=2,
+        ):
+            console.print(row)
+    console.print()
+    console.print(Text("Compared", style="bold underline"))
+    for name, side in (("BEFORE", c.before), ("AFTER", c.after)):
+        read = f"{side.steps:,} steps, {side.basis}" if side.basis else "no training steps"
+        console.print(Text(f"  {name:<7}{side.path} ({side.command}, {side.created}): {read}"))
+    for note in c.notes:
+        console.print(Text(f"  note: {note}", style="dim"))
+    return buffer.getvalue()
+
+
+def _step_lines(step: Change) -> list[str]:
+    lines = [
+        f"  mean     {duration(step.before)} -> {duration(step.after)} "
+        f"(AFTER/BEFORE {step.estimate:.3f}, 95% interval {step.low:.3f}-{step.high:.3f})"
+    ]
+    if step.median_before is not None and step.median_after is not None:
+        lines.append(f"  median   {duration(step.median_before)} -> {duration(step.median_after)}")
+    if step.called == "same":
+        lines.append(f"  these runs cannot show a change under {step.detectable:.0%}")
+    return lines
+
+
+def _part_row(p: PartChange) -> tuple[str, str, str, str, str]:
+    if p.low_s is not None and p.high_s is not None:
+        change = f"{_signed(p.delta_s)} ({_signed(p.low_s)} to {_signed(p.high_s)})"
+    else:
+        change = f"{_signed(p.delta_s)} (measured once per run)"
+    if not p.called:
+        change += " ~"
+    share = f"{p.share:.0%}" if p.share is not None and p.called else ""
+    return (p.label, _time(p.before_s), _time(p.after_s), change, share)
+
+
+def _busy_line(busy: Change) -> str:
+    return (
+        f"  {busy.before:.0%} -> {busy.after:.0%} "
+        f"({busy.estimate * 100:+.0f} points, {busy.low * 100:+.0f} to "
+        f"{busy.high * 100:+.0f}, 95%){'' if busy.called != 'same' else ': no measurable change'}"
+    )
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "-") + _time(abs(seconds))
+
+
+def _time(seconds: float) -> str:
+    """A part's time: in µs below a millisecond (parts are often that small)."""
+    return duration(seconds, microseconds=True)
