@@ -8,17 +8,11 @@ import argparse
 import sys
 
 from gpuwhy import own_stderr
+from gpuwhy.commands.options import gate_conditions, gate_options
 from gpuwhy.commands.output_paths import Output, write_or_divert
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, plan_outputs
 from gpuwhy.comparison import Comparison, compare
-from gpuwhy.comparison.gate import (
-    Condition,
-    GateError,
-    crossed_by_comparison,
-    crossed_by_findings,
-    parse,
-    read_file,
-)
+from gpuwhy.comparison.gate import Condition, crossed_by_comparison, crossed_by_findings
 from gpuwhy.modes.diff import read
 from gpuwhy.record import Record, RecordError
 from gpuwhy.report.diff_json import comparison_json
@@ -46,45 +40,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="PATH", help="write the report to PATH")
 
 
-def gate_options(parser: argparse.ArgumentParser, findings_only: bool) -> None:
-    """--fail-on and --fail-on-file, for ``diff`` (all conditions) and ``run`` (findings)."""
-    if findings_only:
-        help_text = (
-            "exit 1 when the run has a finding of SEVERITY or worse (high, medium, low, info)"
-        )
-    else:
-        help_text = (
-            "exit 1 when CONDITION holds: step:+5%% (slower by 5%% or more, called), "
-            "gpu-busy:-10 (10 points less busy), new:medium (a new or worse finding of "
-            "medium or higher), medium (any finding of AFTER); repeatable"
-        )
-    parser.add_argument(
-        "--fail-on",
-        action="append",
-        default=[],
-        metavar="SEVERITY" if findings_only else "CONDITION",
-        help=help_text,
-    )
-    parser.add_argument(
-        "--fail-on-file",
-        metavar="PATH",
-        help="conditions for --fail-on, one per line (# comments)",
-    )
-
-
-def conditions(args: argparse.Namespace, findings_only: bool) -> list[Condition]:
-    """The gate's conditions, read before anything runs: a bad one is a usage error."""
-    try:
-        out = [parse(text, findings_only) for text in args.fail_on]
-        if args.fail_on_file:
-            out += read_file(args.fail_on_file, findings_only)
-    except GateError as e:
-        raise UsageError(str(e)) from None
-    return out
-
-
 def main(args: argparse.Namespace) -> int:
-    gate = conditions(args, findings_only=False)
+    gate = gate_conditions(args, findings_only=False)
     outputs = plan_outputs(args, inputs=[args.before, args.after])
     try:
         (before, before_name), (after, after_name) = read(args.before), read(args.after)

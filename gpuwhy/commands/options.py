@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from gpuwhy.commands.reporting import UsageError
+from gpuwhy.comparison.gate import Condition, GateError, parse, read_file
 from gpuwhy.export.live import MetricsOptions
 from gpuwhy.export.otlp import BadEndpoint, endpoint
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
@@ -140,3 +142,49 @@ def resolve_out_dir(args: argparse.Namespace) -> None:
     args.out_dir_given = given
     if given:
         args.out_dir = os.path.abspath(given)
+
+
+def gate_options(parser: argparse.ArgumentParser, findings_only: bool) -> None:
+    """--fail-on and --fail-on-file, for ``diff`` (all conditions) and ``run`` (findings)."""
+    if findings_only:
+        help_text = (
+            "exit 1 when the run has a finding of SEVERITY or worse (high, medium, low, info)"
+        )
+    else:
+        help_text = (
+            "exit 1 when CONDITION holds: step:+5%% (slower by 5%% or more, called), "
+            "gpu-busy:-10 (10 points less busy), new:medium (a new or worse finding of "
+            "medium or higher), medium (any finding of AFTER); repeatable"
+        )
+    parser.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="SEVERITY" if findings_only else "CONDITION",
+        help=help_text,
+    )
+    parser.add_argument(
+        "--fail-on-file",
+        metavar="PATH",
+        help="conditions for --fail-on, one per line (# comments)",
+    )
+    parser.add_argument(
+        "--fail-ignore",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="findings the gate never fails on (an id or a pattern: env.no-gpu, 'env.*'), "
+        "e.g. what a CPU-only CI runner always has; repeatable",
+    )
+
+
+def gate_conditions(args: argparse.Namespace, findings_only: bool) -> list[Condition]:
+    """The gate's conditions, read before anything runs: a bad one is a usage error."""
+    try:
+        out = [parse(text, findings_only) for text in args.fail_on]
+        if args.fail_on_file:
+            out += read_file(args.fail_on_file, findings_only)
+    except GateError as e:
+        raise UsageError(str(e)) from None
+    ignored = tuple(args.fail_ignore)
+    return [replace(c, ignore=ignored) for c in out] if ignored else out

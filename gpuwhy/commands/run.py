@@ -9,6 +9,8 @@ import argparse
 from gpuwhy import own_stderr
 from gpuwhy.commands.options import (
     check_target,
+    gate_conditions,
+    gate_options,
     html_option,
     metrics_from,
     metrics_options,
@@ -18,7 +20,7 @@ from gpuwhy.commands.options import (
     sampling_options,
     target_option,
 )
-from gpuwhy.commands.reporting import UsageError, check_hz
+from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, check_hz
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.run.watched import run_watched
@@ -32,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "directory, output and exit status) and watches it: training steps and input wait, "
         "eager ops, tf.function traces, GPU activity through NVML, and the placement of the "
         "functions it ran. The report goes to stderr after the script's own output; the exit "
-        "status is the script's."
+        "status is the script's (1 when it succeeded and a --fail-on severity was found)."
     )
     script_arguments(parser)
     sampling_options(parser)
@@ -61,6 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     output_options(parser)
     html_option(parser)
     out_dir_option(parser)
+    gate_options(parser, findings_only=True)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -69,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     check_target(args.target)
+    args.gate = gate_conditions(args, findings_only=True)
     resolve_out_dir(args)
     metrics = metrics_from(args)
     code, outputs = prepare(args)
@@ -84,4 +88,7 @@ def main(args: argparse.Namespace) -> int:
         metrics=metrics,
         report=lambda make_record: report_after_script(make_record, args, outputs),
     )
-    return end_like_the_script(outcome)
+    status = end_like_the_script(outcome)
+    if status == EXIT_OK and getattr(args, "gate_crossed", None):
+        return EXIT_PROBLEM  # the script succeeded; the gate did not
+    return status

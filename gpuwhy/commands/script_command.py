@@ -19,6 +19,7 @@ from gpuwhy.commands.reporting import (
     plan_outputs,
     say_error,
 )
+from gpuwhy.comparison.gate import crossed_by_findings
 from gpuwhy.modes.run.script import ScriptError, load_script
 from gpuwhy.record import Record
 
@@ -58,6 +59,11 @@ def report_after_script(
         record = make_record()
         save_for_merge(record, args)
         emit(record, args, outputs, to_stderr=True)
+        gate = getattr(args, "gate", None)
+        if gate:
+            args.gate_crossed = crossed_by_findings(gate, record.findings)
+            for line in args.gate_crossed:
+                own_stderr.say(f"gpuwhy: gate: {line}")
     except UsageError as e:
         say_error(str(e))
     except Exception as e:

@@ -12,10 +12,13 @@ Conditions (``gpuwhy diff`` takes all of them, ``gpuwhy run`` the finding ones):
   higher.
 
 A file of conditions (``--fail-on-file``) holds one per line; ``#`` starts a comment.
+``--fail-ignore ID`` leaves findings out of every finding condition (``env.no-gpu`` on a
+CPU-only CI runner, which has it in every record).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,10 @@ class Condition:
     text: str  # as written
     amount: float = 0.0  # step: relative (0.05); gpu-busy: points of 1 (0.10)
     severity: str = "medium"  # new, finding: the lowest severity that fails
+    ignore: tuple[str, ...] = ()  # finding ids (fnmatch patterns) it never fails on
+
+    def counts(self, finding_id: str) -> bool:
+        return not any(fnmatch.fnmatchcase(finding_id, pattern) for pattern in self.ignore)
 
 
 _STEP = re.compile(r"^step:\+?(\d+(?:\.\d+)?)%$")
@@ -107,7 +114,8 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
                 )
         elif c.kind == "new":
             for f in comparison.findings:
-                if f.change in ("new", "worse") and _at_least(f.severity_after, c.severity):
+                new = f.change in ("new", "worse")
+                if new and _at_least(f.severity_after, c.severity) and c.counts(f.id):
                     where = f" at {f.location}" if f.location else ""
                     out.append(f"{c.text}: {f.change} {f.severity_after} {f.id}{where}: {f.title}")
     return out
@@ -120,7 +128,7 @@ def crossed_by_findings(conditions: list[Condition], findings: list[Finding]) ->
         if c.kind != "finding":
             continue
         for f in findings:
-            if _at_least(f.severity, c.severity):
+            if _at_least(f.severity, c.severity) and c.counts(f.id):
                 where = f" at {f.location}" if f.location else ""
                 out.append(f"{c.text}: {f.severity} {f.id}{where}: {f.title}")
     return out
