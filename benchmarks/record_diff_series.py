@@ -4,7 +4,8 @@ same unchanged programs, several times each, kept as their step series only.
     .venv/bin/python benchmarks/record_diff_series.py --runs 10
 
 Writes benchmarks/data/diff_series.json.gz: for each run, the workload, its steps kept one
-by one (per-step seconds after warm-up, µs) and its step timeline windows. Run on the
+by one (µs), its step timeline windows and the other processes' mean share of the host's
+CPU while it trained. Run on the
 machine whose noise the figures should describe (this project's 2-core CI machine).
 """
 
@@ -40,7 +41,15 @@ def record(script: str, env: dict[str, str]) -> dict:
         data = json.loads(out.read_text())
     steps = data["steps"]
     spc = max(1, steps.get("steps_per_call") or 1)
+    shares = [
+        w["cpu_others_share"]
+        for w in (data.get("timeline") or {}).get("windows", [])
+        if w.get("cpu_others_share") is not None and w.get("steps")
+    ]
     return {
+        # other processes' share of the host's CPU over the training windows: a pair
+        # whose loads differ is one the diff says may differ for the machine's sake
+        "others_cpu": round(sum(shares) / len(shares), 4) if shares else None,
         "steps_per_call": spc,
         "warmup": steps["warmup"],
         "all_kept": steps["all_kept"],

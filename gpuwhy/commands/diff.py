@@ -12,7 +12,7 @@ from gpuwhy.commands.options import gate_conditions, gate_options
 from gpuwhy.commands.output_paths import Output, write_or_divert
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, plan_outputs
 from gpuwhy.comparison import Comparison, compare
-from gpuwhy.comparison.gate import Condition, crossed_by_comparison, crossed_by_findings
+from gpuwhy.comparison.gate import Condition, crossed_by_comparison, crossed_by_findings, not_judged
 from gpuwhy.modes.diff import read
 from gpuwhy.record import Record, RecordError
 from gpuwhy.report.diff_json import comparison_json
@@ -65,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _gate(gate: list[Condition], comparison: Comparison, after: Record) -> int:
+    for line in not_judged(gate, comparison):
+        own_stderr.say(f"gpuwhy: gate: {line}")
     crossed = crossed_by_comparison(gate, comparison) + crossed_by_findings(gate, after.findings)
     for line in crossed:
         own_stderr.say(f"gpuwhy: gate: {line}")

@@ -9,7 +9,7 @@ Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
 from __future__ import annotations
 
 from gpuwhy.comparison.changes import busy_change, part_changes, step_change
-from gpuwhy.comparison.environment import environment_changes
+from gpuwhy.comparison.environment import HOST_LOAD, environment_changes
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import (
     AlignedWindow,
@@ -37,8 +37,9 @@ def compare(
     parts, notes = part_changes(units_b, units_a, before.facts, after.facts)
     notes = (*_why_not_compared(units_b, units_a, step, busy), *notes)
     environment = environment_changes(before.facts, after.facts)
+    confounded = _confounded(step, environment)
     return Comparison(
-        verdict=verdict(step, busy, parts, environment),
+        verdict=verdict(step, busy, parts, environment, confounded),
         before=_side(names[0], before, units_b),
         after=_side(names[1], after, units_a),
         step_time=step,
@@ -49,6 +50,21 @@ def compare(
         notes=notes,
         timeline_before=units_b.aligned,
         timeline_after=units_a.aligned,
+        confounded_by=confounded,
+    )
+
+
+def _confounded(step: Change | None, environment: tuple[EnvironmentChange, ...]) -> str | None:
+    """Why a called step-time change may be the host's: other processes took a different
+    share of its CPU in the two runs (a CI runner with a noisy neighbour)."""
+    if step is None or step.called == "same":
+        return None
+    load = next((e for e in environment if e.what == HOST_LOAD), None)
+    if load is None:
+        return None
+    return (
+        f"other processes used {load.after} of the host's CPU during AFTER against "
+        f"{load.before} during BEFORE: part of the difference may be the machine's"
     )
 
 
@@ -57,6 +73,7 @@ def verdict(
     busy: Change | None,
     parts: tuple[PartChange, ...],
     environment: tuple[EnvironmentChange, ...],
+    confounded: str | None = None,
 ) -> str:
     """The first line: faster, slower or no measurable difference, by how much with its
     interval, and the part that moved most."""
@@ -77,8 +94,11 @@ def verdict(
         moved = _largest_part(parts, step)
         if moved is not None:
             text += f"; {moved}"
-    if environment:
-        text += f" (also changed: {', '.join(e.what for e in environment[:3])})"
+    if confounded:
+        text += f"; but {confounded}"
+    others = [e.what for e in environment if e.what != HOST_LOAD or not confounded]
+    if others:
+        text += f" (also changed: {', '.join(others[:3])})"
     return text + "."
 
 

@@ -10,6 +10,9 @@ from gpuwhy.comparison.model import EnvironmentChange
 from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import Facts
 
+HOST_LOAD_CHANGE = 0.20  # other processes' share of the host's CPU: a shared host wanders by 10
+HOST_LOAD = "other processes' CPU on the host"
+
 
 def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange, ...]:
     out = []
@@ -17,7 +20,21 @@ def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange,
         b, a = _safe(read, before), _safe(read, after)
         if b != a and (b is not None or a is not None):
             out.append(EnvironmentChange(what=what, before=b, after=a))
+    load_b, load_a = others_cpu(before), others_cpu(after)
+    if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
+        out.append(EnvironmentChange(what=HOST_LOAD, before=f"{load_b:.0%}", after=f"{load_a:.0%}"))
     return tuple(out)
+
+
+def others_cpu(facts: Facts) -> float | None:
+    """Other processes' mean share of the host's CPU (all its cores) while the program
+    trained (the windows with steps), or over the record where none had steps."""
+    if facts.timeline is None:
+        return None
+    rows = [w for w in facts.timeline.windows if w.cpu_others_share is not None]
+    training = [w for w in rows if w.steps]
+    shares = [w.cpu_others_share for w in (training or rows) if w.cpu_others_share is not None]
+    return sum(shares) / len(shares) if shares else None
 
 
 def _safe(read: Callable[[Facts], str | None], facts: Facts) -> str | None:

@@ -5,7 +5,8 @@ red CI job says why without opening a report.
 Conditions (``gpuwhy diff`` takes all of them, ``gpuwhy run`` the finding ones):
 
 - ``step:+5%``: the step time is called slower (its 95 % interval leaves no change out)
-  and by at least 5 %;
+  and by at least 5 %; not judged (said, not failed) where the host's other processes
+  took a different share of its CPU in the two runs;
 - ``gpu-busy:-10``: the GPUs' busy share is called lower, by at least 10 points;
 - ``new:medium``: a finding new in AFTER (or worse than in BEFORE) at medium or higher;
 - ``medium`` (or ``finding:medium``): any finding of AFTER (of the run) at medium or
@@ -101,10 +102,11 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
         if c.kind == "step" and comparison.step_time is not None:
             step = comparison.step_time
             if step.called == "slower" and step.estimate - 1 >= c.amount - 1e-12:
-                out.append(
-                    f"{c.text}: the step time is {step.estimate - 1:.1%} slower "
-                    f"({step.low - 1:+.1%} to {step.high - 1:+.1%}, 95%)"
-                )
+                if comparison.confounded_by is None:
+                    out.append(
+                        f"{c.text}: the step time is {step.estimate - 1:.1%} slower "
+                        f"({step.low - 1:+.1%} to {step.high - 1:+.1%}, 95%)"
+                    )
         elif c.kind == "gpu-busy" and comparison.gpu_busy is not None:
             busy = comparison.gpu_busy
             if busy.called == "lower" and -busy.estimate >= c.amount - 1e-12:
@@ -119,6 +121,20 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
                     where = f" at {f.location}" if f.location else ""
                     out.append(f"{c.text}: {f.change} {f.severity_after} {f.id}{where}: {f.title}")
     return out
+
+
+def not_judged(conditions: list[Condition], comparison: Comparison) -> list[str]:
+    """One line per step condition the comparison would cross but does not judge: the
+    two runs' hosts were not alike (say so rather than fail a CI job on a neighbour)."""
+    step = comparison.step_time
+    if comparison.confounded_by is None or step is None or step.called != "slower":
+        return []
+    return [
+        f"{c.text} not judged: the step time is {step.estimate - 1:.1%} slower, but "
+        f"{comparison.confounded_by}"
+        for c in conditions
+        if c.kind == "step" and step.estimate - 1 >= c.amount - 1e-12
+    ]
 
 
 def crossed_by_findings(conditions: list[Condition], findings: list[Finding]) -> list[str]:

@@ -110,6 +110,10 @@ class Comparison:
     findings: tuple[FindingChange, ...] = ()
     environment: tuple[EnvironmentChange, ...] = ()
     notes: tuple[str, ...] = ()  # what could not be compared, and why
+    # why a called step-time change may be the machine's rather than the program's (the
+    # host's other processes took a different share of its CPU): the gate does not fail
+    # on such a change, and says why
+    confounded_by: str | None = None
     timeline_before: tuple[AlignedWindow, ...] = ()
     timeline_after: tuple[AlignedWindow, ...] = ()
     schema: int = field(default=DIFF_SCHEMA_VERSION)

@@ -1,0 +1,246 @@
+"""`gpuwhy diff`'s verdicts on real step series, and its time on two records of a million
+steps.
+
+1. **Same program, no change**: 100 pairs, each two *different* recorded runs of one
+   unchanged workload (benchmarks/data/diff_series.json.gz, recorded by
+   record_diff_series.py: `gpuwhy run` records of benchmarks/workloads/custom_loop.py,
+   keras_fit.py and input_bound.py, ten runs each, interleaved on this project's 2-core
+   machine), each side a random contiguous stretch of 50-100 % of its run's training.
+   Counted: pairs called "no measurable difference" (target: at least 95).
+2. **A real 5 % change**: the same 100 pairs with every step of AFTER 5 % longer.
+   Counted: pairs called slower (target: at least 95). Also at 3 % and 10 %.
+3. **Speed**: `gpuwhy diff A.json B.json` on two records of 1,000,000 steps each (a
+   record keeps the first 5,000 steps one by one and the run in at most 256 windows
+   whatever its length; these are built from a recorded run's series laid out as a
+   1,000,000-step run's record would be), median of 5: in-process (load both, compare,
+   render) and the command's wall time in a fresh process (target: at most 1 s).
+
+    .venv/bin/python benchmarks/bench_diff.py [--pairs 100] [--seed 1] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.comparison import compare
+from gpuwhy.comparison.changes import step_change
+from gpuwhy.comparison.units import run_units
+from gpuwhy.facts import Facts, StepFacts, StepSpan, StepTimeline
+from gpuwhy.record import Record
+from gpuwhy.report.diff_terminal import render_comparison
+
+SERIES = Path(__file__).resolve().parent / "data" / "diff_series.json.gz"
+KEPT = 5000
+
+
+def load_runs() -> dict[str, list[dict]]:
+    with gzip.open(SERIES, "rt") as f:
+        runs = json.load(f)["runs"]
+    by: dict[str, list[dict]] = {}
+    for run in runs:
+        by.setdefault(run["workload"], []).append(run)
+    return by
+
+
+def stretch(run: dict, rng: random.Random, slower: float = 1.0) -> StepFacts:
+    """A random contiguous 50-100 % of the run's training, its steps ``slower`` times
+    as long, as a record's steps section."""
+    if run["all_kept"]:
+        per_step = [d / 1e6 / run["steps_per_call"] for d in run["durations_us"][run["warmup"] :]]
+        n = len(per_step)
+        length = rng.randint(n // 2, n)
+        first = rng.randint(0, n - length)
+        durations = [d * slower for d in per_step[first : first + length]]
+        return steps_of(durations)
+    windows = [StepSpan(**w) for w in run["timeline"]["windows"]][1:]  # the first: warm-up
+    windows = [w for w in windows if w.steps >= 3]
+    n = len(windows)
+    length = rng.randint(max(3, n // 2), n)
+    first = rng.randint(0, n - length)
+    chosen = [scaled(w, slower) for w in windows[first : first + length]]
+    return StepFacts(
+        source="tf-data",
+        marker="recorded",
+        count=sum(w.steps for w in chosen),
+        timeline=StepTimeline(width_s=run["timeline"]["width_s"], windows=tuple(chosen)),
+        all_kept=False,
+    )
+
+
+def scaled(w: StepSpan, k: float) -> StepSpan:
+    def times(v: float | None) -> float | None:
+        return None if v is None else v * k
+
+    return replace(
+        w,
+        p50_s=times(w.p50_s),
+        p90_s=times(w.p90_s),
+        max_s=w.max_s * k,
+        step_s=w.step_s * k,
+        input_wait_s=times(w.input_wait_s),
+    )
+
+
+def steps_of(durations: list[float], width: float = 1.0) -> StepFacts:
+    """Steps kept one by one (every one) and their timeline, as a run records them."""
+    starts, t = [], 0.0
+    for d in durations:
+        starts.append(t)
+        t += d
+    return StepFacts(
+        source="tf-data",
+        marker="recorded",
+        count=len(durations),
+        starts=tuple(starts),
+        durations=tuple(durations),
+        timeline=timeline_of(starts, durations, width),
+        all_kept=True,
+    )
+
+
+def timeline_of(starts: list[float], durations: list[float], width: float) -> StepTimeline:
+    windows: dict[int, list[float]] = {}
+    for s, d in zip(starts, durations):
+        windows.setdefault(int(s // width), []).append(d)
+    spans = []
+    for i, ds in sorted(windows.items()):
+        sketch = Sketch()
+        for d in ds:
+            sketch.add(d)
+        spans.append(
+            StepSpan(
+                start_s=i * width,
+                steps=len(ds),
+                p50_s=sketch.quantile(0.5),
+                p90_s=sketch.quantile(0.9),
+                max_s=max(ds),
+                step_s=sum(ds),
+            )
+        )
+    return StepTimeline(width_s=width, windows=tuple(spans))
+
+
+def verdicts(by: dict[str, list[dict]], pairs: int, seed: int, slower: float) -> dict:
+    rng = random.Random(seed)
+    names = sorted(by)
+    called: dict[str, int] = {}
+    per_workload: dict[str, list[str]] = {n: [] for n in names}
+    widths = []
+    for i in range(pairs):
+        name = names[i % len(names)]
+        a, b = rng.sample(by[name], 2)
+        before = run_units(Facts(steps=stretch(a, rng)))
+        after = run_units(Facts(steps=stretch(b, rng, slower)))
+        change = step_change(before, after)
+        verdict = change.called if change else "none"
+        called[verdict] = called.get(verdict, 0) + 1
+        per_workload[name].append(verdict)
+        if change:
+            widths.append(change.high - change.low)
+    return {
+        "called": called,
+        "by_workload": {n: {v: vs.count(v) for v in set(vs)} for n, vs in per_workload.items()},
+        "median_interval_width": statistics.median(widths) if widths else None,
+    }
+
+
+def million_step_record(run: dict, rng: random.Random) -> Record:
+    """A 1,000,000-step record as gpuwhy run writes one: its first 5,000 steps one by
+    one, the run in 256 windows; the windows drawn from the recorded run's."""
+    per_step = [d / 1e6 for d in run["durations_us"]]
+    kept = [per_step[i % len(per_step)] for i in range(KEPT)]
+    mean = statistics.fmean(per_step)
+    width = 8.0  # 256 windows of 8 s: 2,048 s of steps
+    per_window = 1_000_000 // 256
+    windows = []
+    for i in range(256):
+        ds = rng.choices(per_step, k=200)
+        sketch = Sketch()
+        for d in ds:
+            sketch.add(d)
+        windows.append(
+            StepSpan(
+                start_s=i * width,
+                steps=per_window,
+                p50_s=sketch.quantile(0.5),
+                p90_s=sketch.quantile(0.9),
+                max_s=max(ds),
+                step_s=statistics.fmean(ds) * per_window,
+            )
+        )
+    starts, t = [], 0.0
+    for d in kept:
+        starts.append(t)
+        t += d
+    steps = StepFacts(
+        source="tf-data",
+        marker="recorded",
+        count=1_000_000,
+        warmup=1,
+        median_s=statistics.median(per_step),
+        total_s=mean * 1_000_000,
+        starts=tuple(starts),
+        durations=tuple(kept),
+        timeline=StepTimeline(width_s=width, windows=tuple(windows)),
+        all_kept=False,
+    )
+    return Record.diagnose("run", Facts(steps=steps))
+
+
+def speed(by: dict[str, list[dict]], runs: int) -> dict:
+    rng = random.Random(0)
+    source = by["custom_loop"][0]
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp) / "a.json", Path(tmp) / "b.json"
+        million_step_record(source, rng).save(a)
+        million_step_record(source, rng).save(b)
+        inside, command = [], []
+        for _ in range(runs):
+            t = time.perf_counter()
+            render_comparison(compare(Record.load(a), Record.load(b)))
+            inside.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "gpuwhy", "diff", str(a), str(b)],
+                check=True,
+                capture_output=True,
+            )
+            command.append(time.perf_counter() - t)
+        return {
+            "record_bytes": a.stat().st_size,
+            "in_process_s": statistics.median(inside),
+            "command_s": statistics.median(command),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    by = load_runs()
+    print(f"recorded runs: {', '.join(f'{n} x{len(r)}' for n, r in sorted(by.items()))}")
+    same = verdicts(by, args.pairs, args.seed, 1.0)
+    print(f"same program, {args.pairs} pairs: {same}")
+    for change in (1.03, 1.05, 1.10):
+        slower = verdicts(by, args.pairs, args.seed, change)
+        print(f"every AFTER step +{change - 1:.0%}, {args.pairs} pairs: {slower}")
+    print(f"two 1,000,000-step records: {speed(by, args.runs)}")
+
+
+if __name__ == "__main__":
+    main()

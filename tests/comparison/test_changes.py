@@ -1,0 +1,167 @@
+"""The comparison's figures on small facts: called only beyond both runs' spread, the
+parts that moved named, GPU busy for records without steps."""
+
+import random
+
+import pytest
+
+from gpuwhy.comparison import compare, verdict
+from gpuwhy.comparison.changes import MIN_STEP_CHANGE, busy_change, part_changes, step_change
+from gpuwhy.comparison.units import run_units
+from gpuwhy.facts import (
+    Facts,
+    GpuWindow,
+    RunTimeline,
+    RunWindow,
+    StepFacts,
+    StepSpan,
+    StepTimeline,
+)
+from gpuwhy.record import Record
+
+
+def steps(durations, waits=None, width=1.0, all_kept=True):
+    """A steps section as a run records it: every step kept, and its 1 s windows."""
+    starts, t = [], 0.0
+    for d in durations:
+        starts.append(t)
+        t += d
+    windows = {}
+    for i, (s, d) in enumerate(zip(starts, durations)):
+        windows.setdefault(int(s // width), []).append((d, waits[i] if waits else None))
+    spans = tuple(
+        StepSpan(
+            start_s=k * width,
+            steps=len(v),
+            p50_s=sorted(d for d, _ in v)[len(v) // 2],
+            p90_s=max(d for d, _ in v),
+            max_s=max(d for d, _ in v),
+            step_s=sum(d for d, _ in v),
+            input_wait_s=sum(w for _, w in v) if waits else None,
+        )
+        for k, v in sorted(windows.items())
+    )
+    return StepFacts(
+        source="tf-data",
+        marker="loop",
+        count=len(durations),
+        starts=tuple(starts) if all_kept else (),
+        durations=tuple(durations) if all_kept else (),
+        input_waits=tuple(waits) if waits and all_kept else (),
+        input_wait_source="next() timing" if waits else None,
+        timeline=StepTimeline(width_s=width, windows=spans),
+        all_kept=all_kept,
+    )
+
+
+def noisy(n, mean, seed, spread=0.1):
+    rng = random.Random(seed)
+    return [mean * rng.uniform(1 - spread, 1 + spread) for _ in range(n)]
+
+
+def test_two_runs_of_one_program_are_no_measurable_difference():
+    before = run_units(Facts(steps=steps(noisy(3000, 0.01, 1))))
+    after = run_units(Facts(steps=steps(noisy(3000, 0.01, 2))))
+    change = step_change(before, after)
+    assert change.called == "same"
+    assert change.low < 1 < change.high
+    assert change.detectable == MIN_STEP_CHANGE  # the interval is narrower than the floor
+    text = verdict(change, None, (), ())
+    assert text.startswith("No measurable difference in step time: 10.0 ms and 10.0 ms a step")
+    assert "cannot show a change under 2%" in text
+
+
+@pytest.mark.parametrize("factor, called", [(1.05, "slower"), (0.8, "faster")])
+def test_a_real_change_is_called_with_its_interval(factor, called):
+    before = run_units(Facts(steps=steps(noisy(3000, 0.01, 1))))
+    after = run_units(Facts(steps=steps([d * factor for d in noisy(3000, 0.01, 2)])))
+    change = step_change(before, after)
+    assert change.called == called
+    assert change.low < factor < change.high
+    assert abs(change.estimate - factor) < 0.01
+
+
+def test_a_change_under_the_floor_is_not_called_however_narrow_its_interval():
+    before = run_units(Facts(steps=steps(noisy(4000, 0.01, 1, spread=0.001))))
+    after = run_units(Facts(steps=steps([d * 1.01 for d in noisy(4000, 0.01, 2, spread=0.001)])))
+    change = step_change(before, after)
+    assert change.low > 1.0  # measurable, but 1 % is the machine's mood between two runs
+    assert change.called == "same"
+
+
+def test_a_noisy_short_pair_says_how_large_a_change_it_could_have_shown():
+    before = run_units(Facts(steps=steps(noisy(60, 0.01, 1, spread=0.9))))
+    after = run_units(Facts(steps=steps(noisy(60, 0.01, 3, spread=0.9))))
+    change = step_change(before, after)
+    assert change.called == "same"
+    assert change.detectable > 0.1  # said: this pair cannot show a change under that
+    assert f"cannot show a change under {change.detectable:.0%}" in verdict(change, None, (), ())
+
+
+def test_too_few_steps_compare_nothing_and_say_why():
+    record_b = Record(command="run", facts=Facts(steps=steps(noisy(10, 0.01, 1))))
+    record_a = Record(command="run", facts=Facts(steps=steps(noisy(3000, 0.01, 2))))
+    comparison = compare(record_b, record_a)
+    assert comparison.step_time is None
+    assert comparison.verdict.startswith("Nothing to compare")
+    assert any("BEFORE has fewer than 30 training steps" in n for n in comparison.notes)
+
+
+def test_a_run_whose_input_slowed_names_the_input_with_its_share():
+    before_d = noisy(3000, 0.004, 1)
+    after_d = [d + 0.002 for d in noisy(3000, 0.004, 2)]
+    waits_b = [0.0005] * 3000
+    waits_a = [0.0025] * 3000
+    b, a = Facts(steps=steps(before_d, waits_b)), Facts(steps=steps(after_d, waits_a))
+    ub, ua = run_units(b), run_units(a)
+    parts, notes = part_changes(ub, ua, b, a)
+    (input_part,) = [p for p in parts if p.part == "input"]
+    assert input_part.called and input_part.low_s > 0
+    assert input_part.delta_s == pytest.approx(0.002, rel=0.01)
+    assert input_part.share == pytest.approx(1.0, abs=0.05)
+    text = verdict(step_change(ub, ua), None, parts, ())
+    assert text.startswith("AFTER is 1.50x slower per step")
+    assert "waiting for input 0.5 ms -> 2.5 ms (100% of the change)" in text
+
+
+def test_a_part_measured_in_one_record_only_is_not_compared():
+    b = Facts(steps=steps(noisy(3000, 0.004, 1), [0.001] * 3000))
+    a = Facts(steps=steps(noisy(3000, 0.004, 2)))
+    parts, notes = part_changes(run_units(b), run_units(a), b, a)
+    assert not [p for p in parts if p.part == "input"]
+    assert notes == ("waiting for input: measured in BEFORE only, not compared",)
+
+
+def test_the_windows_speak_for_a_run_longer_than_its_kept_steps():
+    b = run_units(Facts(steps=steps(noisy(6000, 0.002, 1), width=0.25, all_kept=False)))
+    assert b.basis == "48 windows of 0.25 s"
+    a = run_units(Facts(steps=steps(noisy(6000, 0.0024, 2), width=0.25, all_kept=False)))
+    change = step_change(b, a)
+    assert change.called == "slower"
+    assert change.estimate == pytest.approx(1.2, rel=0.01)
+
+
+def gpu_timeline(busy, seed):
+    rng = random.Random(seed)
+    return RunTimeline(
+        width_s=1.0,
+        run_s=len(busy),
+        windows=tuple(
+            RunWindow(
+                start_s=float(i),
+                gpus=(GpuWindow(index=0, samples=10, utilization=b * rng.uniform(0.95, 1.05)),),
+            )
+            for i, b in enumerate(busy)
+        ),
+    )
+
+
+def test_watch_records_compare_the_gpus_busy_share():
+    before = Record(command="watch", facts=Facts(timeline=gpu_timeline([0.4] * 30, 1)))
+    after = Record(command="watch", facts=Facts(timeline=gpu_timeline([0.8] * 30, 2)))
+    comparison = compare(before, after)
+    busy = comparison.gpu_busy
+    assert busy.called == "higher" and busy.estimate == pytest.approx(0.4, abs=0.02)
+    assert comparison.verdict.startswith("The GPUs are busy higher in AFTER: 40% -> 80%")
+    same = busy_change(run_units(before.facts), run_units(before.facts))
+    assert same.called == "same"
