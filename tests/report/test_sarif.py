@@ -19,7 +19,7 @@ from gpuwhy.report.sarif import SarifRenderer
 from gpuwhy.rules import get_rule
 from tests import builders_tfdata as t
 from tests.builders_workers import save, worker_record
-from tests.report.sarif_schema import sarif_errors
+from tests.report.sarif_checks import apply_fix, sarif_errors
 from tests.report.test_renderers import FULL
 
 # examples/slow_input_fit.py's pipeline as tests/builders_tfdata.py describes it: parse
@@ -59,19 +59,6 @@ def results(log: dict) -> dict[str, dict]:
     return {r["ruleId"]: r for r in log["runs"][0]["results"]}
 
 
-def apply(path: Path, fix: dict) -> list[str]:
-    """The file's lines with the fix's replacements made, as a SARIF viewer makes them."""
-    lines = path.read_text().splitlines()
-    for change in fix["artifactChanges"]:
-        for replacement in change["replacements"]:
-            region = replacement["deletedRegion"]
-            line = lines[region["startLine"] - 1]
-            start, end = region["startColumn"] - 1, region["endColumn"] - 1
-            new = replacement["insertedContent"]["text"]
-            lines[region["startLine"] - 1] = line[:start] + new + line[end:]
-    return lines
-
-
 def test_a_finding_is_a_result_at_its_line_with_its_fix_as_a_replacement(tmp_path):
     source = write_source(tmp_path, SOURCE)
     record = input_run()
@@ -107,7 +94,7 @@ def test_a_finding_is_a_result_at_its_line_with_its_fix_as_a_replacement(tmp_pat
             ],
         }
     ]
-    assert apply(source, fix)[61] == SEQUENTIAL_MAP_FIX
+    assert apply_fix(source, fix)[61] == SEQUENTIAL_MAP_FIX
     assert found["properties"]["severity"] == "high"
     assert found["properties"]["fix"] == finding.fix
     assert found["properties"]["location"] == "train.py:47"
