@@ -155,7 +155,7 @@ def message(finding: Finding) -> dict[str, str]:
         text += f" ({finding.estimated_gain})"
     if not finding.fix:
         return {"text": text}
-    return {"text": text, "markdown": f"{text}\n\n```python\n{finding.fix}\n```"}
+    return {"text": text, "markdown": f"{text}\n\n```\n{finding.fix}\n```"}
 
 
 def fingerprint(

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 SRCROOT = "%SRCROOT%"
 _MARKER = re.compile(r"^# (?P<path>.+):(?P<line>\d+): in place of: (?P<old>.+)$")
+_LEAVE_OUT = "# and leave out the "  # a second edit, not a replacement (snippets.vectorise)
 _PLACEHOLDER = re.compile(r"<[A-Za-z][^<>]*>")  # <dataset>, <batch size>: not code to apply
 
 
@@ -69,38 +70,46 @@ def root_uri(root: Path) -> str:
 
 
 def replacement_fix(fix: str | None, root: Path) -> dict[str, Any] | None:
-    """The fix's ``in place of`` lines as one SARIF fix, or None where any of them is
-    not one exact replacement here: its file unreadable, OLD not found once on
-    its line (written over several lines, or reformatted), or NEW with a
+    """The fix as one SARIF fix where it is nothing but ``in place of`` replacements
+    (and comments: advice, ``# or:`` alternatives), each exact here; else None. Not one
+    where the fix also adds statements (``options = tf.data.Options()`` before the
+    changed line) or says to ``leave out`` a call elsewhere: the replacement alone
+    would break the program. Nor where a file is unreadable, OLD is not found once on
+    its line (written over several lines, or reformatted), or NEW has a
     ``<placeholder>`` to fill in. A fix is one change; half of it would not apply."""
     lines = (fix or "").splitlines()
     changes: dict[str, dict[str, Any]] = {}
     said = []
-    for index, line in enumerate(lines):
-        marker = _MARKER.match(line)
+    index = 0
+    while index < len(lines):
+        marker = _MARKER.match(lines[index])
         if marker is None:
+            line = lines[index].strip()
+            if line.startswith(_LEAVE_OUT) or (line and not line.startswith("#")):
+                return None
+            index += 1
             continue
-        new = lines[index + 1] if index + 1 < len(lines) else ""
+        new = lines[index + 1].strip() if index + 1 < len(lines) else ""
         at = place(f"{marker['path']}:{marker['line']}", root)
-        text = at.text() if at is not None else None
-        old = marker["old"]
-        if at is None or text is None or text.count(old) != 1:
+        replacement = _replacement(at, marker["old"], new)
+        if at is None or replacement is None:
             return None
-        if not new or new.startswith("#") or _PLACEHOLDER.search(new):
-            return None
-        column = text.index(old) + 1  # SARIF columns start at 1; endColumn is past the end
         change = changes.setdefault(at.path, {"artifactLocation": at.artifact, "replacements": []})
-        change["replacements"].append(
-            {
-                "deletedRegion": {
-                    "startLine": at.line,
-                    "startColumn": column,
-                    "endColumn": column + len(old),
-                },
-                "insertedContent": {"text": new.strip()},
-            }
-        )
-        said.append(f"{at.path}:{at.line}: {old} -> {new.strip()}")
+        change["replacements"].append(replacement)
+        said.append(f"{at.path}:{at.line}: {marker['old']} -> {new}")
+        index += 2
     if not changes:
         return None
     return {"description": {"text": "; ".join(said)}, "artifactChanges": list(changes.values())}
+
+
+def _replacement(at: Place | None, old: str, new: str) -> dict[str, Any] | None:
+    """OLD on its line replaced by NEW, where OLD is there once and NEW is code."""
+    text = at.text() if at is not None else None
+    if at is None or text is None or text.count(old) != 1:
+        return None
+    if not new or new.startswith("#") or _PLACEHOLDER.search(new):
+        return None
+    column = text.index(old) + 1  # SARIF columns start at 1; endColumn is past the end
+    region = {"startLine": at.line, "startColumn": column, "endColumn": column + len(old)}
+    return {"deletedRegion": region, "insertedContent": {"text": new}}

@@ -17,6 +17,7 @@ from gpuwhy.record import Record
 from gpuwhy.report import RENDERERS
 from gpuwhy.report.sarif import SarifRenderer
 from gpuwhy.rules import get_rule
+from gpuwhy.rules.input import snippets
 from tests import builders_tfdata as t
 from tests.builders_workers import save, worker_record
 from tests.report.sarif_checks import apply_fix, sarif_errors
@@ -158,6 +159,40 @@ def test_a_replacement_with_a_placeholder_is_no_fix_entry(tmp_path):
     found = results(sarif(record, tmp_path))["input.python-function"]
     assert "in place of: tf.data.Dataset.from_generator(" in found["properties"]["fix"]
     assert "fixes" not in found
+
+
+@pytest.mark.parametrize("fix", ["filter", "vectorise"])
+def test_a_fix_that_is_more_than_its_replacement_is_no_fix_entry(tmp_path, fix):
+    """The filter's fix adds statements before the changed line; the vectorised map's
+    says to leave out a batch written further down: the replacement alone would break
+    the program."""
+    write_source(
+        tmp_path, {**SOURCE, 62: "ds = ds.filter(keep)" if fix == "filter" else SOURCE[62]}
+    )
+    if fix == "filter":
+        lines = snippets.filter_(
+            t.stage(
+                name="Filter",
+                kind="filter",
+                written_as=("filter",),
+                written_calls=("ds.filter(keep)",),
+                location="train.py:62",
+                function="keep",
+            )
+        )
+    else:
+        lines = snippets.vectorise(t.example_pipeline(), 2)
+    marker = next(n for n, line in enumerate(lines) if "train.py:62: in place of: " in line)
+
+    def result_of(fix: list[str]) -> dict:
+        finding = Finding(
+            id="input.bound", severity="high", title="t", fix="\n".join(fix), location="train.py:62"
+        )
+        log = sarif(Record("run", Facts(), findings=[finding]), tmp_path)
+        return log["runs"][0]["results"][0]
+
+    assert "fixes" in result_of(lines[marker : marker + 2])  # the replacement alone
+    assert "fixes" not in result_of(lines)
 
 
 def test_the_fingerprint_follows_the_line_s_text_not_its_number(tmp_path):
