@@ -43,7 +43,8 @@ class SarifRenderer(Renderer):
         self.root = root
 
     def render(self, record: Record) -> str:
-        return json.dumps(sarif_log(record, Path(self.root or os.getcwd())), indent=2) + "\n"
+        root = Path(os.path.abspath(self.root or os.getcwd()))
+        return json.dumps(sarif_log(record, root), indent=2) + "\n"
 
 
 def sarif_log(record: Record, root: Path) -> dict[str, Any]:

@@ -13,6 +13,7 @@ relative to the repository, which a relative place already is.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,17 +49,18 @@ class Place:
 
 
 def place(where: str | None, root: Path) -> Place | None:
-    """``path:line`` as a Place; None where it names no file: no place, ``<stdin>``,
-    ``<ipython-input-3>``, no line number."""
+    """``path:line`` as a Place (``root``: absolute); None where it names no file: no
+    place, ``<stdin>``, ``<ipython-input-3>``, no line number."""
     path, _, line = (where or "").rpartition(":")
     if not (path and line.isdigit() and int(line) > 0) or path.startswith("<"):
         return None
-    given = Path(path)
-    source = given if given.is_absolute() else root / given
+    # no symlink resolved: the record's relative paths are os.path.relpath's, a
+    # train.py linked from elsewhere is still the project's train.py
+    source = Path(os.path.normpath(root / path))
     try:
-        inside = source.resolve().relative_to(root.resolve())
+        inside = source.relative_to(root)
     except ValueError:
-        artifact = {"uri": source.resolve().as_uri()}
+        artifact = {"uri": source.as_uri()}
     else:
         artifact = {"uri": quote(inside.as_posix()), "uriBaseId": SRCROOT}
     return Place(path, int(line), artifact, source)
@@ -66,7 +68,7 @@ def place(where: str | None, root: Path) -> Place | None:
 
 def root_uri(root: Path) -> str:
     """``%SRCROOT%``'s own URI: a directory's, so it ends with a slash."""
-    return root.resolve().as_uri().rstrip("/") + "/"
+    return root.as_uri().rstrip("/") + "/"
 
 
 def replacement_fix(fix: str | None, root: Path) -> dict[str, Any] | None:

@@ -293,3 +293,19 @@ def test_a_merged_record_names_the_workers_and_an_info_finding_is_informational(
 def test_sarif_is_a_registered_format():
     assert RENDERERS["sarif"] is SarifRenderer
     assert SarifRenderer.file_extension == "sarif"
+
+
+def test_a_relative_root_and_a_linked_script_stay_in_the_project(tmp_path, monkeypatch):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "project").mkdir()
+    write_source(tmp_path / "lib", SOURCE)
+    (tmp_path / "project" / "train.py").symlink_to(tmp_path / "lib" / "train.py")
+    monkeypatch.chdir(tmp_path)
+    log = json.loads(SarifRenderer(root="project").render(input_run()))
+    assert sarif_errors(log) == []
+    run = log["runs"][0]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == (tmp_path / "project").as_uri() + "/"
+    found = results(log)["input.sequential-map"]
+    artifact = found["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
+    assert "fixes" in found  # read through the link
