@@ -9,11 +9,11 @@ import ast
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from gpuwhy.commands.output_paths import is_gpuwhy_output
 from gpuwhy.finding import Finding
 from gpuwhy.report.sarif import LEVELS
 from tests.builders_workers import save, worker_record
@@ -103,6 +103,8 @@ def test_run_writes_the_log_with_the_fix_on_the_map_s_line(fit_run):
     ast.parse("\n".join(fixed))
     assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == folder.as_uri() + "/"
     assert log["runs"][0]["invocations"][0]["properties"]["exit_code"] == 0
+    # the next run may write over it (a file of the user's beside the script it may not)
+    assert is_gpuwhy_output(str(folder / "out.sarif"))
 
 
 def test_report_of_the_saved_record_gives_the_same_log(fit_run):
@@ -144,7 +146,7 @@ def test_merge_of_workers_records(tmp_path):
     )
     for name in ("worker-0", "worker-1"):
         save(tmp_path / "runs", worker_record(name, findings=(bound,)))
-    (tmp_path / "train.py").write_text("\n" * 30 + textwrap.dedent("ds = ds.batch(32)\n"))
+    (tmp_path / "train.py").write_text("\n" * 30 + "ds = ds.batch(32)\n")
     result = gpuwhy("merge", "runs", "-f", "sarif", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     run = valid(result.stdout)["runs"][0]
