@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 SRCROOT = "%SRCROOT%"
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _MARKER = re.compile(r"^# (?P<path>.+):(?P<line>\d+): in place of: (?P<old>.+)$")
 _LEAVE_OUT = "# and leave out the "  # a second edit, not a replacement (snippets.vectorise)
 _PLACEHOLDER = re.compile(r"<[A-Za-z][^<>]*>")  # <dataset>, <batch size>: not code to apply
@@ -37,8 +38,8 @@ class Place:
 
     def text(self) -> str | None:
         """The line's source text, where the file can be read here."""
-        try:
-            lines = self.source.read_text(encoding="utf-8").splitlines()
+        try:  # lines as Python numbers them: not str.splitlines's, which splits at \f too
+            lines = _LINE_END.split(self.source.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             return None
         return lines[self.line - 1] if 0 < self.line <= len(lines) else None

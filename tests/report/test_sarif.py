@@ -309,3 +309,11 @@ def test_a_relative_root_and_a_linked_script_stay_in_the_project(tmp_path, monke
     artifact = found["locations"][0]["physicalLocation"]["artifactLocation"]
     assert artifact == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
     assert "fixes" in found  # read through the link
+
+
+def test_lines_are_counted_as_python_counts_them(tmp_path):
+    """A form feed (pages in old sources) ends no line for Python, nor here."""
+    write_source(tmp_path, {**SOURCE, 50: "# section two\f"})
+    found = results(sarif(input_run(), tmp_path))["input.sequential-map"]
+    region = found["fixes"][0]["artifactChanges"][0]["replacements"][0]["deletedRegion"]
+    assert region == {"startLine": 62, "startColumn": 6, "endColumn": 21}
