@@ -19,7 +19,8 @@ def output_options(p: argparse.ArgumentParser) -> None:
         "-f",
         "--format",
         default="terminal",
-        help="report format: terminal (default), json, html, or module:Class",
+        help="report format: terminal (default), json, html, sarif (the findings for code "
+        "scanning, SARIF 2.1.0), or module:Class",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add tables and TF's log lines")
 

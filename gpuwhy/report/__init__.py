@@ -1,4 +1,4 @@
-"""Renderers: they only format a Record (terminal, JSON, HTML). ``-f NAME`` picks one
+"""Renderers: they only format a Record (terminal, JSON, HTML, SARIF). ``-f NAME`` picks one
 from RENDERERS (or ``module:Class``); ``--html PATH`` is the HTML renderer written to PATH."""
 
 import importlib
@@ -6,12 +6,14 @@ import importlib
 from gpuwhy.report.base import MisconfigurationError, Renderer
 from gpuwhy.report.html import HtmlRenderer
 from gpuwhy.report.json_ import JsonRenderer
+from gpuwhy.report.sarif import SarifRenderer
 from gpuwhy.report.terminal import TerminalRenderer
 
 RENDERERS: dict[str, type[Renderer]] = {
     "terminal": TerminalRenderer,
     "json": JsonRenderer,
     "html": HtmlRenderer,
+    "sarif": SarifRenderer,
 }
 
 

@@ -31,6 +31,10 @@ def test_every_renderer_renders_every_record(name, record):
     if name == "json":
         data = json.loads(text)
         assert validation_errors(data) == [] and data["verdict"]["text"] == record.verdict
+    elif name == "sarif":  # the findings only, one result each
+        run = json.loads(text)["runs"][0]
+        assert run["properties"]["verdict"] == record.verdict
+        assert [r["ruleId"] for r in run["results"]] == [f.id for f in record.findings]
     elif name == "html":  # the page from the record alone, every finding on it
         page = html.unescape(text)
         assert record.verdict in page
