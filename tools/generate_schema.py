@@ -1,6 +1,7 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
 gpuwhy/facts/ (program, steps, eager, tracing, gpu_samples, tfdata, input_fixes,
-projection, distribute, task, workers, timeline, stalls).
+projection, distribute, task, workers, timeline, stalls), and the whole of
+gpuwhy/schema/diff.schema.json (`gpuwhy diff --json`) from gpuwhy/comparison/model.py.
 
 Run from the repository root after changing one of those dataclasses:
     .venv/bin/python tools/generate_schema.py
@@ -20,8 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuwhy import facts as F
+from gpuwhy.comparison.model import Comparison
 
 SCHEMA = Path(__file__).resolve().parents[1] / "gpuwhy" / "schema" / "run.schema.json"
+DIFF_SCHEMA = SCHEMA.with_name("diff.schema.json")
 GENERATED = [
     ("program", F.ProgramFacts),
     ("steps", F.StepFacts),
@@ -99,12 +102,32 @@ def generated_sections() -> dict[str, dict]:
     return {name: schema_of(cls) for name, cls in GENERATED}
 
 
+def diff_schema() -> dict:
+    """The whole schema of `gpuwhy diff --json`: the Comparison dataclass, with the tool
+    that wrote it (gpuwhy/report/diff_json.py)."""
+    schema = schema_of(Comparison)
+    schema["properties"]["tool"] = {
+        "type": "object",
+        "required": ["name", "version"],
+        "properties": {"name": {"const": "gpuwhy"}, "version": {"type": "string"}},
+    }
+    schema["properties"]["schema"] = {"const": 1}
+    schema["required"] = ["schema", "tool", *schema["required"]]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://gpuwhy.dev/schema/diff-1.json",
+        "title": "gpuwhy diff",
+        **schema,
+    }
+
+
 def main() -> None:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     for name, section in generated_sections().items():
         schema["$defs"][name] = section
         schema["properties"][name] = {"oneOf": [{"type": "null"}, {"$ref": f"#/$defs/{name}"}]}
     SCHEMA.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    DIFF_SCHEMA.write_text(json.dumps(diff_schema(), indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

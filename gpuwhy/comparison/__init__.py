@@ -9,7 +9,7 @@ Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
 from __future__ import annotations
 
 from gpuwhy.comparison.changes import busy_change, part_changes, step_change
-from gpuwhy.comparison.environment import HOST_LOAD, environment_changes
+from gpuwhy.comparison.environment import HOST_LOAD, environment_changes, host_contention
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import (
     AlignedWindow,
@@ -37,7 +37,10 @@ def compare(
     parts, notes = part_changes(units_b, units_a, before.facts, after.facts)
     notes = (*_why_not_compared(units_b, units_a, step, busy), *notes)
     environment = environment_changes(before.facts, after.facts)
-    confounded = _confounded(step, environment)
+    contention = host_contention(before.facts, after.facts)
+    confounded = None
+    if step is not None and step.called != "same" and contention is not None:
+        confounded = f"{contention}: part of the difference may be the machine's"
     return Comparison(
         verdict=verdict(step, busy, parts, environment, confounded),
         before=_side(names[0], before, units_b),
@@ -51,20 +54,6 @@ def compare(
         timeline_before=units_b.aligned,
         timeline_after=units_a.aligned,
         confounded_by=confounded,
-    )
-
-
-def _confounded(step: Change | None, environment: tuple[EnvironmentChange, ...]) -> str | None:
-    """Why a called step-time change may be the host's: other processes took a different
-    share of its CPU in the two runs (a CI runner with a noisy neighbour)."""
-    if step is None or step.called == "same":
-        return None
-    load = next((e for e in environment if e.what == HOST_LOAD), None)
-    if load is None:
-        return None
-    return (
-        f"other processes used {load.after} of the host's CPU during AFTER against "
-        f"{load.before} during BEFORE: part of the difference may be the machine's"
     )
 
 

@@ -18,6 +18,10 @@ from gpuwhy.facts import Facts
 MIN_STEP_CHANGE = 0.02  # relative: smaller step-time changes are never called
 MIN_BUSY_CHANGE = 0.02  # GPU busy share, in points of 1
 MIN_PART_CHANGE = 0.02  # a part's change called only at this share of the step time
+# fewer windows than this in a run (a short run: 1 s windows): a part gets no interval of
+# its own, and is called where it moved by a quarter of the step-time change or more
+MIN_PART_UNITS = 8
+PART_SHARE_WITHOUT_INTERVAL = 0.25
 
 
 def step_change(before: RunUnits, after: RunUnits) -> Change | None:
@@ -98,12 +102,18 @@ def part_changes(
         step_b = _total_per(before.part_units, 1)
         step_a = _total_per(after.part_units, 1)
         delta_step = step_a - step_b
+        spread = min(len(before.part_units), len(after.part_units)) >= MIN_PART_UNITS
         for part in common:
             k = 2 + PARTS.index(part)
             per_b, per_a = _total_per(before.part_units, k), _total_per(after.part_units, k)
-            low, high = interval([_per(x, k) - _per(y, k) for x, y in zip(a, b)])
             delta = per_a - per_b
             big = abs(delta) >= MIN_PART_CHANGE * max(step_b, step_a)
+            if spread:
+                low, high = interval([_per(x, k) - _per(y, k) for x, y in zip(a, b)])
+                called = big and (low > 0 or high < 0)
+            else:
+                share = delta / delta_step if delta_step else 0.0
+                called = big and share >= PART_SHARE_WITHOUT_INTERVAL
             out.append(
                 PartChange(
                     part=part,
@@ -111,10 +121,10 @@ def part_changes(
                     before_s=round(per_b, 9),
                     after_s=round(per_a, 9),
                     delta_s=round(delta, 9),
-                    low_s=round(low, 9),
-                    high_s=round(high, 9),
+                    low_s=round(low, 9) if spread else None,
+                    high_s=round(high, 9) if spread else None,
                     share=round(delta / delta_step, 3) if abs(delta_step) > 0 else None,
-                    called=big and (low > 0 or high < 0),
+                    called=called,
                     measured_by=after.parts_measured[part],
                 )
             )

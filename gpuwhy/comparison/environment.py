@@ -29,12 +29,40 @@ def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange,
 def others_cpu(facts: Facts) -> float | None:
     """Other processes' mean share of the host's CPU (all its cores) while the program
     trained (the windows with steps), or over the record where none had steps."""
+    return _cpu_share(facts, "cpu_others_share")
+
+
+def _cpu_share(facts: Facts, name: str) -> float | None:
     if facts.timeline is None:
         return None
-    rows = [w for w in facts.timeline.windows if w.cpu_others_share is not None]
+    rows = [w for w in facts.timeline.windows if getattr(w, name) is not None]
     training = [w for w in rows if w.steps]
-    shares = [w.cpu_others_share for w in (training or rows) if w.cpu_others_share is not None]
+    shares = [getattr(w, name) for w in (training or rows)]
     return sum(shares) / len(shares) if shares else None
+
+
+SATURATED = 0.90  # the program and the others together: the host had no core to spare
+CONTENDED = 0.30  # ... and the others held this much of it
+
+
+def host_contention(before: Facts, after: Facts) -> str | None:
+    """Why two runs' wall times may differ for the host's sake: other processes took a
+    different share of its CPU, or took enough of a saturated host that the program
+    waited for a core. None where the hosts were alike and not saturated."""
+    load_b, load_a = others_cpu(before), others_cpu(after)
+    if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
+        return (
+            f"other processes used {load_a:.0%} of the host's CPU during AFTER against "
+            f"{load_b:.0%} during BEFORE"
+        )
+    for name, facts, load in (("BEFORE", before, load_b), ("AFTER", after, load_a)):
+        own = _cpu_share(facts, "cpu_process_share")
+        if load is not None and own is not None and load >= CONTENDED and load + own >= SATURATED:
+            return (
+                f"the host's CPU was saturated during {name} (other processes {load:.0%}, "
+                f"the program {own:.0%})"
+            )
+    return None
 
 
 def _safe(read: Callable[[Facts], str | None], facts: Facts) -> str | None:

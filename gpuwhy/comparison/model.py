@@ -55,10 +55,11 @@ class PartChange:
     before_s: float  # seconds per step
     after_s: float
     delta_s: float  # after - before
-    low_s: float | None  # its 95 % interval (None: measured once per run, no spread)
+    # its 95 % interval (None: measured once per run, or too few windows for a spread)
+    low_s: float | None
     high_s: float | None
     share: float | None  # of the step-time change (None when the step time did not change)
-    called: bool  # the interval leaves zero out
+    called: bool  # the interval leaves zero out (no interval: a quarter of the change)
     measured_by: str  # how the record measured it: "next() timing", "estimated from ..."
 
 

@@ -30,6 +30,8 @@ def render_comparison(c: Comparison, color: bool = False, width: int | None = No
         emoji=False,
     )
     called = c.step_time.called if c.step_time else "same"
+    if c.confounded_by is not None:
+        called = "same"  # no mark of victory or defeat on a contended host
     mark = {"faster": "✓", "slower": "✗"}.get(called, "•")
     console.print(Text(f"{mark} {c.verdict}", style=VERDICT_STYLE.get(called, "bold")))
     if c.step_time is not None:
@@ -96,7 +98,9 @@ def _part_row(p: PartChange) -> tuple[str, str, str, str, str]:
     if p.low_s is not None and p.high_s is not None:
         change = f"{_signed(p.delta_s)} ({_signed(p.low_s)} to {_signed(p.high_s)})"
     else:
-        change = f"{_signed(p.delta_s)} (measured once per run)"
+        change = f"{_signed(p.delta_s)} (no interval: too few windows)"
+        if p.part == "collectives":
+            change = f"{_signed(p.delta_s)} (measured once per run)"
     if not p.called:
         change += " ~"
     share = f"{p.share:.0%}" if p.share is not None and p.called else ""

@@ -23,6 +23,14 @@ def load() -> dict[str, Any]:
     )
 
 
+def load_diff() -> dict[str, Any]:
+    """The published JSON Schema of ``gpuwhy diff --json`` (gpuwhy/schema/diff.schema.json,
+    generated from gpuwhy/comparison/model.py)."""
+    return json.loads(
+        resources.files("gpuwhy.schema").joinpath("diff.schema.json").read_text(encoding="utf-8")
+    )
+
+
 @functools.lru_cache(maxsize=1)
 def validator():
     """One validator per process: building it parses the schema and compiles its refs,

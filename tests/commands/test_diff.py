@@ -1,0 +1,150 @@
+"""`gpuwhy diff` on records of real runs: the same program twice is no measurable
+difference, a fixed input pipeline is faster with the input named, a planted regression
+fails the gate with one line; its JSON validates; bad input is one line, exit 2."""
+
+import json
+import subprocess
+import textwrap
+
+import jsonschema
+import pytest
+
+from gpuwhy.schema import published
+from tests.test_run_tensorflow import GPUWHY, ROOT, run
+
+# The step's time is mostly sleeps, which a busy host does not stretch as it stretches
+# TF's own work: STEP_SLEEP in the loop's Python (4 ms; the regression makes it 8), and
+# INPUT_SLEEP inside the input pipeline (a py_function per batch, no prefetch; 10 ms in
+# the program before its input was fixed, none after).
+PROGRAM = textwrap.dedent(
+    """
+    import os
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+
+    INPUT_SLEEP = float(os.environ.get("INPUT_SLEEP", "0"))
+    STEP_SLEEP = float(os.environ.get("STEP_SLEEP", "0.004"))
+
+
+    def load(batch):
+        time.sleep(INPUT_SLEEP)
+        return batch
+
+
+    x = np.random.rand(4096, 16).astype("float32")
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(x)
+        .batch(8)
+        .map(lambda b: tf.py_function(load, [b], tf.float32))
+        .repeat()
+    )
+
+
+    @tf.function
+    def train_step(batch):
+        return tf.reduce_sum(batch * 2.0)
+
+
+    for step, batch in enumerate(dataset):
+        if step >= 500:
+            break
+        train_step(batch)
+        time.sleep(STEP_SLEEP)
+    """
+)
+
+
+def diff(*args):
+    return subprocess.run(
+        [GPUWHY, "diff", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("diff")
+    script = folder / "train.py"
+    script.write_text(PROGRAM)
+    variants = {
+        "base": {},
+        "again": {},
+        "slow_input": {"INPUT_SLEEP": "0.010"},
+        "slower": {"STEP_SLEEP": "0.008"},
+    }
+    out = {}
+    for name, env in variants.items():
+        path = folder / f"{name}.json"
+        result = run("--json", path, script, env_extra=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        out[name] = path
+    return out
+
+
+def test_the_same_program_twice_is_no_measurable_difference(records, tmp_path):
+    out = tmp_path / "same.json"
+    result = diff(records["base"], records["again"], "--fail-on", "step:+5%", "--json", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    data = json.loads(out.read_text())
+    if data["confounded_by"] is None:
+        assert first.startswith("• No measurable difference in step time"), first
+    else:  # a neighbour loaded the shared host in one run only: said, never failed
+        assert "part of the difference may be the machine's" in first
+        assert "not judged" in result.stderr
+    assert "\nFindings\n" in result.stdout
+
+
+def test_a_fixed_input_pipeline_is_faster_and_the_input_is_named(records, tmp_path):
+    out = tmp_path / "diff.json"
+    result = diff(records["slow_input"], records["base"], "--json", out)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    # ✓, or • where a neighbour loaded the shared host in one run only (said in the line)
+    assert first.startswith(("✓ AFTER is ", "• AFTER is ")), first
+    assert "faster per step" in first and "waiting for input" in first
+    data = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(published.load_diff()).validate(data)
+    assert data["step_time"]["called"] == "faster"
+    (input_part,) = [p for p in data["parts"] if p["part"] == "input"]
+    assert input_part["called"] and input_part["delta_s"] < -0.003
+    assert input_part["share"] > 0.5
+    # waiting for input is gone, or (py_function's own cost stays) no longer high
+    better = {f["id"] for f in data["findings"] if f["change"] in ("gone", "better")}
+    assert "input.bound" in better
+
+
+def test_a_planted_regression_fails_the_gate_with_one_line(records):
+    result = diff(records["base"], records["slower"], "--fail-on", "step:+5%")
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(("✗ AFTER is ", "• AFTER is ")), first
+    assert "slower per step" in first
+    # the part that grew is the Python between the calls (the loop's own sleep)
+    assert "Python outside the calls (the loop itself)" in first
+    (gate,) = [line for line in result.stderr.splitlines() if line.startswith("gpuwhy: gate:")]
+    if "may be the machine's" in first:  # a neighbour loaded the host in one run only
+        assert result.returncode == 0 and gate.startswith("gpuwhy: gate: step:+5% not judged")
+    else:
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert gate.startswith("gpuwhy: gate: step:+5%: the step time is ")
+
+
+def test_bad_input_is_one_line_and_exit_2(records, tmp_path):
+    missing = diff(tmp_path / "nope.json", records["base"])
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+    not_json = tmp_path / "train.txt"
+    not_json.write_text("hello")
+    bad = diff(not_json, records["base"])
+    assert bad.returncode == 2 and "is not valid JSON" in bad.stderr
+    gate = diff(records["base"], records["again"], "--fail-on", "slower")
+    assert gate.returncode == 2
+    assert "--fail-on 'slower': expected step:+N%" in gate.stderr
+    over = diff(records["base"], records["again"], "-o", records["again"])
+    assert over.returncode == 2 and "Traceback" not in over.stderr
