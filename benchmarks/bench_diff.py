@@ -36,18 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.comparison import compare
-from gpuwhy.comparison.changes import step_change
-from gpuwhy.comparison.units import run_units
-from gpuwhy.facts import Facts, StepFacts, StepSpan, StepTimeline
+from gpuwhy.facts import Facts, RunTimeline, RunWindow, StepFacts, StepSpan, StepTimeline
 from gpuwhy.record import Record
 from gpuwhy.report.diff_terminal import render_comparison
 
-SERIES = Path(__file__).resolve().parent / "data" / "diff_series.json.gz"
+SERIES = Path(__file__).resolve().parent / "data" / "diff_series_quiet.json.gz"
 KEPT = 5000
 
 
-def load_runs() -> dict[str, list[dict]]:
-    with gzip.open(SERIES, "rt") as f:
+def load_runs(path: Path) -> dict[str, list[dict]]:
+    with gzip.open(path, "rt") as f:
         runs = json.load(f)["runs"]
     by: dict[str, list[dict]] = {}
     for run in runs:
@@ -55,29 +53,42 @@ def load_runs() -> dict[str, list[dict]]:
     return by
 
 
-def stretch(run: dict, rng: random.Random, slower: float = 1.0) -> StepFacts:
+def stretch(run: dict, rng: random.Random, slower: float = 1.0) -> Facts:
     """A random contiguous 50-100 % of the run's training, its steps ``slower`` times
-    as long, as a record's steps section."""
+    as long, as a record's facts: its steps, and its timeline rows over the same time
+    (the host's CPU shares, tf.function seconds)."""
     if run["all_kept"]:
         per_step = [d / 1e6 / run["steps_per_call"] for d in run["durations_us"][run["warmup"] :]]
         n = len(per_step)
         length = rng.randint(n // 2, n)
         first = rng.randint(0, n - length)
-        durations = [d * slower for d in per_step[first : first + length]]
-        return steps_of(durations)
-    windows = [StepSpan(**w) for w in run["timeline"]["windows"]][1:]  # the first: warm-up
-    windows = [w for w in windows if w.steps >= 3]
-    n = len(windows)
-    length = rng.randint(max(3, n // 2), n)
-    first = rng.randint(0, n - length)
-    chosen = [scaled(w, slower) for w in windows[first : first + length]]
-    return StepFacts(
-        source="tf-data",
-        marker="recorded",
-        count=sum(w.steps for w in chosen),
-        timeline=StepTimeline(width_s=run["timeline"]["width_s"], windows=tuple(chosen)),
-        all_kept=False,
+        origin = run["timeline"]["windows"][0]["start_s"] + sum(
+            d / 1e6 for d in run["durations_us"][: run["warmup"]]
+        )
+        origin += sum(per_step[:first])
+        steps = steps_of([d * slower for d in per_step[first : first + length]], origin)
+    else:
+        windows = [StepSpan(**w) for w in run["timeline"]["windows"]][1:]  # 1st: warm-up
+        windows = [w for w in windows if w.steps >= 3]
+        n = len(windows)
+        length = rng.randint(max(3, n // 2), n)
+        first = rng.randint(0, n - length)
+        chosen = [scaled(w, slower) for w in windows[first : first + length]]
+        steps = StepFacts(
+            source="tf-data",
+            marker="recorded",
+            count=sum(w.steps for w in chosen),
+            timeline=StepTimeline(width_s=run["timeline"]["width_s"], windows=tuple(chosen)),
+            all_kept=False,
+        )
+    assert steps.timeline is not None
+    begin = steps.timeline.windows[0].start_s
+    end = steps.timeline.windows[-1].start_s
+    rows = tuple(
+        RunWindow(**w) for w in run["rows"]["windows"] if begin - 1e-9 <= w["start_s"] <= end + 1e-9
     )
+    width = run["rows"]["width_s"] or 1.0
+    return Facts(steps=steps, timeline=RunTimeline(width_s=width, run_s=end + width, windows=rows))
 
 
 def scaled(w: StepSpan, k: float) -> StepSpan:
@@ -94,9 +105,9 @@ def scaled(w: StepSpan, k: float) -> StepSpan:
     )
 
 
-def steps_of(durations: list[float], width: float = 1.0) -> StepFacts:
+def steps_of(durations: list[float], origin: float = 0.0, width: float = 1.0) -> StepFacts:
     """Steps kept one by one (every one) and their timeline, as a run records them."""
-    starts, t = [], 0.0
+    starts, t = [], origin
     for d in durations:
         starts.append(t)
         t += d
@@ -134,26 +145,34 @@ def timeline_of(starts: list[float], durations: list[float], width: float) -> St
 
 
 def verdicts(by: dict[str, list[dict]], pairs: int, seed: int, slower: float) -> dict:
+    """``pairs`` pairs of two different runs of one workload, AFTER ``slower`` times as
+    slow: how the diff called them. "confounded" is a called change the diff says may be
+    the machine's (a host loaded differently, or saturated): the gate does not fail on
+    it."""
     rng = random.Random(seed)
     names = sorted(by)
-    called: dict[str, int] = {}
-    per_workload: dict[str, list[str]] = {n: [] for n in names}
+    counts: dict[str, int] = {}
+    per_workload: dict[str, dict[str, int]] = {n: {} for n in names}
     widths = []
     for i in range(pairs):
         name = names[i % len(names)]
         a, b = rng.sample(by[name], 2)
-        before = run_units(Facts(steps=stretch(a, rng)))
-        after = run_units(Facts(steps=stretch(b, rng, slower)))
-        change = step_change(before, after)
-        verdict = change.called if change else "none"
-        called[verdict] = called.get(verdict, 0) + 1
-        per_workload[name].append(verdict)
-        if change:
-            widths.append(change.high - change.low)
+        c = compare(
+            Record(command="run", facts=stretch(a, rng)),
+            Record(command="run", facts=stretch(b, rng, slower)),
+        )
+        step = c.step_time
+        verdict = "none" if step is None else step.called
+        if step is not None and c.confounded_by is not None:
+            verdict += " (confounded)"
+        counts[verdict] = counts.get(verdict, 0) + 1
+        per_workload[name][verdict] = per_workload[name].get(verdict, 0) + 1
+        if step is not None:
+            widths.append(step.high - step.low)
     return {
-        "called": called,
-        "by_workload": {n: {v: vs.count(v) for v in set(vs)} for n, vs in per_workload.items()},
-        "median_interval_width": statistics.median(widths) if widths else None,
+        "called": dict(sorted(counts.items())),
+        "by_workload": per_workload,
+        "median_interval_width": round(statistics.median(widths), 4) if widths else None,
     }
 
 
@@ -200,6 +219,25 @@ def million_step_record(run: dict, rng: random.Random) -> Record:
     return Record.diagnose("run", Facts(steps=steps))
 
 
+def spread(by: dict[str, list[dict]]) -> dict:
+    """Each workload's runs: the mean step of each (ms), and the others' CPU share."""
+    out = {}
+    for name, runs in sorted(by.items()):
+        means, loads = [], []
+        for run in runs:
+            windows = run["timeline"]["windows"][1:]
+            steps = sum(w["steps"] for w in windows)
+            means.append(round(1e3 * sum(w["step_s"] for w in windows) / steps, 2))
+            shares = [
+                w["cpu_others_share"]
+                for w in run["rows"]["windows"]
+                if w.get("steps") and w.get("cpu_others_share") is not None
+            ]
+            loads.append(round(statistics.fmean(shares), 2) if shares else None)
+        out[name] = {"mean_step_ms": means, "others_cpu": loads}
+    return out
+
+
 def speed(by: dict[str, list[dict]], runs: int) -> dict:
     rng = random.Random(0)
     source = by["custom_loop"][0]
@@ -231,9 +269,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--series", type=Path, default=SERIES)
     args = parser.parse_args()
-    by = load_runs()
-    print(f"recorded runs: {', '.join(f'{n} x{len(r)}' for n, r in sorted(by.items()))}")
+    by = load_runs(args.series)
+    print(f"recorded runs ({args.series.name}): {spread(by)}")
     same = verdicts(by, args.pairs, args.seed, 1.0)
     print(f"same program, {args.pairs} pairs: {same}")
     for change in (1.03, 1.05, 1.10):

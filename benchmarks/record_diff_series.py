@@ -3,9 +3,9 @@ same unchanged programs, several times each, kept as their step series only.
 
     .venv/bin/python benchmarks/record_diff_series.py --runs 10
 
-Writes benchmarks/data/diff_series.json.gz: for each run, the workload, its steps kept one
-by one (µs), its step timeline windows and the other processes' mean share of the host's
-CPU while it trained. Run on the
+Writes benchmarks/data/diff_series.json.gz (``--out``): for each run, the workload, its
+steps kept one by one (µs), its step timeline windows and its timeline rows' CPU shares
+and tf.function seconds. Run on the
 machine whose noise the figures should describe (this project's 2-core CI machine).
 """
 
@@ -22,6 +22,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "data" / "diff_series.json.gz"
+ROW_FIELDS = (
+    "start_s",
+    "steps",
+    "cpu_others_share",
+    "cpu_process_share",
+    "trace_s",
+    "function_call_s",
+)
 WORKLOADS = {  # name: (script, environment)
     "custom_loop": ("workloads/custom_loop.py", {"WORKLOAD_EPOCHS": "60"}),
     "keras_fit": ("workloads/keras_fit.py", {"WORKLOAD_EPOCHS": "40"}),
@@ -41,15 +49,15 @@ def record(script: str, env: dict[str, str]) -> dict:
         data = json.loads(out.read_text())
     steps = data["steps"]
     spc = max(1, steps.get("steps_per_call") or 1)
-    shares = [
-        w["cpu_others_share"]
-        for w in (data.get("timeline") or {}).get("windows", [])
-        if w.get("cpu_others_share") is not None and w.get("steps")
-    ]
+    timeline = data.get("timeline") or {}
     return {
-        # other processes' share of the host's CPU over the training windows: a pair
-        # whose loads differ is one the diff says may differ for the machine's sake
-        "others_cpu": round(sum(shares) / len(shares), 4) if shares else None,
+        # the run's timeline rows with what the comparison reads from them: the host's
+        # CPU shares (a pair whose hosts differ is said to, rather than called), the
+        # tf.function call and trace seconds (the step's parts)
+        "rows": {
+            "width_s": timeline.get("width_s"),
+            "windows": [{k: w.get(k) for k in ROW_FIELDS} for w in timeline.get("windows", [])],
+        },
         "steps_per_call": spc,
         "warmup": steps["warmup"],
         "all_kept": steps["all_kept"],
@@ -62,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--only", nargs="*", default=list(WORKLOADS))
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     runs = []
     for i in range(args.runs):
@@ -69,10 +78,10 @@ def main() -> None:
             script, env = WORKLOADS[name]
             runs.append({"workload": name, **record(script, env)})
             print(f"run {i + 1}/{args.runs} {name}", flush=True)
-    OUT.parent.mkdir(exist_ok=True)
-    with gzip.open(OUT, "wt") as f:
+    args.out.parent.mkdir(exist_ok=True)
+    with gzip.open(args.out, "wt") as f:
         json.dump({"runs": runs}, f)
-    print(f"wrote {OUT} ({OUT.stat().st_size:,} bytes)")
+    print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes)")
 
 
 if __name__ == "__main__":
