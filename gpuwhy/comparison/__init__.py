@@ -8,7 +8,7 @@ Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
 
 from __future__ import annotations
 
-from gpuwhy.comparison.changes import busy_change, part_changes, step_change
+from gpuwhy.comparison.changes import busy_change, part_changes, projected_change, step_change
 from gpuwhy.comparison.environment import HOST_LOAD, environment_changes, host_contention
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import (
@@ -35,6 +35,10 @@ def compare(
     step = step_change(units_b, units_a)
     busy = busy_change(units_b, units_a)
     parts, notes = part_changes(units_b, units_a, before.facts, after.facts)
+    projected, projected_on = projected_change(before.facts, after.facts)
+    if projected is None and projected_on is not None:
+        notes = (*notes, projected_on)
+        projected_on = None
     notes = (*_why_not_compared(units_b, units_a, step, busy), *notes)
     environment = environment_changes(before.facts, after.facts)
     contention = host_contention(before.facts, after.facts)
@@ -47,6 +51,8 @@ def compare(
         after=_side(names[1], after, units_a),
         step_time=step,
         gpu_busy=busy,
+        projected_step=projected,
+        projected_gpu=projected_on,
         parts=parts,
         findings=finding_changes(before.findings, after.findings),
         environment=environment,

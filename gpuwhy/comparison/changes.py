@@ -84,6 +84,40 @@ def busy_change(before: RunUnits, after: RunUnits) -> Change | None:
     )
 
 
+def projected_change(before: Facts, after: Facts) -> tuple[Change | None, str | None]:
+    """The training step projected onto the same GPU (``gpuwhy run --target``) in both
+    records, and the GPU; or why not, as a note.
+
+    Both are predictions of one cost model from each record's traced graph: where the
+    graph did not change they are equal, so a moved projection is the graph's doing (more
+    FLOPs, another precision, ops that left the GPU) or the measured host parts'
+    (CPU-only ops, the input pipeline). Called at ``MIN_STEP_CHANGE``; its interval is
+    AFTER's band over BEFORE's middle, the model's uncertainty, not the runs' spread."""
+    b, a = before.projection, after.projection
+    if b is None or a is None:
+        return None, None
+    if b.gpu != a.gpu:
+        return None, f"projected onto {b.gpu} in BEFORE and {a.gpu} in AFTER: not compared"
+    estimate = a.step_s / b.step_s
+    if estimate >= 1 + MIN_STEP_CHANGE:
+        called = "slower"
+    elif estimate <= 1 - MIN_STEP_CHANGE:
+        called = "faster"
+    else:
+        called = "same"
+    change = Change(
+        measure="projected_step",
+        before=round(b.step_s, 9),
+        after=round(a.step_s, 9),
+        estimate=round(estimate, 5),
+        low=round(a.step_low_s / b.step_s, 5),
+        high=round(a.step_high_s / b.step_s, 5),
+        called=called,
+        detectable=MIN_STEP_CHANGE,
+    )
+    return change, b.gpu
+
+
 def part_changes(
     before: RunUnits, after: RunUnits, before_facts: Facts, after_facts: Facts
 ) -> tuple[tuple[PartChange, ...], tuple[str, ...]]:

@@ -7,6 +7,9 @@ Conditions (``gpuwhy diff`` takes all of them, ``gpuwhy run`` the finding ones):
 - ``step:+5%``: the step time is called slower (its 95 % interval leaves no change out)
   and by at least 5 %; not judged (said, not failed) where the host's other processes
   took a different share of its CPU in the two runs;
+- ``projected:+5%``: the step projected onto the same GPU (``run --target``) is at least
+  5 % slower (a prediction from each record's traced graph: deterministic where the
+  graph did not change, so no spread to leave out);
 - ``gpu-busy:-10``: the GPUs' busy share is called lower, by at least 10 points;
 - ``new:medium``: a finding new in AFTER (or worse than in BEFORE) at medium or higher;
 - ``medium`` (or ``finding:medium``): any finding of AFTER (of the run) at medium or
@@ -34,9 +37,9 @@ class GateError(ValueError):
 
 @dataclass(frozen=True)
 class Condition:
-    kind: str  # step | gpu-busy | new | finding
+    kind: str  # step | projected | gpu-busy | new | finding
     text: str  # as written
-    amount: float = 0.0  # step: relative (0.05); gpu-busy: points of 1 (0.10)
+    amount: float = 0.0  # step, projected: relative (0.05); gpu-busy: points of 1 (0.10)
     severity: str = "medium"  # new, finding: the lowest severity that fails
     ignore: tuple[str, ...] = ()  # finding ids (fnmatch patterns) it never fails on
 
@@ -44,7 +47,7 @@ class Condition:
         return not any(fnmatch.fnmatchcase(finding_id, pattern) for pattern in self.ignore)
 
 
-_STEP = re.compile(r"^step:\+?(\d+(?:\.\d+)?)%$")
+_STEP = re.compile(r"^(step|projected):\+?(\d+(?:\.\d+)?)%$")
 _BUSY = re.compile(r"^gpu-busy:-(\d+(?:\.\d+)?)$")
 
 
@@ -64,7 +67,7 @@ def parse(text: str, findings_only: bool = False) -> Condition:
     if not findings_only:
         step = _STEP.match(lowered)
         if step:
-            return Condition("step", written, amount=float(step.group(1)) / 100)
+            return Condition(step.group(1), written, amount=float(step.group(2)) / 100)
         busy = _BUSY.match(lowered)
         if busy:
             return Condition("gpu-busy", written, amount=float(busy.group(1)) / 100)
@@ -72,7 +75,8 @@ def parse(text: str, findings_only: bool = False) -> Condition:
     if findings_only:
         raise GateError(f"--fail-on {written!r}: expected a severity ({choices})")
     raise GateError(
-        f"--fail-on {written!r}: expected step:+N%, gpu-busy:-N, new:SEVERITY or SEVERITY "
+        f"--fail-on {written!r}: expected step:+N%, projected:+N%, gpu-busy:-N, "
+        "new:SEVERITY or SEVERITY "
         f"({choices})"
     )
 
@@ -107,6 +111,13 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
                         f"{c.text}: the step time is {step.estimate - 1:.1%} slower "
                         f"({step.low - 1:+.1%} to {step.high - 1:+.1%}, 95%)"
                     )
+        elif c.kind == "projected" and comparison.projected_step is not None:
+            projected = comparison.projected_step
+            if projected.called == "slower" and projected.estimate - 1 >= c.amount - 1e-12:
+                out.append(
+                    f"{c.text}: the step projected on {comparison.projected_gpu} is "
+                    f"{projected.estimate - 1:.1%} slower (a prediction from the traced graph)"
+                )
         elif c.kind == "gpu-busy" and comparison.gpu_busy is not None:
             busy = comparison.gpu_busy
             if busy.called == "lower" and -busy.estimate >= c.amount - 1e-12:

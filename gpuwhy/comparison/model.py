@@ -34,7 +34,7 @@ class Change:
     """One measure of both runs with the interval of AFTER / BEFORE (ratios) or AFTER -
     BEFORE (shares, in points)."""
 
-    measure: str  # step_time | gpu_busy
+    measure: str  # step_time | gpu_busy | projected_step
     before: float  # seconds per step; a share for gpu_busy
     after: float
     estimate: float  # AFTER / BEFORE (a share: AFTER - BEFORE)
@@ -107,6 +107,10 @@ class Comparison:
     after: RunSide
     step_time: Change | None = None
     gpu_busy: Change | None = None
+    # --target: the step projected onto the same GPU from each record's traced graph
+    # (a prediction: low/high are AFTER's band over BEFORE's middle, not a spread)
+    projected_step: Change | None = None
+    projected_gpu: str | None = None
     parts: tuple[PartChange, ...] = ()
     findings: tuple[FindingChange, ...] = ()
     environment: tuple[EnvironmentChange, ...] = ()

@@ -48,6 +48,17 @@ def render_comparison(c: Comparison, color: bool = False, width: int | None = No
             indent=2,
         ):
             console.print(row)
+    if c.projected_step is not None:
+        p = c.projected_step
+        console.print()
+        console.print(Text(f"Projected onto {c.projected_gpu}", style="bold underline"))
+        console.print(
+            Text(
+                f"  {duration(p.before)} -> {duration(p.after)} a step (AFTER/BEFORE "
+                f"{p.estimate:.3f}; AFTER's band {p.low:.2f}-{p.high:.2f}x BEFORE): "
+                "predicted from each record's traced graph, not measured"
+            )
+        )
     if c.gpu_busy is not None:
         console.print()
         console.print(Text("GPU busy", style="bold underline"))

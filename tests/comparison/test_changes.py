@@ -7,10 +7,12 @@ import pytest
 
 from gpuwhy.comparison import compare, verdict
 from gpuwhy.comparison.changes import MIN_STEP_CHANGE, busy_change, part_changes, step_change
+from gpuwhy.comparison.gate import crossed_by_comparison, parse
 from gpuwhy.comparison.units import run_units
 from gpuwhy.facts import (
     Facts,
     GpuWindow,
+    ProjectionFacts,
     RunTimeline,
     RunWindow,
     StepFacts,
@@ -165,3 +167,35 @@ def test_watch_records_compare_the_gpus_busy_share():
     assert comparison.verdict.startswith("The GPUs are busy higher in AFTER: 40% -> 80%")
     same = busy_change(run_units(before.facts), run_units(before.facts))
     assert same.called == "same"
+
+
+def projection(step_s, gpu="A100"):
+    return ProjectionFacts(
+        gpu=gpu,
+        requested=gpu,
+        function="train_step (train.py:9)",
+        step_s=step_s,
+        step_low_s=step_s * 0.7,
+        step_high_s=step_s * 1.4,
+        tensor_s=step_s / 2,
+        kernels_s=step_s / 2,
+        copies_s=0.0,
+    )
+
+
+def test_the_projected_step_is_compared_on_the_same_gpu_only():
+    before = Record(command="run", facts=Facts(projection=projection(0.010)))
+    after = Record(command="run", facts=Facts(projection=projection(0.013)))
+    c = compare(before, after)
+    assert c.projected_gpu == "A100"
+    p = c.projected_step
+    assert (p.called, p.estimate, p.low, p.high) == ("slower", 1.3, 0.91, 1.82)
+    gate = [parse("projected:+5%")]
+    assert crossed_by_comparison(gate, c) == [
+        "projected:+5%: the step projected on A100 is 30.0% slower (a prediction from the "
+        "traced graph)"
+    ]
+    other = Record(command="run", facts=Facts(projection=projection(0.013, "T4")))
+    c = compare(before, other)
+    assert c.projected_step is None
+    assert "projected onto A100 in BEFORE and T4 in AFTER: not compared" in c.notes
