@@ -27,6 +27,7 @@ ROW_FIELDS = (
     "steps",
     "cpu_others_share",
     "cpu_process_share",
+    "main_thread_queued_share",
     "trace_s",
     "function_call_s",
 )

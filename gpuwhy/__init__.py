@@ -8,7 +8,7 @@ Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -
 
 from gpuwhy.version import __version__ as __version__
 
-__all__ = ["KerasCallback", "audit", "check", "explain", "load", "optimize", "session"]
+__all__ = ["KerasCallback", "audit", "check", "diff", "explain", "load", "optimize", "session"]
 
 
 def check(python=None, timeout=120.0):
@@ -74,6 +74,15 @@ def load(path):
     from gpuwhy.record import Record
 
     return Record.load(path)
+
+
+def diff(before, after):
+    """Two records (or paths of saved ones) compared, as ``gpuwhy diff``: a
+    :class:`gpuwhy.comparison.Comparison` (its ``verdict``, ``step_time``, ``parts``,
+    ``findings``, ``environment``)."""
+    from gpuwhy.modes.diff import diff as compare_records
+
+    return compare_records(before, after)
 
 
 def explain(rule_id):

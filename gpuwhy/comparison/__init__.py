@@ -9,7 +9,12 @@ Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
 from __future__ import annotations
 
 from gpuwhy.comparison.changes import busy_change, part_changes, projected_change, step_change
-from gpuwhy.comparison.environment import HOST_LOAD, environment_changes, host_contention
+from gpuwhy.comparison.environment import (
+    HOST_LOAD,
+    QUEUED,
+    environment_changes,
+    host_contention,
+)
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import (
     AlignedWindow,
@@ -41,10 +46,11 @@ def compare(
         projected_on = None
     notes = (*_why_not_compared(units_b, units_a, step, busy), *notes)
     environment = environment_changes(before.facts, after.facts)
-    contention = host_contention(before.facts, after.facts)
     confounded = None
-    if step is not None and step.called != "same" and contention is not None:
-        confounded = f"{contention}: part of the difference may be the machine's"
+    if step is not None and step.called != "same":
+        contention = host_contention(before.facts, after.facts, step.estimate)
+        if contention is not None:
+            confounded = f"{contention}: part of the difference may be the machine's"
     return Comparison(
         verdict=verdict(step, busy, parts, environment, confounded),
         before=_side(names[0], before, units_b),
@@ -91,7 +97,8 @@ def verdict(
             text += f"; {moved}"
     if confounded:
         text += f"; but {confounded}"
-    others = [e.what for e in environment if e.what != HOST_LOAD or not confounded]
+    host = (HOST_LOAD, QUEUED)
+    others = [e.what for e in environment if e.what not in host or not confounded]
     if others:
         text += f" (also changed: {', '.join(others[:3])})"
     return text + "."

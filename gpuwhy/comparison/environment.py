@@ -12,6 +12,7 @@ from gpuwhy.facts import Facts
 
 HOST_LOAD_CHANGE = 0.20  # other processes' share of the host's CPU: a shared host wanders by 10
 HOST_LOAD = "other processes' CPU on the host"
+QUEUED = "the main thread waiting for a core"
 
 
 def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange, ...]:
@@ -23,6 +24,11 @@ def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange,
     load_b, load_a = others_cpu(before), others_cpu(after)
     if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
         out.append(EnvironmentChange(what=HOST_LOAD, before=f"{load_b:.0%}", after=f"{load_a:.0%}"))
+    queued_b, queued_a = queued_share(before), queued_share(after)
+    if queued_b is not None and queued_a is not None and abs(queued_a - queued_b) >= 0.05:
+        out.append(
+            EnvironmentChange(what=QUEUED, before=f"{queued_b:.0%}", after=f"{queued_a:.0%}")
+        )
     return tuple(out)
 
 
@@ -43,12 +49,33 @@ def _cpu_share(facts: Facts, name: str) -> float | None:
 
 SATURATED = 0.90  # the program and the others together: the host had no core to spare
 CONTENDED = 0.30  # ... and the others held this much of it
+QUEUED_AT_LEAST = 0.02  # a difference in the main thread's waiting for a core that counts
+QUEUED_SHARE_OF_CHANGE = 0.5  # ... when it is this much of the step-time change or more
 
 
-def host_contention(before: Facts, after: Facts) -> str | None:
-    """Why two runs' wall times may differ for the host's sake: other processes took a
-    different share of its CPU, or took enough of a saturated host that the program
-    waited for a core. None where the hosts were alike and not saturated."""
+def host_contention(before: Facts, after: Facts, change: float | None) -> str | None:
+    """Why two runs' wall times may differ for the host's sake, for a step time that
+    changed by ``change`` (AFTER / BEFORE); None where the host explains little of it.
+
+    Measured where Linux keeps it: the share of the time the program's main thread (its
+    loop) waited for a core. More waiting in the slower run, by half the change or more,
+    is the host's doing. Where that is not kept, inferred: other processes took a
+    different share of the host's CPU (20 points), or a saturated host's (the program and
+    the others at 90 % of its cores, the others at 30 %)."""
+    if change is None:
+        return None
+    queued_b, queued_a = queued_share(before), queued_share(after)
+    if queued_b is not None and queued_a is not None:
+        delta = queued_a - queued_b
+        same_way = (delta > 0) == (change > 1)
+        big = abs(delta) >= max(QUEUED_AT_LEAST, QUEUED_SHARE_OF_CHANGE * abs(change - 1))
+        if same_way and big:
+            return (
+                f"the program's main thread waited for a core {queued_a:.0%} of the time "
+                f"during AFTER against {queued_b:.0%} during BEFORE (a host loaded "
+                "differently)"
+            )
+        return None
     load_b, load_a = others_cpu(before), others_cpu(after)
     if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
         return (
@@ -63,6 +90,11 @@ def host_contention(before: Facts, after: Facts) -> str | None:
                 f"the program {own:.0%})"
             )
     return None
+
+
+def queued_share(facts: Facts) -> float | None:
+    """The share of its training time the program's main thread waited for a core."""
+    return _cpu_share(facts, "main_thread_queued_share")
 
 
 def _safe(read: Callable[[Facts], str | None], facts: Facts) -> str | None:

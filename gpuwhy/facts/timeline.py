@@ -70,6 +70,9 @@ class RunWindow:
     # every other process's (None: not read)
     cpu_process_share: float | None = None
     cpu_others_share: float | None = None
+    # of the window's wall time, the program's main thread (its loop) was runnable but
+    # waited for a core (Linux schedstat): the host's contention, measured where it acts
+    main_thread_queued_share: float | None = None
     gc_pause_s: float = 0.0  # Python garbage collection (gc.callbacks), seconds in it
     gc_collections: int = 0
     checkpoint_s: float = 0.0  # checkpoint writes (tf.train.Checkpoint, Keras saves)

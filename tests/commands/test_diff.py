@@ -148,3 +148,16 @@ def test_bad_input_is_one_line_and_exit_2(records, tmp_path):
     assert "--fail-on 'slower': expected step:+N%" in gate.stderr
     over = diff(records["base"], records["again"], "-o", records["again"])
     assert over.returncode == 2 and "Traceback" not in over.stderr
+
+
+def test_gpuwhy_diff_from_python_is_the_command_s_comparison(records, tmp_path):
+    import gpuwhy
+    from gpuwhy.report.diff_json import comparison_dict
+
+    out = tmp_path / "diff.json"
+    assert diff(records["base"], records["slower"], "--json", out).returncode in (0, 1)
+    from_file = json.loads(out.read_text())
+    in_python = comparison_dict(gpuwhy.diff(records["base"], gpuwhy.load(records["slower"])))
+    # the same figures: the bootstrap is seeded, whichever way the records came in
+    assert in_python["step_time"] == from_file["step_time"]
+    assert in_python["verdict"] == from_file["verdict"]

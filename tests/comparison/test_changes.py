@@ -199,3 +199,44 @@ def test_the_projected_step_is_compared_on_the_same_gpu_only():
     c = compare(before, other)
     assert c.projected_step is None
     assert "projected onto A100 in BEFORE and T4 in AFTER: not compared" in c.notes
+
+
+def loaded(steps_facts, queued, others=0.1):
+    """The steps with timeline rows saying how long the main thread waited for a core."""
+    return Facts(
+        steps=steps_facts,
+        timeline=RunTimeline(
+            width_s=1.0,
+            run_s=len(steps_facts.timeline.windows),
+            windows=tuple(
+                RunWindow(
+                    start_s=w.start_s,
+                    steps=w.steps,
+                    cpu_others_share=others,
+                    cpu_process_share=0.5,
+                    main_thread_queued_share=queued,
+                )
+                for w in steps_facts.timeline.windows
+            ),
+        ),
+    )
+
+
+def test_a_slowdown_the_main_thread_spent_waiting_for_a_core_is_the_machine_s():
+    before = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), queued=0.05))
+    slower = steps([d * 1.3 for d in noisy(3000, 0.01, 2)])
+    after = Record(command="run", facts=loaded(slower, queued=0.30))
+    c = compare(before, after)
+    assert c.step_time.called == "slower"
+    assert c.confounded_by == (
+        "the program's main thread waited for a core 30% of the time during AFTER against "
+        "5% during BEFORE (a host loaded differently): part of the difference may be the "
+        "machine's"
+    )
+    assert c.verdict.endswith(f"; but {c.confounded_by}.")
+    # the same slowdown with the waiting unchanged is the program's
+    same_host = Record(command="run", facts=loaded(slower, queued=0.06))
+    assert compare(before, same_host).confounded_by is None
+    # more waiting, but far less than the change: the program's too
+    a_little = Record(command="run", facts=loaded(slower, queued=0.09))
+    assert compare(before, a_little).confounded_by is None

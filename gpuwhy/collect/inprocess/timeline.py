@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuwhy.collect.host_cpu import cpu_snapshot
+from gpuwhy.collect.host_cpu import cpu_snapshot, run_queue_seconds
 from gpuwhy.collect.host_memory import host_memory
 from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
@@ -102,17 +102,20 @@ class _Cpu:
     """The host's CPU between polls: machine busy and total jiffies (all cores), this
     process tree's CPU seconds and the wall seconds they cover."""
 
-    __slots__ = ("busy", "process_s", "total", "wall_s")
+    __slots__ = ("busy", "process_s", "queued_s", "queued_wall_s", "total", "wall_s")
 
     def __init__(self) -> None:
         self.busy = self.total = 0
         self.process_s = self.wall_s = 0.0
+        self.queued_s = self.queued_wall_s = 0.0  # the main thread waiting for a core
 
     def merge(self, other: _Cpu) -> None:
         self.busy += other.busy
         self.total += other.total
         self.process_s += other.process_s
         self.wall_s += other.wall_s
+        self.queued_s += other.queued_s
+        self.queued_wall_s += other.queued_wall_s
 
     def copy(self) -> _Cpu:
         twin = _Cpu()
@@ -125,7 +128,11 @@ class _Cpu:
             return {}
         process = min(1.0, self.process_s / (self.wall_s * cores))
         others = max(0.0, min(1.0, self.busy / self.total) - process)
-        return {"cpu_process_share": round(process, 4), "cpu_others_share": round(others, 4)}
+        out = {"cpu_process_share": round(process, 4), "cpu_others_share": round(others, 4)}
+        if self.queued_wall_s > 0:
+            queued = min(1.0, max(0.0, self.queued_s / self.queued_wall_s))
+            out["main_thread_queued_share"] = round(queued, 4)
+        return out
 
 
 def resident_bytes() -> int | None:
@@ -178,6 +185,8 @@ class RunTimelineCollector(Collector):
         self.cpu: TimeWindows[_Cpu] = TimeWindows(self.t0, _Cpu)
         self.cores = os.cpu_count() or 1  # /proc/stat's first line counts them all
         self._cpu_seen: tuple | None = None
+        self._pid = os.getpid()  # made in the program's main thread: its loop's
+        self._queued_seen: float | None = None
         self._traces_seen = 0
         self._tracing_seen = 0.0
         self._last_poll = self.t0
@@ -187,6 +196,7 @@ class RunTimelineCollector(Collector):
 
     def start(self, t0: float) -> None:
         self.t0 = t0
+        self._pid = os.getpid()
         self.memory = TimeWindows(t0, _Peak)
         self.device_memory = TimeWindows(t0, _Peak)
         self.traces = TimeWindows(t0, _Sum)
@@ -252,6 +262,12 @@ class RunTimelineCollector(Collector):
     def _poll_cpu(self, t: float) -> None:
         now = cpu_snapshot()
         seen, self._cpu_seen = self._cpu_seen, now
+        queued = run_queue_seconds(self._pid)
+        queued_seen, self._queued_seen = self._queued_seen, queued
+        if queued is not None and queued_seen is not None and seen is not None:
+            window = self.cpu.at(t)
+            window.queued_s += queued - queued_seen
+            window.queued_wall_s += now[0] - seen[0]
         if seen is None or now[2] is None or seen[2] is None:
             return
         window = self.cpu.at(t)

@@ -1,0 +1,54 @@
+"""The main thread's time waiting for a core, read from Linux's schedstat: it grows when
+busy processes share the program's core, and stays small when the core is its own."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpuwhy.collect.host_cpu import run_queue_seconds
+
+MEASURE = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    from gpuwhy.collect.host_cpu import run_queue_seconds
+
+    os.sched_setaffinity(0, {0})
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\\nwhile True: pass"])
+        for _ in range(int(sys.argv[1]))
+    ]
+    time.sleep(0.3)  # the neighbours are running
+    start_wait, start = run_queue_seconds(os.getpid()), time.perf_counter()
+    while time.perf_counter() - start < 1.0:
+        pass  # the program's own loop, on the shared core
+    waited = run_queue_seconds(os.getpid()) - start_wait
+    for p in busy:
+        p.kill()
+    print(waited / (time.perf_counter() - start))
+    """
+)
+
+
+@pytest.mark.skipif(run_queue_seconds(os.getpid()) is None, reason="no schedstat here")
+def test_the_main_thread_waits_for_its_core_when_neighbours_share_it():
+    def queued(neighbours: int) -> float:
+        done = subprocess.run(
+            [sys.executable, "-c", MEASURE, str(neighbours)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return float(done.stdout)
+
+    # two busy neighbours on its one core: it runs a third of the time, waits the rest
+    assert queued(2) > 0.4
+    alone = queued(0)
+    assert alone < 0.3  # this machine's other work may still take the core now and then
+
+
+def test_a_process_that_is_gone_has_no_run_queue_time():
+    assert run_queue_seconds(2**22 + 1) is None
