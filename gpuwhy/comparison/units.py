@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from gpuwhy.comparison.model import AlignedWindow
 from gpuwhy.derived.step_windows import span_input_wait, timeline_rows, training_spans
-from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
+from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan, WorkersFacts
 
 BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
 MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
@@ -58,6 +58,8 @@ class RunUnits:
 def run_units(facts: Facts) -> RunUnits:
     steps = facts.steps
     busy = _gpu_busy(facts, steps)
+    if steps is None and facts.workers is not None:
+        return _worker_units(facts.workers)
     if steps is None or steps.timeline is None:
         return RunUnits(gpu_busy=busy)
     spans = training_spans(steps)
@@ -90,6 +92,33 @@ def run_units(facts: Facts) -> RunUnits:
         parts_measured=measured,
         gpu_busy=busy,
         aligned=_aligned(spans, rows, width),
+    )
+
+
+def _worker_units(workers: WorkersFacts) -> RunUnits:
+    """A merged record: every worker's training windows, pooled (in synchronous training
+    the workers keep one pace; the mean is per step of a worker)."""
+    ran = [w for w in workers.workers if w.windows]
+    spans = [s for w in ran for s in w.windows if s.steps >= 1]
+    units = [(float(s.steps), s.step_s) for s in spans]
+    count = int(sum(u[0] for u in units))
+    if count < MIN_STEPS:
+        return RunUnits()
+    measured = {}
+    part_units: list[tuple[float, ...]] = []
+    if all(s.input_wait_s is not None for s in spans):
+        measured["input"] = "as each worker timed it"
+        part_units = [
+            (float(s.steps), s.step_s, s.input_wait_s or 0.0, 0.0, 0.0, 0.0, 0.0) for s in spans
+        ]
+    return RunUnits(
+        steps=units,
+        basis=f"{len(units)} windows of {len(ran)} workers",
+        step_count=count,
+        seconds=sum(u[1] for u in units),
+        median_s=_weighted_median(spans),
+        part_units=part_units,
+        parts_measured=measured,
     )
 
 

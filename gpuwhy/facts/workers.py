@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.facts.steps import StepSpan
+
 
 @dataclass(frozen=True)
 class TaskFacts:
@@ -76,6 +78,9 @@ class WorkerRun:
     # whose cores were all busy slows every worker on it alike
     host_cores: int | None = None
     host_cpu_busy: float | None = None
+    # its main loop's step windows after warm-up (its record's step timeline): what
+    # `gpuwhy diff` of two merged records resamples
+    windows: tuple[StepSpan, ...] = ()
 
 
 @dataclass(frozen=True)

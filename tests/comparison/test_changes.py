@@ -240,3 +240,28 @@ def test_a_slowdown_the_main_thread_spent_waiting_for_a_core_is_the_machine_s():
     # more waiting, but far less than the change: the program's too
     a_little = Record(command="run", facts=loaded(slower, queued=0.09))
     assert compare(before, a_little).confounded_by is None
+
+
+def test_two_merged_clusters_compare_their_workers_windows_pooled(tmp_path):
+    from dataclasses import replace
+
+    from gpuwhy.modes.merge import merge
+    from tests.builders_workers import save, worker_record
+
+    def cluster(name, mean, seed):
+        folder = tmp_path / name
+        folder.mkdir()
+        for i, worker in enumerate(("worker-0", "worker-1")):
+            record = worker_record(worker)
+            timed = steps(noisy(2000, mean, seed + i), waits=[mean / 10] * 2000)
+            save(folder, replace(record, facts=replace(record.facts, steps=timed)))
+        return merge(str(folder))
+
+    before, after = cluster("before", 0.010, 1), cluster("after", 0.008, 5)
+    assert all(w.windows for w in before.facts.workers.workers)
+    c = compare(before, after)
+    assert c.before.basis.endswith("windows of 2 workers")
+    assert c.step_time.called == "faster"
+    assert c.step_time.estimate == pytest.approx(0.8, rel=0.02)
+    (input_part,) = [p for p in c.parts if p.part == "input"]
+    assert input_part.delta_s == pytest.approx(-0.0002, rel=0.05)

@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy.facts import WorkerInput, WorkerRun
+from gpuwhy.derived.step_windows import training_spans
+from gpuwhy.facts import StepFacts, StepSpan, WorkerInput, WorkerRun, from_dict
 
 # How a run ended (ProgramFacts.ended) -> the worker's state in the merge.
 _STATES = {"completed": "ok", "interrupted": "interrupted", "terminated": "interrupted"}
@@ -129,6 +130,7 @@ def _step_figures(steps: dict[str, Any], tracing: dict[str, Any]) -> dict[str, A
     total = _number(steps.get("total_s"))
     mean = total / counted if total is not None and counted else None
     figures: dict[str, Any] = {
+        "windows": _training_windows(steps),
         "step_source": _text(steps.get("source")),
         "steps": count,
         "counted_steps": counted,
@@ -146,6 +148,18 @@ def _step_figures(steps: dict[str, Any], tracing: dict[str, Any]) -> dict[str, A
         if outside is not None:
             figures["input_wait_s"], figures["input_wait_by"] = outside
     return figures
+
+
+def _training_windows(steps: dict[str, Any]) -> tuple[StepSpan, ...]:
+    """The worker's main-loop windows after warm-up, as the drift and diff read a run's
+    (none where its steps section cannot be read whole)."""
+    try:
+        facts = from_dict(StepFacts, steps)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return ()
+    if not isinstance(facts, StepFacts) or facts.timeline is None:
+        return ()
+    return tuple(training_spans(facts))
 
 
 def _outside_step_function(
