@@ -244,3 +244,19 @@ def test_a_gap_in_a_runs_windows_breaks_its_lines():
         "BEFORE mean step",
         "BEFORE waiting for input",
     }
+
+
+def test_gpu_busy_is_drawn_in_the_shares_row_as_plotly_writes_it():
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    before = [AlignedWindow(float(t), 50, 0.02, 0.021, None, 0.4) for t in range(30)]
+    after = [AlignedWindow(float(t), 80, 0.0125, 0.013, None, 0.9) for t in range(30)]
+    fig = aligned_timeline(before, after)
+    assert fig is not None
+    busy = {t["name"]: t for t in fig["data"] if t["name"].endswith("GPU busy")}
+    assert set(busy) == {"BEFORE GPU busy", "AFTER GPU busy"}
+    assert all(t["xaxis"] == "x2" and len(t["y"]) == 30 for t in busy.values())
+    assert busy["AFTER GPU busy"]["y"][0] == 90.0
+    assert not any("waiting for input" in t["name"] for t in fig["data"])  # not measured
+    assert json.loads(pio.to_json(go.Figure(fig), validate=True)) == fig
