@@ -6,8 +6,8 @@ It reads the same as the terminal (diff_terminal.py, whose words it reuses): the
 first, then the step time with its 95 % interval drawn, then what the terminal cannot
 show, the two runs' training on one time axis (each from its first training window after
 warm-up, so the same moment of training lines up, not the same wall-clock time), then
-the parts of the step, GPU busy, the findings and environment that changed, and how each
-record was read.
+the parts of the step, the step projected onto a GPU (``--target``), GPU busy, the
+findings and environment that changed, and how each record was read.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gpuwhy.comparison.model import AlignedWindow, Change, Comparison, FindingCh
 from gpuwhy.report.diff_terminal import (
     busy_line,
     part_row,
+    projected_line,
     severities,
     side_read,
     step_lines,
@@ -80,6 +81,9 @@ def context(c: Comparison) -> dict[str, Any]:
         "timeline": figures.figure(timeline),
         "timeline_notes": _timeline_notes(c),
         "parts": [{"cells": [*part_row(p), p.measured_by], "called": p.called} for p in c.parts],
+        "projected": None
+        if c.projected_step is None
+        else {"gpu": c.projected_gpu, "line": projected_line(c.projected_step).strip()},
         "busy": busy_line(c.gpu_busy).strip() if c.gpu_busy is not None else None,
         "findings": [_finding_view(f) for f in c.findings],
         "environment": [(e.what, e.before or "-", e.after or "-") for e in c.environment],

@@ -25,7 +25,12 @@ from gpuwhy.comparison import (
 )
 from gpuwhy.modes.diff import diff
 from gpuwhy.report.diff_html import aligned_timeline, render_comparison_html
-from gpuwhy.report.diff_terminal import part_row, render_comparison
+from gpuwhy.report.diff_terminal import (
+    part_row,
+    projected_line,
+    render_comparison,
+    verdict_mark,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = "benchmarks/workloads/input_bound.py"
@@ -81,11 +86,14 @@ def test_the_page_opens_offline_with_the_verdict_first(pair, comparison, open_re
     assert opened.errors == [] and opened.fetched == []
     assert comparison.step_time is not None and comparison.step_time.called == "slower"
     heading = page.locator("h1.verdict")
-    assert heading.inner_text() == f"✗{comparison.verdict}"
-    assert "bad" in (heading.get_attribute("class") or "")
+    mark, _ = verdict_mark(comparison)  # no mark at all where the host was contended
+    assert mark == ("•" if comparison.confounded_by else "✗")
+    assert heading.inner_text() == f"{mark}{comparison.verdict}"
+    tone = "neutral" if comparison.confounded_by else "bad"
+    assert tone in (heading.get_attribute("class") or "").split()
     assert comparison.verdict.startswith("AFTER is ") and "slower per step" in comparison.verdict
     # the terminal's first line says the same
-    assert pair["stdout"].decode().splitlines()[0] == f"✗ {comparison.verdict}"
+    assert pair["stdout"].decode().splitlines()[0] == f"{mark} {comparison.verdict}"
     assert json.loads(pair["json"].read_text())["verdict"] == comparison.verdict
 
 
@@ -211,7 +219,11 @@ def watched_pair() -> Comparison:
 
 
 def test_a_watch_pair_has_gpu_busy_and_no_timeline(open_report, tmp_path):
-    c = watched_pair()
+    c = replace(
+        watched_pair(),
+        projected_step=Change("projected_step", 0.004, 0.003, 0.75, 0.7, 0.8, "faster", 0.0),
+        projected_gpu="H100",
+    )
     text = render_comparison_html(c)
     assert 'type="application/json"' not in text and len(text) < 100_000  # nor plotly.js
     path = tmp_path / "watch.html"
@@ -227,6 +239,9 @@ def test_a_watch_pair_has_gpu_busy_and_no_timeline(open_report, tmp_path):
     assert gone.locator(".change.gone").count() == 1 and "<50%" in gone.inner_text()
     assert page.locator("#environment tbody tr").all_inner_texts() == ["GPU\tNVIDIA T4\tNVIDIA L4"]
     assert "Note: BEFORE has fewer than 30" in page.inner_text("#compared")
+    assert page.inner_text("#projected h2") == "Projected onto H100"
+    assert page.inner_text("#projected p").startswith("4.0 ms -> 3.0 ms a step (AFTER/BEFORE")
+    assert page.inner_text("#projected p") == projected_line(c.projected_step).strip()
 
 
 def test_a_gap_in_a_runs_windows_breaks_its_lines():
