@@ -5,21 +5,30 @@ over either record), and the CI gate (``--fail-on``), which decides the exit sta
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from gpuwhy import own_stderr
 from gpuwhy.commands.options import gate_conditions, gate_options
 from gpuwhy.commands.output_paths import Output, write_or_divert
-from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, plan_outputs
+from gpuwhy.commands.reporting import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    UsageError,
+    check_format,
+    plan_outputs,
+    write_file,
+)
 from gpuwhy.comparison import Comparison, compare
 from gpuwhy.comparison.gate import Condition, crossed_by_comparison, crossed_by_findings, not_judged
 from gpuwhy.modes.diff import read
 from gpuwhy.record import Record, RecordError
+from gpuwhy.report.diff_html import write_comparison_html
 from gpuwhy.report.diff_json import comparison_json
 from gpuwhy.report.diff_terminal import render_comparison
 
 HELP = "did it get faster? compare two records (run, watch, merge), with a CI gate"
-FORMATS = ("terminal", "json")
+FORMATS = ("terminal", "json", "html")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +44,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     gate_options(parser, findings_only=False)
     parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
     parser.add_argument(
-        "-f", "--format", choices=FORMATS, default="terminal", help="terminal (default) or json"
+        "--html",
+        metavar="PATH",
+        help="also write the comparison as HTML to PATH: one file that opens offline, with "
+        "the two runs' timelines on one axis",
+    )
+    parser.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default="terminal",
+        help="terminal (default), json or html (html: to -o PATH or a pipe)",
     )
     parser.add_argument("-o", "--output", metavar="PATH", help="write the report to PATH")
 
@@ -43,6 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     gate = gate_conditions(args, findings_only=False)
     outputs = plan_outputs(args, inputs=[args.before, args.after])
+    if args.format == "html" and "-o" not in outputs:
+        check_format("html", to_terminal=sys.stdout.isatty())
     try:
         (before, before_name), (after, after_name) = read(args.before), read(args.after)
     except RecordError as e:
@@ -51,16 +72,21 @@ def main(args: argparse.Namespace) -> int:
     if "--json" in outputs:
         _write(outputs["--json"], comparison_json(comparison))
     color = "-o" not in outputs and sys.stdout.isatty()
-    text = (
-        comparison_json(comparison)
-        if args.format == "json"
-        else render_comparison(comparison, color=color)
-    )
-    if "-o" in outputs:
-        _write(outputs["-o"], text)
+    if args.format == "html":
+        _write_html(comparison, outputs.get("-o"))
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        text = (
+            comparison_json(comparison)
+            if args.format == "json"
+            else render_comparison(comparison, color=color)
+        )
+        if "-o" in outputs:
+            _write(outputs["-o"], text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    if "--html" in outputs:
+        _write_html(comparison, outputs["--html"])
     return _gate(gate, comparison, after)
 
 
@@ -75,6 +101,18 @@ def _gate(gate: list[Condition], comparison: Comparison, after: Record) -> int:
 
 def _write(output: Output, text: str) -> None:
     write_or_divert(output, lambda path: _write_text(path, text), own_stderr.say)
+
+
+def _write_html(comparison: Comparison, output: Output | None) -> None:
+    """The page into its file, or onto stdout where that is not a terminal (refused
+    before the records were read)."""
+    if output is None:
+        sys.stdout.flush()
+        write_comparison_html(comparison, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return
+    page = functools.partial(write_comparison_html, comparison)
+    write_or_divert(output, lambda path: write_file(path, page), own_stderr.say)
 
 
 def _write_text(path: str, text: str) -> None:

@@ -9,7 +9,7 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from gpuwhy import own_stderr
@@ -88,11 +88,15 @@ def _write_rendered(renderer: Renderer, record: Record, output: Output) -> None:
 
 
 def _write_file(renderer: Renderer, record: Record, path: str) -> None:
-    """The report written straight into its file (the HTML page is never held whole); a
+    write_file(path, lambda out: renderer.write(record, out))
+
+
+def write_file(path: str, write: Callable[[IO[bytes]], None]) -> None:
+    """A report written straight into its file (the HTML page is never held whole); a
     page that fails half-way is removed, not left behind as if it were whole."""
     with open(path, "wb") as out:
         try:
-            renderer.write(record, out)
+            write(out)
         except BaseException:
             out.close()
             with contextlib.suppress(OSError):

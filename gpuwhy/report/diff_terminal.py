@@ -10,7 +10,7 @@ import io
 from rich.console import Console
 from rich.text import Text
 
-from gpuwhy.comparison.model import Change, Comparison, PartChange
+from gpuwhy.comparison.model import Change, Comparison, FindingChange, PartChange, RunSide
 from gpuwhy.formatting import duration
 from gpuwhy.report.layout import table
 
@@ -29,48 +29,37 @@ def render_comparison(c: Comparison, color: bool = False, width: int | None = No
         highlight=False,
         emoji=False,
     )
-    called = c.step_time.called if c.step_time else "same"
-    if c.confounded_by is not None:
-        called = "same"  # no mark of victory or defeat on a contended host
-    mark = {"faster": "✓", "slower": "✗"}.get(called, "•")
+    mark, called = verdict_mark(c)
     console.print(Text(f"{mark} {c.verdict}", style=VERDICT_STYLE.get(called, "bold")))
     if c.step_time is not None:
         console.print()
         console.print(Text("Step time", style="bold underline"))
-        for line in _step_lines(c.step_time):
+        for line in step_lines(c.step_time):
             console.print(Text(line))
     if c.parts:
         console.print()
         console.print(Text("Where the time went, per step", style="bold underline"))
         for row in table(
             ("part", "BEFORE", "AFTER", "change (95%)", "of the change"),
-            [_part_row(p) for p in c.parts],
+            [part_row(p) for p in c.parts],
             indent=2,
         ):
             console.print(row)
     if c.projected_step is not None:
-        p = c.projected_step
         console.print()
         console.print(Text(f"Projected onto {c.projected_gpu}", style="bold underline"))
-        console.print(
-            Text(
-                f"  {duration(p.before)} -> {duration(p.after)} a step (AFTER/BEFORE "
-                f"{p.estimate:.3f}; AFTER's band {p.low:.2f}-{p.high:.2f}x BEFORE): "
-                "predicted from each record's traced graph, not measured"
-            )
-        )
+        console.print(Text(projected_line(c.projected_step)))
     if c.gpu_busy is not None:
         console.print()
         console.print(Text("GPU busy", style="bold underline"))
-        console.print(Text(_busy_line(c.gpu_busy)))
+        console.print(Text(busy_line(c.gpu_busy)))
     console.print()
     console.print(Text("Findings", style="bold underline"))
     if not c.findings:
         console.print(Text("  the same in both records"))
     for f in c.findings:
-        severities = f"{f.severity_before or '-'} -> {f.severity_after or '-'}"
         entry = Text(f"  {f.change:<6} ", style=CHANGE_STYLE.get(f.change, ""))
-        entry.append(f"{f.id}  {severities}  {f.title}")
+        entry.append(f"{f.id}  {severities(f)}  {f.title}")
         if f.location:
             entry.append(f"  at {f.location}", style="dim")
         console.print(entry)
@@ -86,14 +75,24 @@ def render_comparison(c: Comparison, color: bool = False, width: int | None = No
     console.print()
     console.print(Text("Compared", style="bold underline"))
     for name, side in (("BEFORE", c.before), ("AFTER", c.after)):
-        read = f"{side.steps:,} steps, {side.basis}" if side.basis else "no training steps"
-        console.print(Text(f"  {name:<7}{side.path} ({side.command}, {side.created}): {read}"))
+        console.print(
+            Text(f"  {name:<7}{side.path} ({side.command}, {side.created}): {side_read(side)}")
+        )
     for note in c.notes:
         console.print(Text(f"  note: {note}", style="dim"))
     return buffer.getvalue()
 
 
-def _step_lines(step: Change) -> list[str]:
+def verdict_mark(c: Comparison) -> tuple[str, str]:
+    """The verdict's mark and what the step time was called (faster, slower, same): the
+    terminal's and the HTML page's (diff_html.py)."""
+    called = c.step_time.called if c.step_time else "same"
+    if c.confounded_by is not None:
+        called = "same"  # no mark of victory or defeat on a contended host
+    return {"faster": "✓", "slower": "✗"}.get(called, "•"), called
+
+
+def step_lines(step: Change) -> list[str]:
     lines = [
         f"  mean     {duration(step.before)} -> {duration(step.after)} "
         f"(AFTER/BEFORE {step.estimate:.3f}, 95% interval {step.low:.3f}-{step.high:.3f})"
@@ -105,7 +104,16 @@ def _step_lines(step: Change) -> list[str]:
     return lines
 
 
-def _part_row(p: PartChange) -> tuple[str, str, str, str, str]:
+def severities(f: FindingChange) -> str:
+    return f"{f.severity_before or '-'} -> {f.severity_after or '-'}"
+
+
+def side_read(side: RunSide) -> str:
+    """What of a record was compared: its steps and how they were resampled."""
+    return f"{side.steps:,} steps, {side.basis}" if side.basis else "no training steps"
+
+
+def part_row(p: PartChange) -> tuple[str, str, str, str, str]:
     if p.low_s is not None and p.high_s is not None:
         change = f"{_signed(p.delta_s)} ({_signed(p.low_s)} to {_signed(p.high_s)})"
     else:
@@ -118,7 +126,15 @@ def _part_row(p: PartChange) -> tuple[str, str, str, str, str]:
     return (p.label, _time(p.before_s), _time(p.after_s), change, share)
 
 
-def _busy_line(busy: Change) -> str:
+def projected_line(p: Change) -> str:
+    return (
+        f"  {duration(p.before)} -> {duration(p.after)} a step (AFTER/BEFORE "
+        f"{p.estimate:.3f}; AFTER's band {p.low:.2f}-{p.high:.2f}x BEFORE): "
+        "predicted from each record's traced graph, not measured"
+    )
+
+
+def busy_line(busy: Change) -> str:
     return (
         f"  {busy.before:.0%} -> {busy.after:.0%} "
         f"({busy.estimate * 100:+.0f} points, {busy.low * 100:+.0f} to "

@@ -21,7 +21,7 @@ plotly's package file in blocks (plotly_files.py), never held whole.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 from gpuwhy.facts import (
@@ -80,28 +80,39 @@ class HtmlRenderer(Renderer):
     def render(self, record: Record) -> str:
         """The page as one string (plotly.js alone is 9.6 MB of it): ``write`` is what
         ``--html`` and ``-f html`` use."""
-        return "".join(
-            plotly_js() if piece is PLOTLY_JS else piece for piece in self._pieces(record)
-        )
+        return render_page(self._pieces(record))
 
     def write(self, record: Record, out: IO[bytes]) -> None:
         """The page into ``out`` as jinja renders it, plotly.js copied in blocks."""
-        for piece in self._pieces(record):
-            if piece is PLOTLY_JS:
-                for block in plotly_js_blocks():
-                    out.write(block)
-            else:
-                out.write(piece.encode("utf-8"))
+        write_page(self._pieces(record), out)
 
     def _pieces(self, record: Record) -> Iterator[str]:
-        """The page as jinja renders it, in order, with the one piece ``PLOTLY_JS`` where
-        plotly.js goes (its ``<script>`` is around it)."""
-        for chunk in _template().generate(**_Page(self.max_points).context(record)):
-            before, marker, after = chunk.partition(PLOTLY_JS)
-            if not marker:
-                yield chunk
-                continue
-            yield from (before, PLOTLY_JS, after)
+        return page_pieces("report.html.j2", _Page(self.max_points).context(record))
+
+
+def page_pieces(template: str, context: dict[str, Any]) -> Iterator[str]:
+    """A page of templates/ as jinja renders it, in order, with the one piece
+    ``PLOTLY_JS`` where plotly.js goes (its ``<script>`` is around it): the run report's
+    and ``gpuwhy diff``'s (diff_html.py)."""
+    for chunk in _template(template).generate(**context):
+        before, marker, after = chunk.partition(PLOTLY_JS)
+        if not marker:
+            yield chunk
+            continue
+        yield from (before, PLOTLY_JS, after)
+
+
+def render_page(pieces: Iterable[str]) -> str:
+    return "".join(plotly_js() if piece is PLOTLY_JS else piece for piece in pieces)
+
+
+def write_page(pieces: Iterable[str], out: IO[bytes]) -> None:
+    for piece in pieces:
+        if piece is PLOTLY_JS:
+            for block in plotly_js_blocks():
+                out.write(block)
+        else:
+            out.write(piece.encode("utf-8"))
 
 
 # Where the template puts plotly.js: no text of the record can be this, as every user
@@ -144,11 +155,11 @@ def fix_measurements(fixes: InputFixFacts | None) -> list[dict[str, Any]]:
 # -- the page ----------------------------------------------------------------------------
 
 
-class _Page:
-    """Builds the template's context: plain strings, rows and figure JSON, nothing else."""
+class Figures:
+    """A page's charts: each figure's JSON under the id of the ``<div>`` it is drawn in
+    (templates/scripts.html.j2 draws them)."""
 
-    def __init__(self, max_points: int) -> None:
-        self.max_points = max_points
+    def __init__(self) -> None:
         self.figures: list[tuple[str, str]] = []
 
     def figure(self, fig: charts.Figure | None) -> str | None:
@@ -157,6 +168,14 @@ class _Page:
         dom_id = f"figure-{len(self.figures) + 1}"
         self.figures.append((dom_id, charts.figure_json(fig)))
         return dom_id
+
+
+class _Page(Figures):
+    """Builds the template's context: plain strings, rows and figure JSON, nothing else."""
+
+    def __init__(self, max_points: int) -> None:
+        super().__init__()
+        self.max_points = max_points
 
     def context(self, record: Record) -> dict[str, Any]:
         facts = record.facts
@@ -418,8 +437,8 @@ def _code_css() -> str:
     return HtmlFormatter(style="friendly").get_style_defs(".code")
 
 
-@functools.lru_cache(maxsize=1)
-def _template():
+@functools.cache
+def _template(name: str = "report.html.j2"):
     """Compiled once per process: compiling is half the time of rendering a page."""
     import jinja2
 
@@ -430,4 +449,4 @@ def _template():
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template("report.html.j2")
+    return env.get_template(name)

@@ -6,7 +6,7 @@ beside the chart comes from the full series (``html.py``). A long run's GPU seri
 windows of samples (facts/gpu_samples.py) covering all of it: each is drawn at its middle,
 its mean as the line and its lowest and highest sample as the band. Times are seconds since the run
 started, the axis the facts share, so steps, traces and GPU samples line up. The rows are
-laid out as plotly's ``make_subplots`` lays them out (``_Rows``), in plain dicts
+laid out as plotly's ``make_subplots`` lays them out (``Rows``), in plain dicts
 (html_charts.py says why).
 
 A run longer than the steps the record keeps one by one (``StepFacts.all_kept`` False)
@@ -103,7 +103,7 @@ def timeline(
     if not rows:
         return None
     heights = [0.46 if kind == "steps" else 0.2 for kind, _ in rows]
-    fig = _Rows([h / sum(heights) for h in heights], spacing=0.08)
+    fig = Rows([h / sum(heights) for h in heights], spacing=0.08)
     row_of = {kind: i + 1 for i, (kind, _) in enumerate(rows)}
     for i, (_, title) in enumerate(rows, 1):
         fig.yaxis(i).update(title={"text": title}, rangemode="tozero")
@@ -220,11 +220,11 @@ def timeline(
         hovermode="x unified",
         margin={"l": 70, "r": 20, "t": 40, "b": 50},
     )
-    _legend_per_row(fig, len(rows))
+    legend_per_row(fig, len(rows))
     return figure(fig.data, fig.layout, "plotly_white")
 
 
-class _Rows:
+class Rows:
     """Rows of charts on one shared x axis, as ``plotly.subplots.make_subplots(rows=n,
     cols=1, shared_xaxes=True, vertical_spacing=spacing, row_heights=weights)`` lays them
     out: row 1 at the top on axes x/y, row k on xk/yk, every x axis matching the bottom
@@ -308,7 +308,7 @@ def _n(row: int) -> str:
     return "" if row == 1 else str(row)
 
 
-def _step_traces(fig: _Rows, row: int, steps: StepFacts, max_points: int) -> None:
+def _step_traces(fig: Rows, row: int, steps: StepFacts, max_points: int) -> None:
     windows = later_spans(steps)
     long_run = bool(windows)  # steps beyond the kept ones: drawn in windows, then the last
     spc = max(steps.steps_per_call, 1)
@@ -452,7 +452,7 @@ def whole_run_note(steps: StepFacts, max_points: int) -> str | None:
 
 
 def _window_traces(
-    fig: _Rows,
+    fig: Rows,
     row: int,
     steps: StepFacts,
     spans: list[tuple[float, float, StepSpan]],
@@ -551,7 +551,7 @@ def _stacked(
 
 
 def _last_step_traces(
-    fig: _Rows, row: int, steps: StepFacts, max_points: int, named: set[str]
+    fig: Rows, row: int, steps: StepFacts, max_points: int, named: set[str]
 ) -> float | None:
     """The run's latest steps one by one, drawn as the first ones are (their own stack,
     toggled with the first steps' legend entry of the same name, ``named``); returns the
@@ -584,7 +584,7 @@ def _last_step_traces(
     return max(known) if known else None
 
 
-def _trace_markers(fig: _Rows, row: int, tracing: TracingFacts) -> None:
+def _trace_markers(fig: Rows, row: int, tracing: TracingFacts) -> None:
     """Each recorded tf.function trace as a mark on the step row's floor: retracing shows
     as marks under the slow steps it causes."""
     xs, texts = [], []
@@ -614,7 +614,7 @@ def _trace_markers(fig: _Rows, row: int, tracing: TracingFacts) -> None:
     )
 
 
-def _finding_marks(fig: _Rows, marks: Sequence[tuple[float, str]], row: int) -> None:
+def _finding_marks(fig: Rows, marks: Sequence[tuple[float, str]], row: int) -> None:
     """A red dashed line across every row at each moment, and a mark at the top of the
     step row that names it on hover."""
     top = fig.top(row)
@@ -646,7 +646,7 @@ def _finding_marks(fig: _Rows, marks: Sequence[tuple[float, str]], row: int) -> 
         )
 
 
-def _phases(fig: _Rows, phases: Sequence[tuple[str, float, float]], top: float) -> None:
+def _phases(fig: Rows, phases: Sequence[tuple[str, float, float]], top: float) -> None:
     """Evaluate / predict phases shaded and epoch starts as lines, once across every row
     (the x axes are matched), named at the top of the first row."""
     shapes = 0
@@ -690,7 +690,7 @@ def _phases(fig: _Rows, phases: Sequence[tuple[str, float, float]], top: float) 
             )
 
 
-def _legend_per_row(fig: _Rows, rows: int) -> None:
+def legend_per_row(fig: Rows, rows: int) -> None:
     """Each row's legend just above that row, so a name sits beside its curves."""
     for trace in fig.data:
         axis = trace["yaxis"]
@@ -709,7 +709,7 @@ def _legend_per_row(fig: _Rows, rows: int) -> None:
 
 
 def _band_line(
-    fig: _Rows,
+    fig: Rows,
     row: int,
     gpu: GpuSeries,
     field: str,
