@@ -36,7 +36,8 @@ LOSS_DTYPE = os.environ.get("LOSS_DTYPE", "float32")  # regression: float64
 x = np.random.default_rng(0).normal(size=(100 * 32, 16)).astype("float32")
 y = x.sum(axis=1, keepdims=True)
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(2)
-model = tf.keras.Sequential([tf.keras.Input(shape=(16,)), tf.keras.layers.Dense(1)])
+layers = [tf.keras.layers.Dense(32, activation="relu") for _ in range(24)]
+model = tf.keras.Sequential([tf.keras.Input(shape=(16,)), *layers, tf.keras.layers.Dense(1)])
 optimizer = tf.keras.optimizers.SGD(0.01)
 
 
