@@ -13,7 +13,7 @@
 #   GPUWHY_BASELINE      the baseline record, committed  (examples/ci/gpuwhy-baseline.json)
 #   GPUWHY_TARGET        GPU to project the step onto    (T4)
 #   GPUWHY_RUN_FAIL_ON   gpuwhy run --fail-on: severity  (high; empty: none)
-#   GPUWHY_DIFF_FAIL_ON  gpuwhy diff --fail-on list      (step:+5% new:medium; empty: none)
+#   GPUWHY_DIFF_FAIL_ON  gpuwhy diff --fail-on list      (step:+5% projected:+5% new:medium; empty: none)
 #   GPUWHY_FAIL_IGNORE   --fail-ignore list, both gates  (env.no-gpu: a CPU runner's)
 #   GPUWHY_OUT           where the reports go            (gpuwhy-out)
 #   GPUWHY               the gpuwhy command              (gpuwhy; or: python -m gpuwhy)
@@ -25,7 +25,7 @@ script=${GPUWHY_SCRIPT:-examples/ci/train_short.py}
 baseline=${GPUWHY_BASELINE:-examples/ci/gpuwhy-baseline.json}
 target=${GPUWHY_TARGET:-T4}
 run_fail_on=${GPUWHY_RUN_FAIL_ON-high}
-diff_fail_on=${GPUWHY_DIFF_FAIL_ON-step:+5% new:medium}
+diff_fail_on=${GPUWHY_DIFF_FAIL_ON-step:+5% projected:+5% new:medium}
 fail_ignore=${GPUWHY_FAIL_IGNORE-env.no-gpu}
 out=${GPUWHY_OUT:-gpuwhy-out}
 
