@@ -35,12 +35,7 @@ def step_change(before: RunUnits, after: RunUnits) -> Change | None:
     mean_b = before.seconds / before.step_count
     mean_a = after.seconds / after.step_count
     estimate = mean_a / mean_b
-    if low > 1.0 and estimate >= 1.0 + MIN_STEP_CHANGE:
-        called = "slower"
-    elif high < 1.0 and estimate <= 1.0 - MIN_STEP_CHANGE:
-        called = "faster"
-    else:
-        called = "same"
+    called = _called(estimate, low, high, 1.0, MIN_STEP_CHANGE, ("slower", "faster"))
     return Change(
         measure="step_time",
         before=round(mean_b, 9),
@@ -66,12 +61,7 @@ def busy_change(before: RunUnits, after: RunUnits) -> Change | None:
     mean_b = sum(v for _, v in before.gpu_busy) / len(before.gpu_busy)
     mean_a = sum(v for _, v in after.gpu_busy) / len(after.gpu_busy)
     estimate = mean_a - mean_b
-    if low > 0 and estimate >= MIN_BUSY_CHANGE:
-        called = "higher"
-    elif high < 0 and estimate <= -MIN_BUSY_CHANGE:
-        called = "lower"
-    else:
-        called = "same"
+    called = _called(estimate, low, high, 0.0, MIN_BUSY_CHANGE, ("higher", "lower"))
     return Change(
         measure="gpu_busy",
         before=round(mean_b, 4),
@@ -188,6 +178,18 @@ def _collectives(before: Facts, after: Facts) -> PartChange | None:
         measured_by=(after.distribute.collective_measured_by if after.distribute else None)
         or "measured",
     )
+
+
+def _called(
+    estimate: float, low: float, high: float, none: float, floor: float, words: tuple[str, str]
+) -> str:
+    """``words[0]`` (up) or ``words[1]`` (down) where the interval leaves ``none`` (no
+    change) out and the estimate is ``floor`` past it; else "same"."""
+    if low > none and estimate >= none + floor:
+        return words[0]
+    if high < none and estimate <= none - floor:
+        return words[1]
+    return "same"
 
 
 def _per(sums: Sums, k: int) -> float:

@@ -27,7 +27,7 @@ from gpuwhy.report.diff_terminal import (
 )
 from gpuwhy.report.html import PLOTLY_JS, Figures, page_pieces, render_page, write_page
 from gpuwhy.report.html_charts import Figure, figure, label
-from gpuwhy.report.html_timeline import COMPUTE, Rows, legend_per_row
+from gpuwhy.report.html_timeline import COMPUTE, Rows, finished
 from gpuwhy.version import __version__
 
 SIDES = (("BEFORE", "#8c8c8c"), ("AFTER", COMPUTE))
@@ -229,14 +229,7 @@ def aligned_timeline(
             )
     if shares:
         fig.yaxis(2)["range"] = [0, 100]
-    fig.xaxis(len(titles))["title"] = {"text": X_TITLE}
-    fig.layout.update(
-        height=240 + 190 * len(titles),
-        hovermode="x unified",
-        margin={"l": 70, "r": 20, "t": 40, "b": 50},
-    )
-    legend_per_row(fig, len(titles))
-    return figure(fig.data, fig.layout, "plotly_white")
+    return finished(fig, len(titles), X_TITLE)
 
 
 def _gaps(windows: Sequence[AlignedWindow]) -> set[int]:

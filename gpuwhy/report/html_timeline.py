@@ -214,13 +214,19 @@ def timeline(
         _phases(fig, drawn_steps.phases, fig.top(1))
     if marks:
         _finding_marks(fig, marks, row_of.get("steps", 1))
-    fig.xaxis(len(rows))["title"] = {"text": "seconds since the run started"}
+    return finished(fig, len(rows), "seconds since the run started")
+
+
+def finished(fig: Rows, rows: int, x_title: str) -> Figure:
+    """Rows of charts laid out as the report draws them: the shared x axis named under
+    the last row, a height per row, one legend per row; as the page's figure."""
+    fig.xaxis(rows)["title"] = {"text": x_title}
     fig.layout.update(
-        height=240 + 190 * len(rows),
+        height=240 + 190 * rows,
         hovermode="x unified",
         margin={"l": 70, "r": 20, "t": 40, "b": 50},
     )
-    legend_per_row(fig, len(rows))
+    legend_per_row(fig, rows)
     return figure(fig.data, fig.layout, "plotly_white")
 
 
