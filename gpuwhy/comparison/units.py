@@ -7,9 +7,11 @@ A step is split into parts that add up to it, each measured, never guessed:
 
 - ``input``: waiting for the next batch (next() timing in a Python loop; for Keras fit
   the step less tf.data's consumer time per element, which is inside the train function);
-- ``tracing``: tf.function traces (and so graph builds and XLA compiles) begun in it;
-- ``traced_step``: inside the outermost tf.function calls, less their tracing (and, for
-  fit, less its input wait);
+- ``tracing``: the tf.function calls that traced, each whole (the trace, the graph's
+  optimisation, any XLA compile and the new graph's first run: TF does all of it in that
+  call), or the traces' own time where more (a trace outside a call);
+- ``traced_step``: inside the outermost tf.function calls that did not trace (for fit,
+  less its input wait);
 - ``eager``: eager ops, their count per step times their median issue gap (estimated:
   the counter samples steps);
 - ``python``: the rest, Python between the calls (the loop, logging, metrics).
@@ -30,7 +32,7 @@ MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
 PARTS = ("input", "tracing", "traced_step", "eager", "python")
 PART_LABELS = {
     "input": "waiting for input",
-    "tracing": "tracing and compiling tf.functions",
+    "tracing": "tracing and compiling tf.functions (the calls that traced)",
     "traced_step": "inside the traced step (tf.function calls)",
     "eager": "issuing eager ops (estimated from their count)",
     "python": "Python outside the calls (the loop itself)",
@@ -173,19 +175,27 @@ def _parts(
     if calls:
         measured["traced_step"] = "outermost tf.function calls timed"
         measured["python"] = "the step less the parts above"
-    if gap and rows and any(r.eager_sampled_steps for r in rows.values()):
-        measured["eager"] = f"ops per step x their median issue gap ({gap:.0f} µs)"
+    run_ops = facts.eager.per_step if facts.eager is not None else None
+    if facts.eager is not None and facts.eager.sampled_steps:
+        # the counter ran: no ops is a measurement too (their gap is then unknown)
+        measured["eager"] = (
+            f"ops per step x their median issue gap ({gap:.0f} µs)" if gap else "ops counted"
+        )
     units: list[tuple[float, ...]] = []
     for span, wait in zip(spans, waits):
         row = rows.get(round(span.start_s / width))
         input_s = wait or 0.0
-        trace_s = row.trace_s if row else 0.0
+        # a call that traced is tracing and compiling, whole (not only its Python trace)
+        trace_s = max(row.trace_s, row.traced_call_s) if row else 0.0
         call_s = row.function_call_s if row else 0.0
-        traced = max(0.0, call_s - trace_s - (input_s if fit else 0.0))
+        traced_calls = row.traced_call_s if row else 0.0
+        traced = max(0.0, call_s - traced_calls - (input_s if fit else 0.0))
         eager = 0.0
-        if "eager" in measured and row and row.eager_sampled_steps and gap:
-            eager = (row.eager_ops_per_step or 0.0) * gap * 1e-6 * span.steps
-        outside = span.step_s - (0.0 if fit else input_s) - call_s
+        if "eager" in measured and gap:  # no gap: no ops were counted
+            # the window's own count where the counter sampled it, the run's elsewhere
+            ops = row.eager_ops_per_step if row and row.eager_sampled_steps else run_ops
+            eager = (ops or 0.0) * gap * 1e-6 * span.steps
+        outside = span.step_s - (0.0 if fit else input_s) - max(call_s, trace_s)
         python = max(0.0, outside - eager) if calls else 0.0
         units.append((float(span.steps), span.step_s, input_s, trace_s, traced, eager, python))
     return units, measured

@@ -59,6 +59,9 @@ class RunWindow:
     # seconds inside outermost tf.function calls from Python (counted as they were folded,
     # a quarter of a second after each call at most): the rest of a step is Python's
     function_call_s: float = 0.0
+    # of those, the calls that traced, each whole (its trace, the graph's optimisation,
+    # any XLA compile and the new graph's first run): what retracing costs the steps
+    traced_call_s: float = 0.0
     # Keras fit's consumer time per element (tf.data's gap timer, the latest gaps at each
     # read of its iterator's model), mean: a fit step is its input wait plus this gap
     fit_gap_s: float | None = None

@@ -26,6 +26,8 @@ PROGRAM = textwrap.dedent(
 
     INPUT_SLEEP = float(os.environ.get("INPUT_SLEEP", "0"))
     STEP_SLEEP = float(os.environ.get("STEP_SLEEP", "0.004"))
+    RETRACE = os.environ.get("RETRACE") == "1"  # a new Python float each step: retraces
+    EAGER_OPS = int(os.environ.get("EAGER_OPS", "0"))  # small eager ops after each step
 
 
     def load(batch):
@@ -43,14 +45,17 @@ PROGRAM = textwrap.dedent(
 
 
     @tf.function
-    def train_step(batch):
-        return tf.reduce_sum(batch * 2.0)
+    def train_step(batch, scale):
+        return tf.reduce_sum(batch * scale)
 
 
     for step, batch in enumerate(dataset):
         if step >= 500:
             break
-        train_step(batch)
+        scale = 2.0 + step * 1e-6 if RETRACE and step % 4 == 0 else tf.constant(2.0)
+        loss = train_step(batch, scale)
+        for _ in range(EAGER_OPS):
+            loss = loss * 0.999 + 0.001
         time.sleep(STEP_SLEEP)
     """
 )
@@ -77,6 +82,8 @@ def records(tmp_path_factory):
         "again": {},
         "slow_input": {"INPUT_SLEEP": "0.010"},
         "slower": {"STEP_SLEEP": "0.008"},
+        "retracing": {"RETRACE": "1"},
+        "eager": {"EAGER_OPS": "60"},
     }
     out = {}
     for name, env in variants.items():
@@ -161,3 +168,21 @@ def test_gpuwhy_diff_from_python_is_the_command_s_comparison(records, tmp_path):
     # the same figures: the bootstrap is seeded, whichever way the records came in
     assert in_python["step_time"] == from_file["step_time"]
     assert in_python["verdict"] == from_file["verdict"]
+
+
+@pytest.mark.parametrize(
+    "variant, part",
+    [
+        ("retracing", "tracing and compiling tf.functions (the calls that traced)"),
+        ("eager", "issuing eager ops (estimated from their count)"),
+    ],
+)
+def test_the_part_of_the_step_that_changed_is_named(records, tmp_path, variant, part):
+    out = tmp_path / "diff.json"
+    result = diff(records["base"], records[variant], "--json", out)
+    first = result.stdout.splitlines()[0]
+    assert "slower per step" in first, first
+    assert f"; {part} " in first, first
+    data = json.loads(out.read_text())
+    (moved,) = [p for p in data["parts"] if p["label"] == part]
+    assert moved["called"] and moved["delta_s"] > 0

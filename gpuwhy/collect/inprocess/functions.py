@@ -40,6 +40,7 @@ MAX_SIGNATURES = 5  # per function in the facts
 MAX_KEPT_CONCRETE = 3  # per live Function object: the first two traces and the latest
 MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
+MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retrace storm)
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
 
 
@@ -53,6 +54,8 @@ class _Watched:
         "times",
         "folded_calls",
         "folded_s",
+        "traced_call_s",
+        "trace_starts",
         "stream",
         "record",
         "traces",
@@ -72,6 +75,10 @@ class _Watched:
         self.times = array("d")  # start, end, start, end ... until folded
         self.folded_calls = 0
         self.folded_s = 0.0
+        # the calls that traced, whole: the trace, the graph's optimisation and any XLA
+        # compile, and the first run of the new graph (TF does all of it in that call)
+        self.traced_call_s = 0.0
+        self.trace_starts: list[float] = []  # of traces not yet matched to their call
         self.stream: CycleStream | None = None  # the steps of its calls, once called
         self.record: LoopRecord | None = None
         self.traces = 0
@@ -95,6 +102,7 @@ class _Watched:
         """Add a dead Function's counts to this record (its steps are not kept)."""
         self.folded_calls += dead.calls
         self.folded_s += dead.call_seconds()
+        self.traced_call_s += dead.traced_call_s
         self.trace_s += dead.trace_s
         for name in set(dead.first_args) | set(self.first_args):
             if (
@@ -122,9 +130,19 @@ class _Watched:
             self.record = LoopRecord(t0, sampled, tracking() if tracking is not None else None)
             self.stream = CycleStream(self.record.add)
         feed = self.stream.feed
+        starts = sorted(self.trace_starts)
+        k = 0
         for i in range(0, len(taken) - 1, 2):
-            feed(taken[i], taken[i + 1])
-            self.folded_s += taken[i + 1] - taken[i]
+            begin, end = taken[i], taken[i + 1]
+            feed(begin, end)
+            self.folded_s += end - begin
+            while k < len(starts) and starts[k] < begin:
+                k += 1  # a trace outside any call (a concrete function asked for)
+            if k < len(starts) and starts[k] <= end:
+                self.traced_call_s += end - begin
+                while k < len(starts) and starts[k] <= end:
+                    k += 1
+        self.trace_starts = starts[k:] if k < len(starts) else []
         self.folded_calls += len(taken) // 2
 
     def view(self, t0: float) -> LoopView | None:
@@ -137,6 +155,8 @@ class _Watched:
     def add_trace(self, trace: Any) -> None:
         self.traces += 1
         self.trace_s += trace.seconds
+        if len(self.trace_starts) < MAX_PENDING_TRACES:
+            self.trace_starts.append(trace.started)
         args = dict(trace.args)
         if self.traces == 1:
             self.first_args = args
@@ -348,6 +368,12 @@ class FunctionWatcher(Collector):
         """Seconds inside outermost tf.function calls from eager code so far."""
         with self._lock:
             return sum(w.call_seconds() for w in self._records)
+
+    def traced_call_seconds(self) -> float:
+        """Seconds inside the outermost calls that traced (folded ones: a quarter of a
+        second late at most), each whole: what a retrace costs the step."""
+        with self._lock:
+            return sum(w.traced_call_s for w in self._records)
 
     def trace_totals(self) -> tuple[int, float]:
         """Traces of every watched tf.function so far, and the seconds spent in them."""

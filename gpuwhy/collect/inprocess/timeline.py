@@ -182,6 +182,8 @@ class RunTimelineCollector(Collector):
         self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self.calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
         self._calls_seen = 0.0
+        self.traced_calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
+        self._traced_calls_seen = 0.0
         self.cpu: TimeWindows[_Cpu] = TimeWindows(self.t0, _Cpu)
         self.cores = os.cpu_count() or 1  # /proc/stat's first line counts them all
         self._cpu_seen: tuple | None = None
@@ -202,6 +204,7 @@ class RunTimelineCollector(Collector):
         self.traces = TimeWindows(t0, _Sum)
         self.tracing = TimeWindows(t0, _Sum)
         self.calls = TimeWindows(t0, _Sum)
+        self.traced_calls = TimeWindows(t0, _Sum)
         self.cpu = TimeWindows(t0, _Cpu)
         calls = self.functions.outermost_calls if self.functions is not None else None
         self.census = HeapCensus(t0, calls)
@@ -258,6 +261,10 @@ class RunTimelineCollector(Collector):
                 if called > self._calls_seen:
                     _spread(self.calls, since, t, called - self._calls_seen)
                     self._calls_seen = called
+                traced = self.functions.traced_call_seconds()
+                if traced > self._traced_calls_seen:
+                    _spread(self.traced_calls, since, t, traced - self._traced_calls_seen)
+                    self._traced_calls_seen = traced
 
     def _poll_cpu(self, t: float) -> None:
         now = cpu_snapshot()
@@ -315,6 +322,7 @@ class RunTimelineCollector(Collector):
             self.traces.coarsen(width)
             self.tracing.coarsen(width)
             self.calls.coarsen(width)
+            self.traced_calls.coarsen(width)
             self.cpu.coarsen(width)
             rows: dict[int, dict] = {}
             for start, peak in self.memory.items():
@@ -332,6 +340,9 @@ class RunTimelineCollector(Collector):
             for start, total in self.calls.items():
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["function_call_s"] = round(total.value, 6)
+            for start, total in self.traced_calls.items():
+                row = rows.setdefault(_index(start - self.t0, width), {})
+                row["traced_call_s"] = round(total.value, 6)
             for start, cpu in self.cpu.items():
                 rows.setdefault(_index(start - self.t0, width), {}).update(cpu.shares(self.cores))
         if self.activities is not None:
