@@ -28,6 +28,7 @@ ROW_FIELDS = (
     "cpu_others_share",
     "cpu_process_share",
     "main_thread_queued_share",
+    "threads_queued_s",
     "trace_s",
     "function_call_s",
 )

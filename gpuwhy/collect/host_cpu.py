@@ -43,6 +43,26 @@ def run_queue_seconds(pid: int) -> float | None:
         return None
 
 
+def process_run_queue_seconds(pid: int) -> float | None:
+    """Seconds all the process's threads have spent runnable but waiting for a core,
+    added up (schedstat per thread; threads that ended are not counted: read it often).
+    TF's op threads wait here when a neighbour takes the cores, while the loop's thread
+    waits for them, not for a core."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total, read = 0.0, False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                total += int(stat.read().split()[1]) / 1e9
+                read = True
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended between the listing and the read
+    return total if read else None
+
+
 def cpu_fractions(start: tuple | None, end: tuple | None, cores: int) -> tuple:
     if not start or not end:
         return None, None

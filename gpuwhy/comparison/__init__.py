@@ -48,7 +48,7 @@ def compare(
     environment = environment_changes(before.facts, after.facts)
     confounded = None
     if step is not None and step.called != "same":
-        contention = host_contention(before.facts, after.facts, step.estimate)
+        contention = host_contention(before.facts, after.facts, step)
         if contention is not None:
             confounded = f"{contention}: part of the difference may be the machine's"
     return Comparison(

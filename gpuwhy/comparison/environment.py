@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuwhy.comparison.model import EnvironmentChange
+from gpuwhy.comparison.model import Change, EnvironmentChange
 from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import Facts
+from gpuwhy.formatting import duration
 
 HOST_LOAD_CHANGE = 0.20  # other processes' share of the host's CPU: a shared host wanders by 10
 HOST_LOAD = "other processes' CPU on the host"
-QUEUED = "the main thread waiting for a core"
+QUEUED = "the program's threads waiting for a core, per step"
+WAITED_CHANGE_S = 0.0002  # ... listed when it moved this much and by half or more
+WAITED_RATIO = 1.5
 
 
 def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange, ...]:
@@ -24,11 +27,15 @@ def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange,
     load_b, load_a = others_cpu(before), others_cpu(after)
     if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
         out.append(EnvironmentChange(what=HOST_LOAD, before=f"{load_b:.0%}", after=f"{load_a:.0%}"))
-    queued_b, queued_a = queued_share(before), queued_share(after)
-    if queued_b is not None and queued_a is not None and abs(queued_a - queued_b) >= 0.05:
-        out.append(
-            EnvironmentChange(what=QUEUED, before=f"{queued_b:.0%}", after=f"{queued_a:.0%}")
-        )
+    waited_b, waited_a = threads_queued_per_step(before), threads_queued_per_step(after)
+    if waited_b is not None and waited_a is not None:
+        low, high = sorted((waited_b, waited_a))
+        if high - low >= WAITED_CHANGE_S and high >= WAITED_RATIO * low:
+            out.append(
+                EnvironmentChange(
+                    what=QUEUED, before=duration(waited_b, True), after=duration(waited_a, True)
+                )
+            )
     return tuple(out)
 
 
@@ -49,30 +56,28 @@ def _cpu_share(facts: Facts, name: str) -> float | None:
 
 SATURATED = 0.90  # the program and the others together: the host had no core to spare
 CONTENDED = 0.30  # ... and the others held this much of it
-QUEUED_AT_LEAST = 0.02  # a difference in the main thread's waiting for a core that counts
-QUEUED_SHARE_OF_CHANGE = 0.5  # ... when it is this much of the step-time change or more
+QUEUED_SHARE_OF_CHANGE = 0.5  # threads' waiting for a core: the host's, at half the change
 
 
-def host_contention(before: Facts, after: Facts, change: float | None) -> str | None:
-    """Why two runs' wall times may differ for the host's sake, for a step time that
-    changed by ``change`` (AFTER / BEFORE); None where the host explains little of it.
+def host_contention(before: Facts, after: Facts, step: Change | None) -> str | None:
+    """Why two runs' step times may differ for the host's sake; None where the host
+    explains little of the change.
 
-    Measured where Linux keeps it: the share of the time the program's main thread (its
-    loop) waited for a core. More waiting in the slower run, by half the change or more,
-    is the host's doing. Where that is not kept, inferred: other processes took a
-    different share of the host's CPU (20 points), or a saturated host's (the program and
-    the others at 90 % of its cores, the others at 30 %)."""
-    if change is None:
+    Measured where Linux keeps it: the seconds per step the program's threads spent
+    waiting for a core (schedstat, every thread, added up). Where they waited longer in
+    the slower run by half the step-time change or more, the host's load made that
+    much of it. Where that is not kept, inferred: other processes took a share of the
+    host's CPU 20 points apart, or saturated it (the program and the others at 90 % of
+    its cores, the others at 30 %)."""
+    if step is None:
         return None
-    queued_b, queued_a = queued_share(before), queued_share(after)
-    if queued_b is not None and queued_a is not None:
-        delta = queued_a - queued_b
-        same_way = (delta > 0) == (change > 1)
-        big = abs(delta) >= max(QUEUED_AT_LEAST, QUEUED_SHARE_OF_CHANGE * abs(change - 1))
-        if same_way and big:
+    waited_b, waited_a = threads_queued_per_step(before), threads_queued_per_step(after)
+    if waited_b is not None and waited_a is not None:
+        delta, change = waited_a - waited_b, step.after - step.before
+        if (delta > 0) == (change > 0) and abs(delta) >= QUEUED_SHARE_OF_CHANGE * abs(change):
             return (
-                f"the program's main thread waited for a core {queued_a:.0%} of the time "
-                f"during AFTER against {queued_b:.0%} during BEFORE (a host loaded "
+                f"the program's threads waited for a core {duration(waited_a)} a step "
+                f"during AFTER against {duration(waited_b)} during BEFORE (a host loaded "
                 "differently)"
             )
         return None
@@ -92,9 +97,13 @@ def host_contention(before: Facts, after: Facts, change: float | None) -> str | 
     return None
 
 
-def queued_share(facts: Facts) -> float | None:
-    """The share of its training time the program's main thread waited for a core."""
-    return _cpu_share(facts, "main_thread_queued_share")
+def threads_queued_per_step(facts: Facts) -> float | None:
+    """Seconds per training step the program's threads waited for a core, added up."""
+    if facts.timeline is None:
+        return None
+    rows = [w for w in facts.timeline.windows if w.steps and w.threads_queued_s is not None]
+    steps = sum(w.steps for w in rows)
+    return sum(w.threads_queued_s or 0.0 for w in rows) / steps if steps else None
 
 
 def _safe(read: Callable[[Facts], str | None], facts: Facts) -> str | None:

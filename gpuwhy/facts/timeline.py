@@ -76,6 +76,9 @@ class RunWindow:
     # of the window's wall time, the program's main thread (its loop) was runnable but
     # waited for a core (Linux schedstat): the host's contention, measured where it acts
     main_thread_queued_share: float | None = None
+    # all the program's threads, their seconds waiting for a core added up (TF's op
+    # threads wait there while the loop's thread waits for them)
+    threads_queued_s: float | None = None
     gc_pause_s: float = 0.0  # Python garbage collection (gc.callbacks), seconds in it
     gc_collections: int = 0
     checkpoint_s: float = 0.0  # checkpoint writes (tf.train.Checkpoint, Keras saves)

@@ -201,8 +201,9 @@ def test_the_projected_step_is_compared_on_the_same_gpu_only():
     assert "projected onto A100 in BEFORE and T4 in AFTER: not compared" in c.notes
 
 
-def loaded(steps_facts, queued, others=0.1):
-    """The steps with timeline rows saying how long the main thread waited for a core."""
+def loaded(steps_facts, waited_per_step, others=0.1):
+    """The steps with timeline rows saying how long the program's threads waited for a
+    core (``waited_per_step`` seconds a step)."""
     return Facts(
         steps=steps_facts,
         timeline=RunTimeline(
@@ -214,7 +215,7 @@ def loaded(steps_facts, queued, others=0.1):
                     steps=w.steps,
                     cpu_others_share=others,
                     cpu_process_share=0.5,
-                    main_thread_queued_share=queued,
+                    threads_queued_s=waited_per_step * w.steps,
                 )
                 for w in steps_facts.timeline.windows
             ),
@@ -222,23 +223,23 @@ def loaded(steps_facts, queued, others=0.1):
     )
 
 
-def test_a_slowdown_the_main_thread_spent_waiting_for_a_core_is_the_machine_s():
-    before = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), queued=0.05))
-    slower = steps([d * 1.3 for d in noisy(3000, 0.01, 2)])
-    after = Record(command="run", facts=loaded(slower, queued=0.30))
+def test_a_slowdown_the_threads_spent_waiting_for_a_core_is_the_machine_s():
+    before = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), 0.0005))
+    slower = steps([d * 1.3 for d in noisy(3000, 0.01, 2)])  # +3 ms a step
+    after = Record(command="run", facts=loaded(slower, 0.0025))  # +2 ms of it waiting
     c = compare(before, after)
     assert c.step_time.called == "slower"
     assert c.confounded_by == (
-        "the program's main thread waited for a core 30% of the time during AFTER against "
-        "5% during BEFORE (a host loaded differently): part of the difference may be the "
+        "the program's threads waited for a core 2.5 ms a step during AFTER against 0.5 ms "
+        "during BEFORE (a host loaded differently): part of the difference may be the "
         "machine's"
     )
     assert c.verdict.endswith(f"; but {c.confounded_by}.")
     # the same slowdown with the waiting unchanged is the program's
-    same_host = Record(command="run", facts=loaded(slower, queued=0.06))
+    same_host = Record(command="run", facts=loaded(slower, 0.0006))
     assert compare(before, same_host).confounded_by is None
-    # more waiting, but far less than the change: the program's too
-    a_little = Record(command="run", facts=loaded(slower, queued=0.09))
+    # more waiting, but less than half the change: the program's too
+    a_little = Record(command="run", facts=loaded(slower, 0.0015))
     assert compare(before, a_little).confounded_by is None
 
 

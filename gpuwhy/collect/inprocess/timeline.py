@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuwhy.collect.host_cpu import cpu_snapshot, run_queue_seconds
+from gpuwhy.collect.host_cpu import cpu_snapshot, process_run_queue_seconds, run_queue_seconds
 from gpuwhy.collect.host_memory import host_memory
 from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
@@ -102,12 +102,23 @@ class _Cpu:
     """The host's CPU between polls: machine busy and total jiffies (all cores), this
     process tree's CPU seconds and the wall seconds they cover."""
 
-    __slots__ = ("busy", "process_s", "queued_s", "queued_wall_s", "total", "wall_s")
+    __slots__ = (
+        "busy",
+        "process_s",
+        "queued_s",
+        "queued_wall_s",
+        "threads_queued_s",
+        "threads_read",
+        "total",
+        "wall_s",
+    )
 
     def __init__(self) -> None:
         self.busy = self.total = 0
         self.process_s = self.wall_s = 0.0
         self.queued_s = self.queued_wall_s = 0.0  # the main thread waiting for a core
+        self.threads_queued_s = 0.0  # all its threads, added up
+        self.threads_read = False
 
     def merge(self, other: _Cpu) -> None:
         self.busy += other.busy
@@ -116,6 +127,8 @@ class _Cpu:
         self.wall_s += other.wall_s
         self.queued_s += other.queued_s
         self.queued_wall_s += other.queued_wall_s
+        self.threads_queued_s += other.threads_queued_s
+        self.threads_read = self.threads_read or other.threads_read
 
     def copy(self) -> _Cpu:
         twin = _Cpu()
@@ -132,6 +145,8 @@ class _Cpu:
         if self.queued_wall_s > 0:
             queued = min(1.0, max(0.0, self.queued_s / self.queued_wall_s))
             out["main_thread_queued_share"] = round(queued, 4)
+        if self.threads_read:
+            out["threads_queued_s"] = round(self.threads_queued_s, 6)
         return out
 
 
@@ -189,6 +204,7 @@ class RunTimelineCollector(Collector):
         self._cpu_seen: tuple | None = None
         self._pid = os.getpid()  # made in the program's main thread: its loop's
         self._queued_seen: float | None = None
+        self._threads_queued_seen: float | None = None
         self._traces_seen = 0
         self._tracing_seen = 0.0
         self._last_poll = self.t0
@@ -275,6 +291,12 @@ class RunTimelineCollector(Collector):
             window = self.cpu.at(t)
             window.queued_s += queued - queued_seen
             window.queued_wall_s += now[0] - seen[0]
+        threads = process_run_queue_seconds(self._pid)
+        threads_seen, self._threads_queued_seen = self._threads_queued_seen, threads
+        if threads is not None and threads_seen is not None:
+            window = self.cpu.at(t)
+            window.threads_queued_s += max(0.0, threads - threads_seen)  # a thread ended
+            window.threads_read = True
         if seen is None or now[2] is None or seen[2] is None:
             return
         window = self.cpu.at(t)
