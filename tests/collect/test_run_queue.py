@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
-from gpuwhy.collect.host_cpu import run_queue_seconds
+from gpuwhy.collect.host_cpu import process_run_queue_seconds, run_queue_seconds
 
 MEASURE = textwrap.dedent(
     """
-    import os, subprocess, sys, time
-    from gpuwhy.collect.host_cpu import run_queue_seconds
+    import os, subprocess, sys, threading, time
+    from gpuwhy.collect.host_cpu import process_run_queue_seconds, run_queue_seconds
 
     os.sched_setaffinity(0, {0})
     busy = [
@@ -21,13 +21,19 @@ MEASURE = textwrap.dedent(
         for _ in range(int(sys.argv[1]))
     ]
     time.sleep(0.3)  # the neighbours are running
-    start_wait, start = run_queue_seconds(os.getpid()), time.perf_counter()
+    pid = os.getpid()
+    start_wait, start = run_queue_seconds(pid), time.perf_counter()
+    start_all = process_run_queue_seconds(pid)
+    worker = threading.Thread(target=time.sleep, args=(0.5,))  # a thread that ends
+    worker.start()
     while time.perf_counter() - start < 1.0:
         pass  # the program's own loop, on the shared core
-    waited = run_queue_seconds(os.getpid()) - start_wait
+    worker.join()
+    waited = run_queue_seconds(pid) - start_wait
+    waited_all = process_run_queue_seconds(pid) - start_all
     for p in busy:
         p.kill()
-    print(waited / (time.perf_counter() - start))
+    print(waited / (time.perf_counter() - start), waited_all >= waited - 1e-3)
     """
 )
 
@@ -42,7 +48,9 @@ def test_the_main_thread_waits_for_its_core_when_neighbours_share_it():
             timeout=60,
         )
         assert done.returncode == 0, done.stderr
-        return float(done.stdout)
+        share, all_threads_at_least = done.stdout.split()
+        assert all_threads_at_least == "True"  # every thread's waiting holds the loop's
+        return float(share)
 
     # two busy neighbours on its one core: it runs a third of the time, waits the rest
     assert queued(2) > 0.4
@@ -52,3 +60,4 @@ def test_the_main_thread_waits_for_its_core_when_neighbours_share_it():
 
 def test_a_process_that_is_gone_has_no_run_queue_time():
     assert run_queue_seconds(2**22 + 1) is None
+    assert process_run_queue_seconds(2**22 + 1) is None
