@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from gpuwhy.commands.options import check_target, output_options, target_option
+from gpuwhy.commands.options import check_target, output_options, stdout_file_option, target_option
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 from gpuwhy.modes.audit import AuditError, audit_path
 
@@ -38,6 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(a SavedModel's signatures usually leave it unknown)",
     )
     output_options(parser)
+    stdout_file_option(parser)
 
 
 def main(args: argparse.Namespace) -> int:

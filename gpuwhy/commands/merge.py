@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuwhy.commands.options import html_option, output_options
+from gpuwhy.commands.options import html_option, output_options, stdout_file_option
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 from gpuwhy.modes.merge import MergeError, merge
 
@@ -30,6 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("directory", metavar="DIR", help="the directory given to --out-dir")
     output_options(parser)
+    stdout_file_option(parser)
     html_option(parser)
 
 

@@ -34,6 +34,14 @@ def html_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def stdout_file_option(p: argparse.ArgumentParser) -> None:
+    """For commands whose report goes to stdout: into a file instead (``-f sarif -o
+    gpuwhy.sarif`` on a CI runner, where redirecting is one more shell to get right)."""
+    p.add_argument(
+        "-o", "--output", metavar="PATH", help="write the report to PATH instead of stdout"
+    )
+
+
 def report_file_option(p: argparse.ArgumentParser) -> None:
     """For commands that run a program, whose stdout is the program's."""
     p.add_argument(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuwhy.commands.options import html_option, output_options
+from gpuwhy.commands.options import html_option, output_options, stdout_file_option
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 from gpuwhy.record import Record, RecordError
 
@@ -18,6 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--recheck", action="store_true", help="run the current rules on the saved facts again"
     )
     output_options(parser)
+    stdout_file_option(parser)
     html_option(parser)
 
 

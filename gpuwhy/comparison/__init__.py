@@ -8,12 +8,22 @@ Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
 
 from __future__ import annotations
 
-from gpuwhy.comparison.changes import busy_change, part_changes, projected_change, step_change
+import os
+
+from gpuwhy.comparison.changes import (
+    busy_change,
+    example_change,
+    part_changes,
+    projected_change,
+    step_change,
+)
 from gpuwhy.comparison.environment import (
     HOST_LOAD,
     QUEUED,
+    batch_size,
     environment_changes,
     host_contention,
+    program,
 )
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import (
@@ -38,24 +48,34 @@ def compare(
     """Everything that differs between two records, each difference with its interval."""
     units_b, units_a = run_units(before.facts), run_units(after.facts)
     step = step_change(units_b, units_a)
+    batch_b, batch_a = batch_size(before.facts), batch_size(after.facts)
+    batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
+    example = example_change(step, *batches) if batches else None
     busy = busy_change(units_b, units_a)
     parts, notes = part_changes(units_b, units_a, before.facts, after.facts)
     projected, projected_on = projected_change(before.facts, after.facts)
     if projected is None and projected_on is not None:
         notes = (*notes, projected_on)
         projected_on = None
-    notes = (*_why_not_compared(units_b, units_a, step, busy), *notes)
+    notes = (
+        *_about_the_pair(before, after),
+        *_why_not_compared(units_b, units_a, step, busy),
+        *notes,
+    )
     environment = environment_changes(before.facts, after.facts)
     confounded = None
-    if step is not None and step.called != "same":
-        contention = host_contention(before.facts, after.facts, step)
+    judged = example or step
+    if judged is not None and judged.called != "same":
+        contention = host_contention(before.facts, after.facts, judged)
         if contention is not None:
             confounded = f"{contention}: part of the difference may be the machine's"
     return Comparison(
-        verdict=verdict(step, busy, parts, environment, confounded),
+        verdict=verdict(step, busy, parts, environment, confounded, example, batches),
         before=_side(names[0], before, units_b),
         after=_side(names[1], after, units_a),
         step_time=step,
+        example_time=example,
+        batches=batches,
         gpu_busy=busy,
         projected_step=projected,
         projected_gpu=projected_on,
@@ -75,6 +95,8 @@ def verdict(
     parts: tuple[PartChange, ...],
     environment: tuple[EnvironmentChange, ...],
     confounded: str | None = None,
+    example: Change | None = None,
+    batches: tuple[int, int] | None = None,
 ) -> str:
     """The first line: faster, slower or no measurable difference, by how much with its
     interval, and the part that moved most."""
@@ -84,7 +106,19 @@ def verdict(
         return _busy_verdict(busy)
     b, a = duration(step.before), duration(step.after)
     interval = _ratio_interval(step)
-    if step.called == "same":
+    if example is not None and batches is not None:
+        text = (
+            f"AFTER trains on batches of {batches[1]} against {batches[0]}: "
+            + (
+                "no measurable difference per example "
+                f"(AFTER/BEFORE {example.estimate:.3f}, {example.low:.3f}-{example.high:.3f}, 95%)"
+                if example.called == "same"
+                else _ratio_interval(example).replace("per step", "per example")
+            )
+            + f"; {interval if step.called != 'same' else 'no measurable difference per step'}"
+            + f" ({b} -> {a} a step)"
+        )
+    elif step.called == "same":
         text = (
             f"No measurable difference in step time: {b} and {a} a step "
             f"(AFTER/BEFORE {step.estimate:.3f}, {step.low:.3f}-{step.high:.3f}, 95%); "
@@ -92,6 +126,7 @@ def verdict(
         )
     else:
         text = f"AFTER is {interval}: {b} -> {a} a step"
+    if example is None and step.called != "same":
         moved = _largest_part(parts, step)
         if moved is not None:
             text += f"; {moved}"
@@ -137,6 +172,19 @@ def _busy_verdict(busy: Change) -> str:
     if busy.called == "same":
         return f"No measurable difference in GPU busy: {span} ({interval})."
     return f"The GPUs are busy {busy.called} in AFTER: {span} ({interval})."
+
+
+def _about_the_pair(before: Record, after: Record) -> tuple[str, ...]:
+    """What the reader must know before any figure: one record twice, two programs."""
+    if before.created == after.created and before.facts == after.facts:
+        return (
+            "BEFORE and AFTER are the same record: the interval says only how that run "
+            "varied within itself",
+        )
+    a, b = program(before.facts), program(after.facts)
+    if a and b and os.path.basename(a) != os.path.basename(b):
+        return (f"the records are of two programs: {a} and {b}",)
+    return ()
 
 
 def _why_not_compared(

@@ -22,6 +22,7 @@ MIN_PART_CHANGE = 0.02  # a part's change called only at this share of the step 
 # its own, and is called where it moved by a quarter of the step-time change or more
 MIN_PART_UNITS = 8
 PART_SHARE_WITHOUT_INTERVAL = 0.25
+NOTHING_S = 1e-6  # a part under a microsecond a step in both runs is not listed
 
 
 def step_change(before: RunUnits, after: RunUnits) -> Change | None:
@@ -47,6 +48,25 @@ def step_change(before: RunUnits, after: RunUnits) -> Change | None:
         detectable=round(max(MIN_STEP_CHANGE, (high - low) / 2), 5),
         median_before=None if before.median_s is None else round(before.median_s, 9),
         median_after=None if after.median_s is None else round(after.median_s, 9),
+    )
+
+
+def example_change(step: Change | None, batch_before: int, batch_after: int) -> Change | None:
+    """The step-time change per example, where the two runs' batches differ: a step of
+    4x the batch that takes 2.4x as long is 1.7x faster per example."""
+    if step is None or batch_before <= 0 or batch_after <= 0 or batch_before == batch_after:
+        return None
+    k = batch_before / batch_after
+    estimate, low, high = step.estimate * k, step.low * k, step.high * k
+    return Change(
+        measure="example_time",
+        before=round(step.before / batch_before, 12),
+        after=round(step.after / batch_after, 12),
+        estimate=round(estimate, 5),
+        low=round(low, 5),
+        high=round(high, 5),
+        called=_called(estimate, low, high, 1.0, MIN_STEP_CHANGE, ("slower", "faster")),
+        detectable=round(max(MIN_STEP_CHANGE, (high - low) / 2), 5),
     )
 
 
@@ -126,10 +146,14 @@ def part_changes(
         step_b = _total_per(before.part_units, 1)
         step_a = _total_per(after.part_units, 1)
         delta_step = step_a - step_b
-        spread = min(len(before.part_units), len(after.part_units)) >= MIN_PART_UNITS
+        windows = min(len(before.part_units), len(after.part_units))
         for part in common:
             k = 2 + PARTS.index(part)
             per_b, per_a = _total_per(before.part_units, k), _total_per(after.part_units, k)
+            if max(per_b, per_a) < NOTHING_S:
+                continue  # nothing in either run (no tracing after warm-up): no row
+            # the eager part is a count times one gap per run: no spread to resample
+            spread = windows >= MIN_PART_UNITS and part != "eager"
             delta = per_a - per_b
             big = abs(delta) >= MIN_PART_CHANGE * max(step_b, step_a)
             if spread:

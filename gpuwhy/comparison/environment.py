@@ -11,7 +11,6 @@ from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import Facts
 from gpuwhy.formatting import duration
 
-HOST_LOAD_CHANGE = 0.20  # other processes' share of the host's CPU: a shared host wanders by 10
 HOST_LOAD = "other processes' CPU on the host"
 QUEUED = "the program's threads waiting for a core, per step"
 WAITED_CHANGE_S = 0.0002  # ... listed when it moved this much and by half or more
@@ -22,10 +21,12 @@ def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange,
     out = []
     for what, read in READERS:
         b, a = _safe(read, before), _safe(read, after)
-        if b != a and (b is not None or a is not None):
+        # a side that does not say (an eager-only run has no traced function to audit)
+        # is unknown, not different; a GPU present on one side only is a difference
+        if b != a and ((b is not None and a is not None) or what == "GPU"):
             out.append(EnvironmentChange(what=what, before=b, after=a))
     load_b, load_a = others_cpu(before), others_cpu(after)
-    if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
+    if load_b is not None and load_a is not None and abs(load_a - load_b) >= NEIGHBOUR_CHANGE:
         out.append(EnvironmentChange(what=HOST_LOAD, before=f"{load_b:.0%}", after=f"{load_a:.0%}"))
     waited_b, waited_a = threads_queued_per_step(before), threads_queued_per_step(after)
     if waited_b is not None and waited_a is not None:
@@ -54,46 +55,34 @@ def _cpu_share(facts: Facts, name: str) -> float | None:
     return sum(shares) / len(shares) if shares else None
 
 
-SATURATED = 0.90  # the program and the others together: the host had no core to spare
-CONTENDED = 0.30  # ... and the others held this much of it
-QUEUED_SHARE_OF_CHANGE = 0.5  # threads' waiting for a core: the host's, at half the change
+NEIGHBOUR_CHANGE = 0.10  # other processes' share of all cores, more in the slower run
+BUSY_HOST = 0.80  # ... while they and the program kept this share of the cores busy
 
 
 def host_contention(before: Facts, after: Facts, step: Change | None) -> str | None:
     """Why two runs' step times may differ for the host's sake; None where the host
     explains little of the change.
 
-    Measured where Linux keeps it: the seconds per step the program's threads spent
-    waiting for a core (schedstat, every thread, added up). Where they waited longer in
-    the slower run by half the step-time change or more, the host's load made that
-    much of it. Where that is not kept, inferred: other processes took a share of the
-    host's CPU 20 points apart, or saturated it (the program and the others at 90 % of
-    its cores, the others at 30 %)."""
-    if step is None:
+    Other processes took a larger share of the host's CPU during the slower run (10
+    points or more) while its cores were busy then (the program and the others at 80 %
+    or more): they took cores the program would have had. With cores to spare, a
+    neighbour takes nothing from it. (The threads' own waiting for a core, which the
+    timeline keeps too, cannot say this: TF's op threads wait for each other as well,
+    more as the program computes more.)"""
+    if step is None or step.called == "same":
         return None
-    waited_b, waited_a = threads_queued_per_step(before), threads_queued_per_step(after)
-    if waited_b is not None and waited_a is not None:
-        delta, change = waited_a - waited_b, step.after - step.before
-        if (delta > 0) == (change > 0) and abs(delta) >= QUEUED_SHARE_OF_CHANGE * abs(change):
-            return (
-                f"the program's threads waited for a core {duration(waited_a)} a step "
-                f"during AFTER against {duration(waited_b)} during BEFORE (a host loaded "
-                "differently)"
-            )
+    slower, faster = (after, before) if step.after > step.before else (before, after)
+    slower_name, faster_name = ("AFTER", "BEFORE") if slower is after else ("BEFORE", "AFTER")
+    load_s, load_f = others_cpu(slower), others_cpu(faster)
+    own = _cpu_share(slower, "cpu_process_share")
+    if load_s is None or load_f is None or own is None:
         return None
-    load_b, load_a = others_cpu(before), others_cpu(after)
-    if load_b is not None and load_a is not None and abs(load_a - load_b) >= HOST_LOAD_CHANGE:
+    if load_s - load_f >= NEIGHBOUR_CHANGE and load_s + own >= BUSY_HOST:
         return (
-            f"other processes used {load_a:.0%} of the host's CPU during AFTER against "
-            f"{load_b:.0%} during BEFORE"
+            f"other processes used {load_s:.0%} of the host's CPU during {slower_name} "
+            f"against {load_f:.0%} during {faster_name}, when its cores were busy "
+            f"({load_s + own:.0%} with the program's)"
         )
-    for name, facts, load in (("BEFORE", before, load_b), ("AFTER", after, load_a)):
-        own = _cpu_share(facts, "cpu_process_share")
-        if load is not None and own is not None and load >= CONTENDED and load + own >= SATURATED:
-            return (
-                f"the host's CPU was saturated during {name} (other processes {load:.0%}, "
-                f"the program {own:.0%})"
-            )
     return None
 
 
@@ -138,6 +127,12 @@ def _gpus(f: Facts) -> str | None:
     return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in names.items())
 
 
+def batch_size(f: Facts) -> int | None:
+    """The batch the steps read (the last batch stage of their pipeline), where known."""
+    text = _safe(_batch, f)
+    return int(text) if text else None
+
+
 def _batch(f: Facts) -> str | None:
     pipeline = steps_pipeline(f.tfdata, f.steps)
     if pipeline is None:
@@ -173,7 +168,14 @@ def _attr(*path: str) -> Callable[[Facts], str | None]:
     return read
 
 
+def program(facts: Facts) -> str | None:
+    """The script the record ran (its path as given), where it says."""
+    command = facts.program.command if facts.program is not None else ()
+    return command[0] if command else None
+
+
 READERS: tuple[tuple[str, Callable[[Facts], str | None]], ...] = (
+    ("program", program),
     ("TensorFlow", _tensorflow),
     ("Keras", _attr("program", "keras_version")),
     ("CUDA (TF's build)", _build("cuda_version")),
@@ -186,7 +188,7 @@ READERS: tuple[tuple[str, Callable[[Facts], str | None]], ...] = (
     ("batch size", _batch),
     ("steps per execution", _attr("steps", "steps_per_call")),
     ("what marked the steps", _attr("steps", "source")),
-    ("mixed precision policy", _attr("placement", "mixed_precision_policy")),
+    ("Keras dtype policy", _attr("placement", "mixed_precision_policy")),
     ("XLA", _xla),
     ("tf.distribute strategy", _attr("distribute", "strategy")),
 )

@@ -5,7 +5,7 @@ red CI job says why without opening a report.
 Conditions (``gpuwhy diff`` takes all of them, ``gpuwhy run`` the finding ones):
 
 - ``step:+5%``: the step time is called slower (its 95 % interval leaves no change out)
-  and by at least 5 %; not judged (said, not failed) where the host's other processes
+  and by at least 5 % (the time per example where the batch size differs); not judged (said, not failed) where the host's other processes
   took a different share of its CPU in the two runs;
 - ``projected:+5%``: the step projected onto the same GPU (``run --target``) is at least
   5 % slower (a prediction from each record's traced graph: deterministic where the
@@ -103,12 +103,13 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
     """One line per condition the comparison crosses."""
     out = []
     for c in conditions:
-        if c.kind == "step" and comparison.step_time is not None:
-            step = comparison.step_time
+        step = comparison.example_time or comparison.step_time
+        if c.kind == "step" and step is not None:
+            what = "the time per example" if comparison.example_time else "the step time"
             if step.called == "slower" and step.estimate - 1 >= c.amount - 1e-12:
                 if comparison.confounded_by is None:
                     out.append(
-                        f"{c.text}: the step time is {step.estimate - 1:.1%} slower "
+                        f"{c.text}: {what} is {step.estimate - 1:.1%} slower "
                         f"({step.low - 1:+.1%} to {step.high - 1:+.1%}, 95%)"
                     )
         elif c.kind == "projected" and comparison.projected_step is not None:
@@ -137,7 +138,7 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
 def not_judged(conditions: list[Condition], comparison: Comparison) -> list[str]:
     """One line per step condition the comparison would cross but does not judge: the
     two runs' hosts were not alike (say so rather than fail a CI job on a neighbour)."""
-    step = comparison.step_time
+    step = comparison.example_time or comparison.step_time
     if comparison.confounded_by is None or step is None or step.called != "slower":
         return []
     return [

@@ -34,7 +34,7 @@ class Change:
     """One measure of both runs with the interval of AFTER / BEFORE (ratios) or AFTER -
     BEFORE (shares, in points)."""
 
-    measure: str  # step_time | gpu_busy | projected_step
+    measure: str  # step_time | example_time | gpu_busy | projected_step
     before: float  # seconds per step; a share for gpu_busy
     after: float
     estimate: float  # AFTER / BEFORE (a share: AFTER - BEFORE)
@@ -106,6 +106,10 @@ class Comparison:
     before: RunSide
     after: RunSide
     step_time: Change | None = None
+    # the batch size differs: the time per example (the step's over its batch), which
+    # the verdict and the gate's step condition then read
+    example_time: Change | None = None
+    batches: tuple[int, int] | None = None
     gpu_busy: Change | None = None
     # --target: the step projected onto the same GPU from each record's traced graph
     # (a prediction: low/high are AFTER's band over BEFORE's middle, not a spread)

@@ -14,7 +14,8 @@ A step is split into parts that add up to it, each measured, never guessed:
   less its input wait);
 - ``eager``: eager ops, their count per step times their median issue gap (estimated:
   the counter samples steps);
-- ``python``: the rest, Python between the calls (the loop, logging, metrics).
+- ``python``: the rest, Python between the calls (the loop, logging, metrics; in an
+  eager loop without tf.function, all but its input wait and its eager ops).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan, WorkersFacts
 
 BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
 MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
+MIN_WAITED_SHARE = 0.5  # of the training windows with an input wait: the input is measured
 PARTS = ("input", "tracing", "traced_step", "eager", "python")
 PART_LABELS = {
     "input": "waiting for input",
@@ -168,13 +170,16 @@ def _parts(
     waits = [span_input_wait(s, rows.get(round(s.start_s / width))) for s in spans]
     calls = bool(rows) and any(r.function_call_s > 0 for r in rows.values())
     measured: dict[str, str] = {}
-    if spans and all(w is not None for w in waits):
+    timed_waits = sum(1 for w in waits if w is not None)
+    if spans and timed_waits >= MIN_WAITED_SHARE * len(spans):
+        # Keras fit's wait comes from tf.data's gap timer, read now and then: a window
+        # without a reading is left out of the parts, not read as no wait
         measured["input"] = steps.input_wait_source or "measured"
     if rows:
         measured["tracing"] = "tf.function traces timed"
+        measured["python"] = "the step less the parts above"
     if calls:
         measured["traced_step"] = "outermost tf.function calls timed"
-        measured["python"] = "the step less the parts above"
     run_ops = facts.eager.per_step if facts.eager is not None else None
     if facts.eager is not None and facts.eager.sampled_steps:
         # the counter ran: no ops is a measurement too (their gap is then unknown)
@@ -183,6 +188,8 @@ def _parts(
         )
     units: list[tuple[float, ...]] = []
     for span, wait in zip(spans, waits):
+        if wait is None and "input" in measured:
+            continue
         row = rows.get(round(span.start_s / width))
         input_s = wait or 0.0
         # a call that traced is tracing and compiling, whole (not only its Python trace)
@@ -196,7 +203,7 @@ def _parts(
             ops = row.eager_ops_per_step if row and row.eager_sampled_steps else run_ops
             eager = (ops or 0.0) * gap * 1e-6 * span.steps
         outside = span.step_s - (0.0 if fit else input_s) - max(call_s, trace_s)
-        python = max(0.0, outside - eager) if calls else 0.0
+        python = max(0.0, outside - eager) if row else 0.0
         units.append((float(span.steps), span.step_s, input_s, trace_s, traced, eager, python))
     return units, measured
 

@@ -76,7 +76,7 @@ def context(c: Comparison) -> dict[str, Any]:
         if c.step_time is None
         else {
             "figure": figures.figure(ratio_interval(c.step_time)),
-            "lines": [line.strip() for line in step_lines(c.step_time)],
+            "lines": [line.strip() for line in step_lines(c.step_time, c)],
         },
         "timeline": figures.figure(timeline),
         "timeline_notes": _timeline_notes(c),

@@ -34,7 +34,7 @@ def render_comparison(c: Comparison, color: bool = False, width: int | None = No
     if c.step_time is not None:
         console.print()
         console.print(Text("Step time", style="bold underline"))
-        for line in step_lines(c.step_time):
+        for line in step_lines(c.step_time, c):
             console.print(Text(line))
     if c.parts:
         console.print()
@@ -86,14 +86,25 @@ def render_comparison(c: Comparison, color: bool = False, width: int | None = No
 def verdict_mark(c: Comparison) -> tuple[str, str]:
     """The verdict's mark and what the step time was called (faster, slower, same): the
     terminal's and the HTML page's (diff_html.py)."""
-    called = c.step_time.called if c.step_time else "same"
+    judged = c.example_time or c.step_time
+    called = judged.called if judged else "same"
     if c.confounded_by is not None:
         called = "same"  # no mark of victory or defeat on a contended host
     return {"faster": "✓", "slower": "✗"}.get(called, "•"), called
 
 
-def step_lines(step: Change) -> list[str]:
-    lines = [
+def step_lines(step: Change, c: Comparison | None = None) -> list[str]:
+    """The step time's lines; where the batch differs, the time per example first."""
+    lines = []
+    example = c.example_time if c is not None else None
+    if example is not None and c is not None and c.batches is not None:
+        lines.append(
+            f"  per example  {duration(example.before, True)} -> "
+            f"{duration(example.after, True)} (batches of {c.batches[0]} -> {c.batches[1]}; "
+            f"AFTER/BEFORE {example.estimate:.3f}, 95% interval {example.low:.3f}-"
+            f"{example.high:.3f})"
+        )
+    lines += [
         f"  mean     {duration(step.before)} -> {duration(step.after)} "
         f"(AFTER/BEFORE {step.estimate:.3f}, 95% interval {step.low:.3f}-{step.high:.3f})"
     ]
@@ -117,9 +128,11 @@ def part_row(p: PartChange) -> tuple[str, str, str, str, str]:
     if p.low_s is not None and p.high_s is not None:
         change = f"{_signed(p.delta_s)} ({_signed(p.low_s)} to {_signed(p.high_s)})"
     else:
-        change = f"{_signed(p.delta_s)} (no interval: too few windows)"
-        if p.part == "collectives":
-            change = f"{_signed(p.delta_s)} (measured once per run)"
+        why = {
+            "collectives": "measured once per run",
+            "eager": "no interval: counted ops x one gap per run",
+        }.get(p.part, "no interval: under 8 windows in a run")
+        change = f"{_signed(p.delta_s)} ({why})"
     if not p.called:
         change += " ~"
     share = f"{p.share:.0%}" if p.share is not None and p.called else ""

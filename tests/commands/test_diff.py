@@ -186,3 +186,17 @@ def test_the_part_of_the_step_that_changed_is_named(records, tmp_path, variant, 
     data = json.loads(out.read_text())
     (moved,) = [p for p in data["parts"] if p["label"] == part]
     assert moved["called"] and moved["delta_s"] > 0
+
+
+def test_a_record_that_holds_no_run_is_refused_naming_it(records, tmp_path):
+    from gpuwhy.facts import Facts
+    from gpuwhy.record import Record
+
+    check = Record(command="check", facts=Facts()).save(tmp_path / "check.json")
+    refused = diff(check, records["base"])
+    assert refused.returncode == 2
+    assert f"{check} is a gpuwhy check record: diff compares the records of run" in refused.stderr
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    named = diff(records["base"], other)
+    assert named.returncode == 2 and f"gpuwhy: error: {other}: " in named.stderr

@@ -201,9 +201,9 @@ def test_the_projected_step_is_compared_on_the_same_gpu_only():
     assert "projected onto A100 in BEFORE and T4 in AFTER: not compared" in c.notes
 
 
-def loaded(steps_facts, waited_per_step, others=0.1):
-    """The steps with timeline rows saying how long the program's threads waited for a
-    core (``waited_per_step`` seconds a step)."""
+def loaded(steps_facts, others, program=0.45):
+    """The steps with timeline rows saying which share of the host's cores other
+    processes and the program kept busy."""
     return Facts(
         steps=steps_facts,
         timeline=RunTimeline(
@@ -214,8 +214,7 @@ def loaded(steps_facts, waited_per_step, others=0.1):
                     start_s=w.start_s,
                     steps=w.steps,
                     cpu_others_share=others,
-                    cpu_process_share=0.5,
-                    threads_queued_s=waited_per_step * w.steps,
+                    cpu_process_share=program,
                 )
                 for w in steps_facts.timeline.windows
             ),
@@ -223,24 +222,30 @@ def loaded(steps_facts, waited_per_step, others=0.1):
     )
 
 
-def test_a_slowdown_the_threads_spent_waiting_for_a_core_is_the_machine_s():
-    before = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), 0.0005))
-    slower = steps([d * 1.3 for d in noisy(3000, 0.01, 2)])  # +3 ms a step
-    after = Record(command="run", facts=loaded(slower, 0.0025))  # +2 ms of it waiting
+def test_a_slowdown_while_neighbours_took_the_busy_host_s_cores_is_the_machine_s():
+    before = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), others=0.05))
+    slower = steps([d * 1.3 for d in noisy(3000, 0.01, 2)])
+    after = Record(command="run", facts=loaded(slower, others=0.45))
     c = compare(before, after)
     assert c.step_time.called == "slower"
     assert c.confounded_by == (
-        "the program's threads waited for a core 2.5 ms a step during AFTER against 0.5 ms "
-        "during BEFORE (a host loaded differently): part of the difference may be the "
-        "machine's"
+        "other processes used 45% of the host's CPU during AFTER against 5% during BEFORE, "
+        "when its cores were busy (90% with the program's): part of the difference may be "
+        "the machine's"
     )
     assert c.verdict.endswith(f"; but {c.confounded_by}.")
-    # the same slowdown with the waiting unchanged is the program's
-    same_host = Record(command="run", facts=loaded(slower, 0.0006))
-    assert compare(before, same_host).confounded_by is None
-    # more waiting, but less than half the change: the program's too
-    a_little = Record(command="run", facts=loaded(slower, 0.0015))
-    assert compare(before, a_little).confounded_by is None
+    # the same neighbours on a host with cores to spare took nothing from the program
+    idle = Record(command="run", facts=loaded(slower, others=0.45, program=0.2))
+    assert compare(before, idle).confounded_by is None
+    # the neighbours were there in both runs: the slowdown is the program's
+    both = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), others=0.40))
+    assert compare(both, after).confounded_by is None
+    # and a speed-up while the neighbours left is said the other way round
+    faster = compare(after, before)
+    assert faster.step_time.called == "faster"
+    assert faster.confounded_by.startswith(
+        "other processes used 45% of the host's CPU during BEFORE against 5% during AFTER"
+    )
 
 
 def test_two_merged_clusters_compare_their_workers_windows_pooled(tmp_path):
@@ -266,3 +271,41 @@ def test_two_merged_clusters_compare_their_workers_windows_pooled(tmp_path):
     assert c.step_time.estimate == pytest.approx(0.8, rel=0.02)
     (input_part,) = [p for p in c.parts if p.part == "input"]
     assert input_part.delta_s == pytest.approx(-0.0002, rel=0.05)
+
+
+def test_a_bigger_batch_is_judged_per_example():
+    from gpuwhy.comparison.changes import example_change
+
+    step = step_change(
+        run_units(Facts(steps=steps(noisy(3000, 0.005, 1)))),
+        run_units(Facts(steps=steps(noisy(3000, 0.012, 2)))),
+    )
+    example = example_change(step, 256, 1024)  # 4x the batch, 2.4x the step
+    assert example.called == "faster"
+    assert example.estimate == pytest.approx(0.6, rel=0.02)
+    assert example.low == pytest.approx(step.low / 4, abs=1e-5)
+    text = verdict(step, None, (), (), example=example, batches=(256, 1024))
+    assert text.startswith("AFTER trains on batches of 1024 against 256: 1.67x faster per example")
+    assert "2.40x slower per step" in text
+    assert example_change(step, 256, 256) is None
+
+
+def test_the_pair_is_said_when_it_is_one_record_or_two_programs():
+    from gpuwhy.facts import ProgramFacts
+
+    def run_of(script, seed):
+        return Record(
+            command="run",
+            facts=Facts(
+                program=ProgramFacts(command=(script,)), steps=steps(noisy(500, 0.01, seed))
+            ),
+        )
+
+    one = run_of("train.py", 1)
+    assert compare(one, one).notes[0].startswith("BEFORE and AFTER are the same record")
+    two = compare(one, run_of("other/eval.py", 2))
+    assert two.notes[0] == "the records are of two programs: train.py and other/eval.py"
+    assert ("program", "train.py", "other/eval.py") in [
+        (e.what, e.before, e.after) for e in two.environment
+    ]
+    assert not compare(one, run_of("./train.py", 3)).notes  # the same script
