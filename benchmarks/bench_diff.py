@@ -144,7 +144,35 @@ def timeline_of(starts: list[float], durations: list[float], width: float) -> St
     return StepTimeline(width_s=width, windows=tuple(spans))
 
 
-def verdicts(by: dict[str, list[dict]], pairs: int, seed: int, slower: float) -> dict:
+def halves(run: dict, rng: random.Random, slower: float) -> tuple[Facts, Facts]:
+    """One recorded run cut in two at 40-60 % of its training: one process, its own
+    wander only (no run-to-run difference), the second part ``slower`` times as long."""
+    cut = rng.uniform(0.4, 0.6)
+    if run["all_kept"]:
+        d = run["durations_us"][run["warmup"] :]
+        k = int(len(d) * cut)
+        first = {**run, "durations_us": d[:k], "warmup": 0}
+        second = {**run, "durations_us": d[k:], "warmup": 0}
+    else:
+        w = run["timeline"]["windows"]
+        k = 1 + int((len(w) - 1) * cut)
+        first = {**run, "timeline": {**run["timeline"], "windows": w[:k]}}
+        second = {**run, "timeline": {**run["timeline"], "windows": [w[0], *w[k:]]}}
+    whole = random.Random(0)  # every step of each part: rng.randint(n, n)
+    return stretch_all(first, whole), stretch_all(second, whole, slower)
+
+
+def stretch_all(run: dict, rng: random.Random, slower: float = 1.0) -> Facts:
+    class Whole(random.Random):
+        def randint(self, a: int, b: int) -> int:
+            return b if a <= b else a  # the whole part: its length, from its start
+
+    return stretch(run, Whole(0), slower)
+
+
+def verdicts(
+    by: dict[str, list[dict]], pairs: int, seed: int, slower: float, within: bool = False
+) -> dict:
     """``pairs`` pairs of two different runs of one workload, AFTER ``slower`` times as
     slow: how the diff called them. "confounded" is a called change the diff says may be
     the machine's (a host loaded differently, or saturated): the gate does not fail on
@@ -156,11 +184,12 @@ def verdicts(by: dict[str, list[dict]], pairs: int, seed: int, slower: float) ->
     widths = []
     for i in range(pairs):
         name = names[i % len(names)]
-        a, b = rng.sample(by[name], 2)
-        c = compare(
-            Record(command="run", facts=stretch(a, rng)),
-            Record(command="run", facts=stretch(b, rng, slower)),
-        )
+        if within:
+            first, second = halves(rng.choice(by[name]), rng, slower)
+        else:
+            a, b = rng.sample(by[name], 2)
+            first, second = stretch(a, rng), stretch(b, rng, slower)
+        c = compare(Record(command="run", facts=first), Record(command="run", facts=second))
         step = c.step_time
         verdict = "none" if step is None else step.called
         if step is not None and c.confounded_by is not None:
@@ -273,11 +302,12 @@ def main() -> None:
     args = parser.parse_args()
     by = load_runs(args.series)
     print(f"recorded runs ({args.series.name}): {spread(by)}")
-    same = verdicts(by, args.pairs, args.seed, 1.0)
-    print(f"same program, {args.pairs} pairs: {same}")
-    for change in (1.03, 1.05, 1.10):
-        slower = verdicts(by, args.pairs, args.seed, change)
-        print(f"every AFTER step +{change - 1:.0%}, {args.pairs} pairs: {slower}")
+    for within, what in ((True, "two parts of one run"), (False, "two runs")):
+        same = verdicts(by, args.pairs, args.seed, 1.0, within)
+        print(f"{what}, unchanged, {args.pairs} pairs: {same}")
+        for change in (1.05, 1.10, 1.25):
+            slower = verdicts(by, args.pairs, args.seed, change, within)
+            print(f"{what}, every AFTER step +{change - 1:.0%}, {args.pairs} pairs: {slower}")
     print(f"two 1,000,000-step records: {speed(by, args.runs)}")
 
 
