@@ -10,11 +10,15 @@ that each run's own spread does not see (benchmarks/bench_diff.py measures both 
 
 from __future__ import annotations
 
+import math
+import statistics
+
 from gpuwhy.comparison.bootstrap import SEED, Sums, interval, resampled_sums
 from gpuwhy.comparison.model import Change, PartChange
 from gpuwhy.comparison.units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.facts import Facts
 
+Z95 = 1.96
 MIN_STEP_CHANGE = 0.02  # relative: smaller step-time changes are never called
 MIN_BUSY_CHANGE = 0.02  # GPU busy share, in points of 1
 MIN_PART_CHANGE = 0.02  # a part's change called only at this share of the step time
@@ -36,6 +40,7 @@ def step_change(before: RunUnits, after: RunUnits) -> Change | None:
     mean_b = before.seconds / before.step_count
     mean_a = after.seconds / after.step_count
     estimate = mean_a / mean_b
+    low, high = _with_wander(estimate, low, high, wander(before.steps), wander(after.steps))
     called = _called(estimate, low, high, 1.0, MIN_STEP_CHANGE, ("slower", "faster"))
     return Change(
         measure="step_time",
@@ -202,6 +207,48 @@ def _collectives(before: Facts, after: Facts) -> PartChange | None:
         measured_by=(after.distribute.collective_measured_by if after.distribute else None)
         or "measured",
     )
+
+
+def wander(units: list[tuple[float, float]]) -> float:
+    """How far a run's level wanders: the relative spread (sample standard deviation) of
+    its quarters' typical step, over the three quarters that agree most.
+
+    Resampling a run's windows sees how its steps vary about its level, not how its
+    level moves: a small model on this project's 2-core host ran its quarters at 1.72,
+    1.90, 1.46 and 1.38 ms a step, and ten runs of it averaged 1.22 to 1.65 ms
+    (benchmarks/bench_diff.py): another run could land anywhere in that range. A
+    quarter's typical step is the median of its units' means, and the quarter furthest
+    from the others is left out: a phase of the run's own (a first pass that fills a
+    cache, a stretch of stalls) is its shape, not its level wandering. Where the quarters
+    agree (a long, steady job) this is small."""
+    total = sum(u[0] for u in units)
+    if total <= 0 or len(units) < 8:
+        return 0.0
+    quarters: list[list[float]] = [[] for _ in range(4)]
+    seen = 0.0
+    for steps, seconds in units:
+        if steps:
+            quarters[min(3, int(4 * (seen + steps / 2) / total))].append(seconds / steps)
+        seen += steps
+    typical = [statistics.median(q) for q in quarters if q]
+    if len(typical) < 4:
+        return 0.0
+    middle = statistics.median(typical)
+    typical.remove(max(typical, key=lambda m: abs(m - middle)))
+    return statistics.stdev(typical) / statistics.fmean(typical)
+
+
+def _with_wander(
+    estimate: float, low: float, high: float, wander_b: float, wander_a: float
+) -> tuple[float, float]:
+    """The resampled interval of AFTER / BEFORE widened by both runs' wander (on the log
+    scale, the two uncertainties added in quadrature)."""
+    if estimate <= 0 or low <= 0 or high <= 0:
+        return low, high
+    spread = (math.log(high) - math.log(low)) / 2
+    half = math.hypot(spread, Z95 * math.hypot(wander_b, wander_a))
+    centre = math.log(estimate)
+    return min(low, math.exp(centre - half)), max(high, math.exp(centre + half))
 
 
 def _called(
