@@ -168,7 +168,6 @@ def _parts(
     fit = steps.source == "keras-fit"
     gap = facts.eager.median_gap_us if facts.eager is not None else None
     waits = [span_input_wait(s, rows.get(round(s.start_s / width))) for s in spans]
-    calls = bool(rows) and any(r.function_call_s > 0 for r in rows.values())
     measured: dict[str, str] = {}
     timed_waits = sum(1 for w in waits if w is not None)
     if spans and timed_waits >= MIN_WAITED_SHARE * len(spans):
@@ -176,10 +175,10 @@ def _parts(
         # without a reading is left out of the parts, not read as no wait
         measured["input"] = steps.input_wait_source or "measured"
     if rows:
+        # a loop that calls no tf.function spends no time in one: a measurement too
         measured["tracing"] = "tf.function traces timed"
-        measured["python"] = "the step less the parts above"
-    if calls:
         measured["traced_step"] = "outermost tf.function calls timed"
+        measured["python"] = "the step less the parts above"
     run_ops = facts.eager.per_step if facts.eager is not None else None
     if facts.eager is not None and facts.eager.sampled_steps:
         # the counter ran: no ops is a measurement too (their gap is then unknown)
