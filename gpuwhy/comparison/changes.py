@@ -3,9 +3,10 @@ from the two runs' own spread (gpuwhy/comparison/bootstrap.py), and whether the 
 called.
 
 A change is called when its interval leaves no-change out *and* it is at least
-``MIN_STEP_CHANGE`` (step time) or ``MIN_BUSY_CHANGE`` (GPU busy): between two runs of one
-unchanged program the machine's mood moves the step time by a percent or two, a shift
-that each run's own spread does not see (benchmarks/bench_diff.py measures both rates).
+``MIN_STEP_CHANGE`` (step time) or ``MIN_BUSY_CHANGE`` (GPU busy): two runs of one
+unchanged program differ by a level neither run's own spread sees (on this project's
+quiet CI machine, a steady sleep-timed step by 3.6 % with an interval of -6.5 % to -0.7 %;
+benchmarks/bench_diff.py measures both rates).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gpuwhy.comparison.units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.facts import Facts
 
 Z95 = 1.96
-MIN_STEP_CHANGE = 0.02  # relative: smaller step-time changes are never called
+MIN_STEP_CHANGE = 0.05  # relative: smaller step-time changes are never called
 MIN_BUSY_CHANGE = 0.02  # GPU busy share, in points of 1
 MIN_PART_CHANGE = 0.02  # a part's change called only at this share of the step time
 # fewer windows than this in a run (a short run: 1 s windows): a part gets no interval of

@@ -70,10 +70,10 @@ def test_two_runs_of_one_program_are_no_measurable_difference():
     assert change.detectable == MIN_STEP_CHANGE  # the interval is narrower than the floor
     text = verdict(change, None, (), ())
     assert text.startswith("No measurable difference in step time: 10.0 ms and 10.0 ms a step")
-    assert "cannot show a change under 2%" in text
+    assert "cannot show a change under 5%" in text
 
 
-@pytest.mark.parametrize("factor, called", [(1.05, "slower"), (0.8, "faster")])
+@pytest.mark.parametrize("factor, called", [(1.08, "slower"), (0.8, "faster")])
 def test_a_real_change_is_called_with_its_interval(factor, called):
     before = run_units(Facts(steps=steps(noisy(3000, 0.01, 1))))
     after = run_units(Facts(steps=steps([d * factor for d in noisy(3000, 0.01, 2)])))
@@ -85,9 +85,9 @@ def test_a_real_change_is_called_with_its_interval(factor, called):
 
 def test_a_change_under_the_floor_is_not_called_however_narrow_its_interval():
     before = run_units(Facts(steps=steps(noisy(4000, 0.01, 1, spread=0.001))))
-    after = run_units(Facts(steps=steps([d * 1.01 for d in noisy(4000, 0.01, 2, spread=0.001)])))
+    after = run_units(Facts(steps=steps([d * 1.04 for d in noisy(4000, 0.01, 2, spread=0.001)])))
     change = step_change(before, after)
-    assert change.low > 1.0  # measurable, but 1 % is the machine's mood between two runs
+    assert change.low > 1.0  # measurable, but 4 % is what two runs of one program differ by
     assert change.called == "same"
 
 
