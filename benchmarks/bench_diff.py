@@ -126,22 +126,24 @@ def timeline_of(starts: list[float], durations: list[float], width: float) -> St
     windows: dict[int, list[float]] = {}
     for s, d in zip(starts, durations):
         windows.setdefault(int(s // width), []).append(d)
-    spans = []
-    for i, ds in sorted(windows.items()):
-        sketch = Sketch()
-        for d in ds:
-            sketch.add(d)
-        spans.append(
-            StepSpan(
-                start_s=i * width,
-                steps=len(ds),
-                p50_s=sketch.quantile(0.5),
-                p90_s=sketch.quantile(0.9),
-                max_s=max(ds),
-                step_s=sum(ds),
-            )
-        )
+    spans = [span_of(i * width, ds) for i, ds in sorted(windows.items())]
     return StepTimeline(width_s=width, windows=tuple(spans))
+
+
+def span_of(start_s: float, durations: list[float], steps: int | None = None) -> StepSpan:
+    """A window of these steps' durations (``steps``: as many steps, drawn like them)."""
+    sketch = Sketch()
+    for d in durations:
+        sketch.add(d)
+    count = steps or len(durations)
+    return StepSpan(
+        start_s=start_s,
+        steps=count,
+        p50_s=sketch.quantile(0.5),
+        p90_s=sketch.quantile(0.9),
+        max_s=max(durations),
+        step_s=statistics.fmean(durations) * count,
+    )
 
 
 def halves(run: dict, rng: random.Random, slower: float) -> tuple[Facts, Facts]:
@@ -213,22 +215,7 @@ def million_step_record(run: dict, rng: random.Random) -> Record:
     mean = statistics.fmean(per_step)
     width = 8.0  # 256 windows of 8 s: 2,048 s of steps
     per_window = 1_000_000 // 256
-    windows = []
-    for i in range(256):
-        ds = rng.choices(per_step, k=200)
-        sketch = Sketch()
-        for d in ds:
-            sketch.add(d)
-        windows.append(
-            StepSpan(
-                start_s=i * width,
-                steps=per_window,
-                p50_s=sketch.quantile(0.5),
-                p90_s=sketch.quantile(0.9),
-                max_s=max(ds),
-                step_s=statistics.fmean(ds) * per_window,
-            )
-        )
+    windows = [span_of(i * width, rng.choices(per_step, k=200), per_window) for i in range(256)]
     starts, t = [], 0.0
     for d in kept:
         starts.append(t)
