@@ -20,9 +20,10 @@ import bisect
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwhy.derived.change_points import Settings, Shift, shifts
+from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
 from gpuwhy.derived.step_windows import (
     span_input_wait,
     timeline_rows,
@@ -233,7 +234,31 @@ def _causes(
             else None,
         )
     timed.sort(key=lambda c: -(c.explains or 0))
-    return timed + _conditions(before, after, rows, width)
+    return _input_first(facts, timed) + _conditions(before, after, rows, width)
+
+
+def _input_first(facts: Facts, timed: list[Cause]) -> list[Cause]:
+    """Where the input's wait and the Python between the calls grew together and the
+    input pipeline runs Python (a generator, a py_function), the input first: its Python
+    runs on a tf.data thread and takes the GIL from the loop's Python, so the loop's
+    Python time grows with it (measured: the same drift ranked either way from one run to
+    the next). The Python cause says so."""
+    kinds = [c.kind for c in timed]
+    if "input" not in kinds or "python" not in kinds:
+        return timed
+    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    stage = bottleneck(pipeline) if pipeline is not None else None
+    if stage is None or not stage.python:
+        return timed
+    out = []
+    for c in timed:
+        if c.kind == "python":
+            c = replace(
+                c, text=f"{c.text} (the input pipeline's Python holds the GIL the loop waits for)"
+            )
+        out.append(c)
+    out.sort(key=lambda c: c.kind != "input")  # stable: the rest keep their order
+    return out
 
 
 def _calls_on_both_sides(
