@@ -42,16 +42,11 @@ def step_change(before: RunUnits, after: RunUnits) -> Change | None:
     mean_a = after.seconds / after.step_count
     estimate = mean_a / mean_b
     low, high = _with_wander(estimate, low, high, wander(before.steps), wander(after.steps))
-    called = _called(estimate, low, high, 1.0, MIN_STEP_CHANGE, ("slower", "faster"))
-    return Change(
-        measure="step_time",
-        before=round(mean_b, 9),
-        after=round(mean_a, 9),
-        estimate=round(estimate, 5),
-        low=round(low, 5),
-        high=round(high, 5),
-        called=called,
-        detectable=round(max(MIN_STEP_CHANGE, (high - low) / 2), 5),
+    return _ratio_change(
+        "step_time",
+        mean_b,
+        mean_a,
+        (estimate, low, high),
         median_before=None if before.median_s is None else round(before.median_s, 9),
         median_after=None if after.median_s is None else round(after.median_s, 9),
     )
@@ -63,16 +58,38 @@ def example_change(step: Change | None, batch_before: int, batch_after: int) -> 
     if step is None or batch_before <= 0 or batch_after <= 0 or batch_before == batch_after:
         return None
     k = batch_before / batch_after
-    estimate, low, high = step.estimate * k, step.low * k, step.high * k
+    return _ratio_change(
+        "example_time",
+        step.before / batch_before,
+        step.after / batch_after,
+        (step.estimate * k, step.low * k, step.high * k),
+        digits=12,
+    )
+
+
+def _ratio_change(
+    measure: str,
+    before: float,
+    after: float,
+    ratio: tuple[float, float, float],
+    digits: int = 9,
+    median_before: float | None = None,
+    median_after: float | None = None,
+) -> Change:
+    """A change of times judged as AFTER / BEFORE (``ratio``: the estimate and its
+    interval), called slower or faster past MIN_STEP_CHANGE."""
+    estimate, low, high = ratio
     return Change(
-        measure="example_time",
-        before=round(step.before / batch_before, 12),
-        after=round(step.after / batch_after, 12),
+        measure=measure,
+        before=round(before, digits),
+        after=round(after, digits),
         estimate=round(estimate, 5),
         low=round(low, 5),
         high=round(high, 5),
         called=_called(estimate, low, high, 1.0, MIN_STEP_CHANGE, ("slower", "faster")),
         detectable=round(max(MIN_STEP_CHANGE, (high - low) / 2), 5),
+        median_before=median_before,
+        median_after=median_after,
     )
 
 
