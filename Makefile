@@ -5,6 +5,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 TF_SPEC ?= tensorflow==2.21.0
+# The Keras the suite runs on (the newest tested), and the oldest Keras 3 that TF 2.21
+# accepts: the Keras compatibility set (tests/keras) also runs on it, from its own folder.
+KERAS_SPEC ?= keras==3.15.1
+KERAS_OLDEST ?= 3.12.0
+KERAS_COMPAT := $(VENV)/keras-compat
 # The HTML report tests open the report in this Chromium (driven by playwright, which
 # downloads no browser of its own); Debian's package is installed when it is missing.
 CHROMIUM ?= /usr/bin/chromium
@@ -18,7 +23,8 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TF_SPEC)" -e ".[test]"
+	$(BIN)/pip install -q "$(TF_SPEC)" "$(KERAS_SPEC)" -e ".[test]"
+	rm -rf $(KERAS_COMPAT) && $(BIN)/pip install -q --no-deps --target $(KERAS_COMPAT)/$(KERAS_OLDEST) "keras==$(KERAS_OLDEST)"
 	touch $@
 
 $(CHROMIUM):
@@ -46,7 +52,9 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 test: setup lint
-	CHROMIUM=$(CHROMIUM) PROMETHEUS=$(PROMETHEUS) PUSHGATEWAY=$(PUSHGATEWAY) $(BIN)/python -m pytest -q
+	CHROMIUM=$(CHROMIUM) PROMETHEUS=$(PROMETHEUS) PUSHGATEWAY=$(PUSHGATEWAY) \
+	GPUWHY_KERAS_COMPAT=$(abspath $(KERAS_COMPAT)) GPUWHY_KERAS_OLDEST=$(KERAS_OLDEST) \
+	$(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/bench_check.py

@@ -173,6 +173,9 @@ class TracedFunction:
     library: bool = False  # defined by Keras/TF, not the user's code
     instances: int = 1  # Function objects with this name and place (a tf.function
     # re-created in a loop, a method per instance)
+    # tf.functions whose graphs call this one (traced inside theirs: Keras'
+    # multi_step_on_iterator runs one_step_on_data): its work is in their calls
+    inside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

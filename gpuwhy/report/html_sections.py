@@ -25,6 +25,7 @@ from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats, window_stats
 from gpuwhy.report.html_timeline import whole_run_note
 from gpuwhy.report.summary import (
+    calls_text,
     code_language,
     distribute_line,
     eager_line,
@@ -374,7 +375,7 @@ def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
                 "cells": [
                     fn.name + (" (Keras/TF)" if fn.library else ""),
                     fn.location or "?",
-                    f"{fn.calls:,}",
+                    calls_text(fn).removesuffix(" calls"),
                     f"{fn.call_s:,.2f} s",
                     f"{fn.traces}",
                     f"{fn.trace_s:,.2f} s",

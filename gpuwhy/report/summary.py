@@ -21,6 +21,7 @@ from gpuwhy.facts import (
     StallFacts,
     StepFacts,
     TfDataFacts,
+    TracedFunction,
     TracingFacts,
 )
 from gpuwhy.formatting import MiB, duration, stage_label
@@ -182,13 +183,22 @@ def _crossing(distribute: DistributeFacts) -> str:
     return text
 
 
+def calls_text(fn: TracedFunction) -> str:
+    """ "10 calls"; for a function only ever run by another's graph (Keras'
+    one_step_on_data inside multi_step_on_iterator), where it runs instead of "0 calls":
+    its work is counted in that function's calls."""
+    if fn.calls == 0 and fn.inside:
+        return "runs inside " + ", ".join(fn.inside)
+    return f"{fn.calls:,} calls"
+
+
 def tracing_line(tracing: TracingFacts) -> str:
     parts = []
     for fn in sorted(tracing.functions, key=lambda f: (-f.traces, -f.calls))[:4]:
         where = f" ({fn.location})" if fn.location else ""
         xla = ", XLA-compiled" if fn.jit_compile else ""
         parts.append(
-            f"{fn.name}{where}{xla}: {fn.calls:,} calls, {fn.traces} trace"
+            f"{fn.name}{where}{xla}: {calls_text(fn)}, {fn.traces} trace"
             + ("s" if fn.traces != 1 else "")
             + (f" ({fn.trace_s:.1f} s)" if fn.trace_s >= 0.05 else "")
         )

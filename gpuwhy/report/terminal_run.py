@@ -13,6 +13,7 @@ from gpuwhy.facts import (
 from gpuwhy.formatting import duration, how_it_ended
 from gpuwhy.report.layout import Rows, table
 from gpuwhy.report.summary import (
+    calls_text,
     distribute_line,
     eager_line,
     eager_site_rows,
@@ -136,7 +137,7 @@ def _verbose_tables(facts: Facts) -> list:
         rows = [
             (
                 fn.name + (" [XLA]" if fn.jit_compile else ""),
-                f"{fn.calls:,}",
+                calls_text(fn).removesuffix(" calls"),
                 f"{fn.call_s:.2f} s",
                 str(fn.traces),
                 f"{fn.trace_s:.2f} s",

@@ -11,6 +11,7 @@ only for the ops a report names.
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 from typing import Any
 
@@ -27,18 +28,20 @@ __all__ = [
 # tf.compat.v1.py_func): always on the host, holding the GIL, and the user's own code.
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 
-_LIBRARY_MARKERS = (
-    f"{os.sep}tensorflow{os.sep}",
-    f"{os.sep}keras{os.sep}",
-    f"{os.sep}tf_keras{os.sep}",
-    f"{os.sep}tensorflow_probability{os.sep}",
-    f"{os.sep}absl{os.sep}",
-    f"{os.sep}tree{os.sep}",
-    f"{os.sep}optree{os.sep}",
-    f"{os.sep}numpy{os.sep}",
-    f"{os.sep}contextlib.py",
-    f"{os.sep}functools.py",
+# The libraries whose frames are not the user's, by top-level package name.
+_LIBRARY_PACKAGES = (
+    "tensorflow",
+    "keras",
+    "tf_keras",
+    "tensorflow_probability",
+    "absl",
+    "tree",
+    "optree",
+    "numpy",
 )
+# In an installed location their folder names mark them; elsewhere (a user's project in a
+# folder named "keras" or "tensorflow") only the folder the package was imported from does.
+_LIBRARY_MARKERS = tuple(f"{os.sep}{name}{os.sep}" for name in _LIBRARY_PACKAGES)
 
 
 _GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -64,9 +67,34 @@ def is_library_file(filename: str) -> bool:
         return True
     if filename.startswith(_GPUWHY_DIR):  # not a marker: a user's checkout may be named gpuwhy
         return True
-    if filename.startswith(_STDLIB_DIRS) and not any(m in filename for m in _INSTALLED):
+    installed = any(m in filename for m in _INSTALLED)
+    if filename.startswith(_STDLIB_DIRS) and not installed:
         return True
-    return any(marker in filename for marker in _LIBRARY_MARKERS)
+    if installed and any(marker in filename for marker in _LIBRARY_MARKERS):
+        return True
+    return filename.startswith(_imported_library_dirs())
+
+
+_library_dirs_cache: dict[tuple, tuple[str, ...]] = {}
+
+
+def _imported_library_dirs() -> tuple[str, ...]:
+    """The folders the library packages were imported from (also outside site-packages:
+    a ``pip install --target`` folder on PYTHONPATH, a source checkout); recomputed only
+    when one of them is newly imported."""
+    modules = tuple(sys.modules.get(name) for name in _LIBRARY_PACKAGES)
+    key = tuple(id(m) for m in modules)
+    cached = _library_dirs_cache.get(key)
+    if cached is None:
+        dirs = []
+        for module in modules:
+            for path in getattr(module, "__path__", None) or ():
+                dirs.append(os.path.join(os.path.abspath(path), ""))
+                dirs.append(os.path.join(os.path.realpath(path), ""))
+        cached = tuple(dict.fromkeys(dirs))
+        _library_dirs_cache.clear()
+        _library_dirs_cache[key] = cached
+    return cached
 
 
 def relative(filename: str, line: int) -> str:

@@ -6,7 +6,12 @@ every call of its compiled train function (``keras/src/backend/tensorflow/traine
 ``for begin_step, end_step, iterator in epoch_iterator``), whatever callbacks the user
 passed, so wrapping those methods times every batch without adding a callback to the
 user's list and without step markers. ``end_step - begin_step + 1`` is the number of
-steps one call ran (``steps_per_execution``). Evaluation inside ``fit`` arrives as
+steps one call ran (``steps_per_execution``), except for an epoch's last call: Keras'
+``EpochIterator`` reports ``begin + steps_per_execution - 1`` there too, though the call
+stops at the epoch's end (10 batches at 4 a call: 4, 4 and 2 steps, reported 4, 4, 4).
+So ``on_train_begin`` is followed by an ``epoch_steps`` event carrying the
+``steps`` fit gave its callbacks (``CallbackList.params``; None for a dataset of unknown
+length), and the step count is clipped to it. Evaluation inside ``fit`` arrives as
 test events, so validation time is not step time.
 
 Legacy Keras 2 (``tf_keras``, ``TF_USE_LEGACY_KERAS=1``) has the same methods on
@@ -76,6 +81,9 @@ def _timed(original, event: str, emit: Emit):
         try:
             if event == "on_train_begin":
                 emit(event, now, user_location())
+                params = getattr(self, "params", None)
+                steps = params.get("steps") if isinstance(params, dict) else None
+                emit("epoch_steps", now, steps if isinstance(steps, int) and steps > 0 else None)
             elif event in (
                 "on_train_batch_end",
                 "on_train_batch_begin",

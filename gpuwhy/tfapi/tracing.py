@@ -98,6 +98,10 @@ class Trace:
     seconds: float
     caller: str | None  # user file:line whose call caused it
     nested: bool  # traced while another trace was running on this thread
+    # The tf.function whose trace this one ran inside (its graph calls this one, as
+    # Keras' ``multi_step_on_iterator`` calls ``one_step_on_data``); None when outermost
+    # or when the enclosing trace's owner was not found.
+    inside: Any = None
 
 
 def _definition(function: Any) -> tuple[str | None, int | None]:
@@ -384,17 +388,29 @@ def _create_wrapper(
 
     def _create_concrete_function(function_type, type_context, func_graph, tracing_options):
         outer = getattr(state, "depth", 0)
+        owners = getattr(state, "owners", None)
+        if owners is None:
+            owners = state.owners = []
+        owner = None
+        if tracing_options.function_cache is not None:
+            try:
+                owner = _owner(sys._getframe(1), codes, cls)
+            except Exception:  # noqa: BLE001 - a listener never breaks the program
+                owner = None
+        # The innermost enclosing trace with a known owner: TF's own helpers (no cache)
+        # and traces whose owner was not found push None and are looked through.
+        inside = next((o for o in reversed(owners) if o is not None), None)
+        owners.append(owner)
         state.depth = outer + 1
         start = perf_counter()
         try:
             concrete = original(function_type, type_context, func_graph, tracing_options)
         finally:
             state.depth = outer
+            owners.pop()
         end = perf_counter()
         if tracing_options.function_cache is not None:
             try:
-                frame = sys._getframe(1)
-                owner = _owner(frame, codes, cls)
                 if owner is not None:
                     on_trace(
                         Trace(
@@ -405,6 +421,7 @@ def _create_wrapper(
                             seconds=end - start,
                             caller=user_location(1, limit=_MAX_CALLER_STACK),
                             nested=outer > 0,
+                            inside=inside if inside is not owner else None,
                         )
                     )
             except Exception:  # noqa: BLE001 - a listener never breaks the program

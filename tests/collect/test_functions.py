@@ -110,6 +110,8 @@ def test_nested_calls_count_once_as_outermost(watcher):
     facts = watcher.facts()
     assert (_fact(facts, "inner").calls, _fact(facts, "inner").traces) == (0, 1)
     assert _fact(facts, "outer").changed_args == ()
+    # "0 calls" is not the fact to show: inner runs inside outer's calls
+    assert (_fact(facts, "inner").inside, _fact(facts, "outer").inside) == (("outer",), ())
 
 
 def test_calls_are_timed_relative_to_the_run(watcher):

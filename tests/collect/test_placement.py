@@ -510,6 +510,30 @@ def test_keras_train_step(keras_facts):
     assert all(c.dtype not in FLOATS for c in facts.copies if c.kind == "step")
 
 
+def test_a_variable_updated_only_in_a_branch_that_returns_nothing_stays_on_the_gpu():
+    """The loss-scale optimizer's shape: the variables are passed to an If whose branches
+    return no tensor (only updates). The If is inlined away before placement; it must not
+    count as a stateful op "on the host by design" that drags the variable to the CPU."""
+    weights = tf.Variable(tf.ones([256, 128]))
+    slot = tf.Variable(tf.zeros([256, 128]))
+
+    @tf.function
+    def update(grad, finite):
+        def apply():
+            slot.assign_add(grad)
+            weights.assign_sub(0.1 * slot)
+
+        tf.cond(finite, apply, lambda: None)
+        return tf.reduce_sum(tf.cast(weights, tf.float16))
+
+    facts, audited = _run_audit(update, tf.ones([256, 128]), tf.constant(True))
+    assert [n for n in audited.placed.flat.nodes if n.op == "If"], "no If: the shape changed"
+    for op in ("ReadVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"):
+        groups = _groups(facts, op)
+        assert groups and all(g.device == "GPU" and g.reason == "gpu" for g in groups), groups
+    assert [c for c in facts.copies if c.kind == "step" and c.dtype in FLOATS] == []
+
+
 # ---------------------------------------------------------------------------
 # Host resources: a lookup table.
 

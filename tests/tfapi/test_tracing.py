@@ -119,6 +119,8 @@ def test_nested_tf_function_calls_count_once_as_the_outermost(hooks):
     (inner_trace,) = hooks.traces_of(inner)
     (outer_trace,) = hooks.traces_of(outer)
     assert inner_trace.nested and not outer_trace.nested
+    # the trace it ran in is named: inner's graph is called by outer's
+    assert inner_trace.inside is outer and outer_trace.inside is None
     # outer's trace includes inner's
     assert outer_trace.started <= inner_trace.started
     assert inner_trace.started + inner_trace.seconds <= outer_trace.started + outer_trace.seconds

@@ -41,6 +41,7 @@ MAX_KEPT_CONCRETE = 3  # per live Function object: the first two traces and the 
 MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
 MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retrace storm)
+MAX_INSIDE = 4  # enclosing functions named per function
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
 
 
@@ -66,6 +67,7 @@ class _Watched:
         "concretes",
         "alive",
         "instances",
+        "inside",
     )
 
     def __init__(self, info: Any, location: str | None, display: str) -> None:
@@ -89,6 +91,9 @@ class _Watched:
         self.concretes: list[tuple[int, Any]] = []  # (trace number, ConcreteFunction)
         self.alive = True
         self.instances = 1  # Function objects it stands for (FunctionWatcher._bury)
+        # names of the tf.functions whose graphs call this one (it was traced inside
+        # theirs): its work runs in their calls, so its own calls from eager code may be 0
+        self.inside: dict[str, None] = {}
 
     @property
     def calls(self) -> int:
@@ -115,6 +120,9 @@ class _Watched:
             self.first_args = dead.first_args
         self.traces += dead.traces
         self.changed.update(dead.changed)
+        for name in dead.inside:
+            if len(self.inside) < MAX_INSIDE:
+                self.inside[name] = None
         self.signatures = sorted(self.signatures + dead.signatures, key=lambda s: s.at_s)[
             :MAX_SIGNATURES
         ]
@@ -154,6 +162,9 @@ class _Watched:
 
     def add_trace(self, trace: Any) -> None:
         self.traces += 1
+        enclosing = getattr(trace, "inside", None)
+        if enclosing is not None and len(self.inside) < MAX_INSIDE:
+            self.inside[describe(enclosing).name] = None
         self.trace_s += trace.seconds
         if len(self.trace_starts) < MAX_PENDING_TRACES:
             self.trace_starts.append(trace.started)
@@ -524,6 +535,9 @@ class FunctionWatcher(Collector):
 def _merged(members: list[_Watched], t0: float) -> TracedFunction:
     first = members[0]
     changed: dict[str, None] = {}
+    inside: dict[str, None] = {}
+    for watched in members:
+        inside.update(watched.inside)
     for watched in members:
         changed.update(watched.changed)
         for name in set(watched.first_args) | set(first.first_args):
@@ -554,6 +568,7 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         jit_compile=first.info.jit_compile,
         library=first.info.library,
         instances=sum(w.instances for w in members),
+        inside=tuple(sorted(inside))[:MAX_INSIDE],
     )
 
 

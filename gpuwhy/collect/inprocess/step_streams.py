@@ -55,6 +55,7 @@ class KerasStream:
         self.first_phases: list[tuple[str, float, float]] = []
         self.last_phases: deque[tuple[str, float, float]] = deque(maxlen=MAX_PHASES // 2)
         self.steps_per_call = 1
+        self.epoch_steps: int | None = None  # batches per epoch, where fit knows them
         self._pending: tuple[float, object] | None = None  # the batch begun, not ended
         self._open: Step | None = None  # the last batch, its end not yet known
 
@@ -62,6 +63,9 @@ class KerasStream:
         if event == "on_train_begin":
             self.site = self.site or value
             self.opened["fit"] = t
+            self.epoch_steps = None
+        elif event == "epoch_steps":
+            self.epoch_steps = value if isinstance(value, int) else None
         elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
             self.opened[event] = t
         elif event in _ENDS:
@@ -81,7 +85,8 @@ class KerasStream:
             begin_t, begin_step = self._pending
             count = 1
             if isinstance(begin_step, int) and isinstance(value, int) and value >= begin_step:
-                count = value - begin_step + 1
+                last = value if self.epoch_steps is None else min(value, self.epoch_steps - 1)
+                count = max(1, last - begin_step + 1)
             self.steps_per_call = max(self.steps_per_call, count)
             self._close()
             self._open = Step(begin_t, t, count)

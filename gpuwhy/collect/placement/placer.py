@@ -318,7 +318,10 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
 def _resource_device(arg: Node, consumers, nodes, registry: KernelRegistry) -> str:
     """Where a captured resource lives: host resources on the CPU, variables where
     VarHandleOp has a kernel for their dtype (the eager placer's choice)."""
-    users = [nodes[c] for c, _ in consumers[arg.id]]
+    # Only ops that run: a call node (If, While, PartitionedCall) is inlined away before
+    # placement, and an If whose branches return nothing would read as a stateful op with
+    # no output, "host by design" (the loss-scale optimizer's update branch).
+    users = [nodes[c] for c, _ in consumers[arg.id] if nodes[c].role == "op"]
     if any(
         user.op.startswith(_HOST_RESOURCE_PREFIXES) or "Dataset" in user.op or host_by_design(user)
         for user in users

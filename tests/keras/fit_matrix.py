@@ -1,0 +1,159 @@
+"""Real Keras training, one configuration at a time, each watched by ``gpuwhy.session()``.
+
+Run as a script (``python tests/keras/fit_matrix.py``) by tests/keras/test_keras_fit.py,
+under the installed Keras and under each other Keras the compatibility set covers
+(``PYTHONPATH=<a folder with that keras>``). Prints one JSON line per configuration:
+what gpuwhy found, in plain values the test asserts on, so a Keras that builds its step
+differently fails a named assertion rather than a placement that goes unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import gpuwhy
+from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+BAD_REASONS = ("colocated", "no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
+
+
+def _optimizer(name: str):
+    if name == "adam":
+        return keras.optimizers.Adam(1e-3)
+    if name == "sgd-momentum":
+        return keras.optimizers.SGD(1e-2, momentum=0.9)
+    if name == "adamw":
+        return keras.optimizers.AdamW(1e-3)
+    if name == "rmsprop":
+        return keras.optimizers.RMSprop(1e-3)
+    raise ValueError(name)
+
+
+class HostExp(keras.layers.Layer):
+    """A layer that pins its op to the CPU: a real host<->GPU copy each way per step."""
+
+    def call(self, x):
+        with tf.device("/CPU:0"):
+            return tf.math.exp(-tf.abs(x))
+
+
+def _model(policy: str, pinned: bool = False) -> keras.Model:
+    keras.mixed_precision.set_global_policy(policy)
+    inputs = keras.Input(shape=(48,))
+    x = keras.layers.Dense(64, activation="relu")(inputs)
+    if pinned:
+        x = HostExp()(x)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.Dense(32, activation="relu")(x)
+    outputs = keras.layers.Dense(10, dtype="float32")(x)
+    return keras.Model(inputs, outputs)
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.random((320, 48), dtype=np.float32), rng.integers(0, 10, size=(320,))
+
+
+def _summary(config: dict, record) -> dict:
+    facts = record.facts
+    placement = facts.placement
+    tracing = facts.tracing
+    steps = facts.steps
+    return {
+        **config,
+        "keras": keras.__version__,
+        "findings": sorted({f.id for f in record.findings}),
+        "audited": [f.name for f in placement.functions] if placement else [],
+        "bad_groups": [
+            (g.op, g.reason, g.count)
+            for g in (placement.groups if placement else ())
+            if g.device == "CPU" and g.reason in BAD_REASONS
+        ],
+        "float_step_copies": [
+            (f"{c.src} -> {c.dst}", c.dtype, c.bytes)
+            for c in (placement.copies if placement else ())
+            if c.kind == "step" and c.dtype in FLOATS
+        ],
+        "variable_reads_on_gpu": sum(
+            g.count
+            for g in (placement.groups if placement else ())
+            if g.op == "ReadVariableOp" and g.device == "GPU"
+        ),
+        "functions": [
+            {"name": f.name, "calls": f.calls, "traces": f.traces, "inside": list(f.inside)}
+            for f in (tracing.functions if tracing else ())
+            if f.library
+        ],
+        "steps": steps.count if steps else None,
+        "step_source": steps.source if steps else None,
+    }
+
+
+def fit(policy: str, optimizer: str, steps_per_execution: int, pinned: bool = False) -> dict:
+    keras.utils.set_random_seed(0)
+    model = _model(policy, pinned)
+    model.compile(
+        optimizer=_optimizer(optimizer),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        steps_per_execution=steps_per_execution,
+        jit_compile=False,
+    )
+    x, y = _data()
+    with gpuwhy.session(hz=2, eager=False) as session:
+        model.fit(x, y, batch_size=32, epochs=2, verbose=0)
+    config = {"kind": "fit", "policy": policy, "optimizer": optimizer, "pinned": pinned}
+    return _summary({**config, "steps_per_execution": steps_per_execution}, session.record)
+
+
+def custom_loop(policy: str) -> dict:
+    """A custom loop with the loss-scale optimizer Keras wraps mixed precision in."""
+    keras.utils.set_random_seed(0)
+    model = _model(policy)
+    optimizer = keras.optimizers.Adam(1e-3)
+    if policy == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    x, y = _data()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(2)
+
+    @tf.function
+    def train_step(features, labels):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(features, training=True))
+            scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    with gpuwhy.session(hz=2, eager=False) as session:
+        for _ in range(2):
+            for features, labels in dataset:
+                train_step(features, labels)
+    return _summary({"kind": "custom-loop", "policy": policy, "optimizer": "adam"}, session.record)
+
+
+def main() -> None:
+    wanted = sys.argv[1:]
+    for policy, optimizer, spe, pinned in FIT_CONFIGS:
+        name = f"fit:{policy}:{optimizer}:{spe}" + (":pinned" if pinned else "")
+        if wanted and name not in wanted:
+            continue
+        print(json.dumps({"name": name, **fit(policy, optimizer, spe, pinned)}), flush=True)
+    for policy in LOOP_POLICIES:
+        if wanted and f"loop:{policy}" not in wanted:
+            continue
+        print(json.dumps({"name": f"loop:{policy}", **custom_loop(policy)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The Keras compatibility set: real ``fit`` and custom loops, mixed precision included,
+under the Keras the setup pins and under the oldest Keras the pinned TensorFlow accepts.
+
+Each Keras runs ``fit_matrix.py`` once in its own interpreter (the other Keras first on
+``PYTHONPATH``, as ``make setup`` installs it under ``.venv/keras-compat/<version>``);
+the tests below read its lines. Each test names one thing gpuwhy relies on in Keras'
+training step, so a Keras that builds its step differently fails by that name instead
+of turning into a false finding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.facts import is_input_boundary
+from gpuwhy.projection.cost import KERAS_TRAIN_FUNCTIONS
+from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES
+
+ROOT = Path(__file__).parents[2]
+MATRIX = Path(__file__).with_name("fit_matrix.py")
+# `make setup` installs the oldest Keras of the supported range here (Makefile: KERAS_OLDEST)
+COMPAT_DIR = Path(os.environ.get("GPUWHY_KERAS_COMPAT", ROOT / ".venv" / "keras-compat"))
+OLDEST = os.environ.get("GPUWHY_KERAS_OLDEST", "3.12.0")
+KERAS = ["installed", OLDEST]
+FIT_NAMES = [
+    f"fit:{policy}:{optimizer}:{spe}" + (":pinned" if pinned else "")
+    for policy, optimizer, spe, pinned in FIT_CONFIGS
+]
+CLEAN_FITS = [n for n in FIT_NAMES if not n.endswith(":pinned")]
+MIXED_FITS = [n for n in CLEAN_FITS if ":mixed_" in n]
+LOOPS = [f"loop:{policy}" for policy in LOOP_POLICIES]
+# Findings that would say the step copies or runs something on the host.
+PLACEMENT_FINDINGS = ("placement.host-transfers", "placement.no-gpu-kernel", "placement.forced-cpu")
+
+
+def _keras_path(keras: str) -> str | None:
+    if keras == "installed":
+        return None
+    folder = COMPAT_DIR / keras
+    if not (folder / "keras" / "__init__.py").exists():
+        pytest.fail(
+            f"Keras {keras} is not installed in {folder}: `make setup` installs it "
+            "(the compatibility set runs on the oldest supported Keras too)"
+        )
+    return str(folder)
+
+
+@pytest.fixture(scope="module", params=KERAS)
+def matrix(request) -> dict[str, dict]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    path = _keras_path(request.param)
+    if path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([path, str(ROOT)])
+    else:
+        env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, str(MATRIX)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    found = {line["name"]: line for line in lines}
+    assert set(found) == set(FIT_NAMES + LOOPS), done.stderr[-3000:]
+    if request.param != "installed":
+        assert {line["keras"] for line in lines} == {request.param}
+    return found
+
+
+def test_the_readme_names_the_keras_versions_the_set_runs_on():
+    """The README's table says which Keras the suite tests: the one installed (the
+    setup's pin) and the oldest."""
+    import keras
+
+    readme = (ROOT / "README.md").read_text()
+    assert f"Keras {OLDEST}" in readme
+    assert f"Keras {keras.__version__}" in readme
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"KERAS_SPEC ?= keras=={keras.__version__}" in makefile
+    assert f"KERAS_OLDEST ?= {OLDEST}" in makefile
+
+
+@pytest.mark.parametrize("name", CLEAN_FITS + LOOPS)
+def test_fit_step_is_the_function_gpuwhy_audits(matrix, name):
+    """The placement audit finds the training step: for fit, a function of the names
+    gpuwhy's Keras rules know (KERAS_TRAIN_FUNCTIONS); for a loop, the user's own."""
+    line = matrix[name]
+    if name.startswith("fit:"):
+        assert line["audited"] and set(line["audited"]) <= KERAS_TRAIN_FUNCTIONS, line
+    else:
+        assert line["audited"] == ["train_step"], line
+
+
+@pytest.mark.parametrize("name", MIXED_FITS + LOOPS)
+def test_mixed_precision_step_makes_no_host_transfers(matrix, name):
+    """The master weights' casts and the loss-scale optimizer's branches read variables
+    that live on the GPU: TF colocates each read with its variable, so no copy."""
+    line = matrix[name]
+    assert not set(line["findings"]) & set(PLACEMENT_FINDINGS), line
+    assert line["float_step_copies"] == [], line
+
+
+@pytest.mark.parametrize("name", CLEAN_FITS + LOOPS)
+def test_variable_reads_are_colocated_with_their_variables_on_the_gpu(matrix, name):
+    line = matrix[name]
+    assert line["variable_reads_on_gpu"] > 0, line
+    on_host = [g for g in line["bad_groups"] if not is_input_boundary(g[0])]
+    assert on_host == [], line
+
+
+@pytest.mark.parametrize("name", CLEAN_FITS)
+def test_the_inner_step_runs_inside_the_fit_function(matrix, name):
+    """Keras calls its per-batch step (one_step_on_data) from the graph of the function
+    fit calls: that one is called, the inner one is said to run inside it."""
+    line = matrix[name]
+    functions = {f["name"]: f for f in line["functions"]}
+    (outer,) = [f for f in functions.values() if f["calls"] > 0]
+    assert outer["name"] in KERAS_TRAIN_FUNCTIONS, functions
+    inner = functions.get("one_step_on_data")
+    assert inner is not None and inner["calls"] == 0, functions
+    assert inner["inside"] == [outer["name"]], functions
+
+
+@pytest.mark.parametrize("name", CLEAN_FITS)
+def test_fit_steps_are_batches_whatever_the_steps_per_execution(matrix, name):
+    """2 epochs of 10 batches are 20 steps, also when the epoch's last call runs fewer
+    than steps_per_execution batches (Keras reports it as a full one)."""
+    line = matrix[name]
+    assert (line["step_source"], line["steps"]) == ("keras-fit", 20), line
+    outer = next(f for f in line["functions"] if f["calls"] > 0)
+    spe = line["steps_per_execution"]
+    assert outer["calls"] == 2 * -(-10 // spe), line
+
+
+def test_a_layer_pinned_to_the_cpu_still_makes_its_copies(matrix):
+    """The colocation of variable reads does not hide real copies: a layer whose op is
+    pinned to the CPU in a mixed-precision fit is found, with the float16 copies."""
+    line = matrix["fit:mixed_float16:adam:1:pinned"]
+    assert "placement.forced-cpu" in line["findings"], line
+    assert any(dtype == "float16" for _, dtype, _ in line["float_step_copies"]), line
