@@ -41,6 +41,8 @@ from gpuwhy.facts.gpu_samples import (
 )
 from gpuwhy.facts.input_fixes import InputFix, InputFixFacts, PipelineChange, PipelineRate
 from gpuwhy.facts.placement import (
+    KERAS_STEP_BODY,
+    KERAS_TRAIN_FUNCTIONS,
     PLACEMENT_REASONS,
     AuditedFunction,
     Disagreement,
@@ -145,6 +147,8 @@ __all__ = [
     "WorkerRun",
     "WorkersFacts",
     "from_dict",
+    "KERAS_STEP_BODY",
+    "KERAS_TRAIN_FUNCTIONS",
     "is_input_boundary",
     "to_dict",
 ]

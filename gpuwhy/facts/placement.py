@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Keras 3's train functions (keras/src/backend/tensorflow/trainer.py): the one ``fit``
+# calls (multi_step_on_iterator since Keras 3.8, one_step_on_iterator before) and the
+# per-batch step inside it (one_step_on_data), the only one compile's jit_compile
+# reaches: jit_compile="auto" XLA-compiles it on a GPU machine. A Keras that renames
+# them fails tests/keras/test_keras_fit.py by name.
+KERAS_TRAIN_FUNCTIONS = frozenset(
+    {"multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data", "train_function"}
+)
+KERAS_STEP_BODY = "one_step_on_data"
+
 # Why an op is where it is: the codes in OpGroup.reason (collect/placement/placer.py).
 PLACEMENT_REASONS = {
     "gpu": "runs on the GPU",

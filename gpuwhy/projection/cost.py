@@ -37,7 +37,13 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from gpuwhy.facts import AuditedFunction, KernelWork, PlacementFacts, TensorOp
+from gpuwhy.facts import (
+    KERAS_TRAIN_FUNCTIONS,
+    AuditedFunction,
+    KernelWork,
+    PlacementFacts,
+    TensorOp,
+)
 from gpuwhy.gpu_specs import GpuSpec
 
 # Share of the precision's peak that the matmuls and convolutions of a training step
@@ -98,11 +104,6 @@ LINK_EFFICIENCY = (0.50, 0.75, 0.90)  # of the host link's bandwidth
 # under XLA fused kernels replace several ops each.
 LAUNCH_S = (6e-6, 4e-6, 2.5e-6)
 XLA_OPS_PER_KERNEL = 4
-# Keras 3's train functions (keras/src/backend/tensorflow/trainer.py): compile's
-# jit_compile="auto" XLA-compiles them on a GPU machine
-KERAS_TRAIN_FUNCTIONS = frozenset(
-    {"multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data", "train_function"}
-)
 COPY_LATENCY_S = 10e-6
 # A GPU whose peaks were derived from NVML (derive.py), not read from a datasheet: its
 # band's ends this much further out (derived peaks land within 10% of the datasheets'
@@ -398,7 +399,8 @@ def project_step(
         k.loop for k in function.kernels if k.loop
     }
     cudnn = frozenset(loop for loop in loops if rnn_layer(loop, cudnn_layers))
-    assumed = xla_on_gpu and not function.jit_compile and keras and not cudnn
+    # the audit placed it as XLA-compiled already (Keras "auto" on a GPU), or costs it so here
+    assumed = xla_on_gpu and keras and not cudnn
     if assumed:
         function = dataclasses.replace(function, jit_compile=True)
     dropped = bool(cudnn) and function.jit_compile and keras

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpuwhy
-from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES
+from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES, fit_name
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 BAD_REASONS = ("colocated", "no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
@@ -46,11 +46,17 @@ class HostExp(keras.layers.Layer):
             return tf.math.exp(-tf.abs(x))
 
 
-def _model(policy: str, pinned: bool = False) -> keras.Model:
+def _model(policy: str, kind: str = "dense") -> keras.Model:
     keras.mixed_precision.set_global_policy(policy)
-    inputs = keras.Input(shape=(48,))
-    x = keras.layers.Dense(64, activation="relu")(inputs)
-    if pinned:
+    if kind == "embedding":
+        inputs = keras.Input(shape=(12,), dtype="int64")
+        x = keras.layers.Embedding(500, 48)(inputs)
+        x = keras.layers.GlobalAveragePooling1D()(x)
+    else:
+        inputs = keras.Input(shape=(48,))
+        x = inputs
+    x = keras.layers.Dense(64, activation="relu")(x)
+    if kind == "pinned":
         x = HostExp()(x)
     x = keras.layers.BatchNormalization()(x)
     x = keras.layers.Dense(32, activation="relu")(x)
@@ -58,9 +64,12 @@ def _model(policy: str, pinned: bool = False) -> keras.Model:
     return keras.Model(inputs, outputs)
 
 
-def _data():
+def _data(kind: str = "dense"):
     rng = np.random.default_rng(0)
-    return rng.random((320, 48), dtype=np.float32), rng.integers(0, 10, size=(320,))
+    labels = rng.integers(0, 10, size=(320,))
+    if kind == "embedding":
+        return rng.integers(0, 500, size=(320, 12)), labels
+    return rng.random((320, 48), dtype=np.float32), labels
 
 
 def _summary(config: dict, record) -> dict:
@@ -72,6 +81,10 @@ def _summary(config: dict, record) -> dict:
         **config,
         "keras": keras.__version__,
         "findings": sorted({f.id for f in record.findings}),
+        "fixes": {f.id: f.fix for f in record.findings if f.id.startswith("placement.")},
+        "xla_ops": sum(
+            g.count for g in (placement.groups if placement else ()) if g.reason == "xla"
+        ),
         "audited": [f.name for f in placement.functions] if placement else [],
         "bad_groups": [
             (g.op, g.reason, g.count)
@@ -98,21 +111,24 @@ def _summary(config: dict, record) -> dict:
     }
 
 
-def fit(policy: str, optimizer: str, steps_per_execution: int, pinned: bool = False) -> dict:
+def fit(policy: str, optimizer: str, steps_per_execution: int, kind: str, jit) -> dict:
     keras.utils.set_random_seed(0)
-    model = _model(policy, pinned)
-    model.compile(
-        optimizer=_optimizer(optimizer),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-        steps_per_execution=steps_per_execution,
-        jit_compile=False,
-    )
-    x, y = _data()
+    model = _model(policy, kind)
+    x, y = _data(kind)
+    # compile inside the session, as in a script under `gpuwhy run`: what Keras' "auto"
+    # would choose on a GPU is read when compile is called
     with gpuwhy.session(hz=2, eager=False) as session:
+        model.compile(
+            optimizer=_optimizer(optimizer),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            steps_per_execution=steps_per_execution,
+            jit_compile=jit,
+        )
         model.fit(x, y, batch_size=32, epochs=2, verbose=0)
-    config = {"kind": "fit", "policy": policy, "optimizer": optimizer, "pinned": pinned}
-    return _summary({**config, "steps_per_execution": steps_per_execution}, session.record)
+    config = {"kind": "fit", "policy": policy, "optimizer": optimizer, "model": kind}
+    config.update(steps_per_execution=steps_per_execution, jit_compile=jit)
+    return _summary(config, session.record)
 
 
 def custom_loop(policy: str) -> dict:
@@ -144,11 +160,11 @@ def custom_loop(policy: str) -> dict:
 
 def main() -> None:
     wanted = sys.argv[1:]
-    for policy, optimizer, spe, pinned in FIT_CONFIGS:
-        name = f"fit:{policy}:{optimizer}:{spe}" + (":pinned" if pinned else "")
+    for config in FIT_CONFIGS:
+        name = fit_name(*config)
         if wanted and name not in wanted:
             continue
-        print(json.dumps({"name": name, **fit(policy, optimizer, spe, pinned)}), flush=True)
+        print(json.dumps({"name": name, **fit(*config)}), flush=True)
     for policy in LOOP_POLICIES:
         if wanted and f"loop:{policy}" not in wanted:
             continue

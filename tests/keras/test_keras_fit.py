@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.facts import is_input_boundary
-from gpuwhy.projection.cost import KERAS_TRAIN_FUNCTIONS
-from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES
+from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, is_input_boundary
+from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES, fit_name
 
 ROOT = Path(__file__).parents[2]
 MATRIX = Path(__file__).with_name("fit_matrix.py")
@@ -28,12 +27,17 @@ MATRIX = Path(__file__).with_name("fit_matrix.py")
 COMPAT_DIR = Path(os.environ.get("GPUWHY_KERAS_COMPAT", ROOT / ".venv" / "keras-compat"))
 OLDEST = os.environ.get("GPUWHY_KERAS_OLDEST", "3.12.0")
 KERAS = ["installed", OLDEST]
-FIT_NAMES = [
-    f"fit:{policy}:{optimizer}:{spe}" + (":pinned" if pinned else "")
-    for policy, optimizer, spe, pinned in FIT_CONFIGS
-]
-CLEAN_FITS = [n for n in FIT_NAMES if not n.endswith(":pinned")]
+FIT_NAMES = [fit_name(*config) for config in FIT_CONFIGS]
+# the dense models, placed op by op (jit_compile=False) or as Keras' "auto" on a GPU
+CLEAN_FITS = [fit_name(*c) for c in FIT_CONFIGS if c[3] == "dense"]
+PER_OP_FITS = [fit_name(*c) for c in FIT_CONFIGS if c[3] == "dense" and c[4] is False]
 MIXED_FITS = [n for n in CLEAN_FITS if ":mixed_" in n]
+# an Embedding's sparse gradient under mixed_float16 with XLA (on a GPU) or bfloat16
+EMBEDDING_FIXED = [
+    fit_name("mixed_float16", "adam", 1, "embedding", True),
+    fit_name("mixed_float16", "adam", 1, "embedding", "auto"),
+    fit_name("mixed_bfloat16", "adam", 1, "embedding", False),
+]
 LOOPS = [f"loop:{policy}" for policy in LOOP_POLICIES]
 # Findings that would say the step copies or runs something on the host.
 PLACEMENT_FINDINGS = ("placement.host-transfers", "placement.no-gpu-kernel", "placement.forced-cpu")
@@ -100,7 +104,7 @@ def test_fit_step_is_the_function_gpuwhy_audits(matrix, name):
         assert line["audited"] == ["train_step"], line
 
 
-@pytest.mark.parametrize("name", MIXED_FITS + LOOPS)
+@pytest.mark.parametrize("name", MIXED_FITS + LOOPS + EMBEDDING_FIXED)
 def test_mixed_precision_step_makes_no_host_transfers(matrix, name):
     """The master weights' casts and the loss-scale optimizer's branches read variables
     that live on the GPU: TF colocates each read with its variable, so no copy."""
@@ -109,7 +113,7 @@ def test_mixed_precision_step_makes_no_host_transfers(matrix, name):
     assert line["float_step_copies"] == [], line
 
 
-@pytest.mark.parametrize("name", CLEAN_FITS + LOOPS)
+@pytest.mark.parametrize("name", PER_OP_FITS + LOOPS)
 def test_variable_reads_are_colocated_with_their_variables_on_the_gpu(matrix, name):
     line = matrix[name]
     assert line["variable_reads_on_gpu"] > 0, line
@@ -141,9 +145,31 @@ def test_fit_steps_are_batches_whatever_the_steps_per_execution(matrix, name):
     assert outer["calls"] == 2 * -(-10 // spe), line
 
 
+def test_keras_auto_jit_places_the_step_as_one_xla_cluster(matrix):
+    """jit_compile="auto": no XLA here (no GPU), XLA on a GPU machine; the step is
+    placed as the GPU runs it, its ops inside one XLA cluster."""
+    line = matrix[fit_name("mixed_float16", "adam", 1, "dense", "auto")]
+    per_op = matrix[fit_name("mixed_float16", "adam", 1, "dense", False)]
+    assert line["xla_ops"] > 0 and per_op["xla_ops"] == 0, (line, per_op)
+    assert line["float_step_copies"] == [], line
+
+
+def test_the_loss_scale_check_of_a_sparse_gradient_is_named_with_its_fix(matrix):
+    """A true one: Keras' LossScaleOptimizer densifies an Embedding's gradient with a
+    bool TensorScatterUpdate, which has no GPU kernel, when the step is not compiled by
+    XLA. Its fix (XLA, or bfloat16) is applied in EMBEDDING_FIXED, which find nothing."""
+    line = matrix[fit_name("mixed_float16", "adam", 1, "embedding", False)]
+    assert "placement.no-gpu-kernel" in line["findings"], line
+    assert [g for g in line["bad_groups"] if g[0] == "TensorScatterUpdate"], line
+    fix = line["fixes"]["placement.no-gpu-kernel"]
+    assert "jit_compile=True" in fix and 'set_global_policy("mixed_bfloat16")' in fix, fix
+    for name in EMBEDDING_FIXED:
+        assert "placement.no-gpu-kernel" not in matrix[name]["findings"], matrix[name]
+
+
 def test_a_layer_pinned_to_the_cpu_still_makes_its_copies(matrix):
     """The colocation of variable reads does not hide real copies: a layer whose op is
     pinned to the CPU in a mixed-precision fit is found, with the float16 copies."""
-    line = matrix["fit:mixed_float16:adam:1:pinned"]
+    line = matrix[fit_name("mixed_float16", "adam", 1, "pinned", False)]
     assert "placement.forced-cpu" in line["findings"], line
     assert any(dtype == "float16" for _, dtype, _ in line["float_step_copies"]), line

@@ -4,20 +4,35 @@ program spent its time in, placed as on a GPU machine, once the program ended.
 It runs on what the sections before it found: the functions section ``tracing`` saw
 called, the batch size the steps were given (``steps`` and ``tfdata``: it sizes what
 their traces left unknown) and the strategy (``distribute``).
+
+Keras' ``compile(jit_compile="auto")`` (the default) resolves to no XLA on a machine
+without a GPU and to XLA on a GPU machine when every layer supports it (the step
+collector's ``keras_auto_jit``). So the step traced here is not the one a GPU runs: there,
+the per-batch step is one XLA cluster on the GPU, with no per-op placement and no copies
+inside. It is audited as such, and the function's note says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.input_wait import delivered_batch
-from gpuwhy.collect.placement import audit_functions
-from gpuwhy.facts import PlacementFacts
+from gpuwhy.collect.inprocess.steps import StepCollector
+from gpuwhy.collect.placement import AuditTarget, audit_functions
+from gpuwhy.facts import KERAS_STEP_BODY, KERAS_TRAIN_FUNCTIONS, PlacementFacts
 from gpuwhy.tfapi.memory import tf_gpus
 
 # Every tf.function that ran is audited (fit's, evaluate's, predict's, the user's), up to
 # this many, those with the most time in calls first; the rest are named in the notes.
 AUDIT_FUNCTIONS = 16
+KERAS_XLA_NOTE = (
+    "placed as a GPU machine runs it: there Keras compiles the per-batch step with XLA "
+    '(compile\'s jit_compile="auto", the default), one GPU cluster with no per-op '
+    "placement; traced here without XLA, as Keras does without a GPU. With "
+    "compile(jit_compile=False) it would be placed op by op"
+)
 
 
 class PlacementAudit(Collector):
@@ -52,7 +67,17 @@ class PlacementAudit(Collector):
         if not targets:
             return None
         ignored: frozenset[str] = frozenset()
-        if facts.distribute is not None and not tf_gpus():
+        gpu_here = bool(tf_gpus())
+        if facts.distribute is not None and not gpu_here:
             ignored = frozenset(d for d in facts.distribute.devices if "CPU" in d.upper())
+        if not gpu_here and gathering.peer(StepCollector).keras_auto_jit:
+            targets = [_as_keras_compiles_it(t) for t in targets]
         batch = delivered_batch(facts.tfdata, facts.steps)
         return audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
+
+
+def _as_keras_compiles_it(target: AuditTarget) -> AuditTarget:
+    """A Keras train function with its per-batch step compiled by XLA, as on a GPU."""
+    if target.label not in KERAS_TRAIN_FUNCTIONS:
+        return target
+    return dataclasses.replace(target, xla_bodies=(KERAS_STEP_BODY,), note=KERAS_XLA_NOTE)

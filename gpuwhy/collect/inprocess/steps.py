@@ -142,8 +142,7 @@ class StepCollector(Collector):
     def _on_compile(self, would_xla: bool | None, cudnn: tuple = ()) -> None:
         """The last compile: with jit_compile="auto", would Keras XLA-compile it on a
         GPU (None: another jit_compile); the LSTM/GRU layers cuDNN would run there."""
-        if would_xla is not None:
-            self.keras_auto_jit = would_xla
+        self.keras_auto_jit = would_xla
         self.keras_cudnn_rnn = tuple(cudnn)
 
     def _install(self, install, what: str) -> None:

@@ -39,6 +39,8 @@ from gpuwhy.tfapi.kernel_registry import KernelRegistry
 __all__ = ["AuditTarget", "AuditedGraph", "audit_functions"]
 
 MAX_EXAMPLES = 5
+# placement reasons whose groups say whether a library made them (OpGroup.by_library)
+_LIBRARY_CHECKED = frozenset({"forced-cpu", "no-gpu-kernel", "no-gpu-kernel-for-dtype"})
 DT_DOUBLE = 2
 MAX_COPIES = 500  # the largest ones are kept; counts stay exact in the functions' totals
 
@@ -53,6 +55,9 @@ class AuditTarget:
     example_args: tuple | None = None  # for --verify: arguments to run it with
     example_kwargs: dict | None = None
     note: str | None = None  # what the audit could not know (e.g. Keras' XLA default on a GPU)
+    # tf.functions run inside it that a GPU machine compiles with XLA, though this trace
+    # does not (Keras' per-batch step under jit_compile="auto", traced without a GPU)
+    xla_bodies: tuple[str, ...] = ()
 
 
 class AuditedGraph:
@@ -91,8 +96,10 @@ def audit_functions(
     gc.disable()
     try:
         for target in targets:
-            jit = precision.jit_compile(target.function)
-            flat = flatten(target.label, target.function.graph, jit, ignored_devices)
+            jit = precision.jit_compile(target.function) or target.label in target.xla_bodies
+            flat = flatten(
+                target.label, target.function.graph, jit, ignored_devices, target.xla_bodies
+            )
             placed = place(flat, registry)
             audited.append(AuditedGraph(target, placed, crossings(placed), jit))
     finally:
@@ -255,8 +262,9 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
             bucket["in_loop"] = bucket["in_loop"] or node.loop_depth > 0
             if len(bucket["examples"]) < MAX_EXAMPLES:
                 bucket["examples"].append((a, node.id))
-            if placed.reason[node.id] == "forced-cpu" and bucket.get("library", True):
-                # whose tf.device this is: a library's own (Keras layers) or the user's
+            if placed.reason[node.id] in _LIBRARY_CHECKED and bucket.get("library", True):
+                # whose tf.device, or whose op with no GPU kernel, this is: a library's
+                # own (Keras layers, its loss-scale optimizer) or the user's
                 graph = graph_ops.body_graph(flat.graphs, node.function)
                 bucket["library"] = graph is not None and graph_ops.created_in_library(
                     graph, node.name

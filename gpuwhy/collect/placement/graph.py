@@ -181,8 +181,16 @@ def device_type(device: str) -> str:
 
 
 class _Builder:
-    def __init__(self, graph_def: Any, ignored_devices: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        graph_def: Any,
+        ignored_devices: frozenset[str] = frozenset(),
+        xla_bodies: tuple[str, ...] = (),
+    ) -> None:
         self.ignored_devices = frozenset(_canonical(d) for d in ignored_devices)
+        # FunctionDef names TF gives the traces of these Python functions
+        # ("__inference_one_step_on_data_1894"): compiled by XLA where they run
+        self.xla_prefixes = tuple(f"__inference_{name}_" for name in xla_bodies)
         self.library = {f.signature.name: f for f in graph_def.library.function}
         self.signatures = _Signatures(self.library)
         self.nodes: list[Node] = []
@@ -257,7 +265,7 @@ class _Builder:
         if function is None:
             return None
         args = {a.name: ref for a, ref in zip(function.signature.input_arg, arg_refs)}
-        jit = jit or _must_compile(function.attr)
+        jit = jit or _must_compile(function.attr) or function_name.startswith(self.xla_prefixes)
         by_name: dict[str, Node] = {}
         created = []
         for node_def in function.node_def:
@@ -373,18 +381,25 @@ def _prune(builder: _Builder, roots: list[int]) -> None:
 
 
 def flatten(
-    name: str, graph: Any, jit: bool = False, ignored_devices: frozenset[str] = frozenset()
+    name: str,
+    graph: Any,
+    jit: bool = False,
+    ignored_devices: frozenset[str] = frozenset(),
+    xla_bodies: tuple[str, ...] = (),
 ) -> FlatGraph:
     """Flatten a FuncGraph (a concrete function's ``.graph``) and its bodies.
 
     ``jit``: the function is compiled by XLA (``tf.function(jit_compile=True)``).
     ``ignored_devices``: device requests read as none (full device names).
+    ``xla_bodies``: names of tf.functions whose bodies a GPU machine compiles with XLA
+    though this trace does not say so (Keras' per-batch step under jit_compile="auto",
+    traced here without a GPU).
     """
     graph_def = graph.as_graph_def()
     graphs = {"": graph}
     for function_name, atomic in getattr(graph, "_functions", {}).items():
         graphs[function_name] = atomic
-    builder = _Builder(graph_def, ignored_devices)
+    builder = _Builder(graph_def, ignored_devices, xla_bodies)
     arg_names = [t.op.name for t in graph.inputs]
     captured = {t.op.name for t in getattr(graph, "internal_captures", [])}
     arg_set = set(arg_names)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
+from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, Facts, HostDeviceCopy, PlacementFacts
 from gpuwhy.finding import Finding
-from gpuwhy.projection.cost import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import known_bytes, prediction_note, size_text

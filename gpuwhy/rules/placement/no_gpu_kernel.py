@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, OpGroup, PlacementFacts
+from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, Facts, OpGroup, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
@@ -24,11 +24,59 @@ _NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-ke
 _PRINT_OPS = ("PrintV2", "Print", "StringFormat")
 
 
-def _fix_for(groups: list[OpGroup]) -> str:
+# dtypes XLA does not compile on a GPU: the op stays on the host under jit_compile too
+_NOT_XLA_DTYPES = frozenset({"string", "variant", "resource"})
+
+
+def _step_name(groups: list[OpGroup]) -> str | None:
+    """The name of the step function the groups sit in: "train_step" of
+    "train_step (train.py:9)"; "tiny.train_step" for a Keras model's own step."""
+    for group in groups:
+        for label in group.functions:
+            return label.split(" (")[0]
+    return None
+
+
+def _keras_step(name: str | None) -> bool:
+    return (
+        name is None
+        or name in KERAS_TRAIN_FUNCTIONS
+        or name.endswith((".train_step", ".test_step", ".predict_step"))
+    )
+
+
+def _loss_scale_check(groups: list[OpGroup], placement: PlacementFacts) -> bool:
+    """Keras' LossScaleOptimizer (mixed_float16) checks every gradient for inf/NaN; an
+    Embedding's sparse gradient is densified for it with a bool TensorScatterUpdate
+    (keras/src/backend/tensorflow/sparse.py), an op TF has no GPU kernel for."""
+    return placement.mixed_precision_policy == "mixed_float16" and any(
+        g.by_library and g.op == "TensorScatterUpdate" and "bool" in g.in_dtypes for g in groups
+    )
+
+
+def _fix_for(groups: list[OpGroup], placement: PlacementFacts, facts: Facts) -> str:
     """Paste-able advice for the kinds of op found, most specific first."""
     ops = {g.op for g in groups}
     dtypes = {d for g in groups for d in g.in_dtypes + g.out_dtypes}
     lines: list[str] = []
+    cudnn = facts.program.keras_cudnn_rnn if facts.program is not None else ()
+    if _loss_scale_check(groups, placement):
+        lines += [
+            "# Keras' loss-scale optimizer (mixed_float16) checks the Embedding's sparse",
+            "# gradient for inf/NaN with a bool TensorScatterUpdate, which has no GPU kernel.",
+        ]
+        if not cudnn:
+            lines += [
+                "# XLA compiles it on the GPU with the rest of the step:",
+                "model.compile(<your compile arguments>, jit_compile=True)",
+                "# or, on",
+            ]
+        else:
+            lines.append(f"# Keras compiles no step with XLA beside cuDNN's {', '.join(cudnn)}; on")
+        lines += [
+            "# Ampere or newer (compute capability 8.0+), train in bfloat16: no loss scaling",
+            'keras.mixed_precision.set_global_policy("mixed_bfloat16")   # before building the model',
+        ]
     if ops & PYTHON_OPS:
         lines += [
             "# tf.py_function / tf.numpy_function run Python on the host: write the same",
@@ -63,6 +111,20 @@ def _fix_for(groups: list[OpGroup]) -> str:
             "<dataset>.map(lambda text, y: (<your TextVectorization layer>(text), y),",
             "              num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
         ]
+    numeric = [g for g in groups if not set(g.in_dtypes + g.out_dtypes) & _NOT_XLA_DTYPES]
+    if numeric and all(g.by_library for g in groups) and not lines and not cudnn:
+        # made inside Keras or TF (Keras' loss-scale optimizer checks a sparse gradient
+        # with a bool TensorScatterUpdate): there is no tensor of the user's to cast
+        kinds = ", ".join(sorted({f"{g.op} ({', '.join(g.in_dtypes) or '-'})" for g in numeric}))
+        step = _step_name(groups)
+        lines += [
+            f"# {kinds}: made inside Keras/TensorFlow, not by your code (nothing to cast);",
+            "# XLA compiles it on the GPU with the rest of the step:",
+        ]
+        if step is None or _keras_step(step):
+            lines.append("model.compile(<your compile arguments>, jit_compile=True)")
+        else:
+            lines += ["@tf.function(jit_compile=True)", f"def {step}(...):"]
     if any(g.reason == "no-gpu-kernel-for-dtype" for g in groups) and not lines:
         kinds = ", ".join(
             sorted(
@@ -211,7 +273,7 @@ class NoGpuKernel(Rule):
                 title,
                 severity=severity,
                 evidence=evidence,
-                fix=_fix_for(groups),
+                fix=_fix_for(groups, placement, facts),
                 estimated_gain="removes a host round trip and its GPU idle time from every step",
                 location=location,
             )
