@@ -86,6 +86,7 @@ def _summary(config: dict, record) -> dict:
             g.count for g in (placement.groups if placement else ()) if g.reason == "xla"
         ),
         "audited": [f.name for f in placement.functions] if placement else [],
+        "notes": [f.note for f in placement.functions if f.note] if placement else [],
         "bad_groups": [
             (g.op, g.reason, g.count)
             for g in (placement.groups if placement else ())
@@ -131,6 +132,18 @@ def fit(policy: str, optimizer: str, steps_per_execution: int, kind: str, jit) -
     return _summary(config, session.record)
 
 
+def fit_compiled_before() -> dict:
+    """compile() before the session (``with gpuwhy.session(): model.fit(...)``): what
+    its jit_compile was is not seen."""
+    keras.utils.set_random_seed(0)
+    model = _model("mixed_float16")
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    x, y = _data()
+    with gpuwhy.session(hz=2, eager=False) as session:
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    return _summary({"kind": "fit", "policy": "mixed_float16"}, session.record)
+
+
 def custom_loop(policy: str) -> dict:
     """A custom loop with the loss-scale optimizer Keras wraps mixed precision in."""
     keras.utils.set_random_seed(0)
@@ -165,6 +178,8 @@ def main() -> None:
         if wanted and name not in wanted:
             continue
         print(json.dumps({"name": name, **fit(*config)}), flush=True)
+    if not wanted or "fit:compiled-before" in wanted:
+        print(json.dumps({"name": "fit:compiled-before", **fit_compiled_before()}), flush=True)
     for policy in LOOP_POLICIES:
         if wanted and f"loop:{policy}" not in wanted:
             continue

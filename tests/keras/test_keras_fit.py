@@ -74,7 +74,7 @@ def matrix(request) -> dict[str, dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     found = {line["name"]: line for line in lines}
-    assert set(found) == set(FIT_NAMES + LOOPS), done.stderr[-3000:]
+    assert set(found) == set(FIT_NAMES + LOOPS + ["fit:compiled-before"]), done.stderr[-3000:]
     if request.param != "installed":
         assert {line["keras"] for line in lines} == {request.param}
     return found
@@ -152,6 +152,17 @@ def test_keras_auto_jit_places_the_step_as_one_xla_cluster(matrix):
     per_op = matrix[fit_name("mixed_float16", "adam", 1, "dense", False)]
     assert line["xla_ops"] > 0 and per_op["xla_ops"] == 0, (line, per_op)
     assert line["float_step_copies"] == [], line
+    (note,) = line["notes"]
+    assert "Keras compiles the per-batch step with XLA" in note, note
+    assert per_op["notes"] == [], per_op
+
+
+def test_a_compile_gpuwhy_did_not_see_is_said_to_leave_xla_unknown(matrix):
+    """`with gpuwhy.session(): model.fit(...)` after compile(): jit_compile unknown."""
+    line = matrix["fit:compiled-before"]
+    assert line["xla_ops"] == 0, line
+    (note,) = line["notes"]
+    assert "compile() ran before gpuwhy watched" in note, note
 
 
 def test_the_loss_scale_check_of_a_sparse_gradient_is_named_with_its_fix(matrix):

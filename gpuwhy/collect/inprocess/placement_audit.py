@@ -27,6 +27,12 @@ from gpuwhy.tfapi.memory import tf_gpus
 # Every tf.function that ran is audited (fit's, evaluate's, predict's, the user's), up to
 # this many, those with the most time in calls first; the rest are named in the notes.
 AUDIT_FUNCTIONS = 16
+KERAS_UNSEEN_NOTE = (
+    "placed op by op, as traced here: compile() ran before gpuwhy watched, so whether "
+    'jit_compile was left at "auto" is unknown; if it was, a GPU machine compiles the '
+    "per-batch step with XLA and its ops are not placed one by one (start gpuwhy "
+    "before compile, or run the script with `gpuwhy run`)"
+)
 KERAS_XLA_NOTE = (
     "placed as a GPU machine runs it: there Keras compiles the per-batch step with XLA "
     '(compile\'s jit_compile="auto", the default), one GPU cluster with no per-op '
@@ -70,10 +76,21 @@ class PlacementAudit(Collector):
         gpu_here = bool(tf_gpus())
         if facts.distribute is not None and not gpu_here:
             ignored = frozenset(d for d in facts.distribute.devices if "CPU" in d.upper())
-        if not gpu_here and gathering.peer(StepCollector).keras_auto_jit:
+        steps = gathering.peer(StepCollector)
+        if not gpu_here and steps.keras_auto_jit:
             targets = [_as_keras_compiles_it(t) for t in targets]
+        elif not gpu_here and not steps.keras_compile_seen:
+            targets = [_compiled_unseen(t) for t in targets]
         batch = delivered_batch(facts.tfdata, facts.steps)
         return audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
+
+
+def _compiled_unseen(target: AuditTarget) -> AuditTarget:
+    """A Keras train function whose compile ran before gpuwhy watched (a session or the
+    Keras callback started after it): what jit_compile was cannot be known."""
+    if target.label not in KERAS_TRAIN_FUNCTIONS or target.note:
+        return target
+    return dataclasses.replace(target, note=KERAS_UNSEEN_NOTE)
 
 
 def _as_keras_compiles_it(target: AuditTarget) -> AuditTarget:

@@ -97,6 +97,7 @@ class StepCollector(Collector):
     notes: list = field(default_factory=list)
     # Keras compile(jit_compile="auto"): would Keras XLA-compile the step on a GPU
     keras_auto_jit: bool | None = None
+    keras_compile_seen: bool = False  # compile ran while watched (else "auto" is unknown)
     keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
     # Whether a step's interval is wanted one by one beyond the head: the eager op
     # counter sets it (a step that overlaps one of its counting windows)
@@ -143,6 +144,7 @@ class StepCollector(Collector):
         """The last compile: with jit_compile="auto", would Keras XLA-compile it on a
         GPU (None: another jit_compile); the LSTM/GRU layers cuDNN would run there."""
         self.keras_auto_jit = would_xla
+        self.keras_compile_seen = True
         self.keras_cudnn_rnn = tuple(cudnn)
 
     def _install(self, install, what: str) -> None:

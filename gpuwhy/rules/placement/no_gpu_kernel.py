@@ -174,7 +174,13 @@ class NoGpuKernel(Rule):
     functions included) for which TensorFlow registers no GPU kernel for its input and
     output dtypes: string ops (`tf.strings.*`, `StringLookup`, `TextVectorization`),
     `tf.py_function` / `tf.numpy_function`, image decoders, and some integer ops. The
-    finding names each op, its dtypes and the file:line that created it. Where the run
+    finding names each op, its dtypes and the file:line that created it. Some are made
+    by Keras or TF, not by the user's code: with `mixed_float16`, Keras' loss-scale
+    optimizer checks an `Embedding`'s sparse gradient for inf/NaN with a `bool`
+    `TensorScatterUpdate`, which has no GPU kernel; the fix then names what the user can
+    change (XLA compiles it on the GPU; bfloat16 needs no loss scaling). A Keras step
+    that XLA compiles on a GPU (`jit_compile=True`, or "auto" without cuDNN RNN layers)
+    has no per-op placement and no such finding. Where the run
     has a training step (a function with a backward pass) and the ops are only in
     other functions (evaluate's or predict's: an export model that takes raw strings),
     the finding is low and says so: the training step does not wait on them. String
@@ -189,7 +195,8 @@ class NoGpuKernel(Rule):
     copied device-to-host over PCIe, which waits until the GPU has produced them; the op
     runs on the host while the GPU has nothing queued; its result is copied back. Each
     round trip adds a synchronisation point and GPU idle time to every step, and with
-    `jit_compile=True` the same op makes XLA compilation fail.
+    `jit_compile=True` an op XLA cannot compile either (strings, `tf.py_function`) makes
+    XLA compilation fail.
 
     ## Example
     ```python
