@@ -41,6 +41,7 @@ from gpuwhy.facts.gpu_samples import (
 )
 from gpuwhy.facts.input_fixes import InputFix, InputFixFacts, PipelineChange, PipelineRate
 from gpuwhy.facts.placement import (
+    KERAS_PREDICT_FUNCTIONS,
     KERAS_STEP_BODY,
     KERAS_TRAIN_FUNCTIONS,
     PLACEMENT_REASONS,
@@ -147,6 +148,7 @@ __all__ = [
     "WorkerRun",
     "WorkersFacts",
     "from_dict",
+    "KERAS_PREDICT_FUNCTIONS",
     "KERAS_STEP_BODY",
     "KERAS_TRAIN_FUNCTIONS",
     "is_input_boundary",

@@ -64,6 +64,9 @@ class StepFacts:
     marker: str  # what was timed, for people: "Model.fit (train.py:40)"
     count: int  # steps seen (a Keras batch of steps_per_execution N is N)
     warmup: int = 0
+    # indices into ``starts`` of warm-up steps after the first steps of the series: the
+    # first steps of a later Keras fit (a new model traces) or of another loop
+    later_warmup: tuple[int, ...] = ()
     median_s: float | None = None  # per step, after warm-up
     p90_s: float | None = None
     total_s: float = 0.0  # wall time inside steps after warm-up

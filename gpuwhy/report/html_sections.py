@@ -180,12 +180,18 @@ def slowest_step(steps: StepFacts) -> str | None:
             f"{max(steps.count - steps.warmup, 0):,} steps after warm-up"
             + ("" if spc == 1 else f" (per step; {spc} steps per call)")
         )
-    warm = min(len(steps.starts), round(steps.warmup / spc)) if steps.warmup else 0
-    after = steps.durations[warm:] if len(steps.durations) == len(steps.starts) else ()
-    s = stats(after)
+    later = set(steps.later_warmup)
+    warm = min(len(steps.starts), round(steps.warmup / spc) - len(later)) if steps.warmup else 0
+    warm = max(warm, 0)
+    kept = (
+        [i for i in range(warm, len(steps.durations)) if i not in later]
+        if len(steps.durations) == len(steps.starts)
+        else []
+    )
+    s = stats([steps.durations[i] for i in kept])
     if not s.count or s.argmax is None:
         return None
-    i = warm + s.argmax
+    i = kept[s.argmax]
     return (
         f"{duration(s.high, microseconds=True)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
         + ("" if spc == 1 else f", {spc} steps per call")

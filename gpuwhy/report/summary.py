@@ -31,7 +31,15 @@ def steps_line(steps: StepFacts) -> str:
     text = f"{steps.count:,} by {steps.marker}"
     if steps.median_s is not None:
         text += f"; median {duration(steps.median_s)}, p90 {duration(steps.p90_s)}"
-    if steps.warmup:
+    if steps.warmup and steps.later_warmup:
+        later = sum(1 for i in steps.later_warmup if i < len(steps.starts))
+        spc = max(steps.steps_per_call, 1)
+        first = max(steps.warmup - later * spc, 0)
+        text += (
+            f" ({steps.warmup} left out as warm-up: {first} at the start, {later} at the "
+            "start of a later fit or loop)"
+        )
+    elif steps.warmup:
         text += f" (first {steps.warmup} left out as warm-up)"
     if steps.steps_per_call > 1:
         text += f"; {steps.steps_per_call} steps per call"

@@ -132,8 +132,11 @@ def _eager_timed(original, emit: Emit):
 TRAINERS = (("keras.src.trainers.trainer", "Trainer"),)
 
 
-def install_compile(record: Callable[[bool | None, tuple[str, ...]], None]) -> list[Patch]:
-    """``record(would_xla, cudnn)`` after each Keras 3 ``compile``. ``would_xla``, where
+CompileRecord = Callable[[Any, bool | None, tuple[str, ...]], None]
+
+
+def install_compile(record: CompileRecord) -> list[Patch]:
+    """``record(model, would_xla, cudnn)`` after each Keras 3 ``compile``. ``would_xla``, where
     ``jit_compile`` was left at "auto" (else None): whether Keras would then
     XLA-compile the train step on a GPU machine (its ``_resolve_auto_jit_compile``: no
     tf.distribute strategy, every layer supports jit, op determinism off). On a machine
@@ -152,7 +155,7 @@ def install_compile(record: Callable[[bool | None, tuple[str, ...]], None]) -> l
     return patches
 
 
-def _compiled(original, record: Callable[[bool | None, tuple[str, ...]], None], supports):
+def _compiled(original, record: CompileRecord, supports):
     import inspect
 
     try:
@@ -171,7 +174,7 @@ def _compiled(original, record: Callable[[bool | None, tuple[str, ...]], None], 
                 would_xla = bool(
                     strategy is None and supports is not None and supports(self) and not no_jit
                 )
-            record(would_xla, cudnn)
+            record(self, would_xla, cudnn)
         except Exception:  # noqa: BLE001 - a hook never breaks the user's compile
             pass
         return result
@@ -220,4 +223,34 @@ def keras_version() -> str | None:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__version__", None):
             return module.__version__
+    return None
+
+
+def keras_owner(function: Any) -> Any:
+    """The Keras model whose train/test/predict step a ``tf.function`` is, or None.
+
+    Keras builds those functions as closures inside ``Trainer._make_function`` and
+    ``make_predict_function`` (keras/src/backend/tensorflow/trainer.py): ``self``, the
+    model, is one of their free variables in every Keras 3 release so far. What
+    ``compile`` chose for that model (its jit_compile) then applies to the function."""
+    python_function = getattr(function, "python_function", None)
+    if python_function is None:
+        return None
+    try:
+        import inspect
+
+        code = inspect.unwrap(python_function)
+        names = code.__code__.co_freevars
+        cells = code.__closure__ or ()
+    except (AttributeError, ValueError):
+        return None
+    for name, cell in zip(names, cells):
+        if name != "self":
+            continue
+        try:
+            owner = cell.cell_contents
+        except ValueError:  # an empty cell
+            return None
+        trainers = tuple(c for c in (_class(m, n) for m, n in TRAINERS) if c is not None)
+        return owner if trainers and isinstance(owner, trainers) else None
     return None

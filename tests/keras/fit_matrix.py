@@ -87,6 +87,9 @@ def _summary(config: dict, record) -> dict:
         ),
         "audited": [f.name for f in placement.functions] if placement else [],
         "notes": [f.note for f in placement.functions if f.note] if placement else [],
+        "placed": [
+            (f.name, f.location, f.jit_compile) for f in (placement.functions if placement else ())
+        ],
         "bad_groups": [
             (g.op, g.reason, g.count)
             for g in (placement.groups if placement else ())
@@ -103,11 +106,19 @@ def _summary(config: dict, record) -> dict:
             if g.op == "ReadVariableOp" and g.device == "GPU"
         ),
         "functions": [
-            {"name": f.name, "calls": f.calls, "traces": f.traces, "inside": list(f.inside)}
+            {
+                "name": f.name,
+                "location": f.location,
+                "calls": f.calls,
+                "traces": f.traces,
+                "inside": list(f.inside),
+            }
             for f in (tracing.functions if tracing else ())
             if f.library
         ],
         "steps": steps.count if steps else None,
+        "warmup": steps.warmup if steps else None,
+        "later_warmup": list(steps.later_warmup) if steps else [],
         "step_source": steps.source if steps else None,
     }
 
@@ -141,6 +152,25 @@ def fit_compiled_before() -> dict:
     x, y = _data()
     with gpuwhy.session(hz=2, eager=False) as session:
         model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    return _summary({"kind": "fit", "policy": "mixed_float16"}, session.record)
+
+
+def two_models() -> dict:
+    """Two models in one script, each compiled with Keras' default "auto": a Dense one
+    (XLA on a GPU) and one with a cuDNN LSTM (no XLA there), then a predict."""
+    keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    x, y = _data()
+    with gpuwhy.session(hz=2, eager=False) as session:
+        dense = _model("mixed_float16")
+        dense.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+        dense.fit(x, y, batch_size=32, epochs=2, verbose=0)  # @dense-fit
+        inputs = keras.Input(shape=(6, 8))
+        hidden = keras.layers.LSTM(16)(inputs)
+        rnn = keras.Model(inputs, keras.layers.Dense(10, dtype="float32")(hidden))
+        rnn.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+        rnn.fit(x.reshape(-1, 6, 8), y, batch_size=32, epochs=2, verbose=0)  # @rnn-fit
+        dense.predict(x, batch_size=64, verbose=0)  # @dense-predict
     return _summary({"kind": "fit", "policy": "mixed_float16"}, session.record)
 
 
@@ -178,6 +208,8 @@ def main() -> None:
         if wanted and name not in wanted:
             continue
         print(json.dumps({"name": name, **fit(*config)}), flush=True)
+    if not wanted or "fit:two-models" in wanted:
+        print(json.dumps({"name": "fit:two-models", **two_models()}), flush=True)
     if not wanted or "fit:compiled-before" in wanted:
         print(json.dumps({"name": "fit:compiled-before", **fit_compiled_before()}), flush=True)
     for policy in LOOP_POLICIES:

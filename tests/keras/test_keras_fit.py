@@ -20,6 +20,7 @@ import pytest
 
 from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, is_input_boundary
 from tests.keras.configs import FIT_CONFIGS, LOOP_POLICIES, fit_name
+from tests.markers import line as line_at
 
 ROOT = Path(__file__).parents[2]
 MATRIX = Path(__file__).with_name("fit_matrix.py")
@@ -74,7 +75,8 @@ def matrix(request) -> dict[str, dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     found = {line["name"]: line for line in lines}
-    assert set(found) == set(FIT_NAMES + LOOPS + ["fit:compiled-before"]), done.stderr[-3000:]
+    expected = FIT_NAMES + LOOPS + ["fit:compiled-before", "fit:two-models"]
+    assert set(found) == set(expected), done.stderr[-3000:]
     if request.param != "installed":
         assert {line["keras"] for line in lines} == {request.param}
     return found
@@ -153,7 +155,7 @@ def test_keras_auto_jit_places_the_step_as_one_xla_cluster(matrix):
     assert line["xla_ops"] > 0 and per_op["xla_ops"] == 0, (line, per_op)
     assert line["float_step_copies"] == [], line
     (note,) = line["notes"]
-    assert "Keras compiles the per-batch step with XLA" in note, note
+    assert "Keras compiles its step with XLA" in note, note
     assert per_op["notes"] == [], per_op
 
 
@@ -184,3 +186,26 @@ def test_a_layer_pinned_to_the_cpu_still_makes_its_copies(matrix):
     line = matrix[fit_name("mixed_float16", "adam", 1, "pinned", False)]
     assert "placement.forced-cpu" in line["findings"], line
     assert any(dtype == "float16" for _, dtype, _ in line["float_step_copies"]), line
+
+
+def test_each_model_is_placed_as_its_own_compile_chose(matrix):
+    """Two models compiled with "auto": Keras settles it per model. The Dense model's
+    fit and predict are XLA clusters on a GPU; the cuDNN LSTM model's step is not."""
+    line = matrix["fit:two-models"]
+    placed = {(name, where.rsplit(":", 1)[-1]): jit for name, where, jit in line["placed"]}
+    dense, rnn, predict = (
+        str(line_at(MATRIX, m)) for m in ("dense-fit", "rnn-fit", "dense-predict")
+    )
+    assert placed.get(("multi_step_on_iterator", dense)) is True, line["placed"]
+    assert placed.get(("multi_step_on_iterator", rnn)) is False, line["placed"]
+    predicted = [jit for (name, at), jit in placed.items() if at == predict]
+    assert predicted == [True], line["placed"]
+
+
+def test_a_second_fit_s_first_steps_are_its_warm_up(matrix):
+    """The second model's fit traces its own step: that step is a warm-up, not a step
+    of the loop's statistics (one loop of Keras batches spans both fits)."""
+    line = matrix["fit:two-models"]
+    assert line["steps"] == 40 and line["step_source"] == "keras-fit", line
+    assert line["later_warmup"] and line["later_warmup"][0] >= 20, line
+    assert line["warmup"] >= 2, line

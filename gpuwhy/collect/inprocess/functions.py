@@ -30,7 +30,14 @@ from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
 from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
-from gpuwhy.facts import TracedFunction, TraceSignature, TracingFacts
+from gpuwhy.facts import (
+    KERAS_PREDICT_FUNCTIONS,
+    KERAS_TRAIN_FUNCTIONS,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
+from gpuwhy.tfapi.keras_hooks import keras_owner
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
 from gpuwhy.tfapi.training import has_backward_pass
 
@@ -41,6 +48,7 @@ MAX_KEPT_CONCRETE = 3  # per live Function object: the first two traces and the 
 MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
 MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retrace storm)
+KERAS_FUNCTIONS = KERAS_TRAIN_FUNCTIONS | KERAS_PREDICT_FUNCTIONS
 MAX_INSIDE = 4  # enclosing functions named per function
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
 
@@ -68,6 +76,7 @@ class _Watched:
         "alive",
         "instances",
         "inside",
+        "model",
     )
 
     def __init__(self, info: Any, location: str | None, display: str) -> None:
@@ -94,6 +103,7 @@ class _Watched:
         # names of the tf.functions whose graphs call this one (it was traced inside
         # theirs): its work runs in their calls, so its own calls from eager code may be 0
         self.inside: dict[str, None] = {}
+        self.model: Any = None  # weak reference to the Keras model of a Keras step function
 
     @property
     def calls(self) -> int:
@@ -313,6 +323,8 @@ class FunctionWatcher(Collector):
                 self._seen_names[base] = count
                 display = base if count == 1 else f"{base} #{count}"
                 watched = _Watched(info, location, display)
+                if info.library and info.name in KERAS_FUNCTIONS:
+                    watched.model = _weak(keras_owner(function))
                 self._by_id[key] = watched
                 self._times[key] = watched.times
                 self._records.append(watched)
@@ -484,7 +496,11 @@ class FunctionWatcher(Collector):
                 if watched is None or not watched.concretes:
                     continue
                 _, concrete = watched.concretes[-1]
-                targets.append(AuditTarget(watched.info.name, concrete, watched.location))
+                targets.append(
+                    AuditTarget(
+                        watched.info.name, concrete, watched.location, model=_model(watched)
+                    )
+                )
         return targets
 
     def _targets_at(self, name: str, location: str | None) -> list[AuditTarget]:
@@ -505,7 +521,9 @@ class FunctionWatcher(Collector):
             _, concrete = watched.concretes[-1]
             shape = _graph_shape(concrete)
             if shape not in found:
-                found[shape] = AuditTarget(watched.info.name, concrete, watched.location)
+                found[shape] = AuditTarget(
+                    watched.info.name, concrete, watched.location, model=_model(watched)
+                )
         return list(found.values())
 
     def fill(self, gathering: Gathering) -> TracingFacts:
@@ -570,6 +588,19 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         instances=sum(w.instances for w in members),
         inside=tuple(sorted(inside))[:MAX_INSIDE],
     )
+
+
+def _weak(obj: Any) -> Any:
+    if obj is None:
+        return None
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return None
+
+
+def _model(watched: _Watched) -> Any:
+    return watched.model() if watched.model is not None else None
 
 
 def _graph_shape(concrete: Any) -> tuple:

@@ -21,7 +21,12 @@ from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.input_wait import delivered_batch
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.placement import AuditTarget, audit_functions
-from gpuwhy.facts import KERAS_STEP_BODY, KERAS_TRAIN_FUNCTIONS, PlacementFacts
+from gpuwhy.facts import (
+    KERAS_PREDICT_FUNCTIONS,
+    KERAS_STEP_BODY,
+    KERAS_TRAIN_FUNCTIONS,
+    PlacementFacts,
+)
 from gpuwhy.tfapi.memory import tf_gpus
 
 # Every tf.function that ran is audited (fit's, evaluate's, predict's, the user's), up to
@@ -34,7 +39,7 @@ KERAS_UNSEEN_NOTE = (
     "before compile, or run the script with `gpuwhy run`)"
 )
 KERAS_XLA_NOTE = (
-    "placed as a GPU machine runs it: there Keras compiles the per-batch step with XLA "
+    "placed as a GPU machine runs it: there Keras compiles its step with XLA "
     '(compile\'s jit_compile="auto", the default), one GPU cluster with no per-op '
     "placement; traced here without XLA, as Keras does without a GPU. With "
     "compile(jit_compile=False) it would be placed op by op"
@@ -76,25 +81,28 @@ class PlacementAudit(Collector):
         gpu_here = bool(tf_gpus())
         if facts.distribute is not None and not gpu_here:
             ignored = frozenset(d for d in facts.distribute.devices if "CPU" in d.upper())
-        steps = gathering.peer(StepCollector)
-        if not gpu_here and steps.keras_auto_jit:
-            targets = [_as_keras_compiles_it(t) for t in targets]
-        elif not gpu_here and not steps.keras_compile_seen:
-            targets = [_compiled_unseen(t) for t in targets]
+        if not gpu_here:
+            steps = gathering.peer(StepCollector)
+            targets = [_as_keras_compiles_it(t, steps) for t in targets]
         batch = delivered_batch(facts.tfdata, facts.steps)
         return audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
 
 
-def _compiled_unseen(target: AuditTarget) -> AuditTarget:
-    """A Keras train function whose compile ran before gpuwhy watched (a session or the
-    Keras callback started after it): what jit_compile was cannot be known."""
-    if target.label not in KERAS_TRAIN_FUNCTIONS or target.note:
+def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTarget:
+    """A Keras step function placed as a GPU machine runs it. Its model's compile, where
+    gpuwhy saw it, says whether "auto" means XLA there: then the per-batch step (train,
+    test) or the whole predict function is one XLA cluster. A compile not seen (the
+    model was compiled before gpuwhy watched) leaves it placed as traced, with a note."""
+    label = target.label
+    if label not in KERAS_TRAIN_FUNCTIONS and label not in KERAS_PREDICT_FUNCTIONS:
         return target
-    return dataclasses.replace(target, note=KERAS_UNSEEN_NOTE)
-
-
-def _as_keras_compiles_it(target: AuditTarget) -> AuditTarget:
-    """A Keras train function with its per-batch step compiled by XLA, as on a GPU."""
-    if target.label not in KERAS_TRAIN_FUNCTIONS:
+    if target.model is not None:
+        seen, would_xla = steps.keras_compile_of(target.model)
+    else:  # its model not found: the last compile seen
+        seen, would_xla = steps.keras_compile_seen, steps.keras_auto_jit
+    if not seen:
+        return target if target.note else dataclasses.replace(target, note=KERAS_UNSEEN_NOTE)
+    if not would_xla:
         return target
-    return dataclasses.replace(target, xla_bodies=(KERAS_STEP_BODY,), note=KERAS_XLA_NOTE)
+    bodies = (label,) if label in KERAS_PREDICT_FUNCTIONS else (KERAS_STEP_BODY,)
+    return dataclasses.replace(target, xla_bodies=bodies, note=KERAS_XLA_NOTE)

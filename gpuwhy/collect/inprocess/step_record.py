@@ -40,6 +40,9 @@ class Step:
     steps: int = 1  # steps this call ran (Keras steps_per_execution)
     wait: float | None = None
     warm: bool = False  # one of its loop's warm-up steps: out of the statistics
+    # the first step of a later part of its loop (another Keras fit of a new model, a
+    # fine-tuning fit after a new compile): a warm-up of its own where far slower
+    opens: bool = False
 
     @property
     def per_step(self) -> float:

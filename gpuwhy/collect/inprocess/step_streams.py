@@ -43,6 +43,9 @@ _PHASE_NAMES = {
 }
 
 
+MAX_SITES_NAMED = 3  # fit calls named in the loop's marker
+
+
 class KerasStream:
     """Steps and phases from Keras' callbacks: a step lasts from one batch's begin to
     the next batch's begin (the Python between two batches is the user's wait too),
@@ -51,6 +54,9 @@ class KerasStream:
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
         self.site: object = None
+        self.sites: dict[object, None] = {}  # each fit call's place, the first few
+        self.fits = 0
+        self._opening = False  # the next batch is the first of a fit after the first
         self.opened: dict[str, float] = {}
         self.first_phases: list[tuple[str, float, float]] = []
         self.last_phases: deque[tuple[str, float, float]] = deque(maxlen=MAX_PHASES // 2)
@@ -62,8 +68,12 @@ class KerasStream:
     def feed(self, event: str, t: float, value: object) -> None:
         if event == "on_train_begin":
             self.site = self.site or value
+            if value is not None and len(self.sites) < MAX_SITES_NAMED:
+                self.sites[value] = None
             self.opened["fit"] = t
             self.epoch_steps = None
+            self.fits += 1
+            self._opening = self.fits > 1
         elif event == "epoch_steps":
             self.epoch_steps = value if isinstance(value, int) else None
         elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
@@ -89,7 +99,8 @@ class KerasStream:
                 count = max(1, last - begin_step + 1)
             self.steps_per_call = max(self.steps_per_call, count)
             self._close()
-            self._open = Step(begin_t, t, count)
+            self._open = Step(begin_t, t, count, opens=self._opening)
+            self._opening = False
 
     def _close(self) -> None:
         if self._open is not None:
@@ -111,6 +122,8 @@ class KerasStream:
 
     @property
     def marker(self) -> str:
+        if len(self.sites) > 1:
+            return "Model.fit at " + ", ".join(str(s) for s in self.sites)
         return f"Model.fit at {self.site}" if self.site else "Model.fit"
 
 

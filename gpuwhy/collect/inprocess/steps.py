@@ -33,8 +33,10 @@ import heapq
 import statistics
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, StepWindow
 from gpuwhy.collect.inprocess.drain import Drain, take
@@ -67,6 +69,8 @@ MIN_STEPS = 3  # fewer boundaries than this are not a loop
 WARMUP_LOOKAHEAD = 5  # warm-up steps are found among the first few only
 WARMUP_FACTOR = 3.0
 MAX_SITES = 64  # loop sites followed; reads at further sites are not steps
+MAX_LATER_WARMUP = 64  # later warm-up steps named in the facts
+MAX_COMPILES = 64  # Keras models whose compile is remembered
 MAX_READ_RUNS = 4096  # per-iterator sums of next() reads kept for the input wait
 
 
@@ -98,6 +102,8 @@ class StepCollector(Collector):
     # Keras compile(jit_compile="auto"): would Keras XLA-compile the step on a GPU
     keras_auto_jit: bool | None = None
     keras_compile_seen: bool = False  # compile ran while watched (else "auto" is unknown)
+    # per compiled model (by id; the weak reference tells a reused id): would_xla
+    keras_compiles: dict = field(default_factory=dict)
     keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
     # Whether a step's interval is wanted one by one beyond the head: the eager op
     # counter sets it (a step that overlaps one of its counting windows)
@@ -140,12 +146,28 @@ class StepCollector(Collector):
         self._install(lambda: keras_hooks.install_optimizer(self._on_apply), "Keras optimizers")
         self._install(lambda: keras_hooks.install_compile(self._on_compile), "Keras compile")
 
-    def _on_compile(self, would_xla: bool | None, cudnn: tuple = ()) -> None:
-        """The last compile: with jit_compile="auto", would Keras XLA-compile it on a
-        GPU (None: another jit_compile); the LSTM/GRU layers cuDNN would run there."""
+    def _on_compile(self, model: Any, would_xla: bool | None, cudnn: tuple = ()) -> None:
+        """A compile: with jit_compile="auto", would Keras XLA-compile it on a GPU
+        (None: another jit_compile); the LSTM/GRU layers cuDNN would run there. Kept per
+        model (a script may compile several, each settling "auto" for itself), and the
+        last one for the program's facts."""
         self.keras_auto_jit = would_xla
         self.keras_compile_seen = True
         self.keras_cudnn_rnn = tuple(cudnn)
+        try:
+            ref: Any = weakref.ref(model)
+        except TypeError:
+            ref = None
+        if len(self.keras_compiles) >= MAX_COMPILES:
+            self.keras_compiles.pop(next(iter(self.keras_compiles)))
+        self.keras_compiles[id(model)] = (ref, would_xla)
+
+    def keras_compile_of(self, model: Any) -> tuple[bool, bool | None]:
+        """(whether compile was seen for ``model``, what it would mean on a GPU)."""
+        entry = self.keras_compiles.get(id(model)) if model is not None else None
+        if entry is None or (entry[0] is not None and entry[0]() is not model):
+            return False, None
+        return True, entry[1]
 
     def _install(self, install, what: str) -> None:
         try:
@@ -317,6 +339,8 @@ class StepCollector(Collector):
             # record's, which another snapshot (live metrics) may be reading
             warm = _warmup(loop.steps)
             loop.steps[:warm] = [dataclasses.replace(s, warm=True) for s in loop.steps[:warm]]
+            for i in _later_warmups(loop.steps, warm):
+                loop.steps[i] = dataclasses.replace(loop.steps[i], warm=True)
         facts = _summarise(loops, phases, spe, t0, t_end)
         undecided = {
             id(s) for loop in loops if live and len(loop.steps) <= WARMUP_LOOKAHEAD
@@ -553,12 +577,13 @@ def _marker(what: str, plural: str, names: list[str], at: bool = True) -> str:
 def _histogram(loop: _Loop, live: bool) -> StepHistogram:
     """The loop's steps after its warm-up in the live histogram's buckets: every step
     its record counted (so the cost does not grow with the run), less its warm-up steps
-    (only head steps can be warm); the steps still open only at the end of the run
-    (mid-run their end may still move: they are counted once they close)."""
+    (only head steps can be warm: its first ones, and a later fit's first ones); the
+    steps still open only at the end of the run (mid-run their end may still move:
+    they are counted once they close)."""
     view = loop.view
     histogram = view.histogram.copy()
     still_open = {id(s) for s in view.still_open}
-    for step in view.steps[:WARMUP_LOOKAHEAD]:
+    for step in view.steps:
         if step.warm and id(step) not in still_open:
             histogram.add(step.per_step, -step.steps)
     if not live:
@@ -582,6 +607,28 @@ def _warmup(steps: list[Step]) -> int:
     return min(count, len(steps) - 2)
 
 
+def _later_warmups(steps: list[Step], warm: int) -> list[int]:
+    """The warm-up steps of the later parts of a loop (a second Keras fit, of a new
+    model or after a new compile, traces and builds its own things): from each step that
+    opens one, the steps far slower than the loop's typical step, at most
+    ``WARMUP_LOOKAHEAD``. Only the head's steps are judged (a part opening beyond it
+    has thousands of steps before it to dilute its first)."""
+    opening = [i for i, s in enumerate(steps) if s.opens and i >= warm]
+    if not opening:
+        return []
+    durations = [s.end - s.start for i, s in enumerate(steps) if i >= warm]
+    typical = statistics.median(durations)
+    found = []
+    for start in opening:
+        for i in range(start, min(start + WARMUP_LOOKAHEAD, len(steps))):
+            if i > start and steps[i].opens:
+                break
+            if steps[i].end - steps[i].start <= WARMUP_FACTOR * typical:
+                break
+            found.append(i)
+    return found
+
+
 def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) -> StepFacts:
     """The steps of every loop counted, on one time line. Where no loop went beyond its
     head, every figure is exact; otherwise the quantiles come from the loops' sketches
@@ -602,12 +649,15 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         [s.wait / s.steps for s in counted if s.wait is not None], [t.waits for t in tails]
     )
     kept = head[:MAX_STEPS]
+    leading = next((i for i, s in enumerate(kept) if not s.warm), len(kept))
+    later = tuple(i for i, s in enumerate(kept) if s.warm and i >= leading)[:MAX_LATER_WARMUP]
     first = min((s.start for s in head + extra), default=t0)
     return StepFacts(
         source=loops[0].source,
         marker=_markers(loops),
         count=sum(loop.count for loop in loops),
         warmup=sum(s.steps for s in head if s.warm),
+        later_warmup=later,
         median_s=median,
         p90_s=p90,
         total_s=total,

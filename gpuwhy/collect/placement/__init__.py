@@ -58,6 +58,7 @@ class AuditTarget:
     # tf.functions run inside it that a GPU machine compiles with XLA, though this trace
     # does not (Keras' per-batch step under jit_compile="auto", traced without a GPU)
     xla_bodies: tuple[str, ...] = ()
+    model: Any = None  # the Keras model whose train/test/predict step this is
 
 
 class AuditedGraph:
