@@ -146,8 +146,16 @@ def creation_site(graph: Any, name: str) -> str | None:
 
 
 _TF_DIR = f"{os.sep}tensorflow{os.sep}"
-# Inside TF's own tree, these parts build ops for the user as a library does (Keras 2).
-_TF_LIBRARY_PARTS = (f"{os.sep}python{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
+# Inside TF's own tree, these parts build ops for the user as a library does (Keras 2),
+# and make their own device choices: tf.summary moves the value it writes to the host
+# with a tf.device block of its own (ops/summary_ops_v2.py), not one of the user's.
+# (Operation._device_assignments cannot tell whose a block is: through tf.device it
+# records TF's own framework/ops.py as the place the block was opened.)
+_TF_LIBRARY_PARTS = (
+    f"{os.sep}python{os.sep}keras{os.sep}",
+    f"{os.sep}tf_keras{os.sep}",
+    f"{os.sep}ops{os.sep}summary_ops_v2.py",
+)
 
 
 def created_in_library(graph: Any, name: str) -> bool:

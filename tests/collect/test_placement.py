@@ -534,6 +534,24 @@ def test_a_variable_updated_only_in_a_branch_that_returns_nothing_stays_on_the_g
     assert [c for c in facts.copies if c.kind == "step" and c.dtype in FLOATS] == []
 
 
+def test_tf_summary_s_own_move_to_the_host_is_the_library_s_not_a_block_to_remove(tmp_path):
+    """tf.summary.write moves its value to the CPU with a tf.device block of its own
+    (summary_ops_v2.py): forced to the CPU, but by TF, not by a block of the user's."""
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    step = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function
+    def logged(x):
+        loss = tf.reduce_mean(tf.square(x))
+        with writer.as_default(step=step):
+            tf.summary.write("loss", loss)
+        return loss
+
+    facts, _ = _run_audit(logged, tf.ones([8, 8]))
+    forced = [g for g in facts.groups if g.reason == "forced-cpu"]
+    assert forced and all(g.by_library for g in forced), forced
+
+
 # ---------------------------------------------------------------------------
 # Host resources: a lookup table.
 
