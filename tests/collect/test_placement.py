@@ -552,6 +552,23 @@ def test_tf_summary_s_own_move_to_the_host_is_the_library_s_not_a_block_to_remov
     assert forced and all(g.by_library for g in forced), forced
 
 
+def test_an_op_of_constants_is_folded_and_copies_nothing():
+    """Grappler's constant folding turns Cast(Const int32) into a float constant before
+    partitioning: no copy. A Cast of a computed int32 (the batch size from tf.shape, in
+    host memory) stays a real, small copy."""
+
+    @tf.function
+    def scaled(x):
+        folded = tf.cast(tf.constant(3), tf.float32)
+        computed = tf.cast(tf.shape(x)[0], tf.float32)
+        return x * folded / computed
+
+    facts, _ = _run_audit(scaled, tf.ones([16, 4]))
+    sources = [c.src_op for c in facts.copies if c.kind == "step"]
+    assert "Const" not in sources, facts.copies
+    assert "StridedSlice" in sources, facts.copies
+
+
 # ---------------------------------------------------------------------------
 # Host resources: a lookup table.
 

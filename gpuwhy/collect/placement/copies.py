@@ -6,6 +6,9 @@ TF's graph partitioner inserts one Send/Recv pair per (tensor, destination
 memory), reusing it for every consumer (graph/graph_partition.cc, the
 ``dup_recv`` cache), so edges are merged per produced tensor and direction.
 Resource handles are never copied: ops using one are colocated with it.
+An op whose every input is a constant is folded into a constant by grappler's constant
+folding (on by default for every tf.function) before the graph is partitioned: the
+edges into it are not copies (the int32 ``Const -> Cast`` pairs of Keras' optimizers).
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ from dataclasses import dataclass
 
 from gpuwhy.collect.placement.graph import DT_RESOURCE
 from gpuwhy.collect.placement.placer import PlacedGraph
+from gpuwhy.tfapi.kernel_registry import op_def
 
 __all__ = ["Crossing", "crossings"]
+
+# Ops constant folding leaves alone although their inputs are constants: stateful ones,
+# and those whose output is a handle or a placeholder (grappler's IsFoldable).
+_NOT_FOLDED = frozenset(
+    {"Assert", "Print", "PrintV2", "Enter", "Merge", "Switch", "NextIteration", "Exit"}
+)
 
 
 @dataclass
@@ -32,7 +42,7 @@ def crossings(placed: PlacedGraph) -> list[Crossing]:
     nodes = placed.flat.nodes
     found: dict[tuple[int, int, str], Crossing] = {}
     for node in nodes:
-        if node.role != "op":
+        if node.role != "op" or _folded(node, nodes):
             continue
         in_host = placed.in_host[node.id]
         for index, ref in enumerate(node.inputs):
@@ -56,3 +66,14 @@ def crossings(placed: PlacedGraph) -> list[Crossing]:
             else:
                 crossing.consumers += 1
     return list(found.values())
+
+
+def _folded(node, nodes) -> bool:
+    """Every data input a Const, no control input, and the op itself a pure function of
+    them: grappler's constant folding replaces it with a constant of its own."""
+    if not node.inputs or node.controls or node.op in _NOT_FOLDED:
+        return False
+    definition = op_def(node.op)
+    if definition is None or definition.is_stateful:
+        return False
+    return all(ref is not None and nodes[ref[0]].op == "Const" for ref in node.inputs)
