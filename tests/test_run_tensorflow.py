@@ -158,7 +158,10 @@ def test_a_lazy_tensorflow_import_and_keras_fit(tmp_path):
     assert step_ops and all(op["flops"] for op in step_ops)
     assert {op["flops_batch"] for op in step_ops} == {16}
     (unused,) = [f for f in record["findings"] if f["id"] == "tensorcore.unused"]
-    assert unused["evidence"]["largest_from"].endswith(f"({fit_site}) (the training step)")
+    # compile's default jit_compile="auto": the step a GPU runs is XLA-compiled
+    assert unused["evidence"]["largest_from"].endswith(
+        f"({fit_site}) (the training step, XLA-compiled)"
+    )
 
 
 def test_session_context_manager_in_process():

@@ -42,6 +42,8 @@ _LIBRARY_PACKAGES = (
 # In an installed location their folder names mark them; elsewhere (a user's project in a
 # folder named "keras" or "tensorflow") only the folder the package was imported from does.
 _LIBRARY_MARKERS = tuple(f"{os.sep}{name}{os.sep}" for name in _LIBRARY_PACKAGES)
+# the standard library's context managers and wrappers, whichever Python's they are
+_STDLIB_FILES = (f"{os.sep}contextlib.py", f"{os.sep}functools.py")
 
 
 _GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -68,7 +70,7 @@ def is_library_file(filename: str) -> bool:
     if filename.startswith(_GPUWHY_DIR):  # not a marker: a user's checkout may be named gpuwhy
         return True
     installed = any(m in filename for m in _INSTALLED)
-    if filename.startswith(_STDLIB_DIRS) and not installed:
+    if (filename.startswith(_STDLIB_DIRS) and not installed) or filename.endswith(_STDLIB_FILES):
         return True
     if installed and any(marker in filename for marker in _LIBRARY_MARKERS):
         return True

@@ -524,7 +524,13 @@ class FunctionWatcher(Collector):
                 found[shape] = AuditTarget(
                     watched.info.name, concrete, watched.location, model=_model(watched)
                 )
-        return list(found.values())
+        targets = list(found.values())
+        if len(targets) > 1:  # one name, one place: say which is which
+            for target in targets:
+                trains = _trains(target.function)
+                if trains is not None:
+                    target.note = TRAINING_NOTE if trains else NOT_TRAINING_NOTE
+        return targets
 
     def fill(self, gathering: Gathering) -> TracingFacts:
         return self.facts(gathering.t0)
@@ -588,6 +594,17 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         instances=sum(w.instances for w in members),
         inside=tuple(sorted(inside))[:MAX_INSIDE],
     )
+
+
+TRAINING_NOTE = "the training step (it has a backward pass)"
+NOT_TRAINING_NOTE = "validation's or evaluate()'s step (no backward pass)"
+
+
+def _trains(concrete: Any) -> bool | None:
+    try:
+        return has_backward_pass(concrete)
+    except Exception:  # noqa: BLE001 - a graph that cannot be read: no label
+        return None
 
 
 def _weak(obj: Any) -> Any:

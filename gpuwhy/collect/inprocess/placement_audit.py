@@ -101,8 +101,12 @@ def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTar
     else:  # its model not found: the last compile seen
         seen, would_xla = steps.keras_compile_seen, steps.keras_auto_jit
     if not seen:
-        return target if target.note else dataclasses.replace(target, note=KERAS_UNSEEN_NOTE)
+        return dataclasses.replace(target, note=_joined(target.note, KERAS_UNSEEN_NOTE))
     if not would_xla:
         return target
     bodies = (label,) if label in KERAS_PREDICT_FUNCTIONS else (KERAS_STEP_BODY,)
-    return dataclasses.replace(target, xla_bodies=bodies, note=KERAS_XLA_NOTE)
+    return dataclasses.replace(target, xla_bodies=bodies, note=_joined(target.note, KERAS_XLA_NOTE))
+
+
+def _joined(*notes: str | None) -> str:
+    return "; ".join(n for n in notes if n)
