@@ -361,7 +361,9 @@ def op_group_cells(group: OpGroup, locations: int | None = None) -> tuple[str, .
         group.device,
         group.computes_on,
         f"{group.count:,}" + (" (loop)" if group.in_loop else ""),
-        group.reason + (f" with {group.colocated_with}" if group.colocated_with else ""),
+        group.reason
+        + (" by TF/Keras' own code" if group.by_library and group.reason == "forced-cpu" else "")
+        + (f" with {group.colocated_with}" if group.colocated_with else ""),
         ", ".join(group.locations[:locations]) or "-",
     )
 

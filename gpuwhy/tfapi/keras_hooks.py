@@ -11,8 +11,10 @@ steps one call ran (``steps_per_execution``), except for an epoch's last call: K
 stops at the epoch's end (10 batches at 4 a call: 4, 4 and 2 steps, reported 4, 4, 4).
 So ``on_train_begin`` is followed by an ``epoch_steps`` event carrying the
 ``steps`` fit gave its callbacks (``CallbackList.params``; None for a dataset of unknown
-length), and the step count is clipped to it. Evaluation inside ``fit`` arrives as
-test events, so validation time is not step time.
+length), and the step count is clipped to it. Then a ``fit_key`` event: the model and
+its optimizer (a new one at each compile), which tell a fit of another model, or of one
+compiled anew (fine-tuning), from ``fit`` called again in a loop. Evaluation inside
+``fit`` arrives as test events, so validation time is not step time.
 
 Legacy Keras 2 (``tf_keras``, ``TF_USE_LEGACY_KERAS=1``) has the same methods on
 ``tf_keras.src.callbacks.CallbackList``. The optimizer hook times
@@ -84,6 +86,9 @@ def _timed(original, event: str, emit: Emit):
                 params = getattr(self, "params", None)
                 steps = params.get("steps") if isinstance(params, dict) else None
                 emit("epoch_steps", now, steps if isinstance(steps, int) and steps > 0 else None)
+                model = getattr(self, "model", None)
+                optimizer = getattr(model, "optimizer", None)
+                emit("fit_key", now, (id(model), id(optimizer)) if model is not None else None)
             elif event in (
                 "on_train_batch_end",
                 "on_train_batch_begin",

@@ -54,6 +54,25 @@ def test_warm_up_and_small_excursions_are_no_stalls():
     assert tracker.inside.count == 0  # 5x a 1 ms step, but only 4 ms lost: below the floor
 
 
+def test_a_later_fit_with_heavier_steps_is_judged_against_its_own_pace():
+    """Fine-tuning: a frozen model's 4 ms steps, then (a new compile: the step opens the
+    later fit) its unfrozen 20 ms steps after a 1 s trace. None is a stall; a real one in
+    the later fit still is, once it has its own baseline."""
+    frozen = steps(60, seconds=0.004)
+    t = frozen[-1].end + 0.5  # compile and build between the fits
+    later = [Step(t, t + 1.0, opens=True)]
+    t += 1.0
+    for i in range(60):
+        length = 0.3 if i == 45 else 0.02
+        later.append(Step(t, t + length))
+        t += length
+    tracker = StallTracker(0.0)
+    for step in frozen + later:
+        tracker.add(step)
+    assert tracker.between.count == 0
+    assert [entry[0] for entry in tracker.inside.first] == [60 + 1 + 45]
+
+
 def test_time_between_steps_is_its_own_group_and_an_epoch_s_first_step_no_stall():
     tracker = StallTracker(0.0)
     t = 0.0

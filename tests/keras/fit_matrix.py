@@ -174,6 +174,30 @@ def two_models() -> dict:
     return _summary({"kind": "fit", "policy": "mixed_float16"}, session.record)
 
 
+def fine_tune() -> dict:
+    """Transfer learning as Keras' guide writes it: fit with the base frozen, then
+    unfreeze, compile anew (a lower learning rate) and fit again: heavier steps. Then
+    fit called again in a loop on the same compile (one epoch a call)."""
+    keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy("float32")
+    x, y = _data()
+    with gpuwhy.session(hz=2, eager=False) as session:
+        base = keras.Sequential(
+            [keras.Input((48,))] + [keras.layers.Dense(256, activation="relu") for _ in range(3)]
+        )
+        inputs = keras.Input((48,))
+        model = keras.Model(inputs, keras.layers.Dense(10)(base(inputs, training=False)))
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        base.trainable = False
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
+        model.fit(x, y, batch_size=32, epochs=3, verbose=0)
+        base.trainable = True
+        model.compile(optimizer=keras.optimizers.Adam(1e-5), loss=loss)
+        for _ in range(3):
+            model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    return _summary({"kind": "fit", "policy": "float32"}, session.record)
+
+
 def custom_loop(policy: str) -> dict:
     """A custom loop with the loss-scale optimizer Keras wraps mixed precision in."""
     keras.utils.set_random_seed(0)
@@ -210,6 +234,8 @@ def main() -> None:
         print(json.dumps({"name": name, **fit(*config)}), flush=True)
     if not wanted or "fit:two-models" in wanted:
         print(json.dumps({"name": "fit:two-models", **two_models()}), flush=True)
+    if not wanted or "fit:fine-tune" in wanted:
+        print(json.dumps({"name": "fit:fine-tune", **fine_tune()}), flush=True)
     if not wanted or "fit:compiled-before" in wanted:
         print(json.dumps({"name": "fit:compiled-before", **fit_compiled_before()}), flush=True)
     for policy in LOOP_POLICIES:

@@ -75,7 +75,7 @@ def matrix(request) -> dict[str, dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     found = {line["name"]: line for line in lines}
-    expected = FIT_NAMES + LOOPS + ["fit:compiled-before", "fit:two-models"]
+    expected = FIT_NAMES + LOOPS + ["fit:compiled-before", "fit:two-models", "fit:fine-tune"]
     assert set(found) == set(expected), done.stderr[-3000:]
     if request.param != "installed":
         assert {line["keras"] for line in lines} == {request.param}
@@ -209,3 +209,15 @@ def test_a_second_fit_s_first_steps_are_its_warm_up(matrix):
     assert line["steps"] == 40 and line["step_source"] == "keras-fit", line
     assert line["later_warmup"] and line["later_warmup"][0] >= 20, line
     assert line["warmup"] >= 2, line
+
+
+def test_fine_tuning_s_heavier_steps_are_its_own_pace_not_stalls(matrix):
+    """A new compile opens a fit of its own pace: its first (tracing) step is its
+    warm-up, its heavier steps are no stalls and no input wait; fit called again in a
+    loop on the same compile goes on at that pace (no warm-up of its own)."""
+    line = matrix["fit:fine-tune"]
+    assert (line["steps"], line["step_source"]) == (60, "keras-fit"), line
+    assert "steps.periodic-stall" not in line["findings"], line
+    assert "input.bound" not in line["findings"], line
+    assert line["later_warmup"] and all(i >= 30 for i in line["later_warmup"]), line
+    assert all(i < 40 for i in line["later_warmup"]), line  # none in the looped fits

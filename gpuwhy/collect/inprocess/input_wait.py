@@ -38,14 +38,28 @@ def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -
     if pipeline is None or pipeline.gap_mean_s is None or counted <= 0 or not steps.total_s:
         return steps
     mean_step = steps.total_s / counted
-    wait_share = max(0.0, mean_step - pipeline.gap_mean_s) / mean_step
-    typical = max(0.0, steps.median_s - (pipeline.gap_median_s or pipeline.gap_mean_s))
+    gap_mean, gap_median = _fit_gaps(tfdata, pipeline)
+    wait_share = max(0.0, mean_step - gap_mean) / mean_step
+    typical = max(0.0, steps.median_s - gap_median)
     return dataclasses.replace(
         steps,
         input_wait_fraction=round(wait_share, 4),
         input_wait_median_s=round(typical, 6),
         input_wait_source=SOURCE,
     )
+
+
+def _fit_gaps(tfdata: TfDataFacts, largest: PipelineFacts) -> tuple[float, float]:
+    """The gap per element (mean, median) over every fit's pipeline, weighted by the
+    elements each gave: the steps of all fits are one loop of Keras batches, and two fits
+    (a frozen model, then fine-tuning it) may spend very different times per batch."""
+    timed = [p for p in tfdata.pipelines if p.consumer == "keras-fit" and p.gap_mean_s is not None]
+    total = sum(p.elements for p in timed)
+    if len(timed) < 2 or total <= 0:
+        return largest.gap_mean_s or 0.0, largest.gap_median_s or largest.gap_mean_s or 0.0
+    mean = sum((p.gap_mean_s or 0.0) * p.elements for p in timed) / total
+    median = sum((p.gap_median_s or p.gap_mean_s or 0.0) * p.elements for p in timed) / total
+    return mean, median
 
 
 def fit_pipeline(tfdata: TfDataFacts) -> PipelineFacts | None:

@@ -15,7 +15,9 @@ stall when it lasts at least ``FACTOR`` times the typical step *and* at least
   ``Model.save``) takes 10 to 30 ms, so every one of them is kept. Noise above the floor
   is irregular and dominated by no activity: the rule asks more of such stalls;
 - the first ``WARMUP_CALLS`` calls are never judged (tracing, autotune, cuDNN
-  search), and no step is judged before ``MIN_BASELINE`` steps make the median.
+  search), and no step is judged before ``MIN_BASELINE`` steps make the median. A later
+  Keras fit of the loop (a step that ``opens``: a new model, or fine-tuning after a new
+  compile, with steps of its own length) starts a new baseline and a new warm-up.
 
 The first step after time between steps (an epoch's first step: a new iterator, a
 shuffle buffer refilled) is never a stall: every loop has one per epoch, and the
@@ -208,6 +210,7 @@ class StallTracker:
         self._typical: float | None = None
         self._since = 0  # steps since the typical step was computed
         self._last_end: float | None = None
+        self._judged_from = WARMUP_CALLS  # calls before this one are never judged
 
     def add(self, step: Any) -> None:
         """One step (``start``, ``end``, ``steps``), after those before it."""
@@ -219,7 +222,14 @@ class StallTracker:
         previous_end, self._last_end = self._last_end, step.end
         gap = step.start - previous_end if previous_end is not None else 0.0
         self.gap_s += max(0.0, gap)
-        if self.calls <= WARMUP_CALLS:
+        if getattr(step, "opens", False):
+            # a later Keras fit (a new model, or fine-tuning after a new compile): its
+            # own pace, judged against itself once it has warmed up; the time before
+            # it (building, compiling) is no stall between steps
+            self._recent.clear()
+            self._typical = None
+            self._judged_from = self.calls + WARMUP_CALLS - 1
+        if self.calls <= self._judged_from:
             return
         typical = self.typical()
         if typical is not None:
@@ -246,7 +256,16 @@ class StallTracker:
 
     def copy(self) -> StallTracker:
         twin = StallTracker(self.inside.windows.t0, self.attribute)
-        for name in ("steps", "calls", "step_s", "gap_s", "_typical", "_since", "_last_end"):
+        for name in (
+            "steps",
+            "calls",
+            "step_s",
+            "gap_s",
+            "_typical",
+            "_since",
+            "_last_end",
+            "_judged_from",
+        ):
             setattr(twin, name, getattr(self, name))
         twin.inside, twin.between = self.inside.copy(), self.between.copy()
         twin._recent = deque(self._recent, maxlen=RECENT)

@@ -55,8 +55,8 @@ class KerasStream:
         self.emit = emit
         self.site: object = None
         self.sites: dict[object, None] = {}  # each fit call's place, the first few
-        self.fits = 0
-        self._opening = False  # the next batch is the first of a fit after the first
+        self._fit_key: object = None  # the model and optimizer of the last fit
+        self._opening = False  # the next batch opens a fit of another model or compile
         self.opened: dict[str, float] = {}
         self.first_phases: list[tuple[str, float, float]] = []
         self.last_phases: deque[tuple[str, float, float]] = deque(maxlen=MAX_PHASES // 2)
@@ -72,8 +72,12 @@ class KerasStream:
                 self.sites[value] = None
             self.opened["fit"] = t
             self.epoch_steps = None
-            self.fits += 1
-            self._opening = self.fits > 1
+            self._opening = False
+        elif event == "fit_key":
+            # fit called again on the same model and compile (once per epoch, in a loop)
+            # goes on at the same pace; another model, or a new compile, has its own
+            self._opening = self._fit_key is not None and value != self._fit_key
+            self._fit_key = value
         elif event == "epoch_steps":
             self.epoch_steps = value if isinstance(value, int) else None
         elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):

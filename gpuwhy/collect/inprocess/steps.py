@@ -610,22 +610,24 @@ def _warmup(steps: list[Step]) -> int:
 def _later_warmups(steps: list[Step], warm: int) -> list[int]:
     """The warm-up steps of the later parts of a loop (a second Keras fit, of a new
     model or after a new compile, traces and builds its own things): from each step that
-    opens one, the steps far slower than the loop's typical step, at most
-    ``WARMUP_LOOKAHEAD``. Only the head's steps are judged (a part opening beyond it
-    has thousands of steps before it to dilute its first)."""
+    opens one, the steps far slower than that part's own typical step (a fine-tuning
+    fit's steps may be heavier than the first fit's), at most ``WARMUP_LOOKAHEAD``. A
+    part of fewer than 4 steps has no typical step to judge by. Only the head's steps
+    are judged (a part opening beyond it has thousands of steps before it to dilute
+    its first)."""
     opening = [i for i, s in enumerate(steps) if s.opens and i >= warm]
-    if not opening:
-        return []
-    durations = [s.end - s.start for i, s in enumerate(steps) if i >= warm]
-    typical = statistics.median(durations)
     found = []
-    for start in opening:
-        for i in range(start, min(start + WARMUP_LOOKAHEAD, len(steps))):
-            if i > start and steps[i].opens:
+    for n, start in enumerate(opening):
+        end = opening[n + 1] if n + 1 < len(opening) else len(steps)
+        part = steps[start:end]
+        if len(part) < 4:
+            continue
+        settled = part[WARMUP_LOOKAHEAD:] or part[1:]
+        typical = statistics.median(s.end - s.start for s in settled)
+        for i, step in enumerate(part[:WARMUP_LOOKAHEAD]):
+            if step.end - step.start <= WARMUP_FACTOR * typical or i >= len(part) - 2:
                 break
-            if steps[i].end - steps[i].start <= WARMUP_FACTOR * typical:
-                break
-            found.append(i)
+            found.append(start + i)
     return found
 
 
