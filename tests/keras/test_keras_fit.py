@@ -200,6 +200,7 @@ def test_each_model_is_placed_as_its_own_compile_chose(matrix):
     assert placed.get(("multi_step_on_iterator", rnn)) is False, line["placed"]
     predicted = [jit for (name, at), jit in placed.items() if at == predict]
     assert predicted == [True], line["placed"]
+    assert any("runs lstm with cuDNN's kernels" in n for n in line["notes"]), line["notes"]
 
 
 def test_a_second_fit_s_first_steps_are_its_warm_up(matrix):

@@ -38,6 +38,10 @@ KERAS_UNSEEN_NOTE = (
     "per-batch step with XLA and its ops are not placed one by one (start gpuwhy "
     "before compile, or run the script with `gpuwhy run`)"
 )
+KERAS_CUDNN_NOTE = (
+    "placed op by op: on a GPU, Keras runs {layers} with cuDNN's kernels and then "
+    'compiles no step of this model with XLA (compile\'s jit_compile="auto")'
+)
 KERAS_XLA_NOTE = (
     "placed as a GPU machine runs it: there Keras compiles its step with XLA "
     '(compile\'s jit_compile="auto", the default), one GPU cluster with no per-op '
@@ -97,11 +101,15 @@ def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTar
     if label not in KERAS_TRAIN_FUNCTIONS and label not in KERAS_PREDICT_FUNCTIONS:
         return target
     if target.model is not None:
-        seen, would_xla = steps.keras_compile_of(target.model)
+        seen, would_xla, cudnn = steps.keras_compile_of(target.model)
     else:  # its model not found: the last compile seen
         seen, would_xla = steps.keras_compile_seen, steps.keras_auto_jit
+        cudnn = steps.keras_cudnn_rnn
     if not seen:
         return dataclasses.replace(target, note=_joined(target.note, KERAS_UNSEEN_NOTE))
+    if would_xla is False and cudnn:
+        note = KERAS_CUDNN_NOTE.format(layers=", ".join(cudnn))
+        return dataclasses.replace(target, note=_joined(target.note, note))
     if not would_xla:
         return target
     bodies = (label,) if label in KERAS_PREDICT_FUNCTIONS else (KERAS_STEP_BODY,)

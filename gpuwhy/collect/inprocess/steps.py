@@ -160,14 +160,15 @@ class StepCollector(Collector):
             ref = None
         if len(self.keras_compiles) >= MAX_COMPILES:
             self.keras_compiles.pop(next(iter(self.keras_compiles)))
-        self.keras_compiles[id(model)] = (ref, would_xla)
+        self.keras_compiles[id(model)] = (ref, would_xla, tuple(cudnn))
 
-    def keras_compile_of(self, model: Any) -> tuple[bool, bool | None]:
-        """(whether compile was seen for ``model``, what it would mean on a GPU)."""
+    def keras_compile_of(self, model: Any) -> tuple[bool, bool | None, tuple[str, ...]]:
+        """(whether compile was seen for ``model``, what "auto" would mean on a GPU,
+        the model's LSTM/GRU layers cuDNN runs there)."""
         entry = self.keras_compiles.get(id(model)) if model is not None else None
         if entry is None or (entry[0] is not None and entry[0]() is not model):
-            return False, None
-        return True, entry[1]
+            return False, None, ()
+        return True, entry[1], entry[2]
 
     def _install(self, install, what: str) -> None:
         try:
