@@ -36,7 +36,9 @@ class TensorCoreMisaligned(Rule):
     the step's 16-bit FLOPs and have a dimension that is not a multiple of `multiple`:
     a matmul's M, N or K (batch x sequence, units, input features, vocabulary size) or
     a convolution's input or output channels. The finding lists each op with its shape,
-    the layer that created it and the nearest aligned size.
+    the layer that created it and the nearest aligned size. Ops in a step XLA compiles
+    (`jit_compile=True`, or Keras' default on a GPU) are left out: XLA pads 16-bit matmuls
+    and convolutions to tensor-core multiples itself.
 
     ## Why is this slow?
     Tensor cores work on fixed tiles, and cuBLAS and cuDNN pick their fastest tensor-
@@ -81,7 +83,9 @@ class TensorCoreMisaligned(Rule):
             return []
         ops = [op for op in facts.placement.tensor_ops if op.dtype in SIXTEEN_BIT]
         multiple = options["multiple"]
-        bad = [(op, _misaligned_dims(op, multiple)) for op in ops]
+        # XLA pads them itself on a GPU (its cublas-pad-for-gemms and cuDNN convolution
+        # padding passes): the step still runs on tensor cores
+        bad = [(op, _misaligned_dims(op, multiple)) for op in ops if not op.jit_compile]
         bad = [(op, dims) for op, dims in bad if dims]
         share = shares(ops, [op for op, _ in bad])
         if not bad or share < options["min_fraction"]:

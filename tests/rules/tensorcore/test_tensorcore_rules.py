@@ -286,6 +286,11 @@ def test_float16_matmul_with_odd_units():
     assert "#   model/dense_1: n 3001 -> 3008" in finding.fix
 
 
+def test_a_step_xla_compiles_is_padded_by_xla_not_by_the_user():
+    op = b.tensor_op(dtype="float16", dims={"m": 2048, "n": 3001, "k": 1024}, jit_compile=True)
+    assert run(TensorCoreMisaligned, b.placement_facts(tensor_ops=[op])) == []
+
+
 def test_forward_and_gradient_ops_of_one_layer_are_one_row():
     dims = {"m": 512, "n": 50257, "k": 1000}
     ops = [
