@@ -399,9 +399,9 @@ def project_step(
         k.loop for k in function.kernels if k.loop
     }
     cudnn = frozenset(loop for loop in loops if rnn_layer(loop, cudnn_layers))
-    # Keras' "auto" means XLA on a GPU for this model: the audit placed it so (its
-    # function is XLA-compiled; another model's "auto" says nothing of this one)
-    assumed = xla_on_gpu and keras and function.jit_compile and not cudnn
+    # Keras' "auto" means XLA on a GPU: the run's audit placed the step so already (its
+    # function is XLA-compiled), or a record from before that is costed so here
+    assumed = xla_on_gpu and keras and not cudnn
     if assumed:
         function = dataclasses.replace(function, jit_compile=True)
     dropped = bool(cudnn) and function.jit_compile and keras
