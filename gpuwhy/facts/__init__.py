@@ -43,6 +43,7 @@ from gpuwhy.facts.input_fixes import InputFix, InputFixFacts, PipelineChange, Pi
 from gpuwhy.facts.placement import (
     KERAS_PREDICT_FUNCTIONS,
     KERAS_STEP_BODY,
+    KERAS_STEP_FUNCTIONS,
     KERAS_TRAIN_FUNCTIONS,
     PLACEMENT_REASONS,
     AuditedFunction,
@@ -150,6 +151,7 @@ __all__ = [
     "from_dict",
     "KERAS_PREDICT_FUNCTIONS",
     "KERAS_STEP_BODY",
+    "KERAS_STEP_FUNCTIONS",
     "KERAS_TRAIN_FUNCTIONS",
     "is_input_boundary",
     "to_dict",

@@ -20,6 +20,7 @@ KERAS_STEP_BODY = "one_step_on_data"
 # Keras 3's predict functions: the per-batch step is a nested tf.function only where
 # compile chose XLA (jit_compile=True); otherwise its ops sit in these functions' graphs
 KERAS_PREDICT_FUNCTIONS = frozenset({"one_step_on_data_distributed", "multi_step_on_data"})
+KERAS_STEP_FUNCTIONS = KERAS_TRAIN_FUNCTIONS | KERAS_PREDICT_FUNCTIONS
 
 # Why an op is where it is: the codes in OpGroup.reason (collect/placement/placer.py).
 PLACEMENT_REASONS = {

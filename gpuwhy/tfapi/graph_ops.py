@@ -19,6 +19,7 @@ __all__ = [
     "PYTHON_OPS",
     "body_graph",
     "creation_site",
+    "imported_library_dirs",
     "is_library_file",
     "output_shape",
     "relative",
@@ -74,13 +75,13 @@ def is_library_file(filename: str) -> bool:
         return True
     if installed and any(marker in filename for marker in _LIBRARY_MARKERS):
         return True
-    return filename.startswith(_imported_library_dirs())
+    return filename.startswith(imported_library_dirs())
 
 
 _library_dirs_cache: dict[tuple, tuple[str, ...]] = {}
 
 
-def _imported_library_dirs() -> tuple[str, ...]:
+def imported_library_dirs() -> tuple[str, ...]:
     """The folders the library packages were imported from (also outside site-packages:
     a ``pip install --target`` folder on PYTHONPATH, a source checkout); recomputed only
     when one of them is newly imported."""

@@ -44,7 +44,7 @@ from typing import Any
 
 from gpuwhy.tfapi.callables import code_of
 from gpuwhy.tfapi.frames import user_location
-from gpuwhy.tfapi.graph_ops import relative
+from gpuwhy.tfapi.graph_ops import imported_library_dirs, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
 __all__ = ["FunctionHooks", "FunctionInfo", "Trace", "argument_texts", "describe", "spec_text"]
@@ -53,21 +53,11 @@ MAX_TEXT = 160  # characters of one argument's description
 _MAX_STACK = 40  # frames walked up to find the owner Function of a trace
 _MAX_CALLER_STACK = 400  # ... and the user's line (a Keras step is traced deep inside fit)
 
-# A tf.function is "library" code when its Python function lives in one of these
-# packages (Keras' train/test/predict steps, tf.data's wrappers, gpuwhy's audit
-# helpers), found by their installed directories rather than by a path segment: a
-# user's project may well sit in a folder named "keras".
-_LIBRARY_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_probability", "gpuwhy")
+# A tf.function is "library" code when its Python function lives in gpuwhy (its audit
+# helpers) or in a library package (Keras' train/test/predict steps, tf.data's
+# wrappers), found by the folders they were imported from rather than by a path
+# segment: a user's project may well sit in a folder named "keras".
 _GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _package_dirs() -> list[str]:
-    dirs = [_GPUWHY_DIR]
-    for name in _LIBRARY_PACKAGES[:-1]:
-        module = sys.modules.get(name)
-        for path in getattr(module, "__path__", None) or ():
-            dirs.append(os.path.join(os.path.abspath(path), ""))
-    return dirs
 
 
 @dataclass(frozen=True)
@@ -120,7 +110,8 @@ def describe(function: Any) -> FunctionInfo:
     )
     jit = getattr(function, "_jit_compile", None)
     where = os.path.abspath(filename) if filename and not filename.startswith("<") else ""
-    package = next((d for d in _package_dirs() if where.startswith(d)), None) if where else None
+    dirs = (_GPUWHY_DIR, *imported_library_dirs())
+    package = next((d for d in dirs if where.startswith(d)), None) if where else None
     tf_data = package is not None and os.path.join("tensorflow", "python", "data", "") in where
     return FunctionInfo(
         name=str(name),
@@ -245,9 +236,10 @@ class FunctionHooks:
         self._on_new_function = on_new_function
         self._on_trace = on_trace
         self._patches: list[Patch] = []
-        # Per thread: ``depth``, traces in progress (a trace inside another is nested);
+        # Per thread: ``owners``, the Functions of the traces in progress, innermost last
+        # (a trace inside another is nested, and names the one it ran inside);
         # ``calling``, an outermost call runs (only under run_functions_eagerly).
-        self._depth = threading.local()
+        self._thread_state = threading.local()
 
     @property
     def installed(self) -> bool:
@@ -277,7 +269,7 @@ class FunctionHooks:
                 self._on_new_function,
                 context,
                 eager_function_run,
-                self._depth,
+                self._thread_state,
             ),
         )
         try:
@@ -285,7 +277,7 @@ class FunctionHooks:
                 tracing_compilation,
                 "_create_concrete_function",
                 lambda original: _create_wrapper(
-                    original, self._on_trace, owner_codes, cls, self._depth
+                    original, self._on_trace, owner_codes, cls, self._thread_state
                 ),
             )
         except Exception:
@@ -387,10 +379,10 @@ def _create_wrapper(
     perf_counter = time.perf_counter
 
     def _create_concrete_function(function_type, type_context, func_graph, tracing_options):
-        outer = getattr(state, "depth", 0)
         owners = getattr(state, "owners", None)
         if owners is None:
             owners = state.owners = []
+        outer = len(owners)  # traces in progress on this thread
         owner = None
         if tracing_options.function_cache is not None:
             try:
@@ -401,12 +393,10 @@ def _create_wrapper(
         # and traces whose owner was not found push None and are looked through.
         inside = next((o for o in reversed(owners) if o is not None), None)
         owners.append(owner)
-        state.depth = outer + 1
         start = perf_counter()
         try:
             concrete = original(function_type, type_context, func_graph, tracing_options)
         finally:
-            state.depth = outer
             owners.pop()
         end = perf_counter()
         if tracing_options.function_cache is not None:

@@ -30,13 +30,7 @@ from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
 from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
-from gpuwhy.facts import (
-    KERAS_PREDICT_FUNCTIONS,
-    KERAS_TRAIN_FUNCTIONS,
-    TracedFunction,
-    TraceSignature,
-    TracingFacts,
-)
+from gpuwhy.facts import KERAS_STEP_FUNCTIONS, TracedFunction, TraceSignature, TracingFacts
 from gpuwhy.tfapi.keras_hooks import keras_owner
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
 from gpuwhy.tfapi.training import has_backward_pass
@@ -48,7 +42,6 @@ MAX_KEPT_CONCRETE = 3  # per live Function object: the first two traces and the 
 MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
 MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retrace storm)
-KERAS_FUNCTIONS = KERAS_TRAIN_FUNCTIONS | KERAS_PREDICT_FUNCTIONS
 MAX_INSIDE = 4  # enclosing functions named per function
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
 
@@ -323,7 +316,7 @@ class FunctionWatcher(Collector):
                 self._seen_names[base] = count
                 display = base if count == 1 else f"{base} #{count}"
                 watched = _Watched(info, location, display)
-                if info.library and info.name in KERAS_FUNCTIONS:
+                if info.library and info.name in KERAS_STEP_FUNCTIONS:
                     watched.model = _weak(keras_owner(function))
                 self._by_id[key] = watched
                 self._times[key] = watched.times
@@ -527,7 +520,7 @@ class FunctionWatcher(Collector):
         targets = list(found.values())
         if len(targets) > 1:  # one name, one place: say which is which
             for target in targets:
-                trains = _trains(target.function)
+                trains = has_backward_pass(target.function)  # None: unreadable, no label
                 if trains is not None:
                     target.note = TRAINING_NOTE if trains else NOT_TRAINING_NOTE
         return targets
@@ -598,13 +591,6 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
 
 TRAINING_NOTE = "the training step (it has a backward pass)"
 NOT_TRAINING_NOTE = "validation's or evaluate()'s step (no backward pass)"
-
-
-def _trains(concrete: Any) -> bool | None:
-    try:
-        return has_backward_pass(concrete)
-    except Exception:  # noqa: BLE001 - a graph that cannot be read: no label
-        return None
 
 
 def _weak(obj: Any) -> Any:

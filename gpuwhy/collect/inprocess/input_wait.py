@@ -38,7 +38,7 @@ def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -
     if pipeline is None or pipeline.gap_mean_s is None or counted <= 0 or not steps.total_s:
         return steps
     mean_step = steps.total_s / counted
-    gap_mean, gap_median = _fit_gaps(tfdata, pipeline)
+    gap_mean, gap_median = _fit_gaps(tfdata)
     wait_share = max(0.0, mean_step - gap_mean) / mean_step
     typical = max(0.0, steps.median_s - gap_median)
     return dataclasses.replace(
@@ -49,17 +49,17 @@ def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -
     )
 
 
-def _fit_gaps(tfdata: TfDataFacts, largest: PipelineFacts) -> tuple[float, float]:
+def _fit_gaps(tfdata: TfDataFacts) -> tuple[float, float]:
     """The gap per element (mean, median) over every fit's pipeline, weighted by the
-    elements each gave: the steps of all fits are one loop of Keras batches, and two fits
-    (a frozen model, then fine-tuning it) may spend very different times per batch."""
+    elements each gave (one pipeline: its own): the steps of all fits are one loop of
+    Keras batches, and two fits (a frozen model, then fine-tuning it) may spend very
+    different times per batch."""
     timed = [p for p in tfdata.pipelines if p.consumer == "keras-fit" and p.gap_mean_s is not None]
-    total = sum(p.elements for p in timed)
-    if len(timed) < 2 or total <= 0:
-        return largest.gap_mean_s or 0.0, largest.gap_median_s or largest.gap_mean_s or 0.0
-    mean = sum((p.gap_mean_s or 0.0) * p.elements for p in timed) / total
-    median = sum((p.gap_median_s or p.gap_mean_s or 0.0) * p.elements for p in timed) / total
-    return mean, median
+    weights = [max(p.elements, 1) for p in timed]
+    total = sum(weights)
+    mean = sum((p.gap_mean_s or 0.0) * w for p, w in zip(timed, weights)) / total
+    median = sum((p.gap_median_s or p.gap_mean_s or 0.0) * w for p, w in zip(timed, weights))
+    return mean, median / total
 
 
 def fit_pipeline(tfdata: TfDataFacts) -> PipelineFacts | None:

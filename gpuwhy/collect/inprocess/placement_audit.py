@@ -24,7 +24,7 @@ from gpuwhy.collect.placement import AuditTarget, audit_functions
 from gpuwhy.facts import (
     KERAS_PREDICT_FUNCTIONS,
     KERAS_STEP_BODY,
-    KERAS_TRAIN_FUNCTIONS,
+    KERAS_STEP_FUNCTIONS,
     PlacementFacts,
 )
 from gpuwhy.tfapi.memory import tf_gpus
@@ -98,13 +98,9 @@ def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTar
     test) or the whole predict function is one XLA cluster. A compile not seen (the
     model was compiled before gpuwhy watched) leaves it placed as traced, with a note."""
     label = target.label
-    if label not in KERAS_TRAIN_FUNCTIONS and label not in KERAS_PREDICT_FUNCTIONS:
+    if label not in KERAS_STEP_FUNCTIONS:
         return target
-    if target.model is not None:
-        seen, would_xla, cudnn = steps.keras_compile_of(target.model)
-    else:  # its model not found: the last compile seen
-        seen, would_xla = steps.keras_compile_seen, steps.keras_auto_jit
-        cudnn = steps.keras_cudnn_rnn
+    seen, would_xla, cudnn = steps.keras_compile_of(target.model)
     if not seen:
         return dataclasses.replace(target, note=_joined(target.note, KERAS_UNSEEN_NOTE))
     if would_xla is False and cudnn:

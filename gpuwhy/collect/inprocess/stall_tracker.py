@@ -222,7 +222,7 @@ class StallTracker:
         previous_end, self._last_end = self._last_end, step.end
         gap = step.start - previous_end if previous_end is not None else 0.0
         self.gap_s += max(0.0, gap)
-        if getattr(step, "opens", False):
+        if step.opens:
             # a later Keras fit (a new model, or fine-tuning after a new compile): its
             # own pace, judged against itself once it has warmed up; the time before
             # it (building, compiling) is no stall between steps

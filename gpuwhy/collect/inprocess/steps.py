@@ -101,7 +101,6 @@ class StepCollector(Collector):
     notes: list = field(default_factory=list)
     # Keras compile(jit_compile="auto"): would Keras XLA-compile the step on a GPU
     keras_auto_jit: bool | None = None
-    keras_compile_seen: bool = False  # compile ran while watched (else "auto" is unknown)
     # per compiled model (by id; the weak reference tells a reused id): would_xla
     keras_compiles: dict = field(default_factory=dict)
     keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
@@ -152,7 +151,6 @@ class StepCollector(Collector):
         model (a script may compile several, each settling "auto" for itself), and the
         last one for the program's facts."""
         self.keras_auto_jit = would_xla
-        self.keras_compile_seen = True
         self.keras_cudnn_rnn = tuple(cudnn)
         try:
             ref: Any = weakref.ref(model)
@@ -164,8 +162,11 @@ class StepCollector(Collector):
 
     def keras_compile_of(self, model: Any) -> tuple[bool, bool | None, tuple[str, ...]]:
         """(whether compile was seen for ``model``, what "auto" would mean on a GPU,
-        the model's LSTM/GRU layers cuDNN runs there)."""
-        entry = self.keras_compiles.get(id(model)) if model is not None else None
+        the model's LSTM/GRU layers cuDNN runs there). Where the model is unknown (None),
+        the last compile seen stands for it."""
+        if model is None:
+            return bool(self.keras_compiles), self.keras_auto_jit, self.keras_cudnn_rnn
+        entry = self.keras_compiles.get(id(model))
         if entry is None or (entry[0] is not None and entry[0]() is not model):
             return False, None, ()
         return True, entry[1], entry[2]
@@ -594,14 +595,16 @@ def _histogram(loop: _Loop, live: bool) -> StepHistogram:
     return histogram
 
 
-def _warmup(steps: list[Step]) -> int:
-    """Leading steps far slower than the rest (tracing, autotune ramp-up, cuDNN search)."""
+def _warmup(steps: list[Step], first_always: bool = True) -> int:
+    """Leading steps far slower than the rest (tracing, autotune ramp-up, cuDNN search).
+    A loop's first step always traces or builds something; the first step of a later
+    part of it (``first_always`` False) only where it is as slow as one that does."""
     if len(steps) < 4:
         return 0
     rest = [s.end - s.start for s in steps[WARMUP_LOOKAHEAD:]] or [s.end - s.start for s in steps]
     typical = statistics.median(rest)
-    count = 1  # the first step always traces or builds something
-    for s in steps[1:WARMUP_LOOKAHEAD]:
+    count = 1 if first_always else 0
+    for s in steps[count:WARMUP_LOOKAHEAD]:
         if s.end - s.start <= WARMUP_FACTOR * typical:
             break
         count += 1
@@ -610,25 +613,14 @@ def _warmup(steps: list[Step]) -> int:
 
 def _later_warmups(steps: list[Step], warm: int) -> list[int]:
     """The warm-up steps of the later parts of a loop (a second Keras fit, of a new
-    model or after a new compile, traces and builds its own things): from each step that
-    opens one, the steps far slower than that part's own typical step (a fine-tuning
-    fit's steps may be heavier than the first fit's), at most ``WARMUP_LOOKAHEAD``. A
-    part of fewer than 4 steps has no typical step to judge by. Only the head's steps
-    are judged (a part opening beyond it has thousands of steps before it to dilute
-    its first)."""
+    model or after a new compile, traces and builds its own things): each part, from
+    the step that opens it to the next, judged as a loop of its own (a fine-tuning fit's
+    steps may be heavier than the first fit's). Only the head's steps are judged (a part
+    opening beyond it has thousands of steps before it to dilute its first)."""
     opening = [i for i, s in enumerate(steps) if s.opens and i >= warm]
-    found = []
-    for n, start in enumerate(opening):
-        end = opening[n + 1] if n + 1 < len(opening) else len(steps)
-        part = steps[start:end]
-        if len(part) < 4:
-            continue
-        settled = part[WARMUP_LOOKAHEAD:] or part[1:]
-        typical = statistics.median(s.end - s.start for s in settled)
-        for i, step in enumerate(part[:WARMUP_LOOKAHEAD]):
-            if step.end - step.start <= WARMUP_FACTOR * typical or i >= len(part) - 2:
-                break
-            found.append(start + i)
+    found: list[int] = []
+    for start, end in zip(opening, opening[1:] + [len(steps)]):
+        found.extend(range(start, start + _warmup(steps[start:end], first_always=False)))
     return found
 
 

@@ -42,9 +42,10 @@ def crossings(placed: PlacedGraph) -> list[Crossing]:
     nodes = placed.flat.nodes
     found: dict[tuple[int, int, str], Crossing] = {}
     for node in nodes:
-        if node.role != "op" or _folded(node, nodes):
+        if node.role != "op":
             continue
         in_host = placed.in_host[node.id]
+        folded: bool | None = None  # judged only for a node an edge crosses into
         for index, ref in enumerate(node.inputs):
             if ref is None:
                 continue
@@ -58,6 +59,10 @@ def crossings(placed: PlacedGraph) -> list[Crossing]:
             src_host = placed.out_host[src][out]
             if src_host == in_host[index]:
                 continue
+            if folded is None:
+                folded = _folded(node, nodes)
+            if folded:
+                break
             direction = "to-device" if src_host else "to-host"
             key = (src, out, direction)
             crossing = found.get(key)
@@ -73,7 +78,7 @@ def _folded(node, nodes) -> bool:
     them: grappler's constant folding replaces it with a constant of its own."""
     if not node.inputs or node.controls or node.op in _NOT_FOLDED:
         return False
-    definition = op_def(node.op)
-    if definition is None or definition.is_stateful:
+    if not all(ref is not None and nodes[ref[0]].op == "Const" for ref in node.inputs):
         return False
-    return all(ref is not None and nodes[ref[0]].op == "Const" for ref in node.inputs)
+    definition = op_def(node.op)
+    return definition is not None and not definition.is_stateful

@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from gpuwhy.facts import HostDeviceCopy, OpGroup, PlacementFacts, is_input_boundary
+from gpuwhy.facts import (
+    KERAS_TRAIN_FUNCTIONS,
+    HostDeviceCopy,
+    OpGroup,
+    PlacementFacts,
+    is_input_boundary,
+)
 
 __all__ = [
     "HEAVY_BYTES_PER_STEP",
@@ -136,3 +142,21 @@ def op_list(groups: list[OpGroup], limit: int = 4) -> str:
     if len(groups) > limit:
         parts.append(f"{len(groups) - limit} more")
     return ", ".join(parts)
+
+
+def is_keras_step(name: str | None) -> bool:
+    """Whether the step function named (``name (file:line)`` less its place) is Keras':
+    its fix is then a ``compile`` argument, not a decorator on the user's function.
+    Unknown (None) is taken as Keras, whose steps are the common case."""
+    return (
+        name is None
+        or name in KERAS_TRAIN_FUNCTIONS
+        or name.endswith((".train_step", ".test_step", ".predict_step"))
+    )
+
+
+def jit_compile_fix(step: str | None) -> list[str]:
+    """The lines that compile the step ``step`` with XLA, as the user writes them."""
+    if is_keras_step(step):
+        return ["model.compile(<your compile arguments>, jit_compile=True)"]
+    return ["@tf.function(jit_compile=True)", f"def {step}(...):"]

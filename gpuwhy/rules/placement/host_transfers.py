@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, Facts, HostDeviceCopy, PlacementFacts
+from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
-from gpuwhy.rules.placement.common import known_bytes, prediction_note, size_text
+from gpuwhy.rules.placement.common import (
+    is_keras_step,
+    jit_compile_fix,
+    known_bytes,
+    prediction_note,
+    size_text,
+)
 from gpuwhy.rules.placement.forced_cpu import pinned_groups
 from gpuwhy.rules.placement.no_gpu_kernel import reported_groups
 
@@ -204,17 +210,9 @@ def _fix(copies: list[HostDeviceCopy], placement: PlacementFacts) -> str:
         lines.append(f"# {copy.cause or copy.cause_op}{where}: {_advice(copy)}")
     if any(c.cause_reason in MEMORY_TYPE_REASONS for c in copies):
         step = next((f.name for f in placement.functions), "<your step function>")
-        if step in KERAS_TRAIN_FUNCTIONS or step.endswith((".train_step", ".predict_step")):
-            lines += [
-                "# XLA compiles the Keras step into one GPU cluster: int32 work stays on the GPU",
-                "model.compile(<your compile arguments>, jit_compile=True)",
-            ]
-        else:
-            lines += [
-                f"# XLA compiles {step} into one GPU cluster: int32 work stays on the GPU",
-                "@tf.function(jit_compile=True)",
-                f"def {step}(...):",
-            ]
+        what = "the Keras step" if is_keras_step(step) else step
+        lines.append(f"# XLA compiles {what} into one GPU cluster: int32 work stays on the GPU")
+        lines += jit_compile_fix(step)
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, Facts, OpGroup, PlacementFacts
+from gpuwhy.facts import Facts, OpGroup, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.compression.cpu_codec import is_codec
@@ -13,6 +13,7 @@ from gpuwhy.rules.placement.common import (
     copies_evidence,
     copies_made_by,
     group_row,
+    jit_compile_fix,
     known_bytes,
     nameable_groups,
     op_list,
@@ -35,14 +36,6 @@ def _step_name(groups: list[OpGroup]) -> str | None:
         for label in group.functions:
             return label.split(" (")[0]
     return None
-
-
-def _keras_step(name: str | None) -> bool:
-    return (
-        name is None
-        or name in KERAS_TRAIN_FUNCTIONS
-        or name.endswith((".train_step", ".test_step", ".predict_step"))
-    )
 
 
 def _loss_scale_check(groups: list[OpGroup], placement: PlacementFacts) -> bool:
@@ -68,7 +61,7 @@ def _fix_for(groups: list[OpGroup], placement: PlacementFacts, facts: Facts) -> 
         if not cudnn:
             lines += [
                 "# XLA compiles it on the GPU with the rest of the step:",
-                "model.compile(<your compile arguments>, jit_compile=True)",
+                *jit_compile_fix(_step_name(groups)),
                 "# or, on",
             ]
         else:
@@ -116,15 +109,11 @@ def _fix_for(groups: list[OpGroup], placement: PlacementFacts, facts: Facts) -> 
         # made inside Keras or TF (Keras' loss-scale optimizer checks a sparse gradient
         # with a bool TensorScatterUpdate): there is no tensor of the user's to cast
         kinds = ", ".join(sorted({f"{g.op} ({', '.join(g.in_dtypes) or '-'})" for g in numeric}))
-        step = _step_name(groups)
         lines += [
             f"# {kinds}: made inside Keras/TensorFlow, not by your code (nothing to cast);",
             "# XLA compiles it on the GPU with the rest of the step:",
+            *jit_compile_fix(_step_name(groups)),
         ]
-        if step is None or _keras_step(step):
-            lines.append("model.compile(<your compile arguments>, jit_compile=True)")
-        else:
-            lines += ["@tf.function(jit_compile=True)", f"def {step}(...):"]
     if any(g.reason == "no-gpu-kernel-for-dtype" for g in groups) and not lines:
         kinds = ", ".join(
             sorted(
