@@ -38,7 +38,7 @@ from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.comparison import compare
 from gpuwhy.facts import Facts, RunTimeline, RunWindow, StepFacts, StepSpan, StepTimeline
 from gpuwhy.record import Record
-from gpuwhy.report.diff_terminal import render_comparison
+from gpuwhy.report.diff.terminal import render_comparison
 
 SERIES = Path(__file__).resolve().parent / "data" / "diff_series_quiet.json.gz"
 KEPT = 5000

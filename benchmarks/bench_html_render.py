@@ -10,7 +10,7 @@ minus the VmRSS it had before, and the time. Every figure is the median over ``-
 children.
 
 ``--breakdown`` splits the same peak in one child per record, in the order the renderer
-goes (gpuwhy/report/html.py): jinja imported and the template compiled, the page's
+goes (gpuwhy/report/run/html.py): jinja imported and the template compiled, the page's
 context built (its tables and the charts' JSON), then the page written (jinja's pieces and
 plotly.js copied from plotly's package file); each step's peak is measured from the RSS
 before it, after a reset, and what a step keeps counts under the steps after it.
@@ -69,12 +69,12 @@ def child(record_path: str, out: str, breakdown: bool) -> None:
     from gpuwhy.commands.output_paths import Output
     from gpuwhy.commands.reporting import _write_rendered  # what emit() calls for --html
     from gpuwhy.record import Record
-    from gpuwhy.report import renderer_class
+    from gpuwhy.report.renderers import renderer_class
 
     record = Record.load(record_path)
     steps: dict[str, float] = {}
     if breakdown:
-        from gpuwhy.report import html
+        from gpuwhy.report.run import html
 
         before = reset_peak()
         html._template()

@@ -66,24 +66,30 @@ def module_names() -> dict[str, Path]:
     return names
 
 
-def imports(modules: dict[str, Path]) -> list[Import]:
-    """Every import of a gpuwhy module that can run, resolved to the module it loads."""
+def imports(modules: dict[str, Path], type_checking: bool = False) -> list[Import]:
+    """Every import of a gpuwhy module that can run, resolved to the module it loads
+    (``type_checking``: those under ``if TYPE_CHECKING:`` too)."""
     found = []
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node, in_function in _runnable_nodes(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node, in_function in _runnable_nodes(tree, type_checking):
             for target in _targets(node, package, modules):
                 found.append(Import(name, target, node.lineno, in_function))
     return found
 
 
-def _runnable_nodes(tree: ast.AST):
+def _runnable_nodes(tree: ast.AST, type_checking: bool = False):
     """(import node, whether inside a function) anywhere in the file, except under
-    ``if TYPE_CHECKING:``."""
+    ``if TYPE_CHECKING:`` unless ``type_checking``."""
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, in_function = stack.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if (
+            not type_checking
+            and isinstance(node, ast.If)
+            and "TYPE_CHECKING" in ast.unparse(node.test)
+        ):
             stack.extend((child, in_function) for child in node.orelse)
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -127,8 +133,10 @@ def _targets(node: ast.Import | ast.ImportFrom, package: str, modules: dict[str,
             parts = package.split(".")
             parts = parts[: len(parts) - node.level + 1]
             base = ".".join([*parts, base] if base else parts)
+        # ``from package import name`` runs the package's __init__ and reads the name from
+        # it, submodule or not: an import of the package itself.
         candidates = [f"{base}.{alias.name}" for alias in node.names]
-        candidates = [c if c in modules else base for c in candidates]
+        candidates = [c for c in candidates if c in modules] + [base]
     for candidate in candidates:
         while candidate not in modules and "." in candidate:
             candidate = candidate.rpartition(".")[0]
@@ -162,13 +170,27 @@ def test_no_import_points_up():
 
 
 def test_no_import_cycles():
+    """Not even one that only the type checker follows: two modules that name each other
+    are one module in two files."""
     modules = module_names()
     graph: dict[str, set[str]] = {name: set() for name in modules}
-    for i in imports(modules):
+    for i in imports(modules, type_checking=True):
         if i.target != i.source:
             graph[i.source].add(i.target)
     cycles = _cycles(graph)
     assert cycles == []
+
+
+def test_no_module_imports_the_package_root():
+    """The root is the public API: it imports its modes when called, so a module that
+    imports it (``from gpuwhy import forked``) reads a half-made package."""
+    modules = module_names()
+    found = [
+        f"{modules[i.source].relative_to(PACKAGE.parent)}:{i.line}"
+        for i in imports(modules, type_checking=True)
+        if i.target == "gpuwhy" and i.source != "gpuwhy"
+    ]
+    assert found == []
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

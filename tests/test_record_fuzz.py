@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from gpuwhy.record import Record, RecordError
-from gpuwhy.report.html import HtmlRenderer
-from gpuwhy.report.json_ import JsonRenderer
-from gpuwhy.report.terminal import TerminalRenderer
+from gpuwhy.report.run.html import HtmlRenderer
+from gpuwhy.report.run.json_ import JsonRenderer
+from gpuwhy.report.run.terminal import TerminalRenderer
 
 ROOT = Path(__file__).resolve().parents[1]
 # Values of each JSON type, with the awkward ones: negative, huge, empty.

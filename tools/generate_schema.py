@@ -104,7 +104,7 @@ def generated_sections() -> dict[str, dict]:
 
 def diff_schema() -> dict:
     """The whole schema of `gpuwhy diff --json`: the Comparison dataclass, with the tool
-    that wrote it (gpuwhy/report/diff_json.py)."""
+    that wrote it (gpuwhy/report/diff/json_.py)."""
     schema = schema_of(Comparison)
     schema["properties"]["tool"] = {
         "type": "object",

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpuwhy.record import Record  # noqa: E402
-from gpuwhy.report.html import HtmlRenderer  # noqa: E402
+from gpuwhy.report.run.html import HtmlRenderer  # noqa: E402
 
 
 def chromium_path() -> str:

@@ -8,7 +8,7 @@ import argparse
 import functools
 import sys
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.options import gate_conditions, gate_options
 from gpuwhy.commands.output_paths import Output, write_or_divert
 from gpuwhy.commands.reporting import (
@@ -23,9 +23,9 @@ from gpuwhy.comparison import Comparison, compare
 from gpuwhy.comparison.gate import Condition, crossed_by_comparison, crossed_by_findings, not_judged
 from gpuwhy.modes.diff import read
 from gpuwhy.record import Record, RecordError
-from gpuwhy.report.diff_html import write_comparison_html
-from gpuwhy.report.diff_json import comparison_json
-from gpuwhy.report.diff_terminal import render_comparison
+from gpuwhy.report.diff.html import write_comparison_html
+from gpuwhy.report.diff.json_ import comparison_json
+from gpuwhy.report.diff.terminal import render_comparison
 
 HELP = "did it get faster? compare two records (run, watch, merge), with a CI gate"
 FORMATS = ("terminal", "json", "html")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.options import html_option, output_options, report_file_option
 from gpuwhy.commands.reporting import EXIT_ERROR, EXIT_OK, UsageError
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments

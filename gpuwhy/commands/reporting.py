@@ -12,12 +12,12 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.output_paths import Output, OutputPathError, write_or_divert
 from gpuwhy.commands.output_paths import plan_outputs as plan
 from gpuwhy.record import Record
-from gpuwhy.report import MisconfigurationError, renderer_class
 from gpuwhy.report.base import Renderer
+from gpuwhy.report.renderers import MisconfigurationError, renderer_class
 from gpuwhy.verdict import gpu_usable
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.options import (
     check_target,
     gate_conditions,

@@ -9,7 +9,7 @@ import os
 import types
 from collections.abc import Callable
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.collect.inprocess.task import task_facts
 from gpuwhy.commands.output_paths import Output, write_task_record
 from gpuwhy.commands.reporting import (

@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS
 from gpuwhy.export.metrics import GPU_NOW, METRICS, Values

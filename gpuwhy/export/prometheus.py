@@ -9,7 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy import forked, own_stderr
+import gpuwhy.forked as forked
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
 from gpuwhy.export.metrics import METRICS, Values

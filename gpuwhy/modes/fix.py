@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy import own_stderr
+import gpuwhy.own_stderr as own_stderr
 from gpuwhy.collect.inprocess import imports
 from gpuwhy.facts import Facts, InputFix, InputFixFacts, ProgramFacts
 from gpuwhy.modes.run.script import ScriptEnding, exception_line, run_and_report

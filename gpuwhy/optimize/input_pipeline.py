@@ -52,7 +52,14 @@ import math
 from typing import Any
 
 from gpuwhy.formatting import byte_size
-from gpuwhy.optimize import measure as m
+from gpuwhy.optimize.measure import (
+    Digests,
+    Drain,
+    available_memory_bytes,
+    collect,
+    compare,
+    timed_passes,
+)
 from gpuwhy.optimize.plan import Plan, Planner, element_bytes
 from gpuwhy.optimize.rebuild import StageFailed, build
 from gpuwhy.optimize.result import OptimizeResult, SameElements
@@ -106,7 +113,7 @@ def optimize(
     _require_eager(dataset)
     budget = memory_budget_bytes
     if budget is None:
-        available = m.available_memory_bytes()
+        available = available_memory_bytes()
         budget = int(available * DEFAULT_MEMORY_FRACTION) if available else 2 << 30
     chain = stages.read_chain(dataset)
     options = dataset.options()
@@ -216,7 +223,7 @@ def _measured_gain(written: Any, parallel: Any) -> tuple[float, bool, str]:
             break
     if count < 4:
         raise ValueError("too few elements to time")
-    drains = {"written": m.Drain(written, count), "parallel": m.Drain(parallel, count)}
+    drains = {"written": Drain(written, count), "parallel": Drain(parallel, count)}
     cpu = dict.fromkeys(drains, 0.0)
     wall = dict.fromkeys(drains, 0.0)
     rates: dict[str, list[float]] = {name: [] for name in drains}
@@ -288,7 +295,7 @@ def _check_and_time(
         None if elements is not None else (LONG_PASS_SECONDS if finite else INFINITE_PASS_SECONDS)
     )
 
-    o1 = m.collect(original, limit, time_limit_s=time_limit)
+    o1 = collect(original, limit, time_limit_s=time_limit)
     full = o1.complete or (card >= 0 and o1.count == card)
     per_pass = None if full else o1.count  # None: whole epochs
     if not full and finite and elements is None:
@@ -308,9 +315,9 @@ def _check_and_time(
         )
     if has_changes:
         if plan.cache_after is not None and not full:
-            m.collect(counterpart[plan.cache_after], None, fingerprint=False)  # fill the cache
+            collect(counterpart[plan.cache_after], None, fingerprint=False)  # fill the cache
         try:
-            r1 = m.collect(rewritten, o1.count if not full else None)
+            r1 = collect(rewritten, o1.count if not full else None)
         except Exception as e:  # noqa: BLE001 - the rewrite broke something: refuse it
             _refuse(result, f"the rewritten pipeline failed: {type(e).__name__}: {e}")
             return
@@ -323,14 +330,14 @@ def _check_and_time(
     if not measure:
         return
 
-    drains = {"before": m.Drain(original, per_pass, _epochs_for(o1.seconds))}
+    drains = {"before": Drain(original, per_pass, _epochs_for(o1.seconds))}
     if has_changes:
-        drains["after"] = m.Drain(rewritten, per_pass)
+        drains["after"] = Drain(rewritten, per_pass)
     ideal, ideal_elements, note = _ideal(original, per_pass, o1.count, budget)
     if note:
         result.notes.append(note)
     if ideal is not None:
-        drains["ideal"] = m.Drain(ideal, ideal_elements)
+        drains["ideal"] = Drain(ideal, ideal_elements)
         drains["ideal"]()  # fills the ideal's cache
     for _ in range(max(warmup - 1, 0)):
         for drain in drains.values():
@@ -339,7 +346,7 @@ def _check_and_time(
         if name in drains:
             _, seconds = drains[name]()
             drains[name].epochs = _epochs_for(seconds)
-    stats = m.timed_passes(drains, repeats)
+    stats = timed_passes(drains, repeats)
     result.before, result.after, result.ideal = (
         stats["before"],
         stats.get("after"),
@@ -375,8 +382,8 @@ def _verdict(
     chain: list,
     plan: Plan,
     counterpart: dict,
-    o1: m.Digests,
-    r1: m.Digests,
+    o1: Digests,
+    r1: Digests,
     *,
     keep_order: bool,
     assume_pure: bool,
@@ -389,13 +396,13 @@ def _verdict(
         return None
     complete = o1.complete and r1.complete
     span = f"all {len(o1.values)} elements" if complete else f"the first {len(o1.values)} elements"
-    diff = m.compare(o1.values, r1.values, keep_order=True)
+    diff = compare(o1.values, r1.values, keep_order=True)
     if diff is None:
         result.same_elements = SameElements(True, f"same sequence, {span}, bitwise")
         return None
     if not keep_order:
         if complete:
-            diff = m.compare(o1.values, r1.values, keep_order=False)
+            diff = compare(o1.values, r1.values, keep_order=False)
             if diff is None:
                 result.same_elements = SameElements(True, f"same multiset, {span}, bitwise")
                 return None
@@ -404,8 +411,8 @@ def _verdict(
                 None, f"not proven: the order may change and the passes covered only {span}"
             )
             return None
-    o2 = m.collect(result.original, len(o1.values) if not o1.complete else None)
-    if m.compare(o1.values, o2.values, keep_order=True) is None:
+    o2 = collect(result.original, len(o1.values) if not o1.complete else None)
+    if compare(o1.values, o2.values, keep_order=True) is None:
         return f"the rewritten pipeline gives other elements than the original ({diff})"
     # The original differs from pass to pass: check where its randomness starts.
     varying = cache_safety.first_varying(chain, assume_pure=assume_pure)
@@ -428,14 +435,14 @@ def _verdict(
         point = max(point, plan.cache_after)
     label = chain[point].describe()
     limit = None if tfdata_elements.cardinality(chain[point].dataset) >= 0 else COMPARE_LIMIT
-    p_o = m.collect(chain[point].dataset, min(limit or COMPARE_LIMIT, COMPARE_LIMIT))
-    p_r = m.collect(counterpart[point], len(p_o.values) if not p_o.complete else None)
+    p_o = collect(chain[point].dataset, min(limit or COMPARE_LIMIT, COMPARE_LIMIT))
+    p_r = collect(counterpart[point], len(p_o.values) if not p_o.complete else None)
     if p_o.skipped or p_r.skipped:
         return (
             f"the original differs from pass to pass ({random_reason}) and the elements "
             f"below it cannot be compared ({p_o.skipped or p_r.skipped})"
         )
-    p_diff = m.compare(p_o.values, p_r.values, keep_order=keep_order or not p_o.complete)
+    p_diff = compare(p_o.values, p_r.values, keep_order=keep_order or not p_o.complete)
     p_span = f"all {len(p_o.values)}" if p_o.complete else f"the first {len(p_o.values)}"
     if p_diff is None:
         result.same_elements = SameElements(
@@ -445,8 +452,8 @@ def _verdict(
             f"({random_reason})",
         )
         return None
-    p_o2 = m.collect(chain[point].dataset, len(p_o.values) if not p_o.complete else None)
-    if m.compare(p_o.values, p_o2.values, keep_order=True) is not None:
+    p_o2 = collect(chain[point].dataset, len(p_o.values) if not p_o.complete else None)
+    if compare(p_o.values, p_o2.values, keep_order=True) is not None:
         return (
             f"the original's elements differ from pass to pass even after {label}, which "
             "gpuwhy judged reproducible: nothing was changed"

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuwhy.facts import PipelineChange
 from gpuwhy.formatting import byte_size
-from gpuwhy.optimize import measure as m
+from gpuwhy.optimize.measure import element_bytes as measured_bytes
 from gpuwhy.optimize.result import LeftAlone
 from gpuwhy.tfapi.tfdata import cache_safety
 from gpuwhy.tfapi.tfdata import elements as tfdata_elements
@@ -491,7 +491,7 @@ def element_bytes(dataset: Any, dr) -> int | None:
     sizes = []
     try:
         for element in dataset.take(4):
-            sizes.append(m.element_bytes(element))
+            sizes.append(measured_bytes(element))
     except Exception:  # noqa: BLE001 - the user's pipeline fails: the check will say so
         return None
     return max(sizes) if sizes else 0

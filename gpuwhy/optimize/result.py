@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
-from gpuwhy.optimize import measure as m
-from gpuwhy.report.terminal_fix import input_fix_lines
+from gpuwhy.optimize.measure import Throughput
+from gpuwhy.report.run.terminal_fix import input_fix_lines
 
 NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
 
@@ -43,9 +43,9 @@ class OptimizeResult:
     original: Any
     changes: list[PipelineChange] = field(default_factory=list)
     left_alone: list[LeftAlone] = field(default_factory=list)
-    before: m.Throughput | None = None
-    after: m.Throughput | None = None
-    ideal: m.Throughput | None = None
+    before: Throughput | None = None
+    after: Throughput | None = None
+    ideal: Throughput | None = None
     gap_closed: float | None = None
     same_elements: SameElements = SameElements(None, "not checked")
     refused: str | None = None
@@ -104,5 +104,5 @@ class OptimizeResult:
         )
 
 
-def _rate_facts(t: m.Throughput | None) -> PipelineRate | None:
+def _rate_facts(t: Throughput | None) -> PipelineRate | None:
     return None if t is None else t.rate()

@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy import forked
+import gpuwhy.forked as forked
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 __all__ = [

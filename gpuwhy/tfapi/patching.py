@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpuwhy import forked
+import gpuwhy.forked as forked
 
 F = TypeVar("F", bound=Callable[..., Any])
 

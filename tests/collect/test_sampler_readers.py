@@ -17,10 +17,10 @@ from gpuwhy.export.metrics import busy_sums, values
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
 from gpuwhy.modes.merge.read import read_worker
 from gpuwhy.record import Record
-from gpuwhy.report import RENDERERS
-from gpuwhy.report.html_sections import GPU_METRICS, gpu_table
-from gpuwhy.report.html_timeline import timeline
-from gpuwhy.report.summary import gpu_line
+from gpuwhy.report.renderers import RENDERERS
+from gpuwhy.report.run.html_sections import GPU_METRICS, gpu_table
+from gpuwhy.report.run.html_timeline import timeline
+from gpuwhy.report.run.summary import gpu_line
 from gpuwhy.verdict import _gpu_busy
 
 DATA = Path(__file__).parents[1] / "data" / "nvml"

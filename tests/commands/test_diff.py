@@ -159,7 +159,7 @@ def test_bad_input_is_one_line_and_exit_2(records, tmp_path):
 
 def test_gpuwhy_diff_from_python_is_the_command_s_comparison(records, tmp_path):
     import gpuwhy
-    from gpuwhy.report.diff_json import comparison_dict
+    from gpuwhy.report.diff.json_ import comparison_dict
 
     out = tmp_path / "diff.json"
     assert diff(records["base"], records["slower"], "--json", out).returncode in (0, 1)

@@ -57,7 +57,7 @@ def test_a_web_page_format_is_refused_on_a_terminal_before_the_script_runs(tmp_p
 
 def test_a_page_on_stdout_is_the_page_in_the_html_file(tmp_path):
     """``-f html`` on stdout and ``--html`` write the page the same way: in pieces, as
-    UTF-8, never held whole (gpuwhy/report/html.py)."""
+    UTF-8, never held whole (gpuwhy/report/run/html.py)."""
     (tmp_path / "run.json").write_text(rb.watched_run().to_json())
     proc = subprocess.run(
         [sys.executable, "-m", "gpuwhy", "report", "run.json", "-f", "html", "--html", "r.html"],

@@ -15,7 +15,7 @@ import pytest
 
 from gpuwhy.commands.output_paths import is_gpuwhy_output
 from gpuwhy.finding import Finding
-from gpuwhy.report.sarif import LEVELS
+from gpuwhy.report.run.sarif import LEVELS
 from tests.builders_workers import save, worker_record
 from tests.report.sarif_checks import apply_fix, sarif_errors
 from tests.test_cli import SAVED_MODEL_SOURCE

@@ -121,7 +121,7 @@ def test_on_the_target_gpu_itself_the_measured_step_is_put_beside_the_projection
     from dataclasses import replace
 
     from gpuwhy.facts import ProgramFacts
-    from gpuwhy.report.summary import projection_lines
+    from gpuwhy.report.run.summary import projection_lines
 
     steps = StepFacts(
         source="keras-fit",
@@ -204,7 +204,7 @@ def test_a_graph_step_with_a_few_eager_ops_around_it_overlaps_them():
 
 
 def test_the_report_and_verdict_say_an_eager_step_is_a_lower_bound():
-    from gpuwhy.report.summary import projection_lines
+    from gpuwhy.report.run.summary import projection_lines
     from gpuwhy.verdict import projection_clause
 
     found = projection_facts(Facts(), "A100", None, LOOP, _eager())

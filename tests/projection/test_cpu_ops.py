@@ -7,7 +7,7 @@ from gpuwhy.derived.step_profile import NodeTime, StepProfile
 from gpuwhy.facts import Facts, StepFacts
 from gpuwhy.projection.cpu_ops import HOST_FACTOR, measured_cpu_ops
 from gpuwhy.projection.step import projection_facts
-from gpuwhy.report.summary import projection_lines
+from gpuwhy.report.run.summary import projection_lines
 from gpuwhy.verdict import projection_clause
 from tests import builders as b
 from tests.projection.test_cost import TRAIN, placement

@@ -1,4 +1,4 @@
-"""``gpuwhy diff`` as HTML (gpuwhy/report/diff_html.py): two real records of a TF program
+"""``gpuwhy diff`` as HTML (gpuwhy/report/diff/html.py): two real records of a TF program
 before and after its input pipeline was fixed (here AFTER is the slow one: a regression),
 compared by the command, and the page opened in a real headless Chromium with the network
 blocked (tests/report/conftest.py)."""
@@ -24,8 +24,8 @@ from gpuwhy.comparison import (
     RunSide,
 )
 from gpuwhy.modes.diff import diff
-from gpuwhy.report.diff_html import aligned_timeline, render_comparison_html
-from gpuwhy.report.diff_terminal import (
+from gpuwhy.report.diff.html import aligned_timeline, render_comparison_html
+from gpuwhy.report.diff.terminal import (
     part_row,
     projected_line,
     render_comparison,

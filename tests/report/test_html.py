@@ -18,7 +18,7 @@ from gpuwhy.facts import Facts, ProgramFacts, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded, stats
-from gpuwhy.report.html import HtmlRenderer, fix_measurements
+from gpuwhy.report.run.html import HtmlRenderer, fix_measurements
 from tests import builders as b
 from tests.report import builders as rb
 

@@ -1,5 +1,5 @@
 """The HTML report's charts are plain dicts written without plotly's Python side
-(gpuwhy/report/html_charts.py says why): here plotly.graph_objects checks them instead, as
+(gpuwhy/report/run/html_charts.py says why): here plotly.graph_objects checks them instead, as
 it checked them when the report was written. Every chart of records that take every
 branch of html_charts.py and html_timeline.py must be accepted by ``go.Figure`` (a
 property name that plotly does not know raises) and come back from it unchanged (the
@@ -22,9 +22,9 @@ from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS
-from gpuwhy.report.html import HtmlRenderer, _Page
-from gpuwhy.report.html_charts import figure_json
 from gpuwhy.report.plotly_files import package_data, plotly_js_blocks, script_safe_blocks
+from gpuwhy.report.run.html import HtmlRenderer, _Page
+from gpuwhy.report.run.html_charts import figure_json
 from tests import builders as b
 from tests.report import builders as rb
 

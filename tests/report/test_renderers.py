@@ -5,8 +5,8 @@ import pytest
 
 from gpuwhy.facts import Activity, Facts, LoopStalls, StallBeat, StallCause, StallFacts
 from gpuwhy.record import Record
-from gpuwhy.report import RENDERERS, MisconfigurationError, renderer_class
-from gpuwhy.report.json_ import JsonRenderer
+from gpuwhy.report.renderers import RENDERERS, MisconfigurationError, renderer_class
+from gpuwhy.report.run.json_ import JsonRenderer
 from gpuwhy.schema import validation_errors
 from tests import builders as b
 from tests.report import builders as rb
@@ -72,7 +72,7 @@ def test_verbose_adds_the_library_table():
 
 
 def test_plugin_renderer_by_module_and_class():
-    assert renderer_class("gpuwhy.report.json_:JsonRenderer") is JsonRenderer
+    assert renderer_class("gpuwhy.report.run.json_:JsonRenderer") is JsonRenderer
     with pytest.raises(MisconfigurationError):
         renderer_class("gpuwhy.record:Record")
     with pytest.raises(MisconfigurationError):
@@ -216,8 +216,8 @@ def test_html_is_a_renderer_like_the_others_and_needs_only_the_record(tmp_path):
     import subprocess
     import sys
 
-    from gpuwhy.report import renderer_class
-    from gpuwhy.report.html import HtmlRenderer
+    from gpuwhy.report.renderers import renderer_class
+    from gpuwhy.report.run.html import HtmlRenderer
 
     assert renderer_class("html") is HtmlRenderer
     alone = tmp_path / "alone"  # the record, and nothing else beside it

@@ -14,8 +14,8 @@ from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.finding import Finding
 from gpuwhy.modes.merge import merge
 from gpuwhy.record import Record
-from gpuwhy.report import RENDERERS
-from gpuwhy.report.sarif import SarifRenderer
+from gpuwhy.report.renderers import RENDERERS
+from gpuwhy.report.run.sarif import SarifRenderer
 from gpuwhy.rules import get_rule
 from gpuwhy.rules.input import snippets
 from tests import builders_tfdata as t

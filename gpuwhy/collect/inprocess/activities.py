@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwhy import forked
+import gpuwhy.forked as forked
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.functions import FunctionWatcher

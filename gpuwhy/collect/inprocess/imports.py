@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from gpuwhy import forked
+import gpuwhy.forked as forked
 
 Callback = Callable[[object], None]
 

@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpuwhy import forked
+import gpuwhy.forked as forked
 from gpuwhy.modes.run.script_modules import ScriptModules
 
 EXIT_INTERRUPTED = 130

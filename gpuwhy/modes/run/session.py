@@ -27,7 +27,7 @@ from gpuwhy.facts import DriverFacts, Facts, GpuDevice
 from gpuwhy.modes.run.collectors import COLLECTORS
 from gpuwhy.modes.run.script import exception_line
 from gpuwhy.record import Record
-from gpuwhy.report import renderer_class
+from gpuwhy.report.renderers import renderer_class
 from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuwhy import forked
+import gpuwhy.forked as forked
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch, mark_wrapped

@@ -32,13 +32,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpuwhy.tfapi.tfdata.classes import dataset_class
 from gpuwhy.tfapi.tfdata.values import AUTOTUNE, int_value
 
-if TYPE_CHECKING:
-    from gpuwhy.tfapi.tfdata.stages import Stage
+
+class Stage(Protocol):
+    """What a rebuild reads of a stage (stages.Stage is one; stages.py imports this
+    module, so it is named by what it has, not imported)."""
+
+    dataset: Any
+    type_name: str
+    rebuildable: bool
+    why_not: str | None
 
 
 class RebuildError(Exception):

@@ -24,6 +24,7 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
+import gpuwhy.report.run.html_charts as charts
 from gpuwhy.facts import (
     Facts,
     InputFixFacts,
@@ -36,10 +37,10 @@ from gpuwhy.facts import (
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.formatting import MiB, byte_size, duration
 from gpuwhy.record import Record
-from gpuwhy.report import html_charts as charts
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.downsample import MAX_POINTS
-from gpuwhy.report.html_sections import (
+from gpuwhy.report.plotly_files import plotly_js, plotly_js_blocks
+from gpuwhy.report.run.html_sections import (
     eager_view,
     environment_view,
     finding_view,
@@ -53,10 +54,9 @@ from gpuwhy.report.html_sections import (
     step_rows,
     tracing_view,
 )
-from gpuwhy.report.html_timeline import finding_marks, timeline
-from gpuwhy.report.plotly_files import plotly_js, plotly_js_blocks
-from gpuwhy.report.summary import projection_lines
-from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
+from gpuwhy.report.run.html_timeline import finding_marks, timeline
+from gpuwhy.report.run.summary import projection_lines
+from gpuwhy.report.run.workers import HEADER, input_wait_note, worker_notes, worker_rows
 from gpuwhy.verdict import gpu_usable
 
 

@@ -23,8 +23,8 @@ from gpuwhy.facts import (
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
 from gpuwhy.report.downsample import stats, window_stats
-from gpuwhy.report.html_timeline import whole_run_note
-from gpuwhy.report.summary import (
+from gpuwhy.report.run.html_timeline import whole_run_note
+from gpuwhy.report.run.summary import (
     calls_text,
     code_language,
     distribute_line,

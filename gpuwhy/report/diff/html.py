@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from gpuwhy.comparison.model import AlignedWindow, Change, Comparison, FindingChange, RunSide
-from gpuwhy.report.diff_terminal import (
+from gpuwhy.report.diff.terminal import (
     busy_line,
     part_row,
     projected_line,
@@ -25,9 +25,9 @@ from gpuwhy.report.diff_terminal import (
     step_lines,
     verdict_mark,
 )
-from gpuwhy.report.html import PLOTLY_JS, Figures, page_pieces, render_page, write_page
-from gpuwhy.report.html_charts import Figure, figure, label
-from gpuwhy.report.html_timeline import COMPUTE, Rows, finished
+from gpuwhy.report.run.html import PLOTLY_JS, Figures, page_pieces, render_page, write_page
+from gpuwhy.report.run.html_charts import Figure, figure, label
+from gpuwhy.report.run.html_timeline import COMPUTE, Rows, finished
 from gpuwhy.version import __version__
 
 SIDES = (("BEFORE", "#8c8c8c"), ("AFTER", COMPUTE))

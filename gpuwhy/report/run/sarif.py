@@ -19,7 +19,7 @@ from typing import Any
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
-from gpuwhy.report.sarif_places import SRCROOT, Place, place, replacement_fix, root_uri
+from gpuwhy.report.run.sarif_places import SRCROOT, Place, place, replacement_fix, root_uri
 from gpuwhy.rules import REDIRECTS, RULES_BY_ID
 
 SCHEMA_URI = (

@@ -12,7 +12,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import duration, how_it_ended
 from gpuwhy.report.layout import Rows, table
-from gpuwhy.report.summary import (
+from gpuwhy.report.run.summary import (
     calls_text,
     distribute_line,
     eager_line,

@@ -25,7 +25,7 @@ from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
-from gpuwhy.report.summary import (
+from gpuwhy.report.run.summary import (
     code_language,
     finding_causes,
     missing_library,
@@ -34,9 +34,9 @@ from gpuwhy.report.summary import (
     projection_lines,
     tensorflow_line,
 )
-from gpuwhy.report.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
-from gpuwhy.report.terminal_run import run_section
-from gpuwhy.report.workers import HEADER, input_wait_note, worker_notes, worker_rows
+from gpuwhy.report.run.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
+from gpuwhy.report.run.terminal_program import run_section
+from gpuwhy.report.run.workers import HEADER, input_wait_note, worker_notes, worker_rows
 from gpuwhy.verdict import gpu_usable
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}

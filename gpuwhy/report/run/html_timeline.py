@@ -27,7 +27,7 @@ from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, Tracin
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import GiB
 from gpuwhy.report.downsample import MAX_POINTS, Downsampled, downsample, rounded
-from gpuwhy.report.html_charts import Figure, figure, label
+from gpuwhy.report.run.html_charts import Figure, figure, label
 
 INPUT_WAIT = "#f58518"
 COMPUTE = "#4c78a8"
