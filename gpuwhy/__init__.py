@@ -32,25 +32,24 @@ def audit(obj, *example_args, verify=False, **example_kwargs):
     return _audit(obj, *example_args, verify=verify, **example_kwargs)
 
 
-def session(hz=10.0, audit=True, eager=True):
+def session(**options):
     """Watch this process, as ``gpuwhy run`` watches a script::
 
         with gpuwhy.session() as s:
             model.fit(ds, epochs=3)
         s.report()            # prints the diagnosis; s.record is the Record
 
-    ``hz``: GPU samples per second; ``audit``: placement audit of the tf.functions that
-    ran; ``eager``: count eager ops. An exception inside the block is recorded and
-    re-raised.
+    ``options``: those of ``gpuwhy run``, by name: ``hz`` GPU samples per second (10),
+    ``audit`` placement audit of the tf.functions that ran (True), ``eager`` count eager
+    ops (True), ``eager_duty`` the share of the run they are counted in, ``target`` a GPU
+    to project the step onto. An exception inside the block is recorded and re-raised.
     """
     from gpuwhy.modes.run.session import Session
 
-    return Session(hz=hz, audit=audit, eager=eager)
+    return Session(**options)
 
 
-def KerasCallback(
-    hz=10.0, audit=True, eager=True, print_report=True, json_path=None, verbose=False
-):
+def KerasCallback(print_report=True, json_path=None, verbose=False, **options):
     """A Keras callback that watches ``model.fit`` and prints the diagnosis at its end::
 
         model.fit(ds, epochs=3, callbacks=[gpuwhy.KerasCallback()])
@@ -60,9 +59,7 @@ def KerasCallback(
     from gpuwhy.modes.keras_callback import make_callback
 
     return make_callback(
-        hz=hz,
-        audit=audit,
-        eager=eager,
+        options,
         print_report=print_report,
         json_path=json_path,
         verbose=verbose,

@@ -139,8 +139,7 @@ class RunEnvironment(Collector):
     """Section ``environment``, read once the program ended: NVML's driver as the run
     found it at its start, TensorFlow as the program left it."""
 
-    section = "environment"
-    order = 90
+    name = section = "environment"
     what = "environment"
     needs_tensorflow = True
 

@@ -59,6 +59,7 @@ sample to the last (24 h: 422 windows of 2,048 samples, 205 s each).
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -66,7 +67,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
 from gpuwhy.collect.windows import CAPACITY, Windows
@@ -74,12 +75,14 @@ from gpuwhy.facts import (
     CLOCK_REASONS,
     SLOWDOWN_BITS,
     ClockReasonSeries,
+    Facts,
     GpuLatest,
     GpuProcess,
     GpuSamplesFacts,
     GpuSeries,
     WindowSpread,
 )
+from gpuwhy.formatting import MiB
 from gpuwhy.tfapi.memory import tf_peak_memory
 from gpuwhy.version import __version__
 
@@ -442,6 +445,23 @@ def _whole(name: str, values: list) -> list:
 # ---------------------------------------------------------------------------
 
 
+def _not_a_rate(hz: float) -> str | None:
+    if math.isfinite(hz) and 0 < hz <= 100:
+        return None
+    return "--hz must be between 0 and 100 samples per second"
+
+
+SAMPLES_PER_S: Option[float] = Option(
+    "hz",
+    "--hz",
+    10.0,
+    "GPU samples per second (10; GPM metrics are read at most at 10)",
+    type=float,
+    metavar="N",
+    refuse=_not_a_rate,
+)
+
+
 class GpuSampler(Collector):
     """Samples every GPU in a daemon thread from :meth:`start` until :meth:`stop`.
 
@@ -452,15 +472,22 @@ class GpuSampler(Collector):
     ``facts().error``.
     """
 
-    section = "gpu_samples"
-    order = 40
+    name = section = "gpu_samples"
+    options = (SAMPLES_PER_S,)
+    shown = 80
     what = "GPU samples"
     live = True
 
     @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        if facts.gpu_samples is None:
+            return []
+        return [("GPU samples", gpu_line(facts.gpu_samples))]
+
+    @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> GpuSampler:
         """A watched run's: the GPU memory of the processes it starts counts as its own."""
-        return cls(hz=options.hz, pids=own_process_tree)
+        return cls(hz=options[SAMPLES_PER_S], pids=own_process_tree)
 
     def __init__(
         self,
@@ -640,3 +667,29 @@ class GpuSampler(Collector):
 def own_process_tree() -> set[int]:
     """This process and every process it started."""
     return {os.getpid(), *descendants(os.getpid())}
+
+
+# -- its rows in the reports ------------------------------------------------------
+def gpu_line(samples: GpuSamplesFacts) -> str:
+    if samples.error in ("LibraryNotFound", "DriverNotLoaded"):
+        return f"none: no NVIDIA driver here (NVML: {samples.error})"
+    if samples.error:
+        return f"none: {samples.error}"
+    if not samples.gpus:
+        return "none (no GPU)"
+    parts = []
+    for gpu in samples.gpus:
+        util = gpu.mean("utilization")
+        text = f"GPU {gpu.index} {gpu.name}: {gpu.sample_count()} samples at {samples.hz:g} Hz"
+        if util is not None:
+            text += f", busy {util:.0%} on average"
+        sm = gpu.mean("sm_activity")
+        if sm is not None:
+            text += f", SM activity {sm:.0%}"
+        peak = gpu.peak("memory_used_bytes")
+        if peak is not None and gpu.memory_total_bytes:
+            text += f", peak memory {peak / MiB:,.0f} of {gpu.memory_total_bytes / MiB:,.0f} MiB"
+        parts.append(text)
+    for device, peak in samples.tf_peak_memory_bytes.items():
+        parts.append(f"TensorFlow's peak on {device}: {peak / MiB:,.0f} MiB")
+    return "; ".join(parts)

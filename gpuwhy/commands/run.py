@@ -5,10 +5,11 @@ outputs planned before the script runs, and the report after it."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import gpuwhy.own_stderr as own_stderr
+from gpuwhy.collect.registry import options_from, run_options
 from gpuwhy.commands.options import (
-    check_target,
     gate_conditions,
     gate_options,
     html_option,
@@ -16,11 +17,10 @@ from gpuwhy.commands.options import (
     metrics_options,
     out_dir_option,
     output_options,
+    report_file_option,
     resolve_out_dir,
-    sampling_options,
-    target_option,
 )
-from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, check_hz
+from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError
 from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.run.watched import run_watched
@@ -37,28 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "status is the script's (1 when it succeeded and a --fail-on severity was found)."
     )
     script_arguments(parser)
-    sampling_options(parser)
-    parser.add_argument(
-        "--no-audit",
-        dest="audit",
-        action="store_false",
-        help="skip the placement audit of the tf.functions the script ran",
-    )
-    parser.add_argument(
-        "--no-eager",
-        dest="eager",
-        action="store_false",
-        help="do not count eager ops (no per-op callback at all)",
-    )
-    parser.add_argument(
-        "--eager-duty",
-        type=float,
-        default=None,
-        metavar="F",
-        help="share of the run in which eager ops are counted (default 1/11, "
-        "which keeps the cost under 5%%; 1 counts every op, ~20%% slower eager ops)",
-    )
-    target_option(parser)
+    for option in run_options():  # each collector's, declared where it is read
+        option.add_to(parser)
+    report_file_option(parser)
     metrics_options(parser)
     output_options(parser)
     html_option(parser)
@@ -66,12 +47,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     gate_options(parser, findings_only=True)
 
 
+def collector_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The collectors' options as given, each checked by the collector that takes it:
+    a refused value is a usage error, before anything runs."""
+    given = vars(args)
+    try:
+        return dict(options_from({o.name: given[o.name] for o in run_options()}, ()).values)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def main(args: argparse.Namespace) -> int:
     own_stderr.keep()
-    check_hz(args.hz)
-    if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
-        raise UsageError("--eager-duty must be a fraction in (0, 1]")
-    check_target(args.target)
+    options = collector_options(args)
     args.gate = gate_conditions(args, findings_only=True)
     resolve_out_dir(args)
     metrics = metrics_from(args)
@@ -80,11 +68,7 @@ def main(args: argparse.Namespace) -> int:
         args.script,
         args.args,
         code,
-        hz=args.hz,
-        audit=args.audit,
-        eager=args.eager,
-        eager_duty=args.eager_duty,
-        target=args.target,
+        options=options,
         metrics=metrics,
         report=lambda make_record: report_after_script(make_record, args, outputs),
     )

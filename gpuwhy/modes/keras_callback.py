@@ -9,8 +9,10 @@ callback is created, never by ``import gpuwhy``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpuwhy.collect.registry import options_from
 from gpuwhy.modes.run.session import Session
 from gpuwhy.tfapi.frames import user_location
 
@@ -19,13 +21,14 @@ if TYPE_CHECKING:
 
 
 def make_callback(
-    hz: float = 10.0,
-    audit: bool = True,
-    eager: bool = True,
+    options: Mapping[str, Any],
     print_report: bool = True,
     json_path: str | None = None,
     verbose: bool = False,
 ) -> Any:
+    """``options``: the session's (``hz``, ``audit``, ``eager`` ...), refused here, when
+    the callback is made, rather than when training begins."""
+    options_from(options, sys.argv)
     import keras
 
     class KerasCallback(keras.callbacks.Callback):
@@ -37,7 +40,7 @@ def make_callback(
             self.record: Record | None = None
 
         def on_train_begin(self, logs=None):
-            self.session = Session(hz=hz, audit=audit, eager=eager).start()
+            self.session = Session(**options).start()
             self.session.steps.mark_fit_start(user_location())
 
         def on_train_end(self, logs=None):

@@ -14,7 +14,8 @@ measurements and the step's band.
 
 from __future__ import annotations
 
-from gpuwhy.collect.nvml import peaks_reading
+from collections.abc import Callable
+
 from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
     EagerFacts,
@@ -59,13 +60,22 @@ class NothingToProject(Exception):
     """The run gave the projection nothing to cost: no traced function, no eager step."""
 
 
-def resolve_target(requested: str, facts: Facts) -> GpuSpec:
-    """The table's GPU for --target: a name, or ``auto`` for this machine's first GPU."""
+def not_read(index: int) -> dict | None:
+    """No NVML reading (an audit of files, or NVML not readable): the table's peaks."""
+    return None
+
+
+def resolve_target(
+    requested: str, facts: Facts, read_peaks: Callable[[int], dict | None] = not_read
+) -> GpuSpec:
+    """The table's GPU for --target: a name, or ``auto`` for this machine's first GPU
+    (one the table lacks: its peaks derived from ``read_peaks``, the collector's NVML
+    reading, collect/nvml.py's peaks_reading)."""
     if requested.strip().lower() != AUTO:
         return find_gpu(requested)
     devices = facts.devices or ()
     if devices:  # a GPU the table lacks: its peaks derived from what NVML reports
-        return auto_gpu(devices[0].name, devices[0].index, peaks_reading)
+        return auto_gpu(devices[0].name, devices[0].index, read_peaks)
     if facts.placement is not None and facts.placement.gpu_name:  # the one TF saw here
         return find_gpu(facts.placement.gpu_name)
     raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
@@ -201,12 +211,13 @@ def projection_facts(
     eager: EagerFacts | None = None,
     profile: StepProfile | None = None,
     unprofiled: str = "the steps were not profiled",
+    read_peaks: Callable[[int], dict | None] = not_read,
 ) -> ProjectionFacts:
     """The section for ``requested`` (a GPU name or ``auto``), from the placement audit,
     the eager ops each step issued and, where given, the pipeline the steps read and a
     few steps profiled (``profile``; where None, ``unprofiled`` says why).
     Raises NothingToProject when the run traced no function and sampled no eager step."""
-    gpu = resolve_target(requested, facts)
+    gpu = resolve_target(requested, facts, read_peaks)
     placement = facts.placement
     projection = (
         project_step(

@@ -210,8 +210,8 @@ def test_the_fix_scales_the_batch_call_as_written(written, scaled):
 
 
 def test_the_run_section_says_how_the_replicas_are_fed():
+    from gpuwhy.collect.inprocess.distribute import distribute_line
     from gpuwhy.facts import DistributedInput, DistributeFacts
-    from gpuwhy.report.run.summary import distribute_line
 
     facts = DistributeFacts(
         strategy="MultiWorkerMirroredStrategy", replicas=4,

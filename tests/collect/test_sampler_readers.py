@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.collect.sampler import GpuSampler, ReplaySource
+from gpuwhy.collect.sampler import GpuSampler, ReplaySource, gpu_line
 from gpuwhy.export.metrics import busy_sums, values
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
 from gpuwhy.modes.merge.read import read_worker
@@ -20,7 +20,6 @@ from gpuwhy.record import Record
 from gpuwhy.report.renderers import RENDERERS
 from gpuwhy.report.run.html_sections import GPU_METRICS, gpu_table
 from gpuwhy.report.run.html_timeline import timeline
-from gpuwhy.report.run.summary import gpu_line
 from gpuwhy.verdict import _gpu_busy
 
 DATA = Path(__file__).parents[1] / "data" / "nvml"

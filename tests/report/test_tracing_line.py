@@ -1,7 +1,7 @@
 """The tf.functions line: a function only ever run inside another's graph says so."""
 
+from gpuwhy.collect.inprocess.functions import calls_text, tracing_line
 from gpuwhy.facts import TracedFunction, TracingFacts
-from gpuwhy.report.run.summary import calls_text, tracing_line
 
 OUTER = TracedFunction(name="multi_step_on_iterator", location="train.py:15", calls=10, traces=1)
 INNER = TracedFunction(

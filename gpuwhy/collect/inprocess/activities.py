@@ -42,6 +42,7 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.facts import (
     Activity,
+    Facts,
     LoopStalls,
     Stall,
     StallBeat,
@@ -49,6 +50,7 @@ from gpuwhy.facts import (
     StallFacts,
     StepFacts,
 )
+from gpuwhy.formatting import duration
 from gpuwhy.tfapi import stall_hooks
 from gpuwhy.tfapi.frames import user_location
 
@@ -89,9 +91,15 @@ class _Window:
 class ActivityCollector(Collector):
     """Section ``stalls``: the activities, and per training loop its stalls."""
 
-    section = "stalls"
-    order = 35  # after the steps (10) and functions (20) it tracks; before the timeline (45)
+    name = section = "stalls"
+    reads_from = ("steps", "tracing")  # tracks their loops and traces
     what = "stalls"
+    shown = 60
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        line = stalls_line(facts.stalls) if facts.stalls is not None else None
+        return [("Stalls", line)] if line else []
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> ActivityCollector:
@@ -423,3 +431,34 @@ def _stall(entry: tuple, t0: float) -> Stall:
         seconds=round(seconds, 6),
         causes=tuple((kind, round(s, 6)) for kind, s in causes),
     )
+
+
+# -- its rows in the reports ------------------------------------------------------
+_ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "summary flushes",
+                   "evaluate": "evaluate/predict"}  # fmt: skip
+
+
+def stalls_line(stalls: StallFacts) -> str | None:
+    """The loops' worst beats of stalls (``9 every 50 steps, 46.4 ms each: checkpoint at
+    train.py:21, 9% of the loop``) and the time the activities took over the run; None
+    where there is nothing to say."""
+    parts = []
+    beats = [(loop, beat) for loop in stalls.loops for beat in loop.beats if beat.count >= 3]
+    for loop, beat in sorted(beats, key=lambda lb: -lb[1].lost_share)[:2]:
+        regular = beat.every_steps and beat.period_fit is not None and beat.period_fit >= 0.6
+        text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
+        text += f", {duration(beat.typical_stall_s)} each"
+        cause = next((c for c in loop.causes if c.kind == beat.kind), None)
+        if cause is None:
+            text += ": nothing timed in them"
+        else:
+            what = f"GC ({cause.detail})" if cause.kind == "gc" else cause.detail or cause.kind
+            text += f": {what}" + (f" at {cause.location}" if cause.location else "")
+        between = " between steps" if loop.between_steps else ""
+        parts.append(f"{text}{between}, {beat.lost_share:.0%} of the loop")
+    for activity in stalls.activities:
+        if activity.kind in _ACTIVITY_WORDS and activity.seconds >= 0.05:
+            parts.append(
+                f"{_ACTIVITY_WORDS[activity.kind]} {activity.seconds:,.2f} s in {activity.count:,}"
+            )
+    return "; ".join(parts) or None

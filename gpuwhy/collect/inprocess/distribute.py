@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuwhy.collect import nvml
-from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, peer
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.collective_link import link_for, ring_allreduce_s
 from gpuwhy.collect.inprocess.collective_time import collective_time, not_measured
 from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler
-from gpuwhy.facts import DistributedInput, DistributeFacts, ReducedValue
+from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, ReducedValue
 from gpuwhy.source_calls import once_per_version, scaled_by, written_call
 from gpuwhy.tfapi import distribute, reductions
 from gpuwhy.tfapi.graph_ops import relative
@@ -40,15 +40,22 @@ class DistributeCollector(Collector):
     far); None: collective time not measured. ``sampler``: the run's step profile,
     where others read it too (one profiler session per process)."""
 
-    section = "distribute"
-    order = 70  # after the step sampler, whose profile it reads
+    name = section = "distribute"
+    reads_from = ("step_profile",)  # whose profile it reads
     what = "tf.distribute"
     live = True
     needs_tensorflow = True
+    shown = 70
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        if facts.distribute is None:
+            return []
+        return [("Distribute", distribute_line(facts.distribute))]
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> DistributeCollector:
-        return cls(sampler=peer(made, StepSampler))
+        return cls(sampler=cls.peer_of(made, StepSampler))
 
     def __init__(
         self, calls: Callable[[], int] | None = None, sampler: StepSampler | None = None
@@ -381,3 +388,85 @@ def _names_replicas(files: set[str]) -> bool | None:
     if any(SCALED in text for text in texts):
         return True
     return False if texts else None
+
+
+# -- its rows in the reports ------------------------------------------------------
+def distribute_line(distribute: DistributeFacts) -> str:
+    """The strategy, how it reduces, and how the loops feed its replicas."""
+    devices = ", ".join(d.rsplit("/", 1)[-1].removeprefix("device:") for d in distribute.devices)
+    text = f"{distribute.strategy}, {distribute.replicas} replica(s)" + (
+        f" ({devices})" if devices else ""
+    )
+    reduce = distribute.cross_device or ""
+    if distribute.communication:
+        reduce += f"{', ' if reduce else ''}collectives {distribute.communication}"
+    if reduce:
+        text += f"; all-reduce by {reduce}"
+    if distribute.task_type is not None:
+        text += f"; task {distribute.task_type} {distribute.task_index} of {distribute.workers} worker(s)"
+    if distribute.parameter_servers:
+        text += f", {distribute.parameter_servers} parameter server(s)"
+    fed = []
+    for given in distribute.inputs:
+        fed.append(_distributed_input(given, distribute.replicas))
+    if fed:
+        text += "; distributed datasets: " + "; ".join(fed)
+    elif distribute.runs:
+        text += "; no dataset distributed"
+    return text + _crossing(distribute)
+
+
+def _distributed_input(given: DistributedInput, replicas: int) -> str:
+    """One distributed dataset: its batch and how the workers divide it."""
+    if given.how == "distribute_datasets_from_function":
+        text = "from a dataset function" + (
+            f" ({given.source} at {given.source_location})" if given.source_location else ""
+        )
+        if given.shard_applied is not None:
+            text += ", sharded by its input context" if given.sharded_in_code else ", never sharded"
+        return text
+    text = (
+        f"global batch {given.global_batch} ({given.global_batch / replicas:g} per replica)"
+        if given.global_batch
+        else "batch unknown"
+    )
+    text += f" at {given.location or '?'}"
+    if given.shard_applied is not None:
+        asked = given.auto_shard or "AUTO"
+        text += f", auto-shard {asked}" + (
+            f" -> {given.shard_applied}" if given.shard_applied != asked else ""
+        )
+        if given.shard_files is not None:
+            text += f" over {given.shard_files} file(s)"
+        if given.sharded_in_code:
+            text += ", sharded in code"
+    elif given.auto_shard:
+        text += f", auto-shard {given.auto_shard}"
+    return text
+
+
+def _crossing(distribute: DistributeFacts) -> str:
+    """What crosses devices each step: bytes all-reduced, the link, the predicted and the
+    measured all-reduce time; the parameter servers' variable bytes."""
+    text = ""
+    if distribute.reduced_bytes is not None:
+        text += (
+            f"; all-reduces {distribute.reduced_bytes / 2**20:.2f} MiB a step in "
+            f"{distribute.reduced_values} value(s)"
+        )
+        if distribute.link:
+            text += f" over {distribute.link}"
+        if distribute.allreduce_expected_s is not None:
+            text += f", {distribute.allreduce_expected_s * 1000:.2f} ms predicted"
+    if distribute.collective_step_s is not None and distribute.collective_share is not None:
+        text += (
+            f"; in collectives {distribute.collective_step_s * 1000:.2f} ms a step "
+            f"({distribute.collective_share:.0%}, measured)"
+        )
+    if distribute.ps_bytes:
+        text += (
+            "; parameter servers hold "
+            + ", ".join(f"{b / 2**20:.1f}" for b in distribute.ps_bytes)
+            + " MiB"
+        )
+    return text

@@ -29,11 +29,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions, StepWindow
+from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions, StepWindow
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import width_for
-from gpuwhy.facts import EagerFacts, EagerOpSite, StepCode
+from gpuwhy.facts import EagerFacts, EagerOpSite, Facts, StepCode
 from gpuwhy.source_calls import step_code as read
 from gpuwhy.tfapi import op_callbacks
 from gpuwhy.tfapi.op_callbacks import device_name, is_function_call
@@ -101,6 +101,31 @@ class _Site:
     function: bool
 
 
+COUNT_EAGER: Option[bool] = Option(
+    "eager",
+    "--no-eager",
+    True,
+    "do not count eager ops (no per-op callback at all)",
+    switch=True,
+)
+
+
+def _not_a_share(duty: float | None) -> str | None:
+    return None if duty is None or 0 < duty <= 1 else "--eager-duty must be a fraction in (0, 1]"
+
+
+EAGER_DUTY: Option[float | None] = Option(
+    "eager_duty",
+    "--eager-duty",
+    None,
+    "share of the run in which eager ops are counted (default 1/11, which keeps the "
+    "cost under 5%%; 1 counts every op, ~20%% slower eager ops)",
+    type=float,
+    metavar="F",
+    refuse=_not_a_share,
+)
+
+
 class EagerOpCounter(Collector):
     """Counts the eager ops of the thread that imports TensorFlow, in windows.
 
@@ -109,18 +134,29 @@ class EagerOpCounter(Collector):
     only one it was ever added to, and ends the window thread.
     """
 
-    section = "eager"
-    order = 30
+    name = section = "eager"
+    # tells the steps and the functions which steps to keep one by one; places its ops in
+    # the steps' window
+    reads_from = ("steps", "tracing")
+    options = (COUNT_EAGER, EAGER_DUTY)
     what = "eager ops"
     live = True
+    shown = 40
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        if facts.eager is None or facts.program is None or not facts.program.tensorflow_imported:
+            return []
+        return [("Eager ops", eager_line(facts.eager))]
 
     @classmethod
     def wanted(cls, options: RunOptions) -> bool:
-        return options.eager
+        return options[COUNT_EAGER]
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> EagerOpCounter:
-        counter = cls() if options.eager_duty is None else cls(duty=options.eager_duty)
+        duty = options[EAGER_DUTY]
+        counter = cls() if duty is None else cls(duty=duty)
         # A long run's steps are kept as statistics beyond their first ones: those
         # that overlap a counting window are kept one by one, for facts() to place ops in
         for collector in made:
@@ -261,7 +297,7 @@ class EagerOpCounter(Collector):
     def fill(self, gathering: Gathering) -> EagerFacts:
         """Section ``eager``: the ops inside the steps the step collector found."""
         width = width_for(gathering.t_end - gathering.t0)
-        return self.facts(gathering.window, width)
+        return self.facts(gathering.peer(StepCollector).window, width)
 
     def facts(self, window: StepWindow, width_s: float | None = None) -> EagerFacts:
         """The eager ops inside the steps of ``window`` that lie wholly inside a counting window.
@@ -416,3 +452,19 @@ def inside_a_window(start: float, end: float, windows: list[tuple[float, float]]
     window made the end of a long run cost steps x windows."""
     k = bisect.bisect_right(windows, (start, math.inf)) - 1
     return k >= 0 and end <= windows[k][1]
+
+
+# -- its rows in the reports ------------------------------------------------------
+def eager_line(eager: EagerFacts) -> str:
+    if eager.sampled_steps and eager.per_step is not None:
+        text = f"{eager.per_step:,.0f} per step over {eager.sampled_steps} sampled steps"
+        if eager.dispatch_fraction is not None:
+            text += f", about {eager.dispatch_fraction:.0%} of step time spent issuing them"
+    else:
+        text = f"{eager.ops:,} counted" + (
+            f" ({eager.outside_steps:,} outside steps)" if eager.outside_steps else ""
+        )
+    if eager.sites:
+        top = eager.sites[0]
+        text += f"; most from {top.op} at {top.location or '?'}"
+    return text

@@ -30,7 +30,13 @@ from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
 from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
-from gpuwhy.facts import KERAS_STEP_FUNCTIONS, TracedFunction, TraceSignature, TracingFacts
+from gpuwhy.facts import (
+    KERAS_STEP_FUNCTIONS,
+    Facts,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
 from gpuwhy.tfapi.keras_hooks import keras_owner
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
 from gpuwhy.tfapi.training import has_backward_pass
@@ -204,10 +210,16 @@ class FunctionWatcher(Collector):
     (a method's function per instance, a ``tf.function`` created in a loop).
     """
 
-    section = "tracing"
-    order = 20
+    name = section = "tracing"
     what = "tracing"
     live = True
+    shown = 50
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        if facts.tracing is None or not facts.tracing.functions:
+            return []
+        return [("tf.functions", tracing_line(facts.tracing))]
 
     def __init__(self) -> None:
         self.t0 = 0.0
@@ -616,3 +628,27 @@ def _graph_shape(concrete: Any) -> tuple:
     for op in ops:
         counts[op.type] = counts.get(op.type, 0) + 1
     return tuple(sorted(counts.items()))
+
+
+# -- its rows in the reports ------------------------------------------------------
+def calls_text(fn: TracedFunction) -> str:
+    """ "10 calls"; for a function only ever run by another's graph (Keras'
+    one_step_on_data inside multi_step_on_iterator), where it runs instead of "0 calls":
+    its work is counted in that function's calls."""
+    if fn.calls == 0 and fn.inside:
+        return "runs inside " + ", ".join(fn.inside)
+    return f"{fn.calls:,} calls"
+
+
+def tracing_line(tracing: TracingFacts) -> str:
+    parts = []
+    for fn in sorted(tracing.functions, key=lambda f: (-f.traces, -f.calls))[:4]:
+        where = f" ({fn.location})" if fn.location else ""
+        xla = ", XLA-compiled" if fn.jit_compile else ""
+        parts.append(
+            f"{fn.name}{where}{xla}: {calls_text(fn)}, {fn.traces} trace"
+            + ("s" if fn.traces != 1 else "")
+            + (f" ({fn.trace_s:.1f} s)" if fn.trace_s >= 0.05 else "")
+        )
+    more = len(tracing.functions) - len(parts)
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")

@@ -75,7 +75,9 @@ from gpuwhy.collect.inprocess.pipeline_facts import pipeline_facts
 from gpuwhy.collect.inprocess.pipeline_iterators import FIRST_POLL_S, IteratorState, Pipeline
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
-from gpuwhy.facts import PipelineFacts, TfDataFacts
+from gpuwhy.derived.pipeline import bottleneck
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.formatting import duration, stage_label
 from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import elements
 from gpuwhy.tfapi.tfdata import executed as data_model
@@ -126,11 +128,23 @@ class _Mean:
 class PipelineCollector(Collector):
     """Watches tf.data iterators; :meth:`facts` gives section ``tfdata``."""
 
-    section = "tfdata"
-    order = 50  # after steps: joins their input wait
+    name = section = "tfdata"
+    reads_from = ("steps",)  # joins their input wait
+    amends = ("steps",)  # a Keras fit's input wait, known from its pipelines
     what = "tf.data pipelines"
     live = True
     needs_tensorflow = True
+    shown = 30
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        """The terminal's: the page shows its pipelines in a section of their own."""
+        if html or facts.tfdata is None:
+            return []
+        return [
+            ("Input" if n == 0 else "", pipeline_line(pipeline))
+            for n, pipeline in enumerate(shown_pipelines(facts.tfdata))
+        ]
 
     def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
         self.poll_s, self.budget = poll_s, budget
@@ -535,3 +549,44 @@ def _reads_before_free(state: IteratorState, now: float) -> bool:
     """Whether a freed iterator's last poll read stands for its final one: it is older
     than ``FINAL_READ_MAX_AGE_S`` and was read (see there why)."""
     return now - state.created > FINAL_READ_MAX_AGE_S and state.reads > 0 and not state.error
+
+
+# -- its rows in the reports ------------------------------------------------------
+MAX_PIPELINES = 3
+
+
+def shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
+    """The pipelines that gave the most elements (evaluate/predict come after training)."""
+    order = {"keras-fit": 0, "python-loop": 0}
+    return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements))[
+        :MAX_PIPELINES
+    ]
+
+
+def pipeline_line(p: PipelineFacts) -> str:
+    """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
+    where = f" built at {p.location}" if p.location else ""
+    text = f"tf.data pipeline{where}, read by {p.consumer}: {p.elements:,} elements"
+    if p.iterators > 1:
+        text += f" over {p.iterators} iterators"
+    if p.throughput_per_s:
+        text += f", {p.throughput_per_s:,.1f}/s"
+    if p.stages:
+        text += "; runs as " + " → ".join(stage_name(s) for s in p.stages)
+    stage = bottleneck(p)  # None too when a saved record's index is out of range
+    if stage is not None:
+        text += f"; slowest stage {stage_label(stage)}"
+        if stage.self_time_per_element_s is not None:
+            text += f" ({duration(stage.self_time_per_element_s)} per element"
+            text += (
+                f", {stage.parallelism} threads)"
+                if stage.parallelism and stage.parallelism > 1
+                else ", sequential)"
+            )
+    if p.model_error:
+        text += f"; TF's per-stage timers unavailable: {p.model_error}"
+    return text
+
+
+def stage_name(stage: PipelineStage) -> str:
+    return stage.name + ("*" if not stage.written_as and stage.kind == "prefetch" else "")

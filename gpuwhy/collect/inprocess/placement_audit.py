@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.input_wait import delivered_batch
 from gpuwhy.collect.inprocess.steps import StepCollector
@@ -50,17 +50,27 @@ KERAS_XLA_NOTE = (
 )
 
 
+AUDIT: Option[bool] = Option(
+    "audit",
+    "--no-audit",
+    True,
+    "skip the placement audit of the tf.functions the script ran",
+    switch=True,
+)
+
+
 class PlacementAudit(Collector):
     """Section ``placement``; ``gpuwhy run --no-audit`` leaves it out."""
 
-    section = "placement"
-    order = 80  # after tracing, tfdata, steps and distribute, which it reads
+    name = section = "placement"
+    reads_from = ("tracing", "tfdata", "steps", "distribute")
+    options = (AUDIT,)
     what = "placement audit"
     needs_tensorflow = True
 
     @classmethod
     def wanted(cls, options: RunOptions) -> bool:
-        return options.audit
+        return options[AUDIT]
 
     def fill(self, gathering: Gathering) -> PlacementFacts | None:
         """The audit of the functions the program spent its time in. A strategy made

@@ -11,15 +11,39 @@ import sys
 
 from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering
 from gpuwhy.collect.inprocess.steps import StepCollector
-from gpuwhy.facts import ProgramFacts
+from gpuwhy.facts import Facts, ProgramFacts
+from gpuwhy.formatting import how_it_ended
 from gpuwhy.tfapi.keras_hooks import keras_version
 from gpuwhy.tfapi.memory import tf_gpus
 
 
 class Program(Collector):
-    section = "program"
-    order = 100
+    name = section = "program"
+    reads_from = ("steps",)  # Keras' compile, seen by the step collector's hooks
     what = "program"
+    shown = 10
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        """How the program ran; on the page, also the TensorFlow it ran."""
+        program = facts.program
+        if program is None:
+            return []
+        ended = how_it_ended(program)
+        command = " ".join(program.command)
+        if not html:
+            return [("Program", f"{command}: {ended} after {program.seconds:.1f} s")]
+        rows = [("Program", f"{command}: {ended} after {program.seconds:,.1f} s")]
+        if program.tensorflow_imported:
+            keras = f", Keras {program.keras_version}" if program.keras_version else ""
+            gpus = ", ".join(program.gpus_seen_by_tf) or "none"
+            rows.append(
+                (
+                    "TensorFlow",
+                    f"{program.tensorflow_version or '?'}{keras}; GPUs TF created: {gpus}",
+                )
+            )
+        return rows
 
     def fill(self, gathering: Gathering) -> ProgramFacts:
         ending = gathering.ending or Ending()

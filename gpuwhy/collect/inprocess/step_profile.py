@@ -30,7 +30,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpuwhy.collect.inprocess.base import Collector, RunOptions, peer
+from gpuwhy.collect.inprocess.base import Collector, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.derived.step_profile import NodeTime, StepProfile
 from gpuwhy.tfapi import profiler_trace
@@ -59,20 +59,16 @@ class StepSampler(Collector):
     both, :meth:`on_tensorflow` watches for it (``--target``). ``result`` or ``reason``
     (why not measured) once stopped."""
 
-    order = 60  # after the function watcher, whose calls it profiles
+    name = "step_profile"
+    reads_from = ("tracing",)  # whose calls it profiles
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> StepSampler:
         """A watched run's: a few steps of the function watcher's functions (one
         profiler session per process: the time in collectives of a tf.distribute step,
-        and for --target the ops of the training function that stay on the CPU)."""
-        functions = peer(made, FunctionWatcher)
-        projected = options.target is not None
-        return cls(
-            functions.outermost_calls,
-            warm=functions.warm if projected else None,
-            calls_of=functions.calls_of if projected else None,
-        )
+        and for --target the ops of the training function that stay on the CPU, once
+        the projection asked for them: :meth:`profile_when_warm`)."""
+        return cls(cls.peer_of(made, FunctionWatcher).outermost_calls)
 
     def __init__(
         self,
@@ -92,6 +88,16 @@ class StepSampler(Collector):
         self.result: StepProfile | None = None
         self.reason: str | None = None
         self.sampled: str | None = None  # the function chosen
+
+    def profile_when_warm(
+        self,
+        warm: Callable[[int, int], tuple[str, int] | None],
+        calls_of: Callable[[str], int],
+    ) -> None:
+        """Profile the function ``warm`` names once it is (--target: the projection
+        costs the training function's ops that stay on the CPU); before the program
+        starts."""
+        self._warm, self._calls_of = warm, calls_of
 
     # -- triggers ------------------------------------------------------------------------
     def on_tensorflow(self) -> None:

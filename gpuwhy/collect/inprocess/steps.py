@@ -60,7 +60,8 @@ from gpuwhy.collect.inprocess.step_streams import (
 from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.collect.time_windows import TimeWindows, width_for
-from gpuwhy.facts import StepFacts, StepLoop, StepSpan, StepTimeline
+from gpuwhy.facts import Facts, StepFacts, StepLoop, StepSpan, StepTimeline
+from gpuwhy.formatting import duration
 from gpuwhy.tfapi import distribute, keras_hooks
 from gpuwhy.tfapi.tfdata import iterators as data_iterator
 
@@ -92,10 +93,25 @@ class StepCollector(Collector):
     turns those into steps (:mod:`~gpuwhy.collect.inprocess.step_streams`), kept per
     loop in bounded state (:mod:`~gpuwhy.collect.inprocess.step_record`)."""
 
-    section = "steps"
-    order = 10  # the function watcher's calls make loops of steps; first to start, last to stop
+    name = section = "steps"
+    # The function watcher's calls make loops of steps: it asks for them when asked for
+    # its section, and is first to start and last to stop.
+    uses = ("tracing",)
     what = "steps"
     live = True
+    shown = 20
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        if facts.steps is not None:
+            return [("Steps", steps_line(facts.steps))]
+        if not html and facts.program is not None and facts.program.tensorflow_imported:
+            none = (
+                "none found (no Keras fit, no loop over a tf.data iterator, "
+                "no repeated tf.function or apply_gradients calls)"
+            )
+            return [("Steps", none)]
+        return []
 
     keras_events: list = field(default_factory=list)  # (event, t, value), until drained
     notes: list = field(default_factory=list)
@@ -114,6 +130,8 @@ class StepCollector(Collector):
         self._patches: list = []
         self._lock = threading.RLock()
         self.t0 = time.perf_counter()
+        # The steps after warm-up as of the last section asked (set by fill)
+        self.window = StepWindow(self.t0)
         self._reads: list = []  # (key, site, start, end, exhausted), until drained
         self._applies: list = []  # (start, end) of eager apply_gradients, until drained
         self._keras: tuple[KerasStream, LoopRecord] | None = None
@@ -293,14 +311,16 @@ class StepCollector(Collector):
     # -- facts ---------------------------------------------------------------------
     def fill(self, gathering: Gathering) -> StepFacts | None:
         """Section ``steps``, from these events and the function watcher's calls (a
-        loop of calls to one function is a loop of steps); sets ``gathering.window``."""
+        loop of calls to one function is a loop of steps); keeps their ``window`` for the
+        collectors that read the steps (the eager op counter, the live histograms)."""
+        self.window = StepWindow(gathering.t0)
         functions = gathering.peer(FunctionWatcher)
         no_loops: dict[str, LoopView] = {}
         loops = gathering.guard("tf.function calls", functions.loops, no_loops)
         looped = [name for name, view in loops.items() if view.count >= MIN_STEPS]
         unknown: dict[str, bool | None] = {}
         trains = gathering.guard("training functions", lambda: functions.trains(looped), unknown)
-        steps, gathering.window = self.facts(
+        steps, self.window = self.facts(
             gathering.t0, t_end=gathering.t_end, trains=trains, live=gathering.live,
             function_loops=loops,
         )  # fmt: skip
@@ -740,3 +760,32 @@ def _timeline(loops: list[_Loop], t0: float, t_end: float) -> StepTimeline | Non
             )
         )
     return StepTimeline(width_s=merged.width, windows=tuple(windows))
+
+
+# -- its rows in the reports ------------------------------------------------------
+def steps_line(steps: StepFacts) -> str:
+    text = f"{steps.count:,} by {steps.marker}"
+    if steps.median_s is not None:
+        text += f"; median {duration(steps.median_s)}, p90 {duration(steps.p90_s)}"
+    if steps.warmup and steps.later_warmup:
+        later = sum(1 for i in steps.later_warmup if i < len(steps.starts))
+        spc = max(steps.steps_per_call, 1)
+        first = max(steps.warmup - later * spc, 0)
+        text += (
+            f" ({steps.warmup} left out as warm-up: {first} at the start, {later} at the "
+            "start of a later fit or loop)"
+        )
+    elif steps.warmup:
+        text += f" (first {steps.warmup} left out as warm-up)"
+    if steps.steps_per_call > 1:
+        text += f"; {steps.steps_per_call} steps per call"
+    if steps.input_wait_fraction is not None:
+        text += (
+            f"; waiting for input {steps.input_wait_fraction:.0%} of step time "
+            f"(median {duration(steps.input_wait_median_s)} per step"
+            + (f", by {steps.input_wait_source}" if steps.input_wait_source else "")
+            + ")"
+        )
+    else:
+        text += "; input wait not measured for this kind of loop"
+    return text

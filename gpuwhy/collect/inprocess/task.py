@@ -26,8 +26,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 class Task(Collector):
     """Section ``task``, read when the program ended (whether or not it imported TF)."""
 
-    section = "task"
-    order = 120
+    name = section = "task"
     what = "task"
 
     def fill(self, gathering: Gathering) -> TaskFacts:

@@ -162,10 +162,9 @@ def resident_bytes() -> int | None:
 class RunTimelineCollector(Collector):
     """Section ``timeline``; polls memory and traces once a second on its own thread."""
 
-    section = "timeline"
-    # after the steps (10), eager ops (30), GPU samples (40) and tf.data pipelines (50)
-    # it lays out
-    order = 55
+    name = section = "timeline"
+    # the sections it lays out, and the traces, activities and pipelines it polls
+    reads_from = ("steps", "tracing", "eager", "stalls", "gpu_samples", "tfdata")
     what = "run timeline"
 
     @classmethod

@@ -2,8 +2,8 @@
 
 Behind ``gpuwhy run`` (the script runs inside a Session), ``with gpuwhy.session()`` in a
 notebook, and the Keras callback. The session names no collector: it loops over the
-registry (collectors.py), each collector declaring its section, when it is asked and
-when it is available. The collectors never decide anything; :meth:`stop` turns what
+registry (collect/registry.py), each collector declaring its section, its options, what
+it reads, when it is asked and when it is available. The collectors never decide anything; :meth:`stop` turns what
 they saw into :class:`~gpuwhy.facts.Facts` and the rules into findings.
 """
 
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwhy.collect import driver as driver_collector
 from gpuwhy.collect.inprocess import imports
-from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering, RunOptions, peer
+from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering, peer
 from gpuwhy.collect.inprocess.guard import Guard, Policy
 from gpuwhy.collect.inprocess.steps import StepCollector
+from gpuwhy.collect.registry import COLLECTORS, options_from, run_order
 from gpuwhy.collect.step_histogram import LoopHistograms
 from gpuwhy.facts import DriverFacts, Facts, GpuDevice
-from gpuwhy.modes.run.collectors import COLLECTORS
 from gpuwhy.modes.run.script import exception_line
 from gpuwhy.record import Record
 from gpuwhy.report.renderers import renderer_class
@@ -33,44 +33,31 @@ from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
 if TYPE_CHECKING:
     from gpuwhy.tfapi.frames_hidden import HiddenFrames
 
-DEFAULT_HZ = 10.0
-
 
 class Session:
     """Watch this process from :meth:`start` to :meth:`stop`.
 
-    ``hz``: NVML samples per second. ``audit``: run the placement audit over the
-    tf.functions the program spent its time in. ``eager``: count eager ops (a per-op
-    callback, switched on for windows of the run: ``eager_duty`` of the time, 1/11 by
-    default; 1 counts every op, at about a fifth more per small eager op).
-    ``collectors``: the collector classes, in order (gpuwhy/modes/run/collectors.py).
+    ``options``: the collectors' options by name, as ``gpuwhy run`` takes them on its
+    command line (collect/registry.py's ``run_options()``): ``hz`` NVML samples per
+    second; ``audit`` the placement audit of the tf.functions the program spent its time
+    in; ``eager`` count eager ops (a per-op callback, switched on for windows of the run:
+    ``eager_duty`` of the time, 1/11 by default; 1 counts every op, at about a fifth more
+    per small eager op); ``target`` a GPU to project the training step onto (a name of
+    gpuwhy.gpu_specs, or "auto"). A name no collector takes is a TypeError, a value
+    refused a ValueError. ``collectors``: the collector classes (put in their run order).
     """
 
     def __init__(
         self,
-        hz: float = DEFAULT_HZ,
-        audit: bool = True,
-        eager: bool = True,
         command: Sequence[str] | None = None,
-        eager_duty: float | None = None,
-        target: str | None = None,
         collectors: Sequence[type[Collector]] = COLLECTORS,
+        **options: Any,
     ) -> None:
-        """``target``: a GPU to project the training step onto (a name of
-        gpuwhy.gpu_specs, or "auto"); None: no projection."""
-        if not (hz > 0):
-            raise ValueError("hz must be a positive number of samples per second")
-        self.options = RunOptions(
-            hz=hz,
-            audit=audit,
-            eager=eager,
-            eager_duty=eager_duty,
-            target=target,
-            command=tuple(command or sys.argv),
-        )
+        kinds = run_order(collectors)
+        self.options = options_from(options, command or sys.argv, kinds)
         self.command = self.options.command
         self.collectors: list[Collector] = []
-        for kind in collectors:
+        for kind in kinds:
             if kind.wanted(self.options):
                 self.collectors.append(kind.create(self.options, self.collectors))
         self.t0: float | None = None
@@ -158,7 +145,7 @@ class Session:
             guard=guard,
             t0=self.t0,
             t_end=t_end,
-            facts=Facts(devices=self._devices),
+            all_facts=Facts(devices=self._devices),
             live=ending is None,
             ending=ending,
             driver=self._driver,
@@ -168,8 +155,10 @@ class Session:
                 continue
             if collector.needs_tensorflow and not gathering.tensorflow_imported:
                 continue
+            gathering.asking = collector
             section = guard(collector.what, functools.partial(collector.fill, gathering), None)
             gathering.fill(collector.section, section)
+            gathering.asking = None
         return gathering
 
     def live(self) -> tuple[Facts, LoopHistograms]:
@@ -180,13 +169,13 @@ class Session:
         if self.record is not None:
             return self.record.facts, self._histograms
         gathering = self._gather(time.perf_counter(), Guard(Policy.LIVE))
-        return gathering.facts, gathering.window.histograms
+        return gathering.facts, self.steps.window.histograms
 
     def _facts(self, t_end: float, ending: Ending) -> Facts:
         """Every section, then the program's notes: what failed, in the order it
         failed, and what each collector could not watch."""
         gathering = self._gather(t_end, Guard(Policy.REPORT, self.notes), ending)
-        self._histograms = gathering.window.histograms
+        self._histograms = self.steps.window.histograms
         notes = list(self.notes)
         for collector in self.collectors:
             notes += collector.program_notes()

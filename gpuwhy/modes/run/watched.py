@@ -6,7 +6,8 @@ metrics published while it runs. The command only parses options and writes the 
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.modes.run.script import ScriptEnding, run_and_report
@@ -23,11 +24,7 @@ def run_watched(
     script_args: Sequence[str],
     code: types.CodeType,
     *,
-    hz: float,
-    audit: bool,
-    eager: bool,
-    eager_duty: float | None,
-    target: str | None,
+    options: Mapping[str, Any],
     metrics: MetricsOptions,
     report: ReportRecord,
 ) -> ScriptEnding:
@@ -35,17 +32,10 @@ def run_watched(
     record once (also when the script ends the process with ``os._exit`` or is
     interrupted); returns how the script ended, for the caller to end as it did.
 
-    ``hz``, ``audit``, ``eager``, ``eager_duty``, ``target``: the Session's; ``metrics``:
-    where to publish live metrics (nothing when not ``metrics.wanted``).
+    ``options``: the Session's, by name (the collectors' options); ``metrics``: where to
+    publish live metrics (nothing when not ``metrics.wanted``).
     """
-    session = Session(
-        hz=hz,
-        audit=audit,
-        eager=eager,
-        command=[script, *script_args],
-        eager_duty=eager_duty,
-        target=target,
-    )
+    session = Session(command=[script, *script_args], **options)
     live: LiveMetrics | None = None
 
     def stop(ended: str, exit_code: int, error: str | None) -> Record:

@@ -8,6 +8,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwhy.collect.inprocess.eager import eager_line
+from gpuwhy.collect.inprocess.functions import calls_text
+from gpuwhy.collect.registry import shown_rows
 from gpuwhy.facts import (
     PLACEMENT_REASONS,
     EagerFacts,
@@ -21,24 +24,17 @@ from gpuwhy.facts import (
     TracingFacts,
 )
 from gpuwhy.finding import Finding
-from gpuwhy.formatting import GiB, MiB, byte_size, duration, how_it_ended
+from gpuwhy.formatting import GiB, MiB, byte_size, duration
 from gpuwhy.report.downsample import stats, window_stats
 from gpuwhy.report.run.html_timeline import whole_run_note
 from gpuwhy.report.run.summary import (
-    calls_text,
     code_language,
-    distribute_line,
-    eager_line,
     eager_site_rows,
     finding_causes,
-    gpu_line,
     missing_library,
     op_group_cells,
     placement_where,
-    stalls_line,
-    steps_line,
     tensorflow_line,
-    tracing_line,
 )
 
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
@@ -83,33 +79,11 @@ def evidence_item(key: str, value: Any) -> dict[str, Any]:
 
 
 def run_view(facts: Facts) -> dict[str, Any] | None:
+    """The "Run" block: each collector's rows (collect/registry.py), then the notes."""
     program = facts.program
     if program is None:
         return None
-    ended = how_it_ended(program)
-    rows = [("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:,.1f} s")]
-    if program.tensorflow_imported:
-        rows.append(
-            (
-                "TensorFlow",
-                f"{program.tensorflow_version or '?'}"
-                + (f", Keras {program.keras_version}" if program.keras_version else "")
-                + f"; GPUs TF created: {', '.join(program.gpus_seen_by_tf) or 'none'}",
-            )
-        )
-    if facts.steps is not None:
-        rows.append(("Steps", steps_line(facts.steps)))
-    if facts.eager is not None and program.tensorflow_imported:
-        rows.append(("Eager ops", eager_line(facts.eager)))
-    if facts.tracing is not None and facts.tracing.functions:
-        rows.append(("tf.functions", tracing_line(facts.tracing)))
-    stalls = stalls_line(facts.stalls) if facts.stalls is not None else None
-    if stalls:
-        rows.append(("Stalls", stalls))
-    if facts.distribute is not None:
-        rows.append(("Distribute", distribute_line(facts.distribute)))
-    if facts.gpu_samples is not None:
-        rows.append(("GPU samples", gpu_line(facts.gpu_samples)))
+    rows = shown_rows(facts, html=True)
     return {"rows": rows, "notes": list(program.notes)}
 
 

@@ -6,56 +6,26 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from gpuwhy.collect.inprocess.functions import calls_text
+from gpuwhy.collect.inprocess.pipelines import shown_pipelines, stage_name
+from gpuwhy.collect.registry import shown_rows
 from gpuwhy.facts import (
     Facts,
     PipelineStage,
 )
-from gpuwhy.formatting import duration, how_it_ended
+from gpuwhy.formatting import duration
 from gpuwhy.report.layout import Rows, table
-from gpuwhy.report.run.summary import (
-    calls_text,
-    distribute_line,
-    eager_line,
-    eager_site_rows,
-    gpu_line,
-    pipeline_line,
-    shown_pipelines,
-    stage_name,
-    stalls_line,
-    steps_line,
-    tracing_line,
-)
+from gpuwhy.report.run.summary import eager_site_rows
 
 
 def run_section(facts: Facts, verbose: bool) -> Group | None:
+    """The "Run" block: each collector's rows (collect/registry.py), then the notes."""
     program = facts.program
     if program is None:
         return None
     rows = Rows()
-    ended = how_it_ended(program)
-    rows.add_row("Program", f"{' '.join(program.command)}: {ended} after {program.seconds:.1f} s")
-    if facts.steps is not None:
-        rows.add_row("Steps", steps_line(facts.steps))
-    elif program.tensorflow_imported:
-        rows.add_row(
-            "Steps",
-            "none found (no Keras fit, no loop over a tf.data iterator, "
-            "no repeated tf.function or apply_gradients calls)",
-        )
-    if facts.tfdata is not None:
-        for n, pipeline in enumerate(shown_pipelines(facts.tfdata)):
-            rows.add_row("Input" if n == 0 else "", pipeline_line(pipeline))
-    if facts.eager is not None and program.tensorflow_imported:
-        rows.add_row("Eager ops", eager_line(facts.eager))
-    if facts.tracing is not None and facts.tracing.functions:
-        rows.add_row("tf.functions", tracing_line(facts.tracing))
-    stalls = stalls_line(facts.stalls) if facts.stalls is not None else None
-    if stalls:
-        rows.add_row("Stalls", stalls)
-    if facts.distribute is not None:
-        rows.add_row("Distribute", distribute_line(facts.distribute))
-    if facts.gpu_samples is not None:
-        rows.add_row("GPU samples", gpu_line(facts.gpu_samples))
+    for key, text in shown_rows(facts, html=False):
+        rows.add_row(key, text)
     lines: list = [Text("Run", style="bold underline"), *rows.lines]
     for note in program.notes:
         lines.append(Text(f"  note: {note}", style="dim"))

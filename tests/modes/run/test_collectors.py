@@ -10,8 +10,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering  # noqa: E402
+from gpuwhy.collect.registry import COLLECTORS  # noqa: E402
 from gpuwhy.facts import Facts, TaskFacts  # noqa: E402
-from gpuwhy.modes.run.collectors import COLLECTORS  # noqa: E402
 from gpuwhy.modes.run.session import Session  # noqa: E402
 
 
@@ -19,7 +19,8 @@ class StepsSeen(Collector):
     """A test collector in the place of section ``task``: it reads section ``steps``,
     filled before it, and counts the times TensorFlow was announced to it."""
 
-    section = "task"
+    name = section = "task"
+    reads_from = ("steps",)
     what = "steps seen"
     live = True
     needs_tensorflow = True
@@ -39,6 +40,7 @@ class StepsSeen(Collector):
 class Broken(Collector):
     """Fails in every hook it has and when asked for its section."""
 
+    name = "broken"
     section = "input_fixes"
     what = "broken collector"
     live = True

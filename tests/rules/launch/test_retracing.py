@@ -182,7 +182,7 @@ def test_an_xla_function_is_said_to_be_one_in_the_title():
 
 
 def test_the_run_summary_marks_xla_functions():
-    from gpuwhy.report.run.summary import tracing_line
+    from gpuwhy.collect.inprocess.functions import tracing_line
 
     line = tracing_line(TracingFacts(functions=(traced(jit_compile=True), traced("eval_step"))))
     assert "train_step (train.py:12), XLA-compiled: 100 calls" in line
