@@ -10,7 +10,6 @@ import pytest
 
 from gpuwhy.facts import Facts
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
-from gpuwhy.projection import step
 from gpuwhy.projection.derive import CannotDerive, NvmlReading, auto_gpu, derive_gpu
 from gpuwhy.projection.step import projection_facts
 from tests import builders as b
@@ -80,13 +79,10 @@ def test_geforce_cards_get_the_half_rate_fp32_accumulate_tensor_cores():
     assert geforce.float32_flops == pro.float32_flops
 
 
-def test_auto_on_an_unknown_gpu_says_its_peaks_were_derived_and_widens_the_band(
-    monkeypatch,
-):
+def test_auto_on_an_unknown_gpu_says_its_peaks_were_derived_and_widens_the_band():
     facts = Facts(placement=placement(), devices=(b.gpu(0, name=UNKNOWN["name"]),))
     # this machine has no GPU: NVML's answer is the constructed reading's
-    monkeypatch.setattr(step, "peaks_reading", _read(UNKNOWN))
-    found = projection_facts(facts, "auto")
+    found = projection_facts(facts, "auto", read_peaks=_read(UNKNOWN))
     assert found.gpu == "NVIDIA RTX A4000"
     note = next(n for n in found.notes if "not in gpuwhy's GPU table" in n)
     assert "derived from NVML" in note and "1.25x wider" in note
@@ -100,8 +96,9 @@ def test_auto_on_an_unknown_gpu_says_its_peaks_were_derived_and_widens_the_band(
     assert widened.step.low < plain.step.low and widened.step.high > plain.step.high
 
 
-def test_auto_on_an_unknown_gpu_without_nvml_asks_for_a_name(monkeypatch):
+def test_auto_on_an_unknown_gpu_without_nvml_asks_for_a_name():
     facts = Facts(placement=placement(), devices=(b.gpu(0, name=UNKNOWN["name"]),))
-    monkeypatch.setattr(step, "peaks_reading", _read(None))  # NVML not readable, GPU or not
     with pytest.raises(UnknownGpuError, match="name a GPU with --target"):
-        projection_facts(facts, "auto")
+        projection_facts(facts, "auto", read_peaks=_read(None))  # NVML not readable
+    with pytest.raises(UnknownGpuError, match="name a GPU with --target"):
+        projection_facts(facts, "auto")  # not read at all (an audit of files)
