@@ -70,7 +70,7 @@ def compare(
         if contention is not None:
             confounded = f"{contention}: part of the difference may be the machine's"
     return Comparison(
-        verdict=verdict(step, busy, parts, environment, confounded, example, batches),
+        verdict=diff_verdict(step, busy, parts, environment, confounded, example, batches),
         before=_side(names[0], before, units_b),
         after=_side(names[1], after, units_a),
         step_time=step,
@@ -89,7 +89,7 @@ def compare(
     )
 
 
-def verdict(
+def diff_verdict(
     step: Change | None,
     busy: Change | None,
     parts: tuple[PartChange, ...],

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from gpuwhy.comparison import compare, verdict
+from gpuwhy.comparison import compare, diff_verdict
 from gpuwhy.comparison.changes import MIN_STEP_CHANGE, busy_change, part_changes, step_change
 from gpuwhy.comparison.gate import crossed_by_comparison, parse
 from gpuwhy.comparison.units import run_units
@@ -68,7 +68,7 @@ def test_two_runs_of_one_program_are_no_measurable_difference():
     assert change.called == "same"
     assert change.low < 1 < change.high
     assert change.detectable == MIN_STEP_CHANGE  # the interval is narrower than the floor
-    text = verdict(change, None, (), ())
+    text = diff_verdict(change, None, (), ())
     assert text.startswith("No measurable difference in step time: 10.0 ms and 10.0 ms a step")
     assert "cannot show a change under 5%" in text
 
@@ -97,7 +97,9 @@ def test_a_noisy_short_pair_says_how_large_a_change_it_could_have_shown():
     change = step_change(before, after)
     assert change.called == "same"
     assert change.detectable > 0.1  # said: this pair cannot show a change under that
-    assert f"cannot show a change under {change.detectable:.0%}" in verdict(change, None, (), ())
+    assert f"cannot show a change under {change.detectable:.0%}" in diff_verdict(
+        change, None, (), ()
+    )
 
 
 def test_too_few_steps_compare_nothing_and_say_why():
@@ -121,7 +123,7 @@ def test_a_run_whose_input_slowed_names_the_input_with_its_share():
     assert input_part.called and input_part.low_s > 0
     assert input_part.delta_s == pytest.approx(0.002, rel=0.01)
     assert input_part.share == pytest.approx(1.0, abs=0.05)
-    text = verdict(step_change(ub, ua), None, parts, ())
+    text = diff_verdict(step_change(ub, ua), None, parts, ())
     assert text.startswith("AFTER is 1.50x slower per step")
     assert "waiting for input 0.5 ms -> 2.5 ms (100% of the change)" in text
 
@@ -284,7 +286,7 @@ def test_a_bigger_batch_is_judged_per_example():
     assert example.called == "faster"
     assert example.estimate == pytest.approx(0.6, rel=0.02)
     assert example.low == pytest.approx(step.low / 4, abs=1e-5)
-    text = verdict(step, None, (), (), example=example, batches=(256, 1024))
+    text = diff_verdict(step, None, (), (), example=example, batches=(256, 1024))
     assert text.startswith("AFTER trains on batches of 1024 against 256: 1.67x faster per example")
     assert "2.40x slower per step" in text
     assert example_change(step, 256, 256) is None
