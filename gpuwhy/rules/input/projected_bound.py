@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.pipeline import culprit_location, steps_pipeline
+from gpuwhy.derived.pipeline import (
+    BOOKKEEPING,
+    culprit_location,
+    first_steady_stage,
+    steps_pipeline,
+)
 from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
 from gpuwhy.finding import Finding
-from gpuwhy.formatting import duration
-from gpuwhy.projection.step import BOOKKEEPING, first_steady_stage
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import stage_label
 
 
 class ProjectedInputBound(Rule):
@@ -92,14 +95,14 @@ class ProjectedInputBound(Rule):
             "what": "a projection from the traced graph and the GPU's published peaks, "
             "joined with the input pipeline measured on this host; not a measurement",
         }
-        fix = snippets.generic()
+        fix = pipeline_code.generic()
         location = pipeline.location if pipeline is not None else None
         index = _steady_bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None and index is not None:
             stage = pipeline.stages[index]
             title += f"; its slowest stage is {stage_label(stage)}"
             evidence["bottleneck"] = stage_label(stage)
-            fix = snippets.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
+            fix = pipeline_code.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
             location = culprit_location(stage) or location
         return [
             self.finding(

@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuwhy.facts import Facts, FloatIndex, TensorOp
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.dataset_calls import with_keywords
+from gpuwhy.fixes.op_groups import prediction_note
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input.calls import with_keywords
-from gpuwhy.rules.placement.common import prediction_note
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
 
 _FIX_MIXED = "\n".join(
