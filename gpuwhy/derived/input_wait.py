@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from gpuwhy.derived.cache_filling import CacheFilling, cache_filling
 from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
 from gpuwhy.derived.pipeline_stages import ends_buffered, pipeline_time_s
 from gpuwhy.facts import Facts, PipelineFacts, StepFacts
@@ -220,3 +221,37 @@ def fetch_overhead(
     if production <= 0 or production >= OVERHEAD_PRODUCTION_SHARE * waited:
         return None
     return production
+
+
+@dataclass(frozen=True)
+class StepsWait:
+    """The steps' measured wait as input.bound reads it (the verdict states the same):
+    the pipeline they read, their mean step, and what the wait is, where it is not
+    simply the pipeline's: the first pass filling its cache, or (with no bursts) the
+    Python call per step, beside a pipeline that makes a batch in ``fetch_overhead_s``."""
+
+    wait: InputWait
+    pipeline: PipelineFacts | None
+    mean_step_s: float | None
+    bursts: Bursts | None
+    cache_filling: CacheFilling | None
+    fetch_overhead_s: float | None
+
+
+def read_steps_wait(facts: Facts, medium_at: float) -> StepsWait | None:
+    """The steps' wait (:func:`steps_wait`) and what it is; None where not measured.
+    ``medium_at``: the wait share the passes after a cache's first must stay under for
+    the wait to be the cache filling (:func:`cache_filling`)."""
+    steps = facts.steps
+    wait = steps_wait(steps) if steps is not None else None
+    if steps is None or wait is None:
+        return None
+    pipeline = steps_pipeline(facts.tfdata, steps)
+    measured = steps.count - steps.warmup
+    mean_step = steps.total_s / measured if measured > 0 and steps.total_s > 0 else None
+    burst = bursts(steps)
+    filling = cache_filling(steps, pipeline, medium_at) if pipeline is not None else None
+    overhead = None
+    if pipeline is not None and filling is None and burst is None:
+        overhead = fetch_overhead(pipeline, steps, wait.fraction, mean_step)
+    return StepsWait(wait, pipeline, mean_step, burst, filling, overhead)

@@ -6,10 +6,10 @@ import dataclasses
 import re
 from typing import Any
 
-from gpuwhy.derived.cache_filling import CacheFilling, cache_filling
+from gpuwhy.derived.cache_filling import CacheFilling
 from gpuwhy.derived.host_load import HostLoad, host_load
-from gpuwhy.derived.input_wait import InputWait, bursts, fetch_overhead, pipeline_wait, steps_wait
-from gpuwhy.derived.pipeline import bottleneck, culprit_location, steps_pipeline
+from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait, read_steps_wait
+from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.derived.pipeline_stages import ends_buffered
 from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, StepFacts
 from gpuwhy.finding import Finding
@@ -109,12 +109,11 @@ class InputBound(Rule):
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        steps = facts.steps
-        measured = steps_wait(steps) if steps is not None else None
-        if steps is not None and measured is not None:
-            if measured.fraction < options["medium_at"]:
+        reading = read_steps_wait(facts, options["medium_at"])
+        if facts.steps is not None and reading is not None:
+            if reading.wait.fraction < options["medium_at"]:
                 return []
-            return [self._from_steps(facts, steps, measured, options)]
+            return [self._from_steps(facts, facts.steps, reading, options)]
         if facts.tfdata is None:
             return []
         findings = []
@@ -126,13 +125,13 @@ class InputBound(Rule):
         return findings
 
     def _from_steps(
-        self, facts: Facts, steps: StepFacts, wait: InputWait, options: dict[str, Any]
+        self, facts: Facts, steps: StepFacts, reading: StepsWait, options: dict[str, Any]
     ) -> Finding:
-        share = wait.fraction
-        pipeline = steps_pipeline(facts.tfdata, facts.steps)
+        share = reading.wait.fraction
+        pipeline = reading.pipeline
         site = re.search(r" at (\S+:\d+)$", steps.marker)
         measured = steps.count - steps.warmup
-        mean_step = steps.total_s / measured if measured > 0 and steps.total_s > 0 else None
+        mean_step = reading.mean_step_s
         title = f"Steps wait for input {share:.0%} of the time"
         if mean_step is not None:
             # the share is of the total: the figures beside it are means, as it is
@@ -146,16 +145,16 @@ class InputBound(Rule):
             "steps_measured": measured,
             "measured_at": steps.marker,
         }
-        burst = bursts(steps)
+        burst = reading.bursts
         if burst is not None:
             title += f"; {burst.text}"
             evidence["wait_bursts"] = burst.text
-        filling = cache_filling(steps, pipeline, options["medium_at"])
+        filling = reading.cache_filling
         if pipeline is not None and filling is not None:
             return self._cache_filling(title, share, pipeline, filling, evidence)
-        overhead = fetch_overhead(pipeline, steps, share, mean_step)
+        overhead = reading.fetch_overhead_s
         load = host_load(facts, options["others_busy_at"], options["saturated_at"])
-        if pipeline is not None and overhead is not None and burst is None:
+        if pipeline is not None and overhead is not None:
             fix = _fewer_calls(facts.eager)
             return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix, load)
         if steps.input_wait_source:

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.pipeline import (
-    BOOKKEEPING,
-    culprit_location,
-    first_steady_stage,
-    steps_pipeline,
-)
-from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
+from gpuwhy.derived.pipeline import culprit_location, steady_bottleneck, steps_pipeline
+from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
 from gpuwhy.formatting import duration, stage_label
@@ -97,7 +92,7 @@ class ProjectedInputBound(Rule):
         }
         fix = pipeline_code.generic()
         location = pipeline.location if pipeline is not None else None
-        index = _steady_bottleneck(pipeline) if pipeline is not None else None
+        index = steady_bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None and index is not None:
             stage = pipeline.stages[index]
             title += f"; its slowest stage is {stage_label(stage)}"
@@ -131,15 +126,3 @@ def _per_batch(projection: ProjectionFacts) -> str:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
-
-
-def _steady_bottleneck(pipeline: PipelineFacts) -> int | None:
-    """The slowest stage among those that run every epoch (the projection leaves out
-    the stages before a cache): the pipeline's own bottleneck where it is one of them."""
-    first = first_steady_stage(pipeline)
-    index = pipeline.bottleneck
-    if index is not None and first <= index < len(pipeline.stages):
-        return index
-    timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
-    timed = [(i, s) for i, s in timed if s.kind not in BOOKKEEPING] or timed
-    return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None
