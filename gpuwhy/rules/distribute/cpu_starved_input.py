@@ -76,8 +76,7 @@ class CpuStarvedInput(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
-        if tfdata is None:  # in `needs`: never run without it
-            return []
+        assert tfdata is not None  # in `needs`: never run without it
         busy = tfdata.host_cpu_busy_fraction
         if busy is None or busy < options["min_cpu_busy"]:
             return []

@@ -125,8 +125,7 @@ class NoCache(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
-        if tfdata is None:  # in `needs`: never run without it
-            return []
+        assert tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in tfdata.pipelines:
             found = self._check_pipeline(facts, tfdata, pipeline, options)

@@ -76,8 +76,7 @@ class NoPrefetch(Rule):
     question = "Why is the GPU idle between steps?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             if ends_buffered(pipeline):

@@ -61,7 +61,8 @@ class ProjectedInputBound(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         projection = facts.projection
-        if projection is None or projection.input_wait_fraction is None:
+        assert projection is not None  # in `needs`: never run without it
+        if projection.input_wait_fraction is None:
             return []
         low = projection.input_wait_low or 0.0
         if low < options["medium_at"]:

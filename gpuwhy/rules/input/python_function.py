@@ -103,8 +103,7 @@ class PythonFunction(Rule):
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             wait = input_wait(facts, pipeline)

@@ -91,8 +91,7 @@ class SequentialMap(Rule):
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             index = pipeline.bottleneck

@@ -76,8 +76,7 @@ class SequentialReads(Rule):
     question = "What will the GPU wait for?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             for stage in pipeline.stages:

@@ -68,7 +68,8 @@ class ShuffleMemory(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
-        if tfdata is None or not tfdata.host_memory_bytes:
+        assert tfdata is not None  # in `needs`: never run without it
+        if not tfdata.host_memory_bytes:
             return []
         findings = []
         for pipeline in tfdata.pipelines:

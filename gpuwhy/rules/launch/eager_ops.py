@@ -117,7 +117,8 @@ class EagerOps(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         eager = facts.eager
-        if eager is None or not eager.ops or not eager.sites:
+        assert eager is not None  # in `needs`: never run without it
+        if not eager.ops or not eager.sites:
             return []
         small_elements = options["small_elements"]
         small_share = _small_share(eager, small_elements)

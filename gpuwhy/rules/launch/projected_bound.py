@@ -64,7 +64,8 @@ class ProjectedLaunchBound(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         projection = facts.projection
-        if projection is None or projection.step_s <= 0:
+        assert projection is not None  # in `needs`: never run without it
+        if projection.step_s <= 0:
             return []
         share = projection.launch_bound_s / projection.step_s
         if share < options["min_share"]:

@@ -101,8 +101,7 @@ class Float64(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         groups = [
             g
             for g in placement.groups

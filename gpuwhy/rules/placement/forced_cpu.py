@@ -84,8 +84,7 @@ class ForcedCpu(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         pinned = pinned_groups(placement, set(options["ignore_ops"]))
         if not pinned:
             return []

@@ -108,8 +108,7 @@ class HostTransfers(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         step = [c for c in placement.copies if c.kind == "step"]
         sizeable = [c for c in step if c.sizeable(options["min_copy_bytes"])]
         owners = _owners(placement)

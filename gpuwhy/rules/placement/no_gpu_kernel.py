@@ -219,8 +219,7 @@ class NoGpuKernel(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         ignored = set(options["ignore_ops"])
         groups = reported_groups(placement, ignored)
         if not groups:

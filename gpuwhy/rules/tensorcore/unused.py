@@ -93,8 +93,7 @@ class TensorCoreUnused(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         ops = list(placement.tensor_ops)
         float32 = [op for op in ops if op.dtype == "float32"]
         share = shares(ops, float32)
