@@ -10,5 +10,6 @@ pipeline_code.py (the code to paste for a slow tf.data stage), dataset_calls.py 
 transformation call as written, rewritten), pipeline_evidence.py (a pipeline, its stages
 and its wait in titles and evidence), traced_step.py (the "run the step as one graph"
 fix), op_groups.py (placement op groups as rows and lists, the prediction note),
-gpu_evidence.py (a GPU's memory and activity in evidence).
+gpu_evidence.py (a GPU's memory and activity in evidence), input_fix_text.py (a
+measured input-pipeline fix as text: ``gpuwhy fix --input`` and ``gpuwhy.optimize``).
 """
