@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gpuwhy.derived.worker_times import compare
 from gpuwhy.facts import (
     DistributeFacts,
     Facts,
@@ -43,7 +44,7 @@ from gpuwhy.facts import (
 from gpuwhy.finding import Finding
 from gpuwhy.modes.merge import merge_directory
 from gpuwhy.record import Record
-from gpuwhy.rules.distribute.straggler import Straggler, compare
+from gpuwhy.rules.distribute.straggler import Straggler
 
 MAX_STEPS = 5000
 BUDGET_S = 2.0

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuwhy.derived.environment import tf_can_use_gpu
-from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
+from gpuwhy.derived.host_load import host_load
+from gpuwhy.derived.input_wait import read_steps_wait
+from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck, steps_pipeline
+from gpuwhy.derived.worker_times import compare, standing_out
 from gpuwhy.facts import (
     Facts,
     InputFixFacts,
@@ -16,11 +19,15 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration, stage_label
+from gpuwhy.rules.distribute.straggler import Straggler
+from gpuwhy.rules.input.bound import InputBound
 
 # the projected step's share in ops that stay on the CPU that the verdict names
 CPU_OPS_SHARE = 0.2
 # the finding whose projected input wait the verdict states
 PROJECTED_INPUT = "input.projected-bound"
+# input.bound's options: the verdict asks the steps' wait as the rule asks it
+_BOUND = InputBound.options
 
 
 def gpu_usable(facts: Facts) -> bool | None:
@@ -115,16 +122,19 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     if steps is not None and steps.median_s is not None:
         text = f"{steps.count:,} steps, median {steps.median_s * 1000:,.1f} ms"
         bound = next((f for f in findings if f.id == "input.bound"), None)
-        if bound is not None and "production_ms_per_batch" in bound.evidence:
+        # what input.bound found the wait to be, asked as it asks it (never read back from
+        # its evidence): a steps' wait it reported is one of these
+        reading = read_steps_wait(facts, _BOUND["medium_at"]) if bound is not None else None
+        others = _others_load(facts) if bound is not None else None
+        if reading is not None and reading.fetch_overhead_s is not None:
             # the wait is the iterator call, not the pipeline (input.bound says why)
             text += (
                 f", {steps.input_wait_fraction:.0%} of it in next() "
                 "(the Python call per step, not the pipeline)"
             )
-            if "other_processes_cpu_fraction" in bound.evidence:
-                others = bound.evidence["other_processes_cpu_fraction"]
+            if others is not None:
                 text += f" while other processes kept {others:.0%} of the host's cores busy"
-        elif bound is not None and "first_pass_steps" in bound.evidence:
+        elif reading is not None and reading.cache_filling is not None:
             # the first pass filled the cache; the passes after it keep up (input.bound)
             text += (
                 f", {steps.input_wait_fraction:.0%} of it waiting for input, in the first "
@@ -133,7 +143,6 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         elif steps.input_wait_fraction is not None:
             text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
             stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
-            others = bound.evidence.get("other_processes_cpu_fraction") if bound else None
             if stage and not (others is not None and bound and bound.severity == "low"):
                 text += f" (slowest stage: {stage})"
             if others is not None:  # input.bound: the host was loaded, not (only) the input
@@ -167,7 +176,7 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     if worst is not None and worst.id == PROJECTED_INPUT and facts.projection is not None:
         # its projected wait is already said in the clause: the worst is the input, named
         # by its slowest stage (a lesser finding named here would read as the worst)
-        stage = worst.evidence.get("bottleneck") or _bottleneck(facts)
+        stage = _steady_bottleneck(facts) or _bottleneck(facts)
         text += "; worst: the input pipeline" + (f" (slowest stage: {stage})" if stage else "")
         worst = None
     if worst is not None:
@@ -218,6 +227,23 @@ def _bottleneck(facts: Facts) -> str | None:
     pipeline = steps_pipeline(facts.tfdata, facts.steps)
     stage = bottleneck(pipeline) if pipeline is not None else None
     return stage_label(stage) if stage is not None else None
+
+
+def _steady_bottleneck(facts: Facts) -> str | None:
+    """The slowest stage of those that run every epoch (the one input.projected-bound
+    names), for people."""
+    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    index = steady_bottleneck(pipeline) if pipeline is not None else None
+    return (
+        stage_label(pipeline.stages[index]) if pipeline is not None and index is not None else None
+    )
+
+
+def _others_load(facts: Facts) -> float | None:
+    """Other processes' share of the host's cores where input.bound reports it (its
+    options decide), rounded as its evidence shows it."""
+    load = host_load(facts, _BOUND["others_busy_at"], _BOUND["saturated_at"])
+    return None if load is None else round(load.others, 3)
 
 
 def _headline(title: str, limit: int = 90) -> str:
@@ -277,19 +303,27 @@ def _merge_verdict(workers: WorkersFacts, findings: list[Finding]) -> str:
     read = [w for w in workers.workers if w.state not in ("missing", "unreadable")]
     text = f"{len(read)} worker record(s) merged"
     straggler = next((f for f in findings if f.id == "distribute.straggler"), None)
+    # the comparison distribute.straggler made, asked as it asks it
+    options = Straggler.options
+    comparison = compare(workers.workers, options["min_steps"]) if straggler else None
+    straggling = (
+        standing_out(comparison, options["min_ratio"], options["min_extra_ms"] / 1000)
+        if comparison is not None
+        else None
+    )
     if straggler is not None and straggler.severity == "info":
+        # its info finding: hosts saturated where the workers compared, else not measured
         why = (
             "the hosts' cores were all busy"
-            if straggler.evidence.get("saturated_hosts")
+            if comparison is not None
             else "own work per step not measurable"
         )
         text += f": no straggler can be told apart ({why})"
-    elif straggler is not None:
-        evidence = straggler.evidence
+    elif straggling is not None:
         where = {"input": ", in its input", "compute": ", in its compute"}
         text += (
-            f": {evidence.get('straggler')} is the straggler ({evidence.get('score')}x the "
-            f"others' own work per step{where.get(evidence.get('cause', ''), '')})"
+            f": {straggling.slow.worker.name} is the straggler ({round(straggling.slow.score, 2)}x"
+            f" the others' own work per step{where.get(straggling.cause, '')})"
         )
     elif sum(w.state in ("ok", "interrupted") and w.counted_steps > 0 for w in read) >= 2:
         text += ": no straggler (no worker's own work per step stands out)"

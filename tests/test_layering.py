@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.source_calls",),
     ("gpuwhy.tfapi",),
     ("gpuwhy.derived",),
+    ("gpuwhy.fixes",),
     ("gpuwhy.projection",),
     # beside each other: neither imports the other (test below)
     ("gpuwhy.collect", "gpuwhy.rules"),
@@ -207,6 +208,46 @@ def test_no_module_imports_the_package_root():
         for i in imports(modules, type_checking=True)
         if i.target == "gpuwhy" and i.source != "gpuwhy"
     ]
+    assert found == []
+
+
+# What a rule may import besides its own group: the facts it reads, the analyses and the
+# fix text shared by groups, and the few leaf modules below them. Never a collector, the
+# projection or TensorFlow's API: facts -> derived -> rules, collect beside rules.
+RULE_IMPORTS = (
+    "gpuwhy.facts",
+    "gpuwhy.derived",
+    "gpuwhy.fixes",
+    "gpuwhy.finding",
+    "gpuwhy.formatting",
+    "gpuwhy.gpu_specs",
+    "gpuwhy.source_calls",
+    "gpuwhy.rules.base",
+)
+# The registry and the grouping of findings by cause may import any rule.
+RULE_REGISTRY = ("gpuwhy.rules", "gpuwhy.rules.grouping")
+
+
+def _within(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
+def test_rules_import_only_facts_derived_fixes_and_their_group():
+    """A rule of group ``gpuwhy.rules.<group>`` imports facts, derived analyses, shared
+    fix text and its own group's helpers: analysis two groups need lives in derived/, the
+    text they share in fixes/, so no group reads another's internals."""
+    modules = module_names()
+    found = []
+    for i in imports(modules, type_checking=True):
+        if not i.source.startswith("gpuwhy.rules.") or i.source in RULE_REGISTRY:
+            continue
+        if _within(i.target, RULE_IMPORTS):
+            continue
+        group = ".".join(i.source.split(".")[:3])
+        if not _within(i.target, (group,)):
+            found.append(
+                f"{modules[i.source].relative_to(PACKAGE.parent)}:{i.line} imports {i.target}"
+            )
     assert found == []
 
 

@@ -2,7 +2,10 @@
 median step time over the whole run (:mod:`gpuwhy.derived.change_points`), each joined
 with every other series of the run's timeline on the same windows.
 
-Read by the drift rule (its finding) and the HTML timeline (its marks), one definition.
+Read by the drift rule (its finding). Kept in derived/ rather than beside the rule: it is
+an analysis of the facts, not a finding, and the report's timeline marks and drift lines
+(which now read the finding's ``at_s``) and ``gpuwhy diff`` can ask it directly, as they
+ask change_points.py and step_windows.py, without reading a finding's evidence.
 
 The windows judged are the main training loop's after its warm-up, each holding at least
 ``MIN_WINDOW_STEPS`` steps: its compile and autotune ramp-up, another loop (an evaluation,
@@ -32,10 +35,26 @@ from gpuwhy.derived.step_windows import (
 from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan
 
 EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
-CONDITION_CHANGE = 0.10
+CONDITION_CHANGE = 0.10  # a clock, a CPU share, a memory figure: this relative change
 # other processes' share of all the host's cores: on a shared host it wanders by 10 points
 HOST_CPU_CHANGE = 0.20
-REFINE_STEPS = 5  # steps on each side when a change is placed to the step  # a clock, a CPU share, a memory figure: this relative change
+REFINE_STEPS = 5  # steps on each side when a change is placed to the step
+
+# Time spent inside the steps that each window of the run's timeline holds: (kind, the
+# words for people, the RunWindow field of its seconds in the window). Timed causes, in
+# the order they are weighed after the input's wait.
+WINDOW_TIMED_CAUSES = (
+    ("tracing", "tf.function tracing", "trace_s"),
+    ("gc", "Python garbage collection", "gc_pause_s"),
+    ("checkpoint", "checkpoint writing", "checkpoint_s"),
+)
+# Memory that grew with the steps: (kind, the words for people, the RunWindow field of
+# the window's peak in bytes). Conditions, named when the peak after the change is
+# CONDITION_CHANGE above the peak before it.
+MEMORY_CONDITIONS = (
+    ("host-memory", "the program's memory", "host_rss_max_bytes"),
+    ("device-memory", "TF's memory in use on the GPU", "tf_gpu_memory_max_bytes"),
+)
 
 
 @dataclass(frozen=True)
@@ -206,9 +225,8 @@ def _causes(
             timed.append(Cause(kind, text, round(b, 6), round(a, 6), round(min(share, 1.0), 3)))
 
     timed_cause("input", "input wait", span_input_wait)
-    timed_cause("tracing", "tf.function tracing", lambda s, r: r.trace_s if r else None)
-    timed_cause("gc", "Python garbage collection", lambda s, r: r.gc_pause_s if r else None)
-    timed_cause("checkpoint", "checkpoint writing", lambda s, r: r.checkpoint_s if r else None)
+    for kind, words, field in WINDOW_TIMED_CAUSES:
+        timed_cause(kind, words, lambda s, r, field=field: getattr(r, field) if r else None)
     if _calls_on_both_sides(before, after, rows, width):
         # the same input wait as the input cause's: a window whose wait was not measured
         # (an epoch's first step) says nothing of the Python when waits were measured
@@ -297,28 +315,12 @@ def _conditions(
                 round(others_a, 4),
             )
         )
-    rss_b = [r.host_rss_max_bytes for r in b_rows if r.host_rss_max_bytes]
-    rss_a = [r.host_rss_max_bytes for r in a_rows if r.host_rss_max_bytes]
-    if rss_b and rss_a and max(rss_a) > (1 + CONDITION_CHANGE) * max(rss_b):
-        out.append(
-            Cause(
-                "host-memory",
-                f"the program's memory {_mib(max(rss_b))} -> {_mib(max(rss_a))}",
-                float(max(rss_b)),
-                float(max(rss_a)),
-            )
-        )
-    tf_b = [r.tf_gpu_memory_max_bytes for r in b_rows if r.tf_gpu_memory_max_bytes]
-    tf_a = [r.tf_gpu_memory_max_bytes for r in a_rows if r.tf_gpu_memory_max_bytes]
-    if tf_b and tf_a and max(tf_a) > (1 + CONDITION_CHANGE) * max(tf_b):
-        out.append(
-            Cause(
-                "device-memory",
-                f"TF's memory in use on the GPU {_mib(max(tf_b))} -> {_mib(max(tf_a))}",
-                float(max(tf_b)),
-                float(max(tf_a)),
-            )
-        )
+    for kind, words, field in MEMORY_CONDITIONS:
+        peak_b = max((getattr(r, field) for r in b_rows if getattr(r, field)), default=None)
+        peak_a = max((getattr(r, field) for r in a_rows if getattr(r, field)), default=None)
+        if peak_b and peak_a and peak_a > (1 + CONDITION_CHANGE) * peak_b:
+            text = f"{words} {_mib(peak_b)} -> {_mib(peak_a)}"
+            out.append(Cause(kind, text, float(peak_b), float(peak_a)))
     for index in sorted({g.index for r in b_rows + a_rows for g in r.gpus}):
         out += _gpu_conditions(index, b_rows, a_rows)
     return out

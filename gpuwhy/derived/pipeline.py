@@ -56,3 +56,28 @@ def bottleneck(pipeline: PipelineFacts) -> PipelineStage | None:
 def culprit_location(stage: PipelineStage) -> str | None:
     """Where to look: the function the stage runs, else where the transformation is written."""
     return stage.function_location or stage.location
+
+
+# Stages that move elements without transforming them: TF's timers give them the
+# time they wait for their input (collect/inprocess/pipeline_facts.py leaves them out of the
+# bottleneck the same way, unless nothing else was timed).
+BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
+
+
+def first_steady_stage(pipeline: PipelineFacts) -> int:
+    """Index of the first stage that runs every epoch: the last cache (stages are in
+    source-to-model order; those before it run in the first epoch only), else 0."""
+    cached = [i for i, s in enumerate(pipeline.stages) if s.kind == "cache"]
+    return cached[-1] if cached else 0
+
+
+def steady_bottleneck(pipeline: PipelineFacts) -> int | None:
+    """The slowest stage among those that run every epoch (the projection leaves out
+    the stages before a cache): the pipeline's own bottleneck where it is one of them."""
+    first = first_steady_stage(pipeline)
+    index = pipeline.bottleneck
+    if index is not None and first <= index < len(pipeline.stages):
+        return index
+    timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
+    timed = [(i, s) for i, s in timed if s.kind not in BOOKKEEPING] or timed
+    return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None

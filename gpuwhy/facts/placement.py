@@ -22,6 +22,10 @@ KERAS_STEP_BODY = "one_step_on_data"
 KERAS_PREDICT_FUNCTIONS = frozenset({"one_step_on_data_distributed", "multi_step_on_data"})
 KERAS_STEP_FUNCTIONS = KERAS_TRAIN_FUNCTIONS | KERAS_PREDICT_FUNCTIONS
 
+# The ops that call back into the user's Python (tf.py_function, tf.numpy_function,
+# tf.compat.v1.py_func): always on the host, holding the GIL, and the user's own code.
+PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+
 # Why an op is where it is: the codes in OpGroup.reason (collect/placement/placer.py).
 PLACEMENT_REASONS = {
     "gpu": "runs on the GPU",

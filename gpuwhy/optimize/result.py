@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
+from gpuwhy.fixes.input_fix_text import input_fix_lines
 from gpuwhy.optimize.measure import Throughput
-from gpuwhy.report.run.terminal_fix import input_fix_lines
 
 NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
 

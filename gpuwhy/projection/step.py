@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpuwhy.derived.pipeline import BOOKKEEPING, first_steady_stage
 from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
     EagerFacts,
@@ -81,12 +82,6 @@ def resolve_target(
     raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
 
 
-# Stages that move elements without transforming them: TF's timers give them the
-# time they wait for their input (collect/inprocess/pipeline_facts.py leaves them out of the
-# bottleneck the same way, unless nothing else was timed).
-BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
-
-
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
     """What the pipeline needs per batch on this host, standing alone, in the epochs
     training is made of: its slowest working stage's time per root element at the
@@ -100,13 +95,6 @@ def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
     working = [s for s in rated if s.kind not in BOOKKEEPING] or rated
     rates = [s.root_elements_per_s for s in working if s.root_elements_per_s]
     return 1 / min(rates) if rates else None
-
-
-def first_steady_stage(pipeline: PipelineFacts) -> int:
-    """Index of the first stage that runs every epoch: the last cache (stages are in
-    source-to-model order; those before it run in the first epoch only), else 0."""
-    cached = [i for i, s in enumerate(pipeline.stages) if s.kind == "cache"]
-    return cached[-1] if cached else 0
 
 
 def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:

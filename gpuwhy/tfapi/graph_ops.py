@@ -15,6 +15,8 @@ import sys
 import sysconfig
 from typing import Any
 
+from gpuwhy.facts.placement import PYTHON_OPS  # kept with the facts: the rules read it too
+
 __all__ = [
     "PYTHON_OPS",
     "body_graph",
@@ -24,10 +26,6 @@ __all__ = [
     "output_shape",
     "relative",
 ]
-
-# The ops that call back into the user's Python (tf.py_function, tf.numpy_function,
-# tf.compat.v1.py_func): always on the host, holding the GIL, and the user's own code.
-PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 
 # The libraries whose frames are not the user's, by top-level package name.
 _LIBRARY_PACKAGES = (

@@ -12,12 +12,12 @@ import pytest
 
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import pipeline_code
 from gpuwhy.modes.merge import merge
 from gpuwhy.record import Record
 from gpuwhy.report.renderers import RENDERERS
 from gpuwhy.report.run.sarif import SarifRenderer
 from gpuwhy.rules import get_rule
-from gpuwhy.rules.input import snippets
 from tests import builders_tfdata as t
 from tests.builders_workers import save, worker_record
 from tests.report.sarif_checks import apply_fix, sarif_errors
@@ -170,7 +170,7 @@ def test_a_fix_that_is_more_than_its_replacement_is_no_fix_entry(tmp_path, fix):
         tmp_path, {**SOURCE, 62: "ds = ds.filter(keep)" if fix == "filter" else SOURCE[62]}
     )
     if fix == "filter":
-        lines = snippets.filter_(
+        lines = pipeline_code.filter_(
             t.stage(
                 name="Filter",
                 kind="filter",
@@ -181,7 +181,7 @@ def test_a_fix_that_is_more_than_its_replacement_is_no_fix_entry(tmp_path, fix):
             )
         )
     else:
-        lines = snippets.vectorise(t.example_pipeline(), 2)
+        lines = pipeline_code.vectorise(t.example_pipeline(), 2)
     marker = next(n for n, line in enumerate(lines) if "train.py:62: in place of: " in line)
 
     def result_of(fix: list[str]) -> dict:

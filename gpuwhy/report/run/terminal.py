@@ -21,6 +21,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.input_fix_text import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
@@ -34,7 +35,6 @@ from gpuwhy.report.run.summary import (
     projection_lines,
     tensorflow_line,
 )
-from gpuwhy.report.run.terminal_fix import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.report.run.terminal_program import run_section
 from gpuwhy.report.run.workers import HEADER, input_wait_note, worker_notes, worker_rows
 from gpuwhy.verdict import gpu_usable

@@ -4,48 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.input_wait import beside_steps, input_wait
+from gpuwhy.derived.op_classes import is_codec
 from gpuwhy.derived.pipeline import culprit_location
+from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
 from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
 from gpuwhy.finding import Finding
-from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import (
-    beside_steps,
-    input_wait,
-    is_bottleneck,
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note
+from gpuwhy.fixes.pipeline_evidence import (
     pipeline_name,
     stage_gain_text,
-    stage_label,
     stage_row,
-    stage_share,
     wait_evidence,
     waits_for_input,
 )
-from gpuwhy.rules.placement.common import group_row, op_list, prediction_note
-
-CODEC_OPS = frozenset(
-    {
-        "DecodeJpeg",
-        "DecodeAndCropJpeg",
-        "DecodePng",
-        "DecodeGif",
-        "DecodeBmp",
-        "DecodeImage",
-        "DecodeWebP",
-        "EncodeJpeg",
-        "EncodeJpegVariableQuality",
-        "EncodePng",
-        "DecodeCompressed",
-        "DecodeWav",
-        "EncodeWav",
-    }
-)
-# tensorflow-compression's entropy coders (its custom op library).
-_CODEC_PREFIXES = ("RangeEncode", "RangeDecode", "EntropyEncode", "EntropyDecode", "RunLength")
-
-
-def is_codec(op: str) -> bool:
-    return op in CODEC_OPS or op.startswith(_CODEC_PREFIXES)
+from gpuwhy.formatting import stage_label
+from gpuwhy.rules.base import Rule
 
 
 class CpuCodec(Rule):
@@ -172,9 +147,9 @@ class CpuCodec(Rule):
                         **wait_evidence(wait),
                     },
                     fix="\n".join(
-                        snippets.reader(stage)
-                        if snippets.is_reader(stage)
-                        else snippets.decode(stage, pipeline)
+                        pipeline_code.reader(stage)
+                        if pipeline_code.is_reader(stage)
+                        else pipeline_code.decode(stage, pipeline)
                     ),
                     estimated_gain=(
                         stage_gain_text(gain)

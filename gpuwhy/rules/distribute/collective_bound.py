@@ -82,7 +82,8 @@ class CollectiveBound(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         distribute = facts.distribute
-        if distribute is None or distribute.replicas < 2:
+        assert distribute is not None  # in `needs`: never run without it
+        if distribute.replicas < 2:
             return []
         if distribute.collective_share is not None and distribute.collective_step_s is not None:
             return self._measured(distribute, options)

@@ -5,20 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.derived.environment import tf_can_use_gpu
+from gpuwhy.derived.input_wait import input_wait
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
-from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import (
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.pipeline_evidence import (
     function_name,
     gain_text,
-    input_wait,
     pipeline_name,
-    stage_label,
     stage_row,
     wait_evidence,
 )
+from gpuwhy.formatting import stage_label
+from gpuwhy.rules.base import Rule
 
 
 class CpuStarvedInput(Rule):
@@ -76,8 +76,7 @@ class CpuStarvedInput(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
-        if tfdata is None:  # in `needs`: never run without it
-            return []
+        assert tfdata is not None  # in `needs`: never run without it
         busy = tfdata.host_cpu_busy_fraction
         if busy is None or busy < options["min_cpu_busy"]:
             return []
@@ -174,7 +173,7 @@ def _fix(pipeline: PipelineFacts, stage: PipelineStage | None, others_busy: bool
         "#   each worker: tf.data.experimental.service.WorkerServer(",
         "#       tf.data.experimental.service.WorkerConfig(dispatcher_address='<dispatcher host>:5050'))",
         "# and the pipeline, after its batch, reads from them:",
-        *snippets.after_last_call(
+        *pipeline_code.after_last_call(
             pipeline,
             ".apply(tf.data.experimental.service.distribute(processing_mode="
             "'parallel_epochs', service='grpc://<dispatcher host>:5050'))"

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, GpuSeries
-from gpuwhy.finding import Finding
-from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import (
+from gpuwhy.derived.gpu_activity import (
     MIN_SAMPLES,
     MiB,
     Window,
@@ -15,10 +12,13 @@ from gpuwhy.rules.gpu.common import (
     busy_window,
     others_peak,
     own_peak,
-    percent,
     usable,
     windows_for,
 )
+from gpuwhy.facts import Facts, GpuSeries
+from gpuwhy.finding import Finding
+from gpuwhy.fixes.gpu_evidence import percent
+from gpuwhy.rules.base import Rule
 
 TAKEN = 0.10  # a GPU whose memory others hold this much of is another job's, not idle
 

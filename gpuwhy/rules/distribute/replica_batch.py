@@ -59,7 +59,8 @@ class ReplicaBatch(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         distribute = facts.distribute
-        if distribute is None or distribute.replicas < 2:
+        assert distribute is not None  # in `needs`: never run without it
+        if distribute.replicas < 2:
             return []
         # one cause, one finding: calls that batch by the same size (the train and the
         # eval dataset both .batch(BATCH_SIZE)) are one unscaled BATCH_SIZE

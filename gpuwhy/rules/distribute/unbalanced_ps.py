@@ -59,7 +59,8 @@ class UnbalancedPs(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         distribute = facts.distribute
-        if distribute is None or len(distribute.ps_bytes) < 2:
+        assert distribute is not None  # in `needs`: never run without it
+        if len(distribute.ps_bytes) < 2:
             return []
         placed = distribute.ps_bytes
         mean = sum(placed) / len(placed)

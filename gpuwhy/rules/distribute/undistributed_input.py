@@ -53,7 +53,8 @@ class UndistributedInput(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         distribute = facts.distribute
-        if distribute is None or distribute.replicas < 2 or distribute.inputs:
+        assert distribute is not None  # in `needs`: never run without it
+        if distribute.replicas < 2 or distribute.inputs:
             return []
         steps = facts.steps.count if facts.steps is not None else 0
         # strategy.run inside a tf.function runs (in Python) once per trace: then the

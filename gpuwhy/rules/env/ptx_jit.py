@@ -54,8 +54,9 @@ class PtxJit(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         env = facts.environment
-        tf = env.tensorflow if env else None
-        if env is None or tf is None:
+        assert env is not None  # in `needs`: never run without it
+        tf = env.tensorflow
+        if tf is None:
             return []
         archs = (tf.build or {}).get("cuda_compute_capabilities")
         if not archs:

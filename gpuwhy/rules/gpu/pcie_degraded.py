@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.gpu_activity import busy_span
 from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import run_time
 from gpuwhy.gpu_specs import PCIE_GENERATIONS, pcie_gb_s
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import busy_span, each_program_gpu
+from gpuwhy.rules.gpu.common import each_program_gpu
 
 FIX = """\
 nvidia-smi -q -d PCIE -i {gpu}     # PCIe Generation Max/Current, Link Width Max/Current, Replays

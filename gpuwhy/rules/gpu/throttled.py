@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.gpu_activity import busy_span
 from gpuwhy.facts import ClockReasonSeries, Facts, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import run_time
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import busy_span, each_program_gpu
+from gpuwhy.rules.gpu.common import each_program_gpu
 
 CHECK = "nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE,CLOCK   # the reasons now, limits, clocks"
 FIXES = {

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, GpuSeries
-from gpuwhy.finding import Finding
-from gpuwhy.rules.base import Rule
-from gpuwhy.rules.gpu.common import (
+from gpuwhy.derived.gpu_activity import (
     MIN_SAMPLES,
     Activity,
     Window,
     activity,
-    percent,
     program_gpus,
     usable,
     windows_for,
 )
+from gpuwhy.facts import Facts, GpuSeries
+from gpuwhy.finding import Finding
+from gpuwhy.fixes.gpu_evidence import percent
+from gpuwhy.rules.base import Rule
 
 IDLE = 0.05  # a GPU below this is idle, not underused: distribute.idle-gpus speaks for it
 

@@ -4,305 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import statistics
-from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.derived.pipeline import NEXT_TIMING, bottleneck, culprit_location, steps_pipeline
+from gpuwhy.derived.cache_filling import CacheFilling
+from gpuwhy.derived.host_load import HostLoad, host_load
+from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait, read_steps_wait
+from gpuwhy.derived.pipeline import bottleneck, culprit_location
+from gpuwhy.derived.pipeline_stages import ends_buffered
 from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, StepFacts
 from gpuwhy.finding import Finding
-from gpuwhy.formatting import duration
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.pipeline_evidence import CONSUMER_NAMES, pipeline_name, stage_row, stage_table
+from gpuwhy.fixes.traced_step import rebound, wrap
+from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import (
-    CONSUMER_NAMES,
-    InputWait,
-    ends_buffered,
-    pipeline_name,
-    pipeline_wait,
-    stage_label,
-    stage_row,
-    stage_table,
-    steps_wait,
-)
-from gpuwhy.rules.launch.snippets import rebound, wrap
-
-# A wait is a burst when it is this many times the median wait (and at least BURST_MIN_S);
-# the waits are bursty when bursts, at most BURSTY_STEP_SHARE of the steps, hold at
-# least half of the wait.
-BURST_OVER_MEDIAN = 10.0
-BURST_MIN_S = 0.001
-BURSTY_STEP_SHARE = 0.20
-
-
-@dataclass(frozen=True)
-class Bursts:
-    """The few long waits that make most of a wait share."""
-
-    count: int
-    shortest_s: float
-    longest_s: float
-    share: float  # of the recorded wait
-    steps: int
-    median_s: float
-    kept: int | None = None  # a long run: read over its first ``kept`` calls only
-
-    @property
-    def text(self) -> str:
-        if self.kept is not None:  # the title's share is the whole run's: these are not
-            return (
-                f"in the first {self.kept:,} steps, {self.count} of {self.steps} waits, of "
-                f"{duration(self.shortest_s)}–{duration(self.longest_s)}, make "
-                f"{self.share:.0%} of their wait (median wait {duration(self.median_s)})"
-            )
-        return (
-            f"{self.count} of {self.steps} waits, of {duration(self.shortest_s)}–"
-            f"{duration(self.longest_s)}, make {self.share:.0%} of it (median wait "
-            f"{duration(self.median_s)})"
-        )
-
-
-def bursts(steps: StepFacts) -> Bursts | None:
-    """The waits far above the median wait, where they are few and make most of the
-    recorded wait: a share made of bursts reads very unlike the typical step, and a
-    reader comparing it with the median must see why. Single waits are kept for a long
-    run's first steps only: there they are read, and the text says so."""
-    waits = [w for w in steps.input_waits[steps.warmup :] if w is not None]
-    total = sum(waits)
-    if len(waits) < 10 or total <= 0:
-        return None
-    median = statistics.median(waits)
-    long = [w for w in waits if w >= max(BURST_OVER_MEDIAN * median, BURST_MIN_S)]
-    if not long or len(long) > BURSTY_STEP_SHARE * len(waits) or sum(long) < total / 2:
-        return None
-    kept = None if steps.all_kept else len(steps.input_waits)
-    return Bursts(len(long), min(long), max(long), sum(long) / total, len(waits), median, kept)
-
-
-@dataclass(frozen=True)
-class HostLoad:
-    """Other processes' use of the host's CPUs over the run: busy (all processes, from
-    /proc/stat) minus the program's own CPU time (process and children), as shares of
-    the cores, and the load average at the end."""
-
-    others: float
-    busy: float
-    own: float
-    cores: int | None
-    load_average: float | None
-    large_wait: bool = False  # a wait of high_at or more: more than the load explains
-
-    @property
-    def text(self) -> str:
-        cores = f"{self.cores} cores" if self.cores else "cores"
-        load = f", load average {self.load_average:.1f}" if self.load_average is not None else ""
-        return (
-            f"other processes kept {self.others:.0%} of the host's {cores} busy during the "
-            f"run (the program itself {self.own:.0%}{load})"
-        )
-
-    def evidence(self) -> dict[str, Any]:
-        return {
-            "other_processes_cpu_fraction": round(self.others, 3),
-            "host_cpu_busy_fraction": round(self.busy, 3),
-            "program_cpu_fraction": round(self.own, 3),
-            "host_cores": self.cores,
-            "host_load_average": self.load_average,
-        }
-
-
-def host_load(facts: Facts, at: float, saturated_at: float) -> HostLoad | None:
-    """Other processes' share of the host's cores, where it is at least ``at`` and the
-    host's cores were at least ``saturated_at`` busy (no idle core left to the input)."""
-    tfdata = facts.tfdata
-    if tfdata is None or tfdata.host_cpu_busy_fraction is None:
-        return None
-    if tfdata.process_cpu_fraction is None or tfdata.host_cpu_busy_fraction < saturated_at:
-        return None
-    others = tfdata.host_cpu_busy_fraction - tfdata.process_cpu_fraction
-    if others < at:
-        return None
-    return HostLoad(
-        others,
-        tfdata.host_cpu_busy_fraction,
-        tfdata.process_cpu_fraction,
-        tfdata.host_cores,
-        tfdata.host_load_average,
-    )
-
-
-# Steps recorded after the first pass over a cached pipeline, at least, to judge that
-# the later passes keep up; and how many times slower the first pass's steps must be.
-CACHE_LATER_STEPS = 20
-CACHE_FIRST_PASS_SLOWER = 3.0
-
-
-@dataclass(frozen=True)
-class CacheFilling:
-    """Where the steps' wait is the first pass over a pipeline that caches: the pass
-    that runs the preprocessing and fills the cache, against the passes that read it."""
-
-    pass_steps: int  # steps in one pass (the pipeline's cardinality)
-    first_steps: int  # the first pass's steps after warm-up
-    first_s: float  # their time, in seconds
-    first_step_s: float  # their mean
-    later_steps: int  # steps recorded after the first pass
-    later_step_s: float  # their mean
-    later_wait: float | None  # their measured wait share, where each step's is recorded
-    cache_location: str | None
-    steps: int  # steps recorded after warm-up
-
-    @property
-    def text(self) -> str:
-        later = (
-            f", waiting {self.later_wait:.0%} of the time" if self.later_wait is not None else ""
-        )
-        return (
-            f"its {self.first_steps:,} steps after warm-up took {duration(self.first_s)} "
-            f"({duration(self.first_step_s)} each), the {self.later_steps:,} after it "
-            f"{duration(self.later_step_s)} each{later}"
-        )
-
-    def evidence(self) -> dict[str, Any]:
-        return {
-            "first_pass_steps": self.pass_steps,
-            "first_pass_s": round(self.first_s, 3),
-            "first_pass_step_mean_ms": _round_ms(self.first_step_s),
-            "later_steps": self.later_steps,
-            "later_step_mean_ms": _round_ms(self.later_step_s),
-            "later_input_wait_fraction": (
-                None if self.later_wait is None else round(self.later_wait, 3)
-            ),
-            "cache_at": self.cache_location,
-        }
-
-
-def cache_filling(
-    steps: StepFacts, pipeline: PipelineFacts | None, medium_at: float
-) -> CacheFilling | None:
-    """The steps' wait belongs to the first pass over a cached pipeline, measured: the
-    steps after that pass (at least CACHE_LATER_STEPS of them) wait less than
-    ``medium_at`` where each step's wait is recorded, else their steps are at least
-    CACHE_FIRST_PASS_SLOWER times faster than the first pass's and that difference
-    covers the wait measured over the run. None otherwise, or where steps cannot be
-    matched to passes (several loops, several steps per call, an unknown pass length, a
-    first pass longer than the steps a long run keeps one by one). The steps after the
-    first pass are the whole run's (:func:`_after_first_pass`)."""
-    if pipeline is None or not pipeline.cache_written or not pipeline.cardinality:
-        return None
-    if len(steps.loops) > 1 or steps.steps_per_call != 1 or pipeline.iterators < 2:
-        return None
-    per_pass = pipeline.cardinality
-    first = steps.durations[steps.warmup : per_pass]
-    later = _after_first_pass(steps, per_pass)
-    if later is None or later.steps < CACHE_LATER_STEPS or not first:
-        return None
-    if steps.input_wait_fraction is None:
-        return None
-    first_mean = sum(first) / len(first)
-    later_mean = later.seconds / later.steps
-    later_wait: float | None = None
-    if later.waited is not None:
-        later_wait = later.waited / max(later.seconds, 1e-12)
-        if later_wait >= medium_at:
-            return None
-    else:
-        waited = steps.input_wait_fraction * steps.total_s
-        excess = sum(first) - len(first) * later_mean
-        if first_mean < CACHE_FIRST_PASS_SLOWER * later_mean or excess < 0.8 * waited:
-            return None
-    cache = next((s for s in pipeline.stages if s.kind == "cache"), None)
-    return CacheFilling(
-        pass_steps=per_pass,
-        first_steps=len(first),
-        first_s=sum(first),
-        first_step_s=first_mean,
-        later_steps=later.steps,
-        later_step_s=later_mean,
-        later_wait=later_wait,
-        cache_location=cache.location if cache is not None else None,
-        steps=later.counted,
-    )
-
-
-@dataclass(frozen=True)
-class _Later:
-    """The steps after a first pass: how many, their time, their wait (None: not
-    timed step by step), and every step after warm-up."""
-
-    steps: int
-    seconds: float
-    waited: float | None
-    counted: int
-
-
-def _after_first_pass(steps: StepFacts, per_pass: int) -> _Later | None:
-    """The steps after the first ``per_pass``: one by one where the record keeps every
-    step; in a longer run, the whole run's sums (every step after warm-up, its wait)
-    less the first pass, which must be among the steps kept one by one. None where it
-    is not."""
-    durations = steps.durations
-    if steps.all_kept:
-        later = durations[per_pass:]
-        waits = steps.input_waits[per_pass : len(durations)]
-        timed = bool(waits) and all(w is not None for w in waits)
-        return _Later(
-            steps=len(later),
-            seconds=sum(later),
-            waited=sum(w or 0.0 for w in waits) if timed else None,
-            counted=len(durations) - steps.warmup,
-        )
-    if per_pass > len(durations):
-        return None
-    first = durations[steps.warmup : per_pass]
-    first_waits = steps.input_waits[steps.warmup : per_pass]
-    timed = (  # every step's wait was timed: the run's wait less the first pass's
-        steps.input_wait_source == NEXT_TIMING
-        and steps.input_wait_fraction is not None
-        and len(first_waits) == len(first)
-        and all(w is not None for w in first_waits)
-    )
-    return _Later(
-        steps=steps.count - per_pass,
-        seconds=steps.total_s - sum(first),
-        waited=(
-            (steps.input_wait_fraction or 0.0) * steps.total_s - sum(w or 0.0 for w in first_waits)
-            if timed
-            else None
-        ),
-        counted=steps.count - steps.warmup,
-    )
-
-
-# The pipeline makes a batch in less than this share of the measured wait: the wait is
-# the iterator call, not the pipeline's work.
-OVERHEAD_PRODUCTION_SHARE = 0.5
-
-
-def fetch_overhead(
-    pipeline: PipelineFacts | None, steps: StepFacts, share: float, mean_step: float | None
-) -> float | None:
-    """The pipeline's work per batch (TF's stage timers, buffers left out) where it is
-    far below what the loop waited per batch and a buffer keeps a batch ready; else None.
-
-    The wait per batch is the pipeline's own, timed around its next() calls where the
-    run has it, and the pipeline must hold most of the steps' wait: with several
-    pipelines (one per loop) another one's waits are not this one's fetch overhead."""
-    if pipeline is None or mean_step is None or steps.input_wait_source != "next() timing":
-        return None
-    if not ends_buffered(pipeline) or not pipeline.elements or pipeline.model_error:
-        return None
-    waited = share * mean_step
-    if pipeline.wait_source == NEXT_TIMING and pipeline.wait_per_element_s is not None:
-        waited = pipeline.wait_per_element_s
-        steps_wait = share * steps.total_s
-        if steps_wait > 0 and waited * pipeline.elements < 0.5 * steps_wait:
-            return None  # most of the waiting was for other pipelines
-    work = sum(s.self_time_s for s in pipeline.stages if s.kind != "prefetch" and s.kind != "cache")
-    production = work / pipeline.elements
-    if production <= 0 or production >= OVERHEAD_PRODUCTION_SHARE * waited:
-        return None
-    return production
 
 
 class InputBound(Rule):
@@ -394,12 +109,11 @@ class InputBound(Rule):
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        steps = facts.steps
-        measured = steps_wait(steps) if steps is not None else None
-        if steps is not None and measured is not None:
-            if measured.fraction < options["medium_at"]:
+        reading = read_steps_wait(facts, options["medium_at"])
+        if facts.steps is not None and reading is not None:
+            if reading.wait.fraction < options["medium_at"]:
                 return []
-            return [self._from_steps(facts, steps, measured, options)]
+            return [self._from_steps(facts, facts.steps, reading, options)]
         if facts.tfdata is None:
             return []
         findings = []
@@ -411,13 +125,13 @@ class InputBound(Rule):
         return findings
 
     def _from_steps(
-        self, facts: Facts, steps: StepFacts, wait: InputWait, options: dict[str, Any]
+        self, facts: Facts, steps: StepFacts, reading: StepsWait, options: dict[str, Any]
     ) -> Finding:
-        share = wait.fraction
-        pipeline = steps_pipeline(facts.tfdata, facts.steps)
+        share = reading.wait.fraction
+        pipeline = reading.pipeline
         site = re.search(r" at (\S+:\d+)$", steps.marker)
         measured = steps.count - steps.warmup
-        mean_step = steps.total_s / measured if measured > 0 and steps.total_s > 0 else None
+        mean_step = reading.mean_step_s
         title = f"Steps wait for input {share:.0%} of the time"
         if mean_step is not None:
             # the share is of the total: the figures beside it are means, as it is
@@ -431,16 +145,16 @@ class InputBound(Rule):
             "steps_measured": measured,
             "measured_at": steps.marker,
         }
-        burst = bursts(steps)
+        burst = reading.bursts
         if burst is not None:
             title += f"; {burst.text}"
             evidence["wait_bursts"] = burst.text
-        filling = cache_filling(steps, pipeline, options["medium_at"])
+        filling = reading.cache_filling
         if pipeline is not None and filling is not None:
             return self._cache_filling(title, share, pipeline, filling, evidence)
-        overhead = fetch_overhead(pipeline, steps, share, mean_step)
+        overhead = reading.fetch_overhead_s
         load = host_load(facts, options["others_busy_at"], options["saturated_at"])
-        if pipeline is not None and overhead is not None and burst is None:
+        if pipeline is not None and overhead is not None:
             fix = _fewer_calls(facts.eager)
             return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix, load)
         if steps.input_wait_source:
@@ -562,7 +276,7 @@ class InputBound(Rule):
         options: dict[str, Any],
         load: HostLoad | None = None,
     ) -> Finding:
-        location, fix = site, snippets.generic()
+        location, fix = site, pipeline_code.generic()
         if load is not None and share >= options["high_at"]:
             load = dataclasses.replace(load, large_wait=True)
         # a small wait under others' load: the stage is not shown to be the cause
@@ -582,11 +296,11 @@ class InputBound(Rule):
             evidence["bottleneck_share_of_pipeline_time"] = row["share_of_pipeline_time"]
             evidence["stages"] = stage_table(pipeline)
             location = culprit_location(stage) or site
-            fix = snippets.for_stage(
+            fix = pipeline_code.for_stage(
                 pipeline, pipeline.bottleneck, options["vectorise_below_us"] * 1e-6
             )
             if not ends_buffered(pipeline):
-                fix = fix + snippets.prefetch_at_end(pipeline)
+                fix = fix + pipeline_code.prefetch_at_end(pipeline)
         if load is not None:
             return self._loaded_host(title, share, load, location, evidence, fix)
         speedup = 1 / (1 - share) if share < 0.99 else None

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.input_wait import beside_steps, input_wait
 from gpuwhy.derived.pipeline import culprit_location
+from gpuwhy.derived.pipeline_stages import same_every_pass, stage_share
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import dataset_calls, pipeline_code
+from gpuwhy.fixes.pipeline_evidence import pipeline_name, stage_table, wait_evidence
+from gpuwhy.formatting import stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import calls, snippets
-from gpuwhy.rules.input.common import (
-    beside_steps,
-    input_wait,
-    pipeline_name,
-    stage_label,
-    stage_share,
-    stage_table,
-    wait_evidence,
-)
-from gpuwhy.tfapi.tfdata.cache_safety import same_every_pass
 
 GiB = 1024**3
 # Stages after which a cache would freeze what must change every epoch.
@@ -131,8 +125,7 @@ class NoCache(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
-        if tfdata is None:  # in `needs`: never run without it
-            return []
+        assert tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in tfdata.pipelines:
             found = self._check_pipeline(facts, tfdata, pipeline, options)
@@ -280,9 +273,9 @@ def _cacheable_prefix(
             reshuffled = stage
             prefix.append(stage)
             continue
-        # One judgement with gpuwhy fix's (cache_safety.same_every_pass): a Python function
-        # repeats only when declared pure (numpy_function with stateful=False), a
-        # lookup table read is not state.
+        # One judgement with gpuwhy fix's (derived.pipeline_stages.same_every_pass): a
+        # Python function repeats only when declared pure (numpy_function with
+        # stateful=False), a lookup table read is not state.
         if not same_every_pass(stage) or stage.kind in _ORDER_OR_PASS:
             return prefix, stage, reshuffled
         if stage.kind != "prefetch":
@@ -342,7 +335,7 @@ def _fix(after: PipelineStage, stop: PipelineStage | None, size: float) -> str:
     lines = [
         f"# {stage_label(after)} and the stages before it are the same every pass: keep"
         f' their output, ~{_size(size)}, in memory (or on a local disk: .cache("<path>"))',
-        *snippets.cached(after),
+        *pipeline_code.cached(after),
     ]
     if stop is not None:
         lines.append(
@@ -371,12 +364,12 @@ def _helper_fix(
     # no .prefetch(tf.data.AUTOTUNE) written: a Keras-only program has no `tf` to name,
     # and TF's inject_prefetch adds one after a final cache or batch by itself
     if reshuffled is None:
-        new = calls.chained(call, ".cache()")
-        return "\n".join([head, f"# {where}{snippets.IN_PLACE_OF}{call}", new])
+        new = dataset_calls.chained(call, ".cache()")
+        return "\n".join([head, f"# {where}{pipeline_code.IN_PLACE_OF}{call}", new])
     batch = _helper_batch(pipeline, call)
     examples = round(per_pass * int(batch)) if batch.isdigit() else "<examples per epoch>"
-    unshuffled = calls.with_keywords(call, batch_size="None", shuffle="False")
-    new = calls.chained(
+    unshuffled = dataset_calls.with_keywords(call, batch_size="None", shuffle="False")
+    new = dataset_calls.chained(
         unshuffled,
         ".cache()",
         f".shuffle({examples})",
@@ -388,7 +381,7 @@ def _helper_fix(
             "# it shuffles inside (shuffle=True): a cache after it would keep the first "
             "epoch's order and batches. Built unshuffled and unbatched, cached, then "
             "shuffled anew every epoch (the buffer holds one epoch's examples):",
-            f"# {where}{snippets.IN_PLACE_OF}{call}",
+            f"# {where}{pipeline_code.IN_PLACE_OF}{call}",
             new,
         ]
     )
@@ -396,7 +389,7 @@ def _helper_fix(
 
 def _helper_batch(pipeline: PipelineFacts, call: str) -> str:
     """The helper's batch size: as written, else the batch its stages ran with."""
-    written = calls.keyword(call, "batch_size")
+    written = dataset_calls.keyword(call, "batch_size")
     if written is not None:
         return written
     for stage in pipeline.stages:

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.input_wait import input_wait
+from gpuwhy.derived.pipeline_stages import ends_buffered
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.pipeline_evidence import gain_text, pipeline_name, wait_evidence
+from gpuwhy.formatting import stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import (
-    ends_buffered,
-    gain_text,
-    input_wait,
-    pipeline_name,
-    stage_label,
-    wait_evidence,
-)
 
 
 class NoPrefetch(Rule):
@@ -80,8 +76,7 @@ class NoPrefetch(Rule):
     question = "Why is the GPU idle between steps?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             if ends_buffered(pipeline):
@@ -134,7 +129,7 @@ def _why(pipeline: PipelineFacts) -> str:
 
 
 def _fix(pipeline: PipelineFacts) -> str:
-    lines = snippets.prefetch_at_end(pipeline)
+    lines = pipeline_code.prefetch_at_end(pipeline)
     if not pipeline.autotune:
         lines.append(
             "# a written prefetch buffers with autotune off too; turning autotune "

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.pipeline import culprit_location, steps_pipeline
-from gpuwhy.facts import Facts, PipelineFacts, ProjectionFacts
+from gpuwhy.derived.pipeline import culprit_location, steady_bottleneck, steps_pipeline
+from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
-from gpuwhy.formatting import duration
-from gpuwhy.projection.step import BOOKKEEPING, first_steady_stage
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import stage_label
 
 
 class ProjectedInputBound(Rule):
@@ -63,7 +61,8 @@ class ProjectedInputBound(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         projection = facts.projection
-        if projection is None or projection.input_wait_fraction is None:
+        assert projection is not None  # in `needs`: never run without it
+        if projection.input_wait_fraction is None:
             return []
         low = projection.input_wait_low or 0.0
         if low < options["medium_at"]:
@@ -92,14 +91,14 @@ class ProjectedInputBound(Rule):
             "what": "a projection from the traced graph and the GPU's published peaks, "
             "joined with the input pipeline measured on this host; not a measurement",
         }
-        fix = snippets.generic()
+        fix = pipeline_code.generic()
         location = pipeline.location if pipeline is not None else None
-        index = _steady_bottleneck(pipeline) if pipeline is not None else None
+        index = steady_bottleneck(pipeline) if pipeline is not None else None
         if pipeline is not None and index is not None:
             stage = pipeline.stages[index]
             title += f"; its slowest stage is {stage_label(stage)}"
             evidence["bottleneck"] = stage_label(stage)
-            fix = snippets.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
+            fix = pipeline_code.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
             location = culprit_location(stage) or location
         return [
             self.finding(
@@ -128,15 +127,3 @@ def _per_batch(projection: ProjectionFacts) -> str:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
-
-
-def _steady_bottleneck(pipeline: PipelineFacts) -> int | None:
-    """The slowest stage among those that run every epoch (the projection leaves out
-    the stages before a cache): the pipeline's own bottleneck where it is one of them."""
-    first = first_steady_stage(pipeline)
-    index = pipeline.bottleneck
-    if index is not None and first <= index < len(pipeline.stages):
-        return index
-    timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
-    timed = [(i, s) for i, s in timed if s.kind not in BOOKKEEPING] or timed
-    return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None

@@ -4,23 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.input_wait import beside_steps, input_wait
 from gpuwhy.derived.pipeline import culprit_location
+from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
 from gpuwhy.facts import Facts, PipelineStage
 from gpuwhy.finding import Finding
-from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import (
-    beside_steps,
-    input_wait,
-    is_bottleneck,
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.pipeline_evidence import (
     pipeline_name,
     stage_gain_text,
-    stage_label,
     stage_row,
-    stage_share,
     wait_evidence,
     waits_for_input,
 )
+from gpuwhy.formatting import stage_label
+from gpuwhy.rules.base import Rule
 
 # Said of a Python stage: what holds is known, what parallel calls gain is not measured.
 _WHY_SEQUENTIAL = (
@@ -105,8 +103,7 @@ class PythonFunction(Rule):
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             wait = input_wait(facts, pipeline)
@@ -170,9 +167,9 @@ class PythonFunction(Rule):
                         evidence=evidence,
                         location=culprit_location(stage),
                         fix="\n".join(
-                            snippets.generator(stage)
+                            pipeline_code.generator(stage)
                             if what != "Python"
-                            else snippets.python_function(stage)
+                            else pipeline_code.python_function(stage)
                         ),
                         estimated_gain=(
                             stage_gain_text(gain)

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.input_wait import beside_steps, input_wait
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
+from gpuwhy.derived.pipeline_stages import runs_sequentially, stage_share, vectorisable
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
-from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import snippets
-from gpuwhy.rules.input.common import (
-    beside_steps,
-    input_wait,
+from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.pipeline_evidence import (
     pipeline_name,
-    runs_sequentially,
     sequential_reason,
     stage_gain_text,
-    stage_label,
     stage_row,
-    stage_share,
-    vectorisable,
     wait_evidence,
     waits_for_input,
 )
+from gpuwhy.formatting import stage_label
+from gpuwhy.rules.base import Rule
 
 
 class SequentialMap(Rule):
@@ -94,8 +91,7 @@ class SequentialMap(Rule):
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             index = pipeline.bottleneck
@@ -111,11 +107,11 @@ class SequentialMap(Rule):
             share = stage_share(pipeline, stage)
             below_s = options["vectorise_below_us"] * 1e-6
             if vectorisable(pipeline, index, below_s):
-                fix = snippets.vectorise(pipeline, index)  # parallel, and once per batch
+                fix = pipeline_code.vectorise(pipeline, index)  # parallel, and once per batch
             elif stage.random and stage.stateful:
-                fix = snippets.stateless_random(stage)
+                fix = pipeline_code.stateless_random(stage)
             else:
-                fix = snippets.parallel_map(stage)
+                fix = pipeline_code.parallel_map(stage)
             row = stage_row(pipeline, index)
             evidence: dict[str, Any] = {
                 "stage": label,

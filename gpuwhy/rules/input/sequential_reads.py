@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.input_wait import input_wait
+from gpuwhy.derived.pipeline_stages import stage_share
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import dataset_calls
+from gpuwhy.fixes.dataset_calls import AUTOTUNE
+from gpuwhy.fixes.pipeline_code import in_place_of, is_reader, reader_api
+from gpuwhy.fixes.pipeline_evidence import pipeline_name, wait_evidence
+from gpuwhy.formatting import stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import calls
-from gpuwhy.rules.input.calls import AUTOTUNE
-from gpuwhy.rules.input.common import (
-    input_wait,
-    pipeline_name,
-    stage_label,
-    stage_share,
-    wait_evidence,
-)
-from gpuwhy.rules.input.snippets import in_place_of, is_reader, reader_api
 
 
 class SequentialReads(Rule):
@@ -79,8 +76,7 @@ class SequentialReads(Rule):
     question = "What will the GPU wait for?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tfdata is None:  # in `needs`: never run without it
-            return []
+        assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
             for stage in pipeline.stages:
@@ -116,10 +112,12 @@ class SequentialReads(Rule):
         title = f"{api} reads its {stage.files} files one at a time, on one thread{cost}"
         if not measured:
             title += "; a GPU machine will wait for it (judged from the code)"
-        call = calls.stage_call(stage, api)
+        call = dataset_calls.stage_call(stage, api)
         fix = [
             f"# read several of the {stage.files} files at once, each on its own thread",
-            *in_place_of(stage, calls.with_keywords(call, num_parallel_reads=AUTOTUNE), api),
+            *in_place_of(
+                stage, dataset_calls.with_keywords(call, num_parallel_reads=AUTOTUNE), api
+            ),
             "# (options.deterministic = False lets a slow file not hold up the others)",
         ]
         return self.finding(

@@ -6,11 +6,11 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
-from gpuwhy.formatting import byte_size
+from gpuwhy.fixes import dataset_calls
+from gpuwhy.fixes.pipeline_code import ALTERNATIVE, in_place_of
+from gpuwhy.fixes.pipeline_evidence import pipeline_name
+from gpuwhy.formatting import byte_size, stage_label
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input import calls
-from gpuwhy.rules.input.common import pipeline_name, stage_label
-from gpuwhy.rules.input.snippets import ALTERNATIVE, in_place_of
 
 # The smaller buffer the fix offers holds this share of the host's memory.
 FIX_SHARE = 0.10
@@ -68,7 +68,8 @@ class ShuffleMemory(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         tfdata = facts.tfdata
-        if tfdata is None or not tfdata.host_memory_bytes:
+        assert tfdata is not None  # in `needs`: never run without it
+        if not tfdata.host_memory_bytes:
             return []
         findings = []
         for pipeline in tfdata.pipelines:
@@ -143,15 +144,17 @@ def _decoder_before(pipeline: PipelineFacts, index: int) -> PipelineStage | None
 
 
 def _fix(stage: PipelineStage, decoder: PipelineStage | None, host: int) -> list[str]:
-    shuffle = calls.stage_call(stage, "shuffle")
+    shuffle = dataset_calls.stage_call(stage, "shuffle")
     lines = [
         "# shuffle the small records (or the file names) before they are decoded: the",
         "# buffer then holds encoded bytes, and the decode runs after it",
     ]
     if decoder is not None:
-        decode = calls.stage_call(decoder, "map")
+        decode = dataset_calls.stage_call(decoder, "map")
         moved = (
-            (calls.receiver(decode) or "") + calls.method_part(shuffle) + calls.method_part(decode)
+            (dataset_calls.receiver(decode) or "")
+            + dataset_calls.method_part(shuffle)
+            + dataset_calls.method_part(decode)
         )
         where = f" ({stage.location})" if stage.location else ""
         lines += [
@@ -161,6 +164,6 @@ def _fix(stage: PipelineStage, decoder: PipelineStage | None, host: int) -> list
     fits = max(1, int(FIX_SHARE * host / (stage.element_bytes or 1)))
     lines += [
         f"# or keep the shuffle where it is, with a buffer of {FIX_SHARE:.0%} of this host's memory:",
-        f"{ALTERNATIVE}{calls.with_argument(shuffle, 0, 'buffer_size', str(fits))}",
+        f"{ALTERNATIVE}{dataset_calls.with_argument(shuffle, 0, 'buffer_size', str(fits))}",
     ]
     return lines

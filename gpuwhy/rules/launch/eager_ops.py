@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.launch import snippets
 
 
 def _is_small(site: EagerOpSite, small_elements: int) -> bool:
@@ -117,7 +117,8 @@ class EagerOps(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         eager = facts.eager
-        if eager is None or not eager.ops or not eager.sites:
+        assert eager is not None  # in `needs`: never run without it
+        if not eager.ops or not eager.sites:
             return []
         small_elements = options["small_elements"]
         small_share = _small_share(eager, small_elements)
@@ -210,10 +211,10 @@ class EagerOps(Rule):
         for site in sites[:5]:
             lines.append(f"#   {site.op} at {site.location or 'library code'}")
         code = facts.eager.step_code if facts.eager is not None else None
-        lines += snippets.wrap(code, facts)
-        lines += snippets.rebound(code)
-        if snippets.replicas(facts) > 1:
-            lines += snippets.xla_under_strategy(facts)
+        lines += traced_step.wrap(code, facts)
+        lines += traced_step.rebound(code)
+        if traced_step.replicas(facts) > 1:
+            lines += traced_step.xla_under_strategy(facts)
         lines += [
             "# Keras: model.compile(..., run_eagerly=False) (the default), and no",
             "# tf.config.run_functions_eagerly(True) left in the script",

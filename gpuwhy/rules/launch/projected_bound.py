@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.launch import snippets
 
 
 class ProjectedLaunchBound(Rule):
@@ -64,7 +64,8 @@ class ProjectedLaunchBound(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         projection = facts.projection
-        if projection is None or projection.step_s <= 0:
+        assert projection is not None  # in `needs`: never run without it
+        if projection.step_s <= 0:
             return []
         share = projection.launch_bound_s / projection.step_s
         if share < options["min_share"]:
@@ -81,8 +82,8 @@ class ProjectedLaunchBound(Rule):
                 f"# cuDNN runs {', '.join(projection.cudnn_rnn)} one timestep after another "
                 "(a few kernels each): XLA is not an option for it"
             )
-        elif not projection.jit_compile and snippets.replicas(facts) > 1:
-            fix += snippets.xla_under_strategy(facts)  # XLA on the whole step fails there
+        elif not projection.jit_compile and traced_step.replicas(facts) > 1:
+            fix += traced_step.xla_under_strategy(facts)  # XLA on the whole step fails there
         elif not projection.jit_compile:
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",

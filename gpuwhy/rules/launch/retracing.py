@@ -191,8 +191,7 @@ class Retracing(Rule):
     question = "Why is tf.function slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.tracing is None:  # in `needs`: never run without it
-            return []
+        assert facts.tracing is not None  # in `needs`: never run without it
         max_traces = options["max_traces"]
         run_s = _run_seconds(facts)
         flagged = []

@@ -6,8 +6,8 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note, size_text
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.placement.common import group_row, op_list, prediction_note, size_text
 
 # Ops that move or hold float64 values without computing on them.
 _NOT_COMPUTE = frozenset(
@@ -101,8 +101,7 @@ class Float64(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         groups = [
             g
             for g in placement.groups

@@ -6,16 +6,14 @@ from typing import Any
 
 from gpuwhy.facts import Facts, PlacementFacts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
     copies_evidence,
     copies_made_by,
-    group_row,
     known_bytes,
     nameable_groups,
-    op_list,
-    prediction_note,
 )
 
 
@@ -86,8 +84,7 @@ class ForcedCpu(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         pinned = pinned_groups(placement, set(options["ignore_ops"]))
         if not pinned:
             return []

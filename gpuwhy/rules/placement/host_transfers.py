@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.op_classes import is_codec, is_keras_step
 from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.op_groups import prediction_note, size_text
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.compression.cpu_codec import is_codec
-from gpuwhy.rules.placement.common import (
-    is_keras_step,
-    jit_compile_fix,
-    known_bytes,
-    prediction_note,
-    size_text,
-)
+from gpuwhy.rules.placement.common import jit_compile_fix, known_bytes
 from gpuwhy.rules.placement.forced_cpu import pinned_groups
 from gpuwhy.rules.placement.no_gpu_kernel import reported_groups
 
@@ -113,8 +108,7 @@ class HostTransfers(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         step = [c for c in placement.copies if c.kind == "step"]
         sizeable = [c for c in step if c.sizeable(options["min_copy_bytes"])]
         owners = _owners(placement)

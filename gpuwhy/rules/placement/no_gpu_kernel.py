@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.op_classes import PYTHON_OPS, is_codec
 from gpuwhy.facts import Facts, OpGroup, PlacementFacts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.compression.cpu_codec import is_codec
 from gpuwhy.rules.placement.common import (
     HEAVY_BYTES_PER_STEP,
     copies_evidence,
     copies_made_by,
-    group_row,
     jit_compile_fix,
     known_bytes,
     nameable_groups,
-    op_list,
-    prediction_note,
 )
-from gpuwhy.tfapi.graph_ops import PYTHON_OPS
 
 _NO_KERNEL = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "resource-on-gpu-no-kernel")
 _PRINT_OPS = ("PrintV2", "Print", "StringFormat")
@@ -222,8 +219,7 @@ class NoGpuKernel(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         ignored = set(options["ignore_ops"])
         groups = reported_groups(placement, ignored)
         if not groups:

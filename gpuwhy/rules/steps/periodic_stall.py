@@ -241,8 +241,7 @@ class PeriodicStall(Rule):
     question = "Why does training stall every few hundred steps?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.stalls is None:
-            return []
+        assert facts.stalls is not None  # in `needs`: never run without it
         flagged = [
             (group, beat, _share(group, beat))
             for group in facts.stalls.loops

@@ -79,8 +79,7 @@ class TensorCoreMisaligned(Rule):
     question = "Are tensor cores used?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        if facts.placement is None:  # in `needs`: never run without it
-            return []
+        assert facts.placement is not None  # in `needs`: never run without it
         ops = [op for op in facts.placement.tensor_ops if op.dtype in SIXTEEN_BIT]
         multiple = options["multiple"]
         # XLA pads them itself on a GPU (its cublas-pad-for-gemms and cuDNN convolution

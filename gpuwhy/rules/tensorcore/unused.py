@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuwhy.facts import Facts, FloatIndex, TensorOp
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.dataset_calls import with_keywords
+from gpuwhy.fixes.op_groups import prediction_note
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.input.calls import with_keywords
-from gpuwhy.rules.placement.common import prediction_note
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
 
 _FIX_MIXED = "\n".join(
@@ -93,8 +93,7 @@ class TensorCoreUnused(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        if placement is None:  # in `needs`: the registry never runs it without
-            return []
+        assert placement is not None  # in `needs`: never run without it
         ops = list(placement.tensor_ops)
         float32 = [op for op in ops if op.dtype == "float32"]
         share = shares(ops, float32)

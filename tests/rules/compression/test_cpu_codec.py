@@ -2,8 +2,8 @@
 
 import pytest
 
+from gpuwhy.fixes.op_groups import PREDICTION_NOTE
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
-from gpuwhy.rules.placement.common import PREDICTION_NOTE
 from tests import builders as b
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect.sampler import GpuSampler, ReplaySource
+from gpuwhy.derived.gpu_activity import step_windows
 from gpuwhy.facts import (
     Facts,
     GpuProcess,
@@ -22,7 +23,6 @@ from gpuwhy.facts import (
 )
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.distribute.idle_gpus import IdleGpus
-from gpuwhy.rules.gpu.common import step_windows
 from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
 from gpuwhy.rules.memory.near_limit import MemoryNearLimit
 from gpuwhy.rules.memory.underused import MemoryUnderused

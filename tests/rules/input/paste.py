@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuwhy.rules.input.snippets import ALTERNATIVE, IN_PLACE_OF
+from gpuwhy.fixes.pipeline_code import ALTERNATIVE, IN_PLACE_OF
 from gpuwhy.source_calls import call_text
 
 _MARKER = re.compile(

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.fixes import pipeline_code
 from gpuwhy.rules.distribute.cpu_starved_input import _fix as cpu_starved_fix
-from gpuwhy.rules.input import snippets
 from gpuwhy.rules.input.no_cache import _fix as no_cache_fix
 from gpuwhy.rules.input.sequential_reads import SequentialReads
 from gpuwhy.rules.input.shuffle_memory import ShuffleMemory
@@ -178,7 +178,7 @@ def program(tmp_path, data):
 def test_parallel_map_keeps_the_variable_and_function(program):
     p = program("ds = tf.data.Dataset.range(64)\nds = ds.map(parse)\nds = ds.batch(8)\n")
     stage = p.stage("ds.map(parse)", ("map",), function="parse")
-    fix = "\n".join(snippets.parallel_map(stage))
+    fix = "\n".join(pipeline_code.parallel_map(stage))
     assert "ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in fix
     (pasted,) = p.check(fix)
     assert "ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n" in pasted
@@ -192,7 +192,7 @@ def test_a_chained_lambda_written_sequential_is_replaced_where_it_is(program):
         "      .batch(8))\n"
     )
     stage = p.stage(".map(lambda", ("map",), function="<lambda>", parallelism_written=1)
-    fix = "\n".join(snippets.parallel_map(stage))
+    fix = "\n".join(pipeline_code.parallel_map(stage))
     assert ".map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)" in fix
     assert "num_parallel_calls=1" not in fix.splitlines()[-1]  # replaced, not repeated
     p.check(fix)
@@ -201,7 +201,7 @@ def test_a_chained_lambda_written_sequential_is_replaced_where_it_is(program):
 def test_a_call_whose_source_is_unknown_gets_placeholders(program):
     p = program("ds = tf.data.Dataset.range(64)\nds = ds.map(parse)\n")
     stage = replace(p.stage("ds.map(parse)", ("map",), function="parse"), written_calls=())
-    fix = "\n".join(snippets.parallel_map(stage))
+    fix = "\n".join(pipeline_code.parallel_map(stage))
     assert "<dataset>.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in fix
     p.check(fix)
 
@@ -209,10 +209,10 @@ def test_a_call_whose_source_is_unknown_gets_placeholders(program):
 def test_nothing_is_suggested_that_is_already_written(program):
     p = program("ds = tf.data.Dataset.range(64).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n")
     stage = p.stage(".map(parse", ("map",), function="parse", name="ParallelMapV2")
-    assert snippets.parallel_map(stage) == []
+    assert pipeline_code.parallel_map(stage) == []
     batched = program("ds = tf.data.Dataset.range(64).batch(8, num_parallel_calls=4)\n")
     batch = batched.stage(".batch(8", ("batch",), kind="batch", name="ParallelBatch")
-    assert "num_parallel_calls" not in "\n".join(snippets.batch(batch))
+    assert "num_parallel_calls" not in "\n".join(pipeline_code.batch(batch))
 
 
 def test_vectorise_moves_the_written_batch_before_the_map(program):
@@ -222,7 +222,7 @@ def test_vectorise_moves_the_written_batch_before_the_map(program):
         p.stage("ds.batch(8)", ("batch",), kind="batch", name="BatchV2"),
     )
     pipeline = PipelineFacts(id=1, stages=stages)
-    fix = "\n".join(snippets.vectorise(pipeline, 0))
+    fix = "\n".join(pipeline_code.vectorise(pipeline, 0))
     assert "\nds.batch(8).map(scale, num_parallel_calls=tf.data.AUTOTUNE)\n" in fix
     (pasted,) = p.check(fix)
     assert "ds.batch(8)\nds = ds.batch(8)" not in pasted
@@ -238,7 +238,7 @@ def test_vectorise_moves_the_written_batch_before_the_map(program):
 def test_stateful_random_map_parallel_or_seeded(program, body, needle):
     p = program(body)
     stage = p.stage(needle, ("map",), function="augment", random=True, stateful=True)
-    versions = p.check("\n".join(snippets.stateless_random(stage)))
+    versions = p.check("\n".join(pipeline_code.stateless_random(stage)))
     assert len(versions) == 2  # parallel as it is; seeded with stateless ops
 
 
@@ -248,7 +248,7 @@ def test_python_map_and_python_flat_map(program):
         "ds = ds.map(lambda x: tf.py_function(slow, [x], tf.int64))\n"
     )
     stage = p.stage("ds.map(lambda", ("map",), function="<lambda>", python=True)
-    fix = "\n".join(snippets.python_function(stage))
+    fix = "\n".join(pipeline_code.python_function(stage))
     assert "the lambda calls Python" in fix and "fn" not in fix.split()
     p.check(fix)
     nested = program(
@@ -264,7 +264,7 @@ def test_python_map_and_python_flat_map(program):
         python=True,
         function="<lambda>",
     )
-    fix = "\n".join(snippets.python_function(stage))
+    fix = "\n".join(pipeline_code.python_function(stage))
     assert ".interleave(" in fix and ".map(" not in fix  # never a map template here
     nested.check(fix)
 
@@ -279,7 +279,7 @@ def test_generator_alternatives_each_run(program):
         function="batches",
         python=True,
     )
-    fix = "\n".join(snippets.generator(stage))
+    fix = "\n".join(pipeline_code.generator(stage))
     assert "output_signature=signature" in fix  # the program's own signature
     versions = p.check(fix)
     assert len(versions) == 3
@@ -297,7 +297,7 @@ def test_reader_gets_parallel_reads_with_its_own_arguments(program):
         name="TFRecord",
         codec_ops=("GZIP",),
     )
-    fix = "\n".join(snippets.reader(stage))
+    fix = "\n".join(pipeline_code.reader(stage))
     assert (
         "tf.data.TFRecordDataset(filenames, compression_type='GZIP', "
         "num_parallel_reads=tf.data.AUTOTUNE)"
@@ -314,7 +314,7 @@ def test_flat_map_over_files_becomes_a_parallel_interleave(program):
     stage = p.stage(
         "ds.flat_map", ("flat_map",), kind="flat_map", name="FlatMap", function="<lambda>"
     )
-    fix = "\n".join(snippets.interleave(stage))
+    fix = "\n".join(pipeline_code.interleave(stage))
     assert "ds.interleave(lambda f:" in fix and "num_parallel_calls=tf.data.AUTOTUNE" in fix
     p.check(fix)  # the same elements, in another order
 
@@ -330,7 +330,7 @@ def test_decode_map_parallel_and_cached_unless_random(program, random):
         random=random,
         stateful=random,
     )
-    fix = "\n".join(snippets.decode(stage))
+    fix = "\n".join(pipeline_code.decode(stage))
     assert (".cache()" in fix) is not random
     p.check(fix)
 
@@ -346,13 +346,13 @@ def test_decode_after_a_shuffle_is_not_cached_where_it_would_freeze_the_order(pr
     pipeline = PipelineFacts(
         id=1, stages=(replace(shuffle, repeats=False), replace(decode, repeats=True))
     )
-    fix = "\n".join(snippets.decode(pipeline.stages[1], pipeline))
+    fix = "\n".join(pipeline_code.decode(pipeline.stages[1], pipeline))
     assert ".cache()" not in [line for line in fix.splitlines() if not line.startswith("#")]
     assert "with ds.shuffle(8)" in fix and "moved after the cache" in fix
     p.check(fix)
     alone = PipelineFacts(id=1, stages=(replace(decode, repeats=True),))
     assert "ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()" in "\n".join(
-        snippets.decode(alone.stages[0], alone)
+        pipeline_code.decode(alone.stages[0], alone)
     )
 
 
@@ -368,7 +368,7 @@ def test_decode_fused_with_its_batch_caches_after_the_map_whose_line_is_known(pr
         name="MapAndBatch",
         needles=("ds.map(decode)", "ds.batch(4)"),
     )
-    fix = "\n".join(snippets.decode(stage))
+    fix = "\n".join(pipeline_code.decode(stage))
     assert "ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()" in fix
     assert "batch(4).cache()" not in fix
     p.check(fix)
@@ -382,12 +382,12 @@ def test_batch_filter_and_an_already_parallel_map(program):
         "ds = ds.batch(8)\n"
     )
     batch = p.stage("ds.batch(8)", ("batch",), kind="batch", name="BatchV2")
-    p.check("\n".join(snippets.batch(batch)))
+    p.check("\n".join(pipeline_code.batch(batch)))
     kept = p.stage("ds.filter", ("filter",), kind="filter", name="Filter", function="<lambda>")
-    p.check("\n".join(snippets.filter_(kept)))
+    p.check("\n".join(pipeline_code.filter_(kept)))
     mapped = p.stage("ds.map(parse", ("map",), function="parse", name="ParallelMapV2")
     pipeline = PipelineFacts(id=1, stages=(replace(mapped, parallelism=4),))
-    fix = "\n".join(snippets.for_stage(pipeline, 0, 0.0))
+    fix = "\n".join(pipeline_code.for_stage(pipeline, 0, 0.0))
     assert "num_parallel_calls=tf.data.AUTOTUNE, num_parallel_calls" not in fix
     p.check(fix)
 
@@ -405,14 +405,14 @@ def test_cache_and_prefetch_go_after_the_calls_as_written(program):
     assert "ds.map(parse_record).cache()" in fix
     p.check(fix)
     pipeline = PipelineFacts(id=1, stages=(mapped, shuffle, batch))
-    fix = "\n".join(snippets.prefetch_at_end(pipeline))
+    fix = "\n".join(pipeline_code.prefetch_at_end(pipeline))
     assert ".batch(8).prefetch(tf.data.AUTOTUNE)" in fix
     p.check(fix)
 
 
 def test_the_generic_advice_runs_once_filled(program):
     p = program("ds = tf.data.Dataset.range(64)\n")
-    (line,) = paste.parse("\n".join(snippets.generic())).statements
+    (line,) = paste.parse("\n".join(pipeline_code.generic())).statements
     namespace = {"tf": tf, "ds": p.run(p.source) and tf.data.Dataset.range(64)}
     exec(paste.fill(line, {**PLACEHOLDERS, "<your function>": "lambda x: x"}), namespace)
 
@@ -481,7 +481,7 @@ def test_a_keras_py_dataset_s_fix_runs_with_its_workers(tmp_path):
         python=True,
         by_library=True,
     )
-    fix = snippets.generator(stage)
+    fix = pipeline_code.generator(stage)
     (line,) = [code for code in fix if not code.startswith("#")]
     statement = line.split("#")[0].strip()
     script = tmp_path / "pyds.py"
@@ -522,14 +522,14 @@ def test_a_keras_py_dataset_s_fix_runs_with_its_workers(tmp_path):
 
 
 def test_a_written_call_that_is_not_one_falls_back_to_placeholders():
-    from gpuwhy.rules.input.calls import stage_call
+    from gpuwhy.fixes.dataset_calls import stage_call
 
     stage = PipelineStage(
         name="Map", kind="map", written_as=("map",), written_calls=("x = (",), function="parse"
     )
     assert stage_call(stage) == "<dataset>.map(parse)"
     assert "<dataset>.map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in "\n".join(
-        snippets.parallel_map(stage)
+        pipeline_code.parallel_map(stage)
     )
 
 
@@ -544,6 +544,6 @@ def test_a_library_built_stage_gets_the_helper_call_not_a_template():
         stages=(zipped,),
         helper_call="keras.utils.timeseries_dataset_from_array(x, y, sequence_length=48)",
     )
-    fix = "\n".join(snippets.for_stage(pipeline, 0, 0.0))
+    fix = "\n".join(pipeline_code.for_stage(pipeline, 0, 0.0))
     assert "keras.utils.timeseries_dataset_from_array(x, y, sequence_length=48) builds" in fix
     assert "<dataset>" not in fix and ".cache() after that" in fix

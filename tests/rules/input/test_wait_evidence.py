@@ -1,10 +1,10 @@
-"""How much evidence a wait needs before a rule may judge from it (rules/input/common.py)."""
+"""How much evidence a wait needs before a rule may judge from it (derived/input_wait.py)."""
 
 from dataclasses import replace
 
 import pytest
 
-from gpuwhy.rules.input.common import (
+from gpuwhy.derived.input_wait import (
     MIN_ELEMENTS_TO_JUDGE_WAIT,
     MIN_STEPS_TO_JUDGE_WAIT,
     pipeline_wait,

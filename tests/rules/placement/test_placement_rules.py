@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.facts import AuditedFunction, Facts
+from gpuwhy.fixes.op_groups import PREDICTION_NOTE, size_text
 from gpuwhy.record import Record
 from gpuwhy.rules import run_rules
-from gpuwhy.rules.placement.common import PREDICTION_NOTE, size_text
 from gpuwhy.rules.placement.float64 import Float64
 from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers

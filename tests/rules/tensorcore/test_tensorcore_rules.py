@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.facts import Facts
-from gpuwhy.rules.placement.common import PREDICTION_NOTE
+from gpuwhy.fixes.op_groups import PREDICTION_NOTE
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 from tests import builders as b

@@ -1,6 +1,7 @@
 """Terminal text of a measured input-pipeline fix (facts ``InputFix``): the throughput
 table, the changes with their code, what was left as written. Shared by
-``gpuwhy fix --input``'s report and ``print(gpuwhy.optimize(ds))``."""
+``gpuwhy fix --input``'s report and ``print(gpuwhy.optimize(ds))``: kept below both, so
+that optimize/ does not import the report."""
 
 from __future__ import annotations
 

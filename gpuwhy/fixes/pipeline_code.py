@@ -4,8 +4,8 @@ it is written.
 Not a rule: input.bound hands its bottleneck here, and the stage rules
 (python-function, sequential-map, cpu-codec, no-cache, no-prefetch) take the part that
 is theirs. Every fix starts from the call as the user wrote it (``stage.written_calls``,
-rewritten by calls.py), so it keeps their dataset variable, function and arguments, and
-says nothing that is already written. A change is shown as
+rewritten by dataset_calls.py), so it keeps their dataset variable, function and
+arguments, and says nothing that is already written. A change is shown as
 
     # train.py:47: in place of: ds.map(augment)
     ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)
@@ -17,18 +17,18 @@ name is a ``<placeholder>``, never an undefined variable.
 
 from __future__ import annotations
 
-from gpuwhy.facts import PipelineFacts, PipelineStage
-from gpuwhy.rules.input import calls
-from gpuwhy.rules.input.calls import AUTOTUNE, DATASET
-from gpuwhy.rules.input.common import (
-    function_code,
-    function_name,
+from gpuwhy.derived.pipeline_stages import (
     is_map,
     per_call_s,
     runs_sequentially,
+    same_every_pass,
+    varies_before,
     vectorisable,
 )
-from gpuwhy.tfapi.tfdata.cache_safety import same_every_pass, varies_before
+from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.fixes import dataset_calls
+from gpuwhy.fixes.dataset_calls import AUTOTUNE, DATASET
+from gpuwhy.fixes.pipeline_evidence import function_code, function_name
 
 FILE_READERS = ("TFRecord", "TextLine", "FixedLengthRecord")
 COMPRESSION = ("GZIP", "ZLIB")
@@ -39,7 +39,7 @@ ALTERNATIVE = "# or: "
 
 def in_place_of(stage: PipelineStage, new: str, api: str | None = None) -> list[str]:
     """The marker and the new call, or nothing when the new call is what is written."""
-    old = calls.stage_call(stage, api)
+    old = dataset_calls.stage_call(stage, api)
     if new == old:
         return []
     # a fused stage's location is its first call's: the others' lines are not known
@@ -56,16 +56,16 @@ def _map_api(stage: PipelineStage) -> str:
 
 
 def _written_parallel(call: str, name: str = "num_parallel_calls") -> bool:
-    value = calls.keyword(call, name)
+    value = dataset_calls.keyword(call, name)
     return value is not None and value not in ("1", "None")
 
 
 def parallel_call(stage: PipelineStage, api: str | None = None) -> str:
     """The stage's call with ``num_parallel_calls=AUTOTUNE`` (as written if it has it)."""
-    call = calls.stage_call(stage, api or _map_api(stage))
+    call = dataset_calls.stage_call(stage, api or _map_api(stage))
     if _written_parallel(call):
         return call
-    return calls.with_keywords(call, num_parallel_calls=AUTOTUNE)
+    return dataset_calls.with_keywords(call, num_parallel_calls=AUTOTUNE)
 
 
 def parallel_map(stage: PipelineStage) -> list[str]:
@@ -84,10 +84,10 @@ def _batch_after(pipeline: PipelineFacts, index: int) -> str:
     """The batch call written after (or fused into) stage ``index``."""
     stage = pipeline.stages[index]
     if "batch" in stage.written_as:
-        return calls.stage_call(stage, "batch")
+        return dataset_calls.stage_call(stage, "batch")
     for later in pipeline.stages[index + 1 :]:
         if "batch" in later.written_as:
-            return calls.stage_call(later, "batch")
+            return dataset_calls.stage_call(later, "batch")
     return f"{DATASET}.batch(<batch size>)"
 
 
@@ -98,8 +98,8 @@ def vectorise(pipeline: PipelineFacts, index: int) -> list[str]:
     cost = f" costs {per_call * 1e6:,.0f} µs per call," if per_call is not None else ""
     batch = _batch_after(pipeline, index)
     mapped = parallel_call(stage, "map")
-    before = calls.receiver(mapped)
-    new = (before or "") + calls.method_part(batch) + calls.method_part(mapped)
+    before = dataset_calls.receiver(mapped)
+    new = (before or "") + dataset_calls.method_part(batch) + dataset_calls.method_part(mapped)
     return [
         f"# {fn}{cost} mostly tf.data's per-element overhead: batch first and run it",
         "# once per batch (written for a leading batch dimension: tf.io.parse_example",
@@ -112,7 +112,7 @@ def vectorise(pipeline: PipelineFacts, index: int) -> list[str]:
 def stateless_random(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
     call = parallel_call(stage, "map")
-    before = calls.receiver(call)
+    before = dataset_calls.receiver(call)
     zipped = (
         f"tf.data.Dataset.zip(({before}, seeds))"
         if before
@@ -127,7 +127,7 @@ def stateless_random(stage: PipelineStage) -> list[str]:
         f"# ({fn}(element, seed) with tf.image.stateless_random_flip_left_right(image, seed),",
         "# tf.random.stateless_uniform(shape, seed) ...), the seeds zipped in:",
         f"{ALTERNATIVE}seeds = tf.data.Dataset.random(seed=42).batch(2, drop_remainder=True)",
-        f"{ALTERNATIVE}{zipped}{calls.method_part(call)}",
+        f"{ALTERNATIVE}{zipped}{dataset_calls.method_part(call)}",
     ]
 
 
@@ -182,10 +182,10 @@ def generator(stage: PipelineStage) -> list[str]:
     if stage.by_library:
         return keras_adapter(stage)
     fn = function_name(stage)
-    written = calls.stage_call(stage, "from_generator")
-    signature = calls.keyword(written, "output_signature")
+    written = dataset_calls.stage_call(stage, "from_generator")
+    signature = dataset_calls.keyword(written, "output_signature")
     signature = signature or "<the output_signature you give from_generator>"
-    generator_code = calls.argument(written, 0, "generator") or function_code(stage)
+    generator_code = dataset_calls.argument(written, 0, "generator") or function_code(stage)
     return [
         f"# {fn} yields elements from Python, one at a time, under the GIL.",
         "# Arrays that fit in memory: slice them, no Python per element",
@@ -225,7 +225,7 @@ def reader_api(stage: PipelineStage) -> str:
 def reader(stage: PipelineStage) -> list[str]:
     compression = next((c for c in stage.codec_ops if c in COMPRESSION), None)
     api = reader_api(stage)
-    call = calls.stage_call(stage, api)
+    call = dataset_calls.stage_call(stage, api)
     lines: list[str]
     if _written_parallel(call, "num_parallel_reads") or (stage.parallelism or 0) > 1:
         lines = [
@@ -235,7 +235,9 @@ def reader(stage: PipelineStage) -> list[str]:
     else:
         lines = [
             f"# {api} reads one file at a time: read several in parallel",
-            *in_place_of(stage, calls.with_keywords(call, num_parallel_reads=AUTOTUNE), api),
+            *in_place_of(
+                stage, dataset_calls.with_keywords(call, num_parallel_reads=AUTOTUNE), api
+            ),
         ]
     if compression:
         lines += [
@@ -248,10 +250,10 @@ def reader(stage: PipelineStage) -> list[str]:
 def interleave(stage: PipelineStage) -> list[str]:
     """A flat_map or interleave: open and read several inputs at once."""
     api = "flat_map" if "flat_map" in stage.written_as else "interleave"
-    call = calls.stage_call(stage, api)
-    new = calls.renamed(call, "interleave") if api == "flat_map" else call
+    call = dataset_calls.stage_call(stage, api)
+    new = dataset_calls.renamed(call, "interleave") if api == "flat_map" else call
     if not _written_parallel(new):
-        new = calls.with_keywords(new, num_parallel_calls=AUTOTUNE)
+        new = dataset_calls.with_keywords(new, num_parallel_calls=AUTOTUNE)
     lines = in_place_of(stage, new, api)
     if api == "flat_map":
         lines.append(
@@ -270,7 +272,7 @@ def cached(stage: PipelineStage) -> list[str]:
     stage (``map`` of a MapAndBatch), the one whose line is known: a later call's line is
     not, and the same ``.batch(16)`` may be written for train and validation."""
     api = stage.written_as[0] if stage.written_as else None
-    new = calls.chained(calls.stage_call(stage, api), ".cache()")
+    new = dataset_calls.chained(dataset_calls.stage_call(stage, api), ".cache()")
     return in_place_of(stage, new, api)
 
 
@@ -290,7 +292,7 @@ def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[
             "# gives the line where the data fits in memory)",
         ]
     api = _map_api(stage)
-    call = calls.stage_call(stage, api)
+    call = dataset_calls.stage_call(stage, api)
     parallel = call if (stage.parallelism or 0) > 1 else parallel_call(stage, api)
     upstream = varies_before(pipeline, stage) if pipeline is not None else None
     if not same_every_pass(stage):
@@ -306,7 +308,7 @@ def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[
         ]
     else:
         lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
-        lines += in_place_of(stage, calls.chained(parallel, ".cache()"), api)
+        lines += in_place_of(stage, dataset_calls.chained(parallel, ".cache()"), api)
     if any(op in JPEG_DECODERS for op in stage.codec_ops):
         lines += [
             "# JPEG with a random crop: decode only the window",
@@ -339,24 +341,26 @@ def _changing(stage: PipelineStage) -> str:
 
 
 def batch(stage: PipelineStage) -> list[str]:
-    call = calls.stage_call(stage, "batch")
+    call = dataset_calls.stage_call(stage, "batch")
     if _written_parallel(call):
         return ["# the batch already copies in parallel: a smaller element or fewer copies help"]
     return [
         "# the batch copies every element into one tensor: copy in parallel",
-        *in_place_of(stage, calls.with_keywords(call, num_parallel_calls=AUTOTUNE), "batch"),
+        *in_place_of(
+            stage, dataset_calls.with_keywords(call, num_parallel_calls=AUTOTUNE), "batch"
+        ),
     ]
 
 
 def filter_(stage: PipelineStage) -> list[str]:
     fn = function_name(stage)
-    call = calls.stage_call(stage, "filter")
+    call = dataset_calls.stage_call(stage, "filter")
     return [
         f"# filter runs {fn} one element at a time: let TF parallelise it (the options",
         "# hold for the whole pipeline), or filter before the expensive maps",
         "options = tf.data.Options()",
         "options.experimental_optimization.filter_parallelization = True",
-        *in_place_of(stage, calls.chained(call, ".with_options(options)"), "filter"),
+        *in_place_of(stage, dataset_calls.chained(call, ".with_options(options)"), "filter"),
     ]
 
 
@@ -375,7 +379,7 @@ def after_last_call(pipeline: PipelineFacts, more: str) -> list[str]:
         where = f" built at {pipeline.location}" if pipeline.location else ""
         return [f"# at the end of the pipeline{where}", f"{DATASET}{more}"]
     api = last.written_as[-1]
-    return in_place_of(last, calls.chained(calls.stage_call(last, api), more), api)
+    return in_place_of(last, dataset_calls.chained(dataset_calls.stage_call(last, api), more), api)
 
 
 def prefetch_at_end(pipeline: PipelineFacts) -> list[str]:

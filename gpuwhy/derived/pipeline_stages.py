@@ -1,0 +1,153 @@
+"""How TF ran each stage of a recorded pipeline: its share of the pipeline's work, its
+time per element and per call, whether it is a map and runs sequentially after TF's own
+rewrites, whether the pipeline ends buffered, and whether a stage's elements are the
+same on every pass (where a cache is safe).
+
+Stage times are TF's own (``get_model_proto``): ``processing_time`` is a stage's *self*
+time, summed over the threads that ran it (tensorflow/core/framework/model.cc records it
+between RecordStart/RecordStop, which stop while the stage waits for its input).
+"""
+
+from __future__ import annotations
+
+from gpuwhy.facts import PipelineFacts, PipelineStage
+
+# Stages TF runs on background threads with their own buffer of finished elements.
+# inject_prefetch leaves a pipeline that ends in one of these alone (kAsyncTransforms in
+# tensorflow/core/grappler/optimizers/data/inject_prefetch.cc): it already produces ahead.
+ASYNC_STAGE_PREFIXES = (
+    "Prefetch",
+    "ParallelMap",
+    "MapAndBatch",
+    "ParallelBatch",
+    "ParallelInterleave",
+    "DataService",
+)
+
+
+# Fewer function calls than this and a per-call time says little about call overhead.
+MIN_CALLS_TO_JUDGE_OVERHEAD = 1000
+
+
+def pipeline_time_s(pipeline: PipelineFacts) -> float:
+    return sum(s.self_time_s for s in pipeline.stages)
+
+
+def stage_share(pipeline: PipelineFacts, stage: PipelineStage) -> float | None:
+    """The stage's share of the pipeline's work (None: not measured): its part of the
+    CPU time per element the consumer gets where the collector measured it (bookkeeping
+    stages such as shuffle have none), else its share of the stages' self times."""
+    if any(s.work_share is not None for s in pipeline.stages):
+        return stage.work_share or 0.0
+    total = pipeline_time_s(pipeline)
+    return stage.self_time_s / total if total > 0 else None
+
+
+def is_bottleneck(pipeline: PipelineFacts, index: int) -> bool:
+    return pipeline.bottleneck == index
+
+
+def is_map(stage: PipelineStage) -> bool:
+    """A map as TF runs it: Map, ParallelMapV2, or a map fused with its batch
+    (MapAndBatch, map_and_batch_fusion), whatever kind the stage was filed under."""
+    return (
+        stage.kind == "map"
+        or "map" in stage.written_as
+        or stage.name.startswith(("Map", "ParallelMap"))
+    )
+
+
+def per_element_s(stage: PipelineStage) -> float | None:
+    if stage.self_time_per_element_s is not None:
+        return stage.self_time_per_element_s
+    return stage.self_time_s / stage.elements if stage.elements else None
+
+
+def function_calls(stage: PipelineStage) -> int:
+    """Calls of the stage's function: one per input element. A fused MapAndBatch
+    produces batches (ratio = batch size) but calls its function per element."""
+    return int(stage.elements * max(stage.ratio, 1.0))
+
+
+def per_call_s(stage: PipelineStage) -> float | None:
+    calls = function_calls(stage)
+    return stage.self_time_s / calls if calls else None
+
+
+def batched_later(pipeline: PipelineFacts, index: int) -> bool:
+    """A batch follows the stage (or is fused into it): the map can move after it."""
+    stage = pipeline.stages[index]
+    return "batch" in stage.written_as or any(
+        s.kind == "batch" or "batch" in s.written_as for s in pipeline.stages[index + 1 :]
+    )
+
+
+def vectorisable(pipeline: PipelineFacts, index: int, below_s: float) -> bool:
+    """A cheap per-element TF function called many times, with a batch after it: most of
+    its time is tf.data's per-call overhead, which batching first divides by the batch."""
+    stage = pipeline.stages[index]
+    per_call = per_call_s(stage)
+    return (
+        is_map(stage)
+        and not stage.python
+        and per_call is not None
+        and function_calls(stage) >= MIN_CALLS_TO_JUDGE_OVERHEAD
+        and per_call <= below_s
+        and batched_later(pipeline, index)
+    )
+
+
+def runs_sequentially(stage: PipelineStage, autotune: bool) -> bool:
+    """A map that TF runs one element at a time, after its own rewrites.
+
+    ``map_parallelization`` (on by default) turns a map written without
+    ``num_parallel_calls`` into a ParallelMapV2 with AUTOTUNE parallelism, unless
+    autotune is off or its function is stateful (map_parallelization.cc), and autotune
+    may then choose one thread on a busy host: that map *is* parallel as far as the
+    user is concerned. A stage with parallelism 1 is sequential only when it was
+    written so, or TF could not parallelise it (the collector's ``stateful`` is the
+    same IsFunctionStateful test TF applies).
+    """
+    if not is_map(stage):
+        return False
+    if stage.parallelism is None:
+        return not stage.name.startswith(("ParallelMap", "MapAndBatch"))
+    if stage.parallelism > 1:
+        return False
+    if stage.parallelism_written is not None:
+        return stage.parallelism_written == 1
+    # A Python function is stateful (EagerPyFunc, PyFunc) unless declared pure with
+    # tf.numpy_function(..., stateful=False): then TF parallelises it like any other.
+    return stage.stateful or not autotune
+
+
+def ends_buffered(pipeline: PipelineFacts) -> bool:
+    """The pipeline as TF ran it ends in a prefetch or another stage that produces ahead."""
+    if pipeline.prefetch_run:
+        return True
+    if not pipeline.stages:
+        return False
+    last = pipeline.stages[-1]
+    return last.kind == "prefetch" or last.name.startswith(ASYNC_STAGE_PREFIXES)
+
+
+def same_every_pass(stage: PipelineStage) -> bool:
+    """The recorded stage's elements are the same on every pass, so a cache after it is
+    safe.
+
+    The collector records the judgement ``gpuwhy fix`` places its cache by
+    (``repeats``, from ``stages.varies_between_passes``): a lookup table read is not
+    state, a random op, Python that is not declared pure, a shuffle or a generator is.
+    A record from before it was kept falls back on the stage's flags."""
+    if stage.repeats is not None:
+        return stage.repeats
+    return not (stage.random or stage.stateful or stage.kind in ("generator", "shuffle"))
+
+
+def varies_before(pipeline: PipelineFacts, stage: PipelineStage) -> PipelineStage | None:
+    """The first recorded stage before ``stage`` whose elements or order change from
+    pass to pass (a shuffle, a random map): a cache after ``stage`` would replay that
+    stage's first pass on every epoch (one shuffled order for good). None where every
+    stage before it repeats."""
+    before = pipeline.stages[: pipeline.stages.index(stage)] if stage in pipeline.stages else ()
+    return next((s for s in before if not same_every_pass(s)), None)

@@ -1,0 +1,150 @@
+"""A pipeline, its stages and its wait as findings show them, for the input,
+cpu-starved and codec rules alike: a stage for people (``ParallelMapV2(parse at
+train.py:41)``), its evidence row and the stage table, who waits and for how long, the
+pipeline's name, and the gain estimates said one way by every rule.
+
+The analyses these read (the wait, each stage's share and time) are gpuwhy.derived's
+(input_wait.py, pipeline_stages.py); which pipeline the steps read, and its slowest
+stage, are gpuwhy.derived.pipeline's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuwhy.derived.input_wait import InputWait, beside_steps
+from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_share
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
+from gpuwhy.formatting import stage_label
+
+CONSUMER_NAMES = {
+    "keras-fit": "Model.fit",
+    "keras-evaluate": "Model.evaluate",
+    "keras-predict": "Model.predict",
+    "python-loop": "The loop over the dataset",
+}
+
+
+def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
+    """Who waits, with the verb, in a title: "steps wait", or the consumer read
+    beside them ("Model.evaluate (validation, beside the training steps) waits")."""
+    if beside_steps(facts, pipeline):
+        name = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
+        return f"{name} (validation, beside the training steps) waits"
+    return "steps wait"
+
+
+def function_name(stage: PipelineStage) -> str:
+    """A name to put in prose: the user's function, or what it is ("the lambda")."""
+    name = stage.function or ""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*", name):
+        return name
+    return "the lambda" if name == "<lambda>" else "the function"
+
+
+def function_code(stage: PipelineStage) -> str:
+    """The function in pasted code: its name, or a placeholder (never an undefined name)."""
+    name = stage.function or ""
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*", name) else "<your function>"
+
+
+def sequential_reason(stage: PipelineStage, autotune: bool) -> str:
+    """Why TF kept this map sequential, for people."""
+    if stage.parallelism_written == 1:
+        return "num_parallel_calls=1 as written"
+    if stage.python and stage.stateful:
+        return (
+            "its function calls Python (py_function/numpy_function ops are stateful, "
+            "and TF's map_parallelization skips stateful functions)"
+        )
+    if stage.random and stage.stateful:
+        return (
+            "its function draws stateful random numbers (tf.random.uniform, "
+            "tf.image.random_*), and TF's map_parallelization skips stateful functions"
+        )
+    if stage.stateful:
+        return (
+            "its function has stateful ops, and TF's map_parallelization skips stateful functions"
+        )
+    if not autotune:
+        return "autotune is off (options.autotune.enabled = False): map_parallelization needs it"
+    return (
+        "written without num_parallel_calls, and TF's map_parallelization did not apply "
+        "(turned off in the dataset's options, or the map runs inside an interleave/"
+        "flat_map function)"
+    )
+
+
+def stage_row(pipeline: PipelineFacts, index: int) -> dict[str, Any]:
+    """One evidence table row: what TF ran, how long, how parallel, where it is written."""
+    stage = pipeline.stages[index]
+    share = stage_share(pipeline, stage)
+    per_element = per_element_s(stage)
+    row: dict[str, Any] = {
+        "stage": stage_label(stage),
+        "kind": stage.kind,
+        "written_as": "+".join(stage.written_as) or "added by TF",
+        "elements": stage.elements,
+        "ms_per_element": None if per_element is None else round(per_element * 1000, 3),
+        "threads": stage.parallelism or 1,  # not a parallel stage: one thread
+        "share_of_pipeline_time": None if share is None else round(share, 3),
+    }
+    flags = [
+        n
+        for n, on in (
+            ("python", stage.python),
+            ("stateful", stage.stateful),
+            ("random", stage.random),
+        )
+        if on
+    ] + list(stage.codec_ops)
+    if flags:
+        row["flags"] = ", ".join(flags)
+    if is_bottleneck(pipeline, index):
+        row["bottleneck"] = True
+    return row
+
+
+def stage_table(pipeline: PipelineFacts) -> list[dict[str, Any]]:
+    return [stage_row(pipeline, i) for i in range(len(pipeline.stages))]
+
+
+def wait_evidence(wait: InputWait) -> dict[str, Any]:
+    return {
+        "input_wait_fraction": round(wait.fraction, 3),
+        "input_wait_ms_per_step": _ms(wait.per_element_s),
+        "consumer_ms_per_step": _ms(wait.consumer_s),
+        "input_wait_measured_by": wait.measured_by,
+    }
+
+
+def pipeline_name(pipeline: PipelineFacts) -> str:
+    where = f" built at {pipeline.location}" if pipeline.location else ""
+    if pipeline.helper_location:
+        where += f" (by the function at {pipeline.helper_location})"
+    return f"tf.data pipeline {pipeline.id}{where}, read by {pipeline.consumer}"
+
+
+def gain_text(fraction: float, what: str) -> str:
+    """An honest estimate of recoverable step time, said to be one."""
+    return (
+        f"estimate: up to {fraction:.0%} of step time ({what}); "
+        "the fix's real gain shows when the run is measured again"
+    )
+
+
+def stage_gain_text(fraction: float) -> str:
+    """The estimate for speeding up one stage, said the same way by every rule that
+    names one: the consumer's wait times the stage's share of the pipeline's work."""
+    return gain_text(fraction, "the wait times this stage's share of the pipeline's work")
+
+
+def waits_for_input(facts: Facts, pipeline: PipelineFacts, wait: InputWait) -> str:
+    """ "steps wait for input 42% of the time", or the validation consumer in place
+    of the steps: the clause a stage's title ends with."""
+    return f"{who_waits(facts, pipeline)} for input {wait.fraction:.0%} of the time"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
