@@ -5,25 +5,37 @@ outputs planned before the script runs, and the report after it."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.options import (
     check_target,
-    gate_conditions,
     gate_options,
+    gate_settings,
     html_option,
-    metrics_from,
     metrics_options,
+    metrics_settings,
     out_dir_option,
+    out_dir_settings,
     output_options,
-    resolve_out_dir,
+    report_settings,
     sampling_options,
     target_option,
 )
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError, check_hz
-from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
+from gpuwhy.commands.script_command import (
+    prepare,
+    report_after_script,
+    script_arguments,
+    script_settings,
+)
+from gpuwhy.commands.settings import Gate, OutDir, ReportSettings, ScriptSettings
+from gpuwhy.export.live import MetricsOptions
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.run.watched import run_watched
+from gpuwhy.record import Record
 
 HELP = "Why is my training slow on the GPU? Run a script and diagnose it."
 
@@ -66,29 +78,84 @@ def configure(parser: argparse.ArgumentParser) -> None:
     gate_options(parser, findings_only=True)
 
 
-def main(args: argparse.Namespace) -> int:
-    own_stderr.keep()
+@dataclass(frozen=True)
+class RunSettings:
+    script: ScriptSettings
+    collector_options: Mapping[str, Any]  # the Session's: hz, audit, eager, eager_duty, target
+    gate: Gate
+    out_dir: OutDir | None
+    metrics: MetricsOptions
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> RunSettings:
+    """The command line read once, each option checked (a usage error): the collectors'
+    options, then the gate, then the live metrics."""
+    collectors = collector_options(args)
+    gate = gate_settings(args, findings_only=True)
+    out_dir = out_dir_settings(args)
+    metrics = metrics_settings(args)
+    return RunSettings(
+        script=script_settings(args),
+        collector_options=collectors,
+        gate=gate,
+        out_dir=out_dir,
+        metrics=metrics,
+        report=report_settings(args, output=True, html=True),
+    )
+
+
+def collector_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--hz, --no-audit, --no-eager, --eager-duty and --target: what the collectors that
+    watch the script are given, checked."""
     check_hz(args.hz)
     if args.eager_duty is not None and not (0 < args.eager_duty <= 1):
         raise UsageError("--eager-duty must be a fraction in (0, 1]")
     check_target(args.target)
-    args.gate = gate_conditions(args, findings_only=True)
-    resolve_out_dir(args)
-    metrics = metrics_from(args)
-    code, outputs = prepare(args)
+    return {
+        "hz": args.hz,
+        "audit": args.audit,
+        "eager": args.eager,
+        "eager_duty": args.eager_duty,
+        "target": args.target,
+    }
+
+
+@dataclass
+class GateOutcome:
+    """What the gate found in the script's record, filled by the report after the script
+    (it runs inside run_watched, which returns how the script ended)."""
+
+    crossed: list[str] = field(default_factory=list)
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: RunSettings) -> int:
+    own_stderr.keep()
+    code, outputs = prepare(settings.script, settings.report)
+    gate = GateOutcome()
+
+    def report(make_record: Callable[[], Record]) -> None:
+        gate.crossed = report_after_script(
+            make_record,
+            settings.report,
+            outputs,
+            out_dir=settings.out_dir,
+            gate=settings.gate,
+        )
+
     outcome = run_watched(
-        args.script,
-        args.args,
+        settings.script.path,
+        settings.script.args,
         code,
-        hz=args.hz,
-        audit=args.audit,
-        eager=args.eager,
-        eager_duty=args.eager_duty,
-        target=args.target,
-        metrics=metrics,
-        report=lambda make_record: report_after_script(make_record, args, outputs),
+        **settings.collector_options,
+        metrics=settings.metrics,
+        report=report,
     )
     status = end_like_the_script(outcome)
-    if status == EXIT_OK and getattr(args, "gate_crossed", None):
+    if status == EXIT_OK and gate.crossed:
         return EXIT_PROBLEM  # the script succeeded; the gate did not
     return status
