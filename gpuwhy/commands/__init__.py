@@ -1,10 +1,13 @@
 """One module per command, named after it: ``gpuwhy check`` is commands/check.py, and so on.
 
 Each module has ``HELP`` (its line in ``gpuwhy --help``), ``configure(parser)`` (its
-options) and ``main(args) -> exit status``. One that makes a record checks the options,
-calls its mode's function (gpuwhy/modes/, the one ``gpuwhy.<mode>()`` calls too) and
-writes the record. How every command ends (exit statuses, the usage error, writing the
-reports) is in commands/reporting.py; the options they share are in commands/options.py.
+options) and ``main(args) -> exit status``, which is ``execute(settings_from(args))``:
+the parsed arguments are read once, into the command's frozen settings, where a bad
+option is a usage error, and nothing after reads (or writes) them. One that makes a
+record then calls its mode's function (gpuwhy/modes/, the one ``gpuwhy.<mode>()`` calls
+too) and writes the record. How every command ends (exit statuses, the usage error,
+writing the reports) is in commands/reporting.py; the options they share are declared
+and read in commands/options.py, into the settings of commands/settings.py.
 gpuwhy/cli.py only parses and dispatches.
 """
 

@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwhy.commands.options import check_target, output_options, stdout_file_option, target_option
+from gpuwhy.collect.inprocess.projection import TARGET
+from gpuwhy.commands.options import (
+    checked,
+    output_options,
+    report_settings,
+    stdout_file_option,
+    target_option,
+)
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.modes.audit import AuditError, audit_path
 
 HELP = "Why are my ops on the CPU? Placement audit of a saved model."
@@ -41,15 +50,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
     stdout_file_option(parser)
 
 
-def main(args: argparse.Namespace) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's banner quiet
+@dataclass(frozen=True)
+class AuditSettings:
+    path: str
+    verify: bool
+    target: str | None
+    batch: int | None
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> AuditSettings:
+    """The command line read once, each option checked (a usage error)."""
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")
-    check_target(args.target)
+    checked(TARGET, args.target)
     if args.batch is not None and args.batch < 1:
         raise UsageError("--batch must be a positive number of examples")
+    return AuditSettings(
+        path=args.path,
+        verify=args.verify,
+        target=args.target,
+        batch=args.batch,
+        report=report_settings(args, output=True, html=False),
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: AuditSettings) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # our own process: keep TF's banner quiet
+    path = settings.path
     outputs = plan_outputs(
-        args, inputs=[args.path], project_dir=args.path if os.path.isdir(args.path) else None
+        settings.report, inputs=[path], project_dir=path if os.path.isdir(path) else None
     )
     try:
         import tensorflow  # noqa: F401 - only to say early that it is missing
@@ -59,8 +93,10 @@ def main(args: argparse.Namespace) -> int:
         ) from None
 
     try:
-        record = audit_path(args.path, verify=args.verify, target=args.target, batch=args.batch)
+        record = audit_path(
+            path, verify=settings.verify, target=settings.target, batch=settings.batch
+        )
     except AuditError as e:
         raise UsageError(str(e)) from None
-    emit(record, args, outputs)
+    emit(record, settings.report, outputs)
     return exit_status(record)

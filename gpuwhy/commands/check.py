@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwhy.commands.options import output_options
+from gpuwhy.commands.options import output_options, report_settings
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.modes.check import check
 
 HELP = "Is TensorFlow using my GPU? The environment doctor."
@@ -39,12 +41,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     output_options(parser)
 
 
-def main(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class CheckSettings:
+    python: str
+    timeout: float
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> CheckSettings:
+    """The command line read once, each option checked (a usage error)."""
     if not Path(args.python).exists():
         raise UsageError(f"no Python interpreter at {args.python}")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError("--timeout must be a positive number of seconds")
-    outputs = plan_outputs(args, inputs=[args.python])
-    record = check(args.python, args.timeout)
-    emit(record, args, outputs)
+    return CheckSettings(
+        python=args.python,
+        timeout=args.timeout,
+        report=report_settings(args, output=False, html=False),
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: CheckSettings) -> int:
+    outputs = plan_outputs(settings.report, inputs=[settings.python])
+    record = check(settings.python, settings.timeout)
+    emit(record, settings.report, outputs)
     return exit_status(record)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from dataclasses import dataclass
 
 import gpuwhy.own_stderr as own_stderr
-from gpuwhy.commands.options import gate_conditions, gate_options
+from gpuwhy.commands.options import gate_options, gate_settings, report_settings
 from gpuwhy.commands.output_paths import Output, write_or_divert
 from gpuwhy.commands.reporting import (
     EXIT_OK,
@@ -19,8 +20,9 @@ from gpuwhy.commands.reporting import (
     plan_outputs,
     write_file,
 )
+from gpuwhy.commands.settings import Gate, ReportSettings
 from gpuwhy.comparison import Comparison, compare
-from gpuwhy.comparison.gate import Condition, crossed_by_comparison, crossed_by_findings, not_judged
+from gpuwhy.comparison.gate import crossed_by_comparison, crossed_by_findings, not_judged
 from gpuwhy.modes.diff import read
 from gpuwhy.record import Record, RecordError
 from gpuwhy.report.diff.html import write_comparison_html
@@ -59,25 +61,47 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="PATH", help="write the report to PATH")
 
 
+@dataclass(frozen=True)
+class DiffSettings:
+    before: str
+    after: str
+    gate: Gate
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> DiffSettings:
+    """The command line read once, the gate's conditions checked (a usage error)."""
+    return DiffSettings(
+        before=args.before,
+        after=args.after,
+        gate=gate_settings(args, findings_only=False),
+        report=report_settings(args, output=True, html=True, verbose=False),
+    )
+
+
 def main(args: argparse.Namespace) -> int:
-    gate = gate_conditions(args, findings_only=False)
-    outputs = plan_outputs(args, inputs=[args.before, args.after])
-    if args.format == "html" and "-o" not in outputs:
+    return execute(settings_from(args))
+
+
+def execute(settings: DiffSettings) -> int:
+    report = settings.report
+    outputs = plan_outputs(report, inputs=[settings.before, settings.after])
+    if report.format == "html" and "-o" not in outputs:
         check_format("html", to_terminal=sys.stdout.isatty())
     try:
-        (before, before_name), (after, after_name) = read(args.before), read(args.after)
+        (before, before_name), (after, after_name) = read(settings.before), read(settings.after)
     except RecordError as e:
         raise UsageError(str(e)) from None
     comparison = compare(before, after, names=(before_name, after_name))
     if "--json" in outputs:
         _write(outputs["--json"], comparison_json(comparison))
     color = "-o" not in outputs and sys.stdout.isatty()
-    if args.format == "html":
+    if report.format == "html":
         _write_html(comparison, outputs.get("-o"))
     else:
         text = (
             comparison_json(comparison)
-            if args.format == "json"
+            if report.format == "json"
             else render_comparison(comparison, color=color)
         )
         if "-o" in outputs:
@@ -87,13 +111,16 @@ def main(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     if "--html" in outputs:
         _write_html(comparison, outputs["--html"])
-    return _gate(gate, comparison, after)
+    return _gate(settings.gate, comparison, after)
 
 
-def _gate(gate: list[Condition], comparison: Comparison, after: Record) -> int:
-    for line in not_judged(gate, comparison):
+def _gate(gate: Gate, comparison: Comparison, after: Record) -> int:
+    conditions = list(gate.conditions)
+    for line in not_judged(conditions, comparison):
         own_stderr.say(f"gpuwhy: gate: {line}")
-    crossed = crossed_by_comparison(gate, comparison) + crossed_by_findings(gate, after.findings)
+    crossed = crossed_by_comparison(conditions, comparison) + crossed_by_findings(
+        conditions, after.findings
+    )
     for line in crossed:
         own_stderr.say(f"gpuwhy: gate: {line}")
     return EXIT_PROBLEM if crossed else EXIT_OK

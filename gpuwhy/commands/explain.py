@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 
 from gpuwhy.commands.reporting import EXIT_OK, UsageError
-from gpuwhy.rules import UnknownRuleError, get_rule
+from gpuwhy.rules import Rule, UnknownRuleError, get_rule
 
 HELP = "print a finding's documentation"
 
@@ -17,12 +18,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("terminal", "json"), default="terminal")
 
 
-def main(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class ExplainSettings:
+    rule: type[Rule]  # the one ID names
+    format: str
+
+
+def settings_from(args: argparse.Namespace) -> ExplainSettings:
+    """The command line read once: an ID that names no rule is a usage error."""
     try:
         rule = get_rule(args.id)
     except UnknownRuleError as e:
         raise UsageError(str(e)) from None
-    if args.format == "json":
+    return ExplainSettings(rule=rule, format=args.format)
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: ExplainSettings) -> int:
+    rule = settings.rule
+    if settings.format == "json":
         doc = {
             "id": rule.id,
             "status": rule.status,

@@ -22,13 +22,27 @@ the product), 2 for a gpuwhy error or bad input (one line), 130 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import gpuwhy.own_stderr as own_stderr
-from gpuwhy.commands.options import html_option, output_options, report_file_option
+from gpuwhy.commands.options import (
+    html_option,
+    output_options,
+    report_file_option,
+    report_settings,
+)
 from gpuwhy.commands.reporting import EXIT_ERROR, EXIT_OK, UsageError
-from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
+from gpuwhy.commands.script_command import (
+    prepare,
+    report_after_script,
+    script_arguments,
+    script_settings,
+)
+from gpuwhy.commands.settings import ReportSettings, ScriptSettings
 from gpuwhy.modes.fix import FixOptions, fix_input
 from gpuwhy.modes.run.script import end_like_the_script
+from gpuwhy.record import Record
 
 HELP = "Make my input pipeline faster: rewrite it safely, check and measure it."
 
@@ -87,33 +101,55 @@ def configure(parser: argparse.ArgumentParser) -> None:
     script_arguments(parser)
 
 
-def main(args: argparse.Namespace) -> int:
-    """Exits 0 whatever the script's own status (the report is the product), 2 when
-    gpuwhy itself failed or was misused."""
+@dataclass(frozen=True)
+class FixSettings:
+    script: ScriptSettings
+    options: FixOptions
+    report: ReportSettings
 
+
+def settings_from(args: argparse.Namespace) -> FixSettings:
+    """The command line read once, each option checked (a usage error)."""
     if not args.input:
         raise UsageError("say what to fix: gpuwhy fix --input SCRIPT [ARGS]")
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     if args.elements is not None and args.elements < 1:
         raise UsageError("--elements must be a positive number of elements")
-    code, outputs = prepare(args)
-    own_stderr.keep()
-    options = FixOptions(
-        keep_order=not args.any_order,
-        cache=not args.no_cache,
-        assume_pure=args.assume_pure,
-        measure=args.measure,
-        elements=args.elements,
-        repeats=args.repeats,
-        stop_early=args.stop_early,
+    return FixSettings(
+        script=script_settings(args),
+        options=FixOptions(
+            keep_order=not args.any_order,
+            cache=not args.no_cache,
+            assume_pure=args.assume_pure,
+            measure=args.measure,
+            elements=args.elements,
+            repeats=args.repeats,
+            stop_early=args.stop_early,
+        ),
+        report=report_settings(args, output=True, html=True),
     )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Exits 0 whatever the script's own status (the report is the product), 2 when
+    gpuwhy itself failed or was misused."""
+    return execute(settings_from(args))
+
+
+def execute(settings: FixSettings) -> int:
+    code, outputs = prepare(settings.script, settings.report)
+    own_stderr.keep()
+
+    def report(make_record: Callable[[], Record]) -> None:
+        report_after_script(make_record, settings.report, outputs)  # no gate: exit 0 or 2
+
     outcome, failed = fix_input(
-        args.script,
-        args.args,
+        settings.script.path,
+        settings.script.args,
         code,
-        options,
-        report=lambda make_record: report_after_script(make_record, args, outputs),
+        settings.options,
+        report=report,
     )
     end_like_the_script(outcome)
     return EXIT_ERROR if failed else EXIT_OK

@@ -12,9 +12,16 @@ worker still gets its report.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from gpuwhy.commands.options import html_option, output_options, stdout_file_option
+from gpuwhy.commands.options import (
+    html_option,
+    output_options,
+    report_settings,
+    stdout_file_option,
+)
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.modes.merge import MergeError, merge
 
 HELP = "one report for many workers: merge the records of `gpuwhy run --out-dir DIR`"
@@ -34,11 +41,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     html_option(parser)
 
 
+@dataclass(frozen=True)
+class MergeSettings:
+    directory: str
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> MergeSettings:
+    """The command line read once."""
+    return MergeSettings(
+        directory=args.directory, report=report_settings(args, output=True, html=True)
+    )
+
+
 def main(args: argparse.Namespace) -> int:
-    outputs = plan_outputs(args)
+    return execute(settings_from(args))
+
+
+def execute(settings: MergeSettings) -> int:
+    outputs = plan_outputs(settings.report)
     try:
-        record = merge(args.directory)
+        record = merge(settings.directory)
     except MergeError as e:
         raise UsageError(str(e)) from None
-    emit(record, args, outputs)
+    emit(record, settings.report, outputs)
     return exit_status(record)

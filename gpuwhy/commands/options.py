@@ -1,16 +1,25 @@
 """The command-line options several commands share, declared once so that ``-f``,
-``--json``, ``--html``, ``-o`` and ``--hz`` mean the same thing for every command."""
+``--json``, ``--html``, ``-o`` and ``--hz`` mean the same thing for every command; and,
+beside each group, the one function that reads it into its settings
+(commands/settings.py), checked: a bad value is a usage error before anything runs."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
+from typing import TypeVar
 
+from gpuwhy.collect.inprocess.base import Option
+from gpuwhy.collect.inprocess.projection import TARGET
+from gpuwhy.collect.sampler import SAMPLES_PER_S
 from gpuwhy.commands.reporting import UsageError
-from gpuwhy.comparison.gate import Condition, GateError, parse, read_file
+from gpuwhy.commands.settings import Gate, OutDir, ReportSettings
+from gpuwhy.comparison.gate import GateError, parse, read_file
 from gpuwhy.export.live import MetricsOptions
 from gpuwhy.export.otlp import BadEndpoint, endpoint
-from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
+
+T = TypeVar("T")
 
 
 def output_options(p: argparse.ArgumentParser) -> None:
@@ -23,6 +32,22 @@ def output_options(p: argparse.ArgumentParser) -> None:
         "scanning, SARIF 2.1.0), or module:Class",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add tables and TF's log lines")
+
+
+def report_settings(
+    args: argparse.Namespace, *, output: bool, html: bool, verbose: bool = True
+) -> ReportSettings:
+    """``--json`` and ``-f`` (:func:`output_options`, or the command's own), with ``-v``,
+    ``-o`` (:func:`stdout_file_option`, :func:`report_file_option`) and ``--html``
+    (:func:`html_option`) where the command declared them (``output``, ``html``,
+    ``verbose``)."""
+    return ReportSettings(
+        format=args.format,
+        verbose=args.verbose if verbose else False,
+        json=args.json,
+        output=args.output if output else None,
+        html=args.html if html else None,
+    )
 
 
 def html_option(p: argparse.ArgumentParser) -> None:
@@ -50,35 +75,22 @@ def report_file_option(p: argparse.ArgumentParser) -> None:
 
 
 def sampling_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--hz",
-        type=float,
-        default=10.0,
-        metavar="N",
-        help="GPU samples per second (10; GPM metrics are read at most at 10)",
-    )
+    """--hz (the GPU sampler's own option) and -o, for ``watch``."""
+    SAMPLES_PER_S.add_to(p)
     report_file_option(p)
 
 
 def target_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--target",
-        metavar="GPU",
-        help="also project the training step onto GPU (A100, H100, L4, T4, V100, "
-        "'RTX 4090' ... or auto: this machine's): predicted step time, kernel time and "
-        "input wait, said to be a projection",
-    )
+    """--target, the projection's own option, for ``audit``."""
+    TARGET.add_to(p)
 
 
-def check_target(name: str | None) -> None:
-    """A --target that names no GPU is a usage error, before anything runs."""
-    if name is None or name.strip().lower() == "auto":
-        return
-
+def checked(option: Option[T], value: T) -> T:
+    """``value`` as ``option``'s collector accepts it; else the usage error it says."""
     try:
-        find_gpu(name)
-    except UnknownGpuError as error:
-        raise UsageError(str(error)) from None
+        return option.check(value)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def metrics_options(p: argparse.ArgumentParser) -> None:
@@ -112,7 +124,7 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def metrics_from(args: argparse.Namespace):
+def metrics_settings(args: argparse.Namespace) -> MetricsOptions:
     """The --metrics-* options, checked before anything runs."""
 
     port, url, interval = args.metrics_port, args.metrics_push, args.metrics_interval
@@ -142,15 +154,11 @@ def out_dir_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_out_dir(args: argparse.Namespace) -> None:
+def out_dir_settings(args: argparse.Namespace) -> OutDir | None:
     """``--out-dir`` against the directory gpuwhy started in (a script that chdirs must
-    not move it); kept as typed in ``args.out_dir_given`` for messages."""
-    import os
-
-    given = getattr(args, "out_dir", None)
-    args.out_dir_given = given
-    if given:
-        args.out_dir = os.path.abspath(given)
+    not move it), and as typed for messages; None when not given."""
+    given = args.out_dir
+    return OutDir(given=given, path=os.path.abspath(given)) if given else None
 
 
 def gate_options(parser: argparse.ArgumentParser, findings_only: bool) -> None:
@@ -187,7 +195,7 @@ def gate_options(parser: argparse.ArgumentParser, findings_only: bool) -> None:
     )
 
 
-def gate_conditions(args: argparse.Namespace, findings_only: bool) -> list[Condition]:
+def gate_settings(args: argparse.Namespace, findings_only: bool) -> Gate:
     """The gate's conditions, read before anything runs: a bad one is a usage error."""
     try:
         out = [parse(text, findings_only) for text in args.fail_on]
@@ -196,4 +204,4 @@ def gate_conditions(args: argparse.Namespace, findings_only: bool) -> list[Condi
     except GateError as e:
         raise UsageError(str(e)) from None
     ignored = tuple(args.fail_ignore)
-    return [replace(c, ignore=ignored) for c in out] if ignored else out
+    return Gate(tuple(replace(c, ignore=ignored) for c in out) if ignored else tuple(out))

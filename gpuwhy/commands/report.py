@@ -4,9 +4,16 @@ options as the command that made it (``--recheck`` runs today's rules on its fac
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from gpuwhy.commands.options import html_option, output_options, stdout_file_option
+from gpuwhy.commands.options import (
+    html_option,
+    output_options,
+    report_settings,
+    stdout_file_option,
+)
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
+from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.record import Record, RecordError
 
 HELP = "re-render a saved JSON report"
@@ -22,13 +29,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     html_option(parser)
 
 
+@dataclass(frozen=True)
+class ReportCommandSettings:
+    record: str  # RUN.json
+    recheck: bool
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
+    """The command line read once."""
+    return ReportCommandSettings(
+        record=args.record,
+        recheck=args.recheck,
+        report=report_settings(args, output=True, html=True),
+    )
+
+
 def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: ReportCommandSettings) -> int:
     try:
-        record = Record.load(args.record)
+        record = Record.load(settings.record)
     except RecordError as e:
         raise UsageError(str(e)) from None
-    outputs = plan_outputs(args, inputs=[args.record])
-    if args.recheck:
+    outputs = plan_outputs(settings.report, inputs=[settings.record])
+    if settings.recheck:
         record = record.recheck()
-    emit(record, args, outputs)
+    emit(record, settings.report, outputs)
     return exit_status(record)

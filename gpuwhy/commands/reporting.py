@@ -6,15 +6,15 @@ to the outputs planned before anything ran. One place, so that ``gpuwhy fix`` an
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import IO, Any
+from typing import IO
 
 import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.output_paths import Output, OutputPathError, write_or_divert
 from gpuwhy.commands.output_paths import plan_outputs as plan
+from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.renderers import MisconfigurationError, renderer_class
@@ -28,7 +28,7 @@ class UsageError(Exception):
 
 
 def plan_outputs(
-    args: Any,
+    report: ReportSettings,
     *,
     inputs: Iterable[str] = (),
     project_dir: str | None = None,
@@ -38,9 +38,9 @@ def plan_outputs(
     (gpuwhy.commands.output_paths): paths against the directory gpuwhy started in."""
 
     named = [
-        ("--json", getattr(args, "json", None)),
-        ("-o", getattr(args, "output", None)),
-        ("--html", getattr(args, "html", None)),
+        ("--json", report.json),
+        ("-o", report.output),
+        ("--html", report.html),
         *extra,
     ]
     try:
@@ -49,7 +49,9 @@ def plan_outputs(
         raise UsageError(str(e)) from None
 
 
-def emit(record: Record, args: Any, outputs: dict[str, Output], to_stderr: bool = False) -> None:
+def emit(
+    record: Record, report: ReportSettings, outputs: dict[str, Output], to_stderr: bool = False
+) -> None:
     """Write --json, then the chosen format: on stdout, or for commands that run a
     program (whose stdout it owns) on gpuwhy's own stderr or in -o; then --html (after
     the text report, which a failure there must not cost). A planned file that cannot be
@@ -59,8 +61,8 @@ def emit(record: Record, args: Any, outputs: dict[str, Output], to_stderr: bool 
         write_or_divert(outputs["--json"], record.save, own_stderr.say)
     stream = own_stderr.stream() if to_stderr else sys.stdout
     try:
-        renderer = renderer_class(args.format)(
-            verbose=args.verbose,
+        renderer = renderer_class(report.format)(
+            verbose=report.verbose,
             color="-o" not in outputs and (own_stderr.isatty() if to_stderr else stream.isatty()),
         )
     except MisconfigurationError as e:
@@ -122,11 +124,6 @@ def _refuse_terminal(renderer: type[Renderer]) -> None:
             f"-f {renderer.name} is meant for a file, not a terminal: add -o PATH, or "
             "redirect the output"
         )
-
-
-def check_hz(hz: float) -> None:
-    if not (math.isfinite(hz) and 0 < hz <= 100):
-        raise UsageError("--hz must be between 0 and 100 samples per second")
 
 
 def write_quietly(stream: IO[str], text: str) -> None:

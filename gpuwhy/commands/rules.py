@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.commands.reporting import EXIT_OK
@@ -17,7 +18,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("terminal", "json"), default="terminal")
 
 
+@dataclass(frozen=True)
+class RulesSettings:
+    format: str
+
+
+def settings_from(args: argparse.Namespace) -> RulesSettings:
+    """The command line read once."""
+    return RulesSettings(format=args.format)
+
+
 def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: RulesSettings) -> int:
     rows: list[dict[str, Any]] = [
         {
             "id": r.id,
@@ -29,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
         }
         for r in ALL_RULES
     ]
-    if args.format == "json":
+    if settings.format == "json":
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     from rich.console import Console

@@ -5,25 +5,36 @@ outputs planned before the script runs, and the report after it."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import gpuwhy.own_stderr as own_stderr
 from gpuwhy.collect.registry import options_from, run_options
 from gpuwhy.commands.options import (
-    gate_conditions,
     gate_options,
+    gate_settings,
     html_option,
-    metrics_from,
     metrics_options,
+    metrics_settings,
     out_dir_option,
+    out_dir_settings,
     output_options,
     report_file_option,
-    resolve_out_dir,
+    report_settings,
 )
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError
-from gpuwhy.commands.script_command import prepare, report_after_script, script_arguments
+from gpuwhy.commands.script_command import (
+    prepare,
+    report_after_script,
+    script_arguments,
+    script_settings,
+)
+from gpuwhy.commands.settings import Gate, OutDir, ReportSettings, ScriptSettings
+from gpuwhy.export.live import MetricsOptions
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.run.watched import run_watched
+from gpuwhy.record import Record
 
 HELP = "Why is my training slow on the GPU? Run a script and diagnose it."
 
@@ -47,32 +58,77 @@ def configure(parser: argparse.ArgumentParser) -> None:
     gate_options(parser, findings_only=True)
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    script: ScriptSettings
+    collector_options: Mapping[str, Any]  # the Session's, by name (collect/registry.py)
+    gate: Gate
+    out_dir: OutDir | None
+    metrics: MetricsOptions
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> RunSettings:
+    """The command line read once, each option checked (a usage error): the collectors'
+    options, then the gate, then the live metrics."""
+    collectors = collector_options(args)
+    gate = gate_settings(args, findings_only=True)
+    out_dir = out_dir_settings(args)
+    metrics = metrics_settings(args)
+    return RunSettings(
+        script=script_settings(args),
+        collector_options=collectors,
+        gate=gate,
+        out_dir=out_dir,
+        metrics=metrics,
+        report=report_settings(args, output=True, html=True),
+    )
+
+
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The collectors' options as given, each checked by the collector that takes it:
-    a refused value is a usage error, before anything runs."""
-    given = vars(args)
+    """The collectors' options (collect/registry.py: --hz, --no-audit, --no-eager,
+    --eager-duty, --target ...), each checked by the collector that takes it."""
     try:
-        return dict(options_from({o.name: given[o.name] for o in run_options()}, ()).values)
+        return dict(options_from({o.name: o.given_in(args) for o in run_options()}, ()).values)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
+@dataclass
+class GateOutcome:
+    """What the gate found in the script's record, filled by the report after the script
+    (it runs inside run_watched, which returns how the script ended)."""
+
+    crossed: list[str] = field(default_factory=list)
+
+
 def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: RunSettings) -> int:
     own_stderr.keep()
-    options = collector_options(args)
-    args.gate = gate_conditions(args, findings_only=True)
-    resolve_out_dir(args)
-    metrics = metrics_from(args)
-    code, outputs = prepare(args)
+    code, outputs = prepare(settings.script, settings.report)
+    gate = GateOutcome()
+
+    def report(make_record: Callable[[], Record]) -> None:
+        gate.crossed = report_after_script(
+            make_record,
+            settings.report,
+            outputs,
+            out_dir=settings.out_dir,
+            gate=settings.gate,
+        )
+
     outcome = run_watched(
-        args.script,
-        args.args,
+        settings.script.path,
+        settings.script.args,
         code,
-        options=options,
-        metrics=metrics,
-        report=lambda make_record: report_after_script(make_record, args, outputs),
+        options=settings.collector_options,
+        metrics=settings.metrics,
+        report=report,
     )
     status = end_like_the_script(outcome)
-    if status == EXIT_OK and getattr(args, "gate_crossed", None):
+    if status == EXIT_OK and gate.crossed:
         return EXIT_PROBLEM  # the script succeeded; the gate did not
     return status

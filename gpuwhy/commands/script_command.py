@@ -19,6 +19,7 @@ from gpuwhy.commands.reporting import (
     plan_outputs,
     say_error,
 )
+from gpuwhy.commands.settings import Gate, OutDir, ReportSettings, ScriptSettings
 from gpuwhy.comparison.gate import crossed_by_findings
 from gpuwhy.modes.run.script import ScriptError, load_script
 from gpuwhy.record import Record
@@ -34,36 +35,53 @@ def script_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def prepare(args: argparse.Namespace) -> tuple[types.CodeType, dict[str, Output]]:
+def script_settings(args: argparse.Namespace) -> ScriptSettings:
+    """SCRIPT and its ARGS, as :func:`script_arguments` declared them."""
+    return ScriptSettings(path=args.script, args=tuple(args.args))
+
+
+def prepare(
+    script: ScriptSettings, report: ReportSettings
+) -> tuple[types.CodeType, dict[str, Output]]:
     """The script compiled and its outputs planned (never over the script or a file of
     the user's beside it), with a bad ``-f`` refused: all before the script runs."""
 
     try:
-        code = load_script(args.script)
+        code = load_script(script.path)
     except ScriptError as e:
         raise UsageError(str(e)) from None
     outputs = plan_outputs(
-        args, inputs=[args.script], project_dir=os.path.dirname(os.path.abspath(args.script))
+        report, inputs=[script.path], project_dir=os.path.dirname(os.path.abspath(script.path))
     )
 
-    check_format(args.format, to_terminal="-o" not in outputs and own_stderr.isatty())
+    check_format(report.format, to_terminal="-o" not in outputs and own_stderr.isatty())
     return code, outputs
 
 
 def report_after_script(
-    make_record: Callable[[], Record], args: argparse.Namespace, outputs: dict[str, Output]
-) -> None:
+    make_record: Callable[[], Record],
+    report: ReportSettings,
+    outputs: dict[str, Output],
+    *,
+    out_dir: OutDir | None = None,
+    gate: Gate | None = None,
+) -> list[str]:
     """The report, after the script: gpuwhy failing here is one line, and the exit status
-    stays the script's (``gpuwhy run train.py && deploy`` must mean what it says)."""
+    stays the script's (``gpuwhy run train.py && deploy`` must mean what it says).
+    Returns the lines of the ``gate`` its record crossed (said on stderr too), for the
+    caller to decide its exit status: none without a gate, or when reporting failed."""
     try:
         record = make_record()
-        save_for_merge(record, args)
-        emit(record, args, outputs, to_stderr=True)
-        gate = getattr(args, "gate", None)
-        if gate:
-            args.gate_crossed = crossed_by_findings(gate, record.findings)
-            for line in args.gate_crossed:
-                own_stderr.say(f"gpuwhy: gate: {line}")
+        save_for_merge(record, out_dir)
+        emit(record, report, outputs, to_stderr=True)
+        crossed = (
+            crossed_by_findings(list(gate.conditions), record.findings)
+            if gate is not None and gate.conditions
+            else []
+        )
+        for line in crossed:
+            own_stderr.say(f"gpuwhy: gate: {line}")
+        return crossed
     except UsageError as e:
         say_error(str(e))
     except Exception as e:
@@ -73,13 +91,13 @@ def report_after_script(
             f"internal error while reporting: {type(e).__name__}: {e} "
             "(GPUWHY_DEBUG=1 shows the traceback)"
         )
+    return []
 
 
-def save_for_merge(record: Record, args: argparse.Namespace) -> None:
+def save_for_merge(record: Record, out_dir: OutDir | None) -> None:
     """``--out-dir DIR``: the record as DIR/<task>.json, before any other report (it is
     what the cluster's merge waits for). Never raises, never changes the exit status."""
-    directory = getattr(args, "out_dir", None)
-    if not directory:
+    if out_dir is None:
         return
 
     task = record.facts.task
@@ -87,10 +105,4 @@ def save_for_merge(record: Record, args: argparse.Namespace) -> None:
         name = task.name
     else:
         name = task_facts().name
-    write_task_record(
-        record.to_json() + "\n",
-        directory,
-        getattr(args, "out_dir_given", None) or directory,
-        name,
-        own_stderr.say,
-    )
+    write_task_record(record.to_json() + "\n", out_dir.path, out_dir.given, name, own_stderr.say)

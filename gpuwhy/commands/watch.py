@@ -7,17 +7,23 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from gpuwhy.collect.sampler import SAMPLES_PER_S
 from gpuwhy.commands.options import (
-    metrics_from,
+    checked,
     metrics_options,
+    metrics_settings,
     out_dir_option,
+    out_dir_settings,
     output_options,
-    resolve_out_dir,
+    report_settings,
     sampling_options,
 )
-from gpuwhy.commands.reporting import UsageError, check_format, check_hz, emit, plan_outputs
+from gpuwhy.commands.reporting import UsageError, check_format, emit, plan_outputs
 from gpuwhy.commands.script_command import save_for_merge
+from gpuwhy.commands.settings import OutDir, ReportSettings
+from gpuwhy.export.live import MetricsOptions
 from gpuwhy.modes.watch import WatchError, watch
 
 HELP = "Is the GPU busy? Sample the GPU while any command runs."
@@ -41,8 +47,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out_dir_option(parser)
 
 
-def main(args: argparse.Namespace) -> int:
-    check_hz(args.hz)
+@dataclass(frozen=True)
+class WatchSettings:
+    command: tuple[str, ...]
+    hz: float
+    record: str | None  # --record PATH
+    metrics: MetricsOptions
+    out_dir: OutDir | None
+    report: ReportSettings
+
+
+def settings_from(args: argparse.Namespace) -> WatchSettings:
+    """The command line read once, each option checked (a usage error)."""
+    hz = checked(SAMPLES_PER_S, args.hz)
     command = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]
@@ -50,21 +67,41 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(
             "nothing to watch: give the command after --, e.g. gpuwhy watch -- python train.py"
         )
-    files, project_dir = _command_files(command)
+    return WatchSettings(
+        command=tuple(command),
+        hz=hz,
+        record=args.record,
+        metrics=metrics_settings(args),
+        out_dir=out_dir_settings(args),
+        report=report_settings(args, output=True, html=False),
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(settings_from(args))
+
+
+def execute(settings: WatchSettings) -> int:
+    files, project_dir = _command_files(settings.command)
     outputs = plan_outputs(
-        args, inputs=files, project_dir=project_dir, extra=[("--record", args.record)]
+        settings.report,
+        inputs=files,
+        project_dir=project_dir,
+        extra=[("--record", settings.record)],
     )
     record_path = outputs["--record"].path if "--record" in outputs else None
-    check_format(args.format, to_terminal="-o" not in outputs and sys.stderr.isatty())
-    resolve_out_dir(args)
+    check_format(settings.report.format, to_terminal="-o" not in outputs and sys.stderr.isatty())
     try:
         record, exit_code = watch(
-            command, hz=args.hz, record_path=record_path, metrics=metrics_from(args)
+            list(settings.command),
+            hz=settings.hz,
+            record_path=record_path,
+            metrics=settings.metrics,
         )
     except WatchError as e:
         raise UsageError(str(e)) from None
-    save_for_merge(record, args)
-    emit(record, args, outputs, to_stderr=True)
+    save_for_merge(record, settings.out_dir)
+    emit(record, settings.report, outputs, to_stderr=True)
     return exit_code
 
 

@@ -59,6 +59,10 @@ class Option(Generic[T]):
                 help=self.help,
             )
 
+    def given_in(self, parsed: argparse.Namespace) -> T:
+        """Its value on a command line parsed with :meth:`add_to`."""
+        return getattr(parsed, self.name)
+
     def check(self, value: T) -> T:
         """``value`` when accepted; else ValueError saying why."""
         why = self.refuse(value) if self.refuse is not None else None
