@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuwhy.collect.inprocess.pipeline_iterators import Pipeline
 from gpuwhy.collect.inprocess.pipeline_join import JoinedStage, match_stages
+from gpuwhy.derived.pipeline import BOOKKEEPING
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
 from gpuwhy.tfapi.tfdata.written import has_final_prefetch
@@ -224,12 +225,6 @@ def _kind(api: str | None, family: str | None, first: bool) -> str:
     return "source" if first else "other"
 
 
-# Stages that move elements without transforming them. Their self time is mostly
-# waiting that TF's timers attribute to them (a shuffle buffer filling up, say), not
-# work that a fix to that stage would remove.
-_BOOKKEEPING = frozenset({"prefetch", "shuffle", "repeat"})
-
-
 def _with_work_shares(stages: list[PipelineStage], cores: int) -> list[PipelineStage]:
     """Each working stage's part of the CPU time the pipeline spends per element the
     consumer gets: min(parallelism, cores) / root_elements_per_s, over the sum. Per
@@ -238,7 +233,7 @@ def _with_work_shares(stages: list[PipelineStage], cores: int) -> list[PipelineS
     work = {
         i: min(s.parallelism or 1, cores) / s.root_elements_per_s
         for i, s in enumerate(stages)
-        if s.root_elements_per_s and s.kind not in _BOOKKEEPING
+        if s.root_elements_per_s and s.kind not in BOOKKEEPING
     }
     total = sum(work.values())
     if total <= 0:
@@ -255,7 +250,7 @@ def _bottleneck(stages: list[PipelineStage]) -> int | None:
         for i, s in enumerate(stages)
         if s.root_elements_per_s is not None
     ]
-    working = [(r, i) for r, i in rated if stages[i].kind not in _BOOKKEEPING]
+    working = [(r, i) for r, i in rated if stages[i].kind not in BOOKKEEPING]
     pool = working or rated
     return min(pool)[1] if pool else None
 

@@ -12,10 +12,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from gpuwhy.derived.worker_inputs import compare_inputs
 from gpuwhy.facts import MergedFinding, WorkerRun, WorkersFacts
 from gpuwhy.finding import SEVERITY_RANK
 from gpuwhy.modes.merge.read import WorkerRecord, is_merge_record, read_worker
-from gpuwhy.rules.distribute.input_sharding import compare_inputs, judged_across
+from gpuwhy.rules.distribute.input_sharding import judged_across
 
 # gpuwhy.commands.output_paths.write_whole's temporary file for DIR/<task>.json
 _UNFINISHED = re.compile(r"^\.(?P<task>.+)\.json\..+\.tmp$")

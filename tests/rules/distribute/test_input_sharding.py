@@ -3,6 +3,7 @@ badly, and the ways that are fine."""
 
 from __future__ import annotations
 
+from gpuwhy.derived.worker_inputs import compare_inputs
 from gpuwhy.facts import (
     DistributedInput,
     DistributeFacts,
@@ -11,7 +12,7 @@ from gpuwhy.facts import (
     WorkerInput,
     WorkersFacts,
 )
-from gpuwhy.rules.distribute.input_sharding import InputSharding, compare_inputs, judged_across
+from gpuwhy.rules.distribute.input_sharding import InputSharding, judged_across
 from tests.builders_workers import worker_run
 
 RULE = InputSharding()
