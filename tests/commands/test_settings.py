@@ -16,6 +16,7 @@ import pytest
 
 import gpuwhy.commands as commands_package
 from gpuwhy.cli import build_parser
+from gpuwhy.collect.registry import run_options
 from gpuwhy.commands import command_modules
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError
 from gpuwhy.commands.script_command import report_after_script
@@ -130,7 +131,9 @@ def test_run_settings_hold_every_option_as_given_and_checked(tmp_path, monkeypat
         "2",
     )
     assert got.script.path == "train.py" and got.script.args == ("--epochs", "2")
-    assert dict(got.collector_options) == {
+    chosen = dict(got.collector_options)
+    assert set(chosen) == {o.name for o in run_options()}  # every collector's, given or not
+    assert {k: chosen[k] for k in ("hz", "audit", "eager", "eager_duty", "target")} == {
         "hz": 20.0,
         "audit": False,
         "eager": True,

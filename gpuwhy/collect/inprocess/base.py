@@ -170,9 +170,12 @@ class Collector:
 
     ``start`` runs before the program; ``on_tensorflow`` right after ``tensorflow`` is
     imported (possibly never, possibly at once when it already was); ``on_keras`` after
-    ``keras`` is; ``stop`` after the program ended however it ended, and must undo every
-    hook. None of them may raise into the program: a collector that fails records why
-    and stays quiet. Then :meth:`fill` is asked for its section.
+    ``keras`` is; ``stop`` after the program ended however it ended (under ``gpuwhy run``,
+    once its non-daemon threads ended too), and must undo every hook. None of them may
+    raise into the program: a collector that fails records why and stays quiet. Then
+    :meth:`fill` is asked for its section. A ``live`` collector is also asked while the
+    program runs, from the live metrics' thread (only with --metrics-*): its state is
+    shared with the program's threads, so it takes a lock.
     """
 
     # Its name: what other collectors' ``reads_from`` and ``uses`` say (unique; its section's where it has one).
@@ -197,7 +200,9 @@ class Collector:
     live: ClassVar[bool] = False
     # Asked only where the program imported TensorFlow.
     needs_tensorflow: ClassVar[bool] = False
-    # Its place among the rows of the reports' "Run" block (None: it has none).
+    # Its place among the rows of the reports' "Run" block (None: it has none): program
+    # 10, steps 20, input 30, eager ops 40, tf.functions 50, stalls 60, distribute 70,
+    # GPU samples 80.
     shown: ClassVar[int | None] = None
 
     @classmethod
@@ -209,8 +214,9 @@ class Collector:
 
     @classmethod
     def wanted(cls, options: RunOptions) -> bool:
-        """Whether a session with ``options`` makes it at all (--no-audit, --target)."""
-        return True
+        """Whether a session with ``options`` makes it at all: not where one of its
+        switches is off (--no-audit); override for more (--target given)."""
+        return all(options[o] for o in cls.options if o.switch)
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> Collector:

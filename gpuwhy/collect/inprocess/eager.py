@@ -150,10 +150,6 @@ class EagerOpCounter(Collector):
         return [("Eager ops", eager_line(facts.eager))]
 
     @classmethod
-    def wanted(cls, options: RunOptions) -> bool:
-        return options[COUNT_EAGER]
-
-    @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> EagerOpCounter:
         duty = options[EAGER_DUTY]
         counter = cls() if duty is None else cls(duty=duty)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
+from gpuwhy.collect.inprocess.base import Collector, Gathering, Option
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.input_wait import delivered_batch
 from gpuwhy.collect.inprocess.steps import StepCollector
@@ -67,10 +67,6 @@ class PlacementAudit(Collector):
     options = (AUDIT,)
     what = "placement audit"
     needs_tensorflow = True
-
-    @classmethod
-    def wanted(cls, options: RunOptions) -> bool:
-        return options[AUDIT]
 
     def fill(self, gathering: Gathering) -> PlacementFacts | None:
         """The audit of the functions the program spent its time in. A strategy made
