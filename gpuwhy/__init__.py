@@ -39,10 +39,10 @@ def session(**options):
             model.fit(ds, epochs=3)
         s.report()            # prints the diagnosis; s.record is the Record
 
-    ``options``: those of ``gpuwhy run``, by name: ``hz`` GPU samples per second (10),
-    ``audit`` placement audit of the tf.functions that ran (True), ``eager`` count eager
-    ops (True), ``eager_duty`` the share of the run they are counted in, ``target`` a GPU
-    to project the step onto. An exception inside the block is recorded and re-raised.
+    ``options``: those of ``gpuwhy run`` (its --help lists them), by name: e.g. ``hz``
+    GPU samples per second (10), ``audit`` placement audit of the tf.functions that ran
+    (True), ``eager`` count eager ops (True), ``target`` a GPU to project the step onto.
+    An exception inside the block is recorded and re-raised.
     """
     from gpuwhy.modes.run.session import Session
 

@@ -4,6 +4,8 @@ each option is declared once, by the collector that takes it, for the command li
 Python API and RunOptions alike. Real collector classes and a real argparse parser."""
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
@@ -95,3 +97,15 @@ def test_an_option_declared_by_a_new_collector_reaches_the_parser_and_the_sessio
         option.add_to(parser)
     assert parser.parse_args(["--loud", "yes"]).loud is True
     assert options_from({"loud": True}, [], (*COLLECTORS, extra))[loud] is True
+
+
+def test_the_registry_and_every_collector_import_no_tensorflow():
+    """The reports read the collectors' rows: ``gpuwhy report`` on a machine without
+    TensorFlow imports them all (in a fresh interpreter, nothing imported before)."""
+    code = (
+        "import sys, gpuwhy.collect.registry\n"
+        "print(sorted(m for m in ('tensorflow', 'keras', 'numpy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -38,7 +38,7 @@ class Session:
     """Watch this process from :meth:`start` to :meth:`stop`.
 
     ``options``: the collectors' options by name, as ``gpuwhy run`` takes them on its
-    command line (collect/registry.py's ``run_options()``): ``hz`` NVML samples per
+    command line (collect/registry.py's ``run_options()``), e.g. ``hz`` NVML samples per
     second; ``audit`` the placement audit of the tf.functions the program spent its time
     in; ``eager`` count eager ops (a per-op callback, switched on for windows of the run:
     ``eager_duty`` of the time, 1/11 by default; 1 counts every op, at about a fifth more
