@@ -3,7 +3,7 @@
 The flow mirrors a run's: the records' facts -> resampling units (units.py) -> changes
 with their intervals (changes.py, bootstrap.py), the findings and the environment that
 changed (findings.py, environment.py) -> :class:`Comparison` (model.py) -> the verdict.
-Renderers are report/diff_*.py; the gate that fails a CI job is gate.py.
+Renderers are in report/diff/; the gate that fails a CI job is gate.py.
 """
 
 from __future__ import annotations

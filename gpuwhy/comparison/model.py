@@ -1,5 +1,5 @@
 """What `gpuwhy diff` found between two records: frozen dataclasses, the contract between
-the comparison (gpuwhy/comparison/) and its renderers (report/diff_*.py). Its JSON is
+the comparison (gpuwhy/comparison/) and its renderers (report/diff/). Its JSON is
 ``to_dict`` of :class:`Comparison` (the facts' codec); gpuwhy/schema/diff.schema.json is
 generated from these classes by tools/generate_schema.py.
 
