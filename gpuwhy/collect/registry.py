@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuwhy.collect.environment import RunEnvironment
 from gpuwhy.collect.inprocess.activities import ActivityCollector
-from gpuwhy.collect.inprocess.base import Collector, Option, RunOptions
+from gpuwhy.collect.inprocess.base import Collector, Option
 from gpuwhy.collect.inprocess.distribute import DistributeCollector
 from gpuwhy.collect.inprocess.eager import EagerOpCounter
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
@@ -33,6 +33,7 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.inprocess.task import Task
 from gpuwhy.collect.inprocess.timeline import RunTimelineCollector
 from gpuwhy.collect.sampler import GpuSampler
+from gpuwhy.facts import Facts
 
 
 class RegistryError(RuntimeError):
@@ -51,6 +52,15 @@ def run_order(kinds: Iterable[type[Collector]]) -> tuple[type[Collector], ...]:
     ]
     if unknown:
         raise RegistryError(f"no collector has that name: {'; '.join(unknown)}")
+    sections = {k.name: k.section for k in listed}
+    stray = [
+        f"{k.name} amends {a!r}"
+        for k in listed
+        for a in k.amends
+        if a not in {sections[r] for r in k.reads_from}
+    ]
+    if stray:
+        raise RegistryError(f"a collector amends only a section it reads: {'; '.join(stray)}")
     placed: list[type[Collector]] = []
     waiting = list(listed)
     while waiting:
@@ -89,20 +99,25 @@ def run_options(kinds: Iterable[type[Collector]] = COLLECTORS) -> tuple[Option[A
     return tuple(option for kind in kinds for option in kind.options)
 
 
-def options_from(
-    values: Mapping[str, Any], command: Iterable[str], kinds: Iterable[type[Collector]] = COLLECTORS
-) -> RunOptions:
-    """RunOptions from options given by name (``gpuwhy.session(hz=5)``, the command
-    line's): a name no collector takes is a TypeError, a refused value a ValueError."""
+def checked_options(
+    values: Mapping[str, Any], kinds: Iterable[type[Collector]] = COLLECTORS
+) -> dict[str, Any]:
+    """Options given by name (``gpuwhy.session(hz=5)``, the command line's), each checked
+    by the collector that takes it: a name no collector takes is a TypeError, a refused
+    value a ValueError (its message the command line's usage error)."""
     known = {option.name: option for option in run_options(kinds)}
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise TypeError(f"unknown option {', '.join(unknown)}; the options are {', '.join(known)}")
-    checked = {name: known[name].check(value) for name, value in values.items()}
-    return RunOptions(command=tuple(command), values=checked)
+    return {name: known[name].check(value) for name, value in values.items()}
 
 
-def shown_rows(facts: Any, html: bool) -> list[tuple[str, str]]:
+# The collectors that show rows in the reports' Run block, in their places.
+SHOWN: tuple[type[Collector], ...] = tuple(
+    sorted((k for k in COLLECTORS if k.shown is not None), key=lambda k: k.shown or 0)
+)
+
+
+def shown_rows(facts: Facts, html: bool) -> list[tuple[str, str]]:
     """The "Run" block's rows of every collector that shows its section there."""
-    shown = sorted((k for k in COLLECTORS if k.shown is not None), key=lambda k: k.shown or 0)
-    return [row for kind in shown for row in kind.report_rows(facts, html)]
+    return [row for kind in SHOWN for row in kind.report_rows(facts, html)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gpuwhy.own_stderr as own_stderr
-from gpuwhy.collect.registry import options_from, run_options
+from gpuwhy.collect.registry import checked_options, run_options
 from gpuwhy.commands.options import (
     gate_options,
     gate_settings,
@@ -89,7 +89,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     """The collectors' options (collect/registry.py: --hz, --no-audit, --no-eager,
     --eager-duty, --target ...), each checked by the collector that takes it."""
     try:
-        return dict(options_from({o.name: o.given_in(args) for o in run_options()}, ()).values)
+        return checked_options({o.name: o.given_in(args) for o in run_options()})
     except ValueError as e:
         raise UsageError(str(e)) from None
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuwhy.collect.registry import options_from
+from gpuwhy.collect.registry import checked_options
 from gpuwhy.modes.run.session import Session
 from gpuwhy.tfapi.frames import user_location
 
@@ -28,7 +28,7 @@ def make_callback(
 ) -> Any:
     """``options``: the session's (``hz``, ``audit``, ``eager`` ...), refused here, when
     the callback is made, rather than when training begins."""
-    options_from(options, sys.argv)
+    checked_options(options)
     import keras
 
     class KerasCallback(keras.callbacks.Callback):

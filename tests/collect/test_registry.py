@@ -11,7 +11,13 @@ import pytest
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.guard import Guard, Policy
-from gpuwhy.collect.registry import COLLECTORS, RegistryError, options_from, run_options, run_order
+from gpuwhy.collect.registry import (
+    COLLECTORS,
+    RegistryError,
+    checked_options,
+    run_options,
+    run_order,
+)
 from gpuwhy.facts import Facts, ProgramFacts, TaskFacts
 
 
@@ -41,6 +47,10 @@ def test_a_read_of_no_collector_a_circle_and_a_name_used_twice_are_refused():
         run_order([kind("a", ("b",)), kind("b", ("a",))])
     with pytest.raises(RegistryError, match=r"one name each: \['a'\]"):
         run_order([kind("a"), kind("a")])
+    steps = kind("steps", section="steps")
+    with pytest.raises(RegistryError, match="amends only a section it reads: b amends 'steps'"):
+        run_order([steps, kind("b", amends=("steps",))])
+    run_order([steps, kind("b", ("steps",), amends=("steps",))])
 
 
 def _gathering(collectors, facts: Facts) -> Gathering:
@@ -56,15 +66,15 @@ def test_a_collector_sees_only_the_sections_it_reads_and_fills_only_its_own():
         program=ProgramFacts(command=("x.py",)), task=TaskFacts(name="w-0", source="test")
     )
     gathering = _gathering(made, facts)
-    gathering.asking = made[2]  # reads nothing
+    gathering.ask(made[2])  # reads nothing
     assert gathering.facts.program is None and gathering.facts.task is None
     with pytest.raises(LookupError, match="other reads 'program' without declaring it"):
         gathering.peer(program)
     with pytest.raises(LookupError, match="other fills 'task' without declaring it"):
         gathering.fill("task", None)
-    gathering.asking = made[1]
+    gathering.ask(made[1])
     assert gathering.facts.program == facts.program and gathering.peer(program) is made[0]
-    gathering.asking = None  # the session sees everything
+    gathering.ask(None)  # the session sees everything
     assert gathering.facts == facts
 
 
@@ -77,16 +87,16 @@ def test_each_option_is_declared_once_and_checked_where_it_is_given():
     for option in options:
         option.add_to(parser)
     given = vars(parser.parse_args(["--no-audit", "--hz", "5", "--target", "H100"]))
-    chosen = options_from({n: given[n] for n in names}, ["train.py"])
+    chosen = RunOptions(("train.py",), checked_options({n: given[n] for n in names}))
     hz = next(o for o in options if o.name == "hz")
     assert chosen[hz] == 5.0 and chosen.values["audit"] is False
     assert RunOptions()[hz] == 10.0  # not given: its default
     with pytest.raises(ValueError, match="--hz must be between 0 and 100"):
-        options_from({"hz": 0}, [])
+        checked_options({"hz": 0})
     with pytest.raises(ValueError, match="no GPU named 'Voodoo 2'"):
-        options_from({"target": "Voodoo 2"}, [])
+        checked_options({"target": "Voodoo 2"})
     with pytest.raises(TypeError, match="unknown option hertz; the options are"):
-        options_from({"hertz": 5}, [])
+        checked_options({"hertz": 5})
 
 
 def test_an_option_declared_by_a_new_collector_reaches_the_parser_and_the_session():
@@ -96,7 +106,7 @@ def test_an_option_declared_by_a_new_collector_reaches_the_parser_and_the_sessio
     for option in run_options((*COLLECTORS, extra)):
         option.add_to(parser)
     assert parser.parse_args(["--loud", "yes"]).loud is True
-    assert options_from({"loud": True}, [], (*COLLECTORS, extra))[loud] is True
+    assert checked_options({"loud": True}, (*COLLECTORS, extra)) == {"loud": True}
 
 
 def test_the_registry_and_every_collector_import_no_tensorflow():

@@ -134,17 +134,25 @@ class Gathering:
     driver: DriverFacts | None = None
     tensorflow_imported: bool = field(default_factory=lambda: "tensorflow" in sys.modules)
     asking: Collector | None = None
+    # what ``asking`` sees, made once per collector asked
+    _view: Facts | None = field(default=None, init=False, repr=False)
+
+    def ask(self, collector: Collector | None) -> None:
+        """The collector asked next (None: the session, which sees every section)."""
+        self.asking, self._view = collector, None
 
     @property
     def facts(self) -> Facts:
         if self.asking is None:
             return self.all_facts
-        reads = type(self.asking).reads_from
-        shown = {c.section for c in self.collectors if c.name in reads and c.section}
-        return Facts(
-            devices=self.all_facts.devices,
-            **{name: getattr(self.all_facts, name) for name in shown},
-        )
+        if self._view is None:
+            reads = type(self.asking).reads_from
+            shown = {c.section for c in self.collectors if c.name in reads and c.section}
+            self._view = Facts(
+                devices=self.all_facts.devices,
+                **{name: getattr(self.all_facts, name) for name in shown},
+            )
+        return self._view
 
     def fill(self, section: str, value: Any) -> None:
         if self.asking is not None:
@@ -152,6 +160,7 @@ class Gathering:
             if section != kind.section and section not in kind.amends:
                 raise LookupError(f"{kind.name} fills {section!r} without declaring it")
         self.all_facts = dataclasses.replace(self.all_facts, **{section: value})
+        self._view = None  # an amended section shows at once
 
     def peer(self, kind: type[C]) -> C:
         """The session's collector of class ``kind``, one the collector being asked

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwhy.collect import driver as driver_collector
 from gpuwhy.collect.inprocess import imports
-from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering, peer
+from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering, RunOptions, peer
 from gpuwhy.collect.inprocess.guard import Guard, Policy
 from gpuwhy.collect.inprocess.steps import StepCollector
-from gpuwhy.collect.registry import COLLECTORS, options_from, run_order
+from gpuwhy.collect.registry import COLLECTORS, checked_options, run_order
 from gpuwhy.collect.step_histogram import LoopHistograms
 from gpuwhy.facts import DriverFacts, Facts, GpuDevice
 from gpuwhy.modes.run.script import exception_line
@@ -54,7 +54,7 @@ class Session:
         **options: Any,
     ) -> None:
         kinds = run_order(collectors)
-        self.options = options_from(options, command or sys.argv, kinds)
+        self.options = RunOptions(tuple(command or sys.argv), checked_options(options, kinds))
         self.command = self.options.command
         self.collectors: list[Collector] = []
         for kind in kinds:
@@ -155,10 +155,10 @@ class Session:
                 continue
             if collector.needs_tensorflow and not gathering.tensorflow_imported:
                 continue
-            gathering.asking = collector
+            gathering.ask(collector)
             section = guard(collector.what, functools.partial(collector.fill, gathering), None)
             gathering.fill(collector.section, section)
-            gathering.asking = None
+            gathering.ask(None)
         return gathering
 
     def live(self) -> tuple[Facts, LoopHistograms]:
