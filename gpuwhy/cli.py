@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(command_modules()[args.command].main(args))
+        command = command_modules()[args.command]
+        return int(command.execute(command.settings_from(args)))
     except UsageError as e:
         say_error(str(e))
         return EXIT_ERROR

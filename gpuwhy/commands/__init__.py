@@ -1,9 +1,10 @@
 """One module per command, named after it: ``gpuwhy check`` is commands/check.py, and so on.
 
 Each module has ``HELP`` (its line in ``gpuwhy --help``), ``configure(parser)`` (its
-options) and ``main(args) -> exit status``, which is ``execute(settings_from(args))``:
-the parsed arguments are read once, into the command's frozen settings, where a bad
-option is a usage error, and nothing after reads (or writes) them. One that makes a
+options), ``settings_from(args)`` and ``execute(settings) -> exit status``: cli.py runs
+``execute(settings_from(args))``, so the parsed arguments are read once, into the
+command's frozen settings, where a bad option is a usage error, and nothing after reads
+(or writes) them. One that makes a
 record then calls its mode's function (gpuwhy/modes/, the one ``gpuwhy.<mode>()`` calls
 too) and writes the record. How every command ends (exit statuses, the usage error,
 writing the reports) is in commands/reporting.py; the options they share are declared

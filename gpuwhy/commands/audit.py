@@ -63,20 +63,16 @@ def settings_from(args: argparse.Namespace) -> AuditSettings:
     """The command line read once, each option checked (a usage error)."""
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory")
-    checked(TARGET, args.target)
+    target = checked(TARGET, args.target)
     if args.batch is not None and args.batch < 1:
         raise UsageError("--batch must be a positive number of examples")
     return AuditSettings(
         path=args.path,
         verify=args.verify,
-        target=args.target,
+        target=target,
         batch=args.batch,
-        report=report_settings(args, output=True, html=False),
+        report=report_settings(args),
     )
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
 
 
 def execute(settings: AuditSettings) -> int:

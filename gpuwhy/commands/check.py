@@ -57,12 +57,8 @@ def settings_from(args: argparse.Namespace) -> CheckSettings:
     return CheckSettings(
         python=args.python,
         timeout=args.timeout,
-        report=report_settings(args, output=False, html=False),
+        report=report_settings(args),
     )
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
 
 
 def execute(settings: CheckSettings) -> int:

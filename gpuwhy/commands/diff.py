@@ -75,12 +75,8 @@ def settings_from(args: argparse.Namespace) -> DiffSettings:
         before=args.before,
         after=args.after,
         gate=gate_settings(args, findings_only=False),
-        report=report_settings(args, output=True, html=True, verbose=False),
+        report=report_settings(args),
     )
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
 
 
 def execute(settings: DiffSettings) -> int:

@@ -33,10 +33,6 @@ def settings_from(args: argparse.Namespace) -> ExplainSettings:
     return ExplainSettings(rule=rule, format=args.format)
 
 
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
-
-
 def execute(settings: ExplainSettings) -> int:
     rule = settings.rule
     if settings.format == "json":

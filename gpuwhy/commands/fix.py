@@ -127,17 +127,13 @@ def settings_from(args: argparse.Namespace) -> FixSettings:
             repeats=args.repeats,
             stop_early=args.stop_early,
         ),
-        report=report_settings(args, output=True, html=True),
+        report=report_settings(args),
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def execute(settings: FixSettings) -> int:
     """Exits 0 whatever the script's own status (the report is the product), 2 when
     gpuwhy itself failed or was misused."""
-    return execute(settings_from(args))
-
-
-def execute(settings: FixSettings) -> int:
     code, outputs = prepare(settings.script, settings.report)
     own_stderr.keep()
 

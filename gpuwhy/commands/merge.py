@@ -49,13 +49,7 @@ class MergeSettings:
 
 def settings_from(args: argparse.Namespace) -> MergeSettings:
     """The command line read once."""
-    return MergeSettings(
-        directory=args.directory, report=report_settings(args, output=True, html=True)
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
+    return MergeSettings(directory=args.directory, report=report_settings(args))
 
 
 def execute(settings: MergeSettings) -> int:

@@ -34,19 +34,16 @@ def output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="add tables and TF's log lines")
 
 
-def report_settings(
-    args: argparse.Namespace, *, output: bool, html: bool, verbose: bool = True
-) -> ReportSettings:
+def report_settings(args: argparse.Namespace) -> ReportSettings:
     """``--json`` and ``-f`` (:func:`output_options`, or the command's own), with ``-v``,
     ``-o`` (:func:`stdout_file_option`, :func:`report_file_option`) and ``--html``
-    (:func:`html_option`) where the command declared them (``output``, ``html``,
-    ``verbose``)."""
+    (:func:`html_option`) where the command declared them (None or False where not)."""
     return ReportSettings(
         format=args.format,
-        verbose=args.verbose if verbose else False,
+        verbose=args.verbose if "verbose" in args else False,
         json=args.json,
-        output=args.output if output else None,
-        html=args.html if html else None,
+        output=args.output if "output" in args else None,
+        html=args.html if "html" in args else None,
     )
 
 

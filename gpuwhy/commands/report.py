@@ -41,12 +41,8 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
     return ReportCommandSettings(
         record=args.record,
         recheck=args.recheck,
-        report=report_settings(args, output=True, html=True),
+        report=report_settings(args),
     )
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
 
 
 def execute(settings: ReportCommandSettings) -> int:

@@ -28,10 +28,6 @@ def settings_from(args: argparse.Namespace) -> RulesSettings:
     return RulesSettings(format=args.format)
 
 
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
-
-
 def execute(settings: RulesSettings) -> int:
     rows: list[dict[str, Any]] = [
         {

@@ -5,13 +5,14 @@ outputs planned before the script runs, and the report after it."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gpuwhy.own_stderr as own_stderr
-from gpuwhy.collect.registry import checked_options, run_options
+from gpuwhy.collect.registry import run_options
 from gpuwhy.commands.options import (
+    checked,
     gate_options,
     gate_settings,
     html_option,
@@ -23,7 +24,7 @@ from gpuwhy.commands.options import (
     report_file_option,
     report_settings,
 )
-from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError
+from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM
 from gpuwhy.commands.script_command import (
     prepare,
     report_after_script,
@@ -61,7 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class RunSettings:
     script: ScriptSettings
-    collector_options: Mapping[str, Any]  # the Session's, by name (collect/registry.py)
+    # the Session's options, (name, value) in the collectors' order (collect/registry.py)
+    collector_options: tuple[tuple[str, Any], ...]
     gate: Gate
     out_dir: OutDir | None
     metrics: MetricsOptions
@@ -81,38 +83,25 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         gate=gate,
         out_dir=out_dir,
         metrics=metrics,
-        report=report_settings(args, output=True, html=True),
+        report=report_settings(args),
     )
 
 
-def collector_options(args: argparse.Namespace) -> dict[str, Any]:
+def collector_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
     """The collectors' options (collect/registry.py: --hz, --no-audit, --no-eager,
     --eager-duty, --target ...), each checked by the collector that takes it."""
-    try:
-        return checked_options({o.name: o.given_in(args) for o in run_options()})
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-@dataclass
-class GateOutcome:
-    """What the gate found in the script's record, filled by the report after the script
-    (it runs inside run_watched, which returns how the script ended)."""
-
-    crossed: list[str] = field(default_factory=list)
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
+    return tuple((o.name, checked(o, o.given_in(args))) for o in run_options())
 
 
 def execute(settings: RunSettings) -> int:
     own_stderr.keep()
     code, outputs = prepare(settings.script, settings.report)
-    gate = GateOutcome()
+    # what the gate found, filled by the report after the script (it runs inside
+    # run_watched, which returns how the script ended)
+    crossed: list[str] = []
 
     def report(make_record: Callable[[], Record]) -> None:
-        gate.crossed = report_after_script(
+        crossed[:] = report_after_script(
             make_record,
             settings.report,
             outputs,
@@ -124,11 +113,11 @@ def execute(settings: RunSettings) -> int:
         settings.script.path,
         settings.script.args,
         code,
-        options=settings.collector_options,
+        options=dict(settings.collector_options),
         metrics=settings.metrics,
         report=report,
     )
     status = end_like_the_script(outcome)
-    if status == EXIT_OK and gate.crossed:
+    if status == EXIT_OK and crossed:
         return EXIT_PROBLEM  # the script succeeded; the gate did not
     return status

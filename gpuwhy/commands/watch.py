@@ -73,12 +73,8 @@ def settings_from(args: argparse.Namespace) -> WatchSettings:
         record=args.record,
         metrics=metrics_settings(args),
         out_dir=out_dir_settings(args),
-        report=report_settings(args, output=True, html=False),
+        report=report_settings(args),
     )
-
-
-def main(args: argparse.Namespace) -> int:
-    return execute(settings_from(args))
 
 
 def execute(settings: WatchSettings) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,13 +59,11 @@ def test_no_command_writes_its_arguments_or_reads_them_back(path):
 
 
 @pytest.mark.parametrize("name", list(command_modules()))
-def test_main_reads_the_arguments_once_and_the_rest_reads_the_settings(name):
-    """``main(args)`` is ``execute(settings_from(args))``; ``execute`` never sees ``args``."""
+def test_execute_never_sees_the_arguments(name):
+    """cli.py runs ``execute(settings_from(args))``: only settings_from reads ``args``."""
     module = command_modules()[name]
     tree = ast.parse(Path(module.__file__).read_text())
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
-    body = [s for s in functions["main"].body if not isinstance(s, ast.Expr)]  # docstring
-    assert [ast.unparse(s) for s in body] == ["return execute(settings_from(args))"]
     execute = functions["execute"]
     assert not any(isinstance(n, ast.Name) and n.id == "args" for n in ast.walk(execute))
 
@@ -96,8 +95,7 @@ def _assert_frozen(value) -> None:
 def test_every_command_s_settings_are_frozen(argv):
     built = settings(*argv)
     _assert_frozen(built)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        built.report = None  # type: ignore[misc]
+    hash(built)  # nothing inside can change either: no dict, no list
 
 
 def test_run_settings_hold_every_option_as_given_and_checked(tmp_path, monkeypatch):
@@ -237,6 +235,7 @@ def test_run_s_exit_status_is_the_script_s_or_the_gate_s(
     script.write_text(EXITS_WITH)
     done = subprocess.run(
         [sys.executable, "-m", "gpuwhy", "run", *gate, str(script), str(script_status)],
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # no GPU for TF, one here or not
         capture_output=True,
         text=True,
         timeout=300,
