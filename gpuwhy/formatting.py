@@ -69,3 +69,8 @@ def run_time(seconds: float | None) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def milliseconds(seconds: float | None, places: int) -> float | None:
+    """``seconds`` as milliseconds rounded to ``places``, for evidence (None stays)."""
+    return None if seconds is None else round(seconds * 1000, places)

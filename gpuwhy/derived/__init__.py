@@ -20,5 +20,6 @@ Python ops, Keras train functions), environment.py (whether TF can use a GPU),
 step_profile.py (what the profiled steps give the collectors and the projection),
 step_timeline.py (where a long run's later steps ran), step_windows.py (the windows
 that say something about the steps), change_points.py and drift.py (a step time's
-shifts, and their causes).
+shifts, and their causes), worker_times.py (the workers' own work per step compared: a
+straggler), worker_inputs.py (the datasets workers distributed, compared across them).
 """

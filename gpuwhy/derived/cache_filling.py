@@ -9,7 +9,7 @@ from typing import Any
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.facts import PipelineFacts, StepFacts
-from gpuwhy.formatting import duration
+from gpuwhy.formatting import duration, milliseconds
 
 # Steps recorded after the first pass over a cached pipeline, at least, to judge that
 # the later passes keep up; and how many times slower the first pass's steps must be.
@@ -49,9 +49,9 @@ class CacheFilling:
         return {
             "first_pass_steps": self.pass_steps,
             "first_pass_s": round(self.first_s, 3),
-            "first_pass_step_mean_ms": _round_ms(self.first_step_s),
+            "first_pass_step_mean_ms": milliseconds(self.first_step_s, 2),
             "later_steps": self.later_steps,
-            "later_step_mean_ms": _round_ms(self.later_step_s),
+            "later_step_mean_ms": milliseconds(self.later_step_s, 2),
             "later_input_wait_fraction": (
                 None if self.later_wait is None else round(self.later_wait, 3)
             ),
@@ -154,7 +154,3 @@ def _after_first_pass(steps: StepFacts, per_pass: int) -> _Later | None:
         ),
         counted=steps.count - steps.warmup,
     )
-
-
-def _round_ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 2)

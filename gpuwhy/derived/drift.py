@@ -38,7 +38,6 @@ EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this
 CONDITION_CHANGE = 0.10  # a clock, a CPU share, a memory figure: this relative change
 # other processes' share of all the host's cores: on a shared host it wanders by 10 points
 HOST_CPU_CHANGE = 0.20
-REFINE_STEPS = 5  # steps on each side when a change is placed to the step
 
 # Time spent inside the steps that each window of the run's timeline holds: (kind, the
 # words for people, the RunWindow field of its seconds in the window). Timed causes, in

@@ -33,7 +33,6 @@ from gpuwhy.facts import Facts, GpuSamplesFacts, GpuSeries, StepFacts
 MIN_SAMPLES = 5  # fewer samples in the windows say nothing (0.5 s at 10 Hz)
 JOIN_GAP_S = 1.0  # steps closer than this (or 5 typical steps) form one window
 JOIN_GAP_STEPS = 5
-MiB = 1024 * 1024
 Window = tuple[float, float]
 
 

@@ -206,7 +206,7 @@ def fetch_overhead(
     The wait per batch is the pipeline's own, timed around its next() calls where the
     run has it, and the pipeline must hold most of the steps' wait: with several
     pipelines (one per loop) another one's waits are not this one's fetch overhead."""
-    if pipeline is None or mean_step is None or steps.input_wait_source != "next() timing":
+    if pipeline is None or mean_step is None or steps.input_wait_source != NEXT_TIMING:
         return None
     if not ends_buffered(pipeline) or not pipeline.elements or pipeline.model_error:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.gpu_activity import MiB
+from gpuwhy.formatting import MiB
 
 
 def memory_evidence(

@@ -16,7 +16,7 @@ from typing import Any
 from gpuwhy.derived.input_wait import InputWait, beside_steps
 from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_share
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
-from gpuwhy.formatting import stage_label
+from gpuwhy.formatting import milliseconds, stage_label
 
 CONSUMER_NAMES = {
     "keras-fit": "Model.fit",
@@ -113,8 +113,8 @@ def stage_table(pipeline: PipelineFacts) -> list[dict[str, Any]]:
 def wait_evidence(wait: InputWait) -> dict[str, Any]:
     return {
         "input_wait_fraction": round(wait.fraction, 3),
-        "input_wait_ms_per_step": _ms(wait.per_element_s),
-        "consumer_ms_per_step": _ms(wait.consumer_s),
+        "input_wait_ms_per_step": milliseconds(wait.per_element_s, 3),
+        "consumer_ms_per_step": milliseconds(wait.consumer_s, 3),
         "input_wait_measured_by": wait.measured_by,
     }
 
@@ -144,7 +144,3 @@ def waits_for_input(facts: Facts, pipeline: PipelineFacts, wait: InputWait) -> s
     """ "steps wait for input 42% of the time", or the validation consumer in place
     of the steps: the clause a stage's title ends with."""
     return f"{who_waits(facts, pipeline)} for input {wait.fraction:.0%} of the time"
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 3)

@@ -6,7 +6,6 @@ from typing import Any
 
 from gpuwhy.derived.gpu_activity import (
     MIN_SAMPLES,
-    MiB,
     Window,
     activity,
     busy_window,
@@ -18,6 +17,7 @@ from gpuwhy.derived.gpu_activity import (
 from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import percent
+from gpuwhy.formatting import MiB
 from gpuwhy.rules.base import Rule
 
 TAKEN = 0.10  # a GPU whose memory others hold this much of is another job's, not idle

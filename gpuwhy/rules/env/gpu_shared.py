@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.gpu_activity import MiB
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import memory_evidence
+from gpuwhy.formatting import MiB
 from gpuwhy.rules.base import Rule
 
 

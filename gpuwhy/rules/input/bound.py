@@ -16,7 +16,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
 from gpuwhy.fixes.pipeline_evidence import CONSUMER_NAMES, pipeline_name, stage_row, stage_table
 from gpuwhy.fixes.traced_step import rebound, wrap
-from gpuwhy.formatting import duration, stage_label
+from gpuwhy.formatting import duration, milliseconds, stage_label
 from gpuwhy.rules.base import Rule
 
 
@@ -138,10 +138,10 @@ class InputBound(Rule):
             title += f" (a mean {duration(share * mean_step)} of a {duration(mean_step)} step)"
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(share, 3),
-            "input_wait_mean_ms": _round_ms(share * mean_step if mean_step else None),
-            "step_mean_ms": _round_ms(mean_step),
-            "input_wait_median_ms": _round_ms(steps.input_wait_median_s),
-            "step_median_ms": _round_ms(steps.median_s),
+            "input_wait_mean_ms": milliseconds(share * mean_step if mean_step else None, 2),
+            "step_mean_ms": milliseconds(mean_step, 2),
+            "input_wait_median_ms": milliseconds(steps.input_wait_median_s, 2),
+            "step_median_ms": milliseconds(steps.median_s, 2),
             "steps_measured": measured,
             "measured_at": steps.marker,
         }
@@ -223,7 +223,7 @@ class InputBound(Rule):
             "timers) and keeps one ready: the cost is the Python call per step"
         )
         evidence["pipeline"] = pipeline_name(pipeline)
-        evidence["production_ms_per_batch"] = _round_ms(production_s)
+        evidence["production_ms_per_batch"] = milliseconds(production_s, 2)
         evidence["why"] = (
             "a prefetch buffer holds the next batch and the pipeline makes one far faster "
             "than a step: what the loop waits for is next() itself (Python, once per step)"
@@ -257,8 +257,8 @@ class InputBound(Rule):
         )
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(wait.fraction, 3),
-            "input_wait_ms_per_element": _round_ms(wait.per_element_s),
-            "consumer_ms_per_element": _round_ms(wait.consumer_s),
+            "input_wait_ms_per_element": milliseconds(wait.per_element_s, 2),
+            "consumer_ms_per_element": milliseconds(wait.consumer_s, 2),
             "elements_read": pipeline.elements,
             "measured_by": wait.measured_by,
         }
@@ -379,7 +379,3 @@ def _fewer_calls(eager: EagerFacts | None) -> list[str]:
         "# keep the loop over the dataset in Python: a tf.function around the whole loop",
         "# ran 3x-14x slower than one around the step on TF's custom-training walkthrough",
     ]
-
-
-def _round_ms(seconds):
-    return None if seconds is None else round(seconds * 1000, 2)

@@ -8,7 +8,7 @@ from gpuwhy.derived.pipeline import culprit_location, steady_bottleneck, steps_p
 from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
-from gpuwhy.formatting import duration, stage_label
+from gpuwhy.formatting import duration, milliseconds, stage_label
 from gpuwhy.rules.base import Rule
 
 
@@ -83,8 +83,8 @@ class ProjectedInputBound(Rule):
                 round(projection.step_low_s * 1000, 3),
                 round(projection.step_high_s * 1000, 3),
             ],
-            "input_ms_per_batch_alone": _ms(projection.input_batch_s),
-            "input_ms_per_batch_as_delivered": _ms(projection.input_batch_measured_s),
+            "input_ms_per_batch_alone": milliseconds(projection.input_batch_s, 3),
+            "input_ms_per_batch_as_delivered": milliseconds(projection.input_batch_measured_s, 3),
             "projected_input_wait": projection.input_wait_fraction,
             "projected_input_wait_band": [low, high],
             "calibrated": projection.calibrated,
@@ -123,7 +123,3 @@ def _per_batch(projection: ProjectionFacts) -> str:
     if projection.input_batch_s is not None:
         return duration(projection.input_batch_s)
     return f"{duration(projection.input_batch_measured_s)} (as the steps got their batches)"
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 3)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.gpu_activity import MiB, own_peak, program_gpus, tf_peaks_by_gpu, usable
+from gpuwhy.derived.gpu_activity import own_peak, program_gpus, tf_peaks_by_gpu, usable
 from gpuwhy.facts import Facts, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import memory_evidence
+from gpuwhy.formatting import MiB
 from gpuwhy.rules.base import Rule
 
 TF_SOURCE = "in TensorFlow's allocator"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.gpu_activity import MIN_SAMPLES, MiB, activity, usable, windows_for
+from gpuwhy.derived.gpu_activity import MIN_SAMPLES, activity, usable, windows_for
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import percent
+from gpuwhy.formatting import MiB
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.memory.near_limit import peak_evidence, peaks
 

@@ -152,3 +152,36 @@ def test_a_steady_straggler_is_named_through_stalls_every_worker_shares():
         worker_run("worker-0", 0.243, 0.0030, input_wait_median_s=0.0012, **common),
         worker_run("worker-1", 0.243, 0.0041, input_wait_median_s=0.0015, **common),
     )
+
+
+def _merge_verdict(*workers) -> str:
+    from gpuwhy.verdict import verdict
+
+    facts = Facts(workers=WorkersFacts(directory="runs", workers=tuple(workers)))
+    return verdict(facts, check(*workers))
+
+
+def test_the_merge_verdict_names_the_straggler_or_says_why_none_can_be_told_apart():
+    """The verdict asks the comparison the rule makes (never its evidence) and says the
+    same: the straggler with its score and cause, a saturated host, or nothing measured."""
+    text = _merge_verdict(
+        worker_run("worker-0", 0.150, 0.001),
+        worker_run("worker-1", 0.150, 0.002),
+        worker_run("worker-2", 0.150, 0.051),
+    )
+    found = check(
+        worker_run("worker-0", 0.150, 0.001),
+        worker_run("worker-1", 0.150, 0.002),
+        worker_run("worker-2", 0.150, 0.051),
+    )
+    assert text == (
+        f"3 worker record(s) merged: worker-2 is the straggler ({found[0].evidence['score']}x"
+        " the others' own work per step, in its input)"
+    )
+    busy = dict(hostname="node-a", host_cores=2, host_cpu_busy=0.97)
+    text = _merge_verdict(
+        worker_run("worker-0", 0.150, 0.004, **busy), worker_run("worker-1", 0.150, 0.012, **busy)
+    )
+    assert "no straggler can be told apart (the hosts' cores were all busy)" in text
+    text = _merge_verdict(worker_run("worker-0", 0.15, None), worker_run("worker-1", 0.15, None))
+    assert "no straggler can be told apart (own work per step not measurable)" in text

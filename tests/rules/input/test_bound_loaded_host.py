@@ -95,3 +95,12 @@ def test_the_python_call_per_step_under_load_is_low_and_names_the_load():
     assert "the cost is the Python call per step, while other processes kept 59%" in f.title
     assert f.fix.startswith("# other processes kept 59% of the host's 2 cores busy")
     assert f.evidence["production_ms_per_batch"] == 0.2
+    # the verdict places the wait as the rule does, asked the same way (not read back)
+    with_program = type(facts)(
+        steps=facts.steps,
+        tfdata=facts.tfdata,
+        program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
+    )
+    text = verdict(with_program, check(with_program))
+    assert "of it in next() (the Python call per step, not the pipeline)" in text
+    assert "while other processes kept 59% of the host's cores busy" in text
