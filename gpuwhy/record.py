@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwhy.derived.gpu_busy import with_busy
 from gpuwhy.facts import Facts, WorkersFacts, from_dict, to_dict
 from gpuwhy.finding import Finding
 from gpuwhy.rules import RULES_BY_ID, run_rules
@@ -40,6 +41,7 @@ class Record:
 
     @classmethod
     def diagnose(cls, command: str, facts: Facts) -> Record:
+        facts = with_busy(facts)  # one busy figure per GPU, kept in the record
         findings, not_checked = run_rules(facts)
         if facts.workers is not None:
             # gpuwhy merge: each worker's rules ran on its own facts; what they found is

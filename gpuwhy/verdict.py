@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuwhy.derived.environment import tf_can_use_gpu
+from gpuwhy.derived.gpu_busy import program_busy, steady_differs
 from gpuwhy.derived.host_load import host_load
 from gpuwhy.derived.input_wait import read_steps_wait
 from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck, steps_pipeline
@@ -63,6 +64,12 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
         return f"Yes: TensorFlow {tf.version} ran a matmul on {tf.confirm_device} [{names}]{tail}."
     if facts.placement is not None:
         return _placement_verdict(facts.placement, findings)
+    busy = busy_text(facts)
+    if busy is not None:  # a recording of the GPU alone (gpuwhy report RECORDING.jsonl)
+        worst = next((f for f in findings if f.severity in ("high", "medium")), None)
+        tail = f"; worst: {_headline(worst.title)}" if worst is not None else ""
+        text = busy[0].upper() + busy[1:] + tail
+        return text if text.endswith(("…", ".")) else text + "."
     if findings:
         return findings[0].title
     return "No problems found."
@@ -115,7 +122,9 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     elif usable:
         head = "Ran on the GPU" if worst is None else "GPU underused"
     elif not program.tensorflow_imported:
-        head = "The program never imported TensorFlow"
+        # any program (PyTorch, JAX ...): its GPU first
+        busy = busy_text(facts)
+        head = busy[0].upper() + busy[1:] if busy else "The program never imported TensorFlow"
     else:
         head = "Ran"
     details = []
@@ -150,9 +159,9 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         details.append(text)
     elif program.tensorflow_imported:
         details.append("no training steps found")
-    busy = _gpu_busy(facts)
-    if busy is not None:
-        details.append(f"GPU busy {busy:.0%} of the time")
+    busy = busy_text(facts)
+    if busy is not None and program.tensorflow_imported:
+        details.append(busy)
     if facts.projection is not None:
         details.append(projection_clause(facts.projection, findings))
     if program.ended == "exit":
@@ -259,15 +268,24 @@ def _headline(title: str, limit: int = 90) -> str:
     return words.rstrip(" ,;:(") + "…"
 
 
-def _gpu_busy(facts: Facts) -> float | None:
-    """Mean NVML utilisation of the busiest GPU over the run."""
-    samples = facts.gpu_samples
-    means = []
-    for gpu in samples.gpus if samples is not None else ():
-        mean = gpu.mean("utilization")  # every sample, in a long run's windows too
-        if mean is not None:
-            means.append(mean)
-    return max(means, default=None)
+def busy_text(facts: Facts) -> str | None:
+    """The busiest GPU the program used, by the one busy figure (derived/gpu_busy.py):
+    its share while the program used it, the steady work's where it differs, and why a
+    figure that cannot resolve the program is not given."""
+    blocks = program_busy(facts)
+    if not blocks:
+        return None
+    series, block = blocks[0]
+    gpu = f"GPU {series.index}" if len(facts.gpu_samples.gpus) > 1 else "GPU"  # type: ignore[union-attr]
+    if not block.reliable:
+        return f"{gpu} busy: unknown ({block.measure} cannot resolve it: {block.why})"
+    text = f"{gpu} busy {block.share:.0%} while the program used it ({block.measure})"
+    if steady_differs(block):
+        text += (
+            f"; {block.steady_share:.0%} in its {block.steady_span_s:,.0f} s of steady work, "
+            f"after {block.startup_s:,.0f} s of start-up and pauses"
+        )
+    return text
 
 
 def projection_clause(projection: ProjectionFacts, findings: Sequence[Finding] = ()) -> str:

@@ -172,6 +172,7 @@ PCIE_TX_FIELD = 197  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (nvml.h, R535+): cumulati
 PCIE_RX_FIELD = 198  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
 # Recording key -> NVML_GPM_METRIC_* id (percentages 0-100 computed by NVML from 2 samples).
 GPM_METRICS = (
+    ("graphics_util", 1),  # NVML_GPM_METRIC_GRAPHICS_UTIL: time share, integrated
     ("sm_activity", 2),  # NVML_GPM_METRIC_SM_UTIL
     ("sm_occupancy", 3),  # NVML_GPM_METRIC_SM_OCCUPANCY
     ("tensor_activity", 5),
@@ -246,6 +247,8 @@ class NvmlSource:
         self.gpm: dict[int, _Gpm] = {}
         self.names: dict[int, str | None] = {}  # pid -> command line, read once
         self.reasons: Any = None  # the clock-event reasons call this driver has
+        self.memory_v2: dict[int, bool] = {}  # nvmlDeviceGetMemoryInfo_v2 answers
+        self.last_sample_us: dict[int, int] = {}  # the driver's newest sample read, per GPU
         self.t0 = 0.0
 
     def open(self, t0: float) -> dict[str, Any]:
@@ -275,8 +278,14 @@ class NvmlSource:
         )
         header["nvml_version"] = _text(_call(pynvml.nvmlSystemGetNVMLVersion, default="")) or None
         self.reasons = _reasons_call(pynvml, self.handles)
+        opened_us = int(time.time() * 1e6)  # no driver sample from before gpuwhy started
         for index, handle in enumerate(self.handles):
             memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+            v2 = getattr(pynvml, "nvmlMemory_v2", None)
+            self.memory_v2[index] = bool(
+                v2 and _call(pynvml.nvmlDeviceGetMemoryInfo, handle, v2) is not None
+            )
+            self.last_sample_us[index] = opened_us
             cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
             pci = _call(pynvml.nvmlDeviceGetPciInfo, handle)
             support = _call(pynvml.nvmlGpmQueryDeviceSupport, handle)
@@ -295,6 +304,7 @@ class NvmlSource:
                     "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
                     "memory_total_bytes": int(memory.total) if memory is not None else None,
                     "gpm": index in self.gpm,
+                    "memory_v2": self.memory_v2[index],
                     **_limits(pynvml, handle),
                 }
             )
@@ -315,12 +325,16 @@ class NvmlSource:
     def _read_device(self, index: int, handle: Any, processes: bool) -> dict[str, Any]:
         pynvml = self.pynvml
         util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
-        memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        if self.memory_v2.get(index):  # used without the driver's reservation
+            memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle, pynvml.nvmlMemory_v2)
+        else:
+            memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
         fields = _call(pynvml.nvmlDeviceGetFieldValues, handle, [PCIE_TX_FIELD, PCIE_RX_FIELD])
         reading: dict[str, Any] = {
             "index": index,
             "util": int(util.gpu) if util is not None else None,
             "mem_used": int(memory.used) if memory is not None else None,
+            "util_samples": self._driver_samples(index, handle),
             "pcie_tx": _counter(fields[0]) if fields is not None else None,
             "pcie_rx": _counter(fields[1]) if fields is not None else None,
             "sm_clock_mhz": _call(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
@@ -331,6 +345,8 @@ class NvmlSource:
             "pcie_gen": _call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
             "pcie_width": _call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
         }
+        if memory is not None and self.memory_v2.get(index):
+            reading["mem_reserved"] = int(memory.reserved)
         if processes:
             # change rarely (a limit set by hand, a link error): once a second is enough
             reading["power_limit_mw"] = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
@@ -349,6 +365,27 @@ class NvmlSource:
                 ]
             )
         return reading
+
+    def _driver_samples(self, index: int, handle: Any) -> list[list[int]] | None:
+        """Every utilisation sample the driver took since the last one read (its own
+        buffer, ``nvmlDeviceGetSamples``): ``[[timestamp µs, percent], ...]``; [] when it
+        took none since (NVML answers NOT_FOUND), None where the GPU does not keep them."""
+        pynvml = self.pynvml
+        try:
+            value_type, samples = pynvml.nvmlDeviceGetSamples(
+                handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, self.last_sample_us[index]
+            )
+        except pynvml.NVMLError as e:
+            return [] if getattr(e, "value", None) == pynvml.NVML_ERROR_NOT_FOUND else None
+        member = _VALUE_FIELDS.get(int(value_type), "uiVal")
+        read = [
+            [int(s.timeStamp), int(getattr(s.sampleValue, member))]
+            for s in samples
+            if int(s.timeStamp) > self.last_sample_us[index]
+        ]
+        if read:
+            self.last_sample_us[index] = max(ts for ts, _ in read)
+        return read
 
     def _name(self, pid: int) -> str | None:
         if pid not in self.names:

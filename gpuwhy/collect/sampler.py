@@ -9,7 +9,14 @@ conversion is done here, so that it runs in tests on machines without a GPU:
   goes down wrapped (at the width of its NVML value type) when the wrapped difference is a
   plausible rate, and was reset otherwise (no rate for that tick).
 - GPM activities (Hopper and newer): NVML computes them from two samples; the value of a
-  tick covers the time since the previous tick, so the first tick has none.
+  tick covers the time since the previous tick, so the first tick has none. They
+  integrate hardware counters over that time: ``graphics_util`` is the share of time the
+  engine was active, the others the share of SMs busy and kind of work. A dcgm-exporter's
+  profiling fields fill the same series where GPM is not read.
+- The driver's own utilisation samples (``nvmlDeviceGetSamples``): every one, each
+  counted once, with the interval between them measured (200 ms on an H100). The point
+  reading (``nvmlDeviceGetUtilizationRates``) is only the latest of them, read again at
+  every tick: it is kept as ``utilization`` for older readers.
 - GPU memory of the watched processes versus the others', from the process list, which is
   read at most once a second (it is the slowest NVML call); the pids to watch are asked
   for on those ticks only, so ``watch`` can follow a changing process tree.
@@ -37,7 +44,13 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   calls took, "pids": [watched pids] (process ticks only), "gpus": [{"index",
   "util": percent, "mem_used": bytes, "pcie_tx": [value, NVML value type, NVML timestamp
   µs] | null, "pcie_rx": (same), "sm_clock_mhz", "power_mw",
-  "gpm": {"sm_activity", "sm_occupancy", "tensor_activity": percent | null} | null,
+  "gpm": {"sm_activity", "sm_occupancy", "tensor_activity", "graphics_util": percent |
+  null} | null, "util_samples": [[timestamp µs, percent], ...] (every sample of the
+  driver's own utilisation buffer taken since the previous tick; none from before the
+  recording started) | null, "mem_reserved": bytes (the driver's reservation, where the
+  header's device says "memory_v2": true, and then "mem_used" leaves it out), "dcgm":
+  {"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active": fraction} (a
+  dcgm-exporter's profiling fields, on the ticks it was scraped),
   "procs": [[pid, used bytes | null, command line | null], ...] (process ticks only),
   and, each optional as above: "clocks_event_reasons": NVML's bitmask
   (``nvmlClocksEventReason*``: 0x1 GPU idle, 0x2 applications clocks, 0x4 SW power cap,
@@ -70,7 +83,7 @@ from typing import Any, Protocol, TextIO
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
-from gpuwhy.collect.windows import CAPACITY, Windows
+from gpuwhy.collect.windows import CAPACITY, Batch, Windows
 from gpuwhy.facts import (
     CLOCK_REASONS,
     SLOWDOWN_BITS,
@@ -99,6 +112,16 @@ COUNTER_BITS = {
 MAX_PCIE_BYTES_PER_S = 256e9
 MAX_PIDS = 256  # processes remembered per GPU (others) and watched, whatever the churn
 GPM_KEYS = ("sm_activity", "sm_occupancy", "tensor_activity")
+# a reading's activity keys -> the series they fill: GPM's percents, DCGM's fractions
+GPM_SERIES = {**{key: key for key in GPM_KEYS}, "graphics_util": "graphics_activity"}
+DCGM_SERIES = {
+    "gr_engine_active": "graphics_activity",
+    "sm_active": "sm_activity",
+    "sm_occupancy": "sm_occupancy",
+    "tensor_active": "tensor_activity",
+}
+ACTIVITIES = ("sm_activity", "sm_occupancy", "tensor_activity", "graphics_activity")
+MAX_INTERVALS = 64  # distinct driver-sample intervals (ms) counted: the period is their mode
 BUSY_PERCENT = 50  # utilisation from which a sample is busy: clocks and link judged then
 
 
@@ -209,7 +232,8 @@ SERIES = (
     "pcie_rx_bytes_per_s",
     "sm_clock_mhz",
     "power_w",
-    *GPM_KEYS,
+    *ACTIVITIES,
+    "driver_utilization",
     "temperature_c",
     "power_limit_w",
     "throttled",
@@ -253,6 +277,10 @@ class _SeriesBuilder:
         self.previous_t: float | None = None
         self.others: dict[int, GpuProcess] = {}
         self.gpm_seen = False
+        self.activity_source: str | None = None
+        self.reserved: int | None = None
+        self.last_sample_us: int | None = None  # the driver's last utilisation sample
+        self.intervals: dict[int, int] = {}  # ms between driver samples -> how often
         self.replays_before: int | None = None  # the replay counter at the last process tick
         # per reason bit: [samples, busy samples, seconds, first t, first busy t]
         self.reasons: dict[int, list[Any]] = {}
@@ -263,8 +291,7 @@ class _SeriesBuilder:
         prev = self.previous or {}
         clock = reading.get("sm_clock_mhz")
         power = reading.get("power_mw")
-        gpm = reading.get("gpm") or {}
-        self.gpm_seen |= any(gpm.get(key) is not None for key in GPM_KEYS)
+        activities = self._activities(reading)
         util = reading.get("util")
         busy = util is not None and util >= BUSY_PERCENT
         reasons = reading.get("clocks_event_reasons")
@@ -282,7 +309,8 @@ class _SeriesBuilder:
                 counter_rate(prev.get("pcie_rx"), reading.get("pcie_rx"), dt),
                 None if clock is None else float(clock),
                 None if power is None else power / 1000.0,
-                *(_fraction(gpm.get(key)) for key in GPM_KEYS),
+                *(activities.get(name) for name in ACTIVITIES),
+                self._driver_samples(reading.get("util_samples")),
                 reading.get("temp_c"),
                 None if limit is None else limit / 1000.0,
                 throttled,
@@ -302,10 +330,57 @@ class _SeriesBuilder:
                 ),
             ),
         )
+        if reading.get("mem_reserved") is not None:
+            self.reserved = int(reading["mem_reserved"])
         if reasons:
             self._count_reasons(int(reasons), t, dt, busy)
         self._keep_latest(t, reading)
         self.previous, self.previous_t = reading, t
+
+    def _activities(self, reading: dict[str, Any]) -> dict[str, float | None]:
+        """The activity series of one reading: GPM's (percents) where read, else a
+        dcgm-exporter's (fractions) for the GPU; the first source seen stays the
+        source, so a series never mixes the two."""
+        gpm = reading.get("gpm") or {}
+        dcgm = reading.get("dcgm") or {}
+        if self.activity_source != "dcgm" and any(gpm.get(k) is not None for k in GPM_SERIES):
+            self.gpm_seen = True
+            self.activity_source = "gpm"
+            return {name: _fraction(gpm.get(key)) for key, name in GPM_SERIES.items()}
+        if self.activity_source != "gpm" and any(dcgm.get(k) is not None for k in DCGM_SERIES):
+            self.activity_source = "dcgm"
+            return {
+                name: None if dcgm.get(key) is None else float(dcgm[key])
+                for key, name in DCGM_SERIES.items()
+            }
+        return {}
+
+    def _driver_samples(self, samples: Any) -> Batch | None:
+        """The driver's utilisation samples read at this tick (those it took since the
+        previous one), as fractions, each once (a timestamp seen before is skipped), and
+        the intervals between them counted: the driver's sample period is measured, not
+        assumed."""
+        if not samples:
+            return None
+        values = []
+        for timestamp, percent in sorted((int(a), b) for a, b in samples):
+            if self.last_sample_us is not None and timestamp <= self.last_sample_us:
+                continue
+            if self.last_sample_us is not None:
+                ms = round((timestamp - self.last_sample_us) / 1000)
+                if ms in self.intervals or len(self.intervals) < MAX_INTERVALS:
+                    self.intervals[ms] = self.intervals.get(ms, 0) + 1
+            self.last_sample_us = timestamp
+            values.append(float(percent) / 100.0)
+        return Batch.of(values)
+
+    def sample_period_s(self) -> float | None:
+        """The driver's sample period: the interval seen most often between its samples
+        (a late read doubles one now and then)."""
+        if sum(self.intervals.values()) < 3:
+            return None
+        ms = max(self.intervals.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+        return ms / 1000.0 if ms > 0 else None
 
     def _degraded(self, gen: int | None, width: int | None) -> float | None:
         """1 for a link below the generation or width it can reach, 0 at it; None where
@@ -379,7 +454,9 @@ class _SeriesBuilder:
 
     def series(self) -> GpuSeries:
         w = self.windows
-        means = {name: tuple(_whole(name, w.means(c))) for c, name in enumerate(SERIES)}
+        means: dict[str, Any] = {
+            name: tuple(_whole(name, w.means(c))) for c, name in enumerate(SERIES)
+        }
         windowed = w.samples_per_window > 1
         reasons = []
         read = w.known[SERIES.index("throttled")]  # samples whose reasons were read
@@ -423,7 +500,7 @@ class _SeriesBuilder:
                 for c, name in enumerate(SERIES)
             )
             if windowed
-            else (),
+            else self._driver_spread(w),
             clock_reasons=tuple(reasons),
             pci_bus_id=self.device.get("pci_bus_id"),
             max_sm_clock_mhz=None if max_clock is None else float(max_clock),
@@ -432,6 +509,25 @@ class _SeriesBuilder:
             pcie_max_width=self.max_width,
             gpu_pcie_max_gen=self.device.get("gpu_pcie_max_gen"),
             latest=latest,
+            activity_source=self.activity_source,
+            memory_reserved_bytes=self.reserved,
+            driver_sample_period_s=self.sample_period_s(),
+        )
+
+    @staticmethod
+    def _driver_spread(w: Windows) -> tuple[WindowSpread, ...]:
+        """Raw entries (one tick each) may still hold several driver samples: their
+        counts are kept, so that every reader weighs each sample once."""
+        c = SERIES.index("driver_utilization")
+        if all(k <= 1 for k in w.known[c]):
+            return ()
+        return (
+            WindowSpread(
+                name="driver_utilization",
+                known=tuple(w.known[c]),
+                low=tuple(w.low[c]),
+                high=tuple(w.high[c]),
+            ),
         )
 
 

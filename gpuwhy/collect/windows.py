@@ -20,9 +20,28 @@ O(capacity) per merge, which comes once per ``capacity / 2`` windows filled.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Number = float | int
 CAPACITY = 512
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Several samples of one column read at once (the driver's own utilisation buffer
+    yields zero, one or more samples per tick): each counts as a sample of the window."""
+
+    total: float
+    count: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Batch | None:
+        """None for no value: the column was not read then."""
+        if not values:
+            return None
+        return cls(float(sum(values)), len(values), float(min(values)), float(max(values)))
 
 
 def _add(a: Number | None, b: Number | None) -> Number | None:
@@ -63,18 +82,26 @@ class Windows:
     def __len__(self) -> int:
         return len(self.count)
 
-    def add(self, t: float, values: Sequence[Number | None]) -> None:
-        """One sample: a value per column (None where it was not read)."""
+    def add(self, t: float, values: Sequence[Number | Batch | None]) -> None:
+        """One sample: a value per column (None where it was not read; a :class:`Batch`
+        where several were read at once)."""
         self.samples += 1
         if self.count and self.count[-1] < self.samples_per_window:
             self.t_last[-1] = t
             self.count[-1] += 1
             for c, v in enumerate(values):
-                if v is not None:
-                    self.known[c][-1] += 1
-                    self.total[c][-1] = _add(self.total[c][-1], v)
-                    self.low[c][-1] = _low(self.low[c][-1], v)
-                    self.high[c][-1] = _high(self.high[c][-1], v)
+                if v is None:
+                    continue
+                if isinstance(v, Batch):
+                    self.known[c][-1] += v.count
+                    self.total[c][-1] = _add(self.total[c][-1], v.total)
+                    self.low[c][-1] = _low(self.low[c][-1], v.low)
+                    self.high[c][-1] = _high(self.high[c][-1], v.high)
+                    continue
+                self.known[c][-1] += 1
+                self.total[c][-1] = _add(self.total[c][-1], v)
+                self.low[c][-1] = _low(self.low[c][-1], v)
+                self.high[c][-1] = _high(self.high[c][-1], v)
             return
         if len(self.count) == self.capacity:
             self._merge_pairs()
@@ -82,6 +109,12 @@ class Windows:
         self.t_last.append(t)
         self.count.append(1)
         for c, v in enumerate(values):
+            if isinstance(v, Batch):
+                self.known[c].append(v.count)
+                self.total[c].append(v.total)
+                self.low[c].append(v.low)
+                self.high[c].append(v.high)
+                continue
             self.known[c].append(0 if v is None else 1)
             self.total[c].append(v)
             self.low[c].append(v)

@@ -83,6 +83,43 @@ class WindowSpread:
 
 
 @dataclass(frozen=True)
+class GpuBusy:
+    """How busy one GPU was: the one figure every report, finding and metric gives.
+
+    ``share`` is the share of time the GPU executed the program's work over the span in
+    which the program used it (``start_s``..``end_s``), from the best integrating source
+    the run had (``source``; ``measure`` names the figure): GPM's graphics utilisation
+    (Hopper and newer) or DCGM's GR_ENGINE_ACTIVE, which integrate hardware counters;
+    else every sample of the driver's own utilisation buffer, which does not cover all
+    of its period and aliases with a periodic load. ``reliable`` is False where the figure
+    cannot resolve the program (the aliasing guard, too few samples), and ``why`` says
+    so; nothing rests on an unreliable figure alone.
+
+    ``steady_*``: the same over the steady work alone (steps after warm-up in ``run``; in
+    ``watch`` the stretches of sustained activity), ``startup_s`` the program's time outside it,
+    from its start (imports, compilation, autotuning) and in the pauses between. ``time_share``: the share of time any
+    kernel ran, where a reliable time figure exists; ``space_share``: the share of SMs
+    busy while one did (SM activity over the time share), which tells kernels too small
+    to fill the GPU from a GPU waiting for its host."""
+
+    share: float | None
+    source: str  # "gpm" | "dcgm" | "nvml-samples" | "nvml-point" | "kernels"
+    measure: str  # "graphics utilisation", "SM activity", "driver samples" ...
+    reliable: bool
+    why: str
+    samples: int = 0
+    start_s: float | None = None
+    end_s: float | None = None
+    span_s: float = 0.0
+    steady_share: float | None = None
+    steady_span_s: float = 0.0
+    steady_start_s: float | None = None
+    startup_s: float = 0.0
+    time_share: float | None = None
+    space_share: float | None = None
+
+
+@dataclass(frozen=True)
 class GpuSeries:
     """NVML samples of one GPU over the run (None: not supported on this GPU/driver).
 
@@ -123,6 +160,8 @@ class GpuSeries:
     sm_activity: tuple[float | None, ...] = ()  # GPM
     sm_occupancy: tuple[float | None, ...] = ()  # GPM
     tensor_activity: tuple[float | None, ...] = ()  # GPM, any tensor pipe
+    graphics_activity: tuple[float | None, ...] = ()  # GPM graphics util / DCGM GR engine
+    driver_utilization: tuple[float | None, ...] = ()  # the driver's own samples (mean)
     temperature_c: tuple[float | None, ...] = ()
     power_limit_w: tuple[float | None, ...] = ()  # enforced (process ticks)
     throttled: tuple[float | None, ...] = ()  # 0/1: a slowdown reason set
@@ -147,6 +186,10 @@ class GpuSeries:
     pcie_max_width: int | None = None
     gpu_pcie_max_gen: int | None = None  # the GPU's own (a slot may allow less)
     latest: GpuLatest | None = None
+    activity_source: str | None = None  # "gpm" | "dcgm": where the activities came from
+    memory_reserved_bytes: int | None = None  # the driver's reservation (memory info v2)
+    driver_sample_period_s: float | None = None  # between the driver's samples, measured
+    busy: GpuBusy | None = None  # derived/gpu_busy.py, filled when the run is diagnosed
 
     @property
     def windowed(self) -> bool:

@@ -13,12 +13,14 @@ from gpuwhy.derived.gpu_activity import (
     usable,
     windows_for,
 )
-from gpuwhy.facts import Facts, GpuSeries
+from gpuwhy.derived.gpu_busy import busy_of, steady_windows
+from gpuwhy.facts import Facts, GpuBusy, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import percent
 from gpuwhy.rules.base import Rule
 
 IDLE = 0.05  # a GPU below this is idle, not underused: distribute.idle-gpus speaks for it
+SMALL_KERNELS = 0.6  # while a kernel runs, fewer of the SMs than this busy: kernels too small
 
 TF_FIX = """\
 <dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
@@ -29,28 +31,46 @@ WATCH_FIX = """\
 # names the cause (input pipeline, eager ops, retracing, host copies, batch size).
 # Elsewhere: overlap input with compute (prefetch, more loader workers), batch more
 # work per kernel launch, keep tensors on the GPU between steps."""
+TF_SMALL_FIX = """\
+<model>.compile(..., jit_compile=True, steps_per_execution=32)   # XLA fuses the small ops
+# and a larger batch where memory allows: each kernel then fills more of the GPU"""
+WATCH_SMALL_FIX = """\
+# Kernels too small to fill the GPU, launched one by one: give each more work and
+# launch fewer. Larger batch; fuse ops: TensorFlow `jit_compile=True` (XLA) and
+# `steps_per_execution`, PyTorch `torch.compile(model)` or CUDA graphs
+# (`torch.cuda.graphs` / `mode="reduce-overhead"`), JAX `jax.jit` over the whole step."""
+UNKNOWN_KIND = """\
+# Either the GPU waits for the host (input, Python, synchronisation: overlap input with
+# compute, prefetch) or its kernels are too small to fill it (larger batch, fuse ops:
+# XLA / torch.compile / CUDA graphs). This run had no reliable time share to tell them
+# apart; on Hopper and newer gpuwhy reads GPM's graphics utilisation, which does."""
 
 
 class GpuUnderutilized(Rule):
-    """The GPU is measured idle for much of each training step.
+    """The GPU is measured idle for much of the program's steady work, and why: waiting
+    for its host, or running kernels too small to fill it.
 
     ## What it detects
-    NVML samples taken during steps (not during start-up, compilation or evaluation)
-    show a mean GPU utilisation below `max_utilization`, or, on Hopper and newer where
-    GPM metrics exist, a mean SM activity below `max_sm_activity`; high below half of
-    either. Without steps (`gpuwhy watch`) the samples taken while the program held the
-    GPU count. At least 5 samples must fall in those windows, and a GPU that stays
-    below 5% is left to distribute.idle-gpus when another one works. The finding gives
-    the measured values (utilisation, SM activity and occupancy, tensor-pipe activity,
-    PCIe traffic, clocks, power) and points to the findings that explain them (input,
-    launch overhead, placement, batch size).
+    The one busy figure of each GPU (derived/gpu_busy.py: GPM graphics utilisation, a
+    dcgm-exporter's GR engine activity, SM activity in older recordings, else the
+    driver's own samples behind an aliasing guard) over the steady work: the steps after
+    warm-up in `gpuwhy run`, the stretches of sustained activity in `gpuwhy watch`
+    (start-up, compilation and autotuning are the verdict's, not this finding's). It
+    fires below `max_busy`, high below half of it; a figure that cannot resolve the
+    program (point readings, a load beating with the driver's sampling) is never
+    judged. Where a reliable time share exists beside SM activity it tells the kind of
+    idle: a GPU that runs kernels with few of its SMs busy (below 60%) runs kernels too
+    small to fill it, and the host cannot launch them fast enough; one whose kernels
+    fill it but that runs them little of the time waits for its host (input, Python,
+    synchronisation). The fix follows the kind. At least 5 samples must count, and a GPU
+    that stays below 5% is left to distribute.idle-gpus when another one works.
 
     ## Why is this slow?
-    NVML's "GPU utilisation" is the share of time in which at least one kernel was
-    running, so a low value means the GPU had nothing queued: it was waiting for input,
-    for the host to launch the next kernel, or for a copy. A high value is not proof of
-    a busy GPU either: one tiny kernel at a time reads 100% while most SMs are idle,
-    which is why SM activity (GPM) is the better measure where available.
+    A GPU runs the program's work only while a kernel runs on it. Between kernels it
+    waits: for the input pipeline, for Python to issue the next op, for a copy or a
+    synchronisation. Kernels too small to fill the SMs (a small batch, unfused
+    element-wise ops) waste the GPU twice: most SMs idle while each runs, and each is
+    over before the host has launched the next.
 
     ## Example
     ```python
@@ -66,59 +86,65 @@ class GpuUnderutilized(Rule):
           .batch(256)
           .prefetch(tf.data.AUTOTUNE))
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
-                  steps_per_execution=32)
+                  steps_per_execution=32, jit_compile=True)
     model.fit(ds, epochs=10)
     ```
 
     ## Options
-    - `max_sm_activity`: GPM SM activity during steps (0-1) below which the finding
-      fires, where GPM is available (0.30).
-    - `max_utilization`: NVML GPU utilisation during steps (0-1) below which the
-      finding fires (0.50).
+    - `max_busy`: the busy share of the steady work (0-1) below which the finding
+      fires (0.50).
     """
 
     id = "gpu.underutilized"
     severity = "medium"
     status = "stable"
     needs = ("gpu_samples",)  # and steps, when the run has them
-    options = {"max_sm_activity": 0.30, "max_utilization": 0.50}
+    options = {"max_busy": 0.50}
     question = "Is the GPU busy?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         samples = facts.gpu_samples
         if not usable(samples):
             return []
-        # (series, windows, what they are, activity, its busy share: known with utilisation)
-        measured: list[tuple[GpuSeries, list[Window], str, Activity, float]] = []
+        # (series, windows, what they are, activity, busy block, the share judged)
+        measured: list[tuple[GpuSeries, list[Window], str, Activity, GpuBusy, float]] = []
         for series in program_gpus(samples):
+            block = busy_of(facts, series)
+            if block is None or block.share is None or not block.reliable:
+                continue  # nothing rests on a figure that cannot resolve the program
             windows, basis = windows_for(facts, series)
+            if facts.steps is None and block.steady_share is not None:
+                windows, basis = steady_windows(series, block), "in its steady work"
             act = activity(series, windows)
-            share = act.busy()
-            if act.samples >= MIN_SAMPLES and act.utilization is not None and share is not None:
-                measured.append((series, windows, basis, act, share))
-        if len(measured) > 1 and any(m[4] >= IDLE for m in measured):
-            measured = [m for m in measured if m[4] >= IDLE]
+            share = block.steady_share if block.steady_share is not None else block.share
+            if act.samples >= MIN_SAMPLES:
+                measured.append((series, windows, basis, act, block, share))
+        if len(measured) > 1 and any(m[5] >= IDLE for m in measured):
+            measured = [m for m in measured if m[5] >= IDLE]
         findings = []
-        for series, windows, basis, act, busy in measured:
-            low_util = act.utilization < options["max_utilization"]
-            low_sm = act.sm_activity is not None and act.sm_activity < options["max_sm_activity"]
-            if not (low_util or low_sm):
+        for series, windows, basis, act, block, busy in measured:
+            limit = options["max_busy"]
+            small = block.space_share is not None and block.space_share < SMALL_KERNELS
+            if busy >= limit and not small:
                 continue
-            high = act.utilization < options["max_utilization"] / 2 or (
-                act.sm_activity is not None and act.sm_activity < options["max_sm_activity"] / 2
-            )
-            measure = "SM activity" if act.sm_activity is not None else "utilisation"
+            high = busy < limit / 2
             seconds = sum(b - a for a, b in windows)
+            title, fix, kind = self._kind(facts, series, block, busy, basis, small)
             findings.append(
                 self.finding(
-                    f"GPU {series.index} ({series.name}) is busy only {busy:.0%} of the time "
-                    f"{basis} ({measure}, {act.samples} samples)",
+                    title + f" ({block.measure}, {act.samples} samples)",
                     severity="high" if high else self.severity,
                     evidence={
                         "gpu": series.index,
                         "measured": basis,
+                        "kind": kind,
                         "samples": act.samples,
                         "window_s": round(seconds, 1),
+                        "busy_percent": percent(busy),
+                        "busy_source": block.source,
+                        "busy_measure": block.measure,
+                        "time_share_percent": percent(block.time_share),
+                        "space_share_percent": percent(block.space_share),
                         "utilization_percent": percent(act.utilization),
                         "sm_activity_percent": percent(act.sm_activity),
                         "sm_occupancy_percent": percent(act.sm_occupancy),
@@ -129,15 +155,47 @@ class GpuUnderutilized(Rule):
                         if act.sm_clock_mhz is None
                         else round(act.sm_clock_mhz),
                         "power_w": None if act.power_w is None else round(act.power_w),
-                        "explained_by": "input.bound, launch.eager-ops, launch.retracing, "
+                        "explained_by": "launch.eager-ops, launch.retracing, memory.underused"
+                        if small
+                        else "input.bound, launch.eager-ops, launch.retracing, "
                         "placement.host-transfers, memory.underused",
                     },
-                    fix=TF_FIX if facts.steps is not None else WATCH_FIX,
+                    fix=fix,
                     gain_value=round(1.0 - busy, 3),
                     estimated_gain=f"the GPU idles {1 - busy:.0%} of the time {basis}",
                 )
             )
         return findings
+
+    @staticmethod
+    def _kind(
+        facts: Facts, series: GpuSeries, block: GpuBusy, busy: float, basis: str, small: bool
+    ) -> tuple[str, str, str]:
+        """(title, fix, kind): time idle (waits for its host), space idle (kernels too
+        small to fill it), or which of the two this run cannot tell."""
+        gpu = f"GPU {series.index} ({series.name})"
+        tf = facts.steps is not None
+        if small:
+            assert block.space_share is not None and block.time_share is not None  # small
+            return (
+                f"{gpu} runs kernels too small to fill it {basis}: while one runs only "
+                f"{block.space_share:.0%} of its SMs are busy, and it runs one "
+                f"{block.time_share:.0%} of the time",
+                TF_SMALL_FIX if tf else WATCH_SMALL_FIX,
+                "kernels too small",
+            )
+        if block.space_share is not None:
+            return (
+                f"{gpu} is busy only {busy:.0%} of the time {basis}: it waits for its host "
+                f"(its kernels fill {block.space_share:.0%} of the SMs while they run)",
+                TF_FIX if tf else WATCH_FIX,
+                "waits for the host",
+            )
+        return (
+            f"{gpu} is busy only {busy:.0%} of the time {basis}",
+            TF_FIX if tf else UNKNOWN_KIND,
+            "unknown",
+        )
 
 
 def _mb(rate):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.gpu_activity import MIN_SAMPLES, activity, usable, windows_for
+from gpuwhy.derived.gpu_activity import MIN_SAMPLES, usable
+from gpuwhy.derived.gpu_busy import busy_of
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import percent
@@ -82,10 +83,12 @@ class MemoryUnderused(Rule):
             total = series.memory_total_bytes
             if not total or not peak or peak / total >= options["max_peak_fraction"]:
                 continue
-            windows, basis = windows_for(facts, series)
-            act = activity(series, windows)
-            busy = act.busy()
-            if act.samples < MIN_SAMPLES or busy is None or busy >= options["max_activity"]:
+            block = busy_of(facts, series)
+            if block is None or block.share is None or not block.reliable:
+                continue  # nothing rests on a figure that cannot resolve the program
+            busy = block.steady_share if block.steady_share is not None else block.share
+            basis = "during steps" if facts.steps is not None else "in its steady work"
+            if block.samples < MIN_SAMPLES or busy >= options["max_activity"]:
                 continue
             factor = max(2, int(HEADROOM * total / peak))
             findings.append(
@@ -95,10 +98,8 @@ class MemoryUnderused(Rule):
                     evidence={
                         **peak_evidence(series.index, peak, total, source),
                         "activity_percent": percent(busy),
-                        "activity_measure": "SM activity"
-                        if act.sm_activity is not None
-                        else "utilisation",
-                        "samples": act.samples,
+                        "activity_measure": block.measure,
+                        "samples": block.samples,
                         "batch_could_grow_up_to": f"{factor}x",
                     },
                     fix=FIX.format(factor=min(factor, 8)),

@@ -1,0 +1,408 @@
+"""How busy a GPU was: the one definition the verdict, the findings, the timeline, the
+live metrics, ``diff`` and ``merge`` all read (issue #35).
+
+"Busy" is the share of time the GPU executed the program's work, measured over the span
+in which the program used the GPU, from the best source the run had:
+
+1. an integrating time share: GPM's graphics utilisation (Hopper and newer) or a
+   dcgm-exporter's GR_ENGINE_ACTIVE. Both integrate hardware counters between two
+   readings, so a load of any period reads right;
+2. SM activity (GPM or DCGM) where the run had no time share (recordings made before
+   gpuwhy read it): it integrates too, but reads the share of SMs busy, so a kernel that
+   does not fill the GPU reads low (0.85-0.89 of the time share on the H100's duty
+   loops). Said so in ``why``;
+3. the driver's own utilisation samples (``nvmlDeviceGetSamples``): each one does not
+   cover the whole of its period (200 ms on an H100), so a load whose period lies near a
+   multiple or divisor of it phase-locks with the samples (a 100 ms busy / 100 ms idle
+   loop read 19 % for 51 %). The aliasing guard (:func:`aliasing`) marks such a figure
+   unreliable: from the step period where ``run`` knows it, else from the samples' own
+   slow beat;
+4. point readings (``nvmlDeviceGetUtilizationRates``, the driver's latest sample read
+   again each tick) only in recordings that kept nothing better: never reliable.
+
+Phases: in ``run`` the steady part is the steps after warm-up (derived/gpu_activity.py's
+step windows); in ``watch`` it is the stretches of sustained activity found in the
+series (:func:`steady_stretches`). The rest of the span is start-up (imports,
+compilation, autotuning) and pauses.
+
+What kind of idle: where a reliable time share exists beside SM activity, ``space_share``
+(SM activity over time share) says whether the kernels fill the GPU while they run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuwhy.derived.gpu_activity import (
+    MIN_SAMPLES,
+    Window,
+    busy_window,
+    in_windows,
+    program_gpus,
+    step_windows,
+    usable,
+)
+from gpuwhy.facts import Facts, GpuBusy, GpuSeries, StepFacts
+
+BIN_S = 0.5  # the series is cut into bins of this length to find its steady stretches
+LEVEL_TOP = 0.10  # the busiest tenth of the bins sets the level of steady work
+STEADY_OF_LEVEL = 0.5  # a bin at half that level or more is active
+MIN_LEVEL = 0.05  # below this the GPU never worked: no steady part
+JOIN_GAP_S = 2.0  # active stretches closer than this are one (an epoch's end, a log line)
+MIN_STRETCH_S = 1.0  # a shorter burst is start-up (autotuning), not steady work
+BEAT_SPREAD = 0.08  # samples that spread less than this (std, 0-1) show no beat
+BEAT_CORRELATION = 0.6  # samples 0.4 s apart this alike: they drift together, a beat
+BEAT_LAG_S = 0.4
+MIN_BEAT_SAMPLES = 10
+FEW_PHASES = 4  # a sampling that sees at most this many phases of the step is aliased
+MIN_SWEEPS = 2.0  # ... unless its phase sweeps the whole step this often over the run
+SHORT_PERIOD = 8  # a period under 1/8 of the sample period averages out in each sample
+DIFFERENT = 0.05  # a steady share this far from the whole span's is worth saying
+
+
+@dataclass(frozen=True)
+class Source:
+    """Which series of a GPU gives its busy share, and what it is."""
+
+    column: str
+    source: str  # GpuBusy.source
+    measure: str
+    integrating: bool
+    note: str = ""
+
+
+def source_of(series: GpuSeries) -> Source | None:
+    """The best busy source this GPU's series hold (see the module doc)."""
+    origin = series.activity_source or "gpm"
+    if series.known("graphics_activity"):
+        measure = "GR engine activity" if origin == "dcgm" else "graphics utilisation"
+        return Source("graphics_activity", origin, measure, True)
+    if series.known("sm_activity"):
+        return Source(
+            "sm_activity",
+            origin,
+            "SM activity",
+            True,
+            "SM activity, the best integrating figure this run holds (it had no graphics "
+            "utilisation): it reads the share of SMs busy, at or a little below the time share",
+        )
+    if series.known("driver_utilization"):
+        return Source("driver_utilization", "nvml-samples", "the driver's samples", False)
+    if series.known("utilization"):
+        return Source(
+            "utilization",
+            "nvml-point",
+            "point readings",
+            False,
+            "point readings of NVML's utilisation (this run kept none of the driver's own "
+            "samples): each is the driver's latest sample, read again at every tick, and "
+            "aliases with a periodic load",
+        )
+    return None
+
+
+def time_source(series: GpuSeries) -> Source | None:
+    """The best time-share series (any kernel running), for telling time from space."""
+    if series.known("graphics_activity"):
+        return source_of(series)
+    if series.known("driver_utilization"):
+        return Source("driver_utilization", "nvml-samples", "the driver's samples", False)
+    if series.known("utilization"):
+        return Source("utilization", "nvml-point", "point readings", False)
+    return None
+
+
+def busy_column(series: GpuSeries) -> str:
+    """The series a per-window "GPU busy" (timeline, live metrics) reads for this GPU."""
+    found = source_of(series)
+    return found.column if found is not None else "utilization"
+
+
+# -- phases ------------------------------------------------------------------------------
+def span_of(series: GpuSeries) -> Window | None:
+    """Where the program used this GPU: it held memory there (else: the GPU was active)."""
+    spans = busy_window(series)
+    if not spans:
+        return None
+    end = min(spans[0][1], series.ends()[-1]) if series.t else spans[0][1]
+    return (spans[0][0], max(spans[0][0], end))
+
+
+def _bins(series: GpuSeries, column: str, span: Window) -> list[tuple[float, float | None]]:
+    """(bin start, mean of the column in it) over the span, bins of :data:`BIN_S`."""
+    start, end = span
+    count = max(1, math.ceil((end - start) / BIN_S))
+    totals, known = [0.0] * count, [0] * count
+    values = getattr(series, column)
+    for centre, value, n in zip(series.centres(), values, series.column(column).known):
+        if value is None or not n or not start <= centre <= end:
+            continue
+        i = min(count - 1, int((centre - start) / BIN_S))
+        totals[i] += value * n
+        known[i] += n
+    return [(start + i * BIN_S, totals[i] / known[i] if known[i] else None) for i in range(count)]
+
+
+def steady_stretches(series: GpuSeries, column: str, span: Window) -> list[Window]:
+    """The stretches of sustained activity in a run without steps: bins at half the
+    level of the busiest tenth or more, joined across gaps under :data:`JOIN_GAP_S`,
+    each at least :data:`MIN_STRETCH_S` long. None where the GPU never worked."""
+    bins = [(t, v) for t, v in _bins(series, column, span) if v is not None]
+    if not bins:
+        return []
+    ranked = sorted((v for _, v in bins), reverse=True)
+    top = ranked[: max(1, round(len(ranked) * LEVEL_TOP))]
+    level = sum(top) / len(top)
+    if level < MIN_LEVEL:
+        return []
+    stretches: list[list[float]] = []
+    for t, v in bins:
+        if v < STEADY_OF_LEVEL * level:
+            continue
+        if stretches and t - stretches[-1][1] <= JOIN_GAP_S:
+            stretches[-1][1] = t + BIN_S
+        else:
+            stretches.append([t, t + BIN_S])
+    return [(a, min(b, span[1])) for a, b in stretches if min(b, span[1]) - a >= MIN_STRETCH_S]
+
+
+# -- the aliasing guard ------------------------------------------------------------------
+def aliasing(period_s: float, sample_period_s: float, samples: int) -> str | None:
+    """Why samples every ``sample_period_s`` cannot resolve a load repeating every
+    ``period_s``, or None. Sample i sees the step at phase i * T/P (mod 1): near a ratio
+    m/k of few phases k it sees only k phases, drifting by ``samples * |T/P - m/k|``
+    cycles over the run; under :data:`MIN_SWEEPS` they never sweep the step, and the
+    mean is that of a few phases, not of the step."""
+    if period_s <= 0 or sample_period_s <= 0 or period_s < sample_period_s / SHORT_PERIOD:
+        return None
+    ratio = sample_period_s / period_s
+    for k in range(1, FEW_PHASES + 1):
+        m = round(ratio * k)
+        if m == 0:
+            continue
+        if samples * abs(ratio - m / k) < MIN_SWEEPS:
+            relation = (
+                "about the driver's sample period"
+                if m == k
+                else f"about {k}/{m} of the driver's sample period"
+                if k > m
+                else f"about 1/{m // k} of it"
+                if m % k == 0
+                else f"about {k}/{m} of it"
+            )
+            return (
+                f"the steps' period ({period_s * 1000:.0f} ms) is {relation} "
+                f"({sample_period_s * 1000:.0f} ms): its samples see the step at only "
+                f"{k} phase{'s' if k > 1 else ''}"
+            )
+    return None
+
+
+def beat(values: Sequence[float], spacing_s: float) -> str | None:
+    """Why these samples look aliased, or None: they spread widely yet samples
+    :data:`BEAT_LAG_S` apart are alike — a slow drift between idle and busy, the mark of
+    a load beating with the driver's sampling (a load that does not beat gives samples
+    that jump from one to the next). A steady load shows no spread; real phases of the
+    program (start-up, evaluation) look alike, which is why only the steady work is
+    judged."""
+    if len(values) < MIN_BEAT_SAMPLES:
+        return None
+    spread = statistics.pstdev(values)
+    if spread < BEAT_SPREAD:
+        return None
+    lag = max(1, round(BEAT_LAG_S / spacing_s)) if spacing_s > 0 else 1
+    if lag >= len(values) - 2:
+        return None
+    mean = statistics.fmean(values)
+    pairs = [(a - mean) * (b - mean) for a, b in zip(values, values[lag:])]
+    correlation = (sum(pairs) / len(pairs)) / (spread * spread)
+    if correlation < BEAT_CORRELATION:
+        return None
+    return (
+        f"its samples drift slowly between {min(values):.0%} and {max(values):.0%} "
+        f"(alike {BEAT_LAG_S:g} s apart: r={correlation:.2f}), the mark of a load beating "
+        "with the driver's sampling"
+    )
+
+
+def _known_values(series: GpuSeries, column: str, mask: Sequence[bool]) -> list[float]:
+    values = getattr(series, column)
+    known = series.column(column).known
+    return [v for v, n, keep in zip(values, known, mask) if keep and n and v is not None]
+
+
+def _step_period(steps: StepFacts | None) -> float | None:
+    if steps is None:
+        return None
+    calls = list(steps.durations)[steps.warmup // max(1, steps.steps_per_call) :]
+    if calls:
+        return statistics.median(calls)
+    return None if steps.median_s is None else steps.median_s * max(1, steps.steps_per_call)
+
+
+def _guard(
+    series: GpuSeries,
+    found: Source,
+    mask: Sequence[bool],
+    steps: StepFacts | None,
+    points_stand_in: bool = False,
+) -> str | None:
+    """Why a sampled (not integrating) figure over the entries ``mask`` is unreliable.
+    Point readings never give the busy share; ``points_stand_in``: they stand in for
+    the driver's samples (the time share of a recording that kept none), guarded alike."""
+    if found.source == "nvml-point" and not points_stand_in:
+        return found.note
+    period = series.driver_sample_period_s
+    values = _known_values(series, found.column, mask)
+    step = _step_period(steps)
+    if step is not None and period is not None:
+        reason = aliasing(step, period, len(values))
+        if reason:
+            return reason
+    spacing = period or (1.0 / 10)
+    return beat(values, spacing if found.column == "driver_utilization" else 1.0 / 10)
+
+
+# -- the figure --------------------------------------------------------------------------
+def gpu_busy(series: GpuSeries, steps: StepFacts | None) -> GpuBusy | None:
+    """This GPU's busy block (None: the series hold no busy figure at all)."""
+    found = source_of(series)
+    if found is None:
+        return None
+    span = span_of(series)
+    if span is None:
+        return GpuBusy(
+            share=None,
+            source=found.source,
+            measure=found.measure,
+            reliable=False,
+            why="the program never used this GPU",
+        )
+    with_steps = steps is not None and bool(steps.starts)
+    steady = (
+        step_windows(steps) if steps is not None and with_steps else None
+    ) or steady_stretches(series, found.column, span)
+    centres = series.centres()
+    in_span = in_windows(centres, [span])
+    in_steady = [a and b for a, b in zip(in_windows(centres, steady), in_span)] if steady else []
+    share = series.mean(found.column, in_span)
+    samples = series.known(found.column, in_span)
+    steady_share = series.mean(found.column, in_steady) if steady else None
+    steady_span = sum(min(b, span[1]) - max(a, span[0]) for a, b in steady if b > span[0])
+    judged = in_steady if steady and any(in_steady) else in_span
+    problems = [] if found.integrating else [_guard(series, found, judged, steps)]
+    if samples < MIN_SAMPLES:
+        problems.append(f"only {samples} samples while the program used the GPU")
+    reasons = [p for p in problems if p]
+    why = found.note or f"{found.measure} ({found.source.upper()}): counters integrated over time"
+    if not found.integrating and not reasons:
+        period = series.driver_sample_period_s
+        why = (
+            f"the driver's own samples (one every {period * 1000:.0f} ms)"
+            if period
+            else "the driver's own samples"
+        ) + (
+            ": the steps' period does not beat with them"
+            if with_steps
+            else ": no beat with the load shows in them"
+        )
+    elif reasons:
+        why = "; ".join(reasons)
+    time_share, space_share = _time_and_space(series, judged, steps)
+    return GpuBusy(
+        share=_round(share),
+        source=found.source,
+        measure=found.measure,
+        reliable=not reasons,
+        why=why,
+        samples=samples,
+        start_s=round(span[0], 3),
+        end_s=round(span[1], 3),
+        span_s=round(span[1] - span[0], 3),
+        steady_share=_round(steady_share),
+        steady_span_s=round(max(0.0, steady_span), 3),
+        steady_start_s=round(max(steady[0][0], span[0]), 3) if steady else None,
+        startup_s=round(_outside(steady, steady_span), 3) if steady else 0.0,
+        time_share=_round(time_share),
+        space_share=_round(space_share),
+    )
+
+
+def _time_and_space(
+    series: GpuSeries, mask: Sequence[bool], steps: StepFacts | None
+) -> tuple[float | None, float | None]:
+    """The share of time a kernel ran, where a reliable figure exists, and the share of
+    SMs busy while one did (SM activity over it)."""
+    found = time_source(series)
+    if found is None:
+        return None, None
+    if not found.integrating and _guard(series, found, mask, steps, points_stand_in=True):
+        return None, None
+    time_share = series.mean(found.column, mask)
+    sm = series.mean("sm_activity", mask)
+    if time_share is None or sm is None or time_share <= 0:
+        return time_share, None
+    return time_share, min(1.0, sm / time_share)
+
+
+def _outside(steady: list[Window], steady_span: float) -> float:
+    """The program's time before its steady work (from its start, t = 0: imports and
+    compilation come before the GPU is touched) and in the pauses between stretches."""
+    first, last = steady[0][0], steady[-1][1]
+    return max(0.0, first) + max(0.0, last - first - steady_span)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+# -- the facts ---------------------------------------------------------------------------
+def with_busy(facts: Facts) -> Facts:
+    """The facts with each GPU's busy block filled (the record keeps them)."""
+    samples = facts.gpu_samples
+    if not usable(samples):
+        return facts
+    gpus = tuple(
+        dataclasses.replace(series, busy=gpu_busy(series, facts.steps)) for series in samples.gpus
+    )
+    return dataclasses.replace(facts, gpu_samples=dataclasses.replace(samples, gpus=gpus))
+
+
+def busy_of(facts: Facts, series: GpuSeries) -> GpuBusy | None:
+    """The block the record holds, else computed now (facts built by hand, old records)."""
+    return series.busy if series.busy is not None else gpu_busy(series, facts.steps)
+
+
+def program_busy(facts: Facts) -> list[tuple[GpuSeries, GpuBusy]]:
+    """The busy blocks of the GPUs the program used, busiest first (reliable ones
+    before the rest)."""
+    samples = facts.gpu_samples
+    if not usable(samples):
+        return []
+    blocks = []
+    for series in program_gpus(samples):
+        block = busy_of(facts, series)
+        if block is not None and block.share is not None:
+            blocks.append((series, block))
+    return sorted(blocks, key=lambda sb: (not sb[1].reliable, -(sb[1].share or 0.0)))
+
+
+def steady_differs(block: GpuBusy) -> bool:
+    """Whether the steady work's share is worth saying beside the whole span's."""
+    return (
+        block.steady_share is not None
+        and block.share is not None
+        and abs(block.steady_share - block.share) >= DIFFERENT
+    )
+
+
+def steady_windows(series: GpuSeries, block: GpuBusy) -> list[Window]:
+    """The steady stretches a block was measured on (a run without steps), again."""
+    found = source_of(series)
+    if found is None or block.start_s is None or block.end_s is None:
+        return []
+    return steady_stretches(series, found.column, (block.start_s, block.end_s))
