@@ -84,6 +84,7 @@ from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptio
 from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
 from gpuwhy.collect.windows import CAPACITY, Batch, Windows
+from gpuwhy.derived.gpu_busy import gpu_busy
 from gpuwhy.facts import (
     CLOCK_REASONS,
     SLOWDOWN_BITS,
@@ -775,12 +776,16 @@ def gpu_line(samples: GpuSamplesFacts) -> str:
         return "none (no GPU)"
     parts = []
     for gpu in samples.gpus:
-        util = gpu.mean("utilization")
         text = f"GPU {gpu.index} {gpu.name}: {gpu.sample_count()} samples at {samples.hz:g} Hz"
-        if util is not None:
-            text += f", busy {util:.0%} on average"
+        block = gpu.busy if gpu.busy is not None else gpu_busy(gpu, None)
+        if block is not None and block.share is not None:
+            text += (
+                f", busy {block.share:.0%} while the program used it ({block.measure})"
+                if block.reliable
+                else f", busy unknown ({block.measure}: {block.why})"
+            )
         sm = gpu.mean("sm_activity")
-        if sm is not None:
+        if sm is not None and (block is None or block.measure != "SM activity"):
             text += f", SM activity {sm:.0%}"
         peak = gpu.peak("memory_used_bytes")
         if peak is not None and gpu.memory_total_bytes:

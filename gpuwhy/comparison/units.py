@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from gpuwhy.comparison.model import AlignedWindow
 from gpuwhy.derived.step_windows import span_input_wait, timeline_rows, training_spans
-from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan, WorkersFacts
+from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan, WorkersFacts
 
 BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
 MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
@@ -208,7 +208,7 @@ def _parts(
 
 
 def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]]:
-    """Each window's GPU utilisation (mean of its GPUs), over training where there are
+    """Each window's GPU busy share (mean of its GPUs), over training where there are
     steps, over the whole record where there are none (``gpuwhy watch``)."""
     timeline = facts.timeline
     if timeline is None:
@@ -222,10 +222,16 @@ def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]
     for row in timeline.windows:
         if not (begin - 1e-9 <= row.start_s <= end + 1e-9):
             continue
-        shares = [g.utilization for g in row.gpus if g.utilization is not None]
+        shares = [b for g in row.gpus if (b := _busy(g)) is not None]
         if shares:
             out.append((1.0, sum(shares) / len(shares)))
     return out
+
+
+def _busy(gpu: GpuWindow) -> float | None:
+    """A window's busy share: the GPU's busy series (records before issue #35: its point
+    readings, the only figure they hold)."""
+    return gpu.busy if gpu.busy is not None else gpu.utilization
 
 
 def _aligned(
@@ -238,7 +244,7 @@ def _aligned(
     out = []
     for span in spans:
         row = rows.get(round(span.start_s / width))
-        busy = [g.utilization for g in row.gpus if g.utilization is not None] if row else []
+        busy = [b for g in row.gpus if (b := _busy(g)) is not None] if row else []
         out.append(
             AlignedWindow(
                 start_s=round(span.start_s - first, 6),

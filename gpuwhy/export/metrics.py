@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from gpuwhy.collect.identity import GPU_LABELS
 from gpuwhy.collect.step_histogram import StepHistogram
+from gpuwhy.derived.gpu_busy import busy_column
 from gpuwhy.facts import Facts
 from gpuwhy.projection.cost import training_function
 
@@ -140,7 +141,8 @@ def values(
 
 
 def busy_sums(facts: Facts) -> dict[int, tuple[float, int]]:
-    """Per GPU index, its utilisation samples so far: their sum and how many had a value.
+    """Per GPU index, its busy samples so far (the series derived/gpu_busy.py reads: GPM
+    graphics utilisation, else the driver's own samples ...): their sum and how many had a value.
     Exact however the sampler's windows merged (each window's mean weighted by its known
     samples is its sum), and read from a bounded number of windows."""
     samples = facts.gpu_samples
@@ -148,9 +150,10 @@ def busy_sums(facts: Facts) -> dict[int, tuple[float, int]]:
         return {}
     sums = {}
     for gpu in samples.gpus:
-        known = gpu.column("utilization").known
-        total = sum(v * k for v, k in zip(gpu.utilization, known) if k and v is not None)
-        sums[gpu.index] = (total, sum(k for v, k in zip(gpu.utilization, known) if v is not None))
+        name = busy_column(gpu)
+        values, known = getattr(gpu, name), gpu.column(name).known
+        total = sum(v * k for v, k in zip(values, known) if k and v is not None)
+        sums[gpu.index] = (total, sum(k for v, k in zip(values, known) if v is not None))
     return sums
 
 

@@ -19,7 +19,8 @@ class GpuWindow:
 
     index: int
     samples: int
-    utilization: float | None = None  # mean, 0-1
+    utilization: float | None = None  # mean, 0-1 (NVML's point readings)
+    busy: float | None = None  # mean of the GPU's busy series (derived/gpu_busy.py), 0-1
     utilization_max: float | None = None
     sm_activity: float | None = None  # GPM, mean
     memory_used_max_bytes: int | None = None

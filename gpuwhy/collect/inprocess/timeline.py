@@ -28,6 +28,7 @@ from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.heap_census import HeapCensus
 from gpuwhy.collect.inprocess.pipelines import PipelineCollector
 from gpuwhy.collect.time_windows import TimeWindows, width_for
+from gpuwhy.derived.gpu_busy import busy_column
 from gpuwhy.facts import (
     EagerFacts,
     GpuSamplesFacts,
@@ -453,7 +454,7 @@ def _gpu_windows(series: GpuSeries, width: float) -> dict[int, GpuWindow]:
     samples: dict[int, int] = {}
     for k, i in enumerate(index):
         samples[i] = samples.get(i, 0) + counts[k]
-    for field, name in GPU_MEANS.items():
+    for field, name in {**GPU_MEANS, "busy": busy_column(series)}.items():
         values = getattr(series, name)
         known = series.column(name).known
         for k, i in enumerate(index):

@@ -227,10 +227,18 @@ def _host(tfdata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gpu_busy(samples: dict[str, Any]) -> float | None:
-    """Mean NVML utilisation over the run, averaged over the GPUs that were sampled."""
+    """The GPUs' busy share, averaged over the GPUs that were sampled: each GPU's busy
+    block where the record has one and it is reliable (none where it is not), else (a
+    record from before issue #35) the mean of its point readings."""
     means = []
     for gpu in samples.get("gpus") or []:
         if not isinstance(gpu, dict):
+            continue
+        block = gpu.get("busy")
+        if isinstance(block, dict):
+            share = _number(block.get("share"))
+            if share is not None and block.get("reliable") is True:
+                means.append(share)
             continue
         values = gpu.get("utilization") or []
         weights = _known_counts(gpu, "utilization") or [1] * len(values)

@@ -175,7 +175,9 @@ def slowest_step(steps: StepFacts) -> str | None:
 
 GPU_METRICS = (
     # (title, field, scale, unit)
-    ("busy (any kernel running)", "utilization", 100.0, "%"),
+    ("busy: graphics engine (GPM / DCGM)", "graphics_activity", 100.0, "%"),
+    ("busy: the driver's own samples", "driver_utilization", 100.0, "%"),
+    ("busy: point readings (alias)", "utilization", 100.0, "%"),
     ("SM activity", "sm_activity", 100.0, "%"),
     ("SM occupancy", "sm_occupancy", 100.0, "%"),
     ("tensor-core activity", "tensor_activity", 100.0, "%"),

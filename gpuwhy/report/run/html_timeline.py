@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpuwhy.derived.gpu_busy import busy_column, source_of
 from gpuwhy.derived.step_timeline import later_spans
 from gpuwhy.facts import GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, TracingFacts
 from gpuwhy.finding import Finding
@@ -120,8 +121,8 @@ def timeline(
             fig,
             row_of["activity"],
             gpu,
-            "utilization",
-            f"{prefix}busy (any kernel)",
+            busy_column(gpu),
+            f"{prefix}busy ({_busy_measure(gpu)})",
             colour,
             100.0,
             max_points,
@@ -783,3 +784,8 @@ def _known(values) -> bool:
 def _alpha(colour: str, alpha: float) -> str:
     r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+def _busy_measure(gpu: GpuSeries) -> str:
+    found = source_of(gpu)
+    return found.measure if found is not None else "point readings"
