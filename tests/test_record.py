@@ -26,6 +26,26 @@ def test_record_round_trips_through_json():
     ]
 
 
+def test_devices_driver_samples_and_reservation_round_trip_and_older_records_load():
+    device = b.gpu(
+        0,
+        memory_used_bytes=0,
+        memory_reserved_bytes=480 * 2**20,
+        busy_before_samples=(20.0, 0.0, 0.0),
+        busy_before_seconds=0.4,
+    )
+    data = Record.diagnose("check", b.facts(devices=[device])).to_dict()
+    assert validation_errors(data) == []
+    assert Record.from_dict(data).facts.devices == (device,)
+    for key in ("memory_reserved_bytes", "busy_before_samples", "busy_before_seconds"):
+        del data["devices"][0][key]  # a record of an older gpuwhy
+    data["devices"][0]["utilization_percent"] = 20.0
+    old = Record.from_dict(data)
+    (loaded,) = old.facts.devices
+    assert loaded.memory_reserved_bytes is None and loaded.busy_before_samples is None
+    assert "env.gpu-shared" not in [f.id for f in Record.diagnose("check", old.facts).findings]
+
+
 def test_findings_sorted_by_severity_then_gain():
     facts = b.facts(
         devices=[

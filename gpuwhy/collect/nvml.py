@@ -75,10 +75,49 @@ def snapshot(exclude_pids: frozenset[int] = frozenset()) -> dict[str, Any]:
         _call(pynvml.nvmlShutdown)
 
 
+# How far back the snapshot reads the driver's utilisation samples: enough for a busy GPU
+# to show several (one each 1/6 s to 1 s, by GPU), little enough to be about "now".
+BUSY_BEFORE_S = 2.0
+
+
+def _memory(pynvml, handle) -> tuple[Any, bool]:
+    """``(memory info, v2)``: ``nvmlDeviceGetMemoryInfo_v2`` where the binding and the
+    driver have it (its ``used`` leaves out the driver's own ``reserved``), else v1's
+    (``used`` includes it); ``(None, False)`` where neither answers."""
+    version = getattr(pynvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            return pynvml.nvmlDeviceGetMemoryInfo(handle, version=version), True
+        except (pynvml.NVMLError, TypeError):  # an older driver, or a binding without version=
+            pass
+    return _call(pynvml.nvmlDeviceGetMemoryInfo, handle), False
+
+
+def _utilization_samples(pynvml, handle, since_us: int) -> list[tuple[int, float]] | None:
+    """The driver's GPU utilisation samples taken after ``since_us`` (NVML's clock:
+    wall-clock µs), as ``(timestamp µs, percent)`` oldest first; [] where it kept none
+    since; None where the driver cannot say."""
+    try:
+        value_type, samples = pynvml.nvmlDeviceGetSamples(
+            handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, since_us
+        )
+    except pynvml.NVMLError as e:
+        return [] if getattr(e, "value", None) == pynvml.NVML_ERROR_NOT_FOUND else None
+    member = _VALUE_FIELDS.get(int(value_type))
+    if member is None:
+        return None
+    return sorted(
+        (int(s.timeStamp), float(getattr(s.sampleValue, member)))
+        for s in samples
+        if int(s.timeStamp) > since_us
+    )
+
+
 def _device(pynvml, index: int, exclude_pids: frozenset[int]) -> GpuDevice:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-    memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    memory, v2 = _memory(pynvml, handle)
     util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
+    samples = _utilization_samples(pynvml, handle, int((time.time() - BUSY_BEFORE_S) * 1e6))
     cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     pci = _call(pynvml.nvmlDeviceGetPciInfo, handle)
     processes = []
@@ -101,8 +140,11 @@ def _device(pynvml, index: int, exclude_pids: frozenset[int]) -> GpuDevice:
         compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
         memory_total_bytes=int(memory.total) if memory is not None else None,
         memory_used_bytes=int(memory.used) if memory is not None else None,
+        memory_reserved_bytes=int(memory.reserved) if v2 else None,
         utilization_percent=float(util.gpu) if util is not None else None,
         processes=tuple(processes),
+        busy_before_samples=tuple(v for _, v in samples) if samples is not None else None,
+        busy_before_seconds=(samples[-1][0] - samples[0][0]) / 1e6 if samples else None,
     )
 
 

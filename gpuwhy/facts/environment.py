@@ -87,9 +87,24 @@ class GpuDevice:
     pci_bus_id: str | None = None
     compute_capability: str | None = None  # "9.0"
     memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None  # by everyone, sampled before TF started
+    # By everyone, read before TF started. With NVML's v2 memory info (memory_reserved_bytes
+    # set) without the driver's own reservation; older records and drivers (v1) include it.
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None  # the driver's own (v2's `reserved`); None: v1
+    # NVML's point reading (nvmlDeviceGetUtilizationRates) at the snapshot: it may be the
+    # previous program's last one, so nothing decides on it alone (kept for older records).
     utilization_percent: float | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # The driver's own utilisation samples (percent each, oldest first) of the ~2 s before
+    # the snapshot (nvmlDeviceGetSamples); None: not read (older record, or not supported).
+    busy_before_samples: tuple[float, ...] | None = None
+    busy_before_seconds: float | None = None  # first to last of those samples' timestamps
+
+    @property
+    def busy_before_percent(self) -> float | None:
+        """The mean of :attr:`busy_before_samples`; None without any."""
+        samples = self.busy_before_samples
+        return sum(samples) / len(samples) if samples else None
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,97 @@ def test_most_memory_held_by_others_is_high():
     assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in finding.fix
 
 
-def test_busy_gpu_without_memory_still_counts_as_shared():
-    (finding,) = run(GpuShared, b.facts(devices=[b.gpu(0, utilization_percent=85.0)]))
-    assert finding.evidence["utilization_percent_before_run"] == 85.0
+def test_a_point_reading_alone_is_no_evidence():
+    # an older record's only busy figure: the previous program's last reading, maybe
+    assert run(GpuShared, b.facts(devices=[b.gpu(0, utilization_percent=85.0)])) == []
+
+
+# The H100 of /work/shared/gpu/h100 right after a JAX program ended: NVML v2 says 0 used
+# and 480 MiB reserved, the point reading is the previous program's last (20 %).
+H100_RESERVED = 480 * 1024**2
+
+
+def v2_gpu(index=0, used=0, samples=None, seconds=None, **changes):
+    return b.gpu(
+        index,
+        memory_used_bytes=used,
+        memory_reserved_bytes=H100_RESERVED,
+        utilization_percent=20.0,
+        busy_before_samples=samples,
+        busy_before_seconds=seconds,
+        **changes,
+    )
+
+
+def test_the_drivers_reservation_and_a_stale_point_reading_are_not_sharing():
+    devices = [v2_gpu(0, samples=(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), seconds=1.4)]
+    assert run(GpuShared, b.facts(devices=devices)) == []
+    assert run(GpuShared, b.facts(devices=[v2_gpu(0, samples=())])) == []
+
+
+def test_an_older_v1_record_with_the_reservation_used_and_a_point_reading_is_quiet():
+    # no reserved figure (v1 counts it as used), no samples: the old record's fields only
+    device = b.gpu(0, memory_used_bytes=H100_RESERVED, utilization_percent=20.0)
+    assert device.memory_reserved_bytes is None and device.busy_before_samples is None
+    assert run(GpuShared, b.facts(devices=[device])) == []
+
+
+def test_another_process_holding_memory_beside_the_reservation_is_shared():
+    devices = [v2_gpu(0, used=30 * b.GiB, processes=(b.process(4242, 30.0),))]
+    (finding,) = run(GpuShared, b.facts(devices=devices))
+    assert finding.evidence["memory_held_by_others_mib"] == 30 * 1024
+    assert finding.evidence["memory_reserved_by_driver_mib"] == 480
+    assert finding.evidence["memory_reading"] == "NVML v2: without the driver's reservation"
+    assert "20% busy" not in finding.title  # the point reading is not quoted
+
+
+def test_memory_used_beyond_the_reservation_with_no_process_listed_is_shared():
+    # in a container NVML lists no process of another container
+    (finding,) = run(GpuShared, b.facts(devices=[v2_gpu(0, used=12 * b.GiB)]))
+    assert finding.severity == "medium" and finding.evidence["processes"] == []
+    assert finding.evidence["memory_held_by_others_mib"] == 12 * 1024
+
+
+BUSY = (90.0, 95.0, 100.0, 85.0, 0.0, 92.0, 97.0, 100.0)  # one sample each 200 ms
+
+
+def test_busy_driver_samples_over_a_second_while_someone_holds_memory_is_shared():
+    devices = [v2_gpu(0, used=2 * b.GiB, samples=BUSY, seconds=1.5)]  # 2.5 %: below 10 %
+    (finding,) = run(GpuShared, b.facts(devices=devices))
+    assert "82% busy over the 1.5 s before the run (driver samples)" in finding.title
+    assert finding.evidence["busy_before_run"] == {
+        "source": "driver samples",
+        "samples": 8,
+        "seconds": 1.5,
+        "busy_samples": 7,
+        "mean_percent": 82.4,
+        "sustained": True,
+    }
+    assert finding.severity == "medium"
+
+
+def test_busy_driver_samples_with_a_process_listed_is_shared():
+    devices = [v2_gpu(0, samples=BUSY, seconds=1.5, processes=(b.process(7, 0.5),))]
+    assert len(run(GpuShared, b.facts(devices=devices))) == 1
+
+
+def test_busy_driver_samples_of_a_program_that_ended_are_not_sharing():
+    # nobody holds the GPU now: the samples were the previous program's last
+    devices = [v2_gpu(0, samples=BUSY, seconds=1.5)]
+    assert run(GpuShared, b.facts(devices=devices)) == []
+
+
+def test_busy_driver_samples_over_a_fifth_of_a_second_are_not_sustained():
+    devices = [v2_gpu(0, used=2 * b.GiB, samples=(100.0, 100.0), seconds=0.2)]
+    assert run(GpuShared, b.facts(devices=devices)) == []
+    devices = [v2_gpu(0, used=2 * b.GiB, samples=(100.0,) * 3, seconds=0.4)]
+    assert run(GpuShared, b.facts(devices=devices)) == []
+
+
+def test_driver_samples_mostly_idle_are_not_busy():
+    idle = (0.0, 0.0, 100.0, 0.0, 0.0, 0.0, 100.0, 0.0)
+    devices = [v2_gpu(0, used=2 * b.GiB, samples=idle, seconds=1.5)]
+    assert run(GpuShared, b.facts(devices=devices)) == []
 
 
 def test_memory_used_by_invisible_processes_counts_in_containers():
