@@ -38,7 +38,10 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   before issue #26; None where NVML does not say): "max_sm_clock_mhz",
   "power_default_limit_mw", "pcie_max_gen", "pcie_max_width" (the link's maxima: what
   both the GPU and its slot support), "gpu_pcie_max_gen" (the GPU's own)}],
-  "description": "..."}``. ``constructed: true`` marks a file written by hand (tests),
+  "description": "...", and from ``gpuwhy watch --record``: "command": [argv],
+  "devices_before": [the GPUs as the start-of-run snapshot read them (facts'
+  GpuDevice)]}``; ``watch`` ends the file with ``{"kind": "end", "ended", "exit_code",
+  "error", "seconds"}`` (the program's outcome). ``constructed: true`` marks a file written by hand (tests),
   not by NVML.
 - one line per tick: ``{"kind": "tick", "t": seconds since t0, "read_s": seconds the NVML
   calls took, "pids": [watched pids] (process ticks only), "gpus": [{"index",
@@ -563,7 +566,9 @@ class GpuSampler(Collector):
     """Samples every GPU in a daemon thread from :meth:`start` until :meth:`stop`.
 
     ``pids`` returns the pids whose GPU memory counts as the program's own (default: this
-    process). ``record_path`` writes the raw readings as a recording (see module doc).
+    process). ``record_path`` writes the raw readings as a recording (see module doc),
+    ``record_header`` what its header says beside them (``watch``: the command, the GPUs
+    before it started).
     ``windows`` bounds each GPU's series (see module doc).
     Never raises into the watched program: a failure ends sampling and is kept in
     ``facts().error``.
@@ -592,6 +597,7 @@ class GpuSampler(Collector):
         pids: Callable[[], Iterable[int]] | None = None,
         source: Source | None = None,
         record_path: str | Path | None = None,
+        record_header: dict[str, Any] | None = None,
         process_hz: float = 1.0,
         join_timeout_s: float = 10.0,
         windows: int = CAPACITY,
@@ -601,6 +607,7 @@ class GpuSampler(Collector):
         self.pids = pids or (lambda: (os.getpid(),))
         self.source = source
         self.record_path = Path(record_path) if record_path else None
+        self.record_header = dict(record_header or {})
         self.join_timeout_s = join_timeout_s
         self.t0 = 0.0
         self.error: str | None = "not started"
@@ -737,6 +744,7 @@ class GpuSampler(Collector):
             "recorded_by": f"gpuwhy {__version__}",
             "hz": self.hz,
             "process_hz": self.process_hz,
+            **self.record_header,
             **header,
         }
         self._record.write(json.dumps(full) + "\n")

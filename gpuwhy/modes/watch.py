@@ -22,13 +22,14 @@ import sys
 import threading
 import time
 
+from gpuwhy.modes.recording import end_recording
 from gpuwhy.collect import driver
 from gpuwhy.collect.inprocess.task import task_facts
 from gpuwhy.collect.process_tree import ProcessTree
 from gpuwhy.collect.sampler import GpuSampler
 from gpuwhy.collect.step_histogram import LoopHistograms
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
-from gpuwhy.facts import Facts, ProgramFacts
+from gpuwhy.facts import Facts, ProgramFacts, to_dict
 from gpuwhy.record import Record
 
 
@@ -93,7 +94,12 @@ def watch(
         tree = root["tree"]
         return tree() if tree is not None else frozenset()
 
-    sampler = GpuSampler(hz=hz, pids=watched_pids, record_path=record_path)
+    sampler = GpuSampler(
+        hz=hz,
+        pids=watched_pids,
+        record_path=record_path,
+        record_header={"command": list(argv), "devices_before": to_dict(devices)},
+    )
     t0 = time.perf_counter()
     sampler.start(t0)
     try:
@@ -145,6 +151,8 @@ def watch(
     program = ProgramFacts(
         command=tuple(argv), ended=ended, exit_code=code, error=error, seconds=round(seconds, 3)
     )
+    if record_path is not None:
+        end_recording(record_path, program)
     facts = Facts(
         environment=None,
         devices=devices,
