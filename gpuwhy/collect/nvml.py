@@ -10,9 +10,11 @@ source (:class:`NvmlSource`, below) only reads: its raw readings can be recorded
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+from gpuwhy.collect.dcgm_exporter import match, scrape
 from gpuwhy.facts import GpuDevice, GpuProcess
 
 
@@ -274,6 +276,44 @@ class _Gpm:
             _call(self.pynvml.nvmlGpmSampleFree, sample)
 
 
+class _DcgmPoller:
+    """A dcgm-exporter read once a second in its own daemon thread (a slow exporter never
+    holds up the sampler's ticks); each tick takes the newest reading once."""
+
+    def __init__(self, url: str, devices: list[GpuDevice]) -> None:
+        self.url, self.devices = url, devices
+        self.readings: dict[int, dict[str, float]] = {}
+        self.error: str | None = None
+        self.fresh = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="gpuwhy-dcgm", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            result = scrape(self.url)
+            with self._lock:
+                self.error = result.error
+                if result.ok:
+                    self.readings, self.fresh = match(result, self.devices), True
+            self._stop.wait(DCGM_PERIOD_S)
+
+    def take(self) -> dict[int, dict[str, float]]:
+        """The newest readings by NVML index, once ({} until a new scrape came)."""
+        with self._lock:
+            if not self.fresh:
+                return {}
+            self.fresh = False
+            return self.readings
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+DCGM_PERIOD_S = 1.0  # the exporter averages over its own interval (30 s by default)
+
+
 class NvmlSource:
     """Live NVML readings for the sampler: ``open`` -> header, ``read`` -> one tick.
 
@@ -283,7 +323,9 @@ class NvmlSource:
 
     paced = True  # read at the sampler's rate (sampler.Source)
 
-    def __init__(self) -> None:
+    def __init__(self, dcgm_exporter: str | None = None) -> None:
+        self.dcgm_exporter = dcgm_exporter  # a dcgm-exporter's URL, read beside NVML
+        self.dcgm: _DcgmPoller | None = None
         self.pynvml: Any = None  # the pynvml module once open() succeeds
         self.handles: list[Any] = []
         self.gpm: dict[int, _Gpm] = {}
@@ -350,6 +392,13 @@ class NvmlSource:
                     **_limits(pynvml, handle),
                 }
             )
+        if self.dcgm_exporter:
+            header["dcgm_exporter"] = self.dcgm_exporter
+            known = [
+                GpuDevice(index=d["index"], name=d["name"], uuid=d["uuid"])
+                for d in header["devices"]
+            ]
+            self.dcgm = _DcgmPoller(self.dcgm_exporter, known)
         header["open_s"] = round(time.perf_counter() - started, 6)
         return header
 
@@ -358,6 +407,10 @@ class NvmlSource:
             return None
         started = time.perf_counter()
         gpus = [self._read_device(i, h, processes) for i, h in enumerate(self.handles)]
+        if self.dcgm is not None:
+            for index, values in self.dcgm.take().items():
+                if 0 <= index < len(gpus):
+                    gpus[index]["dcgm"] = dict(values)
         return {
             "t": round(started - self.t0, 6),
             "read_s": round(time.perf_counter() - started, 6),
@@ -435,6 +488,9 @@ class NvmlSource:
         return self.names[pid]
 
     def close(self) -> None:
+        if self.dcgm is not None:
+            self.dcgm.close()
+            self.dcgm = None
         if self.pynvml is None:
             return
         for gpm in self.gpm.values():

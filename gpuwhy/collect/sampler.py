@@ -562,6 +562,17 @@ SAMPLES_PER_S: Option[float] = Option(
 )
 
 
+DCGM_EXPORTER: Option[str | None] = Option(
+    "dcgm_exporter",
+    "--dcgm-exporter",
+    None,
+    "a dcgm-exporter to read DCGM's profiling fields from (URL or host:port; the usual "
+    "case on Kubernetes GPU nodes): GPU busy from GR_ENGINE_ACTIVE where GPM is not read",
+    type=str,
+    metavar="URL",
+)
+
+
 class GpuSampler(Collector):
     """Samples every GPU in a daemon thread from :meth:`start` until :meth:`stop`.
 
@@ -575,7 +586,7 @@ class GpuSampler(Collector):
     """
 
     name = section = "gpu_samples"
-    options = (SAMPLES_PER_S,)
+    options = (SAMPLES_PER_S, DCGM_EXPORTER)
     shown = 80
     what = "GPU samples"
     live = True
@@ -589,7 +600,11 @@ class GpuSampler(Collector):
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> GpuSampler:
         """A watched run's: the GPU memory of the processes it starts counts as its own."""
-        return cls(hz=options[SAMPLES_PER_S], pids=own_process_tree)
+        return cls(
+            hz=options[SAMPLES_PER_S],
+            pids=own_process_tree,
+            dcgm_exporter=options[DCGM_EXPORTER],
+        )
 
     def __init__(
         self,
@@ -601,6 +616,7 @@ class GpuSampler(Collector):
         process_hz: float = 1.0,
         join_timeout_s: float = 10.0,
         windows: int = CAPACITY,
+        dcgm_exporter: str | None = None,
     ) -> None:
         self.hz = float(hz) if hz and hz > 0 else 10.0
         self.process_hz = min(float(process_hz), self.hz) if process_hz and process_hz > 0 else 1.0
@@ -613,6 +629,7 @@ class GpuSampler(Collector):
         self.error: str | None = "not started"
         self.header: dict[str, Any] = {}
         self.windows = windows
+        self.dcgm_exporter = dcgm_exporter
         self.ticks = 0
         self.tick_total_s = 0.0
         self.tf_peak_memory_bytes: dict[str, int] = {}
@@ -664,7 +681,7 @@ class GpuSampler(Collector):
         source = self.source
         try:
             if source is None:
-                source = self.source = NvmlSource()
+                source = self.source = NvmlSource(self.dcgm_exporter)
             header = source.open(self.t0)
             with self._lock:
                 self.header = header

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from gpuwhy.collect.inprocess.base import Option
 from gpuwhy.collect.inprocess.projection import TARGET
-from gpuwhy.collect.sampler import SAMPLES_PER_S
+from gpuwhy.collect.sampler import DCGM_EXPORTER, SAMPLES_PER_S
 from gpuwhy.commands.reporting import UsageError
 from gpuwhy.commands.settings import Gate, OutDir, ReportSettings
 from gpuwhy.comparison.gate import GateError, parse, read_file
@@ -72,8 +72,9 @@ def report_file_option(p: argparse.ArgumentParser) -> None:
 
 
 def sampling_options(p: argparse.ArgumentParser) -> None:
-    """--hz (the GPU sampler's own option) and -o, for ``watch``."""
+    """--hz and --dcgm-exporter (the GPU sampler's own options) and -o, for ``watch``."""
     SAMPLES_PER_S.add_to(p)
+    DCGM_EXPORTER.add_to(p)
     report_file_option(p)
 
 

@@ -1,11 +1,14 @@
 """``gpuwhy report RUN.json``: a saved record rendered again, by the same renderers and
-options as the command that made it (``--recheck`` runs today's rules on its facts)."""
+options as the command that made it (``--recheck`` runs today's rules on its facts).
+``gpuwhy report RECORDING.jsonl``: a ``watch --record`` file diagnosed as the live
+``watch`` would (modes/recording.py)."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
 
+from gpuwhy.collect.sampler import RecordingError
 from gpuwhy.commands.options import (
     html_option,
     output_options,
@@ -14,13 +17,18 @@ from gpuwhy.commands.options import (
 )
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 from gpuwhy.commands.settings import ReportSettings
+from gpuwhy.modes.recording import diagnose_recording, is_recording
 from gpuwhy.record import Record, RecordError
 
 HELP = "re-render a saved JSON report"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("record", metavar="RUN.json")
+    parser.add_argument(
+        "record",
+        metavar="RUN.json",
+        help="a saved JSON report, or an NVML recording (gpuwhy watch --record PATH)",
+    )
     parser.add_argument(
         "--recheck", action="store_true", help="run the current rules on the saved facts again"
     )
@@ -47,8 +55,11 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
 
 def execute(settings: ReportCommandSettings) -> int:
     try:
-        record = Record.load(settings.record)
-    except RecordError as e:
+        if is_recording(settings.record):
+            record = diagnose_recording(settings.record)
+        else:
+            record = Record.load(settings.record)
+    except (RecordError, RecordingError) as e:
         raise UsageError(str(e)) from None
     outputs = plan_outputs(settings.report, inputs=[settings.record])
     if settings.recheck:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuwhy.collect.sampler import SAMPLES_PER_S
+from gpuwhy.collect.sampler import DCGM_EXPORTER, SAMPLES_PER_S
 from gpuwhy.commands.options import (
     checked,
     metrics_options,
@@ -51,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class WatchSettings:
     command: tuple[str, ...]
     hz: float
+    dcgm_exporter: str | None
     record: str | None  # --record PATH
     metrics: MetricsOptions
     out_dir: OutDir | None
@@ -70,6 +71,7 @@ def settings_from(args: argparse.Namespace) -> WatchSettings:
     return WatchSettings(
         command=tuple(command),
         hz=hz,
+        dcgm_exporter=checked(DCGM_EXPORTER, args.dcgm_exporter),
         record=args.record,
         metrics=metrics_settings(args),
         out_dir=out_dir_settings(args),
@@ -91,6 +93,7 @@ def execute(settings: WatchSettings) -> int:
         record, exit_code = watch(
             list(settings.command),
             hz=settings.hz,
+            dcgm_exporter=settings.dcgm_exporter,
             record_path=record_path,
             metrics=settings.metrics,
         )

@@ -344,8 +344,8 @@ def _time_and_space(
         return None, None
     time_share = series.mean(found.column, mask)
     sm = series.mean("sm_activity", mask)
-    if time_share is None or sm is None or time_share <= 0:
-        return time_share, None
+    if time_share is None or sm is None or time_share < MIN_LEVEL:
+        return time_share, None  # no kernels to speak of: no space to judge
     return time_share, min(1.0, sm / time_share)
 
 

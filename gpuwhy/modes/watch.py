@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 
-from gpuwhy.modes.recording import end_recording
 from gpuwhy.collect import driver
 from gpuwhy.collect.inprocess.task import task_facts
 from gpuwhy.collect.process_tree import ProcessTree
@@ -30,6 +29,7 @@ from gpuwhy.collect.sampler import GpuSampler
 from gpuwhy.collect.step_histogram import LoopHistograms
 from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.facts import Facts, ProgramFacts, to_dict
+from gpuwhy.modes.recording import end_recording
 from gpuwhy.record import Record
 
 
@@ -79,7 +79,11 @@ def exit_status(returncode: int) -> int:
 
 
 def watch(
-    argv: list[str], hz: float = 10.0, record_path=None, metrics: MetricsOptions | None = None
+    argv: list[str],
+    hz: float = 10.0,
+    record_path=None,
+    metrics: MetricsOptions | None = None,
+    dcgm_exporter: str | None = None,
 ) -> tuple[Record, int]:
     """Run ``argv`` as a child, sample the GPUs while it runs; (record, exit code).
     ``metrics``: publish live metrics while it runs (GPU busy, the gpu./memory. findings).
@@ -98,6 +102,7 @@ def watch(
         hz=hz,
         pids=watched_pids,
         record_path=record_path,
+        dcgm_exporter=dcgm_exporter,
         record_header={"command": list(argv), "devices_before": to_dict(devices)},
     )
     t0 = time.perf_counter()

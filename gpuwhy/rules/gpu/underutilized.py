@@ -21,6 +21,13 @@ from gpuwhy.rules.base import Rule
 
 IDLE = 0.05  # a GPU below this is idle, not underused: distribute.idle-gpus speaks for it
 SMALL_KERNELS = 0.6  # while a kernel runs, fewer of the SMs than this busy: kernels too small
+EXPLAINED_BY = {  # the findings that name the cause, by kind of idle
+    "kernels too small": "launch.eager-ops, launch.retracing, memory.underused",
+    "copies, not compute": "placement.host-transfers, input.bound",
+    "unknown": "input.bound, launch.eager-ops, launch.retracing, placement.host-transfers, "
+    "memory.underused",
+}
+COMPUTING = 0.05  # SMs busy less than this while the GPU is engaged: it is copying
 
 TF_FIX = """\
 <dataset>.map(<your preprocessing>, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
@@ -39,6 +46,11 @@ WATCH_SMALL_FIX = """\
 # launch fewer. Larger batch; fuse ops: TensorFlow `jit_compile=True` (XLA) and
 # `steps_per_execution`, PyTorch `torch.compile(model)` or CUDA graphs
 # (`torch.cuda.graphs` / `mode="reduce-overhead"`), JAX `jax.jit` over the whole step."""
+COPIES_FIX = """\
+# The GPU moves data more than it computes: keep tensors on the GPU between steps (no
+# .numpy()/.cpu() per step), move each batch once and early (tf.data: .prefetch to the
+# device with tf.data.experimental.prefetch_to_device; PyTorch: pin_memory=True and
+# .to(device, non_blocking=True)), and batch small copies into larger ones."""
 UNKNOWN_KIND = """\
 # Either the GPU waits for the host (input, Python, synchronisation: overlap input with
 # compute, prefetch) or its kernels are too small to fill it (larger batch, fuse ops:
@@ -62,7 +74,8 @@ class GpuUnderutilized(Rule):
     idle: a GPU that runs kernels with few of its SMs busy (below 60%) runs kernels too
     small to fill it, and the host cannot launch them fast enough; one whose kernels
     fill it but that runs them little of the time waits for its host (input, Python,
-    synchronisation). The fix follows the kind. At least 5 samples must count, and a GPU
+    synchronisation); one engaged most of the time with its SMs idle is copying
+    between host and GPU. The fix follows the kind. At least 5 samples must count, and a GPU
     that stays below 5% is left to distribute.idle-gpus when another one works.
 
     ## Why is this slow?
@@ -155,10 +168,7 @@ class GpuUnderutilized(Rule):
                         if act.sm_clock_mhz is None
                         else round(act.sm_clock_mhz),
                         "power_w": None if act.power_w is None else round(act.power_w),
-                        "explained_by": "launch.eager-ops, launch.retracing, memory.underused"
-                        if small
-                        else "input.bound, launch.eager-ops, launch.retracing, "
-                        "placement.host-transfers, memory.underused",
+                        "explained_by": EXPLAINED_BY.get(kind, EXPLAINED_BY["unknown"]),
                     },
                     fix=fix,
                     gain_value=round(1.0 - busy, 3),
@@ -175,6 +185,14 @@ class GpuUnderutilized(Rule):
         small to fill it), or which of the two this run cannot tell."""
         gpu = f"GPU {series.index} ({series.name})"
         tf = facts.steps is not None
+        if small and block.time_share is not None and busy < COMPUTING:
+            # engaged most of the time, its SMs idle: what it runs is copies, not kernels
+            return (
+                f"{gpu} computes only {busy:.0%} of the time {basis}, though it is engaged "
+                f"{block.time_share:.0%} of it: copies between host and GPU, not kernels",
+                COPIES_FIX,
+                "copies, not compute",
+            )
         if small:
             assert block.space_share is not None and block.time_share is not None  # small
             return (
