@@ -58,7 +58,7 @@ BEAT_SPREAD = 0.08  # samples that spread less than this (std, 0-1) show no beat
 BEAT_CORRELATION = 0.6  # samples 0.4 s apart this alike: they drift together, a beat
 BEAT_LAG_S = 0.4
 MIN_BEAT_SAMPLES = 10
-FEW_PHASES = 4  # a sampling that sees at most this many phases of the step is aliased
+FEW_PHASES = 2  # a sampling that sees one phase of the step, or two, is aliased
 MIN_SWEEPS = 2.0  # ... unless its phase sweeps the whole step this often over the run
 SHORT_PERIOD = 8  # a period under 1/8 of the sample period averages out in each sample
 DIFFERENT = 0.05  # a steady share this far from the whole span's is worth saying
@@ -132,26 +132,37 @@ def span_of(series: GpuSeries) -> Window | None:
     return (spans[0][0], max(spans[0][0], end))
 
 
-def _bins(series: GpuSeries, column: str, span: Window) -> list[tuple[float, float | None]]:
-    """(bin start, mean of the column in it) over the span, bins of :data:`BIN_S`."""
+def bin_width(series: GpuSeries) -> float:
+    """:data:`BIN_S`, or a long run's window width where that is wider (a day's run is
+    kept in windows of minutes: a bin holds one window at least)."""
+    if not series.windowed or len(series.t) < 2:
+        return BIN_S
+    return max(BIN_S, (series.ends()[-1] - series.t[0]) / len(series.t))
+
+
+def _bins(
+    series: GpuSeries, column: str, span: Window, width: float
+) -> list[tuple[float, float | None]]:
+    """(bin start, mean of the column in it) over the span, bins ``width`` long."""
     start, end = span
-    count = max(1, math.ceil((end - start) / BIN_S))
+    count = max(1, math.ceil((end - start) / width))
     totals, known = [0.0] * count, [0] * count
     values = getattr(series, column)
     for centre, value, n in zip(series.centres(), values, series.column(column).known):
         if value is None or not n or not start <= centre <= end:
             continue
-        i = min(count - 1, int((centre - start) / BIN_S))
+        i = min(count - 1, int((centre - start) / width))
         totals[i] += value * n
         known[i] += n
-    return [(start + i * BIN_S, totals[i] / known[i] if known[i] else None) for i in range(count)]
+    return [(start + i * width, totals[i] / known[i] if known[i] else None) for i in range(count)]
 
 
 def steady_stretches(series: GpuSeries, column: str, span: Window) -> list[Window]:
     """The stretches of sustained activity in a run without steps: bins at half the
     level of the busiest tenth or more, joined across gaps under :data:`JOIN_GAP_S`,
     each at least :data:`MIN_STRETCH_S` long. None where the GPU never worked."""
-    bins = [(t, v) for t, v in _bins(series, column, span) if v is not None]
+    width = bin_width(series)
+    bins = [(t, v) for t, v in _bins(series, column, span, width) if v is not None]
     if not bins:
         return []
     ranked = sorted((v for _, v in bins), reverse=True)
@@ -163,11 +174,12 @@ def steady_stretches(series: GpuSeries, column: str, span: Window) -> list[Windo
     for t, v in bins:
         if v < STEADY_OF_LEVEL * level:
             continue
-        if stretches and t - stretches[-1][1] <= JOIN_GAP_S:
-            stretches[-1][1] = t + BIN_S
+        if stretches and t - stretches[-1][1] <= max(JOIN_GAP_S, width):
+            stretches[-1][1] = t + width
         else:
-            stretches.append([t, t + BIN_S])
-    return [(a, min(b, span[1])) for a, b in stretches if min(b, span[1]) - a >= MIN_STRETCH_S]
+            stretches.append([t, t + width])
+    shortest = max(MIN_STRETCH_S, 2 * width) if width > BIN_S else MIN_STRETCH_S
+    return [(a, min(b, span[1])) for a, b in stretches if min(b, span[1]) - a >= shortest]
 
 
 # -- the aliasing guard ------------------------------------------------------------------
@@ -236,11 +248,14 @@ def _known_values(series: GpuSeries, column: str, mask: Sequence[bool]) -> list[
 
 
 def _step_period(steps: StepFacts | None) -> float | None:
+    """How often the GPU's load repeats: the median time from one step call's start to
+    the next (its duration where the starts are not kept)."""
     if steps is None:
         return None
-    calls = list(steps.durations)[steps.warmup // max(1, steps.steps_per_call) :]
-    if calls:
-        return statistics.median(calls)
+    starts = list(steps.starts)[steps.warmup // max(1, steps.steps_per_call) :]
+    gaps = [b - a for a, b in zip(starts, starts[1:]) if b > a]
+    if gaps:
+        return statistics.median(gaps)
     return None if steps.median_s is None else steps.median_s * max(1, steps.steps_per_call)
 
 

@@ -12,6 +12,7 @@ against are built from the same formula, every sample kept.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -55,6 +56,10 @@ class Day:
             "sm_clock_mhz": 1980 if busy else 345,
             "power_mw": 700_000 if gpu == 0 and i == SPIKE else 300_000 if busy else 70_000,
             "gpm": None,
+            # the driver's own buffer: a sample every other tick (200 ms)
+            "util_samples": []
+            if i % 2
+            else [[1_700_000_000_000_000 + i * 100_000, 33 if busy else 0]],
         }
         if processes:
             reading["procs"] = [[PID, own, "python train.py"]] if gpu == 0 else []
@@ -71,6 +76,11 @@ class Day:
             utilization=tuple(
                 util[33] if gpu == 0 and i < BUSY_UNTIL else util[0] for i in range(DAY)
             ),
+            driver_utilization=tuple(
+                None if i % 2 else util[33] if gpu == 0 and i < BUSY_UNTIL else util[0]
+                for i in range(DAY)
+            ),
+            driver_sample_period_s=0.2,
             memory_used_bytes=tuple(
                 (self.own_bytes(i) if gpu == 0 else 0) + GiB for i in range(DAY)
             ),
@@ -130,8 +140,11 @@ def findings(samples: GpuSamplesFacts) -> tuple[list[tuple], list[float]]:
     facts = Facts(program=program, gpu_samples=samples)
     found = [f for rule in RULES for f in rule().check(facts, dict(rule.options))]
     spans = [f.evidence["window_s"] for f in found if "window_s" in f.evidence]
-    evidence = [{k: v for k, v in f.evidence.items() if k != "window_s"} for f in found]
-    return [(f.id, f.title, e) for f, e in zip(found, evidence)], spans
+    # the steady work's samples: its edges are known to a window too
+    counted = ("window_s", "samples")
+    evidence = [{k: v for k, v in f.evidence.items() if k not in counted} for f in found]
+    titles = [re.sub(r"[\d,]+ samples\)", "N samples)", f.title) for f in found]
+    return [(f.id, t, e) for f, t, e in zip(found, titles, evidence)], spans
 
 
 @pytest.fixture(scope="module", params=[(60, 78), (10, None)], ids=["peak", "underused"])

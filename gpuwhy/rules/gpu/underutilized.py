@@ -55,7 +55,8 @@ UNKNOWN_KIND = """\
 # Either the GPU waits for the host (input, Python, synchronisation: overlap input with
 # compute, prefetch) or its kernels are too small to fill it (larger batch, fuse ops:
 # XLA / torch.compile / CUDA graphs). This run had no reliable time share to tell them
-# apart; on Hopper and newer gpuwhy reads GPM's graphics utilisation, which does."""
+# apart (on Hopper and newer gpuwhy reads GPM's graphics utilisation, which does). For a
+# TensorFlow/Keras program, `gpuwhy run train.py` names the cause."""
 
 
 class GpuUnderutilized(Rule):

@@ -57,6 +57,7 @@ def reading(
 ):
     """One GPU's raw reading; ``more``: the optional keys of issue #26 (clocks_event_reasons,
     temp_c, pcie_gen, pcie_width, and on process ticks power_limit_mw, pcie_replays)."""
+    stamp = EPOCH_US + round(t * 1e6)
     r = {
         "index": index,
         "util": util,
@@ -66,6 +67,9 @@ def reading(
         "sm_clock_mhz": clock,
         "power_mw": None if power is None else power * 1000,
         "gpm": gpm,
+        # the driver's own buffer: one sample every 200 ms (as on an H100), read at the
+        # tick after it was taken, of the load the tick reads
+        "util_samples": [] if util is None or round(t * 10) % 2 else [[stamp - 50_000, util]],
     }
     r.update(more)
     if procs is not None:

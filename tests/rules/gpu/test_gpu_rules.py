@@ -32,6 +32,9 @@ GiB = 1024**3
 HZ = 10
 
 
+DRIVER_S = 0.18  # the driver's sample period here: no step period below beats with it
+
+
 def series(
     util, index=0, own=None, sm=None, total=80 * GiB, others=(), name="NVIDIA H100 80GB HBM3"
 ):
@@ -45,6 +48,12 @@ def series(
         memory_total_bytes=total,
         t=t,
         utilization=tuple(at(util, x, i) for i, x in enumerate(t)),
+        # the driver's own samples, one every DRIVER_S (read at the tick after each)
+        driver_utilization=tuple(
+            at(util, x, i) if i and int(x / DRIVER_S) != int(t[i - 1] / DRIVER_S) else None
+            for i, x in enumerate(t)
+        ),
+        driver_sample_period_s=DRIVER_S,
         own_memory_bytes=tuple(at(own, x, i) if i % HZ == 0 else None for i, x in enumerate(t)),
         sm_activity=tuple(at(sm, x, i) for i, x in enumerate(t)) if sm is not None else (None,) * n,
         others=tuple(others),
@@ -183,9 +192,9 @@ def test_without_steps_only_the_time_the_program_held_the_gpu_counts():
     # Idle for 5 s of start-up before the program touched the GPU, then 90% busy.
     gpu = series([0.0] * 50 + [0.9] * 50, own=lambda t: 10 * GiB if t >= 5.0 else 0)
     assert check(GpuUnderutilized, Facts(gpu_samples=samples(gpu))) == []
-    gpu = replace(gpu, utilization=(0.0,) * 50 + (0.1,) * 50)
+    gpu = series([0.0] * 50 + [0.1] * 50, own=lambda t: 10 * GiB if t >= 5.0 else 0)
     (finding,) = check(GpuUnderutilized, Facts(gpu_samples=samples(gpu)))
-    assert finding.evidence["measured"] == "while the program used the GPU"
+    assert finding.evidence["measured"] == "in its steady work"
     assert finding.evidence["utilization_percent"] == 10.0
     assert "gpuwhy run" in finding.fix
 
