@@ -24,6 +24,7 @@ import time
 import tracemalloc
 
 from gpuwhy.collect.sampler import GpuSampler
+from gpuwhy.derived.gpu_busy import gpu_busy
 from gpuwhy.facts import to_dict
 
 GiB = 1024**3
@@ -63,7 +64,15 @@ class ConstructedSource:
             "pcie_rx": [counter * 2, 3, i * 100_000],
             "sm_clock_mhz": 1980 if busy else 345,
             "power_mw": 300_000 if busy else 70_000,
-            "gpm": {"sm_activity": 30.0, "sm_occupancy": 20.0, "tensor_activity": 10.0},
+            "gpm": {
+                "graphics_util": 33.0 if busy else 0.0,
+                "sm_activity": 30.0,
+                "sm_occupancy": 20.0,
+                "tensor_activity": 10.0,
+            },
+            # the driver's own buffer: one sample every 200 ms (issue #35)
+            "util_samples": [] if i % 2 else [[i * 100_000, 33 if busy else 0]],
+            "mem_reserved": 480 * 1024 * 1024,
             # clock-event reasons (SW power cap on every 7th busy tick, GPU idle when idle),
             # temperature and the link (Gen4 x16 busy, Gen1 idle), as NVML gives them
             "clocks_event_reasons": (0x4 if i % 7 == 0 else 0) if busy else 0x1,
@@ -102,6 +111,10 @@ def feed(ticks: int, windows: int | None = None, traced: bool = False) -> dict:
     out["facts_bytes"] = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     (gpu,) = facts.gpus
+    started = time.perf_counter()
+    block = gpu_busy(gpu, None)  # what diagnosing the run adds: bounded by the windows
+    out["busy_s"] = time.perf_counter() - started
+    out["busy"] = block
     out |= {
         "windows": len(gpu.t),
         "samples_per_window": gpu.samples_per_window,
@@ -130,6 +143,11 @@ def main() -> None:
     print(
         f"  memory (tracemalloc): peak {traced['peak_bytes'] / mib:.2f} MiB, "
         f"kept {traced['kept_bytes'] / mib:.2f} MiB; facts JSON {timed['json_bytes'] / 1024:,.0f} kB"
+    )
+    block = timed["busy"]
+    print(
+        f"  the busy figure at the end: {timed['busy_s'] * 1000:.1f} ms "
+        f"({block.measure}: {block.share:.0%}, steady {block.steady_share:.0%})"
     )
     print(
         f"  {timed['windows']} windows of {timed['samples_per_window']:,} samples, "

@@ -14,6 +14,7 @@ import pytest
 
 from gpuwhy.collect import nvml
 from gpuwhy.collect.process_tree import ProcessTree, descendants, parent_map
+from gpuwhy.modes.recording import diagnose_recording, is_recording
 from gpuwhy.modes.watch import WatchError, exit_status, watch
 from gpuwhy.record import Record
 from gpuwhy.schema import validation_errors
@@ -146,3 +147,14 @@ def test_process_tree_follows_grandchildren_and_orphans(tmp_path):
                 os.kill(int(marker.read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_recording_keeps_the_program_and_reads_back_as_the_live_watch(tmp_path):
+    path = tmp_path / "run.jsonl"
+    live, code = watch([PY, "-c", "import sys; sys.exit(4)"], hz=20, record_path=path)
+    assert code == 4 and is_recording(path)
+    replayed = diagnose_recording(path)
+    assert replayed.facts.program == live.facts.program  # command, ending, status, time
+    assert replayed.facts.devices == live.facts.devices
+    assert replayed.facts.gpu_samples.error == live.facts.gpu_samples.error
+    assert replayed.verdict == live.verdict

@@ -286,3 +286,60 @@ def test_sampler_reads_tf_peak_at_stop_only_when_tensorflow_was_imported(monkeyp
         sampler.stop()
         peaks.append(sampler.facts().tf_peak_memory_bytes)
     assert peaks == [{}, {"GPU:0": 5}]
+
+
+# -- issue #35: what the busy figure needs -------------------------------------------------
+def write_recording(path: Path, ticks: list[list[dict]]) -> Path:
+    """A recording in the live format, two GPUs, built tick by tick (by this test)."""
+    header = {
+        "kind": "header",
+        "format": FORMAT,
+        "version": 1,
+        "constructed": True,
+        "hz": 10.0,
+        "devices": [
+            {"index": 0, "name": "NVIDIA H100 80GB HBM3", "gpm": True, "memory_v2": True},
+            {"index": 1, "name": "NVIDIA A100-SXM4-80GB", "gpm": False, "memory_v2": True},
+        ],
+    }
+    lines = [header] + [
+        {"kind": "tick", "t": round(i / 10, 3), "gpus": gpus} for i, gpus in enumerate(ticks)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_driver_samples_count_once_gpm_graphics_and_dcgm_fill_the_activities(tmp_path):
+    us = 1_700_000_000_000_000
+    ticks = []
+    for i in range(20):
+        h100 = {
+            "index": 0,
+            "util": 50,
+            "mem_used": 1000,
+            "mem_reserved": 480 * 2**20,
+            "gpm": {"graphics_util": 60.0, "sm_activity": 55.0},
+            # a sample every 200 ms; each read twice (a driver that returns the last one
+            # again): counted once
+            "util_samples": [[us + (i // 2) * 200_000, 40 + i // 2]],
+        }
+        a100 = {"index": 1, "util": 10, "mem_used": 1000, "gpm": None, "util_samples": []}
+        if i % 5 == 0:
+            a100["dcgm"] = {"gr_engine_active": 0.25, "sm_active": 0.2, "tensor_active": 0.1}
+        ticks.append([h100, a100])
+    samples = GpuSampler(
+        source=ReplaySource(write_recording(tmp_path / "r.jsonl", ticks)), pids=lambda: ()
+    )
+    samples.start(0.0)
+    assert samples.wait(10)
+    samples.stop()
+    h100, a100 = samples.facts().gpus
+    assert h100.known("driver_utilization") == 10  # 10 distinct samples in 20 ticks
+    assert h100.mean("driver_utilization") == pytest.approx(sum(range(40, 50)) / 1000)
+    assert h100.driver_sample_period_s == 0.2  # measured from their timestamps
+    assert h100.mean("graphics_activity") == pytest.approx(0.6)
+    assert (h100.activity_source, h100.memory_reserved_bytes) == ("gpm", 480 * 2**20)
+    assert a100.activity_source == "dcgm" and a100.known("graphics_activity") == 4
+    assert a100.mean("graphics_activity") == pytest.approx(0.25)
+    assert a100.mean("tensor_activity") == pytest.approx(0.1)
+    assert a100.driver_sample_period_s is None

@@ -416,7 +416,55 @@ def healthy_link():
     )
 
 
+def shared_a100():
+    """One A100 shared with a notebook that holds 30 GiB and keeps working: the GPUs
+    before the run (as ``gpuwhy watch --record`` keeps them) list it, and the driver's
+    samples before the start read it busy; the program's outcome is the last line."""
+    before = [
+        {
+            "index": 0,
+            "name": "NVIDIA A100-SXM4-80GB",
+            "uuid": "GPU-constructed-0",
+            "memory_total_bytes": 80 * GiB,
+            "memory_used_bytes": 30 * GiB,
+            "memory_reserved_bytes": 512 * 1024**2,
+            "busy_before_samples": [70, 72, 69, 71, 70, 73, 70, 71, 70, 72],
+            "busy_before_seconds": 1.8,
+            "utilization_percent": 71.0,
+            "processes": [{"pid": 777, "name": "python notebook.py", "used_bytes": 30 * GiB}],
+        }
+    ]
+    lines = [
+        header(
+            "CONSTRUCTED, not measured: one A100 shared with a notebook (30 GiB, ~70 % busy "
+            "before the run); the watched program holds 20 GiB beside it.",
+            [device(0, "NVIDIA A100-SXM4-80GB", 80, False)],
+            command=["python", "train.py"],
+            devices_before=before,
+        )
+    ]
+    for i in range(60):
+        process_tick = i % 10 == 0
+        procs = [[WATCHED, 20 * GiB, "python train.py"], [777, 30 * GiB, "python notebook.py"]]
+        lines.append(
+            tick(
+                i,
+                [
+                    lambda t, procs=procs, pt=process_tick: reading(
+                        0, t, 90, 50 * GiB, None, None, procs=procs if pt else None
+                    )
+                ],
+                pids=[WATCHED] if process_tick else None,
+            )
+        )
+    lines.append(
+        {"kind": "end", "ended": "completed", "exit_code": 0, "error": None, "seconds": 6.1}
+    )
+    write("constructed_a100_shared.jsonl", lines)
+
+
 if __name__ == "__main__":
+    shared_a100()
     busy_hopper()
     starved_ampere()
     four_gpus_one_busy()
