@@ -48,7 +48,8 @@ METRICS = (
     Metric("gpuwhy_input_wait_ratio", "gauge", (),
            "share of step time spent waiting for the input pipeline, over the run so far"),
     Metric("gpuwhy_gpu_busy_ratio", "gauge", GPU_LABELS,
-           "NVML utilisation of each GPU (share of time a kernel ran), mean since the last update"),
+           "share of time each GPU ran the program's work since the last update, from its best "
+           "integrating source (GPM graphics utilisation, DCGM GR engine, the driver's samples)"),
     Metric("gpuwhy_eager_ops_per_step", "gauge", (),
            "ops dispatched eagerly from Python per training step (sampled steps)"),
     Metric("gpuwhy_tf_function_traces_total", "counter", ("function",),
