@@ -241,10 +241,20 @@ def beat(values: Sequence[float], spacing_s: float) -> str | None:
     )
 
 
-def _known_values(series: GpuSeries, column: str, mask: Sequence[bool]) -> list[float]:
+def _known_values(
+    series: GpuSeries, column: str, mask: Sequence[bool]
+) -> tuple[list[float], float]:
+    """The entries of ``column`` with a value inside ``mask``, and their mean spacing in
+    seconds (a sample period, a tick, or a long run's window)."""
     values = getattr(series, column)
     known = series.column(column).known
-    return [v for v, n, keep in zip(values, known, mask) if keep and n and v is not None]
+    kept = [
+        (t, v)
+        for t, v, n, keep in zip(series.centres(), values, known, mask)
+        if keep and n and v is not None
+    ]
+    spacing = (kept[-1][0] - kept[0][0]) / (len(kept) - 1) if len(kept) > 1 else 0.0
+    return [v for _, v in kept], spacing
 
 
 def _step_period(steps: StepFacts | None) -> float | None:
@@ -272,14 +282,13 @@ def _guard(
     if found.source == "nvml-point" and not points_stand_in:
         return found.note
     period = series.driver_sample_period_s
-    values = _known_values(series, found.column, mask)
+    values, spacing = _known_values(series, found.column, mask)
     step = _step_period(steps)
     if step is not None and period is not None:
-        reason = aliasing(step, period, len(values))
+        reason = aliasing(step, period, series.known(found.column, mask))
         if reason:
             return reason
-    spacing = period or (1.0 / 10)
-    return beat(values, spacing if found.column == "driver_utilization" else 1.0 / 10)
+    return beat(values, spacing)
 
 
 # -- the figure --------------------------------------------------------------------------
