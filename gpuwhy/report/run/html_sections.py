@@ -221,7 +221,29 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
         f"pid {p.pid} {p.name or ''} ({byte_size(p.used_bytes)})".replace("  ", " ")
         for p in gpu.others
     ]
-    return {"head": head, "rows": rows, "others": others}
+    return {"head": head, "rows": rows, "others": others, "busy": busy_sentence(gpu)}
+
+
+def busy_sentence(gpu: GpuSeries) -> str | None:
+    """The GPU's busy block in words: its share and source, its steady work, and why a
+    figure that cannot resolve the program is not given."""
+    block = gpu.busy
+    if block is None or block.share is None:
+        return None
+    if not block.reliable:
+        return f"unknown — {block.measure} cannot resolve this program: {block.why}."
+    text = f"{block.share:.0%} of the {block.span_s:,.1f} s the program used it ({block.why})"
+    if block.steady_share is not None:
+        text += (
+            f"; {block.steady_share:.0%} in its {block.steady_span_s:,.1f} s of steady work, "
+            f"{block.startup_s:,.1f} s of start-up and pauses"
+        )
+    if block.space_share is not None and block.time_share is not None:
+        text += (
+            f"; a kernel ran {block.time_share:.0%} of the time, with "
+            f"{block.space_share:.0%} of the SMs busy while one did"
+        )
+    return text + "."
 
 
 def no_gpu_reason(samples: GpuSamplesFacts | None) -> str | None:
