@@ -49,10 +49,21 @@ class Activity:
     pcie_rx_bytes_per_s: float | None = None
     sm_clock_mhz: float | None = None
     power_w: float | None = None
+    graphics_activity: float | None = None
+    driver_utilization: float | None = None
 
     def busy(self) -> float | None:
-        """The best activity measure there is: GPM SM activity, else NVML utilisation."""
-        return self.sm_activity if self.sm_activity is not None else self.utilization
+        """The best activity measure there is, in derived/gpu_busy.py's order: GPM/DCGM
+        graphics utilisation, SM activity, the driver's samples, its point readings."""
+        for value in (
+            self.graphics_activity,
+            self.sm_activity,
+            self.driver_utilization,
+            self.utilization,
+        ):
+            if value is not None:
+                return value
+        return None
 
 
 def step_windows(steps: StepFacts) -> list[Window]:
@@ -132,6 +143,8 @@ def activity(series: GpuSeries, windows: list[Window]) -> Activity:
         pcie_rx_bytes_per_s=inside("pcie_rx_bytes_per_s"),
         sm_clock_mhz=inside("sm_clock_mhz"),
         power_w=inside("power_w"),
+        graphics_activity=inside("graphics_activity"),
+        driver_utilization=inside("driver_utilization"),
     )
 
 
