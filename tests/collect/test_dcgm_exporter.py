@@ -268,3 +268,25 @@ def test_label_spellings_and_repeats():
     assert match(result, devices("GPU-a", "GPU-b")) == {0: {"gr_engine_active": 0.25}}
     only_mig = parse(text.splitlines(keepends=True)[2])
     assert not only_mig.ok and "MIG" in only_mig.error
+
+
+def test_the_samplers_poller_hands_each_scrape_to_one_tick(exporter):
+    # the live source's reader (collect/nvml.py): a scrape a second in its own thread
+    from gpuwhy.collect.nvml import _DcgmPoller
+
+    gpu0 = "GPU-6f1c8d2a-4b7e-9a03-5c1d-2e8f7a6b4c90"
+    poller = _DcgmPoller(exporter.url, devices(gpu0))
+    try:
+        deadline = time.monotonic() + GENEROUS
+        taken: dict = {}
+        while not taken and time.monotonic() < deadline:
+            taken = poller.take()
+            time.sleep(0.02)
+        assert set(taken) == {0} and 0 < taken[0]["gr_engine_active"] <= 1
+        assert poller.error is None
+        poller.close()
+        poller._thread.join(GENEROUS)  # no scrape after this one
+        poller.take()
+        assert poller.take() == {}  # a scrape is handed to one tick only
+    finally:
+        poller.close()
