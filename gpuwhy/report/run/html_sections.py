@@ -16,6 +16,7 @@ from gpuwhy.facts import (
     EagerFacts,
     EnvironmentFacts,
     Facts,
+    GpuBusy,
     GpuDevice,
     GpuSamplesFacts,
     GpuSeries,
@@ -221,7 +222,27 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
         f"pid {p.pid} {p.name or ''} ({byte_size(p.used_bytes)})".replace("  ", " ")
         for p in gpu.others
     ]
-    return {"head": head, "rows": rows, "others": others}
+    return {"head": head, "busy": busy_note(gpu.busy), "rows": rows, "others": others}
+
+
+def busy_note(block: GpuBusy | None) -> str | None:
+    """The one busy figure of this GPU (the verdict's), with its span, steady work,
+    source and reliability: the table's rows are every sample of each series."""
+    if block is None:
+        return None
+    if block.share is None:
+        return f"GPU busy: {block.why}."
+    text = (
+        f"GPU busy {block.share:.0%} over the {block.span_s:,.1f} s the program used it "
+        f"({block.measure}, {block.samples:,} samples)"
+    )
+    if block.steady_share is not None:
+        text += (
+            f"; {block.steady_share:.0%} in its {block.steady_span_s:,.1f} s of steady work "
+            f"(start-up and pauses {block.startup_s:,.1f} s)"
+        )
+    verdict = "reliable" if block.reliable else "not reliable"
+    return f"{text}. {verdict.capitalize()}: {block.why}."
 
 
 def no_gpu_reason(samples: GpuSamplesFacts | None) -> str | None:
