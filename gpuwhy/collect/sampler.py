@@ -145,6 +145,29 @@ class RecordingError(ValueError):
     """A file that is not a gpuwhy NVML recording."""
 
 
+def _recording_lines(path: Path) -> list[dict[str, Any]]:
+    """The recording's lines, parsed. A last line cut short (the recorder killed while
+    writing it: an OOM kill, a node taken away) is left out, as the readings before it
+    stand; any other line that is not a JSON object is a :class:`RecordingError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecordingError(f"{path}: cannot be read ({e})") from None
+    rows = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines = []
+    for i, (n, line) in enumerate(rows):
+        try:
+            value = json.loads(line)
+        except ValueError as e:
+            if i == len(rows) - 1 and i > 0:
+                break  # torn last line
+            raise RecordingError(f"{path}: line {n} is not JSON ({e})") from None
+        if not isinstance(value, dict):
+            raise RecordingError(f"{path}: line {n} is not a JSON object")
+        lines.append(value)
+    return lines
+
+
 class ReplaySource:
     """A recording, tick after tick, as fast as the sampler asks (not paced).
 
@@ -157,11 +180,7 @@ class ReplaySource:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        lines = [
-            json.loads(line)
-            for line in self.path.read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ]
+        lines = _recording_lines(self.path)
         if not lines or lines[0].get("kind") != "header" or lines[0].get("format") != FORMAT:
             raise RecordingError(f"{self.path}: not a {FORMAT} file (no header line)")
         if lines[0].get("version") != VERSION:

@@ -198,14 +198,14 @@ def aliasing(period_s: float, sample_period_s: float, samples: int) -> str | Non
             continue
         if samples * abs(ratio - m / k) < MIN_SWEEPS:
             relation = (
-                "about the driver's sample period"
+                "about"
                 if m == k
-                else f"about {k}/{m} of the driver's sample period"
-                if k > m
-                else f"about 1/{m // k} of it"
+                else f"about {k // m} times"
+                if k % m == 0
+                else f"about 1/{m // k} of"
                 if m % k == 0
-                else f"about {k}/{m} of it"
-            )
+                else f"about {k}/{m} of"
+            ) + " the driver's sample period"
             return (
                 f"the steps' period ({period_s * 1000:.0f} ms) is {relation} "
                 f"({sample_period_s * 1000:.0f} ms): its samples see the step at only "

@@ -243,6 +243,25 @@ def test_not_a_recording_is_refused(tmp_path):
         ReplaySource(bad)
 
 
+def test_a_recording_cut_short_mid_line_replays_what_it_holds_and_a_bad_line_is_refused(
+    tmp_path,
+):
+    # the recorder killed while writing a tick (OOM kill, node taken away): the readings
+    # before the torn line stand; a broken line inside the file is a one-line error
+    whole = (DATA / "constructed_h100_busy.jsonl").read_text().splitlines()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("\n".join(whole[:20]) + "\n" + whole[20][: len(whole[20]) // 2])
+    assert len(ReplaySource(torn).ticks) == 19
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([whole[0], "not json", *whole[1:20]]) + "\n")
+    with pytest.raises(RecordingError, match="line 2 is not JSON"):
+        ReplaySource(broken)
+    scalar = tmp_path / "scalar.jsonl"
+    scalar.write_text("\n".join([whole[0], "5", *whole[1:20]]) + "\n")
+    with pytest.raises(RecordingError, match="line 2 is not a JSON object"):
+        ReplaySource(scalar)
+
+
 # -- TensorFlow's own peak ----------------------------------------------------------
 
 

@@ -56,6 +56,19 @@ def test_a_step_near_a_multiple_or_divisor_of_the_sample_period_is_aliased(perio
     assert reason is not None and phases in reason
 
 
+@pytest.mark.parametrize(
+    ("period", "relation"),
+    [
+        (0.2, "about the driver's sample period (200 ms)"),
+        (0.4, "about 2 times the driver's sample period (200 ms)"),
+        (0.1, "about 1/2 of the driver's sample period (200 ms)"),
+        (0.1333, "about 2/3 of the driver's sample period (200 ms)"),
+    ],
+)
+def test_the_aliased_period_is_named_against_the_drivers(period, relation):
+    assert relation in (aliasing(period, 0.2, samples=60) or "")
+
+
 @pytest.mark.parametrize("period", [0.137, 0.31, 0.02, 0.003, 1.7])
 def test_a_step_that_sweeps_the_samples_phase_or_averages_out_is_not(period):
     assert aliasing(period, 0.2, samples=60) is None

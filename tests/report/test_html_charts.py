@@ -167,3 +167,14 @@ def test_the_moments_findings_point_at_are_marked_across_the_timeline():
     hover = [a["hovertext"] for a in timeline["layout"]["annotations"] if "hovertext" in a]
     assert sum(h.startswith("steps.periodic-stall: Every 200 steps") for h in hover) == 3
     assert any(h.startswith("steps.drift: From step 9,000 (at 40 s)") for h in hover)
+
+
+def test_the_gpu_table_gives_the_one_busy_figure_with_its_span_steady_work_and_source():
+    # the table's rows are every sample of each series; the busy figure is the verdict's
+    page = HtmlRenderer().render(watched("constructed_4gpu_one_busy.jsonl", 512))
+    assert (
+        '<p class="busy"><strong>GPU busy:</strong> 70% of the 4.9 s the program used it '
+        "(SM activity, the best integrating figure"
+    ) in page
+    assert "70% in its 4.9 s of steady work, 0.0 s of start-up and pauses" in page
+    assert page.count("<strong>GPU busy:</strong> none: the program never used this GPU.") == 3

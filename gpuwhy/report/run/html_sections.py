@@ -228,8 +228,10 @@ def busy_sentence(gpu: GpuSeries) -> str | None:
     """The GPU's busy block in words: its share and source, its steady work, and why a
     figure that cannot resolve the program is not given."""
     block = gpu.busy
-    if block is None or block.share is None:
+    if block is None:
         return None
+    if block.share is None:
+        return f"none: {block.why}."
     if not block.reliable:
         return f"unknown — {block.measure} cannot resolve this program: {block.why}."
     text = f"{block.share:.0%} of the {block.span_s:,.1f} s the program used it ({block.why})"
