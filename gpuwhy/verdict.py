@@ -278,8 +278,14 @@ def busy_text(facts: Facts) -> str | None:
     series, block = blocks[0]
     gpu = f"GPU {series.index}" if len(facts.gpu_samples.gpus) > 1 else "GPU"  # type: ignore[union-attr]
     if not block.reliable:
-        return f"{gpu} busy: unknown ({block.measure} cannot resolve it: {block.why})"
-    text = f"{gpu} busy {block.share:.0%} while the program used it ({block.measure})"
+        return (
+            f"{gpu} busy: unknown ({block.measure} read {block.share:.0%} but cannot "
+            f"resolve this program: {block.why})"
+        )
+    text = f"{gpu} busy {block.share:.0%} while the program used it ({block.measure}"
+    if block.time_share is not None and block.measure == "SM activity":
+        text += f"; a kernel ran {block.time_share:.0%} of the time"
+    text += ")"
     if steady_differs(block):
         text += (
             f"; {block.steady_share:.0%} in its {block.steady_span_s:,.0f} s of steady work, "

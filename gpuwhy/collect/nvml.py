@@ -278,11 +278,14 @@ class _Gpm:
 
 class _DcgmPoller:
     """A dcgm-exporter read once a second in its own daemon thread (a slow exporter never
-    holds up the sampler's ticks); each tick takes the newest reading once."""
+    holds up the sampler's ticks); each tick takes the newest reading once, and only a
+    GPU's values that changed: the exporter serves the same average for its whole collect
+    interval (30 s by default), which counts once, not once per scrape."""
 
     def __init__(self, url: str, devices: list[GpuDevice]) -> None:
         self.url, self.devices = url, devices
         self.readings: dict[int, dict[str, float]] = {}
+        self.handed: dict[int, dict[str, float]] = {}  # the values last handed, per GPU
         self.error: str | None = None
         self.fresh = False
         self._stop = threading.Event()
@@ -305,7 +308,9 @@ class _DcgmPoller:
             if not self.fresh:
                 return {}
             self.fresh = False
-            return self.readings
+            changed = {i: v for i, v in self.readings.items() if self.handed.get(i) != v}
+            self.handed.update(changed)
+            return changed
 
     def close(self) -> None:
         self._stop.set()
@@ -326,6 +331,7 @@ class NvmlSource:
     def __init__(self, dcgm_exporter: str | None = None) -> None:
         self.dcgm_exporter = dcgm_exporter  # a dcgm-exporter's URL, read beside NVML
         self.dcgm: _DcgmPoller | None = None
+        self.dcgm_error: str | None = None  # the exporter's last error, as recorded
         self.pynvml: Any = None  # the pynvml module once open() succeeds
         self.handles: list[Any] = []
         self.gpm: dict[int, _Gpm] = {}
@@ -407,11 +413,15 @@ class NvmlSource:
             return None
         started = time.perf_counter()
         gpus = [self._read_device(i, h, processes) for i, h in enumerate(self.handles)]
+        tick: dict[str, Any] = {}
         if self.dcgm is not None:
             for index, values in self.dcgm.take().items():
                 if 0 <= index < len(gpus):
                     gpus[index]["dcgm"] = dict(values)
+            if self.dcgm.error != self.dcgm_error:  # said once, when it changes
+                self.dcgm_error = tick["dcgm_error"] = self.dcgm.error
         return {
+            **tick,
             "t": round(started - self.t0, 6),
             "read_s": round(time.perf_counter() - started, 6),
             "gpus": gpus,

@@ -43,7 +43,8 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   GpuDevice)]}``; ``watch`` ends the file with ``{"kind": "end", "ended", "exit_code",
   "error", "seconds"}`` (the program's outcome). ``constructed: true`` marks a file written by hand (tests),
   not by NVML.
-- one line per tick: ``{"kind": "tick", "t": seconds since t0, "read_s": seconds the NVML
+- one line per tick: ``{"kind": "tick", "t": seconds since t0, "dcgm_error": the
+  dcgm-exporter's one-line error (on the tick it appears or changes; null: it cleared), "read_s": seconds the NVML
   calls took, "pids": [watched pids] (process ticks only), "gpus": [{"index",
   "util": percent, "mem_used": bytes, "pcie_tx": [value, NVML value type, NVML timestamp
   µs] | null, "pcie_rx": (same), "sm_clock_mhz", "power_mw",
@@ -53,7 +54,7 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   recording started) | null, "mem_reserved": bytes (the driver's reservation, where the
   header's device says "memory_v2": true, and then "mem_used" leaves it out), "dcgm":
   {"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active": fraction} (a
-  dcgm-exporter's profiling fields, on the ticks it was scraped),
+  dcgm-exporter's profiling fields, on the tick after a scrape whose values changed),
   "procs": [[pid, used bytes | null, command line | null], ...] (process ticks only),
   and, each optional as above: "clocks_event_reasons": NVML's bitmask
   (``nvmlClocksEventReason*``: 0x1 GPU idle, 0x2 applications clocks, 0x4 SW power cap,
@@ -649,6 +650,7 @@ class GpuSampler(Collector):
         self.header: dict[str, Any] = {}
         self.windows = windows
         self.dcgm_exporter = dcgm_exporter
+        self.dcgm_error: str | None = None  # the exporter's, as the last tick said
         self.ticks = 0
         self.tick_total_s = 0.0
         self.tf_peak_memory_bytes: dict[str, int] = {}
@@ -757,6 +759,8 @@ class GpuSampler(Collector):
                 pids = frozenset()
             tick = {**tick, "pids": sorted(pids)}
         t = float(tick["t"])
+        if "dcgm_error" in tick:
+            self.dcgm_error = tick["dcgm_error"]
         with self._lock:
             if len(self._watched) < MAX_PIDS:  # a job that starts worker after worker
                 self._watched |= pids
@@ -802,6 +806,7 @@ class GpuSampler(Collector):
                 gpm=any(b.gpm_seen for b in self._builders.values()),
                 tf_peak_memory_bytes=dict(self.tf_peak_memory_bytes),
                 watched_pids=tuple(sorted(self._watched)),
+                dcgm_error=self.dcgm_error,
             )
 
 
@@ -837,4 +842,6 @@ def gpu_line(samples: GpuSamplesFacts) -> str:
         parts.append(text)
     for device, peak in samples.tf_peak_memory_bytes.items():
         parts.append(f"TensorFlow's peak on {device}: {peak / MiB:,.0f} MiB")
+    if samples.dcgm_error:
+        parts.append(f"dcgm-exporter not read: {samples.dcgm_error}")
     return "; ".join(parts)

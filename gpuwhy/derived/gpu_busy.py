@@ -54,11 +54,15 @@ STEADY_OF_LEVEL = 0.5  # a bin at half that level or more is active
 MIN_LEVEL = 0.05  # below this the GPU never worked: no steady part
 JOIN_GAP_S = 2.0  # active stretches closer than this are one (an epoch's end, a log line)
 MIN_STRETCH_S = 1.0  # a shorter burst is start-up (autotuning), not steady work
+REGULAR_GAPS = 3  # this many gaps between stretches or more: a cycle, not phases
+REGULAR_OF_MEDIAN = 2.0  # ... and a gap up to twice their median is one of its waits
 BEAT_SPREAD = 0.08  # samples that spread less than this (std, 0-1) show no beat
 BEAT_CORRELATION = 0.6  # samples 0.4 s apart this alike: they drift together, a beat
 BEAT_LAG_S = 0.4
+BEAT_BAND = 0.2  # "between" idle and busy: away from either end by a fifth of the range
+BEAT_BETWEEN = 0.35  # a sweep spends this share of its samples between them, or more
 MIN_BEAT_SAMPLES = 10
-FEW_PHASES = 2  # a sampling that sees one phase of the step, or two, is aliased
+FEW_PHASES = 3  # a sampling that sees three phases of the step or fewer is aliased
 MIN_SWEEPS = 2.0  # ... unless its phase sweeps the whole step this often over the run
 SHORT_PERIOD = 8  # a period under 1/8 of the sample period averages out in each sample
 DIFFERENT = 0.05  # a steady share this far from the whole span's is worth saying
@@ -160,7 +164,13 @@ def _bins(
 def steady_stretches(series: GpuSeries, column: str, span: Window) -> list[Window]:
     """The stretches of sustained activity in a run without steps: bins at half the
     level of the busiest tenth or more, joined across gaps under :data:`JOIN_GAP_S`,
-    each at least :data:`MIN_STRETCH_S` long. None where the GPU never worked."""
+    each at least :data:`MIN_STRETCH_S` long. None where the GPU never worked.
+
+    A gap that recurs is part of the steady work, not a pause: a loop that computes 1 s
+    and waits 4 s for its loader, cycle after cycle, is steady at 20 %. Where the
+    stretches leave :data:`REGULAR_GAPS` gaps or more, those no longer than twice their
+    median are joined; the rest (one long evaluation, an autotuning pause between two
+    phases) stay out."""
     width = bin_width(series)
     bins = [(t, v) for t, v in _bins(series, column, span, width) if v is not None]
     if not bins:
@@ -178,8 +188,23 @@ def steady_stretches(series: GpuSeries, column: str, span: Window) -> list[Windo
             stretches[-1][1] = t + width
         else:
             stretches.append([t, t + width])
+    stretches = _join_regular_gaps(stretches)
     shortest = max(MIN_STRETCH_S, 2 * width) if width > BIN_S else MIN_STRETCH_S
     return [(a, min(b, span[1])) for a, b in stretches if min(b, span[1]) - a >= shortest]
+
+
+def _join_regular_gaps(stretches: list[list[float]]) -> list[list[float]]:
+    gaps = [b[0] - a[1] for a, b in zip(stretches, stretches[1:])]
+    if len(gaps) < REGULAR_GAPS:
+        return stretches
+    longest = REGULAR_OF_MEDIAN * statistics.median(gaps)
+    joined = [list(stretches[0])]
+    for stretch, gap in zip(stretches[1:], gaps):
+        if gap <= longest:
+            joined[-1][1] = stretch[1]
+        else:
+            joined.append(list(stretch))
+    return joined
 
 
 # -- the aliasing guard ------------------------------------------------------------------
@@ -216,9 +241,10 @@ def aliasing(period_s: float, sample_period_s: float, samples: int) -> str | Non
 
 def beat(values: Sequence[float], spacing_s: float) -> str | None:
     """Why these samples look aliased, or None: they spread widely yet samples
-    :data:`BEAT_LAG_S` apart are alike — a slow drift between idle and busy, the mark of
-    a load beating with the driver's sampling (a load that does not beat gives samples
-    that jump from one to the next). A steady load shows no spread; real phases of the
+    :data:`BEAT_LAG_S` apart are alike, and many lie between idle and busy — a slow
+    sweep, the mark of a load beating with the driver's sampling (a load that does not
+    beat gives samples that jump from one to the next; a loop with stalls jumps between
+    two levels). A steady load shows no spread; real phases of the
     program (start-up, evaluation) look alike, which is why only the steady work is
     judged."""
     if len(values) < MIN_BEAT_SAMPLES:
@@ -233,6 +259,14 @@ def beat(values: Sequence[float], spacing_s: float) -> str | None:
     pairs = [(a - mean) * (b - mean) for a, b in zip(values, values[lag:])]
     correlation = (sum(pairs) / len(pairs)) / (spread * spread)
     if correlation < BEAT_CORRELATION:
+        return None
+    # a beat sweeps through the levels between idle and busy; a loop that stalls now
+    # and then (a checkpoint every 10 s) jumps between two levels and is no beat
+    ordered = sorted(values)
+    low, high = ordered[len(ordered) // 20], ordered[-1 - len(ordered) // 20]
+    band = (low + BEAT_BAND * (high - low), high - BEAT_BAND * (high - low))
+    between = sum(band[0] < v < band[1] for v in values) / len(values)
+    if between < BEAT_BETWEEN:
         return None
     return (
         f"its samples drift slowly between {min(values):.0%} and {max(values):.0%} "
@@ -320,7 +354,12 @@ def gpu_busy(series: GpuSeries, steps: StepFacts | None) -> GpuBusy | None:
     judged = in_steady if steady and any(in_steady) else in_span
     problems = [] if found.integrating else [_guard(series, found, judged, steps)]
     if samples < MIN_SAMPLES:
-        problems.append(f"only {samples} samples while the program used the GPU")
+        problems.append(
+            f"the exporter's values changed only {samples} times while the program used the "
+            "GPU (each averages its collect interval, 30 s by default)"
+            if found.source == "dcgm"
+            else f"only {samples} samples while the program used the GPU"
+        )
     reasons = [p for p in problems if p]
     why = found.note or f"{found.measure} ({found.source.upper()}): counters integrated over time"
     if not found.integrating and not reasons:

@@ -272,3 +272,4 @@ class GpuSamplesFacts:
     gpm: bool = False  # GPM metrics were read
     tf_peak_memory_bytes: dict[str, int] = field(default_factory=dict)  # "GPU:0" -> peak
     watched_pids: tuple[int, ...] = ()
+    dcgm_error: str | None = None  # why a dcgm-exporter named (--dcgm-exporter) was not read

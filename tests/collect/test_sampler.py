@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect import nvml
-from gpuwhy.collect.sampler import FORMAT, GpuSampler, RecordingError, ReplaySource, counter_rate
+from gpuwhy.collect.sampler import (
+    FORMAT,
+    GpuSampler,
+    RecordingError,
+    ReplaySource,
+    counter_rate,
+    gpu_line,
+)
 
 DATA = Path(__file__).parents[1] / "data" / "nvml"
 GiB = 1024**3
@@ -362,3 +369,19 @@ def test_driver_samples_count_once_gpm_graphics_and_dcgm_fill_the_activities(tmp
     assert a100.mean("graphics_activity") == pytest.approx(0.25)
     assert a100.mean("tensor_activity") == pytest.approx(0.1)
     assert a100.driver_sample_period_s is None
+
+
+def test_a_dcgm_exporter_that_cannot_be_read_is_said(tmp_path):
+    path = write_recording(tmp_path / "r.jsonl", [[{"index": 0, "util": 5}]] * 3)
+    lines = path.read_text().splitlines()
+    tick = json.loads(lines[2])
+    tick["dcgm_error"] = "connection refused (http://10.0.0.7:9400/metrics)"
+    lines[2] = json.dumps(tick)
+    path.write_text("\n".join(lines) + "\n")
+    sampler = GpuSampler(source=ReplaySource(path), pids=lambda: ())
+    sampler.start(0.0)
+    assert sampler.wait(10)
+    sampler.stop()
+    facts = sampler.facts()
+    assert facts.dcgm_error == "connection refused (http://10.0.0.7:9400/metrics)"
+    assert "dcgm-exporter not read: connection refused" in gpu_line(facts)

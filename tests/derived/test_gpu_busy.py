@@ -3,6 +3,7 @@ aliasing guard, from small facts and from the real H100 recordings."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -49,10 +50,17 @@ def series(n=200, busy=lambda t: 0.5, **columns) -> GpuSeries:
 # -- the aliasing guard ---------------------------------------------------------------
 @pytest.mark.parametrize(
     ("period", "phases"),
-    [(0.2, "1 phase"), (0.1, "1 phase"), (0.4, "2 phases"), (0.201, "1 phase")],
+    [
+        (0.2, "1 phase"),
+        (0.1, "1 phase"),
+        (0.4, "2 phases"),
+        (0.6, "3 phases"),
+        (0.201, "1 phase"),
+        (0.5, "3 phases"),  # at a driver period of 1/6 s (below)
+    ],
 )
 def test_a_step_near_a_multiple_or_divisor_of_the_sample_period_is_aliased(period, phases):
-    reason = aliasing(period, 0.2, samples=60)
+    reason = aliasing(period, 1 / 6 if period == 0.5 else 0.2, samples=60)
     assert reason is not None and phases in reason
 
 
@@ -69,7 +77,7 @@ def test_the_aliased_period_is_named_against_the_drivers(period, relation):
     assert relation in (aliasing(period, 0.2, samples=60) or "")
 
 
-@pytest.mark.parametrize("period", [0.137, 0.31, 0.02, 0.003, 1.7])
+@pytest.mark.parametrize("period", [0.137, 0.26, 0.02, 0.003, 1.7])
 def test_a_step_that_sweeps_the_samples_phase_or_averages_out_is_not(period):
     assert aliasing(period, 0.2, samples=60) is None
 
@@ -146,6 +154,28 @@ def test_start_up_and_pauses_are_told_from_the_steady_work():
     assert block.steady_span_s == pytest.approx(8.0, abs=1.0)
     assert block.startup_s == pytest.approx(30.0, abs=1.5)  # 20 s before, 10 s between
     assert block.share < 0.3
+
+
+def test_a_recurring_wait_is_part_of_the_steady_work_not_a_pause():
+    # 1 s of work, 4 s waiting for the loader, twelve times: steady at 20 %, no start-up
+    cycle = lambda t: 0.95 if t % 5 < 1 else 0.0
+    block = gpu_busy(series(n=600, graphics_activity=cycle), None)
+    assert block.steady_share == pytest.approx(0.2, abs=0.05)
+    assert block.startup_s < 1.0 and block.steady_span_s > 50
+    facts = Facts(
+        gpu_samples=GpuSamplesFacts(hz=10, gpus=(series(n=600, graphics_activity=cycle),))
+    )
+    (finding,) = GpuUnderutilized().check(facts, dict(GpuUnderutilized.options))
+    assert finding.severity == "high"
+
+
+def test_a_loop_that_stalls_now_and_then_is_no_beat():
+    # the driver's samples of steady work at 82 % with a 1.5 s checkpoint every 10 s
+    stalls = [0.0 if (i * 0.2) % 10 < 1.5 else 0.82 for i in range(300)]
+    assert beat(stalls, 0.2) is None
+    # a sweep between idle and busy over seconds is one
+    sweep = [0.5 + 0.45 * math.sin(i * 0.2 * 2 * math.pi / 6) for i in range(300)]
+    assert beat(sweep, 0.2) is not None
 
 
 def test_a_gpu_that_never_worked_has_no_steady_part():

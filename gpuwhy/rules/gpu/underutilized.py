@@ -54,8 +54,9 @@ COPIES_FIX = """\
 UNKNOWN_KIND = """\
 # Either the GPU waits for the host (input, Python, synchronisation: overlap input with
 # compute, prefetch) or its kernels are too small to fill it (larger batch, fuse ops:
-# XLA / torch.compile / CUDA graphs). This run had no reliable time share to tell them
-# apart (on Hopper and newer gpuwhy reads GPM's graphics utilisation, which does). For a
+# XLA / torch.compile / CUDA graphs). Telling them apart takes how many SMs its kernels
+# keep busy beside a reliable time share: GPM reads both on Hopper and newer; elsewhere
+# a dcgm-exporter's SM_ACTIVE does (`gpuwhy watch --dcgm-exporter URL -- ...`). For a
 # TensorFlow/Keras program, `gpuwhy run train.py` names the cause."""
 
 
@@ -173,7 +174,7 @@ class GpuUnderutilized(Rule):
                     },
                     fix=fix,
                     gain_value=round(1.0 - busy, 3),
-                    estimated_gain=f"the GPU idles {1 - busy:.0%} of the time {basis}",
+                    estimated_gain=_gain(block, busy, basis),
                 )
             )
         return findings
@@ -215,6 +216,16 @@ class GpuUnderutilized(Rule):
             TF_FIX if tf else UNKNOWN_KIND,
             "unknown",
         )
+
+
+def _gain(block: GpuBusy, busy: float, basis: str) -> str:
+    """What stands unused, in the terms the finding measured: time, and SMs where known."""
+    if block.time_share is not None and block.space_share is not None:
+        return (
+            f"{1 - busy:.0%} of the GPU unused {basis}: no kernel {1 - block.time_share:.0%} "
+            f"of the time, {1 - block.space_share:.0%} of its SMs idle while one runs"
+        )
+    return f"the GPU idles {1 - busy:.0%} of the time {basis}"
 
 
 def _mb(rate):
