@@ -115,6 +115,8 @@ class Record:
             raise RecordError(f"cannot read {path}: {e.strerror or e}") from None
         except UnicodeDecodeError:
             raise RecordError(f"{path} is not a text file") from None
+        if not text.strip():
+            raise RecordError(f"{path} is empty")
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as e:

@@ -124,7 +124,13 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     elif not program.tensorflow_imported:
         # any program (PyTorch, JAX ...): its GPU first
         busy = busy_text(facts)
-        head = busy[0].upper() + busy[1:] if busy else "The program never imported TensorFlow"
+        samples = facts.gpu_samples
+        if busy:
+            head = busy[0].upper() + busy[1:]
+        elif samples is not None and samples.error:
+            head = f"No GPU sampled (NVML: {samples.error})"
+        else:
+            head = "The program never imported TensorFlow"
     else:
         head = "Ran"
     details = []

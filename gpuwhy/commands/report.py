@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from gpuwhy.collect.sampler import RecordingError
+from gpuwhy.collect.sampler import FORMAT, RecordingError
 from gpuwhy.commands.options import (
     html_option,
     output_options,
@@ -17,7 +17,7 @@ from gpuwhy.commands.options import (
 )
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 from gpuwhy.commands.settings import ReportSettings
-from gpuwhy.modes.recording import diagnose_recording, is_recording
+from gpuwhy.modes.recording import diagnose_recording, header_format
 from gpuwhy.record import Record, RecordError
 
 HELP = "re-render a saved JSON report"
@@ -55,8 +55,13 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
 
 def execute(settings: ReportCommandSettings) -> int:
     try:
-        if is_recording(settings.record):
+        kind = header_format(settings.record)
+        if kind == FORMAT:
             record = diagnose_recording(settings.record)
+        elif kind is not None:
+            raise UsageError(
+                f"{settings.record} is a {kind} file, not a gpuwhy NVML recording or a saved report"
+            )
         else:
             record = Record.load(settings.record)
     except (RecordError, RecordingError) as e:

@@ -25,12 +25,19 @@ REPLAY_TIMEOUT_S = 120.0  # a day's recording replays in seconds
 
 def is_recording(path: str | Path) -> bool:
     """Whether ``path`` starts with an NVML recording's header line."""
+    return header_format(path) == FORMAT
+
+
+def header_format(path: str | Path) -> str | None:
+    """The ``format`` a JSON-lines file of gpuwhy's says on its first line (a recording,
+    a peaks reading ...); None for anything else (a saved report is one JSON object)."""
     try:
         with open(path, encoding="utf-8") as f:
             first = json.loads(f.readline() or "null")
     except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(first, dict) and first.get("format") == FORMAT
+        return None
+    found = first.get("format") if isinstance(first, dict) else None
+    return found if isinstance(found, str) and first.get("kind") == "header" else None
 
 
 def end_recording(path: str | Path, program: ProgramFacts) -> None:

@@ -126,3 +126,25 @@ def test_a_shared_gpu_recorded_by_watch_is_still_found_shared():
     (shared,) = [f for f in record["findings"] if f["id"] == "env.gpu-shared"]
     assert shared["evidence"]["processes"][0]["pid"] == 777
     assert record["program"]["command"] == ["python", "train.py"]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (
+            '{"kind": "header", "format": "gpuwhy-nvml-peaks", "version": 1}\n{}\n',
+            "a gpuwhy-nvml-peaks file",
+        ),
+        ("", "is empty"),
+    ],
+)
+def test_other_files_are_named_in_one_line(tmp_path, content, words):
+    path = tmp_path / "x.jsonl"
+    path.write_text(content)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "report", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr
