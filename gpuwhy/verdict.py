@@ -124,13 +124,7 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     elif not program.tensorflow_imported:
         # any program (PyTorch, JAX ...): its GPU first
         busy = busy_text(facts)
-        samples = facts.gpu_samples
-        if busy:
-            head = busy[0].upper() + busy[1:]
-        elif samples is not None and samples.error:
-            head = f"No GPU sampled (NVML: {samples.error})"
-        else:
-            head = "The program never imported TensorFlow"
+        head = busy[0].upper() + busy[1:] if busy else "The program never imported TensorFlow"
     else:
         head = "Ran"
     details = []
@@ -289,8 +283,8 @@ def busy_text(facts: Facts) -> str | None:
             f"resolve this program: {block.why})"
         )
     text = f"{gpu} busy {block.share:.0%} while the program used it ({block.measure}"
-    if block.time_share is not None and block.measure == "SM activity":
-        text += f"; a kernel ran {block.time_share:.0%} of the time"
+    if block.space_share is not None and block.measure == "SM activity":
+        text += f"; engaged {block.time_share:.0%} of the time"
     text += ")"
     if steady_differs(block):
         text += (

@@ -312,11 +312,18 @@ def _guard(
 ) -> str | None:
     """Why a sampled (not integrating) figure over the entries ``mask`` is unreliable.
     Point readings never give the busy share; ``points_stand_in``: they stand in for
-    the driver's samples (the time share of a recording that kept none), guarded alike."""
+    the driver's samples (the time share of a recording that kept none) where they are
+    steady, and are guarded alike."""
     if found.source == "nvml-point" and not points_stand_in:
         return found.note
     period = series.driver_sample_period_s
     values, spacing = _known_values(series, found.column, mask)
+    if found.source == "nvml-point" and len(values) > 1:
+        # standing in for the driver's samples only where the load is steady: a varying
+        # point reading may be a beat that does not show as one
+        spread = statistics.pstdev(values)
+        if spread >= BEAT_SPREAD:
+            return f"its point readings vary (±{spread:.0%}) and may alias with the load"
     step = _step_period(steps)
     if step is not None and period is not None:
         reason = aliasing(step, period, series.known(found.column, mask))
@@ -375,6 +382,12 @@ def gpu_busy(series: GpuSeries, steps: StepFacts | None) -> GpuBusy | None:
         )
     elif reasons:
         why = "; ".join(reasons)
+    if not (steady and any(in_steady)) and not with_steps:
+        # SMs idle all along (copies): the GPU's engaged stretches are its steady work
+        found_time = time_source(series)
+        engaged = steady_stretches(series, found_time.column, span) if found_time else []
+        if engaged:
+            judged = [a and b for a, b in zip(in_windows(centres, engaged), in_span)]
     time_share, space_share = _time_and_space(series, judged, steps)
     return GpuBusy(
         share=_round(share),

@@ -190,3 +190,13 @@ def test_watching_a_program_without_tensorflow_puts_its_gpu_first():
     record = Record.diagnose("watch", Facts(program=program, gpu_samples=samples))
     assert record.verdict.startswith("GPU busy 18% while the program used it (SM activity)")
     assert record.facts.gpu_samples.gpus[0].busy is not None  # kept in the record
+
+
+def test_varying_point_readings_never_stand_in_for_the_time_share():
+    # the 40/160 loop's point readings sit at 0 for seconds, then drift to 41 %
+    (gpu,) = replay("duty_40_160.nvml.jsonl").gpus
+    block = gpu_busy(gpu, None)
+    assert block.time_share is None and block.space_share is None
+    # the launch-bound ResNet-18's are steady (23-31 %): they stand in, and say so
+    (gpu,) = replay("torch_resnet18_launch_bound.nvml.jsonl").gpus
+    assert gpu_busy(gpu, None).time_share == pytest.approx(0.26, abs=0.02)

@@ -242,8 +242,8 @@ def busy_sentence(gpu: GpuSeries) -> str | None:
         )
     if block.space_share is not None and block.time_share is not None:
         text += (
-            f"; a kernel ran {block.time_share:.0%} of the time, with "
-            f"{block.space_share:.0%} of the SMs busy while one did"
+            f"; engaged {block.time_share:.0%} of the time, with "
+            f"{block.space_share:.0%} of its SMs busy while it was"
         )
     return text + "."
 
