@@ -20,6 +20,10 @@ FIX = """\
 model.compile(optimizer=keras.optimizers.Adam(learning_rate * {factor}),  # scale it with the batch
               loss=loss, steps_per_execution=16)
 model.fit(x_train, y_train, batch_size=batch_size * {factor}, epochs=epochs)"""
+OTHER_FIX = """\
+# A batch up to {factor}x larger fits: raise it (and scale the learning rate with it).
+# PyTorch: DataLoader(dataset, batch_size=batch_size * {factor}, ...)
+# JAX / Flax: the batch axis of what each jitted step is fed"""
 
 
 class MemoryUnderused(Rule):
@@ -28,8 +32,8 @@ class MemoryUnderused(Rule):
     ## What it detects
     TensorFlow's peak allocation on the GPU (or, without it, the memory the watched
     processes held) stays below `max_peak_fraction` of the device memory while measured
-    activity during steps (SM activity where GPM exists, else utilisation) stays below
-    `max_activity`, and the step is not input-bound (the input pipeline keeps up: under
+    busy share of the steady work (the one busy figure: derived/gpu_busy.py; never a
+    figure that cannot resolve the program) stays below `max_activity`, and the step is not input-bound (the input pipeline keeps up: under
     5% of the step waits for input where that was measured). The finding gives the peak
     memory, the activity and how many times larger the batch could grow before using
     80% of the device (an upper bound: the weights do not grow with the batch).
@@ -102,10 +106,17 @@ class MemoryUnderused(Rule):
                         "samples": block.samples,
                         "batch_could_grow_up_to": f"{factor}x",
                     },
-                    fix=FIX.format(factor=min(factor, 8)),
+                    fix=(FIX if _tensorflow(facts) else OTHER_FIX).format(factor=min(factor, 8)),
                     gain_value=round(1.0 - busy, 3),
                     estimated_gain=f"up to {factor}x the batch fits; fixed per-step costs "
                     f"spread over more samples",
                 )
             )
         return findings
+
+
+def _tensorflow(facts: Facts) -> bool:
+    """A TensorFlow program (steps, or TensorFlow imported): Keras' fix; any program
+    ``watch`` saw (or a recording of one): the batch in its own framework's words."""
+    tf = facts.program is not None and facts.program.tensorflow_imported
+    return tf or facts.steps is not None

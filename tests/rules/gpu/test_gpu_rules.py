@@ -264,6 +264,12 @@ def test_underused_when_empty_and_idle_and_not_waiting_for_input():
     assert check(MemoryUnderused, busy) == []
     full = replace(facts, gpu_samples=samples(gpu, tf_peak={"GPU:0": 40 * GiB}))
     assert check(MemoryUnderused, full) == []
+    # a PyTorch program under gpuwhy watch: the batch in its words, not Keras'
+    torch = Facts(
+        program=ProgramFacts(command=("python", "train_torch.py")), gpu_samples=samples(gpu)
+    )
+    (finding,) = check(MemoryUnderused, torch)
+    assert "DataLoader" in finding.fix and "model.fit" not in finding.fix
 
 
 # -- distribute.idle-gpus ---------------------------------------------------------
