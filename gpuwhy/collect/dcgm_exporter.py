@@ -37,6 +37,7 @@ import http.client
 import math
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -367,3 +368,48 @@ def _own_names() -> set[str]:
 def _names(host: str) -> set[str]:
     host = host.strip().lower()
     return {host, host.split(".", 1)[0]} if host else set()
+
+
+# -- the live sampler's reader ------------------------------------------------------
+POLL_S = 1.0  # a scrape a second: the exporter averages over its own interval (30 s)
+
+
+class Poller:
+    """The live sampler's reader (collect/nvml.py's source): the exporter read once a
+    second in its own daemon thread (a slow exporter never holds up the sampler's
+    ticks); each tick takes the newest reading once, and only a GPU's values that
+    changed: the exporter serves the same average for its whole collect interval (30 s
+    by default), which counts once, not once per scrape."""
+
+    def __init__(self, url: str, devices: list[GpuDevice]) -> None:
+        self.url, self.devices = url, devices
+        self.readings: dict[int, dict[str, float]] = {}
+        self.handed: dict[int, dict[str, float]] = {}  # the values last handed, per GPU
+        self.error: str | None = None
+        self.fresh = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="gpuwhy-dcgm", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            result = scrape(self.url)
+            with self._lock:
+                self.error = result.error
+                if result.ok:
+                    self.readings, self.fresh = match(result, self.devices), True
+            self._stop.wait(POLL_S)
+
+    def take(self) -> dict[int, dict[str, float]]:
+        """The newest readings by NVML index, once ({} until a new scrape came)."""
+        with self._lock:
+            if not self.fresh:
+                return {}
+            self.fresh = False
+            changed = {i: v for i, v in self.readings.items() if self.handed.get(i) != v}
+            self.handed.update(changed)
+            return changed
+
+    def close(self) -> None:
+        self._stop.set()

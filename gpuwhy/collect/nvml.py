@@ -10,11 +10,10 @@ source (:class:`NvmlSource`, below) only reads: its raw readings can be recorded
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
-from gpuwhy.collect.dcgm_exporter import match, scrape
+from gpuwhy.collect.dcgm_exporter import Poller
 from gpuwhy.facts import GpuDevice, GpuProcess
 
 
@@ -276,49 +275,6 @@ class _Gpm:
             _call(self.pynvml.nvmlGpmSampleFree, sample)
 
 
-class _DcgmPoller:
-    """A dcgm-exporter read once a second in its own daemon thread (a slow exporter never
-    holds up the sampler's ticks); each tick takes the newest reading once, and only a
-    GPU's values that changed: the exporter serves the same average for its whole collect
-    interval (30 s by default), which counts once, not once per scrape."""
-
-    def __init__(self, url: str, devices: list[GpuDevice]) -> None:
-        self.url, self.devices = url, devices
-        self.readings: dict[int, dict[str, float]] = {}
-        self.handed: dict[int, dict[str, float]] = {}  # the values last handed, per GPU
-        self.error: str | None = None
-        self.fresh = False
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="gpuwhy-dcgm", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            result = scrape(self.url)
-            with self._lock:
-                self.error = result.error
-                if result.ok:
-                    self.readings, self.fresh = match(result, self.devices), True
-            self._stop.wait(DCGM_PERIOD_S)
-
-    def take(self) -> dict[int, dict[str, float]]:
-        """The newest readings by NVML index, once ({} until a new scrape came)."""
-        with self._lock:
-            if not self.fresh:
-                return {}
-            self.fresh = False
-            changed = {i: v for i, v in self.readings.items() if self.handed.get(i) != v}
-            self.handed.update(changed)
-            return changed
-
-    def close(self) -> None:
-        self._stop.set()
-
-
-DCGM_PERIOD_S = 1.0  # the exporter averages over its own interval (30 s by default)
-
-
 class NvmlSource:
     """Live NVML readings for the sampler: ``open`` -> header, ``read`` -> one tick.
 
@@ -330,7 +286,7 @@ class NvmlSource:
 
     def __init__(self, dcgm_exporter: str | None = None) -> None:
         self.dcgm_exporter = dcgm_exporter  # a dcgm-exporter's URL, read beside NVML
-        self.dcgm: _DcgmPoller | None = None
+        self.dcgm: Poller | None = None
         self.dcgm_error: str | None = None  # the exporter's last error, as recorded
         self.pynvml: Any = None  # the pynvml module once open() succeeds
         self.handles: list[Any] = []
@@ -370,11 +326,7 @@ class NvmlSource:
         self.reasons = _reasons_call(pynvml, self.handles)
         opened_us = int(time.time() * 1e6)  # no driver sample from before gpuwhy started
         for index, handle in enumerate(self.handles):
-            memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
-            v2 = getattr(pynvml, "nvmlMemory_v2", None)
-            self.memory_v2[index] = bool(
-                v2 and _call(pynvml.nvmlDeviceGetMemoryInfo, handle, v2) is not None
-            )
+            memory, self.memory_v2[index] = _memory(pynvml, handle)
             self.last_sample_us[index] = opened_us
             cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
             pci = _call(pynvml.nvmlDeviceGetPciInfo, handle)
@@ -404,7 +356,7 @@ class NvmlSource:
                 GpuDevice(index=d["index"], name=d["name"], uuid=d["uuid"])
                 for d in header["devices"]
             ]
-            self.dcgm = _DcgmPoller(self.dcgm_exporter, known)
+            self.dcgm = Poller(self.dcgm_exporter, known)
         header["open_s"] = round(time.perf_counter() - started, 6)
         return header
 
@@ -430,10 +382,12 @@ class NvmlSource:
     def _read_device(self, index: int, handle: Any, processes: bool) -> dict[str, Any]:
         pynvml = self.pynvml
         util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
-        if self.memory_v2.get(index):  # used without the driver's reservation
-            memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle, pynvml.nvmlMemory_v2)
-        else:
-            memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        # v2 where it answered at open (used without the driver's reservation)
+        memory = (
+            _memory(pynvml, handle)[0]
+            if self.memory_v2.get(index)
+            else _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        )
         fields = _call(pynvml.nvmlDeviceGetFieldValues, handle, [PCIE_TX_FIELD, PCIE_RX_FIELD])
         reading: dict[str, Any] = {
             "index": index,
@@ -471,26 +425,14 @@ class NvmlSource:
             )
         return reading
 
-    def _driver_samples(self, index: int, handle: Any) -> list[list[int]] | None:
+    def _driver_samples(self, index: int, handle: Any) -> list[list[float]] | None:
         """Every utilisation sample the driver took since the last one read (its own
-        buffer, ``nvmlDeviceGetSamples``): ``[[timestamp µs, percent], ...]``; [] when it
-        took none since (NVML answers NOT_FOUND), None where the GPU does not keep them."""
-        pynvml = self.pynvml
-        try:
-            value_type, samples = pynvml.nvmlDeviceGetSamples(
-                handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, self.last_sample_us[index]
-            )
-        except pynvml.NVMLError as e:
-            return [] if getattr(e, "value", None) == pynvml.NVML_ERROR_NOT_FOUND else None
-        member = _VALUE_FIELDS.get(int(value_type), "uiVal")
-        read = [
-            [int(s.timeStamp), int(getattr(s.sampleValue, member))]
-            for s in samples
-            if int(s.timeStamp) > self.last_sample_us[index]
-        ]
+        buffer): ``[[timestamp µs, percent], ...]``; [] when it took none since, None
+        where the GPU does not keep them."""
+        read = _utilization_samples(self.pynvml, handle, self.last_sample_us[index])
         if read:
-            self.last_sample_us[index] = max(ts for ts, _ in read)
-        return read
+            self.last_sample_us[index] = read[-1][0]
+        return None if read is None else [[ts, value] for ts, value in read]
 
     def _name(self, pid: int) -> str | None:
         if pid not in self.names:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.collect import dcgm_exporter
-from gpuwhy.collect.dcgm_exporter import FIELDS, match, metrics_url, parse, scrape
+from gpuwhy.collect.dcgm_exporter import FIELDS, Poller, match, metrics_url, parse, scrape
 from gpuwhy.facts import GpuDevice
 
 FIXTURE = (Path(__file__).parents[1] / "data" / "dcgm" / "exporter_h100.prom").read_text()
@@ -271,11 +271,9 @@ def test_label_spellings_and_repeats():
 
 
 def test_the_samplers_poller_hands_each_scrape_to_one_tick(exporter):
-    # the live source's reader (collect/nvml.py): a scrape a second in its own thread
-    from gpuwhy.collect.nvml import _DcgmPoller
-
+    # the live source's reader: a scrape a second in its own thread
     gpu0 = "GPU-6f1c8d2a-4b7e-9a03-5c1d-2e8f7a6b4c90"
-    poller = _DcgmPoller(exporter.url, devices(gpu0))
+    poller = Poller(exporter.url, devices(gpu0))
     try:
         deadline = time.monotonic() + GENEROUS
         taken: dict = {}
