@@ -276,7 +276,8 @@ def busy_text(facts: Facts) -> str | None:
     if not blocks:
         return None
     series, block = blocks[0]
-    gpu = f"GPU {series.index}" if len(facts.gpu_samples.gpus) > 1 else "GPU"  # type: ignore[union-attr]
+    assert facts.gpu_samples is not None  # the blocks are its GPUs'
+    gpu = f"GPU {series.index}" if len(facts.gpu_samples.gpus) > 1 else "GPU"
     if not block.reliable:
         return (
             f"{gpu} busy: unknown ({block.measure} read {block.share:.0%} but cannot "

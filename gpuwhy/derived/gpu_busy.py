@@ -11,14 +11,16 @@ in which the program used the GPU, from the best source the run had:
    gpuwhy read it): it integrates too, but reads the share of SMs busy, so a kernel that
    does not fill the GPU reads low (0.85-0.89 of the time share on the H100's duty
    loops). Said so in ``why``;
-3. the driver's own utilisation samples (``nvmlDeviceGetSamples``): each one does not
-   cover the whole of its period (200 ms on an H100), so a load whose period lies near a
-   multiple or divisor of it phase-locks with the samples (a 100 ms busy / 100 ms idle
-   loop read 19 % for 51 %). The aliasing guard (:func:`aliasing`) marks such a figure
-   unreliable: from the step period where ``run`` knows it, else from the samples' own
-   slow beat;
+3. the driver's own utilisation samples (``nvmlDeviceGetSamples``, one every 200 ms on
+   an H100). On the H100's duty loops they tracked the truth (47-49 % for 51 %, 18-20 %
+   for 21 %), but a sample is one reading per period, and a load whose period lies near
+   a multiple or divisor of it shows each sample the same few phases; the aliasing guard
+   (:func:`aliasing`, :func:`beat`) marks such a figure unreliable: from the step period
+   where ``run`` knows it, else from the samples' own slow sweep. The guard is
+   conservative: it was not seen to fire wrongly on those loops, nor proved needed;
 4. point readings (``nvmlDeviceGetUtilizationRates``, the driver's latest sample read
-   again each tick) only in recordings that kept nothing better: never reliable.
+   again each tick) only in recordings that kept nothing better: never reliable (the
+   100/100 loop's slid from 53 % to 1 % and back while its truth stayed at 51 %).
 
 Phases: in ``run`` the steady part is the steps after warm-up (derived/gpu_activity.py's
 step windows); in ``watch`` it is the stretches of sustained activity found in the
@@ -79,6 +81,18 @@ class Source:
     note: str = ""
 
 
+DRIVER_SAMPLES = Source("driver_utilization", "nvml-samples", "the driver's samples", False)
+POINT_READINGS = Source(
+    "utilization",
+    "nvml-point",
+    "point readings",
+    False,
+    "point readings of NVML's utilisation (this run kept none of the driver's own "
+    "samples): each is the driver's latest sample, read again at every tick, and "
+    "aliases with a periodic load",
+)
+
+
 def source_of(series: GpuSeries) -> Source | None:
     """The best busy source this GPU's series hold (see the module doc)."""
     origin = series.activity_source or "gpm"
@@ -94,18 +108,15 @@ def source_of(series: GpuSeries) -> Source | None:
             "SM activity, the best integrating figure this run holds (it had no graphics "
             "utilisation): it reads the share of SMs busy, at or a little below the time share",
         )
+    return _sampled(series)
+
+
+def _sampled(series: GpuSeries) -> Source | None:
+    """The driver's samples, else (an old recording) its point readings."""
     if series.known("driver_utilization"):
-        return Source("driver_utilization", "nvml-samples", "the driver's samples", False)
+        return DRIVER_SAMPLES
     if series.known("utilization"):
-        return Source(
-            "utilization",
-            "nvml-point",
-            "point readings",
-            False,
-            "point readings of NVML's utilisation (this run kept none of the driver's own "
-            "samples): each is the driver's latest sample, read again at every tick, and "
-            "aliases with a periodic load",
-        )
+        return POINT_READINGS
     return None
 
 
@@ -113,11 +124,7 @@ def time_source(series: GpuSeries) -> Source | None:
     """The best time-share series (any kernel running), for telling time from space."""
     if series.known("graphics_activity"):
         return source_of(series)
-    if series.known("driver_utilization"):
-        return Source("driver_utilization", "nvml-samples", "the driver's samples", False)
-    if series.known("utilization"):
-        return Source("utilization", "nvml-point", "point readings", False)
-    return None
+    return _sampled(series)
 
 
 def busy_column(series: GpuSeries) -> str:
@@ -348,9 +355,9 @@ def gpu_busy(series: GpuSeries, steps: StepFacts | None) -> GpuBusy | None:
             why="the program never used this GPU",
         )
     with_steps = steps is not None and bool(steps.starts)
-    steady = (
-        step_windows(steps) if steps is not None and with_steps else None
-    ) or steady_stretches(series, found.column, span)
+    steady = (step_windows(steps) if steps is not None and steps.starts else []) or (
+        steady_stretches(series, found.column, span)
+    )
     centres = series.centres()
     in_span = in_windows(centres, [span])
     in_steady = [a and b for a, b in zip(in_windows(centres, steady), in_span)] if steady else []
