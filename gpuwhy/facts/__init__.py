@@ -19,6 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwhy.facts.capture import (
+    CaptureCopies,
+    CaptureDevice,
+    CaptureFacts,
+    CaptureKernel,
+    CaptureModule,
+    CaptureStep,
+    HostOp,
+    HostShare,
+    PythonFrame,
+)
 from gpuwhy.facts.codec import from_dict, to_dict
 from gpuwhy.facts.distribute import DistributedInput, DistributeFacts, ReducedValue
 from gpuwhy.facts.environment import (
@@ -86,6 +97,15 @@ from gpuwhy.facts.timeline import GpuWindow, GrowingObject, RunTimeline, RunWind
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
+    "CaptureCopies",
+    "CaptureDevice",
+    "CaptureFacts",
+    "CaptureKernel",
+    "CaptureModule",
+    "CaptureStep",
+    "HostOp",
+    "HostShare",
+    "PythonFrame",
     "Activity",
     "CLOCK_REASONS",
     "SLOWDOWN_BITS",
@@ -181,6 +201,7 @@ class Facts:
     workers: WorkersFacts | None = None
     timeline: RunTimeline | None = None
     stalls: StallFacts | None = None
+    capture: CaptureFacts | None = None
 
     def has(self, section: str) -> bool:
         return getattr(self, section, None) is not None

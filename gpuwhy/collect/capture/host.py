@@ -1,0 +1,83 @@
+"""What a host event in a capture says the host was doing, by its name and thread: feeding
+input, compiling, waiting on the GPU (synchronisation), running Python, or dispatching
+work to the device; and the program's own Python functions (the Python tracer's events,
+``$file.py:14 slow``) with their file and line.
+
+TensorFlow names its tf.data work ``Iterator::…``/``IteratorGetNext…`` and runs it on
+``tf_data_*`` threads; JAX's and Keras's input shows as the Python tracer's ``next`` of a
+generator or a data adapter's frames. Names are matched, never executed.
+"""
+
+from __future__ import annotations
+
+import re
+
+_INPUT = re.compile(
+    r"Iterator::|IteratorGetNext|GeneratorDataset|MakeIterator|ParallelMap|ParallelInterleave"
+    r"|Prefetch|PyFunc|tf_data|\$builtins next|data_adapter|py_dataset|dataloader|generator"
+    r"|\bnext\b|__next__|__iter__|tfrecord|decode_(?:jpeg|png|image)|np\.load|read_file"
+    r"|BufferFromHostBuffer|CopyToDevice|TransferToDevice|H2D",
+    re.IGNORECASE,
+)
+_COMPILE = re.compile(
+    r"(?<!pre)compil(?:e|ing|ation)(?!r)|autotun|BuildExecutable|XlaCompilationCache|Trace[A-Z].*Function|trace_function"
+    r"|FuncGraph|ConcreteFunction|lower|tracing",
+    re.IGNORECASE,
+)
+_SYNC = re.compile(
+    r"synchroniz|BlockUntilReady|block_until_ready|WaitFor|ToLiteral|MemcpyD2H|D2H|\bnumpy\b"
+    r"|_numpy|\.item\b|EagerCopyToDevice|_Recv|cuEventSynchronize|cuStreamSynchronize"
+    r"|await|\bwait\b",
+    re.IGNORECASE,
+)
+_DISPATCH = re.compile(
+    r"Launch|Execute|ExecutorState|EagerLocalExecute|KernelAndDevice|FunctionRun|PjRt|Thunk"
+    r"|Dispatch|cu[A-Z]|cuda",
+    re.IGNORECASE,
+)
+# bookkeeping the profiler or the runtime records, never what the host was waiting on
+_IGNORED = re.compile(
+    r"^(?:ThreadpoolListener|MemoryAllocation|MemoryDeallocation|BUFFER_FLUSH|<UNKNOWN>)",
+)
+_FRAME = re.compile(r"^\$(?P<file>[^\s:]+\.py):(?P<line>\d+)\s+(?P<function>.+)$")
+_INPUT_THREADS = re.compile(r"tf_data|data_adapter|prefetch", re.IGNORECASE)
+
+
+def activity(name: str, thread: str) -> str | None:
+    """The activity a host event on ``thread`` shows (input, compile, synchronisation,
+    python, dispatch), None for bookkeeping."""
+    if _IGNORED.match(name):
+        return None
+    if _INPUT_THREADS.search(thread) or _INPUT.search(name):
+        return "input"
+    if _COMPILE.search(name):
+        return "compile"
+    if _SYNC.search(name):
+        return "synchronisation"
+    if name.startswith("$"):
+        return "python"
+    if _DISPATCH.search(name):
+        return "dispatch"
+    return "python" if thread.startswith("python") else "dispatch"
+
+
+def frame(name: str) -> tuple[str, str, int] | None:
+    """(function, file, line) of a Python tracer event ``$train.py:14 slow``, else None
+    (builtins: ``$builtins next``, ``$<unknown> get``)."""
+    match = _FRAME.match(name)
+    if match is None:
+        return None
+    return match.group("function"), match.group("file"), int(match.group("line"))
+
+
+def op_kernel(name: str, display: str | None) -> tuple[str, str] | None:
+    """(node name, op type) of a TensorFlow op kernel's host event (named
+    ``"dense/MatMul:MatMul"``, its metadata's display name the type), else None."""
+    if ":" not in name or name.startswith("$") or " " in name.split(":", 1)[0]:
+        return None
+    node, _, kind = name.rpartition(":")
+    if not node or not kind or display != kind:  # TF names the type in the metadata
+        return None
+    if not kind[:1].isupper() or "::" in name:
+        return None
+    return node, kind
