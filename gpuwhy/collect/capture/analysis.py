@@ -99,11 +99,14 @@ def analyse(spaces: list[xspace.Space], paths: list[Path], note: str | None = No
     steps = [_step(a, b, busy, copy_union, devices, start_ps) for a, b in boundaries[:MAX_STEPS]]
     idle = _idle(boundaries, busy) if devices else intervals.EMPTY
     shares, frames = _host_activity(hosts, idle) if devices and boundaries else ((), ())
-    ops, ops_known = _host_ops(hosts, devices, boundaries)
     metadata = {k: str(v) for p in planes if p.name == "/host:metadata" for k, v in p.stats.items()}
+    producer = _producer(metadata, hosts)
+    ops, ops_known = (
+        _host_ops(hosts, devices, boundaries) if producer == "tensorflow" else ((), False)
+    )
     return CaptureFacts(
         path=str(paths[0]) if len(paths) == 1 else str(paths[0].parent),
-        producer=_producer(metadata, hosts),
+        producer=producer,
         span_s=span_ps * PS,
         host=", ".join(h for s in spaces for h in s.hostnames) or None,
         versions=tuple(sorted((k, v) for k, v in metadata.items() if "version" in k)),
@@ -428,6 +431,7 @@ def _host_activity(
     }
     frames: defaultdict[str, float] = defaultdict(float)
     frame_length: defaultdict[str, float] = defaultdict(float)
+    roots: set[str] = set()  # the files of the Python threads' outermost frames
     for plane in hosts:
         for line in plane.lines:
             if not len(line):
@@ -437,6 +441,7 @@ def _host_activity(
             names = [plane.names.get(int(i), "") for i in unique]
             classes = [host.activity(n, line.name) for n in names]
             ends = line.starts + line.durations
+            roots.update(_outermost_file(plane, line, unique, names))
             covered = _covered(idle, line.starts, ends)
             per_name = np.bincount(inverse, weights=covered, minlength=len(unique))
             lengths = np.bincount(inverse, weights=line.durations, minlength=len(unique))
@@ -470,13 +475,29 @@ def _host_activity(
     if rest > 0:
         shares.append(HostShare(NOT_RECORDED, rest * PS, rest / idle_total))
     shares.sort(key=lambda s: -s.seconds)
-    named = [n for n, t in frames.items() if t >= FRAME_SHARE * idle_total]
-    named.sort(key=lambda n: frame_length[n])  # the innermost (shortest) first
+    covering = [n for n, t in frames.items() if t >= FRAME_SHARE * idle_total]
+    # the program's own files first (those of a Python thread's outermost frame: the
+    # script), then the innermost (shortest) frames: the most specific
+    covering.sort(key=lambda n: ((host.frame(n) or ("", "", 0))[1] not in roots, frame_length[n]))
     python = []
-    for name in named[:TOP_FRAMES]:
+    for name in covering[:TOP_FRAMES]:
         function, file, line_number = host.frame(name) or (name, None, None)
         python.append(PythonFrame(function, file, line_number, frames[name] * PS))
     return tuple(shares), tuple(python)
+
+
+def _outermost_file(
+    plane: xspace.Plane, line: xspace.Line, unique: np.ndarray, names: list[str]
+) -> set[str]:
+    """The file of a Python thread's first frame (the script, on the main thread; none
+    for a thread Python's runtime started)."""
+    frame_ids = [int(i) for i, n in zip(unique, names) if host.frame(n)]
+    if not frame_ids:
+        return set()
+    positions = np.flatnonzero(np.isin(line.ids, frame_ids))
+    first = positions[np.lexsort((-line.durations[positions], line.starts[positions]))[0]]
+    found = host.frame(plane.names.get(int(line.ids[first]), ""))
+    return {found[1]} if found is not None and found[1] not in host.RUNTIME_FILES else set()
 
 
 def _host_ops(

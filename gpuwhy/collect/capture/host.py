@@ -40,6 +40,8 @@ _IGNORED = re.compile(
     r"^(?:ThreadpoolListener|MemoryAllocation|MemoryDeallocation|BUFFER_FLUSH|<UNKNOWN>)",
 )
 _FRAME = re.compile(r"^\$(?P<file>[^\s:]+\.py):(?P<line>\d+)\s+(?P<function>.+)$")
+# the files of Python's own thread and runtime frames: never the program's script
+RUNTIME_FILES = frozenset({"threading.py", "thread.py", "runpy.py", "<frozen runpy>", "queue.py"})
 _INPUT_THREADS = re.compile(r"tf_data|data_adapter|prefetch", re.IGNORECASE)
 
 
