@@ -489,15 +489,20 @@ def _host_activity(
 def _outermost_file(
     plane: xspace.Plane, line: xspace.Line, unique: np.ndarray, names: list[str]
 ) -> set[str]:
-    """The file of a Python thread's first frame (the script, on the main thread; none
-    for a thread Python's runtime started)."""
-    frame_ids = [int(i) for i, n in zip(unique, names) if host.frame(n)]
+    """The file of a Python thread's outermost frame past Python's own (the script, on
+    the main thread: the frames open when the capture began all start at its start, so
+    the longest is the outermost)."""
+    frame_ids = [
+        int(i)
+        for i, n in zip(unique, names)
+        if (found := host.frame(n)) and found[1] not in host.RUNTIME_FILES
+    ]
     if not frame_ids:
         return set()
     positions = np.flatnonzero(np.isin(line.ids, frame_ids))
-    first = positions[np.lexsort((-line.durations[positions], line.starts[positions]))[0]]
-    found = host.frame(plane.names.get(int(line.ids[first]), ""))
-    return {found[1]} if found is not None and found[1] not in host.RUNTIME_FILES else set()
+    longest = positions[int(np.argmax(line.durations[positions]))]
+    found = host.frame(plane.names.get(int(line.ids[longest]), ""))
+    return {found[1]} if found is not None else set()
 
 
 def _host_ops(

@@ -41,7 +41,9 @@ _IGNORED = re.compile(
 )
 _FRAME = re.compile(r"^\$(?P<file>[^\s:]+\.py):(?P<line>\d+)\s+(?P<function>.+)$")
 # the files of Python's own thread and runtime frames: never the program's script
-RUNTIME_FILES = frozenset({"threading.py", "thread.py", "runpy.py", "<frozen runpy>", "queue.py"})
+RUNTIME_FILES = frozenset(
+    {"threading.py", "thread.py", "runpy.py", "<frozen runpy>", "queue.py", "contextlib.py"}
+)
 _INPUT_THREADS = re.compile(r"tf_data|data_adapter|prefetch", re.IGNORECASE)
 
 
