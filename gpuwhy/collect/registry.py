@@ -21,6 +21,7 @@ from typing import Any
 from gpuwhy.collect.environment import RunEnvironment
 from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Option
+from gpuwhy.collect.inprocess.capture import CaptureCollector
 from gpuwhy.collect.inprocess.distribute import DistributeCollector
 from gpuwhy.collect.inprocess.eager import EagerOpCounter
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
@@ -90,6 +91,7 @@ COLLECTORS: tuple[type[Collector], ...] = run_order(
         Program,
         TargetProjection,
         Task,
+        CaptureCollector,
     )
 )
 

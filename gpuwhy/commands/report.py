@@ -1,12 +1,15 @@
 """``gpuwhy report RUN.json``: a saved record rendered again, by the same renderers and
 options as the command that made it (``--recheck`` runs today's rules on its facts).
 ``gpuwhy report RECORDING.jsonl``: a ``watch --record`` file diagnosed as the live
-``watch`` would (modes/recording.py)."""
+``watch`` would (modes/recording.py). ``gpuwhy report CAPTURE``: an XProf capture (an
+``*.xplane.pb``, or a TensorBoard log directory) diagnosed from what the profiler measured
+(modes/capture.py)."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuwhy.collect.sampler import FORMAT, RecordingError
 from gpuwhy.commands.options import (
@@ -17,17 +20,26 @@ from gpuwhy.commands.options import (
 )
 from gpuwhy.commands.reporting import UsageError, emit, exit_status, plan_outputs
 from gpuwhy.commands.settings import ReportSettings
+from gpuwhy.modes.capture import CaptureError, diagnose_capture, is_capture
 from gpuwhy.modes.recording import diagnose_recording, header_format
 from gpuwhy.record import Record, RecordError
 
-HELP = "re-render a saved JSON report"
+HELP = "re-render a saved JSON report, or diagnose a recording or an XProf capture"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "record",
         metavar="RUN.json",
-        help="a saved JSON report, or an NVML recording (gpuwhy watch --record PATH)",
+        help="a saved JSON report, an NVML recording (gpuwhy watch --record PATH), or an "
+        "XProf capture: a *.xplane.pb or a TensorBoard log directory (TensorFlow's or JAX's "
+        "profiler)",
+    )
+    parser.add_argument(
+        "--run",
+        metavar="NAME",
+        help="with a TensorBoard log directory: the profile run to read "
+        "(plugins/profile/NAME; default the newest)",
     )
     parser.add_argument(
         "--recheck", action="store_true", help="run the current rules on the saved facts again"
@@ -41,6 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 class ReportCommandSettings:
     record: str  # RUN.json
     recheck: bool
+    run: str | None
     report: ReportSettings
 
 
@@ -49,12 +62,18 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
     return ReportCommandSettings(
         record=args.record,
         recheck=args.recheck,
+        run=args.run,
         report=report_settings(args),
     )
 
 
 def execute(settings: ReportCommandSettings) -> int:
     try:
+        if settings.run is not None or is_capture(Path(settings.record)):
+            record = diagnose_capture(settings.record, settings.run)
+            outputs = plan_outputs(settings.report, inputs=[settings.record])
+            emit(record, settings.report, outputs)
+            return exit_status(record)
         kind = header_format(settings.record)
         if kind == FORMAT:
             record = diagnose_recording(settings.record)
@@ -64,7 +83,7 @@ def execute(settings: ReportCommandSettings) -> int:
             )
         else:
             record = Record.load(settings.record)
-    except (RecordError, RecordingError) as e:
+    except (RecordError, RecordingError, CaptureError) as e:
         raise UsageError(str(e)) from None
     outputs = plan_outputs(settings.report, inputs=[settings.record])
     if settings.recheck:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # what the host was doing while the GPU idled inside a step, most specific first: the
-# time of a gap goes to the first of these whose events cover it
-HOST_ACTIVITIES = ("input", "compile", "synchronisation", "python", "dispatch")
+# time of a gap goes to the first of these whose events cover it ("compute": TensorFlow
+# op kernels running on the host)
+HOST_ACTIVITIES = ("input", "compile", "synchronisation", "compute", "python", "dispatch")
 NOT_RECORDED = "nothing recorded"  # no host event covers that idle time
 
 
@@ -144,7 +145,8 @@ class CaptureFacts:
     step_name: str | None = None
     steps: tuple[CaptureStep, ...] = ()
     step_count: int = 0
-    idle: tuple[HostShare, ...] = ()  # the steps' GPU idle time by host activity
+    # the steps' GPU idle time by host activity (without a GPU: the steps' whole time)
+    idle: tuple[HostShare, ...] = ()
     python: tuple[PythonFrame, ...] = ()
     host_ops: tuple[HostOp, ...] = ()
     host_ops_known: bool = False  # whether GPU kernels name their ops (on_cpu can be told)
@@ -159,7 +161,10 @@ class CaptureFacts:
 
     @property
     def busy_share(self) -> float | None:
-        """The GPU's busy time over the steps' time (the union of kernels)."""
+        """The GPU's busy time over the steps' time (the union of kernels); None
+        without a GPU in the capture."""
+        if not self.devices:
+            return None
         total = sum(s.duration_s for s in self.steps)
         return sum(s.busy_s for s in self.steps) / total if total > 0 else None
 

@@ -42,6 +42,7 @@ TOP_HOST_OPS = 30
 TOP_FRAMES = 8
 MIN_STEPS = 3  # a pattern seen fewer times is not a step
 FRAME_SHARE = 0.1  # a Python frame is named when it covers this much of the idle time
+ENVELOPES = ("python", "dispatch")  # activities whose step-long events are the step itself
 NO_DEVICE = "no GPU: the capture has no device plane"
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
 _OP_STATS = ("tf_op", "hlo_op")
@@ -97,8 +98,9 @@ def analyse(spaces: list[xspace.Space], paths: list[Path], note: str | None = No
     )
     copy_union = _copy_union(devices)
     steps = [_step(a, b, busy, copy_union, devices, start_ps) for a, b in boundaries[:MAX_STEPS]]
-    idle = _idle(boundaries, busy) if devices else intervals.EMPTY
-    shares, frames = _host_activity(hosts, idle) if devices and boundaries else ((), ())
+    idle = _idle(boundaries, busy)  # without a GPU: the steps' whole time
+    step_ps = int(np.median([b - a for a, b in boundaries])) if boundaries else 0
+    shares, frames = _host_activity(hosts, idle, step_ps) if boundaries else ((), ())
     metadata = {k: str(v) for p in planes if p.name == "/host:metadata" for k, v in p.stats.items()}
     producer = _producer(metadata, hosts)
     ops, ops_known = (
@@ -416,19 +418,20 @@ def _covered(idle: Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarra
 
 
 def _host_activity(
-    hosts: list[xspace.Plane], idle: Intervals
+    hosts: list[xspace.Plane], idle: Intervals, step_ps: int
 ) -> tuple[tuple[HostShare, ...], tuple[PythonFrame, ...]]:
     """The steps' GPU idle time by what the host was doing, each moment to the most
-    specific activity covering it; and the Python frames that covered it."""
+    specific activity covering it; and the Python frames that covered it. A Python or
+    dispatch event as long as half a step (``step_ps``: the median) is the step's own
+    envelope (its marker, the function call, the loop's frame): it says nothing of what
+    the host waited for, and is left out of those two."""
     idle_total = intervals.total(idle)
     if idle_total <= 0:
         return (), ()
-    by_activity: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
-        a: ([], []) for a in HOST_ACTIVITIES
-    }
-    seconds_by_name: dict[str, defaultdict[str, float]] = {
-        a: defaultdict(float) for a in HOST_ACTIVITIES
-    }
+    kinds = (*HOST_ACTIVITIES, host.BACKGROUND_INPUT)
+    by_activity: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {a: ([], []) for a in kinds}
+    seconds_by_name: dict[str, defaultdict[str, float]] = {a: defaultdict(float) for a in kinds}
+    background: list[tuple[str, np.ndarray, np.ndarray]] = []  # tf.data's producers' events
     frames: defaultdict[str, float] = defaultdict(float)
     frame_length: defaultdict[str, float] = defaultdict(float)
     roots: set[str] = set()  # the files of the Python threads' outermost frames
@@ -439,7 +442,10 @@ def _host_activity(
             ids = line.ids
             unique, inverse = np.unique(ids, return_inverse=True)
             names = [plane.names.get(int(i), "") for i in unique]
-            classes = [host.activity(n, line.name) for n in names]
+            classes = [
+                host.activity(n, line.name, plane.display.get(int(i)))
+                for n, i in zip(names, unique)
+            ]
             ends = line.starts + line.durations
             roots.update(_outermost_file(plane, line, unique, names))
             covered = _covered(idle, line.starts, ends)
@@ -449,8 +455,12 @@ def _host_activity(
                 if activity is None:
                     continue
                 mask = inverse == k
+                if activity in ENVELOPES:
+                    mask &= line.durations < step_ps // 2
                 by_activity[activity][0].append(line.starts[mask])
                 by_activity[activity][1].append(ends[mask])
+                if activity == host.BACKGROUND_INPUT:
+                    background.append((name, line.starts[mask], ends[mask]))
                 seconds_by_name[activity][name] += float(per_name[k])
                 if host.frame(name):
                     frames[name] += float(per_name[k])
@@ -469,6 +479,8 @@ def _host_activity(
             continue
         left = intervals.subtract(left, mine)
         named = sorted(seconds_by_name[activity].items(), key=lambda item: -item[1])
+        if activity == "input" and background:
+            named = _busiest(background, mine) or named  # what the wait waited for
         top = tuple(n for n, t in named[:3] if t > 0)
         shares.append(HostShare(activity, seconds * PS, seconds / idle_total, top))
     rest = intervals.total(left)
@@ -484,6 +496,16 @@ def _host_activity(
         function, file, line_number = host.frame(name) or (name, None, None)
         python.append(PythonFrame(function, file, line_number, frames[name] * PS))
     return tuple(shares), tuple(python)
+
+
+def _busiest(
+    events: list[tuple[str, np.ndarray, np.ndarray]], during: Intervals
+) -> list[tuple[str, float]]:
+    """Event names by their time inside ``during``, most first."""
+    seconds: defaultdict[str, float] = defaultdict(float)
+    for name, starts, ends in events:
+        seconds[name] += float(_covered(during, starts, ends).sum())
+    return sorted(((n, t) for n, t in seconds.items() if t > 0), key=lambda item: -item[1])
 
 
 def _outermost_file(

@@ -49,9 +49,12 @@ def capture_files(path: str | Path, run: str | None = None) -> list[Path]:
 
 
 def _runs(where: Path) -> list[Path]:
-    profile = where / "plugins" / "profile"
-    if not profile.is_dir():
-        profile = where if where.name == "profile" else where / "profile"
-    if not profile.is_dir():
-        return []
-    return [r for r in profile.iterdir() if r.is_dir() and any(r.glob(f"*{SUFFIX}"))]
+    """The profile runs under ``where``: ``plugins/profile/<run>/``, or one folder down
+    (Keras's TensorBoard callback writes under ``log_dir/train/``)."""
+    candidates = [where / "plugins" / "profile", where / "profile", where]
+    candidates += sorted(where.glob("*/plugins/profile"))
+    runs: list[Path] = []
+    for profile in candidates:
+        if profile.is_dir() and (profile.name == "profile" or profile == where / "profile"):
+            runs += [r for r in profile.iterdir() if r.is_dir() and any(r.glob(f"*{SUFFIX}"))]
+    return runs

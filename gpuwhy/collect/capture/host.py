@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 
 _INPUT = re.compile(
-    r"Iterator::|IteratorGetNext|GeneratorDataset|MakeIterator|ParallelMap|ParallelInterleave"
-    r"|Prefetch|PyFunc|tf_data|\$builtins next|data_adapter|py_dataset|dataloader|generator"
+    r"IteratorGetNext|MakeIterator|\$builtins next|data_adapter|py_dataset|dataloader|generator"
     r"|\bnext\b|__next__|__iter__|tfrecord|decode_(?:jpeg|png|image)|np\.load|read_file"
     r"|BufferFromHostBuffer|CopyToDevice|TransferToDevice|H2D",
     re.IGNORECASE,
@@ -44,15 +43,26 @@ _FRAME = re.compile(r"^\$(?P<file>[^\s:]+\.py):(?P<line>\d+)\s+(?P<function>.+)$
 RUNTIME_FILES = frozenset(
     {"threading.py", "thread.py", "runpy.py", "<frozen runpy>", "queue.py", "contextlib.py"}
 )
-_INPUT_THREADS = re.compile(r"tf_data|data_adapter|prefetch", re.IGNORECASE)
+# tf.data's own threads: the producers. Their work runs ahead of the step (a prefetch
+# buffer); the step waits on it only through the consumer's GetNext, on another thread.
+_PRODUCER_THREADS = re.compile(r"^tf_data_(?!iterator_get_next)", re.IGNORECASE)
+_CONSUMER_THREADS = re.compile(r"^tf_data_iterator_get_next", re.IGNORECASE)
+BACKGROUND_INPUT = "input, ahead of the step"
 
 
-def activity(name: str, thread: str) -> str | None:
+def activity(name: str, thread: str, display: str | None = None) -> str | None:
     """The activity a host event on ``thread`` shows (input, compile, synchronisation,
-    python, dispatch), None for bookkeeping."""
+    compute, python, dispatch; BACKGROUND_INPUT for tf.data's producer threads, which
+    explain an input wait but are not one), None for bookkeeping. ``display``: its metadata's
+    display name (a TF op kernel's type)."""
     if _IGNORED.match(name):
         return None
-    if _INPUT_THREADS.search(thread) or _INPUT.search(name):
+    if _PRODUCER_THREADS.search(thread):
+        return BACKGROUND_INPUT
+    kernel = op_kernel(name, display)
+    if kernel is not None:  # node names say anything ("compile_loss/..."): the type decides
+        return "input" if kernel[1].startswith(("IteratorGetNext", "Iterator")) else "compute"
+    if _CONSUMER_THREADS.search(thread) or _INPUT.search(name):
         return "input"
     if _COMPILE.search(name):
         return "compile"

@@ -21,13 +21,14 @@ from gpuwhy.report.run.summary import eager_site_rows
 def run_section(facts: Facts, verbose: bool) -> Group | None:
     """The "Run" block: each collector's rows (collect/registry.py), then the notes."""
     program = facts.program
-    if program is None:
+    if program is None and facts.capture is None:
         return None
     rows = Rows()
     for key, text in shown_rows(facts, html=False):
         rows.add_row(key, text)
-    lines: list = [Text("Run", style="bold underline"), *rows.lines]
-    for note in program.notes:
+    title = "Run" if program is not None else "Capture (every figure measured by the profiler)"
+    lines: list = [Text(title, style="bold underline"), *rows.lines]
+    for note in program.notes if program is not None else ():
         lines.append(Text(f"  note: {note}", style="dim"))
     if verbose:
         lines.extend(_verbose_tables(facts))

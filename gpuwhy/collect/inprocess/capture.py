@@ -1,0 +1,308 @@
+"""``gpuwhy run --capture N``: N steps under TensorFlow's own profiler (kernels, copies and
+host events, CUPTI underneath on a GPU), after warm-up, written as an XProf capture the
+user keeps, then read back as the ``capture`` section: the measured facts the rules
+prefer to the predicted ones (real placement, tensor cores actually used, copies, the
+GPU's busy time in those steps).
+
+A background thread waits for the training function to warm up (the tf.function with
+the most time in calls that trains, after ``WARMUP_CALLS`` calls: FunctionWatcher.warm;
+a loop without one is captured for ``EAGER_CAPTURE_S`` once TensorFlow has run that
+long), starts the profiler (``tf.profiler.experimental.start``), waits for N more calls
+(at most ``MAX_CAPTURE_S``) and stops it, which writes the capture under
+``--capture-dir`` (a TensorBoard log directory: ``plugins/profile/<run>/<host>.xplane.pb``).
+Its cost is bounded: N is at most ``MAX_STEPS``, the time traced at most ``MAX_CAPTURE_S``,
+and reading it back happens once, at the end, over those steps only.
+
+One profiler session runs per process: where the program runs its own, or gpuwhy's step
+sampler holds it, the capture waits for it (``BUSY_WAIT_S``), then gives up and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuwhy.collect.capture.analysis import read_capture
+from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
+from gpuwhy.collect.capture.xspace import FormatError
+from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
+from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.facts import CaptureFacts, Facts
+from gpuwhy.formatting import byte_size, duration
+
+WARMUP_CALLS = 3
+FALLBACK_CALLS = 20  # a function that trains nothing (an inference loop): once this warm
+MAX_STEPS = 200
+MAX_CAPTURE_S = 30.0
+EAGER_CAPTURE_S = 2.0  # no tf.function: the time traced
+EAGER_AFTER_S = 10.0  # ... once TensorFlow has run this long
+BUSY_WAIT_S = 30.0
+POLL_S = 0.02
+
+
+def _steps(text: str) -> int:
+    return int(text)
+
+
+def _refuse_steps(steps: int) -> str | None:
+    if steps < 0 or steps > MAX_STEPS:
+        return f"--capture takes 1 to {MAX_STEPS} steps (0: no capture), not {steps}"
+    return None
+
+
+CAPTURE_STEPS = Option(
+    name="capture",
+    flag="--capture",
+    default=0,
+    type=_steps,
+    metavar="N",
+    help="capture N steps after warm-up with TensorFlow's profiler (kernels, copies, host "
+    "ops: measured, not predicted) and keep the capture for XProf/TensorBoard (off: 0)",
+    refuse=_refuse_steps,
+)
+CAPTURE_DIR = Option(
+    name="capture_dir",
+    flag="--capture-dir",
+    default="gpuwhy-capture",
+    metavar="DIR",
+    help="the TensorBoard log directory --capture writes to (default ./gpuwhy-capture)",
+)
+
+
+class CaptureCollector(Collector):
+    """The profiler thread; ``fill`` reads the capture it wrote back."""
+
+    name = section = "capture"
+    what = "the capture"
+    needs_tensorflow = True
+    reads_from = ("tracing",)  # the function whose calls are the steps
+    options = (CAPTURE_STEPS, CAPTURE_DIR)
+    shown = 85
+
+    @classmethod
+    def wanted(cls, options: RunOptions) -> bool:
+        return options[CAPTURE_STEPS] > 0
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> CaptureCollector:
+        return cls(cls.peer_of(made, FunctionWatcher), options[CAPTURE_STEPS], options[CAPTURE_DIR])
+
+    @classmethod
+    def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
+        if facts.capture is None:
+            return []
+        return capture_rows(facts.capture)
+
+    def __init__(self, functions: FunctionWatcher, steps: int, logdir: str) -> None:
+        self._functions = functions
+        self._steps = steps
+        self._logdir = os.path.abspath(logdir)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._tf_at: float | None = None
+        self.reason: str | None = None
+        self.written: list[Path] = []
+        self.overhead_s: float | None = None
+        self.function: str | None = None
+
+    def on_tensorflow(self) -> None:
+        self._tf_at = time.perf_counter()
+        self._thread = threading.Thread(target=self._capture, name="gpuwhy-capture", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout=MAX_CAPTURE_S)
+
+    def fill(self, gathering: Gathering) -> CaptureFacts | None:
+        if not self.written:
+            if self.reason:
+                gathering.note(f"--capture: {self.reason}")
+            return None
+        try:
+            facts = read_capture(self.written)
+        except (CaptureNotFound, FormatError, OSError) as error:
+            gathering.note(f"--capture: the capture could not be read back ({error})")
+            return None
+        from dataclasses import replace
+
+        return replace(facts, captured_steps=self._steps, overhead_s=self.overhead_s)
+
+    # -- the profiler thread -------------------------------------------------------------
+    def _wait_for_function(self) -> tuple[str, int] | None:
+        while not self._stop.is_set():
+            hot = self._functions.warm(1 + WARMUP_CALLS, FALLBACK_CALLS)
+            if hot is not None:
+                return hot
+            if self._tf_at is not None and time.perf_counter() - self._tf_at > EAGER_AFTER_S:
+                return None
+            time.sleep(POLL_S * 5)
+        return None
+
+    def _capture(self) -> None:
+        try:
+            import tensorflow as tf  # the program imported it: no cost
+
+            hot = self._wait_for_function()
+            if self._stop.is_set():
+                self.reason = "the program ended before its steps warmed up"
+                return
+            self.function = hot[0] if hot else None
+            before = set(_existing(self._logdir))
+            began = time.perf_counter()
+            if not self._start(tf):
+                return
+            started = time.perf_counter()
+            if hot is not None:
+                name = hot[0]
+                target = self._functions.calls_of(name) + self._steps + 1
+                while (
+                    not self._stop.is_set()
+                    and self._functions.calls_of(name) < target
+                    and time.perf_counter() - started < MAX_CAPTURE_S
+                ):
+                    time.sleep(POLL_S)
+            else:
+                self._stop.wait(EAGER_CAPTURE_S)
+            stopping = time.perf_counter()
+            tf.profiler.experimental.stop()
+            self.overhead_s = (started - began) + (time.perf_counter() - stopping)
+            self.written = sorted(set(_existing(self._logdir)) - before)
+            if not self.written:
+                self.reason = f"TensorFlow's profiler wrote no capture under {self._logdir}"
+        except Exception as error:  # noqa: BLE001 - never into the program
+            self.reason = f"{type(error).__name__}: {error}"
+
+    def _start(self, tf: object) -> bool:
+        """Start the profiler, waiting while another session holds it."""
+        options = tf.profiler.experimental.ProfilerOptions(  # type: ignore[attr-defined]
+            host_tracer_level=2, python_tracer_level=1, device_tracer_level=1
+        )
+        deadline = time.perf_counter() + BUSY_WAIT_S
+        while True:
+            try:
+                tf.profiler.experimental.start(self._logdir, options=options)  # type: ignore[attr-defined]
+                return True
+            except Exception as error:  # noqa: BLE001 - another session runs
+                if self._stop.is_set() or time.perf_counter() > deadline:
+                    self.reason = f"TensorFlow's profiler would not start ({error})"
+                    return False
+                time.sleep(0.5)
+
+
+def _existing(logdir: str) -> list[Path]:
+    try:
+        return capture_files(logdir)
+    except CaptureNotFound:
+        return []
+
+
+def capture_rows(capture: CaptureFacts) -> list[tuple[str, str]]:
+    """The capture's rows in the reports: what was captured, the steps measured in it,
+    each GPU's busy time, kernels, copies and tensor cores, the host during idle."""
+    rows = [("Capture", _source_line(capture))]
+    if capture.steps:
+        rows.append(("Captured steps", _steps_line(capture)))
+    if capture.no_device:
+        rows.append(("GPU (captured)", capture.no_device + "; the host's events were read"))
+    for device in capture.devices:
+        rows.append((f"{device.name} (captured)", _device_line(device)))
+        if device.copies:
+            rows.append(("Copies (captured)", _copies_line(device)))
+    if capture.idle:
+        rows.append(
+            ("GPU idle in steps" if capture.devices else "Host in steps", _idle_line(capture))
+        )
+    cpu_ops = [op for op in capture.host_ops if op.on_cpu]
+    if cpu_ops:
+        rows.append(
+            (
+                "Ops on the CPU",
+                ", ".join(f"{op.type} ({op.name})" for op in cpu_ops[:5])
+                + (f" and {len(cpu_ops) - 5} more" if len(cpu_ops) > 5 else ""),
+            )
+        )
+    return rows
+
+
+def _source_line(capture: CaptureFacts) -> str:
+    producer = {"tensorflow": "TensorFlow's", "jax": "JAX's"}.get(capture.producer, "a")
+    text = f"{capture.path} ({producer} profiler, {duration(capture.span_s)} traced"
+    text += f", {byte_size(capture.bytes)})" if capture.bytes else ")"
+    if capture.captured_steps:
+        text += f"; {capture.captured_steps} steps asked for"
+    if capture.overhead_s is not None:
+        text += f", profiler start and stop took {duration(capture.overhead_s)}"
+    return text
+
+
+def _steps_line(capture: CaptureFacts) -> str:
+    how = {
+        "step markers": f"step markers ({capture.step_name})",
+        "function calls": f"calls of {capture.step_name}",
+        "device pattern": f"the GPU's repeating work ({capture.step_name})",
+    }.get(capture.steps_from or "", capture.steps_from or "")
+    text = f"{capture.step_count} from {how}"
+    if capture.median_step_s is not None:
+        text += f", median {duration(capture.median_step_s)}"
+    if capture.busy_share is not None:
+        text += f"; GPU busy {capture.busy_share:.1%} of them (measured: its kernels' union)"
+    kernels = [s.kernels for s in capture.steps if s.kernels]
+    if kernels:
+        middle = sorted(kernels)[len(kernels) // 2]
+        lengths = sorted(s.median_kernel_s for s in capture.steps if s.median_kernel_s)
+        text += f"; {middle} kernels a step"
+        if lengths:
+            text += f", median {duration(lengths[len(lengths) // 2], microseconds=True)} each"
+    return text
+
+
+def _device_line(device: object) -> str:
+    from gpuwhy.facts import CaptureDevice
+
+    assert isinstance(device, CaptureDevice)
+    text = f"{device.model or device.name}: {device.kernels:,} kernels on {device.streams} streams"
+    text += f", busy {duration(device.busy_s)}"
+    if device.matmul_s > 0:
+        share = device.matmul_tensor_core_s / device.matmul_s
+        precisions = sorted({k.tensor_core for k in device.top_kernels if k.tensor_core} - {""})
+        text += f"; convolutions and matmuls {share:.0%} on tensor cores"
+        if precisions:
+            text += f" ({', '.join(precisions)})"
+    if device.modules:
+        top = device.modules[0]
+        text += f"; most time in {top.name} ({duration(top.time_s)})"
+    return text
+
+
+def _copies_line(device: object) -> str:
+    from gpuwhy.facts import CaptureDevice
+
+    assert isinstance(device, CaptureDevice)
+    parts = []
+    for copies in device.copies:
+        kind = (
+            copies.direction.replace("_to_", "→").replace("host", "host").replace("device", "GPU")
+        )
+        part = f"{kind} {copies.count} ({byte_size(copies.bytes)}, {duration(copies.time_s)}"
+        if copies.pageable:
+            part += f", {copies.pageable} from pageable memory"
+        parts.append(part + ")")
+    return "; ".join(parts)
+
+
+def _idle_line(capture: CaptureFacts) -> str:
+    parts = [f"{share.activity} {share.share:.0%}" for share in capture.idle if share.share >= 0.01]
+    text = "the host was in " + ", ".join(parts)
+    if not capture.devices:
+        text = "steps' time: " + text
+    own = [f for f in capture.python if f.file]
+    if own:
+        frame = own[0]
+        text += f"; first Python frame: {frame.function} ({frame.file}:{frame.line})"
+    return text

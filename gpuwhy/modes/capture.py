@@ -1,0 +1,31 @@
+"""``gpuwhy report CAPTURE``: an XProf capture (``*.xplane.pb``, or a TensorBoard log
+directory holding ``plugins/profile/<run>/``) from TensorFlow or JAX, diagnosed by the same
+rules, verdict and reports as a live run; every figure in it measured by the profiler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuwhy.collect.capture.analysis import read_capture
+from gpuwhy.collect.capture.files import CaptureNotFound, capture_files, is_capture
+from gpuwhy.collect.capture.xspace import FormatError
+from gpuwhy.facts import Facts
+from gpuwhy.record import Record
+
+__all__ = ["CaptureError", "diagnose_capture", "is_capture"]
+
+
+class CaptureError(ValueError):
+    """A capture that cannot be found or read: the message says which and why."""
+
+
+def diagnose_capture(path: str | Path, run: str | None = None) -> Record:
+    """The record of the capture at ``path`` (``run``: a run's folder under plugins/profile)."""
+    try:
+        files = capture_files(path, run)
+        capture = read_capture(files)
+    except (CaptureNotFound, FormatError) as error:
+        raise CaptureError(str(error)) from None
+    except OSError as error:
+        raise CaptureError(f"cannot read {path}: {error.strerror or error}") from None
+    return Record.diagnose("capture", Facts(capture=capture))
