@@ -11,6 +11,7 @@ from gpuwhy.derived.input_wait import read_steps_wait
 from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck, steps_pipeline
 from gpuwhy.derived.worker_times import compare, standing_out
 from gpuwhy.facts import (
+    CaptureFacts,
     Facts,
     InputFixFacts,
     PlacementFacts,
@@ -43,6 +44,8 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
         return _fix_verdict(facts.input_fixes)
     if facts.program is not None:
         return _run_verdict(facts, facts.program, findings)
+    if facts.capture is not None:
+        return _capture_verdict(facts.capture, findings)
     usable = gpu_usable(facts)
     if usable is False:
         no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
@@ -73,6 +76,26 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
     if findings:
         return findings[0].title
     return "No problems found."
+
+
+def _capture_verdict(capture: CaptureFacts, findings: list[Finding]) -> str:
+    """A profiler capture: the GPU's measured busy share of its steps, then the worst."""
+    worst = next((f for f in findings if f.severity in ("high", "medium")), None)
+    tail = f": {_headline(worst.title)}" if worst is not None else "; no problem found in them"
+    steps = len(capture.steps)
+    if not steps:
+        return (
+            "Captured: no steps found (no step markers, no repeated tf.function call, no "
+            "kernel the GPU repeats)" + (f"; {_headline(worst.title)}" if worst else "") + "."
+        )
+    what = f"{steps} captured steps of {duration(capture.median_step_s)}"
+    busy = capture.busy_share
+    if busy is None:
+        head = f"{what}, no GPU in the capture (host events only)"
+    else:
+        head = f"GPU busy {busy:.0%} of {what} (measured: its kernels)"
+    text = head + tail
+    return text if text.endswith(("…", ".")) else text + "."
 
 
 def _placement_verdict(placement: PlacementFacts, findings: list[Finding]) -> str:

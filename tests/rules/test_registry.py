@@ -53,5 +53,5 @@ def test_rules_without_their_facts_are_recorded_not_run():
     findings, not_checked = run_rules(Facts())
     assert findings == []
     assert not_checked["env.no-gpu"] == "needs environment"
-    assert not_checked["input.bound"] == "needs steps"
+    assert not_checked["input.bound"] == "needs steps or capture"
     assert not_checked["input.sequential-map"] == "needs tfdata"

@@ -6,12 +6,13 @@ import dataclasses
 import re
 from typing import Any
 
+from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
 from gpuwhy.derived.host_load import HostLoad, host_load
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait, read_steps_wait
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.derived.pipeline_stages import ends_buffered
-from gpuwhy.facts import EagerFacts, Facts, PipelineFacts, StepFacts
+from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
 from gpuwhy.fixes.pipeline_evidence import CONSUMER_NAMES, pipeline_name, stage_row, stage_table
@@ -52,6 +53,15 @@ class InputBound(Rule):
     a host to itself. A wait under `high_at` is then low and its title names no stage
     (a load takes that much from any pipeline); a larger one stays high, the load
     beside it.
+
+    From a profiler capture (`gpuwhy report CAPTURE`, `gpuwhy run --capture N`) without
+    the watched steps, the wait is the share of the captured steps' time the GPU idled
+    (the whole step where the capture has no GPU) while the host waited for its next
+    batch: tf.data's consumer (`IteratorGetNext`) or Python's `next()` of a generator,
+    each moment counted once, input first. tf.data's producer threads explain the wait
+    (the evidence names their busiest stages) but never make one: they run ahead of the
+    step. The program's own Python function under the wait (the profiler's Python
+    tracer) is the location.
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
@@ -98,7 +108,9 @@ class InputBound(Rule):
     id = "input.bound"
     severity = "high"
     status = "stable"
-    needs = ("steps",)  # tfdata, when present, names the slowest stage
+    # steps (a watched run; tfdata, when present, names the slowest stage), or a
+    # profiler capture (gpuwhy report CAPTURE: the host's events while the GPU idled)
+    needs_any = ("steps", "capture")
     options = {
         "medium_at": 0.05,
         "high_at": 0.20,
@@ -109,6 +121,8 @@ class InputBound(Rule):
     question = "Why is the GPU idle?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        if facts.steps is None:
+            return self._from_capture(facts.capture, options) if facts.capture else []
         reading = read_steps_wait(facts, options["medium_at"])
         if facts.steps is not None and reading is not None:
             if reading.wait.fraction < options["medium_at"]:
@@ -123,6 +137,49 @@ class InputBound(Rule):
             if wait is not None and wait.fraction >= options["medium_at"]:
                 findings.append(self._from_pipeline(pipeline, wait, options, load))
         return findings
+
+    def _from_capture(self, capture: CaptureFacts, options: dict[str, Any]) -> list[Finding]:
+        """A profiler capture's steps: the share of their time the GPU idled while the
+        host waited for input (the consumer's GetNext, Python's ``next()``)."""
+        share = capture_facts.activity_share(capture, "input")
+        if not capture_facts.decides(capture) or share < options["medium_at"]:
+            return []
+        step = capture.median_step_s
+        waited = capture_facts.activity(capture, "input")
+        frame = capture_facts.own_frame(capture)
+        where = f"{frame.file}:{frame.line}" if frame and frame.line else None
+        gpu = "the GPU idled" if capture.devices else "the step's time went"
+        title = (
+            f"Steps wait for input {share:.0%} of the time: {gpu} while the host waited "
+            f"for the next batch (measured in {len(capture.steps)} captured steps of "
+            f"{duration(step)})"
+        )
+        if frame is not None:
+            title += f"; the wait is in {frame.function} ({where})"
+        evidence: dict[str, Any] = {
+            "input_wait_fraction": round(share, 3),
+            "step_median_ms": milliseconds(step, 2),
+            "steps_measured": len(capture.steps),
+            "measured_at": f"profiler capture {capture.path}",
+            "gpu_busy_fraction": (
+                round(capture.busy_share, 3) if capture.busy_share is not None else None
+            ),
+        }
+        if waited is not None and waited.top:
+            evidence["host_events_in_the_wait"] = ", ".join(waited.top)
+        if frame is not None:
+            evidence["python_frame"] = f"{frame.function} at {where}"
+        return [
+            self.finding(
+                title,
+                severity="high" if share >= options["high_at"] else "medium",
+                location=where,
+                evidence=evidence,
+                fix=_capture_fix(capture, frame),
+                estimated_gain=f"up to {share:.0%} of step time, if input keeps up",
+                gain_value=round(share, 4),
+            )
+        ]
 
     def _from_steps(
         self, facts: Facts, steps: StepFacts, reading: StepsWait, options: dict[str, Any]
@@ -357,6 +414,44 @@ class InputBound(Rule):
 # Eager ops per step from which the step itself runs eagerly (a traced step issues
 # none; a few metric updates around it stay below this).
 EAGER_STEP_OPS = 20
+
+
+def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
+    """The fix for an input wait seen in a capture: the capture names the function that
+    makes the batches, not the dataset's variable, so the code is written around it."""
+    name = frame.function if frame is not None and frame.function.isidentifier() else None
+    if capture.producer == "tensorflow":
+        source = (
+            f"tf.data.Dataset.from_generator({name}, output_signature=...)" if name else "dataset"
+        )
+        return "\n".join(
+            [
+                "# the input pipeline, made in parallel and ahead of the step:",
+                f"ds = ({source}",
+                "      .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)  # its maps",
+                "      .prefetch(tf.data.AUTOTUNE))",
+                "# a Python generator runs one batch at a time under the GIL: make the batches",
+                "# with TF ops (tf.data.TFRecordDataset, tf.io) or several generators at once:",
+                "#   tf.data.Dataset.range(4).interleave(lambda i: ..., num_parallel_calls=4)",
+                "# then `gpuwhy run train.py` names the slow stage and `gpuwhy fix --input` "
+                "measures the rewrite",
+            ]
+        )
+    made = f"`{name}` ({frame.file}:{frame.line})" if name and frame else "the batches"
+    return "\n".join(
+        [
+            f"# {made} are made one at a time on the training thread's critical path:",
+            "# make them in parallel, ahead of the step, e.g. with Keras' PyDataset:",
+            "class Batches(keras.utils.PyDataset):",
+            "    def __init__(self, **kwargs):",
+            "        super().__init__(workers=8, use_multiprocessing=True, **kwargs)",
+            "    def __len__(self):",
+            "        return steps_per_epoch",
+            "    def __getitem__(self, index):",
+            f"        ...  # one batch, as {name or 'the generator'} makes it",
+            "# or a tf.data / grain pipeline with parallel maps and prefetch",
+        ]
+    )
 
 
 def _fewer_calls(eager: EagerFacts | None) -> list[str]:

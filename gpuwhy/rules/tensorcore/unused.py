@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, FloatIndex, TensorOp
+from gpuwhy.derived import capture as capture_facts
+from gpuwhy.facts import CaptureFacts, Facts, FloatIndex, TensorOp
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.dataset_calls import with_keywords
 from gpuwhy.fixes.op_groups import prediction_note
+from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
 
@@ -38,6 +40,13 @@ class TensorCoreUnused(Rule):
     unknown batch dimension: their FLOPs use the batch size the run delivered (the
     batch stage of the pipeline the steps read, as TF's own model measured it), and
     the evidence says so (`flops_batch`).
+
+    With a profiler capture of a GPU (`gpuwhy report CAPTURE`, `gpuwhy run --capture N`)
+    the kernels actually run decide: the convolution and matmul kernels' time on no
+    tensor core (their names say so: `xmma`/`wgmma`/`hmma`/`imma` kernels use them,
+    `sgemm`/`wgrad_alg0` do not) is at least `min_fraction` of those kernels' time.
+    Where the graph predicted otherwise the finding says both and trusts the capture
+    (an info finding where only the prediction fired).
 
     ## Why is this slow?
     Without a tensor-core data type, cuBLAS and cuDNN run matmuls and convolutions on
@@ -87,13 +96,94 @@ class TensorCoreUnused(Rule):
     id = "tensorcore.unused"
     severity = "medium"
     status = "stable"
-    needs = ("placement",)
+    # placement (the traced graph: a prediction), or a capture's kernels (measured)
+    needs_any = ("placement", "capture")
     options = {"min_fraction": 0.10}
     question = "Are tensor cores used?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        predicted = self._predicted(facts, options) if facts.placement is not None else []
+        capture = facts.capture
+        if capture is None or not any(d.matmul_s > 0 for d in capture.devices):
+            return predicted
+        return self._measured(capture, predicted, options)
+
+    def _measured(
+        self, capture: CaptureFacts, predicted: list[Finding], options: dict[str, Any]
+    ) -> list[Finding]:
+        """The convolution and matmul kernels the GPU ran, by their names: the capture
+        measures what the graph predicts, and where the two disagree it is trusted."""
+        off, total, names = capture_facts.matmul_off_tensor_cores(capture)
+        share = off / total if total > 0 else 0.0
+        used = sorted(
+            {k.tensor_core for d in capture.devices for k in d.top_kernels if k.tensor_core}
+        )
+        evidence: dict[str, Any] = {
+            "measured_at": f"profiler capture {capture.path}",
+            "matmul_conv_kernel_ms": round(total * 1e3, 3),
+            "off_tensor_cores_share": round(share, 3),
+            "tensor_core_precisions": ", ".join(used) or None,
+            "kernels_off_tensor_cores": names[:5],
+        }
+        if share < options["min_fraction"]:
+            if not predicted:
+                return []
+            return [
+                self.finding(
+                    f"Predicted: {predicted[0].title}; but the capture measured "
+                    f"{1 - share:.0%} of the convolution/matmul kernel time on tensor cores "
+                    f"({', '.join(used) or 'by their names'}): the measurement is trusted",
+                    severity="info",
+                    evidence={**evidence, "predicted": predicted[0].title},
+                )
+            ]
+        if predicted:
+            evidence["predicted"] = f"agrees: {predicted[0].title}"
+        title = (
+            f"{share:.0%} of the convolution/matmul kernel time ran on no tensor core "
+            f"(measured: {duration(off)} of {duration(total)} in "
+            f"{len(capture.steps) or 'the'} captured steps)"
+        )
+        sixteen = {"bf16", "fp16", "fp8", "int8"} & set(used)
+        if used:
+            # the others run on tensor cores: these are shapes cuDNN/cuBLAS gave other
+            # kernels (few channels, odd sizes), not a precision the program turned off
+            title += (
+                f"; the rest runs on tensor cores ({', '.join(used)}): cuDNN chose other "
+                "kernels for these shapes (few channels, odd sizes)"
+            )
+        if sixteen:
+            fix = None  # 16-bit tensor cores already run: nothing to switch on
+        elif capture.producer == "jax":
+            fix = (
+                "jax.config.update('jax_default_matmul_precision', 'tensorfloat32')  # 8.0+\n"
+                if not used
+                else ""
+            ) + _FIX_MIXED
+        else:
+            fix = (
+                "tf.config.experimental.enable_tensor_float_32_execution(True)  # the default\n"
+                if not used
+                else ""
+            ) + _FIX_MIXED
+        return [
+            self.finding(
+                title,
+                severity="low" if used else self.severity,
+                evidence=evidence,
+                fix=fix,
+                estimated_gain=(
+                    "up to 2x on those kernels with 16-bit tensor cores"
+                    if used
+                    else "up to 2-8x on those kernels, by GPU generation"
+                ),
+                gain_value=round(off / max(capture_facts.steps_time(capture), 1e-9), 4),
+            )
+        ]
+
+    def _predicted(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        assert placement is not None  # in `needs`: never run without it
+        assert placement is not None
         ops = list(placement.tensor_ops)
         float32 = [op for op in ops if op.dtype == "float32"]
         share = shares(ops, float32)
