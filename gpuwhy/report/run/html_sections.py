@@ -81,10 +81,16 @@ def evidence_item(key: str, value: Any) -> dict[str, Any]:
 def run_view(facts: Facts) -> dict[str, Any] | None:
     """The "Run" block: each collector's rows (collect/registry.py), then the notes."""
     program = facts.program
-    if program is None:
+    if program is None and facts.capture is None:
         return None
     rows = shown_rows(facts, html=True)
-    return {"rows": rows, "notes": list(program.notes)}
+    if program is None:  # gpuwhy report CAPTURE
+        return {
+            "title": "Capture (every figure measured by the profiler)",
+            "rows": rows,
+            "notes": [],
+        }
+    return {"title": "Run", "rows": rows, "notes": list(program.notes)}
 
 
 def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
