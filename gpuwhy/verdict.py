@@ -13,6 +13,7 @@ from gpuwhy.derived.worker_times import compare, standing_out
 from gpuwhy.facts import (
     CaptureFacts,
     Facts,
+    GpuBusy,
     InputFixFacts,
     PlacementFacts,
     ProgramFacts,
@@ -302,10 +303,16 @@ def busy_text(facts: Facts) -> str | None:
     assert facts.gpu_samples is not None  # the blocks are its GPUs'
     gpu = f"GPU {series.index}" if len(facts.gpu_samples.gpus) > 1 else "GPU"
     if not block.reliable:
-        return (
+        text = (
             f"{gpu} busy: unknown ({block.measure} read {block.share:.0%} but cannot "
             f"resolve this program: {block.why})"
         )
+        if block.kernels_share is not None:
+            text += (
+                f"; its kernels ran {block.kernels_share:.0%} of {block.kernels_steps} "
+                "captured steps (measured directly)"
+            )
+        return text
     text = f"{gpu} busy {block.share:.0%} while the program used it ({block.measure}"
     if block.space_share is not None and block.measure == "SM activity":
         text += f"; engaged {block.time_share:.0%} of the time"
@@ -315,6 +322,19 @@ def busy_text(facts: Facts) -> str | None:
             f"; {block.steady_share:.0%} in its {block.steady_span_s:,.0f} s of steady work, "
             f"after {block.startup_s:,.0f} s of start-up and pauses"
         )
+    if block.kernels_share is not None:
+        text += _kernels_clause(block)
+    return text
+
+
+def _kernels_clause(block: GpuBusy) -> str:
+    """The captured steps' kernels beside the sampled figure: the direct measurement of
+    those steps, trusted where the two differ by more than a tenth."""
+    text = f"; its kernels ran {block.kernels_share:.0%} of {block.kernels_steps} captured steps"
+    sampled = block.steady_share if block.steady_share is not None else block.share
+    if block.kernels_share is not None and sampled is not None:
+        if abs(block.kernels_share - sampled) > 0.1:
+            text += f" (measured directly: trusted over the {block.measure} for those steps)"
     return text
 
 

@@ -73,3 +73,16 @@ def matmul_off_tensor_cores(capture: CaptureFacts) -> tuple[float, float, list[s
         k.name for d in capture.devices for k in d.top_kernels if k.matmul and k.tensor_core is None
     ]
     return off, total, names
+
+
+def device_shares(capture: CaptureFacts | None) -> dict[int, float]:
+    """Per GPU index (``/device:GPU:N``), the share of the captured steps its kernels ran."""
+    if capture is None or not decides(capture):
+        return {}
+    total = steps_time(capture)
+    shares = {}
+    for device in capture.devices:
+        index = device.name.rsplit(":", 1)[-1]
+        if index.isdigit() and total > 0:
+            shares[int(index)] = device.steps_busy_s / total
+    return shares

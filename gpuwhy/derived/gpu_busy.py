@@ -39,6 +39,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuwhy.derived.capture import device_shares
 from gpuwhy.derived.gpu_activity import (
     MIN_SAMPLES,
     Window,
@@ -449,10 +450,18 @@ def with_busy(facts: Facts) -> Facts:
     samples = facts.gpu_samples
     if not usable(samples):
         return facts
-    gpus = tuple(
-        dataclasses.replace(series, busy=gpu_busy(series, facts.steps)) for series in samples.gpus
-    )
-    return dataclasses.replace(facts, gpu_samples=dataclasses.replace(samples, gpus=gpus))
+    captured = device_shares(facts.capture)  # gpuwhy run --capture: measured directly
+    gpus = []
+    for series in samples.gpus:
+        block = gpu_busy(series, facts.steps)
+        if block is not None and series.index in captured:
+            block = dataclasses.replace(
+                block,
+                kernels_share=round(captured[series.index], 4),
+                kernels_steps=len(facts.capture.steps) if facts.capture else 0,
+            )
+        gpus.append(dataclasses.replace(series, busy=block))
+    return dataclasses.replace(facts, gpu_samples=dataclasses.replace(samples, gpus=tuple(gpus)))
 
 
 def busy_of(facts: Facts, series: GpuSeries) -> GpuBusy | None:

@@ -70,6 +70,7 @@ class CaptureDevice:
     tensor_core_s: float  # kernels whose names say they use tensor cores
     matmul_s: float  # convolutions and matrix products
     matmul_tensor_core_s: float  # of those, on tensor cores
+    steps_busy_s: float = 0.0  # the union of its kernels inside the steps
     top_kernels: tuple[CaptureKernel, ...] = ()
     modules: tuple[CaptureModule, ...] = ()
     copies: tuple[CaptureCopies, ...] = ()

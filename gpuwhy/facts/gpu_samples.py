@@ -117,6 +117,11 @@ class GpuBusy:
     startup_s: float = 0.0
     time_share: float | None = None
     space_share: float | None = None
+    # gpuwhy run --capture: the share of the captured steps this GPU's kernels ran (the
+    # union of their intervals): a direct measurement of those steps, trusted over the
+    # sampled figure for them where the two differ
+    kernels_share: float | None = None
+    kernels_steps: int = 0
 
 
 @dataclass(frozen=True)

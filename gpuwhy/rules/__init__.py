@@ -46,6 +46,7 @@ from gpuwhy.rules.memory.underused import MemoryUnderused
 from gpuwhy.rules.placement.float64 import Float64
 from gpuwhy.rules.placement.forced_cpu import ForcedCpu
 from gpuwhy.rules.placement.host_transfers import HostTransfers
+from gpuwhy.rules.placement.measured_cpu_ops import MeasuredCpuOps
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
 from gpuwhy.rules.steps.drift import StepDrift
 from gpuwhy.rules.steps.periodic_stall import PeriodicStall
@@ -87,6 +88,7 @@ ALL_RULES: list[type[Rule]] = [
     Float64,  # placement.float64
     ForcedCpu,  # placement.forced-cpu
     HostTransfers,  # placement.host-transfers
+    MeasuredCpuOps,  # placement.measured-cpu-ops
     NoGpuKernel,  # placement.no-gpu-kernel
     StepDrift,  # steps.drift
     PeriodicStall,  # steps.periodic-stall

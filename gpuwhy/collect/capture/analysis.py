@@ -112,7 +112,7 @@ def analyse(spaces: list[xspace.Space], paths: list[Path], note: str | None = No
         span_s=span_ps * PS,
         host=", ".join(h for s in spaces for h in s.hostnames) or None,
         versions=tuple(sorted((k, v) for k, v in metadata.items() if "version" in k)),
-        devices=tuple(_device_facts(d, span_ps) for d in devices),
+        devices=tuple(_device_facts(d, boundaries) for d in devices),
         no_device=None if devices else NO_DEVICE,
         steps_from=steps_from,
         step_name=step_name,
@@ -174,7 +174,7 @@ def _device(plane: xspace.Plane) -> _Device:
     )
 
 
-def _device_facts(device: _Device, span_ps: int) -> CaptureDevice:
+def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
     durations = device.kernel_ends - device.kernel_starts
     time_by_name: Counter[str] = Counter()
     count_by_name: Counter[str] = Counter()
@@ -206,6 +206,7 @@ def _device_facts(device: _Device, span_ps: int) -> CaptureDevice:
         for name, time in time_by_name.most_common(TOP_KERNELS)
     ]
     busy = device.busy
+    steps_busy = sum(intervals.total(intervals.clip(busy, a, b)) for a, b in boundaries)
     return CaptureDevice(
         name=device.plane.name,
         model=_text(device.plane.stats.get("gpu_device_name")),
@@ -219,6 +220,7 @@ def _device_facts(device: _Device, span_ps: int) -> CaptureDevice:
             t for n, t in time_by_name.items() if matmul[n] and tensor[n] is not None
         )
         * PS,
+        steps_busy_s=steps_busy * PS,
         top_kernels=tuple(top),
         modules=tuple(
             CaptureModule(name=m, time_s=t * PS, kernels=module_kernels[m])

@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from gpuwhy.collect.capture.analysis import read_capture
@@ -30,7 +31,7 @@ from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
 from gpuwhy.collect.capture.xspace import FormatError
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.facts import CaptureFacts, Facts
+from gpuwhy.facts import CaptureDevice, CaptureFacts, Facts
 from gpuwhy.formatting import byte_size, duration
 
 WARMUP_CALLS = 3
@@ -94,7 +95,8 @@ class CaptureCollector(Collector):
     def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
         if facts.capture is None:
             return []
-        return capture_rows(facts.capture)
+        run_median = facts.steps.median_s if facts.steps is not None else None
+        return capture_rows(facts.capture, run_median)
 
     def __init__(self, functions: FunctionWatcher, steps: int, logdir: str) -> None:
         self._functions = functions
@@ -129,8 +131,6 @@ class CaptureCollector(Collector):
         except (CaptureNotFound, FormatError, OSError) as error:
             gathering.note(f"--capture: the capture could not be read back ({error})")
             return None
-        from dataclasses import replace
-
         return replace(facts, captured_steps=self._steps, overhead_s=self.overhead_s)
 
     # -- the profiler thread -------------------------------------------------------------
@@ -202,12 +202,19 @@ def _existing(logdir: str) -> list[Path]:
         return []
 
 
-def capture_rows(capture: CaptureFacts) -> list[tuple[str, str]]:
-    """The capture's rows in the reports: what was captured, the steps measured in it,
+def capture_rows(capture: CaptureFacts, run_median_s: float | None = None) -> list[tuple[str, str]]:
+    """The capture's rows in the reports: what was captured, the steps measured in it
+    (beside the whole run's median step, where watched: the profiler's cost on them),
     each GPU's busy time, kernels, copies and tensor cores, the host during idle."""
     rows = [("Capture", _source_line(capture))]
     if capture.steps:
-        rows.append(("Captured steps", _steps_line(capture)))
+        line = _steps_line(capture)
+        if run_median_s and capture.median_step_s and capture.captured_steps:
+            slower = capture.median_step_s / run_median_s - 1
+            line += f"; the run's median step {duration(run_median_s)}: traced steps " + (
+                f"{slower:.0%} slower" if slower > 0.005 else "no slower"
+            )
+        rows.append(("Captured steps", line))
     if capture.no_device:
         rows.append(("GPU (captured)", capture.no_device + "; the host's events were read"))
     for device in capture.devices:
@@ -262,10 +269,7 @@ def _steps_line(capture: CaptureFacts) -> str:
     return text
 
 
-def _device_line(device: object) -> str:
-    from gpuwhy.facts import CaptureDevice
-
-    assert isinstance(device, CaptureDevice)
+def _device_line(device: CaptureDevice) -> str:
     text = f"{device.model or device.name}: {device.kernels:,} kernels on {device.streams} streams"
     text += f", busy {duration(device.busy_s)}"
     if device.matmul_s > 0:
@@ -280,10 +284,7 @@ def _device_line(device: object) -> str:
     return text
 
 
-def _copies_line(device: object) -> str:
-    from gpuwhy.facts import CaptureDevice
-
-    assert isinstance(device, CaptureDevice)
+def _copies_line(device: CaptureDevice) -> str:
     parts = []
     for copies in device.copies:
         kind = (

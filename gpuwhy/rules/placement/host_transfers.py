@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.op_classes import is_codec, is_keras_step
-from gpuwhy.facts import Facts, HostDeviceCopy, PlacementFacts
+from gpuwhy.facts import CaptureFacts, Facts, HostDeviceCopy, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.op_groups import prediction_note, size_text
 from gpuwhy.rules.base import Rule
@@ -55,6 +56,13 @@ class HostTransfers(Rule):
     called on every step (summaries, prints), variables or captured values in host
     memory, ops placed with them.
 
+    With a profiler capture of a GPU (`gpuwhy report CAPTURE`, `gpuwhy run --capture N`)
+    the copies the GPU actually ran decide: their time not overlapped with a kernel is
+    at least `max_copy_share` of the captured steps' time (XProf's threshold), with the
+    copies from pageable host memory counted (the driver stages those through a pinned
+    buffer: slower, and never overlapped). Where the graph predicted otherwise, the
+    finding says both and trusts the capture.
+
     ## Why is this slow?
     A copy crosses PCIe at roughly 25 GB/s (Gen4 x16) against 1-3 TB/s of GPU memory
     bandwidth, and each one costs about 10 µs of fixed latency. A device-to-host copy
@@ -93,20 +101,93 @@ class HostTransfers(Rule):
     - `max_copies_per_step`: host<->device copies per step, input batch excluded, above
       which the finding fires (16).
     - `min_copy_bytes`: copies with a known size below this are not counted (1024).
+    - `max_copy_share`: in a capture, the share of the steps' time the copies take, not
+      overlapped with kernels, above which the finding fires (0.30).
     """
 
     id = "placement.host-transfers"
     severity = "medium"
     status = "stable"
-    needs = ("placement",)
+    # placement (the copies the traced graph implies: predicted), or a capture's
+    # copies (measured: their time in the steps, pinned or pageable)
+    needs_any = ("placement", "capture")
     options = {
         "max_bytes_per_step": 64 * 1024 * 1024,
         "max_copies_per_step": 16,
         "min_copy_bytes": 1024,
+        "max_copy_share": 0.30,
     }
     question = "Why is it slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        predicted = self._predicted(facts, options) if facts.placement is not None else []
+        capture = facts.capture
+        if not capture_facts.decides(capture) or capture is None or not capture.devices:
+            return predicted
+        return self._measured(capture, predicted, options)
+
+    def _measured(
+        self, capture: CaptureFacts, predicted: list[Finding], options: dict[str, Any]
+    ) -> list[Finding]:
+        """The copies the GPU ran in the captured steps: their time not hidden behind a
+        kernel, against the steps' time (XProf's threshold: 30 %); the prediction, where
+        there is one, is said beside it and the measurement decides."""
+        steps_s = capture_facts.steps_time(capture)
+        copies = [c for d in capture.devices for c in d.copies if c.direction != "device_to_device"]
+        exposed = sum(c.time_s - c.overlapped_s for c in copies)
+        share = exposed / steps_s if steps_s > 0 else 0.0
+        pageable = sum(c.pageable for c in copies)
+        evidence: dict[str, Any] = {
+            "measured_at": f"profiler capture {capture.path}",
+            "copy_share_of_steps": round(share, 3),
+            "steps_measured": len(capture.steps),
+            "copies": {
+                c.direction: f"{c.count} ({size_text(c.bytes)}, {c.time_s * 1e3:.2f} ms, "
+                f"{c.pageable} pageable)"
+                for c in copies
+            },
+        }
+        if share < options["max_copy_share"]:
+            if not predicted:
+                return []
+            return [
+                self.finding(
+                    f"Predicted: {predicted[0].title}; but the capture measured copies in only "
+                    f"{share:.0%} of the captured steps' time: the measurement is trusted",
+                    severity="info",
+                    evidence={**evidence, "predicted": predicted[0].title},
+                )
+            ]
+        if predicted:
+            evidence["predicted"] = f"agrees: {predicted[0].title}"
+        fix = [
+            "# feed the step from tf.data with a prefetch: the next batch is copied while the",
+            "# GPU computes on this one (copies overlapped, not exposed)",
+            "ds = ds.prefetch(tf.data.AUTOTUNE)",
+            "# keep tensors the step reuses on the GPU: create them once, not every step",
+        ]
+        if pageable:
+            fix = [
+                f"# {pageable} copies came from pageable host memory (staged by the driver, never",
+                "# overlapped): tf.data's prefetch to the GPU copies from pinned buffers:",
+                "ds = ds.apply(tf.data.experimental.prefetch_to_device('/GPU:0'))",
+                *fix[3:],
+            ]
+        return [
+            self.finding(
+                f"Copies between host and GPU take {share:.0%} of the captured steps' time, "
+                f"not hidden behind kernels (measured in {len(capture.steps)} steps"
+                + (f"; {pageable} from pageable memory" if pageable else "")
+                + ")",
+                severity="high" if share >= 2 * options["max_copy_share"] else self.severity,
+                evidence=evidence,
+                fix="\n".join(fix),
+                estimated_gain=f"up to {share:.0%} of step time, as copies overlap compute",
+                gain_value=round(share, 4),
+            )
+        ]
+
+    def _predicted(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
         assert placement is not None  # in `needs`: never run without it
         step = [c for c in placement.copies if c.kind == "step"]
