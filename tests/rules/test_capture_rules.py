@@ -1,0 +1,290 @@
+"""The rules that decide from a profiler capture (input.bound, launch.small-kernels,
+tensorcore.unused, placement.host-transfers, placement.measured-cpu-ops), the capture
+verdict and the GPU busy block's kernels share, from small capture facts."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.derived.gpu_busy import with_busy
+from gpuwhy.facts import (
+    CaptureCopies,
+    CaptureDevice,
+    CaptureFacts,
+    CaptureKernel,
+    CaptureStep,
+    Facts,
+    GpuSamplesFacts,
+    HostOp,
+    HostShare,
+    PythonFrame,
+)
+from gpuwhy.record import Record
+from gpuwhy.rules.input.bound import InputBound
+from gpuwhy.rules.launch.small_kernels import SmallKernels
+from gpuwhy.rules.placement.host_transfers import HostTransfers
+from gpuwhy.rules.placement.measured_cpu_ops import MeasuredCpuOps
+from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
+from gpuwhy.verdict import busy_text, verdict
+from tests import builders as b
+
+STEP_S = 0.020
+DATA = Path(__file__).parents[1] / "data" / "nvml" / "h100"
+
+
+def run(rule_cls, facts, **options):
+    return rule_cls().check(facts, {**rule_cls.options, **options})
+
+
+def device(**changes) -> CaptureDevice:
+    fields = dict(
+        name="/device:GPU:0",
+        model="NVIDIA H100 80GB HBM3",
+        streams=4,
+        kernels=800,
+        busy_s=0.05,
+        kernel_time_s=0.05,
+        tensor_core_s=0.03,
+        matmul_s=0.03,
+        matmul_tensor_core_s=0.03,
+        steps_busy_s=0.05,
+    )
+    fields.update(changes)
+    return CaptureDevice(**fields)
+
+
+def capture(
+    steps=10,
+    busy=0.25,
+    kernels=40,
+    median_kernel_s=50e-6,
+    idle=(("input", 0.7),),
+    devices=None,
+    **changes,
+) -> CaptureFacts:
+    """``steps`` steps of STEP_S, the GPU busy ``busy`` of each; ``idle``: (activity,
+    share of the idle time) pairs."""
+    idle_s = (1 - busy) * STEP_S * steps
+    fields = dict(
+        path="/runs/vm.xplane.pb",
+        producer="tensorflow",
+        span_s=STEP_S * steps,
+        devices=(device(steps_busy_s=busy * STEP_S * steps),) if devices is None else devices,
+        steps_from="function calls",
+        step_name="train_function",
+        steps=tuple(
+            CaptureStep(
+                start_s=i * STEP_S,
+                duration_s=STEP_S,
+                busy_s=busy * STEP_S,
+                kernels=kernels,
+                median_kernel_s=median_kernel_s,
+                median_gap_s=5e-6,
+            )
+            for i in range(steps)
+        ),
+        step_count=steps,
+        idle=tuple(HostShare(a, share * idle_s, share) for a, share in idle),
+    )
+    fields.update(changes)
+    return CaptureFacts(**fields)
+
+
+# -- input.bound ---------------------------------------------------------------------------
+def test_a_capture_whose_gpu_waits_for_input_names_the_programs_own_frame():
+    frames = (
+        PythonFrame("slow", "train.py", 14, 0.1),
+        PythonFrame("iterator_step", None, None, 0.1),
+    )
+    facts = Facts(capture=capture(idle=(("input", 0.9),), python=frames, producer="jax"))
+    (finding,) = run(InputBound, facts)
+    assert finding.severity == "high"
+    assert finding.location == "train.py:14"
+    assert "slow (train.py:14)" in finding.title
+    assert finding.evidence["input_wait_fraction"] == pytest.approx(0.9 * 0.75, abs=1e-3)
+    assert "`slow` (train.py:14)" in finding.fix and "PyDataset" in finding.fix
+    ast.parse(finding.fix)  # pastes as Python
+
+
+def test_a_tensorflow_capture_gets_the_tf_data_fix_around_its_generator():
+    frames = (PythonFrame("make_batches", "train.py", 9, 0.1),)
+    (finding,) = run(InputBound, Facts(capture=capture(idle=(("input", 0.5),), python=frames)))
+    assert "from_generator(make_batches" in finding.fix
+    assert "prefetch(tf.data.AUTOTUNE)" in finding.fix
+    ast.parse(finding.fix)
+
+
+def test_little_input_wait_or_too_few_steps_decide_nothing():
+    assert run(InputBound, Facts(capture=capture(idle=(("input", 0.05),)))) == []
+    assert run(InputBound, Facts(capture=capture(steps=2, idle=(("input", 0.9),)))) == []
+
+
+def test_a_watched_runs_own_steps_decide_over_the_capture():
+    facts = replace(b.facts(), steps=None, capture=capture(idle=(("input", 0.9),)))
+    assert run(InputBound, facts)  # the capture alone
+    # with watched steps the steps decide: the capture is not a second finding
+    watched = Record.diagnose("run", facts)
+    assert [f.id for f in watched.findings].count("input.bound") == 1
+
+
+# -- launch.small-kernels ------------------------------------------------------------------
+def test_many_small_kernels_with_the_host_dispatching_are_launch_bound():
+    facts = Facts(
+        capture=capture(
+            busy=0.2, kernels=400, median_kernel_s=3e-6, idle=(("dispatch", 0.8), ("python", 0.2))
+        )
+    )
+    (finding,) = run(SmallKernels, facts)
+    assert finding.severity == "high"  # busy under half of max_busy
+    assert "400 kernels a step of 3.0 µs" in finding.title
+    assert "jit_compile=True" in finding.fix and "steps_per_execution" in finding.fix
+    jax = run(SmallKernels, Facts(capture=replace(facts.capture, producer="jax")))
+    assert "jax.lax.scan" in jax[0].fix
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(busy=0.7, kernels=400, median_kernel_s=3e-6, idle=(("dispatch", 1.0),)),
+        dict(busy=0.2, kernels=400, median_kernel_s=80e-6, idle=(("dispatch", 1.0),)),
+        dict(busy=0.2, kernels=10, median_kernel_s=3e-6, idle=(("dispatch", 1.0),)),
+        dict(busy=0.2, kernels=400, median_kernel_s=3e-6, idle=(("input", 0.9),)),
+    ],
+    ids=["busy", "long kernels", "few kernels", "waits for input"],
+)
+def test_not_launch_bound(changes):
+    assert run(SmallKernels, Facts(capture=capture(**changes))) == []
+
+
+def test_a_capture_without_a_gpu_has_no_kernel_pattern():
+    assert run(SmallKernels, Facts(capture=capture(devices=(), no_device="no GPU"))) == []
+
+
+# -- tensorcore.unused ---------------------------------------------------------------------
+SGEMM = CaptureKernel("ampere_sgemm_128x64_nn", 10, 0.02, None, True)
+TF32 = CaptureKernel("sm90_xmma_fprop_implicit_gemm_tf32f32", 10, 0.01, "tf32", True)
+
+
+def test_matmuls_measured_off_tensor_cores():
+    gpu = device(matmul_s=0.03, matmul_tensor_core_s=0.0, top_kernels=(SGEMM,))
+    (finding,) = run(TensorCoreUnused, Facts(capture=capture(devices=(gpu,))))
+    assert finding.severity == "medium"
+    assert finding.title.startswith("100% of the convolution/matmul kernel time")
+    assert "enable_tensor_float_32_execution(True)" in finding.fix
+    assert finding.evidence["kernels_off_tensor_cores"] == ["ampere_sgemm_128x64_nn"]
+
+
+def test_some_shapes_off_tensor_cores_beside_tf32_ones_are_low():
+    gpu = device(matmul_s=0.03, matmul_tensor_core_s=0.01, top_kernels=(SGEMM, TF32))
+    (finding,) = run(TensorCoreUnused, Facts(capture=capture(devices=(gpu,))))
+    assert finding.severity == "low" and "tf32" in finding.title
+    assert "enable_tensor_float_32" not in finding.fix  # TF32 already runs
+
+
+def test_the_capture_is_trusted_over_a_prediction_that_disagrees():
+    predicted = b.placement(
+        tensor_ops=[b.tensor_op(dims={"m": 4096, "n": 4096, "k": 4096})],
+        compute_capability=(7, 0),
+        gpu_name="Tesla V100",
+    )
+    alone = run(TensorCoreUnused, Facts(placement=predicted))
+    assert alone and alone[0].severity == "medium"
+    gpu = device(matmul_s=0.03, matmul_tensor_core_s=0.03, top_kernels=(TF32,))
+    (finding,) = run(TensorCoreUnused, Facts(placement=predicted, capture=capture(devices=(gpu,))))
+    assert finding.severity == "info"
+    assert "the measurement is trusted" in finding.title
+    assert finding.evidence["predicted"] == alone[0].title
+
+
+# -- placement.host-transfers --------------------------------------------------------------
+def copies(seconds, pageable=0, overlapped=0.0):
+    return (
+        CaptureCopies("host_to_device", 20, 64 << 20, seconds, pageable, 20 - pageable, overlapped),
+    )
+
+
+def test_copies_exposed_for_a_third_of_the_steps():
+    gpu = device(copies=copies(0.08, pageable=20))
+    (finding,) = run(HostTransfers, Facts(capture=capture(devices=(gpu,))))
+    assert "40% of the captured steps" in finding.title
+    assert "20 from pageable memory" in finding.title
+    assert "prefetch_to_device" in finding.fix
+
+
+def test_copies_hidden_behind_kernels_are_no_finding():
+    gpu = device(copies=copies(0.08, overlapped=0.07))
+    assert run(HostTransfers, Facts(capture=capture(devices=(gpu,)))) == []
+
+
+# -- placement.measured-cpu-ops ------------------------------------------------------------
+def cpu_op(kind, seconds, on_cpu=True):
+    return HostOp(f"model/{kind.lower()}", kind, 10, seconds, on_cpu)
+
+
+def test_ops_that_ran_on_the_cpu_in_the_step():
+    ops = (
+        cpu_op("StringToHashBucketFast", 0.03),
+        cpu_op("Unique", 0.004),
+        cpu_op("Shape", 0.00002),  # a GPU op with no kernel: microseconds, not listed
+        cpu_op("MatMul", 0.05, on_cpu=False),
+    )
+    facts = Facts(capture=capture(host_ops=ops, host_ops_known=True))
+    (finding,) = run(MeasuredCpuOps, facts)
+    assert finding.title.startswith("StringToHashBucketFast, Unique ran on the CPU")
+    assert finding.evidence["cpu_op_share_of_steps"] == pytest.approx(0.17)
+    assert not any("Shape" in op for op in finding.evidence["ops"])
+
+
+def test_cpu_ops_against_the_placers_prediction():
+    ops = (cpu_op("StringToHashBucketFast", 0.03), cpu_op("Where", 0.001, on_cpu=False))
+    predicted = b.placement(
+        groups=[
+            b.op_group("StringToHashBucketFast", device="CPU"),
+            b.op_group("Where", device="CPU"),
+        ]
+    )
+    facts = Facts(placement=predicted, capture=capture(host_ops=ops, host_ops_known=True))
+    (finding,) = run(MeasuredCpuOps, facts)
+    assert finding.evidence["predicted_too"] == ["StringToHashBucketFast"]
+    assert finding.evidence["predicted_on_cpu_but_ran_on_gpu"] == ["Where"]
+
+
+def test_a_capture_that_cannot_tell_cpu_from_gpu_ops_says_nothing():
+    ops = (cpu_op("StringToHashBucketFast", 0.03, on_cpu=None),)
+    assert run(MeasuredCpuOps, Facts(capture=capture(host_ops=ops))) == []
+
+
+# -- the verdict and the busy block --------------------------------------------------------
+def test_the_capture_verdict_leads_with_the_measured_busy_share():
+    record = Record.diagnose("capture", Facts(capture=capture(idle=(("input", 0.9),))))
+    assert record.verdict.startswith("GPU busy 25% of 10 captured steps of 20.0 ms (measured")
+    assert "input" in record.verdict
+    no_gpu = Facts(capture=capture(devices=(), no_device="no GPU", idle=(("compute", 1.0),)))
+    assert "no GPU in the capture" in verdict(no_gpu, [])
+    none = Facts(capture=capture(steps=0, step_count=0))
+    assert verdict(none, []).startswith("Captured: no steps found")
+
+
+def test_the_busy_block_carries_the_captured_kernels_share(h100_samples: GpuSamplesFacts):
+    facts = with_busy(Facts(gpu_samples=h100_samples, capture=capture(busy=0.25)))
+    block = facts.gpu_samples.gpus[0].busy
+    assert block is not None and block.kernels_share == pytest.approx(0.25)
+    assert block.kernels_steps == 10
+    text = busy_text(facts) or ""
+    assert "its kernels ran 25% of 10 captured steps" in text
+    # the sampled figure read 43-46% over the whole loop: the direct one is trusted
+    assert "measured directly: trusted over the SM activity" in text
+
+
+@pytest.fixture
+def h100_samples() -> GpuSamplesFacts:
+    """The GPU samples of a real H100 recording (the 100/100 ms duty loop)."""
+    from gpuwhy.modes.recording import recording_facts
+
+    samples = recording_facts(DATA / "duty_100_100.nvml.jsonl").gpu_samples
+    assert samples is not None
+    return samples
