@@ -153,6 +153,10 @@ def _space(buf: memoryview, wants: Wants, release: Callable[[int, int], None]) -
                 texts[number].append(bytes(buf[start:end]).decode("utf-8", "replace"))
     except (IndexError, ValueError) as error:  # a torn varint, a length past the end
         raise FormatError(f"not an XSpace capture or cut short ({error})") from None
+    except Exception as error:  # protobuf's DecodeError: bytes that are no XPlane
+        if type(error).__name__ != "DecodeError":
+            raise
+        raise FormatError(f"not an XSpace capture or cut short ({error})") from None
     return Space(planes, texts[SPACE_HOSTNAMES], texts[SPACE_ERRORS], texts[SPACE_WARNINGS])
 
 
