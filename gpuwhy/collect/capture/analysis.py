@@ -42,6 +42,7 @@ TOP_HOST_OPS = 30
 TOP_FRAMES = 8
 MIN_STEPS = 3  # a pattern seen fewer times is not a step
 FRAME_SHARE = 0.1  # a Python frame is named when it covers this much of the idle time
+SLICE = 1 << 18  # host events handled at a time
 ENVELOPES = ("python", "dispatch")  # activities whose step-long events are the step itself
 NO_DEVICE = "no GPU: the capture has no device plane"
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
@@ -50,18 +51,27 @@ _OP_STATS = ("tf_op", "hlo_op")
 
 @dataclass
 class _Device:
-    """One GPU plane's events as arrays, kernels and copies apart."""
+    """One GPU plane's events as arrays, kernels (sorted by start) and copies apart."""
 
     plane: xspace.Plane
     kernel_starts: np.ndarray
     kernel_ends: np.ndarray
-    kernel_names: list[str]  # per kernel
-    kernel_stats: list[dict[str, object]]
-    copies: list[tuple[str, int, int, dict[str, object]]]  # (direction, start, end, stats)
+    kernel_ids: np.ndarray  # each kernel's metadata id: its name is plane.names[id]
+    kernel_stats: dict[int, xspace.Stats]  # by kernel index, where it carries any kept
+    copies: list[tuple[str, int, int, xspace.Stats]]  # (direction, start, end, stats)
+    modules: dict[int, str]  # metadata id -> its XLA module, where a kernel names one
 
     @property
     def busy(self) -> Intervals:
         return intervals.union(self.kernel_starts, self.kernel_ends)
+
+    def name(self, metadata_id: int) -> str:
+        return self.plane.names.get(metadata_id, "")
+
+
+# the stats the analysis reads (a GPU event carries a dozen): the op and XLA module a
+# kernel ran for, a copy's kind and size, a step marker's number and root flag
+KEPT_STATS = frozenset({"tf_op", "hlo_op", "hlo_module", "memcpy_details", "step_num", "_r"})
 
 
 def wants(plane: str, name: str) -> bool:
@@ -81,7 +91,7 @@ def wants(plane: str, name: str) -> bool:
 def read_capture(files: Iterable[Path], note: str | None = None) -> CaptureFacts:
     """The capture section of the capture files of one run (one per host)."""
     paths = list(files)
-    spaces = [xspace.read(p, wants) for p in paths]
+    spaces = [xspace.read(p, wants, KEPT_STATS) for p in paths]
     return analyse(spaces, paths, note)
 
 
@@ -147,43 +157,68 @@ def _span(planes: list[xspace.Plane]) -> tuple[int, int]:
 
 # -- devices -----------------------------------------------------------------------------
 def _device(plane: xspace.Plane) -> _Device:
-    starts, ends, names, stats = [], [], [], []
+    directions = {i: kernels.copy_direction(n) for i, n in plane.names.items()}
+    copy_ids = [i for i, d in directions.items() if d is not None]
+    not_kernels = copy_ids + [i for i, n in plane.names.items() if kernels.is_memset(n)]
+    starts, ends, ids = [], [], []
+    stats: dict[int, xspace.Stats] = {}
     copies = []
+    seen = 0
     for line in plane.lines:
-        line_names = [plane.names.get(int(i), "") for i in line.ids]
-        for index, name in enumerate(line_names):
-            start = int(line.starts[index])
-            end = start + int(line.durations[index])
-            event_stats = dict(plane.metadata_stats.get(int(line.ids[index]), {}))
-            event_stats.update(line.stats.get(index, {}))
-            direction = kernels.copy_direction(name)
-            if direction is not None:
-                copies.append((direction, start, end, event_stats))
-            elif not kernels.is_memset(name):
-                starts.append(start)
-                ends.append(end)
-                names.append(name)
-                stats.append(event_stats)
+        if not len(line):
+            continue
+        for position in np.flatnonzero(np.isin(line.ids, copy_ids)).tolist():
+            metadata = int(line.ids[position])
+            start = int(line.starts[position])
+            event_stats = {
+                **plane.metadata_stats.get(metadata, {}),
+                **line.stats.get(position, {}),
+            }
+            direction = directions[metadata] or ""
+            copies.append((direction, start, start + int(line.durations[position]), event_stats))
+        mask = ~np.isin(line.ids, not_kernels)
+        positions = np.cumsum(mask) - 1  # each kept event's index among the line's kernels
+        for event, event_stats in line.stats.items():
+            if mask[event]:
+                stats[seen + int(positions[event])] = event_stats
+        starts.append(line.starts[mask])
+        ends.append(line.starts[mask] + line.durations[mask])
+        ids.append(line.ids[mask])
+        seen += int(mask.sum())
+    all_starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+    order = np.argsort(all_starts, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    all_ids = np.concatenate(ids)[order] if ids else np.zeros(0, np.int64)
+    sorted_stats = {int(rank[i]): v for i, v in stats.items()}
+    modules: dict[int, str] = {}
+    for index, event_stats in sorted_stats.items():
+        module = event_stats.get("hlo_module")
+        if isinstance(module, str) and module:
+            modules.setdefault(int(all_ids[index]), module)
     return _Device(
         plane=plane,
-        kernel_starts=np.array(starts, np.int64),
-        kernel_ends=np.array(ends, np.int64),
-        kernel_names=names,
-        kernel_stats=stats,
+        kernel_starts=all_starts[order],
+        kernel_ends=(np.concatenate(ends) if ends else np.zeros(0, np.int64))[order],
+        kernel_ids=all_ids,
+        kernel_stats=sorted_stats,
         copies=copies,
+        modules=modules,
     )
 
 
 def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
     durations = device.kernel_ends - device.kernel_starts
-    time_by_name: Counter[str] = Counter()
-    count_by_name: Counter[str] = Counter()
+    unique, inverse = np.unique(device.kernel_ids, return_inverse=True)
+    time_by_id = np.bincount(inverse, weights=durations, minlength=len(unique))
+    count_by_id = np.bincount(inverse, minlength=len(unique))
+    names = [device.name(int(i)) for i in unique]
     ops: dict[str, Counter[str]] = defaultdict(Counter)
     modules: Counter[str] = Counter()
     module_kernels: Counter[str] = Counter()
-    for name, duration, stats in zip(device.kernel_names, durations.tolist(), device.kernel_stats):
-        time_by_name[name] += duration
-        count_by_name[name] += 1
+    for index, stats in device.kernel_stats.items():
+        name = device.name(int(device.kernel_ids[index]))
+        duration = int(durations[index])
         op = _op_of(stats)
         if op:
             ops[name][op] += duration
@@ -191,6 +226,14 @@ def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
         if isinstance(module, str) and module:
             modules[module] += duration
             module_kernels[module] += 1
+    time_by_name: Counter[str] = Counter()
+    count_by_name: Counter[str] = Counter()
+    module_by_name: dict[str, str] = {}
+    for k, name in enumerate(names):
+        time_by_name[name] += int(time_by_id[k])
+        count_by_name[name] += int(count_by_id[k])
+        if int(unique[k]) in device.modules:
+            module_by_name.setdefault(name, device.modules[int(unique[k])])
     tensor = {n: kernels.tensor_core(n) for n in time_by_name}
     matmul = {n: kernels.is_matmul(n) or tensor[n] is not None for n in time_by_name}
     top = [
@@ -201,7 +244,7 @@ def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
             tensor_core=tensor[name],
             matmul=matmul[name],
             op=ops[name].most_common(1)[0][0] if ops[name] else None,
-            module=_module_of(device, name),
+            module=module_by_name.get(name),
         )
         for name, time in time_by_name.most_common(TOP_KERNELS)
     ]
@@ -211,7 +254,7 @@ def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
         name=device.plane.name,
         model=_text(device.plane.stats.get("gpu_device_name")),
         streams=sum(1 for line in device.plane.lines if len(line)),
-        kernels=len(device.kernel_names),
+        kernels=len(device.kernel_ids),
         busy_s=intervals.total(busy) * PS,
         kernel_time_s=float(durations.sum()) * PS,
         tensor_core_s=sum(t for n, t in time_by_name.items() if tensor[n] is not None) * PS,
@@ -235,14 +278,6 @@ def _op_of(stats: dict[str, object]) -> str | None:
         value = stats.get(key)
         if isinstance(value, str) and value and value != "XlaModule:":
             return value
-    return None
-
-
-def _module_of(device: _Device, name: str) -> str | None:
-    for kernel, stats in zip(device.kernel_names, device.kernel_stats):
-        if kernel == name:
-            module = stats.get("hlo_module")
-            return module if isinstance(module, str) and module else None
     return None
 
 
@@ -348,22 +383,22 @@ def _device_steps(devices: list[_Device]) -> tuple[str, str | None, Boundaries] 
     earliest of those names starts each step."""
     if not devices:
         return None
-    device = max(devices, key=lambda d: len(d.kernel_names))
-    counts = Counter(device.kernel_names)
-    by_count = Counter(c for c in counts.values() if c >= MIN_STEPS)
+    device = max(devices, key=lambda d: len(d.kernel_ids))
+    unique, first, counts = np.unique(device.kernel_ids, return_index=True, return_counts=True)
+    by_count = Counter(int(c) for c in counts if c >= MIN_STEPS)
     if not by_count:
         return None
     steps = max(by_count.items(), key=lambda item: (item[1], item[0]))[0]
-    once_per_step = {n for n, c in counts.items() if c == steps}
-    first_seen: dict[str, int] = {}
-    for name, start in zip(device.kernel_names, device.kernel_starts.tolist()):
-        if name in once_per_step and name not in first_seen:
-            first_seen[name] = start
-    leader = min(first_seen, key=first_seen.__getitem__)
-    starts = [s for n, s in zip(device.kernel_names, device.kernel_starts.tolist()) if n == leader]
+    once = counts == steps
+    leader = int(unique[once][np.argmin(first[once])])  # kernels are sorted by start
+    starts = device.kernel_starts[device.kernel_ids == leader].tolist()
     last_end = int(device.kernel_ends.max())
-    module = _module_of(device, leader)
-    return "device pattern", module or leader, _periods(starts, [last_end] * len(starts))
+    module = device.modules.get(leader)
+    return (
+        "device pattern",
+        module or device.name(leader),
+        _periods(starts, [last_end] * len(starts)),
+    )
 
 
 def _step(
@@ -376,11 +411,7 @@ def _step(
 ) -> CaptureStep:
     inside = intervals.clip(busy, start, end)
     durations = np.concatenate(
-        [
-            (d.kernel_ends - d.kernel_starts)[(d.kernel_starts >= start) & (d.kernel_starts < end)]
-            for d in devices
-        ]
-        or [np.zeros(0, np.int64)]
+        [_started_in(d, start, end) for d in devices] or [np.zeros(0, np.int64)]
     )
     gaps = inside[0][1:] - inside[1][:-1]
     return CaptureStep(
@@ -392,6 +423,12 @@ def _step(
         median_kernel_s=float(np.median(durations)) * PS if len(durations) else None,
         median_gap_s=float(np.median(gaps)) * PS if len(gaps) else None,
     )
+
+
+def _started_in(device: _Device, start: int, end: int) -> np.ndarray:
+    """The lengths of the kernels that started in ``[start, end)``."""
+    lo, hi = np.searchsorted(device.kernel_starts, (start, end), side="left")
+    return device.kernel_ends[lo:hi] - device.kernel_starts[lo:hi]
 
 
 def _idle(boundaries: Boundaries, busy: Intervals) -> Intervals:
@@ -419,6 +456,22 @@ def _covered(idle: Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarra
     return idle_before(ends) - idle_before(starts)
 
 
+class _LineCodes:
+    """A host line's events by activity code (an index into ``kinds``, -1: none), from
+    a table indexed by metadata id: one lookup per event, no sort, no loop per name."""
+
+    def __init__(self, plane: xspace.Plane, thread: str, kinds: tuple[str, ...]) -> None:
+        size = max(plane.names, default=-1) + 1
+        self.table = np.full(size, -1, np.int64)
+        self.frame = np.zeros(size, bool)  # a Python frame past Python's runtime files
+        for metadata, name in plane.names.items():
+            activity = host.activity(name, thread, plane.display.get(metadata))
+            if activity is not None:
+                self.table[metadata] = kinds.index(activity)
+            found = host.frame(name)
+            self.frame[metadata] = found is not None and found[1] not in host.RUNTIME_FILES
+
+
 def _host_activity(
     hosts: list[xspace.Plane], idle: Intervals, step_ps: int
 ) -> tuple[tuple[HostShare, ...], tuple[PythonFrame, ...]]:
@@ -426,65 +479,77 @@ def _host_activity(
     specific activity covering it; and the Python frames that covered it. A Python or
     dispatch event as long as half a step (``step_ps``: the median) is the step's own
     envelope (its marker, the function call, the loop's frame): it says nothing of what
-    the host waited for, and is left out of those two."""
+    the host waited for, and is left out of those two. Lines are read ``SLICE`` events
+    at a time, each activity's events merged as they come: memory follows the slice,
+    not a Python tracer's millions of events."""
     idle_total = intervals.total(idle)
     if idle_total <= 0:
         return (), ()
     kinds = (*HOST_ACTIVITIES, host.BACKGROUND_INPUT)
-    by_activity: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {a: ([], []) for a in kinds}
-    seconds_by_name: dict[str, defaultdict[str, float]] = {a: defaultdict(float) for a in kinds}
-    background: list[tuple[str, np.ndarray, np.ndarray]] = []  # tf.data's producers' events
+    envelopes = np.array([k in ENVELOPES for k in kinds] + [False])
+    merged = dict.fromkeys(range(len(kinds)), intervals.EMPTY)
+    seconds: dict[tuple[int, str], float] = defaultdict(float)  # (activity, name) in idle
     frames: defaultdict[str, float] = defaultdict(float)
     frame_length: defaultdict[str, float] = defaultdict(float)
     roots: set[str] = set()  # the files of the Python threads' outermost frames
+    producers: list[tuple[xspace.Plane, xspace.Line, _LineCodes]] = []
     for plane in hosts:
         for line in plane.lines:
             if not len(line):
                 continue
-            ids = line.ids
-            unique, inverse = np.unique(ids, return_inverse=True)
-            names = [plane.names.get(int(i), "") for i in unique]
-            classes = [
-                host.activity(n, line.name, plane.display.get(int(i)))
-                for n, i in zip(names, unique)
-            ]
-            ends = line.starts + line.durations
-            roots.update(_outermost_file(plane, line, unique, names))
-            covered = _covered(idle, line.starts, ends)
-            per_name = np.bincount(inverse, weights=covered, minlength=len(unique))
-            lengths = np.bincount(inverse, weights=line.durations, minlength=len(unique))
-            for k, (name, activity) in enumerate(zip(names, classes)):
-                if activity is None:
-                    continue
-                mask = inverse == k
-                if activity in ENVELOPES:
-                    mask &= line.durations < step_ps // 2
-                by_activity[activity][0].append(line.starts[mask])
-                by_activity[activity][1].append(ends[mask])
-                if activity == host.BACKGROUND_INPUT:
-                    background.append((name, line.starts[mask], ends[mask]))
-                seconds_by_name[activity][name] += float(per_name[k])
+            codes = _LineCodes(plane, line.name, kinds)
+            size = len(codes.table)
+            covered_by_id = np.zeros(size)
+            length_by_id = np.zeros(size)
+            longest_frame: tuple[int, int] = (-1, -1)  # (duration, metadata id)
+            for lo in range(0, len(line), SLICE):
+                ids = line.ids[lo : lo + SLICE]
+                starts = line.starts[lo : lo + SLICE]
+                durations = line.durations[lo : lo + SLICE]
+                ends = starts + durations
+                code = codes.table[ids]
+                code[envelopes[code] & (durations >= step_ps // 2)] = -1
+                covered_by_id += np.bincount(ids, _covered(idle, starts, ends), size)
+                length_by_id += np.bincount(ids, durations, size)
+                for k in np.unique(code[code >= 0]).tolist():
+                    mask = code == k
+                    merged[k] = intervals.union(
+                        np.concatenate((merged[k][0], starts[mask])),
+                        np.concatenate((merged[k][1], ends[mask])),
+                    )
+                framed = np.flatnonzero(codes.frame[ids])
+                if len(framed):
+                    best = framed[int(np.argmax(durations[framed]))]
+                    longest_frame = max(longest_frame, (int(durations[best]), int(ids[best])))
+            if longest_frame[1] >= 0:
+                found = host.frame(plane.names.get(longest_frame[1], ""))
+                if found is not None:
+                    roots.add(found[1])
+            for metadata in np.flatnonzero(covered_by_id > 0).tolist():
+                k = int(codes.table[metadata])
+                name = plane.names.get(metadata, "")
+                if k >= 0:
+                    seconds[(k, name)] += float(covered_by_id[metadata])
                 if host.frame(name):
-                    frames[name] += float(per_name[k])
-                    frame_length[name] += float(lengths[k])
+                    frames[name] += float(covered_by_id[metadata])
+                    frame_length[name] += float(length_by_id[metadata])
+            if (codes.table == kinds.index(host.BACKGROUND_INPUT)).any():
+                producers.append((plane, line, codes))
     shares = []
     left = idle
-    for activity in HOST_ACTIVITIES:
-        starts, ends = by_activity[activity]
-        if not starts:
-            continue
-        mine = intervals.intersect(
-            left, intervals.union(np.concatenate(starts), np.concatenate(ends))
-        )
-        seconds = intervals.total(mine)
-        if seconds <= 0:
+    for k, activity in enumerate(HOST_ACTIVITIES):
+        mine = intervals.intersect(left, merged[k])
+        spent = intervals.total(mine)
+        if spent <= 0:
             continue
         left = intervals.subtract(left, mine)
-        named = sorted(seconds_by_name[activity].items(), key=lambda item: -item[1])
-        if activity == "input" and background:
-            named = _busiest(background, mine) or named  # what the wait waited for
+        named = sorted(
+            ((n, t) for (a, n), t in seconds.items() if a == k), key=lambda item: -item[1]
+        )
+        if activity == "input" and producers:
+            named = _busiest(producers, mine, kinds) or named  # what the wait waited for
         top = tuple(n for n, t in named[:3] if t > 0)
-        shares.append(HostShare(activity, seconds * PS, seconds / idle_total, top))
+        shares.append(HostShare(activity, spent * PS, spent / idle_total, top))
     rest = intervals.total(left)
     if rest > 0:
         shares.append(HostShare(NOT_RECORDED, rest * PS, rest / idle_total))
@@ -501,32 +566,23 @@ def _host_activity(
 
 
 def _busiest(
-    events: list[tuple[str, np.ndarray, np.ndarray]], during: Intervals
+    producers: list[tuple[xspace.Plane, xspace.Line, _LineCodes]],
+    during: Intervals,
+    kinds: tuple[str, ...],
 ) -> list[tuple[str, float]]:
-    """Event names by their time inside ``during``, most first."""
-    seconds: defaultdict[str, float] = defaultdict(float)
-    for name, starts, ends in events:
-        seconds[name] += float(_covered(during, starts, ends).sum())
-    return sorted(((n, t) for n, t in seconds.items() if t > 0), key=lambda item: -item[1])
-
-
-def _outermost_file(
-    plane: xspace.Plane, line: xspace.Line, unique: np.ndarray, names: list[str]
-) -> set[str]:
-    """The file of a Python thread's outermost frame past Python's own (the script, on
-    the main thread: the frames open when the capture began all start at its start, so
-    the longest is the outermost)."""
-    frame_ids = [
-        int(i)
-        for i, n in zip(unique, names)
-        if (found := host.frame(n)) and found[1] not in host.RUNTIME_FILES
-    ]
-    if not frame_ids:
-        return set()
-    positions = np.flatnonzero(np.isin(line.ids, frame_ids))
-    longest = positions[int(np.argmax(line.durations[positions]))]
-    found = host.frame(plane.names.get(int(line.ids[longest]), ""))
-    return {found[1]} if found is not None else set()
+    """tf.data's producer events by their time inside ``during``, most first."""
+    background = kinds.index(host.BACKGROUND_INPUT)
+    spent: defaultdict[str, float] = defaultdict(float)
+    for plane, line, codes in producers:
+        for lo in range(0, len(line), SLICE):
+            ids = line.ids[lo : lo + SLICE]
+            starts = line.starts[lo : lo + SLICE]
+            covered = _covered(during, starts, starts + line.durations[lo : lo + SLICE])
+            covered[codes.table[ids] != background] = 0
+            by_id = np.bincount(ids, covered, len(codes.table))
+            for metadata in np.flatnonzero(by_id > 0).tolist():
+                spent[plane.names.get(metadata, "")] += float(by_id[metadata])
+    return sorted(spent.items(), key=lambda item: -item[1])
 
 
 def _host_ops(
@@ -538,7 +594,7 @@ def _host_ops(
     gpu_nodes = {
         op.rsplit(":", 1)[0]
         for d in devices
-        for stats in d.kernel_stats
+        for stats in d.kernel_stats.values()
         if (op := _op_of(stats)) and ":" in op
     }
     known = bool(devices) and bool(gpu_nodes)

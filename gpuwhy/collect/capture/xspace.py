@@ -116,8 +116,10 @@ def classes() -> tuple[Any, Any, Any]:
     return _CLASSES
 
 
-def read(path: str | Path, wants: Wants | None = None) -> Space:
-    """The capture at ``path``; stats read for the events ``wants(plane, name)`` accepts."""
+def read(path: str | Path, wants: Wants | None = None, keep: frozenset[str] | None = None) -> Space:
+    """The capture at ``path``; stats read for the events ``wants(plane, name)`` accepts,
+    only those named in ``keep`` (None: all): an event carries a dozen stats, and
+    turning each into Python costs more than the rest of the read."""
     with open(path, "rb") as handle:
         size = handle.seek(0, 2)
         if size == 0:
@@ -125,7 +127,7 @@ def read(path: str | Path, wants: Wants | None = None) -> Space:
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
             try:
-                return _space(view, wants or (lambda plane, name: False), _releaser(mapped))
+                return _space(view, wants or (lambda plane, name: False), keep, _releaser(mapped))
             finally:
                 view.release()
 
@@ -142,13 +144,18 @@ def _releaser(mapped: mmap.mmap) -> Callable[[int, int], None]:
     return release
 
 
-def _space(buf: memoryview, wants: Wants, release: Callable[[int, int], None]) -> Space:
+def _space(
+    buf: memoryview,
+    wants: Wants,
+    keep: frozenset[str] | None,
+    release: Callable[[int, int], None],
+) -> Space:
     planes: list[Plane] = []
     texts: dict[int, list[str]] = {SPACE_ERRORS: [], SPACE_WARNINGS: [], SPACE_HOSTNAMES: []}
     try:
         for number, start, end in _fields(buf, 0, len(buf)):
             if number == SPACE_PLANES:
-                planes.append(_plane(buf, start, end, wants, release))
+                planes.append(_plane(buf, start, end, wants, keep, release))
             elif number in texts:
                 texts[number].append(bytes(buf[start:end]).decode("utf-8", "replace"))
     except (IndexError, ValueError) as error:  # a torn varint, a length past the end
@@ -161,7 +168,12 @@ def _space(buf: memoryview, wants: Wants, release: Callable[[int, int], None]) -
 
 
 def _plane(
-    buf: memoryview, start: int, end: int, wants: Wants, release: Callable[[int, int], None]
+    buf: memoryview,
+    start: int,
+    end: int,
+    wants: Wants,
+    keep: frozenset[str] | None,
+    release: Callable[[int, int], None],
 ) -> Plane:
     xplane, xline, _ = classes()
     shell = bytearray()
@@ -179,7 +191,10 @@ def _plane(
         k: _stats(m.stats, stat_names) for k, m in plane.event_metadata.items() if m.stats
     }
     wanted_ids = {k for k, name in names.items() if wants(plane.name, name)}
-    lines = [_line(buf, s, e, xline, stat_names, wanted_ids, release) for s, e in line_spans]
+    kept = stat_names if keep is None else {k: n for k, n in stat_names.items() if n in keep}
+    lines = [
+        _line(buf, s, e, xline, (stat_names, kept), wanted_ids, release) for s, e in line_spans
+    ]
     return Plane(
         name=plane.name,
         lines=lines,
@@ -195,10 +210,11 @@ def _line(
     start: int,
     end: int,
     xline: Any,
-    stat_names: dict[int, str],
+    stat_names: tuple[dict[int, str], dict[int, str]],
     wanted_ids: set[int],
     release: Callable[[int, int], None],
 ) -> Line:
+    names, kept = stat_names  # all the plane's, and those to read
     if end - start <= WHOLE_LINE_BYTES:  # no walk: parsed at once, its head with its events
         head = xline.FromString(buf[start:end])
         total = len(head.events)
@@ -220,9 +236,11 @@ def _line(
         starts[seen : seen + count] = columns[:, 0]
         durations[seen : seen + count] = columns[:, 1]
         ids[seen : seen + count] = columns[:, 2]
-        if wanted_ids:
+        if wanted_ids and kept:
             for index in np.flatnonzero(np.isin(columns[:, 2], list(wanted_ids))):
-                stats[seen + int(index)] = _stats(events[int(index)].stats, stat_names)
+                found = _stats(events[int(index)].stats, names, kept)
+                if found:  # most events carry none of the stats asked for
+                    stats[seen + int(index)] = found
         seen += count
         del events, columns, part
     starts += head.timestamp_ns * 1000
@@ -296,10 +314,13 @@ def _event_chunks(
     return bytes(shell), chunks, events
 
 
-def _stats(stats: Any, stat_names: dict[int, str]) -> Stats:
-    """An event's (or a plane's) stats by name; a reference reads as the name it refers to."""
+def _stats(stats: Any, stat_names: dict[int, str], kept: dict[int, str] | None = None) -> Stats:
+    """An event's (or a plane's) stats by name, those in ``kept`` (all: None); a
+    reference reads as the name it refers to."""
     out: Stats = {}
     for stat in stats:
+        if kept is not None and stat.metadata_id not in kept:
+            continue
         kind = stat.WhichOneof("value")
         if kind is None:
             continue
