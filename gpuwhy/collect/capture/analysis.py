@@ -57,7 +57,8 @@ class _Device:
     kernel_starts: np.ndarray
     kernel_ends: np.ndarray
     kernel_ids: np.ndarray  # each kernel's metadata id: its name is plane.names[id]
-    kernel_stats: dict[int, xspace.Stats]  # by kernel index, where it carries any kept
+    kernel_stats: dict[int, xspace.Stats]  # by kernel index, where its own are read
+    id_stats: dict[int, xspace.Stats]  # by metadata id: every other kernel of that name
     copies: list[tuple[str, int, int, xspace.Stats]]  # (direction, start, end, stats)
     modules: dict[int, str]  # metadata id -> its XLA module, where a kernel names one
 
@@ -67,6 +68,10 @@ class _Device:
 
     def name(self, metadata_id: int) -> str:
         return self.plane.names.get(metadata_id, "")
+
+    def all_stats(self) -> list[xspace.Stats]:
+        """Every distinct stats a kernel carries (the joins' input: op names)."""
+        return [*self.kernel_stats.values(), *self.id_stats.values()]
 
 
 # the stats the analysis reads (a GPU event carries a dozen): the op and XLA module a
@@ -162,6 +167,7 @@ def _device(plane: xspace.Plane) -> _Device:
     not_kernels = copy_ids + [i for i, n in plane.names.items() if kernels.is_memset(n)]
     starts, ends, ids = [], [], []
     stats: dict[int, xspace.Stats] = {}
+    id_stats: dict[int, xspace.Stats] = {}
     copies = []
     seen = 0
     for line in plane.lines:
@@ -170,10 +176,7 @@ def _device(plane: xspace.Plane) -> _Device:
         for position in np.flatnonzero(np.isin(line.ids, copy_ids)).tolist():
             metadata = int(line.ids[position])
             start = int(line.starts[position])
-            event_stats = {
-                **plane.metadata_stats.get(metadata, {}),
-                **line.stats.get(position, {}),
-            }
+            event_stats = {**plane.metadata_stats.get(metadata, {}), **line.stats_of(position)}
             direction = directions[metadata] or ""
             copies.append((direction, start, start + int(line.durations[position]), event_stats))
         mask = ~np.isin(line.ids, not_kernels)
@@ -181,6 +184,11 @@ def _device(plane: xspace.Plane) -> _Device:
         for event, event_stats in line.stats.items():
             if mask[event]:
                 stats[seen + int(positions[event])] = event_stats
+        for metadata, event_stats in line.constant.items():
+            if id_stats.setdefault(metadata, event_stats) != event_stats:
+                # another stream ran this kernel for something else: its own, one by one
+                for event in np.flatnonzero(mask & (line.ids == metadata)).tolist():
+                    stats[seen + int(positions[event])] = event_stats
         starts.append(line.starts[mask])
         ends.append(line.starts[mask] + line.durations[mask])
         ids.append(line.ids[mask])
@@ -192,16 +200,18 @@ def _device(plane: xspace.Plane) -> _Device:
     all_ids = np.concatenate(ids)[order] if ids else np.zeros(0, np.int64)
     sorted_stats = {int(rank[i]): v for i, v in stats.items()}
     modules: dict[int, str] = {}
-    for index, event_stats in sorted_stats.items():
+    sources = [*((int(all_ids[i]), v) for i, v in sorted_stats.items()), *id_stats.items()]
+    for metadata, event_stats in sources:
         module = event_stats.get("hlo_module")
         if isinstance(module, str) and module:
-            modules.setdefault(int(all_ids[index]), module)
+            modules.setdefault(metadata, module)
     return _Device(
         plane=plane,
         kernel_starts=all_starts[order],
         kernel_ends=(np.concatenate(ends) if ends else np.zeros(0, np.int64))[order],
         kernel_ids=all_ids,
         kernel_stats=sorted_stats,
+        id_stats=id_stats,
         copies=copies,
         modules=modules,
     )
@@ -216,16 +226,27 @@ def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
     ops: dict[str, Counter[str]] = defaultdict(Counter)
     modules: Counter[str] = Counter()
     module_kernels: Counter[str] = Counter()
-    for index, stats in device.kernel_stats.items():
-        name = device.name(int(device.kernel_ids[index]))
-        duration = int(durations[index])
+    # the kernels whose own stats were read, one by one; every other kernel by its name's
+    own = np.zeros(len(durations), bool)
+    own[list(device.kernel_stats)] = True
+    shared_time = np.bincount(inverse[~own], weights=durations[~own], minlength=len(unique))
+    shared_count = np.bincount(inverse[~own], minlength=len(unique))
+    weighted = [
+        (device.id_stats.get(int(unique[k]), {}), int(shared_time[k]), int(shared_count[k]), k)
+        for k in np.flatnonzero(shared_count).tolist()
+    ]
+    weighted += [
+        (stats, int(durations[i]), 1, int(inverse[i])) for i, stats in device.kernel_stats.items()
+    ]
+    for stats, duration, count, k in weighted:
+        name = device.name(int(unique[k]))
         op = _op_of(stats)
         if op:
             ops[name][op] += duration
         module = stats.get("hlo_module")
         if isinstance(module, str) and module:
             modules[module] += duration
-            module_kernels[module] += 1
+            module_kernels[module] += count
     time_by_name: Counter[str] = Counter()
     count_by_name: Counter[str] = Counter()
     module_by_name: dict[str, str] = {}
@@ -594,7 +615,7 @@ def _host_ops(
     gpu_nodes = {
         op.rsplit(":", 1)[0]
         for d in devices
-        for stats in d.kernel_stats.values()
+        for stats in d.all_stats()
         if (op := _op_of(stats)) and ":" in op
     }
     known = bool(devices) and bool(gpu_nodes)

@@ -35,6 +35,9 @@ WHOLE_LINE_BYTES = 16 << 20  # (shorter lines are parsed whole: the walk costs m
 SPACE_PLANES, SPACE_ERRORS, SPACE_WARNINGS, SPACE_HOSTNAMES = 1, 2, 3, 4
 PLANE_LINES = 3
 LINE_EVENTS = 4
+EVENT_TAG = LINE_EVENTS << 3 | 2  # an event's tag byte: field 4, length-delimited
+HEADER_BYTES = 11  # a tag byte and a length varint
+SAMPLE_EVENTS = 64  # events of one kind on a line whose alike stats settle theirs
 LENGTH_DELIMITED, VARINT, FIXED64, FIXED32 = 2, 0, 1, 5
 
 _COLUMNS = attrgetter("offset_ps", "duration_ps", "metadata_id")
@@ -46,7 +49,11 @@ Wants = Callable[[str, str], bool]
 class Line:
     """One line of a plane: a CUDA stream on a device, a thread on the host. ``starts`` and
     ``durations`` in ps (the capture's clock), ``ids`` the events' metadata ids (their
-    name: the plane's ``names``); ``stats``: by event index, those the reader was asked for."""
+    name: the plane's ``names``). The stats the reader was asked for: ``constant`` by
+    metadata id, for the events whose first ``SAMPLE_EVENTS`` on the line carried the
+    same (a kernel XLA compiled for one instruction: every launch says the same, and
+    the rest are taken to say it too); ``stats`` by event index for the others (a
+    copy's size, a step's number), read one by one. ``stats_of`` gives either."""
 
     id: int
     name: str
@@ -54,9 +61,14 @@ class Line:
     durations: np.ndarray
     ids: np.ndarray
     stats: dict[int, Stats] = field(default_factory=dict)
+    constant: dict[int, Stats] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def stats_of(self, index: int) -> Stats:
+        found = self.stats.get(index)
+        return found if found is not None else self.constant.get(int(self.ids[index]), {})
 
 
 @dataclass
@@ -226,7 +238,7 @@ def _line(
     starts = np.empty(total, np.int64)
     durations = np.empty(total, np.int64)
     ids = np.empty(total, np.int64)
-    stats: dict[int, Stats] = {}
+    sampling = _Sampling()
     seen = 0
     for part in parts:
         events = part.events
@@ -237,10 +249,12 @@ def _line(
         durations[seen : seen + count] = columns[:, 1]
         ids[seen : seen + count] = columns[:, 2]
         if wanted_ids and kept:
-            for index in np.flatnonzero(np.isin(columns[:, 2], list(wanted_ids))):
-                found = _stats(events[int(index)].stats, names, kept)
-                if found:  # most events carry none of the stats asked for
-                    stats[seen + int(index)] = found
+            reading = list(wanted_ids - sampling.settled)
+            for index in np.flatnonzero(np.isin(columns[:, 2], reading)).tolist():
+                metadata = int(columns[index, 2])
+                if metadata not in sampling.settled:
+                    found = _stats(events[index].stats, names, kept)
+                    sampling.add(metadata, seen + index, found)
         seen += count
         del events, columns, part
     starts += head.timestamp_ns * 1000
@@ -251,8 +265,44 @@ def _line(
         starts=starts,
         durations=durations,
         ids=ids,
-        stats=stats,
+        stats=sampling.varying,
+        constant=sampling.constant(),
     )
+
+
+class _Sampling:
+    """The stats of one line's events, read until each kind of event shows whether its
+    stats vary: ``SAMPLE_EVENTS`` alike settle it (``settled``), one different reads all
+    of its events one by one (``varying``, by event index)."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, Stats] = {}
+        self.pending: dict[int, list[int]] = {}  # metadata id -> event indices read, alike
+        self.settled: set[int] = set()
+        self.different: set[int] = set()
+        self.varying: dict[int, Stats] = {}
+
+    def add(self, metadata: int, index: int, found: Stats) -> None:
+        if metadata in self.different:
+            if found:
+                self.varying[index] = found
+            return
+        first = self.first.setdefault(metadata, found)
+        if found == first:
+            alike = self.pending.setdefault(metadata, [])
+            alike.append(index)
+            if len(alike) >= SAMPLE_EVENTS:
+                self.settled.add(metadata)
+            return
+        self.different.add(metadata)  # the alike ones read so far are kept one by one
+        if first:
+            for earlier in self.pending.pop(metadata, []):
+                self.varying[earlier] = first
+        if found:
+            self.varying[index] = found
+
+    def constant(self) -> dict[int, Stats]:
+        return {m: s for m, s in self.first.items() if m not in self.different and s}
 
 
 def _parsed(
@@ -267,8 +317,7 @@ def _event_chunks(
     buf: memoryview, start: int, end: int
 ) -> tuple[bytes, list[tuple[int, int]], int]:
     """A line's fields other than its events (to parse as its head), the spans of its
-    events cut every ``CHUNK_BYTES``, and how many events it has. The walk is inlined: it is the reader's inner
-    loop (one step per event; a generator per field costs twice as much)."""
+    events cut every ``CHUNK_BYTES``, and how many events it has."""
     shell = bytearray()
     chunks: list[tuple[int, int]] = []
     chunk_start = -1
@@ -276,16 +325,22 @@ def _event_chunks(
     position = start
     while position < end:
         raw_start = position
-        tag = buf[position]
-        position += 1
-        if tag >= 0x80:  # field numbers above 15: never an event
-            tag, position = _varint(buf, raw_start)
+        if buf[position] == EVENT_TAG:  # a run of events: the fast walk, to the chunk's end
+            if chunk_start < 0:
+                chunk_start = position
+            stop = min(end, chunk_start + CHUNK_BYTES)
+            count, position = _walk_events(buf, position, stop, end)
+            events += count
+            if position > end:
+                raise ValueError(f"an event runs past its line at byte {raw_start}")
+            if position >= stop:
+                chunks.append((chunk_start, position))
+                chunk_start = -1
+            continue
+        tag, position = _varint(buf, position)
         wire = tag & 7
         if wire == LENGTH_DELIMITED:
-            length = buf[position]
-            position += 1
-            if length >= 0x80:
-                length, position = _varint(buf, position - 1)
+            length, position = _varint(buf, position)
             position += length
         elif wire == VARINT:
             _, position = _varint(buf, position)
@@ -297,14 +352,6 @@ def _event_chunks(
             raise ValueError(f"wire type {wire} at byte {raw_start}")
         if position > end:
             raise ValueError(f"a field runs past its line at byte {raw_start}")
-        if tag == (LINE_EVENTS << 3 | LENGTH_DELIMITED):
-            events += 1
-            if chunk_start < 0:
-                chunk_start = raw_start
-            elif position - chunk_start > CHUNK_BYTES:
-                chunks.append((chunk_start, raw_start))
-                chunk_start = raw_start
-            continue
         if chunk_start >= 0:  # a head field among the events closes the chunk
             chunks.append((chunk_start, raw_start))
             chunk_start = -1
@@ -312,6 +359,26 @@ def _event_chunks(
     if chunk_start >= 0:
         chunks.append((chunk_start, end))
     return bytes(shell), chunks, events
+
+
+def _walk_events(buf: memoryview, position: int, stop: int, end: int) -> tuple[int, int]:
+    """(events, where the walk ended) over consecutive events from ``position`` until
+    one would start at or past ``stop``, or a field that is no event. The reader's inner
+    loop, one step per event: it reads the events' headers (their starts are before
+    ``stop``, their headers within ``HEADER_BYTES`` of it) from a copy of that window,
+    as bytes index faster than a memoryview."""
+    window = bytes(buf[position : min(end, stop + HEADER_BYTES)])
+    limit = stop - position
+    offset = count = 0
+    while offset < limit and window[offset] == EVENT_TAG:
+        length = window[offset + 1]
+        if length < 0x80:
+            offset += 2 + length
+        else:
+            length, after = _varint(memoryview(window), offset + 1)
+            offset = after + length
+        count += 1
+    return count, position + offset
 
 
 def _stats(stats: Any, stat_names: dict[int, str], kept: dict[int, str] | None = None) -> Stats:
