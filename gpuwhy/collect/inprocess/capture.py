@@ -13,8 +13,10 @@ long), starts the profiler (``tf.profiler.experimental.start``), waits for N mor
 Its cost is bounded: N is at most ``MAX_STEPS``, the time traced at most ``MAX_CAPTURE_S``,
 and reading it back happens once, at the end, over those steps only.
 
-One profiler session runs per process: where the program runs its own, or gpuwhy's step
-sampler holds it, the capture waits for it (``BUSY_WAIT_S``), then gives up and says so.
+One profiler session runs per process: where gpuwhy's step sampler holds it (a few
+steps, at most its MAX_SAMPLE_S) the capture waits for it (``BUSY_WAIT_S``); where the
+program runs TF's profiler itself, or in a multi-worker job (the profiler corrupted
+workers' heaps there), there is no capture, and the notes say why.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
 from gpuwhy.collect.capture.xspace import FormatError
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.collect.inprocess.step_profile import profiler_refused
 from gpuwhy.facts import CaptureDevice, CaptureFacts, Facts
 from gpuwhy.formatting import byte_size, duration
 
@@ -111,6 +114,9 @@ class CaptureCollector(Collector):
         self.function: str | None = None
 
     def on_tensorflow(self) -> None:
+        self.reason = profiler_refused()  # the program's own profiler, a multi-worker job
+        if self.reason:
+            return
         self._tf_at = time.perf_counter()
         self._thread = threading.Thread(target=self._capture, name="gpuwhy-capture", daemon=True)
         self._thread.start()

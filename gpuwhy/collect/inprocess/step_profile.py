@@ -126,7 +126,7 @@ class StepSampler(Collector):
         with self._lock:
             if self._thread is not None or self._forbidden:
                 return
-            why = _not_here()
+            why = profiler_refused()
             if why:
                 self.reason = why
                 self._thread = threading.Thread()  # never started: no second try
@@ -269,7 +269,7 @@ def _union(events: list, end_ps: int) -> int:
     return total
 
 
-def _not_here() -> str | None:
+def profiler_refused() -> str | None:
     """Why TF's profiler must not start in this process, if it must not."""
     if _program_profiles():
         return "the program runs TF's profiler itself"
