@@ -131,7 +131,8 @@ class CaptureFacts:
     """A capture read back. ``steps_from`` says how the steps were found: "step markers"
     (TF's ``Trace(..., step_num=, _r=1)``), "function calls" (each call of ``step_name``,
     a tf.function), "device pattern" (a kernel the GPU ran once per step, XProf's
-    "no step marker" case); None where no step was found. ``no_device``: why the
+    "no step marker" case), "eager op pattern" (an op an eager loop ran once per step,
+    on a capture without a GPU); None where no step was found. ``no_device``: why the
     capture has no GPU figures (a CPU-only machine, a capture without device tracing).
     ``steps``: the first ``MAX_STEPS`` steps (a capture holds a few dozen)."""
 

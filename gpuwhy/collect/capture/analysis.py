@@ -45,6 +45,7 @@ FRAME_SHARE = 0.1  # a Python frame is named when it covers this much of the idl
 SLICE = 1 << 18  # host events handled at a time
 ENVELOPES = ("python", "dispatch")  # activities whose step-long events are the step itself
 NO_DEVICE = "no GPU: the capture has no device plane"
+_EAGER_OP = "EagerLocalExecute: "
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
 _OP_STATS = ("tf_op", "hlo_op")
 
@@ -346,7 +347,12 @@ Boundaries = list[tuple[int, int]]
 def _steps(
     hosts: list[xspace.Plane], devices: list[_Device]
 ) -> tuple[str, str | None, Boundaries] | None:
-    return _marked_steps(hosts) or _function_steps(hosts) or _device_steps(devices)
+    return (
+        _marked_steps(hosts)
+        or _function_steps(hosts)
+        or _device_steps(devices)
+        or _eager_steps(hosts)
+    )
 
 
 def _periods(starts: list[int], ends: list[int]) -> Boundaries:
@@ -409,7 +415,7 @@ def _device_steps(devices: list[_Device]) -> tuple[str, str | None, Boundaries] 
     by_count = Counter(int(c) for c in counts if c >= MIN_STEPS)
     if not by_count:
         return None
-    steps = max(by_count.items(), key=lambda item: (item[1], item[0]))[0]
+    steps = _step_count(by_count)
     once = counts == steps
     leader = int(unique[once][np.argmin(first[once])])  # kernels are sorted by start
     starts = device.kernel_starts[device.kernel_ids == leader].tolist()
@@ -420,6 +426,34 @@ def _device_steps(devices: list[_Device]) -> tuple[str, str | None, Boundaries] 
         module or device.name(leader),
         _periods(starts, [last_end] * len(starts)),
     )
+
+
+def _step_count(by_count: Counter[int]) -> int:
+    """The count most kinds of event share (the fewest repeats among equals: a kernel or
+    op run once per step, not the one run three times in it)."""
+    return max(by_count.items(), key=lambda item: (item[1], -item[0]))[0]
+
+
+def _eager_steps(hosts: list[xspace.Plane]) -> tuple[str, str | None, Boundaries] | None:
+    """An eager loop's steps on a host-only capture: an op TF ran eagerly once per step
+    (``EagerLocalExecute: <op>``), as the device pattern finds a kernel."""
+    starts_by_name: dict[str, list[int]] = defaultdict(list)
+    ends_by_name: dict[str, list[int]] = defaultdict(list)
+    for plane in hosts:
+        eager = {i: n for i, n in plane.names.items() if n.startswith(_EAGER_OP)}
+        for line in plane.lines:
+            for index in np.flatnonzero(np.isin(line.ids, list(eager))).tolist():
+                name = eager[int(line.ids[index])][len(_EAGER_OP) :]
+                start = int(line.starts[index])
+                starts_by_name[name].append(start)
+                ends_by_name[name].append(start + int(line.durations[index]))
+    by_count = Counter(len(v) for v in starts_by_name.values() if len(v) >= MIN_STEPS)
+    if not by_count:
+        return None
+    steps = _step_count(by_count)
+    once = [n for n, v in starts_by_name.items() if len(v) == steps]
+    leader = min(once, key=lambda n: min(starts_by_name[n]))
+    return "eager op pattern", leader, _periods(starts_by_name[leader], ends_by_name[leader])
 
 
 def _step(

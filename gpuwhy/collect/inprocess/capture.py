@@ -259,6 +259,7 @@ def _steps_line(capture: CaptureFacts) -> str:
         "step markers": f"step markers ({capture.step_name})",
         "function calls": f"calls of {capture.step_name}",
         "device pattern": f"the GPU's repeating work ({capture.step_name})",
+        "eager op pattern": f"an op run eagerly once a step ({capture.step_name})",
     }.get(capture.steps_from or "", capture.steps_from or "")
     text = f"{capture.step_count} from {how}"
     if capture.median_step_s is not None:

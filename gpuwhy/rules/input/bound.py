@@ -148,9 +148,9 @@ class InputBound(Rule):
         waited = capture_facts.activity(capture, "input")
         frame = capture_facts.own_frame(capture)
         where = f"{frame.file}:{frame.line}" if frame and frame.line else None
-        gpu = "the GPU idled" if capture.devices else "the step's time went"
+        gpu = "the GPU idled while " if capture.devices else ""
         title = (
-            f"Steps wait for input {share:.0%} of the time: {gpu} while the host waited "
+            f"Steps wait for input {share:.0%} of the time: {gpu}the host waited "
             f"for the next batch (measured in {len(capture.steps)} captured steps of "
             f"{duration(step)})"
         )
@@ -161,10 +161,9 @@ class InputBound(Rule):
             "step_median_ms": milliseconds(step, 2),
             "steps_measured": len(capture.steps),
             "measured_at": f"profiler capture {capture.path}",
-            "gpu_busy_fraction": (
-                round(capture.busy_share, 3) if capture.busy_share is not None else None
-            ),
         }
+        if capture.busy_share is not None:
+            evidence["gpu_busy_fraction"] = round(capture.busy_share, 3)
         if waited is not None and waited.top:
             evidence["host_events_in_the_wait"] = ", ".join(waited.top)
         if frame is not None:
