@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuwhy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in command_modules().items():
-        module.configure(sub.add_parser(name, help=module.HELP))
+        # no abbreviated options: `gpuwhy run train.py --out x` passes --out to the script,
+        # not to gpuwhy as an ambiguous prefix of --out-dir/--output
+        module.configure(sub.add_parser(name, help=module.HELP, allow_abbrev=False))
     return parser
 
 

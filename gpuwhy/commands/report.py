@@ -69,7 +69,8 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
 
 def execute(settings: ReportCommandSettings) -> int:
     try:
-        if settings.run is not None or is_capture(Path(settings.record)):
+        given = Path(settings.record)
+        if settings.run is not None or is_capture(given) or given.is_dir():
             record = diagnose_capture(settings.record, settings.run)
             outputs = plan_outputs(settings.report, inputs=[settings.record])
             emit(record, settings.report, outputs)

@@ -23,9 +23,12 @@ def diagnose_capture(path: str | Path, run: str | None = None) -> Record:
     """The record of the capture at ``path`` (``run``: a run's folder under plugins/profile)."""
     try:
         files = capture_files(path, run)
-        capture = read_capture(files)
-    except (CaptureNotFound, FormatError) as error:
+    except CaptureNotFound as error:
         raise CaptureError(str(error)) from None
+    try:
+        capture = read_capture(files)
+    except FormatError as error:
+        raise CaptureError(f"{', '.join(map(str, files))}: {error}") from None
     except OSError as error:
         raise CaptureError(f"cannot read {path}: {error.strerror or error}") from None
     return Record.diagnose("capture", Facts(capture=capture))

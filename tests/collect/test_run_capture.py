@@ -182,13 +182,6 @@ def test_capture_beyond_its_limit_is_refused_before_the_program_runs(tmp_path):
     assert not (tmp_path / "captures").exists()
 
 
-@pytest.mark.xfail(
-    reason="bug: collect/inprocess/capture.py CaptureCollector._capture polls the calls "
-    "every POLL_S (20 ms) and keeps the profiler on through stop(): a loop of "
-    "sub-millisecond steps gets 20-30 steps captured for --capture 5",
-    raises=AssertionError,
-    strict=True,
-)
 def test_a_fast_loop_gets_about_the_steps_it_asked_for(tmp_path):
     result = gpuwhy_run(
         tmp_path,

@@ -101,13 +101,6 @@ def test_the_h100_capture_as_json_is_a_valid_capture_record(h100_json):
     assert capture["python"][0]["line"] == 14
 
 
-@pytest.mark.xfail(
-    reason="gap: no rule reads the capture section (gpuwhy/rules/: none uses facts.capture), "
-    "so a capture whose GPU is busy 3% of its steps, idle on input for 100% of the rest, "
-    "gets the verdict 'No problems found.' and exit status 0",
-    raises=AssertionError,
-    strict=True,
-)
 def test_an_input_bound_capture_is_not_reported_as_without_problems(h100_json):
     result, record = h100_json
     assert record["capture"]["idle"][0]["activity"] == "input"
@@ -215,13 +208,6 @@ def test_a_file_that_is_not_an_xplane_capture_is_a_one_line_error(tmp_path):
     assert_one_line_error(gpuwhy("report", json_named_as_capture), "not an XSpace capture")
 
 
-@pytest.mark.xfail(
-    reason="bug: a capture with a corrupt byte (framing intact) makes xspace raise protobuf's "
-    "DecodeError, which modes/capture.diagnose_capture does not catch: the user gets "
-    "'gpuwhy: error: internal error: DecodeError: ...' instead of a format error",
-    raises=AssertionError,
-    strict=True,
-)
 def test_a_corrupt_capture_is_a_one_line_format_error_not_an_internal_error(tmp_path):
     data = bytearray(next((TF_CPU / "custom_loop_step_markers").rglob("*.xplane.pb")).read_bytes())
     position = random.Random(0).randrange(len(data) // 2, len(data))

@@ -44,14 +44,6 @@ def test_the_scripts_arguments_reach_the_script(tmp_path, script_args):
     assert not (tmp_path / "out.json").exists() and not (tmp_path / "x").exists()
 
 
-@pytest.mark.xfail(
-    reason="bug: the run parser (commands/script_command.py, SCRIPT ARGS as "
-    "argparse.REMAINDER) keeps argparse's allow_abbrev: a script argument that abbreviates "
-    "two of gpuwhy's options is refused as 'ambiguous option' (exit 2) instead of "
-    "reaching the script",
-    raises=AssertionError,
-    strict=True,
-)
 @pytest.mark.parametrize(
     "script_args",
     [("--out", "results"), ("--fail",), ("--metrics",)],

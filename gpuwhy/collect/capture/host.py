@@ -92,6 +92,8 @@ def op_kernel(name: str, display: str | None) -> tuple[str, str] | None:
     node, _, kind = name.rpartition(":")
     if not node or not kind or display != kind:  # TF names the type in the metadata
         return None
-    if not kind[:1].isupper() or "::" in name:
+    # an op type is CamelCase, TF's internal ones with a leading underscore
+    # (_MklNativeFusedConv2D, _FusedMatMul)
+    if not kind.lstrip("_")[:1].isupper() or "::" in name:
         return None
     return node, kind

@@ -27,20 +27,23 @@ COPY_DIRECTIONS = {
 }
 _COPY = re.compile(r"^(?:cuda)?memcpy\s*(h2d|d2h|d2d|p2p|htod|dtoh|dtod|peer)", re.IGNORECASE)
 _TENSOR_CORE = re.compile(
-    r"xmma|wgmma|gmma|hmma|imma|s16816|s1688|s884|tensorop|_tc_|cutlass.*(?:sm80|sm90|sm100)"
-    r"|sm(?:80|86|89|90|100|120)_.*gemm",
+    r"xmma|wgmma|gmma|hmma|imma|[shi](?:16816|1688|884|16832|8816)|tensorop|_tc_|^nvjet_"
+    r"|cutlass.*(?:sm80|sm90|sm100)|sm(?:80|86|89|90|100|120)_.*gemm",
     re.IGNORECASE,
 )
 _MATMUL = re.compile(
-    r"gemm|conv|fprop|dgrad|wgrad|matmul|dot|cublas|cudnn.*engine|winograd|implicit",
+    r"gemm|conv|fprop|dgrad|wgrad|matmul|dot|cublas|cudnn.*engine|winograd|implicit|scudnn"
+    r"|\d+cudnn|^nvjet_",
     re.IGNORECASE,
 )
+# kernels a library runs beside its matmuls that compute none (cuDNN's workspace set-up)
+_NOT_A_PRODUCT = re.compile(r"init_device_workspace|workspace_kernel", re.IGNORECASE)
 _PRECISIONS = (
     ("tf32", re.compile(r"tf32", re.IGNORECASE)),
     ("bf16", re.compile(r"bf16|bfloat16", re.IGNORECASE)),
     ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.IGNORECASE)),
-    ("fp16", re.compile(r"fp16|f16f16|f16|half|_h\d|hmma", re.IGNORECASE)),
-    ("int8", re.compile(r"imma|i8i8|int8|s8", re.IGNORECASE)),
+    ("fp16", re.compile(r"fp16|f16f16|f16|half|_h\d|hmma|h(?:16816|1688|884)", re.IGNORECASE)),
+    ("int8", re.compile(r"imma|i8i8|int8|s8|i(?:16832|8816)", re.IGNORECASE)),
 )
 # XLA's GEMM fusions lowered through Triton: tensor cores whenever the types allow
 _TRITON_GEMM = re.compile(r"triton_gemm|gemm_fusion|__triton_gemm", re.IGNORECASE)
@@ -63,6 +66,8 @@ def is_memset(name: str) -> bool:
 def tensor_core(name: str) -> str | None:
     """The precision a tensor-core kernel's name says ("" where it does not say), None for
     a kernel the name shows uses none."""
+    if _NOT_A_PRODUCT.search(name):
+        return None
     if not (_TENSOR_CORE.search(name) or _TRITON_GEMM.search(name)):
         return None
     for precision, pattern in _PRECISIONS:
@@ -73,6 +78,8 @@ def tensor_core(name: str) -> str | None:
 
 def is_matmul(name: str) -> bool:
     """A convolution or a matrix product: a kernel tensor cores could run."""
+    if _NOT_A_PRODUCT.search(name):
+        return False
     return bool(_MATMUL.search(name)) and not _NOT_MATMUL.search(name.split("<")[0])
 
 
@@ -87,7 +94,7 @@ def copy_pageable(details: str) -> bool | None:
     """Whether the host side of a copy is pageable memory (None: the stat does not say)."""
     found = (_SOURCE.search(details), _DESTINATION.search(details))
     kinds = [m.group(1).lower() for m in found if m is not None]
-    kinds = [k for k in kinds if k != "device"]
+    kinds = [k for k in kinds if k not in ("device", "unknown")]
     if not kinds:
         return None
     return any(k == "pageable" for k in kinds)

@@ -44,7 +44,8 @@ MAX_CAPTURE_S = 30.0
 EAGER_CAPTURE_S = 2.0  # no tf.function: the time traced
 EAGER_AFTER_S = 10.0  # ... once TensorFlow has run this long
 BUSY_WAIT_S = 30.0
-POLL_S = 0.02
+POLL_S = 0.02  # waiting for the function to warm up
+CAPTURE_POLL_S = 0.001  # counting the captured steps: a fast loop's steps are short
 
 
 def _steps(text: str) -> int:
@@ -172,7 +173,7 @@ class CaptureCollector(Collector):
                     and self._functions.calls_of(name) < target
                     and time.perf_counter() - started < MAX_CAPTURE_S
                 ):
-                    time.sleep(POLL_S)
+                    time.sleep(CAPTURE_POLL_S)
             else:
                 self._stop.wait(EAGER_CAPTURE_S)
             stopping = time.perf_counter()

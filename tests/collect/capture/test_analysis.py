@@ -203,11 +203,15 @@ def test_a_custom_loops_steps_are_its_step_markers(tf_cpu, tf_spaces):
     assert [s.start_s for s in facts.steps] == pytest.approx([s * PS for s in starts], abs=1e-9)
 
 
-def test_an_eager_loop_without_markers_or_functions_has_no_steps(tf_cpu):
+def test_an_eager_loop_without_markers_or_functions_steps_by_an_op_run_once_a_step(tf_cpu):
+    """10 steps, each one next() (IteratorGetNext) and one Mean among 3 MatMuls, 3
+    ReadVariableOps and 2 Relus run eagerly: the op run once a step marks it, and the
+    py_function in the pipeline's map (about 3.7 ms of a 3.9 ms step) is the input wait."""
     facts = tf_cpu["eager_python_loop"]
-    assert facts.steps_from is None and facts.step_name is None
-    assert facts.step_count == 0 and facts.steps == ()
-    assert facts.idle == () and facts.python == ()
+    assert facts.steps_from == "eager op pattern"
+    assert facts.step_name in ("IteratorGetNext", "Mean")
+    assert facts.step_count == len(facts.steps) == 10
+    assert max(facts.idle, key=lambda s: s.share).activity == "input"
 
 
 def test_a_slow_generators_fit_spends_its_steps_mostly_on_input(tf_cpu):
@@ -264,13 +268,6 @@ def test_host_ops_list_tfs_op_kernels_by_node_and_type(keras_host_ops):
     assert loss and all(op.name.startswith("StatefulPartitionedCall/") for op in loss)
 
 
-@pytest.mark.xfail(
-    reason="bug: host.op_kernel rejects op types starting with '_' (kind[:1].isupper()), so "
-    "analysis._host_ops leaves out oneDNN's _MklNativeConv2DBackpropFilterWithBias and "
-    "_MklNativeFusedConv2D: the two heaviest op kernels of the Keras fit after the generator",
-    raises=AssertionError,
-    strict=True,
-)
 def test_host_ops_are_the_heaviest_op_kernels_in_the_steps(keras_host_ops):
     facts, time, _ = keras_host_ops
     expected = [key for key, _ in time.most_common(5)]

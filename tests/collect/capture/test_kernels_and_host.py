@@ -141,13 +141,6 @@ def test_pageable_copies_are_told_from_pinned_ones(details, pageable, size):
     assert kernels.copy_bytes(details) == size
 
 
-@pytest.mark.xfail(
-    reason="bug: kernels.copy_pageable reads kind 'unknown' as not pageable (False: pinned) "
-    "where its docstring promises None ('the stat does not say'); analysis._copies then "
-    "counts such copies as pinned",
-    raises=AssertionError,
-    strict=True,
-)
 def test_a_copy_of_unknown_host_memory_is_neither_pageable_nor_pinned():
     # the H100 capture's own host-side copy launches carry this
     details = memcpy_details("h100_slow_input", "/host:CPU")
@@ -202,13 +195,6 @@ def test_public_kernel_names(name, precision, matmul):
     assert kernels.is_matmul(name) is matmul
 
 
-@pytest.mark.xfail(
-    reason="bug: kernels._TENSOR_CORE knows the s-prefixed instruction shapes (s884, s1688, "
-    "s16816) but not cuBLAS's h- and i-prefixed ones (h884gemm, h1688gemm, h16816gemm, "
-    "i16832gemm): FP16 and INT8 tensor-core GEMMs read as no tensor cores",
-    raises=AssertionError,
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("name", "precision"),
     [
@@ -223,13 +209,6 @@ def test_cublas_half_and_int8_tensor_core_gemms(name, precision):
     assert kernels.tensor_core(name) == precision
 
 
-@pytest.mark.xfail(
-    reason="bug: kernels._MATMUL and _TENSOR_CORE miss cuBLAS 12's Hopper GEMMs, named "
-    "nvjet_* (no gemm/xmma in the name): an H100's cuBLAS matmul reads as neither a "
-    "matmul nor tensor-core work",
-    raises=AssertionError,
-    strict=True,
-)
 @pytest.mark.parametrize(
     "name",
     ["nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "nvjet_tst_64x64_64x8_2x1_v_bz_splitK_TNT"],
@@ -239,13 +218,6 @@ def test_cublas_hopper_nvjet_gemms_are_tensor_core_matmuls(name):
     assert kernels.tensor_core(name) is not None
 
 
-@pytest.mark.xfail(
-    reason="bug: kernels._MATMUL misses cuDNN's implicit-GEMM convolutions named "
-    "*_scudnn_* (FP32) and *_s884cudnn_* (FP16): a convolution that could use tensor "
-    "cores is left out of matmul_s",
-    raises=AssertionError,
-    strict=True,
-)
 @pytest.mark.parametrize(
     "name",
     [
@@ -258,13 +230,6 @@ def test_cudnn_implicit_gemm_convolutions_are_matmuls(name):
     assert kernels.is_matmul(name)
 
 
-@pytest.mark.xfail(
-    reason="bug: kernels.tensor_core matches 'xmma' anywhere in the name, so cuDNN's "
-    "workspace initialiser (namespace xmma__5x_cudnn) counts as tensor-core matmul time "
-    "in the H100 capture (analysis: matmul = is_matmul or tensor_core is not None)",
-    raises=AssertionError,
-    strict=True,
-)
 def test_cudnns_workspace_initialiser_is_no_tensor_core_matmul(h100_kernels):
     (name,) = [n for n in h100_kernels if "init_device_workspace_kernel" in n]
     assert kernels.tensor_core(name) is None
@@ -362,14 +327,6 @@ def test_the_python_tracers_next_is_input_and_its_frames_are_read():
     assert host.op_kernel("$xplane_capture.py:14 slow", None) is None
 
 
-@pytest.mark.xfail(
-    reason="bug: host.op_kernel requires the op type to start with an upper-case letter "
-    "(kind[:1].isupper()), so TF's internal op types (_MklNativeFusedConv2D, _MklMatMul, "
-    "_FusedMatMul, _FusedConv2D) are not read as op kernels: the heaviest CPU kernels "
-    "count as 'dispatch' and are missing from host_ops",
-    raises=AssertionError,
-    strict=True,
-)
 def test_tfs_underscore_op_types_are_op_kernels_and_compute(custom_loop):
     event = (
         "tf_Compute",
