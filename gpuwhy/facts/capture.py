@@ -12,7 +12,9 @@ from dataclasses import dataclass
 # time of a gap goes to the first of these whose events cover it ("compute": TensorFlow
 # op kernels running on the host)
 HOST_ACTIVITIES = ("input", "compile", "synchronisation", "compute", "python", "dispatch")
-NOT_RECORDED = "nothing recorded"  # no host event covers that idle time
+# no host event covers that idle time: Python between TF's calls (without the Python
+# tracer), or the host idle
+NOT_RECORDED = "untraced"
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,9 @@ class CaptureStep:
     """One step: from its start to the next one's. ``busy_s`` the union of kernel
     intervals in it (all GPUs' planes), ``copy_s`` the union of copies', ``kernels`` how
     many ran, ``median_kernel_s`` their median length, ``median_gap_s`` the median gap
-    between one kernel's end and the next one's start where the GPU idled."""
+    between one kernel's end and the next one's start where the GPU idled; ``idle_s``
+    and ``host``: the GPU's idle time in the step and the activity that covered most of
+    it (a step that waited for input among steps that waited for nothing shows here)."""
 
     start_s: float  # from the capture's start
     duration_s: float
@@ -100,6 +104,8 @@ class CaptureStep:
     kernels: int = 0
     median_kernel_s: float | None = None
     median_gap_s: float | None = None
+    idle_s: float | None = None  # the GPU's idle time in it (the whole step without a GPU)
+    host: str | None = None  # what the host did in most of that time (HOST_ACTIVITIES...)
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,9 @@ class CaptureFacts:
     # the steps' GPU idle time by host activity (without a GPU: the steps' whole time)
     idle: tuple[HostShare, ...] = ()
     python: tuple[PythonFrame, ...] = ()
+    # tf.data's stages busiest while the steps waited for input, most first
+    # ("Iterator::Root::Prefetch::FlatMap[0]::Generator", "EagerPyFunc")
+    input_stages: tuple[str, ...] = ()
     host_ops: tuple[HostOp, ...] = ()
     host_ops_known: bool = False  # whether GPU kernels name their ops (on_cpu can be told)
     bytes: int = 0  # the capture file's size

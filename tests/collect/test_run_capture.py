@@ -197,3 +197,74 @@ def test_a_fast_loop_gets_about_the_steps_it_asked_for(tmp_path):
     capture = json.loads((tmp_path / "r.json").read_text())["capture"]
     assert capture is not None and capture["captured_steps"] == ASKED
     assert capture["step_count"] <= ASKED + 3
+
+
+# the program starts TF's profiler itself, from a module it imports, after its 10th step
+OWN_PROFILER = textwrap.dedent(
+    """
+    import tensorflow as tf
+
+
+    def profile(step, logdir):
+        if step == 10:
+            tf.profiler.experimental.start(logdir)
+        if step == 15:
+            tf.profiler.experimental.stop()
+    """
+)
+TRAIN_PROFILED = textwrap.dedent(
+    """
+    import sys
+    import time
+
+    import tensorflow as tf
+
+    import profiling
+
+    w = tf.Variable(tf.random.normal([32, 8], seed=1))
+
+
+    @tf.function
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w)))
+        w.assign_sub(0.01 * tape.gradient(loss, w))
+        return loss
+
+
+    for step in range(30):
+        time.sleep(0.03)
+        train_step(tf.random.normal([16, 32], seed=step))
+        profiling.profile(step, sys.argv[1])
+    print("trained with my own profile")
+    """
+)
+
+
+def test_the_capture_gives_way_to_the_programs_own_profiler(tmp_path):
+    """gpuwhy's session is on from step 4 (after warm-up) for up to 200 steps; at step
+    10 the program, from a module it imports, starts TF's profiler: gpuwhy's capture
+    ends there and the program's own starts, stops and is written as it would be."""
+    (tmp_path / "profiling.py").write_text(OWN_PROFILER)
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_PROFILED)
+    own = tmp_path / "own_logs"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "gpuwhy", "run", "--capture", "200",
+            "--capture-dir", str(tmp_path / "gpuwhy_logs"),
+            "--json", str(tmp_path / "r.json"), str(script), str(own),
+        ],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}", "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trained with my own profile" in result.stdout
+    assert capture_files(own)  # the program's own capture, written
+    record = json.loads((tmp_path / "r.json").read_text())
+    capture = record["capture"]
+    assert capture is not None
+    assert (
+        capture["note"] == "the program started TF's profiler itself: gpuwhy's capture ended there"
+    )
+    assert 1 <= len(capture["steps"]) <= 10  # from warm-up to the program's start

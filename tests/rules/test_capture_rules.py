@@ -112,9 +112,32 @@ def test_a_capture_whose_gpu_waits_for_input_names_the_programs_own_frame():
 
 def test_a_tensorflow_capture_gets_the_tf_data_fix_around_its_generator():
     frames = (PythonFrame("make_batches", "train.py", 9, 0.1),)
-    (finding,) = run(InputBound, Facts(capture=capture(idle=(("input", 0.5),), python=frames)))
-    assert "from_generator(make_batches" in finding.fix
-    assert "prefetch(tf.data.AUTOTUNE)" in finding.fix
+    stages = ("Iterator::Root::FlatMap", "Iterator::Root::FlatMap[0]::Generator")
+    facts = Facts(capture=capture(idle=(("input", 0.5),), python=frames, input_stages=stages))
+    (finding,) = run(InputBound, facts)
+    assert "from_generator(make_batches, args=(shard,)" in finding.fix
+    assert "prefetch(tf.data.AUTOTUNE)" in finding.fix  # no Prefetch stage
+    assert finding.evidence["tf_data_stages_in_the_wait"].startswith("Iterator::Root::FlatMap")
+    ast.parse(finding.fix)
+
+
+@pytest.mark.parametrize(
+    ("stages", "expected", "absent"),
+    [
+        (
+            ("Iterator::Root::Prefetch::Map", "EagerPyFunc:EagerPyFunc"),
+            "tf.py_function",
+            "prefetch",
+        ),
+        (("Iterator::Root::Prefetch::Map::TensorSlice",), "one element at a time", "py_function"),
+        (("Iterator::Root::Prefetch::ParallelMapV2",), "steps_per_execution", "ds.map"),
+    ],
+    ids=["py_function", "sequential map", "already parallel"],
+)
+def test_the_tf_data_fix_follows_the_stages_in_the_wait(stages, expected, absent):
+    facts = Facts(capture=capture(idle=(("input", 0.5),), input_stages=stages))
+    (finding,) = run(InputBound, facts)
+    assert expected in finding.fix and absent not in finding.fix
     ast.parse(finding.fix)
 
 

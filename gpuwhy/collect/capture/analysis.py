@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +42,28 @@ TOP_HOST_OPS = 30
 TOP_FRAMES = 8
 MIN_STEPS = 3  # a pattern seen fewer times is not a step
 FRAME_SHARE = 0.1  # a Python frame is named when it covers this much of the idle time
+# the lines XProf derives on a device plane from its streams' annotations
+DERIVED_LINES = frozenset(
+    {
+        "Steps",
+        "XLA Modules",
+        "XLA Ops",
+        "Async XLA Ops",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "Framework Ops",
+        "Framework Name Scope",
+        "Source code",
+        "Launch Stats",
+        "XLA TraceMe",
+    }
+)
+MAX_STAGES = 6
 SLICE = 1 << 18  # host events handled at a time
 ENVELOPES = ("python", "dispatch")  # activities whose step-long events are the step itself
 NO_DEVICE = "no GPU: the capture has no device plane"
 _EAGER_OP = "EagerLocalExecute: "
+EAGER = "eager"  # read_capture's prefer for a watched loop without a training tf.function
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
 _OP_STATS = ("tf_op", "hlo_op")
 
@@ -94,19 +112,28 @@ def wants(plane: str, name: str) -> bool:
     )
 
 
-def read_capture(files: Iterable[Path], note: str | None = None) -> CaptureFacts:
-    """The capture section of the capture files of one run (one per host)."""
+def read_capture(
+    files: Iterable[Path], note: str | None = None, prefer: str | None = None
+) -> CaptureFacts:
+    """The capture section of the capture files of one run (one per host). ``prefer``:
+    the steps a watched run knows (its training function's name, or EAGER: a loop
+    without one), over what the capture alone would take for them."""
     paths = list(files)
     spaces = [xspace.read(p, wants, KEPT_STATS) for p in paths]
-    return analyse(spaces, paths, note)
+    return analyse(spaces, paths, note, prefer)
 
 
-def analyse(spaces: list[xspace.Space], paths: list[Path], note: str | None = None) -> CaptureFacts:
+def analyse(
+    spaces: list[xspace.Space],
+    paths: list[Path],
+    note: str | None = None,
+    prefer: str | None = None,
+) -> CaptureFacts:
     planes = [p for s in spaces for p in s.planes]
     start_ps, span_ps = _span(planes)
     devices = [_device(p) for p in planes if p.name.startswith("/device:GPU")]
     hosts = [p for p in planes if p.name == "/host:CPU"]
-    markers = _steps(hosts, devices)
+    markers = _steps(hosts, devices, prefer)
     steps_from, step_name, boundaries = markers if markers else (None, None, [])
     busy = intervals.union(
         np.concatenate([d.kernel_starts for d in devices] or [np.zeros(0, np.int64)]),
@@ -116,7 +143,11 @@ def analyse(spaces: list[xspace.Space], paths: list[Path], note: str | None = No
     steps = [_step(a, b, busy, copy_union, devices, start_ps) for a, b in boundaries[:MAX_STEPS]]
     idle = _idle(boundaries, busy)  # without a GPU: the steps' whole time
     step_ps = int(np.median([b - a for a, b in boundaries])) if boundaries else 0
-    shares, frames = _host_activity(hosts, idle, step_ps) if boundaries else ((), ())
+    reading = _host_activity(hosts, idle, step_ps) if boundaries else _HostReading()
+    steps = [
+        _with_host(step, a, b, idle, reading.exclusive)
+        for step, (a, b) in zip(steps, boundaries[:MAX_STEPS])
+    ]
     metadata = {k: str(v) for p in planes if p.name == "/host:metadata" for k, v in p.stats.items()}
     producer = _producer(metadata, hosts)
     ops, ops_known = (
@@ -134,8 +165,9 @@ def analyse(spaces: list[xspace.Space], paths: list[Path], note: str | None = No
         step_name=step_name,
         steps=tuple(steps),
         step_count=len(boundaries),
-        idle=shares,
-        python=frames,
+        idle=reading.shares,
+        python=reading.frames,
+        input_stages=reading.stages,
         host_ops=ops,
         host_ops_known=ops_known,
         bytes=sum(p.stat().st_size for p in paths),
@@ -162,6 +194,14 @@ def _span(planes: list[xspace.Plane]) -> tuple[int, int]:
 
 
 # -- devices -----------------------------------------------------------------------------
+def stream_lines(plane: xspace.Plane) -> list[xspace.Line]:
+    """A GPU plane's lines of real work: its CUDA streams (``Stream #14(...)``). Lines XProf
+    derives from them (``XLA Modules``, ``TensorFlow Ops``, ``Steps``...: spans that cover
+    many kernels each) would count their time twice, and wider: they are left out."""
+    streams = [line for line in plane.lines if line.name.startswith("Stream")]
+    return streams or [line for line in plane.lines if line.name not in DERIVED_LINES]
+
+
 def _device(plane: xspace.Plane) -> _Device:
     directions = {i: kernels.copy_direction(n) for i, n in plane.names.items()}
     copy_ids = [i for i, d in directions.items() if d is not None]
@@ -171,7 +211,7 @@ def _device(plane: xspace.Plane) -> _Device:
     id_stats: dict[int, xspace.Stats] = {}
     copies = []
     seen = 0
-    for line in plane.lines:
+    for line in stream_lines(plane):
         if not len(line):
             continue
         for position in np.flatnonzero(np.isin(line.ids, copy_ids)).tolist():
@@ -275,7 +315,7 @@ def _device_facts(device: _Device, boundaries: Boundaries) -> CaptureDevice:
     return CaptureDevice(
         name=device.plane.name,
         model=_text(device.plane.stats.get("gpu_device_name")),
-        streams=sum(1 for line in device.plane.lines if len(line)),
+        streams=sum(1 for line in stream_lines(device.plane) if len(line)),
         kernels=len(device.kernel_ids),
         busy_s=intervals.total(busy) * PS,
         kernel_time_s=float(durations.sum()) * PS,
@@ -345,11 +385,15 @@ Boundaries = list[tuple[int, int]]
 
 
 def _steps(
-    hosts: list[xspace.Plane], devices: list[_Device]
+    hosts: list[xspace.Plane], devices: list[_Device], prefer: str | None = None
 ) -> tuple[str, str | None, Boundaries] | None:
+    if prefer == EAGER:  # a watched eager loop: its tf.functions (an evaluation) are not it
+        found = _marked_steps(hosts) or _eager_steps(hosts) or _device_steps(devices)
+        if found:
+            return found
     return (
         _marked_steps(hosts)
-        or _function_steps(hosts)
+        or _function_steps(hosts, prefer)
         or _device_steps(devices)
         or _eager_steps(hosts)
     )
@@ -380,12 +424,15 @@ def _marked_steps(hosts: list[xspace.Plane]) -> tuple[str, str | None, Boundarie
     return "step markers", best[0], _periods(*best[1])
 
 
-def _function_steps(hosts: list[xspace.Plane]) -> tuple[str, str | None, Boundaries] | None:
+def _function_steps(
+    hosts: list[xspace.Plane], prefer: str | None = None
+) -> tuple[str, str | None, Boundaries] | None:
+    """The calls of one traced function (each trace of it apart: Keras' training and
+    evaluation functions share a name): ``prefer``'s where it was called, else the one
+    with the most time in calls."""
     calls: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
     for plane in hosts:
-        matched = {
-            i: m.group("name") for i, n in plane.names.items() if (m := _FUNCTION_CALL.match(n))
-        }
+        matched = {i: n for i, n in plane.names.items() if _FUNCTION_CALL.match(n)}
         if not matched:
             continue
         for line in plane.lines:
@@ -398,10 +445,21 @@ def _function_steps(hosts: list[xspace.Plane]) -> tuple[str, str | None, Boundar
     eligible = {n: c for n, c in calls.items() if len(c[0]) >= MIN_STEPS}
     if not eligible:
         return None
-    name, (starts, ends) = max(
-        eligible.items(), key=lambda item: sum(e - s for s, e in zip(*item[1]))
+    preferred = {n: c for n, c in eligible.items() if prefer and _function_name(n) == prefer}
+    traced, (starts, ends) = max(
+        (preferred or eligible).items(),
+        key=lambda item: (
+            len(item[1][0]) if preferred else 0,
+            sum(e - s for s, e in zip(*item[1])),
+        ),
     )
-    return "function calls", name, _periods(starts, ends)
+    return "function calls", _function_name(traced), _periods(starts, ends)
+
+
+def _function_name(traced: str) -> str:
+    """``train_step`` of ``EagerLocalExecute: __inference_train_step_191``."""
+    match = _FUNCTION_CALL.match(traced)
+    return match.group("name") if match else traced
 
 
 def _device_steps(devices: list[_Device]) -> tuple[str, str | None, Boundaries] | None:
@@ -527,9 +585,19 @@ class _LineCodes:
             self.frame[metadata] = found is not None and found[1] not in host.RUNTIME_FILES
 
 
-def _host_activity(
-    hosts: list[xspace.Plane], idle: Intervals, step_ps: int
-) -> tuple[tuple[HostShare, ...], tuple[PythonFrame, ...]]:
+@dataclass
+class _HostReading:
+    """What the host did in the GPU's idle time: each activity's share (``shares``) and
+    own intervals (``exclusive``), the Python frames over it, tf.data's busiest stages
+    in the input wait."""
+
+    shares: tuple[HostShare, ...] = ()
+    frames: tuple[PythonFrame, ...] = ()
+    exclusive: dict[str, Intervals] = field(default_factory=dict)
+    stages: tuple[str, ...] = ()
+
+
+def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> _HostReading:
     """The steps' GPU idle time by what the host was doing, each moment to the most
     specific activity covering it; and the Python frames that covered it. A Python or
     dispatch event as long as half a step (``step_ps``: the median) is the step's own
@@ -539,7 +607,7 @@ def _host_activity(
     not a Python tracer's millions of events."""
     idle_total = intervals.total(idle)
     if idle_total <= 0:
-        return (), ()
+        return _HostReading()
     kinds = (*HOST_ACTIVITIES, host.BACKGROUND_INPUT)
     envelopes = np.array([k in ENVELOPES for k in kinds] + [False])
     merged = dict.fromkeys(range(len(kinds)), intervals.EMPTY)
@@ -591,18 +659,22 @@ def _host_activity(
             if (codes.table == kinds.index(host.BACKGROUND_INPUT)).any():
                 producers.append((plane, line, codes))
     shares = []
+    stage_names: list[str] = []  # tf.data's stages busiest during the input wait
+    exclusive: dict[str, Intervals] = {}  # each activity's own share of the idle time
     left = idle
     for k, activity in enumerate(HOST_ACTIVITIES):
         mine = intervals.intersect(left, merged[k])
         spent = intervals.total(mine)
         if spent <= 0:
             continue
+        exclusive[activity] = mine
         left = intervals.subtract(left, mine)
         named = sorted(
             ((n, t) for (a, n), t in seconds.items() if a == k), key=lambda item: -item[1]
         )
         if activity == "input" and producers:
             named = _busiest(producers, mine, kinds) or named  # what the wait waited for
+            stage_names = [n for n, t in named if t > 0 and _is_stage(n)][:MAX_STAGES]
         top = tuple(n for n, t in named[:3] if t > 0)
         shares.append(HostShare(activity, spent * PS, spent / idle_total, top))
     rest = intervals.total(left)
@@ -617,7 +689,25 @@ def _host_activity(
     for name in covering[:TOP_FRAMES]:
         function, file, line_number = host.frame(name) or (name, None, None)
         python.append(PythonFrame(function, file, line_number, frames[name] * PS))
-    return tuple(shares), tuple(python)
+    return _HostReading(tuple(shares), tuple(python), exclusive, tuple(stage_names))
+
+
+def _is_stage(name: str) -> bool:
+    """A tf.data stage's event (``Iterator::Root::Prefetch::FlatMap[0]::Generator``) or
+    the Python a stage runs (``PyFunc``, ``EagerPyFunc``)."""
+    return name.startswith("Iterator::") or "PyFunc" in name
+
+
+def _with_host(
+    step: CaptureStep, start: int, end: int, idle: Intervals, exclusive: dict[str, Intervals]
+) -> CaptureStep:
+    """The step with its GPU idle time and what the host did in most of it."""
+    idle_ps = intervals.total(intervals.clip(idle, start, end))
+    if idle_ps <= 0:
+        return replace(step, idle_s=0.0)
+    spent = {a: intervals.total(intervals.clip(v, start, end)) for a, v in exclusive.items()}
+    spent[NOT_RECORDED] = idle_ps - sum(spent.values())
+    return replace(step, idle_s=idle_ps * PS, host=max(spent, key=spent.__getitem__))
 
 
 def _busiest(

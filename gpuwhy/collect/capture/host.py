@@ -31,7 +31,7 @@ _SYNC = re.compile(
 )
 _DISPATCH = re.compile(
     r"Launch|Execute|ExecutorState|EagerLocalExecute|KernelAndDevice|FunctionRun|PjRt|Thunk"
-    r"|Dispatch|cu[A-Z]|cuda",
+    r"|Dispatch|(?-i:\bcu[A-Z]\w*)|\bcuda",
     re.IGNORECASE,
 )
 # bookkeeping the profiler or the runtime records, never what the host was waiting on

@@ -7,7 +7,7 @@ GPU's busy time in those steps).
 A background thread waits for the training function to warm up (the tf.function with
 the most time in calls that trains, after ``WARMUP_CALLS`` calls: FunctionWatcher.warm;
 a loop without one is captured for ``EAGER_CAPTURE_S`` once TensorFlow has run that
-long), starts the profiler (``tf.profiler.experimental.start``), waits for N more calls
+long), starts a profiler session of its own (tfapi/profiler_session.py), waits for N more calls
 (at most ``MAX_CAPTURE_S``) and stops it, which writes the capture under
 ``--capture-dir`` (a TensorBoard log directory: ``plugins/profile/<run>/<host>.xplane.pb``).
 Its cost is bounded: N is at most ``MAX_STEPS``, the time traced at most ``MAX_CAPTURE_S``,
@@ -15,8 +15,10 @@ and reading it back happens once, at the end, over those steps only.
 
 One profiler session runs per process: where gpuwhy's step sampler holds it (a few
 steps, at most its MAX_SAMPLE_S) the capture waits for it (``BUSY_WAIT_S``); where the
-program runs TF's profiler itself, or in a multi-worker job (the profiler corrupted
-workers' heaps there), there is no capture, and the notes say why.
+program starts TF's profiler itself (``tf.profiler.experimental.start``, Keras'
+TensorBoard ``profile_batch``), gpuwhy's capture ends at once and gives it way (the
+program never sees a second session); in a multi-worker job there is no capture (the
+profiler corrupted workers' heaps there). The notes say why.
 """
 
 from __future__ import annotations
@@ -28,33 +30,56 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from gpuwhy.collect.capture.analysis import read_capture
+from gpuwhy.collect.capture.analysis import EAGER, read_capture
 from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
 from gpuwhy.collect.capture.xspace import FormatError
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.collect.inprocess.step_profile import profiler_refused
+from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, multi_worker_config
 from gpuwhy.facts import CaptureDevice, CaptureFacts, Facts
+from gpuwhy.facts.capture import NOT_RECORDED
 from gpuwhy.formatting import byte_size, duration
+from gpuwhy.tfapi.patching import Patch
+from gpuwhy.tfapi.profiler_session import OwnSession, install_give_way
 
 WARMUP_CALLS = 3
-FALLBACK_CALLS = 20  # a function that trains nothing (an inference loop): once this warm
+NEVER = 1 << 62  # a function that trains nothing is never the one captured
+# the profiler's levels: every op kernel on the host, the program's Python functions
+# (their file:line), the GPU's kernels and copies
+OPTIONS = {"host_tracer_level": 2, "python_tracer_level": 1, "device_tracer_level": 1}
 MAX_STEPS = 200
 MAX_CAPTURE_S = 30.0
-EAGER_CAPTURE_S = 2.0  # no tf.function: the time traced
+EAGER_CAPTURE_S = 1.0  # no tf.function: the time traced (an eager loop's events are many)
 EAGER_AFTER_S = 10.0  # ... once TensorFlow has run this long
 BUSY_WAIT_S = 30.0
+DEFAULT_DIR = "gpuwhy-capture"
 POLL_S = 0.02  # waiting for the function to warm up
 CAPTURE_POLL_S = 0.001  # counting the captured steps: a fast loop's steps are short
 
 
-def _steps(text: str) -> int:
+def steps(text: str) -> int:
+    """A step count (argparse names this function in its error: "invalid steps value")."""
     return int(text)
 
 
-def _refuse_steps(steps: int) -> str | None:
-    if steps < 0 or steps > MAX_STEPS:
-        return f"--capture takes 1 to {MAX_STEPS} steps (0: no capture), not {steps}"
+def _refuse_steps(count: int) -> str | None:
+    if count < 0 or count > MAX_STEPS:
+        return f"--capture takes 1 to {MAX_STEPS} steps (0: no capture), not {count}"
+    return None
+
+
+def _refuse_dir(logdir: str) -> str | None:
+    """A --capture-dir that cannot be one, refused before the program runs (not found
+    out after it, when the capture is written). The default is checked for being a
+    directory only: a run without --capture is never refused for the folder it is in."""
+    where = Path(logdir).resolve()
+    if where.exists() and not where.is_dir():
+        return f"--capture-dir {logdir} is not a directory"
+    if logdir == DEFAULT_DIR:
+        return None
+    parent = next((p for p in (where, *where.parents) if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"--capture-dir {logdir} cannot be created: {parent or where} is not writable"
     return None
 
 
@@ -62,7 +87,7 @@ CAPTURE_STEPS = Option(
     name="capture",
     flag="--capture",
     default=0,
-    type=_steps,
+    type=steps,
     metavar="N",
     help="capture N steps after warm-up with TensorFlow's profiler (kernels, copies, host "
     "ops: measured, not predicted) and keep the capture for XProf/TensorBoard (off: 0)",
@@ -71,9 +96,10 @@ CAPTURE_STEPS = Option(
 CAPTURE_DIR = Option(
     name="capture_dir",
     flag="--capture-dir",
-    default="gpuwhy-capture",
+    default=DEFAULT_DIR,
     metavar="DIR",
     help="the TensorBoard log directory --capture writes to (default ./gpuwhy-capture)",
+    refuse=_refuse_dir,
 )
 
 
@@ -109,14 +135,24 @@ class CaptureCollector(Collector):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._tf_at: float | None = None
+        self._session = OwnSession(self._logdir, OPTIONS)
+        self._patches: list[Patch] = []
+        self._before: set[Path] = set()
+        self._stopping_s = 0.0
         self.reason: str | None = None
         self.written: list[Path] = []
         self.overhead_s: float | None = None
         self.function: str | None = None
+        self.gave_way = False
 
     def on_tensorflow(self) -> None:
-        self.reason = profiler_refused()  # the program's own profiler, a multi-worker job
-        if self.reason:
+        if multi_worker_config():
+            self.reason = MULTI_WORKER
+            return
+        try:
+            self._patches = install_give_way(self._give_way)
+        except Exception as error:  # noqa: BLE001 - a TF without the hook: no capture
+            self.reason = f"could not watch the program's own profiler ({error})"
             return
         self._tf_at = time.perf_counter()
         self._thread = threading.Thread(target=self._capture, name="gpuwhy-capture", daemon=True)
@@ -127,6 +163,11 @@ class CaptureCollector(Collector):
         thread = self._thread
         if thread is not None and thread.is_alive():
             thread.join(timeout=MAX_CAPTURE_S)
+        if self._session.running:  # the thread did not get to it: never left on
+            self._end()
+        for patch in reversed(self._patches):
+            patch.undo()
+        self._patches = []
 
     def fill(self, gathering: Gathering) -> CaptureFacts | None:
         if not self.written:
@@ -134,16 +175,41 @@ class CaptureCollector(Collector):
                 gathering.note(f"--capture: {self.reason}")
             return None
         try:
-            facts = read_capture(self.written)
+            facts = read_capture(self.written, prefer=self.function or EAGER)
         except (CaptureNotFound, FormatError, OSError) as error:
             gathering.note(f"--capture: the capture could not be read back ({error})")
             return None
-        return replace(facts, captured_steps=self._steps, overhead_s=self.overhead_s)
+        note = (
+            "the program started TF's profiler itself: gpuwhy's capture ended there"
+            if self.gave_way
+            else None
+        )
+        return replace(facts, captured_steps=self._steps, overhead_s=self.overhead_s, note=note)
 
     # -- the profiler thread -------------------------------------------------------------
+    def _give_way(self) -> None:
+        """The program starts TF's profiler: gpuwhy's session ends first (one per process)."""
+        if self._session.running:
+            self.gave_way = True
+            self._end()
+
+    def _end(self) -> None:
+        stopping = time.perf_counter()
+        try:
+            if self._session.stop():
+                self._stopping_s = time.perf_counter() - stopping
+                self.written = sorted(set(_existing(self._logdir)) - self._before)
+                if not self.written:
+                    self.reason = f"TensorFlow's profiler wrote no capture under {self._logdir}"
+        except Exception as error:  # noqa: BLE001 - never into the program
+            self.reason = f"the capture could not be written ({type(error).__name__}: {error})"
+
     def _wait_for_function(self) -> tuple[str, int] | None:
+        """The training function once warm; None for a loop without one (eager), once
+        TensorFlow has run ``EAGER_AFTER_S`` without one (an evaluation function or a
+        helper called often is not the step)."""
         while not self._stop.is_set():
-            hot = self._functions.warm(1 + WARMUP_CALLS, FALLBACK_CALLS)
+            hot = self._functions.warm(1 + WARMUP_CALLS, NEVER)
             if hot is not None:
                 return hot
             if self._tf_at is not None and time.perf_counter() - self._tf_at > EAGER_AFTER_S:
@@ -153,52 +219,46 @@ class CaptureCollector(Collector):
 
     def _capture(self) -> None:
         try:
-            import tensorflow as tf  # the program imported it: no cost
-
             hot = self._wait_for_function()
             if self._stop.is_set():
                 self.reason = "the program ended before its steps warmed up"
                 return
             self.function = hot[0] if hot else None
-            before = set(_existing(self._logdir))
-            began = time.perf_counter()
-            if not self._start(tf):
+            self._before = set(_existing(self._logdir))
+            start_s = self._start()
+            if start_s is None:
                 return
             started = time.perf_counter()
             if hot is not None:
                 name = hot[0]
                 target = self._functions.calls_of(name) + self._steps + 1
                 while (
-                    not self._stop.is_set()
+                    self._session.running
+                    and not self._stop.is_set()
                     and self._functions.calls_of(name) < target
                     and time.perf_counter() - started < MAX_CAPTURE_S
                 ):
                     time.sleep(CAPTURE_POLL_S)
             else:
                 self._stop.wait(EAGER_CAPTURE_S)
-            stopping = time.perf_counter()
-            tf.profiler.experimental.stop()
-            self.overhead_s = (started - began) + (time.perf_counter() - stopping)
-            self.written = sorted(set(_existing(self._logdir)) - before)
-            if not self.written:
-                self.reason = f"TensorFlow's profiler wrote no capture under {self._logdir}"
+            self._end()
+            self.overhead_s = start_s + self._stopping_s
         except Exception as error:  # noqa: BLE001 - never into the program
             self.reason = f"{type(error).__name__}: {error}"
 
-    def _start(self, tf: object) -> bool:
-        """Start the profiler, waiting while another session holds it."""
-        options = tf.profiler.experimental.ProfilerOptions(  # type: ignore[attr-defined]
-            host_tracer_level=2, python_tracer_level=1, device_tracer_level=1
-        )
+    def _start(self) -> float | None:
+        """Start the session, waiting while another holds TF's profiler; the seconds the
+        start itself took (None: it never started, ``reason`` says why)."""
         deadline = time.perf_counter() + BUSY_WAIT_S
         while True:
+            began = time.perf_counter()
             try:
-                tf.profiler.experimental.start(self._logdir, options=options)  # type: ignore[attr-defined]
-                return True
+                self._session.start()
+                return time.perf_counter() - began
             except Exception as error:  # noqa: BLE001 - another session runs
                 if self._stop.is_set() or time.perf_counter() > deadline:
                     self.reason = f"TensorFlow's profiler would not start ({error})"
-                    return False
+                    return None
                 time.sleep(0.5)
 
 
@@ -306,7 +366,16 @@ def _copies_line(device: CaptureDevice) -> str:
 
 
 def _idle_line(capture: CaptureFacts) -> str:
-    parts = [f"{share.activity} {share.share:.0%}" for share in capture.idle if share.share >= 0.01]
+    parts = [
+        f"{share.activity} {share.share:.0%}"
+        + (
+            " (no event: Python between TF's calls, or the host idle)"
+            if share.activity == NOT_RECORDED
+            else ""
+        )
+        for share in capture.idle
+        if share.share >= 0.01
+    ]
     text = "the host was in " + ", ".join(parts)
     if not capture.devices:
         text = "steps' time: " + text

@@ -166,6 +166,8 @@ class InputBound(Rule):
             evidence["gpu_busy_fraction"] = round(capture.busy_share, 3)
         if waited is not None and waited.top:
             evidence["host_events_in_the_wait"] = ", ".join(waited.top)
+        if capture.input_stages:
+            evidence["tf_data_stages_in_the_wait"] = ", ".join(capture.input_stages)
         if frame is not None:
             evidence["python_frame"] = f"{frame.function} at {where}"
         return [
@@ -416,26 +418,13 @@ EAGER_STEP_OPS = 20
 
 
 def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
-    """The fix for an input wait seen in a capture: the capture names the function that
-    makes the batches, not the dataset's variable, so the code is written around it."""
+    """The fix for an input wait seen in a capture, by the tf.data stages busiest in the
+    wait (a generator, a py_function, a sequential map, no prefetch) or, for JAX and
+    Keras generators, the function that makes the batches. The capture names stages and
+    functions, not the dataset's variable: ``ds`` stands for it."""
     name = frame.function if frame is not None and frame.function.isidentifier() else None
-    if capture.producer == "tensorflow":
-        source = (
-            f"tf.data.Dataset.from_generator({name}, output_signature=...)" if name else "dataset"
-        )
-        return "\n".join(
-            [
-                "# the input pipeline, made in parallel and ahead of the step:",
-                f"ds = ({source}",
-                "      .map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)  # its maps",
-                "      .prefetch(tf.data.AUTOTUNE))",
-                "# a Python generator runs one batch at a time under the GIL: make the batches",
-                "# with TF ops (tf.data.TFRecordDataset, tf.io) or several generators at once:",
-                "#   tf.data.Dataset.range(4).interleave(lambda i: ..., num_parallel_calls=4)",
-                "# then `gpuwhy run train.py` names the slow stage and `gpuwhy fix --input` "
-                "measures the rewrite",
-            ]
-        )
+    if capture.producer == "tensorflow" or capture.input_stages:
+        return "\n".join(_tf_data_fix(capture.input_stages, name))
     made = f"`{name}` ({frame.file}:{frame.line})" if name and frame else "the batches"
     return "\n".join(
         [
@@ -451,6 +440,50 @@ def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
             "# or a tf.data / grain pipeline with parallel maps and prefetch",
         ]
     )
+
+
+def _tf_data_fix(stages: tuple[str, ...], generator: str | None) -> list[str]:
+    """What to change in the tf.data pipeline whose stages the capture names."""
+    path = " ".join(stages)
+    segments = {part.split("[")[0] for stage in stages for part in stage.split("::")}
+    lines = [f"# busiest in the wait: {', '.join(stages[:3])}" if stages else "# the pipeline:"]
+    if "Generator" in segments or "PyFunc:PyFunc" in path:
+        source = generator or "gen"
+        lines += [
+            "# a Python generator yields one element at a time under the GIL: slice arrays",
+            "# that fit in memory (tf.data.Dataset.from_tensor_slices), read TFRecord shards,",
+            "# or run one generator per shard on several threads:",
+            "ds = tf.data.Dataset.from_tensor_slices(shards).interleave(",
+            f"    lambda shard: tf.data.Dataset.from_generator({source}, args=(shard,),"
+            " output_signature=signature),",
+            "    num_parallel_calls=tf.data.AUTOTUNE)",
+        ]
+    if "EagerPyFunc" in path:
+        lines += [
+            "# a tf.py_function in a map runs Python per element: write it with TF ops",
+            "# (tf.image, tf.strings, tf.io), or at least run it on several threads:",
+            "ds = ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE)",
+        ]
+    elif "Map" in segments:
+        lines += [
+            "# a map runs one element at a time: run it on several threads",
+            "ds = ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE)",
+        ]
+    if "Prefetch" not in segments:
+        lines += [
+            "# nothing prepares the next batch while the step runs: prefetch",
+            "ds = ds.prefetch(tf.data.AUTOTUNE)",
+        ]
+    if len(lines) == 1:
+        lines += [
+            "# the stages already run in parallel and ahead of the step: each batch costs",
+            "# its fixed overhead; a larger batch, or several steps per call, spread it:",
+            "model.compile(..., steps_per_execution=32)",
+        ]
+    lines.append(
+        "# `gpuwhy run train.py` names the stage's file:line; `gpuwhy fix --input` measures it"
+    )
+    return lines
 
 
 def _fewer_calls(eager: EagerFacts | None) -> list[str]:
