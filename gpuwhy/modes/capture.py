@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuwhy.collect.capture.analysis import read_capture
-from gpuwhy.collect.capture.files import CaptureNotFound, capture_files, is_capture
+from gpuwhy.collect.capture.files import CaptureNotFound, capture_files, is_capture, other_runs
 from gpuwhy.collect.capture.xspace import FormatError
 from gpuwhy.facts import Facts
 from gpuwhy.record import Record
@@ -25,8 +25,15 @@ def diagnose_capture(path: str | Path, run: str | None = None) -> Record:
         files = capture_files(path, run)
     except CaptureNotFound as error:
         raise CaptureError(str(error)) from None
+    others = other_runs(path, run)
+    note = (
+        f"read the newest of {len(others) + 1} profile runs ({files[0].parent.name}); "
+        f"--run NAME for another: {', '.join(others[-3:])}"
+        if others and run is None
+        else None
+    )
     try:
-        capture = read_capture(files)
+        capture = read_capture(files, note)
     except FormatError as error:
         raise CaptureError(f"{', '.join(map(str, files))}: {error}") from None
     except OSError as error:

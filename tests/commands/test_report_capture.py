@@ -78,7 +78,7 @@ def test_the_h100_capture_reports_the_verdict_then_the_capture_block(h100_text, 
     assert "NVIDIA H100 80GB HBM3: 765 kernels on 4 streams" in device
     assert "on tensor cores (tf32)" in device
     assert "host→GPU 48 (63.0 MiB" in rows["Copies (captured)"]
-    idle = rows["GPU idle in steps"]
+    idle = rows["GPU idle in captured steps"]
     assert "the host was in input 100%" in idle
     assert idle.endswith("first Python frame: slow (xplane_capture.py:14)")
 

@@ -25,6 +25,8 @@ def capture_files(path: str | Path, run: str | None = None) -> list[Path]:
     directory's newest run (``run``: a run's folder name under plugins/profile)."""
     where = Path(path)
     if where.is_file():
+        if run is not None:
+            raise CaptureNotFound(f"--run names a run of a log directory; {where} is a file")
         if not where.name.endswith(SUFFIX):
             raise CaptureNotFound(f"{where} is not an XProf capture (*{SUFFIX})")
         return [where]
@@ -46,6 +48,16 @@ def capture_files(path: str | Path, run: str | None = None) -> list[Path]:
         return sorted(chosen[0].glob(f"*{SUFFIX}"))
     newest = max(runs, key=lambda r: (r.name, r.stat().st_mtime))
     return sorted(newest.glob(f"*{SUFFIX}"))
+
+
+def other_runs(path: str | Path, run: str | None) -> list[str]:
+    """The runs of a log directory besides the one read (the newest, or ``run``)."""
+    where = Path(path)
+    if not where.is_dir() or list(where.glob(f"*{SUFFIX}")):
+        return []
+    runs = sorted(_runs(where), key=lambda r: (r.name, r.stat().st_mtime))
+    chosen = run or (runs[-1].name if runs else None)
+    return [r.name for r in runs if r.name != chosen]
 
 
 def _runs(where: Path) -> list[Path]:

@@ -290,7 +290,10 @@ def capture_rows(capture: CaptureFacts, run_median_s: float | None = None) -> li
             rows.append(("Copies (captured)", _copies_line(device)))
     if capture.idle:
         rows.append(
-            ("GPU idle in steps" if capture.devices else "Host in steps", _idle_line(capture))
+            (
+                "GPU idle in captured steps" if capture.devices else "Host in captured steps",
+                _idle_line(capture),
+            )
         )
     cpu_ops = [op for op in capture.host_ops if op.on_cpu]
     if cpu_ops:
@@ -312,6 +315,8 @@ def _source_line(capture: CaptureFacts) -> str:
         text += f"; {capture.captured_steps} steps asked for"
     if capture.overhead_s is not None:
         text += f", profiler start and stop took {duration(capture.overhead_s)}"
+    if capture.note:
+        text += f"; {capture.note}"
     return text
 
 
@@ -376,9 +381,10 @@ def _idle_line(capture: CaptureFacts) -> str:
         for share in capture.idle
         if share.share >= 0.01
     ]
-    text = "the host was in " + ", ".join(parts)
-    if not capture.devices:
-        text = "steps' time: " + text
+    # without a GPU the shares are of the steps' whole time, by the host's events (the
+    # Steps row's input wait is measured around next(), over every step)
+    whole = "" if capture.devices else " (of the steps' whole time, by the host's events)"
+    text = f"the host was in {', '.join(parts)}{whole}"
     own = [f for f in capture.python if f.file]
     if own:
         frame = own[0]
