@@ -571,18 +571,29 @@ def _covered(idle: Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarra
 
 class _LineCodes:
     """A host line's events by activity code (an index into ``kinds``, -1: none), from
-    a table indexed by metadata id: one lookup per event, no sort, no loop per name."""
+    tables over the plane's event kinds: one lookup per event, no loop per name. Kinds
+    are numbered densely (``index``): metadata ids are the writer's, of any size; an id
+    the plane does not name is the last, nameless kind."""
 
     def __init__(self, plane: xspace.Plane, thread: str, kinds: tuple[str, ...]) -> None:
-        size = max(plane.names, default=-1) + 1
+        self.keys = np.array(sorted(plane.names), np.int64)
+        self.names = [plane.names[int(k)] for k in self.keys] + [""]
+        size = len(self.names)
         self.table = np.full(size, -1, np.int64)
         self.frame = np.zeros(size, bool)  # a Python frame past Python's runtime files
-        for metadata, name in plane.names.items():
-            activity = host.activity(name, thread, plane.display.get(metadata))
+        for k, name in enumerate(self.names[:-1]):
+            activity = host.activity(name, thread, plane.display.get(int(self.keys[k])))
             if activity is not None:
-                self.table[metadata] = kinds.index(activity)
+                self.table[k] = kinds.index(activity)
             found = host.frame(name)
-            self.frame[metadata] = found is not None and found[1] not in host.RUNTIME_FILES
+            self.frame[k] = found is not None and found[1] not in host.RUNTIME_FILES
+
+    def index(self, ids: np.ndarray) -> np.ndarray:
+        """Each event's kind, densely numbered."""
+        if not len(self.keys):
+            return np.zeros(len(ids), np.int64)
+        found = np.minimum(np.searchsorted(self.keys, ids), len(self.keys) - 1)
+        return np.where(self.keys[found] == ids, found, len(self.keys))
 
 
 @dataclass
@@ -615,7 +626,7 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     frames: defaultdict[str, float] = defaultdict(float)
     frame_length: defaultdict[str, float] = defaultdict(float)
     roots: set[str] = set()  # the files of the Python threads' outermost frames
-    producers: list[tuple[xspace.Plane, xspace.Line, _LineCodes]] = []
+    producers: list[tuple[xspace.Line, _LineCodes]] = []
     for plane in hosts:
         for line in plane.lines:
             if not len(line):
@@ -624,9 +635,9 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
             size = len(codes.table)
             covered_by_id = np.zeros(size)
             length_by_id = np.zeros(size)
-            longest_frame: tuple[int, int] = (-1, -1)  # (duration, metadata id)
+            longest_frame: tuple[int, int] = (-1, -1)  # (duration, kind)
             for lo in range(0, len(line), SLICE):
-                ids = line.ids[lo : lo + SLICE]
+                ids = codes.index(line.ids[lo : lo + SLICE])
                 starts = line.starts[lo : lo + SLICE]
                 durations = line.durations[lo : lo + SLICE]
                 ends = starts + durations
@@ -645,19 +656,19 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
                     best = framed[int(np.argmax(durations[framed]))]
                     longest_frame = max(longest_frame, (int(durations[best]), int(ids[best])))
             if longest_frame[1] >= 0:
-                found = host.frame(plane.names.get(longest_frame[1], ""))
+                found = host.frame(codes.names[longest_frame[1]])
                 if found is not None:
                     roots.add(found[1])
-            for metadata in np.flatnonzero(covered_by_id > 0).tolist():
-                k = int(codes.table[metadata])
-                name = plane.names.get(metadata, "")
+            for kind in np.flatnonzero(covered_by_id > 0).tolist():
+                k = int(codes.table[kind])
+                name = codes.names[kind]
                 if k >= 0:
-                    seconds[(k, name)] += float(covered_by_id[metadata])
+                    seconds[(k, name)] += float(covered_by_id[kind])
                 if host.frame(name):
-                    frames[name] += float(covered_by_id[metadata])
-                    frame_length[name] += float(length_by_id[metadata])
+                    frames[name] += float(covered_by_id[kind])
+                    frame_length[name] += float(length_by_id[kind])
             if (codes.table == kinds.index(host.BACKGROUND_INPUT)).any():
-                producers.append((plane, line, codes))
+                producers.append((line, codes))
     shares = []
     stage_names: list[str] = []  # tf.data's stages busiest during the input wait
     exclusive: dict[str, Intervals] = {}  # each activity's own share of the idle time
@@ -711,22 +722,22 @@ def _with_host(
 
 
 def _busiest(
-    producers: list[tuple[xspace.Plane, xspace.Line, _LineCodes]],
+    producers: list[tuple[xspace.Line, _LineCodes]],
     during: Intervals,
     kinds: tuple[str, ...],
 ) -> list[tuple[str, float]]:
     """tf.data's producer events by their time inside ``during``, most first."""
     background = kinds.index(host.BACKGROUND_INPUT)
     spent: defaultdict[str, float] = defaultdict(float)
-    for plane, line, codes in producers:
+    for line, codes in producers:
         for lo in range(0, len(line), SLICE):
-            ids = line.ids[lo : lo + SLICE]
+            ids = codes.index(line.ids[lo : lo + SLICE])
             starts = line.starts[lo : lo + SLICE]
             covered = _covered(during, starts, starts + line.durations[lo : lo + SLICE])
             covered[codes.table[ids] != background] = 0
             by_id = np.bincount(ids, covered, len(codes.table))
-            for metadata in np.flatnonzero(by_id > 0).tolist():
-                spent[plane.names.get(metadata, "")] += float(by_id[metadata])
+            for kind in np.flatnonzero(by_id > 0).tolist():
+                spent[codes.names[kind]] += float(by_id[kind])
     return sorted(spent.items(), key=lambda item: -item[1])
 
 
