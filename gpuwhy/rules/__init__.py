@@ -38,9 +38,9 @@ from gpuwhy.rules.input.sequential_map import SequentialMap
 from gpuwhy.rules.input.sequential_reads import SequentialReads
 from gpuwhy.rules.input.shuffle_memory import ShuffleMemory
 from gpuwhy.rules.launch.eager_ops import EagerOps
+from gpuwhy.rules.launch.host_bound import HostBound
 from gpuwhy.rules.launch.projected_bound import ProjectedLaunchBound
 from gpuwhy.rules.launch.retracing import Retracing
-from gpuwhy.rules.launch.small_kernels import SmallKernels
 from gpuwhy.rules.memory.near_limit import MemoryNearLimit
 from gpuwhy.rules.memory.underused import MemoryUnderused
 from gpuwhy.rules.placement.float64 import Float64
@@ -80,9 +80,9 @@ ALL_RULES: list[type[Rule]] = [
     SequentialReads,  # input.sequential-reads
     ShuffleMemory,  # input.shuffle-memory
     EagerOps,  # launch.eager-ops
+    HostBound,  # launch.host-bound
     ProjectedLaunchBound,  # launch.projected-bound
     Retracing,  # launch.retracing
-    SmallKernels,  # launch.small-kernels
     MemoryNearLimit,  # memory.near-limit
     MemoryUnderused,  # memory.underused
     Float64,  # placement.float64

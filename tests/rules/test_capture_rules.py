@@ -1,4 +1,4 @@
-"""The rules that decide from a profiler capture (input.bound, launch.small-kernels,
+"""The rules that decide from a profiler capture (input.bound, launch.host-bound,
 tensorcore.unused, placement.host-transfers, placement.measured-cpu-ops), the capture
 verdict and the GPU busy block's kernels share, from small capture facts."""
 
@@ -25,7 +25,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.record import Record
 from gpuwhy.rules.input.bound import InputBound
-from gpuwhy.rules.launch.small_kernels import SmallKernels
+from gpuwhy.rules.launch.host_bound import HostBound
 from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.measured_cpu_ops import MeasuredCpuOps
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
@@ -154,37 +154,53 @@ def test_a_watched_runs_own_steps_decide_over_the_capture():
     assert [f.id for f in watched.findings].count("input.bound") == 1
 
 
-# -- launch.small-kernels ------------------------------------------------------------------
+# -- launch.host-bound ---------------------------------------------------------------------
 def test_many_small_kernels_with_the_host_dispatching_are_launch_bound():
     facts = Facts(
         capture=capture(
             busy=0.2, kernels=400, median_kernel_s=3e-6, idle=(("dispatch", 0.8), ("python", 0.2))
         )
     )
-    (finding,) = run(SmallKernels, facts)
+    (finding,) = run(HostBound, facts)
     assert finding.severity == "high"  # busy under half of max_busy
     assert "400 kernels a step of 3.0 µs" in finding.title
     assert "jit_compile=True" in finding.fix and "steps_per_execution" in finding.fix
-    jax = run(SmallKernels, Facts(capture=replace(facts.capture, producer="jax")))
+    jax = run(HostBound, Facts(capture=replace(facts.capture, producer="jax")))
     assert "jax.lax.scan" in jax[0].fix
+
+
+def test_a_step_whose_host_work_outlasts_its_few_kernels_is_host_bound():
+    facts = Facts(
+        capture=capture(
+            busy=0.2,
+            kernels=38,
+            median_kernel_s=80e-6,
+            idle=(("python", 0.5), ("synchronisation", 0.4), ("input", 0.1)),
+        )
+    )
+    (finding,) = run(HostBound, facts)
+    assert finding.evidence["kind"] == "host-bound"
+    assert finding.title.startswith("The GPU idles 80% of each 20.0 ms step while its host works")
+    assert "python 40%" in finding.title and "synchronisation 32%" in finding.title
+    assert "every N steps" in finding.fix  # the host reads results back every step
+    ast.parse(finding.fix)
 
 
 @pytest.mark.parametrize(
     "changes",
     [
         dict(busy=0.7, kernels=400, median_kernel_s=3e-6, idle=(("dispatch", 1.0),)),
-        dict(busy=0.2, kernels=400, median_kernel_s=80e-6, idle=(("dispatch", 1.0),)),
-        dict(busy=0.2, kernels=10, median_kernel_s=3e-6, idle=(("dispatch", 1.0),)),
+        dict(busy=0.2, kernels=400, median_kernel_s=80e-6, idle=(("compile", 1.0),)),
         dict(busy=0.2, kernels=400, median_kernel_s=3e-6, idle=(("input", 0.9),)),
     ],
-    ids=["busy", "long kernels", "few kernels", "waits for input"],
+    ids=["busy", "compiling, not the host's step work", "waits for input"],
 )
-def test_not_launch_bound(changes):
-    assert run(SmallKernels, Facts(capture=capture(**changes))) == []
+def test_not_host_bound(changes):
+    assert run(HostBound, Facts(capture=capture(**changes))) == []
 
 
 def test_a_capture_without_a_gpu_has_no_kernel_pattern():
-    assert run(SmallKernels, Facts(capture=capture(devices=(), no_device="no GPU"))) == []
+    assert run(HostBound, Facts(capture=capture(devices=(), no_device="no GPU"))) == []
 
 
 # -- tensorcore.unused ---------------------------------------------------------------------
