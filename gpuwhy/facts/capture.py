@@ -101,6 +101,7 @@ class CaptureStep:
     duration_s: float
     busy_s: float
     copy_s: float = 0.0
+    exposed_copy_s: float = 0.0  # of copy_s, while no kernel ran (not hidden behind one)
     kernels: int = 0
     median_kernel_s: float | None = None
     median_gap_s: float | None = None
@@ -161,6 +162,7 @@ class CaptureFacts:
     input_stages: tuple[str, ...] = ()
     host_ops: tuple[HostOp, ...] = ()
     host_ops_known: bool = False  # whether GPU kernels name their ops (on_cpu can be told)
+    cpu_ops_s: float = 0.0  # the union of the steps' op kernels that ran on the CPU
     bytes: int = 0  # the capture file's size
     captured_steps: int | None = None  # gpuwhy run --capture N: the steps asked for
     overhead_s: float | None = None  # run --capture: time the capture cost the program

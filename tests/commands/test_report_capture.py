@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -79,7 +80,7 @@ def test_the_h100_capture_reports_the_verdict_then_the_capture_block(h100_text, 
     assert "on tensor cores (tf32)" in device
     assert "host→GPU 48 (63.0 MiB" in rows["Copies (captured)"]
     idle = rows["GPU idle in captured steps"]
-    assert "the host was in input 100%" in idle
+    assert re.search(r"the host was in input (99|100)%", idle), idle
     assert idle.endswith("first Python frame: slow (xplane_capture.py:14)")
 
 

@@ -246,17 +246,24 @@ def copies(seconds, pageable=0, overlapped=0.0):
     )
 
 
+def exposed(facts_capture: CaptureFacts, seconds_a_step: float) -> CaptureFacts:
+    steps = tuple(replace(s, exposed_copy_s=seconds_a_step) for s in facts_capture.steps)
+    return replace(facts_capture, steps=steps)
+
+
 def test_copies_exposed_for_a_third_of_the_steps():
     gpu = device(copies=copies(0.08, pageable=20))
-    (finding,) = run(HostTransfers, Facts(capture=capture(devices=(gpu,))))
+    (finding,) = run(HostTransfers, Facts(capture=exposed(capture(devices=(gpu,)), 0.008)))
     assert "40% of the captured steps" in finding.title
     assert "20 from pageable memory" in finding.title
     assert "prefetch_to_device" in finding.fix
 
 
-def test_copies_hidden_behind_kernels_are_no_finding():
+def test_copies_hidden_behind_kernels_or_outside_the_steps_are_no_finding():
+    # 80 ms of copies in the capture, of which 1 ms a step not behind a kernel (the
+    # rest overlapped, or an upload before the steps)
     gpu = device(copies=copies(0.08, overlapped=0.07))
-    assert run(HostTransfers, Facts(capture=capture(devices=(gpu,)))) == []
+    assert run(HostTransfers, Facts(capture=exposed(capture(devices=(gpu,)), 0.001))) == []
 
 
 # -- placement.measured-cpu-ops ------------------------------------------------------------
@@ -271,10 +278,14 @@ def test_ops_that_ran_on_the_cpu_in_the_step():
         cpu_op("Shape", 0.00002),  # a GPU op with no kernel: microseconds, not listed
         cpu_op("MatMul", 0.05, on_cpu=False),
     )
-    facts = Facts(capture=capture(host_ops=ops, host_ops_known=True))
+    facts = Facts(capture=capture(host_ops=ops, host_ops_known=True, cpu_ops_s=0.034))
     (finding,) = run(MeasuredCpuOps, facts)
     assert finding.title.startswith("StringToHashBucketFast, Unique ran on the CPU")
     assert finding.evidence["cpu_op_share_of_steps"] == pytest.approx(0.17)
+    # the same ops, on two threads at once half of the time: the union, not the sum
+    overlapped = Facts(capture=replace(facts.capture, cpu_ops_s=0.02))
+    (finding,) = run(MeasuredCpuOps, overlapped)
+    assert finding.evidence["cpu_op_share_of_steps"] == pytest.approx(0.10)
     assert not any("Shape" in op for op in finding.evidence["ops"])
 
 

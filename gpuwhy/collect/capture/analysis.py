@@ -115,10 +115,19 @@ def wants(plane: str, name: str) -> bool:
 def read_capture(
     files: Iterable[Path], note: str | None = None, prefer: str | None = None
 ) -> CaptureFacts:
-    """The capture section of the capture files of one run (one per host). ``prefer``:
-    the steps a watched run knows (its training function's name, or EAGER: a loop
-    without one), over what the capture alone would take for them."""
+    """The capture section of a run's capture file (``prefer``: the steps a watched run
+    knows, its training function's name or EAGER, a loop without one, over what the
+    capture alone would take for them). A run of several hosts has a file each, each
+    on its own clock: the first is read, and the note names the others."""
     paths = list(files)
+    if len(paths) > 1:
+        others = ", ".join(p.name for p in paths[1:4]) + (" ..." if len(paths) > 4 else "")
+        read = (
+            f"the run holds {len(paths)} hosts' captures: read {paths[0].name}; name "
+            f"another file to read it ({others})"
+        )
+        note = f"{note}; {read}" if note else read
+        paths = paths[:1]
     spaces = [xspace.read(p, wants, KEPT_STATS) for p in paths]
     return analyse(spaces, paths, note, prefer)
 
@@ -134,24 +143,24 @@ def analyse(
     devices = [_device(p) for p in planes if p.name.startswith("/device:GPU")]
     hosts = [p for p in planes if p.name == "/host:CPU"]
     markers = _steps(hosts, devices, prefer)
-    steps_from, step_name, boundaries = markers if markers else (None, None, [])
+    steps_from, step_name, found = markers if markers else (None, None, [])
+    boundaries = found[:MAX_STEPS]  # every figure below is of these steps
     busy = intervals.union(
         np.concatenate([d.kernel_starts for d in devices] or [np.zeros(0, np.int64)]),
         np.concatenate([d.kernel_ends for d in devices] or [np.zeros(0, np.int64)]),
     )
     copy_union = _copy_union(devices)
-    steps = [_step(a, b, busy, copy_union, devices, start_ps) for a, b in boundaries[:MAX_STEPS]]
+    steps = [_step(a, b, busy, copy_union, devices, start_ps) for a, b in boundaries]
     idle = _idle(boundaries, busy)  # without a GPU: the steps' whole time
     step_ps = int(np.median([b - a for a, b in boundaries])) if boundaries else 0
     reading = _host_activity(hosts, idle, step_ps) if boundaries else _HostReading()
     steps = [
-        _with_host(step, a, b, idle, reading.exclusive)
-        for step, (a, b) in zip(steps, boundaries[:MAX_STEPS])
+        _with_host(step, a, b, idle, reading.exclusive) for step, (a, b) in zip(steps, boundaries)
     ]
     metadata = {k: str(v) for p in planes if p.name == "/host:metadata" for k, v in p.stats.items()}
     producer = _producer(metadata, hosts)
-    ops, ops_known = (
-        _host_ops(hosts, devices, boundaries) if producer == "tensorflow" else ((), False)
+    ops, ops_known, cpu_ops_ps = (
+        _host_ops(hosts, devices, boundaries) if producer == "tensorflow" else ((), False, 0)
     )
     return CaptureFacts(
         path=str(paths[0]) if len(paths) == 1 else str(paths[0].parent),
@@ -164,12 +173,13 @@ def analyse(
         steps_from=steps_from,
         step_name=step_name,
         steps=tuple(steps),
-        step_count=len(boundaries),
+        step_count=len(found),
         idle=reading.shares,
         python=reading.frames,
         input_stages=reading.stages,
         host_ops=ops,
         host_ops_known=ops_known,
+        cpu_ops_s=cpu_ops_ps * PS,
         bytes=sum(p.stat().st_size for p in paths),
         note=note,
     )
@@ -532,6 +542,10 @@ def _step(
         duration_s=(end - start) * PS,
         busy_s=intervals.total(inside) * PS,
         copy_s=intervals.total(intervals.clip(copies, start, end)) * PS,
+        exposed_copy_s=intervals.total(
+            intervals.subtract(intervals.clip(copies, start, end), inside)
+        )
+        * PS,
         kernels=len(durations),
         median_kernel_s=float(np.median(durations)) * PS if len(durations) else None,
         median_gap_s=float(np.median(gaps)) * PS if len(gaps) else None,
@@ -627,6 +641,7 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     frame_length: defaultdict[str, float] = defaultdict(float)
     roots: set[str] = set()  # the files of the Python threads' outermost frames
     producers: list[tuple[xspace.Line, _LineCodes]] = []
+    python_lines: list[tuple[xspace.Line, _LineCodes]] = []  # Python threads (the tracer's)
     for plane in hosts:
         for line in plane.lines:
             if not len(line):
@@ -669,6 +684,8 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
                     frame_length[name] += float(length_by_id[kind])
             if (codes.table == kinds.index(host.BACKGROUND_INPUT)).any():
                 producers.append((line, codes))
+            if codes.frame.any():
+                python_lines.append((line, codes))
     shares = []
     stage_names: list[str] = []  # tf.data's stages busiest during the input wait
     exclusive: dict[str, Intervals] = {}  # each activity's own share of the idle time
@@ -692,6 +709,10 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     if rest > 0:
         shares.append(HostShare(NOT_RECORDED, rest * PS, rest / idle_total))
     shares.sort(key=lambda s: -s.seconds)
+    waited = exclusive.get("input")
+    if waited is not None and python_lines:  # the frames under the input wait, not the idle
+        frames = _frames_in(python_lines, waited)
+        idle_total = intervals.total(waited)
     covering = [n for n, t in frames.items() if t >= FRAME_SHARE * idle_total]
     # the program's own files first (those of a Python thread's outermost frame: the
     # script), then the innermost (shortest) frames: the most specific
@@ -701,6 +722,23 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
         function, file, line_number = host.frame(name) or (name, None, None)
         python.append(PythonFrame(function, file, line_number, frames[name] * PS))
     return _HostReading(tuple(shares), tuple(python), exclusive, tuple(stage_names))
+
+
+def _frames_in(
+    framed: list[tuple[xspace.Line, _LineCodes]], during: Intervals
+) -> defaultdict[str, float]:
+    """Python frames by their time inside ``during``."""
+    spent: defaultdict[str, float] = defaultdict(float)
+    for line, codes in framed:
+        for lo in range(0, len(line), SLICE):
+            ids = codes.index(line.ids[lo : lo + SLICE])
+            starts = line.starts[lo : lo + SLICE]
+            covered = _covered(during, starts, starts + line.durations[lo : lo + SLICE])
+            covered[~codes.frame[ids]] = 0
+            by_id = np.bincount(ids, covered, len(codes.table))
+            for kind in np.flatnonzero(by_id > 0).tolist():
+                spent[codes.names[kind]] += float(by_id[kind])
+    return spent
 
 
 def _is_stage(name: str) -> bool:
@@ -743,7 +781,7 @@ def _busiest(
 
 def _host_ops(
     hosts: list[xspace.Plane], devices: list[_Device], boundaries: Boundaries
-) -> tuple[tuple[HostOp, ...], bool]:
+) -> tuple[tuple[HostOp, ...], bool, int]:
     """TensorFlow op kernels that ran on host threads inside the steps (all of the
     capture without steps); whether each ran on the CPU, where GPU kernels name their
     ops (an op that launches GPU kernels runs its host side on a host thread too)."""
@@ -754,10 +792,13 @@ def _host_ops(
         if (op := _op_of(stats)) and ":" in op
     }
     known = bool(devices) and bool(gpu_nodes)
-    lo = boundaries[0][0] if boundaries else None
-    hi = boundaries[-1][1] if boundaries else None
+    steps = intervals.union(
+        np.array([a for a, _ in boundaries], np.int64),
+        np.array([b for _, b in boundaries], np.int64),
+    )
     time: Counter[tuple[str, str]] = Counter()
     count: Counter[tuple[str, str]] = Counter()
+    on_cpu: list[tuple[int, int]] = []
     for plane in hosts:
         kernels_by_id = {
             i: k for i, n in plane.names.items() if (k := host.op_kernel(n, plane.display.get(i)))
@@ -765,13 +806,20 @@ def _host_ops(
         if not kernels_by_id:
             continue
         for line in plane.lines:
+            if host.is_producer(line.name):  # tf.data's own threads: on the CPU by design
+                continue
             mask = np.isin(line.ids, list(kernels_by_id))
-            if lo is not None:
-                mask &= (line.starts >= lo) & (line.starts < hi)
-            for index in np.flatnonzero(mask):
+            if boundaries:
+                inside = np.searchsorted(steps[1], line.starts, side="right")
+                mask &= inside < len(steps[0])
+                mask &= line.starts >= steps[0][np.minimum(inside, len(steps[0]) - 1)]
+            for index in np.flatnonzero(mask).tolist():
                 key = kernels_by_id[int(line.ids[index])]
                 time[key] += int(line.durations[index])
                 count[key] += 1
+                if known and key[0] not in gpu_nodes:
+                    start = int(line.starts[index])
+                    on_cpu.append((start, start + int(line.durations[index])))
     ops = tuple(
         HostOp(
             name=node,
@@ -782,7 +830,10 @@ def _host_ops(
         )
         for (node, kind), t in time.most_common(TOP_HOST_OPS)
     )
-    return ops, known
+    cpu = intervals.union(
+        np.array([a for a, _ in on_cpu], np.int64), np.array([b for _, b in on_cpu], np.int64)
+    )  # ops on several threads at once count once
+    return ops, known, intervals.total(cpu)
 
 
 def _producer(metadata: dict[str, str], hosts: list[xspace.Plane]) -> str:

@@ -12,26 +12,36 @@ from __future__ import annotations
 
 import re
 
+# input by name: tf.data's consumer, a host-to-device transfer of a batch, readers
 _INPUT = re.compile(
-    r"IteratorGetNext|MakeIterator|\$builtins next|data_adapter|py_dataset|dataloader|generator"
-    r"|\bnext\b|__next__|__iter__|tfrecord|decode_(?:jpeg|png|image)|np\.load|read_file"
-    r"|BufferFromHostBuffer|CopyToDevice|TransferToDevice|H2D",
+    r"IteratorGetNext|MakeIterator|BufferFromHostBuffer|TransferToDevice|H2D Dispatch"
+    r"|tfrecord|decode_(?:jpeg|png|image)|read_file",
     re.IGNORECASE,
 )
+# input among Python frames: next() of an iterator, a data library's own frames
+_INPUT_FRAME = re.compile(
+    r"^\$builtins next$|__next__$|^\$(?:\w*data_adapter\w*|py_dataset\w*|dataloader\w*"
+    r"|\w*_dataset_adapter|grain\w*)\.py:",
+    re.IGNORECASE,
+)
+# the runtime's own calls: a function's or an op's dispatch, whatever its name says
+_RUNTIME = re.compile(
+    r"^(?:EagerLocalExecute|EagerExecute|EagerKernelExecute|EagerCopyToDevice|FunctionRun"
+    r"|TFE_|KernelAndDevice|ExecutorState|ValidateInputTypeAndPlacement|PjitFunction)"
+)
+_EAGER_INPUT = re.compile(r"^EagerLocalExecute: (?:IteratorGetNext|OptionalGetValue|Iterator)")
 _COMPILE = re.compile(
-    r"(?<!pre)compil(?:e|ing|ation)(?!r)|autotun|BuildExecutable|XlaCompilationCache|Trace[A-Z].*Function|trace_function"
-    r"|FuncGraph|ConcreteFunction|lower|tracing",
+    r"(?<!pre)compil(?:e|ing|ation)\b|autotun|BuildExecutable|XlaCompilationCache"
+    r"|TraceFunction|trace_function|FuncGraph",
     re.IGNORECASE,
 )
 _SYNC = re.compile(
     r"synchroniz|BlockUntilReady|block_until_ready|WaitFor|ToLiteral|MemcpyD2H|D2H|\bnumpy\b"
-    r"|_numpy|\.item\b|EagerCopyToDevice|_Recv|cuEventSynchronize|cuStreamSynchronize"
-    r"|await|\bwait\b",
+    r"|_numpy|\.item\b|_Recv|cuEventSynchronize|cuStreamSynchronize|\bwait\b",
     re.IGNORECASE,
 )
 _DISPATCH = re.compile(
-    r"Launch|Execute|ExecutorState|EagerLocalExecute|KernelAndDevice|FunctionRun|PjRt|Thunk"
-    r"|Dispatch|(?-i:\bcu[A-Z]\w*)|\bcuda",
+    r"Launch|Execute|KernelAndDevice|PjRt|Thunk|Dispatch|(?-i:\bcu[A-Z]\w*)|\bcuda",
     re.IGNORECASE,
 )
 # bookkeeping the profiler or the runtime records, never what the host was waiting on
@@ -62,17 +72,36 @@ def activity(name: str, thread: str, display: str | None = None) -> str | None:
     kernel = op_kernel(name, display)
     if kernel is not None:  # node names say anything ("compile_loss/..."): the type decides
         return "input" if kernel[1].startswith(("IteratorGetNext", "Iterator")) else "compute"
-    if _CONSUMER_THREADS.search(thread) or _INPUT.search(name):
+    if _CONSUMER_THREADS.search(thread) or _EAGER_INPUT.match(name):
+        return "input"
+    if _RUNTIME.match(name):  # a function named train_generator is still a function call
+        return "dispatch"
+    if name.startswith("$"):  # a Python frame: input where it is next() or a data library
+        return "input" if _INPUT_FRAME.search(name) else _python_frame(name)
+    if _INPUT.search(name):
         return "input"
     if _COMPILE.search(name):
         return "compile"
     if _SYNC.search(name):
         return "synchronisation"
-    if name.startswith("$"):
-        return "python"
     if _DISPATCH.search(name):
         return "dispatch"
     return "python" if thread.startswith("python") else "dispatch"
+
+
+def _python_frame(name: str) -> str:
+    """A Python frame that is not input: waiting on the GPU's results, compiling, or the
+    program's Python."""
+    if _SYNC.search(name):
+        return "synchronisation"
+    if _COMPILE.search(name):
+        return "compile"
+    return "python"
+
+
+def is_producer(thread: str) -> bool:
+    """A tf.data producer thread (its work runs ahead of the step, on the CPU by design)."""
+    return bool(_PRODUCER_THREADS.search(thread))
 
 
 def frame(name: str) -> tuple[str, str, int] | None:

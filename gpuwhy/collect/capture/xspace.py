@@ -163,11 +163,12 @@ def _space(
     release: Callable[[int, int], None],
 ) -> Space:
     planes: list[Plane] = []
+    origin = _Origin()
     texts: dict[int, list[str]] = {SPACE_ERRORS: [], SPACE_WARNINGS: [], SPACE_HOSTNAMES: []}
     try:
         for number, start, end in _fields(buf, 0, len(buf)):
             if number == SPACE_PLANES:
-                planes.append(_plane(buf, start, end, wants, keep, release))
+                planes.append(_plane(buf, start, end, wants, keep, release, origin))
             elif number in texts:
                 texts[number].append(bytes(buf[start:end]).decode("utf-8", "replace"))
     except (IndexError, ValueError) as error:  # a torn varint, a length past the end
@@ -186,6 +187,7 @@ def _plane(
     wants: Wants,
     keep: frozenset[str] | None,
     release: Callable[[int, int], None],
+    origin: _Origin,
 ) -> Plane:
     xplane, xline, _ = classes()
     shell = bytearray()
@@ -205,7 +207,8 @@ def _plane(
     wanted_ids = {k for k, name in names.items() if wants(plane.name, name)}
     kept = stat_names if keep is None else {k: n for k, n in stat_names.items() if n in keep}
     lines = [
-        _line(buf, s, e, xline, (stat_names, kept), wanted_ids, release) for s, e in line_spans
+        _line(buf, s, e, xline, (stat_names, kept), wanted_ids, release, origin)
+        for s, e in line_spans
     ]
     return Plane(
         name=plane.name,
@@ -225,6 +228,7 @@ def _line(
     stat_names: tuple[dict[int, str], dict[int, str]],
     wanted_ids: set[int],
     release: Callable[[int, int], None],
+    origin: _Origin,
 ) -> Line:
     names, kept = stat_names  # all the plane's, and those to read
     if end - start <= WHOLE_LINE_BYTES:  # no walk: parsed at once, its head with its events
@@ -239,6 +243,7 @@ def _line(
     durations = np.empty(total, np.int64)
     ids = np.empty(total, np.int64)
     sampling = _Sampling()
+    wanted = list(wanted_ids)
     seen = 0
     for part in parts:
         events = part.events
@@ -249,15 +254,15 @@ def _line(
         durations[seen : seen + count] = columns[:, 1]
         ids[seen : seen + count] = columns[:, 2]
         if wanted_ids and kept:
-            reading = list(wanted_ids - sampling.settled)
-            for index in np.flatnonzero(np.isin(columns[:, 2], reading)).tolist():
+            for index in np.flatnonzero(np.isin(columns[:, 2], wanted)).tolist():
                 metadata = int(columns[index, 2])
-                if metadata not in sampling.settled:
+                if not sampling.skip(metadata):
                     found = _stats(events[index].stats, names, kept)
                     sampling.add(metadata, seen + index, found)
         seen += count
         del events, columns, part
-    starts += head.timestamp_ns * 1000
+    np.maximum(durations, 0, out=durations)  # a negative length is no length
+    starts += _line_base_ps(head.timestamp_ns, origin)
     release(start, end)
     return Line(
         id=head.id,
@@ -272,37 +277,72 @@ def _line(
 
 class _Sampling:
     """The stats of one line's events, read until each kind of event shows whether its
-    stats vary: ``SAMPLE_EVENTS`` alike settle it (``settled``), one different reads all
-    of its events one by one (``varying``, by event index)."""
+    stats vary: ``SAMPLE_EVENTS`` alike settle it (``settled``; after that, every
+    ``SAMPLE_EVENTS``-th is read again); one different reads all of its later events one
+    by one (``varying``, by event index, an empty dict where an event carries none).
+    The events of a kind that was settled and then differed, skipped before, are taken
+    to carry what it settled on (``constant``)."""
 
     def __init__(self) -> None:
         self.first: dict[int, Stats] = {}
         self.pending: dict[int, list[int]] = {}  # metadata id -> event indices read, alike
         self.settled: set[int] = set()
-        self.different: set[int] = set()
+        self.since: dict[int, int] = {}  # events of a settled kind since it settled
+        self.different: set[int] = set()  # differed before settling: all read
+        self.drifted: set[int] = set()  # differed after settling
         self.varying: dict[int, Stats] = {}
 
+    def skip(self, metadata: int) -> bool:
+        """Whether this event of its kind goes unread (settled, not a spot check)."""
+        if metadata not in self.settled:
+            return False
+        self.since[metadata] = seen = self.since.get(metadata, 0) + 1
+        return seen % SAMPLE_EVENTS != 0
+
     def add(self, metadata: int, index: int, found: Stats) -> None:
-        if metadata in self.different:
-            if found:
-                self.varying[index] = found
+        if metadata in self.different or metadata in self.drifted:
+            self.varying[index] = found
             return
         first = self.first.setdefault(metadata, found)
         if found == first:
-            alike = self.pending.setdefault(metadata, [])
-            alike.append(index)
-            if len(alike) >= SAMPLE_EVENTS:
-                self.settled.add(metadata)
+            if metadata not in self.settled:
+                alike = self.pending.setdefault(metadata, [])
+                alike.append(index)
+                if len(alike) >= SAMPLE_EVENTS:
+                    self.settled.add(metadata)
+                    del self.pending[metadata]
             return
-        self.different.add(metadata)  # the alike ones read so far are kept one by one
-        if first:
+        if metadata in self.settled:  # a spot check differs: read every later one
+            self.settled.discard(metadata)
+            self.drifted.add(metadata)
+        else:  # the alike ones read so far are kept one by one
+            self.different.add(metadata)
             for earlier in self.pending.pop(metadata, []):
                 self.varying[earlier] = first
-        if found:
-            self.varying[index] = found
+        self.varying[index] = found
 
     def constant(self) -> dict[int, Stats]:
         return {m: s for m, s in self.first.items() if m not in self.different and s}
+
+
+@dataclass
+class _Origin:
+    """Where a capture's absolute clock starts: TF and JAX write each line's
+    ``timestamp_ns`` from the profiler's start, but the format allows ns since the
+    epoch, which in ps overflows 64 bits: such lines are read from the first one's."""
+
+    ns: int | None = None
+
+
+ABSOLUTE_NS = 1 << 52  # a line timestamp past this (52 days) is from the epoch
+
+
+def _line_base_ps(timestamp_ns: int, origin: _Origin) -> int:
+    if timestamp_ns < ABSOLUTE_NS:
+        return timestamp_ns * 1000
+    if origin.ns is None:
+        origin.ns = timestamp_ns
+    return (timestamp_ns - origin.ns) * 1000
 
 
 def _parsed(

@@ -134,7 +134,8 @@ class HostTransfers(Rule):
         there is one, is said beside it and the measurement decides."""
         steps_s = capture_facts.steps_time(capture)
         copies = [c for d in capture.devices for c in d.copies if c.direction != "device_to_device"]
-        exposed = sum(c.time_s - c.overlapped_s for c in copies)
+        # the copies inside the steps while no kernel ran (their union, step by step)
+        exposed = sum(s.exposed_copy_s for s in capture.steps)
         share = exposed / steps_s if steps_s > 0 else 0.0
         pageable = sum(c.pageable for c in copies)
         evidence: dict[str, Any] = {

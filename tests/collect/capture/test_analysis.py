@@ -226,11 +226,15 @@ def test_a_slow_generators_fit_spends_its_steps_mostly_on_input(tf_cpu):
 
 def independent_host_ops(space, step_starts: list[int], last_end: int) -> tuple[Counter, Counter]:
     """(time, count) by (node, op type) of TF's op kernels starting inside the steps:
-    events named ``node:OpType`` whose metadata's display name is that type."""
+    events named ``node:OpType`` whose metadata's display name is that type, on every
+    thread but tf.data's producers (their ops run ahead of the step, by design)."""
     host = reference.plane(space, "/host:CPU")
     time: Counter = Counter()
     count: Counter = Counter()
     for line in host.lines:
+        name = line.display_name or line.name
+        if name.startswith("tf_data_") and not name.startswith("tf_data_iterator_get_next"):
+            continue
         for start, event in zip(reference.starts_ps(line).tolist(), line.events):
             metadata = host.event_metadata[event.metadata_id]
             match = OP_KERNEL.match(metadata.name)
@@ -253,8 +257,8 @@ def keras_host_ops(tf_cpu, tf_spaces) -> tuple[CaptureFacts, Counter, Counter]:
 def test_host_ops_list_tfs_op_kernels_by_node_and_type(keras_host_ops):
     facts, time, count = keras_host_ops
     assert facts.host_ops and facts.host_ops_known is False  # no GPU: on_cpu cannot be told
-    first = facts.host_ops[0]
-    assert (first.name, first.type, first.count) == ("PyFunc", "PyFunc", 14)  # the generator
+    # the generator's PyFunc runs on tf.data's producer threads: not the step's
+    assert not any(op.type == "PyFunc" for op in facts.host_ops)
     for op in facts.host_ops:
         key = (op.name, op.type)
         assert key in count, key
