@@ -75,14 +75,25 @@ def matmul_off_tensor_cores(capture: CaptureFacts) -> tuple[float, float, list[s
     return off, total, names
 
 
-def device_shares(capture: CaptureFacts | None) -> dict[int, float]:
-    """Per GPU index (``/device:GPU:N``), the share of the captured steps its kernels ran."""
-    if capture is None or not decides(capture):
+PERTURBED = 1.2  # traced steps this much slower than the run's are no measure of it
+
+
+def device_shares(
+    capture: CaptureFacts | None, run_median_s: float | None = None
+) -> dict[int, float]:
+    """The share of the captured steps the GPU's kernels ran, by the index NVML gives
+    it: only where the capture has one GPU (TF numbers GPUs after CUDA_VISIBLE_DEVICES,
+    NVML by the bus: with several, which is which is not known here), and only where
+    the traced steps ran at about the run's pace (``run_median_s``: the watched run's
+    median step; the profiler slowed them otherwise, and their share says little of
+    the run's)."""
+    if capture is None or not decides(capture) or len(capture.devices) != 1:
+        return {}
+    median = capture.median_step_s
+    if run_median_s and median and median > PERTURBED * run_median_s:
         return {}
     total = steps_time(capture)
-    shares = {}
-    for device in capture.devices:
-        index = device.name.rsplit(":", 1)[-1]
-        if index.isdigit() and total > 0:
-            shares[int(index)] = device.steps_busy_s / total
-    return shares
+    index = capture.devices[0].name.rsplit(":", 1)[-1]
+    if not index.isdigit() or total <= 0:
+        return {}
+    return {int(index): capture.devices[0].steps_busy_s / total}

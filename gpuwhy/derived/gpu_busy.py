@@ -450,7 +450,12 @@ def with_busy(facts: Facts) -> Facts:
     samples = facts.gpu_samples
     if not usable(samples):
         return facts
-    captured = device_shares(facts.capture)  # gpuwhy run --capture: measured directly
+    # gpuwhy run --capture: measured directly (one GPU, steps traced at the run's pace)
+    captured = device_shares(facts.capture, facts.steps.median_s if facts.steps else None)
+    if captured and len(program_gpus(samples)) == 1:  # the one GPU the program used
+        captured = {program_gpus(samples)[0].index: next(iter(captured.values()))}
+    elif len(samples.gpus) != 1:
+        captured = {}
     gpus = []
     for series in samples.gpus:
         block = gpu_busy(series, facts.steps)

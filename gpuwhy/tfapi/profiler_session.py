@@ -23,7 +23,10 @@ from gpuwhy.tfapi.patching import Patch, mark_wrapped
 class OwnSession:
     """One capture into ``logdir`` (a TensorBoard log directory): ``start`` raises where
     another session runs; ``stop`` writes ``logdir/plugins/profile/<run>/<host>.xplane.pb``
-    once, whoever calls it first (the capture's thread, or the program's ``start``)."""
+    once, whoever calls it first (the capture's thread, or the program's ``start``).
+    Starting and stopping hold one lock: a ``stop`` from the program's thread while the
+    session starts (CUPTI's set-up can take seconds) waits for it and stops it, so the
+    program's own session never finds gpuwhy's still on."""
 
     def __init__(self, logdir: str, options: dict[str, int]) -> None:
         self.logdir, self.options = logdir, options
@@ -33,9 +36,9 @@ class OwnSession:
     def start(self) -> None:
         from tensorflow.python.profiler.internal import _pywrap_profiler
 
-        session = _pywrap_profiler.ProfilerSession()
-        session.start(self.logdir, dict(self.options))
         with self._lock:
+            session = _pywrap_profiler.ProfilerSession()
+            session.start(self.logdir, dict(self.options))
             self._session = session
 
     @property
@@ -46,10 +49,10 @@ class OwnSession:
         """Stop and write the capture; False where it was not running (or was stopped)."""
         with self._lock:
             session, self._session = self._session, None
-        if session is None:
-            return False
-        session.export_to_tb()
-        return True
+            if session is None:
+                return False
+            session.export_to_tb()
+            return True
 
 
 def install_give_way(give_way: Callable[[], None]) -> list[Patch]:

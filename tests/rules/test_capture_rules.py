@@ -22,6 +22,7 @@ from gpuwhy.facts import (
     HostOp,
     HostShare,
     PythonFrame,
+    StepFacts,
 )
 from gpuwhy.record import Record
 from gpuwhy.rules.input.bound import InputBound
@@ -338,3 +339,17 @@ def h100_samples() -> GpuSamplesFacts:
     samples = recording_facts(DATA / "duty_100_100.nvml.jsonl").gpu_samples
     assert samples is not None
     return samples
+
+
+def test_steps_the_profiler_slowed_are_no_measure_of_the_runs_busy(h100_samples):
+    """The captured steps ran at 20 ms against the run's 10 ms: the tracing slowed them,
+    and their kernels' share is left out of the busy block (the sampled figure stands)."""
+    run = StepFacts(
+        source="tf-function", marker="train_step (train.py:9)", count=100, median_s=0.010
+    )
+    facts = with_busy(Facts(gpu_samples=h100_samples, steps=run, capture=capture(busy=0.25)))
+    block = facts.gpu_samples.gpus[0].busy
+    assert block is not None and block.kernels_share is None
+    at_pace = replace(run, median_s=0.019)
+    facts = with_busy(Facts(gpu_samples=h100_samples, steps=at_pace, capture=capture(busy=0.25)))
+    assert facts.gpu_samples.gpus[0].busy.kernels_share == pytest.approx(0.25)

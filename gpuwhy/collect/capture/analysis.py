@@ -642,11 +642,13 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     roots: set[str] = set()  # the files of the Python threads' outermost frames
     producers: list[tuple[xspace.Line, _LineCodes]] = []
     python_lines: list[tuple[xspace.Line, _LineCodes]] = []  # Python threads (the tracer's)
+    tables: dict[tuple[int, str], _LineCodes] = {}  # one per plane and kind of thread
     for plane in hosts:
         for line in plane.lines:
             if not len(line):
                 continue
-            codes = _LineCodes(plane, line.name, kinds)
+            key = (id(plane), host.thread_kind(line.name))
+            codes = tables.get(key) or tables.setdefault(key, _LineCodes(plane, line.name, kinds))
             size = len(codes.table)
             covered_by_id = np.zeros(size)
             length_by_id = np.zeros(size)

@@ -99,6 +99,16 @@ def _python_frame(name: str) -> str:
     return "python"
 
 
+def thread_kind(thread: str) -> str:
+    """What ``activity`` reads of a thread's name: a tf.data producer, its consumer, a
+    Python thread, or another (a table of activities per kind serves all its threads)."""
+    if _PRODUCER_THREADS.search(thread):
+        return "producer"
+    if _CONSUMER_THREADS.search(thread):
+        return "consumer"
+    return "python" if thread.startswith("python") else "other"
+
+
 def is_producer(thread: str) -> bool:
     """A tf.data producer thread (its work runs ahead of the step, on the CPU by design)."""
     return bool(_PRODUCER_THREADS.search(thread))

@@ -36,6 +36,8 @@ _MATMUL = re.compile(
     r"|\d+cudnn|^nvjet_",
     re.IGNORECASE,
 )
+# cuBLAS/cuDNN kernels on the CUDA cores whatever family their name is of
+_CUDA_CORES = re.compile(r"ffma|simt|_sgemm|scudnn", re.IGNORECASE)
 # kernels a library runs beside its matmuls that compute none (cuDNN's workspace set-up)
 _NOT_A_PRODUCT = re.compile(r"init_device_workspace|workspace_kernel", re.IGNORECASE)
 _PRECISIONS = (
@@ -63,24 +65,34 @@ def is_memset(name: str) -> bool:
     return name.lower().startswith("memset")
 
 
+def base_name(name: str) -> str:
+    """A kernel's name without its return type, template arguments and parameters: a
+    cast's ``Eigen::TensorConversionOp<...>`` argument says nothing of the kernel."""
+    name = name.removeprefix("void ")
+    return re.split(r"[<(]", name, maxsplit=1)[0]
+
+
 def tensor_core(name: str) -> str | None:
     """The precision a tensor-core kernel's name says ("" where it does not say), None for
-    a kernel the name shows uses none."""
-    if _NOT_A_PRODUCT.search(name):
+    a kernel the name shows uses none (an ``ffma``/``simt`` kernel computes on the CUDA
+    cores, even in cuBLAS's ``xmma`` family)."""
+    base = base_name(name)
+    if _NOT_A_PRODUCT.search(base) or _CUDA_CORES.search(base):
         return None
-    if not (_TENSOR_CORE.search(name) or _TRITON_GEMM.search(name)):
+    if not (_TENSOR_CORE.search(base) or _TRITON_GEMM.search(base)):
         return None
     for precision, pattern in _PRECISIONS:
-        if pattern.search(name):
+        if pattern.search(base):
             return precision
     return ""
 
 
 def is_matmul(name: str) -> bool:
     """A convolution or a matrix product: a kernel tensor cores could run."""
-    if _NOT_A_PRODUCT.search(name):
+    base = base_name(name)
+    if _NOT_A_PRODUCT.search(base):
         return False
-    return bool(_MATMUL.search(name)) and not _NOT_MATMUL.search(name.split("<")[0])
+    return bool(_MATMUL.search(base)) and not _NOT_MATMUL.search(base)
 
 
 def copy_bytes(details: str) -> int:

@@ -97,9 +97,6 @@ class Space:
     def plane(self, name: str) -> Plane | None:
         return next((p for p in self.planes if p.name == name), None)
 
-    def planes_like(self, prefix: str) -> list[Plane]:
-        return [p for p in self.planes if p.name.startswith(prefix)]
-
 
 class FormatError(ValueError):
     """The file is not an XSpace capture (or is cut short)."""

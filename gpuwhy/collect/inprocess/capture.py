@@ -188,12 +188,13 @@ class CaptureCollector(Collector):
 
     # -- the profiler thread -------------------------------------------------------------
     def _give_way(self) -> None:
-        """The program starts TF's profiler: gpuwhy's session ends first (one per process)."""
-        if self._session.running:
+        """The program starts TF's profiler: gpuwhy's session ends first (one per process;
+        a session still starting is waited for, then ended)."""
+        if self._end():
             self.gave_way = True
-            self._end()
 
-    def _end(self) -> None:
+    def _end(self) -> bool:
+        """Stop the session and find what it wrote; whether this call stopped it."""
         stopping = time.perf_counter()
         try:
             if self._session.stop():
@@ -201,8 +202,10 @@ class CaptureCollector(Collector):
                 self.written = sorted(set(_existing(self._logdir)) - self._before)
                 if not self.written:
                     self.reason = f"TensorFlow's profiler wrote no capture under {self._logdir}"
+                return True
         except Exception as error:  # noqa: BLE001 - never into the program
             self.reason = f"the capture could not be written ({type(error).__name__}: {error})"
+        return False
 
     def _wait_for_function(self) -> tuple[str, int] | None:
         """The training function once warm; None for a loop without one (eager), once

@@ -37,7 +37,9 @@ _FIX_JAX = "\n".join(
 )
 
 
-HOST_WORK = ("python", "dispatch", "synchronisation", "compute", "untraced")
+# what the host's own events show it doing (time no event covers is not counted: a
+# capture without the host's events says nothing of it)
+HOST_WORK = ("python", "dispatch", "synchronisation", "compute")
 
 
 class HostBound(Rule):

@@ -337,3 +337,27 @@ def test_tfs_underscore_op_types_are_op_kernels_and_compute(custom_loop):
     _, name, display = event
     assert host.op_kernel(name, display) == ("sequential_1/conv2d_1/Relu", "_MklNativeFusedConv2D")
     assert host.activity(name, "tf_Compute", display) == "compute"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # cuBLAS's FP32 SIMT GEMM of the xmma family: CUDA cores (TF32 turned off)
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel_trt",
+        "ampere_sgemm_128x64_nn",
+    ],
+)
+def test_fp32_kernels_of_tensor_core_families_are_no_tensor_cores(name):
+    assert kernels.tensor_core(name) is None
+    assert kernels.is_matmul(name)
+
+
+def test_a_cast_whose_template_arguments_say_conv_is_no_matmul():
+    cast = (
+        "void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<"
+        "Eigen::TensorMap<Eigen::Tensor<Eigen::half, 1, 1, long>, 16>, "
+        "Eigen::TensorConversionOp<Eigen::half, Eigen::TensorMap<Eigen::Tensor<float const, 1, 1, "
+        "long>, 16> const> const> const, Eigen::GpuDevice>, long>(Eigen::TensorEvaluator<...>, long)"
+    )
+    assert not kernels.is_matmul(cast)
+    assert kernels.tensor_core(cast) is None
