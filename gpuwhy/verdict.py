@@ -94,7 +94,12 @@ def _capture_verdict(capture: CaptureFacts, findings: list[Finding]) -> str:
     if busy is None:
         head = f"{what}, no GPU in the capture (host events only)"
     else:
-        head = f"GPU busy {busy:.0%} of {what} (measured: its kernels)"
+        gpus = len(capture.devices)
+        head = (
+            f"GPU busy {busy:.0%} of {what} (measured: its kernels)"
+            if gpus == 1
+            else f"Any of {gpus} GPUs busy {busy:.0%} of {what} (measured: their kernels)"
+        )
     text = head + tail
     return text if text.endswith(("…", ".")) else text + "."
 

@@ -174,8 +174,8 @@ class CaptureFacts:
 
     @property
     def busy_share(self) -> float | None:
-        """The GPU's busy time over the steps' time (the union of kernels); None
-        without a GPU in the capture."""
+        """The GPU's busy time over the steps' time (the union of kernels; with several
+        GPUs, of all of theirs: the time any was busy); None without a GPU."""
         if not self.devices:
             return None
         total = sum(s.duration_s for s in self.steps)

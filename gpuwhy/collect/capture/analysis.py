@@ -785,8 +785,11 @@ def _host_ops(
     hosts: list[xspace.Plane], devices: list[_Device], boundaries: Boundaries
 ) -> tuple[tuple[HostOp, ...], bool, int]:
     """TensorFlow op kernels that ran on host threads inside the steps (all of the
-    capture without steps); whether each ran on the CPU, where GPU kernels name their
-    ops (an op that launches GPU kernels runs its host side on a host thread too)."""
+    capture without steps), tf.data's producer threads left out; whether each ran on
+    the CPU, where GPU kernels name their ops: an op that launches GPU kernels runs its
+    host side on a host thread too, and is on the GPU where a kernel carries its node
+    name or where a CUDA launch or copy starts inside it on its thread (the join that
+    does not depend on which kernels' stats were read)."""
     gpu_nodes = {
         op.rsplit(":", 1)[0]
         for d in devices
@@ -801,25 +804,38 @@ def _host_ops(
     time: Counter[tuple[str, str]] = Counter()
     count: Counter[tuple[str, str]] = Counter()
     on_cpu: list[tuple[int, int]] = []
+    launchers: set[str] = set()  # nodes seen launching GPU work from the host
     for plane in hosts:
         kernels_by_id = {
             i: k for i, n in plane.names.items() if (k := host.op_kernel(n, plane.display.get(i)))
         }
         if not kernels_by_id:
             continue
+        launch_ids = [i for i, n in plane.names.items() if host.is_launch(n)]
         for line in plane.lines:
             if host.is_producer(line.name):  # tf.data's own threads: on the CPU by design
                 continue
+            launches = np.sort(line.starts[np.isin(line.ids, launch_ids)])
             mask = np.isin(line.ids, list(kernels_by_id))
             if boundaries:
                 inside = np.searchsorted(steps[1], line.starts, side="right")
                 mask &= inside < len(steps[0])
                 mask &= line.starts >= steps[0][np.minimum(inside, len(steps[0]) - 1)]
-            for index in np.flatnonzero(mask).tolist():
+            chosen = np.flatnonzero(mask)
+            # an op that launched a CUDA kernel or copy from inside its own interval, on
+            # its own thread, ran on the GPU, whatever the kernels' sampled stats say
+            first = np.searchsorted(launches, line.starts[chosen], side="left")
+            last = np.searchsorted(
+                launches, line.starts[chosen] + line.durations[chosen], side="left"
+            )
+            launched = (last > first).tolist()
+            for index, did_launch in zip(chosen.tolist(), launched):
                 key = kernels_by_id[int(line.ids[index])]
                 time[key] += int(line.durations[index])
                 count[key] += 1
-                if known and key[0] not in gpu_nodes:
+                if did_launch:
+                    launchers.add(key[0])
+                elif known and key[0] not in gpu_nodes:
                     start = int(line.starts[index])
                     on_cpu.append((start, start + int(line.durations[index])))
     ops = tuple(
@@ -828,7 +844,7 @@ def _host_ops(
             type=kind,
             count=count[(node, kind)],
             time_s=t * PS,
-            on_cpu=(node not in gpu_nodes) if known else None,
+            on_cpu=(node not in gpu_nodes and node not in launchers) if known else None,
         )
         for (node, kind), t in time.most_common(TOP_HOST_OPS)
     )

@@ -109,6 +109,17 @@ def thread_kind(thread: str) -> str:
     return "python" if thread.startswith("python") else "other"
 
 
+_LAUNCH = re.compile(
+    r"^(?:cu(?:da)?(?:LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy|MemsetD|Memset)"
+    r"|cuLaunchKernelEx|ThenLaunch)"
+)
+
+
+def is_launch(name: str) -> bool:
+    """A host event of the CUDA API that puts work on a GPU (a kernel, a graph, a copy)."""
+    return bool(_LAUNCH.match(name))
+
+
 def is_producer(thread: str) -> bool:
     """A tf.data producer thread (its work runs ahead of the step, on the CPU by design)."""
     return bool(_PRODUCER_THREADS.search(thread))

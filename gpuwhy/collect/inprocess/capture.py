@@ -333,7 +333,14 @@ def _steps_line(capture: CaptureFacts) -> str:
     text = f"{capture.step_count} from {how}"
     if capture.median_step_s is not None:
         text += f", median {duration(capture.median_step_s)}"
-    if capture.busy_share is not None:
+    if capture.busy_share is not None and len(capture.devices) > 1:
+        total = sum(s.duration_s for s in capture.steps) or 1.0
+        each = ", ".join(f"{d.steps_busy_s / total:.0%}" for d in capture.devices)
+        text += (
+            f"; any of its {len(capture.devices)} GPUs busy {capture.busy_share:.1%} of them "
+            f"(each: {each}; measured: their kernels' union)"
+        )
+    elif capture.busy_share is not None:
         text += f"; GPU busy {capture.busy_share:.1%} of them (measured: its kernels' union)"
     kernels = [s.kernels for s in capture.steps if s.kernels]
     if kernels:

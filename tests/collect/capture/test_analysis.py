@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwhy.collect.capture import xspace
 from gpuwhy.collect.capture.analysis import NO_DEVICE, read_capture
 from gpuwhy.collect.capture.files import capture_files
 from gpuwhy.facts import CaptureFacts, PythonFrame
@@ -361,3 +362,60 @@ def test_a_capture_written_by_tfs_profiler_has_exactly_its_marked_steps(profiled
     assert last.duration_s == pytest.approx(markers[-1][1] * PS, abs=1e-9)
     ops = {(op.name, op.type) for op in facts.host_ops}
     assert ("Square", "Square") in ops and ("Mean", "Mean") in ops
+
+
+# -- a TF GPU capture built by hand: which host ops ran on the CPU ------------------------------
+def tf_gpu_capture(path: Path) -> Path:
+    """A host thread running three op kernels in 3 steps (step markers): a MatMul that
+    launches a kernel (a cuLaunchKernel inside it) whose GPU kernel carries no op name
+    (its stats were not read), a Conv2D a GPU kernel names, and a Unique with neither:
+    the one that ran on the CPU."""
+    xplane, _, xspace_class = xspace.classes()
+    space = xspace_class()
+    host = space.planes.add(id=1, name="/host:CPU")
+    gpu = space.planes.add(id=2, name="/device:GPU:0")
+    names = {
+        1: "train",
+        2: "dense/MatMul:MatMul",
+        3: "conv/Conv2D:Conv2D",
+        4: "lookup/Unique:Unique",
+        5: "cuLaunchKernel",
+    }
+    for i, name in names.items():
+        host.event_metadata[i].id = i
+        host.event_metadata[i].name = name
+        if ":" in name:
+            host.event_metadata[i].display_name = name.rsplit(":", 1)[1]
+    host.stat_metadata[1].id, host.stat_metadata[1].name = 1, "step_num"
+    host.stat_metadata[2].id, host.stat_metadata[2].name = 2, "_r"
+    gpu.event_metadata[1].id, gpu.event_metadata[1].name = 1, "volta_sgemm_128x64_nn"
+    gpu.event_metadata[2].id, gpu.event_metadata[2].name = 2, "implicit_convolve_sgemm"
+    gpu.stat_metadata[1].id, gpu.stat_metadata[1].name = 1, "tf_op"
+    thread = host.lines.add(id=1, name="tf_Compute/1", timestamp_ns=0)
+    stream = gpu.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=0)
+    ms = 1_000_000_000  # ps
+    for step in range(3):
+        t = step * 10 * ms
+        marker = thread.events.add(metadata_id=1, offset_ps=t, duration_ps=9 * ms)
+        marker.stats.add(metadata_id=1, int64_value=step)
+        marker.stats.add(metadata_id=2, int64_value=1)
+        thread.events.add(metadata_id=2, offset_ps=t + ms, duration_ps=ms)  # MatMul
+        thread.events.add(metadata_id=5, offset_ps=t + ms + 100, duration_ps=10)  # its launch
+        thread.events.add(metadata_id=3, offset_ps=t + 3 * ms, duration_ps=ms)  # Conv2D
+        thread.events.add(metadata_id=4, offset_ps=t + 5 * ms, duration_ps=3 * ms)  # Unique
+        stream.events.add(metadata_id=1, offset_ps=t + 2 * ms, duration_ps=ms)
+        conv = stream.events.add(metadata_id=2, offset_ps=t + 4 * ms, duration_ps=ms)
+        conv.stats.add(metadata_id=1, str_value="conv/Conv2D:Conv2D")
+    out = path / "vm.xplane.pb"
+    out.write_bytes(space.SerializeToString())
+    return out
+
+
+def test_an_op_that_launched_gpu_work_ran_on_the_gpu_though_no_kernel_names_it(tmp_path):
+    facts = read_capture([tf_gpu_capture(tmp_path)])
+    assert facts.steps_from == "step markers" and len(facts.steps) == 3
+    by_type = {op.type: op for op in facts.host_ops}
+    assert by_type["MatMul"].on_cpu is False  # a cuLaunchKernel inside it
+    assert by_type["Conv2D"].on_cpu is False  # a GPU kernel carries its name
+    assert by_type["Unique"].on_cpu is True
+    assert facts.cpu_ops_s == pytest.approx(3 * 3e-3)
