@@ -30,7 +30,7 @@ HELP = "re-render a saved JSON report, or diagnose a recording or an XProf captu
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "record",
-        metavar="RUN.json",
+        metavar="RUN.json|CAPTURE",
         help="a saved JSON report, an NVML recording (gpuwhy watch --record PATH), or an "
         "XProf capture: a *.xplane.pb or a TensorBoard log directory (TensorFlow's or JAX's "
         "profiler)",
