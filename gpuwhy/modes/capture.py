@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuwhy.collect.capture.analysis import read_capture
+from gpuwhy.collect.capture.errors import FormatError
 from gpuwhy.collect.capture.files import CaptureNotFound, capture_files, is_capture, other_runs
-from gpuwhy.collect.capture.xspace import FormatError
 from gpuwhy.facts import Facts
 from gpuwhy.record import Record
 
@@ -32,6 +31,8 @@ def diagnose_capture(path: str | Path, run: str | None = None) -> Record:
         if others and run is None
         else None
     )
+    from gpuwhy.collect.capture.analysis import read_capture  # numpy: only for a capture
+
     try:
         capture = read_capture(files, note)
     except FormatError as error:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuwhy.collect.capture import host, intervals, kernels, xspace
+from gpuwhy.collect.capture import EAGER, host, intervals, kernels, xspace
 from gpuwhy.collect.capture.intervals import Intervals
 from gpuwhy.facts.capture import (
     HOST_ACTIVITIES,
@@ -63,7 +63,6 @@ SLICE = 1 << 18  # host events handled at a time
 ENVELOPES = ("python", "dispatch")  # activities whose step-long events are the step itself
 NO_DEVICE = "no GPU: the capture has no device plane"
 _EAGER_OP = "EagerLocalExecute: "
-EAGER = "eager"  # read_capture's prefer for a watched loop without a training tf.function
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
 _OP_STATS = ("tf_op", "hlo_op")
 

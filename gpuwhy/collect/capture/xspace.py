@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuwhy.collect.capture.errors import FormatError
 from gpuwhy.collect.capture.xplane_descriptor import SERIALIZED
 
 CHUNK_BYTES = 4 << 20  # events parsed at a time in a line longer than
@@ -96,10 +97,6 @@ class Space:
 
     def plane(self, name: str) -> Plane | None:
         return next((p for p in self.planes if p.name == name), None)
-
-
-class FormatError(ValueError):
-    """The file is not an XSpace capture (or is cut short)."""
 
 
 def _message_classes() -> tuple[Any, Any, Any]:

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from gpuwhy.collect.capture.analysis import EAGER, read_capture
+from gpuwhy.collect.capture import EAGER
+from gpuwhy.collect.capture.errors import FormatError
 from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
-from gpuwhy.collect.capture.xspace import FormatError
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, multi_worker_config
@@ -174,6 +174,10 @@ class CaptureCollector(Collector):
             if self.reason:
                 gathering.note(f"--capture: {self.reason}")
             return None
+        # the reader (numpy) only where a capture was made: the reports import this
+        # module for its rows on machines without it
+        from gpuwhy.collect.capture.analysis import read_capture
+
         try:
             facts = read_capture(self.written, prefer=self.function or EAGER)
         except (CaptureNotFound, FormatError, OSError) as error:
