@@ -598,7 +598,7 @@ def test_run_rules_on_placement_only_facts():
     assert not_checked["env.allocator-settings"] == "needs environment"
     assert not_checked["env.gpu-shared"] == "needs devices"
     assert not_checked["env.ptx-jit"] == "needs environment, devices"
-    assert not_checked["input.bound"] == "needs steps"
+    assert not_checked["input.bound"] == "needs steps or capture"
     assert not_checked["input.sequential-map"] == "needs tfdata"
 
 
