@@ -1,6 +1,7 @@
 """The step profile from hand-made trace events, and where the profiler is never started."""
 
 import json
+import time
 
 import pytest
 
@@ -66,3 +67,34 @@ def test_a_multi_worker_strategy_forbids_it_before_any_trigger():
     sampler.forbid(MULTI_WORKER)
     sampler.start_after("train_step")
     assert sampler._thread is None and sampler.reason == MULTI_WORKER
+
+
+def test_the_sample_gives_way_when_the_program_starts_tfs_profiler():
+    """The sampler's session runs (its function warm, its steps slow to come); the
+    program, from a module the sampler cannot see in the script's text, starts TF's
+    profiler: the sample ends first, and the program's session starts and stops."""
+    import tempfile
+
+    import tensorflow as tf
+
+    calls = [5]  # warm at once; no further call: the sample would wait its full time
+    sampler = StepSampler(
+        lambda: calls[0], warm=lambda *_: ("train_step", calls[0]), calls_of=lambda _: calls[0]
+    )
+    sampler.on_tensorflow()
+    try:
+        for _ in range(200):  # until the sampler's session is on
+            if sampler._session is not None:
+                break
+            time.sleep(0.01)
+        assert sampler._session is not None
+        with tempfile.TemporaryDirectory() as logdir:
+            tf.profiler.experimental.start(logdir)  # would raise AlreadyExistsError
+            tf.profiler.experimental.stop()
+        sampler._thread.join(timeout=10)
+        assert sampler.result is None
+        assert sampler.reason == "the program started TF's profiler itself: the sample gave way"
+        assert tf.profiler.experimental.start.__name__ == "start"  # the hook is undone
+        assert not hasattr(tf.profiler.experimental.start, "__wrapped__")
+    finally:
+        sampler.stop()

@@ -13,9 +13,11 @@ of its collective ops' intervals (collective_time reads it). The projection read
 time of the ops that stay on the CPU on any GPU (gpuwhy.projection.cpu_ops).
 
 The profiler runs for those few steps only (they run slower while traced: each kernel
-is a host event; shares are taken within the trace). Never started where the program
-uses TF's profiler itself (two sessions cannot run at once) nor in a multi-worker
-process (it corrupted workers' heaps there).
+is a host event; shares are taken within the trace). Never started where the program's
+script names TF's profiler, nor in a multi-worker process (it corrupted workers' heaps
+there); where the program starts TF's profiler from elsewhere while the sample runs
+(two sessions cannot run at once), the sample ends and gives way
+(tfapi/profiler_session.install_give_way).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.derived.step_profile import NodeTime, StepProfile
 from gpuwhy.tfapi import profiler_trace
+from gpuwhy.tfapi.profiler_session import install_give_way
 from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
 
 WARMUP_CALLS = 3
@@ -82,6 +86,8 @@ class StepSampler(Collector):
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._session: Any = None  # the profiler session while it samples
+        self._session_lock = threading.Lock()
         self._wanted: tuple[str, int] | None = None  # a named trigger: (function, replicas)
         self._forbidden: str | None = None
         self.local_replicas = 1
@@ -143,8 +149,24 @@ class StepSampler(Collector):
             thread.join(timeout=10.0)
 
     # -- the sampling thread ---------------------------------------------------------------
-    def _wait_for(self, clock: Callable[[], int], calls: int, until: float) -> bool:
-        while not self._stop.is_set() and time.perf_counter() < until:
+    def _give_way(self) -> None:
+        """The program starts TF's profiler (from any module): the sample's session ends
+        first, its events dropped (one session per process; the program's must start)."""
+        with self._session_lock:
+            session, self._session = self._session, None
+        if session is not None:
+            session.stop()
+
+    def _wait_for(
+        self, clock: Callable[[], int], calls: int, until: float, sampling: bool = False
+    ) -> bool:
+        """Until ``clock()`` reaches ``calls`` (or ``until``, or the run's end; while
+        ``sampling``, or the session gave way to the program's)."""
+        while (
+            not self._stop.is_set()
+            and time.perf_counter() < until
+            and not (sampling and self._session is None)
+        ):
             if clock() >= calls:
                 return True
             time.sleep(POLL_S)
@@ -179,14 +201,27 @@ class StepSampler(Collector):
             with self._lock:
                 if self._forbidden:
                     return
+            patches = install_give_way(self._give_way)
             try:
-                session = profiler_trace.start(device=device)
-            except Exception as e:  # noqa: BLE001 - another profiler session runs
-                self.reason = f"TF's profiler would not start ({e})"
-                return
-            started = time.perf_counter()
-            self._wait_for(clock, clock() + SAMPLE_CALLS + 1, started + MAX_SAMPLE_S)
-            events = profiler_trace.stop(session, _kept)
+                with self._session_lock:
+                    try:
+                        self._session = profiler_trace.start(device=device)
+                    except Exception as e:  # noqa: BLE001 - another profiler session runs
+                        self.reason = f"TF's profiler would not start ({e})"
+                        return
+                started = time.perf_counter()
+                self._wait_for(
+                    clock, clock() + SAMPLE_CALLS + 1, started + MAX_SAMPLE_S, sampling=True
+                )
+                with self._session_lock:
+                    session, self._session = self._session, None
+                if session is None:
+                    self.reason = "the program started TF's profiler itself: the sample gave way"
+                    return
+                events = profiler_trace.stop(session, _kept)
+            finally:
+                for patch in reversed(patches):
+                    patch.undo()
             self.result = profile(events, function, self.local_replicas)
             if self.result is None:
                 self.reason = f"no complete call of {function} in the profiled steps"
