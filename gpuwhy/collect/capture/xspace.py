@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from gpuwhy.collect.capture.errors import FormatError
 from gpuwhy.collect.capture.xplane_descriptor import SERIALIZED
@@ -160,16 +161,13 @@ def _space(
     origin = _Origin()
     texts: dict[int, list[str]] = {SPACE_ERRORS: [], SPACE_WARNINGS: [], SPACE_HOSTNAMES: []}
     try:
-        for number, start, end in _fields(buf, 0, len(buf)):
+        for number, start, end, _ in _raw_fields(buf, 0, len(buf)):
             if number == SPACE_PLANES:
                 planes.append(_plane(buf, start, end, wants, keep, release, origin))
             elif number in texts:
                 texts[number].append(bytes(buf[start:end]).decode("utf-8", "replace"))
-    except (IndexError, ValueError) as error:  # a torn varint, a length past the end
-        raise FormatError(f"not an XSpace capture or cut short ({error})") from None
-    except Exception as error:  # protobuf's DecodeError: bytes that are no XPlane
-        if type(error).__name__ != "DecodeError":
-            raise
+    # a torn varint, a length past the end; bytes protobuf reads as no XPlane
+    except (IndexError, ValueError, DecodeError) as error:
         raise FormatError(f"not an XSpace capture or cut short ({error})") from None
     return Space(planes, texts[SPACE_HOSTNAMES], texts[SPACE_ERRORS], texts[SPACE_WARNINGS])
 
@@ -371,21 +369,7 @@ def _event_chunks(
                 chunks.append((chunk_start, position))
                 chunk_start = -1
             continue
-        tag, position = _varint(buf, position)
-        wire = tag & 7
-        if wire == LENGTH_DELIMITED:
-            length, position = _varint(buf, position)
-            position += length
-        elif wire == VARINT:
-            _, position = _varint(buf, position)
-        elif wire == FIXED64:
-            position += 8
-        elif wire == FIXED32:
-            position += 4
-        else:
-            raise ValueError(f"wire type {wire} at byte {raw_start}")
-        if position > end:
-            raise ValueError(f"a field runs past its line at byte {raw_start}")
+        _, _, position = _field(buf, position, end)
         if chunk_start >= 0:  # a head field among the events closes the chunk
             chunks.append((chunk_start, raw_start))
             chunk_start = -1
@@ -434,35 +418,37 @@ def _stats(stats: Any, stat_names: dict[int, str], kept: dict[int, str] | None =
     return out
 
 
-def _fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """(field number, start, end) of each length-delimited field of a message."""
-    for number, field_start, field_end, _ in _raw_fields(buf, start, end):
-        yield number, field_start, field_end
-
-
 def _raw_fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """Every field of the message in ``buf[start:end]``: (number, value start, value end,
     the field's start with its tag). Scalars' values are their encoded bytes."""
     position = start
     while position < end:
         raw_start = position
-        tag, position = _varint(buf, position)
-        number, wire = tag >> 3, tag & 7
-        if wire == LENGTH_DELIMITED:
-            length, position = _varint(buf, position)
-            value_start, position = position, position + length
-        elif wire == VARINT:
-            value_start = position
-            _, position = _varint(buf, position)
-        elif wire == FIXED64:
-            value_start, position = position, position + 8
-        elif wire == FIXED32:
-            value_start, position = position, position + 4
-        else:
-            raise ValueError(f"wire type {wire} at byte {raw_start}")
-        if position > end or number == 0:
-            raise ValueError(f"field {number} runs past its message at byte {raw_start}")
+        number, value_start, position = _field(buf, position, end)
         yield number, value_start, position, raw_start
+
+
+def _field(buf: memoryview, position: int, end: int) -> tuple[int, int, int]:
+    """The field at ``position`` of a message ending at ``end``: (its number, where its
+    value starts, where the field ends)."""
+    raw_start = position
+    tag, position = _varint(buf, position)
+    number, wire = tag >> 3, tag & 7
+    if wire == LENGTH_DELIMITED:
+        length, position = _varint(buf, position)
+        value_start, position = position, position + length
+    elif wire == VARINT:
+        value_start = position
+        _, position = _varint(buf, position)
+    elif wire == FIXED64:
+        value_start, position = position, position + 8
+    elif wire == FIXED32:
+        value_start, position = position, position + 4
+    else:
+        raise ValueError(f"wire type {wire} at byte {raw_start}")
+    if position > end or number == 0:
+        raise ValueError(f"field {number} runs past its message at byte {raw_start}")
+    return number, value_start, position
 
 
 def _varint(buf: memoryview, position: int) -> tuple[int, int]:
