@@ -5,15 +5,16 @@ Steps come from, in order: TensorFlow's step markers (host events carrying ``ste
 ``tf.profiler.experimental.Trace("train", step_num=i, _r=1)``, Keras 2's fit); the calls
 of the tf.function that took the most time (``EagerLocalExecute: __inference_<fn>_N``:
 Keras 3's fit and custom loops); else the device's own pattern, a kernel the GPU ran
-once per step (JAX, XLA: XProf's "no step marker" case). A step runs from its start to
-the next one's (the last: to its own end), so input waits between calls count in it.
+once per step (JAX, XLA: XProf's "no step marker" case); else an op an eager loop ran
+once per step. A step runs from its start to the next one's (the last: to its own end),
+so input waits between calls count in it.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -127,17 +128,13 @@ def read_capture(
         )
         note = f"{note}; {read}" if note else read
         paths = paths[:1]
-    spaces = [xspace.read(p, wants, KEPT_STATS) for p in paths]
-    return analyse(spaces, paths, note, prefer)
+    return analyse(xspace.read(paths[0], wants, KEPT_STATS), paths[0], note, prefer)
 
 
 def analyse(
-    spaces: list[xspace.Space],
-    paths: list[Path],
-    note: str | None = None,
-    prefer: str | None = None,
+    space: xspace.Space, path: Path, note: str | None = None, prefer: str | None = None
 ) -> CaptureFacts:
-    planes = [p for s in spaces for p in s.planes]
+    planes = space.planes
     start_ps, span_ps = _span(planes)
     devices = [_device(p) for p in planes if p.name.startswith("/device:GPU")]
     hosts = [p for p in planes if p.name == "/host:CPU"]
@@ -162,10 +159,10 @@ def analyse(
         _host_ops(hosts, devices, boundaries) if producer == "tensorflow" else ((), False, 0)
     )
     return CaptureFacts(
-        path=str(paths[0]) if len(paths) == 1 else str(paths[0].parent),
+        path=str(path),
         producer=producer,
         span_s=span_ps * PS,
-        host=", ".join(h for s in spaces for h in s.hostnames) or None,
+        host=", ".join(space.hostnames) or None,
         versions=tuple(sorted((k, v) for k, v in metadata.items() if "version" in k)),
         devices=tuple(_device_facts(d, boundaries) for d in devices),
         no_device=None if devices else NO_DEVICE,
@@ -179,7 +176,7 @@ def analyse(
         host_ops=ops,
         host_ops_known=ops_known,
         cpu_ops_s=cpu_ops_ps * PS,
-        bytes=sum(p.stat().st_size for p in paths),
+        bytes=path.stat().st_size,
         note=note,
     )
 
@@ -439,18 +436,7 @@ def _function_steps(
     """The calls of one traced function (each trace of it apart: Keras' training and
     evaluation functions share a name): ``prefer``'s where it was called, else the one
     with the most time in calls."""
-    calls: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for plane in hosts:
-        matched = {i: n for i, n in plane.names.items() if _FUNCTION_CALL.match(n)}
-        if not matched:
-            continue
-        for line in plane.lines:
-            mask = np.isin(line.ids, list(matched))
-            for index in np.flatnonzero(mask):
-                name = matched[int(line.ids[index])]
-                start = int(line.starts[index])
-                calls[name][0].append(start)
-                calls[name][1].append(start + int(line.durations[index]))
+    calls = _events_by_name(hosts, lambda n: n if _FUNCTION_CALL.match(n) else None)
     eligible = {n: c for n, c in calls.items() if len(c[0]) >= MIN_STEPS}
     if not eligible:
         return None
@@ -504,23 +490,32 @@ def _step_count(by_count: Counter[int]) -> int:
 def _eager_steps(hosts: list[xspace.Plane]) -> tuple[str, str | None, Boundaries] | None:
     """An eager loop's steps on a host-only capture: an op TF ran eagerly once per step
     (``EagerLocalExecute: <op>``), as the device pattern finds a kernel."""
-    starts_by_name: dict[str, list[int]] = defaultdict(list)
-    ends_by_name: dict[str, list[int]] = defaultdict(list)
-    for plane in hosts:
-        eager = {i: n for i, n in plane.names.items() if n.startswith(_EAGER_OP)}
-        for line in plane.lines:
-            for index in np.flatnonzero(np.isin(line.ids, list(eager))).tolist():
-                name = eager[int(line.ids[index])][len(_EAGER_OP) :]
-                start = int(line.starts[index])
-                starts_by_name[name].append(start)
-                ends_by_name[name].append(start + int(line.durations[index]))
-    by_count = Counter(len(v) for v in starts_by_name.values() if len(v) >= MIN_STEPS)
+    ops = _events_by_name(hosts, lambda n: n[len(_EAGER_OP) :] if n.startswith(_EAGER_OP) else None)
+    by_count = Counter(len(starts) for starts, _ in ops.values() if len(starts) >= MIN_STEPS)
     if not by_count:
         return None
     steps = _step_count(by_count)
-    once = [n for n, v in starts_by_name.items() if len(v) == steps]
-    leader = min(once, key=lambda n: min(starts_by_name[n]))
-    return "eager op pattern", leader, _periods(starts_by_name[leader], ends_by_name[leader])
+    once = [n for n, (starts, _) in ops.items() if len(starts) == steps]
+    leader = min(once, key=lambda n: min(ops[n][0]))
+    return "eager op pattern", leader, _periods(*ops[leader])
+
+
+def _events_by_name(
+    hosts: list[xspace.Plane], key_of: Callable[[str], str | None]
+) -> dict[str, tuple[list[int], list[int]]]:
+    """(starts, ends) of the host events ``key_of`` names, by that key (None: not one)."""
+    found: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for plane in hosts:
+        keys = {i: k for i, n in plane.names.items() if (k := key_of(n)) is not None}
+        if not keys:
+            continue
+        for line in plane.lines:
+            for index in np.flatnonzero(np.isin(line.ids, list(keys))).tolist():
+                start = int(line.starts[index])
+                starts, ends = found[keys[int(line.ids[index])]]
+                starts.append(start)
+                ends.append(start + int(line.durations[index]))
+    return found
 
 
 def _step(
@@ -557,13 +552,17 @@ def _started_in(device: _Device, start: int, end: int) -> np.ndarray:
     return device.kernel_ends[lo:hi] - device.kernel_starts[lo:hi]
 
 
-def _idle(boundaries: Boundaries, busy: Intervals) -> Intervals:
-    """The GPU's idle time inside the steps."""
-    steps = intervals.union(
+def _within(boundaries: Boundaries) -> Intervals:
+    """The steps' time as intervals."""
+    return intervals.union(
         np.array([a for a, _ in boundaries], np.int64),
         np.array([b for _, b in boundaries], np.int64),
     )
-    return intervals.subtract(steps, busy)
+
+
+def _idle(boundaries: Boundaries, busy: Intervals) -> Intervals:
+    """The GPU's idle time inside the steps."""
+    return intervals.subtract(_within(boundaries), busy)
 
 
 # -- the host ----------------------------------------------------------------------------
@@ -589,6 +588,7 @@ class _LineCodes:
     the plane does not name is the last, nameless kind."""
 
     def __init__(self, plane: xspace.Plane, thread: str, kinds: tuple[str, ...]) -> None:
+        self.kinds = kinds
         self.keys = np.array(sorted(plane.names), np.int64)
         self.names = [plane.names[int(k)] for k in self.keys] + [""]
         size = len(self.names)
@@ -683,7 +683,7 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
                 if host.frame(name):
                     frames[name] += float(covered_by_id[kind])
                     frame_length[name] += float(length_by_id[kind])
-            if (codes.table == kinds.index(host.BACKGROUND_INPUT)).any():
+            if _producing(codes).any():
                 producers.append((line, codes))
             if codes.frame.any():
                 python_lines.append((line, codes))
@@ -701,8 +701,8 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
         named = sorted(
             ((n, t) for (a, n), t in seconds.items() if a == k), key=lambda item: -item[1]
         )
-        if activity == "input" and producers:
-            named = _busiest(producers, mine, kinds) or named  # what the wait waited for
+        if activity == "input" and producers:  # what the wait waited for
+            named = _time_in(producers, mine, _producing) or named
             stage_names = [n for n, t in named if t > 0 and _is_stage(n)][:MAX_STAGES]
         top = tuple(n for n, t in named[:3] if t > 0)
         shares.append(HostShare(activity, spent * PS, spent / idle_total, top))
@@ -712,7 +712,7 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     shares.sort(key=lambda s: -s.seconds)
     waited = exclusive.get("input")
     if waited is not None and python_lines:  # the frames under the input wait, not the idle
-        frames = _frames_in(python_lines, waited)
+        frames = defaultdict(float, _time_in(python_lines, waited, lambda c: c.frame))
         idle_total = intervals.total(waited)
     covering = [n for n, t in frames.items() if t >= FRAME_SHARE * idle_total]
     # the program's own files first (those of a Python thread's outermost frame: the
@@ -725,21 +725,30 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     return _HostReading(tuple(shares), tuple(python), exclusive, tuple(stage_names))
 
 
-def _frames_in(
-    framed: list[tuple[xspace.Line, _LineCodes]], during: Intervals
-) -> defaultdict[str, float]:
-    """Python frames by their time inside ``during``."""
+def _time_in(
+    lines: list[tuple[xspace.Line, _LineCodes]],
+    during: Intervals,
+    counted: Callable[[_LineCodes], np.ndarray],
+) -> list[tuple[str, float]]:
+    """The event kinds ``counted(codes)`` marks (a table over kinds), by their time
+    inside ``during``, most first."""
     spent: defaultdict[str, float] = defaultdict(float)
-    for line, codes in framed:
+    for line, codes in lines:
+        table = counted(codes)
         for lo in range(0, len(line), SLICE):
             ids = codes.index(line.ids[lo : lo + SLICE])
             starts = line.starts[lo : lo + SLICE]
             covered = _covered(during, starts, starts + line.durations[lo : lo + SLICE])
-            covered[~codes.frame[ids]] = 0
+            covered[~table[ids]] = 0
             by_id = np.bincount(ids, covered, len(codes.table))
             for kind in np.flatnonzero(by_id > 0).tolist():
                 spent[codes.names[kind]] += float(by_id[kind])
-    return spent
+    return sorted(spent.items(), key=lambda item: -item[1])
+
+
+def _producing(codes: _LineCodes) -> np.ndarray:
+    """The event kinds of tf.data's producer threads."""
+    return codes.table == codes.kinds.index(host.BACKGROUND_INPUT)
 
 
 def _is_stage(name: str) -> bool:
@@ -760,26 +769,6 @@ def _with_host(
     return replace(step, idle_s=idle_ps * PS, host=max(spent, key=spent.__getitem__))
 
 
-def _busiest(
-    producers: list[tuple[xspace.Line, _LineCodes]],
-    during: Intervals,
-    kinds: tuple[str, ...],
-) -> list[tuple[str, float]]:
-    """tf.data's producer events by their time inside ``during``, most first."""
-    background = kinds.index(host.BACKGROUND_INPUT)
-    spent: defaultdict[str, float] = defaultdict(float)
-    for line, codes in producers:
-        for lo in range(0, len(line), SLICE):
-            ids = codes.index(line.ids[lo : lo + SLICE])
-            starts = line.starts[lo : lo + SLICE]
-            covered = _covered(during, starts, starts + line.durations[lo : lo + SLICE])
-            covered[codes.table[ids] != background] = 0
-            by_id = np.bincount(ids, covered, len(codes.table))
-            for kind in np.flatnonzero(by_id > 0).tolist():
-                spent[codes.names[kind]] += float(by_id[kind])
-    return sorted(spent.items(), key=lambda item: -item[1])
-
-
 def _host_ops(
     hosts: list[xspace.Plane], devices: list[_Device], boundaries: Boundaries
 ) -> tuple[tuple[HostOp, ...], bool, int]:
@@ -796,13 +785,10 @@ def _host_ops(
         if (op := _op_of(stats)) and ":" in op
     }
     known = bool(devices) and bool(gpu_nodes)
-    steps = intervals.union(
-        np.array([a for a, _ in boundaries], np.int64),
-        np.array([b for _, b in boundaries], np.int64),
-    )
+    steps = _within(boundaries)
     time: Counter[tuple[str, str]] = Counter()
     count: Counter[tuple[str, str]] = Counter()
-    on_cpu: list[tuple[int, int]] = []
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)  # by node, no launch in it
     launchers: set[str] = set()  # nodes seen launching GPU work from the host
     for plane in hosts:
         kernels_by_id = {
@@ -836,7 +822,7 @@ def _host_ops(
                     launchers.add(key[0])
                 elif known and key[0] not in gpu_nodes:
                     start = int(line.starts[index])
-                    on_cpu.append((start, start + int(line.durations[index])))
+                    spans[key[0]].append((start, start + int(line.durations[index])))
     ops = tuple(
         HostOp(
             name=node,
@@ -847,9 +833,13 @@ def _host_ops(
         )
         for (node, kind), t in time.most_common(TOP_HOST_OPS)
     )
+    # the nodes that never launched GPU work; ops on several threads at once count once
+    on_cpu = [
+        span for node, node_spans in spans.items() if node not in launchers for span in node_spans
+    ]
     cpu = intervals.union(
         np.array([a for a, _ in on_cpu], np.int64), np.array([b for _, b in on_cpu], np.int64)
-    )  # ops on several threads at once count once
+    )
     return ops, known, intervals.total(cpu)
 
 
