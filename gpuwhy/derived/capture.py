@@ -5,6 +5,7 @@ functions of ``facts.capture``; every figure measured."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from gpuwhy.facts import CaptureFacts, HostShare, PythonFrame
@@ -22,14 +23,10 @@ class KernelPattern:
     busy_share: float
 
 
-def steps_time(capture: CaptureFacts) -> float:
-    return sum(s.duration_s for s in capture.steps)
-
-
 def activity_share(capture: CaptureFacts, activity: str) -> float:
     """The share of the steps' time the GPU idled (the whole step without a GPU) while
     the host was in ``activity``."""
-    total = steps_time(capture)
+    total = capture.steps_s
     seconds = sum(s.seconds for s in capture.idle if s.activity == activity)
     return seconds / total if total > 0 else 0.0
 
@@ -55,11 +52,11 @@ def kernel_pattern(capture: CaptureFacts) -> KernelPattern | None:
     steps = [s for s in capture.steps if s.kernels and s.median_kernel_s is not None]
     if busy is None or len(steps) < MIN_STEPS:
         return None
-    gaps = sorted(s.median_gap_s for s in steps if s.median_gap_s is not None)
+    gaps = [s.median_gap_s for s in steps if s.median_gap_s is not None]
     return KernelPattern(
-        kernels_per_step=sorted(s.kernels for s in steps)[len(steps) // 2],
-        median_kernel_s=sorted(s.median_kernel_s or 0.0 for s in steps)[len(steps) // 2],
-        median_gap_s=gaps[len(gaps) // 2] if gaps else None,
+        kernels_per_step=statistics.median_low(s.kernels for s in steps),
+        median_kernel_s=statistics.median(s.median_kernel_s or 0.0 for s in steps),
+        median_gap_s=statistics.median(gaps) if gaps else None,
         busy_share=busy,
     )
 
@@ -92,7 +89,7 @@ def device_shares(
     median = capture.median_step_s
     if run_median_s and median and median > PERTURBED * run_median_s:
         return {}
-    total = steps_time(capture)
+    total = capture.steps_s
     index = capture.devices[0].name.rsplit(":", 1)[-1]
     if not index.isdigit() or total <= 0:
         return {}

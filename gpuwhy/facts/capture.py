@@ -6,6 +6,7 @@ Filled by ``gpuwhy report CAPTURE`` and by ``gpuwhy run --capture N``.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 # what the host was doing while the GPU idled inside a step, most specific first: the
@@ -169,8 +170,13 @@ class CaptureFacts:
     note: str | None = None  # why a part could not be read
 
     @property
+    def steps_s(self) -> float:
+        """The steps' time, together."""
+        return sum(s.duration_s for s in self.steps)
+
+    @property
     def median_step_s(self) -> float | None:
-        return _median([s.duration_s for s in self.steps])
+        return statistics.median(s.duration_s for s in self.steps) if self.steps else None
 
     @property
     def busy_share(self) -> float | None:
@@ -178,13 +184,5 @@ class CaptureFacts:
         GPUs, of all of theirs: the time any was busy); None without a GPU."""
         if not self.devices:
             return None
-        total = sum(s.duration_s for s in self.steps)
+        total = self.steps_s
         return sum(s.busy_s for s in self.steps) / total if total > 0 else None
-
-
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -36,6 +36,7 @@ from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, multi_worker_config
+from gpuwhy.derived import capture as capture_facts
 from gpuwhy.facts import CaptureDevice, CaptureFacts, Facts
 from gpuwhy.facts.capture import NOT_RECORDED
 from gpuwhy.formatting import byte_size, duration
@@ -45,7 +46,8 @@ from gpuwhy.tfapi.profiler_session import OwnSession, install_give_way
 WARMUP_CALLS = 3
 NEVER = 1 << 62  # a function that trains nothing is never the one captured
 # the profiler's levels: every op kernel on the host, the program's Python functions
-# (their file:line), the GPU's kernels and copies
+# (their file:line), the GPU's kernels and copies. TF 2.21 ignores the levels it is given
+# ("python_tracer_level expects an i value"): it traces at its defaults (2, 0, 1)
 OPTIONS = {"host_tracer_level": 2, "python_tracer_level": 1, "device_tracer_level": 1}
 MAX_STEPS = 200
 MAX_CAPTURE_S = 30.0
@@ -128,9 +130,9 @@ class CaptureCollector(Collector):
         run_median = facts.steps.median_s if facts.steps is not None else None
         return capture_rows(facts.capture, run_median)
 
-    def __init__(self, functions: FunctionWatcher, steps: int, logdir: str) -> None:
+    def __init__(self, functions: FunctionWatcher, count: int, logdir: str) -> None:
         self._functions = functions
-        self._steps = steps
+        self._steps = count
         self._logdir = os.path.abspath(logdir)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -338,7 +340,7 @@ def _steps_line(capture: CaptureFacts) -> str:
     if capture.median_step_s is not None:
         text += f", median {duration(capture.median_step_s)}"
     if capture.busy_share is not None and len(capture.devices) > 1:
-        total = sum(s.duration_s for s in capture.steps) or 1.0
+        total = capture.steps_s or 1.0
         each = ", ".join(f"{d.steps_busy_s / total:.0%}" for d in capture.devices)
         text += (
             f"; any of its {len(capture.devices)} GPUs busy {capture.busy_share:.1%} of them "
@@ -346,13 +348,12 @@ def _steps_line(capture: CaptureFacts) -> str:
         )
     elif capture.busy_share is not None:
         text += f"; GPU busy {capture.busy_share:.1%} of them (measured: its kernels' union)"
-    kernels = [s.kernels for s in capture.steps if s.kernels]
-    if kernels:
-        middle = sorted(kernels)[len(kernels) // 2]
-        lengths = sorted(s.median_kernel_s for s in capture.steps if s.median_kernel_s)
-        text += f"; {middle} kernels a step"
-        if lengths:
-            text += f", median {duration(lengths[len(lengths) // 2], microseconds=True)} each"
+    pattern = capture_facts.kernel_pattern(capture)
+    if pattern is not None:
+        text += (
+            f"; {pattern.kernels_per_step} kernels a step, median "
+            f"{duration(pattern.median_kernel_s, microseconds=True)} each"
+        )
     return text
 
 
@@ -374,9 +375,7 @@ def _device_line(device: CaptureDevice) -> str:
 def _copies_line(device: CaptureDevice) -> str:
     parts = []
     for copies in device.copies:
-        kind = (
-            copies.direction.replace("_to_", "→").replace("host", "host").replace("device", "GPU")
-        )
+        kind = copies.direction.replace("_to_", "→").replace("device", "GPU")
         part = f"{kind} {copies.count} ({byte_size(copies.bytes)}, {duration(copies.time_s)}"
         if copies.pageable:
             part += f", {copies.pageable} from pageable memory"

@@ -132,7 +132,7 @@ class HostTransfers(Rule):
         """The copies the GPU ran in the captured steps: their time not hidden behind a
         kernel, against the steps' time (XProf's threshold: 30 %); the prediction, where
         there is one, is said beside it and the measurement decides."""
-        steps_s = capture_facts.steps_time(capture)
+        steps_s = capture.steps_s
         copies = [c for d in capture.devices for c in d.copies if c.direction != "device_to_device"]
         # the copies inside the steps while no kernel ran (their union, step by step)
         exposed = sum(s.exposed_copy_s for s in capture.steps)

@@ -68,7 +68,7 @@ class MeasuredCpuOps(Rule):
         assert capture is not None  # in `needs`
         if not capture.host_ops_known or not capture_facts.decides(capture):
             return []
-        steps_s = capture_facts.steps_time(capture)
+        steps_s = capture.steps_s
         listed = [
             op
             for op in capture.host_ops

@@ -177,7 +177,7 @@ class TensorCoreUnused(Rule):
                     if used
                     else "up to 2-8x on those kernels, by GPU generation"
                 ),
-                gain_value=round(off / max(capture_facts.steps_time(capture), 1e-9), 4),
+                gain_value=round(off / max(capture.steps_s, 1e-9), 4),
             )
         ]
 
