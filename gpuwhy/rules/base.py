@@ -69,3 +69,19 @@ class Rule:
         """A finding of this rule with its default severity unless given."""
         kwargs.setdefault("severity", self.severity)
         return Finding(id=self.id, title=title, **kwargs)
+
+    def overruled(
+        self, predicted: list[Finding], measured: str, evidence: dict[str, Any]
+    ) -> list[Finding]:
+        """A capture measured what the traced graph predicted, and found no problem:
+        where the prediction alone fired, an info finding saying both, the measurement
+        trusted (none where neither did)."""
+        if not predicted:
+            return []
+        return [
+            self.finding(
+                f"Predicted: {predicted[0].title}; but {measured}: the measurement is trusted",
+                severity="info",
+                evidence={**evidence, "predicted": predicted[0].title},
+            )
+        ]

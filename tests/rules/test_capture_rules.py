@@ -353,3 +353,18 @@ def test_steps_the_profiler_slowed_are_no_measure_of_the_runs_busy(h100_samples)
     at_pace = replace(run, median_s=0.019)
     facts = with_busy(Facts(gpu_samples=h100_samples, steps=at_pace, capture=capture(busy=0.25)))
     assert facts.gpu_samples.gpus[0].busy.kernels_share == pytest.approx(0.25)
+
+
+def test_copies_predicted_heavy_but_measured_light_are_said_both_ways():
+    """The graph predicts 17 copies a step between host and GPU; the capture measured
+    them in 5% of the steps: an info finding, the measurement trusted."""
+    copies_ = [b.host_copy(src=f"train_step/op_{i}", shape=(64, 64)) for i in range(17)]
+    predicted = b.placement(copies=copies_)
+    alone = run(HostTransfers, Facts(placement=predicted))
+    assert alone and alone[0].severity != "info"
+    gpu = device(copies=copies(0.01))
+    facts = Facts(placement=predicted, capture=exposed(capture(devices=(gpu,)), 0.001))
+    (finding,) = run(HostTransfers, facts)
+    assert finding.severity == "info"
+    assert finding.title.startswith(f"Predicted: {alone[0].title}; but the capture measured")
+    assert finding.title.endswith("5% of the captured steps' time: the measurement is trusted")

@@ -149,16 +149,10 @@ class HostTransfers(Rule):
             },
         }
         if share < options["max_copy_share"]:
-            if not predicted:
-                return []
-            return [
-                self.finding(
-                    f"Predicted: {predicted[0].title}; but the capture measured copies in only "
-                    f"{share:.0%} of the captured steps' time: the measurement is trusted",
-                    severity="info",
-                    evidence={**evidence, "predicted": predicted[0].title},
-                )
-            ]
+            measured = (
+                f"the capture measured copies in only {share:.0%} of the captured steps' time"
+            )
+            return self.overruled(predicted, measured, evidence)
         if predicted:
             evidence["predicted"] = f"agrees: {predicted[0].title}"
         fix = [

@@ -126,17 +126,11 @@ class TensorCoreUnused(Rule):
             "kernels_off_tensor_cores": names[:5],
         }
         if share < options["min_fraction"]:
-            if not predicted:
-                return []
-            return [
-                self.finding(
-                    f"Predicted: {predicted[0].title}; but the capture measured "
-                    f"{1 - share:.0%} of the convolution/matmul kernel time on tensor cores "
-                    f"({', '.join(used) or 'by their names'}): the measurement is trusted",
-                    severity="info",
-                    evidence={**evidence, "predicted": predicted[0].title},
-                )
-            ]
+            measured = (
+                f"the capture measured {1 - share:.0%} of the convolution/matmul kernel time "
+                f"on tensor cores ({', '.join(used) or 'by their names'})"
+            )
+            return self.overruled(predicted, measured, evidence)
         if predicted:
             evidence["predicted"] = f"agrees: {predicted[0].title}"
         title = (
