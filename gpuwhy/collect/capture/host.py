@@ -67,12 +67,13 @@ def activity(name: str, thread: str, display: str | None = None) -> str | None:
     display name (a TF op kernel's type)."""
     if _IGNORED.match(name):
         return None
-    if _PRODUCER_THREADS.search(thread):
+    kind_of_thread = thread_kind(thread)
+    if kind_of_thread == "producer":
         return BACKGROUND_INPUT
     kernel = op_kernel(name, display)
     if kernel is not None:  # node names say anything ("compile_loss/..."): the type decides
         return "input" if kernel[1].startswith(("IteratorGetNext", "Iterator")) else "compute"
-    if _CONSUMER_THREADS.search(thread) or _EAGER_INPUT.match(name):
+    if kind_of_thread == "consumer" or _EAGER_INPUT.match(name):
         return "input"
     if _RUNTIME.match(name):  # a function named train_generator is still a function call
         return "dispatch"
@@ -86,7 +87,7 @@ def activity(name: str, thread: str, display: str | None = None) -> str | None:
         return "synchronisation"
     if _DISPATCH.search(name):
         return "dispatch"
-    return "python" if thread.startswith("python") else "dispatch"
+    return "python" if kind_of_thread == "python" else "dispatch"
 
 
 def _python_frame(name: str) -> str:
@@ -122,7 +123,7 @@ def is_launch(name: str) -> bool:
 
 def is_producer(thread: str) -> bool:
     """A tf.data producer thread (its work runs ahead of the step, on the CPU by design)."""
-    return bool(_PRODUCER_THREADS.search(thread))
+    return thread_kind(thread) == "producer"
 
 
 def frame(name: str) -> tuple[str, str, int] | None:
