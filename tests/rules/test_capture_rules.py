@@ -368,3 +368,12 @@ def test_copies_predicted_heavy_but_measured_light_are_said_both_ways():
     assert finding.severity == "info"
     assert finding.title.startswith(f"Predicted: {alone[0].title}; but the capture measured")
     assert finding.title.endswith("5% of the captured steps' time: the measurement is trusted")
+
+
+def test_a_custom_loops_fast_pipeline_gets_a_larger_batch_not_a_compile_argument():
+    stages = ("Iterator::Root::Prefetch::ParallelMapV2",)
+    facts = Facts(
+        capture=capture(idle=(("input", 0.5),), input_stages=stages, step_name="train_step")
+    )
+    (finding,) = run(InputBound, facts)
+    assert "ds.rebatch(" in finding.fix and "steps_per_execution" not in finding.fix

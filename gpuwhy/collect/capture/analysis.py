@@ -64,6 +64,7 @@ SLICE = 1 << 18  # host events handled at a time
 ENVELOPES = ("python", "dispatch")  # activities whose step-long events are the step itself
 NO_DEVICE = "no GPU: the capture has no device plane"
 _EAGER_OP = "EagerLocalExecute: "
+EAGER_OVER_CALLS = 2.0  # an eager loop's steps over a function's calls that span this less
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
 _OP_STATS = ("tf_op", "hlo_op")
 
@@ -397,12 +398,21 @@ def _steps(
         found = _marked_steps(hosts) or _eager_steps(hosts) or _device_steps(devices)
         if found:
             return found
-    return (
-        _marked_steps(hosts)
-        or _function_steps(hosts, prefer)
-        or _device_steps(devices)
-        or _eager_steps(hosts)
-    )
+    marked = _marked_steps(hosts)
+    if marked:
+        return marked
+    calls = _function_steps(hosts, prefer)
+    if calls and prefer is None:
+        # the capture alone: an eager loop that evaluates with a tf.function calls it
+        # for a moment only; the steps are those that cover the capture
+        eager = _eager_steps(hosts)
+        if eager and _spanned(eager[2]) > EAGER_OVER_CALLS * _spanned(calls[2]):
+            return eager
+    return calls or _device_steps(devices) or _eager_steps(hosts)
+
+
+def _spanned(boundaries: Boundaries) -> int:
+    return sum(b - a for a, b in boundaries)
 
 
 def _periods(starts: list[int], ends: list[int]) -> Boundaries:

@@ -10,6 +10,7 @@ from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
 from gpuwhy.derived.host_load import HostLoad, host_load
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait, read_steps_wait
+from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.derived.pipeline_stages import ends_buffered
 from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
@@ -424,7 +425,8 @@ def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
     functions, not the dataset's variable: ``ds`` stands for it."""
     name = frame.function if frame is not None and frame.function.isidentifier() else None
     if capture.producer == "tensorflow" or capture.input_stages:
-        return "\n".join(_tf_data_fix(capture.input_stages, name))
+        keras = capture.step_name in KERAS_TRAIN_FUNCTIONS  # the steps are a fit's
+        return "\n".join(_tf_data_fix(capture.input_stages, name, keras))
     made = f"`{name}` ({frame.file}:{frame.line})" if name and frame else "the batches"
     return "\n".join(
         [
@@ -442,7 +444,7 @@ def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
     )
 
 
-def _tf_data_fix(stages: tuple[str, ...], generator: str | None) -> list[str]:
+def _tf_data_fix(stages: tuple[str, ...], generator: str | None, keras: bool) -> list[str]:
     """What to change in the tf.data pipeline whose stages the capture names."""
     path = " ".join(stages)
     segments = {part.split("[")[0] for stage in stages for part in stage.split("::")}
@@ -478,7 +480,9 @@ def _tf_data_fix(stages: tuple[str, ...], generator: str | None) -> list[str]:
         lines += [
             "# the stages already run in parallel and ahead of the step: each batch costs",
             "# its fixed overhead; a larger batch, or several steps per call, spread it:",
-            "model.compile(..., steps_per_execution=32)",
+            "model.compile(..., steps_per_execution=32)"
+            if keras
+            else "ds = ds.rebatch(4 * batch_size)  # or .batch(...) with a larger size",
         ]
     lines.append(
         "# `gpuwhy run train.py` names the stage's file:line; `gpuwhy fix --input` measures it"

@@ -419,3 +419,35 @@ def test_an_op_that_launched_gpu_work_ran_on_the_gpu_though_no_kernel_names_it(t
     assert by_type["Conv2D"].on_cpu is False  # a GPU kernel carries its name
     assert by_type["Unique"].on_cpu is True
     assert facts.cpu_ops_s == pytest.approx(3 * 3e-3)
+
+
+def test_an_eager_loop_evaluated_by_a_tf_function_steps_by_its_eager_ops(tmp_path):
+    """10 eager training steps of 10 ms (a MatMul and a Mean each, run eagerly), then an
+    evaluation tf.function called 4 times in 2 ms: the steps are the loop's, not the
+    evaluation's calls (which span a fiftieth of the capture)."""
+    _, _, xspace_class = xspace.classes()
+    space = xspace_class()
+    host = space.planes.add(id=1, name="/host:CPU")
+    names = {
+        1: "EagerLocalExecute: MatMul",
+        2: "EagerLocalExecute: Mean",
+        3: "EagerLocalExecute: __inference_test_step_77",
+    }
+    for i, name in names.items():
+        host.event_metadata[i].id, host.event_metadata[i].name = i, name
+    thread = host.lines.add(id=1, name="python", timestamp_ns=0)
+    ms = 1_000_000_000  # ps
+    for step in range(10):
+        thread.events.add(metadata_id=1, offset_ps=step * 10 * ms, duration_ps=4 * ms)
+        thread.events.add(metadata_id=2, offset_ps=step * 10 * ms + 5 * ms, duration_ps=ms)
+    for call in range(4):
+        thread.events.add(metadata_id=3, offset_ps=100 * ms + call * ms // 2, duration_ps=ms // 4)
+    path = tmp_path / "vm.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    facts = read_capture([path])
+    assert (facts.steps_from, facts.step_name, facts.step_count) == (
+        "eager op pattern",
+        "MatMul",
+        10,
+    )
+    assert facts.median_step_s == pytest.approx(0.010)
