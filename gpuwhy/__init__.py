@@ -76,7 +76,8 @@ def load(path):
 def diff(before, after):
     """Two records (or paths of saved ones) compared, as ``gpuwhy diff``: a
     :class:`gpuwhy.comparison.Comparison` (its ``verdict``, ``step_time``, ``parts``,
-    ``findings``, ``environment``)."""
+    ``findings``, ``environment``). A list a side compares several runs of each, the
+    intervals from how the runs differ."""
     from gpuwhy.modes.diff import diff as compare_records
 
     return compare_records(before, after)

@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(given)
+    # the command line as given: `diff` finds its `--` between the sides in it (argparse
+    # drops it), `run --repeat` gives it again to each run
+    args.argv = given
     try:
         command = command_modules()[args.command]
         return int(command.execute(command.settings_from(args)))

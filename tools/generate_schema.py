@@ -1,6 +1,8 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
 gpuwhy/facts/ (every section of ``Facts`` but the hand-written ones), and the whole of
-gpuwhy/schema/diff.schema.json (`gpuwhy diff --json`) from gpuwhy/comparison/model.py.
+gpuwhy/schema/diff.schema.json (`gpuwhy diff --json`) from gpuwhy/comparison/model.py, and
+gpuwhy/schema/calibration.schema.json (`gpuwhy diff --calibrate -f json`) from
+gpuwhy/comparison/calibration.py.
 
 Run from the repository root after changing one of those dataclasses:
     .venv/bin/python tools/generate_schema.py
@@ -20,10 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuwhy import facts as F
+from gpuwhy.comparison.calibration import Calibration
 from gpuwhy.comparison.model import Comparison
 
 SCHEMA = Path(__file__).resolve().parents[1] / "gpuwhy" / "schema" / "run.schema.json"
 DIFF_SCHEMA = SCHEMA.with_name("diff.schema.json")
+CALIBRATION_SCHEMA = SCHEMA.with_name("calibration.schema.json")
 # Written by hand in the schema: the sections check and audit fill, older than the
 # generator (their shapes carry constraints a type hint cannot say).
 HAND_WRITTEN = ("environment", "devices", "placement")
@@ -99,7 +103,16 @@ def generated_sections() -> dict[str, dict]:
 def diff_schema() -> dict:
     """The whole schema of `gpuwhy diff --json`: the Comparison dataclass, with the tool
     that wrote it (gpuwhy/report/diff/json_.py)."""
-    schema = schema_of(Comparison)
+    return _tool_schema(Comparison, "diff", "gpuwhy diff")
+
+
+def calibration_schema() -> dict:
+    """The whole schema of `gpuwhy diff --calibrate -f json` (report/diff/calibration.py)."""
+    return _tool_schema(Calibration, "calibration", "gpuwhy diff --calibrate")
+
+
+def _tool_schema(cls: type, name: str, title: str) -> dict:
+    schema = schema_of(cls)
     schema["properties"]["tool"] = {
         "type": "object",
         "required": ["name", "version"],
@@ -109,8 +122,8 @@ def diff_schema() -> dict:
     schema["required"] = ["schema", "tool", *schema["required"]]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://gpuwhy.dev/schema/diff-1.json",
-        "title": "gpuwhy diff",
+        "$id": f"https://gpuwhy.dev/schema/{name}-1.json",
+        "title": title,
         **schema,
     }
 
@@ -122,6 +135,9 @@ def main() -> None:
         schema["properties"][name] = {"oneOf": [{"type": "null"}, {"$ref": f"#/$defs/{name}"}]}
     SCHEMA.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
     DIFF_SCHEMA.write_text(json.dumps(diff_schema(), indent=2) + "\n", encoding="utf-8")
+    CALIBRATION_SCHEMA.write_text(
+        json.dumps(calibration_schema(), indent=2) + "\n", encoding="utf-8"
+    )
 
 
 if __name__ == "__main__":

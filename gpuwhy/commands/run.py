@@ -24,6 +24,7 @@ from gpuwhy.commands.options import (
     report_file_option,
     report_settings,
 )
+from gpuwhy.commands.repeat import check_repeat, repeat_runs
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM
 from gpuwhy.commands.script_command import (
     prepare,
@@ -57,6 +58,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     html_option(parser)
     out_dir_option(parser)
     gate_options(parser, findings_only=True)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        help="run the program N times, each in a fresh process (--json PATH writes "
+        "PATH-1.json ... PATH-N.json), and say how far the runs' step times spread: "
+        "several runs a side for gpuwhy diff",
+    )
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,9 @@ class RunSettings:
     out_dir: OutDir | None
     metrics: MetricsOptions
     report: ReportSettings
+    repeat: int = 1
+    # --repeat: gpuwhy's own options as given (each run gets them again) and SCRIPT ARGS
+    options: tuple[str, ...] = ()
 
 
 def settings_from(args: argparse.Namespace) -> RunSettings:
@@ -77,6 +89,9 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
     gate = gate_settings(args, findings_only=True)
     out_dir = out_dir_settings(args)
     metrics = metrics_settings(args)
+    repeat = check_repeat(args.repeat, args.out_dir)
+    given = list(getattr(args, "argv", None) or ())
+    tail = 1 + len(args.args)  # SCRIPT ARGS, at the end of the command line
     return RunSettings(
         script=script_settings(args),
         collector_options=collectors,
@@ -84,6 +99,8 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         out_dir=out_dir,
         metrics=metrics,
         report=report_settings(args),
+        repeat=repeat,
+        options=tuple(given[1 : len(given) - tail]) if repeat > 1 else (),
     )
 
 
@@ -95,6 +112,10 @@ def collector_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
 
 def execute(settings: RunSettings) -> int:
     own_stderr.keep()
+    if settings.repeat > 1:
+        prepare(settings.script, settings.report)  # the script and outputs, checked once
+        script = (settings.script.path, *settings.script.args)
+        return repeat_runs(settings.repeat, settings.options, script, settings.report.json)
     code, outputs = prepare(settings.script, settings.report)
     # what the gate found, filled by the report after the script (it runs inside
     # run_watched, which returns how the script ended)

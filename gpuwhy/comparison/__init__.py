@@ -1,14 +1,17 @@
-"""``gpuwhy diff BEFORE AFTER``: did the change make it faster? Two records compared.
+"""``gpuwhy diff BEFORE AFTER``: did the change make it faster? Two records compared, or
+several a side.
 
 The flow mirrors a run's: the records' facts -> resampling units (units.py) -> changes
-with their intervals (changes.py, bootstrap.py), the findings and the environment that
-changed (findings.py, environment.py) -> :class:`Comparison` (model.py) -> the verdict.
+with their intervals (changes.py, bootstrap.py; several runs a side: sides.py,
+between_runs.py), the findings and the environment that changed (findings.py,
+environment.py) -> :class:`Comparison` (model.py) -> the verdict.
 Renderers are in report/diff/; the gate that fails a CI job is gate.py.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from gpuwhy.comparison.changes import (
     busy_change,
@@ -23,6 +26,7 @@ from gpuwhy.comparison.environment import (
     batch_size,
     environment_changes,
     host_contention,
+    host_contention_runs,
     program,
 )
 from gpuwhy.comparison.findings import finding_changes
@@ -34,6 +38,14 @@ from gpuwhy.comparison.model import (
     FindingChange,
     PartChange,
     RunSide,
+)
+from gpuwhy.comparison.sides import (
+    Side,
+    busy_between,
+    parts_between,
+    side_findings,
+    side_notes,
+    step_between,
 )
 from gpuwhy.comparison.units import RunUnits, run_units
 from gpuwhy.formatting import duration
@@ -61,6 +73,7 @@ def compare(
         *_about_the_pair(before, after),
         *_why_not_compared(units_b, units_a, step, busy),
         *notes,
+        ONE_RUN_A_SIDE,
     )
     environment = environment_changes(before.facts, after.facts)
     confounded = None
@@ -89,6 +102,119 @@ def compare(
     )
 
 
+ONE_RUN_A_SIDE = (
+    "one run a side: the intervals are each run's own spread, which cannot see how far "
+    "another run of the same code lands (on a shared machine, often several per cent); "
+    "record 3 or more a side (gpuwhy run --repeat 3) and diff them all"
+)
+
+
+def compare_runs(
+    before: Sequence[Record],
+    after: Sequence[Record],
+    names: tuple[Sequence[str], Sequence[str]] | None = None,
+) -> Comparison:
+    """Several records a side (one of each is :func:`compare`): the changes' intervals
+    from the variation between the runs, estimated from the runs themselves."""
+    if not before or not after:
+        raise ValueError("each side needs at least one record")
+    names_b, names_a = names or (
+        [f"BEFORE {i + 1}" for i in range(len(before))],
+        [f"AFTER {i + 1}" for i in range(len(after))],
+    )
+    if len(before) == 1 and len(after) == 1:
+        return compare(before[0], after[0], names=(names_b[0], names_a[0]))
+    side_b = Side(tuple(before), tuple(run_units(r.facts) for r in before), tuple(names_b))
+    side_a = Side(tuple(after), tuple(run_units(r.facts) for r in after), tuple(names_a))
+    rep_b = before[side_b.representative()]
+    rep_a = after[side_a.representative()]
+    step = step_between(side_b, side_a)
+    batch_b, batch_a = batch_size(rep_b.facts), batch_size(rep_a.facts)
+    batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
+    example = example_change(step, *batches) if batches else None
+    busy = busy_between(side_b, side_a)
+    parts = parts_between(side_b, side_a, step)
+    projected, projected_on = projected_change(rep_b.facts, rep_a.facts)
+    notes: list[str] = [_runs_note(len(before), len(after), step)]
+    if projected is None and projected_on is not None:
+        notes.append(projected_on)
+        projected_on = None
+    if step is None:
+        notes.append(
+            "step time: not compared, some runs have fewer than 30 training steps after "
+            "warm-up (or none)"
+        )
+    notes += side_notes("BEFORE", side_b) + side_notes("AFTER", side_a)
+    environment = environment_changes(rep_b.facts, rep_a.facts)
+    confounded = None
+    judged = example or step
+    if judged is not None and judged.called != "same":
+        facts_b, facts_a = [r.facts for r in before], [r.facts for r in after]
+        contention = host_contention_runs(facts_b, facts_a, judged)
+        if contention is not None:
+            confounded = f"{contention}: part of the difference may be the machine's"
+    return Comparison(
+        verdict=diff_verdict(
+            step, busy, parts, environment, confounded, example, batches, (len(before), len(after))
+        ),
+        before=_runs_side(side_b),
+        after=_runs_side(side_a),
+        step_time=step,
+        example_time=example,
+        batches=batches,
+        gpu_busy=busy,
+        projected_step=projected,
+        projected_gpu=projected_on,
+        parts=parts,
+        findings=finding_changes(side_findings(side_b), side_findings(side_a)),
+        environment=environment,
+        notes=tuple(notes),
+        timeline_before=side_b.units[side_b.representative()].aligned,
+        timeline_after=side_a.units[side_a.representative()].aligned,
+        confounded_by=confounded,
+        spread="between runs",
+    )
+
+
+def _runs_note(runs_b: int, runs_a: int, step: Change | None) -> str:
+    text = (
+        f"{runs_b} runs of BEFORE, {runs_a} of AFTER: the intervals come from how the "
+        "runs differ from each other (each run one observation of its side; Student's t "
+        f"with {runs_b + runs_a - 2} degrees of freedom)"
+    )
+    if step is not None:
+        text += (
+            f"; with {_runs_a_side(runs_b, runs_a)} this program can show step-time "
+            f"changes of {step.detectable:.0%} or more"
+        )
+    return text
+
+
+def _runs_a_side(runs_b: int, runs_a: int) -> str:
+    return f"{runs_b} runs a side" if runs_b == runs_a else f"{runs_b} and {runs_a} runs"
+
+
+def _runs_side(side: Side) -> RunSide:
+    rep = side.representative()
+    record = side.records[rep]
+    shown = ", ".join(side.names[:3]) + (
+        f" and {len(side.names) - 3} more" if len(side.names) > 3 else ""
+    )
+    return RunSide(
+        path=shown,
+        command=record.command,
+        created=record.created,
+        verdict=record.verdict,
+        steps=sum(u.step_count for u in side.units),
+        units=sum(len(u.steps) for u in side.units),
+        basis=f"{len(side.records)} runs, each: {side.units[rep].basis}",
+        seconds=round(sum(u.seconds for u in side.units), 3),
+        runs=len(side.records),
+        run_paths=side.names,
+        run_step_s=tuple(round(v, 9) for v in side.levels),
+    )
+
+
 def diff_verdict(
     step: Change | None,
     busy: Change | None,
@@ -97,6 +223,7 @@ def diff_verdict(
     confounded: str | None = None,
     example: Change | None = None,
     batches: tuple[int, int] | None = None,
+    runs: tuple[int, int] = (1, 1),
 ) -> str:
     """The first line: faster, slower or no measurable difference, by how much with its
     interval, and the part that moved most."""
@@ -122,10 +249,17 @@ def diff_verdict(
         text = (
             f"No measurable difference in step time: {b} and {a} a step "
             f"(AFTER/BEFORE {step.estimate:.3f}, {step.low:.3f}-{step.high:.3f}, 95%); "
-            f"these runs cannot show a change under {step.detectable:.0%}"
+            + (
+                f"these runs cannot show a change under {step.detectable:.0%}"
+                if runs == (1, 1)
+                else f"with {_runs_a_side(*runs)} this program can show changes of "
+                f"{step.detectable:.0%} or more"
+            )
         )
     else:
         text = f"AFTER is {interval}: {b} -> {a} a step"
+        if runs != (1, 1):
+            text += f" ({_runs_a_side(*runs)})"
     if example is None and step.called != "same":
         moved = _largest_part(parts, step)
         if moved is not None:
@@ -225,5 +359,6 @@ __all__ = [
     "PartChange",
     "RunSide",
     "compare",
+    "compare_runs",
     "verdict",
 ]

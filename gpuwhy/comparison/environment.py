@@ -4,7 +4,7 @@ that reason as much as for the code: the diff says so beside its verdict."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gpuwhy.comparison.model import Change, EnvironmentChange
 from gpuwhy.derived.pipeline import steps_pipeline
@@ -69,12 +69,19 @@ def host_contention(before: Facts, after: Facts, step: Change | None) -> str | N
     neighbour takes nothing from it. (The threads' own waiting for a core, which the
     timeline keeps too, cannot say this: TF's op threads wait for each other as well,
     more as the program computes more.)"""
+    return host_contention_runs([before], [after], step)
+
+
+def host_contention_runs(
+    before: Sequence[Facts], after: Sequence[Facts], step: Change | None
+) -> str | None:
+    """:func:`host_contention` for several runs a side: the runs' mean shares."""
     if step is None or step.called == "same":
         return None
     slower, faster = (after, before) if step.after > step.before else (before, after)
     slower_name, faster_name = ("AFTER", "BEFORE") if slower is after else ("BEFORE", "AFTER")
-    load_s, load_f = others_cpu(slower), others_cpu(faster)
-    own = _cpu_share(slower, "cpu_process_share")
+    load_s, load_f = _mean(others_cpu, slower), _mean(others_cpu, faster)
+    own = _mean(lambda f: _cpu_share(f, "cpu_process_share"), slower)
     if load_s is None or load_f is None or own is None:
         return None
     if load_s - load_f >= NEIGHBOUR_CHANGE and load_s + own >= BUSY_HOST:
@@ -84,6 +91,14 @@ def host_contention(before: Facts, after: Facts, step: Change | None) -> str | N
             f"({load_s + own:.0%} with the program's)"
         )
     return None
+
+
+def _mean(read: Callable[[Facts], float | None], runs: Sequence[Facts]) -> float | None:
+    """The runs' mean of a share; None where a run does not say."""
+    values = [read(f) for f in runs]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(v for v in values if v is not None) / len(values)
 
 
 def threads_queued_per_step(facts: Facts) -> float | None:

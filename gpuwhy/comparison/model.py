@@ -4,8 +4,9 @@ the comparison (gpuwhy/comparison/) and its renderers (report/diff/). Its JSON i
 generated from these classes by tools/generate_schema.py.
 
 Every change carries its 95 % interval. A difference is *called* only when the interval
-of the two runs' spread leaves no-change out: "same" is a verdict too, with the smallest
-change these two runs could have shown.
+of the runs' spread leaves no-change out: "same" is a verdict too, with the smallest
+change these runs could have shown. With several runs a side the spread is the runs'
+between each other (between_runs.py); with one a side, each run's own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ class RunSide:
     units: int = 0  # the windows (or blocks of steps) they were resampled by
     basis: str | None = None  # "steps kept one by one, in blocks of 40" | "1 s windows"
     seconds: float = 0.0  # training time compared
+    # several records a side: each one's path and mean time per step (its level)
+    runs: int = 1
+    run_paths: tuple[str, ...] = ()
+    run_step_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,4 +130,7 @@ class Comparison:
     confounded_by: str | None = None
     timeline_before: tuple[AlignedWindow, ...] = ()
     timeline_after: tuple[AlignedWindow, ...] = ()
+    # how the intervals were made: "between runs" (several runs a side: their variation
+    # estimated from the runs) or "within runs" (one a side: each run's own spread)
+    spread: str = "within runs"
     schema: int = field(default=DIFF_SCHEMA_VERSION)

@@ -1,11 +1,12 @@
 """``gpuwhy diff BEFORE.json AFTER.json``: two saved records (of ``run``, ``watch`` or
-``merge``) compared, the function both the command and ``gpuwhy.compare()`` call."""
+``merge``) compared, or several a side; the function ``gpuwhy.diff()`` calls."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from gpuwhy.comparison import Comparison, compare
+from gpuwhy.comparison import Comparison, compare_runs
 from gpuwhy.record import Record, RecordError
 
 COMPARED = ("run", "watch", "merge")
@@ -32,8 +33,19 @@ def read(record: Record | str | Path) -> tuple[Record, str]:
     return loaded, name
 
 
-def diff(before: Record | str | Path, after: Record | str | Path) -> Comparison:
-    """The two records (or the records at these paths) compared. Raises RecordError for
-    one that cannot be read (its message names the file)."""
-    (b, b_name), (a, a_name) = read(before), read(after)
-    return compare(b, a, names=(b_name, a_name))
+Given = Record | str | Path
+
+
+def diff(before: Given | Sequence[Given], after: Given | Sequence[Given]) -> Comparison:
+    """The two records (or the records at these paths) compared; or several a side (a
+    list each), the intervals then from the variation between the runs. Raises
+    RecordError for one that cannot be read (its message names the file)."""
+    sides = [
+        [read(r) for r in (side if isinstance(side, (list, tuple)) else [side])]
+        for side in (before, after)
+    ]
+    return compare_runs(
+        [r for r, _ in sides[0]],
+        [r for r, _ in sides[1]],
+        names=([n for _, n in sides[0]], [n for _, n in sides[1]]),
+    )

@@ -31,6 +31,16 @@ def load_diff() -> dict[str, Any]:
     )
 
 
+def load_calibration() -> dict[str, Any]:
+    """The published JSON Schema of ``gpuwhy diff --calibrate -f json``
+    (gpuwhy/schema/calibration.schema.json, generated from comparison/calibration.py)."""
+    return json.loads(
+        resources.files("gpuwhy.schema")
+        .joinpath("calibration.schema.json")
+        .read_text(encoding="utf-8")
+    )
+
+
 @functools.lru_cache(maxsize=1)
 def validator():
     """One validator per process: building it parses the schema and compiles its refs,

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from gpuwhy.comparison import compare, diff_verdict
+from gpuwhy.comparison import ONE_RUN_A_SIDE, compare, diff_verdict
 from gpuwhy.comparison.changes import MIN_STEP_CHANGE, busy_change, part_changes, step_change
 from gpuwhy.comparison.gate import crossed_by_comparison, parse
 from gpuwhy.comparison.units import run_units
@@ -310,4 +310,5 @@ def test_the_pair_is_said_when_it_is_one_record_or_two_programs():
     assert ("program", "train.py", "other/eval.py") in [
         (e.what, e.before, e.after) for e in two.environment
     ]
-    assert not compare(one, run_of("./train.py", 3)).notes  # the same script
+    # the same script: only what one run a side cannot see
+    assert compare(one, run_of("./train.py", 3)).notes == (ONE_RUN_A_SIDE,)
