@@ -9,13 +9,20 @@ steps.
    Counted: pairs called "no measurable difference" (target: at least 95).
 2. **A real 5 % change**: the same 100 pairs with every step of AFTER 5 % longer.
    Counted: pairs called slower (target: at least 95). Also at 3 % and 10 %.
-3. **Speed**: `gpuwhy diff A.json B.json` on two records of 1,000,000 steps each (a
+3. **Three runs a side** (`gpuwhy diff base/*.json -- head/*.json`): 100 pairs of sides,
+   each side 3 different recorded runs of one workload (6 distinct runs a pair), the
+   runs drawn at random from the ten, or interleaved as the docs ask (runs i, i+2, i+4
+   against i+1, i+3, i+5: recorded in that order), unchanged and with every step of
+   AFTER +5 % and +10 %. Counted as above; "confounded" is a called change the diff
+   attributes to the host (the gate does not fail on it). Then `--calibrate` on each
+   workload's ten runs: what N runs a side can call on this machine.
+4. **Speed**: `gpuwhy diff A.json B.json` on two records of 1,000,000 steps each (a
    record keeps the first 5,000 steps one by one and the run in at most 256 windows
    whatever its length; these are built from a recorded run's series laid out as a
    1,000,000-step run's record would be), median of 5: in-process (load both, compare,
    render) and the command's wall time in a fresh process (target: at most 1 s).
 
-    .venv/bin/python benchmarks/bench_diff.py [--pairs 100] [--seed 1] [--runs 5]
+    .venv/bin/python benchmarks/bench_diff.py [--pairs 100] [--seed 1] [--runs 5] [--series F...]
 """
 
 from __future__ import annotations
@@ -35,12 +42,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuwhy.collect.quantiles import Sketch
-from gpuwhy.comparison import compare
+from gpuwhy.comparison import compare, compare_runs
+from gpuwhy.comparison.calibration import calibrate
 from gpuwhy.facts import Facts, RunTimeline, RunWindow, StepFacts, StepSpan, StepTimeline
 from gpuwhy.record import Record
 from gpuwhy.report.diff.terminal import render_comparison
 
 SERIES = Path(__file__).resolve().parent / "data" / "diff_series_quiet.json.gz"
+LOADED = "diff_series_loaded.json.gz"
 KEPT = 5000
 
 
@@ -207,6 +216,61 @@ def verdicts(
     }
 
 
+def sides_verdicts(
+    by: dict[str, list[dict]], pairs: int, seed: int, slower: float, runs: int, interleaved: bool
+) -> dict:
+    """``pairs`` pairs of sides of ``runs`` distinct recorded runs each, AFTER's steps
+    ``slower`` times as long: how the several-runs diff called them."""
+    rng = random.Random(seed)
+    names = sorted(by)
+    counts: dict[str, int] = {}
+    widths = []
+    for i in range(pairs):
+        name = names[i % len(names)]
+        total = len(by[name])
+        if interleaved:
+            first = rng.randint(0, total - 2 * runs)
+            chosen = list(range(first, first + 2 * runs))
+            b, a = chosen[0::2], chosen[1::2]
+            if rng.random() < 0.5:  # which revision ran first
+                b, a = a, b
+        else:
+            chosen = rng.sample(range(total), 2 * runs)
+            b, a = chosen[:runs], chosen[runs:]
+        before = [Record(command="run", facts=stretch(by[name][j], rng)) for j in b]
+        after = [Record(command="run", facts=stretch(by[name][j], rng, slower)) for j in a]
+        c = compare_runs(before, after)
+        step = c.step_time
+        verdict = "none" if step is None else step.called
+        if step is not None and c.confounded_by is not None:
+            verdict += " (confounded)"
+        counts[verdict] = counts.get(verdict, 0) + 1
+        if step is not None:
+            widths.append(step.high - step.low)
+    return {
+        "called": dict(sorted(counts.items())),
+        "median_interval_width": round(statistics.median(widths), 4) if widths else None,
+    }
+
+
+def calibrations(by: dict[str, list[dict]]) -> dict:
+    """``gpuwhy diff --calibrate`` on each workload's recorded runs, whole."""
+    out = {}
+    for name, runs in sorted(by.items()):
+        records = [Record(command="run", facts=stretch_all(r, random.Random(0))) for r in runs]
+        c = calibrate(records, [f"{name}-{i}" for i in range(len(runs))])
+        out[name] = {
+            "between_runs": c.between_runs,
+            "fail_on": c.fail_on,
+            "by_runs": {
+                r.runs: (r.called_half, r.called_9_in_10, f"{r.splits_called}/{r.splits}")
+                for r in c.by_runs
+            },
+            "one_run_pairs_called": f"{c.one_run_called}/{c.one_run_pairs}",
+        }
+    return out
+
+
 def million_step_record(run: dict, rng: random.Random) -> Record:
     """A 1,000,000-step record as gpuwhy run writes one: its first 5,000 steps one by
     one, the run in 256 windows; the windows drawn from the recorded run's."""
@@ -285,16 +349,27 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--series", type=Path, default=SERIES)
+    parser.add_argument(
+        "--series", type=Path, nargs="+", default=[SERIES, SERIES.with_name(LOADED)]
+    )
     args = parser.parse_args()
-    by = load_runs(args.series)
-    print(f"recorded runs ({args.series.name}): {spread(by)}")
-    for within, what in ((True, "two parts of one run"), (False, "two runs")):
-        same = verdicts(by, args.pairs, args.seed, 1.0, within)
-        print(f"{what}, unchanged, {args.pairs} pairs: {same}")
-        for change in (1.05, 1.10, 1.25):
-            slower = verdicts(by, args.pairs, args.seed, change, within)
-            print(f"{what}, every AFTER step +{change - 1:.0%}, {args.pairs} pairs: {slower}")
+    for series in args.series:
+        by = load_runs(series)
+        print(f"== {series.name}: recorded runs {spread(by)}")
+        for within, what in ((True, "two parts of one run"), (False, "two runs")):
+            same = verdicts(by, args.pairs, args.seed, 1.0, within)
+            print(f"{what}, unchanged, {args.pairs} pairs: {same}")
+            for change in (1.05, 1.10, 1.25):
+                slower = verdicts(by, args.pairs, args.seed, change, within)
+                print(f"{what}, every AFTER step +{change - 1:.0%}, {args.pairs} pairs: {slower}")
+        for interleaved in (False, True):
+            order = "interleaved" if interleaved else "drawn at random"
+            for change in (1.0, 1.05, 1.10, 1.25):
+                got = sides_verdicts(by, args.pairs, args.seed, change, 3, interleaved)
+                what = "unchanged" if change == 1.0 else f"every AFTER step +{change - 1:.0%}"
+                print(f"3 runs a side ({order}), {what}, {args.pairs} pairs: {got}")
+        print(f"--calibrate on each workload's runs: {calibrations(by)}")
+    by = load_runs(SERIES)
     print(f"two 1,000,000-step records: {speed(by, args.runs)}")
 
 

@@ -194,6 +194,10 @@ def _runs_a_side(runs_b: int, runs_a: int) -> str:
     return f"{runs_b} runs a side" if runs_b == runs_a else f"{runs_b} and {runs_a} runs"
 
 
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"
+
+
 def _runs_side(side: Side) -> RunSide:
     rep = side.representative()
     record = side.records[rep]
@@ -207,7 +211,7 @@ def _runs_side(side: Side) -> RunSide:
         verdict=record.verdict,
         steps=sum(u.step_count for u in side.units),
         units=sum(len(u.steps) for u in side.units),
-        basis=f"{len(side.records)} runs, each: {side.units[rep].basis}",
+        basis=f"{_runs(len(side.records))}, each: {side.units[rep].basis}",
         seconds=round(sum(u.seconds for u in side.units), 3),
         runs=len(side.records),
         run_paths=side.names,

@@ -1,6 +1,8 @@
-"""`gpuwhy diff` on records of real runs: the same program twice is no measurable
-difference, a fixed input pipeline is faster with the input named, a planted regression
-fails the gate with one line; its JSON validates; bad input is one line, exit 2."""
+"""`gpuwhy diff` on records of real runs: the same program run three times a side
+(`gpuwhy run --repeat 3`) does not fail the gate, a fixed input pipeline is faster with
+the input named, a planted regression fails the gate with one line, several records a
+side from a directory or a glob, --calibrate on the unchanged runs; its JSON validates;
+bad input is one line, exit 2."""
 
 import json
 import subprocess
@@ -88,24 +90,90 @@ def records(tmp_path_factory):
     out = {}
     for name, env in variants.items():
         path = folder / f"{name}.json"
-        result = run("--json", path, script, env_extra=env)
+        # the unchanged program three times a side, interleaved: base, again, base, ...
+        repeat = ("--repeat", "3") if name in ("base", "again") else ()
+        result = run(*repeat, "--json", path, script, env_extra=env)
         assert result.returncode == 0, result.stderr[-3000:]
-        out[name] = path
+        out[name] = path if not repeat else folder / f"{name}-1.json"
+        if repeat:
+            out[f"{name}_runs"] = [folder / f"{name}-{i}.json" for i in (1, 2, 3)]
+            out[f"{name}_stderr"] = result.stderr
     return out
 
 
-def test_the_same_program_twice_is_no_measurable_difference(records, tmp_path):
+def test_repeat_writes_one_record_a_run_and_says_how_far_they_spread(records):
+    assert all(path.exists() for path in records["base_runs"])
+    said = records["base_stderr"]
+    assert said.count("gpuwhy: run ") == 3 and "gpuwhy: 3 of 3 runs" in said
+    assert "the runs' mean steps spread by " in said
+    assert f"{records['base_runs'][2]}" in said
+    base = str(records["base_runs"][0]).removesuffix("-1.json")
+    assert f"compare: gpuwhy diff {base}-*.json -- OTHER-*.json" in said
+
+
+def test_the_same_program_three_runs_a_side_does_not_fail_the_gate(records, tmp_path):
     out = tmp_path / "same.json"
-    result = diff(records["base"], records["again"], "--fail-on", "step:+5%", "--json", out)
+    result = diff(
+        "--fail-on", "step:+10%", "--json", out, *records["base_runs"], "--", *records["again_runs"]
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     first = result.stdout.splitlines()[0]
     data = json.loads(out.read_text())
-    if data["confounded_by"] is None:
+    jsonschema.Draft202012Validator(published.load_diff()).validate(data)
+    assert data["spread"] == "between runs"
+    assert data["before"]["runs"] == data["after"]["runs"] == 3
+    step = data["step_time"]
+    # a 95 % interval calls about 1 in 20 unchanged pairs of sides, and then by little
+    if step["called"] == "same":
         assert first.startswith("• No measurable difference in step time"), first
-    else:  # a neighbour loaded the shared host in one run only: said, never failed
-        assert "part of the difference may be the machine's" in first
-        assert "not judged" in result.stderr
+        assert "with 3 runs a side this program can show changes of " in first
+    else:
+        assert abs(step["estimate"] - 1) < 0.10, first
     assert "\nFindings\n" in result.stdout
+
+
+def test_a_directory_or_a_glob_is_a_side(records, tmp_path):
+    side = tmp_path / "base"
+    side.mkdir()
+    for path in records["base_runs"]:
+        (side / path.name).write_text(path.read_text())
+    pattern = str(records["slower"]).replace("slower.json", "slowe*.json")
+    out = tmp_path / "d.json"
+    result = diff("--json", out, side, "--", pattern)
+    data = json.loads(out.read_text())
+    assert data["before"]["runs"] == 3 and data["after"]["runs"] == 1
+    # twice the loop's sleep; with 3 and 1 runs (2 degrees of freedom) the interval is
+    # as wide as the runs' spread on this machine, said with the change it could show
+    assert data["step_time"]["estimate"] > 1.3, result.stdout
+    assert "3 runs of BEFORE, 1 of AFTER" in result.stdout
+    assert "1 run, each: every step" in result.stdout
+
+
+def test_calibrate_on_unchanged_runs_says_which_gate_to_use(records, tmp_path):
+    runs = [*records["base_runs"], *records["again_runs"]]
+    result = diff("--calibrate", *runs)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("Unchanged runs of this program spread by "), first
+    assert "use --fail-on step:+" in first and "\nRuns a side\n" in result.stdout
+    as_json = diff("--calibrate", "-f", "json", *runs)
+    data = json.loads(as_json.stdout)
+    jsonschema.Draft202012Validator(published.load_calibration()).validate(data)
+    assert data["runs"] == 6 and len(data["step_s"]) == 6
+    three = next(r for r in data["by_runs"] if r["runs"] == 3)
+    assert three["splits"] > 0 and data["fail_on"].startswith("step:+")
+
+
+def test_several_records_without_the_separator_are_refused(records):
+    three = diff(*records["base_runs"])
+    assert three.returncode == 2 and three.stderr.count("\n") == 1
+    assert "several a side with -- between them" in three.stderr
+    empty = diff(*records["base_runs"], "--")
+    assert empty.returncode == 2 and "no AFTER records" in empty.stderr
+    calibrate_two = diff("--calibrate", records["base"], "--", records["again"])
+    assert calibrate_two.returncode == 2 and "no -- between sides" in calibrate_two.stderr
+    few = diff("--calibrate", records["base"], records["again"])
+    assert few.returncode == 2 and "--calibrate needs at least 3 records" in few.stderr
 
 
 def test_a_fixed_input_pipeline_is_faster_and_the_input_is_named(records, tmp_path):
@@ -155,6 +223,11 @@ def test_bad_input_is_one_line_and_exit_2(records, tmp_path):
     assert "--fail-on 'slower': expected step:+N%" in gate.stderr
     over = diff(records["base"], records["again"], "-o", records["again"])
     assert over.returncode == 2 and "Traceback" not in over.stderr
+    nothing = diff(tmp_path / "none-*.json", records["base"])
+    assert nothing.returncode == 2 and "no record matches this pattern" in nothing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = diff(tmp_path / "empty", records["base"])
+    assert empty.returncode == 2 and "a directory with no *.json records" in empty.stderr
 
 
 def test_gpuwhy_diff_from_python_is_the_command_s_comparison(records, tmp_path):

@@ -120,8 +120,14 @@ def severities(f: FindingChange) -> str:
 
 
 def side_read(side: RunSide) -> str:
-    """What of a record was compared: its steps and how they were resampled."""
-    return f"{side.steps:,} steps, {side.basis}" if side.basis else "no training steps"
+    """What of a record was compared: its steps and how they were resampled; with several
+    runs a side, each run's mean step (how far they spread is the interval's width)."""
+    read = f"{side.steps:,} steps, {side.basis}" if side.basis else "no training steps"
+    if side.runs > 1 and side.run_step_s:
+        read += "; the runs' mean steps " + ", ".join(
+            duration(s) if s else "none" for s in side.run_step_s
+        )
+    return read
 
 
 def part_row(p: PartChange) -> tuple[str, str, str, str, str]:
