@@ -7,7 +7,9 @@ regressions fail it with the line that says why: a step twice as long, and a new
 The training loop is paced, a step every 40 ms (a tiny model's step, then a sleep to the
 next tick): a CPU busy with other jobs moves a compute-bound step, and even a plain sleep,
 by more than 5% between two runs (docs/ci.md shows it), a paced loop's mean step not at
-all; the gate is what is tested here, not this machine's quiet."""
+all; the gate is what is tested here, not this machine's quiet. The gate runs the script
+twice a side here (GPUWHY_RUNS=2; the configs' 3 cost a third more), and once a side in
+one test of its own."""
 
 import json
 import os
@@ -59,17 +61,27 @@ for xb, yb in dataset:
 """
 
 
+RUNS = "2"
+
+
 def gate(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``sh examples/ci/gpuwhy_gate.sh`` in ``project``, with the configs' settings (the
-    script's defaults) and ``gpuwhy`` found on PATH, as a CI job finds it."""
+    script's defaults; RUNS runs a side) and ``gpuwhy`` found on PATH, as a CI job finds
+    it."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.run(
         ["sh", GATE, *args],
         cwd=project,
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": path, "TF_CPP_MIN_LOG_LEVEL": "2", **env},
-        timeout=300,
+        env={
+            **os.environ,
+            "PATH": path,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "GPUWHY_RUNS": RUNS,
+            **env,
+        },
+        timeout=600,
     )
 
 
@@ -83,9 +95,13 @@ def project(tmp_path_factory) -> Path:
     (root / "examples" / "ci" / "train_short.py").write_text(TRAIN)
     recorded = gate(root, "--record-baseline")
     assert recorded.returncode == 0, recorded.stderr[-3000:]
-    assert "baseline written to examples/ci/gpuwhy-baseline.json" in recorded.stderr
-    baseline = json.loads((root / "examples/ci/gpuwhy-baseline.json").read_text())
-    assert baseline["projection"]["gpu"] == "T4"  # projected onto the configs' --target
+    assert (
+        "baseline written to examples/ci/gpuwhy-baseline-1.json ... -2.json: commit them"
+        in recorded.stderr
+    )
+    for i in (1, 2):
+        baseline = json.loads((root / f"examples/ci/gpuwhy-baseline-{i}.json").read_text())
+        assert baseline["projection"]["gpu"] == "T4"  # projected onto the configs' --target
     return root
 
 
@@ -111,7 +127,24 @@ def test_the_unchanged_program_passes_and_writes_every_report(project):
         assert (project / OUT / name).stat().st_size > 0, name
     current = json.loads((project / OUT / "current.json").read_text())
     assert current["projection"]["gpu"] == "T4"
+    assert current == json.loads((project / OUT / "current-2.json").read_text())  # the last
+    assert comparison["before"]["runs"] == comparison["after"]["runs"] == 2
+    assert comparison["spread"] == "between runs"
     assert 'failures="0"' in (project / OUT / "gate.junit.xml").read_text()
+
+
+def test_one_run_a_side_is_still_a_gate(project):
+    single = {"GPUWHY_RUNS": "1", "GPUWHY_BASELINE": "examples/ci/single.json"}
+    missing = gate(project, **single)
+    assert missing.returncode == 2
+    assert "no baseline record at examples/ci/single.json" in missing.stderr
+    assert gate(project, "--record-baseline", **single).returncode == 0
+    result = gate(project, **single)
+    comparison, summary = outputs(project)
+    assert result.returncode == 0, summary + result.stderr[-3000:]
+    assert comparison["before"]["runs"] == comparison["after"]["runs"] == 1
+    assert any(n.startswith("one run a side") for n in comparison["notes"])
+    assert not (project / OUT / "current-1.json").exists()
 
 
 def test_a_step_twice_as_long_fails_the_gate_and_says_so(project):

@@ -16,6 +16,9 @@
 #   GPUWHY_DIFF_FAIL_ON  gpuwhy diff --fail-on list      (step:+5% projected:+5% new:medium; empty: none)
 #   GPUWHY_FAIL_IGNORE   --fail-ignore list, both gates  (env.no-gpu: a CPU runner's)
 #   GPUWHY_OUT           where the reports go            (gpuwhy-out)
+#   GPUWHY_RUNS          runs of the script a side       (3; 1: one record a side)
+#                        with N > 1 the baseline is N records beside GPUWHY_BASELINE's
+#                        name (gpuwhy-baseline-1.json ...), compared as several a side
 #   GPUWHY               the gpuwhy command              (gpuwhy; or: python -m gpuwhy)
 set -eu
 set -f # lists hold patterns ('env.*'): never glob them
@@ -28,6 +31,7 @@ run_fail_on=${GPUWHY_RUN_FAIL_ON-high}
 diff_fail_on=${GPUWHY_DIFF_FAIL_ON-step:+5% projected:+5% new:medium}
 fail_ignore=${GPUWHY_FAIL_IGNORE-env.no-gpu}
 out=${GPUWHY_OUT:-gpuwhy-out}
+runs=${GPUWHY_RUNS:-3}
 
 record=false
 if [ "${1:-}" = "--record-baseline" ]; then
@@ -36,6 +40,9 @@ if [ "${1:-}" = "--record-baseline" ]; then
 fi
 
 mkdir -p "$out"
+set +f # the last run's numbered records and reports, gone
+rm -f "$out"/current-[0-9]*.json "$out"/report-[0-9]*.html
+set -f
 rm -f "$out/current.json" "$out/report.html" "$out/run.log" "$out/diff.json" \
     "$out/diff.txt" "$out/diff.log" "$out/gate.txt" "$out/gate.junit.xml" "$out/.run-status"
 
@@ -53,7 +60,7 @@ echo "gpuwhy gate: gpuwhy run --target $target$run_options $script${*:+ $*}" >&2
 {
     {
         # shellcheck disable=SC2086 # the option lists are meant to split into words
-        $gpuwhy run --target "$target" --json "$out/current.json" \
+        $gpuwhy run --repeat "$runs" --target "$target" --json "$out/current.json" \
             --html "$out/report.html" $run_options "$script" "$@" 2>&1 1>&3 3>&- ||
             echo $? >"$out/.run-status"
     } | tee "$out/run.log" >&2
@@ -61,12 +68,49 @@ echo "gpuwhy gate: gpuwhy run --target $target$run_options $script${*:+ $*}" >&2
 run_status=$(cat "$out/.run-status" 2>/dev/null || echo 0)
 rm -f "$out/.run-status"
 
+# N runs: gpuwhy wrote current-1.json ... current-N.json (report-1.html ...); the last
+# run's are also current.json and report.html, the files the configs keep
+current="$out/current.json"
+base_records=$baseline
+first_baseline=$baseline
+if [ "$runs" -gt 1 ]; then
+    current="$out/current-*.json" # a pattern: gpuwhy diff expands it (this shell does not)
+    base_records="${baseline%.json}-*.json"
+    first_baseline="${baseline%.json}-1.json"
+    last=""
+    i=1
+    while [ "$i" -le "$runs" ]; do
+        if [ -s "$out/current-$i.json" ]; then last=$i; fi
+        i=$((i + 1))
+    done
+    if [ -n "$last" ]; then
+        cp "$out/current-$last.json" "$out/current.json"
+        cp "$out/report-$last.html" "$out/report.html" 2>/dev/null || true
+    fi
+fi
+
 if [ "$record" = true ]; then
     if [ "$run_status" != 0 ] || [ ! -s "$out/current.json" ]; then
         echo "gpuwhy gate: the script failed (exit $run_status): $baseline left as it was" >&2
         exit "$run_status"
     fi
     mkdir -p "$(dirname "$baseline")"
+    if [ "$runs" -gt 1 ]; then
+        if [ -f "$first_baseline" ]; then
+            $gpuwhy diff "$base_records" -- "$current" || true # for the reviewer
+        fi
+        set +f
+        rm -f "${baseline%.json}"-[0-9]*.json
+        set -f
+        i=1
+        while [ "$i" -le "$runs" ]; do
+            cp "$out/current-$i.json" "${baseline%.json}-$i.json"
+            i=$((i + 1))
+        done
+        echo "gpuwhy gate: baseline written to ${baseline%.json}-1.json ... -$runs.json:" \
+            "commit them" >&2
+        exit 0
+    fi
     if [ -f "$baseline" ]; then
         # what the new baseline changes, for the commit's reviewer (never fails here)
         $gpuwhy diff "$baseline" "$out/current.json" || true
@@ -82,16 +126,16 @@ if [ ! -s "$out/current.json" ]; then
     echo "gpuwhy gate: gpuwhy run wrote no record (exit $run_status): nothing to compare" \
         >"$out/diff.log"
     diff_status=2
-elif [ ! -f "$baseline" ]; then
-    echo "gpuwhy gate: no baseline record at $baseline: record one on this runner type" \
-        "with 'sh $0 --record-baseline' and commit it" >"$out/diff.log"
+elif [ ! -f "$first_baseline" ]; then
+    echo "gpuwhy gate: no baseline record at $base_records: record one on this runner" \
+        "type with 'sh $0 --record-baseline' and commit it" >"$out/diff.log"
     diff_status=2
 else
     diff_options=""
     for condition in $diff_fail_on; do diff_options="$diff_options --fail-on $condition"; done
     # shellcheck disable=SC2086
-    $gpuwhy diff "$baseline" "$out/current.json" $diff_options $ignore_options \
-        --json "$out/diff.json" -o "$out/diff.txt" 2>"$out/diff.log" || diff_status=$?
+    $gpuwhy diff $diff_options $ignore_options --json "$out/diff.json" -o "$out/diff.txt" \
+        "$base_records" -- "$current" 2>"$out/diff.log" || diff_status=$?
     cat "$out/diff.txt" 2>/dev/null || true
 fi
 cat "$out/diff.log" >&2
