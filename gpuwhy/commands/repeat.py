@@ -25,6 +25,7 @@ import gpuwhy.own_stderr as own_stderr
 from gpuwhy.commands.reporting import EXIT_OK, UsageError
 from gpuwhy.comparison.units import run_units
 from gpuwhy.formatting import duration
+from gpuwhy.modes.run.script import ScriptInterrupted, die_of
 from gpuwhy.record import Record, RecordError
 
 MAX_REPEAT = 100
@@ -99,8 +100,8 @@ def repeat_runs(
     repeat: int, options: Sequence[str], script: Sequence[str], json_path: str | None
 ) -> int:
     """Run the program ``repeat`` times, one fresh ``gpuwhy run`` each, in order; stop at
-    the first run that fails (its status is returned) or is interrupted. Then the runs'
-    spread on gpuwhy's stderr."""
+    the first run that fails (its status is returned) or is interrupted or terminated
+    (gpuwhy then ends as it did). Then the runs' spread on gpuwhy's stderr."""
     runs: list[RepeatedRun] = []
     with tempfile.TemporaryDirectory(prefix="gpuwhy-repeat-") as scratch:
         for number in range(1, repeat + 1):
@@ -111,31 +112,72 @@ def repeat_runs(
             )
             argv = run_argv(options, number, None if json_path is not None else record)
             own_stderr.say(f"gpuwhy: run {number} of {repeat}")
-            status = _run(
-                [sys.executable, "-m", "gpuwhy", "run", *argv, *script],
-            )
+            child = _Child([sys.executable, "-m", "gpuwhy", "run", *argv, *script])
+            status = child.wait()
             runs.append(
                 RepeatedRun(number, status, record if os.path.exists(record) else None, None)
             )
-            if status != EXIT_OK:
+            if status != EXIT_OK or child.signalled is not None:
                 break
         runs = [_with_step(r) for r in runs]
         for line in summary(runs, repeat, json_path):
             own_stderr.say(line)
-    return runs[-1].status
+    return _end_as(runs[-1].status, child.signalled)
 
 
-def _run(command: list[str]) -> int:
-    """One run, waited for; Ctrl-C reaches it (the terminal's process group, or passed
-    on), its report is written, and then gpuwhy stops repeating."""
-    process = subprocess.Popen(command)
+class _Child:
+    """One run's process, and the signals gpuwhy was sent while it ran.
+
+    Ctrl-C at a terminal reaches every process of the foreground group, the run
+    included: gpuwhy then only waits for the run to write its report (a second SIGINT
+    would cut the report short). A signal sent to gpuwhy alone (``kill``, a CI runner,
+    no terminal) is passed on to the run, once. Either way gpuwhy stops repeating, and
+    then ends as the run did."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.signalled: int | None = None
+        self.process = subprocess.Popen(command)
+
+    def wait(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while True:
+                try:
+                    return self.process.wait()
+                except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                    continue
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        first = self.signalled is None
+        self.signalled = signum
+        if first and self.process.poll() is None and not _from_terminal(signum):
+            self.process.send_signal(signum)
+
+
+def _from_terminal(signum: int) -> bool:
+    """Whether a SIGINT is most likely the terminal's Ctrl-C, which the run got too:
+    gpuwhy's process group is its terminal's foreground group."""
+    if signum != signal.SIGINT:
+        return False
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-        process.wait()
-        raise
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):  # no terminal: not from one
+        return False
+
+
+def _end_as(status: int, signalled: int | None) -> int:
+    """The exit status for a run that ended with ``status`` (negative: killed by that
+    signal), gpuwhy having been sent ``signalled``: an interrupted run ends gpuwhy as
+    an uncaught KeyboardInterrupt ends Python, a terminated one dies of SIGTERM."""
+    signum = -status if status < 0 else signalled
+    if signum == signal.SIGINT:
+        raise ScriptInterrupted()
+    if signum == signal.SIGTERM:
+        die_of(signal.SIGTERM)
+    return 128 - status if status < 0 else status
 
 
 def _with_step(run: RepeatedRun) -> RepeatedRun:
@@ -156,7 +198,12 @@ def summary(runs: list[RepeatedRun], repeat: int, json_path: str | None) -> list
     for run in runs:
         step = f"{duration(run.step_s)} a step" if run.step_s else "no training steps"
         where = f"  {run.record}" if run.record and json_path is not None else ""
-        lines.append(f"  run {run.number}: {step}, exit status {run.status}{where}")
+        ended = (
+            f"ended by {signal.Signals(-run.status).name}"
+            if run.status < 0
+            else f"exit status {run.status}"
+        )
+        lines.append(f"  run {run.number}: {step}, {ended}{where}")
     steps = [r.step_s for r in runs if r.step_s]
     if len(steps) >= 2:
         spread = statistics.stdev(math.log(s) for s in steps)

@@ -1,13 +1,18 @@
 """`gpuwhy run --repeat N`: each run a fresh process with its own numbered outputs, the
-script's arguments untouched, a failing run stops the repeats with its exit status, and
+script's arguments untouched, a failing run stops the repeats with its exit status, a
+signal reaches the run (its report written) and ends gpuwhy as it ended the run, and
 options that cannot repeat are refused before anything runs."""
 
+import json
+import signal
+import subprocess
 import textwrap
+import time
 
 import pytest
 
 from gpuwhy.commands.repeat import numbered, run_argv
-from tests.test_run_tensorflow import run
+from tests.test_run_tensorflow import GPUWHY, ROOT, run
 
 
 def test_each_run_gets_its_own_numbered_files_and_no_repeat():
@@ -74,3 +79,39 @@ def test_a_repeat_that_cannot_be_is_refused_before_the_script_runs(tmp_path, opt
     result = run(*options, script)
     assert result.returncode == 2 and said in result.stderr
     assert "ran" not in result.stdout and result.stderr.count("\n") == 1
+
+
+SLEEPER = textwrap.dedent(
+    """
+    import time
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_gpuwhy_reaches_the_run_which_writes_its_report_and_nothing_more_runs(
+    tmp_path, signum
+):
+    script = tmp_path / "prog.py"
+    script.write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [GPUWHY, "run", "--repeat", "3", "--json", "r.json", str(script)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,  # no terminal: the signal is gpuwhy's alone to pass on
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.3)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signum  # as Python (and gpuwhy run) end on it
+    ended = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}[signum]
+    assert json.loads((tmp_path / "r-1.json").read_text())["program"]["ended"] == ended
+    assert not (tmp_path / "r-2.json").exists() and "ready" not in out
+    assert "gpuwhy: 1 of 3 runs (stopped)" in err
+    assert f"run 1: no training steps, ended by {signal.Signals(signum).name}" in err
