@@ -275,3 +275,23 @@ def test_gpu_busy_is_drawn_in_the_shares_row_as_plotly_writes_it():
     assert busy["AFTER GPU busy"]["y"][0] == 90.0
     assert not any("waiting for input" in t["name"] for t in fig["data"])  # not measured
     assert json.loads(pio.to_json(go.Figure(fig), validate=True)) == fig
+
+
+def test_several_runs_a_side_list_each_run_s_step_and_say_which_run_is_drawn(open_report, tmp_path):
+    pair = watched_pair()
+    runs = dict(runs=3, run_paths=("1.json", "2.json", "3.json"), steps=300, basis="3 runs")
+    c = replace(
+        pair,
+        before=replace(pair.before, **runs, run_step_s=(0.0101, 0.0099, 0.0104)),
+        after=replace(pair.after, **runs, run_step_s=(0.0121, 0.0118, 0.0125)),
+        spread="between runs",
+        timeline_before=tuple(AlignedWindow(float(i), 100, 0.01, 0.0101) for i in range(3)),
+        timeline_after=tuple(AlignedWindow(float(i), 80, 0.012, 0.0121) for i in range(3)),
+    )
+    path = tmp_path / "runs.html"
+    path.write_text(render_comparison_html(c), encoding="utf-8")
+    page = open_report(path).page
+    assert "the one whose mean step is its side's median is drawn" in page.inner_text("#timeline")
+    compared = page.locator("#compared tbody tr").all_inner_texts()
+    assert "the runs' mean steps 10.1 ms, 9.9 ms, 10.4 ms" in compared[0]
+    assert "the runs' mean steps 12.1 ms, 11.8 ms, 12.5 ms" in compared[1]

@@ -116,11 +116,17 @@ def _timeline_notes(c: Comparison) -> list[str]:
             "Nothing to draw: neither record has training windows after warm-up (a "
             "`gpuwhy watch` record has GPU samples but no steps)."
         ]
-    return [
+    notes = [
         f"{name} has no training windows after warm-up to draw."
         for name, windows in (("BEFORE", c.timeline_before), ("AFTER", c.timeline_after))
         if not windows
     ]
+    if c.before.runs > 1 or c.after.runs > 1:
+        notes.append(
+            "Of several runs a side, the one whose mean step is its side's median is drawn "
+            "(the runs' mean steps are under Compared)."
+        )
+    return notes
 
 
 # -- charts ----------------------------------------------------------------------------------
