@@ -26,7 +26,6 @@ from gpuwhy.comparison.environment import (
     batch_size,
     environment_changes,
     host_contention,
-    host_contention_runs,
     program,
 )
 from gpuwhy.comparison.findings import finding_changes
@@ -48,6 +47,7 @@ from gpuwhy.comparison.sides import (
     step_between,
 )
 from gpuwhy.comparison.units import RunUnits, run_units
+from gpuwhy.facts import Facts
 from gpuwhy.formatting import duration
 from gpuwhy.record import Record
 
@@ -76,12 +76,7 @@ def compare(
         ONE_RUN_A_SIDE,
     )
     environment = environment_changes(before.facts, after.facts)
-    confounded = None
-    judged = example or step
-    if judged is not None and judged.called != "same":
-        contention = host_contention(before.facts, after.facts, judged)
-        if contention is not None:
-            confounded = f"{contention}: part of the difference may be the machine's"
+    confounded = _confounded([before.facts], [after.facts], example or step)
     return Comparison(
         verdict=diff_verdict(step, busy, parts, environment, confounded, example, batches),
         before=_side(names[0], before, units_b),
@@ -146,13 +141,7 @@ def compare_runs(
         )
     notes += side_notes("BEFORE", side_b) + side_notes("AFTER", side_a)
     environment = environment_changes(rep_b.facts, rep_a.facts)
-    confounded = None
-    judged = example or step
-    if judged is not None and judged.called != "same":
-        facts_b, facts_a = [r.facts for r in before], [r.facts for r in after]
-        contention = host_contention_runs(facts_b, facts_a, judged)
-        if contention is not None:
-            confounded = f"{contention}: part of the difference may be the machine's"
+    confounded = _confounded([r.facts for r in before], [r.facts for r in after], example or step)
     return Comparison(
         verdict=diff_verdict(
             step, busy, parts, environment, confounded, example, batches, (len(before), len(after))
@@ -174,6 +163,12 @@ def compare_runs(
         confounded_by=confounded,
         spread="between runs",
     )
+
+
+def _confounded(before: list[Facts], after: list[Facts], judged: Change | None) -> str | None:
+    """Why a called change may be the machine's (the host loaded differently), or None."""
+    contention = host_contention(before, after, judged)
+    return f"{contention}: part of the difference may be the machine's" if contention else None
 
 
 def _runs_note(runs_b: int, runs_a: int, step: Change | None) -> str:

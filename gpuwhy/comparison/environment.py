@@ -59,23 +59,18 @@ NEIGHBOUR_CHANGE = 0.10  # other processes' share of all cores, more in the slow
 BUSY_HOST = 0.80  # ... while they and the program kept this share of the cores busy
 
 
-def host_contention(before: Facts, after: Facts, step: Change | None) -> str | None:
-    """Why two runs' step times may differ for the host's sake; None where the host
-    explains little of the change.
+def host_contention(
+    before: Sequence[Facts], after: Sequence[Facts], step: Change | None
+) -> str | None:
+    """Why two sides' step times may differ for the host's sake (their runs' mean
+    shares); None where the host explains little of the change.
 
-    Other processes took a larger share of the host's CPU during the slower run (10
+    Other processes took a larger share of the host's CPU during the slower side (10
     points or more) while its cores were busy then (the program and the others at 80 %
     or more): they took cores the program would have had. With cores to spare, a
     neighbour takes nothing from it. (The threads' own waiting for a core, which the
     timeline keeps too, cannot say this: TF's op threads wait for each other as well,
     more as the program computes more.)"""
-    return host_contention_runs([before], [after], step)
-
-
-def host_contention_runs(
-    before: Sequence[Facts], after: Sequence[Facts], step: Change | None
-) -> str | None:
-    """:func:`host_contention` for several runs a side: the runs' mean shares."""
     if step is None or step.called == "same":
         return None
     slower, faster = (after, before) if step.after > step.before else (before, after)

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
+from rich.console import Console
 from rich.text import Text
+
+
+def text_console(buffer: io.StringIO, color: bool, width: int | None = None) -> Console:
+    """A console writing into ``buffer``: colour only for a terminal, and piped output
+    neither coloured nor hard-wrapped (the diff's and the calibration's reports)."""
+    return Console(
+        file=buffer,
+        force_terminal=color,
+        no_color=not color,
+        width=width or 100,
+        soft_wrap=not color,
+        highlight=False,
+        emoji=False,
+    )
 
 
 class Rows:

@@ -9,27 +9,18 @@ import io
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 
 from gpuwhy.comparison.calibration import Calibration
 from gpuwhy.facts import to_dict
 from gpuwhy.formatting import duration
-from gpuwhy.report.layout import table
-from gpuwhy.version import __version__
+from gpuwhy.report.diff.json_ import with_tool
+from gpuwhy.report.layout import table, text_console
 
 
 def render_calibration(c: Calibration, color: bool = False, width: int | None = None) -> str:
     buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        force_terminal=color,
-        no_color=not color,
-        width=width or 100,
-        soft_wrap=not color,
-        highlight=False,
-        emoji=False,
-    )
+    console = text_console(buffer, color, width)
     console.print(Text(c.verdict, style="bold"))
     console.print()
     console.print(Text("Runs", style="bold underline"))
@@ -90,9 +81,7 @@ def render_calibration(c: Calibration, color: bool = False, width: int | None = 
 
 
 def calibration_dict(c: Calibration) -> dict[str, Any]:
-    data = to_dict(c)
-    schema = data.pop("schema")
-    return {"schema": schema, "tool": {"name": "gpuwhy", "version": __version__}, **data}
+    return with_tool(to_dict(c))
 
 
 def calibration_json(c: Calibration) -> str:

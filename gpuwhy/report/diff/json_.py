@@ -12,7 +12,12 @@ from gpuwhy.version import __version__
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
-    data = to_dict(c)
+    return with_tool(to_dict(c))
+
+
+def with_tool(data: dict[str, Any]) -> dict[str, Any]:
+    """A report's dataclass as JSON: its schema version first, then the tool that wrote
+    it (the diff's and the calibration's schemas ask for both)."""
     schema = data.pop("schema")
     return {"schema": schema, "tool": {"name": "gpuwhy", "version": __version__}, **data}
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.text import Text
 
 from gpuwhy.comparison.model import Change, Comparison, FindingChange, PartChange, RunSide
 from gpuwhy.formatting import duration
-from gpuwhy.report.layout import table
+from gpuwhy.report.layout import table, text_console
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "same": "bold"}
 CHANGE_STYLE = {"new": "red", "worse": "red", "better": "green", "gone": "green"}
@@ -20,15 +19,7 @@ CHANGE_STYLE = {"new": "red", "worse": "red", "better": "green", "gone": "green"
 
 def render_comparison(c: Comparison, color: bool = False, width: int | None = None) -> str:
     buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        force_terminal=color,
-        no_color=not color,
-        width=width or 100,
-        soft_wrap=not color,
-        highlight=False,
-        emoji=False,
-    )
+    console = text_console(buffer, color, width)
     mark, called = verdict_mark(c)
     console.print(Text(f"{mark} {c.verdict}", style=VERDICT_STYLE.get(called, "bold")))
     if c.step_time is not None:
