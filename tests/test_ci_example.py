@@ -145,6 +145,23 @@ def test_one_run_a_side_is_still_a_gate(project):
     assert comparison["before"]["runs"] == comparison["after"]["runs"] == 1
     assert any(n.startswith("one run a side") for n in comparison["notes"])
     assert not (project / OUT / "current-1.json").exists()
+    # a calibration of the three unchanged runs recorded so far, judged against
+    records = ["examples/ci/gpuwhy-baseline-1.json", "examples/ci/gpuwhy-baseline-2.json"]
+    calibrated = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "diff", "--calibrate", "-f", "json", "-o"]
+        + ["examples/ci/noise.json", *records, "examples/ci/single.json"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert calibrated.returncode == 0, calibrated.stderr
+    result = gate(project, **single, GPUWHY_NOISE="examples/ci/noise.json")
+    comparison, summary = outputs(project)
+    assert result.returncode == 0, summary + result.stderr[-3000:]
+    assert comparison["spread"] == "between runs"
+    assert any(
+        "as the calibration examples/ci/noise.json measured it" in n for n in comparison["notes"]
+    )
 
 
 def test_a_step_twice_as_long_fails_the_gate_and_says_so(project):

@@ -16,6 +16,7 @@
 #   GPUWHY_DIFF_FAIL_ON  gpuwhy diff --fail-on list      (step:+5% projected:+5% new:medium; empty: none)
 #   GPUWHY_FAIL_IGNORE   --fail-ignore list, both gates  (env.no-gpu: a CPU runner's)
 #   GPUWHY_OUT           where the reports go            (gpuwhy-out)
+#   GPUWHY_NOISE         a calibration to judge against  (none; gpuwhy diff --noise)
 #   GPUWHY_RUNS          runs of the script a side       (3; 1: one record a side)
 #                        with N > 1 the baseline is N records beside GPUWHY_BASELINE's
 #                        name (gpuwhy-baseline-1.json ...), compared as several a side
@@ -32,6 +33,7 @@ diff_fail_on=${GPUWHY_DIFF_FAIL_ON-step:+5% projected:+5% new:medium}
 fail_ignore=${GPUWHY_FAIL_IGNORE-env.no-gpu}
 out=${GPUWHY_OUT:-gpuwhy-out}
 runs=${GPUWHY_RUNS:-3}
+noise=${GPUWHY_NOISE:-}
 
 record=false
 if [ "${1:-}" = "--record-baseline" ]; then
@@ -133,6 +135,7 @@ elif [ ! -f "$first_baseline" ]; then
 else
     diff_options=""
     for condition in $diff_fail_on; do diff_options="$diff_options --fail-on $condition"; done
+    if [ -n "$noise" ]; then diff_options="$diff_options --noise $noise"; fi
     # shellcheck disable=SC2086
     $gpuwhy diff $diff_options $ignore_options --json "$out/diff.json" -o "$out/diff.txt" \
         "$base_records" -- "$current" 2>"$out/diff.log" || diff_status=$?

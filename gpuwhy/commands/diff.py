@@ -26,7 +26,7 @@ from gpuwhy.commands.reporting import (
 )
 from gpuwhy.commands.settings import Gate, ReportSettings
 from gpuwhy.comparison import Comparison, compare_runs
-from gpuwhy.comparison.calibration import calibrate
+from gpuwhy.comparison.calibration import calibrate, read_noise
 from gpuwhy.comparison.gate import crossed_by_comparison, crossed_by_findings, not_judged
 from gpuwhy.comparison.sides import majority_findings
 from gpuwhy.finding import Finding
@@ -71,6 +71,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "step:+N%% to use",
     )
     parser.add_argument(
+        "--noise",
+        metavar="CALIBRATION.json",
+        help="judge the step time against how runs of this program differ, as a "
+        "calibration (--calibrate -f json) measured it: pooled with the runs' own spread, "
+        "and an interval that sees between runs for one run a side too",
+    )
+    parser.add_argument(
         "--runs",
         type=int,
         default=3,
@@ -103,6 +110,7 @@ class DiffSettings:
     report: ReportSettings
     calibrate: bool = False
     runs: int = 3
+    noise: str | None = None
 
 
 def settings_from(args: argparse.Namespace) -> DiffSettings:
@@ -121,6 +129,8 @@ def settings_from(args: argparse.Namespace) -> DiffSettings:
             raise UsageError("--calibrate says which --fail-on to use: it takes none itself")
         if args.format == "html" or args.html:
             raise UsageError("--calibrate writes terminal text or JSON, not HTML")
+        if args.noise:
+            raise UsageError("--calibrate measures the noise: it takes no --noise")
         return DiffSettings(
             before=expand(records),
             after=(),
@@ -151,6 +161,7 @@ def settings_from(args: argparse.Namespace) -> DiffSettings:
         after=expand(after),
         gate=gate,
         report=report_settings(args),
+        noise=args.noise,
     )
 
 
@@ -184,12 +195,14 @@ def execute(settings: DiffSettings) -> int:
     try:
         before = [read(path) for path in settings.before]
         after = [read(path) for path in settings.after]
-    except RecordError as e:
+        noise = read_noise(settings.noise) if settings.noise else None
+    except (RecordError, ValueError) as e:
         raise UsageError(str(e)) from None
     comparison = compare_runs(
         [r for r, _ in before],
         [r for r, _ in after],
         names=([n for _, n in before], [n for _, n in after]),
+        noise=noise,
     )
     # the gate's finding conditions read AFTER's findings: those most of its runs have
     after_findings = majority_findings([r for r, _ in after])

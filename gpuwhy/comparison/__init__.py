@@ -10,9 +10,12 @@ Renderers are in report/diff/; the gate that fails a CI job is gate.py.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 
+from gpuwhy.comparison.between_runs import Noise
 from gpuwhy.comparison.changes import (
     busy_change,
     example_change,
@@ -108,29 +111,33 @@ def compare_runs(
     before: Sequence[Record],
     after: Sequence[Record],
     names: tuple[Sequence[str], Sequence[str]] | None = None,
+    noise: Noise | None = None,
 ) -> Comparison:
     """Several records a side (one of each is :func:`compare`): the changes' intervals
-    from the variation between the runs, estimated from the runs themselves."""
+    from the variation between the runs, estimated from the runs themselves, and from
+    ``noise`` (a calibration of this program's unchanged runs) where given: then one
+    run a side has a step-time interval that sees how runs differ too."""
     if not before or not after:
         raise ValueError("each side needs at least one record")
     names_b, names_a = names or (
         [f"BEFORE {i + 1}" for i in range(len(before))],
         [f"AFTER {i + 1}" for i in range(len(after))],
     )
-    if len(before) == 1 and len(after) == 1:
-        return compare(before[0], after[0], names=(names_b[0], names_a[0]))
     side_b = Side(tuple(before), tuple(run_units(r.facts) for r in before), tuple(names_b))
     side_a = Side(tuple(after), tuple(run_units(r.facts) for r in after), tuple(names_a))
+    if len(before) == 1 and len(after) == 1:
+        single = compare(before[0], after[0], names=(names_b[0], names_a[0]))
+        return single if noise is None else _calibrated(single, side_b, side_a, noise)
     rep_b = before[side_b.representative()]
     rep_a = after[side_a.representative()]
-    step = step_between(side_b, side_a)
+    step = step_between(side_b, side_a, noise)
     batch_b, batch_a = batch_size(rep_b.facts), batch_size(rep_a.facts)
     batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
     example = example_change(step, *batches) if batches else None
     busy = busy_between(side_b, side_a)
     parts = parts_between(side_b, side_a, step)
     projected, projected_on = projected_change(rep_b.facts, rep_a.facts)
-    notes: list[str] = [_runs_note(len(before), len(after), step)]
+    notes: list[str] = [_runs_note(len(before), len(after), step, noise)]
     if projected is None and projected_on is not None:
         notes.append(projected_on)
         projected_on = None
@@ -165,18 +172,52 @@ def compare_runs(
     )
 
 
+def _calibrated(single: Comparison, before: Side, after: Side, noise: Noise) -> Comparison:
+    """One run a side, its step time judged against a calibration's spread between runs
+    (the rest, each run's own spread, as :func:`compare` has it)."""
+    step = step_between(before, after, noise)
+    if step is None:
+        return single
+    batches = single.batches
+    example = example_change(step, *batches) if batches else None
+    confounded = _confounded([before.records[0].facts], [after.records[0].facts], example or step)
+    notes = [n for n in single.notes if n != ONE_RUN_A_SIDE]
+    return replace(
+        single,
+        verdict=diff_verdict(
+            step, single.gpu_busy, single.parts, single.environment, confounded, example, batches
+        ),
+        step_time=step,
+        example_time=example,
+        confounded_by=confounded,
+        notes=(*notes, _runs_note(1, 1, step, noise)),
+        spread="between runs",
+    )
+
+
 def _confounded(before: list[Facts], after: list[Facts], judged: Change | None) -> str | None:
     """Why a called change may be the machine's (the host loaded differently), or None."""
     contention = host_contention(before, after, judged)
     return f"{contention}: part of the difference may be the machine's" if contention else None
 
 
-def _runs_note(runs_b: int, runs_a: int, step: Change | None) -> str:
-    text = (
-        f"{runs_b} runs of BEFORE, {runs_a} of AFTER: the intervals come from how the "
-        "runs differ from each other (each run one observation of its side; Student's t "
-        f"with {runs_b + runs_a - 2} degrees of freedom)"
-    )
+def _runs_note(runs_b: int, runs_a: int, step: Change | None, noise: Noise | None) -> str:
+    df = runs_b + runs_a - 2 + (noise.df if noise is not None else 0)
+    if noise is None:
+        text = (
+            f"{runs_b} runs of BEFORE, {runs_a} of AFTER: the intervals come from how the "
+            "runs differ from each other (each run one observation of its side; Student's t "
+            f"with {df} degrees of freedom)"
+        )
+    else:
+        text = (
+            f"{_runs(runs_b)} of BEFORE, {runs_a} of AFTER: the step time's interval comes "
+            f"from how runs of this program differ, as the calibration {noise.source} "
+            f"measured it ({noise.df + 1} unchanged runs, a spread of "
+            f"{math.expm1(math.sqrt(noise.variance)):.1%})"
+            + (", pooled with these runs'" if runs_b + runs_a > 2 else "")
+            + f" (Student's t with {df} degrees of freedom)"
+        )
     if step is not None:
         text += (
             f"; with {_runs_a_side(runs_b, runs_a)} this program can show step-time "
@@ -186,7 +227,7 @@ def _runs_note(runs_b: int, runs_a: int, step: Change | None) -> str:
 
 
 def _runs_a_side(runs_b: int, runs_a: int) -> str:
-    return f"{runs_b} runs a side" if runs_b == runs_a else f"{runs_b} and {runs_a} runs"
+    return f"{_runs(runs_b)} a side" if runs_b == runs_a else f"{runs_b} and {runs_a} runs"
 
 
 def _runs(n: int) -> str:

@@ -31,6 +31,17 @@ CAUGHT = 0.90  # "a change of X is called 9 times in 10"
 
 
 @dataclass(frozen=True)
+class Noise:
+    """How far runs of this program spread on this machine, measured beforehand on
+    unchanged runs (``gpuwhy diff --calibrate``): pooled with the sides' own runs, it
+    gives the interval more degrees of freedom, and one run a side an interval at all."""
+
+    variance: float  # of a run's figure (log step time) about its side's mean
+    df: int  # the calibration's runs less one
+    source: str  # where it was read, for people
+
+
+@dataclass(frozen=True)
 class Difference:
     """AFTER's runs less BEFORE's: the difference of the sides' means and its interval."""
 
@@ -45,18 +56,24 @@ class Difference:
 
 
 def difference(
-    before: Sequence[float], after: Sequence[float], within: Sequence[float] = ()
+    before: Sequence[float],
+    after: Sequence[float],
+    within: Sequence[float] = (),
+    noise: Noise | None = None,
 ) -> Difference | None:
     """The difference of the means of ``after`` and ``before`` (one figure a run), with
     its 95 % interval from the runs' pooled spread; ``within``: each run's own sampling
-    variance of its figure, the floor of that spread. None with fewer than three runs in
-    all (no spread to estimate)."""
+    variance of its figure, the floor of that spread; ``noise``: a calibration's spread,
+    pooled in with its degrees of freedom. None without a spread to estimate (one run a
+    side and no calibration)."""
     kb, ka = len(before), len(after)
-    df = kb + ka - 2
+    df = kb + ka - 2 + (noise.df if noise is not None else 0)
     if kb < 1 or ka < 1 or df < 1:
         return None
     mean_b, mean_a = statistics.fmean(before), statistics.fmean(after)
     squares = sum((x - mean_b) ** 2 for x in before) + sum((x - mean_a) ** 2 for x in after)
+    if noise is not None:
+        squares += noise.variance * noise.df
     variance = squares / df
     floor = statistics.fmean(within) if within else 0.0
     floored = variance < floor

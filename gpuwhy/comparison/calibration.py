@@ -13,6 +13,7 @@ a gate of one run a side would have called on unchanged code).
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuwhy.comparison import compare
-from gpuwhy.comparison.between_runs import detectable, difference
+from gpuwhy.comparison.between_runs import Noise, detectable, difference
 from gpuwhy.comparison.environment import others_cpu, program
 from gpuwhy.comparison.sides import Side, own_log_variance
 from gpuwhy.comparison.units import run_units
@@ -113,6 +114,30 @@ def calibrate(records: Sequence[Record], names: Sequence[str], runs_a_side: int 
         one_run_called=pairs_called,
         notes=tuple(_notes(records, loads, len(records), runs_a_side)),
     )
+
+
+def read_noise(path: str) -> Noise:
+    """A calibration written by ``gpuwhy diff --calibrate -f json`` (or ``--json``), as
+    the spread the comparison pools in. Raises ValueError with the one line to say."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError:
+        raise ValueError(f"{path} is not valid JSON") from None
+    try:
+        if data["schema"] != CALIBRATION_SCHEMA_VERSION or "by_runs" not in data:
+            raise KeyError
+        spread, runs = float(data["between_runs"]), int(data["runs"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(
+            f"{path} is not a calibration: write one with gpuwhy diff --calibrate -f json "
+            "-o PATH RUNS..."
+        ) from None
+    if runs < MIN_RUNS or not spread >= 0:
+        raise ValueError(f"{path}: a calibration of {runs} runs cannot be used")
+    return Noise(variance=math.log1p(spread) ** 2, df=runs - 1, source=path)
 
 
 def _runs_a_side(k: int, sd: float, logs: list[float], within: list[float]) -> RunsASide:

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuwhy.comparison.between_runs import Difference, difference
+from gpuwhy.comparison.between_runs import Difference, Noise, difference
 from gpuwhy.comparison.bootstrap import SEED, resampled_sums
 from gpuwhy.comparison.changes import MIN_BUSY_CHANGE, MIN_PART_CHANGE, NOTHING_S
 from gpuwhy.comparison.environment import HOST_LOAD, QUEUED, environment_changes, others_cpu
@@ -49,15 +49,16 @@ class Side:
         return ordered[(len(ordered) - 1) // 2]
 
 
-def step_between(before: Side, after: Side) -> Change | None:
+def step_between(before: Side, after: Side, noise: Noise | None = None) -> Change | None:
     """AFTER's mean step over BEFORE's (the geometric means of the runs' levels), with
-    the interval from the runs' spread. None unless every run has steps to compare."""
+    the interval from the runs' spread (and a calibration's, ``noise``). None unless
+    every run has steps to compare."""
     if not all(u.step_count for u in (*before.units, *after.units)):
         return None
     logs_b = [math.log(v) for v in before.levels]
     logs_a = [math.log(v) for v in after.levels]
     within = [own_log_variance(u) for u in (*before.units, *after.units)]
-    d = difference(logs_b, logs_a, within)
+    d = difference(logs_b, logs_a, within, noise)
     if d is None:
         return None
     mean_b, mean_a = math.exp(statistics.fmean(logs_b)), math.exp(statistics.fmean(logs_a))

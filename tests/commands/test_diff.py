@@ -162,6 +162,20 @@ def test_calibrate_on_unchanged_runs_says_which_gate_to_use(records, tmp_path):
     assert data["runs"] == 6 and len(data["step_s"]) == 6
     three = next(r for r in data["by_runs"] if r["runs"] == 3)
     assert three["splits"] > 0 and data["fail_on"].startswith("step:+")
+    # the calibration, kept, gives one run a side an interval that sees between runs
+    calibration = tmp_path / "calibration.json"
+    assert diff("--calibrate", "-f", "json", "-o", calibration, *runs).returncode == 0
+    out = tmp_path / "one.json"
+    one = diff("--noise", calibration, "--json", out, records["base"], records["slower"])
+    compared = json.loads(out.read_text())
+    assert compared["spread"] == "between runs", one.stdout
+    assert compared["step_time"]["estimate"] > 1.3
+    assert any(
+        f"as the calibration {calibration} measured it (6 unchanged runs" in n
+        for n in compared["notes"]
+    )
+    refused = diff("--calibrate", "--noise", calibration, *runs)
+    assert refused.returncode == 2 and "it takes no --noise" in refused.stderr
 
 
 def test_several_records_without_the_separator_are_refused(records):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpuwhy.comparison.between_runs import detectable, difference
+from gpuwhy.comparison.between_runs import Noise, detectable, difference
 from gpuwhy.comparison.student_t import quantile, two_sided_mass
 
 # Student's t, upper points (Fisher & Yates' table; any statistics textbook)
@@ -74,3 +74,13 @@ def test_more_runs_a_side_show_smaller_changes():
     assert half == pytest.approx(2.7764 * 0.05 * math.sqrt(2 / 3), rel=1e-4)
     assert nine > half
     assert detectable(0.05, 1) == (math.inf, math.inf)
+
+
+def test_a_calibration_s_spread_is_pooled_with_its_degrees_of_freedom():
+    noise = Noise(variance=0.01, df=9, source="cal.json")
+    alone = difference([0.0], [0.3], noise=noise)  # one run a side: the calibration's
+    assert alone is not None and alone.df == 9
+    assert alone.half_width == pytest.approx(quantile(0.975, 9) * 0.1 * math.sqrt(2))
+    pooled = difference([1.0, 1.2, 1.1], [1.5, 1.4, 1.6], noise=noise)
+    assert pooled is not None and pooled.df == 13
+    assert pooled.run_sd == pytest.approx(math.sqrt((0.04 + 0.09) / 13))

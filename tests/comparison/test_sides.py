@@ -8,10 +8,11 @@ import random
 import pytest
 
 from gpuwhy.comparison import compare, compare_runs
-from gpuwhy.comparison.calibration import calibrate
+from gpuwhy.comparison.calibration import calibrate, read_noise
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
+from gpuwhy.report.diff.calibration import calibration_json
 from tests.comparison.test_changes import loaded, noisy, steps
 
 
@@ -125,3 +126,38 @@ def test_a_loaded_host_during_calibration_is_said():
     ]
     c = calibrate(runs, ["a", "b", "c", "d"])
     assert any(n.startswith("other processes used 0% to 40% of the host's CPU") for n in c.notes)
+
+
+def test_a_calibration_gives_one_run_a_side_an_interval_that_sees_between_runs(tmp_path):
+    levels = (0.0100, 0.0108, 0.0093, 0.0104, 0.0097, 0.0101)
+    runs = [run_at(v, i) for i, v in enumerate(levels)]
+    path = tmp_path / "cal.json"
+    path.write_text(calibration_json(calibrate(runs, [f"r{i}" for i in range(6)])))
+    noise = read_noise(str(path))
+    assert noise.df == 5
+    a, b = run_at(0.0100, 20), run_at(0.0106, 21)  # 6 %: one run a side calls it alone
+    assert compare(a, b).step_time.called == "slower"
+    c = compare_runs([a], [b], noise=noise)
+    assert c.step_time.called == "same" and c.spread == "between runs"
+    assert not any(n.startswith("one run a side") for n in c.notes)
+    assert any(f"as the calibration {path} measured it (6 unchanged runs" in n for n in c.notes)
+    assert c.parts == compare(a, b).parts  # each run's own spread still splits the step
+    far = compare_runs([a], [run_at(0.0150, 22)], noise=noise)
+    assert far.step_time.called == "slower" and far.verdict.startswith("AFTER is 1.50x slower")
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("{", "is not valid JSON"),
+        ('{"schema": 1, "runs": 5}', "is not a calibration"),
+        ('{"schema": 1, "runs": 2, "between_runs": 0.1, "by_runs": []}', "of 2 runs cannot"),
+    ],
+)
+def test_a_calibration_that_cannot_be_read_is_one_line(tmp_path, text, said):
+    path = tmp_path / "cal.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=said):
+        read_noise(str(path))
+    with pytest.raises(ValueError, match="cannot read"):
+        read_noise(str(tmp_path / "missing.json"))
