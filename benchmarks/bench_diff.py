@@ -9,7 +9,8 @@ steps.
    Counted: pairs called "no measurable difference" (target: at least 95).
 2. **A real 5 % change**: the same 100 pairs with every step of AFTER 5 % longer.
    Counted: pairs called slower (target: at least 95). Also at 3 % and 10 %.
-3. **Three runs a side** (`gpuwhy diff base/*.json -- head/*.json`): 100 pairs of sides,
+3. **Three runs a side** (`gpuwhy diff base/*.json -- head/*.json`; and with `--noise`,
+   a calibration of the workload's four other runs): 100 pairs of sides,
    each side 3 different recorded runs of one workload (6 distinct runs a pair), the
    runs drawn at random from the ten, or interleaved as the docs ask (runs i, i+2, i+4
    against i+1, i+3, i+5: recorded in that order), unchanged and with every step of
@@ -43,7 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.comparison import compare, compare_runs
-from gpuwhy.comparison.calibration import calibrate
+from gpuwhy.comparison.between_runs import Noise
+from gpuwhy.comparison.calibration import calibrate, run_spread
+from gpuwhy.comparison.units import run_units
 from gpuwhy.facts import Facts, RunTimeline, RunWindow, StepFacts, StepSpan, StepTimeline
 from gpuwhy.record import Record
 from gpuwhy.report.diff.terminal import render_comparison
@@ -217,10 +220,17 @@ def verdicts(
 
 
 def sides_verdicts(
-    by: dict[str, list[dict]], pairs: int, seed: int, slower: float, runs: int, interleaved: bool
+    by: dict[str, list[dict]],
+    pairs: int,
+    seed: int,
+    slower: float,
+    runs: int,
+    interleaved: bool,
+    calibrated: bool = False,
 ) -> dict:
     """``pairs`` pairs of sides of ``runs`` distinct recorded runs each, AFTER's steps
-    ``slower`` times as long: how the several-runs diff called them."""
+    ``slower`` times as long: how the several-runs diff called them. ``calibrated``:
+    judged with ``--noise``, a calibration of the workload's other recorded runs."""
     rng = random.Random(seed)
     names = sorted(by)
     counts: dict[str, int] = {}
@@ -239,7 +249,13 @@ def sides_verdicts(
             b, a = chosen[:runs], chosen[runs:]
         before = [Record(command="run", facts=stretch(by[name][j], rng)) for j in b]
         after = [Record(command="run", facts=stretch(by[name][j], rng, slower)) for j in a]
-        c = compare_runs(before, after)
+        noise = None
+        if calibrated:
+            others = [r for j, r in enumerate(by[name]) if j not in (*b, *a)]
+            units = [run_units(stretch_all(r, random.Random(0))) for r in others]
+            sd = run_spread(units)[0]
+            noise = Noise(variance=sd * sd, df=len(units) - 1, source="the other runs")
+        c = compare_runs(before, after, noise=noise)
         step = c.step_time
         verdict = "none" if step is None else step.called
         if step is not None and c.confounded_by is not None:
@@ -362,10 +378,12 @@ def main() -> None:
             for change in (1.05, 1.10, 1.25):
                 slower = verdicts(by, args.pairs, args.seed, change, within)
                 print(f"{what}, every AFTER step +{change - 1:.0%}, {args.pairs} pairs: {slower}")
-        for interleaved in (False, True):
+        for interleaved, calibrated in ((False, False), (True, False), (True, True)):
             order = "interleaved" if interleaved else "drawn at random"
+            if calibrated:
+                order += ", --noise from the other 4 runs"
             for change in (1.0, 1.05, 1.10, 1.25):
-                got = sides_verdicts(by, args.pairs, args.seed, change, 3, interleaved)
+                got = sides_verdicts(by, args.pairs, args.seed, change, 3, interleaved, calibrated)
                 what = "unchanged" if change == 1.0 else f"every AFTER step +{change - 1:.0%}"
                 print(f"3 runs a side ({order}), {what}, {args.pairs} pairs: {got}")
         print(f"--calibrate on each workload's runs: {calibrations(by)}")

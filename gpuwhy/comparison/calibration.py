@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from gpuwhy.comparison import compare
 from gpuwhy.comparison.between_runs import Noise, detectable, difference
 from gpuwhy.comparison.environment import others_cpu, program
-from gpuwhy.comparison.sides import Side, own_log_variance
-from gpuwhy.comparison.units import run_units
+from gpuwhy.comparison.sides import own_log_variance
+from gpuwhy.comparison.units import RunUnits, run_units
 from gpuwhy.record import Record
 
 CALIBRATION_SCHEMA_VERSION = 1
@@ -81,11 +81,8 @@ def calibrate(records: Sequence[Record], names: Sequence[str], runs_a_side: int 
             f"--calibrate needs at least {MIN_RUNS} records of unchanged runs, "
             f"got {len(records)} (gpuwhy run --repeat 5 --json runs/base.json SCRIPT)"
         )
-    side = Side(tuple(records), tuple(units), tuple(names))
-    logs = [math.log(v) for v in side.levels]
-    within = [own_log_variance(u) for u in units]
+    sd, logs, within = run_spread(units)
     floor = statistics.fmean(within)
-    sd = math.sqrt(max(statistics.variance(logs), floor))
     shown = sorted({*SHOWN_RUNS, runs_a_side})
     by_runs = tuple(_runs_a_side(k, sd, logs, within) for k in shown)
     chosen = next(r for r in by_runs if r.runs == runs_a_side)
@@ -103,7 +100,7 @@ def calibrate(records: Sequence[Record], names: Sequence[str], runs_a_side: int 
         ),
         runs=len(records),
         paths=tuple(names),
-        step_s=tuple(round(v, 9) for v in side.levels),
+        step_s=tuple(round(math.exp(v), 9) for v in logs),
         others_cpu=tuple(None if v is None else round(v, 3) for v in loads),
         between_runs=round(math.exp(sd) - 1, 5),
         within_run=round(math.exp(math.sqrt(floor)) - 1, 5),
@@ -114,6 +111,15 @@ def calibrate(records: Sequence[Record], names: Sequence[str], runs_a_side: int 
         one_run_called=pairs_called,
         notes=tuple(_notes(records, loads, len(records), runs_a_side)),
     )
+
+
+def run_spread(units: Sequence[RunUnits]) -> tuple[float, list[float], list[float]]:
+    """How far unchanged runs' levels spread (the standard deviation of their log mean
+    step, never below their own sampling spread), with each run's log level and its own
+    sampling variance."""
+    logs = [math.log(u.seconds / u.step_count) for u in units]
+    within = [own_log_variance(u) for u in units]
+    return math.sqrt(max(statistics.variance(logs), statistics.fmean(within))), logs, within
 
 
 def read_noise(path: str) -> Noise:
