@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from types import TracebackType
+from typing import NoReturn
 
 from gpuwhy.commands import command_modules
 from gpuwhy.commands.reporting import (
@@ -29,8 +30,17 @@ from gpuwhy.modes.run.script import ScriptInterrupted
 from gpuwhy.version import __version__
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, its errors in gpuwhy's one line (``gpuwhy: error: ...``, exit 2) instead
+    of a usage block: a bad option reads like every other refusal."""
+
+    def error(self, message: str) -> NoReturn:
+        say_error(f"{message} (`{self.prog} --help` lists the options)")
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gpuwhy",
         description="Why is my TensorFlow GPU idle? Diagnosis with evidence and fixes.",
     )

@@ -267,3 +267,18 @@ def test_audit_odd_paths_get_one_line(tmp_path, make, message):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("gpuwhy: error:") and message in last
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["run", "--repeat", "abc", "x.py"], "argument --repeat: invalid int value: 'abc'"),
+        (["diff", "--"], "the following arguments are required: RECORD"),
+        (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
+    ],
+)
+def test_a_command_line_argparse_refuses_is_one_line_too(args, said):
+    result = gpuwhy(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"gpuwhy: error: {said}") and line.endswith("lists the options)")

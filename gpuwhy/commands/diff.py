@@ -27,7 +27,12 @@ from gpuwhy.commands.reporting import (
 from gpuwhy.commands.settings import Gate, ReportSettings
 from gpuwhy.comparison import Comparison, compare_runs
 from gpuwhy.comparison.calibration import calibrate, read_noise
-from gpuwhy.comparison.gate import crossed_by_comparison, crossed_by_findings, not_judged
+from gpuwhy.comparison.gate import (
+    blind,
+    crossed_by_comparison,
+    crossed_by_findings,
+    not_judged,
+)
 from gpuwhy.comparison.sides import majority_findings
 from gpuwhy.finding import Finding
 from gpuwhy.modes.diff import read
@@ -256,7 +261,7 @@ def _calibrate(settings: DiffSettings) -> int:
 
 def _gate(gate: Gate, comparison: Comparison, after: list[Finding]) -> int:
     conditions = list(gate.conditions)
-    for line in not_judged(conditions, comparison):
+    for line in not_judged(conditions, comparison) + blind(conditions, comparison):
         own_stderr.say(f"gpuwhy: gate: {line}")
     crossed = crossed_by_comparison(conditions, comparison) + crossed_by_findings(conditions, after)
     for line in crossed:

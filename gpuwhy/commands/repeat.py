@@ -55,6 +55,25 @@ def check_repeat(repeat: int | None, out_dir: str | None) -> int:
     return repeat
 
 
+def check_stale(json_path: str | None, repeat: int) -> None:
+    """Refuse, before anything runs, records an earlier ``--repeat`` of more runs left
+    beyond this one's last: ``PATH-*.json`` would mix them into the comparison."""
+    if json_path is None or repeat <= 1:
+        return
+    stem, suffix = os.path.splitext(json_path)
+    stale = []
+    number = repeat + 1
+    while os.path.exists(f"{stem}-{number}{suffix}"):
+        stale.append(f"{stem}-{number}{suffix}")
+        number += 1
+    if stale:
+        raise UsageError(
+            f"{stale[0]}{' ...' if len(stale) > 1 else ''} is left from an earlier run: "
+            f"{stem}-*{suffix} would mix it with these {repeat} runs; remove it or give "
+            "another --json PATH"
+        )
+
+
 def numbered(path: str, number: int) -> str:
     """runs/base.json -> runs/base-3.json (a path without a suffix: base -> base-3)."""
     stem, suffix = os.path.splitext(path)
@@ -180,6 +199,12 @@ def _end_as(status: int, signalled: int | None) -> int:
     return 128 - status if status < 0 else status
 
 
+def _ended(status: int) -> str:
+    if status < 0:
+        return f"ended by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
 def _with_step(run: RepeatedRun) -> RepeatedRun:
     if run.record is None:
         return run
@@ -194,16 +219,17 @@ def _with_step(run: RepeatedRun) -> RepeatedRun:
 def summary(runs: list[RepeatedRun], repeat: int, json_path: str | None) -> list[str]:
     """The runs one per line, their spread, and what to do with them."""
     done = len(runs)
-    lines = [f"gpuwhy: {done} of {repeat} runs" + ("" if done == repeat else " (stopped)")]
+    last = runs[-1]
+    stopped = "" if done == repeat else f" (stopped: run {last.number} {_ended(last.status)})"
+    lines = [f"gpuwhy: {done} of {repeat} runs{stopped}"]
     for run in runs:
-        step = f"{duration(run.step_s)} a step" if run.step_s else "no training steps"
+        step = f"mean step {duration(run.step_s)}" if run.step_s else "no training steps"
         where = f"  {run.record}" if run.record and json_path is not None else ""
-        ended = (
-            f"ended by {signal.Signals(-run.status).name}"
-            if run.status < 0
-            else f"exit status {run.status}"
+        lines.append(f"  run {run.number}: {step}, {_ended(run.status)}{where}")
+    if json_path is not None and any(r.step_s is None for r in runs):
+        lines.append(
+            "  a record without training steps is left out by gpuwhy diff (said in its notes)"
         )
-        lines.append(f"  run {run.number}: {step}, {ended}{where}")
     steps = [r.step_s for r in runs if r.step_s]
     if len(steps) >= 2:
         spread = statistics.stdev(math.log(s) for s in steps)

@@ -24,7 +24,7 @@ from gpuwhy.commands.options import (
     report_file_option,
     report_settings,
 )
-from gpuwhy.commands.repeat import check_repeat, repeat_runs
+from gpuwhy.commands.repeat import check_repeat, check_stale, repeat_runs
 from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM
 from gpuwhy.commands.script_command import (
     prepare,
@@ -114,6 +114,7 @@ def execute(settings: RunSettings) -> int:
     own_stderr.keep()
     if settings.repeat > 1:
         prepare(settings.script, settings.report)  # the script and outputs, checked once
+        check_stale(settings.report.json, settings.repeat)
         script = (settings.script.path, *settings.script.args)
         return repeat_runs(settings.repeat, settings.options, script, settings.report.json)
     code, outputs = prepare(settings.script, settings.report)

@@ -28,6 +28,7 @@ from gpuwhy.comparison.environment import (
     QUEUED,
     batch_size,
     environment_changes,
+    host_changes,
     host_contention,
     program,
 )
@@ -68,6 +69,7 @@ def compare(
     example = example_change(step, *batches) if batches else None
     busy = busy_change(units_b, units_a)
     parts, notes = part_changes(units_b, units_a, before.facts, after.facts)
+    parts = _shares_of_a_change(parts, example or step)
     projected, projected_on = projected_change(before.facts, after.facts)
     if projected is None and projected_on is not None:
         notes = (*notes, projected_on)
@@ -107,6 +109,9 @@ ONE_RUN_A_SIDE = (
 )
 
 
+HOST = (HOST_LOAD, QUEUED)
+
+
 def compare_runs(
     before: Sequence[Record],
     after: Sequence[Record],
@@ -123,11 +128,24 @@ def compare_runs(
         [f"BEFORE {i + 1}" for i in range(len(before))],
         [f"AFTER {i + 1}" for i in range(len(after))],
     )
-    side_b = Side(tuple(before), tuple(run_units(r.facts) for r in before), tuple(names_b))
-    side_a = Side(tuple(after), tuple(run_units(r.facts) for r in after), tuple(names_a))
+    side_b, left_b = Side(
+        tuple(before), tuple(run_units(r.facts) for r in before), tuple(names_b)
+    ).timed()
+    side_a, left_a = Side(
+        tuple(after), tuple(run_units(r.facts) for r in after), tuple(names_a)
+    ).timed()
+    left = [
+        f"{name}'s {', '.join(names)}: left out, no training steps to compare (a run that "
+        "failed or stopped before 30 steps after warm-up)"
+        for name, names in (("BEFORE", left_b), ("AFTER", left_a))
+        if names
+    ]
+    before, after = side_b.records, side_a.records
     if len(before) == 1 and len(after) == 1:
-        single = compare(before[0], after[0], names=(names_b[0], names_a[0]))
-        return single if noise is None else _calibrated(single, side_b, side_a, noise)
+        single = compare(before[0], after[0], names=(side_b.names[0], side_a.names[0]))
+        if noise is not None:
+            single = _calibrated(single, side_b, side_a, noise)
+        return replace(single, notes=(*left, *single.notes)) if left else single
     rep_b = before[side_b.representative()]
     rep_a = after[side_a.representative()]
     step = step_between(side_b, side_a, noise)
@@ -135,9 +153,10 @@ def compare_runs(
     batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
     example = example_change(step, *batches) if batches else None
     busy = busy_between(side_b, side_a)
-    parts = parts_between(side_b, side_a, step)
+    parts = _shares_of_a_change(parts_between(side_b, side_a, step), example or step)
     projected, projected_on = projected_change(rep_b.facts, rep_a.facts)
-    notes: list[str] = [_runs_note(len(before), len(after), step, noise)]
+    notes: list[str] = [*left, *_about_the_sides(side_b, side_a)]
+    notes.append(_runs_note(len(before), len(after), step, noise))
     if projected is None and projected_on is not None:
         notes.append(projected_on)
         projected_on = None
@@ -147,7 +166,12 @@ def compare_runs(
             "warm-up (or none)"
         )
     notes += side_notes("BEFORE", side_b) + side_notes("AFTER", side_a)
-    environment = environment_changes(rep_b.facts, rep_a.facts)
+    # what else differed, from the runs standing for each side; the host's load from
+    # every run's (the figures the contention check reads)
+    environment = (
+        *(e for e in environment_changes(rep_b.facts, rep_a.facts) if e.what not in HOST),
+        *host_changes([r.facts for r in before], [r.facts for r in after]),
+    )
     confounded = _confounded([r.facts for r in before], [r.facts for r in after], example or step)
     return Comparison(
         verdict=diff_verdict(
@@ -172,6 +196,44 @@ def compare_runs(
     )
 
 
+def _shares_of_a_change(
+    parts: tuple[PartChange, ...], judged: Change | None
+) -> tuple[PartChange, ...]:
+    """Each part's share of the step-time change, only where there is one (a share of
+    no measurable difference says nothing)."""
+    if judged is not None and judged.called != "same":
+        return parts
+    return tuple(replace(p, share=None) for p in parts)
+
+
+def _about_the_sides(before: Side, after: Side) -> list[str]:
+    """What the reader must know first: records on both sides, two programs."""
+    notes = []
+    same = [
+        n
+        for r, n in zip(after.records, after.names)
+        if any(r is b or _same_record(r, b) for b in before.records)
+    ]
+    if same:
+        notes.append(
+            "BEFORE and AFTER are the same records"
+            if len(same) == len(after.records) == len(before.records)
+            else f"on both sides: {', '.join(same)}"
+        )
+    programs_b = {os.path.basename(p) for r in before.records if (p := program(r.facts))}
+    programs_a = {os.path.basename(p) for r in after.records if (p := program(r.facts))}
+    if programs_b and programs_a and programs_b != programs_a:
+        notes.append(
+            f"the records are of two programs: {', '.join(sorted(programs_b))} and "
+            f"{', '.join(sorted(programs_a))}"
+        )
+    return notes
+
+
+def _same_record(a: Record, b: Record) -> bool:
+    return a.created == b.created and a.facts == b.facts
+
+
 def _calibrated(single: Comparison, before: Side, after: Side, noise: Noise) -> Comparison:
     """One run a side, its step time judged against a calibration's spread between runs
     (the rest, each run's own spread, as :func:`compare` has it)."""
@@ -184,6 +246,7 @@ def _calibrated(single: Comparison, before: Side, after: Side, noise: Noise) -> 
     notes = [n for n in single.notes if n != ONE_RUN_A_SIDE]
     return replace(
         single,
+        parts=_shares_of_a_change(single.parts, example or step),
         verdict=diff_verdict(
             step, single.gpu_busy, single.parts, single.environment, confounded, example, batches
         ),
@@ -269,7 +332,8 @@ def diff_verdict(
     interval, and the part that moved most."""
     if step is None:
         if busy is None:
-            return "Nothing to compare: neither training steps nor GPU samples in both records."
+            where = "records" if runs == (1, 1) else "sides"
+            return f"Nothing to compare: neither training steps nor GPU samples in both {where}."
         return _busy_verdict(busy)
     b, a = duration(step.before), duration(step.after)
     interval = _ratio_interval(step)
@@ -306,8 +370,11 @@ def diff_verdict(
             text += f"; {moved}"
     if confounded:
         text += f"; but {confounded}"
-    host = (HOST_LOAD, QUEUED)
-    others = [e.what for e in environment if e.what not in host or not confounded]
+    # the host's load is said where it may explain the change (confounded), and the
+    # program's own waiting for a core is a measure, not a difference of set-up
+    others = [
+        e.what for e in environment if e.what != QUEUED and (e.what != HOST_LOAD or not confounded)
+    ]
     if others:
         text += f" (also changed: {', '.join(others[:3])})"
     return text + "."
@@ -350,7 +417,7 @@ def _busy_verdict(busy: Change) -> str:
 
 def _about_the_pair(before: Record, after: Record) -> tuple[str, ...]:
     """What the reader must know before any figure: one record twice, two programs."""
-    if before.created == after.created and before.facts == after.facts:
+    if _same_record(before, after):
         return (
             "BEFORE and AFTER are the same record: the interval says only how that run "
             "varied within itself",

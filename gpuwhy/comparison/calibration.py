@@ -94,9 +94,9 @@ def calibrate(records: Sequence[Record], names: Sequence[str], runs_a_side: int 
         verdict=(
             f"Unchanged runs of this program spread by {math.exp(sd) - 1:.1%} a run "
             f"({len(records)} runs): with {runs_a_side} runs a side the gate can call "
-            f"step-time changes of {percent}% or more (one of "
+            f"step-time changes of {chosen.called_half:.1%} or more (one of "
             f"{_pct(chosen.called_9_in_10)} is called 9 times in 10); "
-            f"use --fail-on {fail_on}."
+            f"use --fail-on {fail_on} (rounded up)."
         ),
         runs=len(records),
         paths=tuple(names),

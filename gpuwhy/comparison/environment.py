@@ -25,10 +25,18 @@ def environment_changes(before: Facts, after: Facts) -> tuple[EnvironmentChange,
         # is unknown, not different; a GPU present on one side only is a difference
         if b != a and ((b is not None and a is not None) or what == "GPU"):
             out.append(EnvironmentChange(what=what, before=b, after=a))
-    load_b, load_a = others_cpu(before), others_cpu(after)
+    return (*out, *host_changes([before], [after]))
+
+
+def host_changes(before: Sequence[Facts], after: Sequence[Facts]) -> tuple[EnvironmentChange, ...]:
+    """The host's load and the program's waiting for a core, where they moved: each
+    side's runs' mean (the figures the contention check reads)."""
+    out = []
+    load_b, load_a = _mean(others_cpu, before), _mean(others_cpu, after)
     if load_b is not None and load_a is not None and abs(load_a - load_b) >= NEIGHBOUR_CHANGE:
         out.append(EnvironmentChange(what=HOST_LOAD, before=f"{load_b:.0%}", after=f"{load_a:.0%}"))
-    waited_b, waited_a = threads_queued_per_step(before), threads_queued_per_step(after)
+    waited_b = _mean(threads_queued_per_step, before)
+    waited_a = _mean(threads_queued_per_step, after)
     if waited_b is not None and waited_a is not None:
         low, high = sorted((waited_b, waited_a))
         if high - low >= WAITED_CHANGE_S and high >= WAITED_RATIO * low:
@@ -70,7 +78,13 @@ def host_contention(
     or more): they took cores the program would have had. With cores to spare, a
     neighbour takes nothing from it. (The threads' own waiting for a core, which the
     timeline keeps too, cannot say this: TF's op threads wait for each other as well,
-    more as the program computes more.)"""
+    more as the program computes more.)
+
+    The cores they took bound what they can explain: a program that had ``own`` of the
+    host's CPU and lost at most the others' extra share to them would have run at most
+    (own + extra) / own times as fast. A change whose interval lies beyond that bound
+    is the program's, whatever the neighbours did (a 2.3x slowdown is not a 12-point
+    neighbour's)."""
     if step is None or step.called == "same":
         return None
     slower, faster = (after, before) if step.after > step.before else (before, after)
@@ -78,6 +92,9 @@ def host_contention(
     load_s, load_f = _mean(others_cpu, slower), _mean(others_cpu, faster)
     own = _mean(lambda f: _cpu_share(f, "cpu_process_share"), slower)
     if load_s is None or load_f is None or own is None:
+        return None
+    slowdown_low = step.low if slower is after else 1 / step.high
+    if own > 0 and slowdown_low > (own + load_s - load_f) / own:
         return None
     if load_s - load_f >= NEIGHBOUR_CHANGE and load_s + own >= BUSY_HOST:
         return (

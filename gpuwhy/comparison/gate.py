@@ -136,16 +136,40 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
 
 
 def not_judged(conditions: list[Condition], comparison: Comparison) -> list[str]:
-    """One line per step condition the comparison would cross but does not judge: the
-    two runs' hosts were not alike (say so rather than fail a CI job on a neighbour)."""
+    """One line per step condition the comparison does not judge: no step time was
+    compared (say so: a gate that passes because a run failed must not look like a pass),
+    or it would cross it but the two sides' hosts were not alike (say so rather than fail
+    a CI job on a neighbour)."""
     step = comparison.example_time or comparison.step_time
-    if comparison.confounded_by is None or step is None or step.called != "slower":
+    if step is None:
+        return [
+            f"{c.text} not judged: no step time was compared (the comparison's notes say why)"
+            for c in conditions
+            if c.kind == "step"
+        ]
+    if comparison.confounded_by is None or step.called != "slower":
         return []
     return [
         f"{c.text} not judged: the step time is {step.estimate - 1:.1%} slower, but "
         f"{comparison.confounded_by}"
         for c in conditions
         if c.kind == "step" and step.estimate - 1 >= c.amount - 1e-12
+    ]
+
+
+def blind(conditions: list[Condition], comparison: Comparison) -> list[str]:
+    """One line per step condition below what the comparison could show: it could only
+    fail on a change of that larger size (the runs' spread hides smaller ones)."""
+    step = comparison.example_time or comparison.step_time
+    if step is None or step.called != "same" or not comparison.step_time:
+        return []
+    shown = comparison.step_time.detectable
+    return [
+        f"note: {c.text}: these runs cannot show a change under {shown:.0%}, so this gate could "
+        "only fail on a larger one (more runs a side, or --noise with a calibration, show "
+        "smaller ones)"
+        for c in conditions
+        if c.kind == "step" and c.amount < shown
     ]
 
 

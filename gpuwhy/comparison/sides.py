@@ -40,6 +40,21 @@ class Side:
         """Each run's mean time per step (0 where it has none to compare)."""
         return [u.seconds / u.step_count if u.step_count else 0.0 for u in self.units]
 
+    def timed(self) -> tuple[Side, tuple[str, ...]]:
+        """The side without its runs that have no training steps to compare (a run that
+        failed or stopped early), and their names; the side as it is where none has
+        steps (watch records: their GPUs are compared)."""
+        kept = [i for i, u in enumerate(self.units) if u.step_count]
+        if not kept or len(kept) == len(self.units):
+            return self, ()
+        left = tuple(n for i, n in enumerate(self.names) if i not in kept)
+        side = Side(
+            tuple(self.records[i] for i in kept),
+            tuple(self.units[i] for i in kept),
+            tuple(self.names[i] for i in kept),
+        )
+        return side, left
+
     def representative(self) -> int:
         """The run whose level is the side's median (the first of the two middle ones)."""
         timed = [i for i, u in enumerate(self.units) if u.step_count] or list(

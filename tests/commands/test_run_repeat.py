@@ -62,8 +62,14 @@ def test_a_run_that_fails_stops_the_repeats_with_its_status(tmp_path):
     assert result.stdout.count(f"args ['{marker}', '--repeat', '9']") == 2
     assert (tmp_path / "r-1.json").exists() and (tmp_path / "r-2.json").exists()
     assert not (tmp_path / "r-3.json").exists()
-    assert "gpuwhy: 2 of 3 runs (stopped)" in result.stderr
-    assert "run 2: no training steps, exit status 3" in result.stderr
+    assert "gpuwhy: 2 of 3 runs (stopped: run 2 exited with status 3)" in result.stderr
+    assert "run 2: no training steps, exited with status 3" in result.stderr
+    assert "a record without training steps is left out by gpuwhy diff" in result.stderr
+    # a shorter repeat to the same path would leave r-3.json... from this one: refused
+    (tmp_path / "r-3.json").write_text("{}")
+    stale = run("--repeat", "2", "--json", tmp_path / "r.json", script, marker)
+    assert stale.returncode == 2 and stale.stderr.count("\n") == 1
+    assert f"{tmp_path}/r-3.json is left from an earlier run" in stale.stderr
 
 
 @pytest.mark.parametrize(
@@ -113,5 +119,5 @@ def test_a_signal_to_gpuwhy_reaches_the_run_which_writes_its_report_and_nothing_
     ended = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}[signum]
     assert json.loads((tmp_path / "r-1.json").read_text())["program"]["ended"] == ended
     assert not (tmp_path / "r-2.json").exists() and "ready" not in out
-    assert "gpuwhy: 1 of 3 runs (stopped)" in err
+    assert f"gpuwhy: 1 of 3 runs (stopped: run 1 ended by {signal.Signals(signum).name})" in err
     assert f"run 1: no training steps, ended by {signal.Signals(signum).name}" in err

@@ -250,6 +250,18 @@ def test_a_slowdown_while_neighbours_took_the_busy_host_s_cores_is_the_machine_s
     )
 
 
+def test_a_slowdown_beyond_what_the_neighbours_cores_could_explain_is_the_program_s():
+    before = Record(command="run", facts=loaded(steps(noisy(3000, 0.01, 1)), others=0.57))
+    # 12 more points of a busy host's CPU to neighbours: at most (0.3 + 0.12) / 0.3 = 1.4x
+    much = steps([d * 2.3 for d in noisy(3000, 0.01, 2)])
+    after = Record(command="run", facts=loaded(much, others=0.69, program=0.3))
+    c = compare(before, after)
+    assert c.step_time.called == "slower" and c.confounded_by is None
+    little = steps([d * 1.2 for d in noisy(3000, 0.01, 2)])
+    within = Record(command="run", facts=loaded(little, others=0.69, program=0.3))
+    assert compare(before, within).confounded_by is not None
+
+
 def test_two_merged_clusters_compare_their_workers_windows_pooled(tmp_path):
     from dataclasses import replace
 

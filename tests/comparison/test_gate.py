@@ -8,6 +8,7 @@ import pytest
 
 from gpuwhy.comparison.gate import (
     GateError,
+    blind,
     crossed_by_comparison,
     crossed_by_findings,
     not_judged,
@@ -123,3 +124,21 @@ def test_a_gate_file_holds_one_condition_a_line(tmp_path):
         read_file(str(path))
     with pytest.raises(GateError, match="cannot read"):
         read_file(str(tmp_path / "missing.txt"))
+
+
+def test_a_gate_on_a_comparison_without_step_time_says_it_did_not_judge():
+    conditions = [parse("step:+5%"), parse("new:medium")]
+    assert not_judged(conditions, comparison()) == [
+        "step:+5% not judged: no step time was compared (the comparison's notes say why)"
+    ]
+
+
+def test_a_step_condition_below_what_the_runs_can_show_is_said():
+    conditions = [parse("step:+5%"), parse("step:+40%")]
+    wide = replace(step(1.02, 0.8, 1.3, "same"), detectable=0.25)
+    assert blind(conditions, comparison(wide)) == [
+        "note: step:+5%: these runs cannot show a change under 25%, so this gate could only "
+        "fail on a larger one (more runs a side, or --noise with a calibration, show smaller "
+        "ones)"
+    ]
+    assert blind(conditions, comparison(replace(wide, called="slower"))) == []

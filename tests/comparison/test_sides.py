@@ -111,7 +111,7 @@ def test_the_calibration_says_what_n_runs_a_side_can_show_and_checks_it_on_the_r
     ten = next(r for r in c.by_runs if r.runs == 10)
     assert ten.splits == 0 and ten.called_half < three.called_half
     assert c.one_run_pairs == 20
-    assert c.verdict.endswith(f"use --fail-on {c.fail_on}.")
+    assert c.verdict.endswith(f"use --fail-on {c.fail_on} (rounded up).")
     with pytest.raises(ValueError, match="at least 3 records"):
         calibrate(runs[:2], ["a", "b"])
     assert "the spread is estimated from 4 runs" in " ".join(
@@ -161,3 +161,36 @@ def test_a_calibration_that_cannot_be_read_is_one_line(tmp_path, text, said):
         read_noise(str(path))
     with pytest.raises(ValueError, match="cannot read"):
         read_noise(str(tmp_path / "missing.json"))
+
+
+def test_a_run_without_steps_is_left_out_and_said():
+    crashed = Record(command="run", facts=Facts())  # failed before its first step
+    before = [run_at(v, i) for i, v in enumerate(LEVELS_B)]
+    after = [run_at(LEVELS_A[0], 10), crashed, run_at(LEVELS_A[1], 11)]
+    names = (["b1", "b2", "b3"], ["a1", "a2", "a3"])
+    c = compare_runs(before, after, names=names)
+    assert c.after.runs == 2 and c.step_time is not None
+    assert c.notes[0].startswith("AFTER's a2: left out, no training steps to compare")
+    # one run left a side: the two-record comparison, with what was left out said first
+    alone = compare_runs(before[:2], [after[0], crashed], names=(["b1", "b2"], ["a1", "a2"]))
+    assert alone.notes[0].startswith("AFTER's a2: left out") and alone.before.runs == 2
+    nothing = compare_runs([crashed, crashed], [crashed])
+    assert nothing.verdict.startswith("Nothing to compare") and nothing.verdict.endswith("sides.")
+
+
+def test_records_on_both_sides_and_two_programs_are_said_first():
+    runs = [run_at(v, i) for i, v in enumerate(LEVELS_B)]
+    same = compare_runs(runs, runs)
+    assert same.notes[0] == "BEFORE and AFTER are the same records"
+    overlap = compare_runs(runs[:2], runs[1:], names=(["r1", "r2"], ["r2", "r3"]))
+    assert overlap.notes[0] == "on both sides: r2"
+    other = [
+        run_at(v, 20 + i, program=ProgramFacts(command=("eval.py",)))
+        for i, v in enumerate(LEVELS_A)
+    ]
+    mine = [
+        run_at(v, i, program=ProgramFacts(command=("train.py",))) for i, v in enumerate(LEVELS_B)
+    ]
+    assert (
+        "the records are of two programs: train.py and eval.py" in compare_runs(mine, other).notes
+    )

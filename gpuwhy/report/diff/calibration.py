@@ -89,4 +89,4 @@ def calibration_json(c: Calibration) -> str:
 
 
 def _pct(change: float) -> str:
-    return f"{change:.0%}" if change == change and change != float("inf") else "-"
+    return f"{change:.1%}" if change == change and change != float("inf") else "-"
