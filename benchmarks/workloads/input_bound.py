@@ -9,6 +9,7 @@ is a small tf.function step, so the loop waits for its input.
     python input_bound.py                 # prints MEDIAN_STEP_S (as bench_run's workloads)
     python input_bound.py --shuffle       # the training variant: a shuffle before batch
     python input_bound.py --fixed         # the pipeline as gpuwhy.optimize rewrites it, by hand
+    python input_bound.py --epochs 12     # more epochs (3 by default)
     python input_bound.py --optimize      # prints OPTIMIZE <json>: gpuwhy.optimize's result
 
 INPUT_BOUND_COLLECTOR=pipelines runs the loop under gpuwhy's PipelineCollector alone
@@ -99,6 +100,7 @@ def main() -> None:
     parser.add_argument("--fixed", action="store_true")
     parser.add_argument("--optimize", action="store_true")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
     args = parser.parse_args()
     collector = None
     if os.environ.get("INPUT_BOUND_COLLECTOR") == "pipelines":
@@ -117,13 +119,13 @@ def main() -> None:
 
         print("OPTIMIZE " + json.dumps(to_dict(result.to_facts("input_bound"))))
         return
-    times = train(ds)
+    times = train(ds, args.epochs)
     if collector is not None:
         collector.stop()
         facts = collector.facts()
         print(f"PIPELINES {len(facts.pipelines) if facts else 0}")
-    steps_per_epoch = len(times) // EPOCHS
-    print(f"MEDIAN_STEP_S {statistics.median(times[steps_per_epoch:]):.9f}")  # epochs 2 and 3
+    steps_per_epoch = len(times) // args.epochs
+    print(f"MEDIAN_STEP_S {statistics.median(times[steps_per_epoch:]):.9f}")  # after epoch 1
 
 
 if __name__ == "__main__":

@@ -158,7 +158,13 @@ class _Child:
         self.process = subprocess.Popen(command)
 
     def wait(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # a signal gpuwhy was started ignoring (nohup, a shell's background job) stays
+        # ignored, as Python leaves it: the run inherited that too
+        previous = {
+            s: signal.signal(s, self._on_signal)
+            for s in (signal.SIGINT, signal.SIGTERM)
+            if signal.getsignal(s) is not signal.SIG_IGN
+        }
         try:
             while True:
                 try:
