@@ -24,10 +24,14 @@ from gpuwhy.record import Record
 
 
 def compare(
-    before: Record, after: Record, names: tuple[str, str] = ("BEFORE", "AFTER")
+    before: Record,
+    after: Record,
+    names: tuple[str, str] = ("BEFORE", "AFTER"),
+    units: tuple[RunUnits, RunUnits] | None = None,
 ) -> Comparison:
-    """Everything that differs between two records, each difference with its interval."""
-    units_b, units_a = run_units(before.facts), run_units(after.facts)
+    """Everything that differs between two records, each difference with its interval
+    (``units``: the records' units where the caller read them already)."""
+    units_b, units_a = units or (run_units(before.facts), run_units(after.facts))
     step = step_change(units_b, units_a)
     batch_b, batch_a = batch_size(before.facts), batch_size(after.facts)
     batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None

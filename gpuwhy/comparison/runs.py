@@ -73,7 +73,12 @@ def compare_runs(
     ]
     before, after = side_b.records, side_a.records
     if len(before) == 1 and len(after) == 1:
-        single = compare(before[0], after[0], names=(side_b.names[0], side_a.names[0]))
+        single = compare(
+            before[0],
+            after[0],
+            names=(side_b.names[0], side_a.names[0]),
+            units=(side_b.units[0], side_a.units[0]),
+        )
         if noise is not None:
             single = _calibrated(single, side_b, side_a, noise)
         return replace(single, notes=(*left, *single.notes)) if left else single
