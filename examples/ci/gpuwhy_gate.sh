@@ -58,7 +58,7 @@ fi
 
 # The run: the script's stdout as it is; its stderr and gpuwhy's report (with the gate's
 # lines) to the log and to run.log. The status goes through a file: a pipeline's is tee's.
-echo "gpuwhy gate: gpuwhy run --target $target$run_options $script${*:+ $*}" >&2
+echo "gpuwhy gate: gpuwhy run --repeat $runs --target $target$run_options $script${*:+ $*}" >&2
 {
     {
         # shellcheck disable=SC2086 # the option lists are meant to split into words
