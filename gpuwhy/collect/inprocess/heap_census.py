@@ -42,6 +42,8 @@ import collections
 import gc
 import heapq
 import inspect
+import itertools
+import operator
 import os
 import sys
 import threading
@@ -216,9 +218,9 @@ class HeapCensus:
     def _count(self, at_s: float) -> tuple[list[tuple[int, int, Any]], list[Any]]:
         """Counts the heap; the containers that gained most since the last census
         (elements gained, id, the container), most first, and the objects counted."""
-        objects = gc.get_objects()
+        objects, tuples = heap()
         objects.extend(untracked_dicts())
-        counts: dict[type, int] = {}
+        counts: dict[type, int] = {tuple: tuples} if tuples else {}
         lengths: dict[int, int] = {}
         previous = self._lengths
         baseline = self.censuses == 0
@@ -398,11 +400,57 @@ def deep_size(root: Any, limit: int = DEEP_SIZE_OBJECTS) -> int:
     return total
 
 
+def heap() -> tuple[list[Any], int]:
+    """The objects the garbage collector tracks, tuples left out, and the tuples' count.
+
+    The collector tracks a tuple from its creation, and one that another thread is
+    still filling (``tuple(generator)`` while the generator runs, a C extension's
+    arguments) must get no second reference: resized or set once that thread runs again,
+    it raises ``SystemError: Objects/tupleobject.c: bad argument to internal function``
+    in the program (CPython's gh-39117 and gh-107137; a census during a tf.function
+    retrace storm did, Python 3.11 and TF 2.21). A census walks what it holds in Python,
+    letting the other threads run every switch interval, so it holds no tuple: the list
+    of the heap is made, filtered and dropped inside one call that runs no bytecode (C
+    iterators only, each drawing the one list ``gc.get_objects()`` made; no ``zip``,
+    whose reused result tuple would keep it), with the collector off so that no
+    collection runs ``gc.callbacks`` or finalizers meanwhile: no other thread runs until
+    it returns. The list returned is left out of itself. Tuples are no containers a
+    census measures."""
+    objects: list[Any] = []
+    # the heap's list, three times: the objects, their types, their ids
+    heaps = itertools.chain.from_iterable(map(itertools.repeat, map(gc.get_objects, (None,)), (3,)))
+    no_tuple = map(
+        map,
+        itertools.repeat(operator.is_not),
+        map(map, itertools.repeat(type), heaps),
+        itertools.repeat(itertools.repeat(tuple)),
+    )
+    not_this = map(  # by id: a reference to the list would keep it in a cycle
+        map,
+        itertools.repeat(operator.ne),
+        map(map, itertools.repeat(id), heaps),
+        itertools.repeat(itertools.repeat(id(objects))),
+    )
+    kept = map(map, itertools.repeat(operator.and_), no_tuple, not_this)
+    tuples = map(
+        operator.is_,
+        map(type, itertools.chain.from_iterable(map(gc.get_objects, (None,)))),
+        itertools.repeat(tuple),
+    )
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        objects.extend(itertools.chain.from_iterable(map(itertools.compress, heaps, kept)))
+        count = sum(tuples)
+    finally:
+        if enabled:
+            gc.enable()
+    return objects, count
+
+
 def name_of(container: Any, objects: list[Any] | None = None) -> _Holder | None:
     """How the program names ``container`` (see :func:`names_of`)."""
-    return names_of([container], gc.get_objects() if objects is None else objects).get(
-        id(container)
-    )
+    return names_of([container], heap()[0] if objects is None else objects).get(id(container))
 
 
 def names_of(
