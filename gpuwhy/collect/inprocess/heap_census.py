@@ -55,6 +55,7 @@ from typing import Any
 
 from gpuwhy.facts import GrowingObject
 from gpuwhy.source_calls import growth_sites
+from gpuwhy.tfapi.frames import current_frames
 from gpuwhy.tfapi.graph_ops import relative
 
 MiB = 2**20
@@ -481,7 +482,7 @@ def _other_threads() -> list[types.FrameType]:
     """The frame each other thread runs. This thread's own is dropped at once: a
     variable of a census function holding it would make a cycle that keeps the census's
     frames, and all they hold, until the next garbage collection."""
-    frames = sys._current_frames()
+    frames = current_frames()
     frames.pop(threading.get_ident(), None)
     return list(frames.values())
 
