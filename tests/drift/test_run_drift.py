@@ -124,8 +124,8 @@ PYTHON_GROWS_WITH_THE_RUN = program(
     """
 )
 
-# every step's loss tensor kept in a list: about 1.6 KiB a step. 20 s and 30,000 steps
-# at least (~47 MiB): the rule speaks from 16 MiB, and the heap census that names the
+# every step's loss tensor kept in a list: 1.2-1.6 KiB a step. 20 s and 30,000 steps at
+# least (35-47 MiB): the rule speaks from 16 MiB, and the heap census that names the
 # list comes once the memory grew 12 MiB past the baseline taken at 8 s; a loaded host
 # makes half the steps in 20 s, and the growth was no longer sure to reach either
 LOSS_TENSORS_KEPT = program(
