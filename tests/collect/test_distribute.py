@@ -197,8 +197,9 @@ def test_steps_that_spend_their_time_all_reducing_are_named(wide):
 def test_on_a_quiet_host_the_all_reduce_is_a_quarter_of_the_step_or_more(wide):
     """The share is that of the 4 steps TF's profiler traced, each ~50 ms: a stretch the
     host's other processes take in one step's compute moves it. 0.27-0.35 on a 2-core
-    host at load 4-5 (0.25-0.33 with layers twice as wide: the same), 0.19 once under
-    CI's load. The record measures the contention over the run."""
+    host at load 4-5 (0.25-0.33 with layers twice as wide: the same), 0.19 once on a
+    loaded host. The record measures the other processes' share of the host over the
+    run."""
     busy = contention(wide)
     if busy:
         pytest.skip(f"needs a quiet host: {busy}")

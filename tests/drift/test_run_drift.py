@@ -282,8 +282,8 @@ def test_on_a_quiet_host_the_python_explains_most_of_its_drift(python_grows):
     tf.function calls slow down too as the Python between them grows (a thread that
     keeps a core busy waits longer for one each time it blocks in a call): 0.45 -> 1.2 ms
     a call while the Python went 0.29 -> 1.07 ms, 53-73 % of the change on a 2-core host
-    at load 4-5; the calls slowed as much without gpuwhy. The record measures the
-    contention over the run."""
+    at load 4-5; the calls slowed as much without gpuwhy. The record measures the other
+    processes' share of the host over the run."""
     record, _ = python_grows
     busy = contention(record)
     if busy:
