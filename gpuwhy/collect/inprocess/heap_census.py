@@ -21,7 +21,10 @@ one pass over the dicts and the objects with attributes (0.09 s profiled, withou
 ``gc.get_referrers``: see :func:`_in_referrers`); a heap of 600k objects (a list of 300k
 dicts) took 0.65 s, and the program's steps slowed while it ran: each census is recorded
 as gpuwhy's own pause (the activity collector), so the stalls it makes are never
-reported as the program's. It is kept rare: a baseline once the
+reported as the program's. Listing the heap without the tuples other threads may still
+be filling (:func:`heap`) adds two passes at C speed, the program held meanwhile (0.07 s
+each over 480,000 objects, load 4-5); what the census freed is given back to the OS
+after it (:func:`release_freed`). It is kept rare: a baseline once the
 program has made its first steps (3 calls of its tf.functions) and 8 s have passed (16 s
 for a program without tf.functions), then only when the resident memory has grown past the
 last census's by a threshold that doubles each time (12 MiB, 24 MiB, 48 MiB ...), or by
