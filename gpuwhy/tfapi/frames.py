@@ -7,6 +7,7 @@ a lookup costs a short walk up the stack and a few dict hits.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import sys
 from types import FrameType
@@ -15,6 +16,24 @@ from typing import Any
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 _IS_LIBRARY: dict[object, bool] = {}
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()`` with the garbage collector off while it runs.
+
+    Before Python 3.12 it holds the runtime's lock on the thread states while it makes
+    the frame objects; a collection one of them sets off runs ``gc.callbacks`` (gpuwhy
+    times GC pauses with one) and finalizers there, which can hand the GIL to a thread
+    that then waits for that lock holding it (a ``tf.py_function``'s or generator's
+    thread deleting its thread state): the program hangs (CPython gh-106883; a
+    heap census in a program reading a ``tf.data`` generator did, Python 3.11)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def user_location(skip: int = 2, limit: int = 64) -> str | None:

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from gpuwhy.tfapi.frames import current_frames
 from gpuwhy.tfapi.patching import Patch
 
 __all__ = ["HiddenFrames", "gpuwhy_files", "hide_gpuwhy_frames"]
@@ -117,7 +117,7 @@ def _launcher_files() -> set[str]:
     """Files on the main thread's stack below gpuwhy's runner. Nothing when the runner is
     not there: a Session started from the user's own script must not hide that script."""
     ident = threading.main_thread().ident  # None only for a thread not yet started
-    frame = sys._current_frames().get(ident) if ident is not None else None
+    frame = current_frames().get(ident) if ident is not None else None
     stack: list[str] = []
     while frame is not None:
         stack.append(frame.f_code.co_filename)

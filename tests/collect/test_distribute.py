@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from tests.host_load import contention
 from tests.multiworker import train_step
 from tests.test_run_tensorflow import line_with, run
 
@@ -177,15 +178,32 @@ WIDE = """
 """
 
 
-def test_steps_that_spend_their_time_all_reducing_are_named(tmp_path):
-    found = record(tmp_path, WIDE, "wide")
-    crossing = found["distribute"]
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> dict:
+    return record(tmp_path_factory.mktemp("wide"), WIDE, "wide")
+
+
+def test_steps_that_spend_their_time_all_reducing_are_named(wide):
+    crossing = wide["distribute"]
     assert crossing["reduced_bytes"] == (1024 * 2048 + 2 * 2048 * 2048 + 3 * 2048 + 2048 + 1) * 4
-    finding = distribute_findings(found)["distribute.collective-bound"]
+    # 42 MB a step: from 15 % of the step in collectives (large_share), measured
+    finding = distribute_findings(wide)["distribute.collective-bound"]
     assert finding["severity"] in ("medium", "high")
-    assert finding["evidence"]["collective_share"] >= 0.25
+    assert finding["evidence"]["collective_share"] >= 0.15
     assert "(measured)" in finding["title"] or "measured)" in finding["title"]
     assert "strategy.num_replicas_in_sync" in finding["fix"]
+
+
+def test_on_a_quiet_host_the_all_reduce_is_a_quarter_of_the_step_or_more(wide):
+    """The share is that of the 4 steps TF's profiler traced, each ~50 ms: a stretch the
+    host's other processes take in one step's compute moves it. 0.27-0.35 on a 2-core
+    host at load 4-5 (0.25-0.33 with layers twice as wide: the same), 0.19 once on a
+    loaded host. The record measures the other processes' share of the host over the
+    run."""
+    busy = contention(wide)
+    if busy:
+        pytest.skip(f"needs a quiet host: {busy}")
+    assert wide["distribute"]["collective_share"] >= 0.25
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,13 @@ def _summary(config: dict, record) -> dict:
         **config,
         "keras": keras.__version__,
         "findings": sorted({f.id for f in record.findings}),
+        # each input.bound: whether it says the host's other processes kept its cores
+        # busy (the wait may be the load's): a loaded host makes such waits in any fit
+        "input_bound_by_load": [
+            "other_processes_cpu_fraction" in f.evidence
+            for f in record.findings
+            if f.id == "input.bound"
+        ],
         "fixes": {f.id: f.fix for f in record.findings if f.id.startswith("placement.")},
         "xla_ops": sum(
             g.count for g in (placement.groups if placement else ()) if g.reason == "xla"

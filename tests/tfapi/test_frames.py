@@ -2,9 +2,10 @@
 
 import gc
 import sys
+import threading
 import weakref
 
-from gpuwhy.tfapi.frames import frame_values
+from gpuwhy.tfapi.frames import current_frames, frame_values
 
 
 class Big:
@@ -50,3 +51,28 @@ def test_a_module_s_namespace_is_never_emptied():
         namespace,
     )
     assert namespace["kept"] == 3 and namespace["values"] == {"kept": 3}
+
+
+def test_current_frames_runs_with_the_collector_off_and_restores_it(monkeypatch):
+    """sys._current_frames() holds the runtime's thread-state lock while it makes frame
+    objects (before 3.12): a collection there runs gc.callbacks, which can hand the GIL
+    to a thread that waits for that lock holding it, and the program hangs (CPython
+    gh-106883: a heap census did, in a program reading a tf.data generator)."""
+    seen = []
+    real = sys._current_frames
+
+    def recording():
+        seen.append(gc.isenabled())
+        return real()
+
+    monkeypatch.setattr(sys, "_current_frames", recording)
+    assert gc.isenabled()
+    frames = current_frames()
+    assert seen == [False] and gc.isenabled()
+    assert threading.get_ident() in frames
+    gc.disable()
+    try:
+        current_frames()
+        assert not gc.isenabled()  # a program's own gc.disable() is left as it was
+    finally:
+        gc.enable()

@@ -21,7 +21,10 @@ one pass over the dicts and the objects with attributes (0.09 s profiled, withou
 ``gc.get_referrers``: see :func:`_in_referrers`); a heap of 600k objects (a list of 300k
 dicts) took 0.65 s, and the program's steps slowed while it ran: each census is recorded
 as gpuwhy's own pause (the activity collector), so the stalls it makes are never
-reported as the program's. It is kept rare: a baseline once the
+reported as the program's. Listing the heap without the tuples other threads may still
+be filling (:func:`heap`) adds two passes at C speed, the program held meanwhile (0.07 s
+each over 480,000 objects, load 4-5); what the census freed is given back to the OS
+after it (:func:`release_freed`). It is kept rare: a baseline once the
 program has made its first steps (3 calls of its tf.functions) and 8 s have passed (16 s
 for a program without tf.functions), then only when the resident memory has grown past the
 last census's by a threshold that doubles each time (12 MiB, 24 MiB, 48 MiB ...), or by
@@ -39,9 +42,13 @@ the ones kept) counts from 0.
 from __future__ import annotations
 
 import collections
+import ctypes
+import functools
 import gc
 import heapq
 import inspect
+import itertools
+import operator
 import os
 import sys
 import threading
@@ -53,6 +60,7 @@ from typing import Any
 
 from gpuwhy.facts import GrowingObject
 from gpuwhy.source_calls import growth_sites
+from gpuwhy.tfapi.frames import current_frames
 from gpuwhy.tfapi.graph_ops import relative
 
 MiB = 2**20
@@ -207,7 +215,9 @@ class HeapCensus:
         with self._lock:
             grown, objects = self._count(at_s)
             self._name(grown, at_s, objects)
+            objects.clear()  # it holds itself (see heap()): no cycle left to collect
             del objects
+            release_freed()
             self._rss = rss
             self._at_s = at_s
             self.censuses += 1
@@ -216,9 +226,9 @@ class HeapCensus:
     def _count(self, at_s: float) -> tuple[list[tuple[int, int, Any]], list[Any]]:
         """Counts the heap; the containers that gained most since the last census
         (elements gained, id, the container), most first, and the objects counted."""
-        objects = gc.get_objects()
+        objects, tuples = heap()
         objects.extend(untracked_dicts())
-        counts: dict[type, int] = {}
+        counts: dict[type, int] = {tuple: tuples} if tuples else {}
         lengths: dict[int, int] = {}
         previous = self._lengths
         baseline = self.censuses == 0
@@ -398,11 +408,79 @@ def deep_size(root: Any, limit: int = DEEP_SIZE_OBJECTS) -> int:
     return total
 
 
+def heap() -> tuple[list[Any], int]:
+    """The objects the garbage collector tracks, tuples left out, and the tuples' count.
+
+    The collector tracks a tuple from its creation, and one that another thread is
+    still filling (``tuple(generator)`` while the generator runs, a C extension's
+    arguments) must get no second reference: resized or set once that thread runs again,
+    it raises ``SystemError: Objects/tupleobject.c: bad argument to internal function``
+    in the program (CPython's gh-39117 and gh-107137; a census during a tf.function
+    retrace storm did, Python 3.11 and TF 2.21). A census walks what it holds in Python,
+    letting the other threads run every switch interval, so it holds no tuple: the list
+    of the heap is made, filtered and dropped inside one call that runs no bytecode (C
+    iterators only, each drawing the one list ``gc.get_objects()`` made; no ``zip``,
+    whose reused result tuple would keep it), with the collector off so that no
+    collection runs ``gc.callbacks`` or finalizers meanwhile: no other thread runs until
+    it returns. Tuples are no containers a census measures; they are counted the same
+    way. The list returned holds itself (it existed when the heap was listed): clear it
+    once done. 0.07 s for each of the two passes over 480,000 objects."""
+    objects: list[Any] = []
+    # the heap's list, twice: the objects, and their types
+    heaps = itertools.chain.from_iterable(map(itertools.repeat, map(gc.get_objects, (None,)), (2,)))
+    kept = map(
+        map,
+        itertools.repeat(operator.is_not),
+        map(map, itertools.repeat(type), heaps),
+        itertools.repeat(itertools.repeat(tuple)),
+    )
+    tuples = map(
+        operator.is_,
+        map(type, itertools.chain.from_iterable(map(gc.get_objects, (None,)))),
+        itertools.repeat(tuple),
+    )
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        objects.extend(itertools.chain.from_iterable(map(itertools.compress, heaps, kept)))
+        count = sum(tuples)
+    finally:
+        if enabled:
+            gc.enable()
+    return objects, count
+
+
+def release_freed() -> None:
+    """Gives the memory a census freed back to the OS (glibc's ``malloc_trim``; nothing
+    elsewhere). Its lists and dicts take tens of MiB for a few hundred thousand
+    objects; kept by the allocator, they are the next memory the program's growth
+    fills, and its resident memory, read once a second, stands still meanwhile: a
+    leak's line bent after each census (the last third of a run flattened below half
+    its slope, host.memory-growth's sign of growth that stopped)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # musl: no glibc
+        return None
+
+
 def name_of(container: Any, objects: list[Any] | None = None) -> _Holder | None:
     """How the program names ``container`` (see :func:`names_of`)."""
-    return names_of([container], gc.get_objects() if objects is None else objects).get(
-        id(container)
-    )
+    if objects is not None:
+        return names_of([container], objects).get(id(container))
+    listed = heap()[0]
+    try:
+        return names_of([container], listed).get(id(container))
+    finally:
+        listed.clear()
 
 
 def names_of(
@@ -433,7 +511,7 @@ def _other_threads() -> list[types.FrameType]:
     """The frame each other thread runs. This thread's own is dropped at once: a
     variable of a census function holding it would make a cycle that keeps the census's
     frames, and all they hold, until the next garbage collection."""
-    frames = sys._current_frames()
+    frames = current_frames()
     frames.pop(threading.get_ident(), None)
     return list(frames.values())
 
