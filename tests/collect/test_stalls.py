@@ -217,10 +217,11 @@ def test_a_stall_while_gpuwhy_holds_the_program_is_gpuwhy_s_own_while_and_after(
     assert kept[0] == "gpuwhy" and abs(kept[1] - 0.2) < 1e-9
 
 
-def test_a_full_collection_in_a_heap_census_is_the_program_s_and_a_young_one_the_census_s():
-    """The collector holds the GIL through a full collection: a census running around the
-    program's gc.collect() waited through it. A young collection in a census walks the
-    census's own list of every object: the census's."""
+def test_the_program_s_own_activities_in_a_heap_census_are_the_program_s():
+    """A step that waited on a gc.collect() or a checkpoint write stalled on it, a census
+    running beside it or not (through a full collection the census waited on the GIL).
+    A young collection in a census walks the census's own list of every object: the
+    census's."""
     activities = ActivityCollector()
     activities.own_pause(10.0, 20.0, "gpuwhy's heap census")
     activities._events.append(("gc", 12.0, 13.0, "train.py:19", 2))  # gc.collect()
@@ -233,6 +234,11 @@ def test_a_full_collection_in_a_heap_census_is_the_program_s_and_a_young_one_the
     activities._events.append(("gc", 31.0, 31.5, "train.py:19", 2))
     found = {kind: s for kind, s, _, _ in activities.overlapping(30.9, 31.6)}
     assert found == {"gc": pytest.approx(0.5), "gpuwhy": pytest.approx(0.2)}
+    activities._record("checkpoint", 40.0, 41.0, "train.py:21", "tf.train.Checkpoint.write")
+    activities._events.append(("gc", 40.2, 40.4, "train.py:21", 2))  # inside the write
+    found = [(kind, s) for kind, s, _, _ in activities.overlapping(39.9, 41.1)]
+    assert sorted(found) == [("checkpoint", pytest.approx(1.0)), ("gc", pytest.approx(0.2)),
+                             ("gpuwhy", pytest.approx(0.2))]  # fmt: skip
 
 
 def test_a_gc_collect_every_40_steps_keeps_its_period_through_a_long_heap_census():
