@@ -215,3 +215,49 @@ def test_a_stall_while_gpuwhy_holds_the_program_is_gpuwhy_s_own_while_and_after(
     assert not activities.own_pause_running()
     (kept,) = activities.overlapping(10.8, 11.5)
     assert kept[0] == "gpuwhy" and abs(kept[1] - 0.2) < 1e-9
+
+
+def test_the_program_s_own_activities_in_a_heap_census_are_the_program_s():
+    """A step that waited on a gc.collect() or a checkpoint write stalled on it, a census
+    running beside it or not (through a full collection the census waited on the GIL).
+    A young collection in a census walks the census's own list of every object: the
+    census's."""
+    activities = ActivityCollector()
+    activities.own_pause(10.0, 20.0, "gpuwhy's heap census")
+    activities._events.append(("gc", 12.0, 13.0, "train.py:19", 2))  # gc.collect()
+    activities._events.append(("gc", 15.0, 15.02, None, 0))
+    found = {kind: s for kind, s, _, _ in activities.overlapping(11.95, 13.05)}
+    assert found == {"gc": pytest.approx(1.0), "gpuwhy": pytest.approx(0.1)}
+    found = {kind: s for kind, s, _, _ in activities.overlapping(14.99, 15.03)}
+    assert found == {"gc": pytest.approx(0.02), "gpuwhy": pytest.approx(0.04)}
+    activities.own_pause_begins(30.0)  # one still running when the stall is found
+    activities._events.append(("gc", 31.0, 31.5, "train.py:19", 2))
+    found = {kind: s for kind, s, _, _ in activities.overlapping(30.9, 31.6)}
+    assert found == {"gc": pytest.approx(0.5), "gpuwhy": pytest.approx(0.2)}
+    activities._record("checkpoint", 40.0, 41.0, "train.py:21", "tf.train.Checkpoint.write")
+    activities._events.append(("gc", 40.2, 40.4, "train.py:21", 2))  # inside the write
+    found = [(kind, s) for kind, s, _, _ in activities.overlapping(39.9, 41.1)]
+    assert sorted(found) == [("checkpoint", pytest.approx(1.0)), ("gc", pytest.approx(0.2)),
+                             ("gpuwhy", pytest.approx(0.2))]  # fmt: skip
+
+
+def test_a_gc_collect_every_40_steps_keeps_its_period_through_a_long_heap_census():
+    """A loaded host: a census of a large heap lasts longer than the loop, slowing every
+    step; the program's gc.collect() every 40 steps is still its own beat, every one."""
+    activities = ActivityCollector()
+    tracker = activities.tracker()
+    activities.own_pause_begins(0.0)
+    t = 0.0
+    for i in range(400):
+        length = 0.012
+        if i % 40 == 39:
+            length = 1.0
+            activities._events.append(("gc", t + 0.005, t + 0.995, "train.py:19", 2))
+        elif i % 40 == 30:  # the census's own young collections, on the program's thread
+            length = 0.06
+            activities._events.append(("gc", t + 0.01, t + 0.04, None, 0))
+        tracker.add(Step(t, t + length))
+        t += length
+    beats = tracker.inside.beats
+    assert beats["gc"].count == 10 and beats["gc"].period() == (40, 1.0)
+    assert beats["gpuwhy"].count == 10  # the young collections' stalls: gpuwhy's own
