@@ -4,6 +4,8 @@ which skip with the reason elsewhere."""
 
 from __future__ import annotations
 
+import time
+
 QUIET_AT_MOST = 0.10  # other processes' share of the host's CPU time over the run
 
 
@@ -35,3 +37,28 @@ def queued_s() -> float | None:
             return int(stat.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None
+
+
+def busy_now(seconds: float = 0.5) -> str | None:
+    """What the host's other processes are doing now: their share of its CPU time over
+    ``seconds`` while this process sleeps (Linux's /proc/stat); None where it is under
+    ``QUIET_AT_MOST`` or the kernel does not say."""
+
+    def read() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as stat:
+                fields = [int(v) for v in stat.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+
+    first = read()
+    time.sleep(seconds)
+    last = read()
+    if first is None or last is None or last[1] <= first[1]:
+        return None
+    share = (last[0] - first[0]) / (last[1] - first[1])
+    if share >= QUIET_AT_MOST:
+        return f"other processes kept {share:.0%} of the host's CPU busy"
+    return None

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from gpuwhy.collect.host_cpu import process_run_queue_seconds, run_queue_seconds
+from tests.host_load import busy_now
 
 MEASURE = textwrap.dedent(
     """
@@ -53,8 +54,13 @@ def test_the_main_thread_waits_for_its_core_when_neighbours_share_it():
         return float(share)
 
     # two busy neighbours on its one core: it runs a third of the time, waits the rest
-    assert queued(2) > 0.4
+    shared = queued(2)
+    assert shared > 0.4
+    busy = busy_now()
     alone = queued(0)
+    assert alone < shared - 0.1  # the neighbours' waiting is theirs, on any host
+    if busy is not None:  # a loaded host takes the core from it alone too
+        pytest.skip(f"the core to itself needs a quiet host: {busy}")
     assert alone < 0.3  # this machine's other work may still take the core now and then
 
 
