@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Why is my TensorFlow GPU idle? Diagnosis with evidence and fixes.",
     )
     parser.add_argument("--version", action="version", version=f"gpuwhy {__version__}")
+    # the command line as given, set by main(): `diff` finds its `--` between the sides
+    # in it (argparse drops it), `run --repeat` gives it again to each run
+    parser.set_defaults(argv=None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in command_modules().items():
         # no abbreviated options: `gpuwhy run train.py --out x` passes --out to the script,
@@ -56,8 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(given)
-    # the command line as given: `diff` finds its `--` between the sides in it (argparse
-    # drops it), `run --repeat` gives it again to each run
     args.argv = given
     try:
         command = command_modules()[args.command]

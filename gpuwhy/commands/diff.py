@@ -122,7 +122,7 @@ def settings_from(args: argparse.Namespace) -> DiffSettings:
     """The command line read once: the sides split at ``--`` and expanded, the gate's
     conditions checked (each a usage error)."""
     gate = gate_settings(args, findings_only=False)
-    given = getattr(args, "argv", None)
+    given = args.argv
     records = list(args.records)
     split = "--" in given if given is not None else False
     if args.calibrate:

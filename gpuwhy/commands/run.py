@@ -90,7 +90,7 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
     out_dir = out_dir_settings(args)
     metrics = metrics_settings(args)
     repeat = check_repeat(args.repeat, args.out_dir)
-    given = list(getattr(args, "argv", None) or ())
+    given = list(args.argv or ())
     tail = 1 + len(args.args)  # SCRIPT ARGS, at the end of the command line
     return RunSettings(
         script=script_settings(args),
