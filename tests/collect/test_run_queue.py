@@ -54,14 +54,14 @@ def test_the_main_thread_waits_for_its_core_when_neighbours_share_it():
         return float(share)
 
     # two busy neighbours on its one core: it runs a third of the time, waits the rest
-    shared = queued(2)
-    assert shared > 0.4
+    assert queued(2) > 0.4
+    # alone, it has its core only where nothing else wants it: a loaded host's other
+    # processes take that core too, as much as the two neighbours did (seen: 0.71 alone
+    # against 0.67 with them, two CPU burners beside the suite)
     busy = busy_now()
-    alone = queued(0)
-    assert alone < shared - 0.1  # the neighbours' waiting is theirs, on any host
-    if busy is not None:  # a loaded host takes the core from it alone too
+    if busy is not None:
         pytest.skip(f"the core to itself needs a quiet host: {busy}")
-    assert alone < 0.3  # this machine's other work may still take the core now and then
+    assert queued(0) < 0.3  # this machine's other work may still take the core now and then
 
 
 def test_a_process_that_is_gone_has_no_run_queue_time():
