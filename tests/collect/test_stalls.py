@@ -123,6 +123,23 @@ def test_the_period_is_the_interval_most_stalls_keep():
     assert group.beats[None].period() == (40, 0.8)  # 39 and 41 fit 40; 80 and 20 do not
 
 
+def test_stalls_without_a_rhythm_are_no_short_period():
+    """A loaded host's stalls with no cause, one to four steps apart, are no "every 2
+    steps": under 10 steps an interval fits its period exactly (a step either side of 2
+    is 1 to 3, where such stalls fall as often as not)."""
+    group = StallGroup(0.0)
+    index = 0
+    for gap in (1, 3, 2, 1, 3, 4, 2, 1, 3, 2, 3, 1):
+        index += gap
+        group.add(index, float(index), 0.5, 0.4, [])
+    period, fit = group.beats[None].period()
+    assert fit is not None and fit < 0.5  # was 2 steps, 11 of 12 intervals "fitting"
+    regular = StallGroup(0.0)
+    for index in range(0, 60, 3):
+        regular.add(index, float(index), 0.5, 0.4, [])
+    assert regular.beats[None].period() == (3, 1.0)
+
+
 def test_each_activity_keeps_its_own_beat_among_other_stalls():
     group = StallGroup(0.0)
     checkpoint = [("checkpoint", 0.4, "train.py:57", "tf.train.Checkpoint.write")]

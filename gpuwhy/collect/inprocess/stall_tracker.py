@@ -78,6 +78,9 @@ class Count:
         return twin
 
 
+SLACK_FROM = 10  # step intervals this long or longer may be a step off
+
+
 class Beat:
     """The stalls of one group that one kind of activity dominated (``None``: none did),
     and the intervals between consecutive ones: a checkpoint every 50 steps keeps its
@@ -118,14 +121,16 @@ class Beat:
 
     def period(self) -> tuple[int | None, float | None]:
         """The step interval between consecutive stalls that most intervals are within
-        5 % of (at least one step: a ``steps_per_execution`` call may end a step late),
-        the most common one among equals, and the share of intervals that fit it."""
+        5 % of (at least one step from 10 steps on: a ``steps_per_execution`` call may end
+        a step late; under 10, exactly: one step either side of 2 is 1 to 3, which a
+        loaded host's stalls with no cause fall into as often as not), the most common
+        one among equals, and the share of intervals that fit it."""
         total = sum(self.step_intervals.values()) + self.other_intervals
         if not total:
             return None, None
         best, rank = None, (0, 0)
         for value, exact in sorted(self.step_intervals.items()):
-            tolerance = max(1, round(0.05 * value))
+            tolerance = max(1, round(0.05 * value)) if value >= SLACK_FROM else 0
             near = sum(n for k, n in self.step_intervals.items() if abs(k - value) <= tolerance)
             if (near, exact) > rank:  # the most intervals near it, then the most exactly it
                 best, rank = value, (near, exact)
