@@ -82,8 +82,8 @@ def compare_runs(
         if noise is not None:
             single = _calibrated(single, side_b, side_a, noise)
         return replace(single, notes=(*left, *single.notes)) if left else single
-    rep_b = before[side_b.representative()]
-    rep_a = after[side_a.representative()]
+    rep_b = before[side_b.representative]
+    rep_a = after[side_a.representative]
     step = step_between(side_b, side_a, noise)
     batch_b, batch_a = batch_size(rep_b.facts), batch_size(rep_a.facts)
     batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
@@ -127,8 +127,8 @@ def compare_runs(
         findings=finding_changes(side_findings(side_b), side_findings(side_a)),
         environment=environment,
         notes=tuple(notes),
-        timeline_before=side_b.units[side_b.representative()].aligned,
-        timeline_after=side_a.units[side_a.representative()].aligned,
+        timeline_before=side_b.units[side_b.representative].aligned,
+        timeline_after=side_a.units[side_a.representative].aligned,
         confounded_by=confounded,
         spread="between runs",
     )
@@ -210,7 +210,7 @@ def _runs_note(runs_b: int, runs_a: int, step: Change | None, noise: Noise | Non
 
 
 def _runs_side(side: Side) -> RunSide:
-    rep = side.representative()
+    rep = side.representative
     record = side.records[rep]
     shown = ", ".join(side.names[:3]) + (
         f" and {len(side.names) - 3} more" if len(side.names) > 3 else ""

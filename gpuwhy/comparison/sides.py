@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from gpuwhy.comparison.between_runs import Difference, Noise, difference
 from gpuwhy.comparison.bootstrap import SEED, resampled_sums
@@ -35,7 +36,7 @@ class Side:
     units: tuple[RunUnits, ...]
     names: tuple[str, ...]
 
-    @property
+    @cached_property
     def levels(self) -> list[float]:
         """Each run's mean time per step (0 where it has none to compare)."""
         return [u.seconds / u.step_count if u.step_count else 0.0 for u in self.units]
@@ -55,12 +56,14 @@ class Side:
         )
         return side, left
 
+    @cached_property
     def representative(self) -> int:
         """The run whose level is the side's median (the first of the two middle ones)."""
         timed = [i for i, u in enumerate(self.units) if u.step_count] or list(
             range(len(self.units))
         )
-        ordered = sorted(timed, key=lambda i: self.levels[i])
+        levels = self.levels
+        ordered = sorted(timed, key=lambda i: levels[i])
         return ordered[(len(ordered) - 1) // 2]
 
 
@@ -147,7 +150,7 @@ def parts_between(before: Side, after: Side, step: Change | None) -> tuple[PartC
                 high_s=round(d.high, 9),
                 share=round(d.estimate / delta_step, 3) if abs(delta_step) > 0 else None,
                 called=big and (d.low > 0 or d.high < 0),
-                measured_by=after.units[after.representative()].parts_measured[part],
+                measured_by=after.units[after.representative].parts_measured[part],
             )
         )
     return tuple(out)
@@ -155,7 +158,7 @@ def parts_between(before: Side, after: Side, step: Change | None) -> tuple[PartC
 
 def side_findings(side: Side) -> list[Finding]:
     """The findings of the side: more than half of its runs have them."""
-    return majority_findings(side.records, side.records[side.representative()])
+    return majority_findings(side.records, side.records[side.representative])
 
 
 def majority_findings(records: Sequence[Record], first: Record | None = None) -> list[Finding]:
@@ -176,7 +179,7 @@ def majority_findings(records: Sequence[Record], first: Record | None = None) ->
 def side_notes(name: str, side: Side) -> list[str]:
     """What the runs of one side did not share among themselves (a version, the batch):
     runs of one revision should differ only by chance."""
-    rep = side.records[side.representative()].facts
+    rep = side.records[side.representative].facts
     differ: list[str] = []
     for record in side.records:
         for change in environment_changes(rep, record.facts):
