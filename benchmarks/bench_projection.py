@@ -400,11 +400,42 @@ def traced_train_step(model_name: str, precision: str, xla: bool):
     return concrete
 
 
+def _cache_file(folder: str, case: Published) -> str:
+    return os.path.join(
+        folder, f"{case.model}-{case.precision}-xla{int(case.xla)}-{case.batch}.pkl"
+    )
+
+
+def cached(folder: str, case: Published):
+    """The audited step of ``case`` kept by an earlier run (None: none kept)."""
+    import pickle
+
+    if not folder or not os.path.exists(_cache_file(folder, case)):
+        return None
+    with open(_cache_file(folder, case), "rb") as kept:
+        return pickle.load(kept)
+
+
+def keep(folder: str, case: Published, placement) -> None:
+    import pickle
+
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(_cache_file(folder, case), "wb") as out:
+            pickle.dump(placement, out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated models")
     parser.add_argument("--second", action="store_true", help="the second held-out set only")
+    parser.add_argument(
+        "--cache",
+        default="",
+        help="folder keeping each audited step (per model, precision, XLA and batch): a "
+        "second run re-projects in seconds instead of tracing for half an hour",
+    )
     args = parser.parse_args()
 
     from gpuwhy.collect.placement import AuditTarget, audit_functions
@@ -422,16 +453,21 @@ def main() -> None:
           "projection s")  # fmt: skip
     for case in cases:
         key = (case.model, case.precision, case.xla)
-        if key not in traced:
+        kept = cached(args.cache, case)
+        if kept is None and key not in traced:
             started = time.perf_counter()
             traced[key] = traced_train_step(*key)
             print(f"  (traced {case.model} {case.precision} xla={case.xla} in "
                   f"{time.perf_counter() - started:.0f} s)")  # fmt: skip
-        target = [AuditTarget("train_step", traced[key], "bench_projection.py")]
         seconds = []
         for _ in range(args.runs):
             started = time.perf_counter()
-            placement, _ = audit_functions(target, batch=case.batch)
+            if kept is None:
+                target = [AuditTarget("train_step", traced[key], "bench_projection.py")]
+                placement, _ = audit_functions(target, batch=case.batch)
+                keep(args.cache, case, placement)
+            else:
+                placement = kept
             projection = projection_facts(Facts(placement=placement), case.gpu)
             seconds.append(time.perf_counter() - started)
         mid = case.batch / projection.step_s

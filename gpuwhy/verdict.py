@@ -353,9 +353,14 @@ def projection_clause(projection: ProjectionFacts, findings: Sequence[Finding] =
         f"{at_least}{duration(projection.step_s)} ({duration(projection.step_low_s)}–"
         f"{duration(projection.step_high_s)})"
     )
-    if projection.eager_s >= 0.5 * projection.step_s > 0:
+    cpu_ops = projection.cpu_ops_s >= CPU_OPS_SHARE * projection.step_s > 0
+    if projection.host_s >= 0.5 * projection.step_s > 0 and not (
+        cpu_ops and projection.cpu_ops_s >= projection.host_s
+    ):
+        text += ", most of it the host's own work between and in its calls (measured here)"
+    elif projection.eager_s >= 0.5 * projection.step_s > 0:
         text += ", most of it Python issuing eager ops"
-    elif projection.cpu_ops_s >= CPU_OPS_SHARE * projection.step_s > 0:
+    elif cpu_ops:
         text += f", {duration(projection.cpu_ops_s)} of it ops that stay on the CPU (measured here)"
     waits = any(f.id == PROJECTED_INPUT for f in findings)
     if waits and projection.input_wait_fraction is not None:

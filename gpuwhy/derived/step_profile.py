@@ -32,6 +32,9 @@ class StepProfile:
     collective_call_s: float = 0.0
     collective_s: float = 0.0
     collective_wait_s: float | None = None
+    # per call, its own cost beside its ops: Python's __call__ and the runtime's set-up
+    # and hand-back, outside the span of its ops (None: no op of it on the host)
+    call_overhead_s: float | None = None
 
     @property
     def measured_by(self) -> str:

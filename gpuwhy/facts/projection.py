@@ -60,6 +60,14 @@ class ProjectionFacts:
     # Python issuing eager ops each step (measured here: ops per step x the median gap
     # between two of them); a GPU runs their kernels while Python issues the next, so
     # the step is at least this long, whatever the GPU
+    # the host's own work per step, on the target's host (projection/host.py): the time
+    # between calls of the step's function and each call's own cost, measured here;
+    # overlapping the GPU's work at best, added to it at worst
+    host_s: float = 0.0
+    host_low_s: float | None = None
+    host_high_s: float | None = None
+    host_between_s: float | None = None  # measured here: per step, outside the calls
+    call_overhead_s: float | None = None  # measured here: per call, outside its ops
     eager_s: float = 0.0
     eager_ops_per_step: float | None = None
     graph: bool = True  # False: no traced function in the step, only eager ops (the

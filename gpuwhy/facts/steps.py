@@ -179,6 +179,9 @@ class TracedFunction:
     # tf.functions whose graphs call this one (traced inside theirs: Keras'
     # multi_step_on_iterator runs one_step_on_data): its work is in their calls
     inside: tuple[str, ...] = ()
+    # of call_s, the calls that traced, whole (the trace, its compile, the first run):
+    # call_s less it is the steady calls' time
+    traced_call_s: float = 0.0
 
 
 @dataclass(frozen=True)

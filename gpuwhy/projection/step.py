@@ -45,6 +45,7 @@ from gpuwhy.projection.cpu_ops import (
     measured_cpu_ops,
 )
 from gpuwhy.projection.derive import auto_gpu
+from gpuwhy.projection.host import HostWork, host_work
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a
@@ -146,13 +147,13 @@ def eager_dispatch(eager: EagerFacts | None) -> Band | None:
     return Band(EAGER_LOW * mid, mid, mid + eager.per_step * LAUNCH_S[0])
 
 
-def step_band(device: Band, eager: Band | None) -> Band:
-    """The step from its GPU work and the host's eager dispatch: the GPU runs kernels
-    while Python issues the next op, so at best they overlap (the larger), at worst
-    they add up."""
-    if eager is None:
+def step_band(device: Band, host: Band | None) -> Band:
+    """The step from its GPU work and the host's own (eager dispatch, the loop between
+    calls, each call's cost): the GPU runs kernels while the host prepares the next, so
+    at best they overlap (the larger), at worst they add up."""
+    if host is None:
         return device
-    return Band(max(device.low, eager.low), max(device.mid, eager.mid), device.high + eager.high)
+    return Band(max(device.low, host.low), max(device.mid, host.mid), device.high + host.high)
 
 
 def _waits(
@@ -219,6 +220,9 @@ def projection_facts(
         else None
     )
     dispatch = eager_dispatch(eager) if steps is not None and steps.count else None
+    host: HostWork | None = None
+    if projection is not None:
+        host = host_work(steps, facts.tracing, projection.function, profile)
     if projection is None and dispatch is None:
         raise NothingToProject(
             "no tf.function was traced and no step's eager ops were counted: nothing to cost"
@@ -230,7 +234,9 @@ def projection_facts(
     device = projection.step if projection is not None else ZERO
     if cpu is not None:
         device = device + cpu.band  # on the path of the step: after them, or before
-    step = step_band(device, dispatch)
+    # the time between the calls holds the eager ops (measured whole): counted once
+    host_band = _host_band(host, dispatch)
+    step = step_band(device, host_band)
     batch_s = batch_seconds(pipeline)
     measured_s = measured_batch_seconds(steps)
     notes = ["a projection from the traced graph and published peaks, not a measurement"]
@@ -254,7 +260,9 @@ def projection_facts(
     jit = projection is not None and (
         projection.xla_assumed or (_jit(facts, projection.function) and not projection.xla_dropped)
     )
-    if dispatch is not None and eager is not None:
+    if host is not None:
+        notes.append(host.note)
+    if dispatch is not None and eager is not None and (host is None or host.between_s is None):
         notes.append(
             f"Python issues {eager.per_step:,.0f} eager ops per step, "
             f"{duration(dispatch.mid)} at the {eager.median_gap_us:.0f} µs between two "
@@ -316,8 +324,13 @@ def projection_facts(
         input_wait_fraction=wait,
         input_wait_low=wait_low,
         input_wait_high=wait_high,
-        calibrated=jit and (dispatch is None or dispatch.mid < 0.1 * step.mid),
+        calibrated=jit and (host_band is None or host_band.mid < 0.1 * step.mid),
         measured_step_s=_rounded(measured_compute_s(facts, gpu, steps)),
+        host_s=round(host.band.mid, 9) if host is not None else 0.0,
+        host_low_s=round(host.band.low, 9) if host is not None else None,
+        host_high_s=round(host.band.high, 9) if host is not None else None,
+        host_between_s=_rounded(host.between_s) if host is not None else None,
+        call_overhead_s=_rounded(host.call_overhead_s) if host is not None else None,
         eager_s=round(dispatch.mid, 9) if dispatch is not None else 0.0,
         eager_ops_per_step=round(eager.per_step, 1)
         if dispatch and eager and eager.per_step
@@ -325,6 +338,17 @@ def projection_facts(
         graph=projection is not None,
         notes=tuple(notes),
     )
+
+
+def _host_band(host: HostWork | None, dispatch: Band | None) -> Band | None:
+    """The host's work per step: measured between the calls and in each call where the
+    run gave it (the eager ops are between the calls), else Python issuing the eager ops
+    (a step with no traced function, or no steps to measure between)."""
+    if host is None:
+        return dispatch
+    if host.between_s is None and dispatch is not None:
+        return host.band + dispatch
+    return host.band
 
 
 def _cpu_op_count(placement: PlacementFacts, function: str) -> int:

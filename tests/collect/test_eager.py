@@ -118,6 +118,34 @@ def test_ops_inside_a_tf_function_are_not_eager_ops(counter):
     assert "5 tf.function calls" in facts.note
 
 
+def test_the_time_after_a_function_call_and_before_an_input_read_is_no_eager_ops(counter):
+    """Keras' fit issues two eager ops after each call (the optional's has_value and
+    get_value) with its own Python between the call and them; a custom loop reads its
+    batch with IteratorGetNext, whose gap holds the wait for input. Neither is the cost
+    of issuing an eager op: only the gap from one eager op to the next is."""
+
+    @tf.function
+    def train_step(x):
+        return tf.nn.relu(tf.matmul(x, B) + A)
+
+    batches = iter(tf.data.Dataset.from_tensors(A).repeat())
+    intervals = []
+    for _ in range(6):
+        start = time.perf_counter()
+        x = next(batches)
+        time.sleep(0.01)  # the program's own work after the read
+        train_step(x)
+        time.sleep(0.01)  # the framework's work after the call
+        h = x + B  # @first
+        h = h * B  # @second
+        intervals.append((start, time.perf_counter()))
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0, intervals))
+    assert facts.per_step == 3.0  # the read and two ops; the call is not an op
+    # the only gaps are AddV2 -> Mul: microseconds, not the 10 ms pauses around the call
+    assert facts.median_gap_us is not None and facts.median_gap_us < 2000
+
+
 def test_ops_of_another_thread_are_not_counted(counter):
     worker = threading.Thread(target=_small_op_steps, args=(3,))
     worker.start()

@@ -45,6 +45,48 @@ def test_each_op_counts_in_the_call_it_starts_in_per_step():
     assert (measured.per_step_s, measured.share) == pytest.approx((10e-6, 0.1))
 
 
+def test_a_calls_own_cost_is_the_python_call_less_the_span_of_its_ops():
+    """Function.__call__'s annotation (named as the function) holds the runtime's call;
+    the time outside the span of the call's ops, first start to last end, is its own
+    cost, whatever the ops do in between."""
+    events = [
+        Event("train_step", (1, 1), 0, 150 * US),  # Python's call
+        call(20, 120),
+        op("MatMul", "dense/MatMul", 40, 30),
+        op("Relu", "dense/Relu", 90, 10),  # ops span 40..100: 60 us
+        call(300, 100),  # no annotation around it: the runtime's call alone
+        op("MatMul", "dense/MatMul", 310, 70),  # span 70: 30 us outside
+        call(500, 50),  # no host op in it: not counted
+    ]
+    found = profile(sorted(events, key=lambda e: e.start_ps), "train_step")
+    assert found is not None
+    assert found.call_overhead_s == pytest.approx((90e-6 + 30e-6) / 2)
+
+
+def test_a_real_calls_own_cost_is_measured_under_tfs_profiler():
+    tf = pytest.importorskip("tensorflow")
+    from gpuwhy.collect.inprocess.step_profile import _kept
+    from gpuwhy.tfapi import profiler_trace
+
+    w = tf.Variable(tf.random.normal((256, 256)))
+
+    @tf.function
+    def big_step(x):
+        for _ in range(8):
+            x = tf.tanh(tf.matmul(x, w))
+        return x
+
+    x = tf.random.normal((256, 256))
+    big_step(x)
+    session = profiler_trace.start(device=False)
+    for _ in range(4):
+        big_step(x)
+    found = profile(profiler_trace.stop(session, _kept), "big_step")
+    assert found is not None and found.steps == 4 and found.call_overhead_s is not None
+    # the call's own cost is a part of it, the matmuls the rest
+    assert 0 < found.call_overhead_s < found.step_s
+
+
 def test_no_call_of_the_function_is_no_profile():
     assert profile([call(0, 100, name="eval_step")], "train_step") is None
 

@@ -39,6 +39,8 @@ from gpuwhy.tfapi import op_callbacks
 from gpuwhy.tfapi.op_callbacks import device_name, is_function_call
 
 GAP_CAP_S = 1e-3  # a longer gap between two eager ops is not dispatch alone
+# ops that read an input pipeline: the gap before one holds the wait for the next batch
+INPUT_READS = ("IteratorGetNext", "MultiDeviceIteratorGetNext")  # and ...AsOptional, ...FromShard
 TOP_SITES = 20
 THREAD_NOTE = (
     "counted on thread {thread!r} only: TensorFlow keeps op callbacks per thread, "
@@ -307,9 +309,13 @@ class EagerOpCounter(Collector):
         but also any Python code between the two ops and TF's own work to call the
         callback (about a microsecond, so the figure runs a little high); the cap keeps a long pause (a
         data load, a print) from counting as dispatch, and the gap before a step's first
-        op is left out. A gap that ends with a ``tf.function`` call is left out too: it
-        holds the function's run. ``tf.function`` calls are not eager ops and are not
-        counted in ``ops``; the note says how many there were.
+        op is left out. Only a gap from one eager op to the next is an eager op's: a gap
+        that ends with a ``tf.function`` call holds the function's run, one that starts
+        with it the framework's own work after the call (Keras' loop and callbacks: the
+        projection measures that part apart, projection/host.py), and one that ends with
+        an iterator's read holds the wait for input (measured apart). ``tf.function``
+        calls are not eager ops and are not counted in ``ops``; the note says how many
+        there were.
 
         With no steps, or none wholly inside a window (steps longer than the windows),
         ``sampled_steps`` is 0 and the same figures cover all the ops counted, over the
@@ -357,7 +363,11 @@ class EagerOpCounter(Collector):
                 span_ops[span] += 1
                 if elements[i] >= 0:
                     site_elements.setdefault(site, []).append(elements[i])
-                if previous_span == span:
+                if (
+                    previous_span == span
+                    and not sites[site_of[i - 1]].function
+                    and not sites[site].op_type.startswith(INPUT_READS)
+                ):
                     gap = max(0.0, t - t_out[i - 1])
                     gaps.append(gap)
                     dispatch_s += min(gap, GAP_CAP_S)

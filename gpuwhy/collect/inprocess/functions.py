@@ -584,6 +584,7 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         location=first.location,
         calls=sum(w.calls for w in members),
         call_s=round(sum(w.call_seconds() for w in members), 6),
+        traced_call_s=round(sum(w.traced_call_s for w in members), 6),
         traces=sum(w.traces for w in members),
         trace_s=round(sum(w.trace_s for w in members), 6),
         changed_args=tuple(sorted(changed)),

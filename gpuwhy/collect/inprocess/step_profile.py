@@ -257,6 +257,7 @@ def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile
             nodes[key] = nodes.get(key, 0) + e.duration_ps
             kernels[e.name] = kernels.get(e.name, 0) + e.duration_ps
     count = len(calls)
+    overhead = call_overhead(events, calls, function)
     per_step = sorted(
         (NodeTime(node, kernel, ps / 1e12 / count) for (node, kernel), ps in nodes.items()),
         key=lambda n: -n.seconds,
@@ -288,7 +289,31 @@ def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile
         collective_wait_s=(
             sum(waits) / len(waits) if waits and len(waits) == with_collectives else None
         ),
+        call_overhead_s=overhead,
     )
+
+
+def call_overhead(events: list, calls: list, function: str) -> float | None:
+    """A call's own cost, per call: the time of the whole call, from Python
+    (``Function.__call__``'s trace annotation, named ``function``, holds the runtime's
+    ``EagerLocalExecute``) less the span of its ops, first start to last end. What is left
+    is the call's fixed work: arguments bound and flattened, the function looked up, its
+    executor made and its outputs handed back, which a GPU does not shorten. None where
+    no call ran an op on the host."""
+    outer = [e for e in events if e.name == function]
+    kept = []
+    for call in calls:
+        end = call.start_ps + call.duration_ps
+        wrapper = next(
+            (o for o in outer if o.start_ps <= call.start_ps and o.start_ps + o.duration_ps >= end),
+            call,
+        )
+        ops = [e for e in events if e.op and e.host and call.start_ps <= e.start_ps < end]
+        if not ops:
+            continue
+        span = max(e.start_ps + e.duration_ps for e in ops) - min(e.start_ps for e in ops)
+        kept.append(max(0, wrapper.duration_ps - span))
+    return sum(kept) / len(kept) / 1e12 if kept else None
 
 
 def _union(events: list, end_ps: int) -> int:

@@ -232,7 +232,11 @@ def projection(p: ProjectionFacts) -> Figure:
             "hovertemplate": "step %{x:,.3f} ms (band shown)<extra></extra>",
         }
     )
-    if p.eager_s:
+    if p.host_s:
+        name = "the host's own work (measured on this host)"
+        hover = f"{name}: %{{x:,.3f}} ms per step<extra></extra>"
+        data.append(_bar(name, p.host_s, label(name), "#b279a2", hover))
+    elif p.eager_s:
         name = "Python issuing eager ops (this host)"
         hover = f"{name}: %{{x:,.3f}} ms per step<extra></extra>"
         data.append(_bar(name, p.eager_s, label(name), "#b279a2", hover))

@@ -124,6 +124,12 @@ def projection_lines(projection: ProjectionFacts) -> list[str]:
         if projection.eager_s and projection.eager_ops_per_step
         else None
     )
+    if projection.host_s:
+        eager = (
+            f"the host's own work {duration(projection.host_s, True)} "
+            f"({duration(projection.host_low_s or 0.0, True)}–"
+            f"{duration(projection.host_high_s or 0.0, True)}, measured here)"
+        )
     if not projection.graph:
         lines = [
             f"step of {projection.function}: at least {duration(projection.step_s)} ({band}): "

@@ -1,0 +1,117 @@
+"""The host's own work in a projected step, from small facts: the time between calls of
+the step's function, each call's own cost, and how they join the GPU's work."""
+
+import pytest
+
+from gpuwhy.derived.step_profile import StepProfile
+from gpuwhy.facts import EagerFacts, Facts, StepFacts, TracedFunction, TracingFacts
+from gpuwhy.projection.host import between_calls, host_work
+from gpuwhy.projection.step import projection_facts
+from gpuwhy.report.run.summary import projection_lines
+from gpuwhy.verdict import projection_clause
+from tests import builders as b
+from tests.projection.test_cost import TRAIN, placement
+
+
+def fit_steps(**changes) -> StepFacts:
+    """Keras' fit: 1,001 steps, the first a warm-up, 1 ms each; its wait for input is
+    inside the call (the tf.data gap timer)."""
+    base = dict(
+        source="keras-fit",
+        marker="Model.fit at train.py:30",
+        count=1001,
+        warmup=1,
+        median_s=0.001,
+        total_s=1.0,
+        input_wait_fraction=0.2,
+        input_wait_source="tf.data gap timer",
+    )
+    return StepFacts(**{**base, **changes})
+
+
+def train_step(**changes) -> TracedFunction:
+    """1,001 calls: the one that traced took 2 s, the others 0.7 ms each."""
+    base = dict(
+        name="train_step",
+        location="train.py:12",
+        calls=1001,
+        call_s=2.0 + 1000 * 0.0007,
+        traces=1,
+        traced_call_s=2.0,
+    )
+    return TracedFunction(**{**base, **changes})
+
+
+def test_between_calls_is_the_step_less_its_steady_calls_and_an_outside_wait():
+    # Keras' fit: 1 ms a step, 0.7 ms in the call (its wait is inside it): 0.3 ms outside
+    assert between_calls(fit_steps(), train_step()) == pytest.approx(0.0003)
+    # a Python loop's next(): the wait (20% of 1 ms) is outside the call, not host work
+    loop = fit_steps(input_wait_source="next() timing")
+    assert between_calls(loop, train_step()) == pytest.approx(0.0001)
+    # steps_per_execution=4: one call every 4 steps (4 ms for 4 steps, 2.8 ms the call)
+    spe = fit_steps(count=4004, warmup=4, total_s=4.0)
+    assert between_calls(spe, train_step(call_s=2.0 + 1000 * 0.0028)) == pytest.approx(0.0003)
+    # nothing to measure with: no steady call, no steps after warm-up
+    assert between_calls(fit_steps(), train_step(calls=1)) is None
+    assert between_calls(fit_steps(warmup=1001), train_step()) is None
+    assert between_calls(None, train_step()) is None
+
+
+def _profile(overhead: float | None, function: str = "train_step") -> StepProfile:
+    return StepProfile(function, 4, 0.001, (), 0, (), call_overhead_s=overhead)
+
+
+def test_a_calls_own_cost_comes_from_the_profile_and_never_exceeds_the_call():
+    tracing = TracingFacts(functions=(train_step(),))
+    host = host_work(fit_steps(), tracing, TRAIN, _profile(0.0004))
+    assert host is not None
+    assert (host.between_s, host.call_overhead_s) == pytest.approx((0.0003, 0.0004))
+    assert host.band.mid == pytest.approx(0.0007)
+    assert (host.band.low, host.band.high) == pytest.approx((0.00035, 0.00105))
+    assert "0.4 ms per call of train_step outside its ops" in host.note
+    # the profiled calls ran slower: their own cost is capped at the untraced whole call
+    capped = host_work(fit_steps(), tracing, TRAIN, _profile(0.005))
+    assert capped is not None and capped.call_overhead_s == pytest.approx(0.0007)
+    # another function's profile, or none: the call's cost is said not measured
+    other = host_work(fit_steps(), tracing, TRAIN, _profile(0.0004, "eval_step"))
+    assert other is not None and other.call_overhead_s is None
+    assert "not measured: the call's own cost" in other.note
+    assert host_work(None, tracing, TRAIN, None) is None
+
+
+def test_the_host_bounds_a_small_step_and_overlaps_a_large_one():
+    tracing = TracingFacts(functions=(train_step(),))
+    steps, profile = fit_steps(), _profile(0.0004)
+    small = Facts(placement=placement(), tracing=tracing)  # a GPU step well under 0.7 ms
+    found = projection_facts(small, "A100", None, steps, None, profile=profile)
+    assert found.host_s == pytest.approx(0.0007)
+    assert found.step_s == pytest.approx(0.0007)  # the host sets the pace
+    assert found.host_between_s == pytest.approx(0.0003)
+    assert found.call_overhead_s == pytest.approx(0.0004)
+    assert any(note.startswith("the host's own work, measured here") for note in found.notes)
+    assert "most of it the host's own work" in projection_clause(found)
+    assert (
+        "the host's own work 700.0 µs (350.0 µs–1.1 ms, measured here)"
+        in (projection_lines(found)[0])
+    )
+    ops = [b.tensor_op(flops=2e11, function=TRAIN, gradient=True)]  # ~6.4 ms on an A100
+    large = Facts(placement=placement(tensor_ops=ops), tracing=tracing)
+    alone = projection_facts(Facts(placement=placement(tensor_ops=ops)), "A100")
+    hidden = projection_facts(large, "A100", None, steps, None, profile=profile)
+    assert hidden.step_s == pytest.approx(alone.step_s)  # the GPU's work hides it
+    assert hidden.step_high_s == pytest.approx(alone.step_high_s + 0.00105)  # or adds
+
+
+def test_eager_ops_between_the_calls_are_counted_once():
+    """Keras' fit issues two eager ops after each call: their time is in the time
+    between the calls, not added again at ops x their gap."""
+    tracing = TracingFacts(functions=(train_step(),))
+    eager = EagerFacts(sampled_steps=40, ops=80, per_step=2.0, median_gap_us=100.0)
+    facts = Facts(placement=placement(), tracing=tracing)
+    found = projection_facts(facts, "A100", None, fit_steps(), eager)
+    assert found.host_s == pytest.approx(0.0003)  # between the calls only
+    assert found.eager_s == pytest.approx(0.0002)  # said, not added
+    assert not any("Python issues 2 eager ops" in note for note in found.notes)
+    # without a measure between the calls, Python issuing them is the host's part
+    bare = projection_facts(Facts(placement=placement()), "A100", None, fit_steps(), eager)
+    assert bare.host_s == 0.0 and any("Python issues 2 eager ops" in n for n in bare.notes)
