@@ -115,7 +115,8 @@ def _spec(
         peer * GBS if peer else None,
         sms,
         fp8 * TFLOPS if fp8 else None,
-        geforce=name.startswith("RTX ") and name[4].isdigit(),
+        # a GeForce model number (RTX 2080 Ti, 4090), not a workstation part (RTX 6000 Ada)
+        geforce=re.fullmatch(r"RTX [2-5]0[5-9]0( Ti)?", name) is not None,
     )
 
 

@@ -45,22 +45,23 @@ from gpuwhy.facts import (
     TensorOp,
 )
 from gpuwhy.gpu_specs import GpuSpec
+from gpuwhy.projection.architectures import (
+    KERNEL_FIXED_S,
+    architecture,
+    efficiency,
+    error_band,
+)
 
 # Share of the precision's peak that the matmuls and convolutions of a training step
-# reach, (low, mid, high), by the units that run them and the kind of op: fitted to
-# published figures (docs/projection.md). FP32 convolutions may pass the FLOP peak:
-# cuDNN runs 3x3 ones with Winograd's transform, fewer multiplies than the FLOPs
-# counted here.
-EFFICIENCY = {
-    ("fp32", "conv"): (0.83, 1.25, 1.92),
-    ("fp32", "matmul"): (0.42, 0.63, 0.97),
-    ("tf32", "conv"): (0.20, 0.30, 0.46),
-    ("tf32", "matmul"): (0.20, 0.30, 0.46),
-    ("fp16", "conv"): (0.33, 0.49, 0.75),
-    ("fp16", "matmul"): (0.33, 0.49, 0.75),
-}
-# Smaller ops reach less of it: (GFLOPs from, factor on the efficiency).
-SIZE_FACTOR = ((1.0, 1.0), (0.1, 0.6), (0.0, 0.25))
+# reach: by architecture (architectures.EFFICIENCY), each term's own band this factor
+# either side of it (the spread of the fitted figures, 0.76-1.32, with a margin)
+TERM_SPREAD = (0.67, 1.53)
+# Smaller ops reach less of it: too few tiles to fill the GPU's SMs in waves, and a
+# start and a tail that do not shrink with the op. How small is the op's time at the
+# share above (seconds from, factor on the efficiency): 1 and 0.1 GFLOP at an A100's
+# float16 rate, where these were fitted as FLOP counts; a GPU three times faster runs
+# an op of the same FLOPs in a third of the time, as small a kernel as a third of them.
+SIZE_FACTOR = ((6.5e-6, 1.0), (0.65e-6, 0.6), (0.0, 0.25))
 MEMORY_EFFICIENCY = (0.50, 0.70, 0.85)  # of the peak memory bandwidth
 # Under XLA: memory traffic per byte the step's ops write as traced, before fusion
 # (elementwise, reductions, matmuls and convolutions): fusion saves some, reductions
@@ -109,15 +110,11 @@ COPY_LATENCY_S = 10e-6
 # band's ends this much further out (derived peaks land within 10% of the datasheets'
 # for the table's GPUs; a GeForce card's highest clock is often above its rated boost)
 DERIVED_WIDTH = 1.25
-# Where the fitted figures say less (docs/projection.md), the band's ends further out:
-# - a GeForce card (none in the fit): its tensor cores' halved FP32-accumulate rate
-#   leaves it less starved for memory than the fitted V100 and A100 (76 FLOPs per byte
-#   of bandwidth on an RTX 3090 against 139-200), so it may reach more of its peak;
-# - a small batch (at most SMALL_BATCH samples a step): costs that do not shrink with
-#   the batch (the optimizer's passes over every weight, loss-scale checks, launches
-#   between XLA clusters) weigh more; the fit's smallest mixed-precision batch (BERT-Large,
-#   6 a step on a V100) was its slowest against the projection (x1.20).
-GEFORCE_WIDTH = 1.3  # the tensor time's fast end
+# Where the fitted figures say less, the band's slow end further out: a small batch (at
+# most SMALL_BATCH samples a step): costs that do not shrink with the batch (the
+# optimizer's passes over every weight, loss-scale checks, launches between XLA
+# clusters) weigh more; the fit's smallest mixed-precision batch (BERT-Large, 6 a step
+# on a V100) was its slowest against the projection (x1.20).
 SMALL_BATCH = 8
 SMALL_BATCH_WIDTH = 1.3  # the step's slow end
 
@@ -161,9 +158,15 @@ class StepProjection:
     cudnn_loops: tuple[str, ...] = ()  # RNN loops costed as cuDNN's kernels
     xla_dropped: bool = False  # compiled with XLA here, not on a GPU (a cuDNN RNN in it)
 
+    # the step's band: (fastest, slowest) factors on its middle time, from the held-out
+    # errors of its architecture and precision (architectures.ERROR_BAND)
+    band: tuple[float, float] = (0.65, 1.5)
+
     @property
     def step(self) -> Band:
-        return self.tensor + self.kernels + self.copies
+        mid = self.tensor.mid + self.kernels.mid + self.copies.mid
+        low, high = self.band
+        return Band(low * mid, mid, high * mid)
 
 
 def _times(work: float, peak: float, efficiency: tuple[float, float, float]) -> Band:
@@ -181,12 +184,15 @@ def precision_class(gpu: GpuSpec, dtype: str, tf32_enabled: bool) -> str:
     return "fp32"
 
 
-def _tensor_efficiency(op: TensorOp, precision: str) -> tuple[float, float, float]:
-    flops = op.flops or 0
-    factor = next(f for gflops, f in SIZE_FACTOR if flops >= gflops * 1e9)
+def _tensor_efficiency(
+    op: TensorOp, precision: str, gpu: GpuSpec, peak: float
+) -> tuple[float, float, float]:
     kind = "conv" if "Conv" in op.op else "matmul"
-    low, mid, high = EFFICIENCY[(precision, kind)]
-    return low * factor, mid * factor, high * factor
+    mid = efficiency(gpu)[(precision, kind)]
+    ideal_s = (op.flops or 0) / (peak * mid)
+    factor = next(f for seconds, f in SIZE_FACTOR if ideal_s >= seconds)
+    low, high = TERM_SPREAD
+    return low * mid * factor, mid * factor, high * mid * factor
 
 
 def tensor_time(
@@ -194,6 +200,7 @@ def tensor_time(
     gpu: GpuSpec,
     tf32_enabled: bool,
     cudnn_loops: frozenset[str] = frozenset(),
+    xla: bool = False,
 ) -> Band:
     """Each op's FLOPs at its efficiency. An op in a while loop runs as many times as the
     loop iterates, each run as small as it is (an RNN's matmul of one timestep) and
@@ -207,7 +214,9 @@ def tensor_time(
         if op.flops:
             peak = gpu.matmul_flops(op.dtype, tf32_enabled)
             precision = precision_class(gpu, op.dtype, tf32_enabled)
-            once = _times(op.flops, peak, _tensor_efficiency(op, precision))
+            once = _times(op.flops, peak, _tensor_efficiency(op, precision, gpu, peak))
+            if xla:  # one kernel each, its start and drain beside its work
+                once = once + _fixed(gpu, 1)
             runs = op.runs or 1
             if op.loop in cudnn_loops:
                 work, most = batched.get(op.loop or "", (ZERO, 0))
@@ -270,8 +279,9 @@ def kernel_times(
         depthwise_bytes, DEPTHWISE_TRAFFIC["fp16" if half else "fp32"], gpu, bandwidth
     )
     if function.jit_compile:
+        # each fused kernel's start and drain add to its work (KERNEL_FIXED_S)
         launches = max(1, sum(k.count for k in function.kernels) // XLA_OPS_PER_KERNEL)
-        floor = _scaled(PER_LAUNCH, launches)
+        fixed = _fixed(gpu, launches)
         written = sum(
             k.bytes - (k.float32_bytes // 2 if half else 0)
             for k in function.kernels
@@ -279,9 +289,9 @@ def kernel_times(
         )
         moved = _traffic(written + tensor_output_bytes, XLA_TRAFFIC, gpu, bandwidth)
         moved = moved + depthwise
-        total = _larger(floor, moved)
-        bound = floor if floor.mid >= moved.mid else ZERO
-        return total, bound, launches if floor.mid >= moved.mid else 0
+        total = fixed + moved
+        bound = fixed if fixed.mid >= moved.mid else ZERO
+        return total, bound, launches if fixed.mid >= moved.mid else 0
     total, bound = depthwise, ZERO
     bound_kernels = 0
     for work in function.kernels:
@@ -335,12 +345,16 @@ def _traffic(
     )
 
 
+def _fixed(gpu: GpuSpec, kernels: int) -> Band:
+    """The fixed cost of ``kernels`` XLA kernels on ``gpu``: its generation's start and
+    drain per kernel, the band the launch's (LAUNCH_S) spread around it."""
+    each = KERNEL_FIXED_S[architecture(gpu)]
+    low, high = LAUNCH_S[2] / LAUNCH_S[1], LAUNCH_S[0] / LAUNCH_S[1]
+    return Band(low * each * kernels, each * kernels, high * each * kernels)
+
+
 def _scaled(band: Band, count: int) -> Band:
     return Band(band.low * count, band.mid * count, band.high * count)
-
-
-def _widened(band: Band, factor: float) -> Band:
-    return Band(band.low / factor, band.mid, band.high * factor)
 
 
 def _larger(a: Band, b: Band) -> Band:
@@ -418,14 +432,9 @@ def project_step(
     for k in function.kernels:
         if k.loop in cudnn:
             fused[k.loop] = max(fused.get(k.loop, 0), k.runs)
-    tensor = tensor_time(ops, gpu, placement.tf32_enabled is not False, cudnn)
-    if gpu.derived_from:
-        tensor, kernels = _widened(tensor, DERIVED_WIDTH), _widened(kernels, DERIVED_WIDTH)
-    if gpu.geforce:
-        tensor = Band(tensor.low / GEFORCE_WIDTH, tensor.mid, tensor.high)
-    if small_batch(ops):
-        tensor = Band(tensor.low, tensor.mid, tensor.high * SMALL_BATCH_WIDTH)
-        kernels = Band(kernels.low, kernels.mid, kernels.high * SMALL_BATCH_WIDTH)
+    tensor = tensor_time(
+        ops, gpu, placement.tf32_enabled is not False, cudnn, xla=function.jit_compile
+    )
     return StepProjection(
         gpu=gpu.name,
         function=label,
@@ -442,7 +451,21 @@ def project_step(
         step_copies=function.step_copies,
         cudnn_loops=tuple(sorted(cudnn)),
         xla_dropped=dropped,
+        band=step_band_factors(gpu, half_precision(ops), function.jit_compile, small_batch(ops)),
     )
+
+
+def step_band_factors(gpu: GpuSpec, half: bool, xla: bool, small: bool) -> tuple[float, float]:
+    """The projected step's (fastest, slowest) factors: its architecture's and
+    precision's held-out spread (architectures.error_band), wider where the figures
+    say less: peaks derived from NVML (both ends), a small batch (the slow end: costs
+    that do not shrink with the batch weigh more)."""
+    low, high = error_band(gpu, "fp16" if half else "fp32", xla)
+    if gpu.derived_from:
+        low, high = low / DERIVED_WIDTH, high * DERIVED_WIDTH
+    if small:
+        high *= SMALL_BATCH_WIDTH
+    return low, high
 
 
 def rnn_layer(loop: str, layers: tuple[str, ...]) -> str | None:
