@@ -1,40 +1,33 @@
-"""The GPU projection against published TensorFlow training throughputs.
+"""The GPU projection against published and measured training throughputs.
 
 Projects the training step of well-known models (built with Keras here, traced with an
 unknown batch as gpuwhy audits a user's step) onto the GPU, precision, batch size and
-XLA setting of NVIDIA's published single-GPU TensorFlow results, and prints the
-projected throughput (middle, and the band) beside the published figure with their
-ratio. Also times the projection itself, after tracing (budget: 1 s for ResNet-50).
+XLA setting of each figure in ``projection_figures.py`` (its sources are there and in
+docs/projection.md) and prints the projection beside the figure with their ratio
+(projected over measured: above 1 where the projection is too fast):
 
-Two sets (docs/projection.md says where each figure comes from):
+- throughputs (NVIDIA's single-GPU TensorFlow results, tf_cnn_benchmarks, Lambda's
+  TensorFlow logs, and current software on Hopper: torchvision's ResNet-50 on the H100
+  measured for this project, Lambda's PyTorch BERT in TF32), with the projection's band
+  and whether the figure is inside it;
+- ratios of two GPUs in one harness (Lambda's PyTorch harness, same container and
+  scripts): Hopper, Ada and Blackwell against the A100 or the H100; a pair whose
+  reference GPU its harness ran far from its projection is "not comparable" (printed,
+  not scored);
+- two-point batch sweeps (tf_cnn_benchmarks on RTX 3090/4090).
 
-- **fit**: the fourteen figures the model's efficiencies, XLA traffic factor and
-  depthwise factor were fitted to (all with XLA: the model without XLA has no fitted
-  constant of its own): ResNet-50 v1.5 (DeepLearningExamples TensorFlow/
-  Classification/ConvNets/resnet50v1.5/README.md at its current version: 20.06-tf1-py3,
-  XLA on), EfficientNet-B0 (TensorFlow2/Classification/ConvNets/efficientnet_v1/
-  README.md, 21.09-tf2-py3, XLA on) and BERT-Large SQuAD fine-tuning at sequence
-  length 384 (TensorFlow2/LanguageModeling/BERT/README.md, 21.02-tf2-py3, XLA on;
-  held out before the fit that split matmuls from convolutions).
-- **held out**: figures the fit never saw: ELECTRA-base SQuAD fine-tuning, the BERT-base
-  architecture, without XLA in TF32/FP32 (TensorFlow2/LanguageModeling/ELECTRA/
-  README.md, 20.07-tf2-py3); EfficientNet-B4 and EfficientNetV2-S (efficientnet_v1 and
-  efficientnet_v2 READMEs, 21.09-tf2-py3); ResNeXt-101 32x4d and SE-ResNeXt-101 32x4d
-  (TensorFlow/Classification/ConvNets READMEs, 20.06-tf1-py3); U-Net
-  (TensorFlow2/Segmentation/UNet_Medical/README.md, 21.02-tf2-py3). Fourteen more,
-  recorded and printed against the model before it changed (docs/projection.md): ResNet-50
-  without XLA, as NVIDIA's and tf_cnn_benchmarks' implementations build it (one fused
-  batch-norm kernel per layer), on V100 (the ResNet README at fed7ba99, 20.03-tf1-py3)
-  and RTX 3090/4090 (tf_cnn_benchmarks, server-gear.com); ResNet-50 with XLA on a Quadro
-  RTX 8000 (Lambda's deeplearning-benchmark logs); BERT-Large SQuAD at small batches,
-  NVIDIA's TF1 implementation (TensorFlow/LanguageModeling/BERT/README.md, 20.06),
-  on A100 40GB and V100.
+Each row is "fit" (its architecture's constants were fitted to it:
+tools/fit_projection.py) or "held out"; the summary gives, per kind and architecture,
+how many are within 0.67-1.5x and the median and worst error. Then ResNet-50's
+projected throughput by batch on A100 and H100 (the fixed cost per kernel at work).
+Also times the projection of each audited step (the audit itself: bench_audit.py).
 
     .venv/bin/python benchmarks/bench_projection.py [--runs 3] [--only resnet50,bert-large]
-        [--second]
+        [--cache DIR]
 
-Tracing the models takes ten minutes or more on a 2-core CPU (BERT-Large the longest);
-the projection times are medians over --runs.
+Tracing and auditing the models takes minutes on a 2-core CPU (BERT-Large the longest);
+``--cache`` keeps each audited step, so a second run takes seconds. The projection times
+are medians over --runs.
 """
 
 from __future__ import annotations
@@ -44,10 +37,13 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from projection_figures import AMP, FP32, PUBLISHED, Published
+from projection_figures import AMP, FP32, PUBLISHED, RELATIVE, SWEEPS, Published, Relative, Sweep
 
 IMAGE_MODELS = {  # name: input size
     "resnet50": 224,
@@ -323,11 +319,155 @@ def keep(folder: str, case: Published, placement) -> None:
             pickle.dump(placement, out)
 
 
+class Projector:
+    """Projects the figures' traced steps, each audited once per batch (kept in ``cache``
+    where given)."""
+
+    def __init__(self, cache: str = "") -> None:
+        self.cache = cache
+        self.traced: dict[tuple, Any] = {}
+        self.placements: dict[tuple, Any] = {}
+
+    def placement(self, model: str, precision: str, xla: bool, batch: int) -> Any:
+        key = (model, precision, xla, batch)
+        if key not in self.placements:
+            from gpuwhy.collect.placement import AuditTarget, audit_functions
+
+            case = Published(model, "A100", precision, batch, xla, 1.0, "fit")
+            kept = cached(self.cache, case)
+            if kept is None:
+                if key[:3] not in self.traced:
+                    started = time.perf_counter()
+                    self.traced[key[:3]] = traced_train_step(model, precision, xla)
+                    print(f"  (traced {model} {precision} xla={xla} in "
+                          f"{time.perf_counter() - started:.0f} s)")  # fmt: skip
+                target = [AuditTarget("train_step", self.traced[key[:3]], "bench_projection.py")]
+                kept, _ = audit_functions(target, batch=batch)
+                keep(self.cache, case, kept)
+            self.placements[key] = kept
+        return self.placements[key]
+
+    def throughput(self, model: str, gpu: str, precision: str, xla: bool, batch: int) -> float:
+        from gpuwhy.gpu_specs import find_gpu
+        from gpuwhy.projection.cost import project_step
+
+        found = project_step(self.placement(model, precision, xla, batch), find_gpu(gpu))
+        assert found is not None
+        return batch / found.step.mid
+
+    def comparable(self, row: Row) -> bool:
+        """A ratio's reference GPU ran in its harness about as fast as projected (within
+        COMPARABLE): else the ratio measures the harness as much as the generations."""
+        f = row.figure
+        if not isinstance(f, Relative) or not f.over_value:
+            return True
+        own = self.throughput(f.model, f.over, f.precision, f.xla, f.over_batch) / f.over_value
+        return 1 / COMPARABLE <= own <= COMPARABLE
+
+    def projected(self, row: Row) -> float:
+        """The projected figure: a throughput, or a ratio of two."""
+        f = row.figure
+        mine = self.throughput(f.model, f.gpu, f.precision, f.xla, f.batch)
+        if isinstance(f, Sweep):
+            return mine / self.throughput(f.model, f.gpu, f.precision, f.xla, f.over_batch)
+        if isinstance(f, Relative):
+            return mine / self.throughput(f.model, f.over, f.precision, f.xla, f.over_batch)
+        return mine
+
+    def error(self, row: Row) -> float:
+        """Projected over measured: above 1 where the projection is too fast."""
+        return self.projected(row) / row.measured
+
+
+COMPARABLE = 1.33
+
+
+@dataclass
+class Row:
+    kind: str  # fit | held out | sweep | not comparable
+    arch: str  # architecture, and "GeForce" for those cards (architectures.family)
+    precision: str  # fp32 (TF32 too) | fp16
+    xla: bool
+    label: str
+    measured: float
+    figure: Any
+
+
+def rows(projector: Projector | None = None) -> list[Row]:
+    """Every figure as a row; with ``projector``, relative figures whose reference GPU
+    its harness ran far from its projection are "not comparable"."""
+    from gpuwhy.gpu_specs import find_gpu
+    from gpuwhy.projection.architectures import family
+
+    def row(kind, figure, label, measured):
+        precision = "fp32" if figure.precision == FP32 else "fp16"
+        arch = family(find_gpu(figure.gpu))
+        return Row(kind, arch, precision, figure.xla, label, measured, figure)
+
+    found = [
+        row(
+            p.kind,
+            p,
+            f"{p.model} {p.gpu} {_precision(p)} b{p.batch} xla={int(p.xla)}",
+            p.throughput,
+        )
+        for p in PUBLISHED
+    ]
+    found += [
+        row(
+            r.kind,
+            r,
+            f"{r.model} {r.gpu} b{r.batch} / {r.over} b{r.over_batch} {_precision(r)}",
+            r.ratio,
+        )
+        for r in RELATIVE
+    ]
+    found += [
+        row("sweep", s, f"{s.model} {s.gpu} b{s.batch} / b{s.over_batch} {_precision(s)}", s.ratio)
+        for s in SWEEPS
+    ]
+    if projector is not None:
+        for each in found:
+            if not projector.comparable(each):
+                each.kind = "not comparable"
+    return found
+
+
+def _precision(figure: Any) -> str:
+    from gpuwhy.gpu_specs import find_gpu
+
+    if figure.precision == AMP:
+        return "AMP"
+    return "TF32" if find_gpu(figure.gpu).tf32_flops else "FP32"
+
+
+def worst(errors: Iterable[float]) -> tuple[float, float]:
+    """(largest, median) |log error|."""
+    logs = [abs(math.log(e)) for e in errors]
+    return (max(logs), statistics.median(logs)) if logs else (0.0, 0.0)
+
+
+def summary(projector: Projector, chosen: list[Row]) -> None:
+    """Per kind and architecture: how many within 0.67-1.5x, the median and worst error."""
+    for kind in ("fit", "held out", "sweep", "not comparable"):
+        for arch in sorted({r.arch for r in chosen}):
+            errors = [projector.error(r) for r in chosen if r.kind == kind and r.arch == arch]
+            if not errors:
+                continue
+            within = sum(1 for e in errors if 0.67 <= e <= 1.5)
+            big, typical = worst(errors)
+            print(f"- {kind}, {arch}: {within}/{len(errors)} within 0.67-1.5x, median error "
+                  f"x{math.exp(typical):.2f}, worst x{math.exp(big):.2f}")  # fmt: skip
+
+
+SWEEP_GPUS = ("A100", "H100")
+SWEEP_BATCHES = (32, 64, 128, 256)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated models")
-    parser.add_argument("--second", action="store_true", help="the second held-out set only")
     parser.add_argument(
         "--cache",
         default="",
@@ -336,67 +476,62 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from gpuwhy.collect.placement import AuditTarget, audit_functions
     from gpuwhy.facts import Facts
-    from gpuwhy.gpu_specs import find_gpu
     from gpuwhy.projection.step import projection_facts
 
     only = {name for name in args.only.split(",") if name}
-    cases = [case for case in PUBLISHED if not only or case.model in only]
-    cases = [case for case in cases if case.second or not args.second]
-    traced = {}
-    rows = []
-    print(f"{'set':<8} {'model':<18} {'GPU':<15} {'precision':<9} {'XLA':<3} {'batch':>5}  "
-          f"{'projected/s (band)':<24} {'published':>9}  {'ratio':>5}  {'in band':<7}  "
-          "projection s")  # fmt: skip
-    for case in cases:
-        key = (case.model, case.precision, case.xla)
-        kept = cached(args.cache, case)
-        if kept is None and key not in traced:
-            started = time.perf_counter()
-            traced[key] = traced_train_step(*key)
-            print(f"  (traced {case.model} {case.precision} xla={case.xla} in "
-                  f"{time.perf_counter() - started:.0f} s)")  # fmt: skip
-        seconds = []
-        for _ in range(args.runs):
-            started = time.perf_counter()
-            if kept is None:
-                target = [AuditTarget("train_step", traced[key], "bench_projection.py")]
-                placement, _ = audit_functions(target, batch=case.batch)
-                keep(args.cache, case, placement)
-            else:
-                placement = kept
-            projection = projection_facts(Facts(placement=placement), case.gpu)
-            seconds.append(time.perf_counter() - started)
-        mid = case.batch / projection.step_s
-        low, high = case.batch / projection.step_high_s, case.batch / projection.step_low_s
-        ratio = mid / case.throughput
-        inside = low <= case.throughput <= high
-        rows.append((case, ratio, inside))
-        tf32 = case.precision == FP32 and find_gpu(case.gpu).tf32_flops
-        precision = "TF32" if tf32 else case.precision
-        precision = {FP32: "FP32", AMP: "AMP"}.get(precision, precision)
-        print(
-            f"{case.kind:<8} {case.model:<18} "
-            f"{find_gpu(case.gpu).name:<15} {precision:<9} {'on' if case.xla else 'off':<3} "
-            f"{case.batch:>5}  {mid:>7,.1f} ({low:,.1f}–{high:,.1f}){'':<4} "
-            f"{case.throughput:>9,.1f}  {ratio:>5.2f}  {'yes' if inside else 'no':<7}  "
-            f"{statistics.median(seconds):.2f}"
-        )
-    groups = {
-        "fit": lambda case: case.kind == "fit",
-        "held out": lambda case: case.kind == "held out",
-        "held out, second set": lambda case: case.second,
-    }
-    for name, member in groups.items():
-        chosen = [(ratio, inside) for case, ratio, inside in rows if member(case)]
-        if not chosen:
-            continue
-        within = sum(1 for ratio, _ in chosen if 0.67 <= ratio <= 1.5)
-        covered = sum(1 for _, inside in chosen if inside)
-        spread = statistics.median(abs(math.log(ratio)) for ratio, _ in chosen)
-        print(f"{name}: {within}/{len(chosen)} ratios within 0.67-1.5x, {covered}/{len(chosen)} "
-              f"published figures inside the band, median error x{math.exp(spread):.2f}")  # fmt: skip
+    projector = Projector(args.cache)
+    every = [r for r in rows(projector) if not only or r.figure.model in only]
+    print(f"{'set':<14} {'architecture':<13} {'figure':<58} {'projected (band)':<26} "
+          f"{'measured':>9}  {'ratio':>5}  {'in band':<7}  projection ms")  # fmt: skip
+    for row in every:
+        figure = row.figure
+        band, seconds = "", []
+        if isinstance(figure, Published):
+            placement = projector.placement(
+                figure.model, figure.precision, figure.xla, figure.batch
+            )
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                found = projection_facts(Facts(placement=placement), figure.gpu)
+                seconds.append(time.perf_counter() - started)
+            low, high = figure.batch / found.step_high_s, figure.batch / found.step_low_s
+            band = f"({low:,.1f}–{high:,.1f})"
+            inside = "yes" if low <= row.measured <= high else "no"
+        else:
+            inside = ""
+        projected = projector.projected(row)
+        print(f"{row.kind:<14} {row.arch:<13} {row.label:<58} {projected:>9,.2f} {band:<16} "
+              f"{row.measured:>9,.2f}  {projected / row.measured:>5.2f}  {inside:<7}  "
+              f"{1000 * statistics.median(seconds):.1f}" if seconds else
+              f"{row.kind:<14} {row.arch:<13} {row.label:<58} {projected:>9,.2f} {band:<16} "
+              f"{row.measured:>9,.2f}  {projected / row.measured:>5.2f}")  # fmt: skip
+    print()
+    summary(projector, every)
+    published = [r for r in every if isinstance(r.figure, Published)]
+    for kind in ("fit", "held out"):
+        chosen = [r for r in published if r.kind == kind]
+        covered = 0
+        for r in chosen:
+            f = r.figure
+            found = projection_facts(
+                Facts(placement=projector.placement(f.model, f.precision, f.xla, f.batch)), f.gpu
+            )
+            covered += f.batch / found.step_high_s <= r.measured <= f.batch / found.step_low_s
+        if chosen:
+            print(f"- {kind}: {covered}/{len(chosen)} published throughputs inside the band")
+    if only and "resnet50" not in only:
+        return
+    print("\nResNet-50 with XLA, projected images/s by batch (and over batch 256):")
+    for gpu in SWEEP_GPUS:
+        for precision in (FP32, AMP):
+            values = [
+                projector.throughput("resnet50", gpu, precision, True, b) for b in SWEEP_BATCHES
+            ]
+            cells = "  ".join(
+                f"{b}: {v:,.0f} ({v / values[-1]:.2f})" for b, v in zip(SWEEP_BATCHES, values)
+            )
+            print(f"  {gpu:<5} {'AMP' if precision == AMP else 'TF32':<4} {cells}")
 
 
 if __name__ == "__main__":

@@ -110,15 +110,15 @@ EFFICIENCY: dict[str, dict[tuple[str, str], float]] = {
         ("fp16", "conv"): 0.66,
         ("fp16", "matmul"): 0.66,
     },
-    # Blackwell: from how much faster than an H100 the B200 ran BERT-Large in one
-    # harness (TF32, mixed precision); convolutions take the matmuls' share (no
-    # figure of a convolution network that is not harness-bound)
+    # Blackwell: from how much faster than an H100 the B200 ran BERT-Large (TF32) and
+    # BERT-base (mixed precision) in one harness; convolutions take the matmuls' share
+    # (no figure of a convolution network that is not harness-bound)
     BLACKWELL: {
         **_AMPERE,
         ("tf32", "conv"): 0.42,
         ("tf32", "matmul"): 0.42,
-        ("fp16", "conv"): 0.19,
-        ("fp16", "matmul"): 0.19,
+        ("fp16", "conv"): 0.157,
+        ("fp16", "matmul"): 0.157,
     },
 }
 

@@ -17,10 +17,14 @@ class ProjectedLaunchBound(Rule):
 
     ## What it detects
     The projection of the training step (`gpuwhy run --target A100`) costs every GPU
-    kernel other than the matmuls and convolutions at the larger of the bytes it moves
-    and one launch. Where the op types whose launches outweigh their bytes take at least
-    `min_share` of the projected step, the step on that GPU would mostly wait for the
-    host to issue kernels. Medium: a projection, said as one.
+    kernel other than the matmuls and convolutions by the bytes it moves and its fixed
+    cost per kernel: without XLA the larger of its bytes and one launch (TF's executor
+    issues one op after another, 2.5-6 µs each); under XLA each fused kernel's start and
+    drain on top of its work, by the target's generation (1.6 µs on Hopper and
+    Blackwell, measured on an H100; 2.5 µs before). This fixed cost per step is what
+    makes throughput fall at small batches. Where the kernels whose fixed cost
+    outweighs their bytes take at least `min_share` of the projected step, the step on
+    that GPU would mostly wait on kernel launches. Medium: a projection, said as one.
 
     ## Why is this slow?
     Each kernel costs a few microseconds to launch whatever it computes. A model of
