@@ -274,6 +274,9 @@ def projection_facts(
                 "its ops is not in a graph the audit reads, so the step is at least this)"
             )
         )
+    measured_step = measured_compute_s(facts, gpu, steps)
+    if projection is not None and measured_step is not None:
+        notes += _captured_kernels(facts, projection)
     if projection is not None and projection.xla_assumed:
         notes.append(
             "Keras compile(jit_compile='auto') XLA-compiles this model's train step on a "
@@ -325,7 +328,7 @@ def projection_facts(
         input_wait_low=wait_low,
         input_wait_high=wait_high,
         calibrated=jit and (host_band is None or host_band.mid < 0.1 * step.mid),
-        measured_step_s=_rounded(measured_compute_s(facts, gpu, steps)),
+        measured_step_s=_rounded(measured_step),
         host_s=round(host.band.mid, 9) if host is not None else 0.0,
         host_low_s=round(host.band.low, 9) if host is not None else None,
         host_high_s=round(host.band.high, 9) if host is not None else None,
@@ -349,6 +352,25 @@ def _host_band(host: HostWork | None, dispatch: Band | None) -> Band | None:
     if host.between_s is None and dispatch is not None:
         return host.band + dispatch
     return host.band
+
+
+def _captured_kernels(facts: Facts, projection: StepProjection) -> list[str]:
+    """Where the run trained on the target GPU itself and captured steps on it (``run
+    --capture N``): the kernels a step ran and their lengths, measured, beside the
+    kernels the projection costs (the fixed cost per kernel rests on their count)."""
+    capture = facts.capture
+    steps = [s for s in capture.steps if s.kernels] if capture is not None else []
+    if not steps:
+        return []
+    kernels = sorted(s.kernels for s in steps)[len(steps) // 2]
+    lengths = sorted(s.median_kernel_s for s in steps if s.median_kernel_s is not None)
+    length = f", the median {duration(lengths[len(lengths) // 2], True)} long" if lengths else ""
+    costed = projection.kernel_count + projection.tensor_ops
+    return [
+        f"the capture measured {kernels:,} kernels a step on this GPU{length} "
+        f"({len(steps)} steps); the projection costs {costed:,} kernels and ops: where "
+        "they disagree, the capture is the measurement"
+    ]
 
 
 def _cpu_op_count(placement: PlacementFacts, function: str) -> int:
