@@ -353,22 +353,30 @@ def projection_clause(projection: ProjectionFacts, findings: Sequence[Finding] =
         f"{at_least}{duration(projection.step_s)} ({duration(projection.step_low_s)}–"
         f"{duration(projection.step_high_s)})"
     )
-    cpu_ops = projection.cpu_ops_s >= CPU_OPS_SHARE * projection.step_s > 0
-    if projection.host_s >= 0.5 * projection.step_s > 0 and not (
-        cpu_ops and projection.cpu_ops_s >= projection.host_s
-    ):
-        text += ", most of it the host's own work between and in its calls (measured here)"
-    elif projection.eager_s >= 0.5 * projection.step_s > 0:
-        text += ", most of it Python issuing eager ops"
-    elif cpu_ops:
-        text += f", {duration(projection.cpu_ops_s)} of it ops that stay on the CPU (measured here)"
     waits = any(f.id == PROJECTED_INPUT for f in findings)
+    if not waits:  # a step that waits for its input is said to wait, not what it computes
+        text += _what_sets_the_step(projection)
     if waits and projection.input_wait_fraction is not None:
         low, high = projection.input_wait_low or 0.0, projection.input_wait_high or 0.0
         text += (
             f", {projection.input_wait_fraction:.0%} ({low:.0%}–{high:.0%}) of it waiting for input"
         )
     return text
+
+
+def _what_sets_the_step(projection: ProjectionFacts) -> str:
+    """The part that sets the projected step, where one does: the host's own work where
+    it is the step's middle (the larger of it and the GPU's), Python's eager ops in a
+    step without a traced function, else ops that stay on the CPU."""
+    cpu_ops = projection.cpu_ops_s >= CPU_OPS_SHARE * projection.step_s > 0
+    host_paced = projection.host_s >= 0.999 * projection.step_s > 0
+    if host_paced and not (cpu_ops and projection.cpu_ops_s >= projection.host_s):
+        return ", most of it the host's own work between and in its calls (measured here)"
+    if projection.eager_s >= 0.5 * projection.step_s > 0:
+        return ", most of it Python issuing eager ops"
+    if cpu_ops:
+        return f", {duration(projection.cpu_ops_s)} of it ops that stay on the CPU (measured here)"
+    return ""
 
 
 def _article(name: str) -> str:

@@ -8,14 +8,18 @@ its outputs handed back). Both are measured here, on this host's CPU, and costed
 same time on the target's host (``HOST_FACTOR``: its core assumed between twice as fast
 as this one and half again as slow):
 
-- **between calls**: the steps' mean time less the mean time inside calls of the
-  projected function (steady calls: the ones that traced are left out) and less the
-  wait for input where it happens outside the call (a Python loop's ``next()``; in Keras'
-  fit the wait is inside the call). On this host the calls include the model's compute;
-  outside them there is only the host's own work.
+- **between calls**: the typical (median) step less the mean steady call of the
+  projected function (the calls that traced are left out; the median step leaves out a
+  step that retraced, or that a collection paused) and less the typical wait for input
+  where it happens outside the call (a Python loop's ``next()``; in Keras' fit the wait
+  is inside the call). On this host the calls include the model's compute; outside them
+  there is only the host's own work. Not measured where the function also runs outside
+  the training steps (Keras' validation runs a function of the same name and place:
+  their calls cannot be told apart).
 - **the call's own cost**: per call, from the few steps TF's profiler traced
   (collect/inprocess/step_profile.py): the whole call as Python made it, less the span
-  of its ops. Not measured where the steps were not profiled (the note says why).
+  of its ops; the median call's, the band spanning the calls' range. Not measured where
+  the steps were not profiled (the note says why).
 
 The GPU runs one step's kernels while the host prepares the next: at best the two
 overlap (the step is the larger), at worst they add up (a step that reads its loss back
@@ -41,7 +45,7 @@ class HostWork:
 
     band: Band
     between_s: float | None  # per step, outside the calls and the input wait
-    call_overhead_s: float | None  # per call of the compiled function
+    call_overhead_s: float | None  # per call of the compiled function (the median call's)
     calls_per_step: float
     note: str
 
@@ -57,32 +61,34 @@ def traced_function(tracing: TracingFacts | None, label: str) -> TracedFunction 
     return None
 
 
-def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> float | None:
-    """Per step, the host's time outside calls of ``function`` and outside the wait for
-    input: the steps' mean less the steady calls' mean time per step. None where the run
-    has no steps after warm-up or no steady call."""
-    if steps is None or function is None or function.calls <= 0 or steps.count <= 0:
-        return None
-    counted = steps.count - steps.warmup
-    steady = function.calls - min(function.traces, function.calls)
-    if counted <= 0 or steps.total_s <= 0 or steady <= 0:
-        return None
-    step_mean = steps.total_s / counted
-    call_mean = steady_call_s(function) or 0.0
-    outside_wait = (
-        (steps.input_wait_fraction or 0.0) * step_mean
-        if steps.input_wait_source == NEXT_TIMING
-        else 0.0
-    )
-    return max(0.0, step_mean - outside_wait - function.calls / steps.count * call_mean)
-
-
 def steady_call_s(function: TracedFunction | None) -> float | None:
     """The mean call of ``function`` that did not trace (None: no such call)."""
     if function is None:
         return None
     steady = function.calls - min(function.traces, function.calls)
     return max(0.0, function.call_s - function.traced_call_s) / steady if steady > 0 else None
+
+
+def called_outside_steps(steps: StepFacts | None, function: TracedFunction | None) -> bool:
+    """More calls than training steps: the function also ran elsewhere (Keras' validation
+    steps share the training function's name and place)."""
+    return steps is not None and function is not None and function.calls > steps.count
+
+
+def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> float | None:
+    """Per step, the host's time outside calls of ``function`` and outside the wait for
+    input: the median step less the steady calls' mean per step. None where the run has
+    no typical step or no steady call, or where the function also ran outside the
+    steps."""
+    call_mean = steady_call_s(function)
+    if steps is None or function is None or steps.median_s is None or call_mean is None:
+        return None
+    if steps.count <= 0 or called_outside_steps(steps, function):
+        return None
+    outside_wait = (
+        (steps.input_wait_median_s or 0.0) if steps.input_wait_source == NEXT_TIMING else 0.0
+    )
+    return max(0.0, steps.median_s - outside_wait - function.calls / steps.count * call_mean)
 
 
 def host_work(
@@ -96,49 +102,63 @@ def host_work(
     function = traced_function(tracing, label)
     between = between_calls(steps, function)
     name = label.split(" (", 1)[0]
-    overhead = (
-        profile.call_overhead_s
-        if profile is not None and profile.function == name and profile.call_overhead_s
-        else None
+    measured = profile is not None and profile.function == name and profile.call_overhead_s
+    overhead = profile.call_overhead_s if measured and profile is not None else None
+    least, most = (
+        profile.call_overhead_range_s
+        if measured and profile is not None and profile.call_overhead_range_s
+        else (overhead or 0.0, overhead or 0.0)
     )
     whole = steady_call_s(function)
-    if overhead is not None and whole is not None and overhead > whole:
+    if overhead is not None and whole is not None:
         # traced calls run slower: a call's own cost is never more than the whole call
         # measured untraced
-        overhead = whole
+        overhead, least, most = min(overhead, whole), min(least, whole), min(most, whole)
     if between is None and overhead is None:
         return None
     per_step = (
-        function.calls / steps.count
+        min(1.0, function.calls / steps.count)
         if function is not None and steps is not None and steps.count and function.calls
         else 1.0
     )
-    here = (between or 0.0) + (overhead or 0.0) * per_step
-    low, _, high = HOST_FACTOR
+    low_factor, _, high_factor = HOST_FACTOR
+    outside = between or 0.0
+    band = Band(
+        low_factor * (outside + least * per_step),
+        outside + (overhead or 0.0) * per_step,
+        high_factor * (outside + most * per_step),
+    )
     parts = []
     if between is not None:
         parts.append(
             f"{duration(between)} per step between its calls (the loop, callbacks, eager ops)"
         )
     if overhead is not None:
+        spread = f", {duration(least)}–{duration(most)} over the calls" if most > least else ""
         parts.append(
             f"{duration(overhead)} per call of {name} outside its ops (Python's call and the "
-            f"runtime's set-up; TF profiler trace of {profile.steps if profile else 0} calls)"
+            f"runtime's set-up; TF profiler trace of {profile.steps if profile else 0} "
+            f"calls{spread})"
         )
     missing = []
     if between is None:
-        missing.append("the time between its calls")
+        missing.append(
+            f"the time between its calls ({name} also ran outside the training steps, as "
+            "Keras' validation does: their calls cannot be told apart)"
+            if called_outside_steps(steps, function)
+            else "the time between its calls"
+        )
     if overhead is None:
         missing.append("the call's own cost (the steps were not profiled)")
     note = (
         "the host's own work, measured here: "
         + "; ".join(parts)
-        + f"; costed at that time on the target's host ({low:g}x–{high:g}x), overlapping "
-        "the GPU's work at best, added to it at worst"
-        + (f"; not measured: {', '.join(missing)}" if missing else "")
+        + f"; costed at that time on the target's host ({low_factor:g}x–{high_factor:g}x), "
+        "overlapping the GPU's work at best, added to it at worst"
+        + (f"; not measured: {'; '.join(missing)}" if missing else "")
     )
     return HostWork(
-        band=Band(low * here, here, high * here),
+        band=band,
         between_s=between,
         call_overhead_s=overhead,
         calls_per_step=per_step,

@@ -57,10 +57,14 @@ def test_a_calls_own_cost_is_the_python_call_less_the_span_of_its_ops():
         call(300, 100),  # no annotation around it: the runtime's call alone
         op("MatMul", "dense/MatMul", 310, 70),  # span 70: 30 us outside
         call(500, 50),  # no host op in it: not counted
+        call(700, 100),
+        op("MatMul", "dense/MatMul", 760, 40),  # span 40: 60 us outside
     ]
     found = profile(sorted(events, key=lambda e: e.start_ps), "train_step")
     assert found is not None
-    assert found.call_overhead_s == pytest.approx((90e-6 + 30e-6) / 2)
+    # the median call's, and the range the calls spanned
+    assert found.call_overhead_s == pytest.approx(60e-6)
+    assert found.call_overhead_range_s == pytest.approx((30e-6, 90e-6))
 
 
 def test_a_real_calls_own_cost_is_measured_under_tfs_profiler():

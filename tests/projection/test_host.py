@@ -5,6 +5,7 @@ import pytest
 
 from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import EagerFacts, Facts, StepFacts, TracedFunction, TracingFacts
+from gpuwhy.finding import Finding
 from gpuwhy.projection.host import between_calls, host_work
 from gpuwhy.projection.step import projection_facts
 from gpuwhy.report.run.summary import projection_lines
@@ -14,16 +15,18 @@ from tests.projection.test_cost import TRAIN, placement
 
 
 def fit_steps(**changes) -> StepFacts:
-    """Keras' fit: 1,001 steps, the first a warm-up, 1 ms each; its wait for input is
-    inside the call (the tf.data gap timer)."""
+    """Keras' fit: 1,001 steps, the first a warm-up, the typical one 1 ms (their mean
+    is longer: a step that retraced, a collection); its wait for input is inside the
+    call (the tf.data gap timer)."""
     base = dict(
         source="keras-fit",
         marker="Model.fit at train.py:30",
         count=1001,
         warmup=1,
         median_s=0.001,
-        total_s=1.0,
+        total_s=1.6,
         input_wait_fraction=0.2,
+        input_wait_median_s=0.0002,
         input_wait_source="tf.data gap timer",
     )
     return StepFacts(**{**base, **changes})
@@ -42,23 +45,29 @@ def train_step(**changes) -> TracedFunction:
     return TracedFunction(**{**base, **changes})
 
 
-def test_between_calls_is_the_step_less_its_steady_calls_and_an_outside_wait():
-    # Keras' fit: 1 ms a step, 0.7 ms in the call (its wait is inside it): 0.3 ms outside
+def test_between_calls_is_the_typical_step_less_its_steady_calls_and_an_outside_wait():
+    # Keras' fit: 1 ms the typical step, 0.7 ms in the call (its wait is inside it):
+    # 0.3 ms outside; the steps' mean (1.6 ms: a retrace, a collection) is not used
     assert between_calls(fit_steps(), train_step()) == pytest.approx(0.0003)
-    # a Python loop's next(): the wait (20% of 1 ms) is outside the call, not host work
+    # a Python loop's next(): the wait (0.2 ms) is outside the call, not host work
     loop = fit_steps(input_wait_source="next() timing")
     assert between_calls(loop, train_step()) == pytest.approx(0.0001)
-    # steps_per_execution=4: one call every 4 steps (4 ms for 4 steps, 2.8 ms the call)
-    spe = fit_steps(count=4004, warmup=4, total_s=4.0)
+    # steps_per_execution=4: one call every 4 steps (1 ms a step, 2.8 ms the call)
+    spe = fit_steps(count=4004, warmup=4)
     assert between_calls(spe, train_step(call_s=2.0 + 1000 * 0.0028)) == pytest.approx(0.0003)
-    # nothing to measure with: no steady call, no steps after warm-up
+    # nothing to measure with: no steady call, no typical step
     assert between_calls(fit_steps(), train_step(calls=1)) is None
-    assert between_calls(fit_steps(warmup=1001), train_step()) is None
+    assert between_calls(fit_steps(median_s=None), train_step()) is None
     assert between_calls(None, train_step()) is None
+    # Keras' validation calls a function of the same name and place: 1,300 calls for
+    # 1,001 training steps cannot be told apart, so nothing between them is measured
+    assert between_calls(fit_steps(), train_step(calls=1300, instances=2)) is None
 
 
-def _profile(overhead: float | None, function: str = "train_step") -> StepProfile:
-    return StepProfile(function, 4, 0.001, (), 0, (), call_overhead_s=overhead)
+def _profile(overhead: float | None, function: str = "train_step", spread=None) -> StepProfile:
+    return StepProfile(
+        function, 4, 0.001, (), 0, (), call_overhead_s=overhead, call_overhead_range_s=spread
+    )
 
 
 def test_a_calls_own_cost_comes_from_the_profile_and_never_exceeds_the_call():
@@ -72,6 +81,17 @@ def test_a_calls_own_cost_comes_from_the_profile_and_never_exceeds_the_call():
     # the profiled calls ran slower: their own cost is capped at the untraced whole call
     capped = host_work(fit_steps(), tracing, TRAIN, _profile(0.005))
     assert capped is not None and capped.call_overhead_s == pytest.approx(0.0007)
+    # the calls ranged 0.3-0.6 ms: the band keeps the range
+    spread = host_work(fit_steps(), tracing, TRAIN, _profile(0.0004, spread=(0.0003, 0.0006)))
+    assert spread is not None
+    assert (spread.band.low, spread.band.high) == pytest.approx((0.0003, 0.00135))
+    assert "0.3 ms–0.6 ms over the calls" in spread.note
+    # validation merged in: the call's own cost once a step, nothing between measured
+    merged = TracingFacts(functions=(train_step(calls=1300, instances=2),))
+    once = host_work(fit_steps(), merged, TRAIN, _profile(0.0004))
+    assert once is not None and once.between_s is None and once.calls_per_step == 1.0
+    assert once.band.mid == pytest.approx(0.0004)
+    assert "as Keras' validation does" in once.note
     # another function's profile, or none: the call's cost is said not measured
     other = host_work(fit_steps(), tracing, TRAIN, _profile(0.0004, "eval_step"))
     assert other is not None and other.call_overhead_s is None
@@ -100,6 +120,11 @@ def test_the_host_bounds_a_small_step_and_overlaps_a_large_one():
     hidden = projection_facts(large, "A100", None, steps, None, profile=profile)
     assert hidden.step_s == pytest.approx(alone.step_s)  # the GPU's work hides it
     assert hidden.step_high_s == pytest.approx(alone.step_high_s + 0.00105)  # or adds
+    # the host does not set that step's pace: the verdict does not say it does
+    assert "host's own work" not in projection_clause(hidden)
+    # a step that waits for its input is said to wait, not what its compute is made of
+    waiting = Finding("input.projected-bound", "high", "waits")
+    assert "host's own work" not in projection_clause(found, [waiting])
 
 
 def test_eager_ops_between_the_calls_are_counted_once():

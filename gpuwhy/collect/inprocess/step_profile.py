@@ -289,17 +289,18 @@ def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile
         collective_wait_s=(
             sum(waits) / len(waits) if waits and len(waits) == with_collectives else None
         ),
-        call_overhead_s=overhead,
+        call_overhead_s=overhead[0] if overhead else None,
+        call_overhead_range_s=overhead[1:] if overhead else None,
     )
 
 
-def call_overhead(events: list, calls: list, function: str) -> float | None:
+def call_overhead(events: list, calls: list, function: str) -> tuple[float, float, float] | None:
     """A call's own cost, per call: the time of the whole call, from Python
     (``Function.__call__``'s trace annotation, named ``function``, holds the runtime's
     ``EagerLocalExecute``) less the span of its ops, first start to last end. What is left
     is the call's fixed work: arguments bound and flattened, the function looked up, its
     executor made and its outputs handed back, which a GPU does not shorten. None where
-    no call ran an op on the host."""
+    no call ran an op on the host. Returns (the median call's, the least, the most)."""
     outer = [e for e in events if e.name == function]
     kept = []
     for call in calls:
@@ -313,7 +314,12 @@ def call_overhead(events: list, calls: list, function: str) -> float | None:
             continue
         span = max(e.start_ps + e.duration_ps for e in ops) - min(e.start_ps for e in ops)
         kept.append(max(0, wrapper.duration_ps - span))
-    return sum(kept) / len(kept) / 1e12 if kept else None
+    if not kept:
+        return None
+    # the median call and the spread of the calls: one call that paused (a collection,
+    # a neighbour's burst) does not set the figure, and the band keeps what they ranged
+    kept.sort()
+    return (kept[len(kept) // 2] / 1e12, kept[0] / 1e12, kept[-1] / 1e12)
 
 
 def _union(events: list, end_ps: int) -> int:
