@@ -262,6 +262,11 @@ def projection_facts(
     )
     if host is not None:
         notes.append(host.note)
+    elif projection is not None:
+        notes.append(
+            "the host's own work per step (the loop between calls, each call's own cost) "
+            f"is not in the projection: not measured ({unprofiled if profile is None else 'no steady call to measure against'})"
+        )
     if dispatch is not None and eager is not None and (host is None or host.between_s is None):
         notes.append(
             f"Python issues {eager.per_step:,.0f} eager ops per step, "
@@ -329,9 +334,11 @@ def projection_facts(
         input_wait_high=wait_high,
         calibrated=jit and (host_band is None or host_band.mid < 0.1 * step.mid),
         measured_step_s=_rounded(measured_step),
-        host_s=round(host.band.mid, 9) if host is not None else 0.0,
-        host_low_s=round(host.band.low, 9) if host is not None else None,
-        host_high_s=round(host.band.high, 9) if host is not None else None,
+        # the host's part as costed: its measured work, and Python issuing the eager ops
+        # where nothing between the calls was measured
+        host_s=round(host_band.mid, 9) if host is not None and host_band else 0.0,
+        host_low_s=round(host_band.low, 9) if host is not None and host_band else None,
+        host_high_s=round(host_band.high, 9) if host is not None and host_band else None,
         host_between_s=_rounded(host.between_s) if host is not None else None,
         call_overhead_s=_rounded(host.call_overhead_s) if host is not None else None,
         eager_s=round(dispatch.mid, 9) if dispatch is not None else 0.0,
