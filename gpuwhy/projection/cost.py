@@ -217,6 +217,8 @@ def tensor_time(
             once = _times(op.flops, peak, _tensor_efficiency(op, precision, gpu, peak))
             if xla:  # one kernel each, its start and drain beside its work
                 once = once + _fixed(gpu, 1)
+            elif op.loop not in cudnn_loops:  # TF's executor launches it: never shorter
+                once = _larger(once, PER_LAUNCH)
             runs = op.runs or 1
             if op.loop in cudnn_loops:
                 work, most = batched.get(op.loop or "", (ZERO, 0))

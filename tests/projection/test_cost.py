@@ -58,26 +58,30 @@ def test_precision_tf32_and_small_kernels_change_the_time():
     assert project_step(placement(tensor_ops=half), A100).tensor.mid == pytest.approx(
         2e9 / (312e12 * 0.49)
     )
-    # an op's size is its time at the share: 0.05 GFLOP takes 1.07 µs at an A100's TF32
+    # an op's size is its time at the share: 0.3 GFLOP takes 6.4 µs at an A100's TF32
     # (under 6.5 µs: 0.6 of the share), 0.005 GFLOP 0.11 µs (under 0.65 µs: 0.25)
-    small = [b.tensor_op(flops=50_000_000, function=TRAIN, gradient=True)]
+    small = [b.tensor_op(flops=300_000_000, function=TRAIN, gradient=True)]
     assert project_step(placement(tensor_ops=small), A100).tensor.mid == pytest.approx(
-        5e7 / (156e12 * 0.30 * 0.6)
+        3e8 / (156e12 * 0.30 * 0.6)
     )
+    # without XLA TF's executor launches each op: none shorter than a launch (4 µs);
+    # under XLA its start and drain (2.5 µs on an A100) add to its work
     tiny_op = [b.tensor_op(flops=5_000_000, function=TRAIN, gradient=True)]
-    assert project_step(placement(tensor_ops=tiny_op), A100).tensor.mid == pytest.approx(
-        5e6 / (156e12 * 0.30 * 0.25)
-    )
+    assert project_step(placement(tensor_ops=tiny_op), A100).tensor.mid == pytest.approx(4e-6)
+    xla = (train_function(jit_compile=True),)
+    assert project_step(
+        placement(tensor_ops=tiny_op, functions=xla), A100
+    ).tensor.mid == pytest.approx(5e6 / (156e12 * 0.30 * 0.25) + 2.5e-6)
     # a GPU three times as fast runs the same FLOPs as a smaller kernel: 0.2 GFLOP in
     # float16 is 1.3 µs at an A100's share (0.6) and 0.6 µs at an H100's (0.25)
     half_op = [b.tensor_op(dtype="float16", flops=200_000_000, function=TRAIN, gradient=True)]
     h100 = find_gpu("H100")
-    assert project_step(placement(tensor_ops=half_op), A100).tensor.mid == pytest.approx(
-        2e8 / (312e12 * 0.49 * 0.6)
-    )
-    assert project_step(placement(tensor_ops=half_op), h100).tensor.mid == pytest.approx(
-        2e8 / (989.5e12 * 0.345 * 0.25)
-    )
+    assert project_step(
+        placement(tensor_ops=half_op, functions=xla), A100
+    ).tensor.mid == pytest.approx(2e8 / (312e12 * 0.49 * 0.6) + 2.5e-6)
+    assert project_step(
+        placement(tensor_ops=half_op, functions=xla), h100
+    ).tensor.mid == pytest.approx(2e8 / (989.5e12 * 0.345 * 0.25) + 1.6e-6)
     tiny = train_function(kernels=(KernelWork("AddV2", count=50, bytes=50 * 400, sized=50),))
     launches = project_step(placement(functions=(tiny,)), A100)
     assert launches.kernels.mid == pytest.approx(50 * 4e-6)  # launch-bound
