@@ -4,31 +4,31 @@ Three kinds of GPU work, each with a band (low, mid, high seconds):
 
 - **matmuls and convolutions** (placement.tensor_ops): FLOPs at the peak of their
   precision on the target (gpu_specs.py) times the share of that peak whole training steps
-  reach (``EFFICIENCY``: by FP32 units, TF32 and FP16/BF16 tensor cores, and for FP32
-  convolutions apart from matmuls), less for small ops.
+  reach on its architecture (architectures.py: by FP32 units, TF32 and FP16/BF16 tensor
+  cores, convolutions apart from matmuls), less for ops whose time there is small.
 - **other kernels** (placement.functions[].kernels): memory traffic at the memory
   bandwidth. Under XLA (jit_compile) it is ``XLA_TRAFFIC`` times the bytes all the
   step's ops write as traced (fusion saves some of it; reductions such as batch-norm
   statistics make their inputs be read again), a mixed-precision step's float32
-  outputs at half width and casts at none (XLA fuses them); without XLA each kernel
-  moves what it reads and writes (``reads_writes``: 2, 3 or 5 times its output).
-  Depthwise convolutions cost ``DEPTHWISE_TRAFFIC`` times their bytes more. No kernel
-  is cheaper than its launch.
+  outputs at half width and casts at none (XLA fuses them), plus each fused kernel's
+  start and drain (its generation's, architectures.KERNEL_FIXED_S: the step's fixed
+  cost, which does not shrink with the batch); without XLA each kernel moves what it
+  reads and writes (``reads_writes``: 2, 3 or 5 times its output) and is never shorter
+  than its launch. Depthwise convolutions cost ``DEPTHWISE_TRAFFIC`` times their bytes
+  more.
 - **host<->device copies** of the step: a latency each (the audit counts them; under
   XLA only the batch's, the cluster keeps the rest on the device), and the batch
   itself over the host link.
 
-Calibration: the middle efficiencies, ``XLA_TRAFFIC`` and ``DEPTHWISE_TRAFFIC`` were
-fitted to fourteen of NVIDIA's published single-GPU TensorFlow training throughputs with
-XLA (ResNet-50 v1.5, EfficientNet-B0 and BERT-Large on V100 and A100, full and mixed
-precision; docs/projection.md), minimising the worst ratio; each term's band is 0.65x
-to 1.5x its middle time, which covers every fitted figure. Twenty-two figures of six
-other models (ELECTRA-base, EfficientNet-B4, EfficientNetV2-S, ResNeXt-101, SE-ResNeXt-101,
-U-Net) were held out and check it, and fourteen more (ResNet-50 without XLA on V100,
-RTX 3090 and RTX 4090, with XLA on a Quadro RTX 8000; BERT-Large at small batches).
+Calibration: Volta's and Ampere's efficiencies, ``XLA_TRAFFIC`` and
+``DEPTHWISE_TRAFFIC`` were fitted to fourteen of NVIDIA's published single-GPU
+TensorFlow training throughputs with XLA (ResNet-50 v1.5, EfficientNet-B0 and
+BERT-Large on V100 and A100, full and mixed precision), the later generations' to
+measured and published steps of their own (architectures.py; docs/projection.md).
+The step's band is its architecture's and precision's held-out spread
+(``StepProjection.band``); each term's own band is ``TERM_SPREAD`` around its middle.
 Without XLA nothing is fitted: each kernel's bytes are what it reads and writes, at the
-memory bandwidth share above; the band is wider there, on GeForce cards and at small
-batches, where the fit says less. Ops of unknown size count as launches only.
+memory bandwidth share above. Ops of unknown size count as launches only.
 """
 
 from __future__ import annotations
