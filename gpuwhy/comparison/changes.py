@@ -17,7 +17,7 @@ import statistics
 from gpuwhy.comparison.bootstrap import SEED, Sums, interval, resampled_sums
 from gpuwhy.comparison.model import Change, PartChange
 from gpuwhy.comparison.units import PART_LABELS, PARTS, RunUnits
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, ProjectionFacts
 
 Z95 = 1.96
 MIN_STEP_CHANGE = 0.05  # relative: smaller step-time changes are never called
@@ -123,15 +123,18 @@ def projected_change(before: Facts, after: Facts) -> tuple[Change | None, str | 
 
     Both are predictions of one cost model from each record's traced graph: where the
     graph did not change they are equal, so a moved projection is the graph's doing (more
-    FLOPs, another precision, ops that left the GPU) or the measured host parts'
-    (CPU-only ops, the input pipeline). Called at ``MIN_STEP_CHANGE``; its interval is
-    AFTER's band over BEFORE's middle, the model's uncertainty, not the runs' spread."""
+    FLOPs, another precision, ops that left the GPU) or the CPU-only ops' measured time.
+    The GPU's part is compared (``device_s``), not the host's own work the run measured
+    between and in its calls: that moves from run to run, and the measured step time
+    sees it. Called at ``MIN_STEP_CHANGE``; its interval is AFTER's band over BEFORE's
+    middle, the model's uncertainty, not the runs' spread."""
     b, a = before.projection, after.projection
     if b is None or a is None:
         return None, None
     if b.gpu != a.gpu:
         return None, f"projected onto {b.gpu} in BEFORE and {a.gpu} in AFTER: not compared"
-    estimate = a.step_s / b.step_s
+    (b_mid, _, _), (a_mid, a_low, a_high) = _graph_part(b), _graph_part(a)
+    estimate = a_mid / b_mid
     if estimate >= 1 + MIN_STEP_CHANGE:
         called = "slower"
     elif estimate <= 1 - MIN_STEP_CHANGE:
@@ -140,15 +143,23 @@ def projected_change(before: Facts, after: Facts) -> tuple[Change | None, str | 
         called = "same"
     change = Change(
         measure="projected_step",
-        before=round(b.step_s, 9),
-        after=round(a.step_s, 9),
+        before=round(b_mid, 9),
+        after=round(a_mid, 9),
         estimate=round(estimate, 5),
-        low=round(a.step_low_s / b.step_s, 5),
-        high=round(a.step_high_s / b.step_s, 5),
+        low=round(a_low / b_mid, 5),
+        high=round(a_high / b_mid, 5),
         called=called,
         detectable=MIN_STEP_CHANGE,
     )
     return change, b.gpu
+
+
+def _graph_part(projection: ProjectionFacts) -> tuple[float, float, float]:
+    """The projected GPU part (middle, low, high); a record from before it was kept,
+    or a step with no traced function (only eager ops): the whole step."""
+    if projection.device_s and projection.device_low_s and projection.device_high_s:
+        return projection.device_s, projection.device_low_s, projection.device_high_s
+    return projection.step_s, projection.step_low_s, projection.step_high_s
 
 
 def part_changes(

@@ -60,6 +60,12 @@ class ProjectionFacts:
     # Python issuing eager ops each step (measured here: ops per step x the median gap
     # between two of them); a GPU runs their kernels while Python issues the next, so
     # the step is at least this long, whatever the GPU
+    # the GPU's part alone (its kernels, copies and the ops that stay on the CPU), the
+    # step's part that comes from the traced graph: what `diff`'s projected gate compares
+    # (the host's measured work moves from run to run; the step time sees it)
+    device_s: float | None = None
+    device_low_s: float | None = None
+    device_high_s: float | None = None
     # the host's own work per step, on the target's host (projection/host.py): the time
     # between calls of the step's function and each call's own cost, measured here;
     # overlapping the GPU's work at best, added to it at worst

@@ -334,6 +334,9 @@ def projection_facts(
         input_wait_high=wait_high,
         calibrated=jit and (host_band is None or host_band.mid < 0.1 * step.mid),
         measured_step_s=_rounded(measured_step),
+        device_s=round(device.mid, 9) if projection is not None else None,
+        device_low_s=round(device.low, 9) if projection is not None else None,
+        device_high_s=round(device.high, 9) if projection is not None else None,
         # the host's part as costed: its measured work, and Python issuing the eager ops
         # where nothing between the calls was measured
         host_s=round(host_band.mid, 9) if host is not None and host_band else 0.0,

@@ -197,6 +197,19 @@ def test_the_projected_step_is_compared_on_the_same_gpu_only():
         "projected:+5%: the step projected on A100 is 30.0% slower (a prediction from the "
         "traced graph)"
     ]
+    # the host's own work measured in each run moves from run to run (the step time sees
+    # it): the gate compares the GPU's part the traced graph gives
+    from dataclasses import replace
+
+    gpu_part = dict(device_s=0.004, device_low_s=0.003, device_high_s=0.006)
+    host_paced = replace(projection(0.010), host_s=0.010, **gpu_part)
+    slower_host = replace(projection(0.013), host_s=0.013, **gpu_part)
+    c = compare(
+        Record(command="run", facts=Facts(projection=host_paced)),
+        Record(command="run", facts=Facts(projection=slower_host)),
+    )
+    assert c.projected_step.called == "same" and c.projected_step.estimate == 1.0
+    assert crossed_by_comparison(gate, c) == []
     other = Record(command="run", facts=Facts(projection=projection(0.013, "T4")))
     c = compare(before, other)
     assert c.projected_step is None
