@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.derived.step_profile import StepProfile
-from gpuwhy.facts import StepFacts, TracedFunction, TracingFacts
+from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, StepFacts, TracedFunction, TracingFacts
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import Band
 from gpuwhy.projection.cpu_ops import HOST_FACTOR
@@ -70,9 +70,13 @@ def steady_call_s(function: TracedFunction | None) -> float | None:
 
 
 def called_outside_steps(steps: StepFacts | None, function: TracedFunction | None) -> bool:
-    """More calls than training steps: the function also ran elsewhere (Keras' validation
-    steps share the training function's name and place)."""
-    return steps is not None and function is not None and function.calls > steps.count
+    """The function also ran outside the training steps: more calls than steps, or a
+    Keras step function standing for several (Keras' validation and prediction steps
+    share the training function's name and place, steps_per_execution may hide them)."""
+    if steps is None or function is None:
+        return False
+    keras = function.name in KERAS_TRAIN_FUNCTIONS and function.instances > 1
+    return keras or function.calls > steps.count
 
 
 def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> float | None:

@@ -62,6 +62,11 @@ def test_between_calls_is_the_typical_step_less_its_steady_calls_and_an_outside_
     # Keras' validation calls a function of the same name and place: 1,300 calls for
     # 1,001 training steps cannot be told apart, so nothing between them is measured
     assert between_calls(fit_steps(), train_step(calls=1300, instances=2)) is None
+    # with steps_per_execution the calls are fewer than the steps: Keras' step function
+    # standing for two (training and validation) is enough to tell
+    keras = train_step(name="multi_step_on_iterator", calls=400, instances=2)
+    assert between_calls(fit_steps(), keras) is None
+    assert between_calls(fit_steps(), train_step(calls=1001, instances=2)) is not None
 
 
 def _profile(overhead: float | None, function: str = "train_step", spread=None) -> StepProfile:
