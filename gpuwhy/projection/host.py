@@ -168,3 +168,30 @@ def host_work(
         calls_per_step=per_step,
         note=note,
     )
+
+
+def unmeasured_note(
+    steps: StepFacts | None,
+    tracing: TracingFacts | None,
+    label: str,
+    profile: StepProfile | None,
+    unprofiled: str,
+) -> str:
+    """Said where neither part of the host's work was measured, with why."""
+    function = traced_function(tracing, label)
+    name = label.split(" (", 1)[0]
+    if called_outside_steps(steps, function):
+        between = f"{name} also ran outside the training steps (Keras' validation)"
+    else:
+        between = "no typical step or steady call to measure against"
+    if profile is None:
+        call = unprofiled
+    elif profile.function != name:
+        call = f"the profiled calls were of {profile.function}"
+    else:
+        call = "no op of its calls ran on the host while profiled"
+    return (
+        "the host's own work per step (the loop between calls, each call's own cost) is "
+        f"not in the projection: not measured (between the calls: {between}; the call: "
+        f"{call})"
+    )

@@ -14,6 +14,7 @@ measurements and the step's band.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
 from gpuwhy.derived.pipeline import BOOKKEEPING, first_steady_stage
@@ -45,7 +46,7 @@ from gpuwhy.projection.cpu_ops import (
     measured_cpu_ops,
 )
 from gpuwhy.projection.derive import auto_gpu
-from gpuwhy.projection.host import HostWork, host_work
+from gpuwhy.projection.host import HostWork, host_work, unmeasured_note
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a
@@ -264,8 +265,7 @@ def projection_facts(
         notes.append(host.note)
     elif projection is not None:
         notes.append(
-            "the host's own work per step (the loop between calls, each call's own cost) "
-            f"is not in the projection: not measured ({unprofiled if profile is None else 'no steady call to measure against'})"
+            unmeasured_note(steps, facts.tracing, projection.function, profile, unprofiled)
         )
     if dispatch is not None and eager is not None and (host is None or host.between_s is None):
         notes.append(
@@ -372,9 +372,11 @@ def _captured_kernels(facts: Facts, projection: StepProjection) -> list[str]:
     steps = [s for s in capture.steps if s.kernels] if capture is not None else []
     if not steps:
         return []
-    kernels = sorted(s.kernels for s in steps)[len(steps) // 2]
-    lengths = sorted(s.median_kernel_s for s in steps if s.median_kernel_s is not None)
-    length = f", the median {duration(lengths[len(lengths) // 2], True)} long" if lengths else ""
+    kernels = statistics.median_low(s.kernels for s in steps)
+    lengths = [s.median_kernel_s for s in steps if s.median_kernel_s is not None]
+    length = (
+        f", the median {duration(statistics.median_low(lengths), True)} long" if lengths else ""
+    )
     costed = projection.kernel_count + projection.tensor_ops
     return [
         f"the capture measured {kernels:,} kernels a step on this GPU{length} "

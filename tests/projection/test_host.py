@@ -145,3 +145,15 @@ def test_eager_ops_between_the_calls_are_counted_once():
     # without a measure between the calls, Python issuing them is the host's part
     bare = projection_facts(Facts(placement=placement()), "A100", None, fit_steps(), eager)
     assert bare.host_s == 0.0 and any("Python issues 2 eager ops" in n for n in bare.notes)
+
+
+def test_a_step_whose_host_work_was_not_measured_says_why():
+    merged = TracingFacts(functions=(train_step(calls=1300, instances=2),))
+    facts = Facts(placement=placement(), tracing=merged)
+    found = projection_facts(facts, "A100", None, fit_steps(), unprofiled="the run ended")
+    assert found.host_s == 0.0
+    (note,) = [n for n in found.notes if n.startswith("the host's own work per step")]
+    assert "train_step also ran outside the training steps (Keras' validation)" in note
+    assert "the call: the run ended" in note
+    other = projection_facts(facts, "A100", None, fit_steps(), profile=_profile(0.001, "eval"))
+    assert any("the profiled calls were of eval" in n for n in other.notes)

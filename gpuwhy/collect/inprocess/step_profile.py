@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import sys
 import threading
 import time
@@ -246,6 +247,7 @@ def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile
     nodes: dict[tuple[str, str], int] = {}
     kernels: dict[str, int] = {}
     collectives: list[list] = [[] for _ in calls]
+    spans: list[list[int]] = [[] for _ in calls]  # per call: its ops' first start, last end
     for e in events:
         i = bisect_right(starts, e.start_ps) - 1
         if i < 0 or e.start_ps >= calls[i].start_ps + calls[i].duration_ps:
@@ -253,11 +255,16 @@ def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile
         if is_collective(e.name):
             collectives[i].append(e)
         if e.op and e.host:
+            span, end = spans[i], e.start_ps + e.duration_ps
+            if span:
+                span[0], span[1] = min(span[0], e.start_ps), max(span[1], end)
+            else:
+                span += [e.start_ps, end]
             key = (e.op, e.name)
             nodes[key] = nodes.get(key, 0) + e.duration_ps
             kernels[e.name] = kernels.get(e.name, 0) + e.duration_ps
     count = len(calls)
-    overhead = call_overhead(events, calls, function)
+    overhead = call_overhead(events, calls, spans, function)
     per_step = sorted(
         (NodeTime(node, kernel, ps / 1e12 / count) for (node, kernel), ps in nodes.items()),
         key=lambda n: -n.seconds,
@@ -294,32 +301,32 @@ def profile(events: list, function: str, local_replicas: int = 1) -> StepProfile
     )
 
 
-def call_overhead(events: list, calls: list, function: str) -> tuple[float, float, float] | None:
+def call_overhead(
+    events: list, calls: list, spans: list[list[int]], function: str
+) -> tuple[float, float, float] | None:
     """A call's own cost, per call: the time of the whole call, from Python
     (``Function.__call__``'s trace annotation, named ``function``, holds the runtime's
     ``EagerLocalExecute``) less the span of its ops, first start to last end. What is left
     is the call's fixed work: arguments bound and flattened, the function looked up, its
     executor made and its outputs handed back, which a GPU does not shorten. None where
-    no call ran an op on the host. Returns (the median call's, the least, the most)."""
+    no call ran an op on the host (``spans``: per call, its host ops' first start and
+    last end). Returns (the median call's, the least, the most)."""
     outer = [e for e in events if e.name == function]
     kept = []
-    for call in calls:
+    for call, span in zip(calls, spans):
+        if not span:
+            continue
         end = call.start_ps + call.duration_ps
         wrapper = next(
             (o for o in outer if o.start_ps <= call.start_ps and o.start_ps + o.duration_ps >= end),
             call,
         )
-        ops = [e for e in events if e.op and e.host and call.start_ps <= e.start_ps < end]
-        if not ops:
-            continue
-        span = max(e.start_ps + e.duration_ps for e in ops) - min(e.start_ps for e in ops)
-        kept.append(max(0, wrapper.duration_ps - span))
+        kept.append(max(0, wrapper.duration_ps - (span[1] - span[0])) / 1e12)
     if not kept:
         return None
     # the median call and the spread of the calls: one call that paused (a collection,
     # a neighbour's burst) does not set the figure, and the band keeps what they ranged
-    kept.sort()
-    return (kept[len(kept) // 2] / 1e12, kept[0] / 1e12, kept[-1] / 1e12)
+    return statistics.median_low(kept), min(kept), max(kept)
 
 
 def _union(events: list, end_ps: int) -> int:
