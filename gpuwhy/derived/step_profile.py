@@ -35,7 +35,8 @@ class StepProfile:
     # per call, its own cost beside its ops: Python's __call__ and the runtime's set-up
     # and hand-back, outside the span of its ops (None: no op of it on the host)
     call_overhead_s: float | None = None  # the median call's
-    call_overhead_range_s: tuple[float, float] | None = None  # the least and the most
+    call_overhead_range_s: tuple[float, float] | None = None  # its quartiles (the least
+    # and the most of fewer than four calls)
 
     @property
     def measured_by(self) -> str:

@@ -148,6 +148,9 @@ class TensorOp:
     # None in a loop whose iterations it does not fix (then costed once)
     runs: int | None = 1
     loop: str | None = None  # the outermost while loop around it (its While op)
+    # its trace trains (has a backward pass); False: another trace of the same name and
+    # place that does not (Keras' validation step); None: not known
+    trains: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,7 @@ class AuditedFunction:
     unaudited: tuple[str, ...] = ()  # bodies it runs elsewhere (tf.data functions)
     note: str | None = None  # what the audit could not know about how it runs
     kernels: tuple[KernelWork, ...] = ()  # its GPU kernels other than matmul/conv
+    trains: bool | None = None  # a trace with a backward pass (None: no matmul to tell by)
 
 
 @dataclass(frozen=True)

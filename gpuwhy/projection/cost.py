@@ -382,12 +382,22 @@ def copy_time(function: AuditedFunction, input_bytes: int | None, gpu: GpuSpec) 
 
 def training_function(placement: PlacementFacts) -> AuditedFunction | None:
     """The audited function that trains (its tensor ops have a backward pass), else the
-    first audited one (they come most time in calls first)."""
+    first audited one (they come most time in calls first). Of two traces of one name
+    and place (Keras' training and validation steps), the one that trains."""
     training = {op.function for op in placement.tensor_ops if op.gradient}
-    for function in placement.functions:
-        if _label(function) in training:
-            return function
+    candidates = [f for f in placement.functions if _label(f) in training]
+    for function in sorted(candidates, key=lambda f: f.trains is not True):
+        return function
     return placement.functions[0] if placement.functions else None
+
+
+def step_ops(placement: PlacementFacts, label: str) -> list[TensorOp]:
+    """The projected function's matmuls and convolutions: those of its training trace
+    where another trace shares its name and place (Keras' validation step)."""
+    ops = [op for op in placement.tensor_ops if op.function in (label, None)]
+    if any(op.trains for op in ops):
+        ops = [op for op in ops if op.trains is not False]
+    return ops
 
 
 def _label(function: AuditedFunction) -> str:
@@ -424,7 +434,7 @@ def project_step(
     if dropped:  # Keras' jit_compile setter turns it off: cuDNN's ops are not XLA's
         function = dataclasses.replace(function, jit_compile=False)
     label = _label(function)
-    ops = [op for op in placement.tensor_ops if op.function in (label, None)]
+    ops = step_ops(placement, label)
     written = sum((op.output_bytes or 0) * (op.runs or 1) for op in ops)
     kernels, launch_bound, launch_bound_kernels = kernel_times(
         function, gpu, written, half_precision(ops), cudnn

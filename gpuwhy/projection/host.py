@@ -18,7 +18,8 @@ as this one and half again as slow):
   their calls cannot be told apart).
 - **the call's own cost**: per call, from the few steps TF's profiler traced
   (collect/inprocess/step_profile.py): the whole call as Python made it, less the span
-  of its ops; the median call's, the band spanning the calls' range. Not measured where
+  of its ops; the median call's, the band spanning the middle half of the calls. Not
+  measured where
   the steps were not profiled (the note says why).
 
 The GPU runs one step's kernels while the host prepares the next: at best the two
@@ -138,7 +139,7 @@ def host_work(
             f"{duration(between)} per step between its calls (the loop, callbacks, eager ops)"
         )
     if overhead is not None:
-        spread = f", {duration(least)}–{duration(most)} over the calls" if most > least else ""
+        spread = f", {duration(least)}–{duration(most)} over most calls" if most > least else ""
         parts.append(
             f"{duration(overhead)} per call of {name} outside its ops (Python's call and the "
             f"runtime's set-up; TF profiler trace of {profile.steps if profile else 0} "

@@ -37,6 +37,7 @@ from gpuwhy.projection.cost import (
     StepProjection,
     project_step,
     rnn_layer,
+    step_ops,
 )
 from gpuwhy.projection.cpu_ops import (
     HOST_FACTOR,
@@ -457,7 +458,7 @@ def _cudnn_note(projection: StepProjection, facts: Facts) -> str:
 def _loop_notes(placement: PlacementFacts, function: str) -> list[str]:
     """How the matmuls in while loops were counted: per iteration, times the loop's
     iterations where the graph fixes them, else once."""
-    ops = [op for op in placement.tensor_ops if op.function in (function, None) and op.loop]
+    ops = [op for op in step_ops(placement, function) if op.loop]
     if not ops:
         return []
     notes = []

@@ -62,9 +62,18 @@ def test_a_calls_own_cost_is_the_python_call_less_the_span_of_its_ops():
     ]
     found = profile(sorted(events, key=lambda e: e.start_ps), "train_step")
     assert found is not None
-    # the median call's, and the range the calls spanned
+    # the median call's, and the range the calls spanned (fewer than four)
     assert found.call_overhead_s == pytest.approx(60e-6)
     assert found.call_overhead_range_s == pytest.approx((30e-6, 90e-6))
+    # of more calls, their middle half: one that paused sets neither
+    paused = [Event("train_step", (1, 1), 900 * US, 5000 * US), call(900, 5000)]
+    paused += [op("MatMul", "dense/MatMul", 5000, 10)]
+    more = sorted(events + paused + [call(7000, 100), op("MatMul", "m", 7050, 40)],
+                  key=lambda e: e.start_ps)  # fmt: skip
+    found = profile(more, "train_step")
+    assert found is not None and found.call_overhead_s == pytest.approx(60e-6)
+    # calls of 30, 60, 60, 90 and 4,990 us: their quartiles, not the paused one
+    assert found.call_overhead_range_s == pytest.approx((60e-6, 90e-6))
 
 
 def test_a_real_calls_own_cost_is_measured_under_tfs_profiler():

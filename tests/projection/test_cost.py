@@ -371,3 +371,28 @@ def test_the_steps_band_is_its_architectures_held_out_spread():
     large = project_step(placement(tensor_ops=sized[1:]), A100)
     assert small.step.mid == large.step.mid and small.step.low == large.step.low
     assert small.step.high == pytest.approx(1.3 * large.step.high)  # slow end further
+
+
+def test_keras_validation_step_of_the_same_name_and_place_is_not_costed():
+    """Keras' fit traces its training and validation steps as one function (one name,
+    one place): the audit marks which trace trains, and the projection costs that one's
+    matmuls and kernels, not the validation forward pass's as well."""
+    label = "multi_step_on_iterator (train.py:30)"
+    forward = dict(function=label, flops=2e11)
+    training = [
+        b.tensor_op(**forward, trains=True),
+        b.tensor_op(**forward, gradient=True, trains=True),
+    ]
+    validation = [b.tensor_op(**forward, trains=False)]
+    common = dict(name="multi_step_on_iterator", location="train.py:30")
+    val_fn = train_function(**common, trains=False, kernels=(KernelWork("Relu", 1, 4, 1),))
+    train_fn = train_function(**common, trains=True)
+    both = placement(tensor_ops=training + validation, functions=(val_fn, train_fn))
+    alone = placement(tensor_ops=training, functions=(train_fn,))
+    found, expected = project_step(both, A100), project_step(alone, A100)
+    assert found is not None and expected is not None
+    assert found.tensor_ops == 2 and found.tensor.mid == pytest.approx(expected.tensor.mid)
+    assert found.kernels.mid == pytest.approx(expected.kernels.mid)  # the training trace's
+    # a record from before the audit marked traces: every op of the label, as it was
+    unmarked = [replace(op, trains=None) for op in training + validation]
+    assert project_step(placement(tensor_ops=unmarked, functions=(train_fn,)), A100).tensor_ops == 3

@@ -310,7 +310,8 @@ def call_overhead(
     is the call's fixed work: arguments bound and flattened, the function looked up, its
     executor made and its outputs handed back, which a GPU does not shorten. None where
     no call ran an op on the host (``spans``: per call, its host ops' first start and
-    last end). Returns (the median call's, the least, the most)."""
+    last end). Returns (the median call's, and the first and third quartiles: the least
+    and the most of fewer than four calls)."""
     outer = [e for e in events if e.name == function]
     kept = []
     for call, span in zip(calls, spans):
@@ -324,9 +325,13 @@ def call_overhead(
         kept.append(max(0, wrapper.duration_ps - (span[1] - span[0])) / 1e12)
     if not kept:
         return None
-    # the median call and the spread of the calls: one call that paused (a collection,
-    # a neighbour's burst) does not set the figure, and the band keeps what they ranged
-    return statistics.median_low(kept), min(kept), max(kept)
+    # the median call and the middle half of the calls: one call that paused (a
+    # collection, the profiler's own start, a neighbour's burst) sets neither the figure
+    # nor its band
+    if len(kept) < 4:
+        return statistics.median_low(kept), min(kept), max(kept)
+    first, _, third = statistics.quantiles(kept, n=4, method="inclusive")
+    return statistics.median_low(kept), first, third
 
 
 def _union(events: list, end_ps: int) -> int:

@@ -31,6 +31,7 @@ from gpuwhy.facts import (
     OpGroup,
     PlacementCheck,
     PlacementFacts,
+    TensorOp,
     is_input_boundary,
 )
 from gpuwhy.tfapi import graph_ops, precision
@@ -107,16 +108,15 @@ def audit_functions(
         if collecting:
             gc.enable()
     gpu = precision.local_gpu()
+    ops = [_traced_ops(a, batch) for a in audited]
     facts = PlacementFacts(
         predicted=True,
-        functions=tuple(_function_summary(a, batch) for a in audited),
+        functions=tuple(
+            _function_summary(a, batch, trains=_trains(found)) for a, found in zip(audited, ops)
+        ),
         groups=_groups(audited),
         copies=_copies(audited, batch),
-        tensor_ops=tuple(
-            op
-            for a in audited
-            for op in tensor_ops(a.placed, a.jit, batch, _function_label(a.target))
-        ),
+        tensor_ops=tuple(op for found in ops for op in found),
         tf32_enabled=precision.tf32_enabled(),
         mixed_precision_policy=precision.keras_policy(),
         compute_capability=gpu[1] if gpu else None,
@@ -150,6 +150,23 @@ def _float_indices(audited: list[AuditedGraph]) -> tuple[FloatIndex, ...]:
     return tuple(named(list(found.values()), files))
 
 
+def _traced_ops(audited: AuditedGraph, batch: int | None) -> list[TensorOp]:
+    """The graph's matmuls and convolutions, each marked with whether its trace trains
+    (has a backward pass): Keras' training and validation steps share a name and a
+    place, and the projection costs the training one's."""
+    import dataclasses
+
+    found = list(tensor_ops(audited.placed, audited.jit, batch, _function_label(audited.target)))
+    trains = _trains(found)
+    return [dataclasses.replace(op, trains=trains) for op in found]
+
+
+def _trains(ops: list[TensorOp]) -> bool | None:
+    """A trace with a matmul or convolution in a backward pass trains; None without any
+    matmul or convolution to tell by."""
+    return any(op.gradient for op in ops) if ops else None
+
+
 def _function_label(target: AuditTarget) -> str:
     return f"{target.label} ({target.location})" if target.location else target.label
 
@@ -172,7 +189,9 @@ def _merge_checks(checks: list[PlacementCheck]) -> PlacementCheck:
     )
 
 
-def _function_summary(audited: AuditedGraph, batch: int | None = None) -> AuditedFunction:
+def _function_summary(
+    audited: AuditedGraph, batch: int | None = None, trains: bool | None = None
+) -> AuditedFunction:
     placed = audited.placed
     gpu = host = cpu = 0
     for node in placed.flat.nodes:
@@ -200,6 +219,7 @@ def _function_summary(audited: AuditedGraph, batch: int | None = None) -> Audite
         unaudited=tuple(placed.flat.unaudited),
         note=audited.target.note,
         kernels=kernel_work(placed, batch),
+        trains=trains,
     )
 
 
