@@ -447,6 +447,17 @@ def _cudnn_note(projection: StepProjection, facts: Facts) -> str:
         "one): their loops are costed as cuDNN's RNN kernels, each timestep's matmuls "
         "and one fused kernel a timestep for the gate arithmetic"
     )
+    placement = facts.placement
+    unfixed = placement is not None and any(
+        op.loop in projection.cudnn_loops and op.runs is None
+        for op in step_ops(placement, projection.function)
+    )
+    if unfixed:  # the sequence's length is not in the traced graph (a dataset's None)
+        text += (
+            " where the traced graph fixes the sequence's length; here it does not (the "
+            "input's time dimension was traced unknown): one timestep is costed, so the "
+            "step is at least this long"
+        )
     if projection.xla_dropped or (facts.program and facts.program.keras_auto_jit is False):
         text += (
             "; Keras compiles no step of such a model with XLA on a GPU (cuDNN's ops are "

@@ -143,6 +143,16 @@ def test_keras_compiles_no_step_with_a_cudnn_rnn_with_xla_on_a_gpu():
     assert note.startswith("Keras runs lstm with cuDNN on a GPU")
     assert "no step of such a model with XLA" in note
     assert any("run in while loops of 120 iterations" in n for n in found.notes)
+    assert "one timestep is costed" not in note
+    # a dataset whose time dimension was traced unknown: the loop's iterations are not
+    # in the graph, and the cuDNN note says one timestep is costed, not each
+    unknown = _lstm_placement()
+    unknown = replace(
+        unknown, tensor_ops=tuple(replace(op, runs=None) for op in unknown.tensor_ops)
+    )
+    found = projection_facts(Facts(placement=unknown, program=program), "A100")
+    (note,) = [n for n in found.notes if "cuDNN" in n]
+    assert "here it does not" in note and "one timestep is costed" in note
     # compile(jit_compile=True) traced with XLA here: Keras turns it off on a GPU
     traced = _lstm_placement()
     jitted = replace(traced, functions=(replace(traced.functions[0], jit_compile=True),))
