@@ -478,7 +478,8 @@ def _loop_notes(placement: PlacementFacts, function: str) -> list[str]:
         runs = ", ".join(f"{r:,}" for r in counted)
         notes.append(
             f"{sum(1 for op in ops if op.runs and op.runs > 1)} matmuls/convolutions run in "
-            f"while loops of {runs} iterations (at most: their maximum_iterations), each "
+            f"while loops of {runs} iterations (at most: their maximum_iterations, or the "
+            "model's input length where the traced step left it unknown), each "
             "iteration's costed at its own size"
         )
     unknown = sum(1 for op in ops if op.runs is None)

@@ -259,3 +259,37 @@ def keras_owner(function: Any) -> Any:
         trainers = tuple(c for c in (_class(m, n) for m, n in TRAINERS) if c is not None)
         return owner if trainers and isinstance(owner, trainers) else None
     return None
+
+
+def rnn_time_steps(model: Any) -> dict[str, int]:
+    """The time steps of each LSTM/GRU layer's input where ``model`` fixes them (its
+    ``Input``'s static shape: ``Input(shape=(120, 7))``), by layer name; a Bidirectional
+    wrapper's two inner layers (their loops carry their names) take its input's. A
+    dataset can leave the time dimension unknown in the traced step
+    (``timeseries_dataset_from_array``), so the loop's iterations are not in the graph:
+    the model still knows them. Layers whose input has no static shape (a subclassed
+    model's) are left out."""
+    kinds = tuple(c for c in (_class(m, n) for m, n in RNN_LAYERS) if c is not None)
+    wrapper = _class("keras.src.layers.rnn.bidirectional", "Bidirectional")
+    found: dict[str, int] = {}
+    if not kinds:
+        return found
+    for layer in model._flatten_layers():
+        inner = (
+            [layer.forward_layer, layer.backward_layer]
+            if wrapper is not None and isinstance(layer, wrapper)
+            else [layer]
+            if isinstance(layer, kinds)
+            else []
+        )
+        if not inner:
+            continue
+        try:
+            shape = tuple(layer.input.shape)
+        except (AttributeError, ValueError, RuntimeError):  # never called on an Input
+            continue
+        steps = shape[1] if len(shape) >= 3 else None
+        if isinstance(steps, int) and steps > 0:
+            for each in inner:
+                found[each.name] = steps
+    return found

@@ -7,11 +7,12 @@ import pytest
 import tensorflow as tf
 
 import gpuwhy
+from gpuwhy.collect.placement.loops import with_time_steps
 from gpuwhy.facts import Facts, KernelWork, ProgramFacts
 from gpuwhy.gpu_specs import find_gpu
 from gpuwhy.projection.cost import LAUNCH_S, project_step, rnn_layer
 from gpuwhy.projection.step import projection_facts
-from gpuwhy.tfapi.keras_hooks import cudnn_rnn_layers
+from gpuwhy.tfapi.keras_hooks import cudnn_rnn_layers, rnn_time_steps
 from tests import builders as b
 from tests.projection.test_cost import placement, train_function
 
@@ -80,6 +81,52 @@ def test_which_keras_rnn_layers_a_gpu_runs_with_cudnn():
     assert cudnn_rnn_layers(model(layers.LSTM(8, recurrent_dropout=0.2))) == ((), True)
     both = model(layers.Bidirectional(layers.LSTM(8, name="fw")))
     assert sorted(cudnn_rnn_layers(both)[0]) == ["backward_fw", "forward_fw"]
+
+
+def test_an_rnn_layers_time_steps_come_from_the_models_input_where_it_fixes_them():
+    """A dataset can leave the time dimension unknown in the traced step
+    (timeseries_dataset_from_array): the model's Input still fixes it."""
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((120, 7))
+    out = layers.Dense(1)(
+        layers.GRU(8, name="g")(layers.LSTM(8, return_sequences=True, name="enc")(inputs))
+    )
+    assert rnn_time_steps(tf.keras.Model(inputs, out)) == {"enc": 120, "g": 120}
+    both = tf.keras.Sequential(
+        [tf.keras.Input((30, 4)), layers.Bidirectional(layers.LSTM(8, name="fw"))]
+    )
+    assert rnn_time_steps(both) == {"forward_fw": 30, "backward_fw": 30}
+    ragged = tf.keras.Sequential([tf.keras.Input((None, 4)), layers.LSTM(8)])
+    assert rnn_time_steps(ragged) == {}  # no static length: nothing to take
+
+
+def test_loops_the_graph_left_unknown_take_the_models_time_steps():
+    unknown = _lstm_placement(1)
+    unknown = replace(
+        unknown,
+        tensor_ops=tuple(replace(op, runs=None) for op in unknown.tensor_ops)
+        + (b.tensor_op(function=KERAS, loop="model/other_rnn/while", runs=None),),
+    )
+    filled = with_time_steps(unknown, {"lstm": 120})
+    assert {op.loop: op.runs for op in filled.tensor_ops} == {
+        FORWARD: 120,
+        BACKWARD: 120,
+        "model/other_rnn/while": None,  # no layer of that name
+    }
+    before = {k.op: k for k in unknown.functions[0].kernels}
+    after = {k.op: k for k in filled.functions[0].kernels}
+    assert (after["Sigmoid"].count, after["Sigmoid"].bytes, after["Sigmoid"].runs) == (
+        120 * before["Sigmoid"].count,
+        120 * before["Sigmoid"].bytes,
+        120,
+    )
+    assert after["Relu"] == before["Relu"]  # not in a loop
+    lstm_only = with_time_steps(replace(unknown, tensor_ops=unknown.tensor_ops[:-1]), {"lstm": 120})
+    assert project_step(lstm_only, A100, cudnn_layers=("lstm",)).tensor.mid == pytest.approx(
+        project_step(_lstm_placement(120), A100, cudnn_layers=("lstm",)).tensor.mid
+    )
+    # loops whose iterations the graph fixes are left as they are
+    assert with_time_steps(_lstm_placement(60), {"lstm": 120}) == _lstm_placement(60)
 
 
 def test_rnn_loops_are_told_by_their_layer_s_name_scope():

@@ -21,12 +21,14 @@ from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.input_wait import delivered_batch
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.placement import AuditTarget, audit_functions
+from gpuwhy.collect.placement.loops import with_time_steps
 from gpuwhy.facts import (
     KERAS_PREDICT_FUNCTIONS,
     KERAS_STEP_BODY,
     KERAS_STEP_FUNCTIONS,
     PlacementFacts,
 )
+from gpuwhy.tfapi.keras_hooks import rnn_time_steps
 from gpuwhy.tfapi.memory import tf_gpus
 
 # Every tf.function that ran is audited (fit's, evaluate's, predict's, the user's), up to
@@ -95,7 +97,11 @@ class PlacementAudit(Collector):
             steps = gathering.peer(StepCollector)
             targets = [_as_keras_compiles_it(t, steps) for t in targets]
         batch = delivered_batch(facts.tfdata, facts.steps)
-        return audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
+        placement = audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
+        for target in targets:  # RNN loops whose iterations the model knows, the graph not
+            if target.model is not None:
+                placement = with_time_steps(placement, rnn_time_steps(target.model))
+        return placement
 
 
 def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTarget:

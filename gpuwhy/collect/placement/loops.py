@@ -13,12 +13,15 @@ with the same ``maximum_iterations``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from gpuwhy.collect.placement.graph import FlatGraph, Node
+from gpuwhy.facts import KernelWork, PlacementFacts
+from gpuwhy.projection.cost import rnn_layer
 from gpuwhy.tfapi import graph_ops
 
-__all__ = ["Loops", "loops"]
+__all__ = ["Loops", "loops", "with_time_steps"]
 
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
 
@@ -77,3 +80,47 @@ def _value(flat: FlatGraph, ref: tuple[int, int] | None) -> int | None:
     producer = flat.nodes[ref[0]]
     graph = graph_ops.body_graph(flat.graphs, producer.function)
     return None if graph is None else graph_ops.static_int(graph, producer.name, ref[1])
+
+
+def with_time_steps(placement: PlacementFacts, steps: dict[str, int]) -> PlacementFacts:
+    """``placement`` with the iterations of the RNN loops the graph left unknown taken
+    from the model (``steps``: Keras layer name -> its input's time steps,
+    tfapi.keras_hooks.rnn_time_steps): their matmuls run that many times, their kernels'
+    counts and bytes (counted once) that many times over."""
+    if not steps:
+        return placement
+    names = tuple(steps)
+
+    def known(loop: str | None) -> int | None:
+        layer = rnn_layer(loop, names) if loop else None
+        return steps[layer] if layer else None
+
+    unknown = {op.loop for op in placement.tensor_ops if op.loop and op.runs is None}
+    trips = {loop: n for loop in unknown if (n := known(loop))}
+    if not trips:
+        return placement
+    ops = tuple(
+        dataclasses.replace(op, runs=trips[op.loop]) if op.runs is None and op.loop in trips else op
+        for op in placement.tensor_ops
+    )
+    functions = tuple(
+        dataclasses.replace(
+            function,
+            kernels=tuple(
+                _times(k, trips[k.loop]) if k.loop in trips else k for k in function.kernels
+            ),
+        )
+        for function in placement.functions
+    )
+    return dataclasses.replace(placement, tensor_ops=ops, functions=functions)
+
+
+def _times(kernels: KernelWork, n: int) -> KernelWork:
+    return dataclasses.replace(
+        kernels,
+        count=kernels.count * n,
+        bytes=kernels.bytes * n,
+        sized=kernels.sized * n,
+        float32_bytes=kernels.float32_bytes * n,
+        runs=n,
+    )
