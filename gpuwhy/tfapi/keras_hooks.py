@@ -286,7 +286,7 @@ def rnn_time_steps(model: Any) -> dict[str, int]:
             continue
         try:
             shape = tuple(layer.input.shape)
-        except (AttributeError, ValueError, RuntimeError):  # never called on an Input
+        except Exception:  # noqa: BLE001 - never called on an Input, or a user's layer
             continue
         steps = shape[1] if len(shape) >= 3 else None
         if isinstance(steps, int) and steps > 0:
