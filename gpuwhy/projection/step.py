@@ -14,9 +14,9 @@ measurements and the step's band.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 
+from gpuwhy.derived.capture import kernel_pattern
 from gpuwhy.derived.pipeline import BOOKKEEPING, first_steady_stage
 from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
@@ -367,22 +367,17 @@ def _host_band(host: HostWork | None, dispatch: Band | None) -> Band | None:
 
 def _captured_kernels(facts: Facts, projection: StepProjection) -> list[str]:
     """Where the run trained on the target GPU itself and captured steps on it (``run
-    --capture N``): the kernels a step ran and their lengths, measured, beside the
-    kernels the projection costs (the fixed cost per kernel rests on their count)."""
-    capture = facts.capture
-    steps = [s for s in capture.steps if s.kernels] if capture is not None else []
-    if not steps:
+    --capture N``): the median step's kernels and their length, measured
+    (derived.capture.kernel_pattern), beside the kernels the projection costs (the
+    fixed cost per kernel rests on their count)."""
+    pattern = kernel_pattern(facts.capture) if facts.capture is not None else None
+    if pattern is None:
         return []
-    kernels = statistics.median_low(s.kernels for s in steps)
-    lengths = [s.median_kernel_s for s in steps if s.median_kernel_s is not None]
-    length = (
-        f", the median {duration(statistics.median_low(lengths), True)} long" if lengths else ""
-    )
     costed = projection.kernel_count + projection.tensor_ops
     return [
-        f"the capture measured {kernels:,} kernels a step on this GPU{length} "
-        f"({len(steps)} steps); the projection costs {costed:,} kernels and ops: where "
-        "they disagree, the capture is the measurement"
+        f"the capture measured {pattern.kernels_per_step:,} kernels a step on this GPU, "
+        f"the median {duration(pattern.median_kernel_s, True)} long; the projection costs "
+        f"{costed:,} kernels and ops: where they disagree, the capture is the measurement"
     ]
 
 

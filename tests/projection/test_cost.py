@@ -171,18 +171,23 @@ def test_on_the_target_gpu_itself_the_measured_step_is_put_beside_the_projection
     on_cpu = replace(trained_here, program=ProgramFacts(command=("train.py",)))
     assert projection_facts(on_cpu, "auto", None, steps).measured_step_s is None
     # a capture of its steps on that GPU: the kernels a step ran, beside those costed
-    from gpuwhy.facts import CaptureFacts, CaptureStep
+    from gpuwhy.facts import CaptureDevice, CaptureFacts, CaptureStep
 
     captured = tuple(
         CaptureStep(start_s=i * 0.012, duration_s=0.012, busy_s=0.01, kernels=k,
                     median_kernel_s=4e-6)
         for i, k in enumerate((310, 300, 305))
     )  # fmt: skip
-    capture = CaptureFacts(path="vm.xplane.pb", producer="tensorflow", span_s=0.04, steps=captured)
+    gpu = CaptureDevice("/device:GPU:0", "H100", 1, 915, 0.03, 0.03, 0.02, 0.02, 0.02)
+    capture = CaptureFacts(
+        path="vm.xplane.pb", producer="tensorflow", span_s=0.04, devices=(gpu,), steps=captured
+    )
     with_capture = replace(trained_here, capture=capture)
     notes = projection_facts(with_capture, "auto", None, steps).notes
     assert any(
-        note.startswith("the capture measured 305 kernels a step on this GPU, the median 4.0 µs")
+        note.startswith(
+            "the capture measured 305 kernels a step on this GPU, the median 4.0 µs long"
+        )
         and "the capture is the measurement" in note
         for note in notes
     )
