@@ -98,10 +98,13 @@ class PlacementAudit(Collector):
             targets = [_as_keras_compiles_it(t, steps) for t in targets]
         batch = delivered_batch(facts.tfdata, facts.steps)
         placement = audit_functions(targets, batch=batch, ignored_devices=ignored)[0]
-        for target in targets:  # RNN loops whose iterations the model knows, the graph not
-            if target.model is not None:
-                placement = with_time_steps(placement, rnn_time_steps(target.model))
-        return placement
+        # RNN loops whose iterations the model knows, the graph not: each model read once
+        # (Keras' training and validation steps share theirs)
+        models = {id(t.model): t.model for t in targets if t.model is not None}
+        time_steps = {
+            name: n for model in models.values() for name, n in rnn_time_steps(model).items()
+        }
+        return with_time_steps(placement, time_steps)
 
 
 def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTarget:
