@@ -160,6 +160,8 @@ class EagerOpCounter(Collector):
         for collector in made:
             if isinstance(collector, StepCollector | FunctionWatcher):
                 collector.sampling = counter.overlaps_a_window
+            if isinstance(collector, StepCollector):
+                collector.began = counter.steps_began
         return counter
 
     def __init__(
@@ -190,6 +192,8 @@ class EagerOpCounter(Collector):
         self._switch: Any = None
         self._frames: Any = None
         self._stopping = threading.Event()
+        self._wake = threading.Event()  # set on stop and when the steps begin
+        self._restart = False  # the steps began: the schedule starts again
         self._lock = threading.Lock()  # one compaction at a time
         self._thread: threading.Thread | None = None
 
@@ -213,10 +217,20 @@ class EagerOpCounter(Collector):
 
     def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         self._switch_off()
         self._compact()
+
+    def steps_began(self) -> None:
+        """The first steps were seen: the schedule starts again from its first short
+        window, now. Anchored at the TensorFlow import alone, a run whose set-up takes a
+        few seconds and whose loop a few more could see its steps between two windows
+        (an eager loop of 200 steps in 1.6 s read as no steps sampled, one run in two)."""
+        self._restart = True
+        if not self.is_on:  # else the window open now counts them, the schedule after it
+            self._wake.set()
 
     def overlaps_a_window(self, start: float, end: float) -> bool:
         """Whether [start, end] overlaps a counting window (one still open included): a
@@ -257,8 +271,13 @@ class EagerOpCounter(Collector):
                     self._compact()
                 self._switch_off()
                 self._compact()
-                if self._stopping.wait(off_s) or self.full:
+                self._wake.wait(off_s)  # cut short where the steps begin meanwhile
+                if self._stopping.is_set() or self.full:
                     return
+                if self._restart:  # short windows from the steps' start on
+                    self._restart = False
+                    self._wake.clear()
+                    schedule = duty_cycle(self.first_on_s, self.duty, self.longest_on_s)
                 on_s, off_s = next(schedule)
                 self._switch_on()
         except Exception as exc:  # noqa: BLE001 - the user's code may raise anything

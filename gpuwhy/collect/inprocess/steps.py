@@ -123,6 +123,10 @@ class StepCollector(Collector):
     # Whether a step's interval is wanted one by one beyond the head: the eager op
     # counter sets it (a step that overlaps one of its counting windows)
     sampling: Callable[[float, float], bool] | None = None
+    # Called once, from the fold that first sees a loop's events (a Keras batch, a read
+    # of a tf.data iterator, an optimizer step): the eager op counter opens a window
+    # there, so a short run's steps are counted whatever the time its set-up took
+    began: Callable[[], None] | None = None
     # A new loop's stall tracker (the activity collector's), fed each step as it folds
     stall_tracking: Callable[[], object] | None = None
 
@@ -256,6 +260,9 @@ class StepCollector(Collector):
                 feed_call = self._optimizer[0].feed
                 for start, end in applies:
                     feed_call(start, end)
+            if self.began is not None and (events or self._sites or applies):
+                began, self.began = self.began, None
+                began()
 
     def _count_read(self, key: int, start: float, end: float, exhausted: bool) -> None:
         """Per iterator, what its next() calls waited and how many elements they gave."""

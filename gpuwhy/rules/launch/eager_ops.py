@@ -46,7 +46,9 @@ class EagerOps(Rule):
 
     ## What it detects
     At least `min_ops_per_step` ops per step run eagerly (outside any `tf.function`) on
-    tensors smaller than `small_elements` elements: a custom training loop without
+    tensors smaller than `small_elements` elements, or at least `min_ops_when_busy` of
+    them where issuing them takes `min_busy_fraction` of the step (a small model's eager
+    `GradientTape` step is 60 ops, nearly all of its time dispatch): a custom training loop without
     `@tf.function`, Python `for` loops over layers or time steps, `model.compile(
     run_eagerly=True)`, or per-step metric and logging code. The finding names the op
     types and the file:line that issues most of them, and how much of the step went
@@ -101,8 +103,11 @@ class EagerOps(Rule):
     ops and are not counted.
 
     ## Options
-    - `min_busy_fraction`: with no training step found, the share of the counted time
-      spent issuing small eager ops that makes the finding (0.5).
+    - `min_busy_fraction`: the share of the step (with no training step found, of the
+      counted time) spent issuing small eager ops that makes the finding from fewer than
+      `min_ops_per_step` of them (0.5).
+    - `min_ops_when_busy`: small eager ops per step that make the finding where issuing
+      them takes `min_busy_fraction` of the step (20).
     - `min_ops_per_step`: small eager ops per step that make the finding (100).
     - `small_elements`: an op whose largest output has fewer elements than this counts
       as small (65536).
@@ -112,7 +117,12 @@ class EagerOps(Rule):
     severity = "high"
     status = "stable"
     needs = ("eager",)
-    options = {"min_busy_fraction": 0.5, "min_ops_per_step": 100, "small_elements": 65536}
+    options = {
+        "min_busy_fraction": 0.5,
+        "min_ops_per_step": 100,
+        "min_ops_when_busy": 20,
+        "small_elements": 65536,
+    }
     question = "Why is it slow with small ops?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -126,7 +136,11 @@ class EagerOps(Rule):
         gain = busy * small_share if busy is not None else None
         if eager.sampled_steps and eager.per_step is not None:
             small_per_step = eager.per_step * small_share
-            if small_per_step < options["min_ops_per_step"]:
+            if small_per_step < options["min_ops_per_step"] and not (
+                small_per_step >= options["min_ops_when_busy"]
+                and gain is not None
+                and gain >= options["min_busy_fraction"]
+            ):
                 return []
             title = (
                 f"Each step dispatches ~{small_per_step:.0f} small ops eagerly from Python "

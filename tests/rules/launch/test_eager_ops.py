@@ -94,6 +94,21 @@ def test_the_threshold_counts_small_ops_only():
     assert run(eager(half), small_elements=2_000_000) != []
 
 
+def test_fewer_ops_that_take_most_of_the_step_are_a_finding():
+    # A small model's eager GradientTape step: 61 ops, 97% of the step issuing them
+    # (tests/corpus/programs/eager_loop.py measured so)
+    step = (site("ReadVariableOp", "train.py:23", 300, 1), site("MatMul", "train.py:20", 310))
+    (finding,) = run(eager(step, dispatch_fraction=0.97))
+    assert finding.severity == "high"
+    assert finding.evidence["small_ops_per_step"] == 61.0
+    # the same ops taking a fifth of the step: a model whose kernels dominate
+    assert run(eager(step, dispatch_fraction=0.2)) == []
+    # a handful of metric ops around a compiled step stays quiet however long they take
+    few = (site("AddV2", "train.py:30", 150),)
+    assert run(eager(few, dispatch_fraction=0.9)) == []
+    assert run(eager(step, dispatch_fraction=0.97), min_ops_when_busy=62) == []
+
+
 def test_ops_without_outputs_count_as_small():
     updates = (site("AssignAddVariableOp", "train.py:40", 2000, None),)
     (finding,) = run(eager(updates))
