@@ -18,6 +18,7 @@ from typing import Any
 from gpuwhy.derived.gpu_busy import with_busy
 from gpuwhy.facts import Facts, WorkersFacts, from_dict, to_dict
 from gpuwhy.finding import Finding
+from gpuwhy.json_input import TooDeep, loads
 from gpuwhy.rules import RULES_BY_ID, run_rules
 from gpuwhy.schema import SCHEMA_VERSION, refusal
 from gpuwhy.verdict import gpu_usable, verdict
@@ -118,8 +119,10 @@ class Record:
         if not text.strip():
             raise RecordError(f"{path} is empty")
         try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as e:
+            data = loads(text, str(path))
+        except TooDeep as e:
+            raise RecordError(str(e)) from None
+        except ValueError as e:
             raise RecordError(f"{path} is not valid JSON ({e})") from None
         return cls.from_dict(data)
 

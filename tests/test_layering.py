@@ -20,7 +20,14 @@ PACKAGE = Path(gpuwhy.__file__).parent
 
 # Bottom to top. A name is a module or a package (all of its modules).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gpuwhy.version", "gpuwhy.own_stderr", "gpuwhy.forked", "gpuwhy.gpu_specs"),
+    (
+        "gpuwhy.version",
+        "gpuwhy.own_stderr",
+        "gpuwhy.forked",
+        "gpuwhy.gpu_specs",
+        "gpuwhy.redact",
+        "gpuwhy.json_input",
+    ),
     ("gpuwhy.facts", "gpuwhy.schema"),
     ("gpuwhy.finding",),
     ("gpuwhy.formatting",),

@@ -24,8 +24,11 @@ from gpuwhy.collect.child import build_info_file, cuda_libraries, tf_child
 from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.tf_probe import TensorFlowProbe
 from gpuwhy.facts import DriverFacts, EnvironmentFacts, Facts, TensorFlowFacts, from_dict
+from gpuwhy.redact import mask_environment
 
-# Environment variables that change whether or how TensorFlow uses a GPU.
+# Environment variables that change whether or how TensorFlow uses a GPU (kept in the
+# record through gpuwhy.redact's mask_environment: one added here that holds a secret, or
+# a URL with a password, is written masked).
 GPU_ENV_VARS = (
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
@@ -69,7 +72,7 @@ def environment_facts(
         machine=platform.machine(),
         wsl=sys.platform == "linux" and _wsl(),
         cpu_count=os.cpu_count(),
-        env_vars={k: os.environ[k] for k in GPU_ENV_VARS if k in os.environ},
+        env_vars=mask_environment({k: os.environ[k] for k in GPU_ENV_VARS if k in os.environ}),
         tensorflow=tensorflow,
         driver=driver,
     )

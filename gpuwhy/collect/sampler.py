@@ -101,6 +101,7 @@ from gpuwhy.facts import (
     WindowSpread,
 )
 from gpuwhy.formatting import MiB
+from gpuwhy.json_input import TooDeep, loads
 from gpuwhy.tfapi.memory import tf_peak_memory
 from gpuwhy.version import __version__
 
@@ -158,7 +159,9 @@ def _recording_lines(path: Path) -> list[dict[str, Any]]:
     lines = []
     for i, (n, line) in enumerate(rows):
         try:
-            value = json.loads(line)
+            value = loads(line, f"{path}: line {n}")
+        except TooDeep as e:
+            raise RecordingError(str(e)) from None
         except ValueError as e:
             if i == len(rows) - 1 and i > 0:
                 break  # torn last line

@@ -6,7 +6,9 @@ beside each group, the one function that reads it into its settings
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import re
 from dataclasses import replace
 from typing import TypeVar
 
@@ -18,6 +20,7 @@ from gpuwhy.commands.settings import Gate, OutDir, ReportSettings
 from gpuwhy.comparison.gate import GateError, parse, read_file
 from gpuwhy.export.live import MetricsOptions
 from gpuwhy.export.otlp import BadEndpoint, endpoint
+from gpuwhy.export.prometheus import ALL_INTERFACES
 
 T = TypeVar("T")
 
@@ -96,8 +99,14 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve live metrics for Prometheus on PORT (/metrics, all interfaces) while "
-        "the program runs; the names are in the README",
+        help="serve live metrics for Prometheus on PORT (/metrics, on all interfaces unless "
+        "--metrics-addr says otherwise) while the program runs; the names are in the README",
+    )
+    p.add_argument(
+        "--metrics-addr",
+        metavar="ADDR",
+        help="the address --metrics-port listens on: 0.0.0.0 (all interfaces, the default), "
+        "127.0.0.1 (this host only), an interface's address, or :: (all, IPv6 too)",
     )
     p.add_argument(
         "--metrics-push",
@@ -138,7 +147,36 @@ def metrics_settings(args: argparse.Namespace) -> MetricsOptions:
             otlp = endpoint(args.metrics_otlp)
         except BadEndpoint as e:
             raise UsageError(str(e)) from None
-    return MetricsOptions(port=port, push_url=url, otlp_url=otlp, interval_s=interval)
+    addr = ALL_INTERFACES
+    if args.metrics_addr is not None:
+        if port is None:
+            raise UsageError("--metrics-addr is where --metrics-port listens: give the port too")
+        addr = listen_address(args.metrics_addr)
+    return MetricsOptions(port=port, addr=addr, push_url=url, otlp_url=otlp, interval_s=interval)
+
+
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def listen_address(given: str) -> str:
+    """``--metrics-addr`` as the server takes it: an IPv4 or IPv6 address (``[::1]``
+    as ``::1``) or a host name; anything else is a usage error, said before the program
+    starts rather than as a server that never listened. (An address this host does not
+    have is found when the server binds: one line, and the run goes on.)"""
+    text = given.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    numeric = text.rstrip(".").rsplit(".", 1)[-1].isdigit()  # 300.1.1.1 is no host name
+    if len(text) <= 253 and _HOST_NAME.fullmatch(text) and not numeric:
+        return text
+    raise UsageError(
+        f"--metrics-addr must be an IP address or a host name to listen on (0.0.0.0: all "
+        f"interfaces, 127.0.0.1: this host only), not {given!r}"
+    )
 
 
 def out_dir_option(p: argparse.ArgumentParser) -> None:

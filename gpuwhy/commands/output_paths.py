@@ -15,13 +15,14 @@ file in the temporary directory and gpuwhy says where, so it is never lost.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpuwhy.json_input import loads
 
 # The first line of a terminal report written with -o: the verdict's mark (report/terminal.py).
 _VERDICT_MARKS = ("✓ ", "✗ ", "• ")
@@ -153,7 +154,7 @@ def is_gpuwhy_output(path: str) -> bool:
         if '"name": "gpuwhy"' in text or '"recorded_by": "gpuwhy' in first_line:
             return True
         try:  # a one-line record: gpuwhy run -f json
-            data = json.loads(first_line)
+            data = loads(first_line, path)
         except ValueError:
             return False
         return isinstance(data, dict) and data.get("tool", {}).get("name") == "gpuwhy"

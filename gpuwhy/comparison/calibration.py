@@ -13,7 +13,6 @@ a gate of one run a side would have called on unchanged code).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import statistics
@@ -25,6 +24,7 @@ from gpuwhy.comparison.between_runs import Noise, detectable, difference
 from gpuwhy.comparison.environment import others_cpu, program
 from gpuwhy.comparison.sides import own_log_variance
 from gpuwhy.comparison.units import RunUnits, run_units
+from gpuwhy.json_input import TooDeep, loads
 from gpuwhy.record import Record
 
 CALIBRATION_SCHEMA_VERSION = 1
@@ -127,9 +127,11 @@ def read_noise(path: str) -> Noise:
     the spread the comparison pools in. Raises ValueError with the one line to say."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = loads(f.read(), path)
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except TooDeep as e:
+        raise ValueError(str(e)) from None
     except ValueError:
         raise ValueError(f"{path} is not valid JSON") from None
     try:

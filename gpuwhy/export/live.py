@@ -34,7 +34,7 @@ from gpuwhy.collect.identity import job_labels
 from gpuwhy.collect.step_histogram import LoopHistograms, StepHistogram
 from gpuwhy.export.metrics import busy_sums, named_functions, values
 from gpuwhy.export.otlp import OtlpMetrics
-from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
+from gpuwhy.export.prometheus import ALL_INTERFACES, Endpoint, PrometheusMetrics, Pusher
 from gpuwhy.facts import Facts
 from gpuwhy.rules import run_rules
 from gpuwhy.version import __version__
@@ -53,6 +53,7 @@ Snapshot = Callable[[], tuple[Facts, LoopHistograms]]
 @dataclass(frozen=True)
 class MetricsOptions:
     port: int | None = None
+    addr: str = ALL_INTERFACES  # the address /metrics listens on (--metrics-addr)
     push_url: str | None = None
     otlp_url: str | None = None  # the full OTLP/HTTP metrics URL (gpuwhy.export.otlp)
     interval_s: float = DEFAULT_INTERVAL_S
@@ -85,7 +86,7 @@ class LiveMetrics:
         job = job_labels()
         metrics = self.metrics = PrometheusMetrics(job, info)
         if self.options.port is not None:
-            endpoint = Endpoint(metrics, self.options.port)
+            endpoint = Endpoint(metrics, self.options.port, self.options.addr)
             self.endpoint = endpoint if endpoint.start() else None
         if self.options.push_url:
             self.pusher = Pusher(metrics, self.options.push_url)

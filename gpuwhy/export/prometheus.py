@@ -15,6 +15,8 @@ from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
 from gpuwhy.export.metrics import METRICS, Values
 
+ALL_INTERFACES = "0.0.0.0"  # where /metrics listens unless --metrics-addr says otherwise
+
 
 class PrometheusMetrics:
     """The series of ``METRICS`` for one job, updated from :class:`Values`."""
@@ -124,11 +126,13 @@ class _Totals:
 
 
 class Endpoint:
-    """``/metrics`` on ``port`` (all interfaces, as exporters are scraped from another
-    host), served from a daemon thread. A child the program forks closes its copy of the
-    listening socket (gpuwhy.forked): the port is free once the run ends."""
+    """``/metrics`` on ``port`` at ``addr`` (``--metrics-addr``: all interfaces by
+    default, as exporters are scraped from another host; ``127.0.0.1`` keeps the job's
+    series to this host), served from a daemon thread. A child the program forks closes
+    its copy of the listening socket (gpuwhy.forked): the port is free once the run
+    ends."""
 
-    def __init__(self, metrics: PrometheusMetrics, port: int, addr: str = "0.0.0.0") -> None:
+    def __init__(self, metrics: PrometheusMetrics, port: int, addr: str = ALL_INTERFACES) -> None:
         self.metrics, self.port, self.addr = metrics, port, addr
         self._server: Any = None
         self._forget_in_child: Callable[[], None] = lambda: None
@@ -142,7 +146,10 @@ class Endpoint:
             reason = (
                 "in use" if getattr(e, "errno", None) == 98 else f"unusable ({e.strerror or e})"
             )
-            _say(f"metrics: port {self.port} is {reason}: the run goes on without /metrics")
+            where = (
+                f"port {self.port}" if self.addr == ALL_INTERFACES else f"{self.addr}:{self.port}"
+            )
+            _say(f"metrics: {where} is {reason}: the run goes on without /metrics")
             return False
         self._server = started[0] if isinstance(started, tuple) else None
         if self._server is not None:

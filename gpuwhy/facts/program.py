@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwhy.redact import mask_argv, mask_values, masked_values
+
 
 @dataclass(frozen=True)
 class ProgramFacts:
-    """Section ``program``: what was watched and how it ended."""
+    """Section ``program``: what was watched and how it ended.
 
-    command: tuple[str, ...]  # argv as the program saw it
+    ``command`` is masked as it is made (gpuwhy.redact): every record, report, SARIF
+    file and merge holds ``--api-key=***``, never the value the program received, and
+    the exception's line does not repeat a value masked there. Masking is idempotent,
+    so a record read back (an older one included) comes out masked too."""
+
+    command: tuple[str, ...]  # argv as the program saw it, secret values masked
     ended: str = "completed"  # completed | exception | interrupted | exit
     exit_code: int = 0
     error: str | None = None  # the exception's last line
@@ -25,3 +32,11 @@ class ProgramFacts:
     # which Keras compiles no step with XLA there); here, without a GPU, a while loop
     keras_cudnn_rnn: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what gpuwhy could not watch, and why
+
+    def __post_init__(self) -> None:
+        command = tuple(self.command)
+        shown = mask_argv(command)
+        if shown != command:
+            object.__setattr__(self, "command", shown)
+        if isinstance(self.error, str) and self.error:
+            object.__setattr__(self, "error", mask_values(self.error, masked_values(command)))

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuwhy.collect.sampler import FORMAT, GpuSampler, RecordingError, ReplaySource
 from gpuwhy.facts import Facts, GpuDevice, ProgramFacts, from_dict, to_dict
+from gpuwhy.json_input import loads
 from gpuwhy.record import Record
 
 REPLAY_TIMEOUT_S = 120.0  # a day's recording replays in seconds
@@ -33,7 +34,7 @@ def header_format(path: str | Path) -> str | None:
     a peaks reading ...); None for anything else (a saved report is one JSON object)."""
     try:
         with open(path, encoding="utf-8") as f:
-            first = json.loads(f.readline() or "null")
+            first = loads(f.readline() or "null", str(path))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     found = first.get("format") if isinstance(first, dict) else None
@@ -79,7 +80,7 @@ def _end_line(path: Path) -> dict[str, Any] | None:
         f.seek(max(0, f.tell() - 4096))
         tail = f.read().decode("utf-8", errors="replace").strip().splitlines()
     try:
-        last = json.loads(tail[-1]) if tail else None
+        last = loads(tail[-1], str(path)) if tail else None
     except ValueError:
         return None
     return last if isinstance(last, dict) and last.get("kind") == "end" else None

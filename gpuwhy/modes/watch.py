@@ -31,6 +31,7 @@ from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.facts import Facts, ProgramFacts, to_dict
 from gpuwhy.modes.recording import end_recording
 from gpuwhy.record import Record
+from gpuwhy.redact import mask_argv
 
 
 class WatchError(RuntimeError):
@@ -98,12 +99,13 @@ def watch(
         tree = root["tree"]
         return tree() if tree is not None else frozenset()
 
+    shown = list(mask_argv(argv))  # what the recording and the metrics keep of argv
     sampler = GpuSampler(
         hz=hz,
         pids=watched_pids,
         record_path=record_path,
         dcgm_exporter=dcgm_exporter,
-        record_header={"command": list(argv), "devices_before": to_dict(devices)},
+        record_header={"command": shown, "devices_before": to_dict(devices)},
     )
     t0 = time.perf_counter()
     sampler.start(t0)
@@ -119,7 +121,7 @@ def watch(
         def snapshot() -> tuple[Facts, LoopHistograms]:
             return Facts(devices=devices, gpu_samples=sampler.facts()), ()
 
-        live = LiveMetrics(metrics, "watch", shlex.join(argv), t0, snapshot).start()
+        live = LiveMetrics(metrics, "watch", shlex.join(shown), t0, snapshot).start()
 
     received: list[int] = []
 

@@ -10,7 +10,6 @@ worker ``unreadable`` with the reason, never a failed merge.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from gpuwhy.derived.step_windows import training_spans
 from gpuwhy.facts import StepFacts, StepSpan, WorkerInput, WorkerRun, from_dict
+from gpuwhy.json_input import MAX_DEPTH, TooDeep, loads
 
 # How a run ended (ProgramFacts.ended) -> the worker's state in the merge.
 _STATES = {"completed": "ok", "interrupted": "interrupted", "terminated": "interrupted"}
@@ -46,8 +46,10 @@ def read_worker(path: str) -> WorkerRecord:
     except (OSError, UnicodeDecodeError) as e:
         return _unreadable(stem, file, f"cannot be read ({getattr(e, 'strerror', None) or e})")
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = loads(text, file)
+    except TooDeep:
+        return _unreadable(stem, file, f"unreadable (nested more than {MAX_DEPTH} levels deep)")
+    except ValueError:
         return _unreadable(stem, file, "partial: unreadable (not complete JSON)")
     try:
         return _worker(data, stem, file)

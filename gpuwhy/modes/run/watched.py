@@ -13,6 +13,7 @@ from gpuwhy.export.live import LiveMetrics, MetricsOptions
 from gpuwhy.modes.run.script import ScriptEnding, run_and_report
 from gpuwhy.modes.run.session import Session
 from gpuwhy.record import Record
+from gpuwhy.redact import mask_argv
 
 # Called once when the script has ended, with what makes its record: the caller decides
 # when (and inside which error handling) the collectors are stopped and the rules run.
@@ -50,6 +51,6 @@ def run_watched(
     session.start()
     if metrics.wanted:
         assert session.t0 is not None
-        command = " ".join([script, *script_args])
+        command = " ".join(mask_argv([script, *script_args]))  # the label, masked
         live = LiveMetrics(metrics, "run", command, session.t0, session.live).start()
     return run_and_report(script, script_args, code, report_ending)
