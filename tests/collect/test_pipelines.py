@@ -109,6 +109,52 @@ def test_a_custom_loop_over_a_slow_python_map_names_that_map_as_the_bottleneck(c
     assert from_dict(Facts, to_dict(Facts(tfdata=facts))).tfdata == facts  # JSON round trip
 
 
+def slow_map_pipeline():
+    return tf.data.Dataset.range(48).map(load).batch(8)  # @zipped-map
+
+
+def only_pipeline_read(collector, dataset) -> object:
+    read_in_two_halves(collector, dataset, 3)
+    collector.stop()
+    (pipeline,) = collector.facts().pipelines
+    return pipeline
+
+
+def test_ds_enumerate_shows_the_pipeline_inside_its_zip_and_its_slowest_stage(collector):
+    # ds.enumerate() is Dataset.zip((counter, ds)): the counter comes first
+    pipeline = only_pipeline_read(collector, slow_map_pipeline().enumerate())  # @enumerated
+    assert [s.name for s in pipeline.stages] == ["Range", "MapAndBatch", "Zip", "Prefetch"]
+    assert pipeline.stages[0].written_as == ("range",)
+    assert pipeline.location == at("enumerated")
+    slow = pipeline.stages[pipeline.bottleneck]
+    assert (slow.function, slow.function_location) == ("load", at("load"))
+    assert slow.location == at("zipped-map") and slow.python
+    assert slow.self_time_s >= 24 * 0.005  # what the map slept before the mid-run read
+
+
+def test_a_zip_follows_the_input_that_does_the_work_not_the_first(collector):
+    labels = tf.data.Dataset.range(6)
+    zipped = tf.data.Dataset.zip((labels, slow_map_pipeline()))  # @zip-labels-first
+    pipeline = only_pipeline_read(collector, zipped)
+    assert [s.name for s in pipeline.stages][-2:] == ["Zip", "Prefetch"]
+    slow = pipeline.stages[pipeline.bottleneck]
+    assert (slow.function, slow.location) == ("load", at("zipped-map"))
+
+
+def test_python_s_enumerate_over_a_dataset_is_the_dataset_itself(collector):
+    # Python's enumerate makes no tf.data Zip: the pipeline is read as written
+    dataset = slow_map_pipeline()
+    count = 0
+    for _index, _batch in enumerate(dataset):
+        count += 1
+        if count == 3:
+            collector.read_live()
+    collector.stop()
+    (pipeline,) = collector.facts().pipelines
+    assert "Zip" not in [s.name for s in pipeline.stages]
+    assert pipeline.stages[pipeline.bottleneck].function == "load"
+
+
 def test_keras_fit_is_one_pipeline_with_one_iterator_per_epoch(collector):
     keras = pytest.importorskip("keras")
     x = np.random.rand(32, 4).astype(np.float32)

@@ -11,7 +11,11 @@ elements and the line of the program that adds to it (its source read back). A d
 holding only numbers, strings or arrays (``losses[step] = float(loss)``) is not tracked
 by the collector: those among the other threads' locals, their modules' globals and
 their ``self``'s attributes are counted too. Containers of gpuwhy's own (its collectors'
-sketches, its live metrics) are never named.
+sketches, its live metrics) are never named, nor those of the libraries (TensorFlow,
+Keras, NumPy, the standard library, anything installed in site-packages): a local of
+TF's ``quick_execute`` or the captures list a ``tf.function`` rebuilds as it traces is
+TF's bookkeeping, which the program cannot change where the finding would point; a
+container the program passes into a library is named by the program's own frame.
 
 A census holds the GIL while it walks the heap: on this project's 2-core machine (shared,
 load 3-5), a Keras program's heap after ``fit`` (288,000 objects the collector tracks,
@@ -61,7 +65,7 @@ from typing import Any
 from gpuwhy.facts import GrowingObject
 from gpuwhy.source_calls import growth_sites
 from gpuwhy.tfapi.frames import current_frames
-from gpuwhy.tfapi.graph_ops import relative
+from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 MiB = 2**20
 FIRST_THRESHOLD = 12 * MiB  # growth past the baseline that takes the second census (the
@@ -489,7 +493,8 @@ def names_of(
     """How the program names each container (by id): a local of a running function or
     a global (the other threads' frames), else a global of an imported module or an
     attribute of an object (among ``objects``; dicts in ``skip`` left out). Those
-    unnamed, or gpuwhy's own, are left out."""
+    unnamed, gpuwhy's own or a library's (held by a library's module, class or
+    function: not the program's to change) are left out."""
     wanted = {id(c): c for c in containers}
     found = _in_frames(wanted)
     rest = {key: c for key, c in wanted.items() if key not in found}
@@ -499,12 +504,24 @@ def names_of(
         key: holder
         for key, holder in found.items()
         if not _ours(holder.filename)
+        and not _library(holder.filename)
         and not (holder.module and holder.module.split(".")[0] in OWN_PACKAGES)
     }
 
 
 def _ours(filename: str | None) -> bool:
     return bool(filename) and os.path.abspath(filename or "").startswith(_GPUWHY_DIR + os.sep)
+
+
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+
+
+def _library(filename: str | None) -> bool:
+    """A file of a library's rather than of the program's: TensorFlow, Keras, NumPy,
+    the standard library (the frames gpuwhy never blames), or any installed package."""
+    if not filename:
+        return False
+    return is_library_file(filename) or any(mark in filename for mark in _INSTALLED)
 
 
 def _other_threads() -> list[types.FrameType]:
@@ -566,14 +583,16 @@ def _locals(frame: types.FrameType) -> dict:
 
 def _in_frames(wanted: dict[int, Any]) -> dict[int, _Holder]:
     """Locals (or a module's globals) of the frames running in other threads, innermost
-    first. Before 3.13 a function frame's ``f_locals`` is a snapshot the frame keeps:
-    emptied after the read, as :func:`gpuwhy.tfapi.frames.frame_values` does."""
+    first, the libraries' frames passed over: a list the program hands to Keras is named
+    by the program's frame that holds it, not by Keras' argument. Before 3.13 a
+    function frame's ``f_locals`` is a snapshot the frame keeps: emptied after the
+    read, as :func:`gpuwhy.tfapi.frames.frame_values` does."""
     found: dict[int, _Holder] = {}
     for frame in _other_threads():
         current: types.FrameType | None = frame
         while current is not None and len(found) < len(wanted):
             code = current.f_code
-            if not _ours(code.co_filename):
+            if not _ours(code.co_filename) and not _library(code.co_filename):
                 for name, value in _locals(current).items():
                     key = id(value)
                     if key not in wanted or key in found or wanted[key] is not value:

@@ -85,6 +85,7 @@ class IteratorState:
         "error",
         "done",
         "thread",
+        "branches",
         "__weakref__",
     )
 
@@ -101,6 +102,7 @@ class IteratorState:
         self.last_read = created
         self.error: str | None = None
         self.done = False  # freed: no more reads
+        self.branches: tuple[int, ...] = ()  # its pipeline's zip inputs (Pipeline.branches)
 
     @property
     def root_elements(self) -> int:
@@ -156,3 +158,6 @@ class Pipeline:
     iterators: list = field(default_factory=list)
     dropped_iterators: int = 0
     error: str | None = None
+    # the input followed at each zip, from the final dataset down: where the written
+    # chain went (gpuwhy.tfapi.tfdata.written.zip_branches), for TF's model to go too
+    branches: tuple[int, ...] = ()

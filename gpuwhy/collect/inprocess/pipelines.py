@@ -283,6 +283,7 @@ class PipelineCollector(Collector):
         key = id(iterator)
         state = IteratorState(None, key, time.perf_counter())
         state.consumer = consumer
+        state.branches = pipeline.branches
         state.ref = weakref.ref(iterator, functools.partial(self._forget, key))
         with self._lock:
             if len(pipeline.iterators) >= MAX_ITERATORS:
@@ -376,7 +377,7 @@ class PipelineCollector(Collector):
         start = time.perf_counter()
         try:
             with unseen():
-                model = read_model(iterator)
+                model = read_model(iterator, state.branches)
         except ModelUnavailable as error:
             state.error = str(error)
             return
@@ -542,6 +543,7 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         element_bytes=elements.element_bytes(dataset, batch),
         example_bytes=elements.example_bytes(dataset),
         error=error,
+        branches=data_pipeline.zip_branches(written),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,8 @@ def culprit(
     elements' size is unknown); with its elements gained per training step (None: no
     steps in that span)."""
     for grown in timeline.growing:
+        if _in_library(grown.where):
+            continue
         span = grown.last_at_s - grown.first_at_s
         elements = grown.length_last - grown.length_first
         if elements <= 0 or span <= 0:
@@ -222,6 +225,24 @@ def _unexplained_is_enough(line: Growth, options: dict[str, Any]) -> bool:
     )
 
 
+def _high(line: Growth, runs_out: float | None, options: dict[str, Any]) -> bool:
+    """High: the host is full within a day at this rate, and the growth is large enough
+    for the rate to be one: `high_min_share` of where it started. A line a few per cent
+    above its start, extrapolated over a day, is a guess from a short stretch."""
+    if runs_out is None or runs_out >= 24 * 3600:
+        return False
+    return line.grown >= options["high_min_share"] * max(line.first_bytes, 1)
+
+
+def _in_library(where: str | None) -> bool:
+    """Added to on a line inside an installed package (TF's, Keras'): the library's
+    container, not one the program can change, whoever recorded it (a saved record)."""
+    return (
+        where is not None
+        and re.search(r"(^|/)(site|dist)-packages/", where.replace("\\", "/")) is not None
+    )
+
+
 class MemoryGrowth(Rule):
     """The program's memory grows steadily while it trains.
 
@@ -238,8 +259,10 @@ class MemoryGrowth(Rule):
     container found growing by the censuses below, no tf.function retracing all along)
     must also span `unexplained_min_s` of training and grow by `unexplained_min_mib` and
     `unexplained_min_share` (or grow by `unexplained_large_share`, however short): over a
-    short run, resident memory alone creeps in healthy programs too. The finding gives the rate, the memory per training step, and when
-    the host's memory would run out at that rate.
+    short run, resident memory alone creeps in healthy programs too. The line must
+    span `min_steps` training steps. The finding gives the rate, the memory per training
+    step, and when the host's memory would run out at that rate: high when that is
+    within a day and the memory grew by `high_min_share` of where it started.
 
     ## Why is this slow?
     Memory that grows with every step is something the program keeps: a Python list
@@ -273,12 +296,20 @@ class MemoryGrowth(Rule):
     set or deque that gains the most elements, and name it as the program does (a
     global, a function's local, an object's attribute), with the type of its elements
     and the line that adds to them: the finding then says what to change on that line.
+    Only the program's own containers are named: what TensorFlow, Keras or another
+    installed library keeps (a tf.function's captures, rebuilt as it traces) is not
+    something the program changes on a line of its own.
 
     ## Options
     - `min_growth_mib`: growth over the training, in MiB, below which nothing is said (16).
     - `min_growth_share`: growth as a share of the memory at the start of training (0.02).
     - `min_bytes_per_step`: memory kept per training step (512).
     - `min_rank`: rank correlation of memory with time (0.9).
+    - `min_steps`: training steps the line must span (50): over a handful of steps what
+      the memory gains is what the first steps allocate (functions traced, buffers and
+      caches filled), not what each step keeps.
+    - `high_min_share`: growth as a share of the memory at the start of training from
+      which a host full within a day is high (0.10); below it the finding is medium.
     - `min_explained_share`: share of the memory's growth a named container's elements
       must account for (their count times the last one's size) to be named (0.2).
     - `unexplained_min_s`: seconds of training the growth must span when nothing names
@@ -299,6 +330,8 @@ class MemoryGrowth(Rule):
         "min_growth_share": 0.02,
         "min_bytes_per_step": 512,
         "min_rank": 0.9,
+        "min_steps": 50,
+        "high_min_share": 0.10,
         "min_explained_share": 0.2,
         "unexplained_min_s": 60,
         "unexplained_min_mib": 64,
@@ -311,6 +344,8 @@ class MemoryGrowth(Rule):
         line = growth(facts)
         if line is None or line.grown <= 0 or line.rank < options["min_rank"]:
             return []
+        if line.steps < options["min_steps"]:
+            return []  # a handful of steps: their first allocations, not a per-step leak
         if line.grown < options["min_growth_mib"] * MiB:
             return []
         if line.grown < options["min_growth_share"] * max(line.first_bytes, 1):
@@ -333,8 +368,8 @@ class MemoryGrowth(Rule):
             return []  # resident memory alone, over a short run: Keras and TF creep too
         title = (
             f"The program's memory grows {byte_size(line.bytes_per_s * 60)} a minute while "
-            f"it trains ({byte_size(line.first_bytes)} -> {byte_size(line.last_bytes)} "
-            f"from {run_time(line.start_s)} to {run_time(line.end_s)}"
+            f"it trains ({byte_size(line.first_bytes)} -> {byte_size(line.last_bytes)}, "
+            f"+{byte_size(line.grown)} from {run_time(line.start_s)} to {run_time(line.end_s)}"
             + (f", {byte_size(per_step)} per step" if per_step else "")
             + "): "
             + (
@@ -345,7 +380,7 @@ class MemoryGrowth(Rule):
                 else "something keeps what each step makes"
             )
         )
-        high = runs_out is not None and runs_out < 24 * 3600
+        high = _high(line, runs_out, options)
         growing: dict[str, Any] = {}
         if named:
             grown, per_step_elements = named

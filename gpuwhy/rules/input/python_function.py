@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.derived.input_wait import beside_steps, input_wait
+from gpuwhy.derived.input_wait import InputWait, beside_steps, input_wait
 from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
-from gpuwhy.facts import Facts, PipelineStage
-from gpuwhy.finding import Finding
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
+from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.fixes import pipeline_code
 from gpuwhy.fixes.pipeline_evidence import (
+    gain_text,
     pipeline_name,
     stage_gain_text,
     stage_row,
@@ -41,12 +43,17 @@ class PythonFunction(Rule):
     `interleave` function, or a `tf.data.Dataset.from_generator` source. The finding
     names the stage and the file:line of its function, with its time per element, its
     threads and its share of the pipeline's time (TF's own per-stage timers).
+    One finding per pipeline: where several of its stages call Python (a
+    `from_generator` source and a `py_function` map), the most severe leads the
+    finding, the others are named in its title and listed in `python_stages`, and the
+    fix covers each of them.
 
     Severity follows what the stage costs the GPU: high when it is the pipeline's
     slowest stage and the consumer waits for input at least `min_input_wait` of its
     time, medium when it is the slowest stage of a pipeline the GPU does not wait for
     (or whose wait was not measured), low when it takes at least `min_share` of the
-    pipeline's time without being the slowest. A cheaper Python stage is not reported.
+    pipeline's time without being the slowest; the finding takes its lead stage's. A
+    cheaper Python stage is not reported.
     Where TF's per-stage timers could not be read, its cost is unknown and it is
     reported as low, as is a stage of a pipeline read beside the training steps
     (Keras fit's `validation_data`): its wait is not the steps'.
@@ -106,80 +113,177 @@ class PythonFunction(Rule):
         assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
         for pipeline in facts.tfdata.pipelines:
-            wait = input_wait(facts, pipeline)
-            bound = wait is not None and wait.fraction >= options["min_input_wait"]
-            # fit's validation_data: its own wait, not the steps'
-            beside = beside_steps(facts, pipeline)
-            for index, stage in enumerate(pipeline.stages):
-                if not stage.python:
-                    continue
-                share = stage_share(pipeline, stage)
-                slowest = is_bottleneck(pipeline, index)
-                if slowest and beside:
-                    severity = "low"
-                elif slowest:
-                    severity = "high" if bound else "medium"
-                elif share is None or share >= options["min_share"]:
-                    severity = "low"
-                else:
-                    continue
-                label = stage_label(stage)
-                what = (
-                    "the Python generator"
-                    if stage.kind == "generator" or "from_generator" in stage.written_as
-                    else "Python"
-                )
-                title = f"Input stage {label} runs {what}"
-                if share is not None:
-                    title += f": {share:.0%} of the pipeline's time"
-                if slowest:
-                    title += ", its slowest stage"
-                    if bound and wait is not None:  # bound implies wait
-                        title += f" ({waits_for_input(facts, pipeline, wait)})"
-                    elif wait is not None:
-                        # measured: not a wait on this run, the pace a faster step meets
-                        title += (
-                            f"; the steps waited {wait.fraction:.0%} for input on this run, "
-                            "a faster step (a GPU's) may wait for it"
-                        )
-                evidence: dict[str, Any] = {
-                    "stage": label,
-                    "pipeline": pipeline_name(pipeline),
-                    "why": _WHY_PARALLEL if _runs_in_parallel(stage) else _WHY_SEQUENTIAL,
-                    "slowest_stage": slowest,
-                    **_row_numbers(stage_row(pipeline, index)),
-                }
-                if share is None:
-                    evidence["time"] = "not measured" + (
-                        f": {pipeline.model_error}" if pipeline.model_error else ""
-                    )
-                if wait is not None:
-                    evidence.update(wait_evidence(wait))
-                gain = (
-                    wait.fraction * share
-                    if wait is not None and share is not None and not beside
-                    else None
-                )
-                findings.append(
-                    self.finding(
-                        title,
-                        severity=severity,
-                        evidence=evidence,
-                        location=culprit_location(stage),
-                        fix="\n".join(
-                            pipeline_code.generator(stage)
-                            if what != "Python"
-                            else pipeline_code.python_function(stage)
-                        ),
-                        estimated_gain=(
-                            stage_gain_text(gain)
-                            if gain is not None and gain >= 0.005
-                            else "the stage's time moves off the GIL onto every core"
-                        ),
-                        gain_value=None if gain is None else round(gain, 4),
-                    )
-                )
+            finding = self._pipeline_finding(facts, pipeline, options)
+            if finding is not None:
+                findings.append(finding)
         return findings
+
+    def _pipeline_finding(
+        self, facts: Facts, pipeline: PipelineFacts, options: dict[str, Any]
+    ) -> Finding | None:
+        """One finding per pipeline, led by its costliest Python stage: a pipeline with a
+        generator source and a py_function map is one problem (the pipeline runs Python
+        under the GIL), with one fix per stage listed in it, not one finding each."""
+        wait = input_wait(facts, pipeline)
+        bound = wait is not None and wait.fraction >= options["min_input_wait"]
+        beside = beside_steps(facts, pipeline)  # fit's validation_data: its own wait
+        judged = [
+            _judge(pipeline, index, bound, beside, options)
+            for index, stage in enumerate(pipeline.stages)
+            if stage.python
+        ]
+        reported = sorted((j for j in judged if j is not None), key=_PythonStage.rank)
+        if not reported:
+            return None
+        lead, others = reported[0], reported[1:]
+        shares = [r.share for r in reported if r.share is not None]
+        gain = (
+            wait.fraction * sum(shares)
+            if wait is not None and len(shares) == len(reported) and not beside
+            else None
+        )
+        return self.finding(
+            _title(facts, pipeline, lead, others, wait, bound),
+            severity=lead.severity,
+            evidence=_evidence(pipeline, lead, reported, wait),
+            location=culprit_location(lead.stage),
+            fix=_fix(lead, others),
+            estimated_gain=_gain_text(gain, len(reported)),
+            gain_value=None if gain is None else round(gain, 4),
+        )
+
+
+@dataclass(frozen=True)
+class _PythonStage:
+    """A Python stage worth reporting, with the severity it alone would have."""
+
+    index: int
+    stage: PipelineStage
+    share: float | None  # of the pipeline's work; None: not measured
+    slowest: bool
+    severity: str
+
+    def rank(self) -> tuple[int, bool, float]:
+        """The lead first: the most severe, the slowest stage, the largest share."""
+        return (SEVERITY_RANK[self.severity], not self.slowest, -(self.share or 0.0))
+
+    @property
+    def label(self) -> str:
+        return stage_label(self.stage)
+
+    @property
+    def generator(self) -> bool:
+        return self.stage.kind == "generator" or "from_generator" in self.stage.written_as
+
+
+def _judge(
+    pipeline: PipelineFacts, index: int, bound: bool, beside: bool, options: dict[str, Any]
+) -> _PythonStage | None:
+    """Its severity: high when it is the slowest stage of a pipeline the steps wait for,
+    medium when it is the slowest of one they do not (or beside them: low), low when
+    it takes ``min_share`` of the pipeline's work or its cost is unknown; None below."""
+    stage = pipeline.stages[index]
+    share = stage_share(pipeline, stage)
+    slowest = is_bottleneck(pipeline, index)
+    if slowest and beside:
+        severity = "low"
+    elif slowest:
+        severity = "high" if bound else "medium"
+    elif share is None or share >= options["min_share"]:
+        severity = "low"
+    else:
+        return None
+    return _PythonStage(index, stage, share, slowest, severity)
+
+
+def _what(python: _PythonStage) -> str:
+    return "the Python generator" if python.generator else "Python"
+
+
+def _title(
+    facts: Facts,
+    pipeline: PipelineFacts,
+    lead: _PythonStage,
+    others: list[_PythonStage],
+    wait: InputWait | None,
+    bound: bool,
+) -> str:
+    title = f"Input stage {lead.label} runs {_what(lead)}"
+    if lead.share is not None:
+        title += f": {lead.share:.0%} of the pipeline's time"
+    if lead.slowest:
+        title += ", its slowest stage"
+        if bound and wait is not None:  # bound implies wait
+            title += f" ({waits_for_input(facts, pipeline, wait)})"
+        elif wait is not None:
+            # measured: not a wait on this run, the pace a faster step meets
+            title += (
+                f"; the steps waited {wait.fraction:.0%} for input on this run, "
+                "a faster step (a GPU's) may wait for it"
+            )
+    if others:
+        title += "; in the same pipeline, " + ", ".join(_also(other) for other in others)
+    return title
+
+
+def _also(python: _PythonStage) -> str:
+    """``Generator(rows at a.py:9) runs the Python generator (36%)``: another stage."""
+    share = f" ({python.share:.0%})" if python.share is not None else ""
+    return f"{python.label} runs {_what(python)} too{share}"
+
+
+def _evidence(
+    pipeline: PipelineFacts,
+    lead: _PythonStage,
+    reported: list[_PythonStage],
+    wait: InputWait | None,
+) -> dict[str, Any]:
+    """The lead stage's numbers, and a row for each Python stage of the pipeline."""
+    evidence: dict[str, Any] = {
+        "stage": lead.label,
+        "pipeline": pipeline_name(pipeline),
+        "why": _WHY_PARALLEL if _runs_in_parallel(lead.stage) else _WHY_SEQUENTIAL,
+        "slowest_stage": lead.slowest,
+        **_row_numbers(stage_row(pipeline, lead.index)),
+        "python_stages": [
+            {
+                "stage": python.label,
+                "severity": python.severity,
+                "location": culprit_location(python.stage),
+                **_row_numbers(stage_row(pipeline, python.index)),
+            }
+            for python in reported
+        ],
+    }
+    if lead.share is None:
+        evidence["time"] = "not measured" + (
+            f": {pipeline.model_error}" if pipeline.model_error else ""
+        )
+    if wait is not None:
+        evidence.update(wait_evidence(wait))
+    return evidence
+
+
+def _fix(lead: _PythonStage, others: list[_PythonStage]) -> str:
+    """The lead stage's fix, then each other Python stage's under a line naming it."""
+    lines = _stage_fix(lead)
+    for other in others:
+        lines += ["", f"# and {other.label}, also Python:", *_stage_fix(other)]
+    return "\n".join(lines)
+
+
+def _stage_fix(python: _PythonStage) -> list[str]:
+    if python.generator:
+        return pipeline_code.generator(python.stage)
+    return pipeline_code.python_function(python.stage)
+
+
+def _gain_text(gain: float | None, stages: int) -> str:
+    if gain is None or gain < 0.005:
+        return "the stage's time moves off the GIL onto every core"
+    if stages == 1:
+        return stage_gain_text(gain)
+    return gain_text(gain, "the wait times these stages' share of the pipeline's work")
 
 
 def _runs_in_parallel(stage: PipelineStage) -> bool:

@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 ROOT = "Root"
+ZIP = "Zip"  # the node of a ZipDataset (zip, enumerate)
 _MAX_NODES = 500  # nodes followed along the main chain
 _KERAS_METHODS = {"fit": "keras-fit", "evaluate": "keras-evaluate", "predict": "keras-predict"}
 _KERAS_MARKS = (f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
@@ -145,8 +146,9 @@ def prepare() -> None:
             pass
 
 
-def read_model(iterator: Any) -> RunModel:
-    """TF's model of ``iterator``'s pipeline now. Raises :class:`ModelUnavailable`."""
+def read_model(iterator: Any, branches: tuple[int, ...] = ()) -> RunModel:
+    """TF's model of ``iterator``'s pipeline now, its chain through each zip along the
+    input ``branches`` names (see :func:`parse_model`). Raises :class:`ModelUnavailable`."""
     try:
         from tensorflow.python.data.experimental.ops import iterator_model_ops
         from tensorflow.python.framework import errors
@@ -161,7 +163,7 @@ def read_model(iterator: Any) -> RunModel:
         ) from error
     except (ValueError, TypeError) as error:
         raise ModelUnavailable(str(error)) from error
-    return parse_model(proto)
+    return parse_model(proto, branches)
 
 
 def _class_name(value: int) -> str:
@@ -252,8 +254,11 @@ def _aggregate(nodes: dict, roots: list[int], singles: tuple[int, ...] = ()) -> 
     )
 
 
-def parse_model(proto: Any) -> RunModel:
-    """A ``ModelProto`` as plain data: the chain from ``output`` along ``inputs[0]``;
+def parse_model(proto: Any, branches: tuple[int, ...] = ()) -> RunModel:
+    """A ``ModelProto`` as plain data: the chain from ``output`` along ``inputs[0]``,
+    except at a ``Zip``, where it follows the input ``branches`` names (one index per
+    zip, from the output down: the user's pipeline rather than the counter
+    ``ds.enumerate()`` zips in front of it; gpuwhy.tfapi.tfdata.written.zip_branches);
     the other inputs of a node (interleave/flat_map's per-element datasets, zip's
     other datasets) become its ``inner`` nodes, summed by name, and a ``*Impl`` node on
     the chain (``MemoryCacheImpl`` under ``MemoryCache``) joins its parent's."""
@@ -261,6 +266,7 @@ def parse_model(proto: Any) -> RunModel:
     chain: list[RunNode] = []
     current = nodes.get(proto.output)
     pending: list | None = None  # [chain node, side input ids, folded Impl ids]
+    zips = iter(branches)
 
     def close(entry: list) -> None:
         side = entry[1]
@@ -274,7 +280,10 @@ def parse_model(proto: Any) -> RunModel:
         if _all_inner(current.name):
             main, side = None, inputs
         else:
-            main, side = (inputs[0] if inputs else None), inputs[1:]
+            chosen = next(zips, 0) if current.name == ZIP else 0
+            chosen = chosen if chosen < len(inputs) else 0
+            main = inputs[chosen] if inputs else None
+            side = inputs[:chosen] + inputs[chosen + 1 :]
         if current.name.endswith("Impl") and pending is not None:
             pending[1].extend(side)
             pending[2].append(current.id)

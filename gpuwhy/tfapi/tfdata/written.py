@@ -61,7 +61,9 @@ __all__ = [
     "function_contents",
     "function_site",
     "has_final_prefetch",
+    "main_input_index",
     "written_chain",
+    "zip_branches",
 ]
 
 MAX_CHAIN = 200  # transformations followed from the final dataset
@@ -103,6 +105,7 @@ class WrittenTransformation:
     callers: tuple[str, ...] = ()  # the user's calls into the helper that made it
     element_bytes: int | None = None  # one element it outputs, from its spec (None: unknown)
     files: int | None = None  # a file reader: the files it was given
+    main_input: int = 0  # which of its inputs the chain follows (a zip's may not be the first)
 
     @property
     def noop(self) -> bool:
@@ -246,7 +249,9 @@ def _describe_input(dataset: Any) -> str:
     return f"{api} at {where.location}" if where and where.location else api
 
 
-def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransformation:
+def _transformation(
+    dataset: Any, generator: Any, inner: list, main_input: int = 0
+) -> WrittenTransformation:
     api, op = _api_and_op(dataset)
     where = origin(dataset)
     wrappers = _wrappers(dataset)
@@ -289,6 +294,7 @@ def _transformation(dataset: Any, generator: Any, inner: list) -> WrittenTransfo
         callers=where.callers if where else (),
         element_bytes=_element_bytes(dataset, _argument(dataset, api) if "batch" in api else None),
         files=_files(dataset) if api in READERS else None,
+        main_input=main_input,
     )
 
 
@@ -355,7 +361,8 @@ def _is_internal_input(consumer: Any, dataset: Any) -> bool:
 
 
 def written_chain(dataset: Any) -> list[WrittenTransformation]:
-    """The transformations from the source to ``dataset``, following the main input.
+    """The transformations from the source to ``dataset``, following the main input:
+    the first, or a zip's that does the work (:func:`main_input_index`).
 
     Other inputs (zip, concatenate, sample_from_datasets ...) are described in
     ``inner`` and their function contents are not read; a reader's or a generator's
@@ -371,9 +378,11 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
             break
         inputs = _inputs(current)
         generator = _generator_of(current) if type(current).__name__ == "_FlatMapDataset" else None
-        chain.append(_transformation(current, generator, inputs[1:]))
+        main = main_input_index(current, inputs)
+        others = inputs[:main] + inputs[main + 1 :]
+        chain.append(_transformation(current, generator, others, main))
         api = chain[-1].api
-        following = inputs[0] if inputs else None
+        following = inputs[main] if inputs else None
         if (
             (generator is not None or api in READERS)
             and following is not None
@@ -383,6 +392,48 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
         current = following
     chain.reverse()
     return chain
+
+
+def main_input_index(dataset: Any, inputs: list) -> int:
+    """Which input of ``dataset`` carries the pipeline: for a zip, the one whose chain
+    calls the most Python (py_function, numpy_function, generators), then runs the most
+    functions (maps, filters, file readers), then has the most stages, the first on a
+    tie; for anything else the first.
+
+    ``ds.enumerate()`` is ``Dataset.zip((counter, ds))`` and ``zip((images, labels))``
+    pairs a pipeline with a cheap one: following the first input would show the
+    counter and leave the user's pipeline (and its slowest stage) inside the zip.
+    Chosen from the objects, not from run times, so that every read of TF's model
+    follows the same input (``branches``, gpuwhy.tfapi.tfdata.executed.parse_model)."""
+    if len(inputs) < 2 or dataset_class(dataset).api != "zip":
+        return 0
+    weights = [_weight(i) for i in inputs]
+    return weights.index(max(weights))
+
+
+def _weight(dataset: Any) -> tuple[int, int, int]:
+    """(transformations that call Python, that run a function, that have a node of
+    their own) along ``dataset``'s chain: the work an input of a zip does."""
+    python = functions = stages = 0
+    current = dataset
+    for _ in range(MAX_CHAIN):
+        if current is None:
+            break
+        row = dataset_class(current)
+        wrappers = _wrappers(current)
+        concrete = (c for c in map(_concrete, wrappers) if c is not None)
+        python += function_contents(concrete).python if wrappers else False
+        functions += bool(wrappers) or row.api in READERS
+        stages += row.node
+        inputs = _inputs(current)
+        current = inputs[main_input_index(current, inputs)] if inputs else None
+    return python, functions, stages
+
+
+def zip_branches(chain: list[WrittenTransformation]) -> tuple[int, ...]:
+    """The input the chain follows at each of its zips, from the final dataset down:
+    what :func:`gpuwhy.tfapi.tfdata.executed.parse_model` follows in TF's model."""
+    return tuple(w.main_input for w in reversed(chain) if w.api == "zip")
 
 
 # -- helpers -------------------------------------------------------------------------

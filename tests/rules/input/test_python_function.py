@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpuwhy.rules import run_rules
 from gpuwhy.rules.input.python_function import PythonFunction
 from tests import builders_tfdata as t
 
@@ -128,3 +129,58 @@ def test_the_tf_ops_rewrite_comes_first_and_parallel_calls_only_as_what_may_help
     (f,) = check(t.facts(replace(sequential, stages=tuple(stages)), steps=t.loop_steps(0.30)))
     assert "in place of" not in f.fix
     assert "already has num_parallel_calls and is still the slowest stage" in f.fix
+
+
+def generator_and_py_map(**changes):
+    """from_generator (3 s) -> py_function map (6 s, the slowest) -> batch: two stages
+    of one pipeline calling Python."""
+    stages = (t.generator_source(self_time_s=3.0), t.py_map(), t.batch())
+    return t.pipeline(*stages, **{"bottleneck": 1, **changes})
+
+
+def test_two_python_stages_of_one_pipeline_are_one_finding_listing_both():
+    # the steps barely wait: the slowest Python stage is medium, the other low; one
+    # pipeline, one problem (it runs Python under the GIL), one finding at medium
+    (f,) = check(t.facts(generator_and_py_map(wait_per_element_s=0.0001)))
+    assert f.severity == "medium" and f.location == "train.py:30"  # the map, the slowest
+    assert f.title.startswith("Input stage Map(<lambda> at train.py:30) runs Python: 66%")
+    assert f.title.endswith(
+        "; in the same pipeline, Generator(batches at train.py:12) runs the Python "
+        "generator too (33%)"
+    )
+    rows = f.evidence["python_stages"]
+    assert [(r["stage"], r["severity"], r["location"]) for r in rows] == [
+        ("Map(<lambda> at train.py:30)", "medium", "train.py:30"),
+        ("Generator(batches at train.py:12)", "low", "train.py:12"),
+    ]
+    # one fix per stage: the map's rewrite in TF ops, then the generator's replacement
+    assert "tf.py_function" in f.fix and "# and Generator(batches at train.py:12)" in f.fix
+    assert f.fix.index("write it in TF ops") < f.fix.index("from_tensor_slices")
+
+
+def test_the_gain_of_a_pipeline_s_python_stages_adds_their_shares():
+    (f,) = check(t.facts(generator_and_py_map(), steps=t.fit_steps(0.40)))
+    assert f.severity == "high"
+    assert f.gain_value == pytest.approx(0.40 * 9.0 / 9.1, abs=1e-4)  # the wait x 99%
+    assert "these stages' share" in f.estimated_gain
+
+
+def test_two_pipelines_with_their_own_python_keep_their_own_findings():
+    first = generator_and_py_map(id=1, location="train.py:66")
+    stages = list(t.py_function_pipeline().stages)
+    stages[1] = replace(stages[1], location="eval.py:30", function_location="eval.py:30")
+    second = t.py_function_pipeline(id=2, location="eval.py:40", stages=tuple(stages))
+    findings, _ = run_rules(t.facts(first, second, steps=t.loop_steps(0.30)))
+    python = [f for f in findings if f.id == "input.python-function"]
+    assert sorted(f.location for f in python) == ["eval.py:30", "train.py:30"]
+    assert all(f.evidence["pipeline"].startswith("tf.data pipeline") for f in python)
+
+
+def test_train_and_validation_built_by_one_function_are_one_finding():
+    train = generator_and_py_map(id=1)
+    validation = generator_and_py_map(id=2, consumer="keras-evaluate", location="train.py:67")
+    findings, _ = run_rules(t.facts(train, validation, steps=t.fit_steps(0.40)))
+    (f,) = [f for f in findings if f.id == "input.python-function"]
+    assert f.severity == "high" and f.title.endswith("(one cause, in 2 pipelines)")
+    assert [row["severity"] for row in f.evidence["pipelines"]] == ["high", "low"]
+    assert len(f.evidence["python_stages"]) == 2

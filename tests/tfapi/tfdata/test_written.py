@@ -209,15 +209,25 @@ def test_stateful_mirrors_what_tf_parallelises(hooks):
         assert node in names, names
 
 
-def test_zip_describes_its_other_input_and_options_have_no_node(hooks):
-    left = tf.data.Dataset.range(3)
+def test_zip_follows_the_input_that_works_and_describes_the_other(hooks):
+    left = tf.data.Dataset.range(3)  # @left
     right = tf.data.Dataset.range(3).map(parse)  # @right
     ds = tf.data.Dataset.zip((left, right)).with_options(tf.data.Options())
     chain = written_chain(ds)
-    assert apis(chain) == ["range", "zip", "with_options"]
-    assert chain[1].inner == (f"map at {at('right')}",)
-    assert [s.node for s in chain] == [True, True, False]
+    assert apis(chain) == ["range", "map", "zip", "with_options"]
+    assert chain[1].location == at("right")
+    assert chain[2].inner == (f"range at {at('left')}",) and chain[2].main_input == 1
+    assert data_pipeline.zip_branches(chain) == (1,)
+    assert [s.node for s in chain] == [True, True, True, False]
     assert not data_pipeline.has_final_prefetch(chain)
+
+
+def test_a_zip_of_equal_inputs_follows_the_first(hooks):
+    left = tf.data.Dataset.range(3).map(parse)  # @equal-left
+    right = tf.data.Dataset.range(3).map(parse)
+    chain = written_chain(tf.data.Dataset.zip((left, right)))
+    assert [s.location for s in chain[:2]] == [at("equal-left")] * 2
+    assert chain[-1].main_input == 0
 
 
 def test_a_compat_v1_dataset_is_read_through_its_adapters(hooks):
