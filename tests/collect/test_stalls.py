@@ -9,7 +9,12 @@ import time
 import pytest
 
 from gpuwhy.collect.inprocess import stall_tracker
-from gpuwhy.collect.inprocess.activities import GC_RING_MIN_S, RING, ActivityCollector
+from gpuwhy.collect.inprocess.activities import (
+    GC_RING_MIN_S,
+    RING,
+    ActivityCollector,
+    _loop_stalls,
+)
 from gpuwhy.collect.inprocess.stall_tracker import KEEP, MAX_INTERVALS, StallGroup, StallTracker
 from gpuwhy.collect.inprocess.step_record import LoopRecord, Step, snapshot
 from gpuwhy.collect.time_windows import CAPACITY
@@ -167,6 +172,28 @@ def filled(stalls: int) -> StallGroup:
         ]
         group.add(index, t, 0.5, 0.4, causes)
     return group
+
+
+def test_a_slow_save_keeps_its_period_among_a_loaded_host_s_hiccups():
+    """A 150 ms save nothing times, every 200 steps of 1.5 ms, with 6-20 ms hiccups of a
+    busy host between: pooled, the saves' period breaks; by length, it holds."""
+    rng = random.Random(3)
+    tracker, t = StallTracker(0.0), 0.0
+    for i in range(4000):
+        if i % 200 == 199:
+            length = 0.15 * rng.uniform(0.9, 1.2)
+        elif i > 100 and rng.random() < 0.004:
+            length = rng.uniform(0.006, 0.02)
+        else:
+            length = 0.0015
+        tracker.add(Step(t, t + length))
+        t += length
+    group = tracker.inside
+    _, pooled_fit = group.beats[None].period()
+    assert pooled_fit < 0.6  # the rule's min_period_fit: pooled, no period
+    (beat,) = _loop_stalls("tf-data", "loop", tracker, group, False, 0.0).beats
+    assert beat.kind is None and beat.every_steps == 200 and beat.period_fit >= 0.9
+    assert beat.count == 20 and beat.typical_stall_s > 0.13
 
 
 def test_a_million_stalls_cost_what_a_thousand_do():

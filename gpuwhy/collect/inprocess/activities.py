@@ -410,7 +410,7 @@ def _loop_stalls(
                 code=_code(where),
             )
         )
-    beats = sorted(group.beats.items(), key=lambda kv: -kv[1].lost_s)
+    beats = sorted(_with_alike(group).items(), key=lambda kv: -kv[1].lost_s)
     typical = tracker.typical()
     return LoopStalls(
         source=source,
@@ -428,6 +428,33 @@ def _loop_stalls(
         first=tuple(_stall(entry, t0) for entry in group.first),
         last=tuple(_stall(entry, t0) for entry in group.last),
     )
+
+
+def _with_alike(group: StallGroup) -> dict[str | None, Beat]:
+    """The group's beats, the one of stalls no activity dominated replaced by the
+    stalls of one length class among them (stall_tracker.size_classes) where those keep
+    a period the whole set does not and cost at least half of its time: a slow save
+    every 200 steps among a loaded host's hiccups."""
+    beats = dict(group.beats)
+    pooled = beats.get(None)
+    if pooled is None:
+        return beats
+    _, pooled_fit = pooled.period()
+    best = None
+    for alike in group.alike.values():
+        every, fit = alike.period()
+        if (
+            every is not None
+            and fit is not None
+            and fit > (pooled_fit or 0.0)
+            and alike.count >= 3
+            and alike.lost_s >= 0.5 * pooled.lost_s
+            and (best is None or alike.lost_s > best.lost_s)
+        ):
+            best = alike
+    if best is not None:
+        beats[None] = best
+    return beats
 
 
 def _beat(kind: str | None, beat: Beat, loop_s: float) -> StallBeat:

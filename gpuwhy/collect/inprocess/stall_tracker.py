@@ -38,6 +38,7 @@ collector's rings still hold them.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from collections.abc import Callable
@@ -147,6 +148,20 @@ class Beat:
         return low >= 0.9 * mid and high <= 1.1 * mid
 
 
+def size_classes(seconds: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The two classes of stall length a stall with no dominant activity belongs to:
+    lengths within a factor of two, on two grids half a class apart, so that stalls
+    whose lengths spread by up to a factor of sqrt(2) share a class on one of them.
+
+    Why: a program's own periodic work (a slow save every 200 steps that gpuwhy does
+    not time) and a loaded host's hiccups are both stalls no activity dominated. Pooled,
+    the hiccups falling between two saves break the saves' period (200 becomes 73 + 127)
+    and the finding comes and goes with the machine's load; the saves last 150 ms, the
+    hiccups 5-20 ms, so by length they part."""
+    octaves = math.log2(max(seconds, 1e-6))
+    return (0, math.floor(octaves)), (1, math.floor(octaves + 0.5))
+
+
 class StallGroup:
     """The stalls of one kind (steps, or time between steps) of one loop."""
 
@@ -159,6 +174,8 @@ class StallGroup:
         self.kinds: dict[str, float] = {}  # kind -> seconds overlapped
         self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
         self.beats: dict[str | None, Beat] = {}  # by the kind that dominated each stall
+        # the stalls no activity dominated, again by their length: see size_classes
+        self.alike: dict[tuple[int, int], Beat] = {}
         self.windows: TimeWindows[Count] = TimeWindows(t0, Count)
 
     def add(self, index: int, start: float, seconds: float, lost: float, causes: list) -> None:
@@ -181,6 +198,12 @@ class StallGroup:
         if beat is None:
             beat = self.beats[dominant] = Beat()
         beat.add(index, start, seconds, lost)
+        if dominant is None:
+            for size in size_classes(seconds):
+                alike = self.alike.get(size)
+                if alike is None:
+                    alike = self.alike[size] = Beat()
+                alike.add(index, start, seconds, lost)
         entry = (index, start, seconds, tuple(sorted(summed.items())))
         if len(self.first) < KEEP:
             self.first.append(entry)
@@ -196,6 +219,7 @@ class StallGroup:
         twin.kinds = dict(self.kinds)
         twin.places = {kind: dict(places) for kind, places in self.places.items()}
         twin.beats = {kind: beat.copy() for kind, beat in self.beats.items()}
+        twin.alike = {size: beat.copy() for size, beat in self.alike.items()}
         twin.windows = self.windows.copy()
         return twin
 
