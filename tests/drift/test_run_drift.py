@@ -302,5 +302,8 @@ def test_a_healthy_fit_with_epochs_validation_and_a_schedule_has_no_drift(health
     assert record["steps"]["count"] >= 5_000
     assert len(record["timeline"]["windows"]) >= 8
     found = {f["id"] for f in record["findings"]}
-    assert "steps.drift" not in found
+    # a drift the host's load alone explains is low and says so (a shared CI runner)
+    assert [
+        f for f in record["findings"] if f["id"] == "steps.drift" and f["severity"] != "low"
+    ] == []
     assert "host.memory-growth" not in found

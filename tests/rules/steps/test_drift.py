@@ -165,3 +165,26 @@ def test_python_outside_the_calls_is_a_timed_cause_where_the_steps_call_a_functi
     # no tf.function called: "outside the calls" is the whole step, not a cause
     (plain,) = check(facts([0.010] * 20 + [0.016] * 20))
     assert plain.evidence["causes"] == []
+
+
+def test_a_drift_only_the_hosts_load_explains_is_low_and_says_so():
+    def busier(i):
+        return {"cpu_others_share": 0.7 if i >= 20 else 0.05}
+
+    (finding,) = check(facts([0.010] * 20 + [0.016] * 20, row=busier))
+    assert finding.severity == "low"
+    assert "other processes took the host's CPU" in finding.title
+    assert finding.title.endswith(
+        "the host got busier, not the program: run it again on a quieter host"
+    )
+
+    # the program's own input explains the change: the host's load beside it changes nothing
+    (own,) = check(
+        facts(
+            [0.010] * 20 + [0.016] * 20,
+            row=busier,
+            wait=lambda i: 0.0061 if i >= 20 else 0.0001,
+        )
+    )
+    assert own.severity == "high"  # +60%
+    assert "host got busier" not in own.title
