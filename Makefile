@@ -18,7 +18,7 @@ PROMETHEUS ?= /usr/bin/prometheus
 PUSHGATEWAY ?= /usr/bin/prometheus-pushgateway
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo lint test bench clean
+.PHONY: setup demo lint test corpus bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ test: setup lint
 	CHROMIUM=$(CHROMIUM) PROMETHEUS=$(PROMETHEUS) PUSHGATEWAY=$(PUSHGATEWAY) \
 	GPUWHY_KERAS_COMPAT=$(abspath $(KERAS_COMPAT)) GPUWHY_KERAS_OLDEST=$(KERAS_OLDEST) \
 	$(BIN)/python -m pytest -q
+
+# The corpus alone (tests/corpus): every finding found on its programs and saved records
+corpus: $(BIN)/.installed
+	$(BIN)/python -m pytest -q tests/corpus
 
 bench: setup
 	$(BIN)/python benchmarks/bench_check.py

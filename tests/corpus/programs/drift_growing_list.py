@@ -1,0 +1,28 @@
+"""From its middle step on, this custom loop keeps every output in a Python list and sums
+the last 64 eagerly after each step: the loop slows by half and memory grows."""
+# expect: steps.drift medium|high -- +50-70% here: high from +50%, so the host's load moves it
+# expect: env.no-gpu high
+# expect: host.memory-growth high
+# expect: input.bound low|medium -- the Python call per step (a 0.4 ms step): low where other processes load the host
+# expect: tensorcore.unused low
+
+import tensorflow as tf
+
+STEPS = 30000
+dataset = tf.data.Dataset.from_tensor_slices(tf.random.uniform((256, 16), seed=0))
+dataset = dataset.repeat().batch(8).prefetch(2)
+w = tf.Variable(tf.random.uniform((16, 256), seed=1))
+
+
+@tf.function
+def step(x):
+    return tf.nn.relu(tf.matmul(x, w))
+
+
+outputs = []
+for i, x in enumerate(dataset.take(STEPS)):
+    out = step(x)
+    if i >= STEPS // 2:
+        outputs.append(out)
+        total = tf.add_n(outputs[-64:])
+print("done", float(tf.reduce_sum(total)))
