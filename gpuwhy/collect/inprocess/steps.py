@@ -15,8 +15,10 @@ Every training loop's steps count, whatever marks it: a script may warm up, trai
 model per loop, or train in a custom loop and then call ``fit``. Evidence of one loop
 seen twice (the function a loop site calls per step, Keras' own functions) counts once,
 by the strongest kind; a loop whose steps train nothing (a validation loop) is left out
-where another loop trains. ``StepFacts.source`` names the loop with the most steps,
-``StepFacts.loops`` each of them.
+where another loop trains, and so is every loop not seen training (a few sample images
+plotted, a loop of predictions, images generated each epoch): the training loops alone
+are the steps. ``StepFacts.source`` names the loop with the most steps (a count, the
+same from run to run), ``StepFacts.loops`` each of them.
 
 A step runs from one boundary to the next, so the Python between two train calls
 (logging, metrics, eager ops) is part of the step, as it is part of the user's wait.
@@ -436,10 +438,38 @@ class StepCollector(Collector):
         for loop in kept:
             if loop.trains is None:
                 loop.trains = _loop_trains(loop, function_loops, trains, applies)
-        if any(loop.trains for loop in kept):
-            kept = [loop for loop in kept if loop.trains is not False]
-        kept.sort(key=lambda loop: -loop.count)
-        return kept, phases, spe
+        return _training_loops(kept), phases, spe
+
+
+def _training_loops(loops: list[_Loop]) -> list[_Loop]:
+    """The loops whose steps are the program's steps, most steps first.
+
+    Where some loop is known to train (``fit``, a loop calling a training tf.function or
+    the optimizer), the training loops alone are the steps: a loop beside them that was
+    not seen training is a side loop (plotting nine sample images, a loop of
+    ``model(x)`` or ``predict_on_batch`` over a test set, a few generated images per
+    epoch). Pooled, its few-ms inference steps would set the training steps' median,
+    its pipeline would stand for their input, and the eager ops of its plotting would
+    count as theirs. Where none is known to train (inference only, or training gpuwhy
+    cannot see), every loop counts but a short one beside a far longer one (:func:`_short`).
+    """
+    if any(loop.trains for loop in loops):
+        loops = [loop for loop in loops if loop.trains]
+    else:
+        most = max((loop.count for loop in loops), default=0)
+        loops = [loop for loop in loops if not _short(loop, most)]
+    return sorted(loops, key=lambda loop: -loop.count)
+
+
+# A loop of fewer steps than this, beside one with SIDE_LOOP_RATIO times as many, is a
+# look at a few elements (nine images plotted), not part of the program's loop.
+SIDE_LOOP_STEPS = 10
+SIDE_LOOP_RATIO = 10
+
+
+def _short(loop: _Loop, most: int) -> bool:
+    """Whether ``loop`` is a handful of steps beside a loop of ``most`` steps."""
+    return loop.count < SIDE_LOOP_STEPS and most >= SIDE_LOOP_RATIO * loop.count
 
 
 def _spans(view: LoopView) -> list[Step]:

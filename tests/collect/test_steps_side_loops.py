@@ -1,0 +1,130 @@
+"""The training loop is the program's steps; loops beside it that train nothing (a few
+sample images plotted, a loop of predictions over a test set, images generated each
+epoch) are not pooled into it, and their eager ops are not the training step's."""
+
+import time
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from gpuwhy.collect.inprocess.eager import EagerOpCounter  # noqa: E402
+from gpuwhy.collect.inprocess.functions import FunctionWatcher  # noqa: E402
+from gpuwhy.collect.inprocess.steps import StepCollector  # noqa: E402
+from tests import markers  # noqa: E402
+
+_at = markers.marker_lines(__file__)
+
+
+@pytest.fixture
+def steps():
+    collector = StepCollector()
+    collector.start(time.perf_counter())
+    collector.on_tensorflow()
+    collector.on_keras()
+    yield collector
+    collector.stop()
+
+
+def _model() -> keras.Model:
+    model = keras.Sequential(
+        [keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(3)]
+    )
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    return model
+
+
+def _plot(model, images) -> None:
+    """What plotting a few images does with TensorFlow: a model call, a resize and a
+    copy to NumPy per image."""
+    for i in range(images.shape[0]):
+        prediction = model(images[i][None])  # @plot
+        _ = tf.image.resize(images[i][None], (16, 16)).numpy(), prediction.numpy()
+
+
+def test_plotting_and_prediction_loops_beside_fit_are_not_its_steps(steps):
+    x = np.random.rand(256, 8, 8, 1).astype("float32")
+    y = np.random.randint(0, 3, 256)
+    train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    test_ds = tf.data.Dataset.from_tensor_slices((x[:96], y[:96])).batch(4)
+    small_ds = tf.data.Dataset.from_tensor_slices(x[:9])
+    model = _model()
+    for image in small_ds:  # nine images looked at before training
+        _plot(model, image[None])
+    model.fit(train_ds, epochs=2, verbose=0)  # @fit
+    model.evaluate(test_ds, verbose=0)
+    for xb, _ in test_ds:  # more reads than fit's batches, none training
+        model.predict_on_batch(xb)
+    for xb, _ in test_ds:
+        model(xb)
+    facts, window = steps.facts(steps.t0)
+    assert [(loop.source, loop.count) for loop in facts.loops] == [("keras-fit", 32)]
+    assert facts.source == "keras-fit" and facts.marker == f"Model.fit at {_at('fit')}"
+    assert facts.count == 32
+    assert len(window.intervals) == facts.count - facts.warmup
+
+
+@pytest.fixture
+def watcher():
+    watcher = FunctionWatcher()
+    watcher.start(time.perf_counter())
+    watcher.on_tensorflow()
+    yield watcher
+    watcher.stop()
+
+
+def test_sample_loops_run_each_epoch_are_not_the_custom_loop_s_steps(steps, watcher):
+    x = np.random.rand(64, 8, 8, 1).astype("float32")
+    y = np.random.randint(0, 3, 64)
+    train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    samples = tf.data.Dataset.from_tensor_slices(x[:12]).batch(3)
+    model = _model()
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+
+    counter = EagerOpCounter(first_on_s=60.0)  # counts every op of the test
+    counter.start(time.perf_counter())
+    counter.on_tensorflow()
+    try:
+        for _ in range(3):
+            for xb, yb in train_ds:  # @train-loop
+                train_step(xb, yb)
+            for images in samples.take(3):  # three sample images each epoch
+                _plot(model, images)
+            for i, images in enumerate(samples.take(2)):
+                _plot(model, images)
+    finally:
+        counter.stop()
+    loops = watcher.loops()
+    trains = watcher.trains(list(loops))
+    facts, window = steps.facts(steps.t0, trains=trains, function_loops=loops)
+    assert [(loop.source, loop.name, loop.count) for loop in facts.loops] == [
+        ("tf-data", _at("train-loop"), 24)
+    ]
+    eager = counter.facts(window)
+    assert eager.sampled_steps == len(window.intervals) == 24 - facts.warmup
+    assert _at("plot") not in {site.location for site in eager.sites}
+    assert eager.outside_steps > 0  # the plotting's ops: counted, outside the steps
+
+
+def test_a_few_steps_beside_a_far_longer_loop_are_left_out_where_nothing_trains(steps):
+    t = steps.t0
+    calls = {
+        "look (x.py:3)": [(t + i * 0.01, t + i * 0.01 + 0.005) for i in range(9)],
+        "infer (x.py:9)": [(t + 1 + i * 0.01, t + 1 + i * 0.01 + 0.005) for i in range(90)],
+    }
+    facts, _ = steps.facts(t, calls, t_end=t + 3)
+    assert [(loop.name, loop.count) for loop in facts.loops] == [("infer (x.py:9)", 90)]
+    # beside a loop of fewer than ten times its steps, it is a loop of its own
+    calls["infer (x.py:9)"] = calls["infer (x.py:9)"][:80]
+    facts, _ = steps.facts(t, calls, t_end=t + 3)
+    assert facts.count == 89
