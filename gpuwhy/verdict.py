@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.environment import tf_can_use_gpu
 from gpuwhy.derived.gpu_busy import program_busy, steady_differs
 from gpuwhy.derived.host_load import host_load
@@ -82,14 +83,19 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
 def _capture_verdict(capture: CaptureFacts, findings: list[Finding]) -> str:
     """A profiler capture: the GPU's measured busy share of its steps, then the worst."""
     worst = next((f for f in findings if f.severity in ("high", "medium")), None)
-    tail = f": {_headline(worst.title)}" if worst is not None else "; no problem found in them"
     steps = len(capture.steps)
     if not steps:
         return (
             "Captured: no steps found (no step markers, no repeated tf.function call, no "
             "kernel the GPU repeats)" + (f"; {_headline(worst.title)}" if worst else "") + "."
         )
-    what = f"{steps} captured steps of {duration(capture.median_step_s)}"
+    if worst is not None:
+        tail = f": {_headline(worst.title)}"
+    elif not capture_facts.decides(capture):
+        tail = "; " + _too_few(capture)
+    else:
+        tail = "; no problem found in them"
+    what = f"{steps} captured step{'s' if steps != 1 else ''} of {duration(capture.median_step_s)}"
     busy = capture.busy_share
     if busy is None:
         head = f"{what}, no GPU in the capture (host events only)"
@@ -102,6 +108,15 @@ def _capture_verdict(capture: CaptureFacts, findings: list[Finding]) -> str:
         )
     text = head + tail
     return text if text.endswith(("…", ".")) else text + "."
+
+
+def _too_few(capture: CaptureFacts) -> str:
+    """What a capture of fewer steps than the rules judge (a single profiled batch)
+    can say, and how to capture enough."""
+    more = f"capture {capture_facts.MIN_STEPS} or more to judge them"
+    if capture.step_name == "Profiled batch":  # Keras' TensorBoard callback
+        more += ", TensorBoard(profile_batch=(3, 5))"
+    return f"too few steps for the rules that need several ({more})"
 
 
 def _placement_verdict(placement: PlacementFacts, findings: list[Finding]) -> str:

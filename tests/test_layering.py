@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "gpuwhy.gpu_specs",
         "gpuwhy.redact",
         "gpuwhy.json_input",
+        "gpuwhy.library_files",
     ),
     ("gpuwhy.facts", "gpuwhy.schema"),
     ("gpuwhy.finding",),

@@ -9,8 +9,13 @@ import statistics
 from dataclasses import dataclass
 
 from gpuwhy.facts import CaptureFacts, HostShare, PythonFrame
+from gpuwhy.library_files import is_library_frame
 
 MIN_STEPS = 3  # fewer captured steps decide nothing
+# Keras 3's adapter for in-memory arrays: fit(x, y) on NumPy arrays slices each batch out
+# of them and converts it, in a generator on the training thread (slice_and_convert_to_jax)
+KERAS_ARRAY_ADAPTER = "array_data_adapter.py"
+ARRAY_SLICING_SHARE = 0.1  # of the input wait: less is a moment, not what the steps wait on
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,27 @@ def activity(capture: CaptureFacts, name: str) -> HostShare | None:
 
 def own_frame(capture: CaptureFacts) -> PythonFrame | None:
     """The program's own Python function that covered the GPU's idle time, the most
-    specific first (the capture's Python tracer; None without it)."""
-    return next((f for f in capture.python if f.file), None)
+    specific first (the capture's Python tracer; None without it). Never a library's:
+    a record written before the capture reader left them out may still list one, and a
+    location in Keras' callback list is no line the user can change."""
+    return next(
+        (f for f in capture.python if f.file and not is_library_frame(f.function, f.file)),
+        None,
+    )
+
+
+def keras_array_slicing_s(capture: CaptureFacts) -> float | None:
+    """Seconds of the steps' input wait that Keras spent slicing batches out of
+    in-memory arrays (its array adapter's frames; they nest, the outermost holds the
+    rest), where that is at least ARRAY_SLICING_SHARE of the wait; else None. The rest
+    of such a wait is the same batches' copy to the device and fit's iterator."""
+    waited = activity(capture, "input")
+    slicing = max(
+        (f.seconds for f in capture.input_frames if f.file == KERAS_ARRAY_ADAPTER), default=0.0
+    )
+    if waited is None or slicing <= 0 or slicing < ARRAY_SLICING_SHARE * waited.seconds:
+        return None
+    return slicing
 
 
 def decides(capture: CaptureFacts | None) -> bool:

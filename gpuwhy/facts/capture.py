@@ -126,7 +126,8 @@ class HostOp:
 @dataclass(frozen=True)
 class PythonFrame:
     """A Python function (the profiler's Python tracer) that covered the GPU's idle time:
-    where the host spent the steps' gaps, by the program's own file and line."""
+    where the host spent the steps' gaps, by its file (the base name the tracer gives)
+    and the line of its def."""
 
     function: str
     file: str | None
@@ -138,7 +139,7 @@ class PythonFrame:
 class CaptureFacts:
     """A capture read back. ``steps_from`` says how the steps were found: "step markers"
     (TF's ``Trace(..., step_num=, _r=1)``), "function calls" (each call of ``step_name``,
-    a tf.function), "device pattern" (a kernel the GPU ran once per step, XProf's
+    a tf.function, or a jitted function where JAX's capture has no GPU), "device pattern" (a kernel the GPU ran once per step, XProf's
     "no step marker" case), "eager op pattern" (an op an eager loop ran once per step,
     on a capture without a GPU); None where no step was found. ``no_device``: why the
     capture has no GPU figures (a CPU-only machine, a capture without device tracing).
@@ -157,7 +158,10 @@ class CaptureFacts:
     step_count: int = 0
     # the steps' GPU idle time by host activity (without a GPU: the steps' whole time)
     idle: tuple[HostShare, ...] = ()
-    python: tuple[PythonFrame, ...] = ()
+    python: tuple[PythonFrame, ...] = ()  # the program's own frames, never a library's
+    # the Python frames the input wait was spent in that are input by name (``next``, a
+    # data library's files: Keras' ``slice_and_convert_to_jax``), libraries' included
+    input_frames: tuple[PythonFrame, ...] = ()
     # tf.data's stages busiest while the steps waited for input, most first
     # ("Iterator::Root::Prefetch::FlatMap[0]::Generator", "EagerPyFunc")
     input_stages: tuple[str, ...] = ()

@@ -5,6 +5,7 @@ log dir, and what is not a capture refused in one line."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuwhy.schema import validation_errors
+from tests.collect.capture import variants
 
 ROOT = Path(__file__).resolve().parents[2]
 XPLANE = ROOT / "tests" / "data" / "xplane"
@@ -107,6 +109,78 @@ def test_an_input_bound_capture_is_not_reported_as_without_problems(h100_json):
     assert record["capture"]["idle"][0]["activity"] == "input"
     assert record["verdict"]["text"] != "No problems found."
     assert result.returncode == EXIT_PROBLEM
+
+
+# -- Keras' fit on NumPy arrays, on JAX without a GPU ----------------------------------------------
+JAX_ARRAYS = XPLANE / "jax_cpu" / "keras_fit_numpy_arrays"
+ARRAYS_SCRIPT = XPLANE / "jax_cpu_capture.py"
+# the files the captures' programs are: the only places a finding on them may point at
+# (h100_xplane_capture.py ran as xplane_capture.py, SOURCE.md)
+PROGRAMS = {p.name for p in XPLANE.glob("*.py")} | {"xplane_capture.py"}
+
+
+@pytest.fixture(scope="module")
+def arrays_json() -> tuple[subprocess.CompletedProcess, dict]:
+    return report_json(JAX_ARRAYS)
+
+
+def test_fit_on_numpy_arrays_is_named_as_kerass_slicing_at_the_programs_fit_call(arrays_json):
+    """The training thread waits in Keras' per-batch slicing of the arrays (its array
+    adapter): named as that, at the script's function that calls fit (line 24, its def:
+    the tracer's line), with the fixes for arrays, never a PyDataset of worker
+    processes nor a Keras frame (callback_list.py, traceback_utils.py)."""
+    result, record = arrays_json
+    assert result.returncode == EXIT_PROBLEM
+    assert validation_errors(record) == []
+    (finding,) = [f for f in record["findings"] if f["id"] == "input.bound"]
+    assert finding["severity"] == "high"
+    assert finding["title"].startswith(
+        "The training thread slices and converts each NumPy batch, 62% of the step: "
+        "Keras' fit on in-memory arrays (measured in 6 captured steps of 1.0 ms)"
+    )
+    assert finding["title"].endswith("; fit is called in train (jax_cpu_capture.py:24)")
+    assert finding["location"] == "jax_cpu_capture.py:24"
+    assert ARRAYS_SCRIPT.read_text().splitlines()[23].startswith("def train(")
+    assert (
+        "slice_and_convert_to_jax (array_data_adapter.py:251)"
+        in (finding["evidence"]["keras_frames_in_the_wait"])
+    )
+    fix = finding["fix"]
+    ast.parse(fix)  # pastes as Python
+    for wanted in ("jax.device_put(x)", "from_tensor_slices((x, y))", "prefetch(tf.data.AUTOTUNE)"):
+        assert wanted in fix
+    assert "steps_per_execution" in fix and "batch_size" in fix
+    for wrong in ("PyDataset", "workers", "use_multiprocessing", "_on_train_batch_end"):
+        assert wrong not in fix
+    assert record["verdict"]["text"].endswith(
+        "The training thread slices and converts each NumPy batch, 62% of the step."
+    )
+
+
+def test_a_fit_called_at_the_top_level_points_at_no_librarys_line(tmp_path):
+    """The same capture without the script's frame (fit called at the module's top
+    level, inside the profiler's with: no frame of the script is recorded): the finding
+    stands, with no location, where Keras' error_handler (traceback_utils.py:110) was."""
+    source = next(JAX_ARRAYS.rglob("*.xplane.pb"))
+    _, record = report_json(variants.without_events(source, tmp_path / "logs", "$jax_cpu_capture"))
+    (finding,) = [f for f in record["findings"] if f["id"] == "input.bound"]
+    assert finding["title"].startswith("The training thread slices and converts each NumPy batch")
+    assert "location" not in finding or finding["location"] is None
+    assert "fit is called in" not in finding["title"]
+    assert ".py:" not in finding["title"]
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [H100, JAX_ARRAYS, *sorted(p for p in TF_CPU.iterdir() if p.is_dir())],
+    ids=lambda p: p.name,
+)
+def test_every_location_a_capture_gives_is_in_the_program_that_made_it(capture):
+    _, record = report_json(capture)
+    for finding in record["findings"]:
+        location = finding.get("location")
+        if location:
+            assert location.rsplit(":", 1)[0] in PROGRAMS, finding
 
 
 # -- which run ------------------------------------------------------------------------------------

@@ -142,6 +142,76 @@ def test_the_tf_data_fix_follows_the_stages_in_the_wait(stages, expected, absent
     ast.parse(finding.fix)
 
 
+def arrays_capture(adapter_s: float, **changes) -> CaptureFacts:
+    """A capture of Keras' fit on NumPy arrays: the GPU busy a quarter of 10 steps of
+    20 ms, the host in input 80% of the idle time (0.12 s: 60% of the steps), Keras'
+    array adapter's frames ``adapter_s`` of it."""
+    frames = (
+        PythonFrame("_get_iterator", "array_data_adapter.py", 326, adapter_s),
+        PythonFrame("slice_and_convert_to_jax", "array_data_adapter.py", 251, adapter_s * 0.9),
+    )
+    fields = dict(
+        idle=(("input", 0.8), ("python", 0.2)),
+        producer="jax",
+        steps_from="device pattern",
+        step_name="jit_train_step",
+        input_frames=frames,
+        python=(PythonFrame("train", "train.py", 30, 0.12),),
+    )
+    return capture(**{**fields, **changes})
+
+
+def test_kerass_slicing_of_in_memory_arrays_is_named_with_the_fixes_for_arrays():
+    (finding,) = run(InputBound, Facts(capture=arrays_capture(0.1)))
+    assert finding.title == (
+        "The training thread slices and converts each NumPy batch, 60% of the step: Keras' "
+        "fit on in-memory arrays, the GPU idle meanwhile (measured in 10 captured steps of "
+        "20.0 ms); fit is called in train (train.py:30)"
+    )
+    assert finding.severity == "high" and finding.location == "train.py:30"
+    assert finding.evidence["array_slicing_ms_per_step"] == pytest.approx(10.0)
+    assert finding.evidence["keras_frames_in_the_wait"].startswith(
+        "_get_iterator (array_data_adapter.py:326), slice_and_convert_to_jax"
+    )
+    assert "jax.device_put(x)" in finding.fix and "from_tensor_slices((x, y))" in finding.fix
+    assert "PyDataset" not in finding.fix and "workers" not in finding.fix
+    ast.parse(finding.fix)
+
+
+def test_in_memory_arrays_on_another_backend_get_no_jax_in_their_fix():
+    facts = Facts(capture=arrays_capture(0.1, producer="tensorflow", input_stages=()))
+    (finding,) = run(InputBound, facts)
+    assert "jax" not in finding.fix and "from_tensor_slices((x, y))" in finding.fix
+    ast.parse(finding.fix)
+
+
+def test_array_adapter_frames_in_a_sliver_of_the_wait_do_not_make_it_theirs():
+    # 10 ms of a 120 ms wait: under a tenth, the wait is something else's
+    (finding,) = run(InputBound, Facts(capture=arrays_capture(0.01)))
+    assert finding.title.startswith("Steps wait for input 60% of the time")
+
+
+@pytest.mark.parametrize(
+    "python",
+    [
+        (PythonFrame("_on_train_batch_end", "callback_list.py", 217, 0.1),),
+        (PythonFrame("error_handler", "traceback_utils.py", 110, 0.1),),
+        (PythonFrame("fit", "trainer.py", 361, 0.1),),  # Keras' (installed here), by its def
+    ],
+    ids=["keras callbacks", "keras error handler", "installed trainer.py"],
+)
+def test_a_librarys_frame_is_never_the_location(python):
+    """A record written before the reader left libraries' frames out may list one
+    first: the location and the fix skip it, to the program's frame after it or none."""
+    facts = Facts(capture=capture(idle=(("input", 0.9),), python=python, producer="jax"))
+    (finding,) = run(InputBound, facts)
+    assert finding.location is None
+    assert python[0].function not in finding.title and python[0].function not in finding.fix
+    mine = replace(facts.capture, python=(*python, PythonFrame("slow", "train.py", 14, 0.1)))
+    (finding,) = run(InputBound, Facts(capture=mine))
+    assert finding.location == "train.py:14"
+
+
 def test_little_input_wait_or_too_few_steps_decide_nothing():
     assert run(InputBound, Facts(capture=capture(idle=(("input", 0.05),)))) == []
     assert run(InputBound, Facts(capture=capture(steps=2, idle=(("input", 0.9),)))) == []

@@ -2,12 +2,14 @@
 in them, and what the host was doing while the GPU idled.
 
 Steps come from, in order: TensorFlow's step markers (host events carrying ``step_num``:
-``tf.profiler.experimental.Trace("train", step_num=i, _r=1)``, Keras 2's fit); the calls
-of the tf.function that took the most time (``EagerLocalExecute: __inference_<fn>_N``:
-Keras 3's fit and custom loops); else the device's own pattern, a kernel the GPU ran
-once per step (JAX, XLA: XProf's "no step marker" case); else an op an eager loop ran
-once per step. A step runs from its start to the next one's (the last: to its own end),
-so input waits between calls count in it.
+``tf.profiler.experimental.Trace("train", step_num=i, _r=1)``, Keras 2's fit, Keras 3's
+"Profiled batch" of the TensorBoard callback), one marker being one step; the calls of
+the tf.function that took the most time (``EagerLocalExecute: __inference_<fn>_N``:
+Keras 3's fit and custom loops; a single call of Keras' step function is a step); else
+the device's own pattern, a kernel the GPU ran once per step (JAX, XLA: XProf's "no step
+marker" case); else the calls of a jitted function (``PjitFunction(train_step)``: JAX
+without a GPU); else an op an eager loop ran once per step. A step runs from its start to
+the next one's (the last: to its own end), so input waits between calls count in it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ NO_DEVICE = "no GPU: the capture has no device plane"
 _EAGER_OP = "EagerLocalExecute: "
 EAGER_OVER_CALLS = 2.0  # an eager loop's steps over a function's calls that span this less
 _FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_(?P<name>.+?)_\d+$")
+# a call of a jax.jit function, as JAX's profiler names it (twice, one inside the other)
+_JIT_CALL = re.compile(r"^PjitFunction\((?P<name>[^()]+)\)$")
 _OP_STATS = ("tf_op", "hlo_op")
 
 
@@ -173,6 +177,7 @@ def analyse(
         step_count=len(found),
         idle=reading.shares,
         python=reading.frames,
+        input_frames=reading.input_frames,
         input_stages=reading.stages,
         host_ops=ops,
         host_ops_known=ops_known,
@@ -408,7 +413,7 @@ def _steps(
         eager = _eager_steps(hosts)
         if eager and _spanned(eager[2]) > EAGER_OVER_CALLS * _spanned(calls[2]):
             return eager
-    return calls or _device_steps(devices) or _eager_steps(hosts)
+    return calls or _device_steps(devices) or _jit_steps(hosts, prefer) or _eager_steps(hosts)
 
 
 def _spanned(boundaries: Boundaries) -> int:
@@ -424,20 +429,39 @@ def _periods(starts: list[int], ends: list[int]) -> Boundaries:
 
 
 def _marked_steps(hosts: list[xspace.Plane]) -> tuple[str, str | None, Boundaries] | None:
+    """The steps the program marked (``step_num``), the most-used marker's. One marker
+    is a step: Keras' TensorBoard(profile_batch=3) traces one batch, its "Profiled
+    batch" around the training function's call, and the eager ops of its callbacks
+    repeat more often than that."""
     found: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
     for plane in hosts:
         for line in plane.lines:
-            for index, stats in line.stats.items():
-                if "step_num" not in stats or stats.get("_r", 1) not in (1, "1"):
-                    continue
+            for index in _marker_indices(line):
                 name = plane.names.get(int(line.ids[index]), "")
                 start = int(line.starts[index])
                 found[name][0].append(start)
                 found[name][1].append(start + int(line.durations[index]))
     best = max(found.items(), key=lambda item: len(item[1][0]), default=None)
-    if best is None or len(best[1][0]) < 2:
+    if best is None:
         return None
     return "step markers", best[0], _periods(*best[1])
+
+
+def _marker_indices(line: xspace.Line) -> list[int]:
+    """The events of ``line`` that mark a step: a ``step_num`` and a root flag (``_r``)
+    of 1 or none, read one by one, or for a marker whose events all carry the same
+    stats (a single marked step: its number is the same in every one) from its
+    metadata id."""
+
+    def marks(stats: xspace.Stats) -> bool:
+        return "step_num" in stats and stats.get("_r", 1) in (1, "1")
+
+    found = [index for index, stats in line.stats.items() if marks(stats)]
+    same = [i for i, stats in line.constant.items() if marks(stats)]
+    if same:
+        alike = np.flatnonzero(np.isin(line.ids, same)).tolist()
+        found += [index for index in alike if index not in line.stats]
+    return found
 
 
 def _function_steps(
@@ -447,7 +471,7 @@ def _function_steps(
     evaluation functions share a name): ``prefer``'s where it was called, else the one
     with the most time in calls."""
     calls = _events_by_name(hosts, lambda n: n if _FUNCTION_CALL.match(n) else None)
-    eligible = {n: c for n, c in calls.items() if len(c[0]) >= MIN_STEPS}
+    eligible = {n: c for n, c in calls.items() if len(c[0]) >= _fewest_calls(n)}
     if not eligible:
         return None
     preferred = {n: c for n, c in eligible.items() if prefer and _function_name(n) == prefer}
@@ -461,10 +485,56 @@ def _function_steps(
     return "function calls", _function_name(traced), _periods(starts, ends)
 
 
+# Keras 3's step functions (fit's, and evaluate's and predict's of the same names): each
+# call is one step (or ``steps_per_execution`` of them), traced whole
+KERAS_STEP_FUNCTIONS = frozenset(
+    {"multi_step_on_iterator", "one_step_on_iterator", "one_step_on_data"}
+)
+
+
+def _fewest_calls(traced: str) -> int:
+    """The calls that make a function's calls steps: one for Keras' step functions (a
+    capture of one batch holds a single call, and the eager ops of the callbacks around
+    it repeat more), MIN_STEPS for any other function (called a few times, it may be a
+    helper of the step, not the step)."""
+    return 1 if _function_name(traced) in KERAS_STEP_FUNCTIONS else MIN_STEPS
+
+
 def _function_name(traced: str) -> str:
     """``train_step`` of ``EagerLocalExecute: __inference_train_step_191``."""
     match = _FUNCTION_CALL.match(traced)
     return match.group("name") if match else traced
+
+
+def _jit_steps(
+    hosts: list[xspace.Plane], prefer: str | None = None
+) -> tuple[str, str | None, Boundaries] | None:
+    """A JAX program's steps where the capture has no GPU to find them by (XLA on the
+    CPU runs no kernel a device plane shows): the calls of one jitted function
+    (``PjitFunction(train_step)``: Keras 3's fit on JAX, a loop's ``jax.jit`` step),
+    ``prefer``'s where it was called, else the one with the most time in calls."""
+    calls = _events_by_name(hosts, lambda n: m.group("name") if (m := _JIT_CALL.match(n)) else None)
+    eligible = {n: _outermost(*c) for n, c in calls.items()}
+    eligible = {n: c for n, c in eligible.items() if len(c[0]) >= MIN_STEPS}
+    if not eligible:
+        return None
+    name, (starts, ends) = max(
+        eligible.items(),
+        key=lambda item: (item[0] == prefer, sum(e - s for s, e in zip(*item[1]))),
+    )
+    return "function calls", name, _periods(starts, ends)
+
+
+def _outermost(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+    """The events not inside an earlier one: JAX records each jitted call twice, the
+    second within the first; one call is one step."""
+    kept: tuple[list[int], list[int]] = ([], [])
+    for start, end in sorted(zip(starts, ends), key=lambda e: (e[0], -e[1])):
+        if kept[1] and start < kept[1][-1]:
+            continue
+        kept[0].append(start)
+        kept[1].append(end)
+    return kept
 
 
 def _device_steps(devices: list[_Device]) -> tuple[str, str | None, Boundaries] | None:
@@ -603,13 +673,19 @@ class _LineCodes:
         self.names = [plane.names[int(k)] for k in self.keys] + [""]
         size = len(self.names)
         self.table = np.full(size, -1, np.int64)
-        self.frame = np.zeros(size, bool)  # a Python frame past Python's runtime files
+        self.frame = np.zeros(size, bool)  # the program's own Python frame (not a library's)
+        self.input_frame = np.zeros(size, bool)  # a Python frame that is input (a library's too)
+        self.tracer = np.zeros(size, bool)  # any Python frame with a file
+        input_code = kinds.index("input")
         for k, name in enumerate(self.names[:-1]):
             activity = host.activity(name, thread, plane.display.get(int(self.keys[k])))
             if activity is not None:
                 self.table[k] = kinds.index(activity)
-            found = host.frame(name)
-            self.frame[k] = found is not None and found[1] not in host.RUNTIME_FILES
+            self.frame[k] = host.program_frame(name) is not None
+            self.tracer[k] = host.frame(name) is not None
+            self.input_frame[k] = self.table[k] == input_code and self.tracer[k]
+        # the kinds of a thread that waits for input or makes it (tf.data's producers)
+        self.waiting = np.isin(self.table, [input_code, kinds.index(host.BACKGROUND_INPUT)])
 
     def index(self, ids: np.ndarray) -> np.ndarray:
         """Each event's kind, densely numbered."""
@@ -629,6 +705,7 @@ class _HostReading:
     frames: tuple[PythonFrame, ...] = ()
     exclusive: dict[str, Intervals] = field(default_factory=dict)
     stages: tuple[str, ...] = ()
+    input_frames: tuple[PythonFrame, ...] = ()
 
 
 def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> _HostReading:
@@ -648,9 +725,11 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     seconds: dict[tuple[int, str], float] = defaultdict(float)  # (activity, name) in idle
     frames: defaultdict[str, float] = defaultdict(float)
     frame_length: defaultdict[str, float] = defaultdict(float)
-    roots: set[str] = set()  # the files of the Python threads' outermost frames
+    roots: set[str] = set()  # the files of the Python threads' outermost own frames
     producers: list[tuple[xspace.Line, _LineCodes]] = []
-    python_lines: list[tuple[xspace.Line, _LineCodes]] = []  # Python threads (the tracer's)
+    # the tracer's Python threads that waited for input (or made it), and the program's
+    # main thread: the frames of a pool's thread meanwhile (Keras' callbacks) are not the wait's
+    python_lines: list[tuple[xspace.Line, _LineCodes]] = []
     tables: dict[tuple[int, str], _LineCodes] = {}  # one per plane and kind of thread
     for plane in hosts:
         for line in plane.lines:
@@ -661,7 +740,9 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
             size = len(codes.table)
             covered_by_id = np.zeros(size)
             length_by_id = np.zeros(size)
-            longest_frame: tuple[int, int] = (-1, -1)  # (duration, kind)
+            longest_frame: tuple[int, int] = (-1, -1)  # (duration, kind): the program's
+            outermost: tuple[int, int] = (-1, -1)  # any Python frame's
+            waits = False
             for lo in range(0, len(line), SLICE):
                 ids = codes.index(line.ids[lo : lo + SLICE])
                 starts = line.starts[lo : lo + SLICE]
@@ -669,6 +750,7 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
                 ends = starts + durations
                 code = codes.table[ids]
                 code[envelopes[code] & (durations >= step_ps // 2)] = -1
+                waits = waits or bool(codes.waiting[ids].any())
                 covered_by_id += np.bincount(ids, _covered(idle, starts, ends), size)
                 length_by_id += np.bincount(ids, durations, size)
                 for k in np.unique(code[code >= 0]).tolist():
@@ -677,10 +759,8 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
                         np.concatenate((merged[k][0], starts[mask])),
                         np.concatenate((merged[k][1], ends[mask])),
                     )
-                framed = np.flatnonzero(codes.frame[ids])
-                if len(framed):
-                    best = framed[int(np.argmax(durations[framed]))]
-                    longest_frame = max(longest_frame, (int(durations[best]), int(ids[best])))
+                longest_frame = _longest(codes.frame, ids, durations, longest_frame)
+                outermost = _longest(codes.tracer, ids, durations, outermost)
             if longest_frame[1] >= 0:
                 found = host.frame(codes.names[longest_frame[1]])
                 if found is not None:
@@ -690,12 +770,12 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
                 name = codes.names[kind]
                 if k >= 0:
                     seconds[(k, name)] += float(covered_by_id[kind])
-                if host.frame(name):
+                if codes.frame[kind]:
                     frames[name] += float(covered_by_id[kind])
                     frame_length[name] += float(length_by_id[kind])
             if _producing(codes).any():
                 producers.append((line, codes))
-            if codes.frame.any():
+            if (waits or not _pooled(codes, outermost)) and codes.tracer.any():
                 python_lines.append((line, codes))
     shares = []
     stage_names: list[str] = []  # tf.data's stages busiest during the input wait
@@ -721,9 +801,11 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
         shares.append(HostShare(NOT_RECORDED, rest * PS, rest / idle_total))
     shares.sort(key=lambda s: -s.seconds)
     waited = exclusive.get("input")
+    input_frames: tuple[PythonFrame, ...] = ()
     if waited is not None and python_lines:  # the frames under the input wait, not the idle
         frames = defaultdict(float, _time_in(python_lines, waited, lambda c: c.frame))
         idle_total = intervals.total(waited)
+        input_frames = _frames(_time_in(python_lines, waited, lambda c: c.input_frame))
     covering = [n for n, t in frames.items() if t >= FRAME_SHARE * idle_total]
     # the program's own files first (those of a Python thread's outermost frame: the
     # script), then the innermost (shortest) frames: the most specific
@@ -732,7 +814,35 @@ def _host_activity(hosts: list[xspace.Plane], idle: Intervals, step_ps: int) -> 
     for name in covering[:TOP_FRAMES]:
         function, file, line_number = host.frame(name) or (name, None, None)
         python.append(PythonFrame(function, file, line_number, frames[name] * PS))
-    return _HostReading(tuple(shares), tuple(python), exclusive, tuple(stage_names))
+    return _HostReading(tuple(shares), tuple(python), exclusive, tuple(stage_names), input_frames)
+
+
+def _frames(spent: list[tuple[str, float]]) -> tuple[PythonFrame, ...]:
+    """The first TOP_FRAMES tracer frames of ``spent`` ((name, ps), most first)."""
+    found = ((host.frame(name), ps) for name, ps in spent)
+    return tuple(
+        PythonFrame(f[0], f[1], f[2], ps * PS) for f, ps in found if f is not None and ps > 0
+    )[:TOP_FRAMES]
+
+
+def _longest(
+    kinds: np.ndarray, ids: np.ndarray, durations: np.ndarray, best: tuple[int, int]
+) -> tuple[int, int]:
+    """(duration, kind) of the longest event of ``ids`` whose kind ``kinds`` marks, or
+    ``best`` where it is longer."""
+    marked = np.flatnonzero(kinds[ids])
+    if not len(marked):
+        return best
+    longest = marked[int(np.argmax(durations[marked]))]
+    return max(best, (int(durations[longest]), int(ids[longest])))
+
+
+def _pooled(codes: _LineCodes, outermost: tuple[int, int]) -> bool:
+    """Whether a Python thread is one a pool started (its outermost frame Python's
+    thread bootstrap: Keras' callbacks, an executor's workers), not the program's main
+    thread, whose outermost frame is the program's or a library's it called."""
+    found = host.frame(codes.names[outermost[1]]) if outermost[1] >= 0 else None
+    return found is not None and found[1] in host.RUNTIME_FILES
 
 
 def _time_in(
@@ -854,7 +964,13 @@ def _host_ops(
 
 
 def _producer(metadata: dict[str, str], hosts: list[xspace.Plane]) -> str:
+    """Who wrote the capture: JAX by its metadata plane's versions, or, where it wrote
+    none (``ProfileOptions.enable_hlo_proto=False`` drops the plane), by its jitted
+    calls (its CPU threads are named ``tf_XLA…`` as TensorFlow's are); else TensorFlow
+    by its threads and eager calls."""
     if any(k.startswith("jax") for k in metadata):
+        return "jax"
+    if any(_JIT_CALL.match(n) for plane in hosts for n in plane.names.values()):
         return "jax"
     for plane in hosts:
         if any(line.name.startswith("tf_") for line in plane.lines) or any(

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from gpuwhy.library_files import is_library_frame
+
 # input by name: tf.data's consumer, a host-to-device transfer of a batch, readers
 _INPUT = re.compile(
     r"IteratorGetNext|MakeIterator|BufferFromHostBuffer|TransferToDevice|H2D Dispatch"
@@ -133,6 +135,16 @@ def frame(name: str) -> tuple[str, str, int] | None:
     if match is None:
         return None
     return match.group("function"), match.group("file"), int(match.group("line"))
+
+
+def program_frame(name: str) -> tuple[str, str, int] | None:
+    """(function, file, line) of a tracer event where it is the program's own frame:
+    not Python's runtime (a thread's bootstrap), not a library's (Keras' callback list,
+    its data adapters: a location there is no place the user can change); else None."""
+    found = frame(name)
+    if found is None or found[1] in RUNTIME_FILES or is_library_frame(found[0], found[1]):
+        return None
+    return found
 
 
 def op_kernel(name: str, display: str | None) -> tuple[str, str] | None:

@@ -62,7 +62,13 @@ class InputBound(Rule):
     each moment counted once, input first. tf.data's producer threads explain the wait
     (the evidence names their busiest stages) but never make one: they run ahead of the
     step. The program's own Python function under the wait (the profiler's Python
-    tracer) is the location.
+    tracer) is the location, never a library's: a frame is a library's where a file
+    of its name in site-packages or Python's own library defines it (the tracer gives
+    no folder). Where Keras' fit on in-memory arrays slices each batch out of them
+    (its array adapter's frames under the wait, `slice_and_convert_to_jax`), the
+    finding says so, at the program's function that calls fit, and the fix takes the
+    slicing off the training thread (the arrays on the device, a tf.data pipeline)
+    rather than making batches in worker processes.
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
@@ -145,6 +151,9 @@ class InputBound(Rule):
         share = capture_facts.activity_share(capture, "input")
         if not capture_facts.decides(capture) or share < options["medium_at"]:
             return []
+        slicing = capture_facts.keras_array_slicing_s(capture)
+        if slicing is not None:
+            return [self._array_slicing(capture, share, slicing, options)]
         step = capture.median_step_s
         waited = capture_facts.activity(capture, "input")
         frame = capture_facts.own_frame(capture)
@@ -182,6 +191,49 @@ class InputBound(Rule):
                 gain_value=round(share, 4),
             )
         ]
+
+    def _array_slicing(
+        self, capture: CaptureFacts, share: float, slicing_s: float, options: dict[str, Any]
+    ) -> Finding:
+        """Keras' fit on in-memory arrays: the wait is fit's own slicing of each batch out
+        of the arrays and its conversion to a device array, on the training thread
+        between steps (its array adapter's frames under the wait). Named as that, at the
+        program's own frame that calls fit (a Keras frame is no line to change), with
+        the fixes for arrays: no generator of the user's to parallelise, and a PyDataset
+        in worker processes would pickle every batch across."""
+        steps = len(capture.steps)
+        frame = capture_facts.own_frame(capture)
+        where = f"{frame.file}:{frame.line}" if frame is not None and frame.line else None
+        meanwhile = ", the GPU idle meanwhile" if capture.devices else ""
+        title = (
+            f"The training thread slices and converts each NumPy batch, {share:.0%} of the "
+            f"step: Keras' fit on in-memory arrays{meanwhile} (measured in {steps} captured "
+            f"steps of {duration(capture.median_step_s)})"
+        )
+        if frame is not None:
+            title += f"; fit is called in {frame.function} ({where})"
+        keras_frames = [f"{f.function} ({f.file}:{f.line})" for f in capture.input_frames[:3]]
+        evidence: dict[str, Any] = {
+            "input_wait_fraction": round(share, 3),
+            "array_slicing_ms_per_step": milliseconds(slicing_s / steps, 3),
+            "step_median_ms": milliseconds(capture.median_step_s, 2),
+            "steps_measured": steps,
+            "measured_at": f"profiler capture {capture.path}",
+            "keras_frames_in_the_wait": ", ".join(keras_frames),
+        }
+        if capture.busy_share is not None:
+            evidence["gpu_busy_fraction"] = round(capture.busy_share, 3)
+        if frame is not None:
+            evidence["python_frame"] = f"{frame.function} at {where}"
+        return self.finding(
+            title,
+            severity="high" if share >= options["high_at"] else "medium",
+            location=where,
+            evidence=evidence,
+            fix="\n".join(_array_fix(capture.producer == "jax")),
+            estimated_gain=f"up to {share:.0%} of step time, once no batch is sliced between steps",
+            gain_value=round(share, 4),
+        )
 
     def _from_steps(
         self, facts: Facts, steps: StepFacts, reading: StepsWait, options: dict[str, Any]
@@ -442,6 +494,45 @@ def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
             "# or a tf.data / grain pipeline with parallel maps and prefetch",
         ]
     )
+
+
+def _array_fix(jax: bool) -> list[str]:
+    """The fix for fit on in-memory arrays whose per-batch slicing the steps wait for:
+    on JAX, the arrays on the device and each batch gathered there, from a generator
+    (Keras 3 copies device arrays given to fit back to NumPy to slice them); a tf.data
+    pipeline that slices ahead on its own threads (each batch's conversion stays on
+    the training thread); a larger batch and steps_per_execution for fit's own cost per
+    step. steps_per_execution alone is no fix on JAX: its fit still takes each batch
+    from the array adapter in Python, one at a time."""
+    lines = [
+        "# fit(x, y) on NumPy arrays: Keras slices each batch out of them and converts it",
+        "# on the training thread, between steps, so the steps wait for it every time.",
+    ]
+    if jax:
+        lines += [
+            "# Keep the arrays on the device and gather each batch there (where they fit in",
+            "# its memory; fit on device arrays would copy them back to NumPy to slice them):",
+            "batch_size = 64  # fit's batch_size",
+            "xd, yd = jax.device_put(x), jax.device_put(y)",
+            "take = jax.jit(lambda xd, yd, index: (xd[index], yd[index]))",
+            "def batches(seed=0):",
+            "    key = jax.random.key(seed)",
+            "    while True:",
+            "        key, shuffle = jax.random.split(key)",
+            "        order = jax.random.permutation(shuffle, len(xd))",
+            "        for start in range(0, len(xd) - batch_size + 1, batch_size):",
+            "            yield take(xd, yd, order[start:start + batch_size])",
+            "model.fit(batches(), steps_per_epoch=len(x) // batch_size, epochs=epochs)",
+            "# or a pipeline that slices ahead on its own threads (the conversion stays):",
+        ]
+    else:
+        lines += ["# A pipeline that slices ahead on its own threads:", "batch_size = 64"]
+    return lines + [
+        "ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x)).batch(batch_size)",
+        "model.fit(ds.prefetch(tf.data.AUTOTUNE), epochs=epochs)",
+        "# a larger batch_size, and compile(..., steps_per_execution=8) (the callbacks once",
+        "# per 8 batches), spread fit's own cost per step; each batch is still sliced",
+    ]
 
 
 def _tf_data_fix(stages: tuple[str, ...], generator: str | None, keras: bool) -> list[str]:

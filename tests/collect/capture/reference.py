@@ -19,10 +19,13 @@ TF_NAMES = (
     "custom_loop_step_markers",
     "eager_python_loop",
 )
-# every committed capture, by a short name: h100_slow_input and the four tf_cpu ones
+JAX_CPU_ARRAYS = DATA / "jax_cpu" / "keras_fit_numpy_arrays"
+# every committed capture, by a short name: h100_slow_input, the four tf_cpu ones and
+# the JAX one made without a GPU
 CAPTURES = {
     "h100_slow_input": next(H100.rglob("*.xplane.pb")),
     **{name: next((TF_CPU / name).rglob("*.xplane.pb")) for name in TF_NAMES},
+    "jax_cpu_keras_fit_numpy_arrays": next(JAX_CPU_ARRAYS.rglob("*.xplane.pb")),
 }
 
 

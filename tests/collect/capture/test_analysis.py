@@ -19,7 +19,7 @@ from gpuwhy.collect.capture import xspace
 from gpuwhy.collect.capture.analysis import NO_DEVICE, read_capture
 from gpuwhy.collect.capture.files import capture_files
 from gpuwhy.facts import CaptureFacts, PythonFrame
-from tests.collect.capture import reference
+from tests.collect.capture import reference, variants
 from tests.collect.capture.reference import CAPTURES, H100, TF_CPU
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -223,6 +223,144 @@ def test_a_slow_generators_fit_spends_its_steps_mostly_on_input(tf_cpu):
     # without a GPU the shares are of the steps' whole time
     steps_time = sum(s.duration_s for s in facts.steps)
     assert sum(s.seconds for s in facts.idle) == pytest.approx(steps_time, rel=1e-6)
+
+
+# -- JAX's capture without a GPU (Keras 3 fit on NumPy arrays) -------------------------------
+ARRAYS_SCRIPT = reference.DATA / "jax_cpu_capture.py"
+
+
+@pytest.fixture(scope="module")
+def jax_arrays() -> CaptureFacts:
+    return read_capture(capture_files(reference.JAX_CPU_ARRAYS))
+
+
+def outermost_jit_calls(space, name: str) -> list[tuple[int, int]]:
+    """(start, end) of the calls of the jitted ``name``, read apart from gpuwhy: JAX
+    records each call as two ``PjitFunction(name)`` events, one inside the other."""
+    host = reference.plane(space, "/host:CPU")
+    calls = []
+    for line in host.lines:
+        for start, event in zip(reference.starts_ps(line).tolist(), line.events):
+            if reference.event_name(host, event) == f"PjitFunction({name})":
+                calls.append((start, start + event.duration_ps))
+    kept: list[tuple[int, int]] = []
+    for start, end in sorted(calls, key=lambda c: (c[0], -c[1])):
+        if not kept or start >= kept[-1][1]:
+            kept.append((start, end))
+    assert len(calls) == 2 * len(kept)
+    return kept
+
+
+def test_a_jax_capture_without_a_gpu_steps_by_its_jitted_train_steps_calls(jax_arrays, tf_spaces):
+    """No device plane, no step marker, no tf.function: each call of the jitted train
+    step is a step (SOURCE.md: 6 calls, median 1.0 ms from one to the next); JAX wrote
+    no metadata plane (its HLO protos off), its jitted calls say it wrote the capture."""
+    facts = jax_arrays
+    assert facts.producer == "jax"
+    assert facts.devices == () and facts.no_device == NO_DEVICE
+    assert (facts.steps_from, facts.step_name, facts.step_count) == (
+        "function calls",
+        "train_step",
+        6,
+    )
+    calls = outermost_jit_calls(tf_spaces["jax_cpu_keras_fit_numpy_arrays"], "train_step")
+    assert [s.start_s for s in facts.steps] == pytest.approx([a * PS for a, _ in calls], abs=1e-9)
+    assert facts.median_step_s == pytest.approx(1.0006501e-3, abs=1e-9)
+
+
+def test_kerass_array_slicing_is_the_input_wait_and_only_the_programs_frame_is_named(jax_arrays):
+    """The training thread waits in next() of Keras' array adapter, slicing each batch
+    (slice_and_convert_to_jax); the Python frames named are the program's own only:
+    train (the script's line 24), never Keras' (its fit, its callbacks on their pool)."""
+    facts = jax_arrays
+    wait = next(s for s in facts.idle if s.activity == "input")
+    assert wait.share > 0.5
+    assert [(f.function, f.file, f.line) for f in facts.python] == [
+        ("train", "jax_cpu_capture.py", 24)
+    ]
+    assert ARRAYS_SCRIPT.read_text().splitlines()[23].startswith("def train(")
+    frames = {(f.function, f.file, f.line): f.seconds for f in facts.input_frames}
+    slicing = frames[("slice_and_convert_to_jax", "array_data_adapter.py", 251)]
+    adapter = frames[("_get_iterator", "array_data_adapter.py", 326)]
+    assert 0 < slicing <= adapter <= wait.seconds + 1e-9
+    assert adapter > 0.5 * wait.seconds
+    assert not {f.file for f in facts.input_frames} & {"callback_list.py", "jax_cpu_capture.py"}
+
+
+def test_a_fit_called_at_the_top_level_names_no_frame_of_a_library(tmp_path):
+    """The same capture without the script's frame (fit called at the module's top
+    level: the tracer starts inside it): nothing is named, where Keras' error_handler
+    (traceback_utils.py) and the callbacks' _async_dispatch were before."""
+    source = next(reference.JAX_CPU_ARRAYS.rglob("*.xplane.pb"))
+    folder = variants.without_events(source, tmp_path / "logs", "$jax_cpu_capture.py")
+    facts = read_capture(capture_files(folder))
+    assert facts.python == ()
+    assert {f.file for f in facts.input_frames} >= {"array_data_adapter.py"}
+
+
+def threads_capture(path: Path, lines: dict[str, list[tuple[str, int, int]]]) -> Path:
+    """A host-only capture of 10 steps of 10 ms (a jitted train_step called at 6 ms of
+    each) with ``lines``: thread name -> (event name, start ms in each step, length ms),
+    an event of length 100 once, from 0."""
+    _, _, xspace_class = xspace.classes()
+    space = xspace_class()
+    host = space.planes.add(id=1, name="/host:CPU")
+    names = sorted({n for events in lines.values() for n, _, _ in events})
+    ids = {name: i for i, name in enumerate(["PjitFunction(train_step)", *names], start=1)}
+    for name, i in ids.items():
+        host.event_metadata[i].id, host.event_metadata[i].name = i, name
+    ms = 1_000_000_000  # ps
+    for number, (thread, events) in enumerate(lines.items(), start=1):
+        line = host.lines.add(id=number, name=thread, timestamp_ns=0)
+        for name, at, length in events:
+            steps = [0] if length == 100 else range(10)
+            for step in steps:
+                line.events.add(
+                    metadata_id=ids[name], offset_ps=(step * 10 + at) * ms, duration_ps=length * ms
+                )
+        if number == 1:  # the training thread calls the step
+            for step in range(10):
+                line.events.add(metadata_id=1, offset_ps=(step * 10 + 6) * ms, duration_ps=ms)
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_a_pools_thread_meanwhile_is_not_where_the_wait_is(tmp_path):
+    """The training thread waits in next() under the program's main; the program's own
+    callback runs on Keras' callback pool meanwhile (a thread started by threading):
+    main is where the wait is, not the callback, however much shorter it is."""
+    path = threads_capture(
+        tmp_path / "vm.xplane.pb",
+        {
+            "python": [("$train.py:10 main", 0, 100), ("$builtins next", 0, 6)],
+            "python ": [
+                ("$threading.py:988 _bootstrap", 0, 100),
+                ("$train.py:40 on_train_batch_end", 0, 8),
+            ],
+        },
+    )
+    facts = read_capture([path])
+    assert (facts.steps_from, facts.step_name, facts.step_count) == (
+        "function calls",
+        "train_step",
+        10,
+    )
+    assert [(f.function, f.file, f.line) for f in facts.python] == [("main", "train.py", 10)]
+
+
+def test_a_main_thread_that_waits_through_another_still_names_its_frame(tmp_path):
+    """tf.data's consumer thread waits (TensorFlow's fit reads its batch there); the main
+    thread, in the program's main around the calls, is still the program's frame."""
+    path = threads_capture(
+        tmp_path / "vm.xplane.pb",
+        {
+            "python": [("$train.py:10 main", 0, 100)],
+            "tf_data_iterator_get_next/7": [("IteratorGetNextOp::DoCompute", 0, 6)],
+        },
+    )
+    facts = read_capture([path])
+    assert facts.idle[0].activity == "input"
+    assert [(f.function, f.file, f.line) for f in facts.python] == [("main", "train.py", 10)]
 
 
 def independent_host_ops(space, step_starts: list[int], last_end: int) -> tuple[Counter, Counter]:
