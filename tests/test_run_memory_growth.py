@@ -12,13 +12,15 @@ import pytest
 
 from tests.test_run_tensorflow import run
 
-# 220 steps of ~45 ms (most of it asleep: little CPU), each output a 512 KiB tensor
+# 320 steps of ~45 ms (most of it asleep: little CPU), each output a 512 KiB tensor: on a
+# loaded machine the baseline census may come as late as step 150, and the list must still
+# be seen to grow by more than 50 after it
 HEAD = """
 import time
 import tensorflow as tf
 
 w = tf.Variable(tf.random.normal([512, 512]))
-ds = tf.data.Dataset.from_tensors(tf.random.normal([256, 512])).repeat(220)
+ds = tf.data.Dataset.from_tensors(tf.random.normal([256, 512])).repeat(320)
 
 
 @tf.function
