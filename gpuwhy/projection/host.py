@@ -30,6 +30,7 @@ both (step.py).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
@@ -82,18 +83,44 @@ def called_outside_steps(steps: StepFacts | None, function: TracedFunction | Non
 
 def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> float | None:
     """Per step, the host's time outside calls of ``function`` and outside the wait for
-    input: the median step less the steady calls' mean per step. None where the run has
-    no typical step or no steady call, or where the function also ran outside the
-    steps."""
+    input: the typical step less the steady calls' mean per step, the smallest of three
+    readings of it. None where the run has no typical step or no steady call, or where
+    the function also ran outside the steps.
+
+    - the median step less the median outside wait: a step that retraced or that a
+      collection paused does not count, but where the waits come in two kinds (an
+      input that holds up every other step) the median step and the mean call are of
+      different steps, and the difference is input read as host work (a 2 ms step
+      beside a 240 ms pipeline read as 150 ms of the host's own work);
+    - the mean step less the mean outside wait: the same steps as the calls' mean, so a
+      wait inside the calls (Keras' fit) cancels, but a rare long step counts;
+    - the median of each kept step less its own wait (a loop's ``next()``): the wait
+      taken out step by step.
+
+    Each can only read high (input or a pause taken as host work), never low: the
+    smallest is the one with least of either in it."""
     call_mean = steady_call_s(function)
     if steps is None or function is None or steps.median_s is None or call_mean is None:
         return None
     if steps.count <= 0 or called_outside_steps(steps, function):
         return None
-    outside_wait = (
-        (steps.input_wait_median_s or 0.0) if steps.input_wait_source == NEXT_TIMING else 0.0
-    )
-    return max(0.0, steps.median_s - outside_wait - function.calls / steps.count * call_mean)
+    in_calls = function.calls / steps.count * call_mean
+    next_timed = steps.input_wait_source == NEXT_TIMING
+    outside_wait = (steps.input_wait_median_s or 0.0) if next_timed else 0.0
+    readings = [steps.median_s - outside_wait]
+    judged = steps.count - steps.warmup
+    if judged > 0 and steps.total_s > 0:
+        mean_wait = (steps.input_wait_fraction or 0.0) * steps.total_s if next_timed else 0.0
+        readings.append((steps.total_s - mean_wait) / judged)
+    if next_timed:
+        outside = [
+            d - w
+            for d, w in zip(steps.durations[steps.warmup :], steps.input_waits[steps.warmup :])
+            if w is not None
+        ]
+        if outside:
+            readings.append(statistics.median(outside))
+    return max(0.0, min(readings) - in_calls)
 
 
 def host_work(

@@ -53,7 +53,7 @@ def test_between_calls_is_the_typical_step_less_its_steady_calls_and_an_outside_
     loop = fit_steps(input_wait_source="next() timing")
     assert between_calls(loop, train_step()) == pytest.approx(0.0001)
     # steps_per_execution=4: one call every 4 steps (1 ms a step, 2.8 ms the call)
-    spe = fit_steps(count=4004, warmup=4)
+    spe = fit_steps(count=4004, warmup=4, total_s=6.4)
     assert between_calls(spe, train_step(call_s=2.0 + 1000 * 0.0028)) == pytest.approx(0.0003)
     # nothing to measure with: no steady call, no typical step
     assert between_calls(fit_steps(), train_step(calls=1)) is None
@@ -67,6 +67,32 @@ def test_between_calls_is_the_typical_step_less_its_steady_calls_and_an_outside_
     keras = train_step(name="multi_step_on_iterator", calls=400, instances=2)
     assert between_calls(fit_steps(), keras) is None
     assert between_calls(fit_steps(), train_step(calls=1001, instances=2)) is not None
+
+
+def test_an_input_that_holds_up_every_other_step_is_not_host_work():
+    # Keras' fit fed by a pipeline that makes a batch in 240 ms: half the calls wait
+    # 240 ms for it (the wait is inside the call), half find one ready (2 ms). The median
+    # step is a waiting one, the calls' mean is of both kinds: 121 ms apart, none of it
+    # the host's own work (the steps' mean, the calls' own steps, says so)
+    waits = fit_steps(median_s=0.2405, total_s=1000 * 0.1215, input_wait_fraction=0.98)
+    calls = train_step(call_s=2.0 + 1000 * 0.121)
+    assert between_calls(waits, calls) == pytest.approx(0.0005)
+    # a Python loop's next() waiting on every other step: each step less its own wait
+    durations = tuple([0.050] + [0.2425, 0.0025] * 500)
+    loop_waits = tuple([None] + [0.240, 0.0001] * 500)
+    loop = fit_steps(
+        count=1001,
+        median_s=0.2425,
+        total_s=500 * 0.245,
+        input_wait_fraction=500 * 0.2401 / (500 * 0.245),
+        input_wait_median_s=0.0001,
+        input_wait_source="next() timing",
+        durations=durations,
+        input_waits=loop_waits,
+    )
+    assert between_calls(loop, train_step(call_s=2.0 + 1000 * 0.002)) == pytest.approx(
+        0.0004, abs=1e-4
+    )
 
 
 def _profile(overhead: float | None, function: str = "train_step", spread=None) -> StepProfile:
