@@ -42,6 +42,7 @@ from gpuwhy.tfapi.profiler_session import install_give_way
 from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
 
 WARMUP_CALLS = 3
+PAUSE_FACTOR = 3.0  # a call's own cost this many times the median call's: a pause
 FALLBACK_CALLS = 100  # --target, no function trains: an inference loop's, once this warm
 SAMPLE_CALLS = 4
 MAX_SAMPLE_S = 20.0  # the profiler is stopped by then whatever the steps
@@ -325,9 +326,14 @@ def call_overhead(
         kept.append(max(0, wrapper.duration_ps - (span[1] - span[0])) / 1e12)
     if not kept:
         return None
-    # the median call and the middle half of the calls: one call that paused (a
-    # collection, the profiler's own start, a neighbour's burst) sets neither the figure
-    # nor its band
+    # A call whose own cost is PAUSE_FACTOR times the median call's paused (it traced
+    # again: a partial last batch; a collection; the profiler's own start): that is no
+    # fixed cost of a call, and of four calls the quartiles would still reach for it
+    # (one retrace of 400 ms among calls of 1 ms read as a band up to 160 ms)
+    typical = statistics.median_low(kept)
+    kept = [k for k in kept if k <= PAUSE_FACTOR * typical] or kept
+    # the median call and the middle half of the calls: one call that paused less than
+    # that (a neighbour's burst) sets neither the figure nor its band
     if len(kept) < 4:
         return statistics.median_low(kept), min(kept), max(kept)
     first, _, third = statistics.quantiles(kept, n=4, method="inclusive")
