@@ -55,11 +55,12 @@ def collect_in_thread(started: threading.Event, done: threading.Event, n: int) -
     done.wait(30)
 
 
-def test_a_running_function_s_local_is_named_as_its_local():
+def census_while(target, *args) -> HeapCensus:
+    """A baseline, then a census while ``target(*args, started, done)`` runs in a thread."""
     census = HeapCensus(t0=0.0)
     census.take(0.0, 0)
     started, done = threading.Event(), threading.Event()
-    worker = threading.Thread(target=collect_in_thread, args=(started, done, 300))
+    worker = threading.Thread(target=target, args=(*args, started, done))
     worker.start()
     try:
         started.wait(30)
@@ -67,6 +68,11 @@ def test_a_running_function_s_local_is_named_as_its_local():
     finally:
         done.set()
         worker.join()
+    return census
+
+
+def test_a_running_function_s_local_is_named_as_its_local():
+    census = census_while(lambda started, done: collect_in_thread(started, done, 300))
     (grown,) = _grown(census, "seen")
     assert (grown.what, grown.holder) == ("dict", "local of collect_in_thread()")
     assert grown.written == "seen[i] = np.zeros(16, np.float32)"

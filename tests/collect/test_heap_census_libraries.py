@@ -4,11 +4,11 @@ function are not the program's to change; a list the program hands to a library 
 named by the program's own frame that holds it."""
 
 import sys
-import threading
 
 import pytest
 
 from gpuwhy.collect.inprocess.heap_census import HeapCensus, MiB
+from tests.collect.test_heap_census import census_while
 
 LIBRARY_SOURCE = """\
 def fill(into, n, started, done):
@@ -41,22 +41,6 @@ def library(tmp_path):
     finally:
         sys.path.remove(str(folder.parent))
         sys.modules.pop("census_lib", None)
-
-
-def census_while(target, *args) -> HeapCensus:
-    """A baseline, then a census while ``target(*args, started, done)`` runs in a thread."""
-    census = HeapCensus(t0=0.0)
-    census.take(0.0, 0)
-    started, done = threading.Event(), threading.Event()
-    worker = threading.Thread(target=target, args=(*args, started, done))
-    worker.start()
-    try:
-        started.wait(30)
-        census.take(2.0, 64 * MiB)
-    finally:
-        done.set()
-        worker.join()
-    return census
 
 
 def test_a_library_function_s_own_local_is_not_named(library):

@@ -10,7 +10,6 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 from gpuwhy.collect.inprocess import imports  # noqa: E402
-from gpuwhy.collect.inprocess.steps import StepCollector  # noqa: E402
 from gpuwhy.tfapi.graph_ops import relative  # noqa: E402
 from gpuwhy.tfapi.tfdata.iterators import install as install_iterator_hook  # noqa: E402
 
@@ -21,16 +20,6 @@ def line_of(marker: str) -> str:
         if marker in text and "line_of(" not in text:
             return relative(__file__, number)
     raise AssertionError(marker)
-
-
-@pytest.fixture
-def steps():
-    collector = StepCollector()
-    collector.start(time.perf_counter())
-    collector.on_tensorflow()
-    collector.on_keras()
-    yield collector
-    collector.stop()
 
 
 def test_a_python_loop_over_a_dataset_measures_the_input_wait(steps):

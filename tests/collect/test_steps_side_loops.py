@@ -12,20 +12,9 @@ keras = pytest.importorskip("keras")
 
 from gpuwhy.collect.inprocess.eager import EagerOpCounter  # noqa: E402
 from gpuwhy.collect.inprocess.functions import FunctionWatcher  # noqa: E402
-from gpuwhy.collect.inprocess.steps import StepCollector  # noqa: E402
 from tests import markers  # noqa: E402
 
 _at = markers.marker_lines(__file__)
-
-
-@pytest.fixture
-def steps():
-    collector = StepCollector()
-    collector.start(time.perf_counter())
-    collector.on_tensorflow()
-    collector.on_keras()
-    yield collector
-    collector.stop()
 
 
 def _model() -> keras.Model:
