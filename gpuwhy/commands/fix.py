@@ -1,4 +1,9 @@
-"""``gpuwhy fix --input SCRIPT [ARGS]``: optimise every tf.data pipeline a script reads.
+"""``gpuwhy fix SCRIPT [ARGS]``: every fix gpuwhy can apply, tried on a copy of the
+program and proven (it ran, computed the same, made the step faster) or refused; the
+work is :func:`gpuwhy.modes.trial.try_fixes`'s. ``--patch PATH`` writes the fixes that
+held as a unified diff.
+
+``gpuwhy fix --input SCRIPT [ARGS]``: optimise every tf.data pipeline a script reads.
 
 The work is :func:`gpuwhy.modes.fix.fix_input`'s; this is the command around it (its
 options, the outputs planned before the script runs, the report after it). The script
@@ -22,6 +27,7 @@ the product), 2 for a gpuwhy error or bad input (one line), 130 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,23 +48,59 @@ from gpuwhy.commands.script_command import (
 from gpuwhy.commands.settings import ReportSettings, ScriptSettings
 from gpuwhy.modes.fix import FixOptions, fix_input
 from gpuwhy.modes.run.script import end_like_the_script
+from gpuwhy.modes.trial import TrialOptions, try_fixes
 from gpuwhy.record import Record
+from gpuwhy.trial.kinds import fixable_ids
 
-HELP = "Make my input pipeline faster: rewrite it safely, check and measure it."
+HELP = "Try every fix on a copy of my program: keep what runs, computes the same and is faster."
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Runs SCRIPT as `python SCRIPT ARGS...` would, captures every tf.data dataset it "
-        "iterates, then rewrites each with the fixes that cannot change its elements "
-        "(parallel stateless maps, cache before the shuffle, prefetch ...), checks the "
-        "elements are the same, and times original, rewritten and ideal (the output cached "
-        "in memory). The report and the code to paste go to stderr."
+        "Runs SCRIPT as `python SCRIPT ARGS...` would, for a bounded time, finds what slows "
+        "it, then runs a copy of it with each fix gpuwhy can apply (the step in tf.function, "
+        "Python values passed as tensors, float32, the tf.device block removed, parallel "
+        "maps and prefetch, steps_per_execution and XLA in compile), several times beside "
+        "the original: a fix that crashes, changes the losses or does not make the step "
+        "faster is said so and left out of the patch. Your files are never written. "
+        "With --input: rewrite every tf.data pipeline the script iterates with the fixes "
+        "that cannot change its elements, check and time it alone."
     )
     parser.add_argument(
         "--input",
         action="store_true",
-        help="fix the tf.data input pipelines (the only kind of fix so far)",
+        help="only the tf.data input pipelines, each rewritten and timed alone",
+    )
+    parser.add_argument(
+        "--bound",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="stop each run of the program S seconds after it starts (30)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="runs of each fix, interleaved with as many of the original (3)",
+    )
+    parser.add_argument(
+        "--patch",
+        metavar="PATH",
+        help="write the fixes that held as a unified diff to PATH (git apply PATH)",
+    )
+    parser.add_argument(
+        "--finding",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only try fixes for this finding id (repeatable)",
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep each run's copy of the program's output (stdout, stderr, record) in DIR",
     )
     parser.add_argument(
         "--any-order",
@@ -106,12 +148,22 @@ class FixSettings:
     script: ScriptSettings
     options: FixOptions
     report: ReportSettings
+    trial: TrialOptions | None = None  # without --input: every fix, tried
+    patch: str | None = None
 
 
 def settings_from(args: argparse.Namespace) -> FixSettings:
     """The command line read once, each option checked (a usage error)."""
     if not args.input:
-        raise UsageError("say what to fix: gpuwhy fix --input SCRIPT [ARGS]")
+        return FixSettings(
+            script=script_settings(args),
+            options=FixOptions(),
+            report=report_settings(args),
+            trial=trial_options(args),
+            patch=args.patch,
+        )
+    if args.patch:
+        raise UsageError("--patch is for gpuwhy fix SCRIPT; --input prints the lines to change")
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     if args.elements is not None and args.elements < 1:
@@ -131,9 +183,26 @@ def settings_from(args: argparse.Namespace) -> FixSettings:
     )
 
 
+def trial_options(args: argparse.Namespace) -> TrialOptions:
+    if not args.bound > 0:
+        raise UsageError(f"--bound must be a positive number of seconds, not {args.bound}")
+    if not 1 <= args.runs <= 20:
+        raise UsageError(f"--runs {args.runs}: between 1 and 20")
+    unknown = [f for f in args.finding if f not in fixable_ids()]
+    if unknown:
+        raise UsageError(
+            f"--finding {unknown[0]}: gpuwhy fix tries fixes for {', '.join(sorted(fixable_ids()))}"
+        )
+    return TrialOptions(
+        bound_s=args.bound, runs=args.runs, keep=args.keep, only=tuple(args.finding)
+    )
+
+
 def execute(settings: FixSettings) -> int:
     """Exits 0 whatever the script's own status (the report is the product), 2 when
     gpuwhy itself failed or was misused."""
+    if settings.trial is not None:
+        return execute_trial(settings, settings.trial)
     code, outputs = prepare(settings.script, settings.report)
     own_stderr.keep()
 
@@ -149,3 +218,39 @@ def execute(settings: FixSettings) -> int:
     )
     end_like_the_script(outcome)
     return EXIT_ERROR if failed else EXIT_OK
+
+
+def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
+    """The fixes tried, the report on stderr, the patch where asked; 0 when the trial
+    was made (whatever the fixes did), 2 when the original itself could not run."""
+    _, outputs = prepare(settings.script, settings.report)
+    own_stderr.keep()
+    if settings.patch:
+        check_patch_path(settings.patch, settings.script.path)
+    record = try_fixes(
+        settings.script.path,
+        settings.script.args,
+        options,
+        progress=lambda line: own_stderr.say(f"gpuwhy fix: {line}"),
+    )
+    report_after_script(lambda: record, settings.report, outputs)
+    trial = record.facts.fix_trial
+    if settings.patch:
+        patch = (trial.patch if trial is not None else None) or ""
+        with open(settings.patch, "w", encoding="utf-8") as f:
+            f.write(patch)
+        own_stderr.say(
+            f"gpuwhy fix: patch written to {settings.patch}"
+            + ("" if patch else " (empty: no fix held)")
+        )
+    if trial is not None and trial.original_error is not None:
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def check_patch_path(path: str, script: str) -> None:
+    """Never over the script or a directory."""
+    if os.path.isdir(path):
+        raise UsageError(f"--patch {path} is a directory")
+    if os.path.exists(path) and os.path.samefile(path, script):
+        raise UsageError(f"--patch {path} is the script itself")

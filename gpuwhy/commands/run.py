@@ -25,7 +25,7 @@ from gpuwhy.commands.options import (
     report_settings,
 )
 from gpuwhy.commands.repeat import check_repeat, check_stale, repeat_runs
-from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM
+from gpuwhy.commands.reporting import EXIT_OK, EXIT_PROBLEM, UsageError
 from gpuwhy.commands.script_command import (
     prepare,
     report_after_script,
@@ -59,6 +59,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out_dir_option(parser)
     gate_options(parser, findings_only=True)
     parser.add_argument(
+        "--stop-after",
+        type=float,
+        metavar="S",
+        help="stop the program S seconds after it starts and report that part of it (a "
+        "long training's first minutes; the run counts as completed)",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         metavar="N",
@@ -78,6 +85,7 @@ class RunSettings:
     metrics: MetricsOptions
     report: ReportSettings
     repeat: int = 1
+    stop_after: float | None = None
     # --repeat: gpuwhy's own options as given (each run gets them again) and SCRIPT ARGS
     options: tuple[str, ...] = ()
 
@@ -90,6 +98,10 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
     out_dir = out_dir_settings(args)
     metrics = metrics_settings(args)
     repeat = check_repeat(args.repeat, args.out_dir)
+    if args.stop_after is not None and not args.stop_after > 0:
+        raise UsageError(
+            f"--stop-after must be a positive number of seconds, not {args.stop_after}"
+        )
     given = list(args.argv or ())
     tail = 1 + len(args.args)  # SCRIPT ARGS, at the end of the command line
     return RunSettings(
@@ -100,6 +112,7 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         metrics=metrics,
         report=report_settings(args),
         repeat=repeat,
+        stop_after=args.stop_after,
         options=tuple(given[1 : len(given) - tail]) if repeat > 1 else (),
     )
 
@@ -138,6 +151,7 @@ def execute(settings: RunSettings) -> int:
         options=dict(settings.collector_options),
         metrics=settings.metrics,
         report=report,
+        stop_after=settings.stop_after,
     )
     status = end_like_the_script(outcome)
     if status == EXIT_OK and crossed:

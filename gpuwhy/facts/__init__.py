@@ -40,6 +40,7 @@ from gpuwhy.facts.environment import (
     LibraryProbe,
     TensorFlowFacts,
 )
+from gpuwhy.facts.fix_trials import FixTrialFacts, FixTried
 from gpuwhy.facts.gpu_samples import (
     CLOCK_REASONS,
     SLOWDOWN_BITS,
@@ -170,6 +171,8 @@ __all__ = [
     "WorkerInput",
     "WorkerRun",
     "WorkersFacts",
+    "FixTrialFacts",
+    "FixTried",
     "from_dict",
     "KERAS_PREDICT_FUNCTIONS",
     "KERAS_STEP_BODY",
@@ -195,6 +198,8 @@ class Facts:
     gpu_samples: GpuSamplesFacts | None = None
     tfdata: TfDataFacts | None = None
     input_fixes: InputFixFacts | None = None
+    fixes_tried: tuple[FixTried, ...] | None = None
+    fix_trial: FixTrialFacts | None = None
     projection: ProjectionFacts | None = None
     distribute: DistributeFacts | None = None
     task: TaskFacts | None = None

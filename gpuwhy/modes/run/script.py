@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import ctypes
 import importlib.machinery
 import os
 import re
@@ -64,6 +65,31 @@ def load_script(path: str) -> types.CodeType:
         raise ScriptError(f"{path} is not a Python script: {e}") from None
 
 
+class StoppedAtBound(BaseException):
+    """Raised in the script's main thread when ``--stop-after`` seconds have passed: a
+    BaseException, so the script's ``except Exception`` does not swallow it. The run then
+    ends as one that completed its bounded part (``ended == "stopped"``, status 0)."""
+
+
+def _stop_after(seconds: float | None) -> threading.Timer | None:
+    """A timer that raises :class:`StoppedAtBound` in this (the main) thread after
+    ``seconds``. Python delivers it at the next bytecode the thread runs: a script inside
+    one long C call (a TF op) stops when that call returns."""
+    if seconds is None:
+        return None
+    target = threading.get_ident()
+
+    def stop() -> None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(target), ctypes.py_object(StoppedAtBound)
+        )
+
+    timer = threading.Timer(seconds, stop)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 class Terminated(BaseException):
     """Raised in the script's main thread by SIGTERM, so the run ends the way Ctrl-C ends
     it (the partial report is written), then gpuwhy dies of SIGTERM as Python would."""
@@ -77,6 +103,7 @@ def run_script(
     args: Sequence[str],
     code: types.CodeType | None = None,
     before_hard_exit: Callable[[int], None] | None = None,
+    stop_after: float | None = None,
 ) -> ScriptEnding:
     """Execute the script in this process; returns how it ended. Never raises for the
     script's own exceptions: they are printed as Python prints them.
@@ -102,11 +129,16 @@ def run_script(
     )
     sys.modules["__main__"] = main
     with _sigterm_raises() as sigterm:
+        timer = _stop_after(stop_after)
         try:
             outcome = _run(code, main)
         except Terminated:  # SIGTERM while joining or printing
             outcome = ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
+        except StoppedAtBound:  # the bound came while joining the script's threads
+            outcome = ScriptEnding("stopped", 0)
         finally:
+            if timer is not None:
+                timer.cancel()
             _flush()
     if sigterm.is_set() and outcome.ended != "terminated":
         # the script caught Terminated and went on: Python would have died at the signal
@@ -125,6 +157,8 @@ def _run(code: types.CodeType, main: types.ModuleType) -> ScriptEnding:
         return ScriptEnding("interrupted", EXIT_INTERRUPTED, "KeyboardInterrupt")
     except Terminated:
         return ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
+    except StoppedAtBound:
+        return ScriptEnding("stopped", 0)  # its threads are not waited for: the bound is up
     except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
         _print_exception(e)
         outcome = ScriptEnding("exception", 1, exception_line(e))
@@ -196,7 +230,11 @@ Report = Callable[[str, int, str | None], None]
 
 
 def run_and_report(
-    script: str, script_args: Sequence[str], code: types.CodeType, report: Report
+    script: str,
+    script_args: Sequence[str],
+    code: types.CodeType,
+    report: Report,
+    stop_after: float | None = None,
 ) -> ScriptEnding:
     """Run the script as Python would, then ``report(ended, exit_code, error)`` once,
     with the script's modules out of gpuwhy's way (gpuwhy.modes.run.script_modules); also when the
@@ -220,7 +258,13 @@ def run_and_report(
     modules.hide_shadowed()
     outcome = None
     try:
-        outcome = run_script(script, script_args, code, before_hard_exit=report_before_hard_exit)
+        outcome = run_script(
+            script,
+            script_args,
+            code,
+            before_hard_exit=report_before_hard_exit,
+            stop_after=stop_after,
+        )
     finally:
         report_isolated(*_outcome_fields(outcome))
     return outcome

@@ -28,13 +28,15 @@ def run_watched(
     options: Mapping[str, Any],
     metrics: MetricsOptions,
     report: ReportRecord,
+    stop_after: float | None = None,
 ) -> ScriptEnding:
     """Run the compiled ``code`` of ``script`` inside a Session, then ``report`` its
     record once (also when the script ends the process with ``os._exit`` or is
     interrupted); returns how the script ended, for the caller to end as it did.
 
     ``options``: the Session's, by name (the collectors' options); ``metrics``: where to
-    publish live metrics (nothing when not ``metrics.wanted``).
+    publish live metrics (nothing when not ``metrics.wanted``); ``stop_after``: seconds
+    after which the script is stopped (its bounded part, reported as such).
     """
     session = Session(command=[script, *script_args], **options)
     live: LiveMetrics | None = None
@@ -53,4 +55,4 @@ def run_watched(
         assert session.t0 is not None
         command = " ".join(mask_argv([script, *script_args]))  # the label, masked
         live = LiveMetrics(metrics, "run", command, session.t0, session.live).start()
-    return run_and_report(script, script_args, code, report_ending)
+    return run_and_report(script, script_args, code, report_ending, stop_after)

@@ -22,6 +22,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.input_fix_text import input_fix_heading, input_fix_lines, input_fixes_intro
+from gpuwhy.fixes.trial_text import trial_heading, trial_lines
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
@@ -104,6 +105,12 @@ class TerminalRenderer(Renderer):
                 console.print(
                     Text(f"also iterated: a view of a dataset above ({view}): not optimised")
                 )
+        trial = record.facts.fix_trial
+        if trial is not None:
+            console.print()
+            console.print(Text(trial_heading(trial), style="bold underline"))
+            for line in trial_lines(record.facts.fixes_tried or (), trial):
+                console.print(Text(line))
         run = run_section(record.facts, self.verbose) if fixes is None else None
         if run is not None:
             console.print()

@@ -1,0 +1,75 @@
+"""The fixes ``gpuwhy fix`` tried, as lines of text: one row per fix (what it changed,
+whether it ran, computed the same, and the step before -> after with its interval),
+then the fixes together and the patch. Shared by the terminal report and the verdict."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import FixTrialFacts, FixTried
+from gpuwhy.formatting import duration
+
+
+def trial_heading(trial: FixTrialFacts) -> str:
+    return (
+        f"Fixes tried on a copy of the program ({trial.runs_per_side} run(s) each beside the "
+        f"original's, each stopped after {trial.bound_s:g} s)"
+    )
+
+
+def fix_row(t: FixTried) -> list[str]:
+    mark = ("✓ KEPT (its gain is on a GPU)" if t.projected else "✓ HELD") if t.held else "✗"
+    head = f"{mark} {t.fix}  [{t.finding}]" + (f"  at {t.location}" if t.location else "")
+    if not t.ran:
+        return [head, f"    runs: NO: {t.error}"]
+    lines = [head, "    runs: yes"]
+    if t.same_results is True:
+        lines.append(f"    same results: yes, {t.compared}, within {t.tolerance}")
+    elif t.same_results is False:
+        lines.append(f"    same results: NO: {t.difference} ({t.compared})")
+    else:
+        lines.append(f"    same results: not checked: {t.compared}")
+    lines.append(f"    step: {speed_text(t)}")
+    if t.in_patch:
+        lines.append("    in the patch")
+    return lines
+
+
+def speed_text(t: FixTried) -> str:
+    if t.speedup is None or t.step_before_s is None or t.step_after_s is None:
+        return "not compared (too few training steps in a run)"
+    interval = f"{t.speedup_low:.2f}x-{t.speedup_high:.2f}x"
+    called = {
+        "faster": "faster",
+        "slower": "SLOWER",
+        "same": "no measurable difference",
+    }.get(t.called or "", t.called or "")
+    text = (
+        f"{duration(t.step_before_s)} -> {duration(t.step_after_s)}: {t.speedup:.2f}x "
+        f"({interval}, 95%), {called}"
+    )
+    if t.projected:
+        text += "; its effect is on a GPU: measured here on the CPU only, its GPU gain not measured"
+    return text
+
+
+def trial_lines(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> list[str]:
+    lines: list[str] = []
+    if trial.original_error:
+        return [f"the original did not run: {trial.original_error}; no fix was tried"]
+    if not tried:
+        lines.append("no fix gpuwhy can apply to this program's findings")
+    for t in tried:
+        lines += fix_row(t)
+    if trial.combined is not None:
+        c = trial.combined
+        lines.append("together: " + c.fix)
+        lines += ["  " + line for line in fix_row(c)[1:]]
+    for finding, why in trial.not_tried:
+        lines.append(f"not tried for {finding}: {why}")
+    if trial.interrupted:
+        lines.append("interrupted (Ctrl-C): the fixes measured until then")
+    if trial.patch:
+        lines.append("the patch (--patch PATH writes it; git apply PATH):")
+        lines += ["    " + line for line in trial.patch.splitlines()]
+    else:
+        lines.append("no patch: no fix held")
+    return lines

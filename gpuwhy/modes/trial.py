@@ -1,0 +1,202 @@
+"""``gpuwhy fix SCRIPT``: every fix gpuwhy can apply for the findings of the program,
+tried on a copy of it and proven, or refused.
+
+1. The original runs once, bounded (``--bound`` seconds), as ``gpuwhy run`` runs it:
+   its findings and facts say what to fix (``gpuwhy.trial.kinds``).
+2. Rounds: each round runs the original and every fix once, in that order, so a drift
+   of the machine's falls on all of them alike; ``--runs`` rounds (the diagnosis is the
+   first round's original).
+3. Each fix judged against the original's runs (``gpuwhy.trial.judge``); the best fix
+   that held per finding, those that fit together, run together for as many rounds.
+4. The patch of what held.
+
+Ctrl-C stops the rounds and reports what was measured so far. The runs' own output is
+kept in files, under ``--keep DIR`` where given.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from gpuwhy.facts import FixTrialFacts, FixTried
+from gpuwhy.record import Record
+from gpuwhy.trial import kinds
+from gpuwhy.trial.candidate import FixCandidate, SourceFiles
+from gpuwhy.trial.judge import ended_well, judge
+from gpuwhy.trial.patch import compatible, merged, unified_diff
+from gpuwhy.trial.variant_runs import VariantRun, run_variant
+from gpuwhy.trial.workspace import common_root
+
+MIN_LIMIT_S = 60.0
+LIMIT_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    bound_s: float = 30.0
+    runs: int = 3
+    keep: str | None = None  # folder for the runs' outputs (default: removed)
+    only: tuple[str, ...] = ()  # finding ids to try fixes for (default: all)
+
+
+Progress = Callable[[str], None]
+
+
+def try_fixes(
+    script: str, args: Sequence[str], options: TrialOptions, progress: Progress
+) -> Record:
+    parent = options.keep or tempfile.mkdtemp(prefix="gpuwhy-fix-")
+    os.makedirs(parent, exist_ok=True)
+    try:
+        return _trial(script, args, options, progress, parent)
+    finally:
+        if options.keep is None:
+            shutil.rmtree(parent, ignore_errors=True)
+
+
+def _trial(
+    script: str, args: Sequence[str], options: TrialOptions, progress: Progress, parent: str
+) -> Record:
+    run = _runner(script, args, options, parent)
+    progress(f"run 1: the original, up to {options.bound_s:g} s, to find what to fix")
+    first = run("original", (), None)
+    if first.record is None or not ended_well(first):
+        why = first.error or "it wrote no record"
+        progress(f"the original did not run to its bound: {why}")
+        facts = first.record.facts if first.record is not None else None
+        from gpuwhy.facts import Facts
+
+        base = facts or Facts()
+        trial = FixTrialFacts(options.bound_s, options.runs, "step time", original_error=why)
+        return Record.diagnose("fix", replace(base, fixes_tried=(), fix_trial=trial))
+    diagnosis = first.record
+    findings = [f for f in diagnosis.findings if not options.only or f.id in options.only]
+    files = SourceFiles(root=common_root(script, os.getcwd()), script=os.path.abspath(script))
+    candidates, not_tried = kinds.plan(findings, diagnosis.facts, files)
+    limit = max(MIN_LIMIT_S, LIMIT_FACTOR * first.seconds)
+    progress(
+        f"{len(candidates)} fix(es) to try"
+        + (f": {', '.join(c.fix for c in candidates)}" if candidates else "")
+        + f"; {options.runs} run(s) each beside the original's"
+    )
+    originals: list[VariantRun] = [first]
+    runs: dict[int, list[VariantRun]] = {i: [] for i in range(len(candidates))}
+    interrupted = False
+    try:
+        for round_ in range(options.runs):
+            if round_ > 0:
+                originals.append(run("original", (), limit))
+                _said(progress, originals[-1], f"round {round_ + 1}: original")
+            for i, c in enumerate(candidates):
+                if runs[i] and not ended_well(runs[i][-1]):
+                    continue  # it failed once: it is not the fix, whatever later runs do
+                runs[i].append(run(c.fix, c.edits, limit))
+                _said(progress, runs[i][-1], f"round {round_ + 1}: {c.fix}")
+    except KeyboardInterrupt:
+        interrupted = True
+        progress("interrupted: the fixes measured so far")
+    tried = [
+        judge(c, originals, runs[i], device_here=False) for i, c in enumerate(candidates) if runs[i]
+    ]
+    combined, patch_set = None, []
+    if not interrupted:
+        combined, patch_set = _together(candidates, tried, originals, run, options, limit, progress)
+    else:
+        patch_set = _best_held(candidates, tried)
+    chosen = {id(candidates[i]) for i in patch_set}
+    tried = [
+        replace(t, in_patch=id(c) in chosen)
+        for t, c in zip(tried, [c for i, c in enumerate(candidates) if runs[i]], strict=True)
+    ]
+    patch = (
+        unified_diff(merged([candidates[i].edits for i in patch_set]), os.getcwd())
+        if patch_set
+        else None
+    )
+    trial = FixTrialFacts(
+        bound_s=options.bound_s,
+        runs_per_side=options.runs,
+        measure="step time",
+        combined=combined,
+        patch=patch or None,
+        not_tried=tuple((n.finding, n.why) for n in not_tried),
+        interrupted=interrupted,
+        notes=_notes(script, parent),
+    )
+    return Record.diagnose(
+        "fix", replace(diagnosis.facts, fixes_tried=tuple(tried), fix_trial=trial)
+    )
+
+
+def _runner(script: str, args: Sequence[str], options: TrialOptions, parent: str):
+    def run(name: str, edits, limit: float | None) -> VariantRun:
+        return run_variant(
+            name, script, args, edits, parent=parent, bound_s=options.bound_s, limit_s=limit
+        )
+
+    return run
+
+
+def _said(progress: Progress, r: VariantRun, what: str) -> None:
+    if not ended_well(r):
+        progress(f"{what}: failed: {r.error or f'exit status {r.status}'}")
+        return
+    steps = r.record.facts.steps if r.record is not None else None
+    median = f", median step {steps.median_s * 1000:.2f} ms" if steps and steps.median_s else ""
+    progress(f"{what}: {r.seconds:.1f} s{median}")
+
+
+def _best_held(candidates: Sequence[FixCandidate], tried: Sequence[FixTried]) -> list[int]:
+    """Per finding, the fix that held with the largest speedup; those that fit together."""
+    best: dict[str, int] = {}
+    for i, t in enumerate(tried):
+        if not t.held:
+            continue
+        j = best.get(t.finding)
+        if j is None or (t.speedup or 0) > (tried[j].speedup or 0):
+            best[t.finding] = i
+    order = sorted(best.values(), key=lambda i: -(tried[i].speedup or 0))
+    kept = compatible([candidates[i].edits for i in order])
+    return [order[k] for k in kept]
+
+
+def _together(candidates, tried, originals, run, options, limit, progress):
+    chosen = _best_held(candidates, tried)
+    if len(chosen) < 2:
+        return None, chosen
+    together = FixCandidate(
+        finding="+".join(tried[i].finding for i in chosen),
+        fix=" + ".join(tried[i].fix for i in chosen),
+        edits=tuple(merged([candidates[i].edits for i in chosen])),
+        device_effect=any(candidates[i].device_effect for i in chosen),
+    )
+    runs: list[VariantRun] = []
+    try:
+        for round_ in range(options.runs):
+            runs.append(run("together", together.edits, limit))
+            _said(progress, runs[-1], f"together {round_ + 1}: {together.fix}")
+            if not ended_well(runs[-1]):
+                break
+    except KeyboardInterrupt:
+        progress("interrupted while running the fixes together")
+    if not runs:
+        return None, chosen
+    result = judge(together, originals, runs, device_here=False)
+    if result.held:
+        return replace(result, in_patch=True), chosen
+    # together they do not hold: the patch keeps the single best fix
+    return result, chosen[:1]
+
+
+def _notes(script: str, parent: str) -> tuple[str, ...]:
+    del parent
+    return (
+        "each run is a fresh copy of the program's folder: what it writes to relative paths "
+        "lands there; files larger than 4 MiB and folders outside it are reached through links",
+        f"the runs are seeded alike (Python, NumPy and TensorFlow seed 0 before {os.path.basename(script)} "
+        "runs; its own seeds win)",
+    )

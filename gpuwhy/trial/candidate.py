@@ -1,0 +1,79 @@
+"""A fix gpuwhy can try: the finding it answers, what it changes, and the edits that
+make it, read from the run's facts and the program's own source."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+
+from gpuwhy.trial.source_edits import Edit, parse
+
+
+@dataclass(frozen=True)
+class FixCandidate:
+    """One way to fix one finding, as edits of the user's files."""
+
+    finding: str  # the finding's id
+    fix: str  # what it does, for people: "train_step in @tf.function"
+    edits: tuple[Edit, ...]
+    location: str | None = None  # file:line of the code it changes (the first edit)
+    # its effect is on the GPU (placement, XLA fusion on the device, tensor cores): on a
+    # machine without one, only whether it runs and computes the same is measured here
+    device_effect: bool = False
+    note: str | None = None  # what the person pasting it should know
+    # how far its values may differ from the original's, relative, and why where wider
+    # than the default (a precision change draws other initial weights from one seed)
+    tolerance: float | None = None
+    tolerance_why: str | None = None
+
+
+@dataclass(frozen=True)
+class NotTried:
+    """A finding with a fix gpuwhy cannot apply to this program, and why."""
+
+    finding: str
+    why: str
+
+
+def location_parts(location: str | None) -> tuple[str, int] | None:
+    """``("/x/train.py", 22)`` for ``"/x/train.py:22"``."""
+    if not location or ":" not in location:
+        return None
+    path, _, line = location.rpartition(":")
+    return (path, int(line)) if line.isdigit() else None
+
+
+@dataclass
+class SourceFiles:
+    """The program's own files, read once each: their text, lines and syntax tree. Only
+    files under ``root`` (the program's tree) may be edited: a location in a library is
+    no place to fix."""
+
+    root: str
+    script: str  # the script's path (in the same tree)
+    _cache: dict[str, tuple[str, list[str], ast.Module] | None] = field(default_factory=dict)
+
+    def owns(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        root = os.path.realpath(self.root)
+        inside = os.path.commonpath([real, root]) == root
+        return inside and "site-packages" not in real and os.path.isfile(real)
+
+    def read(self, path: str) -> tuple[str, list[str], ast.Module] | None:
+        if path not in self._cache:
+            self._cache[path] = self._load(path)
+        return self._cache[path]
+
+    def _load(self, path: str) -> tuple[str, list[str], ast.Module] | None:
+        if not self.owns(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+        tree = parse(source, path)
+        if tree is None:
+            return None
+        return source, source.splitlines(keepends=True), tree

@@ -1,0 +1,110 @@
+"""A fix's runs against the original's, judged three ways: it ran (every run ended as
+the original's did), it computes the same (same_results), it is faster (the step time
+of its runs against the original's, with the interval of ``gpuwhy diff``'s model:
+each run one observation, the between-run spread measured from the runs).
+
+A fix *holds* when it ran, computed the same and was called faster. A fix whose effect
+is on a GPU, tried on a machine without one, holds when it ran, computed the same and
+was not called slower here: its speed on a GPU is projected, and said to be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuwhy.comparison.sides import Side, step_between
+from gpuwhy.comparison.units import run_units
+from gpuwhy.facts import FixTried
+from gpuwhy.trial.candidate import FixCandidate
+from gpuwhy.trial.same_results import RTOL, Values, compare, read_values, tolerance_text
+from gpuwhy.trial.variant_runs import VariantRun
+
+
+def values_of(run: VariantRun) -> Values:
+    return read_values(run.results_path, run.stdout)
+
+
+def ended_well(run: VariantRun) -> bool:
+    if run.error is not None or run.status not in (0,) or run.record is None:
+        return False
+    program = run.record.facts.program
+    return program is None or program.ended in ("completed", "stopped")
+
+
+def judge(
+    candidate: FixCandidate,
+    originals: Sequence[VariantRun],
+    runs: Sequence[VariantRun],
+    device_here: bool,
+) -> FixTried:
+    base = FixTried(
+        finding=candidate.finding,
+        fix=candidate.fix,
+        location=candidate.location,
+        runs=len(runs),
+        edits=len(candidate.edits),
+        projected=candidate.device_effect and not device_here,
+        tolerance=tolerance_text(candidate.tolerance or RTOL, candidate.tolerance_why),
+    )
+    failed = next((r for r in runs if not ended_well(r)), None)
+    if failed is not None or not runs:
+        error = failed.error if failed is not None else "not run"
+        if failed is not None and error is None:
+            error = f"exit status {failed.status}"
+        return _with(base, ran=False, error=error)
+    good = [o for o in originals if ended_well(o)]
+    rtol = candidate.tolerance or RTOL
+    same = compare([values_of(o) for o in good], values_of(runs[0]), rtol)
+    if same.same is True:  # every run of the fix, not only the first
+        for r in runs[1:]:
+            later = compare([values_of(o) for o in good], values_of(r), rtol)
+            if later.same is False:
+                same = later
+                break
+    speed = _speed(good, runs)
+    held = same.same is True and (
+        speed.get("called") == "faster" or (base.projected and speed.get("called") != "slower")
+    )
+    return _with(
+        base,
+        ran=True,
+        same_results=same.same,
+        compared=same.how,
+        difference=same.first_difference,
+        held=held,
+        **speed,
+    )
+
+
+def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
+    records_b = [r.record for r in originals if r.record is not None]
+    records_a = [r.record for r in runs if r.record is not None]
+    if not records_b or not records_a:
+        return {}
+    before = Side(
+        tuple(records_b),
+        tuple(run_units(r.facts) for r in records_b),
+        tuple("o" for _ in records_b),
+    )
+    after = Side(
+        tuple(records_a),
+        tuple(run_units(r.facts) for r in records_a),
+        tuple("f" for _ in records_a),
+    )
+    change = step_between(before, after)
+    if change is None:
+        return {}
+    return {
+        "step_before_s": change.before,
+        "step_after_s": change.after,
+        "speedup": round(1 / change.estimate, 3),
+        "speedup_low": round(1 / change.high, 3),
+        "speedup_high": round(1 / change.low, 3),
+        "called": change.called,
+    }
+
+
+def _with(base: FixTried, **changes) -> FixTried:
+    from dataclasses import replace
+
+    return replace(base, **changes)

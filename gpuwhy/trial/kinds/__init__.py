@@ -1,0 +1,69 @@
+"""One module per kind of fix: each reads the facts of the first run and the program's
+source, and returns the fixes it can write as edits (``FixCandidate``) and the findings
+it answers but cannot fix here (``NotTried``, with why). Pure: no file is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpuwhy.facts import Facts
+from gpuwhy.finding import Finding
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
+from gpuwhy.trial.kinds import (
+    device_blocks,
+    float64,
+    input_pipeline,
+    keras_compile,
+    retracing,
+    step_graph,
+)
+
+Planner = Callable[[Finding, Facts, SourceFiles], tuple[list[FixCandidate], list[NotTried]]]
+
+# finding id -> the kinds of fix that answer it, in the order they are tried
+PLANNERS: dict[str, tuple[Planner, ...]] = {
+    "launch.eager-ops": (step_graph.candidates,),
+    "launch.retracing": (retracing.candidates,),
+    "placement.float64": (float64.candidates,),
+    "placement.forced-cpu": (device_blocks.candidates,),
+    "input.bound": (input_pipeline.candidates, keras_compile.steps_per_execution),
+    "input.sequential-map": (input_pipeline.candidates,),
+    "input.no-prefetch": (input_pipeline.candidates,),
+    "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
+    "gpu.underutilized": (keras_compile.steps_per_execution, keras_compile.jit_compile),
+}
+
+
+def plan(
+    findings: list[Finding], facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    """Every fix gpuwhy can try for the high and medium findings, each once (two
+    findings answered by one edit share it), and the findings it cannot fix."""
+    tried: list[FixCandidate] = []
+    refused: list[NotTried] = []
+    seen: set[tuple] = set()
+    for finding in findings:
+        if finding.severity not in ("high", "medium"):
+            continue
+        planners = PLANNERS.get(finding.id)
+        if not planners:
+            continue
+        before = len(tried)
+        why: list[str] = []
+        for planner in planners:
+            found, not_tried = planner(finding, facts, files)
+            why += [n.why for n in not_tried]
+            for candidate in found:
+                key = tuple(sorted(candidate.edits, key=lambda e: (e.path, e.line, e.col)))
+                if key in seen:
+                    continue
+                seen.add(key)
+                tried.append(candidate)
+        if len(tried) == before:
+            refused.append(NotTried(finding.id, "; ".join(why) or "no fix gpuwhy can apply here"))
+    return tried, refused
+
+
+def fixable_ids() -> frozenset[str]:
+    """The finding ids ``gpuwhy fix`` can try a fix for (their snippets say so)."""
+    return frozenset(PLANNERS)

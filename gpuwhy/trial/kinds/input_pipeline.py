@@ -1,0 +1,161 @@
+"""The input pipeline's fixes that cannot change its elements, written into the code
+where the user built it: ``num_parallel_calls=AUTOTUNE`` on the maps that run one
+element at a time (stateless, no Python function: the order stays, ``deterministic`` is
+left as written), and a final ``.prefetch(AUTOTUNE)`` where the pipeline has none.
+
+The same changes ``gpuwhy fix --input`` measures on the pipeline alone; here the whole
+program runs with them, so what they give the training is measured, not the pipeline's
+throughput. Pipelines a library built (fit's data adapters) are left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpuwhy.facts import Facts, PipelineFacts
+from gpuwhy.finding import Finding
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.source_edits import (
+    Edit,
+    calls_at,
+    import_tensorflow,
+    node_span,
+    set_keywords,
+    walk_at,
+)
+
+DATASET_METHODS = frozenset(
+    {
+        "map",
+        "batch",
+        "padded_batch",
+        "shuffle",
+        "repeat",
+        "cache",
+        "filter",
+        "prefetch",
+        "interleave",
+        "flat_map",
+        "take",
+        "skip",
+        "unbatch",
+        "rebatch",
+        "from_tensor_slices",
+        "from_tensors",
+        "from_generator",
+        "TFRecordDataset",
+        "TextLineDataset",
+        "list_files",
+        "zip",
+        "range",
+        "with_options",
+        "apply",
+        "ignore_errors",
+    }
+)
+
+
+def candidates(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    if facts.tfdata is None or not facts.tfdata.pipelines:
+        return [], [NotTried(finding.id, "no tf.data pipeline of the program's was read")]
+    out: list[FixCandidate] = []
+    why: list[NotTried] = []
+    for pipeline in facts.tfdata.pipelines:
+        if pipeline.consumer not in ("python-loop", "keras-fit"):
+            continue
+        if pipeline.stages and all(s.by_library for s in pipeline.stages):
+            continue
+        edits, what = _pipeline_edits(pipeline, files)
+        if edits:
+            out.append(
+                FixCandidate(
+                    finding.id,
+                    " and ".join(what),
+                    tuple(edits),
+                    location=pipeline.location,
+                )
+            )
+        else:
+            why.append(
+                NotTried(
+                    finding.id,
+                    f"the pipeline at {pipeline.location}: {' '.join(what) or 'nothing to change'}",
+                )
+            )
+    return out, why
+
+
+def _pipeline_edits(pipeline: PipelineFacts, files: SourceFiles) -> tuple[list[Edit], list[str]]:
+    edits: list[Edit] = []
+    what: list[str] = []
+    imported: set[str] = set()
+    for stage in pipeline.stages:
+        if stage.kind != "map" or stage.parallelism is not None or stage.by_library:
+            continue
+        if stage.python or stage.stateful or "map" not in stage.written_as:
+            continue
+        place = location_parts(stage.location)
+        read = files.read(place[0]) if place else None
+        if place is None or read is None:
+            continue
+        source, lines, tree = read
+        calls = calls_at(tree, place[1], "map")
+        if not calls:
+            continue
+        tf, imports = import_tensorflow(tree, place[0])
+        if place[0] not in imported:
+            edits += imports
+            imported.add(place[0])
+        edits += set_keywords(
+            source, lines, place[0], calls[0], num_parallel_calls=f"{tf}.data.AUTOTUNE"
+        )
+        what.append(f"map({stage.function or ''}) at line {place[1]} in parallel")
+    if not pipeline.prefetch_written and not pipeline.prefetch_run:
+        end = _final_call(pipeline, files)
+        if end is not None:
+            path, node, tree = end
+            read = files.read(path)
+            assert read is not None
+            tf, imports = import_tensorflow(tree, path)
+            if path not in imported:
+                edits += imports
+            s = node_span(node, read[1])
+            edits.append(
+                Edit(
+                    path,
+                    s.end_line,
+                    s.end_col,
+                    s.end_line,
+                    s.end_col,
+                    f".prefetch({tf}.data.AUTOTUNE)",
+                )
+            )
+            what.append(f"prefetch at line {s.end_line}")
+    return edits, what
+
+
+def _final_call(
+    pipeline: PipelineFacts, files: SourceFiles
+) -> tuple[str, ast.Call, ast.Module] | None:
+    """The outermost dataset call at the line that built the final dataset."""
+    written = [s for s in pipeline.stages if s.location and not s.by_library]
+    place = location_parts(
+        pipeline.helper_location or pipeline.location or (written[-1].location if written else None)
+    )
+    read = files.read(place[0]) if place else None
+    if place is None or read is None:
+        return None
+    tree = read[2]
+    chains = [
+        n
+        for n in walk_at(tree, place[1])
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in DATASET_METHODS
+    ]
+    if not chains:
+        return None
+    outer = max(chains, key=lambda n: ((n.end_lineno or 0) - n.lineno, n.end_col_offset or 0))
+    return place[0], outer, tree

@@ -1,0 +1,88 @@
+"""Keras ``compile`` options for a fit whose steps are short: ``steps_per_execution``
+(one call of the train function runs many batches, so fit's own Python per batch,
+callbacks and input fetch, is paid once per call) and ``jit_compile=True`` (XLA fuses
+the step's small ops).
+
+The fit is the training loop the run found (``StepLoop``, ``Model.fit at train.py:40``);
+its model is the name the ``fit`` call is made on, and the ``compile`` call on that name
+before it, in the same file, is the one changed. A fit whose model is compiled elsewhere
+(a helper that returns a compiled model) is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpuwhy.facts import Facts
+from gpuwhy.finding import Finding
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.source_edits import calls_at, calls_named, segment, set_keywords
+
+STEPS_PER_EXECUTION = 32
+
+
+def steps_per_execution(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    if facts.steps is not None and facts.steps.steps_per_call > 1:
+        return [], [
+            NotTried(finding.id, f"fit already runs {facts.steps.steps_per_call} steps a call")
+        ]
+    return _compile_fix(
+        finding,
+        facts,
+        files,
+        f"compile(steps_per_execution={STEPS_PER_EXECUTION})",
+        steps_per_execution=str(STEPS_PER_EXECUTION),
+    )
+
+
+def jit_compile(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    if facts.distribute is not None and facts.distribute.replicas > 1:
+        return [], [NotTried(finding.id, "XLA under a strategy with several replicas fails in fit")]
+    return _compile_fix(finding, facts, files, "compile(jit_compile=True)", jit_compile="True")
+
+
+def _compile_fix(
+    finding: Finding, facts: Facts, files: SourceFiles, fix: str, **keywords: str
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    fit = _fit_location(facts)
+    if fit is None:
+        return [], [NotTried(finding.id, "the training loop is not Keras fit")]
+    read = files.read(fit[0])
+    if read is None:
+        return [], [NotTried(finding.id, f"{fit[0]} is not a file of the program's")]
+    source, lines, tree = read
+    fits = calls_at(tree, fit[1], "fit")
+    if not fits or not isinstance(fits[0].func, ast.Attribute):
+        return [], [NotTried(finding.id, f"no model.fit(...) call at {fit[0]}:{fit[1]}")]
+    model = segment(source, fits[0].func.value)
+    compiles = [
+        c
+        for c in calls_named(tree, "compile")
+        if isinstance(c.func, ast.Attribute)
+        and segment(source, c.func.value) == model
+        and c.lineno <= fit[1]
+    ]
+    if not compiles:
+        return [], [NotTried(finding.id, f"no {model}.compile(...) before the fit in {fit[0]}")]
+    call = max(compiles, key=lambda c: c.lineno)
+    return [
+        FixCandidate(
+            finding.id,
+            f"{model}.{fix}",
+            tuple(set_keywords(source, lines, fit[0], call, **keywords)),
+            location=f"{fit[0]}:{call.lineno}",
+        )
+    ], []
+
+
+def _fit_location(facts: Facts) -> tuple[str, int] | None:
+    if facts.steps is None:
+        return None
+    for loop in facts.steps.loops:
+        if loop.source == "keras-fit" and " at " in loop.name:
+            return location_parts(loop.name.rsplit(" at ", 1)[1])
+    return None

@@ -1,0 +1,166 @@
+"""Whether a variant computes what the original computes: the values the program
+reports, compared one by one within a stated tolerance.
+
+Where the values come from: Keras' logs of the first batches and of each epoch (kept by
+``gpuwhy.trial.child``), else the numbers the program prints. A printed line is keyed by
+its text with the numbers taken out (``epoch # loss #``) and by how many such lines came
+before it, so the first ``epoch # loss #`` of one run meets the first of the other,
+whatever else either printed between them; numbers followed by a unit of time (``3.2 s``,
+``12ms/step``) are timings, not results.
+
+Only values the original reproduces are compared: with several runs of the original, a
+value that differs between them (a timing printed without a unit, a value drawn from an
+unseeded generator) is left out, and the tolerance of each value is at least three
+times the original runs' own spread of it. A variant that stopped earlier (a slower
+fix, within the same bound) is compared on the values both reached.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+RTOL = 0.01  # relative tolerance: float32 instead of float64, a graph's reordered sums
+ATOL = 1e-6
+MAX_LINES = 200  # printed lines with numbers read from the start of the output
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+_TIMING = re.compile(
+    r"^\s*(?:ms|s|sec|secs|second|seconds|us|µs|ns|min|m|h|it/s|/s|ms/step|s/step|us/step)\b"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|[\r\b]")
+
+
+@dataclass(frozen=True)
+class Values:
+    """What one run reported: (key, value) in order, and where they came from."""
+
+    source: str  # "Keras' logs" | "printed output" | "none"
+    items: tuple[tuple[str, float], ...]
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.items)
+
+
+@dataclass(frozen=True)
+class Sameness:
+    same: bool | None  # None: nothing the original reproduces to compare
+    compared: int  # values compared
+    how: str  # what was compared, or why nothing was
+    first_difference: str | None = None  # "epoch 2 loss: 0.0000 against 0.6931"
+
+
+def read_values(results_path: str, stdout: str) -> Values:
+    keras = _keras_values(results_path)
+    if keras:
+        return Values("Keras' logs", tuple(keras))
+    printed = printed_values(stdout)
+    return Values("printed output", tuple(printed)) if printed else Values("none", ())
+
+
+def _keras_values(path: str) -> list[tuple[str, float]]:
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                for name, value in row.get("values", {}).items():
+                    out.append((f"{row.get('kind')} {row.get('index')} {name}", float(value)))
+    except OSError:
+        return []
+    return out
+
+
+def printed_values(stdout: str) -> list[tuple[str, float]]:
+    """The numbers of the printed lines, keyed ``template|occurrence|position``."""
+    out: list[tuple[str, float]] = []
+    seen: Counter[str] = Counter()
+    lines = 0
+    for raw in _ANSI.sub("\n", stdout).splitlines():
+        numbers = [m for m in _NUMBER.finditer(raw) if not _TIMING.match(raw[m.end() :])]
+        if not numbers:
+            continue
+        template = _NUMBER.sub("#", raw).strip()
+        occurrence = seen[template]
+        seen[template] += 1
+        for k, m in enumerate(numbers):
+            try:
+                out.append((f"{template}|{occurrence}|{k}", float(m.group())))
+            except ValueError:
+                continue
+        lines += 1
+        if lines >= MAX_LINES:
+            break
+    return out
+
+
+def tolerance_text(rtol: float = RTOL, why: str | None = None) -> str:
+    text = f"{rtol:.0%} relative (at least 3x the original runs' own spread of each value)"
+    return f"{text}: {why}" if why else text
+
+
+def compare(originals: Sequence[Values], variant: Values, rtol: float = RTOL) -> Sameness:
+    """``variant`` against the original runs (the first is the reference), each value
+    within ``rtol`` of the reference's."""
+    if not originals or not originals[0].items:
+        return Sameness(
+            None,
+            0,
+            "the original reported no values to compare (no Keras logs, no printed numbers)",
+        )
+    reference = originals[0].as_dict()
+    others = [o.as_dict() for o in originals[1:]]
+    stable: dict[str, float] = {}
+    unstable = 0
+    for key, value in reference.items():
+        spread = max((abs(o[key] - value) for o in others if key in o), default=0.0)
+        if spread > RTOL * abs(value) + ATOL and spread > 0.1 * abs(value):
+            unstable += 1  # differs between runs of the original: not a result
+            continue
+        stable[key] = spread
+    if not stable:
+        return Sameness(
+            None,
+            0,
+            f"none of the {len(reference)} values the original reports repeat between its runs",
+        )
+    got = variant.as_dict()
+    compared = 0
+    for key, value in reference.items():
+        if key not in stable or key not in got:
+            continue
+        compared += 1
+        tolerance = max(rtol * max(abs(value), abs(got[key])) + ATOL, 3 * stable[key])
+        if abs(got[key] - value) > tolerance:
+            return Sameness(
+                False,
+                compared,
+                _how(originals[0].source, compared, unstable),
+                f"{_label(key)}: {got[key]:.6g} against {value:.6g}",
+            )
+    if compared == 0:
+        return Sameness(
+            None, 0, f"the fix reported none of the original's values ({originals[0].source})"
+        )
+    return Sameness(True, compared, _how(originals[0].source, compared, unstable))
+
+
+def _how(source: str, compared: int, unstable: int) -> str:
+    text = f"{compared} values of {source}"
+    if unstable:
+        text += f" ({unstable} that differ between runs of the original left out)"
+    return text
+
+
+def _label(key: str) -> str:
+    """``epoch 2 loss`` or the printed line's template with the value's place marked."""
+    if "|" not in key:
+        return key
+    template, occurrence, position = key.rsplit("|", 2)
+    return f"value {int(position) + 1} of printed line '{template}' (#{int(occurrence) + 1})"

@@ -1,0 +1,117 @@
+"""A working copy of the program's tree where a variant runs: the user's files are never
+written, and what the program writes to relative paths (checkpoints, logs, outputs)
+lands in the copy.
+
+The copy's root is the deepest folder holding both the working directory and the
+script. The folders on the way down to them are real folders whose other entries are
+symbolic links; the script's folder and the working directory are copied: their Python
+files and other files up to :data:`COPY_BYTES` each, up to :data:`MAX_COPIED` files,
+larger files and deeper trees linked (data is read through the link, not copied).
+A program that writes into a linked file or folder, or to an absolute path, still
+writes there: said in the report's notes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpuwhy.trial.source_edits import Edit, apply
+
+COPY_BYTES = 4 << 20
+MAX_COPIED = 5000
+SKIP = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+LINKED = frozenset({".venv", "venv", "node_modules", ".tox", "site-packages"})
+
+
+@dataclass
+class Workspace:
+    """One copy of the program's tree under ``path``, for one variant."""
+
+    root: str  # the user's folder the copy mirrors
+    path: str  # the copy
+    linked: list[str] = field(default_factory=list)  # the user's entries reached by links
+
+    def mapped(self, user_path: str) -> str:
+        """Where ``user_path`` (under ``root``) is in the copy."""
+        rel = os.path.relpath(os.path.abspath(user_path), self.root)
+        return os.path.join(self.path, rel)
+
+    def write_edits(self, edits: Iterable[Edit]) -> None:
+        """The edits made in the copy's files (each file read from the user's)."""
+        by_file: dict[str, list[Edit]] = {}
+        for e in edits:
+            by_file.setdefault(e.path, []).append(e)
+        for user_path, file_edits in by_file.items():
+            with open(user_path, encoding="utf-8") as f:
+                text = apply(f.read(), file_edits)
+            target = self.mapped(user_path)
+            if os.path.islink(target):
+                os.unlink(target)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def common_root(script: str, cwd: str) -> str:
+    return os.path.commonpath([os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)])
+
+
+def make(script: str, cwd: str, parent: str) -> Workspace:
+    """A fresh copy under ``parent`` for ``script`` run from ``cwd``."""
+    root = common_root(script, cwd)
+    path = tempfile.mkdtemp(prefix="variant-", dir=parent)
+    ws = Workspace(root=root, path=path)
+    full = {os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)}
+    budget = [MAX_COPIED]
+    _mirror(root, path, full, ws, budget)
+    return ws
+
+
+def _on_spine(folder: str, full: set[str]) -> bool:
+    return any(f == folder or f.startswith(folder.rstrip(os.sep) + os.sep) for f in full)
+
+
+def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int]) -> None:
+    """``src`` into ``dst``: copied where it is one of ``full`` (or inside one), a spine
+    of real folders with linked entries on the way to them."""
+    copying = any(src == f or src.startswith(f.rstrip(os.sep) + os.sep) for f in full)
+    try:
+        entries = sorted(os.scandir(src), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name in SKIP:
+            continue
+        target = os.path.join(dst, entry.name)
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = entry.is_file(follow_symlinks=False)
+        except OSError:
+            continue
+        if (
+            is_dir
+            and entry.name not in LINKED
+            and (copying and budget[0] > 0 or _on_spine(entry.path, full))
+        ):
+            os.mkdir(target)
+            _mirror(entry.path, target, full, ws, budget)
+        elif is_file and copying and budget[0] > 0 and _small(entry):
+            shutil.copy2(entry.path, target)
+            budget[0] -= 1
+        else:
+            os.symlink(os.path.realpath(entry.path), target)
+            if copying:
+                ws.linked.append(entry.path)
+
+
+def _small(entry: os.DirEntry) -> bool:
+    try:
+        return entry.name.endswith(".py") or entry.stat().st_size <= COPY_BYTES
+    except OSError:
+        return False

@@ -1,0 +1,53 @@
+"""What a program reports, compared between an original and a variant."""
+
+from gpuwhy.trial.same_results import Values, compare, printed_values
+
+ORIGINAL = """Epoch 1/2
+epoch 0 loss 0.6931 took 1.23 s
+step 12 accuracy 0.51 (3.2ms/step)
+epoch 1 loss 0.5012 took 1.19 s
+"""
+
+
+def test_printed_numbers_are_keyed_by_their_line_and_timings_are_left_out():
+    values = dict(printed_values(ORIGINAL))
+    assert values["epoch # loss # took # s|0|1"] == 0.6931
+    assert values["epoch # loss # took # s|1|1"] == 0.5012
+    assert all(v not in (1.23, 1.19, 3.2) for v in values.values())
+
+
+def test_the_same_values_within_tolerance_are_the_same():
+    a = Values("printed output", tuple(printed_values(ORIGINAL)))
+    b = Values("printed output", tuple(printed_values(ORIGINAL.replace("0.5012", "0.5015"))))
+    result = compare([a, a], b)
+    assert result.same is True and result.compared == 8
+
+
+def test_a_changed_loss_is_a_difference_with_its_place():
+    a = Values("printed output", tuple(printed_values(ORIGINAL)))
+    b = Values("printed output", tuple(printed_values(ORIGINAL.replace("0.5012", "0.0000"))))
+    result = compare([a], b)
+    assert result.same is False
+    assert "0 against 0.5012" in (result.first_difference or "")
+
+
+def test_values_that_differ_between_runs_of_the_original_are_not_results():
+    a = Values("printed output", (("elapsed|0|0", 10.0), ("loss|0|0", 0.5)))
+    a2 = Values("printed output", (("elapsed|0|0", 14.0), ("loss|0|0", 0.5)))
+    b = Values("printed output", (("elapsed|0|0", 3.0), ("loss|0|0", 0.5)))
+    result = compare([a, a2], b)
+    assert result.same is True and result.compared == 1 and "left out" in result.how
+
+
+def test_nothing_reproducible_is_not_called_the_same():
+    a = Values("printed output", (("x|0|0", 10.0),))
+    a2 = Values("printed output", (("x|0|0", 30.0),))
+    assert compare([a, a2], a).same is None
+    assert compare([Values("none", ())], a).same is None
+
+
+def test_a_shorter_variant_is_compared_on_what_both_reached():
+    a = Values("Keras' logs", (("batch 0 loss", 1.0), ("batch 1 loss", 0.9), ("epoch 0 loss", 0.8)))
+    b = Values("Keras' logs", (("batch 0 loss", 1.0), ("batch 1 loss", 0.9)))
+    assert compare([a], b).same is True
+    assert compare([a], b, rtol=0.1).compared == 2
