@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.report",),
     ("gpuwhy.export",),
     ("gpuwhy.optimize",),
+    ("gpuwhy.trial",),
     ("gpuwhy.modes",),
     ("gpuwhy.commands",),
     ("gpuwhy.cli", "gpuwhy.__main__"),

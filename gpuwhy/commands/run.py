@@ -37,6 +37,7 @@ from gpuwhy.export.live import MetricsOptions
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.run.watched import run_watched
 from gpuwhy.record import Record
+from gpuwhy.trial.child import install as install_trial
 
 HELP = "Why is my training slow on the GPU? Run a script and diagnose it."
 
@@ -65,6 +66,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="stop the program S seconds after it starts and report that part of it (a "
         "long training's first minutes; the run counts as completed)",
     )
+    # a fix trial's run of one variant (gpuwhy.trial): seeds set alike, Keras' logs kept
+    parser.add_argument("--trial-results", help=argparse.SUPPRESS)
+    parser.add_argument("--trial-seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--repeat",
         type=int,
@@ -86,6 +90,8 @@ class RunSettings:
     report: ReportSettings
     repeat: int = 1
     stop_after: float | None = None
+    trial_results: str | None = None
+    trial_seed: int = 0
     # --repeat: gpuwhy's own options as given (each run gets them again) and SCRIPT ARGS
     options: tuple[str, ...] = ()
 
@@ -113,6 +119,8 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
         report=report_settings(args),
         repeat=repeat,
         stop_after=args.stop_after,
+        trial_results=args.trial_results,
+        trial_seed=args.trial_seed,
         options=tuple(given[1 : len(given) - tail]) if repeat > 1 else (),
     )
 
@@ -131,6 +139,8 @@ def execute(settings: RunSettings) -> int:
         script = (settings.script.path, *settings.script.args)
         return repeat_runs(settings.repeat, settings.options, script, settings.report.json)
     code, outputs = prepare(settings.script, settings.report)
+    if settings.trial_results is not None:
+        install_trial(settings.trial_results, settings.trial_seed)
     # what the gate found, filled by the report after the script (it runs inside
     # run_watched, which returns how the script ended)
     crossed: list[str] = []

@@ -39,7 +39,7 @@ class Change:
     """One measure of both runs with the interval of AFTER / BEFORE (ratios) or AFTER -
     BEFORE (shares, in points)."""
 
-    measure: str  # step_time | example_time | gpu_busy | projected_step
+    measure: str  # step_time | example_time | gpu_busy | projected_step | cpu_per_step
     before: float  # seconds per step; a share for gpu_busy
     after: float
     estimate: float  # AFTER / BEFORE (a share: AFTER - BEFORE)
@@ -111,6 +111,10 @@ class Comparison:
     before: RunSide
     after: RunSide
     step_time: Change | None = None
+    # the program's own CPU time per step (several runs a side): the machine's load moves
+    # it less; it calls a step-time change its interval leaves open when both point the
+    # same way (gpuwhy/comparison/work.py)
+    cpu_time: Change | None = None
     # the batch size differs: the time per example (the step's over its batch), which
     # the verdict and the gate's step condition then read
     example_time: Change | None = None

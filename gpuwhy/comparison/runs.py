@@ -38,6 +38,7 @@ from gpuwhy.comparison.sides import (
 )
 from gpuwhy.comparison.units import run_units
 from gpuwhy.comparison.verdict import diff_verdict, runs_a_side, runs_text
+from gpuwhy.comparison.work import resolved, work_between
 from gpuwhy.record import Record
 
 HOST = (HOST_LOAD, QUEUED)
@@ -84,7 +85,8 @@ def compare_runs(
         return replace(single, notes=(*left, *single.notes)) if left else single
     rep_b = before[side_b.representative]
     rep_a = after[side_a.representative]
-    step = step_between(side_b, side_a, noise)
+    work = work_between([r.facts for r in before], [r.facts for r in after])
+    step, called_by = resolved(step_between(side_b, side_a, noise), work)
     batch_b, batch_a = batch_size(rep_b.facts), batch_size(rep_a.facts)
     batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
     example = example_change(step, *batches) if batches else None
@@ -93,6 +95,14 @@ def compare_runs(
     projected, projected_on = projected_change(rep_b.facts, rep_a.facts)
     notes: list[str] = [*left, *_about_the_sides(side_b, side_a)]
     notes.append(_runs_note(len(before), len(after), step, noise))
+    if called_by is not None:
+        notes.append(called_by)
+    elif work is not None and step is not None:
+        notes.append(
+            f"the program's CPU time per step: {work.estimate:.3f}x ({work.low:.3f}-"
+            f"{work.high:.3f}); its runs resolve {work.detectable:.1%}, the step time's "
+            f"{step.detectable:.1%}"
+        )
     if projected is None and projected_on is not None:
         notes.append(projected_on)
         projected_on = None
@@ -118,6 +128,7 @@ def compare_runs(
         before=_runs_side(side_b),
         after=_runs_side(side_a),
         step_time=step,
+        cpu_time=work,
         example_time=example,
         batches=batches,
         gpu_busy=busy,

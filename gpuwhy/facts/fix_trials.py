@@ -27,6 +27,7 @@ class FixTried:
     speedup_low: float | None = None  # 95 % interval
     speedup_high: float | None = None
     called: str | None = None  # faster | slower | same (the interval's verdict)
+    speed_note: str | None = None  # where the CPU time per step called it, and why
     projected: bool = False  # its effect is on a GPU: speed not measured on this machine
     in_patch: bool = False
     runs: int = 0  # runs of this fix

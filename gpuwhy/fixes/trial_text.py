@@ -28,6 +28,8 @@ def fix_row(t: FixTried) -> list[str]:
     else:
         lines.append(f"    same results: not checked: {t.compared}")
     lines.append(f"    step: {speed_text(t)}")
+    if t.speed_note:
+        lines.append(f"    ({t.speed_note})")
     if t.in_patch:
         lines.append("    in the patch")
     return lines

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from gpuwhy.facts import FixTrialFacts, FixTried
+from gpuwhy.facts import Facts, FixTrialFacts, FixTried
 from gpuwhy.record import Record
 from gpuwhy.trial import kinds
 from gpuwhy.trial.candidate import FixCandidate, SourceFiles
@@ -49,7 +49,9 @@ Progress = Callable[[str], None]
 def try_fixes(
     script: str, args: Sequence[str], options: TrialOptions, progress: Progress
 ) -> Record:
-    parent = options.keep or tempfile.mkdtemp(prefix="gpuwhy-fix-")
+    parent = (
+        os.path.abspath(options.keep) if options.keep else tempfile.mkdtemp(prefix="gpuwhy-fix-")
+    )
     os.makedirs(parent, exist_ok=True)
     try:
         return _trial(script, args, options, progress, parent)
@@ -67,10 +69,7 @@ def _trial(
     if first.record is None or not ended_well(first):
         why = first.error or "it wrote no record"
         progress(f"the original did not run to its bound: {why}")
-        facts = first.record.facts if first.record is not None else None
-        from gpuwhy.facts import Facts
-
-        base = facts or Facts()
+        base = first.record.facts if first.record is not None else Facts()
         trial = FixTrialFacts(options.bound_s, options.runs, "step time", original_error=why)
         return Record.diagnose("fix", replace(base, fixes_tried=(), fix_trial=trial))
     diagnosis = first.record

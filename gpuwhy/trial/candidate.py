@@ -26,6 +26,7 @@ class FixCandidate:
     # than the default (a precision change draws other initial weights from one seed)
     tolerance: float | None = None
     tolerance_why: str | None = None
+    by_mean: bool = False  # compare each quantity's mean, not each value (same_results)
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,12 @@ class NotTried:
 
 
 def location_parts(location: str | None) -> tuple[str, int] | None:
-    """``("/x/train.py", 22)`` for ``"/x/train.py:22"``."""
+    """``("/x/train.py", 22)`` for ``"/x/train.py:22"`` (a relative path is the working
+    directory's, as records write them), the path absolute: one file, one name."""
     if not location or ":" not in location:
         return None
     path, _, line = location.rpartition(":")
-    return (path, int(line)) if line.isdigit() else None
+    return (os.path.abspath(path), int(line)) if line.isdigit() else None
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""``python -m gpuwhy.trial.child RESULTS SEED -- ARGS...``: ``gpuwhy ARGS`` (a bounded
-``gpuwhy run``) with what a fix trial needs to compare variants of one program.
+"""What a fix trial's run of one variant installs before the script (``gpuwhy run``'s
+hidden ``--trial-results PATH --trial-seed N``), so that the variants of one program can
+be compared.
 
 - **The same seeds in every variant**: Python's ``random``, NumPy's global generator
   and TensorFlow's global seed are set before the script runs (and TF's when it is
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
-import sys
 import threading
 from typing import Any
+
+from gpuwhy.collect.inprocess.imports import when_imported
 
 BATCHES = 20  # batch logs kept from the start of each run
 EPOCHS = 50
@@ -95,8 +96,6 @@ def _wrap(cls: Any, method: str, kind: str, results: _Results) -> None:
 
 
 def install(results_path: str, seed: int) -> None:
-    from gpuwhy.collect.inprocess.imports import when_imported
-
     random.seed(seed)
     try:
         import numpy
@@ -121,18 +120,3 @@ def install(results_path: str, seed: int) -> None:
     when_imported("tensorflow", on_tensorflow)
     for name in CALLBACK_LISTS:
         when_imported(name, on_callbacks)
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[2] != "--":
-        print("usage: python -m gpuwhy.trial.child RESULTS SEED -- ARGS...", file=sys.stderr)
-        return 2
-    install(argv[0], int(argv[1]))
-    os.environ.pop("GPUWHY_TRIAL", None)
-    from gpuwhy.cli import main as gpuwhy
-
-    return gpuwhy(argv[3:])
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -10,11 +10,16 @@ was not called slower here: its speed on a GPU is projected, and said to be.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 
-from gpuwhy.comparison.sides import Side, step_between
+from gpuwhy.comparison.between_runs import difference
+from gpuwhy.comparison.model import Change
 from gpuwhy.comparison.units import run_units
-from gpuwhy.facts import FixTried
+from gpuwhy.comparison.work import resolved, work_between
+from gpuwhy.facts import Facts, FixTried
 from gpuwhy.trial.candidate import FixCandidate
 from gpuwhy.trial.same_results import RTOL, Values, compare, read_values, tolerance_text
 from gpuwhy.trial.variant_runs import VariantRun
@@ -54,10 +59,11 @@ def judge(
         return _with(base, ran=False, error=error)
     good = [o for o in originals if ended_well(o)]
     rtol = candidate.tolerance or RTOL
-    same = compare([values_of(o) for o in good], values_of(runs[0]), rtol)
+    by_mean = candidate.by_mean
+    same = compare([values_of(o) for o in good], values_of(runs[0]), rtol, by_mean)
     if same.same is True:  # every run of the fix, not only the first
         for r in runs[1:]:
-            later = compare([values_of(o) for o in good], values_of(r), rtol)
+            later = compare([values_of(o) for o in good], values_of(r), rtol, by_mean)
             if later.same is False:
                 same = later
                 break
@@ -76,25 +82,43 @@ def judge(
     )
 
 
+def step_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | None:
+    """AFTER's mean step over BEFORE's, each run one observation (its training steps'
+    mean after warm-up), the interval from the runs' spread alone. Not floored by each
+    run's own resampled spread as ``gpuwhy diff``'s is: a bounded run of a fix has a
+    structure resampling breaks (a cache's slow first pass, then fast ones), while its
+    runs, interleaved with the original's, agree."""
+    units_b = [run_units(f) for f in before]
+    units_a = [run_units(f) for f in after]
+    if not all(u.step_count for u in (*units_b, *units_a)):
+        return None
+    logs_b = [math.log(u.seconds / u.step_count) for u in units_b]
+    logs_a = [math.log(u.seconds / u.step_count) for u in units_a]
+    d = difference(logs_b, logs_a)
+    if d is None:
+        return None
+    return Change(
+        measure="step_time",
+        before=round(math.exp(statistics.fmean(logs_b)), 9),
+        after=round(math.exp(statistics.fmean(logs_a)), 9),
+        estimate=round(math.exp(d.estimate), 5),
+        low=round(math.exp(d.low), 5),
+        high=round(math.exp(d.high), 5),
+        called="slower" if d.low > 0 else "faster" if d.high < 0 else "same",
+        detectable=round(math.exp(d.half_width) - 1, 5),
+    )
+
+
 def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
-    records_b = [r.record for r in originals if r.record is not None]
-    records_a = [r.record for r in runs if r.record is not None]
-    if not records_b or not records_a:
+    before = [r.record.facts for r in originals if r.record is not None]
+    after = [r.record.facts for r in runs if r.record is not None]
+    if not before or not after:
         return {}
-    before = Side(
-        tuple(records_b),
-        tuple(run_units(r.facts) for r in records_b),
-        tuple("o" for _ in records_b),
-    )
-    after = Side(
-        tuple(records_a),
-        tuple(run_units(r.facts) for r in records_a),
-        tuple("f" for _ in records_a),
-    )
-    change = step_between(before, after)
+    change, how = resolved(step_change(before, after), work_between(before, after))
     if change is None:
         return {}
     return {
+        "speed_note": how,
         "step_before_s": change.before,
         "step_after_s": change.after,
         "speedup": round(1 / change.estimate, 3),
@@ -105,6 +129,4 @@ def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
 
 
 def _with(base: FixTried, **changes) -> FixTried:
-    from dataclasses import replace
-
     return replace(base, **changes)

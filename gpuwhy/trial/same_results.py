@@ -18,6 +18,7 @@ fix, within the same bound) is compared on the values both reached.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -105,9 +106,13 @@ def tolerance_text(rtol: float = RTOL, why: str | None = None) -> str:
     return f"{text}: {why}" if why else text
 
 
-def compare(originals: Sequence[Values], variant: Values, rtol: float = RTOL) -> Sameness:
+def compare(
+    originals: Sequence[Values], variant: Values, rtol: float = RTOL, by_mean: bool = False
+) -> Sameness:
     """``variant`` against the original runs (the first is the reference), each value
-    within ``rtol`` of the reference's."""
+    within ``rtol`` of the reference's; ``by_mean``: each quantity's mean over the values
+    both reached (a precision change starts from other weights: its curve, not each
+    point, must match)."""
     if not originals or not originals[0].items:
         return Sameness(
             None,
@@ -131,13 +136,14 @@ def compare(originals: Sequence[Values], variant: Values, rtol: float = RTOL) ->
             f"none of the {len(reference)} values the original reports repeat between its runs",
         )
     got = variant.as_dict()
+    if by_mean:
+        return _compare_means(reference, stable, got, rtol, originals[0].source, unstable)
     compared = 0
     for key, value in reference.items():
         if key not in stable or key not in got:
             continue
         compared += 1
-        tolerance = max(rtol * max(abs(value), abs(got[key])) + ATOL, 3 * stable[key])
-        if abs(got[key] - value) > tolerance:
+        if _differ(value, got[key], rtol, stable[key]):
             return Sameness(
                 False,
                 compared,
@@ -149,6 +155,49 @@ def compare(originals: Sequence[Values], variant: Values, rtol: float = RTOL) ->
             None, 0, f"the fix reported none of the original's values ({originals[0].source})"
         )
     return Sameness(True, compared, _how(originals[0].source, compared, unstable))
+
+
+def _differ(value: float, other: float, rtol: float, spread: float) -> bool:
+    if math.isnan(value) or math.isnan(other) or math.isinf(value) or math.isinf(other):
+        return not (value == other or (math.isnan(value) and math.isnan(other)))
+    tolerance = max(rtol * max(abs(value), abs(other)) + ATOL, 3 * spread)
+    return abs(other - value) > tolerance
+
+
+def _quantity(key: str) -> str:
+    """``batch loss`` for ``batch 3 loss``; a printed value's line template and position."""
+    if "|" in key:
+        template, _, position = key.rsplit("|", 2)
+        return f"{template}|{position}"
+    parts = key.split(" ", 2)
+    return f"{parts[0]} {parts[-1]}"
+
+
+def _compare_means(
+    reference: dict[str, float],
+    stable: dict[str, float],
+    got: dict[str, float],
+    rtol: float,
+    source: str,
+    unstable: int,
+) -> Sameness:
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for key, value in reference.items():
+        if key in stable and key in got:
+            groups.setdefault(_quantity(key), []).append((value, got[key]))
+    compared = sum(len(v) for v in groups.values())
+    if not compared:
+        return Sameness(None, 0, f"the fix reported none of the original's values ({source})")
+    how = _how(source, compared, unstable) + ", each quantity's mean"
+    for name, pairs in groups.items():
+        mean_ref = sum(p[0] for p in pairs) / len(pairs)
+        mean_got = sum(p[1] for p in pairs) / len(pairs)
+        if _differ(mean_ref, mean_got, rtol, 0.0):
+            label = _label(name + "|0") if "|" in name else name
+            return Sameness(
+                False, compared, how, f"mean {label}: {mean_got:.6g} against {mean_ref:.6g}"
+            )
+    return Sameness(True, compared, how)
 
 
 def _how(source: str, compared: int, unstable: int) -> str:

@@ -69,7 +69,7 @@ def make(script: str, cwd: str, parent: str) -> Workspace:
     ws = Workspace(root=root, path=path)
     full = {os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)}
     budget = [MAX_COPIED]
-    _mirror(root, path, full, ws, budget)
+    _mirror(root, path, full, ws, budget, os.path.realpath(parent))
     return ws
 
 
@@ -77,7 +77,7 @@ def _on_spine(folder: str, full: set[str]) -> bool:
     return any(f == folder or f.startswith(folder.rstrip(os.sep) + os.sep) for f in full)
 
 
-def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int]) -> None:
+def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int], own: str) -> None:
     """``src`` into ``dst``: copied where it is one of ``full`` (or inside one), a spine
     of real folders with linked entries on the way to them."""
     copying = any(src == f or src.startswith(f.rstrip(os.sep) + os.sep) for f in full)
@@ -86,8 +86,8 @@ def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int]
     except OSError:
         return
     for entry in entries:
-        if entry.name in SKIP:
-            continue
+        if entry.name in SKIP or os.path.realpath(entry.path) == own:
+            continue  # gpuwhy's own folder of copies, where the tree holds it: never copied
         target = os.path.join(dst, entry.name)
         try:
             is_dir = entry.is_dir(follow_symlinks=False)
@@ -100,7 +100,7 @@ def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int]
             and (copying and budget[0] > 0 or _on_spine(entry.path, full))
         ):
             os.mkdir(target)
-            _mirror(entry.path, target, full, ws, budget)
+            _mirror(entry.path, target, full, ws, budget, own)
         elif is_file and copying and budget[0] > 0 and _small(entry):
             shutil.copy2(entry.path, target)
             budget[0] -= 1

@@ -51,3 +51,26 @@ def test_a_shorter_variant_is_compared_on_what_both_reached():
     b = Values("Keras' logs", (("batch 0 loss", 1.0), ("batch 1 loss", 0.9)))
     assert compare([a], b).same is True
     assert compare([a], b, rtol=0.1).compared == 2
+
+
+def test_a_precision_change_is_judged_on_each_quantitys_mean():
+    a = Values(
+        "Keras' logs", (("batch 0 loss", 1008.0), ("batch 1 loss", 900.0), ("epoch 0 loss", 3.07))
+    )
+    b = Values(
+        "Keras' logs", (("batch 0 loss", 989.0), ("batch 1 loss", 920.0), ("epoch 0 loss", 2.95))
+    )
+    assert compare([a], b, rtol=0.1).same is True
+    assert compare([a], b, rtol=0.01).same is False
+    zeroed = Values(
+        "Keras' logs", (("batch 0 loss", 1008.0), ("batch 1 loss", 0.0), ("epoch 0 loss", 0.0))
+    )
+    result = compare([a], zeroed, rtol=0.1, by_mean=True)
+    assert result.same is False and "mean batch loss" in (result.first_difference or "")
+
+
+def test_a_loss_that_became_nan_is_a_difference():
+    a = Values("Keras' logs", (("epoch 0 loss", 0.5),))
+    b = Values("Keras' logs", (("epoch 0 loss", float("nan")),))
+    assert compare([a], b).same is False
+    assert compare([a], b, rtol=0.1, by_mean=True).same is False

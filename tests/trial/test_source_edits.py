@@ -52,7 +52,9 @@ def test_decorator_goes_above_the_existing_ones_at_their_indent():
 def test_keywords_are_added_after_the_last_argument_or_replaced_where_written():
     source, lines, tree = parts()
     (call,) = calls_at(tree, 14, "compile")
-    out = apply(source, set_keywords(source, lines, "f.py", call, steps_per_execution="32", loss='"mae"'))
+    out = apply(
+        source, set_keywords(source, lines, "f.py", call, steps_per_execution="32", loss='"mae"')
+    )
     assert 'model.compile(optimizer="adam", loss="mae", steps_per_execution=32)  # compiled' in out
     (empty,) = calls_at(tree, 15, "compile")
     out = apply(source, set_keywords(source, lines, "f.py", empty, jit_compile="True"))

@@ -29,6 +29,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.bound": (input_pipeline.candidates, keras_compile.steps_per_execution),
     "input.sequential-map": (input_pipeline.candidates,),
     "input.no-prefetch": (input_pipeline.candidates,),
+    "input.no-cache": (input_pipeline.candidates,),
     "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
     "gpu.underutilized": (keras_compile.steps_per_execution, keras_compile.jit_compile),
 }

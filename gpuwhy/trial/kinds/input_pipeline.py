@@ -1,7 +1,9 @@
 """The input pipeline's fixes that cannot change its elements, written into the code
 where the user built it: ``num_parallel_calls=AUTOTUNE`` on the maps that run one
 element at a time (stateless, no Python function: the order stays, ``deterministic`` is
-left as written), and a final ``.prefetch(AUTOTUNE)`` where the pipeline has none.
+left as written); ``.cache()`` at the end of a pipeline read more than once whose
+elements are the same on every pass and fit in memory (the work of the later passes
+saved); and a final ``.prefetch(AUTOTUNE)`` where the pipeline has none.
 
 The same changes ``gpuwhy fix --input`` measures on the pipeline alone; here the whole
 program runs with them, so what they give the training is measured, not the pipeline's
@@ -24,6 +26,7 @@ from gpuwhy.trial.source_edits import (
     walk_at,
 )
 
+CACHE_SHARE = 0.25  # of the host's free memory a cache may take
 DATASET_METHODS = frozenset(
     {
         "map",
@@ -67,7 +70,7 @@ def candidates(
             continue
         if pipeline.stages and all(s.by_library for s in pipeline.stages):
             continue
-        edits, what = _pipeline_edits(pipeline, files)
+        edits, what = _pipeline_edits(pipeline, files, facts.tfdata.host_memory_available_bytes)
         if edits:
             out.append(
                 FixCandidate(
@@ -77,17 +80,67 @@ def candidates(
                     location=pipeline.location,
                 )
             )
-        else:
+        python = _python_maps(pipeline, files)
+        if python:
+            out.append(
+                FixCandidate(
+                    finding.id,
+                    "the maps that run Python functions in parallel",
+                    tuple(dict.fromkeys((*edits, *python))),
+                    location=pipeline.location,
+                    note="a Python function holds the GIL: threads help where it releases it "
+                    "(NumPy, I/O); and it must keep no state between calls",
+                )
+            )
+        if not edits and not python:
             why.append(
                 NotTried(
                     finding.id,
-                    f"the pipeline at {pipeline.location}: {' '.join(what) or 'nothing to change'}",
+                    f"the pipeline at {pipeline.location}: TF already runs its maps in "
+                    "parallel and prefetches, and it cannot be cached (elements that change "
+                    "between passes, or too large)",
                 )
             )
     return out, why
 
 
-def _pipeline_edits(pipeline: PipelineFacts, files: SourceFiles) -> tuple[list[Edit], list[str]]:
+def _python_maps(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
+    """``num_parallel_calls`` on the sequential maps that run a Python function."""
+    edits: list[Edit] = []
+    for stage in pipeline.stages:
+        if stage.kind != "map" or stage.parallelism is not None or not stage.python:
+            continue
+        place = location_parts(stage.location)
+        read = files.read(place[0]) if place else None
+        if place is None or read is None:
+            continue
+        source, lines, tree = read
+        calls = calls_at(tree, place[1], "map")
+        if calls:
+            tf, imports = import_tensorflow(tree, place[0])
+            edits += [e for e in imports if e not in edits]
+            edits += set_keywords(
+                source, lines, place[0], calls[0], num_parallel_calls=f"{tf}.data.AUTOTUNE"
+            )
+    return edits
+
+
+def _cacheable(pipeline: PipelineFacts, memory: int | None) -> bool:
+    """Every stage gives the same elements each pass (no random op, no shuffle, no
+    stateful or Python function: ``repeats``), the pipeline is finite, read more than
+    once, and its output fits in a quarter of the memory the host has free."""
+    if pipeline.cache_written or pipeline.iterators < 2 or pipeline.cardinality is None:
+        return False
+    if not pipeline.stages or not all(s.repeats is True for s in pipeline.stages):
+        return False
+    if pipeline.element_bytes is None or memory is None:
+        return False
+    return pipeline.cardinality * pipeline.element_bytes <= CACHE_SHARE * memory
+
+
+def _pipeline_edits(
+    pipeline: PipelineFacts, files: SourceFiles, memory: int | None = None
+) -> tuple[list[Edit], list[str]]:
     edits: list[Edit] = []
     what: list[str] = []
     imported: set[str] = set()
@@ -112,6 +165,21 @@ def _pipeline_edits(pipeline: PipelineFacts, files: SourceFiles) -> tuple[list[E
             source, lines, place[0], calls[0], num_parallel_calls=f"{tf}.data.AUTOTUNE"
         )
         what.append(f"map({stage.function or ''}) at line {place[1]} in parallel")
+    if _cacheable(pipeline, memory):
+        end = _final_call(pipeline, files)
+        if end is not None:
+            path, node, _ = end
+            read = files.read(path)
+            assert read is not None
+            # before a final .prefetch(...): the prefetch stays last
+            inner = (
+                node.func.value
+                if isinstance(node.func, ast.Attribute) and node.func.attr == "prefetch"
+                else node
+            )
+            s = node_span(inner, read[1])
+            edits.append(Edit(path, s.end_line, s.end_col, s.end_line, s.end_col, ".cache()"))
+            what.append(f"cache at line {s.end_line} (its elements repeat every pass)")
     if not pipeline.prefetch_written and not pipeline.prefetch_run:
         end = _final_call(pipeline, files)
         if end is not None:

@@ -1,25 +1,30 @@
-"""An eager step that reads a tensor's value with .numpy(): traced as a tf.function it
+"""An eager step that reads the loss's value with .numpy(): traced as a tf.function it
 fails (a symbolic tensor has no value), so that fix does not run."""
 
 import numpy as np
 import tensorflow as tf
 
 x = np.random.default_rng(0).random((2048, 20), dtype=np.float32)
-y = x.sum(axis=1, keepdims=True)
-dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
-w = tf.Variable(tf.zeros((20, 1)))
+y = (x.sum(axis=1) > 10).astype(np.int64)
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(2)
+model = tf.keras.Sequential(
+    [tf.keras.Input((20,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(2)]
+)
+optimizer = tf.keras.optimizers.SGD(0.1)
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 history = []
 
 
-def train_step(batch, target):
+def train_step(images, labels):
     with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(tf.matmul(batch, w) - target))
-    w.assign_sub(0.01 * tape.gradient(loss, w))
+        loss = loss_fn(labels, model(images, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
     history.append(loss.numpy())
     return loss
 
 
 for epoch in range(3):
-    for batch, target in dataset:
-        train_step(batch, target)
+    for images, labels in dataset:
+        train_step(images, labels)
     print(f"epoch {epoch} loss {history[-1]:.4f}")

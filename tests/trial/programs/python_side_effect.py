@@ -6,22 +6,27 @@ import numpy as np
 import tensorflow as tf
 
 x = np.random.default_rng(0).random((2048, 20), dtype=np.float32)
-y = x.sum(axis=1, keepdims=True)
-dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
-w = tf.Variable(tf.zeros((20, 1)))
+y = (x.sum(axis=1) > 10).astype(np.int64)
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(2)
+model = tf.keras.Sequential(
+    [tf.keras.Input((20,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(2)]
+)
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 calls = [0]
 
 
-def train_step(batch, target):
+def train_step(images, labels):
     calls[0] += 1
-    rate = 0.05 / calls[0] ** 0.5
+    rate = 0.5 / calls[0]
     with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(tf.matmul(batch, w) - target))
-    w.assign_sub(rate * tape.gradient(loss, w))
+        loss = loss_fn(labels, model(images, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    for variable, grad in zip(model.trainable_variables, grads):
+        variable.assign_sub(rate * grad)
     return loss
 
 
 for epoch in range(3):
-    for batch, target in dataset:
-        loss = train_step(batch, target)
+    for images, labels in dataset:
+        loss = train_step(images, labels)
     print(f"epoch {epoch} loss {float(loss):.4f}")

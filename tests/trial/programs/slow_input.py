@@ -32,7 +32,7 @@ def train_step(batch, target):
     return loss
 
 
-for epoch in range(2):
+for epoch in range(3):
     for batch, target in dataset:
         loss = train_step(batch, target)
     print(f"epoch {epoch} loss {float(loss):.4f}")

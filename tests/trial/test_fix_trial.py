@@ -1,0 +1,137 @@
+"""``gpuwhy fix SCRIPT`` on real programs, in real subprocesses: each fix it tries is run
+on a copy, judged (ran, same results, faster) and only the ones that held are patched;
+the user's folder is left as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROGRAMS = Path(__file__).parent / "programs"
+CORPUS = Path(__file__).parent.parent / "corpus" / "programs"
+
+
+def fix(
+    tmp_path: Path, program: Path, *extra: str
+) -> tuple[dict, str, subprocess.CompletedProcess]:
+    shutil.copy(program, tmp_path / program.name)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "gpuwhy", "fix", "--runs", "2", "--bound", "30",
+            "--json", "fix.json", "--patch", "fix.diff", *extra, program.name,
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = sorted(p.name for p in tmp_path.iterdir())
+    assert after == sorted([*before, "fix.json", "fix.diff"]), "the user's folder was written"
+    record = json.loads((tmp_path / "fix.json").read_text())
+    return record, (tmp_path / "fix.diff").read_text(), done
+
+
+def tried(record: dict, finding: str) -> list[dict]:
+    return [t for t in record["fixes_tried"] if t["finding"] == finding]
+
+
+def patched_runs(tmp_path: Path, program: str, patch: str) -> subprocess.CompletedProcess:
+    """The patch applied by git to a fresh copy, and the patched program run."""
+    work = tmp_path / "patched"
+    work.mkdir()
+    shutil.copy(tmp_path / program, work / program)
+    (work / "fix.diff").write_text(patch)
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    applied = subprocess.run(["git", "apply", "fix.diff"], cwd=work, capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert (work / program).read_text() != (tmp_path / program).read_text()
+    return subprocess.run(
+        [sys.executable, program], cwd=work, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_eager_step_traced_is_proven_faster_and_patched(tmp_path):
+    record, patch, done = fix(tmp_path, PROGRAMS / "eager_step.py")
+    (graph, xla) = tried(record, "launch.eager-ops")
+    assert graph["ran"] and graph["same_results"] is True, graph
+    assert graph["speedup"] >= 1.3 and graph["speedup_low"] > 1.0 and graph["called"] == "faster"
+    assert graph["held"] and graph["in_patch"] and not xla["in_patch"] or xla["in_patch"]
+    assert "+@tf.function" in patch and patch.count("@tf.function") == 1
+    assert "Fixes tried on a copy of the program" in done.stderr
+    assert "✓ HELD train_step traced" in done.stderr
+    ran = patched_runs(tmp_path, "eager_step.py", patch)
+    assert ran.returncode == 0 and "epoch 2 loss" in ran.stdout, ran.stderr[-2000:]
+
+
+def test_a_fix_that_changes_the_loss_is_said_so_and_left_out(tmp_path):
+    record, patch, done = fix(tmp_path, PROGRAMS / "python_side_effect.py")
+    graph = tried(record, "launch.eager-ops")[0]
+    assert graph["ran"] and graph["same_results"] is False, graph
+    assert "against" in graph["difference"]
+    assert not graph["held"] and not graph["in_patch"]
+    assert patch == "" and "same results: NO" in done.stderr
+
+
+def test_a_fix_that_crashes_is_said_so_and_left_out(tmp_path):
+    record, patch, done = fix(tmp_path, PROGRAMS / "numpy_in_step.py")
+    graph = tried(record, "launch.eager-ops")[0]
+    assert not graph["ran"] and "numpy" in graph["error"], graph
+    assert not graph["in_patch"] and patch == ""
+    assert "runs: NO" in done.stderr
+
+
+def test_a_python_float_passed_as_a_tensor_ends_the_retracing(tmp_path):
+    record, patch, _ = fix(tmp_path, PROGRAMS / "retraced_rate.py")
+    (rate,) = tried(record, "launch.retracing")
+    assert rate["ran"] and rate["same_results"] is True and rate["speedup"] >= 1.3, rate
+    assert "tf.constant(learning_rate, tf.float32)" in patch
+    assert patched_runs(tmp_path, "retraced_rate.py", patch).returncode == 0
+
+
+def test_float64_made_float32_is_faster_within_its_stated_tolerance(tmp_path):
+    record, patch, _ = fix(tmp_path, PROGRAMS / "float64_fit.py")
+    (floatx,) = tried(record, "placement.float64")
+    assert floatx["ran"] and floatx["same_results"] is True, floatx
+    assert "10% relative" in floatx["tolerance"] and "initial weights" in floatx["tolerance"]
+    assert floatx["speedup"] >= 1.2 and floatx["in_patch"]
+    assert 'set_floatx("float32")' in patch
+
+
+def test_the_input_fixes_written_into_the_program_are_measured_on_its_training(tmp_path):
+    record, patch, _ = fix(tmp_path, PROGRAMS / "slow_input.py", "--finding", "input.bound")
+    (pipeline,) = tried(record, "input.bound")
+    assert pipeline["ran"] and pipeline["same_results"] is True, pipeline
+    assert pipeline["speedup"] >= 1.2 and pipeline["in_patch"]
+    # TF already runs its map in parallel (fused with the batch) and prefetches: the fix
+    # that measures is the cache of the elements every epoch repeats
+    assert ".map(augment).batch(32).cache()\n" in patch
+    assert patched_runs(tmp_path, "slow_input.py", patch).returncode == 0
+
+
+def test_a_healthy_program_gets_no_fix_claimed(tmp_path):
+    record, patch, done = fix(tmp_path, CORPUS / "healthy_loop.py")
+    assert not any(t["held"] for t in record["fixes_tried"])
+    assert patch == "" and "no patch: no fix held" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--runs", "0", "x.py"], "--runs 0"),
+        (["--bound", "-1", "x.py"], "--bound must be"),
+        (["--finding", "env.no-gpu", "x.py"], "--finding env.no-gpu"),
+        (["missing.py"], "missing.py: no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
+    (tmp_path / "x.py").write_text("print(1)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "fix", *args], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

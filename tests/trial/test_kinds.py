@@ -1,0 +1,176 @@
+"""Each kind of fix from small facts and a real source file: pure functions, no run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuwhy.facts import (
+    EagerFacts,
+    Facts,
+    PipelineFacts,
+    PipelineStage,
+    StepCode,
+    StepFacts,
+    StepLoop,
+    TfDataFacts,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
+from gpuwhy.finding import Finding
+from gpuwhy.trial.candidate import SourceFiles
+from gpuwhy.trial.kinds import plan
+from gpuwhy.trial.source_edits import apply
+
+PROGRAM = """import tensorflow as tf
+
+tf.keras.backend.set_floatx("float64")
+ds = tf.data.Dataset.range(10).map(lambda x: x * 2).batch(2)
+model = make_model()
+model.compile(optimizer="adam", loss="mse")
+
+
+def train_step(x, rate):
+    with tf.GradientTape() as tape:
+        with tf.device("/CPU:0"):
+            y = x * 2
+    return y
+
+
+@tf.function
+def traced(x, rate):
+    return x * rate
+
+
+for x in ds:
+    train_step(x, 0.1)
+    traced(x, 0.1)
+model.fit(ds, epochs=1)
+"""
+
+
+def setup(tmp_path: Path) -> tuple[str, SourceFiles]:
+    path = tmp_path / "train.py"
+    path.write_text(PROGRAM)
+    return str(path), SourceFiles(root=str(tmp_path), script=str(path))
+
+
+def finding(id_: str, location: str | None = None, title: str = "") -> Finding:
+    return Finding(id_, "high", title or id_, location=location)
+
+
+def edited(path: str, candidate) -> str:
+    return apply(Path(path).read_text(), candidate.edits)
+
+
+def test_eager_ops_decorates_the_step_def_plain_and_with_xla(tmp_path):
+    path, files = setup(tmp_path)
+    facts = Facts(
+        eager=EagerFacts(
+            1, 100, step_code=StepCode("train_step", f"{path}:9", "def train_step(x, rate):")
+        )
+    )
+    found, refused = plan([finding("launch.eager-ops")], facts, files)
+    assert [c.fix for c in found] == [
+        "train_step traced: @tf.function",
+        "train_step traced and XLA-compiled",
+    ]
+    assert "@tf.function\ndef train_step(x, rate):" in edited(path, found[0])
+    assert "@tf.function(jit_compile=True)\ndef train_step" in edited(path, found[1])
+    assert refused == []
+
+
+def test_a_loop_body_step_is_refused_with_why(tmp_path):
+    path, files = setup(tmp_path)
+    facts = Facts(eager=EagerFacts(1, 100, step_code=StepCode(None, f"{path}:20")))
+    found, refused = plan([finding("launch.eager-ops")], facts, files)
+    assert found == [] and "loop's body" in refused[0].why
+
+
+def test_a_changing_python_float_is_passed_as_a_float32_tensor_at_each_caller(tmp_path):
+    path, files = setup(tmp_path)
+    signatures = tuple(
+        TraceSignature(
+            0.1 * k, (("x", "int64[2]"), ("rate", f"0.{k} (float)")), caller=f"{path}:23"
+        )
+        for k in range(1, 4)
+    )
+    fn = TracedFunction(
+        "traced", f"{path}:16", traces=3, changed_args=("rate",), signatures=signatures
+    )
+    facts = Facts(tracing=TracingFacts(functions=(fn,)))
+    found, _ = plan([finding("launch.retracing", f"{path}:16")], facts, files)
+    assert [c.fix for c in found] == ["rate passed to traced as a float32 tensor"]
+    assert "    traced(x, tf.constant(0.1, tf.float32))\n" in edited(path, found[0])
+
+
+def test_a_changing_python_int_gets_one_candidate_per_dtype(tmp_path):
+    path, files = setup(tmp_path)
+    signatures = tuple(
+        TraceSignature(k, (("x", "int64[2]"), ("rate", f"{k} (int)")), caller=f"{path}:23")
+        for k in range(3)
+    )
+    fn = TracedFunction(
+        "traced", f"{path}:16", traces=3, changed_args=("rate",), signatures=signatures
+    )
+    found, _ = plan(
+        [finding("launch.retracing", f"{path}:16")], Facts(tracing=TracingFacts((fn,))), files
+    )
+    assert [c.fix.split(" as a ")[1] for c in found] == ["int64 tensor", "int32 tensor"]
+
+
+def test_float64_tries_keras_floatx(tmp_path):
+    path, files = setup(tmp_path)
+    found, _ = plan([finding("placement.float64")], Facts(), files)
+    assert found[0].fix.startswith("Keras' float type float32")
+    assert 'set_floatx("float32")' in edited(path, found[0])
+    assert found[0].tolerance == 0.1
+
+
+def test_forced_cpu_removes_the_innermost_cpu_block_holding_the_line(tmp_path):
+    path, files = setup(tmp_path)
+    found, _ = plan([finding("placement.forced-cpu", f"{path}:12")], Facts(), files)
+    (c,) = found
+    assert c.device_effect
+    text = edited(path, c)
+    assert "device" not in text and "        y = x * 2\n    return y" in text
+
+
+def test_a_sequential_map_goes_parallel_and_the_pipeline_gets_a_prefetch(tmp_path):
+    path, files = setup(tmp_path)
+    stages = (
+        PipelineStage("Range", "source", ("range",), f"{path}:4"),
+        PipelineStage("Map", "map", ("map",), f"{path}:4", function="<lambda>"),
+        PipelineStage("BatchV2", "batch", ("batch",), f"{path}:4"),
+    )
+    pipeline = PipelineFacts(1, location=f"{path}:4", stages=stages)
+    found, _ = plan(
+        [finding("input.bound")], Facts(tfdata=TfDataFacts(pipelines=(pipeline,))), files
+    )
+    text = edited(path, found[0])
+    assert (
+        "tf.data.Dataset.range(10).map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)"
+        ".batch(2).prefetch(tf.data.AUTOTUNE)\n" in text
+    )
+
+
+def test_compile_gets_steps_per_execution_and_xla_for_the_fit_model(tmp_path):
+    path, files = setup(tmp_path)
+    steps = StepFacts(
+        "keras-fit",
+        "Model.fit",
+        100,
+        loops=(StepLoop("keras-fit", f"Model.fit at {path}:24", 100, 0.0),),
+    )
+    found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
+    texts = [edited(path, c) for c in found]
+    assert 'model.compile(optimizer="adam", loss="mse", steps_per_execution=32)' in texts[0]
+    assert 'model.compile(optimizer="adam", loss="mse", jit_compile=True)' in texts[1]
+
+
+def test_a_location_outside_the_program_is_never_edited(tmp_path):
+    _, files = setup(tmp_path)
+    outside = Path(__file__).resolve()
+    facts = Facts(eager=EagerFacts(1, 100, step_code=StepCode("fix", f"{outside}:1", "def fix():")))
+    found, refused = plan([finding("launch.eager-ops")], facts, files)
+    assert found == [] and "not a file of the program's" in refused[0].why
