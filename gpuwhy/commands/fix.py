@@ -32,7 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gpuwhy.own_stderr as own_stderr
+from gpuwhy.collect.inprocess.projection import TARGET
 from gpuwhy.commands.options import (
+    checked,
     html_option,
     output_options,
     report_file_option,
@@ -97,6 +99,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="only try fixes for this finding id (repeatable)",
     )
+    TARGET.add_to(parser)
     parser.add_argument(
         "--keep",
         metavar="DIR",
@@ -194,7 +197,11 @@ def trial_options(args: argparse.Namespace) -> TrialOptions:
             f"--finding {unknown[0]}: gpuwhy fix tries fixes for {', '.join(sorted(fixable_ids()))}"
         )
     return TrialOptions(
-        bound_s=args.bound, runs=args.runs, keep=args.keep, only=tuple(args.finding)
+        bound_s=args.bound,
+        runs=args.runs,
+        keep=args.keep,
+        only=tuple(args.finding),
+        target=checked(TARGET, TARGET.given_in(args)),
     )
 
 

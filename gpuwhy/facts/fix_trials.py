@@ -29,6 +29,14 @@ class FixTried:
     called: str | None = None  # faster | slower | same (the interval's verdict)
     speed_note: str | None = None  # where the CPU time per step called it, and why
     projected: bool = False  # its effect is on a GPU: speed not measured on this machine
+    # --target: the step projected onto that GPU from each run's traced graph (medians
+    # over the runs; a prediction, with the band of the fix's runs' projections)
+    projected_gpu: str | None = None
+    projected_before_s: float | None = None
+    projected_after_s: float | None = None
+    projected_speedup: float | None = None
+    projected_speedup_low: float | None = None
+    projected_speedup_high: float | None = None
     in_patch: bool = False
     runs: int = 0  # runs of this fix
     held: bool = False  # ran, same results, faster (or a device fix that did not slow)

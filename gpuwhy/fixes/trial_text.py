@@ -16,7 +16,7 @@ def trial_heading(trial: FixTrialFacts) -> str:
 
 
 def fix_row(t: FixTried) -> list[str]:
-    mark = ("✓ KEPT (its gain is on a GPU)" if t.projected else "✓ HELD") if t.held else "✗"
+    mark = ("✓ HELD (projected)" if t.projected else "✓ HELD") if t.held else "✗"
     head = f"{mark} {t.fix}  [{t.finding}]" + (f"  at {t.location}" if t.location else "")
     if not t.ran:
         return [head, f"    runs: NO: {t.error}"]
@@ -30,6 +30,8 @@ def fix_row(t: FixTried) -> list[str]:
     lines.append(f"    step: {speed_text(t)}")
     if t.speed_note:
         lines.append(f"    ({t.speed_note})")
+    if t.projected:
+        lines.append(f"    on a GPU: {projected_text(t)}")
     if t.in_patch:
         lines.append("    in the patch")
     return lines
@@ -49,8 +51,20 @@ def speed_text(t: FixTried) -> str:
         f"({interval}, 95%), {called}"
     )
     if t.projected:
-        text += "; its effect is on a GPU: measured here on the CPU only, its GPU gain not measured"
+        text += "; its effect is on a GPU: this is the CPU's time"
     return text
+
+
+def projected_text(t: FixTried) -> str:
+    """The step projected onto --target, or why there is none."""
+    if t.projected_speedup is None or t.projected_before_s is None or t.projected_after_s is None:
+        return "no GPU here: give --target GPU to project its gain (or run gpuwhy fix on a GPU machine)"
+    return (
+        f"projected on {t.projected_gpu}: {duration(t.projected_before_s)} -> "
+        f"{duration(t.projected_after_s)}: {t.projected_speedup:.2f}x "
+        f"({t.projected_speedup_low:.2f}x-{t.projected_speedup_high:.2f}x band), a prediction "
+        "from the traced graph, not a measurement"
+    )
 
 
 def trial_lines(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> list[str]:

@@ -30,6 +30,7 @@ from gpuwhy.trial.judge import ended_well, judge
 from gpuwhy.trial.patch import compatible, merged, unified_diff
 from gpuwhy.trial.variant_runs import VariantRun, run_variant
 from gpuwhy.trial.workspace import common_root
+from gpuwhy.verdict import gpu_usable
 
 MIN_LIMIT_S = 60.0
 LIMIT_FACTOR = 3.0
@@ -41,6 +42,9 @@ class TrialOptions:
     runs: int = 3
     keep: str | None = None  # folder for the runs' outputs (default: removed)
     only: tuple[str, ...] = ()  # finding ids to try fixes for (default: all)
+    # every run projects its step onto this GPU: what a fix whose effect is on a GPU gives
+    # there, on a machine without one (a prediction, said to be)
+    target: str | None = None
 
 
 Progress = Callable[[str], None]
@@ -75,13 +79,16 @@ def _trial(
     diagnosis = first.record
     findings = [f for f in diagnosis.findings if not options.only or f.id in options.only]
     files = SourceFiles(root=common_root(script, os.getcwd()), script=os.path.abspath(script))
-    candidates, not_tried = kinds.plan(findings, diagnosis.facts, files)
+    candidates, not_tried = kinds.plan(
+        findings, diagnosis.facts, files, any_severity=bool(options.only)
+    )
     limit = max(MIN_LIMIT_S, LIMIT_FACTOR * first.seconds)
     progress(
         f"{len(candidates)} fix(es) to try"
         + (f": {', '.join(c.fix for c in candidates)}" if candidates else "")
         + f"; {options.runs} run(s) each beside the original's"
     )
+    device_here = gpu_usable(diagnosis.facts) is True
     originals: list[VariantRun] = [first]
     runs: dict[int, list[VariantRun]] = {i: [] for i in range(len(candidates))}
     interrupted = False
@@ -98,23 +105,16 @@ def _trial(
     except KeyboardInterrupt:
         interrupted = True
         progress("interrupted: the fixes measured so far")
-    tried = [
-        judge(c, originals, runs[i], device_here=False) for i, c in enumerate(candidates) if runs[i]
-    ]
+    ran = [c for i, c in enumerate(candidates) if runs[i]]  # Ctrl-C: the ones that ran
+    tried = [judge(c, originals, runs[i], device_here) for i, c in enumerate(candidates) if runs[i]]
     combined, patch_set = None, []
     if not interrupted:
-        combined, patch_set = _together(candidates, tried, originals, run, options, limit, progress)
+        combined, patch_set = _together(ran, tried, originals, run, options, limit, progress)
     else:
-        patch_set = _best_held(candidates, tried)
-    chosen = {id(candidates[i]) for i in patch_set}
-    tried = [
-        replace(t, in_patch=id(c) in chosen)
-        for t, c in zip(tried, [c for i, c in enumerate(candidates) if runs[i]], strict=True)
-    ]
+        patch_set = _best_held(ran, tried)
+    tried = [replace(t, in_patch=i in patch_set) for i, t in enumerate(tried)]
     patch = (
-        unified_diff(merged([candidates[i].edits for i in patch_set]), os.getcwd())
-        if patch_set
-        else None
+        unified_diff(merged([ran[i].edits for i in patch_set]), os.getcwd()) if patch_set else None
     )
     trial = FixTrialFacts(
         bound_s=options.bound_s,
@@ -132,9 +132,18 @@ def _trial(
 
 
 def _runner(script: str, args: Sequence[str], options: TrialOptions, parent: str):
+    extra = ("--target", options.target) if options.target else ()
+
     def run(name: str, edits, limit: float | None) -> VariantRun:
         return run_variant(
-            name, script, args, edits, parent=parent, bound_s=options.bound_s, limit_s=limit
+            name,
+            script,
+            args,
+            edits,
+            parent=parent,
+            bound_s=options.bound_s,
+            limit_s=limit,
+            extra=extra,
         )
 
     return run
@@ -184,7 +193,7 @@ def _together(candidates, tried, originals, run, options, limit, progress):
         progress("interrupted while running the fixes together")
     if not runs:
         return None, chosen
-    result = judge(together, originals, runs, device_here=False)
+    result = judge(together, originals, runs, gpu_usable(originals[0].record.facts) is True)
     if result.held:
         return replace(result, in_patch=True), chosen
     # together they do not hold: the patch keeps the single best fix

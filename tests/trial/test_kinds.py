@@ -174,3 +174,32 @@ def test_a_location_outside_the_program_is_never_edited(tmp_path):
     facts = Facts(eager=EagerFacts(1, 100, step_code=StepCode("fix", f"{outside}:1", "def fix():")))
     found, refused = plan([finding("launch.eager-ops")], facts, files)
     assert found == [] and "not a file of the program's" in refused[0].why
+
+
+def test_the_reports_list_of_fixable_findings_is_the_trials():
+    from gpuwhy.fixes.tried import TRIED_BY_FIX
+    from gpuwhy.trial.kinds import fixable_ids
+
+    assert fixable_ids() == TRIED_BY_FIX
+
+
+EMBEDDING = """import keras
+
+tokens = keras.Input((64,))
+x = keras.layers.Embedding(20000, 32)(tokens)
+model = keras.Model(tokens, keras.layers.Dense(2)(x))
+"""
+
+
+def test_mixed_precision_goes_after_the_imports_and_keeps_token_ids_integers(tmp_path):
+    path = tmp_path / "text.py"
+    path.write_text(EMBEDDING)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, _ = plan([finding("tensorcore.unused")], Facts(), files)
+    policy, typed = found
+    assert policy.device_effect and policy.by_mean and policy.tolerance == 0.1
+    text = edited(str(path), policy)
+    assert text.startswith(
+        'import keras\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
+    )
+    assert 'keras.Input((64,), dtype="int32")' in edited(str(path), typed)

@@ -27,6 +27,7 @@ from typing import IO, Any
 import gpuwhy.report.run.html_charts as charts
 from gpuwhy.facts import (
     Facts,
+    FixTried,
     InputFixFacts,
     PipelineFacts,
     PipelineRate,
@@ -35,6 +36,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import SEVERITY_RANK, Finding
+from gpuwhy.fixes.trial_text import projected_text, speed_text, trial_heading
 from gpuwhy.formatting import MiB, byte_size, duration
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
@@ -191,6 +193,7 @@ class _Page(Figures):
             if facts.tfdata is not None or ran_tensorflow(facts)
             else None,
             "optimizations": self.optimizations_view(fix_measurements(record.facts.input_fixes)),
+            "fixes_tried": fixes_tried_view(facts),
             "projection": self.projection_view(facts.projection),
             "placement": placement_view(facts.placement),
             "eager": eager_view(facts.eager),
@@ -414,6 +417,43 @@ class _Page(Figures):
 
 
 # -- formatting ------------------------------------------------------------------------------
+
+
+def fixes_tried_view(facts: Facts) -> dict[str, Any] | None:
+    """``gpuwhy fix SCRIPT``'s table: one row per fix tried, then the fixes together,
+    the findings no fix was tried for, and the patch."""
+    trial = facts.fix_trial
+    if trial is None:
+        return None
+    rows = [fix_cells(t) for t in facts.fixes_tried or ()]
+    if trial.combined is not None:
+        rows.append(fix_cells(trial.combined, together=True))
+    return {
+        "heading": trial_heading(trial),
+        "rows": rows,
+        "not_tried": [f"{finding}: {why}" for finding, why in trial.not_tried],
+        "original_error": trial.original_error,
+        "patch": trial.patch,
+        "notes": list(trial.notes),
+    }
+
+
+def fix_cells(t: FixTried, together: bool = False) -> list[str]:
+    if not t.ran:
+        same, speed = "-", "-"
+    else:
+        same = {True: "yes", False: f"NO: {t.difference}", None: "not checked"}[t.same_results]
+        speed = speed_text(t)
+    verdict = "held" if t.held else "not kept"
+    return [
+        ("together: " if together else "") + t.fix,
+        t.finding,
+        "yes" if t.ran else f"NO: {t.error}",
+        same,
+        speed,
+        "measured" if not t.projected else projected_text(t),
+        verdict + (", in the patch" if t.in_patch else ""),
+    ]
 
 
 def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from gpuwhy.facts import (
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.input_fix_text import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.fixes.trial_text import trial_heading, trial_lines
+from gpuwhy.fixes.tried import tried_line
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
@@ -74,13 +75,14 @@ class TerminalRenderer(Renderer):
         if record.facts.workers is not None:
             console.print()
             console.print(_workers(record.facts.workers))
+        tried_ids = {t.finding for t in record.facts.fixes_tried or ()}
         if record.findings:
             console.print()
             for number, finding in enumerate(record.findings, 1):
                 brief = not self.verbose and (
                     finding.severity in BRIEF_SEVERITIES or number > DETAILED_FINDINGS
                 )
-                console.print(self._finding(number, finding, brief))
+                console.print(self._finding(number, finding, brief, finding.id in tried_ids))
             hidden = len(record.findings) - DETAILED_FINDINGS
             if not self.verbose and hidden > 0:
                 console.print(
@@ -157,7 +159,7 @@ class TerminalRenderer(Renderer):
         return buffer.getvalue()
 
     # -- findings ---------------------------------------------------------------------
-    def _finding(self, number: int, f: Finding, brief: bool = False) -> Group:
+    def _finding(self, number: int, f: Finding, brief: bool = False, proven: bool = False) -> Group:
         """A finding: its head line, then (high and medium, or --verbose) its causes,
         evidence, fix and gain. The default view keeps each finding short enough that a
         program with many findings still reads on one screen: low and info findings, and
@@ -208,6 +210,9 @@ class TerminalRenderer(Renderer):
         if f.fix:
             parts.append(Text("   fix:", style="bold"))
             parts.extend(self._code(f.fix, indent=5))
+            tried = tried_line(f.id, proven)
+            if tried:
+                parts.append(Text(f"   ({tried})", style="dim"))
         if f.estimated_gain:
             parts.append(Text(f"   expected gain: {f.estimated_gain}", style="green"))
         parts.append(Text(f"   more: gpuwhy explain {f.id}", style="dim"))

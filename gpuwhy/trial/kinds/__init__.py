@@ -14,6 +14,7 @@ from gpuwhy.trial.kinds import (
     float64,
     input_pipeline,
     keras_compile,
+    mixed_precision,
     retracing,
     step_graph,
 )
@@ -32,19 +33,21 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.no-cache": (input_pipeline.candidates,),
     "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
     "gpu.underutilized": (keras_compile.steps_per_execution, keras_compile.jit_compile),
+    "tensorcore.unused": (mixed_precision.candidates,),
 }
 
 
 def plan(
-    findings: list[Finding], facts: Facts, files: SourceFiles
+    findings: list[Finding], facts: Facts, files: SourceFiles, any_severity: bool = False
 ) -> tuple[list[FixCandidate], list[NotTried]]:
-    """Every fix gpuwhy can try for the high and medium findings, each once (two
-    findings answered by one edit share it), and the findings it cannot fix."""
+    """Every fix gpuwhy can try for the high and medium findings (every finding given,
+    with ``any_severity``: the ones the user named), each once (two findings answered by
+    one edit share it), and the findings it cannot fix."""
     tried: list[FixCandidate] = []
     refused: list[NotTried] = []
     seen: set[tuple] = set()
     for finding in findings:
-        if finding.severity not in ("high", "medium"):
+        if finding.severity not in ("high", "medium") and not any_severity:
             continue
         planners = PLANNERS.get(finding.id)
         if not planners:
@@ -65,6 +68,6 @@ def plan(
     return tried, refused
 
 
-def fixable_ids() -> frozenset[str]:
+def fixable_ids() -> frozenset[str]:  # the same as gpuwhy.fixes.tried.TRIED_BY_FIX
     """The finding ids ``gpuwhy fix`` can try a fix for (their snippets say so)."""
     return frozenset(PLANNERS)

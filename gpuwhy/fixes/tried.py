@@ -1,0 +1,31 @@
+"""Which findings' fixes ``gpuwhy fix SCRIPT`` can apply to the program and measure, so
+that every report says, beside the fix it prints, whether it was (or can be) proven.
+The fixes themselves are in ``gpuwhy/trial/kinds``; a test keeps the two lists equal."""
+
+from __future__ import annotations
+
+TRIED_BY_FIX = frozenset(
+    {
+        "launch.eager-ops",
+        "launch.retracing",
+        "launch.host-bound",
+        "placement.float64",
+        "placement.forced-cpu",
+        "input.bound",
+        "input.sequential-map",
+        "input.no-prefetch",
+        "input.no-cache",
+        "gpu.underutilized",
+        "tensorcore.unused",
+    }
+)
+
+
+def tried_line(finding_id: str, proven: bool = False) -> str | None:
+    """What to say under a finding's fix: tried below, or can be (None: a fix gpuwhy
+    cannot apply, such as installing a driver)."""
+    if proven:
+        return "tried below: gpuwhy fix ran it on a copy of the program"
+    if finding_id in TRIED_BY_FIX:
+        return "gpuwhy fix SCRIPT tries this on a copy of your program and measures it"
+    return None

@@ -1,0 +1,118 @@
+"""tensorcore.unused: Keras' mixed precision policy, set before the model is built.
+
+``keras.mixed_precision.set_global_policy(...)`` right after the script's imports:
+``mixed_bfloat16`` (no loss scaling: nothing to add to a custom loop, and no skipped
+first steps while a loss scale settles), except for a ``fit`` projected onto a GPU
+without bfloat16 tensor cores (``--target`` T4 or V100: compute capability below 8.0),
+where it is ``mixed_float16`` (fit scales the loss itself). bfloat16 also runs at speed
+on a CPU, so the trial's runs here finish; float16 there is emulated, many times slower. A model that reads token ids through an ``Input`` of the default
+float dtype breaks under the policy (the ids are cast to float16 and an id like 20000
+is no longer exact): where the program has an ``Embedding``, a second candidate gives
+every ``Input`` written without a dtype ``dtype="int32"``, and the trial says which ran.
+Its effect is on a GPU's tensor cores: on a machine without one it is measured for
+runs and results, its step projected onto ``--target``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpuwhy.facts import Facts
+from gpuwhy.finding import Finding
+from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
+from gpuwhy.trial.source_edits import Edit, calls_named, import_tensorflow, set_keywords
+
+TOLERANCE = 0.1
+WHY = (
+    "each quantity's mean over the run: 16-bit math rounds sooner, so the curves match, "
+    "not each point"
+)
+
+
+def candidates(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    read = files.read(files.script)
+    if read is None:
+        return [], [NotTried(finding.id, "the script cannot be read")]
+    source, lines, tree = read
+    if "set_global_policy" in source:
+        return [], [NotTried(finding.id, "the script already sets a precision policy")]
+    fit = facts.steps is not None and any(loop.source == "keras-fit" for loop in facts.steps.loops)
+    policy = "mixed_float16" if fit and _before_bfloat16(facts) else "mixed_bfloat16"
+    keras, imports = _keras_name(tree, files.script)
+    line = _after_imports(tree)
+    setter = Edit(
+        files.script, line, 0, line, 0, f'{keras}.mixed_precision.set_global_policy("{policy}")\n'
+    )
+    base = (*imports, setter)
+    out = [
+        FixCandidate(
+            finding.id,
+            f"mixed precision ({policy})",
+            base,
+            location=f"{files.script}:{line}",
+            device_effect=True,
+            tolerance=TOLERANCE,
+            tolerance_why=WHY,
+            by_mean=True,
+        )
+    ]
+    if "Embedding(" in source:
+        typed: list[Edit] = []
+        for call in calls_named(tree, "Input"):
+            if not any(k.arg == "dtype" for k in call.keywords):
+                typed += set_keywords(source, lines, files.script, call, dtype='"int32"')
+        if typed:
+            out.append(
+                FixCandidate(
+                    finding.id,
+                    f"mixed precision ({policy}), the Inputs of token ids int32",
+                    (*base, *typed),
+                    location=f"{files.script}:{line}",
+                    device_effect=True,
+                    tolerance=TOLERANCE,
+                    tolerance_why=WHY,
+                    by_mean=True,
+                )
+            )
+    return out, []
+
+
+def _before_bfloat16(facts: Facts) -> bool:
+    """The GPU the step is for (--target's, or this machine's) has no bfloat16 tensor
+    cores (compute capability below 8.0)."""
+    name = facts.projection.gpu if facts.projection is not None else None
+    if name is None and facts.devices:
+        name = facts.devices[0].name
+    if name is None:
+        return False
+    try:
+        return find_gpu(name).compute_capability < (8, 0)
+    except UnknownGpuError:
+        return False
+
+
+def _keras_name(tree: ast.Module, path: str) -> tuple[str, list[Edit]]:
+    """``keras`` where the script imports it so, else ``tf.keras``."""
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "keras":
+                    return alias.asname or "keras", []
+        if isinstance(node, ast.ImportFrom) and node.module == "tensorflow":
+            for alias in node.names:
+                if alias.name == "keras":
+                    return alias.asname or "keras", []
+    tf, imports = import_tensorflow(tree, path)
+    return f"{tf}.keras", imports
+
+
+def _after_imports(tree: ast.Module) -> int:
+    """The line after the module's last top-level import (1 where it has none)."""
+    last = 0
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            last = node.end_lineno or node.lineno
+    return last + 1
