@@ -27,6 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STEADY = ROOT / "benchmarks" / "workloads" / "steady_step.py"
 FOUR_FIXES = ROOT / "benchmarks" / "workloads" / "four_fixes.py"
+# its findings, named so that the low input.no-cache is tried too
+FINDINGS = (
+    "--finding", "launch.eager-ops", "--finding", "launch.retracing",
+    "--finding", "input.no-cache",
+)  # fmt: skip
 
 
 def gpuwhy(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -46,7 +51,14 @@ def small_change(rounds: int) -> None:
             work = Path(tmp)
             for i in range(3):
                 for side, extra in (("base", "0"), ("head", "0.1")):
-                    done = gpuwhy("run", "--json", f"{side}-{i}.json", str(STEADY), cwd=work, env={"EXTRA": extra})
+                    done = gpuwhy(
+                        "run",
+                        "--json",
+                        f"{side}-{i}.json",
+                        str(STEADY),
+                        cwd=work,
+                        env={"EXTRA": extra},
+                    )
                     assert done.returncode == 0, done.stderr[-2000:]
             base = [str(work / f"base-{i}.json") for i in range(3)]
             head = [str(work / f"head-{i}.json") for i in range(3)]
@@ -58,7 +70,9 @@ def small_change(rounds: int) -> None:
                 f" called {step['called']}"
             )
             if cpu:
-                line += f"; CPU per step {cpu['estimate']:.3f}x ({cpu['low']:.3f}-{cpu['high']:.3f})"
+                line += (
+                    f"; CPU per step {cpu['estimate']:.3f}x ({cpu['low']:.3f}-{cpu['high']:.3f})"
+                )
             print(line)
             for note in comparison["notes"]:
                 if "CPU time" in note:
@@ -71,7 +85,16 @@ def fix_cost(bound: float) -> None:
         work = Path(tmp)
         (work / FOUR_FIXES.name).write_text(FOUR_FIXES.read_text())
         start = time.monotonic()
-        done = gpuwhy("fix", "--bound", f"{bound:g}", "--json", "fix.json", FOUR_FIXES.name, cwd=work)
+        done = gpuwhy(
+            "fix",
+            "--bound",
+            f"{bound:g}",
+            "--json",
+            "fix.json",
+            *FINDINGS,
+            FOUR_FIXES.name,
+            cwd=work,
+        )
         seconds = time.monotonic() - start
         assert done.returncode == 0, done.stderr[-3000:]
         record = json.loads((work / "fix.json").read_text())

@@ -1,6 +1,6 @@
 """A program with four fixes for `gpuwhy fix` to try (benchmarks/bench_fix.py): an eager
-GradientTape step (tf.function, and with XLA), a Python float passed to a tf.function
-that changes every step (as a tensor), and a dataset whose elements repeat every epoch
+GradientTape step (tf.function, and with XLA), a tf.function given a Python float that
+changes every 50 steps (as a tensor), and a dataset whose elements repeat every epoch
 (cache). Runs for longer than the benchmark's bound: each run is stopped there."""
 
 import numpy as np
@@ -18,11 +18,10 @@ def scale(features, label):
 
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).map(scale).batch(64)
 model = tf.keras.Sequential(
-    [tf.keras.Input((64,)), tf.keras.layers.Dense(64, activation="relu"), tf.keras.layers.Dense(2)]
+    [tf.keras.Input((64,)), tf.keras.layers.Dense(256, activation="relu"), tf.keras.layers.Dense(2)]
 )
 optimizer = tf.keras.optimizers.SGD(0.05)
 loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-probe = tf.Variable(0.0)
 
 
 def train_step(features, labels):
@@ -33,15 +32,20 @@ def train_step(features, labels):
     return loss
 
 
+smoothed = tf.Variable(0.0)
+
+
 @tf.function
 def track(loss, decay):
-    probe.assign(probe * decay + loss * (1 - decay))
+    smoothed.assign(smoothed * decay + loss * (1 - decay))
 
 
-decay = 0.9
+decay, steps = 0.5, 0
 for epoch in range(200):
     for features, labels in dataset:
         loss = train_step(features, labels)
         track(loss, decay)
-        decay = min(0.999, decay + 0.0001)
-    print(f"epoch {epoch} loss {float(loss):.4f} smoothed {float(probe):.4f}")
+        steps += 1
+        if steps % 50 == 0:
+            decay = min(0.99, decay + 0.005)
+    print(f"epoch {epoch} loss {float(loss):.4f} smoothed {float(smoothed):.4f}")

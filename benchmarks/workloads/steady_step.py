@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 EXTRA = float(os.environ.get("EXTRA", "0"))
-STEPS = int(os.environ.get("STEPS", "1500"))
+STEPS = int(os.environ.get("STEPS", "3000"))
 x = tf.constant(np.random.default_rng(0).random((160, 160), dtype=np.float32))
 w = tf.Variable(tf.eye(160) * 0.5)
 repeats = tf.constant(round(20 * (1 + EXTRA)))

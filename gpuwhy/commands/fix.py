@@ -40,7 +40,7 @@ from gpuwhy.commands.options import (
     report_file_option,
     report_settings,
 )
-from gpuwhy.commands.reporting import EXIT_ERROR, EXIT_OK, UsageError
+from gpuwhy.commands.reporting import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from gpuwhy.commands.script_command import (
     prepare,
     report_after_script,
@@ -252,6 +252,8 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
         )
     if trial is not None and trial.original_error is not None:
         return EXIT_ERROR
+    if trial is not None and trial.interrupted:
+        return EXIT_INTERRUPTED  # the table so far was printed, as Ctrl-C asked
     return EXIT_OK
 
 

@@ -26,7 +26,7 @@ from gpuwhy.comparison.between_runs import difference
 from gpuwhy.comparison.model import Change
 from gpuwhy.facts import Facts
 
-MIN_WINDOWS = 3  # training windows a run needs for its CPU time per step
+MIN_WINDOWS = 2  # whole training windows a run needs for its CPU time per step
 
 
 def cpu_per_step(facts: Facts) -> float | None:

@@ -5,7 +5,8 @@ lands in the copy.
 The copy's root is the deepest folder holding both the working directory and the
 script. The folders on the way down to them are real folders whose other entries are
 symbolic links; the script's folder and the working directory are copied: their Python
-files and other files up to :data:`COPY_BYTES` each, up to :data:`MAX_COPIED` files,
+files and other files up to :data:`COPY_BYTES` each, up to :data:`MAX_COPIED` files and
+:data:`MAX_COPIED_BYTES` in all (a copy is made for every run),
 larger files and deeper trees linked (data is read through the link, not copied).
 A program that writes into a linked file or folder, or to an absolute path, still
 writes there: said in the report's notes.
@@ -23,6 +24,7 @@ from gpuwhy.trial.source_edits import Edit, apply
 
 COPY_BYTES = 4 << 20
 MAX_COPIED = 5000
+MAX_COPIED_BYTES = 256 << 20  # a copy per run: beyond this, files are linked
 SKIP = frozenset({".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 LINKED = frozenset({".venv", "venv", "node_modules", ".tox", "site-packages"})
 
@@ -68,7 +70,7 @@ def make(script: str, cwd: str, parent: str) -> Workspace:
     path = tempfile.mkdtemp(prefix="variant-", dir=parent)
     ws = Workspace(root=root, path=path)
     full = {os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)}
-    budget = [MAX_COPIED]
+    budget = [MAX_COPIED, MAX_COPIED_BYTES]
     _mirror(root, path, full, ws, budget, os.path.realpath(parent))
     return ws
 
@@ -101,17 +103,29 @@ def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int]
         ):
             os.mkdir(target)
             _mirror(entry.path, target, full, ws, budget, own)
-        elif is_file and copying and budget[0] > 0 and _small(entry):
-            shutil.copy2(entry.path, target)
+        elif is_file and copying and budget[0] > 0 and _small(entry, budget[1]):
+            try:
+                shutil.copy2(entry.path, target)
+            except OSError:  # unreadable: the program cannot read it either; linked
+                os.symlink(os.path.realpath(entry.path), target)
+                continue
             budget[0] -= 1
+            budget[1] -= _size(entry)
         else:
             os.symlink(os.path.realpath(entry.path), target)
             if copying:
                 ws.linked.append(entry.path)
 
 
-def _small(entry: os.DirEntry) -> bool:
+def _small(entry: os.DirEntry, bytes_left: int) -> bool:
+    """A Python file always (fixes edit them); another file up to COPY_BYTES while the
+    copy's byte budget lasts."""
+    size = _size(entry)
+    return entry.name.endswith(".py") or size <= min(COPY_BYTES, bytes_left)
+
+
+def _size(entry: os.DirEntry) -> int:
     try:
-        return entry.name.endswith(".py") or entry.stat().st_size <= COPY_BYTES
+        return entry.stat().st_size
     except OSError:
-        return False
+        return COPY_BYTES + 1
