@@ -14,6 +14,8 @@ from gpuwhy.derived.worker_times import compare, standing_out
 from gpuwhy.facts import (
     CaptureFacts,
     Facts,
+    FixTrialFacts,
+    FixTried,
     GpuBusy,
     InputFixFacts,
     PlacementFacts,
@@ -44,6 +46,8 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
         return _merge_verdict(facts.workers, findings)
     if facts.input_fixes is not None:
         return _fix_verdict(facts.input_fixes)
+    if facts.fix_trial is not None:
+        return _trial_verdict(facts.fixes_tried or (), facts.fix_trial)
     if facts.program is not None:
         return _run_verdict(facts, facts.program, findings)
     if facts.capture is not None:
@@ -235,6 +239,38 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     if worst is not None:
         text += f"; worst: {_headline(worst.title)}"
     return text if text.endswith(("…", ".")) else text + "."
+
+
+def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
+    """``gpuwhy fix SCRIPT``: what the patch gives, or why there is no patch."""
+    if trial.original_error is not None:
+        return f"The program did not run ({trial.original_error}): no fix was tried."
+    if not tried:
+        return "No fix gpuwhy can apply to this program's findings: nothing was tried."
+    held = [t for t in tried if t.in_patch]
+    failed = sum(not t.ran for t in tried)
+    changed = sum(t.ran and t.same_results is False for t in tried)
+    tail = ""
+    if failed or changed:
+        tail = "; " + ", ".join(
+            part
+            for part in (
+                f"{failed} crashed" if failed else "",
+                f"{changed} changed the results" if changed else "",
+            )
+            if part
+        )
+    if not held:
+        return f"No fix held: {len(tried)} tried, none both ran the same and was faster{tail}."
+    best = trial.combined if trial.combined is not None and trial.combined.in_patch else held[0]
+    if best.speedup is not None and not best.projected:
+        gain = f"step {best.speedup:.2f}x faster ({best.speedup_low:.2f}x-{best.speedup_high:.2f}x)"
+    elif best.projected_speedup is not None:
+        gain = f"step projected {best.projected_speedup:.2f}x faster on {best.projected_gpu}"
+    else:
+        gain = "held"
+    names = " + ".join(t.fix for t in held)
+    return f"{len(held)} of {len(tried)} fixes held, in the patch: {names}: {gain}, same results{tail}."
 
 
 def _fix_verdict(input_fixes: InputFixFacts) -> str:

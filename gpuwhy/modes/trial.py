@@ -69,7 +69,7 @@ def _trial(
 ) -> Record:
     run = _runner(script, args, options, parent)
     progress(f"run 1: the original, up to {options.bound_s:g} s, to find what to fix")
-    first = run("original", (), None)
+    first = run("original", (), options.bound_s + max(MIN_LIMIT_S, options.bound_s))
     if first.record is None or not ended_well(first):
         why = first.error or "it wrote no record"
         progress(f"the original did not run to its bound: {why}")

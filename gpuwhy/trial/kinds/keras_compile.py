@@ -12,10 +12,12 @@ before it, in the same file, is the one changed. A fit whose model is compiled e
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.kinds.step_graph import XLA_TOLERANCE, XLA_WHY
 from gpuwhy.trial.source_edits import calls_at, calls_named, segment, set_keywords
 
 STEPS_PER_EXECUTION = 32
@@ -42,7 +44,12 @@ def jit_compile(
 ) -> tuple[list[FixCandidate], list[NotTried]]:
     if facts.distribute is not None and facts.distribute.replicas > 1:
         return [], [NotTried(finding.id, "XLA under a strategy with several replicas fails in fit")]
-    return _compile_fix(finding, facts, files, "compile(jit_compile=True)", jit_compile="True")
+    found, why = _compile_fix(
+        finding, facts, files, "compile(jit_compile=True)", jit_compile="True"
+    )
+    return [
+        replace(c, tolerance=XLA_TOLERANCE, tolerance_why=XLA_WHY, by_mean=True) for c in found
+    ], why
 
 
 def _compile_fix(

@@ -15,6 +15,12 @@ from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import add_decorator, function_at, import_tensorflow, segment
 
+XLA_TOLERANCE = 0.05
+XLA_WHY = (
+    "each quantity's mean over the run: XLA fuses and reorders the float math, so its "
+    "rounding differs and a long training drifts apart point by point"
+)
+
 
 def candidates(
     finding: Finding, facts: Facts, files: SourceFiles
@@ -42,17 +48,19 @@ def candidates(
     if any("function" in d for d in written):
         return [], [NotTried(finding.id, f"{fn.name} is already a tf.function")]
     tf, imports = import_tensorflow(tree, where[0])
-    out = []
-    for decorator, fix in (
-        (f"{tf}.function", f"{fn.name} traced: @{tf}.function"),
-        (f"{tf}.function(jit_compile=True)", f"{fn.name} traced and XLA-compiled"),
-    ):
-        out.append(
-            FixCandidate(
-                finding=finding.id,
-                fix=fix,
-                edits=(*imports, add_decorator(where[0], lines, fn, decorator)),
-                location=code.location,
-            )
-        )
-    return out, []
+    plain = FixCandidate(
+        finding=finding.id,
+        fix=f"{fn.name} traced: @{tf}.function",
+        edits=(*imports, add_decorator(where[0], lines, fn, f"{tf}.function")),
+        location=code.location,
+    )
+    xla = FixCandidate(
+        finding=finding.id,
+        fix=f"{fn.name} traced and XLA-compiled",
+        edits=(*imports, add_decorator(where[0], lines, fn, f"{tf}.function(jit_compile=True)")),
+        location=code.location,
+        tolerance=XLA_TOLERANCE,
+        tolerance_why=XLA_WHY,
+        by_mean=True,
+    )
+    return [plain, xla], []
