@@ -90,7 +90,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--patch",
         metavar="PATH",
-        help="write the fixes that held as a unified diff to PATH (git apply PATH)",
+        help="write the fixes that held as a unified diff to PATH (git apply PATH); "
+        "nothing is written when no fix held",
     )
     parser.add_argument(
         "--finding",
@@ -243,13 +244,13 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
     report_after_script(lambda: record, settings.report, outputs)
     trial = record.facts.fix_trial
     if settings.patch:
-        patch = (trial.patch if trial is not None else None) or ""
-        with open(settings.patch, "w", encoding="utf-8") as f:
-            f.write(patch)
-        own_stderr.say(
-            f"gpuwhy fix: patch written to {settings.patch}"
-            + ("" if patch else " (empty: no fix held)")
-        )
+        patch = trial.patch if trial is not None else None
+        if patch:
+            with open(settings.patch, "w", encoding="utf-8") as f:
+                f.write(patch)
+            own_stderr.say(f"gpuwhy fix: patch written to {settings.patch} (git apply it)")
+        else:  # an empty file would `git apply` as if something held
+            own_stderr.say(f"gpuwhy fix: no patch written to {settings.patch}: no fix held")
     if trial is not None and trial.original_error is not None:
         return EXIT_ERROR
     if trial is not None and trial.interrupted:

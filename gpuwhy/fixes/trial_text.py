@@ -24,7 +24,15 @@ def fix_row(t: FixTried) -> list[str]:
     if t.same_results is True:
         lines.append(f"    same results: yes, {t.compared}, within {t.tolerance}")
     elif t.same_results is False:
-        lines.append(f"    same results: NO: {t.difference} ({t.compared})")
+        lines.append(
+            f"    same results: NO: {t.difference} ({t.compared}; tolerance {t.tolerance})"
+        )
+        if t.finding == "launch.retracing":
+            lines.append(
+                "    (a retrace re-runs the function's Python: random draws restart and Python "
+                "values are read anew at each trace; a tensor argument ends that, so a program "
+                "whose results depended on it computes differently: check which is right)"
+            )
     else:
         lines.append(f"    same results: not checked: {t.compared}")
     lines.append(f"    step: {speed_text(t)}")

@@ -21,11 +21,14 @@ TRIED_BY_FIX = frozenset(
 )
 
 
-def tried_line(finding_id: str, proven: bool = False) -> str | None:
+def tried_line(finding_id: str, proven: bool = False, trial: bool = False) -> str | None:
     """What to say under a finding's fix: tried below, or can be (None: a fix gpuwhy
-    cannot apply, such as installing a driver)."""
+    cannot apply, such as installing a driver). ``trial``: the report of a fix trial,
+    where a finding it could have tried and did not is said to be below with why."""
     if proven:
         return "tried below: gpuwhy fix ran it on a copy of the program"
     if finding_id in TRIED_BY_FIX:
+        if trial:
+            return "gpuwhy fix could not apply it to this program: why is below"
         return "gpuwhy fix SCRIPT tries this on a copy of your program and measures it"
     return None

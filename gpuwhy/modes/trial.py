@@ -22,10 +22,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from gpuwhy.comparison.units import run_units
 from gpuwhy.facts import Facts, FixTrialFacts, FixTried
 from gpuwhy.record import Record
 from gpuwhy.trial import kinds
-from gpuwhy.trial.candidate import FixCandidate, SourceFiles
+from gpuwhy.trial.candidate import FixCandidate, SourceFiles, location_parts
 from gpuwhy.trial.judge import ended_well, judge
 from gpuwhy.trial.patch import compatible, merged, unified_diff
 from gpuwhy.trial.variant_runs import VariantRun, run_variant
@@ -93,7 +94,7 @@ def _trial(
     runs: dict[int, list[VariantRun]] = {i: [] for i in range(len(candidates))}
     interrupted = False
     try:
-        for round_ in range(options.runs):
+        for round_ in range(options.runs if candidates else 0):
             if round_ > 0:
                 originals.append(run("original", (), limit))
                 _said(progress, originals[-1], f"round {round_ + 1}: original")
@@ -112,7 +113,10 @@ def _trial(
         combined, patch_set = _together(ran, tried, originals, run, options, limit, progress)
     else:
         patch_set = _best_held(ran, tried)
-    tried = [replace(t, in_patch=i in patch_set) for i, t in enumerate(tried)]
+    tried = [
+        replace(t, in_patch=i in patch_set, location=shown_location(t.location))
+        for i, t in enumerate(tried)
+    ]
     patch = (
         unified_diff(merged([ran[i].edits for i in patch_set]), os.getcwd()) if patch_set else None
     )
@@ -129,6 +133,17 @@ def _trial(
     return Record.diagnose(
         "fix", replace(diagnosis.facts, fixes_tried=tuple(tried), fix_trial=trial)
     )
+
+
+def shown_location(location: str | None) -> str | None:
+    """``train.py:22`` for a file under the working directory, as records write
+    locations; an absolute path elsewhere."""
+    parts = location_parts(location)
+    if parts is None:
+        return location
+    path, line = parts
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{line}"
 
 
 def _runner(script: str, args: Sequence[str], options: TrialOptions, parent: str):
@@ -153,9 +168,13 @@ def _said(progress: Progress, r: VariantRun, what: str) -> None:
     if not ended_well(r):
         progress(f"{what}: failed: {r.error or f'exit status {r.status}'}")
         return
-    steps = r.record.facts.steps if r.record is not None else None
-    median = f", median step {steps.median_s * 1000:.2f} ms" if steps and steps.median_s else ""
-    progress(f"{what}: {r.seconds:.1f} s{median}")
+    units = run_units(r.record.facts) if r.record is not None else None
+    mean = (
+        f", mean step {units.seconds / units.step_count * 1000:.2f} ms over {units.step_count:,} steps"
+        if units is not None and units.step_count
+        else ", too few steps to time"
+    )
+    progress(f"{what}: {r.seconds:.1f} s{mean}")
 
 
 def _best_held(candidates: Sequence[FixCandidate], tried: Sequence[FixTried]) -> list[int]:
@@ -184,7 +203,7 @@ def _together(candidates, tried, originals, run, options, limit, progress):
     )
     runs: list[VariantRun] = []
     try:
-        for round_ in range(options.runs):
+        for round_ in range(options.runs if candidates else 0):
             runs.append(run("together", together.edits, limit))
             _said(progress, runs[-1], f"together {round_ + 1}: {together.fix}")
             if not ended_well(runs[-1]):

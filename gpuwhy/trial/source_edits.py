@@ -260,3 +260,35 @@ def _item_text(source: str, item: ast.withitem) -> str:
     if item.optional_vars is not None:
         text += " as " + segment(source, item.optional_vars)
     return text
+
+
+def joined_insertions(edits: Iterable[Edit]) -> list[Edit]:
+    """Insertions at one place (zero-width edits) joined into one, in the order given:
+    two fixes' lines that go before the same statement."""
+    out: list[Edit] = []
+    for e in edits:
+        zero = e.line == e.end_line and e.col == e.end_col
+        same = next(
+            (
+                i
+                for i, o in enumerate(out)
+                if zero
+                and (o.path, o.line, o.col, o.end_line, o.end_col)
+                == (e.path, e.line, e.col, e.end_line, e.end_col)
+            ),
+            None,
+        )
+        if same is None:
+            out.append(e)
+        else:
+            o = out[same]
+            out[same] = Edit(o.path, o.line, o.col, o.end_line, o.end_col, o.text + e.text)
+    return out
+
+
+def statement_at(tree: ast.AST, line: int, kinds: tuple[type, ...]) -> ast.stmt | None:
+    """The statement of one of ``kinds`` that starts at ``line``."""
+    for node in ast.walk(tree):
+        if isinstance(node, kinds) and getattr(node, "lineno", None) == line:
+            return node  # type: ignore[return-value]
+    return None

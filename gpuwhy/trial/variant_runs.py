@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def run_variant(
     extra: Sequence[str] = (),
 ) -> VariantRun:
     cwd = os.getcwd()
-    ws = workspace.make(script, cwd, parent)
+    ws = workspace.make(script, cwd, parent, prefix=_slug(variant))
     ws.write_edits(edits)
     out = ws.path + ".out"
     os.makedirs(out, exist_ok=True)
@@ -132,6 +133,12 @@ def run_variant(
     )
 
 
+def _slug(variant: str) -> str:
+    """A folder name that says which variant ran there: ``original-``, ``fix-train_step-``."""
+    words = re.sub(r"[^A-Za-z0-9_]+", "-", variant).strip("-")[:40]
+    return (words or "variant") + "-"
+
+
 def _stop(child: subprocess.Popen) -> None:
     """SIGTERM to the child's process group (the run writes its report), SIGKILL after."""
     for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, GRACE_S)):
@@ -168,6 +175,24 @@ def _record(path: str, copy: str, root: str) -> Record | None:
         )
     except (RecordError, OSError, ValueError, KeyError, TypeError):
         return None
+
+
+_EXCEPTION = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):\s*(.*)$")
+
+
+def _exception_message(stderr: str) -> str | None:
+    """The exception's own message from the traceback Python printed: the last
+    ``SomeError: message`` line whose message says something (a TF error raised in a
+    tf.function ends "ValueError: in user code: ... ValueError: Tensor conversion
+    requested dtype int64 ...": the inner line, not the source line quoted before it)."""
+    found = None
+    for line in stderr.splitlines():
+        m = _EXCEPTION.match(line)
+        if m and m.group(2).strip() and m.group(2).strip() != "in user code:":
+            found = f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2).strip()}"
+    if found is not None and len(found) > 300:
+        found = found[:297] + "..."
+    return found
 
 
 def _last_line(text: str) -> str | None:

@@ -64,10 +64,11 @@ def common_root(script: str, cwd: str) -> str:
     return os.path.commonpath([os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)])
 
 
-def make(script: str, cwd: str, parent: str) -> Workspace:
-    """A fresh copy under ``parent`` for ``script`` run from ``cwd``."""
+def make(script: str, cwd: str, parent: str, prefix: str = "variant-") -> Workspace:
+    """A fresh copy under ``parent`` for ``script`` run from ``cwd``, its folder named
+    from ``prefix`` (the variant: ``--keep`` shows which run is which)."""
     root = common_root(script, cwd)
-    path = tempfile.mkdtemp(prefix="variant-", dir=parent)
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
     ws = Workspace(root=root, path=path)
     full = {os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)}
     budget = [MAX_COPIED, MAX_COPIED_BYTES]

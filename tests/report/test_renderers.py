@@ -308,7 +308,7 @@ def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
     record = rb.watched_run(stalls=StallFacts(activities=(gc,), loops=(loop,)))
     row = (
         "9 stalls every 200 steps, 1,800.0 ms each: tf.train.Checkpoint.write at train.py:57, "
-        "9% of the loop; GC 0.63 s in 613"
+        "9% of the loop; GC 0.63 s in 613 collections"
     )
     terminal = RENDERERS["terminal"]().render(record)
     assert any(line.startswith("Stalls") and row in line for line in terminal.splitlines())

@@ -32,9 +32,15 @@ def fix(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     after = sorted(p.name for p in tmp_path.iterdir())
-    assert after == sorted([*before, "fix.json", "fix.diff"]), "the user's folder was written"
     record = json.loads((tmp_path / "fix.json").read_text())
-    return record, (tmp_path / "fix.diff").read_text(), done
+    patch = record["fix_trial"]["patch"] or ""
+    written = ["fix.diff"] if patch else []  # no empty patch: it would apply as if one held
+    assert after == sorted([*before, "fix.json", *written]), "the user's folder was written"
+    if patch:
+        assert (tmp_path / "fix.diff").read_text() == patch
+    else:
+        assert "no patch written to fix.diff: no fix held" in done.stderr
+    return record, patch, done
 
 
 def tried(record: dict, finding: str) -> list[dict]:

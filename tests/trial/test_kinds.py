@@ -9,6 +9,7 @@ from gpuwhy.facts import (
     Facts,
     PipelineFacts,
     PipelineStage,
+    ReboundName,
     StepCode,
     StepFacts,
     StepLoop,
@@ -203,3 +204,60 @@ def test_mixed_precision_goes_after_the_imports_and_keeps_token_ids_integers(tmp
         'import keras\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
     )
     assert 'keras.Input((64,), dtype="int32")' in edited(str(path), typed)
+
+
+WALKTHROUGH = """import tensorflow as tf
+
+for epoch in range(3):
+    loss_avg = tf.keras.metrics.Mean()
+
+    for x, y in dataset:
+        loss_value, grads = grad(model, x, y)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        loss_avg.update_state(loss_value)
+
+    print(epoch, float(loss_avg.result()))
+"""
+
+
+def test_a_loop_body_becomes_a_traced_function_and_its_metrics_are_made_once(tmp_path):
+    path = tmp_path / "walk.py"
+    path.write_text(WALKTHROUGH)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    body = (
+        "loss_value, grads = grad(model, x, y)",
+        "optimizer.apply_gradients(zip(grads, model.trainable_variables))",
+        "loss_avg.update_state(loss_value)",
+    )
+    rebound = (ReboundName("loss_avg", f"{path}:4", f"{path}:3", metric=True),)
+    code = StepCode(None, f"{path}:6", "def train_step(x, y):", rebound, body, f"{path}:3")
+    found, _ = plan(
+        [finding("launch.eager-ops")], Facts(eager=EagerFacts(1, 100, step_code=code)), files
+    )
+    text = edited(str(path), found[0])
+    assert text == (
+        "import tensorflow as tf\n\n"
+        "loss_avg = tf.keras.metrics.Mean()\n\n"
+        "@tf.function\n"
+        "def train_step(x, y):\n"
+        "    loss_value, grads = grad(model, x, y)\n"
+        "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+        "    loss_avg.update_state(loss_value)\n\n"
+        "for epoch in range(3):\n"
+        "    loss_avg.reset_state()\n\n"
+        "    for x, y in dataset:\n"
+        "        train_step(x, y)\n\n"
+        "    print(epoch, float(loss_avg.result()))\n"
+    )
+    compile(text, "walk.py", "exec")
+
+
+def test_a_loop_body_that_cannot_move_is_refused_with_why(tmp_path):
+    path = tmp_path / "walk.py"
+    path.write_text(WALKTHROUGH)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    code = StepCode(None, f"{path}:6", "def train_step(x, y):", (), (), f"{path}:3")
+    found, refused = plan(
+        [finding("launch.eager-ops")], Facts(eager=EagerFacts(1, 100, step_code=code)), files
+    )
+    assert found == [] and "cannot move into a function as written" in refused[0].why

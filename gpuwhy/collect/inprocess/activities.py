@@ -488,6 +488,8 @@ def _stall(entry: tuple, t0: float) -> Stall:
 # -- its rows in the reports ------------------------------------------------------
 _ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "summary flushes",
                    "evaluate": "evaluate/predict"}  # fmt: skip
+_ACTIVITY_UNITS = {"gc": "collections", "checkpoint": "writes", "summary": "flushes",
+                   "evaluate": "calls"}  # fmt: skip
 
 
 def _covered(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
@@ -523,6 +525,7 @@ def stalls_line(stalls: StallFacts) -> str | None:
     for activity in stalls.activities:
         if activity.kind in _ACTIVITY_WORDS and activity.seconds >= 0.05:
             parts.append(
-                f"{_ACTIVITY_WORDS[activity.kind]} {activity.seconds:,.2f} s in {activity.count:,}"
+                f"{_ACTIVITY_WORDS[activity.kind]} {activity.seconds:,.2f} s in {activity.count:,} "
+                + _ACTIVITY_UNITS[activity.kind]
             )
     return "; ".join(parts) or None

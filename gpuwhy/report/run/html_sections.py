@@ -24,6 +24,7 @@ from gpuwhy.facts import (
     TracingFacts,
 )
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.tried import tried_line
 from gpuwhy.formatting import GiB, MiB, byte_size, duration
 from gpuwhy.report.downsample import stats, window_stats
 from gpuwhy.report.run.html_timeline import whole_run_note
@@ -55,6 +56,7 @@ def finding_view(number: int, f: Finding) -> dict[str, Any]:
         "fix": f.fix.rstrip() if f.fix else None,
         "fix_html": highlight(f.fix.rstrip()) if f.fix else None,
         "gain": f.estimated_gain,
+        "tried": tried_line(f.id) if f.fix else None,
     }
 
 

@@ -76,13 +76,16 @@ class TerminalRenderer(Renderer):
             console.print()
             console.print(_workers(record.facts.workers))
         tried_ids = {t.finding for t in record.facts.fixes_tried or ()}
+        in_trial = record.facts.fix_trial is not None
         if record.findings:
             console.print()
             for number, finding in enumerate(record.findings, 1):
                 brief = not self.verbose and (
                     finding.severity in BRIEF_SEVERITIES or number > DETAILED_FINDINGS
                 )
-                console.print(self._finding(number, finding, brief, finding.id in tried_ids))
+                console.print(
+                    self._finding(number, finding, brief, finding.id in tried_ids, in_trial)
+                )
             hidden = len(record.findings) - DETAILED_FINDINGS
             if not self.verbose and hidden > 0:
                 console.print(
@@ -159,7 +162,14 @@ class TerminalRenderer(Renderer):
         return buffer.getvalue()
 
     # -- findings ---------------------------------------------------------------------
-    def _finding(self, number: int, f: Finding, brief: bool = False, proven: bool = False) -> Group:
+    def _finding(
+        self,
+        number: int,
+        f: Finding,
+        brief: bool = False,
+        proven: bool = False,
+        in_trial: bool = False,
+    ) -> Group:
         """A finding: its head line, then (high and medium, or --verbose) its causes,
         evidence, fix and gain. The default view keeps each finding short enough that a
         program with many findings still reads on one screen: low and info findings, and
@@ -210,7 +220,7 @@ class TerminalRenderer(Renderer):
         if f.fix:
             parts.append(Text("   fix:", style="bold"))
             parts.extend(self._code(f.fix, indent=5))
-            tried = tried_line(f.id, proven)
+            tried = tried_line(f.id, proven, in_trial)
             if tried:
                 parts.append(Text(f"   ({tried})", style="dim"))
         if f.estimated_gain:

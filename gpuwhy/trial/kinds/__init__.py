@@ -51,6 +51,10 @@ def plan(
             continue
         planners = PLANNERS.get(finding.id)
         if not planners:
+            if finding.fix and not finding.id.startswith(("env.", "gpu.")):
+                refused.append(
+                    NotTried(finding.id, "gpuwhy fix has no automatic fix for it: see its fix")
+                )
             continue
         before = len(tried)
         why: list[str] = []

@@ -1,19 +1,37 @@
-"""launch.eager-ops: the step function the eager ops come from, traced as one graph.
+"""launch.eager-ops: the step the eager ops come from, traced as one graph.
 
-The function is the one the run read as holding most of the eager ops
-(``EagerFacts.step_code``); the fix is the decorator above its ``def``, plain and with
-XLA. A step that is a loop body in no function is not rewritten (moving a loop's body
-into a function changes which names are local): it is refused with that reason. Whether
-the traced step computes what the eager one did (Python side effects, objects made anew
-in a loop) is not guessed here: the trial compares the losses.
+Where the ops come from a ``def`` (``EagerFacts.step_code``), the fix is the decorator
+above it, plain and with XLA. Where they come from a loop's body in no function, the
+body becomes one: defined (decorated) just before the outermost loop around it, over the
+loop's variables, and the loop's body becomes its call. That body is moved only where it
+can move as written (``StepCode.body``: short, no break/continue/return, nothing it
+assigns read after it); else the fix is refused with why.
+
+Either way, a Keras metric the step updates but the program creates anew in a loop (an
+``epoch_loss_avg = tf.keras.metrics.Mean()`` each epoch) would stay the first object in
+the traced step: it is created once, before that loop, and ``reset_state()`` where it was
+created. Other objects created anew in a loop are not rewritten: the fix is tried as it
+is and the trial's comparison of the losses says what it did.
 """
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts
+import ast
+import textwrap
+
+from gpuwhy.facts import Facts, StepCode
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
-from gpuwhy.trial.source_edits import add_decorator, function_at, import_tensorflow, segment
+from gpuwhy.trial.source_edits import (
+    Edit,
+    add_decorator,
+    function_at,
+    import_tensorflow,
+    indent_of,
+    joined_insertions,
+    segment,
+    statement_at,
+)
 
 XLA_TOLERANCE = 0.05
 XLA_WHY = (
@@ -28,39 +46,120 @@ def candidates(
     code = facts.eager.step_code if facts.eager is not None else None
     if code is None:
         return [], [NotTried(finding.id, "the run did not find the code the eager ops come from")]
-    if code.function is None:
-        return [], [
-            NotTried(
-                finding.id,
-                f"the ops come from a loop's body at {code.location}, in no function: "
-                "gpuwhy only decorates a def (move the body into one, then run fix again)",
-            )
-        ]
     where = location_parts(code.location)
     read = files.read(where[0]) if where else None
     if where is None or read is None:
         return [], [NotTried(finding.id, f"{code.location} is not a file of the program's")]
     source, lines, tree = read
-    fn = function_at(tree, where[1])
-    if fn is None:
-        return [], [NotTried(finding.id, f"no def at {code.location}")]
-    written = [segment(source, d) for d in fn.decorator_list]
-    if any("function" in d for d in written):
-        return [], [NotTried(finding.id, f"{fn.name} is already a tf.function")]
     tf, imports = import_tensorflow(tree, where[0])
+    metrics = _metrics_made_once(code, files)
+    if code.function is None:
+        made = _loop_as_function(code, where, source, lines, tree)
+        if isinstance(made, str):
+            return [], [NotTried(finding.id, made)]
+        name, insert_at, header, body, call_edit = made
+
+        def variant(decorator: str) -> tuple[Edit, ...]:
+            text = "".join(
+                [
+                    "\n" if metrics else "",  # after the metrics made before the loop
+                    f"{insert_at[1]}@{decorator}\n",
+                    f"{insert_at[1]}{header}\n",
+                    *(f"{insert_at[1]}    {line}\n" if line else "\n" for line in body),
+                    "\n",
+                ]
+            )
+            definition = Edit(where[0], insert_at[0], 0, insert_at[0], 0, text)
+            return tuple(joined_insertions([*imports, *metrics, definition, call_edit]))
+
+        what = f"the loop's body at {_short(code.location)} as {name}()"
+    else:
+        fn = function_at(tree, where[1])
+        if fn is None:
+            return [], [NotTried(finding.id, f"no def at {code.location}")]
+        written = [segment(source, d) for d in fn.decorator_list]
+        if any("function" in d for d in written):
+            return [], [NotTried(finding.id, f"{fn.name} is already a tf.function")]
+
+        def variant(decorator: str) -> tuple[Edit, ...]:
+            decorated = add_decorator(where[0], lines, fn, decorator)
+            return tuple(joined_insertions([*imports, *metrics, decorated]))
+
+        what = fn.name
+    made_once = ", its metrics made once and reset each pass" if metrics else ""
     plain = FixCandidate(
         finding=finding.id,
-        fix=f"{fn.name} traced: @{tf}.function",
-        edits=(*imports, add_decorator(where[0], lines, fn, f"{tf}.function")),
+        fix=f"{what} traced: @{tf}.function{made_once}",
+        edits=variant(f"{tf}.function"),
         location=code.location,
     )
     xla = FixCandidate(
         finding=finding.id,
-        fix=f"{fn.name} traced and XLA-compiled",
-        edits=(*imports, add_decorator(where[0], lines, fn, f"{tf}.function(jit_compile=True)")),
+        fix=f"{what} traced and XLA-compiled{made_once}",
+        edits=variant(f"{tf}.function(jit_compile=True)"),
         location=code.location,
         tolerance=XLA_TOLERANCE,
         tolerance_why=XLA_WHY,
         by_mean=True,
     )
     return [plain, xla], []
+
+
+def _short(location: str) -> str:
+    path, _, line = location.rpartition(":")
+    return f"{path.rsplit('/', 1)[-1]}:{line}"
+
+
+def _loop_as_function(code: StepCode, where, source: str, lines: list[str], tree: ast.Module):
+    """(name, (line, indent) to define it at, its header, its body, the edit that makes
+    the loop's body its call), or why not."""
+    if not code.body or not code.signature or not code.before:
+        return (
+            f"the ops come from a loop's body at {code.location} that cannot move into a "
+            "function as written (long, or it breaks, returns, or sets names read after "
+            "the loop): put it in a def, then run gpuwhy fix again"
+        )
+    loop = statement_at(tree, where[1], (ast.For, ast.AsyncFor))
+    assert loop is None or isinstance(loop, ast.For | ast.AsyncFor)
+    before = location_parts(code.before)
+    outer = statement_at(tree, before[1], (ast.For, ast.AsyncFor, ast.While)) if before else None
+    if loop is None or outer is None or before is None or before[0] != where[0]:
+        return f"no loop at {code.location} to move"
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    name = "train_step"
+    while name in names:
+        name = f"{name}_graph" if not name.endswith("_graph") else f"{name}_"
+    params = code.signature.removeprefix("def train_step(").removesuffix("):")
+    header = f"def {name}({params}):"
+    first = loop.body[0].lineno
+    last = loop.body[-1].end_lineno or loop.body[-1].lineno
+    indent = indent_of(lines[first - 1])
+    body = textwrap.dedent("".join(lines[first - 1 : last])).splitlines()
+    call = Edit(where[0], first, 0, last + 1, 0, f"{indent}{name}({params})\n")
+    return name, (outer.lineno, indent_of(lines[outer.lineno - 1])), header, body, call
+
+
+def _metrics_made_once(code: StepCode, files: SourceFiles) -> list[Edit]:
+    """For each Keras metric the step reads and a loop creates anew: its creation moved
+    before that loop, and ``reset_state()`` in its place."""
+    edits: list[Edit] = []
+    for r in code.rebound:
+        if not r.metric:
+            continue
+        at, loop_at = location_parts(r.location), location_parts(r.loop)
+        read = files.read(at[0]) if at else None
+        if at is None or loop_at is None or read is None or loop_at[0] != at[0]:
+            continue
+        source, lines, tree = read
+        made = statement_at(tree, at[1], (ast.Assign,))
+        loop = statement_at(tree, loop_at[1], (ast.For, ast.AsyncFor, ast.While))
+        if made is None or loop is None or made.lineno != (made.end_lineno or made.lineno):
+            continue
+        text = segment(source, made)
+        indent = indent_of(lines[loop.lineno - 1])
+        edits.append(Edit(at[0], loop.lineno, 0, loop.lineno, 0, f"{indent}{text}\n"))
+        col = len(indent_of(lines[made.lineno - 1]))
+        end = len(lines[made.lineno - 1].rstrip("\n"))
+        edits.append(Edit(at[0], made.lineno, col, made.lineno, end, f"{r.name}.reset_state()"))
+    return edits
