@@ -54,20 +54,27 @@ def work_between(before: Sequence[Facts], after: Sequence[Facts]) -> Change | No
     levels_a = [cpu_per_step(f) for f in after]
     if any(v is None or v <= 0 for v in (*levels_b, *levels_a)):
         return None
-    logs_b = [math.log(v) for v in levels_b if v]
-    logs_a = [math.log(v) for v in levels_a if v]
-    d = difference(logs_b, logs_a)
-    if d is None or len(logs_b) < 2 or len(logs_a) < 2:
+    if len(levels_b) < 2 or len(levels_a) < 2:
         return None
-    called = "slower" if d.low > 0 else "faster" if d.high < 0 else "same"
+    return ratio_between("cpu_per_step", [v for v in levels_b if v], [v for v in levels_a if v])
+
+
+def ratio_between(measure: str, before: Sequence[float], after: Sequence[float]) -> Change | None:
+    """AFTER's level over BEFORE's (geometric means of one positive figure a run), the
+    interval from the runs' spread alone (Student's t on the logs, no floor)."""
+    logs_b = [math.log(v) for v in before]
+    logs_a = [math.log(v) for v in after]
+    d = difference(logs_b, logs_a)
+    if d is None:
+        return None
     return Change(
-        measure="cpu_per_step",
+        measure=measure,
         before=round(math.exp(statistics.fmean(logs_b)), 9),
         after=round(math.exp(statistics.fmean(logs_a)), 9),
         estimate=round(math.exp(d.estimate), 5),
         low=round(math.exp(d.low), 5),
         high=round(math.exp(d.high), 5),
-        called=called,
+        called="slower" if d.low > 0 else "faster" if d.high < 0 else "same",
         detectable=round(math.exp(d.half_width) - 1, 5),
     )
 

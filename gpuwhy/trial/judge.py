@@ -12,15 +12,13 @@ shows its gain, and it is not kept.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gpuwhy.comparison.between_runs import difference
 from gpuwhy.comparison.model import Change
 from gpuwhy.comparison.units import run_units
-from gpuwhy.comparison.work import resolved, work_between
+from gpuwhy.comparison.work import ratio_between, resolved, work_between
 from gpuwhy.facts import Facts, FixTried
 from gpuwhy.trial.candidate import FixCandidate
 from gpuwhy.trial.same_results import RTOL, Values, compare, read_values, tolerance_text
@@ -102,20 +100,10 @@ def step_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | Non
     units_a = [run_units(f) for f in after]
     if not all(u.step_count for u in (*units_b, *units_a)):
         return None
-    logs_b = [math.log(u.seconds / u.step_count) for u in units_b]
-    logs_a = [math.log(u.seconds / u.step_count) for u in units_a]
-    d = difference(logs_b, logs_a)
-    if d is None:
-        return None
-    return Change(
-        measure="step_time",
-        before=round(math.exp(statistics.fmean(logs_b)), 9),
-        after=round(math.exp(statistics.fmean(logs_a)), 9),
-        estimate=round(math.exp(d.estimate), 5),
-        low=round(math.exp(d.low), 5),
-        high=round(math.exp(d.high), 5),
-        called="slower" if d.low > 0 else "faster" if d.high < 0 else "same",
-        detectable=round(math.exp(d.half_width) - 1, 5),
+    return ratio_between(
+        "step_time",
+        [u.seconds / u.step_count for u in units_b],
+        [u.seconds / u.step_count for u in units_a],
     )
 
 

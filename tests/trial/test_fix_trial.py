@@ -63,7 +63,7 @@ def patched_runs(tmp_path: Path, program: str, patch: str) -> subprocess.Complet
 
 
 def test_the_eager_step_traced_is_proven_faster_and_patched(tmp_path):
-    record, patch, done = fix(tmp_path, PROGRAMS / "eager_step.py")
+    record, patch, done = fix(tmp_path, CORPUS / "eager_loop.py")
     (graph, xla) = tried(record, "launch.eager-ops")
     assert graph["ran"] and graph["same_results"] is True, graph
     assert graph["speedup"] >= 1.3 and graph["speedup_low"] > 1.0 and graph["called"] == "faster"
@@ -71,7 +71,7 @@ def test_the_eager_step_traced_is_proven_faster_and_patched(tmp_path):
     assert "+@tf.function" in patch and patch.count("@tf.function") == 1
     assert "Fixes tried on a copy of the program" in done.stderr
     assert "✓ HELD train_step traced" in done.stderr
-    ran = patched_runs(tmp_path, "eager_step.py", patch)
+    ran = patched_runs(tmp_path, "eager_loop.py", patch)
     assert ran.returncode == 0 and "epoch 2 loss" in ran.stdout, ran.stderr[-2000:]
 
 
@@ -93,11 +93,11 @@ def test_a_fix_that_crashes_is_said_so_and_left_out(tmp_path):
 
 
 def test_a_python_float_passed_as_a_tensor_ends_the_retracing(tmp_path):
-    record, patch, _ = fix(tmp_path, PROGRAMS / "retraced_rate.py")
+    record, patch, _ = fix(tmp_path, CORPUS / "retracing.py")
     (rate,) = tried(record, "launch.retracing")
     assert rate["ran"] and rate["same_results"] is True and rate["speedup"] >= 1.3, rate
     assert "tf.constant(learning_rate, tf.float32)" in patch
-    assert patched_runs(tmp_path, "retraced_rate.py", patch).returncode == 0
+    assert patched_runs(tmp_path, "retracing.py", patch).returncode == 0
 
 
 def test_float64_made_float32_is_faster_within_its_stated_tolerance(tmp_path):

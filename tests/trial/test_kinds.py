@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from gpuwhy.facts import (
@@ -261,3 +262,18 @@ def test_a_loop_body_that_cannot_move_is_refused_with_why(tmp_path):
         [finding("launch.eager-ops")], Facts(eager=EagerFacts(1, 100, step_code=code)), files
     )
     assert found == [] and "cannot move into a function as written" in refused[0].why
+
+
+def test_a_cache_and_a_prefetch_at_the_same_place_are_one_edit(tmp_path):
+    path, files = setup(tmp_path)
+    stages = tuple(
+        PipelineStage(name, kind, (kind,), f"{path}:4", repeats=True)
+        for name, kind in (("Range", "range"), ("ParallelMapV2", "map"), ("BatchV2", "batch"))
+    )
+    stages = tuple(replace(s, parallelism=2) if s.kind == "map" else s for s in stages)
+    pipeline = PipelineFacts(
+        1, location=f"{path}:4", stages=stages, iterators=3, cardinality=5, element_bytes=16
+    )
+    tfdata = TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=1 << 30)
+    found, _ = plan([finding("input.no-cache")], Facts(tfdata=tfdata), files)
+    assert ".batch(2).cache().prefetch(tf.data.AUTOTUNE)\n" in edited(path, found[0])

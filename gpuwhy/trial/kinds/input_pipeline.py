@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import ast
 
-from gpuwhy.facts import Facts, PipelineFacts
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
     calls_at,
     import_tensorflow,
+    joined_insertions,
     node_span,
     set_keywords,
     walk_at,
@@ -108,21 +109,27 @@ def _python_maps(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
     """``num_parallel_calls`` on the sequential maps that run a Python function."""
     edits: list[Edit] = []
     for stage in pipeline.stages:
-        if stage.kind != "map" or stage.parallelism is not None or not stage.python:
-            continue
-        place = location_parts(stage.location)
-        read = files.read(place[0]) if place else None
-        if place is None or read is None:
-            continue
-        source, lines, tree = read
-        calls = calls_at(tree, place[1], "map")
-        if calls:
-            tf, imports = import_tensorflow(tree, place[0])
-            edits += [e for e in imports if e not in edits]
-            edits += set_keywords(
-                source, lines, place[0], calls[0], num_parallel_calls=f"{tf}.data.AUTOTUNE"
-            )
+        if stage.kind == "map" and stage.parallelism is None and stage.python:
+            edits += [e for e in _parallel(stage, files) if e not in edits]
     return edits
+
+
+def _parallel(stage: PipelineStage, files: SourceFiles) -> list[Edit]:
+    """``num_parallel_calls=AUTOTUNE`` on the ``.map(...)`` the stage was written as (and
+    the TensorFlow import its file needs for it); nothing where it cannot be found."""
+    place = location_parts(stage.location)
+    read = files.read(place[0]) if place else None
+    if place is None or read is None:
+        return []
+    source, lines, tree = read
+    calls = calls_at(tree, place[1], "map")
+    if not calls:
+        return []
+    tf, imports = import_tensorflow(tree, place[0])
+    keyword = set_keywords(
+        source, lines, place[0], calls[0], num_parallel_calls=f"{tf}.data.AUTOTUNE"
+    )
+    return [*imports, *keyword]
 
 
 def _cacheable(pipeline: PipelineFacts, memory: int | None) -> bool:
@@ -143,28 +150,16 @@ def _pipeline_edits(
 ) -> tuple[list[Edit], list[str]]:
     edits: list[Edit] = []
     what: list[str] = []
-    imported: set[str] = set()
     for stage in pipeline.stages:
         if stage.kind != "map" or stage.parallelism is not None or stage.by_library:
             continue
         if stage.python or stage.stateful or "map" not in stage.written_as:
             continue
-        place = location_parts(stage.location)
-        read = files.read(place[0]) if place else None
-        if place is None or read is None:
-            continue
-        source, lines, tree = read
-        calls = calls_at(tree, place[1], "map")
-        if not calls:
-            continue
-        tf, imports = import_tensorflow(tree, place[0])
-        if place[0] not in imported:
-            edits += imports
-            imported.add(place[0])
-        edits += set_keywords(
-            source, lines, place[0], calls[0], num_parallel_calls=f"{tf}.data.AUTOTUNE"
-        )
-        what.append(f"map({stage.function or ''}) at line {place[1]} in parallel")
+        parallel = _parallel(stage, files)
+        if parallel:
+            edits += [e for e in parallel if e not in edits]
+            line = (location_parts(stage.location) or ("", 0))[1]
+            what.append(f"map({stage.function or ''}) at line {line} in parallel")
     if _cacheable(pipeline, memory):
         end = _final_call(pipeline, files)
         if end is not None:
@@ -187,8 +182,7 @@ def _pipeline_edits(
             read = files.read(path)
             assert read is not None
             tf, imports = import_tensorflow(tree, path)
-            if path not in imported:
-                edits += imports
+            edits += [e for e in imports if e not in edits]
             s = node_span(node, read[1])
             edits.append(
                 Edit(
@@ -201,7 +195,7 @@ def _pipeline_edits(
                 )
             )
             what.append(f"prefetch at line {s.end_line}")
-    return edits, what
+    return joined_insertions(edits), what  # .cache() then .prefetch(): one place
 
 
 def _final_call(
