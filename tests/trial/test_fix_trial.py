@@ -141,3 +141,14 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
         [sys.executable, "-m", "gpuwhy", "fix", *args], cwd=tmp_path, capture_output=True, text=True
     )
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_float64_custom_loop_is_made_float32_from_its_inputs_to_its_variables(tmp_path):
+    record, patch, _ = fix(tmp_path, PROGRAMS / "float64_loop.py")
+    (f32,) = tried(record, "placement.float64")
+    assert f32["ran"] and f32["same_results"] is True, f32
+    assert f32["speedup"] >= 1.2 and f32["in_patch"]
+    assert (
+        "tf.cast(tf.random.normal((256, 1024), stddev=0.05, dtype=tf.float64), tf.float32)" in patch
+    )
+    assert patched_runs(tmp_path, "float64_loop.py", patch).returncode == 0

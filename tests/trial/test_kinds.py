@@ -277,3 +277,27 @@ def test_a_cache_and_a_prefetch_at_the_same_place_are_one_edit(tmp_path):
     tfdata = TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=1 << 30)
     found, _ = plan([finding("input.no-cache")], Facts(tfdata=tfdata), files)
     assert ".batch(2).cache().prefetch(tf.data.AUTOTUNE)\n" in edited(path, found[0])
+
+
+FLOAT64_LOOP = """import numpy as np
+import tensorflow as tf
+
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+w = tf.Variable(tf.random.normal((4, 2), stddev=0.05, dtype=tf.float64))
+b = tf.Variable(tf.zeros((2,), dtype=tf.float64))
+"""
+
+
+def test_float64_dtypes_become_float32_and_random_draws_are_cast_after_them(tmp_path):
+    path = tmp_path / "loop.py"
+    path.write_text(FLOAT64_LOOP)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    source = PipelineStage("TensorSlice", "source", ("from_tensor_slices",), f"{path}:4")
+    tfdata = TfDataFacts(pipelines=(PipelineFacts(1, location=f"{path}:4", stages=(source,)),))
+    (c,) = plan([finding("placement.float64")], Facts(tfdata=tfdata), files)[0]
+    assert c.fix.startswith("float32 for the 2 float64 dtype(s) the program names, and its tf.data")
+    text = edited(str(path), c)
+    assert "tf.cast(tf.random.normal((4, 2), stddev=0.05, dtype=tf.float64), tf.float32)" in text
+    assert "tf.zeros((2,), dtype=tf.float32)" in text
+    assert "from_tensor_slices((x, y)).map(lambda *e: tf.nest.map_structure(" in text
+    compile(text, "loop.py", "exec")

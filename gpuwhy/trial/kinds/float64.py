@@ -3,9 +3,10 @@
 Two places are tried, each on its own: Keras' global float type
 (``keras.config.set_floatx("float64")`` / ``tf.keras.backend.set_floatx``), which makes
 every layer's variables and math double; and every float64 dtype the program names
-(``tf.float64``, ``np.float64``, ``"float64"``, ``dtype=float``). NumPy arrays made
-float64 by default need no edit where the model is float32: Keras casts its inputs to
-the layers' dtype. Results change in the last digits (float32 rounds sooner): the trial
+(``tf.float64``, ``np.float64``, ``"float64"``, ``dtype=float``) with, where a tf.data
+pipeline starts from ``from_tensor_slices`` (NumPy arrays are float64 by default), a
+cast of its float64 tensors right after it: float32 variables then meet float32 inputs.
+Keras casts a model's inputs to its layers' dtype by itself. Results change in the last digits (float32 rounds sooner): the trial
 compares them within its stated tolerance.
 """
 
@@ -16,8 +17,17 @@ import os
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
-from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
-from gpuwhy.trial.source_edits import Edit, calls_named, node_span, segment
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.source_edits import (
+    Edit,
+    calls_at,
+    calls_named,
+    import_tensorflow,
+    joined_insertions,
+    node_span,
+    segment,
+    wrap_node,
+)
 
 PRECISION_TOLERANCE = 0.1
 PRECISION_WHY = (
@@ -31,6 +41,7 @@ def candidates(
 ) -> tuple[list[FixCandidate], list[NotTried]]:
     floatx: list[Edit] = []
     dtypes: list[Edit] = []
+    named = 0  # float64 dtypes the program names (a draw's is one, wrapped in two edits)
     for path in program_files(facts, files):
         read = files.read(path)
         if read is None:
@@ -40,15 +51,24 @@ def candidates(
             if call.args and _is_float64(call.args[0], source):
                 floatx.append(_to_float32(path, lines, call.args[0], source))
         calls = {id(a) for c in calls_named(tree, "set_floatx") for a in c.args}
+        draws = _random_draws(tree, source)
         for node in ast.walk(tree):
             if id(node) in calls:
                 continue
-            if _is_float64(node, source) and not isinstance(node, ast.Name):
+            if id(node) in draws:
+                tf, imports = import_tensorflow(tree, path)
+                dtypes += [e for e in imports if e not in dtypes]
+                dtypes += wrap_node(path, lines, draws[id(node)], f"{tf}.cast(", f", {tf}.float32)")
+                named += 1
+            elif _is_float64(node, source) and not isinstance(node, ast.Name):
                 dtypes.append(_to_float32(path, lines, node, source))
+                named += 1
             elif (
                 isinstance(node, ast.keyword) and node.arg == "dtype" and _python_float(node.value)
             ):
                 dtypes.append(_to_float32(path, lines, node.value, source))
+                named += 1
+    inputs = _cast_inputs(facts, files)
     out = []
     if floatx:
         out.append(
@@ -62,13 +82,19 @@ def candidates(
                 by_mean=True,
             )
         )
-    if dtypes:
+    if dtypes or inputs:
+        what = []
+        if dtypes:
+            what.append(f"float32 for the {named} float64 dtype(s) the program names")
+        if inputs:
+            what.append("its tf.data inputs cast to float32 where they are made")
+        edits = joined_insertions([*dtypes, *inputs])
         out.append(
             FixCandidate(
                 finding.id,
-                f"float32 for the {len(dtypes)} float64 dtype(s) the program names",
-                tuple(dtypes),
-                location=f"{dtypes[0].path}:{dtypes[0].line}",
+                ", and ".join(what),
+                tuple(edits),
+                location=f"{edits[0].path}:{edits[0].line}",
                 tolerance=PRECISION_TOLERANCE,
                 tolerance_why=PRECISION_WHY,
                 by_mean=True,
@@ -83,6 +109,61 @@ def candidates(
             )
         ]
     return out, []
+
+
+SOURCES = ("from_tensor_slices", "from_tensors")
+
+
+def _cast_inputs(facts: Facts, files: SourceFiles) -> list[Edit]:
+    """A map right after each ``from_tensor_slices(...)`` of the program's pipelines that
+    casts its float64 tensors to float32 (NumPy makes float64 by default: the step's
+    float32 variables would meet float64 inputs), and the TF import it needs."""
+    edits: list[Edit] = []
+    for pipeline in facts.tfdata.pipelines if facts.tfdata is not None else ():
+        source = pipeline.stages[0] if pipeline.stages else None
+        if source is None or source.by_library or not set(source.written_as) & set(SOURCES):
+            continue
+        place = location_parts(source.location)
+        read = files.read(place[0]) if place else None
+        if place is None or read is None:
+            continue
+        text, lines, tree = read
+        calls = [c for name in SOURCES for c in calls_at(tree, place[1], name)]
+        if not calls:
+            continue
+        tf, imports = import_tensorflow(tree, place[0])
+        end = node_span(calls[0], lines)
+        cast = (
+            f".map(lambda *e: {tf}.nest.map_structure(lambda t: {tf}.cast(t, {tf}.float32) "
+            f"if t.dtype == {tf}.float64 else t, e if len(e) > 1 else e[0]))"
+        )
+        edits += [e for e in imports if e not in edits]
+        edits.append(Edit(place[0], end.end_line, end.end_col, end.end_line, end.end_col, cast))
+    return edits
+
+
+RANDOM_DRAWS = frozenset(
+    {"normal", "uniform", "truncated_normal", "gamma", "poisson", "stateless_normal",
+     "stateless_uniform", "stateless_truncated_normal", "glorot_uniform", "random"}
+)  # fmt: skip
+
+
+def _random_draws(tree: ast.Module, source: str) -> dict[int, ast.Call]:
+    """A float64 dtype given to a random draw (``tf.random.normal(..., dtype=tf.float64)``),
+    by the id of that dtype's node, with its call. Such a draw is kept in float64 and cast
+    to float32 after it: drawn in float32 it would give other numbers from the same seed,
+    and the trial would compare two trainings from different initial weights."""
+    out: dict[int, ast.Call] = {}
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else None
+        if name not in RANDOM_DRAWS:
+            continue
+        for kw in call.keywords:
+            if kw.arg == "dtype" and _is_float64(kw.value, source):
+                out[id(kw.value)] = call
+    return out
 
 
 def program_files(facts: Facts, files: SourceFiles) -> list[str]:
