@@ -190,8 +190,10 @@ def settings_from(args: argparse.Namespace) -> FixSettings:
 def trial_options(args: argparse.Namespace) -> TrialOptions:
     if not args.bound > 0:
         raise UsageError(f"--bound must be a positive number of seconds, not {args.bound}")
-    if not 1 <= args.runs <= 20:
-        raise UsageError(f"--runs {args.runs}: between 1 and 20")
+    if not 2 <= args.runs <= 20:
+        raise UsageError(
+            f"--runs {args.runs}: between 2 and 20 (one run a side cannot show how far runs spread)"
+        )
     unknown = [f for f in args.finding if f not in fixable_ids()]
     if unknown:
         raise UsageError(
@@ -235,6 +237,8 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
     own_stderr.keep()
     if settings.patch:
         check_patch_path(settings.patch, settings.script.path)
+    if options.keep is not None:
+        check_keep(options.keep, settings.script.path)
     record = try_fixes(
         settings.script.path,
         settings.script.args,
@@ -256,6 +260,19 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
     if trial is not None and trial.interrupted:
         return EXIT_INTERRUPTED  # the table so far was printed, as Ctrl-C asked
     return EXIT_OK
+
+
+def check_keep(keep: str, script: str) -> None:
+    """``--keep`` must not hold the script's folder or the working directory: each copy
+    would copy the copies (a folder below them is fine: the copies leave it out)."""
+    kept = os.path.realpath(keep)
+    for folder in (os.path.dirname(os.path.abspath(script)), os.getcwd()):
+        real = os.path.realpath(folder)
+        if real == kept or real.startswith(kept + os.sep):
+            raise UsageError(
+                f"--keep {keep} holds the program's folder {real}: keep the runs in a "
+                "folder beside it or below it"
+            )
 
 
 def check_patch_path(path: str, script: str) -> None:

@@ -110,16 +110,18 @@ def _trial(
     tried = [judge(c, originals, runs[i], device_here) for i, c in enumerate(candidates) if runs[i]]
     combined, patch_set = None, []
     if not interrupted:
-        combined, patch_set = _together(ran, tried, originals, run, options, limit, progress)
-    else:
-        patch_set = _best_held(ran, tried)
+        combined, patch_set, interrupted = _together(
+            ran, tried, originals, run, options, limit, progress
+        )
+    else:  # the fixes never ran together: the single best one
+        patch_set = _best_held(ran, tried)[:1]
     tried = [
         replace(t, in_patch=i in patch_set, location=shown_location(t.location))
         for i, t in enumerate(tried)
     ]
-    patch = (
-        unified_diff(merged([ran[i].edits for i in patch_set]), os.getcwd()) if patch_set else None
-    )
+    patch_edits = merged([ran[i].edits for i in patch_set])
+    base = patch_base(patch_edits)
+    patch = unified_diff(patch_edits, base) if patch_set else None
     trial = FixTrialFacts(
         bound_s=options.bound_s,
         runs_per_side=options.runs,
@@ -128,7 +130,12 @@ def _trial(
         patch=patch or None,
         not_tried=tuple((n.finding, n.why) for n in not_tried),
         interrupted=interrupted,
-        notes=_notes(script, parent),
+        notes=_notes(script, parent)
+        + (
+            (f"the patch's paths are relative to {base}: git apply it from there",)
+            if patch and base != os.getcwd()
+            else ()
+        ),
     )
     return Record.diagnose(
         "fix", replace(diagnosis.facts, fixes_tried=tuple(tried), fix_trial=trial)
@@ -177,15 +184,27 @@ def _said(progress: Progress, r: VariantRun, what: str) -> None:
     progress(f"{what}: {r.seconds:.1f} s{mean}")
 
 
+def patch_base(edits: Sequence) -> str:
+    """The working directory, where every edited file is under it (``git apply`` from
+    there); else the deepest folder holding them and it."""
+    cwd = os.getcwd()
+    paths = [os.path.abspath(e.path) for e in edits]
+    if all(os.path.commonpath([p, cwd]) == cwd for p in paths):
+        return cwd
+    return os.path.commonpath([cwd, *paths])
+
+
 def _best_held(candidates: Sequence[FixCandidate], tried: Sequence[FixTried]) -> list[int]:
-    """Per finding, the fix that held with the largest speedup; those that fit together."""
-    best: dict[str, int] = {}
+    """Per finding and place (two pipelines' fixes are two), the fix that held with the
+    largest speedup; those that fit together."""
+    best: dict[tuple[str, str | None], int] = {}
     for i, t in enumerate(tried):
         if not t.held:
             continue
-        j = best.get(t.finding)
+        key = (t.finding, candidates[i].location)
+        j = best.get(key)
         if j is None or (t.speedup or 0) > (tried[j].speedup or 0):
-            best[t.finding] = i
+            best[key] = i
     order = sorted(best.values(), key=lambda i: -(tried[i].speedup or 0))
     kept = compatible([candidates[i].edits for i in order])
     return [order[k] for k in kept]
@@ -194,7 +213,7 @@ def _best_held(candidates: Sequence[FixCandidate], tried: Sequence[FixTried]) ->
 def _together(candidates, tried, originals, run, options, limit, progress):
     chosen = _best_held(candidates, tried)
     if len(chosen) < 2:
-        return None, chosen
+        return None, chosen, False
     together = FixCandidate(
         finding="+".join(tried[i].finding for i in chosen),
         fix=" + ".join(tried[i].fix for i in chosen),

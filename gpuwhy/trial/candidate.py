@@ -7,7 +7,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 
-from gpuwhy.trial.source_edits import Edit, parse
+from gpuwhy.trial.source_edits import Edit, lines_of, parse
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,11 @@ class SourceFiles:
         if not self.owns(path):
             return None
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8", newline="") as f:  # its line endings kept
                 source = f.read()
         except (OSError, UnicodeDecodeError):
             return None
         tree = parse(source, path)
         if tree is None:
             return None
-        return source, source.splitlines(keepends=True), tree
+        return source, lines_of(source), tree

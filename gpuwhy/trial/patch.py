@@ -8,7 +8,7 @@ import difflib
 import os
 from collections.abc import Sequence
 
-from gpuwhy.trial.source_edits import Edit, apply
+from gpuwhy.trial.source_edits import Edit, apply, lines_of
 
 
 def unified_diff(edits: Sequence[Edit], base: str) -> str:
@@ -17,14 +17,14 @@ def unified_diff(edits: Sequence[Edit], base: str) -> str:
         by_file.setdefault(e.path, []).append(e)
     parts: list[str] = []
     for path in sorted(by_file):
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", newline="") as f:
             before = f.read()
         after = apply(before, by_file[path])
         rel = os.path.relpath(path, base)
         parts.extend(
             difflib.unified_diff(
-                before.splitlines(keepends=True),
-                after.splitlines(keepends=True),
+                lines_of(before),
+                lines_of(after),
                 fromfile=f"a/{rel}",
                 tofile=f"b/{rel}",
             )

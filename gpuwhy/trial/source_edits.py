@@ -10,6 +10,7 @@ that a fix leaves every other character of the file as the user wrote it: the pa
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -41,10 +42,20 @@ class EditError(Exception):
     """The edits do not fit the file (overlapping, out of range)."""
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of ``text`` as Python's parser counts them (``\n``, ``\r\n`` or ``\r``
+    ends one; a form feed or ``\u2028`` does not, as ``str.splitlines`` would have it),
+    each with its own ending: ``ast``'s line numbers index this list."""
+    return _LINE.findall(text)
+
+
 def apply(source: str, edits: Iterable[Edit]) -> str:
     """``source`` with ``edits`` (all of one file) made; later spans first, so each edit's
     positions stay those of the original text."""
-    lines = source.splitlines(keepends=True)
+    lines = lines_of(source)
     ordered = sorted(edits, key=lambda e: (e.line, e.col), reverse=True)
     for a, b in zip(ordered, ordered[1:], strict=False):
         if b.overlaps(a):
@@ -161,6 +172,18 @@ def import_tensorflow(tree: ast.Module, path: str) -> tuple[str, list[Edit]]:
     alias = tensorflow_alias(tree)
     if alias is not None:
         return alias, []
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            head = f.read(4096)
+    except OSError:
+        head = None
+    line = top_line(tree, head)
+    return "tf", [Edit(path, line, 0, line, 0, "import tensorflow as tf\n")]
+
+
+def top_line(tree: ast.Module, source: str | None = None) -> int:
+    """The line where a module's own code starts: after its docstring and ``from
+    __future__`` imports, and after a ``#!`` or coding line where it has no docstring."""
     line = 1
     for node in tree.body:
         is_doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
@@ -169,7 +192,13 @@ def import_tensorflow(tree: ast.Module, path: str) -> tuple[str, list[Edit]]:
             line = (node.end_lineno or node.lineno) + 1
             continue
         break
-    return "tf", [Edit(path, line, 0, line, 0, "import tensorflow as tf\n")]
+    if line == 1 and source is not None:
+        for text in lines_of(source)[:2]:
+            if text.startswith("#!") or ("coding" in text and text.startswith("#")):
+                line += 1
+            else:
+                break
+    return line
 
 
 def indent_of(line_text: str) -> str:
@@ -243,6 +272,8 @@ def unwrap_with(source: str, lines: list[str], path: str, node: ast.With, item: 
         return [Edit(path, s0.line, s0.col, s1.end_line, s1.end_col, ", ".join(others))]
     start = node.lineno
     body_first = node.body[0].lineno
+    if body_first == start:  # `with x: y()` on one line: nothing to dedent, left alone
+        return []
     body_last = node.end_lineno or node.body[-1].lineno
     outer = indent_of(lines[start - 1])
     body = "".join(lines[body_first - 1 : body_last])

@@ -2,8 +2,8 @@
 written, and what the program writes to relative paths (checkpoints, logs, outputs)
 lands in the copy.
 
-The copy's root is the deepest folder holding both the working directory and the
-script. The folders on the way down to them are real folders whose other entries are
+The copy's root is the folder above the deepest one holding both the working directory
+and the script (``../data`` resolves in the copy as it does in the program's tree). The folders on the way down to them are real folders whose other entries are
 symbolic links; the script's folder and the working directory are copied: their Python
 files and other files up to :data:`COPY_BYTES` each, up to :data:`MAX_COPIED` files and
 :data:`MAX_COPIED_BYTES` in all (a copy is made for every run),
@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpuwhy.trial.source_edits import Edit, apply
+from gpuwhy.trial.source_edits import Edit, EditError, apply
 
 COPY_BYTES = 4 << 20
 MAX_COPIED = 5000
@@ -43,25 +43,57 @@ class Workspace:
         return os.path.join(self.path, rel)
 
     def write_edits(self, edits: Iterable[Edit]) -> None:
-        """The edits made in the copy's files (each file read from the user's)."""
+        """The edits made in the copy's files (each file read from the user's, its line
+        endings kept). A file is written only as a real file of the copy: every folder
+        on its way that the copy reached by a link is made a real folder first (its
+        entries linked), so no write can go through a link into the user's tree."""
         by_file: dict[str, list[Edit]] = {}
         for e in edits:
             by_file.setdefault(e.path, []).append(e)
         for user_path, file_edits in by_file.items():
-            with open(user_path, encoding="utf-8") as f:
+            rel = os.path.relpath(os.path.abspath(user_path), self.root)
+            if rel.startswith(os.pardir):
+                raise EditError(f"{user_path} is outside the program's folder {self.root}")
+            with open(user_path, encoding="utf-8", newline="") as f:
                 text = apply(f.read(), file_edits)
-            target = self.mapped(user_path)
-            if os.path.islink(target):
-                os.unlink(target)
-            with open(target, "w", encoding="utf-8") as f:
+            target = self._real_path_to(rel)
+            with open(target, "w", encoding="utf-8", newline="") as f:
                 f.write(text)
+
+    def _real_path_to(self, rel: str) -> str:
+        """``rel`` in the copy, its folders real folders of the copy, the file itself not a
+        link (a link is removed: the file is then written in its place)."""
+        here = self.path
+        parts = rel.split(os.sep)
+        for part in parts[:-1]:
+            here = os.path.join(here, part)
+            if os.path.islink(here):
+                source = os.path.realpath(here)
+                os.unlink(here)
+                os.mkdir(here)
+                for entry in os.scandir(source):
+                    os.symlink(os.path.realpath(entry.path), os.path.join(here, entry.name))
+            elif not os.path.isdir(here):
+                os.mkdir(here)
+        target = os.path.join(here, parts[-1])
+        if os.path.islink(target):
+            os.unlink(target)
+        real_copy = os.path.realpath(self.path)
+        if os.path.commonpath([os.path.realpath(os.path.dirname(target)), real_copy]) != real_copy:
+            raise EditError(f"{target} would be written outside the copy")
+        return target
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
 def common_root(script: str, cwd: str) -> str:
-    return os.path.commonpath([os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)])
+    """The folder the copy mirrors: the one above the deepest folder holding both the
+    script and the working directory (a program reads ``../data`` from either), unless
+    that is the file system's root."""
+    deepest = os.path.commonpath([os.path.dirname(os.path.abspath(script)), os.path.abspath(cwd)])
+    above = os.path.dirname(deepest)
+    return deepest if above in (deepest, os.sep) else above
 
 
 def make(script: str, cwd: str, parent: str, prefix: str = "variant-") -> Workspace:
@@ -89,7 +121,8 @@ def _mirror(src: str, dst: str, full: set[str], ws: Workspace, budget: list[int]
     except OSError:
         return
     for entry in entries:
-        if entry.name in SKIP or os.path.realpath(entry.path) == own:
+        real = os.path.realpath(entry.path)
+        if entry.name in SKIP or real == own or real.startswith(own + os.sep):
             continue  # gpuwhy's own folder of copies, where the tree holds it: never copied
         target = os.path.join(dst, entry.name)
         try:

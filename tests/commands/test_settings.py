@@ -165,7 +165,7 @@ def test_a_command_without_an_option_has_none_in_its_report_settings():
         (("watch",), "nothing to watch: give the command after --"),
         (("watch", "--"), "nothing to watch: give the command after --"),
         (("watch", "--hz", "200", "--", "true"), "--hz must be between 0 and 100"),
-        (("fix", "--runs", "0", "t.py"), "--runs 0: between 1 and 20"),
+        (("fix", "--runs", "1", "t.py"), "--runs 1: between 2 and 20"),
         (("fix", "--target", "no-such-gpu", "t.py"), "no-such-gpu"),
         (("fix", "--input", "--patch", "p.diff", "t.py"), "--patch is for gpuwhy fix SCRIPT"),
         (("fix", "--input", "--repeats", "0", "t.py"), "--repeats must be at least 1"),

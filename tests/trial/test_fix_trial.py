@@ -129,7 +129,8 @@ def test_a_healthy_program_gets_no_fix_claimed(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--runs", "0", "x.py"], "--runs 0"),
+        (["--runs", "1", "x.py"], "--runs 1: between 2 and 20"),
+        (["--keep", ".", "x.py"], "--keep . holds the program's folder"),
         (["--bound", "-1", "x.py"], "--bound must be"),
         (["--finding", "env.no-gpu", "x.py"], "--finding env.no-gpu"),
         (["missing.py"], "missing.py: no such file"),

@@ -25,7 +25,8 @@ def test_the_copy_mirrors_the_folder_and_writes_stay_in_it(tmp_path, monkeypatch
     parent = project / "runs"  # gpuwhy's own folder inside the tree: never copied into it
     parent.mkdir()
     ws = make(str(script), str(project), str(parent))
-    copy = Path(ws.path)
+    assert ws.root == str(tmp_path)  # one level above: ../data resolves in the copy
+    copy = Path(ws.mapped(str(project)))
     assert (copy / "helper.py").read_text() == "X = 1\n" and not (copy / "helper.py").is_symlink()
     assert (copy / "data" / "big.bin").is_symlink()  # large data is linked, not copied
     assert not (copy / "runs").exists()
@@ -36,6 +37,35 @@ def test_the_copy_mirrors_the_folder_and_writes_stay_in_it(tmp_path, monkeypatch
         [sys.executable, str(copy / "train.py")], cwd=copy, check=True, capture_output=True
     )
     assert (copy / "out.txt").read_text() == "2" and not (project / "out.txt").exists()
+
+
+def test_an_edit_under_a_linked_folder_never_writes_through_the_link(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "lib").mkdir()
+    (project / "lib" / "model.py").write_text("SIZE = 1\n")  # a sibling: linked in the copy
+    script = project / "src" / "train.py"
+    script.write_text("print(1)\n")
+    monkeypatch.chdir(project / "src")
+    parent = tmp_path / "runs"
+    parent.mkdir()
+    ws = make(str(script), str(project / "src"), str(parent))
+    linked = Path(ws.mapped(str(project / "lib")))
+    assert linked.is_symlink()
+    ws.write_edits([Edit(str(project / "lib" / "model.py"), 1, 7, 1, 8, "2")])
+    assert (project / "lib" / "model.py").read_text() == "SIZE = 1\n"  # the user's, as it was
+    assert not linked.is_symlink() and (linked / "model.py").read_text() == "SIZE = 2\n"
+
+
+def test_crlf_line_endings_are_kept(tmp_path, monkeypatch):
+    script = tmp_path / "w.py"
+    script.write_bytes(b"x = 1\r\ny = 2\r\n")
+    monkeypatch.chdir(tmp_path)
+    parent = tmp_path / "runs"
+    parent.mkdir()
+    ws = make(str(script), str(tmp_path), str(parent))
+    ws.write_edits([Edit(str(script), 2, 4, 2, 5, "3")])
+    assert Path(ws.mapped(str(script))).read_bytes() == b"x = 1\r\ny = 3\r\n"
 
 
 def test_a_variant_that_never_ends_is_stopped_at_its_limit(tmp_path, monkeypatch):

@@ -71,23 +71,38 @@ class StoppedAtBound(BaseException):
     ends as one that completed its bounded part (``ended == "stopped"``, status 0)."""
 
 
-def _stop_after(seconds: float | None) -> threading.Timer | None:
-    """A timer that raises :class:`StoppedAtBound` in this (the main) thread after
-    ``seconds``. Python delivers it at the next bytecode the thread runs: a script inside
-    one long C call (a TF op) stops when that call returns."""
-    if seconds is None:
-        return None
-    target = threading.get_ident()
+class _Bound:
+    """Raises :class:`StoppedAtBound` in the thread that made it (the main thread) once
+    ``seconds`` have passed, and again each second until the run says it stopped: Python
+    delivers it at the next bytecode the thread runs (a script inside one long C call, a
+    TF op, stops when that call returns), and one raised inside a ``__del__``, a GC
+    callback or a bare ``except:`` is lost."""
 
-    def stop() -> None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(
-            ctypes.c_ulong(target), ctypes.py_object(StoppedAtBound)
+    REPEAT_S = 1.0
+
+    def __init__(self, seconds: float) -> None:
+        self.target = threading.get_ident()
+        self.done = threading.Event()
+        self.thread = threading.Thread(
+            target=self._stop, args=(seconds,), name="gpuwhy-stop-after", daemon=True
         )
+        self.thread.start()
 
-    timer = threading.Timer(seconds, stop)
-    timer.daemon = True
-    timer.start()
-    return timer
+    def _stop(self, seconds: float) -> None:
+        if self.done.wait(seconds):
+            return
+        while not self.done.is_set():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self.target), ctypes.py_object(StoppedAtBound)
+            )
+            self.done.wait(self.REPEAT_S)
+
+    def cancel(self) -> None:
+        self.done.set()
+
+
+def _stop_after(seconds: float | None) -> _Bound | None:
+    return _Bound(seconds) if seconds is not None else None
 
 
 class Terminated(BaseException):
@@ -131,7 +146,7 @@ def run_script(
     with _sigterm_raises() as sigterm:
         timer = _stop_after(stop_after)
         try:
-            outcome = _run(code, main)
+            outcome = _run(code, main, timer)
         except Terminated:  # SIGTERM while joining or printing
             outcome = ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
         except StoppedAtBound:  # the bound came while joining the script's threads
@@ -146,7 +161,7 @@ def run_script(
     return outcome
 
 
-def _run(code: types.CodeType, main: types.ModuleType) -> ScriptEnding:
+def _run(code: types.CodeType, main: types.ModuleType, bound: _Bound | None = None) -> ScriptEnding:
     try:
         exec(code, main.__dict__)
         outcome = ScriptEnding("completed", 0)
@@ -158,6 +173,8 @@ def _run(code: types.CodeType, main: types.ModuleType) -> ScriptEnding:
     except Terminated:
         return ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
     except StoppedAtBound:
+        if bound is not None:
+            bound.cancel()  # no more raises: the run ends here
         return ScriptEnding("stopped", 0)  # its threads are not waited for: the bound is up
     except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
         _print_exception(e)
@@ -281,6 +298,11 @@ def end_like_the_script(outcome: ScriptEnding) -> int:
         raise ScriptInterrupted()
     if outcome.ended == "terminated":
         die_of(signal.SIGTERM)
+    if outcome.ended == "stopped":
+        # the report is written; a thread of the script's that waits for more work
+        # would keep the interpreter from exiting: the bound is up, the process ends now
+        _flush()
+        os._exit(0)
     return outcome.exit_code
 
 

@@ -18,6 +18,7 @@ from gpuwhy.trial.kinds import (
     retracing,
     step_graph,
 )
+from gpuwhy.trial.source_edits import EditError, apply, parse
 
 Planner = Callable[[Finding, Facts, SourceFiles], tuple[list[FixCandidate], list[NotTried]]]
 
@@ -65,11 +66,34 @@ def plan(
                 key = tuple(sorted(candidate.edits, key=lambda e: (e.path, e.line, e.col)))
                 if key in seen:
                     continue
+                misfit = _misfit(candidate, files)
+                if misfit is not None:
+                    why.append(f"{candidate.fix}: its edits do not fit the file ({misfit})")
+                    continue
                 seen.add(key)
                 tried.append(candidate)
         if len(tried) == before:
             refused.append(NotTried(finding.id, "; ".join(why) or "no fix gpuwhy can apply here"))
     return tried, refused
+
+
+def _misfit(candidate: FixCandidate, files: SourceFiles) -> str | None:
+    """Why the candidate's edits cannot be made (overlapping, out of range), or None:
+    each file's edits made on its text as read, the result parsed."""
+    by_file: dict[str, list] = {}
+    for e in candidate.edits:
+        by_file.setdefault(e.path, []).append(e)
+    for path, edits in by_file.items():
+        read = files.read(path)
+        if read is None:
+            return f"{path} cannot be read"
+        try:
+            text = apply(read[0], edits)
+        except EditError as e:
+            return str(e)
+        if parse(text, path) is None:
+            return "the edited file is not valid Python"
+    return None
 
 
 def fixable_ids() -> frozenset[str]:  # the same as gpuwhy.fixes.tried.TRIED_BY_FIX

@@ -30,11 +30,16 @@ def candidates(
         for k, item in enumerate(node.items):
             text = segment(source, item.context_expr)
             if "device(" in text and "cpu" in text.lower():
+                edits = unwrap_with(source, lines, where[0], node, k)  # type: ignore[arg-type]
+                if not edits:
+                    return [], [
+                        NotTried(finding.id, f"`with {text}:` is on one line with its body")
+                    ]
                 return [
                     FixCandidate(
                         finding.id,
                         f"the `with {text}:` block removed",
-                        tuple(unwrap_with(source, lines, where[0], node, k)),  # type: ignore[arg-type]
+                        tuple(edits),
                         location=finding.location,
                         device_effect=True,
                     )

@@ -21,7 +21,13 @@ from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
-from gpuwhy.trial.source_edits import Edit, calls_named, import_tensorflow, set_keywords
+from gpuwhy.trial.source_edits import (
+    Edit,
+    calls_named,
+    import_tensorflow,
+    set_keywords,
+    top_line,
+)
 
 TOLERANCE = 0.1
 WHY = (
@@ -42,7 +48,7 @@ def candidates(
     fit = facts.steps is not None and any(loop.source == "keras-fit" for loop in facts.steps.loops)
     policy = "mixed_float16" if fit and _before_bfloat16(facts) else "mixed_bfloat16"
     keras, imports = _keras_name(tree, files.script)
-    line = _after_imports(tree)
+    line = max(_after_imports(tree), top_line(tree, source))
     setter = Edit(
         files.script, line, 0, line, 0, f'{keras}.mixed_precision.set_global_policy("{policy}")\n'
     )

@@ -29,6 +29,7 @@ from gpuwhy.trial.source_edits import (
     import_tensorflow,
     indent_of,
     joined_insertions,
+    node_span,
     segment,
     statement_at,
 )
@@ -159,7 +160,8 @@ def _metrics_made_once(code: StepCode, files: SourceFiles) -> list[Edit]:
         text = segment(source, made)
         indent = indent_of(lines[loop.lineno - 1])
         edits.append(Edit(at[0], loop.lineno, 0, loop.lineno, 0, f"{indent}{text}\n"))
-        col = len(indent_of(lines[made.lineno - 1]))
-        end = len(lines[made.lineno - 1].rstrip("\n"))
-        edits.append(Edit(at[0], made.lineno, col, made.lineno, end, f"{r.name}.reset_state()"))
+        span = node_span(made, lines)  # the statement alone: `; n = 0` after it stays
+        edits.append(
+            Edit(at[0], span.line, span.col, span.end_line, span.end_col, f"{r.name}.reset_state()")
+        )
     return edits
