@@ -187,24 +187,33 @@ def test_updates_that_take_long_come_less_often():
 def test_an_update_slowed_by_a_busy_machine_does_not_put_the_next_far_away():
     """The pause follows what an update costs the program (its CPU time), not its wall
     time: waiting for a CPU on a loaded machine, or for the GIL, costs the program
-    nothing, and one such update must not put the next minutes away."""
+    nothing, and one such update must not put the next minutes away. Measured side by
+    side with updates that do not wait, since what an update costs in CPU (and so the
+    pause after it) depends on the machine: counted by wall time, each 0.05 s wait would
+    put the next update 10 s away (one update in the two seconds)."""
     import time
 
-    from gpuwhy.export.live import LiveMetrics, MetricsOptions
+    from gpuwhy.export.live import MAX_SHARE, LiveMetrics, MetricsOptions
     from tests.export.conftest import free_port
 
-    calls = []
+    def updates(wait_s: float) -> int:
+        calls = []
 
-    def waiting_snapshot():
-        calls.append(time.perf_counter())
-        time.sleep(0.05)  # descheduled: wall time, no CPU
-        return Facts(steps=STEPS), ()
+        def snapshot():
+            calls.append(time.perf_counter())
+            time.sleep(wait_s)  # descheduled: wall time, no CPU
+            return Facts(steps=STEPS), ()
 
-    options = MetricsOptions(port=free_port(), interval_s=0.01)
-    live = LiveMetrics(options, "run", "train.py", time.perf_counter(), waiting_snapshot).start()
-    time.sleep(1.0)
-    live.finish(None)
-    assert len(calls) >= 5
+        options = MetricsOptions(port=free_port(), interval_s=0.01)
+        live = LiveMetrics(options, "run", "train.py", time.perf_counter(), snapshot).start()
+        time.sleep(2.0)
+        live.finish(None)
+        return len(calls)
+
+    assert 0.05 / MAX_SHARE >= 2.0  # counted by wall time, one wait would pause 2 s or more
+    control, waiting = updates(0.0), updates(0.05)
+    assert control >= 2
+    assert waiting >= max(2, control // 2), (control, waiting)
 
 
 def test_each_loops_steps_are_published_once():
