@@ -18,7 +18,7 @@ PROMETHEUS ?= /usr/bin/prometheus
 PUSHGATEWAY ?= /usr/bin/prometheus-pushgateway
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo lint test corpus bench clean
+.PHONY: setup demo lint test test-fast corpus bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ test: setup lint
 	CHROMIUM=$(CHROMIUM) PROMETHEUS=$(PROMETHEUS) PUSHGATEWAY=$(PUSHGATEWAY) \
 	GPUWHY_KERAS_COMPAT=$(abspath $(KERAS_COMPAT)) GPUWHY_KERAS_OLDEST=$(KERAS_OLDEST) \
 	$(BIN)/python -m pytest -q
+
+# The one-minute loop while working: lint, then the tests of hand-made facts and saved
+# records only (no TensorFlow, no program started, no browser, no server, nothing at
+# scale; tests/speed_marks.py marks them). `make test` stays what CI runs.
+FAST := not tf and not subprocess and not browser and not server and not corpus and not slow
+test-fast: $(BIN)/.installed lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(FAST)"
 
 # The corpus alone (tests/corpus): every finding found on its programs and saved records
 corpus: $(BIN)/.installed

@@ -21,6 +21,7 @@ from gpuwhy.facts import (
     PlacementFacts,
     ProgramFacts,
     ProjectionFacts,
+    StepFacts,
     WorkersFacts,
 )
 from gpuwhy.finding import Finding
@@ -147,7 +148,6 @@ def _placement_verdict(placement: PlacementFacts, findings: list[Finding]) -> st
 
 def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -> str:
     """A watched run: where it ran, how fast a step was, and the worst problem."""
-    steps = facts.steps
     usable = gpu_usable(facts)
     worst = next(
         (
@@ -157,54 +157,10 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         ),
         None,
     )
-    if program.ended == "exception":
-        head = f"The program failed ({program.error}) after {program.seconds:.1f} s"
-    elif program.ended == "interrupted":
-        head = f"Interrupted after {program.seconds:.1f} s"
-    elif program.ended == "terminated":
-        head = f"Terminated (SIGTERM) after {program.seconds:.1f} s"
-    elif usable is False:
-        no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
-        cause = no_gpu.title.split(": ", 1)[-1] if no_gpu else "no GPU"
-        head = f"Ran on the CPU: TensorFlow cannot use a GPU here ({cause})"
-    elif usable:
-        head = "Ran on the GPU" if worst is None else "GPU underused"
-    elif not program.tensorflow_imported:
-        # any program (PyTorch, JAX ...): its GPU first
-        busy = busy_text(facts)
-        head = busy[0].upper() + busy[1:] if busy else "The program never imported TensorFlow"
-    else:
-        head = "Ran"
     details = []
+    steps = facts.steps
     if steps is not None and steps.median_s is not None:
-        text = f"{steps.count:,} steps, median {steps.median_s * 1000:,.1f} ms"
-        bound = next((f for f in findings if f.id == "input.bound"), None)
-        # what input.bound found the wait to be, asked as it asks it (never read back from
-        # its evidence): a steps' wait it reported is one of these
-        reading = read_steps_wait(facts, _BOUND["medium_at"]) if bound is not None else None
-        others = _others_load(facts) if bound is not None else None
-        if reading is not None and reading.fetch_overhead_s is not None:
-            # the wait is the iterator call, not the pipeline (input.bound says why)
-            text += (
-                f", {steps.input_wait_fraction:.0%} of it in next() "
-                "(the Python call per step, not the pipeline)"
-            )
-            if others is not None:
-                text += f" while other processes kept {others:.0%} of the host's cores busy"
-        elif reading is not None and reading.cache_filling is not None:
-            # the first pass filled the cache; the passes after it keep up (input.bound)
-            text += (
-                f", {steps.input_wait_fraction:.0%} of it waiting for input, in the first "
-                "pass (it fills the cache)"
-            )
-        elif steps.input_wait_fraction is not None:
-            text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
-            stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
-            if stage and not (others is not None and bound and bound.severity == "low"):
-                text += f" (slowest stage: {stage})"
-            if others is not None:  # input.bound: the host was loaded, not (only) the input
-                text += f" while other processes kept {others:.0%} of the host's cores busy"
-        details.append(text)
+        details.append(_steps_clause(facts, steps, steps.median_s, findings))
     elif program.tensorflow_imported:
         details.append("no training steps found")
     busy = busy_text(facts)
@@ -214,7 +170,81 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         details.append(projection_clause(facts.projection, findings))
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
-    text = head + (": " + ", ".join(details) if details else "")
+    head = _run_head(facts, program, findings, usable, worst)
+    text = (
+        head
+        + (": " + ", ".join(details) if details else "")
+        + _worst_clause(facts, findings, worst)
+    )
+    return text if text.endswith(("…", ".")) else text + "."
+
+
+def _run_head(
+    facts: Facts,
+    program: ProgramFacts,
+    findings: list[Finding],
+    usable: bool | None,
+    worst: Finding | None,
+) -> str:
+    """How the run ended, or where it ran."""
+    if program.ended == "exception":
+        return f"The program failed ({program.error}) after {program.seconds:.1f} s"
+    if program.ended == "interrupted":
+        return f"Interrupted after {program.seconds:.1f} s"
+    if program.ended == "terminated":
+        return f"Terminated (SIGTERM) after {program.seconds:.1f} s"
+    if usable is False:
+        no_gpu = next((f for f in findings if f.id == "env.no-gpu"), None)
+        cause = no_gpu.title.split(": ", 1)[-1] if no_gpu else "no GPU"
+        return f"Ran on the CPU: TensorFlow cannot use a GPU here ({cause})"
+    if usable:
+        return "Ran on the GPU" if worst is None else "GPU underused"
+    if not program.tensorflow_imported:
+        # any program (PyTorch, JAX ...): its GPU first
+        busy = busy_text(facts)
+        return busy[0].upper() + busy[1:] if busy else "The program never imported TensorFlow"
+    return "Ran"
+
+
+def _steps_clause(facts: Facts, steps: StepFacts, median_s: float, findings: list[Finding]) -> str:
+    """The steps, their median, and how much of it waited for input (and on what)."""
+    text = f"{steps.count:,} steps, median {median_s * 1000:,.1f} ms"
+    bound = next((f for f in findings if f.id == "input.bound"), None)
+    # what input.bound found the wait to be, asked as it asks it (never read back from
+    # its evidence): a steps' wait it reported is one of these
+    reading = read_steps_wait(facts, _BOUND["medium_at"]) if bound is not None else None
+    others = _others_load(facts) if bound is not None else None
+    # input.bound: the host was loaded, not (only) the input
+    loaded = (
+        ""
+        if others is None
+        else f" while other processes kept {others:.0%} of the host's cores busy"
+    )
+    if reading is not None and reading.fetch_overhead_s is not None:
+        # the wait is the iterator call, not the pipeline (input.bound says why)
+        text += (
+            f", {steps.input_wait_fraction:.0%} of it in next() "
+            "(the Python call per step, not the pipeline)"
+        )
+        return text + loaded
+    if reading is not None and reading.cache_filling is not None:
+        # the first pass filled the cache; the passes after it keep up (input.bound)
+        return text + (
+            f", {steps.input_wait_fraction:.0%} of it waiting for input, in the first "
+            "pass (it fills the cache)"
+        )
+    if steps.input_wait_fraction is None:
+        return text
+    text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
+    stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
+    if stage and not (others is not None and bound and bound.severity == "low"):
+        text += f" (slowest stage: {stage})"
+    return text + loaded
+
+
+def _worst_clause(facts: Facts, findings: list[Finding], worst: Finding | None) -> str:
+    """ "; worst: ..." naming the worst problem the clauses before have not said."""
+    steps = facts.steps
     if (
         worst is not None
         and worst.id == "input.bound"
@@ -234,11 +264,8 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         # its projected wait is already said in the clause: the worst is the input, named
         # by its slowest stage (a lesser finding named here would read as the worst)
         stage = _steady_bottleneck(facts) or _bottleneck(facts)
-        text += "; worst: the input pipeline" + (f" (slowest stage: {stage})" if stage else "")
-        worst = None
-    if worst is not None:
-        text += f"; worst: {_headline(worst.title)}"
-    return text if text.endswith(("…", ".")) else text + "."
+        return "; worst: the input pipeline" + (f" (slowest stage: {stage})" if stage else "")
+    return f"; worst: {_headline(worst.title)}" if worst is not None else ""
 
 
 def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import speed_marks
+
 ROOT = Path(__file__).parents[1]
 CHILD_DIR = ROOT / "gpuwhy" / "collect" / "child"
 
@@ -54,3 +56,16 @@ def build_so(tmp_path_factory):
         return out
 
     return build
+
+
+def pytest_configure(config):
+    for name, text in speed_marks.MARKS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test marked by what its module needs (tests/speed_marks.py): ``make test-fast``
+    deselects the marked ones."""
+    for item in items:
+        for name in speed_marks.marks_for(Path(str(item.fspath)), item.fixturenames):
+            item.add_marker(getattr(pytest.mark, name))

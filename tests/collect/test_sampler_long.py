@@ -25,6 +25,8 @@ from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
 from gpuwhy.rules.memory.near_limit import MemoryNearLimit
 from gpuwhy.rules.memory.underused import MemoryUnderused
 
+pytestmark = pytest.mark.slow  # at scale: out of make test-fast
+
 GiB = 1024**3
 HZ = 10.0
 DAY = 864_000  # ticks: 24 h at 10 Hz

@@ -196,6 +196,7 @@ def test_a_slow_save_keeps_its_period_among_a_loaded_host_s_hiccups():
     assert beat.count == 20 and beat.typical_stall_s > 0.13
 
 
+@pytest.mark.slow  # at scale: out of make test-fast
 def test_a_million_stalls_cost_what_a_thousand_do():
     small, large = filled(1000), filled(1_000_000)
     assert not large.beats["checkpoint"].regular_in_time()  # intervals of 0.1 to 30 s

@@ -19,6 +19,8 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.quantiles import RELATIVE_ACCURACY
 from gpuwhy.collect.time_windows import CAPACITY
 
+pytestmark = pytest.mark.slow  # at scale: out of make test-fast
+
 
 def feed_loop(collector, n, t=None, seed=3, site="train.py:40", key=11):
     """``n`` next() calls at one loop site, then StopIteration: the step times and

@@ -160,57 +160,96 @@ def _variable_dtype(consumer: Node) -> int | None:
 
 
 def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
+    """TensorFlow's placement of ``flat`` replayed with the GPU kernel registry, in the
+    placer's order (the module's docstring numbers the steps)."""
     nodes = flat.nodes
-    count = len(nodes)
     accel = registry.device_type  # "GPU"; "CPU" only to check the replay against TF's CPU placement
-    device = [""] * count
-    reason = [""] * count
+    device = [""] * len(nodes)
+    reason = [""] * len(nodes)
+    kernels = _kernels(nodes, registry)
+    consumers = _consumers(nodes)
+    pinned = _place_arguments(flat, consumers, registry, accel, device, reason)
+    groups = _colocation_groups(nodes)
+    colocated_with: dict[int, int] = {}
+    for group in groups:
+        _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel)
+    alone = {group[0] for group in groups if len(group) == 1}
+    for node in nodes:
+        if node.role == "op" and not node.requested and node.id in alone:
+            _follow_neighbours(node, nodes, consumers, device, reason, colocated_with, accel)
+    # XLA compiles jit functions as one cluster on the device: TF's per-op placement
+    # and memory types do not apply inside (only its inputs and outputs cross).
+    for node in nodes:
+        if node.jit and node.role == "op":
+            device[node.id] = accel
+            reason[node.id] = "xla"
+    in_host: list[list[bool]] = [[]] * len(nodes)
+    out_host: list[list[bool]] = [[]] * len(nodes)
+    for node in nodes:
+        if node.role != "call":
+            in_host[node.id], out_host[node.id] = _memory_types(
+                node, kernels.get(node.id), device[node.id]
+            )
+            on_host = _all_in_host_memory(
+                node, reason[node.id], in_host[node.id], out_host[node.id]
+            )
+            if device[node.id] != "CPU" and on_host:
+                reason[node.id] = "gpu-host-memory"
+    return PlacedGraph(flat, device, reason, in_host, out_host, colocated_with)
 
-    # 1. Kernel lookups, one quiet batch of distinct keys.
-    keys: list[tuple | None] = [None] * count
+
+def _kernels(nodes: list[Node], registry: KernelRegistry) -> dict[int, GpuKernel]:
+    """Step 1: each op's GPU kernel, looked up in one quiet batch of distinct keys."""
+    keys: dict[int, tuple] = {}
     wanted: dict[tuple, object] = {}
     for node in nodes:
         if node.role != "op":
             continue
         key = registry.key(node.node_def)
-        keys[node.id] = key
-        if key is not None and key not in wanted:
-            wanted[key] = node.node_def
-    registry.lookup_many(wanted)
-    kernels: dict[int, GpuKernel] = {}
-    for node in nodes:
-        key = keys[node.id]
         if key is not None:
-            kernels[node.id] = registry.cached(key)
+            keys[node.id] = key
+            wanted.setdefault(key, node.node_def)
+    registry.lookup_many(wanted)
+    return {node_id: registry.cached(key) for node_id, key in keys.items()}
 
-    consumers: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+
+def _consumers(nodes: list[Node]) -> list[list[tuple[int, int]]]:
+    """Per node, the (consumer, input index) pairs that read its outputs."""
+    consumers: list[list[tuple[int, int]]] = [[] for _ in nodes]
     for node in nodes:
         for index, ref in enumerate(node.inputs):
             if ref is not None:
                 consumers[ref[0]].append((node.id, index))
+    return consumers
 
-    # 2. Where the function's own inputs live.
+
+def _place_arguments(flat, consumers, registry, accel, device, reason) -> dict[int, str]:
+    """Step 2: where the function's own inputs live; returns the arguments whose device
+    pins their colocation group (captured resources)."""
     pinned: dict[int, str] = {}
-    for node in nodes:
+    for node in flat.nodes:
         if node.role != "arg":
             continue
         dtype = node.out_types[0] if node.out_types else 0
         if dtype == DT_RESOURCE:
-            device[node.id] = _resource_device(node, consumers, nodes, registry)
+            device[node.id] = _resource_device(node, consumers, flat.nodes, registry)
             reason[node.id] = "captured"
             pinned[node.id] = device[node.id]
         elif node.name in flat.captured:
             # int32 and strings sit in host memory; captured variants are datasets.
-            device[node.id] = (
-                "CPU" if dtype in HOST_ONLY_DTYPES or dtype in (DT_INT32, DT_VARIANT) else accel
-            )
+            on_host = dtype in HOST_ONLY_DTYPES or dtype in (DT_INT32, DT_VARIANT)
+            device[node.id] = "CPU" if on_host else accel
             reason[node.id] = "captured"
         else:
             device[node.id] = "CPU"
             reason[node.id] = "input"
+    return pinned
 
-    # 3. Colocation groups.
-    groups = _UnionFind(count)
+
+def _colocation_groups(nodes: list[Node]) -> list[list[int]]:
+    """Step 3: the nodes (calls aside) that must share a device, each group in node order:
+    ``_class: loc:@x`` attrs and every resource input with the op that made it."""
+    groups = _UnionFind(len(nodes))
     scoped = {(n.call_chain, n.function, n.name): n.id for n in nodes if n.role != "call"}
     for node in nodes:
         if node.role != "op":
@@ -220,99 +259,78 @@ def place(flat: FlatGraph, registry: KernelRegistry) -> PlacedGraph:
             if target is not None:
                 groups.union(target, node.id)
         for index, ref in enumerate(node.inputs):
-            if (
-                ref is not None
-                and index < len(node.in_types)
-                and node.in_types[index] == DT_RESOURCE
-                and nodes[ref[0]].role != "call"
-                and node.op not in _RESOURCE_COLOCATION_EXEMPT
-            ):
+            if ref is not None and _colocates_with_resource(node, index, nodes[ref[0]]):
                 groups.union(ref[0], node.id)
     members: dict[int, list[int]] = {}
     for node in nodes:
         if node.role != "call":
             members.setdefault(groups.find(node.id), []).append(node.id)
+    return list(members.values())
 
-    # 4. Each group's device.
-    colocated_with: dict[int, int] = {}
-    for group in members.values():
-        _place_group(group, nodes, kernels, pinned, device, reason, colocated_with, accel)
 
-    # 5. Placer heuristics, in node order (placer.cc, Placer::Run).
-    for node in nodes:
-        if node.role != "op" or node.requested or len(members.get(groups.find(node.id), ())) != 1:
-            continue
-        if node.op in _METADATA_OPS or (node.op == "Identity" and len(consumers[node.id]) == 1):
-            # Heuristic B: Shape/Size/Rank and pass-through Identity go with their input.
-            ref = node.inputs[0] if node.inputs else None
-            if ref is not None and nodes[ref[0]].role != "call":
-                source_device = device[ref[0]]
-                if source_device == "CPU" and device[node.id] == accel != "CPU":
-                    device[node.id] = "CPU"
-                    reason[node.id] = "follows-input"
-                    colocated_with[node.id] = ref[0]
-        elif not node.inputs and len(node.out_types) == 1 and node.out_types[0] != DT_RESOURCE:
-            # Heuristic A: a generator goes where all its consumers go.
-            placed = {device[c] for c, _ in consumers[node.id] if nodes[c].role == "op"}
-            if placed == {"CPU"} and device[node.id] == accel != "CPU":
-                device[node.id] = "CPU"
-                reason[node.id] = "follows-consumer"
-                colocated_with[node.id] = consumers[node.id][0][0]
+def _colocates_with_resource(node: Node, index: int, source: Node) -> bool:
+    """Whether input ``index`` of ``node`` is a resource edge the placer colocates
+    (``ColocateResourceOrRefEdge``): a call's output is inlined away first."""
+    return (
+        index < len(node.in_types)
+        and node.in_types[index] == DT_RESOURCE
+        and source.role != "call"
+        and node.op not in _RESOURCE_COLOCATION_EXEMPT
+    )
 
-    # XLA compiles jit functions as one cluster on the device: TF's per-op placement
-    # and memory types do not apply inside (only its inputs and outputs cross).
-    for node in nodes:
-        if node.jit and node.role == "op":
-            device[node.id] = accel
-            reason[node.id] = "xla"
 
-    # 6. Memory types.
-    in_host: list[list[bool]] = [[]] * count
-    out_host: list[list[bool]] = [[]] * count
-    for node in nodes:
-        if node.role == "call":
-            continue
-        if device[node.id] == "CPU":
-            in_host[node.id] = [True] * len(node.in_types)
-            out_host[node.id] = [True] * len(node.out_types)
-            continue
-        if node.jit and node.role == "op":
-            in_host[node.id] = [False] * len(node.in_types)
-            out_host[node.id] = [False] * len(node.out_types)
-            continue
-        kernel = kernels.get(node.id)
-        host_args = kernel.host_memory_args if kernel is not None else frozenset()
-        ins = [
-            arg in host_args or dtype in HOST_ONLY_DTYPES
-            for arg, dtype in zip(node.in_args, node.in_types)
-        ]
-        outs = [
-            arg in host_args or dtype in HOST_ONLY_DTYPES
-            for arg, dtype in zip(node.out_args, node.out_types)
-        ]
-        if node.role == "arg":
-            outs = (
-                [node.out_types[0] in HOST_ONLY_DTYPES or node.out_types[0] == DT_INT32]
-                if node.out_types
-                else []
-            )
-        attrs = node.node_def.attr
-        for name, flags in (("_input_hostmem", ins), ("_output_hostmem", outs)):
-            if name in attrs:
-                for index in attrs[name].list.i:
-                    if 0 <= index < len(flags):
-                        flags[index] = True
-        in_host[node.id] = ins
-        out_host[node.id] = outs
-        if (
-            node.role == "op"
-            and reason[node.id] == "gpu"
-            and (ins or outs)
-            and all(ins)
-            and all(outs)
-        ):
-            reason[node.id] = "gpu-host-memory"
-    return PlacedGraph(flat, device, reason, in_host, out_host, colocated_with)
+def _follow_neighbours(node, nodes, consumers, device, reason, colocated_with, accel) -> None:
+    """Step 5, the placer's heuristics for an op alone in its group (placer.cc,
+    Placer::Run): B, Shape/Size/Rank and a pass-through Identity go with their input;
+    A, a generator goes where all its consumers go."""
+    if device[node.id] != accel or accel == "CPU":
+        return
+    if node.op in _METADATA_OPS or (node.op == "Identity" and len(consumers[node.id]) == 1):
+        ref = node.inputs[0] if node.inputs else None
+        if ref is not None and nodes[ref[0]].role != "call" and device[ref[0]] == "CPU":
+            device[node.id] = "CPU"
+            reason[node.id] = "follows-input"
+            colocated_with[node.id] = ref[0]
+    elif not node.inputs and len(node.out_types) == 1 and node.out_types[0] != DT_RESOURCE:
+        placed = {device[c] for c, _ in consumers[node.id] if nodes[c].role == "op"}
+        if placed == {"CPU"}:
+            device[node.id] = "CPU"
+            reason[node.id] = "follows-consumer"
+            colocated_with[node.id] = consumers[node.id][0][0]
+
+
+def _memory_types(
+    node: Node, kernel: GpuKernel | None, device: str
+) -> tuple[list[bool], list[bool]]:
+    """Step 6: per input and output of ``node``, whether the tensor is in host memory."""
+    if device == "CPU":
+        return [True] * len(node.in_types), [True] * len(node.out_types)
+    if node.jit and node.role == "op":
+        return [False] * len(node.in_types), [False] * len(node.out_types)
+    host_args = kernel.host_memory_args if kernel is not None else frozenset()
+    ins = [
+        arg in host_args or dtype in HOST_ONLY_DTYPES
+        for arg, dtype in zip(node.in_args, node.in_types)
+    ]
+    outs = [
+        arg in host_args or dtype in HOST_ONLY_DTYPES
+        for arg, dtype in zip(node.out_args, node.out_types)
+    ]
+    if node.role == "arg":
+        first = node.out_types[0] if node.out_types else None
+        outs = [first in HOST_ONLY_DTYPES or first == DT_INT32] if node.out_types else []
+    attrs = node.node_def.attr
+    for name, flags in (("_input_hostmem", ins), ("_output_hostmem", outs)):
+        if name in attrs:
+            for index in attrs[name].list.i:
+                if 0 <= index < len(flags):
+                    flags[index] = True
+    return ins, outs
+
+
+def _all_in_host_memory(node: Node, reason: str, ins: list[bool], outs: list[bool]) -> bool:
+    """A GPU op whose every argument is in host memory computes on the host by design."""
+    return node.role == "op" and reason == "gpu" and bool(ins or outs) and all(ins) and all(outs)
 
 
 def _resource_device(arg: Node, consumers, nodes, registry: KernelRegistry) -> str:

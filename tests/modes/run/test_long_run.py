@@ -12,6 +12,8 @@ from gpuwhy.collect.inprocess.step_record import HEAD_STEPS, LAST_STEPS  # noqa:
 from gpuwhy.modes.run.session import Session  # noqa: E402
 from gpuwhy.record import Record  # noqa: E402
 
+pytestmark = pytest.mark.slow  # at scale: out of make test-fast
+
 STEPS = HEAD_STEPS + 1500
 
 
