@@ -17,9 +17,6 @@ ENTRIES = entries()
 # Ids no corpus entry gives yet, each with the reason: the coverage test below fails when
 # one of them gains an entry (move it out of here) or a new rule has neither.
 NOT_COVERED = {
-    "compression.cpu-codec": "gzip_tfrecords has it as a maybe: its GZIP reader is about 5% "
-    "of the pipeline's time, at the rule's line, and this machine's speed moved it across "
-    "within one day at one commit (tests/rules/compression tests the rule on facts)",
     "distribute.collective-bound": "needs a multi-GPU recording with collective kernels",
     "distribute.cpu-starved-input": "needs a host whose cores the pipeline saturates while "
     "the run is input-bound: here the host's load decides it, not the program",
