@@ -11,7 +11,11 @@ be compared.
   of every epoch (``CallbackList.on_train_batch_end``/``on_epoch_end``), one JSON line
   each in RESULTS, written as they come (a variant that crashes or is stopped keeps
   what it reached). The first :data:`BATCHES` only: reading a batch's logs waits for the
-  step to finish. A custom loop's values are read from what it prints (same_results).
+  step to finish.
+- **What a custom loop computes**: what it prints (same_results), and a few elements of
+  each trainable variable after its 1st, 5th and 20th step (the steps a loop's
+  ``next()`` on a dataset counts: tf.data's iterator hook), so a loop that prints
+  nothing, or prints a loss a broken step still computes, is compared too.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from gpuwhy.collect.inprocess.imports import when_imported
 
 BATCHES = 20  # batch logs kept from the start of each run
 EPOCHS = 50
+VARIABLES_AFTER = (1, 5, 20)  # a custom loop's steps after which its variables are read
 
 CALLBACK_LISTS = (
     "keras.src.callbacks.callback_list",
@@ -44,6 +49,9 @@ class _Results:
         values = _floats(logs)
         if not values:
             return
+        if kind == "variables":
+            self._append(kind, index, values)
+            return
         with self.lock:
             if kind == "batch":
                 if self.batches >= BATCHES:
@@ -53,8 +61,11 @@ class _Results:
                 return
             else:
                 self.epochs += 1
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"kind": kind, "index": _int(index), "values": values}) + "\n")
+        self._append(kind, index, values)
+
+    def _append(self, kind: str, index: Any, values: dict[str, float]) -> None:
+        with self.lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, "index": _int(index), "values": values}) + "\n")
 
 
 def _int(value: Any) -> int | None:
@@ -118,5 +129,27 @@ def install(results_path: str, seed: int) -> None:
             _wrap(cls, "on_epoch_end", "epoch", results)
 
     when_imported("tensorflow", on_tensorflow)
+    when_imported("tensorflow", lambda _module: _read_variables_between_steps(results))
     for name in CALLBACK_LISTS:
         when_imported(name, on_callbacks)
+
+
+def _read_variables_between_steps(results: _Results) -> None:
+    """At the ``next()`` on a dataset that starts a custom loop's 2nd, 6th and 21st step,
+    the trainable variables' samples (tfapi/variable_samples.py): the state after 1, 5 and
+    20 steps."""
+    from gpuwhy.tfapi import variable_samples
+    from gpuwhy.tfapi.tfdata import iterators
+
+    calls = 0
+
+    def on_next() -> None:
+        nonlocal calls
+        calls += 1
+        if calls - 1 in VARIABLES_AFTER:
+            results.write("variables", calls - 1, variable_samples.samples())
+
+    try:
+        iterators.after_each_next(on_next)
+    except Exception:  # noqa: BLE001 - a TF without the hook: printed values only
+        pass

@@ -2,7 +2,8 @@
 reports, compared one by one within a stated tolerance.
 
 Where the values come from: Keras' logs of the first batches and of each epoch (kept by
-``gpuwhy.trial.child``), else the numbers the program prints. A printed line is keyed by
+``gpuwhy.trial.child``), else the numbers the program prints and a few elements of its
+trainable variables after its first steps (a custom loop's). A printed line is keyed by
 its text with the numbers taken out (``epoch # loss #``) and by how many such lines came
 before it, so the first ``epoch # loss #`` of one run meets the first of the other,
 whatever else either printed between them; numbers followed by a unit of time (``3.2 s``,
@@ -35,6 +36,7 @@ _TIMING = re.compile(
 )
 # a printed tensor's dtype (``dtype=float64``) is not a result: a precision fix changes it
 _DTYPE = re.compile(r"\b(?:b?float(?:16|32|64))\b")
+VARIABLES = "the trained variables"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|[\r\b]")
 
 
@@ -58,14 +60,19 @@ class Sameness:
 
 
 def read_values(results_path: str, stdout: str) -> Values:
-    keras = _keras_values(results_path)
+    """Keras' logs where the program has them; else what it prints and its trained
+    variables after its first steps (gpuwhy.trial.child)."""
+    keras = _logged_values(results_path, ("batch", "epoch"))
     if keras:
         return Values("Keras' logs", tuple(keras))
     printed = printed_values(stdout)
-    return Values("printed output", tuple(printed)) if printed else Values("none", ())
+    variables = _logged_values(results_path, ("variables",))
+    sources = [name for name, got in (("printed output", printed), (VARIABLES, variables)) if got]
+    return Values(" and ".join(sources) or "none", tuple(printed + variables))
 
 
-def _keras_values(path: str) -> list[tuple[str, float]]:
+def _logged_values(path: str, kinds: tuple[str, ...]) -> list[tuple[str, float]]:
+    """The rows of ``kinds`` the child wrote, keyed ``kind index name``."""
     out = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -73,6 +80,8 @@ def _keras_values(path: str) -> list[tuple[str, float]]:
                 try:
                     row = json.loads(line)
                 except ValueError:
+                    continue
+                if row.get("kind") not in kinds:
                     continue
                 for name, value in row.get("values", {}).items():
                     out.append((f"{row.get('kind')} {row.get('index')} {name}", float(value)))
@@ -120,7 +129,8 @@ def compare(
         return Sameness(
             None,
             0,
-            "the original reported no values to compare (no Keras logs, no printed numbers)",
+            "the original reported no values to compare (no Keras logs, no printed numbers, "
+            "no variables read after its steps)",
         )
     reference = originals[0].as_dict()
     others = [o.as_dict() for o in originals[1:]]

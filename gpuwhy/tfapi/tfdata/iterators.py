@@ -66,6 +66,27 @@ def install(emit: Emit) -> list[Patch]:
     return [Patch(iterator_ops.OwnedIterator, "__next__", make)]
 
 
+def after_each_next(callback: Callable[[], None]) -> Patch:
+    """Call ``callback()`` after each eager ``next()`` on any dataset iterator, whoever
+    reads it (a fix trial counts a loop's steps by them); never into the program."""
+    from tensorflow.python.data.ops import iterator_ops
+    from tensorflow.python.eager import context
+
+    def make(original):
+        def __next__(self):
+            element = original(self)
+            if context.executing_eagerly():
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001 - never break the user's loop
+                    pass
+            return element
+
+        return mark_wrapped(__next__, original)
+
+    return Patch(iterator_ops.OwnedIterator, "__next__", make)
+
+
 _LIBRARY = object()  # read by Keras' own predict/evaluate loops, not by a user's loop
 
 
