@@ -27,6 +27,8 @@ import threading
 from typing import Any
 
 from gpuwhy.collect.inprocess.imports import when_imported
+from gpuwhy.tfapi import variable_samples
+from gpuwhy.tfapi.tfdata import iterators
 
 BATCHES = 20  # batch logs kept from the start of each run
 EPOCHS = 50
@@ -138,9 +140,6 @@ def _read_variables_between_steps(results: _Results) -> None:
     """At the ``next()`` on a dataset that starts a custom loop's 2nd, 6th and 21st step,
     the trainable variables' samples (tfapi/variable_samples.py): the state after 1, 5 and
     20 steps."""
-    from gpuwhy.tfapi import variable_samples
-    from gpuwhy.tfapi.tfdata import iterators
-
     calls = 0
 
     def on_next() -> None:

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from gpuwhy.collect.inprocess.collective_time import collective_time
-from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler, profile
+from gpuwhy.collect.inprocess.profiler import MULTI_WORKER
+from gpuwhy.collect.inprocess.step_profile import StepSampler, profile
 from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL, Event
 
 US = 1_000_000  # picoseconds

@@ -5,7 +5,7 @@ prefer to the predicted ones (real placement, tensor cores actually used, copies
 GPU's busy time in those steps).
 
 A background thread waits for the training function to warm up (the tf.function with
-the most time in calls that trains, after ``WARMUP_CALLS`` calls: FunctionWatcher.warm;
+the most time in calls that trains, once warm (profiler.WARMUP_CALLS): FunctionWatcher.warm;
 a loop without one is captured for ``EAGER_CAPTURE_S`` once TensorFlow has run that
 long), starts a profiler session of its own (tfapi/profiler_session.py), waits for N more calls
 (at most ``MAX_CAPTURE_S``) and stops it, which writes the capture under
@@ -13,9 +13,9 @@ long), starts a profiler session of its own (tfapi/profiler_session.py), waits f
 Its cost is bounded: N is at most ``MAX_STEPS``, the time traced at most ``MAX_CAPTURE_S``,
 and reading it back happens once, at the end, over those steps only.
 
-One profiler session runs per process: where gpuwhy's step sampler holds it (a few
-steps, at most its MAX_SAMPLE_S) the capture waits for it (``BUSY_WAIT_S``); where the
-program starts TF's profiler itself (``tf.profiler.experimental.start``, Keras'
+TF's one profiler session is held through collect/inprocess/profiler.py: where gpuwhy's
+step sampler holds it (a few steps, at most its MAX_SAMPLE_S) the capture waits its turn;
+where the program starts TF's profiler itself (``tf.profiler.experimental.start``, Keras'
 TensorBoard ``profile_batch``), gpuwhy's capture ends at once and gives it way (the
 program never sees a second session); in a multi-worker job there is no capture (the
 profiler corrupted workers' heaps there). The notes say why.
@@ -33,17 +33,15 @@ from pathlib import Path
 from gpuwhy.collect.capture import EAGER
 from gpuwhy.collect.capture.errors import FormatError
 from gpuwhy.collect.capture.files import CaptureNotFound, capture_files
+from gpuwhy.collect.inprocess import profiler
 from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, multi_worker_config
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.facts import CaptureDevice, CaptureFacts, Facts
 from gpuwhy.facts.capture import NOT_RECORDED
 from gpuwhy.formatting import byte_size, duration
-from gpuwhy.tfapi.patching import Patch
-from gpuwhy.tfapi.profiler_session import OwnSession, install_give_way
+from gpuwhy.tfapi.profiler_session import OwnSession
 
-WARMUP_CALLS = 3
 NEVER = 1 << 62  # a function that trains nothing is never the one captured
 # the profiler's levels: every op kernel on the host, the program's Python functions
 # (their file:line), the GPU's kernels and copies. TF 2.21 ignores the levels it is given
@@ -53,9 +51,7 @@ MAX_STEPS = 200
 MAX_CAPTURE_S = 30.0
 EAGER_CAPTURE_S = 1.0  # no tf.function: the time traced (an eager loop's events are many)
 EAGER_AFTER_S = 10.0  # ... once TensorFlow has run this long
-BUSY_WAIT_S = 30.0
 DEFAULT_DIR = "gpuwhy-capture"
-POLL_S = 0.02  # waiting for the function to warm up
 CAPTURE_POLL_S = 0.001  # counting the captured steps: a fast loop's steps are short
 
 
@@ -138,7 +134,6 @@ class CaptureCollector(Collector):
         self._thread: threading.Thread | None = None
         self._tf_at: float | None = None
         self._session = OwnSession(self._logdir, OPTIONS)
-        self._patches: list[Patch] = []
         self._before: set[Path] = set()
         self._stopping_s = 0.0
         self.reason: str | None = None
@@ -148,13 +143,9 @@ class CaptureCollector(Collector):
         self.gave_way = False
 
     def on_tensorflow(self) -> None:
-        if multi_worker_config():
-            self.reason = MULTI_WORKER
-            return
-        try:
-            self._patches = install_give_way(self._give_way)
-        except Exception as error:  # noqa: BLE001 - a TF without the hook: no capture
-            self.reason = f"could not watch the program's own profiler ({error})"
+        why = profiler.refused(script_profiles=False)  # the program's own: given way to
+        if why:
+            self.reason = why
             return
         self._tf_at = time.perf_counter()
         self._thread = threading.Thread(target=self._capture, name="gpuwhy-capture", daemon=True)
@@ -167,9 +158,6 @@ class CaptureCollector(Collector):
             thread.join(timeout=MAX_CAPTURE_S)
         if self._session.running:  # the thread did not get to it: never left on
             self._end()
-        for patch in reversed(self._patches):
-            patch.undo()
-        self._patches = []
 
     def fill(self, gathering: Gathering) -> CaptureFacts | None:
         if not self.written:
@@ -218,12 +206,12 @@ class CaptureCollector(Collector):
         TensorFlow has run ``EAGER_AFTER_S`` without one (an evaluation function or a
         helper called often is not the step)."""
         while not self._stop.is_set():
-            hot = self._functions.warm(1 + WARMUP_CALLS, NEVER)
+            hot = self._functions.warm(1 + profiler.WARMUP_CALLS, NEVER)
             if hot is not None:
                 return hot
             if self._tf_at is not None and time.perf_counter() - self._tf_at > EAGER_AFTER_S:
                 return None
-            time.sleep(POLL_S * 5)
+            time.sleep(profiler.POLL_S * 5)
         return None
 
     def _capture(self) -> None:
@@ -233,32 +221,34 @@ class CaptureCollector(Collector):
                 self.reason = "the program ended before its steps warmed up"
                 return
             self.function = hot[0] if hot else None
-            self._before = set(_existing(self._logdir))
-            start_s = self._start()
-            if start_s is None:
-                return
-            started = time.perf_counter()
-            if hot is not None:
-                name = hot[0]
-                target = self._functions.calls_of(name) + self._steps + 1
-                while (
-                    self._session.running
-                    and not self._stop.is_set()
-                    and self._functions.calls_of(name) < target
-                    and time.perf_counter() - started < MAX_CAPTURE_S
-                ):
-                    time.sleep(CAPTURE_POLL_S)
-            else:
-                self._stop.wait(EAGER_CAPTURE_S)
-            self._end()
-            self.overhead_s = start_s + self._stopping_s
-        except Exception as error:  # noqa: BLE001 - never into the program
+            with profiler.held(self._give_way, self._stop):
+                self._capture_steps(hot)
+        except Exception as error:  # noqa: BLE001 - never into the program (profiler.Busy too)
             self.reason = f"{type(error).__name__}: {error}"
 
+    def _capture_steps(self, hot: tuple[str, int] | None) -> None:
+        """The session from the next call of ``hot`` to ``steps`` calls after it (an
+        eager loop: ``EAGER_CAPTURE_S``), at most ``MAX_CAPTURE_S``."""
+        self._before = set(_existing(self._logdir))
+        start_s = self._start()
+        if start_s is None:
+            return
+        until = time.perf_counter() + (MAX_CAPTURE_S if hot is not None else EAGER_CAPTURE_S)
+        if hot is not None:
+            target = self._functions.calls_of(hot[0]) + self._steps + 1
+            reached = lambda: self._functions.calls_of(hot[0]) >= target
+        else:
+            reached = lambda: False
+        profiler.wait_for(
+            lambda: reached() or not self._session.running, until, self._stop, CAPTURE_POLL_S
+        )
+        self._end()
+        self.overhead_s = start_s + self._stopping_s
+
     def _start(self) -> float | None:
-        """Start the session, waiting while another holds TF's profiler; the seconds the
-        start itself took (None: it never started, ``reason`` says why)."""
-        deadline = time.perf_counter() + BUSY_WAIT_S
+        """Start the session, waiting while the program's own holds TF's profiler; the
+        seconds the start itself took (None: it never started, ``reason`` says why)."""
+        deadline = time.perf_counter() + profiler.BUSY_WAIT_S
         while True:
             began = time.perf_counter()
             try:

@@ -20,7 +20,8 @@ from gpuwhy.collect import nvml
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.collective_link import link_for, ring_allreduce_s
 from gpuwhy.collect.inprocess.collective_time import collective_time, not_measured
-from gpuwhy.collect.inprocess.step_profile import MULTI_WORKER, StepSampler
+from gpuwhy.collect.inprocess.profiler import MULTI_WORKER
+from gpuwhy.collect.inprocess.step_profile import StepSampler
 from gpuwhy.facts import DistributedInput, DistributeFacts, Facts, ReducedValue
 from gpuwhy.source_calls import once_per_version, scaled_by, written_call
 from gpuwhy.tfapi import distribute, reductions

@@ -3,7 +3,7 @@ function, where its time went, op node by op node.
 
 A trigger names the function to sample: it traced an all-reduce
 (gpuwhy.collect.inprocess.distribute, for the time in collectives), or, for ``--target``, the
-training function with the most time in calls has warmed up (``WARMUP_CALLS`` calls
+training function with the most time in calls has warmed up (profiler.WARMUP_CALLS calls
 after its first; without one, a function called ``FALLBACK_CALLS`` times). A background thread then starts TF's profiler (host trace in memory,
 gpuwhy.tfapi.profiler_trace) for ``SAMPLE_CALLS`` calls of it and stops it. Each call
 of the function in the trace (``EagerLocalExecute: __inference_<name>_N``) is a step;
@@ -13,44 +13,38 @@ of its collective ops' intervals (collective_time reads it). The projection read
 time of the ops that stay on the CPU on any GPU (gpuwhy.projection.cpu_ops).
 
 The profiler runs for those few steps only (they run slower while traced: each kernel
-is a host event; shares are taken within the trace). Never started where the program's
-script names TF's profiler, nor in a multi-worker process (it corrupted workers' heaps
-there); where the program starts TF's profiler from elsewhere while the sample runs
-(two sessions cannot run at once), the sample ends and gives way
-(tfapi/profiler_session.install_give_way).
+is a host event; shares are taken within the trace). TF's one profiler session is held
+through collect/inprocess/profiler.py (which says when it is never started, and how the
+sample gives way to the program's own profiler).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import statistics
-import sys
 import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from gpuwhy.collect.capture import intervals
+from gpuwhy.collect.inprocess import profiler
 from gpuwhy.collect.inprocess.base import Collector, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.derived.step_profile import NodeTime, StepProfile
 from gpuwhy.tfapi import profiler_trace
-from gpuwhy.tfapi.profiler_session import install_give_way
 from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
 
-WARMUP_CALLS = 3
 PAUSE_FACTOR = 3.0  # a call's own cost this many times the median call's: a pause
 FALLBACK_CALLS = 100  # --target, no function trains: an inference loop's, once this warm
 SAMPLE_CALLS = 4
 MAX_SAMPLE_S = 20.0  # the profiler is stopped by then whatever the steps
-POLL_S = 0.02
 WARM_POLL_S = 0.1  # --target: how often the function to profile is looked for
 MAX_NODES = 200  # op nodes kept per profile, most time first
 LAUNCH = "CollectiveOpV2Kernel::Run"  # one replica launching one collective
-MULTI_WORKER = "TF's profiler is not run in a multi-worker process (it can crash the worker)"
 
 
 def is_collective(name: str) -> bool:
@@ -114,7 +108,7 @@ class StepSampler(Collector):
         self._begin()
 
     def start_after(self, function: str, local_replicas: int = 1) -> None:
-        """Sample ``function`` once it ran ``WARMUP_CALLS`` more calls (a watch for the
+        """Sample ``function`` once it ran ``profiler.WARMUP_CALLS`` more calls (a watch for the
         function to profile, not yet decided, gives way to it)."""
         if self._calls is None or function == "eager":
             return
@@ -134,7 +128,7 @@ class StepSampler(Collector):
         with self._lock:
             if self._thread is not None or self._forbidden:
                 return
-            why = profiler_refused()
+            why = profiler.refused()
             if why:
                 self.reason = why
                 self._thread = threading.Thread()  # never started: no second try
@@ -159,21 +153,6 @@ class StepSampler(Collector):
         if session is not None:
             session.stop()
 
-    def _wait_for(
-        self, clock: Callable[[], int], calls: int, until: float, sampling: bool = False
-    ) -> bool:
-        """Until ``clock()`` reaches ``calls`` (or ``until``, or the run's end; while
-        ``sampling``, or the session gave way to the program's)."""
-        while (
-            not self._stop.is_set()
-            and time.perf_counter() < until
-            and not (sampling and self._session is None)
-        ):
-            if clock() >= calls:
-                return True
-            time.sleep(POLL_S)
-        return clock() >= calls
-
     def _choose(self) -> tuple[str, Callable[[], int], bool] | None:
         """The function to sample, warmed up, the clock that counts its steps, and
         whether the GPUs' kernels are traced too (collectives: NCCL's kernels; the
@@ -183,10 +162,12 @@ class StepSampler(Collector):
                 wanted = self._wanted
             if wanted is not None and self._calls is not None:
                 function, self.local_replicas = wanted
-                if not self._wait_for(self._calls, self._calls() + WARMUP_CALLS, float("inf")):
+                clock, target = self._calls, self._calls() + profiler.WARMUP_CALLS
+                warmed = functools.partial(_reached, clock, target)
+                if not profiler.wait_for(warmed, float("inf"), self._stop):
                     return None
-                return function, self._calls, True
-            hot = self._warm(1 + WARMUP_CALLS, FALLBACK_CALLS) if self._warm else None
+                return function, clock, True
+            hot = self._warm(1 + profiler.WARMUP_CALLS, FALLBACK_CALLS) if self._warm else None
             if hot is not None and self._calls_of is not None:
                 return hot[0], functools.partial(self._calls_of, hot[0]), False
             time.sleep(WARM_POLL_S)
@@ -203,32 +184,41 @@ class StepSampler(Collector):
             with self._lock:
                 if self._forbidden:
                     return
-            patches = install_give_way(self._give_way)
-            try:
-                with self._session_lock:
-                    try:
-                        self._session = profiler_trace.start(device=device)
-                    except Exception as e:  # noqa: BLE001 - another profiler session runs
-                        self.reason = f"TF's profiler would not start ({e})"
-                        return
-                started = time.perf_counter()
-                self._wait_for(
-                    clock, clock() + SAMPLE_CALLS + 1, started + MAX_SAMPLE_S, sampling=True
-                )
-                with self._session_lock:
-                    session, self._session = self._session, None
-                if session is None:
-                    self.reason = "the program started TF's profiler itself: the sample gave way"
-                    return
-                events = profiler_trace.stop(session, _kept)
-            finally:
-                for patch in reversed(patches):
-                    patch.undo()
+            with profiler.held(self._give_way, self._stop):
+                events = self._trace(clock, device)
+            if events is None:
+                return
             self.result = profile(events, function, self.local_replicas)
             if self.result is None:
                 self.reason = f"no complete call of {function} in the profiled steps"
-        except Exception as e:  # noqa: BLE001 - never into the program
+        except Exception as e:  # noqa: BLE001 - never into the program (profiler.Busy too)
             self.reason = f"{type(e).__name__}: {e}"
+
+    def _trace(self, clock: Callable[[], int], device: bool) -> list | None:
+        """The events of ``SAMPLE_CALLS`` calls (at most ``MAX_SAMPLE_S``); None where
+        the profiler would not start or gave way to the program's (``reason`` says)."""
+        with self._session_lock:
+            try:
+                self._session = profiler_trace.start(device=device)
+            except Exception as e:  # noqa: BLE001 - the program's profiler session runs
+                self.reason = f"TF's profiler would not start ({e})"
+                return None
+        target = clock() + SAMPLE_CALLS + 1
+        profiler.wait_for(
+            lambda: clock() >= target or self._session is None,
+            time.perf_counter() + MAX_SAMPLE_S,
+            self._stop,
+        )
+        with self._session_lock:
+            session, self._session = self._session, None
+        if session is None:
+            self.reason = "the program started TF's profiler itself: the sample gave way"
+            return None
+        return profiler_trace.stop(session, _kept)
+
+
+def _reached(clock: Callable[[], int], calls: int) -> bool:
+    return clock() >= calls
 
 
 def _kept(name: str) -> bool:
@@ -341,43 +331,8 @@ def call_overhead(
 
 
 def _union(events: list, end_ps: int) -> int:
-    total, reach = 0, None
-    for e in sorted(events, key=lambda e: e.start_ps):
-        start, stop = e.start_ps, min(e.start_ps + e.duration_ps, end_ps)
-        if reach is None or start > reach:
-            total += max(0, stop - start)
-            reach = stop
-        elif stop > reach:
-            total += stop - reach
-            reach = stop
-    return total
-
-
-def profiler_refused() -> str | None:
-    """Why TF's profiler must not start in this process, if it must not."""
-    if _program_profiles():
-        return "the program runs TF's profiler itself"
-    if multi_worker_config():
-        return MULTI_WORKER
-    return None
-
-
-def multi_worker_config() -> bool:
-    """TF_CONFIG names a cluster of two or more workers (chief included)."""
-    try:
-        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
-        return sum(len(cluster.get(k) or ()) for k in ("chief", "worker")) >= 2
-    except (ValueError, AttributeError, TypeError):
-        return False
-
-
-def _program_profiles() -> bool:
-    """The script names TF's profiler (tf.profiler, Keras' TensorBoard profile_batch)."""
-    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else None
-    if not script:
-        return False
-    try:
-        text = Path(script).read_text(errors="replace")
-    except OSError:
-        return False
-    return "profiler" in text or "profile_batch" in text
+    """The picoseconds any of ``events`` runs before ``end_ps`` (overlaps counted once)."""
+    starts = np.array([e.start_ps for e in events], np.int64)
+    ends = np.minimum(np.array([e.start_ps + e.duration_ps for e in events], np.int64), end_ps)
+    keep = ends > starts
+    return intervals.total(intervals.union(starts[keep], ends[keep]))
