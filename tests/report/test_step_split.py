@@ -1,24 +1,32 @@
 """The line under the verdict: the median step split into the parts gpuwhy measured, as
-one line of proportional bars, from small records (the split is the one `gpuwhy diff`
-compares: comparison/units.py)."""
+one line of proportional bars, from small records (a run's split is the one `gpuwhy diff`
+compares: comparison/units.py; a capture's, the GPU's kernels and the host's activities
+while it idled) and from the real H100 capture."""
 
 import statistics
+from pathlib import Path
 
 import pytest
 
 from gpuwhy.facts import (
+    CaptureDevice,
+    CaptureFacts,
+    CaptureStep,
     EagerFacts,
     Facts,
+    HostShare,
     RunTimeline,
     RunWindow,
     StepFacts,
     StepSpan,
     StepTimeline,
 )
+from gpuwhy.modes.capture import diagnose_capture
 from gpuwhy.record import Record
 from gpuwhy.report.run.step_split import BAR_WIDTH, LOOKS, bar_cells, split_line, step_split
 from gpuwhy.report.run.terminal import TerminalRenderer
 
+H100 = Path(__file__).parents[1] / "data" / "xplane" / "h100_slow_input"
 STEP, WAIT, CALL = 0.010, 0.004, 0.005  # per step: 4 ms input, 5 ms in tf.function
 
 
@@ -146,3 +154,63 @@ def test_the_terminal_puts_the_split_between_the_verdict_and_the_findings():
     findings = [i for i, line in enumerate(lines) if line[:2] in ("1.", "2.")]
     assert not findings or findings[0] > 1
     assert str(split_line(step_split(loop_facts()))) == split  # one line, as drawn
+
+
+def capture(busy_share: float, idle: dict[str, float], gpu: bool = True) -> Facts:
+    """Ten captured steps of 20 ms, the GPU busy ``busy_share`` of them, its idle time
+    attributed to the host's activities (seconds over the ten steps)."""
+    steps = tuple(
+        CaptureStep(start_s=i * 0.02, duration_s=0.02, busy_s=0.02 * busy_share) for i in range(10)
+    )
+    total_idle = sum(idle.values()) or 1.0
+    devices = (
+        (
+            CaptureDevice(
+                name="/device:GPU:0",
+                model="H100",
+                streams=1,
+                kernels=10,
+                busy_s=0.2 * busy_share,
+                kernel_time_s=0.2 * busy_share,
+                tensor_core_s=0.0,
+                matmul_s=0.0,
+                matmul_tensor_core_s=0.0,
+            ),
+        )
+        if gpu
+        else ()
+    )
+    return Facts(
+        capture=CaptureFacts(
+            path="trace.xplane.pb",
+            producer="tensorflow",
+            span_s=0.2,
+            devices=devices,
+            steps=steps,
+            step_count=10,
+            idle=tuple(HostShare(a, s, s / total_idle) for a, s in idle.items()),
+        )
+    )
+
+
+def test_a_captures_step_splits_into_the_gpus_kernels_and_the_hosts_activities():
+    split = step_split(capture(0.25, {"input": 0.1, "dispatch": 0.04, "python": 0.01}))
+    assert split is not None and split.median_s == pytest.approx(0.02)
+    shares = {p.part: p.share for p in split.parts}
+    assert shares == pytest.approx({"input": 0.5, "gpu": 0.25, "dispatch": 0.2, "python": 0.05})
+    labels = {p.part: p.label for p in split.parts}
+    assert labels["gpu"] == "GPU computing (kernels)"
+    assert labels["dispatch"] == "launch and dispatch"
+
+
+def test_a_capture_without_a_gpu_splits_the_whole_step_by_the_host():
+    split = step_split(capture(0.0, {"compute": 0.1}, gpu=False))
+    assert split is not None
+    assert {p.part: p.share for p in split.parts} == pytest.approx({"compute": 0.5, "rest": 0.5})
+
+
+def test_the_h100_captures_terminal_report_draws_its_split_under_the_verdict():
+    text = TerminalRenderer(color=False).render(diagnose_capture(H100))
+    split = text.splitlines()[1]
+    assert split.startswith("Step (median 22.7 ms)  ")
+    assert "░ waiting for input 96%" in split and "█ GPU computing (kernels) 3%" in split

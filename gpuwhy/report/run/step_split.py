@@ -5,7 +5,8 @@ reader needs to judge the findings that follow.
 The split is the one ``gpuwhy diff`` compares (comparison/units.py: waiting for input,
 tracing, inside the traced step, eager ops, the Python between the calls), read here
 rather than computed again, so that the run report and the diff can never disagree about
-what a step is made of. Each part's share is its time over the training windows' step
+what a step is made of; a profiler capture's steps split into the GPU's kernels and
+what the host did while the GPU idled (the capture reader's attribution). Each part's share is its time over the training windows' step
 time (the input share as the verdict states it); the median step is split in those
 shares. A part the record did not measure is left out, and what the measured parts do
 not cover is "the rest", never guessed.
@@ -33,6 +34,14 @@ LOOKS = {
     "eager": ("eager dispatch", "▓", "yellow"),
     "python": ("host's Python between calls", "▒", "blue"),
     "rest": ("the rest (not split)", "·", "white"),
+    # a profiler capture's steps: the GPU's kernels, then what the host was doing while
+    # the GPU idled (facts.capture.HOST_ACTIVITIES)
+    "gpu": ("GPU computing (kernels)", "█", "green"),
+    "compile": ("compiling", "×", "magenta"),
+    "synchronisation": ("waiting on results", "≈", "cyan"),
+    "compute": ("TF ops on the host", "#", "yellow"),
+    "dispatch": ("launch and dispatch", "▓", "yellow"),
+    "untraced": ("host, untraced", ":", "white"),
 }
 
 
@@ -51,8 +60,13 @@ class StepSplit:
 
 
 def step_split(facts: Facts) -> StepSplit | None:
-    """The median step's parts, largest share first; None where the record split no
-    step (too few training steps, no timeline, a record without steps)."""
+    """The median step's parts, largest share first: a watched run's steps, else a
+    profiler capture's; None where the record split no step (too few training steps, no
+    timeline, a record without steps)."""
+    return _run_split(facts) or _capture_split(facts)
+
+
+def _run_split(facts: Facts) -> StepSplit | None:
     units = run_units(facts)
     if units.median_s is None or not units.part_units or not units.parts_measured:
         return None
@@ -69,14 +83,39 @@ def step_split(facts: Facts) -> StepSplit | None:
         shares = {part: share / covered for part, share in shares.items()}
     else:
         shares["rest"] = 1 - covered
-    shares = _with_the_verdicts_wait(shares, facts)
+    return _split(units.median_s, _with_the_verdicts_wait(shares, facts))
+
+
+def _capture_split(facts: Facts) -> StepSplit | None:
+    """A capture's steps (``gpuwhy report CAPTURE``): the GPU's busy share (the union of
+    its kernels), then its idle time by what the host was doing, as the capture reader
+    attributed it (facts.capture.idle); without a GPU the idle time is the whole step."""
+    capture = facts.capture
+    median = capture.median_step_s if capture is not None else None
+    if capture is None or median is None or capture.steps_s <= 0:
+        return None
+    shares: dict[str, float] = {}
+    if capture.busy_share is not None:
+        shares["gpu"] = capture.busy_share
+    for idle in capture.idle:
+        if idle.activity in LOOKS:
+            shares[idle.activity] = shares.get(idle.activity, 0.0) + idle.seconds / capture.steps_s
+    covered = sum(shares.values())
+    if covered > 1:
+        shares = {part: share / covered for part, share in shares.items()}
+    else:
+        shares["rest"] = 1 - covered
+    return _split(median, shares)
+
+
+def _split(median_s: float, shares: dict[str, float]) -> StepSplit:
     parts = [
-        StepPart(part, LOOKS[part][0], share, share * units.median_s)
+        StepPart(part, LOOKS[part][0], share, share * median_s)
         for part, share in shares.items()
         if share >= MIN_SHARE
     ]
     parts.sort(key=lambda p: -p.share)
-    return StepSplit(units.median_s, tuple(parts))
+    return StepSplit(median_s, tuple(parts))
 
 
 def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str, float]:
