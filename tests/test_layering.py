@@ -1,4 +1,4 @@
-"""The package's layering, as the README's Layout section draws it, checked on the real
+"""The package's layering, as docs/layout.md draws it, checked on the real
 import graph: every ``import`` of a gpuwhy module, at the top of a file or inside a
 function (only ``if TYPE_CHECKING:`` blocks are left out: they never run).
 
@@ -160,7 +160,7 @@ def layer_of(module: str) -> int:
         for name in names:
             if (module == name or module.startswith(name + ".")) and len(name) > best_length:
                 best, best_length = index, len(name)
-    assert best is not None, f"{module} is in no layer: add it to LAYERS and the README"
+    assert best is not None, f"{module} is in no layer: add it to LAYERS and docs/layout.md"
     return best
 
 

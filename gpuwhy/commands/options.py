@@ -100,7 +100,7 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="PORT",
         help="serve live metrics for Prometheus on PORT (/metrics, on all interfaces unless "
-        "--metrics-addr says otherwise) while the program runs; the names are in the README",
+        "--metrics-addr says otherwise) while the program runs; the names are in docs/metrics.md",
     )
     p.add_argument(
         "--metrics-addr",

@@ -1,7 +1,7 @@
 """The metrics gpuwhy publishes, and how a run's facts and findings become their values.
 
-``METRICS`` is the one list of names, types, labels and meanings: the README's table is
-checked against it, and a test compares a live endpoint scraped by a real Prometheus
+``METRICS`` is the one list of names, types, labels and meanings: docs/metrics.md's table
+is checked against it, and a test compares a live endpoint scraped by a real Prometheus
 with it. Names are stable: a dashboard or an alert written against them keeps working.
 
 Every series carries the job's labels (identity.JOB_LABELS); per-GPU series add

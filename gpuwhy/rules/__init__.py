@@ -1,7 +1,8 @@
 """The rule registry: one explicit list, sorted by id (after ruff's codes.rs).
 
 Adding a rule means adding its module and one line here; ``tests/rules/test_registry.py``
-checks the list against the catalogue in ``docs/findings.md``.
+checks the list against the catalogue in ``docs/findings.md``, which
+tools/generate_findings_doc.py generates from the rules.
 """
 
 from __future__ import annotations

@@ -535,3 +535,79 @@ def test_ops_on_the_cpu_are_a_segment_of_the_projected_step(open_report, tmp_pat
     bars = opened.page.locator("#projection .plot .barlayer .trace")
     assert bars.count() == 4  # matmul/conv, other kernels, copies, CPU ops
     assert opened.page.locator("#projection .legendtext", has_text="CPU ops").count() == 1
+
+
+# -- findings as cards: what, where, its cost, the fix, the evidence in words -----------------
+
+VISIBLE_TEXT = """([w, h]) => {
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!node.textContent.trim() || !parent || !parent.checkVisibility()) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) {
+      if (r.width > 0 && r.bottom > 0 && r.right > 0 && r.top < h && r.left < w) {
+        out.push(node.textContent);
+        break;
+      }
+    }
+  }
+  return out.join("\\n");
+}"""
+
+
+def snake_case_keys(record: Record) -> set[str]:
+    """Every evidence key of the record's findings (and its tables' columns) written
+    the machine's way, with an underscore."""
+    keys = set()
+    for f in record.findings:
+        for key, value in f.evidence.items():
+            keys.add(key)
+            if isinstance(value, list):
+                keys.update(k for row in value if isinstance(row, dict) for k in row)
+    return {k for k in keys if "_" in k}
+
+
+def test_the_demos_first_screen_shows_no_snake_case_evidence_key(slow_training_run, open_report):
+    record = Record.load(slow_training_run["json"])
+    keys = snake_case_keys(record)
+    assert "input_wait_fraction" in keys  # the demo's input.bound carries them
+    page = open_report(slow_training_run["html"]).page
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    visible = page.evaluate(VISIBLE_TEXT, [1400, 1000])
+    assert "input.bound" in visible and "Copy" in visible  # the first card is on screen
+    shown = sorted(k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", visible))
+    assert shown == [], f"evidence keys on the first screen: {shown}"
+    # the keys are still in the page, as recorded, one click away
+    raw = page.locator("#finding-1 details.raw-evidence")
+    assert not raw.evaluate("d => d.open")
+    raw.locator("summary").click()
+    assert "input_wait_fraction" in raw.inner_text()
+
+
+def test_a_card_says_where_what_it_costs_and_the_evidence_in_units():
+    text = HtmlRenderer().render(FULL)
+    ranked = sorted(FULL.findings, key=Finding.sort_key)
+    first = next(f for f in ranked if f.gain_value and f.location)
+    number = ranked.index(first) + 1
+    card = section(text, "findings").split(f'id="finding-{number}">')[1].split("</article>")[0]
+    shown, raw = card.split('<details class="raw-evidence">')
+    assert f"costs up to {first.gain_value:.0%} of the step" in shown
+    assert f"<code>{html_lib.escape(first.location)}</code>" in shown
+    shown_text = html_lib.unescape(re.sub(r"<[^>]+>", " ", shown))
+    for key in first.evidence:
+        if "_" in key:
+            assert key not in shown_text, key  # in words above, as recorded below
+            assert f"<dt>{key}</dt>" in raw
+
+
+def test_file_and_line_stay_on_one_line_in_tables(slow_training_run, open_report):
+    page = open_report(slow_training_run["html"], width=700).page
+    locations = page.locator("#placement-groups .loc")
+    assert locations.count() > 0
+    for loc in locations.all()[:20]:
+        box = loc.evaluate("e => e.getClientRects().length")
+        assert box == 1, loc.inner_text()  # one box: never broken across lines
+    assert locations.first.evaluate("e => getComputedStyle(e).whiteSpace") == "nowrap"

@@ -13,7 +13,9 @@ CATALOGUE = Path(__file__).parents[2] / "docs" / "findings.md"
 
 
 def catalogue_rows():
-    rows = re.findall(r"^\| ([a-z]+\.[a-z0-9-]+) \|.*\| (\w+) \|$", CATALOGUE.read_text(), re.M)
+    rows = re.findall(
+        r"^\| \[([a-z]+\.[a-z0-9-]+)\]\(#[a-z0-9-]+\) \|.*\| (\w+) \|$", CATALOGUE.read_text(), re.M
+    )
     return dict(rows)
 
 

@@ -41,6 +41,7 @@ from gpuwhy.formatting import MiB, byte_size, duration
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.downsample import MAX_POINTS
+from gpuwhy.report.locations import nowrap_locations
 from gpuwhy.report.plotly_files import plotly_js, plotly_js_blocks
 from gpuwhy.report.run.html_sections import (
     eager_view,
@@ -489,4 +490,5 @@ def _template(name: str = "report.html.j2"):
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["locs"] = nowrap_locations
     return env.get_template(name)

@@ -27,6 +27,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes.tried import tried_line
 from gpuwhy.formatting import GiB, MiB, byte_size, duration
 from gpuwhy.report.downsample import stats, window_stats
+from gpuwhy.report.run.evidence_text import cell, is_log, is_table, sentence, words
 from gpuwhy.report.run.html_timeline import whole_run_note
 from gpuwhy.report.run.summary import (
     code_language,
@@ -42,21 +43,54 @@ NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
 def finding_view(number: int, f: Finding) -> dict[str, Any]:
+    """A finding as a card: what, where, how much of the step it costs, the fix, the
+    evidence in sentences with units (and its tables, their columns in words); the
+    evidence as recorded, under its machine keys, goes in a collapsed block."""
     causes = finding_causes(f.evidence)
+    shown = {k: v for k, v in f.evidence.items() if not (k == "causes" and causes)}
     return {
         "number": number,
         "id": f.id,
         "severity": f.severity,
         "title": f.title,
         "location": f.location,
+        "cost": step_cost(f.gain_value),
         "causes": causes or [],
-        "evidence": [
-            evidence_item(k, v) for k, v in f.evidence.items() if not (k == "causes" and causes)
+        "sentences": [
+            s
+            for k, v in shown.items()
+            if not is_table(v) and not is_log(k, v)
+            if (s := sentence(k, v)) is not None
         ],
+        "tables": [_evidence_table(k, v) for k, v in shown.items() if is_table(v)],
+        "logs": [
+            {"title": words(k), "text": "\n".join(v)} for k, v in shown.items() if is_log(k, v)
+        ],
+        "evidence": [evidence_item(k, v) for k, v in shown.items()],
         "fix": f.fix.rstrip() if f.fix else None,
         "fix_html": highlight(f.fix.rstrip()) if f.fix else None,
         "gain": f.estimated_gain,
         "tried": tried_line(f.id) if f.fix else None,
+    }
+
+
+def step_cost(gain: float | None) -> str | None:
+    """How much of the step a finding costs, from the share its fix could win back
+    (``Finding.gain_value``, a fraction of step time); None where no rule sized it."""
+    if gain is None or gain <= 0:
+        return None
+    share = f"{gain:.0%}" if gain >= 0.01 else "under 1%"
+    return f"up to {share} of the step"
+
+
+def _evidence_table(key: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A list of records in the evidence (ops, stages, sites) as the card shows it: its
+    columns in words, each cell in its column's unit."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return {
+        "title": words(key),
+        "columns": [words(c) for c in columns],
+        "rows": [[cell(c, row.get(c)) for c in columns] for row in rows],
     }
 
 

@@ -1,5 +1,7 @@
-"""The terminal report (rich): the verdict on the first line, then the findings ranked,
-each with its evidence and the fix as highlighted code, then the environment.
+"""The terminal report (rich): the verdict on the first line, then the median step split
+into its measured parts as one line of proportional bars (report/run/step_split.py), then
+the findings ranked, each with its evidence and the fix as highlighted code, then the
+environment.
 
 Piped output gets no colour codes and no hard wrapping, so it can be grepped and pasted.
 """
@@ -28,6 +30,7 @@ from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.layout import Rows as _Rows
 from gpuwhy.report.layout import table as _table
+from gpuwhy.report.run.step_split import split_line, step_split
 from gpuwhy.report.run.summary import (
     code_language,
     finding_causes,
@@ -72,6 +75,9 @@ class TerminalRenderer(Renderer):
             usable
         ]
         console.print(Text(f"{mark} {record.verdict}", style=style))
+        split = step_split(record.facts)
+        if split is not None and split.parts:
+            console.print(split_line(split))
         if record.facts.workers is not None:
             console.print()
             console.print(_workers(record.facts.workers))

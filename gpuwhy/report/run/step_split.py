@@ -1,0 +1,164 @@
+"""The median training step split into the parts gpuwhy measured, drawn as one line of
+proportional bars right under the verdict: where a step's time goes is the first thing a
+reader needs to judge the findings that follow.
+
+The split is the one ``gpuwhy diff`` compares (comparison/units.py: waiting for input,
+tracing, inside the traced step, eager ops, the Python between the calls), read here
+rather than computed again, so that the run report and the diff can never disagree about
+what a step is made of; a profiler capture's steps split into the GPU's kernels and
+what the host did while the GPU idled (the capture reader's attribution). Each part's share is its time over the training windows' step
+time (the input share as the verdict states it); the median step is split in those
+shares. A part the record did not measure is left out, and what the measured parts do
+not cover is "the rest", never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from gpuwhy.comparison.units import PARTS, run_units
+from gpuwhy.facts import Facts
+from gpuwhy.formatting import duration
+
+MIN_SHARE = 0.005  # a part under half a percent of the step is not drawn
+BAR_WIDTH = 40  # characters of the bar; every drawn part gets one at least
+
+# Each part: its words for people, the glyph that draws it where there is no colour
+# (piped output stays readable), and its colour on a terminal.
+LOOKS = {
+    "input": ("waiting for input", "░", "red"),
+    "tracing": ("tracing tf.functions", "×", "magenta"),
+    "traced_step": ("computing (in tf.function)", "█", "green"),
+    "eager": ("eager dispatch", "▓", "yellow"),
+    "python": ("host's Python between calls", "▒", "blue"),
+    "rest": ("the rest (not split)", "·", "white"),
+    # a profiler capture's steps: the GPU's kernels, then what the host was doing while
+    # the GPU idled (facts.capture.HOST_ACTIVITIES)
+    "gpu": ("GPU computing (kernels)", "█", "green"),
+    "compile": ("compiling", "×", "magenta"),
+    "synchronisation": ("waiting on results", "≈", "cyan"),
+    "compute": ("TF ops on the host", "#", "yellow"),
+    "dispatch": ("launch and dispatch", "▓", "yellow"),
+    "untraced": ("host, untraced", ":", "white"),
+}
+
+
+@dataclass(frozen=True)
+class StepPart:
+    part: str  # a name of comparison.units.PARTS, or "rest"
+    label: str
+    share: float  # of the step
+    seconds: float  # of the median step
+
+
+@dataclass(frozen=True)
+class StepSplit:
+    median_s: float
+    parts: tuple[StepPart, ...]
+
+
+def step_split(facts: Facts) -> StepSplit | None:
+    """The median step's parts, largest share first: a watched run's steps, else a
+    profiler capture's; None where the record split no step (too few training steps, no
+    timeline, a record without steps)."""
+    return _run_split(facts) or _capture_split(facts)
+
+
+def _run_split(facts: Facts) -> StepSplit | None:
+    units = run_units(facts)
+    if units.median_s is None or not units.part_units or not units.parts_measured:
+        return None
+    step_s = sum(u[1] for u in units.part_units)
+    if step_s <= 0:
+        return None
+    shares = {
+        part: sum(u[2 + i] for u in units.part_units) / step_s
+        for i, part in enumerate(PARTS)
+        if part in units.parts_measured
+    }
+    covered = sum(shares.values())
+    if covered > 1:  # timers that overlap at a window's edge: the parts are the step
+        shares = {part: share / covered for part, share in shares.items()}
+    else:
+        shares["rest"] = 1 - covered
+    return _split(units.median_s, _with_the_verdicts_wait(shares, facts))
+
+
+def _capture_split(facts: Facts) -> StepSplit | None:
+    """A capture's steps (``gpuwhy report CAPTURE``): the GPU's busy share (the union of
+    its kernels), then its idle time by what the host was doing, as the capture reader
+    attributed it (facts.capture.idle); without a GPU the idle time is the whole step."""
+    capture = facts.capture
+    median = capture.median_step_s if capture is not None else None
+    if capture is None or median is None or capture.steps_s <= 0:
+        return None
+    shares: dict[str, float] = {}
+    if capture.busy_share is not None:
+        shares["gpu"] = capture.busy_share
+    for idle in capture.idle:
+        if idle.activity in LOOKS:
+            shares[idle.activity] = shares.get(idle.activity, 0.0) + idle.seconds / capture.steps_s
+    covered = sum(shares.values())
+    if covered > 1:
+        shares = {part: share / covered for part, share in shares.items()}
+    else:
+        shares["rest"] = 1 - covered
+    return _split(median, shares)
+
+
+def _split(median_s: float, shares: dict[str, float]) -> StepSplit:
+    parts = [
+        StepPart(part, LOOKS[part][0], share, share * median_s)
+        for part, share in shares.items()
+        if share >= MIN_SHARE
+    ]
+    parts.sort(key=lambda p: -p.share)
+    return StepSplit(median_s, tuple(parts))
+
+
+def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str, float]:
+    """The input share as the verdict states it (the steps' own figure, over every step
+    after warm-up, where the windows leave out the partial ones at the edges), the other
+    parts splitting the remainder in the windows' proportions: the line under the verdict
+    never contradicts it."""
+    whole = facts.steps.input_wait_fraction if facts.steps is not None else None
+    windowed = shares.get("input")
+    if whole is None or windowed is None or not 0 <= whole <= 1 or windowed >= 1:
+        return shares
+    scale = (1 - whole) / (1 - windowed)
+    return {part: whole if part == "input" else share * scale for part, share in shares.items()}
+
+
+def bar_cells(shares: list[float], width: int = BAR_WIDTH) -> list[int]:
+    """Characters per part, proportional to its share (largest remainders), each part at
+    least one so that none drawn disappears."""
+    total = sum(shares) or 1.0
+    exact = [s / total * width for s in shares]
+    cells = [max(1, int(e)) for e in exact]
+    order = sorted(range(len(shares)), key=lambda i: int(exact[i]) - exact[i])
+    for i in order:
+        if sum(cells) >= width:
+            break
+        cells[i] += 1
+    while sum(cells) > width and max(cells) > 1:
+        cells[cells.index(max(cells))] -= 1
+    return cells
+
+
+def split_line(split: StepSplit) -> Text:
+    """One line: the proportional bar, then each part with its glyph, share and time."""
+    line = Text()
+    line.append("Step ", style="bold")
+    line.append(f"(median {duration(split.median_s)})  ")
+    cells = bar_cells([p.share for p in split.parts])
+    for part, n in zip(split.parts, cells):
+        _, glyph, colour = LOOKS[part.part]
+        line.append(glyph * n, style=colour)
+    for i, part in enumerate(split.parts):
+        _, glyph, colour = LOOKS[part.part]
+        line.append("  " if i == 0 else " · ")
+        line.append(glyph, style=colour)
+        line.append(f" {part.label} {part.share:.0%} ({duration(part.seconds)})")
+    return line

@@ -1,0 +1,216 @@
+"""The line under the verdict: the median step split into the parts gpuwhy measured, as
+one line of proportional bars, from small records (a run's split is the one `gpuwhy diff`
+compares: comparison/units.py; a capture's, the GPU's kernels and the host's activities
+while it idled) and from the real H100 capture."""
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from gpuwhy.facts import (
+    CaptureDevice,
+    CaptureFacts,
+    CaptureStep,
+    EagerFacts,
+    Facts,
+    HostShare,
+    RunTimeline,
+    RunWindow,
+    StepFacts,
+    StepSpan,
+    StepTimeline,
+)
+from gpuwhy.modes.capture import diagnose_capture
+from gpuwhy.record import Record
+from gpuwhy.report.run.step_split import BAR_WIDTH, LOOKS, bar_cells, split_line, step_split
+from gpuwhy.report.run.terminal import TerminalRenderer
+
+H100 = Path(__file__).parents[1] / "data" / "xplane" / "h100_slow_input"
+STEP, WAIT, CALL = 0.010, 0.004, 0.005  # per step: 4 ms input, 5 ms in tf.function
+
+
+def loop_facts(count: int = 300, eager_ops: float | None = None) -> Facts:
+    """A Python loop of 10 ms steps over 1 s windows: 4 ms waiting for input (next()
+    timing), 5 ms inside the step's tf.function, the rest the loop's own Python."""
+    starts = [i * STEP for i in range(count)]
+    spans, rows = [], []
+    for w in range(int(count * STEP)):
+        n = sum(1 for s in starts if w <= s < w + 1)
+        spans.append(
+            StepSpan(
+                start_s=float(w),
+                steps=n,
+                p50_s=STEP,
+                p90_s=STEP,
+                max_s=STEP,
+                step_s=n * STEP,
+                input_wait_s=n * WAIT,
+            )
+        )
+        rows.append(
+            RunWindow(
+                start_s=float(w),
+                steps=n,
+                function_call_s=n * CALL,
+                eager_ops_per_step=eager_ops,
+                eager_sampled_steps=n if eager_ops else 0,
+            )
+        )
+    steps = StepFacts(
+        source="tf-data",
+        marker="loop",
+        count=count,
+        median_s=statistics.median([STEP] * count),
+        input_wait_fraction=WAIT / STEP,
+        input_wait_source="next() timing",
+        starts=tuple(starts),
+        durations=(STEP,) * count,
+        input_waits=(WAIT,) * count,
+        timeline=StepTimeline(width_s=1.0, windows=tuple(spans)),
+        all_kept=True,
+    )
+    eager = (
+        EagerFacts(
+            sampled_steps=count, ops=int(eager_ops * count), per_step=eager_ops, median_gap_us=5.0
+        )
+        if eager_ops
+        else None
+    )
+    return Facts(
+        steps=steps,
+        timeline=RunTimeline(width_s=1.0, run_s=count * STEP, windows=tuple(rows)),
+        eager=eager,
+    )
+
+
+def test_the_median_step_splits_into_its_measured_parts():
+    split = step_split(loop_facts())
+    assert split is not None and split.median_s == STEP
+    shares = {p.part: p.share for p in split.parts}
+    assert shares == pytest.approx({"traced_step": 0.5, "input": 0.4, "python": 0.1})
+    assert [p.part for p in split.parts] == ["traced_step", "input", "python"]  # largest first
+    seconds = {p.part: p.seconds for p in split.parts}
+    assert seconds["input"] == pytest.approx(0.004)
+
+
+def test_eager_dispatch_is_its_own_part_taken_from_the_pythons():
+    split = step_split(loop_facts(eager_ops=100))  # 100 ops x 5 µs = 0.5 ms a step
+    assert split is not None
+    shares = {p.part: p.share for p in split.parts}
+    assert shares["eager"] == pytest.approx(0.05)
+    assert shares["python"] == pytest.approx(0.05)
+
+
+def test_the_input_share_is_the_one_the_verdict_states():
+    facts = loop_facts()
+    steps = facts.steps
+    assert steps is not None
+    # the steps' whole-run figure (edges included) differs from the windows' a little
+    skewed = Facts(
+        steps=StepFacts(**{**steps.__dict__, "input_wait_fraction": 0.5}),
+        timeline=facts.timeline,
+    )
+    split = step_split(skewed)
+    assert split is not None
+    shares = {p.part: p.share for p in split.parts}
+    assert shares["input"] == pytest.approx(0.5)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares["traced_step"] / shares["python"] == pytest.approx(5.0)  # kept in proportion
+
+
+def test_no_split_without_enough_training_steps_or_a_timeline():
+    assert step_split(loop_facts(count=20)) is None  # fewer than comparison's 30
+    assert step_split(Facts()) is None
+    facts = loop_facts()
+    assert step_split(Facts(steps=facts.steps)) is not None  # the input part alone
+    only_input = step_split(Facts(steps=facts.steps))
+    assert only_input is not None
+    assert {p.part for p in only_input.parts} == {"input", "rest"}  # the rest never guessed
+
+
+@pytest.mark.parametrize(
+    "shares", [[0.5, 0.4, 0.1], [0.98, 0.01, 0.01], [1 / 3, 1 / 3, 1 / 3], [1.0]]
+)
+def test_bars_are_proportional_and_every_part_shows(shares):
+    cells = bar_cells(shares)
+    assert sum(cells) == BAR_WIDTH and min(cells) >= 1
+    for share, n in zip(shares, cells):
+        assert abs(n - share * BAR_WIDTH) <= 1.5
+
+
+def test_the_terminal_puts_the_split_between_the_verdict_and_the_findings():
+    record = Record.diagnose("run", loop_facts())
+    text = TerminalRenderer(color=False).render(record)
+    lines = text.splitlines()
+    assert lines[0].startswith(("✓", "✗", "•"))
+    split = lines[1]
+    assert split.startswith("Step (median 10.0 ms)  ")
+    bar = split.split("  ")[1]
+    glyphs = {part: LOOKS[part][1] for part in ("traced_step", "input", "python")}
+    assert bar == glyphs["traced_step"] * 20 + glyphs["input"] * 16 + glyphs["python"] * 4
+    assert "█ computing (in tf.function) 50% (5.0 ms)" in split
+    assert "░ waiting for input 40% (4.0 ms)" in split
+    findings = [i for i, line in enumerate(lines) if line[:2] in ("1.", "2.")]
+    assert not findings or findings[0] > 1
+    assert str(split_line(step_split(loop_facts()))) == split  # one line, as drawn
+
+
+def capture(busy_share: float, idle: dict[str, float], gpu: bool = True) -> Facts:
+    """Ten captured steps of 20 ms, the GPU busy ``busy_share`` of them, its idle time
+    attributed to the host's activities (seconds over the ten steps)."""
+    steps = tuple(
+        CaptureStep(start_s=i * 0.02, duration_s=0.02, busy_s=0.02 * busy_share) for i in range(10)
+    )
+    total_idle = sum(idle.values()) or 1.0
+    devices = (
+        (
+            CaptureDevice(
+                name="/device:GPU:0",
+                model="H100",
+                streams=1,
+                kernels=10,
+                busy_s=0.2 * busy_share,
+                kernel_time_s=0.2 * busy_share,
+                tensor_core_s=0.0,
+                matmul_s=0.0,
+                matmul_tensor_core_s=0.0,
+            ),
+        )
+        if gpu
+        else ()
+    )
+    return Facts(
+        capture=CaptureFacts(
+            path="trace.xplane.pb",
+            producer="tensorflow",
+            span_s=0.2,
+            devices=devices,
+            steps=steps,
+            step_count=10,
+            idle=tuple(HostShare(a, s, s / total_idle) for a, s in idle.items()),
+        )
+    )
+
+
+def test_a_captures_step_splits_into_the_gpus_kernels_and_the_hosts_activities():
+    split = step_split(capture(0.25, {"input": 0.1, "dispatch": 0.04, "python": 0.01}))
+    assert split is not None and split.median_s == pytest.approx(0.02)
+    shares = {p.part: p.share for p in split.parts}
+    assert shares == pytest.approx({"input": 0.5, "gpu": 0.25, "dispatch": 0.2, "python": 0.05})
+    labels = {p.part: p.label for p in split.parts}
+    assert labels["gpu"] == "GPU computing (kernels)"
+    assert labels["dispatch"] == "launch and dispatch"
+
+
+def test_a_capture_without_a_gpu_splits_the_whole_step_by_the_host():
+    split = step_split(capture(0.0, {"compute": 0.1}, gpu=False))
+    assert split is not None
+    assert {p.part: p.share for p in split.parts} == pytest.approx({"compute": 0.5, "rest": 0.5})
+
+
+def test_the_h100_captures_terminal_report_draws_its_split_under_the_verdict():
+    text = TerminalRenderer(color=False).render(diagnose_capture(H100))
+    split = text.splitlines()[1]
+    assert split.startswith("Step (median 22.7 ms)  ")
+    assert "░ waiting for input 96%" in split and "█ GPU computing (kernels) 3%" in split
