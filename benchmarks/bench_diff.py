@@ -46,7 +46,7 @@ from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.comparison import compare, compare_runs
 from gpuwhy.comparison.between_runs import Noise
 from gpuwhy.comparison.calibration import calibrate, run_spread
-from gpuwhy.comparison.units import run_units
+from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.facts import Facts, RunTimeline, RunWindow, StepFacts, StepSpan, StepTimeline
 from gpuwhy.record import Record
 from gpuwhy.report.diff.terminal import render_comparison

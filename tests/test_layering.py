@@ -22,7 +22,7 @@ PACKAGE = Path(gpuwhy.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "gpuwhy.version",
-        "gpuwhy.own_stderr",
+        "gpuwhy.report_stream",
         "gpuwhy.forked",
         "gpuwhy.gpu_specs",
         "gpuwhy.redact",

@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.commands.options import gate_options, gate_settings, report_settings
 from gpuwhy.commands.output_paths import Output, write_or_divert
 from gpuwhy.commands.reporting import (
@@ -262,15 +262,15 @@ def _calibrate(settings: DiffSettings) -> int:
 def _gate(gate: Gate, comparison: Comparison, after: list[Finding]) -> int:
     conditions = list(gate.conditions)
     for line in not_judged(conditions, comparison) + blind(conditions, comparison):
-        own_stderr.say(f"gpuwhy: gate: {line}")
+        report_stream.say(f"gpuwhy: gate: {line}")
     crossed = crossed_by_comparison(conditions, comparison) + crossed_by_findings(conditions, after)
     for line in crossed:
-        own_stderr.say(f"gpuwhy: gate: {line}")
+        report_stream.say(f"gpuwhy: gate: {line}")
     return EXIT_PROBLEM if crossed else EXIT_OK
 
 
 def _write(output: Output, text: str) -> None:
-    write_or_divert(output, lambda path: _write_text(path, text), own_stderr.say)
+    write_or_divert(output, lambda path: _write_text(path, text), report_stream.say)
 
 
 def _write_html(comparison: Comparison, output: Output | None) -> None:
@@ -282,7 +282,7 @@ def _write_html(comparison: Comparison, output: Output | None) -> None:
         sys.stdout.buffer.flush()
         return
     page = functools.partial(write_comparison_html, comparison)
-    write_or_divert(output, lambda path: write_file(path, page), own_stderr.say)
+    write_or_divert(output, lambda path: write_file(path, page), report_stream.say)
 
 
 def _write_text(path: str, text: str) -> None:

@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.inprocess.projection import TARGET
 from gpuwhy.commands.options import (
     checked,
@@ -214,7 +214,7 @@ def execute(settings: FixSettings) -> int:
     if settings.trial is not None:
         return execute_trial(settings, settings.trial)
     code, outputs = prepare(settings.script, settings.report)
-    own_stderr.keep()
+    report_stream.keep()
 
     def report(make_record: Callable[[], Record]) -> None:
         report_after_script(make_record, settings.report, outputs)  # no gate: exit 0 or 2
@@ -234,7 +234,7 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
     """The fixes tried, the report on stderr, the patch where asked; 0 when the trial
     was made (whatever the fixes did), 2 when the original itself could not run."""
     _, outputs = prepare(settings.script, settings.report)
-    own_stderr.keep()
+    report_stream.keep()
     if settings.patch:
         check_patch_path(settings.patch, settings.script.path)
     if options.keep is not None:
@@ -243,7 +243,7 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
         settings.script.path,
         settings.script.args,
         options,
-        progress=lambda line: own_stderr.say(f"gpuwhy fix: {line}"),
+        progress=lambda line: report_stream.say(f"gpuwhy fix: {line}"),
     )
     report_after_script(lambda: record, settings.report, outputs)
     trial = record.facts.fix_trial
@@ -252,9 +252,9 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
         if patch:
             with open(settings.patch, "w", encoding="utf-8") as f:
                 f.write(patch)
-            own_stderr.say(f"gpuwhy fix: patch written to {settings.patch} (git apply it)")
+            report_stream.say(f"gpuwhy fix: patch written to {settings.patch} (git apply it)")
         else:  # an empty file would `git apply` as if something held
-            own_stderr.say(f"gpuwhy fix: no patch written to {settings.patch}: no fix held")
+            report_stream.say(f"gpuwhy fix: no patch written to {settings.patch}: no fix held")
     if trial is not None and trial.original_error is not None:
         return EXIT_ERROR
     if trial is not None and trial.interrupted:

@@ -21,9 +21,9 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.commands.reporting import EXIT_OK, UsageError
-from gpuwhy.comparison.units import run_units
+from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.formatting import duration
 from gpuwhy.modes.run.script import ScriptInterrupted, die_of
 from gpuwhy.record import Record, RecordError
@@ -130,7 +130,7 @@ def repeat_runs(
                 else os.path.join(scratch, f"run-{number}.json")
             )
             argv = run_argv(options, number, None if json_path is not None else record)
-            own_stderr.say(f"gpuwhy: run {number} of {repeat}")
+            report_stream.say(f"gpuwhy: run {number} of {repeat}")
             child = _Child([sys.executable, "-m", "gpuwhy", "run", *argv, *script])
             status = child.wait()
             runs.append(
@@ -140,7 +140,7 @@ def repeat_runs(
                 break
         runs = [_with_step(r) for r in runs]
         for line in summary(runs, repeat, json_path):
-            own_stderr.say(line)
+            report_stream.say(line)
     return _end_as(runs[-1].status, child.signalled)
 
 

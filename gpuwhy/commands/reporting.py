@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import IO
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.commands.output_paths import Output, OutputPathError, write_or_divert
 from gpuwhy.commands.output_paths import plan_outputs as plan
 from gpuwhy.commands.settings import ReportSettings
@@ -58,12 +58,13 @@ def emit(
     written now is written to the temporary directory instead, and gpuwhy says where."""
 
     if "--json" in outputs:
-        write_or_divert(outputs["--json"], record.save, own_stderr.say)
-    stream = own_stderr.stream() if to_stderr else sys.stdout
+        write_or_divert(outputs["--json"], record.save, report_stream.say)
+    stream = report_stream.stream() if to_stderr else sys.stdout
     try:
         renderer = renderer_class(report.format)(
             verbose=report.verbose,
-            color="-o" not in outputs and (own_stderr.isatty() if to_stderr else stream.isatty()),
+            color="-o" not in outputs
+            and (report_stream.isatty() if to_stderr else stream.isatty()),
         )
     except MisconfigurationError as e:
         raise UsageError(str(e)) from None
@@ -86,7 +87,7 @@ def emit(
 
 
 def _write_rendered(renderer: Renderer, record: Record, output: Output) -> None:
-    write_or_divert(output, lambda path: _write_file(renderer, record, path), own_stderr.say)
+    write_or_divert(output, lambda path: _write_file(renderer, record, path), report_stream.say)
 
 
 def _write_file(renderer: Renderer, record: Record, path: str) -> None:
@@ -146,4 +147,4 @@ def exit_status(record: Record) -> int:
 
 
 def say_error(message: str) -> None:
-    own_stderr.say(f"gpuwhy: error: {message}")
+    report_stream.say(f"gpuwhy: error: {message}")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.registry import run_options
 from gpuwhy.commands.options import (
     checked,
@@ -132,7 +132,7 @@ def collector_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
 
 
 def execute(settings: RunSettings) -> int:
-    own_stderr.keep()
+    report_stream.keep()
     if settings.repeat > 1:
         prepare(settings.script, settings.report)  # the script and outputs, checked once
         check_stale(settings.report.json, settings.repeat)

@@ -9,7 +9,7 @@ import os
 import types
 from collections.abc import Callable
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.inprocess.task import task_facts
 from gpuwhy.commands.output_paths import Output, write_task_record
 from gpuwhy.commands.reporting import (
@@ -54,7 +54,7 @@ def prepare(
         report, inputs=[script.path], project_dir=os.path.dirname(os.path.abspath(script.path))
     )
 
-    check_format(report.format, to_terminal="-o" not in outputs and own_stderr.isatty())
+    check_format(report.format, to_terminal="-o" not in outputs and report_stream.isatty())
     return code, outputs
 
 
@@ -80,7 +80,7 @@ def report_after_script(
             else []
         )
         for line in crossed:
-            own_stderr.say(f"gpuwhy: gate: {line}")
+            report_stream.say(f"gpuwhy: gate: {line}")
         return crossed
     except UsageError as e:
         say_error(str(e))
@@ -105,4 +105,4 @@ def save_for_merge(record: Record, out_dir: OutDir | None) -> None:
         name = task.name
     else:
         name = task_facts().name
-    write_task_record(record.to_json() + "\n", out_dir.path, out_dir.given, name, own_stderr.say)
+    write_task_record(record.to_json() + "\n", out_dir.path, out_dir.given, name, report_stream.say)

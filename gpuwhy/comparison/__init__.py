@@ -1,7 +1,7 @@
 """``gpuwhy diff BEFORE AFTER``: did the change make it faster? Two records compared, or
 several a side.
 
-The flow mirrors a run's: the records' facts -> resampling units (units.py) -> changes
+The flow mirrors a run's: the records' facts -> resampling units (comparable_units.py) -> changes
 with their intervals (changes.py, bootstrap.py; several runs a side: sides.py,
 between_runs.py), the findings and the environment that changed (findings.py,
 environment.py) -> :class:`Comparison` (model.py) -> the verdict (verdict.py). pair.py

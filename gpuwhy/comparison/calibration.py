@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from gpuwhy.comparison import compare
 from gpuwhy.comparison.between_runs import Noise, detectable, difference
+from gpuwhy.comparison.comparable_units import RunUnits, run_units
 from gpuwhy.comparison.environment import others_cpu, program
 from gpuwhy.comparison.sides import own_log_variance
-from gpuwhy.comparison.units import RunUnits, run_units
 from gpuwhy.json_input import TooDeep, loads
 from gpuwhy.record import Record
 

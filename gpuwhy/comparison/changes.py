@@ -15,8 +15,8 @@ import math
 import statistics
 
 from gpuwhy.comparison.bootstrap import SEED, Sums, interval, resampled_sums
+from gpuwhy.comparison.comparable_units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.comparison.model import Change, PartChange
-from gpuwhy.comparison.units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.facts import Facts, ProjectionFacts
 
 Z95 = 1.96

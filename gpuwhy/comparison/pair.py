@@ -14,10 +14,10 @@ from gpuwhy.comparison.changes import (
     projected_change,
     step_change,
 )
+from gpuwhy.comparison.comparable_units import RunUnits, run_units
 from gpuwhy.comparison.environment import batch_size, environment_changes, host_contention, program
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import Change, Comparison, PartChange, RunSide
-from gpuwhy.comparison.units import RunUnits, run_units
 from gpuwhy.comparison.verdict import diff_verdict
 from gpuwhy.facts import Facts
 from gpuwhy.record import Record

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from gpuwhy.comparison.between_runs import Noise
 from gpuwhy.comparison.changes import example_change, projected_change
+from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.comparison.environment import (
     HOST_LOAD,
     QUEUED,
@@ -36,7 +37,6 @@ from gpuwhy.comparison.sides import (
     side_notes,
     step_between,
 )
-from gpuwhy.comparison.units import run_units
 from gpuwhy.comparison.verdict import diff_verdict, runs_a_side, runs_text
 from gpuwhy.comparison.work import resolved, work_between
 from gpuwhy.record import Record

@@ -19,9 +19,9 @@ from functools import cached_property
 from gpuwhy.comparison.between_runs import Difference, Noise, difference
 from gpuwhy.comparison.bootstrap import SEED, resampled_sums
 from gpuwhy.comparison.changes import MIN_BUSY_CHANGE, MIN_PART_CHANGE, NOTHING_S
+from gpuwhy.comparison.comparable_units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.comparison.environment import HOST_LOAD, QUEUED, environment_changes, others_cpu
 from gpuwhy.comparison.model import Change, PartChange
-from gpuwhy.comparison.units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.record import Record
 

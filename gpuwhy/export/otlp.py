@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS
 from gpuwhy.export.metrics import GPU_NOW, METRICS, Values
@@ -333,4 +333,4 @@ class _OwnRecords(logging.Filter):
 
 
 def _say(line: str) -> None:
-    own_stderr.say(f"gpuwhy: {line}")
+    report_stream.say(f"gpuwhy: {line}")

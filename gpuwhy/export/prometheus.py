@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gpuwhy.forked as forked
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
 from gpuwhy.export.metrics import METRICS, Values
@@ -192,4 +192,4 @@ class Pusher:
 
 
 def _say(line: str) -> None:
-    own_stderr.say(f"gpuwhy: {line}")
+    report_stream.say(f"gpuwhy: {line}")

@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import gpuwhy.own_stderr as own_stderr
+import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.inprocess import imports
 from gpuwhy.facts import Facts, InputFix, InputFixFacts, ProgramFacts
 from gpuwhy.modes.run.script import ScriptEnding, exception_line, run_and_report
 from gpuwhy.optimize.input_pipeline import optimize
 from gpuwhy.record import Record
-from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
+from gpuwhy.tfapi.own_frames_hidden import hide_gpuwhy_frames
 from gpuwhy.tfapi.tfdata import stages
 
 
@@ -97,7 +97,7 @@ class Capture:
     def _optimise_now(self, entry: Captured, where: str | None) -> None:
         """Measure while the pipeline's inputs exist; never raise into the script."""
         assert self.optimise is not None
-        own_stderr.say(
+        report_stream.say(
             f"gpuwhy fix: measuring the dataset created at {entry.created_at or '?'}"
             f" (original, rewritten, ideal) before the script reads it at "
             f"{where or '?'} ..."
@@ -176,7 +176,7 @@ def fix_input(
             tensorflow_version=getattr(sys.modules.get("tensorflow"), "__version__", None),
         )
         if capture.failed:
-            own_stderr.say(f"gpuwhy: error: {capture.failed}")
+            report_stream.say(f"gpuwhy: error: {capture.failed}")
             failed.append(True)
             return
         # After Ctrl-C or SIGTERM, report what was measured; measuring more would keep
@@ -229,7 +229,7 @@ def _fix_facts(
             if not _is_tf_error(e):
                 if os.environ.get("GPUWHY_DEBUG"):
                     raise
-                own_stderr.say(
+                report_stream.say(
                     f"gpuwhy: error: internal error: {type(e).__name__}: {e} "
                     "(GPUWHY_DEBUG=1 shows the traceback)"
                 )

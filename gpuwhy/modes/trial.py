@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from gpuwhy.comparison.units import run_units
+from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.facts import Facts, FixTrialFacts, FixTried
 from gpuwhy.record import Record
 from gpuwhy.trial import kinds

@@ -63,8 +63,7 @@ from gpuwhy.optimize.measure import (
 from gpuwhy.optimize.plan import Plan, Planner, element_bytes
 from gpuwhy.optimize.rebuild import StageFailed, build
 from gpuwhy.optimize.result import OptimizeResult, SameElements
-from gpuwhy.tfapi.tfdata import cache_safety, stages
-from gpuwhy.tfapi.tfdata import elements as tfdata_elements
+from gpuwhy.tfapi.tfdata import cache_safety, dataset_size, stages
 from gpuwhy.tfapi.tfdata import rewrite as dr
 
 DEFAULT_MEMORY_FRACTION = 0.25
@@ -282,8 +281,8 @@ def _check_and_time(
         result.same_elements = SameElements(True, "nothing was changed")
         if not measure:
             return
-    card = tfdata_elements.cardinality(original)
-    finite = card != tfdata_elements.INFINITE
+    card = dataset_size.cardinality(original)
+    finite = card != dataset_size.INFINITE
     limit: int | None
     if elements is not None:
         limit = elements
@@ -434,7 +433,7 @@ def _verdict(
     if plan.cache_after is not None and plan.cache_after < below:
         point = max(point, plan.cache_after)
     label = chain[point].describe()
-    limit = None if tfdata_elements.cardinality(chain[point].dataset) >= 0 else COMPARE_LIMIT
+    limit = None if dataset_size.cardinality(chain[point].dataset) >= 0 else COMPARE_LIMIT
     p_o = collect(chain[point].dataset, min(limit or COMPARE_LIMIT, COMPARE_LIMIT))
     p_r = collect(counterpart[point], len(p_o.values) if not p_o.complete else None)
     if p_o.skipped or p_r.skipped:

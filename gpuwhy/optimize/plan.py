@@ -14,8 +14,7 @@ from gpuwhy.facts import PipelineChange
 from gpuwhy.formatting import byte_size
 from gpuwhy.optimize.measure import element_bytes as measured_bytes
 from gpuwhy.optimize.result import LeftAlone
-from gpuwhy.tfapi.tfdata import cache_safety
-from gpuwhy.tfapi.tfdata import elements as tfdata_elements
+from gpuwhy.tfapi.tfdata import cache_safety, dataset_size
 from gpuwhy.tfapi.tfdata import rewrite as dr
 
 _CHEAP_KINDS = frozenset(
@@ -470,22 +469,22 @@ def _counted(dataset: Any, limit_s: float = COUNT_LIMIT_S) -> int | None:
 
 def _count_bound(chain: list, j: int, dr) -> int | None:
     """Elements after stage j: exact, an upper bound through filters, -1 infinite, None unknown."""
-    n = tfdata_elements.cardinality(chain[j].dataset)
-    if n >= 0 or n == tfdata_elements.INFINITE:
+    n = dataset_size.cardinality(chain[j].dataset)
+    if n >= 0 or n == dataset_size.INFINITE:
         return n
     k = j
     while k > 0 and chain[k].kind in _COUNT_KEEPING_OR_SHRINKING:
         k -= 1
-        n = tfdata_elements.cardinality(chain[k].dataset)
+        n = dataset_size.cardinality(chain[k].dataset)
         if n >= 0:
             return n
-        if n == tfdata_elements.INFINITE:
+        if n == dataset_size.INFINITE:
             return None
     return None
 
 
 def element_bytes(dataset: Any, dr) -> int | None:
-    static = tfdata_elements.element_bytes(dataset)
+    static = dataset_size.element_bytes(dataset)
     if static is not None:
         return static
     sizes = []

@@ -18,8 +18,8 @@ from typing import Any
 from gpuwhy.tfapi.frames import frame_values, user_location
 from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
+from gpuwhy.tfapi.tfdata.dataset_args import int_value
 from gpuwhy.tfapi.tfdata.origins import ORIGIN_ATTR
-from gpuwhy.tfapi.tfdata.values import int_value
 
 AUTO_SHARD = {-1: "OFF", 0: "AUTO", 1: "FILE", 2: "DATA", 3: "HINT"}
 # classes users know by their public name (tf.distribute.MultiWorkerMirroredStrategy is

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.tfapi.stderr_aside import stderr_set_aside
+from gpuwhy.tfapi.quiet_stderr import stderr_set_aside
 
 __all__ = ["GpuKernel", "KernelRegistry", "op_def"]
 

@@ -16,8 +16,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.comparison.model import Change
-from gpuwhy.comparison.units import run_units
 from gpuwhy.comparison.work import ratio_between, resolved, work_between
 from gpuwhy.facts import Facts, FixTried
 from gpuwhy.trial.candidate import FixCandidate

@@ -7,8 +7,8 @@ import pytest
 
 from gpuwhy.comparison import ONE_RUN_A_SIDE, compare, diff_verdict
 from gpuwhy.comparison.changes import MIN_STEP_CHANGE, busy_change, part_changes, step_change
+from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.comparison.gate import crossed_by_comparison, parse
-from gpuwhy.comparison.units import run_units
 from gpuwhy.facts import (
     Facts,
     GpuWindow,

@@ -1,6 +1,6 @@
 """The line under the verdict: the median step split into the parts gpuwhy measured, as
 one line of proportional bars, from small records (a run's split is the one `gpuwhy diff`
-compares: comparison/units.py; a capture's, the GPU's kernels and the host's activities
+compares: comparison/comparable_units.py; a capture's, the GPU's kernels and the host's activities
 while it idled) and from the real H100 capture."""
 
 import statistics

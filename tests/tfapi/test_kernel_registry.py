@@ -17,7 +17,7 @@ import pytest
 
 import gpuwhy
 from gpuwhy.tfapi import graph_ops
-from gpuwhy.tfapi.stderr_aside import stderr_set_aside
+from gpuwhy.tfapi.quiet_stderr import stderr_set_aside
 
 ROOT = Path(__file__).parents[2]
 THIS_FILE = Path(__file__)
@@ -49,7 +49,7 @@ def test_stderr_set_aside_keeps_other_output_and_drops_noise():
     result = _python(
         """
         import os, sys
-        from gpuwhy.tfapi.stderr_aside import stderr_set_aside
+        from gpuwhy.tfapi.quiet_stderr import stderr_set_aside
         os.write(2, b"before\\n")
         with stderr_set_aside(lambda line: line.startswith(b"NOISE")):
             os.write(2, b"keep me\\n")
@@ -70,7 +70,7 @@ def test_stderr_set_aside_restores_fd_2_when_the_block_raises():
     result = _python(
         """
         import os
-        from gpuwhy.tfapi.stderr_aside import stderr_set_aside
+        from gpuwhy.tfapi.quiet_stderr import stderr_set_aside
         try:
             with stderr_set_aside(lambda line: b"noise" in line):
                 os.write(2, b"noise\\n")

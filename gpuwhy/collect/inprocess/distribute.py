@@ -28,7 +28,7 @@ from gpuwhy.tfapi import distribute, reductions
 from gpuwhy.tfapi.graph_ops import relative
 from gpuwhy.tfapi.tfdata import sharding
 from gpuwhy.tfapi.tfdata.classes import READERS
-from gpuwhy.tfapi.tfdata.written import written_chain
+from gpuwhy.tfapi.tfdata.dataset_chain import written_chain
 
 MAX_INPUTS = 16  # distributed datasets kept (a loop re-distributing per epoch repeats one)
 SCALED = "num_replicas_in_sync"

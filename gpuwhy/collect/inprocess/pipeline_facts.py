@@ -13,8 +13,8 @@ from gpuwhy.collect.inprocess.pipeline_iterators import Pipeline
 from gpuwhy.collect.inprocess.pipeline_join import JoinedStage, match_stages
 from gpuwhy.derived.pipeline import BOOKKEEPING
 from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.tfapi.tfdata.dataset_chain import has_final_prefetch
 from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
-from gpuwhy.tfapi.tfdata.written import has_final_prefetch
 
 MAX_GAPS = 20000  # gap samples kept per pipeline
 

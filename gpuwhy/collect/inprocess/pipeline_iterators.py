@@ -159,5 +159,5 @@ class Pipeline:
     dropped_iterators: int = 0
     error: str | None = None
     # the input followed at each zip, from the final dataset down: where the written
-    # chain went (gpuwhy.tfapi.tfdata.written.zip_branches), for TF's model to go too
+    # chain went (gpuwhy.tfapi.tfdata.dataset_chain.zip_branches), for TF's model to go too
     branches: tuple[int, ...] = ()

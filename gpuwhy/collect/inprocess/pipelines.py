@@ -5,7 +5,7 @@ path (``next()`` is never wrapped here):
 
 * :func:`gpuwhy.tfapi.tfdata.origins.install_origin_hooks`: each dataset remembers the
   user's line that built it (the *written* view);
-* :func:`gpuwhy.tfapi.tfdata.executed.install_iterator_hooks`: each eager iterator is
+* :func:`gpuwhy.tfapi.tfdata.iterator_models.install_iterator_hooks`: each eager iterator is
   registered under its dataset and consumer (Keras ``fit``/``evaluate``/``predict``
   or a Python loop), and read one last time just before it is freed (a young one:
   ``FINAL_READ_MAX_AGE_S``).
@@ -79,10 +79,10 @@ from gpuwhy.derived.pipeline import bottleneck
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.tfapi.op_callbacks import unseen
-from gpuwhy.tfapi.tfdata import elements
-from gpuwhy.tfapi.tfdata import executed as data_model
-from gpuwhy.tfapi.tfdata import written as data_pipeline
-from gpuwhy.tfapi.tfdata.executed import ModelUnavailable, read_model
+from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline
+from gpuwhy.tfapi.tfdata import dataset_size
+from gpuwhy.tfapi.tfdata import iterator_models as data_model
+from gpuwhy.tfapi.tfdata.iterator_models import ModelUnavailable, read_model
 from gpuwhy.tfapi.tfdata.origins import install_origin_hooks
 
 __all__ = ["PipelineCollector"]
@@ -539,9 +539,9 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         location=location,
         callers=callers,
         autotune=data_pipeline.autotune_enabled(dataset),
-        cardinality=elements.known_count(dataset),
-        element_bytes=elements.element_bytes(dataset, batch),
-        example_bytes=elements.example_bytes(dataset),
+        cardinality=dataset_size.known_count(dataset),
+        element_bytes=dataset_size.element_bytes(dataset, batch),
+        example_bytes=dataset_size.example_bytes(dataset),
         error=error,
         branches=data_pipeline.zip_branches(written),
     )

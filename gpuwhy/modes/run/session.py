@@ -28,10 +28,10 @@ from gpuwhy.facts import DriverFacts, Facts, GpuDevice
 from gpuwhy.modes.run.script import exception_line
 from gpuwhy.record import Record
 from gpuwhy.report.renderers import renderer_class
-from gpuwhy.tfapi.frames_hidden import hide_gpuwhy_frames
+from gpuwhy.tfapi.own_frames_hidden import hide_gpuwhy_frames
 
 if TYPE_CHECKING:
-    from gpuwhy.tfapi.frames_hidden import HiddenFrames
+    from gpuwhy.tfapi.own_frames_hidden import HiddenFrames
 
 
 class Session:

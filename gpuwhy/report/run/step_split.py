@@ -2,7 +2,7 @@
 proportional bars right under the verdict: where a step's time goes is the first thing a
 reader needs to judge the findings that follow.
 
-The split is the one ``gpuwhy diff`` compares (comparison/units.py: waiting for input,
+The split is the one ``gpuwhy diff`` compares (comparison/comparable_units.py: waiting for input,
 tracing, inside the traced step, eager ops, the Python between the calls), read here
 rather than computed again, so that the run report and the diff can never disagree about
 what a step is made of; a profiler capture's steps split into the GPU's kernels and
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from gpuwhy.comparison.units import PARTS, run_units
+from gpuwhy.comparison.comparable_units import PARTS, run_units
 from gpuwhy.facts import Facts
 from gpuwhy.formatting import duration
 
@@ -47,7 +47,7 @@ LOOKS = {
 
 @dataclass(frozen=True)
 class StepPart:
-    part: str  # a name of comparison.units.PARTS, or "rest"
+    part: str  # a name of comparison.comparable_units.PARTS, or "rest"
     label: str
     share: float  # of the step
     seconds: float  # of the median step

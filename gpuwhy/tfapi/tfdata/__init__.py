@@ -8,13 +8,13 @@ below, and get the same answer because there is one place that answers each:
   gives the same elements every pass, can be rebuilt;
 * functions.py: what a dataset function runs (Python, random, stateful, codec ops),
   judged once, by TF's own rule (``function_utils::IsFunctionStateful``);
-* written.py: the chain of transformations as the user wrote it, with the creation
+* dataset_chain.py: the chain of transformations as the user wrote it, with the creation
   sites (``file:line``) recorded by the origin hooks;
-* elements.py: how many elements per pass, how many bytes per element;
+* dataset_size.py: how many elements per pass, how many bytes per element;
 * stages.py: the chain as stages ``gpuwhy fix`` plans on (and its capture hooks);
 * rewrite.py: those stages rebuilt with safe changes;
 * node_names.py: TF's names of the nodes an iterator runs, and what they come from;
-* executed.py: the pipeline as TF runs it (the iterator's autotune model);
+* iterator_models.py: the pipeline as TF runs it (the iterator's autotune model);
 * iterators.py: the hooks on ``OwnedIterator``: iterator creation (one patch, many
   listeners) and ``next()`` timing.
 

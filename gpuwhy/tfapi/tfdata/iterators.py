@@ -2,7 +2,7 @@
 and ``next()`` timed (the input wait of custom loops).
 
 Creation: ``gpuwhy run`` follows each iterator to read TF's autotune model of its
-pipeline (executed.py), ``gpuwhy fix`` catches the datasets a script iterates
+pipeline (iterator_models.py), ``gpuwhy fix`` catches the datasets a script iterates
 (rewrite.py); both listen to the one patch of ``OwnedIterator._create_iterator`` here,
 so the two never stack their own patches of one method.
 

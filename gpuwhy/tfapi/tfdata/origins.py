@@ -2,7 +2,7 @@
 from now on (the user's file:line, or the call into the library that built it for the
 user, and the user's lines above it), and the reading of that record.
 
-Its own module because every other reader of tf.data's objects asks it: written.py (the
+Its own module because every other reader of tf.data's objects asks it: dataset_chain.py (the
 chain as written), stages.py (the chain as fixes plan on it) and the distribute hooks.
 """
 

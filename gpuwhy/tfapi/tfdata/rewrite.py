@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from gpuwhy.tfapi.tfdata.classes import dataset_class
-from gpuwhy.tfapi.tfdata.values import AUTOTUNE, int_value
+from gpuwhy.tfapi.tfdata.dataset_args import AUTOTUNE, int_value
 
 
 class Stage(Protocol):

@@ -5,7 +5,7 @@ functions judged (functions.py), whether its elements are the same every pass, a
 which dataset the user built below what libraries wrapped around it.
 
 Also here: the two hooks ``gpuwhy fix --input`` installs in a script, on
-``DatasetV2.__init__`` (where the user wrote each dataset, written.py's origin hooks)
+``DatasetV2.__init__`` (where the user wrote each dataset, dataset_chain.py's origin hooks)
 and on iterator creation (which datasets the script iterated, iterators.py).
 """
 
@@ -23,12 +23,12 @@ from gpuwhy.tfapi.tfdata.classes import (
     is_sequential_interleave,
     is_sequential_map,
 )
-from gpuwhy.tfapi.tfdata.elements import cardinality
+from gpuwhy.tfapi.tfdata.dataset_args import AUTOTUNE, int_value
+from gpuwhy.tfapi.tfdata.dataset_size import cardinality
 from gpuwhy.tfapi.tfdata.functions import FunctionInfo, function_info, user_function_site
 from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 from gpuwhy.tfapi.tfdata.origins import install_origin_hooks, origin
 from gpuwhy.tfapi.tfdata.rewrite import why_not_rebuildable
-from gpuwhy.tfapi.tfdata.values import AUTOTUNE, int_value
 
 
 def _kind(name: str) -> str | None:

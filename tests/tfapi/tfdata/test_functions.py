@@ -1,5 +1,5 @@
 """One judge of what a tf.data function runs: the chain ``gpuwhy run`` reads
-(written.written_chain) and the stages ``gpuwhy fix`` plans (stages.read_chain) give
+(dataset_chain.written_chain) and the stages ``gpuwhy fix`` plans (stages.read_chain) give
 the same answer about the same map, for each kind of function users write."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from gpuwhy.tfapi.tfdata import (  # noqa: E402
+    dataset_chain,
     stages,
-    written,
 )
 from gpuwhy.tfapi.tfdata.functions import is_random_op, runs_python  # noqa: E402
 
@@ -52,7 +52,7 @@ CASES = {
 def test_the_run_collector_and_the_fix_planner_judge_a_map_alike(function):
     python, random, stateful = CASES[function]
     ds = tf.data.Dataset.range(8).map(function)
-    seen_by_run = written.written_chain(ds)[-1]
+    seen_by_run = dataset_chain.written_chain(ds)[-1]
     (seen_by_fix,) = stages.read_chain(ds)[-1].functions
     assert (seen_by_run.python, seen_by_run.random, seen_by_run.stateful) == (
         python,
@@ -67,7 +67,7 @@ def test_the_run_collector_and_the_fix_planner_judge_a_map_alike(function):
 
 def test_a_branch_of_stateless_functions_is_stateless_for_both():
     ds = tf.data.Dataset.range(8).map(with_a_branch)
-    assert not written.written_chain(ds)[-1].stateful
+    assert not dataset_chain.written_chain(ds)[-1].stateful
     (info,) = stages.read_chain(ds)[-1].functions
     assert info.tf_parallelises and info.stateless_enough
 
@@ -76,7 +76,7 @@ def test_a_generator_source_runs_python_for_both():
     ds = tf.data.Dataset.from_generator(
         lambda: iter(np.arange(4)), output_signature=tf.TensorSpec([], tf.int64)
     )
-    assert written.written_chain(ds)[-1].python
+    assert dataset_chain.written_chain(ds)[-1].python
     # TF builds from_generator as a flat_map over one dummy element; its function runs
     # the generator, and the fix planner judges it by that function
     assert any("GeneratorDataset" in f.python for f in stages.read_chain(ds)[-1].functions)
@@ -136,7 +136,7 @@ def test_where_a_cache_is_safe_is_judged_once_for_run_and_fix(function):
     """input.no-cache (through the run collector's ``varies``) and gpuwhy fix's cache
     placement (stages.reproducibility) read one definition."""
     ds = tf.data.Dataset.range(8).map(function)
-    seen_by_run = written.written_chain(ds)[-1]
+    seen_by_run = dataset_chain.written_chain(ds)[-1]
     assert (seen_by_run.varies is None) is SAME_EVERY_PASS[function]
     assert (stages.reproducibility(ds) is None) is SAME_EVERY_PASS[function]
     if SAME_EVERY_PASS[function]:  # and it does give the same elements twice
@@ -145,15 +145,15 @@ def test_where_a_cache_is_safe_is_judged_once_for_run_and_fix(function):
 
 
 def test_a_lookup_decode_is_stateful_for_tf_but_neither_random_nor_varying():
-    step = written.written_chain(tf.data.Dataset.range(4).map(decode_with_a_label_lookup))[-1]
+    step = dataset_chain.written_chain(tf.data.Dataset.range(4).map(decode_with_a_label_lookup))[-1]
     assert step.stateful and not step.random and step.varies is None
     assert step.codec_ops == ("DecodePng",)
 
 
 def test_a_shuffle_and_a_generator_vary_from_pass_to_pass():
-    shuffled = written.written_chain(tf.data.Dataset.range(8).shuffle(8))[-1]
+    shuffled = dataset_chain.written_chain(tf.data.Dataset.range(8).shuffle(8))[-1]
     assert "reshuffles on every pass" in shuffled.varies
-    generated = written.written_chain(
+    generated = dataset_chain.written_chain(
         tf.data.Dataset.from_generator(
             lambda: iter(np.arange(4)), output_signature=tf.TensorSpec([], tf.int64)
         )

@@ -11,7 +11,7 @@ tf = pytest.importorskip("tensorflow")
 from tensorflow.python.data.ops import iterator_ops  # noqa: E402
 
 from gpuwhy.tfapi.tfdata import (  # noqa: E402
-    executed,
+    iterator_models,
     stages,
 )
 
@@ -19,7 +19,7 @@ from gpuwhy.tfapi.tfdata import (  # noqa: E402
 def test_two_listeners_share_one_patch_and_tf_s_method_comes_back():
     original = iterator_ops.OwnedIterator.__dict__["_create_iterator"]
     seen: list[str] = []
-    run_side = executed.install_iterator_hooks(lambda it, ds: seen.append("after"))
+    run_side = iterator_models.install_iterator_hooks(lambda it, ds: seen.append("after"))
     patched = iterator_ops.OwnedIterator.__dict__["_create_iterator"]
     fix_side = stages.install_iterator_capture(lambda ds, where: seen.append(f"before {where}"))
     assert iterator_ops.OwnedIterator.__dict__["_create_iterator"] is patched  # not stacked

@@ -16,7 +16,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from gpuwhy.tfapi.tfdata import elements, functions, stages, values  # noqa: E402
+from gpuwhy.tfapi.tfdata import dataset_args, dataset_size, functions, stages  # noqa: E402
 from gpuwhy.tfapi.tfdata import rewrite as dr  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -301,7 +301,8 @@ def test_make_parallel_map_keeps_the_sequence_with_deterministic_true():
     parallel = dr.make_parallel_map(stage.dataset, words, deterministic=True)
     assert type(parallel).__name__ == "_ParallelMapDataset"
     assert (
-        int(parallel._num_parallel_calls) == values.AUTOTUNE and parallel._deterministic == "true"
+        int(parallel._num_parallel_calls) == dataset_args.AUTOTUNE
+        and parallel._deterministic == "true"
     )
     assert _values(parallel) == _values(ds)
 
@@ -367,5 +368,5 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
 
 def test_static_element_bytes_from_the_spec():
     ds = tf.data.Dataset.from_tensors((np.zeros((4, 5), np.float32), np.int64(1)))
-    assert elements.element_bytes(ds) == 4 * 5 * 4 + 8
-    assert elements.element_bytes(tf.data.Dataset.from_tensors("text")) is None
+    assert dataset_size.element_bytes(ds) == 4 * 5 * 4 + 8
+    assert dataset_size.element_bytes(tf.data.Dataset.from_tensors("text")) is None

@@ -258,7 +258,7 @@ def parse_model(proto: Any, branches: tuple[int, ...] = ()) -> RunModel:
     """A ``ModelProto`` as plain data: the chain from ``output`` along ``inputs[0]``,
     except at a ``Zip``, where it follows the input ``branches`` names (one index per
     zip, from the output down: the user's pipeline rather than the counter
-    ``ds.enumerate()`` zips in front of it; gpuwhy.tfapi.tfdata.written.zip_branches);
+    ``ds.enumerate()`` zips in front of it; gpuwhy.tfapi.tfdata.dataset_chain.zip_branches);
     the other inputs of a node (interleave/flat_map's per-element datasets, zip's
     other datasets) become its ``inner`` nodes, summed by name, and a ``*Impl`` node on
     the chain (``MemoryCacheImpl`` under ``MemoryCache``) joins its parent's."""

@@ -50,7 +50,7 @@ from typing import Any
 from gpuwhy.source_calls import library_call, written_call
 from gpuwhy.tfapi.callables import function_site
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
-from gpuwhy.tfapi.tfdata.elements import element_bytes
+from gpuwhy.tfapi.tfdata.dataset_size import element_bytes
 from gpuwhy.tfapi.tfdata.functions import function_contents
 from gpuwhy.tfapi.tfdata.origins import GENERATOR_ATTR, ORIGIN_ATTR, origin
 from gpuwhy.tfapi.tfdata.stages import varies_between_passes
@@ -404,7 +404,7 @@ def main_input_index(dataset: Any, inputs: list) -> int:
     pairs a pipeline with a cheap one: following the first input would show the
     counter and leave the user's pipeline (and its slowest stage) inside the zip.
     Chosen from the objects, not from run times, so that every read of TF's model
-    follows the same input (``branches``, gpuwhy.tfapi.tfdata.executed.parse_model)."""
+    follows the same input (``branches``, gpuwhy.tfapi.tfdata.iterator_models.parse_model)."""
     if len(inputs) < 2 or dataset_class(dataset).api != "zip":
         return 0
     weights = [_weight(i) for i in inputs]
@@ -432,7 +432,7 @@ def _weight(dataset: Any) -> tuple[int, int, int]:
 
 def zip_branches(chain: list[WrittenTransformation]) -> tuple[int, ...]:
     """The input the chain follows at each of its zips, from the final dataset down:
-    what :func:`gpuwhy.tfapi.tfdata.executed.parse_model` follows in TF's model."""
+    what :func:`gpuwhy.tfapi.tfdata.iterator_models.parse_model` follows in TF's model."""
     return tuple(w.main_input for w in reversed(chain) if w.api == "zip")
 
 

@@ -1,4 +1,4 @@
-"""gpuwhy.tfapi.frames_hidden: no gpuwhy frames in the stacks TF prints (issue #12).
+"""gpuwhy.tfapi.own_frames_hidden: no gpuwhy frames in the stacks TF prints (issue #12).
 
 A graph error inside a tf.function prints the stack TF recorded when it created the op
 ("Detected at node ... defined at"). Under ``gpuwhy run`` that stack must be the one
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.tfapi.frames_hidden import gpuwhy_files, hide_gpuwhy_frames
+from gpuwhy.tfapi.own_frames_hidden import gpuwhy_files, hide_gpuwhy_frames
 from gpuwhy.tfapi.patching import Patch
 from tests import markers
 

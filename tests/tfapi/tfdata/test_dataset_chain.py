@@ -1,4 +1,4 @@
-"""gpuwhy.tfapi.tfdata.written against the installed TensorFlow: pipelines as written.
+"""gpuwhy.tfapi.tfdata.dataset_chain against the installed TensorFlow: pipelines as written.
 
 These say which private tf.data internals moved when TensorFlow is upgraded: the input
 chain (``_inputs()``), the function wrappers (``_map_func._func``/``.function``), the
@@ -19,9 +19,9 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import dataset_ops, from_generator_op  # noqa: E402
 
-from gpuwhy.tfapi.tfdata import elements, origins  # noqa: E402
-from gpuwhy.tfapi.tfdata import written as data_pipeline  # noqa: E402
-from gpuwhy.tfapi.tfdata.written import written_chain  # noqa: E402
+from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline  # noqa: E402
+from gpuwhy.tfapi.tfdata import dataset_size, origins  # noqa: E402
+from gpuwhy.tfapi.tfdata.dataset_chain import written_chain  # noqa: E402
 from tests import markers  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
@@ -264,15 +264,15 @@ def test_a_dataset_keras_builds_is_marked_as_made_by_a_library(hooks):
 
 def test_cardinality_element_bytes_and_autotune(hooks):
     ds = tf.data.Dataset.from_tensor_slices(np.zeros((10, 3), np.float32)).batch(4)
-    assert elements.known_count(ds) == elements.cardinality(ds) == 3
-    assert elements.element_bytes(ds) is None  # [None, 3]: the last batch may be partial
-    assert elements.element_bytes(ds, 4) == 4 * 3 * 4
-    assert elements.element_bytes(ds.unbatch()) == 12
-    assert elements.known_count(ds.repeat()) is None
-    assert elements.cardinality(ds.repeat()) == elements.INFINITE
-    assert elements.known_count(ds.filter(lambda x: True)) is None
-    assert elements.cardinality(ds.filter(lambda x: True)) == elements.UNKNOWN
-    assert elements.element_bytes(tf.data.Dataset.from_tensors("text")) is None
+    assert dataset_size.known_count(ds) == dataset_size.cardinality(ds) == 3
+    assert dataset_size.element_bytes(ds) is None  # [None, 3]: the last batch may be partial
+    assert dataset_size.element_bytes(ds, 4) == 4 * 3 * 4
+    assert dataset_size.element_bytes(ds.unbatch()) == 12
+    assert dataset_size.known_count(ds.repeat()) is None
+    assert dataset_size.cardinality(ds.repeat()) == dataset_size.INFINITE
+    assert dataset_size.known_count(ds.filter(lambda x: True)) is None
+    assert dataset_size.cardinality(ds.filter(lambda x: True)) == dataset_size.UNKNOWN
+    assert dataset_size.element_bytes(tf.data.Dataset.from_tensors("text")) is None
     options = tf.data.Options()
     options.autotune.enabled = False
     assert data_pipeline.autotune_enabled(ds)

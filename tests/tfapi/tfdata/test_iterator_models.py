@@ -1,4 +1,4 @@
-"""gpuwhy.tfapi.tfdata.executed against the installed TensorFlow: pipelines as TF runs them.
+"""gpuwhy.tfapi.tfdata.iterator_models against the installed TensorFlow: pipelines as TF runs them.
 
 These say which private APIs moved when TensorFlow is upgraded: the iterator hook
 (``OwnedIterator._create_iterator``), the finaliser it adds, and the model TF keeps of a
@@ -17,8 +17,8 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import iterator_ops  # noqa: E402
 
-from gpuwhy.tfapi.tfdata import executed as data_model  # noqa: E402
-from gpuwhy.tfapi.tfdata.executed import ModelUnavailable, read_model  # noqa: E402
+from gpuwhy.tfapi.tfdata import iterator_models as data_model  # noqa: E402
+from gpuwhy.tfapi.tfdata.iterator_models import ModelUnavailable, read_model  # noqa: E402
 
 
 def slow(x):
