@@ -18,7 +18,6 @@ from ddsketch import LogCollapsingLowestDenseDDSketch
 
 RELATIVE_ACCURACY = 0.01
 BIN_LIMIT = 2048
-TINY = 1e-9  # values at or below it (a zero-length step) count in the sketch's zero bucket
 
 
 class Sketch:

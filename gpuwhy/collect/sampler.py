@@ -35,7 +35,7 @@ Recording format (JSON lines, what ``record_path`` writes and :class:`ReplaySour
   "error": null | "LibraryNotFound" ..., "driver_version", "nvml_version",
   "devices": [{"index", "name", "uuid", "pci_bus_id", "compute_capability",
   "memory_total_bytes", "gpm": bool, and, each optional (absent in recordings made
-  before issue #26; None where NVML does not say): "max_sm_clock_mhz",
+  before the clocks were sampled; None where NVML does not say): "max_sm_clock_mhz",
   "power_default_limit_mw", "pcie_max_gen", "pcie_max_width" (the link's maxima: what
   both the GPU and its slot support), "gpu_pcie_max_gen" (the GPU's own)}],
   "description": "...", and from ``gpuwhy watch --record``: "command": [argv],

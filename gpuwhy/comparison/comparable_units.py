@@ -229,7 +229,7 @@ def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]
 
 
 def _busy(gpu: GpuWindow) -> float | None:
-    """A window's busy share: the GPU's busy series (records before issue #35: its point
+    """A window's busy share: the GPU's busy series (records from before the busy series: its point
     readings, the only figure they hold)."""
     return gpu.busy if gpu.busy is not None else gpu.utilization
 

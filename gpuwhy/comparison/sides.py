@@ -20,7 +20,7 @@ from gpuwhy.comparison.between_runs import Difference, Noise, difference
 from gpuwhy.comparison.bootstrap import SEED, resampled_sums
 from gpuwhy.comparison.changes import MIN_BUSY_CHANGE, MIN_PART_CHANGE, NOTHING_S
 from gpuwhy.comparison.comparable_units import PART_LABELS, PARTS, RunUnits
-from gpuwhy.comparison.environment import HOST_LOAD, QUEUED, environment_changes, others_cpu
+from gpuwhy.comparison.environment import HOST_LOAD, QUEUED, environment_changes
 from gpuwhy.comparison.model import Change, PartChange
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.record import Record
@@ -188,11 +188,6 @@ def side_notes(name: str, side: Side) -> list[str]:
     if not differ:
         return []
     return [f"{name}'s runs differ among themselves in: {', '.join(differ)}"]
-
-
-def others_share(side: Side) -> list[float | None]:
-    """Each run's other processes' share of the host's CPU while it trained."""
-    return [others_cpu(r.facts) for r in side.records]
 
 
 def _called(d: Difference, up: str, down: str) -> str:

@@ -1,5 +1,5 @@
 """How busy a GPU was: the one definition the verdict, the findings, the timeline, the
-live metrics, ``diff`` and ``merge`` all read (issue #35).
+live metrics, ``diff`` and ``merge`` all read.
 
 "Busy" is the share of time the GPU executed the program's work, measured over the span
 in which the program used the GPU, from the best source the run had:

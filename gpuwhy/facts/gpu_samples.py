@@ -132,7 +132,7 @@ class GpuSeries:
     byte counters, differenced between samples. The GPM activities exist on Hopper and
     newer only.
 
-    Clocks, power, heat and the PCIe link (issue #26): ``throttled`` is 1 for a sample
+    Clocks, power, heat and the PCIe link: ``throttled`` is 1 for a sample
     whose clock-event reasons hold a slowdown bit (:data:`SLOWDOWN_BITS`), 0 for one
     without, None where the reasons were not read; the ``*_busy`` series hold a value only
     on busy samples (utilisation >= 50%: a link downshifts and the clocks drop when idle,

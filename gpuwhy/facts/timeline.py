@@ -30,7 +30,7 @@ class GpuWindow:
     power_max_w: float | None = None
     pcie_tx_bytes_per_s: float | None = None  # mean
     pcie_rx_bytes_per_s: float | None = None
-    # clocks, heat and link (issue #26): slowdown reasons are NVML's clock-event reasons
+    # clocks, heat and link: slowdown reasons are NVML's clock-event reasons
     # other than GPU idle, applications clocks and display clocks; the link is judged on
     # busy samples only (utilisation >= 50%), as it downshifts when idle
     throttle_share: float | None = None  # share of its samples with a slowdown reason

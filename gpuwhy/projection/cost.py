@@ -363,10 +363,6 @@ def _larger(a: Band, b: Band) -> Band:
     return Band(max(a.low, b.low), max(a.mid, b.mid), max(a.high, b.high))
 
 
-def kernel_time(function: AuditedFunction, gpu: GpuSpec, tensor_output_bytes: int = 0) -> Band:
-    return kernel_times(function, gpu, tensor_output_bytes)[0]
-
-
 def copy_time(function: AuditedFunction, input_bytes: int | None, gpu: GpuSpec) -> Band:
     """The step's copies: each costs a transfer's latency, and the batch it is given
     (``input_bytes``, the pipeline's element size) crosses the host link. An

@@ -6,7 +6,7 @@ Importing plotly's Python side (``plotly.graph_objects``, its validators) costs 
 str of 9.6 MB (a few non-Latin-1 characters make every character two bytes). The report
 needs neither: it writes the charts' JSON itself (html_charts.py) and copies the bundle's
 bytes into the page in blocks, so its cost stays the same at any run length
-(issue #25: all of gpuwhy within 64 MB of plain python).
+(all of gpuwhy stays within 64 MB of plain python).
 """
 
 from __future__ import annotations

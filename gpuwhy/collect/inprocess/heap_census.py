@@ -87,7 +87,6 @@ CANDIDATES = 16  # the most grown in elements, sized by their last element
 NAMED_PER_CENSUS = 3  # of those, the most grown in bytes
 MAX_TRACKED = 8
 TOP_TYPES = 64  # types whose counts a census keeps
-SAMPLED = 3  # last elements read for their type
 DEEP_SIZE_OBJECTS = 2_000  # objects walked to size one element
 # What an EagerTensor holds beyond its Python object and its buffer (TF's tensor handle,
 # buffer and allocation): a scalar one kept costs ~944 bytes of resident memory, its

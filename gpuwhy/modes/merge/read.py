@@ -231,7 +231,7 @@ def _host(tfdata: dict[str, Any]) -> dict[str, Any]:
 def _gpu_busy(samples: dict[str, Any]) -> float | None:
     """The GPUs' busy share, averaged over the GPUs that were sampled: each GPU's busy
     block where the record has one and it is reliable (none where it is not), else (a
-    record from before issue #35) the mean of its point readings."""
+    record from before the busy series) the mean of its point readings."""
     means = []
     for gpu in samples.get("gpus") or []:
         if not isinstance(gpu, dict):

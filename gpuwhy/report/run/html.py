@@ -12,7 +12,7 @@ Every number printed comes from the facts or from the full series (``downsample.
 only the charts are downsampled, so a run of 100,000 steps and an hour of GPU samples
 still opens quickly.
 
-Its memory is the same at any run length and small (issue #25: all of gpuwhy within
+Its memory is the same at any run length and small (all of gpuwhy within
 64 MB of plain python): the charts are plain dicts (html_charts.py), and ``write`` sends
 the page to its file as jinja renders it, piece by piece, with plotly.js copied from
 plotly's package file in blocks (plotly_files.py), never held whole.
