@@ -13,6 +13,7 @@ TRIED_BY_FIX = frozenset(
         "placement.forced-cpu",
         "input.bound",
         "input.sequential-map",
+        "input.python-function",
         "input.no-prefetch",
         "input.no-cache",
         "gpu.underutilized",

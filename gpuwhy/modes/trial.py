@@ -211,6 +211,9 @@ def _best_held(candidates: Sequence[FixCandidate], tried: Sequence[FixTried]) ->
 
 
 def _together(candidates, tried, originals, run, options, limit, progress):
+    """The fixes that held, run at once: (their judgement, the indices the patch keeps,
+    whether Ctrl-C ended it). Together they must hold too, else the patch keeps the
+    single best; so does a Ctrl-C while they run."""
     chosen = _best_held(candidates, tried)
     if len(chosen) < 2:
         return None, chosen, False
@@ -222,20 +225,19 @@ def _together(candidates, tried, originals, run, options, limit, progress):
     )
     runs: list[VariantRun] = []
     try:
-        for round_ in range(options.runs if candidates else 0):
+        for round_ in range(options.runs):
             runs.append(run("together", together.edits, limit))
             _said(progress, runs[-1], f"together {round_ + 1}: {together.fix}")
             if not ended_well(runs[-1]):
                 break
     except KeyboardInterrupt:
-        progress("interrupted while running the fixes together")
-    if not runs:
-        return None, chosen
+        progress("interrupted while running the fixes together: the patch keeps the best one")
+        return None, chosen[:1], True
     result = judge(together, originals, runs, gpu_usable(originals[0].record.facts) is True)
     if result.held:
-        return replace(result, in_patch=True), chosen
+        return replace(result, in_patch=True), chosen, False
     # together they do not hold: the patch keeps the single best fix
-    return result, chosen[:1]
+    return result, chosen[:1], False
 
 
 def _notes(script: str, parent: str) -> tuple[str, ...]:

@@ -114,10 +114,30 @@ def test_the_input_fixes_written_into_the_program_are_measured_on_its_training(t
     (pipeline,) = tried(record, "input.bound")
     assert pipeline["ran"] and pipeline["same_results"] is True, pipeline
     assert pipeline["speedup"] >= 1.2 and pipeline["in_patch"]
-    # TF already runs its map in parallel (fused with the batch) and prefetches: the fix
-    # that measures is the cache of the elements every epoch repeats
-    assert ".map(augment).batch(32).cache()\n" in patch
+    # the map fused with the batch runs one element at a time: in parallel, and the
+    # elements every epoch repeats cached
+    assert ".batch(32).cache()\n" in patch
     assert patched_runs(tmp_path, "slow_input.py", patch).returncode == 0
+
+
+def test_a_python_map_fused_with_its_batch_is_made_parallel_and_fixes_that_held_run_together(
+    tmp_path,
+):
+    program = PROGRAMS / "eager_step_python_input.py"
+    record, patch, _ = fix(tmp_path, program)
+    (parallel,) = [t for t in record["fixes_tried"] if "Python functions in parallel" in t["fix"]]
+    assert parallel["ran"] and parallel["same_results"] is True, parallel
+    assert parallel["held"] and parallel["speedup"] >= 1.3 and parallel["in_patch"]
+    # a .map(f).batch(n) runs as one MapAndBatch stage of parallelism 1: sequential
+    assert "map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(16)" in patch
+    held = {t["finding"] for t in record["fixes_tried"] if t["held"]}
+    combined = record["fix_trial"]["combined"]
+    if len(held) > 1:  # the traced step held too (how much the input lets it is the host's)
+        assert combined is not None and "+" in combined["finding"], record["fix_trial"]
+        assert ("+@tf.function" in patch) is combined["in_patch"]
+    else:
+        assert combined is None
+    assert patched_runs(tmp_path, program.name, patch).returncode == 0
 
 
 def test_a_healthy_program_gets_no_fix_claimed(tmp_path):

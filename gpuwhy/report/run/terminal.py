@@ -70,7 +70,13 @@ class TerminalRenderer(Renderer):
             highlight=False,
             emoji=False,
         )
-        usable = gpu_usable(record.facts)
+        # a run's mark says whether TF can use a GPU; a fix trial's, whether a fix held
+        trial = record.facts.fix_trial
+        usable = (
+            any(t.in_patch for t in record.facts.fixes_tried or ()) or None
+            if trial is not None
+            else gpu_usable(record.facts)
+        )
         mark, style = {True: ("✓", "bold green"), False: ("✗", "bold red"), None: ("•", "bold")}[
             usable
         ]

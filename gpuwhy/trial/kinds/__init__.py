@@ -30,6 +30,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "placement.forced-cpu": (device_blocks.candidates,),
     "input.bound": (input_pipeline.candidates, keras_compile.steps_per_execution),
     "input.sequential-map": (input_pipeline.candidates,),
+    "input.python-function": (input_pipeline.candidates,),
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (input_pipeline.candidates,),
     "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),

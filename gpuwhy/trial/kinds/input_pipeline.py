@@ -1,7 +1,7 @@
 """The input pipeline's fixes that cannot change its elements, written into the code
 where the user built it: ``num_parallel_calls=AUTOTUNE`` on the maps that run one
 element at a time (stateless, no Python function: the order stays, ``deterministic`` is
-left as written); ``.cache()`` at the end of a pipeline read more than once whose
+left as written; the maps that run Python are a candidate of their own); ``.cache()`` at the end of a pipeline read more than once whose
 elements are the same on every pass and fit in memory (the work of the later passes
 saved); and a final ``.prefetch(AUTOTUNE)`` where the pipeline has none.
 
@@ -109,9 +109,17 @@ def _python_maps(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
     """``num_parallel_calls`` on the sequential maps that run a Python function."""
     edits: list[Edit] = []
     for stage in pipeline.stages:
-        if stage.kind == "map" and stage.parallelism is None and stage.python:
+        if stage.kind == "map" and _sequential(stage) and stage.python:
             edits += [e for e in _parallel(stage, files) if e not in edits]
     return edits
+
+
+def _sequential(stage: PipelineStage) -> bool:
+    """A map that runs one element at a time as the program wrote it: no
+    ``num_parallel_calls`` written, and TF runs it on one thread at most (a ``.map(f)``
+    followed by ``.batch(n)`` is fused into one MapAndBatch stage that TF's model lists with
+    a parallelism of 1: still sequential)."""
+    return stage.parallelism_written is None and (stage.parallelism or 1) <= 1
 
 
 def _parallel(stage: PipelineStage, files: SourceFiles) -> list[Edit]:
@@ -151,7 +159,7 @@ def _pipeline_edits(
     edits: list[Edit] = []
     what: list[str] = []
     for stage in pipeline.stages:
-        if stage.kind != "map" or stage.parallelism is not None or stage.by_library:
+        if stage.kind != "map" or not _sequential(stage) or stage.by_library:
             continue
         if stage.python or stage.stateful or "map" not in stage.written_as:
             continue

@@ -1,0 +1,45 @@
+"""The fixes that held, run together (modes/trial._together): what it returns on each
+path, so the trial always gets (judgement, the fixes the patch keeps, interrupted)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from gpuwhy.facts import FixTried
+from gpuwhy.modes.trial import _together
+from gpuwhy.trial.candidate import FixCandidate
+from gpuwhy.trial.source_edits import Edit
+
+
+def _held(finding: str, line: int, speedup: float) -> tuple[FixCandidate, FixTried]:
+    edit = Edit("train.py", line, 0, line, 0, "# fixed\n")
+    location = f"train.py:{line}"
+    candidate = FixCandidate(finding, f"fix {finding}", (edit,), location=location)
+    tried = FixTried(finding, f"fix {finding}", location, ran=True, same_results=True)
+    return candidate, FixTried(**{**tried.__dict__, "speedup": speedup, "held": True})
+
+
+def test_one_fix_that_held_is_the_patch_and_nothing_runs():
+    candidate, tried = _held("launch.eager-ops", 3, 2.0)
+
+    def run(*_args):
+        raise AssertionError("nothing runs together")
+
+    options = SimpleNamespace(runs=2)
+    assert _together([candidate], [tried], [], run, options, 10.0, print) == (None, [0], False)
+
+
+def test_a_ctrl_c_while_they_run_together_keeps_the_best_one_and_says_it_was_interrupted():
+    eager, eager_tried = _held("launch.eager-ops", 3, 2.0)
+    pipeline, pipeline_tried = _held("input.bound", 9, 3.0)
+    said: list[str] = []
+
+    def run(*_args):
+        raise KeyboardInterrupt
+
+    options = SimpleNamespace(runs=2)
+    combined, kept, interrupted = _together(
+        [eager, pipeline], [eager_tried, pipeline_tried], [], run, options, 10.0, said.append
+    )
+    assert (combined, kept, interrupted) == (None, [1], True)  # the faster one
+    assert any("interrupted" in line for line in said)
