@@ -19,8 +19,10 @@ def run_cell_code(shell: Any, cell: str) -> Any:
     """Run ``cell`` in ``shell``'s user namespace; the value of its last expression, or
     None (also when the cell ends with ``;``, as IPython hides it). Exceptions propagate."""
     __tracebackhide__ = True  # IPython leaves this frame out of the user's traceback
-    source = shell.transform_cell(cell)
-    filename = shell.compile.cache(source, shell.execution_count, raw_code=cell)
+    # one line first, where the notebook shows %%gpuwhy: the lines gpuwhy and the
+    # traceback name are the lines the user sees
+    source = "\n" + shell.transform_cell(cell)
+    filename = shell.compile.cache(source, shell.execution_count, raw_code="\n" + cell)
     tree = shell.transform_ast(shell.compile.ast_parse(source, filename=filename))
     last: ast.Expression | None = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):

@@ -10,7 +10,9 @@ for a terminal IPython, a notebook that does not run HTML, and ``nbconvert --to 
 from __future__ import annotations
 
 import html
+import re
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from IPython.display import display
@@ -21,6 +23,7 @@ from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.renderers import renderer_class
+from gpuwhy.tfapi.graph_ops import relative
 
 # The frame grows to its page's height once loaded (where the notebook runs scripts in
 # its outputs); until then, and where it does not, a height that shows the verdict and
@@ -32,13 +35,43 @@ _FIT_HEIGHT = (
 )
 
 
-def bundle(record: Record, verbose: bool = False, page: bool = True) -> dict[str, str]:
-    """The inline report: the terminal text, and (``page``) the HTML page in an iframe."""
+def bundle(
+    record: Record,
+    verbose: bool = False,
+    page: bool = True,
+    cells: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The inline report: the terminal text, and (``page``) the HTML page in an iframe;
+    ``cells``: the label to show for each cell's file name (:func:`cell_labels`)."""
     text = renderer_class("terminal")(verbose=verbose).render(record)
-    out = {"text/plain": text.rstrip("\n")}
+    cells = cells or {}
+    out = {"text/plain": relabel(text.rstrip("\n"), cells)}
     if page:
-        out["text/html"] = framed(renderer_class("html")(verbose=verbose).render(record))
+        html_page = renderer_class("html")(verbose=verbose).render(record)
+        out["text/html"] = framed(relabel(html_page, cells, escaped=True))
     return out
+
+
+def cell_labels(shell: Any) -> dict[str, str]:
+    """Each cell's file name as the report writes it (``/tmp/ipykernel_7/2871.py``, or
+    relative to the working directory), and the label IPython's tracebacks give it
+    (``In[5]``). Only the shown report says so: the record keeps the file names."""
+    numbers = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+    labels = {}
+    for filename, number in numbers.items():
+        if number:
+            labels[filename] = f"In[{number}]"
+            labels[relative(filename, 0).rpartition(":")[0]] = f"In[{number}]"
+    return labels
+
+
+def relabel(text: str, cells: Mapping[str, str], escaped: bool = False) -> str:
+    """``text`` with every cell's file name in ``cells`` written as its label."""
+    if not cells:
+        return text
+    names = {html.escape(k) if escaped else k: v for k, v in cells.items()}
+    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+    return pattern.sub(lambda m: names[m.group(0)], text)
 
 
 def framed(page: str) -> str:
@@ -50,9 +83,9 @@ def framed(page: str) -> str:
     )
 
 
-def show(record: Record, verbose: bool = False, page: bool = True) -> None:
-    """Display the record's report in the cell's output."""
-    display(bundle(record, verbose, page), raw=True)
+def show(record: Record, shell: Any, verbose: bool = False, page: bool = True) -> None:
+    """Display the record's report in the cell's output, the cells named as in IPython."""
+    display(bundle(record, verbose, page, cell_labels(shell)), raw=True)
 
 
 def write_outputs(record: Record, report: ReportSettings, outputs: dict[str, Output]) -> None:

@@ -80,7 +80,7 @@ class GpuwhyMagics(Magics):
             self._shell.user_ns[settings.record_name] = record
         try:
             write_outputs(record, settings.report, outputs)
-            show(record, settings.report.verbose, page=settings.html)
+            show(record, self._shell, settings.report.verbose, page=settings.html)
         except Exception as e:  # noqa: BLE001 - a report that fails must not hide the cell's result
             say(f"the report could not be shown: {type(e).__name__}: {e}")
 
@@ -91,7 +91,7 @@ class GpuwhyMagics(Magics):
         outputs = _planned(settings.report, inputs=[settings.python])
         record = check(settings.python, settings.timeout)
         write_outputs(record, settings.report, outputs)
-        show(record, settings.report.verbose)
+        show(record, self._shell, settings.report.verbose)
 
     def _report(self, words: list[str]) -> None:
         settings = options.parse_report(words)
@@ -103,7 +103,7 @@ class GpuwhyMagics(Magics):
             raise UsageError(str(e)) from None
         outputs = _planned(settings.report, inputs=[settings.record])
         write_outputs(record, settings.report, outputs)
-        show(record, settings.report.verbose)
+        show(record, self._shell, settings.report.verbose)
 
 
 def _line_usage(words: list[str]) -> str:

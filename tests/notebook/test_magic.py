@@ -59,6 +59,11 @@ def test_a_watched_cell_shows_its_report_and_keeps_its_output_and_value(shell):
     assert "input.bound" in text and "input.python-function" in text
     record = shell.user_ns["rec"]
     assert record.facts.steps.count == 20 and record.facts.steps.source == "tf-data"
+    # the loop's line as the notebook numbers it (%%gpuwhy is line 1), and in the shown
+    # report the cell is named as IPython's tracebacks name it
+    assert record.facts.steps.marker.endswith(":3")
+    assert " at <ipython-input-" in record.facts.steps.marker
+    assert "next() on a tf.data iterator at In[" in text
     ids = {f.id for f in record.findings}
     assert {"input.bound", "input.python-function"} <= ids
     # the stage is named at the line of the cell that defined the dataset

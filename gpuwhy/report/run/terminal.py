@@ -66,6 +66,7 @@ class TerminalRenderer(Renderer):
             soft_wrap=not self.color,
             highlight=False,
             emoji=False,
+            force_jupyter=False,  # into the buffer, also in a notebook (rich would display it)
         )
         usable = gpu_usable(record.facts)
         mark, style = {True: ("✓", "bold green"), False: ("✗", "bold red"), None: ("•", "bold")}[
