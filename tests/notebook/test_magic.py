@@ -100,6 +100,24 @@ def test_an_interrupted_cell_shows_its_report_and_the_interrupt_propagates(shell
     assert installed_hooks() == NONE
 
 
+def test_a_failing_cell_shows_its_report_and_its_exception(shell):
+    result, captured = run(shell, "%%gpuwhy --text --no-audit\nprint('before')\n1 / 0")
+    assert isinstance(result.error_in_exec, ZeroDivisionError)
+    assert captured.stdout.startswith("before\n")
+    text = report_bundle(captured)["text/plain"]
+    assert "ZeroDivisionError: division by zero" in text
+    # the traceback is the cell's: its line as the notebook numbers it, no gpuwhy frame
+    assert "----> 3 1 / 0" in captured.stdout and "gpuwhy/notebook" not in captured.stdout
+    assert installed_hooks() == NONE
+
+
+def test_help_lists_the_options_and_runs_nothing(shell):
+    result, captured = run(shell, "%%gpuwhy -h\nran = True")
+    assert result.success and "ran" not in shell.user_ns
+    assert captured.stdout.startswith("usage: %%gpuwhy")
+    assert "--eager-duty" in captured.stdout and "--target" in captured.stdout
+
+
 def test_a_cell_after_the_magic_runs_untouched(shell):
     # inside a watched cell the hooks are there (so the check below can see them) ...
     inside = "from tests.notebook.hooks import installed_hooks\ninside = installed_hooks()"
