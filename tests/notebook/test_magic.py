@@ -187,6 +187,14 @@ def test_bad_input_is_one_usage_line_without_a_traceback(shell, line, says):
         assert len(str(result.error_in_exec).splitlines()) == 1
 
 
+def test_unload_and_load_again(shell):
+    shell.run_line_magic("unload_ext", "gpuwhy")
+    assert "gpuwhy" not in shell.magics_manager.magics["cell"]
+    shell.run_line_magic("load_ext", "gpuwhy")
+    assert "gpuwhy" in shell.magics_manager.magics["cell"]
+    assert "gpuwhy" in shell.magics_manager.magics["line"]
+
+
 def test_import_gpuwhy_never_needs_ipython():
     code = (
         "import sys; sys.modules['IPython'] = None\n"
