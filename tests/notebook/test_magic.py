@@ -5,11 +5,13 @@ would: TensorFlow imported and datasets made in earlier cells."""
 
 from __future__ import annotations
 
+import _thread
 import html
 import json
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -98,6 +100,29 @@ def test_an_interrupted_cell_shows_its_report_and_the_interrupt_propagates(shell
     assert record.facts.program.ended == "interrupted"
     assert shell.user_ns["seen"] == 10
     assert installed_hooks() == NONE
+
+
+@pytest.mark.parametrize("delay_s", [0.005, 0.01, 0.02, 0.04, 0.08, 0.3])
+def test_ctrl_c_at_any_moment_leaves_no_hook(shell, delay_s):
+    """A real interrupt (as the kernel's SIGINT raises it), landing wherever it lands:
+    as the hooks go in, in the cell, as they come out. The report is shown when the
+    cell ran; the interrupt always reaches the user; no hook stays."""
+    from IPython.utils.capture import capture_output
+
+    cell = "%%gpuwhy --text\nfor batch in dataset.repeat():\n    pass"
+    timer = threading.Timer(delay_s, _thread.interrupt_main)
+    try:
+        with capture_output() as captured:
+            timer.start()
+            result = shell.run_cell(cell)
+        assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    except KeyboardInterrupt:
+        pass  # it landed here, before or after the cell: nothing of the cell to check
+    finally:
+        timer.join()
+    assert installed_hooks() == NONE
+    if delay_s >= 0.3:
+        assert report_bundle(captured)["text/plain"].startswith("✗ Interrupted")
 
 
 def test_a_failing_cell_shows_its_report_and_its_exception(shell):
