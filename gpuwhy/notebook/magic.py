@@ -10,6 +10,7 @@ are the cell's, as without the magic.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from gpuwhy.modes.run.session import Session
 from gpuwhy.notebook.cell import run_cell_code
 from gpuwhy.notebook.display import say, show, write_outputs
 from gpuwhy.record import Record
+from gpuwhy.tfapi.memory import tf_gpus
 
 
 @magics_class
@@ -41,7 +43,8 @@ class GpuwhyMagics(Magics):
         """%%gpuwhy [options]: watch this cell as `gpuwhy run` watches a script, and show
         why the GPU sat idle (-r NAME keeps the record; %%gpuwhy -h lists the options).
         %gpuwhy check: is TensorFlow using my GPU?
-        %gpuwhy report PATH: a saved record, NVML recording or XProf capture, inline."""
+        %gpuwhy report PATH|NAME: a saved record, NVML recording, XProf capture, or the
+        Record in variable NAME, inline."""
         __tracebackhide__ = True  # the user's traceback starts in their cell
         if cell is not None:
             return self._watch(line, cell)
@@ -89,6 +92,12 @@ class GpuwhyMagics(Magics):
         if settings is None:
             return
         outputs = _planned(settings.report, inputs=[settings.python])
+        held = tf_gpus()  # no import, no side effect: () unless this kernel's TF started
+        if held:
+            say(
+                f"TensorFlow in this kernel already uses {', '.join(held)}; the check runs its "
+                "own TensorFlow in a child, which may find little of their memory free"
+            )
         record = check(settings.python, settings.timeout)
         write_outputs(record, settings.report, outputs)
         show(record, self._shell, settings.report.verbose)
@@ -97,13 +106,25 @@ class GpuwhyMagics(Magics):
         settings = options.parse_report(words)
         if settings is None:
             return
+        record = self._held_record(settings.record)
         try:
-            record = load_record(settings)
+            if record is None:
+                record = load_record(settings)
+            elif settings.recheck:
+                record = record.recheck()
         except CommandUsageError as e:
             raise UsageError(str(e)) from None
         outputs = _planned(settings.report, inputs=[settings.record])
         write_outputs(record, settings.report, outputs)
         show(record, self._shell, settings.report.verbose)
+
+    def _held_record(self, name: str) -> Record | None:
+        """``%gpuwhy report rec``: the Record a variable holds (``%%gpuwhy -r rec``, or
+        ``gpuwhy.load``), where no file has that name."""
+        if not name.isidentifier() or os.path.exists(name):
+            return None
+        held = self._shell.user_ns.get(name)
+        return held if isinstance(held, Record) else None
 
 
 def _line_usage(words: list[str]) -> str:

@@ -24,7 +24,7 @@ from gpuwhy.commands.run import collector_options
 from gpuwhy.commands.settings import ReportSettings
 
 LINE_USAGE = (
-    "%gpuwhy check [options] | %gpuwhy report PATH [options]; "
+    "%gpuwhy check [options] | %gpuwhy report PATH|NAME [options]; "
     "%%gpuwhy [options] as a cell's first line watches the cell (%%gpuwhy -h lists them)"
 )
 

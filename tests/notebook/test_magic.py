@@ -175,12 +175,14 @@ def test_keras_fit_after_compile_in_an_earlier_cell(shell):
 
 def test_check_and_report_inline(shell, tmp_path):
     saved = tmp_path / "run.json"
-    result, _ = run(shell, f"%%gpuwhy --text --json {saved}\nsum(1 for _ in dataset)")
+    result, _ = run(shell, f"%%gpuwhy -r kept --text --json {saved}\nsum(1 for _ in dataset)")
     assert result.success and json.loads(saved.read_text())["schema"] == 1
-    result, captured = run(shell, f"%gpuwhy report {saved}")
-    assert result.success
-    bundle = report_bundle(captured)
-    assert set(bundle) == {"text/plain", "text/html"} and "input.bound" in bundle["text/plain"]
+    for given in (saved, "kept"):  # the saved file, and the record a variable holds
+        result, captured = run(shell, f"%gpuwhy report {given}")
+        assert result.success
+        bundle = report_bundle(captured)
+        assert set(bundle) == {"text/plain", "text/html"}
+        assert "input.bound" in bundle["text/plain"]
     # an interpreter that cannot import TensorFlow: the doctor's answer, in seconds
     result, captured = run(shell, "%gpuwhy check --python /bin/false --timeout 30")
     assert result.success
