@@ -25,13 +25,13 @@ from gpuwhy.report.base import Renderer
 from gpuwhy.report.renderers import renderer_class
 from gpuwhy.tfapi.graph_ops import relative
 
-# The frame grows to its page's height once loaded (where the notebook runs scripts in
-# its outputs); until then, and where it does not, a height that shows the verdict and
-# the first findings, the rest a scroll away.
-HEIGHT_PX = 640
+# The frame takes its page's height once loaded, up to MAX_HEIGHT_PX (the rest scrolls
+# inside it, so the next cell stays near); before that, and where the notebook runs no
+# scripts in its outputs, HEIGHT_PX: the verdict and the first findings.
+HEIGHT_PX, MAX_HEIGHT_PX = 640, 900
 _FIT_HEIGHT = (
-    "try{this.style.height=(this.contentWindow.document.documentElement"
-    ".scrollHeight+24)+'px'}catch(e){}"
+    "try{this.style.height=Math.min(this.contentWindow.document.documentElement"
+    f".scrollHeight+24,{MAX_HEIGHT_PX})+'px'}}catch(e){{}}"
 )
 
 
