@@ -106,6 +106,7 @@ def _write(renderer: Renderer, record: Record, output: Output) -> None:
     write_or_divert(output, to, say)
 
 
-def say(line: str, stream: Any = None) -> None:
-    """One line in the cell's stderr output (gpuwhy's own stderr is the kernel's log)."""
-    print(f"gpuwhy: {line}", file=stream or sys.stderr)
+def say(line: str) -> None:
+    """One line (``gpuwhy: ...``) in the cell's stderr output: gpuwhy's own stderr
+    (own_stderr.py, where the commands say it) is the kernel's log, which nobody reads."""
+    print(line, file=sys.stderr)

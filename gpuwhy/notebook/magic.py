@@ -27,6 +27,7 @@ from gpuwhy.modes.check import check
 from gpuwhy.modes.run.session import Session
 from gpuwhy.notebook.cell import run_cell_code
 from gpuwhy.notebook.display import say, show, write_outputs
+from gpuwhy.notebook.interrupts import interrupts_held
 from gpuwhy.record import Record
 from gpuwhy.tfapi.memory import tf_gpus
 
@@ -66,11 +67,20 @@ class GpuwhyMagics(Magics):
         session = Session(
             command=[f"In[{self._shell.execution_count}]"], **dict(settings.collector_options)
         )
+        started, ended_by = False, None
         try:
-            with session:  # stopped however the cell ends; its exception re-raised
-                return run_cell_code(self._shell, cell)
+            with interrupts_held():  # a Ctrl-C now comes once every hook is in
+                session.start()
+                started = True
+            return run_cell_code(self._shell, cell)
+        except BaseException as e:
+            ended_by = e  # recorded as the program's end, and re-raised
+            raise
         finally:
-            self._finish(session.record, settings, outputs)
+            if started:
+                with interrupts_held():  # ... or out
+                    session.__exit__(type(ended_by) if ended_by else None, ended_by, None)
+                self._finish(session.record, settings, outputs)
 
     def _finish(
         self, record: Record | None, settings: options.CellSettings, outputs: dict[str, Output]
@@ -85,7 +95,7 @@ class GpuwhyMagics(Magics):
             write_outputs(record, settings.report, outputs)
             show(record, self._shell, settings.report.verbose, page=settings.html)
         except Exception as e:  # noqa: BLE001 - a report that fails must not hide the cell's result
-            say(f"the report could not be shown: {type(e).__name__}: {e}")
+            say(f"gpuwhy: the report could not be shown: {type(e).__name__}: {e}")
 
     def _check(self, words: list[str]) -> None:
         settings = options.parse_check(words)
@@ -95,7 +105,7 @@ class GpuwhyMagics(Magics):
         held = tf_gpus()  # no import, no side effect: () unless this kernel's TF started
         if held:
             say(
-                f"TensorFlow in this kernel already uses {', '.join(held)}; the check runs its "
+                f"gpuwhy: TensorFlow in this kernel already uses {', '.join(held)}; the check runs its "
                 "own TensorFlow in a child, which may find little of their memory free"
             )
         record = check(settings.python, settings.timeout)

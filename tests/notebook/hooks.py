@@ -7,12 +7,23 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import time
 from typing import Any
 
 
 def _ours(thing: Any) -> bool:
     module = getattr(thing, "__module__", None) or type(thing).__module__
     return module.startswith("gpuwhy")
+
+
+def _running_threads(grace_s: float = 1.0) -> list[str]:
+    """gpuwhy's threads still running ``grace_s`` after now (one asked to stop that ends
+    within it is not left behind)."""
+    ours = [t for t in threading.enumerate() if t.name.startswith("gpuwhy")]
+    deadline = time.monotonic() + grace_s
+    for thread in ours:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [t.name for t in ours if t.is_alive()]
 
 
 def installed_hooks() -> dict[str, list[str]]:
@@ -34,7 +45,7 @@ def installed_hooks() -> dict[str, list[str]]:
         "gc callbacks": [repr(c) for c in gc.callbacks if _ours(c)],
         "import finders": [repr(f) for f in sys.meta_path if _ours(f)],
         "profile/trace": [repr(f) for f in (sys.getprofile(), sys.gettrace()) if f is not None],
-        "threads": [t.name for t in threading.enumerate() if t.name.startswith("gpuwhy")],
+        "threads": _running_threads(),
     }
 
 
