@@ -19,7 +19,7 @@ Why a package of its own, at the top beside the command line: it is an entry poi
 which gpuwhy does not: the package root's ``load_ipython_extension`` imports it only when
 IPython asks (``pip install 'gpuwhy[notebook]'`` where IPython is not already there).
 magic.py dispatches, options.py parses, cell.py runs the cell's code as IPython would,
-display.py makes the inline output.
+display.py makes the inline output, interrupts.py holds a Ctrl-C while hooks go in or out.
 """
 
 from __future__ import annotations
