@@ -1,7 +1,8 @@
 """``%%gpuwhy`` in a real Jupyter kernel: ipykernel started by nbclient, executing a real
 ``.ipynb`` as Jupyter, Colab and Kaggle do (outputs as the notebook stores them). The
 example notebook runs top to bottom; then the cells of cells.py: the same cell twice, an
-interrupted cell, and cells after the magic that find no hook left."""
+interrupted cell (a KeyboardInterrupt raised, and the kernel's own interrupt), and cells
+after the magic that find no hook left."""
 
 from __future__ import annotations
 
@@ -42,11 +43,21 @@ def kernel(tmp_path, monkeypatch):
     return work
 
 
+ENDLESS = "%%gpuwhy --text\nfor batch in dataset.repeat():\n    pass"
+
+
+def _timeout(cell) -> int:
+    """ENDLESS runs until Jupyter interrupts the kernel (SIGINT) after 5 s, as a user's
+    stop button does; the other cells have 4 minutes."""
+    return 5 if cell.source == ENDLESS else 240
+
+
 def execute(notebook, cwd: Path, allow_errors: bool = False):
     client = nbclient.NotebookClient(
         notebook,
         kernel_name=KERNEL,
-        timeout=240,
+        timeout_func=_timeout,
+        interrupt_on_timeout=True,
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(cwd)}},
     )
@@ -100,6 +111,8 @@ def test_the_magic_in_a_kernel_twice_interrupted_and_then_gone(kernel):
         cells.INTERRUPTED,
         hooks,
         "print(sum(int(b.numpy().sum()) for b in dataset))",
+        ENDLESS,  # stopped by the kernel's interrupt, as the stop button does
+        hooks,
     ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     notebook = execute(notebook, kernel, allow_errors=True)
@@ -119,3 +132,7 @@ def test_the_magic_in_a_kernel_twice_interrupted_and_then_gone(kernel):
     assert reports(ran[7])[0]["text/plain"].startswith("✗ Interrupted")
     assert stdout(ran[8]) == "hooks left: none\n"
     assert stdout(ran[9]) == f"{cells.TOTAL}\n" and not reports(ran[9])
+    assert [o.output_type for o in ran[10].outputs][-2:] == ["display_data", "error"]
+    assert ran[10].outputs[-1]["ename"] == "KeyboardInterrupt"
+    assert reports(ran[10])[0]["text/plain"].startswith("✗ Interrupted")
+    assert stdout(ran[11]) == "hooks left: none\n"
