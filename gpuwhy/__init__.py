@@ -3,7 +3,7 @@
 Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -> ``rules``
 (facts -> findings) -> ``report`` (terminal, JSON). The public entry points live here:
 ``check()``, ``audit()``, ``session()``, ``KerasCallback()``, ``optimize()``, ``load()``,
-``explain()``.
+``explain()``; in IPython, ``%load_ext gpuwhy`` (gpuwhy.notebook).
 """
 
 from gpuwhy.version import __version__ as __version__
@@ -98,3 +98,18 @@ def __getattr__(name: str):
 
         return optimize
     raise AttributeError(f"module 'gpuwhy' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext gpuwhy``: the ``%gpuwhy`` and ``%%gpuwhy`` magics (gpuwhy.notebook,
+    imported only now: ``import gpuwhy`` never needs IPython)."""
+    from gpuwhy.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    """``%unload_ext gpuwhy``."""
+    from gpuwhy.notebook import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.trial",),
     ("gpuwhy.modes",),
     ("gpuwhy.commands",),
-    ("gpuwhy.cli", "gpuwhy.__main__"),
+    ("gpuwhy.cli", "gpuwhy.__main__", "gpuwhy.notebook"),
     ("gpuwhy",),
 )
 

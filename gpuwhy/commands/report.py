@@ -68,13 +68,20 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
 
 
 def execute(settings: ReportCommandSettings) -> int:
+    record = load_record(settings)
+    outputs = plan_outputs(settings.report, inputs=[settings.record])
+    emit(record, settings.report, outputs)
+    return exit_status(record)
+
+
+def load_record(settings: ReportCommandSettings) -> Record:
+    """The record the command renders: a capture diagnosed, a recording diagnosed, or a
+    saved report (rechecked with ``--recheck``); what cannot be read is a usage error.
+    Also ``%gpuwhy report PATH``'s, in a notebook."""
     try:
         given = Path(settings.record)
         if settings.run is not None or is_capture(given) or given.is_dir():
-            record = diagnose_capture(settings.record, settings.run)
-            outputs = plan_outputs(settings.report, inputs=[settings.record])
-            emit(record, settings.report, outputs)
-            return exit_status(record)
+            return diagnose_capture(settings.record, settings.run)
         kind = header_format(settings.record)
         if kind == FORMAT:
             record = diagnose_recording(settings.record)
@@ -86,8 +93,4 @@ def execute(settings: ReportCommandSettings) -> int:
             record = Record.load(settings.record)
     except (RecordError, RecordingError, CaptureError) as e:
         raise UsageError(str(e)) from None
-    outputs = plan_outputs(settings.report, inputs=[settings.record])
-    if settings.recheck:
-        record = record.recheck()
-    emit(record, settings.report, outputs)
-    return exit_status(record)
+    return record.recheck() if settings.recheck else record

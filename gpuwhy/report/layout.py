@@ -20,6 +20,7 @@ def text_console(buffer: io.StringIO, color: bool, width: int | None = None) -> 
         soft_wrap=not color,
         highlight=False,
         emoji=False,
+        force_jupyter=False,  # into the buffer, also in a notebook (rich would display it)
     )
 
 

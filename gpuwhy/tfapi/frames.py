@@ -38,7 +38,10 @@ def current_frames() -> dict[int, FrameType]:
 
 def user_location(skip: int = 2, limit: int = 64) -> str | None:
     """``file:line`` of the nearest user frame above the caller, or None."""
-    frame: FrameType | None = sys._getframe(skip)
+    try:
+        frame: FrameType | None = sys._getframe(skip)
+    except ValueError:  # a stack shallower than that (a gc callback at a thread's start)
+        return None
     for _ in range(limit):
         if frame is None:
             return None

@@ -37,6 +37,9 @@ _LIBRARY_PACKAGES = (
     "tree",
     "optree",
     "numpy",
+    # a notebook's machinery, which runs the user's cells (%%gpuwhy)
+    "IPython",
+    "ipykernel",
 )
 # In an installed location their folder names mark them; elsewhere (a user's project in a
 # folder named "keras" or "tensorflow") only the folder the package was imported from does.
@@ -58,10 +61,16 @@ _STDLIB_DIRS = tuple(
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
+# IPython's name for a cell's code outside a Jupyter kernel (``<ipython-input-3-8f2a...>``;
+# ipykernel names it as a file: /tmp/ipykernel_<pid>/<hash>.py): the user's, not a library's.
+NOTEBOOK_CELL = "<ipython-input-"
+
+
 def is_library_file(filename: str) -> bool:
-    """Frames inside TensorFlow, Keras, gpuwhy and the standard library are not the user's."""
+    """Frames inside TensorFlow, Keras, gpuwhy and the standard library are not the user's
+    (nor is other generated code, ``<string>``; a notebook cell is)."""
     if filename.startswith("<"):
-        return True
+        return not filename.startswith(NOTEBOOK_CELL)
     if "__autograph_generated" in filename:
         return True
     if filename.endswith((f"{os.sep}gpuwhy", f"{os.sep}gpuwhy.exe")):  # the console script

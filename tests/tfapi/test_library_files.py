@@ -31,3 +31,11 @@ def test_an_installed_package_folder_is_a_library_even_before_its_import():
 
 def test_a_user_package_installed_in_site_packages_is_not_a_library():
     assert not is_library_file("/venv/lib/python3.11/site-packages/mytrainer/loop.py")
+
+
+def test_a_notebook_cell_is_the_users_and_the_notebook_machinery_a_library():
+    assert not is_library_file("<ipython-input-3-8f2a61c0de45>")  # IPython's cell
+    assert not is_library_file("/tmp/ipykernel_4242/1593032386.py")  # ipykernel's cell
+    assert is_library_file("<string>")  # other generated code stays out
+    assert is_library_file("/venv/lib/python3.11/site-packages/IPython/core/interactiveshell.py")
+    assert is_library_file("/venv/lib/python3.11/site-packages/ipykernel/ipkernel.py")

@@ -137,7 +137,8 @@ class ActivityCollector(Collector):
         self.windows = TimeWindows(t0, _Window)
         gc.callbacks.append(self._on_gc)
         self._forget_gc_in_child = forked.undo_in_child(self._remove_gc)
-        self._drain = Drain(self.fold, "activities").start()
+        self._drain = Drain(self.fold, "activities")  # kept before it starts: a Ctrl-C meanwhile
+        self._drain.start()  # still finds it to stop
 
     def on_tensorflow(self) -> None:
         self._install(stall_hooks.install_tensorflow, "checkpoint and summary writes")

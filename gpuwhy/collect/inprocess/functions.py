@@ -245,7 +245,8 @@ class FunctionWatcher(Collector):
 
     def start(self, t0: float) -> None:
         self.t0 = t0
-        self._drain = Drain(self.fold, "functions").start()
+        self._drain = Drain(self.fold, "functions")  # kept before it starts: a Ctrl-C meanwhile
+        self._drain.start()  # still finds it to stop
 
     def _sampled(self, start: float, end: float) -> bool:
         sampling = self.sampling

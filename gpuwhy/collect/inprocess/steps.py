@@ -149,7 +149,8 @@ class StepCollector(Collector):
 
     def start(self, t0: float) -> None:
         self.t0 = t0
-        self._drain = Drain(self.fold, "steps").start()
+        self._drain = Drain(self.fold, "steps")  # kept before it starts: a Ctrl-C meanwhile
+        self._drain.start()  # still finds it to stop
 
     # -- hooks ---------------------------------------------------------------------
     def on_tensorflow(self) -> None:

@@ -78,14 +78,20 @@ class Session:
     def start(self) -> Session:
         if self.t0 is not None:
             raise RuntimeError("this session was already started")
-        # NVML before TF touches the GPU: what it lists now belongs to other programs.
-        self._driver, self._devices = driver_collector.collect(frozenset({os.getpid()}))
-        self.t0 = time.perf_counter()
-        for collector in self.collectors:
-            self._safely(collector.start, self.t0)
-        imports.when_imported("tensorflow", self._on_tensorflow)
-        imports.when_imported("keras", self._on_keras)
-        imports.when_imported("tf_keras", self._on_keras)
+        try:
+            # NVML before TF touches the GPU: what it lists now belongs to other programs.
+            self._driver, self._devices = driver_collector.collect(frozenset({os.getpid()}))
+            self.t0 = time.perf_counter()
+            for collector in self.collectors:
+                self._safely(collector.start, self.t0)
+            imports.when_imported("tensorflow", self._on_tensorflow)
+            imports.when_imported("keras", self._on_keras)
+            imports.when_imported("tf_keras", self._on_keras)
+        except BaseException:
+            # Ctrl-C while the hooks go in (a notebook cell interrupted as it starts):
+            # none of them stays in the process
+            self._undo()
+            raise
         return self
 
     def _on_tensorflow(self, _module: Any = None) -> None:
@@ -111,15 +117,30 @@ class Session:
         if self.t0 is None:
             raise RuntimeError("this session was never started")
         t_end = time.perf_counter()
-        imports.cancel(self._on_tensorflow)
-        imports.cancel(self._on_keras)
-        for collector in reversed(self.collectors):
-            self._safely(collector.stop)
-        if self._frames_hidden is not None:
-            self._frames_hidden.undo()
+        self._undo()
         facts = self._facts(t_end, Ending(ended, exit_code, error))
         self.record = Record.diagnose("run", facts)
         return self.record
+
+    def _undo(self) -> None:
+        """Every hook out of the process, the collectors' in reverse order. A Ctrl-C
+        meanwhile (a second one, in a notebook) is raised once all of them are out."""
+        interrupted: BaseException | None = None
+        undos: list[Callable[[], None]] = [
+            functools.partial(imports.cancel, self._on_tensorflow),
+            functools.partial(imports.cancel, self._on_keras),
+            *(collector.stop for collector in reversed(self.collectors)),
+        ]
+        if self._frames_hidden is not None:
+            undos.append(self._frames_hidden.undo)
+        for undo in undos:
+            try:
+                self._safely(undo)
+            except BaseException as e:  # noqa: BLE001 - undo the rest first, then raise it
+                interrupted = interrupted or e
+        self._frames_hidden = None
+        if interrupted is not None:
+            raise interrupted
 
     def __enter__(self) -> Session:
         return self.start()

@@ -69,6 +69,7 @@ class TerminalRenderer(Renderer):
             soft_wrap=not self.color,
             highlight=False,
             emoji=False,
+            force_jupyter=False,  # into the buffer, also in a notebook (rich would display it)
         )
         # a run's mark says whether TF can use a GPU; a fix trial's, whether a fix held
         trial = record.facts.fix_trial

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.tfapi.graph_ops import is_library_file, relative
+from gpuwhy.tfapi.graph_ops import NOTEBOOK_CELL, is_library_file, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
 ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library, callers)
@@ -42,7 +42,8 @@ def _frame_kind(code: Any) -> int:
     kind = _FRAME_KIND.get(code)
     if kind is None:
         filename = code.co_filename
-        if "__autograph_generated" in filename or filename.startswith("<"):
+        generated = filename.startswith("<") and not filename.startswith(NOTEBOOK_CELL)
+        if "__autograph_generated" in filename or generated:
             kind = _SKIP
         elif _TF_DIR_MARK in filename and not any(p in filename for p in _TF_LIBRARY_PARTS):
             kind = _SKIP
