@@ -170,12 +170,10 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
         details.append(projection_clause(facts.projection, findings))
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
-    head = _run_head(facts, program, findings, usable, worst)
-    text = (
-        head
-        + (": " + ", ".join(details) if details else "")
-        + _worst_clause(facts, findings, worst)
+    text = _run_head(facts, program, findings, usable, worst) + (
+        ": " + ", ".join(details) if details else ""
     )
+    text += _worst_clause(facts, findings, worst, text)
     return text if text.endswith(("…", ".")) else text + "."
 
 
@@ -242,8 +240,11 @@ def _steps_clause(facts: Facts, steps: StepFacts, median_s: float, findings: lis
     return text + loaded
 
 
-def _worst_clause(facts: Facts, findings: list[Finding], worst: Finding | None) -> str:
-    """ "; worst: ..." naming the worst problem the clauses before have not said."""
+def _worst_clause(
+    facts: Facts, findings: list[Finding], worst: Finding | None, said: str = ""
+) -> str:
+    """ "; worst: ..." naming the worst problem the clauses before (``said``) have not
+    said, a stage they named called "the slowest stage"."""
     steps = facts.steps
     if (
         worst is not None
@@ -265,7 +266,25 @@ def _worst_clause(facts: Facts, findings: list[Finding], worst: Finding | None) 
         # by its slowest stage (a lesser finding named here would read as the worst)
         stage = _steady_bottleneck(facts) or _bottleneck(facts)
         return "; worst: the input pipeline" + (f" (slowest stage: {stage})" if stage else "")
-    return f"; worst: {_headline(worst.title)}" if worst is not None else ""
+    if worst is None:
+        return ""
+    return f"; worst: {_said_once(_headline(worst.title), _stage_said(facts, said))}"
+
+
+def _stage_said(facts: Facts, said: str) -> str | None:
+    """The slowest stage the clauses before have named, where they named it."""
+    stage = _bottleneck(facts)
+    return stage if stage is not None and f"(slowest stage: {stage}" in said else None
+
+
+def _said_once(headline: str, stage: str | None) -> str:
+    """A worst finding's headline that names the stage the steps clause already named,
+    with the stage as "the slowest stage": a long file:line said twice in one line buries
+    the answer (issue #48)."""
+    if not stage or stage not in headline:
+        return headline
+    said = next(s for s in (f"Input stage {stage}", f"input stage {stage}", stage) if s in headline)
+    return headline.replace(said, "the slowest stage", 1)
 
 
 def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
