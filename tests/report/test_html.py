@@ -19,6 +19,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded, stats
 from gpuwhy.report.run.html import HtmlRenderer, fix_measurements
+from gpuwhy.verdict import verdict
 from tests import builders as b
 from tests.report import builders as rb
 
@@ -404,7 +405,11 @@ def test_real_run_report_opens_offline_with_its_charts_drawn(
     opened = open_report(slow_training_run["html"])
     page = opened.page
     assert opened.errors == [] and opened.fetched == []
-    assert page.inner_text("h1.verdict").endswith(record.verdict)
+    # the page's verdict leaves the median step to the bar drawn beside it
+    assert page.inner_text("h1.verdict").endswith(
+        verdict(record.facts, record.findings, drawn=("step",))
+    )
+    assert "median step" in (page.locator("svg.step-picture").text_content() or "")
     timeline = page.locator("#timeline .plot")
     assert timeline.locator(".main-svg").count() >= 1
     assert timeline.locator(".scatterlayer .trace").count() >= 3  # input wait, rest, warm-up
@@ -577,9 +582,15 @@ def test_the_demos_first_screen_shows_no_snake_case_evidence_key(slow_training_r
     page = open_report(slow_training_run["html"]).page
     page.set_viewport_size({"width": 1400, "height": 1000})
     visible = page.evaluate(VISIBLE_TEXT, [1400, 1000])
-    assert "input.bound" in visible and "Copy" in visible  # the first card is on screen
+    assert "waiting for input" in visible  # the verdict and the picture of the step
     shown = sorted(k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", visible))
     assert shown == [], f"evidence keys on the first screen: {shown}"
+    # nor on the first card's screen, under the timeline
+    page.evaluate("document.getElementById('finding-1').scrollIntoView()")
+    visible = page.evaluate(VISIBLE_TEXT, [1400, 1000])
+    assert "input.bound" in visible and "Copy" in visible  # the first card is on screen
+    shown = sorted(k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", visible))
+    assert shown == [], f"evidence keys on the first card's screen: {shown}"
     # the keys are still in the page, as recorded, one click away
     raw = page.locator("#finding-1 details.raw-evidence")
     assert not raw.evaluate("d => d.open")
