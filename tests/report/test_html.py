@@ -481,7 +481,7 @@ def test_a_long_run_opens_with_its_whole_run_on_the_axis(open_report, tmp_path):
 
 
 def test_screenshot_tool_renders_a_record_to_png(slow_training_run, tmp_path, browser):
-    """tools/screenshot_report.py (docs/report.png for the README), in its own process: one
+    """tools/screenshot_report.py (the README's pictures), in its own process: one
     thread cannot hold two playwright sessions."""
     png = tmp_path / "report.png"
     proc = subprocess.run(
