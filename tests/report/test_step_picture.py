@@ -224,3 +224,18 @@ def test_segments_overlapping_past_the_bar_are_scaled_to_fill_it():
     parts = segments([("input", "w", 0.7, None), ("traced_step", "c", 0.5, None)])
     assert sum(s.share for s in parts) == pytest.approx(1.0)
     assert parts[0] == Segment("input", "w", pytest.approx(0.7 / 1.2), None)
+
+
+def test_a_page_inlines_plotly_js_once_and_the_picture_adds_a_few_kilobytes():
+    """The size of issue #48: the picture is inline SVG, plotly.js (4.8 MB) once a page."""
+    diff_page = render_comparison_html(comparison())
+    assert diff_page.count("* plotly.js v") == 1
+    facts = replace(
+        loop_facts(),
+        program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
+    )
+    run_page = HtmlRenderer().render(Record.diagnose("run", facts))
+    assert run_page.count("* plotly.js v") == 1
+    for page in (diff_page, run_page):
+        picture = page.split('<figure class="step-picture"')[1].split("</figure>")[0]
+        assert len(picture.encode()) < 6_000
