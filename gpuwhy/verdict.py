@@ -46,7 +46,8 @@ def verdict(facts: Facts, findings: list[Finding], drawn: Collection[str] = ()) 
     """The verdict. ``drawn``: what the HTML page's picture beside it draws
     (report/run/step_bars.py), which a run's verdict then leaves to the picture so that
     it fits two lines: "step" (the bar of the median step, its time written beside it),
-    "projection" (the projected bar, its band and wait written beside it)."""
+    "projection" (the projected bar, its band and wait written beside it), "busy" (the
+    GPU-busy figure under the picture, in these words)."""
     if facts.workers is not None:
         return _merge_verdict(facts.workers, findings)
     if facts.input_fixes is not None:
@@ -170,7 +171,7 @@ def _run_verdict(
     elif program.tensorflow_imported:
         details.append("no training steps found")
     busy = busy_text(facts)
-    if busy is not None and program.tensorflow_imported:
+    if busy is not None and program.tensorflow_imported and "busy" not in drawn:
         details.append(busy)
     if facts.projection is not None and "projection" not in drawn:
         details.append(projection_clause(facts.projection, findings))

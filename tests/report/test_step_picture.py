@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from gpuwhy.comparison.model import Change, Comparison, PartChange, RunSide
-from gpuwhy.facts import Facts, ProgramFacts, WorkersFacts
+from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts, WorkersFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.diff.html import render_comparison_html
@@ -19,6 +19,7 @@ from gpuwhy.report.run.step_bars import projected_bar, run_bars, worker_bars
 from gpuwhy.report.step_picture import BAR_W, Bar, Segment, segments, svg
 from tests import builders
 from tests.builders_workers import worker_run
+from tests.derived.test_gpu_busy import series
 from tests.report.test_step_split import capture, loop_facts
 
 PART = re.compile(
@@ -239,3 +240,19 @@ def test_a_page_inlines_plotly_js_once_and_the_picture_adds_a_few_kilobytes():
     for page in (diff_page, run_page):
         picture = page.split('<figure class="step-picture"')[1].split("</figure>")[0]
         assert len(picture.encode()) < 6_000
+
+
+def test_the_gpu_busy_figure_is_under_the_picture_and_said_once():
+    gpu = series(n=100, graphics_activity=lambda t: 0.6)
+    facts = replace(
+        loop_facts(),
+        program=ProgramFacts(command=("train.py",), seconds=10.0, tensorflow_imported=True),
+        gpu_samples=GpuSamplesFacts(hz=10, gpus=(gpu,)),
+    )
+    record = Record.diagnose("run", facts)
+    assert "GPU busy 60%" in record.verdict  # the terminal's and JSON's verdict say it
+    page = HtmlRenderer().render(record)
+    h1 = re.search(r'<h1 class="verdict[^>]*>(.*?)</h1>', page, re.S)
+    assert h1 is not None and "busy" not in h1[1]
+    caption = re.search(r'<figcaption class="busy"><strong>(.*?)</strong>', page)
+    assert caption is not None and caption[1].startswith("GPU busy 60% while the program used it")

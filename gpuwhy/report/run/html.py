@@ -191,8 +191,11 @@ class _Page(Figures):
         bars = run_bars(facts, findings)
         # what the picture draws, the verdict beside it leaves out (verdict.verdict)
         drawn = {b.draws for b in bars if b.draws and b.segments}
+        picture = picture_view(bars, facts)
+        if picture is not None and picture["busy"]:
+            drawn.add("busy")
         sections = {
-            "picture": picture_view(bars, facts),
+            "picture": picture,
             "workers": _workers_view(facts.workers),
             "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],
             "run": run_view(facts),

@@ -24,7 +24,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
 from gpuwhy.report.run.step_split import step_split
 from gpuwhy.report.step_picture import Bar, segments
-from gpuwhy.verdict import PROJECTED_INPUT
+from gpuwhy.verdict import PROJECTED_INPUT, busy_text
 
 
 def run_bars(facts: Facts, findings: Sequence[Finding] = ()) -> list[Bar]:
@@ -85,7 +85,9 @@ def projected_bar(p: ProjectionFacts, findings: Sequence[Finding] = ()) -> Bar:
             parts.append((part, label, seconds * scale / step, seconds * scale))
     beyond = work - device_s * scale
     if beyond > 0.005 * step:
-        label = "the host's own work" if p.host_s or p.eager_s else "the rest"
+        # the step is the larger of the GPU's work and the host's (step_band): what it has
+        # beyond the GPU's parts is the host's, where the host's was measured
+        label = "the host's own work, beyond the GPU's" if p.host_s or p.eager_s else "the rest"
         parts.append(("host" if label != "the rest" else "rest", label, beyond / step, beyond))
     return Bar(f"{p.gpu} (projected)", total, segments(parts), projected=True, draws="projection")
 
@@ -147,13 +149,10 @@ def worker_bars(workers: WorkersFacts) -> list[Bar]:
 
 
 def busy_caption(facts: Facts) -> str | None:
-    """The GPU-busy figure under the picture, where one exists and can resolve the
-    program, beside a run's steps (a capture's bar holds its kernels' busy share, a
-    recording's bar is the busy figure itself)."""
-    if facts.steps is None:
+    """The GPU-busy figure under a run's picture, in the verdict's own words
+    (verdict.busy_text), which the page's verdict then leaves to it; None for a capture
+    (its bar holds its kernels' busy share) and a recording (its bar is the figure)."""
+    if facts.steps is None or facts.program is None or not facts.program.tensorflow_imported:
         return None
-    blocks = [(s, b) for s, b in program_busy(facts) if b.reliable and b.share is not None]
-    if not blocks:
-        return None
-    series, block = blocks[0]
-    return f"GPU busy {block.share:.0%} while the program used it ({block.measure})"
+    text = busy_text(facts)
+    return None if text is None else text[0].upper() + text[1:] + "."
