@@ -18,7 +18,7 @@ from gpuwhy.facts import Facts, ProgramFacts, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded, stats
-from gpuwhy.report.run.html import HtmlRenderer, fix_measurements
+from gpuwhy.report.run.html import HtmlRenderer, fix_measurements, page_verdict
 from gpuwhy.verdict import verdict
 from tests import builders as b
 from tests.report import builders as rb
@@ -102,7 +102,13 @@ FULL = rb.watched_run()
 def test_verdict_first_then_findings_ranked_each_with_location_and_fix():
     text = HtmlRenderer().render(FULL)
     first_heading = re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1)
-    assert html_lib.unescape(first_heading).endswith(f"</span>{FULL.verdict}")
+    # the record's verdict, less the clauses the picture under it draws
+    said = page_verdict(FULL)
+    assert html_lib.unescape(first_heading).endswith(f"</span>{said}")
+    used = "while the program used it"  # the busy clause: under the picture, once
+    assert used in FULL.verdict and used not in said
+    caption = re.search(r'<figcaption class="busy"><strong>(.*?)</strong>', text)
+    assert caption is not None and used in caption[1]
     ranked = sorted(FULL.findings, key=Finding.sort_key)
     assert len(ranked) >= 5
     shown = re.findall(r'<span class="id">([^<]+)</span>', text)
@@ -302,7 +308,7 @@ def test_sections_without_data_say_why():
 )
 def test_sparse_records_render(record):
     text = HtmlRenderer().render(record)
-    assert record.verdict in html_lib.unescape(
+    assert page_verdict(record) in html_lib.unescape(
         re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1)
     )
     for name, fig in figures(text).items():
@@ -406,9 +412,8 @@ def test_real_run_report_opens_offline_with_its_charts_drawn(
     page = opened.page
     assert opened.errors == [] and opened.fetched == []
     # the page's verdict leaves the median step to the bar drawn beside it
-    assert page.inner_text("h1.verdict").endswith(
-        verdict(record.facts, record.findings, drawn=("step",))
-    )
+    assert page.inner_text("h1.verdict").endswith(page_verdict(record))
+    assert page_verdict(record) == verdict(record.facts, record.findings, drawn=("step",))
     assert "median step" in (page.locator("svg.step-picture").text_content() or "")
     timeline = page.locator("#timeline .plot")
     assert timeline.locator(".main-svg").count() >= 1

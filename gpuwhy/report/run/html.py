@@ -189,11 +189,7 @@ class _Page(Figures):
         mark, tone = {True: ("✓", "good"), False: ("✗", "bad"), None: ("•", "neutral")}[usable]
         findings = sorted(record.findings, key=Finding.sort_key)
         bars = run_bars(facts, findings)
-        # what the picture draws, the verdict beside it leaves out (verdict.verdict)
-        drawn = {b.draws for b in bars if b.draws and b.segments}
         picture = picture_view(bars, facts)
-        if picture is not None and picture["busy"]:
-            drawn.add("busy")
         sections = {
             "picture": picture,
             "workers": _workers_view(facts.workers),
@@ -214,7 +210,7 @@ class _Page(Figures):
         severities = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_RANK}
         return {
             "title": f"gpuwhy: {record.verdict}",
-            "verdict": verdict(facts, record.findings, drawn),
+            "verdict": verdict(facts, record.findings, drawn(bars, picture)),
             "mark": mark,
             "tone": tone,
             "command": record.command,
@@ -465,6 +461,22 @@ def fix_cells(t: FixTried, together: bool = False) -> list[str]:
         "measured" if not t.projected else projected_text(t),
         verdict + (", in the patch" if t.in_patch else ""),
     ]
+
+
+def page_verdict(record: Record) -> str:
+    """The verdict as the page's heading says it, the clauses its picture draws left to
+    the picture (verdict.verdict's ``drawn``)."""
+    bars = run_bars(record.facts, sorted(record.findings, key=Finding.sort_key))
+    picture = picture_view(bars, record.facts)
+    return verdict(record.facts, record.findings, drawn(bars, picture))
+
+
+def drawn(bars: Sequence[Bar], picture: dict[str, Any] | None) -> set[str]:
+    """What the picture draws of the verdict: its bars' clauses and the busy figure."""
+    clauses = {b.draws for b in bars if b.draws and b.segments}
+    if picture is not None and picture["busy"]:
+        clauses.add("busy")
+    return clauses
 
 
 def picture_view(bars: Sequence[Bar], facts: Facts) -> dict[str, Any] | None:
