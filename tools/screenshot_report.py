@@ -91,13 +91,13 @@ def screenshot(
             browser.close()
 
 
-def gpuwhy(*args: str | Path) -> None:
+def gpuwhy(*args: str | Path, cwd: Path = ROOT) -> None:
     """The real command, in its own process (``gpuwhy report``, ``run``, ``diff``, ``merge``);
     its exit status says what it found, not whether it worked: only a missing output fails."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     subprocess.run(
         [sys.executable, "-m", "gpuwhy", *map(str, args)],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         timeout=900,
@@ -132,7 +132,7 @@ def first_screens(out: Path, work: Path) -> None:
     )
 
     demo = "examples/slow_training.py"  # as a user types it, from the checkout (cwd)
-    runs = [work / "run-1.json", work / "run-2.json"]
+    runs = [work / "run.json", work / "run-again.json"]
     gpuwhy("run", "--target", "A100", "--json", runs[0], "--html", work / "run.html", demo)
     gpuwhy("run", "--json", runs[1], demo)
     workers = work / "workers"
@@ -141,7 +141,8 @@ def first_screens(out: Path, work: Path) -> None:
     save(workers, worker_record("worker-0", 0.15, 0.002, cluster=cluster))
     save(workers, worker_record("worker-1", 0.15, 0.051, cluster=cluster, findings=(slow_input,)))
     gpuwhy("merge", workers, "--html", work / "merge.html")
-    gpuwhy("diff", runs[1], runs[0], "--html", work / "diff.html")
+    # from their folder: the page names the records as a user who ran them there
+    gpuwhy("diff", runs[0].name, runs[1].name, "--html", work / "diff.html", cwd=work)
     pages = {
         "run": work / "run.html",
         "capture": html_of(DATA / "xplane" / "h100_slow_input", work / "capture.html"),
