@@ -106,6 +106,11 @@ def svg(bars: Sequence[Bar], title: str = "The training step, split") -> str | N
         f'viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
         f'aria-label="{escape(title)}" data-bars="{len(drawn)}">'
         f"<title>{escape(title)}</title>"
+        # its text's sizes and colours, once (not on each of its elements); an inline
+        # SVG's style sheet is the page's, so each rule is the picture's own
+        "<style>svg.step-picture text{font-size:12px}svg.step-picture .name{font-size:13px;"
+        "font-weight:600}svg.step-picture .total{fill:#59636e}"
+        "svg.step-picture .pct{text-anchor:middle}</style>"
         '<defs><pattern id="projected-hatch" width="6" height="6" '
         'patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
         '<rect width="3" height="6" fill="#ffffff" fill-opacity="0.45"/></pattern></defs>'
@@ -117,8 +122,8 @@ def svg(bars: Sequence[Bar], title: str = "The training step, split") -> str | N
 def _bar(bar: Bar, y: int) -> str:
     out = [
         f'<g class="bar{" projected" if bar.projected else ""}" data-name="{escape(bar.name)}">',
-        f'<text x="0" y="{y + 11}" font-size="13" font-weight="600">{escape(bar.name)}</text>',
-        f'<text x="0" y="{y + 26}" font-size="12" fill="#59636e">{escape(bar.total)}</text>',
+        f'<text class="name" x="0" y="{y + 11}">{escape(bar.name)}</text>',
+        f'<text class="total" x="0" y="{y + 26}">{escape(bar.total)}</text>',
     ]
     x = float(BAR_X)
     full = BAR_W * max(0.0, min(1.0, bar.length))
@@ -140,7 +145,7 @@ def _bar(bar: Bar, y: int) -> str:
             )
         if w >= MIN_TEXT_W:
             out.append(
-                f'<text x="{x + w / 2:.1f}" y="{y + 17}" font-size="12" text-anchor="middle" '
+                f'<text class="pct" x="{x + w / 2:.0f}" y="{y + 17}" '
                 f'fill="{_ink(colour)}">{seg.share:.0%}</text>'
             )
         x += w
@@ -166,9 +171,9 @@ def _legend(bar: Bar, y: int) -> tuple[str, int]:
             x, line = float(BAR_X), line + 1
         top = y + line * LEGEND_H
         out.append(
-            f'<rect x="{x:.1f}" y="{top - 10}" width="11" height="11" '
+            f'<rect x="{x:.0f}" y="{top - 10}" width="11" height="11" '
             f'fill="{COLOURS.get(seg.part, OTHER)}"/>'
-            f'<text x="{x + 16:.1f}" y="{top}" font-size="12">{escape(words)}</text>'
+            f'<text x="{x + 16:.0f}" y="{top}">{escape(words)}</text>'
         )
         x += w
     return '<g class="legend">' + "".join(out) + "</g>", line + 1
