@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.environment import tf_can_use_gpu
@@ -42,7 +42,12 @@ def gpu_usable(facts: Facts) -> bool | None:
     return tf_can_use_gpu(facts.environment) if facts.environment else None
 
 
-def verdict(facts: Facts, findings: list[Finding]) -> str:
+def verdict(facts: Facts, findings: list[Finding], drawn: Collection[str] = ()) -> str:
+    """The verdict. ``drawn``: what the HTML page's picture beside it draws
+    (report/run/step_bars.py), which a run's verdict then leaves to the picture so that
+    it fits two lines: "step" (the bar of the median step, its time written beside it),
+    "projection" (the projected bar, its band and wait written beside it), "busy" (the
+    GPU-busy figure under the picture, in these words)."""
     if facts.workers is not None:
         return _merge_verdict(facts.workers, findings)
     if facts.input_fixes is not None:
@@ -50,7 +55,7 @@ def verdict(facts: Facts, findings: list[Finding]) -> str:
     if facts.fix_trial is not None:
         return _trial_verdict(facts.fixes_tried or (), facts.fix_trial)
     if facts.program is not None:
-        return _run_verdict(facts, facts.program, findings)
+        return _run_verdict(facts, facts.program, findings, drawn)
     if facts.capture is not None:
         return _capture_verdict(facts.capture, findings)
     usable = gpu_usable(facts)
@@ -146,7 +151,9 @@ def _placement_verdict(placement: PlacementFacts, findings: list[Finding]) -> st
     return text + ("; no placement problems found." if not findings else ".")
 
 
-def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -> str:
+def _run_verdict(
+    facts: Facts, program: ProgramFacts, findings: list[Finding], drawn: Collection[str] = ()
+) -> str:
     """A watched run: where it ran, how fast a step was, and the worst problem."""
     usable = gpu_usable(facts)
     worst = next(
@@ -160,22 +167,20 @@ def _run_verdict(facts: Facts, program: ProgramFacts, findings: list[Finding]) -
     details = []
     steps = facts.steps
     if steps is not None and steps.median_s is not None:
-        details.append(_steps_clause(facts, steps, steps.median_s, findings))
+        details.append(_steps_clause(facts, steps, steps.median_s, findings, "step" in drawn))
     elif program.tensorflow_imported:
         details.append("no training steps found")
     busy = busy_text(facts)
-    if busy is not None and program.tensorflow_imported:
+    if busy is not None and program.tensorflow_imported and "busy" not in drawn:
         details.append(busy)
-    if facts.projection is not None:
+    if facts.projection is not None and "projection" not in drawn:
         details.append(projection_clause(facts.projection, findings))
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
-    head = _run_head(facts, program, findings, usable, worst)
-    text = (
-        head
-        + (": " + ", ".join(details) if details else "")
-        + _worst_clause(facts, findings, worst)
+    text = _run_head(facts, program, findings, usable, worst) + (
+        ": " + ", ".join(details) if details else ""
     )
+    text += _worst_clause(facts, findings, worst, text)
     return text if text.endswith(("…", ".")) else text + "."
 
 
@@ -206,9 +211,12 @@ def _run_head(
     return "Ran"
 
 
-def _steps_clause(facts: Facts, steps: StepFacts, median_s: float, findings: list[Finding]) -> str:
-    """The steps, their median, and how much of it waited for input (and on what)."""
-    text = f"{steps.count:,} steps, median {median_s * 1000:,.1f} ms"
+def _steps_clause(
+    facts: Facts, steps: StepFacts, median_s: float, findings: list[Finding], drawn: bool = False
+) -> str:
+    """The steps, their median (unless ``drawn`` beside the verdict), and how much of it
+    waited for input (and on what)."""
+    text = f"{steps.count:,} steps" + ("" if drawn else f", median {median_s * 1000:,.1f} ms")
     bound = next((f for f in findings if f.id == "input.bound"), None)
     # what input.bound found the wait to be, asked as it asks it (never read back from
     # its evidence): a steps' wait it reported is one of these
@@ -242,8 +250,11 @@ def _steps_clause(facts: Facts, steps: StepFacts, median_s: float, findings: lis
     return text + loaded
 
 
-def _worst_clause(facts: Facts, findings: list[Finding], worst: Finding | None) -> str:
-    """ "; worst: ..." naming the worst problem the clauses before have not said."""
+def _worst_clause(
+    facts: Facts, findings: list[Finding], worst: Finding | None, said: str = ""
+) -> str:
+    """ "; worst: ..." naming the worst problem the clauses before (``said``) have not
+    said, a stage they named called "the slowest stage"."""
     steps = facts.steps
     if (
         worst is not None
@@ -264,8 +275,27 @@ def _worst_clause(facts: Facts, findings: list[Finding], worst: Finding | None) 
         # its projected wait is already said in the clause: the worst is the input, named
         # by its slowest stage (a lesser finding named here would read as the worst)
         stage = _steady_bottleneck(facts) or _bottleneck(facts)
-        return "; worst: the input pipeline" + (f" (slowest stage: {stage})" if stage else "")
-    return f"; worst: {_headline(worst.title)}" if worst is not None else ""
+        named = stage is None or f"(slowest stage: {stage}" in said  # said once is enough
+        return "; worst: the input pipeline" + ("" if named else f" (slowest stage: {stage})")
+    if worst is None:
+        return ""
+    return f"; worst: {_said_once(_headline(worst.title), _stage_said(facts, said))}"
+
+
+def _stage_said(facts: Facts, said: str) -> str | None:
+    """The slowest stage the clauses before have named, where they named it."""
+    stage = _bottleneck(facts)
+    return stage if stage is not None and f"(slowest stage: {stage}" in said else None
+
+
+def _said_once(headline: str, stage: str | None) -> str:
+    """A worst finding's headline that names the stage the steps clause already named,
+    with the stage as "the slowest stage": a long file:line said twice in one line buries
+    the answer (issue #48)."""
+    if not stage or stage not in headline:
+        return headline
+    said = next(s for s in (f"Input stage {stage}", f"input stage {stage}", stage) if s in headline)
+    return headline.replace(said, "the slowest stage", 1)
 
 
 def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:

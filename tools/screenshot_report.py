@@ -1,10 +1,20 @@
-"""Renders a saved run record as the HTML report and takes a full-page screenshot of it in
-headless Chromium (the picture in the README).
+"""Renders a record as its HTML report and takes a screenshot of it in headless Chromium
+(the pictures in the README and docs/).
 
-    .venv/bin/python tools/screenshot_report.py                  # out/run.json -> docs/report.png
-    .venv/bin/python tools/screenshot_report.py RUN.json OUT.png [--html OUT.html] [--width 1280]
+    .venv/bin/python tools/screenshot_report.py                  # out/run.json -> out/report.png
+    .venv/bin/python tools/screenshot_report.py RECORD OUT.png [--html OUT.html] [--width 1280]
         [--section timeline]     # only one section (findings, timeline, input, placement ...)
         [--height 1600]          # only the top of the page (the README's picture)
+        [--first-screen]         # what a 1400x1000 window shows when the page opens
+    .venv/bin/python tools/screenshot_report.py --diff BEFORE.json AFTER.json OUT.png
+    .venv/bin/python tools/screenshot_report.py --first-screens    # docs/first-screen-*.png
+
+RECORD is what ``gpuwhy report`` reads: a run's or a merge's JSON record, a profiler
+capture (a TensorBoard log directory or a *.xplane.pb), an NVML recording (*.jsonl); or
+an HTML page already written. ``--first-screens`` makes the first screen of each kind of
+report from real records: the demo's (examples/slow_training.py, run here, with
+--target A100), the H100 capture and recording of tests/data, three workers merged, and
+a diff of two runs of the demo.
 
 Needs playwright (the test extra) and a Chromium: Debian's /usr/bin/chromium (`make setup`
 installs it) or $CHROMIUM. Every network request is blocked, as on a cluster without
@@ -15,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuwhy.record import Record  # noqa: E402
-from gpuwhy.report.run.html import HtmlRenderer  # noqa: E402
+FIRST_SCREEN = (1400, 1000)  # the window issue #48 judges a page's first screen in
+DATA = ROOT / "tests" / "data"
 
 
 def chromium_path() -> str:
@@ -39,7 +50,10 @@ def screenshot(
     width: int = 1280,
     section: str | None = None,
     height: int | None = None,
+    viewport_height: int | None = None,
 ) -> None:
+    """A full-page picture, or one section's, or the page's top ``height`` pixels, or
+    (``viewport_height``) what a window of that size shows when the page opens."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -47,7 +61,10 @@ def screenshot(
             executable_path=chromium_path(), args=["--disable-dev-shm-usage"]
         )
         try:
-            page = browser.new_page(viewport={"width": width, "height": 900}, device_scale_factor=1)
+            page = browser.new_page(
+                viewport={"width": width, "height": viewport_height or 900},
+                device_scale_factor=1,
+            )
             page.route(
                 "**/*",
                 lambda route: route.continue_()
@@ -58,7 +75,9 @@ def screenshot(
             page.wait_for_load_state("load")
             page.wait_for_timeout(300)  # Plotly's first layout pass
             png_path.parent.mkdir(parents=True, exist_ok=True)
-            if section:
+            if viewport_height:
+                page.screenshot(path=str(png_path))
+            elif section:
                 page.locator(f"section#{section}").screenshot(path=str(png_path))
             elif height:
                 page.screenshot(
@@ -72,20 +91,110 @@ def screenshot(
             browser.close()
 
 
+def gpuwhy(*args: str | Path, cwd: Path = ROOT) -> None:
+    """The real command, in its own process (``gpuwhy report``, ``run``, ``diff``, ``merge``);
+    its exit status says what it found, not whether it worked: only a missing output fails."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    subprocess.run(
+        [sys.executable, "-m", "gpuwhy", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        timeout=900,
+        check=False,
+    )
+
+
+def html_of(source: Path, html_path: Path) -> Path:
+    """The HTML page of what ``gpuwhy report`` reads, or the page itself."""
+    if source.suffix == ".html":
+        return source
+    gpuwhy("report", source, "--html", html_path)
+    if not html_path.exists():
+        sys.exit(f"gpuwhy report {source} wrote no page")
+    return html_path
+
+
+def first_screens(out: Path, work: Path) -> None:
+    """docs/first-screen-{run,capture,recording,merge,diff}.png from real records."""
+    from gpuwhy.finding import Finding
+    from tests.builders_workers import save, worker_record
+
+    # worker records as `gpuwhy run --out-dir` writes them (tests/builders_workers.py): a
+    # cluster of three, worker-1 waiting for its input (gpuwhy merge's own test's)
+    slow_input = Finding(
+        id="input.bound",
+        severity="high",
+        title="Steps wait for input 34% of the time",
+        evidence={"wait": "51 ms"},
+        fix="ds = ds.prefetch(tf.data.AUTOTUNE)",
+        location="train.py:31",
+    )
+
+    demo = "examples/slow_training.py"  # as a user types it, from the checkout (cwd)
+    runs = [work / "run.json", work / "run-again.json"]
+    gpuwhy("run", "--target", "A100", "--json", runs[0], "--html", work / "run.html", demo)
+    gpuwhy("run", "--json", runs[1], demo)
+    workers = work / "workers"
+    cluster = ("chief-0", "worker-0", "worker-1")
+    save(workers, worker_record("chief-0", 0.15, 0.001, cluster=cluster))
+    save(workers, worker_record("worker-0", 0.15, 0.002, cluster=cluster))
+    save(workers, worker_record("worker-1", 0.15, 0.051, cluster=cluster, findings=(slow_input,)))
+    gpuwhy("merge", workers, "--html", work / "merge.html")
+    # from their folder: the page names the records as a user who ran them there
+    gpuwhy("diff", runs[0].name, runs[1].name, "--html", work / "diff.html", cwd=work)
+    pages = {
+        "run": work / "run.html",
+        "capture": html_of(DATA / "xplane" / "h100_slow_input", work / "capture.html"),
+        "recording": html_of(
+            DATA / "nvml" / "h100" / "torch_resnet18_launch_bound.nvml.jsonl",
+            work / "recording.html",
+        ),
+        "merge": work / "merge.html",
+        "diff": work / "diff.html",
+    }
+    for kind, page in pages.items():
+        if not page.exists():
+            sys.exit(f"no {kind} page: {page}")
+        png = out / f"first-screen-{kind}.png"
+        screenshot(page, png, FIRST_SCREEN[0], viewport_height=FIRST_SCREEN[1])
+        print(f"wrote {png} ({page.stat().st_size:,} bytes of HTML)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("record", nargs="?", default=str(ROOT / "out" / "run.json"))
-    parser.add_argument("png", nargs="?", default=str(ROOT / "docs" / "report.png"))
+    parser.add_argument("png", nargs="?", default=str(ROOT / "out" / "report.png"))
     parser.add_argument("--html", help="also keep the HTML report here")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--section", help="only this section's id (e.g. timeline)")
     parser.add_argument("--height", type=int, help="only the top of the page, this many pixels")
+    parser.add_argument(
+        "--first-screen", action="store_true", help="only what a 1400x1000 window shows"
+    )
+    parser.add_argument("--diff", nargs=2, metavar=("BEFORE", "AFTER"), help="gpuwhy diff's page")
+    parser.add_argument(
+        "--first-screens",
+        action="store_true",
+        help="docs/first-screen-*.png: each kind of report's first screen, from real records",
+    )
     args = parser.parse_args(argv)
-    record = Record.load(args.record)
     with tempfile.TemporaryDirectory() as tmp:
+        if args.first_screens:
+            first_screens(ROOT / "docs", Path(tmp))
+            return 0
         html_path = Path(args.html) if args.html else Path(tmp) / "report.html"
-        Path(html_path).write_text(HtmlRenderer().render(record), encoding="utf-8")
-        screenshot(html_path, Path(args.png), args.width, args.section, args.height)
+        if args.diff:
+            png = args.record if args.record != parser.get_default("record") else args.png
+            gpuwhy("diff", *args.diff, "--html", html_path)
+            args.png = png
+        else:
+            html_path = html_of(Path(args.record), html_path)
+        width, height = (args.width, args.height)
+        viewport = None
+        if args.first_screen:
+            width, viewport = FIRST_SCREEN
+        screenshot(html_path, Path(args.png), width, args.section, height, viewport)
     print(f"wrote {args.png}")
     return 0
 

@@ -23,6 +23,7 @@ from gpuwhy.comparison import (
     FindingChange,
     RunSide,
 )
+from gpuwhy.formatting import duration
 from gpuwhy.modes.diff import diff
 from gpuwhy.report.diff.html import aligned_timeline, render_comparison_html
 from gpuwhy.report.diff.terminal import (
@@ -31,6 +32,7 @@ from gpuwhy.report.diff.terminal import (
     render_comparison,
     verdict_mark,
 )
+from tests.report.first_screen import check_first_screen
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = "benchmarks/workloads/input_bound.py"
@@ -298,3 +300,11 @@ def test_several_runs_a_side_list_each_run_s_step_and_say_which_run_is_drawn(ope
     compared = page.locator("#compared tbody tr").all_inner_texts()
     assert "the runs' mean steps 10.1 ms, 9.9 ms, 10.4 ms" in compared[0]
     assert "the runs' mean steps 12.1 ms, 11.8 ms, 12.5 ms" in compared[1]
+
+
+def test_the_first_screen_is_the_verdict_and_both_steps_drawn(pair, comparison, open_report):
+    visible = check_first_screen(open_report(pair["html"]), bars=2)
+    assert "BEFORE (measured)" in visible and "AFTER (measured)" in visible
+    assert comparison.step_time is not None
+    assert f"mean step {duration(comparison.step_time.before)}" in visible
+    assert f"mean step {duration(comparison.step_time.after)}" in visible

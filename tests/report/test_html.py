@@ -18,7 +18,8 @@ from gpuwhy.facts import Facts, ProgramFacts, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.report.downsample import MAX_POINTS, downsample, rounded, stats
-from gpuwhy.report.run.html import HtmlRenderer, fix_measurements
+from gpuwhy.report.run.html import HtmlRenderer, fix_measurements, page_verdict
+from gpuwhy.verdict import verdict
 from tests import builders as b
 from tests.report import builders as rb
 
@@ -101,7 +102,13 @@ FULL = rb.watched_run()
 def test_verdict_first_then_findings_ranked_each_with_location_and_fix():
     text = HtmlRenderer().render(FULL)
     first_heading = re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1)
-    assert html_lib.unescape(first_heading).endswith(f"</span>{FULL.verdict}")
+    # the record's verdict, less the clauses the picture under it draws
+    said = page_verdict(FULL)
+    assert html_lib.unescape(first_heading).endswith(f"</span>{said}")
+    used = "while the program used it"  # the busy clause: under the picture, once
+    assert used in FULL.verdict and used not in said
+    caption = re.search(r'<figcaption class="busy"><strong>(.*?)</strong>', text)
+    assert caption is not None and used in caption[1]
     ranked = sorted(FULL.findings, key=Finding.sort_key)
     assert len(ranked) >= 5
     shown = re.findall(r'<span class="id">([^<]+)</span>', text)
@@ -301,7 +308,7 @@ def test_sections_without_data_say_why():
 )
 def test_sparse_records_render(record):
     text = HtmlRenderer().render(record)
-    assert record.verdict in html_lib.unescape(
+    assert page_verdict(record) in html_lib.unescape(
         re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S).group(1)
     )
     for name, fig in figures(text).items():
@@ -404,7 +411,10 @@ def test_real_run_report_opens_offline_with_its_charts_drawn(
     opened = open_report(slow_training_run["html"])
     page = opened.page
     assert opened.errors == [] and opened.fetched == []
-    assert page.inner_text("h1.verdict").endswith(record.verdict)
+    # the page's verdict leaves the median step to the bar drawn beside it
+    assert page.inner_text("h1.verdict").endswith(page_verdict(record))
+    assert page_verdict(record) == verdict(record.facts, record.findings, drawn=("step",))
+    assert "median step" in (page.locator("svg.step-picture").text_content() or "")
     timeline = page.locator("#timeline .plot")
     assert timeline.locator(".main-svg").count() >= 1
     assert timeline.locator(".scatterlayer .trace").count() >= 3  # input wait, rest, warm-up
@@ -476,7 +486,7 @@ def test_a_long_run_opens_with_its_whole_run_on_the_axis(open_report, tmp_path):
 
 
 def test_screenshot_tool_renders_a_record_to_png(slow_training_run, tmp_path, browser):
-    """tools/screenshot_report.py (docs/report.png for the README), in its own process: one
+    """tools/screenshot_report.py (the README's pictures), in its own process: one
     thread cannot hold two playwright sessions."""
     png = tmp_path / "report.png"
     proc = subprocess.run(
@@ -577,9 +587,15 @@ def test_the_demos_first_screen_shows_no_snake_case_evidence_key(slow_training_r
     page = open_report(slow_training_run["html"]).page
     page.set_viewport_size({"width": 1400, "height": 1000})
     visible = page.evaluate(VISIBLE_TEXT, [1400, 1000])
-    assert "input.bound" in visible and "Copy" in visible  # the first card is on screen
+    assert "waiting for input" in visible  # the verdict and the picture of the step
     shown = sorted(k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", visible))
     assert shown == [], f"evidence keys on the first screen: {shown}"
+    # nor on the first card's screen, under the timeline
+    page.evaluate("document.getElementById('finding-1').scrollIntoView()")
+    visible = page.evaluate(VISIBLE_TEXT, [1400, 1000])
+    assert "input.bound" in visible and "Copy" in visible  # the first card is on screen
+    shown = sorted(k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", visible))
+    assert shown == [], f"evidence keys on the first card's screen: {shown}"
     # the keys are still in the page, as recorded, one click away
     raw = page.locator("#finding-1 details.raw-evidence")
     assert not raw.evaluate("d => d.open")

@@ -3,7 +3,7 @@ built as the run report is (html.py): the same styles and table macros, plotly.j
 the charts' data as JSON in the page, written to its file piece by piece.
 
 It reads the same as the terminal (diff_terminal.py, whose words it reuses): the verdict
-first, then the step time with its 95 % interval drawn, then what the terminal cannot
+first, with BEFORE's and AFTER's step drawn beside it as two bars (diff/step_bars.py), then the step time with its 95 % interval drawn, then what the terminal cannot
 show, the two runs' training on one time axis (each from its first training window after
 warm-up, so the same moment of training lines up, not the same wall-clock time), then
 the parts of the step, the step projected onto a GPU (``--target``), GPU busy, the
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from gpuwhy.comparison.model import AlignedWindow, Change, Comparison, FindingChange, RunSide
+from gpuwhy.report.diff.step_bars import diff_bars
 from gpuwhy.report.diff.terminal import (
     busy_line,
     part_row,
@@ -28,6 +29,7 @@ from gpuwhy.report.diff.terminal import (
 from gpuwhy.report.run.html import PLOTLY_JS, Figures, page_pieces, render_page, write_page
 from gpuwhy.report.run.html_charts import Figure, figure, label
 from gpuwhy.report.run.html_timeline import COMPUTE, Rows, finished
+from gpuwhy.report.step_picture import svg
 from gpuwhy.version import __version__
 
 SIDES = (("BEFORE", "#8c8c8c"), ("AFTER", COMPUTE))
@@ -69,6 +71,7 @@ def context(c: Comparison) -> dict[str, Any]:
         "verdict": c.verdict,
         "mark": mark,
         "tone": TONE.get(called, "neutral"),
+        "picture": _picture(c),
         "tool_version": __version__,
         "before": c.before,
         "after": c.after,
@@ -93,6 +96,18 @@ def context(c: Comparison) -> dict[str, Any]:
         "plotly_js": PLOTLY_JS if figures.figures else "",
         "code_css": "",
     }
+
+
+def _picture(c: Comparison) -> dict[str, Any] | None:
+    """BEFORE's and AFTER's step as two bars beside the verdict (diff/step_bars.py), the
+    GPU-busy change under them where both records measured one."""
+    drawn = svg(diff_bars(c), "BEFORE's and AFTER's step, split into what gpuwhy measured")
+    busy = (
+        f"GPU busy {c.gpu_busy.before:.0%} → {c.gpu_busy.after:.0%}"
+        if c.gpu_busy is not None
+        else None
+    )
+    return None if drawn is None and busy is None else {"svg": drawn, "busy": busy}
 
 
 def _finding_view(f: FindingChange) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Users' clusters often have no internet, so nothing is fetched when the file opens:
 Plotly's JavaScript (from the installed ``plotly`` package) and the styles are inlined,
 and the charts' data sits in the page as JSON. The page follows the terminal report's
-order: the verdict first, then the findings ranked (evidence, file:line, the fix with a
-copy button), then the run on one time axis, the input pipeline, measured fixes, the
+order: the verdict first with a picture of the step beside it (step_bars.py: the answer,
+drawn, on the first screen), then the run on one time axis, then the findings ranked
+(evidence, file:line, the fix with a copy button), the input pipeline, measured fixes, the
 placement, eager ops and tf.functions, and the environment. A section without data is
 left out or says why.
 
@@ -58,9 +59,11 @@ from gpuwhy.report.run.html_sections import (
     tracing_view,
 )
 from gpuwhy.report.run.html_timeline import finding_marks, timeline
+from gpuwhy.report.run.step_bars import busy_caption, run_bars
 from gpuwhy.report.run.summary import projection_lines
 from gpuwhy.report.run.workers import HEADER, input_wait_note, worker_notes, worker_rows
-from gpuwhy.verdict import gpu_usable
+from gpuwhy.report.step_picture import Bar, svg
+from gpuwhy.verdict import gpu_usable, verdict
 
 
 class HtmlRenderer(Renderer):
@@ -185,7 +188,10 @@ class _Page(Figures):
         usable = gpu_usable(facts)
         mark, tone = {True: ("✓", "good"), False: ("✗", "bad"), None: ("•", "neutral")}[usable]
         findings = sorted(record.findings, key=Finding.sort_key)
+        bars = run_bars(facts, findings)
+        picture = picture_view(bars, facts)
         sections = {
+            "picture": picture,
             "workers": _workers_view(facts.workers),
             "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],
             "run": run_view(facts),
@@ -204,7 +210,7 @@ class _Page(Figures):
         severities = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_RANK}
         return {
             "title": f"gpuwhy: {record.verdict}",
-            "verdict": record.verdict,
+            "verdict": verdict(facts, record.findings, drawn(bars, picture)),
             "mark": mark,
             "tone": tone,
             "command": record.command,
@@ -455,6 +461,32 @@ def fix_cells(t: FixTried, together: bool = False) -> list[str]:
         "measured" if not t.projected else projected_text(t),
         verdict + (", in the patch" if t.in_patch else ""),
     ]
+
+
+def page_verdict(record: Record) -> str:
+    """The verdict as the page's heading says it, the clauses its picture draws left to
+    the picture (verdict.verdict's ``drawn``)."""
+    bars = run_bars(record.facts, sorted(record.findings, key=Finding.sort_key))
+    picture = picture_view(bars, record.facts)
+    return verdict(record.facts, record.findings, drawn(bars, picture))
+
+
+def drawn(bars: Sequence[Bar], picture: dict[str, Any] | None) -> set[str]:
+    """What the picture draws of the verdict: its bars' clauses and the busy figure."""
+    clauses = {b.draws for b in bars if b.draws and b.segments}
+    if picture is not None and picture["busy"]:
+        clauses.add("busy")
+    return clauses
+
+
+def picture_view(bars: Sequence[Bar], facts: Facts) -> dict[str, Any] | None:
+    """The first screen's picture under the verdict (step_bars.py): the SVG of the step's
+    parts and the GPU-busy figure; None where the record measured no step and no GPU."""
+    drawn = svg(bars, "The training step, split into what gpuwhy measured")
+    busy = busy_caption(facts)
+    if drawn is None and busy is None:
+        return None
+    return {"svg": drawn, "busy": busy}
 
 
 def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:

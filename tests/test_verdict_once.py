@@ -1,0 +1,36 @@
+"""The run's verdict names each thing once (issue #48): the slowest stage the steps clause
+named is "the slowest stage" in the worst finding's clause, not its file:line again."""
+
+from dataclasses import replace
+
+from gpuwhy.facts import ProgramFacts
+from gpuwhy.record import Record
+from tests import builders_tfdata as t
+
+
+def run_record(**steps_changes):
+    facts = t.facts(t.py_function_pipeline(), steps=t.fit_steps(0.60, **steps_changes))
+    facts = replace(
+        facts,
+        program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
+    )
+    return Record.diagnose("run", facts)
+
+
+def test_the_stage_is_named_once_and_the_worst_says_what_it_does():
+    record = run_record()
+    text = record.verdict
+    stage = "Map(<lambda> at train.py:30)"
+    assert f"(slowest stage: {stage})" in text, text
+    assert text.count("train.py:30") == 1, text
+    assert "; worst: the slowest stage runs Python" in text, text
+    # the finding itself still names it in full: the shortening is the verdict's alone
+    titles = [f.title for f in record.findings if f.id == "input.python-function"]
+    assert titles and stage in titles[0]
+
+
+def test_a_stage_the_steps_clause_did_not_name_is_named_in_the_worst_clause():
+    record = run_record(input_wait_fraction=0.01, input_wait_median_s=0.00025)
+    text = record.verdict
+    assert "slowest stage:" not in text
+    assert "the slowest stage runs Python" not in text
