@@ -108,5 +108,5 @@ def _write(renderer: Renderer, record: Record, output: Output) -> None:
 
 def say(line: str) -> None:
     """One line (``gpuwhy: ...``) in the cell's stderr output: gpuwhy's own stderr
-    (own_stderr.py, where the commands say it) is the kernel's log, which nobody reads."""
+    (report_stream.py, where the commands say it) is the kernel's log, which nobody reads."""
     print(line, file=sys.stderr)

@@ -1,7 +1,7 @@
 """The diff page's picture beside its verdict (report/step_picture.py): BEFORE's and
 AFTER's step side by side, as two bars on one time axis (the slower side fills the
 width, so a faster AFTER is the shorter bar), each split into the parts the comparison
-measured per step (comparison/units.py, the "Where the time went" table's rows).
+measured per step (comparison/comparable_units.py, the "Where the time went" table's rows).
 
 The bars are the mean step, the figure the parts add up to and the interval is called
 on; what the parts do not cover is "the rest". A side with no step time is not drawn.
