@@ -55,7 +55,7 @@ def how_it_ended(program: Any) -> str:
         "interrupted": "interrupted (Ctrl-C)",
         "terminated": "terminated (SIGTERM)",
         "exit": f"exited with status {program.exit_code}",
-        "stopped": "stopped at its --stop-after bound",
+        "stopped": "stopped at its time bound (run --stop-after, fix --bound)",
     }.get(program.ended, program.ended)
 
 

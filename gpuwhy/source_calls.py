@@ -316,8 +316,12 @@ def _same_scope(scope: ast.AST):
 def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str, ...]:
     """The loop's body as written, dedented, where it can move into a function as it is:
     short, no ``break``/``continue``/``return``/``yield``/``global``, an ``else``-less
-    ``for``, and no name it assigns read anywhere else in the file (a value the code
-    after the loop uses would have to be returned). Else ``()``: the fix says "...".
+    ``for``; no name it assigns used after it (a value the code after the loop reads would
+    have to be returned; "after" includes the rest of an enclosing loop, which runs again),
+    and none read in the body before the body assigns it (a value carried from one pass to
+    the next). A name the code before the loop also uses is fine: the tutorials' one-step
+    demonstration before their loop (``loss_value, grads = grad(...)``) does not depend on
+    it. Else ``()``: the fix says "...".
     """
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse or not loop.body:
         return ()
@@ -341,9 +345,17 @@ def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str,
                 return ()
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 stored.add(node.id)
+    if _carried(loop.body, stored):
+        return ()
     scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
+    before = _outermost_loop_start(scope, loop)
     for node in _same_scope(scope):
-        if isinstance(node, ast.Name) and node.id in stored and id(node) not in inside:
+        if (
+            isinstance(node, ast.Name)
+            and node.id in stored
+            and id(node) not in inside
+            and node.lineno >= before
+        ):
             return ()
     try:
         with tokenize.open(filename) as handle:
@@ -351,6 +363,67 @@ def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str,
     except (OSError, SyntaxError, UnicodeDecodeError):
         return ()
     return tuple(textwrap.dedent("\n".join(lines)).splitlines())
+
+
+def _outermost_loop_start(scope: ast.AST, loop: ast.stmt) -> int:
+    """The first line of the outermost loop of ``scope`` around ``loop`` (``loop``'s own
+    where none encloses it): code before it runs once, before every pass."""
+    start = loop.lineno
+    for node in _same_scope(scope):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node is not loop:
+            end = node.end_lineno or node.lineno
+            if node.lineno < loop.lineno and end >= (loop.end_lineno or loop.lineno):
+                start = min(start, node.lineno)
+    return start
+
+
+def _carried(body: list[ast.stmt], stored: set[str]) -> bool:
+    """Whether a name the body assigns is read in it before it is assigned (in the order
+    the statements run: a statement's reads before its own assignment)."""
+    assigned: set[str] = set()
+
+    def names(node: ast.AST, kind: type) -> set[str]:
+        return {
+            n.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, kind) and n.id in stored
+        }
+
+    def visit(statements: list[ast.stmt]) -> bool:
+        for statement in statements:
+            blocks = [
+                getattr(statement, field)
+                for field in ("body", "orelse", "handlers", "finalbody")
+                if isinstance(getattr(statement, field, None), list)
+            ]
+            if blocks:  # a compound statement: its header, then its blocks in order
+                header = [
+                    child
+                    for name, child in ast.iter_fields(statement)
+                    if name not in ("body", "orelse", "handlers", "finalbody")
+                    and isinstance(child, (ast.AST, list))
+                ]
+                for part in header:
+                    for node in part if isinstance(part, list) else [part]:
+                        if isinstance(node, ast.AST):
+                            if names(node, ast.Load) - assigned:
+                                return True
+                            assigned.update(names(node, ast.Store))
+                for block in blocks:
+                    inner = [b for b in block if isinstance(b, ast.stmt)]
+                    handlers = [h for h in block if isinstance(h, ast.ExceptHandler)]
+                    if visit(inner) or any(visit(h.body) for h in handlers):
+                        return True
+                continue
+            reads = names(statement, ast.Load)
+            if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+                reads.add(statement.target.id)
+            if reads & stored - assigned:
+                return True
+            assigned.update(names(statement, ast.Store))
+        return False
+
+    return visit(body)
 
 
 def _running(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -304,7 +304,8 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
         return f"The program did not run ({trial.original_error}): no fix was tried."
     if not tried:
         return "No fix gpuwhy can apply to this program's findings: nothing was tried."
-    held = [t for t in tried if t.in_patch]
+    held = sum(t.held for t in tried)
+    patched = [t for t in tried if t.in_patch]
     failed = sum(not t.ran for t in tried)
     changed = sum(t.ran and t.same_results is False for t in tried)
     tail = ""
@@ -317,17 +318,19 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
             )
             if part
         )
-    if not held:
+    if not patched:
         return f"No fix held: {len(tried)} tried, none both ran the same and was faster{tail}."
-    best = trial.combined if trial.combined is not None and trial.combined.in_patch else held[0]
+    best = trial.combined if trial.combined is not None and trial.combined.in_patch else patched[0]
     if best.speedup is not None and not best.projected:
         gain = f"step {best.speedup:.2f}x faster ({best.speedup_low:.2f}x-{best.speedup_high:.2f}x)"
     elif best.projected_speedup is not None:
         gain = f"step projected {best.projected_speedup:.2f}x faster on {best.projected_gpu}"
     else:
         gain = "held"
-    names = " + ".join(t.fix for t in held)
-    return f"{len(held)} of {len(tried)} fixes held, in the patch: {names}: {gain}, same results{tail}."
+    names = " + ".join(t.fix for t in patched)
+    # two fixes of one place that both held (a step traced, and traced with XLA): the
+    # patch keeps the faster
+    return f"{held} of {len(tried)} fixes held, in the patch: {names}: {gain}, same results{tail}."
 
 
 def _fix_verdict(input_fixes: InputFixFacts) -> str:

@@ -212,3 +212,49 @@ def test_the_statements_that_add_to_a_container_it_names(tmp_path):
     assert growth_sites(str(path), "seen", lines=(2, 5)) == []
     assert growth_sites(str(path), "seen") == [(6, "seen[step] = x")]
     assert growth_sites(str(tmp_path / "gone.py"), "history") == []
+
+
+def _body_of_loop_at(tmp_path, source: str, line: int) -> tuple[str, ...]:
+    import ast
+
+    from gpuwhy.source_calls import _movable_body
+
+    path = tmp_path / "loop.py"
+    path.write_text(source)
+    tree = ast.parse(source)
+    (loop,) = [n for n in ast.walk(tree) if isinstance(n, ast.For) and n.lineno == line]
+    return _movable_body(str(path), tree, loop)
+
+
+LOOP_AFTER_DEMO = """loss_value, grads = grad(model, features, labels)
+print(loss_value)
+for epoch in range(3):
+    mean = Mean()
+    for x, y in ds:
+        loss_value, grads = grad(model, x, y)
+        apply(grads)
+        mean.update_state(loss_value)
+    results.append(mean.result())
+"""
+
+
+def test_a_loop_body_whose_names_the_code_before_uses_moves_and_one_read_after_does_not(
+    tmp_path,
+):
+    # the tutorials' one-step demonstration before the loop reads the names it assigns
+    body = _body_of_loop_at(tmp_path, LOOP_AFTER_DEMO, 5)
+    assert body[0] == "loss_value, grads = grad(model, x, y)" and len(body) == 3
+    after = LOOP_AFTER_DEMO + "print(loss_value)\n"
+    assert _body_of_loop_at(tmp_path, after, 5) == ()
+    # read before the inner loop, inside the epoch loop: the next epoch reads the last pass's
+    carried = LOOP_AFTER_DEMO.replace("    mean = Mean()\n", "    mean = Mean(grads)\n")
+    assert _body_of_loop_at(tmp_path, carried, 5) == ()
+
+
+def test_a_loop_body_that_reads_what_its_last_pass_assigned_does_not_move(tmp_path):
+    source = "total = 0\nfor x in ds:\n    total = total + step(x)\n"
+    assert _body_of_loop_at(tmp_path, source, 2) == ()
+    augmented = "total = 0\nfor x in ds:\n    total += step(x)\n"
+    assert _body_of_loop_at(tmp_path, augmented, 2) == ()
+    fresh = "for x in ds:\n    with tape() as t:\n        loss = f(x)\n    g = t.grad(loss)\n"
+    assert len(_body_of_loop_at(tmp_path, fresh, 1)) == 3

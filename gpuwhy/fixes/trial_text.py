@@ -47,7 +47,10 @@ def fix_row(t: FixTried) -> list[str]:
 
 def speed_text(t: FixTried) -> str:
     if t.speedup is None or t.step_before_s is None or t.step_after_s is None:
-        return "not compared (too few training steps in a run)"
+        return (
+            "not compared (too few training steps in a run to time them: a longer --bound "
+            "gives each run more)"
+        )
     interval = f"{t.speedup_low:.2f}x-{t.speedup_high:.2f}x"
     called = {
         "faster": "faster",

@@ -107,5 +107,5 @@ def test_a_bounded_run_stops_the_program_and_reports_it(tmp_path):
     assert "swallowed" not in done.stdout and "after the loop" not in done.stdout
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["program"]["ended"] == "stopped" and 1.4 < record["program"]["seconds"] < 10
-    assert "stopped at its --stop-after bound" in done.stderr
+    assert "stopped at its time bound (run --stop-after, fix --bound)" in done.stderr
     os.remove(tmp_path / "r.json")

@@ -49,6 +49,18 @@ def _changes(fn: TracedFunction) -> dict[str, str]:
     return out
 
 
+def _retraces_on_values(fn: TracedFunction, run_s: float | None, options: dict[str, Any]) -> bool:
+    """Fewer traces than ``max_traces``, but each a new Python value of an argument (an
+    epoch number, a step, a learning rate) and together a tenth of the run: a heavy step
+    that retraces every epoch reaches few traces in a short run, each costing seconds."""
+    if fn.traces < options["min_value_retraces"] or not run_s:
+        return False
+    if "python" not in _changes(fn).values():
+        return False
+    avoidable = fn.trace_s * (fn.traces - 1) / fn.traces
+    return avoidable >= options["min_value_share"] * run_s
+
+
 def _recreated(fn: TracedFunction, max_traces: int) -> bool:
     """Many Function objects at one place, each used about once: re-created in a loop."""
     return (
@@ -178,16 +190,23 @@ class Retracing(Rule):
     Severity is high when the avoidable tracing time (every trace but one) is at least
     10% of the run, medium from 1% or when the run's length is unknown, low below.
 
+    Fewer traces are reported too where a Python value changed between them and the
+    tracing they cost beyond the first is `min_value_share` of the run: a heavy step
+    given the epoch number retraces once an epoch, seconds each.
+
     ## Options
     - `max_traces`: traces of one `tf.function` object, or objects created at one place
       and each used about once, above which it is reported (5).
+    - `min_value_retraces`: traces from which a changing Python value is reported where
+      the tracing is a large share of the run (3).
+    - `min_value_share`: that share: tracing beyond the first trace over the run (0.10).
     """
 
     id = "launch.retracing"
     severity = "high"
     status = "stable"
     needs = ("tracing",)
-    options = {"max_traces": 5}
+    options = {"max_traces": 5, "min_value_retraces": 3, "min_value_share": 0.10}
     question = "Why is tf.function slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -198,7 +217,7 @@ class Retracing(Rule):
         for fn in facts.tracing.functions:
             recreated = _recreated(fn, max_traces)
             per_object = fn.traces / max(fn.instances, 1)
-            if recreated or per_object > max_traces:
+            if recreated or per_object > max_traces or _retraces_on_values(fn, run_s, options):
                 flagged.append((fn, recreated))
         flagged.sort(key=lambda item: -item[0].trace_s)
         return [self._finding(fn, recreated, run_s) for fn, recreated in flagged[:MAX_FINDINGS]]

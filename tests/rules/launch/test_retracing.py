@@ -187,3 +187,19 @@ def test_the_run_summary_marks_xla_functions():
     line = tracing_line(TracingFacts(functions=(traced(jit_compile=True), traced("eval_step"))))
     assert "train_step (train.py:12), XLA-compiled: 100 calls" in line
     assert "eval_step (train.py:12): 100 calls" in line
+
+
+def test_a_heavy_step_retraced_on_each_new_epoch_number_is_found_below_max_traces():
+    # pix2pix's train_step(input_image, target, epoch): 5 traces of 7.5 s in a 94 s run
+    sigs = tuple(signature(1.0 + 20 * i, 7.5, x="float32[1,256,256,3]", epoch=f"{i} (int)")
+                 for i in range(5))  # fmt: skip
+    fn = traced(traces=5, calls=4, trace_s=37.4, call_s=45.0, changed_args=("epoch",),
+                signatures=sigs)  # fmt: skip
+    (finding,) = run(facts(fn, run_s=94.0))
+    assert "epoch: a Python value changed" in finding.title and finding.severity == "high"
+    # the same traces, a tenth of the run no longer: left to max_traces
+    assert run(facts(fn, run_s=400.0)) == []
+    # a shape that changed (a partial last batch, validation) is not a Python value
+    shapes = tuple(signature(1.0 + i, 2.0, x=f"float32[{32 - i},784]") for i in range(3))
+    keras = traced(traces=3, trace_s=6.0, changed_args=("x",), signatures=shapes)
+    assert run(facts(keras, run_s=20.0)) == []
