@@ -1,0 +1,52 @@
+"""The training loop's wall time per step (trial/judge.py), what a fix is judged on where
+it and the steps alone disagree: fit's validation between epochs is in it."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import Facts, StepFacts, StepLoop
+from gpuwhy.trial.judge import loop_change, loop_per_step
+
+
+def loop(steps: int, step_s: float, every: int = 0, pause_s: float = 0.0) -> Facts:
+    """``steps`` steps of ``step_s``, a pause of ``pause_s`` (a validation) every
+    ``every`` steps; the first step a warm-up of a second."""
+    starts, t = [], 5.0
+    for i in range(steps):
+        starts.append(t)
+        t += 1.0 if i == 0 else step_s
+        if every and i and i % every == 0:
+            t += pause_s
+    facts = StepFacts(
+        source="keras-fit",
+        marker="keras-fit",
+        count=steps,
+        warmup=1,
+        median_s=step_s,
+        starts=tuple(starts),
+        loops=(StepLoop("keras-fit", "train.py:9", steps, starts[0], starts[-1], step_s),),
+    )
+    return Facts(steps=facts)
+
+
+def test_the_loop_per_step_counts_what_happens_between_steps_after_warm_up():
+    assert abs(loop_per_step(loop(101, 0.01)) - 0.01) < 1e-9
+    # a 0.5 s validation every 20 steps: 4 of them between the first kept step and the last
+    assert abs(loop_per_step(loop(101, 0.01, 20, 0.5)) - (0.99 + 2.0) / 99) < 1e-9
+
+
+def test_a_step_twice_as_fast_beside_a_validation_that_dominates_is_a_small_gain():
+    before = [loop(101, 0.02, 20, 1.0), loop(101, 0.021, 20, 1.0)]
+    after = [loop(101, 0.01, 20, 1.0), loop(101, 0.0105, 20, 1.0)]
+    change = loop_change(before, after)
+    assert change is not None and 0.8 < change.estimate < 0.9  # not the steps' 0.5
+
+
+def test_no_loop_time_without_one_loop_or_enough_steps():
+    assert loop_per_step(Facts()) is None
+    assert loop_per_step(loop(8, 0.01)) is None
+    two = loop(101, 0.01)
+    assert two.steps is not None
+    first = two.steps.loops[0]
+    two = Facts(steps=StepFacts(**{**two.steps.__dict__, "loops": (first, first)}))
+    assert loop_per_step(two) is None
+    assert loop_change([loop(101, 0.01)], [loop(101, 0.01)]) is None  # one run a side
