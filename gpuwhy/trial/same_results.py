@@ -149,14 +149,15 @@ def compare(
             f"none of the {len(reference)} values the original reports repeat between its runs",
         )
     got = variant.as_dict()
+    scales = _variable_scales(reference)
     if by_mean:
-        return _compare_means(reference, stable, got, rtol, originals[0].source, unstable)
+        return _compare_means(reference, stable, got, rtol, originals[0].source, unstable, scales)
     compared = 0
     for key, value in reference.items():
         if key not in stable or key not in got:
             continue
         compared += 1
-        if _differ(value, got[key], rtol, stable[key]):
+        if _differ(value, got[key], rtol, stable[key], scales.get(_variable(key), 0.0)):
             return Sameness(
                 False,
                 compared,
@@ -170,11 +171,34 @@ def compare(
     return Sameness(True, compared, _how(originals[0].source, compared, unstable))
 
 
-def _differ(value: float, other: float, rtol: float, spread: float) -> bool:
+def _differ(value: float, other: float, rtol: float, spread: float, scale: float = 0.0) -> bool:
+    """Beyond ``rtol`` of the larger (or of ``scale``: a variable's element near zero is
+    judged against the variable's own size), or beyond 3x the originals' own spread."""
     if math.isnan(value) or math.isnan(other) or math.isinf(value) or math.isinf(other):
         return not (value == other or (math.isnan(value) and math.isnan(other)))
-    tolerance = max(rtol * max(abs(value), abs(other)) + ATOL, 3 * spread)
+    tolerance = max(rtol * max(abs(value), abs(other), scale) + ATOL, 3 * spread)
     return abs(other - value) > tolerance
+
+
+def _variable(key: str) -> str:
+    """The variable a sampled element's key belongs to (``name[shape]``), else ``""``:
+    ``variables 20 dense/kernel:0[8, 8]#3`` and the quantity ``variables dense/...#3``."""
+    if not key.startswith("variables ") or "#" not in key:
+        return ""
+    rest = key[len("variables ") :]
+    index, _, label = rest.partition(" ")
+    return (label if index.isdigit() and label else rest).rsplit("#", 1)[0]
+
+
+def _variable_scales(reference: dict[str, float]) -> dict[str, float]:
+    """Per variable, the largest of its sampled elements in the original: a bias that
+    starts at zero has elements near zero whose relative change means nothing."""
+    scales: dict[str, float] = {}
+    for key, value in reference.items():
+        name = _variable(key)
+        if name and math.isfinite(value):
+            scales[name] = max(scales.get(name, 0.0), abs(value))
+    return scales
 
 
 def _quantity(key: str) -> str:
@@ -193,6 +217,7 @@ def _compare_means(
     rtol: float,
     source: str,
     unstable: int,
+    scales: dict[str, float],
 ) -> Sameness:
     groups: dict[str, list[tuple[float, float]]] = {}
     for key, value in reference.items():
@@ -205,7 +230,7 @@ def _compare_means(
     for name, pairs in groups.items():
         mean_ref = sum(p[0] for p in pairs) / len(pairs)
         mean_got = sum(p[1] for p in pairs) / len(pairs)
-        if _differ(mean_ref, mean_got, rtol, 0.0):
+        if _differ(mean_ref, mean_got, rtol, 0.0, scales.get(_variable(name), 0.0)):
             label = _label(name + "|0") if "|" in name else name
             return Sameness(
                 False, compared, how, f"mean {label}: {mean_got:.6g} against {mean_ref:.6g}"

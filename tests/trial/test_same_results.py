@@ -74,3 +74,23 @@ def test_a_loss_that_became_nan_is_a_difference():
     b = Values("Keras' logs", (("epoch 0 loss", float("nan")),))
     assert compare([a], b).same is False
     assert compare([a], b, rtol=0.1, by_mean=True).same is False
+
+
+def test_a_variable_element_near_zero_is_judged_against_the_variables_own_size():
+    from gpuwhy.trial.same_results import Values, compare
+
+    def run(bias0: float, kernel0: float) -> Values:
+        return Values(
+            "the trained variables",
+            (
+                ("variables 5 dense/bias:0[2]#0", bias0),
+                ("variables 5 dense/bias:0[2]#1", 0.02),
+                ("variables 5 dense/kernel:0[2, 2]#0", kernel0),
+            ),
+        )
+
+    originals = [run(0.00005, 0.5), run(0.00005, 0.5)]
+    # 0.00005 -> 0.00025: five times, but a hundredth of the bias's 0.02
+    assert compare(originals, run(0.00025, 0.5), rtol=0.1).same is True
+    assert compare(originals, run(0.01, 0.5), rtol=0.1).same is False
+    assert compare(originals, run(0.00005, 0.6), rtol=0.1).same is False
