@@ -66,7 +66,9 @@ def candidates(
         return [], [NotTried(finding.id, "no tf.data pipeline of the program's was read")]
     out: list[FixCandidate] = []
     why: list[NotTried] = []
-    for pipeline in facts.tfdata.pipelines:
+    # the pipeline that delivered the most elements first: a preview's take(1) of the
+    # training dataset shares its stages, and the training's is the one to name
+    for pipeline in sorted(facts.tfdata.pipelines, key=lambda p: -(p.elements or 0)):
         if pipeline.consumer not in ("python-loop", "keras-fit"):
             continue
         if pipeline.stages and all(s.by_library for s in pipeline.stages):
@@ -78,7 +80,7 @@ def candidates(
                     finding.id,
                     " and ".join(what),
                     tuple(edits),
-                    location=pipeline.location,
+                    location=_changed_at(edits) or pipeline.location,
                 )
             )
         python = _python_maps(pipeline, files)
@@ -88,7 +90,7 @@ def candidates(
                     finding.id,
                     "the maps that run Python functions in parallel",
                     tuple(dict.fromkeys((*edits, *python))),
-                    location=pipeline.location,
+                    location=_changed_at(python) or pipeline.location,
                     note="a Python function holds the GIL: threads help where it releases it "
                     "(NumPy, I/O); and it must keep no state between calls",
                 )
@@ -103,6 +105,12 @@ def candidates(
                 )
             )
     return out, why
+
+
+def _changed_at(edits: list[Edit]) -> str | None:
+    """file:line of the first edit that changes the pipeline (an import added is not)."""
+    changes = [e for e in edits if not e.text.startswith("import ")]
+    return f"{changes[0].path}:{changes[0].line}" if changes else None
 
 
 def _python_maps(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
