@@ -108,10 +108,22 @@ class StepCollector(Collector):
         if facts.steps is not None:
             return [("Steps", steps_line(facts.steps))]
         if not html and facts.program is not None and facts.program.tensorflow_imported:
-            none = (
-                "none found (no Keras fit, no loop over a tf.data iterator, "
-                "no repeated tf.function or apply_gradients calls)"
-            )
+            called = [f for f in (facts.tracing.functions if facts.tracing else ()) if f.calls]
+            if called:
+                # a step function ran, too few times to tell a loop (a heavy step in a
+                # short or bounded run)
+                top = max(called, key=lambda f: f.call_s)
+                where = f" ({top.location})" if top.location else ""
+                none = (
+                    f"none found: {top.name}{where} was called {top.calls} time"
+                    f"{'s' if top.calls != 1 else ''}, too few to time a loop of steps "
+                    "(a longer run shows them)"
+                )
+            else:
+                none = (
+                    "none found (no Keras fit, no loop over a tf.data iterator, "
+                    "no repeated tf.function or apply_gradients calls)"
+                )
             return [("Steps", none)]
         return []
 
