@@ -117,19 +117,10 @@ def html_of(source: Path, html_path: Path) -> Path:
 
 def first_screens(out: Path, work: Path) -> None:
     """docs/first-screen-{run,capture,recording,merge,diff}.png from real records."""
-    from gpuwhy.finding import Finding
-    from tests.builders_workers import save, worker_record
+    from tests.builders_workers import INPUT_BOUND, save, worker_record
 
     # worker records as `gpuwhy run --out-dir` writes them (tests/builders_workers.py): a
     # cluster of three, worker-1 waiting for its input (gpuwhy merge's own test's)
-    slow_input = Finding(
-        id="input.bound",
-        severity="high",
-        title="Steps wait for input 34% of the time",
-        evidence={"wait": "51 ms"},
-        fix="ds = ds.prefetch(tf.data.AUTOTUNE)",
-        location="train.py:31",
-    )
 
     demo = "examples/slow_training.py"  # as a user types it, from the checkout (cwd)
     runs = [work / "run.json", work / "run-again.json"]
@@ -139,13 +130,13 @@ def first_screens(out: Path, work: Path) -> None:
     cluster = ("chief-0", "worker-0", "worker-1")
     save(workers, worker_record("chief-0", 0.15, 0.001, cluster=cluster))
     save(workers, worker_record("worker-0", 0.15, 0.002, cluster=cluster))
-    save(workers, worker_record("worker-1", 0.15, 0.051, cluster=cluster, findings=(slow_input,)))
+    save(workers, worker_record("worker-1", 0.15, 0.051, cluster=cluster, findings=(INPUT_BOUND,)))
     gpuwhy("merge", workers, "--html", work / "merge.html")
     # from their folder: the page names the records as a user who ran them there
     gpuwhy("diff", runs[0].name, runs[1].name, "--html", work / "diff.html", cwd=work)
     pages = {
         "run": work / "run.html",
-        "capture": html_of(DATA / "xplane" / "h100_slow_input", work / "capture.html"),
+        "capture": html_of(DATA / "xplane" / "h100_INPUT_BOUND", work / "capture.html"),
         "recording": html_of(
             DATA / "nvml" / "h100" / "torch_resnet18_launch_bound.nvml.jsonl",
             work / "recording.html",

@@ -22,7 +22,7 @@ def run_cell_code(shell: Any, cell: str) -> Any:
     # one line first, where the notebook shows %%gpuwhy: the lines gpuwhy and the
     # traceback name are the lines the user sees
     source = "\n" + shell.transform_cell(cell)
-    filename = shell.compile.cache(source, shell.execution_count, raw_code="\n" + cell)
+    filename = shell.compile.cache(source, cell_number(shell, cell), raw_code="\n" + cell)
     tree = shell.transform_ast(shell.compile.ast_parse(source, filename=filename))
     last: ast.Expression | None = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -33,3 +33,15 @@ def run_cell_code(shell: Any, cell: str) -> Any:
         return None
     value = eval(shell.compile(last, filename, "eval"), shell.user_global_ns, namespace)
     return None if source.rstrip().endswith(";") else value
+
+
+def cell_number(shell: Any, cell: str) -> int:
+    """The number the notebook shows for the running cell (``In[N]``). IPython 9 counts
+    the cell before running it (``execution_count`` is already the next cell's), IPython
+    7 and 8 after: the history, which stores a cell before it runs, says which it is."""
+    history = getattr(shell, "history_manager", None)
+    raw = getattr(history, "input_hist_raw", None) or []
+    parsed = getattr(history, "input_hist_parsed", None) or []
+    if len(parsed) > 1 and raw and cell.strip() and cell.strip() in raw[-1]:
+        return len(parsed) - 1
+    return int(shell.execution_count)

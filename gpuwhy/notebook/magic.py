@@ -25,7 +25,7 @@ from gpuwhy.commands.reporting import plan_outputs
 from gpuwhy.commands.settings import ReportSettings
 from gpuwhy.modes.check import check
 from gpuwhy.modes.run.session import Session
-from gpuwhy.notebook.cell import run_cell_code
+from gpuwhy.notebook.cell import cell_number, run_cell_code
 from gpuwhy.notebook.display import say, show, write_outputs
 from gpuwhy.notebook.interrupts import interrupts_held
 from gpuwhy.record import Record
@@ -65,7 +65,7 @@ class GpuwhyMagics(Magics):
             return None
         outputs = _planned(settings.report)
         session = Session(
-            command=[f"In[{self._shell.execution_count}]"], **dict(settings.collector_options)
+            command=[f"In[{cell_number(self._shell, cell)}]"], **dict(settings.collector_options)
         )
         started, ended_by = False, None
         try:
@@ -98,6 +98,7 @@ class GpuwhyMagics(Magics):
             say(f"gpuwhy: the report could not be shown: {type(e).__name__}: {e}")
 
     def _check(self, words: list[str]) -> None:
+        words, page = _without_text(words)
         settings = options.parse_check(words)
         if settings is None:
             return
@@ -110,9 +111,10 @@ class GpuwhyMagics(Magics):
             )
         record = check(settings.python, settings.timeout)
         write_outputs(record, settings.report, outputs)
-        show(record, self._shell, settings.report.verbose)
+        show(record, self._shell, settings.report.verbose, page)
 
     def _report(self, words: list[str]) -> None:
+        words, page = _without_text(words)
         settings = options.parse_report(words)
         if settings is None:
             return
@@ -126,7 +128,7 @@ class GpuwhyMagics(Magics):
             raise UsageError(str(e)) from None
         outputs = _planned(settings.report, inputs=[settings.record])
         write_outputs(record, settings.report, outputs)
-        show(record, self._shell, settings.report.verbose)
+        show(record, self._shell, settings.report.verbose, page)
 
     def _held_record(self, name: str) -> Record | None:
         """``%gpuwhy report rec``: the Record a variable holds (``%%gpuwhy -r rec``, or
@@ -148,3 +150,9 @@ def _planned(report: ReportSettings, inputs: Sequence[str] = ()) -> dict[str, Ou
         return plan_outputs(report, inputs=inputs)
     except CommandUsageError as e:
         raise UsageError(str(e)) from None
+
+
+def _without_text(words: list[str]) -> tuple[list[str], bool]:
+    """``--text`` taken out of a line magic's words (the terminal report only, as
+    ``%%gpuwhy --text``: no HTML page saved in the notebook); whether the page is shown."""
+    return [w for w in words if w != "--text"], "--text" not in words

@@ -94,24 +94,24 @@ def parse_cell(line: str) -> CellSettings | None:
 
 def parse_check(words: list[str]) -> check_command.CheckSettings | None:
     """``%gpuwhy check``'s options: ``gpuwhy check``'s (--python, --timeout, --json ...)."""
-    parser = _Parser(prog="%gpuwhy check", description=check_command.HELP)
-    check_command.configure(parser)
-    args = _parse(parser, words)
-    if args is None:
-        return None
-    _report(args)
-    return _checked(lambda: check_command.settings_from(args))
+    return _parse_command("%gpuwhy check", check_command, words)
 
 
 def parse_report(words: list[str]) -> report_command.ReportCommandSettings | None:
     """``%gpuwhy report``'s: ``gpuwhy report``'s (PATH, --run, --recheck, --json ...)."""
-    parser = _Parser(prog="%gpuwhy report", description=report_command.HELP)
-    report_command.configure(parser)
+    return _parse_command("%gpuwhy report", report_command, words)
+
+
+def _parse_command(prog: str, command: Any, words: list[str]) -> Any:
+    """A command's own options (its ``configure``, ``settings_from`` and ``HELP``) read
+    from the magic's words; None where they asked for help."""
+    parser = _Parser(prog=prog, description=command.HELP)
+    command.configure(parser)
     args = _parse(parser, words)
     if args is None:
         return None
     _report(args)
-    return _checked(lambda: report_command.settings_from(args))
+    return _checked(lambda: command.settings_from(args))
 
 
 def split(line: str) -> list[str]:

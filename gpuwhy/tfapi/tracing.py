@@ -336,6 +336,7 @@ def _call_wrapper(
             record(self, start, end)
 
     def __call__(self, *args, **kwds):
+        __tracebackhide__ = True  # IPython leaves gpuwhy's frame out of the user's traceback
         try:
             eager = context._context._thread_local_data.is_eager
         except AttributeError:  # no Context yet

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 from gpuwhy.facts import DistributedInput, Facts
-from gpuwhy.finding import Finding
 from gpuwhy.record import Record
-from tests.builders_workers import save, worker_record
+from tests.builders_workers import INPUT_BOUND, save, worker_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,16 +41,6 @@ def merged(tmp_path, *extra) -> tuple[subprocess.CompletedProcess, dict]:
 
 def rows(record: dict) -> dict[str, dict]:
     return {w["name"]: w for w in record["workers"]["workers"]}
-
-
-INPUT_BOUND = Finding(
-    id="input.bound",
-    severity="high",
-    title="Steps wait for input 34% of the time",
-    evidence={"wait": "51 ms"},
-    fix="ds = ds.prefetch(tf.data.AUTOTUNE)",
-    location="train.py:31",
-)
 
 
 def test_a_straggler_its_table_and_the_findings_once_with_their_workers(tmp_path):

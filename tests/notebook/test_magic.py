@@ -183,6 +183,9 @@ def test_check_and_report_inline(shell, tmp_path):
         bundle = report_bundle(captured)
         assert set(bundle) == {"text/plain", "text/html"}
         assert "input.bound" in bundle["text/plain"]
+    # --text: the terminal report alone (no 5 MB page saved in the notebook)
+    result, captured = run(shell, f"%gpuwhy report {saved} --text")
+    assert result.success and set(report_bundle(captured)) == {"text/plain"}
     # an interpreter that cannot import TensorFlow: the doctor's answer, in seconds
     result, captured = run(shell, "%gpuwhy check --python /bin/false --timeout 30")
     assert result.success
@@ -230,3 +233,18 @@ def test_import_gpuwhy_never_needs_ipython():
         "assert 'gpuwhy.notebook' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_watched_cell_is_named_by_its_own_number_as_the_notebook_shows_it(shell):
+    # a kernel stores each cell in its history: IPython 9 counts the cell before it runs,
+    # 7 and 8 after, and the report must name the cell the notebook shows either way
+    number = shell.execution_count
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        result = shell.run_cell(
+            "%%gpuwhy --text --no-audit\nx = sum(range(10))\nx", store_history=True
+        )
+    assert result.success and result.execution_count == number
+    text = report_bundle(captured)["text/plain"]
+    assert f"In[{number}]" in text and f"In[{number + 1}]" not in text
