@@ -248,3 +248,15 @@ def test_a_watched_cell_is_named_by_its_own_number_as_the_notebook_shows_it(shel
     assert result.success and result.execution_count == number
     text = report_bundle(captured)["text/plain"]
     assert f"In[{number}]" in text and f"In[{number + 1}]" not in text
+
+
+def test_a_cell_run_again_says_its_functions_were_traced_before_it_was_watched(shell):
+    assert shell.run_cell("@tf.function\ndef doubled(x):\n    return x * 2\n").success
+    cell = "%%gpuwhy -r fn_rec --text\nfor _ in range(5):\n    doubled(tf.constant(1.0))"
+    assert run(shell, cell)[0].success
+    first = shell.user_ns["fn_rec"]
+    assert first.facts.placement is not None  # traced while watched: audited
+    assert run(shell, cell)[0].success
+    again = shell.user_ns["fn_rec"]
+    assert again.facts.placement is None
+    assert any("doubled ran already traced" in note for note in again.facts.program.notes)

@@ -88,6 +88,14 @@ class PlacementAudit(Collector):
         wanted = [(f.name, f.location) for f in ran[:AUDIT_FUNCTIONS]]
         targets = gathering.peer(FunctionWatcher).audit_targets(wanted) if wanted else []
         if not targets:
+            if wanted and not any(f.traces for f in ran):
+                # a notebook's cell run again, or a session opened after the first call
+                names = ", ".join(name for name, _ in wanted[:3])
+                gathering.note(
+                    f"placement audit: {names} ran already traced (before gpuwhy watched: an "
+                    "earlier cell, or before the session began), so their graphs were not "
+                    "seen; watch the first run that traces them"
+                )
             return None
         ignored: frozenset[str] = frozenset()
         gpu_here = bool(tf_gpus())
