@@ -141,12 +141,15 @@ def _read_variables_between_steps(results: _Results) -> None:
     the trainable variables' samples (tfapi/variable_samples.py): the state after 1, 5 and
     20 steps."""
     calls = 0
+    reader = variable_samples.VariableReader()
 
     def on_next() -> None:
         nonlocal calls
         calls += 1
-        if calls - 1 in VARIABLES_AFTER:
-            results.write("variables", calls - 1, variable_samples.samples())
+        if calls == 1:  # the heap walked before the timed steps, not in one
+            reader.prepare()
+        elif calls - 1 in VARIABLES_AFTER:
+            results.write("variables", calls - 1, reader.samples())
 
     try:
         iterators.after_each_next(on_next)

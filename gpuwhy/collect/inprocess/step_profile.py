@@ -28,9 +28,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from gpuwhy.collect.capture import intervals
 from gpuwhy.collect.inprocess import profiler
 from gpuwhy.collect.inprocess.base import Collector, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
@@ -331,8 +328,13 @@ def call_overhead(
 
 
 def _union(events: list, end_ps: int) -> int:
-    """The picoseconds any of ``events`` runs before ``end_ps`` (overlaps counted once)."""
+    """The picoseconds any of ``events`` runs before ``end_ps`` (overlaps counted once).
+    NumPy only here, in the profiler's thread: the collectors import without it."""
+    import numpy as np
+
+    from gpuwhy.collect.capture.intervals import total, union
+
     starts = np.array([e.start_ps for e in events], np.int64)
     ends = np.minimum(np.array([e.start_ps + e.duration_ps for e in events], np.int64), end_ps)
     keep = ends > starts
-    return intervals.total(intervals.union(starts[keep], ends[keep]))
+    return total(union(starts[keep], ends[keep]))
