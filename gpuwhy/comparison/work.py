@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from gpuwhy.comparison.between_runs import difference
@@ -50,13 +50,24 @@ def cpu_per_step(facts: Facts) -> float | None:
 def work_between(before: Sequence[Facts], after: Sequence[Facts]) -> Change | None:
     """AFTER's CPU time per step over BEFORE's, each run one observation, the interval
     from the runs' spread (two runs a side at least, every run measured)."""
-    levels_b = [cpu_per_step(f) for f in before]
-    levels_a = [cpu_per_step(f) for f in after]
+    return levels_between("cpu_per_step", cpu_per_step, before, after)
+
+
+def levels_between(
+    measure: str,
+    level: Callable[[Facts], float | None],
+    before: Sequence[Facts],
+    after: Sequence[Facts],
+) -> Change | None:
+    """AFTER's ``level`` over BEFORE's, one positive figure a run (two runs a side at
+    least, every run measured: None otherwise)."""
+    levels_b = [level(f) for f in before]
+    levels_a = [level(f) for f in after]
     if any(v is None or v <= 0 for v in (*levels_b, *levels_a)):
         return None
     if len(levels_b) < 2 or len(levels_a) < 2:
         return None
-    return ratio_between("cpu_per_step", [v for v in levels_b if v], [v for v in levels_a if v])
+    return ratio_between(measure, [v for v in levels_b if v], [v for v in levels_a if v])
 
 
 def ratio_between(measure: str, before: Sequence[float], after: Sequence[float]) -> Change | None:

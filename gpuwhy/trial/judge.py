@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.comparison.model import Change
-from gpuwhy.comparison.work import ratio_between, resolved, work_between
+from gpuwhy.comparison.work import levels_between, ratio_between, resolved, work_between
 from gpuwhy.facts import Facts, FixTried
 from gpuwhy.trial.candidate import FixCandidate
 from gpuwhy.trial.same_results import RTOL, Values, compare, read_values, tolerance_text
@@ -131,11 +131,7 @@ def loop_per_step(facts: Facts) -> float | None:
 
 def loop_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | None:
     """AFTER's loop time per step over BEFORE's (each run one observation)."""
-    levels_b = [loop_per_step(f) for f in before]
-    levels_a = [loop_per_step(f) for f in after]
-    if any(v is None for v in (*levels_b, *levels_a)) or min(len(before), len(after)) < 2:
-        return None
-    return ratio_between("loop_time", [v for v in levels_b if v], [v for v in levels_a if v])
+    return levels_between("loop_time", loop_per_step, before, after)
 
 
 def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
