@@ -53,11 +53,6 @@ class VariableReader:
         return out
 
 
-def samples() -> dict[str, float]:
-    """One read, the heap walked now."""
-    return VariableReader().samples()
-
-
 def _variables_on_heap() -> dict[tuple[str, tuple[int, ...]], list]:
     """Weak references to every trainable variable of a known shape, by (name, shape)."""
     from tensorflow.python.ops.resource_variable_ops import BaseResourceVariable

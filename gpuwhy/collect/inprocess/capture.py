@@ -234,14 +234,14 @@ class CaptureCollector(Collector):
         if start_s is None:
             return
         until = time.perf_counter() + (MAX_CAPTURE_S if hot is not None else EAGER_CAPTURE_S)
-        if hot is not None:
-            target = self._functions.calls_of(hot[0]) + self._steps + 1
-            reached = lambda: self._functions.calls_of(hot[0]) >= target
-        else:
-            reached = lambda: False
-        profiler.wait_for(
-            lambda: reached() or not self._session.running, until, self._stop, CAPTURE_POLL_S
-        )
+        name = hot[0] if hot is not None else None
+        target = self._functions.calls_of(name) + self._steps + 1 if name else 0
+
+        def done() -> bool:  # its steps captured (an eager loop: its time), or given way
+            given_way = not self._session.running
+            return given_way or (name is not None and self._functions.calls_of(name) >= target)
+
+        profiler.wait_for(done, until, self._stop, CAPTURE_POLL_S)
         self._end()
         self.overhead_s = start_s + self._stopping_s
 

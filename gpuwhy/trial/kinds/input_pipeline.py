@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from gpuwhy.derived.pipeline_stages import runs_sequentially
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
@@ -117,17 +118,9 @@ def _python_maps(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
     """``num_parallel_calls`` on the sequential maps that run a Python function."""
     edits: list[Edit] = []
     for stage in pipeline.stages:
-        if stage.kind == "map" and _sequential(stage) and stage.python:
+        if stage.python and runs_sequentially(stage, pipeline.autotune):
             edits += [e for e in _parallel(stage, files) if e not in edits]
     return edits
-
-
-def _sequential(stage: PipelineStage) -> bool:
-    """A map that runs one element at a time as the program wrote it: no
-    ``num_parallel_calls`` written, and TF runs it on one thread at most (a ``.map(f)``
-    followed by ``.batch(n)`` is fused into one MapAndBatch stage that TF's model lists with
-    a parallelism of 1: still sequential)."""
-    return stage.parallelism_written is None and (stage.parallelism or 1) <= 1
 
 
 def _parallel(stage: PipelineStage, files: SourceFiles) -> list[Edit]:
@@ -167,7 +160,7 @@ def _pipeline_edits(
     edits: list[Edit] = []
     what: list[str] = []
     for stage in pipeline.stages:
-        if stage.kind != "map" or not _sequential(stage) or stage.by_library:
+        if not runs_sequentially(stage, pipeline.autotune) or stage.by_library:
             continue
         if stage.python or stage.stateful or "map" not in stage.written_as:
             continue
