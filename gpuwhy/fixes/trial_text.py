@@ -15,12 +15,14 @@ def trial_heading(trial: FixTrialFacts) -> str:
     )
 
 
-def fix_row(t: FixTried) -> list[str]:
+def fix_row(t: FixTried, planned: int | None = None) -> list[str]:
+    """The fix's lines; ``planned``: the rounds every fix ran (``--runs``), said where
+    this one ran more."""
     mark = ("✓ HELD (projected)" if t.projected else "✓ HELD") if t.held else "✗"
     head = f"{mark} {t.fix}  [{t.finding}]" + (f"  at {t.location}" if t.location else "")
     if not t.ran:
         return [head, f"    runs: NO: {t.error}"]
-    lines = [head, "    runs: yes"]
+    lines = [head, f"    runs: {ran_text(t, planned)}"]
     if t.same_results is True:
         lines.append(f"    same results: yes, {t.compared}, within {t.tolerance}")
     elif t.same_results is False:
@@ -43,6 +45,18 @@ def fix_row(t: FixTried) -> list[str]:
     if t.in_patch:
         lines.append("    in the patch")
     return lines
+
+
+def ran_text(t: FixTried, planned: int | None) -> str:
+    """``yes``, or ``yes, 4 times: 2 more after 2 left its gain unclear``."""
+    if not t.ran:
+        return f"NO: {t.error}"
+    if planned is None or t.runs <= planned:
+        return "yes"
+    return (
+        f"yes, {t.runs} times: {t.runs - planned} more after {planned} left its gain unclear "
+        "(each beside another run of the original)"
+    )
 
 
 def speed_text(t: FixTried) -> str:
@@ -85,7 +99,7 @@ def trial_lines(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> list[str]:
     if not tried:
         lines.append("no fix gpuwhy can apply to this program's findings")
     for t in tried:
-        lines += fix_row(t)
+        lines += fix_row(t, trial.runs_per_side)
     if trial.combined is not None:
         c = trial.combined
         lines.append("together: " + c.fix)

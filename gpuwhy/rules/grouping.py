@@ -3,9 +3,16 @@
 A program often builds several pipelines from one piece of code (a helper called for the
 train and the test split, a benchmark that wraps one generator five ways). Each pipeline
 gets its own finding from the rules, and the same cause would be reported, with the same
-fix, once per pipeline. The findings of one rule that point at the same file:line are
-one cause: they are merged here into the most severe of them, which lists the pipelines
-it holds on inside its evidence.
+fix, once per pipeline. The findings of one rule that point at the same code are one
+cause: they are merged here into the most severe of them, which lists the pipelines it
+holds on inside its evidence.
+
+"The same code" is the finding's file:line together with those its evidence rows name
+(the Python stages of input.python-function, say): a pipeline led by its generator and
+one led by its map, both running the generator and the map, are one cause, whichever
+stage each run timed as the slowest. A finding whose code lies inside another's is
+merged into it too, since that one's fix covers it; two that only share some code stay
+apart, each with its own fix.
 
 Only per-pipeline findings are merged (their evidence names a ``pipeline``): two
 findings of another rule at one line are different problems (two op types issued from
@@ -25,38 +32,61 @@ PIPELINE_KEY = "pipeline"
 PIPELINES_KEY = "pipelines"
 
 
+@dataclasses.dataclass
+class _Cause:
+    """The findings of one rule on one piece of code, and the code they name."""
+
+    rule: str
+    code: frozenset[str]
+    findings: list[Finding]
+
+    def takes(self, rule: str, code: frozenset[str]) -> bool:
+        return rule == self.rule and (code <= self.code or code >= self.code)
+
+
 def group_by_cause(findings: list[Finding]) -> list[Finding]:
     """``findings`` with each cause once, in the order of each cause's first finding."""
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    order: list[tuple[str, str] | int] = []
-    for index, finding in enumerate(findings):
-        key = _cause(finding)
-        if key is None:
-            order.append(index)
+    order: list[_Cause | Finding] = []
+    causes: list[_Cause] = []
+    for finding in findings:
+        code = _code(finding)
+        if not code:
+            order.append(finding)
             continue
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(finding)
-    merged: list[Finding] = []
-    for entry in order:
-        if isinstance(entry, int):
-            merged.append(findings[entry])
-        else:
-            merged.append(_merge(groups[entry]))
-    return merged
+        cause = next((c for c in causes if c.takes(finding.id, code)), None)
+        if cause is None:
+            cause = _Cause(finding.id, code, [])
+            causes.append(cause)
+            order.append(cause)
+        cause.code |= code
+        cause.findings.append(finding)
+    return [entry if isinstance(entry, Finding) else _merge(entry) for entry in order]
 
 
-def _cause(finding: Finding) -> tuple[str, str] | None:
+def _code(finding: Finding) -> frozenset[str]:
+    """The file:lines a per-pipeline finding names: its own and its evidence rows'
+    (empty for other findings, which are never merged)."""
     if finding.location is None or PIPELINE_KEY not in finding.evidence:
-        return None
-    return finding.id, finding.location
+        return frozenset()
+    rows = (
+        row
+        for value in finding.evidence.values()
+        if isinstance(value, list)
+        for row in value
+        if isinstance(row, dict)
+    )
+    named = {row["location"] for row in rows if isinstance(row.get("location"), str)}
+    return frozenset({finding.location, *named})
 
 
-def _merge(group: list[Finding]) -> Finding:
+def _merge(cause: _Cause) -> Finding:
+    """The most severe finding naming all the cause's code, at the group's severity."""
+    group = cause.findings
     if len(group) == 1:
         return group[0]
-    lead = min(group, key=Finding.sort_key)
+    whole = [f for f in group if _code(f) == cause.code]
+    lead = min(whole, key=Finding.sort_key)
+    severity = min(group, key=Finding.sort_key).severity
     ordered = sorted(group, key=Finding.sort_key)
     start = _common_prefix_end([f.title for f in ordered])
     rows = [
@@ -75,6 +105,7 @@ def _merge(group: list[Finding]) -> Finding:
             evidence[key] = value
     return dataclasses.replace(
         lead,
+        severity=severity,
         title=f"{lead.title} (one cause, in {len(group)} pipelines)",
         evidence=evidence,
     )

@@ -75,3 +75,46 @@ def test_order_follows_each_causes_first_finding():
     a1, b, a2 = finding(pipeline="a1"), finding(location="x.py:1"), finding(pipeline="a2")
     merged = group_by_cause([a1, b, a2])
     assert [f.location for f in merged] == ["train.py:12", "x.py:1"]
+
+
+def stages(*locations):
+    """input.python-function's rows: the Python stages a pipeline's finding names."""
+    return [{"stage": f"Stage({loc})", "location": loc} for loc in locations]
+
+
+def test_two_pipelines_led_by_different_stages_of_the_same_python_are_one_cause():
+    """Fit's training data timed its map as the slowest stage, its validation data (same
+    function) its generator: the same two stages, one cause, led by the most severe."""
+    train = finding(
+        location="p.py:19",
+        pipeline="train",
+        evidence={"pipeline": "train", "python_stages": stages("p.py:19", "p.py:8")},
+    )
+    validation = finding(
+        location="p.py:8",
+        pipeline="validation",
+        severity="low",
+        gain_value=None,
+        evidence={"pipeline": "validation", "python_stages": stages("p.py:8", "p.py:19")},
+    )
+    (merged,) = group_by_cause([validation, train])
+    assert merged.location == "p.py:19" and merged.severity == "high"
+    assert [row["pipeline"] for row in merged.evidence["pipelines"]] == ["train", "validation"]
+
+
+def test_a_finding_inside_another_s_code_is_merged_one_sharing_part_of_it_is_not():
+    both = finding(
+        severity="low",
+        evidence={"pipeline": "a", "python_stages": stages("train.py:12", "train.py:30")},
+    )
+    generator_only = finding(pipeline="b", evidence={"pipeline": "b"})
+    other_map = finding(
+        pipeline="c",
+        evidence={"pipeline": "c", "python_stages": stages("train.py:12", "train.py:44")},
+    )
+    merged, apart = group_by_cause([generator_only, both, other_map])
+    # the fix of the finding naming both stages covers the one naming the generator:
+    # it leads, at the severity of the most severe
+    assert merged.evidence["python_stages"] == both.evidence["python_stages"]
+    assert merged.severity == "high" and len(merged.evidence["pipelines"]) == 2
+    assert apart.evidence["pipeline"] == "c"

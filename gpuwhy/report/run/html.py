@@ -37,7 +37,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import SEVERITY_RANK, Finding
-from gpuwhy.fixes.trial_text import projected_text, speed_text, trial_heading
+from gpuwhy.fixes.trial_text import projected_text, ran_text, speed_text, trial_heading
 from gpuwhy.formatting import MiB, byte_size, duration
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
@@ -432,7 +432,7 @@ def fixes_tried_view(facts: Facts) -> dict[str, Any] | None:
     trial = facts.fix_trial
     if trial is None:
         return None
-    rows = [fix_cells(t) for t in facts.fixes_tried or ()]
+    rows = [fix_cells(t, planned=trial.runs_per_side) for t in facts.fixes_tried or ()]
     if trial.combined is not None:
         rows.append(fix_cells(trial.combined, together=True))
     return {
@@ -445,7 +445,7 @@ def fixes_tried_view(facts: Facts) -> dict[str, Any] | None:
     }
 
 
-def fix_cells(t: FixTried, together: bool = False) -> list[str]:
+def fix_cells(t: FixTried, together: bool = False, planned: int | None = None) -> list[str]:
     if not t.ran:
         same, speed = "-", "-"
     else:
@@ -455,7 +455,7 @@ def fix_cells(t: FixTried, together: bool = False) -> list[str]:
     return [
         ("together: " if together else "") + t.fix,
         t.finding,
-        "yes" if t.ran else f"NO: {t.error}",
+        ran_text(t, planned),
         same,
         speed,
         "measured" if not t.projected else projected_text(t),
