@@ -255,3 +255,36 @@ def test_slow_path_ops_are_named_like_fast_path_ones(counter):
     assert named[("Square", _site("literal"))] == 3
     assert all(isinstance(s.op, str) for s in facts.sites)
     assert float(total) == 9.0
+
+
+def test_steps_that_begin_at_the_end_of_a_window_get_the_next_one_at_once():
+    """The first window, opened at the TensorFlow import, closes just after the steps
+    begin: the next window opens then, not after the pause (ten times the window),
+    which would outlast a loop of a second or two."""
+    counter = _armed(first_on_s=0.3, duty=1 / 11, tick_s=0.01)
+    time.sleep(0.25)  # the model being built
+    counter.steps_began()  # 0.05 s before the window closes
+    intervals = _steps_for(1.0)
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0, intervals=intervals))
+    assert len(counter.windows) >= 2
+    (_, first_end), (second_start, _) = counter.windows[:2]
+    assert second_start - first_end < 0.25, counter.windows  # the pause would be 3 s
+    assert facts.sampled_steps >= 5
+
+
+def test_steps_that_begin_early_in_a_window_keep_the_pause_after_it():
+    counter = _armed(first_on_s=0.5, duty=1 / 11, tick_s=0.01)
+    counter.steps_began()
+    intervals = _steps_for(1.2)
+    counter.stop()
+    assert len(counter.windows) == 1  # the window saw the steps; the duty cycle holds
+    assert counter.facts(StepWindow(counter.t0, intervals=intervals)).sampled_steps >= 5
+
+
+def _steps_for(seconds: float) -> tuple[tuple[float, float], ...]:
+    intervals: tuple[tuple[float, float], ...] = ()
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        intervals += _small_op_steps(1)
+    return intervals

@@ -194,6 +194,7 @@ class EagerOpCounter(Collector):
         self._stopping = threading.Event()
         self._wake = threading.Event()  # set on stop and when the steps begin
         self._restart = False  # the steps began: the schedule starts again
+        self._steps_began_s: float | None = None
         self._lock = threading.Lock()  # one compaction at a time
         self._thread: threading.Thread | None = None
 
@@ -228,6 +229,7 @@ class EagerOpCounter(Collector):
         window, now. Anchored at the TensorFlow import alone, a run whose set-up takes a
         few seconds and whose loop a few more could see its steps between two windows
         (an eager loop of 200 steps in 1.6 s read as no steps sampled, one run in two)."""
+        self._steps_began_s = time.perf_counter()
         self._restart = True
         if not self.is_on:  # else the window open now counts them, the schedule after it
             self._wake.set()
@@ -271,7 +273,8 @@ class EagerOpCounter(Collector):
                     self._compact()
                 self._switch_off()
                 self._compact()
-                self._wake.wait(off_s)  # cut short where the steps begin meanwhile
+                if not self._barely_saw_steps():
+                    self._wake.wait(off_s)  # cut short where the steps begin meanwhile
                 if self._stopping.is_set() or self.full:
                     return
                 if self._restart:  # short windows from the steps' start on
@@ -283,6 +286,18 @@ class EagerOpCounter(Collector):
         except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
             self.error = f"eager op counter stopped: {type(exc).__name__}: {exc}"
             self._switch_off()
+
+    def _barely_saw_steps(self) -> bool:
+        """The steps began in the window just closed, within half a first window of its
+        end, too late to count a few of them whole (the first window, opened at the
+        TensorFlow import, ending just after the model was built): the schedule starts
+        again at once, since the pause after it would outlast a loop of a second or two
+        (an eager loop of 192 steps of 8 ms read as no steps sampled, two runs in three
+        on a loaded machine)."""
+        began = self._steps_began_s
+        if not self._restart or began is None or not self.windows:
+            return False
+        return self.windows[-1][1] - began < self.first_on_s / 2
 
     def _compact(self) -> None:
         """Move the callback's tuples into the arrays (any thread; appends may go on)."""
