@@ -86,7 +86,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=3,
         metavar="N",
         help="runs of each fix, interleaved with as many of the original (3); a gain "
-        "they leave unclear gets up to 2 more",
+        "they leave unclear gets more, within (fixes + 2) x N runs in all",
     )
     parser.add_argument(
         "--patch",

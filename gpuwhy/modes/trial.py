@@ -7,7 +7,8 @@ tried on a copy of it and proven, or refused.
    of the machine's falls on all of them alike; ``--runs`` rounds (the diagnosis is the
    first round's original). A fix that computed the same and whose step is faster by
    its estimate, but whose interval still reaches "no change", gets up to
-   ``MORE_ROUNDS`` more rounds (with the original's), and is then proven or refused.
+   ``MORE_ROUNDS`` more rounds (with the original's) within the trial's cost, and is
+   then proven or refused.
 3. Each fix judged against the original's runs (``gpuwhy.trial.judge``); the best fix
    that held per finding, those that fit together, run together for as many rounds.
 4. The patch of what held.
@@ -150,12 +151,24 @@ def _trial(
 
 def _rounds(candidates, planned: int, originals, runs, run, judged, progress) -> None:
     """``planned`` rounds of the original and every fix, then up to MORE_ROUNDS of the
-    original and the fixes ``judged`` unclear (``judged(i)``: fix i on the runs so far)."""
+    original and the fixes ``judged`` unclear (``judged(i)``: fix i on the runs so far),
+    within the trial's cost, (fixes + 2) x ``planned`` runs: the rounds, the together
+    stage's ``planned`` runs kept where two fixes may still hold."""
     for round_ in range(planned if candidates else 0):
         _round(round_, candidates, range(len(candidates)), originals, runs, run, progress)
+    budget = (len(candidates) + 2) * planned
     for extra in range(MORE_ROUNDS if candidates else 0):
-        unclear = [i for i in range(len(candidates)) if runs[i] and _unclear(judged(i))]
+        verdicts = {i: judged(i) for i in range(len(candidates)) if runs[i]}
+        unclear = [i for i, t in verdicts.items() if _unclear(t)]
         if not unclear:
+            return
+        together = planned if sum(_may_hold(t) for t in verdicts.values()) >= 2 else 0
+        spent = len(originals) + sum(len(r) for r in runs.values())
+        if spent + 1 + len(unclear) + together > budget:
+            progress(
+                f"{len(unclear)} fix(es) faster by the estimate, with an interval that "
+                "reaches no change: no more rounds within the trial's cost"
+            )
             return
         progress(
             f"{len(unclear)} fix(es) faster by the estimate, with an interval that reaches "
@@ -188,6 +201,11 @@ def _unclear(t: FixTried) -> bool:
         and t.called == "same"
         and (t.speedup or 0.0) >= 1 + MIN_STEP_CHANGE
     )
+
+
+def _may_hold(t: FixTried) -> bool:
+    """Held, or unclear: it may join the fixes run together."""
+    return t.held or _unclear(t)
 
 
 def shown_location(location: str | None) -> str | None:
