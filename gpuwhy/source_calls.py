@@ -15,6 +15,7 @@ that part of the chain only.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import os
 import textwrap
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from gpuwhy.facts import ReboundName, StepCode
+from gpuwhy.source_step import LiftedStep, lifted_step
 
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
@@ -276,7 +278,7 @@ def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | No
     if isinstance(body, (ast.For, ast.AsyncFor)):
         names = [n.id for n in ast.walk(body.target) if isinstance(n, ast.Name)]
     header = f"def train_step({', '.join(names)}):"
-    return StepCode(
+    code = StepCode(
         None,
         f"{shown}:{body.lineno}",
         header,
@@ -284,6 +286,39 @@ def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | No
         _movable_body(filename, tree, body),
         f"{shown}:{_outermost_loop(tree, body).lineno}",
     )
+    if not isinstance(body, (ast.For, ast.AsyncFor)):
+        return code
+    if code.body:  # the whole body, as it is
+        last = body.body[-1].end_lineno or body.body[-1].lineno
+        return dataclasses.replace(
+            code, moved=(body.body[0].lineno, last), call=f"train_step({', '.join(names)})"
+        )
+    lifted = _lifted(filename, tree, body, lines)
+    if lifted is None:
+        return code
+    return dataclasses.replace(
+        code,
+        signature=lifted.signature,
+        body=lifted.body,
+        moved=(lifted.first, lifted.last),
+        call=lifted.call,
+    )
+
+
+def _lifted(
+    filename: str, tree: ast.Module, loop: ast.For | ast.AsyncFor, lines: dict[int, int]
+) -> LiftedStep | None:
+    """The statements of the loop's body that issue the ops, as a function
+    (source_step.py), where the whole body cannot move."""
+    if loop.orelse:
+        return None
+    scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
+    try:
+        with tokenize.open(filename) as handle:
+            source = handle.read().splitlines()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    return lifted_step(source, scope, loop, lines)
 
 
 def _outermost_loop(tree: ast.Module, loop: ast.stmt) -> ast.stmt:

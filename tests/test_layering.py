@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.facts", "gpuwhy.schema"),
     ("gpuwhy.finding",),
     ("gpuwhy.formatting",),
+    ("gpuwhy.source_step",),
     ("gpuwhy.source_calls",),
     ("gpuwhy.tfapi",),
     ("gpuwhy.derived",),

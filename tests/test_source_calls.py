@@ -135,11 +135,14 @@ def test_the_step_code_of_a_loop_body_names_the_metrics_the_epoch_loop_re_create
         "epoch_loss_avg.update_state(loss_value)",
         "epoch_accuracy.update_state(y, model(x, training=True))",
     )
-    # a value of the body read after the loop would have to be returned: not moved as is
+    # a value of the body read after the loop: the statements issuing the ops move, and
+    # return it (source_step.py); the metrics' updates stay in the loop
     after = tmp_path / "after.py"
     after.write_text(WALKTHROUGH + "print(loss_value)\n")
-    code = step_code(str(after), "after.py", {17: 300})
-    assert code is not None and code.body == () and code.signature == "def train_step(x, y):"
+    code = step_code(str(after), "after.py", {16: 100, 17: 300})
+    assert code is not None and code.signature == "def train_step(x, y):"
+    assert code.moved == (16, 17) and code.call == "loss_value = train_step(x, y)"
+    assert code.body[-1] == "return loss_value"
     # grad() reads only its arguments: nothing re-created to name
     code = step_code(str(path), "walk.py", {8: 500, 17: 10})
     assert code is not None

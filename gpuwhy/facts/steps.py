@@ -127,6 +127,10 @@ class StepCode:
     rebound: tuple[ReboundName, ...] = ()
     body: tuple[str, ...] = ()  # a loop's body as written, dedented, where it can move as is
     before: str | None = None  # a loop body's function goes before this loop (file:line)
+    # the lines of the loop's body the function takes (first, last: all of it, or the
+    # statements issuing the ops, source_step.py) and the call they become
+    moved: tuple[int, int] | None = None
+    call: str | None = None  # "loss = train_step(xb, yb)"
 
 
 @dataclass(frozen=True)

@@ -67,14 +67,27 @@ def wrap(code: StepCode | None, facts: Facts, lines: list[str] | None = None) ->
     body = [f"    {line}" if line else "" for line in code.body] or [
         "    ...                          # the loop's body"
     ]
+    whole = code.call is None or code.call == _call(code.signature)
+    what = (
+        "the body of this loop" if whole else "the statements of this loop's body that issue them"
+    )
+    becomes = "the loop's body becomes" if whole else f"{_lines(code)} of the loop become"
     return [
-        f"# {code.location}: the body of this loop as one function, defined once before the"
+        f"# {code.location}: {what} as one function, defined once before the"
         f" loop at {code.before or code.location}:",
         *lines,
         code.signature,
         *body,
-        f"# and the loop's body becomes: {_call(code.signature)}",
+        f"# and {becomes}: {code.call or _call(code.signature)}",
     ]
+
+
+def _lines(code: StepCode) -> str:
+    """``lines 15-19`` of the statements the function takes."""
+    if code.moved is None:
+        return "those lines"
+    first, last = code.moved
+    return f"line {first}" if first == last else f"lines {first}-{last}"
 
 
 def _call(signature: str) -> str:

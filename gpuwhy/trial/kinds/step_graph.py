@@ -3,9 +3,12 @@
 Where the ops come from a ``def`` (``EagerFacts.step_code``), the fix is the decorator
 above it, plain and with XLA. Where they come from a loop's body in no function, the
 body becomes one: defined (decorated) just before the outermost loop around it, over the
-loop's variables, and the loop's body becomes its call. That body is moved only where it
-can move as written (``StepCode.body``: short, no break/continue/return, nothing it
-assigns read after it); else the fix is refused with why.
+loop's variables, and the loop's body becomes its call. Where the whole body cannot move
+as written (a loss summed into a Python float that the code after the loop reads), the
+statements that issue the ops do (``StepCode.moved``, source_step.py): the names they
+take from the loop are the function's parameters, those read after them its returns,
+and they become ``loss = train_step(xb, yb)``. Where neither can move (a ``break`` among
+them, too long), the fix is refused with why.
 
 Either way, a Keras metric the step updates but the program creates anew in a loop (an
 ``epoch_loss_avg = tf.keras.metrics.Mean()`` each epoch) would stay the first object in
@@ -17,7 +20,6 @@ is and the trial's comparison of the losses says what it did.
 from __future__ import annotations
 
 import ast
-import textwrap
 
 from gpuwhy.facts import Facts, StepCode
 from gpuwhy.finding import Finding
@@ -74,6 +76,12 @@ def candidates(
             return tuple(joined_insertions([*imports, *metrics, definition, call_edit]))
 
         what = f"the loop's body at {_short(code.location)} as {name}()"
+        if code.moved is not None and code.call != f"train_step({_params(code)})":
+            first, last = code.moved
+            what = (
+                f"the statements issuing the ops (lines {first}-{last}) of the loop at "
+                f"{_short(code.location)} as {name}()"
+            )
     else:
         fn = function_at(tree, where[1])
         if fn is None:
@@ -106,6 +114,10 @@ def candidates(
     return [plain, xla], []
 
 
+def _params(code: StepCode) -> str:
+    return (code.signature or "").removeprefix("def train_step(").removesuffix("):")
+
+
 def _short(location: str) -> str:
     path, _, line = location.rpartition(":")
     return f"{path.rsplit('/', 1)[-1]}:{line}"
@@ -117,8 +129,8 @@ def _loop_as_function(code: StepCode, where, source: str, lines: list[str], tree
     if not code.body or not code.signature or not code.before:
         return (
             f"the ops come from a loop's body at {code.location} that cannot move into a "
-            "function as written (long, or it breaks, returns, or sets names read after "
-            "the loop): put it in a def, then run gpuwhy fix again"
+            "function as written, whole or the statements issuing them (long, or they "
+            "break, continue or return): put them in a def, then run gpuwhy fix again"
         )
     loop = statement_at(tree, where[1], (ast.For, ast.AsyncFor))
     assert loop is None or isinstance(loop, ast.For | ast.AsyncFor)
@@ -135,9 +147,13 @@ def _loop_as_function(code: StepCode, where, source: str, lines: list[str], tree
     header = f"def {name}({params}):"
     first = loop.body[0].lineno
     last = loop.body[-1].end_lineno or loop.body[-1].lineno
+    called = f"{name}({params})"
+    if code.moved is not None and code.call is not None:  # the statements issuing the ops
+        first, last = code.moved
+        called = code.call.replace("train_step(", f"{name}(", 1)
     indent = indent_of(lines[first - 1])
-    body = textwrap.dedent("".join(lines[first - 1 : last])).splitlines()
-    call = Edit(where[0], first, 0, last + 1, 0, f"{indent}{name}({params})\n")
+    body = list(code.body)
+    call = Edit(where[0], first, 0, last + 1, 0, f"{indent}{called}\n")
     return name, (outer.lineno, indent_of(lines[outer.lineno - 1])), header, body, call
 
 

@@ -1,0 +1,179 @@
+"""The statements of a loop's body that issue a step's ops, as a function of their own.
+
+An eager training loop rarely moves into a ``tf.function`` whole: around the tape, the
+gradients and ``apply_gradients`` it keeps Python's own bookkeeping, a loss summed into a
+Python float that a ``print`` after the loop reads, a batch sliced from NumPy arrays.
+Those lines cannot run in a graph as written (a Python float added to in a traced
+function is added to once, at the trace), and they need not: only the statements that
+issue the ops are the step. Here they are the smallest run of the body's statements
+holding every line the ops came from, lifted out as the "extract function" refactoring
+does it:
+
+- its parameters are the names it reads before it assigns them that the loop binds (its
+  target, the statements before it, or a previous pass);
+- it returns the names it assigns that are read outside it (the statements after it, a
+  later pass, the code after the loop) and those it also takes (a value carried from
+  one pass to the next);
+- the statements become one call, ``loss = train_step(xb, yb)``.
+
+Not lifted where they jump (``break``, ``continue``, ``return``, ``yield``, ``global``),
+span more than ``MAX_LINES`` lines or hold no op line. What a graph changes beyond that
+(a ``print`` run only at the trace, a Python value that retraces) is for ``gpuwhy fix``'s
+runs to show: it compares the results and the speed before it keeps a fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+MAX_LINES = 15
+NAME = "train_step"
+_JUMPS = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+@dataclass(frozen=True)
+class LiftedStep:
+    """The statements ``first``..``last`` (lines) of a loop's body as a function."""
+
+    first: int
+    last: int
+    params: tuple[str, ...]
+    returns: tuple[str, ...]
+    body: tuple[str, ...]  # dedented, its ``return`` line included
+
+    @property
+    def signature(self) -> str:
+        return f"def {NAME}({', '.join(self.params)}):"
+
+    @property
+    def call(self) -> str:
+        """``loss = train_step(xb, yb)``: what the statements become."""
+        called = f"{NAME}({', '.join(self.params)})"
+        return f"{', '.join(self.returns)} = {called}" if self.returns else called
+
+
+def lifted_step(
+    source_lines: list[str], scope: ast.AST, loop: ast.For | ast.AsyncFor, op_lines: Iterable[int]
+) -> LiftedStep | None:
+    """The statements of ``loop``'s body that hold ``op_lines`` as a function, or None
+    where they cannot be lifted. ``scope``: the module or function the loop is in;
+    ``source_lines``: the file's lines."""
+    wanted = set(op_lines)
+    held = [i for i, s in enumerate(loop.body) if any(_spans(s, line) for line in wanted)]
+    if not held:
+        return None
+    core = loop.body[held[0] : held[-1] + 1]
+    first, last = core[0].lineno, core[-1].end_lineno or core[-1].lineno
+    if last - first + 1 > MAX_LINES or any(
+        isinstance(node, _JUMPS) for statement in core for node in _walk_scope(statement)
+    ):
+        return None
+    bound = _stored(loop.target) | {n for s in loop.body for n in _stored(s)}
+    taken, assigned = _reads_before_assigned(core)
+    params = tuple(name for name in taken if name in bound)
+    inside = {id(node) for statement in core for node in ast.walk(statement)}
+    read_outside = {
+        node.id
+        for node in _walk_scope(scope)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in inside
+    }
+    returns = tuple(name for name in assigned if name in read_outside or name in params)
+    text = textwrap.dedent("".join(line + "\n" for line in source_lines[first - 1 : last]))
+    body = text.splitlines()
+    if returns:
+        body.append(f"return {', '.join(returns)}")
+    return LiftedStep(first, last, params, returns, tuple(body))
+
+
+def _spans(node: ast.stmt, line: int) -> bool:
+    return node.lineno <= line <= (node.end_lineno or node.lineno)
+
+
+def _walk_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """``node`` and what it holds, outside the functions, lambdas and classes it defines
+    (their names, and a ``return`` in them, are their own)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        if current is node or not isinstance(current, _NESTED):
+            todo.extend(ast.iter_child_nodes(current))
+
+
+def _stored(node: ast.AST) -> set[str]:
+    """The names ``node`` binds in its scope (a comprehension's own variables are its
+    own; a ``def`` or ``class`` binds its name)."""
+    nodes = list(_walk_scope(node))
+    own = {id(n) for c in nodes if isinstance(c, ast.comprehension) for n in ast.walk(c.target)}
+    names = {
+        n.id
+        for n in nodes
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in own
+    }
+    names |= {
+        n.name
+        for n in nodes
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    return names
+
+
+def _loaded(node: ast.AST) -> list[str]:
+    """The names ``node`` reads, in the order they are written."""
+    found = sorted(
+        (n for n in _walk_scope(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    return list(dict.fromkeys(n.id for n in found))
+
+
+def _reads_before_assigned(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
+    """(the names read before they are assigned, the names assigned), each in the order
+    the statements first do it; a compound statement's header before its blocks, and a
+    statement's reads before its own assignment (``x += 1`` reads ``x``)."""
+    taken: dict[str, None] = {}
+    assigned: dict[str, None] = {}
+
+    def read(names: Iterable[str]) -> None:
+        for name in names:
+            if name not in assigned:
+                taken.setdefault(name)
+
+    def visit(block: list[ast.stmt]) -> None:
+        for statement in block:
+            if isinstance(statement, _NESTED):  # a def or class: its name, bound here
+                assigned.setdefault(statement.name)
+                continue
+            blocks = [
+                [s for s in getattr(statement, f) if isinstance(s, ast.stmt)]
+                + [
+                    s
+                    for h in getattr(statement, f)
+                    if isinstance(h, ast.ExceptHandler)
+                    for s in h.body
+                ]
+                for f in ("body", "orelse", "handlers", "finalbody")
+                if isinstance(getattr(statement, f, None), list)
+            ]
+            if blocks:
+                for field, child in ast.iter_fields(statement):
+                    if field in ("body", "orelse", "handlers", "finalbody"):
+                        continue
+                    for node in child if isinstance(child, list) else [child]:
+                        if isinstance(node, ast.AST):
+                            read(_loaded(node))
+                            assigned.update(dict.fromkeys(_stored(node)))
+                for inner in blocks:
+                    visit(inner)
+                continue
+            if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+                read([statement.target.id])
+            read(_loaded(statement))
+            assigned.update(dict.fromkeys(_stored(statement)))
+
+    visit(statements)
+    return list(taken), list(assigned)

@@ -1,0 +1,93 @@
+"""The statements of an eager loop's body that issue the step's ops, lifted into a
+function (source_step.py): parameters, returns and the call, read from real sources."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from gpuwhy.source_step import lifted_step
+
+
+def lift(source: str, op_lines, loop_index: int = -1):
+    source = textwrap.dedent(source).lstrip("\n")
+    tree = ast.parse(source)
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For)]
+    loop = sorted(loops, key=lambda n: n.lineno)[loop_index]
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    scope = next((f for f in scopes if f.lineno < loop.lineno <= f.end_lineno), tree)
+    return lifted_step(source.splitlines(), scope, loop, op_lines)
+
+
+ACCUMULATED = """
+for epoch in range(4):
+    total = 0.0
+    for i in range(0, len(X), 32):
+        xb, yb = X[i:i + 32], Y[i:i + 32]
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(xb, W) - yb) ** 2)
+        grads = tape.gradient(loss, [W])
+        opt.apply_gradients(zip(grads, [W]))
+        total += float(loss)
+    print(epoch, total)
+"""
+
+
+def test_a_loss_summed_in_python_stays_in_the_loop_and_the_step_returns_it():
+    step = lift(ACCUMULATED, [6, 7, 8])
+    assert (step.first, step.last) == (5, 8)
+    assert step.signature == "def train_step(xb, yb):"  # X, W, opt: read where they are
+    assert step.call == "loss = train_step(xb, yb)"
+    assert step.body == (
+        "with tf.GradientTape() as tape:",
+        "    loss = tf.reduce_mean((tf.matmul(xb, W) - yb) ** 2)",
+        "grads = tape.gradient(loss, [W])",
+        "opt.apply_gradients(zip(grads, [W]))",
+        "return loss",
+    )
+
+
+def test_a_value_carried_from_one_pass_to_the_next_is_taken_and_returned():
+    source = """
+    def train(dataset):
+        hidden = tf.zeros((8, 16))
+        for step, x in enumerate(dataset):
+            hidden = tf.tanh(tf.matmul(x, W) + hidden)
+            loss = tf.reduce_sum(hidden)
+            if step % 100 == 0:
+                print(step, float(loss))
+        return hidden
+    """
+    step = lift(source, [4, 5])
+    assert step.signature == "def train_step(x, hidden):"
+    assert step.call == "hidden, loss = train_step(x, hidden)"
+    assert step.body[-1] == "return hidden, loss"
+
+
+def test_names_used_only_inside_stay_inside_and_a_comprehension_s_own_are_its_own():
+    source = """
+    for x in dataset:
+        with tf.GradientTape() as tape:
+            loss = model(x)
+        grads = [g * 0.5 for g in tape.gradient(loss, model.trainable_variables)]
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    g = None
+    """
+    step = lift(source, [2, 3, 4, 5])
+    assert step.call == "train_step(x)"  # tape, loss, grads: read nowhere else
+    assert step.body[-1] == "opt.apply_gradients(zip(grads, model.trainable_variables))"
+
+
+def test_statements_that_jump_or_hold_no_op_are_not_lifted():
+    jumps = """
+    for x in dataset:
+        loss = step(x)
+        if loss < 0.1:
+            break
+        log.append(float(loss))
+    print(log)
+    """
+    assert lift(jumps, [2, 3, 4]) is None
+    assert lift(jumps, [99]) is None
+    long_body = "for x in ds:\n" + "".join(f"    y{i} = tf.abs(x)\n" for i in range(20))
+    assert lift(long_body, [2, 21]) is None
