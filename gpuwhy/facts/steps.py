@@ -103,6 +103,7 @@ class EagerOpSite:
     count: int
     median_elements: int | None = None  # of the largest output
     device: str | None = None  # where TF ran them (CPU / GPU)
+    dtype: str | None = None  # of their first output ("float64"); a line's dtypes apart
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ dispatch time (TF builds the argument tuples, then calls Python), so the callbac
 :func:`recording_callback` builds does as little as it can: two clock reads, a frame
 walk answered from a cache, the largest output's element count
 (``EagerTensor._num_elements``, a C method that reads the handle's shape: in TF's
-default synchronous eager mode the shape is known when the op returns, no GPU wait)
-and the output's device, appended to a list as one tuple. Aggregation waits until
+default synchronous eager mode the shape is known when the op returns, no GPU wait),
+the first output's device and dtype (``_datatype_enum``, TF's enum: named once per
+site by :func:`dtype_name`), appended to a list as one tuple. Aggregation waits until
 the facts are asked for.
 
 A ``tf.function`` call runs as an op whose type is the function's name
@@ -57,6 +58,7 @@ from gpuwhy.tfapi.graph_ops import is_library_file, relative
 __all__ = [
     "CallbackSwitch",
     "OpRecord",
+    "dtype_name",
     "UserFrames",
     "device_name",
     "is_function_call",
@@ -67,7 +69,7 @@ __all__ = [
 # (t_in, t_out, op_type, code, lasti, elements, device): one eager op, as the callback
 # appended it. t_in/t_out are perf_counter readings on entering/leaving the callback,
 # so the gap t_in[i] - t_out[i-1] leaves out the callback's own Python time.
-OpRecord = tuple[float, float, str, Any, int, int | None, str | None]
+OpRecord = tuple[float, float, str, Any, int, int | None, str | None, int | None]
 
 _STDLIB_DIRS = tuple(
     os.path.join(path, "")
@@ -175,12 +177,13 @@ def recording_callback(record: Callable[[OpRecord], None], frames: UserFrames) -
             return None
         t_in = clock()
         code, lasti = first(getframe(1))
-        elements = device = None
+        elements = device = dtype = None
         try:
             if outputs:
                 head = outputs[0]
                 elements = head._num_elements()
                 device = head.device
+                dtype = head._datatype_enum()
                 if len(outputs) > 1:
                     for other in outputs[1:]:
                         n = other._num_elements()
@@ -190,7 +193,7 @@ def recording_callback(record: Callable[[OpRecord], None], frames: UserFrames) -
                 device = inputs[0].device
         except Exception:  # noqa: BLE001 - a non-tensor output, an unknown shape: size stays unknown
             pass
-        record((t_in, clock(), op_type, code, lasti, elements, device))
+        record((t_in, clock(), op_type, code, lasti, elements, device, dtype))
         return None
 
     return on_op
@@ -254,6 +257,18 @@ def is_function_call(op_type: str | bytes) -> bool:
 
         known = _REAL_OPS[op_type] = op_def_registry.get(op_type) is not None
     return not known
+
+
+def dtype_name(enum: int | None) -> str | None:
+    """``float64`` for TF's DT_DOUBLE (an output's ``_datatype_enum()``); None unknown."""
+    if enum is None:
+        return None
+    try:
+        from tensorflow.python.framework import dtypes  # TF is loaded: an op ran
+
+        return dtypes.as_dtype(enum).name
+    except (TypeError, ValueError, ImportError):
+        return None
 
 
 def device_name(device: str | None) -> str | None:

@@ -48,6 +48,11 @@ def test_eager_ops_are_recorded_with_type_site_size_and_device(recorder):
     assert _sites(records, frames) == [("AddV2", _site("add")), ("MatMul", _site("matmul"))]
     assert [r[5] for r in records] == [64, 24]
     assert all(oc.device_name(r[6]).startswith(("CPU", "GPU")) for r in records)
+    assert [oc.dtype_name(r[7]) for r in records] == ["float32", "float32"]
+    switch.on()
+    tf.matmul(tf.ones((2, 2), tf.float64), tf.ones((2, 2), tf.float64))
+    switch.off()
+    assert oc.dtype_name(records[-1][7]) == "float64" and oc.dtype_name(None) is None
     assert all(r[0] <= r[1] for r in records)
     assert d.shape == (8, 3) and e.shape == (8, 8)
 

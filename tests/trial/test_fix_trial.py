@@ -187,3 +187,20 @@ def test_a_float64_custom_loop_is_made_float32_from_its_inputs_to_its_variables(
         "tf.cast(tf.random.normal((256, 1024), stddev=0.05, dtype=tf.float64), tf.float32)" in patch
     )
     assert patched_runs(tmp_path, "float64_loop.py", patch).returncode == 0
+
+
+def test_an_eager_loop_on_numpy_float64_gets_its_arrays_cast_where_they_are_made(tmp_path):
+    """placement.float64 from the eager ops' dtypes (no tf.function to audit); the float
+    arrays NumPy makes are cast to float32 where they are made, alone and beside the
+    step traced."""
+    record, patch, _ = fix(tmp_path, PROGRAMS / "float64_eager_numpy.py")
+    found = {f["id"]: f for f in record["findings"]}
+    assert "run eagerly" in found["placement.float64"]["title"]
+    (f32,) = tried(record, "placement.float64")
+    assert f32["ran"] and f32["same_results"] is True, f32
+    assert f32["fix"] == "float32 for the 3 NumPy float array(s) the program makes"
+    graph = tried(record, "launch.eager-ops")[0]
+    assert graph["held"] and graph["speedup"] >= 1.3, graph
+    assert "+        loss = train_step(xb, yb)" in patch
+    ran = patched_runs(tmp_path, "float64_eager_numpy.py", patch)
+    assert ran.returncode == 0 and "epoch 3 loss" in ran.stdout, ran.stderr[-2000:]

@@ -301,3 +301,38 @@ def test_float64_dtypes_become_float32_and_random_draws_are_cast_after_them(tmp_
     assert "tf.zeros((2,), dtype=tf.float32)" in text
     assert "from_tensor_slices((x, y)).map(lambda *e: tf.nest.map_structure(" in text
     compile(text, "loop.py", "exec")
+
+
+EAGER_NUMPY = """import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(256, 8))
+labels = rng.integers(0, 2, size=256)
+W = tf.Variable(rng.normal(size=(8, 1)) * 0.05)
+B = tf.Variable(np.zeros(1))
+mask = np.ones(3, dtype=np.int32)
+kept = rng.uniform(size=4).astype("float16")
+"""
+
+
+def test_an_eager_program_s_numpy_float_arrays_become_float32_where_they_are_made(tmp_path):
+    """No float64 named and no pipeline: the float arrays NumPy makes (data and initial
+    weights) are cast where they are made; integer arrays, arrays given a dtype and
+    arrays already cast are left alone."""
+    path = tmp_path / "loop.py"
+    path.write_text(EAGER_NUMPY)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    (c,), refused = plan([finding("placement.float64")], Facts(), files)
+    assert refused == [] and c.fix == "float32 for the 3 NumPy float array(s) the program makes"
+    text = edited(str(path), c)
+    assert "X = rng.normal(size=(256, 8)).astype('float32')\n" in text
+    assert "W = tf.Variable(rng.normal(size=(8, 1)).astype('float32') * 0.05)\n" in text
+    assert "B = tf.Variable(np.zeros(1).astype('float32'))\n" in text
+    for kept in (
+        "rng.integers(0, 2, size=256)\n",
+        "np.ones(3, dtype=np.int32)\n",
+        'astype("float16")\n',
+    ):
+        assert kept in text
+    compile(text, "loop.py", "exec")

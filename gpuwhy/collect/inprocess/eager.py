@@ -101,6 +101,7 @@ class _Site:
     lasti: int
     device: str | None
     function: bool
+    dtype: str | None = None  # of its first output
 
 
 COUNT_EAGER: Option[bool] = Option(
@@ -184,7 +185,7 @@ class EagerOpCounter(Collector):
         self.full = False  # stopped counting at max_ops
         self._pending: list = []  # raw records, appended by the callback
         self._sites: list[_Site] = []
-        self._site_index: dict[tuple[str, int, int], int] = {}
+        self._site_index: dict[tuple[str, int, int, int | None], int] = {}
         self._t_in = array("d")
         self._t_out = array("d")
         self._site = array("l")
@@ -307,15 +308,22 @@ class EagerOpCounter(Collector):
             batch = self._pending[:n]
             del self._pending[:n]
             index = self._site_index
-            for t_in, t_out, op_type, code, lasti, elements, device in batch:
+            for t_in, t_out, op_type, code, lasti, elements, device, dtype in batch:
                 if isinstance(op_type, bytes):  # TF's slow path names ops in bytes: b"Square"
                     op_type = op_type.decode("utf-8", "replace")
-                key = (op_type, id(code), lasti)
+                key = (op_type, id(code), lasti, dtype)
                 site = index.get(key)
                 if site is None:
                     site = index[key] = len(self._sites)
                     self._sites.append(
-                        _Site(op_type, code, lasti, device, is_function_call(op_type))
+                        _Site(
+                            op_type,
+                            code,
+                            lasti,
+                            device,
+                            is_function_call(op_type),
+                            op_callbacks.dtype_name(dtype),
+                        )
                     )
                 self._t_in.append(t_in)
                 self._t_out.append(t_out)
@@ -427,19 +435,20 @@ class EagerOpCounter(Collector):
     def _top_sites(
         self, counts: dict[int, int], site_elements: dict[int, list[int]]
     ) -> tuple[EagerOpSite, ...]:
-        merged: dict[tuple[str, str | None], dict[str, Any]] = {}
+        merged: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
         for site, count in counts.items():
             info = self._sites[site]
             location = self._frames.location(info.code, info.lasti) if self._frames else None
             row = merged.setdefault(
-                (info.op_type, location), {"count": 0, "elements": [], "devices": {}}
+                (info.op_type, location, info.dtype), {"count": 0, "elements": [], "devices": {}}
             )
             row["count"] += count
             row["elements"].extend(site_elements.get(site, ()))
             device = device_name(info.device)
             row["devices"][device] = row["devices"].get(device, 0) + count
         rows = sorted(
-            merged.items(), key=lambda item: (-item[1]["count"], item[0][0], item[0][1] or "")
+            merged.items(),
+            key=lambda item: (-item[1]["count"], item[0][0], item[0][1] or "", item[0][2] or ""),
         )
         return tuple(
             EagerOpSite(
@@ -450,8 +459,9 @@ class EagerOpCounter(Collector):
                 if row["elements"]
                 else None,
                 device=max(row["devices"], key=lambda d: row["devices"][d]),
+                dtype=dtype,
             )
-            for (op, location), row in rows[:TOP_SITES]
+            for (op, location, dtype), row in rows[:TOP_SITES]
         )
 
     def _note(self, calls: int) -> str | None:

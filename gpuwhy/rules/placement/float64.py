@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import Facts, PlacementFacts, is_input_boundary
+from gpuwhy.facts import EagerFacts, Facts, PlacementFacts, is_input_boundary
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note, size_text
 from gpuwhy.rules.base import Rule
@@ -47,6 +47,7 @@ _NOT_COMPUTE = frozenset(
         "Snapshot",
     }
 )
+_GAIN = "float32 runs 2x (data-centre GPUs) to 32-64x (consumer GPUs) faster than float64"
 _HEAVY = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "Einsum")
 
 
@@ -63,6 +64,10 @@ class Float64(Rule):
     Ops whose float64 tensors are all scalars are left out (a scalar costs its launch,
     whatever its dtype), and so is float64 that only enters the step, cast at once:
     that is data, reported low with the bytes it adds to each step's input copy.
+    The ops are read from the placement audit of the `tf.function`s the program ran;
+    a program that runs its step eagerly (no `tf.function`: a `GradientTape` loop on
+    NumPy arrays and variables made from them) is read from the eager op counter
+    instead: the ops of its sampled steps whose output is float64, measured as they ran.
 
     ## Why is this slow?
     Consumer and most inference GPUs (GeForce, T4, L4, L40) run float64 at 1/32 to
@@ -95,13 +100,22 @@ class Float64(Rule):
     id = "placement.float64"
     severity = "medium"
     status = "stable"
-    needs = ("placement",)
+    needs_any = ("placement", "eager")  # the traced functions' ops, or the eager ones
     options = {"min_ops": 1}
     question = "Why are ops slow / on the CPU?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        assert placement is not None  # in `needs`: never run without it
+        traced = self._traced(placement, options) if placement is not None else []
+        if traced:
+            return traced
+        eager = self._eager(facts.eager, options) if facts.eager is not None else []
+        if eager:
+            return eager
+        return self._data_only(placement) if placement is not None else []
+
+    def _traced(self, placement: PlacementFacts, options: dict[str, Any]) -> list[Finding]:
+        """The float64 compute of the traced functions (the placement audit's)."""
         groups = [
             g
             for g in placement.groups
@@ -114,7 +128,7 @@ class Float64(Rule):
         ]
         total = sum(g.count for g in groups)
         if not groups or total < options["min_ops"]:
-            return self._data_only(placement)
+            return []
         groups.sort(key=lambda g: (g.op not in _HEAVY, -g.count, g.op))
         on_cpu = sum(g.count for g in groups if g.computes_on == "CPU")
         heavy = sum(g.count for g in groups if g.op.startswith(_HEAVY))
@@ -140,8 +154,66 @@ class Float64(Rule):
                 severity="high" if heavy else self.severity,
                 evidence=evidence,
                 fix=fix,
-                estimated_gain="float32 runs 2x (data-centre GPUs) to 32-64x (consumer GPUs) faster than float64",
+                estimated_gain=_GAIN,
                 location=location,
+            )
+        ]
+
+    def _eager(self, eager: EagerFacts, options: dict[str, Any]) -> list[Finding]:
+        """The float64 compute of a step run eagerly: the eager op counter's sites in
+        the sampled steps whose output was float64."""
+        if not eager.sampled_steps:
+            return []  # without steps, the sites are the set-up's too
+        sites = [
+            site
+            for site in eager.sites
+            if site.dtype == "float64"
+            and site.op not in _NOT_COMPUTE
+            and not is_input_boundary(site.op)
+            and (site.median_elements is None or site.median_elements > 1)
+        ]
+        per_step = sum(site.count for site in sites) / eager.sampled_steps
+        if not sites or per_step < options["min_ops"]:
+            return []
+        sites.sort(key=lambda site: (not site.op.startswith(_HEAVY), -site.count, site.op))
+        heavy = any(site.op.startswith(_HEAVY) for site in sites)
+        shown = ", ".join(
+            f"{site.op} ×{site.count / eager.sampled_steps:g}"
+            + (f" at {site.location}" if site.location else "")
+            for site in sites[:4]
+        )
+        more = f", {len(sites) - 4} more" if len(sites) > 4 else ""
+        evidence: dict[str, Any] = {
+            "float64_ops_per_step": round(per_step, 1),
+            "sampled_steps": eager.sampled_steps,
+            "ops": [
+                {
+                    "op": site.op,
+                    "location": site.location,
+                    "per_step": round(site.count / eager.sampled_steps, 2),
+                    "median_elements": site.median_elements,
+                    "device": site.device,
+                }
+                for site in sites
+            ],
+            "measured": "the eager op counter's sampled steps: each op's output dtype as it ran",
+        }
+        fix = "\n".join(
+            [
+                "# NumPy arrays are float64 by default, and so are tensors and variables made",
+                "# from them: make them float32 where they are made",
+                "<array> = <array>.astype('float32')            # the data and initial weights",
+                "<variable> = tf.Variable(tf.cast(<initial>, tf.float32))",
+            ]
+        )
+        return [
+            self.finding(
+                f"~{per_step:.0f} float64 ops per step, run eagerly: {shown}{more}",
+                severity="high" if heavy else self.severity,
+                evidence=evidence,
+                fix=fix,
+                estimated_gain=_GAIN,
+                location=sites[0].location,
             )
         ]
 

@@ -101,14 +101,92 @@ def candidates(
             )
         )
     if not out:
+        arrays = [e for path in program_files(facts, files) for e in _numpy_floats(path, files)]
+        if arrays:
+            out.append(
+                FixCandidate(
+                    finding.id,
+                    f"float32 for the {len(arrays)} NumPy float array(s) the program makes",
+                    tuple(arrays),
+                    location=f"{arrays[0].path}:{arrays[0].line}",
+                    tolerance=PRECISION_TOLERANCE,
+                    tolerance_why=PRECISION_WHY,
+                    by_mean=True,
+                )
+            )
+    if not out:
         return [], [
             NotTried(
                 finding.id,
-                "the program names no float64 (it comes from NumPy arrays fed as they are: "
-                "cast them with .astype('float32') where they are made)",
+                "the program names no float64 and makes no NumPy float array gpuwhy can "
+                "cast (its float64 comes from data read as it is: cast it with "
+                ".astype('float32') where it is made)",
             )
         ]
     return out, []
+
+
+# NumPy's calls that make float64 arrays unless told a dtype (a Generator's and the
+# legacy np.random's draws, and the float constructors); integer makers (arange,
+# integers, randint, choice) are left alone: their arrays are labels and indices
+NUMPY_FLOAT_MAKERS = frozenset(
+    {"normal", "uniform", "rand", "randn", "random", "standard_normal", "random_sample",
+     "beta", "gamma", "exponential", "lognormal", "laplace", "logistic", "linspace",
+     "logspace", "zeros", "ones", "empty", "full", "eye", "identity"}
+)  # fmt: skip
+GENERATORS = ("default_rng", "RandomState", "Generator")
+
+
+def _numpy_floats(path: str, files: SourceFiles) -> list[Edit]:
+    """``.astype('float32')`` after each call of ``path`` that makes a float64 NumPy
+    array (``rng.normal(size=...)``, ``np.random.rand(...)``, ``np.zeros(...)``) with no
+    dtype of its own and no ``.astype`` after it: where an eager program's float64 comes
+    from, data and initial weights alike (a float32 array times a Python float stays
+    float32)."""
+    read = files.read(path)
+    if read is None:
+        return []
+    _, lines, tree = read
+    numpy = {
+        a.asname or a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import)
+        for a in n.names
+        if a.name == "numpy"
+    }
+    generators = {
+        target.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and _callee_name(n.value.func) in GENERATORS
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    cast = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "astype"
+    }
+    edits: list[Edit] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in cast:
+            continue
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in NUMPY_FLOAT_MAKERS:
+            continue
+        if any(k.arg == "dtype" for k in node.keywords):
+            continue
+        root = func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
+            edits += wrap_node(path, lines, node, "", ".astype('float32')")
+    return [e for e in edits if e.text]
+
+
+def _callee_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 SOURCES = ("from_tensor_slices", "from_tensors")

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import AuditedFunction, Facts
+from gpuwhy.facts import AuditedFunction, EagerFacts, EagerOpSite, Facts
 from gpuwhy.fixes.op_groups import PREDICTION_NOTE, size_text
 from gpuwhy.record import Record
 from gpuwhy.rules import run_rules
@@ -547,6 +547,43 @@ def test_float64_title_singular():
     )
     assert finding.title == "1 float64 op in the step: Sqrt (float64)"
     assert finding.location is None
+
+
+def _eager(*sites, sampled=20):
+    return Facts(eager=EagerFacts(sampled, 40 * sampled, per_step=40.0, sites=tuple(sites)))
+
+
+def test_an_eager_step_s_float64_compute_is_read_from_the_eager_ops_as_they_ran():
+    """No tf.function: no placement audit. The eager op counter's sampled steps hold the
+    ops' output dtypes: float64 matmuls are high, the variables' reads and the
+    batch's conversion are data, a scalar's math costs its launch."""
+    sites = (
+        EagerOpSite("AddV2", "loop.py:20", 40, 64, "CPU:0", "float64"),
+        EagerOpSite("MatMul", "loop.py:18", 60, 8192, "CPU:0", "float64"),
+        EagerOpSite("MatMul", "loop.py:30", 200, 8192, "CPU:0", "float32"),
+        EagerOpSite("ReadVariableOp", "loop.py:18", 80, 8192, "CPU:0", "float64"),
+        EagerOpSite("Mul", "loop.py:21", 20, 1, "CPU:0", "float64"),
+    )
+    (finding,) = run(Float64, _eager(*sites))
+    assert finding.severity == "high" and finding.location == "loop.py:18"
+    assert finding.title == (
+        "~5 float64 ops per step, run eagerly: MatMul ×3 at loop.py:18, AddV2 ×2 at loop.py:20"
+    )
+    assert finding.evidence["sampled_steps"] == 20
+    assert [row["op"] for row in finding.evidence["ops"]] == ["MatMul", "AddV2"]
+    assert "astype('float32')" in (finding.fix or "")
+
+
+def test_eager_float64_without_sampled_steps_or_below_min_ops_is_not_reported():
+    site = EagerOpSite("AddV2", "loop.py:20", 10, 64, "CPU:0", "float64")
+    assert run(Float64, _eager(site, sampled=0)) == []  # set-up's ops, not the step's
+    assert run(Float64, _eager(site), min_ops=1) == []  # half an op per step
+    assert run(Float64, _eager(replace(site, dtype="float32"))) == []
+    # a traced step's float64 is the audit's to report: read first
+    traced = b.placement_facts(groups=(b.op_group("Tanh", in_dtypes=("float64",), count=2),))
+    both = replace(traced, eager=_eager(site).eager)
+    (finding,) = run(Float64, both)
+    assert finding.title.startswith("2 float64 ops in the step")
 
 
 # -- the placement section through run_rules and the record ----------------------------------
