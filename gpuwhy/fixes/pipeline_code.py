@@ -168,10 +168,10 @@ def keras_adapter(stage: PipelineStage) -> list[str]:
     tf.data.Dataset.from_generator one batch at a time (keras/src/trainers/data_adapters)."""
     return [
         "# fit was given a Python data source (a keras.utils.PyDataset, a generator or a",
-        "# DataLoader): Keras reads it one batch at a time, in Python. A PyDataset can",
-        "# prepare batches in parallel with its own arguments (workers, processes):",
-        "super().__init__(workers=4, use_multiprocessing=True, **kwargs)   "
-        "# in <your PyDataset>.__init__",
+        "# DataLoader): Keras reads it one batch at a time, in Python. A PyDataset makes",
+        "# batches ahead of the step on worker threads (they overlap where __getitem__",
+        "# reads files, decodes or calls NumPy); as the first line of its __init__:",
+        "super().__init__(workers=4)   # use_multiprocessing=True: for pure-Python work",
         "# or give fit a tf.data pipeline: arrays in memory, TFRecord files",
         f"{ALTERNATIVE}tf.data.Dataset.from_tensor_slices((<features>, <labels>))"
         f".batch(<batch size>).prefetch({AUTOTUNE})",

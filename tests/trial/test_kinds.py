@@ -336,3 +336,58 @@ def test_an_eager_program_s_numpy_float_arrays_become_float32_where_they_are_mad
     ):
         assert kept in text
     compile(text, "loop.py", "exec")
+
+
+SEQUENCE_FIT = """import math
+
+import tensorflow as tf
+
+
+class Batches(tf.keras.utils.Sequence):
+    def __init__(self, x, y, batch_size):
+        \"\"\"Batches of the arrays.\"\"\"
+        self.x, self.y, self.batch_size = x, y, batch_size
+
+    def __len__(self):
+        return math.ceil(len(self.x) / self.batch_size)
+
+
+class Shards(keras.utils.PyDataset):
+    def __init__(self, files, **kwargs):
+        super().__init__(max_queue_size=4)
+        self.files = files
+
+
+class Given(keras.utils.PyDataset):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+"""
+
+
+def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
+    """The Python source Keras wraps for fit: each PyDataset (Sequence) class of the
+    program's with an __init__ gets workers=4: added to its super().__init__ call, or
+    that call added after its docstring; a class that passes **kwargs is left alone."""
+    path = tmp_path / "seq.py"
+    path.write_text(SEQUENCE_FIT)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    adapter = PipelineStage(
+        "Generator", "generator", ("from_generator",), f"{path}:30", by_library=True, python=True
+    )
+    pipeline = PipelineFacts(1, location=f"{path}:30", stages=(adapter,), consumer="keras-fit")
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,)))
+    found, _ = plan([finding("input.python-function")], facts, files)
+    assert [c.fix for c in found] == [
+        "Batches's batches made by 4 worker threads (PyDataset workers=4)",
+        "Shards's batches made by 4 worker threads (PyDataset workers=4)",
+    ]
+    batches = edited(str(path), found[0])
+    assert '        """Batches of the arrays."""\n        super().__init__(workers=4)\n' in batches
+    assert "super().__init__(max_queue_size=4, workers=4)" in edited(str(path), found[1])
+    compile(batches, "seq.py", "exec")
+    # a tf.data pipeline of the program's own: not this fix's
+    own = replace(pipeline, stages=(replace(adapter, by_library=False),))
+    found, _ = plan(
+        [finding("input.python-function")], Facts(tfdata=TfDataFacts(pipelines=(own,))), files
+    )
+    assert not [c for c in found if "worker threads" in c.fix]

@@ -14,6 +14,7 @@ from gpuwhy.trial.kinds import (
     float64,
     input_pipeline,
     keras_compile,
+    keras_dataset,
     mixed_precision,
     retracing,
     step_graph,
@@ -28,9 +29,13 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "launch.retracing": (retracing.candidates,),
     "placement.float64": (float64.candidates,),
     "placement.forced-cpu": (device_blocks.candidates,),
-    "input.bound": (input_pipeline.candidates, keras_compile.steps_per_execution),
+    "input.bound": (
+        input_pipeline.candidates,
+        keras_dataset.workers,
+        keras_compile.steps_per_execution,
+    ),
     "input.sequential-map": (input_pipeline.candidates,),
-    "input.python-function": (input_pipeline.candidates,),
+    "input.python-function": (input_pipeline.candidates, keras_dataset.workers),
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (input_pipeline.candidates,),
     "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
@@ -47,7 +52,7 @@ def plan(
     one edit share it), and the findings it cannot fix."""
     tried: list[FixCandidate] = []
     refused: list[NotTried] = []
-    seen: set[tuple] = set()
+    seen: dict[tuple, str] = {}  # edits -> the finding they were first tried for
     for finding in findings:
         if finding.severity not in ("high", "medium") and not any_severity:
             continue
@@ -66,12 +71,14 @@ def plan(
             for candidate in found:
                 key = tuple(sorted(candidate.edits, key=lambda e: (e.path, e.line, e.col)))
                 if key in seen:
+                    if seen[key] != finding.id:
+                        why.append(f"{candidate.fix}: tried for {seen[key]}, which it answers too")
                     continue
                 misfit = _misfit(candidate, files)
                 if misfit is not None:
                     why.append(f"{candidate.fix}: its edits do not fit the file ({misfit})")
                     continue
-                seen.add(key)
+                seen[key] = finding.id
                 tried.append(candidate)
         if len(tried) == before:
             refused.append(NotTried(finding.id, "; ".join(why) or "no fix gpuwhy can apply here"))

@@ -1,0 +1,125 @@
+"""A Keras fit fed by the program's own ``keras.utils.PyDataset`` (``Sequence``): its
+batches made by worker threads, ahead of the step.
+
+Keras reads a PyDataset one batch at a time on the training thread unless the dataset
+asks for workers (``PyDataset.__init__(workers=1, use_multiprocessing=False,
+max_queue_size=10)``, keras/src/trainers/data_adapters/py_dataset_adapter.py): with
+``workers=4`` a thread pool calls ``__getitem__`` ahead of the step and a queue of ten
+batches waits for it. Threads, not processes: a batch that reads files, decodes images
+or calls NumPy releases the GIL and overlaps, a forked process would copy the program's
+TensorFlow, and a pure-Python ``__getitem__`` that holds the GIL gains nothing, which
+the trial's runs show.
+
+The edit: the class's ``super().__init__(...)`` given ``workers=4`` where it calls it,
+else that call added as the first line of its ``__init__`` (the printed fix's
+``**kwargs`` that the class may not take is not needed). A class without an
+``__init__`` of its own is left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpuwhy.facts import Facts
+from gpuwhy.finding import Finding
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
+from gpuwhy.trial.kinds.float64 import program_files
+from gpuwhy.trial.source_edits import Edit, indent_of, set_keywords
+
+WORKERS = 4
+BASES = ("PyDataset", "Sequence")
+
+
+def workers(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    if not _fit_reads_python(facts):
+        return [], []
+    out: list[FixCandidate] = []
+    for path in program_files(facts, files):
+        read = files.read(path)
+        if read is None:
+            continue
+        source, lines, tree = read
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            if not any(_base_name(b) in BASES for b in cls.bases):
+                continue
+            edits = _with_workers(source, lines, path, cls)
+            if edits:
+                out.append(
+                    FixCandidate(
+                        finding.id,
+                        f"{cls.name}'s batches made by {WORKERS} worker threads "
+                        f"(PyDataset workers={WORKERS})",
+                        tuple(edits),
+                        location=f"{path}:{cls.lineno}",
+                        note="threads overlap where __getitem__ releases the GIL (files, "
+                        "decoding, NumPy); they must be safe to call at once",
+                    )
+                )
+    if not out:
+        return [], [
+            NotTried(
+                finding.id,
+                "fit reads a Python data source, but no keras.utils.PyDataset (Sequence) "
+                "class with its own __init__ was found in the program's files",
+            )
+        ]
+    return out, []
+
+
+def _fit_reads_python(facts: Facts) -> bool:
+    """A fit's pipeline that Keras built around a Python source (its data adapter's
+    generator): what fit was given is read in Python, one batch at a time."""
+    if facts.tfdata is None:
+        return False
+    return any(
+        p.consumer == "keras-fit"
+        and p.stages
+        and all(s.by_library for s in p.stages)
+        and any(s.kind == "generator" or s.python for s in p.stages)
+        for p in facts.tfdata.pipelines
+    )
+
+
+def _base_name(base: ast.expr) -> str | None:
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    return base.id if isinstance(base, ast.Name) else None
+
+
+def _with_workers(source: str, lines: list[str], path: str, cls: ast.ClassDef) -> list[Edit]:
+    init = next(
+        (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+    )
+    if init is None:
+        return []
+    for node in ast.walk(init):
+        if _super_init(node):
+            assert isinstance(node, ast.Call)
+            if any(k.arg == "workers" or k.arg is None for k in node.keywords):
+                return []  # workers given already, or passed through **kwargs
+            return set_keywords(source, lines, path, node, workers=str(WORKERS))
+    first = init.body[0]
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+        and len(init.body) > 1
+    ):
+        first = init.body[1]  # after the docstring
+    indent = indent_of(lines[first.lineno - 1])
+    text = f"{indent}super().__init__(workers={WORKERS})\n"
+    return [Edit(path, first.lineno, 0, first.lineno, 0, text)]
+
+
+def _super_init(node: ast.AST) -> bool:
+    """``super().__init__(...)`` or ``Base.__init__(self, ...)``."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr != "__init__":
+        return False
+    owner = node.func.value
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
+        return owner.func.id == "super"
+    return _base_name(owner) in BASES
