@@ -20,7 +20,7 @@ import functools
 import os
 import textwrap
 import tokenize
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from gpuwhy.facts import ReboundName, StepCode
@@ -246,19 +246,25 @@ def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt
     return found
 
 
-def step_code(filename: str, shown: str, lines: dict[int, int]) -> StepCode | None:
+def step_code(
+    filename: str, shown: str, lines: dict[int, int], loop_lines: Sequence[int] = ()
+) -> StepCode | None:
     """The code the most counted ``lines`` (line -> count) of ``filename`` belong to: the
-    innermost function around them, or the innermost loop where they are in no function,
-    with the names that code reads and the program re-creates in a loop (a metric made
-    anew each epoch): a ``tf.function`` traced over that code would keep the first object
-    for good. None where the source cannot be read."""
+    innermost function around them, or the innermost loop where they are in no function
+    or where that function runs the training loop itself (a loop of the function's that
+    holds one of ``loop_lines``, the steps' loop sites: ``main()`` looping over the
+    dataset is not the step), with the names that code reads and the program re-creates
+    in a loop (a metric made anew each epoch): a ``tf.function`` traced over that code
+    would keep the first object for good. None where the source cannot be read."""
     tree = _tree(filename)
     if tree is None or not lines:
         return None
     weight: dict[ast.stmt, int] = {}
     for line, count in lines.items():
         scope = _innermost(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))
-        if scope is None:
+        if scope is not None:
+            scope = _steps_loop(scope, line, loop_lines) or scope
+        else:
             scope = _innermost(tree, line, (ast.For, ast.While, ast.AsyncFor))
         if scope is not None:
             weight[scope] = weight.get(scope, 0) + count
@@ -319,6 +325,22 @@ def _lifted(
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
     return lifted_step(source, scope, loop, lines)
+
+
+def _steps_loop(function: ast.AST, line: int, loop_lines: Sequence[int]) -> ast.stmt | None:
+    """The innermost ``for`` loop of ``function``'s own that holds ``line`` and one of
+    the steps' loop sites (its header's ``next()``, or its ``apply_gradients``): the
+    training loop, written inside a function."""
+    found = None
+    for node in _same_scope(function):
+        if (
+            isinstance(node, (ast.For, ast.AsyncFor))
+            and _spans(node, line)
+            and any(_spans(node, site) for site in loop_lines)
+            and (found is None or node.lineno > found.lineno)
+        ):
+            found = node
+    return found
 
 
 def _outermost_loop(tree: ast.Module, loop: ast.stmt) -> ast.stmt:

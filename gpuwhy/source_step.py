@@ -16,6 +16,10 @@ does it:
   one pass to the next);
 - the statements become one call, ``loss = train_step(xb, yb)``.
 
+The statements are the run of them around the one that issues the most ops, as long
+as each issues ops: a line of Python between them that reads a tensor's value
+(``epoch_loss += loss.numpy()``) ends it.
+
 Not lifted where they jump (``break``, ``continue``, ``return``, ``yield``, ``global``),
 span more than ``MAX_LINES`` lines or hold no op line. What a graph changes beyond that
 (a ``print`` run only at the trace, a Python value that retraces) is for ``gpuwhy fix``'s
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 MAX_LINES = 15
@@ -57,16 +61,28 @@ class LiftedStep:
 
 
 def lifted_step(
-    source_lines: list[str], scope: ast.AST, loop: ast.For | ast.AsyncFor, op_lines: Iterable[int]
+    source_lines: list[str],
+    scope: ast.AST,
+    loop: ast.For | ast.AsyncFor,
+    op_lines: Mapping[int, int],
 ) -> LiftedStep | None:
-    """The statements of ``loop``'s body that hold ``op_lines`` as a function, or None
-    where they cannot be lifted. ``scope``: the module or function the loop is in;
-    ``source_lines``: the file's lines."""
-    wanted = set(op_lines)
-    held = [i for i, s in enumerate(loop.body) if any(_spans(s, line) for line in wanted)]
-    if not held:
+    """The statements of ``loop``'s body that issue the ops (``op_lines``: line -> ops
+    counted there) as a function, or None where they cannot be lifted. ``scope``: the
+    module or function the loop is in; ``source_lines``: the file's lines.
+
+    The statements are the run around the one issuing the most ops, as far as its
+    neighbours issue ops too: a statement with none between them (``epoch_loss +=
+    loss.numpy()``) ends the run, and what comes after it (a per-step accuracy's few
+    ops) stays eager, since Python that reads a tensor's value cannot run in a graph."""
+    weights = [sum(count for line, count in op_lines.items() if _spans(s, line)) for s in loop.body]
+    if not any(weights):
         return None
-    core = loop.body[held[0] : held[-1] + 1]
+    start = end = max(range(len(weights)), key=lambda i: (weights[i], -i))
+    while start > 0 and weights[start - 1]:
+        start -= 1
+    while end + 1 < len(weights) and weights[end + 1]:
+        end += 1
+    core = loop.body[start : end + 1]
     first, last = core[0].lineno, core[-1].end_lineno or core[-1].lineno
     if last - first + 1 > MAX_LINES or any(
         isinstance(node, _JUMPS) for statement in core for node in _walk_scope(statement)
@@ -74,7 +90,17 @@ def lifted_step(
         return None
     bound = _stored(loop.target) | {n for s in loop.body for n in _stored(s)}
     taken, assigned = _reads_before_assigned(core)
-    params = tuple(name for name in taken if name in bound)
+    # the loop's own names first, in its target's order (``for x, y in ...``), then the
+    # others in the order the statements read them
+    targets = [
+        n.id
+        for n in sorted(ast.walk(loop.target), key=lambda n: getattr(n, "col_offset", 0))
+        if isinstance(n, ast.Name)
+    ]
+    params = tuple(
+        [name for name in targets if name in taken]
+        + [name for name in taken if name in bound and name not in targets]
+    )
     inside = {id(node) for statement in core for node in ast.walk(statement)}
     read_outside = {
         node.id

@@ -261,3 +261,46 @@ def test_a_loop_body_that_reads_what_its_last_pass_assigned_does_not_move(tmp_pa
     assert _body_of_loop_at(tmp_path, augmented, 2) == ()
     fresh = "for x in ds:\n    with tape() as t:\n        loss = f(x)\n    g = t.grad(loss)\n"
     assert len(_body_of_loop_at(tmp_path, fresh, 1)) == 3
+
+
+MAIN_LOOP = """import tensorflow as tf
+
+
+def main():
+    model = make_model()
+    for epoch in range(5):
+        epoch_loss = 0.0
+        for step, (xb, yb) in enumerate(dataset):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            epoch_loss += loss.numpy()
+        print(epoch, epoch_loss)
+
+
+def step_with_layers(x):
+    for layer in layers:
+        x = layer(x)
+    return x
+"""
+
+
+def test_a_training_loop_written_inside_main_is_the_step_not_main(tmp_path):
+    """The steps' loop (its next() at line 8) runs inside main(): main in a tf.function
+    would be the whole training traced; the loop's op statements are the step. A loop
+    over layers inside a step function is the function's own: the function is the step."""
+    from gpuwhy.source_calls import step_code
+
+    path = tmp_path / "train.py"
+    path.write_text(MAIN_LOOP)
+    code = step_code(str(path), "train.py", {10: 30, 11: 20, 12: 9}, loop_lines=[8])
+    assert code is not None and code.function is None and code.location == "train.py:8"
+    assert code.call == "loss = train_step(xb, yb)" and code.moved == (9, 12)
+    assert code.before == "train.py:6"  # defined in main, before the epoch loop
+    # without the steps' loop site, main is the innermost function, as before
+    code = step_code(str(path), "train.py", {10: 30, 11: 20, 12: 9})
+    assert code is not None and code.function == "main"
+    # a step function whose own loop is over layers stays the step
+    code = step_code(str(path), "train.py", {19: 40}, loop_lines=[30])
+    assert code is not None and code.function == "step_with_layers"

@@ -34,7 +34,7 @@ for epoch in range(4):
 
 
 def test_a_loss_summed_in_python_stays_in_the_loop_and_the_step_returns_it():
-    step = lift(ACCUMULATED, [6, 7, 8])
+    step = lift(ACCUMULATED, {6: 10, 7: 20, 8: 5})
     assert (step.first, step.last) == (5, 8)
     assert step.signature == "def train_step(xb, yb):"  # X, W, opt: read where they are
     assert step.call == "loss = train_step(xb, yb)"
@@ -58,7 +58,7 @@ def test_a_value_carried_from_one_pass_to_the_next_is_taken_and_returned():
                 print(step, float(loss))
         return hidden
     """
-    step = lift(source, [4, 5])
+    step = lift(source, {4: 3, 5: 1})
     assert step.signature == "def train_step(x, hidden):"
     assert step.call == "hidden, loss = train_step(x, hidden)"
     assert step.body[-1] == "return hidden, loss"
@@ -73,7 +73,7 @@ def test_names_used_only_inside_stay_inside_and_a_comprehension_s_own_are_its_ow
         opt.apply_gradients(zip(grads, model.trainable_variables))
     g = None
     """
-    step = lift(source, [2, 3, 4, 5])
+    step = lift(source, {3: 5, 4: 10, 5: 8})
     assert step.call == "train_step(x)"  # tape, loss, grads: read nowhere else
     assert step.body[-1] == "opt.apply_gradients(zip(grads, model.trainable_variables))"
 
@@ -87,7 +87,28 @@ def test_statements_that_jump_or_hold_no_op_are_not_lifted():
         log.append(float(loss))
     print(log)
     """
-    assert lift(jumps, [2, 3, 4]) is None
-    assert lift(jumps, [99]) is None
+    assert lift(jumps, {2: 5, 3: 1, 4: 1}) is None
+    assert lift(jumps, {99: 1}) is None
     long_body = "for x in ds:\n" + "".join(f"    y{i} = tf.abs(x)\n" for i in range(20))
-    assert lift(long_body, [2, 21]) is None
+    assert lift(long_body, dict.fromkeys(range(2, 22), 1)) is None
+
+
+def test_python_reading_a_tensor_between_op_lines_ends_the_statements_lifted():
+    """``epoch_loss += loss.numpy()`` cannot run in a graph: the step is the tape, the
+    gradients and apply_gradients; the per-step accuracy after it stays eager, and
+    the step returns the logits it reads."""
+    source = """
+    for epoch in range(5):
+        epoch_loss = 0.0
+        for step, (xb, yb) in enumerate(dataset):
+            with tf.GradientTape() as tape:
+                logits = model(xb, training=True)
+                loss = loss_fn(yb, logits)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            epoch_loss += loss.numpy()
+            correct += int(tf.reduce_sum(tf.cast(tf.argmax(logits, 1) == yb, tf.int32)))
+    """
+    step = lift(source, {5: 12, 6: 4, 7: 20, 8: 9, 10: 4})
+    assert (step.first, step.last) == (4, 8)
+    assert step.call == "logits, loss = train_step(xb, yb)"

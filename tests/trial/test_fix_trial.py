@@ -218,3 +218,16 @@ def test_a_fit_fed_by_a_sequence_gets_worker_threads_proven(tmp_path):
     assert "+        super().__init__(workers=4)" in patch
     assert "tried for input.bound, which it answers too" in done.stderr
     assert patched_runs(tmp_path, "sequence_fit.py", patch).returncode == 0
+
+
+def test_an_eager_loop_inside_main_gets_its_step_statements_traced_not_main(tmp_path):
+    record, patch, _ = fix(tmp_path, PROGRAMS / "eager_loop_in_main.py")
+    graph = tried(record, "launch.eager-ops")[0]
+    assert graph["ran"] and graph["same_results"] is True and graph["held"], graph
+    text = (PROGRAMS / "eager_loop_in_main.py").read_text().splitlines()
+    first = next(i for i, line in enumerate(text, 1) if "tf.GradientTape()" in line)
+    last = next(i for i, line in enumerate(text, 1) if "apply_gradients" in line)
+    assert "main traced" not in graph["fix"] and f"lines {first}-{last}" in graph["fix"]
+    assert "+            logits, loss = train_step(xb, yb)" in patch
+    ran = patched_runs(tmp_path, "eager_loop_in_main.py", patch)
+    assert ran.returncode == 0 and "epoch 4:" in ran.stdout, ran.stderr[-2000:]

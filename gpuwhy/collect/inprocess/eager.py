@@ -72,10 +72,12 @@ def duty_cycle(
             on = min(on * 2.0, longest_on_s)
 
 
-def step_code(sites: tuple[EagerOpSite, ...]) -> StepCode | None:
+def step_code(sites: tuple[EagerOpSite, ...], loops: tuple[str, ...] = ()) -> StepCode | None:
     """The function (or loop body) of the user's file that issues most of the counted ops,
     read from its source: the code a fix puts in a ``tf.function``, and the objects it
-    reads that the program re-creates in a loop."""
+    reads that the program re-creates in a loop. ``loops``: the training loops' sites
+    (StepLoop.name: ``train.py:40``, ``train_step (train.py:12)``): a loop of the steps
+    inside a function (a ``main()``) is the step's code, not the function."""
 
     by_file: dict[str, dict[int, int]] = {}
     for site in sites:
@@ -88,8 +90,14 @@ def step_code(sites: tuple[EagerOpSite, ...]) -> StepCode | None:
     if not by_file:
         return None
     shown = max(by_file, key=lambda name: sum(by_file[name].values()))
+    loop_lines = [
+        int(line)
+        for name in loops
+        for where in [name.rpartition("(")[2].rstrip(")")]
+        if where.rpartition(":")[0] == shown and (line := where.rpartition(":")[2]).isdigit()
+    ]
     try:
-        return read(os.path.abspath(shown), shown, by_file[shown])
+        return read(os.path.abspath(shown), shown, by_file[shown], loop_lines)
     except (RecursionError, ValueError):  # a source too deep or odd to read: no names
         return None
 
@@ -337,9 +345,13 @@ class EagerOpCounter(Collector):
     def fill(self, gathering: Gathering) -> EagerFacts:
         """Section ``eager``: the ops inside the steps the step collector found."""
         width = width_for(gathering.t_end - gathering.t0)
-        return self.facts(gathering.peer(StepCollector).window, width)
+        steps = gathering.facts.steps
+        loops = tuple(loop.name for loop in steps.loops) if steps is not None else ()
+        return self.facts(gathering.peer(StepCollector).window, width, loops)
 
-    def facts(self, window: StepWindow, width_s: float | None = None) -> EagerFacts:
+    def facts(
+        self, window: StepWindow, width_s: float | None = None, loops: tuple[str, ...] = ()
+    ) -> EagerFacts:
         """The eager ops inside the steps of ``window`` that lie wholly inside a counting window.
 
         ``dispatch_fraction`` is an *estimate* of the share of those steps' time spent
@@ -428,7 +440,7 @@ class EagerOpCounter(Collector):
             sites=top,
             outside_steps=outside,
             note=self._note(calls),
-            step_code=step_code(top),
+            step_code=step_code(top, loops),
             windows=_per_window(sampled, span_ops, window.t0, width_s) if sampled else (),
         )
 

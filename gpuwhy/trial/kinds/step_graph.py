@@ -65,7 +65,10 @@ def candidates(
         def variant(decorator: str) -> tuple[Edit, ...]:
             text = "".join(
                 [
-                    "\n" if metrics else "",  # after the metrics made before the loop
+                    # after the metrics made before the loop, or a line of code
+                    "\n"
+                    if metrics or (insert_at[0] > 1 and lines[insert_at[0] - 2].strip())
+                    else "",
                     f"{insert_at[1]}@{decorator}\n",
                     f"{insert_at[1]}{header}\n",
                     *(f"{insert_at[1]}    {line}\n" if line else "\n" for line in body),
