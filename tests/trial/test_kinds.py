@@ -391,3 +391,43 @@ def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
         [finding("input.python-function")], Facts(tfdata=TfDataFacts(pipelines=(own,))), files
     )
     assert not [c for c in found if "worker threads" in c.fix]
+
+
+BUILT = """import tensorflow as tf
+
+
+def build_model(width):
+    net = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(width)])
+    net.compile(optimizer="adam", loss="mse")
+    return net
+
+
+model = build_model(16)
+model.fit(x, y, epochs=2)
+"""
+
+
+def test_a_model_compiled_in_the_helper_that_builds_it_gets_the_compile_options_there(tmp_path):
+    """``model = build_model(...)`` then ``model.fit``: the helper's one compile call is
+    the fit model's."""
+    path = tmp_path / "train.py"
+    path.write_text(BUILT)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    loops = (StepLoop("keras-fit", f"Model.fit at {path}:11", 100, 0.0),)
+    steps = StepFacts("keras-fit", "Model.fit", 100, loops=loops)
+    found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
+    assert [c.fix for c in found] == [
+        "net.compile(steps_per_execution=32) in build_model()",
+        "net.compile(jit_compile=True) in build_model()",
+    ]
+    assert 'net.compile(optimizer="adam", loss="mse", steps_per_execution=32)' in edited(
+        str(path), found[0]
+    )
+    path.write_text(
+        BUILT.replace("    return net", "    net.compile('sgd', 'mse')\n    return net")
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(path))  # read anew
+    loops = (StepLoop("keras-fit", f"Model.fit at {path}:12", 100, 0.0),)
+    steps = StepFacts("keras-fit", "Model.fit", 100, loops=loops)
+    found, refused = plan([finding("launch.host-bound")], Facts(steps=steps), files)
+    assert found == [] and "nor one compile(...) in build_model()" in refused[0].why

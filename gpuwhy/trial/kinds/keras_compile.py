@@ -5,8 +5,10 @@ the step's small ops).
 
 The fit is the training loop the run found (``StepLoop``, ``Model.fit at train.py:40``);
 its model is the name the ``fit`` call is made on, and the ``compile`` call on that name
-before it, in the same file, is the one changed. A fit whose model is compiled elsewhere
-(a helper that returns a compiled model) is refused with that reason.
+before it, in the same file, is the one changed; where there is none and the model was
+made by a function of the program's (``model = build_model()``), the one ``compile``
+call in that function. A fit whose model is compiled elsewhere is refused with that
+reason.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ from dataclasses import replace
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.kinds.float64 import program_files
 from gpuwhy.trial.kinds.step_graph import XLA_TOLERANCE, XLA_WHY
-from gpuwhy.trial.source_edits import calls_at, calls_named, segment, set_keywords
+from gpuwhy.trial.source_edits import (
+    calls_at,
+    calls_named,
+    function_named,
+    segment,
+    set_keywords,
+)
 
 STEPS_PER_EXECUTION = 32
 
@@ -73,17 +82,69 @@ def _compile_fix(
         and segment(source, c.func.value) == model
         and c.lineno <= fit[1]
     ]
-    if not compiles:
-        return [], [NotTried(finding.id, f"no {model}.compile(...) before the fit in {fit[0]}")]
-    call = max(compiles, key=lambda c: c.lineno)
+    if compiles:
+        call = max(compiles, key=lambda c: c.lineno)
+        return [
+            FixCandidate(
+                finding.id,
+                f"{model}.{fix}",
+                tuple(set_keywords(source, lines, fit[0], call, **keywords)),
+                location=f"{fit[0]}:{call.lineno}",
+            )
+        ], []
+    built = _built_by(tree, model, fit[1])
+    found = _compile_in(built, facts, files) if built is not None else None
+    if found is None:
+        return [], [
+            NotTried(
+                finding.id,
+                f"no {model}.compile(...) before the fit in {fit[0]}"
+                + (f", nor one compile(...) in {built}()" if built else ""),
+            )
+        ]
+    path, (b_source, b_lines, _), call = found
+    receiver = segment(b_source, call.func.value) if isinstance(call.func, ast.Attribute) else model
     return [
         FixCandidate(
             finding.id,
-            f"{model}.{fix}",
-            tuple(set_keywords(source, lines, fit[0], call, **keywords)),
-            location=f"{fit[0]}:{call.lineno}",
+            f"{receiver}.{fix} in {built}()",
+            tuple(set_keywords(b_source, b_lines, path, call, **keywords)),
+            location=f"{path}:{call.lineno}",
         )
     ], []
+
+
+def _built_by(tree: ast.Module, model: str, before: int) -> str | None:
+    """``build_model`` where ``model = build_model(...)`` is the last assignment of the
+    fit's model before the fit: a helper that makes and compiles it."""
+    made = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and node.lineno <= before
+        and any(isinstance(t, ast.Name) and t.id == model for t in node.targets)
+    ]
+    if not made:
+        return None
+    value = max(made, key=lambda n: n.lineno).value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        return value.func.id
+    return None
+
+
+def _compile_in(name: str, facts: Facts, files: SourceFiles):
+    """(path, its read, the call) of the one ``.compile(...)`` in the program's function
+    ``name``; None where there is no such function or not exactly one call."""
+    for path in program_files(facts, files):
+        read = files.read(path)
+        if read is None:
+            continue
+        fn = function_named(read[2], name)
+        if fn is None:
+            continue
+        calls = [c for c in calls_named(fn, "compile") if isinstance(c.func, ast.Attribute)]
+        return (path, read, calls[0]) if len(calls) == 1 else None
+    return None
 
 
 def _fit_location(facts: Facts) -> tuple[str, int] | None:
