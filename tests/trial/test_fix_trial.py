@@ -231,3 +231,12 @@ def test_an_eager_loop_inside_main_gets_its_step_statements_traced_not_main(tmp_
     assert "+            logits, loss = train_step(xb, yb)" in patch
     ran = patched_runs(tmp_path, "eager_loop_in_main.py", patch)
     assert ran.returncode == 0 and "epoch 4:" in ran.stdout, ran.stderr[-2000:]
+
+
+def test_run_eagerly_left_in_compile_is_set_back_and_proven(tmp_path):
+    record, patch, _ = fix(tmp_path, PROGRAMS / "run_eagerly_fit.py")
+    (switch,) = [t for t in record["fixes_tried"] if "run_eagerly=False" in t["fix"]]
+    assert switch["ran"] and switch["same_results"] is True, switch
+    assert switch["held"] and switch["speedup"] >= 2.0, switch
+    assert "+model.compile(" in patch and "run_eagerly=False" in patch
+    assert patched_runs(tmp_path, "run_eagerly_fit.py", patch).returncode == 0

@@ -431,3 +431,25 @@ def test_a_model_compiled_in_the_helper_that_builds_it_gets_the_compile_options_
     steps = StepFacts("keras-fit", "Model.fit", 100, loops=loops)
     found, refused = plan([finding("launch.host-bound")], Facts(steps=steps), files)
     assert found == [] and "nor one compile(...) in build_model()" in refused[0].why
+
+
+SWITCHES = """import tensorflow as tf
+
+tf.config.run_functions_eagerly(True)
+model.compile(optimizer="adam", loss="mse", run_eagerly=True)
+other.compile(optimizer="adam", loss="mse", run_eagerly=False)
+"""
+
+
+def test_the_switches_that_turn_graphs_off_are_set_back(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(SWITCHES)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, _ = plan([finding("launch.eager-ops")], Facts(), files)
+    (switches,) = found
+    assert switches.fix == (
+        "run_functions_eagerly(False) at train.py:3 and compile(run_eagerly=False) at train.py:4"
+    )
+    text = edited(str(path), switches)
+    assert "tf.config.run_functions_eagerly(False)\n" in text
+    assert 'model.compile(optimizer="adam", loss="mse", run_eagerly=False)\n' in text

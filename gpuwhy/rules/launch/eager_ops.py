@@ -225,6 +225,16 @@ class EagerOps(Rule):
         for site in sites[:5]:
             lines.append(f"#   {site.op} at {site.location or 'library code'}")
         code = facts.eager.step_code if facts.eager is not None else None
+        if code is None and _in_fit(facts):
+            # Keras traces fit's train step unless told not to: the switch is the cause
+            return "\n".join(
+                [
+                    *lines,
+                    "# Keras fit runs its train step eagerly only when told to: turn it back",
+                    "model.compile(..., run_eagerly=False)   # the default: leave it out",
+                    "tf.config.run_functions_eagerly(False)  # where the script set it True",
+                ]
+            )
         lines += traced_step.wrap(code, facts)
         lines += traced_step.rebound(code)
         if traced_step.replicas(facts) > 1:
@@ -243,3 +253,10 @@ class EagerOps(Rule):
             f"up to ~{gain:.0%} of the time: what issuing these ops from Python costs "
             "now; in a graph they cost a few µs each, fused by XLA fewer still"
         )
+
+
+def _in_fit(facts: Facts) -> bool:
+    """The steps are Keras fit's (its train step is then a tf.function unless the
+    program turned that off)."""
+    steps = facts.steps
+    return steps is not None and any(loop.source == "keras-fit" for loop in steps.loops)

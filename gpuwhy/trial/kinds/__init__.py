@@ -11,6 +11,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.kinds import (
     device_blocks,
+    eager_switches,
     float64,
     input_pipeline,
     keras_compile,
@@ -25,7 +26,7 @@ Planner = Callable[[Finding, Facts, SourceFiles], tuple[list[FixCandidate], list
 
 # finding id -> the kinds of fix that answer it, in the order they are tried
 PLANNERS: dict[str, tuple[Planner, ...]] = {
-    "launch.eager-ops": (step_graph.candidates,),
+    "launch.eager-ops": (eager_switches.candidates, step_graph.candidates),
     "launch.retracing": (retracing.candidates,),
     "placement.float64": (float64.candidates,),
     "placement.forced-cpu": (device_blocks.candidates,),

@@ -229,3 +229,18 @@ def test_under_a_mirrored_strategy_the_fix_leaves_xla_out():
     assert "compile only the loss and gradients" in finding.fix
     one = replace(facts, distribute=replace(mirrored, replicas=1))
     assert "@tf.function(jit_compile=True)" in run(one)[0].fix
+
+
+def test_keras_fit_run_eagerly_is_fixed_by_the_switch_not_by_a_tf_function():
+    """fit's ops come from Keras' train step (no code of the program's to wrap): fit
+    traces it unless run_eagerly=True or run_functions_eagerly(True) said not to."""
+    from dataclasses import replace
+
+    from gpuwhy.facts import StepFacts, StepLoop
+
+    fit = StepLoop("keras-fit", "Model.fit at train.py:30", 100, 0.0)
+    steps = StepFacts("keras-fit", "Model.fit", 100, loops=(fit,))
+    facts = replace(eager(LOOP), steps=steps)
+    (finding,) = run(facts)
+    assert "model.compile(..., run_eagerly=False)" in (finding.fix or "")
+    assert "def <your train step>" not in (finding.fix or "")
