@@ -149,9 +149,21 @@ def _stored(node: ast.AST) -> set[str]:
 
 
 def _loaded(node: ast.AST) -> list[str]:
-    """The names ``node`` reads, in the order they are written."""
+    """The names ``node`` reads, in the order they are written: inside its lambdas,
+    comprehensions and nested functions too (``opt.minimize(lambda: loss(xb), ...)``
+    reads ``xb`` when it runs), less the names those bind for themselves."""
+    own = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            own |= {a.arg for a in ast.walk(inner.args) if isinstance(a, ast.arg)}
+        elif isinstance(inner, ast.comprehension):
+            own |= {n.id for n in ast.walk(inner.target) if isinstance(n, ast.Name)}
     found = sorted(
-        (n for n in _walk_scope(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)),
+        (
+            n
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in own
+        ),
         key=lambda n: (n.lineno, n.col_offset),
     )
     return list(dict.fromkeys(n.id for n in found))

@@ -112,3 +112,16 @@ def test_python_reading_a_tensor_between_op_lines_ends_the_statements_lifted():
     step = lift(source, {5: 12, 6: 4, 7: 20, 8: 9, 10: 4})
     assert (step.first, step.last) == (4, 8)
     assert step.call == "logits, loss = train_step(xb, yb)"
+
+
+def test_a_name_read_inside_a_lambda_is_a_parameter():
+    """``opt.minimize(lambda: ...)`` reads the batch when it runs: the batch must be
+    passed in, not read from the enclosing scope (a traced function would keep the
+    first batch's value)."""
+    source = """
+    for xb, yb in batches:
+        opt.minimize(lambda: tf.reduce_mean((model(xb) - yb) ** 2), model.trainable_variables)
+        seen += 1
+    """
+    step = lift(source, {2: 30})
+    assert step.signature == "def train_step(xb, yb):" and step.call == "train_step(xb, yb)"
