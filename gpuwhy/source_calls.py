@@ -292,9 +292,9 @@ def step_code(
         _movable_body(filename, tree, body),
         f"{shown}:{_outermost_loop(tree, body).lineno}",
     )
-    if not isinstance(body, (ast.For, ast.AsyncFor)):
+    if not isinstance(body, (ast.For, ast.AsyncFor, ast.While)):
         return code
-    if code.body:  # the whole body, as it is
+    if code.body and isinstance(body, (ast.For, ast.AsyncFor)):  # the whole body, as it is
         last = body.body[-1].end_lineno or body.body[-1].lineno
         return dataclasses.replace(
             code, moved=(body.body[0].lineno, last), call=f"train_step({', '.join(names)})"
@@ -312,7 +312,7 @@ def step_code(
 
 
 def _lifted(
-    filename: str, tree: ast.Module, loop: ast.For | ast.AsyncFor, lines: dict[int, int]
+    filename: str, tree: ast.Module, loop: ast.For | ast.AsyncFor | ast.While, lines: dict[int, int]
 ) -> LiftedStep | None:
     """The statements of the loop's body that issue the ops, as a function
     (source_step.py), where the whole body cannot move."""
@@ -334,7 +334,7 @@ def _steps_loop(function: ast.AST, line: int, loop_lines: Sequence[int]) -> ast.
     found = None
     for node in _same_scope(function):
         if (
-            isinstance(node, (ast.For, ast.AsyncFor))
+            isinstance(node, (ast.For, ast.AsyncFor, ast.While))
             and _spans(node, line)
             and any(_spans(node, site) for site in loop_lines)
             and (found is None or node.lineno > found.lineno)

@@ -63,7 +63,7 @@ class LiftedStep:
 def lifted_step(
     source_lines: list[str],
     scope: ast.AST,
-    loop: ast.For | ast.AsyncFor,
+    loop: ast.For | ast.AsyncFor | ast.While,
     op_lines: Mapping[int, int],
 ) -> LiftedStep | None:
     """The statements of ``loop``'s body that issue the ops (``op_lines``: line -> ops
@@ -88,15 +88,20 @@ def lifted_step(
         isinstance(node, _JUMPS) for statement in core for node in _walk_scope(statement)
     ):
         return None
-    bound = _stored(loop.target) | {n for s in loop.body for n in _stored(s)}
+    target = loop.target if not isinstance(loop, ast.While) else None  # a while: none
+    bound = (_stored(target) if target else set()) | {n for s in loop.body for n in _stored(s)}
     taken, assigned = _reads_before_assigned(core)
     # the loop's own names first, in its target's order (``for x, y in ...``), then the
     # others in the order the statements read them
-    targets = [
-        n.id
-        for n in sorted(ast.walk(loop.target), key=lambda n: getattr(n, "col_offset", 0))
-        if isinstance(n, ast.Name)
-    ]
+    targets = (
+        [
+            n.id
+            for n in sorted(ast.walk(target), key=lambda n: getattr(n, "col_offset", 0))
+            if isinstance(n, ast.Name)
+        ]
+        if target is not None
+        else []
+    )
     params = tuple(
         [name for name in targets if name in taken]
         + [name for name in taken if name in bound and name not in targets]

@@ -12,7 +12,7 @@ from gpuwhy.source_step import lifted_step
 def lift(source: str, op_lines, loop_index: int = -1):
     source = textwrap.dedent(source).lstrip("\n")
     tree = ast.parse(source)
-    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For)]
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
     loop = sorted(loops, key=lambda n: n.lineno)[loop_index]
     scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     scope = next((f for f in scopes if f.lineno < loop.lineno <= f.end_lineno), tree)
@@ -125,3 +125,23 @@ def test_a_name_read_inside_a_lambda_is_a_parameter():
     """
     step = lift(source, {2: 30})
     assert step.signature == "def train_step(xb, yb):" and step.call == "train_step(xb, yb)"
+
+
+def test_a_while_loop_reading_its_iterator_by_hand_has_its_step_lifted():
+    source = """
+    it = iter(dataset)
+    step = 0
+    while step < 1000:
+        x, y = next(it)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        step += 1
+        if step % 100 == 0:
+            print(step, float(loss))
+    """
+    step = lift(source, {4: 1, 5: 20, 6: 10, 7: 12})
+    # next(it) issues an op: it goes in too, the iterator read where it is (a traced
+    # function advances a captured iterator on each call)
+    assert (step.first, step.last) == (4, 7)
+    assert step.signature == "def train_step():" and step.call == "loss = train_step()"

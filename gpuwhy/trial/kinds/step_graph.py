@@ -135,8 +135,8 @@ def _loop_as_function(code: StepCode, where, source: str, lines: list[str], tree
             "function as written, whole or the statements issuing them (long, or they "
             "break, continue or return): put them in a def, then run gpuwhy fix again"
         )
-    loop = statement_at(tree, where[1], (ast.For, ast.AsyncFor))
-    assert loop is None or isinstance(loop, ast.For | ast.AsyncFor)
+    loop = statement_at(tree, where[1], (ast.For, ast.AsyncFor, ast.While))
+    assert loop is None or isinstance(loop, ast.For | ast.AsyncFor | ast.While)
     before = location_parts(code.before)
     outer = statement_at(tree, before[1], (ast.For, ast.AsyncFor, ast.While)) if before else None
     if loop is None or outer is None or before is None or before[0] != where[0]:
