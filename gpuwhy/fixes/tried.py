@@ -30,6 +30,7 @@ def tried_line(finding_id: str, proven: bool = False, trial: bool = False) -> st
         return "tried below: gpuwhy fix ran it on a copy of the program"
     if finding_id in TRIED_BY_FIX:
         if trial:
-            return "gpuwhy fix could not apply it to this program: why is below"
+            # why is below: not applicable here, or tried under another finding it answers
+            return "gpuwhy fix did not try it under this finding: why is below"
         return "gpuwhy fix SCRIPT tries this on a copy of your program and measures it"
     return None

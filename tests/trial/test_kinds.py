@@ -453,3 +453,20 @@ def test_the_switches_that_turn_graphs_off_are_set_back(tmp_path):
     text = edited(str(path), switches)
     assert "tf.config.run_functions_eagerly(False)\n" in text
     assert 'model.compile(optimizer="adam", loss="mse", run_eagerly=False)\n' in text
+
+
+def test_steps_per_execution_divides_a_generator_fit_s_steps_per_epoch(tmp_path):
+    """fit(gen(), steps_per_epoch=60): 32 steps a call would draw batches of the next
+    epoch from the generator (the losses change); 30 divides it."""
+    source = BUILT.replace("model.fit(x, y, epochs=2)", "model.fit(gen(), steps_per_epoch=STEPS)")
+    path = tmp_path / "train.py"
+    path.write_text("STEPS = 60\n" + source)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    loops = (StepLoop("keras-fit", f"Model.fit at {path}:12", 100, 0.0),)
+    steps = StepFacts("keras-fit", "Model.fit", 100, loops=loops)
+    found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
+    assert found[0].fix == "net.compile(steps_per_execution=30) in build_model()"
+    path.write_text("STEPS = 60\n" + source.replace("=STEPS", "=len(x) // 8"))
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
+    assert [c.fix for c in found] == ["net.compile(jit_compile=True) in build_model()"]

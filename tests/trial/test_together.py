@@ -43,3 +43,17 @@ def test_a_ctrl_c_while_they_run_together_keeps_the_best_one_and_says_it_was_int
     )
     assert (combined, kept, interrupted) == (None, [1], True)  # the faster one
     assert any("interrupted" in line for line in said)
+
+
+def test_of_two_fixes_for_one_place_the_patch_keeps_the_one_proven_faster():
+    """A plain tf.function at 12.7x (8.3x-19.4x) and XLA at 12.9x (1.9x-88.7x): the
+    plain one is known to give more."""
+    from dataclasses import replace
+
+    from gpuwhy.modes.trial import _best_held
+
+    plain, plain_tried = _held("launch.eager-ops", 3, 12.71)
+    xla, xla_tried = _held("launch.eager-ops", 3, 12.91)
+    plain_tried = replace(plain_tried, speedup_low=8.34, speedup_high=19.39)
+    xla_tried = replace(xla_tried, speedup_low=1.88, speedup_high=88.73)
+    assert _best_held([plain, xla], [plain_tried, xla_tried]) == [0]

@@ -69,6 +69,7 @@ def candidates(
                 dtypes.append(_to_float32(path, lines, node.value, source))
                 named += 1
     inputs = _cast_inputs(facts, files)
+    arrays = [e for path in program_files(facts, files) for e in _numpy_floats(path, files)]
     out = []
     if floatx:
         out.append(
@@ -83,12 +84,16 @@ def candidates(
             )
         )
     if dtypes or inputs:
+        # the float64 the program names meets the NumPy arrays it makes: both float32,
+        # or float32 layers meet float64 inputs (a Sub of float32 and float64 fails)
         what = []
         if dtypes:
             what.append(f"float32 for the {named} float64 dtype(s) the program names")
         if inputs:
             what.append("its tf.data inputs cast to float32 where they are made")
-        edits = joined_insertions([*dtypes, *inputs])
+        if arrays:
+            what.append(f"the {len(arrays)} NumPy float array(s) it makes")
+        edits = joined_insertions([*dtypes, *inputs, *arrays])
         out.append(
             FixCandidate(
                 finding.id,
@@ -101,7 +106,6 @@ def candidates(
             )
         )
     if not out:
-        arrays = [e for path in program_files(facts, files) for e in _numpy_floats(path, files)]
         if arrays:
             out.append(
                 FixCandidate(
@@ -178,7 +182,8 @@ def _numpy_floats(path: str, files: SourceFiles) -> list[Edit]:
         root = func.value
         while isinstance(root, ast.Attribute):
             root = root.value
-        if isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
+        made = isinstance(root, ast.Call) and _callee_name(root.func) in GENERATORS
+        if made or isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
             edits += wrap_node(path, lines, node, "", ".astype('float32')")
     return [e for e in edits if e.text]
 

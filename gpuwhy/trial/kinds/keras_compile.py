@@ -39,13 +39,63 @@ def steps_per_execution(
         return [], [
             NotTried(finding.id, f"fit already runs {facts.steps.steps_per_call} steps a call")
         ]
+    per_epoch = _steps_per_epoch(facts, files)
+    if per_epoch is None:
+        return [], [
+            NotTried(
+                finding.id,
+                "fit's steps_per_epoch is not a number gpuwhy can read: steps_per_execution "
+                "must divide it (else fit draws batches of the next epoch from the data)",
+            )
+        ]
+    count = _dividing(per_epoch) if per_epoch else STEPS_PER_EXECUTION
+    if count < 2:
+        return [], [
+            NotTried(finding.id, f"steps_per_epoch={per_epoch} has no divisor to run a call of")
+        ]
     return _compile_fix(
         finding,
         facts,
         files,
-        f"compile(steps_per_execution={STEPS_PER_EXECUTION})",
-        steps_per_execution=str(STEPS_PER_EXECUTION),
+        f"compile(steps_per_execution={count})",
+        steps_per_execution=str(count),
     )
+
+
+def _dividing(per_epoch: int) -> int:
+    """The most steps a call, up to STEPS_PER_EXECUTION, that divide an epoch: Keras
+    fills a call's last steps from the data's next batches otherwise (a generator's
+    batches of the next epoch: the losses change)."""
+    return max(d for d in range(1, STEPS_PER_EXECUTION + 1) if per_epoch % d == 0)
+
+
+def _steps_per_epoch(facts: Facts, files: SourceFiles) -> int | None:
+    """fit's ``steps_per_epoch`` as written (a number, or a name the file sets to one);
+    0 where fit has none (it runs the data to its end); None where it cannot be read."""
+    fit = _fit_location(facts)
+    read = files.read(fit[0]) if fit is not None else None
+    if fit is None or read is None:
+        return 0
+    _, _, tree = read
+    fits = calls_at(tree, fit[1], "fit")
+    given = (
+        next((k.value for k in fits[0].keywords if k.arg == "steps_per_epoch"), None)
+        if fits
+        else None
+    )
+    if given is None:
+        return 0
+    if isinstance(given, ast.Name):
+        values = [
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == given.id for t in node.targets)
+        ]
+        given = values[0] if len(values) == 1 else given
+    if isinstance(given, ast.Constant) and isinstance(given.value, int) and given.value > 0:
+        return given.value
+    return None
 
 
 def jit_compile(
