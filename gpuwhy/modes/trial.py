@@ -93,9 +93,10 @@ def _trial(
     )
     limit = max(MIN_LIMIT_S, LIMIT_FACTOR * first.seconds)
     progress(
-        f"{len(candidates)} fix(es) to try"
-        + (f": {', '.join(c.fix for c in candidates)}" if candidates else "")
-        + f"; {options.runs} run(s) each beside the original's"
+        f"{len(candidates)} fix(es) to try: {', '.join(c.fix for c in candidates)}; "
+        f"{options.runs} run(s) each beside the original's"
+        if candidates
+        else "no fix to try"
     )
     device_here = gpu_usable(diagnosis.facts) is True
     originals: list[VariantRun] = [first]
