@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from gpuwhy.facts import ReboundName, StepCode
-from gpuwhy.source_step import LiftedStep, lifted_step
+from gpuwhy.source_step import LiftedStep, lifted_step, reads_values
 
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
@@ -308,6 +308,7 @@ def step_code(
         body=lifted.body,
         moved=(lifted.first, lifted.last),
         call=lifted.call,
+        part=True,
     )
 
 
@@ -376,9 +377,10 @@ def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str,
     ``for``; no name it assigns used after it (a value the code after the loop reads would
     have to be returned; "after" includes the rest of an enclosing loop, which runs again),
     and none read in the body before the body assigns it (a value carried from one pass to
-    the next). A name the code before the loop also uses is fine: the tutorials' one-step
-    demonstration before their loop (``loss_value, grads = grad(...)``) does not depend on
-    it. Else ``()``: the fix says "...".
+    the next); no statement that reads a tensor's value into Python (``loss.numpy()``,
+    ``float(x)``: the statements issuing the ops move instead, source_step.py). A name the
+    code before the loop also uses is fine: the tutorials' one-step demonstration before
+    their loop (``loss_value, grads = grad(...)``) does not depend on it. Else ``()``.
     """
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.orelse or not loop.body:
         return ()
@@ -402,8 +404,8 @@ def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str,
                 return ()
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 stored.add(node.id)
-    if _carried(loop.body, stored):
-        return ()
+    if _carried(loop.body, stored) or any(reads_values(s) for s in loop.body):
+        return ()  # a value carried between passes, or Python reading a tensor's value
     scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
     before = _outermost_loop_start(scope, loop)
     for node in _same_scope(scope):

@@ -16,9 +16,10 @@ does it:
   one pass to the next);
 - the statements become one call, ``loss = train_step(xb, yb)``.
 
-The statements are the run of them around the one that issues the most ops, as long
-as each issues ops: a line of Python between them that reads a tensor's value
-(``epoch_loss += loss.numpy()``) ends it.
+The statements are the run of neighbours that issues the most ops, each of them issuing
+ops and reading no tensor's value into Python: a line between them such as
+``epoch_loss += loss.numpy()`` or ``norms.append(float(tf.linalg.global_norm(grads)))``
+ends it.
 
 Not lifted where they jump (``break``, ``continue``, ``return``, ``yield``, ``global``),
 span more than ``MAX_LINES`` lines or hold no op line. What a graph changes beyond that
@@ -70,18 +71,23 @@ def lifted_step(
     counted there) as a function, or None where they cannot be lifted. ``scope``: the
     module or function the loop is in; ``source_lines``: the file's lines.
 
-    The statements are the run around the one issuing the most ops, as far as its
-    neighbours issue ops too: a statement with none between them (``epoch_loss +=
-    loss.numpy()``) ends the run, and what comes after it (a per-step accuracy's few
-    ops) stays eager, since Python that reads a tensor's value cannot run in a graph."""
-    weights = [sum(count for line, count in op_lines.items() if _spans(s, line)) for s in loop.body]
-    if not any(weights):
+    The statements are the run of neighbours issuing ops that issues the most of them: a
+    statement with none, or one reading a tensor's value (``epoch_loss += loss.numpy()``),
+    ends a run, and the other runs (a per-step accuracy's few ops) stay eager, since
+    Python that reads a tensor's value cannot run in a graph."""
+    weights = [
+        0 if reads_values(s) else sum(count for line, count in op_lines.items() if _spans(s, line))
+        for s in loop.body
+    ]
+    runs: list[tuple[int, int]] = []  # (first, last) statement of each run with ops
+    for i, weight in enumerate(weights):
+        if weight and runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        elif weight:
+            runs.append((i, i))
+    if not runs:
         return None
-    start = end = max(range(len(weights)), key=lambda i: (weights[i], -i))
-    while start > 0 and weights[start - 1]:
-        start -= 1
-    while end + 1 < len(weights) and weights[end + 1]:
-        end += 1
+    start, end = max(runs, key=lambda r: (sum(weights[r[0] : r[1] + 1]), -r[0]))
     core = loop.body[start : end + 1]
     first, last = core[0].lineno, core[-1].end_lineno or core[-1].lineno
     if last - first + 1 > MAX_LINES or any(
@@ -118,6 +124,26 @@ def lifted_step(
     if returns:
         body.append(f"return {', '.join(returns)}")
     return LiftedStep(first, last, params, returns, tuple(body))
+
+
+# Python that turns a tensor into a Python value: in a traced function the tensor has none
+# (``'SymbolicTensor' object has no attribute 'numpy'``)
+_VALUE_METHODS = frozenset({"numpy", "item", "tolist"})
+_VALUE_BUILTINS = frozenset({"float", "int", "bool", "complex"})
+
+
+def reads_values(statement: ast.stmt) -> bool:
+    """Whether ``statement`` reads a tensor's value into Python (``loss.numpy()``,
+    ``float(norm)``, ``.item()``): it cannot run in a graph as written."""
+    for node in _walk_scope(statement):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _VALUE_METHODS:
+            return True
+        if isinstance(func, ast.Name) and func.id in _VALUE_BUILTINS and node.args:
+            return True
+    return False
 
 
 def _spans(node: ast.stmt, line: int) -> bool:

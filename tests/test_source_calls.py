@@ -128,7 +128,7 @@ def test_the_step_code_of_a_loop_body_names_the_metrics_the_epoch_loop_re_create
         ("epoch_accuracy", "walk.py:14", "walk.py:12", True),
     ]
     # the body moves as written into a function defined before the epoch loop
-    assert code.before == "walk.py:12"
+    assert code.before == "walk.py:12" and not code.part
     assert code.body == (
         "loss_value, grads = grad(model, x, y)",
         "optimizer.apply_gradients(zip(grads, model.trainable_variables))",
@@ -142,6 +142,7 @@ def test_the_step_code_of_a_loop_body_names_the_metrics_the_epoch_loop_re_create
     code = step_code(str(after), "after.py", {16: 100, 17: 300})
     assert code is not None and code.signature == "def train_step(x, y):"
     assert code.moved == (16, 17) and code.call == "loss_value = train_step(x, y)"
+    assert code.part  # the statements issuing the ops, not the whole body
     assert code.body[-1] == "return loss_value"
     # grad() reads only its arguments: nothing re-created to name
     code = step_code(str(path), "walk.py", {8: 500, 17: 10})

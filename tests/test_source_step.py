@@ -145,3 +145,22 @@ def test_a_while_loop_reading_its_iterator_by_hand_has_its_step_lifted():
     # function advances a captured iterator on each call)
     assert (step.first, step.last) == (4, 7)
     assert step.signature == "def train_step():" and step.call == "loss = train_step()"
+
+
+def test_python_reading_a_value_between_the_gradients_and_their_application_ends_the_run():
+    """``losses.append(loss.numpy())`` and ``float(tf.linalg.global_norm(grads))`` (ops,
+    but read into Python) between the tape and apply_gradients: the tape and the
+    gradients move, returned; the rest stays eager."""
+    source = """
+    for i in range(0, N, BATCH):
+        xb, yb = tf.constant(X[i:i + 32]), tf.constant(Y[i:i + 32])
+        with tf.GradientTape() as tape:
+            loss = compute_loss(model, xb, yb)
+        grads = tape.gradient(loss, model.trainable_variables)
+        losses.append(loss.numpy())
+        norms.append(float(tf.linalg.global_norm(grads)))
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    step = lift(source, {4: 60, 5: 40, 7: 3, 8: 12})
+    assert (step.first, step.last) == (3, 5)
+    assert step.call == "loss, grads = train_step(xb, yb)"

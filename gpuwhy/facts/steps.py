@@ -132,6 +132,7 @@ class StepCode:
     # statements issuing the ops, source_step.py) and the call they become
     moved: tuple[int, int] | None = None
     call: str | None = None  # "loss = train_step(xb, yb)"
+    part: bool = False  # ``moved`` is the statements issuing the ops, not the whole body
 
 
 @dataclass(frozen=True)

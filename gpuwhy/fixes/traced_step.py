@@ -67,7 +67,7 @@ def wrap(code: StepCode | None, facts: Facts, lines: list[str] | None = None) ->
     body = [f"    {line}" if line else "" for line in code.body] or [
         "    ...                          # the loop's body"
     ]
-    whole = code.call is None or code.call == _call(code.signature)
+    whole = not code.part
     what = (
         "the body of this loop" if whole else "the statements of this loop's body that issue them"
     )

@@ -79,7 +79,7 @@ def candidates(
             return tuple(joined_insertions([*imports, *metrics, definition, call_edit]))
 
         what = f"the loop's body at {_short(code.location)} as {name}()"
-        if code.moved is not None and code.call != f"train_step({_params(code)})":
+        if code.moved is not None and code.part:
             first, last = code.moved
             what = (
                 f"the statements issuing the ops (lines {first}-{last}) of the loop at "
@@ -115,10 +115,6 @@ def candidates(
         by_mean=True,
     )
     return [plain, xla], []
-
-
-def _params(code: StepCode) -> str:
-    return (code.signature or "").removeprefix("def train_step(").removesuffix("):")
 
 
 def _short(location: str) -> str:
