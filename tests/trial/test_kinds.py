@@ -470,3 +470,34 @@ def test_steps_per_execution_divides_a_generator_fit_s_steps_per_epoch(tmp_path)
     files = SourceFiles(root=str(tmp_path), script=str(path))
     found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
     assert [c.fix for c in found] == ["net.compile(jit_compile=True) in build_model()"]
+
+
+def test_a_cache_goes_where_input_no_cache_found_it_before_a_shuffle(tmp_path):
+    """The pipeline as a whole changes every pass (its shuffle): no cache at its end;
+    input.no-cache names the stage to cache after, and there it goes."""
+    from gpuwhy.fixes.pipeline_evidence import pipeline_name
+    from gpuwhy.formatting import stage_label
+
+    path = tmp_path / "train.py"
+    path.write_text(
+        "import tensorflow as tf\n\n"
+        "ds = tf.data.TFRecordDataset(files).map(parse).shuffle(2000).batch(64)\n"
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    where = f"{path}:3"
+    stages = (
+        PipelineStage("TFRecord", "source", ("TFRecordDataset",), where),
+        PipelineStage("ParallelMapV2", "map", ("map",), where, function="parse", parallelism=2),
+        PipelineStage("Shuffle", "shuffle", ("shuffle",), where, repeats=False),
+        PipelineStage("BatchV2", "batch", ("batch",), where),
+    )
+    pipeline = PipelineFacts(
+        1, location=where, stages=stages, consumer="keras-fit", prefetch_run=True
+    )
+    evidence = {"pipeline": pipeline_name(pipeline), "cache_after": stage_label(stages[1])}
+    no_cache = replace(finding("input.no-cache"), evidence=evidence)
+    found, _ = plan([no_cache], Facts(tfdata=TfDataFacts(pipelines=(pipeline,))), files)
+    (cache,) = found
+    assert cache.fix == "cache after map at line 3 (before the stages that change every pass)"
+    text = edited(str(path), cache)
+    assert ".map(parse).cache().shuffle(2000).batch(64)\n" in text

@@ -17,6 +17,8 @@ import ast
 from gpuwhy.derived.pipeline_stages import runs_sequentially
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.pipeline_evidence import pipeline_name
+from gpuwhy.formatting import stage_label
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -75,6 +77,11 @@ def candidates(
         if pipeline.stages and all(s.by_library for s in pipeline.stages):
             continue
         edits, what = _pipeline_edits(pipeline, files, facts.tfdata.host_memory_available_bytes)
+        if finding.id == "input.no-cache" and not any(".cache()" in e.text for e in edits):
+            cache = _cache_where_found(finding, pipeline, files)
+            if cache is not None:
+                edits = joined_insertions([*edits, cache[0]])
+                what.append(cache[1])
         if edits:
             out.append(
                 FixCandidate(
@@ -106,6 +113,36 @@ def candidates(
                 )
             )
     return out, why
+
+
+def _cache_where_found(
+    finding: Finding, pipeline: PipelineFacts, files: SourceFiles
+) -> tuple[Edit, str] | None:
+    """``.cache()`` after the stage input.no-cache names (``cache_after``: the last
+    stage whose output is the same every pass, before the shuffle that is not), where the
+    whole pipeline cannot be cached; that stage's call as written, at its line."""
+    if finding.evidence.get("pipeline") != pipeline_name(pipeline):
+        return None
+    after = next(
+        (s for s in pipeline.stages if stage_label(s) == finding.evidence.get("cache_after")),
+        None,
+    )
+    place = location_parts(after.location) if after is not None else None
+    if after is None or after.by_library or not after.written_as or place is None:
+        return None
+    read = files.read(place[0])
+    if read is None:
+        return None
+    _, lines, tree = read
+    calls = calls_at(tree, place[1], after.written_as[0])
+    if len(calls) != 1:
+        return None
+    end = node_span(calls[0], lines)
+    edit = Edit(place[0], end.end_line, end.end_col, end.end_line, end.end_col, ".cache()")
+    return (
+        edit,
+        f"cache after {after.written_as[0]} at line {end.end_line} (before the stages that change every pass)",
+    )
 
 
 def _changed_at(edits: list[Edit]) -> str | None:
