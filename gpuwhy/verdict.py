@@ -329,8 +329,9 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
         gain = "held"
     names = " + ".join(t.fix for t in patched)
     # two fixes of one place that both held (a step traced, and traced with XLA): the
-    # patch keeps the faster
-    return f"{held} of {len(tried)} fixes held, in the patch: {names}: {gain}, same results{tail}."
+    # patch keeps the one proven faster, and says it keeps one of them
+    kept = ", in the patch" if len(patched) == held else f"; the patch keeps {len(patched)}"
+    return f"{held} of {len(tried)} fixes held{kept}: {names}: {gain}, same results{tail}."
 
 
 def _fix_verdict(input_fixes: InputFixFacts) -> str:

@@ -88,7 +88,7 @@ def trial_record() -> Record:
 def test_the_terminal_has_one_row_per_fix_and_the_patch():
     text = TerminalRenderer(color=False).render(trial_record())
     assert text.splitlines()[0].endswith(
-        "2 of 3 fixes held, in the patch: train_step traced: @tf.function: step 7.13x faster "
+        "2 of 3 fixes held; the patch keeps 1: train_step traced: @tf.function: step 7.13x faster "
         "(6.00x-8.48x), same results; 1 crashed."
     )
     assert "✓ HELD train_step traced: @tf.function" in text
