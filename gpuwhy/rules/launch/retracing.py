@@ -113,9 +113,12 @@ def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
         ]
     if shaped:
         args = ", ".join(shaped)
+        specs = _input_signature(fn)
         lines += [
             f"# {args}: a new shape or dtype makes a new trace; declare the dims that vary as None",
-            "@tf.function(input_signature=[tf.TensorSpec([None, ...], tf.float32)])  # one per argument",
+            f"@tf.function(input_signature=[{specs}])"
+            if specs
+            else "@tf.function(input_signature=[tf.TensorSpec([None, ...], tf.float32)])  # one per argument",
             f"def {name}(...):",
             "    ...",
         ]
@@ -278,3 +281,37 @@ class Retracing(Rule):
             location=fn.location,
             gain_value=gain,
         )
+
+
+_TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
+
+
+def _input_signature(fn: TracedFunction) -> str | None:
+    """``tf.TensorSpec([None, 40], tf.int32), ...`` from the traces seen: each argument's
+    dtype as traced, its dims that changed between traces as None (its shape None where
+    its rank did); None where an argument is not a tensor (no input_signature then) or
+    its dtype changed."""
+    if not fn.signatures:
+        return None
+    names = [name for name, _ in fn.signatures[-1].args]
+    specs = []
+    for name in names:
+        seen = [dict(sig.args).get(name) for sig in fn.signatures]
+        parsed = [_TENSOR.fullmatch(d) if d else None for d in seen]
+        if any(m is None for m in parsed):
+            return None
+        matches = [m for m in parsed if m is not None]
+        dtypes = {m.group(1) for m in matches}
+        shapes = [tuple(x.strip() for x in m.group(2).split(",") if x.strip()) for m in matches]
+        if len(dtypes) != 1:
+            return None
+        (dtype,) = dtypes
+        if len({len(shape) for shape in shapes}) != 1:
+            specs.append(f"tf.TensorSpec(None, tf.{dtype})")
+            continue
+        dims = [
+            dim if len({shape[i] for shape in shapes}) == 1 and dim.isdigit() else "None"
+            for i, dim in enumerate(shapes[-1])
+        ]
+        specs.append(f"tf.TensorSpec([{', '.join(dims)}], tf.{dtype})")
+    return ", ".join(specs) if specs else None

@@ -203,3 +203,26 @@ def test_a_heavy_step_retraced_on_each_new_epoch_number_is_found_below_max_trace
     shapes = tuple(signature(1.0 + i, 2.0, x=f"float32[{32 - i},784]") for i in range(3))
     keras = traced(traces=3, trace_s=6.0, changed_args=("x",), signatures=shapes)
     assert run(facts(keras, run_s=20.0)) == []
+
+
+def test_the_input_signature_is_the_traces_own_dtypes_with_the_dims_that_changed_as_none():
+    """Padded int32 token batches of a new length each call: the signature says int32,
+    the batch dim kept, the length None (a float32 placeholder would not run)."""
+    sigs = tuple(
+        signature(float(i), xb=f"int32[64,{n}]", yb="float32[64]")
+        for i, n in enumerate((17, 23, 40))
+    )
+    fn = traced(traces=16, changed_args=("xb",), signatures=sigs)
+    (finding,) = run(facts(fn))
+    assert (
+        "@tf.function(input_signature=[tf.TensorSpec([64, None], tf.int32), "
+        "tf.TensorSpec([64], tf.float32)])" in finding.fix
+    )
+    # a Python argument among them: no input_signature can hold it
+    sigs = tuple(
+        signature(float(i), xb=f"int32[64,{n}]", training="True (bool)")
+        for i, n in enumerate((17, 23))
+    )
+    fn = traced(traces=16, changed_args=("xb",), signatures=sigs)
+    (finding,) = run(facts(fn))
+    assert "tf.TensorSpec([None, ...], tf.float32)])  # one per argument" in finding.fix
