@@ -132,11 +132,12 @@ def candidates(
 
 # NumPy's calls that make float64 arrays unless told a dtype (a Generator's and the
 # legacy np.random's draws, and the float constructors); integer makers (arange,
-# integers, randint, choice) are left alone: their arrays are labels and indices
+# integers, randint, choice) are left alone: their arrays are labels and indices, and so
+# is np.full, whose dtype is its fill value's
 NUMPY_FLOAT_MAKERS = frozenset(
     {"normal", "uniform", "rand", "randn", "random", "standard_normal", "random_sample",
      "beta", "gamma", "exponential", "lognormal", "laplace", "logistic", "linspace",
-     "logspace", "zeros", "ones", "empty", "full", "eye", "identity"}
+     "logspace", "zeros", "ones", "empty", "eye", "identity"}
 )  # fmt: skip
 GENERATORS = ("default_rng", "RandomState", "Generator")
 
