@@ -15,7 +15,7 @@ import ast
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
-from gpuwhy.trial.kinds.float64 import program_files
+from gpuwhy.trial.kinds.float64 import program_sources
 from gpuwhy.trial.source_edits import Edit, calls_named, node_span
 
 
@@ -24,11 +24,7 @@ def candidates(
 ) -> tuple[list[FixCandidate], list[NotTried]]:
     edits: list[Edit] = []
     what: list[str] = []
-    for path in program_files(facts, files):
-        read = files.read(path)
-        if read is None:
-            continue
-        _, lines, tree = read
+    for path, _, lines, tree in program_sources(facts, files):
         for call in calls_named(tree, "run_functions_eagerly"):
             if call.args and _true(call.args[0]):
                 edits.append(_to_false(path, lines, call.args[0]))

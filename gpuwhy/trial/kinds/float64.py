@@ -42,11 +42,7 @@ def candidates(
     floatx: list[Edit] = []
     dtypes: list[Edit] = []
     named = 0  # float64 dtypes the program names (a draw's is one, wrapped in two edits)
-    for path in program_files(facts, files):
-        read = files.read(path)
-        if read is None:
-            continue
-        source, lines, tree = read
+    for path, source, lines, tree in program_sources(facts, files):
         for call in calls_named(tree, "set_floatx"):
             if call.args and _is_float64(call.args[0], source):
                 floatx.append(_to_float32(path, lines, call.args[0], source))
@@ -257,6 +253,18 @@ def program_files(facts: Facts, files: SourceFiles) -> list[str]:
         if path and path not in paths and files.read(path) is not None:
             paths.append(path)
     return paths
+
+
+def program_sources(
+    facts: Facts, files: SourceFiles
+) -> list[tuple[str, str, list[str], ast.Module]]:
+    """(path, source, lines, tree) of each of :func:`program_files`."""
+    out = []
+    for path in program_files(facts, files):
+        read = files.read(path)
+        if read is not None:
+            out.append((path, *read))
+    return out
 
 
 def _located_files(facts: Facts) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import replace
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
-from gpuwhy.trial.kinds.float64 import program_files
+from gpuwhy.trial.kinds.float64 import program_sources
 from gpuwhy.trial.kinds.step_graph import XLA_TOLERANCE, XLA_WHY
 from gpuwhy.trial.source_edits import (
     calls_at,
@@ -185,15 +185,12 @@ def _built_by(tree: ast.Module, model: str, before: int) -> str | None:
 def _compile_in(name: str, facts: Facts, files: SourceFiles):
     """(path, its read, the call) of the one ``.compile(...)`` in the program's function
     ``name``; None where there is no such function or not exactly one call."""
-    for path in program_files(facts, files):
-        read = files.read(path)
-        if read is None:
-            continue
-        fn = function_named(read[2], name)
+    for path, source, lines, tree in program_sources(facts, files):
+        fn = function_named(tree, name)
         if fn is None:
             continue
         calls = [c for c in calls_named(fn, "compile") if isinstance(c.func, ast.Attribute)]
-        return (path, read, calls[0]) if len(calls) == 1 else None
+        return (path, (source, lines, tree), calls[0]) if len(calls) == 1 else None
     return None
 
 

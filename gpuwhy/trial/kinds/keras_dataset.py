@@ -23,7 +23,7 @@ import ast
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
-from gpuwhy.trial.kinds.float64 import program_files
+from gpuwhy.trial.kinds.float64 import program_sources
 from gpuwhy.trial.source_edits import Edit, indent_of, set_keywords
 
 WORKERS = 4
@@ -36,11 +36,7 @@ def workers(
     if not _fit_reads_python(facts):
         return [], []
     out: list[FixCandidate] = []
-    for path in program_files(facts, files):
-        read = files.read(path)
-        if read is None:
-            continue
-        source, lines, tree = read
+    for path, source, lines, tree in program_sources(facts, files):
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             if not any(_base_name(b) in BASES for b in cls.bases):
                 continue
