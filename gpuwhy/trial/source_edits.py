@@ -137,11 +137,15 @@ def function_named(tree: ast.AST, name: str) -> ast.FunctionDef | None:
 
 def callee_name(call: ast.Call) -> str | None:
     """``train_step`` for ``train_step(...)`` and ``self.train_step(...)``."""
-    f = call.func
-    if isinstance(f, ast.Name):
-        return f.id
-    if isinstance(f, ast.Attribute):
-        return f.attr
+    return expr_name(call.func)
+
+
+def expr_name(node: ast.expr) -> str | None:
+    """The last name of ``node``: ``Sequence`` for ``tf.keras.utils.Sequence``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
     return None
 
 

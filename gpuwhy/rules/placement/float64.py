@@ -148,16 +148,21 @@ class Float64(Rule):
                 "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",
             ]
         )
-        return [
-            self.finding(
-                f"{total} float64 op{'s' if total > 1 else ''} in the step: {op_list(groups)}",
-                severity="high" if heavy else self.severity,
-                evidence=evidence,
-                fix=fix,
-                estimated_gain=_GAIN,
-                location=location,
-            )
-        ]
+        title = f"{total} float64 op{'s' if total > 1 else ''} in the step: {op_list(groups)}"
+        return [self._compute(title, bool(heavy), evidence, fix, location)]
+
+    def _compute(
+        self, title: str, heavy: bool, evidence: dict[str, Any], fix: str, location: str | None
+    ) -> Finding:
+        """The finding of float64 compute: high where matmuls or convolutions are."""
+        return self.finding(
+            title,
+            severity="high" if heavy else self.severity,
+            evidence=evidence,
+            fix=fix,
+            estimated_gain=_GAIN,
+            location=location,
+        )
 
     def _eager(self, eager: EagerFacts, options: dict[str, Any]) -> list[Finding]:
         """The float64 compute of a step run eagerly: the eager op counter's sites in
@@ -206,16 +211,8 @@ class Float64(Rule):
                 "<variable> = tf.Variable(tf.cast(<initial>, tf.float32))",
             ]
         )
-        return [
-            self.finding(
-                f"~{per_step:.0f} float64 ops per step, run eagerly: {shown}{more}",
-                severity="high" if heavy else self.severity,
-                evidence=evidence,
-                fix=fix,
-                estimated_gain=_GAIN,
-                location=sites[0].location,
-            )
-        ]
+        title = f"~{per_step:.0f} float64 ops per step, run eagerly: {shown}{more}"
+        return [self._compute(title, heavy, evidence, fix, sites[0].location)]
 
     def _data_only(self, placement: PlacementFacts) -> list[Finding]:
         """float64 that only enters the step (the batch the iterator or the caller gives,

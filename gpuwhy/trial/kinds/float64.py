@@ -20,6 +20,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
+    callee_name,
     calls_at,
     calls_named,
     import_tensorflow,
@@ -42,7 +43,9 @@ def candidates(
     floatx: list[Edit] = []
     dtypes: list[Edit] = []
     named = 0  # float64 dtypes the program names (a draw's is one, wrapped in two edits)
+    arrays: list[Edit] = []
     for path, source, lines, tree in program_sources(facts, files):
+        arrays += _numpy_floats(path, lines, tree)
         for call in calls_named(tree, "set_floatx"):
             if call.args and _is_float64(call.args[0], source):
                 floatx.append(_to_float32(path, lines, call.args[0], source))
@@ -65,7 +68,6 @@ def candidates(
                 dtypes.append(_to_float32(path, lines, node.value, source))
                 named += 1
     inputs = _cast_inputs(facts, files)
-    arrays = [e for path in program_files(facts, files) for e in _numpy_floats(path, files)]
     out = []
     if floatx:
         out.append(
@@ -138,16 +140,12 @@ NUMPY_FLOAT_MAKERS = frozenset(
 GENERATORS = ("default_rng", "RandomState", "Generator")
 
 
-def _numpy_floats(path: str, files: SourceFiles) -> list[Edit]:
+def _numpy_floats(path: str, lines: list[str], tree: ast.Module) -> list[Edit]:
     """``.astype('float32')`` after each call of ``path`` that makes a float64 NumPy
     array (``rng.normal(size=...)``, ``np.random.rand(...)``, ``np.zeros(...)``) with no
     dtype of its own and no ``.astype`` after it: where an eager program's float64 comes
     from, data and initial weights alike (a float32 array times a Python float stays
     float32)."""
-    read = files.read(path)
-    if read is None:
-        return []
-    _, lines, tree = read
     numpy = {
         a.asname or a.name
         for n in ast.walk(tree)
@@ -160,7 +158,7 @@ def _numpy_floats(path: str, files: SourceFiles) -> list[Edit]:
         for n in ast.walk(tree)
         if isinstance(n, ast.Assign)
         and isinstance(n.value, ast.Call)
-        and _callee_name(n.value.func) in GENERATORS
+        and callee_name(n.value) in GENERATORS
         for target in n.targets
         if isinstance(target, ast.Name)
     }
@@ -179,16 +177,10 @@ def _numpy_floats(path: str, files: SourceFiles) -> list[Edit]:
         root = func.value
         while isinstance(root, ast.Attribute):
             root = root.value
-        made = isinstance(root, ast.Call) and _callee_name(root.func) in GENERATORS
+        made = isinstance(root, ast.Call) and callee_name(root) in GENERATORS
         if made or isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
             edits += wrap_node(path, lines, node, "", ".astype('float32')")
     return [e for e in edits if e.text]
-
-
-def _callee_name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else None
 
 
 SOURCES = ("from_tensor_slices", "from_tensors")

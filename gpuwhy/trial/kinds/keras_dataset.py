@@ -24,7 +24,7 @@ from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.kinds.float64 import program_sources
-from gpuwhy.trial.source_edits import Edit, indent_of, set_keywords
+from gpuwhy.trial.source_edits import Edit, expr_name, indent_of, set_keywords
 
 WORKERS = 4
 BASES = ("PyDataset", "Sequence")
@@ -38,7 +38,7 @@ def workers(
     out: list[FixCandidate] = []
     for path, source, lines, tree in program_sources(facts, files):
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            if not any(_base_name(b) in BASES for b in cls.bases):
+            if not any(expr_name(b) in BASES for b in cls.bases):
                 continue
             edits = _with_workers(source, lines, path, cls)
             if edits:
@@ -78,12 +78,6 @@ def _fit_reads_python(facts: Facts) -> bool:
     )
 
 
-def _base_name(base: ast.expr) -> str | None:
-    if isinstance(base, ast.Attribute):
-        return base.attr
-    return base.id if isinstance(base, ast.Name) else None
-
-
 def _with_workers(source: str, lines: list[str], path: str, cls: ast.ClassDef) -> list[Edit]:
     init = next(
         (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
@@ -118,4 +112,4 @@ def _super_init(node: ast.AST) -> bool:
     owner = node.func.value
     if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
         return owner.func.id == "super"
-    return _base_name(owner) in BASES
+    return expr_name(owner) in BASES
