@@ -137,8 +137,9 @@ def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float
     """Where the steps kept one by one show it, the step the new level began with. The
     windows place a change to one window; this places it to the step: of the steps in
     the two windows before the change's and in its own, each is on the old or the new side of
-    the middle of the two levels, and the split that leaves the fewest steps on the
-    wrong side (an old-level step after it, a new-level one before) is where it began."""
+    the middle of the two levels, and the split that leaves the fewest steps on the wrong
+    side (an old-level step after it, a new-level one before; steps near the middle count
+    on neither) is where it began."""
     assert steps.timeline is not None
     width = steps.timeline.width_s
     starts, spc = steps.starts, max(1, steps.steps_per_call)
@@ -149,14 +150,23 @@ def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float
     if hi >= len(starts) or lo == 0 or hi - lo < 2:
         return None  # the change is beyond the steps kept one by one, or at their start
     middle = math.sqrt(shift.before * shift.after)
-    rising = shift.after > shift.before
-    new = [(d / spc > middle) == rising for d in steps.durations[lo:hi]]
-    wrong = sum(1 for n in new if not n)  # split before the first: every old step is wrong
+    half = abs(math.log(shift.after / middle)) / 2  # log distance: middle -> half a level
+    sign = 1 if shift.after > shift.before else -1
+    # each step is clearly new (1), clearly old (-1), or near the middle (0): a burst of a
+    # neighbour's load makes old-level steps a little slower, and those must not move the
+    # change before the steps at the new level
+    sides = []
+    for d in steps.durations[lo:hi]:
+        lean = sign * math.log(max(d / spc, 1e-9) / middle)
+        sides.append(0 if abs(lean) < half else (1 if lean > 0 else -1))
+    wrong = sides.count(-1)  # split before the first: every old step is wrong
     best, best_at = wrong, lo
-    for k, is_new in enumerate(new):
-        wrong += 1 if is_new else -1  # step lo+k moves to the old side
+    for k, side in enumerate(sides):
+        wrong += side  # step lo+k moves to the old side
         if wrong < best:
             best, best_at = wrong, lo + k + 1
+    while best_at < hi and sides[best_at - lo] == 0:
+        best_at += 1  # the steps near the middle after the last old one: not yet the new level
     if best_at >= hi:
         return None
     return round(starts[best_at], 6), best_at * spc

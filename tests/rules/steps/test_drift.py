@@ -188,3 +188,29 @@ def test_a_drift_only_the_hosts_load_explains_is_low_and_says_so():
     )
     assert own.severity == "high"  # +60%
     assert "host got busier" not in own.title
+
+
+def kept_one_by_one(f: Facts, durations: list[float]) -> Facts:
+    """``f`` with its first steps kept one by one: step i starts at i / PER_WINDOW s."""
+    steps = f.steps
+    assert steps is not None
+    starts = tuple(i / PER_WINDOW for i in range(len(durations)))
+    return replace(f, steps=replace(steps, starts=starts, durations=tuple(durations)))
+
+
+def test_the_step_a_change_began_with_is_not_moved_by_a_load_burst_just_before_it():
+    rng = random.Random(3)
+    change = 20 * PER_WINDOW
+    durations = [
+        (0.010 if i < change else 0.016) * math.exp(rng.gauss(0, 0.02))
+        for i in range(40 * PER_WINDOW - 1)
+    ]
+    # a neighbour's load just before the change: four steps a little past the middle of
+    # the two levels (12.6 ms), one between them at the old level
+    durations[change - 5 : change] = [0.013, 0.013, 0.010, 0.013, 0.013]
+    (finding,) = check(kept_one_by_one(facts([0.010] * 20 + [0.016] * 20), durations))
+    assert finding.evidence["from_step"] == change
+    # a real change a few steps into the window is placed to its step
+    moved = [0.010] * (change + 7) + [0.016] * (20 * PER_WINDOW - 8)
+    (finding,) = check(kept_one_by_one(facts([0.010] * 20 + [0.016] * 20), moved))
+    assert finding.evidence["from_step"] == change + 7
