@@ -229,3 +229,15 @@ def test_run_eagerly_left_in_compile_is_set_back_and_proven(tmp_path):
     assert switch["held"] and switch["speedup"] >= 2.0, switch
     assert "+model.compile(" in patch and "run_eagerly=False" in patch
     assert patched_runs(tmp_path, "run_eagerly_fit.py", patch).returncode == 0
+
+
+def test_a_cheap_parse_map_is_batched_first_and_parses_whole_batches(tmp_path):
+    program = PROGRAMS / "tfrecord_parse.py"
+    record, patch, _ = fix(tmp_path, program)
+    (first,) = [t for t in record["fixes_tried"] if t["fix"].startswith("batch before map(parse)")]
+    assert first["ran"] and first["same_results"] is True, first
+    assert first["held"] and first["speedup"] >= 1.5 and first["in_patch"], first
+    assert "+    example = tf.io.parse_example(record, FEATURES)" in patch
+    assert "+dataset = dataset.batch(128)\n dataset = dataset.map(parse" in patch
+    ran = patched_runs(tmp_path, program.name, patch)
+    assert ran.returncode == 0 and "epoch 3 loss" in ran.stdout, ran.stderr[-2000:]

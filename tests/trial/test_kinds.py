@@ -501,3 +501,88 @@ def test_a_cache_goes_where_input_no_cache_found_it_before_a_shuffle(tmp_path):
     assert cache.fix == "cache after map at line 3 (before the stages that change every pass)"
     text = edited(str(path), cache)
     assert ".map(parse).cache().shuffle(2000).batch(64)\n" in text
+
+
+PARSED = """import tensorflow as tf
+
+FEATURES = {"x": tf.io.FixedLenFeature([4], tf.float32)}
+
+
+def parse(record):
+    return tf.io.parse_single_example(record, FEATURES)["x"]
+
+
+ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=1).batch(64)
+other = tf.data.TFRecordDataset(files)
+other = other.map(parse)
+other = other.batch(64, drop_remainder=True)
+mixed = tf.data.TFRecordDataset(files).map(parse).shuffle(100).batch(64)
+inline = tf.data.TFRecordDataset(files).map(
+    lambda r: tf.io.parse_single_example(r, FEATURES)
+).batch(32)
+"""
+
+
+def cheap_map_pipeline(path: str, line: int, function: str = "parse") -> Facts:
+    """A pipeline whose slowest stage is a map fused with its batch, 8 µs a call."""
+    where = f"{path}:{line}"
+    stages = (
+        PipelineStage("TFRecord", "source", ("TFRecordDataset",), where),
+        PipelineStage(
+            "MapAndBatch", "map", ("map", "batch"), where, function=function,
+            function_location=f"{path}:6", elements=200, ratio=64.0, self_time_s=0.1,
+        ),
+    )  # fmt: skip
+    pipeline = PipelineFacts(1, location=where, stages=stages, bottleneck=1, prefetch_run=True)
+    return Facts(tfdata=TfDataFacts(pipelines=(pipeline,)))
+
+
+def test_a_cheap_map_is_run_once_per_batch_in_a_chain_or_in_two_statements(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(PARSED)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, _ = plan([finding("input.sequential-map")], cheap_map_pipeline(str(path), 10), files)
+    (first,) = [c for c in found if c.fix.startswith("batch before map(parse)")]
+    text = edited(str(path), first)
+    assert "TFRecordDataset(files).batch(64).map(parse, num_parallel_calls=1)\n" in text
+    assert "return tf.io.parse_example(record, FEATURES)" in text
+    found, _ = plan([finding("input.sequential-map")], cheap_map_pipeline(str(path), 12), files)
+    (second,) = [c for c in found if c.fix.startswith("batch before map(parse)")]
+    text = edited(str(path), second)
+    assert "other = other.batch(64, drop_remainder=True)\nother = other.map(parse)\n" in text
+    # a lambda is changed where it is written, the function above left alone
+    inline = cheap_map_pipeline(str(path), 15, "<lambda>")
+    found, _ = plan([finding("input.sequential-map")], inline, files)
+    (third,) = [c for c in found if c.fix.startswith("batch before map")]
+    text = edited(str(path), third)
+    assert ".batch(32).map(\n    lambda r: tf.io.parse_example(r, FEATURES)\n)\n" in text
+    assert "return tf.io.parse_single_example(record, FEATURES)" in text
+
+
+def test_a_shuffle_between_the_map_and_its_batch_is_not_moved(tmp_path):
+    from gpuwhy.trial.kinds import batch_first
+
+    path = tmp_path / "train.py"
+    path.write_text(PARSED)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, refused = batch_first.candidates(
+        finding("input.sequential-map"), cheap_map_pipeline(str(path), 14), files
+    )
+    assert found == []
+    (why,) = refused
+    assert why.why == (
+        "batch before map(parse): the program does not batch right after it (a shuffle or "
+        "another stage between)"
+    )
+    # an expensive map is not one to batch first: nothing tried, nothing said
+    facts = cheap_map_pipeline(str(path), 10)
+    assert facts.tfdata is not None
+    (pipeline,) = facts.tfdata.pipelines
+    costly = replace(pipeline.stages[1], self_time_s=10.0)
+    slow = replace(pipeline, stages=(pipeline.stages[0], costly))
+    found, refused = batch_first.candidates(
+        finding("input.sequential-map"),
+        Facts(tfdata=TfDataFacts(pipelines=(slow,))),
+        files,
+    )
+    assert found == [] and refused == []

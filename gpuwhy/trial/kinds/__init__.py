@@ -10,6 +10,7 @@ from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.kinds import (
+    batch_first,
     device_blocks,
     eager_switches,
     float64,
@@ -32,10 +33,11 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "placement.forced-cpu": (device_blocks.candidates,),
     "input.bound": (
         input_pipeline.candidates,
+        batch_first.candidates,
         keras_dataset.workers,
         keras_compile.steps_per_execution,
     ),
-    "input.sequential-map": (input_pipeline.candidates,),
+    "input.sequential-map": (input_pipeline.candidates, batch_first.candidates),
     "input.python-function": (input_pipeline.candidates, keras_dataset.workers),
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (input_pipeline.candidates,),
