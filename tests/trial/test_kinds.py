@@ -121,6 +121,40 @@ def test_a_changing_python_int_gets_one_candidate_per_dtype(tmp_path):
     assert [c.fix.split(" as a ")[1] for c in found] == ["int64 tensor", "int32 tensor"]
 
 
+def test_several_changing_python_scalars_are_passed_as_tensors_together(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(
+        "import tensorflow as tf\n\n\n"
+        "@tf.function\n"
+        "def step(x, lr, n):\n"
+        "    return x * lr + tf.cast(n, tf.float32)\n\n\n"
+        "for n in range(3):\n"
+        "    step(1.0, 0.1 * n, n)\n"
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    signatures = tuple(
+        TraceSignature(
+            0.1 * k,
+            (("x", "1.0 (float)"), ("lr", f"0.{k} (float)"), ("n", f"{k} (int)")),
+            caller=f"{path}:10",
+        )
+        for k in range(3)
+    )
+    fn = TracedFunction(
+        "step", f"{path}:4", traces=3, changed_args=("lr", "n"), signatures=signatures
+    )
+    facts = Facts(tracing=TracingFacts(functions=(fn,)))
+    found, _ = plan([finding("launch.retracing", f"{path}:4")], facts, files)
+    # each alone leaves the other one tracing every call: only both at once are tried
+    assert [c.fix for c in found] == [
+        "lr (float32) and n (int64) passed to step as tensors",
+        "lr (float32) and n (int32) passed to step as tensors",
+    ]
+    assert "    step(1.0, tf.constant(0.1 * n, tf.float32), tf.constant(n, tf.int64))\n" in edited(
+        str(path), found[0]
+    )
+
+
 def test_float64_tries_keras_floatx(tmp_path):
     path, files = setup(tmp_path)
     found, _ = plan([finding("placement.float64")], Facts(), files)

@@ -12,6 +12,7 @@ which one ran. A ``bool`` is left alone: it usually picks a branch of Python cod
 from __future__ import annotations
 
 import ast
+import itertools
 
 from gpuwhy.facts import Facts, TracedFunction
 from gpuwhy.finding import Finding
@@ -28,6 +29,7 @@ from gpuwhy.trial.source_edits import (
 )
 
 DTYPES = {"float": ("float32",), "int": ("int64", "int32")}
+MAX_CHOICES = 4  # of dtypes for several arguments at once (two ints: four)
 
 
 def candidates(
@@ -43,6 +45,7 @@ def candidates(
         if fn.library or fn.traces < 2:
             continue
         kinds = _python_kinds(fn)
+        edits_by_arg: dict[str, list[tuple[str, FixCandidate]]] = {}
         for arg, kind in kinds.items():
             if kind not in DTYPES:
                 why.append(
@@ -53,8 +56,10 @@ def candidates(
                 c = _as_tensor(finding, fn, arg, dtype, files)
                 if isinstance(c, NotTried):
                     why.append(c)
+                    edits_by_arg.pop(arg, None)
                     break
-                out.append(c)
+                edits_by_arg.setdefault(arg, []).append((dtype, c))
+        out += _all_at_once(finding, fn, edits_by_arg)
         if set(fn.changed_args) - set(kinds):
             c2 = _reduce_retracing(finding, fn, files)
             if isinstance(c2, NotTried):
@@ -62,6 +67,34 @@ def candidates(
             else:
                 out.append(c2)
     return out, why
+
+
+def _all_at_once(
+    finding: Finding, fn: TracedFunction, by_arg: dict[str, list[tuple[str, FixCandidate]]]
+) -> list[FixCandidate]:
+    """One candidate per choice of dtypes, each passing every changing Python scalar as a
+    tensor: while one of them stays a Python value that changes, each call still traces
+    (two arguments that changed every step, each fixed alone: 0.67x-0.95x; both: 3.4x)."""
+    if not by_arg:
+        return []
+    out = []
+    for choice in itertools.islice(itertools.product(*by_arg.values()), MAX_CHOICES):
+        if len(choice) == 1:
+            out.append(choice[0][1])
+            continue
+        edits: list[Edit] = []
+        for _, candidate in choice:
+            edits += [e for e in candidate.edits if e not in edits]
+        named = " and ".join(f"{arg} ({dtype})" for arg, (dtype, _) in zip(by_arg, choice))
+        out.append(
+            FixCandidate(
+                finding=finding.id,
+                fix=f"{named} passed to {fn.name} as tensors",
+                edits=tuple(edits),
+                location=choice[0][1].location,
+            )
+        )
+    return out
 
 
 def _named_by(finding: Finding, fn: TracedFunction) -> bool:
