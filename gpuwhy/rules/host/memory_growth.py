@@ -18,8 +18,10 @@ MIN_WINDOWS = 8
 
 RETRACE_FIX = """\
 # every trace keeps a new graph in the tf.function's cache: stop the retracing
-# (launch.retracing names the function and the argument that changes), e.g.
-@tf.function(reduce_retracing=True)"""
+# (launch.retracing names the function and the arguments that change). Python numbers
+# that change: pass every one of them as a tensor (reduce_retracing does not help them)
+train_step(x, y, lr=tf.constant(lr, tf.float32))
+# shapes that change: @tf.function(reduce_retracing=True), or an input_signature"""
 FIX = """\
 # keep Python numbers, not tensors, in what outlives a step:
 losses.append(float(loss))          # not losses.append(loss): each tensor keeps its buffer

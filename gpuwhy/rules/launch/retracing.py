@@ -61,6 +61,22 @@ def _retraces_on_values(fn: TracedFunction, run_s: float | None, options: dict[s
     return avoidable >= options["min_value_share"] * run_s
 
 
+# the tensor dtype a changing Python scalar is passed as (int64: what tf.summary's step takes)
+TENSOR_DTYPES = {"float": "float32", "int": "int64"}
+
+
+def python_kinds(fn: TracedFunction) -> dict[str, str]:
+    """Changed arguments that were Python scalars in every trace: name -> the Python type
+    ("float", "int", "bool" ...), read from the traces' "0.1 (float)" texts."""
+    kinds: dict[str, str] = {}
+    for name in fn.changed_args:
+        texts = [dict(s.args).get(name) for s in fn.signatures]
+        types = {t.rsplit("(", 1)[-1].rstrip(")") for t in texts if t and t.endswith(")")}
+        if len(types) == 1 and all(t and t.endswith(")") for t in texts):
+            kinds[name] = types.pop()
+    return kinds
+
+
 def _recreated(fn: TracedFunction, max_traces: int) -> bool:
     """Many Function objects at one place, each used about once: re-created in a loop."""
     return (
@@ -106,9 +122,18 @@ def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
     objects = [a for a, k in changes.items() if k in ("object", "structure")]
     if python:
         args = ", ".join(python)
+        kinds = python_kinds(fn)
+        passed = ", ".join(
+            f"{a}=tf.constant({a}"
+            + (f", tf.{TENSOR_DTYPES[kinds[a]]})" if kinds.get(a) in TENSOR_DTYPES else ")")
+            for a in python
+        )
+        callers = sorted({s.caller for s in fn.signatures if s.caller})
+        where = f" where {name} is called ({callers[0]})" if callers else ""
+        every = "every one of them" if len(python) > 1 else "it"
         lines += [
-            f"# {args}: a new Python value makes a new trace; pass a tensor instead",
-            f"{name}(..., {python[0]}=tf.constant({python[0]}))   # same dtype every call: one trace",
+            f"# {args}: a new Python value makes a new trace; pass {every} as a tensor{where}",
+            f"{name}(..., {passed})   # same dtype every call: one trace",
             "# or keep it in a tf.Variable updated with .assign() and read inside the function",
         ]
     if shaped:

@@ -45,9 +45,10 @@ FIXES = {
 # what does not change between epochs in memory (input.bound names the slowest stage)
 dataset = dataset.cache().prefetch(tf.data.AUTOTUNE)""",
     "tracing": """\
-# a tf.function started tracing again (launch.retracing names it and the argument that
-# changes): pass tensors, not Python numbers, or let shapes vary without retracing
-@tf.function(reduce_retracing=True)""",
+# a tf.function started tracing again (launch.retracing names it and the arguments that
+# change): pass every Python number that changes as a tensor
+train_step(x, y, lr=tf.constant(lr, tf.float32))
+# or, for shapes that change, @tf.function(reduce_retracing=True)""",
     "gc": """\
 import gc
 gc.freeze()   # once the model and the dataset are built: the collector skips them from then on""",

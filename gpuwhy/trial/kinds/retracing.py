@@ -16,6 +16,7 @@ import itertools
 
 from gpuwhy.facts import Facts, TracedFunction
 from gpuwhy.finding import Finding
+from gpuwhy.rules.launch.retracing import python_kinds
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -44,7 +45,7 @@ def candidates(
             continue
         if fn.library or fn.traces < 2:
             continue
-        kinds = _python_kinds(fn)
+        kinds = python_kinds(fn)
         edits_by_arg: dict[str, list[tuple[str, FixCandidate]]] = {}
         for arg, kind in kinds.items():
             if kind not in DTYPES:
@@ -102,17 +103,6 @@ def _named_by(finding: Finding, fn: TracedFunction) -> bool:
     names it."""
     places = {fn.location, *(s.caller for s in fn.signatures)}
     return finding.location in places or f"{fn.name}" in finding.title
-
-
-def _python_kinds(fn: TracedFunction) -> dict[str, str]:
-    """Changed arguments that were Python scalars in the traces: name -> type name."""
-    kinds: dict[str, str] = {}
-    for name in fn.changed_args:
-        texts = [dict(s.args).get(name) for s in fn.signatures]
-        types = {t.rsplit("(", 1)[-1].rstrip(")") for t in texts if t and t.endswith(")")}
-        if len(types) == 1 and all(t and t.endswith(")") for t in texts):
-            kinds[name] = types.pop()
-    return kinds
 
 
 def _argument(call: ast.Call, arg: str, params: list[str]) -> ast.expr | None:

@@ -67,7 +67,8 @@ def test_a_python_scalar_argument_is_named_with_the_fix():
         "arguments": "x: float32[32,784], lr: 0.1 (float)",
         "called_from": "train.py:30",
     }
-    assert "lr=tf.constant(lr)" in finding.fix
+    assert "train_step(..., lr=tf.constant(lr, tf.float32))" in finding.fix
+    assert "pass it as a tensor where train_step is called (train.py:30)" in finding.fix
     # every trace but one could be avoided: 4.0 * 39/40 s of a 20 s run
     assert finding.gain_value == 4.0 * 39 / 40 / 20.0
     assert finding.severity == "high"
