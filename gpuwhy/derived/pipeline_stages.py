@@ -75,11 +75,20 @@ def per_call_s(stage: PipelineStage) -> float | None:
 
 
 def batched_later(pipeline: PipelineFacts, index: int) -> bool:
-    """A batch follows the stage (or is fused into it): the map can move after it."""
+    """The program batches right after the stage (or the batch is fused into it): the
+    map can move after the batch and the batches hold the same elements. Only a stage TF
+    added, a prefetch or a cache may sit between; a shuffle, a filter, a repeat or another
+    map would see batches instead of elements."""
     stage = pipeline.stages[index]
-    return "batch" in stage.written_as or any(
-        s.kind == "batch" or "batch" in s.written_as for s in pipeline.stages[index + 1 :]
-    )
+    if "batch" in stage.written_as:
+        return True
+    for later in pipeline.stages[index + 1 :]:
+        if later.kind == "batch" or "batch" in later.written_as:
+            return True
+        written = set(later.written_as) or {later.kind}  # a stage TF added: its kind
+        if not written <= {"prefetch", "cache", "other"}:
+            return False
+    return False
 
 
 def vectorisable(pipeline: PipelineFacts, index: int, below_s: float) -> bool:

@@ -4,7 +4,8 @@ run's collectors; and its slowest stage."""
 from dataclasses import replace
 
 from gpuwhy.derived.pipeline import NEXT_TIMING, bottleneck, culprit_location, steps_pipeline
-from gpuwhy.facts import PipelineFacts
+from gpuwhy.derived.pipeline_stages import batched_later, vectorisable
+from gpuwhy.facts import PipelineFacts, PipelineStage
 from tests import builders_tfdata as t
 
 
@@ -107,3 +108,20 @@ def test_the_culprit_is_the_function_else_the_transformation():
     assert culprit_location(stage) == "aug.py:3"
     assert culprit_location(replace(stage, function_location=None)) == "train.py:47"
     assert culprit_location(t.prefetch()) is None
+
+
+def test_a_map_is_batched_first_only_where_the_batch_follows_it():
+    cheap = PipelineStage(
+        "ParallelMapV2", "map", ("map",), "t.py:3", function="parse", elements=12800,
+        self_time_s=0.1,
+    )  # fmt: skip
+    batch = PipelineStage("BatchV2", "batch", ("batch",), "t.py:3")
+    shuffle = PipelineStage("Shuffle", "shuffle", ("shuffle",), "t.py:3")
+    prefetch = PipelineStage("Prefetch", "prefetch", (), None)  # one TF added
+    direct = PipelineFacts(1, stages=(cheap, prefetch, batch))
+    assert batched_later(direct, 0) and vectorisable(direct, 0, 50e-6)
+    # batched first, the shuffle would shuffle whole batches
+    between = PipelineFacts(1, stages=(cheap, shuffle, batch))
+    assert not batched_later(between, 0) and not vectorisable(between, 0, 50e-6)
+    unwritten = PipelineFacts(1, stages=(cheap, PipelineStage("Shuffle", "shuffle"), batch))
+    assert not batched_later(unwritten, 0)
