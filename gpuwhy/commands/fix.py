@@ -55,6 +55,7 @@ from gpuwhy.record import Record
 from gpuwhy.trial.kinds import fixable_ids
 
 HELP = "Try every fix on a copy of my program: keep what runs, computes the same and is faster."
+PIPELINE_REPEATS = 5  # --input: timed passes per pipeline
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +122,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "from_generator) keep no state: they may run in parallel and be cached",
     )
     parser.add_argument(
-        "--repeats", type=int, default=5, metavar="N", help="timed passes per pipeline (5)"
+        "--repeats",
+        type=int,
+        default=PIPELINE_REPEATS,
+        metavar="N",
+        help=f"timed passes per pipeline ({PIPELINE_REPEATS})",
     )
     parser.add_argument(
         "--elements",
@@ -160,6 +165,12 @@ class FixSettings:
 def settings_from(args: argparse.Namespace) -> FixSettings:
     """The command line read once, each option checked (a usage error)."""
     if not args.input:
+        pipeline_only = _pipeline_options_given(args)
+        if pipeline_only:
+            raise UsageError(
+                f"{', '.join(pipeline_only)}: options of gpuwhy fix --input (the pipelines "
+                "alone); gpuwhy fix SCRIPT tries each fix on the whole program"
+            )
         return FixSettings(
             script=script_settings(args),
             options=FixOptions(),
@@ -186,6 +197,20 @@ def settings_from(args: argparse.Namespace) -> FixSettings:
         ),
         report=report_settings(args),
     )
+
+
+def _pipeline_options_given(args: argparse.Namespace) -> list[str]:
+    """The options of ``--input`` given without it (they would be ignored)."""
+    given = {
+        "--any-order": args.any_order,
+        "--no-cache": args.no_cache,
+        "--assume-pure": args.assume_pure,
+        "--repeats": args.repeats != PIPELINE_REPEATS,
+        "--elements": args.elements is not None,
+        "--no-measure": not args.measure,
+        "--stop-early": args.stop_early,
+    }
+    return [name for name, on in given.items() if on]
 
 
 def trial_options(args: argparse.Namespace) -> TrialOptions:

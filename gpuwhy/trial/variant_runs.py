@@ -116,7 +116,7 @@ def run_variant(
         and record.facts.program.ended == "exception"
     ):
         error = record.facts.program.error
-    elif status != 0 and record is None:
+    elif status != 0:  # no record, or one of a program that exited (argparse's usage error)
         error = _last_line(_read(os.path.join(out, "stderr.txt"))) or f"exit status {status}"
     ws.remove()
     return VariantRun(

@@ -154,6 +154,10 @@ def test_a_healthy_program_gets_no_fix_claimed(tmp_path):
         (["--bound", "-1", "x.py"], "--bound must be"),
         (["--finding", "env.no-gpu", "x.py"], "--finding env.no-gpu"),
         (["missing.py"], "missing.py: no such file"),
+        (
+            ["--assume-pure", "--repeats", "3", "x.py"],
+            "--assume-pure, --repeats: options of gpuwhy fix --input",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(tmp_path, args, message):
@@ -241,3 +245,22 @@ def test_a_cheap_parse_map_is_batched_first_and_parses_whole_batches(tmp_path):
     assert "+dataset = dataset.batch(128)\n dataset = dataset.map(parse" in patch
     ran = patched_runs(tmp_path, program.name, patch)
     assert ran.returncode == 0 and "epoch 3 loss" in ran.stdout, ran.stderr[-2000:]
+
+
+def test_a_program_that_exits_with_its_usage_error_says_it_and_exits_with_its_status(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import argparse\n\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--epochs', type=int, default=1)\n"
+        "parser.parse_args()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "fix", "train.py", "--patch", "fix.diff"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    # --patch after the script is the script's own argument: its usage error is said
+    said = "the original did not run to its bound: train.py: error: unrecognized arguments:"
+    assert said in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "fix.diff").exists()

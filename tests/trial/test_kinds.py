@@ -620,3 +620,32 @@ def test_a_shuffle_between_the_map_and_its_batch_is_not_moved(tmp_path):
         files,
     )
     assert found == [] and refused == []
+
+
+def test_a_pipeline_not_cached_says_why_in_its_own_terms(tmp_path):
+    path, files = setup(tmp_path)
+    where = f"{path}:4"
+    generator = PipelineStage(
+        "Generator", "generator", ("from_generator",), where, function="gen", python=True,
+        repeats=None, parallelism=1,
+    )  # fmt: skip
+    pipeline = PipelineFacts(
+        1, location=where, stages=(generator,), consumer="keras-fit", prefetch_run=True,
+        iterators=3, cardinality=10, element_bytes=100,
+    )  # fmt: skip
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=2**30))
+    from gpuwhy.trial.kinds import input_pipeline
+
+    found, refused = input_pipeline.candidates(finding("input.python-function"), facts, files)
+    assert found == []
+    (why,) = refused
+    assert "no map of it runs one element at a time, it prefetches, and Generator(gen) runs " in (
+        why.why
+    )
+    assert "Python, which may give other elements each pass" in why.why
+    assert "gpuwhy fix --input --assume-pure" in why.why
+    read_once = replace(pipeline, stages=(replace(generator, python=False),), iterators=1)
+    _, refused = input_pipeline.candidates(
+        finding("input.bound"), Facts(tfdata=TfDataFacts(pipelines=(read_once,))), files
+    )
+    assert refused[0].why.endswith("it is read once: a cache would not be read again")

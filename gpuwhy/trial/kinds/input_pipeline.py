@@ -18,7 +18,7 @@ from gpuwhy.derived.pipeline_stages import runs_sequentially
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
-from gpuwhy.formatting import stage_label
+from gpuwhy.formatting import byte_size, stage_label
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -107,9 +107,9 @@ def candidates(
             why.append(
                 NotTried(
                     finding.id,
-                    f"the pipeline at {pipeline.location}: TF already runs its maps in "
-                    "parallel and prefetches, and it cannot be cached (elements that change "
-                    "between passes, or too large)",
+                    f"the pipeline at {pipeline.location}: no map of it runs one element at "
+                    "a time, it prefetches, and "
+                    + _not_cached_why(pipeline, facts.tfdata.host_memory_available_bytes),
                 )
             )
     return out, why
@@ -189,6 +189,36 @@ def _cacheable(pipeline: PipelineFacts, memory: int | None) -> bool:
     if pipeline.element_bytes is None or memory is None:
         return False
     return pipeline.cardinality * pipeline.element_bytes <= CACHE_SHARE * memory
+
+
+def _not_cached_why(pipeline: PipelineFacts, memory: int | None) -> str:
+    """Why the pipeline is not cached at its end, in its own terms."""
+    if _cacheable(pipeline, memory):
+        return "the call that ends it could not be found in the program's source to cache it"
+    if pipeline.cache_written:
+        return "it is cached already"
+    if pipeline.iterators < 2:
+        return "it is read once: a cache would not be read again"
+    python = [s for s in pipeline.stages if s.python]
+    if python:
+        names = ", ".join(stage_label(s) for s in python)
+        return (
+            f"{names} {'runs' if len(python) == 1 else 'run'} Python, which may give other "
+            "elements each pass: cached only "
+            "where you say it keeps no state (gpuwhy fix --input --assume-pure measures it)"
+        )
+    changing = [s for s in pipeline.stages if s.repeats is not True]
+    if changing:
+        names = ", ".join(stage_label(s) for s in changing)
+        return f"its elements change between passes ({names})"
+    if pipeline.cardinality is None:
+        return "it has no end (a repeat() or a generator): a cache would never be complete"
+    if pipeline.element_bytes is None or memory is None:
+        return "the size of its elements or the host's free memory was not measured"
+    return (
+        f"its output (~{byte_size(pipeline.cardinality * pipeline.element_bytes)}) would take "
+        f"more than a quarter of the host's free memory ({byte_size(memory)})"
+    )
 
 
 def _pipeline_edits(
