@@ -134,6 +134,21 @@ def loop_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | Non
     return levels_between("loop_time", loop_per_step, before, after)
 
 
+def loop_note(before: Sequence[Facts], steps_alone: float) -> str:
+    """Why the loop's time judged the fix, in the loop's terms: fit's validation and
+    callbacks, or what a custom loop does between its steps."""
+    fit = any(f.steps is not None and f.steps.source == "keras-fit" for f in before)
+    between = (
+        "validation and callbacks included"
+        if fit
+        else "everything the loop does between its steps included"
+    )
+    return (
+        f"the training loop's wall time per step, {between}: "
+        f"the steps alone were {steps_alone:.2f}x"
+    )
+
+
 def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
     before = [r.record.facts for r in originals if r.record is not None]
     after = [r.record.facts for r in runs if r.record is not None]
@@ -146,10 +161,7 @@ def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
     if loop is not None and not (change.low <= loop.estimate <= change.high):
         # the steps alone and the loop as a whole disagree (a faster step the validation
         # between epochs outweighs): the loop is what the user waits for
-        how = (
-            f"the training loop's wall time per step, validation and callbacks included: "
-            f"the steps alone were {1 / change.estimate:.2f}x"
-        )
+        how = loop_note(before, 1 / change.estimate)
         change = loop
     return {
         "speed_note": how,

@@ -4,7 +4,7 @@ it and the steps alone disagree: fit's validation between epochs is in it."""
 from __future__ import annotations
 
 from gpuwhy.facts import Facts, StepFacts, StepLoop
-from gpuwhy.trial.judge import loop_change, loop_per_step
+from gpuwhy.trial.judge import loop_change, loop_note, loop_per_step
 
 
 def loop(steps: int, step_s: float, every: int = 0, pause_s: float = 0.0) -> Facts:
@@ -50,3 +50,13 @@ def test_no_loop_time_without_one_loop_or_enough_steps():
     two = Facts(steps=StepFacts(**{**two.steps.__dict__, "loops": (first, first)}))
     assert loop_per_step(two) is None
     assert loop_change([loop(101, 0.01)], [loop(101, 0.01)]) is None  # one run a side
+
+
+def test_the_loop_time_is_named_in_the_loop_s_own_terms():
+    fit = loop(101, 0.01)
+    assert "validation and callbacks included: the steps alone were 2.00x" in loop_note([fit], 2)
+    assert fit.steps is not None
+    custom = Facts(steps=StepFacts(**{**fit.steps.__dict__, "source": "tf-data"}))
+    note = loop_note([custom], 1.5)
+    assert "everything the loop does between its steps included" in note
+    assert "validation" not in note
