@@ -39,6 +39,13 @@ TENSOR_DUMP = """Incompatible shapes at component 0: expected [?,32] but got [64
 [[[0.         0.1        0.46666667]
   [0.2        0.5764706  0.3       ]]], shape=(64, 28, 28), dtype=float32)>"""
 
+IN_USER_CODE = """in user code:
+
+    File "gan.py", line 61, in train_step  *
+        smooth = 0.1 / (1 + epoch)
+
+    TypeError: Expected int64, but got 0.1 of type 'float'."""
+
 
 @pytest.mark.parametrize(
     "error, line",
@@ -58,6 +65,10 @@ TENSOR_DUMP = """Incompatible shapes at component 0: expected [?,32] but got [64
             TypeError(TENSOR_DUMP),
             "TypeError: Incompatible shapes at component 0: expected [?,32] but got [64,28,28]. "
             "Value: tf.Tensor(",
+        ),
+        (
+            TypeError(IN_USER_CODE),
+            "TypeError: Expected int64, but got 0.1 of type 'float'.",
         ),
         (ValueError("boom"), "ValueError: boom"),
         (KeyboardInterrupt(), "KeyboardInterrupt"),

@@ -118,7 +118,11 @@ def test_a_changing_python_int_gets_one_candidate_per_dtype(tmp_path):
     found, _ = plan(
         [finding("launch.retracing", f"{path}:16")], Facts(tracing=TracingFacts((fn,))), files
     )
-    assert [c.fix.split(" as a ")[1] for c in found] == ["int64 tensor", "int32 tensor"]
+    assert [c.fix.split(" as a ")[1] for c in found] == [
+        "int64 tensor",
+        "int32 tensor",
+        "float32 tensor",  # an int the function does float math with
+    ]
 
 
 def test_several_changing_python_scalars_are_passed_as_tensors_together(tmp_path):
@@ -149,6 +153,7 @@ def test_several_changing_python_scalars_are_passed_as_tensors_together(tmp_path
     assert [c.fix for c in found] == [
         "lr (float32) and n (int64) passed to step as tensors",
         "lr (float32) and n (int32) passed to step as tensors",
+        "lr (float32) and n (float32) passed to step as tensors",
     ]
     assert "    step(1.0, tf.constant(0.1 * n, tf.float32), tf.constant(n, tf.int64))\n" in edited(
         str(path), found[0]

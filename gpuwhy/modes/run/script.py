@@ -480,4 +480,6 @@ def exception_line(e: BaseException) -> str:
         message = root[3:].strip()
     elif message.endswith(":") and len(lines) > 1:  # TF: "in user code:", "Graph execution error:"
         message = lines[-1]
+    if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Warning):", message):
+        return message[:300]  # TF's last line of "in user code:" names its own exception
     return (f"{type(e).__name__}: {message}" if message else type(e).__name__)[:300]

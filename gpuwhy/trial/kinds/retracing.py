@@ -29,7 +29,9 @@ from gpuwhy.trial.source_edits import (
     wrap_node,
 )
 
-DTYPES = {"float": ("float32",), "int": ("int64", "int32")}
+# an int: int64 (tf.summary's step), int32, or float32 where the function does float
+# math with it (``0.1 / (1 + epoch)`` takes no integer tensor)
+DTYPES = {"float": ("float32",), "int": ("int64", "int32", "float32")}
 MAX_CHOICES = 4  # of dtypes for several arguments at once (two ints: four)
 
 
