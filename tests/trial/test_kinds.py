@@ -644,7 +644,7 @@ def test_a_pipeline_not_cached_says_why_in_its_own_terms(tmp_path):
     found, refused = input_pipeline.candidates(finding("input.python-function"), facts, files)
     assert found == []
     (why,) = refused
-    assert "no map of it runs one element at a time, it prefetches, and Generator(gen) runs " in (
+    assert "no map of it runs one element at a time; it prefetches; and Generator(gen) runs " in (
         why.why
     )
     assert "Python, which may give other elements each pass" in why.why
@@ -654,3 +654,22 @@ def test_a_pipeline_not_cached_says_why_in_its_own_terms(tmp_path):
         finding("input.bound"), Facts(tfdata=TfDataFacts(pipelines=(read_once,))), files
     )
     assert refused[0].why.endswith("it is read once: a cache would not be read again")
+
+
+def test_a_map_kept_sequential_by_its_random_draws_is_said_so(tmp_path):
+    from gpuwhy.trial.kinds import input_pipeline
+
+    path, files = setup(tmp_path)
+    where = f"{path}:4"
+    augment = PipelineStage(
+        "MapAndBatch", "map", ("map", "batch"), where, function="augment", stateful=True,
+        random=True, repeats=False, parallelism=1,
+    )  # fmt: skip
+    pipeline = PipelineFacts(
+        1, location=where, stages=(augment,), consumer="keras-fit", prefetch_run=True,
+        iterators=3, cardinality=10, element_bytes=100,
+    )  # fmt: skip
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=2**30))
+    _, (why,) = input_pipeline.candidates(finding("input.sequential-map"), facts, files)
+    assert "MapAndBatch(augment) runs one element at a time for its stateful ops" in why.why
+    assert "its elements change between passes (MapAndBatch(augment))" in why.why

@@ -107,9 +107,8 @@ def candidates(
             why.append(
                 NotTried(
                     finding.id,
-                    f"the pipeline at {pipeline.location}: no map of it runs one element at "
-                    "a time, it prefetches, and "
-                    + _not_cached_why(pipeline, facts.tfdata.host_memory_available_bytes),
+                    f"the pipeline at {pipeline.location}: "
+                    + _left_as_written(pipeline, facts.tfdata.host_memory_available_bytes),
                 )
             )
     return out, why
@@ -189,6 +188,30 @@ def _cacheable(pipeline: PipelineFacts, memory: int | None) -> bool:
     if pipeline.element_bytes is None or memory is None:
         return False
     return pipeline.cardinality * pipeline.element_bytes <= CACHE_SHARE * memory
+
+
+def _left_as_written(pipeline: PipelineFacts, memory: int | None) -> str:
+    """Why nothing of the pipeline was changed: its maps, its prefetch, its cache."""
+    maps = []
+    for stage in pipeline.stages:
+        if not runs_sequentially(stage, pipeline.autotune) or "map" not in stage.written_as:
+            continue
+        if stage.by_library:
+            maps.append(f"{stage_label(stage)} is the library's")
+        elif stage.stateful:
+            maps.append(
+                f"{stage_label(stage)} runs one element at a time for its stateful ops (random "
+                "draws): in parallel they would go to other elements (its finding's fix: "
+                "stateless random ops, a seed per element)"
+            )
+    if not maps:
+        maps.append("no map of it runs one element at a time")
+    prefetch = (
+        "it prefetches"
+        if pipeline.prefetch_written or pipeline.prefetch_run
+        else "the call that ends it could not be found to add a prefetch"
+    )
+    return f"{'; '.join(maps)}; {prefetch}; and {_not_cached_why(pipeline, memory)}"
 
 
 def _not_cached_why(pipeline: PipelineFacts, memory: int | None) -> str:
