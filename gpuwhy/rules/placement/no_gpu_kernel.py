@@ -100,6 +100,8 @@ def _fix_for(groups: list[OpGroup], placement: PlacementFacts, facts: Facts) -> 
             "# receives int ids only)",
             "<dataset>.map(lambda text, y: (<your TextVectorization layer>(text), y),",
             "              num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)",
+            "# and take that layer out of the model: its input is then the ids",
+            "inputs = keras.Input((<output_sequence_length>,), dtype='int64')",
         ]
     numeric = [g for g in groups if not set(g.in_dtypes + g.out_dtypes) & _NOT_XLA_DTYPES]
     if numeric and all(g.by_library for g in groups) and not lines and not cudnn:
