@@ -240,3 +240,16 @@ def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path):
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("gpuwhy: error: cannot write")
+
+
+def test_gpuwhy_s_options_after_the_script_are_the_script_s_with_a_note(tmp_path):
+    path = script(tmp_path, "import sys\nprint(sys.argv[1:])\n")
+    plain, watched, record = both(path, "--fail-on", "high", "--epochs=3")
+    assert watched.stdout == plain.stdout == "['--fail-on', 'high', '--epochs=3']\n"
+    assert record is not None
+    assert (
+        "gpuwhy: note: --fail-on after SCRIPT is passed to the script, not to gpuwhy: "
+        "gpuwhy's options go before SCRIPT" in watched.stderr
+    )
+    (note,) = [line for line in watched.stderr.splitlines() if line.startswith("gpuwhy: note:")]
+    assert "--epochs" not in note  # the script's own option: nothing said

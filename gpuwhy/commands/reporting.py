@@ -148,3 +148,8 @@ def exit_status(record: Record) -> int:
 
 def say_error(message: str) -> None:
     report_stream.say(f"gpuwhy: error: {message}")
+
+
+def say_note(message: str) -> None:
+    """Something the user should know before the run, that stops nothing."""
+    report_stream.say(f"gpuwhy: note: {message}")

@@ -18,6 +18,7 @@ from gpuwhy.commands.reporting import (
     emit,
     plan_outputs,
     say_error,
+    say_note,
 )
 from gpuwhy.commands.settings import Gate, OutDir, ReportSettings, ScriptSettings
 from gpuwhy.comparison.gate import crossed_by_findings
@@ -33,11 +34,32 @@ def script_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ARGS",
         help="arguments for the script (everything after SCRIPT)",
     )
+    parser.set_defaults(command_parser=parser)
 
 
 def script_settings(args: argparse.Namespace) -> ScriptSettings:
-    """SCRIPT and its ARGS, as :func:`script_arguments` declared them."""
+    """SCRIPT and its ARGS, as :func:`script_arguments` declared them; gpuwhy's own options
+    written after SCRIPT (``gpuwhy fix train.py --patch fix.diff``) are the script's, as
+    Python's own ``python -m`` has it, and a note says so: the script may take an option
+    of that name, so it is never an error."""
+    own = _own_options(getattr(args, "command_parser", None))
+    # long options only: a script's -v or -o is its own far more often than gpuwhy's
+    misplaced = [a for a in args.args if a.startswith("--") and a.split("=", 1)[0] in own]
+    if misplaced:
+        say_note(
+            f"{', '.join(misplaced)} after SCRIPT {'is' if len(misplaced) == 1 else 'are'} "
+            "passed to the script, not to gpuwhy: gpuwhy's options go before SCRIPT"
+        )
     return ScriptSettings(path=args.script, args=tuple(args.args))
+
+
+def _own_options(parser: argparse.ArgumentParser | None) -> set[str]:
+    """The command's option strings, help left out (``--help`` after SCRIPT is the
+    script's). argparse lists them only in its private ``_actions``."""
+    if parser is None:
+        return set()
+    actions = parser._actions  # no public listing of a parser's options
+    return {s for a in actions if not isinstance(a, argparse._HelpAction) for s in a.option_strings}
 
 
 def prepare(
