@@ -9,6 +9,7 @@ TRIED_BY_FIX = frozenset(
         "launch.eager-ops",
         "launch.retracing",
         "launch.host-bound",
+        "launch.projected-bound",
         "placement.float64",
         "placement.forced-cpu",
         "input.bound",

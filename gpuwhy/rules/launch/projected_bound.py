@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
@@ -53,9 +55,18 @@ class ProjectedLaunchBound(Rule):
     fails reaching the other replicas' variables): the fix then compiles only the
     gradient computation.
 
+    Where the launches do not take the step but the host's own work does (what
+    `projection/host.py` measured here: the time between calls of the step's function
+    and each call's own set-up), at least `min_share` of the projected step and more
+    than the GPU's part, the GPU would wait for its host each step: then the fix runs
+    several steps per call (Keras: `steps_per_execution`), paying the host's cost of a
+    call once for many batches. Not where the steps would wait for their input, nor
+    where the pipeline runs Python: the host's work measured here then holds the time
+    the step waited for the GIL the pipeline's Python held (the input's, not the host's).
+
     ## Options
-    - `min_share`: share of the projected step spent in launch-bound kernels that makes
-      the finding (0.5).
+    - `min_share`: share of the projected step spent in launch-bound kernels, or in the
+      host's own work, that makes the finding (0.5).
     """
 
     id = "launch.projected-bound"
@@ -73,7 +84,7 @@ class ProjectedLaunchBound(Rule):
             return []
         share = projection.launch_bound_s / projection.step_s
         if share < options["min_share"]:
-            return []
+            return self._host_bound(facts, options)
         title = (
             f"On {projection.gpu} (projected), {share:.0%} of the step is kernel launches: "
             f"{projection.launch_bound_kernels:,} kernels of {projection.function} do less "
@@ -128,3 +139,90 @@ class ProjectedLaunchBound(Rule):
                 gain_value=round(share, 4),
             )
         ]
+
+    def _host_bound(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
+        """The host's own work, measured here, takes most of the projected step: the
+        GPU would wait for the host (a small model at a small batch)."""
+        projection = facts.projection
+        assert projection is not None
+        device = projection.device_s
+        host = projection.host_s
+        if device is None or host <= device:
+            return []
+        if (projection.input_wait_fraction or 0.0) >= options["min_share"] / 2:
+            return []  # the steps would wait for the input: input.projected-bound's
+        if _python_input(facts):
+            # the call's own cost measured here holds the time it waited for the GIL
+            # while the pipeline's Python ran: the input's, not the host's own work
+            return []
+        share = 1 - device / projection.step_s  # of the step, the GPU without work
+        if share < options["min_share"]:
+            return []
+        parts = []
+        if projection.host_between_s is not None:
+            parts.append(f"{duration(projection.host_between_s)} between its calls")
+        if projection.call_overhead_s is not None:
+            parts.append(f"{duration(projection.call_overhead_s)} in each call outside its ops")
+        measured = f" ({' and '.join(parts)}, measured here)" if parts else " (measured here)"
+        title = (
+            f"On {projection.gpu} (projected), the GPU would wait for its host {share:.0%} "
+            f"of the step: the host's own work takes {duration(host)} a step{measured}, "
+            f"the GPU's {duration(device)} in {projection.function}"
+        )
+        fit = facts.steps is not None and facts.steps.source == "keras-fit"
+        fix = (
+            [
+                "model.compile(..., steps_per_execution=32)   # 32 batches per call: the host's",
+                "# cost of a call (fit's loop, callbacks, the call's set-up) paid once for 32",
+            ]
+            if fit
+            else [
+                "# the host's cost of a step (the Python loop, the call's set-up) is paid per",
+                "# call: run several steps in one call, the loop inside a tf.function",
+                "@tf.function",
+                "def train_steps(iterator, steps):",
+                "    for _ in tf.range(steps):",
+                "        train_step(*next(iterator))",
+            ]
+        )
+        batch = projection.batch
+        fix.append(
+            "# and a larger batch: each call then does more work"
+            + (f" (batch {batch:,} -> {4 * batch:,}; scale the learning rate)" if batch else "")
+        )
+        return [
+            self.finding(
+                title,
+                evidence={
+                    "gpu": projection.gpu,
+                    "function": projection.function,
+                    "projected_step_ms": round(projection.step_s * 1000, 3),
+                    "host_ms": round(host * 1000, 3),
+                    "host_between_calls_ms": _ms(projection.host_between_s),
+                    "call_overhead_ms": _ms(projection.call_overhead_s),
+                    "device_ms": round(device * 1000, 3),
+                    "what": "the host's work measured on this machine, costed on the "
+                    "target's host; the GPU's part a projection from the traced graph",
+                },
+                fix="\n".join(fix),
+                estimated_gain=f"projection: up to {share:.0%} of the GPU step",
+                gain_value=round(share, 4),
+                location=_location(projection.function),
+            )
+        ]
+
+
+def _python_input(facts: Facts) -> bool:
+    """The steps' pipeline runs Python (py_function, numpy_function, a generator)."""
+    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    return pipeline is not None and any(s.python for s in pipeline.stages)
+
+
+def _location(function: str) -> str | None:
+    """file:line of ``name (file:line)``, the projected function's label."""
+    found = re.search(r"\(([^()]+:\d+)\)$", function)
+    return found.group(1) if found else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)

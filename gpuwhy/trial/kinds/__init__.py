@@ -42,6 +42,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (input_pipeline.candidates,),
     "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
+    "launch.projected-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
     "gpu.underutilized": (keras_compile.steps_per_execution, keras_compile.jit_compile),
     "tensorcore.unused": (mixed_precision.candidates,),
 }

@@ -2,9 +2,10 @@
 
 from dataclasses import replace
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, PipelineStage, StepFacts
 from gpuwhy.rules.launch.projected_bound import ProjectedLaunchBound
 from tests import builders as b
+from tests import builders_tfdata as t
 
 SMALL = b.projection(
     "H100",
@@ -66,3 +67,54 @@ def test_an_xla_step_s_fix_says_fusion_is_done_and_gives_the_batch():
     (f,) = check(replace(SMALL, jit_compile=True, batch=32))
     assert "jit_compile" not in f.fix
     assert "already XLA-compiled" in f.fix and "batch 32 -> 64" in f.fix
+
+
+def test_a_step_whose_host_work_outlasts_the_gpu_s_is_the_host_s():
+    """A small model at a small batch: the GPU's part 0.2 ms, the host's (measured here)
+    0.9 ms: the GPU would wait for the host, and the fix is fewer calls."""
+    host = replace(
+        SMALL,
+        step_s=0.0009,
+        launch_bound_s=0.0001,
+        device_s=0.0002,
+        host_s=0.0009,
+        host_between_s=0.0002,
+        call_overhead_s=0.0007,
+        function="multi_step_on_iterator (train.py:40)",
+    )
+    (f,) = check(host)
+    assert f.title == (
+        "On H100 (projected), the GPU would wait for its host 78% of the step: the host's "
+        "own work takes 0.9 ms a step (0.2 ms between its calls and 0.7 ms in each call "
+        "outside its ops, measured here), the GPU's 0.2 ms in multi_step_on_iterator "
+        "(train.py:40)"
+    )
+    assert f.location == "train.py:40"
+    assert "@tf.function\ndef train_steps(iterator, steps):" in f.fix  # a custom loop
+    fit = StepFacts(source="keras-fit", marker="Model.fit (train.py:40)", count=100)
+    (keras,) = ProjectedLaunchBound().check(
+        Facts(projection=host, steps=fit), dict(ProjectedLaunchBound.options)
+    )
+    assert keras.fix.startswith("model.compile(..., steps_per_execution=32)")
+    # the GPU's part the larger: no host finding
+    assert check(replace(host, device_s=0.0008, host_s=0.0006)) == []
+
+
+def test_host_work_beside_an_input_that_holds_the_step_or_the_gil_is_not_the_host_s():
+    host = replace(
+        SMALL, step_s=0.004, launch_bound_s=0.0001, device_s=0.001, host_s=0.004,
+        call_overhead_s=0.004,
+    )  # fmt: skip
+    assert len(check(host)) == 1
+    # the steps would wait for their input: input.projected-bound says it
+    assert check(replace(host, input_wait_fraction=0.9)) == []
+    # a numpy_function in the steps' pipeline: the call waited for the GIL it held
+    python = t.example_pipeline(
+        stages=(PipelineStage("ParallelMapV2", "map", ("map",), "t.py:3", python=True),),
+        consumer="python-loop",
+    )
+    facts = t.facts(python, steps=t.loop_steps())
+    found = ProjectedLaunchBound().check(
+        replace(facts, projection=host), dict(ProjectedLaunchBound.options)
+    )
+    assert found == []
