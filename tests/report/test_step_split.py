@@ -214,3 +214,21 @@ def test_the_h100_captures_terminal_report_draws_its_split_under_the_verdict():
     split = text.splitlines()[1]
     assert split.startswith("Step (median 22.7 ms)  ")
     assert "░ waiting for input 96%" in split and "█ GPU computing (kernels) 3%" in split
+
+
+def test_a_few_long_steps_make_the_bar_split_the_mean_step_that_holds_them():
+    """Steps that traced (a few, long) hold most of the time: the median step holds none
+    of it, so the shares are drawn over the mean step, and said to be."""
+    from dataclasses import replace
+
+    facts = loop_facts()
+    steps = facts.steps
+    assert steps is not None and steps.timeline is not None
+    doubled = tuple(replace(w, step_s=2 * w.step_s) for w in steps.timeline.windows)
+    longer = replace(steps, timeline=replace(steps.timeline, windows=doubled))
+    split = step_split(replace(facts, steps=longer))
+    assert split is not None and split.statistic == "mean"
+    assert split.median_s == pytest.approx(2 * STEP)
+    assert split_line(split).plain.startswith("Step (mean 20.0 ms)  ")
+    plain = step_split(facts)
+    assert plain is not None and plain.statistic == "median"

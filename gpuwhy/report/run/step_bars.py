@@ -38,7 +38,7 @@ def run_bars(facts: Facts, findings: Sequence[Finding] = ()) -> list[Bar]:
         bars.append(
             Bar(
                 "captured steps (measured)" if captured else "this run (measured)",
-                f"median step {duration(split.median_s)}",
+                f"{split.statistic} step {duration(split.median_s)}",
                 segments([(p.part, p.label, p.share, p.seconds) for p in split.parts]),
                 draws=None if captured else "step",
             )

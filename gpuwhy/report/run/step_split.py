@@ -8,7 +8,8 @@ rather than computed again, so that the run report and the diff can never disagr
 what a step is made of; a profiler capture's steps split into the GPU's kernels and
 what the host did while the GPU idled (the capture reader's attribution). Each part's share is its time over the training windows' step
 time (the input share as the verdict states it); the median step is split in those
-shares. A part the record did not measure is left out, and what the measured parts do
+shares, or the mean step where a few long steps (those that traced, an epoch's end) put
+it well above the median: the shares hold their time, which no median step has. A part the record did not measure is left out, and what the measured parts do
 not cover is "the rest", never guessed.
 """
 
@@ -24,6 +25,7 @@ from gpuwhy.formatting import duration
 
 MIN_SHARE = 0.005  # a part under half a percent of the step is not drawn
 BAR_WIDTH = 40  # characters of the bar; every drawn part gets one at least
+MEAN_APART = 1.25  # a mean step this much above the median: the bar splits the mean
 
 # Each part: its words for people, the glyph that draws it where there is no colour
 # (piped output stays readable), and its colour on a terminal.
@@ -55,8 +57,13 @@ class StepPart:
 
 @dataclass(frozen=True)
 class StepSplit:
-    median_s: float
+    median_s: float  # the step the parts split: the median, or the mean (``statistic``)
     parts: tuple[StepPart, ...]
+    statistic: str = "median"
+
+    @property
+    def label(self) -> str:
+        return f"{self.statistic} {duration(self.median_s)}"
 
 
 def step_split(facts: Facts) -> StepSplit | None:
@@ -83,7 +90,14 @@ def _run_split(facts: Facts) -> StepSplit | None:
         shares = {part: share / covered for part, share in shares.items()}
     else:
         shares["rest"] = 1 - covered
-    return _split(units.median_s, _with_the_verdicts_wait(shares, facts))
+    shares = _with_the_verdicts_wait(shares, facts)
+    steps = sum(u[0] for u in units.part_units)
+    mean_s = step_s / steps if steps else units.median_s
+    if mean_s > MEAN_APART * units.median_s:
+        # a few long steps (those that traced, an epoch's end) hold much of the time:
+        # the shares are of the mean step, which holds them; the median holds none
+        return _split(mean_s, shares, "mean")
+    return _split(units.median_s, shares)
 
 
 def _capture_split(facts: Facts) -> StepSplit | None:
@@ -108,14 +122,14 @@ def _capture_split(facts: Facts) -> StepSplit | None:
     return _split(median, shares)
 
 
-def _split(median_s: float, shares: dict[str, float]) -> StepSplit:
+def _split(median_s: float, shares: dict[str, float], statistic: str = "median") -> StepSplit:
     parts = [
         StepPart(part, LOOKS[part][0], share, share * median_s)
         for part, share in shares.items()
         if share >= MIN_SHARE
     ]
     parts.sort(key=lambda p: -p.share)
-    return StepSplit(median_s, tuple(parts))
+    return StepSplit(median_s, tuple(parts), statistic)
 
 
 def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str, float]:
@@ -151,7 +165,7 @@ def split_line(split: StepSplit) -> Text:
     """One line: the proportional bar, then each part with its glyph, share and time."""
     line = Text()
     line.append("Step ", style="bold")
-    line.append(f"(median {duration(split.median_s)})  ")
+    line.append(f"({split.label})  ")
     cells = bar_cells([p.share for p in split.parts])
     for part, n in zip(split.parts, cells):
         _, glyph, colour = LOOKS[part.part]
