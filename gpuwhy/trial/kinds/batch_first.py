@@ -25,7 +25,6 @@ from gpuwhy.rules.input.sequential_map import SequentialMap
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
-    Span,
     calls_at,
     function_named,
     node_span,
@@ -113,21 +112,9 @@ def _in_one_chain(
     )
     if batch is None:
         return None
-    assert isinstance(map_call.func, ast.Attribute)
-    receiver = node_span(map_call.func.value, lines)
-    map_end, batch_end = node_span(map_call, lines), node_span(batch, lines)
-    map_part = _text(lines, receiver.end_line, receiver.end_col, map_end)
-    batch_part = _text(lines, map_end.end_line, map_end.end_col, batch_end)
-    return [
-        Edit(
-            path,
-            receiver.end_line,
-            receiver.end_col,
-            batch_end.end_line,
-            batch_end.end_col,
-            batch_part + _batched(map_part),
-        )
-    ]
+    (start, _), map_part = _method_part(lines, map_call)
+    (_, end), batch_part = _method_part(lines, batch)
+    return [Edit(path, *start, *end, batch_part + _batched(map_part))]
 
 
 def _in_two_statements(
@@ -152,30 +139,11 @@ def _in_two_statements(
                 and _target(second) == name
             ):
                 return None
-            assert isinstance(map_call.func, ast.Attribute)
-            receiver = node_span(map_call.func.value, lines)
-            map_end = node_span(map_call, lines)
-            map_part = _text(lines, receiver.end_line, receiver.end_col, map_end)
-            batch_receiver = node_span(batch.func.value, lines)
-            batch_end = node_span(batch, lines)
-            batch_part = _text(lines, batch_receiver.end_line, batch_receiver.end_col, batch_end)
+            (map_start, map_end), map_part = _method_part(lines, map_call)
+            (batch_start, batch_end), batch_part = _method_part(lines, batch)
             return [
-                Edit(
-                    path,
-                    receiver.end_line,
-                    receiver.end_col,
-                    map_end.end_line,
-                    map_end.end_col,
-                    batch_part,
-                ),
-                Edit(
-                    path,
-                    batch_receiver.end_line,
-                    batch_receiver.end_col,
-                    batch_end.end_line,
-                    batch_end.end_col,
-                    _batched(map_part),
-                ),
+                Edit(path, *map_start, *map_end, batch_part),
+                Edit(path, *batch_start, *batch_end, _batched(map_part)),
             ]
     return None
 
@@ -195,15 +163,22 @@ def _target(statement: ast.stmt) -> str | None:
     return None
 
 
-def _text(lines: list[str], line: int, col: int, end: Span) -> str:
-    """The source from (line, col) to the end of span ``end``."""
-    if line == end.end_line:
-        return lines[line - 1][col : end.end_col]
-    return (
-        lines[line - 1][col:]
-        + "".join(lines[line : end.end_line - 1])
-        + lines[end.end_line - 1][: end.end_col]
+def _method_part(
+    lines: list[str], call: ast.Call
+) -> tuple[tuple[tuple[int, int], tuple[int, int]], str]:
+    """The span and the text of ``call`` after its receiver: ``.map(parse, ...)`` of
+    ``ds.map(parse, ...)``, from the receiver's end to the call's."""
+    assert isinstance(call.func, ast.Attribute)
+    receiver, whole = node_span(call.func.value, lines), node_span(call, lines)
+    start, end = (receiver.end_line, receiver.end_col), (whole.end_line, whole.end_col)
+    if start[0] == end[0]:
+        return (start, end), lines[start[0] - 1][start[1] : end[1]]
+    text = (
+        lines[start[0] - 1][start[1] :]
+        + "".join(lines[start[0] : end[0] - 1])
+        + lines[end[0] - 1][: end[1]]
     )
+    return (start, end), text
 
 
 def _batched(text: str) -> str:
