@@ -121,12 +121,18 @@ def loop_per_step(facts: Facts) -> float | None:
     if steps is None or len(steps.loops) != 1:
         return None
     last, count = steps.loops[0].last_s, steps.loops[0].count
-    if last is None or len(steps.starts) <= steps.warmup:
+    # a Keras call of N steps (steps_per_execution) is one start; counts are in steps
+    per_call = max(1, steps.steps_per_call)
+    first = steps.warmup // per_call  # the first call after warm-up
+    if last is None or len(steps.starts) <= first:
         return None
-    if count - 1 - steps.warmup < MIN_LOOP_STEPS:
+    # calls from that one's start to the last one's start (an epoch's last call may run
+    # fewer steps than it reports: every start kept counts them, not the steps)
+    calls = (len(steps.starts) if steps.all_kept else count / per_call) - 1 - first
+    if calls * per_call < MIN_LOOP_STEPS:
         return None
-    span = last - steps.starts[steps.warmup]
-    return span / (count - 1 - steps.warmup) if span > 0 else None
+    span = last - steps.starts[first]
+    return span / (calls * per_call) if span > 0 else None
 
 
 def loop_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | None:

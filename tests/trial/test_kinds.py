@@ -277,12 +277,12 @@ def test_a_loop_body_becomes_a_traced_function_and_its_metrics_are_made_once(tmp
     text = edited(str(path), found[0])
     assert text == (
         "import tensorflow as tf\n\n"
-        "loss_avg = tf.keras.metrics.Mean()\n\n"
+        "loss_avg = tf.keras.metrics.Mean()\n\n\n"  # two blank lines around a top-level def
         "@tf.function\n"
         "def train_step(x, y):\n"
         "    loss_value, grads = grad(model, x, y)\n"
         "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
-        "    loss_avg.update_state(loss_value)\n\n"
+        "    loss_avg.update_state(loss_value)\n\n\n"
         "for epoch in range(3):\n"
         "    loss_avg.reset_state()\n\n"
         "    for x, y in dataset:\n"

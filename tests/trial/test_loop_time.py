@@ -60,3 +60,26 @@ def test_the_loop_time_is_named_in_the_loop_s_own_terms():
     note = loop_note([custom], 1.5)
     assert "everything the loop does between its steps included" in note
     assert "validation" not in note
+
+
+def test_a_call_of_many_steps_is_one_start_and_the_loop_time_is_per_step():
+    """steps_per_execution=32: each start is a call of 32 steps, the warm-up (32 steps)
+    one call; 48 calls of 32 steps at 0.4 ms a step are 12.8 ms a call."""
+    calls, per_call, step_s = 48, 32, 0.0004
+    starts = tuple(
+        5.0 + (1.0 if i else 0.0) + max(0, i - 1) * per_call * step_s for i in range(calls)
+    )
+    facts = StepFacts(
+        source="keras-fit",
+        marker="keras-fit",
+        count=calls * per_call,
+        warmup=per_call,
+        steps_per_call=per_call,
+        median_s=step_s,
+        starts=starts,
+        loops=(
+            StepLoop("keras-fit", "train.py:9", calls * per_call, starts[0], starts[-1], step_s),
+        ),
+    )
+    per_step = loop_per_step(Facts(steps=facts))
+    assert per_step is not None and abs(per_step - step_s) < 1e-9

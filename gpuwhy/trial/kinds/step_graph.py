@@ -62,17 +62,22 @@ def candidates(
             return [], [NotTried(finding.id, made)]
         name, insert_at, header, body, call_edit = made
 
+        # blank lines around the def: two at a module's top level, one inside (PEP 8)
+        around = 1 if insert_at[1] else 2
+        blank = 0  # blank lines written just before it
+        while blank < insert_at[0] - 1 and not lines[insert_at[0] - 2 - blank].strip():
+            blank += 1
+
         def variant(decorator: str) -> tuple[Edit, ...]:
             text = "".join(
                 [
                     # after the metrics made before the loop, or a line of code
                     "\n"
-                    if metrics or (insert_at[0] > 1 and lines[insert_at[0] - 2].strip())
-                    else "",
+                    * (around if metrics else max(0, around - blank) if insert_at[0] > 1 else 0),
                     f"{insert_at[1]}@{decorator}\n",
                     f"{insert_at[1]}{header}\n",
                     *(f"{insert_at[1]}    {line}\n" if line else "\n" for line in body),
-                    "\n",
+                    "\n" * around,
                 ]
             )
             definition = Edit(where[0], insert_at[0], 0, insert_at[0], 0, text)
