@@ -195,8 +195,20 @@ def _exception_message(stderr: str) -> str | None:
     return found
 
 
+# TensorFlow's and absl's own log lines ("E0000 00:00:... cuda_platform.cc:52] failed
+# call to cuInit ..."): never the program's error, whatever they say
+_LOG_LINE = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl)")
+
+
 def _last_line(text: str) -> str | None:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    """The line of a program's stderr that says why it ended: the last error or
+    exception line (argparse's ``train.py: error: ...`` included) that is not a log line
+    of TensorFlow's, else its last line."""
+    lines = [
+        line.strip() for line in text.splitlines() if line.strip() and not _LOG_LINE.match(line)
+    ]
+    errors = [
+        line for line in lines if "Error" in line or "Exception" in line or ": error:" in line
+    ]
     found = errors or lines
     return found[-1] if found else None

@@ -251,6 +251,7 @@ def test_a_program_that_exits_with_its_usage_error_says_it_and_exits_with_its_st
     script = tmp_path / "train.py"
     script.write_text(
         "import argparse\n\n"
+        "import tensorflow as tf  # first, as programs do: its log lines are not the error\n\n"
         "parser = argparse.ArgumentParser()\n"
         "parser.add_argument('--epochs', type=int, default=1)\n"
         "parser.parse_args()\n"
