@@ -38,6 +38,7 @@ class FixTried:
     projected_speedup_low: float | None = None
     projected_speedup_high: float | None = None
     in_patch: bool = False
+    left_out: str | None = None  # a fix that held and is not in the patch: why
     runs: int = 0  # runs of this fix
     held: bool = False  # ran, same results, faster (or a device fix that did not slow)
     edits: int = 0  # places of the program's files it changes

@@ -44,6 +44,8 @@ def fix_row(t: FixTried, planned: int | None = None) -> list[str]:
         lines.append(f"    on a GPU: {projected_text(t)}")
     if t.in_patch:
         lines.append("    in the patch")
+    elif t.left_out:
+        lines.append(f"    {t.left_out}")
     return lines
 
 

@@ -124,7 +124,12 @@ def _trial(
     else:  # the fixes never ran together: the single best one
         patch_set = _best_held(ran, tried)[:1]
     tried = [
-        replace(t, in_patch=i in patch_set, location=shown_location(t.location))
+        replace(
+            t,
+            in_patch=i in patch_set,
+            left_out=None if i in patch_set or not t.held else _left_out(i, ran, tried, patch_set),
+            location=shown_location(t.location),
+        )
         for i, t in enumerate(tried)
     ]
     patch_edits = merged([ran[i].edits for i in patch_set])
@@ -276,6 +281,35 @@ def _best_held(candidates: Sequence[FixCandidate], tried: Sequence[FixTried]) ->
     order = sorted(best.values(), key=lambda i: -_proven(tried[i])[0])
     kept = compatible([candidates[i].edits for i in order])
     return [order[k] for k in kept]
+
+
+def _left_out(
+    i: int, candidates: Sequence[FixCandidate], tried: Sequence[FixTried], patch: Sequence[int]
+) -> str:
+    """Why fix ``i``, which held, is not in the patch: a fix in it changes the same code
+    (or answers the same finding there) with a surer gain; or the fixes together kept
+    others."""
+    mine = candidates[i].edits
+    for j in patch:
+        theirs = candidates[j].edits
+        same_place = (tried[j].finding, candidates[j].location) == (
+            tried[i].finding,
+            candidates[i].location,
+        )
+        if same_place or any(a.overlaps(b) for a in mine for b in theirs if a != b):
+            return (
+                f"not in the patch: {tried[j].fix} changes the same code, and held with a "
+                f"surer gain (at least {_low(tried[j])} against {_low(tried[i])}); "
+                "try this one alone with --finding " + tried[i].finding
+            )
+    return (
+        "not in the patch: run together with the others that held, they did not hold "
+        "(see the fixes together): the patch keeps the single best"
+    )
+
+
+def _low(t: FixTried) -> str:
+    return f"{t.speedup_low:.2f}x" if t.speedup_low is not None else "no measured gain"
 
 
 def _proven(t: FixTried) -> tuple[float, float]:

@@ -57,3 +57,23 @@ def test_of_two_fixes_for_one_place_the_patch_keeps_the_one_proven_faster():
     plain_tried = replace(plain_tried, speedup_low=8.34, speedup_high=19.39)
     xla_tried = replace(xla_tried, speedup_low=1.88, speedup_high=88.73)
     assert _best_held([plain, xla], [plain_tried, xla_tried]) == [0]
+
+
+def test_a_fix_that_held_and_is_not_in_the_patch_says_why():
+    from dataclasses import replace
+
+    from gpuwhy.modes.trial import _left_out
+
+    cache, cache_tried = _held("input.no-cache", 29, 2.5)
+    first, first_tried = _held("input.bound", 29, 3.2)
+    # the same call rewritten: the edits overlap
+    first = replace(first, edits=(Edit("train.py", 29, 0, 29, 12, "ds.batch(8)"),))
+    cache_tried = replace(cache_tried, speedup_low=2.1)
+    first_tried = replace(first_tried, speedup_low=1.9)
+    why = _left_out(1, [cache, first], [cache_tried, first_tried], [0])
+    assert why == (
+        "not in the patch: fix input.no-cache changes the same code, and held with a surer "
+        "gain (at least 2.10x against 1.90x); try this one alone with --finding input.bound"
+    )
+    other, other_tried = _held("launch.eager-ops", 3, 2.0)
+    assert "did not hold" in _left_out(1, [cache, other], [cache_tried, other_tried], [0])
