@@ -10,6 +10,7 @@ from typing import Any
 from gpuwhy.derived.change_points import spearman, theil_sen
 from gpuwhy.facts import Facts, GrowingObject, RunTimeline
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.python_arguments import python_kinds, tensor_arguments
 from gpuwhy.formatting import byte_size, run_time
 from gpuwhy.rules.base import Rule
 
@@ -167,6 +168,21 @@ def _written_parts(grown: GrowingObject) -> tuple[str, str | None]:
         return grown.name, None
     one = len(call.args) == 1 and call.func.attr in ("append", "appendleft", "add")
     return ast.unparse(call.func.value), ast.unparse(call.args[0]) if one else None
+
+
+def _retrace_fix(facts: Facts) -> str:
+    """RETRACE_FIX, its example the program's own: the most-traced function of the
+    program's whose Python scalars changed, each passed as a tensor of its dtype."""
+    functions = [
+        f
+        for f in (facts.tracing.functions if facts.tracing else ())
+        if not f.library and python_kinds(f)
+    ]
+    if not functions:
+        return RETRACE_FIX
+    fn = max(functions, key=lambda f: f.traces)
+    call = f"{fn.name}(..., {tensor_arguments(fn, list(python_kinds(fn)))})"
+    return RETRACE_FIX.replace("train_step(x, y, lr=tf.constant(lr, tf.float32))", call)
 
 
 def culprit_fix(grown: GrowingObject) -> str:
@@ -420,7 +436,7 @@ class MemoryGrowth(Rule):
                     "traces_meanwhile": line.traces,
                     **growing,
                 },
-                fix=culprit_fix(named[0]) if named else RETRACE_FIX if retracing else FIX,
+                fix=culprit_fix(named[0]) if named else _retrace_fix(facts) if retracing else FIX,
                 estimated_gain=(
                     f"the host's memory runs out in about {run_time(runs_out)} at this rate"
                     if runs_out is not None

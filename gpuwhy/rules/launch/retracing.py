@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, TracedFunction
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.python_arguments import tensor_arguments
 from gpuwhy.rules.base import Rule
 
 MAX_FINDINGS = 5  # the functions with the most tracing time
@@ -61,22 +62,6 @@ def _retraces_on_values(fn: TracedFunction, run_s: float | None, options: dict[s
     return avoidable >= options["min_value_share"] * run_s
 
 
-# the tensor dtype a changing Python scalar is passed as (int64: what tf.summary's step takes)
-TENSOR_DTYPES = {"float": "float32", "int": "int64"}
-
-
-def python_kinds(fn: TracedFunction) -> dict[str, str]:
-    """Changed arguments that were Python scalars in every trace: name -> the Python type
-    ("float", "int", "bool" ...), read from the traces' "0.1 (float)" texts."""
-    kinds: dict[str, str] = {}
-    for name in fn.changed_args:
-        texts = [dict(s.args).get(name) for s in fn.signatures]
-        types = {t.rsplit("(", 1)[-1].rstrip(")") for t in texts if t and t.endswith(")")}
-        if len(types) == 1 and all(t and t.endswith(")") for t in texts):
-            kinds[name] = types.pop()
-    return kinds
-
-
 def _recreated(fn: TracedFunction, max_traces: int) -> bool:
     """Many Function objects at one place, each used about once: re-created in a loop."""
     return (
@@ -122,12 +107,7 @@ def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
     objects = [a for a, k in changes.items() if k in ("object", "structure")]
     if python:
         args = ", ".join(python)
-        kinds = python_kinds(fn)
-        passed = ", ".join(
-            f"{a}=tf.constant({a}"
-            + (f", tf.{TENSOR_DTYPES[kinds[a]]})" if kinds.get(a) in TENSOR_DTYPES else ")")
-            for a in python
-        )
+        passed = tensor_arguments(fn, python)
         callers = sorted({s.caller for s in fn.signatures if s.caller})
         where = f" where {name} is called ({callers[0]})" if callers else ""
         every = "every one of them" if len(python) > 1 else "it"

@@ -16,7 +16,7 @@ import itertools
 
 from gpuwhy.facts import Facts, TracedFunction
 from gpuwhy.finding import Finding
-from gpuwhy.rules.launch.retracing import python_kinds
+from gpuwhy.fixes.python_arguments import python_kinds
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,

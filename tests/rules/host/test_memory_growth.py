@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuwhy.facts import Facts, GrowingObject, RunTimeline, RunWindow, StepFacts, StepLoop
+from gpuwhy.facts import (
+    Facts,
+    GrowingObject,
+    RunTimeline,
+    RunWindow,
+    StepFacts,
+    StepLoop,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
+)
 from gpuwhy.rules.host.memory_growth import MemoryGrowth
 
 MiB = 2**20
@@ -75,6 +85,22 @@ def test_growth_while_a_function_retraces_all_along_points_at_the_retracing():
     (finding,) = check(facts([600 * MiB + i * 4 * MiB for i in range(60)], traces=3))
     assert "tf.function traced 180 times meanwhile, each trace keeps its graph" in finding.title
     assert "reduce_retracing=True" in finding.fix
+    # the program's own function and the scalars that changed, each as a tensor
+    signatures = tuple(
+        TraceSignature(
+            float(k), (("x", "float32[32,4]"), ("lr", f"0.{k} (float)"), ("step", f"{k} (int)"))
+        )
+        for k in range(1, 4)
+    )
+    step = TracedFunction(
+        "train_step", "train.py:12", traces=180, changed_args=("lr", "step"), signatures=signatures
+    )
+    retracing = facts([600 * MiB + i * 4 * MiB for i in range(60)], traces=3)
+    (named,) = check(replace(retracing, tracing=TracingFacts(functions=(step,))))
+    assert (
+        "train_step(..., lr=tf.constant(lr, tf.float32), step=tf.constant(step, tf.int64))"
+        in named.fix
+    )
 
 
 def test_start_up_creep_that_slows_down_is_not_a_leak():
