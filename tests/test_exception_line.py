@@ -70,6 +70,15 @@ IN_USER_CODE = """in user code:
             TypeError(IN_USER_CODE),
             "TypeError: Expected int64, but got 0.1 of type 'float'.",
         ),
+        (
+            ValueError(
+                "{{function_node __wrapped__IteratorGetNext_output_types_2_device_/job:"
+                "localhost/replica:0/task:0/device:CPU:0}} Input to reshape is a tensor with "
+                "2048 values, but the requested shape has 16 [Op:IteratorGetNext]"
+            ),
+            "ValueError: Input to reshape is a tensor with 2048 values, but the requested "
+            "shape has 16 [Op:IteratorGetNext]",
+        ),
         (ValueError("boom"), "ValueError: boom"),
         (KeyboardInterrupt(), "KeyboardInterrupt"),
     ],

@@ -314,3 +314,16 @@ def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
     assert any(line.startswith("Stalls") and row in line for line in terminal.splitlines())
     assert row in html.unescape(RENDERERS["html"]().render(record))
     assert "Stalls" not in RENDERERS["terminal"]().render(rb.watched_run())
+
+
+def test_stalls_in_a_row_are_no_period():
+    from gpuwhy.collect.inprocess.activities import stalls_line
+
+    beat = StallBeat(kind=None, count=4, stall_s=1.8, lost_s=1.8, lost_share=0.2,
+                     typical_stall_s=0.45, every_steps=1, period_fit=1.0)  # fmt: skip
+    loop = LoopStalls(source="tf-data", name="train.py:40", between_steps=True, count=4,
+                      loop_steps=100, loop_s=9.0, typical_step_s=0.05, stall_s=1.8,
+                      lost_s=1.8, lost_share=0.2, beats=(beat,), causes=())  # fmt: skip
+    line = stalls_line(StallFacts(loops=(loop,)))
+    assert line is not None and line.startswith("4 stalls, 450.0 ms each: nothing timed")
+    assert "every 1 steps" not in line

@@ -118,10 +118,10 @@ def test_a_changing_python_int_gets_one_candidate_per_dtype(tmp_path):
     found, _ = plan(
         [finding("launch.retracing", f"{path}:16")], Facts(tracing=TracingFacts((fn,))), files
     )
-    assert [c.fix.split(" as a ")[1] for c in found] == [
-        "int64 tensor",
-        "int32 tensor",
-        "float32 tensor",  # an int the function does float math with
+    assert [c.fix.split(" as ")[1] for c in found] == [
+        "an int64 tensor",
+        "an int32 tensor",
+        "a float32 tensor",  # an int the function does float math with
     ]
 
 

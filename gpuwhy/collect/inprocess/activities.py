@@ -512,7 +512,10 @@ def stalls_line(stalls: StallFacts) -> str | None:
     parts = []
     beats = [(loop, beat) for loop in stalls.loops for beat in loop.beats if beat.count >= 3]
     for loop, beat in sorted(beats, key=lambda lb: -lb[1].lost_share)[:2]:
-        regular = beat.every_steps and beat.period_fit is not None and beat.period_fit >= 0.6
+        # every step in a row is no period ("4 stalls every 1 steps"): a run of them
+        regular = (
+            (beat.every_steps or 0) > 1 and beat.period_fit is not None and beat.period_fit >= 0.6
+        )
         text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
         text += f", {duration(beat.typical_stall_s)} each"
         cause = next((c for c in loop.causes if c.kind == beat.kind), None)

@@ -460,6 +460,9 @@ def _is_data(line: str) -> bool:
     )
 
 
+_FUNCTION_NODE = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+
+
 def exception_line(e: BaseException) -> str:
     """``ValueError: boom``: the line of the message that says what went wrong, for the
     report. Keras wraps the cause between "Exception encountered when calling ..." and
@@ -474,6 +477,9 @@ def exception_line(e: BaseException) -> str:
         and not _TALLIES.match(ln.strip())
         and not _is_data(ln.strip())
     ]
+    # TF names the function an op ran in first: "{{function_node __wrapped__...}} Input
+    # to reshape is ...": the cause follows it
+    lines = [_FUNCTION_NODE.sub("", ln).strip() or ln for ln in lines]
     message = lines[0] if lines else ""
     root = next((ln for ln in lines if ln.startswith("(0)")), None)
     if root is not None:

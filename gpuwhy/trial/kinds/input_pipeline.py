@@ -230,10 +230,14 @@ def _not_cached_why(pipeline: PipelineFacts, memory: int | None) -> str:
             "elements each pass: cached only "
             "where you say it keeps no state (gpuwhy fix --input --assume-pure measures it)"
         )
-    changing = [s for s in pipeline.stages if s.repeats is not True]
+    changing = [s for s in pipeline.stages if s.repeats is False]
     if changing:
         names = ", ".join(stage_label(s) for s in changing)
         return f"its elements change between passes ({names})"
+    unknown = [s for s in pipeline.stages if s.repeats is None and s.written_as]
+    if unknown:
+        names = ", ".join(stage_label(s) for s in unknown)
+        return f"whether {names} give the same elements each pass was not read"
     if pipeline.cardinality is None:
         return "it has no end (a repeat() or a generator): a cache would never be complete"
     if pipeline.element_bytes is None or memory is None:

@@ -153,7 +153,7 @@ def _as_tensor(
         del source
     return FixCandidate(
         finding=finding.id,
-        fix=f"{arg} passed to {fn.name} as a {dtype} tensor",
+        fix=f"{arg} passed to {fn.name} as {'an' if dtype.startswith('int') else 'a'} {dtype} tensor",
         edits=tuple(edits),
         location=callers[0],
     )
