@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from gpuwhy.derived.pipeline import steps_pipeline
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
@@ -123,9 +123,7 @@ class ProjectedLaunchBound(Rule):
             self.finding(
                 title,
                 evidence={
-                    "gpu": projection.gpu,
-                    "function": projection.function,
-                    "projected_step_ms": round(projection.step_s * 1000, 3),
+                    **_projected(projection),
                     "launch_bound_ms": round(projection.launch_bound_s * 1000, 3),
                     "launch_bound_kernels": projection.launch_bound_kernels,
                     "kernels": projection.kernels,
@@ -194,9 +192,7 @@ class ProjectedLaunchBound(Rule):
             self.finding(
                 title,
                 evidence={
-                    "gpu": projection.gpu,
-                    "function": projection.function,
-                    "projected_step_ms": round(projection.step_s * 1000, 3),
+                    **_projected(projection),
                     "host_ms": round(host * 1000, 3),
                     "host_between_calls_ms": _ms(projection.host_between_s),
                     "call_overhead_ms": _ms(projection.call_overhead_s),
@@ -210,6 +206,15 @@ class ProjectedLaunchBound(Rule):
                 location=_location(projection.function),
             )
         ]
+
+
+def _projected(projection: ProjectionFacts) -> dict[str, Any]:
+    """The evidence both kinds give: the target, the function, the projected step."""
+    return {
+        "gpu": projection.gpu,
+        "function": projection.function,
+        "projected_step_ms": round(projection.step_s * 1000, 3),
+    }
 
 
 def _python_input(facts: Facts) -> bool:
