@@ -42,7 +42,7 @@ def script_settings(args: argparse.Namespace) -> ScriptSettings:
     written after SCRIPT (``gpuwhy fix train.py --patch fix.diff``) are the script's, as
     Python's own ``python -m`` has it, and a note says so: the script may take an option
     of that name, so it is never an error."""
-    own = _own_options(getattr(args, "command_parser", None))
+    own = _own_options(args.command_parser)
     # long options only: a script's -v or -o is its own far more often than gpuwhy's
     misplaced = [a for a in args.args if a.startswith("--") and a.split("=", 1)[0] in own]
     if misplaced:

@@ -101,7 +101,10 @@ def test_a_python_float_passed_as_a_tensor_ends_the_retracing(tmp_path):
 
 
 def test_float64_made_float32_is_faster_within_its_stated_tolerance(tmp_path):
-    record, patch, _ = fix(tmp_path, PROGRAMS / "float64_fit.py", "--finding", "placement.float64")
+    # 1.4x on this CPU: with 2 runs a side a loaded machine leaves its interval unclear
+    record, patch, _ = fix(
+        tmp_path, PROGRAMS / "float64_fit.py", "--finding", "placement.float64", "--runs", "3"
+    )
     (floatx,) = tried(record, "placement.float64")
     assert floatx["ran"] and floatx["same_results"] is True, floatx
     assert "10% relative" in floatx["tolerance"] and "initial weights" in floatx["tolerance"]
