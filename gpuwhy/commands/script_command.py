@@ -53,11 +53,9 @@ def script_settings(args: argparse.Namespace) -> ScriptSettings:
     return ScriptSettings(path=args.script, args=tuple(args.args))
 
 
-def _own_options(parser: argparse.ArgumentParser | None) -> set[str]:
+def _own_options(parser: argparse.ArgumentParser) -> set[str]:
     """The command's option strings, help left out (``--help`` after SCRIPT is the
     script's). argparse lists them only in its private ``_actions``."""
-    if parser is None:
-        return set()
     actions = parser._actions  # no public listing of a parser's options
     return {s for a in actions if not isinstance(a, argparse._HelpAction) for s in a.option_strings}
 
