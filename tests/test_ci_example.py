@@ -4,12 +4,15 @@ git) with a small real TensorFlow training script; its baseline recorded by the 
 own --record-baseline. Then the same program unchanged passes, and two planted
 regressions fail it with the line that says why: a step twice as long, and a new finding.
 
-The training loop is paced, a step every 40 ms (a tiny model's step, then a sleep to the
-next tick): a CPU busy with other jobs moves a compute-bound step, and even a plain sleep,
-by more than 5% between two runs (docs/ci.md shows it), a paced loop's mean step not at
-all; the gate is what is tested here, not this machine's quiet. The gate runs the script
-twice a side here (GPUWHY_RUNS=2; the configs' 3 cost a third more), and once a side in
-one test of its own."""
+The training loop is paced, a step every 40 ms (a sleep to the next tick, then a tiny
+model's step): a CPU busy with other jobs moves a compute-bound step, and even a plain
+sleep, by more than 5% between two runs (docs/ci.md shows it), a paced loop's mean step not
+at all; the gate is what is tested here, not this machine's quiet. The sleep comes before
+the step, not after it: TF's first call after a sleep pays its threads' wake-up (2 ms on
+these machines), which in next() made a 5% input wait, input.bound's threshold, there in
+one run and not in the next (a new finding to the gate). The gate runs the script twice a
+side here (GPUWHY_RUNS=2; the configs' 3 cost a third more), and once a side in one test
+of its own."""
 
 import json
 import os
@@ -54,10 +57,10 @@ def train_step(xb, yb):
 
 next_step = None
 for xb, yb in dataset:
-    train_step(xb, yb)
     now = time.perf_counter()
     next_step = (next_step or now) + PERIOD_S  # a step every PERIOD_S: late ones catch up
-    time.sleep(max(0.0, next_step - now))
+    time.sleep(max(0.0, next_step - now))  # before the step: next() follows it at once
+    train_step(xb, yb)
 """
 
 
