@@ -121,7 +121,8 @@ def test_the_unchanged_program_passes_and_writes_every_report(project):
     assert result.returncode == 0, summary + result.stderr[-3000:]
     assert comparison["step_time"]["called"] != "slower", comparison["verdict"]
     crossed = [x for x in result.stderr.splitlines() if x.startswith("gpuwhy: gate:")]
-    assert all(x.startswith("gpuwhy: gate: note: step:+5%: these runs cannot") for x in crossed)
+    notes = ("gpuwhy: gate: note: step:+5%: these runs cannot", "gpuwhy: gate: note: new:medium")
+    assert all(x.startswith(notes) for x in crossed)
     assert summary.splitlines()[-1] == (
         "gpuwhy gate: passed (gpuwhy run exit 0, gpuwhy diff exit 0)"
     )

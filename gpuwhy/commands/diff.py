@@ -31,6 +31,7 @@ from gpuwhy.comparison.gate import (
     blind,
     crossed_by_comparison,
     crossed_by_findings,
+    near_threshold,
     not_judged,
 )
 from gpuwhy.comparison.sides import majority_findings
@@ -261,7 +262,8 @@ def _calibrate(settings: DiffSettings) -> int:
 
 def _gate(gate: Gate, comparison: Comparison, after: list[Finding]) -> int:
     conditions = list(gate.conditions)
-    for line in not_judged(conditions, comparison) + blind(conditions, comparison):
+    noted = not_judged(conditions, comparison) + blind(conditions, comparison)
+    for line in noted + near_threshold(conditions, comparison):
         report_stream.say(f"gpuwhy: gate: {line}")
     crossed = crossed_by_comparison(conditions, comparison) + crossed_by_findings(conditions, after)
     for line in crossed:

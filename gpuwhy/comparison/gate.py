@@ -135,6 +135,27 @@ def crossed_by_comparison(conditions: list[Condition], comparison: Comparison) -
     return out
 
 
+def near_threshold(conditions: list[Condition], comparison: Comparison) -> list[str]:
+    """One line per new-finding condition a finding would cross but for its measure only
+    crossing its threshold (comparison/near_threshold.py): the gate passes it, and says
+    so rather than hide it."""
+    out = []
+    for c in conditions:
+        if c.kind != "new":
+            continue
+        for f in comparison.findings_near_threshold:
+            if f.change in ("new", "worse") and _at_least(f.severity_after, c.severity):
+                if c.counts(f.id):
+                    where = f" at {f.location}" if f.location else ""
+                    out.append(
+                        f"note: {c.text}: {f.severity_after} {f.id}{where} not counted "
+                        f"{f.change}: BEFORE's runs reach it too with its thresholds a "
+                        "fifth looser (its measure only crossed the line; the diff's "
+                        "notes give the thresholds)"
+                    )
+    return out
+
+
 def not_judged(conditions: list[Condition], comparison: Comparison) -> list[str]:
     """One line per step condition the comparison does not judge: no step time was
     compared (say so: a gate that passes because a run failed must not look like a pass),

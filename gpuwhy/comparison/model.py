@@ -126,6 +126,10 @@ class Comparison:
     projected_gpu: str | None = None
     parts: tuple[PartChange, ...] = ()
     findings: tuple[FindingChange, ...] = ()
+    # findings new, gone, worse or better in the records whose measure only crossed its
+    # threshold: the other side's runs reach them too with it a fifth looser
+    # (gpuwhy/comparison/near_threshold.py); not in ``findings``
+    findings_near_threshold: tuple[FindingChange, ...] = ()
     environment: tuple[EnvironmentChange, ...] = ()
     notes: tuple[str, ...] = ()  # what could not be compared, and why
     # why a called step-time change may be the machine's rather than the program's (the

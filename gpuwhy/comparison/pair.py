@@ -18,6 +18,7 @@ from gpuwhy.comparison.comparable_units import RunUnits, run_units
 from gpuwhy.comparison.environment import batch_size, environment_changes, host_contention, program
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import Change, Comparison, PartChange, RunSide
+from gpuwhy.comparison.near_threshold import note, settled
 from gpuwhy.comparison.verdict import diff_verdict
 from gpuwhy.facts import Facts
 from gpuwhy.record import Record
@@ -51,6 +52,7 @@ def compare(
     )
     environment = environment_changes(before.facts, after.facts)
     confounded = confounded_by_host([before.facts], [after.facts], example or step)
+    findings, crossed = settled(finding_changes(before.findings, after.findings), [before], [after])
     return Comparison(
         verdict=diff_verdict(step, busy, parts, environment, confounded, example, batches),
         before=_side(names[0], before, units_b),
@@ -62,9 +64,10 @@ def compare(
         projected_step=projected,
         projected_gpu=projected_on,
         parts=parts,
-        findings=finding_changes(before.findings, after.findings),
+        findings=findings,
+        findings_near_threshold=crossed,
         environment=environment,
-        notes=notes,
+        notes=(*notes, *(note(c) for c in crossed)),
         timeline_before=units_b.aligned,
         timeline_after=units_a.aligned,
         confounded_by=confounded,

@@ -22,6 +22,7 @@ from gpuwhy.comparison.environment import (
 )
 from gpuwhy.comparison.findings import finding_changes
 from gpuwhy.comparison.model import Change, Comparison, RunSide
+from gpuwhy.comparison.near_threshold import note, settled
 from gpuwhy.comparison.pair import (
     ONE_RUN_A_SIDE,
     compare,
@@ -121,6 +122,10 @@ def compare_runs(
     confounded = confounded_by_host(
         [r.facts for r in before], [r.facts for r in after], example or step
     )
+    findings, crossed = settled(
+        finding_changes(side_findings(side_b), side_findings(side_a)), before, after
+    )
+    notes += [note(c) for c in crossed]
     return Comparison(
         verdict=diff_verdict(
             step, busy, parts, environment, confounded, example, batches, (len(before), len(after))
@@ -135,7 +140,8 @@ def compare_runs(
         projected_step=projected,
         projected_gpu=projected_on,
         parts=parts,
-        findings=finding_changes(side_findings(side_b), side_findings(side_a)),
+        findings=findings,
+        findings_near_threshold=crossed,
         environment=environment,
         notes=tuple(notes),
         timeline_before=side_b.units[side_b.representative].aligned,

@@ -8,6 +8,7 @@ tools/generate_findings_doc.py generates from the rules.
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
@@ -134,11 +135,26 @@ def run_rules(facts: Facts) -> tuple[list[Finding], dict[str, str]]:
         if rule_cls.status in ("planned", "removed"):
             not_checked[rule_cls.id] = rule_cls.status
             continue
-        missing = [s for s in rule_cls.needs if not facts.has(s)]
-        if rule_cls.needs_any and not any(facts.has(s) for s in rule_cls.needs_any):
-            missing.append(" or ".join(rule_cls.needs_any))
+        missing = missing_sections(rule_cls, facts)
         if missing:
             not_checked[rule_cls.id] = "needs " + ", ".join(missing)
             continue
         findings.extend(rule_cls().check(facts, dict(rule_cls.options)))
     return sorted(group_by_cause(findings), key=Finding.sort_key), not_checked
+
+
+def missing_sections(rule_cls: type[Rule], facts: Facts) -> list[str]:
+    """The fact sections ``rule_cls`` needs that ``facts`` lacks (empty: it can run)."""
+    missing = [s for s in rule_cls.needs if not facts.has(s)]
+    if rule_cls.needs_any and not any(facts.has(s) for s in rule_cls.needs_any):
+        missing.append(" or ".join(rule_cls.needs_any))
+    return missing
+
+
+def run_rule(rule_cls: type[Rule], facts: Facts, options: dict[str, Any]) -> list[Finding]:
+    """One rule over ``facts`` with ``options`` (none where it cannot run), its findings
+    grouped by cause as :func:`run_rules` groups them: ``gpuwhy diff`` asks one rule
+    again at looser thresholds (comparison/near_threshold.py)."""
+    if rule_cls.status in ("planned", "removed") or missing_sections(rule_cls, facts):
+        return []
+    return group_by_cause(rule_cls().check(facts, options))

@@ -44,6 +44,11 @@ class Rule:
     options: ClassVar[dict[str, Any]] = {}
     question: ClassVar[str] = ""  # the user's question this rule answers
     redirect_from: ClassVar[tuple[str, ...]] = ()  # old ids that now mean this rule
+    # The options that are thresholds on a measured quantity, which moves between runs of
+    # one program: "floor" where the rule fires (or grows more severe) at or above the
+    # option, "ceiling" at or below it. `gpuwhy diff` loosens them to tell a new finding
+    # from a measure that only crossed its line (comparison/near_threshold.py).
+    measured_thresholds: ClassVar[dict[str, str]] = {}
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         """Planned rules have no collector yet; they are listed, never run."""

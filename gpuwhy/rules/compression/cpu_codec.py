@@ -90,6 +90,7 @@ class CpuCodec(Rule):
     """
 
     id = "compression.cpu-codec"
+    measured_thresholds = {"min_fraction": "floor", "min_input_wait": "floor"}
     severity = "medium"
     status = "stable"
     # Either the placement audit or tf.data's facts is enough: each part reads its own,

@@ -65,6 +65,7 @@ class CollectiveBound(Rule):
     """
 
     id = "distribute.collective-bound"
+    measured_thresholds = {"medium_share": "floor", "high_share": "floor", "large_share": "floor"}
     severity = "medium"
     status = "stable"
     since = "0.3.0"

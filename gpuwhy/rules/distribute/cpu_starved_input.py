@@ -68,6 +68,7 @@ class CpuStarvedInput(Rule):
     """
 
     id = "distribute.cpu-starved-input"
+    measured_thresholds = {"min_cpu_busy": "floor", "min_input_wait": "floor"}
     severity = "high"
     status = "stable"
     needs = ("tfdata",)  # host CPU use is in it; steps give the measured input wait

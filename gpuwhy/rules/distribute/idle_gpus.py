@@ -84,6 +84,7 @@ class IdleGpus(Rule):
     """
 
     id = "distribute.idle-gpus"
+    measured_thresholds = {"idle_below": "ceiling"}
     severity = "medium"
     status = "stable"
     needs_any = ("gpu_samples", "distribute")  # NVML's reading, or the strategy's devices

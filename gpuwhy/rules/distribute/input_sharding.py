@@ -83,6 +83,7 @@ class InputSharding(Rule):
     """
 
     id = "distribute.input-sharding"
+    measured_thresholds = {"medium_wait": "floor", "high_wait": "floor"}
     severity = "high"
     status = "stable"
     since = "0.3.0"

@@ -71,6 +71,7 @@ class PcieDegraded(Rule):
     """
 
     id = "gpu.pcie-degraded"
+    measured_thresholds = {"min_share": "floor"}
     severity = "medium"
     status = "preview"
     since = "0.4.0"

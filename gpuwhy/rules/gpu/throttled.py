@@ -112,6 +112,7 @@ class GpuThrottled(Rule):
     """
 
     id = "gpu.throttled"
+    measured_thresholds = {"min_share": "floor"}
     severity = "medium"
     status = "preview"
     since = "0.4.0"

@@ -111,6 +111,7 @@ class GpuUnderutilized(Rule):
     """
 
     id = "gpu.underutilized"
+    measured_thresholds = {"max_busy": "ceiling"}
     severity = "medium"
     status = "stable"
     needs = ("gpu_samples",)  # and steps, when the run has them

@@ -339,6 +339,7 @@ class MemoryGrowth(Rule):
     """
 
     id = "host.memory-growth"
+    measured_thresholds = {"min_growth_share": "floor", "high_min_share": "floor"}
     severity = "medium"
     status = "preview"
     since = "0.4.0"

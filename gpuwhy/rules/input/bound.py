@@ -113,6 +113,7 @@ class InputBound(Rule):
     """
 
     id = "input.bound"
+    measured_thresholds = {"medium_at": "floor", "high_at": "floor"}
     severity = "high"
     status = "stable"
     # steps (a watched run; tfdata, when present, names the slowest stage), or a

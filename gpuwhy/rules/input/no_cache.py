@@ -112,6 +112,7 @@ class NoCache(Rule):
     """
 
     id = "input.no-cache"
+    measured_thresholds = {"min_stage_fraction": "floor", "min_input_wait": "floor"}
     severity = "medium"
     status = "stable"
     needs = ("tfdata",)  # host memory is in it; steps give the measured input wait

@@ -69,6 +69,7 @@ class NoPrefetch(Rule):
     """
 
     id = "input.no-prefetch"
+    measured_thresholds = {"min_input_wait": "floor"}
     severity = "medium"
     status = "stable"
     needs = ("tfdata",)  # steps, when present, give the measured input wait

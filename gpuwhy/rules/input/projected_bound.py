@@ -52,6 +52,7 @@ class ProjectedInputBound(Rule):
     """
 
     id = "input.projected-bound"
+    measured_thresholds = {"medium_at": "floor", "high_at": "floor"}
     severity = "high"
     status = "stable"
     since = "0.2.0"

@@ -103,6 +103,7 @@ class PythonFunction(Rule):
     """
 
     id = "input.python-function"
+    measured_thresholds = {"min_share": "floor", "min_input_wait": "floor"}
     severity = "medium"
     status = "stable"
     needs = ("tfdata",)  # steps, when present, give the measured input wait

@@ -84,6 +84,7 @@ class SequentialMap(Rule):
     """
 
     id = "input.sequential-map"
+    measured_thresholds = {"min_input_wait": "floor"}
     severity = "high"
     status = "stable"
     needs = ("tfdata",)  # steps, when present, give the measured input wait

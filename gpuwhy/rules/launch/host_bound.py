@@ -89,6 +89,7 @@ class HostBound(Rule):
     """
 
     id = "launch.host-bound"
+    measured_thresholds = {"max_busy": "ceiling"}
     severity = "high"
     status = "preview"
     since = "0.3.0"

@@ -70,6 +70,7 @@ class ProjectedLaunchBound(Rule):
     """
 
     id = "launch.projected-bound"
+    measured_thresholds = {"min_share": "floor"}
     severity = "medium"
     status = "stable"
     since = "0.2.0"

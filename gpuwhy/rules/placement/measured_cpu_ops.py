@@ -56,6 +56,7 @@ class MeasuredCpuOps(Rule):
     """
 
     id = "placement.measured-cpu-ops"
+    measured_thresholds = {"min_share": "floor", "min_op_share": "floor"}
     severity = "medium"
     status = "preview"
     since = "0.3.0"

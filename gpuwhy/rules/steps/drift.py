@@ -148,6 +148,7 @@ class StepDrift(Rule):
     """
 
     id = "steps.drift"
+    measured_thresholds = {"min_change": "floor", "min_score": "floor"}
     severity = "medium"
     status = "preview"
     since = "0.4.0"

@@ -226,6 +226,12 @@ class PeriodicStall(Rule):
     """
 
     id = "steps.periodic-stall"
+    measured_thresholds = {
+        "min_share": "floor",
+        "irregular_share": "floor",
+        "between_share": "floor",
+        "validation_share": "floor",
+    }
     severity = "medium"
     status = "preview"
     since = "0.4.0"
