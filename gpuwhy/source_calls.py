@@ -623,6 +623,25 @@ def _float_dtype(call: ast.Call) -> bool:
     return True  # Keras' default: float32
 
 
+# -- set_floatx calls ---------------------------------------------------------------
+
+
+def floatx_calls(filename: str, dtype: str) -> list[tuple[int, str]]:
+    """(line, call as written) of each ``set_floatx(...)`` call of the file that sets
+    ``dtype`` ("float64": ``set_floatx("float64")``, ``set_floatx(tf.float64)``)."""
+    tree = _tree(filename)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _callee(node) != "set_floatx" or not node.args:
+            continue
+        value = ast.unparse(node.args[0]).strip("'\"").split(".")[-1]
+        if value == dtype:
+            found.append((node.lineno, call_text(node)))
+    return sorted(found)
+
+
 # The methods by which a statement adds to a container it names.
 GROWING_METHODS = frozenset(
     {"append", "appendleft", "extend", "extendleft", "insert", "add", "update", "setdefault"}

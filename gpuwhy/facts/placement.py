@@ -248,3 +248,7 @@ class PlacementFacts:
     verification: PlacementCheck | None = None
     seconds: float | None = None  # the audit's own time
     float_indices: tuple[FloatIndex, ...] = ()  # float inputs used as ids (token ids)
+    keras_floatx: str | None = None  # Keras' global float type when the audit ran
+    # the program's set_floatx call that set it to float64: file:line, the call as written
+    floatx_set_at: str | None = None
+    floatx_written: str | None = None

@@ -37,6 +37,20 @@ def keras_policy() -> str | None:
     return None
 
 
+def keras_floatx() -> str | None:
+    """Keras' global float type ("float32", or "float64" after ``set_floatx``), None
+    when Keras is not in use."""
+    for module_name in ("keras", "tf_keras"):
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        try:
+            return str(module.backend.floatx())
+        except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
+            continue
+    return None
+
+
 def local_gpu() -> tuple[str, tuple[int, int] | None] | None:
     """(name, compute capability) of the first GPU TensorFlow sees here, None without one."""
     try:

@@ -166,6 +166,43 @@ def test_float64_layers_compute_in_float64_and_stay_a_finding():
     assert finding.evidence["float64_ops"] > 0
 
 
+SET_FLOATX = """
+    import numpy as np
+    import tensorflow as tf
+
+    tf.keras.backend.set_floatx("float64")  # @floatx
+    x = np.random.default_rng(0).random((512, 20))
+    y = x.sum(axis=1, keepdims=True)
+    model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(32), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0)  # @fit
+"""
+
+
+def test_float64_made_by_set_floatx_points_at_that_call_and_fixes_it_there(tmp_path):
+    """The float64 ops are made when fit builds the layers (their line is fit's), but
+    their cause is the program's set_floatx call: the finding points there, and its fix
+    is that call, as written, with float32."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SET_FLOATX))
+    lines = script.read_text().splitlines()
+    floatx = next(i for i, line in enumerate(lines, 1) if "@floatx" in line)
+    fit = next(i for i, line in enumerate(lines, 1) if "@fit" in line)
+    result = run("--json", tmp_path / "run.json", script.name, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["placement"]["keras_floatx"] == "float64"
+    assert record["placement"]["floatx_set_at"] == f"train.py:{floatx}"
+    (finding,) = [f for f in record["findings"] if f["id"] == "placement.float64"]
+    assert finding["location"] == f"train.py:{floatx}"
+    assert f"at train.py:{fit}" in finding["title"]  # the ops' own line, in the title
+    assert finding["title"].endswith(f"; Keras' float type is float64 (set at train.py:{floatx})")
+    assert finding["fix"].splitlines()[0] == (
+        f"tf.keras.backend.set_floatx('float32')   # at train.py:{floatx}, in place of "
+        "tf.keras.backend.set_floatx('float64')"
+    )
+
+
 MIRRORED = """
     import numpy as np
     import tensorflow as tf

@@ -34,6 +34,7 @@ from gpuwhy.facts import (
     TensorOp,
     is_input_boundary,
 )
+from gpuwhy.source_calls import floatx_calls
 from gpuwhy.tfapi import graph_ops, precision
 from gpuwhy.tfapi.kernel_registry import KernelRegistry
 
@@ -125,6 +126,7 @@ def audit_functions(
         seconds=None,
         float_indices=_float_indices(audited),
     )
+    facts = _with_floatx(facts, precision.keras_floatx())
     if verify:
         checks = [verify_placement(a, registry.device_type) for a in audited]
         check = _merge_checks(checks)
@@ -148,6 +150,34 @@ def _float_indices(audited: list[AuditedGraph]) -> tuple[FloatIndex, ...]:
     if sys.argv and sys.argv[0].endswith(".py"):
         files.insert(0, sys.argv[0])
     return tuple(named(list(found.values()), files))
+
+
+def _with_floatx(facts: PlacementFacts, floatx: str | None) -> PlacementFacts:
+    """``facts`` with Keras' float type and, where it is float64, the program's
+    ``set_floatx`` call that made it so: the line that made every layer's float64 ops,
+    which the ops themselves place at the call that built the layers (``fit``). Read
+    from the script (``sys.argv[0]``) and the files the float64 ops came from."""
+    import os
+    import sys
+
+    if floatx != "float64":
+        return _replace(facts, keras_floatx=floatx)
+    files = [sys.argv[0]] if sys.argv and sys.argv[0].endswith(".py") else []
+    files += [
+        where.rpartition(":")[0]
+        for group in facts.groups
+        if "float64" in group.in_dtypes + group.out_dtypes
+        for where in group.locations
+    ]
+    for filename in dict.fromkeys(os.path.abspath(f) for f in files if f):
+        for line, written in floatx_calls(filename, floatx):
+            return _replace(
+                facts,
+                keras_floatx=floatx,
+                floatx_set_at=graph_ops.relative(filename, line),
+                floatx_written=written,
+            )
+    return _replace(facts, keras_floatx=floatx)
 
 
 def _traced_ops(audited: AuditedGraph, batch: int | None) -> list[TensorOp]:

@@ -68,6 +68,9 @@ class Float64(Rule):
     a program that runs its step eagerly (no `tf.function`: a `GradientTape` loop on
     NumPy arrays and variables made from them) is read from the eager op counter
     instead: the ops of its sampled steps whose output is float64, measured as they ran.
+    Where Keras' float type itself is float64, the finding points at the program's
+    `set_floatx` call that made it so (the ops' own line is the `fit` that built the
+    layers), and its fix is that call with float32.
 
     ## Why is this slow?
     Consumer and most inference GPUs (GeForce, T4, L4, L40) run float64 at 1/32 to
@@ -149,6 +152,13 @@ class Float64(Rule):
             ]
         )
         title = f"{total} float64 op{'s' if total > 1 else ''} in the step: {op_list(groups)}"
+        if placement.keras_floatx == "float64":
+            set_at = placement.floatx_set_at
+            title += "; Keras' float type is float64" + (f" (set at {set_at})" if set_at else "")
+            evidence["keras_floatx"] = "float64"
+            if set_at:
+                evidence["floatx_set_at"] = set_at
+            location, fix = set_at or location, _floatx_fix(placement)
         return [self._compute(title, bool(heavy), evidence, fix, location)]
 
     def _compute(
@@ -257,3 +267,27 @@ class Float64(Rule):
                 location=location,
             )
         ]
+
+
+def _floatx_fix(placement: PlacementFacts) -> str:
+    """Keras' float type back to float32, in the program's own call where it has one:
+    every layer's weights and math follow it, and Keras casts each batch to its layers'
+    type, so float64 NumPy data needs no change of its own."""
+    written = placement.floatx_written
+    cast = "# Keras casts each batch to its layers' float type: the float64 data can stay"
+    if written is None:
+        return "\n".join(
+            [
+                'tf.keras.backend.set_floatx("float32")   # before the model is built',
+                "# Keras' float type was float64 without a set_floatx call in the program's",
+                '# files: see ~/.keras/keras.json ("floatx") or the library that set it',
+                cast,
+            ]
+        )
+    return "\n".join(
+        [
+            f"{written.replace('float64', 'float32')}   # at {placement.floatx_set_at}, "
+            f"in place of {written}",
+            cast,
+        ]
+    )

@@ -519,6 +519,28 @@ def test_float64_elementwise_math_is_medium():
     assert "tf.cast(x, tf.float32)" in finding.fix
 
 
+def test_float64_from_keras_float_type_points_at_the_program_s_set_floatx():
+    groups = [b.op_group("MatMul", in_dtypes=("float64",), count=2, locations=("train.py:30",))]
+    set_at = {"floatx_set_at": "train.py:4", "floatx_written": "keras.config.set_floatx('float64')"}
+    (finding,) = run(Float64, b.placement_facts(groups=groups, keras_floatx="float64", **set_at))
+    assert finding.location == "train.py:4"
+    assert finding.title.endswith("; Keras' float type is float64 (set at train.py:4)")
+    assert finding.evidence["floatx_set_at"] == "train.py:4"
+    assert finding.fix.splitlines()[0] == (
+        "keras.config.set_floatx('float32')   # at train.py:4, in place of "
+        "keras.config.set_floatx('float64')"
+    )
+    assert "<features>" not in finding.fix
+    # float64 by Keras' config file, not a call in the program: said, and the op's line kept
+    (unset,) = run(Float64, b.placement_facts(groups=groups, keras_floatx="float64"))
+    assert unset.location == "train.py:30"
+    assert unset.title.endswith("; Keras' float type is float64")
+    assert 'tf.keras.backend.set_floatx("float32")' in unset.fix and "keras.json" in unset.fix
+    # Keras' float type float32: the float64 is the program's own, the fix as before
+    (own,) = run(Float64, b.placement_facts(groups=groups, keras_floatx="float32"))
+    assert own.location == "train.py:30" and "Keras' float type" not in own.title
+
+
 def test_float64_matmul_is_high_and_listed_first():
     groups = [
         b.op_group("AddV2", in_dtypes=("float64",), count=9),
