@@ -48,6 +48,7 @@ _NOT_COMPUTE = frozenset(
     }
 )
 _GAIN = "float32 runs 2x (data-centre GPUs) to 32-64x (consumer GPUs) faster than float64"
+_FLOATX_LINE = "keras.config.set_floatx('float32')          # if the model was made float64"
 _HEAVY = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "Einsum")
 
 
@@ -143,9 +144,11 @@ class Float64(Rule):
             **prediction_note(placement),
         }
         location = next((g.locations[0] for g in groups if g.locations), None)
+        # Keras' float type, where the audit read it, is float32: its line would not help
+        floatx = [] if placement.keras_floatx == "float32" else [_FLOATX_LINE]
         fix = "\n".join(
             [
-                "keras.config.set_floatx('float32')          # if the model was made float64",
+                *floatx,
                 "# NumPy arrays are float64 by default: cast them where they enter",
                 "<features> = <features>.astype('float32')   # NumPy, before the dataset is made",
                 "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",

@@ -539,6 +539,7 @@ def test_float64_from_keras_float_type_points_at_the_program_s_set_floatx():
     # Keras' float type float32: the float64 is the program's own, the fix as before
     (own,) = run(Float64, b.placement_facts(groups=groups, keras_floatx="float32"))
     assert own.location == "train.py:30" and "Keras' float type" not in own.title
+    assert "set_floatx" not in own.fix  # Keras' float type is not the cause: not offered
 
 
 def test_float64_matmul_is_high_and_listed_first():
