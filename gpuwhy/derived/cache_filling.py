@@ -24,7 +24,7 @@ class CacheFilling:
     """Where the steps' wait is the first pass over a pipeline that caches: the pass
     that runs the preprocessing and fills the cache, against the passes that read it."""
 
-    pass_steps: int  # steps in one pass (the pipeline's cardinality)
+    pass_steps: int  # steps in one pass (the pipeline's cardinality, or read: steps_per_pass)
     first_steps: int  # the first pass's steps after warm-up
     first_s: float  # their time, in seconds
     first_step_s: float  # their mean
@@ -70,11 +70,13 @@ def cache_filling(
     matched to passes (several loops, several steps per call, an unknown pass length, a
     first pass longer than the steps a long run keeps one by one). The steps after the
     first pass are the whole run's (:func:`_after_first_pass`)."""
-    if pipeline is None or not pipeline.cache_written or not pipeline.cardinality:
+    if pipeline is None or not pipeline.cache_written:
         return None
     if len(steps.loops) > 1 or steps.steps_per_call != 1 or pipeline.iterators < 2:
         return None
-    per_pass = pipeline.cardinality
+    per_pass = steps_per_pass(steps, pipeline)
+    if per_pass is None:
+        return None
     first = steps.durations[steps.warmup : per_pass]
     later = _after_first_pass(steps, per_pass)
     if later is None or later.steps < CACHE_LATER_STEPS or not first:
@@ -105,6 +107,30 @@ def cache_filling(
         cache_location=cache.location if cache is not None else None,
         steps=later.counted,
     )
+
+
+# An unknown cardinality (a generator's, a filter's) is read from the steps and the
+# passes only where the range of pass lengths they allow is at most this share wide.
+PASS_LENGTH_SLACK = 0.1
+
+
+def steps_per_pass(steps: StepFacts, pipeline: PipelineFacts) -> int | None:
+    """The steps in one pass over ``pipeline``: its cardinality where TF knows it; else
+    (a ``from_generator`` source, a ``filter``) from the run's steps and the passes, one
+    iterator each (fit makes one an epoch, as a loop over the dataset does): every pass
+    but the last is whole, the last may stop part-way (a bounded run), so a pass is
+    between steps / passes and (steps - 1) / (passes - 1) long. Taken where that range
+    is narrow (many passes), else None."""
+    if pipeline.cardinality:
+        return pipeline.cardinality
+    passes = pipeline.iterators
+    if passes < 3 or steps.count < passes:
+        return None
+    shortest = -(-steps.count // passes)
+    longest = (steps.count - 1) // (passes - 1)
+    if longest < shortest or longest - shortest > PASS_LENGTH_SLACK * shortest:
+        return None
+    return shortest
 
 
 @dataclass(frozen=True)

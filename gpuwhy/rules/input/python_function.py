@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.derived.input_wait import InputWait, beside_steps, input_wait
+from gpuwhy.derived.cache_filling import CacheFilling
+from gpuwhy.derived.input_wait import InputWait, beside_steps, input_wait, read_steps_wait
 from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
@@ -128,8 +129,12 @@ class PythonFunction(Rule):
         wait = input_wait(facts, pipeline)
         bound = wait is not None and wait.fraction >= options["min_input_wait"]
         beside = beside_steps(facts, pipeline)  # fit's validation_data: its own wait
+        filling = _cache_filling(facts, pipeline, options)
+        cache_at = next((i for i, s in enumerate(pipeline.stages) if s.kind == "cache"), -1)
         judged = [
-            _judge(pipeline, index, bound, beside, options)
+            _judge(
+                pipeline, index, bound, beside, options, filling is not None and index < cache_at
+            )
             for index, stage in enumerate(pipeline.stages)
             if stage.python
         ]
@@ -143,8 +148,14 @@ class PythonFunction(Rule):
             if wait is not None and len(shares) == len(reported) and not beside
             else None
         )
+        first_pass_only = filling is not None and lead.index < cache_at
+        title = _title(facts, pipeline, lead, others, None if first_pass_only else wait, bound)
+        if filling is not None and first_pass_only:
+            where = f" at {filling.cache_location}" if filling.cache_location else ""
+            title += f"; it runs in the first pass only, which fills the cache{where}: "
+            title += filling.text
         return self.finding(
-            _title(facts, pipeline, lead, others, wait, bound),
+            title,
             severity=lead.severity,
             evidence=_evidence(pipeline, lead, reported, wait),
             location=culprit_location(lead.stage),
@@ -177,16 +188,33 @@ class _PythonStage:
         return self.stage.kind == "generator" or "from_generator" in self.stage.written_as
 
 
+def _cache_filling(
+    facts: Facts, pipeline: PipelineFacts, options: dict[str, Any]
+) -> CacheFilling | None:
+    """The steps' wait was the first pass over ``pipeline`` filling its cache (what
+    input.bound reports, low): the Python before the cache runs in that pass only."""
+    reading = read_steps_wait(facts, options["min_input_wait"])
+    if reading is None or reading.pipeline is not pipeline:
+        return None
+    return reading.cache_filling
+
+
 def _judge(
-    pipeline: PipelineFacts, index: int, bound: bool, beside: bool, options: dict[str, Any]
+    pipeline: PipelineFacts,
+    index: int,
+    bound: bool,
+    beside: bool,
+    options: dict[str, Any],
+    filled: bool = False,
 ) -> _PythonStage | None:
     """Its severity: high when it is the slowest stage of a pipeline the steps wait for,
-    medium when it is the slowest of one they do not (or beside them: low), low when
-    it takes ``min_share`` of the pipeline's work or its cost is unknown; None below."""
+    medium when it is the slowest of one they do not (or beside them, or ``filled``: a
+    stage before a cache whose first pass made the steps' wait: low), low when it takes
+    ``min_share`` of the pipeline's work or its cost is unknown; None below."""
     stage = pipeline.stages[index]
     share = stage_share(pipeline, stage)
     slowest = is_bottleneck(pipeline, index)
-    if slowest and beside:
+    if slowest and (beside or filled):
         severity = "low"
     elif slowest:
         severity = "high" if bound else "medium"

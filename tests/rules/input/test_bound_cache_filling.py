@@ -1,7 +1,8 @@
 """input.bound where the wait is the first pass over a cached pipeline: the pass that
 runs the preprocessing and fills the cache. The passes after it keep up, so the finding
 is low, says so, offers nothing already written, and the verdict places the wait; a
-pipeline whose later passes still wait keeps its finding."""
+pipeline whose later passes still wait keeps its finding. A pass of unknown length (a
+generator's) is read from many passes; a Python stage before the cache is low too."""
 
 from dataclasses import replace
 
@@ -9,6 +10,7 @@ import pytest
 
 from gpuwhy.facts import ProgramFacts
 from gpuwhy.rules.input.bound import InputBound
+from gpuwhy.rules.input.python_function import PythonFunction
 from gpuwhy.verdict import verdict
 from tests import builders_tfdata as t
 
@@ -148,3 +150,64 @@ def test_a_long_fit_is_judged_on_every_step_after_its_first_pass():
 def test_a_first_pass_beyond_the_kept_steps_is_not_split():
     long = kept_first(four_passes(), 50)
     assert check(t.facts(cached_pipeline(), steps=long))[0].severity == "high"
+
+
+def passes(count, per_pass, last=None, first_ms=30.0, later_ms=2.0):
+    """Keras fit over ``count`` passes of ``per_pass`` steps, the last one ``last`` steps
+    long (a bounded run stops part-way), timed as :func:`four_passes`."""
+    steps = per_pass * (count - 1) + (last or per_pass)
+    durations = tuple([first_ms / 1000] * per_pass + [later_ms / 1000] * (steps - per_pass))
+    total = sum(durations[1:])
+    waited = (first_ms - later_ms) / 1000 * (per_pass - 1)
+    return t.fit_steps(
+        wait=round(waited / total, 4),
+        count=steps,
+        total_s=total,
+        durations=durations,
+        input_waits=(None,) * steps,
+    )
+
+
+@pytest.mark.parametrize("last", [None, 7])
+def test_a_pass_of_unknown_length_is_read_from_many_passes(last):
+    """A from_generator source: TF does not know the pipeline's length. Over 20 passes
+    (one iterator each, the last whole or cut short) it is the steps' only reading."""
+    pipeline = cached_pipeline(cardinality=None, iterators=20)
+    (f,) = check(t.facts(pipeline, steps=passes(20, 20, last)))
+    assert f.severity == "low" and f.evidence["first_pass_steps"] == 20
+    assert "its 19 steps after warm-up took 570.0 ms (30.0 ms each)" in f.title
+
+
+def test_too_few_passes_leave_an_unknown_length_unread():
+    # 3 passes of 100 (the last of 100 or of 1 to 100): 100 to 149 steps a pass
+    pipeline = cached_pipeline(cardinality=None, iterators=3)
+    assert check(t.facts(pipeline, steps=passes(3, 100, 40)))[0].severity == "high"
+
+
+def generator_cached_pipeline(**changes):
+    stages = (
+        t.generator_source(),
+        t.stage(name="MemoryCache", kind="cache", written_as=("cache",), location="train.py:52"),
+        t.batch(),
+        t.prefetch(),
+    )
+    return t.pipeline(
+        *stages,
+        **{"bottleneck": 0, "cache_written": True, "cardinality": None, "iterators": 20, **changes},
+    )
+
+
+def test_a_python_generator_before_a_cache_filled_in_the_first_pass_is_low():
+    """The generator runs in the first pass only: the cache serves every pass after it,
+    so its Python is not what the steps wait for."""
+    python = PythonFunction()
+    options = dict(PythonFunction.options)
+    (f,) = python.check(t.facts(generator_cached_pipeline(), steps=passes(20, 20)), options)
+    assert f.severity == "low"
+    assert "; it runs in the first pass only, which fills the cache at train.py:52: " in f.title
+    assert "wait for input" not in f.title
+    # the same pipeline with no cache written: its generator is what the steps wait for
+    (uncached,) = python.check(
+        t.facts(generator_cached_pipeline(cache_written=False), steps=passes(20, 20)), options
+    )
+    assert uncached.severity == "high" and "first pass" not in uncached.title
