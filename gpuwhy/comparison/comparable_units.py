@@ -139,7 +139,8 @@ def _kept_training_steps(steps: StepFacts) -> list[float] | None:
             end = steps.loops[0].last_s
     out = []
     for i, (start, seconds) in enumerate(zip(steps.starts, steps.durations)):
-        if i >= steps.warmup and begin - 1e-9 <= start <= end + 1e-9:
+        # each kept duration is one call of spc steps; the warm-up is counted in steps
+        if i * spc >= steps.warmup and begin - 1e-9 <= start <= end + 1e-9:
             out.extend([seconds / spc] * spc) if spc > 1 else out.append(seconds)
     return out
 

@@ -20,7 +20,9 @@ class FixTried:
     same_results: bool | None = None  # None: nothing the original reproduces to compare
     tolerance: str | None = None  # how values were compared
     compared: str | None = None  # what was compared ("12 values of Keras' logs")
-    difference: str | None = None  # the first value that differed
+    # the first value that differed; where the results are the same, the value furthest
+    # from the original's within the tolerance (None: every value exactly the same)
+    difference: str | None = None
     step_before_s: float | None = None  # mean step of the original's runs
     step_after_s: float | None = None
     speedup: float | None = None  # before / after

@@ -57,6 +57,10 @@ class Sameness:
     compared: int  # values compared
     how: str  # what was compared, or why nothing was
     first_difference: str | None = None  # "epoch 2 loss: 0.0000 against 0.6931"
+    # where the values are the same within the tolerance: the one furthest from the
+    # original's, relative to it ("epoch 9 loss: 0.4275 against 0.4233, 0.99%"); None
+    # where every value is the original's exactly
+    largest_difference: str | None = None
 
 
 def read_values(results_path: str, stdout: str) -> Values:
@@ -153,6 +157,7 @@ def compare(
     if by_mean:
         return _compare_means(reference, stable, got, rtol, originals[0].source, unstable, scales)
     compared = 0
+    largest = _Largest()
     for key, value in reference.items():
         if key not in stable or key not in got:
             continue
@@ -164,11 +169,29 @@ def compare(
                 _how(originals[0].source, compared, unstable),
                 f"{_label(key)}: {got[key]:.6g} against {value:.6g}",
             )
+        largest.see(_label(key), value, got[key])
     if compared == 0:
         return Sameness(
             None, 0, f"the fix reported none of the original's values ({originals[0].source})"
         )
-    return Sameness(True, compared, _how(originals[0].source, compared, unstable))
+    how = _how(originals[0].source, compared, unstable)
+    return Sameness(True, compared, how, largest_difference=largest.text)
+
+
+@dataclass
+class _Largest:
+    """The value furthest from the original's, relative to it, among those that held."""
+
+    relative: float = 0.0
+    text: str | None = None
+
+    def see(self, label: str, value: float, other: float) -> None:
+        if not (math.isfinite(value) and math.isfinite(other)) or other == value:
+            return
+        relative = abs(other - value) / max(abs(value), abs(other))
+        if relative > self.relative:
+            self.relative = relative
+            self.text = f"{label}: {other:.6g} against {value:.6g}, {relative:.2%}"
 
 
 def _differ(value: float, other: float, rtol: float, spread: float, scale: float = 0.0) -> bool:
@@ -227,15 +250,17 @@ def _compare_means(
     if not compared:
         return Sameness(None, 0, f"the fix reported none of the original's values ({source})")
     how = _how(source, compared, unstable) + ", each quantity's mean"
+    largest = _Largest()
     for name, pairs in groups.items():
         mean_ref = sum(p[0] for p in pairs) / len(pairs)
         mean_got = sum(p[1] for p in pairs) / len(pairs)
+        label = _label(name + "|0") if "|" in name else name
         if _differ(mean_ref, mean_got, rtol, 0.0, scales.get(_variable(name), 0.0)):
-            label = _label(name + "|0") if "|" in name else name
             return Sameness(
                 False, compared, how, f"mean {label}: {mean_got:.6g} against {mean_ref:.6g}"
             )
-    return Sameness(True, compared, how)
+        largest.see(f"mean {label}", mean_ref, mean_got)
+    return Sameness(True, compared, how, largest_difference=largest.text)
 
 
 def _how(source: str, compared: int, unstable: int) -> str:

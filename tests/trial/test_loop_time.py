@@ -1,10 +1,18 @@
 """The training loop's wall time per step (trial/judge.py), what a fix is judged on where
-it and the steps alone disagree: fit's validation between epochs is in it."""
+it and the steps alone disagree: fit's validation between epochs is in it. And a fix of
+many steps a call measured over the same steps as the original."""
 
 from __future__ import annotations
 
-from gpuwhy.facts import Facts, StepFacts, StepLoop
-from gpuwhy.trial.judge import loop_change, loop_note, loop_per_step
+from gpuwhy.comparison.comparable_units import run_units
+from gpuwhy.facts import Facts, StepFacts, StepLoop, StepTimeline
+from gpuwhy.trial.judge import (
+    loop_change,
+    loop_note,
+    loop_per_step,
+    same_warmup,
+    step_change,
+)
 
 
 def loop(steps: int, step_s: float, every: int = 0, pause_s: float = 0.0) -> Facts:
@@ -83,3 +91,54 @@ def test_a_call_of_many_steps_is_one_start_and_the_loop_time_is_per_step():
     )
     per_step = loop_per_step(Facts(steps=facts))
     assert per_step is not None and abs(per_step - step_s) < 1e-9
+
+
+def fit_run(calls: int, per_call: int, step_s: float, first_pass: int, first_s: float, warmup: int):
+    """A fit of ``calls`` calls of ``per_call`` steps (steps_per_execution), all kept: the
+    first ``first_pass`` steps ``first_s`` each (a cache filling), the rest ``step_s``."""
+    durations, starts, t = [], [], 5.0
+    for i in range(calls):
+        seconds = sum(first_s if i * per_call + j < first_pass else step_s for j in range(per_call))
+        starts.append(t)
+        durations.append(seconds)
+        t += seconds
+    count = calls * per_call
+    return Facts(
+        steps=StepFacts(
+            source="keras-fit",
+            marker="keras-fit",
+            count=count,
+            warmup=warmup,
+            steps_per_call=per_call,
+            median_s=step_s,
+            total_s=sum(durations),
+            starts=tuple(starts),
+            durations=tuple(durations),
+            all_kept=True,
+            timeline=StepTimeline(width_s=1.0),
+            loops=(StepLoop("keras-fit", "train.py:9", count, starts[0], starts[-1], step_s),),
+        )
+    )
+
+
+def test_a_fix_of_many_steps_a_call_is_measured_from_the_original_s_step_too():
+    """The original runs a step a call and leaves 5 out; the fix (steps_per_execution=32)
+    leaves its first two calls out, 64 steps: the whole first pass, 27 ms a step, that
+    fills a cache. Measured from their own warm-ups, the fix would gain the first pass
+    too; from the same step, both are measured with the same part of it."""
+    original = [fit_run(2560, 1, 0.0015, 64, 0.027, warmup=5) for _ in range(2)]
+    fixed = [fit_run(80, 32, 0.0005, 64, 0.027, warmup=64) for _ in range(2)]
+    aligned = same_warmup([*original, *fixed])
+    assert [f.steps.warmup for f in aligned if f.steps] == [64, 64, 64, 64]
+    change = step_change(aligned[:2], aligned[2:])
+    assert change is not None and abs(change.estimate - 0.0005 / 0.0015) < 1e-3
+    unaligned = step_change(original, fixed)
+    assert unaligned is not None and unaligned.estimate < 0.25  # the first pass counted once
+
+
+def test_the_steps_of_a_call_after_warm_up_are_counted_in_steps_not_calls():
+    """80 calls of 32 steps, 64 of them warm-up: the 78 calls after it are 2,496 steps
+    (not the 16 calls after the 64th)."""
+    (facts,) = [fit_run(80, 32, 0.0005, 0, 0.0, warmup=64)]
+    units = run_units(facts)
+    assert units.step_count == 78 * 32

@@ -23,6 +23,21 @@ def test_the_same_values_within_tolerance_are_the_same():
     assert result.same is True and result.compared == 8
 
 
+def test_values_the_same_within_tolerance_say_which_moved_furthest():
+    """A fix that held still says how far its values moved: float32 against float64
+    moves a loss in its third digit, and a reader must see it, not a bare "yes"."""
+    a = Values("Keras' logs", (("epoch 0 loss", 0.6931), ("epoch 1 loss", 0.5012)))
+    b = Values("Keras' logs", (("epoch 0 loss", 0.6931), ("epoch 1 loss", 0.5015)))
+    result = compare([a], b)
+    assert result.same is True
+    assert result.largest_difference == "epoch 1 loss: 0.5015 against 0.5012, 0.06%"
+    assert compare([a], a).largest_difference is None  # exactly the same
+    by_mean = compare([a], b, rtol=0.1, by_mean=True)
+    assert by_mean.same is True and (by_mean.largest_difference or "").startswith(
+        "mean epoch loss: 0.5973 against 0.59715, "
+    )
+
+
 def test_a_changed_loss_is_a_difference_with_its_place():
     a = Values("printed output", tuple(printed_values(ORIGINAL)))
     b = Values("printed output", tuple(printed_values(ORIGINAL.replace("0.5012", "0.0000"))))

@@ -449,7 +449,8 @@ def fix_cells(t: FixTried, together: bool = False, planned: int | None = None) -
     if not t.ran:
         same, speed = "-", "-"
     else:
-        same = {True: "yes", False: f"NO: {t.difference}", None: "not checked"}[t.same_results]
+        agreed = f"yes (furthest: {t.difference})" if t.difference else "yes (exactly)"
+        same = {True: agreed, False: f"NO: {t.difference}", None: "not checked"}[t.same_results]
         speed = speed_text(t)
     verdict = "held" if t.held else "not kept"
     return [
