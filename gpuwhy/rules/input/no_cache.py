@@ -139,6 +139,10 @@ class NoCache(Rule):
     ) -> Finding | None:
         if pipeline.cache_written or any(s.kind == "cache" for s in pipeline.stages):
             return None
+        if pipeline.helper_call is None and all(s.by_library for s in pipeline.stages):
+            # a library's own pipeline with no call of the program's to cache after:
+            # Keras' fit slicing NumPy arrays already in memory (or a generator it wraps)
+            return None
         per_pass, how = _pass_size(pipeline)
         element_bytes, size_from = _element_size(pipeline)
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:

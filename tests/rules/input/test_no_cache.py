@@ -269,3 +269,21 @@ def test_a_repeat_no_zip_bounds_still_stops_the_cacheable_stages():
         t.tfrecord(self_time_s=0.1), t.repeat(), t.parse(self_time_s=3.0), t.batch(), bottleneck=2
     )
     assert check(t.facts(pipeline, steps=t.fit_steps(0.40))) == []
+
+
+def test_fit_s_own_pipeline_over_numpy_arrays_has_nothing_to_cache():
+    """model.fit(x, y) on NumPy arrays: Keras builds the pipeline (Range, the batch
+    indices, a gather per batch) from arrays already in memory; the program wrote no
+    dataset, so "<the dataset helper's call>.cache()" would be no fix at all."""
+    by_keras = {"by_library": True}
+    stages = (
+        t.stage(name="Range", kind="source", written_as=("range",), **by_keras),
+        t.stage(name="FlatMap", kind="flat_map", written_as=("flat_map",), **by_keras),
+        t.parse(function="grab_batch", codec_ops=(), self_time_s=3.0, **by_keras),
+        t.prefetch(**by_keras),
+    )
+    pipeline = t.pipeline(*stages, bottleneck=2)
+    assert check(t.facts(pipeline, steps=t.fit_steps(0.40))) == []
+    # the same stages written by the program are its own to cache
+    own = t.pipeline(*(replace(s, by_library=False) for s in stages), bottleneck=2)
+    assert check(t.facts(own, steps=t.fit_steps(0.40)))
