@@ -327,3 +327,17 @@ def test_stalls_in_a_row_are_no_period():
     line = stalls_line(StallFacts(loops=(loop,)))
     assert line is not None and line.startswith("4 stalls, 450.0 ms each: nothing timed")
     assert "every 1 steps" not in line
+
+
+def test_stalls_of_very_different_lengths_give_their_median_and_total_not_each():
+    from gpuwhy.collect.inprocess.activities import stalls_line
+
+    # 9 stalls of 45-617 ms, 2.59 s in all: "50.3 ms each" would make 0.45 s
+    beat = StallBeat(kind=None, count=9, stall_s=2.59, lost_s=2.4, lost_share=0.25,
+                     typical_stall_s=0.0503, every_steps=157, period_fit=0.8)  # fmt: skip
+    loop = LoopStalls(source="keras-fit", name="train.py:40", between_steps=True, count=9,
+                      loop_steps=1410, loop_s=9.6, typical_step_s=0.005, stall_s=2.59,
+                      lost_s=2.4, lost_share=0.25, beats=(beat,), causes=())  # fmt: skip
+    line = stalls_line(StallFacts(loops=(loop,)))
+    assert line is not None
+    assert line.startswith("9 stalls every 157 steps, 50.3 ms median, 2,590.0 ms in all: ")

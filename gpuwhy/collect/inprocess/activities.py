@@ -505,6 +505,21 @@ def _covered(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+# The median stall stands for each where the mean is within this share of it.
+STALL_MEAN_NEAR = 0.25
+
+
+def _stall_size(beat: StallBeat) -> str:
+    """``1,800.0 ms each`` where the stalls are alike; where a few long ones pull the
+    mean far from the median, the median and the total (``50.3 ms median, 2.59 s in
+    all``): "each" would multiply to a total the line's share does not make."""
+    mean = beat.stall_s / beat.count
+    typical = beat.typical_stall_s
+    if typical is None or abs(mean - typical) <= STALL_MEAN_NEAR * typical:
+        return f"{duration(typical if typical is not None else mean)} each"
+    return f"{duration(typical)} median, {duration(beat.stall_s)} in all"
+
+
 def stalls_line(stalls: StallFacts) -> str | None:
     """The loops' worst beats of stalls (``9 every 50 steps, 46.4 ms each: checkpoint at
     train.py:21, 9% of the loop``) and the time the activities took over the run; None
@@ -517,7 +532,7 @@ def stalls_line(stalls: StallFacts) -> str | None:
             (beat.every_steps or 0) > 1 and beat.period_fit is not None and beat.period_fit >= 0.6
         )
         text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
-        text += f", {duration(beat.typical_stall_s)} each"
+        text += ", " + _stall_size(beat)
         cause = next((c for c in loop.causes if c.kind == beat.kind), None)
         if cause is None:
             text += ": nothing timed in them"
