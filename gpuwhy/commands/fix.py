@@ -179,7 +179,10 @@ def settings_from(args: argparse.Namespace) -> FixSettings:
             patch=args.patch,
         )
     if args.patch:
-        raise UsageError("--patch is for gpuwhy fix SCRIPT; --input prints the lines to change")
+        raise UsageError(
+            "--patch does not work with --input, which prints the lines to change; "
+            "gpuwhy fix SCRIPT (without --input) writes the patch"
+        )
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     if args.elements is not None and args.elements < 1:

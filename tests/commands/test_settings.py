@@ -167,7 +167,7 @@ def test_a_command_without_an_option_has_none_in_its_report_settings():
         (("watch", "--hz", "200", "--", "true"), "--hz must be between 0 and 100"),
         (("fix", "--runs", "1", "t.py"), "--runs 1: between 2 and 20"),
         (("fix", "--target", "no-such-gpu", "t.py"), "no-such-gpu"),
-        (("fix", "--input", "--patch", "p.diff", "t.py"), "--patch is for gpuwhy fix SCRIPT"),
+        (("fix", "--input", "--patch", "p.diff", "t.py"), "--patch does not work with --input"),
         (("fix", "--input", "--repeats", "0", "t.py"), "--repeats must be at least 1"),
         (("fix", "--input", "--elements", "0", "t.py"), "--elements must be a positive"),
         (("check", "--python", "/no/such/python"), "no Python interpreter at /no/such/python"),
