@@ -1,10 +1,10 @@
 """The Python scalars a tf.function was called with that changed from call to call, read
 from its traces, and the call that passes them as tensors: launch.retracing's fix,
-host.memory-growth's example, and the dtypes gpuwhy fix tries."""
+host.memory-growth's and steps.drift's examples, and the dtypes gpuwhy fix tries."""
 
 from __future__ import annotations
 
-from gpuwhy.facts import TracedFunction
+from gpuwhy.facts import Facts, TracedFunction
 
 # the tensor dtype a changing Python scalar is passed as (int64: what tf.summary's step takes)
 TENSOR_DTYPES = {"float": "float32", "int": "int64"}
@@ -31,3 +31,18 @@ def tensor_arguments(fn: TracedFunction, names: list[str]) -> str:
         + (f", tf.{TENSOR_DTYPES[kinds[a]]})" if kinds.get(a) in TENSOR_DTYPES else ")")
         for a in names
     )
+
+
+def retraced_call(facts: Facts) -> str | None:
+    """``train_step(..., lr=tf.constant(lr, tf.float32), step=...)``: the most-traced
+    function of the program's whose Python scalars changed, called with every one of
+    them as a tensor of its dtype; None where no function of the program's has any."""
+    functions = [
+        f
+        for f in (facts.tracing.functions if facts.tracing else ())
+        if not f.library and python_kinds(f)
+    ]
+    if not functions:
+        return None
+    fn = max(functions, key=lambda f: f.traces)
+    return f"{fn.name}(..., {tensor_arguments(fn, list(python_kinds(fn)))})"

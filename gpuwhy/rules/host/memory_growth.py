@@ -10,7 +10,7 @@ from typing import Any
 from gpuwhy.derived.change_points import spearman, theil_sen
 from gpuwhy.facts import Facts, GrowingObject, RunTimeline
 from gpuwhy.finding import Finding
-from gpuwhy.fixes.python_arguments import python_kinds, tensor_arguments
+from gpuwhy.fixes.python_arguments import retraced_call
 from gpuwhy.formatting import byte_size, run_time
 from gpuwhy.rules.base import Rule
 
@@ -171,17 +171,10 @@ def _written_parts(grown: GrowingObject) -> tuple[str, str | None]:
 
 
 def _retrace_fix(facts: Facts) -> str:
-    """RETRACE_FIX, its example the program's own: the most-traced function of the
-    program's whose Python scalars changed, each passed as a tensor of its dtype."""
-    functions = [
-        f
-        for f in (facts.tracing.functions if facts.tracing else ())
-        if not f.library and python_kinds(f)
-    ]
-    if not functions:
+    """RETRACE_FIX, its example the program's own call (:func:`retraced_call`)."""
+    call = retraced_call(facts)
+    if call is None:
         return RETRACE_FIX
-    fn = max(functions, key=lambda f: f.traces)
-    call = f"{fn.name}(..., {tensor_arguments(fn, list(python_kinds(fn)))})"
     return RETRACE_FIX.replace("train_step(x, y, lr=tf.constant(lr, tf.float32))", call)
 
 
@@ -439,7 +432,8 @@ class MemoryGrowth(Rule):
                 },
                 fix=culprit_fix(named[0]) if named else _retrace_fix(facts) if retracing else FIX,
                 estimated_gain=(
-                    f"the host's memory runs out in about {run_time(runs_out)} at this rate"
+                    "the run keeps its memory: at this rate the host's runs out in about "
+                    f"{run_time(runs_out)}"
                     if runs_out is not None
                     else None
                 ),

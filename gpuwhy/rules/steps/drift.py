@@ -9,6 +9,7 @@ from gpuwhy.derived.change_points import Settings
 from gpuwhy.derived.drift import Drift, drifts
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.python_arguments import retraced_call
 from gpuwhy.formatting import duration, run_time
 from gpuwhy.rules.base import Rule
 
@@ -39,15 +40,17 @@ SEE_ALSO = {
     "gc": "steps.periodic-stall",
     "checkpoint": "steps.periodic-stall",
 }
+# the tracing fix's example call, the program's own where its traces name one
+TRACING_EXAMPLE = "train_step(x, y, lr=tf.constant(lr, tf.float32))"
 FIXES = {
     "input": """\
 # the pipeline could not keep up after step {step}: overlap it with the steps, and keep
 # what does not change between epochs in memory (input.bound names the slowest stage)
 dataset = dataset.cache().prefetch(tf.data.AUTOTUNE)""",
-    "tracing": """\
+    "tracing": f"""\
 # a tf.function started tracing again (launch.retracing names it and the arguments that
 # change): pass every Python number that changes as a tensor
-train_step(x, y, lr=tf.constant(lr, tf.float32))
+{TRACING_EXAMPLE}
 # or, for shapes that change, @tf.function(reduce_retracing=True)""",
     "gc": """\
 import gc
@@ -245,7 +248,9 @@ class StepDrift(Rule):
         if kind in FIXES:
             program = facts.program
             script = program.command[0] if program is not None and program.command else "train.py"
-            return FIXES[kind].format(step=f"{drift.step:,}", script=script)
+            fix = FIXES[kind].format(step=f"{drift.step:,}", script=script)
+            call = retraced_call(facts) if kind == "tracing" else None
+            return fix.replace(TRACING_EXAMPLE, call) if call is not None else fix
         a = drift.step + max(10, drift.steps_after // 10)
         keras = facts.steps is not None and facts.steps.source == "keras-fit"
         return (PROFILE_KERAS if keras else PROFILE_LOOP).format(a=a, b=a + 10)

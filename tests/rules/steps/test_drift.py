@@ -16,6 +16,9 @@ from gpuwhy.facts import (
     StepLoop,
     StepSpan,
     StepTimeline,
+    TracedFunction,
+    TraceSignature,
+    TracingFacts,
 )
 from gpuwhy.rules.steps.drift import StepDrift
 
@@ -86,6 +89,25 @@ def test_tracing_gc_and_checkpoints_are_timed_causes():
     assert kinds == ["tracing", "gc"]  # 3.0 ms and 1.5 ms a step of a 4.5 ms change
     assert finding.evidence["causes"][0]["explains"] > 0.6
     assert "@tf.function(reduce_retracing=True)" in finding.fix
+    # the program's own function, every changing Python scalar passed as a tensor
+    signatures = tuple(
+        TraceSignature(
+            float(k), (("x", "float32[32,4]"), ("lr", f"0.{k} (float)"), ("step", f"{k} (int)"))
+        )
+        for k in range(1, 4)
+    )
+    step = TracedFunction(
+        "train_step", "train.py:12", traces=180, changed_args=("lr", "step"), signatures=signatures
+    )
+    traced = replace(
+        facts([0.010] * 20 + [0.0145] * 20, row=row), tracing=TracingFacts(functions=(step,))
+    )
+    (named,) = check(traced)
+    assert (
+        "train_step(..., lr=tf.constant(lr, tf.float32), step=tf.constant(step, tf.int64))"
+        in named.fix
+    )
+    assert "train_step(x, y, lr=" not in named.fix
 
 
 def test_conditions_are_named_without_a_share():
