@@ -7,6 +7,9 @@ from __future__ import annotations
 from gpuwhy.facts import FixTrialFacts, FixTried
 from gpuwhy.formatting import duration
 
+# A not-tried reason given beside fixes that were tried for the same finding.
+BESIDES = "besides the fixes tried: "
+
 
 def trial_heading(trial: FixTrialFacts) -> str:
     return (
@@ -110,7 +113,11 @@ def trial_lines(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> list[str]:
         lines.append("together: " + c.fix)
         lines += ["  " + line for line in fix_row(c)[1:]]
     for finding, why in trial.not_tried:
-        lines.append(f"not tried for {finding}: {why}")
+        besides = why.removeprefix(BESIDES)
+        if besides != why:  # other fixes were tried for it: what was not, and why
+            lines.append(f"for {finding}, not tried besides those: {besides}")
+        else:
+            lines.append(f"not tried for {finding}: {why}")
     if trial.interrupted:
         lines.append("interrupted (Ctrl-C): the fixes measured until then")
     if trial.patch:

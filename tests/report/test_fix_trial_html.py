@@ -79,7 +79,10 @@ def trial_record() -> Record:
         runs_per_side=3,
         measure="step time",
         patch=PATCH,
-        not_tried=(("input.bound", "TF already runs its maps in parallel"),),
+        not_tried=(
+            ("input.bound", "TF already runs its maps in parallel"),
+            ("launch.eager-ops", "besides the fixes tried: the step's loop body cannot move"),
+        ),
     )
     facts = replace(base.facts, fixes_tried=(HELD, CRASHED, PROJECTED), fix_trial=trial)
     return Record.diagnose("fix", facts)
@@ -98,6 +101,7 @@ def test_the_terminal_has_one_row_per_fix_and_the_patch():
     assert "runs: NO: AttributeError: 'SymbolicTensor'" in text
     assert "✓ HELD (projected)" in text and "projected on A100" in text
     assert "not tried for input.bound: TF already runs its maps in parallel" in text
+    assert "for launch.eager-ops, not tried besides those: the step's loop body cannot move" in text
     assert "+@tf.function" in text
 
 

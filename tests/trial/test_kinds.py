@@ -673,3 +673,29 @@ def test_a_map_kept_sequential_by_its_random_draws_is_said_so(tmp_path):
     _, (why,) = input_pipeline.candidates(finding("input.sequential-map"), facts, files)
     assert "MapAndBatch(augment) runs one element at a time for its stateful ops" in why.why
     assert "its elements change between passes (MapAndBatch(augment))" in why.why
+
+
+def test_a_kind_that_found_nothing_says_why_beside_another_kind_s_fix(tmp_path, monkeypatch):
+    """input.bound on a fit whose map TF already runs in parallel: the pipeline kind
+    writes nothing and says why, steps_per_execution is tried; the why is kept, not
+    dropped because another kind found a fix."""
+    from gpuwhy.trial import kinds
+    from gpuwhy.trial.candidate import FixCandidate, NotTried
+    from gpuwhy.trial.source_edits import Edit
+
+    path, files = setup(tmp_path)
+
+    def pipeline_kind(f, facts, files):
+        return [], [NotTried(f.id, "the map already runs in parallel (TF's map_parallelization)")]
+
+    def compile_kind(f, facts, files):
+        edit = Edit(path, 1, 0, 1, 0, "# steps_per_execution\n")
+        return [FixCandidate(f.id, "compile(steps_per_execution=32)", (edit,))], []
+
+    monkeypatch.setitem(kinds.PLANNERS, "input.bound", (pipeline_kind, compile_kind))
+    found, refused = plan([finding("input.bound")], Facts(), files)
+    assert [c.fix for c in found] == ["compile(steps_per_execution=32)"]
+    (why,) = refused
+    assert why.why == (
+        "besides the fixes tried: the map already runs in parallel (TF's map_parallelization)"
+    )

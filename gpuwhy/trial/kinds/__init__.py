@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.trial_text import BESIDES
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.kinds import (
     batch_first,
@@ -86,6 +87,8 @@ def plan(
                 tried.append(candidate)
         if len(tried) == before:
             refused.append(NotTried(finding.id, "; ".join(why) or "no fix gpuwhy can apply here"))
+        elif why:  # the fixes the other kinds did not write, and why (a map already parallel)
+            refused.append(NotTried(finding.id, BESIDES + "; ".join(why)))
     return tried, refused
 
 
