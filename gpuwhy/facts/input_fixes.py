@@ -17,6 +17,9 @@ class PipelineRate:
     max: float
     passes: int
     elements_per_pass: int
+    # the first timed pass's rate: where the pipeline caches, the pass that fills the
+    # cache (the others read it)
+    first: float | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from gpuwhy.derived.cache_passes import cache_passes
 from gpuwhy.facts import InputFix, InputFixFacts
 
 
@@ -76,6 +77,9 @@ def input_fix_lines(fix: InputFix) -> list[str]:
                 f"  {name:<11}{_rate(rate.median):>11}  "
                 f"{_rate(rate.min) + ' - ' + _rate(rate.max):>21}   {ratio}"
             )
+        split = cache_passes(fix)
+        if split is not None:
+            lines.append(f"  the cache's first pass apart: {split.text}")
         if fix.gap_closed is not None and not fix.refused:
             lines.append(
                 f"  gap closed {fix.gap_closed * 100:>10.0f}%   "

@@ -168,7 +168,7 @@ class Drain:
         return n, time.perf_counter() - start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # after PipelineRate's defaulted ``first``
 class Throughput(PipelineRate):
     """Elements per second over the timed passes of one pipeline: the record's
     :class:`~gpuwhy.facts.PipelineRate` (median, slowest and fastest pass) with the
@@ -208,6 +208,7 @@ class Throughput(PipelineRate):
             max=self.max,
             passes=self.passes,
             elements_per_pass=self.elements_per_pass,
+            first=self.rates[0] if self.rates else None,
         )
 
 
