@@ -208,7 +208,7 @@ class Throughput(PipelineRate):
             max=self.max,
             passes=self.passes,
             elements_per_pass=self.elements_per_pass,
-            first=self.rates[0] if self.rates else None,
+            first=self.first,
         )
 
 

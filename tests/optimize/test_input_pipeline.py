@@ -279,6 +279,9 @@ def test_measuring_reports_before_after_ideal_and_a_json_friendly_dict():
     fix = result.to_facts("words", "train.py:9")
     assert fix.before.median == result.before.median and fix.before.min == result.before.min
     assert any(".cache()" in c.code for c in fix.changes) and fix.worth_it
+    # the element check was the rewrite's first pass: it filled the cache, timed apart
+    assert fix.after is not None and fix.after.first is not None and fix.after.first > 0
+    assert data["after"]["first"] == fix.after.first
 
 
 def test_elements_are_compared_bitwise_as_sequences_or_multisets():
