@@ -699,3 +699,28 @@ def test_a_kind_that_found_nothing_says_why_beside_another_kind_s_fix(tmp_path, 
     assert why.why == (
         "besides the fixes tried: the map already runs in parallel (TF's map_parallelization)"
     )
+
+
+def test_steps_per_execution_is_not_tried_for_a_wait_the_pipeline_s_work_makes(tmp_path):
+    """An input wait of 46 ms a step beside a pipeline whose stages work 107 ms a batch:
+    the wait is the pipeline's, and fewer calls a step do not shorten it. Beside one
+    that works 1 ms a batch, the wait is the call per step: steps_per_execution is tried."""
+    from gpuwhy.trial.kinds import keras_compile
+    from tests import builders_tfdata as t
+
+    path, files = setup(tmp_path)
+    loops = (StepLoop("keras-fit", f"Model.fit at {path}:24", 141, 0.0),)
+    steps = replace(t.fit_steps(0.80), loops=loops, count=141, warmup=1, total_s=8.1)
+    slow = t.pipeline(t.tfrecord(self_time_s=0.1), t.parse(self_time_s=15.0), bottleneck=1)
+    slow = replace(slow, elements=141, location=f"{path}:20")
+    found, refused = keras_compile.steps_per_execution(
+        finding("input.bound"), t.facts(slow, steps=steps), files
+    )
+    assert found == []
+    assert refused[0].why.startswith("steps_per_execution: the steps wait 46.3 ms a step for ")
+    assert "the wait is the pipeline's" in refused[0].why
+    fast = replace(slow, stages=(t.tfrecord(self_time_s=0.05), t.parse(self_time_s=0.1)))
+    found, _ = keras_compile.steps_per_execution(
+        finding("input.bound"), t.facts(fast, steps=steps), files
+    )
+    assert [c.fix for c in found] == ["model.compile(steps_per_execution=32)"]

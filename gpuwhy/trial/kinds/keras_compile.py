@@ -16,8 +16,11 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from gpuwhy.derived.input_wait import production_bound_s
+from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
+from gpuwhy.formatting import duration
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.kinds.float64 import program_sources
 from gpuwhy.trial.kinds.step_graph import XLA_TOLERANCE, XLA_WHY
@@ -39,6 +42,9 @@ def steps_per_execution(
         return [], [
             NotTried(finding.id, f"fit already runs {facts.steps.steps_per_call} steps a call")
         ]
+    made = _pipeline_made_the_wait(facts) if finding.id == "input.bound" else None
+    if made is not None:
+        return [], [NotTried(finding.id, made)]
     per_epoch = _steps_per_epoch(facts, files)
     if per_epoch is None:
         return [], [
@@ -59,6 +65,33 @@ def steps_per_execution(
         files,
         f"compile(steps_per_execution={count})",
         steps_per_execution=str(count),
+    )
+
+
+# The pipeline's own work per batch (an upper bound) from this share of the steps' wait
+# on: the wait is the pipeline's, which fewer calls per step do not shorten.
+PIPELINE_SHARE_OF_WAIT = 0.5
+
+
+def _pipeline_made_the_wait(facts: Facts) -> str | None:
+    """Why steps_per_execution cannot answer this input wait: the pipeline the steps read
+    takes about as long to make a batch as the steps wait for one (TF's stage timers);
+    None where the wait is more than its work (the call per step: what fewer calls save)."""
+    steps = facts.steps
+    if steps is None or facts.tfdata is None or not steps.input_wait_fraction:
+        return None
+    pipeline = steps_pipeline(facts.tfdata, steps)
+    measured = steps.count - steps.warmup
+    made = production_bound_s(pipeline) if pipeline is not None else None
+    if made is None or measured <= 0 or steps.total_s <= 0:
+        return None
+    wait = steps.input_wait_fraction * steps.total_s / measured
+    if made < PIPELINE_SHARE_OF_WAIT * wait:
+        return None
+    return (
+        f"steps_per_execution: the steps wait {duration(wait)} a step for a pipeline whose "
+        f"stages work up to {duration(made)} a batch (TF's stage timers): the wait is the "
+        "pipeline's, which fewer calls a step do not shorten"
     )
 
 
