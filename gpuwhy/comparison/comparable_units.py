@@ -25,8 +25,9 @@ import statistics
 from dataclasses import dataclass, field
 
 from gpuwhy.comparison.model import AlignedWindow
+from gpuwhy.derived.gpu_busy import window_busy
 from gpuwhy.derived.step_windows import span_input_wait, timeline_rows, training_spans
-from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan, WorkersFacts
+from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan, WorkersFacts
 
 BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
 MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
@@ -223,16 +224,10 @@ def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]
     for row in timeline.windows:
         if not (begin - 1e-9 <= row.start_s <= end + 1e-9):
             continue
-        shares = [b for g in row.gpus if (b := _busy(g)) is not None]
+        shares = [b for g in row.gpus if (b := window_busy(g)) is not None]
         if shares:
             out.append((1.0, sum(shares) / len(shares)))
     return out
-
-
-def _busy(gpu: GpuWindow) -> float | None:
-    """A window's busy share: the GPU's busy series (records from before the busy series: its point
-    readings, the only figure they hold)."""
-    return gpu.busy if gpu.busy is not None else gpu.utilization
 
 
 def _aligned(
@@ -245,7 +240,7 @@ def _aligned(
     out = []
     for span in spans:
         row = rows.get(round(span.start_s / width))
-        busy = [b for g in row.gpus if (b := _busy(g)) is not None] if row else []
+        busy = [b for g in row.gpus if (b := window_busy(g)) is not None] if row else []
         out.append(
             AlignedWindow(
                 start_s=round(span.start_s - first, 6),

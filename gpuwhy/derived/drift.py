@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuwhy.derived.change_points import Settings, Shift, shifts
+from gpuwhy.derived.gpu_busy import LOADED_AT, window_busy
 from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
 from gpuwhy.derived.step_windows import (
     span_input_wait,
@@ -386,8 +387,10 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _busy(gpu, index: int) -> bool:
-    return gpu.index == index and gpu.sm_clock_mhz is not None and (gpu.utilization or 0.0) >= 0.5
+def _busy(gpu: GpuWindow, index: int) -> bool:
+    """GPU ``index``'s window, under load (derived/gpu_busy.py's busy share), its clock read."""
+    loaded = (window_busy(gpu) or 0.0) >= LOADED_AT
+    return gpu.index == index and gpu.sm_clock_mhz is not None and loaded
 
 
 def _ms(seconds: float) -> str:

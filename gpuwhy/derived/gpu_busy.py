@@ -49,7 +49,7 @@ from gpuwhy.derived.gpu_activity import (
     step_windows,
     usable,
 )
-from gpuwhy.facts import Facts, GpuBusy, GpuSeries, StepFacts
+from gpuwhy.facts import Facts, GpuBusy, GpuSeries, GpuWindow, StepFacts
 
 BIN_S = 0.5  # the series is cut into bins of this length to find its steady stretches
 LEVEL_TOP = 0.10  # the busiest tenth of the bins sets the level of steady work
@@ -445,6 +445,18 @@ def _round(value: float | None) -> float | None:
 
 
 # -- the facts ---------------------------------------------------------------------------
+# A timeline window in which a GPU was busy this share or more is under load (its clock
+# and its link are read there: both drop when it idles).
+LOADED_AT = 0.5
+
+
+def window_busy(gpu: GpuWindow) -> float | None:
+    """A timeline window's busy share of one GPU: the mean of its busy series (this
+    module's); in records from before the busy series, its point readings, the only
+    figure they hold."""
+    return gpu.busy if gpu.busy is not None else gpu.utilization
+
+
 def with_busy(facts: Facts) -> Facts:
     """The facts with each GPU's busy block filled (the record keeps them)."""
     samples = facts.gpu_samples
