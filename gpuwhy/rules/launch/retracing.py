@@ -162,7 +162,9 @@ class Retracing(Rule):
     The finding names the function and its file:line (for Keras' own step functions,
     the `fit` call), the arguments whose type changed between traces (a Python scalar
     or object, a tensor shape or dtype), the first traces' signatures, and the time
-    spent tracing against the time spent in calls.
+    spent tracing against the time spent in calls. It points at the call that passes
+    the changing Python values where only those changed (the line the fix changes),
+    else at the function.
 
     ## Why is this slow?
     A trace runs the Python function to build a new graph, then TF optimises it (and
@@ -283,9 +285,19 @@ class Retracing(Rule):
                 + (f" ({gain:.0%} of the run)" if gain is not None else "")
                 + "; the GPU idles while TF traces"
             ),
-            location=fn.location,
+            location=_cause_location(fn, changes),
             gain_value=gain,
         )
+
+
+def _cause_location(fn: TracedFunction, changes: dict[str, str]) -> str | None:
+    """Where the retraces come from: the call that passes the changing Python values
+    (the line the fix changes) where only those changed and a caller is known; else the
+    def (a shape or an object's change: the fix, an input signature, goes there)."""
+    callers = [s.caller for s in fn.signatures if s.caller]
+    if changes and set(changes.values()) == {"python"} and callers and not fn.library:
+        return max(set(callers), key=callers.count)
+    return fn.location
 
 
 _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")

@@ -58,7 +58,7 @@ def test_a_python_scalar_argument_is_named_with_the_fix():
     assert (
         finding.title == "train_step (train.py:12) was traced 40 times (lr: a Python value changed)"
     )
-    assert finding.location == "train.py:12"
+    assert finding.location == "train.py:30"  # the call that passes the Python value
     assert finding.evidence["changed_arguments"] == {"lr": "a Python value"}
     assert finding.evidence["tracing_share_of_call_time"] == round(4.0 / 6.0, 3)
     assert finding.evidence["first_traces"][0] == {
