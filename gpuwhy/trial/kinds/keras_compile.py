@@ -80,6 +80,8 @@ def _pipeline_made_the_wait(facts: Facts) -> str | None:
     steps = facts.steps
     if steps is None or facts.tfdata is None or not steps.input_wait_fraction:
         return None
+    if steps.source != "keras-fit":
+        return None  # no fit: the compile kind says so in its own words
     pipeline = steps_pipeline(facts.tfdata, steps)
     measured = steps.count - steps.warmup
     made = production_bound_s(pipeline) if pipeline is not None else None
