@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.facts import EagerFacts, Facts, PlacementFacts, is_input_boundary
+from gpuwhy.facts import EagerFacts, EagerOpSite, Facts, PlacementFacts, is_input_boundary
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note, size_text
 from gpuwhy.rules.base import Rule
@@ -68,7 +68,9 @@ class Float64(Rule):
     The ops are read from the placement audit of the `tf.function`s the program ran;
     a program that runs its step eagerly (no `tf.function`: a `GradientTape` loop on
     NumPy arrays and variables made from them) is read from the eager op counter
-    instead: the ops of its sampled steps whose output is float64, measured as they ran.
+    instead: the ops of its sampled steps whose output is float64, measured as they ran;
+    where no training step is found (a loop over NumPy slices), the ops in the lines
+    that issue the loop's work, per second of the run.
     Where Keras' float type itself is float64, the finding points at the program's
     `set_floatx` call that made it so (the ops' own line is the `fit` that built the
     layers), and its fix is that call with float32.
@@ -181,15 +183,8 @@ class Float64(Rule):
         """The float64 compute of a step run eagerly: the eager op counter's sites in
         the sampled steps whose output was float64."""
         if not eager.sampled_steps:
-            return []  # without steps, the sites are the set-up's too
-        sites = [
-            site
-            for site in eager.sites
-            if site.dtype == "float64"
-            and site.op not in _NOT_COMPUTE
-            and not is_input_boundary(site.op)
-            and (site.median_elements is None or site.median_elements > 1)
-        ]
+            return self._eager_unstepped(eager, options)
+        sites = _float64_sites(eager.sites)
         per_step = sum(site.count for site in sites) / eager.sampled_steps
         if not sites or per_step < options["min_ops"]:
             return []
@@ -216,16 +211,52 @@ class Float64(Rule):
             ],
             "measured": "the eager op counter's sampled steps: each op's output dtype as it ran",
         }
-        fix = "\n".join(
-            [
-                "# NumPy arrays are float64 by default, and so are tensors and variables made",
-                "# from them: make them float32 where they are made",
-                "<array> = <array>.astype('float32')            # the data and initial weights",
-                "<variable> = tf.Variable(tf.cast(<initial>, tf.float32))",
-            ]
-        )
         title = f"~{per_step:.0f} float64 ops per step, run eagerly: {shown}{more}"
-        return [self._compute(title, heavy, evidence, fix, sites[0].location)]
+        return [self._compute(title, heavy, evidence, _EAGER_FIX, sites[0].location)]
+
+    def _eager_unstepped(self, eager: EagerFacts, options: dict[str, Any]) -> list[Finding]:
+        """No training step found (a loop over NumPy slices, no tf.data, no tf.function),
+        but the eager counter read the loop's code (``step_code``): its float64 ops are
+        the sites within the lines that issue the step's ops, per second of the run (the
+        set-up's, outside those lines, are left out)."""
+        code = eager.step_code
+        if code is None or code.moved is None or not eager.counted_s:
+            return []
+        path = code.location.rpartition(":")[0]
+        first, last = code.moved
+        sites = [
+            site
+            for site in _float64_sites(eager.sites)
+            if site.location
+            and site.location.rpartition(":")[0] == path
+            and first <= int(site.location.rpartition(":")[2] or 0) <= last
+        ]
+        per_second = sum(site.count for site in sites) / eager.counted_s
+        if not sites or sum(site.count for site in sites) < options["min_ops"]:
+            return []
+        sites.sort(key=lambda site: (not site.op.startswith(_HEAVY), -site.count, site.op))
+        heavy = any(site.op.startswith(_HEAVY) for site in sites)
+        shown = ", ".join(
+            f"{site.op}" + (f" at {site.location}" if site.location else "") for site in sites[:4]
+        )
+        more = f", {len(sites) - 4} more" if len(sites) > 4 else ""
+        evidence: dict[str, Any] = {
+            "float64_ops_per_second": round(per_second, 1),
+            "counted_s": round(eager.counted_s, 2),
+            "training_code": f"{path}:{first}-{last}",
+            "ops": [
+                {"op": site.op, "location": site.location, "count": site.count} for site in sites
+            ],
+            "measured": (
+                "the eager op counter over the run (no training step found): each op's "
+                "output dtype as it ran, in the lines that issue the loop's ops"
+            ),
+        }
+        title = (
+            f"~{per_second:,.0f} float64 ops a second in the training code at {path}:"
+            f"{first}-{last}, run eagerly: {shown}{more}"
+        )
+        return [self._compute(title, heavy, evidence, _EAGER_FIX, sites[0].location)]
 
     def _data_only(self, placement: PlacementFacts) -> list[Finding]:
         """float64 that only enters the step (the batch the iterator or the caller gives,
@@ -294,3 +325,26 @@ def _floatx_fix(placement: PlacementFacts) -> str:
             cast,
         ]
     )
+
+
+_EAGER_FIX = "\n".join(
+    [
+        "# NumPy arrays are float64 by default, and so are tensors and variables made",
+        "# from them: make them float32 where they are made",
+        "<array> = <array>.astype('float32')            # the data and initial weights",
+        "<variable> = tf.Variable(tf.cast(<initial>, tf.float32))",
+    ]
+)
+
+
+def _float64_sites(sites: tuple[EagerOpSite, ...]) -> list[EagerOpSite]:
+    """The eager sites whose float64 output is compute on more than a scalar (not data
+    entering: the iterator's, nor a variable's handle or a copy)."""
+    return [
+        site
+        for site in sites
+        if site.dtype == "float64"
+        and site.op not in _NOT_COMPUTE
+        and not is_input_boundary(site.op)
+        and (site.median_elements is None or site.median_elements > 1)
+    ]

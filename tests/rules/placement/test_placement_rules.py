@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import AuditedFunction, EagerFacts, EagerOpSite, Facts
+from gpuwhy.facts import AuditedFunction, EagerFacts, EagerOpSite, Facts, StepCode
 from gpuwhy.fixes.op_groups import PREDICTION_NOTE, size_text
 from gpuwhy.record import Record
 from gpuwhy.rules import run_rules
@@ -607,6 +607,27 @@ def test_eager_float64_without_sampled_steps_or_below_min_ops_is_not_reported():
     both = replace(traced, eager=_eager(site).eager)
     (finding,) = run(Float64, both)
     assert finding.title.startswith("2 float64 ops in the step")
+
+
+def test_eager_float64_with_no_step_found_is_read_in_the_loop_s_code_per_second():
+    """A loop over NumPy slices (no tf.data, no tf.function): no training step is found,
+    but the eager counter read the loop's code (lines 25-28 issue its ops). Its float64
+    ops there are the loop's, per second of the run; the set-up's (line 12) are not."""
+    sites = (
+        EagerOpSite("MatMul", "loop.py:26", 347, 50, "CPU:0", "float64"),
+        EagerOpSite("Mul", "loop.py:28", 1040, 50, "CPU:0", "float64"),
+        EagerOpSite("RandomStandardNormal", "loop.py:12", 5000, 1000, "CPU:0", "float64"),
+    )
+    code = StepCode(None, "loop.py:22", "def train_step(xb, yb):", moved=(25, 28), part=True)
+    eager = EagerFacts(0, 6387, sites=sites, step_code=code, counted_s=1.0)
+    (finding,) = run(Float64, Facts(eager=eager))
+    assert finding.severity == "high" and finding.location == "loop.py:26"
+    assert finding.title == (
+        "~1,387 float64 ops a second in the training code at loop.py:25-28, run eagerly: "
+        "MatMul at loop.py:26, Mul at loop.py:28"
+    )
+    assert finding.evidence["training_code"] == "loop.py:25-28"
+    assert run(Float64, Facts(eager=replace(eager, step_code=None))) == []  # no loop read
 
 
 # -- the placement section through run_rules and the record ----------------------------------
