@@ -27,6 +27,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.distribute.straggler import Straggler
 from gpuwhy.rules.input.bound import InputBound
@@ -324,7 +325,11 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
         return f"No fix held: {len(tried)} tried, none both ran the same and was faster{tail}."
     best = trial.combined if trial.combined is not None and trial.combined.in_patch else patched[0]
     if best.speedup is not None and not best.projected:
-        gain = f"step {best.speedup:.2f}x faster ({best.speedup_low:.2f}x-{best.speedup_high:.2f}x)"
+        measure = "the program" if best.speed_note == WHOLE_PROGRAM else "step"
+        gain = (
+            f"{measure} {best.speedup:.2f}x faster "
+            f"({best.speedup_low:.2f}x-{best.speedup_high:.2f}x)"
+        )
     elif best.projected_speedup is not None:
         gain = f"step projected {best.projected_speedup:.2f}x faster on {best.projected_gpu}"
     else:

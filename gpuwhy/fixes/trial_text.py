@@ -9,6 +9,11 @@ from gpuwhy.formatting import duration
 
 # A not-tried reason given beside fixes that were tried for the same finding.
 BESIDES = "besides the fixes tried: "
+# The speed note of a fix judged on the whole program's run time (trial/judge.py).
+WHOLE_PROGRAM = (
+    "the whole program's run time: no training step was found to time (a loop gpuwhy "
+    "cannot mark), and every run ended on its own within the bound"
+)
 
 
 def trial_heading(trial: FixTrialFacts) -> str:
@@ -43,7 +48,8 @@ def fix_row(t: FixTried, planned: int | None = None) -> list[str]:
             )
     else:
         lines.append(f"    same results: not checked: {t.compared}")
-    lines.append(f"    step: {speed_text(t)}")
+    measure = "program" if t.speed_note == WHOLE_PROGRAM else "step"
+    lines.append(f"    {measure}: {speed_text(t)}")
     if t.speed_note:
         lines.append(f"    ({t.speed_note})")
     if t.projected:

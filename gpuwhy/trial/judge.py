@@ -24,6 +24,7 @@ from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.comparison.model import Change
 from gpuwhy.comparison.work import levels_between, ratio_between, resolved, work_between
 from gpuwhy.facts import Facts, FixTried
+from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
 from gpuwhy.trial.candidate import FixCandidate
 from gpuwhy.trial.same_results import RTOL, Values, compare, read_values, tolerance_text
 from gpuwhy.trial.variant_runs import VariantRun
@@ -181,6 +182,8 @@ def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
         return {}
     change, how = resolved(step_change(before, after), work_between(before, after))
     if change is None:
+        change, how = program_change(originals, runs), WHOLE_PROGRAM
+    if change is None:
         return {}
     loop = loop_change(before, after)
     if loop is not None and not (change.low <= loop.estimate <= change.high):
@@ -197,6 +200,23 @@ def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
         "speedup_high": round(1 / change.low, 3),
         "called": change.called,
     }
+
+
+def program_change(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> Change | None:
+    """The program's own run time, AFTER's over BEFORE's, where no step was timed but
+    every run (two a side at least) ended on its own within the bound: the whole
+    program is then the one measure both sides share. None otherwise (a run the bound
+    stopped ran the bound's time, whatever the fix did)."""
+    programs = [r.record.facts.program if r.record else None for r in (*originals, *runs)]
+    if any(p is None or p.ended != "completed" for p in programs):
+        return None  # one stopped by the bound (ended "stopped"), or failed: no comparison
+    seconds = [
+        [p.seconds if p is not None else 0.0 for p in side]
+        for side in (programs[: len(originals)], programs[len(originals) :])
+    ]
+    if any(len(side) < 2 or min(side) <= 0 for side in seconds):
+        return None
+    return ratio_between("program_time", seconds[0], seconds[1])
 
 
 def _projected(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:

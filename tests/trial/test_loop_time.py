@@ -142,3 +142,28 @@ def test_the_steps_of_a_call_after_warm_up_are_counted_in_steps_not_calls():
     (facts,) = [fit_run(80, 32, 0.0005, 0, 0.0, warmup=64)]
     units = run_units(facts)
     assert units.step_count == 78 * 32
+
+
+def variant(seconds: float, ended: str = "completed"):
+    from gpuwhy.facts import ProgramFacts
+    from gpuwhy.record import Record
+    from gpuwhy.trial.variant_runs import VariantRun
+
+    program = ProgramFacts(command=("loop.py",), ended=ended, seconds=seconds)
+    record = Record(command="run", facts=Facts(program=program))
+    return VariantRun("v", 0, seconds + 5, record, "", "", None)
+
+
+def test_with_no_step_found_runs_that_ended_on_their_own_compare_the_whole_program():
+    """A loop over NumPy slices marks no step; each run ended within the bound, so the
+    program's own run time is what both sides share: 13.6 s against 5.1 s is a gain."""
+    from gpuwhy.trial.judge import program_change
+
+    before = [variant(13.6), variant(13.9), variant(13.4)]
+    after = [variant(5.1), variant(5.3), variant(5.0)]
+    change = program_change(before, after)
+    assert change is not None and change.called == "faster"
+    assert 0.35 < change.estimate < 0.4
+    # a run the bound stopped ran the bound's time: no comparison
+    assert program_change([*before[:2], variant(30.0, "stopped")], after) is None
+    assert program_change(before[:1], after[:1]) is None  # one a side: no spread
