@@ -306,8 +306,10 @@ _TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
 def _input_signature(fn: TracedFunction) -> str | None:
     """``tf.TensorSpec([None, 40], tf.int32), ...`` from the traces seen: each argument's
     dtype as traced, its dims that changed between traces as None (its shape None where
-    its rank did); None where an argument is not a tensor (no input_signature then) or
-    its dtype changed."""
+    its rank did), and its first dim None always: the batch, which an epoch's last
+    batch makes smaller after the traces kept were seen (a fixed 32 there fails the
+    program at the end of its first epoch); None where an argument is not a tensor (no
+    input_signature then) or its dtype changed."""
     if not fn.signatures:
         return None
     names = [name for name, _ in fn.signatures[-1].args]
@@ -327,7 +329,7 @@ def _input_signature(fn: TracedFunction) -> str | None:
             specs.append(f"tf.TensorSpec(None, tf.{dtype})")
             continue
         dims = [
-            dim if len({shape[i] for shape in shapes}) == 1 and dim.isdigit() else "None"
+            dim if i > 0 and len({shape[i] for shape in shapes}) == 1 and dim.isdigit() else "None"
             for i, dim in enumerate(shapes[-1])
         ]
         specs.append(f"tf.TensorSpec([{', '.join(dims)}], tf.{dtype})")
