@@ -296,7 +296,7 @@ def _left_out(
             tried[i].finding,
             candidates[i].location,
         )
-        if same_place or any(a.overlaps(b) for a in mine for b in theirs if a != b):
+        if same_place or any(a.overlaps(b) or a.touches(b) for a in mine for b in theirs if a != b):
             return (
                 f"not in the patch: {tried[j].fix} changes the same code, and held with a "
                 f"surer gain (at least {_low(tried[j])} against {_low(tried[i])}); "

@@ -34,12 +34,12 @@ def unified_diff(edits: Sequence[Edit], base: str) -> str:
 
 def compatible(chosen: Sequence[Sequence[Edit]]) -> list[int]:
     """Indices of the edit sets that can be made together, first come first kept (an
-    import both add counts once)."""
+    import both add counts once; sets that overlap or touch are not)."""
     kept: list[int] = []
     taken: list[Edit] = []
     for i, edits in enumerate(chosen):
         new = [e for e in edits if e not in taken]
-        if any(a.overlaps(b) for a in new for b in taken):
+        if any(a.overlaps(b) or a.touches(b) for a in new for b in taken):
             continue
         kept.append(i)
         taken += new

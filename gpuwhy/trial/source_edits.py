@@ -37,6 +37,18 @@ class Edit:
         b = ((other.line, other.col), (other.end_line, other.end_col))
         return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
 
+    def touches(self, other: Edit) -> bool:
+        """One ends where the other starts and at least one replaces text: an insertion
+        at the end of a span another fix rewrites (``.cache()`` after the call a
+        batch-first fix turns into ``batch(16)``) lands after the new text, not the old.
+        Two fixes that touch are not made together (patch.compatible)."""
+        if self.path != other.path:
+            return False
+        a = ((self.line, self.col), (self.end_line, self.end_col))
+        b = ((other.line, other.col), (other.end_line, other.end_col))
+        replaces = a[0] != a[1] or b[0] != b[1]
+        return replaces and (a[1] == b[0] or b[1] == a[0])
+
 
 class EditError(Exception):
     """The edits do not fit the file (overlapping, out of range)."""

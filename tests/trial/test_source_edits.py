@@ -106,3 +106,19 @@ def test_non_ascii_columns_are_characters():
     (call,) = calls_at(tree, 1, "step")
     out = apply(source, wrap_node("f.py", lines, call.args[1], "T(", ")"))
     assert out == "print('é', step(a, T(lr)))\n"
+
+
+def test_fixes_whose_edits_touch_are_not_made_together():
+    """A batch-first fix rewrites ``dataset.map(parse)`` into ``dataset.batch(16)``; a
+    cache fix inserts ``.cache()`` at that call's end. Made together, the cache lands
+    after batch(16), before the parse it was to keep: not compatible. An insertion
+    elsewhere is."""
+    from gpuwhy.trial.patch import compatible
+    from gpuwhy.trial.source_edits import Edit
+
+    batch_first = [Edit("t.py", 42, 10, 42, 28, "dataset.batch(16)")]
+    cache = [Edit("t.py", 42, 28, 42, 28, ".cache()")]
+    prefetch = [Edit("t.py", 43, 27, 43, 27, ".prefetch(2)")]
+    assert compatible([batch_first, cache]) == [0]
+    assert compatible([batch_first, prefetch, cache]) == [0, 1]
+    assert not Edit("t.py", 1, 0, 1, 0, "a").touches(Edit("t.py", 1, 0, 1, 0, "b"))
