@@ -16,7 +16,11 @@ WHOLE_PROGRAM = (
 )
 
 
-def trial_heading(trial: FixTrialFacts) -> str:
+def trial_heading(trial: FixTrialFacts, tried: int | None = None) -> str:
+    """The section's heading; ``tried``: the fixes run (0: none could be written, and the
+    heading says so rather than announce runs that did not happen)."""
+    if tried == 0:
+        return "Fixes: none tried (the original ran once to find them)"
     return (
         f"Fixes tried on a copy of the program ({trial.runs_per_side} run(s) each beside the "
         f"original's, each stopped after {trial.bound_s:g} s)"

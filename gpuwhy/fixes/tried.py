@@ -33,5 +33,8 @@ def tried_line(finding_id: str, proven: bool = False, trial: bool = False) -> st
         if trial:
             # why is below: not applicable here, or tried under another finding it answers
             return "gpuwhy fix did not try it under this finding: why is below"
-        return "gpuwhy fix SCRIPT tries this on a copy of your program and measures it"
+        return (
+            "gpuwhy fix SCRIPT tries the fixes of this kind it can write for your program, "
+            "on a copy, and measures them"
+        )
     return None

@@ -436,7 +436,7 @@ def fixes_tried_view(facts: Facts) -> dict[str, Any] | None:
     if trial.combined is not None:
         rows.append(fix_cells(trial.combined, together=True))
     return {
-        "heading": trial_heading(trial),
+        "heading": trial_heading(trial, len(facts.fixes_tried or ())),
         "rows": rows,
         "not_tried": [f"{finding}: {why}" for finding, why in trial.not_tried],
         "original_error": trial.original_error,

@@ -126,7 +126,8 @@ class TerminalRenderer(Renderer):
         trial = record.facts.fix_trial
         if trial is not None:
             console.print()
-            console.print(Text(trial_heading(trial), style="bold underline"))
+            tried = len(record.facts.fixes_tried or ())
+            console.print(Text(trial_heading(trial, tried), style="bold underline"))
             for line in trial_lines(record.facts.fixes_tried or (), trial):
                 console.print(Text(line))
         run = run_section(record.facts, self.verbose) if fixes is None else None
