@@ -36,9 +36,7 @@ def fix_row(t: FixTried, planned: int | None = None) -> list[str]:
         return [head, f"    runs: NO: {t.error}"]
     lines = [head, f"    runs: {ran_text(t, planned)}"]
     if t.same_results is True:
-        closest = (
-            f"; the furthest: {t.difference}" if t.difference else "; every one exactly the same"
-        )
+        closest = f"; the furthest: {t.difference}" if t.difference else "; no value differed"
         lines.append(f"    same results: yes, {t.compared}, within {t.tolerance}{closest}")
     elif t.same_results is False:
         lines.append(

@@ -449,7 +449,7 @@ def fix_cells(t: FixTried, together: bool = False, planned: int | None = None) -
     if not t.ran:
         same, speed = "-", "-"
     else:
-        agreed = f"yes (furthest: {t.difference})" if t.difference else "yes (exactly)"
+        agreed = f"yes (furthest: {t.difference})" if t.difference else "yes (no value differed)"
         same = {True: agreed, False: f"NO: {t.difference}", None: "not checked"}[t.same_results]
         speed = speed_text(t)
     verdict = "held" if t.held else "not kept"
