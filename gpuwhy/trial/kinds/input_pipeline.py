@@ -239,7 +239,11 @@ def _not_cached_why(pipeline: PipelineFacts, memory: int | None) -> str:
         names = ", ".join(stage_label(s) for s in unknown)
         return f"whether {names} give the same elements each pass was not read"
     if pipeline.cardinality is None:
-        return "it has no end (a repeat() or a generator): a cache would never be complete"
+        return (
+            "TF does not know its length (a file reader's, a repeat()'s, a generator's): "
+            "no cache at its end here (input.no-cache's fix, where found, places one from "
+            "the passes it read)"
+        )
     if pipeline.element_bytes is None or memory is None:
         return "the size of its elements or the host's free memory was not measured"
     return (
