@@ -16,6 +16,8 @@ from gpuwhy.facts import (
     GpuProcess,
     LibraryProbe,
     TensorFlowFacts,
+    TracedFunction,
+    TraceSignature,
 )
 
 GiB = 1024**3
@@ -300,4 +302,22 @@ def projection(
         kernels_s=kernels_s,
         copies_s=copies_s,
         **changes,
+    )
+
+
+def retraced_by_scalars(traces: int = 180) -> TracedFunction:
+    """``train_step`` (train.py:12) retraced by two Python scalars that change each call:
+    ``lr`` a float, ``step`` an int (their first three traces kept)."""
+    signatures = tuple(
+        TraceSignature(
+            float(k), (("x", "float32[32,4]"), ("lr", f"0.{k} (float)"), ("step", f"{k} (int)"))
+        )
+        for k in range(1, 4)
+    )
+    return TracedFunction(
+        "train_step",
+        "train.py:12",
+        traces=traces,
+        changed_args=("lr", "step"),
+        signatures=signatures,
     )

@@ -12,11 +12,10 @@ from gpuwhy.facts import (
     RunWindow,
     StepFacts,
     StepLoop,
-    TracedFunction,
-    TraceSignature,
     TracingFacts,
 )
 from gpuwhy.rules.host.memory_growth import MemoryGrowth
+from tests import builders as b
 
 MiB = 2**20
 GiB = 2**30
@@ -86,15 +85,7 @@ def test_growth_while_a_function_retraces_all_along_points_at_the_retracing():
     assert "tf.function traced 180 times meanwhile, each trace keeps its graph" in finding.title
     assert "reduce_retracing=True" in finding.fix
     # the program's own function and the scalars that changed, each as a tensor
-    signatures = tuple(
-        TraceSignature(
-            float(k), (("x", "float32[32,4]"), ("lr", f"0.{k} (float)"), ("step", f"{k} (int)"))
-        )
-        for k in range(1, 4)
-    )
-    step = TracedFunction(
-        "train_step", "train.py:12", traces=180, changed_args=("lr", "step"), signatures=signatures
-    )
+    step = b.retraced_by_scalars()
     retracing = facts([600 * MiB + i * 4 * MiB for i in range(60)], traces=3)
     (named,) = check(replace(retracing, tracing=TracingFacts(functions=(step,))))
     assert (

@@ -16,11 +16,10 @@ from gpuwhy.facts import (
     StepLoop,
     StepSpan,
     StepTimeline,
-    TracedFunction,
-    TraceSignature,
     TracingFacts,
 )
 from gpuwhy.rules.steps.drift import StepDrift
+from tests import builders as b
 
 PER_WINDOW = 200  # steps in each 1 s window
 
@@ -90,15 +89,7 @@ def test_tracing_gc_and_checkpoints_are_timed_causes():
     assert finding.evidence["causes"][0]["explains"] > 0.6
     assert "@tf.function(reduce_retracing=True)" in finding.fix
     # the program's own function, every changing Python scalar passed as a tensor
-    signatures = tuple(
-        TraceSignature(
-            float(k), (("x", "float32[32,4]"), ("lr", f"0.{k} (float)"), ("step", f"{k} (int)"))
-        )
-        for k in range(1, 4)
-    )
-    step = TracedFunction(
-        "train_step", "train.py:12", traces=180, changed_args=("lr", "step"), signatures=signatures
-    )
+    step = b.retraced_by_scalars()
     traced = replace(
         facts([0.010] * 20 + [0.0145] * 20, row=row), tracing=TracingFacts(functions=(step,))
     )
