@@ -205,6 +205,7 @@ def _sigterm_raises():
         """A forked child dies of SIGTERM as Python's would (gpuwhy.forked)."""
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
             signal.signal(signal.SIGTERM, _disposition(previous))
+        _put_back_as_before(on_sigterm, _disposition(previous))
 
     try:
         previous = signal.signal(signal.SIGTERM, on_sigterm)
@@ -218,6 +219,24 @@ def _sigterm_raises():
         forget_in_child()
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
             signal.signal(signal.SIGTERM, _disposition(previous))
+
+
+def _put_back_as_before(ours, before) -> None:
+    """In a forked child, ``signal.signal(SIGTERM, ours)`` installs ``before`` instead.
+
+    A script that saved ``signal.getsignal(SIGTERM)`` before it forked holds gpuwhy's
+    handler where under ``python`` it holds the default. When the child puts that back
+    and signals itself from its own handler (``os.kill(os.getpid(), SIGTERM)``), the
+    default kills it at once, but a Python handler waits for the interpreter's next
+    check: after the ``time.sleep`` the first signal interrupted, 60 s later in the test.
+    Installing what Python had keeps the child as it would be under ``python``."""
+    install = signal.signal
+
+    def installing(signalnum, handler):
+        return install(signalnum, before if handler is ours else handler)
+
+    installing.__doc__ = install.__doc__
+    signal.signal = installing
 
 
 def _disposition(handler):

@@ -235,6 +235,30 @@ def test_a_child_keeps_the_script_s_own_sigterm_handler(tmp_path):
     assert_same_as_python(plain, watched, record)
 
 
+PUT_BACK = """
+    import os, signal, sys
+
+    PREVIOUS = signal.getsignal(signal.SIGTERM)  # gpuwhy's handler under gpuwhy run
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, PREVIOUS)  # put back what the parent had
+        print("default in the child", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_a_child_that_puts_back_the_handler_saved_before_the_fork_gets_python_s_default(
+    tmp_path,
+):
+    """Under python the saved handler is the default, which kills at once; gpuwhy's
+    handler put back would be a Python one, run only at the interpreter's next check
+    (60 s late behind a sleep): the child gets the default, as under python."""
+    plain, watched, record = both(script(tmp_path, PUT_BACK))
+    assert plain.stdout == "default in the child True\n"
+    assert_same_as_python(plain, watched, record)
+
+
 KERAS_WORKERS = """
     import numpy as np
     import keras
