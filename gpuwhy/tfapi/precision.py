@@ -10,6 +10,7 @@ the program already imported it: importing it here would cost seconds.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["jit_compile", "keras_policy", "local_gpu", "tf32_enabled"]
@@ -26,26 +27,24 @@ def tf32_enabled() -> bool | None:
 
 def keras_policy() -> str | None:
     """Keras' global dtype policy name ("mixed_float16"), None when Keras is not in use."""
-    for module_name in ("keras", "tf_keras"):
-        module = sys.modules.get(module_name)
-        if module is None:
-            continue
-        try:
-            return str(module.mixed_precision.global_policy().name)
-        except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
-            continue
-    return None
+    return _from_keras(lambda keras: keras.mixed_precision.global_policy().name)
 
 
 def keras_floatx() -> str | None:
     """Keras' global float type ("float32", or "float64" after ``set_floatx``), None
     when Keras is not in use."""
+    return _from_keras(lambda keras: keras.backend.floatx())
+
+
+def _from_keras(read: Callable[[Any], Any]) -> str | None:
+    """``read(keras)`` of the first Keras the program imported (keras, then tf_keras), as
+    text; None where none is imported or reading it fails in every one."""
     for module_name in ("keras", "tf_keras"):
         module = sys.modules.get(module_name)
         if module is None:
             continue
         try:
-            return str(module.backend.floatx())
+            return str(read(module))
         except Exception:  # noqa: BLE001 - a private TF API may raise anything: degrade, never break the program
             continue
     return None

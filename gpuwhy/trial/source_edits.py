@@ -30,11 +30,15 @@ class Edit:
     end_col: int
     text: str
 
+    @property
+    def span(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(start, end), each (line, col): an insertion's two are equal."""
+        return (self.line, self.col), (self.end_line, self.end_col)
+
     def overlaps(self, other: Edit) -> bool:
         if self.path != other.path:
             return False
-        a = ((self.line, self.col), (self.end_line, self.end_col))
-        b = ((other.line, other.col), (other.end_line, other.end_col))
+        a, b = self.span, other.span
         return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
 
     def touches(self, other: Edit) -> bool:
@@ -44,8 +48,7 @@ class Edit:
         Two fixes that touch are not made together (patch.compatible)."""
         if self.path != other.path:
             return False
-        a = ((self.line, self.col), (self.end_line, self.end_col))
-        b = ((other.line, other.col), (other.end_line, other.end_col))
+        a, b = self.span, other.span
         replaces = a[0] != a[1] or b[0] != b[1]
         return replaces and (a[1] == b[0] or b[1] == a[0])
 

@@ -316,28 +316,28 @@ def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
     assert "Stalls" not in RENDERERS["terminal"]().render(rb.watched_run())
 
 
-def test_stalls_in_a_row_are_no_period():
+def _between_steps_line(count, stall_s, typical_s, every_steps, period_fit) -> str | None:
+    """The Stalls line of one loop whose ``count`` stalls between steps, ``stall_s`` in
+    all (their median ``typical_s``), no timed activity explains."""
     from gpuwhy.collect.inprocess.activities import stalls_line
 
-    beat = StallBeat(kind=None, count=4, stall_s=1.8, lost_s=1.8, lost_share=0.2,
-                     typical_stall_s=0.45, every_steps=1, period_fit=1.0)  # fmt: skip
-    loop = LoopStalls(source="tf-data", name="train.py:40", between_steps=True, count=4,
-                      loop_steps=100, loop_s=9.0, typical_step_s=0.05, stall_s=1.8,
-                      lost_s=1.8, lost_share=0.2, beats=(beat,), causes=())  # fmt: skip
-    line = stalls_line(StallFacts(loops=(loop,)))
+    beat = StallBeat(kind=None, count=count, stall_s=stall_s, lost_s=stall_s, lost_share=0.2,
+                     typical_stall_s=typical_s, every_steps=every_steps,
+                     period_fit=period_fit)  # fmt: skip
+    loop = LoopStalls(source="tf-data", name="train.py:40", between_steps=True, count=count,
+                      loop_steps=1000, loop_s=9.0, typical_step_s=0.005, stall_s=stall_s,
+                      lost_s=stall_s, lost_share=0.2, beats=(beat,), causes=())  # fmt: skip
+    return stalls_line(StallFacts(loops=(loop,)))
+
+
+def test_stalls_in_a_row_are_no_period():
+    line = _between_steps_line(4, 1.8, 0.45, every_steps=1, period_fit=1.0)
     assert line is not None and line.startswith("4 stalls, 450.0 ms each: nothing timed")
     assert "every 1 steps" not in line
 
 
 def test_stalls_of_very_different_lengths_give_their_median_and_total_not_each():
-    from gpuwhy.collect.inprocess.activities import stalls_line
-
     # 9 stalls of 45-617 ms, 2.59 s in all: "50.3 ms each" would make 0.45 s
-    beat = StallBeat(kind=None, count=9, stall_s=2.59, lost_s=2.4, lost_share=0.25,
-                     typical_stall_s=0.0503, every_steps=157, period_fit=0.8)  # fmt: skip
-    loop = LoopStalls(source="keras-fit", name="train.py:40", between_steps=True, count=9,
-                      loop_steps=1410, loop_s=9.6, typical_step_s=0.005, stall_s=2.59,
-                      lost_s=2.4, lost_share=0.25, beats=(beat,), causes=())  # fmt: skip
-    line = stalls_line(StallFacts(loops=(loop,)))
+    line = _between_steps_line(9, 2.59, 0.0503, every_steps=157, period_fit=0.8)
     assert line is not None
     assert line.startswith("9 stalls every 157 steps, 50.3 ms median, 2,590.0 ms in all: ")
