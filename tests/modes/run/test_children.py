@@ -64,9 +64,13 @@ def assert_same_as_python(plain, watched, record) -> None:
 MULTIPROCESSING = """
     import multiprocessing as mp, os, signal, sys, time
 
+    def sleep_a_minute():  # in short sleeps: a signal that lands just before a long
+        for _ in range(600):  # sleep's system call would wait for its end (plain python too)
+            time.sleep(0.1)
+
     def ready_then_sleep(ready):
         ready.set()
-        time.sleep(60)
+        sleep_a_minute()
 
     def square(x):
         return x * x
@@ -77,7 +81,7 @@ MULTIPROCESSING = """
 
     def busy(i):
         STARTED.put(i)
-        time.sleep(60)
+        sleep_a_minute()
 
     def stopped(ctx, stop):
         ready = ctx.Event()
@@ -121,6 +125,10 @@ def test_children_stopped_by_signals_end_as_under_python(tmp_path, method):
 OS_FORK = """
     import atexit, os, signal, sys, time
 
+    def sleep_a_minute():  # in short sleeps: a signal that lands just before a long
+        for _ in range(600):  # sleep's system call would wait for its end (plain python too)
+            time.sleep(0.1)
+
     atexit.register(lambda: print("atexit in", "parent" if os.getpid() == PARENT else "child", flush=True))
     PARENT = os.getpid()
 
@@ -138,7 +146,7 @@ OS_FORK = """
     def ready_then_sleep(w):
         try:
             os.write(w, b"x")
-            time.sleep(60)
+            sleep_a_minute()
         finally:  # SIGTERM kills at once: no finally; KeyboardInterrupt runs it
             print("finally in child", flush=True)
 
@@ -184,9 +192,13 @@ def test_a_child_of_os_fork_ends_as_under_python(tmp_path):
 OWN_HANDLER = """
     import multiprocessing as mp, os, signal, sys, time
 
+    def sleep_a_minute():  # in short sleeps: a signal that lands just before a long
+        for _ in range(600):  # sleep's system call would wait for its end (plain python too)
+            time.sleep(0.1)
+
     def ready_then_sleep(ready):
         ready.set()
-        time.sleep(60)
+        sleep_a_minute()
 
     def exits_7(signum, frame):
         print("handled in the child", flush=True)
