@@ -259,13 +259,16 @@ def _worst_clause(
     """ "; worst: ..." naming the worst problem the clauses before (``said``) have not
     said, a stage they named called "the slowest stage"."""
     steps = facts.steps
+    label = "worst"
     if (
         worst is not None
         and worst.id == "input.bound"
         and steps is not None
         and steps.input_wait_fraction is not None
     ):
-        # its wait and stage are already said: name the next problem instead
+        # its wait and stage are already said: name the next problem, as "also" (called
+        # "worst", a lesser finding read as worse than the wait said before it)
+        label = "also"
         worst = next(
             (
                 f
@@ -282,7 +285,7 @@ def _worst_clause(
         return "; worst: the input pipeline" + ("" if named else f" (slowest stage: {stage})")
     if worst is None:
         return ""
-    return f"; worst: {_said_once(_headline(worst.title), _stage_said(facts, said))}"
+    return f"; {label}: {_said_once(_headline(worst.title), _stage_said(facts, said))}"
 
 
 def _stage_said(facts: Facts, said: str) -> str | None:
@@ -424,6 +427,8 @@ def _headline(title: str, limit: int = 90) -> str:
         return head
     cut = head[: limit - 1]
     words = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    if words.count("(") > words.count(")"):  # a stage's name cut inside its parentheses
+        words = words[: words.rindex("(")]
     return words.rstrip(" ,;:(") + "…"
 
 

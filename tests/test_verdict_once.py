@@ -23,7 +23,7 @@ def test_the_stage_is_named_once_and_the_worst_says_what_it_does():
     stage = "Map(<lambda> at train.py:30)"
     assert f"(slowest stage: {stage})" in text, text
     assert text.count("train.py:30") == 1, text
-    assert "; worst: the slowest stage runs Python" in text, text
+    assert "; also: the slowest stage runs Python" in text, text
     # the finding itself still names it in full: the shortening is the verdict's alone
     titles = [f.title for f in record.findings if f.id == "input.python-function"]
     assert titles and stage in titles[0]

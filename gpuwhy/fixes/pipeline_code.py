@@ -165,7 +165,31 @@ def python_function(stage: PipelineStage) -> list[str]:
 def keras_adapter(stage: PipelineStage) -> list[str]:
     """A generator Keras made from what fit was given: a keras.utils.PyDataset (or
     Sequence), a Python generator or a torch DataLoader, read through
-    tf.data.Dataset.from_generator one batch at a time (keras/src/trainers/data_adapters)."""
+    tf.data.Dataset.from_generator one batch at a time (keras/src/trainers/data_adapters).
+    Where the collector found the program's own source below Keras' wrapper, the fix
+    names it: a dataset class by its ``__getitem__``, a generator by its function."""
+    fn, where = stage.function, stage.function_location
+    per_batch = stage.self_time_per_element_s
+    pace = f", {per_batch * 1e3:.1f} ms a batch" if per_batch else ""
+    if fn and where and fn.endswith(".__getitem__"):
+        cls = fn.removesuffix(".__getitem__")
+        return [
+            f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}. Its workers",
+            "# make batches ahead of the step (threads overlap where __getitem__ reads",
+            "# files, decodes or calls NumPy); as the first line of its __init__:",
+            "super().__init__(workers=4)   # use_multiprocessing=True: for pure-Python work",
+        ]
+    if fn and where:
+        return [
+            f"# fit reads the generator {fn} ({where}) one batch at a time, in Python{pace}:",
+            "# Keras' prefetch overlaps it with the step but cannot make it faster.",
+            f"# Make each batch of {fn} cheaper, or let several be made at once: a",
+            "# keras.utils.PyDataset whose __getitem__(index) makes batch `index`, with",
+            "# super().__init__(workers=4) (threads overlap where it reads files, decodes or",
+            "# calls NumPy; use_multiprocessing=True for pure-Python work), or a tf.data",
+            f"# pipeline over the arrays or files {fn} reads (from_tensor_slices,",
+            "# TFRecordDataset with parallel map): no Python per batch",
+        ]
     return [
         "# fit was given a Python data source (a keras.utils.PyDataset, a generator or a",
         "# DataLoader): Keras reads it one batch at a time, in Python. A PyDataset makes",

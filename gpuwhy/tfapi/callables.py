@@ -76,3 +76,80 @@ def function_site(function: Any) -> tuple[str | None, str | None]:
         else relative(code.co_filename, code.co_firstlineno)
     )
     return str(name or code.co_name), location
+
+
+_SOURCE_DEPTH = 3  # get_tf_iterator -> its adapter -> the adapter's restoring lambda -> ...
+_SOURCE_ATTRIBUTES = 32  # an object's attributes looked at, at most
+_ELEMENT_METHODS = ("__getitem__", "__next__")  # a dataset object's, an iterator's
+
+
+def program_source(function: Any) -> Any | None:
+    """What a library's generator function reads, where the program wrote it: Keras'
+    ``get_tf_iterator`` (``keras/src/trainers/data_adapters/generator_data_adapter.py``)
+    holds its adapter, whose ``generator`` chains the batches it peeked with the
+    generator the program gave ``fit``. The program's generator (or iterator, or
+    ``PyDataset``) is found in the closures and attributes below ``function``, a few
+    levels deep; None where there is none of the program's."""
+    seen: set[int] = set()
+    frontier = [function]
+    for _ in range(_SOURCE_DEPTH):
+        below = []
+        for value in frontier:
+            for inner in _held_by(value):
+                if id(inner) in seen:
+                    continue
+                seen.add(id(inner))
+                if _is_program_source(inner):
+                    return inner
+                below.append(inner)
+        frontier = below
+    return None
+
+
+def source_site(source: Any) -> tuple[str | None, str | None]:
+    """(name, ``file:line``) of a generator object by its function (``batches``), of a
+    dataset or iterator object by its class's ``__getitem__`` or ``__next__``
+    (``Tiles.__getitem__``), else what
+    :func:`function_site` names."""
+    code = getattr(source, "gi_code", None)
+    if code is not None:
+        return code.co_name, relative(code.co_filename, code.co_firstlineno)
+    for method in _ELEMENT_METHODS:
+        code = getattr(getattr(type(source), method, None), "__code__", None)
+        if code is not None and not is_library_file(code.co_filename):
+            name = f"{type(source).__name__}.{method}"
+            return name, relative(code.co_filename, code.co_firstlineno)
+    return function_site(source)
+
+
+def _held_by(value: Any) -> list[Any]:
+    """The values a function's closure (or a bound method's object) or an object's
+    attributes hold: functions, generators and objects, not data."""
+    held: list[Any] = []
+    function = getattr(value, "__func__", value)
+    if inspect.ismethod(value):
+        held.append(value.__self__)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    if not callable(value) and not inspect.isgenerator(value):
+        attributes = getattr(value, "__dict__", None)
+        if isinstance(attributes, dict):
+            held.extend(list(attributes.values())[:_SOURCE_ATTRIBUTES])
+    return [
+        h
+        for h in held
+        if not isinstance(h, (str, bytes, int, float, list, tuple, dict, type)) and h is not None
+    ]
+
+
+def _is_program_source(value: Any) -> bool:
+    code = getattr(value, "gi_code", None)  # a generator object
+    if code is None and not callable(value) and not inspect.isgenerator(value):
+        codes = (getattr(getattr(type(value), m, None), "__code__", None) for m in _ELEMENT_METHODS)
+        code = next((c for c in codes if c is not None), None)
+    elif code is None:
+        code = code_of(value) if inspect.isfunction(value) else None
+    return code is not None and not is_library_file(code.co_filename)

@@ -161,7 +161,7 @@ def test_run_verdict_does_not_repeat_input_bound_as_the_worst_problem():
     bound = Finding(id="input.bound", severity="high", title="Steps wait for input 63% of the time")
     retrace = Finding(id="launch.retracing", severity="medium", title="train_step traced 7 times")
     text = verdict(_input_bound_run(), [bound, retrace])
-    assert text.count("63%") == 1 and text.endswith("; worst: train_step traced 7 times.")
+    assert text.count("63%") == 1 and text.endswith("; also: train_step traced 7 times.")
 
 
 def test_fix_record_verdict_gives_the_measured_gain_or_why_there_is_none():
@@ -249,6 +249,21 @@ def test_a_long_worst_problem_is_cut_at_a_word_in_the_verdict():
     assert worst.endswith("…") and not worst.endswith("….")
     shown = worst[:-1]
     assert title.startswith(shown) and title[len(shown)] in " ,;:("  # a whole word
+
+
+def test_a_worst_problem_cut_inside_a_stage_s_name_leaves_the_name_out():
+    """A cut inside "MapAndBatch(parse at data/pipeline.py:…" would end mid-path: the
+    name in parentheses goes whole or not at all."""
+    from gpuwhy.finding import Finding
+    from gpuwhy.verdict import verdict
+
+    title = (
+        "Input stage MapAndBatch(parse_and_augment_the_images at src/data/input/pipeline_v2.py:118) "
+        "runs Python: 97% of the pipeline's time"
+    )
+    python = Finding(id="input.python-function", severity="medium", title=title)
+    worst = verdict(_input_bound_run(), [python]).split("; worst: ", 1)[1]
+    assert worst == "Input stage MapAndBatch…", worst
 
 
 def test_the_default_view_is_brief_and_verbose_has_it_all():

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.source_calls import library_call, written_call
-from gpuwhy.tfapi.callables import function_site
+from gpuwhy.tfapi.callables import function_site, program_source, source_site
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
 from gpuwhy.tfapi.tfdata.dataset_size import element_bytes
 from gpuwhy.tfapi.tfdata.functions import function_contents
@@ -262,6 +262,9 @@ def _transformation(
     if generator is not None:
         api, op = "from_generator", "GeneratorDataset"
         function, function_location = function_site(generator)
+        source = program_source(generator) if function_location is None else None
+        if source is not None:  # fit given the program's generator: Keras' get_tf_iterator
+            function, function_location = source_site(source)
         python = True
     elif wrappers:
         function, function_location = function_site(wrappers[0]._func)

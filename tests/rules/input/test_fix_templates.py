@@ -521,6 +521,36 @@ def test_a_keras_py_dataset_s_fix_runs_with_its_workers(tmp_path):
     assert dataset.element_spec[0].shape.as_list() == [None, 4]
 
 
+def _keras_generator_stage(function: str, location: str) -> PipelineStage:
+    return PipelineStage(
+        name="Generator",
+        kind="generator",
+        written_as=("from_generator",),
+        function=function,
+        function_location=location,
+        self_time_per_element_s=0.0221,
+        python=True,
+        by_library=True,
+    )
+
+
+def test_a_generator_fit_reads_is_named_with_no_class_or_placeholder_it_lacks():
+    """fit given the program's generator: the fix names it and its pace, and asks for no
+    __init__ the program does not have, nor for arrays it cannot name."""
+    fix = pipeline_code.generator(_keras_generator_stage("batches", "train.py:5"))
+    text = "\n".join(fix)
+    assert "the generator batches (train.py:5)" in text and "22.1 ms a batch" in text
+    assert all(line.startswith("#") for line in fix)  # nothing to paste in place of it
+    assert "<" not in text
+
+
+def test_a_py_dataset_fit_reads_is_named_by_its_class():
+    fix = pipeline_code.generator(_keras_generator_stage("Tiles.__getitem__", "train.py:15"))
+    assert fix[0].startswith("# fit reads Tiles (train.py:15) one batch at a time")
+    (line,) = [code for code in fix if not code.startswith("#")]
+    assert line.startswith("super().__init__(workers=4)")
+
+
 def test_a_written_call_that_is_not_one_falls_back_to_placeholders():
     from gpuwhy.fixes.dataset_calls import stage_call
 

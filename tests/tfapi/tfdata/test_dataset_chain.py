@@ -262,6 +262,51 @@ def test_a_dataset_keras_builds_is_marked_as_made_by_a_library(hooks):
     assert final.location == at("adapter")  # the user's call into Keras
 
 
+def batches():  # @batches
+    while True:
+        yield np.zeros((4, 2), np.float32), np.zeros((4,), np.float32)
+
+
+def test_a_generator_fit_is_given_is_named_by_the_program_s_generator(hooks):
+    """Keras wraps the generator in its own ``get_tf_iterator``; the stage is named by
+    the program's generator below it, not by Keras' wrapper."""
+    pytest.importorskip("keras")
+    from keras.src.trainers.data_adapters.generator_data_adapter import GeneratorDataAdapter
+
+    ds = GeneratorDataAdapter(batches()).get_tf_dataset()
+    source = written_chain(ds)[0]
+    assert source.api == "from_generator" and source.by_library
+    assert (source.function, source.function_location) == ("batches", at("batches"))
+
+
+def test_a_py_dataset_fit_is_given_is_named_by_its_getitem(hooks):
+    keras = pytest.importorskip("keras")
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    class Tiles(keras.utils.PyDataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, index):  # @getitem
+            return np.zeros((4, 2), np.float32), np.zeros((4,), np.float32)
+
+    ds = PyDatasetAdapter(Tiles(), shuffle=False).get_tf_dataset()
+    source = written_chain(ds)[0]
+    assert (source.function, source.function_location) == ("Tiles.__getitem__", at("getitem"))
+
+
+def test_a_library_generator_with_nothing_of_the_program_s_below_keeps_its_name(hooks):
+    def library_like():
+        yield from range(3)
+
+    library_like.__code__ = library_like.__code__.replace(
+        co_filename=np.__file__  # defined "in a library": no location
+    )
+    ds = tf.data.Dataset.from_generator(library_like, output_signature=tf.TensorSpec([], tf.int64))
+    (source,) = written_chain(ds)
+    assert (source.function, source.function_location) == ("library_like", None)
+
+
 def test_cardinality_element_bytes_and_autotune(hooks):
     ds = tf.data.Dataset.from_tensor_slices(np.zeros((10, 3), np.float32)).batch(4)
     assert dataset_size.known_count(ds) == dataset_size.cardinality(ds) == 3
