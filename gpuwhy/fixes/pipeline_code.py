@@ -73,10 +73,12 @@ def parallel_map(stage: PipelineStage) -> list[str]:
 
 
 def _at(pipeline: PipelineFacts, index: int) -> str:
-    """Where the batch after stage ``index`` is written, as " (train.py:64)", or ""."""
+    """Where the batch after stage ``index`` is written, as " (train.py:64)", or "": a
+    stage TF fused from the map and the batch (MapAndBatch) has the map's line only."""
     for stage in pipeline.stages[index:]:
-        if "batch" in stage.written_as and stage.location:
-            return f" ({stage.location})"
+        if "batch" in stage.written_as:
+            fused = len(stage.written_as) > 1
+            return f" ({stage.location})" if stage.location and not fused else ""
     return ""
 
 

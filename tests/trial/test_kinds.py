@@ -400,13 +400,22 @@ class Shards(keras.utils.PyDataset):
 class Given(keras.utils.PyDataset):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+
+
+class Passed(keras.utils.PyDataset):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
+
+given, passed = Given(), Passed(workers=2)
 """
 
 
 def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
     """The Python source Keras wraps for fit: each PyDataset (Sequence) class of the
-    program's with an __init__ gets workers=4: added to its super().__init__ call, or
-    that call added after its docstring; a class that passes **kwargs is left alone."""
+    program's with an __init__ gets workers=4: added to its super().__init__ call (beside
+    **kwargs, unless a call of the class passes workers through them), or that call added
+    after its docstring."""
     path = tmp_path / "seq.py"
     path.write_text(SEQUENCE_FIT)
     files = SourceFiles(root=str(tmp_path), script=str(path))
@@ -419,10 +428,12 @@ def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
     assert [c.fix for c in found] == [
         "Batches's batches made by 4 worker threads (PyDataset workers=4)",
         "Shards's batches made by 4 worker threads (PyDataset workers=4)",
+        "Given's batches made by 4 worker threads (PyDataset workers=4)",
     ]
     batches = edited(str(path), found[0])
     assert '        """Batches of the arrays."""\n        super().__init__(workers=4)\n' in batches
     assert "super().__init__(max_queue_size=4, workers=4)" in edited(str(path), found[1])
+    assert "super().__init__(**kwargs, workers=4)" in edited(str(path), found[2])
     compile(batches, "seq.py", "exec")
     # a tf.data pipeline of the program's own: not this fix's
     own = replace(pipeline, stages=(replace(adapter, by_library=False),))
@@ -430,6 +441,28 @@ def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
         [finding("input.python-function")], Facts(tfdata=TfDataFacts(pipelines=(own,))), files
     )
     assert not [c for c in found if "worker threads" in c.fix]
+
+
+def test_a_fit_fed_by_the_program_s_generator_says_why_no_worker_fix(tmp_path):
+    path = tmp_path / "gen.py"
+    path.write_text("def batches():\n    while True:\n        yield 1, 2\n")
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    source = PipelineStage(
+        "Generator",
+        "generator",
+        ("from_generator",),
+        f"{path}:9",
+        function="batches",
+        function_location="gen.py:1",
+        by_library=True,
+        python=True,
+    )
+    pipeline = PipelineFacts(1, location=f"{path}:9", stages=(source,), consumer="keras-fit")
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,)))
+    found, not_tried = plan([finding("input.python-function")], facts, files)
+    assert not [c for c in found if "worker threads" in c.fix]
+    (why,) = [n.why for n in not_tried if "generator" in n.why]
+    assert why.startswith("fit reads the generator batches (gen.py:1), which makes one batch")
 
 
 BUILT = """import tensorflow as tf

@@ -10,7 +10,8 @@ or calls NumPy releases the GIL and overlaps, a forked process would copy the pr
 TensorFlow, and a pure-Python ``__getitem__`` that holds the GIL gains nothing, which
 the trial's runs show.
 
-The edit: the class's ``super().__init__(...)`` given ``workers=4`` where it calls it,
+The edit: the class's ``super().__init__(...)`` given ``workers=4`` where it calls it
+(beside its ``**kwargs``, unless a call of the class passes ``workers`` through them),
 else that call added as the first line of its ``__init__`` (the printed fix's
 ``**kwargs`` that the class may not take is not needed). A class without an
 ``__init__`` of its own is left alone.
@@ -40,7 +41,7 @@ def workers(
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             if not any(expr_name(b) in BASES for b in cls.bases):
                 continue
-            edits = _with_workers(source, lines, path, cls)
+            edits = _with_workers(source, lines, path, cls, tree)
             if edits:
                 out.append(
                     FixCandidate(
@@ -54,14 +55,35 @@ def workers(
                     )
                 )
     if not out:
-        return [], [
-            NotTried(
-                finding.id,
-                "fit reads a Python data source, but no keras.utils.PyDataset (Sequence) "
-                "class with its own __init__ was found in the program's files",
-            )
-        ]
+        return [], [NotTried(finding.id, _why_none(facts))]
     return out, []
+
+
+def _why_none(facts: Facts) -> str:
+    """Why no class got workers: fit reads the program's generator (named where the
+    collector found it below Keras' wrapper), or no PyDataset class with an __init__."""
+    assert facts.tfdata is not None  # _fit_reads_python
+    generator = next(
+        (
+            s
+            for p in facts.tfdata.pipelines
+            if p.consumer == "keras-fit"
+            for s in p.stages
+            if s.kind == "generator" and s.function_location and "." not in (s.function or ".")
+        ),
+        None,
+    )
+    if generator is not None:
+        return (
+            f"fit reads the generator {generator.function} ({generator.function_location}), "
+            "which makes one batch after the other: no edit gpuwhy can make runs it on "
+            "several threads with the same batches (a keras.utils.PyDataset whose "
+            "__getitem__(index) makes batch index would)"
+        )
+    return (
+        "fit reads a Python data source, but no keras.utils.PyDataset (Sequence) "
+        "class with its own __init__ was found in the program's files"
+    )
 
 
 def _fit_reads_python(facts: Facts) -> bool:
@@ -78,7 +100,9 @@ def _fit_reads_python(facts: Facts) -> bool:
     )
 
 
-def _with_workers(source: str, lines: list[str], path: str, cls: ast.ClassDef) -> list[Edit]:
+def _with_workers(
+    source: str, lines: list[str], path: str, cls: ast.ClassDef, tree: ast.Module
+) -> list[Edit]:
     init = next(
         (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
     )
@@ -87,8 +111,10 @@ def _with_workers(source: str, lines: list[str], path: str, cls: ast.ClassDef) -
     for node in ast.walk(init):
         if _super_init(node):
             assert isinstance(node, ast.Call)
-            if any(k.arg == "workers" or k.arg is None for k in node.keywords):
-                return []  # workers given already, or passed through **kwargs
+            if any(k.arg == "workers" for k in node.keywords):
+                return []  # workers given already
+            if any(k.arg is None for k in node.keywords) and _built_with_workers(tree, cls.name):
+                return []  # passed through **kwargs by a call that gives them
             return set_keywords(source, lines, path, node, workers=str(WORKERS))
     first = init.body[0]
     if (
@@ -101,6 +127,18 @@ def _with_workers(source: str, lines: list[str], path: str, cls: ast.ClassDef) -
     indent = indent_of(lines[first.lineno - 1])
     text = f"{indent}super().__init__(workers={WORKERS})\n"
     return [Edit(path, first.lineno, 0, first.lineno, 0, text)]
+
+
+def _built_with_workers(tree: ast.Module, name: str) -> bool:
+    """A call of the class in the file gives ``workers`` (or a ``**`` mapping that may):
+    its ``__init__`` passes them to PyDataset through ``**kwargs``, and one more
+    ``workers=`` in that call would be a TypeError."""
+    return any(
+        isinstance(node, ast.Call)
+        and expr_name(node.func) == name
+        and any(k.arg in ("workers", None) for k in node.keywords)
+        for node in ast.walk(tree)
+    )
 
 
 def _super_init(node: ast.AST) -> bool:
