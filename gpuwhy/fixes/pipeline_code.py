@@ -176,10 +176,11 @@ def keras_adapter(stage: PipelineStage) -> list[str]:
     if fn and where and fn.endswith(".__getitem__"):
         cls = fn.removesuffix(".__getitem__")
         return [
-            f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}. Its workers",
-            "# make batches ahead of the step (threads overlap where __getitem__ reads",
-            "# files, decodes or calls NumPy); as the first line of its __init__:",
-            "super().__init__(workers=4)   # use_multiprocessing=True: for pure-Python work",
+            f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}. Worker",
+            "# threads make batches ahead of the step (they overlap where __getitem__ reads",
+            f"# files, decodes or calls NumPy): give {cls}'s super().__init__(...) call",
+            "# workers=4, or where its __init__ has none, make its first line",
+            "# super().__init__(workers=4)  (use_multiprocessing=True: for pure-Python work)",
         ]
     if fn and where:
         return [
