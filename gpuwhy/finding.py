@@ -9,6 +9,8 @@ from typing import Any
 
 SEVERITIES = ("high", "medium", "low", "info")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+# the evidence key of a finding whose measure is near its rule's line (rules/thresholds.py)
+NEAR_KEY = "near_threshold"
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,7 @@ from collections.abc import Sequence
 from gpuwhy.comparison.model import FindingChange
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.record import Record
-from gpuwhy.rules import RULES_BY_ID, run_rule
-
-NEAR = 0.2  # a threshold is loosened by this share of itself
+from gpuwhy.rules import RULES_BY_ID, run_rule, thresholds
 
 
 def settled(
@@ -50,12 +48,7 @@ def loosened(rule_id: str) -> dict[str, float] | None:
     """The rule's options with its measured thresholds a fifth looser (floors lower,
     ceilings higher); None for a rule without any."""
     rule = RULES_BY_ID.get(rule_id)
-    if rule is None or not rule.measured_thresholds:
-        return None
-    options = dict(rule.options)
-    for name, kind in rule.measured_thresholds.items():
-        options[name] = options[name] * (1 - NEAR if kind == "floor" else 1 + NEAR)
-    return options
+    return None if rule is None else thresholds.loosened(rule)
 
 
 def reached_near(

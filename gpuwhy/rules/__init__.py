@@ -8,6 +8,7 @@ tools/generate_findings_doc.py generates from the rules.
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any
 
 from gpuwhy.facts import Facts
@@ -54,6 +55,7 @@ from gpuwhy.rules.steps.drift import StepDrift
 from gpuwhy.rules.steps.periodic_stall import PeriodicStall
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
+from gpuwhy.rules.thresholds import marked_near
 
 ALL_RULES: list[type[Rule]] = [
     CpuCodec,  # compression.cpu-codec
@@ -139,8 +141,13 @@ def run_rules(facts: Facts) -> tuple[list[Finding], dict[str, str]]:
         if missing:
             not_checked[rule_cls.id] = "needs " + ", ".join(missing)
             continue
-        findings.extend(rule_cls().check(facts, dict(rule_cls.options)))
+        found = rule_cls().check(facts, dict(rule_cls.options))
+        findings.extend(marked_near(rule_cls, found, functools.partial(_check, rule_cls, facts)))
     return sorted(group_by_cause(findings), key=Finding.sort_key), not_checked
+
+
+def _check(rule_cls: type[Rule], facts: Facts, options: dict[str, Any]) -> list[Finding]:
+    return rule_cls().check(facts, options)
 
 
 def missing_sections(rule_cls: type[Rule], facts: Facts) -> list[str]:

@@ -6,11 +6,12 @@ import pytest
 
 from gpuwhy.comparison import compare, compare_runs
 from gpuwhy.comparison.gate import crossed_by_comparison, near_threshold, parse
-from gpuwhy.comparison.near_threshold import NEAR, loosened
+from gpuwhy.comparison.near_threshold import loosened
 from gpuwhy.facts import Facts, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.record import Record
 from gpuwhy.rules import ALL_RULES
+from gpuwhy.rules.thresholds import NEAR
 
 
 def run(wait: float) -> Record:

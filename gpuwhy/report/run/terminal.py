@@ -22,7 +22,7 @@ from gpuwhy.facts import (
     PlacementFacts,
     WorkersFacts,
 )
-from gpuwhy.finding import Finding
+from gpuwhy.finding import NEAR_KEY, Finding
 from gpuwhy.fixes.input_fix_text import input_fix_heading, input_fix_lines, input_fixes_intro
 from gpuwhy.fixes.trial_text import trial_heading, trial_lines
 from gpuwhy.fixes.tried import tried_line
@@ -200,6 +200,9 @@ class TerminalRenderer(Renderer):
         parts: list[Any] = [head]
         if brief:
             return Group(*parts)
+        near = f.evidence.get(NEAR_KEY)
+        if near:  # said before the evidence: it qualifies the finding itself
+            parts.append(Text(f"   near its line: {near}", style="italic"))
         causes = finding_causes(f.evidence)
         for i, (title, detail) in enumerate(causes or (), 1):
             line = Text(f"   cause {i}: ", style="bold")
@@ -209,7 +212,11 @@ class TerminalRenderer(Renderer):
         items = [
             (key, value)
             for key, value in f.evidence.items()
-            if not ((key == "causes" and causes) or (key == "tensorflow_log" and not self.verbose))
+            if not (
+                (key == "causes" and causes)
+                or (key == "tensorflow_log" and not self.verbose)
+                or key == NEAR_KEY
+            )
         ]
         budget = None if self.verbose else EVIDENCE_LINES
         for index, (key, value) in enumerate(items):
