@@ -285,7 +285,7 @@ def _worst_clause(
         return "; worst: the input pipeline" + ("" if named else f" (slowest stage: {stage})")
     if worst is None:
         return ""
-    return f"; {label}: {_said_once(_headline(worst.title), _stage_said(facts, said))}"
+    return f"; {label}: {_headline(_said_once(worst.title, _stage_said(facts, said)))}"
 
 
 def _stage_said(facts: Facts, said: str) -> str | None:
@@ -419,13 +419,17 @@ def _others_load(facts: Facts) -> float | None:
 
 def _headline(title: str, limit: int = 90) -> str:
     """A finding's title without its list of examples, for the one-line verdict; a head
-    still too long is cut at a word, never inside one."""
+    still too long ends at its last whole clause, else is cut at a word, never inside
+    one."""
     if len(title) <= limit:
         return title
     head = title.split(": ", 1)[0]
     if len(head) <= limit:
         return head
     cut = head[: limit - 1]
+    clause = cut.rfind("; ")
+    if clause >= limit // 2:  # a whole clause: "…step); the slowest…" cut nothing in half
+        return cut[:clause]
     words = cut.rsplit(" ", 1)[0] if " " in cut else cut
     if words.count("(") > words.count(")"):  # a stage's name cut inside its parentheses
         words = words[: words.rindex("(")]

@@ -34,3 +34,19 @@ def test_a_stage_the_steps_clause_did_not_name_is_named_in_the_worst_clause():
     text = record.verdict
     assert "slowest stage:" not in text
     assert "the slowest stage runs Python" not in text
+
+
+def test_a_long_stage_name_is_said_once_and_the_clause_after_it_stays_whole():
+    """The stage is named "the slowest stage" before the head is cut to its length: cut
+    first, a long name made the clause end "the slowest stage runs the…"."""
+    where = "src/training/data/loaders/image_folder_pipeline.py:118"
+    stages = list(t.py_function_pipeline().stages)
+    stages[1] = t.py_map(function="load_image_folder_batch", function_location=where)
+    facts = t.facts(t.pipeline(*stages, bottleneck=1), steps=t.fit_steps(0.60))
+    facts = replace(
+        facts,
+        program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
+    )
+    text = Record.diagnose("run", facts).verdict
+    assert text.count(where) == 1, text
+    assert text.endswith("; also: the slowest stage runs Python."), text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["has_backward_pass"]
+__all__ = ["has_backward_pass", "traced_before"]
 
 _MARKS = ("gradient_tape/", "gradients/")
 
@@ -31,3 +31,13 @@ def has_backward_pass(concrete: Any) -> bool | None:
     except Exception:  # noqa: BLE001 - a graph we cannot read: unknown
         return None
     return any(_backward(node.name, node.op) for fn in library.function for node in fn.node_def)
+
+
+def traced_before(function: Any) -> list[Any]:
+    """The ConcreteFunctions a ``tf.function`` holds from traces made before gpuwhy
+    watched it (a notebook cell run again: its functions were traced by the first run);
+    empty where there are none or TF's private ``_list_all_concrete_functions`` is gone."""
+    try:
+        return list(function._list_all_concrete_functions())
+    except Exception:  # noqa: BLE001 - a TF without it: nothing known
+        return []

@@ -117,3 +117,49 @@ def test_a_few_steps_beside_a_far_longer_loop_are_left_out_where_nothing_trains(
     calls["infer (x.py:9)"] = calls["infer (x.py:9)"][:80]
     facts, _ = steps.facts(t, calls, t_end=t + 3)
     assert facts.count == 89
+
+
+def test_functions_traced_before_the_watch_still_tell_the_training_loop(steps):
+    """A notebook cell run again: its train_step and test_step were traced by the first
+    run, so no trace is seen; their earlier traces still say which one trains, and the
+    test loop's batches are not counted as training steps."""
+    x = np.random.rand(64, 8, 8, 1).astype("float32")
+    y = np.random.randint(0, 3, 64)
+    train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    test_ds = tf.data.Dataset.from_tensor_slices((x[:40], y[:40])).batch(4)
+    model = _model()
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+
+    @tf.function
+    def test_step(xb, yb):
+        return loss_fn(yb, model(xb, training=False))
+
+    for xb, yb in train_ds.take(1):  # the first run of the cell: both traced
+        train_step(xb, yb)
+    for xb, yb in test_ds.take(1):
+        test_step(xb, yb)
+    watcher = FunctionWatcher()
+    watcher.start(time.perf_counter())
+    watcher.on_tensorflow()
+    try:
+        for xb, yb in train_ds:  # @rerun-train
+            train_step(xb, yb)
+        for xb, yb in test_ds:  # more batches than training's, none training
+            test_step(xb, yb)
+    finally:
+        watcher.stop()
+    loops = watcher.loops()
+    trains = watcher.trains(list(loops))
+    assert sorted(trains.values()) == [False, True]
+    facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops)
+    assert [(loop.source, loop.name, loop.count) for loop in facts.loops] == [
+        ("tf-data", _at("rerun-train"), 8)
+    ]

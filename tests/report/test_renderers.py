@@ -251,6 +251,19 @@ def test_a_long_worst_problem_is_cut_at_a_word_in_the_verdict():
     assert title.startswith(shown) and title[len(shown)] in " ,;:("  # a whole word
 
 
+def test_a_long_worst_problem_ends_at_its_last_whole_clause():
+    from gpuwhy.finding import Finding
+    from gpuwhy.verdict import _headline
+
+    title = (
+        "Steps wait for input 68% of the time (a mean 66.9 ms of a 99.0 ms step); "
+        "the slowest stage is MapAndBatch(load at examples/slow_training.py:36)"
+    )
+    assert _headline(Finding("input.bound", "high", title).title) == (
+        "Steps wait for input 68% of the time (a mean 66.9 ms of a 99.0 ms step)"
+    )
+
+
 def test_a_worst_problem_cut_inside_a_stage_s_name_leaves_the_name_out():
     """A cut inside "MapAndBatch(parse at data/pipeline.py:…" would end mid-path: the
     name in parentheses goes whole or not at all."""

@@ -39,7 +39,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.tfapi.keras_hooks import keras_owner
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
-from gpuwhy.tfapi.training import has_backward_pass
+from gpuwhy.tfapi.training import has_backward_pass, traced_before
 
 __all__ = ["FunctionWatcher"]
 
@@ -76,6 +76,7 @@ class _Watched:
         "instances",
         "inside",
         "model",
+        "function",
     )
 
     def __init__(self, info: Any, location: str | None, display: str) -> None:
@@ -97,6 +98,7 @@ class _Watched:
         self.first_args: dict[str, str] = {}
         self.changed: dict[str, None] = {}
         self.concretes: list[tuple[int, Any]] = []  # (trace number, ConcreteFunction)
+        self.function: Any = None  # a weak reference to the Function, where it takes one
         self.alive = True
         self.instances = 1  # Function objects it stands for (FunctionWatcher._bury)
         # names of the tf.functions whose graphs call this one (it was traced inside
@@ -329,6 +331,7 @@ class FunctionWatcher(Collector):
                 self._seen_names[base] = count
                 display = base if count == 1 else f"{base} #{count}"
                 watched = _Watched(info, location, display)
+                watched.function = _weak(function)
                 if info.library and info.name in KERAS_STEP_FUNCTIONS:
                     watched.model = _weak(keras_owner(function))
                 self._by_id[key] = watched
@@ -463,15 +466,26 @@ class FunctionWatcher(Collector):
     def trains(self, names) -> dict[str, bool | None]:
         """Per name (a key of :meth:`calls`), whether the latest trace of the function
         has a backward pass (None: no trace kept, or its graph not readable): what tells
-        a training loop's function from a validation loop's."""
+        a training loop's function from a validation loop's. A function traced before
+        gpuwhy watched (a notebook cell run again) is read by its earlier traces."""
 
         with self._lock:
-            latest = {
-                name: w.concretes[-1][1]
-                for name in names
-                if (w := self._by_display.get(name)) is not None and w.concretes
+            watched = {name: w for name in names if (w := self._by_display.get(name)) is not None}
+            latest = {name: w.concretes[-1][1] for name, w in watched.items() if w.concretes}
+            earlier = {
+                name: w.function()
+                for name, w in watched.items()
+                if not w.concretes and w.function is not None
             }
-        return {name: has_backward_pass(concrete) for name, concrete in latest.items()}
+        trains = {name: has_backward_pass(concrete) for name, concrete in latest.items()}
+        for name, function in earlier.items():
+            # traced before gpuwhy watched (a notebook cell run again): its earlier traces
+            readings = [has_backward_pass(c) for c in traced_before(function)[:MAX_KEPT_CONCRETE]]
+            if any(readings):
+                trains[name] = True
+            elif readings and all(r is False for r in readings):
+                trains[name] = False
+        return trains
 
     def concrete_functions(self, name: str) -> list:
         """The kept ConcreteFunctions of one function (at most the first two traces and
