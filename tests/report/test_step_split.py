@@ -119,6 +119,27 @@ def test_the_input_share_is_the_one_the_verdict_states():
     assert shares["traced_step"] / shares["python"] == pytest.approx(5.0)  # kept in proportion
 
 
+def test_the_verdicts_input_share_is_drawn_where_the_windows_did_not_time_it():
+    """A notebook's second fit: too few windows had the gap timer's reading to split the
+    wait there; the bar still draws the share the verdict states."""
+    from dataclasses import replace
+
+    facts = loop_facts()
+    steps, timeline = facts.steps, facts.steps.timeline
+    untimed = tuple(replace(w, input_wait_s=None) for w in timeline.windows)
+    facts = replace(
+        facts,
+        steps=replace(
+            steps, input_wait_fraction=0.12, timeline=replace(timeline, windows=untimed)
+        ),
+    )
+    split = step_split(facts)
+    assert split is not None
+    shares = {p.part: p.share for p in split.parts}
+    assert shares["input"] == pytest.approx(0.12)
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
 def test_no_split_without_enough_training_steps_or_a_timeline():
     assert step_split(loop_facts(count=20)) is None  # fewer than comparison's 30
     assert step_split(Facts()) is None

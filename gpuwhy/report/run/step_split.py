@@ -136,13 +136,17 @@ def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str,
     """The input share as the verdict states it (the steps' own figure, over every step
     after warm-up, where the windows leave out the partial ones at the edges), the other
     parts splitting the remainder in the windows' proportions: the line under the verdict
-    never contradicts it."""
+    never contradicts it, also where too few windows timed the wait to split it there."""
     whole = facts.steps.input_wait_fraction if facts.steps is not None else None
     windowed = shares.get("input")
-    if whole is None or windowed is None or not 0 <= whole <= 1 or windowed >= 1:
+    if whole is None or not 0 <= whole <= 1 or (windowed or 0.0) >= 1:
         return shares
-    scale = (1 - whole) / (1 - windowed)
-    return {part: whole if part == "input" else share * scale for part, share in shares.items()}
+    if windowed is None and not whole:
+        return shares
+    # where too few windows timed the wait to split it, the verdict's share still stands
+    scale = (1 - whole) / (1 - (windowed or 0.0))
+    scaled = {part: share * scale for part, share in shares.items() if part != "input"}
+    return {"input": whole, **scaled}
 
 
 def bar_cells(shares: list[float], width: int = BAR_WIDTH) -> list[int]:
