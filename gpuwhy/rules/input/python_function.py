@@ -99,16 +99,23 @@ class PythonFunction(Rule):
     ## Options
     - `min_share`: share of the pipeline's time (TF's self time of each stage) a Python
       stage that is not the slowest needs to be reported (0.10).
-    - `min_input_wait`: input-wait fraction of the consumer's time from which a slowest
-      Python stage is high (0.05, XProf's input-bound threshold).
+    - `min_input_wait`: input-wait fraction of the consumer's time from which the steps
+      wait for the pipeline (0.05, XProf's input-bound threshold): its slowest Python
+      stage is then medium at least.
+    - `high_input_wait`: input-wait fraction from which that stage is high (0.20, as
+      input.bound's high): a wait of a tenth of the step is not the run's worst problem.
     """
 
     id = "input.python-function"
-    measured_thresholds = {"min_share": "floor", "min_input_wait": "floor"}
+    measured_thresholds = {
+        "min_share": "floor",
+        "min_input_wait": "floor",
+        "high_input_wait": "floor",
+    }
     severity = "medium"
     status = "stable"
     needs = ("tfdata",)  # steps, when present, give the measured input wait
-    options = {"min_share": 0.10, "min_input_wait": 0.05}
+    options = {"min_share": 0.10, "min_input_wait": 0.05, "high_input_wait": 0.20}
     question = "Why is the pipeline slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
@@ -128,12 +135,18 @@ class PythonFunction(Rule):
         under the GIL), with one fix per stage listed in it, not one finding each."""
         wait = input_wait(facts, pipeline)
         bound = wait is not None and wait.fraction >= options["min_input_wait"]
+        high = wait is not None and wait.fraction >= options["high_input_wait"]
         beside = beside_steps(facts, pipeline)  # fit's validation_data: its own wait
         filling = _cache_filling(facts, pipeline, options)
         cache_at = next((i for i, s in enumerate(pipeline.stages) if s.kind == "cache"), -1)
         judged = [
             _judge(
-                pipeline, index, bound, beside, options, filling is not None and index < cache_at
+                pipeline,
+                index,
+                "high" if high else "medium",
+                beside,
+                options,
+                filling is not None and index < cache_at,
             )
             for index, stage in enumerate(pipeline.stages)
             if stage.python
@@ -202,22 +215,23 @@ def _cache_filling(
 def _judge(
     pipeline: PipelineFacts,
     index: int,
-    bound: bool,
+    slowest_severity: str,
     beside: bool,
     options: dict[str, Any],
     filled: bool = False,
 ) -> _PythonStage | None:
-    """Its severity: high when it is the slowest stage of a pipeline the steps wait for,
-    medium when it is the slowest of one they do not (or beside them, or ``filled``: a
-    stage before a cache whose first pass made the steps' wait: low), low when it takes
-    ``min_share`` of the pipeline's work or its cost is unknown; None below."""
+    """Its severity: ``slowest_severity`` when it is the slowest stage (high where the
+    steps wait ``high_input_wait`` of their time, else medium; beside the steps, or
+    ``filled``: a stage before a cache whose first pass made the steps' wait: low), low
+    when it takes ``min_share`` of the pipeline's work or its cost is unknown; None
+    below."""
     stage = pipeline.stages[index]
     share = stage_share(pipeline, stage)
     slowest = is_bottleneck(pipeline, index)
     if slowest and (beside or filled):
         severity = "low"
     elif slowest:
-        severity = "high" if bound else "medium"
+        severity = slowest_severity
     elif share is None or share >= options["min_share"]:
         severity = "low"
     else:

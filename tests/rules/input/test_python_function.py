@@ -35,6 +35,15 @@ def test_py_function_bottleneck_of_an_input_bound_loop_is_high():
     assert f.estimated_gain.startswith("estimate: up to 28% of step time")
 
 
+def test_py_function_bottleneck_of_a_tenth_of_the_step_is_medium_as_the_wait_is():
+    """The steps wait 11% for input: input.bound says medium, and so does the Python
+    stage behind that wait (a healthy-looking generator fit read HIGH here)."""
+    pipeline = t.py_function_pipeline(consumer="python-loop")
+    findings, _ = run_rules(t.facts(pipeline, steps=t.loop_steps(0.11)))
+    severities = {f.id: f.severity for f in findings}
+    assert severities["input.python-function"] == severities["input.bound"] == "medium"
+
+
 def test_bottleneck_without_a_wait_is_medium():
     pipeline = t.py_function_pipeline(wait_per_element_s=0.0001)  # ~1% wait
     (f,) = check(t.facts(pipeline))
