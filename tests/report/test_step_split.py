@@ -129,9 +129,7 @@ def test_the_verdicts_input_share_is_drawn_where_the_windows_did_not_time_it():
     untimed = tuple(replace(w, input_wait_s=None) for w in timeline.windows)
     facts = replace(
         facts,
-        steps=replace(
-            steps, input_wait_fraction=0.12, timeline=replace(timeline, windows=untimed)
-        ),
+        steps=replace(steps, input_wait_fraction=0.12, timeline=replace(timeline, windows=untimed)),
     )
     split = step_split(facts)
     assert split is not None
