@@ -48,6 +48,7 @@ from gpuwhy.commands.script_command import (
     script_settings,
 )
 from gpuwhy.commands.settings import ReportSettings, ScriptSettings
+from gpuwhy.fixes.trial_text import no_patch_reason
 from gpuwhy.modes.fix import FixOptions, fix_input
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.trial import TrialOptions, try_fixes
@@ -283,7 +284,8 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
                 f.write(patch)
             report_stream.say(f"gpuwhy fix: patch written to {settings.patch} (git apply it)")
         else:  # an empty file would `git apply` as if something held
-            report_stream.say(f"gpuwhy fix: no patch written to {settings.patch}: no fix held")
+            why = no_patch_reason(record.facts.fixes_tried or ())
+            report_stream.say(f"gpuwhy fix: no patch written to {settings.patch}: {why}")
     if trial is not None and trial.original_error is not None:
         return EXIT_ERROR
     if trial is not None and trial.interrupted:

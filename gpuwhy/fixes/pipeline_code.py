@@ -183,8 +183,9 @@ def keras_adapter(stage: PipelineStage) -> list[str]:
             "# super().__init__(workers=4)  (use_multiprocessing=True: for pure-Python work)",
         ]
     if fn and where:
+        source = fn if "." in fn else f"the generator {fn}"  # Reader.__next__: a method
         return [
-            f"# fit reads the generator {fn} ({where}) one batch at a time, in Python{pace}:",
+            f"# fit reads {source} ({where}) one batch at a time, in Python{pace}:",
             "# Keras' prefetch overlaps it with the step but cannot make it faster.",
             f"# Make each batch of {fn} cheaper, or let several be made at once: a",
             "# keras.utils.PyDataset whose __getitem__(index) makes batch `index`, with",

@@ -132,5 +132,10 @@ def trial_lines(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> list[str]:
         lines.append("the patch (--patch PATH writes it; git apply PATH):")
         lines += ["    " + line for line in trial.patch.splitlines()]
     else:
-        lines.append("no patch: no fix held")
+        lines.append(f"no patch: {no_patch_reason(tried)}")
     return lines
+
+
+def no_patch_reason(tried: tuple[FixTried, ...]) -> str:
+    """Why no patch: nothing was tried, or nothing tried held."""
+    return "no fix held" if tried else "no fix was tried"

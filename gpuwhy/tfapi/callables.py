@@ -107,19 +107,32 @@ def program_source(function: Any) -> Any | None:
 
 
 def source_site(source: Any) -> tuple[str | None, str | None]:
-    """(name, ``file:line``) of a generator object by its function (``batches``), of a
+    """(name, ``file:line``) of a generator object by its function (``batches``,
+    ``Reader.__iter__``; a generator expression by what it iterates), of a
     dataset or iterator object by its class's ``__getitem__`` or ``__next__``
     (``Tiles.__getitem__``), else what
     :func:`function_site` names."""
     code = getattr(source, "gi_code", None)
     if code is not None:
-        return code.co_name, relative(code.co_filename, code.co_firstlineno)
+        consumed = _consumed(source) if code.co_name == "<genexpr>" else None
+        if consumed is not None:  # fit((b for b in reader)): what it reads is the source
+            return source_site(consumed)
+        name = getattr(code, "co_qualname", code.co_name).rsplit(".<locals>.", 1)[-1]
+        return name, relative(code.co_filename, code.co_firstlineno)
     for method in _ELEMENT_METHODS:
         code = getattr(getattr(type(source), method, None), "__code__", None)
         if code is not None and not is_library_file(code.co_filename):
             name = f"{type(source).__name__}.{method}"
             return name, relative(code.co_filename, code.co_firstlineno)
     return function_site(source)
+
+
+def _consumed(genexpr: Any) -> Any | None:
+    """What a running generator expression iterates (its frame's ``.0``), where it is
+    the program's own source."""
+    frame = getattr(genexpr, "gi_frame", None)
+    inner = frame.f_locals.get(".0") if frame is not None else None
+    return inner if inner is not None and _is_program_source(inner) else None
 
 
 def _held_by(value: Any) -> list[Any]:

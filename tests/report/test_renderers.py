@@ -344,12 +344,14 @@ def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
     assert "Stalls" not in RENDERERS["terminal"]().render(rb.watched_run())
 
 
-def _between_steps_line(count, stall_s, typical_s, every_steps, period_fit) -> str | None:
+def _between_steps_line(
+    count, stall_s, typical_s, every_steps, period_fit, kind=None
+) -> str | None:
     """The Stalls line of one loop whose ``count`` stalls between steps, ``stall_s`` in
-    all (their median ``typical_s``), no timed activity explains."""
+    all (their median ``typical_s``), no timed activity explains (or ``kind`` did)."""
     from gpuwhy.collect.inprocess.activities import stalls_line
 
-    beat = StallBeat(kind=None, count=count, stall_s=stall_s, lost_s=stall_s, lost_share=0.2,
+    beat = StallBeat(kind=kind, count=count, stall_s=stall_s, lost_s=stall_s, lost_share=0.2,
                      typical_stall_s=typical_s, every_steps=every_steps,
                      period_fit=period_fit)  # fmt: skip
     loop = LoopStalls(source="tf-data", name="train.py:40", between_steps=True, count=count,
@@ -369,3 +371,8 @@ def test_stalls_of_very_different_lengths_give_their_median_and_total_not_each()
     line = _between_steps_line(9, 2.59, 0.0503, every_steps=157, period_fit=0.8)
     assert line is not None
     assert line.startswith("9 stalls every 157 steps, 50.3 ms median, 2,590.0 ms in all: ")
+
+
+def test_stalls_gpuwhy_s_own_heap_census_made_are_said_as_its_own():
+    line = _between_steps_line(8, 0.2178, 0.0104, every_steps=2, period_fit=0.9, kind="gpuwhy")
+    assert line == "gpuwhy's own heap census held the loop 217.8 ms (not the program's)"

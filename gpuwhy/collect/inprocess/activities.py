@@ -523,9 +523,12 @@ def _stall_size(beat: StallBeat) -> str:
 def stalls_line(stalls: StallFacts) -> str | None:
     """The loops' worst beats of stalls (``9 every 50 steps, 46.4 ms each: checkpoint at
     train.py:21, 9% of the loop``) and the time the activities took over the run; None
-    where there is nothing to say."""
+    where there is nothing to say. Stalls gpuwhy's own heap census made are said as its
+    own, apart."""
     parts = []
     beats = [(loop, beat) for loop in stalls.loops for beat in loop.beats if beat.count >= 3]
+    ours = [beat for _, beat in beats if beat.kind == "gpuwhy"]
+    beats = [(loop, beat) for loop, beat in beats if beat.kind != "gpuwhy"]
     for loop, beat in sorted(beats, key=lambda lb: -lb[1].lost_share)[:2]:
         # every step in a row is no period ("4 stalls every 1 steps"): a run of them
         regular = (
@@ -541,6 +544,9 @@ def stalls_line(stalls: StallFacts) -> str | None:
             text += f": {what}" + (f" at {cause.location}" if cause.location else "")
         between = " between steps" if loop.between_steps else ""
         parts.append(f"{text}{between}, {beat.lost_share:.0%} of the loop")
+    if ours:  # gpuwhy held the program: said as its own, never as the program's stalls
+        held = sum(beat.stall_s for beat in ours)
+        parts.append(f"gpuwhy's own heap census held the loop {duration(held)} (not the program's)")
     for activity in stalls.activities:
         if activity.kind in _ACTIVITY_WORDS and activity.seconds >= 0.05:
             parts.append(

@@ -295,6 +295,36 @@ def test_a_py_dataset_fit_is_given_is_named_by_its_getitem(hooks):
     assert (source.function, source.function_location) == ("Tiles.__getitem__", at("getitem"))
 
 
+class Reader:
+    """An iterator object, as a program reading CSV batches writes one."""
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):  # @reader-next
+        return np.zeros((4, 2), np.float32), np.zeros((4,), np.float32)
+
+
+class Lines:
+    def __iter__(self):  # @lines-iter
+        while True:
+            yield np.zeros((4, 2), np.float32), np.zeros((4,), np.float32)
+
+
+def test_a_generator_expression_fit_is_given_is_named_by_what_it_reads(hooks):
+    """fit((b for b in reader)): the slow code is the reader's __next__, not the
+    expression on the fit line; a generator method is named with its class."""
+    pytest.importorskip("keras")
+    from keras.src.trainers.data_adapters.generator_data_adapter import GeneratorDataAdapter
+
+    wrapped = GeneratorDataAdapter(b for b in Reader()).get_tf_dataset()
+    source = written_chain(wrapped)[0]
+    assert (source.function, source.function_location) == ("Reader.__next__", at("reader-next"))
+    method = GeneratorDataAdapter(iter(Lines())).get_tf_dataset()
+    source = written_chain(method)[0]
+    assert (source.function, source.function_location) == ("Lines.__iter__", at("lines-iter"))
+
+
 def test_a_library_generator_with_nothing_of_the_program_s_below_keeps_its_name(hooks):
     def library_like():
         yield from range(3)
