@@ -487,20 +487,21 @@ def projection_clause(projection: ProjectionFacts, findings: Sequence[Finding] =
     input wait only where input.projected-bound reports it (a share the findings do not
     support is never stated)."""
     at_least = "" if projection.graph else "at least "
-    text = (
-        f"on {_article(projection.gpu)} {projection.gpu} (projected): step "
+    alone = (
         f"{at_least}{duration(projection.step_s)} ({duration(projection.step_low_s)}–"
         f"{duration(projection.step_high_s)})"
     )
+    head = f"on {_article(projection.gpu)} {projection.gpu} (projected): step "
     waits = any(f.id == PROJECTED_INPUT for f in findings)
-    if not waits:  # a step that waits for its input is said to wait, not what it computes
-        text += _what_sets_the_step(projection)
-    if waits and projection.input_wait_fraction is not None:
-        low, high = projection.input_wait_low or 0.0, projection.input_wait_high or 0.0
-        text += (
-            f", {projection.input_wait_fraction:.0%} ({low:.0%}–{high:.0%}) of it waiting for input"
-        )
-    return text
+    paced = projection.paced_step_s if waits else None
+    if paced is None or projection.input_wait_fraction is None:
+        # a step that waits for its input is said to wait, not what it computes
+        return head + alone + ("" if waits else _what_sets_the_step(projection))
+    low, high = projection.input_wait_low or 0.0, projection.input_wait_high or 0.0
+    return (
+        f"{head}{duration(paced)}, {projection.input_wait_fraction:.0%} ({low:.0%}–{high:.0%}) "
+        f"of it waiting for input (the step alone {alone})"
+    )
 
 
 def _what_sets_the_step(projection: ProjectionFacts) -> str:

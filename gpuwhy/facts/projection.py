@@ -79,3 +79,14 @@ class ProjectionFacts:
     graph: bool = True  # False: no traced function in the step, only eager ops (the
     # device work is then unknown and the step a lower bound)
     notes: tuple[str, ...] = ()
+
+    @property
+    def paced_step_s(self) -> float | None:
+        """The step as the loop would see it where its input sets the pace: ``step_s``
+        is the step alone, ``input_wait_fraction`` the share of the paced step spent
+        waiting, so the paced step is the step over its share not waiting (None where
+        no wait was projected)."""
+        wait = self.input_wait_fraction
+        if wait is None or not 0 < wait < 1 or self.step_s <= 0:
+            return None
+        return self.step_s / (1 - wait)

@@ -15,6 +15,7 @@ from gpuwhy.facts import (
     TfDataFacts,
 )
 from gpuwhy.finding import Finding
+from gpuwhy.formatting import duration
 from gpuwhy.projection.step import measured_batch_seconds, projection_facts
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
 from gpuwhy.verdict import projection_clause, verdict
@@ -100,7 +101,11 @@ def test_the_verdict_states_a_projected_wait_only_with_its_finding_and_its_band(
     said = verdict(facts, [finding])
     low, high = f"{found.input_wait_low:.0%}", f"{found.input_wait_high:.0%}"
     share = f"{found.input_wait_fraction:.0%} ({low}–{high}) of it waiting for input"
-    assert ", on an A100 (projected): step 1" in said and share in said
+    # the step its input paces, then the step alone: "step 56.0 ms, 69% ... of it
+    # waiting" of a 17.2 ms step would say the wait is inside a step shorter than it
+    paced = duration(found.step_s / (1 - found.input_wait_fraction))
+    assert f", on an A100 (projected): step {paced}, {share}" in said
+    assert f"(the step alone {duration(found.step_s)} (" in said
     assert "worst: On A100 (projected)" not in said  # its wait is said once
     # the worst is the input itself, before any lesser finding that comes after it
     launches = Finding(id="launch.projected-bound", severity="medium", title="On A100 ...")

@@ -90,9 +90,17 @@ def test_the_projected_bar_is_labelled_projected_with_its_band():
     assert "input" not in shares
     assert shares == pytest.approx({"tensor": 0.3, "kernels": 0.2, "copies": 0.1, "rest": 0.4})
     waits = Finding(id="input.projected-bound", severity="high", title="t", evidence={})
-    shares = {s.part: s.share for s in projected_bar(p, [waits]).segments}
+    paced = projected_bar(p, [waits])
+    shares = {s.part: s.share for s in paced.segments}
     assert shares["input"] == pytest.approx(0.4)
     assert sum(shares.values()) == pytest.approx(1.0)
+    # the wait is of the step its input paces (10 ms alone, 40% waiting: 16.7 ms), so the
+    # step's own 3 ms of matmul/conv is 18% of it, never "40% (4.0 ms)" of a 10 ms step
+    assert (
+        paced.total
+        == "step 16.7 ms, paced by its input (the step alone 10.0 ms (band 8.0 ms–14.0 ms))"
+    )
+    assert shares["tensor"] == pytest.approx(0.18)
     drawn = svg([bar])
     assert drawn is not None and "A100 (projected)" in drawn and "band 8.0 ms–14.0 ms" in drawn
     assert 'class="bar projected"' in drawn and "stroke-dasharray" in drawn

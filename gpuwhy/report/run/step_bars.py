@@ -56,18 +56,18 @@ def projected_bar(p: ProjectionFacts, findings: Sequence[Finding] = ()) -> Bar:
     on the CPU) in their projected times, then what the step has beyond them (the host's
     own work where it sets the step). The band is in its words."""
     at_least = "" if p.graph else "at least "
-    total = (
-        f"step {at_least}{duration(p.step_s)} (band {duration(p.step_low_s)}–"
-        f"{duration(p.step_high_s)})"
+    alone = (
+        f"{at_least}{duration(p.step_s)} (band {duration(p.step_low_s)}–{duration(p.step_high_s)})"
     )
+    total = f"step {alone}"
     step = p.step_s
     if step <= 0:
         return Bar(f"{p.gpu} (projected)", total, (), projected=True)
-    wait = (
-        p.input_wait_fraction
-        if p.input_wait_fraction is not None and any(f.id == PROJECTED_INPUT for f in findings)
-        else 0.0
-    )
+    paced = p.paced_step_s if any(f.id == PROJECTED_INPUT for f in findings) else None
+    wait = p.input_wait_fraction if paced is not None and p.input_wait_fraction else 0.0
+    if paced is not None:  # the step its input paces: the wait, then the step alone
+        total = f"step {duration(paced)}, paced by its input (the step alone {alone})"
+        step = paced
     parts: list[tuple[str, str, float, float | None]] = []
     if wait:
         parts.append(("input", "waiting for input", wait, wait * step))
