@@ -136,7 +136,7 @@ def first_screens(out: Path, work: Path) -> None:
     gpuwhy("diff", runs[0].name, runs[1].name, "--html", work / "diff.html", cwd=work)
     pages = {
         "run": work / "run.html",
-        "capture": html_of(DATA / "xplane" / "h100_INPUT_BOUND", work / "capture.html"),
+        "capture": html_of(DATA / "xplane" / "h100_slow_input", work / "capture.html"),
         "recording": html_of(
             DATA / "nvml" / "h100" / "torch_resnet18_launch_bound.nvml.jsonl",
             work / "recording.html",

@@ -51,3 +51,14 @@ def test_locations_are_kept_whole_and_the_rest_escaped():
         'Exp at <span class="loc">train.py:12</span>, &lt;b&gt; at '
         '<span class="loc">lib/x.py:3:4</span>'
     )
+
+
+def test_rates_clocks_and_power_read_in_their_units():
+    from gpuwhy.report.run.evidence_text import column_title, sentence
+
+    assert sentence("pcie_to_gpu_mb_s", 80.4) == "PCIe to GPU: 80.4 MB/s."
+    assert sentence("sm_clock_mhz", 1980) == "SM clock: 1,980 MHz."
+    assert sentence("power_w", 163) == "Power: 163 W."
+    # a column's header leaves its unit to the cells: never "Ms per element"
+    assert column_title("ms_per_element") == "Per element"
+    assert column_title("at_s") == "At"

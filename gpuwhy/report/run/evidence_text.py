@@ -42,6 +42,9 @@ TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "s": 1.0, "seconds": 1.0, "sec": 1.0}
 SHARE_WORDS = ("fraction", "share", "ratio_of", "percent_of")
 SIZE_WORDS = ("bytes",)
 SIZE_UNITS = {"kib": 1024, "mib": 1024**2, "gib": 1024**3}
+# a key's last word that is a unit written after the number as it is (``sm_clock_mhz``)
+PLAIN_UNITS = {"mhz": "MHz", "w": "W", "mb": "MB", "gb": "GB", "c": "°C"}
+RATE_SIZES = {"kb": "KB", "mb": "MB", "gb": "GB"}  # ``pcie_tx_mb_s``: MB a second
 
 
 def words(key: str) -> str:
@@ -67,10 +70,20 @@ def cell(column: str, value: Any) -> str:
     return "-" if value is None else _label_and_value(column, value)[1]
 
 
+def column_title(column: str) -> str:
+    """A table's column header, its unit left to the cells (``ms_per_element`` ->
+    "Per element" over cells of "84.6 ms", never "Ms per element")."""
+    return _label_and_value(column, 1.0)[0]
+
+
 def _label_and_value(key: str, value: Any) -> tuple[str, str]:
     parts = key.split("_")
     last = parts[-1].lower()
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and last == "s" and len(parts) > 2 and parts[-2].lower() in RATE_SIZES:
+        return words("_".join(parts[:-2])), f"{_plain(value)} {RATE_SIZES[parts[-2].lower()]}/s"
+    if number and last in PLAIN_UNITS and len(parts) > 1:
+        return words("_".join(parts[:-1])), f"{_plain(value)} {PLAIN_UNITS[last]}"
     if number and last in TIME_UNITS and len(parts) > 1:
         seconds = value * TIME_UNITS[last]
         return words("_".join(parts[:-1])), _time(seconds)

@@ -27,7 +27,14 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes.tried import tried_line
 from gpuwhy.formatting import GiB, MiB, byte_size, duration
 from gpuwhy.report.downsample import stats, window_stats
-from gpuwhy.report.run.evidence_text import cell, is_log, is_table, sentence, words
+from gpuwhy.report.run.evidence_text import (
+    cell,
+    column_title,
+    is_log,
+    is_table,
+    sentence,
+    words,
+)
 from gpuwhy.report.run.html_timeline import whole_run_note
 from gpuwhy.report.run.summary import (
     code_language,
@@ -89,7 +96,7 @@ def _evidence_table(key: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     columns = list(dict.fromkeys(k for row in rows for k in row))
     return {
         "title": words(key),
-        "columns": [words(c) for c in columns],
+        "columns": [column_title(c) for c in columns],
         "rows": [[cell(c, row.get(c)) for c in columns] for row in rows],
     }
 
