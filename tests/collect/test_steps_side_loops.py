@@ -163,3 +163,6 @@ def test_functions_traced_before_the_watch_still_tell_the_training_loop(steps):
     assert [(loop.source, loop.name, loop.count) for loop in facts.loops] == [
         ("tf-data", _at("rerun-train"), 8)
     ]
+    # and their placement is audited from those traces: nothing lost on the second run
+    audited = {target.label for target in watcher.audit_targets(list(loops))}
+    assert audited == {"train_step", "test_step"}

@@ -250,7 +250,9 @@ def test_a_watched_cell_is_named_by_its_own_number_as_the_notebook_shows_it(shel
     assert f"In[{number}]" in text and f"In[{number + 1}]" not in text
 
 
-def test_a_cell_run_again_says_its_functions_were_traced_before_it_was_watched(shell):
+def test_a_cell_run_again_audits_its_functions_from_their_earlier_traces(shell):
+    """The second run sees no trace (the first run made them): the functions' earlier
+    traces are audited, so the placement and what reads it are not lost."""
     assert shell.run_cell("@tf.function\ndef doubled(x):\n    return x * 2\n").success
     cell = "%%gpuwhy -r fn_rec --text\nfor _ in range(5):\n    doubled(tf.constant(1.0))"
     assert run(shell, cell)[0].success
@@ -258,5 +260,7 @@ def test_a_cell_run_again_says_its_functions_were_traced_before_it_was_watched(s
     assert first.facts.placement is not None  # traced while watched: audited
     assert run(shell, cell)[0].success
     again = shell.user_ns["fn_rec"]
-    assert again.facts.placement is None
-    assert any("doubled ran already traced" in note for note in again.facts.program.notes)
+    assert again.facts.placement is not None
+    names = [[f.name for f in r.facts.placement.functions] for r in (first, again)]
+    assert names[0] == names[1]
+    assert not any("ran already traced" in note for note in again.facts.program.notes)

@@ -513,9 +513,9 @@ class FunctionWatcher(Collector):
                 if watched is None:
                     same = [w for w in self._records if w.info.name == wanted and w.concretes]
                     watched = max(same, key=lambda w: (w.calls, w.call_seconds()), default=None)
-                if watched is None or not watched.concretes:
+                concrete = _latest_graph(watched) if watched is not None else None
+                if watched is None or concrete is None:
                     continue
-                _, concrete = watched.concretes[-1]
                 targets.append(
                     AuditTarget(
                         watched.info.name, concrete, watched.location, model=_model(watched)
@@ -536,9 +536,9 @@ class FunctionWatcher(Collector):
         )
         found: dict[tuple, AuditTarget] = {}
         for watched in same:
-            if not watched.concretes:
+            concrete = _latest_graph(watched)
+            if concrete is None:
                 continue
-            _, concrete = watched.concretes[-1]
             shape = _graph_shape(concrete)
             if shape not in found:
                 found[shape] = AuditTarget(
@@ -619,6 +619,16 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
 
 TRAINING_NOTE = "the training step (it has a backward pass)"
 NOT_TRAINING_NOTE = "validation's or evaluate()'s step (no backward pass)"
+
+
+def _latest_graph(watched: _Watched) -> Any | None:
+    """The ConcreteFunction its calls run now: its latest trace seen, else (traced
+    before gpuwhy watched: a notebook cell run again) the latest it held already."""
+    if watched.concretes:
+        return watched.concretes[-1][1]
+    function = watched.function() if watched.function is not None else None
+    earlier = traced_before(function) if function is not None else []
+    return earlier[-1] if earlier else None
 
 
 def _weak(obj: Any) -> Any:
