@@ -251,3 +251,12 @@ def test_a_few_long_steps_make_the_bar_split_the_mean_step_that_holds_them():
     assert split_line(split).plain.startswith("Step (mean 20.0 ms)  ")
     plain = step_split(facts)
     assert plain is not None and plain.statistic == "median"
+
+
+def test_the_bar_is_labelled_with_the_median_the_verdict_states():
+    from dataclasses import replace
+
+    facts = loop_facts()
+    said = replace(facts, steps=replace(facts.steps, median_s=0.0103))
+    split = step_split(said)
+    assert split is not None and split.label == "median 10.3 ms"

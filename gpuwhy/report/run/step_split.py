@@ -97,7 +97,9 @@ def _run_split(facts: Facts) -> StepSplit | None:
         # a few long steps (those that traced, an epoch's end) hold much of the time:
         # the shares are of the mean step, which holds them; the median holds none
         return _split(mean_s, shares, "mean")
-    return _split(units.median_s, shares)
+    # the median the verdict states (the steps' own, over all of them), where there is one
+    said = facts.steps.median_s if facts.steps is not None else None
+    return _split(said or units.median_s, shares)
 
 
 def _capture_split(facts: Facts) -> StepSplit | None:
