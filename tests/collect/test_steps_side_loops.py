@@ -25,6 +25,21 @@ def _model() -> keras.Model:
     return model
 
 
+def _train_step(model: keras.Model):
+    """A custom loop's training step: a GradientTape, SGD's update (a backward pass)."""
+    optimizer = keras.optimizers.SGD(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+
+    return train_step
+
+
 def _plot(model, images) -> None:
     """What plotting a few images does with TensorFlow: a model call, a resize and a
     copy to NumPy per image."""
@@ -70,15 +85,7 @@ def test_sample_loops_run_each_epoch_are_not_the_custom_loop_s_steps(steps, watc
     train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
     samples = tf.data.Dataset.from_tensor_slices(x[:12]).batch(3)
     model = _model()
-    optimizer = keras.optimizers.SGD(0.01)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
-
-    @tf.function
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    train_step = _train_step(model)
 
     counter = EagerOpCounter(first_on_s=60.0)  # counts every op of the test
     counter.start(time.perf_counter())
@@ -128,15 +135,8 @@ def test_functions_traced_before_the_watch_still_tell_the_training_loop(steps):
     train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
     test_ds = tf.data.Dataset.from_tensor_slices((x[:40], y[:40])).batch(4)
     model = _model()
-    optimizer = keras.optimizers.SGD(0.01)
+    train_step = _train_step(model)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
-
-    @tf.function
-    def train_step(xb, yb):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
 
     @tf.function
     def test_step(xb, yb):
