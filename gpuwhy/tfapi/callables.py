@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from types import CodeType
+from types import CodeType, ModuleType
 from typing import Any
 
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
@@ -154,7 +154,8 @@ def _held_by(value: Any) -> list[Any]:
     return [
         h
         for h in held
-        if not isinstance(h, (str, bytes, int, float, list, tuple, dict, type)) and h is not None
+        if h is not None
+        and not isinstance(h, (str, bytes, int, float, list, tuple, dict, type, ModuleType))
     ]
 
 
