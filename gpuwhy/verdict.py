@@ -527,7 +527,7 @@ def _merge_verdict(workers: WorkersFacts, findings: list[Finding]) -> str:
     """``gpuwhy merge``: how many workers reported, the straggler or that the load is
     even, who is missing or unreadable, and the worst other problem."""
     read = [w for w in workers.workers if w.state not in ("missing", "unreadable")]
-    text = f"{len(read)} worker record(s) merged"
+    text = f"{len(read)} worker record{'' if len(read) == 1 else 's'} merged"
     straggler = next((f for f in findings if f.id == "distribute.straggler"), None)
     # the comparison distribute.straggler made, asked as it asks it
     options = Straggler.options

@@ -53,7 +53,7 @@ def test_a_straggler_its_table_and_the_findings_once_with_their_workers(tmp_path
     result, record = merged(tmp_path, "--html", tmp_path / "merged.html")
     assert result.returncode == 1
     first = result.stdout.splitlines()[0]
-    assert "3 worker record(s) merged: worker-1 is the straggler" in first
+    assert "3 worker records merged: worker-1 is the straggler" in first
     assert "in its input" in first
     table = result.stdout[result.stdout.index("Workers (runs)") :]
     assert table.index("chief-0") < table.index("worker-0") < table.index("worker-1")

@@ -105,7 +105,7 @@ def test_merge_names_the_worker_with_the_slow_input_and_nobody_in_the_control(tm
         assert workers["worker-0"]["input_wait_s"] < 0.5 * workers["worker-1"]["input_wait_s"]
         assert "a step waiting for data" in straggler["title"]
         assert text.splitlines()[0].startswith(
-            "• 2 worker record(s) merged: worker-1 is the straggler"
+            "• 2 worker records merged: worker-1 is the straggler"
         )
     else:
         assert not [

@@ -308,3 +308,17 @@ def test_the_first_screen_is_the_verdict_and_both_steps_drawn(pair, comparison, 
     assert comparison.step_time is not None
     assert f"mean step {duration(comparison.step_time.before)}" in visible
     assert f"mean step {duration(comparison.step_time.after)}" in visible
+
+
+def test_the_parts_figures_keep_number_and_unit_on_one_line(pair, open_report):
+    """A narrow window squeezes the table: "16.2 ms" never breaks between its number
+    and its unit."""
+    page = open_report(pair["html"], width=480).page
+    assert page.locator("#parts-table td.figure").count() > 0
+    broken = page.evaluate(
+        "() => [...document.querySelectorAll('#parts-table td.figure')]"
+        ".filter(td => { const r = document.createRange(); r.selectNodeContents(td);"
+        " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1; })"
+        ".map(td => td.textContent)"
+    )
+    assert broken == []

@@ -376,3 +376,19 @@ def test_stalls_of_very_different_lengths_give_their_median_and_total_not_each()
 def test_stalls_gpuwhy_s_own_heap_census_made_are_said_as_its_own():
     line = _between_steps_line(8, 0.2178, 0.0104, every_steps=2, period_fit=0.9, kind="gpuwhy")
     assert line == "gpuwhy's own heap census held the loop 217.8 ms (not the program's)"
+
+
+def test_a_fix_two_findings_share_is_printed_once():
+    """input.bound and input.python-function on one generator name one cause and one
+    fix: the second finding points at the first's instead of printing it again."""
+    from gpuwhy.finding import Finding
+
+    fix = "# make each batch cheaper\nds = ds.prefetch(2)"
+    findings = [
+        Finding("input.bound", "high", "Steps wait for input 83% of the time", fix=fix),
+        Finding("input.python-function", "high", "Input stage runs Python", fix=fix),
+    ]
+    record = Record(command="run", facts=Facts(), findings=findings)
+    text = RENDERERS["terminal"]().render(record)
+    assert text.count("ds = ds.prefetch(2)") == 1
+    assert "fix: the same as finding 1's above" in text

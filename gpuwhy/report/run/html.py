@@ -193,7 +193,10 @@ class _Page(Figures):
         sections = {
             "picture": picture,
             "workers": _workers_view(facts.workers),
-            "findings": [finding_view(n, f) for n, f in enumerate(findings, 1)],
+            "findings": [
+                finding_view(n, f, of="step" if facts.steps is not None else "run")
+                for n, f in enumerate(findings, 1)
+            ],
             "run": run_view(facts),
             "timeline": self.timeline_view(facts, findings),
             "pipelines": self.tfdata_view(facts.tfdata)

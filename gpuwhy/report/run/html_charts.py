@@ -248,7 +248,17 @@ def projection(p: ProjectionFacts) -> Figure:
         if per_batch:
             hover = f"{name}: %{{x:,.3f}} ms per batch<extra></extra>"
             data.append(_bar(name, per_batch, label(name), "#e45756", hover))
-    layout = {"barmode": "stack", "xaxis": {"title": {"text": "milliseconds per step / per batch"}}}
+    rows = len({trace["y"][0] for trace in data})
+    layout = {
+        "barmode": "stack",
+        "xaxis": {"title": {"text": "milliseconds per step / per batch"}},
+        "yaxis": {"automargin": True},
+        # a row per bar and the legend under the plot: beside it, eight entries took
+        # the plot's height and left its bars a strip 25 px tall
+        "height": 150 + 45 * rows,
+        "margin": {"t": 10, "b": 10},
+        "legend": {"orientation": "h", "y": -0.35, "yanchor": "top"},
+    }
     return figure(data, layout)
 
 

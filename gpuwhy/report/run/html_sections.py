@@ -49,10 +49,11 @@ from gpuwhy.report.run.summary import (
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
-def finding_view(number: int, f: Finding) -> dict[str, Any]:
-    """A finding as a card: what, where, how much of the step it costs, the fix, the
-    evidence in sentences with units (and its tables, their columns in words); the
-    evidence as recorded, under its machine keys, goes in a collapsed block."""
+def finding_view(number: int, f: Finding, of: str = "step") -> dict[str, Any]:
+    """A finding as a card: what, where, how much of the step (``of``: of the run, for
+    a record without steps) it costs, the fix, the evidence in sentences with units
+    (and its tables, their columns in words); the evidence as recorded, under its
+    machine keys, goes in a collapsed block."""
     causes = finding_causes(f.evidence)
     shown = {k: v for k, v in f.evidence.items() if not (k == "causes" and causes)}
     return {
@@ -61,7 +62,7 @@ def finding_view(number: int, f: Finding) -> dict[str, Any]:
         "severity": f.severity,
         "title": f.title,
         "location": f.location,
-        "cost": step_cost(f.gain_value),
+        "cost": step_cost(f.gain_value, of),
         "causes": causes or [],
         "sentences": [
             s
@@ -81,13 +82,14 @@ def finding_view(number: int, f: Finding) -> dict[str, Any]:
     }
 
 
-def step_cost(gain: float | None) -> str | None:
+def step_cost(gain: float | None, of: str = "step") -> str | None:
     """How much of the step a finding costs, from the share its fix could win back
-    (``Finding.gain_value``, a fraction of step time); None where no rule sized it."""
+    (``Finding.gain_value``, a fraction of step time; of the run's time in a recording
+    without steps, ``of="run"``); None where no rule sized it."""
     if gain is None or gain <= 0:
         return None
     share = f"{gain:.0%}" if gain >= 0.01 else "under 1%"
-    return f"up to {share} of the step"
+    return f"up to {share} of the {of}"
 
 
 def _evidence_table(key: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

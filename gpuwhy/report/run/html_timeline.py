@@ -622,8 +622,8 @@ def _trace_markers(fig: Rows, row: int, tracing: TracingFacts) -> None:
 
 
 def _finding_marks(fig: Rows, marks: Sequence[tuple[float, str]], row: int) -> None:
-    """A red dashed line across every row at each moment, and a mark at the top of the
-    step row that names it on hover."""
+    """A red dashed line across every row at each moment, and a mark just inside the top
+    of the step row that names it on hover."""
     top = fig.top(row)
     for at, text in marks:
         fig.shape(
@@ -647,7 +647,8 @@ def _finding_marks(fig: Rows, marks: Sequence[tuple[float, str]], row: int) -> N
                 "text": "▼",
                 "hovertext": label(text),
                 "showarrow": False,
-                "yanchor": "bottom",
+                # inside the row's top edge: above it, the marks sat on the row's legend
+                "yanchor": "top",
                 "font": {"size": 14, "color": MARK_COLOUR},
             }
         )

@@ -92,13 +92,17 @@ class TerminalRenderer(Renderer):
         in_trial = record.facts.fix_trial is not None
         if record.findings:
             console.print()
+            fixed_by: dict[str, int] = {}  # a fix printed in full, by the finding that has it
             for number, finding in enumerate(record.findings, 1):
                 brief = not self.verbose and (
                     finding.severity in BRIEF_SEVERITIES or number > DETAILED_FINDINGS
                 )
+                same = fixed_by.get(finding.fix) if finding.fix else None
                 console.print(
-                    self._finding(number, finding, brief, finding.id in tried_ids, in_trial)
+                    self._finding(number, finding, brief, finding.id in tried_ids, in_trial, same)
                 )
+                if finding.fix and not brief:
+                    fixed_by.setdefault(finding.fix, number)
             hidden = len(record.findings) - DETAILED_FINDINGS
             if not self.verbose and hidden > 0:
                 console.print(
@@ -183,9 +187,11 @@ class TerminalRenderer(Renderer):
         brief: bool = False,
         proven: bool = False,
         in_trial: bool = False,
+        fix_of: int | None = None,
     ) -> Group:
         """A finding: its head line, then (high and medium, or --verbose) its causes,
-        evidence, fix and gain. The default view keeps each finding short enough that a
+        evidence, fix (or, ``fix_of``, the number of the finding above that printed the
+        same fix) and gain. The default view keeps each finding short enough that a
         program with many findings still reads on one screen: low and info findings, and
         those after the first ``DETAILED_FINDINGS``, are their head line alone, and evidence is cut after ``EVIDENCE_LINES`` lines (a
         table keeps ``MIN_TABLE_ROWS`` rows at least), each cut saying what --verbose
@@ -238,7 +244,9 @@ class TerminalRenderer(Renderer):
             parts.append(Text(f"   {key}: {_short(value)}", style="dim"))
             if budget is not None:
                 budget -= 1
-        if f.fix:
+        if f.fix and fix_of is not None:  # one cause, two findings: its fix said once
+            parts.append(Text(f"   fix: the same as finding {fix_of}'s above", style="bold"))
+        elif f.fix:
             parts.append(Text("   fix:", style="bold"))
             parts.extend(self._code(f.fix, indent=5))
             tried = tried_line(f.id, proven, in_trial)

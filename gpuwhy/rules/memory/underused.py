@@ -17,11 +17,13 @@ INPUT_BOUND = 0.05  # input.bound's medium threshold: a bigger batch would wait 
 HEADROOM = 0.8  # of the device's memory a larger batch may grow into
 
 FIX = """\
+# up to {fits}x the batch fits in the GPU's memory: {factor}x first
 model.compile(optimizer=keras.optimizers.Adam(learning_rate * {factor}),  # scale it with the batch
               loss=loss, steps_per_execution=16)
 model.fit(x_train, y_train, batch_size=batch_size * {factor}, epochs=epochs)"""
 OTHER_FIX = """\
-# A batch up to {factor}x larger fits: raise it (and scale the learning rate with it).
+# A batch up to {fits}x larger fits: raise it, {factor}x first (and scale the learning
+# rate with it)
 # PyTorch: DataLoader(dataset, batch_size=batch_size * {factor}, ...)
 # JAX / Flax: the batch axis of what each jitted step is fed"""
 
@@ -106,7 +108,9 @@ class MemoryUnderused(Rule):
                         "samples": block.samples,
                         "batch_could_grow_up_to": f"{factor}x",
                     },
-                    fix=(FIX if _tensorflow(facts) else OTHER_FIX).format(factor=min(factor, 8)),
+                    fix=(FIX if _tensorflow(facts) else OTHER_FIX).format(
+                        factor=min(factor, 8), fits=factor
+                    ),
                     gain_value=round(1.0 - busy, 3),
                     estimated_gain=f"up to {factor}x the batch fits; fixed per-step costs "
                     f"spread over more samples",

@@ -175,7 +175,7 @@ def test_the_merge_verdict_names_the_straggler_or_says_why_none_can_be_told_apar
         worker_run("worker-2", 0.150, 0.051),
     )
     assert text == (
-        f"3 worker record(s) merged: worker-2 is the straggler ({found[0].evidence['score']}x"
+        f"3 worker records merged: worker-2 is the straggler ({found[0].evidence['score']}x"
         " the others' own work per step, in its input)"
     )
     busy = dict(hostname="node-a", host_cores=2, host_cpu_busy=0.97)

@@ -258,6 +258,8 @@ def test_underused_when_empty_and_idle_and_not_waiting_for_input():
     (finding,) = check(MemoryUnderused, facts)
     assert finding.evidence["batch_could_grow_up_to"] == "16x"
     assert "batch_size * 8" in finding.fix
+    # what fits and what to try first, said together: never "8x fits" beside "16x"
+    assert "up to 16x the batch fits in the GPU's memory: 8x first" in finding.fix
     waiting = replace(facts, steps=steps(input_wait_fraction=0.3))
     assert check(MemoryUnderused, waiting) == []
     busy = replace(facts, gpu_samples=samples(series(0.9), tf_peak={"GPU:0": 4 * GiB}))
@@ -270,6 +272,7 @@ def test_underused_when_empty_and_idle_and_not_waiting_for_input():
     )
     (finding,) = check(MemoryUnderused, torch)
     assert "DataLoader" in finding.fix and "model.fit" not in finding.fix
+    assert "# A batch up to 64x larger fits: raise it, 8x first" in finding.fix
 
 
 # -- distribute.idle-gpus ---------------------------------------------------------
