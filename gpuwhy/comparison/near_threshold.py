@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuwhy.comparison.model import FindingChange
-from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.record import Record
 from gpuwhy.rules import RULES_BY_ID, run_rule, thresholds
 
@@ -65,13 +64,9 @@ def reached_near(
     for record in records:
         found = [f for f in run_rule(rule, record.facts, options) if f.id == rule_id]
         same = [f for f in found if f.location == location] or found
-        if any(_as_severe(f, severity) for f in same):
+        if any(thresholds.as_severe(f, severity) for f in same):
             held += 1
     return 2 * held > len(records)
-
-
-def _as_severe(finding: Finding, severity: str) -> bool:
-    return SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[severity]
 
 
 def _appeared(change: FindingChange) -> bool:

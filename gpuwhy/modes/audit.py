@@ -19,6 +19,7 @@ from gpuwhy.facts import Facts
 from gpuwhy.projection.step import NothingToProject, projection_facts
 from gpuwhy.record import Record
 from gpuwhy.tfapi.graph_ops import relative
+from gpuwhy.tfapi.training import traced_before
 
 __all__ = ["AuditError", "audit", "audit_path", "targets_for"]
 
@@ -100,7 +101,7 @@ def targets_for(obj: Any, args: tuple, kwargs: dict) -> list[AuditTarget]:
         if args or kwargs:
             concrete = obj.get_concrete_function(*args, **kwargs)
             return [AuditTarget(name, concrete, location, call_args if not kwargs else None)]
-        traced = obj._list_all_concrete_functions()
+        traced = traced_before(obj)
         if not traced:
             raise AuditError(
                 f"tf.function {name!r} has not been traced yet: pass example arguments, "
@@ -368,7 +369,7 @@ def _saved_model_targets(path: Path) -> list[AuditTarget]:
                 continue
             value: Any = getattr(loaded, attribute, None)  # whatever TF restored
             if _is_tf_function(value) or hasattr(value, "_list_all_concrete_functions"):
-                for concrete in value._list_all_concrete_functions():
+                for concrete in traced_before(value):
                     targets.append(AuditTarget(f"{attribute}", concrete))
     if not targets:
         raise AuditError(f"{path}: the SavedModel has no signatures or traced functions to audit")

@@ -55,14 +55,15 @@ def marked_near(
 
 
 def _holds(finding: Finding, held: list[Finding]) -> bool:
-    return any(_same(finding, h) and _as_severe(h, finding.severity) for h in held)
+    return any(_same(finding, h) and as_severe(h, finding.severity) for h in held)
 
 
 def _same(a: Finding, b: Finding) -> bool:
     return a.id == b.id and a.location == b.location
 
 
-def _as_severe(finding: Finding, severity: str) -> bool:
+def as_severe(finding: Finding, severity: str) -> bool:
+    """``finding`` is at ``severity`` or worse."""
     return SEVERITY_RANK[finding.severity] <= SEVERITY_RANK[severity]
 
 
