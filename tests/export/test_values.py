@@ -213,7 +213,10 @@ def test_an_update_slowed_by_a_busy_machine_does_not_put_the_next_far_away():
     assert 0.05 / MAX_SHARE >= 2.0  # counted by wall time, one wait would pause 2 s or more
     control, waiting = updates(0.0), updates(0.05)
     assert control >= 2
-    assert waiting >= max(2, control // 2), (control, waiting)
+    # counted by wall time, the first wait would leave one update in the two seconds;
+    # against the control only loosely, as the two runs are not side by side in time (the
+    # full suite in CI: 14 against 5)
+    assert waiting >= min(3, control), (control, waiting)
 
 
 def test_each_loops_steps_are_published_once():

@@ -241,8 +241,13 @@ def test_run_eagerly_left_in_compile_is_set_back_and_proven(tmp_path):
 
 
 def test_a_cheap_parse_map_is_batched_first_and_parses_whole_batches(tmp_path):
+    """Of the two fixes for the sequential map, batching first wins (here 6.7x against
+    1.6x). input.no-cache's fix (parallel and cached) changes the same line and held too
+    (3.9x): which of the two the patch keeps goes by their intervals' low ends, which at
+    two runs a side a loaded machine can swap (CI: 5.2x lost to it), and that choice has
+    its own tests (tests/trial/test_together.py); so only this finding is tried."""
     program = PROGRAMS / "tfrecord_parse.py"
-    record, patch, _ = fix(tmp_path, program)
+    record, patch, _ = fix(tmp_path, program, "--finding", "input.sequential-map")
     (first,) = [t for t in record["fixes_tried"] if t["fix"].startswith("batch before map(parse)")]
     assert first["ran"] and first["same_results"] is True, first
     assert first["held"] and first["speedup"] >= 1.5 and first["in_patch"], first
