@@ -4,7 +4,10 @@ HTML report, the verdict line and the findings' titles all say "91.7 ms", "1.5 G
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwhy.facts import StepFacts
 
 KiB = 1024
 MiB = 1024**2
@@ -75,3 +78,20 @@ def run_time(seconds: float | None) -> str:
 def milliseconds(seconds: float | None, places: int) -> float | None:
     """``seconds`` as milliseconds rounded to ``places``, for evidence (None stays)."""
     return None if seconds is None else round(seconds * 1000, places)
+
+
+def wait_in_time(steps: StepFacts) -> str:
+    """The input share's time, as the input finding and the step's picture say it: a
+    mean wait of the mean step (the share is of their totals), then the median wait
+    (" (a mean 65.3 ms of a 88.0 ms step; median 70.1 ms, by next() timing)")."""
+    parts = []
+    mean = steps.mean_s
+    if mean is not None and steps.input_wait_fraction is not None:
+        wait = steps.input_wait_fraction * mean
+        parts.append(
+            f"a mean {duration(wait, microseconds=True)} of a {duration(mean, microseconds=True)} step"
+        )
+    if steps.input_wait_median_s is not None:
+        parts.append(f"median {duration(steps.input_wait_median_s, microseconds=True)}")
+    how = f", by {steps.input_wait_source}" if steps.input_wait_source else ""
+    return f" ({'; '.join(parts)}{how})" if parts else (f" ({how[2:]})" if how else "")

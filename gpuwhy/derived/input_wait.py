@@ -247,8 +247,7 @@ def read_steps_wait(facts: Facts, medium_at: float) -> StepsWait | None:
     if steps is None or wait is None:
         return None
     pipeline = steps_pipeline(facts.tfdata, steps)
-    measured = steps.count - steps.warmup
-    mean_step = steps.total_s / measured if measured > 0 and steps.total_s > 0 else None
+    mean_step = steps.mean_s
     burst = bursts(steps)
     filling = cache_filling(steps, pipeline, medium_at) if pipeline is not None else None
     overhead = None

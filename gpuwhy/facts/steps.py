@@ -93,6 +93,14 @@ class StepFacts:
     timeline: StepTimeline | None = None
     all_kept: bool = True  # whether ``starts`` holds every step (else the first ones)
 
+    @property
+    def mean_s(self) -> float | None:
+        """The mean step after warm-up: the step the input share is of (``total_s`` is
+        its denominator), so the wait said in time is ``input_wait_fraction`` of it.
+        One definition: the finding, the step's picture and the tables say the same."""
+        counted = self.count - self.warmup
+        return self.total_s / counted if counted > 0 and self.total_s > 0 else None
+
 
 @dataclass(frozen=True)
 class EagerOpSite:

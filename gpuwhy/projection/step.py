@@ -131,8 +131,7 @@ def measured_batch_seconds(
     typical = steps.input_wait_median_s
     if steps.median_s and typical is not None and typical < min_wait * steps.median_s:
         return None
-    counted = steps.count - steps.warmup
-    return steps.total_s / counted if counted > 0 and steps.total_s > 0 else None
+    return steps.mean_s
 
 
 def _share(batch_s: float, step_s: float) -> float:

@@ -23,6 +23,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.modes.capture import diagnose_capture
 from gpuwhy.record import Record
+from gpuwhy.report.run.step_bars import run_bars
 from gpuwhy.report.run.step_split import BAR_WIDTH, LOOKS, bar_cells, split_line, step_split
 from gpuwhy.report.run.terminal import TerminalRenderer
 
@@ -86,7 +87,7 @@ def loop_facts(count: int = 300, eager_ops: float | None = None) -> Facts:
 
 def test_the_median_step_splits_into_its_measured_parts():
     split = step_split(loop_facts())
-    assert split is not None and split.median_s == STEP
+    assert split is not None and split.step_s == STEP
     shares = {p.part: p.share for p in split.parts}
     assert shares == pytest.approx({"traced_step": 0.5, "input": 0.4, "python": 0.1})
     assert [p.part for p in split.parts] == ["traced_step", "input", "python"]  # largest first
@@ -214,7 +215,7 @@ def capture(busy_share: float, idle: dict[str, float], gpu: bool = True) -> Fact
 
 def test_a_captures_step_splits_into_the_gpus_kernels_and_the_hosts_activities():
     split = step_split(capture(0.25, {"input": 0.1, "dispatch": 0.04, "python": 0.01}))
-    assert split is not None and split.median_s == pytest.approx(0.02)
+    assert split is not None and split.step_s == pytest.approx(0.02)
     shares = {p.part: p.share for p in split.parts}
     assert shares == pytest.approx({"input": 0.5, "gpu": 0.25, "dispatch": 0.2, "python": 0.05})
     labels = {p.part: p.label for p in split.parts}
@@ -247,7 +248,7 @@ def test_a_few_long_steps_make_the_bar_split_the_mean_step_that_holds_them():
     longer = replace(steps, timeline=replace(steps.timeline, windows=doubled))
     split = step_split(replace(facts, steps=longer))
     assert split is not None and split.statistic == "mean"
-    assert split.median_s == pytest.approx(2 * STEP)
+    assert split.step_s == pytest.approx(2 * STEP)
     assert split_line(split).plain.startswith("Step (mean 20.0 ms)  ")
     plain = step_split(facts)
     assert plain is not None and plain.statistic == "median"
@@ -260,3 +261,32 @@ def test_the_bar_is_labelled_with_the_median_the_verdict_states():
     said = replace(facts, steps=replace(facts.steps, median_s=0.0103))
     split = step_split(said)
     assert split is not None and split.label == "median 10.3 ms"
+
+
+def test_a_run_with_its_steps_totals_splits_its_mean_step_as_the_input_finding_says_it():
+    """The input share is of the steps' totals: split over the mean step, the wait drawn
+    is the one input.bound states ("a mean 6.0 ms of a 12.0 ms step"), where the median
+    step split in the same share would draw a wait no one measured; the median is said
+    beside it, and the steps' table says the wait the same way."""
+    from dataclasses import replace
+
+    from gpuwhy.formatting import wait_in_time
+    from gpuwhy.rules import run_rules
+
+    facts = loop_facts()
+    steps = replace(
+        facts.steps, total_s=0.012 * 300, input_wait_fraction=0.5, input_wait_median_s=0.0045
+    )
+    facts = replace(facts, steps=steps)
+    split = step_split(facts)
+    assert split is not None and split.statistic == "mean"
+    assert split.label == "mean 12.0 ms, median 10.0 ms"
+    drawn = {p.part: p.seconds for p in split.parts}
+    assert drawn["input"] == pytest.approx(0.006)
+    findings, _ = run_rules(facts)
+    (bound,) = [f for f in findings if f.id == "input.bound"]
+    assert "(a mean 6.0 ms of a 12.0 ms step)" in bound.title
+    said = wait_in_time(steps)
+    assert said == " (a mean 6.0 ms of a 12.0 ms step; median 4.5 ms, by next() timing)"
+    (bar,) = run_bars(facts)
+    assert bar.total == "mean step 12.0 ms (median 10.0 ms)"

@@ -34,10 +34,9 @@ def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -
     if steps.source != "keras-fit" or not steps.median_s:
         return steps
     pipeline = fit_pipeline(tfdata)
-    counted = steps.count - steps.warmup
-    if pipeline is None or pipeline.gap_mean_s is None or counted <= 0 or not steps.total_s:
+    mean_step = steps.mean_s
+    if pipeline is None or pipeline.gap_mean_s is None or mean_step is None:
         return steps
-    mean_step = steps.total_s / counted
     gap_mean, gap_median = _fit_gaps(tfdata)
     wait_share = max(0.0, mean_step - gap_mean) / mean_step
     typical = max(0.0, steps.median_s - gap_median)

@@ -63,7 +63,7 @@ from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.collect.time_windows import TimeWindows, width_for
 from gpuwhy.facts import Facts, StepFacts, StepLoop, StepSpan, StepTimeline
-from gpuwhy.formatting import duration
+from gpuwhy.formatting import duration, wait_in_time
 from gpuwhy.tfapi import distribute, keras_hooks
 from gpuwhy.tfapi.tfdata import iterators as data_iterator
 
@@ -841,11 +841,8 @@ def steps_line(steps: StepFacts) -> str:
     if steps.steps_per_call > 1:
         text += f"; {steps.steps_per_call} steps per call"
     if steps.input_wait_fraction is not None:
-        text += (
-            f"; waiting for input {steps.input_wait_fraction:.0%} of step time "
-            f"(median {duration(steps.input_wait_median_s)} per step"
-            + (f", by {steps.input_wait_source}" if steps.input_wait_source else "")
-            + ")"
+        text += f"; waiting for input {steps.input_wait_fraction:.0%} of step time" + wait_in_time(
+            steps
         )
     else:
         text += "; input wait not measured for this kind of loop"

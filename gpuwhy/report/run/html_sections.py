@@ -25,7 +25,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.tried import tried_line
-from gpuwhy.formatting import GiB, MiB, byte_size, duration
+from gpuwhy.formatting import GiB, MiB, byte_size, duration, wait_in_time
 from gpuwhy.report.downsample import stats, window_stats
 from gpuwhy.report.run.evidence_text import (
     cell,
@@ -162,8 +162,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
         rows.append(
             (
                 "Waiting for input",
-                f"{steps.input_wait_fraction:.1%} of step time, median "
-                f"{duration(steps.input_wait_median_s, microseconds=True)} per step",
+                f"{steps.input_wait_fraction:.1%} of step time" + wait_in_time(steps),
             )
         )
     else:

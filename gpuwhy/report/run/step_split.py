@@ -1,4 +1,4 @@
-"""The median training step split into the parts gpuwhy measured, drawn as one line of
+"""The training step split into the parts gpuwhy measured, drawn as one line of
 proportional bars right under the verdict: where a step's time goes is the first thing a
 reader needs to judge the findings that follow.
 
@@ -7,10 +7,13 @@ tracing, inside the traced step, eager ops, the Python between the calls), read 
 rather than computed again, so that the run report and the diff can never disagree about
 what a step is made of; a profiler capture's steps split into the GPU's kernels and
 what the host did while the GPU idled (the capture reader's attribution). Each part's share is its time over the training windows' step
-time (the input share as the verdict states it); the median step is split in those
-shares, or the mean step where a few long steps (those that traced, an epoch's end) put
-it well above the median: the shares hold their time, which no median step has. A part the record did not measure is left out, and what the measured parts do
-not cover is "the rest", never guessed.
+time (the input share as the verdict states it). The step split is the mean step, the one
+those shares are of: its parts are then the times measured (its wait the input finding's
+"a mean 65.3 ms of a 88.0 ms step"), where the median step split in the same shares would
+give times no one measured; the median is said beside it. A record without the steps'
+totals splits the median, or the windows' mean where a few long steps (those that
+traced, an epoch's end) put it well above the median. A part the record did not measure
+is left out, and what the measured parts do not cover is "the rest", never guessed.
 """
 
 from __future__ import annotations
@@ -52,18 +55,24 @@ class StepPart:
     part: str  # a name of comparison.comparable_units.PARTS, or "rest"
     label: str
     share: float  # of the step
-    seconds: float  # of the median step
+    seconds: float  # of the step split
 
 
 @dataclass(frozen=True)
 class StepSplit:
-    median_s: float  # the step the parts split: the median, or the mean (``statistic``)
+    step_s: float  # the step the parts split: the mean, or the median (``statistic``)
     parts: tuple[StepPart, ...]
     statistic: str = "median"
+    median_s: float | None = None  # said beside a mean step
 
     @property
     def label(self) -> str:
-        return f"{self.statistic} {duration(self.median_s)}"
+        """``mean 88.0 ms, median 84.5 ms``: the step split, and the median the verdict
+        states where the split is the mean's."""
+        text = f"{self.statistic} {duration(self.step_s)}"
+        if self.median_s is not None and self.statistic != "median":
+            text += f", median {duration(self.median_s)}"
+        return text
 
 
 def step_split(facts: Facts) -> StepSplit | None:
@@ -91,6 +100,10 @@ def _run_split(facts: Facts) -> StepSplit | None:
     else:
         shares["rest"] = 1 - covered
     shares = _with_the_verdicts_wait(shares, facts)
+    said = facts.steps.median_s if facts.steps is not None else None
+    mean = facts.steps.mean_s if facts.steps is not None else None
+    if mean is not None:  # the shares' own step: each part's time is the one measured
+        return _split(mean, shares, "mean", said)
     steps = sum(u[0] for u in units.part_units)
     mean_s = step_s / steps if steps else units.median_s
     if mean_s > MEAN_APART * units.median_s:
@@ -98,7 +111,6 @@ def _run_split(facts: Facts) -> StepSplit | None:
         # the shares are of the mean step, which holds them; the median holds none
         return _split(mean_s, shares, "mean")
     # the median the verdict states (the steps' own, over all of them), where there is one
-    said = facts.steps.median_s if facts.steps is not None else None
     return _split(said or units.median_s, shares)
 
 
@@ -124,14 +136,19 @@ def _capture_split(facts: Facts) -> StepSplit | None:
     return _split(median, shares)
 
 
-def _split(median_s: float, shares: dict[str, float], statistic: str = "median") -> StepSplit:
+def _split(
+    step_s: float,
+    shares: dict[str, float],
+    statistic: str = "median",
+    median_s: float | None = None,
+) -> StepSplit:
     parts = [
-        StepPart(part, LOOKS[part][0], share, share * median_s)
+        StepPart(part, LOOKS[part][0], share, share * step_s)
         for part, share in shares.items()
         if share >= MIN_SHARE
     ]
     parts.sort(key=lambda p: -p.share)
-    return StepSplit(median_s, tuple(parts), statistic)
+    return StepSplit(step_s, tuple(parts), statistic, median_s)
 
 
 def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str, float]:

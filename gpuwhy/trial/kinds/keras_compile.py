@@ -83,11 +83,10 @@ def _pipeline_made_the_wait(facts: Facts) -> str | None:
     if steps.source != "keras-fit":
         return None  # no fit: the compile kind says so in its own words
     pipeline = steps_pipeline(facts.tfdata, steps)
-    measured = steps.count - steps.warmup
     made = production_bound_s(pipeline) if pipeline is not None else None
-    if made is None or measured <= 0 or steps.total_s <= 0:
+    if made is None or steps.mean_s is None:
         return None
-    wait = steps.input_wait_fraction * steps.total_s / measured
+    wait = steps.input_wait_fraction * steps.mean_s
     if made < PIPELINE_SHARE_OF_WAIT * wait:
         return None
     return (
