@@ -156,6 +156,20 @@ def test_workers_share_one_time_axis_and_a_wait_not_measured_is_not_drawn():
     assert [s.part for s in bars[2].segments] == ["rest"]  # its wait was not measured
 
 
+def test_a_workers_bar_says_the_figures_of_the_workers_table():
+    """A worker's mean step and mean wait (the table's "34% (51.0 ms)"), its median
+    step in the caption: the bar never shows a share the table beside it does not."""
+    from gpuwhy.report.run.workers import worker_rows
+
+    w = worker_run("worker-1", 0.150, 0.051, median_s=0.120, input_wait_median_s=0.080)
+    (bar,) = worker_bars(WorkersFacts(directory="runs", workers=(w,)))
+    assert bar.total == "mean step 150.0 ms (median 120.0 ms)"
+    wait = next(s for s in bar.segments if s.part == "input")
+    assert wait.share == pytest.approx(0.34) and wait.seconds == pytest.approx(0.051)
+    (row,) = worker_rows(WorkersFacts(directory="runs", workers=(w,)))
+    assert "34% (51.0 ms)" in row
+
+
 def comparison(before=0.100, after=0.060) -> Comparison:
     side = RunSide(path="x.json", command="run", created="", verdict="")
     return Comparison(

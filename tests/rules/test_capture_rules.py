@@ -105,7 +105,7 @@ def test_a_capture_whose_gpu_waits_for_input_names_the_programs_own_frame():
     (finding,) = run(InputBound, facts)
     assert finding.severity == "high"
     assert finding.location == "train.py:14"
-    assert "slow (train.py:14)" in finding.title
+    assert "the wait is inside slow() at train.py:14" in finding.title
     assert finding.evidence["input_wait_fraction"] == pytest.approx(0.9 * 0.75, abs=1e-3)
     assert "`slow` (train.py:14)" in finding.fix and "PyDataset" in finding.fix
     ast.parse(finding.fix)  # pastes as Python

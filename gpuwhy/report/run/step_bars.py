@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuwhy.derived.gpu_busy import program_busy
-from gpuwhy.facts import Facts, ProjectionFacts, WorkersFacts
+from gpuwhy.facts import Facts, ProjectionFacts, WorkerRun, WorkersFacts
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
 from gpuwhy.report.run.step_split import step_split
@@ -127,15 +127,25 @@ def recording_bars(facts: Facts) -> list[Bar]:
 
 
 def worker_bars(workers: WorkersFacts) -> list[Bar]:
-    """One bar per worker that measured its steps, on one time axis (the longest median
-    step fills the width): the input wait where measured, the rest of the step unsplit."""
-    timed = [w for w in workers.workers if w.step_median_s]
-    longest = max((w.step_median_s or 0.0 for w in timed), default=0.0)
+    """One bar per worker that measured its steps, on one time axis (the longest step
+    fills the width): the input wait where measured, the rest of the step unsplit. Each
+    bar splits the worker's mean step by its mean wait, the figures of the workers'
+    table beside it ("34% (51.0 ms)"), its median said in the caption; a worker whose
+    record has no mean step splits its median step by its median wait."""
+    timed = [w for w in workers.workers if w.step_mean_s or w.step_median_s]
     bars = []
+    drawn: list[tuple[WorkerRun, str, float, float | None]] = []
     for w in timed:
-        step = w.step_median_s or 0.0
-        # its median wait beside its median step where timed step by step, else the mean
-        wait = w.input_wait_median_s if w.input_wait_median_s is not None else w.input_wait_s
+        if w.step_mean_s:
+            caption = f"mean step {duration(w.step_mean_s)}" + (
+                f" (median {duration(w.step_median_s)})" if w.step_median_s else ""
+            )
+            drawn.append((w, caption, w.step_mean_s, w.input_wait_s))
+        else:
+            step = w.step_median_s or 0.0
+            drawn.append((w, f"median step {duration(step)}", step, w.input_wait_median_s))
+    longest = max((step for _, _, step, _ in drawn), default=0.0)
+    for w, caption, step, wait in drawn:
         parts: list[tuple[str, str, float, float | None]] = []
         if wait is not None:
             wait = min(max(wait, 0.0), step)
@@ -145,7 +155,7 @@ def worker_bars(workers: WorkersFacts) -> list[Bar]:
         bars.append(
             Bar(
                 f"{w.name} (measured)",
-                f"median step {duration(step)}",
+                caption,
                 segments(parts),
                 length=step / longest if longest else 1.0,
             )

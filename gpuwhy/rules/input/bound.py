@@ -166,7 +166,11 @@ class InputBound(Rule):
             f"{duration(step)})"
         )
         if frame is not None:
-            title += f"; the wait is in {frame.function} ({where})"
+            title += (
+                f"; the wait is at {where}, in the script's top level"
+                if frame.function == "<module>"
+                else f"; the wait is inside {frame.function}() at {where}"
+            )
         evidence: dict[str, Any] = {
             "input_wait_fraction": round(share, 3),
             "step_median_ms": milliseconds(step, 2),
@@ -176,7 +180,7 @@ class InputBound(Rule):
         if capture.busy_share is not None:
             evidence["gpu_busy_fraction"] = round(capture.busy_share, 3)
         if waited is not None and waited.top:
-            evidence["host_events_in_the_wait"] = ", ".join(waited.top)
+            evidence["host_events_in_the_wait"] = ", ".join(map(_host_event, waited.top))
         if capture.input_stages:
             evidence["tf_data_stages_in_the_wait"] = ", ".join(capture.input_stages)
         if frame is not None:
@@ -602,3 +606,13 @@ def _fewer_calls(eager: EagerFacts | None) -> list[str]:
         "# keep the loop over the dataset in Python: a tf.function around the whole loop",
         "# ran 3x-14x slower than one around the step on TF's custom-training walkthrough",
     ]
+
+
+def _host_event(name: str) -> str:
+    """A host event of the capture as a reader knows it: TF's Python tracer writes a
+    call as ``$module function`` (``$builtins next``, ``$data_adapter_utils.py:246
+    get_jax_iterator``), said as ``next (builtins)``; TF's own events as they are."""
+    if not name.startswith("$"):
+        return name
+    where, _, function = name[1:].partition(" ")
+    return f"{function} ({where})" if function else where
