@@ -3,11 +3,10 @@ the verdict first, the findings, and the capture's block with its measured rows.
 
 from __future__ import annotations
 
-import html as html_lib
 from pathlib import Path
 
 from gpuwhy.modes.capture import diagnose_capture
-from tests.report.test_html import section, write_html
+from tests.report.test_html import page_text, section, write_html
 
 H100 = Path(__file__).parents[1] / "data" / "xplane" / "h100_slow_input"
 
@@ -17,7 +16,7 @@ def test_the_h100_captures_page_opens_offline_with_its_verdict_and_capture_block
 ):
     record = diagnose_capture(H100)
     path = write_html(record, tmp_path / "capture.html")
-    run = html_lib.unescape(section(path.read_text(), "run"))
+    run = page_text(section(path.read_text(), "run"))
     assert "Capture (every figure measured by the profiler)" in run
     assert "20 from the GPU's repeating work (jit_train_step)" in run
     assert "slow (xplane_capture.py:14)" in run

@@ -34,6 +34,12 @@ def write_html(record: Record, path: Path) -> Path:
     return path
 
 
+def page_text(html: str) -> str:
+    """A page's (or a section's) text as read: its tags out (a location is a link or a
+    span within the text), its entities unescaped."""
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", html))
+
+
 def figures(text: str) -> dict[str, dict]:
     return {name: json.loads(data) for name, data in FIGURE.findall(text)}
 
@@ -117,7 +123,7 @@ def test_verdict_first_then_findings_ranked_each_with_location_and_fix():
     findings = section(text, "findings")
     for f in ranked:
         if f.location:
-            assert f"<code>{html_lib.escape(f.location)}</code>" in findings
+            assert f"at {f.location}" in page_text(findings)
         if f.fix:  # the fix's text survives highlighting: tags removed, it reads the same
             assert f.fix.rstrip() in html_lib.unescape(re.sub(r"<[^>]+>", "", findings))
     assert findings.count('class="copy"') == sum(1 for f in ranked if f.fix)
@@ -616,7 +622,7 @@ def test_a_card_says_where_what_it_costs_and_the_evidence_in_units():
     card = section(text, "findings").split(f'id="finding-{number}">')[1].split("</article>")[0]
     shown, raw = card.split('<details class="raw-evidence">')
     assert f"costs up to {first.gain_value:.0%} of the step" in shown
-    assert f"<code>{html_lib.escape(first.location)}</code>" in shown
+    assert f"at {first.location}" in page_text(shown)
     shown_text = html_lib.unescape(re.sub(r"<[^>]+>", " ", shown))
     for key in first.evidence:
         if "_" in key:

@@ -10,6 +10,7 @@ from gpuwhy.report.run.json_ import JsonRenderer
 from gpuwhy.schema import validation_errors
 from tests import builders as b
 from tests.report import builders as rb
+from tests.report.test_html import page_text
 
 EMPTY = Record.diagnose("run", Facts())
 FULL = Record.diagnose(
@@ -340,7 +341,7 @@ def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
     )
     terminal = RENDERERS["terminal"]().render(record)
     assert any(line.startswith("Stalls") and row in line for line in terminal.splitlines())
-    assert row in html.unescape(RENDERERS["html"]().render(record))
+    assert row in page_text(RENDERERS["html"]().render(record))
     assert "Stalls" not in RENDERERS["terminal"]().render(rb.watched_run())
 
 
