@@ -17,6 +17,7 @@ from gpuwhy.formatting import byte_size, duration
 # words that read wrong in lower case
 PROPER = {
     "tf": "TF",
+    "tensorflow": "TensorFlow",
     "gpu": "GPU",
     "gpus": "GPUs",
     "cpu": "CPU",

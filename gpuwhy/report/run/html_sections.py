@@ -27,6 +27,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes.tried import tried_line
 from gpuwhy.formatting import GiB, MiB, byte_size, duration, wait_in_time
 from gpuwhy.report.downsample import stats, window_stats
+from gpuwhy.report.run.evidence_phrases import phrased
 from gpuwhy.report.run.evidence_text import (
     cell,
     column_title,
@@ -56,6 +57,7 @@ def finding_view(number: int, f: Finding, of: str = "step") -> dict[str, Any]:
     machine keys, goes in a collapsed block."""
     causes = finding_causes(f.evidence)
     shown = {k: v for k, v in f.evidence.items() if not (k == "causes" and causes)}
+    prose, said = phrased(shown)
     return {
         "number": number,
         "id": f.id,
@@ -64,10 +66,11 @@ def finding_view(number: int, f: Finding, of: str = "step") -> dict[str, Any]:
         "location": f.location,
         "cost": step_cost(f.gain_value, of),
         "causes": causes or [],
-        "sentences": [
+        "sentences": prose
+        + [
             s
             for k, v in shown.items()
-            if not is_table(v) and not is_log(k, v)
+            if k not in said and not is_table(v) and not is_log(k, v)
             if (s := sentence(k, v)) is not None
         ],
         "tables": [_evidence_table(k, v) for k, v in shown.items() if is_table(v)],
