@@ -322,3 +322,35 @@ def test_the_parts_figures_keep_number_and_unit_on_one_line(pair, open_report):
         ".map(td => td.textContent)"
     )
     assert broken == []
+
+
+def test_the_compared_table_breaks_no_date_and_a_path_only_after_a_slash(open_report, tmp_path):
+    """A narrow window squeezes the Compared table: its dates stay whole, a record's
+    long path breaks between its folders, never inside a name."""
+    pair = watched_pair()
+    deep = "/home/someone/experiments/resnet_baseline_2026/records/before_the_input_fix.json"
+    c = replace(
+        pair,
+        before=replace(pair.before, path=deep, created="2026-11-30T02:41:35+00:00"),
+        after=replace(pair.after, created="2026-11-30T03:04:42+00:00"),
+    )
+    path = tmp_path / "narrow.html"
+    path.write_text(render_comparison_html(c), encoding="utf-8")
+    page = open_report(path, width=560).page
+    lines = page.evaluate(
+        "() => [...document.querySelectorAll('#compared-table tbody tr')].map(tr => {"
+        " const td = tr.children[1]; const r = document.createRange();"
+        " const pieces = []; const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);"
+        " let node; while ((node = walk.nextNode())) { for (let i = 0; i < node.length; i++) {"
+        " r.setStart(node, i); r.setEnd(node, i + 1); pieces.push([Math.round(r.getBoundingClientRect().top), node.data[i]]); } }"
+        " const rows = {}; for (const [top, ch] of pieces) rows[top] = (rows[top] || '') + ch;"
+        " const created = tr.children[3]; const cr = document.createRange(); cr.selectNodeContents(created);"
+        " return {path: Object.values(rows), created: created.textContent,"
+        " createdLines: new Set([...cr.getClientRects()].map(x => Math.round(x.top))).size}; })"
+    )
+    before, after = lines
+    assert before["created"] == "2026-11-30 02:41:35 UTC" and before["createdLines"] == 1
+    assert after["created"] == "2026-11-30 03:04:42 UTC" and after["createdLines"] == 1
+    assert len(before["path"]) > 1, before  # it had to break: between folders only
+    assert "".join(before["path"]) == deep
+    assert all(piece.endswith("/") for piece in before["path"][:-1]), before["path"]

@@ -13,6 +13,7 @@ findings and environment that changed, and how each record was read.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from gpuwhy.comparison.model import AlignedWindow, Change, Comparison, FindingChange, RunSide
@@ -121,8 +122,25 @@ def _finding_view(f: FindingChange) -> dict[str, Any]:
     }
 
 
-def _side_row(name: str, side: RunSide) -> list[str]:
-    return [name, side.path, side.command, side.created, side_read(side), side.verdict]
+def _side_row(name: str, side: RunSide) -> list[Any]:
+    """A side of the Compared table: its record's path may break only after a ``/``, its
+    date is said whole ("2026-11-30 02:41:35 UTC"), never broken inside a name or a
+    date."""
+    from markupsafe import Markup, escape  # with jinja2: only the HTML pages need it
+
+    path = Markup(str(escape(side.path)).replace("/", "/<wbr>"))
+    return [name, path, side.command, _when(side.created), side_read(side), side.verdict]
+
+
+def _when(created: str) -> str:
+    """An ISO date as people read it, in UTC where it is (as records write it)."""
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return created
+    if when.utcoffset() == timedelta(0):
+        return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{when:%Y-%m-%d %H:%M:%S %z}" if when.tzinfo else f"{when:%Y-%m-%d %H:%M:%S}"
 
 
 def _timeline_notes(c: Comparison) -> list[str]:
