@@ -12,6 +12,8 @@ from gpuwhy.facts import (
     Facts,
     ProgramFacts,
     StepFacts,
+    StepSpan,
+    StepTimeline,
     TaskFacts,
     WorkerRun,
 )
@@ -40,7 +42,10 @@ def worker_record(
     findings: tuple[Finding, ...] = (),
     collective_s: float | None = None,
     inputs: tuple[DistributedInput, ...] = (),
+    timeline: bool = False,
 ) -> Record:
+    """``timeline``: its steps in 1 s windows too, as a watched run keeps them (a merge
+    draws each worker's; its tests that compare figures leave them out)."""
     kind, _, index = name.rpartition("-")
     counted = steps - 1
     facts = Facts(
@@ -63,6 +68,7 @@ def worker_record(
             input_wait_fraction=wait_s / step_s,
             input_wait_median_s=wait_s,
             input_wait_source="next() timing",
+            timeline=_windows(steps, step_s, wait_s) if timeline else None,
         ),
         distribute=DistributeFacts(
             strategy=strategy,
@@ -83,6 +89,19 @@ def worker_record(
         ),
     )
     return Record(command="run", facts=facts, findings=list(findings))
+
+
+def _windows(steps: int, step_s: float, wait_s: float) -> StepTimeline:
+    """``steps`` steps of ``step_s`` from 5 s into the run, in 1 s windows, the odd ones
+    a tenth slower (a timeline is not a flat line)."""
+    starts = [5.0 + i * step_s for i in range(steps)]
+    spans = []
+    for w in range(int(starts[0]), int(starts[-1]) + 1):
+        n = sum(1 for t in starts if w <= t < w + 1)
+        step = step_s * (1.1 if w % 2 else 1.0)
+        if n:
+            spans.append(StepSpan(float(w), n, step, step, step, n * step, n * wait_s))
+    return StepTimeline(width_s=1.0, windows=tuple(spans))
 
 
 def save(directory: Path, record: Record) -> Path:

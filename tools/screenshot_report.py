@@ -128,9 +128,10 @@ def first_screens(out: Path, work: Path) -> None:
     gpuwhy("run", "--json", runs[1], demo)
     workers = work / "workers"
     cluster = ("chief-0", "worker-0", "worker-1")
-    save(workers, worker_record("chief-0", 0.15, 0.001, cluster=cluster))
-    save(workers, worker_record("worker-0", 0.15, 0.002, cluster=cluster))
-    save(workers, worker_record("worker-1", 0.15, 0.051, cluster=cluster, findings=(INPUT_BOUND,)))
+    kept = dict(cluster=cluster, timeline=True)
+    save(workers, worker_record("chief-0", 0.15, 0.001, **kept))
+    save(workers, worker_record("worker-0", 0.15, 0.002, **kept))
+    save(workers, worker_record("worker-1", 0.15, 0.051, findings=(INPUT_BOUND,), **kept))
     gpuwhy("merge", workers, "--html", work / "merge.html")
     # from their folder: the page names the records as a user who ran them there
     gpuwhy("diff", runs[0].name, runs[1].name, "--html", work / "diff.html", cwd=work)

@@ -72,3 +72,10 @@ def test_a_record_without_steps_says_a_finding_costs_a_share_of_the_run(tmp_path
     record = Record(command="watch", facts=Facts(), findings=[idle])
     page = write_html(record, tmp_path / "watch.html").read_text(encoding="utf-8")
     assert "up to 50% of the run" in page and "of the step" not in page
+
+
+def test_a_captures_findings_cost_a_share_of_its_captured_step(tmp_path):
+    """A capture timed its steps (the picture draws one): a finding's cost is a share
+    of that step, as for a run."""
+    page = write_html(diagnose_capture(H100), tmp_path / "capture.html").read_text("utf-8")
+    assert "costs up to 96% of the step" in page and "of the run" not in page

@@ -58,6 +58,7 @@ from gpuwhy.report.run.html_sections import (
     step_rows,
     tracing_view,
 )
+from gpuwhy.report.run.html_step_series import captured_steps, worker_steps
 from gpuwhy.report.run.html_timeline import finding_marks, timeline
 from gpuwhy.report.run.step_bars import busy_caption, run_bars
 from gpuwhy.report.run.summary import projection_lines
@@ -194,7 +195,7 @@ class _Page(Figures):
             "picture": picture,
             "workers": _workers_view(facts.workers),
             "findings": [
-                finding_view(n, f, of="step" if facts.steps is not None else "run")
+                finding_view(n, f, of="step" if _has_steps(facts) else "run")
                 for n, f in enumerate(findings, 1)
             ],
             "run": run_view(facts),
@@ -243,12 +244,25 @@ class _Page(Figures):
     def timeline_view(
         self, facts: Facts, findings: Sequence[Finding] = ()
     ) -> dict[str, Any] | None:
+        if facts.workers is not None:
+            return self._series_view(
+                worker_steps(facts.workers),
+                "Each worker's median step per window of its run (the line) and its wait "
+                "for input per step there (dotted, where timed), each on its own clock.",
+            )
+        if facts.steps is None and facts.capture is not None:
+            return self._series_view(
+                captured_steps(facts.capture),
+                "Each captured step as a bar as long as the step: the GPU's kernels, then "
+                "its idle time, coloured by what the host did in most of it.",
+            )
         if facts.program is None and facts.steps is None and facts.gpu_samples is None:
             return None  # not a watched run: `check` and `audit` records
         steps, samples = facts.steps, facts.gpu_samples
         fig = timeline(steps, samples, facts.tracing, self.max_points, finding_marks(findings))
         return {
             "figure": self.figure(fig),
+            "note": None,
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,
             "no_steps": None
             if steps is not None or not ran_tensorflow(facts)
@@ -262,6 +276,21 @@ class _Page(Figures):
                 (device, f"{peak / MiB:,.0f} MiB")
                 for device, peak in (samples.tf_peak_memory_bytes.items() if samples else ())
             ],
+            "max_points": self.max_points,
+        }
+
+    def _series_view(self, fig: charts.Figure | None, note: str) -> dict[str, Any] | None:
+        """A capture's or a merge's timeline: its chart, said what it draws."""
+        if fig is None:
+            return None
+        return {
+            "figure": self.figure(fig),
+            "note": note,
+            "step_rows": None,
+            "no_steps": None,
+            "no_gpu": None,
+            "gpus": [],
+            "tf_peak": [],
             "max_points": self.max_points,
         }
 
@@ -504,6 +533,12 @@ def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:
         "rows": worker_rows(workers),
         "notes": [n for n in notes if n],
     }
+
+
+def _has_steps(facts: Facts) -> bool:
+    """The record timed steps (a run's, a capture's): a finding's cost is a share of
+    the step; else (a recording) of the run."""
+    return facts.steps is not None or bool(facts.capture is not None and facts.capture.steps)
 
 
 def _code_css() -> str:

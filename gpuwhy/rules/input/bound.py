@@ -484,7 +484,11 @@ def _capture_fix(capture: CaptureFacts, frame: PythonFrame | None) -> str:
     if capture.producer == "tensorflow" or capture.input_stages:
         keras = capture.step_name in KERAS_TRAIN_FUNCTIONS  # the steps are a fit's
         return "\n".join(_tf_data_fix(capture.input_stages, name, keras))
-    made = f"`{name}` ({frame.file}:{frame.line})" if name and frame else "the batches"
+    made = (
+        f"the batches `{name}` ({frame.file}:{frame.line}) makes"
+        if name and frame
+        else "the batches"
+    )
     return "\n".join(
         [
             f"# {made} are made one at a time on the training thread's critical path:",
