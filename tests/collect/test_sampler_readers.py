@@ -118,3 +118,26 @@ def test_a_saved_record_loads_and_merges_to_the_same_gpu_figures(pair, tmp_path)
         assert f"{samples.gpus[0].sample_count()} samples at 10 Hz" in " ".join(text.split())
         busy.append(read_worker(str(path)).run.gpu_busy)
     assert busy[0] is not None and close(busy[1], busy[0])
+
+
+def test_a_merge_reads_the_one_busy_figure_also_from_a_record_without_its_block(pair, tmp_path):
+    """gpuwhy merge says a worker's GPU busy as its own report does (derived/gpu_busy.py),
+    and an older record without the busy block gets the figure it would have kept, not
+    another definition (its utilization readings' mean)."""
+    import json
+
+    from gpuwhy.derived.gpu_busy import program_busy
+
+    raw, _ = pair
+    facts = Facts(program=ProgramFacts(command=("train",)), gpu_samples=raw)
+    record = Record.diagnose("watch", facts)
+    path = record.save(tmp_path / "worker-0.json")
+    (_, block), *_ = program_busy(record.facts)
+    assert block.reliable and block.share is not None
+    assert read_worker(str(path)).run.gpu_busy == pytest.approx(block.share)
+    data = json.loads(path.read_text())
+    for gpu in data["gpu_samples"]["gpus"]:
+        gpu.pop("busy")  # as a record from before the busy block
+    older = tmp_path / "worker-1.json"
+    older.write_text(json.dumps(data))
+    assert read_worker(str(older)).run.gpu_busy == pytest.approx(block.share)

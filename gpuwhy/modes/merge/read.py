@@ -15,8 +15,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.derived.gpu_busy import program_busy
 from gpuwhy.derived.step_windows import training_spans
-from gpuwhy.facts import StepFacts, StepSpan, WorkerInput, WorkerRun, from_dict
+from gpuwhy.facts import (
+    Facts,
+    GpuSamplesFacts,
+    StepFacts,
+    StepSpan,
+    WorkerInput,
+    WorkerRun,
+    from_dict,
+)
 from gpuwhy.json_input import MAX_DEPTH, TooDeep, loads
 
 # How a run ended (ProgramFacts.ended) -> the worker's state in the merge.
@@ -106,7 +115,7 @@ def _worker(data: Any, stem: str, file: str) -> WorkerRecord:
         strategy=_text(distribute.get("strategy")),
         collective_step_s=_number(distribute.get("collective_step_s")),
         collective_share=_number(distribute.get("collective_share")),
-        gpu_busy=_gpu_busy(_section(data, "gpu_samples")),
+        gpu_busy=_gpu_busy(data),
         inputs=_inputs(distribute),
         **_host(_section(data, "tfdata")),
         **_step_figures(steps, _section(data, "tracing")),
@@ -228,38 +237,24 @@ def _host(tfdata: dict[str, Any]) -> dict[str, Any]:
     return {"host_cores": cores, "host_cpu_busy": busy}
 
 
-def _gpu_busy(samples: dict[str, Any]) -> float | None:
-    """The GPUs' busy share, averaged over the GPUs that were sampled: each GPU's busy
-    block where the record has one and it is reliable (none where it is not), else (a
-    record from before the busy series) the mean of its point readings."""
-    means = []
-    for gpu in samples.get("gpus") or []:
-        if not isinstance(gpu, dict):
-            continue
-        block = gpu.get("busy")
-        if isinstance(block, dict):
-            share = _number(block.get("share"))
-            if share is not None and block.get("reliable") is True:
-                means.append(share)
-            continue
-        values = gpu.get("utilization") or []
-        weights = _known_counts(gpu, "utilization") or [1] * len(values)
-        total, n = 0.0, 0
-        for v, k in zip(values, weights):
-            if (x := _number(v)) is not None and (w := _integer(k)):
-                total, n = total + x * w, n + w
-        if n:
-            means.append(total / n)
-    return sum(means) / len(means) if means else None
-
-
-def _known_counts(gpu: dict[str, Any], name: str) -> list[Any] | None:
-    """A windowed series' samples with a value in each window (None: raw samples)."""
-    for spread in gpu.get("spread") or []:
-        if isinstance(spread, dict) and spread.get("name") == name:
-            known = spread.get("known")
-            return known if isinstance(known, list) else None
-    return None
+def _gpu_busy(data: dict[str, Any]) -> float | None:
+    """The busy share of the GPUs the worker's program used, averaged over those whose
+    figure can resolve it: the one busy figure (derived/gpu_busy.py), the record's own
+    block, or computed from its series as the record would have kept it (an older
+    record). None where the section cannot be read whole."""
+    section, steps = _section(data, "gpu_samples"), data.get("steps")
+    if not section:
+        return None
+    try:
+        samples = from_dict(GpuSamplesFacts, section)
+        timed = from_dict(StepFacts, steps) if isinstance(steps, dict) else None
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
+    if not isinstance(samples, GpuSamplesFacts):
+        return None
+    facts = Facts(gpu_samples=samples, steps=timed if isinstance(timed, StepFacts) else None)
+    shares = [b.share for _, b in program_busy(facts) if b.reliable and b.share is not None]
+    return sum(shares) / len(shares) if shares else None
 
 
 def _is_finding(f: Any) -> bool:
