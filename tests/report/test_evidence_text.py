@@ -62,3 +62,13 @@ def test_rates_clocks_and_power_read_in_their_units():
     # a column's header leaves its unit to the cells: never "Ms per element"
     assert column_title("ms_per_element") == "Per element"
     assert column_title("at_s") == "At"
+
+
+def test_a_field_that_is_a_sentence_is_said_without_its_label():
+    assert sentence("why", "TF runs Python one element at a time") == (
+        "TF runs Python one element at a time."
+    )
+    assert sentence("counted", "counted on thread 'MainThread' only") == (
+        "Counted on thread 'MainThread' only."
+    )
+    assert sentence("counted_s", 1.25) == "Counted: 1,250.0 ms."  # a number keeps its label

@@ -45,6 +45,8 @@ SIZE_WORDS = ("bytes",)
 SIZE_UNITS = {"kib": 1024, "mib": 1024**2, "gib": 1024**3}
 # a key's last word that is a unit written after the number as it is (``sm_clock_mhz``)
 PLAIN_UNITS = {"mhz": "MHz", "w": "W", "mb": "MB", "gb": "GB", "c": "°C"}
+# fields whose text is a sentence of its own: said without a label
+SELF_SAID = frozenset({"why", "what", "projected", "note", "because"})
 RATE_SIZES = {"kb": "KB", "mb": "MB", "gb": "GB"}  # ``pcie_tx_mb_s``: MB a second
 
 
@@ -59,11 +61,18 @@ def words(key: str) -> str:
 
 def sentence(key: str, value: Any) -> str | None:
     """One evidence field as a sentence with its unit; None for a field that says
-    nothing (no value, an empty list)."""
+    nothing (no value, an empty list). A field that is itself a sentence ("why", "what",
+    or text that begins with its own label: ``counted: "counted on thread ..."``) is
+    said as it is, without its label."""
     if value is None or value == [] or value == {}:
         return None
     label, text = _label_and_value(key, value)
-    return f"{label}: {text}" + ("" if text.endswith((".", "?", "!", ")")) else ".")
+    end = "" if text.endswith((".", "?", "!", ")")) else "."
+    if isinstance(value, str) and (
+        key in SELF_SAID or text.lower().startswith(label.lower() + " ")
+    ):
+        return text[:1].upper() + text[1:] + end
+    return f"{label}: {text}" + end
 
 
 def cell(column: str, value: Any) -> str:
