@@ -24,7 +24,15 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from gpuwhy.facts import ReboundName, StepCode
-from gpuwhy.source_step import LiftedStep, lifted_step, reads_values
+from gpuwhy.source_step import (
+    LiftedStep,
+    free_name,
+    lifted_step,
+    mutates_outside,
+    reads_before_assigned,
+    reads_values,
+    rebound_around,
+)
 
 # Larger sources are not parsed: a generated file is no place to paste a fix.
 MAX_SOURCE_BYTES = 2_000_000
@@ -283,12 +291,21 @@ def step_code(
     names = []
     if isinstance(body, (ast.For, ast.AsyncFor)):
         names = [n.id for n in ast.walk(body.target) if isinstance(n, ast.Name)]
-    header = f"def train_step({', '.join(names)}):"
+    rebound = _rebound(tree, body, shown)  # made once instead (the fix says so)
+    if isinstance(body, (ast.For, ast.AsyncFor, ast.While)):
+        # what an outer loop binds anew on each pass (its batch) and the body reads: an
+        # argument, since a tf.function reads a name it closes over once, at the trace
+        holder = _innermost(tree, body.lineno, (ast.FunctionDef, ast.AsyncFunctionDef))
+        around = rebound_around(holder or tree, body) - {r.name for r in rebound}
+        taken, _ = reads_before_assigned(body.body)
+        names += [n for n in taken if n in around and n not in names]
+    function = free_name(tree)  # never one of the program's own names: it would replace it
+    header = f"def {function}({', '.join(names)}):"
     code = StepCode(
         None,
         f"{shown}:{body.lineno}",
         header,
-        _rebound(tree, body, shown),
+        rebound,
         _movable_body(filename, tree, body),
         f"{shown}:{_outermost_loop(tree, body).lineno}",
     )
@@ -297,7 +314,7 @@ def step_code(
     if code.body and isinstance(body, (ast.For, ast.AsyncFor)):  # the whole body, as it is
         last = body.body[-1].end_lineno or body.body[-1].lineno
         return dataclasses.replace(
-            code, moved=(body.body[0].lineno, last), call=f"train_step({', '.join(names)})"
+            code, moved=(body.body[0].lineno, last), call=f"{function}({', '.join(names)})"
         )
     lifted = _lifted(filename, tree, body, lines)
     if lifted is None:
@@ -406,6 +423,8 @@ def _movable_body(filename: str, tree: ast.Module, loop: ast.stmt) -> tuple[str,
                 stored.add(node.id)
     if _carried(loop.body, stored) or any(reads_values(s) for s in loop.body):
         return ()  # a value carried between passes, or Python reading a tensor's value
+    if mutates_outside(loop.body):
+        return ()  # a Python list or object changed: in a graph, once, at the trace
     scope = _innermost(tree, loop.lineno, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree
     before = _outermost_loop_start(scope, loop)
     for node in _same_scope(scope):

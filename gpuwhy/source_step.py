@@ -49,15 +49,16 @@ class LiftedStep:
     params: tuple[str, ...]
     returns: tuple[str, ...]
     body: tuple[str, ...]  # dedented, its ``return`` line included
+    name: str = NAME  # a name the program does not use already (free_name)
 
     @property
     def signature(self) -> str:
-        return f"def {NAME}({', '.join(self.params)}):"
+        return f"def {self.name}({', '.join(self.params)}):"
 
     @property
     def call(self) -> str:
         """``loss = train_step(xb, yb)``: what the statements become."""
-        called = f"{NAME}({', '.join(self.params)})"
+        called = f"{self.name}({', '.join(self.params)})"
         return f"{', '.join(self.returns)} = {called}" if self.returns else called
 
 
@@ -94,9 +95,12 @@ def lifted_step(
         isinstance(node, _JUMPS) for statement in core for node in _walk_scope(statement)
     ):
         return None
+    if mutates_outside(core):
+        return None  # Python state changed once, at the trace: not the same program
     target = loop.target if not isinstance(loop, ast.While) else None  # a while: none
     bound = (_stored(target) if target else set()) | {n for s in loop.body for n in _stored(s)}
-    taken, assigned = _reads_before_assigned(core)
+    bound |= rebound_around(scope, loop)  # an outer loop's batch: new on each of its passes
+    taken, assigned = reads_before_assigned(core)
     # the loop's own names first, in its target's order (``for x, y in ...``), then the
     # others in the order the statements read them
     targets = (
@@ -123,7 +127,83 @@ def lifted_step(
     body = text.splitlines()
     if returns:
         body.append(f"return {', '.join(returns)}")
-    return LiftedStep(first, last, params, returns, tuple(body))
+    return LiftedStep(first, last, params, returns, tuple(body), free_name(scope))
+
+
+# the names a lifted step may take, the first the program does not use already: a step
+# named as one of its own functions would replace it (``train_step`` called three lines on)
+NAMES = (NAME, "loop_step", "graph_step", "ops_step", "gpuwhy_step")
+# list, dict, set and deque methods that change the object in place
+_MUTATORS = frozenset(
+    {"append", "extend", "insert", "pop", "remove", "clear", "update", "add", "discard",
+     "setdefault", "popitem", "appendleft", "extendleft", "sort", "reverse"}
+)  # fmt: skip
+
+
+def free_name(tree: ast.AST) -> str:
+    """The first of ``NAMES`` that nothing in ``tree`` binds or reads."""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    used |= {
+        a.asname or a.name.split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    return next((name for name in NAMES if name not in used), f"{NAME}_{len(used)}")
+
+
+def mutates_outside(statements: list[ast.stmt]) -> bool:
+    """Whether the statements change a Python object they did not make: an item or an
+    attribute assigned (``class_loss[label] += ...``, ``self.total = ...``) or a method
+    that changes it in place (``losses.append(...)``). In a ``tf.function`` that runs
+    once, when it is traced, and never at the steps after: the program would compute
+    something else."""
+    made = {n for s in statements for n in _stored(s)}
+
+    def outside(node: ast.AST) -> bool:
+        while isinstance(node, (ast.Subscript, ast.Attribute)):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id not in made
+
+    for statement in statements:
+        for node in _walk_scope(statement):
+            targets: list[ast.AST] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            if any(isinstance(t, (ast.Subscript, ast.Attribute)) and outside(t) for t in targets):
+                return True
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+                and outside(node.func.value)
+            ):
+                return True
+    return False
+
+
+def rebound_around(scope: ast.AST, loop: ast.stmt) -> set[str]:
+    """The names the loops of ``scope`` around ``loop`` bind (their targets, their
+    bodies): a batch ``y`` of ``for x, y in dataset`` is a new value on each pass of
+    that loop, so a function made for ``loop``'s body takes it as an argument (a
+    ``tf.function`` reads a name it closes over once, at the trace)."""
+    names: set[str] = set()
+    end = loop.end_lineno or loop.lineno
+    for node in _walk_scope(scope):
+        if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or node is loop:
+            continue
+        if node.lineno <= loop.lineno and (node.end_lineno or node.lineno) >= end:
+            if not isinstance(node, ast.While):
+                names |= _stored(node.target)
+            names |= {n for s in node.body for n in _stored(s)}
+    return names
 
 
 # Python that turns a tensor into a Python value: in a traced function the tensor has none
@@ -200,7 +280,7 @@ def _loaded(node: ast.AST) -> list[str]:
     return list(dict.fromkeys(n.id for n in found))
 
 
-def _reads_before_assigned(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
+def reads_before_assigned(statements: list[ast.stmt]) -> tuple[list[str], list[str]]:
     """(the names read before they are assigned, the names assigned), each in the order
     the statements first do it; a compound statement's header before its blocks, and a
     statement's reads before its own assignment (``x += 1`` reads ``x``)."""

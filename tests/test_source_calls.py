@@ -305,3 +305,62 @@ def test_a_training_loop_written_inside_main_is_the_step_not_main(tmp_path):
     # a step function whose own loop is over layers stays the step
     code = step_code(str(path), "train.py", {19: 40}, loop_lines=[30])
     assert code is not None and code.function == "step_with_layers"
+
+
+PER_CLASS = """\
+import tensorflow as tf
+
+
+@tf.function
+def train_step(x, y):
+    return x * 2.0, y
+
+
+class_loss = [0.0] * 10
+for epoch in range(2):
+    for x, y in dataset:
+        per_example, _ = train_step(x, y)
+        for label in range(10):
+            in_class = tf.cast(tf.equal(y, label), tf.float32)
+            count = tf.reduce_sum(in_class)
+            total = tf.reduce_sum(per_example * in_class) / tf.maximum(count, 1.0)
+            class_loss[label] += total
+"""
+
+
+def test_a_loop_body_fix_takes_the_outer_loops_batch_and_never_reuses_a_programs_name(tmp_path):
+    """The per-class loop (slow_training.py's): its function is not called train_step,
+    which the program defines and calls three lines before (pasted, it would replace
+    it); it takes ``y`` and ``per_example``, new on each pass of the outer loop (closed
+    over, a tf.function would keep the first batch's); and its body, which adds to a
+    Python list, does not move as written (in a graph that happens once, at the trace)."""
+    from gpuwhy.source_calls import step_code
+
+    path = tmp_path / "per_class.py"
+    path.write_text(PER_CLASS)
+    code = step_code(str(path), "per_class.py", {15: 40, 16: 10, 17: 30, 18: 10})
+    assert code is not None and code.function is None
+    assert code.signature == "def loop_step(label, y, per_example):"
+    assert code.body == () and code.call is None
+    fixed = PER_CLASS.replace("            class_loss[label] += total\n", "")
+    path.write_text(fixed)
+    code = step_code(str(path), "per_class.py", {15: 40, 16: 10, 17: 30})
+    assert code is not None and code.body  # nothing changed outside: it moves as written
+    assert code.call == "loop_step(label, y, per_example)"
+
+
+def test_mutating_python_state_and_free_names():
+    import ast
+
+    from gpuwhy.source_step import free_name, mutates_outside
+
+    def body(text: str) -> list[ast.stmt]:
+        return ast.parse(text).body
+
+    assert mutates_outside(body("losses.append(loss)"))
+    assert mutates_outside(body("self.total = self.total + 1"))
+    assert mutates_outside(body("stats['loss'] += loss"))
+    assert not mutates_outside(body("row = []\nrow.append(loss)\nrow[0] = 1"))  # its own
+    assert not mutates_outside(body("loss = tf.reduce_sum(x)\nopt.apply_gradients(g)"))
+    tree = ast.parse("def train_step(x):\n    pass\nloop_step = 1\nimport graph_step\n")
+    assert free_name(tree) == "ops_step"

@@ -77,7 +77,11 @@ def run_units(facts: Facts) -> RunUnits:
             (float(len(kept[i : i + size])), sum(kept[i : i + size]))
             for i in range(0, len(kept), size)
         ]
-        basis = f"every step after warm-up, in blocks of {size} consecutive steps"
+        basis = (
+            f"every step after warm-up, in blocks of {size} consecutive steps"
+            if size > 1
+            else "every step after warm-up, one by one"
+        )
         median: float | None = statistics.median(kept)
     else:
         units = [(float(s.steps), s.step_s) for s in spans]
@@ -204,6 +208,9 @@ def _parts(
             ops = row.eager_ops_per_step if row and row.eager_sampled_steps else run_ops
             eager = (ops or 0.0) * gap * 1e-6 * span.steps
         outside = span.step_s - (0.0 if fit else input_s) - max(call_s, trace_s)
+        # eager ops are issued outside the calls: their estimate (a count times a median
+        # gap) is at most that time, so the parts never add up to more than the step
+        eager = min(eager, max(outside, 0.0))
         python = max(0.0, outside - eager) if row else 0.0
         units.append((float(span.steps), span.step_s, input_s, trace_s, traced, eager, python))
     return units, measured

@@ -65,7 +65,8 @@ def wrap(code: StepCode | None, facts: Facts, lines: list[str] | None = None) ->
     if code.function is not None:
         return [f"# {code.location}: above `{code.signature}`", *lines]
     body = [f"    {line}" if line else "" for line in code.body] or [
-        "    ...                          # the loop's body"
+        "    ...  # the loop's body, returning what it computes: a Python list, counter or",
+        "    #      object it changes is changed once, at the trace; change it after the call",
     ]
     whole = not code.part
     what = (

@@ -55,17 +55,28 @@ def source_link(location: str, cwd: str | None = None) -> str | None:
     return template.format(path=quote(str(path)), line=line)
 
 
+# what else must not break where a narrow column would: a path (it may, after a "/") and
+# a number and its unit ("86.5 ms" broken after 86.5 reads as two things)
+PATH = re.compile(r"(?:~|\.{1,2})?/[\w.+-]+(?:/[\w.+-]+)+/?|[\w.+-]+(?:/[\w.+-]+){2,}/?")
+UNIT = re.compile(r"(?<=\d) (?=(?:ms|µs|ns|s|%|KiB|MiB|GiB|MB/s|GB/s|W|MHz|°C)(?![\w/]))")
+TOKENS = re.compile(f"(?P<loc>{LOCATION.pattern})|(?P<path>{PATH.pattern})")
+
+
 def nowrap_locations(value: Any) -> Any:
     """The cell's text, escaped, each location in an ``<a class="loc">`` to its source
-    (a ``<span class="loc">`` where the file is not here) (Markup: the template prints it
-    as it is)."""
+    (a ``<span class="loc">`` where the file is not here), each other path in a
+    ``<span class="path">`` that breaks only after a ``/``, and a number kept with its
+    unit (Markup: the template prints it as it is)."""
     from markupsafe import Markup, escape  # with jinja2: only the HTML pages need it
 
-    def linked(match: re.Match[str]) -> str:
+    def marked(match: re.Match[str]) -> str:
+        if match.group("path") is not None:
+            return '<span class="path">' + match.group(0).replace("/", "/<wbr>") + "</span>"
         location = match.group(0)
         href = source_link(location)
         if href is None:
             return f'<span class="loc">{location}</span>'
         return f'<a class="loc" href="{escape(href)}" title="open {location}">{location}</a>'
 
-    return Markup(LOCATION.sub(linked, str(escape(value))))
+    text = UNIT.sub("\u00a0", str(escape(value)))
+    return Markup(TOKENS.sub(marked, text))

@@ -14,6 +14,7 @@ not cover is "the rest", and a bar without any measured part is not drawn at all
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -52,6 +53,7 @@ BAR_H = 26
 LEGEND_H = 18
 GAP = 14
 CHAR_W = 6.7  # a 12px system-ui character, on average: where the legend wraps
+CAPTION_H = 15  # between the lines of a bar's caption
 MIN_TEXT_W = 40  # a segment narrower than this carries no percentage inside
 
 
@@ -99,7 +101,8 @@ def svg(bars: Sequence[Bar], title: str = "The training step, split") -> str | N
         rows.append(_bar(bar, y))
         legend, lines = _legend(bar, y + BAR_H + 15)
         rows.append(legend)
-        y += BAR_H + lines * LEGEND_H + GAP
+        caption = 26 + (len(_caption_lines(bar.total)) - 1) * CAPTION_H + 6
+        y += max(BAR_H + lines * LEGEND_H, caption) + GAP
     height = y
     return (
         f'<svg class="step-picture" xmlns="http://www.w3.org/2000/svg" '
@@ -123,7 +126,12 @@ def _bar(bar: Bar, y: int) -> str:
     out = [
         f'<g class="bar{" projected" if bar.projected else ""}" data-name="{escape(bar.name)}">',
         f'<text class="name" x="0" y="{y + 11}">{escape(bar.name)}</text>',
-        f'<text class="total" x="0" y="{y + 26}">{escape(bar.total)}</text>',
+        f'<text class="total" x="0" y="{y + 26}">'
+        + "".join(
+            f'<tspan x="0" dy="{0 if i == 0 else CAPTION_H}">{escape(line)}</tspan>'
+            for i, line in enumerate(_caption_lines(bar.total))
+        )
+        + "</text>",
     ]
     x = float(BAR_X)
     full = BAR_W * max(0.0, min(1.0, bar.length))
@@ -156,6 +164,12 @@ def _bar(bar: Bar, y: int) -> str:
     )
     out.append("</g>")
     return "".join(out)
+
+
+def _caption_lines(total: str) -> list[str]:
+    """The caption under a bar's name, wrapped at the names' column (a projected step's
+    "step 85.3 ms, paced by its input (the step alone …)" is longer than it)."""
+    return textwrap.wrap(total, int((NAME_W - 6) / CHAR_W)) or [total]
 
 
 def _legend(bar: Bar, y: int) -> tuple[str, int]:

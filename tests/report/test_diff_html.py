@@ -171,7 +171,9 @@ def test_a_new_finding_is_shown_with_its_severity_and_location(pair, comparison,
     assert article.locator(".badge").inner_text().lower() == "high"
     assert f"- -> high · at {WORKLOAD}:" in article.locator(".where").inner_text()
     assert page.locator("#findings article").count() == len(comparison.findings)
-    compared = page.locator("#compared tbody tr").all_inner_texts()
+    compared = [
+        t.replace("\xa0", " ") for t in page.locator("#compared tbody tr").all_inner_texts()
+    ]
     assert str(pair["before"]) in compared[0] and "every step after warm-up" in compared[0]
 
 
@@ -297,7 +299,8 @@ def test_several_runs_a_side_list_each_run_s_step_and_say_which_run_is_drawn(ope
     path.write_text(render_comparison_html(c), encoding="utf-8")
     page = open_report(path).page
     assert "the one whose mean step is its side's median is drawn" in page.inner_text("#timeline")
-    compared = page.locator("#compared tbody tr").all_inner_texts()
+    rows = page.locator("#compared tbody tr").all_inner_texts()
+    compared = [t.replace("\xa0", " ") for t in rows]
     assert "the runs' mean steps 10.1 ms, 9.9 ms, 10.4 ms" in compared[0]
     assert "the runs' mean steps 12.1 ms, 11.8 ms, 12.5 ms" in compared[1]
 

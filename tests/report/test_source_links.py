@@ -85,3 +85,15 @@ def test_the_cards_location_opens_its_source_in_the_browser(program, open_report
     link.click()  # a file:// page opened from a file:// page: the source, at its line
     page.wait_for_url(href)
     assert "import tensorflow as tf" in page.inner_text("body")
+
+
+def test_a_path_breaks_only_after_a_slash_and_a_number_keeps_its_unit(program):
+    html = str(
+        nowrap_locations(
+            "profiler capture runs/2026_11_27/plugins/vm.xplane.pb, every 86.5 ms, 3 steps, "
+            "5 MB/s, input/output"
+        )
+    )
+    assert '<span class="path">runs/<wbr>2026_11_27/<wbr>plugins/<wbr>vm.xplane.pb</span>' in html
+    assert "86.5\xa0ms" in html and "5\xa0MB/s" in html and "3 steps" in html
+    assert "input/output" in html  # words with one slash are no path

@@ -278,3 +278,18 @@ def test_the_gpu_busy_figure_is_under_the_picture_and_said_once():
     assert h1 is not None and "busy" not in h1[1]
     caption = re.search(r'<figcaption class="busy"><strong>(.*?)</strong>', page)
     assert caption is not None and caption[1].startswith("GPU busy 60% while the program used it")
+
+
+def test_a_long_caption_wraps_in_the_names_column():
+    """A projected step's caption ("step 85.3 ms, paced by its input (the step alone
+    …)") is longer than the names' column: it wraps there, whole, rather than running
+    under the bar where the first screen cut it."""
+    from gpuwhy.report.step_picture import CHAR_W, NAME_W
+
+    total = "step 85.3 ms, paced by its input (the step alone 7.0 ms (band 3.5 ms–10.8 ms))"
+    bar = Bar("A100 (projected)", total, segments([("input", "waiting for input", 1.0, 0.08)]))
+    drawn = svg([bar])
+    assert drawn is not None
+    lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", drawn)
+    assert len(lines) >= 2 and " ".join(lines) == total
+    assert all(len(line) * CHAR_W <= NAME_W for line in lines)

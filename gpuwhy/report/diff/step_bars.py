@@ -27,13 +27,19 @@ def diff_bars(c: Comparison) -> list[Bar]:
     ):
         if total <= 0:
             continue
-        parts: list[tuple[str, str, float, float | None]] = []
+        measured: list[tuple[str, str, float]] = []
         for p in c.parts:
             seconds = p.before_s if side == "BEFORE" else p.after_s
             if seconds > 0:
-                label = LOOKS[p.part][0] if p.part in LOOKS else p.label
-                parts.append((p.part, label, seconds / total, seconds))
-        covered = sum(s for _, _, _, s in parts if s is not None)
+                measured.append((p.part, LOOKS[p.part][0] if p.part in LOOKS else p.label, seconds))
+        covered = sum(s for _, _, s in measured)
+        # timers that overlap at a window's edge: the parts are the step, as the run's
+        # own picture draws them (report/run/step_split.py)
+        scale = total / covered if covered > total else 1.0
+        parts: list[tuple[str, str, float, float | None]] = [
+            (k, w, s * scale / total, s * scale) for k, w, s in measured
+        ]
+        covered *= scale
         if total - covered > 0.005 * total:
             parts.append(("rest", LOOKS["rest"][0], (total - covered) / total, total - covered))
         words = f"mean step {duration(total)}" + (

@@ -91,8 +91,9 @@ def step_cost(gain: float | None, of: str = "step") -> str | None:
     without steps, ``of="run"``); None where no rule sized it."""
     if gain is None or gain <= 0:
         return None
-    share = f"{gain:.0%}" if gain >= 0.01 else "under 1%"
-    return f"up to {share} of the {of}"
+    if gain < 0.01:
+        return f"under 1% of the {of}"
+    return f"up to {gain:.0%} of the {of}"
 
 
 def _evidence_table(key: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -149,7 +150,11 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
         (
             "Steps",
             f"{steps.count:,}"
-            + (f", the first {steps.warmup} left out as warm-up" if steps.warmup else "")
+            + (
+                f", the first {steps.warmup} left out as warm-up"
+                if steps.warmup > 1
+                else (", the first left out as warm-up" if steps.warmup else "")
+            )
             + (f"; {steps.steps_per_call} steps per call" if steps.steps_per_call > 1 else ""),
         ),
     ]

@@ -99,7 +99,7 @@ def _run_split(facts: Facts) -> StepSplit | None:
         shares = {part: share / covered for part, share in shares.items()}
     else:
         shares["rest"] = 1 - covered
-    shares = _with_the_verdicts_wait(shares, facts)
+    shares = _with_the_findings_eager(_with_the_verdicts_wait(shares, facts), facts)
     said = facts.steps.median_s if facts.steps is not None else None
     mean = facts.steps.mean_s if facts.steps is not None else None
     if mean is not None:  # the shares' own step: each part's time is the one measured
@@ -166,6 +166,20 @@ def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str,
     scale = (1 - whole) / (1 - (windowed or 0.0))
     scaled = {part: share * scale for part, share in shares.items() if part != "input"}
     return {"input": whole, **scaled}
+
+
+def _with_the_findings_eager(shares: dict[str, float], facts: Facts) -> dict[str, float]:
+    """The eager ops' share as launch.eager-ops and the Run table state it: the sum of
+    the gaps the counter measured between them, over the sampled steps' time (the direct
+    measurement), where the windows estimate it as their count times the median gap. The
+    difference is the host's Python between the calls, the time the estimate is cut
+    from: the parts still add up to the step."""
+    measured = facts.eager.dispatch_fraction if facts.eager is not None else None
+    if measured is None or "eager" not in shares or "python" not in shares:
+        return shares
+    pool = shares["eager"] + shares["python"]
+    eager = min(measured, pool)
+    return {**shares, "eager": eager, "python": pool - eager}
 
 
 def bar_cells(shares: list[float], width: int = BAR_WIDTH) -> list[int]:

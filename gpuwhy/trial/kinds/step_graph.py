@@ -144,17 +144,20 @@ def _loop_as_function(code: StepCode, where, source: str, lines: list[str], tree
         return f"no loop at {code.location} to move"
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    name = "train_step"
+    # the name the fix gives it (one the program does not use: source_step.free_name),
+    # checked again against the program as it is now
+    given, _, rest = code.signature.removeprefix("def ").partition("(")
+    params = rest.removesuffix("):")
+    name = given
     while name in names:
         name = f"{name}_graph" if not name.endswith("_graph") else f"{name}_"
-    params = code.signature.removeprefix("def train_step(").removesuffix("):")
     header = f"def {name}({params}):"
     first = loop.body[0].lineno
     last = loop.body[-1].end_lineno or loop.body[-1].lineno
     called = f"{name}({params})"
     if code.moved is not None and code.call is not None:  # the statements issuing the ops
         first, last = code.moved
-        called = code.call.replace("train_step(", f"{name}(", 1)
+        called = code.call.replace(f"{given}(", f"{name}(", 1)
     indent = indent_of(lines[first - 1])
     body = list(code.body)
     call = Edit(where[0], first, 0, last + 1, 0, f"{indent}{called}\n")
