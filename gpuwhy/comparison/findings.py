@@ -8,11 +8,43 @@ fixed ``input.no-prefetch`` at train.py:40 is "gone" and a new one at train.py:9
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuwhy.comparison.model import FindingChange
+from gpuwhy.facts import Facts
 from gpuwhy.finding import SEVERITY_RANK, Finding
 
 
-def finding_changes(before: list[Finding], after: list[Finding]) -> tuple[FindingChange, ...]:
+def projections_apart(before: Sequence[Facts], after: Sequence[Facts]) -> str | None:
+    """Why the two sides' projections cannot be compared (one side projected the step
+    onto a GPU, ``gpuwhy run --target``, the other did not or onto another); None where
+    they can (the same GPU, or neither side projected)."""
+    targets_b = {f.projection.gpu if f.projection else None for f in before}
+    targets_a = {f.projection.gpu if f.projection else None for f in after}
+    if targets_b == targets_a and len(targets_b) == 1:
+        return None
+
+    def said(targets: set[str | None]) -> str:
+        named = sorted(t for t in targets if t)
+        return " and ".join(named) if named else "no GPU (no --target)"
+
+    return (
+        f"BEFORE projected onto {said(targets_b)}, AFTER onto {said(targets_a)}: the "
+        "findings drawn from a projection are not compared"
+    )
+
+
+def from_a_projection(finding: Finding | None) -> bool:
+    """A finding the projection made or sized: its evidence says what it projects."""
+    return finding is not None and any(k.startswith("projected") for k in finding.evidence)
+
+
+def finding_changes(
+    before: list[Finding], after: list[Finding], projected_apart: bool = False
+) -> tuple[FindingChange, ...]:
+    """The findings new, gone, worse or better; ``projected_apart``: the sides did not
+    project onto the same GPU, so a finding the projection made or sized on either side
+    is not a change of the program's."""
     left = list(before)
     pairs: list[tuple[Finding | None, Finding | None]] = []
     unmatched = []
@@ -31,6 +63,8 @@ def finding_changes(before: list[Finding], after: list[Finding]) -> tuple[Findin
     pairs.extend((b, None) for b in left)
     out = []
     for b, a in pairs:
+        if projected_apart and (from_a_projection(b) or from_a_projection(a)):
+            continue
         change = _change(b, a)
         if change is None:
             continue

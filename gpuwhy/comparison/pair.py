@@ -16,7 +16,7 @@ from gpuwhy.comparison.changes import (
 )
 from gpuwhy.comparison.comparable_units import RunUnits, run_units
 from gpuwhy.comparison.environment import batch_size, environment_changes, host_contention, program
-from gpuwhy.comparison.findings import finding_changes
+from gpuwhy.comparison.findings import finding_changes, projections_apart
 from gpuwhy.comparison.model import Change, Comparison, PartChange, RunSide
 from gpuwhy.comparison.near_threshold import note, settled
 from gpuwhy.comparison.verdict import diff_verdict
@@ -52,7 +52,9 @@ def compare(
     )
     environment = environment_changes(before.facts, after.facts)
     confounded = confounded_by_host([before.facts], [after.facts], example or step)
-    findings, crossed = settled(finding_changes(before.findings, after.findings), [before], [after])
+    apart = projections_apart([before.facts], [after.facts])
+    changes = finding_changes(before.findings, after.findings, projected_apart=apart is not None)
+    findings, crossed = settled(changes, [before], [after])
     return Comparison(
         verdict=diff_verdict(step, busy, parts, environment, confounded, example, batches),
         before=_side(names[0], before, units_b),
@@ -67,7 +69,7 @@ def compare(
         findings=findings,
         findings_near_threshold=crossed,
         environment=environment,
-        notes=(*notes, *(note(c) for c in crossed)),
+        notes=(*notes, *([apart] if apart else []), *(note(c) for c in crossed)),
         timeline_before=units_b.aligned,
         timeline_after=units_a.aligned,
         confounded_by=confounded,

@@ -20,7 +20,7 @@ from gpuwhy.comparison.environment import (
     host_changes,
     program,
 )
-from gpuwhy.comparison.findings import finding_changes
+from gpuwhy.comparison.findings import finding_changes, projections_apart
 from gpuwhy.comparison.model import Change, Comparison, RunSide
 from gpuwhy.comparison.near_threshold import note, settled
 from gpuwhy.comparison.pair import (
@@ -122,10 +122,12 @@ def compare_runs(
     confounded = confounded_by_host(
         [r.facts for r in before], [r.facts for r in after], example or step
     )
-    findings, crossed = settled(
-        finding_changes(side_findings(side_b), side_findings(side_a)), before, after
+    apart = projections_apart([r.facts for r in before], [r.facts for r in after])
+    changes = finding_changes(
+        side_findings(side_b), side_findings(side_a), projected_apart=apart is not None
     )
-    notes += [note(c) for c in crossed]
+    findings, crossed = settled(changes, before, after)
+    notes += [*([apart] if apart else []), *(note(c) for c in crossed)]
     return Comparison(
         verdict=diff_verdict(
             step, busy, parts, environment, confounded, example, batches, (len(before), len(after))

@@ -213,7 +213,39 @@ def test_the_projected_step_is_compared_on_the_same_gpu_only():
     other = Record(command="run", facts=Facts(projection=projection(0.013, "T4")))
     c = compare(before, other)
     assert c.projected_step is None
-    assert "projected onto A100 in BEFORE and T4 in AFTER: not compared" in c.notes
+    assert (
+        "BEFORE projected onto A100, AFTER onto T4: the findings drawn from a projection "
+        "are not compared"
+    ) in c.notes
+
+
+def test_findings_a_projection_made_are_not_changes_where_one_side_did_not_project():
+    """A diff of a run with --target A100 against one without: input.projected-bound is
+    not "gone", nor launch.eager-ops (its severity the projection raised) "better"; the
+    findings both sides measured still compare, and the note says why the others do not."""
+    from gpuwhy.finding import Finding
+
+    projected = Finding(
+        "input.projected-bound",
+        "high",
+        "On A100 ...",
+        evidence={"gpu": "A100", "projected_input_wait": 0.9},
+    )
+    eager_high = Finding("launch.eager-ops", "high", "ops", evidence={"projected": "on A100 ..."})
+    eager_low = Finding("launch.eager-ops", "low", "ops", evidence={"eager_ops_per_step": 107})
+    retrace = Finding("launch.retracing", "medium", "traced 12 times")
+    before = Record(
+        command="run",
+        facts=Facts(projection=projection(0.010)),
+        findings=[projected, eager_high, retrace],
+    )
+    after = Record(command="run", facts=Facts(), findings=[eager_low])
+    c = compare(before, after)
+    assert [(f.id, f.change) for f in c.findings] == [("launch.retracing", "gone")]
+    assert (
+        "BEFORE projected onto A100, AFTER onto no GPU (no --target): the findings drawn "
+        "from a projection are not compared"
+    ) in c.notes
 
 
 def loaded(steps_facts, others, program=0.45):

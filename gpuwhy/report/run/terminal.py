@@ -82,7 +82,9 @@ class TerminalRenderer(Renderer):
             usable
         ]
         console.print(Text(f"{mark} {record.verdict}", style=style))
-        split = step_split(record.facts)
+        # a merge's steps are each worker's, in its table below (the page's bars), never
+        # the workers' windows pooled into one step no worker took
+        split = step_split(record.facts) if record.facts.workers is None else None
         if split is not None and split.parts:
             console.print(split_line(split))
         if record.facts.workers is not None:
