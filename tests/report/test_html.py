@@ -143,7 +143,8 @@ def test_every_section_of_a_full_run():
     ):
         assert f'<section id="{section_id}">' in text
     pipeline = section(text, "input")
-    assert "Bottleneck:" in pipeline and "MapAndBatch (map + batch at train.py:41)" in pipeline
+    said = page_text(pipeline)
+    assert "Bottleneck:" in said and "MapAndBatch (map + batch at train.py:41)" in said
     assert pipeline.count('class="bottleneck"') == 1
     env = section(text, "environment")
     assert "CUDA 12.5.1, cuDNN 9" in env and "550.54.15" in env and "NVIDIA H100 80GB HBM3" in env
@@ -549,7 +550,7 @@ def test_ops_on_the_cpu_are_a_segment_of_the_projected_step(open_report, tmp_pat
     )
     record = Record.diagnose("run", replace(FULL.facts, projection=projection))
     path = write_html(record, tmp_path / "cpu-ops.html")
-    part = html_lib.unescape(section(path.read_text(), "projection"))
+    part = page_text(section(path.read_text(), "projection"))
     assert "ops on the CPU 2.0 ms (measured here: 2 of 2)" in part
     opened = open_report(path)
     assert opened.errors == [] and opened.fetched == []

@@ -79,3 +79,16 @@ def test_a_captures_findings_cost_a_share_of_its_captured_step(tmp_path):
     of that step, as for a run."""
     page = write_html(diagnose_capture(H100), tmp_path / "capture.html").read_text("utf-8")
     assert "costs up to 96% of the step" in page and "of the run" not in page
+
+
+def test_a_fix_two_cards_share_is_shown_once(tmp_path):
+    """input.bound and input.python-function give the same fix for one stage: the second
+    card points at the first's, as the terminal says "the same as finding 1's"."""
+    fix = "dataset = dataset.map(load, num_parallel_calls=tf.data.AUTOTUNE)"
+    record = rb.watched_run()
+    first = Finding("input.bound", "high", "Steps wait", fix=fix, gain_value=0.7)
+    second = Finding("input.python-function", "high", "Stage runs Python", fix=fix, gain_value=0.6)
+    record = replace(record, findings=[first, second])
+    page = write_html(record, tmp_path / "run.html").read_text(encoding="utf-8")
+    assert page.count('class="copy" data-copy="fix-') == 1
+    assert 'Fix: the same as <a href="#finding-1">finding 1</a>\'s.' in page

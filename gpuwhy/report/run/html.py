@@ -194,10 +194,7 @@ class _Page(Figures):
         sections = {
             "picture": picture,
             "workers": _workers_view(facts.workers),
-            "findings": [
-                finding_view(n, f, of="step" if _has_steps(facts) else "run")
-                for n, f in enumerate(findings, 1)
-            ],
+            "findings": _cards(findings, of="step" if _has_steps(facts) else "run"),
             "run": run_view(facts),
             "timeline": self.timeline_view(facts, findings),
             "pipelines": self.tfdata_view(facts.tfdata)
@@ -533,6 +530,21 @@ def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:
         "rows": worker_rows(workers),
         "notes": [n for n in notes if n],
     }
+
+
+def _cards(findings: Sequence[Finding], of: str) -> list[dict[str, Any]]:
+    """The findings' cards; a fix an earlier card holds in full is not repeated (the
+    terminal prints it once too): the card points at that one."""
+    cards = []
+    shown_in: dict[str, int] = {}
+    for number, finding in enumerate(findings, 1):
+        card = finding_view(number, finding, of)
+        first = shown_in.get(finding.fix) if finding.fix else None
+        card["same_fix_as"] = first
+        if first is None and finding.fix:
+            shown_in[finding.fix] = number
+        cards.append(card)
+    return cards
 
 
 def _has_steps(facts: Facts) -> bool:
