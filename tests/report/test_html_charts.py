@@ -178,3 +178,21 @@ def test_the_gpu_table_gives_the_one_busy_figure_with_its_span_steady_work_and_s
     ) in page
     assert "70% in its 4.9 s of steady work, 0.0 s of start-up and pauses" in page
     assert page.count("<strong>GPU busy:</strong> none: the program never used this GPU.") == 3
+
+
+def test_the_timeline_says_when_it_marks_only_the_first_traces():
+    """The record keeps the first traces one by one: where the function traced more
+    often, the marks' legend says they are the first of how many (the retracing finding
+    counts them all)."""
+    from gpuwhy.report.run.html_timeline import timeline
+
+    record = rb.watched_run()
+    kept = rb.tracing()
+    fn = replace(kept.functions[0], traces=12)
+    more = replace(kept, functions=(fn,))
+    for tracing, name in (
+        (kept, "tf.function traced"),
+        (more, "tf.function traced (the first 3 of 12 traces)"),
+    ):
+        fig = timeline(record.facts.steps, record.facts.gpu_samples, tracing, MAX_POINTS)
+        assert name in {t.get("name") for t in fig["data"]}

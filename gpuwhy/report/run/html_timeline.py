@@ -595,6 +595,7 @@ def _trace_markers(fig: Rows, row: int, tracing: TracingFacts) -> None:
     """Each recorded tf.function trace as a mark on the step row's floor: retracing shows
     as marks under the slow steps it causes."""
     xs, texts = [], []
+    traces = sum(fn.traces for fn in tracing.functions if not fn.library)
     for fn in tracing.functions:
         if fn.library:
             continue
@@ -607,11 +608,15 @@ def _trace_markers(fig: Rows, row: int, tracing: TracingFacts) -> None:
     if not xs:
         return
     xs, texts = xs[:MAX_TRACE_MARKERS], texts[:MAX_TRACE_MARKERS]
+    # the traces the record kept one by one (the first ones): said where there were more
+    name = "tf.function traced"
+    if traces > len(xs):
+        name += f" (the first {len(xs)} of {traces:,} traces)"
     fig.add(
         {
             "x": xs,
             "y": [0] * len(xs),
-            "name": "tf.function traced",
+            "name": name,
             "mode": "markers",
             "marker": {"symbol": "triangle-up", "size": 10, "color": "#e45756"},
             "text": texts,

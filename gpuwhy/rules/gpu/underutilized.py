@@ -27,6 +27,17 @@ EXPLAINED_BY = {  # the findings that name the cause, by kind of idle
     "unknown": "input.bound, launch.eager-ops, launch.retracing, placement.host-transfers, "
     "memory.underused",
 }
+
+
+def _explained_by(facts: Facts, kind: str) -> str:
+    """The findings that name this kind of idle, and where the record cannot hold them
+    (a recording of the GPU alone: no steps, no eager ops, no traces), that it cannot."""
+    names = EXPLAINED_BY.get(kind, EXPLAINED_BY["unknown"])
+    if facts.steps is None and facts.eager is None and facts.tracing is None:
+        return f"{names} (found by `gpuwhy run` on the program; a GPU recording cannot tell)"
+    return names
+
+
 COMPUTING = 0.05  # SMs busy less than this while the GPU is engaged: it is copying
 
 TF_FIX = """\
@@ -171,7 +182,7 @@ class GpuUnderutilized(Rule):
                         if act.sm_clock_mhz is None
                         else round(act.sm_clock_mhz),
                         "power_w": None if act.power_w is None else round(act.power_w),
-                        "explained_by": EXPLAINED_BY.get(kind, EXPLAINED_BY["unknown"]),
+                        "explained_by": _explained_by(facts, kind),
                     },
                     fix=fix,
                     gain_value=round(1.0 - busy, 3),
