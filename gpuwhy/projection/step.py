@@ -420,7 +420,7 @@ def _cpu_ops(
     low, _, high = HOST_FACTOR
     rest = measured.ops - measured.matched
     return measured, [
-        f"{head}: {measured.matched} of them measured here, {duration(measured.seconds)} "
+        f"{head}: {measured.matched} of them measured here, {duration(measured.seconds, microseconds=True)} "
         f"per step ({measured.measured_by}), costed at that time on the target's host "
         f"({low:g}x–{high:g}x: its CPU core assumed between twice as fast as this one and "
         "half again as slow)" + (f"; the other {rest} are not in the projection" if rest else "")

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuwhy.facts import PipelineFacts, ProjectionFacts
+from gpuwhy.formatting import duration
 from gpuwhy.report.plotly_files import template
 
 BOTTLENECK = "#d62728"
@@ -258,8 +259,29 @@ def projection(p: ProjectionFacts) -> Figure:
         "height": 150 + 45 * rows,
         "margin": {"t": 10, "b": 10},
         "legend": {"orientation": "h", "y": -0.35, "yanchor": "top"},
+        # said beside its band: next to the host's or the input's bar, a step's kernels
+        # of a fraction of a millisecond are too short to see
+        "annotations": [
+            {
+                "x": p.step_high_s * 1000,
+                "y": step_label,
+                "xanchor": "left",
+                "showarrow": False,
+                "text": label(_step_words(p, [s for _, s, _ in parts])),
+            }
+        ],
     }
     return figure(data, layout)
+
+
+def _step_words(p: ProjectionFacts, parts: list[float]) -> str:
+    """``  step 7.0 ms (3.5 ms–10.8 ms); its GPU parts 0.2 ms``: the projected step and
+    what of it the bars to its left draw."""
+    device = sum(parts)
+    return (
+        f"   step {duration(p.step_s)} ({duration(p.step_low_s)}–{duration(p.step_high_s)});"
+        f" its GPU parts {duration(device, microseconds=True)}"
+    )
 
 
 def _bar(name: str, seconds: float, row: str, colour: str, hover: str) -> dict[str, Any]:
