@@ -95,3 +95,17 @@ def wait_in_time(steps: StepFacts) -> str:
         parts.append(f"median {duration(steps.input_wait_median_s, microseconds=True)}")
     how = f", by {steps.input_wait_source}" if steps.input_wait_source else ""
     return f" ({'; '.join(parts)}{how})" if parts else (f" ({how[2:]})" if how else "")
+
+
+def when(created: str) -> str:
+    """An ISO date as people read it ("2026-11-30 02:41:35 UTC"), in UTC where it is (as
+    records write it); a text that is no ISO date, as it is."""
+    from datetime import datetime, timedelta
+
+    try:
+        moment = datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        return created
+    if moment.utcoffset() == timedelta(0):
+        return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{moment:%Y-%m-%d %H:%M:%S %z}" if moment.tzinfo else f"{moment:%Y-%m-%d %H:%M:%S}"

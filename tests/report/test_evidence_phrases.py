@@ -61,8 +61,8 @@ def test_a_python_stage_and_its_medians():
     }
     sentences, said = phrased(evidence)
     assert sentences == [
-        "The median step takes 84.5 ms; the median wait for input is 70.1 ms "
-        "(74% of all the steps' time).",
+        "Steps wait for input 74% of the time. The median step takes 84.5 ms; the median "
+        "wait for input is 70.1 ms.",
         "The slowest stage, MapAndBatch(load at train.py:36), takes 85.4 ms an element on "
         "4 threads: 50% of the pipeline's time, over 96 elements.",
     ]

@@ -13,10 +13,10 @@ findings and environment that changed, and how each record was read.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta
 from typing import IO, Any
 
 from gpuwhy.comparison.model import AlignedWindow, Change, Comparison, FindingChange, RunSide
+from gpuwhy.formatting import when
 from gpuwhy.report.diff.step_bars import diff_bars
 from gpuwhy.report.diff.terminal import (
     busy_line,
@@ -129,18 +129,7 @@ def _side_row(name: str, side: RunSide) -> list[Any]:
     from markupsafe import Markup, escape  # with jinja2: only the HTML pages need it
 
     path = Markup(str(escape(side.path)).replace("/", "/<wbr>"))
-    return [name, path, side.command, _when(side.created), side_read(side), side.verdict]
-
-
-def _when(created: str) -> str:
-    """An ISO date as people read it, in UTC where it is (as records write it)."""
-    try:
-        when = datetime.fromisoformat(created)
-    except ValueError:
-        return created
-    if when.utcoffset() == timedelta(0):
-        return f"{when:%Y-%m-%d %H:%M:%S} UTC"
-    return f"{when:%Y-%m-%d %H:%M:%S %z}" if when.tzinfo else f"{when:%Y-%m-%d %H:%M:%S}"
+    return [name, path, side.command, when(side.created), side_read(side), side.verdict]
 
 
 def _timeline_notes(c: Comparison) -> list[str]:

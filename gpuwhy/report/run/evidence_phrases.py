@@ -56,12 +56,15 @@ def _median_wait(e: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
         if _numbers(e, wait, step):
             keys: tuple[str, ...] = (wait, step)
             text = (
-                f"The median step takes {_ms(e[step])}; the median wait for input is {_ms(e[wait])}"
+                f"The median step takes {_ms(e[step])}; the median wait for input is "
+                f"{_ms(e[wait])}."
             )
             if _numbers(e, "input_wait_fraction") and "input_wait_mean_ms" not in e:
-                text += f" ({_share(e['input_wait_fraction'])} of all the steps' time)"
+                # the share is of the steps' total time, not of the median step
+                share = _share(e["input_wait_fraction"])
+                text = f"Steps wait for input {share} of the time. {text}"
                 keys += ("input_wait_fraction",)
-            return text + ".", keys
+            return text, keys
     return None
 
 

@@ -38,7 +38,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.fixes.trial_text import projected_text, ran_text, speed_text, trial_heading
-from gpuwhy.formatting import MiB, byte_size, duration
+from gpuwhy.formatting import MiB, byte_size, duration, when
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.downsample import MAX_POINTS
@@ -574,4 +574,5 @@ def _template(name: str = "report.html.j2"):
         undefined=jinja2.StrictUndefined,
     )
     env.filters["locs"] = nowrap_locations
+    env.filters["when"] = when
     return env.get_template(name)
