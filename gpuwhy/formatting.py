@@ -109,3 +109,17 @@ def when(created: str) -> str:
     if moment.utcoffset() == timedelta(0):
         return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
     return f"{moment:%Y-%m-%d %H:%M:%S %z}" if moment.tzinfo else f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
+# who read a tf.data pipeline (``PipelineFacts.consumer``), as people say it
+CONSUMERS = {
+    "python-loop": "a Python loop",
+    "keras-fit": "Keras fit",
+    "keras-evaluate": "Keras evaluate",
+    "keras-predict": "Keras predict",
+}
+
+
+def consumer_words(consumer: str) -> str:
+    """``a Python loop`` for ``python-loop``; another reader as the record names it."""
+    return CONSUMERS.get(consumer, consumer)

@@ -16,7 +16,7 @@ from typing import Any
 from gpuwhy.derived.input_wait import InputWait, beside_steps
 from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_share
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
-from gpuwhy.formatting import milliseconds, stage_label
+from gpuwhy.formatting import consumer_words, milliseconds, stage_label
 
 CONSUMER_NAMES = {
     "keras-fit": "Model.fit",
@@ -123,7 +123,7 @@ def pipeline_name(pipeline: PipelineFacts) -> str:
     where = f" built at {pipeline.location}" if pipeline.location else ""
     if pipeline.helper_location:
         where += f" (by the function at {pipeline.helper_location})"
-    return f"tf.data pipeline {pipeline.id}{where}, read by {pipeline.consumer}"
+    return f"tf.data pipeline {pipeline.id}{where}, read by {consumer_words(pipeline.consumer)}"
 
 
 def gain_text(fraction: float, what: str) -> str:

@@ -77,7 +77,7 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.derived.pipeline import bottleneck
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
-from gpuwhy.formatting import duration, stage_label
+from gpuwhy.formatting import consumer_words, duration, stage_label
 from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline
 from gpuwhy.tfapi.tfdata import dataset_size
@@ -568,7 +568,7 @@ def shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
 def pipeline_line(p: PipelineFacts) -> str:
     """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
     where = f" built at {p.location}" if p.location else ""
-    text = f"tf.data pipeline{where}, read by {p.consumer}: {p.elements:,} elements"
+    text = f"tf.data pipeline{where}, read by {consumer_words(p.consumer)}: {p.elements:,} elements"
     if p.iterators > 1:
         text += f" over {p.iterators} iterators"
     if p.throughput_per_s:

@@ -38,7 +38,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.fixes.trial_text import projected_text, ran_text, speed_text, trial_heading
-from gpuwhy.formatting import MiB, byte_size, duration, when
+from gpuwhy.formatting import MiB, byte_size, consumer_words, duration, when
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.downsample import MAX_POINTS
@@ -323,7 +323,10 @@ class _Page(Figures):
     def pipeline_view(self, p: PipelineFacts) -> dict[str, Any]:
         rows = [
             ("Built at", p.location or "?"),
-            ("Read by", f"{p.consumer}, {p.iterators} iterator(s), {p.elements:,} elements"),
+            (
+                "Read by",
+                f"{consumer_words(p.consumer)}, {p.iterators} iterator(s), {p.elements:,} elements",
+            ),
         ]
         if p.throughput_per_s is not None:
             rows.append(
