@@ -118,3 +118,22 @@ def test_a_phrase_whose_fields_are_not_all_there_leaves_them_to_their_own_senten
         {"input_wait_fraction": "74%", "input_wait_mean_ms": 65.3, "step_mean_ms": 88.0}
     )
     assert sentences == [] and said == set()  # a share written as text: not a number
+
+
+def test_a_recordings_busy_figure_reads_as_a_sentence():
+    evidence = {
+        "busy_percent": 10.7,
+        "busy_source": "gpm",
+        "busy_measure": "SM activity",
+        "window_s": 28.5,
+        "samples": 286,
+        "time_share_percent": 26.1,
+        "space_share_percent": 40.8,
+    }
+    sentences, said = phrased(evidence)
+    assert sentences == [
+        "The GPU was busy 10.7% of the time, by SM activity (NVML's GPM counters), over "
+        "28.5 s in 286 samples.",
+        "A kernel ran 26% of the time, and while one ran 41% of its SMs were busy.",
+    ]
+    assert said == set(evidence)

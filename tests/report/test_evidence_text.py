@@ -72,3 +72,8 @@ def test_a_field_that_is_a_sentence_is_said_without_its_label():
         "Counted on thread 'MainThread' only."
     )
     assert sentence("counted_s", 1.25) == "Counted: 1,250.0 ms."  # a number keeps its label
+
+
+def test_a_percent_reads_with_its_sign():
+    assert sentence("sm_activity_percent", 10.7) == "SM activity: 10.7%."
+    assert sentence("utilization_percent", 26) == "Utilization: 26%."

@@ -92,3 +92,14 @@ def test_a_fix_two_cards_share_is_shown_once(tmp_path):
     page = write_html(record, tmp_path / "run.html").read_text(encoding="utf-8")
     assert page.count('class="copy" data-copy="fix-') == 1
     assert 'Fix: the same as <a href="#finding-1">finding 1</a>\'s.' in page
+
+
+def test_a_recording_s_timeline_is_no_step_timeline(tmp_path):
+    """A GPU recording has no steps: its section is the timeline, not the steps'."""
+    from gpuwhy.facts import Facts, ProgramFacts
+
+    record = Record(command="watch", facts=Facts(program=ProgramFacts(command=("train",))))
+    page = write_html(record, tmp_path / "watch.html").read_text(encoding="utf-8")
+    assert "<h2>Timeline</h2>" in page and "Step timeline" not in page
+    run = write_html(rb.watched_run(), tmp_path / "run.html").read_text(encoding="utf-8")
+    assert "<h2>Step timeline</h2>" in run

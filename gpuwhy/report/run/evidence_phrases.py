@@ -206,6 +206,40 @@ def _traces(e: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
     return text + ".", keys
 
 
+# NVML's names for where a busy figure came from
+BUSY_SOURCES = {"gpm": "NVML's GPM counters", "dcgm": "DCGM", "utilization": "NVML utilization"}
+
+
+def _busy_percent(e: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
+    """A recording's busy figure: how busy, by which measure and counters, over what."""
+    if not _numbers(e, "busy_percent"):
+        return None
+    keys: tuple[str, ...] = ("busy_percent",)
+    text = f"The GPU was busy {float(e['busy_percent']):.1f}% of the time"
+    if isinstance(e.get("busy_measure"), str):
+        text += f", by {e['busy_measure']}"
+        keys += ("busy_measure",)
+    source = e.get("busy_source")
+    if isinstance(source, str):
+        text += f" ({BUSY_SOURCES.get(source, source)})"
+        keys += ("busy_source",)
+    if _numbers(e, "window_s", "samples"):
+        text += f", over {duration(float(e['window_s']))} in {int(e['samples']):,} samples"
+        keys += ("window_s", "samples")
+    return text + ".", keys
+
+
+def _engaged(e: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
+    """How a GPU's busy time splits: how often a kernel ran, how much of it while one did."""
+    if not _numbers(e, "time_share_percent", "space_share_percent"):
+        return None
+    return (
+        f"A kernel ran {float(e['time_share_percent']):.0f}% of the time, and while one ran "
+        f"{float(e['space_share_percent']):.0f}% of its SMs were busy.",
+        ("time_share_percent", "space_share_percent"),
+    )
+
+
 # in the order tried: a key one phrase said is not said again by a later one
 PHRASES: tuple[Phrase, ...] = (
     _mean_wait,
@@ -220,6 +254,8 @@ PHRASES: tuple[Phrase, ...] = (
     _batch_made,
     _eager_ops,
     _traces,
+    _busy_percent,
+    _engaged,
 )
 
 

@@ -92,6 +92,8 @@ def _label_and_value(key: str, value: Any) -> tuple[str, str]:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if number and last == "s" and len(parts) > 2 and parts[-2].lower() in RATE_SIZES:
         return words("_".join(parts[:-2])), f"{_plain(value)} {RATE_SIZES[parts[-2].lower()]}/s"
+    if number and last == "percent" and len(parts) > 1:  # ``sm_activity_percent: 10.7``
+        return words("_".join(parts[:-1])), f"{_plain(value)}%"
     if number and last in PLAIN_UNITS and len(parts) > 1:
         return words("_".join(parts[:-1])), f"{_plain(value)} {PLAIN_UNITS[last]}"
     if number and last in TIME_UNITS and len(parts) > 1:

@@ -259,6 +259,7 @@ class _Page(Figures):
         fig = timeline(steps, samples, facts.tracing, self.max_points, finding_marks(findings))
         return {
             "figure": self.figure(fig),
+            "steps": steps is not None,  # a GPU recording's: its samples alone
             "note": None,
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,
             "no_steps": None
@@ -282,6 +283,7 @@ class _Page(Figures):
             return None
         return {
             "figure": self.figure(fig),
+            "steps": True,
             "note": note,
             "step_rows": None,
             "no_steps": None,
