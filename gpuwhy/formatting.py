@@ -113,13 +113,15 @@ def when(created: str) -> str:
 
 # who read a tf.data pipeline (``PipelineFacts.consumer``), as people say it
 CONSUMERS = {
-    "python-loop": "a Python loop",
-    "keras-fit": "Keras fit",
-    "keras-evaluate": "Keras evaluate",
-    "keras-predict": "Keras predict",
+    "keras-fit": "Model.fit",
+    "keras-evaluate": "Model.evaluate",
+    "keras-predict": "Model.predict",
+    "python-loop": "the loop over the dataset",
 }
 
 
-def consumer_words(consumer: str) -> str:
-    """``a Python loop`` for ``python-loop``; another reader as the record names it."""
-    return CONSUMERS.get(consumer, consumer)
+def consumer_words(consumer: str, start: bool = False) -> str:
+    """``the loop over the dataset`` for ``python-loop`` (``start``: capitalised, to
+    begin a title); another reader as the record names it."""
+    said = CONSUMERS.get(consumer, consumer)
+    return said[:1].upper() + said[1:] if start else said

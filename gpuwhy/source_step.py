@@ -142,6 +142,12 @@ _MUTATORS = frozenset(
 
 def free_name(tree: ast.AST) -> str:
     """The first of ``NAMES`` that nothing in ``tree`` binds or reads."""
+    used = used_names(tree)
+    return next((name for name in NAMES if name not in used), f"{NAME}_{len(used)}")
+
+
+def used_names(tree: ast.AST) -> set[str]:
+    """Every name ``tree`` binds or reads: its variables, functions, classes, imports."""
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     used |= {
         n.name
@@ -154,7 +160,7 @@ def free_name(tree: ast.AST) -> str:
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
-    return next((name for name in NAMES if name not in used), f"{NAME}_{len(used)}")
+    return used
 
 
 def mutates_outside(statements: list[ast.stmt]) -> bool:

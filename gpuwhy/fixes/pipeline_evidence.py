@@ -18,19 +18,12 @@ from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_s
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.formatting import consumer_words, milliseconds, stage_label
 
-CONSUMER_NAMES = {
-    "keras-fit": "Model.fit",
-    "keras-evaluate": "Model.evaluate",
-    "keras-predict": "Model.predict",
-    "python-loop": "The loop over the dataset",
-}
-
 
 def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     """Who waits, with the verb, in a title: "steps wait", or the consumer read
     beside them ("Model.evaluate (validation, beside the training steps) waits")."""
     if beside_steps(facts, pipeline):
-        name = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
+        name = consumer_words(pipeline.consumer, start=True)
         return f"{name} (validation, beside the training steps) waits"
     return "steps wait"
 

@@ -141,3 +141,30 @@ def test_a_merge_reads_the_one_busy_figure_also_from_a_record_without_its_block(
     older = tmp_path / "worker-1.json"
     older.write_text(json.dumps(data))
     assert read_worker(str(older)).run.gpu_busy == pytest.approx(block.share)
+
+
+@pytest.mark.parametrize("stem", ["duty_40_160", "duty_100_100"])
+def test_a_merge_of_real_h100_workers_says_their_busy_figure_not_their_utilization(stem, tmp_path):
+    """The real H100 duty-cycle recordings (ground truth: the kernel's duty, measured by
+    the program): a worker record without the busy block (an older one) merges to the
+    busy figure its own report gives (18% and 43%, by SM activity), never the mean of
+    its utilization readings that merge used to take for it (10% and 15%, against a
+    true duty of 21% and 51%)."""
+    import json
+
+    from gpuwhy.derived.gpu_busy import program_busy
+
+    samples = replay(f"h100/{stem}.nvml.jsonl", 512)
+    facts = Facts(program=ProgramFacts(command=("python3", "duty.py")), gpu_samples=samples)
+    record = Record.diagnose("watch", facts)
+    (_, block), *_ = program_busy(record.facts)
+    data = json.loads(record.save(tmp_path / "worker.json").read_text())
+    for gpu in data["gpu_samples"]["gpus"]:
+        gpu.pop("busy")
+    older = tmp_path / "worker-0.json"
+    older.write_text(json.dumps(data))
+    merged = read_worker(str(older)).run.gpu_busy
+    assert merged == pytest.approx(block.share)
+    truth = json.loads((DATA / "h100" / f"{stem}.truth.json").read_text())["duty_measured"]
+    readings = [u for g in data["gpu_samples"]["gpus"] for u in g["utilization"] if u is not None]
+    assert abs(merged - truth) < abs(sum(readings) / len(readings) - truth)

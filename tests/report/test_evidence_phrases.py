@@ -17,7 +17,7 @@ INPUT_BOUND = {
     "steps_measured": 95,
     "measured_at": "next() on a tf.data iterator at examples/slow_training.py:74",
     "measured_by": "next() timing",
-    "pipeline": "tf.data pipeline 1 built at examples/slow_training.py:42, read by a Python loop",
+    "pipeline": "tf.data pipeline 1 built at examples/slow_training.py:42, read by the loop over the dataset",
     "bottleneck": "stage MapAndBatch(load at examples/slow_training.py:36)",
     "bottleneck_ms_per_element": 85.403,
     "bottleneck_threads": 1,

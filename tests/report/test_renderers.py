@@ -144,7 +144,7 @@ def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck
     record = Record.diagnose("run", _input_bound_run())
     text = RENDERERS["terminal"]().render(record)
     assert (
-        "tf.data pipeline built at train.py:44, read by a Python loop: 80 elements; runs as "
+        "tf.data pipeline built at train.py:44, read by the loop over the dataset: 80 elements; runs as "
         "Range → Map → Prefetch*; slowest stage Map(parse at train.py:41) (60.0 ms per "
         "element, sequential)"
     ) in " ".join(text.split())

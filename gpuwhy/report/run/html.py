@@ -63,6 +63,7 @@ from gpuwhy.report.run.html_timeline import finding_marks, timeline
 from gpuwhy.report.run.step_bars import busy_caption, run_bars
 from gpuwhy.report.run.summary import projection_lines
 from gpuwhy.report.run.workers import HEADER, input_wait_note, worker_notes, worker_rows
+from gpuwhy.report.shared_fixes import same_fix_as
 from gpuwhy.report.step_picture import Bar, svg
 from gpuwhy.verdict import gpu_usable, verdict
 
@@ -242,25 +243,18 @@ class _Page(Figures):
         self, facts: Facts, findings: Sequence[Finding] = ()
     ) -> dict[str, Any] | None:
         if facts.workers is not None:
-            return self._series_view(
-                worker_steps(facts.workers),
-                "Each worker's median step per window of its run (the line) and its wait "
-                "for input per step there (dotted, where timed), each on its own clock.",
-            )
+            drawn = worker_steps(facts.workers)
+            return None if drawn is None else self._series_view(drawn, WORKERS_NOTE)
         if facts.steps is None and facts.capture is not None:
-            return self._series_view(
-                captured_steps(facts.capture),
-                "Each captured step as a bar as long as the step: the GPU's kernels, then "
-                "its idle time, coloured by what the host did in most of it.",
-            )
+            drawn = captured_steps(facts.capture)
+            return None if drawn is None else self._series_view(drawn, CAPTURE_NOTE)
         if facts.program is None and facts.steps is None and facts.gpu_samples is None:
             return None  # not a watched run: `check` and `audit` records
         steps, samples = facts.steps, facts.gpu_samples
         fig = timeline(steps, samples, facts.tracing, self.max_points, finding_marks(findings))
         return {
-            "figure": self.figure(fig),
+            **self._series_view(fig),
             "steps": steps is not None,  # a GPU recording's: its samples alone
-            "note": None,
             "step_rows": step_rows(steps, self.max_points) if steps is not None else None,
             "no_steps": None
             if steps is not None or not ran_tensorflow(facts)
@@ -274,13 +268,11 @@ class _Page(Figures):
                 (device, f"{peak / MiB:,.0f} MiB")
                 for device, peak in (samples.tf_peak_memory_bytes.items() if samples else ())
             ],
-            "max_points": self.max_points,
         }
 
-    def _series_view(self, fig: charts.Figure | None, note: str) -> dict[str, Any] | None:
-        """A capture's or a merge's timeline: its chart, said what it draws."""
-        if fig is None:
-            return None
+    def _series_view(self, fig: charts.Figure | None, note: str | None = None) -> dict[str, Any]:
+        """The timeline section with its chart and nothing under it: a capture's or a
+        merge's as it is (``note`` says what it draws), a run's to fill in."""
         return {
             "figure": self.figure(fig),
             "steps": True,
@@ -540,16 +532,20 @@ def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:
 def _cards(findings: Sequence[Finding], of: str) -> list[dict[str, Any]]:
     """The findings' cards; a fix an earlier card holds in full is not repeated (the
     terminal prints it once too): the card points at that one."""
-    cards = []
-    shown_in: dict[str, int] = {}
-    for number, finding in enumerate(findings, 1):
-        card = finding_view(number, finding, of)
-        first = shown_in.get(finding.fix) if finding.fix else None
-        card["same_fix_as"] = first
-        if first is None and finding.fix:
-            shown_in[finding.fix] = number
-        cards.append(card)
-    return cards
+    return [
+        {**finding_view(number, finding, of), "same_fix_as": first}
+        for number, (finding, first) in enumerate(zip(findings, same_fix_as(findings)), 1)
+    ]
+
+
+WORKERS_NOTE = (
+    "Each worker's median step per window of its run (the line) and its wait for input "
+    "per step there (dotted, where timed), each on its own clock."
+)
+CAPTURE_NOTE = (
+    "Each captured step as a bar as long as the step: the GPU's kernels, then its idle "
+    "time, coloured by what the host did in most of it."
+)
 
 
 def _has_steps(facts: Facts) -> bool:

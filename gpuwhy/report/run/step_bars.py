@@ -38,12 +38,7 @@ def run_bars(facts: Facts, findings: Sequence[Finding] = ()) -> list[Bar]:
         bars.append(
             Bar(
                 "captured steps (measured)" if captured else "this run (measured)",
-                f"{split.statistic} step {duration(split.step_s)}"
-                + (
-                    f" (median {duration(split.median_s)})"
-                    if split.median_s and split.statistic != "median"
-                    else ""
-                ),
+                split.caption,
                 segments([(p.part, p.label, p.share, p.seconds) for p in split.parts]),
                 draws=None if captured else "step",
             )

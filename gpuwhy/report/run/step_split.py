@@ -69,10 +69,17 @@ class StepSplit:
     def label(self) -> str:
         """``mean 88.0 ms, median 84.5 ms``: the step split, and the median the verdict
         states where the split is the mean's."""
-        text = f"{self.statistic} {duration(self.step_s)}"
-        if self.median_s is not None and self.statistic != "median":
-            text += f", median {duration(self.median_s)}"
-        return text
+        return f"{self.statistic} {duration(self.step_s)}" + self._median_beside(", {}")
+
+    @property
+    def caption(self) -> str:
+        """``mean step 88.0 ms (median 84.5 ms)``: the label under the picture's bar."""
+        return f"{self.statistic} step {duration(self.step_s)}" + self._median_beside(" ({})")
+
+    def _median_beside(self, form: str) -> str:
+        if self.median_s is None or self.statistic == "median":
+            return ""
+        return form.format(f"median {duration(self.median_s)}")
 
 
 def step_split(facts: Facts) -> StepSplit | None:

@@ -42,6 +42,7 @@ from gpuwhy.report.run.summary import (
 )
 from gpuwhy.report.run.terminal_program import run_section
 from gpuwhy.report.run.workers import HEADER, input_wait_note, worker_notes, worker_rows
+from gpuwhy.report.shared_fixes import same_fix_as
 from gpuwhy.verdict import gpu_usable
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -94,17 +95,24 @@ class TerminalRenderer(Renderer):
         in_trial = record.facts.fix_trial is not None
         if record.findings:
             console.print()
-            fixed_by: dict[str, int] = {}  # a fix printed in full, by the finding that has it
-            for number, finding in enumerate(record.findings, 1):
-                brief = not self.verbose and (
+
+            def brief(number: int, finding: Finding) -> bool:
+                return not self.verbose and (
                     finding.severity in BRIEF_SEVERITIES or number > DETAILED_FINDINGS
                 )
-                same = fixed_by.get(finding.fix) if finding.fix else None
+
+            shared = same_fix_as(record.findings, lambda n, f: not brief(n, f))
+            for number, (finding, same) in enumerate(zip(record.findings, shared), 1):
                 console.print(
-                    self._finding(number, finding, brief, finding.id in tried_ids, in_trial, same)
+                    self._finding(
+                        number,
+                        finding,
+                        brief(number, finding),
+                        finding.id in tried_ids,
+                        in_trial,
+                        same,
+                    )
                 )
-                if finding.fix and not brief:
-                    fixed_by.setdefault(finding.fix, number)
             hidden = len(record.findings) - DETAILED_FINDINGS
             if not self.verbose and hidden > 0:
                 console.print(

@@ -16,9 +16,9 @@ from gpuwhy.derived.pipeline_stages import ends_buffered
 from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
-from gpuwhy.fixes.pipeline_evidence import CONSUMER_NAMES, pipeline_name, stage_row, stage_table
+from gpuwhy.fixes.pipeline_evidence import pipeline_name, stage_row, stage_table
 from gpuwhy.fixes.traced_step import rebound, wrap
-from gpuwhy.formatting import duration, milliseconds, stage_label
+from gpuwhy.formatting import consumer_words, duration, milliseconds, stage_label
 from gpuwhy.rules.base import Rule
 
 
@@ -365,7 +365,7 @@ class InputBound(Rule):
         options: dict[str, Any],
         load: HostLoad | None,
     ) -> Finding:
-        who = CONSUMER_NAMES.get(pipeline.consumer, pipeline.consumer)
+        who = consumer_words(pipeline.consumer, start=True)
         title = (
             f"{who} waits for input {wait.fraction:.0%} of the time "
             f"({duration(wait.per_element_s)} per batch beside {duration(wait.consumer_s)} "

@@ -23,6 +23,7 @@ import ast
 
 from gpuwhy.facts import Facts, StepCode
 from gpuwhy.finding import Finding
+from gpuwhy.source_step import free_name, used_names
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -142,15 +143,11 @@ def _loop_as_function(code: StepCode, where, source: str, lines: list[str], tree
     outer = statement_at(tree, before[1], (ast.For, ast.AsyncFor, ast.While)) if before else None
     if loop is None or outer is None or before is None or before[0] != where[0]:
         return f"no loop at {code.location} to move"
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     # the name the fix gives it (one the program does not use: source_step.free_name),
     # checked again against the program as it is now
     given, _, rest = code.signature.removeprefix("def ").partition("(")
     params = rest.removesuffix("):")
-    name = given
-    while name in names:
-        name = f"{name}_graph" if not name.endswith("_graph") else f"{name}_"
+    name = given if given not in used_names(tree) else free_name(tree)
     header = f"def {name}({params}):"
     first = loop.body[0].lineno
     last = loop.body[-1].end_lineno or loop.body[-1].lineno

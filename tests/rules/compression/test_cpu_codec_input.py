@@ -154,7 +154,7 @@ def test_the_wait_is_the_training_steps_not_the_validation_pipeline_s():
     # fit's steps waited 0%: nothing medium or high, whatever validation waited
     assert all(f.severity == "low" for f in findings)
     (f,) = findings
-    assert f.evidence["pipeline"].endswith("read by Keras evaluate")
+    assert f.evidence["pipeline"].endswith("read by Model.evaluate")
     assert "Model.evaluate (validation, beside the training steps) waits for input" in f.title
     assert "steps wait" not in f.title and f.gain_value is None
 
@@ -163,6 +163,6 @@ def test_a_training_pipeline_that_waits_leads_with_the_steps_wait():
     train, validation = _train_and_validation(0.010, 0.030)
     findings = check(t.facts(train, validation, steps=t.fit_steps(0.25)))
     by_consumer = {f.evidence["pipeline"].rsplit("read by ", 1)[-1]: f for f in findings}
-    assert by_consumer["Keras fit"].severity == "medium"
-    assert "steps wait for input 25% of the time" in by_consumer["Keras fit"].title
-    assert by_consumer["Keras evaluate"].severity == "low"
+    assert by_consumer["Model.fit"].severity == "medium"
+    assert "steps wait for input 25% of the time" in by_consumer["Model.fit"].title
+    assert by_consumer["Model.evaluate"].severity == "low"

@@ -201,7 +201,7 @@ def test_a_validation_pipeline_is_low_with_no_step_gain():
     validation = t.example_pipeline(id=2, consumer="keras-evaluate", location="train.py:70")
     findings = check(t.facts(t.example_pipeline(), validation, steps=t.fit_steps(0.40)))
     severities = {f.evidence["pipeline"].rsplit("read by ", 1)[-1]: f.severity for f in findings}
-    assert severities == {"Keras fit": "medium", "Keras evaluate": "low"}
+    assert severities == {"Model.fit": "medium", "Model.evaluate": "low"}
     assert [f.gain_value for f in findings if f.severity == "low"] == [0.0]
 
 
