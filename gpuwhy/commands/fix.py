@@ -286,6 +286,13 @@ def execute_trial(settings: FixSettings, options: TrialOptions) -> int:
         else:  # an empty file would `git apply` as if something held
             why = no_patch_reason(record.facts.fixes_tried or ())
             report_stream.say(f"gpuwhy fix: no patch written to {settings.patch}: {why}")
+    elif any(a.split("=", 1)[0] == "--patch" for a in settings.script.args):
+        # said at the start too, and scrolled away by minutes of runs: said where the
+        # patch would have been
+        report_stream.say(
+            "gpuwhy fix: no patch written: --patch came after SCRIPT, so the script got it; "
+            "gpuwhy's options go before SCRIPT (gpuwhy fix --patch fix.diff train.py)"
+        )
     if trial is not None and trial.original_error is not None:
         return EXIT_ERROR
     if trial is not None and trial.interrupted:

@@ -275,3 +275,19 @@ def test_a_program_that_exits_with_its_usage_error_says_it_and_exits_with_its_st
     said = "the original did not run to its bound: train.py: error: unrecognized arguments:"
     assert said in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "fix.diff").exists()
+
+
+def test_a_patch_asked_for_after_the_script_is_said_unwritten_at_the_end(tmp_path):
+    """``gpuwhy fix train.py --patch fix.diff``: the script gets --patch (as python -m
+    has it); the note at the start scrolls away over minutes of runs, so the end, where
+    the patch would be said written, says it was not, and why."""
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nprint('args', sys.argv[1:])\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "fix", "--bound", "5", "train.py", "--patch", "fix.diff"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpuwhy fix: no patch written: --patch came after SCRIPT"), last
+    assert not (tmp_path / "fix.diff").exists()
