@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuwhy.derived.gpu_busy import with_busy
+from gpuwhy.derived.stage import Derived, derived, published
 from gpuwhy.facts import Facts, WorkersFacts, from_dict, to_dict
 from gpuwhy.finding import Finding
 from gpuwhy.json_input import TooDeep, loads
@@ -40,9 +40,15 @@ class Record:
     )
     tool_version: str = __version__
 
+    @property
+    def derived(self) -> Derived:
+        """The derivation stage's result for this record's facts (derived/stage.py):
+        what the rules read, and the verdict and every renderer with them."""
+        return derived(self.facts)
+
     @classmethod
     def diagnose(cls, command: str, facts: Facts) -> Record:
-        facts = with_busy(facts)  # one busy figure per GPU, kept in the record
+        derived(facts)  # the derivation stage, once, before the rules read it
         findings, not_checked = run_rules(facts)
         if facts.workers is not None:
             # gpuwhy merge: each worker's rules ran on its own facts; what they found is
@@ -74,6 +80,7 @@ class Record:
             "created": self.created,
             "verdict": {"text": self.verdict, "gpu_usable": gpu_usable(self.facts)},
             **{f.name: to_dict(getattr(self.facts, f.name)) for f in dataclasses.fields(Facts)},
+            "derived": to_dict(published(self.derived)),
             "findings": [to_dict(f) for f in self.findings],
             "not_checked": dict(self.not_checked),
         }

@@ -7,10 +7,11 @@ from collections.abc import Collection, Sequence
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_passes import cache_passes
 from gpuwhy.derived.environment import tf_can_use_gpu
-from gpuwhy.derived.gpu_busy import program_busy, steady_differs
+from gpuwhy.derived.gpu_busy import steady_differs
 from gpuwhy.derived.host_load import host_load
-from gpuwhy.derived.input_wait import read_steps_wait
-from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck, steps_pipeline
+from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck
+from gpuwhy.derived.stage import derived
+from gpuwhy.derived.steps_input import steps_wait_at
 from gpuwhy.derived.worker_times import compare, standing_out
 from gpuwhy.facts import (
     CaptureFacts,
@@ -223,7 +224,7 @@ def _steps_clause(
     bound = next((f for f in findings if f.id == "input.bound"), None)
     # what input.bound found the wait to be, asked as it asks it (never read back from
     # its evidence): a steps' wait it reported is one of these
-    reading = read_steps_wait(facts, _BOUND["medium_at"]) if bound is not None else None
+    reading = steps_wait_at(facts, _BOUND["medium_at"]) if bound is not None else None
     others = _others_load(facts) if bound is not None else None
     # input.bound: the host was loaded, not (only) the input
     loaded = (
@@ -395,7 +396,7 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
 def _bottleneck(facts: Facts) -> str | None:
     """The slowest stage of the pipeline the steps read (the one input.bound names), for
     people: ``ParallelMapV2(parse at train.py:41)``."""
-    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    pipeline = derived(facts).steps_pipeline
     stage = bottleneck(pipeline) if pipeline is not None else None
     return stage_label(stage) if stage is not None else None
 
@@ -403,7 +404,7 @@ def _bottleneck(facts: Facts) -> str | None:
 def _steady_bottleneck(facts: Facts) -> str | None:
     """The slowest stage of those that run every epoch (the one input.projected-bound
     names), for people."""
-    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    pipeline = derived(facts).steps_pipeline
     index = steady_bottleneck(pipeline) if pipeline is not None else None
     return (
         stage_label(pipeline.stages[index]) if pipeline is not None and index is not None else None
@@ -440,7 +441,7 @@ def busy_text(facts: Facts) -> str | None:
     """The busiest GPU the program used, by the one busy figure (derived/gpu_busy.py):
     its share while the program used it, the steady work's where it differs, and why a
     figure that cannot resolve the program is not given."""
-    blocks = program_busy(facts)
+    blocks = derived(facts).program_busy
     if not blocks:
         return None
     series, block = blocks[0]

@@ -1,5 +1,6 @@
 """Regenerates the run sections of gpuwhy/schema/run.schema.json from the dataclasses in
-gpuwhy/facts/ (every section of ``Facts`` but the hand-written ones), and the whole of
+gpuwhy/facts/ (every section of ``Facts`` but the hand-written ones) and the derivation
+stage's ``derived`` section (gpuwhy/derived/stage.py), and the whole of
 gpuwhy/schema/diff.schema.json (`gpuwhy diff --json`) from gpuwhy/comparison/model.py, and
 gpuwhy/schema/calibration.schema.json (`gpuwhy diff --calibrate -f json`) from
 gpuwhy/comparison/calibration.py.
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpuwhy import facts as F
 from gpuwhy.comparison.calibration import Calibration
 from gpuwhy.comparison.model import Comparison
+from gpuwhy.derived.stage import Published
 
 SCHEMA = Path(__file__).resolve().parents[1] / "gpuwhy" / "schema" / "run.schema.json"
 DIFF_SCHEMA = SCHEMA.with_name("diff.schema.json")
@@ -97,7 +99,9 @@ def schema_of(tp) -> dict:
 
 
 def generated_sections() -> dict[str, dict]:
-    return {name: schema_of(cls) for name, cls in GENERATED}
+    """The facts' sections, then the derivation stage's published values (``derived``:
+    written for readers of the file, derived again where a record is read)."""
+    return {**{name: schema_of(cls) for name, cls in GENERATED}, "derived": schema_of(Published)}
 
 
 def diff_schema() -> dict:

@@ -80,7 +80,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -88,12 +88,13 @@ from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptio
 from gpuwhy.collect.nvml import NvmlSource
 from gpuwhy.collect.process_tree import descendants
 from gpuwhy.collect.windows import CAPACITY, Batch, Windows
-from gpuwhy.derived.gpu_busy import gpu_busy
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import (
     CLOCK_REASONS,
     SLOWDOWN_BITS,
     ClockReasonSeries,
     Facts,
+    GpuBusy,
     GpuLatest,
     GpuProcess,
     GpuSamplesFacts,
@@ -618,7 +619,7 @@ class GpuSampler(Collector):
     def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
         if facts.gpu_samples is None:
             return []
-        return [("GPU samples", gpu_line(facts.gpu_samples))]
+        return [("GPU samples", gpu_line(facts.gpu_samples, derived(facts).gpu_busy))]
 
     @classmethod
     def create(cls, options: RunOptions, made: Sequence[Collector]) -> GpuSampler:
@@ -819,7 +820,7 @@ def own_process_tree() -> set[int]:
 
 
 # -- its rows in the reports ------------------------------------------------------
-def gpu_line(samples: GpuSamplesFacts) -> str:
+def gpu_line(samples: GpuSamplesFacts, busy: Mapping[int, GpuBusy]) -> str:
     if samples.error in ("LibraryNotFound", "DriverNotLoaded"):
         return f"none: no NVIDIA driver here (NVML: {samples.error})"
     if samples.error:
@@ -829,7 +830,7 @@ def gpu_line(samples: GpuSamplesFacts) -> str:
     parts = []
     for gpu in samples.gpus:
         text = f"GPU {gpu.index} {gpu.name}: {gpu.sample_count()} samples at {samples.hz:g} Hz"
-        block = gpu.busy if gpu.busy is not None else gpu_busy(gpu, None)
+        block = busy.get(gpu.index)
         if block is not None and block.share is not None:
             text += (
                 f", busy {block.share:.0%} while the program used it ({block.measure})"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gpuwhy.comparison.model import Change, EnvironmentChange
-from gpuwhy.derived.pipeline import steps_pipeline
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.formatting import duration
 
@@ -161,7 +161,7 @@ def batch_size(f: Facts) -> int | None:
 
 
 def _batch(f: Facts) -> str | None:
-    pipeline = steps_pipeline(f.tfdata, f.steps)
+    pipeline = derived(f).steps_pipeline
     if pipeline is None:
         return None
     batches = [s for s in pipeline.stages if s.kind == "batch" or "batch" in s.written_as]

@@ -60,11 +60,12 @@ class CacheFilling:
 
 
 def cache_filling(
-    steps: StepFacts, pipeline: PipelineFacts | None, medium_at: float
+    steps: StepFacts, pipeline: PipelineFacts | None, medium_at: float | None
 ) -> CacheFilling | None:
     """The steps' wait belongs to the first pass over a cached pipeline, measured: the
     steps after that pass (at least CACHE_LATER_STEPS of them) wait less than
-    ``medium_at`` where each step's wait is recorded, else their steps are at least
+    ``medium_at`` where each step's wait is recorded (None: not judged here; the
+    derivation stage leaves the threshold to the rule that reads it), else their steps are at least
     CACHE_FIRST_PASS_SLOWER times faster than the first pass's and that difference
     covers the wait measured over the run. None otherwise, or where steps cannot be
     matched to passes (several loops, several steps per call, an unknown pass length, a
@@ -88,7 +89,7 @@ def cache_filling(
     later_wait: float | None = None
     if later.waited is not None:
         later_wait = later.waited / max(later.seconds, 1e-12)
-        if later_wait >= medium_at:
+        if medium_at is not None and later_wait >= medium_at:
             return None
     else:
         waited = steps.input_wait_fraction * steps.total_s

@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 
 from gpuwhy.derived.change_points import Settings, Shift, shifts
 from gpuwhy.derived.gpu_busy import LOADED_AT, window_busy
-from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
+from gpuwhy.derived.pipeline import bottleneck
+from gpuwhy.derived.stage import derived
 from gpuwhy.derived.step_windows import (
     span_input_wait,
     timeline_rows,
@@ -274,7 +275,7 @@ def _input_first(facts: Facts, timed: list[Cause]) -> list[Cause]:
     kinds = [c.kind for c in timed]
     if "input" not in kinds or "python" not in kinds:
         return timed
-    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    pipeline = derived(facts).steps_pipeline
     stage = bottleneck(pipeline) if pipeline is not None else None
     if stage is None or not stage.python:
         return timed

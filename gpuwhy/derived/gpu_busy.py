@@ -33,23 +33,19 @@ What kind of idle: where a reliable time share exists beside SM activity, ``spac
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuwhy.derived.capture import device_shares
 from gpuwhy.derived.gpu_activity import (
     MIN_SAMPLES,
     Window,
     busy_window,
     in_windows,
-    program_gpus,
     step_windows,
-    usable,
 )
-from gpuwhy.facts import Facts, GpuBusy, GpuSeries, GpuWindow, StepFacts
+from gpuwhy.facts import GpuBusy, GpuSeries, GpuWindow, StepFacts
 
 BIN_S = 0.5  # the series is cut into bins of this length to find its steady stretches
 LEVEL_TOP = 0.10  # the busiest tenth of the bins sets the level of steady work
@@ -455,49 +451,6 @@ def window_busy(gpu: GpuWindow) -> float | None:
     module's); in records from before the busy series, its point readings, the only
     figure they hold."""
     return gpu.busy if gpu.busy is not None else gpu.utilization
-
-
-def with_busy(facts: Facts) -> Facts:
-    """The facts with each GPU's busy block filled (the record keeps them)."""
-    samples = facts.gpu_samples
-    if not usable(samples):
-        return facts
-    # gpuwhy run --capture: measured directly (one GPU, steps traced at the run's pace)
-    captured = device_shares(facts.capture, facts.steps.median_s if facts.steps else None)
-    if captured and len(program_gpus(samples)) == 1:  # the one GPU the program used
-        captured = {program_gpus(samples)[0].index: next(iter(captured.values()))}
-    elif len(samples.gpus) != 1:
-        captured = {}
-    gpus = []
-    for series in samples.gpus:
-        block = gpu_busy(series, facts.steps)
-        if block is not None and series.index in captured:
-            block = dataclasses.replace(
-                block,
-                kernels_share=round(captured[series.index], 4),
-                kernels_steps=len(facts.capture.steps) if facts.capture else 0,
-            )
-        gpus.append(dataclasses.replace(series, busy=block))
-    return dataclasses.replace(facts, gpu_samples=dataclasses.replace(samples, gpus=tuple(gpus)))
-
-
-def busy_of(facts: Facts, series: GpuSeries) -> GpuBusy | None:
-    """The block the record holds, else computed now (facts built by hand, old records)."""
-    return series.busy if series.busy is not None else gpu_busy(series, facts.steps)
-
-
-def program_busy(facts: Facts) -> list[tuple[GpuSeries, GpuBusy]]:
-    """The busy blocks of the GPUs the program used, busiest first (reliable ones
-    before the rest)."""
-    samples = facts.gpu_samples
-    if not usable(samples):
-        return []
-    blocks = []
-    for series in program_gpus(samples):
-        block = busy_of(facts, series)
-        if block is not None and block.share is not None:
-            blocks.append((series, block))
-    return sorted(blocks, key=lambda sb: (not sb[1].reliable, -(sb[1].share or 0.0)))
 
 
 def steady_differs(block: GpuBusy) -> bool:

@@ -2,8 +2,8 @@
 a pipeline's own timers, the few long waits (bursts) that can make most of it, and a
 Python loop's wait that is the iterator call rather than the pipeline's work.
 
-Asked by every input rule (so their findings agree with input.bound), the codec and
-cpu-starved rules, and the verdict, which states the same wait in its headline.
+The derivation stage (stage.py) measures the steps' wait once per record; the readers
+that take a pipeline and a record's facts are in steps_input.py.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import statistics
 from dataclasses import dataclass
 
 from gpuwhy.derived.cache_filling import CacheFilling, cache_filling
-from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
+from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.derived.pipeline_stages import ends_buffered, pipeline_time_s
-from gpuwhy.facts import Facts, PipelineFacts, StepFacts
+from gpuwhy.facts import PipelineFacts, StepFacts
 from gpuwhy.formatting import duration
 
 # Fewer elements than this and a pipeline's wait, derived from the wall-clock window its
@@ -109,31 +109,6 @@ def steps_wait(steps: StepFacts) -> InputWait | None:
         consumer_s=steps.median_s,
         measured_by=f"{steps.marker}{how}",
     )
-
-
-def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:
-    """The steps' measured wait for the pipeline they read (what input.bound reports),
-    else the pipeline's own timers, else None (not measured)."""
-    if facts.steps is not None and steps_pipeline(facts.tfdata, facts.steps) is pipeline:
-        measured = steps_wait(facts.steps)
-        if measured is not None:
-            return measured
-    return pipeline_wait(pipeline)
-
-
-# Consumers that read a pipeline beside the training steps: fit's validation_data,
-# a predict call.
-_BESIDE_STEPS = ("keras-evaluate", "keras-predict")
-
-
-def beside_steps(facts: Facts, pipeline: PipelineFacts) -> bool:
-    """The pipeline is read beside the training steps (Keras fit's validation_data, an
-    evaluate or predict call), while the steps read another one: its wait is not the
-    steps' wait, and a finding on it takes no figure from the steps."""
-    if pipeline.consumer not in _BESIDE_STEPS or facts.steps is None:
-        return False
-    feeding = steps_pipeline(facts.tfdata, facts.steps)
-    return feeding is not None and feeding is not pipeline
 
 
 # A wait is a burst when it is this many times the median wait (and at least BURST_MIN_S);
@@ -238,19 +213,41 @@ class StepsWait:
     fetch_overhead_s: float | None
 
 
-def read_steps_wait(facts: Facts, medium_at: float) -> StepsWait | None:
-    """The steps' wait (:func:`steps_wait`) and what it is; None where not measured.
-    ``medium_at``: the wait share the passes after a cache's first must stay under for
-    the wait to be the cache filling (:func:`cache_filling`)."""
-    steps = facts.steps
+@dataclass(frozen=True)
+class MeasuredWait:
+    """The steps' wait and what it may be, as the derivation stage gives it
+    (derived/stage.py): before a rule's threshold. ``cache_filling``: the first pass
+    filling a cache, its later passes' wait not yet compared with any threshold;
+    ``fetch_overhead_s``: the Python call per step, where the waits are not bursts
+    (it stands only where the wait is not the cache filling)."""
+
+    wait: InputWait
+    pipeline: PipelineFacts | None
+    mean_step_s: float | None
+    bursts: Bursts | None
+    cache_filling: CacheFilling | None
+    fetch_overhead_s: float | None
+
+    def judged(self, medium_at: float) -> StepsWait:
+        """What the wait is for a reader whose threshold is ``medium_at``: the cache
+        filling only where the passes after the first wait less than it."""
+        filling = self.cache_filling
+        if filling is not None and filling.later_wait is not None:
+            if filling.later_wait >= medium_at:
+                filling = None
+        overhead = self.fetch_overhead_s if filling is None else None
+        return StepsWait(self.wait, self.pipeline, self.mean_step_s, self.bursts, filling, overhead)
+
+
+def measured_wait(steps: StepFacts | None, pipeline: PipelineFacts | None) -> MeasuredWait | None:
+    """The steps' wait (:func:`steps_wait`) and what it may be, for the steps reading
+    ``pipeline`` (the stage's ``steps_pipeline``); None where not measured."""
     wait = steps_wait(steps) if steps is not None else None
     if steps is None or wait is None:
         return None
-    pipeline = steps_pipeline(facts.tfdata, steps)
-    mean_step = steps.mean_s
     burst = bursts(steps)
-    filling = cache_filling(steps, pipeline, medium_at) if pipeline is not None else None
+    filling = cache_filling(steps, pipeline, None) if pipeline is not None else None
     overhead = None
-    if pipeline is not None and filling is None and burst is None:
-        overhead = fetch_overhead(pipeline, steps, wait.fraction, mean_step)
-    return StepsWait(wait, pipeline, mean_step, burst, filling, overhead)
+    if pipeline is not None and burst is None:
+        overhead = fetch_overhead(pipeline, steps, wait.fraction, steps.mean_s)
+    return MeasuredWait(wait, pipeline, steps.mean_s, burst, filling, overhead)

@@ -194,7 +194,6 @@ class GpuSeries:
     activity_source: str | None = None  # "gpm" | "dcgm": where the activities came from
     memory_reserved_bytes: int | None = None  # the driver's reservation (memory info v2)
     driver_sample_period_s: float | None = None  # between the driver's samples, measured
-    busy: GpuBusy | None = None  # derived/gpu_busy.py, filled when the run is diagnosed
 
     @property
     def windowed(self) -> bool:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwhy.derived.input_wait import InputWait, beside_steps
+from gpuwhy.derived.input_wait import InputWait
 from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_share
+from gpuwhy.derived.steps_input import beside_steps
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.formatting import consumer_words, milliseconds, stage_label
 

@@ -384,4 +384,4 @@ def test_a_dcgm_exporter_that_cannot_be_read_is_said(tmp_path):
     sampler.stop()
     facts = sampler.facts()
     assert facts.dcgm_error == "connection refused (http://10.0.0.7:9400/metrics)"
-    assert "dcgm-exporter not read: connection refused" in gpu_line(facts)
+    assert "dcgm-exporter not read: connection refused" in gpu_line(facts, {})

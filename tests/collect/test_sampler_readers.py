@@ -14,6 +14,7 @@ import pytest
 
 from gpuwhy.collect.sampler import GpuSampler, ReplaySource, gpu_line
 from gpuwhy.derived.gpu_busy import busy_column
+from gpuwhy.derived.stage import derived
 from gpuwhy.export.metrics import busy_sums, values
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
 from gpuwhy.modes.merge.read import read_worker
@@ -37,6 +38,11 @@ def replay(name: str, windows: int) -> GpuSamplesFacts:
     assert sampler.wait(10)
     sampler.stop()
     return sampler.facts()
+
+
+def busy(samples: GpuSamplesFacts):
+    """The derivation stage's busy blocks of these samples, by GPU index."""
+    return derived(Facts(gpu_samples=samples)).gpu_busy
 
 
 def close(value, exact) -> bool:
@@ -65,7 +71,7 @@ def test_the_series_keep_counts_means_peaks_and_the_span(pair):
 
 def test_summary_verdict_and_metrics_read_every_sample(pair):
     raw, windowed = pair
-    assert gpu_line(windowed) == gpu_line(raw)
+    assert gpu_line(windowed, busy(windowed)) == gpu_line(raw, busy(raw))
     facts = [Facts(gpu_samples=s) for s in (raw, windowed)]
     for r, w in zip(raw.gpus, windowed.gpus):  # the busy series, every sample once
         assert busy_column(w) == busy_column(r)
@@ -85,7 +91,7 @@ def test_summary_verdict_and_metrics_read_every_sample(pair):
 def test_the_html_table_and_timeline_cover_the_run(pair):
     raw, windowed = pair
     for r, w in zip(raw.gpus, windowed.gpus):
-        exact, kept = gpu_table(r, raw), gpu_table(w, windowed)
+        exact, kept = gpu_table(r, raw, None), gpu_table(w, windowed, None)
         assert f"{r.sample_count():,} samples" in kept["head"] and "windows of 16" in kept["head"]
         rows = {row[0]: row for row in exact["rows"]}
         for row in kept["rows"]:
@@ -122,22 +128,29 @@ def test_a_saved_record_loads_and_merges_to_the_same_gpu_figures(pair, tmp_path)
 
 def test_a_merge_reads_the_one_busy_figure_also_from_a_record_without_its_block(pair, tmp_path):
     """gpuwhy merge says a worker's GPU busy as its own report does (derived/gpu_busy.py),
-    and an older record without the busy block gets the figure it would have kept, not
-    another definition (its utilization readings' mean)."""
+    and an older record gets the figure derived again from its samples: not another
+    definition (its utilization readings' mean), nor the block an older version kept
+    inside its samples (the derivation stage derives again where a record is read)."""
     import json
-
-    from gpuwhy.derived.gpu_busy import program_busy
 
     raw, _ = pair
     facts = Facts(program=ProgramFacts(command=("train",)), gpu_samples=raw)
     record = Record.diagnose("watch", facts)
     path = record.save(tmp_path / "worker-0.json")
-    (_, block), *_ = program_busy(record.facts)
+    (_, block), *_ = record.derived.program_busy
     assert block.reliable and block.share is not None
     assert read_worker(str(path)).run.gpu_busy == pytest.approx(block.share)
     data = json.loads(path.read_text())
+    assert all("busy" not in gpu for gpu in data["gpu_samples"]["gpus"])
     for gpu in data["gpu_samples"]["gpus"]:
-        gpu.pop("busy")  # as a record from before the busy block
+        gpu["busy"] = {
+            "share": 0.99,
+            "source": "nvml-point",
+            "measure": "point readings",
+            "reliable": True,
+            "why": "an older record kept its block here",
+        }
+    data.pop("derived")  # as a record from before the derivation stage
     older = tmp_path / "worker-1.json"
     older.write_text(json.dumps(data))
     assert read_worker(str(older)).run.gpu_busy == pytest.approx(block.share)
@@ -152,15 +165,12 @@ def test_a_merge_of_real_h100_workers_says_their_busy_figure_not_their_utilizati
     true duty of 21% and 51%)."""
     import json
 
-    from gpuwhy.derived.gpu_busy import program_busy
-
     samples = replay(f"h100/{stem}.nvml.jsonl", 512)
     facts = Facts(program=ProgramFacts(command=("python3", "duty.py")), gpu_samples=samples)
     record = Record.diagnose("watch", facts)
-    (_, block), *_ = program_busy(record.facts)
+    (_, block), *_ = record.derived.program_busy
     data = json.loads(record.save(tmp_path / "worker.json").read_text())
-    for gpu in data["gpu_samples"]["gpus"]:
-        gpu.pop("busy")
+    data.pop("derived")  # as a record from before the busy block
     older = tmp_path / "worker-0.json"
     older.write_text(json.dumps(data))
     merged = read_worker(str(older)).run.gpu_busy

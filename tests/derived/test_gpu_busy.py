@@ -189,7 +189,12 @@ def test_watching_a_program_without_tensorflow_puts_its_gpu_first():
     program = ProgramFacts(command=("python3", "duty.py"), seconds=17.0)
     record = Record.diagnose("watch", Facts(program=program, gpu_samples=samples))
     assert record.verdict.startswith("GPU busy 18% while the program used it (SM activity)")
-    assert record.facts.gpu_samples.gpus[0].busy is not None  # kept in the record
+    assert record.derived.gpu_busy[0].share is not None
+    # the record's file keeps it in its own section; the facts never hold it
+    data = record.to_dict()
+    assert data["derived"]["gpu_busy"][0]["index"] == 0
+    assert data["derived"]["gpu_busy"][0]["busy"]["share"] == record.derived.gpu_busy[0].share
+    assert all("busy" not in gpu for gpu in data["gpu_samples"]["gpus"])
 
 
 def test_varying_point_readings_never_stand_in_for_the_time_share():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.derived.gpu_busy import with_busy
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import (
     CaptureCopies,
     CaptureDevice,
@@ -391,8 +391,8 @@ def test_the_capture_verdict_leads_with_the_measured_busy_share():
 
 
 def test_the_busy_block_carries_the_captured_kernels_share(h100_samples: GpuSamplesFacts):
-    facts = with_busy(Facts(gpu_samples=h100_samples, capture=capture(busy=0.25)))
-    block = facts.gpu_samples.gpus[0].busy
+    facts = Facts(gpu_samples=h100_samples, capture=capture(busy=0.25))
+    block = derived(facts).gpu_busy[0]
     assert block is not None and block.kernels_share == pytest.approx(0.25)
     assert block.kernels_steps == 10
     text = busy_text(facts) or ""
@@ -417,12 +417,12 @@ def test_steps_the_profiler_slowed_are_no_measure_of_the_runs_busy(h100_samples)
     run = StepFacts(
         source="tf-function", marker="train_step (train.py:9)", count=100, median_s=0.010
     )
-    facts = with_busy(Facts(gpu_samples=h100_samples, steps=run, capture=capture(busy=0.25)))
-    block = facts.gpu_samples.gpus[0].busy
+    facts = Facts(gpu_samples=h100_samples, steps=run, capture=capture(busy=0.25))
+    block = derived(facts).gpu_busy[0]
     assert block is not None and block.kernels_share is None
     at_pace = replace(run, median_s=0.019)
-    facts = with_busy(Facts(gpu_samples=h100_samples, steps=at_pace, capture=capture(busy=0.25)))
-    assert facts.gpu_samples.gpus[0].busy.kernels_share == pytest.approx(0.25)
+    facts = Facts(gpu_samples=h100_samples, steps=at_pace, capture=capture(busy=0.25))
+    assert derived(facts).gpu_busy[0].kernels_share == pytest.approx(0.25)
 
 
 def test_copies_predicted_heavy_but_measured_light_are_said_both_ways():

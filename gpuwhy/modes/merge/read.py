@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy.derived.gpu_busy import program_busy
+from gpuwhy.derived.stage import derived
 from gpuwhy.derived.step_windows import training_spans
 from gpuwhy.facts import (
     Facts,
@@ -253,7 +253,7 @@ def _gpu_busy(data: dict[str, Any]) -> float | None:
     if not isinstance(samples, GpuSamplesFacts):
         return None
     facts = Facts(gpu_samples=samples, steps=timed if isinstance(timed, StepFacts) else None)
-    shares = [b.share for _, b in program_busy(facts) if b.reliable and b.share is not None]
+    shares = [b.share for _, b in derived(facts).program_busy if b.reliable and b.share is not None]
     return sum(shares) / len(shares) if shares else None
 
 

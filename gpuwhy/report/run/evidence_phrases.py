@@ -265,7 +265,12 @@ def phrased(evidence: Mapping[str, Any]) -> tuple[list[str], set[str]]:
     sentences = []
     for phrase in PHRASES:
         left = {k: v for k, v in evidence.items() if k not in said}
-        made = phrase(left)
+        try:
+            made = phrase(left)
+        except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+            # a saved record's evidence of another type than gpuwhy writes (edited by
+            # hand): its fields are said one by one, as any field no phrase knows
+            made = None
         if made is None:
             continue
         text, keys = made

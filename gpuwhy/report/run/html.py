@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import gpuwhy.report.run.html_charts as charts
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import (
     Facts,
     FixTried,
@@ -262,7 +263,9 @@ class _Page(Figures):
                 "No training steps found: no Keras fit, no loop over a tf.data iterator, no "
                 "repeated tf.function or apply_gradients calls."
             ),
-            "gpus": [gpu_table(g, samples) for g in samples.gpus if g.t] if samples else [],
+            "gpus": [gpu_table(g, samples, derived(facts).busy_of(g)) for g in samples.gpus if g.t]
+            if samples
+            else [],
             "no_gpu": no_gpu_reason(samples),
             "tf_peak": [
                 (device, f"{peak / MiB:,.0f} MiB")

@@ -16,6 +16,7 @@ from gpuwhy.facts import (
     EagerFacts,
     EnvironmentFacts,
     Facts,
+    GpuBusy,
     GpuDevice,
     GpuSamplesFacts,
     GpuSeries,
@@ -248,7 +249,7 @@ GPU_METRICS = (
 )
 
 
-def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
+def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts, block: GpuBusy | None) -> dict[str, Any]:
     """Exact statistics of every metric the GPU reported, over the full series."""
     rows = []
     for title, name, scale, unit in GPU_METRICS:
@@ -279,13 +280,12 @@ def gpu_table(gpu: GpuSeries, samples: GpuSamplesFacts) -> dict[str, Any]:
         f"pid {p.pid} {p.name or ''} ({byte_size(p.used_bytes)})".replace("  ", " ")
         for p in gpu.others
     ]
-    return {"head": head, "rows": rows, "others": others, "busy": busy_sentence(gpu)}
+    return {"head": head, "rows": rows, "others": others, "busy": busy_sentence(block)}
 
 
-def busy_sentence(gpu: GpuSeries) -> str | None:
-    """The GPU's busy block in words: its share and source, its steady work, and why a
-    figure that cannot resolve the program is not given."""
-    block = gpu.busy
+def busy_sentence(block: GpuBusy | None) -> str | None:
+    """A GPU's busy block (the derivation stage's) in words: its share and source, its
+    steady work, and why a figure that cannot resolve the program is not given."""
     if block is None:
         return None
     if block.share is None:

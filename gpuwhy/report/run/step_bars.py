@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwhy.derived.gpu_busy import program_busy
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, ProjectionFacts, WorkerRun, WorkersFacts
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
@@ -97,7 +97,7 @@ def recording_bars(facts: Facts) -> list[Bar]:
     busy figure; none where the figure cannot resolve the program."""
     bars = []
     several = facts.gpu_samples is not None and len(facts.gpu_samples.gpus) > 1
-    for series, block in program_busy(facts):
+    for series, block in derived(facts).program_busy:
         if not block.reliable or block.share is None:
             continue
         name = f"GPU {series.index}" if several else "the GPU"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.input_wait import beside_steps, input_wait
 from gpuwhy.derived.op_classes import is_codec
 from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
+from gpuwhy.derived.steps_input import beside_steps, input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.derived.environment import tf_can_use_gpu
-from gpuwhy.derived.input_wait import input_wait
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
+from gpuwhy.derived.steps_input import input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code

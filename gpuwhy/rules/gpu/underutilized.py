@@ -13,7 +13,8 @@ from gpuwhy.derived.gpu_activity import (
     usable,
     windows_for,
 )
-from gpuwhy.derived.gpu_busy import busy_of, steady_windows
+from gpuwhy.derived.gpu_busy import steady_windows
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, GpuBusy, GpuSeries
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import percent
@@ -136,7 +137,7 @@ class GpuUnderutilized(Rule):
         # (series, windows, what they are, activity, busy block, the share judged)
         measured: list[tuple[GpuSeries, list[Window], str, Activity, GpuBusy, float]] = []
         for series in program_gpus(samples):
-            block = busy_of(facts, series)
+            block = derived(facts).busy_of(series)
             if block is None or block.share is None or not block.reliable:
                 continue  # nothing rests on a figure that cannot resolve the program
             windows, basis = windows_for(facts, series)

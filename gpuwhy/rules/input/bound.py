@@ -9,10 +9,11 @@ from typing import Any
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
 from gpuwhy.derived.host_load import HostLoad, host_load
-from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait, read_steps_wait
+from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
 from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.derived.pipeline_stages import ends_buffered
+from gpuwhy.derived.steps_input import steps_wait_at
 from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
@@ -131,7 +132,7 @@ class InputBound(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         if facts.steps is None:
             return self._from_capture(facts.capture, options) if facts.capture else []
-        reading = read_steps_wait(facts, options["medium_at"])
+        reading = steps_wait_at(facts, options["medium_at"])
         if facts.steps is not None and reading is not None:
             if reading.wait.fraction < options["medium_at"]:
                 return []

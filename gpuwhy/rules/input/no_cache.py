@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.input_wait import beside_steps, input_wait
 from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.derived.pipeline_stages import same_every_pass, stage_share
+from gpuwhy.derived.steps_input import beside_steps, input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import dataset_calls, pipeline_code

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.input_wait import input_wait
 from gpuwhy.derived.pipeline_stages import ends_buffered
+from gpuwhy.derived.steps_input import input_wait
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code

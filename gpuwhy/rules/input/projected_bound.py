@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.pipeline import culprit_location, steady_bottleneck, steps_pipeline
+from gpuwhy.derived.pipeline import culprit_location, steady_bottleneck
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
@@ -69,7 +70,7 @@ class ProjectedInputBound(Rule):
         if low < options["medium_at"]:
             return []
         high = projection.input_wait_high or 0.0
-        pipeline = steps_pipeline(facts.tfdata, facts.steps)
+        pipeline = derived(facts).steps_pipeline
         title = (
             f"On {projection.gpu} (projected), steps would wait for input "
             f"{projection.input_wait_fraction:.0%} of the time ({low:.0%}–{high:.0%}): the "

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.derived.cache_filling import CacheFilling
-from gpuwhy.derived.input_wait import InputWait, beside_steps, input_wait, read_steps_wait
+from gpuwhy.derived.input_wait import InputWait
 from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
+from gpuwhy.derived.steps_input import beside_steps, input_wait, steps_wait_at
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.fixes import pipeline_code
@@ -206,7 +207,7 @@ def _cache_filling(
 ) -> CacheFilling | None:
     """The steps' wait was the first pass over ``pipeline`` filling its cache (what
     input.bound reports, low): the Python before the cache runs in that pass only."""
-    reading = read_steps_wait(facts, options["min_input_wait"])
+    reading = steps_wait_at(facts, options["min_input_wait"])
     if reading is None or reading.pipeline is not pipeline:
         return None
     return reading.cache_filling

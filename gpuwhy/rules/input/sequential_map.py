@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.input_wait import beside_steps, input_wait
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.derived.pipeline_stages import runs_sequentially, stage_share, vectorisable
+from gpuwhy.derived.steps_input import beside_steps, input_wait
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code

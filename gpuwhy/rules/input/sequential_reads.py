@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.input_wait import input_wait
 from gpuwhy.derived.pipeline_stages import stage_share
+from gpuwhy.derived.steps_input import input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import dataset_calls

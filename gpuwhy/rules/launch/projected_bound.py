@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwhy.derived.pipeline import steps_pipeline
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
@@ -220,7 +220,7 @@ def _projected(projection: ProjectionFacts) -> dict[str, Any]:
 
 def _python_input(facts: Facts) -> bool:
     """The steps' pipeline runs Python (py_function, numpy_function, a generator)."""
-    pipeline = steps_pipeline(facts.tfdata, facts.steps)
+    pipeline = derived(facts).steps_pipeline
     return pipeline is not None and any(s.python for s in pipeline.stages)
 
 

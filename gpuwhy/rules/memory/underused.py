@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.derived.gpu_activity import MIN_SAMPLES, usable
-from gpuwhy.derived.gpu_busy import busy_of
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.gpu_evidence import percent
@@ -89,7 +89,7 @@ class MemoryUnderused(Rule):
             total = series.memory_total_bytes
             if not total or not peak or peak / total >= options["max_peak_fraction"]:
                 continue
-            block = busy_of(facts, series)
+            block = derived(facts).busy_of(series)
             if block is None or block.share is None or not block.reliable:
                 continue  # nothing rests on a figure that cannot resolve the program
             busy = block.steady_share if block.steady_share is not None else block.share

@@ -17,7 +17,7 @@ import ast
 from dataclasses import replace
 
 from gpuwhy.derived.input_wait import production_bound_s
-from gpuwhy.derived.pipeline import steps_pipeline
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
@@ -82,7 +82,7 @@ def _pipeline_made_the_wait(facts: Facts) -> str | None:
         return None
     if steps.source != "keras-fit":
         return None  # no fit: the compile kind says so in its own words
-    pipeline = steps_pipeline(facts.tfdata, steps)
+    pipeline = derived(facts).steps_pipeline
     made = production_bound_s(pipeline) if pipeline is not None else None
     if made is None or steps.mean_s is None:
         return None

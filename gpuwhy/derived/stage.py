@@ -1,0 +1,173 @@
+"""The derivation stage: collect -> facts -> **derived** -> rules -> findings -> report.
+
+A few values are derived from the facts and read by several layers: how busy each GPU
+was, the pipeline the training steps read, the steps' wait and what it is. They used to
+be computed where each reader needed them (and the busy blocks written back into the
+facts), so one record could be read two ways. Here they are a named, ordered list of
+derivations (after pyinstrument's processors), run once per record — live, replayed,
+rechecked, merged, compared — and every reader takes the one result:
+``derived(facts).gpu_busy``.
+
+The result belongs to the facts object it was derived from (kept beside it, never
+inside it): facts built by hand in a test derive on first use, a record's facts derive
+when the record is diagnosed. The record's JSON writes the published part
+(:class:`Published`) in its own ``derived`` section for readers of the file; loading a
+record derives again from its facts (the facts are the source; an older record's busy
+blocks, kept inside ``gpu_samples``, are dropped where it is read: facts/codec.py
+ignores keys no dataclass has).
+
+Each derivation is a pure function of the facts and of the derivations before it; a
+rule's option is never an input (a rule applies its threshold to what was derived, e.g.
+:meth:`MeasuredWait.judged`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from gpuwhy.derived.capture import device_shares
+from gpuwhy.derived.gpu_activity import program_gpus, usable
+from gpuwhy.derived.gpu_busy import gpu_busy
+from gpuwhy.derived.input_wait import MeasuredWait, measured_wait
+from gpuwhy.derived.pipeline import steps_pipeline
+from gpuwhy.facts import Facts, GpuBusy, GpuSeries, PipelineFacts
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What the stage derived from one record's facts (see the module's docstring)."""
+
+    # each sampled GPU's busy block, by its NVML index (derived/gpu_busy.py)
+    gpu_busy: Mapping[int, GpuBusy]
+    # the GPUs the program used with a busy share, busiest first (reliable ones first)
+    program_busy: tuple[tuple[GpuSeries, GpuBusy], ...]
+    # the pipeline the training steps read (derived/pipeline.py)
+    steps_pipeline: PipelineFacts | None
+    # the steps' measured wait and what it is, before any rule's threshold
+    steps_wait: MeasuredWait | None
+
+    def busy_of(self, series: GpuSeries) -> GpuBusy | None:
+        return self.gpu_busy.get(series.index)
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """One named step of the stage: ``derive(facts, earlier)`` -> its value, where
+    ``earlier`` holds the values of the derivations before it, by name."""
+
+    name: str
+    derive: Callable[[Facts, Mapping[str, Any]], Any]
+    what: str
+
+
+def _gpu_busy(facts: Facts, earlier: Mapping[str, Any]) -> Mapping[int, GpuBusy]:
+    """Each GPU's busy block; with ``run --capture`` and one GPU the program used, the
+    captured steps' kernel share beside it (measured directly, at the run's pace)."""
+    samples = facts.gpu_samples
+    if not usable(samples):
+        return MappingProxyType({})
+    captured = device_shares(facts.capture, facts.steps.median_s if facts.steps else None)
+    used = program_gpus(samples)
+    if captured and len(used) == 1:  # the one GPU the program used
+        captured = {used[0].index: next(iter(captured.values()))}
+    elif len(samples.gpus) != 1:
+        captured = {}
+    blocks: dict[int, GpuBusy] = {}
+    for series in samples.gpus:
+        block = gpu_busy(series, facts.steps)
+        if block is not None and series.index in captured:
+            block = dataclasses.replace(
+                block,
+                kernels_share=round(captured[series.index], 4),
+                kernels_steps=len(facts.capture.steps) if facts.capture else 0,
+            )
+        if block is not None:
+            blocks[series.index] = block
+    return MappingProxyType(blocks)
+
+
+def _program_busy(facts: Facts, earlier: Mapping[str, Any]) -> tuple[Any, ...]:
+    samples = facts.gpu_samples
+    if not usable(samples):
+        return ()
+    busy: Mapping[int, GpuBusy] = earlier["gpu_busy"]
+    blocks = [
+        (series, busy[series.index])
+        for series in program_gpus(samples)
+        if series.index in busy and busy[series.index].share is not None
+    ]
+    return tuple(sorted(blocks, key=lambda sb: (not sb[1].reliable, -(sb[1].share or 0.0))))
+
+
+def _steps_pipeline(facts: Facts, earlier: Mapping[str, Any]) -> PipelineFacts | None:
+    return steps_pipeline(facts.tfdata, facts.steps)
+
+
+def _steps_wait(facts: Facts, earlier: Mapping[str, Any]) -> MeasuredWait | None:
+    return measured_wait(facts.steps, earlier["steps_pipeline"])
+
+
+# The stage, in its order: each derivation may read the ones above it.
+DERIVATIONS: tuple[Derivation, ...] = (
+    Derivation("gpu_busy", _gpu_busy, "how busy each sampled GPU was"),
+    Derivation("program_busy", _program_busy, "the GPUs the program used, busiest first"),
+    Derivation("steps_pipeline", _steps_pipeline, "the pipeline the training steps read"),
+    Derivation("steps_wait", _steps_wait, "the steps' measured wait and what it is"),
+)
+
+
+def derive(facts: Facts) -> Derived:
+    """Runs the stage over ``facts``: every derivation once, in order."""
+    values: dict[str, Any] = {}
+    for step in DERIVATIONS:
+        values[step.name] = step.derive(facts, MappingProxyType(values))
+    return Derived(**values)
+
+
+# The stage's result, kept beside the facts object it came from (by identity: facts are
+# frozen and compare by value, which is costly and not what is meant) until that object
+# is gone.
+_RESULTS: dict[int, Derived] = {}
+_LOCK = threading.Lock()
+
+
+def derived(facts: Facts) -> Derived:
+    """The stage's result for these facts: derived once, on first use, then read."""
+    key = id(facts)
+    with _LOCK:
+        found = _RESULTS.get(key)
+    if found is not None:
+        return found
+    result = derive(facts)
+    with _LOCK:
+        if key not in _RESULTS:
+            _RESULTS[key] = result
+            weakref.finalize(facts, _RESULTS.pop, key, None)
+        return _RESULTS[key]
+
+
+# -- what the record's JSON writes ----------------------------------------------------------
+@dataclass(frozen=True)
+class GpuBusyOf:
+    """One GPU's busy block, with the NVML index that names the GPU."""
+
+    index: int
+    busy: GpuBusy
+
+
+@dataclass(frozen=True)
+class Published:
+    """The derived values a record's file keeps for its readers (its ``derived``
+    section): written, never read back (loading derives again from the facts)."""
+
+    gpu_busy: tuple[GpuBusyOf, ...] = ()
+
+
+def published(result: Derived) -> Published:
+    return Published(gpu_busy=tuple(GpuBusyOf(i, b) for i, b in sorted(result.gpu_busy.items())))

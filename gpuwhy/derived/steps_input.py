@@ -1,0 +1,43 @@
+"""What the stage's steps' wait says of one pipeline, and the wait a reader with its own
+threshold reads: asked by every input rule (so their findings agree with input.bound),
+the codec and cpu-starved rules, the fixes' evidence and the verdict, which states the
+same wait in its headline. Each reads the derivation stage (stage.py), never derives
+again.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
+from gpuwhy.derived.stage import derived
+from gpuwhy.facts import Facts, PipelineFacts
+
+
+def steps_wait_at(facts: Facts, medium_at: float) -> StepsWait | None:
+    """The steps' wait and what it is, for a reader whose threshold is ``medium_at``
+    (:meth:`MeasuredWait.judged`); None where not measured."""
+    measured = derived(facts).steps_wait
+    return None if measured is None else measured.judged(medium_at)
+
+
+def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:
+    """The steps' measured wait for the pipeline they read (what input.bound reports),
+    else the pipeline's own timers, else None (not measured)."""
+    result = derived(facts)
+    if result.steps_wait is not None and result.steps_pipeline is pipeline:
+        return result.steps_wait.wait
+    return pipeline_wait(pipeline)
+
+
+# Consumers that read a pipeline beside the training steps: fit's validation_data,
+# a predict call.
+_BESIDE_STEPS = ("keras-evaluate", "keras-predict")
+
+
+def beside_steps(facts: Facts, pipeline: PipelineFacts) -> bool:
+    """The pipeline is read beside the training steps (Keras fit's validation_data, an
+    evaluate or predict call), while the steps read another one: its wait is not the
+    steps' wait, and a finding on it takes no figure from the steps."""
+    if pipeline.consumer not in _BESIDE_STEPS or facts.steps is None:
+        return False
+    feeding = derived(facts).steps_pipeline
+    return feeding is not None and feeding is not pipeline
