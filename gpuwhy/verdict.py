@@ -8,7 +8,6 @@ from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_passes import cache_passes
 from gpuwhy.derived.environment import tf_can_use_gpu
 from gpuwhy.derived.gpu_busy import steady_differs
-from gpuwhy.derived.host_load import host_load
 from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck
 from gpuwhy.derived.stage import derived
 from gpuwhy.derived.steps_input import steps_wait_at
@@ -414,7 +413,8 @@ def _steady_bottleneck(facts: Facts) -> str | None:
 def _others_load(facts: Facts) -> float | None:
     """Other processes' share of the host's cores where input.bound reports it (its
     options decide), rounded as its evidence shows it."""
-    load = host_load(facts, _BOUND["others_busy_at"], _BOUND["saturated_at"])
+    measured = derived(facts).host_load
+    load = measured and measured.judged(_BOUND["others_busy_at"], _BOUND["saturated_at"])
     return None if load is None else round(load.others, 3)
 
 

@@ -1,5 +1,6 @@
 """Other processes' load on the host's CPUs over a run: where the input pipeline had to
-share the cores, its wait is not (only) its own. Asked by input.bound and the verdict."""
+share the cores, its wait is not (only) its own. Measured once by the derivation stage
+(stage.py); input.bound and the verdict apply input.bound's thresholds to it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ class HostLoad:
             f"run (the program itself {self.own:.0%}{load})"
         )
 
+    def judged(self, at: float, saturated_at: float) -> HostLoad | None:
+        """This load where it counts for a reader: other processes' share at least
+        ``at``, and the host's cores at least ``saturated_at`` busy (no idle core left
+        to the input); else None."""
+        return self if self.busy >= saturated_at and self.others >= at else None
+
     def evidence(self) -> dict[str, Any]:
         return {
             "other_processes_cpu_fraction": round(self.others, 3),
@@ -41,17 +48,15 @@ class HostLoad:
         }
 
 
-def host_load(facts: Facts, at: float, saturated_at: float) -> HostLoad | None:
-    """Other processes' share of the host's cores, where it is at least ``at`` and the
-    host's cores were at least ``saturated_at`` busy (no idle core left to the input)."""
+def host_load(facts: Facts) -> HostLoad | None:
+    """Other processes' share of the host's cores over the run, where both the host's
+    and the program's CPU use were measured (before any reader's threshold)."""
     tfdata = facts.tfdata
     if tfdata is None or tfdata.host_cpu_busy_fraction is None:
         return None
-    if tfdata.process_cpu_fraction is None or tfdata.host_cpu_busy_fraction < saturated_at:
+    if tfdata.process_cpu_fraction is None:
         return None
     others = tfdata.host_cpu_busy_fraction - tfdata.process_cpu_fraction
-    if others < at:
-        return None
     return HostLoad(
         others,
         tfdata.host_cpu_busy_fraction,

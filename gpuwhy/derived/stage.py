@@ -34,6 +34,7 @@ from typing import Any
 from gpuwhy.derived.capture import device_shares
 from gpuwhy.derived.gpu_activity import program_gpus, usable
 from gpuwhy.derived.gpu_busy import gpu_busy
+from gpuwhy.derived.host_load import HostLoad, host_load
 from gpuwhy.derived.input_wait import MeasuredWait, measured_wait
 from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.facts import Facts, GpuBusy, GpuSeries, PipelineFacts
@@ -51,6 +52,8 @@ class Derived:
     steps_pipeline: PipelineFacts | None
     # the steps' measured wait and what it is, before any rule's threshold
     steps_wait: MeasuredWait | None
+    # other processes' use of the host's cores over the run, before any threshold
+    host_load: HostLoad | None
 
     def busy_of(self, series: GpuSeries) -> GpuBusy | None:
         return self.gpu_busy.get(series.index)
@@ -119,6 +122,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("program_busy", _program_busy, "the GPUs the program used, busiest first"),
     Derivation("steps_pipeline", _steps_pipeline, "the pipeline the training steps read"),
     Derivation("steps_wait", _steps_wait, "the steps' measured wait and what it is"),
+    Derivation("host_load", lambda facts, _: host_load(facts), "other processes' CPU load"),
 )
 
 

@@ -104,3 +104,18 @@ def _samples() -> dict:
     samples = recording_facts(H100).gpu_samples
     assert samples is not None
     return {"gpu_samples": samples}
+
+
+def test_the_hosts_load_is_derived_whole_and_each_reader_applies_its_threshold():
+    facts = t.facts(
+        t.example_pipeline(),
+        steps=t.fit_steps(0.4),
+        host_cpu_busy_fraction=0.95,
+        process_cpu_fraction=0.55,
+    )
+    load = derived(facts).host_load
+    assert load is not None and load.others == pytest.approx(0.40)
+    assert load.judged(0.25, 0.9) is load
+    assert load.judged(0.5, 0.9) is None and load.judged(0.25, 0.99) is None
+    idle = replace(facts, tfdata=replace(facts.tfdata, host_cpu_busy_fraction=0.6))
+    assert derived(idle).host_load.judged(0.25, 0.9) is None  # a core was left idle

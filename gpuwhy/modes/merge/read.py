@@ -239,9 +239,9 @@ def _host(tfdata: dict[str, Any]) -> dict[str, Any]:
 
 def _gpu_busy(data: dict[str, Any]) -> float | None:
     """The busy share of the GPUs the worker's program used, averaged over those whose
-    figure can resolve it: the one busy figure (derived/gpu_busy.py), the record's own
-    block, or computed from its series as the record would have kept it (an older
-    record). None where the section cannot be read whole."""
+    figure can resolve it: the one busy figure (derived/gpu_busy.py), derived from the
+    worker's samples and steps by the derivation stage as its own report derives it
+    (never a figure the file holds). None where the section cannot be read whole."""
     section, steps = _section(data, "gpu_samples"), data.get("steps")
     if not section:
         return None

@@ -8,11 +8,12 @@ from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
-from gpuwhy.derived.host_load import HostLoad, host_load
+from gpuwhy.derived.host_load import HostLoad
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
 from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
 from gpuwhy.derived.pipeline_stages import ends_buffered
+from gpuwhy.derived.stage import derived
 from gpuwhy.derived.steps_input import steps_wait_at
 from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
 from gpuwhy.finding import Finding
@@ -140,7 +141,7 @@ class InputBound(Rule):
         if facts.tfdata is None:
             return []
         findings = []
-        load = host_load(facts, options["others_busy_at"], options["saturated_at"])
+        load = _host_load(facts, options)
         for pipeline in facts.tfdata.pipelines:
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
@@ -270,7 +271,7 @@ class InputBound(Rule):
         if pipeline is not None and filling is not None:
             return self._cache_filling(title, share, pipeline, filling, evidence)
         overhead = reading.fetch_overhead_s
-        load = host_load(facts, options["others_busy_at"], options["saturated_at"])
+        load = _host_load(facts, options)
         if pipeline is not None and overhead is not None:
             fix = _fewer_calls(facts.eager)
             return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix, load)
@@ -621,3 +622,10 @@ def _host_event(name: str) -> str:
         return name
     where, _, function = name[1:].partition(" ")
     return f"{function} ({where})" if function else where
+
+
+def _host_load(facts: Facts, options: dict[str, Any]) -> HostLoad | None:
+    """Other processes' load on the host (the derivation stage's), where this rule's
+    options say it counts."""
+    load = derived(facts).host_load
+    return load.judged(options["others_busy_at"], options["saturated_at"]) if load else None
