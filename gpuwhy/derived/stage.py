@@ -95,7 +95,9 @@ def _gpu_busy(facts: Facts, earlier: Mapping[str, Any]) -> Mapping[int, GpuBusy]
     return MappingProxyType(blocks)
 
 
-def _program_busy(facts: Facts, earlier: Mapping[str, Any]) -> tuple[Any, ...]:
+def _program_busy(
+    facts: Facts, earlier: Mapping[str, Any]
+) -> tuple[tuple[GpuSeries, GpuBusy], ...]:
     samples = facts.gpu_samples
     if not usable(samples):
         return ()

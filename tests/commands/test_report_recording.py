@@ -30,8 +30,11 @@ def report(*args: str | Path) -> dict:
 
 
 def busy(record: dict) -> dict:
+    """The one GPU's busy block, in the record's ``derived`` section."""
     (gpu,) = record["gpu_samples"]["gpus"]
-    return gpu["busy"]
+    (block,) = record["derived"]["gpu_busy"]
+    assert block["index"] == gpu["index"] and "busy" not in gpu
+    return block["busy"]
 
 
 def truth(stem: str) -> float:
