@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuwhy.comparison.model import AlignedWindow
 from gpuwhy.derived.gpu_busy import window_busy
-from gpuwhy.derived.step_windows import span_input_wait, timeline_rows, training_spans
+from gpuwhy.derived.stage import derived
+from gpuwhy.derived.step_windows import span_input_wait
 from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan, WorkersFacts
 
 BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
@@ -67,9 +69,9 @@ def run_units(facts: Facts) -> RunUnits:
         return _worker_units(facts.workers)
     if steps is None or steps.timeline is None:
         return RunUnits(gpu_busy=busy)
-    spans = training_spans(steps)
+    spans = derived(facts).training_spans
     width = steps.timeline.width_s
-    rows = timeline_rows(facts, width)
+    rows = derived(facts).timeline_rows
     kept = _kept_training_steps(steps)
     if kept is not None and len(kept) >= MIN_STEPS:
         size = max(1, math.ceil(len(kept) / BLOCKS))
@@ -150,7 +152,7 @@ def _kept_training_steps(steps: StepFacts) -> list[float] | None:
     return out
 
 
-def _weighted_median(spans: list[StepSpan]) -> float | None:
+def _weighted_median(spans: Sequence[StepSpan]) -> float | None:
     """The median step of windows' medians, each weighted by its steps."""
     pairs = sorted((s.p50_s, s.steps) for s in spans if s.p50_s)
     total = sum(n for _, n in pairs)
@@ -165,8 +167,8 @@ def _weighted_median(spans: list[StepSpan]) -> float | None:
 def _parts(
     facts: Facts,
     steps: StepFacts,
-    spans: list[StepSpan],
-    rows: dict[int, RunWindow],
+    spans: Sequence[StepSpan],
+    rows: Mapping[int, RunWindow],
     width: float,
 ) -> tuple[list[tuple[float, ...]], dict[str, str]]:
     """Each training window's step split into PARTS; and which parts this record
@@ -224,7 +226,7 @@ def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]
         return []
     begin, end = -math.inf, math.inf
     if steps is not None and steps.timeline is not None:
-        spans = training_spans(steps)
+        spans = derived(facts).training_spans
         if spans:
             begin, end = spans[0].start_s, spans[-1].start_s
     out = []
@@ -238,7 +240,7 @@ def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]
 
 
 def _aligned(
-    spans: list[StepSpan], rows: dict[int, RunWindow], width: float
+    spans: Sequence[StepSpan], rows: Mapping[int, RunWindow], width: float
 ) -> tuple[AlignedWindow, ...]:
     """The training windows from the first one's start: two runs drawn on one axis."""
     if not spans:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuwhy.derived.change_points import Settings, Shift, shifts
@@ -31,8 +31,6 @@ from gpuwhy.derived.pipeline import bottleneck
 from gpuwhy.derived.stage import derived
 from gpuwhy.derived.step_windows import (
     span_input_wait,
-    timeline_rows,
-    training_spans,
 )
 from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan
 
@@ -101,11 +99,11 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
     steps = facts.steps
     if steps is None or steps.timeline is None:
         return []
-    spans = training_spans(steps)
+    spans = derived(facts).training_spans
     if len(spans) < 2 * (settings or Settings()).min_windows:
         return []
     width = steps.timeline.width_s
-    rows = timeline_rows(facts, width)
+    rows = derived(facts).timeline_rows
     before_window = _steps_before(steps)
     found = []
     for shift in shifts([s.p50_s or 0.0 for s in spans], [s.steps for s in spans], settings):
@@ -208,7 +206,7 @@ def _causes(
     facts: Facts,
     before: Sequence[StepSpan],
     after: Sequence[StepSpan],
-    rows: dict[int, RunWindow],
+    rows: Mapping[int, RunWindow],
     width: float,
     shift: Shift,
 ) -> list[Cause]:
@@ -291,7 +289,10 @@ def _input_first(facts: Facts, timed: list[Cause]) -> list[Cause]:
 
 
 def _calls_on_both_sides(
-    before: Sequence[StepSpan], after: Sequence[StepSpan], rows: dict[int, RunWindow], width: float
+    before: Sequence[StepSpan],
+    after: Sequence[StepSpan],
+    rows: Mapping[int, RunWindow],
+    width: float,
 ) -> bool:
     """Whether the steps call a tf.function on both sides (else "outside the calls" is
     the whole step: no cause)."""
@@ -304,7 +305,10 @@ def _calls_on_both_sides(
 
 
 def _conditions(
-    before: Sequence[StepSpan], after: Sequence[StepSpan], rows: dict[int, RunWindow], width: float
+    before: Sequence[StepSpan],
+    after: Sequence[StepSpan],
+    rows: Mapping[int, RunWindow],
+    width: float,
 ) -> list[Cause]:
     """Conditions that changed in the same windows (not additive to the step time)."""
 

@@ -37,7 +37,8 @@ from gpuwhy.derived.gpu_busy import gpu_busy
 from gpuwhy.derived.host_load import HostLoad, host_load
 from gpuwhy.derived.input_wait import MeasuredWait, measured_wait
 from gpuwhy.derived.pipeline import steps_pipeline
-from gpuwhy.facts import Facts, GpuBusy, GpuSeries, PipelineFacts
+from gpuwhy.derived.step_windows import timeline_rows, training_spans
+from gpuwhy.facts import Facts, GpuBusy, GpuSeries, PipelineFacts, RunWindow, StepSpan
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Derived:
     steps_wait: MeasuredWait | None
     # other processes' use of the host's cores over the run, before any threshold
     host_load: HostLoad | None
+    # the phases of the steps: the main loop's timeline windows after its warm-up (the
+    # drift, diff and merge read these), and the run timeline's row of each window
+    training_spans: tuple[StepSpan, ...]
+    timeline_rows: Mapping[int, RunWindow]
 
     def busy_of(self, series: GpuSeries) -> GpuBusy | None:
         return self.gpu_busy.get(series.index)
@@ -118,6 +123,22 @@ def _steps_wait(facts: Facts, earlier: Mapping[str, Any]) -> MeasuredWait | None
     return measured_wait(facts.steps, earlier["steps_pipeline"])
 
 
+def _training_spans(facts: Facts, earlier: Mapping[str, Any]) -> tuple[StepSpan, ...]:
+    steps = facts.steps
+    if steps is None or steps.timeline is None:
+        return ()
+    return tuple(training_spans(steps))
+
+
+def _timeline_rows(facts: Facts, earlier: Mapping[str, Any]) -> Mapping[int, RunWindow]:
+    """The run timeline's windows by their index on the steps' timeline (the same
+    width: a record whose two timelines differ has none)."""
+    steps = facts.steps
+    if steps is None or steps.timeline is None:
+        return MappingProxyType({})
+    return MappingProxyType(timeline_rows(facts, steps.timeline.width_s))
+
+
 # The stage, in its order: each derivation may read the ones above it.
 DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("gpu_busy", _gpu_busy, "how busy each sampled GPU was"),
@@ -125,6 +146,8 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("steps_pipeline", _steps_pipeline, "the pipeline the training steps read"),
     Derivation("steps_wait", _steps_wait, "the steps' measured wait and what it is"),
     Derivation("host_load", lambda facts, _: host_load(facts), "other processes' CPU load"),
+    Derivation("training_spans", _training_spans, "the main loop's windows after warm-up"),
+    Derivation("timeline_rows", _timeline_rows, "the run timeline's row of each step window"),
 )
 
 

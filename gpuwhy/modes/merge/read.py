@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwhy.derived.stage import derived
-from gpuwhy.derived.step_windows import training_spans
 from gpuwhy.facts import (
     Facts,
     GpuSamplesFacts,
@@ -170,7 +169,7 @@ def _training_windows(steps: dict[str, Any]) -> tuple[StepSpan, ...]:
         return ()
     if not isinstance(facts, StepFacts) or facts.timeline is None:
         return ()
-    return tuple(training_spans(facts))
+    return derived(Facts(steps=facts)).training_spans
 
 
 def _outside_step_function(
