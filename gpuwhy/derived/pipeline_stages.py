@@ -160,3 +160,34 @@ def varies_before(pipeline: PipelineFacts, stage: PipelineStage) -> PipelineStag
     stage before it repeats."""
     before = pipeline.stages[: pipeline.stages.index(stage)] if stage in pipeline.stages else ()
     return next((s for s in before if not same_every_pass(s)), None)
+
+
+def pass_elements(pipeline: PipelineFacts) -> tuple[float | None, str]:
+    """Elements per pass, and what says so: TF's cardinality, else (a file reader's
+    count is unknown to TF) the elements one iterator read, when every iterator read a
+    whole pass (several iterators over a dataset that does not repeat: Keras epochs,
+    `for` loops)."""
+    if pipeline.cardinality:
+        return float(pipeline.cardinality), "TF's cardinality"
+    if pipeline.iterators >= 2 and not any(s.kind == "repeat" for s in pipeline.stages):
+        return (
+            pipeline.elements / pipeline.iterators,
+            f"elements read per iterator ({pipeline.iterators} iterators; TF does not know "
+            "the cardinality)",
+        )
+    return None, "unknown"
+
+
+def element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
+    """Bytes of one output element, and what says so (the one measure input.no-cache
+    and gpuwhy fix's cache both size a cache by): from its spec, else (a decoded image
+    or a window of any length has no static size) the bytes TF counted the consumer
+    getting, per element."""
+    if pipeline.element_bytes:
+        return float(pipeline.element_bytes), "the element spec"
+    if pipeline.delivered_bytes and pipeline.elements:
+        return (
+            pipeline.delivered_bytes / pipeline.elements,
+            "the bytes TF counted per element delivered (the spec has a dimension of unknown size)",
+        )
+    return None, "unknown"

@@ -575,6 +575,56 @@ def test_a_cache_goes_where_input_no_cache_found_it_before_a_shuffle(tmp_path):
     assert ".map(parse).cache().shuffle(2000).batch(64)\n" in text
 
 
+def test_a_dataset_a_keras_helper_built_is_cached_where_the_program_calls_it(tmp_path):
+    """keras' timeseries helper builds every stage (by the library); the program's call
+    into it, laid out over several lines, ends the pipeline fit reads: the cache goes
+    after that call. The element size is the bytes TF counted (the spec has a dimension
+    of unknown size), the one measure input.no-cache sized it by; a preview's take(1) at
+    another line, read once, is not the finding's pipeline and is not said twice."""
+    from gpuwhy.fixes.pipeline_evidence import pipeline_name
+    from gpuwhy.trial.kinds import input_pipeline
+
+    path = tmp_path / "train.py"
+    path.write_text(
+        "import keras\n\n"
+        "dataset_train = keras.preprocessing.timeseries_dataset_from_array(\n"
+        "    x_train,\n    y_train,\n    sequence_length=120,\n    batch_size=256,\n)\n"
+        "for batch in dataset_train.take(1):\n    pass\n"
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    where = f"{path}:3"
+    stages = tuple(
+        PipelineStage(name, kind, (api,), where, by_library=True, repeats=True)
+        for name, kind, api in (
+            ("FromTensor", "source", "from_tensors"),
+            ("ParallelMapV2", "map", "map"),
+            ("BatchV2", "batch", "batch"),
+        )
+    ) + (PipelineStage("Prefetch", "prefetch", (), None),)  # TF's own: not judged
+    call = (
+        "keras.preprocessing.timeseries_dataset_from_array(x_train, y_train, "
+        "sequence_length=120, batch_size=256)"
+    )
+    fit = PipelineFacts(
+        2, location=where, stages=stages, consumer="keras-fit", prefetch_run=True,
+        iterators=2, cardinality=165, elements=330, delivered_bytes=567_654_816,
+        helper_call=call,
+    )  # fmt: skip
+    preview = replace(fit, id=1, location=f"{path}:9", iterators=1, elements=1)
+    facts = Facts(
+        tfdata=TfDataFacts(pipelines=(preview, fit), host_memory_available_bytes=22 * 2**30)
+    )
+    no_cache = replace(finding("input.no-cache"), evidence={"pipeline": pipeline_name(fit)})
+    (cache,), refused = input_pipeline.candidates(no_cache, facts, files)
+    assert refused == []
+    assert cache.fix == "cache the dataset built at lines 3–8 (its elements repeat every pass)"
+    assert "    batch_size=256,\n).cache()\nfor batch" in edited(str(path), cache)
+    # with too little memory free the reason is the size, measured the same way
+    tight = replace(facts, tfdata=replace(facts.tfdata, host_memory_available_bytes=2**30))
+    _, (why,) = input_pipeline.candidates(no_cache, tight, files)
+    assert "its output (~270.7 MiB) would take more than a quarter" in why.why
+
+
 PARSED = """import tensorflow as tf
 
 FEATURES = {"x": tf.io.FixedLenFeature([4], tf.float32)}

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.derived.pipeline import culprit_location
-from gpuwhy.derived.pipeline_stages import same_every_pass, stage_share
+from gpuwhy.derived.pipeline_stages import (
+    element_size,
+    pass_elements,
+    same_every_pass,
+    stage_share,
+)
 from gpuwhy.derived.steps_input import beside_steps, input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.finding import Finding
@@ -143,8 +148,8 @@ class NoCache(Rule):
             # a library's own pipeline with no call of the program's to cache after:
             # Keras' fit slicing NumPy arrays already in memory (or a generator it wraps)
             return None
-        per_pass, how = _pass_size(pipeline)
-        element_bytes, size_from = _element_size(pipeline)
+        per_pass, how = pass_elements(pipeline)
+        element_bytes, size_from = element_size(pipeline)
         if not per_pass or not element_bytes or pipeline.elements <= per_pass:
             return None  # size unknown, or no second pass to save
         prefix, stop, reshuffled = _cacheable_prefix(pipeline.stages, pipeline.helper_call)
@@ -225,35 +230,6 @@ class NoCache(Rule):
             ),
             gain_value=round(gain, 4),
         )
-
-
-def _pass_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
-    """Elements per pass: TF's cardinality, else (a file reader's count is unknown to
-    TF) the elements one iterator read, when every iterator read a whole pass (several
-    iterators over a dataset that does not repeat: Keras epochs, `for` loops)."""
-    if pipeline.cardinality:
-        return float(pipeline.cardinality), "TF's cardinality"
-    if pipeline.iterators >= 2 and not any(s.kind == "repeat" for s in pipeline.stages):
-        return (
-            pipeline.elements / pipeline.iterators,
-            f"elements read per iterator ({pipeline.iterators} iterators; TF does not know "
-            "the cardinality)",
-        )
-    return None, "unknown"
-
-
-def _element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
-    """Bytes of one output element: from its spec, else (a decoded image or a window of
-    any length has no static size) the bytes TF counted the consumer getting, per
-    element."""
-    if pipeline.element_bytes:
-        return float(pipeline.element_bytes), "the element spec"
-    if pipeline.delivered_bytes and pipeline.elements:
-        return (
-            pipeline.delivered_bytes / pipeline.elements,
-            "the bytes TF counted per element delivered (the spec has a dimension of unknown size)",
-        )
-    return None, "unknown"
 
 
 def _cacheable_prefix(

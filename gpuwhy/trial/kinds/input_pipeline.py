@@ -13,8 +13,9 @@ throughput. Pipelines a library built (fit's data adapters) are left alone.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
-from gpuwhy.derived.pipeline_stages import runs_sequentially
+from gpuwhy.derived.pipeline_stages import element_size, runs_sequentially
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
@@ -69,13 +70,11 @@ def candidates(
         return [], [NotTried(finding.id, "no tf.data pipeline of the program's was read")]
     out: list[FixCandidate] = []
     why: list[NotTried] = []
-    # the pipeline that delivered the most elements first: a preview's take(1) of the
-    # training dataset shares its stages, and the training's is the one to name
-    for pipeline in sorted(facts.tfdata.pipelines, key=lambda p: -(p.elements or 0)):
+    for pipeline in _pipelines_of(finding, facts.tfdata.pipelines):
         if pipeline.consumer not in ("python-loop", "keras-fit"):
             continue
-        if pipeline.stages and all(s.by_library for s in pipeline.stages):
-            continue
+        if pipeline.helper_call is None and all(s.by_library for s in pipeline.stages):
+            continue  # a library's own (fit slicing arrays): no call of the program's
         edits, what = _pipeline_edits(pipeline, files, facts.tfdata.host_memory_available_bytes)
         if finding.id == "input.no-cache" and not any(".cache()" in e.text for e in edits):
             cache = _cache_where_found(finding, pipeline, files)
@@ -112,6 +111,15 @@ def candidates(
                 )
             )
     return out, why
+
+
+def _pipelines_of(finding: Finding, pipelines: Sequence[PipelineFacts]) -> list[PipelineFacts]:
+    """The pipeline the finding names (its evidence's ``pipeline``), where it names one
+    the run read; else every pipeline, the one that delivered the most elements first (a
+    preview's take(1) of the training dataset shares its stages, and the training's is
+    the one to name)."""
+    named = [p for p in pipelines if pipeline_name(p) == finding.evidence.get("pipeline")]
+    return named or sorted(pipelines, key=lambda p: -(p.elements or 0))
 
 
 def _cache_where_found(
@@ -178,16 +186,20 @@ def _parallel(stage: PipelineStage, files: SourceFiles) -> list[Edit]:
 
 
 def _cacheable(pipeline: PipelineFacts, memory: int | None) -> bool:
-    """Every stage gives the same elements each pass (no random op, no shuffle, no
-    stateful or Python function: ``repeats``), the pipeline is finite, read more than
-    once, and its output fits in a quarter of the memory the host has free."""
+    """Every stage written gives the same elements each pass (no random op, no shuffle,
+    no stateful or Python function: ``repeats``), the pipeline is finite, read more than
+    once, and its output (derived/pipeline_stages.element_size) fits in a quarter of the
+    memory the host has free."""
     if pipeline.cache_written or pipeline.iterators < 2 or pipeline.cardinality is None:
         return False
-    if not pipeline.stages or not all(s.repeats is True for s in pipeline.stages):
+    # the stages TF added (a prefetch it injected) are not judged: they change no element
+    written = [s for s in pipeline.stages if s.written_as]
+    if not written or not all(s.repeats is True for s in written):
         return False
-    if pipeline.element_bytes is None or memory is None:
+    size, _ = element_size(pipeline)
+    if size is None or memory is None:
         return False
-    return pipeline.cardinality * pipeline.element_bytes <= CACHE_SHARE * memory
+    return pipeline.cardinality * size <= CACHE_SHARE * memory
 
 
 def _left_as_written(pipeline: PipelineFacts, memory: int | None) -> str:
@@ -244,10 +256,11 @@ def _not_cached_why(pipeline: PipelineFacts, memory: int | None) -> str:
             "no cache at its end here (input.no-cache's fix, where found, places one from "
             "the passes it read)"
         )
-    if pipeline.element_bytes is None or memory is None:
+    size, _ = element_size(pipeline)
+    if size is None or memory is None:
         return "the size of its elements or the host's free memory was not measured"
     return (
-        f"its output (~{byte_size(pipeline.cardinality * pipeline.element_bytes)}) would take "
+        f"its output (~{byte_size(int(pipeline.cardinality * size))}) would take "
         f"more than a quarter of the host's free memory ({byte_size(memory)})"
     )
 
@@ -281,7 +294,12 @@ def _pipeline_edits(
             )
             s = node_span(inner, read[1])
             edits.append(Edit(path, s.end_line, s.end_col, s.end_line, s.end_col, ".cache()"))
-            what.append(f"cache at line {s.end_line} (its elements repeat every pass)")
+            lines = (
+                f"line {s.end_line}"
+                if inner.lineno == s.end_line
+                else f"the dataset built at lines {inner.lineno}–{s.end_line}"
+            )
+            what.append(f"cache {lines} (its elements repeat every pass)")
     if not pipeline.prefetch_written and not pipeline.prefetch_run:
         end = _final_call(pipeline, files)
         if end is not None:
@@ -325,6 +343,21 @@ def _final_call(
         and n.func.attr in DATASET_METHODS
     ]
     if not chains:
+        chains = _helper_calls(pipeline, tree, place[1])
+    if not chains:
         return None
     outer = max(chains, key=lambda n: ((n.end_lineno or 0) - n.lineno, n.end_col_offset or 0))
     return place[0], outer, tree
+
+
+def _helper_calls(pipeline: PipelineFacts, tree: ast.Module, line: int) -> list[ast.Call]:
+    """The program's call into a library that built the pipeline (``helper_call``:
+    ``keras.utils.timeseries_dataset_from_array(...)``), as written at ``line`` (however
+    it is laid out): the dataset it returns ends the pipeline the program reads."""
+    if pipeline.helper_call is None:
+        return []
+    try:
+        wanted = ast.dump(ast.parse(pipeline.helper_call, mode="eval").body)
+    except SyntaxError:
+        return []
+    return [n for n in walk_at(tree, line) if isinstance(n, ast.Call) and ast.dump(n) == wanted]
