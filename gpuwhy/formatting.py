@@ -80,6 +80,10 @@ def milliseconds(seconds: float | None, places: int) -> float | None:
     return None if seconds is None else round(seconds * 1000, places)
 
 
+# collect/inprocess/input_wait.py's source name for the waits of Keras fit's steps
+GAP_TIMER = "tf.data gap timer"
+
+
 def wait_in_time(steps: StepFacts) -> str:
     """The input share's time, as the input finding and the step's picture say it: a
     mean wait of the mean step (the share is of their totals), then the median wait
@@ -92,7 +96,15 @@ def wait_in_time(steps: StepFacts) -> str:
             f"a mean {duration(wait, microseconds=True)} of a {duration(mean, microseconds=True)} step"
         )
     if steps.input_wait_median_s is not None:
-        parts.append(f"median {duration(steps.input_wait_median_s, microseconds=True)}")
+        typical = duration(steps.input_wait_median_s, microseconds=True)
+        parts.append(
+            # Keras fit's waits are not timed one by one: tf.data's gap timer gives the
+            # median step less its median gap, not a median of waits (it can exceed the
+            # mean wait, which comes from the means), and is named for what it is
+            f"typical {typical}: the median step less tf.data's median gap"
+            if steps.input_wait_source == GAP_TIMER
+            else f"median {typical}"
+        )
     how = f", by {steps.input_wait_source}" if steps.input_wait_source else ""
     return f" ({'; '.join(parts)}{how})" if parts else (f" ({how[2:]})" if how else "")
 

@@ -217,8 +217,9 @@ def _run_head(
 def _steps_clause(
     facts: Facts, steps: StepFacts, median_s: float, findings: list[Finding], drawn: bool = False
 ) -> str:
-    """The steps, their median (unless ``drawn`` beside the verdict), and how much of it
-    waited for input (and on what)."""
+    """The steps, their median (unless ``drawn`` beside the verdict), and how much of
+    their time waited for input (and on what): a share of their total, not of the
+    median step (which the gap between the mean and the median would misstate)."""
     text = f"{steps.count:,} steps" + ("" if drawn else f", median {median_s * 1000:,.1f} ms")
     bound = next((f for f in findings if f.id == "input.bound"), None)
     # what input.bound found the wait to be, asked as it asks it (never read back from
@@ -234,19 +235,19 @@ def _steps_clause(
     if reading is not None and reading.fetch_overhead_s is not None:
         # the wait is the iterator call, not the pipeline (input.bound says why)
         text += (
-            f", {steps.input_wait_fraction:.0%} of it in next() "
+            f", {steps.input_wait_fraction:.0%} of their time in next() "
             "(the Python call per step, not the pipeline)"
         )
         return text + loaded
     if reading is not None and reading.cache_filling is not None:
         # the first pass filled the cache; the passes after it keep up (input.bound)
         return text + (
-            f", {steps.input_wait_fraction:.0%} of it waiting for input, in the first "
+            f", {steps.input_wait_fraction:.0%} of their time waiting for input, in the first "
             "pass (it fills the cache)"
         )
     if steps.input_wait_fraction is None:
         return text
-    text += f", {steps.input_wait_fraction:.0%} of it waiting for input"
+    text += f", {steps.input_wait_fraction:.0%} of their time waiting for input"
     stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
     if stage and not (others is not None and bound and bound.severity == "low"):
         text += f" (slowest stage: {stage})"

@@ -137,7 +137,7 @@ def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
     from gpuwhy.verdict import verdict
 
     text = verdict(_input_bound_run(), [])
-    assert "63% of it waiting for input (slowest stage: Map(parse at train.py:41))" in text
+    assert "63% of their time waiting for input (slowest stage: Map(parse at train.py:41))" in text
 
 
 def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck_marked():

@@ -22,8 +22,9 @@ import dataclasses
 
 from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
+from gpuwhy.formatting import GAP_TIMER
 
-SOURCE = "tf.data gap timer"
+SOURCE = GAP_TIMER
 
 
 def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -> StepFacts | None:

@@ -75,7 +75,7 @@ def test_the_verdict_says_the_host_was_loaded_instead_of_naming_a_stage():
     )
     text = verdict(facts, check(facts))
     assert (
-        "12% of it waiting for input while other processes kept 53% of the host's cores busy"
+        "12% of their time waiting for input while other processes kept 53% of the host's cores busy"
         in text
     )
     assert "slowest stage" not in text
@@ -102,5 +102,5 @@ def test_the_python_call_per_step_under_load_is_low_and_names_the_load():
         program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
     )
     text = verdict(with_program, check(with_program))
-    assert "of it in next() (the Python call per step, not the pipeline)" in text
+    assert "of their time in next() (the Python call per step, not the pipeline)" in text
     assert "while other processes kept 59% of the host's cores busy" in text
