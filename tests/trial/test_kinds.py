@@ -10,6 +10,7 @@ from gpuwhy.facts import (
     Facts,
     PipelineFacts,
     PipelineStage,
+    ProgramFacts,
     ReboundName,
     StepCode,
     StepFacts,
@@ -207,6 +208,13 @@ def test_compile_gets_steps_per_execution_and_xla_for_the_fit_model(tmp_path):
     texts = [edited(path, c) for c in found]
     assert 'model.compile(optimizer="adam", loss="mse", steps_per_execution=32)' in texts[0]
     assert 'model.compile(optimizer="adam", loss="mse", jit_compile=True)' in texts[1]
+    # an LSTM cuDNN runs on a GPU: Keras compiles no step of that model with XLA there,
+    # so XLA is not tried (measured here it would be a change the GPU never makes)
+    program = ProgramFacts(command=("train.py",), keras_cudnn_rnn=("lstm",))
+    facts = Facts(steps=steps, program=program)
+    found, refused = plan([finding("launch.projected-bound")], facts, files)
+    assert [c.fix for c in found] == ["model.compile(steps_per_execution=32)"]
+    assert any("cuDNN runs lstm on a GPU" in r.why for r in refused)
 
 
 def test_a_location_outside_the_program_is_never_edited(tmp_path):

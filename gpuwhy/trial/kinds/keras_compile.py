@@ -137,6 +137,18 @@ def jit_compile(
 ) -> tuple[list[FixCandidate], list[NotTried]]:
     if facts.distribute is not None and facts.distribute.replicas > 1:
         return [], [NotTried(finding.id, "XLA under a strategy with several replicas fails in fit")]
+    cudnn = facts.program.keras_cudnn_rnn if facts.program is not None else ()
+    if cudnn:
+        # Keras' jit_compile setter turns XLA off for a model cuDNN runs layers of on a
+        # GPU: measured here (no GPU) it would be a change the GPU never makes
+        layers = ", ".join(cudnn)
+        return [], [
+            NotTried(
+                finding.id,
+                f"cuDNN runs {layers} on a GPU, and Keras compiles no step of such a model "
+                "with XLA there: jit_compile=True would change nothing on the GPU",
+            )
+        ]
     found, why = _compile_fix(
         finding, facts, files, "compile(jit_compile=True)", jit_compile="True"
     )
