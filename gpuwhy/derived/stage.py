@@ -174,11 +174,14 @@ def derived(facts: Facts) -> Derived:
     if found is not None:
         return found
     result = derive(facts)
+    try:
+        # the entry goes when the facts do: registered first, so that no entry is ever
+        # left behind for another object to find under a reused id
+        weakref.finalize(facts, _RESULTS.pop, key, None)
+    except TypeError:  # facts of a kind that takes no weak reference: derived, not kept
+        return result
     with _LOCK:
-        if key not in _RESULTS:
-            _RESULTS[key] = result
-            weakref.finalize(facts, _RESULTS.pop, key, None)
-        return _RESULTS[key]
+        return _RESULTS.setdefault(key, result)
 
 
 # -- what the record's JSON writes ----------------------------------------------------------
