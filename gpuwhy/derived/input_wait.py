@@ -9,7 +9,7 @@ that take a pipeline and a record's facts are in steps_input.py.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuwhy.derived.cache_filling import CacheFilling, cache_filling
 from gpuwhy.derived.pipeline import NEXT_TIMING
@@ -203,23 +203,12 @@ class StepsWait:
     """The steps' measured wait as input.bound reads it (the verdict states the same):
     the pipeline they read, their mean step, and what the wait is, where it is not
     simply the pipeline's: the first pass filling its cache, or (with no bursts) the
-    Python call per step, beside a pipeline that makes a batch in ``fetch_overhead_s``."""
+    Python call per step, beside a pipeline that makes a batch in ``fetch_overhead_s``.
 
-    wait: InputWait
-    pipeline: PipelineFacts | None
-    mean_step_s: float | None
-    bursts: Bursts | None
-    cache_filling: CacheFilling | None
-    fetch_overhead_s: float | None
-
-
-@dataclass(frozen=True)
-class MeasuredWait:
-    """The steps' wait and what it may be, as the derivation stage gives it
-    (derived/stage.py): before a rule's threshold. ``cache_filling``: the first pass
-    filling a cache, its later passes' wait not yet compared with any threshold;
-    ``fetch_overhead_s``: the Python call per step, where the waits are not bursts
-    (it stands only where the wait is not the cache filling)."""
+    The derivation stage (stage.py) keeps it before any reader's threshold: there
+    ``cache_filling`` is the first pass filling a cache whose later passes' wait is not
+    yet compared with one, and ``fetch_overhead_s`` stands beside it; :meth:`judged`
+    gives what a reader with its threshold reads."""
 
     wait: InputWait
     pipeline: PipelineFacts | None
@@ -230,16 +219,17 @@ class MeasuredWait:
 
     def judged(self, medium_at: float) -> StepsWait:
         """What the wait is for a reader whose threshold is ``medium_at``: the cache
-        filling only where the passes after the first wait less than it."""
+        filling only where the passes after the first wait less than it, the fetch
+        overhead only where the wait is not the cache filling."""
         filling = self.cache_filling
         if filling is not None and filling.later_wait is not None:
             if filling.later_wait >= medium_at:
                 filling = None
         overhead = self.fetch_overhead_s if filling is None else None
-        return StepsWait(self.wait, self.pipeline, self.mean_step_s, self.bursts, filling, overhead)
+        return replace(self, cache_filling=filling, fetch_overhead_s=overhead)
 
 
-def measured_wait(steps: StepFacts | None, pipeline: PipelineFacts | None) -> MeasuredWait | None:
+def measured_wait(steps: StepFacts | None, pipeline: PipelineFacts | None) -> StepsWait | None:
     """The steps' wait (:func:`steps_wait`) and what it may be, for the steps reading
     ``pipeline`` (the stage's ``steps_pipeline``); None where not measured."""
     wait = steps_wait(steps) if steps is not None else None
@@ -250,4 +240,4 @@ def measured_wait(steps: StepFacts | None, pipeline: PipelineFacts | None) -> Me
     overhead = None
     if pipeline is not None and burst is None:
         overhead = fetch_overhead(pipeline, steps, wait.fraction, steps.mean_s)
-    return MeasuredWait(wait, pipeline, steps.mean_s, burst, filling, overhead)
+    return StepsWait(wait, pipeline, steps.mean_s, burst, filling, overhead)

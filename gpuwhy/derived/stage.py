@@ -18,7 +18,7 @@ ignores keys no dataclass has).
 
 Each derivation is a pure function of the facts and of the derivations before it; a
 rule's option is never an input (a rule applies its threshold to what was derived, e.g.
-:meth:`MeasuredWait.judged`).
+:meth:`StepsWait.judged`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from gpuwhy.derived.capture import device_shares
 from gpuwhy.derived.gpu_activity import program_gpus, usable
 from gpuwhy.derived.gpu_busy import gpu_busy
 from gpuwhy.derived.host_load import HostLoad, host_load
-from gpuwhy.derived.input_wait import MeasuredWait, measured_wait
+from gpuwhy.derived.input_wait import StepsWait, measured_wait
 from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.derived.step_windows import timeline_rows, training_spans
 from gpuwhy.facts import Facts, GpuBusy, GpuSeries, PipelineFacts, RunWindow, StepSpan
@@ -52,7 +52,7 @@ class Derived:
     # the pipeline the training steps read (derived/pipeline.py)
     steps_pipeline: PipelineFacts | None
     # the steps' measured wait and what it is, before any rule's threshold
-    steps_wait: MeasuredWait | None
+    steps_wait: StepsWait | None
     # other processes' use of the host's cores over the run, before any threshold
     host_load: HostLoad | None
     # the phases of the steps: the main loop's timeline windows after its warm-up (the
@@ -119,7 +119,7 @@ def _steps_pipeline(facts: Facts, earlier: Mapping[str, Any]) -> PipelineFacts |
     return steps_pipeline(facts.tfdata, facts.steps)
 
 
-def _steps_wait(facts: Facts, earlier: Mapping[str, Any]) -> MeasuredWait | None:
+def _steps_wait(facts: Facts, earlier: Mapping[str, Any]) -> StepsWait | None:
     return measured_wait(facts.steps, earlier["steps_pipeline"])
 
 

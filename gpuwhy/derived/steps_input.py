@@ -14,7 +14,7 @@ from gpuwhy.facts import Facts, PipelineFacts
 
 def steps_wait_at(facts: Facts, medium_at: float) -> StepsWait | None:
     """The steps' wait and what it is, for a reader whose threshold is ``medium_at``
-    (:meth:`MeasuredWait.judged`); None where not measured."""
+    (:meth:`StepsWait.judged`); None where not measured."""
     measured = derived(facts).steps_wait
     return None if measured is None else measured.judged(medium_at)
 
