@@ -627,6 +627,14 @@ def test_a_dataset_a_keras_helper_built_is_cached_where_the_program_calls_it(tmp
     assert refused == []
     assert cache.fix == "cache the dataset built at lines 3–8 (its elements repeat every pass)"
     assert "    batch_size=256,\n).cache()\nfor batch" in edited(str(path), cache)
+    # the validation pipeline's finding: not tried, and said why
+    val = replace(fit, id=3, location=f"{path}:3", consumer="keras-evaluate")
+    on_val = replace(finding("input.no-cache"), evidence={"pipeline": pipeline_name(val)})
+    with_val = replace(facts, tfdata=replace(facts.tfdata, pipelines=(preview, fit, val)))
+    assert input_pipeline.candidates(on_val, with_val, files)[1][0].why == (
+        f"the pipeline at {path}:3 is read by Model.evaluate, beside the training steps: "
+        "gpuwhy fix measures the steps, which it does not feed"
+    )
     # with too little memory free the reason is the size, measured the same way
     tight = replace(facts, tfdata=replace(facts.tfdata, host_memory_available_bytes=2**30))
     _, (why,) = input_pipeline.candidates(no_cache, tight, files)

@@ -19,7 +19,7 @@ from gpuwhy.derived.pipeline_stages import element_size, runs_sequentially
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
-from gpuwhy.formatting import byte_size, stage_label
+from gpuwhy.formatting import byte_size, consumer_words, stage_label
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -72,6 +72,15 @@ def candidates(
     why: list[NotTried] = []
     for pipeline in _pipelines_of(finding, facts.tfdata.pipelines):
         if pipeline.consumer not in ("python-loop", "keras-fit"):
+            if finding.evidence.get("pipeline") == pipeline_name(pipeline):
+                why.append(
+                    NotTried(
+                        finding.id,
+                        f"the pipeline at {pipeline.location} is read by "
+                        f"{consumer_words(pipeline.consumer)}, beside the training steps: "
+                        "gpuwhy fix measures the steps, which it does not feed",
+                    )
+                )
             continue
         if pipeline.helper_call is None and all(s.by_library for s in pipeline.stages):
             continue  # a library's own (fit slicing arrays): no call of the program's
