@@ -28,6 +28,12 @@ HELP = "re-render a saved JSON report, or diagnose a recording or an XProf captu
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Re-renders a saved JSON report (gpuwhy run, audit, check, watch, merge), or "
+        "diagnoses an NVML recording or an XProf capture. Exit status: 0, or 1 when the "
+        "report has a high or medium finding (a check's: 1 when TensorFlow cannot use a "
+        "GPU); 2 for input gpuwhy cannot read."
+    )
     parser.add_argument(
         "record",
         metavar="RUN.json|CAPTURE",

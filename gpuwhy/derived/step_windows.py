@@ -5,13 +5,23 @@ was measured."""
 
 from __future__ import annotations
 
+import bisect
+import statistics
+from dataclasses import replace
+
 from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan
 
 MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
 
 
 def training_spans(steps: StepFacts) -> list[StepSpan]:
-    """The main loop's windows after its warm-up with enough steps to have a median."""
+    """The main loop's windows after its warm-up with enough steps to have a median.
+
+    The window the loop's first counted step falls in also holds the steps before it
+    (warm-up, another loop): where the steps kept one by one cover it, it is read from
+    its own steps from there on, not dropped. A run whose fast first epoch fills a
+    window and a half would otherwise keep one window of it, too few to tell the slower
+    epochs after it from it."""
     assert steps.timeline is not None
     begin, end = 0.0, float("inf")
     if steps.loops:
@@ -21,14 +31,45 @@ def training_spans(steps: StepFacts) -> list[StepSpan]:
             end = main.last_s
     if steps.warmup and steps.warmup < len(steps.starts):
         begin = max(begin, steps.starts[steps.warmup])
-    return [
-        s
-        for s in steps.timeline.windows
-        if s.start_s >= begin - 1e-9
-        and s.start_s <= end
-        and s.steps >= MIN_WINDOW_STEPS
-        and s.p50_s
-    ]
+    width = steps.timeline.width_s
+    spans = []
+    for s in steps.timeline.windows:
+        if s.start_s < begin - 1e-9 < s.start_s + width - 1e-9:
+            trimmed = _span_from(steps, begin, s.start_s + width)
+            if trimmed is not None:
+                s = replace(trimmed, start_s=s.start_s)
+            else:
+                continue
+        elif s.start_s < begin - 1e-9 or s.start_s > end:
+            continue
+        if s.steps >= MIN_WINDOW_STEPS and s.p50_s:
+            spans.append(s)
+    return spans
+
+
+def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
+    """The steps kept one by one that started in [begin, stop), as one window; None
+    where those steps do not reach ``stop`` (the rest of the window is not kept)."""
+    starts = steps.starts
+    if not starts or (not steps.all_kept and starts[-1] < stop):
+        return None
+    lo, hi = bisect.bisect_left(starts, begin - 1e-9), bisect.bisect_left(starts, stop - 1e-9)
+    later = set(steps.later_warmup)
+    calls = [i for i in range(lo, hi) if i not in later]
+    if not calls:
+        return None
+    spc = max(1, steps.steps_per_call)
+    per_step = sorted(steps.durations[i] / spc for i in calls)
+    waits = [steps.input_waits[i] if i < len(steps.input_waits) else None for i in calls]
+    return StepSpan(
+        start_s=begin,
+        steps=len(calls) * spc,
+        p50_s=round(statistics.median(per_step), 6),
+        p90_s=round(per_step[min(len(per_step) - 1, int(0.9 * len(per_step)))], 6),
+        max_s=round(per_step[-1], 6),
+        step_s=round(sum(steps.durations[i] for i in calls), 6),
+        input_wait_s=None if None in waits else round(sum(w or 0.0 for w in waits), 6),
+    )
 
 
 def span_input_wait(span: StepSpan, row: RunWindow | None) -> float | None:

@@ -187,7 +187,11 @@ def _largest_drift(record):
     neighbour's load may slow a stretch of the run by 15 % too (a real drift gpuwhy
     reports with the other processes' CPU share as its condition), never by 4x."""
     drifts = _drifts(record)
-    assert drifts, [f["id"] for f in record["findings"]]
+    # on failure, the windows the drift judged: when the loop began, each window's steps
+    windows = [
+        (w["start_s"], w["steps"], w["p50_s"]) for w in record["steps"]["timeline"]["windows"]
+    ]
+    assert drifts, ([f["id"] for f in record["findings"]], record["steps"]["loops"], windows)
     return max(
         drifts, key=lambda f: f["evidence"]["median_after_ms"] / f["evidence"]["median_before_ms"]
     )
