@@ -706,3 +706,28 @@ def growth_sites(
         if grows:
             found.setdefault(node.lineno, ast.unparse(node))
     return sorted(found.items())
+
+
+def keras_spelling(tree: ast.Module) -> str | None:
+    """How the module names Keras: ``keras`` (``import keras``, ``from tensorflow import
+    keras``, or the alias either gave), else ``tf.keras`` through its TensorFlow import
+    (``tensorflow.keras`` unaliased); None where it imports neither."""
+    tensorflow = None
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "keras":
+                    return alias.asname or "keras"
+                if alias.name == "tensorflow" and tensorflow is None:
+                    tensorflow = alias.asname or "tensorflow"
+        if isinstance(node, ast.ImportFrom) and node.module == "tensorflow":
+            for alias in node.names:
+                if alias.name == "keras":
+                    return alias.asname or "keras"
+    return f"{tensorflow}.keras" if tensorflow else None
+
+
+def keras_spelling_in(filename: str) -> str | None:
+    """:func:`keras_spelling` of a file (None: unreadable)."""
+    tree = _tree(filename)
+    return keras_spelling(tree) if tree is not None else None

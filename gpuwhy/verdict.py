@@ -310,6 +310,12 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
     if trial.original_error is not None:
         return f"The program did not run ({trial.original_error}): no fix was tried."
     if not tried:
+        asked = [finding for finding, why in trial.not_tried if "gpuwhy fix --finding" in why]
+        if asked:
+            return (
+                "No high or medium finding has a fix gpuwhy can apply: nothing was tried "
+                f"(low, tried when asked: gpuwhy fix --finding {asked[0]})."
+            )
         return "No fix gpuwhy can apply to this program's findings: nothing was tried."
     held = sum(t.held for t in tried)
     patched = [t for t in tried if t.in_patch]

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.finding",),
     ("gpuwhy.formatting",),
     ("gpuwhy.source_step",),
-    ("gpuwhy.source_calls",),
+    ("gpuwhy.source_calls", "gpuwhy.source_generator"),
     ("gpuwhy.tfapi",),
     ("gpuwhy.derived",),
     ("gpuwhy.fixes",),

@@ -364,3 +364,19 @@ def test_mutating_python_state_and_free_names():
     assert not mutates_outside(body("loss = tf.reduce_sum(x)\nopt.apply_gradients(g)"))
     tree = ast.parse("def train_step(x):\n    pass\nloop_step = 1\nimport graph_step\n")
     assert free_name(tree) == "ops_step"
+
+
+def test_keras_is_named_as_the_script_imports_it():
+    import ast
+
+    from gpuwhy.source_calls import keras_spelling
+
+    def spelled(source):
+        return keras_spelling(ast.parse(source))
+
+    assert spelled("import tensorflow as tf\nimport keras\n") == "keras"
+    assert spelled("import keras as K\nimport tensorflow as tf\n") == "K"
+    assert spelled("from tensorflow import keras\n") == "keras"
+    assert spelled("import tensorflow as tf\nfrom tensorflow.keras import layers\n") == "tf.keras"
+    assert spelled("import tensorflow\n") == "tensorflow.keras"
+    assert spelled("import numpy as np\n") is None

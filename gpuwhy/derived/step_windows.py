@@ -6,6 +6,7 @@ was measured."""
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from dataclasses import replace
 
@@ -23,14 +24,7 @@ def training_spans(steps: StepFacts) -> list[StepSpan]:
     window and a half would otherwise keep one window of it, too few to tell the slower
     epochs after it from it."""
     assert steps.timeline is not None
-    begin, end = 0.0, float("inf")
-    if steps.loops:
-        main = steps.loops[0]
-        begin = main.first_s
-        if main.last_s is not None:
-            end = main.last_s
-    if steps.warmup and steps.warmup < len(steps.starts):
-        begin = max(begin, steps.starts[steps.warmup])
+    begin, end = main_loop_span(steps)
     width = steps.timeline.width_s
     spans = []
     for s in steps.timeline.windows:
@@ -45,6 +39,19 @@ def training_spans(steps: StepFacts) -> list[StepSpan]:
         if s.steps >= MIN_WINDOW_STEPS and s.p50_s:
             spans.append(s)
     return spans
+
+
+def main_loop_span(steps: StepFacts) -> tuple[float, float]:
+    """When the main loop's first counted step (after warm-up) and its last started."""
+    begin, end = 0.0, float("inf")
+    if steps.loops:
+        main = steps.loops[0]
+        begin = main.first_s
+        if main.last_s is not None:
+            end = main.last_s
+    if steps.warmup and steps.warmup < len(steps.starts):
+        begin = max(begin, steps.starts[steps.warmup])
+    return begin, end
 
 
 def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
@@ -84,7 +91,16 @@ def span_input_wait(span: StepSpan, row: RunWindow | None) -> float | None:
 
 
 def timeline_rows(facts: Facts, width: float) -> dict[int, RunWindow]:
+    """The run timeline's windows by their index on the steps' timeline; not the one
+    the main loop begins in: its row holds the warm-up's calls and traces too, where its
+    step window (training_spans) holds only the steps after it."""
     timeline = facts.timeline
     if timeline is None or abs(timeline.width_s - width) > 1e-9:
         return {}
-    return {round(w.start_s / width): w for w in timeline.windows}
+    rows = {round(w.start_s / width): w for w in timeline.windows}
+    if facts.steps is not None and facts.steps.timeline is not None:
+        begin, _ = main_loop_span(facts.steps)
+        index = math.floor(begin / width + 1e-9)
+        if index * width < begin - 1e-9:
+            rows.pop(index, None)
+    return rows

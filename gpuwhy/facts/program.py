@@ -32,6 +32,9 @@ class ProgramFacts:
     # which Keras compiles no step with XLA there); here, without a GPU, a while loop
     keras_cudnn_rnn: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what gpuwhy could not watch, and why
+    # how the script names Keras ("keras", "tf.keras"): what a fix that calls Keras
+    # writes; None where it imports neither Keras nor TensorFlow by name
+    keras_name: str | None = None
 
     def __post_init__(self) -> None:
         command = tuple(self.command)

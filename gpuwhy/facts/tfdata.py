@@ -52,6 +52,10 @@ class PipelineStage:
     # dimension or dtype of unknown size, e.g. a decoded image of any height)
     files: int | None = None  # a file reader: how many files it was given
     by_library: bool = False  # made by Keras or another library (fit's data adapters)
+    # a generator that yields slices of the program's arrays: the from_tensor_slices call
+    # that yields the same elements, with the program's names ("tf.data.Dataset.
+    # from_tensor_slices((x_train, y_train))"); None: not such a generator
+    as_slices: str | None = None
 
 
 @dataclass(frozen=True)

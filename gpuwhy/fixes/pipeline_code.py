@@ -214,6 +214,12 @@ def generator(stage: PipelineStage) -> list[str]:
     signature = dataset_calls.keyword(written, "output_signature")
     signature = signature or "<the output_signature you give from_generator>"
     generator_code = dataset_calls.argument(written, 0, "generator") or function_code(stage)
+    if stage.as_slices:
+        return [
+            f"# {fn} only yields slices of arrays in memory, one element at a time in",
+            "# Python, under the GIL: slice them in tf.data instead (the same elements)",
+            *in_place_of(stage, stage.as_slices, "from_generator"),
+        ]
     return [
         f"# {fn} yields elements from Python, one at a time, under the GIL.",
         "# Arrays that fit in memory: slice them, no Python per element",

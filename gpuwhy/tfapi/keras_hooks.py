@@ -11,7 +11,10 @@ steps one call ran (``steps_per_execution``), except for an epoch's last call: K
 stops at the epoch's end (10 batches at 4 a call: 4, 4 and 2 steps, reported 4, 4, 4).
 So ``on_train_begin`` is followed by an ``epoch_steps`` event carrying the
 ``steps`` fit gave its callbacks (``CallbackList.params``; None for a dataset of unknown
-length), and the step count is clipped to it. Then a ``fit_key`` event: the model and
+length), and the step count is clipped to it. Where that length is unknown and a call
+runs several steps, the optimizer's step counter (``optimizer.iterations``), read at the
+fit's start and at each call's end as a ``train_iterations`` event, says what the last
+call ran (75 batches at 32 a call: 32, 32 and 11, never 96). Then a ``fit_key`` event: the model and
 its optimizer (a new one at each compile), which tell a fit of another model, or of one
 compiled anew (fine-tuning), from ``fit`` called again in a loop. Evaluation inside
 ``fit`` arrives as test events, so validation time is not step time.
@@ -81,6 +84,8 @@ def _timed(original, event: str, emit: Emit):
     def method(self, *args, **kwargs):
         now = time.perf_counter()
         try:
+            if event in ("on_train_begin", "on_train_batch_end"):
+                _iterations(self, emit, now)
             if event == "on_train_begin":
                 emit(event, now, user_location())
                 params = getattr(self, "params", None)
@@ -104,6 +109,22 @@ def _timed(original, event: str, emit: Emit):
 
     mark_wrapped(method, original)
     return method
+
+
+def _iterations(callbacks: Any, emit: Emit, now: float) -> None:
+    """Where a call runs several steps (``steps_per_execution``) over a dataset of
+    unknown length, the optimizer's step counter, read once a call: what the epoch's
+    last call ran, which Keras reports as a whole call (``train_iterations`` event)."""
+    params = getattr(callbacks, "params", None)
+    if isinstance(params, dict) and isinstance(params.get("steps"), int):
+        return  # the epoch's length is known: the count is clipped to it
+    model = getattr(callbacks, "model", None)
+    per_call = getattr(model, "steps_per_execution", 1)
+    if not isinstance(per_call, int) or per_call <= 1:
+        return
+    counter = getattr(getattr(model, "optimizer", None), "iterations", None)
+    if counter is not None and hasattr(counter, "numpy"):
+        emit("train_iterations", now, int(counter.numpy()))
 
 
 def install_optimizer(emit: Emit) -> list[Patch]:

@@ -67,6 +67,22 @@ def test_keras_fit_batches_are_steps_and_validation_is_not(steps):
         assert not any(a < start + duration / 2 < b for _, a, b in evaluate)
 
 
+def test_an_epoch_of_unknown_length_cut_short_in_its_last_call_counts_the_steps_it_ran(steps):
+    """75 batches an epoch at 32 a call over a dataset whose length TF does not know (a
+    filter): Keras reports each epoch's last call as 32 steps (batch 95); it ran 11, as
+    the optimizer's step counter says."""
+    x = np.random.rand(2400, 4).astype("float32")
+    y = np.random.rand(2400, 1).astype("float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(32)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=32)
+    model.fit(dataset, epochs=3, verbose=0)
+    facts, _ = steps.facts(steps.t0)
+    assert facts.count == 3 * 75 and facts.steps_per_call == 32
+    assert sum(w.steps for w in facts.timeline.windows) == 225
+    assert len(facts.durations) == 9  # three calls an epoch
+
+
 def test_eager_apply_gradients_marks_the_steps_of_a_loop_without_tf_function(steps):
     w = tf.Variable(1.0)
     opt = keras.optimizers.SGD(0.1)

@@ -218,6 +218,22 @@ def test_a_fit_fed_by_a_sequence_gets_worker_threads_proven(tmp_path):
     assert patched_runs(tmp_path, "sequence_fit.py", patch).returncode == 0
 
 
+def test_a_generator_of_array_slices_is_replaced_by_slicing_proven_and_patched(tmp_path):
+    """from_generator over a zip of two arrays in a custom loop: the same elements sliced
+    by from_tensor_slices (the features cast to the signature's float32), faster, the
+    loss the program prints the same."""
+    record, patch, _ = fix(tmp_path, PROGRAMS / "generator_loop.py", "--finding", "input.bound")
+    (sliced,) = [t for t in tried(record, "input.bound") if "from_tensor_slices" in t["fix"]]
+    assert sliced["ran"] and sliced["same_results"] is True, sliced
+    assert sliced["speedup"] >= 1.3 and sliced["in_patch"], sliced
+    assert (
+        '+dataset = tf.data.Dataset.from_tensor_slices((features.astype("float32"), labels))'
+        ".batch(32)\n" in patch
+    )
+    done = patched_runs(tmp_path, "generator_loop.py", patch)
+    assert done.returncode == 0 and "epoch 3: loss" in done.stdout, done.stderr[-2000:]
+
+
 def test_an_eager_loop_inside_main_gets_its_step_statements_traced_not_main(tmp_path):
     record, patch, _ = fix(tmp_path, PROGRAMS / "eager_loop_in_main.py")
     graph = tried(record, "launch.eager-ops")[0]

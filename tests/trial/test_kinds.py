@@ -823,3 +823,31 @@ def test_steps_per_execution_is_not_tried_for_a_wait_the_pipeline_s_work_makes(t
         finding("input.bound"), t.facts(fast, steps=steps), files
     )
     assert [c.fix for c in found] == ["model.compile(steps_per_execution=32)"]
+
+
+def test_a_low_finding_with_a_fix_is_said_tried_only_when_asked(tmp_path):
+    """tensorcore.unused is low on a GPU with TF32: gpuwhy fix tries high and medium
+    findings, and says how to ask for this one rather than "nothing was tried"."""
+    from gpuwhy.facts import FixTrialFacts
+    from gpuwhy.verdict import _trial_verdict
+
+    _, files = setup(tmp_path)
+    low = Finding("tensorcore.unused", "low", "float32 on TF32", fix="set_global_policy")
+    found, refused = plan([low], Facts(), files)
+    assert found == []
+    assert [(n.finding, n.why) for n in refused] == [
+        (
+            "tensorcore.unused",
+            "low severity: tried only when asked (gpuwhy fix --finding tensorcore.unused)",
+        )
+    ]
+    trial = FixTrialFacts(
+        30.0, 2, "step time", not_tried=tuple((n.finding, n.why) for n in refused)
+    )
+    assert _trial_verdict((), trial) == (
+        "No high or medium finding has a fix gpuwhy can apply: nothing was tried (low, tried "
+        "when asked: gpuwhy fix --finding tensorcore.unused)."
+    )
+    # asked for by name, it is planned
+    found, _ = plan([low], Facts(), files, any_severity=True)
+    assert [c.fix for c in found] == ["mixed precision (mixed_bfloat16)"]

@@ -203,6 +203,7 @@ def _stage_facts(
         element_bytes=written[-1].element_bytes if written else None,
         files=next((w.files for w in written if w.files is not None), None),
         by_library=bool(written) and all(w.by_library for w in written),
+        as_slices=next((w.as_slices for w in written if w.as_slices), None),
     )
 
 

@@ -13,6 +13,7 @@ from gpuwhy.collect.inprocess.base import Collector, Ending, Gathering
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.formatting import how_it_ended
+from gpuwhy.source_calls import keras_spelling_in
 from gpuwhy.tfapi.keras_hooks import keras_version
 from gpuwhy.tfapi.memory import tf_gpus
 
@@ -61,4 +62,11 @@ class Program(Collector):
             gpus_seen_by_tf=tf_gpus() if tf_imported else (),
             keras_auto_jit=steps.keras_auto_jit,
             keras_cudnn_rnn=steps.keras_cudnn_rnn,
+            keras_name=_keras_name(gathering.options.command),
         )
+
+
+def _keras_name(command: tuple[str, ...]) -> str | None:
+    """How the script (the command's first word) names Keras."""
+    script = command[0] if command else ""
+    return keras_spelling_in(script) if script.endswith(".py") else None

@@ -64,6 +64,10 @@ class KerasStream:
         self.epoch_steps: int | None = None  # batches per epoch, where fit knows them
         self._pending: tuple[float, object] | None = None  # the batch begun, not ended
         self._open: Step | None = None  # the last batch, its end not yet known
+        # the optimizer's step counter at the fit's start or the last batch end, and now
+        # (keras_hooks' train_iterations: read where a call of several steps may run fewer)
+        self._iterations_before: int | None = None
+        self._iterations_now: int | None = None
 
     def feed(self, event: str, t: float, value: object) -> None:
         if event == "on_train_begin":
@@ -72,12 +76,15 @@ class KerasStream:
                 self.sites[value] = None
             self.opened["fit"] = t
             self.epoch_steps = None
+            self._iterations_before, self._iterations_now = self._iterations_now, None
             self._opening = False
         elif event == "fit_key":
             # fit called again on the same model and compile (once per epoch, in a loop)
             # goes on at the same pace; another model, or a new compile, has its own
             self._opening = self._fit_key is not None and value != self._fit_key
             self._fit_key = value
+        elif event == "train_iterations":
+            self._iterations_now = value if isinstance(value, int) else None
         elif event == "epoch_steps":
             self.epoch_steps = value if isinstance(value, int) else None
         elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
@@ -101,6 +108,10 @@ class KerasStream:
             if isinstance(begin_step, int) and isinstance(value, int) and value >= begin_step:
                 last = value if self.epoch_steps is None else min(value, self.epoch_steps - 1)
                 count = max(1, last - begin_step + 1)
+            before, now = self._iterations_before, self._iterations_now
+            if before is not None and now is not None and 1 <= now - before < count:
+                count = now - before  # an epoch's last call, cut short by its end
+            self._iterations_before, self._iterations_now = now, None
             self.steps_per_call = max(self.steps_per_call, count)
             self._close()
             self._open = Step(begin_t, t, count, opens=self._opening)

@@ -97,7 +97,9 @@ def _run_split(facts: Facts) -> StepSplit | None:
     if step_s <= 0:
         return None
     shares = {
-        part: sum(u[2 + i] for u in units.part_units) / step_s
+        # a part's windows are signed (the Python's: comparable_units._parts): their sum
+        # is what it measured, never below nothing
+        part: max(0.0, sum(u[2 + i] for u in units.part_units) / step_s)
         for i, part in enumerate(PARTS)
         if part in units.parts_measured
     }

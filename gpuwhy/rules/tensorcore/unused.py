@@ -18,9 +18,70 @@ _FIX_MIXED = "\n".join(
         "keras.mixed_precision.set_global_policy('mixed_float16')   # before building the model",
         "# ('mixed_bfloat16' on compute capability 8.0+: no loss scaling needed)",
         "# keep the last layer in float32:  keras.layers.Dense(n, dtype='float32')",
-        "# custom loops: optimizer = keras.optimizers.LossScaleOptimizer(optimizer)",
+        "# custom loops: mixed_float16 needs the loss scaled in the step (see explain)",
     ]
 )
+
+
+def mixed_precision_fix(facts: Facts, capability: tuple[int, int] | None) -> str:
+    """Keras' mixed precision, written as the program names Keras, for how it trains.
+
+    ``fit`` scales the loss itself under ``mixed_float16``. A custom loop does not: a
+    ``LossScaleOptimizer`` whose loss is not scaled in the step (Keras 3's
+    ``optimizer.scale_loss``; tf.keras 2's ``get_scaled_loss`` and
+    ``get_unscaled_gradients``) divides every update by the loss scale (32,768 at the
+    start) and trains nothing, without an error. So a custom loop gets ``mixed_bfloat16``
+    (no loss scaling: the loop stays as written) where the GPU has bfloat16 tensor cores
+    (8.0+, or not known), and float16 with the scaling spelled out where it has not."""
+    program = facts.program
+    keras = (program.keras_name if program else None) or "keras"
+    loops = facts.steps.loops if facts.steps is not None else ()
+    custom = bool(loops) and not any(loop.source == "keras-fit" for loop in loops)
+    last = f"# keep the last layer in float32:  {keras}.layers.Dense(n, dtype='float32')"
+    setter = f"{keras}.mixed_precision.set_global_policy"
+    if not custom:
+        return "\n".join(
+            [
+                f"{setter}('mixed_float16')   # before building the model",
+                "# ('mixed_bfloat16' on compute capability 8.0+: no loss scaling needed)",
+                last,
+            ]
+        )
+    version = program.keras_version if program else None
+    keras3 = version is None or not version.startswith(("2.", "1."))
+    scaled = (
+        [
+            f"optimizer = {keras}.optimizers.LossScaleOptimizer(optimizer)",
+            "# in the step: grads = tape.gradient(optimizer.scale_loss(loss), variables)",
+        ]
+        if keras3
+        else [
+            f"optimizer = {keras}.mixed_precision.LossScaleOptimizer(optimizer)",
+            "# in the step: grads = optimizer.get_unscaled_gradients(",
+            "#     tape.gradient(optimizer.get_scaled_loss(loss), variables))",
+        ]
+    )
+    unscaled = "# (a LossScaleOptimizer whose loss is not scaled shrinks every update by the scale)"
+    if capability is not None and capability < (8, 0):
+        return "\n".join(
+            [
+                f"{setter}('mixed_float16')   # before building the model",
+                last,
+                "# a custom loop scales the loss itself (float16 gradients underflow without):",
+                *scaled,
+                unscaled,
+            ]
+        )
+    return "\n".join(
+        [
+            f"{setter}('mixed_bfloat16')   # before building the model",
+            "# bfloat16 (compute capability 8.0+) needs no loss scaling: the loop stays as written",
+            last,
+            "# on 7.x (V100, T4) 'mixed_float16', and the loss scaled in the step:",
+            *(f"#   {line.removeprefix('# ')}" for line in scaled),
+            unscaled,
+        ]
+    )
 
 
 class TensorCoreUnused(Rule):
@@ -75,6 +136,22 @@ class TensorCoreUnused(Rule):
     # compile() wraps the optimizer in a LossScaleOptimizer for mixed_float16
     ```
 
+    A custom training loop (a `GradientTape` step) gets `mixed_bfloat16` where the GPU
+    has bfloat16 tensor cores (8.0+, or not known): it needs no loss scaling, so the
+    loop stays as written. Under `mixed_float16` the loop must scale the loss itself,
+    or small gradients underflow to zero:
+    ```python
+    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(optimizer.scale_loss(loss), model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))  # unscales them
+    ```
+    A `LossScaleOptimizer` whose loss is not scaled divides every update by the loss
+    scale (32,768 at first) and the model trains nothing, with no error (tf.keras 2:
+    `get_scaled_loss` and `get_unscaled_gradients` instead of `scale_loss`). The fix is
+    written with the name the script gives Keras (`keras`, `tf.keras`).
+
     Token ids that arrive through a float `keras.Input` (Keras' default dtype) are
     named first: under `mixed_float16` a layer that autocasts (a custom embedding layer,
     keras-io's `TokenAndPositionEmbedding`) casts them to float16, exact for integers up
@@ -85,7 +162,7 @@ class TensorCoreUnused(Rule):
 
     On Ampere and newer with TF32 on, float32 matmuls already use tensor cores as TF32:
     the finding is then only `low`, pointing out that 16-bit mixed precision is about
-    twice as fast again. Without a GPU on the machine the GPU generation is unknown and
+    twice as fast again (its expected gain says so, not the 2-8x of plain float32). Without a GPU on the machine the GPU generation is unknown and
     the finding says what happens on each.
 
     ## Options
@@ -247,32 +324,37 @@ class TensorCoreUnused(Rule):
                 )
                 for i in placement.float_indices
             ]
-        fix = _mixed_fix(placement.float_indices)
+        fix = _mixed_fix(placement.float_indices, mixed_precision_fix(facts, capability))
         if not tf32:
             fix = (
                 "tf.config.experimental.enable_tensor_float_32_execution(True)   # the default\n"
                 + fix
             )
+        gain = (
+            "about 2x on matmul/conv time (16-bit tensor cores over TF32)"
+            if capability is not None and capability >= (8, 0) and tf32
+            else "up to 2-8x on matmul/conv time, by GPU generation"
+        )
         return [
             self.finding(
                 title,
                 severity=severity,
                 evidence=evidence,
                 fix=fix,
-                estimated_gain="up to 2-8x on matmul/conv time, by GPU generation",
+                estimated_gain=gain,
                 location=biggest[0].location if biggest else None,
             )
         ]
 
 
-def _mixed_fix(indices: tuple[FloatIndex, ...]) -> str:
+def _mixed_fix(indices: tuple[FloatIndex, ...], mixed: str) -> str:
     """Mixed precision, with the float Input that carries token ids made int32 first:
     under mixed_float16 Keras casts a layer's float inputs to float16, exact for
     integers up to 2048 only (bfloat16: 256), and the embedding then reads wrong rows or
     fails on an id rounded past its table. Without that Input named, mixed precision is
     not offered: the one thing to paste first is the Input's dtype."""
     if not indices:
-        return _FIX_MIXED
+        return mixed
     first = indices[0]
     where = ", ".join(sorted({i.location or i.node for i in indices}))
     why = [
@@ -291,7 +373,7 @@ def _mixed_fix(indices: tuple[FloatIndex, ...]) -> str:
         )
     new = with_keywords(written, dtype='"int32"').replace("dtype='int32'", 'dtype="int32"')
     old, new = (f"{name} = {written}", f"{name} = {new}") if name else (written, new)
-    return "\n".join([*why, f"# {location}: in place of: {old}", new, _FIX_MIXED])
+    return "\n".join([*why, f"# {location}: in place of: {old}", new, mixed])
 
 
 def training_ops(ops: list[TensorOp]) -> list[TensorOp]:

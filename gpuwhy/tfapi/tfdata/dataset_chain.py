@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.source_calls import library_call, written_call
+from gpuwhy.source_generator import as_slices
 from gpuwhy.tfapi.callables import function_site, program_source, source_site
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
 from gpuwhy.tfapi.tfdata.dataset_size import element_bytes
@@ -106,6 +107,9 @@ class WrittenTransformation:
     element_bytes: int | None = None  # one element it outputs, from its spec (None: unknown)
     files: int | None = None  # a file reader: the files it was given
     main_input: int = 0  # which of its inputs the chain follows (a zip's may not be the first)
+    # a generator that yields slices of the program's arrays: the from_tensor_slices call
+    # that yields the same elements (gpuwhy/source_generator.py)
+    as_slices: str | None = None
 
     @property
     def noop(self) -> bool:
@@ -268,6 +272,8 @@ def _transformation(
         python = True
     elif wrappers:
         function, function_location = function_site(wrappers[0]._func)
+    call = _call_as_written(dataset, api, function)
+    slices = _generator_as_slices(generator, dataset, call) if generator is not None else None
     if api in READERS:
         compression = _reader_compression(dataset)
         if compression and compression not in codecs:
@@ -293,11 +299,12 @@ def _transformation(
         library_call=_library_call(dataset) if where is not None and where.by_library else None,
         inner=tuple(_describe_input(d) for d in inner[:MAX_INNER]),
         node=dataset_class(dataset).node,
-        call=_call_as_written(dataset, api, function),
+        call=call,
         callers=where.callers if where else (),
         element_bytes=_element_bytes(dataset, _argument(dataset, api) if "batch" in api else None),
         files=_files(dataset) if api in READERS else None,
         main_input=main_input,
+        as_slices=slices,
     )
 
 
@@ -342,6 +349,18 @@ def _call_as_written(dataset: Any, api: str, function: str | None) -> str | None
         return written_call(filename, line, api, function)
     except Exception:  # noqa: BLE001 - a fix without the written call, never a failed run
         return None
+
+
+def _generator_as_slices(generator: Any, dataset: Any, call: str | None) -> str | None:
+    """The from_tensor_slices call yielding what the generator yields, written with the
+    program's own prefix for ``tf.data.Dataset``."""
+    marker = "from_generator("
+    prefix = call[: call.index(marker)] if call and marker in call else "tf.data.Dataset."
+    try:
+        spec = dataset.element_spec
+    except Exception:  # noqa: BLE001
+        return None
+    return as_slices(generator, spec, prefix)
 
 
 def _library_call(dataset: Any) -> str | None:

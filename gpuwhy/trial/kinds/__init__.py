@@ -59,9 +59,16 @@ def plan(
     refused: list[NotTried] = []
     seen: dict[tuple, str] = {}  # edits -> the finding they were first tried for
     for finding in findings:
-        if finding.severity not in ("high", "medium") and not any_severity:
-            continue
         planners = PLANNERS.get(finding.id)
+        if finding.severity not in ("high", "medium") and not any_severity:
+            if planners and finding.severity == "low":
+                refused.append(
+                    NotTried(
+                        finding.id,
+                        f"low severity: tried only when asked (gpuwhy fix --finding {finding.id})",
+                    )
+                )
+            continue
         if not planners:
             if finding.fix and not finding.id.startswith(("env.", "gpu.")):
                 refused.append(

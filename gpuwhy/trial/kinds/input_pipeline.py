@@ -111,7 +111,18 @@ def candidates(
                     "(NumPy, I/O); and it must keep no state between calls",
                 )
             )
-        if not edits and not python:
+        slices = _generators_sliced(pipeline, files)
+        if slices:
+            out.append(
+                FixCandidate(
+                    finding.id,
+                    "the generator's arrays sliced by from_tensor_slices",
+                    tuple(slices),
+                    location=_changed_at(slices) or pipeline.location,
+                    note="the same elements, without Python per element",
+                )
+            )
+        if not edits and not python and not slices:
             why.append(
                 NotTried(
                     finding.id,
@@ -173,6 +184,27 @@ def _python_maps(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
     for stage in pipeline.stages:
         if stage.python and runs_sequentially(stage, pipeline.autotune):
             edits += [e for e in _parallel(stage, files) if e not in edits]
+    return edits
+
+
+def _generators_sliced(pipeline: PipelineFacts, files: SourceFiles) -> list[Edit]:
+    """Each ``from_generator`` call whose generator only yields slices of the program's
+    arrays, replaced by the ``from_tensor_slices`` call that yields the same elements
+    (``PipelineStage.as_slices``, read from the generator's source by the collector)."""
+    edits: list[Edit] = []
+    for stage in pipeline.stages:
+        place = location_parts(stage.location)
+        if not stage.as_slices or stage.by_library or place is None:
+            continue
+        read = files.read(place[0])
+        if read is None:
+            continue
+        _, lines, tree = read
+        calls = calls_at(tree, place[1], "from_generator")
+        if len(calls) != 1:
+            continue
+        s = node_span(calls[0], lines)
+        edits.append(Edit(place[0], s.line, s.col, s.end_line, s.end_col, stage.as_slices))
     return edits
 
 

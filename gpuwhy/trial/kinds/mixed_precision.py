@@ -20,6 +20,7 @@ import ast
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
+from gpuwhy.source_calls import keras_spelling
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -101,16 +102,11 @@ def _before_bfloat16(facts: Facts) -> bool:
 
 
 def _keras_name(tree: ast.Module, path: str) -> tuple[str, list[Edit]]:
-    """``keras`` where the script imports it so, else ``tf.keras``."""
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == "keras":
-                    return alias.asname or "keras", []
-        if isinstance(node, ast.ImportFrom) and node.module == "tensorflow":
-            for alias in node.names:
-                if alias.name == "keras":
-                    return alias.asname or "keras", []
+    """``keras`` where the script imports it so, else ``tf.keras`` (TensorFlow imported
+    where the script does not)."""
+    spelling = keras_spelling(tree)
+    if spelling is not None:
+        return spelling, []
     tf, imports = import_tensorflow(tree, path)
     return f"{tf}.keras", imports
 

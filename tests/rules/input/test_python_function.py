@@ -94,6 +94,19 @@ def test_from_generator_gets_slices_records_or_interleaved_generators():
     assert "output_signature=signature)" in f.fix  # the program's own signature
 
 
+def test_a_generator_of_array_slices_gets_the_slicing_call_with_the_programs_names():
+    sliced = 'tf.data.Dataset.from_tensor_slices((x_train.astype("float32"), y_train))'
+    pipeline = t.pipeline(t.generator_source(as_slices=sliced), t.batch(), bottleneck=0)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
+    assert f.fix.splitlines()[-2:] == [
+        "# train.py:20: in place of: tf.data.Dataset.from_generator(batches, "
+        "output_signature=signature)",
+        sliced,
+    ]
+    assert "only yields slices of arrays in memory" in f.fix
+    assert "<" not in f.fix  # no placeholder: what it slices is known
+
+
 def test_pipelines_without_python_are_quiet():
     assert check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.40))) == []
 

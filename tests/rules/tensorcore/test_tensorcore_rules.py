@@ -114,6 +114,54 @@ def test_hopper_with_tf32_is_low():
     assert ENABLE_TF32 not in finding.fix
 
 
+def _trained_by(source, keras_name="tf.keras", keras_version="3.12.0"):
+    """Facts of a model trained by ``source`` (keras-fit or a custom loop), the script
+    naming Keras ``keras_name``."""
+    from gpuwhy.facts import ProgramFacts, StepFacts, StepLoop
+
+    steps = StepFacts(
+        source, "train.py:40", 100, loops=(StepLoop(source, "train.py:40", 100, 0.0),)
+    )
+    program = ProgramFacts(("train.py",), keras_name=keras_name, keras_version=keras_version)
+    return replace(float32_model(), steps=steps, program=program)
+
+
+def test_a_custom_loop_gets_bfloat16_and_the_loss_scaling_float16_needs_in_its_keras_name():
+    (f,) = run(TensorCoreUnused, _trained_by("tf-function"))
+    lines = f.fix.splitlines()
+    assert (
+        lines[0]
+        == "tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')   # before building the model"
+    )
+    assert "no loss scaling: the loop stays as written" in lines[1]
+    assert "#   optimizer = tf.keras.optimizers.LossScaleOptimizer(optimizer)" in lines
+    assert "#   in the step: grads = tape.gradient(optimizer.scale_loss(loss), variables)" in lines
+    assert "keras." not in f.fix.replace("tf.keras.", "")  # never a name the script lacks
+    # a GPU without bfloat16 tensor cores: float16, the scaling as code
+    (t4,) = run(
+        TensorCoreUnused,
+        replace(
+            _trained_by("tf-data", keras_name="keras"),
+            placement=float32_model(compute_capability=(7, 5), gpu_name="Tesla T4").placement,
+        ),
+    )
+    lines = t4.fix.splitlines()
+    assert lines[0].startswith("keras.mixed_precision.set_global_policy('mixed_float16')")
+    assert "optimizer = keras.optimizers.LossScaleOptimizer(optimizer)" in lines
+    # tf.keras 2 scales with its own two calls
+    (old,) = run(TensorCoreUnused, _trained_by("tf-function", keras_version="2.15.0"))
+    assert "optimizer.get_unscaled_gradients(" in old.fix and "scale_loss(" not in old.fix.replace(
+        "get_scaled_loss(", ""
+    )
+
+
+def test_fit_gets_float16_in_the_scripts_keras_name_and_no_loop_advice():
+    (f,) = run(TensorCoreUnused, _trained_by("keras-fit", keras_name="tf.keras"))
+    assert f.fix.startswith("tf.keras.mixed_precision.set_global_policy('mixed_float16')")
+    assert "LossScaleOptimizer" not in f.fix  # fit scales the loss itself
+    assert "tf.keras.layers.Dense(n, dtype='float32')" in f.fix
+
+
 def test_ampere_with_tf32_turned_off_is_medium():
     (finding,) = run(
         TensorCoreUnused,
