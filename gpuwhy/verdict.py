@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from gpuwhy.derived import capture as capture_facts
-from gpuwhy.derived.cache_passes import cache_passes
+from gpuwhy.derived.cache_passes import cache_passes, cache_read_once
 from gpuwhy.derived.environment import tf_can_use_gpu
 from gpuwhy.derived.gpu_busy import steady_differs
 from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck
@@ -366,7 +366,9 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
     if not fixes:
         return "No tf.data pipeline of the program's own was iterated: nothing to optimise."
     kept = [
-        (f, _over_run(f)) for f in fixes if f.changes and not f.refused and f.worth_it and f.speedup
+        (f, _over_run(f))
+        for f in fixes
+        if f.changes and not f.refused and f.worth_it and f.speedup and not cache_read_once(f)
     ]
     if kept:
         best, speedup = max(kept, key=lambda pair: pair[1])
@@ -392,6 +394,12 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
         return f"Could not optimise the input pipeline: {failed[0].error}."
     if any(f.refused for f in fixes):
         return f"Rewrite refused: {next(f.refused for f in fixes if f.refused)}."
+    once = next((f for f in fixes if cache_read_once(f)), None)
+    if once is not None:
+        return (
+            f"No change the program would gain from: the {once.dataset} is read once, and its "
+            "rewrite's gain is a cache only later passes read."
+        )
     return (
         "No safe change makes the input pipeline measurably faster"
         + ("" if all(not f.changes for f in fixes) else " (the changes tried gave no gain)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from gpuwhy.derived.cache_passes import cache_passes
+from gpuwhy.derived.cache_passes import cache_passes, cache_read_once
 from gpuwhy.facts import InputFix, InputFixFacts
 
 
@@ -89,6 +89,9 @@ def input_fix_lines(fix: InputFix) -> list[str]:
         lines.append(
             "changes tried (refused, not applied):"
             if fix.refused
+            else "changes (the program reads this dataset once: the gain above is the cache's,"
+            " read back by the timed passes, never by the program; not claimed):"
+            if cache_read_once(fix)
             else "changes (no gain measured here: the pipeline as written is as fast; keep it):"
             if not fix.worth_it
             else "changes (paste these into the pipeline):"

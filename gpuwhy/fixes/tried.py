@@ -23,18 +23,28 @@ TRIED_BY_FIX = frozenset(
 )
 
 
-def tried_line(finding_id: str, proven: bool = False, trial: bool = False) -> str | None:
+def tried_line(
+    finding_id: str, proven: bool = False, trial: bool = False, target: str | None = None
+) -> str | None:
     """What to say under a finding's fix: tried below, or can be (None: a fix gpuwhy
     cannot apply, such as installing a driver). ``trial``: the report of a fix trial,
-    where a finding it could have tried and did not is said to be below with why."""
+    where a finding it could have tried and did not is said to be below with why.
+    ``target``: the run's ``--target``, which ``gpuwhy fix`` needs too (the projected
+    findings exist only with it)."""
     if proven:
         return "tried below: gpuwhy fix ran it on a copy of the program"
     if finding_id in TRIED_BY_FIX:
         if trial:
             # why is below: not applicable here, or tried under another finding it answers
             return "gpuwhy fix did not try it under this finding: why is below"
+        command = f"gpuwhy fix --target {_quoted(target)} SCRIPT" if target else "gpuwhy fix SCRIPT"
         return (
-            "gpuwhy fix SCRIPT tries the fixes of this kind it can write for your program, "
+            f"{command} tries the fixes of this kind it can write for your program, "
             "on a copy, and measures them"
         )
     return None
+
+
+def _quoted(name: str) -> str:
+    """A GPU name as a shell word ("'RTX 4090'")."""
+    return f"'{name}'" if " " in name else name

@@ -14,7 +14,7 @@ from gpuwhy.facts import PipelineChange
 from gpuwhy.formatting import byte_size
 from gpuwhy.optimize.measure import element_bytes as measured_bytes
 from gpuwhy.optimize.result import LeftAlone
-from gpuwhy.tfapi.tfdata import cache_safety, dataset_size
+from gpuwhy.tfapi.tfdata import cache_safety, dataset_size, stages
 from gpuwhy.tfapi.tfdata import rewrite as dr
 
 _CHEAP_KINDS = frozenset(
@@ -316,6 +316,18 @@ class Planner:
             p.left_alone.append(LeftAlone("cache()", None, f"not inserted: {why_not}"))
             return
         j, bound = candidate
+        inside = _inside_library(chain, j)
+        if inside is not None:
+            p.left_alone.append(
+                LeftAlone(
+                    "cache()",
+                    None,
+                    f"not inserted: the last stage whose elements repeat, {chain[j].describe()}, "
+                    f"is inside a dataset a library built ({inside}): the program has no line "
+                    "to cache it at",
+                )
+            )
+            return
         if self.cache == "auto" and all(s.kind in _CHEAP_KINDS for s in chain[: j + 1]):
             higher = why_not or (first_random[1] if first_random else None)
             p.notes.append(
@@ -417,6 +429,18 @@ class Planner:
                 "keep_order=False: parallel stages hand out elements as soon as they are ready",
             )
         )
+
+
+def _inside_library(chain: list, j: int) -> str | None:
+    """Where stage ``j`` and the one after it were both made by a library (Keras'
+    ``text_dataset_from_directory`` zips, shuffles and batches inside one call): a cache
+    between them cannot be written in the program; what the library stage is, else None."""
+    if j + 1 >= len(chain):
+        return None
+    made = stages.made_by_user
+    if made(chain[j].dataset) is False and made(chain[j + 1].dataset) is False:
+        return f"{chain[j + 1].describe()} follows it there"
+    return None
 
 
 def _callable(fn) -> str:

@@ -141,3 +141,43 @@ def test_fix_input_measures_while_the_script_s_files_still_exist(tmp_path):
     assert "measuring the dataset created at train.py:16" in err
     assert "8 elements after batch(8), counted in one pass" in err
     assert ".cache()" in err
+
+
+LIBRARY_AND_ONCE = """\
+import numpy as np
+import tensorflow as tf
+import keras
+
+series = np.random.rand(4000, 8).astype("float32")
+targets = np.random.rand(4000).astype("float32")
+windows = keras.utils.timeseries_dataset_from_array(
+    series, targets, sequence_length=16, batch_size=64, shuffle=True, seed=1
+).map(lambda x, y: (tf.math.log1p(tf.abs(x)), y))
+for epoch in range(2):
+    for x, y in windows:
+        pass
+
+vocabulary = tf.data.Dataset.from_tensor_slices(np.arange(4096)).map(
+    lambda i: tf.strings.as_string(i * 7)
+).batch(64)
+for words in vocabulary:  # read once, as adapt() reads its dataset
+    pass
+"""
+
+
+def test_no_cache_is_claimed_inside_a_librarys_dataset_or_for_a_dataset_read_once(tmp_path):
+    """A cache inside a dataset keras.utils built (before its shuffle) has no line in the
+    program to go at; a dataset the program reads once never reads a cache back: neither
+    is offered as a gain."""
+    (tmp_path / "train.py").write_text(LIBRARY_AND_ONCE)
+    out = _run(["--input", "--repeats", "2", "--json", "fix.json", "train.py"], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    err = out.stderr
+    assert "cache(): not inserted: the last stage whose elements repeat, zip(...), is inside" in err
+    assert ".cache()   # right after .zip(" not in err
+    saved = json.loads((tmp_path / "fix.json").read_text())
+    (once,) = [f for f in saved["input_fixes"]["fixes"] if f["iterators"] == 1]
+    assert "cache" in {c["kind"] for c in once["changes"]}
+    assert "changes (the program reads this dataset once: the gain above is the cache's" in err
+    assert "over the program's one pass" in err
+    assert once["location"] not in saved["verdict"]["text"]

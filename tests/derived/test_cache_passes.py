@@ -49,6 +49,16 @@ def test_passes_not_counted_give_the_later_passes_gain_named_so():
     assert split.text.startswith("197.4x faster on the passes after the first (")
 
 
+def test_a_dataset_read_once_gets_its_first_pass_and_no_claimed_gain():
+    once = rewrite(iterators=1)
+    split = cache_passes(once)
+    assert split is not None and split.over_run == split.first
+    assert split.text.startswith(f"{split.first:,.1f}x faster over the program's one pass")
+    # the verdict claims no gain a cache read back only by the timed passes gave
+    text = verdict(Facts(input_fixes=InputFixFacts(fixes=(once,))), [])
+    assert not text.startswith("Input pipeline"), text
+
+
 def test_no_cache_or_a_first_pass_as_fast_as_the_rest_is_no_split():
     parallel = replace(CACHE, kind="parallel-map", code="num_parallel_calls=AUTOTUNE")
     assert cache_passes(rewrite(changes=(parallel,))) is None

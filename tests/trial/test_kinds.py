@@ -215,6 +215,11 @@ def test_compile_gets_steps_per_execution_and_xla_for_the_fit_model(tmp_path):
     found, refused = plan([finding("launch.projected-bound")], facts, files)
     assert [c.fix for c in found] == ["model.compile(steps_per_execution=32)"]
     assert any("cuDNN runs lstm on a GPU" in r.why for r in refused)
+    # compile's jit_compile="auto": Keras XLA-compiles the step on a GPU already
+    auto = Facts(steps=steps, program=ProgramFacts(command=("train.py",), keras_auto_jit=True))
+    found, refused = plan([finding("launch.projected-bound")], auto, files)
+    assert [c.fix for c in found] == ["model.compile(steps_per_execution=32)"]
+    assert any("Keras compiles this step with XLA on a GPU already" in r.why for r in refused)
 
 
 def test_a_location_outside_the_program_is_never_edited(tmp_path):

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import gpuwhy.report.run.html_charts as charts
+from gpuwhy.derived.cache_passes import cache_read_once
 from gpuwhy.derived.stage import derived
 from gpuwhy.facts import (
     Facts,
@@ -153,7 +154,7 @@ def fix_measurements(fixes: InputFixFacts | None) -> list[dict[str, Any]]:
             "after": None if f.refused else measured(f.after),
             "ideal": measured(f.ideal),
             "fix": "\n".join(c.code for c in f.changes)
-            if f.changes and not f.refused and f.worth_it
+            if f.changes and not f.refused and f.worth_it and not cache_read_once(f)
             else None,
         }
         for f in fixes.fixes
@@ -196,7 +197,11 @@ class _Page(Figures):
         sections = {
             "picture": picture,
             "workers": _workers_view(facts.workers),
-            "findings": _cards(findings, of="step" if _has_steps(facts) else "run"),
+            "findings": _cards(
+                findings,
+                of="step" if _has_steps(facts) else "run",
+                target=facts.projection.requested if facts.projection is not None else None,
+            ),
             "run": run_view(facts),
             "timeline": self.timeline_view(facts, findings),
             "pipelines": self.tfdata_view(facts.tfdata)
@@ -532,11 +537,11 @@ def _workers_view(workers: WorkersFacts | None) -> dict[str, Any] | None:
     }
 
 
-def _cards(findings: Sequence[Finding], of: str) -> list[dict[str, Any]]:
+def _cards(findings: Sequence[Finding], of: str, target: str | None = None) -> list[dict[str, Any]]:
     """The findings' cards; a fix an earlier card holds in full is not repeated (the
     terminal prints it once too): the card points at that one."""
     return [
-        {**finding_view(number, finding, of), "same_fix_as": first}
+        {**finding_view(number, finding, of, target), "same_fix_as": first}
         for number, (finding, first) in enumerate(zip(findings, same_fix_as(findings)), 1)
     ]
 

@@ -51,7 +51,9 @@ from gpuwhy.report.run.summary import (
 NO_DRIVER_ERRORS = ("LibraryNotFound", "DriverNotLoaded")
 
 
-def finding_view(number: int, f: Finding, of: str = "step") -> dict[str, Any]:
+def finding_view(
+    number: int, f: Finding, of: str = "step", target: str | None = None
+) -> dict[str, Any]:
     """A finding as a card: what, where, how much of the step (``of``: of the run, for
     a record without steps) it costs, the fix, the evidence in sentences with units
     (and its tables, their columns in words); the evidence as recorded, under its
@@ -82,7 +84,7 @@ def finding_view(number: int, f: Finding, of: str = "step") -> dict[str, Any]:
         "fix": f.fix.rstrip() if f.fix else None,
         "fix_html": highlight(f.fix.rstrip()) if f.fix else None,
         "gain": f.estimated_gain,
-        "tried": tried_line(f.id) if f.fix else None,
+        "tried": tried_line(f.id, target=target) if f.fix else None,
     }
 
 

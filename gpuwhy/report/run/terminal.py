@@ -93,6 +93,8 @@ class TerminalRenderer(Renderer):
             console.print(_workers(record.facts.workers))
         tried_ids = {t.finding for t in record.facts.fixes_tried or ()}
         in_trial = record.facts.fix_trial is not None
+        projection = record.facts.projection
+        target = projection.requested if projection is not None else None
         if record.findings:
             console.print()
 
@@ -111,6 +113,7 @@ class TerminalRenderer(Renderer):
                         finding.id in tried_ids,
                         in_trial,
                         same,
+                        target,
                     )
                 )
             hidden = len(record.findings) - DETAILED_FINDINGS
@@ -198,6 +201,7 @@ class TerminalRenderer(Renderer):
         proven: bool = False,
         in_trial: bool = False,
         fix_of: int | None = None,
+        target: str | None = None,
     ) -> Group:
         """A finding: its head line, then (high and medium, or --verbose) its causes,
         evidence, fix (or, ``fix_of``, the number of the finding above that printed the
@@ -259,7 +263,7 @@ class TerminalRenderer(Renderer):
         elif f.fix:
             parts.append(Text("   fix:", style="bold"))
             parts.extend(self._code(f.fix, indent=5))
-            tried = tried_line(f.id, proven, in_trial)
+            tried = tried_line(f.id, proven, in_trial, target)
             if tried:
                 parts.append(Text(f"   ({tried})", style="dim"))
         if f.estimated_gain:

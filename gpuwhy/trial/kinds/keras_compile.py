@@ -137,6 +137,17 @@ def jit_compile(
 ) -> tuple[list[FixCandidate], list[NotTried]]:
     if facts.distribute is not None and facts.distribute.replicas > 1:
         return [], [NotTried(finding.id, "XLA under a strategy with several replicas fails in fit")]
+    if facts.program is not None and facts.program.keras_auto_jit:
+        # compile's jit_compile="auto" (the default): Keras XLA-compiles this step on a
+        # GPU already; measured here (no GPU, no XLA by default) it is a change the GPU
+        # never sees, and XLA on this CPU is slower besides
+        return [], [
+            NotTried(
+                finding.id,
+                'Keras compiles this step with XLA on a GPU already (compile\'s jit_compile="auto", '
+                "the default): jit_compile=True would change nothing there",
+            )
+        ]
     cudnn = facts.program.keras_cudnn_rnn if facts.program is not None else ()
     if cudnn:
         # Keras' jit_compile setter turns XLA off for a model cuDNN runs layers of on a
