@@ -213,14 +213,25 @@ def _variable(key: str) -> str:
     return (label if index.isdigit() and label else rest).rsplit("#", 1)[0]
 
 
+MODEL_SCALE_SHARE = 0.1  # of the model's typical variable size: the least one is judged by
+
+
 def _variable_scales(reference: dict[str, float]) -> dict[str, float]:
     """Per variable, the largest of its sampled elements in the original: a bias that
-    starts at zero has elements near zero whose relative change means nothing."""
+    starts at zero has elements near zero whose relative change means nothing. And no
+    less than a tenth of the model's typical variable (the median of those largest): a
+    bias or a batch norm's beta that every element of stays near zero after a few steps
+    (each moved by about the learning rate) is judged against the weights it adds to,
+    not against its own drift (a GAN's betas: 1e-5 against 3e-4 under bfloat16)."""
     scales: dict[str, float] = {}
     for key, value in reference.items():
         name = _variable(key)
         if name and math.isfinite(value):
             scales[name] = max(scales.get(name, 0.0), abs(value))
+    if len(scales) >= 2:
+        ordered = sorted(scales.values())
+        floor = MODEL_SCALE_SHARE * ordered[len(ordered) // 2]
+        scales = {name: max(scale, floor) for name, scale in scales.items()}
     return scales
 
 

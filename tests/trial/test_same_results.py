@@ -109,3 +109,28 @@ def test_a_variable_element_near_zero_is_judged_against_the_variables_own_size()
     assert compare(originals, run(0.00025, 0.5), rtol=0.1).same is True
     assert compare(originals, run(0.01, 0.5), rtol=0.1).same is False
     assert compare(originals, run(0.00005, 0.6), rtol=0.1).same is False
+
+
+def test_a_variable_near_zero_throughout_is_judged_against_the_models_weights():
+    """A batch norm's beta and a bias, every element near zero after a few steps (each
+    moved by about the learning rate), under a precision change: judged against a tenth
+    of the model's typical variable, not their own drift; the kernels still by theirs."""
+
+    def run(beta: float, bias: float, kernel: float) -> Values:
+        return Values(
+            "the trained variables",
+            (
+                ("variables 8 batch_normalization/beta:0[64]#3", beta),
+                ("variables 8 conv2d/bias:0[64]#7", bias),
+                ("variables 8 conv2d/kernel:0[5, 5, 1, 64]#11", kernel),
+                ("variables 8 dense/kernel:0[64, 1]#2", 0.2),
+            ),
+        )
+
+    originals = [run(0.000287, -0.0002, 0.3), run(0.000287, -0.0002, 0.3)]
+    mixed = run(-0.0000109, -0.0000074, 0.29)
+    assert compare(originals, mixed, rtol=0.1, by_mean=True).same is True
+    # a kernel that moved by a third is still a difference
+    assert compare(originals, run(0.000287, -0.0002, 0.2), rtol=0.1, by_mean=True).same is False
+    # and a beta that ran off to the kernels' size
+    assert compare(originals, run(0.05, -0.0002, 0.3), rtol=0.1, by_mean=True).same is False
