@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuwhy.comparison.model import AlignedWindow
 from gpuwhy.derived.gpu_busy import window_busy
 from gpuwhy.derived.stage import derived
-from gpuwhy.derived.step_windows import span_input_wait
+from gpuwhy.derived.step_windows import main_loop_span, span_input_wait
 from gpuwhy.facts import Facts, RunWindow, StepFacts, StepSpan, WorkersFacts
 
 BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive steps
@@ -175,7 +175,9 @@ def _parts(
     measured, and how."""
     fit = steps.source == "keras-fit"
     gap = facts.eager.median_gap_us if facts.eager is not None else None
-    waits = [span_input_wait(s, rows.get(round(s.start_s / width))) for s in spans]
+    windows = _part_windows(steps, spans, rows, width)
+    spans = [span for span, _ in windows]
+    waits = [span_input_wait(span, row) for span, row in windows]
     measured: dict[str, str] = {}
     timed_waits = sum(1 for w in waits if w is not None)
     if spans and timed_waits >= MIN_WAITED_SHARE * len(spans):
@@ -194,10 +196,9 @@ def _parts(
             f"ops per step x their median issue gap ({gap:.0f} µs)" if gap else "ops counted"
         )
     units: list[tuple[float, ...]] = []
-    for span, wait in zip(spans, waits):
+    for (span, row), wait in zip(windows, waits):
         if wait is None and "input" in measured:
             continue
-        row = rows.get(round(span.start_s / width))
         input_s = wait or 0.0
         # a call that traced is tracing and compiling, whole (not only its Python trace)
         trace_s = max(row.trace_s, row.traced_call_s) if row else 0.0
@@ -221,6 +222,58 @@ def _parts(
         python = outside - eager if row else 0.0
         units.append((float(span.steps), span.step_s, input_s, trace_s, traced, eager, python))
     return units, measured
+
+
+def _part_windows(
+    steps: StepFacts, spans: Sequence[StepSpan], rows: Mapping[int, RunWindow], width: float
+) -> list[tuple[StepSpan, RunWindow | None]]:
+    """The main loop's windows the parts are summed over, each with its row of the run's
+    timeline. Every window a step of the loop starts in (one or two long steps too: a
+    median needs three, a sum does not); and each row holds the call time of the windows
+    after it that no step starts in but one of its steps runs through (a 1.5 s step
+    started at 8.7 s calls until 10.2 s: windows 9 and 10 hold its calls and no step).
+    Windows with a few long steps each kept apart, the step time would land where the
+    steps start and their call time where they run: read as Python no one ran."""
+    begin, end = main_loop_span(steps)
+    assert steps.timeline is not None
+    trimmed = [s for s in spans[:1] if s.start_s < begin - 1e-9]  # training_spans' first
+    windows = trimmed + [
+        s
+        for s in steps.timeline.windows
+        if begin - 1e-9 <= s.start_s <= end and s.steps > 0 and s.step_s > 0
+    ]
+    stepped = {round(s.start_s / width) for s in steps.timeline.windows}
+    running = _windows_run_through(steps, width)
+    out: list[tuple[StepSpan, RunWindow | None]] = []
+    for span in windows:
+        index = round(span.start_s / width)
+        row = rows.get(index)
+        after = index + 1
+        spilled: list[RunWindow] = []
+        while after not in stepped and after in running:
+            if after in rows:
+                spilled.append(rows[after])
+            after += 1
+        if row is not None and spilled:
+            row = replace(
+                row,
+                function_call_s=row.function_call_s + sum(r.function_call_s for r in spilled),
+                traced_call_s=row.traced_call_s + sum(r.traced_call_s for r in spilled),
+                trace_s=row.trace_s + sum(r.trace_s for r in spilled),
+            )
+        out.append((span, row))
+    return out
+
+
+def _windows_run_through(steps: StepFacts, width: float) -> set[int]:
+    """The windows a step kept one by one was still running at the start of."""
+    spc = max(1, steps.steps_per_call)
+    through: set[int] = set()
+    for start, duration in zip(steps.starts, steps.durations):
+        first, last = math.floor(start / width) + 1, math.floor((start + duration) / width)
+        if last >= first and duration > width / (4 * spc):
+            through.update(range(first, last + 1))
+    return through
 
 
 def _gpu_busy(facts: Facts, steps: StepFacts | None) -> list[tuple[float, float]]:

@@ -3,6 +3,8 @@ one line of proportional bars, from small records (a run's split is the one `gpu
 compares: comparison/comparable_units.py; a capture's, the GPU's kernels and the host's activities
 while it idled) and from the real H100 capture."""
 
+import math
+import random
 import statistics
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from gpuwhy.facts import (
     RunTimeline,
     RunWindow,
     StepFacts,
+    StepLoop,
     StepSpan,
     StepTimeline,
 )
@@ -93,6 +96,60 @@ def test_the_median_step_splits_into_its_measured_parts():
     assert [p.part for p in split.parts] == ["traced_step", "input", "python"]  # largest first
     seconds = {p.part: p.seconds for p in split.parts}
     assert seconds["input"] == pytest.approx(0.004)
+
+
+def long_steps_facts(count: int = 40, between: float = 0.0005) -> Facts:
+    """A custom loop of steps of 0.4-1.5 s (a GAN on a CPU), back to back: each all inside
+    its tf.function but ``between``. Step time lands in the window a step starts in, its
+    call time in the windows it runs through (cut at their edges, as the timeline's rows
+    are), so most windows hold one or two starts and some none."""
+    rng = random.Random(3)
+    durations = [rng.uniform(0.4, 1.5) for _ in range(count)]
+    starts, t = [], 2.0
+    for d in durations:
+        starts.append(t)
+        t += d
+    end = t
+    windows = range(2, math.ceil(end))
+    spans, rows = [], []
+    for w in windows:
+        started = [i for i, s in enumerate(starts) if w <= s < w + 1]
+        calls = sum(
+            max(0.0, min(w + 1, s + d - between) - max(w, s)) for s, d in zip(starts, durations)
+        )
+        if started:
+            step_s = sum(durations[i] for i in started)
+            p50 = statistics.median(durations[i] for i in started)
+            spans.append(StepSpan(float(w), len(started), p50, p50, p50, step_s))
+        rows.append(RunWindow(start_s=float(w), steps=len(started), function_call_s=calls))
+    steps = StepFacts(
+        source="tf-function",
+        marker="train_step",
+        count=count,
+        warmup=1,
+        median_s=statistics.median(durations[1:]),
+        total_s=sum(durations[1:]),
+        starts=tuple(starts),
+        durations=tuple(durations),
+        loops=(StepLoop("tf-function", "train_step", count, starts[0], last_s=starts[-1]),),
+        timeline=StepTimeline(width_s=1.0, windows=tuple(spans)),
+        all_kept=True,
+    )
+    return Facts(steps=steps, timeline=RunTimeline(width_s=1.0, run_s=end, windows=tuple(rows)))
+
+
+def test_steps_longer_than_a_window_show_no_python_between_calls_that_no_one_ran():
+    split = step_split(long_steps_facts())
+    assert split is not None
+    shares = {p.part: p.share for p in split.parts}
+    # 0.5 ms between calls of ~1 s steps: no Python part worth drawing
+    assert shares.get("python", 0.0) < 0.01, shares
+    assert shares["traced_step"] > 0.95
+    # and where the loop does spend time between its calls, it is found
+    slow = step_split(long_steps_facts(between=0.2))
+    assert slow is not None
+    python = {p.part: p.share for p in slow.parts}["python"]
+    assert 0.15 < python < 0.3, python
 
 
 def test_eager_dispatch_is_its_own_part_taken_from_the_pythons():
