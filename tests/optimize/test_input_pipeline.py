@@ -201,6 +201,24 @@ def test_a_rewrite_that_changes_the_elements_is_refused():
     assert "refused" in result.report()
 
 
+def test_a_cache_the_program_wrote_above_a_shuffle_is_no_proof_the_rewrite_changed_elements():
+    """The program's own cache replays the first pass of a shuffle that reshuffles every
+    pass, so two passes of the original agree; the rewrite's cache runs a new pass of the
+    shuffle. Its elements differ by the shuffle's design, not by the rewrite: judged
+    below the shuffle, not refused."""
+    x = np.arange(2048 * 4, dtype="int64").reshape(2048, 4) % 100
+    keys = tf.range(100, dtype=tf.int64)
+    table = tf.lookup.StaticHashTable(  # a lookup: TF keeps the map sequential
+        tf.lookup.KeyValueTensorInitializer(keys, keys * 7), default_value=-1
+    )
+    ds = tf.data.Dataset.from_tensor_slices(x).shuffle(512).batch(32)
+    ds = ds.map(table.lookup).cache().prefetch(10)
+    result = optimize(ds, measure=False)
+    assert not result.refused, result.refused
+    assert "reshuffles on every pass" in result.same_elements.how
+    assert any(c.kind == "parallel-map" for c in result.changes)
+
+
 def test_python_maps_stay_sequential_without_assume_pure():
     ds = tf.data.Dataset.range(8).map(lambda x: tf.py_function(lambda v: v * 2, [x], tf.int64))
     result = optimize(ds, measure=False)
