@@ -37,7 +37,10 @@ PLACEMENT_REASONS = {
         "works on host state by design (an iterator, a handle, a checkpoint, a summary, "
         "the log): on the CPU on every machine"
     ),
-    "forced-cpu": "an explicit tf.device('/CPU:0') pins it, though a GPU kernel exists",
+    "forced-cpu": (
+        "a tf.device('/CPU:0') block pins it (the program's own, or one in TF's or Keras' "
+        "code), though a GPU kernel exists"
+    ),
     "colocated": "colocated with an op that must stay on the CPU",
     "resource-on-gpu-no-kernel": (
         "uses a resource that lives on the GPU but has no GPU kernel: TensorFlow fails with "

@@ -236,6 +236,7 @@ class TerminalRenderer(Renderer):
                 (key == "causes" and causes)
                 or (key == "tensorflow_log" and not self.verbose)
                 or key == NEAR_KEY
+                or value is None  # not measured: a "None" tells a reader nothing
             )
         ]
         budget = None if self.verbose else EVIDENCE_LINES
