@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["has_backward_pass", "traced_before"]
+__all__ = ["full_batch_trace", "has_backward_pass", "traced_before"]
 
 _MARKS = ("gradient_tape/", "gradients/")
 
@@ -41,3 +41,46 @@ def traced_before(function: Any) -> list[Any]:
         return list(function._list_all_concrete_functions())
     except Exception:  # noqa: BLE001 - a TF without it: nothing known
         return []
+
+
+def full_batch_trace(traces: list[Any]) -> Any:
+    """The trace the step's calls mostly run: the latest, or an earlier one that differs
+    from it only in its inputs' first dimension, where that is larger in every input.
+    An epoch whose examples do not divide by the batch size ends with a smaller batch
+    that traces the step again (60,000 at 64: a last batch of 32); that trace is the
+    latest, and it runs once an epoch."""
+    latest = traces[-1]
+    key = _batch_key(latest)
+    if key is None:
+        return latest
+    best, best_batch = latest, key[1]
+    for trace in traces[:-1]:
+        other = _batch_key(trace)
+        if other is None or other[0] != key[0]:
+            continue
+        if all(a >= b for a, b in zip(other[1], best_batch)) and other[1] != best_batch:
+            best, best_batch = trace, other[1]
+    return best
+
+
+def _batch_key(concrete: Any) -> tuple[tuple, tuple[float, ...]] | None:
+    """(each tensor input's dtype and dimensions after the first, their first
+    dimensions: None as the largest); None where the signature cannot be read."""
+    try:
+        import tensorflow as tf
+
+        specs = [
+            s
+            for s in tf.nest.flatten(concrete.structured_input_signature)
+            if isinstance(s, tf.TensorSpec)
+        ]
+        if not specs or any(s.shape.rank is None or s.shape.rank == 0 for s in specs):
+            return None
+        rest = tuple((s.dtype.name, tuple(s.shape.as_list()[1:])) for s in specs)
+        first = tuple(
+            float("inf") if s.shape.as_list()[0] is None else float(s.shape.as_list()[0])
+            for s in specs
+        )
+    except Exception:  # noqa: BLE001 - the latest trace, as before
+        return None
+    return rest, first

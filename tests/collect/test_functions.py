@@ -251,6 +251,31 @@ def test_jit_compile_and_audit_targets(watcher):
     assert watcher.audit_targets(["no such function"]) == []
 
 
+def test_an_epochs_smaller_last_batch_is_not_the_trace_audited(watcher):
+    """60,000 examples at 64 end each epoch with a batch of 32 that traces the step
+    again: the latest trace, run once an epoch. The audit (and the projection built on
+    it) reads the full batch's; a trace that differs otherwise is the latest still."""
+
+    @tf.function
+    def step(x, y):
+        return tf.reduce_sum(tf.matmul(x, tf.ones([4, 3]))) + tf.cast(tf.reduce_sum(y), tf.float32)
+
+    for _ in range(3):
+        step(tf.ones([64, 4]), tf.ones([64]))
+    step(tf.ones([8, 4]), tf.ones([8]))
+    (display,) = [n for n in watcher.calls() if n.startswith("step (")]
+    kept = watcher.concrete_functions(display)
+    assert len(kept) == 2
+    (target,) = watcher.audit_targets(["step"])
+    assert target.function is kept[0]  # batch 64, not the latest (8)
+    # a trace that differs in more than its batch (labels of another dtype): the latest
+    step(tf.ones([8, 4]), tf.ones([8], tf.float16))
+    kept = watcher.concrete_functions(display)
+    assert len(kept) == 3
+    (target,) = watcher.audit_targets(["step"])
+    assert target.function is kept[-1]
+
+
 def test_stop_removes_the_hooks_and_tensorflow_still_works():
     original = polymorphic_function.Function.__dict__["__call__"]
     w = FunctionWatcher()

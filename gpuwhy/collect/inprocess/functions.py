@@ -39,7 +39,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.tfapi.keras_hooks import keras_owner
 from gpuwhy.tfapi.tracing import FunctionHooks, describe
-from gpuwhy.tfapi.training import has_backward_pass, traced_before
+from gpuwhy.tfapi.training import full_batch_trace, has_backward_pass, traced_before
 
 __all__ = ["FunctionWatcher"]
 
@@ -622,10 +622,11 @@ NOT_TRAINING_NOTE = "validation's or evaluate()'s step (no backward pass)"
 
 
 def _latest_graph(watched: _Watched) -> Any | None:
-    """The ConcreteFunction its calls run now: its latest trace seen, else (traced
-    before gpuwhy watched: a notebook cell run again) the latest it held already."""
+    """The ConcreteFunction its calls run: its latest trace seen (or the full batch's,
+    where the latest is an epoch's smaller last batch), else (traced before gpuwhy
+    watched: a notebook cell run again) the latest it held already."""
     if watched.concretes:
-        return watched.concretes[-1][1]
+        return full_batch_trace([concrete for _, concrete in watched.concretes])
     function = watched.function() if watched.function is not None else None
     earlier = traced_before(function) if function is not None else []
     return earlier[-1] if earlier else None
