@@ -91,3 +91,45 @@ def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
     assert "launch.eager-ops" not in ids  # the record writing is set-up, not steps
     assert f"slowest stage: Map(augment at {augment_line})" in record["verdict"]["text"]
     assert "slowest stage Map(augment at" in result.stderr
+
+
+PEEKS_THEN_FIT = """
+import time
+
+import tensorflow as tf
+
+x = tf.random.uniform([256, 8])
+y = tf.zeros([256], tf.int32)
+print(next(iter(tf.data.Dataset.from_tensor_slices(x))))  # peeks at datasets,
+print(next(iter(tf.data.Dataset.from_tensor_slices(y))))  # as tutorials do
+print(next(iter(tf.data.Dataset.from_tensor_slices((x, y)))))
+print(next(iter(tf.data.Dataset.from_tensor_slices((y, x)))))
+
+
+def slow(a, b):
+    a = tf.py_function(lambda t: (time.sleep(0.02), t)[1], [a], tf.float32)
+    a.set_shape([8])
+    return a, b
+
+
+train = tf.data.Dataset.from_tensor_slices((x, y)).map(slow).batch(32)
+model = tf.keras.Sequential([tf.keras.layers.Dense(4)])
+model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(train, epochs=3, verbose=0)
+"""
+
+
+def test_the_pipeline_fit_reads_is_followed_after_several_peeks(tmp_path):
+    """Four one-element peeks at other datasets, then fit on a pipeline that sleeps 20 ms
+    an element: the fit's pipeline is followed and named (the report's row cap of 3 once
+    capped the pipelines followed, and this one went unseen: "0% waiting")."""
+    script = tmp_path / "peeks.py"
+    script.write_text(PEEKS_THEN_FIT)
+    out = tmp_path / "run.json"
+    result = run("--json", out, script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert len(record["tfdata"]["pipelines"]) == 5
+    assert any(p["consumer"] == "keras-fit" for p in record["tfdata"]["pipelines"])
+    ids = {f["id"] for f in record["findings"]}
+    assert "input.bound" in ids, sorted(ids)

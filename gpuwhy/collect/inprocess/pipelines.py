@@ -554,14 +554,14 @@ def _reads_before_free(state: IteratorState, now: float) -> bool:
 
 
 # -- its rows in the reports ------------------------------------------------------
-MAX_PIPELINES = 3
+MAX_SHOWN_PIPELINES = 3  # rows of the report (every pipeline up to MAX_PIPELINES is kept)
 
 
 def shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
     """The pipelines that gave the most elements (evaluate/predict come after training)."""
     order = {"keras-fit": 0, "python-loop": 0}
     return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements))[
-        :MAX_PIPELINES
+        :MAX_SHOWN_PIPELINES
     ]
 
 

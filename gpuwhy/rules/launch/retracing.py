@@ -300,7 +300,7 @@ def _cause_location(fn: TracedFunction, changes: dict[str, str]) -> str | None:
     return fn.location
 
 
-_TENSOR = re.compile(r"(\w+)\[([^\]]*)\]")
+_TENSOR_TEXT = re.compile(r"(\w+)\[([^\]]*)\]")  # a plain tensor's "int32[None, 40]"
 
 
 def _input_signature(fn: TracedFunction) -> str | None:
@@ -316,7 +316,7 @@ def _input_signature(fn: TracedFunction) -> str | None:
     specs = []
     for name in names:
         seen = [dict(sig.args).get(name) for sig in fn.signatures]
-        parsed = [_TENSOR.fullmatch(d) if d else None for d in seen]
+        parsed = [_TENSOR_TEXT.fullmatch(d) if d else None for d in seen]
         if any(m is None for m in parsed):
             return None
         matches = [m for m in parsed if m is not None]
