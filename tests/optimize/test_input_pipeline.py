@@ -219,6 +219,24 @@ def test_a_cache_the_program_wrote_above_a_shuffle_is_no_proof_the_rewrite_chang
     assert any(c.kind == "parallel-map" for c in result.changes)
 
 
+def test_a_shuffle_that_keeps_one_order_lets_the_cache_go_after_the_map_above_it():
+    """The images tutorial's list_files(...).shuffle(n, reshuffle_each_iteration=False):
+    every pass the same order, so its decode map above is cached (the tutorial's own
+    fix), where a shuffle that reshuffles keeps the cache below it."""
+
+    def decode(i):
+        return tf.signal.rfft(tf.cast(tf.range(256) + tf.cast(i, tf.int32), tf.float32))
+
+    once = tf.data.Dataset.range(64).shuffle(64, reshuffle_each_iteration=False).map(decode)
+    result = optimize(once.batch(8), measure=False)
+    assert not result.refused, result.refused
+    (cache,) = [c for c in result.changes if c.kind == "cache"]
+    assert "right after .map(decode)" in cache.code or "right after .batch(8)" in cache.code
+    assert stages.varies_between_passes(once._input_dataset) is None
+    every = tf.data.Dataset.range(64).shuffle(64).map(decode)
+    assert "reshuffles on every pass" in stages.varies_between_passes(every._input_dataset)
+
+
 def test_python_maps_stay_sequential_without_assume_pure():
     ds = tf.data.Dataset.range(8).map(lambda x: tf.py_function(lambda v: v * 2, [x], tf.int64))
     result = optimize(ds, measure=False)

@@ -78,7 +78,9 @@ class Stage:
     @property
     def random(self) -> bool:
         """Its elements (or their order) differ from pass to pass by design."""
-        if self.type_name in ("_ShuffleDataset", "_RandomDataset"):
+        if self.type_name == "_RandomDataset" or (
+            self.type_name == "_ShuffleDataset" and not _shuffled_once(self.dataset)
+        ):
             return True
         if self.params.get("deterministic") == "false":
             return True
@@ -252,6 +254,15 @@ def reproducibility(dataset: Any, *, assume_pure: bool = False, _depth: int = 0)
     return None
 
 
+def _shuffled_once(dataset: Any) -> bool:
+    """A shuffle written with ``reshuffle_each_iteration=False``: one order, the same on
+    every pass (shuffle_op.py keeps the flag as ``_reshuffle_each_iteration``)."""
+    return (
+        type(dataset).__name__ == "_ShuffleDataset"
+        and getattr(dataset, "_reshuffle_each_iteration", True) is False
+    )
+
+
 def varies_between_passes(dataset: Any, *, assume_pure: bool = False) -> str | None:
     """Why this one transformation (its inputs aside) may give other elements, or another
     order, on another pass over the same input; None when it cannot.
@@ -263,7 +274,7 @@ def varies_between_passes(dataset: Any, *, assume_pure: bool = False) -> str | N
     with ``stateful=False``), a generator, a shuffle, a tf.Variable (the program may
     change it between epochs) and writing ops do not."""
     name = type(dataset).__name__
-    if not _reproducible(name):
+    if not _reproducible(name) and not _shuffled_once(dataset):
         what = {
             "_ShuffleDataset": "reshuffles on every pass",
             "_ShuffleAndRepeatDataset": "reshuffles on every pass",
