@@ -57,9 +57,11 @@ def main_loop_span(steps: StepFacts) -> tuple[float, float]:
 def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
     """The steps kept one by one that started in [begin, stop), as one window; None
     where those steps do not reach ``stop`` (the rest of the window is not kept)."""
-    starts = steps.starts
+    starts = steps.starts[: len(steps.durations)]  # a record's two series, each whole
     if not starts or (not steps.all_kept and starts[-1] < stop):
         return None
+    if len(starts) < len(steps.starts) and starts[-1] < stop:
+        return None  # durations for part of the window only
     lo, hi = bisect.bisect_left(starts, begin - 1e-9), bisect.bisect_left(starts, stop - 1e-9)
     later = set(steps.later_warmup)
     calls = [i for i in range(lo, hi) if i not in later]
