@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from gpuwhy.derived import capture as capture_facts
-from gpuwhy.derived.cache_passes import cache_passes, cache_read_once
+from gpuwhy.derived.cache_passes import cache_passes, cache_read_once, one_element_passes
 from gpuwhy.derived.environment import tf_can_use_gpu
 from gpuwhy.derived.gpu_busy import steady_differs
 from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck
@@ -368,7 +368,12 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
     kept = [
         (f, _over_run(f))
         for f in fixes
-        if f.changes and not f.refused and f.worth_it and f.speedup and not cache_read_once(f)
+        if f.changes
+        and not f.refused
+        and f.worth_it
+        and f.speedup
+        and not cache_read_once(f)
+        and not one_element_passes(f)
     ]
     if kept:
         best, speedup = max(kept, key=lambda pair: pair[1])

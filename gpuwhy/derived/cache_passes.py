@@ -70,3 +70,9 @@ def cache_read_once(fix: InputFix) -> bool:
         and not fix.refused
         and any(change.kind == "cache" for change in fix.changes)
     )
+
+
+def one_element_passes(fix: InputFix) -> bool:
+    """Timed over passes of one element (a ``take(1)`` preview): a rate of one element
+    is the pipeline's start-up, not what a change gains it."""
+    return fix.before is not None and fix.before.elements_per_pass <= 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from gpuwhy.derived.cache_passes import cache_passes, cache_read_once
+from gpuwhy.derived.cache_passes import cache_passes, cache_read_once, one_element_passes
 from gpuwhy.facts import InputFix, InputFixFacts
 
 
@@ -92,6 +92,9 @@ def input_fix_lines(fix: InputFix) -> list[str]:
             else "changes (the program reads this dataset once: the gain above is the cache's,"
             " read back by the timed passes, never by the program; not claimed):"
             if cache_read_once(fix)
+            else "changes (timed over passes of one element, a preview's: its rate is the "
+            "pipeline's start-up, not what they gain; not claimed):"
+            if one_element_passes(fix)
             else "changes (no gain measured here: the pipeline as written is as fast; keep it):"
             if not fix.worth_it
             else "changes (paste these into the pipeline):"

@@ -64,3 +64,24 @@ def test_no_cache_or_a_first_pass_as_fast_as_the_rest_is_no_split():
     assert cache_passes(rewrite(changes=(parallel,))) is None
     assert cache_passes(rewrite(after=rate(19_740.0, 18_000.0))) is None  # cached already
     assert cache_passes(rewrite(after=rate(19_740.0))) is None  # a record from before
+
+
+def test_a_preview_timed_one_element_a_pass_is_not_the_headline():
+    """A take(1) preview's rewrite timed over passes of one element: its rate is the
+    pipeline's start-up; the training pipeline's result is what the verdict says."""
+    prefetch = PipelineChange(
+        "prefetch", "batch(32)", "train.py:12", ".prefetch(tf.data.AUTOTUNE)", "why"
+    )
+    peek = replace(
+        rewrite(),
+        dataset="dataset created at train.py:50",
+        iterators=1,
+        before=PipelineRate(100.0, 90.0, 110.0, 5, 1),
+        after=PipelineRate(108.0, 95.0, 120.0, 5, 1),
+        speedup=1.08,
+        changes=(prefetch,),
+    )
+    text = verdict(Facts(input_fixes=InputFixFacts(fixes=(peek,))), [])
+    assert not text.startswith("Input pipeline"), text
+    text = verdict(Facts(input_fixes=InputFixFacts(fixes=(peek, rewrite()))), [])
+    assert "train.py:37" in text and "train.py:50" not in text

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import gpuwhy.report.run.html_charts as charts
-from gpuwhy.derived.cache_passes import cache_read_once
+from gpuwhy.derived.cache_passes import cache_read_once, one_element_passes
 from gpuwhy.derived.stage import derived
 from gpuwhy.facts import (
     Facts,
@@ -154,7 +154,11 @@ def fix_measurements(fixes: InputFixFacts | None) -> list[dict[str, Any]]:
             "after": None if f.refused else measured(f.after),
             "ideal": measured(f.ideal),
             "fix": "\n".join(c.code for c in f.changes)
-            if f.changes and not f.refused and f.worth_it and not cache_read_once(f)
+            if f.changes
+            and not f.refused
+            and f.worth_it
+            and not cache_read_once(f)
+            and not one_element_passes(f)
             else None,
         }
         for f in fixes.fixes
