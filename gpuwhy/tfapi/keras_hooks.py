@@ -13,8 +13,8 @@ So ``on_train_begin`` is followed by an ``epoch_steps`` event carrying the
 ``steps`` fit gave its callbacks (``CallbackList.params``; None for a dataset of unknown
 length), and the step count is clipped to it. Where that length is unknown and a call
 runs several steps, the optimizer's step counter (``optimizer.iterations``), read at the
-fit's start and at each call's end as a ``train_iterations`` event, says what the last
-call ran (75 batches at 32 a call: 32, 32 and 11, never 96). Then a ``fit_key`` event: the model and
+fit's start and at each epoch's end as a ``train_iterations`` event, says what the
+epoch's last call ran (75 batches at 32 a call: 32, 32 and 11, never 96). Then a ``fit_key`` event: the model and
 its optimizer (a new one at each compile), which tell a fit of another model, or of one
 compiled anew (fine-tuning), from ``fit`` called again in a loop. Evaluation inside
 ``fit`` arrives as test events, so validation time is not step time.
@@ -84,7 +84,7 @@ def _timed(original, event: str, emit: Emit):
     def method(self, *args, **kwargs):
         now = time.perf_counter()
         try:
-            if event in ("on_train_begin", "on_train_batch_end"):
+            if event in ("on_train_begin", "on_epoch_end"):
                 _iterations(self, emit, now)
             if event == "on_train_begin":
                 emit(event, now, user_location())
@@ -113,8 +113,10 @@ def _timed(original, event: str, emit: Emit):
 
 def _iterations(callbacks: Any, emit: Emit, now: float) -> None:
     """Where a call runs several steps (``steps_per_execution``) over a dataset of
-    unknown length, the optimizer's step counter, read once a call: what the epoch's
-    last call ran, which Keras reports as a whole call (``train_iterations`` event)."""
+    unknown length, the optimizer's step counter, read at the fit's start and at each
+    epoch's end (where Keras reads its logs anyway: no wait for the device added between
+    calls): what the epoch ran, less what its calls reported, is what its last call did
+    not (``train_iterations`` event)."""
     params = getattr(callbacks, "params", None)
     if isinstance(params, dict) and isinstance(params.get("steps"), int):
         return  # the epoch's length is known: the count is clipped to it

@@ -64,10 +64,12 @@ class KerasStream:
         self.epoch_steps: int | None = None  # batches per epoch, where fit knows them
         self._pending: tuple[float, object] | None = None  # the batch begun, not ended
         self._open: Step | None = None  # the last batch, its end not yet known
-        # the optimizer's step counter at the fit's start or the last batch end, and now
-        # (keras_hooks' train_iterations: read where a call of several steps may run fewer)
+        # the optimizer's step counter at the epoch's start and at its end (keras_hooks'
+        # train_iterations, read where a call of several steps may run fewer), and the
+        # steps the epoch's calls reported
         self._iterations_before: int | None = None
         self._iterations_now: int | None = None
+        self._epoch_reported = 0
 
     def feed(self, event: str, t: float, value: object) -> None:
         if event == "on_train_begin":
@@ -77,6 +79,7 @@ class KerasStream:
             self.opened["fit"] = t
             self.epoch_steps = None
             self._iterations_before, self._iterations_now = self._iterations_now, None
+            self._epoch_reported = 0
             self._opening = False
         elif event == "fit_key":
             # fit called again on the same model and compile (once per epoch, in a loop)
@@ -90,6 +93,8 @@ class KerasStream:
         elif event in ("on_epoch_begin", "on_test_begin", "on_predict_begin"):
             self.opened[event] = t
         elif event in _ENDS:
+            if event == "on_epoch_end":
+                self._settle_epoch()
             begin = _ENDS[event]
             if begin in self.opened:
                 name = _PHASE_NAMES[begin].format(value)
@@ -100,7 +105,9 @@ class KerasStream:
             if self._open is not None and self._pending is not None:
                 if self._open.start == self._pending[0]:
                     self._open.end = t  # step = begin to the next begin
-            self._close()
+            # the step stays open to the next batch's end or the phase's end: an epoch of
+            # unknown length begins one more call that finds no data, and the epoch's end
+            # may still settle the last call's steps
             self._pending = (t, value)
         elif event == "on_train_batch_end" and self._pending is not None:
             begin_t, begin_step = self._pending
@@ -108,14 +115,23 @@ class KerasStream:
             if isinstance(begin_step, int) and isinstance(value, int) and value >= begin_step:
                 last = value if self.epoch_steps is None else min(value, self.epoch_steps - 1)
                 count = max(1, last - begin_step + 1)
-            before, now = self._iterations_before, self._iterations_now
-            if before is not None and now is not None and 1 <= now - before < count:
-                count = now - before  # an epoch's last call, cut short by its end
-            self._iterations_before, self._iterations_now = now, None
+            self._epoch_reported += count
             self.steps_per_call = max(self.steps_per_call, count)
             self._close()
             self._open = Step(begin_t, t, count, opens=self._opening)
             self._opening = False
+
+    def _settle_epoch(self) -> None:
+        """At an epoch's end, where the optimizer's counter was read at its start and
+        now: the steps its calls reported beyond the steps it ran come off its last call
+        (still open), the one Keras reports whole though the epoch's end cut it short."""
+        before, now = self._iterations_before, self._iterations_now
+        if before is not None and now is not None and self._open is not None:
+            excess = self._epoch_reported - (now - before)
+            if 0 < excess < self._open.steps:
+                self._open.steps -= excess
+        self._iterations_before, self._iterations_now = now, None
+        self._epoch_reported = 0
 
     def _close(self) -> None:
         if self._open is not None:
