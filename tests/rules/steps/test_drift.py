@@ -142,6 +142,18 @@ def test_an_unexplained_drift_says_so_and_profiles_the_steps_after_it():
     assert "profile_batch=(" in keras.fix
 
 
+def test_an_unexplained_drift_under_thirty_percent_is_low():
+    (small,) = check(facts([0.010] * 20 + [0.0122] * 20))
+    assert small.severity == "low" and "run it again to tell" in small.title
+    (large,) = check(facts([0.010] * 20 + [0.014] * 20))
+    assert large.severity == "medium" and "run it again" not in large.title
+    # a measured cause keeps it medium however small
+    (timed,) = check(
+        facts([0.010] * 20 + [0.0122] * 20, wait=lambda i: 0.0023 if i >= 20 else 0.0001)
+    )
+    assert timed.severity == "medium"
+
+
 def test_a_slope_is_one_gradual_finding():
     (finding,) = check(facts([0.010 * (1 + 0.6 * i / 59) for i in range(60)]))
     assert finding.evidence["kind"] == "gradual"
