@@ -4,6 +4,8 @@ The fixes themselves are in ``gpuwhy/trial/kinds``; a test keeps the two lists e
 
 from __future__ import annotations
 
+import shlex
+
 TRIED_BY_FIX = frozenset(
     {
         "launch.eager-ops",
@@ -37,14 +39,11 @@ def tried_line(
         if trial:
             # why is below: not applicable here, or tried under another finding it answers
             return "gpuwhy fix did not try it under this finding: why is below"
-        command = f"gpuwhy fix --target {_quoted(target)} SCRIPT" if target else "gpuwhy fix SCRIPT"
+        command = (
+            f"gpuwhy fix --target {shlex.quote(target)} SCRIPT" if target else "gpuwhy fix SCRIPT"
+        )
         return (
             f"{command} tries the fixes of this kind it can write for your program, "
             "on a copy, and measures them"
         )
     return None
-
-
-def _quoted(name: str) -> str:
-    """A GPU name as a shell word ("'RTX 4090'")."""
-    return f"'{name}'" if " " in name else name

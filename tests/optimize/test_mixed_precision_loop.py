@@ -11,15 +11,14 @@ loss scale), which is why the fix never offers it alone.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.optimize.test_step_fixes import _printed
 from tests.optimize.test_token_ids import paste
-from tests.test_run_tensorflow import ROOT, run
+from tests.test_run_tensorflow import run
 
 pytest.importorskip("tensorflow")
 
@@ -63,17 +62,9 @@ LOOP = textwrap.dedent(
 
 
 def _losses(source: str, path: Path) -> tuple[float, float]:
-    path.write_text(source)
-    done = subprocess.run(
-        [sys.executable, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=path.parent,
-        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    first, last = map(float, done.stdout.split()[-2:])
+    """The first and last loss the script prints (run as python would)."""
+    (line,) = _printed(source, path, prefix="")[-1:]
+    first, last = map(float, line.split())
     return first, last
 
 
