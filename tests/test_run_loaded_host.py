@@ -76,6 +76,7 @@ def _consistent(record):
 
 def test_a_competitor_s_load_is_measured_and_not_blamed_on_the_pipeline(tmp_path):
     cores = len(os.sched_getaffinity(0))
+    before = os.getloadavg()[0]
     burners = [
         subprocess.Popen([sys.executable, "-c", BURN.format(seconds=240)]) for _ in range(cores)
     ]
@@ -86,7 +87,10 @@ def test_a_competitor_s_load_is_measured_and_not_blamed_on_the_pipeline(tmp_path
             burner.kill()
             burner.wait()
     assert _others(loaded) >= 0.25
-    assert loaded["tfdata"]["host_load_average"] >= 1.0
+    # the 1-minute load average is an exponential average (60 s): over a short run it
+    # rises toward the competitor's load from wherever it stood, without reaching it
+    load = loaded["tfdata"]["host_load_average"]
+    assert load > before or load >= cores, (load, before)
     assert all("other_processes_cpu_fraction" in f["evidence"] for f in _input_bound(loaded))
     _consistent(loaded)
     alone = _record(tmp_path, "alone")
