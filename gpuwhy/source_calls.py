@@ -255,7 +255,11 @@ def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt
 
 
 def step_code(
-    filename: str, shown: str, lines: dict[int, int], loop_lines: Sequence[int] = ()
+    filename: str,
+    shown: str,
+    lines: dict[int, int],
+    loop_lines: Sequence[int] = (),
+    function_names: Sequence[str] | None = None,
 ) -> StepCode | None:
     """The code the most counted ``lines`` (line -> count) of ``filename`` belong to: the
     innermost function around them, or the innermost loop where they are in no function
@@ -263,7 +267,9 @@ def step_code(
     holds one of ``loop_lines``, the steps' loop sites: ``main()`` looping over the
     dataset is not the step), with the names that code reads and the program re-creates
     in a loop (a metric made anew each epoch): a ``tf.function`` traced over that code
-    would keep the first object for good. None where the source cannot be read."""
+    would keep the first object for good. None where the source cannot be read.
+    ``function_names``: the names a new function takes the first free one of (a
+    training step's by default)."""
     tree = _tree(filename)
     if tree is None or not lines:
         return None
@@ -299,7 +305,8 @@ def step_code(
         around = rebound_around(holder or tree, body) - {r.name for r in rebound}
         taken, _ = reads_before_assigned(body.body)
         names += [n for n in taken if n in around and n not in names]
-    function = free_name(tree)  # never one of the program's own names: it would replace it
+    # never one of the program's own names: it would replace it
+    function = free_name(tree, function_names)
     header = f"def {function}({', '.join(names)}):"
     code = StepCode(
         None,
@@ -316,7 +323,7 @@ def step_code(
         return dataclasses.replace(
             code, moved=(body.body[0].lineno, last), call=f"{function}({', '.join(names)})"
         )
-    lifted = _lifted(filename, tree, body, lines)
+    lifted = _lifted(filename, tree, body, lines, function_names)
     if lifted is None:
         return code
     return dataclasses.replace(
@@ -329,8 +336,39 @@ def step_code(
     )
 
 
+# names for a loop beside the training one (a validation pass), the first the program
+# does not use already
+SIDE_LOOP_NAMES = ("eval_step", "val_step", "side_step", "loop_step")
+
+
+def loop_code(filename: str, shown: str, line: int) -> StepCode | None:
+    """The body of the ``for`` loop whose header is at ``line`` as a function of its own
+    (a loop over a dataset beside the training, a validation pass): its statements
+    that read no tensor's value into Python, as :func:`step_code` lifts them. None where
+    no such loop is there or the source cannot be read."""
+    tree = _tree(filename)
+    if tree is None:
+        return None
+    loop = next(
+        (
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.For, ast.AsyncFor)) and node.lineno == line
+        ),
+        None,
+    )
+    if loop is None or not loop.body:
+        return None
+    lines = {statement.lineno: 1 for statement in loop.body}
+    return step_code(filename, shown, lines, (line,), SIDE_LOOP_NAMES)
+
+
 def _lifted(
-    filename: str, tree: ast.Module, loop: ast.For | ast.AsyncFor | ast.While, lines: dict[int, int]
+    filename: str,
+    tree: ast.Module,
+    loop: ast.For | ast.AsyncFor | ast.While,
+    lines: dict[int, int],
+    names: Sequence[str] | None = None,
 ) -> LiftedStep | None:
     """The statements of the loop's body that issue the ops, as a function
     (source_step.py), where the whole body cannot move."""
@@ -342,7 +380,7 @@ def _lifted(
             source = handle.read().splitlines()
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
-    return lifted_step(source, scope, loop, lines)
+    return lifted_step(source, scope, loop, lines, names)
 
 
 def _steps_loop(function: ast.AST, line: int, loop_lines: Sequence[int]) -> ast.stmt | None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 MAX_LINES = 15
@@ -67,6 +67,7 @@ def lifted_step(
     scope: ast.AST,
     loop: ast.For | ast.AsyncFor | ast.While,
     op_lines: Mapping[int, int],
+    names: Sequence[str] | None = None,
 ) -> LiftedStep | None:
     """The statements of ``loop``'s body that issue the ops (``op_lines``: line -> ops
     counted there) as a function, or None where they cannot be lifted. ``scope``: the
@@ -127,7 +128,7 @@ def lifted_step(
     body = text.splitlines()
     if returns:
         body.append(f"return {', '.join(returns)}")
-    return LiftedStep(first, last, params, returns, tuple(body), free_name(scope))
+    return LiftedStep(first, last, params, returns, tuple(body), free_name(scope, names))
 
 
 # the names a lifted step may take, the first the program does not use already: a step
@@ -140,10 +141,12 @@ _MUTATORS = frozenset(
 )  # fmt: skip
 
 
-def free_name(tree: ast.AST) -> str:
-    """The first of ``NAMES`` that nothing in ``tree`` binds or reads."""
+def free_name(tree: ast.AST, names: Sequence[str] | None = None) -> str:
+    """The first of ``names`` (``NAMES``: a training step's) that nothing in ``tree``
+    binds or reads."""
     used = used_names(tree)
-    return next((name for name in NAMES if name not in used), f"{NAME}_{len(used)}")
+    names = NAMES if names is None else names
+    return next((name for name in names if name not in used), f"{names[0]}_{len(used)}")
 
 
 def used_names(tree: ast.AST) -> set[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwhy.facts.steps import StepCode
+
 
 @dataclass(frozen=True)
 class Activity:
@@ -36,6 +38,8 @@ class StallCause:
     location: str | None = None
     detail: str | None = None
     code: str | None = None  # the line at ``location`` as written
+    # kind "loop": the loop's body as a function of its own (what a fix traces)
+    step_code: StepCode | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import math
 from gpuwhy.derived.cache_passes import cache_passes, cache_read_once, one_element_passes
 from gpuwhy.facts import InputFix, InputFixFacts
 
+NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
+
 
 def input_fixes_intro(fixes: InputFixFacts) -> list[str]:
     """What the script iterated, before the pipelines one by one."""
@@ -96,6 +98,9 @@ def input_fix_lines(fix: InputFix) -> list[str]:
             "pipeline's start-up, not what they gain; not claimed):"
             if one_element_passes(fix)
             else "changes (no gain measured here: the pipeline as written is as fast; keep it):"
+            if not fix.worth_it and (fix.speedup or 0.0) < 1 + NO_GAIN
+            else f"changes (their {fix.speedup or 0.0:.2f}x is within the spread of the timed "
+            "passes, which overlap the original's: not claimed; keep the pipeline as written):"
             if not fix.worth_it
             else "changes (paste these into the pipeline):"
         )

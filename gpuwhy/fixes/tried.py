@@ -21,6 +21,7 @@ TRIED_BY_FIX = frozenset(
         "input.no-cache",
         "gpu.underutilized",
         "tensorcore.unused",
+        "steps.periodic-stall",
     }
 )
 

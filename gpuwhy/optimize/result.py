@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwhy.comparison.model import Change
+from gpuwhy.comparison.work import ratio_between
 from gpuwhy.facts import InputFix, PipelineChange, PipelineRate
-from gpuwhy.fixes.input_fix_text import input_fix_lines
+from gpuwhy.fixes.input_fix_text import NO_GAIN, input_fix_lines
 from gpuwhy.optimize.measure import Throughput
-
-NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,28 @@ class OptimizeResult:
 
     @property
     def worth_it(self) -> bool:
-        """False when measuring showed the rewrite no faster than the original (within
-        NO_GAIN, the noise of a few timed passes): then the original is the one to keep."""
+        """False when measuring showed the rewrite no faster than the original: less than
+        NO_GAIN faster, or a gain the timed passes cannot tell from their own spread
+        (:attr:`gain`'s interval reaches 1.0). Then the original is the one to keep."""
         if not self.before or not self.after or self.refused:
             return True  # not measured: the changes stand on their reasons
-        return self.after.median >= self.before.median * (1 + NO_GAIN)
+        if self.after.median < self.before.median * (1 + NO_GAIN):
+            return False
+        gain = self.gain
+        return gain is None or gain.low > 1.0
+
+    @property
+    def gain(self) -> Change | None:
+        """The rewrite's rate over the original's, with the interval its timed passes
+        give (each pass one observation, Student's t on the logs); None with fewer than
+        two passes a side."""
+        if not self.before or not self.after:
+            return None
+        before = [r for r in self.before.rates if 0 < r < float("inf")]
+        after = [r for r in self.after.rates if 0 < r < float("inf")]
+        if len(before) < 2 or len(after) < 2:
+            return None
+        return ratio_between("elements_per_second", before, after)
 
     def to_facts(
         self, name: str, location: str | None = None, iterated_at: tuple[str, ...] = ()

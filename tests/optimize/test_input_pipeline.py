@@ -389,3 +389,42 @@ def test_a_rewrite_measured_no_faster_is_reported_as_not_worth_it():
     assert faster.worth_it and "paste these into the pipeline" in faster.report()
     unmeasured = OptimizeResult(dataset=None, original=None, changes=[change])
     assert unmeasured.worth_it
+
+
+def test_a_gain_within_the_spread_of_the_timed_passes_is_not_claimed():
+    """A median 1.1x whose passes overlap the original's (one pass a side decides it)
+    is noise; the same medians with tight passes are a gain."""
+    import statistics
+
+    from gpuwhy.facts import PipelineChange
+    from gpuwhy.optimize.measure import Throughput
+    from gpuwhy.optimize.result import OptimizeResult
+
+    def passes(*rates):
+        return Throughput.of([(int(r), 1.0) for r in rates])
+
+    change = PipelineChange(
+        kind="parallel", stage="map(parse)", location="train.py:9", code="x", why="y"
+    )
+    before = passes(700, 1000, 1000, 1000, 1400)
+    noisy = OptimizeResult(
+        dataset=None,
+        original=None,
+        changes=[change],
+        before=before,
+        after=passes(650, 1100, 1100, 1100, 1500),
+    )
+    assert statistics.median(noisy.after.rates) / statistics.median(before.rates) == 1.1
+    assert noisy.gain is not None and noisy.gain.low < 1.0
+    assert not noisy.worth_it
+    text = noisy.report()
+    assert "1.10x is within the spread of the timed passes" in text
+    assert "paste these" not in text and "no gain measured here" not in text
+    tight = OptimizeResult(
+        dataset=None,
+        original=None,
+        changes=[change],
+        before=passes(990, 1000, 1000, 1000, 1010),
+        after=passes(1090, 1100, 1100, 1100, 1110),
+    )
+    assert tight.gain is not None and tight.gain.low > 1.0 and tight.worth_it

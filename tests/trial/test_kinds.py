@@ -856,3 +856,52 @@ def test_a_low_finding_with_a_fix_is_said_tried_only_when_asked(tmp_path):
     # asked for by name, it is planned
     found, _ = plan([low], Facts(), files, any_severity=True)
     assert [c.fix for c in found] == ["mixed precision (mixed_bfloat16)"]
+
+
+def test_an_eager_validation_loop_s_body_becomes_a_traced_function(tmp_path):
+    from gpuwhy.facts import LoopStalls, StallBeat, StallCause, StallFacts
+    from gpuwhy.source_calls import loop_code
+
+    source = (
+        "import tensorflow as tf\n\n"
+        "for epoch in range(3):\n"
+        "    for x, y in train:\n"
+        "        train_step(x, y)\n"
+        "    for x, y in val:\n"
+        "        logits = model(x, training=False)\n"
+        "        accuracy.update_state(y, logits)\n"
+        "    print(accuracy.result())\n"
+    )
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    cause = StallCause(
+        "loop", 10.0, 0.9, location=f"{path}:6", code="for x, y in val:",
+        step_code=loop_code(str(path), str(path), 6),
+    )  # fmt: skip
+    beat = StallBeat(kind="loop", count=3, stall_s=11.0, lost_s=11.0, lost_share=0.5)
+    loop = LoopStalls(
+        source="tf-data", name=f"{path}:4", between_steps=True, count=3, loop_steps=300,
+        loop_s=20.0, typical_step_s=0.01, stall_s=11.0, lost_s=11.0, lost_share=0.5,
+        beats=(beat,), causes=(cause,),
+    )  # fmt: skip
+    facts = Facts(stalls=StallFacts(loops=(loop,)))
+    (found,), refused = plan([finding("steps.periodic-stall", f"{path}:6")], facts, files)
+    assert refused == [] and found.fix.endswith("as eval_step() traced: @tf.function")
+    assert edited(str(path), found) == (
+        "import tensorflow as tf\n\n\n"
+        "@tf.function\n"
+        "def eval_step(x, y):\n"
+        "    logits = model(x, training=False)\n"
+        "    accuracy.update_state(y, logits)\n\n\n"
+        "for epoch in range(3):\n"
+        "    for x, y in train:\n"
+        "        train_step(x, y)\n"
+        "    for x, y in val:\n"
+        "        eval_step(x, y)\n"
+        "    print(accuracy.result())\n"
+    )
+    checkpoint = replace(cause, kind="checkpoint", step_code=None)
+    other = Facts(stalls=StallFacts(loops=(replace(loop, causes=(checkpoint,)),)))
+    found, (why,) = plan([finding("steps.periodic-stall", f"{path}:6")], other, files)
+    assert found == [] and "no automatic fix" in why.why

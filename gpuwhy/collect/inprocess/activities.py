@@ -1,6 +1,6 @@
 """What commonly stalls training, timed while the program runs, and the stalls it made.
 
-Five kinds of activity, each an interval on the run's clock with the user's line that
+Six kinds of activity, each an interval on the run's clock with the user's line that
 started it where that is cheap to know:
 
 - ``gc``: Python's garbage collector (``gc.callbacks``: start and stop of every
@@ -8,7 +8,13 @@ started it where that is cheap to know:
   triggered);
 - ``checkpoint``, ``summary``, ``evaluate``: TF's and Keras' saves, summary flushes,
   ``evaluate``/``predict`` (:mod:`gpuwhy.tfapi.stall_hooks`);
-- ``trace``: tf.function traces, as the function watcher sees them.
+- ``trace``: tf.function traces, as the function watcher sees them;
+- ``loop``: a run of ``next()`` calls on one tf.data iterator in a loop of the user's
+  that no other iterator's read broke (the step collector's hook tells it as the
+  program reads): a validation pass between training steps. It counts for a stall
+  only where it lies wholly inside the stall (a training loop's own run of reads
+  holds its stalls, and is not what stalled it), and is kept in the ring alone (a run
+  of reads is not time lost: the activities' totals leave it out).
 
 A hook appends a tuple and returns (the GC callback runs inside every collection, so
 it takes no lock); a drain thread folds them, four times a second, into bounded state:
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import gc
 import linecache
+import os
 import threading
 import time
 from collections import deque
@@ -48,17 +55,20 @@ from gpuwhy.facts import (
     StallBeat,
     StallCause,
     StallFacts,
+    StepCode,
     StepFacts,
 )
 from gpuwhy.formatting import duration
+from gpuwhy.source_calls import loop_code
 from gpuwhy.tfapi import stall_hooks
 from gpuwhy.tfapi.frames import user_location
 
 # "gpuwhy": gpuwhy's own pauses of the program (a heap census holds the GIL for a tenth
 # of a second): a stall they cause is gpuwhy's, never the program's finding (the program's
 # own activities in one are the program's: see ActivityCollector.overlapping)
-KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy")
+KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop")
 RING = {
+    "loop": 1024,
     "gc": 2048,
     "checkpoint": 1024,
     "summary": 1024,
@@ -67,6 +77,7 @@ RING = {
     "gpuwhy": 64,
 }
 GC_RING_MIN_S = 0.001
+LOOP_WHAT = "a loop over another tf.data dataset"
 FULL_COLLECTION = "generation 2"  # a gc activity's ``what``: gc.collect(), or the oldest
 MAX_PLACES = 16  # places counted per kind
 
@@ -109,6 +120,8 @@ class ActivityCollector(Collector):
         for peer in made:
             if isinstance(peer, StepCollector | FunctionWatcher):
                 peer.stall_tracking = collector.tracker
+            if isinstance(peer, StepCollector):
+                peer.loop_listener = collector.on_loop
             if isinstance(peer, FunctionWatcher):
                 peer.trace_listener = collector.on_trace
         return collector
@@ -207,6 +220,12 @@ class ActivityCollector(Collector):
         """A tf.function trace (the function watcher's listener)."""
         self._events.append(("trace", start, end, caller, "tf.function trace"))
 
+    def on_loop(self, start: float, end: float, site: object) -> None:
+        """A run of reads of one iterator by the loop at ``site`` (the step collector's
+        listener, in the program's thread)."""
+        where = site if isinstance(site, str) and site != "?" else None
+        self._events.append(("loop", start, end, where, LOOP_WHAT))
+
     # -- folding -------------------------------------------------------------------
     def fold(self) -> None:
         """The events recorded since the last fold into the stores. Not again from
@@ -224,6 +243,9 @@ class ActivityCollector(Collector):
 
     def _fold(self) -> None:
         for kind, start, end, where, what in take(self._events):
+            if kind == "loop":
+                self.rings[kind].append((start, end, where, what))
+                continue
             seconds = end - start
             if kind == "gc":
                 what = f"generation {what}"
@@ -272,7 +294,7 @@ class ActivityCollector(Collector):
                         if b < start:
                             break
                         overlap = min(b, end) - max(a, start)
-                        if overlap <= 0:
+                        if overlap <= 0 or (kind == "loop" and (a < start or b > end)):
                             continue
                         if kind == "gpuwhy":
                             ours.append((max(a, start), min(b, end), where, what))
@@ -394,6 +416,19 @@ def _code(location: str | None) -> str | None:
     return text[:200] or None
 
 
+def _loop_code(location: str | None) -> StepCode | None:
+    """The body of the loop at ``file:line`` as a function (None: not readable)."""
+    if not location or ":" not in location:
+        return None
+    path, _, line = location.rpartition(":")
+    if not line.isdigit():
+        return None
+    try:
+        return loop_code(os.path.abspath(path), path, int(line))
+    except (RecursionError, ValueError):  # a source too deep or odd to read
+        return None
+
+
 def _loop_stalls(
     source: str, name: str, tracker: StallTracker, group: StallGroup, between: bool, t0: float
 ) -> LoopStalls:
@@ -409,6 +444,7 @@ def _loop_stalls(
                 location=where,
                 detail=what,
                 code=_code(where),
+                step_code=_loop_code(where) if kind == "loop" else None,
             )
         )
     beats = sorted(_with_alike(group).items(), key=lambda kv: -kv[1].lost_s)

@@ -147,6 +147,10 @@ class StepCollector(Collector):
     began: Callable[[], None] | None = None
     # A new loop's stall tracker (the activity collector's), fed each step as it folds
     stall_tracking: Callable[[], object] | None = None
+    # Told of each run of reads of one iterator that no other iterator's read broke
+    # (start, end, the loop's site): a validation pass between training steps, as the
+    # program's own thread reads it, so a stall found later finds it (activities.py)
+    loop_listener: Callable[[float, float, object], None] | None = None
 
     def __post_init__(self) -> None:
         self._marks = 0  # step marks folded while ``began`` waits
@@ -161,6 +165,7 @@ class StepCollector(Collector):
         self._sites: dict[object, tuple[IteratorStream, LoopRecord]] = {}
         self._optimizer: tuple[CycleStream, LoopRecord] | None = None
         self._iterators: dict[int, _Iterator] = {}  # per iterator id: its current reads
+        self._segment: list | None = None  # [key, site, first start, last end]: reads running
         self._read_runs: list[_Iterator] = []  # iterators ended (exhausted or re-led)
         self._drain: Drain | None = None
 
@@ -238,6 +243,21 @@ class StepCollector(Collector):
 
     def _on_next(self, key: int, site: object, start: float, end: float, exhausted: bool) -> None:
         self._reads.append((key, site, start, end, exhausted))
+        listener = self.loop_listener
+        if listener is None:
+            return
+        segment = self._segment
+        if segment is not None and segment[0] != key:  # another iterator's reads begin
+            self._segment = None
+            listener(segment[2], segment[3], segment[1])
+            segment = None
+        if segment is None:
+            segment = self._segment = [key, site, start, end]
+        else:
+            segment[3] = end
+        if exhausted:
+            self._segment = None
+            listener(segment[2], end, site)
 
     def _on_apply(self, event: str, start: float, end: object) -> None:
         self._applies.append((start, end))

@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuwhy.facts import Facts, LoopStalls, StallBeat, StallCause
 from gpuwhy.finding import Finding
+from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
 
@@ -20,7 +21,9 @@ _WORDS = {
     "evaluate": "evaluation",
     "trace": "a tf.function trace",
     "gpuwhy": "gpuwhy's own heap census",
+    "loop": "a loop over another tf.data dataset",
 }
+_FOR = re.compile(r"for\s+(.+?)\s+in\s+(.+?):\s*(#.*)?$")
 
 
 def _length(seconds: float) -> str:
@@ -41,7 +44,7 @@ def _cause_words(cause: StallCause | None) -> str:
         words = "fit's validation"
     else:
         words = _WORDS.get(cause.kind, cause.kind)
-        if cause.detail and cause.kind != "trace":
+        if cause.detail and cause.kind not in ("trace", "loop"):
             words += f" ({cause.detail})"
     at = "triggered at" if cause.kind == "gc" else "at"
     return f"{words} {at} {cause.location}" if cause.location else words
@@ -85,7 +88,66 @@ def _checkpoint_fix(cause: StallCause, every: int | None) -> list[str]:
     return lines
 
 
-def _fix(cause: StallCause | None, every: int | None) -> str:
+def stall_loop(finding: Finding, facts: Facts) -> StallCause | None:
+    """The loop over another dataset a finding of this rule names, at the finding's
+    location (None: stalls of another kind)."""
+    if facts.stalls is None or finding.location is None:
+        return None
+    return next(
+        (
+            cause
+            for group in facts.stalls.loops
+            for cause in group.causes
+            if cause.kind == "loop" and cause.location == finding.location
+        ),
+        None,
+    )
+
+
+def traced_loop(cause: StallCause, facts: Facts) -> bool:
+    """Whether the loop's body already calls one of the program's tf.functions (its
+    batches run as a graph: a validation pass that is the program's choice)."""
+    code = cause.step_code
+    if code is None or not code.body or facts.tracing is None:
+        return False
+    names = {f.name for f in facts.tracing.functions if not f.library and f.calls}
+    text = "\n".join(code.body)
+    return any(re.search(rf"\b{re.escape(name)}\(", text) for name in names)
+
+
+def _loop_fix(cause: StallCause, facts: Facts) -> list[str]:
+    """Trace the loop's body (it runs op by op in Python between training steps), or
+    where it is traced already, run it on fewer batches."""
+    match = _FOR.match(cause.code or "")
+    fewer = (
+        [
+            "# and run it on a sample, or every few epochs:",
+            f"for {match.group(1)} in {match.group(2)}.take(50):",
+        ]
+        if match and "." not in match.group(2) and "(" not in match.group(2)
+        else ["#", "# and run it on fewer batches (dataset.take(50)), or every few epochs"]
+    )
+    if traced_loop(cause, facts):
+        return [
+            f"# {cause.location}: its body runs as a traced function already; the pass",
+            "# itself is the time: run it on fewer batches, or less often",
+            *fewer[1:],
+        ]
+    code = cause.step_code
+    if code is None or code.signature is None:
+        return [
+            f"# {cause.location}: its body runs op by op in Python between training steps:",
+            "# put the body in a function decorated with @tf.function and call it per batch",
+            *fewer,
+        ]
+    return [
+        *traced_step.wrap(code, facts, ["@tf.function"]),
+        *traced_step.rebound(code),
+        *fewer,
+    ]
+
+
+def _fix(cause: StallCause | None, every: int | None, facts: Facts) -> str:
     if cause is None:
         return "\n".join(
             [
@@ -96,6 +158,8 @@ def _fix(cause: StallCause | None, every: int | None) -> str:
         )
     if cause.kind == "checkpoint":
         return "\n".join(_checkpoint_fix(cause, every))
+    if cause.kind == "loop":
+        return "\n".join(_loop_fix(cause, facts))
     if cause.kind == "gc" and "gc.collect(" in (cause.code or ""):
         return "\n".join(
             [
@@ -180,8 +244,13 @@ class PeriodicStall(Rule):
     Each stall is matched, when it is found, with what ran in it: Python's garbage
     collector (`gc.callbacks`), checkpoint writes (`tf.train.Checkpoint`,
     `CheckpointManager`, Keras `save`/`save_weights`, `ModelCheckpoint`), summary
-    flushes, `evaluate`/`predict`, tf.function traces; the finding names the one that
-    covered most of the stalls' time, with its file:line. A loop's first 10 calls
+    flushes, `evaluate`/`predict`, tf.function traces, and a loop of the program's own
+    over another tf.data dataset that ran wholly inside the stall (a validation pass
+    written by hand); the finding names the one that covered most of the stalls' time,
+    with its file:line. Such a loop whose body calls one of the program's
+    tf.functions is the program's choice, as fit's validation is (`validation_share`);
+    one whose body runs op by op in Python is named from `between_share`, with its body
+    as a traced function for the fix (`gpuwhy fix` tries it). A loop's first 10 calls
     (warm-up) and the first step of each epoch (a new iterator, a shuffle buffer
     refilled: the input rules judge those) are never stalls.
 
@@ -209,7 +278,20 @@ class PeriodicStall(Rule):
     ```
     For GC: `gc.freeze()` after setup and `gc.set_threshold(...)`; for summaries a
     larger `max_queue`/`flush_millis`; for validation `validation_freq` and fewer
-    `validation_steps`.
+    `validation_steps`. A validation loop written by hand that runs eagerly:
+
+    ```python
+    @tf.function
+    def eval_step(x, y):
+        logits = model(x, training=False)
+        val_accuracy.update_state(y, logits)
+
+    for epoch in range(epochs):
+        for x, y in train_ds:
+            train_step(x, y)
+        for x, y in val_ds:
+            eval_step(x, y)                 # was: the two lines above, eagerly
+    ```
 
     Severity: high from 20 % of the loop's time lost, medium from 5 %, low below.
 
@@ -222,7 +304,8 @@ class PeriodicStall(Rule):
       no timed activity in them, must lose (0.05).
     - `between_share`: share of the loop's time the activity that ran in the time
       between steps must take (0.10).
-    - `validation_share`: the same for fit's own validation between epochs (0.50).
+    - `validation_share`: the same for fit's own validation between epochs, and a
+      validation loop of the program's whose body is traced already (0.50).
     """
 
     id = "steps.periodic-stall"
@@ -252,13 +335,20 @@ class PeriodicStall(Rule):
             (group, beat, _share(group, beat))
             for group in facts.stalls.loops
             for beat in group.beats
-            if _reported(group, beat, options)
+            if _reported(group, beat, options, facts)
         ]
         flagged.sort(key=lambda item: -item[2])
-        return [self._finding(g, b, share, options) for g, b, share in flagged[:MAX_FINDINGS]]
+        return [
+            self._finding(g, b, share, options, facts) for g, b, share in flagged[:MAX_FINDINGS]
+        ]
 
     def _finding(
-        self, group: LoopStalls, beat: StallBeat, share: float, options: dict[str, Any]
+        self,
+        group: LoopStalls,
+        beat: StallBeat,
+        share: float,
+        options: dict[str, Any],
+        facts: Facts,
     ) -> Finding:
         cause = _cause(group, beat)
         every = beat.every_steps if _regular_steps(beat, options) else None
@@ -307,7 +397,7 @@ class PeriodicStall(Rule):
             title,
             severity=severity,
             evidence=evidence,
-            fix=_fix(cause, every),
+            fix=_fix(cause, every, facts),
             estimated_gain=f"up to {lost:.2f} s ({share:.0%} of the loop's time)",
             location=cause.location if cause is not None else None,
             gain_value=share,
@@ -334,7 +424,7 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
     )
 
 
-def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any]) -> bool:
+def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts: Facts) -> bool:
     if beat.count < options["min_stalls"] or beat.kind in ("trace", "gpuwhy"):
         return False  # launch.retracing's; gpuwhy's own pauses
     share = _share(group, beat)
@@ -346,7 +436,10 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any]) -> bo
         )
     if group.between_steps:
         cause = _cause(group, beat)
-        if cause is not None and cause.detail == "fit's validation":
+        if cause is not None and (
+            cause.detail == "fit's validation"
+            or (cause.kind == "loop" and traced_loop(cause, facts))
+        ):
             return share >= options["validation_share"]
         return share >= options["between_share"]
     if _regular_steps(beat, options) or beat.regular_in_time:

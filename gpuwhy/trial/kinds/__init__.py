@@ -20,6 +20,7 @@ from gpuwhy.trial.kinds import (
     keras_dataset,
     mixed_precision,
     retracing,
+    side_loop,
     step_graph,
 )
 from gpuwhy.trial.source_edits import EditError, apply, parse
@@ -46,6 +47,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "launch.projected-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
     "gpu.underutilized": (keras_compile.steps_per_execution, keras_compile.jit_compile),
     "tensorcore.unused": (mixed_precision.candidates,),
+    "steps.periodic-stall": (side_loop.candidates,),
 }
 
 

@@ -50,6 +50,14 @@ def candidates(
     code = facts.eager.step_code if facts.eager is not None else None
     if code is None:
         return [], [NotTried(finding.id, "the run did not find the code the eager ops come from")]
+    return traced(finding, code, files)
+
+
+def traced(
+    finding: Finding, code: StepCode, files: SourceFiles, xla: bool = True
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    """``code`` (a def, or a loop's body moved into one) traced with ``tf.function``, and
+    with XLA where ``xla``."""
     where = location_parts(code.location)
     read = files.read(where[0]) if where else None
     if where is None or read is None:
@@ -111,7 +119,7 @@ def candidates(
         edits=variant(f"{tf}.function"),
         location=code.location,
     )
-    xla = FixCandidate(
+    compiled = FixCandidate(
         finding=finding.id,
         fix=f"{what} traced and XLA-compiled{made_once}",
         edits=variant(f"{tf}.function(jit_compile=True)"),
@@ -120,7 +128,7 @@ def candidates(
         tolerance_why=XLA_WHY,
         by_mean=True,
     )
-    return [plain, xla], []
+    return ([plain, compiled] if xla else [plain]), []
 
 
 def _short(location: str) -> str:

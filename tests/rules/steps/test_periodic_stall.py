@@ -141,3 +141,67 @@ def test_registered_and_run_on_the_stalls_section():
     assert [f.id for f in findings] == ["steps.periodic-stall"]
     assert run_rules(Facts())[1]["steps.periodic-stall"] == "needs stalls"
     assert "steps.periodic-stall" not in not_checked
+
+
+VALIDATION_PROGRAM = """import tensorflow as tf
+
+for epoch in range(5):
+    for features, labels in train:
+        loss = train_step(features, labels)
+    for features, labels in val:
+        logits = model(features, training=False)
+        val_accuracy.update_state(labels, logits)
+    print(float(val_accuracy.result()))
+"""
+
+
+def _validation_loop(tmp_path, body_calls: str | None = None):
+    """Facts of a loop whose stalls between steps a loop over another dataset (the
+    validation pass at line 6 of a real file) filled: 108 s of a 180 s loop."""
+    from gpuwhy.facts import TracedFunction, TracingFacts
+    from gpuwhy.source_calls import loop_code
+
+    source = VALIDATION_PROGRAM
+    if body_calls:
+        source = source.replace("logits = model(features, training=False)", body_calls)
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    cause = StallCause(
+        kind="loop", seconds=108.0, share=0.9, location=f"{path}:6",
+        detail="a loop over another tf.data dataset", code="for features, labels in val:",
+        step_code=loop_code(str(path), str(path), 6),
+    )  # fmt: skip
+    loop = stalls(between_steps=True, causes=(cause,), beat=dict(stall_s=120.0))
+    tracing = TracingFacts(
+        functions=(TracedFunction("train_step", calls=900), TracedFunction("eval_step", calls=9))
+    )
+    return Facts(stalls=StallFacts(loops=(loop,)), tracing=tracing)
+
+
+def test_an_eager_validation_loop_between_epochs_is_named_with_its_body_traced(tmp_path):
+    (finding,) = run(_validation_loop(tmp_path))
+    assert "a loop over another tf.data dataset at" in finding.title
+    assert finding.title.endswith(":6): 60% of the loop's time")
+    assert finding.severity == "high" and finding.location.endswith("train.py:6")
+    lines = finding.fix.splitlines()
+    start = lines.index("def eval_step(features, labels):")
+    assert lines[start - 1] == "@tf.function"
+    assert lines[start + 1 : start + 3] == [
+        "    logits = model(features, training=False)",
+        "    val_accuracy.update_state(labels, logits)",
+    ]
+    assert "# and the loop's body becomes: eval_step(features, labels)" in lines
+    assert "for features, labels in val.take(50):" in lines
+
+
+def test_a_validation_loop_that_calls_a_tf_function_is_the_program_s_choice(tmp_path):
+    """Its batches run as a graph already: as fit's validation, named only when it
+    takes half the loop, and then to run it less often."""
+    facts_ = _validation_loop(tmp_path, "logits = eval_step(features)")
+    (finding,) = run(facts_)  # 60 %: above validation_share
+    assert "runs as a traced function already" in finding.fix
+    assert "@tf.function" not in finding.fix
+    cause = facts_.stalls.loops[0].causes[0]
+    smaller = replace(cause, seconds=54.0)  # 30 % of the loop
+    loop = replace(facts_.stalls.loops[0], causes=(smaller,))
+    assert run(replace(facts_, stalls=StallFacts(loops=(loop,)))) == []
