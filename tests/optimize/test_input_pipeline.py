@@ -428,3 +428,22 @@ def test_a_gain_within_the_spread_of_the_timed_passes_is_not_claimed():
         after=passes(1090, 1100, 1100, 1100, 1110),
     )
     assert tight.gain is not None and tight.gain.low > 1.0 and tight.worth_it
+
+
+def test_two_passes_a_side_that_do_not_overlap_are_a_gain():
+    """Two passes a side leave Student's interval wide: every pass of the rewrite
+    faster than every pass of the original still says it."""
+    from gpuwhy.facts import PipelineChange
+    from gpuwhy.optimize.measure import Throughput
+    from gpuwhy.optimize.result import OptimizeResult
+
+    change = PipelineChange(kind="cache", stage="batch(8)", location=None, code="x", why="y")
+    result = OptimizeResult(
+        dataset=None,
+        original=None,
+        changes=[change],
+        before=Throughput.of([(800, 1.0), (600, 1.0)]),
+        after=Throughput.of([(1900, 1.0), (1000, 1.0)]),
+    )
+    assert result.gain is not None and result.gain.low < 1.0
+    assert result.worth_it
