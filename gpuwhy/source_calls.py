@@ -357,10 +357,47 @@ def loop_code(filename: str, shown: str, line: int) -> StepCode | None:
         ),
         None,
     )
-    if loop is None or not loop.body:
+    if loop is None or not loop.body or _calls_value_readers(tree, loop.body):
         return None
     lines = {statement.lineno: 1 for statement in loop.body}
     return step_code(filename, shown, lines, (line,), SIDE_LOOP_NAMES)
+
+
+# modules whose calls draw (a figure cannot be drawn from inside a graph)
+_PLOTTING = frozenset({"plt", "pyplot", "matplotlib", "display", "IPython"})
+
+
+def _calls_value_readers(tree: ast.Module, body: list[ast.stmt]) -> bool:
+    """Whether ``body`` draws, or calls a function of the file's own that reads a
+    tensor's value into Python or draws (``generate_and_save_images``: ``.numpy()``,
+    ``plt.imshow``): in a traced function it would fail, or run once, at the trace."""
+    functions = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    called = {
+        node.func.id
+        for statement in body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    if any(_draws(statement) for statement in body):
+        return True
+    return any(
+        reads_values(statement) or _draws(statement)
+        for name in called & set(functions)
+        for statement in functions[name].body
+    )
+
+
+def _draws(statement: ast.stmt) -> bool:
+    return any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in _PLOTTING
+        for node in ast.walk(statement)
+    )
 
 
 def _lifted(

@@ -136,9 +136,9 @@ def _loop_fix(cause: StallCause, facts: Facts) -> list[str]:
     code = cause.step_code
     if code is None or code.signature is None:
         return [
-            f"# {cause.location}: its body runs op by op in Python between training steps:",
-            "# put the body in a function decorated with @tf.function and call it per batch",
-            *fewer,
+            f"# {cause.location}: its body reads tensors' values into Python or draws",
+            "# (.numpy(), plotting), which a graph cannot run: run it less often",
+            *fewer[1:],
         ]
     return [
         *traced_step.wrap(code, facts, ["@tf.function"]),
@@ -248,9 +248,11 @@ class PeriodicStall(Rule):
     over another tf.data dataset that ran wholly inside the stall (a validation pass
     written by hand); the finding names the one that covered most of the stalls' time,
     with its file:line. Such a loop whose body calls one of the program's
-    tf.functions is the program's choice, as fit's validation is (`validation_share`);
-    one whose body runs op by op in Python is named from `between_share`, with its body
-    as a traced function for the fix (`gpuwhy fix` tries it). A loop's first 10 calls
+    tf.functions, or whose body reads tensors' values into Python or draws (a loop of
+    sample images), is the program's choice, as fit's validation is
+    (`validation_share`); one whose body runs op by op in Python is named from
+    `between_share`, with its body as a traced function for the fix (`gpuwhy fix`
+    tries it). A loop's first 10 calls
     (warm-up) and the first step of each epoch (a new iterator, a shuffle buffer
     refilled: the input rules judge those) are never stalls.
 
@@ -438,7 +440,7 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts
         cause = _cause(group, beat)
         if cause is not None and (
             cause.detail == "fit's validation"
-            or (cause.kind == "loop" and traced_loop(cause, facts))
+            or (cause.kind == "loop" and (cause.step_code is None or traced_loop(cause, facts)))
         ):
             return share >= options["validation_share"]
         return share >= options["between_share"]

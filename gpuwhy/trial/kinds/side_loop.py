@@ -33,5 +33,11 @@ def candidates(
             )
         ]
     if cause.step_code is None:
-        return [], [NotTried(finding.id, f"the loop at {cause.location} could not be read")]
+        return [], [
+            NotTried(
+                finding.id,
+                f"the loop at {cause.location} reads tensors' values into Python or draws "
+                "(or its source could not be read): a graph cannot run it",
+            )
+        ]
     return traced(finding, cause.step_code, files, xla=False)

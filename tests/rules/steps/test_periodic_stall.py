@@ -205,3 +205,26 @@ def test_a_validation_loop_that_calls_a_tf_function_is_the_program_s_choice(tmp_
     smaller = replace(cause, seconds=54.0)  # 30 % of the loop
     loop = replace(facts_.stalls.loops[0], causes=(smaller,))
     assert run(replace(facts_, stalls=StallFacts(loops=(loop,)))) == []
+
+
+def test_a_loop_of_sample_images_is_the_program_s_choice(tmp_path):
+    """A loop whose body calls the program's plotting function (``.numpy()`` in it)
+    cannot run as a graph: no traced body, named only when it takes half the loop."""
+    helper = (
+        "def generate_and_save_images(model, x):\n"
+        "    image = model(x, training=False)\n"
+        "    _ = image.numpy()\n\n"
+    )
+    facts_ = _validation_loop(tmp_path, "generate_and_save_images(model, features)")
+    path = tmp_path / "train.py"
+    path.write_text(helper + path.read_text())
+    from gpuwhy.source_calls import loop_code
+
+    assert loop_code(str(path), str(path), 10) is None
+    assert loop_code(str(path), str(path), 8) is not None  # the training loop's body
+    cause = replace(facts_.stalls.loops[0].causes[0], step_code=None)
+    loop = replace(facts_.stalls.loops[0], causes=(cause,))
+    (finding,) = run(replace(facts_, stalls=StallFacts(loops=(loop,))))  # 60 %
+    assert "reads tensors' values into Python or draws" in finding.fix
+    smaller = replace(loop, causes=(replace(cause, seconds=54.0),))
+    assert run(replace(facts_, stalls=StallFacts(loops=(smaller,)))) == []
