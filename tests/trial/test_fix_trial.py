@@ -309,3 +309,18 @@ def test_a_patch_asked_for_after_the_script_is_said_unwritten_at_the_end(tmp_pat
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("gpuwhy fix: no patch written: --patch came after SCRIPT"), last
     assert not (tmp_path / "fix.diff").exists()
+
+
+def test_an_eager_validation_loop_between_epochs_is_traced_proven_and_patched(tmp_path):
+    """The training step is a tf.function; the validation pass after each epoch runs
+    the model and a Keras metric eagerly, most of the loop's time: its body traced
+    computes the same accuracies, and the loop (judged as a whole: the steps alone do
+    not change) is faster."""
+    record, patch, done = fix(tmp_path, CORPUS / "eager_validation_loop.py")
+    (traced,) = tried(record, "steps.periodic-stall")
+    assert traced["ran"] and traced["same_results"] is True, traced
+    assert traced["speedup"] >= 1.2 and traced["in_patch"], traced
+    assert "+def eval_step(features, labels):" in patch
+    assert "+        eval_step(features, labels)" in patch
+    ran = patched_runs(tmp_path, "eager_validation_loop.py", patch)
+    assert ran.returncode == 0 and "epoch 4: loss" in ran.stdout, ran.stderr[-2000:]
