@@ -132,8 +132,14 @@ CONSUMERS = {
 }
 
 
-def consumer_words(consumer: str, start: bool = False) -> str:
+def consumer_words(
+    consumer: str, start: bool = False, read_at: str | None = None, via: str | None = None
+) -> str:
     """``the loop over the dataset`` for ``python-loop`` (``start``: capitalised, to
-    begin a title); another reader as the record names it."""
+    begin a title); another reader as the record names it. Where the record says where
+    the user's code read it: ``the loop at train.py:27``, or the library call that did
+    (``TextVectorization.adapt at train.py:9``)."""
     said = CONSUMERS.get(consumer, consumer)
+    if consumer == "python-loop" and read_at:
+        said = f"{via} at {read_at}" if via else f"the loop at {read_at}"
     return said[:1].upper() + said[1:] if start else said

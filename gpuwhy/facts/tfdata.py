@@ -73,6 +73,10 @@ class PipelineFacts:
     # built inside a function of the user's (make_dataset(split)), the line calling it
     helper_location: str | None = None  # then: the line in that function that built it
     consumer: str = "python-loop"  # keras-fit | keras-evaluate | keras-predict | python-loop
+    # python-loop: the user's file:line that read it, and the library call that iterated
+    # it there ("TextVectorization.adapt"; None: the user's own loop or next())
+    read_at: str | None = None
+    read_via: str | None = None
     # stages a library built (by_library): the user's call into it, as written at their
     # location ("keras.utils.image_dataset_from_directory(root, batch_size=32)")
     helper_call: str | None = None

@@ -24,7 +24,7 @@ def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     """Who waits, with the verb, in a title: "steps wait", or the consumer read
     beside them ("Model.evaluate (validation, beside the training steps) waits")."""
     if beside_steps(facts, pipeline):
-        name = consumer_words(pipeline.consumer, start=True)
+        name = consumer_words(pipeline.consumer, True, pipeline.read_at, pipeline.read_via)
         return f"{name} (validation, beside the training steps) waits"
     return "steps wait"
 
@@ -117,7 +117,8 @@ def pipeline_name(pipeline: PipelineFacts) -> str:
     where = f" built at {pipeline.location}" if pipeline.location else ""
     if pipeline.helper_location:
         where += f" (by the function at {pipeline.helper_location})"
-    return f"tf.data pipeline {pipeline.id}{where}, read by {consumer_words(pipeline.consumer)}"
+    reader = consumer_words(pipeline.consumer, False, pipeline.read_at, pipeline.read_via)
+    return f"tf.data pipeline {pipeline.id}{where}, read by {reader}"
 
 
 def gain_text(fraction: float, what: str) -> str:

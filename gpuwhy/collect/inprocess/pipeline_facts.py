@@ -125,6 +125,8 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         id=pipeline.id,
         location=pipeline.location,
         consumer=pipeline.consumer,
+        read_at=pipeline.read_at,
+        read_via=pipeline.read_via,
         helper_call=next((w.library_call for w in reversed(written) if w.library_call), None),
         iterators=len(used) if read else len(pipeline.iterators),
         elements=root_elements,

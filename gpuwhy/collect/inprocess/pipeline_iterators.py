@@ -161,3 +161,7 @@ class Pipeline:
     # the input followed at each zip, from the final dataset down: where the written
     # chain went (gpuwhy.tfapi.tfdata.dataset_chain.zip_branches), for TF's model to go too
     branches: tuple[int, ...] = ()
+    # where the user's code first read it outside Keras (the loop's file:line), and the
+    # library call that did where it did not itself ("TextVectorization.adapt")
+    read_at: str | None = None
+    read_via: str | None = None

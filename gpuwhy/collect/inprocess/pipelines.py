@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import threading
 import time
 import weakref
@@ -280,6 +281,8 @@ class PipelineCollector(Collector):
         pipeline = self._pipeline(dataset, consumer)
         if pipeline is None:
             return
+        if pipeline.read_at is None and consumer == "python-loop":
+            pipeline.read_at, pipeline.read_via = data_model.reader(sys._getframe(1))
         key = id(iterator)
         state = IteratorState(None, key, time.perf_counter())
         state.consumer = consumer
@@ -421,6 +424,8 @@ class PipelineCollector(Collector):
                         id=pipeline.id,
                         location=pipeline.location,
                         consumer=pipeline.consumer,
+                        read_at=pipeline.read_at,
+                        read_via=pipeline.read_via,
                         model_error=f"{type(error).__name__}: {error}",
                     )
                 )
@@ -568,7 +573,8 @@ def shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
 def pipeline_line(p: PipelineFacts) -> str:
     """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
     where = f" built at {p.location}" if p.location else ""
-    text = f"tf.data pipeline{where}, read by {consumer_words(p.consumer)}: {p.elements:,} elements"
+    reader = consumer_words(p.consumer, False, p.read_at, p.read_via)
+    text = f"tf.data pipeline{where}, read by {reader}: {p.elements:,} elements"
     if p.iterators > 1:
         text += f" over {p.iterators} iterators"
     if p.throughput_per_s:

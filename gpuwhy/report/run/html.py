@@ -331,7 +331,8 @@ class _Page(Figures):
             ("Built at", p.location or "?"),
             (
                 "Read by",
-                f"{consumer_words(p.consumer)}, {p.iterators} iterator(s), {p.elements:,} elements",
+                f"{consumer_words(p.consumer, False, p.read_at, p.read_via)}, "
+                f"{p.iterators} iterator(s), {p.elements:,} elements",
             ),
         ]
         if p.throughput_per_s is not None:

@@ -367,7 +367,7 @@ class InputBound(Rule):
         options: dict[str, Any],
         load: HostLoad | None,
     ) -> Finding:
-        who = consumer_words(pipeline.consumer, start=True)
+        who = consumer_words(pipeline.consumer, True, pipeline.read_at, pipeline.read_via)
         title = (
             f"{who} waits for input {wait.fraction:.0%} of the time "
             f"({duration(wait.per_element_s)} per batch beside {duration(wait.consumer_s)} "

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.tfapi.graph_ops import is_library_file
+from gpuwhy.tfapi.graph_ops import is_library_file, relative
 from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
@@ -66,6 +66,8 @@ _MAX_NODES = 500  # nodes followed along the main chain
 _KERAS_METHODS = {"fit": "keras-fit", "evaluate": "keras-evaluate", "predict": "keras-predict"}
 _KERAS_MARKS = (f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}")
 _MAX_CONSUMER_FRAMES = 60
+# decorators' inner functions: not what the user called
+_WRAPPERS = frozenset({"error_handler", "wrapper", "new_func", "wrapped", "inner"})
 _TF_DATA_MARK = os.path.join(f"{os.sep}tensorflow", "python", "data", "")
 
 
@@ -324,6 +326,28 @@ def install_iterator_hooks(
     creation hook of iterators.py. Undo the returned patches to stop listening."""
 
     return [on_iterator_created(after=on_iterator, end=on_iterator_end)]
+
+
+def reader(frame: Any = None) -> tuple[str | None, str | None]:
+    """Where the user's code created an iterator now: (its ``file:line``, the library
+    function it called that iterates, such as ``PreprocessingLayer.adapt``, or None
+    where the user's own code iterates: a ``for`` loop, ``next(iter(ds))``)."""
+    frame = frame if frame is not None else sys._getframe(1)
+    via = None
+    for _ in range(_MAX_CONSUMER_FRAMES):
+        if frame is None:
+            return None, None
+        code = frame.f_code
+        if not is_library_file(code.co_filename):
+            return relative(code.co_filename, frame.f_lineno), via
+        if (
+            _TF_DATA_MARK not in code.co_filename
+            and not code.co_name.startswith("_")
+            and code.co_name not in _WRAPPERS
+        ):
+            via = getattr(code, "co_qualname", code.co_name)
+        frame = frame.f_back
+    return None, None
 
 
 def consumer_label(frame: Any = None) -> str:

@@ -77,7 +77,8 @@ def candidates(
                     NotTried(
                         finding.id,
                         f"the pipeline at {pipeline.location} is read by "
-                        f"{consumer_words(pipeline.consumer)}, beside the training steps: "
+                        f"{consumer_words(pipeline.consumer, False, pipeline.read_at, pipeline.read_via)}"
+                        ", beside the training steps: "
                         "gpuwhy fix measures the steps, which it does not feed",
                     )
                 )

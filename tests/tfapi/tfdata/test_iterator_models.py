@@ -241,3 +241,31 @@ def test_a_loop_in_a_users_callback_inside_fit_is_a_python_loop():
         for patch in reversed(patches):
             patch.undo()
     assert labels == ["python-loop"]
+
+
+def test_the_reader_is_the_users_line_and_the_library_call_that_iterated_there():
+    import inspect
+    import sys
+
+    keras = pytest.importorskip("keras")
+    readers: list = []
+    patches = data_model.install_iterator_hooks(
+        lambda it, ds: readers.append(data_model.reader(sys._getframe(1)))
+    )
+    here = inspect.currentframe()
+    assert here is not None
+    try:
+        words = tf.data.Dataset.from_tensor_slices(["a b", "c d"]).batch(2)
+        layer = keras.layers.TextVectorization(max_tokens=8)
+        adapt_line = here.f_lineno + 1
+        layer.adapt(words)
+        loop_line = here.f_lineno + 1
+        for _ in words:
+            pass
+    finally:
+        for patch in reversed(patches):
+            patch.undo()
+    file = "test_iterator_models.py"
+    (adapt_at, via), (loop_at, none) = readers[0], readers[-1]
+    assert adapt_at.endswith(f"{file}:{adapt_line}") and via.endswith("TextVectorization.adapt")
+    assert loop_at.endswith(f"{file}:{loop_line}") and none is None
