@@ -340,6 +340,18 @@ def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[
             f"# to decode once, not every epoch: .cache() right after this map, with {before}{at}",
             "# moved after the cache; a cache after it would replay its first pass every epoch",
         ]
+    elif (after := _cache_after(pipeline, stage)) is not None:
+        lines += in_place_of(stage, parallel, api)
+        at = f" (at {after.location})" if after.location else ""
+        call = dataset_calls.stage_call(after, "cache")
+        lines += [
+            f"# decoded once a run already: the cache() after it{at} replays it from the",
+            "# second epoch on, and the first epoch decodes every element. To decode once",
+            "# for every run, cache on a local disk, a file of its own for each dataset",
+            "# (the file is reused by the next run; a helper that caches the training and",
+            "# the validation data needs the name as an argument):",
+            f"#   {_on_disk(call)}",
+        ]
     else:
         lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
         lines += in_place_of(stage, dataset_calls.chained(parallel, ".cache()"), api)
@@ -363,6 +375,22 @@ def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[
             "# records uncompressed, or cache them after decompression",
         ]
     return lines
+
+
+def _cache_after(pipeline: PipelineFacts | None, stage: PipelineStage) -> PipelineStage | None:
+    """The cache written after ``stage`` in ``pipeline`` (stages source first), if any."""
+    if pipeline is None or stage not in pipeline.stages:
+        return None
+    later = pipeline.stages[pipeline.stages.index(stage) + 1 :]
+    return next((s for s in later if s.kind == "cache"), None)
+
+
+def _on_disk(call: str) -> str:
+    """``ds.cache()`` as ``ds.cache("train_cache")``: a file TF writes in the first
+    epoch and reads from then on, and in later runs."""
+    if dataset_calls.keyword(call, "filename") is not None or not call.endswith(".cache()"):
+        return call
+    return call[: -len(".cache()")] + '.cache("train_cache")'
 
 
 def _changing(stage: PipelineStage) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwhy.derived.capture import kernel_pattern
-from gpuwhy.derived.pipeline import BOOKKEEPING, first_steady_stage
+from gpuwhy.derived.pipeline import cached_passes, first_steady_stage, slowest_batch_s
 from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
     EagerFacts,
@@ -86,32 +86,53 @@ def resolve_target(
 
 
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
-    """What the pipeline needs per batch on this host, standing alone, in the epochs
-    training is made of: its slowest working stage's time per root element at the
-    threads it ran with (TF's stage timers; a prefetch, shuffle or repeat only where
-    nothing else was timed). Stages before a ``cache()`` run in the first epoch only
-    (the cache replays their elements after it), so they are left out."""
+    """What the pipeline needs per batch on this host, standing alone, over the epochs
+    this run trained: its slowest working stage's time per root element at the threads
+    it ran with (TF's stage timers; a prefetch, shuffle or repeat only where nothing else
+    was timed). Stages before a ``cache()`` run in the first epoch only (the cache
+    replays their elements after it): where the run's passes over the pipeline are
+    known (one iterator a pass, no repeat after the cache), the first pass's time per
+    batch (those stages with the rest) is averaged in over them; with a repeat after the
+    cache (passes unknown, a long run) they are left out."""
     if pipeline is None:
         return None
-    steady = pipeline.stages[first_steady_stage(pipeline) :]
-    rated = [s for s in steady if s.root_elements_per_s]
-    working = [s for s in rated if s.kind not in BOOKKEEPING] or rated
-    rates = [s.root_elements_per_s for s in working if s.root_elements_per_s]
-    return 1 / min(rates) if rates else None
+    first = first_steady_stage(pipeline)
+    steady = slowest_batch_s(pipeline.stages[first:])
+    passes = cached_passes(pipeline)
+    filling = slowest_batch_s(pipeline.stages[:first])
+    if steady is None or passes is None or filling is None or filling <= steady:
+        return steady
+    return (filling + (passes - 1) * steady) / passes
 
 
 def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
-    """Said where stages before a cache were left out of the input's time per batch."""
+    """Said where stages before a cache run in the first epoch only: what they cost
+    then, and how the input's time per batch counted them."""
     if pipeline is None:
         return None
-    before = [s for s in pipeline.stages[: first_steady_stage(pipeline)] if s.root_elements_per_s]
+    first = first_steady_stage(pipeline)
+    before = [s for s in pipeline.stages[:first] if s.root_elements_per_s]
     if not before:
         return None
     slowest = min(before, key=lambda s: s.root_elements_per_s or float("inf"))
+    then = duration(1 / (slowest.root_elements_per_s or 1))
+    passes = cached_passes(pipeline)
+    steady = slowest_batch_s(pipeline.stages[first:])
+    if (
+        passes is not None
+        and steady is not None
+        and 1 / (slowest.root_elements_per_s or 1) > steady
+    ):
+        return (
+            f"stages before cache() run in the first epoch only: the slowest, "
+            f"{slowest.name}, takes {then} per batch then, against {duration(steady)} "
+            f"after it; the input's time per batch is their mean over this run's "
+            f"{passes} pass{'es' if passes != 1 else ''} (a longer run weighs the first "
+            "epoch less)"
+        )
     return (
         f"stages before cache() run in the first epoch only and are left out of the input's "
-        f"time per batch (the slowest, {slowest.name}, takes "
-        f"{duration(1 / (slowest.root_elements_per_s or 1))} per batch then)"
+        f"time per batch (the slowest, {slowest.name}, takes {then} per batch then)"
     )
 
 

@@ -483,3 +483,23 @@ def test_an_old_iterator_is_not_read_again_as_it_is_freed(collector, monkeypatch
     collector.stop()
     elements = sorted(p.elements for p in collector.facts().pipelines)
     assert elements[-1] == 4 and 2 <= elements[0] <= 4
+
+
+def test_stages_a_shuffle_buffer_reads_whole_before_the_first_element_are_seen(collector):
+    """map(load).cache().shuffle(1000) over 120 elements: the shuffle fills its buffer
+    with the whole epoch before the first batch, and the map and the cache leave TF's
+    model then; the collector's own poll (no read asked by the test) reads the model
+    often enough while no element has come to see them, however long after the
+    iterator's creation its first element is asked for."""
+    ds = tf.data.Dataset.range(120).map(load).cache().shuffle(1000).batch(10)  # 0.6 s of load
+    for _epoch in range(2):
+        iterator = iter(ds)
+        time.sleep(1.6)  # as Keras fit traces its step between the two (seconds)
+        for _batch in iterator:
+            pass
+    collector.stop()
+    (pipeline,) = collector.facts().pipelines
+    names = [s.name for s in pipeline.stages]
+    assert "Map" in names and "MemoryCache" in names, names
+    (loaded,) = [s for s in pipeline.stages if s.function == "load"]
+    assert loaded.elements >= 20 and loaded.root_elements_per_s is not None

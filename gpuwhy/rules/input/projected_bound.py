@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwhy.derived.pipeline import culprit_location, steady_bottleneck
+from gpuwhy.derived.pipeline import culprit_location, run_bottleneck
 from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, ProjectionFacts
 from gpuwhy.finding import Finding
@@ -95,10 +95,12 @@ class ProjectedInputBound(Rule):
         }
         fix = pipeline_code.generic()
         location = pipeline.location if pipeline is not None else None
-        index = steady_bottleneck(pipeline) if pipeline is not None else None
+        index, first_epoch = run_bottleneck(pipeline) if pipeline is not None else (None, False)
         if pipeline is not None and index is not None:
             stage = pipeline.stages[index]
             title += f"; its slowest stage is {stage_label(stage)}"
+            if first_epoch:  # before the cache: most of the input's time in this run
+                title += " (before cache(): in the first epoch, most of this run's input time)"
             evidence["bottleneck"] = stage_label(stage)
             fix = pipeline_code.for_stage(pipeline, index, options["vectorise_below_us"] * 1e-6)
             location = culprit_location(stage) or location

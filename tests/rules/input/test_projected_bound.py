@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from gpuwhy.facts import ProjectionFacts
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
 from tests import builders as b
@@ -65,9 +67,17 @@ def test_stages_before_a_cache_run_in_the_first_epoch_only():
                     written_calls=(".cache()",), root_elements_per_s=None)  # fmt: skip
     cached = replace(plain, stages=(*stages[:3], cache, *stages[3:]))
     assert batch_seconds(plain) == 1 / 70.0
-    assert batch_seconds(cached) == 1 / 2000.0  # the augmentation replays from the cache
-    assert "stages before cache() run in the first epoch only" in first_epoch_note(cached)
+    # a repeat after the cache: passes unknown (a long run), the augmentation replays
+    assert batch_seconds(cached) == 1 / 2000.0
+    assert "are left out of the input's time per batch" in first_epoch_note(cached)
     assert first_epoch_note(plain) is None
+    # no repeat: fit's 3 epochs, one iterator each; the first decodes (14 ms a batch)
+    epochs = [s for s in cached.stages if s.kind != "repeat"]
+    three = replace(cached, stages=tuple(epochs), iterators=3)
+    assert batch_seconds(three) == pytest.approx((1 / 70.0 + 2 / 2000.0) / 3)
+    assert "their mean over this run's 3 passes" in first_epoch_note(three)
+    many = replace(three, iterators=300)  # a longer run weighs the first epoch less
+    assert batch_seconds(many) == pytest.approx((1 / 70.0 + 299 / 2000.0) / 300)
     facts = replace(t.facts(cached, steps=t.fit_steps(0.0)), projection=projection())
     (f,) = check(facts)  # figures given directly: the finding names no cached stage
     assert f.title.endswith("; its slowest stage is BatchV2 at train.py:64")
@@ -79,3 +89,28 @@ def test_the_title_gives_the_pipeline_s_own_time_not_the_steps():
     own = projection(input_batch_s=0.056, input_batch_measured_s=5.63)
     (f,) = check(replace(t.facts(t.example_pipeline()), projection=own))
     assert "the pipeline takes 56.0 ms per batch here" in f.title and "5,630" not in f.title
+
+
+def test_a_first_epoch_of_decoding_before_a_cache_is_named_where_it_is_most_of_the_run():
+    """The images tutorial's list_files -> map(decode JPEG) -> cache -> shuffle -> batch,
+    fit for 3 epochs: the decode (24 ms a batch) in the first epoch outweighs the two
+    cached epochs (1.8 ms a batch each): it is the stage named, and its fix is not a
+    second cache but the one written, on disk; over 300 epochs the batch is named."""
+    from gpuwhy.derived.pipeline import run_bottleneck
+
+    decode = t.parse(codec_ops=("DecodeJpeg",), root_elements_per_s=1 / 0.024)
+    cache = t.stage(name="MemoryCache", kind="cache", written_as=("cache",),
+                    written_calls=("ds.cache()",), location="train.py:58",
+                    root_elements_per_s=50_000.0)  # fmt: skip
+    batch = t.batch(root_elements_per_s=1 / 0.0018)
+    images = t.pipeline(t.tfrecord(), decode, cache, t.shuffle(), batch, t.prefetch())
+    assert run_bottleneck(images) == (1, True)
+    facts = replace(t.facts(images, steps=t.fit_steps(0.0)), projection=projection())
+    (f,) = check(facts)
+    assert "its slowest stage is ParallelMapV2(parse at train.py:41) (before cache()" in f.title
+    assert f.location == "train.py:41"
+    assert "# decoded once a run already: the cache() after it (at train.py:58)" in f.fix
+    assert '#   ds.cache("train_cache")' in f.fix
+    assert "\nds.map(parse).cache()" not in f.fix  # never a second cache
+    long_run = replace(images, iterators=300)
+    assert run_bottleneck(long_run) == (4, False)
