@@ -16,6 +16,7 @@ shows its gain, and it is not kept.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -130,9 +131,14 @@ def loop_per_step(facts: Facts) -> float | None:
     # calls from that one's start to the last one's start (an epoch's last call may run
     # fewer steps than it reports: every start kept counts them, not the steps)
     calls = (len(steps.starts) if steps.all_kept else count / per_call) - 1 - first
+    end = last
+    if steps.all_kept and len(steps.durations) == len(steps.starts):
+        # to the last call's end: a fix of one call an epoch (steps_per_execution) would
+        # otherwise be measured without its last epoch, the original without one step
+        end, calls = steps.starts[-1] + steps.durations[-1], calls + 1
     if calls * per_call < MIN_LOOP_STEPS:
         return None
-    span = last - steps.starts[first]
+    span = end - steps.starts[first]
     return span / (calls * per_call) if span > 0 else None
 
 
@@ -166,6 +172,11 @@ def same_warmup(facts: Sequence[Facts]) -> list[Facts]:
     if not calls:
         return list(facts)
     common = max(-(-s.warmup // max(1, s.steps_per_call)) * max(1, s.steps_per_call) for s in calls)
+    # and whole calls of every run: the original's one step of warm-up is a whole call of
+    # 20 steps where a fix runs an epoch of 20 in one call, else the fix's first call
+    # (its trace) would be measured, the original's not
+    whole = math.lcm(*(max(1, s.steps_per_call) for s in calls))
+    common = -(-common // whole) * whole
     return [
         f
         if f.steps is None or f.steps.warmup >= common or f.steps.count <= common

@@ -167,3 +167,36 @@ def test_with_no_step_found_runs_that_ended_on_their_own_compare_the_whole_progr
     # a run the bound stopped ran the bound's time: no comparison
     assert program_change([*before[:2], variant(30.0, "stopped")], after) is None
     assert program_change(before[:1], after[:1]) is None  # one a side: no spread
+
+
+def test_a_fix_of_one_call_an_epoch_is_measured_over_the_same_epochs_as_the_original():
+    """3 epochs of 20 steps of 40 ms and a validation of 0.4 s after each; the first step
+    traces for a second. steps_per_execution=32 makes each epoch one call of 20 steps:
+    its first call (the trace) is the warm-up, as the original's first step, and both
+    are measured over epochs 2 and 3 to their last step's end, validation between them
+    once: the same work, the same time (it read 0.63x measured from call starts)."""
+
+    def run(per_call: int, warmup: int) -> Facts:
+        starts, durations, t = [], [], 5.0
+        for epoch in range(3):
+            for call in range(20 // per_call):
+                first = epoch == 0 and call == 0
+                seconds = (1.0 if first else 0.0) + per_call * 0.04
+                starts.append(t)
+                durations.append(seconds)
+                t += seconds
+            t += 0.4  # validation
+        steps = StepFacts(
+            source="keras-fit", marker="keras-fit", count=60, warmup=warmup, median_s=0.04,
+            steps_per_call=per_call, starts=tuple(starts), durations=tuple(durations),
+            loops=(StepLoop("keras-fit", "train.py:9", 60, starts[0], starts[-1], 0.04),),
+        )  # fmt: skip
+        return Facts(steps=steps)
+
+    before = same_warmup([run(1, 1), run(1, 1)])
+    after = same_warmup([run(20, 0), run(20, 0)])
+    measured = same_warmup([*before, *after])
+    assert [f.steps.warmup for f in measured] == [20, 20, 20, 20]
+    (b, _, a, _) = [loop_per_step(f) for f in measured]
+    assert b is not None and a is not None and abs(a / b - 1) < 1e-9
+    assert abs(b - (40 * 0.04 + 0.4) / 40) < 1e-9
