@@ -153,7 +153,7 @@ def compare(
             f"none of the {len(reference)} values the original reports repeat between its runs",
         )
     got = variant.as_dict()
-    scales = _variable_scales(reference)
+    scales = _variable_scales(reference, MEAN_SCALE_SHARE if by_mean else MODEL_SCALE_SHARE)
     if by_mean:
         return _compare_means(reference, stable, got, rtol, originals[0].source, unstable, scales)
     compared = 0
@@ -214,12 +214,20 @@ def _variable(key: str) -> str:
 
 
 MODEL_SCALE_SHARE = 0.1  # of the model's typical variable size: the least one is judged by
+# under a precision change (each quantity's mean): the typical size itself. An element
+# near zero moves by about the learning rate each step whatever its sign, and 16-bit
+# gradients flip the sign of the smallest (a GAN's bias under bfloat16: 1.4e-4 against
+# -2.9e-4 after 20 steps at 1e-4, its weights 0.03): judged against a tenth of the
+# weights it adds to it is no difference, against their hundredth it was one
+MEAN_SCALE_SHARE = 1.0
 
 
-def _variable_scales(reference: dict[str, float]) -> dict[str, float]:
+def _variable_scales(
+    reference: dict[str, float], share: float = MODEL_SCALE_SHARE
+) -> dict[str, float]:
     """Per variable, the largest of its sampled elements in the original: a bias that
     starts at zero has elements near zero whose relative change means nothing. And no
-    less than a tenth of the model's typical variable (the median of those largest): a
+    less than ``share`` of the model's typical variable (the median of those largest): a
     bias or a batch norm's beta that every element of stays near zero after a few steps
     (each moved by about the learning rate) is judged against the weights it adds to,
     not against its own drift (a GAN's betas: 1e-5 against 3e-4 under bfloat16)."""
@@ -230,7 +238,7 @@ def _variable_scales(reference: dict[str, float]) -> dict[str, float]:
             scales[name] = max(scales.get(name, 0.0), abs(value))
     if len(scales) >= 2:
         ordered = sorted(scales.values())
-        floor = MODEL_SCALE_SHARE * ordered[len(ordered) // 2]
+        floor = share * ordered[len(ordered) // 2]
         scales = {name: max(scale, floor) for name, scale in scales.items()}
     return scales
 

@@ -134,3 +134,28 @@ def test_a_variable_near_zero_throughout_is_judged_against_the_models_weights():
     assert compare(originals, run(0.000287, -0.0002, 0.2), rtol=0.1, by_mean=True).same is False
     # and a beta that ran off to the kernels' size
     assert compare(originals, run(0.05, -0.0002, 0.3), rtol=0.1, by_mean=True).same is False
+
+
+def test_a_precision_change_judges_a_bias_near_zero_against_the_model_s_weights():
+    """DCGAN under bfloat16, 20 steps of Adam at 1e-4: one bias element went from
+    -2.9e-4 to 1.4e-4 (each step moves it by about the learning rate, the sign of its
+    16-bit gradient flipped), the weights are about 0.03: the same training. A training
+    that did not move its weights at all is still a difference."""
+
+    def run(bias: float, kernel: float) -> Values:
+        return Values(
+            "the trained variables",
+            (
+                ("variables 20 discriminator/conv2d/bias:0[64]#32", bias),
+                ("variables 20 discriminator/conv2d/kernel:0[5, 5, 1, 64]#3", kernel),
+                ("variables 20 generator/dense/kernel:0[100, 12544]#9", 0.03),
+                ("variables 20 generator/batch_normalization/beta:0[256]#1", 0.0003),
+            ),
+        )
+
+    originals = [run(-0.000290467, 0.031), run(-0.000290467, 0.031)]
+    assert compare(originals, run(0.000139303, 0.0309), rtol=0.1, by_mean=True).same is True
+    # element by element (not a precision change) a tenth of the weights still judges
+    assert compare(originals, run(0.000139303, 0.0309), rtol=0.1).same is False
+    untrained = run(-0.000290467, 0.025)  # its kernel where it started
+    assert compare(originals, untrained, rtol=0.1, by_mean=True).same is False
