@@ -905,3 +905,36 @@ def test_an_eager_validation_loop_s_body_becomes_a_traced_function(tmp_path):
     other = Facts(stalls=StallFacts(loops=(replace(loop, causes=(checkpoint,)),)))
     found, (why,) = plan([finding("steps.periodic-stall", f"{path}:6")], other, files)
     assert found == [] and "no automatic fix" in why.why
+
+
+def test_a_custom_loop_s_traced_step_is_xla_compiled_for_the_host_bound_findings(tmp_path):
+    path, files = setup(tmp_path)
+    steps = StepFacts(source="tf-function", marker="tf-function", count=100)
+    tracing = TracingFacts(
+        functions=(TracedFunction("traced", f"{path}:17", calls=100, call_s=2.0),)
+    )
+    facts = Facts(steps=steps, tracing=tracing)
+    for finding_id in ("launch.projected-bound", "launch.host-bound", "gpu.underutilized"):
+        found, refused = plan([finding(finding_id)], facts, files)
+        (xla,) = found
+        assert xla.fix == "traced XLA-compiled: @tf.function(jit_compile=True)"
+        assert xla.by_mean and xla.tolerance == 0.05
+        assert "@tf.function(jit_compile=True)\ndef traced(x, rate):" in edited(path, xla)
+        # the Keras kinds' one reason, said once
+        (besides,) = refused
+        assert besides.why.count("not Keras fit") <= 1, besides.why
+    called = (
+        Path(path).read_text().replace("@tf.function\n", "@tf.function(reduce_retracing=True)\n")
+    )
+    Path(path).write_text(called)
+    (xla,), _ = plan([finding("launch.host-bound")], facts, SourceFiles(str(tmp_path), path))
+    assert "@tf.function(reduce_retracing=True, jit_compile=True)" in edited(path, xla)
+    strategy = replace(facts, distribute=b_distribute(replicas=2))
+    found, (why,) = plan([finding("launch.host-bound")], strategy, files)
+    assert found == [] and "several replicas" in why.why
+
+
+def b_distribute(replicas: int):
+    from gpuwhy.facts import DistributeFacts
+
+    return DistributeFacts(strategy="MirroredStrategy", replicas=replicas)

@@ -22,6 +22,7 @@ from gpuwhy.trial.kinds import (
     retracing,
     side_loop,
     step_graph,
+    step_xla,
 )
 from gpuwhy.trial.source_edits import EditError, apply, parse
 
@@ -43,9 +44,21 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.python-function": (input_pipeline.candidates, keras_dataset.workers),
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (input_pipeline.candidates,),
-    "launch.host-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
-    "launch.projected-bound": (keras_compile.steps_per_execution, keras_compile.jit_compile),
-    "gpu.underutilized": (keras_compile.steps_per_execution, keras_compile.jit_compile),
+    "launch.host-bound": (
+        keras_compile.steps_per_execution,
+        keras_compile.jit_compile,
+        step_xla.candidates,
+    ),
+    "launch.projected-bound": (
+        keras_compile.steps_per_execution,
+        keras_compile.jit_compile,
+        step_xla.candidates,
+    ),
+    "gpu.underutilized": (
+        keras_compile.steps_per_execution,
+        keras_compile.jit_compile,
+        step_xla.candidates,
+    ),
     "tensorcore.unused": (mixed_precision.candidates,),
     "steps.periodic-stall": (side_loop.candidates,),
 }
@@ -94,6 +107,7 @@ def plan(
                     continue
                 seen[key] = finding.id
                 tried.append(candidate)
+        why = list(dict.fromkeys(why))  # two kinds' one reason ("not Keras fit") said once
         if len(tried) == before:
             refused.append(NotTried(finding.id, "; ".join(why) or "no fix gpuwhy can apply here"))
         elif why:  # the fixes the other kinds did not write, and why (a map already parallel)
