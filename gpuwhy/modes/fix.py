@@ -45,6 +45,7 @@ class Captured:
     dataset: Any
     created_at: str | None
     iterated_at: list[str] = field(default_factory=list)
+    called_at: str | None = None  # the call of the helper that created it, if one did
     iterators: int = 0
     result: Any = None  # the OptimizeResult, measured at the first iteration
     error: BaseException | None = None
@@ -82,7 +83,9 @@ class Capture:
             return
         entry = self.found.get(id(users))
         if entry is None:
-            entry = self.found[id(users)] = Captured(users, stages.creation_site(users))
+            entry = self.found[id(users)] = Captured(
+                users, stages.creation_site(users), called_at=stages.creation_caller(users)
+            )
             new = True
         else:
             new = False
@@ -99,7 +102,8 @@ class Capture:
         assert self.optimise is not None
         report_stream.say(
             f"gpuwhy fix: measuring the dataset created at {entry.created_at or '?'}"
-            f" (original, rewritten, ideal) before the script reads it at "
+            + (f" (in the function called at {entry.called_at})" if entry.called_at else "")
+            + " (original, rewritten, ideal) before the script reads it at "
             f"{where or '?'} ..."
         )
         self._optimising = True
@@ -206,6 +210,8 @@ def _fix_facts(
     failed = False
     for n, entry in enumerate(main, 1):
         name = f"dataset created at {entry.created_at}" if entry.created_at else f"dataset [{n}]"
+        if entry.created_at and entry.called_at:  # one helper's line for every split
+            name += f" (in the function called at {entry.called_at})"
         seen = InputFix(
             dataset=name,
             location=entry.created_at,

@@ -338,6 +338,17 @@ def creation_site(dataset: Any) -> str | None:
     return None if found is None or found[1] else found[0]
 
 
+def creation_caller(dataset: Any) -> str | None:
+    """Where the user's code called the function that created ``dataset`` (its first
+    caller: ``configure_for_performance(train_ds)``, which tells the training pipeline
+    from the validation one the same helper built), or None (made at the top level)."""
+    try:
+        found = origin(dataset)
+    except Exception:  # noqa: BLE001
+        return None
+    return found.callers[0] if found is not None and found.callers else None
+
+
 def made_by_user(dataset: Any) -> bool | None:
     """True: created by the user's code; False: by a library; None: not recorded."""
     found = _origin(dataset)

@@ -352,6 +352,13 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
         print("ITERATED", where)
         print("CREATED", stages.creation_site(ds), stages.made_by_user(ds))
         print("USER", stages.user_dataset(wrapped) is wrapped)
+        print("CALLER", stages.creation_caller(ds))
+        def configure(d):
+            return d.batch(2)
+        train = configure(ds)
+        val = configure(ds)
+        print("HELPER", stages.creation_site(train), stages.creation_caller(train),
+              stages.creation_caller(val))
         for p in reversed(patches):
             p.undo()
     """)
@@ -364,6 +371,9 @@ def test_the_hooks_record_creation_sites_and_see_iterators(tmp_path):
     assert lines["ITERATED"] == "pipeline.py:8"
     assert lines["CREATED"] == "pipeline.py:6 True"
     assert lines["USER"] == "True"
+    assert lines["CALLER"] == "None"  # made at the top level
+    # one helper builds both: its line, told apart by the line that called it
+    assert lines["HELPER"] == "pipeline.py:17 pipeline.py:18 pipeline.py:19"
 
 
 def test_static_element_bytes_from_the_spec():
