@@ -507,7 +507,8 @@ def projection_clause(projection: ProjectionFacts, findings: Sequence[Finding] =
     """For the verdict: on an A100 (projected): step ... (its band), and the projected
     input wait only where input.projected-bound reports it (a share the findings do not
     support is never stated)."""
-    at_least = "" if projection.graph else "at least "
+    # a lower bound: no graph to cost, or matmuls of unknown size left out of it
+    at_least = "" if projection.graph and not projection.tensor_ops_unsized else "at least "
     alone = (
         f"{at_least}{duration(projection.step_s)} ({duration(projection.step_low_s)}–"
         f"{duration(projection.step_high_s)})"

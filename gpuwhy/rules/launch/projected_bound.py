@@ -27,6 +27,10 @@ class ProjectedLaunchBound(Rule):
     makes throughput fall at small batches. Where the kernels whose fixed cost
     outweighs their bytes take at least `min_share` of the projected step, the step on
     that GPU would mostly wait on kernel launches. Medium: a projection, said as one.
+    Low where the cost model could not size the step's work (matmuls of unknown size
+    left out, or more than a fifth of its kernels counted as launches only: a dataset
+    traced with unknown shapes): the launches' share is then an upper bound, and the
+    title says so.
 
     ## Why is this slow?
     Each kernel costs a few microseconds to launch whatever it computes. A model of
@@ -91,6 +95,9 @@ class ProjectedLaunchBound(Rule):
             f"{projection.launch_bound_kernels:,} kernels of {projection.function} do less "
             "work than it takes to launch them"
         )
+        unsized = _unsized(projection)
+        if unsized:  # their work unknown: the launches' share is at most this
+            title += f" (an upper bound: {unsized})"
         fix = []
         if projection.cudnn_rnn:
             # Keras turns XLA off on a GPU for a model with a cuDNN LSTM/GRU
@@ -136,6 +143,7 @@ class ProjectedLaunchBound(Rule):
                 fix="\n".join(fix),
                 estimated_gain=f"projection: up to {share:.0%} of the GPU step",
                 gain_value=round(share, 4),
+                severity="low" if unsized else self.severity,
             )
         ]
 
@@ -232,3 +240,26 @@ def _location(function: str) -> str | None:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
+
+
+# the share of the step's kernels of unknown size beyond which the launches' share is
+# said to be an upper bound (each such kernel is counted as a launch alone)
+UNSIZED_KERNELS_AT = 0.2
+
+
+def _unsized(projection: ProjectionFacts) -> str | None:
+    """What the cost model could not size, where it makes the launches' share an upper
+    bound: matmuls left out (the step is longer), or many kernels counted as launches
+    only (their work unknown: a generator's dataset traced with unknown shapes)."""
+    parts = []
+    if projection.tensor_ops_unsized:
+        parts.append(
+            f"{projection.tensor_ops_unsized} of {projection.tensor_ops} matmuls/convolutions "
+            "of unknown size left out"
+        )
+    if projection.kernels and projection.kernels_unsized > UNSIZED_KERNELS_AT * projection.kernels:
+        parts.append(
+            f"{projection.kernels_unsized:,} of {projection.kernels:,} kernels of unknown size "
+            "counted as launches only"
+        )
+    return "; ".join(parts) or None

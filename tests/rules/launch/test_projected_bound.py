@@ -118,3 +118,23 @@ def test_host_work_beside_an_input_that_holds_the_step_or_the_gil_is_not_the_hos
         replace(facts, projection=host), dict(ProjectedLaunchBound.options)
     )
     assert found == []
+
+
+def test_a_step_of_unknown_sizes_is_an_upper_bound_and_low():
+    """A video model fed by a generator whose signature leaves every dimension unknown:
+    half its convolutions left out and 1,167 of 2,853 kernels counted as launches only:
+    the launches' share is an upper bound, low; the verdict's step is "at least"."""
+    from gpuwhy.verdict import projection_clause
+
+    unsized = replace(SMALL, tensor_ops=132, tensor_ops_unsized=67)
+    (f,) = check(unsized)
+    assert f.severity == "low"
+    assert f.title.endswith(
+        "(an upper bound: 67 of 132 matmuls/convolutions of unknown size left out)"
+    )
+    many = replace(SMALL, kernels=2853, kernels_unsized=1167)
+    (g,) = check(many)
+    assert g.severity == "low" and "1,167 of 2,853 kernels of unknown size" in g.title
+    assert check(replace(SMALL, kernels_unsized=100))[0].severity == "medium"  # a seventh
+    assert "step at least 3.0 ms" in projection_clause(unsized)
+    assert "step at least" not in projection_clause(SMALL)
