@@ -71,6 +71,10 @@ def steady_call_s(function: TracedFunction | None) -> float | None:
     return max(0.0, function.call_s - function.traced_call_s) / steady if steady > 0 else None
 
 
+EPOCH_END_CALLS = 3  # calls beyond the steps that are read as epochs' ends, at least
+EPOCH_END_SHARE = 0.02  # ... or this share of the steps (one an epoch of 50 steps or more)
+
+
 def called_outside_steps(steps: StepFacts | None, function: TracedFunction | None) -> bool:
     """The function also ran outside the training steps: more calls than steps, or a
     Keras step function standing for several (Keras' validation and prediction steps
@@ -78,7 +82,10 @@ def called_outside_steps(steps: StepFacts | None, function: TracedFunction | Non
     if steps is None or function is None:
         return False
     keras = function.name in KERAS_TRAIN_FUNCTIONS and function.instances > 1
-    return keras or function.calls > steps.count
+    # a few more calls than steps are each epoch's last call, which finds no data (fit
+    # makes one an epoch: 117 calls for 3 epochs of 38 steps), not work beside the steps
+    spare = max(EPOCH_END_CALLS, EPOCH_END_SHARE * steps.count)
+    return keras or function.calls > steps.count + spare
 
 
 def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> float | None:
@@ -175,8 +182,8 @@ def host_work(
     missing = []
     if between is None:
         missing.append(
-            f"the time between its calls ({name} also ran outside the training steps, as "
-            "Keras' validation does: their calls cannot be told apart)"
+            f"the time between its calls ({name} also ran outside the training steps, as a "
+            "validation does: their calls cannot be told apart)"
             if called_outside_steps(steps, function)
             else "the time between its calls"
         )
@@ -209,7 +216,10 @@ def unmeasured_note(
     function = traced_function(tracing, label)
     name = label.split(" (", 1)[0]
     if called_outside_steps(steps, function):
-        between = f"{name} also ran outside the training steps (Keras' validation)"
+        between = (
+            f"{name} also ran outside the training steps ({function.calls if function else 0:,} "
+            f"calls for {steps.count if steps else 0:,} steps: a validation, or calls beside the loop)"
+        )
     else:
         between = "no typical step or steady call to measure against"
     if profile is None:

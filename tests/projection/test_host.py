@@ -122,7 +122,7 @@ def test_a_calls_own_cost_comes_from_the_profile_and_never_exceeds_the_call():
     once = host_work(fit_steps(), merged, TRAIN, _profile(0.0004))
     assert once is not None and once.between_s is None and once.calls_per_step == 1.0
     assert once.band.mid == pytest.approx(0.0004)
-    assert "as Keras' validation does" in once.note
+    assert "as a validation does" in once.note
     # another function's profile, or none: the call's cost is said not measured
     other = host_work(fit_steps(), tracing, TRAIN, _profile(0.0004, "eval_step"))
     assert other is not None and other.call_overhead_s is None
@@ -179,7 +179,21 @@ def test_a_step_whose_host_work_was_not_measured_says_why():
     found = projection_facts(facts, "A100", None, fit_steps(), unprofiled="the run ended")
     assert found.host_s == 0.0
     (note,) = [n for n in found.notes if n.startswith("the host's own work per step")]
-    assert "train_step also ran outside the training steps (Keras' validation)" in note
+    assert "train_step also ran outside the training steps (1,300 calls for" in note
+    assert "a validation, or calls beside the loop)" in note
     assert "the call: the run ended" in note
     other = projection_facts(facts, "A100", None, fit_steps(), profile=_profile(0.001, "eval"))
     assert any("the profiled calls were of eval" in n for n in other.notes)
+
+
+def test_an_epoch_s_last_call_that_finds_no_data_is_not_work_beside_the_steps():
+    """fit calls its step once more each epoch and finds no data: 3 calls more than
+    the steps over 3 epochs; the time between the calls is still measured."""
+    from gpuwhy.projection.host import called_outside_steps
+
+    steps = fit_steps()
+    epoch_ends = train_step(calls=steps.count + 3)
+    assert not called_outside_steps(steps, epoch_ends)
+    assert called_outside_steps(steps, train_step(calls=steps.count * 2))
+    host = host_work(steps, TracingFacts(functions=(epoch_ends,)), TRAIN, _profile(0.0004))
+    assert host is not None and host.between_s is not None
