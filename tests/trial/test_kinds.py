@@ -758,6 +758,13 @@ def test_a_pipeline_not_cached_says_why_in_its_own_terms(tmp_path):
         finding("input.bound"), Facts(tfdata=TfDataFacts(pipelines=(read_once,))), files
     )
     assert refused[0].why.endswith("it is read once: a cache would not be read again")
+    # which pipeline: read by fit, or by the loop at its line (a preview's next(iter(ds)))
+    assert refused[0].why.startswith(f"the pipeline at {where}, read by Model.fit: ")
+    preview = replace(read_once, consumer="python-loop", read_at="train.py:12")
+    _, refused = input_pipeline.candidates(
+        finding("input.bound"), Facts(tfdata=TfDataFacts(pipelines=(preview,))), files
+    )
+    assert refused[0].why.startswith(f"the pipeline at {where}, read by the loop at train.py:12: ")
 
 
 def test_a_map_kept_sequential_by_its_random_draws_is_said_so(tmp_path):

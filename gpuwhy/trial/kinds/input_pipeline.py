@@ -127,7 +127,8 @@ def candidates(
             why.append(
                 NotTried(
                     finding.id,
-                    f"the pipeline at {pipeline.location}: "
+                    f"the pipeline at {pipeline.location}, read by "
+                    f"{consumer_words(pipeline.consumer, False, pipeline.read_at, pipeline.read_via)}: "
                     + _left_as_written(pipeline, facts.tfdata.host_memory_available_bytes),
                 )
             )
