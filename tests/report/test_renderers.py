@@ -379,6 +379,22 @@ def test_stalls_gpuwhy_s_own_heap_census_made_are_said_as_its_own():
     assert line == "gpuwhy's own heap census held the loop 217.8 ms (not the program's)"
 
 
+def test_gpuwhy_s_own_census_time_is_said_even_where_it_made_no_stall_beat():
+    """Censuses of a large heap on a loaded host (1.3 s the longest, 4.3 s in all) that
+    fell outside the loop's stalls are gpuwhy's cost all the same: said, as its own."""
+    from gpuwhy.collect.inprocess.activities import stalls_line
+    from gpuwhy.facts import Activity
+
+    census = Activity(kind="gpuwhy", count=5, seconds=4.3, max_s=1.33)
+    line = stalls_line(StallFacts(activities=(census,)))
+    assert line == (
+        "gpuwhy's own heap census 4.30 s in 5 (the longest 1.33 s; it holds the program "
+        "while it runs)"
+    )
+    short = Activity(kind="gpuwhy", count=1, seconds=0.2, max_s=0.2)
+    assert stalls_line(StallFacts(activities=(short,))) is None
+
+
 def test_a_fix_two_findings_share_is_printed_once():
     """input.bound and input.python-function on one generator name one cause and one
     fix: the second finding points at the first's instead of printing it again."""

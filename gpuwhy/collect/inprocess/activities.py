@@ -523,6 +523,7 @@ def _stall(entry: tuple, t0: float) -> Stall:
 
 
 # -- its rows in the reports ------------------------------------------------------
+OWN_PAUSE_SAID_S = 0.5  # gpuwhy's own census time over the run said from this
 _ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "summary flushes",
                    "evaluate": "evaluate/predict"}  # fmt: skip
 _ACTIVITY_UNITS = {"gc": "collections", "checkpoint": "writes", "summary": "flushes",
@@ -580,9 +581,16 @@ def stalls_line(stalls: StallFacts) -> str | None:
             text += f": {what}" + (f" at {cause.location}" if cause.location else "")
         between = " between steps" if loop.between_steps else ""
         parts.append(f"{text}{between}, {beat.lost_share:.0%} of the loop")
+    census = next((a for a in stalls.activities if a.kind == "gpuwhy"), None)
     if ours:  # gpuwhy held the program: said as its own, never as the program's stalls
         held = sum(beat.stall_s for beat in ours)
         parts.append(f"gpuwhy's own heap census held the loop {duration(held)} (not the program's)")
+    elif census is not None and census.seconds >= OWN_PAUSE_SAID_S:
+        # its cost, said wherever it is felt: it holds the program while it walks the heap
+        parts.append(
+            f"gpuwhy's own heap census {census.seconds:,.2f} s in {census.count:,} "
+            f"(the longest {census.max_s:,.2f} s; it holds the program while it runs)"
+        )
     for activity in stalls.activities:
         if activity.kind in _ACTIVITY_WORDS and activity.seconds >= 0.05:
             parts.append(
