@@ -405,26 +405,28 @@ def _top(places: dict[tuple, float]) -> tuple[str | None, str | None]:
     return where, what
 
 
+def _file_line(location: str | None) -> tuple[str, int] | None:
+    """(file, line) of ``file:line``; None where it is not one."""
+    path, _, line = (location or "").rpartition(":")
+    return (path, int(line)) if path and line.isdigit() else None
+
+
 def _code(location: str | None) -> str | None:
     """The line at ``file:line`` as written (None: not readable from here)."""
-    if not location or ":" not in location:
+    where = _file_line(location)
+    if where is None:
         return None
-    path, _, line = location.rpartition(":")
-    if not line.isdigit():
-        return None
-    text = linecache.getline(path, int(line)).strip()
+    text = linecache.getline(*where).strip()
     return text[:200] or None
 
 
 def _loop_code(location: str | None) -> StepCode | None:
     """The body of the loop at ``file:line`` as a function (None: not readable)."""
-    if not location or ":" not in location:
-        return None
-    path, _, line = location.rpartition(":")
-    if not line.isdigit():
+    where = _file_line(location)
+    if where is None:
         return None
     try:
-        return loop_code(os.path.abspath(path), path, int(line))
+        return loop_code(os.path.abspath(where[0]), where[0], where[1])
     except (RecursionError, ValueError):  # a source too deep or odd to read
         return None
 
