@@ -10,7 +10,7 @@ from gpuwhy.facts import OpGroup, PlacementFacts
 
 PREDICTION_NOTE = (
     "predicted from TensorFlow's GPU kernel registry: no GPU on this machine "
-    "(run with --verify on a GPU machine to confirm)"
+    "(gpuwhy run, or gpuwhy audit --verify, on a GPU machine confirms it)"
 )
 
 

@@ -189,6 +189,22 @@ def test_predicted_without_a_gpu_is_low_and_says_both():
     assert finding.evidence["placement"] == PREDICTION_NOTE
 
 
+def test_predicted_for_the_target_gpu_names_it():
+    """No GPU here, --target H100: the target's tensor cores, not every generation's."""
+    facts = replace(float32_model(), projection=b.projection("H100", "train_step (train.py:12)"))
+    (finding,) = run(TensorCoreUnused, facts)
+    assert finding.severity == "low"
+    assert finding.title == (
+        "100% of the matmul/conv work is float32: it uses TF32 tensor cores on H100 "
+        "(--target); mixed precision would use them at 16 bits, about 2x faster"
+    )
+    assert finding.evidence["gpu"] == "H100 (--target)"
+    assert finding.evidence["compute_capability"] == "9.0"
+    t4 = replace(float32_model(), projection=b.projection("T4", "train_step (train.py:12)"))
+    (turing,) = run(TensorCoreUnused, t4)
+    assert turing.severity == "medium" and "on T4 (--target)" in turing.title
+
+
 def test_predicted_with_tf32_turned_off_is_medium():
     (finding,) = run(TensorCoreUnused, float32_model(tf32_enabled=False))
     assert finding.severity == "medium"
