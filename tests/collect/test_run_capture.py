@@ -196,7 +196,10 @@ def test_a_fast_loop_gets_about_the_steps_it_asked_for(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     capture = json.loads((tmp_path / "r.json").read_text())["capture"]
     assert capture is not None and capture["captured_steps"] == ASKED
-    assert capture["step_count"] <= ASKED + 3
+    # a loop of sub-millisecond steps runs on while TF's profiler stops (tens of ms on a
+    # loaded host: 9 steps were traced once in a full suite): what matters is that the
+    # capture ends near the steps asked for, not with the loop's 1,000
+    assert capture["step_count"] <= ASKED + 10
 
 
 # the program starts TF's profiler itself, from a module it imports, after its 10th step
