@@ -140,10 +140,16 @@ def _loop_fix(cause: StallCause, facts: Facts) -> list[str]:
             "# (.numpy(), plotting), which a graph cannot run: run it less often",
             *fewer[1:],
         ]
+    sample = (
+        [f"#   {fewer[1]}"] if match and len(fewer) == 2 and not fewer[1].startswith("#") else []
+    )
     return [
         *traced_step.wrap(code, facts, ["@tf.function"]),
         *traced_step.rebound(code),
-        *fewer,
+        # the same pass, traced: a sample would change the metric it computes, so only said
+        "# (a sample of the data, or a pass every few epochs, shortens it further and"
+        " changes what it computes" + (":" if sample else ")"),
+        *([f"{sample[0]})"] if sample else []),
     ]
 
 
