@@ -8,7 +8,7 @@ with several loops got a projection of one pipeline and findings on another.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gpuwhy.facts import PipelineFacts, PipelineStage, StepFacts, TfDataFacts
 
@@ -80,47 +80,83 @@ def steady_bottleneck(pipeline: PipelineFacts) -> int | None:
     index = pipeline.bottleneck
     if index is not None and first <= index < len(pipeline.stages):
         return index
-    timed = [(i, s) for i, s in enumerate(pipeline.stages) if i >= first and s.root_elements_per_s]
-    timed = [(i, s) for i, s in timed if s.kind not in BOOKKEEPING] or timed
-    return min(timed, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if timed else None
+    return slowest_stage(pipeline, range(first, len(pipeline.stages)))
 
 
-def slowest_batch_s(stages: Sequence[PipelineStage]) -> float | None:
-    """Seconds per batch of the slowest working stage among ``stages`` (TF's stage
-    timers; bookkeeping stages only where nothing else was timed)."""
-    rated = [s for s in stages if s.root_elements_per_s]
-    working = [s for s in rated if s.kind not in BOOKKEEPING] or rated
-    rates = [s.root_elements_per_s for s in working if s.root_elements_per_s]
-    return 1 / min(rates) if rates else None
+def slowest_stage(pipeline: PipelineFacts, indices: range) -> int | None:
+    """The index among ``indices`` of the slowest working stage by TF's stage timers
+    (a bookkeeping stage only where nothing else was timed); None where none was."""
+    rated = [(i, pipeline.stages[i]) for i in indices if pipeline.stages[i].root_elements_per_s]
+    working = [(i, s) for i, s in rated if s.kind not in BOOKKEEPING] or rated
+    return min(working, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0] if working else None
 
 
-def cached_passes(pipeline: PipelineFacts) -> int | None:
-    """The run's passes over a pipeline with a cache: one iterator a pass (Keras fit's
-    epochs, a loop's), where no repeat after the cache runs many passes in one; None
-    without a cache, or with such a repeat."""
-    if not any(s.kind == "cache" for s in pipeline.stages):
-        return None
-    if any(s.kind == "repeat" for s in pipeline.stages[first_steady_stage(pipeline) :]):
-        return None
-    return max(1, pipeline.iterators)
+def _batch_s(pipeline: PipelineFacts, index: int | None) -> float | None:
+    rate = pipeline.stages[index].root_elements_per_s if index is not None else None
+    return 1 / rate if rate else None
+
+
+@dataclass(frozen=True)
+class FirstPass:
+    """A pipeline with a cache, as its first pass and the later ones cost it per batch:
+    ``filling`` the slowest stage before the cache (``filling_s`` a batch, the first
+    epoch only), ``steady_s`` the slowest after it, ``passes`` the run's passes (one
+    iterator a pass; None where a repeat after the cache runs many in one)."""
+
+    filling: int | None
+    filling_s: float | None
+    steady_s: float | None
+    passes: int | None
+
+    @property
+    def counts(self) -> bool:
+        """Whether the first pass counts in the run's time per batch: its passes known
+        and its stages before the cache slower than those after it."""
+        return (
+            self.passes is not None
+            and self.filling_s is not None
+            and self.steady_s is not None
+            and self.filling_s > self.steady_s
+        )
+
+    @property
+    def batch_s(self) -> float | None:
+        """Per batch over the run's passes (the first with its stages before the cache)."""
+        if not self.counts:
+            return self.steady_s
+        assert self.passes and self.filling_s and self.steady_s  # counts says so
+        return (self.filling_s + (self.passes - 1) * self.steady_s) / self.passes
+
+    @property
+    def dominates(self) -> bool:
+        """The first epoch's time per batch beyond the later ones' outweighs all of
+        theirs (one epoch of decoding JPEGs at 24 ms a batch in a 3-epoch run of 1.8 ms
+        batches): its stage, not theirs, set the input's pace over the run."""
+        if not self.counts:
+            return False
+        assert self.passes and self.filling_s and self.steady_s  # counts says so
+        return self.filling_s - self.steady_s > self.steady_s * (self.passes - 1)
+
+
+def first_pass(pipeline: PipelineFacts) -> FirstPass:
+    """The pipeline's first pass against the later ones (see :class:`FirstPass`)."""
+    first = first_steady_stage(pipeline)
+    cached = any(s.kind == "cache" for s in pipeline.stages)
+    repeated = any(s.kind == "repeat" for s in pipeline.stages[first:])
+    filling = slowest_stage(pipeline, range(first))
+    return FirstPass(
+        filling=filling,
+        filling_s=_batch_s(pipeline, filling),
+        steady_s=_batch_s(pipeline, slowest_stage(pipeline, range(first, len(pipeline.stages)))),
+        passes=max(1, pipeline.iterators) if cached and not repeated else None,
+    )
 
 
 def run_bottleneck(pipeline: PipelineFacts) -> tuple[int | None, bool]:
     """The stage that set the input's pace over this run, and whether it runs in the
-    first epoch only: a stage before a cache where the run's passes are known and the
-    first epoch's time per batch beyond the later ones' outweighs all of theirs (one
-    epoch of decoding JPEGs at 24 ms a batch in a 3-epoch run of 1.8 ms batches), else
-    :func:`steady_bottleneck`."""
-    steady_index = steady_bottleneck(pipeline)
-    first = first_steady_stage(pipeline)
-    passes = cached_passes(pipeline)
-    filling = slowest_batch_s(pipeline.stages[:first])
-    steady = slowest_batch_s(pipeline.stages[first:])
-    if passes is None or filling is None or steady is None:
-        return steady_index, False
-    if filling - steady <= steady * (passes - 1):
-        return steady_index, False
-    rated = [(i, s) for i, s in enumerate(pipeline.stages[:first]) if s.root_elements_per_s]
-    working = [(i, s) for i, s in rated if s.kind not in BOOKKEEPING] or rated
-    index = min(working, key=lambda pair: pair[1].root_elements_per_s or 0.0)[0]
-    return index, True
+    first epoch only: the slowest before a cache where :attr:`FirstPass.dominates`,
+    else :func:`steady_bottleneck`."""
+    run = first_pass(pipeline)
+    if run.dominates:
+        return run.filling, True
+    return steady_bottleneck(pipeline), False

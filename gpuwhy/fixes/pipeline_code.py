@@ -388,7 +388,7 @@ def _cache_after(pipeline: PipelineFacts | None, stage: PipelineStage) -> Pipeli
 def _on_disk(call: str) -> str:
     """``ds.cache()`` as ``ds.cache("train_cache")``: a file TF writes in the first
     epoch and reads from then on, and in later runs."""
-    if dataset_calls.keyword(call, "filename") is not None or not call.endswith(".cache()"):
+    if not call.endswith(".cache()"):  # a filename written already
         return call
     return call[: -len(".cache()")] + '.cache("train_cache")'
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuwhy.derived.capture import kernel_pattern
-from gpuwhy.derived.pipeline import cached_passes, first_steady_stage, slowest_batch_s
+from gpuwhy.derived.pipeline import first_pass
 from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
     EagerFacts,
@@ -93,16 +93,8 @@ def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
     replays their elements after it): where the run's passes over the pipeline are
     known (one iterator a pass, no repeat after the cache), the first pass's time per
     batch (those stages with the rest) is averaged in over them; with a repeat after the
-    cache (passes unknown, a long run) they are left out."""
-    if pipeline is None:
-        return None
-    first = first_steady_stage(pipeline)
-    steady = slowest_batch_s(pipeline.stages[first:])
-    passes = cached_passes(pipeline)
-    filling = slowest_batch_s(pipeline.stages[:first])
-    if steady is None or passes is None or filling is None or filling <= steady:
-        return steady
-    return (filling + (passes - 1) * steady) / passes
+    cache (passes unknown, a long run) they are left out (derived/pipeline.py)."""
+    return first_pass(pipeline).batch_s if pipeline is not None else None
 
 
 def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
@@ -110,29 +102,21 @@ def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
     then, and how the input's time per batch counted them."""
     if pipeline is None:
         return None
-    first = first_steady_stage(pipeline)
-    before = [s for s in pipeline.stages[:first] if s.root_elements_per_s]
-    if not before:
+    run = first_pass(pipeline)
+    if run.filling is None or run.filling_s is None:
         return None
-    slowest = min(before, key=lambda s: s.root_elements_per_s or float("inf"))
-    then = duration(1 / (slowest.root_elements_per_s or 1))
-    passes = cached_passes(pipeline)
-    steady = slowest_batch_s(pipeline.stages[first:])
-    if (
-        passes is not None
-        and steady is not None
-        and 1 / (slowest.root_elements_per_s or 1) > steady
-    ):
+    name, then = pipeline.stages[run.filling].name, duration(run.filling_s)
+    if run.counts:
         return (
             f"stages before cache() run in the first epoch only: the slowest, "
-            f"{slowest.name}, takes {then} per batch then, against {duration(steady)} "
+            f"{name}, takes {then} per batch then, against {duration(run.steady_s)} "
             f"after it; the input's time per batch is their mean over this run's "
-            f"{passes} pass{'es' if passes != 1 else ''} (a longer run weighs the first "
-            "epoch less)"
+            f"{run.passes} pass{'es' if run.passes != 1 else ''} (a longer run weighs the "
+            "first epoch less)"
         )
     return (
         f"stages before cache() run in the first epoch only and are left out of the input's "
-        f"time per batch (the slowest, {slowest.name}, takes {then} per batch then)"
+        f"time per batch (the slowest, {name}, takes {then} per batch then)"
     )
 
 

@@ -165,7 +165,8 @@ class StepCollector(Collector):
         self._sites: dict[object, tuple[IteratorStream, LoopRecord]] = {}
         self._optimizer: tuple[CycleStream, LoopRecord] | None = None
         self._iterators: dict[int, _Iterator] = {}  # per iterator id: its current reads
-        self._segment: list | None = None  # [key, site, first start, last end]: reads running
+        # the reads running: [key, site, first start, last end, elements read]
+        self._segment: list | None = None
         self._read_runs: list[_Iterator] = []  # iterators ended (exhausted or re-led)
         self._drain: Drain | None = None
 
@@ -249,15 +250,22 @@ class StepCollector(Collector):
         segment = self._segment
         if segment is not None and segment[0] != key:  # another iterator's reads begin
             self._segment = None
-            listener(segment[2], segment[3], segment[1])
+            self._told(segment)
             segment = None
         if segment is None:
-            segment = self._segment = [key, site, start, end]
-        else:
-            segment[3] = end
+            segment = self._segment = [key, site, start, end, 0]
+        segment[3] = end
+        segment[4] += not exhausted
         if exhausted:
             self._segment = None
-            listener(segment[2], end, site)
+            self._told(segment)
+
+    def _told(self, segment: list) -> None:
+        """A run of reads ended: told to the listener where it read two elements or
+        more (a loop; a zip's partner read once a step, or a peek, is none)."""
+        listener = self.loop_listener
+        if listener is not None and segment[4] >= 2:
+            listener(segment[2], segment[3], segment[1])
 
     def _on_apply(self, event: str, start: float, end: object) -> None:
         self._applies.append((start, end))
