@@ -9,10 +9,15 @@ timeline merge as the run grows. Memory is one counter per bucket between the sm
 and largest value; ``BIN_LIMIT`` caps it (the lowest buckets collapse first, so only
 quantiles below about the 1st percentile could lose accuracy): about 4 KB per sketch
 for 1 ms steps with outliers up to seconds. One ``add`` costs about a microsecond, so
-sketches are fed from the collectors' background threads, never from a hook.
+sketches are fed from the collectors' background threads, never from a hook, and many
+values at once where there are many (:meth:`Sketch.add_many`: a bucket's values in one
+call).
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 from ddsketch import LogCollapsingLowestDenseDDSketch
 
@@ -30,6 +35,29 @@ class Sketch:
 
     def add(self, value: float, weight: float = 1.0) -> None:
         self._sketch.add(max(0.0, value), weight)
+
+    def add_many(self, values: Any) -> None:
+        """Every value of ``values`` (a NumPy array), a bucket at a time: the values that
+        fall in one bucket are added as one of them weighted by their number. A
+        quantile reads only the buckets' counts, so it is what adding them one by one
+        gives (a value on a bucket's very edge may land in the next: within the
+        stated accuracy still)."""
+        import numpy as np
+
+        if not len(values):
+            return
+        values = np.maximum(values, 0.0)
+        positive = values[values > 0.0]
+        zeros = len(values) - len(positive)
+        if zeros:
+            self._sketch.add(0.0, float(zeros))
+        if not len(positive):
+            return
+        keys = np.ceil(np.log(positive) / math.log(self._sketch._mapping.gamma))
+        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        add = self._sketch.add
+        for index, count in zip(first.tolist(), counts.tolist()):
+            add(float(positive[index]), float(count))
 
     def merge(self, other: Sketch) -> None:
         if other.count:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # fmt: skip
 
@@ -35,6 +36,15 @@ class StepHistogram:
         """``steps`` steps of ``seconds`` each (a negative ``steps`` takes them out)."""
         self.counts[bisect.bisect_left(STEP_BUCKETS, seconds)] += steps
         self.sum_s += seconds * steps
+
+    def add_many(self, seconds: Any, steps: Any) -> None:
+        """Steps of these columns (NumPy arrays): ``steps[i]`` steps of ``seconds[i]``."""
+        import numpy as np
+
+        buckets = np.searchsorted(STEP_BUCKETS, seconds, side="left")
+        counts = np.bincount(buckets, weights=steps, minlength=len(self.counts))
+        self.counts = [a + int(b) for a, b in zip(self.counts, counts.tolist())]
+        self.sum_s += float((seconds * steps).sum())
 
     def merge(self, other: StepHistogram) -> None:
         self.counts = [a + b for a, b in zip(self.counts, other.counts)]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from gpuwhy.collect.inprocess.eager import inside_a_window
+from gpuwhy.collect.inprocess.eager import EagerOpCounter, inside_a_window
 
 
 def asking_every_window(start, end, windows):
@@ -41,3 +41,17 @@ def test_one_bisection_answers_as_every_window(seed):
 
 def test_no_windows():
     assert not inside_a_window(1.0, 2.0, [])
+
+
+def test_the_steps_overlapping_a_window_are_those_each_one_would_be_told():
+    import numpy as np
+
+    counter = EagerOpCounter()
+    counter.windows = [[1.0, 2.0], [5.0, 6.5], [9.0, float("inf")]]
+    starts = np.array([0.0, 0.5, 1.5, 2.5, 4.0, 6.5, 6.6, 8.0, 12.0, 3.0])
+    ends = np.array([0.9, 1.0, 1.7, 4.9, 5.0, 7.0, 8.9, 9.0, 13.0, 10.0])
+    each = [counter.overlaps_a_window(s, e) for s, e in zip(starts.tolist(), ends.tolist())]
+    assert counter.overlapping(starts, ends).tolist() == each
+    assert each == [False, True, True, False, True, True, False, True, True, True]
+    counter.windows = []
+    assert not counter.overlapping(starts, ends).any()

@@ -168,7 +168,7 @@ class EagerOpCounter(Collector):
         # that overlap a counting window are kept one by one, for facts() to place ops in
         for collector in made:
             if isinstance(collector, StepCollector | FunctionWatcher):
-                collector.sampling = counter.overlaps_a_window
+                collector.sampling = counter.overlapping
             if isinstance(collector, StepCollector):
                 collector.began = counter.steps_began
         return counter
@@ -250,6 +250,19 @@ class EagerOpCounter(Collector):
         windows = self.windows
         k = bisect.bisect_right(windows, end, key=lambda w: w[0]) - 1
         return k >= 0 and windows[k][1] >= start
+
+    def overlapping(self, starts: Any, ends: Any) -> Any:
+        """Of the steps ``[starts[i], ends[i]]`` (NumPy arrays), which overlap a counting
+        window, as :meth:`overlaps_a_window` says of one."""
+        import numpy as np
+
+        windows = list(self.windows)  # the counter's thread may append meanwhile
+        if not windows:
+            return np.zeros(len(starts), dtype=bool)
+        opened = np.array([w[0] for w in windows])
+        closed = np.array([w[1] for w in windows])
+        k = np.searchsorted(opened, ends, side="right") - 1
+        return (k >= 0) & (closed[np.maximum(k, 0)] >= starts)
 
     @property
     def is_on(self) -> bool:

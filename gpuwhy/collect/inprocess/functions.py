@@ -250,9 +250,12 @@ class FunctionWatcher(Collector):
         self._drain = Drain(self.fold, "functions")  # kept before it starts: a Ctrl-C meanwhile
         self._drain.start()  # still finds it to stop
 
-    def _sampled(self, start: float, end: float) -> bool:
+    def _sampled(self, starts: Any, ends: Any) -> Any:
+        """Which of these steps (arrays) a counting window overlaps: none without one."""
         sampling = self.sampling
-        return sampling is not None and sampling(start, end)
+        if sampling is None:
+            return starts < starts
+        return sampling(starts, ends)
 
     def fold(self) -> None:
         """Fold every function's recorded calls into steps (the drain thread, and every

@@ -10,6 +10,10 @@ the time per step and of the input wait, the ``LAST_STEPS`` most recent steps, t
 timeline, so it covers the loop from its first step to its last, and into the live step
 histogram's buckets (:mod:`gpuwhy.collect.step_histogram`), so live metrics take in
 every step however long the run.
+
+Those sums are made ``PENDING`` steps at a time, with NumPy (:meth:`LoopRecord.flush`),
+not step by step: the drain thread that folds steps holds the GIL, and on a loop of
+0.2 ms steps summing each step on its own took as long as a twentieth of the step.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ HEAD_STEPS = 5000  # kept one by one, per loop
 LAST_STEPS = 512  # the most recent steps, kept one by one
 SLOWEST = 32  # the slowest steps after the head, kept one by one
 MAX_SAMPLED = 50_000  # later steps kept as intervals for the eager op counter
+PENDING = 512  # steps held as four numbers each until they are summed together
+# A pending step's columns: start, end, steps, input wait (NaN: not timed), in the tail
+_COLUMNS = 5
 
 
 @dataclass(slots=True)
@@ -88,6 +95,24 @@ class StepStats:
         self.last = max(self.last, step.end)
         self.sketch.add(per_step)
 
+    def add_many(self, start: Any, end: Any, steps: Any, wait: Any, per_step: Any) -> None:
+        """The steps of these columns (NumPy arrays; ``wait`` NaN where not timed), as
+        :meth:`add` of each would."""
+        if not len(start):
+            return
+        import numpy as np
+
+        timed = ~np.isnan(wait)
+        self.calls += len(start)
+        self.steps += int(steps.sum())
+        self.step_s += float((end - start).sum())
+        self.max_s = max(self.max_s, float(per_step.max()))
+        self.wait_s += float(wait[timed].sum())
+        self.waited += int(timed.sum())
+        self.first = min(self.first, float(start.min()))
+        self.last = max(self.last, float(end.max()))
+        self.sketch.add_many(per_step)
+
     def copy(self) -> StepStats:
         twin = StepStats()
         twin.merge(self)
@@ -131,7 +156,26 @@ class LoopTail:
         if step.wait is not None:
             self.waits.add(step.wait / step.steps)
         self.last.append(step)
-        entry = (step.per_step, step.start, step.end)
+        self._keep_if_slow((step.per_step, step.start, step.end))
+
+    def add_many(self, start: Any, end: Any, steps: Any, wait: Any, per_step: Any) -> None:
+        """The statistics of these steps (columns, as :meth:`StepStats.add_many`); the
+        steps themselves are appended to ``last`` by the caller, as they come."""
+        import numpy as np
+
+        self.total.add_many(start, end, steps, wait, per_step)
+        timed = ~np.isnan(wait)
+        self.waits.add_many(wait[timed] / steps[timed])
+        if len(self.slowest) >= SLOWEST:  # only those above the slowest kept's least
+            slow = np.flatnonzero(per_step >= self.slowest[0][0])
+        else:
+            slow = np.arange(len(per_step))
+        if len(slow) > SLOWEST:
+            slow = slow[np.argsort(per_step[slow])[-SLOWEST:]]
+        for i in slow.tolist():
+            self._keep_if_slow((float(per_step[i]), float(start[i]), float(end[i])))
+
+    def _keep_if_slow(self, entry: tuple[float, float, float]) -> None:
         if len(self.slowest) < SLOWEST:
             heapq.heappush(self.slowest, entry)
         elif entry > self.slowest[0]:
@@ -143,8 +187,9 @@ class LoopRecord:
     in ``histogram`` (warm-up steps too: which those are is decided later, among the
     head's first steps).
 
-    ``sampled``, where given, says whether a later step's interval is wanted one by one
-    (it overlaps one of the eager op counter's windows): up to ``MAX_SAMPLED`` of them
+    ``sampled``, where given, says of later steps (arrays of their starts and ends)
+    which ones are wanted one by one (they overlap one of the eager op counter's
+    windows): up to ``MAX_SAMPLED`` of them
     are kept for it. ``stalls``, where given, is fed every step too (a
     :class:`~gpuwhy.collect.inprocess.stall_tracker.StallTracker`)."""
 
@@ -161,32 +206,84 @@ class LoopRecord:
         self.sampled = sampled
         self.kept_intervals = array("d")  # start, end, start, end ... (16 bytes a step)
         self.histogram = StepHistogram()
+        self._pending = array("d")  # steps not summed yet, _COLUMNS numbers each
 
     def add(self, step: Step) -> None:
-        self.timeline.at(step.start).add(step)
-        self.histogram.add(step.per_step, step.steps)
         if self.stalls is not None:
             self.stalls.add(step)
+        wait = float("nan") if step.wait is None else step.wait
         if len(self.head) < HEAD_STEPS:
             self.head.append(step)
+            in_tail = 0.0
+        else:
+            if self.tail is None:
+                self.tail = LoopTail()
+            self.tail.last.append(step)
+            in_tail = 1.0
+        pending = self._pending
+        pending.extend((step.start, step.end, step.steps, wait, in_tail))
+        if len(pending) >= PENDING * _COLUMNS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Sum the pending steps into the timeline, the histogram and the tail (and
+        keep the later steps the eager op counter's windows overlap): at ``PENDING``
+        steps, and before anything reads the record."""
+        if not self._pending:
             return
-        if self.tail is None:
-            self.tail = LoopTail()
-        self.tail.add(step)
-        if (
-            self.sampled is not None
-            and len(self.kept_intervals) < 2 * MAX_SAMPLED
-            and self.sampled(step.start, step.end)
-        ):
-            self.kept_intervals.extend((step.start, step.end))
+        import numpy as np
+
+        columns = np.array(self._pending).reshape(-1, _COLUMNS)
+        del self._pending[:]
+        start, end, steps, wait, in_tail = columns.T
+        per_step = (end - start) / steps
+        self._add_to_timeline(start, end, steps, wait, per_step)
+        self.histogram.add_many(per_step, steps)
+        tail = in_tail > 0
+        if self.tail is None or not tail.any():
+            return
+        if not tail.all():
+            start, end, steps, wait, per_step = (
+                start[tail],
+                end[tail],
+                steps[tail],
+                wait[tail],
+                per_step[tail],
+            )
+        self.tail.add_many(start, end, steps, wait, per_step)
+        room = MAX_SAMPLED - len(self.kept_intervals) // 2
+        if self.sampled is not None and room > 0:
+            kept = np.flatnonzero(self.sampled(start, end))[:room]
+            self.kept_intervals.extend(np.column_stack((start[kept], end[kept])).ravel().tolist())
+
+    def _add_to_timeline(self, start: Any, end: Any, steps: Any, wait: Any, per: Any) -> None:
+        """Each run of consecutive steps that start in one window, summed into it (the
+        windows' width may double on the way: the rest are placed again)."""
+        import numpy as np
+
+        timeline, first = self.timeline, 0
+        while first < len(start):
+            width = timeline.width
+            index = np.maximum(0, (start[first:] - timeline.t0) // width)
+            changes = np.flatnonzero(index[1:] != index[:-1])
+            ends = [*(first + changes + 1).tolist(), len(start)]
+            for last in ends:
+                window = timeline.at(float(start[first]))
+                part = slice(first, last)
+                window.add_many(start[part], end[part], steps[part], wait[part], per[part])
+                first = last
+                if timeline.width != width:
+                    break
 
     @property
     def count(self) -> int:
+        self.flush()
         head = sum(s.steps for s in self.head)
         return head + (self.tail.total.steps if self.tail is not None else 0)
 
     @property
     def calls(self) -> int:
+        self.flush()
         return len(self.head) + (self.tail.total.calls if self.tail is not None else 0)
 
 
@@ -219,6 +316,7 @@ def snapshot(record: LoopRecord, open_steps: list[Step]) -> LoopView:
     """``record`` as it stands, with the steps its stream still holds open: a copy
     (taken under its owner's lock), so the drain may go on folding while it is read.
     Copying costs O(windows), whatever the loop's length."""
+    record.flush()
     room = max(0, HEAD_STEPS - len(record.head))
     return LoopView(
         steps=record.head + open_steps[:room],

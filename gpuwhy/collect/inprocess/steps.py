@@ -137,7 +137,7 @@ class StepCollector(Collector):
     keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
     # Whether a step's interval is wanted one by one beyond the head: the eager op
     # counter sets it (a step that overlaps one of its counting windows)
-    sampling: Callable[[float, float], bool] | None = None
+    sampling: Callable[[Any, Any], Any] | None = None  # which steps (arrays) to keep
     # Called from the fold that first sees a loop's events (a Keras batch, a read of a
     # tf.data iterator, an optimizer step), and again from the one that sees its third
     # step mark: the eager op counter opens a window at each, so a short run's steps are
@@ -271,9 +271,12 @@ class StepCollector(Collector):
         self._applies.append((start, end))
 
     # -- folding the events into steps ---------------------------------------------
-    def _sampled(self, start: float, end: float) -> bool:
+    def _sampled(self, starts: Any, ends: Any) -> Any:
+        """Which of these steps (arrays) a counting window overlaps: none without one."""
         sampling = self.sampling
-        return sampling is not None and sampling(start, end)
+        if sampling is None:
+            return starts < starts
+        return sampling(starts, ends)
 
     def _record(self) -> LoopRecord:
         tracking = self.stall_tracking
