@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import random
 import statistics
@@ -86,10 +87,17 @@ def stretch(run: dict, rng: random.Random, slower: float = 1.0) -> Facts:
         length = rng.randint(max(3, n // 2), n)
         first = rng.randint(0, n - length)
         chosen = [scaled(w, slower) for w in windows[first : first + length]]
+        # the steps a long run keeps one by one are its first ones, whatever the stretch
+        head = [d / 1e6 * slower for d in run["durations_us"]]
+        head_starts = list(itertools.accumulate(head[:-1], initial=windows[0].start_s))
         steps = StepFacts(
             source="tf-data",
             marker="recorded",
             count=sum(w.steps for w in chosen),
+            warmup=run["warmup"],
+            steps_per_call=run["steps_per_call"],
+            starts=tuple(head_starts),
+            durations=tuple(head),
             timeline=StepTimeline(width_s=run["timeline"]["width_s"], windows=tuple(chosen)),
             all_kept=False,
         )

@@ -72,7 +72,7 @@ def run_units(facts: Facts) -> RunUnits:
     spans = derived(facts).training_spans
     width = steps.timeline.width_s
     rows = derived(facts).timeline_rows
-    kept = _kept_training_steps(steps)
+    kept = kept_training_steps(steps)
     if kept is not None and len(kept) >= MIN_STEPS:
         size = max(1, math.ceil(len(kept) / BLOCKS))
         units = [
@@ -133,10 +133,11 @@ def _worker_units(workers: WorkersFacts) -> RunUnits:
     )
 
 
-def _kept_training_steps(steps: StepFacts) -> list[float] | None:
+def kept_training_steps(steps: StepFacts, all_kept: bool = True) -> list[float] | None:
     """Per-step seconds of the main loop after warm-up, where the record kept every one
-    (None: it kept only the first, and the windows speak for the rest)."""
-    if not steps.all_kept or not steps.durations:
+    (None: it kept only the first, and the windows speak for the rest; unless
+    ``all_kept`` is False: then those it kept, the first ones)."""
+    if (all_kept and not steps.all_kept) or not steps.durations:
         return None
     spc = max(1, steps.steps_per_call)
     begin, end = 0.0, math.inf

@@ -39,7 +39,7 @@ class Change:
     """One measure of both runs with the interval of AFTER / BEFORE (ratios) or AFTER -
     BEFORE (shares, in points)."""
 
-    measure: str  # step_time | example_time | gpu_busy | projected_step | cpu_per_step
+    measure: str  # step_time | example_time | gpu_busy | projected_step | cpu_per_step | fast_steps
     before: float  # seconds per step; a share for gpu_busy
     after: float
     estimate: float  # AFTER / BEFORE (a share: AFTER - BEFORE)
@@ -115,6 +115,10 @@ class Comparison:
     # it less; it calls a step-time change its interval leaves open when both point the
     # same way (gpuwhy/comparison/work.py)
     cpu_time: Change | None = None
+    # the runs' fastest steps (the tenth percentile of each run's step time, several
+    # runs a side): the machine's noise lengthens some steps and leaves these; read as
+    # cpu_time is (gpuwhy/comparison/work.py)
+    fast_steps: Change | None = None
     # the batch size differs: the time per example (the step's over its batch), which
     # the verdict and the gate's step condition then read
     example_time: Change | None = None

@@ -39,7 +39,7 @@ from gpuwhy.comparison.sides import (
     step_between,
 )
 from gpuwhy.comparison.verdict import diff_verdict, runs_a_side, runs_text
-from gpuwhy.comparison.work import resolved, work_between
+from gpuwhy.comparison.work import fast_between, resolved, work_between
 from gpuwhy.record import Record
 
 HOST = (HOST_LOAD, QUEUED)
@@ -87,7 +87,8 @@ def compare_runs(
     rep_b = before[side_b.representative]
     rep_a = after[side_a.representative]
     work = work_between([r.facts for r in before], [r.facts for r in after])
-    step, called_by = resolved(step_between(side_b, side_a, noise), work)
+    fast = fast_between([r.facts for r in before], [r.facts for r in after])
+    step, called_by = resolved(step_between(side_b, side_a, noise), work, fast)
     batch_b, batch_a = batch_size(rep_b.facts), batch_size(rep_a.facts)
     batches = (batch_b, batch_a) if batch_b and batch_a and batch_b != batch_a else None
     example = example_change(step, *batches) if batches else None
@@ -98,12 +99,13 @@ def compare_runs(
     notes.append(_runs_note(len(before), len(after), step, noise))
     if called_by is not None:
         notes.append(called_by)
-    elif work is not None and step is not None:
-        notes.append(
-            f"the program's CPU time per step: {work.estimate:.3f}x ({work.low:.3f}-"
-            f"{work.high:.3f}); its runs resolve {work.detectable:.1%}, the step time's "
-            f"{step.detectable:.1%}"
-        )
+    elif step is not None:
+        notes += [
+            f"{words.capitalize()}: {m.estimate:.3f}x ({m.low:.3f}-{m.high:.3f}); their runs "
+            f"resolve {m.detectable:.1%}, the step time's {step.detectable:.1%}"
+            for words, m in (("the program's CPU time per step", work), ("the fastest steps", fast))
+            if m is not None
+        ]
     if projected is None and projected_on is not None:
         notes.append(projected_on)
         projected_on = None
@@ -136,6 +138,7 @@ def compare_runs(
         after=_runs_side(side_a),
         step_time=step,
         cpu_time=work,
+        fast_steps=fast,
         example_time=example,
         batches=batches,
         gpu_busy=busy,

@@ -23,7 +23,13 @@ from dataclasses import replace
 
 from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.comparison.model import Change
-from gpuwhy.comparison.work import levels_between, ratio_between, resolved, work_between
+from gpuwhy.comparison.work import (
+    fast_between,
+    levels_between,
+    ratio_between,
+    resolved,
+    work_between,
+)
 from gpuwhy.facts import Facts, FixTried
 from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
 from gpuwhy.trial.candidate import FixCandidate
@@ -191,7 +197,9 @@ def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
     after = measured[len(before) :]
     if not before or not after:
         return {}
-    change, how = resolved(step_change(before, after), work_between(before, after))
+    change, how = resolved(
+        step_change(before, after), work_between(before, after), fast_between(before, after)
+    )
     if change is None:
         change, how = program_change(originals, runs), WHOLE_PROGRAM
     if change is None:
