@@ -4,8 +4,8 @@
    steady_step.py (steps of about 2.5 ms) run 3 times as it is and 3 times with 10 %
    more work per step (``EXTRA=0.1``), interleaved, each a fresh `gpuwhy run`; then
    `gpuwhy diff` of the two sides, ``--rounds`` times. Printed per round: the step
-   time's estimate and interval, the program's CPU time per step's, and what the diff
-   called (target: slower, every round).
+   time's estimate and interval, the program's CPU time per step's, the fastest
+   steps', and what the diff called (target: slower, every round).
 2. **The cost of `gpuwhy fix`** on a program with four fixes to try, each run bounded
    at ``--bound`` seconds (default 20), 3 runs a side: its wall time (target: at most
    10 minutes on this project's 2-core machine), and each fix's verdict.
@@ -64,18 +64,18 @@ def small_change(rounds: int) -> None:
             head = [str(work / f"head-{i}.json") for i in range(3)]
             done = gpuwhy("diff", "-f", "json", *base, "--", *head, cwd=work)
             comparison = json.loads(done.stdout)
-            step, cpu = comparison["step_time"], comparison.get("cpu_time")
+            step = comparison["step_time"]
             line = (
                 f"   round {r + 1}: step {step['estimate']:.3f}x ({step['low']:.3f}-{step['high']:.3f})"
                 f" called {step['called']}"
             )
-            if cpu:
-                line += (
-                    f"; CPU per step {cpu['estimate']:.3f}x ({cpu['low']:.3f}-{cpu['high']:.3f})"
-                )
+            for key, what in (("cpu_time", "CPU per step"), ("fast_steps", "fastest steps")):
+                m = comparison.get(key)
+                if m:
+                    line += f"; {what} {m['estimate']:.3f}x ({m['low']:.3f}-{m['high']:.3f})"
             print(line)
             for note in comparison["notes"]:
-                if "CPU time" in note:
+                if "CPU time" in note or "fastest steps" in note:
                     print(f"     {note}")
 
 
