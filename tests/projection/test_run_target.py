@@ -96,8 +96,9 @@ STARVED = textwrap.dedent("""
 # normalised, then cache().prefetch(): after the first epoch a batch is a cache read.
 # 32 batches an epoch: with 8, 6 ms of waits for a core in the cached epochs' reads were
 # enough to make it input-bound (against a projected step of 0.17-0.37 ms). The first
-# epoch's map counts as one of the run's passes (57 us a batch here, quiet): 5 epochs, so
+# epoch's map counts as one of the run's passes (57 us a batch here, quiet): 10 epochs, so
 # that a loaded host slowing that map tenfold does not make the healthy pipeline wait
+# (with 5, a full suite's load beside it once did)
 CACHED = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
@@ -118,7 +119,7 @@ CACHED = textwrap.dedent("""
     model.compile(optimizer="adam",
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
-    model.fit(train_ds, epochs=5, verbose=0)
+    model.fit(train_ds, epochs=10, verbose=0)
 """)
 
 
