@@ -7,6 +7,7 @@ be named carries a ``# @marker`` comment and :func:`_site` finds it.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 
@@ -288,3 +289,33 @@ def _steps_for(seconds: float) -> tuple[tuple[float, float], ...]:
     while time.perf_counter() < deadline:
         intervals += _small_op_steps(1)
     return intervals
+
+
+def _gaps(counter: EagerOpCounter) -> list[float]:
+    windows = counter.windows
+    return [b[0] - a[1] for a, b in zip(windows, windows[1:])]
+
+
+def test_windows_that_see_only_the_steps_calls_and_reads_back_off_and_eager_ops_do_not():
+    @tf.function
+    def train_step(x):
+        return tf.reduce_sum(tf.matmul(x, A))
+
+    ds = tf.data.Dataset.from_tensors(A).repeat()
+    traced = _armed(first_on_s=0.04, duty=0.4, longest_on_s=0.04)
+    deadline = time.perf_counter() + 1.6
+    for x in ds:  # a loop of traced steps: each window sees a call and a read a step
+        train_step(x)
+        if time.perf_counter() > deadline:
+            break
+    traced.stop()
+    gaps = _gaps(traced)
+    # 0.06 s pauses, four times as long once three quiet windows came one after another
+    assert len(gaps) >= 5 and min(gaps[:2]) < 0.15 and max(gaps[3:]) > 0.2
+
+    eager = _armed(first_on_s=0.04, duty=0.4, longest_on_s=0.04)
+    deadline = time.perf_counter() + 1.2
+    while time.perf_counter() < deadline:
+        _small_op_steps(1)
+    eager.stop()
+    assert len(_gaps(eager)) >= 6 and statistics.median(_gaps(eager)) < 0.15
