@@ -101,7 +101,7 @@ def compare_runs(
         notes.append(called_by)
     elif step is not None:
         notes += [
-            f"{words.capitalize()}: {m.estimate:.3f}x ({m.low:.3f}-{m.high:.3f}); their runs "
+            f"{words[0].upper()}{words[1:]}: {m.estimate:.3f}x ({m.low:.3f}-{m.high:.3f}); their runs "
             f"resolve {m.detectable:.1%}, the step time's {step.detectable:.1%}"
             for words, m in (("the program's CPU time per step", work), ("the fastest steps", fast))
             if m is not None

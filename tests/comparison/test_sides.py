@@ -45,6 +45,9 @@ def test_runs_that_differ_more_than_each_run_s_spread_are_no_measurable_differen
         c.verdict
     )
     assert any("Student's t with 4 degrees of freedom" in n for n in c.notes)
+    # the runs' fastest steps wander with them: compared, said, calling nothing
+    assert c.fast_steps is not None and c.fast_steps.called == "same"
+    assert any(n.startswith("The fastest steps: ") and "their runs resolve" in n for n in c.notes)
 
 
 def test_a_change_beyond_the_runs_spread_is_called_with_its_interval():
