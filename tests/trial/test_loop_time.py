@@ -5,11 +5,13 @@ many steps a call measured over the same steps as the original."""
 from __future__ import annotations
 
 from gpuwhy.comparison.comparable_units import run_units
+from gpuwhy.comparison.model import Change
 from gpuwhy.facts import Facts, StepFacts, StepLoop, StepTimeline
 from gpuwhy.trial.judge import (
     loop_change,
     loop_note,
     loop_per_step,
+    loop_speaks,
     same_warmup,
     step_change,
 )
@@ -200,3 +202,15 @@ def test_a_fix_of_one_call_an_epoch_is_measured_over_the_same_epochs_as_the_orig
     (b, _, a, _) = [loop_per_step(f) for f in measured]
     assert b is not None and a is not None and abs(a / b - 1) < 1e-9
     assert abs(b - (40 * 0.04 + 0.4) / 40) < 1e-9
+
+
+def test_the_loop_judges_only_where_its_runs_tell_it_from_the_steps():
+    steps = Change("step_time", 1.0, 0.33, 0.33, 0.31, 0.35, "faster", 0.06)
+    # a validation that dominates: the loop's tight interval leaves the steps' 3x out
+    tight = Change("loop_time", 1.0, 0.85, 0.85, 0.8, 0.9, "faster", 0.06)
+    assert loop_speaks(steps, tight)
+    # an epoch's slow last read in one run: the loop's interval holds the steps' change
+    loose = Change("loop_time", 1.0, 0.48, 0.48, 0.22, 1.04, "same", 1.2)
+    assert not loop_speaks(steps, loose)
+    # agreeing: the steps stand
+    assert not loop_speaks(steps, Change("loop_time", 1.0, 0.34, 0.34, 0.3, 0.38, "faster", 0.1))
