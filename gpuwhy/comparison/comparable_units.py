@@ -133,11 +133,11 @@ def _worker_units(workers: WorkersFacts) -> RunUnits:
     )
 
 
-def kept_training_steps(steps: StepFacts, all_kept: bool = True) -> list[float] | None:
+def kept_training_steps(steps: StepFacts, whole_run: bool = True) -> list[float] | None:
     """Per-step seconds of the main loop after warm-up, where the record kept every one
-    (None: it kept only the first, and the windows speak for the rest; unless
-    ``all_kept`` is False: then those it kept, the first ones)."""
-    if (all_kept and not steps.all_kept) or not steps.durations:
+    (None: it kept only the first, and the windows speak for the rest); with
+    ``whole_run`` False, those it kept whatever it kept (a long run's first ones)."""
+    if (whole_run and not steps.all_kept) or not steps.durations:
         return None
     spc = max(1, steps.steps_per_call)
     begin, end = 0.0, math.inf

@@ -16,15 +16,13 @@ both measures point the same way, and the report says which measure called it.
 
 A third measure, the run's fastest steps (the tenth percentile of its time per step,
 over the training steps it kept one by one: a long run's first 5,000), is read the same
-way. What slows a run on a
-shared machine lengthens some of its steps and leaves others alone (another process
-held the core for a while, then let go), so a run's fastest steps move less from run to
-run than its mean: on this project's recorded series (benchmarks/data/), the spread of
-the log of a run's level between runs of one unchanged program was 0.148 for the mean
-step and 0.088 for the tenth percentile (a custom loop, quiet host), 0.117 and 0.081 (a
-Keras fit). A change that lengthens every step moves them alike; one that removes
-waits from some steps (an input fix) leaves the fastest alone, and the step time is
-then left to speak for itself.
+way. A run's fastest steps move less from run to run than its mean (what slows a run
+on a shared machine can lengthen some steps and leave others alone): on this project's
+recorded series (benchmarks/data/), the spread of the log of a run's level between ten
+runs of one unchanged program was 0.148 for the mean step and 0.088 for the tenth
+percentile (a custom loop, quiet host), 0.117 and 0.081 (a Keras fit). A change that
+lengthens every step moves them alike; one that removes waits from some steps (an
+input fix) leaves the fastest alone, and the step time then speaks for itself.
 """
 
 from __future__ import annotations
@@ -67,7 +65,7 @@ def fast_steps(facts: Facts) -> float | None:
     steps it kept one by one (a long run's first ones; None: too few)."""
     if facts.steps is None:
         return None
-    kept = kept_training_steps(facts.steps, all_kept=False)
+    kept = kept_training_steps(facts.steps, whole_run=False)
     if kept is None or len(kept) < MIN_FAST_STEPS:
         return None
     ranked = sorted(kept)

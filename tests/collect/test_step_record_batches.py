@@ -1,17 +1,19 @@
 """A loop's record sums its steps a batch at a time (step_record.PENDING): what it holds
-must be what summing each step on its own gives — the same sums, counts, extremes,
-slowest steps, histogram and windows, quantiles within the sketch's accuracy, and the
-same steps kept for the eager op counter — including across a timeline whose windows
-merge in the middle of a batch."""
+must be what the steps add up to, worked out here in plain Python — the same sums,
+counts, extremes, slowest steps, histogram and windows, quantiles within the sketch's
+accuracy, and the same steps kept for the eager op counter — including across a timeline
+whose windows merge in the middle of a batch."""
 
 from __future__ import annotations
 
+import heapq
+import math
 import random
 
 import numpy as np
 import pytest
 
-from gpuwhy.collect.inprocess.step_record import HEAD_STEPS, LoopRecord, LoopTail, Step, StepStats
+from gpuwhy.collect.inprocess.step_record import HEAD_STEPS, SLOWEST, LoopRecord, Step, StepStats
 from gpuwhy.collect.quantiles import RELATIVE_ACCURACY, Sketch
 from gpuwhy.collect.step_histogram import StepHistogram
 from gpuwhy.collect.time_windows import TimeWindows
@@ -29,19 +31,23 @@ def steps(n: int, seed: int = 5, t0: float = 100.0) -> list[Step]:
     return out
 
 
-def one_by_one(t0: float, all_steps: list[Step]):
-    """What the record held when it summed each step as it came."""
-    timeline: TimeWindows[StepStats] = TimeWindows(t0, StepStats, capacity=8)
-    histogram, tail = StepHistogram(), LoopTail()
-    for i, step in enumerate(all_steps):
-        timeline.at(step.start).add(step)
-        histogram.add(step.per_step, step.steps)
-        if i >= HEAD_STEPS:
-            tail.add(step)
-    return timeline, histogram, tail
+class Expected:
+    """What a stretch of steps adds up to, one step at a time."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        per = [s.per_step for s in steps]
+        timed = [s for s in steps if s.wait is not None]
+        self.calls, self.steps = len(steps), sum(s.steps for s in steps)
+        self.step_s = math.fsum(s.end - s.start for s in steps)
+        self.wait_s, self.waited = math.fsum(s.wait or 0.0 for s in timed), len(timed)
+        self.max_s = max(per)
+        self.first, self.last = min(s.start for s in steps), max(s.end for s in steps)
+        self.sketch = Sketch()
+        for value in per:
+            self.sketch.add(value)
 
 
-def same_stats(a: StepStats, b: StepStats) -> None:
+def same_stats(a: StepStats, b: Expected) -> None:
     assert (a.calls, a.steps, a.waited) == (b.calls, b.steps, b.waited)
     assert a.step_s == pytest.approx(b.step_s, rel=1e-9)
     assert a.wait_s == pytest.approx(b.wait_s, rel=1e-9)
@@ -51,7 +57,7 @@ def same_stats(a: StepStats, b: StepStats) -> None:
         assert a.sketch.quantile(q) == pytest.approx(b.sketch.quantile(q), rel=RELATIVE_ACCURACY)
 
 
-def test_a_record_summed_in_batches_holds_what_one_step_at_a_time_gives():
+def test_a_record_summed_in_batches_holds_what_its_steps_add_up_to():
     t0 = 99.0
     all_steps = steps(HEAD_STEPS + 7_321)
     record = LoopRecord(t0)
@@ -59,18 +65,28 @@ def test_a_record_summed_in_batches_holds_what_one_step_at_a_time_gives():
     for step in all_steps:
         record.add(step)
     record.flush()
-    timeline, histogram, tail = one_by_one(t0, all_steps)
-    assert record.timeline.width == timeline.width
-    assert [s for s, _ in record.timeline.items()] == [s for s, _ in timeline.items()]
-    for (_, a), (_, b) in zip(record.timeline.items(), timeline.items()):
-        same_stats(a, b)
+    # the windows the steps fall in once 8 windows have merged as far as they must
+    width = record.timeline.width
+    assert (all_steps[-1].start - t0) // width < 8 <= (all_steps[-1].start - t0) // (width / 2)
+    by_window: dict[int, list[Step]] = {}
+    for step in all_steps:
+        by_window.setdefault(int((step.start - t0) // width), []).append(step)
+    windows = list(record.timeline.items())
+    assert [start for start, _ in windows] == [t0 + i * width for i in sorted(by_window)]
+    for (_, window), i in zip(windows, sorted(by_window)):
+        same_stats(window, Expected(by_window[i]))
+    histogram = StepHistogram()
+    for step in all_steps:
+        histogram.add(step.per_step, step.steps)
     assert record.histogram.counts == histogram.counts
     assert record.histogram.sum_s == pytest.approx(histogram.sum_s, rel=1e-9)
+    tail = all_steps[HEAD_STEPS:]
     assert record.tail is not None
-    same_stats(record.tail.total, tail.total)
-    assert sorted(record.tail.slowest) == sorted(tail.slowest)
-    assert list(record.tail.last) == list(tail.last)
-    assert record.tail.waits.count == tail.waits.count
+    same_stats(record.tail.total, Expected(tail))
+    slowest = heapq.nlargest(SLOWEST, ((s.per_step, s.start, s.end) for s in tail))
+    assert sorted(record.tail.slowest) == sorted(slowest)
+    assert list(record.tail.last) == tail[-len(record.tail.last) :]
+    assert record.tail.waits.count == sum(1 for s in tail if s.wait is not None)
     assert record.count == sum(s.steps for s in all_steps)
     assert record.calls == len(all_steps)
 

@@ -251,11 +251,9 @@ class FunctionWatcher(Collector):
         self._drain.start()  # still finds it to stop
 
     def _sampled(self, starts: Any, ends: Any) -> Any:
-        """Which of these steps (arrays) a counting window overlaps: none without one."""
+        """Which of these steps (arrays) a counting window overlaps (None: no counter)."""
         sampling = self.sampling
-        if sampling is None:
-            return starts < starts
-        return sampling(starts, ends)
+        return None if sampling is None else sampling(starts, ends)
 
     def fold(self) -> None:
         """Fold every function's recorded calls into steps (the drain thread, and every

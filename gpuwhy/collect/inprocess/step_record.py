@@ -33,7 +33,7 @@ HEAD_STEPS = 5000  # kept one by one, per loop
 LAST_STEPS = 512  # the most recent steps, kept one by one
 SLOWEST = 32  # the slowest steps after the head, kept one by one
 MAX_SAMPLED = 50_000  # later steps kept as intervals for the eager op counter
-PENDING = 512  # steps held as four numbers each until they are summed together
+PENDING = 512  # steps held as _COLUMNS numbers each until they are summed together
 # A pending step's columns: start, end, steps, input wait (NaN: not timed), in the tail
 _COLUMNS = 5
 
@@ -82,22 +82,8 @@ class StepStats:
         self.last = float("-inf")
         self.sketch = Sketch()  # time per step, one value per call
 
-    def add(self, step: Step) -> None:
-        per_step = step.per_step
-        self.calls += 1
-        self.steps += step.steps
-        self.step_s += step.end - step.start
-        self.max_s = max(self.max_s, per_step)
-        if step.wait is not None:
-            self.wait_s += step.wait
-            self.waited += 1
-        self.first = min(self.first, step.start)
-        self.last = max(self.last, step.end)
-        self.sketch.add(per_step)
-
     def add_many(self, start: Any, end: Any, steps: Any, wait: Any, per_step: Any) -> None:
-        """The steps of these columns (NumPy arrays; ``wait`` NaN where not timed), as
-        :meth:`add` of each would."""
+        """The steps of these columns (NumPy arrays; ``wait`` NaN where not timed)."""
         if not len(start):
             return
         import numpy as np
@@ -151,13 +137,6 @@ class LoopTail:
         twin.slowest = list(self.slowest)
         return twin
 
-    def add(self, step: Step) -> None:
-        self.total.add(step)
-        if step.wait is not None:
-            self.waits.add(step.wait / step.steps)
-        self.last.append(step)
-        self._keep_if_slow((step.per_step, step.start, step.end))
-
     def add_many(self, start: Any, end: Any, steps: Any, wait: Any, per_step: Any) -> None:
         """The statistics of these steps (columns, as :meth:`StepStats.add_many`); the
         steps themselves are appended to ``last`` by the caller, as they come."""
@@ -189,7 +168,7 @@ class LoopRecord:
 
     ``sampled``, where given, says of later steps (arrays of their starts and ends)
     which ones are wanted one by one (they overlap one of the eager op counter's
-    windows): up to ``MAX_SAMPLED`` of them
+    windows; None: none): up to ``MAX_SAMPLED`` of them
     are kept for it. ``stalls``, where given, is fed every step too (a
     :class:`~gpuwhy.collect.inprocess.stall_tracker.StallTracker`)."""
 
@@ -252,8 +231,9 @@ class LoopRecord:
             )
         self.tail.add_many(start, end, steps, wait, per_step)
         room = MAX_SAMPLED - len(self.kept_intervals) // 2
-        if self.sampled is not None and room > 0:
-            kept = np.flatnonzero(self.sampled(start, end))[:room]
+        wanted = self.sampled(start, end) if self.sampled is not None and room > 0 else None
+        if wanted is not None:
+            kept = np.flatnonzero(wanted)[:room]
             self.kept_intervals.extend(np.column_stack((start[kept], end[kept])).ravel().tolist())
 
     def _add_to_timeline(self, start: Any, end: Any, steps: Any, wait: Any, per: Any) -> None:

@@ -272,11 +272,9 @@ class StepCollector(Collector):
 
     # -- folding the events into steps ---------------------------------------------
     def _sampled(self, starts: Any, ends: Any) -> Any:
-        """Which of these steps (arrays) a counting window overlaps: none without one."""
+        """Which of these steps (arrays) a counting window overlaps (None: no counter)."""
         sampling = self.sampling
-        if sampling is None:
-            return starts < starts
-        return sampling(starts, ends)
+        return None if sampling is None else sampling(starts, ends)
 
     def _record(self) -> LoopRecord:
         tracking = self.stall_tracking
