@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from gpuwhy.derived.stage import Derived, derived, published
-from gpuwhy.facts import Facts, WorkersFacts, from_dict, to_dict
+from gpuwhy.facts import Facts, TargetFacts, WorkersFacts, from_dict, to_dict
 from gpuwhy.finding import Finding
 from gpuwhy.json_input import TooDeep, loads
 from gpuwhy.rules import RULES_BY_ID, run_rules
 from gpuwhy.schema import SCHEMA_VERSION, refusal
 from gpuwhy.verdict import gpu_usable, verdict
 from gpuwhy.version import __version__
+
+# why a record projected after its run has no profiled steps
+NOT_PROFILED = "the run was not watched with --target: its steps are profiled only then"
 
 
 class RecordError(ValueError):
@@ -67,6 +70,21 @@ class Record:
         """The same facts through the current rules."""
         return Record.diagnose(self.command, self.facts)
 
+    def projected_onto(self, requested: str) -> Record:
+        """The same facts projected onto another GPU (``report --target``) and through
+        the current rules. What the run measured for the projection is kept (its
+        profiled steps, NVML's reading of its GPU); a run watched without ``--target``
+        had no steps profiled, so the ops that stay on the CPU are not costed, and the
+        projection's notes say so."""
+        kept = self.facts.target
+        target = (
+            dataclasses.replace(kept, requested=requested)
+            if kept is not None
+            else TargetFacts(requested, unprofiled=NOT_PROFILED)
+        )
+        facts = dataclasses.replace(self.facts, target=target, projection=None)
+        return Record.diagnose(self.command, facts)
+
     @property
     def verdict(self) -> str:
         return verdict(self.facts, self.findings)
@@ -80,6 +98,8 @@ class Record:
             "created": self.created,
             "verdict": {"text": self.verdict, "gpu_usable": gpu_usable(self.facts)},
             **{f.name: to_dict(getattr(self.facts, f.name)) for f in dataclasses.fields(Facts)},
+            # the projection as the stage derived it, where readers of the file find it
+            "projection": to_dict(self.derived.projection),
             "derived": to_dict(published(self.derived)),
             "findings": [to_dict(f) for f in self.findings],
             "not_checked": dict(self.not_checked),
@@ -100,12 +120,15 @@ class Record:
         if problem:
             raise RecordError(problem)
         hints = typing.get_type_hints(Facts)
-        facts = Facts(
-            **{
-                f.name: from_dict(hints[f.name], data.get(f.name))
-                for f in dataclasses.fields(Facts)
-            }
-        )
+        sections = {
+            f.name: from_dict(hints[f.name], data.get(f.name)) for f in dataclasses.fields(Facts)
+        }
+        if sections["target"] is not None:
+            # the file's projection is the stage's, written for its readers: derived again
+            # from the target and the other sections (a record written before the target
+            # section keeps its projection as it was projected then)
+            sections["projection"] = None
+        facts = Facts(**sections)
         return cls(
             command=data.get("command", "run"),
             facts=facts,

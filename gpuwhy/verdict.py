@@ -176,8 +176,9 @@ def _run_verdict(
     busy = busy_text(facts)
     if busy is not None and program.tensorflow_imported and "busy" not in drawn:
         details.append(busy)
-    if facts.projection is not None and "projection" not in drawn:
-        details.append(projection_clause(facts.projection, findings))
+    projection = derived(facts).projection
+    if projection is not None and "projection" not in drawn:
+        details.append(projection_clause(projection, findings))
     if program.ended == "exit":
         details.append(f"exit status {program.exit_code}")
     text = _run_head(facts, program, findings, usable, worst) + (
@@ -278,7 +279,7 @@ def _worst_clause(
             ),
             None,
         )
-    if worst is not None and worst.id == PROJECTED_INPUT and facts.projection is not None:
+    if worst is not None and worst.id == PROJECTED_INPUT and derived(facts).projection:
         # its projected wait is already said in the clause: the worst is the input, named
         # by its slowest stage (a lesser finding named here would read as the worst)
         stage = _steady_bottleneck(facts) or _bottleneck(facts)

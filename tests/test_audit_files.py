@@ -99,8 +99,8 @@ def test_the_real_files_still_audit(files):
 
 def test_a_saved_model_projected_onto_a_named_gpu_with_a_batch(files):
     """`gpuwhy audit --target T4 --batch 256`: the unknown batch dimension sized."""
-    unsized = audit_path(files / "good.keras", target="T4").facts.projection
-    sized = audit_path(files / "good.keras", target="T4", batch=256).facts.projection
+    unsized = audit_path(files / "good.keras", target="T4").derived.projection
+    sized = audit_path(files / "good.keras", target="T4", batch=256).derived.projection
     assert unsized.gpu == sized.gpu == "T4"
     assert unsized.tensor_ops_unsized == unsized.tensor_ops  # no batch: FLOPs unknown
     assert any("left out" in note for note in unsized.notes)

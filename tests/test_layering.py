@@ -36,8 +36,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.source_calls", "gpuwhy.source_generator"),
     ("gpuwhy.tfapi",),
     ("gpuwhy.derived",),
-    ("gpuwhy.fixes",),
     ("gpuwhy.projection",),
+    # the derivation stage binds the parts below (derived/*, projection/*) to the facts;
+    # above it, what reads its result for the rules and the fixes
+    ("gpuwhy.derived.stage",),
+    ("gpuwhy.derived.drift", "gpuwhy.derived.steps_input"),
+    ("gpuwhy.fixes",),
     # beside each other: neither imports the other (test below)
     ("gpuwhy.collect", "gpuwhy.rules"),
     ("gpuwhy.verdict",),

@@ -11,8 +11,10 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwhy.collect.inprocess.projection import TARGET
 from gpuwhy.collect.sampler import FORMAT, RecordingError
 from gpuwhy.commands.options import (
+    checked,
     html_option,
     output_options,
     report_settings,
@@ -50,6 +52,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--recheck", action="store_true", help="run the current rules on the saved facts again"
     )
+    parser.add_argument(
+        "--target",
+        metavar="GPU",
+        help="project the saved run's training step onto GPU (A100, H100, L4 ... or auto: the "
+        "GPU the run had) from what its record kept, and run the current rules again; the "
+        "CPU ops' time is costed only where the run was watched with --target",
+    )
     output_options(parser)
     stdout_file_option(parser)
     html_option(parser)
@@ -60,6 +69,7 @@ class ReportCommandSettings:
     record: str  # RUN.json
     recheck: bool
     run: str | None
+    target: str | None  # project onto this GPU again (implies a recheck)
     report: ReportSettings
 
 
@@ -69,6 +79,7 @@ def settings_from(args: argparse.Namespace) -> ReportCommandSettings:
         record=args.record,
         recheck=args.recheck,
         run=args.run,
+        target=checked(TARGET, args.target) if args.target is not None else None,
         report=report_settings(args),
     )
 
@@ -99,4 +110,6 @@ def load_record(settings: ReportCommandSettings) -> Record:
             record = Record.load(settings.record)
     except (RecordError, RecordingError, CaptureError) as e:
         raise UsageError(str(e)) from None
+    if settings.target is not None:
+        return record.projected_onto(settings.target)
     return record.recheck() if settings.recheck else record

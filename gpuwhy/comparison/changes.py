@@ -17,6 +17,7 @@ import statistics
 from gpuwhy.comparison.bootstrap import SEED, Sums, interval, resampled_sums
 from gpuwhy.comparison.comparable_units import PART_LABELS, PARTS, RunUnits
 from gpuwhy.comparison.model import Change, PartChange
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, ProjectionFacts
 
 Z95 = 1.96
@@ -128,7 +129,7 @@ def projected_change(before: Facts, after: Facts) -> tuple[Change | None, str | 
     between and in its calls: that moves from run to run, and the measured step time
     sees it. Called at ``MIN_STEP_CHANGE``; its interval is AFTER's band over BEFORE's
     middle, the model's uncertainty, not the runs' spread."""
-    b, a = before.projection, after.projection
+    b, a = derived(before).projection, derived(after).projection
     if b is None or a is None:
         return None, None
     if b.gpu != a.gpu:  # said with the findings it leaves out (findings.projections_apart)

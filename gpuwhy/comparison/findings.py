@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuwhy.comparison.model import FindingChange
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import SEVERITY_RANK, Finding
 
@@ -19,8 +20,8 @@ def projections_apart(before: Sequence[Facts], after: Sequence[Facts]) -> str | 
     """Why the two sides' projections cannot be compared (one side projected the step
     onto a GPU, ``gpuwhy run --target``, the other did not or onto another); None where
     they can (the same GPU, or neither side projected)."""
-    targets_b = {f.projection.gpu if f.projection else None for f in before}
-    targets_a = {f.projection.gpu if f.projection else None for f in after}
+    targets_b = {_target(f) for f in before}
+    targets_a = {_target(f) for f in after}
     if targets_b == targets_a and len(targets_b) == 1:
         return None
 
@@ -32,6 +33,11 @@ def projections_apart(before: Sequence[Facts], after: Sequence[Facts]) -> str | 
         f"BEFORE projected onto {said(targets_b)}, AFTER onto {said(targets_a)}: the "
         "findings drawn from a projection are not compared"
     )
+
+
+def _target(facts: Facts) -> str | None:
+    projection = derived(facts).projection
+    return projection.gpu if projection is not None else None
 
 
 def from_a_projection(finding: Finding | None) -> bool:

@@ -1,9 +1,13 @@
 """The derivation stage: collect -> facts -> **derived** -> rules -> findings -> report.
 
 A few values are derived from the facts and read by several layers: how busy each GPU
-was, the pipeline the training steps read, the steps' wait and what it is. They used to
-be computed where each reader needed them (and the busy blocks written back into the
-facts), so one record could be read two ways. Here they are a named, ordered list of
+was, the pipeline the training steps read, the steps' wait and what it is, the step
+projected onto the GPU ``--target`` named. Each is computed here and nowhere else, so
+that one record cannot be read two ways (and a record rechecked, merged or compared is
+projected by today's model from what its run measured).
+
+The stage sits above the parts it runs (derived/*, projection/*): they are pure
+functions of their inputs, and the stage is what binds them to a record's facts. Here they are a named, ordered list of
 derivations (after pyinstrument's processors), run once per record — live, replayed,
 rechecked, merged, compared — and every reader takes the one result:
 ``derived(facts).gpu_busy``.
@@ -11,10 +15,12 @@ rechecked, merged, compared — and every reader takes the one result:
 The result belongs to the facts object it was derived from (kept beside it, never
 inside it): facts built by hand in a test derive on first use, a record's facts derive
 when the record is diagnosed. The record's JSON writes the published part
-(:class:`Published`) in its own ``derived`` section for readers of the file; loading a
-record derives again from its facts (the facts are the source; an older record's busy
-blocks, kept inside ``gpu_samples``, are dropped where it is read: facts/codec.py
-ignores keys no dataclass has).
+(:class:`Published`) in its own ``derived`` section, and the projection at its
+top level, for readers of the file; loading a record derives again from its facts (the
+facts are the source). Older records are migrated where they are read: their busy
+blocks, kept inside ``gpu_samples``, are dropped (facts/codec.py ignores keys no
+dataclass has), and a projection written before the ``target`` section is read as it
+was projected (the profiled steps it was costed from were not kept).
 
 Each derivation is a pure function of the facts and of the derivations before it; a
 rule's option is never an input (a rule applies its threshold to what was derived, e.g.
@@ -38,7 +44,27 @@ from gpuwhy.derived.host_load import HostLoad, host_load
 from gpuwhy.derived.input_wait import StepsWait, measured_wait
 from gpuwhy.derived.pipeline import steps_pipeline
 from gpuwhy.derived.step_windows import timeline_rows, training_spans
-from gpuwhy.facts import Facts, GpuBusy, GpuSeries, PipelineFacts, RunWindow, StepSpan
+from gpuwhy.facts import (
+    Facts,
+    GpuBusy,
+    GpuSeries,
+    PipelineFacts,
+    ProjectionFacts,
+    RunWindow,
+    StepSpan,
+)
+from gpuwhy.gpu_specs import UnknownGpuError
+from gpuwhy.projection.step import NothingToProject, projection_facts
+
+
+@dataclass(frozen=True)
+class Projected:
+    """The training step projected onto the GPU ``--target`` named (projection/step.py),
+    or, where it could not be (the GPU unknown, nothing to cost), why: for the program's
+    notes."""
+
+    projection: ProjectionFacts | None
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,9 +85,19 @@ class Derived:
     # drift, diff and merge read these), and the run timeline's row of each window
     training_spans: tuple[StepSpan, ...]
     timeline_rows: Mapping[int, RunWindow]
+    # the training step projected onto the GPU ``--target`` named, or why not
+    projected: Projected
 
     def busy_of(self, series: GpuSeries) -> GpuBusy | None:
         return self.gpu_busy.get(series.index)
+
+    @property
+    def projection(self) -> ProjectionFacts | None:
+        return self.projected.projection
+
+    @property
+    def projection_refused(self) -> str | None:
+        return self.projected.refused
 
 
 @dataclass(frozen=True)
@@ -139,6 +175,30 @@ def _timeline_rows(facts: Facts, earlier: Mapping[str, Any]) -> Mapping[int, Run
     return MappingProxyType(timeline_rows(facts, steps.timeline.width_s))
 
 
+def _projected(facts: Facts, earlier: Mapping[str, Any]) -> Projected:
+    """The step projected onto the target GPU from the ``target`` section and the
+    others, or why it could not be; a record without that section (written before it,
+    or facts made by hand) keeps the projection it holds."""
+    target = facts.target
+    if target is None:
+        return Projected(facts.projection)
+    try:
+        return Projected(
+            projection_facts(
+                facts,
+                target.requested,
+                earlier["steps_pipeline"],
+                facts.steps,
+                facts.eager,
+                profile=target.profile,
+                unprofiled=target.unprofiled,
+                peaks=target.peaks,
+            )
+        )
+    except (UnknownGpuError, NothingToProject) as why:
+        return Projected(None, f"no projection onto {target.requested}: {why}")
+
+
 # The stage, in its order: each derivation may read the ones above it.
 DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("gpu_busy", _gpu_busy, "how busy each sampled GPU was"),
@@ -148,6 +208,7 @@ DERIVATIONS: tuple[Derivation, ...] = (
     Derivation("host_load", lambda facts, _: host_load(facts), "other processes' CPU load"),
     Derivation("training_spans", _training_spans, "the main loop's windows after warm-up"),
     Derivation("timeline_rows", _timeline_rows, "the run timeline's row of each step window"),
+    Derivation("projected", _projected, "the step projected onto the --target GPU"),
 )
 
 
@@ -199,7 +260,13 @@ class Published:
     section): written, never read back (loading derives again from the facts)."""
 
     gpu_busy: tuple[GpuBusyOf, ...] = ()
+    # why ``--target`` gave no projection (the projection itself is the record's
+    # top-level ``projection``, where readers of older records found it)
+    projection_refused: str | None = None
 
 
 def published(result: Derived) -> Published:
-    return Published(gpu_busy=tuple(GpuBusyOf(i, b) for i, b in sorted(result.gpu_busy.items())))
+    return Published(
+        gpu_busy=tuple(GpuBusyOf(i, b) for i, b in sorted(result.gpu_busy.items())),
+        projection_refused=result.projection_refused,
+    )

@@ -71,7 +71,7 @@ from gpuwhy.facts.placement import (
     is_input_boundary,
 )
 from gpuwhy.facts.program import ProgramFacts
-from gpuwhy.facts.projection import ProjectionFacts
+from gpuwhy.facts.projection import NvmlReading, ProjectionFacts, TargetFacts
 from gpuwhy.facts.stalls import (
     Activity,
     LoopStalls,
@@ -80,6 +80,7 @@ from gpuwhy.facts.stalls import (
     StallCause,
     StallFacts,
 )
+from gpuwhy.facts.step_profile import NodeTime, StepProfile
 from gpuwhy.facts.steps import (
     EagerFacts,
     EagerOpSite,
@@ -146,7 +147,11 @@ __all__ = [
     "PlacementCheck",
     "PlacementFacts",
     "ProgramFacts",
+    "NodeTime",
+    "NvmlReading",
     "ProjectionFacts",
+    "StepProfile",
+    "TargetFacts",
     "ReboundName",
     "RunTimeline",
     "RunWindow",
@@ -200,6 +205,9 @@ class Facts:
     input_fixes: InputFixFacts | None = None
     fixes_tried: tuple[FixTried, ...] | None = None
     fix_trial: FixTrialFacts | None = None
+    target: TargetFacts | None = None
+    # derived from ``target`` and the other sections (derived/stage.py); kept here only
+    # by records written before the ``target`` section, and by facts made by hand
     projection: ProjectionFacts | None = None
     distribute: DistributeFacts | None = None
     task: TaskFacts | None = None

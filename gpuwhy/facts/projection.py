@@ -1,10 +1,51 @@
-"""Section ``projection``: the traced training step as it would run on a named GPU
-(``--target``), joined with the input pipeline as this run measured it.
+"""Sections ``target`` and ``projection``.
+
+``target``: the GPU ``--target`` named and what projecting onto it needs that no other
+section keeps (a few profiled steps, NVML's reading of a GPU the table lacks): the
+derivation stage projects the step from it and the other sections (derived/stage.py).
+
+``projection``: the traced training step as it would run on a named GPU, joined with the
+input pipeline as the run measured it: what the stage derives. A record keeps it as a
+section only where it was written before the ``target`` section existed (or facts are
+made by hand): the stage then reads it as it was projected.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from gpuwhy.facts.step_profile import StepProfile
+
+
+@dataclass(frozen=True)
+class NvmlReading:
+    """What NVML says of one GPU that the peaks are derived from (None: not reported)."""
+
+    name: str
+    compute_capability: tuple[int, int] | None = None  # nvmlDeviceGetCudaComputeCapability
+    architecture: int | None = None  # nvmlDeviceGetArchitecture
+    cuda_cores: int | None = None  # nvmlDeviceGetNumGpuCores
+    max_sm_clock_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)
+    max_memory_clock_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)
+    memory_bus_bits: int | None = None  # nvmlDeviceGetMemoryBusWidth
+    memory_bytes: int | None = None  # nvmlDeviceGetMemoryInfo().total
+    pcie_generation: int | None = None  # nvmlDeviceGetMaxPcieLinkGeneration
+    pcie_width: int | None = None  # nvmlDeviceGetMaxPcieLinkWidth
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """Section ``target``: what ``--target`` asked for, and the measurements of this run
+    the projection onto it reads that no other section keeps."""
+
+    requested: str  # as asked: "A100", "auto"
+    # a few training steps profiled once warm (their CPU ops' time, each call's own
+    # cost); None where they were not, ``unprofiled`` saying why
+    profile: StepProfile | None = None
+    unprofiled: str = "the steps were not profiled"
+    # ``auto`` on a GPU gpuwhy's table lacks: what NVML reports of this machine's first
+    # GPU, its peaks derived from it (projection/derive.py); None where not read
+    peaks: NvmlReading | None = None
 
 
 @dataclass(frozen=True)

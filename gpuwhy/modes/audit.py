@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwhy.collect.placement import AuditTarget, audit_functions
-from gpuwhy.facts import Facts
-from gpuwhy.projection.step import NothingToProject, projection_facts
+from gpuwhy.facts import Facts, TargetFacts
 from gpuwhy.record import Record
 from gpuwhy.tfapi.graph_ops import relative
 from gpuwhy.tfapi.training import traced_before
@@ -55,13 +54,12 @@ def audit_path(
     project, is an :class:`AuditError`."""
     targets = targets_for_path(Path(path))
     placement, _ = audit_functions(targets, verify=verify, batch=batch)
-    facts = Facts(placement=placement)
-    if target is not None:
-        try:
-            facts = Facts(placement=placement, projection=projection_facts(facts, target))
-        except NothingToProject as e:
-            raise AuditError(str(e)) from None
-    return Record.diagnose("audit", facts)
+    facts = Facts(placement=placement, target=TargetFacts(target) if target else None)
+    record = Record.diagnose("audit", facts)
+    refused = record.derived.projection_refused
+    if refused is not None:  # the GPU unknown here, or nothing to cost
+        raise AuditError(refused)
+    return record
 
 
 def _label(name: str | bytes) -> str:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import OpGroup, PlacementFacts
+from gpuwhy.facts.step_profile import StepProfile
 from gpuwhy.projection.cost import Band
 
 CPU_REASONS = ("no-gpu-kernel", "no-gpu-kernel-for-dtype", "forced-cpu")

@@ -17,9 +17,7 @@ projection's band is widened (cost.DERIVED_WIDTH) and says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
+from gpuwhy.facts.projection import NvmlReading
 from gpuwhy.gpu_specs import GBS, PCIE_GENERATIONS, GpuSpec, UnknownGpuError, find_gpu
 
 # Per compute capability: FP32 cores per SM, dense FP16 tensor FLOPs (FP32 accumulate)
@@ -54,22 +52,6 @@ _NVML_ARCH = {
 }
 # GB/s per lane, one way, by PCIe generation (after line coding)
 _PCIE_LANE = {g: spec.lane_gb_s for g, spec in PCIE_GENERATIONS.items()}
-
-
-@dataclass(frozen=True)
-class NvmlReading:
-    """What NVML says of one GPU that the peaks are derived from (None: not reported)."""
-
-    name: str
-    compute_capability: tuple[int, int] | None = None  # nvmlDeviceGetCudaComputeCapability
-    architecture: int | None = None  # nvmlDeviceGetArchitecture
-    cuda_cores: int | None = None  # nvmlDeviceGetNumGpuCores
-    max_sm_clock_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)
-    max_memory_clock_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)
-    memory_bus_bits: int | None = None  # nvmlDeviceGetMemoryBusWidth
-    memory_bytes: int | None = None  # nvmlDeviceGetMemoryInfo().total
-    pcie_generation: int | None = None  # nvmlDeviceGetMaxPcieLinkGeneration
-    pcie_width: int | None = None  # nvmlDeviceGetMaxPcieLinkWidth
 
 
 class CannotDerive(LookupError):
@@ -138,21 +120,20 @@ def derive_gpu(reading: NvmlReading) -> GpuSpec:
     )
 
 
-def auto_gpu(name: str, index: int, read: Callable[[int], dict | None]) -> GpuSpec:
-    """``--target auto``'s GPU: the table's for ``name``, else peaks derived from what
-    ``read`` (collect.nvml.peaks_reading) reports of device ``index``. Raises
-    UnknownGpuError where neither works, saying why."""
+def auto_gpu(name: str, reading: NvmlReading | None) -> GpuSpec:
+    """``--target auto``'s GPU: the table's for ``name``, else peaks derived from
+    ``reading`` (what NVML reported of it when the run was watched,
+    collect.nvml.peaks_reading). Raises UnknownGpuError where neither works, saying why."""
     try:
         return find_gpu(name)
     except UnknownGpuError:
-        reading = read(index)
         if reading is None:
             raise UnknownGpuError(
                 f"{name} is not in gpuwhy's table and NVML could not be read to derive its "
                 "peaks: name a GPU with --target"
             ) from None
         try:
-            return derive_gpu(NvmlReading(**reading))
+            return derive_gpu(reading)
         except CannotDerive as error:
             raise UnknownGpuError(
                 f"{name} is not in gpuwhy's table and {error}: name a GPU with --target"

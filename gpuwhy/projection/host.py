@@ -34,8 +34,8 @@ import statistics
 from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
-from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, StepFacts, TracedFunction, TracingFacts
+from gpuwhy.facts.step_profile import StepProfile
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import Band
 from gpuwhy.projection.cpu_ops import HOST_FACTOR
@@ -135,9 +135,11 @@ def host_work(
     tracing: TracingFacts | None,
     label: str,
     profile: StepProfile | None,
+    unprofiled: str = "the steps were not profiled",
 ) -> HostWork | None:
     """The host's work per step for the projected function ``label``, where the run
-    measured any of it (None: neither part measured)."""
+    measured any of it (None: neither part measured); ``unprofiled`` says why there is
+    no ``profile``."""
     function = traced_function(tracing, label)
     between = between_calls(steps, function)
     name = label.split(" (", 1)[0]
@@ -188,7 +190,14 @@ def host_work(
             else "the time between its calls"
         )
     if overhead is None:
-        missing.append("the call's own cost (the steps were not profiled)")
+        why = (
+            unprofiled
+            if profile is None
+            else f"the profiled calls were of {profile.function}"
+            if profile.function != name
+            else "the profiled calls measured none"
+        )
+        missing.append(f"the call's own cost ({why})")
     note = (
         "the host's own work, measured here: "
         + "; ".join(parts)

@@ -14,19 +14,18 @@ measurements and the step's band.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from gpuwhy.derived.capture import kernel_pattern
 from gpuwhy.derived.pipeline import first_pass
-from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import (
     EagerFacts,
     Facts,
+    NvmlReading,
     PipelineFacts,
     PlacementFacts,
     ProjectionFacts,
     StepFacts,
 )
+from gpuwhy.facts.step_profile import StepProfile
 from gpuwhy.formatting import duration
 from gpuwhy.gpu_specs import GpuSpec, UnknownGpuError, find_gpu
 from gpuwhy.projection.cost import (
@@ -64,22 +63,15 @@ class NothingToProject(Exception):
     """The run gave the projection nothing to cost: no traced function, no eager step."""
 
 
-def not_read(index: int) -> dict | None:
-    """No NVML reading (an audit of files, or NVML not readable): the table's peaks."""
-    return None
-
-
-def resolve_target(
-    requested: str, facts: Facts, read_peaks: Callable[[int], dict | None] = not_read
-) -> GpuSpec:
+def resolve_target(requested: str, facts: Facts, peaks: NvmlReading | None = None) -> GpuSpec:
     """The table's GPU for --target: a name, or ``auto`` for this machine's first GPU
-    (one the table lacks: its peaks derived from ``read_peaks``, the collector's NVML
-    reading, collect/nvml.py's peaks_reading)."""
+    (one the table lacks: its peaks derived from ``peaks``, what NVML reported of it
+    when the run was watched)."""
     if requested.strip().lower() != AUTO:
         return find_gpu(requested)
     devices = facts.devices or ()
     if devices:  # a GPU the table lacks: its peaks derived from what NVML reports
-        return auto_gpu(devices[0].name, devices[0].index, read_peaks)
+        return auto_gpu(devices[0].name, peaks)
     if facts.placement is not None and facts.placement.gpu_name:  # the one TF saw here
         return find_gpu(facts.placement.gpu_name)
     raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
@@ -206,13 +198,13 @@ def projection_facts(
     eager: EagerFacts | None = None,
     profile: StepProfile | None = None,
     unprofiled: str = "the steps were not profiled",
-    read_peaks: Callable[[int], dict | None] = not_read,
+    peaks: NvmlReading | None = None,
 ) -> ProjectionFacts:
     """The section for ``requested`` (a GPU name or ``auto``), from the placement audit,
     the eager ops each step issued and, where given, the pipeline the steps read and a
     few steps profiled (``profile``; where None, ``unprofiled`` says why).
     Raises NothingToProject when the run traced no function and sampled no eager step."""
-    gpu = resolve_target(requested, facts, read_peaks)
+    gpu = resolve_target(requested, facts, peaks)
     placement = facts.placement
     projection = (
         project_step(
@@ -228,7 +220,7 @@ def projection_facts(
     dispatch = eager_dispatch(eager) if steps is not None and steps.count else None
     host: HostWork | None = None
     if projection is not None:
-        host = host_work(steps, facts.tracing, projection.function, profile)
+        host = host_work(steps, facts.tracing, projection.function, profile, unprofiled)
     if projection is None and dispatch is None:
         raise NothingToProject(
             "no tf.function was traced and no step's eager ops were counted: nothing to cost"

@@ -11,6 +11,7 @@ import difflib
 import functools
 from typing import Any
 
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.base import Rule
@@ -151,11 +152,22 @@ def _check(rule_cls: type[Rule], facts: Facts, options: dict[str, Any]) -> list[
 
 
 def missing_sections(rule_cls: type[Rule], facts: Facts) -> list[str]:
-    """The fact sections ``rule_cls`` needs that ``facts`` lacks (empty: it can run)."""
-    missing = [s for s in rule_cls.needs if not facts.has(s)]
-    if rule_cls.needs_any and not any(facts.has(s) for s in rule_cls.needs_any):
+    """The fact sections ``rule_cls`` needs that ``facts`` lacks (empty: it can run). A
+    need is a section, or a value the derivation stage derives (``projection``)."""
+    missing = [s for s in rule_cls.needs if not _present(facts, s)]
+    if rule_cls.needs_any and not any(_present(facts, s) for s in rule_cls.needs_any):
         missing.append(" or ".join(rule_cls.needs_any))
     return missing
+
+
+# needs a rule may name that the derivation stage derives rather than a collector fills
+DERIVED_NEEDS = ("projection",)
+
+
+def _present(facts: Facts, need: str) -> bool:
+    if need in DERIVED_NEEDS:
+        return getattr(derived(facts), need) is not None
+    return facts.has(need)
 
 
 def run_rule(rule_cls: type[Rule], facts: Facts, options: dict[str, Any]) -> list[Finding]:

@@ -253,8 +253,8 @@ def _projected(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> d
     model): the original's median projection against the fix's; the band, the ratio at
     the model's low and high ends too (one model error moves both variants' projections
     of one program alike, so the ends are compared end to end)."""
-    before = [r.record.facts.projection for r in originals if r.record is not None]
-    after = [r.record.facts.projection for r in runs if r.record is not None]
+    before = [r.record.derived.projection for r in originals if r.record is not None]
+    after = [r.record.derived.projection for r in runs if r.record is not None]
     if not before or not after or any(p is None for p in (*before, *after)):
         return {}
     b = [p for p in before if p is not None]

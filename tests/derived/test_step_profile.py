@@ -1,6 +1,6 @@
 """The step profile's type, as the collector fills it and the projection reads it."""
 
-from gpuwhy.derived.step_profile import NodeTime, StepProfile
+from gpuwhy.facts.step_profile import NodeTime, StepProfile
 
 
 def test_a_profile_says_how_it_was_measured():

@@ -3,8 +3,8 @@ the audit's groups against a profiled step, from small facts."""
 
 import pytest
 
-from gpuwhy.derived.step_profile import NodeTime, StepProfile
 from gpuwhy.facts import Facts, StepFacts
+from gpuwhy.facts.step_profile import NodeTime, StepProfile
 from gpuwhy.projection.cpu_ops import HOST_FACTOR, measured_cpu_ops
 from gpuwhy.projection.step import projection_facts
 from gpuwhy.report.run.summary import projection_lines

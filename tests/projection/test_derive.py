@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuwhy.facts import Facts
+from gpuwhy.facts import Facts, NvmlReading
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
-from gpuwhy.projection.derive import CannotDerive, NvmlReading, auto_gpu, derive_gpu
+from gpuwhy.projection.derive import CannotDerive, auto_gpu, derive_gpu
 from gpuwhy.projection.step import projection_facts
 from tests import builders as b
 from tests.projection.test_cost import placement
@@ -22,10 +22,6 @@ READINGS = [  # constructed, and any recorded by tools/record_nvml.py on a GPU m
 ]
 TABLE = [(r["table"], r["reading"]) for r in READINGS if r["kind"] == "reading" and r["table"]]
 UNKNOWN = next(r["reading"] for r in READINGS if r["kind"] == "reading" and not r["table"])
-
-
-def _read(reading):
-    return lambda index: reading
 
 
 @pytest.mark.parametrize("table, reading", TABLE, ids=[name for name, _ in TABLE])
@@ -49,22 +45,22 @@ def test_derived_peaks_land_within_ten_percent_of_the_datasheet(table, reading):
 
 
 def test_a_gpu_the_table_lacks_gets_derived_peaks_and_a_table_gpu_its_datasheet():
-    a4000 = auto_gpu(UNKNOWN["name"], 0, _read(UNKNOWN))
+    a4000 = auto_gpu(UNKNOWN["name"], NvmlReading(**UNKNOWN))
     # RTX A4000 datasheet: 19.2 TFLOPS FP32, 448 GB/s, 48 SMs
     assert a4000.float32_flops == pytest.approx(19.2e12, rel=0.02)
     assert a4000.memory_bandwidth == pytest.approx(448e9, rel=0.01)
     assert a4000.sm_count == 48 and a4000.tf32_flops == a4000.float16_flops / 2
     assert "48 SMs at 1560 MHz" in (a4000.derived_from or "")
-    h100 = auto_gpu("NVIDIA H100 80GB HBM3", 0, _read(None))  # the table's: NVML not read
+    h100 = auto_gpu("NVIDIA H100 80GB HBM3", None)  # the table's: NVML not read
     assert h100.name == "H100" and h100.derived_from is None
 
 
 def test_without_enough_from_nvml_the_error_says_what_is_missing():
     with pytest.raises(UnknownGpuError, match="could not be read"):
-        auto_gpu("NVIDIA RTX A4000", 0, _read(None))
+        auto_gpu("NVIDIA RTX A4000", None)
     partial = {**UNKNOWN, "max_memory_clock_mhz": None, "memory_bus_bits": None}
     with pytest.raises(UnknownGpuError, match="memory clock, memory bus width"):
-        auto_gpu("NVIDIA RTX A4000", 0, _read(partial))
+        auto_gpu("NVIDIA RTX A4000", NvmlReading(**partial))
     with pytest.raises(CannotDerive):
         derive_gpu(NvmlReading("Voodoo 5", compute_capability=None, architecture=None))
     # a newer minor version than the table knows: its major's base architecture
@@ -82,7 +78,7 @@ def test_geforce_cards_get_the_half_rate_fp32_accumulate_tensor_cores():
 def test_auto_on_an_unknown_gpu_says_its_peaks_were_derived_and_widens_the_band():
     facts = Facts(placement=placement(), devices=(b.gpu(0, name=UNKNOWN["name"]),))
     # this machine has no GPU: NVML's answer is the constructed reading's
-    found = projection_facts(facts, "auto", read_peaks=_read(UNKNOWN))
+    found = projection_facts(facts, "auto", peaks=NvmlReading(**UNKNOWN))
     assert found.gpu == "NVIDIA RTX A4000"
     note = next(n for n in found.notes if "not in gpuwhy's GPU table" in n)
     assert "derived from NVML" in note and "1.25x wider" in note
@@ -99,6 +95,6 @@ def test_auto_on_an_unknown_gpu_says_its_peaks_were_derived_and_widens_the_band(
 def test_auto_on_an_unknown_gpu_without_nvml_asks_for_a_name():
     facts = Facts(placement=placement(), devices=(b.gpu(0, name=UNKNOWN["name"]),))
     with pytest.raises(UnknownGpuError, match="name a GPU with --target"):
-        projection_facts(facts, "auto", read_peaks=_read(None))  # NVML not readable
+        projection_facts(facts, "auto", peaks=None)  # NVML not readable
     with pytest.raises(UnknownGpuError, match="name a GPU with --target"):
         projection_facts(facts, "auto")  # not read at all (an audit of files)

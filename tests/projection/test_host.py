@@ -3,8 +3,8 @@ the step's function, each call's own cost, and how they join the GPU's work."""
 
 import pytest
 
-from gpuwhy.derived.step_profile import StepProfile
 from gpuwhy.facts import EagerFacts, Facts, StepFacts, TracedFunction, TracingFacts
+from gpuwhy.facts.step_profile import StepProfile
 from gpuwhy.finding import Finding
 from gpuwhy.projection.host import between_calls, host_work
 from gpuwhy.projection.step import projection_facts

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwhy.collect.inprocess.step_profile import is_collective
-from gpuwhy.derived.step_profile import StepProfile
+from gpuwhy.facts.step_profile import StepProfile
 
 __all__ = ["CollectiveTime", "collective_time", "is_collective"]
 

@@ -1,9 +1,8 @@
-"""``gpuwhy run --target GPU``: the projection as one of the run's collectors, asked
-once the program ended, after the sections it reads (``placement``, ``program``,
-``tfdata``, ``steps``, ``eager``) and given the steps the step sampler profiled.
-
-Where the GPU is unknown or the run gave nothing to cost, the section stays empty and
-the program's notes say why.
+"""``gpuwhy run --target GPU``: the ``target`` section, what the projection onto GPU
+needs that no other collector keeps: the steps the step sampler profiled once warm
+and, for ``auto`` on a GPU gpuwhy's table lacks, NVML's reading of it. The projection
+itself is derived from this section and the others (derived/stage.py), wherever the
+record is read.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptio
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.step_profile import StepSampler
 from gpuwhy.collect.nvml import peaks_reading
-from gpuwhy.derived.pipeline import steps_pipeline
-from gpuwhy.facts import ProjectionFacts
+from gpuwhy.facts import GpuDevice, NvmlReading, TargetFacts
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
-from gpuwhy.projection.step import NothingToProject, projection_facts
+from gpuwhy.projection.step import AUTO
 
 
 def _unknown_gpu(name: str | None) -> str | None:
@@ -45,8 +43,9 @@ TARGET: Option[str | None] = Option(
 
 
 class TargetProjection(Collector):
-    name = section = "projection"
-    reads_from = ("tracing", "placement", "program", "tfdata", "steps", "eager", "step_profile")
+    name = section = "target"
+    # the function watcher (to know when the steps are warm) and the step sampler
+    reads_from = ("tracing", "step_profile")
     options = (TARGET,)
     what = "projection"
     needs_tensorflow = True
@@ -63,21 +62,30 @@ class TargetProjection(Collector):
         cls.peer_of(made, StepSampler).profile_when_warm(functions.warm, functions.calls_of)
         return cls()
 
-    def fill(self, gathering: Gathering) -> ProjectionFacts | None:
+    def fill(self, gathering: Gathering) -> TargetFacts:
         target = gathering.options[TARGET]
         assert target is not None
-        facts, profile = gathering.facts, gathering.peer(StepSampler)
-        try:
-            return projection_facts(
-                facts,
-                target,
-                steps_pipeline(facts.tfdata, facts.steps),
-                facts.steps,
-                facts.eager,
-                profile=profile.result,
-                unprofiled=profile.reason or "the steps were not profiled",
-                read_peaks=peaks_reading,
-            )
-        except (UnknownGpuError, NothingToProject) as e:
-            gathering.note(f"no projection onto {target}: {e}")
-            return None
+        profile = gathering.peer(StepSampler)
+        return TargetFacts(
+            requested=target,
+            profile=profile.result,
+            unprofiled=profile.reason or "the steps were not profiled",
+            peaks=_auto_peaks(target, gathering.facts.devices or ()),
+        )
+
+
+def _auto_peaks(requested: str, devices: Sequence[GpuDevice]) -> NvmlReading | None:
+    """What NVML reports of this machine's first GPU, where ``auto`` projects onto it
+    and gpuwhy's table lacks it (its peaks are derived from this); else None."""
+    if requested.strip().lower() != AUTO or not devices or _in_table(devices[0].name):
+        return None
+    reading = peaks_reading(devices[0].index)
+    return NvmlReading(**reading) if reading is not None else None
+
+
+def _in_table(name: str) -> bool:
+    try:
+        find_gpu(name)
+    except UnknownGpuError:
+        return False
+    return True

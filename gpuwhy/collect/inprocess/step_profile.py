@@ -31,7 +31,7 @@ from typing import Any
 from gpuwhy.collect.inprocess import profiler
 from gpuwhy.collect.inprocess.base import Collector, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.derived.step_profile import NodeTime, StepProfile
+from gpuwhy.facts.step_profile import NodeTime, StepProfile
 from gpuwhy.tfapi import profiler_trace
 from gpuwhy.tfapi.profiler_trace import FUNCTION_CALL
 

@@ -193,6 +193,7 @@ class _Page(Figures):
 
     def context(self, record: Record) -> dict[str, Any]:
         facts = record.facts
+        projection = record.derived.projection
         usable = gpu_usable(facts)
         mark, tone = {True: ("✓", "good"), False: ("✗", "bad"), None: ("•", "neutral")}[usable]
         findings = sorted(record.findings, key=Finding.sort_key)
@@ -204,7 +205,7 @@ class _Page(Figures):
             "findings": _cards(
                 findings,
                 of="step" if _has_steps(facts) else "run",
-                target=facts.projection.requested if facts.projection is not None else None,
+                target=projection.requested if projection is not None else None,
             ),
             "run": run_view(facts),
             "timeline": self.timeline_view(facts, findings),
@@ -213,7 +214,7 @@ class _Page(Figures):
             else None,
             "optimizations": self.optimizations_view(fix_measurements(record.facts.input_fixes)),
             "fixes_tried": fixes_tried_view(facts),
-            "projection": self.projection_view(facts.projection),
+            "projection": self.projection_view(projection),
             "placement": placement_view(facts.placement),
             "eager": eager_view(facts.eager),
             "tracing": tracing_view(facts.tracing),

@@ -45,6 +45,7 @@ from gpuwhy.report.run.summary import (
     missing_library,
     op_group_cells,
     placement_where,
+    program_notes,
     tensorflow_line,
 )
 
@@ -142,7 +143,7 @@ def run_view(facts: Facts) -> dict[str, Any] | None:
             "rows": rows,
             "notes": [],
         }
-    return {"title": "Run", "rows": rows, "notes": list(program.notes)}
+    return {"title": "Run", "rows": rows, "notes": program_notes(facts)}
 
 
 def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:

@@ -43,9 +43,10 @@ def run_bars(facts: Facts, findings: Sequence[Finding] = ()) -> list[Bar]:
                 draws=None if captured else "step",
             )
         )
-    if facts.projection is not None:
-        bars.append(projected_bar(facts.projection, findings))
-    if split is None and facts.projection is None:
+    projection = derived(facts).projection
+    if projection is not None:
+        bars.append(projected_bar(projection, findings))
+    if split is None and projection is None:
         bars.extend(recording_bars(facts))
     return bars
 

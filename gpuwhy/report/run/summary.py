@@ -7,13 +7,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import (
     EagerFacts,
+    Facts,
     OpGroup,
     PlacementFacts,
     ProjectionFacts,
 )
 from gpuwhy.formatting import duration
+
+
+def program_notes(facts: Facts) -> list[str]:
+    """The run's notes: the program's, then why ``--target`` gave no projection (the
+    derivation stage's, where it could not project)."""
+    notes = list(facts.program.notes) if facts.program is not None else []
+    refused = derived(facts).projection_refused
+    return notes + [refused] if refused is not None else notes
 
 
 def finding_causes(evidence: dict[str, Any]) -> list[tuple[str, str]] | None:

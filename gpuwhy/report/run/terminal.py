@@ -93,7 +93,7 @@ class TerminalRenderer(Renderer):
             console.print(_workers(record.facts.workers))
         tried_ids = {t.finding for t in record.facts.fixes_tried or ()}
         in_trial = record.facts.fix_trial is not None
-        projection = record.facts.projection
+        projection = record.derived.projection
         target = projection.requested if projection is not None else None
         if record.findings:
             console.print()
@@ -151,7 +151,7 @@ class TerminalRenderer(Renderer):
         if run is not None:
             console.print()
             console.print(run)
-        projection = record.facts.projection
+        projection = record.derived.projection
         if projection is not None:
             console.print()
             console.print(

@@ -15,7 +15,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.formatting import duration
 from gpuwhy.report.layout import Rows, table
-from gpuwhy.report.run.summary import eager_site_rows
+from gpuwhy.report.run.summary import eager_site_rows, program_notes
 
 
 def run_section(facts: Facts, verbose: bool) -> Group | None:
@@ -28,7 +28,7 @@ def run_section(facts: Facts, verbose: bool) -> Group | None:
         rows.add_row(key, text)
     title = "Run" if program is not None else "Capture (every figure measured by the profiler)"
     lines: list = [Text(title, style="bold underline"), *rows.lines]
-    for note in program.notes if program is not None else ():
+    for note in program_notes(facts):
         lines.append(Text(f"  note: {note}", style="dim"))
     if verbose:
         lines.extend(_verbose_tables(facts))

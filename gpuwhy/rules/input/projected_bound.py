@@ -62,7 +62,7 @@ class ProjectedInputBound(Rule):
     question = "Will my pipeline keep the GPU busy?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        projection = facts.projection
+        projection = derived(facts).projection
         assert projection is not None  # in `needs`: never run without it
         if projection.input_wait_fraction is None:
             return []

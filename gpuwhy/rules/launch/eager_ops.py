@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
@@ -187,7 +188,7 @@ class EagerOps(Rule):
         if eager.note:
             evidence["counted"] = eager.note
         severity, gain_text = self._severity(gain), self._gain_text(gain)
-        projection = facts.projection
+        projection = derived(facts).projection
         if projection is not None and projection.eager_s and projection.step_s > 0:
             # a GPU shortens the step's kernels, not Python's issuing of them
             share = min(1.0, projection.eager_s / projection.step_s)

@@ -83,7 +83,7 @@ class ProjectedLaunchBound(Rule):
     question = "Will my model keep the GPU busy?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        projection = facts.projection
+        projection = derived(facts).projection
         assert projection is not None  # in `needs`: never run without it
         if projection.step_s <= 0:
             return []
@@ -150,7 +150,7 @@ class ProjectedLaunchBound(Rule):
     def _host_bound(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         """The host's own work, measured here, takes most of the projected step: the
         GPU would wait for the host (a small model at a small batch)."""
-        projection = facts.projection
+        projection = derived(facts).projection
         assert projection is not None
         device = projection.device_s
         host = projection.host_s

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, TensorOp
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 
@@ -31,9 +32,10 @@ def target_gpu(facts: Facts) -> tuple[tuple[int, int] | None, str | None]:
                 return (int(major), int(minor or 0)), device.name
             except ValueError:
                 continue
-    if facts.projection is not None:  # no GPU here: the one --target named
+    projection = derived(facts).projection
+    if projection is not None:  # no GPU here: the one --target named
         try:
-            spec = find_gpu(facts.projection.gpu)
+            spec = find_gpu(projection.gpu)
         except UnknownGpuError:
             return None, None
         return spec.compute_capability, f"{spec.name} (--target)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 
+from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
@@ -90,7 +91,8 @@ def candidates(
 def _before_bfloat16(facts: Facts) -> bool:
     """The GPU the step is for (--target's, or this machine's) has no bfloat16 tensor
     cores (compute capability below 8.0)."""
-    name = facts.projection.gpu if facts.projection is not None else None
+    projection = derived(facts).projection
+    name = projection.gpu if projection is not None else None
     if name is None and facts.devices:
         name = facts.devices[0].name
     if name is None:
