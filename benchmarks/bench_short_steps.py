@@ -9,6 +9,10 @@ watched loop has a plain one beside it. Printed: per loop, the wall time and the
 thread's CPU time per step; then the medians and the median of the paired ratios.
 
     .venv/bin/python benchmarks/bench_short_steps.py [--rounds 7] [--steps 6000] [--size 16]
+        [--session eager=False]
+
+``--session NAME=VALUE`` (repeated) passes ``gpuwhy.session()`` an option of ``gpuwhy run``
+(``eager=False`` is ``--no-eager``): what one collector costs, measured apart.
 
 ``--size`` sets the matmul (16: steps of ~0.2 ms here; 288 with ``--batch 160``: ~0.5 ms).
 """
@@ -29,7 +33,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--session", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
+    options = {k: _value(v) for k, _, v in (o.partition("=") for o in args.session)}
 
     import tensorflow as tf
 
@@ -58,7 +64,7 @@ def main() -> None:
     watched: list[tuple[float, float]] = []
     for _ in range(args.rounds):
         plain.append(loop())
-        with gpuwhy.session():
+        with gpuwhy.session(**options):
             watched.append(loop())
     print("round   plain wall / cpu per step     watched wall / cpu per step")
     for i, (p, w_) in enumerate(zip(plain, watched)):
@@ -74,6 +80,17 @@ def main() -> None:
             f"median paired ratio {statistics.median(ratios):.3f} "
             f"({min(ratios):.3f}-{max(ratios):.3f})"
         )
+
+
+def _value(text: str) -> object:
+    """An option's value as written: True/False/None, a number, else the text."""
+    named = {"True": True, "False": False, "None": None}
+    if text in named:
+        return named[text]
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return text
 
 
 if __name__ == "__main__":
