@@ -15,7 +15,15 @@ import math
 import statistics
 
 from gpuwhy.comparison.bootstrap import SEED, Sums, interval, resampled_sums
-from gpuwhy.comparison.comparable_units import PART_LABELS, PARTS, RunUnits
+from gpuwhy.comparison.comparable_units import (
+    PART_LABELS,
+    PARTS,
+    REST,
+    REST_COLUMN,
+    REST_MEASURED,
+    RunUnits,
+    with_rest,
+)
 from gpuwhy.comparison.model import Change, PartChange
 from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, ProjectionFacts
@@ -176,15 +184,17 @@ def part_changes(
             notes.append(f"{PART_LABELS[part]}: measured in {one[0]} only, not compared")
     out = []
     if common and before.part_units and after.part_units:
-        b = resampled_sums(before.part_units, seed=SEED + 4)
-        a = resampled_sums(after.part_units, seed=SEED + 5)
-        step_b = _total_per(before.part_units, 1)
-        step_a = _total_per(after.part_units, 1)
+        units_b = with_rest(before.part_units, common)
+        units_a = with_rest(after.part_units, common)
+        b = resampled_sums(units_b, seed=SEED + 4)
+        a = resampled_sums(units_a, seed=SEED + 5)
+        step_b = _total_per(units_b, 1)
+        step_a = _total_per(units_a, 1)
         delta_step = step_a - step_b
-        windows = min(len(before.part_units), len(after.part_units))
-        for part in common:
-            k = 2 + PARTS.index(part)
-            per_b, per_a = _total_per(before.part_units, k), _total_per(after.part_units, k)
+        windows = min(len(units_b), len(units_a))
+        for part in (*common, REST):
+            k = REST_COLUMN if part == REST else 2 + PARTS.index(part)
+            per_b, per_a = _total_per(units_b, k), _total_per(units_a, k)
             if max(per_b, per_a) < NOTHING_S:
                 continue  # nothing in either run (no tracing after warm-up): no row
             # the eager part is a count times one gap per run: no spread to resample
@@ -208,7 +218,7 @@ def part_changes(
                     high_s=round(high, 9) if spread else None,
                     share=round(delta / delta_step, 3) if abs(delta_step) > 0 else None,
                     called=called,
-                    measured_by=after.parts_measured[part],
+                    measured_by=after.parts_measured.get(part, REST_MEASURED),
                 )
             )
     collectives = _collectives(before_facts, after_facts)

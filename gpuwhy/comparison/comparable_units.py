@@ -42,7 +42,24 @@ PART_LABELS = {
     "eager": "issuing eager ops (estimated from their count)",
     "python": "Python outside the calls (the loop itself)",
     "collectives": "inside collective ops (all-reduce)",
+    "rest": "the rest (not split)",
 }
+# the step's time the parts do not name, as with_rest works it out
+REST = "rest"
+REST_MEASURED = "the step time less the parts above"
+# the column with_rest adds to each window's row: the step less the parts both runs split
+REST_COLUMN = 2 + len(PARTS)
+
+
+def with_rest(
+    part_units: Sequence[tuple[float, ...]], common: Sequence[str]
+) -> list[tuple[float, ...]]:
+    """Each window's row with one more column (REST_COLUMN): its steps' time less the
+    ``common`` parts, the time the split does not name. With it the parts a diff lists
+    add up to the step: a part that shrank while the step did not shows where the time
+    went."""
+    columns = [2 + PARTS.index(p) for p in common]
+    return [(*row, row[1] - sum(row[k] or 0.0 for k in columns)) for row in part_units]
 
 
 @dataclass(frozen=True)

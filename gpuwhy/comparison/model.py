@@ -55,7 +55,7 @@ class Change:
 class PartChange:
     """One part of a step in both runs, split the way the record splits it, per step."""
 
-    part: str  # input | tracing | traced_step | eager | python | collectives
+    part: str  # input | tracing | traced_step | eager | python | rest | collectives
     label: str  # "waiting for input"
     before_s: float  # seconds per step
     after_s: float

@@ -19,7 +19,15 @@ from functools import cached_property
 from gpuwhy.comparison.between_runs import Difference, Noise, difference
 from gpuwhy.comparison.bootstrap import SEED, resampled_sums
 from gpuwhy.comparison.changes import MIN_BUSY_CHANGE, MIN_PART_CHANGE, NOTHING_S
-from gpuwhy.comparison.comparable_units import PART_LABELS, PARTS, RunUnits
+from gpuwhy.comparison.comparable_units import (
+    PART_LABELS,
+    PARTS,
+    REST,
+    REST_COLUMN,
+    REST_MEASURED,
+    RunUnits,
+    with_rest,
+)
 from gpuwhy.comparison.environment import HOST_LOAD, QUEUED, environment_changes
 from gpuwhy.comparison.model import Change, PartChange
 from gpuwhy.finding import SEVERITY_RANK, Finding
@@ -125,12 +133,16 @@ def parts_between(before: Side, after: Side, step: Change | None) -> tuple[PartC
     runs' spread."""
     runs = (*before.units, *after.units)
     common = [p for p in PARTS if all(p in u.parts_measured and u.part_units for u in runs)]
+    if not common:
+        return ()
     delta_step = (step.after - step.before) if step is not None else 0.0
+    units_b = [with_rest(u.part_units, common) for u in before.units]
+    units_a = [with_rest(u.part_units, common) for u in after.units]
     out = []
-    for part in common:
-        k = 2 + PARTS.index(part)
-        per_b = [_per_step(u.part_units, k) for u in before.units]
-        per_a = [_per_step(u.part_units, k) for u in after.units]
+    for part in (*common, REST):
+        k = REST_COLUMN if part == REST else 2 + PARTS.index(part)
+        per_b = [_per_step(u, k) for u in units_b]
+        per_a = [_per_step(u, k) for u in units_a]
         mean_b, mean_a = statistics.fmean(per_b), statistics.fmean(per_a)
         if max(mean_b, mean_a) < NOTHING_S:
             continue
@@ -150,7 +162,9 @@ def parts_between(before: Side, after: Side, step: Change | None) -> tuple[PartC
                 high_s=round(d.high, 9),
                 share=round(d.estimate / delta_step, 3) if abs(delta_step) > 0 else None,
                 called=big and (d.low > 0 or d.high < 0),
-                measured_by=after.units[after.representative].parts_measured[part],
+                measured_by=after.units[after.representative].parts_measured.get(
+                    part, REST_MEASURED
+                ),
             )
         )
     return tuple(out)

@@ -3,6 +3,7 @@ how much with its interval, the part that moved most, and what else changed."""
 
 from __future__ import annotations
 
+from gpuwhy.comparison.comparable_units import REST
 from gpuwhy.comparison.environment import HOST_LOAD, QUEUED
 from gpuwhy.comparison.model import Change, EnvironmentChange, PartChange
 from gpuwhy.formatting import duration
@@ -89,9 +90,10 @@ def _ratio_interval(step: Change) -> str:
 
 
 def _largest_part(parts: tuple[PartChange, ...], step: Change) -> str | None:
-    """The part that moved most in the step's direction, where it was called."""
+    """The part that moved most in the step's direction, where it was called (a part
+    the split names: not the rest)."""
     direction = 1 if step.called == "slower" else -1
-    moved = [p for p in parts if p.called and p.delta_s * direction > 0]
+    moved = [p for p in parts if p.called and p.delta_s * direction > 0 and p.part != REST]
     if not moved:
         return None
     best = max(moved, key=lambda p: abs(p.delta_s))

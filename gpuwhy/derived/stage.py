@@ -54,6 +54,7 @@ from gpuwhy.facts import (
     StepSpan,
 )
 from gpuwhy.gpu_specs import UnknownGpuError
+from gpuwhy.projection.host import UNPROFILED
 from gpuwhy.projection.step import NothingToProject, projection_facts
 
 
@@ -191,7 +192,7 @@ def _projected(facts: Facts, earlier: Mapping[str, Any]) -> Projected:
                 facts.steps,
                 facts.eager,
                 profile=target.profile,
-                unprofiled=target.unprofiled,
+                unprofiled=target.unprofiled or UNPROFILED,
                 peaks=target.peaks,
             )
         )

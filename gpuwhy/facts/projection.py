@@ -42,7 +42,7 @@ class TargetFacts:
     # a few training steps profiled once warm (their CPU ops' time, each call's own
     # cost); None where they were not, ``unprofiled`` saying why
     profile: StepProfile | None = None
-    unprofiled: str = "the steps were not profiled"
+    unprofiled: str | None = None
     # ``auto`` on a GPU gpuwhy's table lacks: what NVML reports of this machine's first
     # GPU, its peaks derived from it (projection/derive.py); None where not read
     peaks: NvmlReading | None = None

@@ -40,6 +40,8 @@ from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import Band
 from gpuwhy.projection.cpu_ops import HOST_FACTOR
 
+UNPROFILED = "the steps were not profiled"  # where nothing says why
+
 
 @dataclass(frozen=True)
 class HostWork:
@@ -135,7 +137,7 @@ def host_work(
     tracing: TracingFacts | None,
     label: str,
     profile: StepProfile | None,
-    unprofiled: str = "the steps were not profiled",
+    unprofiled: str = UNPROFILED,
 ) -> HostWork | None:
     """The host's work per step for the projected function ``label``, where the run
     measured any of it (None: neither part measured); ``unprofiled`` says why there is
@@ -143,7 +145,11 @@ def host_work(
     function = traced_function(tracing, label)
     between = between_calls(steps, function)
     name = label.split(" (", 1)[0]
-    measured = profile is not None and profile.function == name and profile.call_overhead_s
+    # a call whose ops span it whole has a measured cost of 0 (Keras' fit: its iterator's
+    # ops start as the call does), not an unmeasured one
+    measured = (
+        profile is not None and profile.function == name and profile.call_overhead_s is not None
+    )
     overhead = profile.call_overhead_s if measured and profile is not None else None
     least, most = (
         profile.call_overhead_range_s
@@ -175,7 +181,8 @@ def host_work(
             f"{duration(between)} per step between its calls (the loop, callbacks, eager ops)"
         )
     if overhead is not None:
-        spread = f", {duration(least)}–{duration(most)} over most calls" if most > least else ""
+        low, high = duration(least), duration(most)
+        spread = f", {low}–{high} over most calls" if low != high else ""
         parts.append(
             f"{duration(overhead)} per call of {name} outside its ops (Python's call and the "
             f"runtime's set-up; TF profiler trace of {profile.steps if profile else 0} "

@@ -46,7 +46,7 @@ from gpuwhy.projection.cpu_ops import (
     measured_cpu_ops,
 )
 from gpuwhy.projection.derive import auto_gpu
-from gpuwhy.projection.host import HostWork, host_work, unmeasured_note
+from gpuwhy.projection.host import UNPROFILED, HostWork, host_work, unmeasured_note
 
 AUTO = "auto"
 # The median gap between two eager ops measured here, as dispatch on the target: a
@@ -74,7 +74,10 @@ def resolve_target(requested: str, facts: Facts, peaks: NvmlReading | None = Non
         return auto_gpu(devices[0].name, peaks)
     if facts.placement is not None and facts.placement.gpu_name:  # the one TF saw here
         return find_gpu(facts.placement.gpu_name)
-    raise UnknownGpuError("--target auto needs a GPU on this machine: name one instead")
+    raise UnknownGpuError(
+        "--target auto projects onto the GPU of the machine the program ran on, and it had "
+        "none: name one instead"
+    )
 
 
 def batch_seconds(pipeline: PipelineFacts | None) -> float | None:
@@ -135,13 +138,18 @@ def _share(batch_s: float, step_s: float) -> float:
     return round(max(0.0, batch_s - step_s) / max(batch_s, step_s), 4)
 
 
-def eager_dispatch(eager: EagerFacts | None) -> Band | None:
-    """Per step, Python issuing the eager ops of the step: measured here (ops per step x
-    the median gap between two), the same on the target's host. None where no step was
-    sampled."""
+def eager_dispatch(eager: EagerFacts | None, steps: StepFacts | None = None) -> Band | None:
+    """Per step, Python issuing the eager ops of the step, measured here, the same on
+    the target's host: the share of the sampled steps the gaps between their ops took
+    (the direct sum the report's step split and launch.eager-ops state) times the typical
+    step, else ops per step x the median gap between two (which counts a gap for every op
+    where a step has one fewer, and a few ops' gaps may hold other Python). None where no
+    step was sampled."""
     if eager is None or not eager.per_step or eager.median_gap_us is None:
         return None
     mid = eager.per_step * eager.median_gap_us * 1e-6
+    if _issuing_measured(eager, steps) and steps is not None and steps.median_s:
+        mid = (eager.dispatch_fraction or 0.0) * steps.median_s
     return Band(EAGER_LOW * mid, mid, mid + eager.per_step * LAUNCH_S[0])
 
 
@@ -197,7 +205,7 @@ def projection_facts(
     steps: StepFacts | None = None,
     eager: EagerFacts | None = None,
     profile: StepProfile | None = None,
-    unprofiled: str = "the steps were not profiled",
+    unprofiled: str = UNPROFILED,
     peaks: NvmlReading | None = None,
 ) -> ProjectionFacts:
     """The section for ``requested`` (a GPU name or ``auto``), from the placement audit,
@@ -217,7 +225,7 @@ def projection_facts(
         if placement is not None
         else None
     )
-    dispatch = eager_dispatch(eager) if steps is not None and steps.count else None
+    dispatch = eager_dispatch(eager, steps) if steps is not None and steps.count else None
     host: HostWork | None = None
     if projection is not None:
         host = host_work(steps, facts.tracing, projection.function, profile, unprofiled)
@@ -267,8 +275,8 @@ def projection_facts(
     if dispatch is not None and eager is not None and (host is None or host.between_s is None):
         notes.append(
             f"Python issues {eager.per_step:,.0f} eager ops per step, "
-            f"{duration(dispatch.mid)} at the {eager.median_gap_us:.0f} µs between two "
-            "measured here: the step is no shorter on any GPU"
+            f"{duration(dispatch.mid)} {_dispatch_measured(eager, steps)}: the step is no "
+            "shorter on any GPU"
             + (
                 ""
                 if projection is not None
@@ -348,6 +356,21 @@ def projection_facts(
         graph=projection is not None,
         notes=tuple(notes),
     )
+
+
+def _issuing_measured(eager: EagerFacts, steps: StepFacts | None) -> bool:
+    """Whether eager_dispatch reads the share the gaps between the ops took directly."""
+    return eager.dispatch_fraction is not None and steps is not None and bool(steps.median_s)
+
+
+def _dispatch_measured(eager: EagerFacts, steps: StepFacts | None) -> str:
+    """How eager_dispatch measured the time Python issues the step's eager ops."""
+    if _issuing_measured(eager, steps):
+        return (
+            f"issuing them ({eager.dispatch_fraction:.0%} of the sampled steps' time, "
+            "measured here)"
+        )
+    return f"at the {eager.median_gap_us:.0f} µs between two measured here"
 
 
 def _host_band(host: HostWork | None, dispatch: Band | None) -> Band | None:

@@ -369,3 +369,26 @@ def test_the_pair_is_said_when_it_is_one_record_or_two_programs():
     ]
     # the same script: only what one run a side cannot see
     assert compare(one, run_of("./train.py", 3)).notes == (ONE_RUN_A_SIDE,)
+
+
+def test_the_rest_of_the_step_shows_where_the_time_of_a_shrinking_part_went():
+    """The input wait grew by 2 ms and the step did not: the time moved out of the part
+    the split does not name, and the table says so (the parts add up to the step)."""
+    durations = noisy(3000, 0.004, 1)
+    b = Facts(steps=steps(durations, [0.0005] * 3000))
+    a = Facts(steps=steps(durations, [0.0025] * 3000))
+    ub, ua = run_units(b), run_units(a)
+    parts, _ = part_changes(ub, ua, b, a)
+    by_name = {p.part: p for p in parts}
+    assert by_name["input"].delta_s == pytest.approx(0.002, rel=0.01)
+    rest = by_name["rest"]
+    assert rest.label == "the rest (not split)" and rest.measured_by.startswith("the step")
+    assert rest.delta_s == pytest.approx(-0.002, rel=0.01) and rest.called
+    for side in ("before_s", "after_s"):  # the parts and the rest: the step's time
+        assert sum(getattr(p, side) for p in parts) == pytest.approx(
+            sum(durations[1:]) / len(durations[1:]), rel=0.05
+        )
+    # the verdict names a part the split names, never the rest
+    step = step_change(ub, ua)
+    text = diff_verdict(step, None, parts, ())
+    assert "the rest" not in text

@@ -197,3 +197,15 @@ def test_records_on_both_sides_and_two_programs_are_said_first():
     assert (
         "the records are of two programs: train.py and eval.py" in compare_runs(mine, other).notes
     )
+
+
+def test_several_runs_a_side_list_the_rest_of_the_step_beside_the_parts():
+    def run(seed, wait):
+        durations = noisy(1500, 0.004, seed)
+        return Record(command="run", facts=Facts(steps=steps(durations, [wait] * 1500)))
+
+    c = compare_runs([run(i, 0.0005) for i in range(3)], [run(10 + i, 0.0025) for i in range(3)])
+    by_name = {p.part: p for p in c.parts}
+    assert by_name["input"].delta_s == pytest.approx(0.002, rel=0.02)
+    assert by_name["rest"].delta_s == pytest.approx(-0.002, rel=0.05)
+    assert by_name["rest"].measured_by == "the step time less the parts above"

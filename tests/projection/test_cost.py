@@ -401,3 +401,20 @@ def test_keras_validation_step_of_the_same_name_and_place_is_not_costed():
     # a record from before the audit marked traces: every op of the label, as it was
     unmarked = [replace(op, trains=None) for op in training + validation]
     assert project_step(placement(tensor_ops=unmarked, functions=(train_fn,)), A100).tensor_ops == 3
+
+
+def test_the_eager_ops_time_is_the_share_their_gaps_measured_where_the_run_has_it():
+    """Two eager ops a step, 306 µs apart: one gap a step, not two. The share the gaps
+    took of the sampled steps (the run's bar and launch.eager-ops say it) is the direct
+    measurement, and the projection costs that."""
+    from dataclasses import replace
+
+    steps = replace(LOOP, median_s=0.006)
+    measured = replace(_eager(per_step=2.0, gap_us=306.0), dispatch_fraction=0.05)
+    found = projection_facts(Facts(), "A100", None, steps, measured)
+    assert found.eager_s == pytest.approx(0.0003)  # 5% of 6 ms, not 2 x 306 µs
+    note = next(n for n in found.notes if n.startswith("Python issues 2 eager ops"))
+    assert "0.3 ms issuing them (5% of the sampled steps' time, measured here)" in note
+    counted = projection_facts(Facts(), "A100", None, steps, _eager(per_step=2.0, gap_us=306.0))
+    assert counted.eager_s == pytest.approx(0.000612)  # no direct share: count x gap
+    assert any("at the 306 µs between two measured here" in n for n in counted.notes)

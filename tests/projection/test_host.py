@@ -197,3 +197,20 @@ def test_an_epoch_s_last_call_that_finds_no_data_is_not_work_beside_the_steps():
     assert called_outside_steps(steps, train_step(calls=steps.count * 2))
     host = host_work(steps, TracingFacts(functions=(epoch_ends,)), TRAIN, _profile(0.0004))
     assert host is not None and host.between_s is not None
+
+
+def test_a_call_its_ops_span_whole_costs_nothing_of_its_own_and_is_said_measured():
+    """Keras fit's calls: the iterator's ops start as the call does, so the profile
+    measures no cost of the call's own (0, not unmeasured), and no note says the steps
+    were not profiled or that no op ran on the host."""
+    tracing = TracingFacts(functions=(train_step(),))
+    host = host_work(fit_steps(), tracing, TRAIN, _profile(0.0, spread=(0.0, 0.0)))
+    assert host is not None and host.call_overhead_s == 0.0
+    assert "per call of train_step outside its ops" in host.note
+    assert "over most calls" not in host.note  # no range where there is none
+    assert "not measured" not in host.note
+    # a profile whose calls ran no op on the host: the call's own cost is said why
+    none = host_work(fit_steps(), tracing, TRAIN, _profile(None))
+    assert none is not None and "the profiled calls measured none" in none.note
+    unprofiled = host_work(fit_steps(), tracing, TRAIN, None, "the run ended before")
+    assert unprofiled is not None and "(the run ended before)" in unprofiled.note

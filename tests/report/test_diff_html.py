@@ -247,7 +247,9 @@ def test_a_watch_pair_has_gpu_busy_and_no_timeline(open_report, tmp_path):
     assert page.locator("#environment tbody tr").all_inner_texts() == ["GPU\tNVIDIA T4\tNVIDIA L4"]
     assert "Note: BEFORE has fewer than 30" in page.inner_text("#compared")
     assert page.inner_text("#projected h2") == "Projected onto H100"
-    assert page.inner_text("#projected p").startswith("4.0 ms -> 3.0 ms a step (AFTER/BEFORE")
+    assert page.inner_text("#projected p").startswith(
+        "4.0 ms -> 3.0 ms of the GPU's work a step (AFTER/BEFORE"
+    )
     assert page.inner_text("#projected p") == projected_line(c.projected_step).strip()
 
 

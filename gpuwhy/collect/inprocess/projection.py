@@ -15,6 +15,7 @@ from gpuwhy.collect.inprocess.step_profile import StepSampler
 from gpuwhy.collect.nvml import peaks_reading
 from gpuwhy.facts import GpuDevice, NvmlReading, TargetFacts
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
+from gpuwhy.projection.host import UNPROFILED
 from gpuwhy.projection.step import AUTO
 
 
@@ -65,11 +66,12 @@ class TargetProjection(Collector):
     def fill(self, gathering: Gathering) -> TargetFacts:
         target = gathering.options[TARGET]
         assert target is not None
-        profile = gathering.peer(StepSampler)
+        sampler = gathering.peer(StepSampler)
+        profile = sampler.result
         return TargetFacts(
             requested=target,
-            profile=profile.result,
-            unprofiled=profile.reason or "the steps were not profiled",
+            profile=profile,
+            unprofiled=None if profile is not None else sampler.reason or UNPROFILED,
             peaks=_auto_peaks(target, gathering.facts.devices or ()),
         )
 

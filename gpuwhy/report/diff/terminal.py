@@ -138,9 +138,10 @@ def part_row(p: PartChange) -> tuple[str, str, str, str, str]:
 
 def projected_line(p: Change) -> str:
     return (
-        f"  {duration(p.before)} -> {duration(p.after)} a step (AFTER/BEFORE "
-        f"{p.estimate:.3f}; AFTER's band {p.low:.2f}-{p.high:.2f}x BEFORE): "
-        "predicted from each record's traced graph, not measured"
+        f"  {duration(p.before)} -> {duration(p.after)} of the GPU's work a step "
+        f"(AFTER/BEFORE {p.estimate:.3f}; AFTER's band {p.low:.2f}-{p.high:.2f}x BEFORE): "
+        "predicted from each record's traced graph, not measured; the host's own work "
+        "in the projected step is what each run measured, compared in the step time above"
     )
 
 

@@ -254,7 +254,7 @@ class NoGpuKernel(Rule):
         if fails:
             title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:
-            title = f"{total} op{'s' if total > 1 else ''} in the step {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
+            title = f"{total} op{'s' if total > 1 else ''} in {_where(groups)} {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
         if outside and not fails:
             title += (
                 "; in "
@@ -272,3 +272,12 @@ class NoGpuKernel(Rule):
                 location=location,
             )
         ]
+
+
+def _where(groups: list[OpGroup]) -> str:
+    """Where the ops are, for the title: "the step", or the functions by name where they
+    are in several (train_step and eval_step: an op in both counts once in each)."""
+    names = sorted({f.split(" (", 1)[0] for g in groups for f in g.functions})
+    if len(names) < 2:
+        return "the step"
+    return ", ".join(names[:-1]) + " and " + names[-1]

@@ -928,3 +928,16 @@ def test_float64_scalars_cost_a_launch_and_are_not_float64_compute():
     for group in (sized, unknown):
         (finding,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (group,)))
         assert finding.severity == "medium"
+
+
+def test_ops_in_the_step_and_its_evaluation_are_counted_in_each_function_named():
+    """One string op in train_step and one in eval_step is two ops, one in each: the
+    title names both functions rather than counting both into "the step"."""
+    functions = ("train_step (text.py:31)", "eval_step (text.py:38)")
+    split = b.op_group("StringSplitV2", "no-gpu-kernel", in_dtypes=("string",), count=2)
+    both = b.placement_facts(groups=[replace(split, functions=functions)])
+    (f,) = run(NoGpuKernel, both)
+    assert f.title.startswith("2 ops in eval_step and train_step have no GPU kernel")
+    one = b.placement_facts(groups=[replace(split, functions=functions[:1])])
+    (g,) = run(NoGpuKernel, one)
+    assert g.title.startswith("2 ops in the step have no GPU kernel")
