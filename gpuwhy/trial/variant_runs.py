@@ -177,24 +177,6 @@ def _record(path: str, copy: str, root: str) -> Record | None:
         return None
 
 
-_EXCEPTION = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)):\s*(.*)$")
-
-
-def _exception_message(stderr: str) -> str | None:
-    """The exception's own message from the traceback Python printed: the last
-    ``SomeError: message`` line whose message says something (a TF error raised in a
-    tf.function ends "ValueError: in user code: ... ValueError: Tensor conversion
-    requested dtype int64 ...": the inner line, not the source line quoted before it)."""
-    found = None
-    for line in stderr.splitlines():
-        m = _EXCEPTION.match(line)
-        if m and m.group(2).strip() and m.group(2).strip() != "in user code:":
-            found = f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2).strip()}"
-    if found is not None and len(found) > 300:
-        found = found[:297] + "..."
-    return found
-
-
 # TensorFlow's and absl's own log lines ("E0000 00:00:... cuda_platform.cc:52] failed
 # call to cuInit ..."): never the program's error, whatever they say
 _LOG_LINE = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl)")
