@@ -19,9 +19,9 @@ from gpuwhy.comparison.comparable_units import (
     PART_LABELS,
     PARTS,
     REST,
-    REST_COLUMN,
-    REST_MEASURED,
     RunUnits,
+    how_measured,
+    part_column,
     with_rest,
 )
 from gpuwhy.comparison.model import Change, PartChange
@@ -193,7 +193,7 @@ def part_changes(
         delta_step = step_a - step_b
         windows = min(len(units_b), len(units_a))
         for part in (*common, REST):
-            k = REST_COLUMN if part == REST else 2 + PARTS.index(part)
+            k = part_column(part)
             per_b, per_a = _total_per(units_b, k), _total_per(units_a, k)
             if max(per_b, per_a) < NOTHING_S:
                 continue  # nothing in either run (no tracing after warm-up): no row
@@ -218,7 +218,7 @@ def part_changes(
                     high_s=round(high, 9) if spread else None,
                     share=round(delta / delta_step, 3) if abs(delta_step) > 0 else None,
                     called=called,
-                    measured_by=after.parts_measured.get(part, REST_MEASURED),
+                    measured_by=how_measured(after, part),
                 )
             )
     collectives = _collectives(before_facts, after_facts)

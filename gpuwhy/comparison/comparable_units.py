@@ -35,6 +35,8 @@ BLOCKS = 128  # kept steps are summed into about this many blocks of consecutive
 MIN_STEPS = 30  # fewer training steps after warm-up: no step-time comparison
 MIN_WAITED_SHARE = 0.5  # of the training windows with an input wait: the input is measured
 PARTS = ("input", "tracing", "traced_step", "eager", "python")
+# the step's time the parts do not name, as with_rest works it out
+REST = "rest"
 PART_LABELS = {
     "input": "waiting for input",
     "tracing": "tracing and compiling tf.functions (the calls that traced)",
@@ -42,24 +44,31 @@ PART_LABELS = {
     "eager": "issuing eager ops (estimated from their count)",
     "python": "Python outside the calls (the loop itself)",
     "collectives": "inside collective ops (all-reduce)",
-    "rest": "the rest (not split)",
+    REST: "the rest (not split)",
 }
-# the step's time the parts do not name, as with_rest works it out
-REST = "rest"
 REST_MEASURED = "the step time less the parts above"
-# the column with_rest adds to each window's row: the step less the parts both runs split
-REST_COLUMN = 2 + len(PARTS)
 
 
 def with_rest(
     part_units: Sequence[tuple[float, ...]], common: Sequence[str]
 ) -> list[tuple[float, ...]]:
-    """Each window's row with one more column (REST_COLUMN): its steps' time less the
+    """Each window's row with one more column (``part_column(REST)``): its steps' time less the
     ``common`` parts, the time the split does not name. With it the parts a diff lists
     add up to the step: a part that shrank while the step did not shows where the time
     went."""
-    columns = [2 + PARTS.index(p) for p in common]
+    columns = [part_column(p) for p in common]
     return [(*row, row[1] - sum(row[k] or 0.0 for k in columns)) for row in part_units]
+
+
+def part_column(part: str) -> int:
+    """The column of ``part`` in a row of ``part_units`` (after the steps and their
+    seconds), the rest's in a row of ``with_rest``."""
+    return 2 + (len(PARTS) if part == REST else PARTS.index(part))
+
+
+def how_measured(units: RunUnits, part: str) -> str:
+    """How ``units``' record measured ``part`` (the rest: worked out from the others)."""
+    return units.parts_measured.get(part, REST_MEASURED)
 
 
 @dataclass(frozen=True)

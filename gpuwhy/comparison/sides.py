@@ -23,9 +23,9 @@ from gpuwhy.comparison.comparable_units import (
     PART_LABELS,
     PARTS,
     REST,
-    REST_COLUMN,
-    REST_MEASURED,
     RunUnits,
+    how_measured,
+    part_column,
     with_rest,
 )
 from gpuwhy.comparison.environment import HOST_LOAD, QUEUED, environment_changes
@@ -140,7 +140,7 @@ def parts_between(before: Side, after: Side, step: Change | None) -> tuple[PartC
     units_a = [with_rest(u.part_units, common) for u in after.units]
     out = []
     for part in (*common, REST):
-        k = REST_COLUMN if part == REST else 2 + PARTS.index(part)
+        k = part_column(part)
         per_b = [_per_step(u, k) for u in units_b]
         per_a = [_per_step(u, k) for u in units_a]
         mean_b, mean_a = statistics.fmean(per_b), statistics.fmean(per_a)
@@ -162,9 +162,7 @@ def parts_between(before: Side, after: Side, step: Change | None) -> tuple[PartC
                 high_s=round(d.high, 9),
                 share=round(d.estimate / delta_step, 3) if abs(delta_step) > 0 else None,
                 called=big and (d.low > 0 or d.high < 0),
-                measured_by=after.units[after.representative].parts_measured.get(
-                    part, REST_MEASURED
-                ),
+                measured_by=how_measured(after.units[after.representative], part),
             )
         )
     return tuple(out)

@@ -4,13 +4,13 @@ A few values are derived from the facts and read by several layers: how busy eac
 was, the pipeline the training steps read, the steps' wait and what it is, the step
 projected onto the GPU ``--target`` named. Each is computed here and nowhere else, so
 that one record cannot be read two ways (and a record rechecked, merged or compared is
-projected by today's model from what its run measured).
-
-The stage sits above the parts it runs (derived/*, projection/*): they are pure
-functions of their inputs, and the stage is what binds them to a record's facts. Here they are a named, ordered list of
-derivations (after pyinstrument's processors), run once per record — live, replayed,
+projected by today's model from what its run measured). They are a named, ordered list
+of derivations (after pyinstrument's processors), run once per record — live, replayed,
 rechecked, merged, compared — and every reader takes the one result:
 ``derived(facts).gpu_busy``.
+
+The stage sits above the parts it runs (derived/*, projection/*): they are pure
+functions of their inputs, and the stage is what binds them to a record's facts.
 
 The result belongs to the facts object it was derived from (kept beside it, never
 inside it): facts built by hand in a test derive on first use, a record's facts derive

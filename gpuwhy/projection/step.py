@@ -147,9 +147,8 @@ def eager_dispatch(eager: EagerFacts | None, steps: StepFacts | None = None) -> 
     step was sampled."""
     if eager is None or not eager.per_step or eager.median_gap_us is None:
         return None
-    mid = eager.per_step * eager.median_gap_us * 1e-6
-    if _issuing_measured(eager, steps) and steps is not None and steps.median_s:
-        mid = (eager.dispatch_fraction or 0.0) * steps.median_s
+    measured = _issuing_s(eager, steps)
+    mid = measured if measured is not None else eager.per_step * eager.median_gap_us * 1e-6
     return Band(EAGER_LOW * mid, mid, mid + eager.per_step * LAUNCH_S[0])
 
 
@@ -358,14 +357,17 @@ def projection_facts(
     )
 
 
-def _issuing_measured(eager: EagerFacts, steps: StepFacts | None) -> bool:
-    """Whether eager_dispatch reads the share the gaps between the ops took directly."""
-    return eager.dispatch_fraction is not None and steps is not None and bool(steps.median_s)
+def _issuing_s(eager: EagerFacts, steps: StepFacts | None) -> float | None:
+    """Seconds a typical step spends issuing its eager ops, from the share the gaps
+    between them took of the sampled steps (None: no share, or no typical step)."""
+    if eager.dispatch_fraction is None or steps is None or not steps.median_s:
+        return None
+    return eager.dispatch_fraction * steps.median_s
 
 
 def _dispatch_measured(eager: EagerFacts, steps: StepFacts | None) -> str:
     """How eager_dispatch measured the time Python issues the step's eager ops."""
-    if _issuing_measured(eager, steps):
+    if _issuing_s(eager, steps) is not None:
         return (
             f"issuing them ({eager.dispatch_fraction:.0%} of the sampled steps' time, "
             "measured here)"

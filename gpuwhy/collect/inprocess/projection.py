@@ -79,15 +79,7 @@ class TargetProjection(Collector):
 def _auto_peaks(requested: str, devices: Sequence[GpuDevice]) -> NvmlReading | None:
     """What NVML reports of this machine's first GPU, where ``auto`` projects onto it
     and gpuwhy's table lacks it (its peaks are derived from this); else None."""
-    if requested.strip().lower() != AUTO or not devices or _in_table(devices[0].name):
+    if requested.strip().lower() != AUTO or not devices or _unknown_gpu(devices[0].name) is None:
         return None
     reading = peaks_reading(devices[0].index)
     return NvmlReading(**reading) if reading is not None else None
-
-
-def _in_table(name: str) -> bool:
-    try:
-        find_gpu(name)
-    except UnknownGpuError:
-        return False
-    return True
