@@ -348,8 +348,10 @@ class _Fetching(threading.local):
 _FETCHING = _Fetching()
 
 
-def install_iterator_timing(emit: Callable[[int, object, float, float, bool], None]) -> list[Patch]:
-    """``emit(iterator id, the user's file:line, start, start + own wait, exhausted)``
+def install_iterator_timing(
+    emit: Callable[[tuple[int, object, float, float, bool]], None],
+) -> list[Patch]:
+    """``emit((iterator id, the user's file:line, start, start + own wait, exhausted))``
     for each read of a distributed iterator from the user's Python loop: ``for x in
     dist_ds``, ``next(it)``, ``it.get_next()``, ``it.get_next_as_optional()``
     (``input_lib.DistributedIteratorBase``).
@@ -392,7 +394,7 @@ def install_iterator_timing(emit: Callable[[int, object, float, float, bool], No
                 if site is None:  # once per iterator: the loop that reads it
                     site = sites[key] = user_location(skip=2) or "?"
                 try:
-                    emit(key, site, start, start + own, exhausted)
+                    emit((key, site, start, start + own, exhausted))
                 except Exception:  # noqa: BLE001 - never break the user's loop
                     pass
                 if exhausted:

@@ -177,14 +177,16 @@ class StepCollector(Collector):
 
     # -- hooks ---------------------------------------------------------------------
     def on_tensorflow(self) -> None:
-        self._install(lambda: data_iterator.install(self._on_next), "tf.data iterators")
+        # the hooks append each read to the list themselves (``list.append``: no Python
+        # frame of gpuwhy's on the program's thread), and the fold does the rest
+        self._install(lambda: data_iterator.install(self._reads.append), "tf.data iterators")
         self._install(self._install_distributed, "distributed iterators")
 
     def _install_distributed(self) -> list:
         """A tf.distribute iterator read in the loop (``for x in dist_ds``): its reads
         are this worker's wait for its own input, timed like a tf.data iterator's."""
 
-        return distribute.install_iterator_timing(self._on_next)
+        return distribute.install_iterator_timing(self._reads.append)
 
     def on_keras(self) -> None:
         self._install(
@@ -243,22 +245,26 @@ class StepCollector(Collector):
         self.keras_events.append((event, t, value))
 
     def _on_next(self, key: int, site: object, start: float, end: float, exhausted: bool) -> None:
+        """One read, as the hooks append it (tests and benchmarks feed reads here)."""
         self._reads.append((key, site, start, end, exhausted))
-        listener = self.loop_listener
-        if listener is None:
-            return
+
+    def _tell_loops(self, reads: list) -> None:
+        """Runs of reads of one iterator, told to ``loop_listener`` as each ends, in the
+        fold before the reads' steps are (the stalls those steps feed ask the listener's
+        collector what overlapped them, and find these runs there)."""
         segment = self._segment
-        if segment is not None and segment[0] != key:  # another iterator's reads begin
-            self._segment = None
-            self._told(segment)
-            segment = None
-        if segment is None:
-            segment = self._segment = [key, site, start, end, 0]
-        segment[3] = end
-        segment[4] += not exhausted
-        if exhausted:
-            self._segment = None
-            self._told(segment)
+        for key, site, start, end, exhausted in reads:
+            if segment is not None and segment[0] != key:  # another iterator's reads begin
+                self._told(segment)
+                segment = None
+            if segment is None:
+                segment = [key, site, start, end, 0]
+            segment[3] = end
+            segment[4] += not exhausted
+            if exhausted:
+                self._told(segment)
+                segment = None
+        self._segment = segment
 
     def _told(self, segment: list) -> None:
         """A run of reads ended: told to the listener where it read two elements or
@@ -293,6 +299,8 @@ class StepCollector(Collector):
                 for event in events:
                     feed(*event)
             reads = take(self._reads)
+            if reads and self.loop_listener is not None:
+                self._tell_loops(reads)
             for key, site, start, end, exhausted in reads:
                 self._count_read(key, start, end, exhausted)
                 stream = self._sites.get(site)

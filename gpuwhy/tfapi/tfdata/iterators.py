@@ -26,8 +26,10 @@ from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import is_library_file
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
-# emit(iterator id, the user's file:line of the loop, start, end, exhausted)
-Emit = Callable[[int, object, float, float, bool], None]
+# emit((iterator id, the user's file:line of the loop, start, end, exhausted)): one
+# tuple, so that a list's ``append`` can take it with no Python frame of its own
+Read = tuple[int, object, float, float, bool]
+Emit = Callable[[Read], None]
 
 
 def install(emit: Emit) -> list[Patch]:
@@ -61,7 +63,7 @@ def install(emit: Emit) -> list[Patch]:
                     site = sites[key] = _reader(sys._getframe(1))
                 if site is not _LIBRARY:
                     try:
-                        emit(key, site, start, end, exhausted)
+                        emit((key, site, start, end, exhausted))
                     except Exception:  # noqa: BLE001 - never break the user's loop
                         pass
                 if exhausted:
