@@ -90,7 +90,10 @@ def lifted_step(
     if not runs:
         return None
     start, end = max(runs, key=lambda r: (sum(weights[r[0] : r[1] + 1]), -r[0]))
+    start = _with_its_context(loop.body, start, end)
     core = loop.body[start : end + 1]
+    if any(reads_values(s) for s in core):
+        return None  # a tape's block reaches back past Python that reads a value
     first, last = core[0].lineno, core[-1].end_lineno or core[-1].lineno
     if last - first + 1 > MAX_LINES or any(
         isinstance(node, _JUMPS) for statement in core for node in _walk_scope(statement)
@@ -129,6 +132,33 @@ def lifted_step(
     if returns:
         body.append(f"return {', '.join(returns)}")
     return LiftedStep(first, last, params, returns, tuple(body), free_name(scope, names))
+
+
+def _with_its_context(body: list[ast.stmt], start: int, end: int) -> int:
+    """``start`` moved back to the ``with`` statement that binds a name the statements
+    ``start``..``end`` read (``with tf.GradientTape() as tape:`` before ``grads =
+    tape.gradient(...)``): a tape passed into a function from outside records nothing
+    of what runs in it, so ``tape.gradient`` there finds no gradients (TF raises "No
+    gradients provided for any variable"). The tape moves in with the gradients, its
+    block with it, and so does any ``with`` whose bound name the block reads in turn."""
+    moved = True
+    while moved:
+        moved = False
+        taken, _ = reads_before_assigned(body[start : end + 1])
+        for i in range(start - 1, -1, -1):
+            statement = body[i]
+            if not isinstance(statement, (ast.With, ast.AsyncWith)):
+                continue
+            bound = {
+                name
+                for item in statement.items
+                if item.optional_vars is not None
+                for name in _stored(item.optional_vars)
+            }
+            if bound & set(taken):
+                start, moved = i, True
+                break
+    return start
 
 
 # the names a lifted step may take, the first the program does not use already: a step

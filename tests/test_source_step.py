@@ -164,3 +164,40 @@ def test_python_reading_a_value_between_the_gradients_and_their_application_ends
     step = lift(source, {4: 60, 5: 40, 7: 3, 8: 12})
     assert (step.first, step.last) == (3, 5)
     assert step.call == "loss, grads = train_step(xb, yb)"
+
+
+def test_the_tape_moves_in_with_its_gradients_where_its_block_counted_no_op():
+    """The ops counted at ``tape.gradient`` and ``apply_gradients`` only (the forward
+    pass's ops issued in a function of its own, elsewhere in the file): lifted without
+    their ``with tf.GradientTape() as tape:`` block, the step took the tape from outside,
+    which recorded nothing inside it, and TF raised "No gradients provided for any
+    variable". The block moves in with them."""
+    source = """
+    for epoch in range(4):
+        for i in range(0, 2000, BATCH):
+            xb, yb = X[i:i + BATCH], Y[i:i + BATCH]
+            with tf.GradientTape() as tape:
+                pred = forward(xb)
+                loss = tf.reduce_mean(tf.square(pred - yb))
+            grads = tape.gradient(loss, params)
+            opt.apply_gradients(zip(grads, params))
+            losses.append(loss.numpy())
+    """
+    step = lift(source, {7: 30, 8: 20})
+    assert (step.first, step.last) == (4, 8)
+    assert step.signature == "def train_step(xb, yb):"
+    assert step.call == "loss = train_step(xb, yb)"
+    assert step.body[0] == "with tf.GradientTape() as tape:"
+
+
+def test_a_tape_block_that_reads_a_value_leaves_the_step_eager():
+    source = """
+    for i in range(0, N, BATCH):
+        xb, yb = X[i:i + BATCH], Y[i:i + BATCH]
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(xb) - yb))
+            seen.append(float(loss))
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(zip(grads, params))
+    """
+    assert lift(source, {6: 30, 7: 20}) is None
