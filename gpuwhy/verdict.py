@@ -303,7 +303,11 @@ def _said_once(headline: str, stage: str | None) -> str:
     if not stage or stage not in headline:
         return headline
     said = next(s for s in (f"Input stage {stage}", f"input stage {stage}", stage) if s in headline)
-    return headline.replace(said, "the slowest stage", 1)
+    headline = headline.replace(said, "the slowest stage", 1)
+    # "... runs on one thread and is the slowest stage": said of the slowest stage, the
+    # second half says nothing; and the clauses after the first say how long the steps
+    # wait for it, which the steps clause said before
+    return headline.replace(" and is the slowest stage", "", 1).split("; ", 1)[0]
 
 
 def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:

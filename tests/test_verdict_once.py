@@ -50,3 +50,17 @@ def test_a_long_stage_name_is_said_once_and_the_clause_after_it_stays_whole():
     text = Record.diagnose("run", facts).verdict
     assert text.count(where) == 1, text
     assert text.endswith("; also: the slowest stage runs Python."), text
+
+
+def test_a_sequential_slowest_stage_is_not_said_to_be_the_slowest_stage_twice():
+    """input.sequential-map's title says the stage "is the slowest stage": with the
+    stage said as "the slowest stage", the clause read "also: the slowest stage runs on
+    one thread and is the slowest stage", and its wait, said before, again."""
+    from gpuwhy.verdict import _said_once
+
+    stage = "Map(augment at train.py:43)"
+    title = (
+        f"Input stage {stage} runs on one thread and is the slowest stage; "
+        "steps wait for it 88% of their time"
+    )
+    assert _said_once(title, stage) == "the slowest stage runs on one thread"
