@@ -26,6 +26,11 @@ class Activity:
     max_s: float
     location: str | None = None  # the user's file:line that ran most of it
     detail: str | None = None  # what ran there: "tf.train.Checkpoint.write", "generation 2"
+    # Of them, those that started once the training steps had begun (gc only; None: no
+    # steps, or not told apart): the collections of TF's import and the model's build
+    # are hundreds, and none of them the training's
+    steps_count: int | None = None
+    steps_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -306,3 +306,64 @@ def test_a_gc_collect_every_40_steps_keeps_its_period_through_a_long_heap_census
     beats = tracker.inside.beats
     assert beats["gc"].count == 10 and beats["gc"].period() == (40, 1.0)
     assert beats["gpuwhy"].count == 10  # the young collections' stalls: gpuwhy's own
+
+
+def test_collections_before_the_first_step_are_told_from_those_while_the_steps_ran():
+    """A short program: hundreds of collections in TensorFlow's import and the model's
+    build, a few in its steps. The Stalls line said "GC 0.42 s in 687 collections" for
+    a program whose steps collected for 0.02 s: it names the steps' own, and only where
+    they add up."""
+    from gpuwhy.collect.inprocess import activities
+    from gpuwhy.facts import StallFacts
+
+    collector = ActivityCollector()
+    t0 = time.perf_counter()
+    collector.start(t0)
+    collector._remove_gc()  # the test's collections only
+    try:
+        for i in range(600):  # the import: 0.4 s in 600 collections in the first 2 s
+            start = t0 + i * 2.0 / 600
+            collector._events.append(("gc", start, start + 0.4 / 600, None, 0))
+        for i in range(30):  # the steps, from 2.5 s on
+            start = t0 + 2.5 + i * 0.01
+            collector._events.append(("gc", start, start + 0.002, None, 0))
+        collector.fold()
+        (gc_total,) = collector._activities(steps_began_s=2.5)
+        assert (gc_total.count, gc_total.steps_count) == (630, 30)
+        assert gc_total.seconds == pytest.approx(0.46)
+        assert gc_total.steps_seconds == pytest.approx(0.06)
+        line = activities.stalls_line(StallFacts(activities=(gc_total,)))
+        assert line == (
+            "GC 0.06 s in 30 collections while the steps ran (0.46 s in 630 over the whole run)"
+        )
+        (no_steps,) = collector._activities()  # no steps: the whole run, as before
+        assert no_steps.steps_count is None
+        assert activities.stalls_line(StallFacts(activities=(no_steps,))) == (
+            "GC 0.46 s in 630 collections"
+        )
+        few = collector._activities(steps_began_s=2.7)[0]  # 10 collections, 0.02 s
+        assert few.steps_count == 10
+        assert activities.stalls_line(StallFacts(activities=(few,))) is None
+    finally:
+        collector.stop()
+
+
+def test_collections_past_those_kept_one_by_one_all_count_as_the_steps():
+    from gpuwhy.collect.inprocess import activities
+
+    collector = ActivityCollector()
+    t0 = time.perf_counter()
+    collector.start(t0)
+    collector._remove_gc()  # the test's collections only
+    try:
+        n = activities.GC_HEAD + 100
+        for i in range(n):
+            collector._events.append(("gc", t0 + i * 0.001, t0 + i * 0.001 + 1e-4, None, 0))
+        collector.fold()
+        assert len(collector._gc_head) == 2 * activities.GC_HEAD  # bounded
+        (total,) = collector._activities(steps_began_s=0.9995)  # from the 1,000th on
+        assert total.count == n and total.steps_count == n - 1000
+        (late,) = collector._activities(steps_began_s=60.0)  # after every kept one
+        assert late.steps_count is None
+    finally:
+        collector.stop()

@@ -36,6 +36,7 @@ import linecache
 import os
 import threading
 import time
+from array import array
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -80,6 +81,10 @@ GC_RING_MIN_S = 0.001
 LOOP_WHAT = "a loop over another tf.data dataset"
 FULL_COLLECTION = "generation 2"  # a gc activity's ``what``: gc.collect(), or the oldest
 MAX_PLACES = 16  # places counted per kind
+# Collections kept one by one (start, seconds: 16 bytes each), so that those before the
+# first step (TensorFlow's import, the model's build: hundreds in a few seconds) are told
+# from those while the steps ran; the collections after these are all later than them
+GC_HEAD = 8192
 
 
 class _Window:
@@ -139,6 +144,8 @@ class ActivityCollector(Collector):
         self._drain: Drain | None = None
         self._forget_gc_in_child: Any = None
         self.totals: dict[str, list] = {}  # kind -> [count, seconds, longest]
+        self._gc_head = array("d")  # start, seconds of the first GC_HEAD collections
+        self._gc_beyond_n, self._gc_beyond_s = 0, 0.0  # the collections after them
         self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
         self.rings: dict[str, deque] = {kind: deque(maxlen=RING[kind]) for kind in KINDS}
         self.windows: TimeWindows[_Window] = TimeWindows(self.t0, _Window)
@@ -261,6 +268,11 @@ class ActivityCollector(Collector):
             if kind == "gc":
                 window.gc_s += seconds
                 window.gc_n += 1
+                if len(self._gc_head) < 2 * GC_HEAD:
+                    self._gc_head.extend((start, seconds))
+                else:
+                    self._gc_beyond_n += 1
+                    self._gc_beyond_s += seconds
                 if seconds < GC_RING_MIN_S:
                     continue
             elif kind == "checkpoint":
@@ -322,9 +334,13 @@ class ActivityCollector(Collector):
         self.fold()
         none: tuple[LoopStalls, ...] = ()
         loops = gathering.guard("stalls", lambda: self._loops(gathering), none)
-        return StallFacts(activities=self._activities(), loops=loops)
+        steps = gathering.facts.steps
+        began = min((loop.first_s for loop in steps.loops), default=None) if steps else None
+        return StallFacts(activities=self._activities(began), loops=loops)
 
-    def _activities(self) -> tuple[Activity, ...]:
+    def _activities(self, steps_began_s: float | None = None) -> tuple[Activity, ...]:
+        """Each kind's totals over the run; the collector's, also from ``steps_began_s``
+        (the first step's start, from the run's start) on."""
         out = []
         with self._lock:
             for kind in KINDS:
@@ -332,6 +348,7 @@ class ActivityCollector(Collector):
                     continue
                 count, seconds, longest = self.totals[kind]
                 where, what = _top(self.places.get(kind, {}))
+                in_steps = self._gc_in_steps(steps_began_s) if kind == "gc" else None
                 out.append(
                     Activity(
                         kind=kind,
@@ -340,9 +357,25 @@ class ActivityCollector(Collector):
                         max_s=round(longest, 6),
                         location=where,
                         detail=what,
+                        steps_count=None if in_steps is None else in_steps[0],
+                        steps_seconds=None if in_steps is None else round(in_steps[1], 6),
                     )
                 )
         return tuple(out)
+
+    def _gc_in_steps(self, began_s: float | None) -> tuple[int, float] | None:
+        """(count, seconds) of the collections that started once the steps had begun:
+        exact where the first step came within the collections kept one by one (else
+        None: not told apart)."""
+        if began_s is None:
+            return None
+        head, began = self._gc_head, self.t0 + began_s
+        full = len(head) >= 2 * GC_HEAD
+        if full and head[-2] < began:
+            return None  # the steps began after the collections kept one by one
+        starts, seconds = head[0::2], head[1::2]
+        after = [s for t, s in zip(starts, seconds) if t >= began]
+        return len(after) + self._gc_beyond_n, sum(after) + self._gc_beyond_s
 
     def _loops(self, gathering: Gathering) -> tuple[LoopStalls, ...]:
         steps: StepFacts | None = gathering.facts.steps
@@ -594,9 +627,18 @@ def stalls_line(stalls: StallFacts) -> str | None:
             f"(the longest {census.max_s:,.2f} s; it holds the program while it runs)"
         )
     for activity in stalls.activities:
-        if activity.kind in _ACTIVITY_WORDS and activity.seconds >= 0.05:
-            parts.append(
-                f"{_ACTIVITY_WORDS[activity.kind]} {activity.seconds:,.2f} s in {activity.count:,} "
-                + _ACTIVITY_UNITS[activity.kind]
-            )
+        if activity.kind not in _ACTIVITY_WORDS:
+            continue
+        words, units = _ACTIVITY_WORDS[activity.kind], _ACTIVITY_UNITS[activity.kind]
+        if activity.steps_seconds is not None and activity.steps_count != activity.count:
+            # the collections of TensorFlow's import and the model's build are not the
+            # training's: said apart, and the line only where the steps' own add up
+            if activity.steps_seconds >= 0.05:
+                parts.append(
+                    f"{words} {activity.steps_seconds:,.2f} s in {activity.steps_count:,} "
+                    f"{units} while the steps ran ({activity.seconds:,.2f} s in "
+                    f"{activity.count:,} over the whole run)"
+                )
+        elif activity.seconds >= 0.05:
+            parts.append(f"{words} {activity.seconds:,.2f} s in {activity.count:,} {units}")
     return "; ".join(parts) or None
