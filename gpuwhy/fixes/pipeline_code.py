@@ -220,9 +220,16 @@ def generator(stage: PipelineStage) -> list[str]:
             "# Python, under the GIL: slice them in tf.data instead (the same elements)",
             *in_place_of(stage, stage.as_slices, "from_generator"),
         ]
+    # ``sample_gen(0, N)``: a call that makes the generator, which then takes no
+    # argument: ``args=(shard,)`` would call it with one (TypeError in the pipeline)
+    made = "(" in generator_code
+    per_shard = "<a generator function of one shard>" if made else generator_code
     return [
         f"# {fn} yields elements from Python, one at a time, under the GIL.",
-        "# Arrays that fit in memory: slice them, no Python per element",
+        "# Arrays that fit in memory: slice them, no Python per element; what the",
+        "# generator does to each element then goes in a .map() after it, in TF ops (or",
+        f"# tf.numpy_function with num_parallel_calls={AUTOTUNE}: NumPy that releases the",
+        "# GIL runs several elements at a time)",
         *in_place_of(
             stage,
             "tf.data.Dataset.from_tensor_slices(<the arrays the generator yields from>)",
@@ -232,9 +239,10 @@ def generator(stage: PipelineStage) -> list[str]:
         f"{ALTERNATIVE}tf.data.TFRecordDataset(<shard files>, num_parallel_reads={AUTOTUNE})"
         f".map(<parse>, num_parallel_calls={AUTOTUNE})",
         "# A generator that must stay: one per shard, read on several threads (helps where",
-        "# it waits on I/O or releases the GIL); the generator takes the shard as argument",
+        "# it waits on I/O or releases the GIL); the generator takes the shard as argument"
+        + (f" ({generator_code} makes one that takes none)" if made else ""),
         f"{ALTERNATIVE}tf.data.Dataset.from_tensor_slices(<shard names>).interleave("
-        f"lambda shard: tf.data.Dataset.from_generator({generator_code}, args=(shard,), "
+        f"lambda shard: tf.data.Dataset.from_generator({per_shard}, args=(shard,), "
         f"output_signature={signature}), num_parallel_calls={AUTOTUNE})",
     ]
 

@@ -206,3 +206,18 @@ def test_train_and_validation_built_by_one_function_are_one_finding():
     assert f.severity == "high" and f.title.endswith("(one cause, in 2 pipelines)")
     assert [row["severity"] for row in f.evidence["pipelines"]] == ["high", "low"]
     assert len(f.evidence["python_stages"]) == 2
+
+
+def test_a_generator_made_by_a_call_is_not_given_the_shard_it_cannot_take():
+    """``from_generator(sample_gen(0, N_TRAIN), ...)``: the call makes a generator of no
+    argument, so ``from_generator(sample_gen(0, N_TRAIN), args=(shard,))`` would fail in
+    the pipeline; and the generator's per-element work goes in a map after the slices."""
+    from gpuwhy.fixes.pipeline_code import generator
+
+    written = "tf.data.Dataset.from_generator(sample_gen(0, N_TRAIN), output_signature=sig)"
+    stage = t.generator_source(written_calls=(written,))
+    fix = "\n".join(generator(stage))
+    assert "from_generator(sample_gen(0, N_TRAIN), args=(shard,)" not in fix
+    assert "from_generator(<a generator function of one shard>, args=(shard,)" in fix
+    assert "(sample_gen(0, N_TRAIN) makes one that takes none)" in fix
+    assert "goes in a .map() after it" in fix
