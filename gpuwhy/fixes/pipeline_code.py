@@ -35,6 +35,8 @@ COMPRESSION = ("GZIP", "ZLIB")
 JPEG_DECODERS = ("DecodeJpeg", "DecodeAndCropJpeg", "DecodeImage")
 IN_PLACE_OF = "in place of: "
 ALTERNATIVE = "# or: "
+# the next line of the same alternative (two "# or:" lines read as two alternatives)
+ALTERNATIVE_THEN = "#  and: "
 
 
 def in_place_of(stage: PipelineStage, new: str, api: str | None = None) -> list[str]:
@@ -129,7 +131,7 @@ def stateless_random(stage: PipelineStage) -> list[str]:
         f"# ({fn}(element, seed) with tf.image.stateless_random_flip_left_right(image, seed),",
         "# tf.random.stateless_uniform(shape, seed) ...), the seeds zipped in:",
         f"{ALTERNATIVE}seeds = tf.data.Dataset.random(seed=42).batch(2, drop_remainder=True)",
-        f"{ALTERNATIVE}{zipped}{dataset_calls.method_part(call)}",
+        f"{ALTERNATIVE_THEN}{zipped}{dataset_calls.method_part(call)}",
     ]
 
 

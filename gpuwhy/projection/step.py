@@ -57,6 +57,12 @@ EAGER_LOW = 0.7
 # their pace: the steps, and the typical step, waited for input at least this share of
 # their time (below it the model's compute set the pace).
 DELIVERED_MIN_WAIT = 0.5
+# Steps that waited for input under this share of their time, over at least
+# KEPT_UP_STEPS of them, had their batches delivered as fast as they took them: a
+# prefetch buffer filled before the loop covers a few steps, not this many
+KEPT_UP_WAIT = 0.05
+KEPT_UP_STEPS = 50
+KEPT_UP_MARGIN = 2.0  # stage timers this many times the mean step contradict it
 
 
 class NothingToProject(Exception):
@@ -113,6 +119,18 @@ def first_epoch_note(pipeline: PipelineFacts | None) -> str | None:
         f"stages before cache() run in the first epoch only and are left out of the input's "
         f"time per batch (the slowest, {name}, takes {then} per batch then)"
     )
+
+
+def kept_up_batch_seconds(steps: StepFacts | None) -> float | None:
+    """Where the steps hardly waited for their input (measured, under ``KEPT_UP_WAIT``
+    of their time over at least ``KEPT_UP_STEPS`` steps), the pipeline delivered each
+    batch as fast as the steps took one: on this host, beside the model, its time per
+    batch is at most the mean step. None where the wait was not measured or was longer."""
+    if steps is None or steps.input_wait_fraction is None or steps.mean_s is None:
+        return None
+    if steps.input_wait_fraction >= KEPT_UP_WAIT or steps.count < KEPT_UP_STEPS:
+        return None
+    return steps.mean_s
 
 
 def measured_batch_seconds(
@@ -259,6 +277,17 @@ def projection_facts(
             f"TF's stage timers gave {duration(batch_s)} per batch, more than the "
             f"{duration(measured_s)} measured between the steps' batches: the measured "
             "one is used"
+        )
+        batch_s = None
+    kept_up = kept_up_batch_seconds(steps)
+    if batch_s is not None and kept_up is not None and batch_s > KEPT_UP_MARGIN * kept_up:
+        # the direct measurement again: a pipeline this slow could not have kept up
+        assert steps is not None and steps.input_wait_fraction is not None  # kept_up's
+        notes.append(
+            f"TF's stage timers gave {duration(batch_s)} per batch, yet the steps of "
+            f"{duration(kept_up)} waited for their batches "
+            f"{steps.input_wait_fraction:.0%} of their time: the pipeline kept up with "
+            "them, so the timers are not used"
         )
         batch_s = None
     wait, wait_low, wait_high = _waits(batch_s, measured_s, step)

@@ -418,3 +418,32 @@ def test_the_eager_ops_time_is_the_share_their_gaps_measured_where_the_run_has_i
     counted = projection_facts(Facts(), "A100", None, steps, _eager(per_step=2.0, gap_us=306.0))
     assert counted.eager_s == pytest.approx(0.000612)  # no direct share: count x gap
     assert any("at the 306 µs between two measured here" in n for n in counted.notes)
+
+
+def test_stage_timers_a_pipeline_that_kept_up_contradicts_are_not_used():
+    """The steps of 0.5 ms hardly waited for their batches (measured, 256 of them), yet
+    TF's stage timers gave 2.2 ms a batch (a source whose first 64 elements were timed
+    with its set-up): a pipeline that slow could not have kept up, so the direct
+    measurement wins and no input wait is projected (a healthy fit read as projected
+    input-bound at high, in a full suite's run)."""
+    steps = StepFacts(
+        source="keras-fit",
+        marker="m",
+        count=256,
+        warmup=1,
+        total_s=0.128,
+        median_s=0.0005,
+        input_wait_fraction=0.0,
+        input_wait_median_s=0.0,
+    )
+    fast = b.placement_facts(tensor_ops=placement().tensor_ops, functions=(train_function(),))
+    slow = PipelineFacts(id=1, stages=(_stage(rate=450.0),))  # 2.2 ms a batch: impossible
+    found = projection_facts(fast, "A100", slow, steps)
+    assert found.input_batch_s is None and found.input_wait_fraction is None
+    assert any("the pipeline kept up with them" in note for note in found.notes)
+    # the timers agree with what the steps got: used
+    quick = PipelineFacts(id=1, stages=(_stage(rate=5000.0),))  # 0.2 ms a batch
+    assert projection_facts(fast, "A100", quick, steps).input_batch_s == pytest.approx(0.0002)
+    # too few steps to tell a prefetch buffer from a pipeline that kept up: used
+    short = replace(steps, count=10)
+    assert projection_facts(fast, "A100", slow, short).input_batch_s is not None

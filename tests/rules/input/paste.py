@@ -2,7 +2,7 @@
 
 A fix (rules/input/fixes.py) says ``# file:line: in place of: OLD`` and gives the new
 call on the next line; other code lines are statements to add before the changed one,
-``# or: `` lines are alternatives, ``# and leave out the X after it`` drops a call. Here
+``# or: `` lines are alternatives (``#  and: `` their next lines), ``# and leave out the X after it`` drops a call. Here
 the program's source is edited at exactly those places (found with :mod:`ast`, as the
 user's eye would find them), placeholders are filled from the test's own values, and
 the original and each pasted version are executed: a fix that breaks the pipeline, or
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuwhy.fixes.pipeline_code import ALTERNATIVE, IN_PLACE_OF
+from gpuwhy.fixes.pipeline_code import ALTERNATIVE, ALTERNATIVE_THEN, IN_PLACE_OF
 from gpuwhy.source_calls import call_text
 
 _MARKER = re.compile(
@@ -56,6 +56,8 @@ def parse(fix: str) -> Fix:
             parsed.leave_out.append((int(leave["line"]) if leave["line"] else None, leave["old"]))
         elif line.startswith(ALTERNATIVE):
             parsed.alternatives.append(line[len(ALTERNATIVE) :])
+        elif line.startswith(ALTERNATIVE_THEN):  # the alternative's next line
+            parsed.alternatives.append(line[len(ALTERNATIVE_THEN) :])
         elif line.strip() and not line.startswith("#"):
             parsed.statements.append(line)
         index += 1
