@@ -56,11 +56,13 @@ def test_a_sequential_slowest_stage_is_not_said_to_be_the_slowest_stage_twice():
     """input.sequential-map's title says the stage "is the slowest stage": with the
     stage said as "the slowest stage", the clause read "also: the slowest stage runs on
     one thread and is the slowest stage", and its wait, said before, again."""
-    from gpuwhy.verdict import _said_once
-
-    stage = "Map(augment at train.py:43)"
-    title = (
-        f"Input stage {stage} runs on one thread and is the slowest stage; "
-        "steps wait for it 88% of their time"
+    stages = (t.tfrecord(), t.augment(), t.batch())
+    facts = replace(
+        t.facts(t.pipeline(*stages, bottleneck=1), steps=t.fit_steps(0.60)),
+        program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
     )
-    assert _said_once(title, stage) == "the slowest stage runs on one thread"
+    record = Record.diagnose("run", facts)
+    assert any(f.id == "input.sequential-map" for f in record.findings)
+    assert record.verdict.endswith(
+        "(slowest stage: Map(augment at train.py:47)); also: the slowest stage runs on one thread."
+    ), record.verdict

@@ -9,6 +9,7 @@ from gpuwhy.gpu_specs import find_gpu
 from gpuwhy.projection.cost import project_step, training_function
 from gpuwhy.projection.step import projection_facts
 from tests import builders as b
+from tests import builders_tfdata as t
 
 TRAIN = "train_step (train.py:12)"
 A100 = find_gpu("A100")
@@ -426,16 +427,7 @@ def test_stage_timers_a_pipeline_that_kept_up_contradicts_are_not_used():
     with its set-up): a pipeline that slow could not have kept up, so the direct
     measurement wins and no input wait is projected (a healthy fit read as projected
     input-bound at high, in a full suite's run)."""
-    steps = StepFacts(
-        source="keras-fit",
-        marker="m",
-        count=256,
-        warmup=1,
-        total_s=0.128,
-        median_s=0.0005,
-        input_wait_fraction=0.0,
-        input_wait_median_s=0.0,
-    )
+    steps = t.fit_steps(0.0, count=256, total_s=0.128, median_s=0.0005)
     fast = b.placement_facts(tensor_ops=placement().tensor_ops, functions=(train_function(),))
     slow = PipelineFacts(id=1, stages=(_stage(rate=450.0),))  # 2.2 ms a batch: impossible
     found = projection_facts(fast, "A100", slow, steps)

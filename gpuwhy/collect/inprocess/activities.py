@@ -145,7 +145,6 @@ class ActivityCollector(Collector):
         self._forget_gc_in_child: Any = None
         self.totals: dict[str, list] = {}  # kind -> [count, seconds, longest]
         self._gc_head = array("d")  # start, seconds of the first GC_HEAD collections
-        self._gc_beyond_n, self._gc_beyond_s = 0, 0.0  # the collections after them
         self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
         self.rings: dict[str, deque] = {kind: deque(maxlen=RING[kind]) for kind in KINDS}
         self.windows: TimeWindows[_Window] = TimeWindows(self.t0, _Window)
@@ -270,9 +269,6 @@ class ActivityCollector(Collector):
                 window.gc_n += 1
                 if len(self._gc_head) < 2 * GC_HEAD:
                     self._gc_head.extend((start, seconds))
-                else:
-                    self._gc_beyond_n += 1
-                    self._gc_beyond_s += seconds
                 if seconds < GC_RING_MIN_S:
                     continue
             elif kind == "checkpoint":
@@ -370,12 +366,12 @@ class ActivityCollector(Collector):
         if began_s is None:
             return None
         head, began = self._gc_head, self.t0 + began_s
-        full = len(head) >= 2 * GC_HEAD
-        if full and head[-2] < began:
+        if len(head) >= 2 * GC_HEAD and head[-2] < began:
             return None  # the steps began after the collections kept one by one
         starts, seconds = head[0::2], head[1::2]
-        after = [s for t, s in zip(starts, seconds) if t >= began]
-        return len(after) + self._gc_beyond_n, sum(after) + self._gc_beyond_s
+        before = [s for t, s in zip(starts, seconds) if t < began]
+        count, total, _ = self.totals["gc"]  # the later ones all came after the head's
+        return count - len(before), total - sum(before)
 
     def _loops(self, gathering: Gathering) -> tuple[LoopStalls, ...]:
         steps: StepFacts | None = gathering.facts.steps
