@@ -92,6 +92,10 @@ class StepFacts:
     slowest: tuple[tuple[float, float], ...] = ()
     timeline: StepTimeline | None = None
     all_kept: bool = True  # whether ``starts`` holds every step (else the first ones)
+    # steps only counted, not timed one by one (in ``count`` and ``total_s``): the next()
+    # timing paused for most of a long steady loop of short steps, to keep watching
+    # cheap; the quantiles and the input wait are the timed steps'
+    counted_only: int = 0
 
     @property
     def mean_s(self) -> float | None:

@@ -37,6 +37,27 @@ class Patch:
             self._forget_in_child()
             raise
 
+    def step_aside(self) -> bool:
+        """Put the original in place for a while (a pause of a per-step hook), where the
+        replacement is in place; False where something else is (another patch over it):
+        then nothing changes. :meth:`step_back` puts the replacement back."""
+        if vars(self.owner).get(self.name) is not self.replacement:
+            return False
+        if self.had_own:
+            setattr(self.owner, self.name, self.original)
+        else:
+            delattr(self.owner, self.name)
+        return True
+
+    def step_back(self) -> None:
+        """The replacement back in place after :meth:`step_aside` (where the original
+        still is: a patch made over it meanwhile stays)."""
+        if self.had_own:
+            if vars(self.owner).get(self.name) is self.original:
+                setattr(self.owner, self.name, self.replacement)
+        elif self.name not in vars(self.owner):
+            setattr(self.owner, self.name, self.replacement)
+
     def undo(self) -> None:
         try:
             if vars(self.owner).get(self.name) is not self.replacement:

@@ -47,7 +47,16 @@ from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.graph_ops import imported_library_dirs, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
-__all__ = ["FunctionHooks", "FunctionInfo", "Trace", "argument_texts", "describe", "spec_text"]
+__all__ = [
+    "FunctionHooks",
+    "FunctionInfo",
+    "Trace",
+    "argument_texts",
+    "calls_key",
+    "describe",
+    "eager_calls",
+    "spec_text",
+]
 
 MAX_TEXT = 160  # characters of one argument's description
 _MAX_STACK = 40  # frames walked up to find the owner Function of a trace
@@ -205,6 +214,39 @@ def argument_texts(function_type: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+# -- TF's own count of a function's calls ---------------------------------------------
+
+
+def calls_key(function: Any) -> Any:
+    """What TF counts ``function``'s calls under (``Function._key_for_call_stats``: the
+    code of its Python function, shared by the tf.functions made of one ``def``, e.g.
+    one method's on two objects, or Keras' step function of two models)."""
+    return function._key_for_call_stats
+
+
+def eager_calls(function: Any) -> int:
+    """The calls of ``function`` from eager code that TF counted so far, with those of
+    any other tf.function of the same :func:`calls_key`: its retracing detector
+    (``polymorphic_function._frequent_tracing_detector_manager``) adds one at the end of
+    each such call. The count starts again lower at a call that traced (the detector
+    keeps only the calls since recent traces), and calls made under
+    ``run_functions_eagerly`` are not counted at all."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    manager = polymorphic_function._frequent_tracing_detector_manager
+    with manager._lock:
+        detector = manager._detectors.get(function._key_for_call_stats)
+        return int(detector._call_count) if detector is not None else 0
+
+
+def functions_run_eagerly() -> bool:
+    """``tf.config.run_functions_eagerly(True)``: calls run the Python function, and TF
+    counts none of them."""
+    from tensorflow.python.eager.polymorphic_function import eager_function_run
+
+    return bool(eager_function_run.RUN_FUNCTIONS_EAGERLY)
+
+
 # -- the hooks -----------------------------------------------------------------------
 
 
@@ -231,10 +273,14 @@ class FunctionHooks:
         call_times: dict,
         on_new_function: Callable[[Any], Any],
         on_trace: Callable[[Trace], None],
+        pauses: Any = None,
     ) -> None:
         self._call_times = call_times
         self._on_new_function = on_new_function
         self._on_trace = on_trace
+        # a HookPauses (collect/inprocess/hook_pauses.py) that may take the call hook out
+        # for a while: the owner tracks each function and puts its paused calls in
+        self._pauses = pauses
         self._patches: list[Patch] = []
         # Per thread: ``owners``, the Functions of the traces in progress, innermost last
         # (a trace inside another is nested, and names the one it ran inside);
@@ -270,6 +316,7 @@ class FunctionHooks:
                 context,
                 eager_function_run,
                 self._thread_state,
+                self._pauses,
             ),
         )
         try:
@@ -284,6 +331,8 @@ class FunctionHooks:
             call.undo()
             raise
         self._patches = [call, create]
+        if self._pauses is not None:
+            self._pauses.add([call])  # the call hook pauses; the trace hook never does
 
     def uninstall(self) -> None:
         """Puts TF's own ``Function.__call__`` and ``_create_concrete_function`` back
@@ -301,6 +350,7 @@ def _call_wrapper(
     context: Any,
     run_mode: Any,
     state: Any,
+    pauses: Any = None,
 ) -> Callable:
     """The hot path: TF's ``executing_eagerly()`` is False inside a trace (the calls a
     traced function makes are graph ops, not calls), so it alone separates outermost
@@ -345,6 +395,8 @@ def _call_wrapper(
             return original(self, *args, **kwds)
         if run_mode.RUN_FUNCTIONS_EAGERLY:
             return run_eagerly_call(self, args, kwds)
+        if pauses is not None and pauses.open and id(self) in pauses.open:
+            pauses.close(self, id(self))  # its calls paused: counted first
         start = perf_counter()
         try:
             return original(self, *args, **kwds)
@@ -355,6 +407,8 @@ def _call_wrapper(
                 if times is None:
                     times = on_new_function(self)
                 times.extend((start, end))  # one C call: a pair is never split by threads
+                if pauses is not None and pauses.wanted:
+                    pauses.pause()
             except Exception:  # noqa: BLE001 - recording never breaks the program
                 pass
 

@@ -350,3 +350,47 @@ def test_named_tuples_and_lists_are_written_field_by_field(hooks):
         ("batch", "Batch(images=float32[8,28,28], labels=int32[8])"),
         ("sizes", "[float32[1], 2]"),
     )
+
+
+# -- TF's own count of a function's calls (what the call hook's pauses count by) --------
+
+
+def test_tf_counts_each_eager_call_under_the_function_s_code():
+    from gpuwhy.tfapi.tracing import calls_key, eager_calls, functions_run_eagerly
+
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def step(x):
+        v.assign_add(x)
+
+    step(tf.constant(1.0))  # traces
+    before = eager_calls(step)
+    for _ in range(25):
+        step(tf.constant(1.0))
+    assert eager_calls(step) - before == 25
+    assert calls_key(step) is step.python_function.__code__
+    assert not functions_run_eagerly()
+
+    @tf.function
+    def outer():
+        step(tf.constant(1.0))  # a call inside a trace: a graph op, not counted
+
+    outer()
+    outer()
+    assert eager_calls(step) - before == 25
+
+
+def test_two_functions_of_one_def_share_their_count():
+    from gpuwhy.tfapi.tracing import calls_key, eager_calls
+
+    def make():
+        return tf.function(lambda x: x + 1)
+
+    a, b = make(), make()
+    a(tf.constant(1))
+    b(tf.constant(1))
+    assert calls_key(a) is calls_key(b)
+    start = eager_calls(a)
+    b(tf.constant(2))
+    assert eager_calls(a) == start + 1  # why the pauses refuse such pairs

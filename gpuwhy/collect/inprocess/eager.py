@@ -32,7 +32,7 @@ import statistics
 import threading
 import time
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,11 @@ class EagerOpCounter(Collector):
                 collector.sampling = counter.overlapping
             if isinstance(collector, StepCollector):
                 collector.began = counter.steps_began
+                if collector.pauses is not None:
+                    # the steps inside a counting window are timed one by one: the ones
+                    # it places ops in
+                    collector.pauses.blocked = lambda: counter.is_on
+                    counter.window_opened = collector.pauses.resume
         return counter
 
     def __init__(
@@ -217,6 +222,8 @@ class EagerOpCounter(Collector):
         self._steps_began_s: float | None = None
         self._lock = threading.Lock()  # one compaction at a time
         self._thread: threading.Thread | None = None
+        # called as each window opens (the steps' next() timing resumes for it)
+        self.window_opened: Callable[[], None] | None = None
 
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
@@ -277,6 +284,9 @@ class EagerOpCounter(Collector):
     def _switch_on(self) -> None:
         if self._switch is None or self.full or self._stopping.is_set():
             return
+        opened = self.window_opened
+        if opened is not None:
+            opened()
         self._switch.on()
         self.windows.append([time.perf_counter(), float("inf")])
 

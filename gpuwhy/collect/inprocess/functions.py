@@ -27,6 +27,7 @@ from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.inprocess.drain import Drain, take
+from gpuwhy.collect.inprocess.hook_pauses import HookPauses, call_stretch
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
 from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
@@ -38,7 +39,13 @@ from gpuwhy.facts import (
     TracingFacts,
 )
 from gpuwhy.tfapi.keras_hooks import keras_owner
-from gpuwhy.tfapi.tracing import FunctionHooks, describe
+from gpuwhy.tfapi.tracing import (
+    FunctionHooks,
+    calls_key,
+    describe,
+    eager_calls,
+    functions_run_eagerly,
+)
 from gpuwhy.tfapi.training import full_batch_trace, has_backward_pass, traced_before
 
 __all__ = ["FunctionWatcher"]
@@ -62,6 +69,7 @@ class _Watched:
         "times",
         "folded_calls",
         "folded_s",
+        "counted_calls",
         "traced_call_s",
         "trace_starts",
         "stream",
@@ -85,7 +93,8 @@ class _Watched:
         self.display = display
         self.times = array("d")  # start, end, start, end ... until folded
         self.folded_calls = 0
-        self.folded_s = 0.0
+        self.folded_s = 0.0  # of the calls timed
+        self.counted_calls = 0  # calls only counted while the call hook paused (in folded_calls)
         # the calls that traced, whole: the trace, the graph's optimisation and any XLA
         # compile, and the first run of the new graph (TF does all of it in that call)
         self.traced_call_s = 0.0
@@ -108,16 +117,26 @@ class _Watched:
 
     @property
     def calls(self) -> int:
-        return self.folded_calls + len(self.times) // 2
+        t = self.times[:]
+        waiting = sum(int(-a) if a < 0 else 1 for a in t[0::2])
+        return self.folded_calls + waiting
 
     def call_seconds(self) -> float:
+        """Seconds in its calls: the timed ones', and the calls only counted (the hook
+        paused) at the timed ones' mean."""
         t = self.times[:]
-        return self.folded_s + sum(t[i + 1] - t[i] for i in range(0, len(t) - 1, 2))
+        pairs = [(t[i], t[i + 1]) for i in range(0, len(t) - 1, 2)]
+        timed = self.folded_s + sum(b - a for a, b in pairs if a >= 0)
+        counted = self.counted_calls + sum(int(-a) for a, _ in pairs if a < 0)
+        timed_calls = self.calls - counted
+        if not counted or timed_calls <= 0:
+            return timed
+        return timed * (timed_calls + counted) / timed_calls
 
     def absorb(self, dead: _Watched) -> None:
         """Add a dead Function's counts to this record (its steps are not kept)."""
         self.folded_calls += dead.calls
-        self.folded_s += dead.call_seconds()
+        self.folded_s += dead.call_seconds()  # an estimate where some were only counted
         self.traced_call_s += dead.traced_call_s
         self.trace_s += dead.trace_s
         for name in set(dead.first_args) | set(self.first_args):
@@ -153,6 +172,12 @@ class _Watched:
         k = 0
         for i in range(0, len(taken) - 1, 2):
             begin, end = taken[i], taken[i + 1]
+            if begin < 0:  # -calls, end: calls counted while the call hook paused
+                calls = int(-begin)
+                self.stream.stretch(calls, end)
+                self.folded_calls += calls - 1  # the pair is one more below
+                self.counted_calls += calls
+                continue
             feed(begin, end)
             self.folded_s += end - begin
             while k < len(starts) and starts[k] < begin:
@@ -239,6 +264,10 @@ class FunctionWatcher(Collector):
         self._stopped = False
         self._training: dict[int, bool] = {}  # id(_Watched) -> trains (warm())
         self._drain: Drain | None = None
+        # the per-step hooks' pauses (the step collector's, where it pauses them)
+        self.pauses: HookPauses | None = None
+        self._called: dict[int, _Watched] = {}  # functions called since ready() asked
+        self._calls_timed = 0  # calls timed since ready() asked
         # whether a step's interval beyond the head is wanted (the eager op counter's)
         self.sampling: Any = None
         # the activity collector's: a loop's stall tracker, and who hears of each trace
@@ -261,12 +290,19 @@ class FunctionWatcher(Collector):
         with self._lock:
             for watched in self._records:
                 if watched.times:
+                    self._calls_timed += len(watched.times) // 2  # a stretch's pair too
                     watched.fold(self.t0, self._sampled, self.stall_tracking)
+                    self._called[id(watched)] = watched
 
     # -- life cycle ------------------------------------------------------------------
     def on_tensorflow(self) -> None:
         try:
-            hooks = FunctionHooks(self._times, self._on_new_function, self._on_trace)
+            hooks = FunctionHooks(
+                self._times,
+                self._on_new_function,
+                self._on_trace,
+                self.pauses,
+            )
             hooks.install()
             self._hooks = hooks
         except Exception as error:  # noqa: BLE001 - never raise into the program
@@ -304,14 +340,58 @@ class FunctionWatcher(Collector):
         with self._lock:
             if self._stopped:
                 return
+            pauses = self.pauses
+            was_paused = pauses is not None and pauses.paused
+            if pauses is not None:
+                pauses.resume()  # TF's count of its calls may start again lower now
             watched = self._by_id.get(id(trace.function))
             if watched is None:
                 watched = self._register(trace.function, trace.caller)
+            if pauses is not None and not trace.nested:
+                self._call_under_way(pauses, trace, watched, was_paused)
             if watched is not None:
                 watched.add_trace(trace)
             listener = self.trace_listener
             if listener is not None and not trace.nested:
                 listener(trace.started, trace.started + trace.seconds, trace.caller)
+
+    @staticmethod
+    def _call_under_way(pauses: HookPauses, trace: Any, watched: Any, was_paused: bool) -> None:
+        """A trace inside a call that began while the call hook was paused: the calls
+        counted until it, this one among them (TF counts it once it ends), go in now,
+        before a call that traces lowers TF's count."""
+        key = id(trace.function)
+        if key in pauses.open:
+            pauses.close(trace.function, key, extra=1)
+        elif was_paused and watched is not None:  # its first call: it was not counted before
+            watched.times.extend((-1.0, trace.started + trace.seconds))
+
+    def ready(self) -> tuple[bool, int]:
+        """For the hooks' pauses (the steps' drain asks): whether the functions called
+        since it last asked may pause (each has its first steps kept one by one, none
+        shares TF's count with another one alive, functions are not run eagerly), and
+        how many calls were timed since."""
+        self.fold()
+        with self._lock:
+            called, self._called = self._called, {}
+            calls, self._calls_timed = self._calls_timed, 0
+            if self._stopped or functions_run_eagerly():
+                return False, calls
+            if any(w.stream is None or w.stream.held_steps() for w in called.values()):
+                return False, calls
+            keys: set = set()
+            for watched in self._by_id.values():
+                function = watched.function() if watched is not None and watched.function else None
+                if function is None:
+                    continue
+                try:
+                    counted_as = calls_key(function)
+                except Exception:  # noqa: BLE001 - a TF without it: never paused
+                    return False, calls
+                if counted_as in keys:  # two live functions of one def: counts mixed
+                    return False, calls
+                keys.add(counted_as)
+            return True, calls
 
     def _register(self, function: Any, caller: str | None) -> _Watched | None:
         with self._lock:
@@ -339,6 +419,8 @@ class FunctionWatcher(Collector):
                 self._times[key] = watched.times
                 self._records.append(watched)
                 self._by_display[display] = watched
+                if self.pauses is not None:  # its calls are counted at each pause
+                    self.pauses.track(key, function, eager_calls, call_stretch(watched.times))
             try:
                 finalizer = weakref.finalize(function, self._forget, key)
                 # a settable property at run time; typeshed's __slots__ omit it
@@ -349,7 +431,10 @@ class FunctionWatcher(Collector):
             return watched
 
     def _forget(self, key: int) -> None:
-        """The Function was garbage-collected: its id may be reused from now on."""
+        """The Function was garbage-collected: its id may be reused from now on (calls it
+        had while the hook paused are lost with it: TF's count went with the object)."""
+        if self.pauses is not None:
+            self.pauses.drop(key)
         with self._lock:
             self._finalizers.pop(key, None)
             self._times.pop(key, None)

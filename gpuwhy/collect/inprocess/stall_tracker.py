@@ -270,6 +270,14 @@ class StallTracker:
         self._recent.append(duration)
         self._since += 1
 
+    def add_counted(self, step: Any) -> None:
+        """A stretch of steps seen only as a count (the timing paused): in the totals,
+        and the next step follows it, but nothing in it is judged (no single step of it
+        is known) nor is it a gap before the next one."""
+        self.steps += step.steps
+        self.step_s += step.end - step.start
+        self._last_end = step.end
+
     def typical(self) -> float | None:
         """The median of the latest steps (None before ``MIN_BASELINE`` of them)."""
         if len(self._recent) < MIN_BASELINE:

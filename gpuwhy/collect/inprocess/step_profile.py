@@ -26,6 +26,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from gpuwhy.collect.inprocess import profiler
@@ -65,7 +66,10 @@ class StepSampler(Collector):
         profiler session per process: the time in collectives of a tf.distribute step,
         and for --target the ops of the training function that stay on the CPU, once
         the projection asked for them: :meth:`profile_when_warm`)."""
-        return cls(cls.peer_of(made, FunctionWatcher).outermost_calls)
+        watcher = cls.peer_of(made, FunctionWatcher)
+        sampler = cls(watcher.outermost_calls)
+        sampler.hooks_held = lambda: watcher.pauses.held() if watcher.pauses else nullcontext()
+        return sampler
 
     def __init__(
         self,
@@ -87,6 +91,9 @@ class StepSampler(Collector):
         self.result: StepProfile | None = None
         self.reason: str | None = None
         self.sampled: str | None = None  # the function chosen
+        # while the profiler runs, every call is timed (its few calls are counted by
+        # the calls seen: the function watcher's hooks must not pause meanwhile)
+        self.hooks_held: Callable[[], Any] = nullcontext
 
     def profile_when_warm(
         self,
@@ -181,7 +188,7 @@ class StepSampler(Collector):
             with self._lock:
                 if self._forbidden:
                     return
-            with profiler.held(self._give_way, self._stop):
+            with profiler.held(self._give_way, self._stop), self.hooks_held():
                 events = self._trace(clock, device)
             if events is None:
                 return

@@ -14,6 +14,14 @@ every step however long the run.
 Those sums are made ``PENDING`` steps at a time, with NumPy (:meth:`LoopRecord.flush`),
 not step by step: the drain thread that folds steps holds the GIL, and on a loop of
 0.2 ms steps summing each step on its own took as long as a twentieth of the step.
+
+A step may stand for a stretch of steps seen only as a count (``Step.counted``): on a
+long steady loop of short steps the ``next()`` timing pauses (hook_pauses.py), and the
+steps it did not time come back as their number and the time they took together. Those
+go into the counts and sums (the timeline's windows, in proportion to the time each
+window holds of them, the tail's totals, the stall tracker's), never into what describes
+single steps (the head, the sketches, the histogram, the slowest and latest steps, the
+stalls themselves).
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ class Step:
     # the first step of a later part of its loop (another Keras fit of a new model, a
     # fine-tuning fit after a new compile): a warm-up of its own where far slower
     opens: bool = False
+    # a stretch of ``steps`` steps seen only as a count (the timing paused): their sum
+    counted: bool = False
 
     @property
     def per_step(self) -> float:
@@ -62,6 +72,8 @@ class StepStats:
     __slots__ = (
         "calls",
         "steps",
+        "counted",
+        "counted_s",
         "step_s",
         "max_s",
         "wait_s",
@@ -72,9 +84,11 @@ class StepStats:
     )
 
     def __init__(self) -> None:
-        self.calls = 0  # Step objects (a Keras call may run several steps)
-        self.steps = 0
+        self.calls = 0  # Step objects timed (a Keras call may run several steps)
+        self.steps = 0  # every step, those only counted too
         self.step_s = 0.0
+        self.counted = 0  # steps seen only as a count (Step.counted), in ``steps``
+        self.counted_s = 0.0  # their time, in ``step_s``
         self.max_s = 0.0  # per step
         self.wait_s = 0.0
         self.waited = 0  # calls whose input wait was timed
@@ -99,6 +113,21 @@ class StepStats:
         self.last = max(self.last, float(end.max()))
         self.sketch.add_many(per_step)
 
+    def add_counted(self, start: float, end: float, steps: int) -> None:
+        """``steps`` steps from ``start`` to ``end`` seen only as a count: they add to
+        the counts and sums, not to the times of single steps."""
+        self.steps += steps
+        self.step_s += end - start
+        self.counted += steps
+        self.counted_s += end - start
+        self.first = min(self.first, start)
+        self.last = max(self.last, end)
+
+    @property
+    def timed_s(self) -> float:
+        """The time of the steps timed one by one."""
+        return self.step_s - self.counted_s
+
     def copy(self) -> StepStats:
         twin = StepStats()
         twin.merge(self)
@@ -108,6 +137,8 @@ class StepStats:
         self.calls += other.calls
         self.steps += other.steps
         self.step_s += other.step_s
+        self.counted += other.counted
+        self.counted_s += other.counted_s
         self.max_s = max(self.max_s, other.max_s)
         self.wait_s += other.wait_s
         self.waited += other.waited
@@ -188,6 +219,9 @@ class LoopRecord:
         self._pending = array("d")  # steps not summed yet, _COLUMNS numbers each
 
     def add(self, step: Step) -> None:
+        if step.counted:
+            self._add_counted(step)
+            return
         if self.stalls is not None:
             self.stalls.add(step)
         wait = float("nan") if step.wait is None else step.wait
@@ -255,6 +289,20 @@ class LoopRecord:
                 if timeline.width != width:
                     break
 
+    def _add_counted(self, step: Step) -> None:
+        """A stretch of steps seen only as a count: into the tail's totals and the
+        timeline's windows (each window the share of the steps its time holds), after
+        the steps pending before it."""
+        self.flush()
+        if self.stalls is not None:
+            self.stalls.add_counted(step)
+        if self.tail is None:
+            self.tail = LoopTail()
+        self.tail.total.add_counted(step.start, step.end, step.steps)
+        for start, end, steps in _spread(step, self.timeline):
+            # by its middle: a part may begin with a sliver of the window before
+            self.timeline.at((start + end) / 2).add_counted(start, end, steps)
+
     @property
     def count(self) -> int:
         self.flush()
@@ -265,6 +313,35 @@ class LoopRecord:
     def calls(self) -> int:
         self.flush()
         return len(self.head) + (self.tail.total.calls if self.tail is not None else 0)
+
+
+def _spread(step: Step, timeline: TimeWindows) -> list[tuple[float, float, int]]:
+    """(start, end, steps) of a counted stretch per window of ``timeline`` it spans,
+    the steps in proportion to the time (their rounded sums add up to ``step.steps``).
+    The windows are those of the width the timeline has once the stretch's end is in it."""
+    timeline.at(step.end)  # the width the stretch's end makes
+    width, t0 = timeline.width, timeline.t0
+    duration = step.end - step.start
+    if duration <= 0:
+        return [(step.start, step.end, step.steps)]
+    parts: list[tuple[float, float, int]] = []
+    edge = begin = step.start
+    given = 0
+    while edge < step.end:
+        index = max(0, int((edge - t0) // width))
+        until = min(step.end, t0 + (index + 1) * width)
+        if until <= edge:  # the float edge of a window: on to the next
+            until = min(step.end, edge + width)
+        share = round(step.steps * (until - step.start) / duration) - given
+        if share > 0:  # a sliver too short for a step of its own joins the next part
+            parts.append((begin, until, share))
+            given, begin = given + share, until
+        edge = until
+    if not parts:
+        return [(step.start, step.end, step.steps)]
+    if begin < step.end:  # the last sliver joins the last part
+        parts[-1] = (parts[-1][0], step.end, parts[-1][2])
+    return parts
 
 
 @dataclass

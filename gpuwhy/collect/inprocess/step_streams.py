@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gpuwhy.collect.inprocess import step_record
+from gpuwhy.collect.inprocess.hook_pauses import Stretch
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView, Step, snapshot, view_of
 
 GAP_LIMIT = 10.0  # a step this many times the typical one spans something else
@@ -176,7 +177,10 @@ class IteratorStream:
         self._pending: Step | None = None
         self._others: dict[int, int] = {}  # reads of other iterators since the leader's last
 
-    def feed(self, key: int, start: float, end: float, exhausted: bool) -> None:
+    def feed(self, key: int, start: float, end: float, exhausted: bool | Stretch) -> None:
+        if isinstance(exhausted, Stretch):
+            self._stretch(key, start, end, exhausted)
+            return
         if not exhausted:
             self.reads += 1
         if self._leader is None:
@@ -197,6 +201,24 @@ class IteratorStream:
             self._leader = None
         else:
             self._pending = Step(start, end, wait=end - start)
+
+    def _stretch(self, key: int, start: float, end: float, stretch: Stretch) -> None:
+        """Reads counted while the timing paused: with the leader's last timed read, they
+        make ``stretch.steps`` steps up to ``end``, seen only as a count. A partner's
+        (zip) add to no step: their wait was not timed."""
+        self.reads += stretch.reads
+        if key != self._leader:
+            return
+        pending, self._pending = self._pending, None
+        self._others.clear()
+        if stretch.steps <= 0:  # the run ended on them: the last step stays open, unseen
+            pass
+        elif pending is not None:
+            self.emit(Step(pending.start, end, stretch.steps, counted=True))
+        elif stretch.steps > 1:  # no timed read began the first of them
+            self.emit(Step(start, end, stretch.steps - 1, counted=True))
+        if stretch.ended:
+            self._leader = None
 
     def open_steps(self) -> list[Step]:
         return []
@@ -223,6 +245,9 @@ class CycleStream:
 
     def feed(self, start: float, end: float) -> None:
         self.calls += 1
+        if self._typical is not None and self._previous is None:  # after a counted stretch
+            self._previous = (start, end)
+            return
         if self._typical is None:
             self._first.extend((start, end))
             if len(self._first) // 2 > step_record.HEAD_STEPS:
@@ -238,6 +263,23 @@ class CycleStream:
             step.end = previous[1]
         self.emit(step)
         self._previous = (start, end)
+
+    def stretch(self, calls: int, end: float) -> None:
+        """``calls`` calls counted while the call hook paused, the last of them until
+        ``end``: with the last timed call (its step still open) they make ``calls + 1``
+        steps, seen only as a count. Calls still held back are let go first, their
+        typical step taken from them."""
+        self.calls += calls
+        if self._typical is None and self._first:
+            steps, self._typical = cycles(self.first_calls())
+            for step in steps[:-1]:
+                self.emit(step)
+            self._previous = (steps[-1].start, steps[-1].end)
+        previous, self._previous = self._previous, None
+        if previous is not None:
+            self.emit(Step(previous[0], max(end, previous[0]), calls + 1, counted=True))
+        else:  # none timed before them
+            self.emit(Step(end, end, calls, counted=True))
 
     def first_calls(self) -> list[tuple[float, float]]:
         """(start, end) of the first calls, up to ``HEAD_STEPS`` + 1."""

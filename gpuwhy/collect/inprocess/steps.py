@@ -40,10 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering, StepWindow
+from gpuwhy.collect.inprocess.base import Collector, Gathering, Option, RunOptions, StepWindow
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
+from gpuwhy.collect.inprocess.hook_pauses import HookPauses, Stretch, read_stretch
 from gpuwhy.collect.inprocess.step_record import (
+    HEAD_STEPS,
     LAST_STEPS,
     SLOWEST,
     LoopRecord,
@@ -66,6 +68,7 @@ from gpuwhy.facts import Facts, StepFacts, StepLoop, StepSpan, StepTimeline
 from gpuwhy.formatting import duration, wait_in_time
 from gpuwhy.tfapi import distribute, keras_hooks
 from gpuwhy.tfapi.tfdata import iterators as data_iterator
+from gpuwhy.tfapi.tfdata.iterator_models import root_elements
 
 MAX_STEPS = 5000  # per-step series kept in the facts (the first steps of the run)
 MIN_STEPS = 3  # fewer boundaries than this are not a loop
@@ -77,15 +80,34 @@ MAX_COMPILES = 64  # Keras models whose compile is remembered
 MAX_READ_RUNS = 4096  # per-iterator sums of next() reads kept for the input wait
 BEGAN_AFTER = 3  # step marks before the eager op counter is told again that steps began
 
+PAUSE_TIMING: Option[bool] = Option(
+    "pause_timing",
+    "--time-every-step",
+    True,
+    "time every next() and tf.function call (by default their timing pauses for most "
+    "of a long steady loop of short steps, whose steps are then counted, not timed, to "
+    "keep watching under 2%% of their time)",
+    switch=True,
+)
+
 
 class _Iterator:
     """The reads of one iterator id since it started being read (its id may be
     reused by a later iterator: an exhausted read ends it)."""
 
-    __slots__ = ("key", "first", "waited", "elements")
+    __slots__ = ("key", "first", "waited", "elements", "counted")
 
     def __init__(self, key: int, first: float) -> None:
         self.key, self.first, self.waited, self.elements = key, first, 0.0, 0
+        self.counted = 0  # elements read while the timing paused (in ``elements``)
+
+    @property
+    def wait_estimate(self) -> float:
+        """Seconds waited: timed, and for the reads only counted, at the timed ones' mean."""
+        timed = self.elements - self.counted
+        if not self.counted or timed <= 0:
+            return self.waited
+        return self.waited * self.elements / timed
 
 
 @dataclass
@@ -100,6 +122,7 @@ class StepCollector(Collector):
     # The function watcher's calls make loops of steps: it asks for them when asked for
     # its section, and is first to start and last to stop.
     uses = ("tracing",)
+    options = (PAUSE_TIMING,)
     what = "steps"
     live = True
     shown = 20
@@ -151,6 +174,25 @@ class StepCollector(Collector):
     # (start, end, the loop's site): a validation pass between training steps, as the
     # program's own thread reads it, so a stall found later finds it (activities.py)
     loop_listener: Callable[[float, float, object], None] | None = None
+    # Whether the next() and tf.function call timing may pause on a long steady loop of
+    # short steps (hook_pauses.py), and the pauses
+    pause_timing: bool = True
+    pauses: HookPauses | None = None
+
+    @classmethod
+    def wanted(cls, options: RunOptions) -> bool:
+        return True  # its switch (--time-every-step) configures it, never turns it off
+
+    @classmethod
+    def create(cls, options: RunOptions, made) -> StepCollector:
+        collector = cls(pause_timing=options[PAUSE_TIMING])
+        pauses = collector.pauses
+        for peer in made:
+            if isinstance(peer, FunctionWatcher) and pauses is not None:
+                # its call hook pauses with the next() hook, its functions counted
+                peer.pauses = pauses
+                pauses.ready = peer.ready
+        return collector
 
     def __post_init__(self) -> None:
         self._marks = 0  # step marks folded while ``began`` waits
@@ -169,6 +211,9 @@ class StepCollector(Collector):
         self._segment: list | None = None
         self._read_runs: list[_Iterator] = []  # iterators ended (exhausted or re-led)
         self._drain: Drain | None = None
+        self._read_sites: set = set()  # the loop sites read since the last tick
+        if self.pause_timing and self.pauses is None:
+            self.pauses = HookPauses()
 
     def start(self, t0: float) -> None:
         self.t0 = t0
@@ -179,8 +224,39 @@ class StepCollector(Collector):
     def on_tensorflow(self) -> None:
         # the hooks append each read to the list themselves (``list.append``: no Python
         # frame of gpuwhy's on the program's thread), and the fold does the rest
-        self._install(lambda: data_iterator.install(self._reads.append), "tf.data iterators")
+        pauses = self.pauses
+        self._install(
+            lambda: data_iterator.install(self._reads.append, pauses, self._track),
+            "tf.data iterators",
+        )
+        if pauses is not None and pauses.patches:
+            # a new iterator's first steps are timed; one freed while paused is counted
+            self._install(
+                lambda: [
+                    data_iterator.on_iterator_created(
+                        before=lambda iterator, dataset: self._created(iterator),
+                        end=pauses.ended,
+                    )
+                ],
+                "tf.data iterators' pauses",
+            )
         self._install(self._install_distributed, "distributed iterators")
+
+    def _created(self, iterator: Any) -> None:
+        """A new iterator (the program's thread): its first steps are timed, and where
+        the program made it, nothing pauses before its first read is."""
+        pauses = self.pauses
+        if pauses is not None:
+            pauses.resume()
+            if data_iterator.made_by_the_program():
+                pauses.expect(id(iterator), iterator)
+
+    def _track(self, key: int, iterator: Any, site: object) -> None:
+        """An iterator the timing sees (the hook, on the program's thread): counted by
+        its model at each pause, its paused reads back among the reads."""
+        if self.pauses is not None:
+            stretch = read_stretch(self._reads.append, key, site)
+            self.pauses.track(key, iterator, root_elements, stretch)
 
     def _install_distributed(self) -> list:
         """A tf.distribute iterator read in the loop (``for x in dist_ds``): its reads
@@ -228,13 +304,18 @@ class StepCollector(Collector):
             self.notes.append(f"could not watch {what}: {type(e).__name__}: {e}")
 
     def stop(self) -> None:
-        for patch in reversed(self._patches):
-            patch.undo()
-        self._patches.clear()
-        if self._drain is not None:
+        if self._drain is not None:  # first: its tick may pause the hooks again
             self._drain.stop()
             if self._drain.error:
                 self.notes.append(f"steps not followed to the end: {self._drain.error}")
+        if self.pauses is not None:
+            try:
+                self.pauses.finish()
+            except Exception as e:  # noqa: BLE001 - the steps counted so far stay
+                self.notes.append(f"paused reads not counted: {type(e).__name__}: {e}")
+        for patch in reversed(self._patches):
+            patch.undo()
+        self._patches.clear()
 
     def mark_fit_start(self, location: object) -> None:
         """For a watcher started inside ``fit`` (the Keras callback), after the hook that
@@ -254,6 +335,14 @@ class StepCollector(Collector):
         collector what overlapped them, and find these runs there)."""
         segment = self._segment
         for key, site, start, end, exhausted in reads:
+            if isinstance(exhausted, Stretch):  # reads counted while the timing paused
+                if segment is not None and segment[0] == key:
+                    segment[3] = end
+                    segment[4] += exhausted.reads
+                    if exhausted.ended:
+                        self._told(segment)
+                        segment = None
+                continue
             if segment is not None and segment[0] != key:  # another iterator's reads begin
                 self._told(segment)
                 segment = None
@@ -301,8 +390,11 @@ class StepCollector(Collector):
             reads = take(self._reads)
             if reads and self.loop_listener is not None:
                 self._tell_loops(reads)
+            timed = 0
             for key, site, start, end, exhausted in reads:
                 self._count_read(key, start, end, exhausted)
+                timed += not isinstance(exhausted, Stretch)
+                self._read_sites.add(site)
                 stream = self._sites.get(site)
                 if stream is None:
                     if len(self._sites) >= MAX_SITES:
@@ -326,13 +418,34 @@ class StepCollector(Collector):
                     self.began()
                 if self._marks >= BEGAN_AFTER:
                     self.began = None
+            if self.pauses is not None:
+                self._tick_pauses(timed)
+
+    def _tick_pauses(self, timed: int) -> None:
+        """The hooks' pauses after a fold of ``timed`` timed reads: every loop read since
+        the last tick must have its first steps kept one by one (the head every rule on
+        single steps reads) before the hooks pause (the function watcher says the same
+        of its functions)."""
+        pauses = self.pauses
+        assert pauses is not None
+        sites, self._read_sites = self._read_sites, set()
+        steady = all(
+            site in self._sites and len(self._sites[site][1].head) >= HEAD_STEPS for site in sites
+        )
+        pauses.tick(time.perf_counter(), timed, steady)
 
     def _count_read(self, key: int, start: float, end: float, exhausted: bool) -> None:
         """Per iterator, what its next() calls waited and how many elements they gave."""
         current = self._iterators.get(key)
         if current is None:
             current = self._iterators[key] = _Iterator(key, start)
-        current.waited += end - start
+        if isinstance(exhausted, Stretch):  # elements read while the timing paused
+            current.elements += exhausted.reads
+            current.counted += exhausted.reads
+            if not exhausted.ended:
+                return
+        else:
+            current.waited += end - start
         if not exhausted:
             current.elements += 1
             return
@@ -344,14 +457,16 @@ class StepCollector(Collector):
             if kept is not None:
                 kept.waited += current.waited
                 kept.elements += current.elements
+                kept.counted += current.counted
 
     def reads(self) -> list[tuple[int, float, float, int]]:
-        """Every iterator's timed ``next()`` calls, summed: (iterator id, its first
-        read's start, seconds waited, elements returned)."""
+        """Every iterator's ``next()`` calls, summed: (iterator id, its first read's
+        start, seconds waited, elements returned). The reads only counted while the
+        timing paused are taken to have waited as long as the timed ones did on average."""
         self.fold()
         with self._lock:
             runs = self._read_runs + list(self._iterators.values())
-            return [(r.key, r.first, r.waited, r.elements) for r in runs]
+            return [(r.key, r.first, r.wait_estimate, r.elements) for r in runs]
 
     def candidates(self) -> list[tuple[str, str, LoopView]]:
         """(source, name, steps) of the Keras, tf.data and optimizer loops so far,
@@ -751,6 +866,9 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
     counted = [s for s in head if not s.warm] + extra
     tails = [loop.view.tail for loop in loops if loop.view.tail is not None]
     total = sum(s.end - s.start for s in counted) + sum(t.total.step_s for t in tails)
+    # the steps' time less that of the steps only counted (the next() timing paused):
+    # the input wait's share is the timed steps'
+    timed_total = total - sum(t.total.counted_s for t in tails)
     waits = [s.wait for s in counted if s.wait is not None]
     # every counted step timed its wait
     measured = (
@@ -774,7 +892,9 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         median_s=median,
         p90_s=p90,
         total_s=total,
-        input_wait_fraction=(waited / total if total else 0.0) if measured else None,
+        input_wait_fraction=(waited / timed_total if timed_total > 0 else 0.0)
+        if measured
+        else None,
         input_wait_median_s=wait_median if measured else None,
         input_wait_source="next() timing" if measured else None,
         steps_per_call=spe,
@@ -789,6 +909,7 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         slowest=_slowest(tails, counted, t0) if tails else (),
         timeline=_timeline(loops, t0, t_end),
         all_kept=not tails and not extra and len(head) <= MAX_STEPS,
+        counted_only=sum(t.total.counted for t in tails),
     )
 
 
@@ -854,10 +975,21 @@ def _timeline(loops: list[_Loop], t0: float, t_end: float) -> StepTimeline | Non
                 p90_s=None if p90 is None else round(p90, 6),
                 max_s=round(stats.max_s, 6),
                 step_s=round(stats.step_s, 6),
-                input_wait_s=round(stats.wait_s, 6) if stats.all_waited else None,
+                input_wait_s=_window_wait(stats),
             )
         )
     return StepTimeline(width_s=merged.width, windows=tuple(windows))
+
+
+def _window_wait(stats: StepStats) -> float | None:
+    """A window's input wait: timed for each step (None: some step's was not); where
+    some steps were only counted (the timing paused), their share at the timed steps'."""
+    if not stats.all_waited:
+        return None
+    if not stats.counted:
+        return round(stats.wait_s, 6)
+    timed_s = stats.timed_s
+    return round(stats.wait_s * stats.step_s / timed_s, 6) if timed_s > 0 else None
 
 
 # -- its rows in the reports ------------------------------------------------------
@@ -883,4 +1015,9 @@ def steps_line(steps: StepFacts) -> str:
         )
     else:
         text += "; input wait not measured for this kind of loop"
+    if steps.counted_only:
+        text += (
+            f"; {steps.count - steps.counted_only:,} of them timed one by one, the rest "
+            "counted (the timing pauses on a long loop of short steps: --time-every-step)"
+        )
     return text

@@ -58,6 +58,7 @@ __all__ = [
     "parse_model",
     "prepare",
     "read_model",
+    "root_elements",
 ]
 
 ROOT = "Root"
@@ -166,6 +167,27 @@ def read_model(iterator: Any, branches: tuple[int, ...] = ()) -> RunModel:
     except (ValueError, TypeError) as error:
         raise ModelUnavailable(str(error)) from error
     return parse_model(proto, branches)
+
+
+def root_elements(iterator: Any) -> int:
+    """The elements ``iterator`` gave its reader so far: its model's output node
+    (``Root``, which counts each ``GetNext`` that returned an element). Exact, whoever
+    read them and whether gpuwhy timed the reads or not; a fraction of a millisecond.
+    Raises :class:`ModelUnavailable` as :func:`read_model` does."""
+    try:
+        from tensorflow.python.data.experimental.ops import iterator_model_ops
+        from tensorflow.python.framework import errors
+    except ImportError as error:
+        raise ModelUnavailable(f"this TensorFlow has no get_model_proto: {error}") from error
+    try:
+        proto = iterator_model_ops.get_model_proto(iterator)
+    except errors.NotFoundError as error:
+        raise ModelUnavailable("autotune is off for this dataset") from error
+    except (ValueError, TypeError) as error:
+        raise ModelUnavailable(str(error)) from error
+    if proto.output not in proto.nodes:
+        raise ModelUnavailable("the model has no output node yet")
+    return int(proto.nodes[proto.output].num_elements)
 
 
 def _class_name(value: int) -> str:

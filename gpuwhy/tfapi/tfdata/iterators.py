@@ -16,6 +16,7 @@ iterator inside the compiled step, so it never shows up here.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,11 +33,21 @@ Read = tuple[int, object, float, float, bool]
 Emit = Callable[[Read], None]
 
 
-def install(emit: Emit) -> list[Patch]:
+def install(
+    emit: Emit, pauses: Any = None, track: Callable[[int, Any, object], None] | None = None
+) -> list[Patch]:
+    """The timing hook on ``OwnedIterator.__next__``. ``pauses`` (a
+    :class:`~gpuwhy.collect.inprocess.hook_pauses.HookPauses`, or None) may take it out
+    for a while: each iterator's first timed read is told to ``track(key, iterator,
+    site)`` (which tells ``pauses`` how to count it), the first read after a pause to
+    ``pauses.close``, a read made while ``pauses.wanted`` to ``pauses.pause`` once it
+    returned."""
     from tensorflow.python.data.ops import iterator_ops
     from tensorflow.python.eager import context
 
     sites: dict[int, object] = {}
+    if track is None:
+        pauses = None
 
     perf_counter = time.perf_counter
 
@@ -48,6 +59,8 @@ def install(emit: Emit) -> list[Patch]:
                 eager = context.executing_eagerly()
             if not eager:
                 return original(self)
+            if pauses is not None and pauses.open and id(self) in pauses.open:
+                pauses.close(self, id(self))  # this iterator's reads paused: counted first
             start = perf_counter()
             exhausted = False
             try:
@@ -61,6 +74,9 @@ def install(emit: Emit) -> list[Patch]:
                 site = sites.get(key)
                 if site is None:  # once per iterator: the loop that reads it
                     site = sites[key] = _reader(sys._getframe(1))
+                if pauses is not None and site is not _LIBRARY and key not in pauses.sources:
+                    # counted at each pause (a new iterator, or one whose id a freed one had)
+                    track(key, self, site)  # type: ignore[misc]
                 if site is not _LIBRARY:
                     try:
                         emit((key, site, start, end, exhausted))
@@ -68,10 +84,20 @@ def install(emit: Emit) -> list[Patch]:
                         pass
                 if exhausted:
                     sites.pop(key, None)
+                    if pauses is not None:
+                        pauses.forget(key)
+                elif pauses is not None and pauses.wanted:
+                    try:
+                        pauses.pause()
+                    except Exception:  # noqa: BLE001 - never break the user's loop
+                        pass
 
         return mark_wrapped(__next__, original)
 
-    return [Patch(iterator_ops.OwnedIterator, "__next__", make)]
+    patches = [Patch(iterator_ops.OwnedIterator, "__next__", make)]
+    if pauses is not None:
+        pauses.add(patches)
+    return patches
 
 
 def after_each_next(callback: Callable[[], None]) -> Patch:
@@ -96,6 +122,24 @@ def after_each_next(callback: Callable[[], None]) -> Patch:
 
 
 _LIBRARY = object()  # read by Keras' own predict/evaluate loops, not by a user's loop
+_TF_DIR = f"{os.sep}tensorflow{os.sep}"
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_MAX_CREATOR_FRAMES = 40
+
+
+def made_by_the_program() -> bool:
+    """Called from an iterator-creation listener: whether the code that asked for the
+    iterator (the first frame outside TensorFlow and gpuwhy: ``for x in ds``, ``zip(a,
+    b)``'s caller, ``iter(ds)``) is the program's, not a library's (Keras' fit)."""
+    frame: Any = sys._getframe(1)
+    for _ in range(_MAX_CREATOR_FRAMES):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if _TF_DIR not in name and not name.startswith(_OWN_DIR):
+            return not is_library_file(name)
+        frame = frame.f_back
+    return False
 
 
 def _reader(caller) -> object:

@@ -269,3 +269,21 @@ def test_the_reader_is_the_users_line_and_the_library_call_that_iterated_there()
     (adapt_at, via), (loop_at, none) = readers[0], readers[-1]
     assert adapt_at.endswith(f"{file}:{adapt_line}") and via.endswith("TextVectorization.adapt")
     assert loop_at.endswith(f"{file}:{loop_line}") and none is None
+
+
+def test_root_elements_counts_what_the_reader_got_however_it_read():
+    import tensorflow as tf
+
+    from gpuwhy.tfapi.tfdata.iterator_models import ModelUnavailable, root_elements
+
+    ds = tf.data.Dataset.range(50).map(lambda x: x + 1).batch(2).prefetch(2)
+    it = iter(ds)
+    assert root_elements(it) == 0
+    for _ in range(7):
+        next(it)
+    assert root_elements(it) == 7
+    assert sum(1 for _ in it) == 18 and root_elements(it) == 25  # the end is no element
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    with pytest.raises(ModelUnavailable):
+        root_elements(iter(ds.with_options(options)))

@@ -1,0 +1,386 @@
+"""The next() timing paused on a long steady loop of short steps: every step still
+counted exactly (tf.data's own count of each iterator's elements), the quantiles and the
+input wait from the steps timed, the timeline whole.
+
+The first tests feed the collector's fold with reads and stretches at made-up times;
+the last ones run real tf.data loops in this process with the real hooks, the pauses
+made short so that a few seconds of steps hold several of them."""
+
+import time
+
+import pytest
+
+from gpuwhy.collect.inprocess.hook_pauses import Stretch
+from gpuwhy.collect.inprocess.step_record import HEAD_STEPS, LoopRecord, Step
+from gpuwhy.collect.inprocess.steps import StepCollector
+
+SITE = "train.py:40"
+
+
+def _timed(collector, key, t, n, step=0.0005, wait=0.0001):
+    for _ in range(n):
+        collector._on_next(key, SITE, t, t + wait, False)
+        t += step
+    return t
+
+
+def test_a_stretch_of_counted_reads_keeps_the_count_and_the_timed_steps_figures():
+    collector = StepCollector()
+    t = _timed(collector, 7, collector.t0 + 1.25, HEAD_STEPS + 1000)
+    # the timing paused after a read at t - 0.0005 (its step still open); 3,000 reads
+    # followed unseen, at 1 ms a step (slower than the timed ones), from a quarter into
+    # a window of the timeline to a quarter into another
+    paused_from = t - 0.0005
+    t_back = paused_from + 3001 * 0.001
+    collector._on_next(7, SITE, paused_from, t_back, Stretch(3000, 3001))
+    t = _timed(collector, 7, t_back, 2000)
+    collector._on_next(7, SITE, t, t + 0.0001, True)
+    facts, _ = collector.facts(collector.t0, t_end=t + 1)
+    n = HEAD_STEPS + 1000 + 3000 + 2000
+    assert facts.count == n
+    assert facts.counted_only == 3001
+    # the sums are every step's; what describes single steps is the timed ones'
+    assert facts.total_s == pytest.approx((n - 1 - 3001) * 0.0005 + 3001 * 0.001, rel=1e-6)
+    assert facts.median_s == pytest.approx(0.0005, rel=0.02)
+    assert facts.input_wait_fraction == pytest.approx(0.2, rel=1e-6)
+    assert max(s for _, s in facts.slowest) == pytest.approx(0.0005, rel=1e-6)
+    windows = facts.timeline.windows
+    assert sum(w.steps for w in windows) == n
+    assert sum(w.step_s for w in windows) == pytest.approx(facts.total_s + 0.0005, rel=1e-6)
+    # a window the stretch fills has no median (no step timed), one it shares has its
+    # timed steps'; the input wait of each is the timed steps' share of its time
+    counted_only = [w for w in windows if w.p50_s is None]
+    assert counted_only and all(w.steps > 0 and w.input_wait_s is None for w in counted_only)
+    shared = [w for w in windows if w.p50_s is not None and w.step_s > w.steps * 0.00051]
+    assert shared
+    for w in shared:
+        assert w.p50_s == pytest.approx(0.0005, rel=0.02)
+        assert w.input_wait_s == pytest.approx(0.2 * w.step_s, rel=1e-6)
+    # the iterator's reads: every element, the wait of the counted ones at the timed mean
+    ((_, _, waited, elements),) = collector.reads()
+    assert elements == n
+    assert waited == pytest.approx(0.0001 * n + 0.0001, rel=1e-3)
+    assert "timed one by one" in _steps_line(facts)
+
+
+def test_a_stretch_that_ends_with_its_iterator_ends_the_loop_s_steps():
+    collector = StepCollector()
+    t = _timed(collector, 7, collector.t0 + 1.0, HEAD_STEPS + 10)
+    paused_from = t - 0.0005
+    # freed while paused: 500 more elements, the last step ended by the exhausting read
+    collector._on_next(7, SITE, paused_from, paused_from + 0.3, Stretch(500, 501, ended=True))
+    # the next epoch: a new iterator at the same line
+    t = _timed(collector, 8, paused_from + 0.31, 100)
+    collector._on_next(8, SITE, t, t + 0.0001, True)
+    facts, _ = collector.facts(collector.t0, t_end=t + 1)
+    assert facts.count == HEAD_STEPS + 10 + 500 + 100
+    assert sorted(r[3] for r in collector.reads()) == [100, HEAD_STEPS + 510]
+
+
+def test_a_counted_stretch_spreads_over_the_windows_it_spans_in_proportion():
+    record = LoopRecord(0.0)
+    for i in range(HEAD_STEPS):
+        record.add(Step(i * 1e-4, (i + 1) * 1e-4))
+    record.add(Step(0.6, 3.4, steps=2800, counted=True))
+    windows = dict(record.timeline.items())
+    assert sum(w.steps for w in windows.values()) == HEAD_STEPS + 2800
+    assert [windows[k].counted for k in (0.0, 1.0, 2.0, 3.0)] == [400, 1000, 1000, 400]
+    assert windows[2.0].step_s == pytest.approx(1.0) and windows[2.0].calls == 0
+    assert record.count == HEAD_STEPS + 2800 and record.calls == HEAD_STEPS
+
+
+def _steps_line(facts):
+    from gpuwhy.collect.inprocess.steps import steps_line
+
+    return steps_line(facts)
+
+
+# -- real loops ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def pausing():
+    """A step collector with its real hooks, pausing after 0.05 s of timed reads for
+    0.15 s at most (the drain ticks every 0.25 s: a pause each tick or two)."""
+    collector = StepCollector()
+    pauses = collector.pauses
+    assert pauses is not None
+    pauses.on_s, pauses.off_s, pauses.min_reads_per_s = 0.05, 0.15, 100.0
+    collector.start(time.perf_counter())
+    collector.on_tensorflow()
+    yield collector
+    collector.stop()
+
+
+def _dataset(n, autotune=True):
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.range(n).map(lambda x: x * 2).prefetch(2)
+    if not autotune:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        ds = ds.with_options(options)
+    return ds
+
+
+def _until_paused_twice(collector, read_more):
+    deadline = time.perf_counter() + 60
+    while collector.pauses.pauses < 2 and time.perf_counter() < deadline:
+        read_more()
+
+
+def test_epochs_of_a_real_loop_are_counted_whole_through_the_pauses(pausing):
+    ds = _dataset(4000)
+    epochs = 0
+    total = 0
+
+    def epoch():
+        nonlocal epochs, total
+        for x in ds:
+            total += int(x)
+        epochs += 1
+
+    _until_paused_twice(pausing, epoch)
+    for _ in range(2):  # and an epoch or two after, whatever the last pause was doing
+        epoch()
+    pausing.stop()
+    assert total == epochs * sum(2 * i for i in range(4000))  # the program's own result
+    facts, _ = pausing.facts(pausing.t0)
+    assert pausing.pauses.pauses >= 2 and pausing.pauses.refused is None
+    assert facts.count == 4000 * epochs
+    assert 0 < facts.counted_only < facts.count
+    assert sum(w.steps for w in facts.timeline.windows) == facts.count
+    assert sum(r[3] for r in pausing.reads()) == 4000 * epochs
+    assert facts.median_s is not None and facts.input_wait_fraction is not None
+
+
+def test_a_zip_of_two_iterators_keeps_its_steps_and_both_counts(pausing):
+    a, b = _dataset(3000), _dataset(3000)
+    epochs = 0
+
+    def epoch():
+        nonlocal epochs
+        for _x, _y in zip(a, b):
+            pass
+        epochs += 1
+
+    _until_paused_twice(pausing, epoch)
+    pausing.stop()
+    facts, _ = pausing.facts(pausing.t0)
+    assert facts.count == 3000 * epochs
+    reads = sorted(r[3] for r in pausing.reads())
+    # zip stops at the first iterator's end: the second is read 3000 times, never exhausted
+    assert sum(reads) == 2 * 3000 * epochs
+
+
+def test_an_iterator_whose_count_cannot_be_read_is_never_paused(pausing):
+    ds = _dataset(7000, autotune=False)
+    n = 0
+    for _ in range(2):
+        for _x in ds:
+            n += 1
+    pausing.stop()
+    facts, _ = pausing.facts(pausing.t0)
+    assert pausing.pauses.pauses == 0 and "could not be read" in (pausing.pauses.refused or "")
+    assert facts.count == n == 14000 and facts.counted_only == 0
+
+
+def test_timing_every_step_never_pauses():
+    collector = StepCollector(pause_timing=False)
+    assert collector.pauses is None
+    collector.start(time.perf_counter())
+    collector.on_tensorflow()
+    try:
+        for _x in _dataset(6000):
+            pass
+    finally:
+        collector.stop()
+    facts, _ = collector.facts(collector.t0)
+    assert facts.count == 6000 and facts.counted_only == 0
+
+
+def test_a_pause_is_refused_where_another_hook_sits_over_the_timing(pausing):
+    from tensorflow.python.data.ops import iterator_ops
+
+    from gpuwhy.tfapi.patching import Patch
+
+    seen = []
+
+    def counting(original):  # another tool's hook, over gpuwhy's
+        return lambda self: (seen.append(1), original(self))[1]
+
+    over = Patch(iterator_ops.OwnedIterator, "__next__", counting)
+    n = epochs = 0
+    deadline = time.perf_counter() + 60
+    try:  # until a pause was asked for (and refused), two epochs at least
+        while epochs < 2 or (pausing.pauses.refused is None and time.perf_counter() < deadline):
+            for _x in _dataset(4000):
+                n += 1
+            epochs += 1
+    finally:
+        over.undo()
+    pausing.stop()
+    facts, _ = pausing.facts(pausing.t0)
+    # every read and each epoch's StopIteration went through the other hook
+    assert len(seen) == n + epochs and facts.count == n == 4000 * epochs
+    assert pausing.pauses.pauses == 0
+    assert "installed over" in (pausing.pauses.refused or "")
+    # the other hook's undo put the timing back where it was; stop() put TF's back
+    assert not hasattr(vars(iterator_ops.OwnedIterator)["__next__"], "__wrapped__")
+
+
+# -- tf.function calls ----------------------------------------------------------------
+
+
+@pytest.fixture
+def watching():
+    """The function watcher and the step collector as a run makes them (the call hook
+    pauses with the next() hook), the pauses made short as above."""
+    from gpuwhy.collect.inprocess.base import RunOptions
+    from gpuwhy.collect.inprocess.functions import FunctionWatcher
+
+    watcher = FunctionWatcher()
+    steps = StepCollector.create(RunOptions(), [watcher])
+    pauses = steps.pauses
+    assert watcher.pauses is pauses and pauses is not None
+    pauses.on_s, pauses.off_s, pauses.min_events_per_s = 0.05, 0.15, 100.0
+    t0 = time.perf_counter()
+    watcher.start(t0)
+    steps.start(t0)
+    watcher.on_tensorflow()
+    steps.on_tensorflow()
+    yield watcher, steps
+    steps.stop()
+    watcher.stop()
+
+
+def _function_facts(watcher, steps):
+    steps.stop()
+    watcher.stop()
+    loops = watcher.loops()
+    facts, _ = steps.facts(steps.t0, function_loops=loops)
+    return {f.name: f for f in watcher.facts().functions}, loops, facts
+
+
+def test_a_loop_of_calls_alone_is_counted_whole_through_the_pauses(watching):
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def train_step():
+        v.assign_add(1.0)
+
+    calls = 0
+    deadline = time.perf_counter() + 60
+    while (steps.pauses.pauses < 3 or calls < 12_000) and time.perf_counter() < deadline:
+        train_step()
+        calls += 1
+    functions, loops, facts = _function_facts(watcher, steps)
+    assert steps.pauses.pauses >= 3 and steps.pauses.refused is None
+    assert float(v.numpy()) == calls  # the program's own result
+    (fn,) = [f for name, f in functions.items() if name == "train_step"]
+    assert fn.calls == calls
+    (view,) = [v for name, v in loops.items() if name.startswith("train_step")]
+    assert view.count == calls and view.tail.total.counted > 0
+    assert facts.count == calls and 0 < facts.counted_only < calls
+    # the time in its calls: the timed ones', the counted ones at their mean
+    assert 0 < fn.call_s < facts.total_s * 1.05
+
+
+def test_a_retrace_inside_a_pause_keeps_the_calls_counted(watching):
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def train_step(x):
+        v.assign_add(tf.reduce_sum(x))
+
+    one, two = tf.ones([1]), tf.ones([2])
+    calls = 0
+    deadline = time.perf_counter() + 60
+    while steps.pauses.pauses < 2 and time.perf_counter() < deadline:
+        train_step(one)
+        calls += 1
+    while not steps.pauses.paused and time.perf_counter() < deadline:
+        train_step(one)
+        calls += 1
+    train_step(two)  # traces while the hooks are paused
+    calls += 1
+    for _ in range(2000):
+        train_step(one)
+        calls += 1
+    functions, _, facts = _function_facts(watcher, steps)
+    fn = functions["train_step"]
+    assert fn.calls == calls and fn.traces == 2
+    assert facts.count == calls
+
+
+def test_a_dataset_loop_calling_a_function_counts_both_exactly(watching):
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function
+    def train_step(x):
+        v.assign_add(x)
+
+    n = epochs = 0
+    deadline = time.perf_counter() + 60
+    while (epochs < 3 or steps.pauses.pauses < 2) and time.perf_counter() < deadline:
+        for x in _dataset(3000):
+            train_step(x)
+            n += 1
+        epochs += 1
+    functions, _, facts = _function_facts(watcher, steps)
+    assert steps.pauses.pauses >= 2
+    assert int(v.numpy()) == epochs * sum(2 * i for i in range(3000))
+    assert functions["train_step"].calls == n == 3000 * epochs
+    assert facts.count == n and facts.counted_only > 0
+    assert sum(r[3] for r in steps.reads()) == n
+
+
+def test_a_counted_stretch_is_no_stall_and_its_steps_are_in_the_stall_tracker_s_totals():
+    from gpuwhy.collect.inprocess.stall_tracker import StallTracker
+
+    tracker = StallTracker(0.0)
+    record = LoopRecord(0.0, stalls=tracker)
+    t = 0.0
+    for _ in range(200):
+        record.add(Step(t, t + 0.001))
+        t += 0.001
+    record.add(Step(t, t + 1.0, steps=1000, counted=True))  # 1 s the timing paused
+    t += 1.0
+    for _ in range(200):
+        record.add(Step(t, t + 0.001))
+        t += 0.001
+    assert tracker.between.count == 0 and tracker.inside.count == 0
+    assert tracker.steps == 1400 and tracker.step_s == pytest.approx(1.4)
+    record.add(Step(t + 0.5, t + 0.501))  # a real gap after it still is one
+    assert tracker.between.count == 1
+
+
+def test_no_pause_while_an_iterator_the_program_made_is_not_read_yet(pausing):
+    pausing._drain.stop()  # its ticks would ask for pauses or not: these are asked by hand
+    pauses = pausing.pauses
+    a, b = iter(_dataset(100)), iter(_dataset(100))  # zip(a, b) makes both, then reads a
+    next(a)
+    pauses.wanted = True
+    next(a)  # b's reads would begin uncounted
+    assert not pauses.paused and not pauses.wanted
+    next(b)
+    pauses.wanted = True
+    next(a)
+    assert pauses.paused
+    for _ in range(10):
+        next(a)
+        next(b)
+    pauses.resume()
+    next(a)
+    next(b)
+    pausing.stop()
+    assert sorted(r[3] for r in pausing.reads()) == [12, 14]
