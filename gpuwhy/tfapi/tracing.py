@@ -101,6 +101,9 @@ class Trace:
     # Keras' ``multi_step_on_iterator`` calls ``one_step_on_data``); None when outermost
     # or when the enclosing trace's owner was not found.
     inside: Any = None
+    # traced by a call of the function (not by ``get_concrete_function``): the call
+    # goes on once the trace is made
+    in_call: bool = True
 
 
 def _definition(function: Any) -> tuple[str | None, int | None]:
@@ -306,6 +309,7 @@ class FunctionHooks:
             inspect.unwrap(cls.__dict__[name]).__code__
             for name in ("_call", "_initialize", "_get_concrete_function_garbage_collected")
         )
+        asked = inspect.unwrap(cls.__dict__["_get_concrete_function_garbage_collected"])
         call = Patch(
             cls,
             "__call__",
@@ -324,7 +328,7 @@ class FunctionHooks:
                 tracing_compilation,
                 "_create_concrete_function",
                 lambda original: _create_wrapper(
-                    original, self._on_trace, owner_codes, cls, self._thread_state
+                    original, self._on_trace, owner_codes, cls, self._thread_state, asked.__code__
                 ),
             )
         except Exception:
@@ -417,19 +421,25 @@ def _call_wrapper(
     return __call__
 
 
-def _owner(frame: Any, codes: frozenset, cls: type) -> Any:
+def _owner(frame: Any, codes: frozenset, cls: type) -> tuple[Any, Any]:
+    """The Function whose trace runs (None: not found), and the code of its frame."""
     for _ in range(_MAX_STACK):
         if frame is None:
-            return None
+            return None, None
         if frame.f_code in codes:
             owner = frame.f_locals.get("self")
-            return owner if isinstance(owner, cls) else None
+            return (owner if isinstance(owner, cls) else None), frame.f_code
         frame = frame.f_back
-    return None
+    return None, None
 
 
 def _create_wrapper(
-    original: Callable, on_trace: Callable, codes: frozenset, cls: type, state: Any
+    original: Callable,
+    on_trace: Callable,
+    codes: frozenset,
+    cls: type,
+    state: Any,
+    asked_code: Any = None,
 ) -> Callable:
     perf_counter = time.perf_counter
 
@@ -438,10 +448,10 @@ def _create_wrapper(
         if owners is None:
             owners = state.owners = []
         outer = len(owners)  # traces in progress on this thread
-        owner = None
+        owner = code = None
         if tracing_options.function_cache is not None:
             try:
-                owner = _owner(sys._getframe(1), codes, cls)
+                owner, code = _owner(sys._getframe(1), codes, cls)
             except Exception:  # noqa: BLE001 - a listener never breaks the program
                 owner = None
         # The innermost enclosing trace with a known owner: TF's own helpers (no cache)
@@ -467,6 +477,7 @@ def _create_wrapper(
                             caller=user_location(1, limit=_MAX_CALLER_STACK),
                             nested=outer > 0,
                             inside=inside if inside is not owner else None,
+                            in_call=code is not asked_code,
                         )
                     )
             except Exception:  # noqa: BLE001 - a listener never breaks the program

@@ -362,6 +362,10 @@ def test_a_counted_stretch_is_no_stall_and_its_steps_are_in_the_stall_tracker_s_
     assert tracker.steps == 1400 and tracker.step_s == pytest.approx(1.4)
     record.add(Step(t + 0.5, t + 0.501))  # a real gap after it still is one
     assert tracker.between.count == 1
+    t += 0.501
+    # a stretch half again as long as its steps at the timed pace: a stall inside it
+    record.add(Step(t, t + 1.5, steps=1000, counted=True))
+    assert tracker.inside.count == 1
 
 
 def test_no_pause_while_an_iterator_the_program_made_is_not_read_yet(pausing):
@@ -384,3 +388,100 @@ def test_no_pause_while_an_iterator_the_program_made_is_not_read_yet(pausing):
     next(b)
     pausing.stop()
     assert sorted(r[3] for r in pausing.reads()) == [12, 14]
+
+
+def _until_paused(steps, call, deadline_s=60):
+    deadline = time.perf_counter() + deadline_s
+    n = 0
+    while not steps.pauses.paused and time.perf_counter() < deadline:
+        call()
+        n += 1
+    assert steps.pauses.paused
+    return n
+
+
+def _make_step(v):
+    import tensorflow as tf
+
+    return tf.function(lambda: v.assign_add(1.0))  # two of these: one def, one TF count
+
+
+def test_functions_of_one_def_are_counted_apart_though_tf_counts_them_together(watching):
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0.0)
+    train = _make_step(v)
+    n_train = 6000
+    for _ in range(n_train):
+        train()
+    n_train += _until_paused(steps, train)
+    for _ in range(300):
+        train()
+    n_train += 300
+    test = _make_step(v)  # made and traced while the hooks are paused (an evaluation)
+    for _ in range(50):
+        test()
+    for _ in range(500):
+        train()
+    n_train += 500
+    functions, _, _ = _function_facts(watcher, steps)
+    assert functions["<lambda>"].calls == n_train + 50  # the facts: one def, one entry
+    each = sorted(w.calls for w in watcher._records if w.info.name == "<lambda>")
+    assert each == [50, n_train]
+    assert float(v.numpy()) == n_train + 50
+
+
+def test_a_function_called_now_and_then_keeps_its_calls_across_pauses(watching):
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def train_step():
+        v.assign_add(1.0)
+
+    @tf.function
+    def log_step():
+        v.assign_add(1000.0)
+
+    logs = calls = 0
+    deadline = time.perf_counter() + 60
+    while (steps.pauses.pauses < 4 or calls < 20_000) and time.perf_counter() < deadline:
+        train_step()
+        calls += 1
+        if calls % 3000 == 0:
+            log_step()
+            logs += 1
+        if calls == 9000:  # asked while the hooks may be paused: traces, counts no call
+            train_step.get_concrete_function()
+    functions, _, _ = _function_facts(watcher, steps)
+    assert steps.pauses.pauses >= 4
+    assert functions["train_step"].calls == calls and functions["log_step"].calls == logs
+    assert float(v.numpy()) == calls + 1000 * logs
+
+
+def test_an_iterator_read_inside_a_function_makes_no_loop_of_its_own(watching):
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0, dtype=tf.int64)
+    it = iter(_dataset(40_000))
+    next(it)  # a peek, timed
+
+    @tf.function
+    def train_step(iterator):
+        v.assign_add(next(iterator))
+
+    calls = 0
+    deadline = time.perf_counter() + 60
+    while (steps.pauses.pauses < 3 or calls < 12_000) and time.perf_counter() < deadline:
+        train_step(it)
+        calls += 1
+    del it
+    functions, _, facts = _function_facts(watcher, steps)
+    assert steps.pauses.pauses >= 3
+    assert functions["train_step"].calls == calls
+    assert facts.source == "tf-function" and facts.count == calls
+    assert all(loop.source != "tf-data" or loop.count <= 1 for loop in facts.loops)

@@ -123,15 +123,19 @@ class _Watched:
 
     def call_seconds(self) -> float:
         """Seconds in its calls: the timed ones', and the calls only counted (the hook
-        paused) at the timed ones' mean."""
+        paused) at the mean of the timed calls that did not trace (a call that traced
+        takes the trace's time too)."""
         t = self.times[:]
         pairs = [(t[i], t[i + 1]) for i in range(0, len(t) - 1, 2)]
         timed = self.folded_s + sum(b - a for a, b in pairs if a >= 0)
         counted = self.counted_calls + sum(int(-a) for a, _ in pairs if a < 0)
-        timed_calls = self.calls - counted
-        if not counted or timed_calls <= 0:
+        if not counted:
             return timed
-        return timed * (timed_calls + counted) / timed_calls
+        steady_calls = self.calls - counted - self.traces
+        steady_s = timed - self.traced_call_s
+        if steady_calls <= 0 or steady_s <= 0:
+            return timed
+        return timed + counted * steady_s / steady_calls
 
     def absorb(self, dead: _Watched) -> None:
         """Add a dead Function's counts to this record (its steps are not kept)."""
@@ -337,34 +341,43 @@ class FunctionWatcher(Collector):
         return watched.times if watched is not None else array("d")
 
     def _on_trace(self, trace: Any) -> None:
+        # the hooks back first, outside this watcher's lock (the pauses' lock is never
+        # waited for while it is held): TF's count of the function's calls may start
+        # again lower once this call ends
+        pauses = self.pauses
+        was_paused = pauses is not None and pauses.paused
+        if pauses is not None:
+            pauses.resume()
         with self._lock:
             if self._stopped:
                 return
-            pauses = self.pauses
-            was_paused = pauses is not None and pauses.paused
-            if pauses is not None:
-                pauses.resume()  # TF's count of its calls may start again lower now
             watched = self._by_id.get(id(trace.function))
             if watched is None:
                 watched = self._register(trace.function, trace.caller)
-            if pauses is not None and not trace.nested:
-                self._call_under_way(pauses, trace, watched, was_paused)
             if watched is not None:
                 watched.add_trace(trace)
             listener = self.trace_listener
             if listener is not None and not trace.nested:
                 listener(trace.started, trace.started + trace.seconds, trace.caller)
+        if pauses is not None and not trace.nested:
+            self._call_under_way(pauses, trace, watched, was_paused)
 
     @staticmethod
     def _call_under_way(pauses: HookPauses, trace: Any, watched: Any, was_paused: bool) -> None:
-        """A trace inside a call that began while the call hook was paused: the calls
-        counted until it, this one among them (TF counts it once it ends), go in now,
-        before a call that traces lowers TF's count."""
+        """A trace: the calls counted while paused go in now, before a call that
+        traces lowers TF's count (of the function, and of every other function of its
+        ``def``, which TF counts with it); the call that traced is one of them where it
+        began while the hook was paused (TF counts it once it ends)."""
         key = id(trace.function)
-        if key in pauses.open:
-            pauses.close(trace.function, key, extra=1)
-        elif was_paused and watched is not None:  # its first call: it was not counted before
-            watched.times.extend((-1.0, trace.started + trace.seconds))
+        under_way = 1 if trace.in_call else 0
+        known = key in pauses.open
+        try:
+            group = calls_key(trace.function)
+        except Exception:  # noqa: BLE001 - a TF without it: never paused anyway
+            return
+        pauses.close_group(group, key, trace.function, under_way)
+        if not known and was_paused and under_way and watched is not None:
+            watched.times.extend((-1.0, trace.started + trace.seconds))  # its first call
 
     def ready(self) -> tuple[bool, int]:
         """For the hooks' pauses (the steps' drain asks): whether the functions called
@@ -393,6 +406,19 @@ class FunctionWatcher(Collector):
                 keys.add(counted_as)
             return True, calls
 
+    def _track(self, key: int, function: Any, watched: _Watched) -> None:
+        """A new function, counted at each pause with the others of its ``def`` (TF
+        counts them together): those still open from a pause are counted first."""
+        pauses = self.pauses
+        assert pauses is not None
+        try:
+            group = calls_key(function)
+        except Exception:  # noqa: BLE001 - a TF without it: its calls stay timed
+            pauses.refused = "a tf.function's calls could not be counted"
+            return
+        pauses.close_group(group, key, function, 0)
+        pauses.track(key, function, eager_calls, call_stretch(watched.times), group)
+
     def _register(self, function: Any, caller: str | None) -> _Watched | None:
         with self._lock:
             if self._stopped:
@@ -420,7 +446,7 @@ class FunctionWatcher(Collector):
                 self._records.append(watched)
                 self._by_display[display] = watched
                 if self.pauses is not None:  # its calls are counted at each pause
-                    self.pauses.track(key, function, eager_calls, call_stretch(watched.times))
+                    self._track(key, function, watched)
             try:
                 finalizer = weakref.finalize(function, self._forget, key)
                 # a settable property at run time; typeshed's __slots__ omit it
@@ -432,7 +458,7 @@ class FunctionWatcher(Collector):
 
     def _forget(self, key: int) -> None:
         """The Function was garbage-collected: its id may be reused from now on (calls it
-        had while the hook paused are lost with it: TF's count went with the object)."""
+        had while the hook paused are lost with it: the object that was counted is gone)."""
         if self.pauses is not None:
             self.pauses.drop(key)
         with self._lock:

@@ -17,7 +17,10 @@ the steps take as steps seen only as a count (``Step.counted``).
 Where each count is read decides that it is exact: on the program's thread, between two
 of its events. A pause begins in a hook, just after a read or a call returned (every
 count then includes that event, and nothing after it); a hook is back in place for the
-first event after the pause, and reads its source's count just before it. A pause ends
+first event after the pause, and reads its source's count just before it. A source
+still open from an earlier pause (not used in between) keeps its first count; one that
+TF counts with others (Keras' train and test functions: one ``def``) is counted before
+another of them traces or is first seen. A pause ends
 after ``OFF_S`` (the steps' drain ticks), at once when a new iterator is built (a new
 epoch, an evaluation: its first steps are timed), when a function traces (TF's count
 of its calls restarts there), when the eager op counter opens a window (the steps
@@ -41,12 +44,14 @@ from gpuwhy.tfapi.patching import Patch
 
 __all__ = ["END", "FREED", "NEXT", "HookPauses", "Stretch", "call_stretch", "read_stretch"]
 
-# Timed at least this long after each pause, and each pause at most this long: a fifth
-# to a third of a steady loop's steps are timed (the drain's ticks, 0.25 s apart, begin
-# and end them), in every second of it, so that each window of the steps' timeline
-# (a second wide, wider in a long run) has timed steps to take its median from
+# Timed at least this long after each pause, and each pause this long: a fifth to a
+# third of a steady loop's steps are timed (the drain's ticks, 0.25 s apart, begin and
+# end them, so a pause lasts 1-1.25 s), nearly every second of it: most windows of the
+# steps' timeline (a second wide, wider in a long run) have timed steps to take their
+# median from, and one that has none (or too few) says so (its median is None)
 ON_S = 0.25
 OFF_S = 1.0
+EXPECT_S = 1.0  # an iterator the program made and read in no hook this long: not waited for
 # Reads and calls a second from which the hooks pause: a loop reading its batch and
 # calling its step makes two events a step, so steps of 1.3 ms or less (one event a
 # step: 0.7 ms), which the hooks' few microseconds an event cost 1 % or more of their time
@@ -73,20 +78,29 @@ NEXT, FREED, END = "next", "freed", "end"
 
 @dataclass
 class _Source:
-    """A timed iterator or tf.function: how to count its events, where its stretches go."""
+    """A timed iterator or tf.function: how to count its events, where its stretches go.
+    ``group``: sources TF counts together (tf.functions of one ``def``: Keras' train and
+    test functions), None for one counted alone."""
 
     ref: Any  # weak reference
     count: Callable[[Any], int]
     emit: Emit
+    group: Any = None
+    # its count may hold events no hook makes (an iterator read inside a tf.function):
+    # counted only where a hook saw one of its events before the pause
+    counted_elsewhere: bool = False
 
 
 @dataclass
 class _Open:
-    """A source whose events paused: when, and its count then."""
+    """A source whose events paused: when, its count then, and whether a hook saw one
+    of its events in the time before (an iterator that only a tf.function reads, its
+    reads graph ops, has none: its count is no loop's)."""
 
     source: _Source
     since: float
     count: int
+    recent: bool = True
 
 
 class HookPauses:
@@ -108,7 +122,11 @@ class HookPauses:
         self.sources: dict[int, _Source] = {}  # by id: the sources timed
         # iterators the program made (not a library), not read yet: no pause until they
         # are (their reads would begin unseen, uncounted)
-        self.expected: dict[int, Any] = {}
+        self.expected: dict[int, tuple[Any, float]] = {}  # (weak ref, made at)
+        # the sources a hook saw an event of since the drain's last tick, and in the
+        # tick's time before (a set's add: no Python frame)
+        self.recent: set[int] = set()
+        self._earlier: set[int] = set()
         self.paused = False
         self.pauses = 0
         self.paused_s = 0.0
@@ -145,6 +163,7 @@ class HookPauses:
         with self._lock:
             if self.paused:
                 return
+            self._earlier, self.recent = self.recent, set()
             self._events += reads + calls
             on_for = now - self._on_since
             self.wanted = (
@@ -175,27 +194,39 @@ class HookPauses:
     # -- the program's thread ------------------------------------------------------------
     def pause(self) -> None:
         """Called by a hook just after its event returned, where ``wanted``: every timed
-        source's count is read now, then the hooks step aside."""
+        source's count is read now, then the hooks step aside. The counts are read
+        outside the lock (an eager op: a finaliser it runs may take a collector's lock,
+        whose holder may be waiting for this one); only this thread pauses."""
         with self._lock:
             if not self.wanted or self.paused:
                 return
             self.wanted = False
-            if any(ref() is not None for ref in self.expected.values()):
+            now = time.perf_counter()
+            if any(
+                ref() is not None and now - made < EXPECT_S
+                for ref, made in list(self.expected.values())
+            ):
                 return  # an iterator the program made is not read yet: it would go uncounted
-            counts: dict[int, _Open] = {}
-            for key, source in list(self.sources.items()):
-                target = source.ref()
-                if target is None:
-                    continue
-                try:
-                    with unseen():
-                        count = source.count(target)
-                except Exception as error:  # noqa: BLE001 - autotune off, or a TF we do not know
-                    self.refused = f"a count could not be read ({error})"
-                    return
-                finally:
-                    del target
-                counts[key] = _Open(source, 0.0, count)
+            sources = [(k, s) for k, s in list(self.sources.items()) if k not in self.open]
+            recent = self.recent | self._earlier  # seen in the last tick or two
+        counts: dict[int, _Open] = {}
+        for key, source in sources:
+            target = source.ref()
+            if target is None:
+                continue
+            try:
+                with unseen():
+                    count = source.count(target)
+            except Exception as error:  # noqa: BLE001 - autotune off, or a TF we do not know
+                self.refused = f"a count could not be read ({error})"
+                return
+            finally:
+                del target
+            # a source still open from an earlier pause keeps its count from then
+            counts[key] = _Open(source, 0.0, count, key in recent or not source.counted_elsewhere)
+        with self._lock:
+            if self.paused or self.refused is not None or self._finished:
+                return
             aside: list[Patch] = []
             for patch in self.patches:
                 if not patch.step_aside():
@@ -209,6 +240,25 @@ class HookPauses:
                 entry.since = now
             self.open.update(counts)
             self.paused, self._paused_at = True, now
+
+    def close_group(self, group: Any, key: int, target: Any, extra: int) -> None:
+        """Before TF's count of ``group`` changes under the open entries that share it
+        (one of its functions traces, or a new one of them is seen): every open entry
+        of the group is counted now, ``target`` (``key``) with ``extra`` events under
+        way."""
+        for other in [k for k, e in list(self.open.items()) if e.source.group == group]:
+            entry = self.open.get(other)
+            if entry is None:
+                continue
+            if other == key:
+                self.close(target, key, extra)
+                continue
+            source_target = entry.source.ref()
+            if source_target is not None:
+                self.close(source_target, other)
+            else:
+                self.open.pop(other, None)
+            del source_target
 
     def close(self, target: Any, key: int, extra: int = 0) -> None:
         """Called by a hook before the first timed event of a source whose events were
@@ -232,7 +282,7 @@ class HookPauses:
         self.sources.pop(key, None)
         self.expected.pop(key, None)
         entry = self.open.pop(key, None)
-        if entry is not None:
+        if entry is not None and entry.recent:
             self._count_last(target, entry, FREED)
 
     def resume(self) -> None:
@@ -259,7 +309,7 @@ class HookPauses:
         for key in list(self.open):
             entry = self.open.pop(key, None)
             target = entry.source.ref() if entry is not None else None
-            if entry is not None and target is not None:
+            if entry is not None and target is not None and entry.recent:
                 self._count_last(target, entry, END)
             del target
 
@@ -272,17 +322,28 @@ class HookPauses:
         entry.source.emit(events, entry.since, time.perf_counter(), how)
 
     def expect(self, key: int, target: Any) -> None:
-        """An iterator the program made: no pause until its first read is timed."""
+        """An iterator the program made: no pause until its first read is timed, or
+        ``EXPECT_S`` went by without one (one only a tf.function reads, whose reads are
+        graph ops)."""
         try:
-            self.expected[key] = weakref.ref(target)
+            self.expected[key] = (weakref.ref(target), time.perf_counter())
         except TypeError:
             pass
 
-    def track(self, key: int, target: Any, count: Callable[[Any], int], emit: Emit) -> None:
+    def track(
+        self,
+        key: int,
+        target: Any,
+        count: Callable[[Any], int],
+        emit: Emit,
+        group: Any = None,
+        counted_elsewhere: bool = False,
+    ) -> None:
         """A source's first timed event (by its hook): counted at each pause."""
         self.expected.pop(key, None)
+        self.recent.add(key)
         try:
-            self.sources[key] = _Source(weakref.ref(target), count, emit)
+            self.sources[key] = _Source(weakref.ref(target), count, emit, group, counted_elsewhere)
         except TypeError:  # not weakly referenceable: the hooks are never paused
             self.refused = f"a {type(target).__name__} could not be followed"
 

@@ -49,6 +49,7 @@ from gpuwhy.collect.time_windows import TimeWindows
 
 FACTOR = 3.0
 FLOOR_S = 0.005
+COUNTED_SHARE = 0.1  # a counted stretch (the timing paused) this much slower holds a stall
 WARMUP_CALLS = 10
 MIN_BASELINE = 20
 RECENT = 256
@@ -272,11 +273,22 @@ class StallTracker:
 
     def add_counted(self, step: Any) -> None:
         """A stretch of steps seen only as a count (the timing paused): in the totals,
-        and the next step follows it, but nothing in it is judged (no single step of it
-        is known) nor is it a gap before the next one."""
+        and the next step follows it; no gap before the next one. Where it took far
+        longer than its steps at the typical pace, the time beyond is a stall inside
+        it (a checkpoint): where, among its steps, is not known. "Far" is beyond the
+        latest timed steps' mean pace by a tenth of the stretch, as well as a stall's
+        floor: a stretch's own spread hides shorter ones."""
+        index = self.steps
+        duration = step.end - step.start
         self.steps += step.steps
-        self.step_s += step.end - step.start
+        self.step_s += duration
         self._last_end = step.end
+        typical = self.typical() if self.calls > self._judged_from else None
+        if typical is not None and self._recent:
+            expected = step.steps * statistics.fmean(self._recent)
+            lost = duration - expected
+            if lost >= max(FACTOR * typical, FLOOR_S, COUNTED_SHARE * expected):
+                self._stall(self.inside, index, step.start, step.end, lost)
 
     def typical(self) -> float | None:
         """The median of the latest steps (None before ``MIN_BASELINE`` of them)."""

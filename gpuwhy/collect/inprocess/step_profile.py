@@ -207,6 +207,14 @@ class StepSampler(Collector):
             except Exception as e:  # noqa: BLE001 - the program's profiler session runs
                 self.reason = f"TF's profiler would not start ({e})"
                 return None
+        # the first call once the hooks are held: calls counted while they paused come
+        # in with it, all at once
+        first = clock()
+        profiler.wait_for(
+            lambda: clock() != first or self._session is None,
+            time.perf_counter() + MAX_SAMPLE_S,
+            self._stop,
+        )
         target = clock() + SAMPLE_CALLS + 1
         profiler.wait_for(
             lambda: clock() >= target or self._session is None,

@@ -79,6 +79,9 @@ MAX_LATER_WARMUP = 64  # later warm-up steps named in the facts
 MAX_COMPILES = 64  # Keras models whose compile is remembered
 MAX_READ_RUNS = 4096  # per-iterator sums of next() reads kept for the input wait
 BEGAN_AFTER = 3  # step marks before the eager op counter is told again that steps began
+# a timeline window whose steps were mostly only counted (the timing paused) has a
+# median where at least this many were timed
+MIN_TIMED_IN_WINDOW = 3
 
 PAUSE_TIMING: Option[bool] = Option(
     "pause_timing",
@@ -256,7 +259,7 @@ class StepCollector(Collector):
         its model at each pause, its paused reads back among the reads."""
         if self.pauses is not None:
             stretch = read_stretch(self._reads.append, key, site)
-            self.pauses.track(key, iterator, root_elements, stretch)
+            self.pauses.track(key, iterator, root_elements, stretch, counted_elsewhere=True)
 
     def _install_distributed(self) -> list:
         """A tf.distribute iterator read in the loop (``for x in dist_ds``): its reads
@@ -967,6 +970,8 @@ def _timeline(loops: list[_Loop], t0: float, t_end: float) -> StepTimeline | Non
     windows = []
     for start, stats in merged.items():
         p50, p90 = stats.sketch.quantile(0.5), stats.sketch.quantile(0.9)
+        if stats.counted and stats.calls < MIN_TIMED_IN_WINDOW:
+            p50 = p90 = None  # the timing paused for (nearly) all of the window
         windows.append(
             StepSpan(
                 start_s=round(start - t0, 6),

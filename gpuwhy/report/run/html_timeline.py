@@ -488,7 +488,8 @@ def _window_traces(
         columns["p90"].append(None if window.p90_s is None else window.p90_s * ms)
         # a window's slowest step may be a warm-up step, drawn as such already
         warm_max = any(abs(window.max_s * ms - w) <= 0.01 * spc for w in warm_ms)
-        columns["max"].append(None if warm_max else window.max_s * ms)
+        no_timed = window.p50_s is None and not window.max_s  # steps only counted
+        columns["max"].append(None if warm_max or no_timed else window.max_s * ms)
         columns["wait"].append(
             None
             if window.input_wait_s is None or not window.steps

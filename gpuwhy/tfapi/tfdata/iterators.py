@@ -82,6 +82,8 @@ def install(
                         emit((key, site, start, end, exhausted))
                     except Exception:  # noqa: BLE001 - never break the user's loop
                         pass
+                    if pauses is not None:
+                        pauses.recent.add(key)  # read by a hook since the last pause
                 if exhausted:
                     sites.pop(key, None)
                     if pauses is not None:
@@ -94,9 +96,16 @@ def install(
 
         return mark_wrapped(__next__, original)
 
-    patches = [Patch(iterator_ops.OwnedIterator, "__next__", make)]
+    patches: list[Patch] = [Patch(iterator_ops.OwnedIterator, "__next__", make)]
     if pauses is not None:
         pauses.add(patches)
+
+    # an iterator freed before its exhausting read was seen (its loop broke, or its end
+    # came while the timing paused) leaves no loop site for the next one of its id
+    def forget_site(iterator: Any) -> None:
+        sites.pop(id(iterator), None)
+
+    patches.append(on_iterator_created(end=forget_site))
     return patches
 
 
