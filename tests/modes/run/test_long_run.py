@@ -25,7 +25,9 @@ def test_a_loop_past_the_head_is_counted_whole_and_its_record_covers_it(tmp_path
     def step(x):
         w.assign_add(tf.reduce_sum(x) * 0.0 + 1.0)
 
-    with Session(hz=5, audit=False) as session:
+    # every step timed: the record's one-by-one state beyond the head is what this reads
+    # (with the hooks' pauses, test_hook_pauses.py: the latest steps are the timed ones)
+    with Session(hz=5, audit=False, pause_timing=False) as session:
         for x in ds:  # one step per element
             step(x)
     record = session.record
