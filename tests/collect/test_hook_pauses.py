@@ -102,6 +102,8 @@ def _steps_line(facts):
 def pausing():
     """A step collector with its real hooks, pausing after 0.05 s of timed reads for
     0.15 s at most (the drain ticks every 0.25 s: a pause each tick or two)."""
+    import tensorflow  # noqa: F401 - imported whole before the hooks, as a run does
+
     collector = StepCollector()
     pauses = collector.pauses
     assert pauses is not None
@@ -236,6 +238,8 @@ def test_a_pause_is_refused_where_another_hook_sits_over_the_timing(pausing):
 def watching():
     """The function watcher and the step collector as a run makes them (the call hook
     pauses with the next() hook), the pauses made short as above."""
+    import tensorflow  # noqa: F401 - imported whole before the hooks, as a run does
+
     from gpuwhy.collect.inprocess.base import RunOptions
     from gpuwhy.collect.inprocess.functions import FunctionWatcher
 
