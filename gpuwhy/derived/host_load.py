@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.facts import Facts
+from gpuwhy.derived.pipeline import slowest_stage
+from gpuwhy.facts import Facts, PipelineFacts
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,19 @@ class HostLoad:
             f"run (the program itself {self.own:.0%}{load})"
         )
 
-    def judged(self, at: float, saturated_at: float) -> HostLoad | None:
+    def judged(
+        self, at: float, saturated_at: float, keeping_up_at: float | None = None
+    ) -> HostLoad | None:
         """This load where it counts for a reader: other processes' share at least
         ``at``, and the host's cores at least ``saturated_at`` busy (no idle core left
-        to the input); else None."""
+        to the input); else None.
+
+        ``keeping_up_at``: the share that counts, saturated or not, where the pipeline's
+        own work keeps up with the steps many times over (``pipeline_keeps_up``): its
+        waits cannot be its throughput, and a process that takes a core for a moment
+        (a run's average hides the moment) is what made its threads wait."""
+        if keeping_up_at is not None and self.others >= keeping_up_at:
+            return self
         return self if self.busy >= saturated_at and self.others >= at else None
 
     def evidence(self) -> dict[str, Any]:
@@ -64,3 +74,16 @@ def host_load(facts: Facts) -> HostLoad | None:
         tfdata.host_cores,
         tfdata.host_load_average,
     )
+
+
+def pipeline_keeps_up(pipeline: PipelineFacts | None, step_s: float | None, below: float) -> bool:
+    """The pipeline's slowest stage could feed the model a batch in under ``below`` of a
+    step (TF's stage timers: how fast it alone could feed the model): the pipeline
+    makes batches many times faster than the steps take them, so a wait for one is the
+    host's scheduling (a thread waiting for a core) or a new iterator filling, never
+    the pipeline's speed."""
+    if pipeline is None or not step_s:
+        return False
+    slowest = slowest_stage(pipeline, range(len(pipeline.stages)))
+    rate = pipeline.stages[slowest].root_elements_per_s if slowest is not None else None
+    return rate is not None and rate > 0 and 1 / rate < below * step_s

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
-from gpuwhy.derived.host_load import HostLoad
+from gpuwhy.derived.host_load import HostLoad, pipeline_keeps_up
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
 from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
@@ -112,6 +112,13 @@ class InputBound(Rule):
       run that makes the finding about the load (0.25).
     - `saturated_at`: the host's busy share of its cores (all processes) above which
       other processes' load counts (0.90).
+    - `keeps_up_below`: the slowest stage's time per element, as a share of a step,
+      under which the pipeline keeps up by its own work, so a wait is the host's
+      scheduling, not the pipeline's speed (0.25).
+    - `others_busy_keeping_up_at`: other processes' share of the host's cores that
+      makes the finding about the load where the pipeline keeps up, whatever the
+      host's busy share (0.10: a process that takes a core for a moment makes a fast
+      pipeline's threads wait, and a run's average hides the moment).
     """
 
     id = "input.bound"
@@ -127,6 +134,8 @@ class InputBound(Rule):
         "vectorise_below_us": 50,
         "others_busy_at": 0.25,
         "saturated_at": 0.90,
+        "keeps_up_below": 0.25,
+        "others_busy_keeping_up_at": 0.10,
     }
     question = "Why is the GPU idle?"
 
@@ -141,10 +150,11 @@ class InputBound(Rule):
         if facts.tfdata is None:
             return []
         findings = []
-        load = _host_load(facts, options)
         for pipeline in facts.tfdata.pipelines:
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
+                step = (wait.per_element_s or 0.0) + (wait.consumer_s or 0.0)
+                load = _host_load(facts, options, pipeline, step)
                 findings.append(self._from_pipeline(pipeline, wait, options, load))
         return findings
 
@@ -271,7 +281,7 @@ class InputBound(Rule):
         if pipeline is not None and filling is not None:
             return self._cache_filling(title, share, pipeline, filling, evidence)
         overhead = reading.fetch_overhead_s
-        load = _host_load(facts, options)
+        load = _host_load(facts, options, pipeline, mean_step)
         if pipeline is not None and overhead is not None:
             fix = _fewer_calls(facts.eager)
             return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix, load)
@@ -624,8 +634,17 @@ def _host_event(name: str) -> str:
     return f"{function} ({where})" if function else where
 
 
-def _host_load(facts: Facts, options: dict[str, Any]) -> HostLoad | None:
+def _host_load(
+    facts: Facts, options: dict[str, Any], pipeline: PipelineFacts | None, step_s: float | None
+) -> HostLoad | None:
     """Other processes' load on the host (the derivation stage's), where this rule's
-    options say it counts."""
+    options say it counts for steps of ``step_s`` reading ``pipeline``."""
     load = derived(facts).host_load
-    return load.judged(options["others_busy_at"], options["saturated_at"]) if load else None
+    if load is None:
+        return None
+    keeping_up = pipeline_keeps_up(pipeline, step_s, options["keeps_up_below"])
+    return load.judged(
+        options["others_busy_at"],
+        options["saturated_at"],
+        options["others_busy_keeping_up_at"] if keeping_up else None,
+    )

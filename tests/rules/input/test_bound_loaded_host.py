@@ -104,3 +104,60 @@ def test_the_python_call_per_step_under_load_is_low_and_names_the_load():
     text = verdict(with_program, check(with_program))
     assert "of their time in next() (the Python call per step, not the pipeline)" in text
     assert "while other processes kept 59% of the host's cores busy" in text
+
+
+def keeping_up_facts(augment_batch_s, busy=0.64, own=0.49):
+    """Fit steps of 25 ms waiting 8%, the augmentation (the slowest stage) able to feed
+    a batch in ``augment_batch_s``, other processes at 15% of a host with a core idle on
+    average."""
+    stages = (
+        t.tfrecord("GZIP"),
+        t.parse(),
+        t.augment(root_elements_per_s=1 / augment_batch_s),
+        t.shuffle(),
+        t.batch(),
+        t.repeat(),
+        t.prefetch(),
+    )
+    return t.facts(
+        t.pipeline(*stages, bottleneck=2),
+        steps=t.fit_steps(0.08),
+        host_cpu_busy_fraction=busy,
+        process_cpu_fraction=own,
+        host_load_average=1.2,
+        host_cores=2,
+    )
+
+
+def test_a_pipeline_many_times_faster_than_the_steps_waits_for_a_core_not_for_its_work():
+    """Its slowest stage makes a batch in 2 ms of a 25 ms step: a wait can only be the
+    scheduling of its threads, and other processes' 15% (cores idle on average, but
+    taken at moments) is named, not the stage."""
+    (f,) = check(keeping_up_facts(0.002))
+    assert f.severity == "low"
+    assert "the slowest stage" not in f.title
+    assert "other processes kept 15% of the host's 2 cores busy" in f.title
+    assert f.evidence["other_processes_cpu_fraction"] == 0.15
+    # the verdict judges the load as the rule does
+    facts = keeping_up_facts(0.002)
+    with_program = type(facts)(
+        steps=facts.steps,
+        tfdata=facts.tfdata,
+        program=ProgramFacts(command=("train.py",), seconds=9.0, tensorflow_imported=True),
+    )
+    assert "while other processes kept 15% of the host's cores busy" in verdict(
+        with_program, check(with_program)
+    )
+
+
+@pytest.mark.parametrize(
+    "augment_batch_s, busy, own",
+    [(0.020, 0.64, 0.49), (0.002, 0.55, 0.49)],  # a stage near the step; others at 6%
+)
+def test_a_pipeline_near_the_step_or_a_quiet_host_keeps_the_stage_finding(
+    augment_batch_s, busy, own
+):
+    (f,) = check(keeping_up_facts(augment_batch_s, busy, own))
+    assert f.severity == "medium"
+    assert "the slowest stage is Map(augment at train.py:47)" in f.title
+    assert "other_processes_cpu_fraction" not in f.evidence
