@@ -118,10 +118,12 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
     assert not census.observe(109.0, 500 * MiB)  # no steps yet
     calls[0] = 3
     assert not census.observe(105.0, 500 * MiB)  # steps, but start-up (before 8 s)
-    assert census.observe(109.0, 500 * MiB)  # the baseline (at 9 s)
-    taken = [census.observe(110.0 + i / 20, 500 * MiB + i * MiB // 10) for i in range(110)]
-    assert not any(taken)  # 11 MiB more within 10 s: nothing
-    assert census.observe(115.5, 512 * MiB)  # +12 MiB
+    assert not census.observe(109.0, 500 * MiB)  # the mark (at 9 s): no census yet
+    assert not census.observe(109.5, 503 * MiB)  # under 4 MiB past the mark
+    assert census.observe(110.0, 504 * MiB)  # the baseline: 4 MiB past the mark
+    taken = [census.observe(110.0 + i / 20, 504 * MiB + i * MiB // 14) for i in range(110)]
+    assert not any(taken)  # under 12 MiB past the mark within 10 s: nothing
+    assert census.observe(115.5, 512 * MiB)  # +12 MiB past the mark
     assert not census.observe(116.0, 535 * MiB) and census.observe(116.5, 536 * MiB)  # +24
     rss = 536 * MiB
     for _ in range(MAX_CENSUSES):
@@ -130,20 +132,32 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
     assert census.censuses == MAX_CENSUSES
 
 
+def test_memory_that_stays_flat_gets_no_census_at_all():
+    """A census holds the GIL (0.1-0.6 s): a program whose memory does not grow past its
+    mark by BASELINE_GROWTH pays for none, however long it runs."""
+    census = HeapCensus(t0=0.0, calls=lambda: 3)
+    assert not census.observe(9.0, 500 * MiB)  # the mark
+    flat = [census.observe(10.0 + i, 500 * MiB + (i % 7) * MiB // 2) for i in range(3600)]
+    assert not any(flat) and census.censuses == 0
+    assert census.observe(4000.0, 504 * MiB) and census.censuses == 1
+
+
 def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles():
     census = HeapCensus(t0=0.0, calls=lambda: 3)
-    assert census.observe(9.0, 500 * MiB)  # the baseline
-    assert not census.observe(18.0, 505 * MiB)  # +5 MiB, 9 s after: not yet
-    assert census.observe(19.5, 505 * MiB)  # 10.5 s after, +5 MiB: due
+    assert not census.observe(9.0, 500 * MiB)  # the mark
+    assert census.observe(9.5, 504 * MiB)  # the baseline
+    assert not census.observe(18.0, 505 * MiB)  # +5 MiB past the mark, 8.5 s after: not yet
+    assert census.observe(19.6, 505 * MiB)  # 10.1 s after, +5 MiB: due
     assert not census.observe(35.0, 515 * MiB)  # the interval is 20 s now
-    assert not census.observe(45.0, 508 * MiB)  # 25.5 s after, but +3 MiB only
+    assert not census.observe(45.0, 508 * MiB)  # 25.4 s after, but +3 MiB only
     assert census.observe(45.0, 510 * MiB)
 
 
-def test_a_program_without_tf_function_calls_gets_its_baseline_after_sixteen_seconds():
+def test_a_program_without_tf_function_calls_gets_its_mark_after_sixteen_seconds():
     census = HeapCensus(t0=0.0)
     assert not census.observe(9.0, 1) and not census.observe(15.0, 1)
-    assert census.observe(16.5, 1) and census.censuses == 1
+    assert not census.observe(16.5, 1)  # the mark
+    assert census.observe(17.0, 1 + 4 * MiB) and census.censuses == 1
 
 
 def test_tensors_and_arrays_are_described_by_dtype_shape_and_buffer():

@@ -28,14 +28,17 @@ as gpuwhy's own pause (the activity collector), so the stalls it makes are never
 reported as the program's. Listing the heap without the tuples other threads may still
 be filling (:func:`heap`) adds two passes at C speed, the program held meanwhile (0.07 s
 each over 480,000 objects, load 4-5); what the census freed is given back to the OS
-after it (:func:`release_freed`). It is kept rare: a baseline once the
+after it (:func:`release_freed`). It is kept rare. Once the
 program has made its first steps (3 calls of its tf.functions) and 8 s have passed (16 s
-for a program without tf.functions), then only when the resident memory has grown past the
-last census's by a threshold that doubles each time (12 MiB, 24 MiB, 48 MiB ...), or by
-4 MiB after an interval that doubles each time (10 s, 20 s, 40 s ...: a slow leak after
-start-up's creep spent the first thresholds), at most ``MAX_CENSUSES`` a run: a program
-whose memory does not grow pays for the baseline alone, one that grows without end for
-10 censuses, whatever the run's length.
+for a program without tf.functions), the resident memory then is the *mark*; the
+baseline census comes once the memory has grown ``BASELINE_GROWTH`` past the mark (a
+program whose memory stays flat pays for no census at all: on a 20 s loop of 0.5 ms
+steps a baseline held the program 1-3 % of its run). Then a census comes only when the
+resident memory has grown past the last census's by a threshold that doubles each time
+(12 MiB past the mark, then 24 MiB, 48 MiB ... past the last), or by 4 MiB after an
+interval that doubles each time (10 s, 20 s, 40 s ...: a slow leak after start-up's
+creep spent the first thresholds), at most ``MAX_CENSUSES`` a run: one that grows
+without end pays for 10 censuses, whatever the run's length.
 
 Between censuses only the last one's lengths are kept (an id and a length per
 container, at most ``MAX_RECORDED`` of the longest), never a reference: the census keeps
@@ -81,6 +84,10 @@ BASELINE_CALLS = 3  # tf.function calls before the baseline: the first steps hav
 # up to a second, and most of a TF program's start-up creep (allocator arenas, tf.data
 # buffers) is over by then; a run shorter than this pays for none
 BASELINE_AFTER_S = 8.0
+# growth past the mark (the memory when the steps had begun) that takes the baseline: a
+# flat program never pays for a census; the next census still comes FIRST_THRESHOLD past
+# the mark, where it came when the baseline was taken at the mark
+BASELINE_GROWTH = 4 * MiB
 MAX_RECORDED = 100_000  # containers whose length is kept between censuses
 MIN_GROWTH = 8  # elements gained below which a container is not named
 CANDIDATES = 16  # the most grown in elements, sized by their last element
@@ -173,6 +180,7 @@ class HeapCensus:
         self.censuses = 0
         self.seconds = 0.0  # CPU seconds of the censuses' thread in them (and naming)
         self._rss = 0
+        self._mark: int | None = None  # resident bytes when the steps had begun
         self._threshold = FIRST_THRESHOLD
         self._interval = FIRST_INTERVAL_S
         self._at_s = 0.0
@@ -189,18 +197,19 @@ class HeapCensus:
             return False
         since = t - self.t0
         if self.censuses == 0:
-            calls = self.calls() if self.calls is not None else 0
-            if since < BASELINE_AFTER_S:
-                return False
-            # an eager program (no tf.function calls): a little later
-            return calls >= BASELINE_CALLS or since >= 2 * BASELINE_AFTER_S
+            return self._mark is not None and rss >= self._mark + BASELINE_GROWTH
         if rss >= self._rss + self._threshold:
             return True
         return rss >= self._rss + QUIET_GROWTH and since - self._at_s >= self._interval
 
     def observe(self, t: float, rss: int) -> bool:
         """Takes a census when one is due at ``t`` (perf_counter) with ``rss`` bytes
-        resident; whether it took one."""
+        resident; whether it took one. The first reading once the steps have begun sets
+        the mark."""
+        if self._mark is None:
+            if self._steps_began(t):
+                self._mark = rss
+            return False
         if not self.due(t, rss):
             return False
         if self.censuses:
@@ -208,8 +217,21 @@ class HeapCensus:
                 self._threshold *= 2
             else:
                 self._interval *= 2
+        baseline = self.censuses == 0
         self.take(t, rss)
+        if baseline:
+            self._rss = self._mark  # the next census's threshold counts from the mark
         return True
+
+    def _steps_began(self, t: float) -> bool:
+        """Start-up is over: the program made its first steps (``BASELINE_CALLS``
+        tf.function calls) and ``BASELINE_AFTER_S`` have passed; an eager program (no
+        tf.function calls) is given twice as long."""
+        since = t - self.t0
+        if since < BASELINE_AFTER_S:
+            return False
+        calls = self.calls() if self.calls is not None else 0
+        return calls >= BASELINE_CALLS or since >= 2 * BASELINE_AFTER_S
 
     def take(self, t: float, rss: int) -> None:
         """One census now: types counted, containers' lengths, the most grown named."""

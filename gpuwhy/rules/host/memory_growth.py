@@ -301,9 +301,10 @@ class MemoryGrowth(Rule):
         losses.append(float(loss))          # a Python float: a few bytes
     ```
 
-    As the memory grows, a few censuses of the Python heap (a baseline once training
-    has begun and 8 s have passed, then each time the memory has grown past the last
-    one by 12, 24, 48 MiB ..., or by 4 MiB after 10, 20, 40 s ..., at most 10 a run) find the list, dict,
+    As the memory grows, a few censuses of the Python heap (a baseline once the memory
+    has grown 4 MiB past what it was when training had begun and 8 s had passed, then
+    each time it has grown by 12, 24, 48 MiB ..., or by 4 MiB after 10, 20, 40 s ..., at
+    most 10 a run; a program whose memory stays flat gets none) find the list, dict,
     set or deque that gains the most elements, and name it as the program does (a
     global, a function's local, an object's attribute), with the type of its elements
     and the line that adds to them: the finding then says what to change on that line.
