@@ -243,8 +243,10 @@ def watching():
     from gpuwhy.collect.inprocess.base import RunOptions
     from gpuwhy.collect.inprocess.functions import FunctionWatcher
 
-    watcher = FunctionWatcher()
-    steps = StepCollector.create(RunOptions(), [watcher])
+    made: list = []
+    for kind in (StepCollector, FunctionWatcher):  # the registry's order
+        made.append(kind.create(RunOptions(), made))
+    steps, watcher = made
     pauses = steps.pauses
     assert watcher.pauses is pauses and pauses is not None
     pauses.on_s, pauses.off_s, pauses.min_events_per_s = 0.05, 0.15, 100.0
@@ -489,3 +491,17 @@ def test_an_iterator_read_inside_a_function_makes_no_loop_of_its_own(watching):
     assert functions["train_step"].calls == calls
     assert facts.source == "tf-function" and facts.count == calls
     assert all(loop.source != "tf-data" or loop.count <= 1 for loop in facts.loops)
+
+
+def test_a_session_pauses_the_call_hook_with_the_next_hook():
+    """As a run makes its collectors (the registry's order: the steps before the
+    function watcher), both per-step hooks are the pauses' (the call hook once went
+    unpaused: every call of a 0.5 ms loop was timed)."""
+    import tensorflow  # noqa: F401 - imported whole before the hooks, as a run does
+
+    import gpuwhy
+
+    with gpuwhy.session(hz=2, eager=False) as session:
+        steps = next(c for c in session.collectors if c.name == "steps")
+        patched = sorted(f"{p.owner.__name__}.{p.name}" for p in steps.pauses.patches)
+    assert patched == ["Function.__call__", "OwnedIterator.__next__"], patched

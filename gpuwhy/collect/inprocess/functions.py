@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.hook_pauses import HookPauses, call_stretch
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
@@ -243,8 +243,23 @@ class FunctionWatcher(Collector):
 
     name = section = "tracing"
     what = "tracing"
+    # the step collector, made before it: its call hook pauses with the next() hook
+    uses = ("steps",)
     live = True
     shown = 50
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> FunctionWatcher:
+        """The watcher, its call hook pausing with the step collector's next() hook
+        (hook_pauses.py) where the steps pause theirs: the step collector is made
+        first (it starts first), so the two are wired here."""
+        watcher = cls()
+        for peer in made:
+            pauses = getattr(peer, "pauses", None) if peer.name == "steps" else None
+            if isinstance(pauses, HookPauses):
+                watcher.pauses = pauses
+                pauses.ready = watcher.ready
+        return watcher
 
     @classmethod
     def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:

@@ -188,14 +188,8 @@ class StepCollector(Collector):
 
     @classmethod
     def create(cls, options: RunOptions, made) -> StepCollector:
-        collector = cls(pause_timing=options[PAUSE_TIMING])
-        pauses = collector.pauses
-        for peer in made:
-            if isinstance(peer, FunctionWatcher) and pauses is not None:
-                # its call hook pauses with the next() hook, its functions counted
-                peer.pauses = pauses
-                pauses.ready = peer.ready
-        return collector
+        # made first of all: the function watcher, made after it, takes its pauses
+        return cls(pause_timing=options[PAUSE_TIMING])
 
     def __post_init__(self) -> None:
         self._marks = 0  # step marks folded while ``began`` waits
