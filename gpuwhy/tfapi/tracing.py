@@ -227,6 +227,9 @@ def calls_key(function: Any) -> Any:
     return function._key_for_call_stats
 
 
+_EAGER_FUNCTION_RUN = "tensorflow.python.eager.polymorphic_function.eager_function_run"
+
+
 def eager_calls(function: Any) -> int:
     """The calls of ``function`` from eager code that TF counted so far, with those of
     any other tf.function of the same :func:`calls_key`: its retracing detector
@@ -244,10 +247,12 @@ def eager_calls(function: Any) -> int:
 
 def functions_run_eagerly() -> bool:
     """``tf.config.run_functions_eagerly(True)``: calls run the Python function, and TF
-    counts none of them."""
-    from tensorflow.python.eager.polymorphic_function import eager_function_run
-
-    return bool(eager_function_run.RUN_FUNCTIONS_EAGERLY)
+    counts none of them. Asked from a background thread: the module is looked up, never
+    imported (an import there while the program's thread imports TensorFlow is a
+    deadlock that Python raises into the program); not loaded yet, the answer is True
+    (nothing known to count with)."""
+    module = sys.modules.get(_EAGER_FUNCTION_RUN)
+    return module is None or bool(getattr(module, "RUN_FUNCTIONS_EAGERLY", True))
 
 
 # -- the hooks -----------------------------------------------------------------------

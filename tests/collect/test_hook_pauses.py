@@ -505,3 +505,43 @@ def test_a_session_pauses_the_call_hook_with_the_next_hook():
         steps = next(c for c in session.collectors if c.name == "steps")
         patched = sorted(f"{p.owner.__name__}.{p.name}" for p in steps.pauses.patches)
     assert patched == ["Function.__call__", "OwnedIterator.__next__"], patched
+
+
+def test_the_drain_asks_nothing_of_tensorflow_while_the_program_imports_it(tmp_path):
+    """The steps' drain asks the function watcher whether its functions may pause, four
+    times a second from the session's start: before the hooks are in (the program's
+    thread still importing TensorFlow) the answer imports nothing (an import from the
+    drain's thread then was a deadlock Python raised into the program's import), and a
+    whole `gpuwhy run` of a script importing TF while the drains tick completes."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from gpuwhy.collect.inprocess.functions import FunctionWatcher\n"
+        "from gpuwhy.tfapi.tracing import functions_run_eagerly\n"
+        "assert FunctionWatcher().ready() == (False, 0)\n"
+        "assert functions_run_eagerly() is True\n"
+        "assert not [m for m in sys.modules if m.startswith('tensorflow')]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import time\n"
+        "time.sleep(0.6)  # the drains tick before the import\n"
+        "import tensorflow as tf\n"
+        "step = tf.function(lambda x: x * 2.0)\n"
+        "for x in tf.data.Dataset.range(50).map(lambda i: tf.cast(i, tf.float32)):\n"
+        "    step(x)\n"
+        "print('TRAINED')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "run", "--out-dir", str(tmp_path), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "TRAINED" in done.stdout, done.stdout[-3000:]
+    assert "train.py: completed" in done.stderr, done.stderr[-3000:]

@@ -398,7 +398,10 @@ class FunctionWatcher(Collector):
         """For the hooks' pauses (the steps' drain asks): whether the functions called
         since it last asked may pause (each has its first steps kept one by one, none
         shares TF's count with another one alive, functions are not run eagerly), and
-        how many calls were timed since."""
+        how many calls were timed since. Never before the hooks are in: TensorFlow may
+        still be importing on the program's thread, and this runs on the drain's."""
+        if self._hooks is None:
+            return False, 0
         self.fold()
         with self._lock:
             called, self._called = self._called, {}
