@@ -310,8 +310,9 @@ def test_windows_that_see_only_the_steps_calls_and_reads_back_off_and_eager_ops_
             break
     traced.stop()
     gaps = _gaps(traced)
-    # 0.06 s pauses, four times as long once three quiet windows came one after another
-    assert len(gaps) >= 5 and min(gaps[:2]) < 0.15 and max(gaps[3:]) > 0.2
+    # 0.06 s pauses, four times as long from the first window that saw only the steps'
+    # calls and reads (the first one, armed before the loop, saw its iterator made)
+    assert len(gaps) >= 4 and gaps[0] < 0.15 and min(gaps[1:]) > 0.2, gaps
 
     eager = _armed(first_on_s=0.04, duty=0.4, longest_on_s=0.04)
     deadline = time.perf_counter() + 1.2
