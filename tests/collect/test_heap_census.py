@@ -117,15 +117,15 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
     census = HeapCensus(t0=100.0, calls=lambda: calls[0])
     assert not census.observe(109.0, 500 * MiB)  # no steps yet
     calls[0] = 3
-    assert not census.observe(105.0, 500 * MiB)  # steps, but start-up (before 8 s)
-    assert not census.observe(109.0, 500 * MiB)  # the mark (at 9 s): no census yet
+    assert not census.observe(105.0, 490 * MiB)  # steps, but start-up (before 8 s)
+    assert not census.observe(109.0, 500 * MiB)  # the mark (at 9 s): no growth since
     assert not census.observe(109.5, 503 * MiB)  # under 4 MiB past the mark
     assert census.observe(110.0, 504 * MiB)  # the baseline: 4 MiB past the mark
     taken = [census.observe(110.0 + i / 20, 504 * MiB + i * MiB // 14) for i in range(110)]
-    assert not any(taken)  # under 12 MiB past the mark within 10 s: nothing
-    assert census.observe(115.5, 512 * MiB)  # +12 MiB past the mark
-    assert not census.observe(116.0, 535 * MiB) and census.observe(116.5, 536 * MiB)  # +24
-    rss = 536 * MiB
+    assert not any(taken)  # under 12 MiB more within 10 s: nothing
+    assert census.observe(115.5, 516 * MiB)  # +12 MiB
+    assert not census.observe(116.0, 539 * MiB) and census.observe(116.5, 540 * MiB)  # +24
+    rss = 540 * MiB
     for _ in range(MAX_CENSUSES):
         rss += 2**40
         census.observe(150.0, rss)
@@ -134,23 +134,39 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
 
 def test_memory_that_stays_flat_gets_no_census_at_all():
     """A census holds the GIL (0.1-0.6 s): a program whose memory does not grow past its
-    mark by BASELINE_GROWTH pays for none, however long it runs."""
+    mark by BASELINE_GROWTH pays for none, however long it runs, nor for start-up's
+    creep before the mark."""
     census = HeapCensus(t0=0.0, calls=lambda: 3)
-    assert not census.observe(9.0, 500 * MiB)  # the mark
+    assert not census.observe(2.0, 480 * MiB)  # the first steps: buffers still filling
+    assert not census.observe(8.0, 500 * MiB)  # the mark: 8 s in (the last reading 480)
+    assert not census.observe(9.0, 500 * MiB)  # the creep before it is no growth
     flat = [census.observe(10.0 + i, 500 * MiB + (i % 7) * MiB // 2) for i in range(3600)]
     assert not any(flat) and census.censuses == 0
     assert census.observe(4000.0, 504 * MiB) and census.censuses == 1
+
+
+def test_memory_growing_fast_at_the_mark_has_its_baseline_then():
+    """A list filling 30 MiB a second from before 8 s: the baseline at 8 s (the mark the
+    reading before), the next census a poll later, as when every program had its
+    baseline at 8 s; growth that begins later gets its baseline a poll after it began."""
+    census = HeapCensus(t0=0.0, calls=lambda: 3)
+    assert not census.observe(7.0, 500 * MiB)
+    assert census.observe(8.0, 530 * MiB)  # the mark 500 MiB: the baseline now
+    assert census.observe(9.0, 560 * MiB)  # 12 MiB past 504 MiB: the list is named
+    later = HeapCensus(t0=0.0, calls=lambda: 3)
+    assert not later.observe(7.0, 500 * MiB) and not later.observe(8.0, 500 * MiB)
+    assert later.observe(9.0, 530 * MiB) and later.observe(10.0, 560 * MiB)
 
 
 def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles():
     census = HeapCensus(t0=0.0, calls=lambda: 3)
     assert not census.observe(9.0, 500 * MiB)  # the mark
     assert census.observe(9.5, 504 * MiB)  # the baseline
-    assert not census.observe(18.0, 505 * MiB)  # +5 MiB past the mark, 8.5 s after: not yet
-    assert census.observe(19.6, 505 * MiB)  # 10.1 s after, +5 MiB: due
-    assert not census.observe(35.0, 515 * MiB)  # the interval is 20 s now
-    assert not census.observe(45.0, 508 * MiB)  # 25.4 s after, but +3 MiB only
-    assert census.observe(45.0, 510 * MiB)
+    assert not census.observe(18.0, 509 * MiB)  # +5 MiB, 8.5 s after: not yet
+    assert census.observe(19.6, 509 * MiB)  # 10.1 s after, +5 MiB: due
+    assert not census.observe(35.0, 519 * MiB)  # the interval is 20 s now
+    assert not census.observe(45.0, 512 * MiB)  # 25.4 s after, but +3 MiB only
+    assert census.observe(45.0, 514 * MiB)
 
 
 def test_a_program_without_tf_function_calls_gets_its_mark_after_sixteen_seconds():

@@ -30,12 +30,13 @@ be filling (:func:`heap`) adds two passes at C speed, the program held meanwhile
 each over 480,000 objects, load 4-5); what the census freed is given back to the OS
 after it (:func:`release_freed`). It is kept rare. Once the
 program has made its first steps (3 calls of its tf.functions) and 8 s have passed (16 s
-for a program without tf.functions), the resident memory then is the *mark*; the
-baseline census comes once the memory has grown ``BASELINE_GROWTH`` past the mark (a
-program whose memory stays flat pays for no census at all: on a 20 s loop of 0.5 ms
-steps a baseline held the program 1-3 % of its run). Then a census comes only when the
+for a program without tf.functions), the resident memory read a poll (a second)
+earlier is the *mark*; the baseline census comes once the memory has grown ``BASELINE_GROWTH`` past the
+mark (a program whose memory stays flat pays for no census at all: on a 20 s loop of
+0.5 ms steps a baseline held the program 1-3 % of its run; one whose memory grows that
+fast at 8 s has its baseline then, as when every program had one). Then a census comes only when the
 resident memory has grown past the last census's by a threshold that doubles each time
-(12 MiB past the mark, then 24 MiB, 48 MiB ... past the last), or by 4 MiB after an
+(12 MiB, 24 MiB, 48 MiB ...), or by 4 MiB after an
 interval that doubles each time (10 s, 20 s, 40 s ...: a slow leak after start-up's
 creep spent the first thresholds), at most ``MAX_CENSUSES`` a run: one that grows
 without end pays for 10 censuses, whatever the run's length.
@@ -84,10 +85,11 @@ BASELINE_CALLS = 3  # tf.function calls before the baseline: the first steps hav
 # up to a second, and most of a TF program's start-up creep (allocator arenas, tf.data
 # buffers) is over by then; a run shorter than this pays for none
 BASELINE_AFTER_S = 8.0
-# growth past the mark (the memory when the steps had begun) that takes the baseline: a
-# flat program never pays for a census; the next census still comes FIRST_THRESHOLD past
-# the mark, where it came when the baseline was taken at the mark
+# growth past the mark (the memory as start-up ended) that takes the baseline: a
+# flat program never pays for a census; the next census comes FIRST_THRESHOLD past the
+# baseline's memory, or past the mark's and this where the memory outran the polls
 BASELINE_GROWTH = 4 * MiB
+MARK_LOOKBACK_S = 1.5  # the reading the mark is taken from: a poll (a second) before
 MAX_RECORDED = 100_000  # containers whose length is kept between censuses
 MIN_GROWTH = 8  # elements gained below which a container is not named
 CANDIDATES = 16  # the most grown in elements, sized by their last element
@@ -180,7 +182,8 @@ class HeapCensus:
         self.censuses = 0
         self.seconds = 0.0  # CPU seconds of the censuses' thread in them (and naming)
         self._rss = 0
-        self._mark: int | None = None  # resident bytes when the steps had begun
+        self._mark: int | None = None  # resident bytes as start-up ended (see observe)
+        self._previous: tuple[float, int] | None = None  # the last reading before the mark
         self._threshold = FIRST_THRESHOLD
         self._interval = FIRST_INTERVAL_S
         self._at_s = 0.0
@@ -207,9 +210,13 @@ class HeapCensus:
         resident; whether it took one. The first reading once the steps have begun sets
         the mark."""
         if self._mark is None:
-            if self._steps_began(t):
-                self._mark = rss
-            return False
+            previous, self._previous = self._previous, (t, rss)
+            if t - self.t0 < BASELINE_AFTER_S or not self._steps_began(t):
+                return False  # start-up: its creep is no growth
+            # the reading a poll before this one: a memory growing fast now has its
+            # baseline now (one read longer ago saw start-up's creep)
+            recent = previous is not None and t - previous[0] <= MARK_LOOKBACK_S
+            self._mark = min(previous[1], rss) if recent and previous else rss
         if not self.due(t, rss):
             return False
         if self.censuses:
@@ -220,18 +227,17 @@ class HeapCensus:
         baseline = self.censuses == 0
         self.take(t, rss)
         if baseline:
-            self._rss = self._mark  # the next census's threshold counts from the mark
+            # the next census's threshold counts from where the baseline became due: a
+            # memory that grew fast since gets its next census as soon as before
+            self._rss = min(rss, self._mark + BASELINE_GROWTH)
         return True
 
     def _steps_began(self, t: float) -> bool:
-        """Start-up is over: the program made its first steps (``BASELINE_CALLS``
-        tf.function calls) and ``BASELINE_AFTER_S`` have passed; an eager program (no
-        tf.function calls) is given twice as long."""
-        since = t - self.t0
-        if since < BASELINE_AFTER_S:
-            return False
+        """The program made its first steps (``BASELINE_CALLS`` tf.function calls); an
+        eager program (no tf.function calls) is taken to have begun them after twice
+        ``BASELINE_AFTER_S``."""
         calls = self.calls() if self.calls is not None else 0
-        return calls >= BASELINE_CALLS or since >= 2 * BASELINE_AFTER_S
+        return calls >= BASELINE_CALLS or t - self.t0 >= 2 * BASELINE_AFTER_S
 
     def take(self, t: float, rss: int) -> None:
         """One census now: types counted, containers' lengths, the most grown named."""
