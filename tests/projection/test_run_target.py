@@ -10,7 +10,9 @@ from tests.test_run_tensorflow import line_with, run
 # 128 batches an epoch: the pipeline's time per batch (11-44 µs on a loaded host) is its
 # stage timers' total over the batches, against a projected step of 0.1-0.2 ms; with 16
 # batches an epoch, 7 ms of waits for a core inside the pipeline were enough to make it
-# input-bound
+# input-bound. 4 epochs: in 2 runs of 6 (at 912b0d8 as after it) the timers held a
+# one-off of ~0.1 s, 0.38-0.40 ms a batch over 2 epochs' 256 (a full suite's run once
+# made it input-bound); a short run's one-off is not spread over its batches yet
 SCRIPT = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
@@ -22,7 +24,7 @@ SCRIPT = textwrap.dedent("""
         tf.keras.Input((16,)), tf.keras.layers.Dense(256, activation="relu"),
         tf.keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
-    model.fit(ds, epochs=2, verbose=0)   # fit-here
+    model.fit(ds, epochs=4, verbose=0)   # fit-here
     print("done")
 """)
 
