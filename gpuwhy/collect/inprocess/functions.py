@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
+from gpuwhy.collect.inprocess.base import Collector, Gathering
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.hook_pauses import HookPauses, call_stretch
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
@@ -243,23 +243,13 @@ class FunctionWatcher(Collector):
 
     name = section = "tracing"
     what = "tracing"
-    # the step collector, made before it: its call hook pauses with the next() hook
-    uses = ("steps",)
+    # Its call hook is not given the step collector's pauses in a run: wired, a Keras
+    # fit of 0.5 ms steps projected with --target read the host's time between calls as
+    # 0 (1.9e-05 s unwired) and the corpus's small_batch_fit_projected lost its
+    # launch.projected-bound; why is not known yet. HookPauses pauses it where a caller
+    # wires the two (tests/collect/test_hook_pauses.py).
     live = True
     shown = 50
-
-    @classmethod
-    def create(cls, options: RunOptions, made: Sequence[Collector]) -> FunctionWatcher:
-        """The watcher, its call hook pausing with the step collector's next() hook
-        (hook_pauses.py) where the steps pause theirs: the step collector is made
-        first (it starts first), so the two are wired here."""
-        watcher = cls()
-        for peer in made:
-            pauses = getattr(peer, "pauses", None) if peer.name == "steps" else None
-            if isinstance(pauses, HookPauses):
-                watcher.pauses = pauses
-                pauses.ready = watcher.ready
-        return watcher
 
     @classmethod
     def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
