@@ -8,7 +8,7 @@ from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_passes import cache_passes, cache_read_once, one_element_passes
 from gpuwhy.derived.environment import tf_can_use_gpu
 from gpuwhy.derived.gpu_busy import steady_differs
-from gpuwhy.derived.host_load import pipeline_keeps_up
+from gpuwhy.derived.host_load import judged_for_input
 from gpuwhy.derived.pipeline import bottleneck, steady_bottleneck
 from gpuwhy.derived.stage import derived
 from gpuwhy.derived.steps_input import steps_wait_at
@@ -440,15 +440,12 @@ def _others_load(facts: Facts) -> float | None:
     """Other processes' share of the host's cores where input.bound reports it (its
     options decide), rounded as its evidence shows it."""
     result = derived(facts)
-    measured = result.host_load
     reading = result.steps_wait
-    keeping_up = reading is not None and pipeline_keeps_up(
-        reading.pipeline, reading.mean_step_s, _BOUND["keeps_up_below"]
-    )
-    load = measured and measured.judged(
-        _BOUND["others_busy_at"],
-        _BOUND["saturated_at"],
-        _BOUND["others_busy_keeping_up_at"] if keeping_up else None,
+    load = judged_for_input(
+        result.host_load,
+        _BOUND,
+        reading.pipeline if reading is not None else None,
+        reading.mean_step_s if reading is not None else None,
     )
     return None if load is None else round(load.others, 3)
 

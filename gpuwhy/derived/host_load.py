@@ -87,3 +87,21 @@ def pipeline_keeps_up(pipeline: PipelineFacts | None, step_s: float | None, belo
     slowest = slowest_stage(pipeline, range(len(pipeline.stages)))
     rate = pipeline.stages[slowest].root_elements_per_s if slowest is not None else None
     return rate is not None and rate > 0 and 1 / rate < below * step_s
+
+
+def judged_for_input(
+    load: HostLoad | None,
+    options: dict[str, Any],
+    pipeline: PipelineFacts | None,
+    step_s: float | None,
+) -> HostLoad | None:
+    """``load`` where input.bound's ``options`` say it counts for steps of ``step_s``
+    reading ``pipeline`` (the rule and the verdict ask alike)."""
+    if load is None:
+        return None
+    keeping_up = pipeline_keeps_up(pipeline, step_s, options["keeps_up_below"])
+    return load.judged(
+        options["others_busy_at"],
+        options["saturated_at"],
+        options["others_busy_keeping_up_at"] if keeping_up else None,
+    )

@@ -188,7 +188,8 @@ class StepCollector(Collector):
 
     @classmethod
     def create(cls, options: RunOptions, made) -> StepCollector:
-        # made first of all: the function watcher, made after it, takes its pauses
+        # its pauses take the next() hook alone in a run (functions.py says why the call
+        # hook is not wired to them)
         return cls(pause_timing=options[PAUSE_TIMING])
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
-from gpuwhy.derived.host_load import HostLoad, pipeline_keeps_up
+from gpuwhy.derived.host_load import HostLoad, judged_for_input
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
 from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
 from gpuwhy.derived.pipeline import bottleneck, culprit_location
@@ -639,12 +639,4 @@ def _host_load(
 ) -> HostLoad | None:
     """Other processes' load on the host (the derivation stage's), where this rule's
     options say it counts for steps of ``step_s`` reading ``pipeline``."""
-    load = derived(facts).host_load
-    if load is None:
-        return None
-    keeping_up = pipeline_keeps_up(pipeline, step_s, options["keeps_up_below"])
-    return load.judged(
-        options["others_busy_at"],
-        options["saturated_at"],
-        options["others_busy_keeping_up_at"] if keeping_up else None,
-    )
+    return judged_for_input(derived(facts).host_load, options, pipeline, step_s)
