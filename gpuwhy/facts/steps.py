@@ -200,6 +200,10 @@ class TracedFunction:
     # of call_s, the calls that traced, whole (the trace, its compile, the first run):
     # call_s less it is the steady calls' time
     traced_call_s: float = 0.0
+    # the host's time from one call's end to the next one's start, both timed (the loop,
+    # callbacks, a next() outside the call): the median of ``gaps`` such spans
+    gap_median_s: float | None = None
+    gaps: int = 0
 
 
 @dataclass(frozen=True)

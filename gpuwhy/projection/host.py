@@ -8,14 +8,17 @@ its outputs handed back). Both are measured here, on this host's CPU, and costed
 same time on the target's host (``HOST_FACTOR``: its core assumed between twice as fast
 as this one and half again as slow):
 
-- **between calls**: the typical (median) step less the mean steady call of the
-  projected function (the calls that traced are left out; the median step leaves out a
-  step that retraced, or that a collection paused) and less the typical wait for input
-  where it happens outside the call (a Python loop's ``next()``; in Keras' fit the wait
-  is inside the call). On this host the calls include the model's compute; outside them
-  there is only the host's own work. Not measured where the function also runs outside
-  the training steps (Keras' validation runs a function of the same name and place:
-  their calls cannot be told apart).
+- **between calls**: where the wait for input is inside the call (Keras' fit) or not
+  timed, the median time from one call's end to the next one's start, both timed
+  (collect/inprocess/functions.py): measured directly, whichever steps were timed.
+  Where a Python loop's ``next()`` waits outside the call, the typical (median) step
+  less the mean steady call of the projected function (the calls that traced are left
+  out; the median step leaves out a step that retraced, or that a collection paused)
+  and less the typical wait for input (the wait taken out step by step). On this host
+  the calls include the model's compute; outside them there is only the host's own
+  work. Not measured where the function also runs outside the training steps (Keras'
+  validation runs a function of the same name and place: their calls cannot be told
+  apart).
 - **the call's own cost**: per call, from the few steps TF's profiler traced
   (collect/inprocess/step_profile.py): the whole call as Python made it, less the span
   of its ops; the median call's, the band spanning the middle half of the calls. Not
@@ -90,11 +93,23 @@ def called_outside_steps(steps: StepFacts | None, function: TracedFunction | Non
     return keras or function.calls > steps.count + spare
 
 
+MIN_GAPS = 20  # timed call-to-call spans from which their median is the time between calls
+
+
 def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> float | None:
     """Per step, the host's time outside calls of ``function`` and outside the wait for
-    input: the typical step less the steady calls' mean per step, the smallest of three
-    readings of it. None where the run has no typical step or no steady call, or where
-    the function also ran outside the steps.
+    input. None where the run has no typical step or no steady call, or where the
+    function also ran outside the steps.
+
+    Where no wait is timed outside the calls, the median span between two timed calls
+    in a row, per step: the direct reading. A difference of two near-equal times (a
+    0.5 ms step less a 0.48 ms call) is at the mercy of which steps were timed: the
+    calls the per-step hooks timed (the first ones, then a fifth to a third of each
+    second of a steady loop) need not be the steps the median holds, and a few percent
+    between them is the whole time between calls.
+
+    Where ``next()`` waits outside the calls, that span holds the wait: the typical
+    step less the steady calls' mean per step, the smallest of three readings of it.
 
     - the median step less the median outside wait: a step that retraced or that a
       collection paused does not count, but where the waits come in two kinds (an
@@ -113,8 +128,10 @@ def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> f
         return None
     if steps.count <= 0 or called_outside_steps(steps, function):
         return None
-    in_calls = function.calls / steps.count * call_mean
     next_timed = steps.input_wait_source == NEXT_TIMING
+    if not next_timed and function.gaps >= MIN_GAPS and function.gap_median_s is not None:
+        return function.gap_median_s * min(1.0, function.calls / steps.count)
+    in_calls = function.calls / steps.count * call_mean
     outside_wait = (steps.input_wait_median_s or 0.0) if next_timed else 0.0
     readings = [steps.median_s - outside_wait]
     judged = steps.count - steps.warmup

@@ -128,6 +128,10 @@ def test_calls_are_timed_relative_to_the_run(watcher):
     fn = _fact(watcher.facts(watcher.t0), "add")
     assert 0 <= fn.signatures[0].at_s <= time.perf_counter() - watcher.t0
     assert fn.call_s == pytest.approx(sum(e - s for s, e in calls), abs=1e-5)
+    # every call timed: a span between each two in a row, their median one of them
+    assert fn.gaps == 3
+    spans = [b[0] - a[1] for a, b in zip(calls, calls[1:])]
+    assert min(spans) * 0.98 <= fn.gap_median_s <= max(spans) * 1.02
 
 
 def test_keras_fit_train_function_is_a_library_function_traced_once(watcher):

@@ -243,11 +243,11 @@ def watching():
     from gpuwhy.collect.inprocess.base import RunOptions
     from gpuwhy.collect.inprocess.functions import FunctionWatcher
 
-    steps = StepCollector.create(RunOptions(), [])
-    watcher = FunctionWatcher.create(RunOptions(), [steps])
+    made: list = []
+    for kind in (StepCollector, FunctionWatcher):  # the registry's order
+        made.append(kind.create(RunOptions(), made))
+    steps, watcher = made
     pauses = steps.pauses
-    assert pauses is not None
-    watcher.pauses, pauses.ready = pauses, watcher.ready  # wired by hand (not in a run)
     assert watcher.pauses is pauses and pauses is not None
     pauses.on_s, pauses.off_s, pauses.min_events_per_s = 0.05, 0.15, 100.0
     t0 = time.perf_counter()
@@ -293,6 +293,35 @@ def test_a_loop_of_calls_alone_is_counted_whole_through_the_pauses(watching):
     assert facts.count == calls and 0 < facts.counted_only < calls
     # the time in its calls: the timed ones', the counted ones at their mean
     assert 0 < fn.call_s < facts.total_s * 1.05
+
+
+def test_the_time_between_calls_is_measured_between_timed_calls_in_a_row(watching):
+    """The projection's time between calls (projection/host.py) is the median span from
+    one timed call's end to the next one's start: a pause breaks the pair, so no span
+    holds counted calls, and the span is the loop's own time whichever calls were timed."""
+    import tensorflow as tf
+
+    watcher, steps = watching
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def train_step():
+        v.assign_add(1.0)
+
+    calls = 0
+    deadline = time.perf_counter() + 60
+    while (steps.pauses.pauses < 3 or calls < 6_000) and time.perf_counter() < deadline:
+        train_step()
+        calls += 1
+        until = time.perf_counter() + 0.0003  # the loop's own work: 0.3 ms between calls
+        while time.perf_counter() < until:
+            pass
+    functions, _, _ = _function_facts(watcher, steps)
+    assert steps.pauses.pauses >= 3
+    (fn,) = [f for name, f in functions.items() if name == "train_step"]
+    assert fn.calls == calls
+    assert 0 < fn.gaps < calls - 1  # pairs broken by the pauses are left out
+    assert fn.gap_median_s == pytest.approx(0.0003, rel=0.15)
 
 
 def test_a_retrace_inside_a_pause_keeps_the_calls_counted(watching):
@@ -493,9 +522,10 @@ def test_an_iterator_read_inside_a_function_makes_no_loop_of_its_own(watching):
     assert all(loop.source != "tf-data" or loop.count <= 1 for loop in facts.loops)
 
 
-def test_a_session_pauses_the_next_hook_and_not_the_call_hook():
-    """As a run makes its collectors: the next() hook pauses; the call hook is left
-    timing every call (functions.py says why)."""
+def test_a_session_pauses_the_call_hook_with_the_next_hook():
+    """As a run makes its collectors (the registry's order: the steps before the
+    function watcher), both per-step hooks are the pauses' (the call hook once went
+    unpaused: every call of a 0.5 ms loop was timed)."""
     import tensorflow  # noqa: F401 - imported whole before the hooks, as a run does
 
     import gpuwhy
@@ -503,7 +533,7 @@ def test_a_session_pauses_the_next_hook_and_not_the_call_hook():
     with gpuwhy.session(hz=2, eager=False) as session:
         steps = next(c for c in session.collectors if c.name == "steps")
         patched = sorted(f"{p.owner.__name__}.{p.name}" for p in steps.pauses.patches)
-    assert patched == ["OwnedIterator.__next__"], patched
+    assert patched == ["Function.__call__", "OwnedIterator.__next__"], patched
 
 
 def test_the_drain_asks_nothing_of_tensorflow_while_the_program_imports_it(tmp_path):

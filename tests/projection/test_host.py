@@ -95,6 +95,36 @@ def test_an_input_that_holds_up_every_other_step_is_not_host_work():
     )
 
 
+def test_the_time_between_calls_timed_in_a_row_is_read_directly():
+    # Keras' fit of 0.5 ms steps whose hooks paused: the calls timed (the first ones, a
+    # fifth of each second after) average 0.49 ms, the median step is 0.48 ms, and their
+    # difference says the fit loop costs nothing; the spans between two timed calls in a
+    # row measure it: 20 µs
+    steps = fit_steps(median_s=0.00048, total_s=1000 * 0.0005)
+    timed = dict(call_s=2.0 + 1000 * 0.00049)
+    assert between_calls(steps, train_step(**timed)) == 0.0
+    direct = train_step(**timed, gap_median_s=0.00002, gaps=600)
+    assert between_calls(steps, direct) == pytest.approx(0.00002)
+    # too few spans to take a median from: the difference stands
+    assert between_calls(steps, train_step(**timed, gap_median_s=0.00002, gaps=5)) == 0.0
+    # steps_per_execution=4: one span every 4 steps
+    spe = fit_steps(count=4004, warmup=4, total_s=6.4)
+    calls = train_step(call_s=2.0 + 1000 * 0.0028, gap_median_s=0.0012, gaps=900)
+    assert between_calls(spe, calls) == pytest.approx(0.0003)
+    # Keras' fit fed by a pipeline that holds up every other call (inside it): the
+    # spans between calls are the loop's own, whatever the calls waited
+    waits = fit_steps(median_s=0.2405, total_s=1000 * 0.1215, input_wait_fraction=0.98)
+    slow = train_step(call_s=2.0 + 1000 * 0.121, gap_median_s=0.0005, gaps=999)
+    assert between_calls(waits, slow) == pytest.approx(0.0005)
+    # a Python loop's next() waits outside the calls, inside the spans: the step less
+    # the calls and the wait, as before
+    loop = fit_steps(input_wait_source="next() timing")
+    assert between_calls(loop, train_step(gap_median_s=0.0003, gaps=999)) == pytest.approx(0.0001)
+    # Keras' validation's calls of the same function: nothing measured, spans or not
+    keras = train_step(calls=1300, instances=2, gap_median_s=0.0003, gaps=1200)
+    assert between_calls(fit_steps(), keras) is None
+
+
 def _profile(overhead: float | None, function: str = "train_step", spread=None) -> StepProfile:
     return StepProfile(
         function, 4, 0.001, (), 0, (), call_overhead_s=overhead, call_overhead_range_s=spread

@@ -25,12 +25,13 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from gpuwhy.collect.inprocess.base import Collector, Gathering
+from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.hook_pauses import HookPauses, call_stretch
 from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
 from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
+from gpuwhy.collect.quantiles import Sketch
 from gpuwhy.facts import (
     KERAS_STEP_FUNCTIONS,
     Facts,
@@ -85,6 +86,8 @@ class _Watched:
         "inside",
         "model",
         "function",
+        "gaps",
+        "last_end",
     )
 
     def __init__(self, info: Any, location: str | None, display: str) -> None:
@@ -114,6 +117,10 @@ class _Watched:
         # theirs): its work runs in their calls, so its own calls from eager code may be 0
         self.inside: dict[str, None] = {}
         self.model: Any = None  # weak reference to the Keras model of a Keras step function
+        # the host's time between two timed calls in a row (one's end to the next one's
+        # start), measured directly: the projection's time between calls
+        self.gaps = Sketch()
+        self.last_end: float | None = None  # the last timed call's end (None: a pause since)
 
     @property
     def calls(self) -> int:
@@ -141,6 +148,7 @@ class _Watched:
         """Add a dead Function's counts to this record (its steps are not kept)."""
         self.folded_calls += dead.calls
         self.folded_s += dead.call_seconds()  # an estimate where some were only counted
+        self.gaps.merge(dead.gaps)
         self.traced_call_s += dead.traced_call_s
         self.trace_s += dead.trace_s
         for name in set(dead.first_args) | set(self.first_args):
@@ -173,6 +181,8 @@ class _Watched:
             self.stream = CycleStream(self.record.add)
         feed = self.stream.feed
         starts = sorted(self.trace_starts)
+        gaps = array("d")
+        last_end = self.last_end
         k = 0
         for i in range(0, len(taken) - 1, 2):
             begin, end = taken[i], taken[i + 1]
@@ -181,7 +191,11 @@ class _Watched:
                 self.stream.stretch(calls, end)
                 self.folded_calls += calls - 1  # the pair is one more below
                 self.counted_calls += calls
+                last_end = None  # the next timed call follows an untimed one
                 continue
+            if last_end is not None and begin >= last_end:
+                gaps.append(begin - last_end)
+            last_end = end
             feed(begin, end)
             self.folded_s += end - begin
             while k < len(starts) and starts[k] < begin:
@@ -192,6 +206,11 @@ class _Watched:
                     k += 1
         self.trace_starts = starts[k:] if k < len(starts) else []
         self.folded_calls += len(taken) // 2
+        self.last_end = last_end
+        if gaps:
+            import numpy  # TensorFlow's, loaded long before its first call
+
+            self.gaps.add_many(numpy.frombuffer(gaps, dtype=numpy.float64))
 
     def view(self, t0: float) -> LoopView | None:
         """The steps of its calls so far (None: never called from eager code)."""
@@ -243,13 +262,23 @@ class FunctionWatcher(Collector):
 
     name = section = "tracing"
     what = "tracing"
-    # Its call hook is not given the step collector's pauses in a run: wired, a Keras
-    # fit of 0.5 ms steps projected with --target read the host's time between calls as
-    # 0 (1.9e-05 s unwired) and the corpus's small_batch_fit_projected lost its
-    # launch.projected-bound; why is not known yet. HookPauses pauses it where a caller
-    # wires the two (tests/collect/test_hook_pauses.py).
+    # the step collector, made before it: its call hook pauses with the next() hook
+    uses = ("steps",)
     live = True
     shown = 50
+
+    @classmethod
+    def create(cls, options: RunOptions, made: Sequence[Collector]) -> FunctionWatcher:
+        """The watcher, its call hook pausing with the step collector's next() hook
+        (hook_pauses.py) where the steps pause theirs: the step collector is made
+        first (it starts first), so the two are wired here."""
+        watcher = cls()
+        for peer in made:
+            pauses = getattr(peer, "pauses", None) if peer.name == "steps" else None
+            if isinstance(pauses, HookPauses):
+                watcher.pauses = pauses
+                pauses.ready = watcher.ready
+        return watcher
 
     @classmethod
     def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
@@ -734,7 +763,20 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         library=first.info.library,
         instances=sum(w.instances for w in members),
         inside=tuple(sorted(inside))[:MAX_INSIDE],
+        **_gaps(members),
     )
+
+
+def _gaps(members: list[_Watched]) -> dict[str, Any]:
+    """The median time between two timed calls in a row, and how many were timed."""
+    gaps = Sketch()
+    for watched in members:
+        gaps.merge(watched.gaps)
+    median = gaps.quantile(0.5) if gaps.count else None
+    return {
+        "gaps": int(gaps.count),
+        "gap_median_s": round(median, 9) if median is not None else None,
+    }
 
 
 TRAINING_NOTE = "the training step (it has a backward pass)"
