@@ -51,3 +51,75 @@ def test_the_drain_folds_until_stopped_and_a_failure_stops_it_with_its_reason():
     time.sleep(0.1)
     failing.stop()
     assert failing.error == "ValueError: a step of another kind"
+
+
+def _until(condition, limit_s: float = 5.0) -> bool:
+    deadline = time.perf_counter() + limit_s
+    while not condition() and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def test_the_collectors_drains_share_one_thread_that_ends_with_the_last():
+    """Drains of the default period fold on one thread (one GIL hand-over a tick for
+    all of them, not one each), until the last stops; a new one starts it again."""
+    seen: dict[str, list[str]] = {"steps": [], "functions": [], "activities": []}
+    drains = [
+        Drain(lambda name=name: seen[name].append(threading.current_thread().name), name)
+        for name in seen
+    ]
+    for drain in drains:
+        drain.start()
+    assert _until(lambda: all(len(names) >= 2 for names in seen.values()))
+    for drain in drains:
+        drain.stop()
+    counts = {name: len(names) for name, names in seen.items()}
+    assert {n for names in seen.values() for n in names} == {"gpuwhy-drain"}
+    assert _until(lambda: not [t for t in threading.enumerate() if t.name == "gpuwhy-drain"])
+    assert {name: len(names) for name, names in seen.items()} == counts  # none after stop
+    again: list[int] = []
+    later = Drain(lambda: again.append(1), "later").start()
+    assert _until(lambda: len(again) >= 1)
+    later.stop()
+
+
+def test_stopping_a_shared_drain_waits_for_its_own_fold_and_not_another_s():
+    slow_done = threading.Event()
+    own_started, own_done = threading.Event(), threading.Event()
+    release = threading.Event()
+
+    def own() -> None:
+        own_started.set()
+        time.sleep(0.3)
+        own_done.set()
+
+    def slow() -> None:  # another collector's fold that waits on something
+        release.wait(5)
+        slow_done.set()
+
+    first = Drain(own, "own").start()
+    assert own_started.wait(5)
+    first.stop()
+    assert own_done.is_set()  # its fold under way ended before stop() returned
+    blocked = Drain(slow, "slow").start()
+    other = Drain(lambda: None, "other").start()
+    time.sleep(0.6)  # the slow fold is under way, the other drain behind it
+    began = time.perf_counter()
+    other.stop()
+    assert time.perf_counter() - began < 1.0 and not slow_done.is_set()
+    release.set()
+    blocked.stop()
+
+
+def test_a_shared_drain_that_fails_stops_alone():
+    kept: list[int] = []
+
+    def broken() -> None:
+        raise ValueError("a step of another kind")
+
+    failing = Drain(broken, "failing").start()
+    working = Drain(lambda: kept.append(1), "working").start()
+    assert _until(lambda: failing.error is not None and len(kept) >= 3)
+    assert failing.error == "ValueError: a step of another kind"
+    failing.stop()
+    working.stop()

@@ -503,3 +503,33 @@ def test_stages_a_shuffle_buffer_reads_whole_before_the_first_element_are_seen(c
     assert "Map" in names and "MemoryCache" in names, names
     (loaded,) = [s for s in pipeline.stages if s.function == "load"]
     assert loaded.elements >= 20 and loaded.root_elements_per_s is not None
+
+
+def test_the_poll_sleeps_until_a_read_is_due_and_a_new_iterator_wakes_it(collector):
+    """A long loop's iterator is read at 0.1, 0.2, 0.4, 0.8 s, then every second: the
+    poll thread wakes for those reads, not ten times a second (each wake-up takes the
+    program's GIL); an iterator made while it sleeps is still read 0.1 s after."""
+    wakes: list[float] = []
+    wait = collector._wake.wait
+
+    def counted(timeout=None):
+        woke = wait(timeout)
+        wakes.append(time.perf_counter())
+        return woke
+
+    collector._wake.wait = counted  # the poll thread starts with the first iterator
+    long_loop = iter(tf.data.Dataset.range(10**9).map(double))
+    began = time.perf_counter()
+    while time.perf_counter() - began < 3.5:
+        next(long_loop)
+    state = collector._live[id(long_loop)]
+    assert state.reads >= 4  # 0.1, 0.3, 0.7, 1.5, 2.5 s ...
+    assert len(wakes) <= state.reads + 3, wakes  # ten a second before
+    young = iter(tf.data.Dataset.range(10**9).map(double))
+    made = time.perf_counter()
+    next(young)
+    young_state = collector._live[id(young)]
+    while young_state.reads == 0 and time.perf_counter() - made < 2:
+        next(young)
+    assert young_state.reads >= 1 and young_state.last_read - made < 0.5
+    next(long_loop)

@@ -131,9 +131,13 @@ class IteratorState:
         1000)`` over 500 images) reads all of its input, decoding every image, before
         that element, and the stages below it leave the model then (read every second,
         the decode was seen in some runs and not in others)."""
+        return now >= self.next_read(poll_s)
+
+    def next_read(self, poll_s: float) -> float:
+        """When :meth:`due` says it is due next (perf_counter)."""
         if self.root_elements == 0:
-            return now - self.last_read >= min(poll_s, FIRST_POLL_S)
-        return now - self.last_read >= min(poll_s, FIRST_POLL_S * 2**self.reads)
+            return self.last_read + min(poll_s, FIRST_POLL_S)
+        return self.last_read + min(poll_s, FIRST_POLL_S * 2**self.reads)
 
     def window(self) -> tuple[float, int]:
         """(seconds, elements) over which the consumer read: from the first read that

@@ -95,6 +95,7 @@ POLL_S = 1.0  # between two reads of a live iterator's model
 # earlier; TF's autotune period grows with the iterator's age up to a minute). Its poll
 # read, at most POLL_S old, stands: a second of counts out of more than this many.
 FINAL_READ_MAX_AGE_S = 20.0
+MIN_WAIT_S = 0.01  # a read due sooner than this (or overdue) is looked at FIRST_POLL_S on
 BUDGET = 0.005  # of the run's wall time that model reads may take
 FINAL_BUDGET = 0.02  # ... counting the last reads of freed iterators
 BUDGET_SLACK_S = 0.05  # reads always allowed at the start of a run
@@ -161,6 +162,7 @@ class PipelineCollector(Collector):
         self._live: dict[int, IteratorState] = {}
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._wake = threading.Event()  # a new iterator, or the end: the poll looks now
         self._read_s = 0.0
         self._skipped_reads = 0
         self._distributed = 0
@@ -201,6 +203,7 @@ class PipelineCollector(Collector):
             return
         self._stopped = True
         self._stopping.set()
+        self._wake.set()
         thread = self._thread
         if thread is not None:
             thread.join(timeout=5.0)
@@ -294,6 +297,7 @@ class PipelineCollector(Collector):
                 return
             pipeline.iterators.append(state)
             self._live[key] = state
+        self._wake.set()  # its first read is due in FIRST_POLL_S, whatever the poll's sleep
         self._ensure_thread()
 
     def _on_iterator_end(self, iterator: Any) -> None:
@@ -349,8 +353,15 @@ class PipelineCollector(Collector):
                 self._thread.start()
 
     def _poll(self) -> None:
-        tick = min(FIRST_POLL_S, self.poll_s)
-        while not self._stopping.wait(tick):
+        """Reads each live iterator's model when it is due, sleeping until the next one
+        is (a new iterator wakes it): on a long loop it wakes once a second, not ten
+        times (each wake-up takes the program's GIL)."""
+        wait_s = min(FIRST_POLL_S, self.poll_s)
+        while True:
+            self._wake.wait(wait_s)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
             now = time.perf_counter()
             with self._lock:
                 due = [s for s in self._live.values() if not s.done and s.due(now, self.poll_s)]
@@ -364,6 +375,11 @@ class PipelineCollector(Collector):
                     self._read(state, iterator, final=False)
                 finally:
                     del iterator  # the program's reference decides when it dies
+            with self._lock:
+                reads = [s.next_read(self.poll_s) for s in self._live.values() if not s.done]
+            left = min(reads, default=time.perf_counter() + self.poll_s) - time.perf_counter()
+            # overdue (a read the budget put off, an iterator not read again): the old tick
+            wait_s = min(self.poll_s, left if left >= MIN_WAIT_S else FIRST_POLL_S)
 
     def _allowed(self, final: bool) -> bool:
         elapsed = time.perf_counter() - (self.t0 if self.started else 0.0)
