@@ -237,11 +237,18 @@ def eager_calls(function: Any) -> int:
     each such call. The count starts again lower at a call that traced (the detector
     keeps only the calls since recent traces), and calls made under
     ``run_functions_eagerly`` are not counted at all."""
+    return eager_calls_of(function._key_for_call_stats)
+
+
+def eager_calls_of(key: Any) -> int:
+    """:func:`eager_calls` of the functions counted under ``key`` (their
+    :func:`calls_key`): readable once the function is gone (TF keeps the count under
+    the code of its ``def``, not under the function)."""
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
     manager = polymorphic_function._frequent_tracing_detector_manager
     with manager._lock:
-        detector = manager._detectors.get(function._key_for_call_stats)
+        detector = manager._detectors.get(key)
         return int(detector._call_count) if detector is not None else 0
 
 

@@ -268,10 +268,13 @@ def _function_facts(watcher, steps):
     return {f.name: f for f in watcher.facts().functions}, loops, facts
 
 
-def test_a_loop_of_calls_alone_is_counted_whole_through_the_pauses(watching):
+def _call_through_pauses(steps, least_calls: int, between_s: float = 0.0):
+    """A loop calling a ``train_step`` (its variable counts the calls) until the hooks
+    paused 3 times and it made ``least_calls``, busy ``between_s`` after each call. The
+    function is freed as this returns, likely while its hook is paused, as a
+    ``train()`` that defines its step does: its last pause's calls must still count."""
     import tensorflow as tf
 
-    watcher, steps = watching
     v = tf.Variable(0.0)
 
     @tf.function
@@ -280,9 +283,18 @@ def test_a_loop_of_calls_alone_is_counted_whole_through_the_pauses(watching):
 
     calls = 0
     deadline = time.perf_counter() + 60
-    while (steps.pauses.pauses < 3 or calls < 12_000) and time.perf_counter() < deadline:
+    while (steps.pauses.pauses < 3 or calls < least_calls) and time.perf_counter() < deadline:
         train_step()
         calls += 1
+        until = time.perf_counter() + between_s
+        while time.perf_counter() < until:
+            pass
+    return v, calls
+
+
+def test_a_loop_of_calls_alone_is_counted_whole_through_the_pauses(watching):
+    watcher, steps = watching
+    v, calls = _call_through_pauses(steps, 12_000)
     functions, loops, facts = _function_facts(watcher, steps)
     assert steps.pauses.pauses >= 3 and steps.pauses.refused is None
     assert float(v.numpy()) == calls  # the program's own result
@@ -299,23 +311,8 @@ def test_the_time_between_calls_is_measured_between_timed_calls_in_a_row(watchin
     """The projection's time between calls (projection/host.py) is the median span from
     one timed call's end to the next one's start: a pause breaks the pair, so no span
     holds counted calls, and the span is the loop's own time whichever calls were timed."""
-    import tensorflow as tf
-
     watcher, steps = watching
-    v = tf.Variable(0.0)
-
-    @tf.function
-    def train_step():
-        v.assign_add(1.0)
-
-    calls = 0
-    deadline = time.perf_counter() + 60
-    while (steps.pauses.pauses < 3 or calls < 6_000) and time.perf_counter() < deadline:
-        train_step()
-        calls += 1
-        until = time.perf_counter() + 0.0003  # the loop's own work: 0.3 ms between calls
-        while time.perf_counter() < until:
-            pass
+    _, calls = _call_through_pauses(steps, 6_000, between_s=0.0003)  # the loop's own work
     functions, _, _ = _function_facts(watcher, steps)
     assert steps.pauses.pauses >= 3
     (fn,) = [f for name, f in functions.items() if name == "train_step"]

@@ -19,6 +19,7 @@ keep all its graphs alive).
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from array import array
@@ -44,7 +45,7 @@ from gpuwhy.tfapi.tracing import (
     FunctionHooks,
     calls_key,
     describe,
-    eager_calls,
+    eager_calls_of,
     functions_run_eagerly,
 )
 from gpuwhy.tfapi.training import full_batch_trace, has_backward_pass, traced_before
@@ -454,7 +455,8 @@ class FunctionWatcher(Collector):
             pauses.refused = "a tf.function's calls could not be counted"
             return
         pauses.close_group(group, key, function, 0)
-        pauses.track(key, function, eager_calls, call_stretch(watched.times), group)
+        count = functools.partial(_counted_under, group)  # readable once the function is gone
+        pauses.track(key, function, count, call_stretch(watched.times), group)
 
     def _register(self, function: Any, caller: str | None) -> _Watched | None:
         with self._lock:
@@ -494,10 +496,11 @@ class FunctionWatcher(Collector):
             return watched
 
     def _forget(self, key: int) -> None:
-        """The Function was garbage-collected: its id may be reused from now on (calls it
-        had while the hook paused are lost with it: the object that was counted is gone)."""
+        """The Function was garbage-collected: its id may be reused from now on. Calls it
+        had while the hook paused are counted now (TF's count outlives it: a
+        ``tf.function`` defined in a ``train()`` that returns keeps its last calls)."""
         if self.pauses is not None:
-            self.pauses.drop(key)
+            self.pauses.freed(key)
         with self._lock:
             self._finalizers.pop(key, None)
             self._times.pop(key, None)
@@ -777,6 +780,12 @@ def _gaps(members: list[_Watched]) -> dict[str, Any]:
         "gaps": int(gaps.count),
         "gap_median_s": round(median, 9) if median is not None else None,
     }
+
+
+def _counted_under(key: Any, _function: Any) -> int:
+    """TF's count of the calls of the functions of ``key`` (the function itself unused:
+    it may be gone)."""
+    return eager_calls_of(key)
 
 
 TRAINING_NOTE = "the training step (it has a backward pass)"

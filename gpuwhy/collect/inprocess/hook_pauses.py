@@ -285,6 +285,15 @@ class HookPauses:
         if entry is not None and entry.recent:
             self._count_last(target, entry, FREED)
 
+    def freed(self, key: int) -> None:
+        """A source freed whose count is read without it (a tf.function's: TF keeps it
+        under the code of its ``def``): the events it had while paused."""
+        self.sources.pop(key, None)
+        self.expected.pop(key, None)
+        entry = self.open.pop(key, None)
+        if entry is not None and entry.recent:
+            self._count_last(None, entry, FREED)
+
     def resume(self) -> None:
         """The hooks back in place (any thread): the drain after ``off_s``, a new
         iterator, a trace, the eager op counter's window, the end of the run."""
