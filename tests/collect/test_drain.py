@@ -123,3 +123,25 @@ def test_a_shared_drain_that_fails_stops_alone():
     assert failing.error == "ValueError: a step of another kind"
     failing.stop()
     working.stop()
+
+
+def test_a_forked_child_folds_on_a_thread_of_its_own():
+    """The parent's shared thread does not exist in a child it forks: a drain the child
+    starts gets a new one (the fork handler forgets the parent's)."""
+    import os
+
+    parent = Drain(lambda: None, "parent").start()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one fold within 2 s, or exit 1
+        folded = threading.Event()
+        child = Drain(folded.set, "child").start()
+        ok = folded.wait(2)
+        child.stop()
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.waitpid(pid, 0)
+    parent.stop()
+    assert answer == b"1"

@@ -46,10 +46,9 @@ class Drain:
         self.period_s = period_s
         self.error: str | None = None
         self._stopping = threading.Event()
-        self._shared = period_s == PERIOD_S
         self._thread = (
             None
-            if self._shared
+            if period_s == PERIOD_S
             else threading.Thread(target=self._run, name=f"gpuwhy-{name}", daemon=True)
         )
 
@@ -136,14 +135,15 @@ class _Ticker:
                             self._drains.remove(drain)
                         self._changed.notify_all()
 
-    def forget(self) -> None:
-        """In a forked child: the parent's thread and lock are not its own."""
-        self._changed = threading.Condition()
-        self._drains = []
-        self._thread = None
-        self._folding = None
-
 
 _TICKER = _Ticker()
+
+
+def _new_ticker() -> None:
+    """In a forked child: the parent's thread and lock are not its own."""
+    global _TICKER
+    _TICKER = _Ticker()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_TICKER.forget)
+    os.register_at_fork(after_in_child=_new_ticker)

@@ -278,21 +278,17 @@ class HookPauses:
 
     def ended(self, target: Any) -> None:
         """``target`` is about to be freed: the events it had while paused."""
-        key = id(target)
+        self.freed(id(target), target)
+
+    def freed(self, key: int, target: Any = None) -> None:
+        """The source ``key`` is freed (``target``: still alive, or None where its count
+        is read without it, as a tf.function's is: TF keeps it under the code of its
+        ``def``): the events it had while paused."""
         self.sources.pop(key, None)
         self.expected.pop(key, None)
         entry = self.open.pop(key, None)
         if entry is not None and entry.recent:
             self._count_last(target, entry, FREED)
-
-    def freed(self, key: int) -> None:
-        """A source freed whose count is read without it (a tf.function's: TF keeps it
-        under the code of its ``def``): the events it had while paused."""
-        self.sources.pop(key, None)
-        self.expected.pop(key, None)
-        entry = self.open.pop(key, None)
-        if entry is not None and entry.recent:
-            self._count_last(None, entry, FREED)
 
     def resume(self) -> None:
         """The hooks back in place (any thread): the drain after ``off_s``, a new
@@ -359,11 +355,6 @@ class HookPauses:
     def forget(self, key: int) -> None:
         """A source whose events ended where a hook saw them (an exhausted iterator)."""
         self.sources.pop(key, None)
-
-    def drop(self, key: int) -> None:
-        """A source gone whose count cannot be read any more: its paused events too."""
-        self.sources.pop(key, None)
-        self.open.pop(key, None)
 
 
 def read_stretch(emit: Callable[[tuple], None], key: int, site: object) -> Emit:
