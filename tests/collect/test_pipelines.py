@@ -533,3 +533,19 @@ def test_the_poll_sleeps_until_a_read_is_due_and_a_new_iterator_wakes_it(collect
         next(young)
     assert young_state.reads >= 1 and young_state.last_read - made < 0.5
     next(long_loop)
+
+
+def test_an_epoch_cut_short_after_one_element_does_not_set_the_rate(collector):
+    """A run interrupted just after its second epoch began: that iterator gave one
+    element, and the time from it to the run's end is no rate; the first epoch's is
+    (5 ms an element: about 200 a second, where one element in half a second is 2)."""
+    ds = tf.data.Dataset.range(40).map(load).prefetch(1)
+    assert read_in_two_halves(collector, ds, 20) == 40
+    cut_short = iter(ds)
+    next(cut_short)
+    time.sleep(0.5)  # the run ends here, its iterator still open
+    collector.stop()
+    (pipeline,) = collector.facts().pipelines
+    assert (pipeline.iterators, pipeline.elements) == (2, 41)
+    assert pipeline.throughput_per_s is not None and pipeline.throughput_per_s > 50
+    del cut_short

@@ -17,6 +17,10 @@ from gpuwhy.tfapi.tfdata.dataset_chain import has_final_prefetch
 from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
 
 MAX_GAPS = 20000  # gap samples kept per pipeline
+# Elements the iterators after the first must have given, between them, for the rate to
+# be theirs (the first one's time holds the consumer's tracing), where the first gave
+# this many
+MIN_LATER_ELEMENTS = 20
 
 
 @dataclass
@@ -105,14 +109,18 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         gaps.extend(state.gaps)
     gaps = gaps[-MAX_GAPS:]
     # The first iterator's time includes what the consumer did once (tracing its
-    # step function): with later ones to go by, it is left out of the wait.
+    # step function): with later ones to go by, it is left out of the wait. Not where
+    # the later ones gave a handful of elements between them and the first gave more
+    # (a run interrupted just after an epoch began: one element and the time to the
+    # interrupt would be the rate): then the first one's is.
     timed = sorted(used, key=lambda s: s.created)
-    timed = timed[1:] if len(timed) > 1 else timed
-    consume_s, consumed = 0.0, 0
-    for state in timed:
-        seconds, elements = state.window()
-        consume_s += seconds
-        consumed += elements
+    windows = [state.window() for state in timed]
+    later = sum(elements for _, elements in windows[1:])
+    if len(windows) > 1:
+        few = later < MIN_LATER_ELEMENTS and windows[0][1] >= MIN_LATER_ELEMENTS
+        windows = windows[:1] if few else windows[1:]
+    consume_s = sum(seconds for seconds, _ in windows)
+    consumed = sum(elements for _, elements in windows)
     gap_median = statistics.median(gaps) if gaps else None
     per_element = consume_s / consumed if consumed and consume_s > 0 else None
     # Time per element = the consumer's (gap) + the wait: the mean gap is what adds up,
