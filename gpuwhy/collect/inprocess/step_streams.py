@@ -208,6 +208,11 @@ class IteratorStream:
         (zip) add to no step: their wait was not timed."""
         self.reads += stretch.reads
         if key != self._leader:
+            # the leader's reads of the same pause come as a stretch of their own, after
+            # this partner's next timed read where the hooks came back between the
+            # leader's read and the partner's: its reads so far do not say the leader
+            # was abandoned
+            self._others.pop(key, None)
             return
         pending, self._pending = self._pending, None
         self._others.clear()
