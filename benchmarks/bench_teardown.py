@@ -48,9 +48,9 @@ def teardowns(command: list[str], loops: int, steps: int) -> tuple[list[float], 
     }
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
     lines = {
-        ln.split()[0]: ln.split()[1:]
-        for ln in out.splitlines()
-        if ln.startswith(("TEARDOWN_S ", "LOOP_S "))
+        name: values
+        for name, *values in (ln.split() for ln in out.splitlines() if ln.strip())
+        if name in ("TEARDOWN_S", "LOOP_S")
     }
     return [float(v) for v in lines["TEARDOWN_S"]], [float(v) for v in lines["LOOP_S"]]
 

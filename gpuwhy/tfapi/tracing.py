@@ -230,20 +230,14 @@ def calls_key(function: Any) -> Any:
 _EAGER_FUNCTION_RUN = "tensorflow.python.eager.polymorphic_function.eager_function_run"
 
 
-def eager_calls(function: Any) -> int:
-    """The calls of ``function`` from eager code that TF counted so far, with those of
-    any other tf.function of the same :func:`calls_key`: its retracing detector
+def eager_calls(key: Any) -> int:
+    """The calls from eager code that TF counted so far of the tf.functions counted
+    under ``key`` (their :func:`calls_key`): its retracing detector
     (``polymorphic_function._frequent_tracing_detector_manager``) adds one at the end of
-    each such call. The count starts again lower at a call that traced (the detector
-    keeps only the calls since recent traces), and calls made under
+    each such call. Kept under the code of the ``def``, not the function: readable once
+    the function is gone. The count starts again lower at a call that traced (the
+    detector keeps only the calls since recent traces), and calls made under
     ``run_functions_eagerly`` are not counted at all."""
-    return eager_calls_of(function._key_for_call_stats)
-
-
-def eager_calls_of(key: Any) -> int:
-    """:func:`eager_calls` of the functions counted under ``key`` (their
-    :func:`calls_key`): readable once the function is gone (TF keeps the count under
-    the code of its ``def``, not under the function)."""
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
     manager = polymorphic_function._frequent_tracing_detector_manager

@@ -45,7 +45,7 @@ from gpuwhy.tfapi.tracing import (
     FunctionHooks,
     calls_key,
     describe,
-    eager_calls_of,
+    eager_calls,
     functions_run_eagerly,
 )
 from gpuwhy.tfapi.training import full_batch_trace, has_backward_pass, traced_before
@@ -785,7 +785,7 @@ def _gaps(members: list[_Watched]) -> dict[str, Any]:
 def _counted_under(key: Any, _function: Any) -> int:
     """TF's count of the calls of the functions of ``key`` (the function itself unused:
     it may be gone)."""
-    return eager_calls_of(key)
+    return eager_calls(key)
 
 
 TRAINING_NOTE = "the training step (it has a backward pass)"

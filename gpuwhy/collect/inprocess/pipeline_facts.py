@@ -115,10 +115,10 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
     # interrupt would be the rate): then the first one's is.
     timed = sorted(used, key=lambda s: s.created)
     windows = [state.window() for state in timed]
-    later = sum(elements for _, elements in windows[1:])
     if len(windows) > 1:
-        few = later < MIN_LATER_ELEMENTS and windows[0][1] >= MIN_LATER_ELEMENTS
-        windows = windows[:1] if few else windows[1:]
+        later = sum(elements for _, elements in windows[1:])
+        first_only = later < MIN_LATER_ELEMENTS <= windows[0][1]
+        windows = windows[:1] if first_only else windows[1:]
     consume_s = sum(seconds for seconds, _ in windows)
     consumed = sum(elements for _, elements in windows)
     gap_median = statistics.median(gaps) if gaps else None
