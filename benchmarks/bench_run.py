@@ -8,7 +8,11 @@ loop of small eager ops. A workload that prints its loop's figures (``LOOP_S`` w
 process's and the main thread's CPU over the loop) gets each one's ratio too, and
 ``--pairs`` prints every pair as it ends: a run that went wrong on one side shows as
 itself, not as a wider range. Run: .venv/bin/python benchmarks/bench_run.py [--runs 5]
-[--only tiny_steps] [--pairs]
+[--only tiny_steps] [--pairs] [--control]
+
+``--control`` adds a third side, ``python`` with every module ``gpuwhy run`` loads
+imported and nothing watching (imported_control.py), and prints the ratios of each pair
+of sides: what watching costs, apart from what a process differs from the next by.
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ def main() -> None:
     parser.add_argument(
         "--pairs", action="store_true", help="print each pair's loop times and CPU as it ends"
     )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="a third side: python with gpuwhy's modules imported, nothing watching",
+    )
     args = parser.parse_args()
     print(
         f"{'workload':<12} {'python':>11} {'gpuwhy run':>11} {'ratio':>7} {'budget':>7}  runs"
@@ -60,31 +69,46 @@ def main() -> None:
         if args.only and name != args.only:
             continue
         script = str(HERE / "workloads" / f"{name}.py")
-        plain, watched, ratios = [], [], []
-        loops: dict[str, list[float]] = {}
-        for run in range(args.runs):  # alternate (and which goes first), so drift hits both
-            sides = [[sys.executable, script], [GPUWHY, "run", "-o", os.devnull, script]]
-            order = sides if run % 2 == 0 else sides[::-1]
-            timed = {tuple(side): step_time(side) for side in order}
-            (p, p_loop), (w, w_loop) = timed[tuple(sides[0])], timed[tuple(sides[1])]
-            plain.append(p)
-            watched.append(w)
-            ratios.append(w / p)
-            for key in p_loop.keys() & w_loop.keys():
-                loops.setdefault(key, []).append(w_loop[key] / p_loop[key])
+        sides = {
+            "python": [sys.executable, script],
+            "gpuwhy": [GPUWHY, "run", "-o", os.devnull, script],
+        }
+        if args.control:
+            sides["imported"] = [sys.executable, str(HERE / "imported_control.py"), script]
+        names = list(sides)
+        steps: dict[str, list[float]] = {side: [] for side in names}
+        loops: dict[str, list[dict[str, float]]] = {side: [] for side in names}
+        for run in range(args.runs):  # rotate which goes first, so drift hits every side
+            for side in names[run % len(names) :] + names[: run % len(names)]:
+                step, loop = step_time(sides[side])
+                steps[side].append(step)
+                loops[side].append(loop)
             if args.pairs:
+                figures = sorted(loops["python"][-1])
                 shown = "  ".join(
-                    f"{key} {p_loop[key]:.2f}/{w_loop[key]:.2f}" for key in sorted(p_loop)
+                    f"{key} " + "/".join(f"{loops[side][-1][key]:.2f}" for side in names)
+                    for key in figures
                 )
                 print(
-                    f"  pair {run + 1} python/gpuwhy: step {p * 1e3:.3f}/{w * 1e3:.3f} ms  {shown}"
+                    f"  run {run + 1} {'/'.join(names)}: step "
+                    + "/".join(f"{steps[side][-1] * 1e3:.3f}" for side in names)
+                    + f" ms  {shown}"
                 )
-        ratio = statistics.median(ratios)
-        loop = "".join(f"  {key} {spread(values)}" for key, values in sorted(loops.items()))
-        print(
-            f"{name:<12} {statistics.median(plain) * 1e3:>9.3f}ms {statistics.median(watched) * 1e3:>9.3f}ms "
-            f"{ratio:>7.3f} {1 + budget:>7.2f}  {args.runs}{loop}"
-        )
+        comparisons = [("gpuwhy", "python")]
+        if args.control:
+            comparisons += [("imported", "python"), ("gpuwhy", "imported")]
+        for side, against in comparisons:
+            ratios = [w / p for p, w in zip(steps[against], steps[side])]
+            loop = "".join(
+                f"  {key} {spread([w[key] / p[key] for p, w in zip(loops[against], loops[side])])}"
+                for key in sorted(loops[against][0].keys() & loops[side][0].keys())
+            )
+            label = name if (side, against) == ("gpuwhy", "python") else f"  {side}/{against}"
+            print(
+                f"{label:<12} {statistics.median(steps[against]) * 1e3:>9.3f}ms "
+                f"{statistics.median(steps[side]) * 1e3:>9.3f}ms "
+                f"{statistics.median(ratios):>7.3f} {1 + budget:>7.2f}  {args.runs}{loop}"
+            )
 
 
 if __name__ == "__main__":

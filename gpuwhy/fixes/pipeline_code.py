@@ -18,8 +18,10 @@ name is a ``<placeholder>``, never an undefined variable.
 from __future__ import annotations
 
 from gpuwhy.derived.pipeline_stages import (
+    ends_buffered,
     is_map,
     per_call_s,
+    per_element_s,
     runs_sequentially,
     same_every_pass,
     varies_before,
@@ -34,6 +36,7 @@ FILE_READERS = ("TFRecord", "TextLine", "FixedLengthRecord")
 COMPRESSION = ("GZIP", "ZLIB")
 JPEG_DECODERS = ("DecodeJpeg", "DecodeAndCropJpeg", "DecodeImage")
 IN_PLACE_OF = "in place of: "
+IN_MEMORY_SOURCES = ("from_tensor_slices", "from_tensors", "range")
 ALTERNATIVE = "# or: "
 # the next line of the same alternative (two "# or:" lines read as two alternatives)
 ALTERNATIVE_THEN = "#  and: "
@@ -504,7 +507,44 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
         return filter_(stage)
     if stage.by_library:
         return library_stage(pipeline, stage)
+    if set(stage.written_as) & set(IN_MEMORY_SOURCES):
+        return in_memory_source(pipeline, index)
     return generic()
+
+
+def in_memory_source(pipeline: PipelineFacts, index: int) -> list[str]:
+    """A slowest stage that makes elements from memory (``from_tensor_slices``,
+    ``range``): its time is tf.data's own cost per element, with no function to run in
+    parallel and nothing to cache, so the usual template (a parallel map, a cache)
+    would name stages the program does not have. Making each element on its own from
+    a batch of rows costs about the same as any other way tf.data has (measured here:
+    index batches gathered with ``tf.gather`` ran 0.7-0.9 times as fast at 68 B-4 KB
+    rows, batches of 32-128; Keras fit on the arrays ran the same as on the
+    dataset), so what is said is what shortens the wait: a prefetch where there is
+    none, else cores for the pipeline."""
+    stage = pipeline.stages[index]
+    per = per_element_s(stage)
+    rows = next(
+        (later.ratio for later in pipeline.stages[index + 1 :] if later.kind == "batch"), None
+    )
+    cost = ""
+    if per is not None:
+        cost = f" ({per * 1e6:,.1f} µs an element"
+        cost += (
+            f", {per * rows * 1e6:,.0f} µs a batch of {rows:,.0f})" if rows and rows > 1 else ")"
+        )
+    at = f" at {stage.location}" if stage.location else ""
+    lines = [
+        f"# {stage.name}{at} makes each element from memory{cost}: tf.data's own",
+        "# cost per element, with no function to run in parallel and nothing to cache",
+    ]
+    if not ends_buffered(pipeline):
+        return lines + prefetch_at_end(pipeline)
+    return lines + [
+        "# the pipeline already prefetches: the wait left is the time the host's cores",
+        "# spend on the steps instead of the pipeline; more cores (or the steps on a GPU)",
+        "# shorten it",
+    ]
 
 
 def library_stage(pipeline: PipelineFacts, stage: PipelineStage) -> list[str]:

@@ -578,3 +578,31 @@ def test_a_library_built_stage_gets_the_helper_call_not_a_template():
     fix = "\n".join(pipeline_code.for_stage(pipeline, 0, 0.0))
     assert "keras.utils.timeseries_dataset_from_array(x, y, sequence_length=48) builds" in fix
     assert "<dataset>" not in fix and ".cache() after that" in fix
+
+
+def test_in_memory_slices_get_no_template_of_stages_the_program_lacks(program):
+    """A slowest stage that slices arrays is tf.data's own per-element cost: no map to
+    parallelise, nothing to cache; the prefetch where there is none, pasted and run."""
+    p = program(
+        "x = np.arange(64, dtype=np.float32)\n"
+        "ds = tf.data.Dataset.from_tensor_slices((x, x * 2)).shuffle(16).batch(8)\n"
+    )
+    stages = (
+        p.stage("from_tensor_slices", ("from_tensor_slices",), kind="source",
+                name="TensorSlice", self_time_per_element_s=2.5e-6),
+        p.stage(".shuffle(16)", ("shuffle",), kind="shuffle", name="Shuffle"),
+        p.stage(".batch(8)", ("batch",), kind="batch", name="BatchV2", ratio=8.0),
+    )  # fmt: skip
+    pipeline = PipelineFacts(id=1, stages=stages, bottleneck=0)
+    fix = "\n".join(pipeline_code.for_stage(pipeline, 0, 1e-4))
+    assert fix.startswith(
+        f"# TensorSlice at {p.name}:{p.line_of('from_tensor_slices')} makes each element from memory (2.5 µs an element, "
+        "20 µs a batch of 8): tf.data's own\n"
+    )
+    assert "<" not in fix and ".map(" not in fix and ".cache()" not in fix
+    (pasted,) = p.check(fix)
+    assert ".batch(8).prefetch(tf.data.AUTOTUNE)" in pasted
+    prefetched = replace(pipeline, prefetch_run=True)
+    said = pipeline_code.for_stage(prefetched, 0, 1e-4)
+    assert all(line.startswith("# ") for line in said)  # nothing to paste: said so
+    assert "the pipeline already prefetches" in "\n".join(said)
