@@ -99,7 +99,7 @@ def main() -> None:
             comparisons += [("imported", "python"), ("gpuwhy", "imported")]
         for side, against in comparisons:
             ratios = [w / p for p, w in zip(steps[against], steps[side])]
-            loop = "".join(
+            figures = "".join(
                 f"  {key} {spread([w[key] / p[key] for p, w in zip(loops[against], loops[side])])}"
                 for key in sorted(loops[against][0].keys() & loops[side][0].keys())
             )
@@ -107,7 +107,7 @@ def main() -> None:
             print(
                 f"{label:<12} {statistics.median(steps[against]) * 1e3:>9.3f}ms "
                 f"{statistics.median(steps[side]) * 1e3:>9.3f}ms "
-                f"{statistics.median(ratios):>7.3f} {1 + budget:>7.2f}  {args.runs}{loop}"
+                f"{statistics.median(ratios):>7.3f} {1 + budget:>7.2f}  {args.runs}{figures}"
             )
 
 
