@@ -84,10 +84,9 @@ def main() -> None:
                 steps[side].append(step)
                 loops[side].append(loop)
             if args.pairs:
-                figures = sorted(loops["python"][-1])
                 shown = "  ".join(
                     f"{key} " + "/".join(f"{loops[side][-1][key]:.2f}" for side in names)
-                    for key in figures
+                    for key in sorted(loops["python"][-1])
                 )
                 print(
                     f"  run {run + 1} {'/'.join(names)}: step "
