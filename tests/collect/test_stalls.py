@@ -367,3 +367,79 @@ def test_collections_past_those_kept_one_by_one_all_count_as_the_steps():
         assert late.steps_count is None
     finally:
         collector.stop()
+
+
+def test_one_epoch_end_that_waited_on_its_iterator_s_teardown_is_said_with_its_cause():
+    """One stall is no beat, but one that cost a fifth of the loop is said: here an
+    epoch's end where TF's teardown of the iterator waited (docs/speed.md: tf.data's
+    autotune thread sleeping out its period), named by the teardown timed there."""
+    from gpuwhy.collect.inprocess.activities import TEARDOWN_WHAT, stalls_line
+    from gpuwhy.facts import StallFacts
+
+    collector = ActivityCollector()
+    t0 = time.perf_counter()
+    collector.start(t0)
+    try:
+        tracker = collector.tracker()
+        t = t0
+        for epoch in range(3):
+            for _ in range(100):
+                tracker.add(Step(t, t + 0.05))
+                t += 0.05
+            if epoch == 1:  # the loop's iterator let go at train.py:60, 4.2 s of teardown
+                collector._record("teardown", t + 0.01, t + 4.21, "train.py:60", TEARDOWN_WHAT)
+                t += 4.25
+            t += 0.002
+        group = tracker.between
+        assert group.count == 1
+        loop = _loop_stalls("tf-data", "train.py:60", tracker, group, True, t0)
+        line = stalls_line(StallFacts(loops=(loop,)))
+        assert line == (
+            "1 stall between steps of 4.25 s: the end of a tf.data iterator (TF stopping its "
+            "pipeline's threads) at train.py:60, 22% of the loop"
+        )
+        quiet = StallTracker(t0)  # the same stall with nothing timed in it
+        for step in (Step(t0, t0 + 1.0), *(Step(t0 + i, t0 + i + 1.0) for i in range(1, 40))):
+            quiet.add(step)
+        quiet.add(Step(t0 + 45.0, t0 + 46.0))
+        lone = _loop_stalls("tf-data", "x", quiet, quiet.between, True, t0)
+        assert stalls_line(StallFacts(loops=(lone,))) == (
+            "1 stall between steps of 5.00 s: nothing timed in it, 11% of the loop"
+        )
+    finally:
+        collector.stop()
+
+
+TEARDOWN_PROGRAM = """
+import tensorflow as tf
+
+ds = tf.data.Dataset.range(300_000).shuffle(300_000, seed=1)
+for epoch in range(3):
+    for value in ds:
+        break  # the loop ends here: its iterator goes
+"""
+
+
+def test_an_iterator_s_teardown_is_timed_where_the_program_s_loop_let_it_go(tmp_path):
+    """A real pipeline whose iterator is freed at its loop's end, three times: each
+    teardown (freeing a 300,000-element shuffle buffer: milliseconds) is kept with the
+    loop's own line, and the program's loop still ends as it did."""
+    import gpuwhy
+
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN_PROGRAM)
+    namespace: dict = {"__name__": "__main__"}
+    with gpuwhy.session(audit=False, eager=False) as s:
+        exec(compile(TEARDOWN_PROGRAM, str(script), "exec"), namespace)
+    assert int(namespace["value"]) >= 0
+    stalls = s.record.facts.stalls
+    assert stalls is not None
+    (ends,) = [a for a in stalls.activities if a.kind == "teardown"]
+    line = (
+        TEARDOWN_PROGRAM.splitlines().index(
+            "        break  # the loop ends here: its iterator goes"
+        )
+        + 1
+    )
+    assert ends.count == 3 and ends.location == f"{script}:{line}"
+    assert 0.001 <= ends.max_s and ends.seconds < 2.0

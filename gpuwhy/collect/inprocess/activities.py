@@ -67,9 +67,10 @@ from gpuwhy.tfapi.frames import user_location
 # "gpuwhy": gpuwhy's own pauses of the program (a heap census holds the GIL for a tenth
 # of a second): a stall they cause is gpuwhy's, never the program's finding (the program's
 # own activities in one are the program's: see ActivityCollector.overlapping)
-KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop")
+KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop", "teardown")
 RING = {
     "loop": 1024,
+    "teardown": 256,
     "gc": 2048,
     "checkpoint": 1024,
     "summary": 1024,
@@ -79,8 +80,16 @@ RING = {
 }
 GC_RING_MIN_S = 0.001
 LOOP_WHAT = "a loop over another tf.data dataset"
+# a tf.data iterator freed (its loop ended): TF stops the pipeline's threads and waits for
+# them, tf.data's autotune thread up to the rest of its period (docs/speed.md); shorter
+# ends are not kept (a loop of many short-lived iterators frees one per read)
+TEARDOWN_WHAT = "the end of a tf.data iterator (TF stopping its pipeline's threads)"
+TEARDOWN_MIN_S = 0.001
 FULL_COLLECTION = "generation 2"  # a gc activity's ``what``: gc.collect(), or the oldest
 MAX_PLACES = 16  # places counted per kind
+# stalls too few to make a beat (three) are said where they cost this much of the loop:
+# a measured loss, one epoch's end that waited seconds, is no pattern but is the time
+ALONE_SHARE_SAID = 0.05
 # Collections kept one by one (start, seconds: 16 bytes each), so that those before the
 # first step (TensorFlow's import, the model's build: hundreds in a few seconds) are told
 # from those while the steps ran; the collections after these are all later than them
@@ -161,6 +170,12 @@ class ActivityCollector(Collector):
 
     def on_tensorflow(self) -> None:
         self._install(stall_hooks.install_tensorflow, "checkpoint and summary writes")
+        from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
+
+        self._install(
+            lambda _record: [on_iterator_created(teardown=self._on_teardown)],
+            "tf.data iterators' ends",
+        )
 
     def on_keras(self) -> None:
         self._install(stall_hooks.install_keras, "Keras saves and evaluate")
@@ -205,6 +220,12 @@ class ActivityCollector(Collector):
         else:
             where = self._gc_where[0]
             self._events.append(("gc", self._gc_started[0], now, where, generation))
+
+    def _on_teardown(self, start: float, end: float) -> None:
+        """A tf.data iterator freed (the iterator hook's listener, on the thread that let
+        it go): where the program's code let it go, the loop's own line at its end."""
+        if end - start >= TEARDOWN_MIN_S:
+            self._events.append(("teardown", start, end, user_location(), TEARDOWN_WHAT))
 
     def _record(self, kind: str, start: float, end: float, where: str | None, what: str) -> None:
         self._events.append((kind, start, end, where, what))
@@ -556,9 +577,9 @@ def _stall(entry: tuple, t0: float) -> Stall:
 # -- its rows in the reports ------------------------------------------------------
 OWN_PAUSE_SAID_S = 0.5  # gpuwhy's own census time over the run said from this
 _ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "summary flushes",
-                   "evaluate": "evaluate/predict"}  # fmt: skip
+                   "evaluate": "evaluate/predict", "teardown": "tf.data iterators' ends"}  # fmt: skip
 _ACTIVITY_UNITS = {"gc": "collections", "checkpoint": "writes", "summary": "flushes",
-                   "evaluate": "calls"}  # fmt: skip
+                   "evaluate": "calls", "teardown": "ends"}  # fmt: skip
 
 
 def _covered(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
@@ -575,6 +596,11 @@ def _covered(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
 
 # The median stall stands for each where the mean is within this share of it.
 STALL_MEAN_NEAR = 0.25
+
+
+def _seconds(seconds: float) -> str:
+    """``4.28 s`` from a second on, ``840.2 ms`` below."""
+    return f"{seconds:,.2f} s" if seconds >= 1 else duration(seconds)
 
 
 def _stall_size(beat: StallBeat) -> str:
@@ -594,7 +620,12 @@ def stalls_line(stalls: StallFacts) -> str | None:
     where there is nothing to say. Stalls gpuwhy's own heap census made are said as its
     own, apart."""
     parts = []
-    beats = [(loop, beat) for loop in stalls.loops for beat in loop.beats if beat.count >= 3]
+    beats = [
+        (loop, beat)
+        for loop in stalls.loops
+        for beat in loop.beats
+        if beat.count >= 3 or beat.lost_share >= ALONE_SHARE_SAID
+    ]
     ours = [beat for _, beat in beats if beat.kind == "gpuwhy"]
     beats = [(loop, beat) for loop, beat in beats if beat.kind != "gpuwhy"]
     for loop, beat in sorted(beats, key=lambda lb: -lb[1].lost_share)[:2]:
@@ -602,15 +633,19 @@ def stalls_line(stalls: StallFacts) -> str | None:
         regular = (
             (beat.every_steps or 0) > 1 and beat.period_fit is not None and beat.period_fit >= 0.6
         )
-        text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
-        text += ", " + _stall_size(beat)
-        cause = next((c for c in loop.causes if c.kind == beat.kind), None)
-        if cause is None:
-            text += ": nothing timed in them"
-        else:
-            what = f"GC ({cause.detail})" if cause.kind == "gc" else cause.detail or cause.kind
-            text += f": {what}" + (f" at {cause.location}" if cause.location else "")
         between = " between steps" if loop.between_steps else ""
+        cause = next((c for c in loop.causes if c.kind == beat.kind), None)
+        what = "nothing timed in them"
+        if cause is not None:
+            what = f"GC ({cause.detail})" if cause.kind == "gc" else cause.detail or cause.kind
+            what += f" at {cause.location}" if cause.location else ""
+        if beat.count == 1:  # one stall, said for what it cost (ALONE_SHARE_SAID)
+            what = "nothing timed in it" if cause is None else what
+            text = f"1 stall{between} of {_seconds(beat.stall_s)}: {what}"
+            parts.append(f"{text}, {beat.lost_share:.0%} of the loop")
+            continue
+        text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
+        text += ", " + _stall_size(beat) + f": {what}"
         parts.append(f"{text}{between}, {beat.lost_share:.0%} of the loop")
     census = next((a for a in stalls.activities if a.kind == "gpuwhy"), None)
     if ours:  # gpuwhy held the program: said as its own, never as the program's stalls

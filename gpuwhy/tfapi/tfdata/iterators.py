@@ -163,12 +163,16 @@ def _reader(caller) -> object:
 Before = Callable[[Any, Any], None]  # (iterator, dataset), before TF builds the iterator
 After = Callable[[Any, Any], None]  # (iterator, dataset), once it is built
 End = Callable[[Any], None]  # (iterator), when it is about to be freed
+# (start, end) of freeing an iterator's resource: TF's teardown of the pipeline's
+# threads, on the thread that dropped the iterator (a loop's end: the program's)
+Teardown = Callable[[float, float], None]
 
 
 class _Listeners:
     before: list[Before] = []
     after: list[After] = []
     end: list[End] = []
+    teardown: list[Teardown] = []
     patches: list[Patch] = []
 
 
@@ -176,14 +180,23 @@ class Listening(Patch):
     """Listeners registered on the creation hook; :meth:`undo` removes them, and the
     patches with the last of them."""
 
-    def __init__(self, before: Before | None, after: After | None, end: End | None) -> None:
+    def __init__(
+        self,
+        before: Before | None,
+        after: After | None,
+        end: End | None,
+        teardown: Teardown | None = None,
+    ) -> None:
         self.entries: list[tuple[list[Any], Any]] = [
             (group, fn)
-            for group, fn in ((_Listeners.before, before), (_Listeners.after, after))
+            for group, fn in (
+                (_Listeners.before, before),
+                (_Listeners.after, after),
+                (_Listeners.end, end),
+                (_Listeners.teardown, teardown),
+            )
             if fn is not None
         ]
-        if end is not None:
-            self.entries.append((_Listeners.end, end))
         if not _Listeners.patches:
             _Listeners.patches = _install_creation_patches()
         for group, fn in self.entries:
@@ -196,22 +209,53 @@ class Listening(Patch):
             if fn in group:
                 group.remove(fn)
         self.entries = []
-        if not (_Listeners.before or _Listeners.after or _Listeners.end):
+        if not (_Listeners.before or _Listeners.after or _Listeners.end or _Listeners.teardown):
             for patch in reversed(_Listeners.patches):
                 patch.undo()
             _Listeners.patches = []
 
 
 def on_iterator_created(
-    before: Before | None = None, after: After | None = None, end: End | None = None
+    before: Before | None = None,
+    after: After | None = None,
+    end: End | None = None,
+    teardown: Teardown | None = None,
 ) -> Listening:
     """Call ``before(iterator, dataset)`` before and ``after(iterator, dataset)`` after
     each eager ``OwnedIterator`` is built (on the creating thread: the creating stack is
-    still there), and ``end(iterator)`` when one is about to be freed. Listeners must be
-    quick and must not keep the iterator; an Exception from one is swallowed (the
-    program's loop never breaks), a BaseException from ``before`` (gpuwhy fix's
-    ``--stop-early``) goes through."""
-    return Listening(before, after, end)
+    still there), ``end(iterator)`` when one is about to be freed, and
+    ``teardown(start, end)`` with the span its freeing took. Listeners must be quick
+    and must not keep the iterator; an Exception from one is swallowed (the program's
+    loop never breaks), a BaseException from ``before`` (gpuwhy fix's ``--stop-early``)
+    goes through.
+
+    The teardown: freeing the iterator's resource handle destroys TF's iterator, which
+    stops the pipeline's background threads and waits for them (RootDataset's
+    destructor). It runs where the last reference goes, inside the object's own
+    finalisation; timed, the handle is let go in ``__del__`` instead of just after it
+    (the object is being freed either way, nothing else reads the attribute), so that
+    a program whose loop ends waiting there (tf.data's autotune thread sleeping out its
+    period: docs/speed.md) shows where its time went."""
+    return Listening(before, after, end, teardown)
+
+
+def _timed_teardown(iterator: Any) -> None:
+    """Let go of the iterator's resource handle here, timed, and tell the teardown
+    listeners (see :func:`on_iterator_created`)."""
+    try:
+        handle = iterator.__dict__.pop("_iterator_resource", None)
+    except Exception:  # noqa: BLE001 - a finaliser never raises
+        return
+    if handle is None:
+        return
+    start = time.perf_counter()
+    del handle  # the last reference, where the loop held the only one: TF's teardown
+    end = time.perf_counter()
+    for listener in list(_Listeners.teardown):
+        try:
+            listener(start, end)
+        except Exception:  # noqa: BLE001 - a finaliser never raises
+            pass
 
 
 def _install_creation_patches() -> list[Patch]:
@@ -240,14 +284,18 @@ def _install_creation_patches() -> list[Patch]:
 
     def make_del(original: Callable | None) -> Callable:
         def __del__(self):
+            eager = False
             try:
-                if context.executing_eagerly():
+                eager = context.executing_eagerly()
+                if eager:
                     for listener in list(_Listeners.end):
                         listener(self)
             except Exception:  # noqa: BLE001 - a finaliser never raises (shutdown included)
                 pass
             if original is not None:
                 original(self)
+            if eager and _Listeners.teardown:
+                _timed_teardown(self)
 
         return mark_wrapped(__del__, original)
 
