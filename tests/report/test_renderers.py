@@ -1,5 +1,6 @@
 import html
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -153,6 +154,17 @@ def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck
     marked = [line for line in verbose.splitlines() if "▶" in line]
     assert len(marked) == 2  # one bottleneck per pipeline with stages
     assert "Map" in marked[0] and "parse at train.py:41" in marked[0] and "python" in marked[0]
+    # a cheap stage's time reads in µs, never as a free "0.0 ms"
+    run = _input_bound_run()
+    assert run.tfdata is not None
+    first = run.tfdata.pipelines[0]
+    cheap = replace(first.stages[1], self_time_per_element_s=3.8e-5)
+    fast = replace(first, stages=(first.stages[0], cheap, *first.stages[2:]))
+    quick = replace(run, tfdata=replace(run.tfdata, pipelines=(fast, *run.tfdata.pipelines[1:])))
+    text = " ".join(RENDERERS["terminal"]().render(Record.diagnose("run", quick)).split())
+    assert "slowest stage Map(parse at train.py:41) (38.0 µs per element, sequential)" in text
+    verbose = RENDERERS["terminal"](verbose=True).render(Record.diagnose("run", quick))
+    assert "38.0 µs" in verbose
 
 
 def test_run_verdict_does_not_repeat_input_bound_as_the_worst_problem():

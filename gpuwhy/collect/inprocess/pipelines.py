@@ -601,7 +601,7 @@ def pipeline_line(p: PipelineFacts) -> str:
     if stage is not None:
         text += f"; slowest stage {stage_label(stage)}"
         if stage.self_time_per_element_s is not None:
-            text += f" ({duration(stage.self_time_per_element_s)} per element"
+            text += f" ({duration(stage.self_time_per_element_s, microseconds=True)} per element"
             text += (
                 f", {stage.parallelism} threads)"
                 if stage.parallelism and stage.parallelism > 1

@@ -73,7 +73,7 @@ def _verbose_tables(facts: Facts) -> list:
                     ("▶ " if i == pipeline.bottleneck else "  ") + stage_name(st),
                     "+".join(st.written_as) or "-",
                     f"{st.elements:,}",
-                    duration(st.self_time_per_element_s),
+                    duration(st.self_time_per_element_s, microseconds=True),
                     str(st.parallelism or "-"),
                     "?" if st.root_elements_per_s is None else f"{st.root_elements_per_s:,.1f}",
                     _stage_flags(st),
