@@ -421,3 +421,22 @@ def test_a_fix_two_findings_share_is_printed_once():
     text = RENDERERS["terminal"]().render(record)
     assert text.count("ds = ds.prefetch(2)") == 1
     assert "fix: the same as finding 1's above" in text
+
+
+def test_a_run_with_no_gpu_and_no_target_says_how_to_see_what_a_gpu_would_wait_on():
+    """On a machine without a usable GPU the steps' waits are the CPU's: the note says
+    how to project them onto a GPU (a --target), and goes once one was asked for."""
+    from gpuwhy.facts import ProgramFacts, StepFacts, TargetFacts
+    from gpuwhy.report.run.summary import NO_GPU_NOTE, program_notes
+
+    cpu_only = replace(
+        b.facts(tf=b.no_gpu_tf(), drv=b.NO_DRIVER, devices=()),
+        program=ProgramFacts(command=("train.py",), seconds=10.0),
+        steps=StepFacts(source="tf-data", marker="next()", count=400, median_s=0.009),
+    )
+    assert program_notes(cpu_only) == [NO_GPU_NOTE]
+    text = " ".join(RENDERERS["terminal"]().render(Record.diagnose("run", cpu_only)).split())
+    assert "note: no GPU here: the steps ran on the CPU" in text
+    assert "--target A100" in NO_GPU_NOTE
+    assert program_notes(replace(cpu_only, target=TargetFacts(requested="A100"))) != [NO_GPU_NOTE]
+    assert program_notes(replace(cpu_only, environment=b.environment())) == []  # a GPU here

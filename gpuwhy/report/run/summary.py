@@ -16,14 +16,29 @@ from gpuwhy.facts import (
     ProjectionFacts,
 )
 from gpuwhy.formatting import duration
+from gpuwhy.verdict import gpu_usable
+
+# a run on a machine with no usable GPU, no --target asked for: what a GPU's shorter step
+# would wait on (input, host work) is what the user came for, and this run cannot show it
+NO_GPU_NOTE = (
+    "no GPU here: the steps ran on the CPU, so what they would wait for on a GPU (input, "
+    "host work) is not measured; --target A100 (or H100, L4, T4 ...) on gpuwhy run, or on "
+    "gpuwhy report with this run's record, projects the step onto one, as a prediction"
+)
 
 
 def program_notes(facts: Facts) -> list[str]:
     """The run's notes: the program's, then why ``--target`` gave no projection (the
-    derivation stage's, where it could not project)."""
+    derivation stage's, where it could not project), or, on a machine with no usable GPU
+    and no ``--target``, how to see the step a GPU would run."""
     notes = list(facts.program.notes) if facts.program is not None else []
     refused = derived(facts).projection_refused
-    return notes + [refused] if refused is not None else notes
+    if refused is not None:
+        return [*notes, refused]
+    steps = facts.steps
+    if facts.target is None and steps is not None and steps.count and gpu_usable(facts) is False:
+        return [*notes, NO_GPU_NOTE]
+    return notes
 
 
 def finding_causes(evidence: dict[str, Any]) -> list[tuple[str, str]] | None:
