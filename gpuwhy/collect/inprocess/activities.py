@@ -63,6 +63,7 @@ from gpuwhy.formatting import duration
 from gpuwhy.source_calls import loop_code
 from gpuwhy.tfapi import stall_hooks
 from gpuwhy.tfapi.frames import user_location
+from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
 # "gpuwhy": gpuwhy's own pauses of the program (a heap census holds the GIL for a tenth
 # of a second): a stall they cause is gpuwhy's, never the program's finding (the program's
@@ -170,8 +171,6 @@ class ActivityCollector(Collector):
 
     def on_tensorflow(self) -> None:
         self._install(stall_hooks.install_tensorflow, "checkpoint and summary writes")
-        from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
-
         self._install(
             lambda _record: [on_iterator_created(teardown=self._on_teardown)],
             "tf.data iterators' ends",

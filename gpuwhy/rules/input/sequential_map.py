@@ -126,7 +126,8 @@ class SequentialMap(Rule):
             }
             # fit's validation_data: its own wait, not the steps' (low, no step gain)
             beside = beside_steps(facts, pipeline)
-            gain = 0.0 if beside else wait.fraction * (share if share is not None else 1.0)
+            own = wait.fraction * (share if share is not None else 1.0)
+            gain = 0.0 if beside else own
             findings.append(
                 self.finding(
                     f"Input stage {label} runs on one thread and is the slowest stage; "
@@ -135,7 +136,12 @@ class SequentialMap(Rule):
                     evidence=evidence,
                     location=culprit_location(stage),
                     fix="\n".join(fix),
-                    estimated_gain=stage_gain_text(gain),
+                    estimated_gain=(
+                        f"none on the training steps: the pipeline is read beside them "
+                        f"(up to {own:.0%} of that reader's own time)"
+                        if beside
+                        else stage_gain_text(gain)
+                    ),
                     gain_value=None if gain is None else round(gain, 4),
                 )
             )

@@ -155,3 +155,26 @@ def test_a_stateful_map_fused_with_its_batch_is_still_a_sequential_map():
         (f,) = check(t.facts(fused, steps=t.fit_steps(0.40)))
         assert f.evidence["stage"] == "MapAndBatch(augment at train.py:47)"
         assert "\nds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n" in f.fix
+
+
+def test_a_validation_pipeline_s_gain_is_none_on_the_steps_and_says_its_own():
+    """fit's validation_data waits on its own: the finding is low, claims nothing of the
+    training steps, and says what the fix may give the reader it slows (a new user read
+    "up to 0% of step time" beside "waits for input 35% of the time")."""
+    train = t.example_pipeline(wait_per_element_s=0.0)
+    validation = replace(
+        t.example_pipeline(wait_per_element_s=0.030),
+        id=2,
+        consumer="keras-evaluate",
+        location="train.py:70",
+        elements=60,
+        iterators=3,
+    )
+    findings = check(t.facts(train, validation, steps=t.fit_steps(0.0)))
+    (f,) = [f for f in findings if f.evidence["pipeline"].endswith("read by Model.evaluate")]
+    assert f.severity == "low" and f.gain_value == 0.0
+    wait = f.evidence["input_wait_fraction"] * f.evidence["share_of_pipeline_time"]
+    assert f.estimated_gain == (
+        "none on the training steps: the pipeline is read beside them "
+        f"(up to {wait:.0%} of that reader's own time)"
+    )
