@@ -395,7 +395,7 @@ def test_one_epoch_end_that_waited_on_its_iterator_s_teardown_is_said_with_its_c
         loop = _loop_stalls("tf-data", "train.py:60", tracker, group, True, t0)
         line = stalls_line(StallFacts(loops=(loop,)))
         assert line == (
-            "1 stall between steps of 4.25 s: the end of a tf.data iterator (TF stopping its "
+            "1 stall between steps of 4,252.0 ms: the end of a tf.data iterator (TF stopping its "
             "pipeline's threads) at train.py:60, 22% of the loop"
         )
         quiet = StallTracker(t0)  # the same stall with nothing timed in it
@@ -404,7 +404,7 @@ def test_one_epoch_end_that_waited_on_its_iterator_s_teardown_is_said_with_its_c
         quiet.add(Step(t0 + 45.0, t0 + 46.0))
         lone = _loop_stalls("tf-data", "x", quiet, quiet.between, True, t0)
         assert stalls_line(StallFacts(loops=(lone,))) == (
-            "1 stall between steps of 5.00 s: nothing timed in it, 11% of the loop"
+            "1 stall between steps of 5,000.0 ms: nothing timed in it, 11% of the loop"
         )
     finally:
         collector.stop()

@@ -597,11 +597,6 @@ def _covered(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
 STALL_MEAN_NEAR = 0.25
 
 
-def _seconds(seconds: float) -> str:
-    """``4.28 s`` from a second on, ``840.2 ms`` below."""
-    return f"{seconds:,.2f} s" if seconds >= 1 else duration(seconds)
-
-
 def _stall_size(beat: StallBeat) -> str:
     """``1,800.0 ms each`` where the stalls are alike; where a few long ones pull the
     mean far from the median, the median and the total (``50.3 ms median, 2.59 s in
@@ -640,7 +635,7 @@ def stalls_line(stalls: StallFacts) -> str | None:
             what += f" at {cause.location}" if cause.location else ""
         if beat.count == 1:  # one stall, said for what it cost (ALONE_SHARE_SAID)
             what = "nothing timed in it" if cause is None else what
-            text = f"1 stall{between} of {_seconds(beat.stall_s)}: {what}"
+            text = f"1 stall{between} of {duration(beat.stall_s)}: {what}"
             parts.append(f"{text}, {beat.lost_share:.0%} of the loop")
             continue
         text = f"{beat.count:,} stalls" + (f" every {beat.every_steps:,} steps" if regular else "")
