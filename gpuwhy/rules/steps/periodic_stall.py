@@ -424,6 +424,13 @@ def _share(group: LoopStalls, beat: StallBeat) -> float:
     return min(cause.seconds, beat.stall_s) / group.loop_s
 
 
+# beats of these kinds are no finding of this rule: traces are launch.retracing's, gpuwhy's
+# own pauses are not the program's, and an iterator's teardown (timed since the stalls
+# line names it) is part of every loop's end, a few ms most times: an epoch end that
+# overlaps one was a stall with nothing timed in it before, never reported between steps
+NOT_REPORTED = ("trace", "gpuwhy", "teardown")
+
+
 def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
     return (
         beat.every_steps is not None
@@ -433,8 +440,8 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
 
 
 def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts: Facts) -> bool:
-    if beat.count < options["min_stalls"] or beat.kind in ("trace", "gpuwhy"):
-        return False  # launch.retracing's; gpuwhy's own pauses
+    if beat.count < options["min_stalls"] or beat.kind in NOT_REPORTED:
+        return False
     share = _share(group, beat)
     if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one
         return (

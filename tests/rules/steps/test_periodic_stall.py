@@ -230,3 +230,14 @@ def test_a_loop_of_sample_images_is_the_program_s_choice(tmp_path):
     assert "reads tensors' values into Python or draws" in finding.fix
     smaller = replace(loop, causes=(replace(cause, seconds=54.0),))
     assert run(replace(facts_, stalls=StallFacts(loops=(smaller,)))) == []
+
+
+def test_epoch_ends_that_overlap_an_iterator_s_teardown_stay_no_finding():
+    """The teardown of each epoch's iterator is timed (the Stalls line names it); epoch
+    ends between steps that it dominates were stalls with nothing timed in them before,
+    which this rule never reported: still none, however large."""
+    teardown = StallCause(kind="teardown", seconds=40.0, share=0.9, location="train.py:60",
+                          detail="the end of a tf.data iterator (TF stopping its pipeline's threads)")  # fmt: skip
+    ends = stalls(between_steps=True, causes=(teardown,), beat=dict(stall_s=45.0, lost_share=0.25))
+    assert run(facts(ends)) == []
+    assert run(facts(replace(ends, between_steps=False))) == []
