@@ -106,6 +106,10 @@ def wait_in_time(steps: StepFacts) -> str:
             else f"median {typical}"
         )
     how = f", by {steps.input_wait_source}" if steps.input_wait_source else ""
+    if steps.input_wait_error is not None and not steps.input_wait_resolved:
+        how += (
+            f"; within its uncertainty of ±{steps.input_wait_error:.1%}: not resolved from no wait"
+        )
     return f" ({'; '.join(parts)}{how})" if parts else (f" ({how[2:]})" if how else "")
 
 

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from gpuwhy.derived.cache_filling import CacheFilling, cache_filling
+from gpuwhy.derived.epoch_starts import EpochStarts, epoch_starts
 from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.derived.pipeline_stages import ends_buffered, pipeline_time_s
 from gpuwhy.facts import PipelineFacts, StepFacts
@@ -99,8 +100,12 @@ def pipeline_wait(pipeline: PipelineFacts) -> InputWait | None:
 
 
 def steps_wait(steps: StepFacts) -> InputWait | None:
-    """The steps' measured wait share; None below ``MIN_STEPS_TO_JUDGE_WAIT`` steps."""
+    """The steps' measured wait share; None below ``MIN_STEPS_TO_JUDGE_WAIT`` steps, or
+    where the share is not resolved from no wait (a Keras fit's difference of two means
+    within its uncertainty: :attr:`StepFacts.input_wait_resolved`)."""
     if steps.input_wait_fraction is None or steps.count - steps.warmup < MIN_STEPS_TO_JUDGE_WAIT:
+        return None
+    if not steps.input_wait_resolved:
         return None
     how = f" by {steps.input_wait_source}" if steps.input_wait_source else ""
     return InputWait(
@@ -223,6 +228,8 @@ class StepsWait:
     bursts: Bursts | None
     cache_filling: CacheFilling | None
     fetch_overhead_s: float | None
+    # a fit's wait held by its epochs' first steps (each epoch's new iterator)
+    epoch_starts: EpochStarts | None = None
 
     def judged(self, medium_at: float) -> StepsWait:
         """What the wait is for a reader whose threshold is ``medium_at``: the cache
@@ -247,4 +254,5 @@ def measured_wait(steps: StepFacts | None, pipeline: PipelineFacts | None) -> St
     overhead = None
     if pipeline is not None and burst is None:
         overhead = fetch_overhead(pipeline, steps, wait.fraction, steps.mean_s)
-    return StepsWait(wait, pipeline, steps.mean_s, burst, filling, overhead)
+    starts = epoch_starts(steps)
+    return StepsWait(wait, pipeline, steps.mean_s, burst, filling, overhead, starts)

@@ -44,6 +44,13 @@ class StepTimeline:
     windows: tuple[StepSpan, ...] = ()
 
 
+# A fit's wait share this large is resolved whatever its uncertainty: a fifth of the
+# steps' time held by a few long steps (a shuffle buffer refilled at each of 3 epochs:
+# 2 s each beside 300 steps of 10 ms, 67 % of the time, with an uncertainty of 115 %)
+# is those steps' own events, which the spread of the steps measures as noise.
+WAIT_RESOLVED_AT = 0.20
+
+
 @dataclass(frozen=True)
 class StepFacts:
     """Section ``steps``: the training steps found without step markers.
@@ -74,6 +81,10 @@ class StepFacts:
     input_wait_median_s: float | None = None
     input_wait_source: str | None = None  # how the wait was measured: "next() timing"
     # (Python loops) or "tf.data gap timer" (Keras fit)
+    # Keras fit's share is a difference of two means (the steps' and tf.data's gaps):
+    # its uncertainty, three standard errors of that difference as a share of the mean
+    # step. A share not above it is not resolved from no wait (``input_wait_resolved``)
+    input_wait_error: float | None = None
     steps_per_call: int = 1  # Keras steps_per_execution
     run_s: float = 0.0  # the whole run, start-up included
     first_step_s: float | None = None  # when the first step started
@@ -96,6 +107,25 @@ class StepFacts:
     # timing paused for most of a long steady loop of short steps, to keep watching
     # cheap; the quantiles and the input wait are the timed steps'
     counted_only: int = 0
+
+    @property
+    def warmup_indices(self) -> frozenset[int]:
+        """Indices into ``starts`` of the warm-up steps kept one by one: the leading
+        ones (``warmup`` counts the later ones too) and ``later_warmup``."""
+        per_call = max(self.steps_per_call, 1)
+        leading = max(0, -(-self.warmup // per_call) - len(self.later_warmup))
+        return frozenset(self.later_warmup) | frozenset(range(leading))
+
+    @property
+    def input_wait_resolved(self) -> bool:
+        """Whether the measured wait share stands out of its uncertainty (a wait timed
+        around each ``next()`` always does; a Keras fit's difference of two means where
+        it exceeds ``input_wait_error``, or holds ``WAIT_RESOLVED_AT`` of the steps'
+        time): a share that does not is said, never judged as a wait."""
+        share, error = self.input_wait_fraction, self.input_wait_error
+        if share is None:
+            return False
+        return error is None or share > error or share >= WAIT_RESOLVED_AT
 
     @property
     def mean_s(self) -> float | None:

@@ -96,6 +96,8 @@ class PipelineFacts:
     delivered_bytes: int | None = None
     gap_median_s: float | None = None  # consumer time per element (TF's gap timer)
     gap_mean_s: float | None = None  # its mean: what adds up over the run
+    gap_count: int = 0  # the gaps those are of (TF keeps each iterator's latest 100)
+    gap_stdev_s: float | None = None  # their spread: how well the mean is known
     wait_per_element_s: float | None = None  # measured wait for one element
     # how: "next() timing" (a Python loop's reads, timed one by one: direct), else the
     # wall-clock windows its iterators were read over less the consumer's time

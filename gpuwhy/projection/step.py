@@ -146,6 +146,8 @@ def measured_batch_seconds(
     pipeline can deliver: None."""
     if steps is None or steps.input_wait_fraction is None or steps.input_wait_fraction < min_wait:
         return None
+    if not steps.input_wait_resolved:
+        return None  # a wait within its uncertainty: no pace of the pipeline's
     typical = steps.input_wait_median_s
     if steps.median_s and typical is not None and typical < min_wait * steps.median_s:
         return None

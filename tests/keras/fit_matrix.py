@@ -88,6 +88,17 @@ def _summary(config: dict, record) -> dict:
             for f in record.findings
             if f.id == "input.bound"
         ],
+        # ... or that the wait is each epoch's new iterator (epochs of 10 steps here)
+        "input_bound_at_epoch_starts": [
+            "epoch_start_wait_ms" in f.evidence for f in record.findings if f.id == "input.bound"
+        ],
+        # what each input finding said, for a failing assertion to show (a CI host's)
+        "input_findings": [
+            (f.id, f.severity, f.title, f.evidence)
+            for f in record.findings
+            if f.id.startswith("input.")
+        ],
+        "step_ms": [round(d * 1000, 2) for d in (steps.durations if steps else ())],
         "fixes": {f.id: f.fix for f in record.findings if f.id.startswith("placement.")},
         "xla_ops": sum(
             g.count for g in (placement.groups if placement else ()) if g.reason == "xla"

@@ -104,21 +104,25 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         )
 
     stages = _with_work_shares(stages, cores)
-    gaps: list[float] = []
-    for state in used:
-        gaps.extend(state.gaps)
-    gaps = gaps[-MAX_GAPS:]
     # The first iterator's time includes what the consumer did once (tracing its
     # step function): with later ones to go by, it is left out of the wait. Not where
     # the later ones gave a handful of elements between them and the first gave more
     # (a run interrupted just after an epoch began: one element and the time to the
-    # interrupt would be the rate): then the first one's is.
+    # interrupt would be the rate): then the first one's is. The gaps come from the
+    # same iterators: the first one's hold the consumer's once-only work too (a fit's
+    # 46 ms between its first step's end and its second's start, among gaps of 1 ms),
+    # and whether it was read before it was freed is the poll's timing, so a run would
+    # count it or not by chance.
     timed = sorted(used, key=lambda s: s.created)
+    if len(timed) > 1:
+        later = sum(state.window()[1] for state in timed[1:])
+        first_only = later < MIN_LATER_ELEMENTS <= timed[0].window()[1]
+        timed = timed[:1] if first_only else timed[1:]
     windows = [state.window() for state in timed]
-    if len(windows) > 1:
-        later = sum(elements for _, elements in windows[1:])
-        first_only = later < MIN_LATER_ELEMENTS <= windows[0][1]
-        windows = windows[:1] if first_only else windows[1:]
+    gaps: list[float] = []
+    for state in timed:
+        gaps.extend(state.gaps)
+    gaps = gaps[-MAX_GAPS:]
     consume_s = sum(seconds for seconds, _ in windows)
     consumed = sum(elements for _, elements in windows)
     gap_median = statistics.median(gaps) if gaps else None
@@ -150,6 +154,8 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         delivered_bytes=root_bytes or None,
         gap_median_s=_round(gap_median),
         gap_mean_s=_round(statistics.fmean(gaps)) if gaps else None,
+        gap_count=len(gaps),
+        gap_stdev_s=_round(statistics.stdev(gaps)) if len(gaps) > 1 else None,
         wait_per_element_s=_round(wait),
         consume_s=round(consume_s, 6),
         throughput_per_s=round(consumed / consume_s, 3) if consumed and consume_s > 0 else None,

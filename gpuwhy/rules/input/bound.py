@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
+from gpuwhy.derived.epoch_starts import EpochStarts
 from gpuwhy.derived.host_load import HostLoad, judged_for_input
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
 from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
@@ -71,6 +72,19 @@ class InputBound(Rule):
     finding says so, at the program's function that calls fit, and the fix takes the
     slicing off the training thread (the arrays on the device, a tf.data pipeline)
     rather than making batches in worker processes.
+
+    Keras fit's wait is the mean step less tf.data's mean gap, two means that one
+    outlying step or gap moves (an epoch's new iterator, a thread that waited for a
+    core): where the share is not above its uncertainty (three standard errors of that
+    difference, from the steps' and the gaps' spread), it is not resolved from no wait,
+    and nothing is found; the report gives it with its uncertainty.
+
+    Where a fit's typical step waits for nothing (its median step less tf.data's median
+    gap under 5 % of the step) and the first step of each epoch holds at least half of
+    the wait (its time over the median step), the wait is each epoch's new iterator
+    starting: the finding says so, is low below `high_at` (paid once an epoch, nothing
+    to parallelise) and its fix is fewer iterators (longer epochs; a repeated dataset
+    with `steps_per_epoch`, which keeps one).
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
@@ -149,8 +163,18 @@ class InputBound(Rule):
             return [self._from_steps(facts, facts.steps, reading, options)]
         if facts.tfdata is None:
             return []
+        # a fit's steps whose wait was measured, but not resolved from none: its
+        # pipelines' own clocks (their iterators' windows) are no better a judge
+        steps = facts.steps
+        unresolved = (
+            steps is not None
+            and steps.input_wait_fraction is not None
+            and not steps.input_wait_resolved
+        )
         findings = []
         for pipeline in facts.tfdata.pipelines:
+            if unresolved and pipeline.consumer == "keras-fit":
+                continue
             wait = pipeline_wait(pipeline)
             if wait is not None and wait.fraction >= options["medium_at"]:
                 step = (wait.per_element_s or 0.0) + (wait.consumer_s or 0.0)
@@ -280,6 +304,12 @@ class InputBound(Rule):
         filling = reading.cache_filling
         if pipeline is not None and filling is not None:
             return self._cache_filling(title, share, pipeline, filling, evidence)
+        starts = reading.epoch_starts
+        if starts is not None:
+            title += f", {starts.text}"
+            evidence.update(starts.evidence())
+            if share < options["high_at"]:
+                return self._epoch_starts(title, share, starts, evidence, site)
         overhead = reading.fetch_overhead_s
         load = _host_load(facts, options, pipeline, mean_step)
         if pipeline is not None and overhead is not None:
@@ -295,6 +325,37 @@ class InputBound(Rule):
             site.group(1) if site else None,
             options,
             load,
+        )
+
+    def _epoch_starts(
+        self,
+        title: str,
+        share: float,
+        starts: EpochStarts,
+        evidence: dict[str, Any],
+        site: re.Match | None,
+    ) -> Finding:
+        """The wait is each epoch's new iterator starting, the typical step waiting for
+        nothing: a cost paid once an epoch, low below ``high_at``, with no stage to
+        speed up (the pipeline keeps up once it runs)."""
+        return self.finding(
+            title,
+            severity="low",
+            location=site.group(1) if site else None,
+            evidence=evidence,
+            fix=(
+                "# the typical step finds its batch ready: the wait is each epoch's new\n"
+                "# iterator starting (its threads, its prefetch and shuffle buffers filling),\n"
+                f"# {duration(starts.excess_s)} an epoch of {starts.steps_per_epoch} steps. "
+                "Longer epochs pay it more rarely;\n"
+                "# a tf.data dataset repeated, with steps_per_epoch given to fit, keeps one\n"
+                "# iterator for the whole run (Keras makes a new one per epoch otherwise)"
+            ),
+            estimated_gain=(
+                f"up to {share:.0%} of step time, paid once an epoch: "
+                f"{duration(starts.excess_s)} each"
+            ),
+            gain_value=round(share * starts.share, 4),
         )
 
     def _cache_filling(

@@ -1,0 +1,114 @@
+"""A Keras fit's input wait that sits in each epoch's first step: the epoch's new
+iterator starting (its threads, its prefetch and shuffle buffers filling) while the
+other steps find their batch ready.
+
+Keras makes a new iterator per epoch over a finite dataset, and fit's wait is the mean
+step less tf.data's mean gap (collect/inprocess/input_wait.py): the first step of each
+epoch, which waits for the new iterator's first batch, holds the whole wait where the
+typical step does not wait. In a run of short epochs that is a share of the steps'
+time (10 steps an epoch: 5-13 % here) with nothing to parallelise; in a run with a
+large shuffle buffer it is seconds an epoch. Either way the reader must be told where
+the wait is and that it is paid once an epoch, not by every step.
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_left
+from dataclasses import dataclass
+
+from gpuwhy.facts import StepFacts
+from gpuwhy.formatting import GAP_TIMER, duration
+
+# The epochs' first steps hold the wait where their time over the typical step is at
+# least this share of the measured wait (the rest is the two means' noise).
+HOLDS_AT = 0.5
+
+
+@dataclass(frozen=True)
+class EpochStarts:
+    """The first steps of ``epochs`` epochs (warm-ups left out), ``excess_s`` each over
+    the median step on average, holding ``share`` of the measured wait."""
+
+    epochs: int
+    excess_s: float
+    share: float
+    steps_per_epoch: int
+
+    @property
+    def text(self) -> str:
+        return (
+            f"in each epoch's first step, which waits for the epoch's new iterator: "
+            f"{duration(self.excess_s)} over the median step in {self.epochs} epochs of "
+            f"{self.steps_per_epoch} steps"
+        )
+
+    def evidence(self) -> dict[str, object]:
+        return {
+            "epoch_start_wait_ms": round(self.excess_s * 1000, 3),
+            "epochs_timed": self.epochs,
+            "steps_per_epoch": self.steps_per_epoch,
+            "epoch_starts_share_of_wait": round(self.share, 3),
+        }
+
+
+def epoch_starts(steps: StepFacts) -> EpochStarts | None:
+    """Where fit's measured wait (tf.data's gap timer) is in its epochs' first steps:
+    their time over their epoch's median step at least ``HOLDS_AT`` of the wait (a fit
+    whose every step waits has first steps little over their epoch's median). None
+    otherwise, or where the epochs were not timed step by step."""
+    share, median = steps.input_wait_fraction, steps.median_s
+    if steps.input_wait_source != GAP_TIMER or share is None or not share or not median:
+        return None
+    per_call = max(steps.steps_per_call, 1)
+    warm = steps.warmup_indices
+    excess = []
+    for first, last in _epochs(steps):
+        if first in warm or first >= len(steps.durations):
+            continue
+        # over the epoch's own median step: two fits (a frozen model, then fine-tuning
+        # it) step at their own paces
+        others = [steps.durations[i] for i in range(first + 1, min(last, len(steps.durations)))]
+        typical = statistics.median(others) if others else median * per_call
+        excess.append(max(0.0, steps.durations[first] - typical) / per_call)
+    if not excess:
+        return None
+    waited = share * steps.total_s
+    held = sum(excess) * per_call
+    if waited <= 0 or held < HOLDS_AT * waited:
+        return None
+    sizes = [last - first for first, last in _epochs(steps)]
+    return EpochStarts(
+        epochs=len(excess),
+        excess_s=statistics.fmean(excess),
+        share=min(1.0, held / waited),
+        steps_per_epoch=round(statistics.median(sizes) * per_call) if sizes else 0,
+    )
+
+
+def _epochs(steps: StepFacts) -> list[tuple[int, int]]:
+    """Each timed epoch's steps as a range of indices into ``starts`` (sorted)."""
+    spans = []
+    for name, begin, end in steps.phases:
+        if name.startswith("epoch"):
+            first, last = bisect_left(steps.starts, begin), bisect_left(steps.starts, end)
+            if first < last:
+                spans.append((first, last))
+    return spans
+
+    share, median = steps.input_wait_fraction, steps.median_s
+    if steps.input_wait_source != GAP_TIMER or share is None or not share or not median:
+        return None
+    per_call = max(steps.steps_per_call, 1)
+    warm = steps.warmup_indices
+    excess = []
+    for first, last in _epochs(steps):
+        if first in warm or first >= len(steps.durations):
+            continue
+        # over the epoch's own median step: two fits (a frozen model, then fine-tuning
+        # it) step at their own paces
+        others = [steps.durations[i] for i in range(first + 1, min(last, len(steps.durations)))]
+        typical = statistics.median(others) if others else median * per_call
+        excess.append(max(0.0, steps.durations[first] - typical) / per_call)
+    if not excess:
+        return None
