@@ -221,3 +221,32 @@ def test_a_steady_wait_and_a_large_one_made_of_a_few_steps_are_resolved():
     steps = _fit_run(durations, [0.010] * 297)
     assert steps.input_wait_fraction > 0.6 and steps.input_wait_error > 0.6
     assert steps.input_wait_resolved and steps_wait(steps) is not None
+
+
+def test_a_large_wait_in_the_epochs_first_steps_names_the_shuffle_that_refills():
+    # the corpus's fit_shuffle_refill: 5 epochs of 59 steps of 1.3 ms whose first steps
+    # wait 45 ms more, the shuffle buffer (60,000 rows) filling at each new iterator
+    durations = [0.3] + [0.0013] * 58 + ([0.046] + [0.0013] * 58) * 5 + [0.0013]
+    steps = _fit_run(durations, [0.0013] * 290, epoch=59)
+    assert steps.input_wait_fraction >= 0.2
+    refilled = t.pipeline(
+        t.stage(name="TensorSlice", kind="source", written_as=("from_tensor_slices",)),
+        t.shuffle(written_calls=("ds.shuffle(60000)",), buffer_size=60000),
+        t.batch(),
+        gap_median_s=0.0013,
+        gap_mean_s=0.0013,
+        gap_count=290,
+        gap_stdev_s=0.0,
+    )
+    facts = Facts(steps=steps, tfdata=t.tfdata(refilled))
+    (finding,) = InputBound().check(facts, dict(InputBound.options))
+    assert finding.severity == "high" and finding.location == "train.py:63"
+    assert "44.7 ms over the median step in 5 epochs of 59 steps" in finding.title
+    assert "the buffer of ds.shuffle(60000) (train.py:63), 60,000 elements" in finding.fix
+    assert "steps_per_epoch=59" in finding.fix and "parallel" not in finding.fix
+    # a shuffle after a repeat fills its buffer once: the iterator's start is all it says
+    once = dataclasses.replace(refilled, stages=(t.repeat(), *refilled.stages))
+    (finding,) = InputBound().check(
+        dataclasses.replace(facts, tfdata=t.tfdata(once)), dict(InputBound.options)
+    )
+    assert "shuffle" not in finding.fix and "its threads and its buffers filling" in finding.fix

@@ -19,6 +19,7 @@ from gpuwhy.derived.steps_input import steps_wait_at
 from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
+from gpuwhy.fixes.epoch_start_code import epoch_start_fix
 from gpuwhy.fixes.pipeline_evidence import pipeline_name, stage_row, stage_table
 from gpuwhy.fixes.traced_step import rebound, wrap
 from gpuwhy.formatting import consumer_words, duration, milliseconds, stage_label
@@ -83,8 +84,9 @@ class InputBound(Rule):
     gap under 5 % of the step) and the first step of each epoch holds at least half of
     the wait (its time over the median step), the wait is each epoch's new iterator
     starting: the finding says so, is low below `high_at` (paid once an epoch, nothing
-    to parallelise) and its fix is fewer iterators (longer epochs; a repeated dataset
-    with `steps_per_epoch`, which keeps one).
+    to parallelise), points at the pipeline's shuffle where it has one (its buffer
+    refilled at every epoch), and its fix is one iterator for the run (a repeated
+    dataset with `steps_per_epoch`; the shuffle after the repeat, filled once).
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
@@ -308,8 +310,8 @@ class InputBound(Rule):
         if starts is not None:
             title += f", {starts.text}"
             evidence.update(starts.evidence())
-            if share < options["high_at"]:
-                return self._epoch_starts(title, share, starts, evidence, site)
+            high = share >= options["high_at"]
+            return self._epoch_starts(title, share, starts, evidence, site, pipeline, high)
         overhead = reading.fetch_overhead_s
         load = _host_load(facts, options, pipeline, mean_step)
         if pipeline is not None and overhead is not None:
@@ -334,23 +336,22 @@ class InputBound(Rule):
         starts: EpochStarts,
         evidence: dict[str, Any],
         site: re.Match | None,
+        pipeline: PipelineFacts | None,
+        high: bool,
     ) -> Finding:
-        """The wait is each epoch's new iterator starting, the typical step waiting for
-        nothing: a cost paid once an epoch, low below ``high_at``, with no stage to
-        speed up (the pipeline keeps up once it runs)."""
+        """The wait is each epoch's new iterator starting (a shuffle buffer filling
+        above all), the typical step finding its batch ready: a cost paid once an
+        epoch, low below ``high_at``, with no stage to parallelise: the fix is fewer
+        iterators and no refill, at the shuffle where the pipeline has one."""
+        shuffle = next(
+            (s for s in (pipeline.stages if pipeline else ()) if "shuffle" in s.written_as), None
+        )
         return self.finding(
             title,
-            severity="low",
-            location=site.group(1) if site else None,
+            severity="high" if high else "low",
+            location=(shuffle.location if shuffle else None) or (site.group(1) if site else None),
             evidence=evidence,
-            fix=(
-                "# the typical step finds its batch ready: the wait is each epoch's new\n"
-                "# iterator starting (its threads, its prefetch and shuffle buffers filling),\n"
-                f"# {duration(starts.excess_s)} an epoch of {starts.steps_per_epoch} steps. "
-                "Longer epochs pay it more rarely;\n"
-                "# a tf.data dataset repeated, with steps_per_epoch given to fit, keeps one\n"
-                "# iterator for the whole run (Keras makes a new one per epoch otherwise)"
-            ),
+            fix="\n".join(epoch_start_fix(starts, pipeline)),
             estimated_gain=(
                 f"up to {share:.0%} of step time, paid once an epoch: "
                 f"{duration(starts.excess_s)} each"
