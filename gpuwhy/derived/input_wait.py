@@ -100,12 +100,11 @@ def pipeline_wait(pipeline: PipelineFacts) -> InputWait | None:
 
 
 def steps_wait(steps: StepFacts) -> InputWait | None:
-    """The steps' measured wait share; None below ``MIN_STEPS_TO_JUDGE_WAIT`` steps, or
-    where the share is not resolved from no wait (a Keras fit's difference of two means
-    within its uncertainty: :attr:`StepFacts.input_wait_resolved`)."""
+    """The steps' measured wait share; None below ``MIN_STEPS_TO_JUDGE_WAIT`` steps.
+    A share within its uncertainty is kept (a rule weighing a stage by it reads the
+    measured value); the readers that judge the wait itself ask
+    :func:`steps_input.steps_wait_at`, which leaves it out."""
     if steps.input_wait_fraction is None or steps.count - steps.warmup < MIN_STEPS_TO_JUDGE_WAIT:
-        return None
-    if not steps.input_wait_resolved:
         return None
     how = f" by {steps.input_wait_source}" if steps.input_wait_source else ""
     return InputWait(

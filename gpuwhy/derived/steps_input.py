@@ -14,9 +14,13 @@ from gpuwhy.facts import Facts, PipelineFacts
 
 def steps_wait_at(facts: Facts, medium_at: float) -> StepsWait | None:
     """The steps' wait and what it is, for a reader whose threshold is ``medium_at``
-    (:meth:`StepsWait.judged`); None where not measured."""
+    (:meth:`StepsWait.judged`); None where not measured, or where the share is not
+    resolved from no wait (a Keras fit's difference of two means within its
+    uncertainty: :attr:`StepFacts.input_wait_resolved`): no reader judges it a wait."""
     measured = derived(facts).steps_wait
-    return None if measured is None else measured.judged(medium_at)
+    if measured is None or (facts.steps is not None and not facts.steps.input_wait_resolved):
+        return None
+    return measured.judged(medium_at)
 
 
 def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:

@@ -8,6 +8,7 @@ import statistics
 from gpuwhy.collect.inprocess.input_wait import SOURCE, delivered_batch, with_keras_input_wait
 from gpuwhy.derived.input_wait import steps_wait
 from gpuwhy.derived.pipeline import NEXT_TIMING
+from gpuwhy.derived.steps_input import steps_wait_at
 from gpuwhy.facts import Facts, PipelineFacts, StepFacts, TfDataFacts
 from gpuwhy.formatting import wait_in_time
 from gpuwhy.rules.input.bound import InputBound
@@ -184,7 +185,8 @@ def test_a_share_within_its_uncertainty_is_not_resolved_from_no_wait():
     steps = _fit_run(durations, [0.0015] * 54)
     assert 0.05 <= steps.input_wait_fraction < steps.input_wait_error
     assert not steps.input_wait_resolved
-    assert steps_wait(steps) is None
+    assert steps_wait(steps) is not None  # measured, as a stage's rule weighs it
+    assert steps_wait_at(Facts(steps=steps, tfdata=_tfdata(_fit(0.0015))), 0.05) is None
     assert _input_bound(steps) == []  # before: medium, "Steps wait for input 8%"
     assert "not resolved from no wait" in wait_in_time(steps)
     # the same share from one gap of 40 ms among the gaps (after a fit's first step)
@@ -220,7 +222,8 @@ def test_a_steady_wait_and_a_large_one_made_of_a_few_steps_are_resolved():
     durations = [0.3] + ([2.0] + [0.010] * 99) * 3
     steps = _fit_run(durations, [0.010] * 297)
     assert steps.input_wait_fraction > 0.6 and steps.input_wait_error > 0.6
-    assert steps.input_wait_resolved and steps_wait(steps) is not None
+    assert steps.input_wait_resolved
+    assert steps_wait_at(Facts(steps=steps, tfdata=_tfdata(_fit(0.010))), 0.05) is not None
 
 
 def test_a_large_wait_in_the_epochs_first_steps_names_the_shuffle_that_refills():
