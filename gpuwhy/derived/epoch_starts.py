@@ -95,20 +95,3 @@ def _epochs(steps: StepFacts) -> list[tuple[int, int]]:
             if first < last:
                 spans.append((first, last))
     return spans
-
-    share, median = steps.input_wait_fraction, steps.median_s
-    if steps.input_wait_source != GAP_TIMER or share is None or not share or not median:
-        return None
-    per_call = max(steps.steps_per_call, 1)
-    warm = steps.warmup_indices
-    excess = []
-    for first, last in _epochs(steps):
-        if first in warm or first >= len(steps.durations):
-            continue
-        # over the epoch's own median step: two fits (a frozen model, then fine-tuning
-        # it) step at their own paces
-        others = [steps.durations[i] for i in range(first + 1, min(last, len(steps.durations)))]
-        typical = statistics.median(others) if others else median * per_call
-        excess.append(max(0.0, steps.durations[first] - typical) / per_call)
-    if not excess:
-        return None
