@@ -27,8 +27,9 @@ HOLDS_AT = 0.5
 
 @dataclass(frozen=True)
 class EpochStarts:
-    """The first steps of ``epochs`` epochs (warm-ups left out), ``excess_s`` each over
-    the median step on average, holding ``share`` of the measured wait."""
+    """The first steps of ``epochs`` epochs (warm-ups left out), ``excess_s`` each on
+    average over their own epoch's median step, holding ``share`` of the measured
+    wait."""
 
     epochs: int
     excess_s: float
@@ -62,8 +63,9 @@ def epoch_starts(steps: StepFacts) -> EpochStarts | None:
         return None
     per_call = max(steps.steps_per_call, 1)
     warm = steps.warmup_indices
+    epochs = _epochs(steps)
     excess = []
-    for first, last in _epochs(steps):
+    for first, last in epochs:
         if first in warm or first >= len(steps.durations):
             continue
         # over the epoch's own median step: two fits (a frozen model, then fine-tuning
@@ -77,7 +79,7 @@ def epoch_starts(steps: StepFacts) -> EpochStarts | None:
     held = sum(excess) * per_call
     if waited <= 0 or held < HOLDS_AT * waited:
         return None
-    sizes = [last - first for first, last in _epochs(steps)]
+    sizes = [last - first for first, last in epochs]
     return EpochStarts(
         epochs=len(excess),
         excess_s=statistics.fmean(excess),

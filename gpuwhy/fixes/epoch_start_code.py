@@ -27,7 +27,7 @@ def epoch_start_fix(starts: EpochStarts, pipeline: PipelineFacts | None) -> list
     paste: which way is faster is the host's, and the order of the shuffle is the
     user's to choose."""
     each = f"{duration(starts.excess_s)} an epoch of {starts.steps_per_epoch} steps"
-    shuffle = _refilled_shuffle(pipeline)
+    shuffle = refilled_shuffle(pipeline)
     lines = ["# the typical step finds its batch ready: the wait is each epoch's new iterator"]
     if shuffle is None:
         lines.append(f"# starting (its threads and its buffers filling), {each}.")
@@ -48,7 +48,7 @@ def epoch_start_fix(starts: EpochStarts, pipeline: PipelineFacts | None) -> list
     return lines
 
 
-def _refilled_shuffle(pipeline: PipelineFacts | None) -> PipelineStage | None:
+def refilled_shuffle(pipeline: PipelineFacts | None) -> PipelineStage | None:
     """The pipeline's shuffle with no repeat written before it (one that refills its
     buffer at each pass), or None."""
     if pipeline is None:

@@ -19,7 +19,7 @@ from gpuwhy.derived.steps_input import steps_wait_at
 from gpuwhy.facts import CaptureFacts, EagerFacts, Facts, PipelineFacts, PythonFrame, StepFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
-from gpuwhy.fixes.epoch_start_code import epoch_start_fix
+from gpuwhy.fixes.epoch_start_code import epoch_start_fix, refilled_shuffle
 from gpuwhy.fixes.pipeline_evidence import pipeline_name, stage_row, stage_table
 from gpuwhy.fixes.traced_step import rebound, wrap
 from gpuwhy.formatting import consumer_words, duration, milliseconds, stage_label
@@ -80,13 +80,14 @@ class InputBound(Rule):
     difference, from the steps' and the gaps' spread), it is not resolved from no wait,
     and nothing is found; the report gives it with its uncertainty.
 
-    Where a fit's typical step waits for nothing (its median step less tf.data's median
-    gap under 5 % of the step) and the first step of each epoch holds at least half of
-    the wait (its time over the median step), the wait is each epoch's new iterator
+    Where the first step of each epoch of a fit holds at least half of its wait (each
+    one's time over its own epoch's median step), the wait is each epoch's new iterator
     starting: the finding says so, is low below `high_at` (paid once an epoch, nothing
-    to parallelise), points at the pipeline's shuffle where it has one (its buffer
-    refilled at every epoch), and its fix is one iterator for the run (a repeated
-    dataset with `steps_per_epoch`; the shuffle after the repeat, filled once).
+    to parallelise), points at the pipeline's shuffle where one refills its buffer at
+    every epoch (no repeat before it), and its fix, in comments, is one iterator for
+    the run (a repeated dataset with `steps_per_epoch`) or the shuffle after a repeat,
+    filled once (its reads then run beside every step: slower where the steps use every
+    core).
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
@@ -343,9 +344,7 @@ class InputBound(Rule):
         above all), the typical step finding its batch ready: a cost paid once an
         epoch, low below ``high_at``, with no stage to parallelise: the fix is fewer
         iterators and no refill, at the shuffle where the pipeline has one."""
-        shuffle = next(
-            (s for s in (pipeline.stages if pipeline else ()) if "shuffle" in s.written_as), None
-        )
+        shuffle = refilled_shuffle(pipeline)
         return self.finding(
             title,
             severity="high" if high else "low",
