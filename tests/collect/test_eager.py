@@ -320,3 +320,21 @@ def test_windows_that_see_only_the_steps_calls_and_reads_back_off_and_eager_ops_
         _small_op_steps(1)
     eager.stop()
     assert len(_gaps(eager)) >= 6 and statistics.median(_gaps(eager)) < 0.15
+
+
+def test_a_window_that_saw_a_handful_of_ops_stays_open_for_the_loop_after_them():
+    """A window that opens on a program's first ops (slow: kernels being built) closes
+    only once it has seen enough to judge from: closed on time, with a pause of ten
+    windows after it, a loop of half a second would fall between two windows and be
+    judged from the first few ops."""
+    counter = _armed(first_on_s=0.2, duty=1 / 11, tick_s=0.01)
+    for _ in range(10):  # 10 ops over 0.3 s: past the window's first spell
+        tf.reduce_sum(A)
+        time.sleep(0.03)
+    _steps_for(0.5)
+    counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    (start, end), *_ = counter.windows
+    assert end - start > 0.3, counter.windows
+    assert facts.ops >= 100
+    assert {s.op for s in facts.sites[:2]} == {"AddV2", "MatMul"}  # the loop's

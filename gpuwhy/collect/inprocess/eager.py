@@ -5,7 +5,9 @@ runs eagerly. It is not free: on a loop of 8x8 ops it adds about a fifth to each
 while it is on (``benchmarks/bench_eager_counter.py``). So it is on in *windows*, 1/11
 of the time from the TensorFlow import on: short windows at first (a run of a few
 seconds still gets several), longer ones later (:func:`duty_cycle`), which keeps the
-cost to a loop of small eager ops near 4% (measured: +3.6%). Counting
+cost to a loop of small eager ops near 4% (measured: +3.6%). A window closes only once it
+has seen ``WINDOW_MIN_OPS`` ops or been open ``longest_on_s``: few ops cost little, and a
+window that closed on a handful would leave a short loop unjudged. Counting
 stops for good after ``max_ops`` ops (the evidence is complete long before), which also
 bounds memory (32 bytes an op: 8 MB).
 
@@ -54,6 +56,9 @@ TOP_SITES = 20
 QUIET_WINDOWS = 1  # windows in a row with only the steps' calls and reads: back off
 QUIET_BACKOFF = 4.0  # the pauses between windows, that many times as long
 QUIET_MIN_OPS = 20  # a window with fewer ops says nothing either way
+# a window that has seen fewer ops stays open another spell, up to longest_on_s: the ops
+# launch.eager-ops needs without steps (its min_ops_per_step)
+WINDOW_MIN_OPS = 100
 THREAD_NOTE = (
     "counted on thread {thread!r} only: TensorFlow keeps op callbacks per thread, "
     "so ops run eagerly by other threads are not seen"
@@ -304,13 +309,13 @@ class EagerOpCounter(Collector):
             on_s, off_s = next(schedule)
             quiet = 0  # windows in a row that saw only the steps' calls and reads
             while True:
-                end = self.windows[-1][0] + on_s if self.windows else time.perf_counter()
-                while not self._stopping.is_set() and not self.full:
-                    left = end - time.perf_counter()
-                    if left <= 0:
+                opened = self.windows[-1][0] if self.windows else time.perf_counter()
+                end = opened + on_s
+                while True:
+                    self._count_until(end)
+                    if not self._too_few_to_close(opened):
                         break
-                    self._stopping.wait(min(self.tick_s, left))
-                    self._compact()
+                    end += on_s
                 self._switch_off()
                 self._compact()
                 quiet = self._quiet_since_last(quiet)
@@ -328,6 +333,29 @@ class EagerOpCounter(Collector):
         except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
             self.error = f"eager op counter stopped: {type(exc).__name__}: {exc}"
             self._switch_off()
+
+    def _count_until(self, end: float) -> None:
+        """Keep the window open until ``end`` (perf_counter), compacting every tick."""
+        while not self._stopping.is_set() and not self.full:
+            left = end - time.perf_counter()
+            if left <= 0:
+                return
+            self._stopping.wait(min(self.tick_s, left))
+            self._compact()
+
+    def _too_few_to_close(self, opened: float) -> bool:
+        """The window opened at ``opened`` has seen fewer than ``WINDOW_MIN_OPS`` ops, too
+        few to judge from, and has been open less than ``longest_on_s``: it stays open
+        another spell. Few ops cost the callback little, and a window that closed on them
+        would leave a short loop judged from a handful: one that opened on a program's
+        first steps saw 13 ops of 1.7 ms apart (first calls build kernels) and closed, the
+        loop of 2,000 ops a second ended before the next one, and `launch.eager-ops`
+        was not found, one run in four on a quiet machine."""
+        if self._stopping.is_set() or self.full:
+            return False
+        self._compact()
+        seen = len(self._site) - self._seen_upto
+        return seen < WINDOW_MIN_OPS and time.perf_counter() - opened < self.longest_on_s
 
     def _quiet_since_last(self, quiet: int) -> int:
         """``quiet`` plus one where the window just closed saw only ``tf.function`` calls
@@ -419,8 +447,9 @@ class EagerOpCounter(Collector):
         there were.
 
         With no steps, or none wholly inside a window (steps longer than the windows),
-        ``sampled_steps`` is 0 and the same figures cover all the ops counted, over the
-        seconds the counter was on (``counted_s``): ``ops / counted_s`` is their rate.
+        ``sampled_steps`` is 0 and the same figures cover all the ops counted: the share
+        over each window from its first op to its last, the rate (``ops / counted_s``)
+        over the seconds the counter was on.
 
         ``width_s``: the width of the run's timeline windows, for ``windows``.
         """
@@ -444,6 +473,12 @@ class EagerOpCounter(Collector):
         own_s = 0.0  # inside the callback: not the program's time
         previous_span = -1
         span_ops = [0] * len(spans)
+        # without steps, each window from its first op to its last: the program's own
+        # time before its first op (a model built at the import, the data made) holds
+        # none of theirs, and a window open across a loop's start would read half the
+        # share of one inside it (0.47 against 0.73-0.83, so no finding, one run in five)
+        first_in = [math.inf] * len(spans)
+        last_out = [0.0] * len(spans)
         for i in range(len(t_in)):
             t = t_in[i]
             k = bisect.bisect_right(starts, t) - 1
@@ -456,6 +491,8 @@ class EagerOpCounter(Collector):
                 previous_span = -1
                 continue
             own_s += t_out[i] - t
+            first_in[span] = min(first_in[span], t)
+            last_out[span] = t_out[i]
             site = site_of[i]
             if sites[site].function:
                 calls += 1
@@ -475,7 +512,10 @@ class EagerOpCounter(Collector):
             previous_span = span
 
         ops = sum(counts.values())
-        span_s = sum(e - s for s, e in spans) - own_s
+        if sampled:
+            span_s = sum(e - s for s, e in spans) - own_s
+        else:
+            span_s = sum(last - first for first, last in zip(first_in, last_out) if last) - own_s
         top = self._top_sites(counts, site_elements)
         return EagerFacts(
             sampled_steps=len(sampled),
