@@ -98,6 +98,9 @@ class PipelineFacts:
     gap_mean_s: float | None = None  # its mean: what adds up over the run
     gap_count: int = 0  # the gaps those are of (TF keeps each iterator's latest 100)
     gap_stdev_s: float | None = None  # their spread: how well the mean is known
+    # when the first iterator those gaps come from was made (seconds from the run's
+    # start): the steps they time begin there (a fit's first epoch is left out of both)
+    gaps_since_s: float | None = None
     wait_per_element_s: float | None = None  # measured wait for one element
     # how: "next() timing" (a Python loop's reads, timed one by one: direct), else the
     # wall-clock windows its iterators were read over less the consumer's time

@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from gpuwhy.collect.inprocess.pipeline_iterators import Pipeline
+from gpuwhy.collect.inprocess.pipeline_iterators import IteratorState, Pipeline
 from gpuwhy.collect.inprocess.pipeline_join import JoinedStage, match_stages
 from gpuwhy.derived.pipeline import BOOKKEEPING
 from gpuwhy.facts import PipelineFacts, PipelineStage
@@ -17,6 +17,7 @@ from gpuwhy.tfapi.tfdata.dataset_chain import has_final_prefetch
 from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
 
 MAX_GAPS = 20000  # gap samples kept per pipeline
+TF_KEPT_GAPS = 100  # the latest gaps TF keeps of an iterator (tensorflow/core/framework/model.cc)
 # Elements the iterators after the first must have given, between them, for the rate to
 # be theirs (the first one's time holds the consumer's tracing), where the first gave
 # this many
@@ -75,7 +76,7 @@ def merge_iterators(states: list) -> Merged:
     return Merged(nodes, elements, seconds, root, root_bytes)
 
 
-def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
+def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> PipelineFacts:
     read = [s for s in pipeline.iterators if s.positions]
     used = [s for s in read if s.root_elements > 0]
     errors = [s.error for s in pipeline.iterators if s.error and not s.positions]
@@ -108,21 +109,31 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
     # step function): with later ones to go by, it is left out of the wait. Not where
     # the later ones gave a handful of elements between them and the first gave more
     # (a run interrupted just after an epoch began: one element and the time to the
-    # interrupt would be the rate): then the first one's is. The gaps come from the
-    # same iterators: the first one's hold the consumer's once-only work too (a fit's
-    # 46 ms between its first step's end and its second's start, among gaps of 1 ms),
-    # and whether it was read before it was freed is the poll's timing, so a run would
-    # count it or not by chance.
+    # interrupt would be the rate): then the first one's is.
     timed = sorted(used, key=lambda s: s.created)
     if len(timed) > 1:
         later = sum(state.window()[1] for state in timed[1:])
         first_only = later < MIN_LATER_ELEMENTS <= timed[0].window()[1]
         timed = timed[:1] if first_only else timed[1:]
     windows = [state.window() for state in timed]
-    gaps: list[float] = []
-    for state in timed:
-        gaps.extend(state.gaps)
-    gaps = gaps[-MAX_GAPS:]
+    # The gaps: every iterator's, each without its first where TF still holds it (the
+    # first element's step less its read: the run's first step, whose callbacks and
+    # one-time work made a gap of 46 ms among gaps of 1 ms, is a warm-up, left out of
+    # the steps too), the latest MAX_GAPS of them; and when the first iterator they come
+    # from was made: the steps they time begin there (fit's wait weighs them against
+    # those steps only, collect/inprocess/input_wait.py, so an iterator whose model was
+    # never read leaves its steps out too, not a wait in their place).
+    in_order = sorted(used, key=lambda s: s.created)
+    own = [_steady_gaps(state) for state in in_order]
+    first_kept = len(in_order)
+    held = 0
+    while first_kept > 0 and held < MAX_GAPS:
+        first_kept -= 1
+        held += len(own[first_kept])
+    gaps = [gap for kept in own[first_kept:] for gap in kept][-MAX_GAPS:]
+    gaps_since = next(
+        (in_order[i].created for i in range(first_kept, len(in_order)) if own[i]), None
+    )
     consume_s = sum(seconds for seconds, _ in windows)
     consumed = sum(elements for _, elements in windows)
     gap_median = statistics.median(gaps) if gaps else None
@@ -156,11 +167,24 @@ def pipeline_facts(pipeline: Pipeline, cores: int) -> PipelineFacts:
         gap_mean_s=_round(statistics.fmean(gaps)) if gaps else None,
         gap_count=len(gaps),
         gap_stdev_s=_round(statistics.stdev(gaps)) if len(gaps) > 1 else None,
+        gaps_since_s=(
+            round(max(0.0, gaps_since - t0), 6)
+            if gaps_since is not None and t0 is not None
+            else None
+        ),
         wait_per_element_s=_round(wait),
         consume_s=round(consume_s, 6),
         throughput_per_s=round(consumed / consume_s, 3) if consumed and consume_s > 0 else None,
         model_error=model_error,
     )
+
+
+def _steady_gaps(state: IteratorState) -> list[float]:
+    """An iterator's gaps without its first where TF still holds it: TF keeps the latest
+    ``TF_KEPT_GAPS``, one between each two reads (the read that ended the data too)."""
+    gaps = list(state.gaps)
+    held = len(gaps) < TF_KEPT_GAPS or state.root_elements <= TF_KEPT_GAPS
+    return gaps[1:] if gaps and held else gaps
 
 
 def _stage_facts(

@@ -443,7 +443,7 @@ class PipelineCollector(Collector):
         facts = []
         for pipeline in pipelines:
             try:
-                facts.append(pipeline_facts(pipeline, cores))
+                facts.append(pipeline_facts(pipeline, cores, self.t0 if self.started else None))
             except Exception as error:  # noqa: BLE001 - one pipeline failing keeps the others
                 facts.append(
                     PipelineFacts(
