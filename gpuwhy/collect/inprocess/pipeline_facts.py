@@ -116,15 +116,16 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
         first_only = later < MIN_LATER_ELEMENTS <= timed[0].window()[1]
         timed = timed[:1] if first_only else timed[1:]
     windows = [state.window() for state in timed]
-    # The gaps: every iterator's, each without its first where TF still holds it (the
-    # first element's step less its read: the run's first step, whose callbacks and
-    # one-time work made a gap of 46 ms among gaps of 1 ms, is a warm-up, left out of
-    # the steps too), the latest MAX_GAPS of them; and when the first iterator they come
-    # from was made: the steps they time begin there (fit's wait weighs them against
-    # those steps only, collect/inprocess/input_wait.py, so an iterator whose model was
-    # never read leaves its steps out too, not a wait in their place).
+    # The gaps: every iterator's, the first one's without its first gap where TF still
+    # holds it (the run's first step less its read: a warm-up, left out of the steps
+    # too, whose callbacks and one-time work made a gap of 46 ms among gaps of 1 ms; a
+    # later iterator's first gap is an ordinary step's, and an epoch of one batch has no
+    # other), the latest MAX_GAPS of them; and when the first iterator they come from
+    # was made: the steps they time begin there (fit's wait weighs them against those
+    # steps only, collect/inprocess/input_wait.py, so an iterator whose model was never
+    # read leaves its steps out too, not a wait in their place).
     in_order = sorted(used, key=lambda s: s.created)
-    own = [_steady_gaps(state) for state in in_order]
+    own = [_steady_gaps(state) if i == 0 else list(state.gaps) for i, state in enumerate(in_order)]
     first_kept = len(in_order)
     held = 0
     while first_kept > 0 and held < MAX_GAPS:
@@ -180,8 +181,9 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
 
 
 def _steady_gaps(state: IteratorState) -> list[float]:
-    """An iterator's gaps without its first where TF still holds it: TF keeps the latest
-    ``TF_KEPT_GAPS``, one between each two reads (the read that ended the data too)."""
+    """The first iterator's gaps without its first where TF still holds it: TF keeps the
+    latest ``TF_KEPT_GAPS``, one between each two reads (the read that ended the data
+    too)."""
     gaps = list(state.gaps)
     held = len(gaps) < TF_KEPT_GAPS or state.root_elements <= TF_KEPT_GAPS
     return gaps[1:] if gaps and held else gaps
