@@ -476,7 +476,7 @@ class EagerOpCounter(Collector):
         # without steps, each window from its first op to its last: the program's own
         # time before its first op (a model built at the import, the data made) holds
         # none of theirs, and a window open across a loop's start would read half the
-        # share of one inside it (0.47 against 0.73-0.83, so no finding, one run in five)
+        # share of one inside it (0.47 against 0.73-0.83, so no finding, one run in four)
         first_in = [math.inf] * len(spans)
         last_out = [0.0] * len(spans)
         for i in range(len(t_in)):

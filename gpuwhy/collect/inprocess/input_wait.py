@@ -68,17 +68,17 @@ def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -
 
 def _steps_timed_by_the_gaps(steps: StepFacts, tfdata: TfDataFacts) -> list[float] | None:
     """The steps (seconds per step, warm-ups left out) over the iterators whose gaps are
-    counted: from the first of them on (``gaps_since_s``). A fit's first iterator is
-    left out of the gaps (its first step's callbacks sit in them), so its epoch is left
-    out of the steps too: compared with every step, a first epoch slower than the rest
-    read as a wait (2 epochs of 21 steps, 14 ms then 11 ms a step: 16 %, on CI). None
-    where every step is compared (the steps were not all kept one by one, or the gaps
-    are every iterator's)."""
-    timed = [p for p in tfdata.pipelines if p.consumer == "keras-fit" and p.gap_mean_s is not None]
-    since = [p.gaps_since_s for p in timed]
-    if not since or None in since or not steps.all_kept or not steps.durations:
+    counted: from the first of them on (``gaps_since_s``). An epoch whose iterator's
+    model no read caught (a short first epoch, freed before the poll came) has no gaps,
+    so its steps are left out too: compared with every step, a first epoch slower than
+    the rest read as a wait (2 epochs of 21 steps, 14 ms then 11 ms a step: 16 %, in a
+    full suite run here). None where every step is compared (the steps were not all
+    kept one by one, or a pipeline does not say where its gaps begin)."""
+    since = [p.gaps_since_s for p in _timed_fit_pipelines(tfdata)]
+    known = [s for s in since if s is not None]
+    if not known or len(known) < len(since) or not steps.all_kept or not steps.durations:
         return None
-    first = min(s for s in since if s is not None)
+    first = min(known)
     per_call = max(steps.steps_per_call, 1)
     warm = steps.warmup_indices
     compared = [
@@ -104,7 +104,7 @@ def _share_error(
     if len(kept) < 2 or counted < 2:
         return None
     steps_var = statistics.variance(kept) / counted
-    timed = [p for p in tfdata.pipelines if p.consumer == "keras-fit" and p.gap_mean_s is not None]
+    timed = _timed_fit_pipelines(tfdata)
     if any(p.gap_stdev_s is None or p.gap_count < 2 for p in timed):
         return None
     weights = [max(p.elements, 1) for p in timed]
@@ -120,12 +120,17 @@ def _fit_gaps(tfdata: TfDataFacts) -> tuple[float, float]:
     elements each gave (one pipeline: its own): the steps of all fits are one loop of
     Keras batches, and two fits (a frozen model, then fine-tuning it) may spend very
     different times per batch."""
-    timed = [p for p in tfdata.pipelines if p.consumer == "keras-fit" and p.gap_mean_s is not None]
+    timed = _timed_fit_pipelines(tfdata)
     weights = [max(p.elements, 1) for p in timed]
     total = sum(weights)
     mean = sum((p.gap_mean_s or 0.0) * w for p, w in zip(timed, weights)) / total
     median = sum((p.gap_median_s or p.gap_mean_s or 0.0) * w for p, w in zip(timed, weights))
     return mean, median / total
+
+
+def _timed_fit_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
+    """The fit pipelines whose gaps tf.data timed."""
+    return [p for p in tfdata.pipelines if p.consumer == "keras-fit" and p.gap_mean_s is not None]
 
 
 def fit_pipeline(tfdata: TfDataFacts) -> PipelineFacts | None:

@@ -110,7 +110,8 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
     # the later ones gave a handful of elements between them and the first gave more
     # (a run interrupted just after an epoch began: one element and the time to the
     # interrupt would be the rate): then the first one's is.
-    timed = sorted(used, key=lambda s: s.created)
+    in_order = sorted(used, key=lambda s: s.created)
+    timed = in_order
     if len(timed) > 1:
         later = sum(state.window()[1] for state in timed[1:])
         first_only = later < MIN_LATER_ELEMENTS <= timed[0].window()[1]
@@ -124,7 +125,6 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
     # was made: the steps they time begin there (fit's wait weighs them against those
     # steps only, collect/inprocess/input_wait.py, so an iterator whose model was never
     # read leaves its steps out too, not a wait in their place).
-    in_order = sorted(used, key=lambda s: s.created)
     own = [_steady_gaps(state) if i == 0 else list(state.gaps) for i, state in enumerate(in_order)]
     first_kept = len(in_order)
     held = 0
