@@ -31,13 +31,13 @@ def cpu_snapshot() -> tuple:
     return time.perf_counter(), process, busy, total
 
 
-def run_queue_seconds(pid: int) -> float | None:
-    """Seconds the process's main thread has spent runnable but waiting for a core
-    (Linux's schedstat: /proc/PID/task/PID/schedstat, its second field, in ns; None where
-    the kernel does not keep it). A loop's wall time stretched by a busy host is this
-    time: measured directly, not inferred from the host's load."""
+def run_queue_seconds(pid: int, tid: int | None = None) -> float | None:
+    """Seconds the process's main thread (or its thread ``tid``) has spent runnable but
+    waiting for a core (Linux's schedstat: /proc/PID/task/TID/schedstat, its second
+    field, in ns; None where the kernel does not keep it). A loop's wall time stretched
+    by a busy host is this time: measured directly, not inferred from the host's load."""
     try:
-        with open(f"/proc/{pid}/task/{pid}/schedstat") as stat:
+        with open(f"/proc/{pid}/task/{pid if tid is None else tid}/schedstat") as stat:
             return int(stat.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None

@@ -188,6 +188,9 @@ class EagerFacts:
     dispatch_fraction: float | None = None  # estimated share of step time issuing them
     median_gap_us: float | None = None  # between consecutive eager ops
     counted_s: float = 0.0  # seconds the counter was on
+    # seconds the counted thread waited for a core (another process's load) inside the
+    # time dispatch_fraction is over, and left out of it (Linux schedstat; 0: unknown)
+    core_wait_s: float = 0.0
     sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
     outside_steps: int = 0  # eager ops counted outside any step
     note: str | None = None  # what the count cannot see (other threads ...)

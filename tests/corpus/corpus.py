@@ -141,7 +141,51 @@ def run(entry: Entry) -> tuple[int, list[Found], str]:
     found = [
         Found(f["id"], f["severity"], f.get("location"), f["title"]) for f in record["findings"]
     ]
-    return result.returncode, found, result.stderr[-3000:]
+    return result.returncode, found, result.stderr[-3000:] + "\n" + digest(record)
+
+
+def digest(record: dict) -> str:
+    """The facts a finding's presence turns on most often, in a few lines: what a
+    difference seen only on another machine (CI) is read from, where the report's tail
+    does not hold them."""
+    lines = ["-- facts --"]
+    steps = record.get("steps") or {}
+    if steps:
+        lines.append(
+            "steps: "
+            + ", ".join(
+                f"{key}={steps.get(key)}"
+                for key in (
+                    "source",
+                    "count",
+                    "warmup",
+                    "median_s",
+                    "total_s",
+                    "input_wait_fraction",
+                    "input_wait_error",
+                )
+            )
+        )
+    eager = record.get("eager") or {}
+    if eager:
+        keys = ("sampled_steps", "ops", "per_step", "dispatch_fraction", "counted_s")
+        lines.append(
+            "eager: " + ", ".join(f"{key}={eager.get(key)}" for key in (*keys, "core_wait_s"))
+        )
+    for p in (record.get("tfdata") or {}).get("pipelines", ()):
+        lines.append(
+            f"pipeline {p.get('id')} {p.get('consumer')}: elements={p.get('elements')}, "
+            f"iterators={p.get('iterators')}, wait={p.get('wait_per_element_s')} "
+            f"({p.get('wait_source')}), gap mean={p.get('gap_mean_s')} "
+            f"median={p.get('gap_median_s')} n={p.get('gap_count')}"
+        )
+    windows = (record.get("timeline") or {}).get("windows") or ()
+    others = [w["cpu_others_share"] for w in windows if w.get("cpu_others_share") is not None]
+    if others:
+        lines.append(
+            f"other processes' share of the host's CPU: mean {sum(others) / len(others):.2f}"
+        )
+    return "\n".join(lines)
 
 
 def differences(entry: Entry, found: list[Found]) -> list[str]:

@@ -67,7 +67,7 @@ def test_it_gives_the_findings_written_next_to_it(result):
         f"{entry.name} ({entry.path.relative_to(entry.path.parents[2])}):\n  "
         + "\n  ".join(lines)
         + "\nA change that loses or adds a finding is a regression; an expectation "
-        "changes only in a commit that says why."
+        "changes only in a commit that says why.\n" + tail.rpartition("-- facts --")[2]
     )
 
 

@@ -76,8 +76,8 @@ from gpuwhy.collect.inprocess.pipeline_facts import pipeline_facts
 from gpuwhy.collect.inprocess.pipeline_iterators import FIRST_POLL_S, IteratorState, Pipeline
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
-from gpuwhy.derived.pipeline import bottleneck
-from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
+from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts, TfDataFacts
 from gpuwhy.formatting import consumer_words, duration, stage_label
 from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline
@@ -152,7 +152,7 @@ class PipelineCollector(Collector):
             return []
         return [
             ("Input" if n == 0 else "", pipeline_line(pipeline))
-            for n, pipeline in enumerate(shown_pipelines(facts.tfdata))
+            for n, pipeline in enumerate(shown_pipelines(facts.tfdata, facts.steps))
         ]
 
     def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
@@ -589,12 +589,16 @@ def _reads_before_free(state: IteratorState, now: float) -> bool:
 MAX_SHOWN_PIPELINES = 3  # rows of the report (every pipeline up to MAX_PIPELINES is kept)
 
 
-def shown_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:
-    """The pipelines that gave the most elements (evaluate/predict come after training)."""
-    order = {"keras-fit": 0, "python-loop": 0}
-    return sorted(tfdata.pipelines, key=lambda p: (order.get(p.consumer, 1), -p.elements))[
-        :MAX_SHOWN_PIPELINES
-    ]
+def shown_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[PipelineFacts]:
+    """The pipeline the steps read first (the Input row is theirs: an evaluation loop
+    after fit read more elements than fit's own), then those that gave the most
+    elements (evaluate/predict after training's)."""
+    feeding = steps_pipeline(tfdata, steps)
+    order = {"keras-fit": 1, "python-loop": 1}
+    return sorted(
+        tfdata.pipelines,
+        key=lambda p: (0 if p is feeding else order.get(p.consumer, 2), -p.elements),
+    )[:MAX_SHOWN_PIPELINES]
 
 
 def pipeline_line(p: PipelineFacts) -> str:

@@ -56,7 +56,7 @@ def _verbose_tables(facts: Facts) -> list:
             )
         )
     if facts.tfdata is not None:
-        for pipeline in shown_pipelines(facts.tfdata):
+        for pipeline in shown_pipelines(facts.tfdata, facts.steps):
             if not pipeline.stages:
                 continue
             lines.append(Text(""))

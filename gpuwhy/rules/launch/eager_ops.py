@@ -53,7 +53,9 @@ class EagerOps(Rule):
     `@tf.function`, Python `for` loops over layers or time steps, `model.compile(
     run_eagerly=True)`, or per-step metric and logging code. The finding names the op
     types and the file:line that issues most of them, and how much of the step went
-    into issuing them (the gaps between consecutive eager ops, an estimate). When no
+    into issuing them (the gaps between consecutive eager ops, an estimate; the time
+    the thread waited for a core while other processes held them is not the step's,
+    and is left out, where Linux's schedstat says how long it was). When no
     training step was found (a bare Python loop of ops), it fires when issuing small
     eager ops took at least `min_busy_fraction` of the time they were counted (and at
     least `min_ops_per_step` of them were counted). It is
@@ -182,6 +184,7 @@ class EagerOps(Rule):
                 round(eager.median_gap_us, 1) if eager.median_gap_us is not None else None
             ),
             "counted_s": round(eager.counted_s, 2),
+            "left_out_waiting_for_a_core_s": round(eager.core_wait_s, 2),
             "eager_ops_outside_steps": eager.outside_steps,
             "sites": [_row(site, eager, small_elements) for site in eager.sites[:10]],
         }

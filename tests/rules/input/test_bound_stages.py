@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.facts import EagerFacts, Facts, ReboundName, StepCode
 from gpuwhy.rules.input.bound import InputBound
 from tests import builders_tfdata as t
@@ -191,3 +192,40 @@ def test_one_cause_wrapped_by_several_pipelines_is_what_the_steps_waited_for():
     assert chosen is not None and chosen.stages[0].function == "batches"
     (f,) = check(facts)
     assert f.title.endswith("the slowest stage is Generator(batches at train.py:12)")
+
+
+def side_loop(elements: int, **changes):
+    """An evaluation loop over an unprefetched test set after fit, read in Python:
+    0.3 ms in each next() beside 5.5 ms of model(x), a 5.2 % share of its own loop."""
+    return t.in_memory_pipeline(
+        id=5,
+        location="train.py:13",
+        elements=elements,
+        wait_per_element_s=0.0003,
+        gap_median_s=0.0055,
+        wait_source=NEXT_TIMING,
+        **changes,
+    )
+
+
+def unresolved_fit(**changes):
+    """Fit's steps whose measured wait is within its uncertainty: not judged."""
+    return t.fit_steps(0.01, input_wait_error=0.07, **changes)
+
+
+def test_a_loop_beside_the_steps_is_judged_by_what_it_cost_the_steps():
+    """A few batches read beside fit's 7.5 s of steps (24 ms of waits) are no finding,
+    whatever their own loop's share; the same loop, long enough to cost the steps a
+    twentieth of their time, is one."""
+    fit = t.example_pipeline(wait_per_element_s=0.0002)
+    assert check(t.facts(fit, side_loop(80), steps=unresolved_fit())) == []
+    (f,) = check(t.facts(fit, side_loop(1300), steps=unresolved_fit()))
+    assert f.evidence["pipeline"].startswith("tf.data pipeline 5 built at train.py:13")
+    assert f.evidence["input_wait_fraction"] == pytest.approx(0.052, abs=0.001)
+
+
+def test_the_loop_the_steps_read_is_judged_by_its_own_share():
+    """The pipeline the steps read (their wait unmeasured) keeps its own share: its
+    loop is the steps."""
+    (f,) = check(t.facts(side_loop(80), steps=t.loop_steps(None)))
+    assert f.evidence["elements_read"] == 80
