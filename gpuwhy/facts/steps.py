@@ -189,7 +189,8 @@ class EagerFacts:
     median_gap_us: float | None = None  # between consecutive eager ops
     counted_s: float = 0.0  # seconds the counter was on
     # seconds the counted thread waited for a core (another process's load) inside the
-    # time dispatch_fraction is over, and left out of it (Linux schedstat; 0: unknown)
+    # time dispatch_fraction is over, and left out of it (Linux schedstat; 0 where none
+    # was seen or the kernel does not say)
     core_wait_s: float = 0.0
     sites: tuple[EagerOpSite, ...] = ()  # the top sites by count
     outside_steps: int = 0  # eager ops counted outside any step

@@ -594,11 +594,12 @@ def shown_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[Pipeli
     after fit read more elements than fit's own), then those that gave the most
     elements (evaluate/predict after training's)."""
     feeding = steps_pipeline(tfdata, steps)
-    order = {"keras-fit": 1, "python-loop": 1}
-    return sorted(
-        tfdata.pipelines,
-        key=lambda p: (0 if p is feeding else order.get(p.consumer, 2), -p.elements),
-    )[:MAX_SHOWN_PIPELINES]
+
+    def rank(p: PipelineFacts) -> tuple[int, int]:
+        training = p.consumer in ("keras-fit", "python-loop")
+        return (0 if p is feeding else 1 if training else 2, -p.elements)
+
+    return sorted(tfdata.pipelines, key=rank)[:MAX_SHOWN_PIPELINES]
 
 
 def pipeline_line(p: PipelineFacts) -> str:
