@@ -11,13 +11,20 @@ estimates it from the series itself and only calls a change that stands far abov
 - **Noise scale** sigma: 1.4826 x the median absolute deviation of the first differences,
   / sqrt(2). A change moves one difference out of n, a spike two: neither moves the median
   of them, so the scale is the window-to-window noise alone.
-- **Binary segmentation** (Vostrikova 1981; what ``ruptures.Binseg`` does, here on
-  medians): in a segment, the split ``k`` with the largest
-  ``|median(left) - median(right)| / (sigma * sqrt(pi/2) * sqrt(1/n_left + 1/n_right))``
-  (a z-score of two medians) is kept when that score is at least ``min_score``, the shift
+- **Binary segmentation** (Vostrikova 1981; what ``ruptures.Binseg`` does): in a segment,
+  the split ``k`` that least squares places best (on the series smoothed by a running
+  median) is kept when its score is at least ``min_score``, the shift
   at least ``min_change``, each side at least ``min_windows`` windows and ``min_steps``
   steps, and the new level holds: at least ``persistence`` of the windows after it lie
   beyond the midpoint of the two levels. Both sides are then searched again.
+- **Score**: the Hodges-Lehmann shift of the two sides (the median of every difference
+  right - left) over its standard error, ``sigma * sqrt(pi/3) * sqrt(1/n_left +
+  1/n_right)``. It is as robust as the difference of the two medians (a slow window moves
+  neither) and 95 % as efficient as the difference of the means on normal noise, where
+  the two medians are 64 %: a +30 % change on a shared host whose windows vary by 12 %
+  scored 3-5 as two medians and 6-10 this way (real runs of a loop whose Python slows
+  mid-run, ``tests/corpus/programs/drift_growing_list.py``). The reported levels are
+  still each side's median.
 - **A slope instead of a step**: where a straight line (Theil-Sen, robust to outliers) fits
   the series with less squared error than the best single step, by a margin, and its
   rank correlation with time is strong, the run slowed steadily: one gradual drift is
@@ -33,7 +40,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # sd of a median / sd of a mean, normal data
+# sd of the Hodges-Lehmann shift / sd of a difference of means, normal data: 1/sqrt(3/pi)
+HODGES_LEHMANN_SPREAD = math.sqrt(math.pi / 3)
 MAD_TO_SD = 1.4826
 
 
@@ -166,8 +174,15 @@ def _running_median(values: list[float], span: int = 5) -> list[float]:
 
 
 def _score(left: Sequence[float], right: Sequence[float], sigma: float) -> float:
-    spread = sigma * MEDIAN_EFFICIENCY * math.sqrt(1 / len(left) + 1 / len(right))
-    return abs(_median(right) - _median(left)) / spread
+    """The z-score of the shift from ``left`` to ``right`` (see the module's docstring)."""
+    spread = sigma * HODGES_LEHMANN_SPREAD * math.sqrt(1 / len(left) + 1 / len(right))
+    return abs(hodges_lehmann(left, right)) / spread
+
+
+def hodges_lehmann(left: Sequence[float], right: Sequence[float]) -> float:
+    """The median of every pairwise difference ``r - l``: the shift from ``left`` to
+    ``right`` (len(left) x len(right) differences: a few hundred windows at most)."""
+    return _median([r - v for v in left for r in right])
 
 
 def _slope(logs: list[float], steps: Sequence[int], settings: Settings) -> Shift | None:

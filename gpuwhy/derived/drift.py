@@ -29,9 +29,7 @@ from gpuwhy.derived.change_points import Settings, Shift, shifts
 from gpuwhy.derived.gpu_busy import LOADED_AT, window_busy
 from gpuwhy.derived.pipeline import bottleneck
 from gpuwhy.derived.stage import derived
-from gpuwhy.derived.step_windows import (
-    span_input_wait,
-)
+from gpuwhy.derived.step_windows import span_input_wait, span_step_time
 from gpuwhy.facts import Facts, GpuWindow, RunWindow, StepFacts, StepSpan
 
 EXPLAINS_AT_LEAST = 0.25  # a timed cause named as one when it accounts for this share
@@ -74,8 +72,12 @@ class Drift:
     start_s: float  # the first window of the new level (a slope: where it starts)
     end_s: float  # the end of its last window
     step: int  # steps of the run before that window
-    before_s: float  # median step time before (a slope: the line at its start)
+    # time per step before (the windows' median of span_step_time; a slope: the line at
+    # its start): what the change was found on
+    before_s: float
     after_s: float
+    median_before_s: float  # the windows' median of their median step, each side
+    median_after_s: float
     before_band: tuple[float, float]  # the windows' medians, 25th-75th percentile
     after_band: tuple[float, float]
     steps_before: int
@@ -106,13 +108,16 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
     rows = derived(facts).timeline_rows
     before_window = _steps_before(steps)
     found = []
-    for shift in shifts([s.p50_s or 0.0 for s in spans], [s.steps for s in spans], settings):
+    series = [span_step_time(s, steps.steps_per_call) for s in spans]
+    for shift in shifts(series, [s.steps for s in spans], settings):
         before = spans[shift.begin : shift.at] if not shift.gradual else spans[: len(spans) // 3]
         after = spans[shift.at : shift.end] if not shift.gradual else spans[-len(spans) // 3 :]
+        median_before, median_after = _median_step(before), _median_step(after)
         at = spans[shift.at]
         start_s, step = at.start_s, before_window[round(at.start_s / width)]
-        if not shift.gradual:
-            start_s, step = _first_slow_step(steps, at.start_s, shift) or (start_s, step)
+        if not shift.gradual and median_before > 0 and median_after > 0:
+            placed = _first_slow_step(steps, at.start_s, median_before, median_after)
+            start_s, step = placed or (start_s, step)
         found.append(
             Drift(
                 start_s=start_s,
@@ -120,6 +125,8 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
                 step=step,
                 before_s=round(shift.before, 6),
                 after_s=round(shift.after, 6),
+                median_before_s=round(median_before, 6),
+                median_after_s=round(median_after, 6),
                 before_band=_band(before),
                 after_band=_band(after),
                 steps_before=sum(s.steps for s in before),
@@ -133,11 +140,14 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
     return found
 
 
-def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float, int] | None:
+def _first_slow_step(
+    steps: StepFacts, at_s: float, before: float, after: float
+) -> tuple[float, int] | None:
     """Where the steps kept one by one show it, the step the new level began with. The
     windows place a change to one window; this places it to the step: of the steps in
     the two windows before the change's and in its own, each is on the old or the new side of
-    the middle of the two levels, and the split that leaves the fewest steps on the wrong
+    the middle of the two levels (``before`` and ``after``: the windows' median steps, as
+    single steps are read), and the split that leaves the fewest steps on the wrong
     side (an old-level step after it, a new-level one before; steps near the middle count
     on neither) is where it began."""
     assert steps.timeline is not None
@@ -149,9 +159,9 @@ def _first_slow_step(steps: StepFacts, at_s: float, shift: Shift) -> tuple[float
     hi = bisect.bisect_left(starts, at_s + width)
     if hi >= len(starts) or lo == 0 or hi - lo < 2:
         return None  # the change is beyond the steps kept one by one, or at their start
-    middle = math.sqrt(shift.before * shift.after)
-    half = abs(math.log(shift.after / middle)) / 2  # log distance: middle -> half a level
-    sign = 1 if shift.after > shift.before else -1
+    middle = math.sqrt(before * after)
+    half = abs(math.log(after / middle)) / 2  # log distance: middle -> half a level
+    sign = 1 if after > before else -1
     # each step is clearly new (1), clearly old (-1), or near the middle (0): a burst of a
     # neighbour's load makes old-level steps a little slower, and those must not move the
     # change before the steps at the new level
@@ -181,6 +191,12 @@ def _steps_before(steps: StepFacts) -> dict[int, int]:
         out[round(span.start_s / width)] = total
         total += span.steps
     return out
+
+
+def _median_step(spans: Sequence[StepSpan]) -> float:
+    """The windows' median of their median step (0.0 without one)."""
+    values = [s.p50_s for s in spans if s.p50_s]
+    return statistics.median(values) if values else 0.0
 
 
 def _band(spans: Sequence[StepSpan]) -> tuple[float, float]:

@@ -81,6 +81,18 @@ def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
     )
 
 
+def span_step_time(span: StepSpan, steps_per_call: int = 1) -> float:
+    """A window's time per step: every step that started in it, those only counted
+    while the hooks paused too, less its slowest call (one long step: an epoch's first, a
+    checkpoint). The window's median comes from its timed steps alone, which a pause
+    leaves to a fraction of the window; this is what the window's steps took, less one
+    outlier."""
+    spc = max(1, steps_per_call)
+    if span.steps <= spc:
+        return span.step_s / max(1, span.steps)
+    return max(0.0, span.step_s - span.max_s * spc) / (span.steps - spc)
+
+
 def span_input_wait(span: StepSpan, row: RunWindow | None) -> float | None:
     """A window's input wait: measured around next() in a loop; for Keras fit, its steps'
     time less tf.data's consumer time per element then (input_wait.py: step = wait +

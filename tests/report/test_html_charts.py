@@ -76,7 +76,7 @@ def marked() -> Record:
     drift = Finding(
         id="steps.drift",
         severity="high",
-        title="From step 9,000 (at 40 s) the median step went from 10.0 ms to 16.0 ms (+60%)",
+        title="From step 9,000 (at 40 s) the time per step went from 10.0 ms to 16.0 ms (+60%)",
         evidence={"at_s": 40.0, "until_s": 90.0},
     )
     stall = Finding(

@@ -108,9 +108,10 @@ class StepDrift(Rule):
     """The training steps got slower during the run, and stayed slower.
 
     ## What it detects
-    The median step time of the main training loop moved by at least `min_change`
+    The time per step of the main training loop moved by at least `min_change`
     and held, found over the whole run's timeline (every window of the run, at any
-    length) by binary segmentation on the windows' medians: the shift must stand
+    length) by binary segmentation on each window's time per step (all its steps, those
+    only counted while the timing paused too, less its slowest): the shift must stand
     `min_score` times above the window-to-window noise, with at least `min_windows`
     windows and `min_steps` steps on each side, and most windows after it must stay at
     the new level. A steady slope (the run slows a little every minute) is called once,
@@ -147,7 +148,7 @@ class StepDrift(Rule):
     ```
 
     ## Options
-    - `min_change`: relative change of the median step time that is reported (0.15).
+    - `min_change`: relative change of the time per step that is reported (0.15).
     - `min_score`: z-score of the change against the windows' noise (6.0).
     - `min_windows`: timeline windows on each side of a change (3).
     - `min_steps`: steps on each side of a change (100).
@@ -186,7 +187,7 @@ class StepDrift(Rule):
             else f"{drift.change:+.0%}"
         )
         what = (
-            f"the median step went from {duration(drift.before_s)} to "
+            f"the time per step went from {duration(drift.before_s)} to "
             f"{duration(drift.after_s)} ({size})"
         )
         causes = drift.explained or drift.causes
@@ -223,8 +224,10 @@ class StepDrift(Rule):
                 "at_s": drift.start_s,
                 "until_s": drift.end_s,
                 "from_step": drift.step,
-                "median_before_ms": round(drift.before_s * 1000, 3),
-                "median_after_ms": round(drift.after_s * 1000, 3),
+                "step_before_ms": round(drift.before_s * 1000, 3),
+                "step_after_ms": round(drift.after_s * 1000, 3),
+                "median_before_ms": round(drift.median_before_s * 1000, 3),
+                "median_after_ms": round(drift.median_after_s * 1000, 3),
                 "change": round(drift.change, 4),
                 "band_before_ms": [round(v * 1000, 3) for v in drift.before_band],
                 "band_after_ms": [round(v * 1000, 3) for v in drift.after_band],
