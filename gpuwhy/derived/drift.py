@@ -1,6 +1,7 @@
 """When the run's steps got slower, and what changed with them: the change points of the
-median step time over the whole run (:mod:`gpuwhy.derived.change_points`), each joined
-with every other series of the run's timeline on the same windows.
+time per step over the whole run (:mod:`gpuwhy.derived.change_points`; each window's
+``span_step_time``), each joined with every other series of the run's timeline on the
+same windows.
 
 Read by the drift rule (its finding). Kept in derived/ rather than beside the rule: it is
 an analysis of the facts, not a finding, and the report's timeline marks and drift lines
