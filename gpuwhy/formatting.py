@@ -136,6 +136,13 @@ CONSUMERS = {
 }
 
 
+def elements_words(elements: int, known: bool = True) -> str:
+    """``1,200 elements``, or that they were not counted (``known`` False)."""
+    if not known:
+        return "elements not counted (autotune off: TF keeps no count)"
+    return f"{elements:,} elements"
+
+
 def consumer_words(
     consumer: str, start: bool = False, read_at: str | None = None, via: str | None = None
 ) -> str:

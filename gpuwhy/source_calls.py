@@ -154,6 +154,66 @@ def _only_text(calls: list[ast.Call]) -> str | None:
     return texts.pop() if len(texts) == 1 else None
 
 
+@dataclasses.dataclass(frozen=True)
+class MadeWith:
+    """A call of a class (or function) as written: where, the call on one line, and one
+    keyword's value as written (None: not passed), with that value where it is a literal
+    int."""
+
+    location: str  # file:line
+    call: str
+    value: str | None
+    number: int | None
+
+
+def calls_with(filenames: Sequence[str], callee: str, keyword: str) -> list[MadeWith]:
+    """Each call of ``callee`` (``DataGenerator(...)``, ``x.DataGenerator(...)``) in
+    ``filenames``, with what it passes as ``keyword``, in file and line order: where the
+    program makes what a fix would change (a PyDataset made with ``workers=1``, or
+    without)."""
+    found = []
+    for filename in dict.fromkeys(filenames):  # each file once, in the order given
+        tree = _tree(filename)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or _callee(node) != callee:
+                continue
+            given = next((k.value for k in node.keywords if k.arg == keyword), None)
+            number = given.value if isinstance(given, ast.Constant) else None
+            found.append(
+                MadeWith(
+                    location=f"{filename}:{_callee_line(node)}",
+                    call=call_text(node),
+                    value=None if given is None else ast.unparse(given),
+                    number=number if type(number) is int else None,
+                )
+            )
+    return sorted(found, key=lambda m: (m.location.rsplit(":", 1)[0], _line_of(m.location)))
+
+
+def init_takes(filename: str, cls: str, keyword: str) -> bool | None:
+    """Whether class ``cls`` of ``filename`` can be made with ``keyword=``: its
+    ``__init__`` names it or takes ``**kwargs``; a class without its own ``__init__``
+    takes what its base does (a PyDataset's: workers). None: no such class there."""
+    tree = _tree(filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    arguments = item.args
+                    named = [a.arg for a in (*arguments.args, *arguments.kwonlyargs)]
+                    return keyword in named or arguments.kwarg is not None
+            return True
+    return None
+
+
+def _line_of(location: str) -> int:
+    return int(location.rsplit(":", 1)[1])
+
+
 def _callee(call: ast.Call) -> str:
     func = call.func
     if isinstance(func, ast.Attribute):

@@ -88,6 +88,7 @@ class PipelineFacts:
     prefetch_run: bool = False  # a prefetch at the end as TF ran it (written or injected)
     cache_written: bool = False
     autotune: bool = True  # options.autotune.enabled
+    deterministic: bool | None = None  # options.deterministic as the program set it
     cardinality: int | None = None  # elements per pass (None: infinite or unknown)
     element_bytes: int | None = None  # one output element (batch), from its spec
     # a generator's batches of unknown size (Keras fit on a generator or PyDataset): one
@@ -108,6 +109,13 @@ class PipelineFacts:
     consume_s: float = 0.0  # wall time over which elements were read
     throughput_per_s: float | None = None  # elements per second the model got
     model_error: str | None = None  # why TF's per-stage model could not be read
+
+    @property
+    def elements_known(self) -> bool:
+        """Whether ``elements`` counts what the program read: with autotune off TF keeps
+        no model of the pipeline and no count (a Keras PyDataset with workers turns it
+        off), so 0 there is unknown, not a pipeline never read."""
+        return self.autotune or self.elements > 0
 
 
 @dataclass(frozen=True)

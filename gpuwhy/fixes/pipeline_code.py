@@ -17,6 +17,9 @@ name is a ``<placeholder>``, never an undefined variable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from gpuwhy import source_calls
 from gpuwhy.derived.pipeline_stages import (
     ends_buffered,
     is_map,
@@ -169,17 +172,27 @@ def python_function(stage: PipelineStage) -> list[str]:
     ]
 
 
-def keras_adapter(stage: PipelineStage) -> list[str]:
+WORKERS = 4  # the worker threads a PyDataset fix gives
+
+
+def keras_adapter(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str]:
     """A generator Keras made from what fit was given: a keras.utils.PyDataset (or
     Sequence), a Python generator or a torch DataLoader, read through
     tf.data.Dataset.from_generator one batch at a time (keras/src/trainers/data_adapters).
     Where the collector found the program's own source below Keras' wrapper, the fix
-    names it: a dataset class by its ``__getitem__``, a generator by its function."""
+    names it: a dataset class by its ``__getitem__``, a generator by its function.
+    ``made_in``: the program's files where the class may be made (the fit call's): a
+    ``workers=`` already passed there is changed where it is written, never passed twice
+    (``super().__init__(workers=4, **kwargs)`` with workers in kwargs: a TypeError)."""
     fn, where = stage.function, stage.function_location
     per_batch = stage.self_time_per_element_s
     pace = f", {per_batch * 1e3:.1f} ms a batch" if per_batch else ""
     if fn and where and fn.endswith(".__getitem__"):
         cls = fn.removesuffix(".__getitem__")
+        own_file, name = where.rsplit(":", 1)[0], cls.rsplit(".", 1)[-1]
+        made = source_calls.calls_with([*made_in, own_file], name, "workers")
+        if made and source_calls.init_takes(own_file, name, "workers"):
+            return _more_workers(cls, where, pace, made)
         return [
             f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}. Worker",
             "# threads make batches ahead of the step (they overlap where __getitem__ reads",
@@ -211,9 +224,36 @@ def keras_adapter(stage: PipelineStage) -> list[str]:
     ]
 
 
-def generator(stage: PipelineStage) -> list[str]:
+def _more_workers(cls: str, where: str, pace: str, made: list[source_calls.MadeWith]) -> list[str]:
+    """The fix where the program makes ``cls`` with calls that can take ``workers=``:
+    each call with fewer than ``WORKERS`` (or none) given them where it is written; where
+    every one already has as many, the batch itself to make cheaper. The run does not say
+    which call made the dataset fit read, so each is shown."""
+    few = [m for m in made if m.value is None or (m.number is not None and m.number < WORKERS)]
+    lines = [f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}."]
+    if not few:
+        given = ", ".join(f"workers={m.value} at {m.location}" for m in made)
+        return [
+            *lines,
+            f"# It already has worker threads ({given}) and is still the slowest",
+            "# stage: make each batch cheaper (NumPy over whole batches, files read once,",
+            "# use_multiprocessing=True for pure-Python work), or give fit a tf.data",
+            "# pipeline over the same files (TFRecordDataset with a parallel map)",
+        ]
+    lines += [
+        f"# {WORKERS} worker threads make batches ahead of the step (they overlap where",
+        "# __getitem__ reads files, decodes or calls NumPy; use_multiprocessing=True for",
+        "# pure-Python work):",
+    ]
+    for m in few:
+        raised = dataset_calls.with_keywords(m.call, workers=str(WORKERS))
+        lines += [f"# {m.location}: {IN_PLACE_OF}{m.call}", raised]
+    return lines
+
+
+def generator(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str]:
     if stage.by_library:
-        return keras_adapter(stage)
+        return keras_adapter(stage, made_in)
     fn = function_name(stage)
     written = dataset_calls.stage_call(stage, "from_generator")
     signature = dataset_calls.keyword(written, "output_signature")
@@ -465,11 +505,19 @@ def prefetch_at_end(pipeline: PipelineFacts) -> list[str]:
     ]
 
 
+def made_files(pipeline: PipelineFacts) -> tuple[str, ...]:
+    """The program's files where what the pipeline reads may be made: where it was built
+    (the fit call that made it from a PyDataset) and the line that read it."""
+    return tuple(
+        where.rsplit(":", 1)[0] for where in (pipeline.location, pipeline.read_at) if where
+    )
+
+
 def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> list[str]:
     """The fix for the pipeline's slow stage ``index``, by what the stage is."""
     stage = pipeline.stages[index]
     if stage.kind == "generator" or "from_generator" in stage.written_as:
-        return generator(stage)
+        return generator(stage, made_files(pipeline))
     if stage.python:
         return python_function(stage)
     if is_reader(stage):

@@ -20,8 +20,9 @@ tf = pytest.importorskip("tensorflow")
 
 from tensorflow.python.data.ops import dataset_ops, from_generator_op, iterator_ops  # noqa: E402
 
-from gpuwhy.collect.inprocess.pipelines import PipelineCollector  # noqa: E402
+from gpuwhy.collect.inprocess.pipelines import PipelineCollector, pipeline_line  # noqa: E402
 from gpuwhy.facts import Facts, TfDataFacts, from_dict, to_dict  # noqa: E402
+from gpuwhy.fixes.pipeline_evidence import stage_row  # noqa: E402
 from gpuwhy.tfapi.tfdata.node_names import run_family  # noqa: E402
 from tests import markers  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
@@ -271,18 +272,24 @@ def test_the_work_of_every_pass_of_a_repeat_is_added_up(collector):
 def test_without_autotune_the_written_stages_remain_and_the_error_is_said(collector):
     options = tf.data.Options()
     options.autotune.enabled = False
+    options.deterministic = False
     ds = tf.data.Dataset.range(10).map(double).with_options(options)
     assert sum(1 for _ in ds) == 10
     collector.stop()
 
     (pipeline,) = collector.facts().pipelines
     assert not pipeline.autotune
+    assert pipeline.deterministic is False  # the options as the program set them
     assert "autotune" in pipeline.model_error
     assert [(s.name, s.kind, s.elements) for s in pipeline.stages] == [
         ("Range", "source", 0),
         ("Map", "map", 0),
     ]
     assert pipeline.bottleneck is None and pipeline.gap_median_s is None
+    # TF counted nothing: the count is not known, which is not 0 elements read
+    assert not pipeline.elements_known
+    assert ": elements not counted (autotune off: TF keeps no count)" in pipeline_line(pipeline)
+    assert stage_row(pipeline, 1)["elements"] is None
 
 
 def test_the_collector_keeps_no_iterator_alive(collector):

@@ -442,11 +442,16 @@ def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
         "Batches's batches made by 4 worker threads (PyDataset workers=4)",
         "Shards's batches made by 4 worker threads (PyDataset workers=4)",
         "Given's batches made by 4 worker threads (PyDataset workers=4)",
+        "Passed's batches made by 4 worker threads (PyDataset workers=4)",
     ]
     batches = edited(str(path), found[0])
     assert '        """Batches of the arrays."""\n        super().__init__(workers=4)\n' in batches
     assert "super().__init__(max_queue_size=4, workers=4)" in edited(str(path), found[1])
     assert "super().__init__(**kwargs, workers=4)" in edited(str(path), found[2])
+    # Passed is made with workers=2, which its **kwargs pass on: raised where it is given
+    passed = edited(str(path), found[3])
+    assert "given, passed = Given(), Passed(workers=4)" in passed
+    assert passed.count("workers=") == 1
     compile(batches, "seq.py", "exec")
     # a tf.data pipeline of the program's own: not this fix's
     own = replace(pipeline, stages=(replace(adapter, by_library=False),))
@@ -454,6 +459,41 @@ def test_a_fit_fed_by_a_pydataset_gets_worker_threads_in_its_init(tmp_path):
         [finding("input.python-function")], Facts(tfdata=TfDataFacts(pipelines=(own,))), files
     )
     assert not [c for c in found if "worker threads" in c.fix]
+
+
+def test_workers_given_where_the_class_is_made_in_another_file_are_raised_there(tmp_path):
+    """The class in my_classes.py passes **kwargs to PyDataset; the script makes it with
+    workers=1 (and once with a ** mapping of its own): workers=4 in its super().__init__
+    would be given twice (a TypeError), so the script's workers=1 is raised."""
+    classes = tmp_path / "my_classes.py"
+    classes.write_text(
+        "import keras\n\n\nclass DataGenerator(keras.utils.PyDataset):\n"
+        "    def __init__(self, ids, batch_size=32, **kwargs):\n"
+        "        super().__init__(**kwargs)\n        self.ids = ids\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from my_classes import DataGenerator\n\nparams = {'batch_size': 64}\n"
+        "train = DataGenerator(list(range(100)), workers=1, use_multiprocessing=False, **params)\n"
+        "val = DataGenerator(list(range(10)), workers=6)\n"
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(script))
+    adapter = PipelineStage(
+        "Generator", "generator", ("from_generator",), f"{script}:4", by_library=True,
+        python=True, function="DataGenerator.__getitem__", function_location=f"{classes}:8",
+    )  # fmt: skip
+    pipeline = PipelineFacts(1, location=f"{script}:4", stages=(adapter,), consumer="keras-fit")
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,)))
+    (found,), _ = plan([finding("input.python-function")], facts, files)
+    assert found.fix == "DataGenerator's batches made by 4 worker threads (PyDataset workers=4)"
+    text = edited(str(script), found)
+    assert (
+        "train = DataGenerator(list(range(100)), workers=4, use_multiprocessing=False, **params)"
+        in text
+    )
+    assert "val = DataGenerator(list(range(10)), workers=6)" in text  # already more
+    assert classes.read_text().count("workers") == 0  # the class is left as it is
+    compile(text, "train.py", "exec")
 
 
 def test_a_fit_fed_by_the_program_s_generator_says_why_no_worker_fix(tmp_path):

@@ -160,6 +160,7 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
         prefetch_run=last_async,
         cache_written=any(w.api == "cache" for w in written),
         autotune=pipeline.autotune,
+        deterministic=pipeline.deterministic,
         cardinality=pipeline.cardinality,
         element_bytes=pipeline.element_bytes,
         example_bytes=pipeline.example_bytes,

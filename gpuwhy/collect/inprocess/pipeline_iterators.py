@@ -175,3 +175,4 @@ class Pipeline:
     # library call that did where it did not itself ("TextVectorization.adapt")
     read_at: str | None = None
     read_via: str | None = None
+    deterministic: bool | None = None  # options().deterministic as set (None: unset)

@@ -78,7 +78,7 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts, TfDataFacts
-from gpuwhy.formatting import consumer_words, duration, stage_label
+from gpuwhy.formatting import consumer_words, duration, elements_words, stage_label
 from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline
 from gpuwhy.tfapi.tfdata import dataset_size
@@ -571,6 +571,7 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         location=location,
         callers=callers,
         autotune=data_pipeline.autotune_enabled(dataset),
+        deterministic=data_pipeline.deterministic_option(dataset),
         cardinality=dataset_size.known_count(dataset),
         element_bytes=dataset_size.element_bytes(dataset, batch),
         example_bytes=dataset_size.example_bytes(dataset),
@@ -606,7 +607,9 @@ def pipeline_line(p: PipelineFacts) -> str:
     """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
     where = f" built at {p.location}" if p.location else ""
     reader = consumer_words(p.consumer, False, p.read_at, p.read_via)
-    text = f"tf.data pipeline{where}, read by {reader}: {p.elements:,} elements"
+    text = (
+        f"tf.data pipeline{where}, read by {reader}: {elements_words(p.elements, p.elements_known)}"
+    )
     if p.iterators > 1:
         text += f" over {p.iterators} iterators"
     if p.throughput_per_s:

@@ -40,7 +40,7 @@ from gpuwhy.facts import (
 )
 from gpuwhy.finding import SEVERITY_RANK, Finding
 from gpuwhy.fixes.trial_text import projected_text, ran_text, speed_text, trial_heading
-from gpuwhy.formatting import MiB, byte_size, consumer_words, duration, when
+from gpuwhy.formatting import MiB, byte_size, consumer_words, duration, elements_words, when
 from gpuwhy.record import Record
 from gpuwhy.report.base import Renderer
 from gpuwhy.report.downsample import MAX_POINTS
@@ -333,7 +333,7 @@ class _Page(Figures):
             (
                 "Read by",
                 f"{consumer_words(p.consumer, False, p.read_at, p.read_via)}, "
-                f"{p.iterators} iterator(s), {p.elements:,} elements",
+                f"{p.iterators} iterator(s), {elements_words(p.elements, p.elements_known)}",
             ),
         ]
         if p.throughput_per_s is not None:

@@ -173,7 +173,7 @@ class PythonFunction(Rule):
             severity=lead.severity,
             evidence=_evidence(pipeline, lead, reported, wait),
             location=culprit_location(lead.stage),
-            fix=_fix(lead, others),
+            fix=_fix(pipeline, lead, others),
             estimated_gain=_gain_text(gain, len(reported)),
             gain_value=None if gain is None else round(gain, 4),
         )
@@ -308,17 +308,18 @@ def _evidence(
     return evidence
 
 
-def _fix(lead: _PythonStage, others: list[_PythonStage]) -> str:
+def _fix(pipeline: PipelineFacts, lead: _PythonStage, others: list[_PythonStage]) -> str:
     """The lead stage's fix, then each other Python stage's under a line naming it."""
-    lines = _stage_fix(lead)
+    made_in = pipeline_code.made_files(pipeline)
+    lines = _stage_fix(lead, made_in)
     for other in others:
-        lines += ["", f"# and {other.label}, also Python:", *_stage_fix(other)]
+        lines += ["", f"# and {other.label}, also Python:", *_stage_fix(other, made_in)]
     return "\n".join(lines)
 
 
-def _stage_fix(python: _PythonStage) -> list[str]:
+def _stage_fix(python: _PythonStage, made_in: tuple[str, ...]) -> list[str]:
     if python.generator:
-        return pipeline_code.generator(python.stage)
+        return pipeline_code.generator(python.stage, made_in)
     return pipeline_code.python_function(python.stage)
 
 

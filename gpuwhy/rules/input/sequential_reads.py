@@ -118,8 +118,9 @@ class SequentialReads(Rule):
             *in_place_of(
                 stage, dataset_calls.with_keywords(call, num_parallel_reads=AUTOTUNE), api
             ),
-            "# (options.deterministic = False lets a slow file not hold up the others)",
         ]
+        if pipeline.deterministic is not False:  # not said where the program already set it
+            fix.append("# (options.deterministic = False lets a slow file not hold up the others)")
         return self.finding(
             title,
             severity=self.severity if measured else "low",

@@ -469,6 +469,15 @@ def autotune_enabled(dataset: Any) -> bool:
         return True
 
 
+def deterministic_option(dataset: Any) -> bool | None:
+    """``options().deterministic`` as the program set it (``experimental_deterministic``
+    is the same option); None where it left it unset or the options cannot be read."""
+    try:
+        return dataset.options().deterministic
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def has_final_prefetch(chain_or_dataset: Any) -> bool:
     """The last transformation with a node of its own is a ``prefetch`` that is not
     ``prefetch(0)``."""

@@ -265,6 +265,14 @@ def _located_files(facts: Facts) -> list[str]:
         found += [f.location for f in facts.placement.functions if f.location]
     if facts.tracing is not None:
         found += [f.location for f in facts.tracing.functions if f.location]
+    if facts.tfdata is not None:  # a PyDataset's class in a module of its own
+        found += [
+            where
+            for p in facts.tfdata.pipelines
+            for s in p.stages
+            for where in (s.location, s.function_location)
+            if where
+        ]
     return [os.path.abspath(loc.rpartition(":")[0]) for loc in found]
 
 

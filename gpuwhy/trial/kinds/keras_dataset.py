@@ -10,8 +10,10 @@ or calls NumPy releases the GIL and overlaps, a forked process would copy the pr
 TensorFlow, and a pure-Python ``__getitem__`` that holds the GIL gains nothing, which
 the trial's runs show.
 
-The edit: the class's ``super().__init__(...)`` given ``workers=4`` where it calls it
-(beside its ``**kwargs``, unless a call of the class passes ``workers`` through them),
+The edit: where a call of the class in the program's files passes ``workers=`` (a
+literal under 4), that argument raised to 4 where it is written; else the class's
+``super().__init__(...)`` given ``workers=4`` where it calls it (beside its
+``**kwargs``, unless a call of the class passes a ``**`` mapping that may hold them),
 else that call added as the first line of its ``__init__`` (the printed fix's
 ``**kwargs`` that the class may not take is not needed). A class without an
 ``__init__`` of its own is left alone.
@@ -37,11 +39,16 @@ def workers(
     if not _fit_reads_python(facts):
         return [], []
     out: list[FixCandidate] = []
-    for path, source, lines, tree in program_sources(facts, files):
+    program = program_sources(facts, files)
+    for path, source, lines, tree in program:
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             if not any(expr_name(b) in BASES for b in cls.bases):
                 continue
-            edits = _with_workers(source, lines, path, cls, tree)
+            made = _calls_of(program, cls.name)
+            if any(k.arg == "workers" for _, _, _, call in made for k in call.keywords):
+                edits = _raised_workers(made)  # where the program already passes them
+            else:
+                edits = _with_workers(source, lines, path, cls, made)
             if edits:
                 out.append(
                     FixCandidate(
@@ -100,8 +107,36 @@ def _fit_reads_python(facts: Facts) -> bool:
     )
 
 
+# a call of a class in one of the program's files: (path, source, lines, the call)
+Made = tuple[str, str, list[str], ast.Call]
+
+
+def _calls_of(program: list[tuple[str, str, list[str], ast.Module]], name: str) -> list[Made]:
+    """Every call of the class ``name`` in the program's files (the class in
+    my_classes.py, made in train.py)."""
+    return [
+        (path, source, lines, node)
+        for path, source, lines, tree in program
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and expr_name(node.func) == name
+    ]
+
+
+def _raised_workers(made: list[Made]) -> list[Edit]:
+    """Each call that passes a literal ``workers=`` under ``WORKERS`` raised to it where
+    it is written (one more ``workers=`` in the class's ``super().__init__`` beside the
+    ``**kwargs`` they pass through would be a TypeError). A name or expression is the
+    program's own choice, left as it is."""
+    edits: list[Edit] = []
+    for path, source, lines, call in made:
+        given = next((k.value for k in call.keywords if k.arg == "workers"), None)
+        if isinstance(given, ast.Constant) and type(given.value) is int and given.value < WORKERS:
+            edits += set_keywords(source, lines, path, call, workers=str(WORKERS))
+    return edits
+
+
 def _with_workers(
-    source: str, lines: list[str], path: str, cls: ast.ClassDef, tree: ast.Module
+    source: str, lines: list[str], path: str, cls: ast.ClassDef, made: list[Made]
 ) -> list[Edit]:
     init = next(
         (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
@@ -113,8 +148,8 @@ def _with_workers(
             assert isinstance(node, ast.Call)
             if any(k.arg == "workers" for k in node.keywords):
                 return []  # workers given already
-            if any(k.arg is None for k in node.keywords) and _built_with_workers(tree, cls.name):
-                return []  # passed through **kwargs by a call that gives them
+            if any(k.arg is None for k in node.keywords) and _built_with_mapping(made):
+                return []  # passed through **kwargs by a call whose mapping may give them
             return set_keywords(source, lines, path, node, workers=str(WORKERS))
     first = init.body[0]
     if (
@@ -129,16 +164,11 @@ def _with_workers(
     return [Edit(path, first.lineno, 0, first.lineno, 0, text)]
 
 
-def _built_with_workers(tree: ast.Module, name: str) -> bool:
-    """A call of the class in the file gives ``workers`` (or a ``**`` mapping that may):
-    its ``__init__`` passes them to PyDataset through ``**kwargs``, and one more
+def _built_with_mapping(made: list[Made]) -> bool:
+    """A call of the class passes a ``**`` mapping that may hold ``workers``: its
+    ``__init__`` passes them to PyDataset through ``**kwargs``, and one more
     ``workers=`` in that call would be a TypeError."""
-    return any(
-        isinstance(node, ast.Call)
-        and expr_name(node.func) == name
-        and any(k.arg in ("workers", None) for k in node.keywords)
-        for node in ast.walk(tree)
-    )
+    return any(k.arg is None for _, _, _, call in made for k in call.keywords)
 
 
 def _super_init(node: ast.AST) -> bool:

@@ -552,6 +552,34 @@ def test_a_py_dataset_fit_reads_is_named_by_its_class():
     assert "give Tiles's super().__init__(...) call\n# workers=4" in "\n".join(fix)
 
 
+def test_a_py_dataset_made_with_workers_gets_them_raised_where_they_are_given(tmp_path):
+    """The class passes **kwargs on to PyDataset and the script makes it with workers=1:
+    workers=4 in its super().__init__ would be a TypeError (given twice), so the fix is
+    the script's call, raised; a call with as many already is left alone."""
+    classes = tmp_path / "my_classes.py"
+    classes.write_text(
+        "import keras\n\n\nclass Tiles(keras.utils.PyDataset):\n"
+        "    def __init__(self, ids, **kwargs):\n        super().__init__(**kwargs)\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from my_classes import Tiles\n\ntrain = Tiles(ids, workers=1, use_multiprocessing=False)\n"
+        "val = Tiles(ids, workers=8)\n"
+    )
+    stage = _keras_generator_stage("Tiles.__getitem__", f"{classes}:8")
+    fix = pipeline_code.generator(stage, (str(script),))
+    assert fix[-2:] == [
+        f"# {script}:3: in place of: Tiles(ids, workers=1, use_multiprocessing=False)",
+        "Tiles(ids, workers=4, use_multiprocessing=False)",
+    ]
+    assert "super().__init__" not in "\n".join(fix)
+    # every call has as many workers: the batch itself is what to make cheaper
+    script.write_text("from my_classes import Tiles\n\ntrain = Tiles(ids, workers=8)\n")
+    fix = pipeline_code.generator(stage, (str(script),))
+    assert f"already has worker threads (workers=8 at {script}:3)" in "\n".join(fix)
+    assert all(line.startswith("#") for line in fix)
+
+
 def test_a_written_call_that_is_not_one_falls_back_to_placeholders():
     from gpuwhy.fixes.dataset_calls import stage_call
 

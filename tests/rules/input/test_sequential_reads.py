@@ -62,3 +62,12 @@ def test_stages_that_are_not_readers_are_never_judged():
     pipeline = t.example_pipeline()
     stages = tuple(replace(s, files=8) if s.kind == "map" else s for s in pipeline.stages)
     assert check(t.facts(replace(pipeline, stages=stages), steps=t.fit_steps(0.4))) == []
+
+
+def test_the_fix_does_not_tell_a_pipeline_that_set_deterministic_false_to_set_it():
+    (said,) = check(t.facts(reads(), steps=t.fit_steps(0.40)))
+    assert "options.deterministic = False" in said.fix
+    unordered = replace(reads(), deterministic=False)
+    (f,) = check(t.facts(unordered, steps=t.fit_steps(0.40)))
+    assert "deterministic" not in f.fix
+    assert "num_parallel_reads=tf.data.AUTOTUNE" in f.fix

@@ -352,6 +352,14 @@ def test_cardinality_element_bytes_and_autotune(hooks):
     options.autotune.enabled = False
     assert data_pipeline.autotune_enabled(ds)
     assert not data_pipeline.autotune_enabled(ds.with_options(options))
+    # the order option as the program set it, by either of its names; unset: None
+    assert data_pipeline.deterministic_option(ds) is None
+    unordered = tf.data.Options()
+    unordered.experimental_deterministic = False
+    assert data_pipeline.deterministic_option(ds.with_options(unordered)) is False
+    ordered = tf.data.Options()
+    ordered.deterministic = True
+    assert data_pipeline.deterministic_option(ds.with_options(ordered).batch(2)) is True
 
 
 def test_datasets_built_before_the_hook_have_no_origin_and_uninstall_restores_tf():
