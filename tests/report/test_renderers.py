@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import Activity, Facts, LoopStalls, StallBeat, StallCause, StallFacts
+from gpuwhy.facts import Activity, Facts, LoopStalls, Stall, StallBeat, StallCause, StallFacts
 from gpuwhy.record import Record
 from gpuwhy.report.renderers import RENDERERS, MisconfigurationError, renderer_class
 from gpuwhy.report.run.json_ import JsonRenderer
@@ -384,6 +384,45 @@ def test_stalls_of_very_different_lengths_give_their_median_and_total_not_each()
     line = _between_steps_line(9, 2.59, 0.0503, every_steps=157, period_fit=0.8)
     assert line is not None
     assert line.startswith("9 stalls every 157 steps, 50.3 ms median, 2,590.0 ms in all: ")
+
+
+def test_a_loop_s_stalls_between_steps_are_one_series_with_every_cause_in_them():
+    """A custom loop's epochs end in a validation loop and the iterator's teardown: each
+    of its 4 stalls holds both, the larger one in two and the other in two. Split by
+    that, they read "2 stalls every 4,689 steps" and "2 stalls every 1,563 steps" (of
+    4, every 1,563 steps) and "280.8 ms median" of two stalls of 282 and 1,793 ms."""
+    from gpuwhy.collect.inprocess.activities import stalls_line
+
+    parts = [(1.05, 0.72), (0.36, 0.63), (0.36, 0.56), (0.28, 0.0)]
+    first = tuple(
+        Stall(step=1563 * (i + 1), start_s=4.0 * i, seconds=a + b,
+              causes=(("loop", a), ("teardown", b)) if b else (("loop", a),))
+        for i, (a, b) in enumerate(parts)
+    )  # fmt: skip
+    beats = (
+        StallBeat(kind="loop", count=2, stall_s=2.07, lost_s=2.07, lost_share=0.118,
+                  typical_stall_s=0.281, every_steps=4689, period_fit=1.0),
+        StallBeat(kind="teardown", count=2, stall_s=1.92, lost_s=1.92, lost_share=0.109,
+                  typical_stall_s=0.932, every_steps=1563, period_fit=1.0),
+        StallBeat(kind=None, count=13, stall_s=0.1, lost_s=0.08, lost_share=0.0045,
+                  typical_stall_s=0.0077, every_steps=303, period_fit=0.17),
+    )  # fmt: skip
+    causes = (
+        StallCause(kind="loop", seconds=2.05, share=0.51, location="train.py:108",
+                   detail="a loop over another tf.data dataset"),
+        StallCause(kind="teardown", seconds=1.91, share=0.48, location="train.py:90",
+                   detail="the end of a tf.data iterator"),
+        StallCause(kind="gc", seconds=0.03, share=0.01, detail="generation 0"),
+    )  # fmt: skip
+    loop = LoopStalls(source="tf-data", name="train.py:90", between_steps=True, count=4,
+                      loop_steps=7815, loop_s=17.6, typical_step_s=0.002, stall_s=4.0,
+                      lost_s=4.0, lost_share=0.227, beats=beats, causes=causes,
+                      first=first)  # fmt: skip
+    assert stalls_line(StallFacts(loops=(loop,))) == (
+        "4 stalls between steps every 1,563 steps, 280.0 ms-1,770.0 ms each, 4,000.0 ms in "
+        "all: a loop over another tf.data dataset at train.py:108 (2.05 s) and the end of a "
+        "tf.data iterator at train.py:90 (1.91 s), 23% of the loop"
+    )  # the 13 short stalls cost 0.45% of it: not said
 
 
 def test_stalls_gpuwhy_s_own_heap_census_made_are_said_as_its_own():

@@ -34,6 +34,7 @@ from __future__ import annotations
 import gc
 import linecache
 import os
+import statistics
 import threading
 import time
 from array import array
@@ -608,6 +609,46 @@ def _stall_size(beat: StallBeat) -> str:
     return f"{duration(typical)} median, {duration(beat.stall_s)} in all"
 
 
+# consecutive stalls this close to their median distance make a period
+PERIOD_TOLERANCE = 0.1
+NEGLIGIBLE_SHARE = 0.005  # of the loop: a beat of stalls that cost less is not said
+
+
+def _between_steps_text(loop: LoopStalls) -> str:
+    """A loop's stalls between steps as one series (``4 stalls between steps every
+    1,563 steps, 281.7-1,793.1 ms each: a loop over another tf.data dataset at
+    train.py:108 (2.05 s) and the end of a tf.data iterator ... (1.91 s), 23% of the
+    loop``): the period and the lengths where the stalls kept cover them all."""
+    kept = sorted({s.step: s for s in (*loop.first, *loop.last)}.values(), key=lambda s: s.step)
+    every = ""
+    if len(kept) == loop.count and len(kept) >= 3:
+        gaps = [b.step - a.step for a, b in zip(kept, kept[1:])]
+        middle = statistics.median(gaps)
+        if middle > 1 and all(abs(g - middle) <= PERIOD_TOLERANCE * middle for g in gaps):
+            every = f" every {round(middle):,} steps"
+    size = f"{duration(loop.stall_s)} in all"
+    if len(kept) == loop.count and kept:
+        low, high = min(s.seconds for s in kept), max(s.seconds for s in kept)
+        each = (
+            f"{duration(statistics.median(s.seconds for s in kept))} each"
+            if high <= (1 + STALL_MEAN_NEAR) * low
+            else f"{duration(low)}-{duration(high)} each"
+        )
+        size = f"{each}, {size}"
+    said = [c for c in loop.causes if c.share >= 0.1] or list(loop.causes[:1])
+    causes = " and ".join(
+        (f"GC ({c.detail})" if c.kind == "gc" else c.detail or c.kind)
+        + (f" at {c.location}" if c.location else "")
+        + f" ({c.seconds:,.2f} s)"
+        for c in said
+    )
+    what = causes or "nothing timed in them"
+    return (
+        f"{loop.count:,} stalls between steps{every}, {size}: {what}, "
+        f"{loop.lost_share:.0%} of the loop"
+    )
+
+
 def stalls_line(stalls: StallFacts) -> str | None:
     """The loops' worst beats of stalls (``9 every 50 steps, 46.4 ms each: checkpoint at
     train.py:21, 9% of the loop``) and the time the activities took over the run; None
@@ -622,7 +663,24 @@ def stalls_line(stalls: StallFacts) -> str | None:
     ]
     ours = [beat for _, beat in beats if beat.kind == "gpuwhy"]
     beats = [(loop, beat) for loop, beat in beats if beat.kind != "gpuwhy"]
-    for loop, beat in sorted(beats, key=lambda lb: -lb[1].lost_share)[:2]:
+    # the stalls between a loop's steps (its epochs' ends) are one series whatever each
+    # one's largest cause: said once, with every cause in them, not split by that cause
+    merged = {
+        id(loop): loop
+        for loop, _ in beats
+        if loop.between_steps and sum(1 for other, _ in beats if other is loop) > 1
+    }
+    entries: list[tuple[float, str | tuple[LoopStalls, StallBeat]]] = [
+        (loop.lost_share, _between_steps_text(loop)) for loop in merged.values()
+    ]
+    entries += [(beat.lost_share, (loop, beat)) for loop, beat in beats if id(loop) not in merged]
+    # a beat that cost the loop under half a percent is said as 0%: not worth the words
+    said = [e for e in entries if e[0] >= NEGLIGIBLE_SHARE]
+    for _, entry in sorted(said, key=lambda e: -e[0])[:2]:
+        if isinstance(entry, str):
+            parts.append(entry)
+            continue
+        loop, beat = entry
         # every step in a row is no period ("4 stalls every 1 steps"): a run of them
         regular = (
             (beat.every_steps or 0) > 1 and beat.period_fit is not None and beat.period_fit >= 0.6
