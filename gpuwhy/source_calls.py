@@ -164,6 +164,7 @@ class MadeWith:
     call: str
     value: str | None
     number: int | None
+    mapping: bool = False  # it passes a ** mapping, which may hold the keyword
 
 
 def calls_with(filenames: Sequence[str], callee: str, keyword: str) -> list[MadeWith]:
@@ -187,6 +188,7 @@ def calls_with(filenames: Sequence[str], callee: str, keyword: str) -> list[Made
                     call=call_text(node),
                     value=None if given is None else ast.unparse(given),
                     number=number if type(number) is int else None,
+                    mapping=any(k.arg is None for k in node.keywords),
                 )
             )
     return sorted(found, key=lambda m: (m.location.rsplit(":", 1)[0], _line_of(m.location)))
@@ -775,6 +777,67 @@ def _float_dtype(call: ast.Call) -> bool:
             text = ast.unparse(keyword.value).strip("'\"").split(".")[-1]
             return text in _FLOAT_DTYPES
     return True  # Keras' default: float32
+
+
+# -- NumPy's float64 arrays ---------------------------------------------------------
+
+# NumPy calls that make a float64 array unless given a dtype
+NUMPY_FLOAT_MAKERS = frozenset(
+    {"normal", "uniform", "rand", "randn", "random", "standard_normal", "random_sample",
+     "beta", "gamma", "exponential", "lognormal", "laplace", "logistic", "linspace",
+     "logspace", "zeros", "ones", "empty", "eye", "identity"}
+)  # fmt: skip
+GENERATORS = ("default_rng", "RandomState", "Generator")
+
+
+def numpy_float64_makers(tree: ast.Module) -> list[ast.Call]:
+    """Each call of ``tree`` that makes a float64 NumPy array (``rng.normal(size=...)``,
+    ``np.random.rand(...)``, ``np.zeros(...)``, ``np.empty(...)``) with no dtype of its
+    own and no ``.astype`` after it: where a program's float64 comes from, data and
+    initial weights alike (a float32 array times a Python float stays float32)."""
+    numpy = {
+        a.asname or a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import)
+        for a in n.names
+        if a.name == "numpy"
+    }
+    generators = {
+        target.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and _callee(n.value) in GENERATORS
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    cast = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "astype"
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in cast:
+            continue
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in NUMPY_FLOAT_MAKERS:
+            continue
+        if any(k.arg == "dtype" for k in node.keywords):
+            continue
+        root = func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        made = isinstance(root, ast.Call) and _callee(root) in GENERATORS
+        if made or isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
+            found.append(node)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def numpy_float64_calls(filename: str) -> list[tuple[int, str]]:
+    """(line, call as written) of each of :func:`numpy_float64_makers` in ``filename``."""
+    tree = _tree(filename)
+    if tree is None:
+        return []
+    return [(call.lineno, call_text(call)) for call in numpy_float64_makers(tree)]
 
 
 # -- set_floatx calls ---------------------------------------------------------------

@@ -192,7 +192,9 @@ def keras_adapter(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str
         own_file, name = where.rsplit(":", 1)[0], cls.rsplit(".", 1)[-1]
         made = source_calls.calls_with([*made_in, own_file], name, "workers")
         if made and source_calls.init_takes(own_file, name, "workers"):
-            return _more_workers(cls, where, pace, made)
+            fix = _more_workers(cls, where, pace, made)
+            if fix:
+                return fix
         return [
             f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}. Worker",
             "# threads make batches ahead of the step (they overlap where __getitem__ reads",
@@ -226,12 +228,20 @@ def keras_adapter(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str
 
 def _more_workers(cls: str, where: str, pace: str, made: list[source_calls.MadeWith]) -> list[str]:
     """The fix where the program makes ``cls`` with calls that can take ``workers=``:
-    each call with fewer than ``WORKERS`` (or none) given them where it is written; where
-    every one already has as many, the batch itself to make cheaper. The run does not say
-    which call made the dataset fit read, so each is shown."""
-    few = [m for m in made if m.value is None or (m.number is not None and m.number < WORKERS)]
+    each call with fewer than ``WORKERS`` (or none, and no ``**`` mapping that may hold
+    them) given them where it is written; where every one already has as many, the batch
+    itself to make cheaper; [] where there is no call to change (the words then). The run
+    does not say which call made the dataset fit read, so each is shown."""
+    # a call that gives none but passes a ** mapping may give them through it: left alone
+    few = [
+        m
+        for m in made
+        if (m.value is None and not m.mapping) or (m.number is not None and m.number < WORKERS)
+    ]
     lines = [f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}."]
     if not few:
+        if any(m.value is None for m in made):
+            return []  # made only through ** mappings: said in words, as without a call
         given = ", ".join(f"workers={m.value} at {m.location}" for m in made)
         return [
             *lines,

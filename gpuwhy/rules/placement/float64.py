@@ -6,8 +6,12 @@ from typing import Any
 
 from gpuwhy.facts import EagerFacts, EagerOpSite, Facts, PlacementFacts, is_input_boundary
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.dataset_calls import with_keywords
 from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note, size_text
+from gpuwhy.fixes.pipeline_code import IN_PLACE_OF
+from gpuwhy.fixes.program_files import located_files
 from gpuwhy.rules.base import Rule
+from gpuwhy.source_calls import numpy_float64_calls
 
 # Ops that move or hold float64 values without computing on them.
 _NOT_COMPUTE = frozenset(
@@ -112,15 +116,17 @@ class Float64(Rule):
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         placement = facts.placement
-        traced = self._traced(placement, options) if placement is not None else []
+        traced = self._traced(facts, placement, options) if placement is not None else []
         if traced:
             return traced
         eager = self._eager(facts.eager, options) if facts.eager is not None else []
         if eager:
             return eager
-        return self._data_only(placement) if placement is not None else []
+        return self._data_only(facts, placement) if placement is not None else []
 
-    def _traced(self, placement: PlacementFacts, options: dict[str, Any]) -> list[Finding]:
+    def _traced(
+        self, facts: Facts, placement: PlacementFacts, options: dict[str, Any]
+    ) -> list[Finding]:
         """The float64 compute of the traced functions (the placement audit's)."""
         groups = [
             g
@@ -148,14 +154,7 @@ class Float64(Rule):
         location = next((g.locations[0] for g in groups if g.locations), None)
         # Keras' float type, where the audit read it, is float32: its line would not help
         floatx = [] if placement.keras_floatx == "float32" else [_FLOATX_LINE]
-        fix = "\n".join(
-            [
-                *floatx,
-                "# NumPy arrays are float64 by default: cast them where they enter",
-                "<features> = <features>.astype('float32')   # NumPy, before the dataset is made",
-                "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",
-            ]
-        )
+        fix = "\n".join([*floatx, *_numpy_fix(facts)])
         title = f"{total} float64 op{'s' if total > 1 else ''} in the step: {op_list(groups)}"
         if placement.keras_floatx == "float64":
             set_at = placement.floatx_set_at
@@ -258,7 +257,7 @@ class Float64(Rule):
         )
         return [self._compute(title, heavy, evidence, _EAGER_FIX, sites[0].location)]
 
-    def _data_only(self, placement: PlacementFacts) -> list[Finding]:
+    def _data_only(self, facts: Facts, placement: PlacementFacts) -> list[Finding]:
         """float64 that only enters the step (the batch the iterator or the caller gives,
         cast at once: Keras layers cast to their own dtype) computes nothing in float64:
         it costs the bytes it adds to each step's copy, no more."""
@@ -290,17 +289,49 @@ class Float64(Rule):
                 "no float64 compute",
                 severity="low",
                 evidence=evidence,
-                fix="\n".join(
-                    [
-                        "# make float32 where the data is made: NumPy arrays are float64 by default",
-                        "<features> = <features>.astype('float32')   # before the dataset is made",
-                        "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",
-                    ]
-                ),
+                fix="\n".join(_numpy_fix(facts)),
                 estimated_gain="halves the bytes of the input copy; the step itself is unchanged",
                 location=location,
             )
         ]
+
+
+MAX_NUMPY_SITES = 6  # NumPy float64 arrays a fix names; the rest are counted
+
+
+def _numpy_fix(facts: Facts) -> list[str]:
+    """float32 where the program makes its float64 NumPy arrays (``np.empty(...)`` in a
+    PyDataset's ``__getitem__``, ``rng.normal(...)`` for the data), each as written, from
+    the program's own files; placeholders only where none is found."""
+    sites = [
+        (path, line, text)
+        for path in located_files(facts)
+        for line, text in numpy_float64_calls(path)
+    ]
+    if not sites:
+        return [
+            "# NumPy arrays are float64 by default: cast them where they enter",
+            "<features> = <features>.astype('float32')   # NumPy, before the dataset is made",
+            "<dataset>.map(lambda x, y: (tf.cast(x, tf.float32), y))   # or in tf.data",
+        ]
+    lines = ["# NumPy makes float64 where no dtype is given: the program's arrays, as float32"]
+    for path, line, text in sites[:MAX_NUMPY_SITES]:
+        lines += [f"# {path}:{line}: {IN_PLACE_OF}{text}", _as_float32(text)]
+    if len(sites) > MAX_NUMPY_SITES:
+        lines.append(f"# and {len(sites) - MAX_NUMPY_SITES} more such calls in the same files")
+    return lines
+
+
+# NumPy makers that take a dtype (np.random's draws do not: they are cast after)
+TAKES_DTYPE = ("zeros", "ones", "empty", "full", "eye", "identity", "linspace", "logspace")
+
+
+def _as_float32(call: str) -> str:
+    """``np.zeros(n, ...)`` made float32 by its own dtype, a draw cast after it."""
+    name = call.partition("(")[0].rpartition(".")[2]
+    if name in TAKES_DTYPE:
+        return with_keywords(call, dtype="'float32'")
+    return f"{call}.astype('float32')"
 
 
 def _floatx_fix(placement: PlacementFacts) -> str:

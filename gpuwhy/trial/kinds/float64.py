@@ -17,10 +17,11 @@ import os
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.program_files import located_files
+from gpuwhy.source_calls import numpy_float64_makers
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import (
     Edit,
-    callee_name,
     calls_at,
     calls_named,
     import_tensorflow,
@@ -132,54 +133,12 @@ def candidates(
 # legacy np.random's draws, and the float constructors); integer makers (arange,
 # integers, randint, choice) are left alone: their arrays are labels and indices, and so
 # is np.full, whose dtype is its fill value's
-NUMPY_FLOAT_MAKERS = frozenset(
-    {"normal", "uniform", "rand", "randn", "random", "standard_normal", "random_sample",
-     "beta", "gamma", "exponential", "lognormal", "laplace", "logistic", "linspace",
-     "logspace", "zeros", "ones", "empty", "eye", "identity"}
-)  # fmt: skip
-GENERATORS = ("default_rng", "RandomState", "Generator")
-
-
 def _numpy_floats(path: str, lines: list[str], tree: ast.Module) -> list[Edit]:
     """``.astype('float32')`` after each call of ``path`` that makes a float64 NumPy
-    array (``rng.normal(size=...)``, ``np.random.rand(...)``, ``np.zeros(...)``) with no
-    dtype of its own and no ``.astype`` after it: where an eager program's float64 comes
-    from, data and initial weights alike (a float32 array times a Python float stays
-    float32)."""
-    numpy = {
-        a.asname or a.name
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Import)
-        for a in n.names
-        if a.name == "numpy"
-    }
-    generators = {
-        target.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Assign)
-        and isinstance(n.value, ast.Call)
-        and callee_name(n.value) in GENERATORS
-        for target in n.targets
-        if isinstance(target, ast.Name)
-    }
-    cast = {
-        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "astype"
-    }
+    array with no dtype of its own (:func:`gpuwhy.source_calls.numpy_float64_makers`)."""
     edits: list[Edit] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or id(node) in cast:
-            continue
-        func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in NUMPY_FLOAT_MAKERS:
-            continue
-        if any(k.arg == "dtype" for k in node.keywords):
-            continue
-        root = func.value
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        made = isinstance(root, ast.Call) and callee_name(root) in GENERATORS
-        if made or isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
-            edits += wrap_node(path, lines, node, "", ".astype('float32')")
+    for node in numpy_float64_makers(tree):
+        edits += wrap_node(path, lines, node, "", ".astype('float32')")
     return [e for e in edits if e.text]
 
 
@@ -260,20 +219,7 @@ def program_sources(
 
 
 def _located_files(facts: Facts) -> list[str]:
-    found = []
-    if facts.placement is not None:
-        found += [f.location for f in facts.placement.functions if f.location]
-    if facts.tracing is not None:
-        found += [f.location for f in facts.tracing.functions if f.location]
-    if facts.tfdata is not None:  # a PyDataset's class in a module of its own
-        found += [
-            where
-            for p in facts.tfdata.pipelines
-            for s in p.stages
-            for where in (s.location, s.function_location)
-            if where
-        ]
-    return [os.path.abspath(loc.rpartition(":")[0]) for loc in found]
+    return [os.path.abspath(path) for path in located_files(facts)]
 
 
 def _is_float64(node: ast.AST, source: str) -> bool:

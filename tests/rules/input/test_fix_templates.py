@@ -573,6 +573,12 @@ def test_a_py_dataset_made_with_workers_gets_them_raised_where_they_are_given(tm
         "Tiles(ids, workers=4, use_multiprocessing=False)",
     ]
     assert "super().__init__" not in "\n".join(fix)
+    # a call that passes a ** mapping may give workers through it: not given them twice
+    script.write_text(
+        "from my_classes import Tiles\n\ntrain = Tiles(ids, workers=2)\nval = Tiles(ids, **params)\n"
+    )
+    fix = pipeline_code.generator(stage, (str(script),))
+    assert fix[-1] == "Tiles(ids, workers=4)" and "**params" not in "\n".join(fix)
     # every call has as many workers: the batch itself is what to make cheaper
     script.write_text("from my_classes import Tiles\n\ntrain = Tiles(ids, workers=8)\n")
     fix = pipeline_code.generator(stage, (str(script),))

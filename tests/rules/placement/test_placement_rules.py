@@ -519,6 +519,44 @@ def test_float64_elementwise_math_is_medium():
     assert "tf.cast(x, tf.float32)" in finding.fix
 
 
+def test_float64_s_fix_names_the_numpy_arrays_the_program_makes_float64(tmp_path):
+    """A PyDataset's batches made with np.empty (float64 unless told) in a module of the
+    program's: the fix is those calls as written, made float32, not placeholders."""
+    from gpuwhy.facts import PipelineFacts, PipelineStage, ProgramFacts, TfDataFacts
+
+    classes = tmp_path / "my_classes.py"
+    classes.write_text(
+        "import numpy as np\n\n\nclass Gen:\n    def __getitem__(self, i):\n"
+        "        X = np.empty((self.batch_size, *self.dim))\n"
+        "        y = np.empty((self.batch_size), dtype=int)\n"
+        "        noise = np.random.normal(0, 1, size=(4, 4))\n"
+        "        return X + noise.sum(), y\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text("from my_classes import Gen\nmodel.fit(Gen(), epochs=2)\n")
+    stage = PipelineStage("Generator", "generator", ("from_generator",), f"{script}:2",
+                          function="Gen.__getitem__", function_location=f"{classes}:5")  # fmt: skip
+    groups = [b.op_group("Equal", in_dtypes=("float64",), count=2, locations=(f"{script}:2",))]
+    facts = replace(
+        b.placement_facts(groups=CLEAN_GROUPS + tuple(groups)),
+        program=ProgramFacts(command=(str(script),)),
+        tfdata=TfDataFacts(pipelines=(PipelineFacts(1, stages=(stage,)),)),
+    )
+    (finding,) = run(Float64, facts)
+    assert "<features>" not in finding.fix and "<dataset>" not in finding.fix
+    assert finding.fix.splitlines()[-4:] == [
+        f"# {classes}:6: in place of: np.empty((self.batch_size, *self.dim))",
+        "np.empty((self.batch_size, *self.dim), dtype='float32')",
+        f"# {classes}:8: in place of: np.random.normal(0, 1, size=(4, 4))",
+        "np.random.normal(0, 1, size=(4, 4)).astype('float32')",
+    ]  # the int array is left as it is
+    # no such call in the program's files: the placeholders, as before
+    script.write_text("model.fit(data, epochs=2)\n")
+    bare = replace(facts, tfdata=None)
+    (placeheld,) = run(Float64, bare)
+    assert "<features> = <features>.astype('float32')" in placeheld.fix
+
+
 def test_float64_from_keras_float_type_points_at_the_program_s_set_floatx():
     groups = [b.op_group("MatMul", in_dtypes=("float64",), count=2, locations=("train.py:30",))]
     set_at = {"floatx_set_at": "train.py:4", "floatx_written": "keras.config.set_floatx('float64')"}
