@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuwhy import source_calls
+import gpuwhy.source_calls as source_calls
 from gpuwhy.derived.pipeline_stages import (
     ends_buffered,
     is_map,
