@@ -17,7 +17,8 @@ import statistics
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from gpuwhy.facts import StepFacts
+from gpuwhy.derived.pipeline import NEXT_TIMING
+from gpuwhy.facts import PipelineFacts, StepFacts
 from gpuwhy.formatting import GAP_TIMER, duration
 
 # The epochs' first steps hold the wait where their time over the typical step is at
@@ -35,13 +36,14 @@ class EpochStarts:
     excess_s: float
     share: float
     steps_per_epoch: int
+    over: str = "step"  # what the excess is over: fit's median step, a loop's median wait
 
     @property
     def text(self) -> str:
         return (
             f"in each epoch's first step, which waits for the epoch's new iterator: "
-            f"{duration(self.excess_s)} over the median step in {self.epochs} epochs of "
-            f"{self.steps_per_epoch} steps"
+            f"{duration(self.excess_s)} over the median {self.over} in {self.epochs} epochs "
+            f"of {self.steps_per_epoch} steps"
         )
 
     def evidence(self) -> dict[str, object]:
@@ -53,11 +55,19 @@ class EpochStarts:
         }
 
 
-def epoch_starts(steps: StepFacts) -> EpochStarts | None:
+# A loop's epochs are told apart by its iterators only where each gives this many steps
+# or more (with one or two, every read is some iterator's first)
+MIN_LOOP_EPOCH_STEPS = 3
+
+
+def epoch_starts(steps: StepFacts, pipeline: PipelineFacts | None = None) -> EpochStarts | None:
     """Where fit's measured wait (tf.data's gap timer) is in its epochs' first steps:
     their time over their epoch's median step at least ``HOLDS_AT`` of the wait (a fit
     whose every step waits has first steps little over their epoch's median). None
-    otherwise, or where the epochs were not timed step by step."""
+    otherwise, or where the epochs were not timed step by step. A loop whose reads were
+    timed one by one: :func:`loop_epoch_starts`."""
+    if steps.input_wait_source == NEXT_TIMING:
+        return loop_epoch_starts(steps, pipeline) if pipeline is not None else None
     share, median = steps.input_wait_fraction, steps.median_s
     if steps.input_wait_source != GAP_TIMER or share is None or not share or not median:
         return None
@@ -85,6 +95,37 @@ def epoch_starts(steps: StepFacts) -> EpochStarts | None:
         excess_s=statistics.fmean(excess),
         share=min(1.0, held / waited),
         steps_per_epoch=round(statistics.median(sizes) * per_call) if sizes else 0,
+    )
+
+
+def loop_epoch_starts(steps: StepFacts, pipeline: PipelineFacts) -> EpochStarts | None:
+    """A loop that makes a new iterator each epoch (``for x, y in dataset:`` inside
+    ``for epoch in ...``): where its reads, timed one by one, wait mostly in one read per
+    iterator (the iterator's first: its threads and its buffers, a shuffle's above all,
+    starting), the ``iterators`` longest waits over the median wait hold ``HOLDS_AT`` of
+    all of them. Each iterator's first read is not marked in the steps, so the longest
+    waits stand for them: a loop whose every read waits has no few that hold most."""
+    waits = [w for w in steps.input_waits if w is not None]
+    epochs = min(pipeline.iterators, len(waits))
+    if (
+        epochs < 2
+        or not steps.all_kept
+        or len(waits) < len(steps.input_waits)
+        or len(waits) < MIN_LOOP_EPOCH_STEPS * epochs
+    ):
+        return None
+    typical = statistics.median(waits)
+    longest = sorted(waits, reverse=True)[:epochs]
+    excess = [w - typical for w in longest]
+    waited = sum(waits)
+    if waited <= 0 or sum(excess) < HOLDS_AT * waited:
+        return None
+    return EpochStarts(
+        epochs=epochs,
+        excess_s=statistics.fmean(excess),
+        share=min(1.0, sum(excess) / waited),
+        steps_per_epoch=round(len(waits) / epochs),
+        over="wait",
     )
 
 

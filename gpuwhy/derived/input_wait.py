@@ -253,5 +253,5 @@ def measured_wait(steps: StepFacts | None, pipeline: PipelineFacts | None) -> St
     overhead = None
     if pipeline is not None and burst is None:
         overhead = fetch_overhead(pipeline, steps, wait.fraction, steps.mean_s)
-    starts = epoch_starts(steps)
+    starts = epoch_starts(steps, pipeline)
     return StepsWait(wait, pipeline, steps.mean_s, burst, filling, overhead, starts)

@@ -11,13 +11,18 @@ their boundaries, as TF's guide says), where one before it refills at every pass
 
 from __future__ import annotations
 
+import linecache
+import re
+
 from gpuwhy.derived.epoch_starts import EpochStarts
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.fixes import dataset_calls
 from gpuwhy.formatting import duration
 
 
-def epoch_start_fix(starts: EpochStarts, pipeline: PipelineFacts | None) -> list[str]:
+def epoch_start_fix(
+    starts: EpochStarts, pipeline: PipelineFacts | None, loop_at: str | None = None
+) -> list[str]:
     """The lines of the fix, as comments: what each epoch's start costs, and the two ways
     to pay it less (one iterator for the run; a shuffle after a ``repeat``, filled once),
     with the trade-off measured: the reads a refill makes at once are then made beside
@@ -28,7 +33,11 @@ def epoch_start_fix(starts: EpochStarts, pipeline: PipelineFacts | None) -> list
     user's to choose."""
     each = f"{duration(starts.excess_s)} an epoch of {starts.steps_per_epoch} steps"
     shuffle = refilled_shuffle(pipeline)
+    if shuffle is not None and shuffle.by_library:
+        shuffle = None  # a library's (make_csv_dataset's): no call of the program's to name
     lines = ["# the typical step finds its batch ready: the wait is each epoch's new iterator"]
+    if pipeline is not None and pipeline.consumer == "python-loop":
+        return lines + _loop_lines(starts, pipeline, shuffle, each, loop_at)
     if shuffle is None:
         lines.append(f"# starting (its threads and its buffers filling), {each}.")
     else:
@@ -46,6 +55,60 @@ def epoch_start_fix(starts: EpochStarts, pipeline: PipelineFacts | None) -> list
         f"# the dataset repeats and fit is given steps_per_epoch={starts.steps_per_epoch}.",
     ]
     return lines
+
+
+# ``for x, y in train_dataset:`` as written: the targets and a dataset named plainly
+_FOR_LOOP = re.compile(r"^(\s*)for\s+(.+?)\s+in\s+([A-Za-z_][\w.]*)\s*:\s*(#.*)?$")
+
+
+def _loop_lines(
+    starts: EpochStarts,
+    pipeline: PipelineFacts,
+    shuffle: PipelineStage | None,
+    each: str,
+    loop_at: str | None,
+) -> list[str]:
+    """A loop's epochs each make a new iterator: one for the run (the dataset repeated)
+    starts once, and each epoch takes its batches from it. The loop's own ``for`` line
+    rewritten where it reads a dataset by name, else said in words."""
+    lines = [
+        f"# starting (its threads and its buffers filling{', its shuffle buffer above all' if shuffle else ''}), {each}.",
+        "# One iterator for the run starts once: made before the epochs' loop from the",
+        "# dataset repeated, each epoch takes its batches from it (a shuffle then fills",
+        "# once and epochs blend at their boundaries).",
+    ]
+    per_epoch = pipeline.cardinality or starts.steps_per_epoch
+    written = _for_line(loop_at)
+    if written is None:
+        return [
+            *lines,
+            f"# e.g. batches = iter(<dataset>.repeat()), then {per_epoch} next(batches) an epoch",
+        ]
+    indent, targets, dataset, line = written
+    batches = f"{dataset.rpartition('.')[2]}_batches"
+    return [
+        *lines,
+        "import itertools",
+        f"{batches} = iter({dataset}.repeat())   # once, before the epochs' loop",
+        f"# {loop_at}: in place of: {line.strip()}",
+        f"{indent}for {targets} in itertools.islice({batches}, {per_epoch}):",
+    ]
+
+
+def _for_line(loop_at: str | None) -> tuple[str, str, str, str] | None:
+    """(indent, targets, dataset, the line) of the ``for`` line at ``loop_at`` where it
+    loops over a dataset by its name; None otherwise (no source, a call, a zip)."""
+    if not loop_at or ":" not in loop_at:
+        return None
+    path, _, number = loop_at.rpartition(":")
+    if not number.isdigit():
+        return None
+    line = linecache.getline(path, int(number))
+    found = _FOR_LOOP.match(line.rstrip("\n"))
+    if found is None:
+        return None
+    indent, targets, dataset, _ = found.groups()
+    return indent, targets, dataset, line
 
 
 def refilled_shuffle(pipeline: PipelineFacts | None) -> PipelineStage | None:

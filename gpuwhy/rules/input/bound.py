@@ -353,12 +353,15 @@ class InputBound(Rule):
         epoch, low below ``high_at``, with no stage to parallelise: the fix is fewer
         iterators and no refill, at the shuffle where the pipeline has one."""
         shuffle = refilled_shuffle(pipeline)
+        loop = site.group(1) if site else None
+        if pipeline is not None and pipeline.consumer == "python-loop":
+            shuffle = None  # the fix is the loop's: one iterator for its epochs
         return self.finding(
             title,
             severity="high" if high else "low",
-            location=(shuffle.location if shuffle else None) or (site.group(1) if site else None),
+            location=(shuffle.location if shuffle else None) or loop,
             evidence=evidence,
-            fix="\n".join(epoch_start_fix(starts, pipeline)),
+            fix="\n".join(epoch_start_fix(starts, pipeline, loop)),
             estimated_gain=(
                 f"up to {share:.0%} of step time, paid once an epoch: "
                 f"{duration(starts.excess_s)} each"

@@ -1,0 +1,109 @@
+"""A loop that makes a new iterator each epoch (derived/epoch_starts.py's
+loop_epoch_starts): its reads timed one by one wait in each iterator's first read, which
+the fix pays once with one repeated iterator for the run (fixes/epoch_start_code.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpuwhy.derived.epoch_starts import epoch_starts
+from gpuwhy.facts import StepFacts
+from gpuwhy.fixes.epoch_start_code import epoch_start_fix
+from tests import builders_tfdata as t
+
+
+def loop_steps(epochs: int, per_epoch: int, first_wait: float, wait: float) -> StepFacts:
+    """``epochs`` epochs of ``per_epoch`` 19 ms steps, each epoch's first read waiting
+    ``first_wait`` and the others ``wait`` (tensorflow/docs' custom training walkthrough:
+    201 epochs of 4 steps over make_csv_dataset, 18 ms then 0.4 ms)."""
+    waits = [first_wait if i % per_epoch == 0 else wait for i in range(epochs * per_epoch)]
+    starts = [0.02 * i for i in range(len(waits))]
+    return StepFacts(
+        source="tf-data",
+        marker="next() on a tf.data iterator at train.py:119",
+        count=len(waits),
+        median_s=0.019,
+        total_s=0.02 * len(waits),
+        input_wait_fraction=sum(waits) / (0.02 * len(waits)),
+        input_wait_median_s=wait,
+        input_wait_source="next() timing",
+        starts=tuple(starts),
+        durations=tuple(0.019 for _ in waits),
+        input_waits=tuple(waits),
+    )
+
+
+def loop_pipeline(iterators: int, cardinality: int | None = None):
+    return replace(
+        t.in_memory_pipeline(),
+        iterators=iterators,
+        consumer="python-loop",
+        cardinality=cardinality,
+    )
+
+
+def test_a_loop_whose_wait_is_each_new_iterator_s_first_read_is_epoch_starts():
+    starts = epoch_starts(loop_steps(201, 4, 0.018, 0.0004), loop_pipeline(201))
+    assert starts is not None
+    assert starts.epochs == 201 and starts.steps_per_epoch == 4 and starts.over == "wait"
+    assert abs(starts.excess_s - 0.0176) < 1e-6 and starts.share > 0.9
+    assert "17.6 ms over the median wait in 201 epochs of 4 steps" in starts.text
+
+
+def test_a_loop_whose_every_read_waits_is_not_epoch_starts():
+    assert epoch_starts(loop_steps(201, 4, 0.004, 0.004), loop_pipeline(201)) is None
+    # one iterator for the run: no epochs to tell apart
+    assert epoch_starts(loop_steps(1, 800, 0.5, 0.0004), loop_pipeline(1)) is None
+    # two reads an iterator: every read is some iterator's first or next to it
+    assert epoch_starts(loop_steps(400, 2, 0.018, 0.0004), loop_pipeline(400)) is None
+    # without the pipeline the iterators are not known
+    assert epoch_starts(loop_steps(201, 4, 0.018, 0.0004)) is None
+
+
+def test_the_loop_s_fix_is_one_repeated_iterator_taken_a_epoch_at_a_time(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "for epoch in range(201):\n  for x, y in train_dataset:\n    train_step(x, y)\n"
+    )
+    starts = epoch_starts(loop_steps(201, 4, 0.018, 0.0004), loop_pipeline(201))
+    assert starts is not None
+    fix = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
+    assert fix[-4:] == [
+        "import itertools",
+        "train_dataset_batches = iter(train_dataset.repeat())   # once, before the epochs' loop",
+        f"# {script}:2: in place of: for x, y in train_dataset:",
+        "  for x, y in itertools.islice(train_dataset_batches, 4):",
+    ]
+    # the dataset's own batches a pass, where TF knows them, not the reads counted
+    known = epoch_start_fix(starts, loop_pipeline(201, cardinality=5), f"{script}:2")
+    assert known[-1] == "  for x, y in itertools.islice(train_dataset_batches, 5):"
+
+
+def test_the_loop_s_fix_pasted_reads_every_epoch_s_batches_from_one_iterator():
+    """The fix's lines in a real loop over a tf.data dataset of 4 batches a pass: 3
+    epochs read the same 12 batches the loop read with an iterator an epoch."""
+    import pytest
+
+    tf = pytest.importorskip("tensorflow")
+    train_dataset = tf.data.Dataset.range(8).map(lambda v: (v, -v)).batch(2)
+    before = [int(x[0]) for _ in range(3) for x, _ in train_dataset]
+    fixed = (
+        "import itertools\n"
+        "train_dataset_batches = iter(train_dataset.repeat())   # once, before the epochs' loop\n"
+        "for epoch in range(3):\n"
+        "  for x, y in itertools.islice(train_dataset_batches, 4):\n"
+        "    seen.append(int(x[0]))\n"
+    )
+    scope = {"train_dataset": train_dataset, "seen": []}
+    exec(compile(fixed, "fixed.py", "exec"), scope)  # the pasted lines, run
+    assert scope["seen"] == before == [0, 2, 4, 6] * 3
+
+
+def test_a_loop_over_a_call_is_told_the_fix_in_words(tmp_path):
+    script = tmp_path / "train.py"
+    starts = epoch_starts(loop_steps(201, 4, 0.018, 0.0004), loop_pipeline(201))
+    assert starts is not None
+    # a loop over a call (enumerate(ds)): said in words, nothing to paste wrongly
+    script.write_text("for epoch in range(2):\n  for i, b in enumerate(ds):\n    pass\n")
+    words = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
+    assert all(line.startswith("#") for line in words)
