@@ -591,3 +591,18 @@ def test_the_run_s_first_gap_is_left_out_and_the_others_kept(collector):
     assert pipeline.gap_count == 39
     assert 0.6 / 39 <= pipeline.gap_mean_s < 0.7 / 39
     assert pipeline.gaps_since_s is not None and pipeline.gaps_since_s >= 0
+
+
+def test_the_reader_is_the_place_that_made_most_iterators_not_a_first_look(collector):
+    """tensorflow/docs' custom training walkthrough looks at one batch with
+    next(iter(ds)) and then reads the dataset in an epochs' loop: the loop is its reader."""
+    ds = tf.data.Dataset.range(8).batch(2)
+    features = next(iter(ds))  # @first_look
+    for _ in range(3):
+        for batch in ds:  # @epochs_loop
+            features = batch
+    assert int(features[0]) == 6
+    collector.stop()
+    (pipeline,) = collector.facts().pipelines
+    assert pipeline.read_at == at("epochs_loop")
+    assert pipeline.iterators == 4

@@ -171,8 +171,12 @@ class Pipeline:
     # the input followed at each zip, from the final dataset down: where the written
     # chain went (gpuwhy.tfapi.tfdata.dataset_chain.zip_branches), for TF's model to go too
     branches: tuple[int, ...] = ()
-    # where the user's code first read it outside Keras (the loop's file:line), and the
-    # library call that did where it did not itself ("TextVectorization.adapt")
+    # where the user's code read it outside Keras (the loop's file:line), and the
+    # library call that did where it did not itself ("TextVectorization.adapt"): of the
+    # places that made its iterators, the one that made the most (an epochs' loop, not a
+    # next(iter(ds)) that looked at one batch first)
     read_at: str | None = None
     read_via: str | None = None
+    # iterators made at each such place, at most MAX_READ_SITES places
+    read_sites: dict[tuple[str | None, str | None], int] = field(default_factory=dict)
     deterministic: bool | None = None  # options().deterministic as set (None: unset)

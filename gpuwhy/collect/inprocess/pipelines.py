@@ -292,8 +292,8 @@ class PipelineCollector(Collector):
         pipeline = self._pipeline(dataset, consumer)
         if pipeline is None:
             return
-        if pipeline.read_at is None and consumer == "python-loop":
-            pipeline.read_at, pipeline.read_via = data_model.reader(sys._getframe(1))
+        if consumer == "python-loop":
+            _count_reader(pipeline, data_model.reader(sys._getframe(1)))
         key = id(iterator)
         state = IteratorState(None, key, time.perf_counter())
         state.consumer = consumer
@@ -577,6 +577,21 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         example_bytes=dataset_size.example_bytes(dataset),
         error=error,
         branches=data_pipeline.zip_branches(written),
+    )
+
+
+MAX_READ_SITES = 16  # places that made a pipeline's iterators, counted each
+
+
+def _count_reader(pipeline: Pipeline, site: tuple[str | None, str | None]) -> None:
+    """One more iterator made at ``site``: the pipeline's reader is the place that made
+    the most (the first such, at a tie). Once an epoch: a frame walk, no more."""
+    sites = pipeline.read_sites
+    if site in sites or len(sites) < MAX_READ_SITES:
+        sites[site] = sites.get(site, 0) + 1
+    most = max(sites.values(), default=0)
+    pipeline.read_at, pipeline.read_via = next(
+        (where for where, made in sites.items() if made == most), site
     )
 
 
