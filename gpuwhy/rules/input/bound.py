@@ -90,7 +90,11 @@ class InputBound(Rule):
     every epoch (no repeat before it), and its fix, in comments, is one iterator for
     the run (a repeated dataset with `steps_per_epoch`) or the shuffle after a repeat,
     filled once (its reads then run beside every step: slower where the steps use every
-    core).
+    core). A custom loop that makes an iterator each epoch (`for x, y in ds:` inside the
+    epochs' loop), its reads timed one by one, is read the same way where the longest
+    reads, one per iterator, hold half its wait: the finding points at the loop, and its
+    fix makes one repeated iterator for the run and rewrites the loop's `for` line to take
+    each epoch's batches from it (`itertools.islice`).
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
