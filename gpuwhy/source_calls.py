@@ -177,9 +177,8 @@ def calls_with(filenames: Sequence[str], callee: str, keyword: str) -> list[Made
         tree = _tree(filename)
         if tree is None:
             continue
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or _callee(node) != callee:
-                continue
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _callee(n) == callee]
+        for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
             given = next((k.value for k in node.keywords if k.arg == keyword), None)
             number = given.value if isinstance(given, ast.Constant) else None
             found.append(
@@ -191,7 +190,7 @@ def calls_with(filenames: Sequence[str], callee: str, keyword: str) -> list[Made
                     mapping=any(k.arg is None for k in node.keywords),
                 )
             )
-    return sorted(found, key=lambda m: (m.location.rsplit(":", 1)[0], _line_of(m.location)))
+    return found
 
 
 def init_takes(filename: str, cls: str, keyword: str) -> bool | None:
@@ -212,8 +211,17 @@ def init_takes(filename: str, cls: str, keyword: str) -> bool | None:
     return None
 
 
-def _line_of(location: str) -> int:
-    return int(location.rsplit(":", 1)[1])
+def for_over_name(filename: str, line: int) -> tuple[str, str, int] | None:
+    """(its targets, the dataset it reads, its column) of the ``for`` statement at
+    ``line`` of ``filename`` where it loops over a name (``for x, y in train_dataset:``,
+    ``self.ds``); None for a call (``enumerate(ds)``), an expression, no such loop."""
+    tree = _tree(filename)
+    loop = _innermost(tree, line, (ast.For,)) if tree is not None else None
+    if not isinstance(loop, ast.For) or loop.lineno != line or not _names_only(loop.iter):
+        return None
+    target = loop.target
+    names = target.elts if isinstance(target, ast.Tuple) else [target]  # x, y: not (x, y)
+    return ", ".join(ast.unparse(n) for n in names), ast.unparse(loop.iter), loop.col_offset
 
 
 def _callee(call: ast.Call) -> str:

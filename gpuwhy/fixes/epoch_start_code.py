@@ -11,9 +11,7 @@ their boundaries, as TF's guide says), where one before it refills at every pass
 
 from __future__ import annotations
 
-import linecache
-import re
-
+import gpuwhy.source_calls as source_calls
 from gpuwhy.derived.epoch_starts import EpochStarts
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.fixes import dataset_calls
@@ -57,10 +55,6 @@ def epoch_start_fix(
     return lines
 
 
-# ``for x, y in train_dataset:`` as written: the targets and a dataset named plainly
-_FOR_LOOP = re.compile(r"^(\s*)for\s+(.+?)\s+in\s+([A-Za-z_][\w.]*)\s*:\s*(#.*)?$")
-
-
 def _loop_lines(
     starts: EpochStarts,
     pipeline: PipelineFacts,
@@ -71,44 +65,32 @@ def _loop_lines(
     """A loop's epochs each make a new iterator: one for the run (the dataset repeated)
     starts once, and each epoch takes its batches from it. The loop's own ``for`` line
     rewritten where it reads a dataset by name, else said in words."""
+    filling = "its threads and its buffers filling" + (
+        ", its shuffle buffer above all" if shuffle else ""
+    )
     lines = [
-        f"# starting (its threads and its buffers filling{', its shuffle buffer above all' if shuffle else ''}), {each}.",
+        f"# starting ({filling}), {each}.",
         "# One iterator for the run starts once: made before the epochs' loop from the",
         "# dataset repeated, each epoch takes its batches from it (a shuffle then fills",
         "# once and epochs blend at their boundaries).",
     ]
     per_epoch = pipeline.cardinality or starts.steps_per_epoch
-    written = _for_line(loop_at)
+    path, _, number = (loop_at or "").rpartition(":")
+    written = source_calls.for_over_name(path, int(number)) if number.isdigit() else None
     if written is None:
         return [
             *lines,
             f"# e.g. batches = iter(<dataset>.repeat()), then {per_epoch} next(batches) an epoch",
         ]
-    indent, targets, dataset, line = written
+    targets, dataset, column = written
     batches = f"{dataset.rpartition('.')[2]}_batches"
     return [
         *lines,
         "import itertools",
         f"{batches} = iter({dataset}.repeat())   # once, before the epochs' loop",
-        f"# {loop_at}: in place of: {line.strip()}",
-        f"{indent}for {targets} in itertools.islice({batches}, {per_epoch}):",
+        f"# {loop_at}: in place of: for {targets} in {dataset}:",
+        f"{' ' * column}for {targets} in itertools.islice({batches}, {per_epoch}):",
     ]
-
-
-def _for_line(loop_at: str | None) -> tuple[str, str, str, str] | None:
-    """(indent, targets, dataset, the line) of the ``for`` line at ``loop_at`` where it
-    loops over a dataset by its name; None otherwise (no source, a call, a zip)."""
-    if not loop_at or ":" not in loop_at:
-        return None
-    path, _, number = loop_at.rpartition(":")
-    if not number.isdigit():
-        return None
-    line = linecache.getline(path, int(number))
-    found = _FOR_LOOP.match(line.rstrip("\n"))
-    if found is None:
-        return None
-    indent, targets, dataset, _ = found.groups()
-    return indent, targets, dataset, line
 
 
 def refilled_shuffle(pipeline: PipelineFacts | None) -> PipelineStage | None:

@@ -79,8 +79,7 @@ def stage_row(pipeline: PipelineFacts, index: int) -> dict[str, Any]:
         "stage": stage_label(stage),
         "kind": stage.kind,
         "written_as": "+".join(stage.written_as) or "added by TF",
-        # with autotune off TF keeps no model of the pipeline: its count is unknown, not 0
-        "elements": stage.elements if pipeline.autotune else None,
+        "elements": stage.elements if pipeline.elements_known else None,
         "ms_per_element": None if per_element is None else round(per_element * 1000, 3),
         "threads": stage.parallelism or 1,  # not a parallel stage: one thread
         "share_of_pipeline_time": None if share is None else round(share, 3),

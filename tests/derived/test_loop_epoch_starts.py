@@ -79,24 +79,31 @@ def test_the_loop_s_fix_is_one_repeated_iterator_taken_a_epoch_at_a_time(tmp_pat
     assert known[-1] == "  for x, y in itertools.islice(train_dataset_batches, 5):"
 
 
-def test_the_loop_s_fix_pasted_reads_every_epoch_s_batches_from_one_iterator():
-    """The fix's lines in a real loop over a tf.data dataset of 4 batches a pass: 3
+def test_the_loop_s_fix_pasted_reads_every_epoch_s_batches_from_one_iterator(tmp_path):
+    """The fix's own lines pasted into a real loop over a tf.data dataset of 4 batches a
+    pass (the setup before the epochs' loop, the for line in place of the loop's): 3
     epochs read the same 12 batches the loop read with an iterator an epoch."""
     import pytest
 
     tf = pytest.importorskip("tensorflow")
-    train_dataset = tf.data.Dataset.range(8).map(lambda v: (v, -v)).batch(2)
-    before = [int(x[0]) for _ in range(3) for x, _ in train_dataset]
-    fixed = (
-        "import itertools\n"
-        "train_dataset_batches = iter(train_dataset.repeat())   # once, before the epochs' loop\n"
-        "for epoch in range(3):\n"
-        "  for x, y in itertools.islice(train_dataset_batches, 4):\n"
-        "    seen.append(int(x[0]))\n"
-    )
-    scope = {"train_dataset": train_dataset, "seen": []}
-    exec(compile(fixed, "fixed.py", "exec"), scope)  # the pasted lines, run
-    assert scope["seen"] == before == [0, 2, 4, 6] * 3
+    script = tmp_path / "train.py"
+    loop = "for epoch in range(3):\n    for (x, y) in train_dataset:  # each epoch\n"
+    body = "        seen.append(int(x[0]))\n"
+    script.write_text(loop + body)
+    starts = epoch_starts(loop_steps(3, 4, 0.018, 0.0004), loop_pipeline(3))
+    assert starts is not None
+    fix = epoch_start_fix(starts, loop_pipeline(3, cardinality=4), f"{script}:2")
+    setup, replaced = fix[-4:-2], fix[-1]
+    assert fix[-2] == f"# {script}:2: in place of: for x, y in train_dataset:"
+    pasted = "\n".join([*setup, loop.splitlines()[0], replaced]) + "\n" + body
+
+    def read(code: str) -> list[int]:
+        scope = {"train_dataset": tf.data.Dataset.range(8).map(lambda v: (v, -v)).batch(2)}
+        scope["seen"] = []
+        exec(compile(code, "train.py", "exec"), scope)  # the program, as written or pasted
+        return scope["seen"]
+
+    assert read(pasted) == read(script.read_text()) == [0, 2, 4, 6] * 3
 
 
 def test_a_loop_over_a_call_is_told_the_fix_in_words(tmp_path):

@@ -589,10 +589,7 @@ def _count_reader(pipeline: Pipeline, site: tuple[str | None, str | None]) -> No
     sites = pipeline.read_sites
     if site in sites or len(sites) < MAX_READ_SITES:
         sites[site] = sites.get(site, 0) + 1
-    most = max(sites.values(), default=0)
-    pipeline.read_at, pipeline.read_via = next(
-        (where for where, made in sites.items() if made == most), site
-    )
+    pipeline.read_at, pipeline.read_via = max(sites, key=sites.__getitem__)  # first of ties
 
 
 def _reads_before_free(state: IteratorState, now: float) -> bool:
