@@ -37,11 +37,19 @@ $(PROMETHEUS) $(PUSHGATEWAY):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-pushgateway
 
-setup: $(BIN)/.installed $(CHROMIUM) $(PROMETHEUS) $(PUSHGATEWAY)
+# gpuwhy's bytecode, written once: where PYTHONDONTWRITEBYTECODE is set (these machines
+# set it) an editable install's modules are compiled again at every start, 0.3-0.6 s
+# before the watched program begins (docs/speed.md); Python still reads a .pyc, and
+# compiles a module whose source changed since in memory, as it would without one.
+$(BIN)/.compiled: $(BIN)/.installed $(shell find gpuwhy -name '*.py')
+	$(BIN)/python -m compileall -q gpuwhy
+	touch $@
+
+setup: $(BIN)/.installed $(BIN)/.compiled $(CHROMIUM) $(PROMETHEUS) $(PUSHGATEWAY)
 
 # The example's own output and exit status pass through; the diagnosis goes to stderr,
 # to out/run.json (re-render it with: gpuwhy report out/run.json -v) and to out/run.html.
-demo: $(BIN)/.installed
+demo: $(BIN)/.installed $(BIN)/.compiled
 	mkdir -p out
 	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/gpuwhy run --json out/run.json --html out/run.html examples/slow_training.py
 
