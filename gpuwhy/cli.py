@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import NoReturn
 
-from gpuwhy.commands import command_modules
+from gpuwhy.commands import COMMANDS, command_module, command_modules
 from gpuwhy.commands.reporting import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -39,7 +39,9 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``only``, one command's (the one given: no other
+    command's module is imported)."""
     parser = Parser(
         prog="gpuwhy",
         description="Why is my TensorFlow GPU idle? Diagnosis with evidence and fixes.",
@@ -49,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     # in it (argparse drops it), `run --repeat` gives it again to each run
     parser.set_defaults(argv=None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in command_modules().items():
+    chosen = {only: command_module(only)} if only else command_modules()
+    for name, module in chosen.items():
         # no abbreviated options: `gpuwhy run train.py --out x` passes --out to the script,
         # not to gpuwhy as an ambiguous prefix of --out-dir/--output
         module.configure(sub.add_parser(name, help=module.HELP, allow_abbrev=False))
@@ -58,10 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(given)
+    named = given[0] if given and given[0] in COMMANDS else None
+    args = build_parser(only=named).parse_args(given)
     args.argv = given
     try:
-        command = command_modules()[args.command]
+        command = command_module(args.command)
         return int(command.execute(command.settings_from(args)))
     except UsageError as e:
         say_error(str(e))

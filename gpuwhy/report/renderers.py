@@ -4,23 +4,22 @@ from RENDERERS (or ``module:Class``); ``--html PATH`` is the HTML renderer writt
 import importlib
 
 from gpuwhy.report.base import MisconfigurationError, Renderer
-from gpuwhy.report.run.html import HtmlRenderer
-from gpuwhy.report.run.json_ import JsonRenderer
-from gpuwhy.report.run.sarif import SarifRenderer
-from gpuwhy.report.run.terminal import TerminalRenderer
 
-RENDERERS: dict[str, type[Renderer]] = {
-    "terminal": TerminalRenderer,
-    "json": JsonRenderer,
-    "html": HtmlRenderer,
-    "sarif": SarifRenderer,
+# Imported when chosen: the HTML renderer (its templates and charts) alone is a fifth of
+# what `gpuwhy run` imports before the program's first line, and most runs write none
+RENDERERS: dict[str, str] = {
+    "terminal": "gpuwhy.report.run.terminal:TerminalRenderer",
+    "json": "gpuwhy.report.run.json_:JsonRenderer",
+    "html": "gpuwhy.report.run.html:HtmlRenderer",
+    "sarif": "gpuwhy.report.run.sarif:SarifRenderer",
 }
 
 
 def renderer_class(name: str) -> type[Renderer]:
     """A renderer by name (``terminal``, ``json``) or ``package.module:Class``."""
     if name in RENDERERS:
-        return RENDERERS[name]
+        module, _, cls = RENDERERS[name].partition(":")
+        return getattr(importlib.import_module(module), cls)
     if ":" in name:
         module, _, cls = name.partition(":")
         try:

@@ -19,7 +19,7 @@ from gpuwhy.export.metrics import busy_sums, values
 from gpuwhy.facts import Facts, GpuSamplesFacts, ProgramFacts
 from gpuwhy.modes.merge.read import read_worker
 from gpuwhy.record import Record
-from gpuwhy.report.renderers import RENDERERS
+from gpuwhy.report.renderers import renderer_class
 from gpuwhy.report.run.html_sections import GPU_METRICS, gpu_table
 from gpuwhy.report.run.html_timeline import timeline
 
@@ -119,7 +119,7 @@ def test_a_saved_record_loads_and_merges_to_the_same_gpu_figures(pair, tmp_path)
         record = Record.diagnose("watch", facts)
         path = record.save(tmp_path / f"{name}.json")
         assert Record.load(path).facts.gpu_samples == record.facts.gpu_samples  # busy kept
-        html, text = (RENDERERS[kind]().render(record) for kind in ("html", "terminal"))
+        html, text = (renderer_class(kind)().render(record) for kind in ("html", "terminal"))
         assert ("windows of 16 samples" in html) is (name == "windowed")
         assert f"{samples.gpus[0].sample_count()} samples at 10 Hz" in " ".join(text.split())
         busy.append(read_worker(str(path)).run.gpu_busy)

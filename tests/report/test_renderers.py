@@ -29,7 +29,7 @@ HEALTHY = Record.diagnose("check", b.facts(devices=[b.gpu(0, processes=(b.proces
 @pytest.mark.parametrize("name", RENDERERS)
 @pytest.mark.parametrize("record", [EMPTY, FULL, HEALTHY], ids=["empty", "full", "healthy"])
 def test_every_renderer_renders_every_record(name, record):
-    text = RENDERERS[name]().render(record)
+    text = renderer_class(name)().render(record)
     if name == "json":
         data = json.loads(text)
         assert validation_errors(data) == [] and data["verdict"]["text"] == record.verdict
@@ -49,7 +49,7 @@ def test_every_renderer_renders_every_record(name, record):
 
 
 def test_terminal_starts_with_the_verdict_and_has_no_colour_when_piped():
-    text = RENDERERS["terminal"](color=False).render(FULL)
+    text = renderer_class("terminal")(color=False).render(FULL)
     assert text.splitlines()[0] == f"✗ {FULL.verdict}"
     assert "\x1b[" not in text
     assert all(line == line.rstrip() for line in text.splitlines())
@@ -58,18 +58,18 @@ def test_terminal_starts_with_the_verdict_and_has_no_colour_when_piped():
 
 
 def test_terminal_colours_on_a_terminal():
-    assert "\x1b[" in RENDERERS["terminal"](color=True).render(FULL)
+    assert "\x1b[" in renderer_class("terminal")(color=True).render(FULL)
 
 
 def test_healthy_verdict_says_yes_and_names_the_gpu():
-    first = RENDERERS["terminal"]().render(HEALTHY).splitlines()[0]
+    first = renderer_class("terminal")().render(HEALTHY).splitlines()[0]
     assert first.startswith("✓ Yes: TensorFlow 2.21.0 ran a matmul on /job:localhost")
     assert "NVIDIA H100 80GB HBM3 (compute capability 9.0)" in first
     assert "; but: GPU 0 (NVIDIA H100 80GB HBM3) is shared" in first  # the worst finding follows
 
 
 def test_verbose_adds_the_library_table():
-    text = RENDERERS["terminal"](verbose=True).render(FULL)
+    text = renderer_class("terminal")(verbose=True).render(FULL)
     assert "libcudart.so.12" in text and "missing (nvidia-cuda-runtime-cu12)" in text
 
 
@@ -143,14 +143,14 @@ def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
 
 def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck_marked():
     record = Record.diagnose("run", _input_bound_run())
-    text = RENDERERS["terminal"]().render(record)
+    text = renderer_class("terminal")().render(record)
     assert (
         "tf.data pipeline built at train.py:44, read by the loop over the dataset: 80 elements; runs as "
         "Range → Map → Prefetch*; slowest stage Map(parse at train.py:41) (60.0 ms per "
         "element, sequential)"
     ) in " ".join(text.split())
     assert "Pipeline stages" not in text
-    verbose = RENDERERS["terminal"](verbose=True).render(record)
+    verbose = renderer_class("terminal")(verbose=True).render(record)
     marked = [line for line in verbose.splitlines() if "▶" in line]
     assert len(marked) == 2  # one bottleneck per pipeline with stages
     assert "Map" in marked[0] and "parse at train.py:41" in marked[0] and "python" in marked[0]
@@ -161,9 +161,9 @@ def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck
     cheap = replace(first.stages[1], self_time_per_element_s=3.8e-5)
     fast = replace(first, stages=(first.stages[0], cheap, *first.stages[2:]))
     quick = replace(run, tfdata=replace(run.tfdata, pipelines=(fast, *run.tfdata.pipelines[1:])))
-    text = " ".join(RENDERERS["terminal"]().render(Record.diagnose("run", quick)).split())
+    text = " ".join(renderer_class("terminal")().render(Record.diagnose("run", quick)).split())
     assert "slowest stage Map(parse at train.py:41) (38.0 µs per element, sequential)" in text
-    verbose = RENDERERS["terminal"](verbose=True).render(Record.diagnose("run", quick))
+    verbose = renderer_class("terminal")(verbose=True).render(Record.diagnose("run", quick))
     assert "38.0 µs" in verbose
 
 
@@ -302,8 +302,8 @@ def test_the_default_view_is_brief_and_verbose_has_it_all():
         Finding(id="input.no-prefetch", severity="low", title="Low one", evidence=evidence),
     ]
     record = Record(command="run", facts=Facts(), findings=findings)
-    brief = RENDERERS["terminal"]().render(record)
-    full = RENDERERS["terminal"](verbose=True).render(record)
+    brief = renderer_class("terminal")().render(record)
+    full = renderer_class("terminal")(verbose=True).render(record)
     # the medium finding: 8 evidence lines, then what --verbose adds
     assert "figure_7: 7" in brief and "figure_8" not in brief
     assert "   … 5 more (--verbose)" in brief
@@ -327,11 +327,11 @@ def test_after_the_first_five_findings_each_is_one_line():
         )
         for n in range(1, 8)
     ]
-    brief = RENDERERS["terminal"]().render(Record(command="run", facts=Facts(), findings=findings))
+    brief = renderer_class("terminal")().render(Record(command="run", facts=Facts(), findings=findings))
     assert "fix_5()" in brief and "fix_6()" not in brief and "fix_7()" not in brief
     assert "7. MEDIUM input.no-cache  Medium 7" in brief
     assert "(the first 5 in detail; --verbose" in brief
-    full = RENDERERS["terminal"](verbose=True).render(
+    full = renderer_class("terminal")(verbose=True).render(
         Record(command="run", facts=Facts(), findings=findings)
     )
     assert "fix_7()" in full and "in detail" not in full
@@ -351,10 +351,10 @@ def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
         "9 stalls every 200 steps, 1,800.0 ms each: tf.train.Checkpoint.write at train.py:57, "
         "9% of the loop; GC 0.63 s in 613 collections"
     )
-    terminal = RENDERERS["terminal"]().render(record)
+    terminal = renderer_class("terminal")().render(record)
     assert any(line.startswith("Stalls") and row in line for line in terminal.splitlines())
-    assert row in page_text(RENDERERS["html"]().render(record))
-    assert "Stalls" not in RENDERERS["terminal"]().render(rb.watched_run())
+    assert row in page_text(renderer_class("html")().render(record))
+    assert "Stalls" not in renderer_class("terminal")().render(rb.watched_run())
 
 
 def _between_steps_line(
@@ -457,7 +457,7 @@ def test_a_fix_two_findings_share_is_printed_once():
         Finding("input.python-function", "high", "Input stage runs Python", fix=fix),
     ]
     record = Record(command="run", facts=Facts(), findings=findings)
-    text = RENDERERS["terminal"]().render(record)
+    text = renderer_class("terminal")().render(record)
     assert text.count("ds = ds.prefetch(2)") == 1
     assert "fix: the same as finding 1's above" in text
 
@@ -474,7 +474,7 @@ def test_a_run_with_no_gpu_and_no_target_says_how_to_see_what_a_gpu_would_wait_o
         steps=StepFacts(source="tf-data", marker="next()", count=400, median_s=0.009),
     )
     assert program_notes(cpu_only) == [NO_GPU_NOTE]
-    text = " ".join(RENDERERS["terminal"]().render(Record.diagnose("run", cpu_only)).split())
+    text = " ".join(renderer_class("terminal")().render(Record.diagnose("run", cpu_only)).split())
     assert "note: no GPU here: the steps ran on the CPU" in text
     assert "--target A100" in NO_GPU_NOTE
     assert program_notes(replace(cpu_only, target=TargetFacts(requested="A100"))) != [NO_GPU_NOTE]

@@ -15,7 +15,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
 from gpuwhy.modes.merge import merge
 from gpuwhy.record import Record
-from gpuwhy.report.renderers import RENDERERS
+from gpuwhy.report.renderers import renderer_class
 from gpuwhy.report.run.sarif import SarifRenderer
 from gpuwhy.rules import get_rule
 from tests import builders_tfdata as t
@@ -291,7 +291,7 @@ def test_a_merged_record_names_the_workers_and_an_info_finding_is_informational(
 
 
 def test_sarif_is_a_registered_format():
-    assert RENDERERS["sarif"] is SarifRenderer
+    assert renderer_class("sarif") is SarifRenderer
     assert SarifRenderer.file_extension == "sarif"
 
 
