@@ -796,13 +796,17 @@ NUMPY_FLOAT_MAKERS = frozenset(
      "logspace", "zeros", "ones", "empty", "eye", "identity"}
 )  # fmt: skip
 GENERATORS = ("default_rng", "RandomState", "Generator")
+# Library calls that return a float64 NumPy array and take no dtype: Keras 3's one-hot
+# labels (``keras.utils.to_categorical(y, 10)``, the labels of most Keras examples)
+FLOAT64_RETURNING = frozenset({"to_categorical"})
 
 
 def numpy_float64_makers(tree: ast.Module) -> list[ast.Call]:
     """Each call of ``tree`` that makes a float64 NumPy array (``rng.normal(size=...)``,
     ``np.random.rand(...)``, ``np.zeros(...)``, ``np.empty(...)``) with no dtype of its
-    own and no ``.astype`` after it: where a program's float64 comes from, data and
-    initial weights alike (a float32 array times a Python float stays float32)."""
+    own and no ``.astype`` after it, or that returns one (``to_categorical(y, 10)``):
+    where a program's float64 comes from, data, labels and initial weights alike (a
+    float32 array times a Python float stays float32)."""
     numpy = {
         a.asname or a.name
         for n in ast.walk(tree)
@@ -825,6 +829,9 @@ def numpy_float64_makers(tree: ast.Module) -> list[ast.Call]:
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or id(node) in cast:
+            continue
+        if _callee(node) in FLOAT64_RETURNING:
+            found.append(node)
             continue
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr not in NUMPY_FLOAT_MAKERS:

@@ -380,3 +380,26 @@ def test_keras_is_named_as_the_script_imports_it():
     assert spelled("import tensorflow as tf\nfrom tensorflow.keras import layers\n") == "tf.keras"
     assert spelled("import tensorflow\n") == "tensorflow.keras"
     assert spelled("import numpy as np\n") is None
+
+
+def test_float64_makers_are_numpy_s_untyped_calls_and_keras_one_hot_labels(tmp_path):
+    """keras.utils.to_categorical returns float64 (Keras 3 takes no dtype): its call is
+    where a program's float64 labels come from, unless it is cast after."""
+    from gpuwhy.source_calls import numpy_float64_calls
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import numpy as np\nimport keras\n"
+        "x = np.random.rand(8, 4)\n"
+        "y = keras.utils.to_categorical(labels, 10)\n"
+        "z = to_categorical(labels).astype('float32')\n"
+        "w = np.zeros(3, dtype='float32')\n"
+    )
+    assert numpy_float64_calls(str(script)) == [
+        (3, "np.random.rand(8, 4)"),
+        (4, "keras.utils.to_categorical(labels, 10)"),
+    ]
+    import keras
+    import numpy as np
+
+    assert keras.utils.to_categorical(np.arange(3), 3).dtype == np.float64  # still so

@@ -92,6 +92,10 @@ class OpGroup:
     # the most elements a float64 tensor of these ops holds (their examples' static
     # shapes); None: no float64, or a size not known
     float64_elements: int | None = None
+    # the same with each dimension not known (a traced batch's) counted once: the most
+    # a float64 tensor holds per row of its batch (one-hot labels: the classes); None:
+    # no float64, or a rank not known
+    float64_row_elements: int | None = None
 
 
 @dataclass(frozen=True)

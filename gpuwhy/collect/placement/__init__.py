@@ -350,15 +350,20 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                 float64_elements=_float64_elements(bucket["examples"])
                 if "float64" in ins + outs
                 else None,
+                float64_row_elements=_float64_elements(bucket["examples"], per_row=True)
+                if "float64" in ins + outs
+                else None,
             )
         )
     groups.sort(key=lambda g: (g.computes_on == "GPU", g.computes_on == "host", -g.count, g.op))
     return tuple(groups)
 
 
-def _float64_elements(examples: list) -> int | None:
+def _float64_elements(examples: list, per_row: bool = False) -> int | None:
     """The most elements a float64 input or output of the example nodes holds (static
-    shapes; None if one is unknown): float64 work is its size, a scalar costs nothing."""
+    shapes; None if one is unknown): float64 work is its size, a scalar costs nothing.
+    ``per_row``: each dimension not known (the batch's, in a traced step) counted once,
+    so a one-hot label of ten classes holds 10 whatever the batch."""
     most = 0
     for a, node_id in examples:
         node = a.placed.flat.nodes[node_id]
@@ -372,21 +377,21 @@ def _float64_elements(examples: list) -> int | None:
                 shape = (graph_ops.input_shape if kind == "in" else graph_ops.output_shape)(
                     graph, node.name, index
                 )
-                size = _elements(shape)
+                size = _elements(shape, per_row)
                 if size is None:
                     return None
                 most = max(most, size)
     return most
 
 
-def _elements(shape: tuple[int | None, ...] | None) -> int | None:
+def _elements(shape: tuple[int | None, ...] | None, per_row: bool = False) -> int | None:
     if shape is None:
         return None
     size = 1
     for d in shape:
-        if d is None:
+        if d is None and not per_row:
             return None
-        size *= d
+        size *= 1 if d is None else d
     return size
 
 

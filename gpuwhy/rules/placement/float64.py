@@ -54,6 +54,13 @@ _NOT_COMPUTE = frozenset(
 _GAIN = "float32 runs 2x (data-centre GPUs) to 32-64x (consumer GPUs) faster than float64"
 _FLOATX_LINE = "keras.config.set_floatx('float32')          # if the model was made float64"
 _HEAVY = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "Einsum")
+# A float64 tensor of at most this many values (512 KiB) is read, computed and written in
+# less than a kernel launch's few microseconds on any GPU, even at a consumer part's 1/64
+# float64 rate: its op costs what its float32 twin costs
+SMALL_ELEMENTS = 65_536
+# The same per row of a batch the trace does not size (fit's steps): one-hot labels and
+# class scores of up to a thousand classes, SMALL_ELEMENTS at a batch of 64
+SMALL_ROW = 1_024
 
 
 class Float64(Rule):
@@ -69,6 +76,10 @@ class Float64(Rule):
     Ops whose float64 tensors are all scalars are left out (a scalar costs its launch,
     whatever its dtype), and so is float64 that only enters the step, cast at once:
     that is data, reported low with the bytes it adds to each step's input copy.
+    Float64 ops whose tensors are all small (at most 65,536 values, or 1,024 a batch
+    row where the trace leaves the batch unsized: one-hot labels from
+    `keras.utils.to_categorical`, which returns float64, meeting a metric's `argmax`)
+    are low: each takes a kernel launch's time on any GPU, float64 or not.
     The ops are read from the placement audit of the `tf.function`s the program ran;
     a program that runs its step eagerly (no `tf.function`: a `GradientTape` loop on
     NumPy arrays and variables made from them) is read from the eager op counter
@@ -156,6 +167,26 @@ class Float64(Rule):
         floatx = [] if placement.keras_floatx == "float32" else [_FLOATX_LINE]
         fix = "\n".join([*floatx, *_numpy_fix(facts)])
         title = f"{total} float64 op{'s' if total > 1 else ''} in the step: {op_list(groups)}"
+        small = _small_size(groups) if not heavy else None
+        if small is not None:
+            most, per_row = small
+            title += f"; each on at most {most:,} float64 values{' a batch row' if per_row else ''}"
+            evidence["float64_values_at_most"] = most
+            evidence["float64_values_per"] = "batch row" if per_row else "tensor"
+            return [
+                self.finding(
+                    title,
+                    severity="low",
+                    evidence=evidence,
+                    fix=fix,
+                    estimated_gain=(
+                        "little at this size: a float64 op on so few values takes a kernel "
+                        "launch's time on any GPU, as its float32 twin does; float32 halves "
+                        "their bytes"
+                    ),
+                    location=location,
+                )
+            ]
         if placement.keras_floatx == "float64":
             set_at = placement.floatx_set_at
             title += "; Keras' float type is float64" + (f" (set at {set_at})" if set_at else "")
@@ -297,6 +328,19 @@ class Float64(Rule):
 
 
 MAX_NUMPY_SITES = 6  # NumPy float64 arrays a fix names; the rest are counted
+
+
+def _small_size(groups: list[Any]) -> tuple[int, bool] | None:
+    """The most values the groups' float64 tensors hold, where every one holds at most
+    SMALL_ELEMENTS (or SMALL_ROW a row, its batch not sized by the trace: then True);
+    None where one is larger or not known."""
+    known = [g.float64_elements for g in groups]
+    if all(n is not None and n <= SMALL_ELEMENTS for n in known):
+        return max(n for n in known if n is not None), False
+    rows = [g.float64_row_elements for g in groups]
+    if all(n is not None and n <= SMALL_ROW for n in rows):
+        return max(n for n in rows if n is not None), True
+    return None
 
 
 def _numpy_fix(facts: Facts) -> list[str]:

@@ -961,11 +961,38 @@ def test_float64_scalars_cost_a_launch_and_are_not_float64_compute():
     # tf.nn.ctc_loss takes the log of a float64 scalar: no float64 work to speak of
     scalar_log = b.op_group("Log", in_dtypes=("float64",), float64_elements=1)
     assert run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (scalar_log,))) == []
-    sized = replace(scalar_log, float64_elements=320)  # a [32, 10] batch of logits
+    sized = replace(scalar_log, float64_elements=320_000)  # a [32, 10000] batch of logits
     unknown = replace(scalar_log, float64_elements=None)
     for group in (sized, unknown):
         (finding,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (group,)))
         assert finding.severity == "medium"
+
+
+def test_float64_ops_on_label_sized_tensors_are_low():
+    """One-hot labels (keras.utils.to_categorical returns float64) meeting an accuracy
+    metric's argmax in fit's step: [None, 10] tensors, a kernel launch's work on any GPU
+    in float64 or not. Low, saying how small; a row or a tensor past the bounds stays
+    medium, and a matmul stays high whatever its size."""
+    labels = [
+        b.op_group(op, in_dtypes=("float64",), locations=("train.py:22",),
+                   float64_elements=None, float64_row_elements=10)
+        for op in ("ArgMax", "Equal")
+    ]  # fmt: skip
+    (finding,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + tuple(labels)))
+    assert finding.severity == "low"
+    assert finding.title.endswith("; each on at most 10 float64 values a batch row")
+    assert finding.evidence["float64_values_at_most"] == 10
+    assert finding.evidence["float64_values_per"] == "batch row"
+    assert finding.estimated_gain.startswith("little at this size")
+    logits = replace(labels[0], float64_elements=320, float64_row_elements=10)  # [32, 10]
+    (known,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (logits,)))
+    assert known.severity == "low" and known.title.endswith("at most 320 float64 values")
+    wide = replace(labels[1], float64_row_elements=4096)  # a [None, 4096] activation
+    (mixed,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (labels[0], wide)))
+    assert mixed.severity == "medium" and "at most" not in mixed.title
+    matmul = replace(labels[0], op="MatMul", float64_elements=64)
+    (heavy,) = run(Float64, b.placement_facts(groups=CLEAN_GROUPS + (matmul,)))
+    assert heavy.severity == "high"
 
 
 def test_ops_in_the_step_and_its_evaluation_are_counted_in_each_function_named():
