@@ -324,6 +324,21 @@ def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt
     return found
 
 
+def assigned_names(filename: str, line: int) -> tuple[str, ...]:
+    """The plain names the assignment spanning ``line`` binds, in order (``train_ds,
+    val_ds = helper(...)`` gives both); empty where the line is in no assignment of
+    names alone (an attribute, a subscript, several targets)."""
+    tree = _tree(filename)
+    statement = _innermost(tree, line, (ast.Assign,)) if tree is not None else None
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return ()
+    target = statement.targets[0]
+    names = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+    if not all(isinstance(n, ast.Name) for n in names):
+        return ()
+    return tuple(n.id for n in names if isinstance(n, ast.Name))
+
+
 def step_code(
     filename: str,
     shown: str,

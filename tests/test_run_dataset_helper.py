@@ -184,3 +184,79 @@ def test_a_helper_that_shuffles_gets_a_cache_that_keeps_reshuffling(tmp_path):
     assert lines[before]["examples"] == lines[after]["examples"]
     assert lines[before]["batches"] == lines[after]["batches"] == str([16] * 6)
     assert lines[after]["reshuffled"] == "True"
+
+
+SPLIT = (
+    IMAGES.split("train_ds =")[0]
+    + """\
+batch_size = 16
+train_ds, val_ds = keras.utils.image_dataset_from_directory(root, validation_split=0.25, subset="both", seed=1, image_size=(16, 16), batch_size=batch_size)
+for name, ds in (("train", train_ds), ("val", val_ds)):
+    epochs = [list(ds.as_numpy_iterator()) for _ in range(2)]
+    examples = collections.Counter(
+        (x.tobytes(), int(y)) for xs, ys in epochs[0] for x, y in zip(xs, ys)
+    )
+    digest = hashlib.sha256(repr(sorted(examples.items())).encode()).hexdigest()
+    print(name + "-examples", digest, sum(examples.values()))
+    print(name + "-batches", [len(ys) for _, ys in epochs[0]])
+    print(name + "-reshuffled", any(
+        not np.array_equal(a[1], b[1]) for a, b in zip(epochs[0], epochs[1])
+    ))
+"""
+)
+
+
+def test_a_helper_s_validation_split_keeps_its_files_and_both_subsets_are_cached(tmp_path):
+    """validation_split with subset="both": the call returns (training, validation), so
+    `.cache()` after it fails (a list has none), and unshuffled it would split other
+    files (the sorted paths: the last class would be the validation set). The fix keeps
+    the helper's shuffle, unbatched, and caches each subset by the program's own names
+    and batch size; pasted, each subset holds the same images in batches of the same
+    sizes, and the training one is reshuffled every epoch."""
+    from dataclasses import replace
+
+    from gpuwhy.rules.input.no_cache import NoCache
+    from gpuwhy.source_calls import library_call
+    from tests import builders_tfdata as t
+
+    program = tmp_path / "images.py"
+    program.write_text(SPLIT)
+    line = 1 + SPLIT.splitlines().index(
+        next(x for x in SPLIT.splitlines() if x.startswith("train_ds, val_ds ="))
+    )
+    call = library_call(str(program), line)
+    assert call is not None and "subset='both'" in call
+    at = dict(by_library=True, location=f"{program}:{line}", written_calls=("",))
+    stages = [
+        t.stage("TensorSlice", "source", written_as=("from_tensor_slices",), self_time_s=0.01),
+        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.01),
+        t.shuffle(),
+        t.stage("MapAndBatch", "map", written_as=("map", "batch"), ratio=16.0, parallelism=2),
+    ]
+    pipeline = t.pipeline(
+        *(replace(s, **at) for s in stages),
+        t.prefetch(),
+        bottleneck=3,
+        helper_call=call,
+        cardinality=5,
+        elements=15,
+    )
+    (finding,) = NoCache().check(t.facts(pipeline, steps=t.fit_steps(0.5)), dict(NoCache.options))
+    assert "Shuffle" not in finding.title  # the helper's shuffle is rebuilt, not cached
+    assert finding.fix.splitlines()[-4:] == [
+        "keras.utils.image_dataset_from_directory(root, validation_split=0.25, "
+        "subset='both', seed=1, image_size=(16, 16), batch_size=None)",
+        "# then, after that statement:",
+        "train_ds = train_ds.cache().shuffle(80).batch(batch_size)",
+        "val_ds = val_ds.cache().batch(batch_size)",
+    ]
+    pasted, *_ = paste.pasted(SPLIT, finding.fix, {})
+    (tmp_path / "pasted.py").write_text(pasted)
+    before = _run(str(program), str(tmp_path / "a"), cwd=tmp_path)
+    after = _run("pasted.py", str(tmp_path / "b"), cwd=tmp_path)
+    assert before.returncode == 0 and after.returncode == 0, after.stderr[-2000:]
+    lines = {r: dict(line.split(" ", 1) for line in r.stdout.splitlines()) for r in (before, after)}
+    for name in ("train", "val"):
+        assert lines[before][f"{name}-examples"] == lines[after][f"{name}-examples"], name
+        assert lines[before][f"{name}-batches"] == lines[after][f"{name}-batches"], name
+    assert lines[after]["train-reshuffled"] == "True"

@@ -43,6 +43,8 @@ IN_MEMORY_SOURCES = ("from_tensor_slices", "from_tensors", "range")
 ALTERNATIVE = "# or: "
 # the next line of the same alternative (two "# or:" lines read as two alternatives)
 ALTERNATIVE_THEN = "#  and: "
+# the statements below it go after the statement the replaced call is in, not before
+THEN_AFTER = "# then, after that statement:"
 
 
 def in_place_of(stage: PipelineStage, new: str, api: str | None = None) -> list[str]:

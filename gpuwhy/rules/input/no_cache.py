@@ -18,6 +18,7 @@ from gpuwhy.fixes import dataset_calls, pipeline_code
 from gpuwhy.fixes.pipeline_evidence import pipeline_name, stage_table, wait_evidence
 from gpuwhy.formatting import stage_label
 from gpuwhy.rules.base import Rule
+from gpuwhy.source_calls import assigned_names
 
 GiB = 1024**3
 # Stages after which a cache would freeze what must change every epoch.
@@ -103,6 +104,9 @@ class NoCache(Rule):
     default of the directory helpers) reshuffles before its batch every epoch: a cache
     after it would keep the first epoch's order and batches, so the fix builds it with
     `batch_size=None, shuffle=False`, caches, then shuffles and batches after the cache.
+    With `validation_split` the helper's shuffle stays (unshuffled, the split would take
+    other files: the sorted paths, class by class) and runs once, into the cache; with
+    `subset="both"` the call returns two datasets, each cached on its own.
 
     ## Options
     - `max_memory_fraction`: largest share of host memory the cached data may take
@@ -206,8 +210,11 @@ class NoCache(Rule):
         if wait is not None:
             evidence.update(wait_evidence(wait))
         evidence["stages"] = stage_table(pipeline)
+        # the helper's own shuffle is rebuilt by the fix, not cached as it runs: it
+        # orders the elements anew every pass, the same work it is not
+        repeated = [s for s in prefix if s is not reshuffled]
         return self.finding(
-            f"Stages {', '.join(stage_label(s) for s in prefix)} redo the same work every "
+            f"Stages {', '.join(stage_label(s) for s in repeated)} redo the same work every "
             f"pass ({share:.0%} of the pipeline's time, {passes:.1f} passes read); their "
             f"output (~{_size(size)}) fits in memory",
             severity=self.severity if waits else "low",
@@ -348,35 +355,72 @@ def _helper_fix(
         new = dataset_calls.chained(call, ".cache()")
         return "\n".join([head, f"# {where}{pipeline_code.IN_PLACE_OF}{call}", new])
     batch = _helper_batch(pipeline, call)
-    examples = round(per_pass * int(batch)) if batch.isdigit() else "<examples per epoch>"
-    unshuffled = dataset_calls.with_keywords(call, batch_size="None", shuffle="False")
-    new = dataset_calls.chained(
-        unshuffled,
-        ".cache()",
-        f".shuffle({examples})",
-        f".batch({batch})",
+    ran = batch if batch.isdigit() else _ran_batch(pipeline)
+    examples = round(per_pass * int(ran)) if ran is not None else "<examples per epoch>"
+    # a validation_split is made from the files as the helper's shuffle (and its seed)
+    # orders them: unshuffled, each subset would hold other files (sorted by class)
+    split = dataset_calls.keyword(call, "validation_split") is not None
+    built = (
+        dataset_calls.with_keywords(call, batch_size="None")
+        if split
+        else dataset_calls.with_keywords(call, batch_size="None", shuffle="False")
     )
+    how = (
+        "Built unbatched (its own shuffle then runs once, into the cache, and splits the "
+        "files as before), cached, then shuffled anew every epoch"
+        if split
+        else "Built unshuffled and unbatched, cached, then shuffled anew every epoch"
+    )
+    lines = [
+        head,
+        "# it shuffles inside (shuffle=True): a cache after it would keep the first "
+        f"epoch's order and batches. {how} (the buffer holds one epoch's examples):",
+        f"# {where}{pipeline_code.IN_PLACE_OF}{call}",
+    ]
+    names = _both_subsets(call, after)
+    if names is None:
+        new = dataset_calls.chained(built, ".cache()", f".shuffle({examples})", f".batch({batch})")
+        return "\n".join([*lines, new])
+    # subset="both" returns (training, validation): each cached on its own
+    train, validation = names
     return "\n".join(
         [
-            head,
-            "# it shuffles inside (shuffle=True): a cache after it would keep the first "
-            "epoch's order and batches. Built unshuffled and unbatched, cached, then "
-            "shuffled anew every epoch (the buffer holds one epoch's examples):",
-            f"# {where}{pipeline_code.IN_PLACE_OF}{call}",
-            new,
+            *lines,
+            built,
+            pipeline_code.THEN_AFTER,
+            f"{train} = {train}.cache().shuffle({examples}).batch({batch})",
+            f"{validation} = {validation}.cache().batch({batch})",
         ]
     )
 
 
+def _both_subsets(call: str, after: PipelineStage) -> tuple[str, str] | None:
+    """The two names a ``subset="both"`` call's (training, validation) pair is assigned
+    to, from the program's line; None for a call of one subset (or names not read)."""
+    subset = dataset_calls.keyword(call, "subset")
+    if subset is None or subset.strip("'\"") != "both" or not after.location:
+        return None
+    path, _, line = after.location.rpartition(":")
+    names = assigned_names(path, int(line)) if line.isdigit() else ()
+    return (names[0], names[1]) if len(names) == 2 else None
+
+
 def _helper_batch(pipeline: PipelineFacts, call: str) -> str:
-    """The helper's batch size: as written, else the batch its stages ran with."""
+    """The helper's batch size: as written (a number, or the program's name for it),
+    else the batch its stages ran with."""
     written = dataset_calls.keyword(call, "batch_size")
     if written is not None:
         return written
+    ran = _ran_batch(pipeline)
+    return ran if ran is not None else "<batch size>"
+
+
+def _ran_batch(pipeline: PipelineFacts) -> str | None:
+    """The batch the helper's stages ran with (elements in per element out)."""
     for stage in pipeline.stages:
         if stage.by_library and "batch" in stage.written_as and stage.ratio > 1:
             return str(round(stage.ratio))
-    return "<batch size>"
+    return None
 
 
 def _size(size: float) -> str:

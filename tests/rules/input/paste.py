@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuwhy.fixes.pipeline_code import ALTERNATIVE, ALTERNATIVE_THEN, IN_PLACE_OF
+from gpuwhy.fixes.pipeline_code import ALTERNATIVE, ALTERNATIVE_THEN, IN_PLACE_OF, THEN_AFTER
 from gpuwhy.source_calls import call_text
 
 _MARKER = re.compile(
@@ -37,6 +37,7 @@ class Fix:
     replacements: list[tuple[int | None, str, str]] = field(default_factory=list)
     leave_out: list[tuple[int | None, str]] = field(default_factory=list)
     alternatives: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)  # below THEN_AFTER
 
 
 def parse(fix: str) -> Fix:
@@ -52,6 +53,9 @@ def parse(fix: str) -> Fix:
             parsed.replacements.append((at, marker["old"], lines[index + 1]))
             index += 2
             continue
+        if line == THEN_AFTER:
+            parsed.after = [x for x in lines[index + 1 :] if x.strip() and not x.startswith("#")]
+            break
         if leave:
             parsed.leave_out.append((int(leave["line"]) if leave["line"] else None, leave["old"]))
         elif line.startswith(ALTERNATIVE):
@@ -104,6 +108,25 @@ def _span(source: str, call: ast.Call, fragment: bool) -> tuple[int, int]:
     return start, end
 
 
+def _insert_after(source: str, statements: list[str], line: int) -> str:
+    """``statements`` after the simple statement holding ``line``, at its indentation."""
+    holder = _holder(source, line)
+    at = _offsets(source)[holder.end_lineno or holder.lineno]
+    indent = " " * holder.col_offset
+    return source[:at] + "".join(indent + s + "\n" for s in statements) + source[at:]
+
+
+def _holder(source: str, line: int) -> ast.stmt:
+    holder = None
+    for node in ast.walk(ast.parse(source)):
+        compound = ast.FunctionDef | ast.ClassDef | ast.If | ast.For | ast.While | ast.With
+        if isinstance(node, ast.stmt) and not isinstance(node, compound):
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                holder = node
+    assert holder is not None, f"no statement at line {line}"
+    return holder
+
+
 def _statement_start(source: str, line: int) -> tuple[int, str]:
     """Offset and indentation of the innermost simple statement holding ``line``."""
     holder = None
@@ -150,6 +173,10 @@ def pasted(source: str, fix: str, placeholders: dict[str, str]) -> list[str]:
             main = _leave_out(main, old, at)
     if statements:
         main = _insert(main, statements, min(line or 0 for line, _, _ in parsed.replacements))
+    if parsed.after:
+        main = _insert_after(
+            main, parsed.after, max(line or 0 for line, _, _ in parsed.replacements)
+        )
     versions.append(main)
     if parsed.alternatives:
         assert parsed.replacements, "an alternative to nothing"
