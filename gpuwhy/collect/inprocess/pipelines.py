@@ -92,9 +92,16 @@ POLL_S = 1.0  # between two reads of a live iterator's model
 # An iterator older than this, read by the poll, is not read again as it is freed: TF
 # frees it after its autotune thread wakes, and a model read just before the free was
 # seen to make that wait last (52 s for a 150 s-old iterator, 0.14 s with the read 1 s
-# earlier; TF's autotune period grows with the iterator's age up to a minute). Its poll
-# read, at most POLL_S old, stands: a second of counts out of more than this many.
-FINAL_READ_MAX_AGE_S = 20.0
+# earlier; TF's autotune period grows with the iterator's age up to a minute, and the
+# wait lasts up to the rest of it). Its poll read, at most POLL_S old, stands. It was
+# 20 s: a new user's epochs of 11 s (keras-io's image classification from scratch) then
+# began 9.4 s late under gpuwhy run (the iterator of the epoch before freed at 20.47 s
+# of its life) in 2 of 2 watched runs, 0 of 2 plain ones; and a read just before the
+# free doubles TF's teardown after it (0.61 -> 0.98 ms, 320 teardowns: docs/speed.md).
+# Younger ones are still read as they are freed: a loop that began long after its
+# iterator (Keras traces its step in between, for seconds) may run all its elements
+# between two polls, and its wait, if the race goes wrong, lasts at most about its age.
+FINAL_READ_MAX_AGE_S = 5.0
 MIN_WAIT_S = 0.01  # a read due sooner than this (or overdue) is looked at FIRST_POLL_S on
 BUDGET = 0.005  # of the run's wall time that model reads may take
 FINAL_BUDGET = 0.02  # ... counting the last reads of freed iterators
