@@ -308,7 +308,7 @@ def test_the_default_view_is_brief_and_verbose_has_it_all():
     assert "figure_7: 7" in brief and "figure_8" not in brief
     assert "   … 5 more (--verbose)" in brief
     # the low one: its head line alone
-    low = brief.split("2. LOW")[1]
+    low = brief.split("2. LOW")[1].split("\n(finding")[0]  # its block, not the note after it
     assert "figure_0" not in low and "gpuwhy explain" not in low
     assert all(f"figure_{i}: {i}" in full.split("2. LOW")[1] for i in range(12))
     assert "p5" in full and "more (--verbose)" not in full
@@ -327,10 +327,18 @@ def test_after_the_first_five_findings_each_is_one_line():
         )
         for n in range(1, 8)
     ]
-    brief = renderer_class("terminal")().render(Record(command="run", facts=Facts(), findings=findings))
+    brief = renderer_class("terminal")().render(
+        Record(command="run", facts=Facts(), findings=findings)
+    )
     assert "fix_5()" in brief and "fix_6()" not in brief and "fix_7()" not in brief
     assert "7. MEDIUM input.no-cache  Medium 7" in brief
-    assert "(the first 5 in detail; --verbose" in brief
+    assert "(findings 6-7 in one line; --verbose, or `gpuwhy explain ID`" in brief
+    # a low one among the first five is one line too, and the note says which
+    findings[2] = replace(findings[2], severity="low")
+    mixed = renderer_class("terminal")().render(
+        Record(command="run", facts=Facts(), findings=findings)
+    )
+    assert "fix_3()" not in mixed and "(findings 3 and 6-7 in one line;" in mixed
     full = renderer_class("terminal")(verbose=True).render(
         Record(command="run", facts=Facts(), findings=findings)
     )

@@ -116,12 +116,14 @@ class TerminalRenderer(Renderer):
                         target,
                     )
                 )
-            hidden = len(record.findings) - DETAILED_FINDINGS
-            if not self.verbose and hidden > 0:
+            # the ones said in one line, as they were: low ones whatever their place
+            short = [n for n, f in enumerate(record.findings, 1) if brief(n, f)]
+            if short:
                 console.print(
                     Text(
-                        f"(the first {DETAILED_FINDINGS} in detail; --verbose, or "
-                        "`gpuwhy explain ID`, for the others)",
+                        f"({'finding' if len(short) == 1 else 'findings'} {_runs(short)} in "
+                        "one line; --verbose, or `gpuwhy explain ID`, for their evidence "
+                        "and fix)",
                         style="dim",
                     )
                 )
@@ -479,3 +481,15 @@ def _row_text(row: dict[str, Any], verbose: bool) -> str:
 def _short(value: Any, limit: int = 200) -> str:
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _runs(numbers: list[int]) -> str:
+    """1, 2, 3, 5 as "1-3 and 5": the findings' numbers in runs."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    parts = [f"{r[0]}" if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs]
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
