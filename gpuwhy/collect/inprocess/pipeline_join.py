@@ -30,6 +30,8 @@ def match_stages(written: list, run: list) -> list[JoinedStage]:
     first match, which belong to the source (a reader's file names, the dummy element
     ``from_generator`` flat-maps)."""
     steps = [w for w in written if w.node and not w.noop]
+    if steps and len(run) < len(steps) and not _has_node(steps[0], run):
+        return _match_from_output(steps, run)
     stages: list[JoinedStage] = []
     j = 0
     i = 0
@@ -71,3 +73,55 @@ def match_stages(written: list, run: list) -> list[JoinedStage]:
         i, j, first = i + 1, found + 1, False
     stages.extend(JoinedStage(run=n) for n in run[j:])  # injected prefetch, ...
     return stages
+
+
+def _has_node(step: Any, run: list) -> bool:
+    return any(run_family(n.name) in written_families(step.api) for n in run)
+
+
+def _fused_before(node: Any, earlier: Any, step: Any) -> bool:
+    """``earlier`` and ``step``, written one after the other, run as one fused node."""
+    family = run_family(node.name)
+    return (family == "map_and_batch" and earlier.api == "map" and step.api == "batch") or (
+        family == "shuffle_and_repeat" and earlier.api == "shuffle" and step.api == "repeat"
+    )
+
+
+def _match_from_output(steps: list, run: list) -> list[JoinedStage]:
+    """The join read from the output side, where the source and more of the stages after
+    it have left TF's model: their input was exhausted (a shuffle whose buffer took the
+    whole dataset: ``batch(101).map(split).shuffle(10000).batch(64)`` keeps only the last
+    batch and the prefetch once the buffer is full). Read from the source, the last
+    batch was the first one written. A written transformation upstream of every node
+    still there is a stage with no node (left the model); one with no node between two
+    that are there was removed by TF, as in :func:`match_stages`."""
+    reversed_stages: list[JoinedStage] = []
+    i, j = len(steps) - 1, len(run) - 1
+    while i >= 0:
+        step = steps[i]
+        if j < 0:  # upstream of every node the model still has
+            reversed_stages.append(JoinedStage(written=[step]))
+            i -= 1
+            continue
+        if i > 0 and _fused_before(run[j], steps[i - 1], step):
+            reversed_stages.append(JoinedStage(run=run[j], written=[steps[i - 1], step]))
+            i, j = i - 2, j - 1
+            continue
+        wanted = written_families(step.api)
+        found = next(
+            (
+                k
+                for k in range(j, max(-1, j - LOOKAHEAD - 1), -1)
+                if run_family(run[k].name) in wanted
+            ),
+            None,
+        )
+        if found is None:
+            i -= 1  # no node of its own: eliminated by TF
+            continue
+        reversed_stages.extend(JoinedStage(run=n) for n in reversed(run[found + 1 : j + 1]))
+        reversed_stages.append(JoinedStage(run=run[found], written=[step]))
+        i, j = i - 1, found - 1
+    if j >= 0 and reversed_stages:  # nodes before the first stage's: the source's inputs
+        reversed_stages[-1].absorbed = list(run[: j + 1])
+    return list(reversed(reversed_stages))
