@@ -196,6 +196,23 @@ def test_the_verdicts_input_share_is_drawn_where_the_windows_did_not_time_it():
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
+def test_a_wait_the_steps_line_says_was_not_measured_is_not_drawn():
+    """A next() loop beside fit's steps (tensorflow/text's text generation): the windows
+    the loop timed have a wait, the run as a whole has none (the Steps line: 'input wait
+    not measured for this kind of loop'). The bar drew the loop's windows' wait as the
+    step's; it is the rest, not split, as the Steps line says."""
+    from dataclasses import replace
+
+    facts = loop_facts()
+    windowed = {p.part: p.share for p in step_split(facts).parts}
+    assert windowed["input"] > 0
+    unmeasured = replace(facts, steps=replace(facts.steps, input_wait_fraction=None))
+    shares = {p.part: p.share for p in step_split(unmeasured).parts}
+    assert "input" not in shares
+    assert shares["rest"] == pytest.approx(windowed.get("rest", 0.0) + windowed["input"])
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
 def test_no_split_without_enough_training_steps_or_a_timeline():
     assert step_split(loop_facts(count=20)) is None  # fewer than comparison's 30
     assert step_split(Facts()) is None

@@ -167,6 +167,12 @@ def _with_the_verdicts_wait(shares: dict[str, float], facts: Facts) -> dict[str,
     never contradicts it, also where too few windows timed the wait to split it there."""
     whole = facts.steps.input_wait_fraction if facts.steps is not None else None
     windowed = shares.get("input")
+    if whole is None and facts.steps is not None and windowed is not None:
+        # the Steps line says the wait was not measured (a loop whose wait no timer
+        # reads beside one that was timed: fit's steps beside a next() loop's): the
+        # windows that timed it are not the step's, and the bar does not say otherwise
+        rest = {part: share for part, share in shares.items() if part != "input"}
+        return {**rest, "rest": rest.get("rest", 0.0) + windowed}
     if whole is None or not 0 <= whole <= 1 or (windowed or 0.0) >= 1:
         return shares
     if windowed is None and not whole:
