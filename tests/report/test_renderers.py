@@ -345,6 +345,24 @@ def test_after_the_first_five_findings_each_is_one_line():
     assert "fix_7()" in full and "in detail" not in full
 
 
+def test_a_low_finding_another_s_fix_refers_to_keeps_its_fix():
+    """input.projected-bound's fix says "(input.no-cache gives the line)": the low
+    input.no-cache it names is shown with its fix, not in one line."""
+    from gpuwhy.finding import Finding
+
+    findings = [
+        Finding(id="input.projected-bound", severity="high", title="Bound",
+                fix="cache where it fits (input.no-cache gives the line)"),
+        Finding(id="input.no-cache", severity="low", title="No cache", fix="ds = ds.cache()"),
+        Finding(id="tensorcore.unused", severity="low", title="Float32", fix="mixed_precision()"),
+    ]  # fmt: skip
+    text = renderer_class("terminal")().render(
+        Record(command="run", facts=Facts(), findings=findings)
+    )
+    assert "ds = ds.cache()" in text and "mixed_precision()" not in text
+    assert "(finding 3 in one line;" in text
+
+
 def test_a_run_s_stalls_are_one_row_in_the_terminal_and_the_html():
     cause = StallCause(kind="checkpoint", seconds=16.2, share=0.97, location="train.py:57",
                        detail="tf.train.Checkpoint.write")  # fmt: skip

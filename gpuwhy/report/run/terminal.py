@@ -98,10 +98,23 @@ class TerminalRenderer(Renderer):
         if record.findings:
             console.print()
 
-            def brief(number: int, finding: Finding) -> bool:
+            def briefly(number: int, finding: Finding) -> bool:
                 return not self.verbose and (
                     finding.severity in BRIEF_SEVERITIES or number > DETAILED_FINDINGS
                 )
+
+            # a finding another one's fix refers to ("input.no-cache gives the line")
+            # keeps its own fix in view
+            named = {
+                other.id
+                for n, f in enumerate(record.findings, 1)
+                if not briefly(n, f) and f.fix
+                for other in record.findings
+                if other.id != f.id and other.id in f.fix
+            }
+
+            def brief(number: int, finding: Finding) -> bool:
+                return briefly(number, finding) and finding.id not in named
 
             shared = same_fix_as(record.findings, lambda n, f: not brief(n, f))
             for number, (finding, same) in enumerate(zip(record.findings, shared), 1):
