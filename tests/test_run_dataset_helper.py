@@ -143,11 +143,7 @@ def test_a_helper_that_shuffles_gets_a_cache_that_keeps_reshuffling(tmp_path):
     rebuilds it unshuffled and unbatched, caches, then shuffles and batches every epoch.
     Pasted, the program reads the same images and labels, in batches of the same sizes,
     in a new order every epoch."""
-    from dataclasses import replace
-
-    from gpuwhy.rules.input.no_cache import NoCache
     from gpuwhy.source_calls import library_call
-    from tests import builders_tfdata as t
 
     program = tmp_path / "images.py"
     program.write_text(IMAGES)
@@ -158,22 +154,7 @@ def test_a_helper_that_shuffles_gets_a_cache_that_keeps_reshuffling(tmp_path):
     assert call == (
         "keras.utils.image_dataset_from_directory(root, image_size=(16, 16), batch_size=16, seed=1)"
     )
-    at = dict(by_library=True, location=f"images.py:{line + 1}", written_calls=("",))
-    stages = [
-        t.stage("TensorSlice", "source", written_as=("from_tensor_slices",), self_time_s=0.01),
-        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.01),
-        t.shuffle(),
-        t.stage("MapAndBatch", "map", written_as=("map", "batch"), ratio=16.0, parallelism=2),
-    ]
-    pipeline = t.pipeline(
-        *(replace(s, **at) for s in stages),
-        t.prefetch(),
-        bottleneck=3,
-        helper_call=call,
-        cardinality=6,
-        elements=18,
-    )
-    (finding,) = NoCache().check(t.facts(pipeline, steps=t.fit_steps(0.5)), dict(NoCache.options))
+    finding = _helper_finding(call, f"images.py:{line + 1}", batches=6)
     pasted, *_ = paste.pasted(IMAGES, finding.fix, {})
     assert "batch_size=None, seed=1, shuffle=False).cache().shuffle(96).batch(16)" in pasted
     (tmp_path / "pasted.py").write_text(pasted)
@@ -213,11 +194,7 @@ def test_a_helper_s_validation_split_keeps_its_files_and_both_subsets_are_cached
     the helper's shuffle, unbatched, and caches each subset by the program's own names
     and batch size; pasted, each subset holds the same images in batches of the same
     sizes, and the training one is reshuffled every epoch."""
-    from dataclasses import replace
-
-    from gpuwhy.rules.input.no_cache import NoCache
     from gpuwhy.source_calls import library_call
-    from tests import builders_tfdata as t
 
     program = tmp_path / "images.py"
     program.write_text(SPLIT)
@@ -226,22 +203,7 @@ def test_a_helper_s_validation_split_keeps_its_files_and_both_subsets_are_cached
     )
     call = library_call(str(program), line)
     assert call is not None and "subset='both'" in call
-    at = dict(by_library=True, location=f"{program}:{line}", written_calls=("",))
-    stages = [
-        t.stage("TensorSlice", "source", written_as=("from_tensor_slices",), self_time_s=0.01),
-        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.01),
-        t.shuffle(),
-        t.stage("MapAndBatch", "map", written_as=("map", "batch"), ratio=16.0, parallelism=2),
-    ]
-    pipeline = t.pipeline(
-        *(replace(s, **at) for s in stages),
-        t.prefetch(),
-        bottleneck=3,
-        helper_call=call,
-        cardinality=5,
-        elements=15,
-    )
-    (finding,) = NoCache().check(t.facts(pipeline, steps=t.fit_steps(0.5)), dict(NoCache.options))
+    finding = _helper_finding(call, f"{program}:{line}", batches=5)
     assert "Shuffle" not in finding.title  # the helper's shuffle is rebuilt, not cached
     assert finding.fix.splitlines()[-4:] == [
         "keras.utils.image_dataset_from_directory(root, validation_split=0.25, "
@@ -260,3 +222,30 @@ def test_a_helper_s_validation_split_keeps_its_files_and_both_subsets_are_cached
         assert lines[before][f"{name}-examples"] == lines[after][f"{name}-examples"], name
         assert lines[before][f"{name}-batches"] == lines[after][f"{name}-batches"], name
     assert lines[after]["train-reshuffled"] == "True"
+
+
+def _helper_finding(call: str, location: str, batches: int):
+    """input.no-cache on image_dataset_from_directory's pipeline as TF runs it (its
+    stages at the program's call, three passes of ``batches`` batches of 16)."""
+    from dataclasses import replace
+
+    from gpuwhy.rules.input.no_cache import NoCache
+    from tests import builders_tfdata as t
+
+    at = dict(by_library=True, location=location, written_calls=("",))
+    stages = [
+        t.stage("TensorSlice", "source", written_as=("from_tensor_slices",), self_time_s=0.01),
+        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.01),
+        t.shuffle(),
+        t.stage("MapAndBatch", "map", written_as=("map", "batch"), ratio=16.0, parallelism=2),
+    ]
+    pipeline = t.pipeline(
+        *(replace(s, **at) for s in stages),
+        t.prefetch(),
+        bottleneck=3,
+        helper_call=call,
+        cardinality=batches,
+        elements=3 * batches,
+    )
+    (finding,) = NoCache().check(t.facts(pipeline, steps=t.fit_steps(0.5)), dict(NoCache.options))
+    return finding

@@ -117,6 +117,7 @@ def _insert_after(source: str, statements: list[str], line: int) -> str:
 
 
 def _holder(source: str, line: int) -> ast.stmt:
+    """The innermost simple statement holding ``line``."""
     holder = None
     for node in ast.walk(ast.parse(source)):
         compound = ast.FunctionDef | ast.ClassDef | ast.If | ast.For | ast.While | ast.With
@@ -129,13 +130,7 @@ def _holder(source: str, line: int) -> ast.stmt:
 
 def _statement_start(source: str, line: int) -> tuple[int, str]:
     """Offset and indentation of the innermost simple statement holding ``line``."""
-    holder = None
-    for node in ast.walk(ast.parse(source)):
-        compound = ast.FunctionDef | ast.ClassDef | ast.If | ast.For | ast.While | ast.With
-        if isinstance(node, ast.stmt) and not isinstance(node, compound):
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
-                holder = node
-    assert holder is not None, f"no statement at line {line}"
+    holder = _holder(source, line)
     return _offsets(source)[holder.lineno - 1], " " * holder.col_offset
 
 
