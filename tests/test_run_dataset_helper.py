@@ -212,16 +212,27 @@ def test_a_helper_s_validation_split_keeps_its_files_and_both_subsets_are_cached
         "train_ds = train_ds.cache().shuffle(80).batch(batch_size)",
         "val_ds = val_ds.cache().batch(batch_size)",
     ]
-    pasted, *_ = paste.pasted(SPLIT, finding.fix, {})
-    (tmp_path / "pasted.py").write_text(pasted)
+    # where the program's line is not read (the record reported away from its source),
+    # the pair is cached where it is made, in place of the call
+    unread = _helper_finding(call, f"elsewhere.py:{line}", batches=5)
+    assert unread.fix.splitlines()[-1] == (
+        "tuple(d.cache().shuffle(80).batch(batch_size) if i == 0 else "
+        "d.cache().batch(batch_size) for i, d in enumerate(keras.utils."
+        "image_dataset_from_directory(root, validation_split=0.25, subset='both', seed=1, "
+        "image_size=(16, 16), batch_size=None)))"
+    )
     before = _run(str(program), str(tmp_path / "a"), cwd=tmp_path)
-    after = _run("pasted.py", str(tmp_path / "b"), cwd=tmp_path)
-    assert before.returncode == 0 and after.returncode == 0, after.stderr[-2000:]
-    lines = {r: dict(line.split(" ", 1) for line in r.stdout.splitlines()) for r in (before, after)}
-    for name in ("train", "val"):
-        assert lines[before][f"{name}-examples"] == lines[after][f"{name}-examples"], name
-        assert lines[before][f"{name}-batches"] == lines[after][f"{name}-batches"], name
-    assert lines[after]["train-reshuffled"] == "True"
+    assert before.returncode == 0, before.stderr[-2000:]
+    for n, fix in enumerate((finding.fix, unread.fix)):
+        pasted, *_ = paste.pasted(SPLIT, fix, {})
+        (tmp_path / f"pasted{n}.py").write_text(pasted)
+        after = _run(f"pasted{n}.py", str(tmp_path / f"b{n}"), cwd=tmp_path)
+        assert after.returncode == 0, after.stderr[-2000:]
+        lines = {r: dict(x.split(" ", 1) for x in r.stdout.splitlines()) for r in (before, after)}
+        for name in ("train", "val"):
+            assert lines[before][f"{name}-examples"] == lines[after][f"{name}-examples"], name
+            assert lines[before][f"{name}-batches"] == lines[after][f"{name}-batches"], name
+        assert lines[after]["train-reshuffled"] == "True"
 
 
 def _helper_finding(call: str, location: str, batches: int):

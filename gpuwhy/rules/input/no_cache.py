@@ -377,10 +377,15 @@ def _helper_fix(
         f"epoch's order and batches. {how} (the buffer holds one epoch's examples):",
         f"# {where}{pipeline_code.IN_PLACE_OF}{call}",
     ]
-    names = _both_subsets(call, after)
-    if names is None:
+    if not _both_subsets(call):
         new = dataset_calls.chained(built, ".cache()", f".shuffle({examples})", f".batch({batch})")
         return "\n".join([*lines, new])
+    names = _assigned_pair(after)
+    if names is None:  # the pair, cached where it is made: (training, validation)
+        train = f".cache().shuffle({examples}).batch({batch})"
+        validation = f".cache().batch({batch})"
+        pair = f"tuple(d{train} if i == 0 else d{validation} for i, d in enumerate({built}))"
+        return "\n".join([*lines, pair])
     # subset="both" returns (training, validation): each cached on its own
     train, validation = names
     return "\n".join(
@@ -394,14 +399,17 @@ def _helper_fix(
     )
 
 
-def _both_subsets(call: str, after: PipelineStage) -> tuple[str, str] | None:
-    """The two names a ``subset="both"`` call's (training, validation) pair is assigned
-    to, from the program's line; None for a call of one subset (or names not read)."""
+def _both_subsets(call: str) -> bool:
+    """The call returns (training, validation): ``subset="both"``."""
     subset = dataset_calls.keyword(call, "subset")
-    if subset is None or subset.strip("'\"") != "both" or not after.location:
-        return None
-    path, _, line = after.location.rpartition(":")
-    names = assigned_names(path, int(line)) if line.isdigit() else ()
+    return subset is not None and subset.strip("'\"") == "both"
+
+
+def _assigned_pair(after: PipelineStage) -> tuple[str, str] | None:
+    """The two names the program assigns a helper's (training, validation) pair to, read
+    at its line; None where they are not read (no source here, not two names)."""
+    path, _, line = (after.location or "").rpartition(":")
+    names = assigned_names(path, int(line)) if path and line.isdigit() else ()
     return (names[0], names[1]) if len(names) == 2 else None
 
 
