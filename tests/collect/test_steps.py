@@ -283,4 +283,6 @@ def test_a_custom_loop_and_fit_are_both_counted_and_evaluate_is_not(steps):
     facts, _ = steps.facts(steps.t0, calls)
     assert {(loop.source, loop.count) for loop in facts.loops} == {("tf-data", 8), ("keras-fit", 8)}
     assert facts.count == 16
-    assert facts.marker.endswith(f"next() at {line_of('marker: custom-loop')}")
+    # each loop with its own steps: the 16 before the marker are both loops'
+    assert facts.marker.endswith(f"next() at {line_of('marker: custom-loop')} (8)")
+    assert " (8 steps), and 1 more loop: " in facts.marker

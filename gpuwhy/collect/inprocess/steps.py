@@ -769,9 +769,9 @@ _WHAT = {
 
 def _markers(loops: list[_Loop]) -> str:
     """The marker of the loops counted: one source's loops as :func:`_marker` says them;
-    loops of several sources as the busiest loop's marker and the others after it
-    (``Model.fit at train.py:80, and 2 more loops: next() at train.py:26, calls of
-    gan_step (train.py:68)``)."""
+    loops of several sources as the busiest loop's marker and the others after it, each
+    with its own steps (``Model.fit at train.py:80 (300 steps), and 2 more loops: next()
+    at train.py:26 (40), calls of gan_step (train.py:68) (12)``)."""
     sources = {loop.source for loop in loops}
     if len(sources) == 1 and loops[0].source in _WHAT:
         what, plural, at = _WHAT[loops[0].source]
@@ -779,7 +779,9 @@ def _markers(loops: list[_Loop]) -> str:
     lead = _one_marker(loops[0])
     if len(loops) == 1:
         return lead
-    others = [_one_marker(loop, short=True) for loop in loops[1:4]]
+    # each loop's own steps, where the count before the marker is theirs together
+    lead += f" ({loops[0].count:,} steps)"
+    others = [f"{_one_marker(loop, short=True)} ({loop.count:,})" for loop in loops[1:4]]
     more = f" and {len(loops) - 4} more" if len(loops) > 4 else ""
     plural = "loop" if len(loops) == 2 else "loops"
     return f"{lead}, and {len(loops) - 1} more {plural}: {', '.join(others)}{more}"
