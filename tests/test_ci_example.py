@@ -2,21 +2,24 @@
 unchanged, called as the GitHub and GitLab configs call it, in a project of its own (no
 git) with a small real TensorFlow training script; its baseline recorded by the script's
 own --record-baseline. Then the same program unchanged passes, and two planted
-regressions fail it with the line that says why: a step twice as long, and a new finding.
+regressions fail it with the line that says why: a step twice as long, and a new
+finding.
 
 The training loop is paced, a step every 40 ms (a sleep to the next tick, then a tiny
 model's step): a CPU busy with other jobs moves a compute-bound step, and even a plain
-sleep, by more than 5% between two runs (docs/ci.md shows it), a paced loop's mean step not
-at all; the gate is what is tested here, not this machine's quiet. The pace starts after
-the first call, which traces: paced from before it, the steps after the warm-up caught up
-on the tracing (0.5-1 s on a loaded machine) with steps of no sleep, and the mean step kept
-after warm-up fell below the period by an amount the load set (a step twice as long read
-2.21x in one CI run). The sleep comes before
-the step, not after it: TF's first call after a sleep pays its threads' wake-up (2 ms on
-these machines), which in next() made a 5% input wait, input.bound's threshold, there in
-one run and not in the next (a new finding to the gate). The gate runs the script twice a
-side here (GPUWHY_RUNS=2; the configs' 3 cost a third more), and once a side in one test
-of its own."""
+sleep, by more than 5% between two runs (docs/ci.md shows it), a paced loop's mean step
+not at all; the gate is what is tested here, not this machine's quiet. The pace starts
+after the first call, which traces: paced from before it, the steps after the warm-up
+caught up on the tracing (0.5-1 s on a loaded machine) with steps of no sleep, and the
+mean step kept after warm-up fell below the period by an amount the load set (a step
+twice as long read 2.21x in one CI run). The sleep comes before the step, not after it:
+TF's first call after a sleep pays its threads' wake-up (2 ms on these machines), which
+in next() made a 5% input wait, input.bound's threshold, there in one run and not in the
+next (a new finding to the gate). The target is 4,096 values wide: float64 on a tensor
+of a few values a row (a loss of one output) is low, a kernel launch's work on any GPU;
+on 4,096 a row it is the medium finding the gate must name. The gate runs the script
+twice a side here (GPUWHY_RUNS=2; the configs' 3 cost a third more), and once a side in
+one test of its own."""
 
 import json
 import os
@@ -43,10 +46,10 @@ PERIOD_S = float(os.environ.get("STEP_PERIOD_MS", "40")) / 1000  # regression: 8
 LOSS_DTYPE = os.environ.get("LOSS_DTYPE", "float32")  # regression: float64
 
 x = np.random.default_rng(0).normal(size=(100 * 32, 16)).astype("float32")
-y = x.sum(axis=1, keepdims=True)
+y = np.repeat(x.sum(axis=1, keepdims=True), 4096, axis=1)  # a wide target
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(2)
 layers = [tf.keras.layers.Dense(32, activation="relu") for _ in range(24)]
-model = tf.keras.Sequential([tf.keras.Input(shape=(16,)), *layers, tf.keras.layers.Dense(1)])
+model = tf.keras.Sequential([tf.keras.Input(shape=(16,)), *layers, tf.keras.layers.Dense(4096)])
 optimizer = tf.keras.optimizers.SGD(0.01)
 
 
