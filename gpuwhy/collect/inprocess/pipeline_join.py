@@ -39,19 +39,10 @@ def match_stages(written: list, run: list) -> list[JoinedStage]:
     while i < len(steps):
         step = steps[i]
         following = steps[i + 1] if i + 1 < len(steps) else None
-        if j < len(run):
-            family = run_family(run[j].name)
-            if following is not None and (
-                (family == "map_and_batch" and step.api == "map" and following.api == "batch")
-                or (
-                    family == "shuffle_and_repeat"
-                    and step.api == "shuffle"
-                    and following.api == "repeat"
-                )
-            ):
-                stages.append(JoinedStage(run=run[j], written=[step, following]))
-                i, j, first = i + 2, j + 1, False
-                continue
+        if j < len(run) and following is not None and _fused_before(run[j], step, following):
+            stages.append(JoinedStage(run=run[j], written=[step, following]))
+            i, j, first = i + 2, j + 1, False
+            continue
         wanted = written_families(step.api)
         found = None
         for k in range(j, min(len(run), j + LOOKAHEAD + 1) if not first else len(run)):
