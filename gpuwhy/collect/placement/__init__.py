@@ -11,6 +11,7 @@ the rules in ``gpuwhy/rules/placement`` and ``gpuwhy/rules/tensorcore``.
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -330,6 +331,7 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
             site = _site(a.placed.flat, node_id)
             if site:
                 locations[site] = None
+        sizes = _float64_sizes(bucket["examples"]) if "float64" in ins + outs else (None, None)
         groups.append(
             OpGroup(
                 op=op,
@@ -347,29 +349,26 @@ def _groups(audited: list[AuditedGraph]) -> tuple[OpGroup, ...]:
                 by_library=bucket.get("library", False) is True,
                 functions=tuple(bucket.get("functions", {})),
                 function_counts=tuple(bucket.get("functions", {}).values()),
-                float64_elements=_float64_elements(bucket["examples"])
-                if "float64" in ins + outs
-                else None,
-                float64_row_elements=_float64_elements(bucket["examples"], per_row=True)
-                if "float64" in ins + outs
-                else None,
+                float64_elements=sizes[0],
+                float64_row_elements=sizes[1],
             )
         )
     groups.sort(key=lambda g: (g.computes_on == "GPU", g.computes_on == "host", -g.count, g.op))
     return tuple(groups)
 
 
-def _float64_elements(examples: list, per_row: bool = False) -> int | None:
-    """The most elements a float64 input or output of the example nodes holds (static
-    shapes; None if one is unknown): float64 work is its size, a scalar costs nothing.
-    ``per_row``: each dimension not known (the batch's, in a traced step) counted once,
-    so a one-hot label of ten classes holds 10 whatever the batch."""
-    most = 0
+def _float64_sizes(examples: list) -> tuple[int | None, int | None]:
+    """The most values a float64 input or output of the example nodes holds (static
+    shapes; None if one is unknown): float64 work is its size, a scalar costs nothing;
+    and the same per row, each dimension not known (the batch's, in a traced step)
+    counted once, so a one-hot label of ten classes holds 10 whatever the batch (None
+    if a rank is unknown). One walk of the nodes for both."""
+    shapes = []
     for a, node_id in examples:
         node = a.placed.flat.nodes[node_id]
         graph = graph_ops.body_graph(a.placed.flat.graphs, node.function)
         if graph is None:
-            return None
+            return None, None
         for kind, types in (("in", node.in_types), ("out", node.out_types)):
             for index, dtype in enumerate(types):
                 if dtype != DT_DOUBLE:
@@ -377,22 +376,13 @@ def _float64_elements(examples: list, per_row: bool = False) -> int | None:
                 shape = (graph_ops.input_shape if kind == "in" else graph_ops.output_shape)(
                     graph, node.name, index
                 )
-                size = _elements(shape, per_row)
-                if size is None:
-                    return None
-                most = max(most, size)
-    return most
-
-
-def _elements(shape: tuple[int | None, ...] | None, per_row: bool = False) -> int | None:
-    if shape is None:
-        return None
-    size = 1
-    for d in shape:
-        if d is None and not per_row:
-            return None
-        size *= 1 if d is None else d
-    return size
+                if shape is None:
+                    return None, None
+                shapes.append(shape)
+    rows = [math.prod(d for d in shape if d is not None) for shape in shapes]
+    whole = [n if None not in shape else None for n, shape in zip(rows, shapes, strict=True)]
+    known = None if None in whole else max((n for n in whole if n is not None), default=0)
+    return known, max(rows, default=0)
 
 
 def _site(flat: FlatGraph, node_id: int) -> str | None:
