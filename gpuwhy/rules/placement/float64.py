@@ -52,6 +52,10 @@ _NOT_COMPUTE = frozenset(
     }
 )
 _GAIN = "float32 runs 2x (data-centre GPUs) to 32-64x (consumer GPUs) faster than float64"
+_SMALL_GAIN = (
+    "little at this size: a float64 op on so few values takes a kernel launch's time on "
+    "any GPU, as its float32 twin does; float32 halves their bytes"
+)
 _FLOATX_LINE = "keras.config.set_floatx('float32')          # if the model was made float64"
 _HEAVY = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "Einsum")
 # A float64 tensor of at most this many values (512 KiB) is read, computed and written in
@@ -173,20 +177,6 @@ class Float64(Rule):
             title += f"; each on at most {most:,} float64 values{' a batch row' if per_row else ''}"
             evidence["float64_values_at_most"] = most
             evidence["float64_values_per"] = "batch row" if per_row else "tensor"
-            return [
-                self.finding(
-                    title,
-                    severity="low",
-                    evidence=evidence,
-                    fix=fix,
-                    estimated_gain=(
-                        "little at this size: a float64 op on so few values takes a kernel "
-                        "launch's time on any GPU, as its float32 twin does; float32 halves "
-                        "their bytes"
-                    ),
-                    location=location,
-                )
-            ]
         if placement.keras_floatx == "float64":
             set_at = placement.floatx_set_at
             title += "; Keras' float type is float64" + (f" (set at {set_at})" if set_at else "")
@@ -194,18 +184,25 @@ class Float64(Rule):
             if set_at:
                 evidence["floatx_set_at"] = set_at
             location, fix = set_at or location, _floatx_fix(placement)
-        return [self._compute(title, bool(heavy), evidence, fix, location)]
+        return [self._compute(title, bool(heavy), evidence, fix, location, small is not None)]
 
     def _compute(
-        self, title: str, heavy: bool, evidence: dict[str, Any], fix: str, location: str | None
+        self,
+        title: str,
+        heavy: bool,
+        evidence: dict[str, Any],
+        fix: str,
+        location: str | None,
+        small: bool = False,
     ) -> Finding:
-        """The finding of float64 compute: high where matmuls or convolutions are."""
+        """The finding of float64 compute: high where matmuls or convolutions are, low
+        where every tensor is small (a launch's work, float64 or not)."""
         return self.finding(
             title,
-            severity="high" if heavy else self.severity,
+            severity="high" if heavy else "low" if small else self.severity,
             evidence=evidence,
             fix=fix,
-            estimated_gain=_GAIN,
+            estimated_gain=_SMALL_GAIN if small else _GAIN,
             location=location,
         )
 
