@@ -4,6 +4,7 @@ HTML report, the verdict line and the findings' titles all say "91.7 ms", "1.5 G
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,6 +49,28 @@ def stage_label(stage: Any) -> str:
     if stage.location:
         return f"{stage.name} at {stage.location}"
     return stage.name if stage.written_as else f"{stage.name} (added by TF)"
+
+
+def stages_words(stages: Sequence[Any]) -> str:
+    """Several tf.data stages for people, those one line built said once with it:
+    ``FromTensor → Zip → ParallelMapV2(<lambda>) → BatchV2 at train.py:55`` for what one
+    call made (a Keras helper builds eight stages at its call's line, which a list of
+    labels repeated eight times), ``TFRecord at train.py:60, ParallelMapV2(parse at
+    train.py:41)`` for stages written apart. A stage whose function has a line of its
+    own keeps its label (:func:`stage_label`)."""
+    groups: list[tuple[list[str], str | None]] = []
+    for stage in stages:
+        if (stage.function and stage.function_location) or not stage.location:
+            groups.append(([stage_label(stage)], None))
+            continue
+        name = f"{stage.name}({stage.function})" if stage.function else stage.name
+        if groups and groups[-1][1] == stage.location:
+            groups[-1][0].append(name)
+        else:
+            groups.append(([name], stage.location))
+    return ", ".join(
+        " → ".join(names) + (f" at {location}" if location else "") for names, location in groups
+    )
 
 
 def how_it_ended(program: Any) -> str:
@@ -140,7 +163,7 @@ def elements_words(elements: int, known: bool = True) -> str:
     """``1,200 elements``, or that they were not counted (``known`` False)."""
     if not known:
         return "elements not counted (autotune off: TF keeps no count)"
-    return f"{elements:,} elements"
+    return f"{elements:,} element{'' if elements == 1 else 's'}"
 
 
 def consumer_words(

@@ -157,10 +157,10 @@ class PipelineCollector(Collector):
         """The terminal's: the page shows its pipelines in a section of their own."""
         if html or facts.tfdata is None:
             return []
-        return [
-            ("Input" if n == 0 else "", pipeline_line(pipeline))
-            for n, pipeline in enumerate(shown_pipelines(facts.tfdata, facts.steps))
-        ]
+        shown = shown_pipelines(facts.tfdata, facts.steps)
+        rows = [("Input" if n == 0 else "", pipeline_line(p)) for n, p in enumerate(shown)]
+        rest = unshown_line(facts.tfdata, facts.steps)
+        return rows + ([("", rest)] if rest else [])
 
     def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
         self.poll_s, self.budget = poll_s, budget
@@ -609,17 +609,44 @@ def _reads_before_free(state: IteratorState, now: float) -> bool:
 MAX_SHOWN_PIPELINES = 3  # rows of the report (every pipeline up to MAX_PIPELINES is kept)
 
 
-def shown_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[PipelineFacts]:
-    """The pipeline the steps read first (the Input row is theirs: an evaluation loop
-    after fit read more elements than fit's own), then those that gave the most
-    elements (evaluate/predict after training's)."""
+def ranked_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[PipelineFacts]:
+    """Every pipeline in the order the report says them: the pipeline the steps read first (the Input row is theirs: an evaluation loop
+    after fit read more elements than fit's own), then those that gave the most elements
+    (fit's validation before a loop that looked at one batch; at a tie, a training
+    reader's before evaluate/predict's)."""
     feeding = steps_pipeline(tfdata, steps)
 
-    def rank(p: PipelineFacts) -> tuple[int, int]:
+    def rank(p: PipelineFacts) -> tuple[int, int, int]:
         training = p.consumer in ("keras-fit", "python-loop")
-        return (0 if p is feeding else 1 if training else 2, -p.elements)
+        return (0 if p is feeding else 1, -p.elements, 0 if training else 1)
 
-    return sorted(tfdata.pipelines, key=rank)[:MAX_SHOWN_PIPELINES]
+    return sorted(tfdata.pipelines, key=rank)
+
+
+def shown_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[PipelineFacts]:
+    """The pipelines the report gives a row each (:func:`ranked_pipelines`' first)."""
+    return ranked_pipelines(tfdata, steps)[:MAX_SHOWN_PIPELINES]
+
+
+MAX_NAMED_UNSHOWN = 4  # pipelines left out of the rows, named in their one line
+
+
+def unshown_line(tfdata: TfDataFacts, steps: StepFacts | None) -> str | None:
+    """The pipelines the rows leave out, said in one line (the record keeps them all)."""
+    rest = ranked_pipelines(tfdata, steps)[MAX_SHOWN_PIPELINES:]
+    if not rest:
+        return None
+
+    def said(p: PipelineFacts) -> str:
+        where = f"built at {p.location}, " if p.location else ""
+        reader = consumer_words(p.consumer, False, p.read_at, p.read_via)
+        return f"{where}read by {reader} ({elements_words(p.elements, p.elements_known)})"
+
+    named = "; ".join(said(p) for p in rest[:MAX_NAMED_UNSHOWN])
+    if len(rest) > MAX_NAMED_UNSHOWN:
+        named += f"; and {len(rest) - MAX_NAMED_UNSHOWN} more"
+    plural = "s" if len(rest) > 1 else ""
+    return f"{len(rest)} more pipeline{plural}: {named} (the JSON record's tfdata section has each)"
 
 
 def pipeline_line(p: PipelineFacts) -> str:

@@ -16,7 +16,7 @@ from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import dataset_calls, pipeline_code
 from gpuwhy.fixes.pipeline_evidence import pipeline_name, stage_table, wait_evidence
-from gpuwhy.formatting import stage_label
+from gpuwhy.formatting import stage_label, stages_words
 from gpuwhy.rules.base import Rule
 from gpuwhy.source_calls import assigned_names
 
@@ -214,7 +214,7 @@ class NoCache(Rule):
         # orders the elements anew every pass, the same work it is not
         repeated = [s for s in prefix if s is not reshuffled]
         return self.finding(
-            f"Stages {', '.join(stage_label(s) for s in repeated)} redo the same work every "
+            f"Stages {stages_words(repeated)} redo the same work every "
             f"pass ({share:.0%} of the pipeline's time, {passes:.1f} passes read); their "
             f"output (~{_size(size)}) fits in memory",
             severity=self.severity if waits else "low",

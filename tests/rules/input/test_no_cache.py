@@ -248,6 +248,11 @@ def test_a_keras_helper_s_windows_are_cached_after_the_helper_call():
         f"{HELPER}.cache()",
     ]
     assert "keras.utils.timeseries_dataset_from_array builds" in lines[0]
+    # the helper's stages, all at its call's line, said once with it
+    assert f.title.startswith(
+        "Stages FromTensor → Repeat → Zip → ParallelMapV2(<lambda>) → Zip → BatchV2 "
+        "at train.py:12 redo the same work every pass"
+    )
 
 
 def test_a_keras_helper_that_shuffles_is_rebuilt_unshuffled_and_shuffled_after_the_cache():
