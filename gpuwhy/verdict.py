@@ -28,7 +28,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import Finding
-from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
+from gpuwhy.fixes.trial_text import NOT_FOUND, WHOLE_PROGRAM
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.distribute.straggler import Straggler
 from gpuwhy.rules.input.bound import InputBound
@@ -316,6 +316,13 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
     if trial.original_error is not None:
         return f"The program did not run ({trial.original_error}): no fix was tried."
     if not tried:
+        unfound = [finding for finding, why in trial.not_tried if why.startswith(NOT_FOUND)]
+        if unfound and len(unfound) == len(trial.not_tried):
+            return (
+                f"{', '.join(unfound)} {'was' if len(unfound) == 1 else 'were'} not found in "
+                f"the original's first {trial.bound_s:g} s: nothing was tried (a longer "
+                f"--bound, e.g. --bound {4 * trial.bound_s:g}, reads more of the run)."
+            )
         asked = [finding for finding, why in trial.not_tried if "gpuwhy fix --finding" in why]
         if asked:
             return (

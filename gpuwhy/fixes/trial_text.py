@@ -9,6 +9,8 @@ from gpuwhy.formatting import duration
 
 # A not-tried reason given beside fixes that were tried for the same finding.
 BESIDES = "besides the fixes tried: "
+# The not-tried reason of a finding `gpuwhy fix --finding ID` named that run 1 did not find.
+NOT_FOUND = "not found in run 1"
 # The speed note of a fix judged on the whole program's run time (trial/judge.py).
 WHOLE_PROGRAM = (
     "the whole program's run time: no training step was found to time (a loop gpuwhy "

@@ -28,9 +28,10 @@ from dataclasses import dataclass, replace
 from gpuwhy.comparison.changes import MIN_STEP_CHANGE
 from gpuwhy.comparison.comparable_units import run_units
 from gpuwhy.facts import Facts, FixTrialFacts, FixTried
+from gpuwhy.fixes.trial_text import NOT_FOUND
 from gpuwhy.record import Record
 from gpuwhy.trial import kinds
-from gpuwhy.trial.candidate import FixCandidate, SourceFiles, location_parts
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.judge import ended_well, judge
 from gpuwhy.trial.patch import compatible, merged, unified_diff
 from gpuwhy.trial.variant_runs import VariantRun, run_variant
@@ -91,6 +92,11 @@ def _trial(
     candidates, not_tried = kinds.plan(
         findings, diagnosis.facts, files, any_severity=bool(options.only)
     )
+    not_tried += [
+        NotTried(asked, f"{NOT_FOUND} (the original's first {options.bound_s:g} s)")
+        for asked in options.only
+        if all(f.id != asked for f in diagnosis.findings)
+    ]
     limit = max(MIN_LIMIT_S, LIMIT_FACTOR * first.seconds)
     progress(
         f"{len(candidates)} fix(es) to try: {', '.join(c.fix for c in candidates)}; "

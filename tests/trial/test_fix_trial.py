@@ -311,6 +311,31 @@ def test_a_patch_asked_for_after_the_script_is_said_unwritten_at_the_end(tmp_pat
     assert not (tmp_path / "fix.diff").exists()
 
 
+def test_a_finding_asked_for_that_run_1_did_not_find_is_said_so_with_the_bound(tmp_path):
+    """``gpuwhy fix --finding input.no-cache`` on a program whose first epochs outlast the
+    bound: run 1 finds no second pass to cache. The verdict says the finding was not
+    found in the bound, and how to read more of the run, not "no fix gpuwhy can apply"."""
+    script = tmp_path / "train.py"
+    script.write_text("print('one epoch')\n")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "gpuwhy", "fix", "--bound", "5", "--json", "fix.json",
+            "--finding", "input.no-cache", "train.py",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict = (
+        "input.no-cache was not found in the original's first 5 s: nothing was tried (a "
+        "longer --bound, e.g. --bound 20, reads more of the run)."
+    )
+    assert verdict in done.stderr, done.stderr[-2000:]  # the report: --json has stdout
+    record = json.loads((tmp_path / "fix.json").read_text())
+    assert record["fix_trial"]["not_tried"] == [
+        ["input.no-cache", "not found in run 1 (the original's first 5 s)"]
+    ]
+
+
 def test_an_eager_validation_loop_between_epochs_is_traced_proven_and_patched(tmp_path):
     """The training step is a tf.function; the validation pass after each epoch runs
     the model and a Keras metric eagerly, most of the loop's time: its body traced

@@ -985,3 +985,110 @@ def b_distribute(replicas: int):
     from gpuwhy.facts import DistributeFacts
 
     return DistributeFacts(strategy="MirroredStrategy", replicas=replicas)
+
+
+HELPER_PROGRAM = """import keras
+
+train_ds, val_ds = keras.utils.image_dataset_from_directory(
+    "PetImages", validation_split=0.2, subset="both", seed=1337, image_size=(180, 180),
+    batch_size=128,
+)
+model.fit(train_ds, epochs=25, validation_data=val_ds)
+"""
+
+
+def _helper_windows(path, call: str):
+    """A pipeline a Keras helper built at ``path``:3 and shuffles inside (input.no-cache's
+    own builders, every stage the library's, at the helper's call)."""
+    from tests import builders_tfdata as t
+
+    at = dict(by_library=True, location=f"{path}:3", written_calls=("",))
+    stages = [
+        t.stage("TensorSlice", "source", written_as=("from_tensor_slices",), self_time_s=0.001),
+        t.stage("ParallelMapV2", "map", written_as=("map",), function="load_image", self_time_s=2),
+        t.shuffle(repeats=False),
+        t.batch(ratio=128.0, self_time_s=0.03),
+    ]
+    return t.pipeline(
+        *[replace(s, **at) for s in stages],
+        t.prefetch(),
+        bottleneck=1,
+        helper_call=call,
+        element_bytes=None,
+        delivered_bytes=300 * 128 * 180 * 180 * 3 * 4,
+    )
+
+
+def test_a_helper_that_shuffles_is_tried_with_the_fix_input_no_cache_prints(tmp_path):
+    """image_dataset_from_directory shuffles inside: no cache at the pipeline's end (its
+    elements change every pass). The finding's fix rebuilds the call and caches each
+    subset after the statement that names them; the trial makes exactly those edits, and
+    the program they give is the fix as printed, pasted."""
+    from gpuwhy.rules.input.no_cache import NoCache
+    from tests import builders_tfdata as t
+
+    path = tmp_path / "train.py"
+    path.write_text(HELPER_PROGRAM)
+    call = (
+        'keras.utils.image_dataset_from_directory("PetImages", validation_split=0.2, '
+        'subset="both", seed=1337, image_size=(180, 180), batch_size=128)'
+    )
+    facts = t.facts(_helper_windows(path, call), steps=t.fit_steps(0.70))
+    (no_cache,) = NoCache().check(facts, dict(NoCache.options))
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, refused = plan([no_cache], facts, files)
+    assert refused == []
+    (cache,) = found
+    assert cache.fix == (
+        "the cache input.no-cache prints, after image_dataset_from_directory at line 3"
+    )
+    text = edited(str(path), cache)
+    assert text.splitlines()[2:5] == [
+        # the call as the fix prints it (rewritten by Python's own unparser)
+        "train_ds, val_ds = keras.utils.image_dataset_from_directory('PetImages', "
+        "validation_split=0.2, subset='both', seed=1337, image_size=(180, 180), "
+        "batch_size=None)",
+        "train_ds = train_ds.cache().shuffle(12800).batch(128)",
+        "val_ds = val_ds.cache().batch(128)",
+    ]
+    assert text.splitlines()[-1] == "model.fit(train_ds, epochs=25, validation_data=val_ds)"
+    # one dataset: the call itself is replaced by the cached one, shuffled after it
+    path.write_text(
+        HELPER_PROGRAM.replace(', subset="both"', ', subset="training"').replace(
+            "train_ds, val_ds =", "train_ds ="
+        )
+    )
+    one = call.replace('"both"', '"training"')
+    facts = t.facts(_helper_windows(path, one), steps=t.fit_steps(0.70))
+    (no_cache,) = NoCache().check(facts, dict(NoCache.options))
+    (cache,), _ = plan([no_cache], facts, SourceFiles(root=str(tmp_path), script=str(path)))
+    assert edited(str(path), cache).splitlines()[2] == (
+        "train_ds = keras.utils.image_dataset_from_directory('PetImages', "
+        "validation_split=0.2, subset='training', seed=1337, image_size=(180, 180), "
+        "batch_size=None).cache().shuffle(12800).batch(128)"
+    )
+
+
+def test_a_helper_whose_fix_is_of_another_shape_is_not_tried_and_says_why(tmp_path):
+    from gpuwhy.fixes.pipeline_evidence import pipeline_name
+    from gpuwhy.trial.kinds import helper_cache
+    from tests import builders_tfdata as t
+
+    path = tmp_path / "train.py"
+    path.write_text(HELPER_PROGRAM)
+    pipeline = _helper_windows(path, "keras.utils.image_dataset_from_directory('PetImages')")
+    facts = t.facts(pipeline, steps=t.fit_steps(0.70))
+    odd = replace(
+        finding("input.no-cache"),
+        evidence={"pipeline": pipeline_name(pipeline)},
+        fix="# cache it somewhere\nds = ds.cache()",
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    assert helper_cache.candidates(odd, facts, files) == (
+        [],
+        [
+            helper_cache.NotTried(
+                "input.no-cache", "its fix is not one call written in place of another"
+            )
+        ],
+    )

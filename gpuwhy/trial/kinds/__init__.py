@@ -15,6 +15,7 @@ from gpuwhy.trial.kinds import (
     device_blocks,
     eager_switches,
     float64,
+    helper_cache,
     input_pipeline,
     keras_compile,
     keras_dataset,
@@ -43,7 +44,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.sequential-map": (input_pipeline.candidates, batch_first.candidates),
     "input.python-function": (input_pipeline.candidates, keras_dataset.workers),
     "input.no-prefetch": (input_pipeline.candidates,),
-    "input.no-cache": (input_pipeline.candidates,),
+    "input.no-cache": (helper_cache.candidates, input_pipeline.candidates),
     "launch.host-bound": (
         keras_compile.steps_per_execution,
         keras_compile.jit_compile,

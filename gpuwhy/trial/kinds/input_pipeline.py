@@ -21,6 +21,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
 from gpuwhy.formatting import byte_size, consumer_words, stage_label
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.kinds.helper_cache import reshuffles
 from gpuwhy.trial.source_edits import (
     Edit,
     calls_at,
@@ -85,6 +86,8 @@ def candidates(
             continue
         if pipeline.helper_call is None and all(s.by_library for s in pipeline.stages):
             continue  # a library's own (fit slicing arrays): no call of the program's
+        if finding.id == "input.no-cache" and reshuffles(pipeline):
+            continue  # its cache is the finding's rebuilt call, tried as printed (helper_cache)
         edits, what = _pipeline_edits(pipeline, files, facts.tfdata.host_memory_available_bytes)
         if finding.id == "input.no-cache" and not any(".cache()" in e.text for e in edits):
             cache = _cache_where_found(finding, pipeline, files)
