@@ -79,6 +79,19 @@ def _code(finding: Finding) -> frozenset[str]:
     return frozenset({finding.location, *named})
 
 
+def pipelines_named(finding: Finding) -> list[str]:
+    """The pipelines (as ``pipeline_name`` says them) a finding is about: its own, or,
+    where one cause in several pipelines made one finding, each of its group's, the most
+    severe first."""
+    own = finding.evidence.get(PIPELINE_KEY)
+    if isinstance(own, str):
+        return [own]
+    rows = finding.evidence.get(PIPELINES_KEY)
+    if not isinstance(rows, list):
+        return []
+    return [r[PIPELINE_KEY] for r in rows if isinstance(r, dict) and PIPELINE_KEY in r]
+
+
 def _merge(cause: _Cause) -> Finding:
     """The most severe finding naming all the cause's code, at the group's severity."""
     group = cause.findings

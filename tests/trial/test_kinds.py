@@ -1052,6 +1052,31 @@ def test_a_helper_that_shuffles_is_tried_with_the_fix_input_no_cache_prints(tmp_
         "val_ds = val_ds.cache().batch(128)",
     ]
     assert text.splitlines()[-1] == "model.fit(train_ds, epochs=25, validation_data=val_ds)"
+    # the validation subset (not shuffled) has the same cause: one finding of the two
+    # pipelines, which names both; the same edits are tried for it
+    from gpuwhy.fixes.pipeline_evidence import pipeline_name
+    from gpuwhy.rules.grouping import group_by_cause
+
+    training = _helper_windows(path, call)
+    validation = replace(
+        training,
+        id=9,
+        consumer="keras-evaluate",
+        stages=tuple(s for s in training.stages if s.kind != "shuffle"),
+    )
+    both = t.facts(training, validation, steps=t.fit_steps(0.70))
+    (merged,) = group_by_cause(NoCache().check(both, dict(NoCache.options)))
+    assert "pipeline" not in merged.evidence
+    assert [r["pipeline"] for r in merged.evidence["pipelines"]] == [
+        pipeline_name(training),
+        pipeline_name(validation),
+    ]
+    (again,), refused = plan([merged], both, files)
+    assert again.edits == cache.edits
+    assert [n.why for n in refused] == [
+        f"besides the fixes tried: the pipeline at {validation.location} is read by Model.evaluate, "
+        "beside the training steps: gpuwhy fix measures the steps, which it does not feed"
+    ]
     # one dataset: the call itself is replaced by the cached one, shuffled after it
     path.write_text(
         HELPER_PROGRAM.replace(', subset="both"', ', subset="training"').replace(

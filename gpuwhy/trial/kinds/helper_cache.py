@@ -19,6 +19,7 @@ from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_code import IN_PLACE_OF, THEN_AFTER
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
+from gpuwhy.rules.grouping import pipelines_named
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import Edit, calls_at, indent_of, node_span, walk_at
 
@@ -28,9 +29,11 @@ def candidates(
 ) -> tuple[list[FixCandidate], list[NotTried]]:
     """The finding's own fix as edits, where it names a helper's pipeline."""
     pipelines = facts.tfdata.pipelines if facts.tfdata is not None else ()
-    named = [p for p in pipelines if pipeline_name(p) == finding.evidence.get("pipeline")]
-    helper_call = named[0].helper_call if named else None
-    if helper_call is None or not reshuffles(named[0]) or not finding.fix:
+    by_name = {pipeline_name(p): p for p in pipelines}
+    named = [by_name[n] for n in pipelines_named(finding) if n in by_name]
+    # one cause in a helper's two subsets: the training one shuffles, the fix is the call's
+    helper_call = next((p.helper_call for p in named if reshuffles(p)), None)
+    if helper_call is None or not finding.fix:
         return [], []  # input_pipeline's to try: a cache at the end of the pipeline
     parts = _fix_parts(finding.fix)
     if parts is None:

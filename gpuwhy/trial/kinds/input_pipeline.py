@@ -20,6 +20,7 @@ from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
 from gpuwhy.formatting import byte_size, consumer_words, stage_label
+from gpuwhy.rules.grouping import pipelines_named
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.kinds.helper_cache import reshuffles
 from gpuwhy.trial.source_edits import (
@@ -71,9 +72,10 @@ def candidates(
         return [], [NotTried(finding.id, "no tf.data pipeline of the program's was read")]
     out: list[FixCandidate] = []
     why: list[NotTried] = []
+    names = pipelines_named(finding)
     for pipeline in _pipelines_of(finding, facts.tfdata.pipelines):
         if pipeline.consumer not in ("python-loop", "keras-fit"):
-            if finding.evidence.get("pipeline") == pipeline_name(pipeline):
+            if pipeline_name(pipeline) in names:
                 why.append(
                     NotTried(
                         finding.id,
@@ -143,7 +145,8 @@ def _pipelines_of(finding: Finding, pipelines: Sequence[PipelineFacts]) -> list[
     the run read; else every pipeline, the one that delivered the most elements first (a
     preview's take(1) of the training dataset shares its stages, and the training's is
     the one to name)."""
-    named = [p for p in pipelines if pipeline_name(p) == finding.evidence.get("pipeline")]
+    names = pipelines_named(finding)
+    named = [p for p in pipelines if pipeline_name(p) in names]
     return named or sorted(pipelines, key=lambda p: -(p.elements or 0))
 
 
@@ -153,7 +156,7 @@ def _cache_where_found(
     """``.cache()`` after the stage input.no-cache names (``cache_after``: the last
     stage whose output is the same every pass, before the shuffle that is not), where the
     whole pipeline cannot be cached; that stage's call as written, at its line."""
-    if finding.evidence.get("pipeline") != pipeline_name(pipeline):
+    if pipeline_name(pipeline) not in pipelines_named(finding):
         return None
     after = next(
         (s for s in pipeline.stages if stage_label(s) == finding.evidence.get("cache_after")),
