@@ -10,6 +10,7 @@ import types
 import numpy as np
 import pytest
 
+from gpuwhy.collect.inprocess import heap_census
 from gpuwhy.collect.inprocess.heap_census import MAX_CENSUSES, HeapCensus, MiB, describe
 
 MODULE_SOURCE = """\
@@ -112,7 +113,16 @@ def test_an_attribute_is_named_with_its_owner_s_class():
     assert (grown.length_first, grown.length_last, grown.last_at_s) == (0, 300, 2.0)
 
 
-def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshold():
+@pytest.fixture
+def no_cost_budget(monkeypatch):
+    """The censuses of this test process's heap take real time against a fake clock:
+    the thresholds are tested apart from the cost budget."""
+    monkeypatch.setattr(heap_census, "COST_SHARE", 1e9)
+
+
+def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshold(
+    no_cost_budget,
+):
     calls = [0]
     census = HeapCensus(t0=100.0, calls=lambda: calls[0])
     assert not census.observe(109.0, 500 * MiB)  # no steps yet
@@ -130,6 +140,20 @@ def test_censuses_come_after_the_first_steps_then_as_memory_doubles_its_threshol
         rss += 2**40
         census.observe(150.0, rss)
     assert census.censuses == MAX_CENSUSES
+
+
+def test_past_two_censuses_the_next_waits_until_all_of_them_cost_two_percent_of_the_run():
+    """A heap of a million objects: 0.7 s a census. The baseline and the census that
+    names what grew come as before; the third waits until the three, the next counted at
+    the last one's 0.7 s, are 2 % of the run (105 s), however fast the memory grows."""
+    census = HeapCensus(t0=0.0, calls=lambda: 3)
+    assert not census.observe(9.0, 500 * MiB)  # the mark
+    assert census.observe(10.0, 504 * MiB)  # the baseline
+    assert census.observe(11.0, 516 * MiB)  # +12 MiB: the second
+    census.wall_s, census.last_wall_s = 1.4, 0.7  # as a heap of a million objects took
+    assert not census.observe(12.0, 540 * MiB)  # +24 MiB, but 2.1 s > 2 % of 12 s
+    assert not census.observe(104.0, 600 * MiB)
+    assert census.observe(105.5, 600 * MiB) and census.censuses == 3
 
 
 def test_memory_that_stays_flat_gets_no_census_at_all():
@@ -158,7 +182,7 @@ def test_memory_growing_fast_at_the_mark_has_its_baseline_then():
     assert later.observe(9.0, 530 * MiB) and later.observe(10.0, 560 * MiB)
 
 
-def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles():
+def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles(no_cost_budget):
     census = HeapCensus(t0=0.0, calls=lambda: 3)
     assert not census.observe(9.0, 500 * MiB)  # the mark
     assert census.observe(9.5, 504 * MiB)  # the baseline

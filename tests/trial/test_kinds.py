@@ -1042,6 +1042,8 @@ def test_a_helper_that_shuffles_is_tried_with_the_fix_input_no_cache_prints(tmp_
     assert cache.fix == (
         "the cache input.no-cache prints, after image_dataset_from_directory at line 3"
     )
+    # shuffled anew after the cache: other examples in each batch, the curves compared
+    assert (cache.by_mean, cache.tolerance) == (True, 0.1)
     text = edited(str(path), cache)
     assert text.splitlines()[2:5] == [
         # the call as the fix prints it (rewritten by Python's own unparser)
