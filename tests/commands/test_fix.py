@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,8 @@ def test_fix_input_runs_the_script_and_prints_the_changes_with_its_lines(tmp_pat
     assert ".cache()   # right after .map(encode), before shuffle(32)" in err
     assert "was: ds = words.map(encode)" in err
     assert "train.py:15  batch(8)" in err and ".prefetch(tf.data.AUTOTUNE)" in err
+    # the seconds it measured inside the script's run are said where they went
+    assert re.search(r"gpuwhy fix: measured in \d+\.\d s, inside the script's run", err)
     saved = json.loads((tmp_path / "fix.json").read_text())
     from gpuwhy.schema import validation_errors
 
