@@ -959,3 +959,76 @@ def keras_spelling_in(filename: str) -> str | None:
     """:func:`keras_spelling` of a file (None: unreadable)."""
     tree = _tree(filename)
     return keras_spelling(tree) if tree is not None else None
+
+
+MODEL_CLASSES = frozenset({"Model", "Functional"})
+
+
+def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
+    """The layers that make each Keras model's output in the file, as written, with
+    their lines (in line order): the last layer of a ``Sequential([...])`` list, the last
+    ``.add(layer)`` to a name in one function (or the module), and the layer called last
+    into the name a functional model gives as its ``outputs``. What a mixed-precision fix
+    keeps in float32, in the program's own words."""
+    tree = _tree(filename)
+    if tree is None:
+        return ()
+    found: dict[int, str] = {}
+    scopes: list[ast.AST] = [tree]
+    scopes += [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for scope in scopes:
+        added: dict[str, ast.Call] = {}
+        assigned: dict[str, list[ast.Assign]] = {}
+        for node in _own_nodes(scope):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node)
+            if not isinstance(node, ast.Call):
+                continue
+            callee = _callee(node)
+            if callee == "Sequential" and node.args and isinstance(node.args[0], ast.List):
+                layers = node.args[0].elts
+                if layers and isinstance(layers[-1], ast.Call):
+                    found[layers[-1].lineno] = call_text(layers[-1])
+            elif callee == "add" and isinstance(node.func, ast.Attribute) and node.args:
+                receiver, layer = node.func.value, node.args[0]
+                if isinstance(receiver, ast.Name) and isinstance(layer, ast.Call):
+                    before = added.get(receiver.id)
+                    if before is None or layer.lineno >= before.lineno:
+                        added[receiver.id] = layer
+            elif callee in MODEL_CLASSES:
+                output = _output_layer(node, assigned)
+                if output is not None:
+                    found[output.lineno] = call_text(output)
+        for layer in added.values():
+            found[layer.lineno] = call_text(layer)
+    return tuple(sorted(found.items()))
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope`` outside the functions defined in it, in source order."""
+    out: list[ast.AST] = []
+    stack = list(reversed(list(ast.iter_child_nodes(scope))))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        out.append(node)
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return out
+
+
+def _output_layer(model: ast.Call, assigned: dict[str, list[ast.Assign]]) -> ast.Call | None:
+    """The layer a functional ``Model(inputs, outputs)`` call's outputs name was made by
+    (``outputs = layers.Dense(10)(x)``, the last such assignment before the call)."""
+    outputs = next((k.value for k in model.keywords if k.arg == "outputs"), None)
+    if outputs is None and len(model.args) >= 2:
+        outputs = model.args[1]
+    if not isinstance(outputs, ast.Name):
+        return None
+    made = [a for a in assigned.get(outputs.id, []) if a.lineno <= model.lineno]
+    value = made[-1].value if made else None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Call):
+        return value.func
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
@@ -12,15 +13,38 @@ from gpuwhy.fixes.op_groups import prediction_note
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
+from gpuwhy.source_calls import output_layers
 
 _FIX_MIXED = "\n".join(
     [
         "keras.mixed_precision.set_global_policy('mixed_float16')   # before building the model",
         "# ('mixed_bfloat16' on compute capability 8.0+: no loss scaling needed)",
-        "# keep the last layer in float32:  keras.layers.Dense(n, dtype='float32')",
+        "# keep each model's last layer in float32: dtype='float32' in its call",
         "# custom loops: mixed_float16 needs the loss scaled in the step (see explain)",
     ]
 )
+
+
+def _float32_outputs(script: str | None, keras: str) -> str:
+    """Each model's last layer, as the script writes it, with ``dtype='float32'``: its
+    output (a softmax, the loss's input) stays float32 under the policy. Where the script
+    cannot be read or builds no model it can see, what to write, said in general."""
+    layers = output_layers(script) if script else ()
+    if not layers:
+        return (
+            "# keep each model's last layer in float32: dtype='float32' in its call "
+            f"({keras}.layers.Dense(units, dtype='float32'))"
+        )
+    name = os.path.basename(script or "")
+    return "\n".join(
+        [
+            "# keep each model's last layer in float32 (its output feeds the loss):",
+            *(
+                f"{with_keywords(text, dtype=repr('float32'))}   # {name}:{line}"
+                for line, text in layers
+            ),
+        ]
+    )
 
 
 def mixed_precision_fix(facts: Facts, capability: tuple[int, int] | None) -> str:
@@ -37,7 +61,7 @@ def mixed_precision_fix(facts: Facts, capability: tuple[int, int] | None) -> str
     keras = (program.keras_name if program else None) or "keras"
     loops = facts.steps.loops if facts.steps is not None else ()
     custom = bool(loops) and not any(loop.source == "keras-fit" for loop in loops)
-    last = f"# keep the last layer in float32:  {keras}.layers.Dense(n, dtype='float32')"
+    last = _float32_outputs(program.command[0] if program and program.command else None, keras)
     setter = f"{keras}.mixed_precision.set_global_policy"
     if not custom:
         return "\n".join(

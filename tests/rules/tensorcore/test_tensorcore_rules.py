@@ -159,7 +159,43 @@ def test_fit_gets_float16_in_the_scripts_keras_name_and_no_loop_advice():
     (f,) = run(TensorCoreUnused, _trained_by("keras-fit", keras_name="tf.keras"))
     assert f.fix.startswith("tf.keras.mixed_precision.set_global_policy('mixed_float16')")
     assert "LossScaleOptimizer" not in f.fix  # fit scales the loss itself
-    assert "tf.keras.layers.Dense(n, dtype='float32')" in f.fix
+    # the script is not here to read its layers: what to write, in its Keras name
+    assert "(tf.keras.layers.Dense(units, dtype='float32'))" in f.fix
+
+
+def test_each_model_s_last_layer_is_kept_float32_as_the_script_writes_it(tmp_path):
+    """TensorFlow's DCGAN tutorial: two Sequential models built by .add(); the fix
+    writes each one's last layer with dtype='float32', not a placeholder."""
+    script = tmp_path / "dcgan.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "from tensorflow.keras import layers\n\n"
+        "def make_generator_model():\n"
+        "    model = tf.keras.Sequential()\n"
+        "    model.add(layers.Dense(7 * 7 * 256, use_bias=False, input_shape=(100,)))\n"
+        "    model.add(layers.Conv2DTranspose(1, (5, 5), strides=(2, 2), padding='same',\n"
+        "                                     use_bias=False, activation='tanh'))\n"
+        "    return model\n\n"
+        "def make_discriminator_model():\n"
+        "    model = tf.keras.Sequential()\n"
+        "    model.add(layers.Conv2D(64, (5, 5), strides=(2, 2), padding='same'))\n"
+        "    model.add(layers.Dense(1))\n"
+        "    return model\n\n"
+        "inputs = tf.keras.Input((8,))\n"
+        "outputs = layers.Dense(3, activation='softmax')(layers.Dense(16)(inputs))\n"
+        "classifier = tf.keras.Model(inputs=inputs, outputs=outputs)\n"
+    )
+    facts = _trained_by("keras-fit")
+    facts = replace(facts, program=replace(facts.program, command=(str(script),)))
+    (f,) = run(TensorCoreUnused, facts)
+    lines = f.fix.splitlines()
+    start = lines.index("# keep each model's last layer in float32 (its output feeds the loss):")
+    assert lines[start + 1 : start + 4] == [
+        "layers.Conv2DTranspose(1, (5, 5), strides=(2, 2), padding='same', use_bias=False, "
+        "activation='tanh', dtype='float32')   # dcgan.py:7",
+        "layers.Dense(1, dtype='float32')   # dcgan.py:14",
+        "layers.Dense(3, activation='softmax', dtype='float32')   # dcgan.py:18",
+    ]
 
 
 def test_ampere_with_tf32_turned_off_is_medium():
