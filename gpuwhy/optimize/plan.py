@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import linecache
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuwhy.facts import PipelineChange
@@ -131,6 +131,7 @@ class Planner:
     def plan(self) -> Plan:
         p = Plan()
         frozen = self.frozen_upto()
+        reason = below = ""
         if frozen >= 0:
             top = self.chain[frozen]
             reason = top.why_not or "gpuwhy cannot rebuild it"
@@ -148,6 +149,13 @@ class Planner:
         self._plan_cache(p, frozen)
         self._plan_prefetch(p)
         self._plan_order(p)
+        if frozen >= 0 and p.cache_after == frozen:
+            # the cache goes on the stage kept as written: said with it, not as a
+            # contradiction of the change that adds it
+            p.left_alone[0] = replace(
+                p.left_alone[0],
+                reason=f"kept as written{below}, the cache added after it: {reason}",
+            )
         return p
 
     # each fix --------------------------------------------------------------------------

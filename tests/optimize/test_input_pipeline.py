@@ -447,3 +447,19 @@ def test_two_passes_a_side_that_do_not_overlap_are_a_gain():
     )
     assert result.gain is not None and result.gain.low < 1.0
     assert result.worth_it
+
+
+def test_a_zip_kept_as_written_with_the_cache_after_it_says_both_in_one_line():
+    """keras-io's speaker recognition: a decode map zipped with the labels, then
+    shuffled and batched. gpuwhy does not rebuild the zip; the cache goes after it. The
+    zip's line says both, not "kept as written" beside a change that caches it."""
+    audio = tf.data.Dataset.range(48).map(lambda i: tf.cast(tf.fill([64], i), tf.float32))
+    labels = tf.data.Dataset.range(48)
+    ds = tf.data.Dataset.zip((audio, labels)).shuffle(16, seed=1).batch(8)
+    result = optimize(ds, measure=False, keep_order=True)
+    (cache,) = [c for c in result.changes if c.kind == "cache"]
+    assert cache.stage.startswith("zip(")
+    (kept,) = [a for a in result.left_alone if a.stage.startswith("zip(")]
+    assert kept.reason == (
+        "kept as written, the cache added after it: gpuwhy does not rebuild _ZipDataset stages"
+    )
