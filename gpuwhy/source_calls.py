@@ -962,14 +962,39 @@ def keras_spelling_in(filename: str) -> str | None:
 
 
 MODEL_CLASSES = frozenset({"Model", "Functional"})
+# Layers that end a preprocessing or augmentation block (``keras.Sequential([RandomFlip,
+# RandomRotation])`` called inside the model), never a model's output to the loss
+PREPROCESSING_LAYERS = frozenset(
+    {
+        "Rescaling",
+        "Resizing",
+        "Normalization",
+        "CenterCrop",
+        "TextVectorization",
+        "StringLookup",
+        "IntegerLookup",
+        "Hashing",
+        "CategoryEncoding",
+        "Discretization",
+        "InputLayer",
+        "Input",
+    }
+)
+
+
+def _preprocessing(layer: ast.Call) -> bool:
+    name = _callee(layer)
+    return name.startswith("Random") or name in PREPROCESSING_LAYERS
 
 
 def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
     """The layers that make each Keras model's output in the file, as written, with
     their lines (in line order): the last layer of a ``Sequential([...])`` list, the last
     ``.add(layer)`` to a name in one function (or the module), and the layer called last
-    into the name a functional model gives as its ``outputs``. What a mixed-precision fix
-    keeps in float32, in the program's own words."""
+    into the name a functional model gives as its ``outputs``; not a preprocessing or
+    augmentation block's last (``RandomRotation``, ``Rescaling``: called inside a model,
+    not its output). What a mixed-precision fix keeps in float32, in the program's own
+    words."""
     tree = _tree(filename)
     if tree is None:
         return ()
@@ -989,7 +1014,7 @@ def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
             callee = _callee(node)
             if callee == "Sequential" and node.args and isinstance(node.args[0], ast.List):
                 layers = node.args[0].elts
-                if layers and isinstance(layers[-1], ast.Call):
+                if layers and isinstance(layers[-1], ast.Call) and not _preprocessing(layers[-1]):
                     found[layers[-1].lineno] = call_text(layers[-1])
             elif callee == "add" and isinstance(node.func, ast.Attribute) and node.args:
                 receiver, layer = node.func.value, node.args[0]
@@ -1002,7 +1027,8 @@ def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
                 if output is not None:
                     found[output.lineno] = call_text(output)
         for layer in added.values():
-            found[layer.lineno] = call_text(layer)
+            if not _preprocessing(layer):
+                found[layer.lineno] = call_text(layer)
     return tuple(sorted(found.items()))
 
 

@@ -181,6 +181,7 @@ def test_each_model_s_last_layer_is_kept_float32_as_the_script_writes_it(tmp_pat
         "    model.add(layers.Conv2D(64, (5, 5), strides=(2, 2), padding='same'))\n"
         "    model.add(layers.Dense(1))\n"
         "    return model\n\n"
+        "augment = tf.keras.Sequential([layers.RandomFlip(), layers.RandomRotation(0.1)])\n"
         "inputs = tf.keras.Input((8,))\n"
         "outputs = layers.Dense(3, activation='softmax')(layers.Dense(16)(inputs))\n"
         "classifier = tf.keras.Model(inputs=inputs, outputs=outputs)\n"
@@ -194,7 +195,7 @@ def test_each_model_s_last_layer_is_kept_float32_as_the_script_writes_it(tmp_pat
         "layers.Conv2DTranspose(1, (5, 5), strides=(2, 2), padding='same', use_bias=False, "
         "activation='tanh', dtype='float32')   # dcgan.py:7",
         "layers.Dense(1, dtype='float32')   # dcgan.py:14",
-        "layers.Dense(3, activation='softmax', dtype='float32')   # dcgan.py:18",
+        "layers.Dense(3, activation='softmax', dtype='float32')   # dcgan.py:19",
     ]
 
 
