@@ -610,10 +610,10 @@ MAX_SHOWN_PIPELINES = 3  # rows of the report (every pipeline up to MAX_PIPELINE
 
 
 def ranked_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[PipelineFacts]:
-    """Every pipeline in the order the report says them: the pipeline the steps read first (the Input row is theirs: an evaluation loop
-    after fit read more elements than fit's own), then those that gave the most elements
-    (fit's validation before a loop that looked at one batch; at a tie, a training
-    reader's before evaluate/predict's)."""
+    """Every pipeline in the order the report says them: the pipeline the steps read
+    first (the Input row is theirs: an evaluation loop after fit read more elements than
+    fit's own), then those that gave the most elements (fit's validation before a loop
+    that looked at one batch; at a tie, a training reader's before evaluate/predict's)."""
     feeding = steps_pipeline(tfdata, steps)
 
     def rank(p: PipelineFacts) -> tuple[int, int, int]:
