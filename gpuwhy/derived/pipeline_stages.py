@@ -179,10 +179,10 @@ def pass_elements(pipeline: PipelineFacts) -> tuple[float | None, str]:
 
 
 def element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
-    """Bytes of one output element, and what says so (the one measure input.no-cache
-    and gpuwhy fix's cache both size a cache by): from its spec, else (a decoded image
-    or a window of any length has no static size) the bytes TF counted the consumer
-    getting, per element."""
+    """Bytes of one output element, and what says so (what a cache at the pipeline's end
+    is sized by, in input.no-cache and gpuwhy fix alike): from its spec, else (a decoded
+    image or a window of any length has no static size) the bytes TF counted the
+    consumer getting, per element."""
     if pipeline.element_bytes:
         return float(pipeline.element_bytes), "the element spec"
     if pipeline.delivered_bytes and pipeline.elements:
@@ -191,3 +191,21 @@ def element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
             "the bytes TF counted per element delivered (the spec has a dimension of unknown size)",
         )
     return None, "unknown"
+
+
+CACHE_AT_STAGE = "the element spec of the stage the cache follows, times its elements a pass"
+
+
+def cache_size(
+    pipeline: PipelineFacts, after: PipelineStage, per_pass: float
+) -> tuple[float | None, str]:
+    """Bytes a cache after ``after`` holds, and what says so: that stage's elements in a
+    pass times one of its elements (its spec), where both are known (a cache after a
+    decode, before a batch and a map that makes each element smaller or larger, holds
+    the decoded elements: keras-io's speaker recognition's 71 MiB, where a pass of the
+    pipeline's output is 39 MiB); else a pass of the pipeline's output
+    (:func:`element_size`)."""
+    if after.element_bytes and after.elements and pipeline.elements:
+        return after.element_bytes * after.elements * per_pass / pipeline.elements, CACHE_AT_STAGE
+    element_bytes, size_from = element_size(pipeline)
+    return (per_pass * element_bytes if element_bytes else None), size_from

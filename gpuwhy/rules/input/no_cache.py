@@ -6,6 +6,7 @@ from typing import Any
 
 from gpuwhy.derived.pipeline import culprit_location
 from gpuwhy.derived.pipeline_stages import (
+    cache_size,
     element_size,
     pass_elements,
     same_every_pass,
@@ -167,13 +168,10 @@ class NoCache(Rule):
         if saved_s < options["min_saved_s"]:
             return None  # the passes after the first redid too little work to matter
         after = _cache_after(prefix, work, share)
-        size = per_pass * element_bytes
-        at_cache = _bytes_at(after, per_pass, pipeline)
-        if at_cache is not None:
-            size, size_from = at_cache, AT_CACHE
+        size, size_from = cache_size(pipeline, after, per_pass)
         limit = _memory_limit(tfdata, options["max_memory_fraction"])
         # (host_memory_bytes is known whenever limit is: named for the type checker)
-        if limit is None or size > limit or tfdata.host_memory_bytes is None:
+        if size is None or limit is None or size > limit or tfdata.host_memory_bytes is None:
             return None
         helper = _helper_end(pipeline.stages, after)
         if helper is not None and stop is not None and _index(pipeline.stages, stop) <= helper:
@@ -304,19 +302,6 @@ def _computes(stage: PipelineStage) -> bool:
     ):
         return False
     return not (stage.kind in _MOVES_ONLY or set(stage.written_as) <= _MOVES_ONLY)
-
-
-AT_CACHE = "the element spec of the stage the cache follows, times its elements a pass"
-
-
-def _bytes_at(stage: PipelineStage, per_pass: float, pipeline: PipelineFacts) -> float | None:
-    """What a cache after ``stage`` holds: its elements in a pass times one element's
-    size (its spec), where that is not the pipeline's output (a cache after a decode,
-    before a batch and a map that makes each element smaller or larger, holds the
-    decoded elements); None where the stage's size or count is not known."""
-    if not stage.element_bytes or not stage.elements or not pipeline.elements:
-        return None
-    return stage.element_bytes * stage.elements * per_pass / pipeline.elements
 
 
 def _cache_after(
