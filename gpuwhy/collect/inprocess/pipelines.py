@@ -157,9 +157,10 @@ class PipelineCollector(Collector):
         """The terminal's: the page shows its pipelines in a section of their own."""
         if html or facts.tfdata is None:
             return []
-        shown = shown_pipelines(facts.tfdata, facts.steps)
+        ranked = ranked_pipelines(facts.tfdata, facts.steps)
+        shown = ranked[:MAX_SHOWN_PIPELINES]
         rows = [("Input" if n == 0 else "", pipeline_line(p)) for n, p in enumerate(shown)]
-        rest = unshown_line(facts.tfdata, facts.steps)
+        rest = unshown_line(ranked[MAX_SHOWN_PIPELINES:])
         return rows + ([("", rest)] if rest else [])
 
     def __init__(self, poll_s: float = POLL_S, budget: float = BUDGET) -> None:
@@ -631,9 +632,9 @@ def shown_pipelines(tfdata: TfDataFacts, steps: StepFacts | None) -> list[Pipeli
 MAX_NAMED_UNSHOWN = 4  # pipelines left out of the rows, named in their one line
 
 
-def unshown_line(tfdata: TfDataFacts, steps: StepFacts | None) -> str | None:
-    """The pipelines the rows leave out, said in one line (the record keeps them all)."""
-    rest = ranked_pipelines(tfdata, steps)[MAX_SHOWN_PIPELINES:]
+def unshown_line(rest: list[PipelineFacts]) -> str | None:
+    """The pipelines the rows leave out (``rest``, in the report's order), said in one
+    line (the record keeps them all)."""
     if not rest:
         return None
 

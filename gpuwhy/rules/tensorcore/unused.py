@@ -30,12 +30,12 @@ def _float32_outputs(script: str | None, keras: str) -> str:
     output (a softmax, the loss's input) stays float32 under the policy. Where the script
     cannot be read or builds no model it can see, what to write, said in general."""
     layers = output_layers(script) if script else ()
-    if not layers:
+    if not script or not layers:
         return (
             "# keep each model's last layer in float32: dtype='float32' in its call "
             f"({keras}.layers.Dense(units, dtype='float32'))"
         )
-    name = os.path.basename(script or "")
+    name = os.path.basename(script)
     return "\n".join(
         [
             "# keep each model's last layer in float32 (its output feeds the loss):",
