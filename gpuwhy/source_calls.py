@@ -988,17 +988,24 @@ def _preprocessing(layer: ast.Call) -> bool:
 
 
 def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
-    """The layers that make each Keras model's output in the file, as written, with
-    their lines (in line order): the last layer of a ``Sequential([...])`` list, the last
-    ``.add(layer)`` to a name in one function (or the module), and the layer called last
-    into the name a functional model gives as its ``outputs``; not a preprocessing or
-    augmentation block's last (``RandomRotation``, ``Rescaling``: called inside a model,
-    not its output). What a mixed-precision fix keeps in float32, in the program's own
-    words."""
+    """:func:`output_layer_calls` of a file written without a ``dtype``: each one's line
+    and call as written, in line order (empty where the file cannot be read)."""
     tree = _tree(filename)
     if tree is None:
         return ()
-    found: dict[int, str] = {}
+    calls = [c for c in output_layer_calls(tree) if not any(k.arg == "dtype" for k in c.keywords)]
+    return tuple((call.lineno, call_text(call)) for call in calls)
+
+
+def output_layer_calls(tree: ast.Module) -> list[ast.Call]:
+    """The layer calls that make each Keras model's output in the module, in line order:
+    the last layer of a ``Sequential([...])`` list, the last ``.add(layer)`` to a name in
+    one function (or the module), and the layer a functional model's ``outputs`` comes
+    from (``Model(inputs, outputs)`` with ``outputs = layers.Dense(10)(x)`` before it, or
+    the call written in its place); not a preprocessing or augmentation block's last
+    (``RandomRotation``, ``Rescaling``: called inside a model, not its output). What a
+    mixed-precision fix keeps in float32, in the program's own words."""
+    found: dict[int, ast.Call] = {}
     scopes: list[ast.AST] = [tree]
     scopes += [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     for scope in scopes:
@@ -1015,7 +1022,7 @@ def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
             if callee == "Sequential" and node.args and isinstance(node.args[0], ast.List):
                 layers = node.args[0].elts
                 if layers and isinstance(layers[-1], ast.Call) and not _preprocessing(layers[-1]):
-                    found[layers[-1].lineno] = call_text(layers[-1])
+                    found[layers[-1].lineno] = layers[-1]
             elif callee == "add" and isinstance(node.func, ast.Attribute) and node.args:
                 receiver, layer = node.func.value, node.args[0]
                 if isinstance(receiver, ast.Name) and isinstance(layer, ast.Call):
@@ -1025,11 +1032,11 @@ def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
             elif callee in MODEL_CLASSES:
                 output = _output_layer(node, assigned)
                 if output is not None:
-                    found[output.lineno] = call_text(output)
+                    found[output.lineno] = output
         for layer in added.values():
             if not _preprocessing(layer):
-                found[layer.lineno] = call_text(layer)
-    return tuple(sorted(found.items()))
+                found[layer.lineno] = layer
+    return [found[line] for line in sorted(found)]
 
 
 def _own_nodes(scope: ast.AST) -> list[ast.AST]:
@@ -1046,15 +1053,15 @@ def _own_nodes(scope: ast.AST) -> list[ast.AST]:
 
 
 def _output_layer(model: ast.Call, assigned: dict[str, list[ast.Assign]]) -> ast.Call | None:
-    """The layer a functional ``Model(inputs, outputs)`` call's outputs name was made by
-    (``outputs = layers.Dense(10)(x)``, the last such assignment before the call)."""
+    """The layer a functional ``Model(inputs, outputs)`` call's outputs come from: the
+    name's last assignment before the call (``outputs = layers.Dense(10)(x)``), or the
+    layer called in its place (``Model(tokens, layers.Dense(2)(x))``)."""
     outputs = next((k.value for k in model.keywords if k.arg == "outputs"), None)
     if outputs is None and len(model.args) >= 2:
         outputs = model.args[1]
-    if not isinstance(outputs, ast.Name):
-        return None
-    made = [a for a in assigned.get(outputs.id, []) if a.lineno <= model.lineno]
-    value = made[-1].value if made else None
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Call):
-        return value.func
+    if isinstance(outputs, ast.Name):
+        made = [a for a in assigned.get(outputs.id, []) if a.lineno <= model.lineno]
+        outputs = made[-1].value if made else None
+    if isinstance(outputs, ast.Call) and isinstance(outputs.func, ast.Call):
+        return outputs.func
     return None

@@ -257,6 +257,8 @@ def test_mixed_precision_goes_after_the_imports_and_keeps_token_ids_integers(tmp
         'import keras\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
     )
     assert 'keras.Input((64,), dtype="int32")' in edited(str(path), typed)
+    # the model's output layer kept float32, as the finding's fix prints it
+    assert "keras.layers.Dense(2, dtype='float32')(x)" in text
 
 
 WALKTHROUGH = """import tensorflow as tf

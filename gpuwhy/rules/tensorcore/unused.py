@@ -10,6 +10,7 @@ from gpuwhy.facts import CaptureFacts, Facts, FloatIndex, TensorOp
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.dataset_calls import with_keywords
 from gpuwhy.fixes.op_groups import prediction_note
+from gpuwhy.fixes.pipeline_code import IN_PLACE_OF
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
@@ -25,6 +26,9 @@ _FIX_MIXED = "\n".join(
 )
 
 
+FLOAT32 = "'float32'"  # the dtype the outputs keep, as the fix and its trial write it
+
+
 def _float32_outputs(script: str | None, keras: str) -> str:
     """Each model's last layer, as the script writes it, with ``dtype='float32'``: its
     output (a softmax, the loss's input) stays float32 under the policy. Where the script
@@ -36,15 +40,10 @@ def _float32_outputs(script: str | None, keras: str) -> str:
             f"({keras}.layers.Dense(units, dtype='float32'))"
         )
     name = os.path.basename(script)
-    return "\n".join(
-        [
-            "# keep each model's last layer in float32 (its output feeds the loss):",
-            *(
-                f"{with_keywords(text, dtype=repr('float32'))}   # {name}:{line}"
-                for line, text in layers
-            ),
-        ]
-    )
+    lines = ["# keep each model's last layer in float32 (its output feeds the loss):"]
+    for line, text in layers:
+        lines += [f"# {name}:{line}: {IN_PLACE_OF}{text}", with_keywords(text, dtype=FLOAT32)]
+    return "\n".join(lines)
 
 
 def mixed_precision_fix(facts: Facts, capability: tuple[int, int] | None) -> str:

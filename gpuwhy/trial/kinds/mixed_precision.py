@@ -1,6 +1,8 @@
 """tensorcore.unused: Keras' mixed precision policy, set before the model is built.
 
-``keras.mixed_precision.set_global_policy(...)`` right after the script's imports:
+``keras.mixed_precision.set_global_policy(...)`` right after the script's imports, and
+each model's output layer kept float32 (``dtype='float32'``, as the finding's fix writes
+it: the loss reads a float32 output):
 ``mixed_bfloat16`` (no loss scaling: nothing to add to a custom loop, and no skipped
 first steps while a loss scale settles), except for a ``fit`` projected onto a GPU
 without bfloat16 tensor cores (``--target`` T4 or V100: compute capability below 8.0),
@@ -21,7 +23,8 @@ from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
-from gpuwhy.source_calls import keras_spelling
+from gpuwhy.rules.tensorcore.unused import FLOAT32
+from gpuwhy.source_calls import keras_spelling, output_layer_calls
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -54,7 +57,14 @@ def candidates(
     setter = Edit(
         files.script, line, 0, line, 0, f'{keras}.mixed_precision.set_global_policy("{policy}")\n'
     )
-    base = (*imports, setter)
+    # each model's output layer kept float32, as the finding's fix prints it
+    outputs = [
+        edit
+        for call in output_layer_calls(tree)
+        if not any(k.arg == "dtype" for k in call.keywords)
+        for edit in set_keywords(source, lines, files.script, call, dtype=FLOAT32)
+    ]
+    base = (*imports, setter, *outputs)
     out = [
         FixCandidate(
             finding.id,
