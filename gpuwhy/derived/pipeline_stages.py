@@ -10,6 +10,8 @@ between RecordStart/RecordStop, which stop while the stage waits for its input).
 
 from __future__ import annotations
 
+import math
+
 from gpuwhy.facts import PipelineFacts, PipelineStage
 
 # Stages TF runs on background threads with their own buffer of finished elements.
@@ -193,19 +195,26 @@ def element_size(pipeline: PipelineFacts) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-CACHE_AT_STAGE = "the element spec of the stage the cache follows, times its elements a pass"
+CACHE_AT_STAGE = (
+    "the element spec of the stage the cache follows, times its elements a pass (the "
+    "pipeline's, times the ratios of the stages after it)"
+)
 
 
 def cache_size(
     pipeline: PipelineFacts, after: PipelineStage, per_pass: float
 ) -> tuple[float | None, str]:
     """Bytes a cache after ``after`` holds, and what says so: that stage's elements in a
-    pass times one of its elements (its spec), where both are known (a cache after a
-    decode, before a batch and a map that makes each element smaller or larger, holds
-    the decoded elements: keras-io's speaker recognition's 71 MiB, where a pass of the
-    pipeline's output is 39 MiB); else a pass of the pipeline's output
-    (:func:`element_size`)."""
-    if after.element_bytes and after.elements and pipeline.elements:
-        return after.element_bytes * after.elements * per_pass / pipeline.elements, CACHE_AT_STAGE
+    pass (the pipeline's pass times the ratio of each stage after it: a batch of 128
+    takes 128) times one of its elements (its spec), where both are known; a cache after
+    a decode, before a batch and a map that makes each element smaller or larger, holds
+    the decoded elements (keras-io's speaker recognition: 78 MiB, where a pass of the
+    pipeline's output is 39 MiB). TF's count of a stage's elements is not used: an
+    iterator's model keeps the stages above a shuffle's buffer to about one pass,
+    whatever the passes read. Else a pass of the pipeline's output (:func:`element_size`)."""
+    ids = [id(s) for s in pipeline.stages]
+    below = pipeline.stages[ids.index(id(after)) + 1 :] if id(after) in ids else None
+    if after.element_bytes and below is not None and all(s.ratio > 0 for s in below):
+        return after.element_bytes * per_pass * math.prod(s.ratio for s in below), CACHE_AT_STAGE
     element_bytes, size_from = element_size(pipeline)
     return (per_pass * element_bytes if element_bytes else None), size_from
