@@ -987,14 +987,51 @@ def _preprocessing(layer: ast.Call) -> bool:
     return name.startswith("Random") or name in PREPROCESSING_LAYERS
 
 
-def output_layers(filename: str) -> tuple[tuple[int, str], ...]:
-    """:func:`output_layer_calls` of a file written without a ``dtype``: each one's line
-    and call as written, in line order (empty where the file cannot be read)."""
+def output_layers(filename: str, keyword: str) -> tuple[tuple[int, str, str], ...]:
+    """:func:`output_layer_calls` of a file written without a ``dtype``, as the lines to
+    replace: each line's number, its text as written, and that text with ``keyword``
+    (``dtype='float32'``) added after the call's last argument (before its closing
+    parenthesis where it has none), in line order; empty where the file cannot be read.
+
+    Whole lines, so that the reader finds the one named and pastes the other in its
+    place: a call split over lines is changed on the line its last argument ends, the
+    point :func:`gpuwhy.trial.source_edits.set_keywords` adds a keyword at, so the
+    lines printed are the trial's edits."""
     tree = _tree(filename)
     if tree is None:
         return ()
-    calls = [c for c in output_layer_calls(tree) if not any(k.arg == "dtype" for k in c.keywords)]
-    return tuple((call.lineno, call_text(call)) for call in calls)
+    try:
+        with tokenize.open(filename) as handle:
+            lines = handle.read().splitlines()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ()
+    inserts: dict[int, list[int]] = {}
+    for call in output_layer_calls(tree):
+        if any(k.arg == "dtype" for k in call.keywords):
+            continue
+        line, column = _keyword_point(call)
+        inserts.setdefault(line, []).append(column)
+    out = []
+    for line, columns in sorted(inserts.items()):
+        if line > len(lines):
+            continue
+        text = lines[line - 1].encode("utf-8")
+        for column in sorted(columns, reverse=True):
+            added = keyword if text[column - 1 : column] == b"(" else ", " + keyword
+            text = text[:column] + added.encode("utf-8") + text[column:]
+        written = lines[line - 1].strip()
+        out.append((line, written, text.decode("utf-8").strip()))
+    return tuple(out)
+
+
+def _keyword_point(call: ast.Call) -> tuple[int, int]:
+    """Where a keyword is added to ``call`` (line, UTF-8 byte column): after its last
+    argument, or just inside its closing parenthesis where it has none."""
+    arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    if arguments:
+        last = max(arguments, key=lambda a: (a.end_lineno or 0, a.end_col_offset or 0))
+        return last.end_lineno or last.lineno, last.end_col_offset or 0
+    return call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1
 
 
 def output_layer_calls(tree: ast.Module) -> list[ast.Call]:
@@ -1005,7 +1042,7 @@ def output_layer_calls(tree: ast.Module) -> list[ast.Call]:
     the call written in its place); not a preprocessing or augmentation block's last
     (``RandomRotation``, ``Rescaling``: called inside a model, not its output). What a
     mixed-precision fix keeps in float32, in the program's own words."""
-    found: dict[int, ast.Call] = {}
+    found: dict[tuple[int, int], ast.Call] = {}  # by where each starts
     scopes: list[ast.AST] = [tree]
     scopes += [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     for scope in scopes:
@@ -1022,7 +1059,7 @@ def output_layer_calls(tree: ast.Module) -> list[ast.Call]:
             if callee == "Sequential" and node.args and isinstance(node.args[0], ast.List):
                 layers = node.args[0].elts
                 if layers and isinstance(layers[-1], ast.Call) and not _preprocessing(layers[-1]):
-                    found[layers[-1].lineno] = layers[-1]
+                    found[_start(layers[-1])] = layers[-1]
             elif callee == "add" and isinstance(node.func, ast.Attribute) and node.args:
                 receiver, layer = node.func.value, node.args[0]
                 if isinstance(receiver, ast.Name) and isinstance(layer, ast.Call):
@@ -1032,11 +1069,15 @@ def output_layer_calls(tree: ast.Module) -> list[ast.Call]:
             elif callee in MODEL_CLASSES:
                 output = _output_layer(node, assigned)
                 if output is not None:
-                    found[output.lineno] = output
+                    found[_start(output)] = output
         for layer in added.values():
             if not _preprocessing(layer):
-                found[layer.lineno] = layer
-    return [found[line] for line in sorted(found)]
+                found[_start(layer)] = layer
+    return [found[start] for start in sorted(found)]
+
+
+def _start(node: ast.expr) -> tuple[int, int]:
+    return node.lineno, node.col_offset
 
 
 def _own_nodes(scope: ast.AST) -> list[ast.AST]:

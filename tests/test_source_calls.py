@@ -2,6 +2,7 @@
 
 import sys
 
+from gpuwhy import source_calls
 from gpuwhy.source_calls import written_call
 
 SOURCE = """\
@@ -403,3 +404,45 @@ def test_float64_makers_are_numpy_s_untyped_calls_and_keras_one_hot_labels(tmp_p
     import numpy as np
 
     assert keras.utils.to_categorical(np.arange(3), 3).dtype == np.float64  # still so
+
+
+def test_output_layers_are_whole_lines_with_the_dtype_where_the_trial_adds_it(tmp_path):
+    """Each line named is the file's, as written; the new one is that line with the
+    keyword after the last argument: on the line a split call's last argument ends, just
+    inside ``()`` with none, once per line for two outputs written on one."""
+    script = tmp_path / "models.py"
+    script.write_text(
+        "import keras\n"
+        "from keras import layers\n"
+        "a = keras.Sequential([layers.Flatten(), layers.Dense(10)])  # logits\n"
+        "b = keras.Sequential([\n"
+        "    layers.Dense(\n"
+        '        3, activation="softmax",\n'
+        "    ),\n"
+        "])\n"
+        "c = keras.Sequential([layers.Softmax()])\n"
+        "d = keras.Sequential([layers.Dense(1, name='é')]); e = keras.Sequential([layers.Dense(2)])\n"
+        "f = keras.Sequential([layers.Dense(4, dtype='float32')])\n"
+    )
+    found = source_calls.output_layers(str(script), "dtype='float32'")
+    assert found == (
+        (
+            3,
+            "a = keras.Sequential([layers.Flatten(), layers.Dense(10)])  # logits",
+            "a = keras.Sequential([layers.Flatten(), layers.Dense(10, dtype='float32')])  # logits",
+        ),
+        (6, '3, activation="softmax",', "3, activation=\"softmax\", dtype='float32',"),
+        (
+            9,
+            "c = keras.Sequential([layers.Softmax()])",
+            "c = keras.Sequential([layers.Softmax(dtype='float32')])",
+        ),
+        (
+            10,
+            "d = keras.Sequential([layers.Dense(1, name='é')]); "
+            "e = keras.Sequential([layers.Dense(2)])",
+            "d = keras.Sequential([layers.Dense(1, name='é', dtype='float32')]); "
+            "e = keras.Sequential([layers.Dense(2, dtype='float32')])",
+        ),
+    )
+    assert source_calls.output_layers(str(tmp_path / "missing.py"), "dtype='float32'") == ()

@@ -21,6 +21,7 @@ from gpuwhy.facts import (
     TracingFacts,
 )
 from gpuwhy.finding import Finding
+from gpuwhy.source_calls import output_layers
 from gpuwhy.trial.candidate import SourceFiles
 from gpuwhy.trial.kinds import plan
 from gpuwhy.trial.source_edits import apply
@@ -257,8 +258,10 @@ def test_mixed_precision_goes_after_the_imports_and_keeps_token_ids_integers(tmp
         'import keras\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
     )
     assert 'keras.Input((64,), dtype="int32")' in edited(str(path), typed)
-    # the model's output layer kept float32, as the finding's fix prints it
-    assert "keras.layers.Dense(2, dtype='float32')(x)" in text
+    # the model's output layer kept float32: the very line the finding's fix prints
+    ((line, written, typed),) = output_layers(str(path), "dtype='float32'")
+    assert written == "model = keras.Model(tokens, keras.layers.Dense(2)(x))"
+    assert text.splitlines()[line] == typed  # one line down: the policy's line above it
 
 
 WALKTHROUGH = """import tensorflow as tf

@@ -33,7 +33,7 @@ def _float32_outputs(script: str | None, keras: str) -> str:
     """Each model's last layer, as the script writes it, with ``dtype='float32'``: its
     output (a softmax, the loss's input) stays float32 under the policy. Where the script
     cannot be read or builds no model it can see, what to write, said in general."""
-    layers = output_layers(script) if script else ()
+    layers = output_layers(script, f"dtype={FLOAT32}") if script else ()
     if not script or not layers:
         return (
             "# keep each model's last layer in float32: dtype='float32' in its call "
@@ -41,8 +41,8 @@ def _float32_outputs(script: str | None, keras: str) -> str:
         )
     name = os.path.basename(script)
     lines = ["# keep each model's last layer in float32 (its output feeds the loss):"]
-    for line, text in layers:
-        lines += [f"# {name}:{line}: {IN_PLACE_OF}{text}", with_keywords(text, dtype=FLOAT32)]
+    for line, written, typed in layers:
+        lines += [f"# {name}:{line}: {IN_PLACE_OF}{written}", typed]
     return "\n".join(lines)
 
 
