@@ -835,7 +835,12 @@ def calls_text(fn: TracedFunction) -> str:
     its work is counted in that function's calls."""
     if fn.calls == 0 and fn.inside:
         return "runs inside " + ", ".join(fn.inside)
-    return f"{fn.calls:,} calls"
+    return f"{fn.calls:,} call" + ("" if fn.calls == 1 else "s")
+
+
+def calls_column(fn: TracedFunction) -> str:
+    """:func:`calls_text` in a table's calls column: the number alone ("10")."""
+    return calls_text(fn) if fn.calls == 0 and fn.inside else f"{fn.calls:,}"
 
 
 def tracing_line(tracing: TracingFacts) -> str:

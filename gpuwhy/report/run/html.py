@@ -266,7 +266,9 @@ class _Page(Figures):
         return {
             **self._series_view(fig),
             "steps": steps is not None,  # a GPU recording's: its samples alone
-            "step_rows": step_rows(steps, self.max_points) if steps is not None else None,
+            "step_rows": step_rows(steps, self.max_points, facts.stalls)
+            if steps is not None
+            else None,
             "no_steps": None
             if steps is not None or not ran_tensorflow(facts)
             else (

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuwhy.collect.inprocess.eager import eager_line
-from gpuwhy.collect.inprocess.functions import calls_text
+from gpuwhy.collect.inprocess.functions import calls_column
 from gpuwhy.collect.registry import shown_rows
 from gpuwhy.facts import (
     PLACEMENT_REASONS,
@@ -21,6 +21,7 @@ from gpuwhy.facts import (
     GpuSamplesFacts,
     GpuSeries,
     PlacementFacts,
+    StallFacts,
     StepFacts,
     TracingFacts,
 )
@@ -146,7 +147,9 @@ def run_view(facts: Facts) -> dict[str, Any] | None:
     return {"title": "Run", "rows": rows, "notes": program_notes(facts)}
 
 
-def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
+def step_rows(
+    steps: StepFacts, max_points: int, stalls: StallFacts | None = None
+) -> list[tuple[str, str]]:
     """The step statistics: the collector's own (over every step after warm-up), the
     slowest step, and what the chart above draws of the steps, part by part."""
     rows = [
@@ -180,7 +183,7 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
     else:
         rows.append(("Waiting for input", "not measured for this kind of loop"))
     spc = max(steps.steps_per_call, 1)
-    slowest = slowest_step(steps)
+    slowest = slowest_step(steps, stalls)
     if slowest is not None:
         rows.append(("Slowest step", slowest))
     drawn = len(steps.starts)
@@ -204,10 +207,11 @@ def step_rows(steps: StepFacts, max_points: int) -> list[tuple[str, str]]:
     return rows
 
 
-def slowest_step(steps: StepFacts) -> str | None:
+def slowest_step(steps: StepFacts, stalls: StallFacts | None = None) -> str | None:
     """The slowest step after warm-up: over the whole run where the record has it
     (``slowest``, per step), else from the calls kept one by one, saying so when they
-    are only the run's first ones."""
+    are only the run's first ones; with the part of it gpuwhy's own pause held (a heap
+    census), where the stalls say so: that part is not the program's."""
     spc = max(steps.steps_per_call, 1)
     if steps.slowest:
         start, per_step = max(steps.slowest, key=lambda entry: entry[1])
@@ -215,6 +219,7 @@ def slowest_step(steps: StepFacts) -> str | None:
             f"{duration(per_step, microseconds=True)} at {start:,.2f} s, the slowest of all "
             f"{max(steps.count - steps.warmup, 0):,} steps after warm-up"
             + ("" if spc == 1 else f" (per step; {spc} steps per call)")
+            + own_pause_words(stalls, start)
         )
     later = set(steps.later_warmup)
     warm = min(len(steps.starts), round(steps.warmup / spc) - len(later)) if steps.warmup else 0
@@ -232,7 +237,27 @@ def slowest_step(steps: StepFacts) -> str | None:
         f"{duration(s.high, microseconds=True)} at {steps.starts[i]:,.2f} s (call {i + 1:,})"
         + ("" if spc == 1 else f", {spc} steps per call")
         + ("" if steps.all_kept else f"; of the first {len(steps.starts):,} calls, kept one by one")
+        + own_pause_words(stalls, steps.starts[i])
     )
+
+
+# a stall is the step it names when their starts are this close (both from the run's start)
+SAME_START_S = 1e-3
+
+
+def own_pause_words(stalls: StallFacts | None, start_s: float) -> str:
+    """ ", 297.9 ms of it gpuwhy's own pause (not the program's)" for the step that
+    started at ``start_s`` where a stall of it overlapped gpuwhy's own work; else ""."""
+    if stalls is None:
+        return ""
+    for loop in stalls.loops:
+        for stall in (*loop.first, *loop.last):
+            if abs(stall.start_s - start_s) > SAME_START_S:
+                continue
+            own = sum(seconds for kind, seconds in stall.causes if kind == "gpuwhy")
+            if own > 0:
+                return f", {duration(own)} of it gpuwhy's own pause (not the program's)"
+    return ""
 
 
 GPU_METRICS = (
@@ -442,7 +467,7 @@ def tracing_view(tracing: TracingFacts | None) -> dict[str, Any] | None:
                 "cells": [
                     fn.name + (" (Keras/TF)" if fn.library else ""),
                     fn.location or "?",
-                    calls_text(fn).removesuffix(" calls"),
+                    calls_column(fn),
                     f"{fn.call_s:,.2f} s",
                     f"{fn.traces}",
                     f"{fn.trace_s:,.2f} s",

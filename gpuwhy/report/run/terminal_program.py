@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from gpuwhy.collect.inprocess.functions import calls_text
+from gpuwhy.collect.inprocess.functions import calls_column
 from gpuwhy.collect.inprocess.pipelines import shown_pipelines, stage_name
 from gpuwhy.collect.registry import shown_rows
 from gpuwhy.facts import (
@@ -108,7 +108,7 @@ def _verbose_tables(facts: Facts) -> list:
         rows = [
             (
                 fn.name + (" [XLA]" if fn.jit_compile else ""),
-                calls_text(fn).removesuffix(" calls"),
+                calls_column(fn),
                 f"{fn.call_s:.2f} s",
                 str(fn.traces),
                 f"{fn.trace_s:.2f} s",
