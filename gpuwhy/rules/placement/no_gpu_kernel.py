@@ -254,13 +254,14 @@ class NoGpuKernel(Rule):
         if fails:
             title = f"{total} op{'s' if total > 1 else ''} cannot run where {'their' if total > 1 else 'its'} variable lives: {op_list(groups)}"
         else:
-            title = f"{total} op{'s' if total > 1 else ''} in {_where(groups)} {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
+            # outside the training step, the functions they are in are named after the ops
+            where = "" if outside else f" in {_where(groups)}"
+            title = f"{total} op{'s' if total > 1 else ''}{where} {'have' if total > 1 else 'has'} no GPU kernel and run{'' if total > 1 else 's'} on the CPU: {op_list(groups)}"
+        gain = "removes a host round trip and its GPU idle time from every step"
         if outside and not fails:
-            title += (
-                "; in "
-                + ", ".join(sorted({f for g in groups for f in g.functions}))
-                + ", not the training step"
-            )
+            functions = ", ".join(sorted({f for g in groups for f in g.functions}))
+            title += f"; in {functions}, not the training step"
+            gain = f"removes a host round trip from each call of {functions}; the training step does not wait on them"
         location = next((g.locations[0] for g in groups if g.locations), None)
         return [
             self.finding(
@@ -268,7 +269,7 @@ class NoGpuKernel(Rule):
                 severity=severity,
                 evidence=evidence,
                 fix=_fix_for(groups, placement, facts),
-                estimated_gain="removes a host round trip and its GPU idle time from every step",
+                estimated_gain=gain,
                 location=location,
             )
         ]
