@@ -173,6 +173,18 @@ def fit_compiled_before() -> dict:
     return _summary({"kind": "fit", "policy": "mixed_float16"}, session.record)
 
 
+def predict_never_compiled() -> dict:
+    """predict() of a model that was never compiled (an inference model beside the one
+    trained): no compile() to have seen, its jit_compile is Keras' default."""
+    keras.utils.set_random_seed(0)
+    model = _model("float32")
+    x, _ = _data()
+    with gpuwhy.session(hz=2, eager=False) as session:
+        for _ in range(3):
+            model.predict(x, batch_size=64, verbose=0)
+    return _summary({"kind": "predict", "policy": "float32"}, session.record)
+
+
 def two_models() -> dict:
     """Two models in one script, each compiled with Keras' default "auto": a Dense one
     (XLA on a GPU) and one with a cuDNN LSTM (no XLA there), then a predict."""
@@ -256,6 +268,10 @@ def main() -> None:
         print(json.dumps({"name": "fit:fine-tune", **fine_tune()}), flush=True)
     if not wanted or "fit:compiled-before" in wanted:
         print(json.dumps({"name": "fit:compiled-before", **fit_compiled_before()}), flush=True)
+    if not wanted or "predict:never-compiled" in wanted:
+        print(
+            json.dumps({"name": "predict:never-compiled", **predict_never_compiled()}), flush=True
+        )
     for policy in LOOP_POLICIES:
         if wanted and f"loop:{policy}" not in wanted:
             continue

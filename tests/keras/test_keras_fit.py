@@ -75,7 +75,16 @@ def matrix(request) -> dict[str, dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     found = {line["name"]: line for line in lines}
-    expected = FIT_NAMES + LOOPS + ["fit:compiled-before", "fit:two-models", "fit:fine-tune"]
+    expected = (
+        FIT_NAMES
+        + LOOPS
+        + [
+            "fit:compiled-before",
+            "fit:two-models",
+            "fit:fine-tune",
+            "predict:never-compiled",
+        ]
+    )
     assert set(found) == set(expected), done.stderr[-3000:]
     if request.param != "installed":
         assert {line["keras"] for line in lines} == {request.param}
@@ -165,6 +174,14 @@ def test_a_compile_gpuwhy_did_not_see_is_said_to_leave_xla_unknown(matrix):
     assert line["xla_ops"] == 0, line
     (note,) = line["notes"]
     assert "compile() ran before gpuwhy watched" in note, note
+
+
+def test_a_model_never_compiled_is_not_said_to_be_compiled_before_gpuwhy_watched(matrix):
+    """predict() of an uncompiled model: no compile() ran at all, so the note says its
+    jit_compile is Keras' default, not that a compile went unseen."""
+    line = matrix["predict:never-compiled"]
+    (note,) = line["notes"]
+    assert "the model was never compiled" in note and "compile() ran before" not in note, note
 
 
 def test_the_loss_scale_check_of_a_sparse_gradient_is_named_with_its_fix(matrix):

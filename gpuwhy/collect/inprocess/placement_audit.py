@@ -40,6 +40,11 @@ KERAS_UNSEEN_NOTE = (
     "per-batch step with XLA and its ops are not placed one by one (start gpuwhy "
     "before compile, or run the script with `gpuwhy run`)"
 )
+KERAS_UNCOMPILED_NOTE = (
+    "placed op by op, as traced here: the model was never compiled, so its jit_compile "
+    'is Keras\' default "auto"; where a GPU machine takes that for XLA, the function is '
+    "compiled as one cluster there and its ops are not placed one by one"
+)
 KERAS_CUDNN_NOTE = (
     "placed op by op: on a GPU, Keras runs {layers} with cuDNN's kernels and then "
     'compiles no step of this model with XLA (compile\'s jit_compile="auto")'
@@ -125,7 +130,10 @@ def _as_keras_compiles_it(target: AuditTarget, steps: StepCollector) -> AuditTar
         return target
     seen, would_xla, cudnn = steps.keras_compile_of(target.model)
     if not seen:
-        return dataclasses.replace(target, note=_joined(target.note, KERAS_UNSEEN_NOTE))
+        # Keras 3's Trainer says whether compile() ever ran; gpuwhy's hook saw none of it
+        never = getattr(target.model, "compiled", None) is False
+        unseen = KERAS_UNCOMPILED_NOTE if never else KERAS_UNSEEN_NOTE
+        return dataclasses.replace(target, note=_joined(target.note, unseen))
     if would_xla is False and cudnn:
         note = KERAS_CUDNN_NOTE.format(layers=", ".join(cudnn))
         return dataclasses.replace(target, note=_joined(target.note, note))
