@@ -80,6 +80,17 @@ def _tree(filename: str) -> ast.Module | None:
         return None
 
 
+@once_per_version(maxsize=16)
+def _lines(filename: str) -> tuple[str, ...] | None:
+    """The file's lines as ``ast`` numbers them (None: unreadable or too large)."""
+    try:
+        with tokenize.open(filename) as handle:  # universal newlines: "\n" ends each
+            source = handle.read(MAX_SOURCE_BYTES + 1)
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    return None if len(source) > MAX_SOURCE_BYTES else tuple(source.split("\n"))
+
+
 def _names_only(node: ast.expr) -> bool:
     """``ds``, ``self.train_ds``, ``tf.data``: a receiver a fix can name as written."""
     while isinstance(node, ast.Attribute):
@@ -997,13 +1008,8 @@ def output_layers(filename: str, keyword: str) -> tuple[tuple[int, str, str], ..
     place: a call split over lines is changed on the line its last argument ends, the
     point :func:`gpuwhy.trial.source_edits.set_keywords` adds a keyword at, so the
     lines printed are the trial's edits."""
-    tree = _tree(filename)
-    if tree is None:
-        return ()
-    try:
-        with tokenize.open(filename) as handle:
-            lines = handle.read().splitlines()
-    except (OSError, SyntaxError, UnicodeDecodeError):
+    tree, lines = _tree(filename), _lines(filename)
+    if tree is None or lines is None:
         return ()
     inserts: dict[int, list[int]] = {}
     for call in output_layer_calls(tree):

@@ -1124,3 +1124,19 @@ def test_a_helper_whose_fix_is_of_another_shape_is_not_tried_and_says_why(tmp_pa
             )
         ],
     )
+
+
+def test_a_model_built_right_after_the_imports_gets_the_policy_line_and_its_float32_output(
+    tmp_path,
+):
+    """The policy goes in at the start of the line the model is built on: the output
+    layer's edit is the keyword alone, not the whole line, so the two do not meet."""
+    path = tmp_path / "tiny.py"
+    path.write_text("import keras\nmodel = keras.Sequential([keras.layers.Dense(2)])\n")
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    (policy,), _ = plan([finding("tensorcore.unused")], Facts(), files)
+    assert edited(str(path), policy) == (
+        "import keras\n"
+        'keras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
+        "model = keras.Sequential([keras.layers.Dense(2, dtype='float32')])\n"
+    )

@@ -18,13 +18,14 @@ runs and results, its step projected onto ``--target``.
 from __future__ import annotations
 
 import ast
+import os
 
 from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.gpu_specs import UnknownGpuError, find_gpu
 from gpuwhy.rules.tensorcore.unused import FLOAT32
-from gpuwhy.source_calls import keras_spelling, output_layer_calls
+from gpuwhy.source_calls import keras_spelling, output_layers
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles
 from gpuwhy.trial.source_edits import (
     Edit,
@@ -57,13 +58,7 @@ def candidates(
     setter = Edit(
         files.script, line, 0, line, 0, f'{keras}.mixed_precision.set_global_policy("{policy}")\n'
     )
-    # each model's output layer kept float32, as the finding's fix prints it
-    outputs = [
-        edit
-        for call in output_layer_calls(tree)
-        if not any(k.arg == "dtype" for k in call.keywords)
-        for edit in set_keywords(source, lines, files.script, call, dtype=FLOAT32)
-    ]
+    outputs = _float32_outputs(files.script, lines)
     base = (*imports, setter, *outputs)
     out = [
         FixCandidate(
@@ -130,3 +125,20 @@ def _after_imports(tree: ast.Module) -> int:
         if isinstance(node, ast.Import | ast.ImportFrom):
             last = node.end_lineno or node.lineno
     return last + 1
+
+
+def _float32_outputs(path: str, lines: list[str]) -> list[Edit]:
+    """Each model's output layer kept float32: the lines the finding's fix prints
+    (:func:`~gpuwhy.source_calls.output_layers`), each edited where it differs from the
+    line as written (the keyword's insertion: an edit at the line's start would meet
+    the policy's line when the model is built right after the imports)."""
+    edits = []
+    for number, written, typed in output_layers(path, f"dtype={FLOAT32}"):
+        start = lines[number - 1].index(written)
+        same = len(os.path.commonprefix([written, typed]))
+        tail = len(os.path.commonprefix([written[same:][::-1], typed[same:][::-1]]))
+        end = len(written) - tail
+        edits.append(
+            Edit(path, number, start + same, number, start + end, typed[same : len(typed) - tail])
+        )
+    return edits
