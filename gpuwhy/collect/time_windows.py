@@ -14,6 +14,7 @@ window.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -62,6 +63,24 @@ class TimeWindows(Generic[A]):
         if window is None:
             window = windows[index] = self.make()
         return window
+
+    def over(self, since: float, until: float) -> Iterator[tuple[A, float]]:
+        """(window, the share of ``since``-``until`` inside it) for each window the span
+        crosses, in time order (made if new); a span of no length is all in the window
+        of ``until``. What a span holds is put where it happened: a pause of half a
+        second from 0.8 s is four tenths the first second's, six the next one's."""
+        span = until - since
+        if span <= 0:
+            yield self.at(until), 1.0
+            return
+        t = since
+        while t < until:
+            window = self.at(t)  # may merge pairs: the width is read after it
+            width = self.width
+            edge = self.t0 + (math.floor((t - self.t0) / width) + 1) * width
+            edge = min(until, edge if edge > t else t + width)
+            yield window, (edge - t) / span
+            t = edge
 
     def items(self) -> Iterator[tuple[float, A]]:
         """(start of the window, its contents) for every window something fell in."""

@@ -81,26 +81,33 @@ def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
     )
 
 
-def span_step_time(span: StepSpan, steps_per_call: int = 1) -> float:
+def span_step_time(span: StepSpan, steps_per_call: int = 1, row: RunWindow | None = None) -> float:
     """A window's time per step: every step that started in it, those only counted
     while the hooks paused too, less its slowest call (one long step: an epoch's first, a
-    checkpoint). The window's median comes from its timed steps alone, which a pause
-    leaves to a fraction of the window; this is what the window's steps took, less one
-    outlier."""
+    checkpoint) and less gpuwhy's own pauses in it (``row``'s: a heap census holds the
+    program for a tenth of a second or more, and the windows it falls in read slower by
+    that much: in a run whose memory grows, the windows right after a slowdown, which
+    made the change look like noise). The window's median comes from its timed steps
+    alone, which a pause leaves to a fraction of the window; this is what the window's
+    steps took, less one outlier."""
     spc = max(1, steps_per_call)
+    own = row.own_pause_s if row is not None else 0.0
+    slowest = span.max_s * spc
+    if own and slowest < own:
+        slowest += own  # the pause fell in a step only counted: both come out
     if span.steps <= spc:
-        return span.step_s / max(1, span.steps)
-    return max(0.0, span.step_s - span.max_s * spc) / (span.steps - spc)
+        return max(0.0, span.step_s - own) / max(1, span.steps)
+    return max(0.0, span.step_s - slowest) / (span.steps - spc)
 
 
 def span_input_wait(span: StepSpan, row: RunWindow | None) -> float | None:
     """A window's input wait: measured around next() in a loop; for Keras fit, its steps'
     time less tf.data's consumer time per element then (input_wait.py: step = wait +
-    gap)."""
+    gap) and less gpuwhy's own pauses (a heap census is neither)."""
     if span.input_wait_s is not None:
         return span.input_wait_s
     if row is not None and row.fit_gap_s is not None:
-        return max(0.0, span.step_s - span.steps * row.fit_gap_s)
+        return max(0.0, span.step_s - row.own_pause_s - span.steps * row.fit_gap_s)
     return None
 
 

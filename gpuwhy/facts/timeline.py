@@ -83,6 +83,9 @@ class RunWindow:
     gc_pause_s: float = 0.0  # Python garbage collection (gc.callbacks), seconds in it
     gc_collections: int = 0
     checkpoint_s: float = 0.0  # checkpoint writes (tf.train.Checkpoint, Keras saves)
+    # gpuwhy's own work that held the program's threads (a heap census holds the GIL),
+    # seconds of it that began in the window: time the steps took that is not the program's
+    own_pause_s: float = 0.0
     stalls: int = 0  # stalled steps that started in it (section stalls)
     gpus: tuple[GpuWindow, ...] = ()
 

@@ -262,6 +262,22 @@ def test_a_stall_while_gpuwhy_holds_the_program_is_gpuwhy_s_own_while_and_after(
     assert kept[0] == "gpuwhy" and abs(kept[1] - 0.2) < 1e-9
 
 
+def test_gpuwhy_s_own_pauses_are_in_the_timeline_rows_of_the_windows_they_held():
+    """A heap census is gpuwhy's time, not the program's: the drift finding takes each
+    window's part of it out of the window's steps (the part in each window it crossed)."""
+    activities = ActivityCollector()
+    activities.start(0.0)
+    try:
+        activities.own_pause_begins(4.8)
+        activities.own_pause(4.8, 5.3, "gpuwhy's heap census")
+        rows = activities.rows(1.0)
+    finally:
+        activities.stop()
+    assert rows[4]["own_pause_s"] == pytest.approx(0.2)
+    assert rows[5]["own_pause_s"] == pytest.approx(0.3)
+    assert all("own_pause_s" not in row for i, row in rows.items() if i not in (4, 5))
+
+
 def test_the_program_s_own_activities_in_a_heap_census_are_the_program_s():
     """A step that waited on a gc.collect() or a checkpoint write stalled on it, a census
     running beside it or not (through a full collection the census waited on the GIL).

@@ -99,17 +99,18 @@ GC_HEAD = 8192
 
 
 class _Window:
-    """One timeline window's GC and checkpoint time."""
+    """One timeline window's GC, checkpoint and gpuwhy's own pause time."""
 
-    __slots__ = ("gc_s", "gc_n", "checkpoint_s")
+    __slots__ = ("gc_s", "gc_n", "checkpoint_s", "own_s")
 
     def __init__(self) -> None:
-        self.gc_s, self.gc_n, self.checkpoint_s = 0.0, 0, 0.0
+        self.gc_s, self.gc_n, self.checkpoint_s, self.own_s = 0.0, 0, 0.0, 0.0
 
     def merge(self, other: _Window) -> None:
         self.gc_s += other.gc_s
         self.gc_n += other.gc_n
         self.checkpoint_s += other.checkpoint_s
+        self.own_s += other.own_s
 
     def copy(self) -> _Window:
         twin = _Window()
@@ -294,6 +295,9 @@ class ActivityCollector(Collector):
                     continue
             elif kind == "checkpoint":
                 window.checkpoint_s += seconds
+            elif kind == "gpuwhy":  # in the windows it held the program in, each its part
+                for held, share in self.windows.over(start, end):
+                    held.own_s += seconds * share
             self.rings[kind].append((start, end, where, what))
 
     def overlapping(self, start: float, end: float) -> list[tuple[str, float, Any, str]]:
@@ -425,7 +429,7 @@ class ActivityCollector(Collector):
 
     def rows(self, width: float) -> dict[int, dict]:
         """Per window of ``width`` seconds: GC seconds and collections, checkpoint
-        seconds, stalled steps (the run timeline's rows)."""
+        seconds, gpuwhy's own pauses, stalled steps (the run timeline's rows)."""
         self.fold()
         rows: dict[int, dict] = {}
         with self._lock:
@@ -436,6 +440,8 @@ class ActivityCollector(Collector):
             row["gc_pause_s"] = round(window.gc_s, 6)
             row["gc_collections"] = window.gc_n
             row["checkpoint_s"] = round(window.checkpoint_s, 6)
+            if window.own_s:
+                row["own_pause_s"] = round(window.own_s, 6)
         if self.stall_windows is not None:
             stalls = self.stall_windows.copy()
             stalls.coarsen(width)

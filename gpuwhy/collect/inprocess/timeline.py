@@ -12,7 +12,6 @@ cost at the end is O(windows), whatever the run's length.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -382,18 +381,8 @@ def _spread(windows: TimeWindows[_Sum], since: float, until: float, seconds: flo
     The counters are read once a second: put at the poll's moment, a window's call
     seconds would be its neighbour's, a second late, and a window's step time less its
     calls would swing by a second's worth either way."""
-    span = until - since
-    if span <= 0:
-        windows.at(until).value += seconds
-        return
-    t = since
-    while t < until:
-        window = windows.at(t)  # may merge pairs: the width is read after it
-        width = windows.width
-        edge = windows.t0 + (math.floor((t - windows.t0) / width) + 1) * width
-        edge = min(until, edge if edge > t else t + width)
-        window.value += seconds * (edge - t) / span
-        t = edge
+    for window, share in windows.over(since, until):
+        window.value += seconds * share
 
 
 def _index(seconds: float, width: float) -> int:
