@@ -16,6 +16,9 @@ from gpuwhy.rules.base import Rule
 from gpuwhy.rules.tensorcore.common import shares, target_gpu
 from gpuwhy.source_calls import output_layers
 
+# a step's float32 matmul/conv work under this many FLOPs: microseconds of a GPU at any
+# precision (kernel launches and the input decide its time), little to gain
+SMALL_STEP_FLOPS = 1e9
 _FIX_MIXED = "\n".join(
     [
         "keras.mixed_precision.set_global_policy('mixed_float16')   # before building the model",
@@ -188,6 +191,10 @@ class TensorCoreUnused(Rule):
     twice as fast again (its expected gain says so, not the 2-8x of plain float32). Without a GPU on the machine the GPU generation is unknown and
     the finding says what happens on each.
 
+    A step whose float32 matmul/conv work is under 1 GFLOP (a small dense or conv net
+    at a small batch) is `low` and says how little there is to gain: such kernels take
+    microseconds on any GPU, and the step waits on their launches and its input.
+
     ## Options
     - `min_fraction`: share of the step's matmul/convolution FLOPs in float32 without
       tensor cores needed for the finding (0.10).
@@ -358,6 +365,15 @@ class TensorCoreUnused(Rule):
             if capability is not None and capability >= (8, 0) and tf32
             else "up to 2-8x on matmul/conv time, by GPU generation"
         )
+        work = step_flops(step)
+        if work is not None and work < SMALL_STEP_FLOPS:
+            severity = "low"
+            evidence["step_float32_mflop"] = round(work / 1e6, 3)
+            gain = (
+                f"little: the step's float32 matmul/conv work is {work / 1e6:,.1f} MFLOP, "
+                "microseconds of a GPU at any precision (a model this small waits on kernel "
+                "launches and its input, not on math)"
+            )
         return [
             self.finding(
                 title,
@@ -397,6 +413,14 @@ def _mixed_fix(indices: tuple[FloatIndex, ...], mixed: str) -> str:
     new = with_keywords(written, dtype='"int32"').replace("dtype='int32'", 'dtype="int32"')
     old, new = (f"{name} = {written}", f"{name} = {new}") if name else (written, new)
     return "\n".join([*why, f"# {location}: in place of: {old}", new, mixed])
+
+
+def step_flops(step: list[TensorOp]) -> float | None:
+    """The float32 matmul/conv FLOPs of one call of the step (each op times the runs of
+    the loops around it); None where an op's size or runs are not known."""
+    if not step or any(op.flops is None or op.runs is None for op in step):
+        return None
+    return float(sum((op.flops or 0) * (op.runs or 1) for op in step))
 
 
 def training_ops(ops: list[TensorOp]) -> list[TensorOp]:

@@ -96,6 +96,31 @@ def test_turing_float32_is_medium():
     assert ENABLE_TF32 not in finding.fix
 
 
+def test_a_step_of_little_matmul_work_is_low_and_says_how_little_there_is_to_gain():
+    """A small dense net at batch 32 (keras-io's timeseries classifier, 4k parameters):
+    its float32 kernels take microseconds on any GPU, where '2-8x' promised much."""
+    ops = [
+        b.tensor_op(dims={"m": 32, "n": 64, "k": 128}, layer="dense", location="model.py:10"),
+        b.tensor_op(dims={"m": 32, "n": 2, "k": 64}, layer="head", location="model.py:11"),
+    ]
+    facts = b.placement_facts(
+        tensor_ops=ops, compute_capability=(7, 5), gpu_name="Tesla T4", predicted=False
+    )
+    (finding,) = run(TensorCoreUnused, facts)
+    assert finding.severity == "low"
+    assert finding.evidence["step_float32_mflop"] == pytest.approx(0.53, abs=0.01)
+    assert finding.estimated_gain.startswith(
+        "little: the step's float32 matmul/conv work is 0.5 MFLOP, microseconds of a GPU"
+    )
+    # an op of unknown size: no figure, the usual gain
+    unknown = [replace(ops[0], flops=None), *ops[1:]]
+    (sized,) = run(
+        TensorCoreUnused,
+        replace(facts, placement=replace(facts.placement, tensor_ops=tuple(unknown))),
+    )
+    assert "step_float32_mflop" not in sized.evidence
+
+
 def test_hopper_with_tf32_is_low():
     (finding,) = run(
         TensorCoreUnused,
