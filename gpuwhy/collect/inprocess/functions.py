@@ -428,7 +428,7 @@ class FunctionWatcher(Collector):
             calls, self._calls_timed = self._calls_timed, 0
             if self._stopped or functions_run_eagerly():
                 return False, calls
-            if any(w.stream is None or w.stream.held_steps() for w in called.values()):
+            if any(w.stream is None or w.stream.holds_calls() for w in called.values()):
                 return False, calls
             keys: set = set()
             for watched in self._by_id.values():

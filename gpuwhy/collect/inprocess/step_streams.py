@@ -291,6 +291,12 @@ class CycleStream:
         first = self._first
         return list(zip(first[0::2], first[1::2]))
 
+    def holds_calls(self) -> bool:
+        """Whether calls are still held back (none emitted yet): a question asked four
+        times a second, answered without making their steps (held_steps: 2.8 ms at
+        5,000 calls, the GIL held meanwhile)."""
+        return self._typical is None and bool(self._first)
+
     def held_steps(self) -> list[Step]:
         """The steps of the calls held back (all of a run with no more than
         ``HEAD_STEPS`` calls), none of which was emitted yet; empty once they were."""
