@@ -119,3 +119,20 @@ class TimeWindows(Generic[A]):
                 merged.append(first)
         self.windows = merged
         self.width *= 2
+
+
+class Total:
+    """A window's total: a count (traces) or seconds (tracing, tf.function calls)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: float = 0  # stays an int while only ints are added
+
+    def merge(self, other: Total) -> None:
+        self.value += other.value
+
+    def copy(self) -> Total:
+        twin = Total()
+        twin.value = self.value
+        return twin

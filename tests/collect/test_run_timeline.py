@@ -4,8 +4,8 @@
 import numpy as np
 import pytest
 
-from gpuwhy.collect.inprocess.timeline import _spread, _Sum, laid_out, resident_bytes
-from gpuwhy.collect.time_windows import TimeWindows
+from gpuwhy.collect.inprocess.functions import CallWindows
+from gpuwhy.collect.inprocess.timeline import laid_out, resident_bytes
 from gpuwhy.facts import EagerFacts, GpuSamplesFacts, GpuSeries, StepFacts, StepSpan, StepTimeline
 from gpuwhy.facts.gpu_samples import WindowSpread
 
@@ -108,15 +108,35 @@ def test_gpu_windows_carry_the_slowdowns_the_heat_and_the_link_of_their_samples(
     assert {g.others_memory_max_bytes for g in windows} == {2 * 1024**3}  # read once a second
 
 
-def test_seconds_read_between_two_polls_are_spread_over_the_windows_between_them():
-    # tf.function call seconds are read once a second: put at the poll's moment, a
-    # window's call time would be its neighbour's
-    windows = TimeWindows(10.0, _Sum, capacity=4)
-    _spread(windows, 10.5, 12.5, 2.0)
+def test_seconds_are_placed_over_the_windows_they_ran_through():
+    # a call or a trace is placed where it ran, each window its part: a 0.7 s trace of a
+    # loop's first step, read as a total at the next poll, landed a window late
+    windows = CallWindows(10.0).calls
+    windows.capacity = 4
+    CallWindows.place(windows, 10.5, 12.5, 2.0)
     assert [(s, w.value) for s, w in windows.items()] == [(10.0, 0.5), (11.0, 1.0), (12.0, 0.5)]
-    _spread(windows, 12.5, 19.0, 6.5)  # past four windows: they merge to 4 s on the way
+    CallWindows.place(windows, 12.5, 19.0, 6.5)  # past four windows: they merge to 4 s
     assert windows.width == 4.0
     assert [(s, w.value) for s, w in windows.items()] == [(10.0, 3.5), (14.0, 4.0), (18.0, 1.0)]
-    _spread(windows, 19.0, 19.0, 0.25)  # no time between: all at the poll
-    _spread(windows, 8.0, 10.5, 2.5)  # before the start: in the first window
+    CallWindows.place(windows, 19.0, 19.0, 0.25)  # no length: all at its moment
+    CallWindows.place(windows, 8.0, 10.5, 2.5)  # before the start: in the first window
     assert [(s, w.value) for s, w in windows.items()] == [(10.0, 6.0), (14.0, 4.0), (18.0, 1.25)]
+
+
+def test_calls_and_the_calls_that_traced_are_in_the_rows_of_the_windows_they_ran_in():
+    placed = CallWindows(0.0)
+    placed.place_calls(4.6, 5.3, 0.7)  # the loop's first call, tracing: over two windows
+    placed.place(placed.traced_calls, 4.6, 5.3, 0.7)
+    placed.place(placed.tracing, 4.6, 5.2, 0.6)
+    placed.traces.at(4.6).value += 1
+    for i in range(100):  # short calls: each whole in the window it began in
+        placed.place_calls(5.5 + i * 0.001, 5.5005 + i * 0.001, 0.0005)
+    rows = placed.rows(1.0)
+    assert rows[4]["traced_call_s"] == pytest.approx(0.4)
+    assert rows[5]["traced_call_s"] == pytest.approx(0.3)
+    assert rows[4]["function_call_s"] == pytest.approx(0.4)
+    assert rows[5]["function_call_s"] == pytest.approx(0.3 + 0.05)
+    assert rows[4]["traces"] == 1 and "traces" not in rows[5]
+    assert rows[4]["trace_s"] == pytest.approx(0.4) and rows[5]["trace_s"] == pytest.approx(0.2)
+    coarse = placed.rows(2.0)  # read at a coarser width, the windows merged
+    assert coarse[2]["function_call_s"] == pytest.approx(0.75)

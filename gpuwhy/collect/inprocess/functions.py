@@ -33,6 +33,7 @@ from gpuwhy.collect.inprocess.step_record import LoopRecord, LoopView
 from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
 from gpuwhy.collect.placement import AuditTarget
 from gpuwhy.collect.quantiles import Sketch
+from gpuwhy.collect.time_windows import TimeWindows, Total
 from gpuwhy.facts import (
     KERAS_STEP_FUNCTIONS,
     Facts,
@@ -58,7 +59,53 @@ MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
 MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retrace storm)
 MAX_INSIDE = 4  # enclosing functions named per function
+LONG_CALL_S = 0.01  # a call this long is placed over the windows it ran through
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
+
+
+class CallWindows:
+    """Where in the run the outermost tf.function calls and the traces ran: their seconds
+    and the traces' count per window of the run's timeline, each placed in the windows
+    it ran through (a call is folded a quarter of a second after it ended: read as a
+    total at the timeline's poll, a 0.7 s trace of a loop's first step landed a window
+    late, in the loop's first window the report reads, as 42 % of a fit's step)."""
+
+    def __init__(self, t0: float) -> None:
+        self.calls: TimeWindows[Total] = TimeWindows(t0, Total)
+        self.traced_calls: TimeWindows[Total] = TimeWindows(t0, Total)
+        self.tracing: TimeWindows[Total] = TimeWindows(t0, Total)
+        self.traces: TimeWindows[Total] = TimeWindows(t0, Total)
+
+    def place_calls(self, begin: float, end: float, seconds: float) -> None:
+        if end - begin < LONG_CALL_S:  # most calls: in the window they began in
+            self.calls.at(begin).value += seconds
+        else:
+            self.place(self.calls, begin, end, seconds)
+
+    @staticmethod
+    def place(windows: TimeWindows[Total], begin: float, end: float, seconds: float) -> None:
+        for window, share in windows.over(begin, end):
+            window.value += seconds * share
+
+    def rows(self, width: float) -> dict[int, dict[str, float]]:
+        """Per window index at ``width`` seconds: function_call_s, traced_call_s, trace_s
+        and traces (RunWindow's fields)."""
+        rows: dict[int, dict[str, float]] = {}
+        for field, windows in (
+            ("function_call_s", self.calls),
+            ("traced_call_s", self.traced_calls),
+            ("trace_s", self.tracing),
+            ("traces", self.traces),
+        ):
+            twin = windows.copy()
+            twin.coarsen(width)
+            for start, total in twin.items():
+                index = max(0, int((start - twin.t0) // width + 1e-9))
+                value = total.value
+                rows.setdefault(index, {})[field] = (
+                    int(value) if field == "traces" else round(value, 6)
+                )
+        return rows
 
 
 class _Watched:
@@ -145,6 +192,12 @@ class _Watched:
             return timed
         return timed + counted * steady_s / steady_calls
 
+    def _steady_call_s(self) -> float | None:
+        """The mean timed call that did not trace, folded so far (None: none yet)."""
+        timed = self.folded_calls - self.counted_calls - self.traces
+        steady_s = self.folded_s - self.traced_call_s
+        return steady_s / timed if timed > 0 and steady_s > 0 else None
+
     def absorb(self, dead: _Watched) -> None:
         """Add a dead Function's counts to this record (its steps are not kept)."""
         self.folded_calls += dead.calls
@@ -171,9 +224,12 @@ class _Watched:
         ]
         self.instances += dead.instances
 
-    def fold(self, t0: float, sampled: Any, tracking: Any = None) -> None:
+    def fold(
+        self, t0: float, sampled: Any, tracking: Any = None, windows: CallWindows | None = None
+    ) -> None:
         """Move the calls recorded since the last fold into the steps of its calls
-        (``tracking()``, where given, makes the stall tracker of its loop)."""
+        (``tracking()``, where given, makes the stall tracker of its loop) and their
+        seconds into the run's ``windows``, where they ran."""
         taken = take(self.times)
         if not taken:
             return
@@ -189,6 +245,10 @@ class _Watched:
             begin, end = taken[i], taken[i + 1]
             if begin < 0:  # -calls, end: calls counted while the call hook paused
                 calls = int(-begin)
+                if windows is not None:
+                    mean = self._steady_call_s()
+                    if mean is not None:  # over the pause: from the last timed call on
+                        windows.place_calls(last_end or end, end, calls * mean)
                 self.stream.stretch(calls, end)
                 self.folded_calls += calls - 1  # the pair is one more below
                 self.counted_calls += calls
@@ -199,10 +259,14 @@ class _Watched:
             last_end = end
             feed(begin, end)
             self.folded_s += end - begin
+            if windows is not None:
+                windows.place_calls(begin, end, end - begin)
             while k < len(starts) and starts[k] < begin:
                 k += 1  # a trace outside any call (a concrete function asked for)
             if k < len(starts) and starts[k] <= end:
                 self.traced_call_s += end - begin
+                if windows is not None:
+                    windows.place(windows.traced_calls, begin, end, end - begin)
                 while k < len(starts) and starts[k] <= end:
                     k += 1
         self.trace_starts = starts[k:] if k < len(starts) else []
@@ -289,6 +353,7 @@ class FunctionWatcher(Collector):
 
     def __init__(self) -> None:
         self.t0 = 0.0
+        self.windows = CallWindows(self.t0)  # where the calls and traces ran
         self.error: str | None = None
         self._hooks: Any = None
         self._lock = threading.RLock()  # a finalizer may run inside our own locked section
@@ -315,6 +380,7 @@ class FunctionWatcher(Collector):
 
     def start(self, t0: float) -> None:
         self.t0 = t0
+        self.windows = CallWindows(t0)
         self._drain = Drain(self.fold, "functions")  # kept before it starts: a Ctrl-C meanwhile
         self._drain.start()  # still finds it to stop
 
@@ -330,7 +396,7 @@ class FunctionWatcher(Collector):
             for watched in self._records:
                 if watched.times:
                     self._calls_timed += len(watched.times) // 2  # a stretch's pair too
-                    watched.fold(self.t0, self._sampled, self.stall_tracking)
+                    watched.fold(self.t0, self._sampled, self.stall_tracking, self.windows)
                     self._called[id(watched)] = watched
 
     # -- life cycle ------------------------------------------------------------------
@@ -391,6 +457,10 @@ class FunctionWatcher(Collector):
                 watched = self._register(trace.function, trace.caller)
             if watched is not None:
                 watched.add_trace(trace)
+            if not trace.nested:  # a nested trace's time is its enclosing trace's
+                end = trace.started + trace.seconds
+                self.windows.traces.at(trace.started).value += 1
+                self.windows.place(self.windows.tracing, trace.started, end, trace.seconds)
             listener = self.trace_listener
             if listener is not None and not trace.nested:
                 listener(trace.started, trace.started + trace.seconds, trace.caller)
@@ -509,7 +579,7 @@ class FunctionWatcher(Collector):
                 return
             watched.alive = False
             if watched.times:
-                watched.fold(self.t0, self._sampled, self.stall_tracking)
+                watched.fold(self.t0, self._sampled, self.stall_tracking, self.windows)
             if watched.concretes:
                 self._dead_kept.append(watched)
                 if len(self._dead_kept) > MAX_DEAD_KEPT:
@@ -558,6 +628,14 @@ class FunctionWatcher(Collector):
         second late at most), each whole: what a retrace costs the step."""
         with self._lock:
             return sum(w.traced_call_s for w in self._records)
+
+    def trace_rows(self, width: float) -> dict[int, dict[str, float]]:
+        """The run timeline's tf.function columns per window of ``width`` seconds:
+        seconds in outermost calls, in those that traced, in outermost traces, and the
+        traces begun (:class:`CallWindows`), after a fold."""
+        self.fold()
+        with self._lock:
+            return self.windows.rows(width)
 
     def trace_totals(self) -> tuple[int, float]:
         """Traces of every watched tf.function so far, and the seconds spent in them."""

@@ -3,8 +3,8 @@
 Each source keeps its own bounded windows while the program runs (the steps'
 :class:`~gpuwhy.collect.time_windows.TimeWindows`, the GPU sampler's
 :mod:`~gpuwhy.collect.windows`); this collector adds what nobody else reads over time
-(the program's resident memory, the host's CPU time and the tf.function traces begun,
-polled once a second; as that memory grows, a few censuses of the Python heap name what
+(the program's resident memory and the host's CPU time, polled once a second; the
+function watcher's windows of its calls and traces, each where it ran; as that memory grows, a few censuses of the Python heap name what
 grows: :mod:`~gpuwhy.collect.inprocess.heap_census`) and, when facts are asked, lays them all on one grid whose width fits the whole run in
 at most ``CAPACITY`` windows (:func:`~gpuwhy.collect.time_windows.width_for`). Its
 cost at the end is O(windows), whatever the run's length.
@@ -81,23 +81,6 @@ class _Peak:
         return twin
 
 
-class _Sum:
-    """A window's total: a count (traces) or seconds (tracing, tf.function calls)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: float = 0  # stays an int while only ints are added
-
-    def merge(self, other: _Sum) -> None:
-        self.value += other.value
-
-    def copy(self) -> _Sum:
-        twin = _Sum()
-        twin.value = self.value
-        return twin
-
-
 class _Cpu:
     """The host's CPU between polls: machine busy and total jiffies (all cores), this
     process tree's CPU seconds and the wall seconds they cover."""
@@ -160,7 +143,8 @@ def resident_bytes() -> int | None:
 
 
 class RunTimelineCollector(Collector):
-    """Section ``timeline``; polls memory and traces once a second on its own thread."""
+    """Section ``timeline``; polls memory and CPU once a second on its own thread; the
+    tf.function columns come from the function watcher, where its calls ran."""
 
     name = section = "timeline"
     # the sections it lays out, and the traces, activities and pipelines it polls
@@ -192,20 +176,12 @@ class RunTimelineCollector(Collector):
         self._rss: int | None = None
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.device_memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
-        self.traces: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
-        self.tracing: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
-        self.calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
-        self._calls_seen = 0.0
-        self.traced_calls: TimeWindows[_Sum] = TimeWindows(self.t0, _Sum)
-        self._traced_calls_seen = 0.0
         self.cpu: TimeWindows[_Cpu] = TimeWindows(self.t0, _Cpu)
         self.cores = os.cpu_count() or 1  # /proc/stat's first line counts them all
         self._cpu_seen: tuple | None = None
         self._pid = os.getpid()  # made in the program's main thread: its loop's
         self._queued_seen: float | None = None
         self._threads_queued_seen: float | None = None
-        self._traces_seen = 0
-        self._tracing_seen = 0.0
         self._last_poll = self.t0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -216,10 +192,6 @@ class RunTimelineCollector(Collector):
         self._pid = os.getpid()
         self.memory = TimeWindows(t0, _Peak)
         self.device_memory = TimeWindows(t0, _Peak)
-        self.traces = TimeWindows(t0, _Sum)
-        self.tracing = TimeWindows(t0, _Sum)
-        self.calls = TimeWindows(t0, _Sum)
-        self.traced_calls = TimeWindows(t0, _Sum)
         self.cpu = TimeWindows(t0, _Cpu)
         calls = self.functions.outermost_calls if self.functions is not None else None
         self.census = HeapCensus(t0, calls)
@@ -252,7 +224,7 @@ class RunTimelineCollector(Collector):
     def poll(self, memory: bool = True, at: float | None = None) -> None:
         t = time.perf_counter() if at is None else at
         with self._lock:
-            since, self._last_poll = self._last_poll, t
+            self._last_poll = t
             rss = resident_bytes() if memory else None
             if rss is not None:
                 self._rss = rss
@@ -264,22 +236,6 @@ class RunTimelineCollector(Collector):
                 if in_use:
                     peak = self.device_memory.at(t)
                     peak.value = max(peak.value, sum(in_use.values()))
-            if self.functions is not None:
-                traces, seconds = self.functions.trace_totals()
-                if traces > self._traces_seen:
-                    self.traces.at(t).value += traces - self._traces_seen
-                    self._traces_seen = traces
-                if seconds > self._tracing_seen:
-                    _spread(self.tracing, since, t, seconds - self._tracing_seen)
-                    self._tracing_seen = seconds
-                called = self.functions.call_seconds()
-                if called > self._calls_seen:
-                    _spread(self.calls, since, t, called - self._calls_seen)
-                    self._calls_seen = called
-                traced = self.functions.traced_call_seconds()
-                if traced > self._traced_calls_seen:
-                    _spread(self.traced_calls, since, t, traced - self._traced_calls_seen)
-                    self._traced_calls_seen = traced
 
     def _poll_cpu(self, t: float) -> None:
         now = cpu_snapshot()
@@ -305,13 +261,10 @@ class RunTimelineCollector(Collector):
         window.wall_s += now[0] - seen[0]
 
     def stop(self) -> None:
-        """The traces begun since the last poll are counted in that poll's window (they
-        came before the program's end); memory is not read again: what runs now is
-        gpuwhy's own work."""
+        """Memory is not read again: what runs now is gpuwhy's own work."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
-        self.poll(memory=False, at=self._last_poll)
 
     def fill(self, gathering: Gathering) -> RunTimeline:
         facts = gathering.facts
@@ -340,10 +293,6 @@ class RunTimelineCollector(Collector):
         with self._lock:
             self.memory.coarsen(width)
             self.device_memory.coarsen(width)
-            self.traces.coarsen(width)
-            self.tracing.coarsen(width)
-            self.calls.coarsen(width)
-            self.traced_calls.coarsen(width)
             self.cpu.coarsen(width)
             rows: dict[int, dict] = {}
             for start, peak in self.memory.items():
@@ -353,19 +302,11 @@ class RunTimelineCollector(Collector):
             for start, peak in self.device_memory.items():
                 row = rows.setdefault(_index(start - self.t0, width), {})
                 row["tf_gpu_memory_max_bytes"] = peak.value
-            for start, count in self.traces.items():
-                rows.setdefault(_index(start - self.t0, width), {})["traces"] = int(count.value)
-            for start, total in self.tracing.items():
-                row = rows.setdefault(_index(start - self.t0, width), {})
-                row["trace_s"] = round(total.value, 6)
-            for start, total in self.calls.items():
-                row = rows.setdefault(_index(start - self.t0, width), {})
-                row["function_call_s"] = round(total.value, 6)
-            for start, total in self.traced_calls.items():
-                row = rows.setdefault(_index(start - self.t0, width), {})
-                row["traced_call_s"] = round(total.value, 6)
             for start, cpu in self.cpu.items():
                 rows.setdefault(_index(start - self.t0, width), {}).update(cpu.shares(self.cores))
+        if self.functions is not None:
+            for i, row in self.functions.trace_rows(width).items():
+                rows.setdefault(i, {}).update(row)
         if self.activities is not None:
             for i, row in self.activities.rows(width).items():
                 rows.setdefault(i, {}).update(row)
@@ -373,16 +314,6 @@ class RunTimelineCollector(Collector):
             for i, row in self.pipelines.fit_gap_rows(self.t0, width).items():
                 rows.setdefault(i, {}).update(row)
         return rows
-
-
-def _spread(windows: TimeWindows[_Sum], since: float, until: float, seconds: float) -> None:
-    """Add ``seconds`` spent between two polls evenly over the windows between them.
-
-    The counters are read once a second: put at the poll's moment, a window's call
-    seconds would be its neighbour's, a second late, and a window's step time less its
-    calls would swing by a second's worth either way."""
-    for window, share in windows.over(since, until):
-        window.value += seconds * share
 
 
 def _index(seconds: float, width: float) -> int:
