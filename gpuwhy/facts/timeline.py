@@ -55,10 +55,13 @@ class RunWindow:
     input_wait_share: float | None = None  # of those steps' time (None: not timed)
     eager_ops_per_step: float | None = None  # in the steps the eager counter sampled
     eager_sampled_steps: int = 0
-    traces: int = 0  # tf.function traces (and so graph builds, XLA compiles) begun in it
-    trace_s: float = 0.0  # seconds those traces took (counted when each one ended)
-    # seconds inside outermost tf.function calls from Python (counted as they were folded,
-    # a quarter of a second after each call at most): the rest of a step is Python's
+    # tf.function traces (and so graph builds, XLA compiles) begun in it, outermost ones
+    # (a trace inside another's is part of it); none of fit's validation passes (below)
+    traces: int = 0
+    trace_s: float = 0.0  # seconds those traces took, each in the windows it ran through
+    # seconds inside outermost tf.function calls from Python, each in the windows it ran
+    # through: the rest of a step is Python's. Not those of fit's validation passes,
+    # which run between the training steps (nor their calls that traced, below)
     function_call_s: float = 0.0
     # of those, the calls that traced, each whole (its trace, the graph's optimisation,
     # any XLA compile and the new graph's first run): what retracing costs the steps

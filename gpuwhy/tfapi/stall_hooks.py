@@ -39,10 +39,12 @@ from typing import Any
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
 
-__all__ = ["KERAS_TARGETS", "TF_TARGETS", "Record", "install_keras", "install_tensorflow"]
+__all__ = ["KERAS_TARGETS", "TF_TARGETS", "Begin", "Record", "install_keras", "install_tensorflow"]
 
 # record(kind, start, end, user file:line or None, what ran)
 Record = Callable[[str, float, float, "str | None", str], None]
+# begin(kind, start, what runs): told as it starts
+Begin = Callable[[str, float, str], None]
 
 # (module, class, method, kind, what ran)
 TF_TARGETS = (
@@ -76,28 +78,36 @@ def install_tensorflow(record: Record) -> list[Patch]:
     return _install(TF_TARGETS, record)
 
 
-def install_keras(record: Record) -> list[Patch]:
-    """Time Keras' saves, ModelCheckpoint's writes, evaluate and predict."""
-    return _install(KERAS_TARGETS, record)
+def install_keras(record: Record, begin: Begin | None = None) -> list[Patch]:
+    """Time Keras' saves, ModelCheckpoint's writes, evaluate and predict; ``begin``,
+    where given, hears of each as it starts (``begin(kind, start, detail)``)."""
+    return _install(KERAS_TARGETS, record, begin)
 
 
-def _install(targets: tuple, record: Record) -> list[Patch]:
+def _install(targets: tuple, record: Record, begin: Begin | None = None) -> list[Patch]:
     patches = []
     for module, name, method, kind, what in targets:
         cls = getattr(sys.modules.get(module), name, None)
         if cls is None or method not in vars(cls):
             continue
-        patches.append(Patch(cls, method, _maker(kind, what, record)))
+        patches.append(Patch(cls, method, _maker(kind, what, record, begin)))
     return patches
 
 
-def _maker(kind: str, what: str, record: Record) -> Callable[[Any], Any]:
+def _maker(
+    kind: str, what: str, record: Record, begin: Begin | None = None
+) -> Callable[[Any], Any]:
     def make(original: Any) -> Any:
         def timed(self, *args, **kwargs):
             if getattr(_state, "depth", 0):
                 return original(self, *args, **kwargs)
             _state.depth = 1
             start = time.perf_counter()
+            if begin is not None:
+                try:
+                    begin(kind, start, _detail(what, self, kwargs))
+                except Exception:  # noqa: BLE001 - a hook never breaks the user's call
+                    pass
             try:
                 return original(self, *args, **kwargs)
             finally:

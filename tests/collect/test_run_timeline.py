@@ -140,3 +140,16 @@ def test_calls_and_the_calls_that_traced_are_in_the_rows_of_the_windows_they_ran
     assert rows[4]["trace_s"] == pytest.approx(0.4) and rows[5]["trace_s"] == pytest.approx(0.2)
     coarse = placed.rows(2.0)  # read at a coarser width, the windows merged
     assert coarse[2]["function_call_s"] == pytest.approx(0.75)
+
+
+def test_calls_and_traces_of_fit_s_validation_are_not_the_training_steps():
+    """fit's validation runs between the training steps: its first call traces (0.07 s
+    beside steps of 1 ms) and was read as tracing inside the steps."""
+    placed = CallWindows(0.0)
+    placed.between_steps = lambda t: 5.5 <= t <= 5.7
+    placed.place_calls(5.2, 5.201, 0.001)  # a training step
+    placed.place_calls(5.53, 5.6, 0.07)  # validation's first call, tracing
+    placed.place_traced_call(5.53, 5.6)
+    placed.place_trace(5.531, 0.045)
+    rows = placed.rows(1.0)
+    assert rows == {5: {"function_call_s": 0.001}}

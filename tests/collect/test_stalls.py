@@ -278,6 +278,17 @@ def test_gpuwhy_s_own_pauses_are_in_the_timeline_rows_of_the_windows_they_held()
     assert all("own_pause_s" not in row for i, row in rows.items() if i not in (4, 5))
 
 
+def test_fit_s_validation_is_known_while_it_runs_and_after_it_ended():
+    activities = ActivityCollector()
+    assert not activities.in_validation(10.0)
+    activities._begin("evaluate", 10.0, "fit's validation")
+    assert activities.in_validation(10.5) and not activities.in_validation(9.9)
+    activities._record("evaluate", 10.0, 11.0, "train.py:9", "fit's validation")
+    assert activities.in_validation(10.5) and not activities.in_validation(11.5)
+    activities._begin("evaluate", 20.0, "Model.evaluate")  # the program's own: its steps
+    assert not activities.in_validation(20.5)
+
+
 def test_the_program_s_own_activities_in_a_heap_census_are_the_program_s():
     """A step that waited on a gc.collect() or a checkpoint write stalled on it, a census
     running beside it or not (through a full collection the census waited on the GIL).

@@ -69,6 +69,8 @@ from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 # "gpuwhy": gpuwhy's own pauses of the program (a heap census holds the GIL for a tenth
 # of a second): a stall they cause is gpuwhy's, never the program's finding (the program's
 # own activities in one are the program's: see ActivityCollector.overlapping)
+VALIDATION = "fit's validation"  # the detail of an evaluate that fit runs itself
+VALIDATIONS_KEPT = 8  # fit's latest validation passes, for in_validation
 KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop", "teardown")
 RING = {
     "loop": 1024,
@@ -141,6 +143,7 @@ class ActivityCollector(Collector):
                 peer.loop_listener = collector.on_loop
             if isinstance(peer, FunctionWatcher):
                 peer.trace_listener = collector.on_trace
+                peer.between_steps = collector.in_validation
         return collector
 
     def __init__(self) -> None:
@@ -152,6 +155,8 @@ class ActivityCollector(Collector):
         self._lock = threading.RLock()
         self._busy = False  # folding or walking the rings (fold)
         self._own_since: float | None = None  # gpuwhy's own pause running since
+        self._validation_since: float | None = None  # fit's validation running since
+        self._validations: deque[tuple[float, float]] = deque(maxlen=VALIDATIONS_KEPT)
         self._patches: list = []
         self._drain: Drain | None = None
         self._forget_gc_in_child: Any = None
@@ -179,7 +184,10 @@ class ActivityCollector(Collector):
         )
 
     def on_keras(self) -> None:
-        self._install(stall_hooks.install_keras, "Keras saves and evaluate")
+        self._install(
+            lambda record: stall_hooks.install_keras(record, self._begin),
+            "Keras saves and evaluate",
+        )
 
     def _install(self, install: Any, what: str) -> None:
         try:
@@ -230,6 +238,24 @@ class ActivityCollector(Collector):
 
     def _record(self, kind: str, start: float, end: float, where: str | None, what: str) -> None:
         self._events.append((kind, start, end, where, what))
+        if what == VALIDATION:
+            self._validations.append((start, end))
+            self._validation_since = None
+
+    def _begin(self, kind: str, start: float, what: str) -> None:
+        if what == VALIDATION:
+            self._validation_since = start
+
+    def in_validation(self, t: float) -> bool:
+        """Whether time ``t`` fell in one of fit's validation passes, the one under way
+        or the latest few (the function watcher asks of each call it folds, a quarter of
+        a second after it ran: validation's calls and traces are not the training
+        steps'). Read on the drain's thread, written on the program's: a float and a
+        deque's items, no lock."""
+        since = self._validation_since
+        if since is not None and t >= since:
+            return True
+        return any(start <= t <= end for start, end in list(self._validations))
 
     def own_pause_begins(self, start: float) -> None:
         """gpuwhy's own work that holds the program (a heap census) began: a stall found

@@ -68,19 +68,39 @@ class CallWindows:
     and the traces' count per window of the run's timeline, each placed in the windows
     it ran through (a call is folded a quarter of a second after it ended: read as a
     total at the timeline's poll, a 0.7 s trace of a loop's first step landed a window
-    late, in the loop's first window the report reads, as 42 % of a fit's step)."""
+    late, in the loop's first window the report reads, as 42 % of a fit's step). Those
+    that began in one of fit's validation passes are left out: they ran between the
+    training steps, not in them (``between_steps``)."""
 
     def __init__(self, t0: float) -> None:
+        # where given, whether a moment fell in a pass of fit's own between its steps
+        # (its validation): a call or a trace that began then is not placed
+        self.between_steps: Any = None
         self.calls: TimeWindows[Total] = TimeWindows(t0, Total)
         self.traced_calls: TimeWindows[Total] = TimeWindows(t0, Total)
         self.tracing: TimeWindows[Total] = TimeWindows(t0, Total)
         self.traces: TimeWindows[Total] = TimeWindows(t0, Total)
 
     def place_calls(self, begin: float, end: float, seconds: float) -> None:
+        if self._between(begin):
+            return
         if end - begin < LONG_CALL_S:  # most calls: in the window they began in
             self.calls.at(begin).value += seconds
         else:
             self.place(self.calls, begin, end, seconds)
+
+    def place_traced_call(self, begin: float, end: float) -> None:
+        if not self._between(begin):
+            self.place(self.traced_calls, begin, end, end - begin)
+
+    def place_trace(self, start: float, seconds: float) -> None:
+        if not self._between(start):
+            self.traces.at(start).value += 1
+            self.place(self.tracing, start, start + seconds, seconds)
+
+    def _between(self, t: float) -> bool:
+        between = self.between_steps
+        return between is not None and between(t)
 
     @staticmethod
     def place(windows: TimeWindows[Total], begin: float, end: float, seconds: float) -> None:
@@ -266,7 +286,7 @@ class _Watched:
             if k < len(starts) and starts[k] <= end:
                 self.traced_call_s += end - begin
                 if windows is not None:
-                    windows.place(windows.traced_calls, begin, end, end - begin)
+                    windows.place_traced_call(begin, end)
                 while k < len(starts) and starts[k] <= end:
                     k += 1
         self.trace_starts = starts[k:] if k < len(starts) else []
@@ -377,12 +397,19 @@ class FunctionWatcher(Collector):
         # the activity collector's: a loop's stall tracker, and who hears of each trace
         self.stall_tracking: Any = None
         self.trace_listener: Any = None
+        # whether a moment fell between the training steps in a pass of fit's own (its
+        # validation): calls and traces then are not placed in the windows
+        self.between_steps: Any = None
 
     def start(self, t0: float) -> None:
         self.t0 = t0
         self.windows = CallWindows(t0)
         self._drain = Drain(self.fold, "functions")  # kept before it starts: a Ctrl-C meanwhile
         self._drain.start()  # still finds it to stop
+
+    def _placing(self) -> CallWindows:
+        self.windows.between_steps = self.between_steps
+        return self.windows
 
     def _sampled(self, starts: Any, ends: Any) -> Any:
         """Which of these steps (arrays) a counting window overlaps (None: no counter)."""
@@ -396,7 +423,7 @@ class FunctionWatcher(Collector):
             for watched in self._records:
                 if watched.times:
                     self._calls_timed += len(watched.times) // 2  # a stretch's pair too
-                    watched.fold(self.t0, self._sampled, self.stall_tracking, self.windows)
+                    watched.fold(self.t0, self._sampled, self.stall_tracking, self._placing())
                     self._called[id(watched)] = watched
 
     # -- life cycle ------------------------------------------------------------------
@@ -458,9 +485,7 @@ class FunctionWatcher(Collector):
             if watched is not None:
                 watched.add_trace(trace)
             if not trace.nested:  # a nested trace's time is its enclosing trace's
-                end = trace.started + trace.seconds
-                self.windows.traces.at(trace.started).value += 1
-                self.windows.place(self.windows.tracing, trace.started, end, trace.seconds)
+                self._placing().place_trace(trace.started, trace.seconds)
             listener = self.trace_listener
             if listener is not None and not trace.nested:
                 listener(trace.started, trace.started + trace.seconds, trace.caller)
@@ -579,7 +604,7 @@ class FunctionWatcher(Collector):
                 return
             watched.alive = False
             if watched.times:
-                watched.fold(self.t0, self._sampled, self.stall_tracking, self.windows)
+                watched.fold(self.t0, self._sampled, self.stall_tracking, self._placing())
             if watched.concretes:
                 self._dead_kept.append(watched)
                 if len(self._dead_kept) > MAX_DEAD_KEPT:
