@@ -46,9 +46,9 @@ import gpuwhy.forked as forked
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.drain import Drain, take
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
-from gpuwhy.collect.inprocess.stall_tracker import Beat, Count, StallGroup, StallTracker
+from gpuwhy.collect.inprocess.stall_tracker import Beat, StallGroup, StallTracker
 from gpuwhy.collect.inprocess.steps import StepCollector
-from gpuwhy.collect.time_windows import TimeWindows
+from gpuwhy.collect.time_windows import TimeWindows, Total
 from gpuwhy.facts import (
     Activity,
     Facts,
@@ -165,7 +165,7 @@ class ActivityCollector(Collector):
         self.places: dict[str, dict[tuple, float]] = {}  # kind -> (where, what) -> seconds
         self.rings: dict[str, deque] = {kind: deque(maxlen=RING[kind]) for kind in KINDS}
         self.windows: TimeWindows[_Window] = TimeWindows(self.t0, _Window)
-        self.stall_windows: TimeWindows[Count] | None = None  # of the loops in the facts
+        self.stall_windows: TimeWindows[Total] | None = None  # of the loops in the facts
 
     # -- life cycle ----------------------------------------------------------------
     def start(self, t0: float) -> None:
@@ -433,7 +433,7 @@ class ActivityCollector(Collector):
         }
         for name, watched in gathering.peer(FunctionWatcher).loops().items():
             views[("tf-function", name)] = watched
-        merged: TimeWindows[Count] = TimeWindows(self.t0, Count)
+        merged: TimeWindows[Total] = TimeWindows(self.t0, Total)
         out = []
         for loop in steps.loops:
             view = views.get((loop.source, loop.name))

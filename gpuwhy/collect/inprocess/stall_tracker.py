@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.collect.quantiles import Sketch
-from gpuwhy.collect.time_windows import TimeWindows
+from gpuwhy.collect.time_windows import TimeWindows, Total
 
 FACTOR = 3.0
 FLOOR_S = 0.005
@@ -61,23 +61,6 @@ DOMINANT = 0.1  # an activity dominates a stall it overlapped for this share, th
 
 # attribute(start, end) -> [(kind, seconds overlapped, file:line or None, what ran)]
 Attribute = Callable[[float, float], list[tuple[str, float, Any, str]]]
-
-
-class Count:
-    """A window's count of stalls."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def merge(self, other: Count) -> None:
-        self.value += other.value
-
-    def copy(self) -> Count:
-        twin = Count()
-        twin.value = self.value
-        return twin
 
 
 SLACK_FROM = 10  # step intervals this long or longer may be a step off
@@ -177,7 +160,7 @@ class StallGroup:
         self.beats: dict[str | None, Beat] = {}  # by the kind that dominated each stall
         # the stalls no activity dominated, again by their length: see size_classes
         self.alike: dict[tuple[int, int], Beat] = {}
-        self.windows: TimeWindows[Count] = TimeWindows(t0, Count)
+        self.windows: TimeWindows[Total] = TimeWindows(t0, Total)  # stalls a window
 
     def add(self, index: int, start: float, seconds: float, lost: float, causes: list) -> None:
         self.count += 1
