@@ -1140,3 +1140,20 @@ def test_a_model_built_right_after_the_imports_gets_the_policy_line_and_its_floa
         'keras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
         "model = keras.Sequential([keras.layers.Dense(2, dtype='float32')])\n"
     )
+
+
+def test_fixes_of_the_same_words_are_told_apart_by_the_place_they_change():
+    from gpuwhy.trial.candidate import FixCandidate
+    from gpuwhy.trial.kinds import _told_apart
+
+    words = "the generator's arrays sliced by from_tensor_slices"
+    both = [
+        FixCandidate("input.python-function", words, (), location="prog.py:52"),
+        FixCandidate("input.python-function", words, (), location="prog.py:54"),
+        FixCandidate("input.no-prefetch", "a prefetch after batch", (), location="prog.py:60"),
+    ]
+    assert [c.fix for c in _told_apart(both)] == [
+        f"{words} at prog.py:52",
+        f"{words} at prog.py:54",
+        "a prefetch after batch",  # its words alone say which
+    ]

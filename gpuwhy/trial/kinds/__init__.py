@@ -5,6 +5,7 @@ it answers but cannot fix here (``NotTried``, with why). Pure: no file is writte
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
@@ -113,7 +114,19 @@ def plan(
             refused.append(NotTried(finding.id, "; ".join(why) or "no fix gpuwhy can apply here"))
         elif why:  # the fixes the other kinds did not write, and why (a map already parallel)
             refused.append(NotTried(finding.id, BESIDES + "; ".join(why)))
-    return tried, refused
+    return _told_apart(tried), refused
+
+
+def _told_apart(candidates: list[FixCandidate]) -> list[FixCandidate]:
+    """Fixes of the same words (one kind's fix for two pipelines) named each with the
+    place it changes, so that the rounds and the results say which one ran: a new
+    user's trial read "2 fix(es) to try: the generator's arrays sliced by
+    from_tensor_slices, the generator's arrays sliced by from_tensor_slices"."""
+    names = [c.fix for c in candidates]
+    return [
+        replace(c, fix=f"{c.fix} at {c.location}") if names.count(c.fix) > 1 and c.location else c
+        for c in candidates
+    ]
 
 
 def _misfit(candidate: FixCandidate, files: SourceFiles) -> str | None:
