@@ -321,7 +321,7 @@ class TensorCoreUnused(Rule):
                 "TF32 on A100/H100 (8.0+); mixed precision uses them at 16 bits on all"
             )
         step = training_ops(float32)
-        biggest = sorted(step, key=lambda op: -(op.flops or 0))[:5]
+        biggest = _largest(step)
         evidence: dict[str, Any] = {
             "float32_work_share": round(share, 3),
             "float32_ops": len(float32),
@@ -415,12 +415,37 @@ def _mixed_fix(indices: tuple[FloatIndex, ...], mixed: str) -> str:
     return "\n".join([*why, f"# {location}: in place of: {old}", new, mixed])
 
 
+def _largest(ops: list[TensorOp], shown: int = 5) -> list[TensorOp]:
+    """The ``shown`` largest ops, each layer's op of one kind and size once: a function
+    traced twice (Keras' step retraced for a last, smaller batch, or for validation)
+    has every op twice, and the list named one Conv2D twice."""
+    out: list[TensorOp] = []
+    seen: set[tuple] = set()
+    for op in sorted(ops, key=lambda op: -(op.flops or 0)):
+        key = _once(op)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(op)
+        if len(out) == shown:
+            break
+    return out
+
+
+def _once(op: TensorOp) -> tuple:
+    """What an op of two traces of one function shares: its node and its sizes (a layer
+    called twice makes two nodes)."""
+    return (op.node, op.dtype, tuple(sorted(op.dims.items())))
+
+
 def step_flops(step: list[TensorOp]) -> float | None:
     """The float32 matmul/conv FLOPs of one call of the step (each op times the runs of
-    the loops around it); None where an op's size or runs are not known."""
+    the loops around it, an op of two traces of the step once); None where an op's size
+    or runs are not known."""
     if not step or any(op.flops is None or op.runs is None for op in step):
         return None
-    return float(sum((op.flops or 0) * (op.runs or 1) for op in step))
+    ops = {_once(op): op for op in step}.values()
+    return float(sum((op.flops or 0) * (op.runs or 1) for op in ops))
 
 
 def training_ops(ops: list[TensorOp]) -> list[TensorOp]:

@@ -121,6 +121,25 @@ def test_a_step_of_little_matmul_work_is_low_and_says_how_little_there_is_to_gai
     assert "step_float32_mflop" not in sized.evidence
 
 
+def test_an_op_of_two_traces_of_the_step_is_listed_and_counted_once():
+    """Keras' step traced twice (the text classifier of a new user's trial): every op is
+    in both traces, and the largest ops named one Conv2D twice."""
+    conv = b.tensor_op(
+        "Conv2D",
+        dims={"batch": 32, "in_channels": 128, "out_channels": 128},
+        flops=4 * 10**8,
+        node="one_step_on_data/sequential/conv2d/Conv2D",
+        layer="conv2d",
+    )
+    head = b.tensor_op(dims={"m": 32, "n": 2, "k": 128}, layer="head")
+    traces = [conv, replace(conv, function="one_step_on_data (prog.py:106) #2"), head]
+    facts = b.placement_facts(tensor_ops=traces, compute_capability=(7, 5), gpu_name="Tesla T4")
+    (finding,) = run(TensorCoreUnused, facts)
+    assert [row["layer"] for row in finding.evidence["largest"]] == ["conv2d", "head"]
+    # 400 MFLOP a step, not 800: the two traces are one call's work
+    assert finding.evidence["step_float32_mflop"] == pytest.approx(400.016, abs=0.01)
+
+
 def test_hopper_with_tf32_is_low():
     (finding,) = run(
         TensorCoreUnused,
