@@ -23,7 +23,7 @@ import functools
 import threading
 import weakref
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
@@ -72,10 +72,10 @@ class CallWindows:
     that began in one of fit's validation passes are left out: they ran between the
     training steps, not in them (``between_steps``)."""
 
-    def __init__(self, t0: float) -> None:
+    def __init__(self, t0: float, between_steps: Callable[[float], bool] | None = None) -> None:
         # where given, whether a moment fell in a pass of fit's own between its steps
         # (its validation): a call or a trace that began then is not placed
-        self.between_steps: Any = None
+        self.between_steps = between_steps
         self.calls: TimeWindows[Total] = TimeWindows(t0, Total)
         self.traced_calls: TimeWindows[Total] = TimeWindows(t0, Total)
         self.tracing: TimeWindows[Total] = TimeWindows(t0, Total)
@@ -403,13 +403,9 @@ class FunctionWatcher(Collector):
 
     def start(self, t0: float) -> None:
         self.t0 = t0
-        self.windows = CallWindows(t0)
+        self.windows = CallWindows(t0, self.between_steps)  # set by create, before this
         self._drain = Drain(self.fold, "functions")  # kept before it starts: a Ctrl-C meanwhile
         self._drain.start()  # still finds it to stop
-
-    def _placing(self) -> CallWindows:
-        self.windows.between_steps = self.between_steps
-        return self.windows
 
     def _sampled(self, starts: Any, ends: Any) -> Any:
         """Which of these steps (arrays) a counting window overlaps (None: no counter)."""
@@ -423,7 +419,7 @@ class FunctionWatcher(Collector):
             for watched in self._records:
                 if watched.times:
                     self._calls_timed += len(watched.times) // 2  # a stretch's pair too
-                    watched.fold(self.t0, self._sampled, self.stall_tracking, self._placing())
+                    watched.fold(self.t0, self._sampled, self.stall_tracking, self.windows)
                     self._called[id(watched)] = watched
 
     # -- life cycle ------------------------------------------------------------------
@@ -485,7 +481,7 @@ class FunctionWatcher(Collector):
             if watched is not None:
                 watched.add_trace(trace)
             if not trace.nested:  # a nested trace's time is its enclosing trace's
-                self._placing().place_trace(trace.started, trace.seconds)
+                self.windows.place_trace(trace.started, trace.seconds)
             listener = self.trace_listener
             if listener is not None and not trace.nested:
                 listener(trace.started, trace.started + trace.seconds, trace.caller)
@@ -604,7 +600,7 @@ class FunctionWatcher(Collector):
                 return
             watched.alive = False
             if watched.times:
-                watched.fold(self.t0, self._sampled, self.stall_tracking, self._placing())
+                watched.fold(self.t0, self._sampled, self.stall_tracking, self.windows)
             if watched.concretes:
                 self._dead_kept.append(watched)
                 if len(self._dead_kept) > MAX_DEAD_KEPT:
@@ -643,17 +639,6 @@ class FunctionWatcher(Collector):
         with self._lock:
             return sum(w.calls for w in self._records)
 
-    def call_seconds(self) -> float:
-        """Seconds inside outermost tf.function calls from eager code so far."""
-        with self._lock:
-            return sum(w.call_seconds() for w in self._records)
-
-    def traced_call_seconds(self) -> float:
-        """Seconds inside the outermost calls that traced (folded ones: a quarter of a
-        second late at most), each whole: what a retrace costs the step."""
-        with self._lock:
-            return sum(w.traced_call_s for w in self._records)
-
     def trace_rows(self, width: float) -> dict[int, dict[str, float]]:
         """The run timeline's tf.function columns per window of ``width`` seconds:
         seconds in outermost calls, in those that traced, in outermost traces, and the
@@ -661,11 +646,6 @@ class FunctionWatcher(Collector):
         self.fold()
         with self._lock:
             return self.windows.rows(width)
-
-    def trace_totals(self) -> tuple[int, float]:
-        """Traces of every watched tf.function so far, and the seconds spent in them."""
-        with self._lock:
-            return sum(w.traces for w in self._records), sum(w.trace_s for w in self._records)
 
     def warm(self, min_calls: int, fallback_calls: int) -> tuple[str, int] | None:
         """The function to profile, once warm: of those with ``min_calls`` outermost

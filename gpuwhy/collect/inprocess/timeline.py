@@ -182,7 +182,6 @@ class RunTimelineCollector(Collector):
         self._pid = os.getpid()  # made in the program's main thread: its loop's
         self._queued_seen: float | None = None
         self._threads_queued_seen: float | None = None
-        self._last_poll = self.t0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -221,21 +220,19 @@ class RunTimelineCollector(Collector):
         if activities is not None and activities.own_pause_running():
             activities.own_pause(start, time.perf_counter(), "gpuwhy's heap census")
 
-    def poll(self, memory: bool = True, at: float | None = None) -> None:
-        t = time.perf_counter() if at is None else at
+    def poll(self) -> None:
+        t = time.perf_counter()
         with self._lock:
-            self._last_poll = t
-            rss = resident_bytes() if memory else None
+            rss = resident_bytes()
             if rss is not None:
                 self._rss = rss
                 peak = self.memory.at(t)
                 peak.value = max(peak.value, rss)
-            if memory:
-                self._poll_cpu(t)
-                in_use = tf_memory_in_use()
-                if in_use:
-                    peak = self.device_memory.at(t)
-                    peak.value = max(peak.value, sum(in_use.values()))
+            self._poll_cpu(t)
+            in_use = tf_memory_in_use()
+            if in_use:
+                peak = self.device_memory.at(t)
+                peak.value = max(peak.value, sum(in_use.values()))
 
     def _poll_cpu(self, t: float) -> None:
         now = cpu_snapshot()

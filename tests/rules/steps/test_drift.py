@@ -247,6 +247,28 @@ def test_the_step_a_change_began_with_is_not_moved_by_a_load_burst_just_before_i
     assert finding.evidence["from_step"] == change + 7
 
 
+def sampled_window(
+    i: int, steps: int, mean: float, median: float, slowest: float, extra: float = 0.0
+) -> StepSpan:
+    """Window ``i`` of ``steps`` steps: their mean ``mean`` but for one of ``slowest``,
+    the timed steps' median ``median``, ``extra`` seconds more in it (a pause)."""
+    return StepSpan(
+        start_s=float(i),
+        steps=steps,
+        p50_s=median,
+        p90_s=median * 1.3,
+        max_s=slowest,
+        step_s=mean * (steps - 1) + slowest + extra,
+    )
+
+
+def with_windows(f: Facts, spans: list[StepSpan]) -> Facts:
+    """``f`` with ``spans`` as its step timeline's windows."""
+    timeline = replace(f.steps.timeline, windows=tuple(spans))
+    count = sum(s.steps for s in spans)
+    return replace(f, steps=replace(f.steps, timeline=timeline, count=count))
+
+
 def test_a_change_the_windows_sampled_medians_blur_is_read_from_their_time_per_step():
     """The hooks' pauses time a fraction of each window's steps, so its median wanders
     with the host (here 15 % from window to window) where the time per step of all its
@@ -259,19 +281,9 @@ def test_a_change_the_windows_sampled_medians_blur_is_read_from_their_time_per_s
         level = 0.0005 * (1.3 if i >= 15 else 1.0)
         mean = level * math.exp(rng.gauss(0, 0.03))
         sampled = level * math.exp(rng.gauss(0, 0.15))
-        spans.append(
-            StepSpan(
-                start_s=float(i),
-                steps=1500,
-                p50_s=sampled,
-                p90_s=sampled * 1.3,
-                max_s=level * 40,  # one slow step a window: trimmed
-                step_s=mean * 1499 + level * 40,
-            )
-        )
-    f = facts([0.0005] * 30)
-    timeline = replace(f.steps.timeline, windows=tuple(spans))
-    f = replace(f, steps=replace(f.steps, timeline=timeline, count=30 * 1500))
+        # one slow step a window (40 steps' time): trimmed
+        spans.append(sampled_window(i, 1500, mean, sampled, slowest=level * 40))
+    f = with_windows(facts([0.0005] * 30), spans)
     (finding,) = check(f)
     evidence = finding.evidence
     assert 14 <= evidence["at_s"] <= 16
@@ -293,18 +305,10 @@ def test_gpuwhy_s_own_heap_censuses_are_taken_out_of_the_windows_they_fall_in():
         level = 0.0004 * (1.35 if i >= 6 else 1.0)
         mean = level * math.exp(rng.gauss(0, 0.05))
         spans.append(
-            StepSpan(
-                start_s=float(i),
-                steps=2000,
-                p50_s=mean,
-                p90_s=mean * 1.3,
-                max_s=level * 10,
-                step_s=mean * 1999 + level * 10 + census.get(i, 0.0),
-            )
+            sampled_window(i, 2000, mean, mean, slowest=level * 10, extra=census.get(i, 0.0))
         )
-    base = facts([0.0004] * 16)
-    timeline = replace(base.steps.timeline, windows=tuple(spans))
-    base = replace(base, steps=replace(base.steps, timeline=timeline, count=16 * 2000))
+    base = with_windows(facts([0.0004] * 16), spans)
+    timeline = base.steps.timeline
     assert check(base) == []  # the censuses read as the program's: the change is lost
     rows = tuple(
         replace(w, own_pause_s=census.get(i, 0.0)) for i, w in enumerate(base.timeline.windows)
