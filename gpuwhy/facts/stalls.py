@@ -31,6 +31,7 @@ class Activity:
     # are hundreds, and none of them the training's
     steps_count: int | None = None
     steps_seconds: float | None = None
+    code: str | None = None  # evaluate: the line at ``location`` as written
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,10 @@ class RunWindow:
     # gpuwhy's own work that held the program's threads (a heap census holds the GIL),
     # seconds of it that began in the window: time the steps took that is not the program's
     own_pause_s: float = 0.0
+    # the program's own Keras evaluate()/predict() calls begun in it (not fit's
+    # validation), and their seconds: one a step is a loop body calling predict()
+    keras_calls: int = 0
+    keras_call_s: float = 0.0
     stalls: int = 0  # stalled steps that started in it (section stalls)
     gpus: tuple[GpuWindow, ...] = ()
 

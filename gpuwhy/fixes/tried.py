@@ -22,6 +22,7 @@ TRIED_BY_FIX = frozenset(
         "gpu.underutilized",
         "tensorcore.unused",
         "steps.periodic-stall",
+        "steps.predict-per-step",
     }
 )
 

@@ -6,6 +6,7 @@ import pickle
 import random
 import time
 
+import numpy as np
 import pytest
 
 from gpuwhy.collect.inprocess import stall_tracker
@@ -470,3 +471,30 @@ def test_an_iterator_s_teardown_is_timed_where_the_program_s_loop_let_it_go(tmp_
     )
     assert ends.count == 3 and ends.location == f"{script}:{line}"
     assert 0.001 <= ends.max_s and ends.seconds < 2.0
+
+
+def test_the_program_s_own_predict_calls_are_in_the_timeline_rows_and_fit_s_validation_not():
+    """A loop body's generator.predict() is counted in the windows its calls began in
+    (steps.predict-per-step reads them against the steps there); fit's own validation
+    passes are fit's, not the program's calls."""
+    tf = pytest.importorskip("tensorflow")
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.random.rand(64, 4).astype("float32"), np.random.rand(64, 1).astype("float32")
+    activities = ActivityCollector()
+    activities.start(time.perf_counter())
+    activities.on_tensorflow()
+    activities.on_keras()
+    try:
+        model.fit(x, y, epochs=2, validation_split=0.25, verbose=0)
+        for _ in range(5):
+            model.predict(x[:8], verbose=0)
+        model.evaluate(x, y, verbose=0)
+        rows = activities.rows(1000.0)  # one window holds the run
+        evaluate = next(a for a in activities._activities() if a.kind == "evaluate")
+    finally:
+        activities.stop()
+    assert rows[0]["keras_calls"] == 6
+    assert 0 < rows[0]["keras_call_s"]
+    assert evaluate.code is not None and "model.predict(" in evaluate.code

@@ -166,3 +166,20 @@ def test_functions_traced_before_the_watch_still_tell_the_training_loop(steps):
     # and their placement is audited from those traces: nothing lost on the second run
     audited = {target.label for target in watcher.audit_targets(list(loops))}
     assert audited == {"train_step", "test_step"}
+
+
+def test_a_loop_of_train_on_batch_with_a_predict_each_step_is_the_training_loop(steps, watcher):
+    """A DCGAN's loop written by hand: each iteration runs generator.predict() (a Keras
+    loop of its own, one batch) and train_on_batch. The training function's steps hold
+    a predict each: they are the program's steps, not steps nested in Keras' loops."""
+    generator = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8 * 8)])
+    model = _model()
+    for _ in range(12):  # @gan-loop
+        fake = generator.predict(np.random.rand(8, 4).astype("float32"), verbose=0)
+        model.train_on_batch(fake.reshape(8, 8, 8, 1), np.random.randint(0, 3, 8))
+    loops = watcher.loops()
+    trains = watcher.trains(list(loops))
+    facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops)
+    assert [(loop.source, loop.count) for loop in facts.loops] == [("tf-function", 12)]
+    assert facts.loops[0].name.startswith("one_step_on_data")
+    assert facts.median_s is not None

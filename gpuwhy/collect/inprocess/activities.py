@@ -101,18 +101,22 @@ GC_HEAD = 8192
 
 
 class _Window:
-    """One timeline window's GC, checkpoint and gpuwhy's own pause time."""
+    """One timeline window's GC, checkpoint and gpuwhy's own pause time, and the
+    program's own Keras evaluate/predict calls (not fit's validation)."""
 
-    __slots__ = ("gc_s", "gc_n", "checkpoint_s", "own_s")
+    __slots__ = ("gc_s", "gc_n", "checkpoint_s", "own_s", "keras_s", "keras_n")
 
     def __init__(self) -> None:
         self.gc_s, self.gc_n, self.checkpoint_s, self.own_s = 0.0, 0, 0.0, 0.0
+        self.keras_s, self.keras_n = 0.0, 0
 
     def merge(self, other: _Window) -> None:
         self.gc_s += other.gc_s
         self.gc_n += other.gc_n
         self.checkpoint_s += other.checkpoint_s
         self.own_s += other.own_s
+        self.keras_s += other.keras_s
+        self.keras_n += other.keras_n
 
     def copy(self) -> _Window:
         twin = _Window()
@@ -321,6 +325,9 @@ class ActivityCollector(Collector):
                     continue
             elif kind == "checkpoint":
                 window.checkpoint_s += seconds
+            elif kind == "evaluate" and what != VALIDATION:
+                window.keras_s += seconds
+                window.keras_n += 1
             elif kind == "gpuwhy":  # in the windows it held the program in, each its part
                 for held, share in self.windows.over(start, end):
                     held.own_s += seconds * share
@@ -404,6 +411,7 @@ class ActivityCollector(Collector):
                         max_s=round(longest, 6),
                         location=where,
                         detail=what,
+                        code=_code(where) if kind == "evaluate" else None,
                         steps_count=None if in_steps is None else in_steps[0],
                         steps_seconds=None if in_steps is None else round(in_steps[1], 6),
                     )
@@ -468,6 +476,9 @@ class ActivityCollector(Collector):
             row["checkpoint_s"] = round(window.checkpoint_s, 6)
             if window.own_s:
                 row["own_pause_s"] = round(window.own_s, 6)
+            if window.keras_n:
+                row["keras_calls"] = window.keras_n
+                row["keras_call_s"] = round(window.keras_s, 6)
         if self.stall_windows is not None:
             stalls = self.stall_windows.copy()
             stalls.coarsen(width)

@@ -591,8 +591,11 @@ class StepCollector(Collector):
                 )
         # Keras' own loops (fit's, evaluate's, predict's functions and iterators), those
         # still running (read while fit runs, or a fit that never ended) up to now
-        covered += [Step(a, b) for name, a, b in phases if not name.startswith("epoch")]
+        covered += [Step(a, b) for name, a, b in phases if name == "fit"]
         covered += [Step(t, float("inf")) for name, t in still_open if name != "on_epoch_begin"]
+        # evaluate() and predict() calls: Keras' own loops too, unless a loop's step holds
+        # one whole (a custom loop calling generator.predict() each iteration)
+        calls = [Step(a, b) for name, a, b in phases if name in ("evaluate", "predict")]
         optimizer = [c for c in candidates if c.source == "optimizer"]
         data = [c for c in candidates if c.source == "tf-data"]
         functions = [
@@ -604,7 +607,8 @@ class StepCollector(Collector):
             if loop.count < MIN_STEPS:
                 continue
             spans = _spans(loop.view)
-            if covered and _overlap(spans, covered) > MAX_NESTED_OVERLAP:
+            against = covered + _not_inside(calls, spans)
+            if against and _overlap(spans, against) > MAX_NESTED_OVERLAP:
                 continue
             covered = covered + spans
             kept.append(loop)
@@ -644,6 +648,22 @@ SIDE_LOOP_RATIO = 10
 def _short(loop: _Loop, most: int) -> bool:
     """Whether ``loop`` is a handful of steps beside a loop of ``most`` steps."""
     return loop.count < SIDE_LOOP_STEPS and most >= SIDE_LOOP_RATIO * loop.count
+
+
+def _not_inside(calls: list[Step], spans: list[Step]) -> list[Step]:
+    """The ``calls`` (Keras evaluate/predict phases) that no one of ``spans`` holds
+    whole. One a step holds is part of that step: ``generator.predict(z)`` or
+    ``model.evaluate(...)`` in a custom loop's body, whose steps would otherwise read as
+    nested in Keras' own loop (a DCGAN trained with ``train_on_batch``, a predict each
+    iteration: "no training steps found")."""
+    ordered = sorted(spans, key=lambda s: s.start)
+    starts = [s.start for s in ordered]
+    out = []
+    for call in calls:
+        i = bisect.bisect_right(starts, call.start) - 1
+        if i < 0 or ordered[i].end < call.end:
+            out.append(call)
+    return out
 
 
 def _spans(view: LoopView) -> list[Step]:

@@ -21,6 +21,7 @@ from gpuwhy.trial.kinds import (
     keras_compile,
     keras_dataset,
     mixed_precision,
+    one_batch_call,
     retracing,
     side_loop,
     step_graph,
@@ -63,6 +64,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     ),
     "tensorcore.unused": (mixed_precision.candidates,),
     "steps.periodic-stall": (side_loop.candidates,),
+    "steps.predict-per-step": (one_batch_call.candidates,),
 }
 
 

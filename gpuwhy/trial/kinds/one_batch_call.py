@@ -1,0 +1,46 @@
+"""steps.predict-per-step: the loop's ``X.predict(batch)`` made ``X.predict_on_batch(batch)``
+(``X.evaluate(x, y)`` made ``X.test_on_batch(x, y)``) at the line the finding names.
+
+The one-batch forms run the same compiled function on the same batch without the loop
+around it (a dataset, an iterator, callbacks, a progress bar per call), and return the
+same kind of value (NumPy arrays; the loss and metrics). The arguments that only the
+loop takes (``verbose``, ``batch_size``, ``steps``, ``callbacks``) are dropped. A call
+given a dataset or a generator, not a batch, fails in the trial's run and is reported
+so: it is no one-batch call.
+"""
+
+from __future__ import annotations
+
+from gpuwhy.facts import Facts
+from gpuwhy.finding import Finding
+from gpuwhy.rules.steps.predict_per_step import one_batch_call
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.source_edits import Edit, calls_at, node_span, segment
+
+
+def candidates(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    where = location_parts(finding.location)
+    read = files.read(where[0]) if where is not None else None
+    if where is None or read is None:
+        return [], [NotTried(finding.id, "the call is not in the program's own files")]
+    path, line = where
+    source, lines, tree = read
+    for method in ("predict", "evaluate"):
+        for call in calls_at(tree, line, method):
+            written = segment(source, call)
+            found = one_batch_call(written)
+            if found is None or found[0] != written:
+                continue
+            span = node_span(call, lines)
+            edit = Edit(path, span.line, span.col, span.end_line, span.end_col, found[1])
+            return [
+                FixCandidate(
+                    finding.id,
+                    f"{found[1].split('(', 1)[0]}() for {written.split('(', 1)[0]}()",
+                    (edit,),
+                    location=f"{path}:{span.line}",
+                )
+            ], []
+    return [], [NotTried(finding.id, f"no predict() or evaluate() call at line {line}")]

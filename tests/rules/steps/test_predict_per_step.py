@@ -1,0 +1,127 @@
+"""steps.predict-per-step from small hand-built timelines: a predict() or evaluate() a
+step is named at its line with its one-batch form in the program's names; an evaluation
+now and then, fit's validation, a handful of steps or a cheap call are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwhy.facts import (
+    Activity,
+    Facts,
+    RunTimeline,
+    RunWindow,
+    StallFacts,
+    StepFacts,
+    StepLoop,
+    StepSpan,
+    StepTimeline,
+)
+from gpuwhy.rules.steps.predict_per_step import PredictPerStep, one_batch_call
+
+STEP_S = 0.2  # each step 0.2 s: 5 a window
+
+
+def facts(calls_per_window=5, call_s=0.1, windows=10, detail="Model.predict", code=None):
+    """A loop of one-second windows of 5 steps; each window holds ``calls_per_window``
+    Keras calls of ``call_s`` seconds each."""
+    spans, rows = [], []
+    for i in range(windows):
+        spans.append(
+            StepSpan(
+                start_s=float(i), steps=5, p50_s=STEP_S, p90_s=STEP_S, max_s=STEP_S, step_s=1.0
+            )
+        )
+        rows.append(
+            RunWindow(
+                start_s=float(i),
+                steps=5,
+                keras_calls=calls_per_window,
+                keras_call_s=calls_per_window * call_s,
+            )
+        )
+    count = windows * 5
+    steps = StepFacts(
+        source="tf-function",
+        marker="calls of one_step_on_data",
+        count=count,
+        run_s=float(windows),
+        loops=(StepLoop("tf-function", "one_step_on_data", count, 0.0, last_s=windows - 0.2),),
+        timeline=StepTimeline(width_s=1.0, windows=tuple(spans)),
+    )
+    activity = Activity(
+        kind="evaluate",
+        count=calls_per_window * windows,
+        seconds=calls_per_window * windows * call_s,
+        max_s=call_s,
+        location="gan.py:103",
+        detail=detail,
+        code=code or "generated_images = generator.predict(random_latent_vectors, verbose=0)",
+    )
+    return Facts(
+        steps=steps,
+        timeline=RunTimeline(width_s=1.0, run_s=float(windows), windows=tuple(rows)),
+        stalls=StallFacts(activities=(activity,)),
+    )
+
+
+def check(f):
+    return PredictPerStep().check(f, dict(PredictPerStep.options))
+
+
+def test_a_predict_each_step_is_named_at_its_line_with_its_one_batch_form():
+    (finding,) = check(facts())
+    assert finding.severity == "high"  # half of each step
+    assert finding.location == "gan.py:103"
+    assert "generator.predict() every step" in finding.title
+    assert "100.0 ms a call, 50% of a 200.0 ms step" in finding.title
+    assert finding.evidence["calls_per_step"] == 1.0
+    # the program's own line, its loop-only argument dropped
+    assert "generated_images = generator.predict_on_batch(random_latent_vectors)" in finding.fix
+    assert "verbose" not in finding.fix.splitlines()[2]
+    assert "generator(..., training=False)" in finding.fix
+
+
+def test_an_evaluate_each_step_becomes_test_on_batch_and_a_smaller_share_is_medium():
+    f = facts(call_s=0.03, detail="Model.evaluate", code="scores = model.evaluate(x, y, verbose=0)")
+    (finding,) = check(f)
+    assert finding.severity == "medium"  # 15 % of the step
+    assert "scores = model.test_on_batch(x, y)" in finding.fix
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"calls_per_window": 1},  # one call in five steps: an evaluation now and then
+        {"call_s": 0.01},  # 5 % of the step
+        {"windows": 3},  # 15 steps: too few to judge
+    ],
+)
+def test_no_finding_from_occasional_or_cheap_calls_or_a_handful_of_steps(changes):
+    assert check(facts(**changes)) == []
+
+
+def test_an_unreadable_line_still_gets_the_one_batch_forms():
+    (finding,) = check(facts(code="fake = run(generator.predict, z)"))
+    assert "Model.predict()" in finding.title
+    assert "model.predict_on_batch(x)" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("y = m.predict(x)", "m.predict_on_batch(x)"),
+        ("y = self.model.predict(x, batch_size=32, verbose=0)", "self.model.predict_on_batch(x)"),
+        (
+            "r = m.evaluate(x, y, sample_weight=w, verbose=0)",
+            "m.test_on_batch(x, y, sample_weight=w)",
+        ),
+        ("r = m.evaluate(x, y, return_dict=True)", "m.test_on_batch(x, y, return_dict=True)"),
+        ("y = m.predict()", None),  # no batch given
+        ("y = m.call(x)", None),
+        ("not python (", None),
+    ],
+)
+def test_the_one_batch_form_keeps_the_program_s_names(code, expected):
+    found = one_batch_call(code)
+    assert (found[1] if found else None) == expected
