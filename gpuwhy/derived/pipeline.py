@@ -19,14 +19,19 @@ NEXT_TIMING = "next() timing"
 def steps_pipeline(tfdata: TfDataFacts | None, steps: StepFacts | None) -> PipelineFacts | None:
     """The pipeline the steps read: Keras fit's with the most elements (a validation
     pipeline reads fewer), the one whose gap timer gave fit's steps their wait
-    (collect/inprocess/input_wait.py); for a Python loop, the cause the loops waited for
-    longest, measured directly around ``next()``, else the loop's with the most elements.
+    (collect/inprocess/input_wait.py); for a Python loop, of those read where a training
+    loop reads, the cause the loops waited for longest, measured directly around
+    ``next()``, else the loop's with the most elements.
     """
     if steps is None or tfdata is None:
         return None
     consumer = "keras-fit" if steps.source == "keras-fit" else "python-loop"
     read = [p for p in tfdata.pipelines if p.consumer == consumer]
     if consumer == "python-loop":
+        # read where a training loop reads (not a test loop's pipeline beside it, which
+        # may wait longer per element), where the record says where each was read
+        sites = {loop.name for loop in steps.loops if loop.source == "tf-data"}
+        read = [p for p in read if p.read_at in sites] or read
         # Several loops: the cause the loops waited for longest, measured directly. One
         # slow stage (a generator) wrapped by several pipelines is one cause: its waits
         # add up, and the pipeline that waited longest for it speaks for it.

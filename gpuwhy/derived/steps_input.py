@@ -39,9 +39,23 @@ _BESIDE_STEPS = ("keras-evaluate", "keras-predict")
 
 def beside_steps(facts: Facts, pipeline: PipelineFacts) -> bool:
     """The pipeline is read beside the training steps (Keras fit's validation_data, an
-    evaluate or predict call), while the steps read another one: its wait is not the
-    steps' wait, and a finding on it takes no figure from the steps."""
-    if pipeline.consumer not in _BESIDE_STEPS or facts.steps is None:
+    evaluate or predict call, a loop of the program's own that is not a training loop:
+    an evaluation written by hand, a sample taken with ``take(1)``), while the steps
+    read another one: its wait is not the steps' wait, and a finding on it takes no
+    figure from the steps."""
+    if facts.steps is None:
         return False
     feeding = derived(facts).steps_pipeline
-    return feeding is not None and feeding is not pipeline
+    if feeding is None or feeding is pipeline:
+        return False
+    if pipeline.consumer in _BESIDE_STEPS:
+        return True
+    return pipeline.consumer == "python-loop" and _own_side_loop(facts, pipeline)
+
+
+def _own_side_loop(facts: Facts, pipeline: PipelineFacts) -> bool:
+    """A Python loop read at a place none of the training loops reads at, where the
+    training loops are loops over tf.data (their places known)."""
+    assert facts.steps is not None
+    sites = {loop.name for loop in facts.steps.loops if loop.source == "tf-data"}
+    return bool(sites) and pipeline.read_at is not None and pipeline.read_at not in sites

@@ -6,7 +6,8 @@ the first batch).
 Keras makes a new iterator per epoch over a finite dataset and keeps one for the run
 where ``steps_per_epoch`` is given (``EpochIterator._enumerate_iterator``, keras 3);
 a shuffle after a ``repeat`` fills its buffer once for the run (epochs then blend at
-their boundaries, as TF's guide says), where one before it refills at every pass.
+their boundaries, as TF's guide says), where one before it refills at every pass (a
+``repeat()`` added at the end makes a new shuffle iterator at each pass: it refills).
 """
 
 from __future__ import annotations
@@ -71,10 +72,26 @@ def _loop_lines(
     lines = [
         f"# starting ({filling}), {each}.",
         "# One iterator for the run starts once: made before the epochs' loop from the",
-        "# dataset repeated, each epoch takes its batches from it (a shuffle then fills",
-        "# once and epochs blend at their boundaries).",
+        "# dataset repeated, each epoch takes its batches from it.",
     ]
+    if shuffle is not None:
+        # a repeat after the shuffle makes a new shuffle iterator at every pass: its
+        # buffer refills all the same; only a repeat before it keeps one buffer
+        call = dataset_calls.stage_call(shuffle, "shuffle")
+        buffer = f"{shuffle.buffer_size:,} elements" if shuffle.buffer_size else "its elements"
+        where = f" at {shuffle.location}" if shuffle.location else ""
+        lines += [
+            f"# {call}{where} still refills its buffer ({buffer}) at every pass:",
+            f"# a .repeat() written before it (.repeat(){_method(call, 'shuffle')}) fills it "
+            "once for the run,",
+            "# and epochs then blend at their boundaries.",
+        ]
     per_epoch = pipeline.cardinality or starts.steps_per_epoch
+    counted = (
+        []
+        if pipeline.cardinality
+        else [f"# {per_epoch}: the batches each epoch read on this run (its size is unknown to TF)"]
+    )
     path, _, number = (loop_at or "").rpartition(":")
     written = source_calls.for_over_name(path, int(number)) if number.isdigit() else None
     if written is None:
@@ -88,9 +105,16 @@ def _loop_lines(
         *lines,
         "import itertools",
         f"{batches} = iter({dataset}.repeat())   # once, before the epochs' loop",
+        *counted,
         f"# {loop_at}: in place of: for {targets} in {dataset}:",
         f"{' ' * column}for {targets} in itertools.islice({batches}, {per_epoch}):",
     ]
+
+
+def _method(call: str, name: str) -> str:
+    """``.shuffle(train_size)`` of ``ds.shuffle(train_size)`` as written (or rebuilt)."""
+    at = call.rfind(f".{name}(")
+    return call[at:] if at >= 0 else f".{call.lstrip('.')}"
 
 
 def refilled_shuffle(pipeline: PipelineFacts | None) -> PipelineStage | None:

@@ -25,7 +25,8 @@ def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     beside them ("Model.evaluate (validation, beside the training steps) waits")."""
     if beside_steps(facts, pipeline):
         name = consumer_words(pipeline.consumer, True, pipeline.read_at, pipeline.read_via)
-        return f"{name} (validation, beside the training steps) waits"
+        what = "validation, " if pipeline.consumer == "keras-evaluate" else ""
+        return f"{name} ({what}beside the training steps) waits"
     return "steps wait"
 
 

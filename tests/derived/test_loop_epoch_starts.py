@@ -68,9 +68,10 @@ def test_the_loop_s_fix_is_one_repeated_iterator_taken_a_epoch_at_a_time(tmp_pat
     starts = epoch_starts(loop_steps(201, 4, 0.018, 0.0004), loop_pipeline(201))
     assert starts is not None
     fix = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
-    assert fix[-4:] == [
+    assert fix[-5:] == [
         "import itertools",
         "train_dataset_batches = iter(train_dataset.repeat())   # once, before the epochs' loop",
+        "# 4: the batches each epoch read on this run (its size is unknown to TF)",
         f"# {script}:2: in place of: for x, y in train_dataset:",
         "  for x, y in itertools.islice(train_dataset_batches, 4):",
     ]
@@ -114,3 +115,21 @@ def test_a_loop_over_a_call_is_told_the_fix_in_words(tmp_path):
     script.write_text("for epoch in range(2):\n  for i, b in enumerate(ds):\n    pass\n")
     words = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
     assert all(line.startswith("#") for line in words)
+
+
+def test_a_shuffle_the_repeat_comes_after_is_said_to_refill_at_every_pass(tmp_path):
+    """``from_generator(...).shuffle(6000).batch(32)`` read through ``ds.repeat()``: the
+    repeat makes a new shuffle iterator each pass, whose buffer refills all the same
+    (a new user's trial of TF's CVAE tutorial read "a shuffle then fills once"); a
+    repeat written before the shuffle is what fills it once."""
+    script = tmp_path / "train.py"
+    script.write_text("for epoch in range(4):\n  for x in train_dataset:\n    step(x)\n")
+    starts = epoch_starts(loop_steps(4, 188, 0.8, 0.0005), loop_pipeline(4))
+    assert starts is not None
+    source, *rest = loop_pipeline(4).stages
+    shuffled = (source, t.shuffle(buffer_size=6000, written_calls=("ds.shuffle(train_size)",)))
+    pipeline = replace(loop_pipeline(4), stages=shuffled + tuple(rest))
+    fix = "\n".join(epoch_start_fix(starts, pipeline, f"{script}:2"))
+    assert "fills once" not in fix.replace("fills it once", "")
+    assert "still refills its buffer (6,000 elements) at every pass" in fix
+    assert "(.repeat().shuffle(train_size)) fills it once for the run" in fix

@@ -257,6 +257,7 @@ def test_mixed_precision_goes_after_the_imports_and_keeps_token_ids_integers(tmp
     assert text.startswith(
         'import keras\nkeras.mixed_precision.set_global_policy("mixed_bfloat16")\n'
     )
+    assert policy.location == f"{path}:1"  # the import it goes after, not a line below
     assert 'keras.Input((64,), dtype="int32")' in edited(str(path), typed)
     # the model's output layer kept float32: the very line the finding's fix prints
     ((line, written, typed),) = output_layers(str(path), "dtype='float32'")
@@ -382,6 +383,7 @@ def test_an_eager_program_s_numpy_float_arrays_become_float32_where_they_are_mad
     files = SourceFiles(root=str(tmp_path), script=str(path))
     (c,), refused = plan([finding("placement.float64")], Facts(), files)
     assert refused == [] and c.fix == "float32 for the 3 NumPy float array(s) the program makes"
+    assert "arrays are rounded to float32" in (c.tolerance_why or "")  # no dtype changed
     text = edited(str(path), c)
     assert "X = rng.normal(size=(256, 8)).astype('float32')\n" in text
     assert "W = tf.Variable(rng.normal(size=(8, 1)).astype('float32') * 0.05)\n" in text

@@ -311,6 +311,9 @@ class Float64(Rule):
             else ""
         )
         location = next((g.locations[0] for g in iterators if g.locations), None)
+        if location is None:  # given by the caller (NumPy arrays): where it makes them
+            made = _numpy_sites(facts)
+            location = f"{made[0][0]}:{made[0][1]}" if made else None
         return [
             self.finding(
                 f"The step's input arrives as float64 and is cast to float32 at once{size}; "
@@ -344,11 +347,7 @@ def _numpy_fix(facts: Facts) -> list[str]:
     """float32 where the program makes its float64 NumPy arrays (``np.empty(...)`` in a
     PyDataset's ``__getitem__``, ``rng.normal(...)`` for the data), each as written, from
     the program's own files; placeholders only where none is found."""
-    sites = [
-        (path, line, text)
-        for path in located_files(facts)
-        for line, text in numpy_float64_calls(path)
-    ]
+    sites = _numpy_sites(facts)
     if not sites:
         return [
             "# NumPy arrays are float64 by default: cast them where they enter",
@@ -361,6 +360,15 @@ def _numpy_fix(facts: Facts) -> list[str]:
     if len(sites) > MAX_NUMPY_SITES:
         lines.append(f"# and {len(sites) - MAX_NUMPY_SITES} more such calls in the same files")
     return lines
+
+
+def _numpy_sites(facts: Facts) -> list[tuple[str, int, str]]:
+    """(path, line, call as written) of each float64 NumPy array the program makes."""
+    return [
+        (path, line, text)
+        for path in located_files(facts)
+        for line, text in numpy_float64_calls(path)
+    ]
 
 
 # NumPy makers that take a dtype (np.random's draws do not: they are cast after)

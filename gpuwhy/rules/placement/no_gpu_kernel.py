@@ -44,11 +44,28 @@ def _loss_scale_check(groups: list[OpGroup], placement: PlacementFacts) -> bool:
     )
 
 
-def _fix_for(groups: list[OpGroup], placement: PlacementFacts, facts: Facts) -> str:
-    """Paste-able advice for the kinds of op found, most specific first."""
+def _fix_for(
+    groups: list[OpGroup], placement: PlacementFacts, facts: Facts, outside: str | None = None
+) -> str:
+    """Paste-able advice for the kinds of op found, most specific first. ``outside``:
+    the functions they are in, where none is the training step (an evaluate() or
+    predict() of a model taking raw strings, built for export)."""
     ops = {g.op for g in groups}
     dtypes = {d for g in groups for d in g.in_dtypes + g.out_dtypes}
     lines: list[str] = []
+    strings = "string" in dtypes or any(
+        op.startswith(("String", "Regex", "Substr", "Unicode", "AsString")) for op in ops
+    )
+    if outside and strings:
+        # the program's training already takes ids: a template of what it does is no fix
+        return "\n".join(
+            [
+                f"# {outside} is not the training step: a model that takes raw strings (one",
+                "# built for export or serving) runs its string ops on the host by design,",
+                "# and training does not wait on them. Where its own speed matters, vectorize",
+                "# in its input pipeline and give it the ids, as the training step is given.",
+            ]
+        )
     cudnn = facts.program.keras_cudnn_rnn if facts.program is not None else ()
     if _loss_scale_check(groups, placement):
         lines += [
@@ -91,9 +108,7 @@ def _fix_for(groups: list[OpGroup], placement: PlacementFacts, facts: Facts) -> 
             "# tf.print in the step runs on the host every step: print from Python every N",
             "# steps instead (outside the tf.function), or remove it",
         ]
-    if "string" in dtypes or any(
-        op.startswith(("String", "Regex", "Substr", "Unicode", "AsString")) for op in ops
-    ):
+    if strings:
         lines += [
             "# string work belongs in tf.data: give the step numeric tensors",
             "# (a TextVectorization layer, adapted, called in the map: the step then",
@@ -263,12 +278,13 @@ class NoGpuKernel(Rule):
             title += f"; in {functions}, not the training step"
             gain = f"removes a host round trip from each call of {functions}; the training step does not wait on them"
         location = next((g.locations[0] for g in groups if g.locations), None)
+        beside = ", ".join(sorted({f for g in groups for f in g.functions}))
         return [
             self.finding(
                 title,
                 severity=severity,
                 evidence=evidence,
-                fix=_fix_for(groups, placement, facts),
+                fix=_fix_for(groups, placement, facts, beside if outside and not fails else None),
                 estimated_gain=gain,
                 location=location,
             )

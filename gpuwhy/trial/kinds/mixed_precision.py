@@ -60,12 +60,15 @@ def candidates(
     )
     outputs = _float32_outputs(files.script, lines)
     base = (*imports, setter, *outputs)
+    # the line it goes after (the last import), not the one it goes before: that may
+    # be blank ("at prog.py:51" named an empty line)
+    at = f"{files.script}:{max(1, line - 1)}"
     out = [
         FixCandidate(
             finding.id,
             f"mixed precision ({policy})",
             base,
-            location=f"{files.script}:{line}",
+            location=at,
             device_effect=True,
             tolerance=TOLERANCE,
             tolerance_why=WHY,
@@ -83,7 +86,7 @@ def candidates(
                     finding.id,
                     f"mixed precision ({policy}), the Inputs of token ids int32",
                     (*base, *typed),
-                    location=f"{files.script}:{line}",
+                    location=at,
                     device_effect=True,
                     tolerance=TOLERANCE,
                     tolerance_why=WHY,

@@ -221,3 +221,33 @@ def test_a_generator_made_by_a_call_is_not_given_the_shard_it_cannot_take():
     assert "from_generator(<a generator function of one shard>, args=(shard,)" in fix
     assert "(sample_gen(0, N_TRAIN) makes one that takes none)" in fix
     assert "goes in a .map() after it" in fix
+
+
+def test_an_evaluation_loop_written_by_hand_is_beside_the_training_loop():
+    """A custom loop's test loop over its own generator pipeline: its wait is the test
+    loop's, not the steps'; the training pipeline's finding leads, the test one is low
+    and says who waited."""
+    from gpuwhy.facts import StepLoop
+
+    loop = {"consumer": "python-loop", "wait_source": "next() timing"}
+    train = generator_and_py_map(id=1, read_at="train.py:90", **loop)
+    stages = list(t.py_function_pipeline().stages)
+    stages[1] = replace(stages[1], location="eval.py:30", function_location="eval.py:30")
+    test = t.py_function_pipeline(
+        id=2, location="eval.py:40", stages=tuple(stages), read_at="train.py:95",
+        elements=40, wait_per_element_s=0.02, **loop,
+    )  # fmt: skip
+    steps = t.loop_steps(0.30, loops=(StepLoop("tf-data", "train.py:90", 301, 0.0),))
+    findings, _ = run_rules(t.facts(train, test, steps=steps))
+    python = [f for f in findings if f.id == "input.python-function"]
+    assert len(python) == 2
+    lead = next(f for f in python if f.location == "train.py:30")
+    side = next(f for f in python if f.location == "eval.py:30")
+    assert lead.severity == "high" and "(steps wait for input " in lead.title
+    assert side.severity == "low"
+    assert "steps wait" not in side.title
+    # a loop the steps do read is no side loop, whatever its pipeline
+    steps = t.loop_steps(0.30, loops=(StepLoop("tf-data", "train.py:95", 301, 0.0),))
+    findings, _ = run_rules(t.facts(train, test, steps=steps))
+    side = next(f for f in findings if f.location == "eval.py:30")
+    assert side.severity != "low"

@@ -809,9 +809,14 @@ def test_string_ops_only_in_an_evaluate_function_are_low():
         f"removes a host round trip from each call of {export}; the training step does not "
         "wait on them"
     )
+    # a model taking raw strings, evaluated once (an export model): no template of what
+    # the training already does, no placeholders
+    assert f.fix.startswith(f"# {export} is not the training step")
+    assert "<" not in f.fix and "TextVectorization layer" not in f.fix
     in_training = b.placement_facts(groups=[replace(strings, functions=(train,))], tensor_ops=ops)
     (g,) = NoGpuKernel().check(in_training, dict(NoGpuKernel.options))
     assert g.severity == "medium"
+    assert "<your TextVectorization layer>" in g.fix
 
 
 # -- what makes a copy: its cause, TF's int32 memory types, data entering the step ---------
@@ -946,6 +951,21 @@ def test_float64_data_that_only_enters_the_step_is_low_with_the_bytes_it_adds():
     (finding,) = run(Float64, facts)
     assert finding.severity == "medium"
     assert "IteratorGetNext" not in finding.title
+
+
+def test_float64_arrays_the_caller_gives_are_located_where_the_program_makes_them(tmp_path):
+    """train_on_batch(np.random.normal(...)): no iterator makes the input, so no op says
+    where it comes from; the finding points at the NumPy call that makes it float64."""
+    from gpuwhy.facts import ProgramFacts
+
+    script = tmp_path / "gan.py"
+    script.write_text("import numpy as np\n\nz = np.random.normal(size=(20, 32))\n")
+    entering = [replace(c, dtype="float64", bytes=2 * c.bytes) for c in INPUT_COPIES]
+    placed = b.placement_facts(groups=CLEAN_GROUPS, copies=entering)
+    facts = replace(placed, program=ProgramFacts(command=(str(script),)))
+    (finding,) = run(Float64, facts)
+    assert finding.location == f"{script}:3"
+    assert "np.random.normal(size=(20, 32)).astype('float32')" in finding.fix
 
 
 def test_an_ops_copies_are_matched_by_kind_beyond_its_five_examples():
