@@ -18,18 +18,22 @@ test_images = (rng.random((480, 28, 28, 1)) > 0.5).astype("float32")
 
 
 def train_gen():
-    for image in train_images:
+    for image in train_images:  # noqa: UP028 (as the tutorial writes it)
         yield image
 
 
 def test_gen():
-    for image in test_images:
+    for image in test_images:  # noqa: UP028 (as the tutorial writes it)
         yield image
 
 
 spec = tf.TensorSpec(shape=(28, 28, 1), dtype=tf.float32)
-train_dataset = tf.data.Dataset.from_generator(train_gen, output_signature=spec).shuffle(600).batch(32)
-test_dataset = tf.data.Dataset.from_generator(test_gen, output_signature=spec).shuffle(480).batch(32)
+train_dataset = (
+    tf.data.Dataset.from_generator(train_gen, output_signature=spec).shuffle(600).batch(32)
+)
+test_dataset = (
+    tf.data.Dataset.from_generator(test_gen, output_signature=spec).shuffle(480).batch(32)
+)
 
 encoder = tf.keras.Sequential(
     [
