@@ -344,6 +344,16 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
             )
             if part
         )
+    # ran the same, and no step to time it by (a short run's few calls): not slower
+    untimed = sum(
+        t.ran and t.same_results is not False and t.speedup is None and not t.projected
+        for t in tried
+    )
+    if untimed:
+        tail += (
+            f"; {untimed} could not be timed: too few steps in each run's {trial.bound_s:g} s "
+            f"(a longer --bound, e.g. --bound {4 * trial.bound_s:g}, reads more of the run)"
+        )
     if not patched:
         return f"No fix held: {len(tried)} tried, none both ran the same and was faster{tail}."
     best = trial.combined if trial.combined is not None and trial.combined.in_patch else patched[0]

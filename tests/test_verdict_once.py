@@ -66,3 +66,19 @@ def test_a_sequential_slowest_stage_is_not_said_to_be_the_slowest_stage_twice():
     assert record.verdict.endswith(
         "(slowest stage: Map(augment at train.py:47)); also: the slowest stage runs on one thread."
     ), record.verdict
+
+
+def test_a_fix_trial_that_could_not_time_its_fix_says_so_not_that_none_was_faster():
+    """A short run's few calls give no loop of steps: the fix ran the same, untimed. A
+    new user's trial read "none ... was faster" for a fix never timed."""
+    from gpuwhy.facts import Facts, FixTried, FixTrialFacts
+    from gpuwhy.verdict import verdict
+
+    untimed = FixTried("placement.float64", "float32 arrays", ran=True, same_results=True)
+    trial = FixTrialFacts(bound_s=30.0, runs_per_side=2, measure="step time")
+    text = verdict(Facts(fixes_tried=(untimed,), fix_trial=trial), [])
+    assert text.startswith("No fix held: 1 tried"), text
+    assert "1 could not be timed: too few steps in each run's 30 s" in text
+    assert "--bound 120" in text
+    timed = replace(untimed, speedup=0.98, speedup_low=0.9, speedup_high=1.05, called="same")
+    assert "could not be timed" not in verdict(Facts(fixes_tried=(timed,), fix_trial=trial), [])

@@ -200,7 +200,7 @@ class PredictPerStep(Rule):
         step = found.step_s / found.steps
         often = "every step" if found.per_step < 1.5 else f"{found.per_step:.1f} times a step"
         title = (
-            f"The training loop calls {_called(activity)} {often}: "
+            f"The loop calls {_called(activity)} {often}: "
             f"{duration(per_call)} a call, {found.share:.0%} of a {duration(step)} step"
         )
         evidence = {
