@@ -71,7 +71,7 @@ def test_a_sequential_slowest_stage_is_not_said_to_be_the_slowest_stage_twice():
 def test_a_fix_trial_that_could_not_time_its_fix_says_so_not_that_none_was_faster():
     """A short run's few calls give no loop of steps: the fix ran the same, untimed. A
     new user's trial read "none ... was faster" for a fix never timed."""
-    from gpuwhy.facts import Facts, FixTried, FixTrialFacts
+    from gpuwhy.facts import Facts, FixTrialFacts, FixTried
     from gpuwhy.verdict import verdict
 
     untimed = FixTried("placement.float64", "float32 arrays", ran=True, same_results=True)

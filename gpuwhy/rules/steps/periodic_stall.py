@@ -10,6 +10,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
+from gpuwhy.rules.steps import predict_per_step
 
 MAX_FINDINGS = 3
 SHOWN_STALLS = 5
@@ -442,6 +443,14 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
 def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts: Facts) -> bool:
     if beat.count < options["min_stalls"] or beat.kind in NOT_REPORTED:
         return False
+    cause = _cause(group, beat)
+    if (
+        beat.every_steps == 1
+        and cause is not None
+        and cause.detail in ("Model.predict", "Model.evaluate")
+        and predict_per_step.judged(facts) is not None
+    ):
+        return False  # a Keras call every step: steps.predict-per-step's, with its fix
     share = _share(group, beat)
     if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one
         return (

@@ -33,8 +33,17 @@ class CallsInSteps:
         return self.calls / self.steps if self.steps else 0.0
 
     @property
+    def between(self) -> bool:
+        """The calls took longer than the steps: they ran between them (a callback's
+        predict() at each batch's end, which fit's steps leave out), not inside."""
+        return self.call_s > self.step_s
+
+    @property
     def share(self) -> float:
-        return min(1.0, self.call_s / self.step_s) if self.step_s > 0 else 0.0
+        """Of the loop's time: the steps' where the calls ran inside them, the steps'
+        and the calls' where they ran between them."""
+        loop_s = self.step_s + (self.call_s if self.between else 0.0)
+        return min(1.0, self.call_s / loop_s) if loop_s > 0 else 0.0
 
 
 def calls_in_steps(facts: Facts) -> CallsInSteps | None:
@@ -56,6 +65,18 @@ def calls_in_steps(facts: Facts) -> CallsInSteps | None:
         calls += row.keras_calls
         call_s += row.keras_call_s
     return CallsInSteps(count, step_s, calls, call_s)
+
+
+def judged(facts: Facts, options: dict[str, Any] | None = None) -> CallsInSteps | None:
+    """The calls where they make a finding (the rule's default options unless given):
+    steps.periodic-stall leaves a predict() every step to this rule."""
+    options = options or PredictPerStep.options
+    found = calls_in_steps(facts)
+    if found is None or found.steps < options["min_steps"]:
+        return None
+    if found.per_step < options["min_calls_per_step"] or found.share < options["min_share"]:
+        return None
+    return found
 
 
 def _keras_call(facts: Facts) -> Activity | None:
@@ -190,25 +211,25 @@ class PredictPerStep(Rule):
     question = "Why is my loop with model.predict slow?"
 
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
-        found = calls_in_steps(facts)
-        if found is None or found.steps < options["min_steps"]:
-            return []
-        if found.per_step < options["min_calls_per_step"] or found.share < options["min_share"]:
+        found = judged(facts, options)
+        if found is None:
             return []
         activity = _keras_call(facts)
         per_call = found.call_s / found.calls
         step = found.step_s / found.steps
         often = "every step" if found.per_step < 1.5 else f"{found.per_step:.1f} times a step"
-        title = (
-            f"The loop calls {_called(activity)} {often}: "
-            f"{duration(per_call)} a call, {found.share:.0%} of a {duration(step)} step"
-        )
+        if found.between:  # fit's steps leave out what its callbacks run between them
+            cost = f"between steps of {duration(step)}: {found.share:.0%} of the loop's time"
+        else:
+            cost = f"{found.share:.0%} of a {duration(step)} step"
+        title = f"The loop calls {_called(activity)} {often}: {duration(per_call)} a call, {cost}"
         evidence = {
             "calls": found.calls,
             "steps": found.steps,
             "calls_per_step": round(found.per_step, 2),
             "seconds_per_call": round(per_call, 6),
-            "share_of_step_time": round(found.share, 4),
+            "share_of_loop_time": round(found.share, 4),
+            "between_steps": found.between,
             "call": activity.code if activity is not None else None,
         }
         return [
@@ -218,8 +239,8 @@ class PredictPerStep(Rule):
                 evidence=evidence,
                 fix=fix_text(activity),
                 estimated_gain=(
-                    f"up to {found.share:.0%} of the step (most of each call is the loop "
-                    "around one batch; the batch's own forward pass stays)"
+                    f"up to {found.share:.0%} of the loop's time (most of each call is the "
+                    "loop around one batch; the batch's own forward pass stays)"
                 ),
                 location=activity.location if activity is not None else None,
                 gain_value=found.share,

@@ -4,6 +4,8 @@ now and then, fit's validation, a handful of steps or a cheap call are not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwhy.facts import (
@@ -125,3 +127,34 @@ def test_an_unreadable_line_still_gets_the_one_batch_forms():
 def test_the_one_batch_form_keeps_the_program_s_names(code, expected):
     found = one_batch_call(code)
     assert (found[1] if found else None) == expected
+
+
+def test_a_callback_s_predict_between_fit_s_steps_is_a_share_of_the_loop_s_time():
+    """fit's steps leave out what its callbacks run between them: a predict() at each
+    batch's end takes longer than the steps themselves, and its share is of both."""
+    (finding,) = check(facts(call_s=0.6, code="self.last = self.model.predict(x_val, verbose=0)"))
+    assert finding.evidence["between_steps"] is True
+    assert "600.0 ms a call, between steps of 200.0 ms: 75% of the loop's time" in finding.title
+    assert "self.last = self.model.predict_on_batch(x_val)" in finding.fix
+
+
+def test_periodic_stall_leaves_a_predict_every_step_to_this_rule():
+    from gpuwhy.facts import LoopStalls, StallBeat, StallCause
+    from gpuwhy.rules.steps.periodic_stall import PeriodicStall
+
+    beat = StallBeat("evaluate", 50, 30.0, 29.0, 0.75, 0.6, every_steps=1, period_fit=1.0)
+    cause = StallCause("evaluate", 30.0, 1.0, "gan.py:103", "Model.predict")
+    loop = LoopStalls(
+        "keras-fit", "Model.fit", True, 50, 50, 40.0, 0.2, 30.0, 29.0, 0.75, (beat,), (cause,)
+    )
+    f = facts(call_s=0.6)
+    f = replace(f, stalls=replace(f.stalls, loops=(loop,)))
+    assert [x.id for x in PeriodicStall().check(f, dict(PeriodicStall.options))] == []
+    assert [x.id for x in check(f)] == ["steps.predict-per-step"]
+    # a predict() every 10 steps is a stall's beat, this rule's no more
+    slower = replace(
+        f, stalls=replace(f.stalls, loops=(replace(loop, beats=(replace(beat, every_steps=10),)),))
+    )
+    assert [x.id for x in PeriodicStall().check(slower, dict(PeriodicStall.options))] == [
+        "steps.periodic-stall"
+    ]
