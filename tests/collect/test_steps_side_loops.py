@@ -183,3 +183,52 @@ def test_a_loop_of_train_on_batch_with_a_predict_each_step_is_the_training_loop(
     assert [(loop.source, loop.count) for loop in facts.loops] == [("tf-function", 12)]
     assert facts.loops[0].name.startswith("one_step_on_data")
     assert facts.median_s is not None
+
+
+def test_a_loop_of_one_batch_fits_with_predicts_between_is_fit_s_steps_once(steps, watcher):
+    """A DQN's replay: model.predict() then model.fit(state, target, epochs=1) per sample.
+    fit's steps are the steps; its own step function, whose calls each lie in one fit and
+    whose steps span the predicts between, is not a second loop of as many steps."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse")
+    for _ in range(12):
+        state = np.random.rand(1, 4).astype("float32")
+        for _ in range(3):  # the action's, the next state's and the target's
+            target = model.predict(state, verbose=0)
+        model.fit(state, target, epochs=1, verbose=0)
+    loops = watcher.loops()
+    trains = watcher.trains(list(loops))
+    facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops)
+    assert [(loop.source, loop.count) for loop in facts.loops] == [("keras-fit", 12)]
+
+
+def test_fit_s_own_step_function_is_never_a_loop_of_its_own(steps):
+    """One-batch fits with longer predicts between (a DQN's replay, hand-timed): each call
+    of fit's step function lies in one fit, its steps span the predicts between fits.
+    The predicts held in its steps do not make it a loop of its own beside fit's steps."""
+    from gpuwhy.collect.inprocess.step_record import LoopRecord
+    from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
+
+    t = steps.t0
+    calls = []
+    for i in range(40):
+        steps._on_keras_event("on_train_begin", t, "dqn.py:27")
+        steps._on_keras_event("on_epoch_begin", t + 0.001, 0)
+        steps._on_keras_event("on_train_batch_begin", t + 0.001, 0)
+        calls.append((t + 0.001, t + 0.005))
+        steps._on_keras_event("on_train_batch_end", t + 0.005, 0)
+        steps._on_keras_event("on_epoch_end", t + 0.0055, 0)
+        steps._on_keras_event("on_train_end", t + 0.006, None)
+        t += 0.006
+        for _ in range(2):  # the predicts between
+            steps._on_keras_event("on_predict_begin", t, None)
+            steps._on_keras_event("on_predict_end", t + 0.04, None)
+            t += 0.04
+    record = LoopRecord(steps.t0)
+    stream = CycleStream(record.add)
+    for start, end in calls:
+        stream.feed(start, end)
+    loops = {"multi_step_on_iterator (dqn.py:27)": cycle_view(steps.t0, stream, record)}
+    trains = dict.fromkeys(loops, True)  # its graph has a backward pass
+    facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops, t_end=t)
+    assert [(loop.source, loop.count) for loop in facts.loops] == [("keras-fit", 40)]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
+import itertools
 import statistics
 import threading
 import time
@@ -596,6 +597,14 @@ class StepCollector(Collector):
         # evaluate() and predict() calls: Keras' own loops too, unless a loop's step holds
         # one whole (a custom loop calling generator.predict() each iteration)
         calls = [Step(a, b) for name, a, b in phases if name in ("evaluate", "predict")]
+        # every phase of Keras' own loops: a loop whose steps begin inside them is theirs
+        # (fit's multi_step_on_iterator called once per fit in a DQN's loop of one-batch
+        # fits, its steps spanning the predict() calls between them)
+        keras_own = sorted(
+            [Step(a, b) for name, a, b in phases if not name.startswith("epoch")]
+            + [Step(t, float("inf")) for name, t in still_open if name != "on_epoch_begin"],
+            key=lambda s: s.start,
+        )
         optimizer = [c for c in candidates if c.source == "optimizer"]
         data = [c for c in candidates if c.source == "tf-data"]
         functions = [
@@ -609,6 +618,8 @@ class StepCollector(Collector):
             spans = _spans(loop.view)
             against = covered + _not_inside(calls, spans)
             if against and _overlap(spans, against) > MAX_NESTED_OVERLAP:
+                continue
+            if keras_own and _begun_inside(spans, keras_own) > KERAS_OWN_SHARE:
                 continue
             covered = covered + spans
             kept.append(loop)
@@ -648,6 +659,25 @@ SIDE_LOOP_RATIO = 10
 def _short(loop: _Loop, most: int) -> bool:
     """Whether ``loop`` is a handful of steps beside a loop of ``most`` steps."""
     return loop.count < SIDE_LOOP_STEPS and most >= SIDE_LOOP_RATIO * loop.count
+
+
+# A loop most of whose steps begin inside Keras' fit/evaluate/predict calls is one of
+# Keras' own loops (its step function, its iterators), however long its steps.
+KERAS_OWN_SHARE = 0.5
+
+
+def _begun_inside(spans: list[Step], phases: list[Step]) -> float:
+    """The share of ``spans`` that begin inside one of ``phases`` (sorted by start)."""
+    if not spans:
+        return 0.0
+    starts = [p.start for p in phases]
+    reach = list(itertools.accumulate((p.end for p in phases), max))  # latest end so far
+    inside = 0
+    for span in spans:
+        i = bisect.bisect_right(starts, span.start) - 1
+        if i >= 0 and reach[i] > span.start:
+            inside += 1
+    return inside / len(spans)
 
 
 def _not_inside(calls: list[Step], spans: list[Step]) -> list[Step]:

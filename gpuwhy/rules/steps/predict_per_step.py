@@ -27,6 +27,7 @@ class CallsInSteps:
     step_s: float
     calls: int
     call_s: float
+    wall_s: float = 0.0  # the windows' time: the loop ran through them
 
     @property
     def per_step(self) -> float:
@@ -42,7 +43,9 @@ class CallsInSteps:
     def share(self) -> float:
         """Of the loop's time: the steps' where the calls ran inside them, the steps'
         and the calls' where they ran between them."""
-        loop_s = self.step_s + (self.call_s if self.between else 0.0)
+        loop_s = self.step_s
+        if self.between:  # and whatever else ran between them (a fit's own set-up)
+            loop_s = max(self.step_s + self.call_s, self.wall_s)
         return min(1.0, self.call_s / loop_s) if loop_s > 0 else 0.0
 
 
@@ -55,7 +58,7 @@ def calls_in_steps(facts: Facts) -> CallsInSteps | None:
         return None
     width = steps.timeline.width_s
     count = calls = 0
-    step_s = call_s = 0.0
+    step_s = call_s = wall_s = 0.0
     for span in spans:
         row = rows.get(round(span.start_s / width))
         if row is None:  # the loop's first window: its row holds the warm-up's calls
@@ -64,7 +67,8 @@ def calls_in_steps(facts: Facts) -> CallsInSteps | None:
         step_s += span.step_s
         calls += row.keras_calls
         call_s += row.keras_call_s
-    return CallsInSteps(count, step_s, calls, call_s)
+        wall_s += width
+    return CallsInSteps(count, step_s, calls, call_s, wall_s)
 
 
 def judged(facts: Facts, options: dict[str, Any] | None = None) -> CallsInSteps | None:

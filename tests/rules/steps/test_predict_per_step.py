@@ -24,15 +24,15 @@ from gpuwhy.rules.steps.predict_per_step import PredictPerStep, one_batch_call
 STEP_S = 0.2  # each step 0.2 s: 5 a window
 
 
-def facts(calls_per_window=5, call_s=0.1, windows=10, detail="Model.predict", code=None):
-    """A loop of one-second windows of 5 steps; each window holds ``calls_per_window``
-    Keras calls of ``call_s`` seconds each."""
+def facts(
+    calls_per_window=5, call_s=0.1, windows=10, detail="Model.predict", code=None, step=STEP_S
+):
+    """A loop of one-second windows of 5 steps of ``step`` seconds; each window holds
+    ``calls_per_window`` Keras calls of ``call_s`` seconds each."""
     spans, rows = [], []
     for i in range(windows):
         spans.append(
-            StepSpan(
-                start_s=float(i), steps=5, p50_s=STEP_S, p90_s=STEP_S, max_s=STEP_S, step_s=1.0
-            )
+            StepSpan(start_s=float(i), steps=5, p50_s=step, p90_s=step, max_s=step, step_s=5 * step)
         )
         rows.append(
             RunWindow(
@@ -136,6 +136,17 @@ def test_a_callback_s_predict_between_fit_s_steps_is_a_share_of_the_loop_s_time(
     assert finding.evidence["between_steps"] is True
     assert "600.0 ms a call, between steps of 200.0 ms: 75% of the loop's time" in finding.title
     assert "self.last = self.model.predict_on_batch(x_val)" in finding.fix
+
+
+def test_between_steps_the_share_is_of_the_windows_the_loop_ran_through():
+    """A DQN's loop of one-batch fits: 5 ms steps, two 80 ms predicts between each, and
+    fit's own set-up besides: the share is of the loop's wall time, not of the steps and
+    the calls alone."""
+    (finding,) = check(facts(calls_per_window=10, call_s=0.08, step=0.005))
+    assert finding.evidence["between_steps"] is True
+    assert "2.0 times a step: 80.0 ms a call, between steps of 5.0 ms: 80% of the loop's time" in (
+        finding.title
+    )
 
 
 def test_periodic_stall_leaves_a_predict_every_step_to_this_rule():
