@@ -20,7 +20,7 @@ from gpuwhy.facts.steps import StepCode
 class Activity:
     """One kind of activity over the whole run (each timed start to end)."""
 
-    kind: str  # gc | checkpoint | summary | evaluate | trace
+    kind: str  # gc | checkpoint | summary | evaluate | trace | gpuwhy | loop | teardown | fit
     count: int
     seconds: float
     max_s: float

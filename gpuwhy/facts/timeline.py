@@ -93,6 +93,10 @@ class RunWindow:
     # validation), and their seconds: one a step is a loop body calling predict()
     keras_calls: int = 0
     keras_call_s: float = 0.0
+    # the program's Model.fit calls begun in it, and their seconds (fit's steps inside):
+    # one a step is a loop of one-batch fits
+    keras_fits: int = 0
+    keras_fit_s: float = 0.0
     stalls: int = 0  # stalled steps that started in it (section stalls)
     gpus: tuple[GpuWindow, ...] = ()
 

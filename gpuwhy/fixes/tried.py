@@ -22,7 +22,7 @@ TRIED_BY_FIX = frozenset(
         "gpu.underutilized",
         "tensorcore.unused",
         "steps.periodic-stall",
-        "steps.predict-per-step",
+        "steps.keras-call-per-step",
     }
 )
 

@@ -53,8 +53,8 @@ from gpuwhy.rules.placement.host_transfers import HostTransfers
 from gpuwhy.rules.placement.measured_cpu_ops import MeasuredCpuOps
 from gpuwhy.rules.placement.no_gpu_kernel import NoGpuKernel
 from gpuwhy.rules.steps.drift import StepDrift
+from gpuwhy.rules.steps.keras_call_per_step import KerasCallPerStep
 from gpuwhy.rules.steps.periodic_stall import PeriodicStall
-from gpuwhy.rules.steps.predict_per_step import PredictPerStep
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
 from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
 from gpuwhy.rules.thresholds import marked_near
@@ -97,8 +97,8 @@ ALL_RULES: list[type[Rule]] = [
     MeasuredCpuOps,  # placement.measured-cpu-ops
     NoGpuKernel,  # placement.no-gpu-kernel
     StepDrift,  # steps.drift
+    KerasCallPerStep,  # steps.keras-call-per-step
     PeriodicStall,  # steps.periodic-stall
-    PredictPerStep,  # steps.predict-per-step
     TensorCoreMisaligned,  # tensorcore.misaligned
     TensorCoreUnused,  # tensorcore.unused
 ]

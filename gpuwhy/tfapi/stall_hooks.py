@@ -71,6 +71,7 @@ KERAS_TARGETS = (
 )  # fmt: skip
 
 _state = threading.local()
+_fit_state = threading.local()  # fit's own: evaluate runs inside it
 
 
 def install_tensorflow(record: Record) -> list[Patch]:
@@ -82,6 +83,38 @@ def install_keras(record: Record, begin: Begin | None = None) -> list[Patch]:
     """Time Keras' saves, ModelCheckpoint's writes, evaluate and predict; ``begin``,
     where given, hears of each as it starts (``begin(kind, start, detail)``)."""
     return _install(KERAS_TARGETS, record, begin)
+
+
+def install_keras_fit(record: Record) -> list[Patch]:
+    """Time each ``Model.fit`` call as kind ``fit`` (not a stall's cause: fit's steps run
+    in it; a fit called once per step is what is counted). Its own nesting flag, so that
+    the evaluate of fit's validation inside it is still timed."""
+    cls = getattr(
+        sys.modules.get("keras.src.backend.tensorflow.trainer"), "TensorFlowTrainer", None
+    )
+    if cls is None or "fit" not in vars(cls):
+        return []
+
+    def make(original: Any) -> Any:
+        def timed(self, *args, **kwargs):
+            if getattr(_fit_state, "depth", 0):
+                return original(self, *args, **kwargs)
+            _fit_state.depth = 1
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                end = time.perf_counter()
+                _fit_state.depth = 0
+                try:
+                    record("fit", start, end, user_location(), "Model.fit")
+                except Exception:  # noqa: BLE001 - a hook never breaks the user's fit
+                    pass
+
+        mark_wrapped(timed, original)
+        return timed
+
+    return [Patch(cls, "fit", make)]
 
 
 def _install(targets: tuple, record: Record, begin: Begin | None = None) -> list[Patch]:

@@ -473,9 +473,9 @@ def test_an_iterator_s_teardown_is_timed_where_the_program_s_loop_let_it_go(tmp_
     assert 0.001 <= ends.max_s and ends.seconds < 2.0
 
 
-def test_the_program_s_own_predict_calls_are_in_the_timeline_rows_and_fit_s_validation_not():
+def test_the_program_s_own_keras_calls_are_in_the_timeline_rows_and_fit_s_validation_not():
     """A loop body's generator.predict() is counted in the windows its calls began in
-    (steps.predict-per-step reads them against the steps there); fit's own validation
+    (steps.keras-call-per-step reads them against the steps there); fit's own validation
     passes are fit's, not the program's calls."""
     tf = pytest.importorskip("tensorflow")
     keras = tf.keras
@@ -497,4 +497,9 @@ def test_the_program_s_own_predict_calls_are_in_the_timeline_rows_and_fit_s_vali
         activities.stop()
     assert rows[0]["keras_calls"] == 6
     assert 0 < rows[0]["keras_call_s"]
+    # the fit itself is counted apart (a loop of one-batch fits), and its validation
+    # inside it was still told apart as fit's
+    assert rows[0]["keras_fits"] == 1 and rows[0]["keras_fit_s"] > 0
+    fit = next(a for a in activities._activities() if a.kind == "fit")
+    assert fit.count == 1 and fit.code is not None and "model.fit(" in fit.code
     assert evaluate.code is not None and "model.predict(" in evaluate.code

@@ -356,9 +356,9 @@ def test_an_eager_validation_loop_between_epochs_is_traced_proven_and_patched(tm
 
 def test_a_predict_each_step_made_predict_on_batch_is_proven_faster_and_patched(tmp_path):
     record, patch, _ = fix(
-        tmp_path, CORPUS / "predict_each_step.py", "--finding", "steps.predict-per-step"
+        tmp_path, CORPUS / "predict_each_step.py", "--finding", "steps.keras-call-per-step"
     )
-    (one_batch,) = tried(record, "steps.predict-per-step")
+    (one_batch,) = tried(record, "steps.keras-call-per-step")
     assert one_batch["fix"] == "generator.predict_on_batch() for generator.predict()"
     assert one_batch["ran"] and one_batch["same_results"] is True, one_batch
     assert one_batch["held"] and one_batch["speedup"] >= 1.5, one_batch

@@ -1159,3 +1159,37 @@ def test_fixes_of_the_same_words_are_told_apart_by_the_place_they_change():
         f"{words} at prog.py:54",
         "a prefetch after batch",  # its words alone say which
     ]
+
+
+DQN_REPLAY = """import numpy as np
+
+for state, target in memory:
+    target_f = model.predict(state, verbose=0)
+    model.fit(state, target_f, epochs=1, verbose=0)
+"""
+
+
+def test_a_keras_call_each_step_is_made_its_one_batch_form_at_the_finding_s_line(tmp_path):
+    path = tmp_path / "dqn.py"
+    path.write_text(DQN_REPLAY)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    for line, expected, name in (
+        (
+            4,
+            "    target_f = model.predict_on_batch(state)\n",
+            "model.predict_on_batch() for model.predict()",
+        ),
+        (
+            5,
+            "    model.train_on_batch(state, target_f)\n",
+            "model.train_on_batch() for model.fit()",
+        ),
+    ):
+        (c,), _ = plan([finding("steps.keras-call-per-step", f"{path}:{line}")], Facts(), files)
+        assert c.fix == name and c.location == f"{path}:{line}"
+        assert expected in edited(str(path), c)
+    # five epochs of one batch are five updates: no one-batch call stands for it
+    path.write_text(DQN_REPLAY.replace("epochs=1", "epochs=5"))
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    found, refused = plan([finding("steps.keras-call-per-step", f"{path}:5")], Facts(), files)
+    assert found == [] and "a fit of several epochs" in refused[0].why

@@ -71,7 +71,7 @@ from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 # own activities in one are the program's: see ActivityCollector.overlapping)
 VALIDATION = "fit's validation"  # the detail of an evaluate that fit runs itself
 VALIDATIONS_KEPT = 8  # fit's latest validation passes, for in_validation
-KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop", "teardown")
+KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop", "teardown", "fit")
 RING = {
     "loop": 1024,
     "teardown": 256,
@@ -81,6 +81,7 @@ RING = {
     "evaluate": 1024,
     "trace": 1024,
     "gpuwhy": 64,
+    "fit": 1,  # never kept: fit's steps run inside it, it is no stall's cause
 }
 GC_RING_MIN_S = 0.001
 LOOP_WHAT = "a loop over another tf.data dataset"
@@ -104,11 +105,11 @@ class _Window:
     """One timeline window's GC, checkpoint and gpuwhy's own pause time, and the
     program's own Keras evaluate/predict calls (not fit's validation)."""
 
-    __slots__ = ("gc_s", "gc_n", "checkpoint_s", "own_s", "keras_s", "keras_n")
+    __slots__ = ("gc_s", "gc_n", "checkpoint_s", "own_s", "keras_s", "keras_n", "fit_s", "fit_n")
 
     def __init__(self) -> None:
         self.gc_s, self.gc_n, self.checkpoint_s, self.own_s = 0.0, 0, 0.0, 0.0
-        self.keras_s, self.keras_n = 0.0, 0
+        self.keras_s, self.keras_n, self.fit_s, self.fit_n = 0.0, 0, 0.0, 0
 
     def merge(self, other: _Window) -> None:
         self.gc_s += other.gc_s
@@ -117,6 +118,8 @@ class _Window:
         self.own_s += other.own_s
         self.keras_s += other.keras_s
         self.keras_n += other.keras_n
+        self.fit_s += other.fit_s
+        self.fit_n += other.fit_n
 
     def copy(self) -> _Window:
         twin = _Window()
@@ -189,7 +192,8 @@ class ActivityCollector(Collector):
 
     def on_keras(self) -> None:
         self._install(
-            lambda record: stall_hooks.install_keras(record, self._begin),
+            lambda record: stall_hooks.install_keras(record, self._begin)
+            + stall_hooks.install_keras_fit(record),
             "Keras saves and evaluate",
         )
 
@@ -328,6 +332,10 @@ class ActivityCollector(Collector):
             elif kind == "evaluate" and what != VALIDATION:
                 window.keras_s += seconds
                 window.keras_n += 1
+            elif kind == "fit":  # counted, never a stall's cause
+                window.fit_s += seconds
+                window.fit_n += 1
+                continue
             elif kind == "gpuwhy":  # in the windows it held the program in, each its part
                 for held, share in self.windows.over(start, end):
                     held.own_s += seconds * share
@@ -411,7 +419,7 @@ class ActivityCollector(Collector):
                         max_s=round(longest, 6),
                         location=where,
                         detail=what,
-                        code=_code(where) if kind == "evaluate" else None,
+                        code=_code(where) if kind in ("evaluate", "fit") else None,
                         steps_count=None if in_steps is None else in_steps[0],
                         steps_seconds=None if in_steps is None else round(in_steps[1], 6),
                     )
@@ -479,6 +487,9 @@ class ActivityCollector(Collector):
             if window.keras_n:
                 row["keras_calls"] = window.keras_n
                 row["keras_call_s"] = round(window.keras_s, 6)
+            if window.fit_n:
+                row["keras_fits"] = window.fit_n
+                row["keras_fit_s"] = round(window.fit_s, 6)
         if self.stall_windows is not None:
             stalls = self.stall_windows.copy()
             stalls.coarsen(width)

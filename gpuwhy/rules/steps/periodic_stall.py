@@ -10,7 +10,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
-from gpuwhy.rules.steps import predict_per_step
+from gpuwhy.rules.steps import keras_call_per_step
 
 MAX_FINDINGS = 3
 SHOWN_STALLS = 5
@@ -448,9 +448,9 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts
         beat.every_steps == 1
         and cause is not None
         and cause.detail in ("Model.predict", "Model.evaluate")
-        and predict_per_step.judged(facts) is not None
+        and keras_call_per_step.judged(facts) is not None
     ):
-        return False  # a Keras call every step: steps.predict-per-step's, with its fix
+        return False  # a Keras call every step: steps.keras-call-per-step's, with its fix
     share = _share(group, beat)
     if beat.kind is None:  # no timed activity: only a regular beat in steps, and a large one
         return (

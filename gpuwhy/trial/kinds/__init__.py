@@ -64,7 +64,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     ),
     "tensorcore.unused": (mixed_precision.candidates,),
     "steps.periodic-stall": (side_loop.candidates,),
-    "steps.predict-per-step": (one_batch_call.candidates,),
+    "steps.keras-call-per-step": (one_batch_call.candidates,),
 }
 
 

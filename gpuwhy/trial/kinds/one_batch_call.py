@@ -1,19 +1,21 @@
-"""steps.predict-per-step: the loop's ``X.predict(batch)`` made ``X.predict_on_batch(batch)``
-(``X.evaluate(x, y)`` made ``X.test_on_batch(x, y)``) at the line the finding names.
+"""steps.keras-call-per-step: the loop's ``X.predict(batch)`` made
+``X.predict_on_batch(batch)`` (``X.evaluate(x, y)`` made ``X.test_on_batch(x, y)``,
+``X.fit(x, y, epochs=1)`` made ``X.train_on_batch(x, y)``) at the line the finding names.
 
 The one-batch forms run the same compiled function on the same batch without the loop
 around it (a dataset, an iterator, callbacks, a progress bar per call), and return the
-same kind of value (NumPy arrays; the loss and metrics). The arguments that only the
-loop takes (``verbose``, ``batch_size``, ``steps``, ``callbacks``) are dropped. A call
-given a dataset or a generator, not a batch, fails in the trial's run and is reported
-so: it is no one-batch call.
+same kind of value (NumPy arrays; the loss and metrics), but for fit, which returns a
+History where train_on_batch returns the loss: a program that reads it fails the trial.
+The arguments that only the loop takes (``verbose``, ``batch_size``, ``steps``,
+``callbacks``) are dropped. A call given a dataset or a generator, not a batch, fails in
+the trial's run and is reported so: it is no one-batch call.
 """
 
 from __future__ import annotations
 
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
-from gpuwhy.rules.steps.predict_per_step import one_batch_call
+from gpuwhy.rules.steps.keras_call_per_step import one_batch_call
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
 from gpuwhy.trial.source_edits import Edit, calls_at, node_span, segment
 
@@ -27,7 +29,7 @@ def candidates(
         return [], [NotTried(finding.id, "the call is not in the program's own files")]
     path, line = where
     source, lines, tree = read
-    for method in ("predict", "evaluate"):
+    for method in ("predict", "evaluate", "fit"):
         for call in calls_at(tree, line, method):
             written = segment(source, call)
             found = one_batch_call(written)
@@ -43,4 +45,10 @@ def candidates(
                     location=f"{path}:{span.line}",
                 )
             ], []
-    return [], [NotTried(finding.id, f"no predict() or evaluate() call at line {line}")]
+    return [], [
+        NotTried(
+            finding.id,
+            f"no predict(), evaluate() or fit() call at line {line} that one batch's call can "
+            "stand for (a fit of several epochs runs several updates)",
+        )
+    ]

@@ -3,7 +3,7 @@ generator.predict() on one batch at every iteration (as the Keras book's DCGAN d
 the loop's steps are found though each one holds a Keras predict loop, and the predict
 is named at its line, with its one-batch form."""
 # expect: env.no-gpu high
-# expect: steps.predict-per-step high
+# expect: steps.keras-call-per-step high
 # expect: placement.float64 low
 # expect: tensorcore.unused low
 

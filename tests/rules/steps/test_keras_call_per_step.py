@@ -1,4 +1,4 @@
-"""steps.predict-per-step from small hand-built timelines: a predict() or evaluate() a
+"""steps.keras-call-per-step from small hand-built timelines: a predict() or evaluate() a
 step is named at its line with its one-batch form in the program's names; an evaluation
 now and then, fit's validation, a handful of steps or a cheap call are not."""
 
@@ -19,7 +19,7 @@ from gpuwhy.facts import (
     StepSpan,
     StepTimeline,
 )
-from gpuwhy.rules.steps.predict_per_step import PredictPerStep, one_batch_call
+from gpuwhy.rules.steps.keras_call_per_step import KerasCallPerStep, one_batch_call
 
 STEP_S = 0.2  # each step 0.2 s: 5 a window
 
@@ -68,7 +68,7 @@ def facts(
 
 
 def check(f):
-    return PredictPerStep().check(f, dict(PredictPerStep.options))
+    return KerasCallPerStep().check(f, dict(KerasCallPerStep.options))
 
 
 def test_a_predict_each_step_is_named_at_its_line_with_its_one_batch_form():
@@ -119,6 +119,10 @@ def test_an_unreadable_line_still_gets_the_one_batch_forms():
             "m.test_on_batch(x, y, sample_weight=w)",
         ),
         ("r = m.evaluate(x, y, return_dict=True)", "m.test_on_batch(x, y, return_dict=True)"),
+        ("m.fit(s, t, epochs=1, verbose=0)", "m.train_on_batch(s, t)"),
+        ("m.fit(x=s, y=t, verbose=0)", "m.train_on_batch(x=s, y=t)"),
+        ("m.fit(s, t, epochs=5, verbose=0)", None),  # five updates: no one-batch call
+        ("m.fit(s, t, 32, 1)", None),  # batch_size and epochs by position: left alone
         ("y = m.predict()", None),  # no batch given
         ("y = m.call(x)", None),
         ("not python (", None),
@@ -161,7 +165,7 @@ def test_periodic_stall_leaves_a_predict_every_step_to_this_rule():
     f = facts(call_s=0.6)
     f = replace(f, stalls=replace(f.stalls, loops=(loop,)))
     assert [x.id for x in PeriodicStall().check(f, dict(PeriodicStall.options))] == []
-    assert [x.id for x in check(f)] == ["steps.predict-per-step"]
+    assert [x.id for x in check(f)] == ["steps.keras-call-per-step"]
     # a predict() every 10 steps is a stall's beat, this rule's no more
     slower = replace(
         f, stalls=replace(f.stalls, loops=(replace(loop, beats=(replace(beat, every_steps=10),)),))
@@ -169,3 +173,45 @@ def test_periodic_stall_leaves_a_predict_every_step_to_this_rule():
     assert [x.id for x in PeriodicStall().check(slower, dict(PeriodicStall.options))] == [
         "steps.periodic-stall"
     ]
+
+
+def fit_facts(
+    fit_s=0.08,
+    fits_per_window=5,
+    step=0.005,
+    code="model.fit(state, target_f, epochs=1, verbose=0)",
+):
+    """The loop of one-batch fits of a DQN's replay: 5 fits a one-second window, each
+    holding its one 5 ms step."""
+    f = facts(calls_per_window=0, step=step)
+    rows = tuple(
+        replace(r, keras_fits=fits_per_window, keras_fit_s=fits_per_window * fit_s)
+        for r in f.timeline.windows
+    )
+    fit = Activity(
+        kind="fit", count=50, seconds=50 * fit_s, max_s=fit_s, location="dqn.py:27",
+        detail="Model.fit", code=code,
+    )  # fmt: skip
+    return replace(
+        f,
+        timeline=replace(f.timeline, windows=rows),
+        stalls=StallFacts(activities=(fit,)),
+        steps=replace(f.steps, source="keras-fit", marker="Model.fit at dqn.py:27"),
+    )
+
+
+def test_a_fit_of_one_batch_every_step_becomes_train_on_batch():
+    (finding,) = check(fit_facts())
+    assert finding.severity == "high"
+    assert finding.location == "dqn.py:27"
+    # 75 ms of the 80 ms call around the 5 ms step, 5 a second: 37.5% of the loop's time
+    assert finding.title == (
+        "The loop calls model.fit() every step, one batch each: 80.0 ms a call, 75.0 ms of "
+        "it around each 5.0 ms step: 37% of the loop's time"
+    )
+    assert "model.train_on_batch(state, target_f)" in finding.fix
+    assert "not a History" in finding.fix
+
+
+def test_fits_of_several_batches_are_their_own_loops():
+    assert check(fit_facts(fits_per_window=1)) == []  # five steps a fit: fit's own batches
