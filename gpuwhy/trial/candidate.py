@@ -27,6 +27,10 @@ class FixCandidate:
     tolerance: float | None = None
     tolerance_why: str | None = None
     by_mean: bool = False  # compare each quantity's mean, not each value (same_results)
+    # judged by the training loop's wall time per step, not the steps': what it changes
+    # runs between them (a Keras call around each batch), or it makes other steps
+    # (fit's batches become train_on_batch's calls)
+    by_loop_time: bool = False
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def judge(
             if later.same is False:
                 same = later
                 break
-    speed = _speed(good, runs)
+    speed = _speed(good, runs, candidate.by_loop_time)
     projection = _projected(good, runs) if base.projected else {}
     if base.projected:  # on a GPU machine: measured like any fix
         low = projection.get("projected_speedup_low") or 0.0
@@ -203,12 +203,19 @@ def loop_speaks(steps: Change, loop: Change) -> bool:
     )
 
 
-def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
+def _speed(
+    originals: Sequence[VariantRun], runs: Sequence[VariantRun], by_loop: bool = False
+) -> dict:
     measured = same_warmup([r.record.facts for r in (*originals, *runs) if r.record is not None])
     before = measured[: sum(1 for r in originals if r.record is not None)]
     after = measured[len(before) :]
     if not before or not after:
         return {}
+    if by_loop:  # the steps alone leave out what the fix changes
+        loop = loop_change(before, after)
+        if loop is not None:
+            return _speed_fields(loop, LOOP_TIME)
+        return _speed_fields(program_change(originals, runs), WHOLE_PROGRAM)
     change, how = resolved(
         step_change(before, after), work_between(before, after), fast_between(before, after)
     )
@@ -220,6 +227,18 @@ def _speed(originals: Sequence[VariantRun], runs: Sequence[VariantRun]) -> dict:
     if loop is not None and loop_speaks(change, loop):
         how = loop_note(before, 1 / change.estimate)
         change = loop
+    return _speed_fields(change, how)
+
+
+LOOP_TIME = (
+    "the training loop's wall time per step, everything between its steps included (the "
+    "Keras calls around each batch the fix changes)"
+)
+
+
+def _speed_fields(change: Change | None, how: str | None) -> dict:
+    if change is None:
+        return {}
     return {
         "speed_note": how,
         "step_before_s": change.before,

@@ -43,6 +43,7 @@ def candidates(
                     f"{found[1].split('(', 1)[0]}() for {written.split('(', 1)[0]}()",
                     (edit,),
                     location=f"{path}:{span.line}",
+                    by_loop_time=True,
                 )
             ], []
     return [], [
