@@ -238,7 +238,3 @@ def test_a_fix_between_the_steps_is_judged_by_the_loop_whatever_the_steps_say():
     speed = _speed(before, after, by_loop=True)
     assert speed["called"] == "faster" and speed["speedup"] > 5
     assert speed["speed_note"].startswith("the training loop's wall time per step")
-    assert (
-        _speed(before, after).get("called") != "faster"
-        or "loop" in _speed(before, after)["speed_note"]
-    )
