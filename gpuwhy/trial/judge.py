@@ -33,7 +33,14 @@ from gpuwhy.comparison.work import (
 from gpuwhy.facts import Facts, FixTried
 from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
 from gpuwhy.trial.candidate import FixCandidate
-from gpuwhy.trial.same_results import RTOL, Values, compare, read_values, tolerance_text
+from gpuwhy.trial.same_results import (
+    RTOL,
+    Values,
+    compare,
+    printed_values,
+    read_values,
+    tolerance_text,
+)
 from gpuwhy.trial.variant_runs import VariantRun
 
 # a projected gain is claimed where the whole band is at least this much faster: the
@@ -42,7 +49,12 @@ MIN_PROJECTED_GAIN = 1.05
 MIN_LOOP_STEPS = 10  # steps after warm-up a loop's wall time per step is read over
 
 
-def values_of(run: VariantRun) -> Values:
+def values_of(run: VariantRun, printed_only: bool = False) -> Values:
+    """What the run reported; only what it printed where the fix changes what marks
+    the other sources (``FixCandidate.printed_only``)."""
+    if printed_only:
+        printed = printed_values(run.stdout)
+        return Values("printed output" if printed else "none", tuple(printed))
     return read_values(run.results_path, run.stdout)
 
 
@@ -77,10 +89,12 @@ def judge(
     good = [o for o in originals if ended_well(o)]
     rtol = candidate.tolerance or RTOL
     by_mean = candidate.by_mean
-    same = compare([values_of(o) for o in good], values_of(runs[0]), rtol, by_mean)
+    printed = candidate.printed_only
+    originals_values = [values_of(o, printed) for o in good]
+    same = compare(originals_values, values_of(runs[0], printed), rtol, by_mean)
     if same.same is True:  # every run of the fix, not only the first
         for r in runs[1:]:
-            later = compare([values_of(o) for o in good], values_of(r), rtol, by_mean)
+            later = compare(originals_values, values_of(r, printed), rtol, by_mean)
             if later.same is False:
                 same = later
                 break

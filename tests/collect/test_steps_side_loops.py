@@ -232,3 +232,44 @@ def test_fit_s_own_step_function_is_never_a_loop_of_its_own(steps):
     trains = dict.fromkeys(loops, True)  # its graph has a backward pass
     facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops, t_end=t)
     assert [(loop.source, loop.count) for loop in facts.loops] == [("keras-fit", 40)]
+
+
+def test_a_gan_s_iteration_is_the_training_function_called_least(steps):
+    """A Keras GAN's loop (the Keras-GAN repository's style): the discriminator's
+    train_on_batch twice an iteration (real, then fake images), the combined model's
+    once. The iteration is the step, not the discriminator's calls, whose steps
+    alternate a short and a long one."""
+    from gpuwhy.collect.inprocess.step_record import LoopRecord
+    from gpuwhy.collect.inprocess.step_streams import CycleStream, cycle_view
+
+    def view(calls):
+        record = LoopRecord(steps.t0)
+        stream = CycleStream(record.add)
+        for start, end in calls:
+            stream.feed(start, end)
+        return cycle_view(steps.t0, stream, record)
+
+    t, disc, comb = steps.t0, [], []
+    for _ in range(40):
+        t += 0.2  # generator.predict(noise)
+        disc += [(t, t + 0.014), (t + 0.015, t + 0.029)]
+        comb.append((t + 0.03, t + 0.26))
+        t += 0.26
+    loops = {
+        "one_step_on_data (gan.py:139)": view(disc),
+        "one_step_on_data (gan.py:148)": view(comb),
+    }
+    trains = dict.fromkeys(loops, True)
+    facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops, t_end=t)
+    assert [(loop.name, loop.count) for loop in facts.loops] == [
+        ("one_step_on_data (gan.py:148)", 40)
+    ]
+    assert facts.median_s is not None and abs(facts.median_s - 0.46) < 0.01
+    # a training function called far more often (gradient steps of a side model, 20 a
+    # step) is no iteration's marker: the busiest stays the step
+    side = [(s + 0.001 * k, s + 0.001 * k + 0.0005) for s, _ in comb for k in range(20)]
+    loops = {"train_step (x.py:9)": view(side), "one_step_on_data (gan.py:148)": view(comb)}
+    facts, _ = steps.facts(
+        steps.t0, trains=dict.fromkeys(loops, True), function_loops=loops, t_end=t
+    )
+    assert facts.loops[0].name == "train_step (x.py:9)"

@@ -1187,6 +1187,7 @@ def test_a_keras_call_each_step_is_made_its_one_batch_form_at_the_finding_s_line
     ):
         (c,), _ = plan([finding("steps.keras-call-per-step", f"{path}:{line}")], Facts(), files)
         assert c.fix == name and c.location == f"{path}:{line}"
+        assert c.by_loop_time and c.printed_only  # the loop's time; what it prints
         assert expected in edited(str(path), c)
     # five epochs of one batch are five updates: no one-batch call stands for it
     path.write_text(DQN_REPLAY.replace("epochs=1", "epochs=5"))
