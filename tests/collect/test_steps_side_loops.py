@@ -273,3 +273,29 @@ def test_a_gan_s_iteration_is_the_training_function_called_least(steps):
         steps.t0, trains=dict.fromkeys(loops, True), function_loops=loops, t_end=t
     )
     assert facts.loops[0].name == "train_step (x.py:9)"
+
+
+def test_a_gan_whose_discriminator_keras_3_left_untrainable_steps_by_the_combined_model(
+    steps, watcher
+):
+    """The Keras-GAN repository's loop under Keras 3: ``discriminator.trainable = False``
+    after its compile leaves its own train_on_batch with nothing to train (Keras warns),
+    called twice an iteration; the combined model's train_on_batch, once, trains. Its
+    calls are the steps, not read as nested in the discriminator's."""
+    generator = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8)])
+    disc = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1, activation="sigmoid")])
+    disc.compile(optimizer="adam", loss="binary_crossentropy")
+    disc.trainable = False
+    z = keras.Input((4,))
+    combined = keras.Model(z, disc(generator(z)))
+    combined.compile(optimizer="adam", loss="binary_crossentropy")
+    for _ in range(12):
+        fake = generator.predict(np.random.rand(8, 4), verbose=0)
+        disc.train_on_batch(fake, np.ones((8, 1)))
+        disc.train_on_batch(fake, np.zeros((8, 1)))
+        combined.train_on_batch(np.random.rand(8, 4), np.ones((8, 1)))  # @combined
+    loops = watcher.loops()
+    trains = watcher.trains(list(loops))
+    facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops)
+    assert [(loop.source, loop.count) for loop in facts.loops] == [("tf-function", 12)]
+    assert facts.loops[0].name.endswith(f"({_at('combined')})")

@@ -607,10 +607,16 @@ class StepCollector(Collector):
         )
         optimizer = [c for c in candidates if c.source == "optimizer"]
         data = [c for c in candidates if c.source == "tf-data"]
+        # training functions first (then those not known to train): one that trains is
+        # never read as nested in one that does not (a Keras 3 GAN's discriminator made
+        # untrainable after its compile, its calls twice the combined model's)
         functions = _iteration_first(
             [
                 _Loop("tf-function", str(name), view, trains.get(name))
-                for name, view in sorted(function_loops.items(), key=lambda kv: -kv[1].count)
+                for name, view in sorted(
+                    function_loops.items(),
+                    key=lambda kv: (_TRAINS_FIRST[trains.get(kv[0])], -kv[1].count),
+                )
                 if view.count >= MIN_STEPS
             ]
         )
@@ -662,6 +668,8 @@ def _short(loop: _Loop, most: int) -> bool:
     """Whether ``loop`` is a handful of steps beside a loop of ``most`` steps."""
     return loop.count < SIDE_LOOP_STEPS and most >= SIDE_LOOP_RATIO * loop.count
 
+
+_TRAINS_FIRST = {True: 0, None: 1, False: 2}  # the order function loops are taken in
 
 # Training functions called in one loop, the busiest at most this many times as often
 # as another (a GAN's discriminator twice an iteration, a WGAN's critic five times): the
