@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.derived.stage import derived
+from gpuwhy.derived.step_windows import main_loop_span
 from gpuwhy.facts import Activity, Facts
 from gpuwhy.finding import Finding
 from gpuwhy.formatting import duration
@@ -69,15 +70,19 @@ class CallsInSteps:
 def calls_in_steps(facts: Facts, kind: str = "evaluate") -> CallsInSteps | None:
     """The Keras calls of ``kind`` in the training windows (None: no steps or no
     timeline)."""
-    found = derived(facts)
-    spans, rows = found.training_spans, found.timeline_rows
     steps = facts.steps
-    if not spans or steps is None or steps.timeline is None:
+    if steps is None or steps.timeline is None:
         return None
+    rows = derived(facts).timeline_rows
     width = steps.timeline.width_s
+    begin, end = main_loop_span(steps)
     count = calls = 0
     step_s = call_s = wall_s = 0.0
-    for span in spans:
+    # every window of the main loop, however few steps it holds (the training spans
+    # keep those with a median: a GAN's 460 ms steps, two a window, left none)
+    for span in steps.timeline.windows:
+        if not begin - width - 1e-9 < span.start_s <= end:
+            continue
         row = rows.get(round(span.start_s / width))
         if row is None:  # the loop's first window: its row holds the warm-up's calls
             continue

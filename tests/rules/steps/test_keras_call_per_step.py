@@ -25,24 +25,37 @@ STEP_S = 0.2  # each step 0.2 s: 5 a window
 
 
 def facts(
-    calls_per_window=5, call_s=0.1, windows=10, detail="Model.predict", code=None, step=STEP_S
+    calls_per_window=5,
+    call_s=0.1,
+    windows=10,
+    detail="Model.predict",
+    code=None,
+    step=STEP_S,
+    per_window=5,
 ):
     """A loop of one-second windows of 5 steps of ``step`` seconds; each window holds
     ``calls_per_window`` Keras calls of ``call_s`` seconds each."""
     spans, rows = [], []
     for i in range(windows):
         spans.append(
-            StepSpan(start_s=float(i), steps=5, p50_s=step, p90_s=step, max_s=step, step_s=5 * step)
+            StepSpan(
+                start_s=float(i),
+                steps=per_window,
+                p50_s=step,
+                p90_s=step,
+                max_s=step,
+                step_s=per_window * step,
+            )
         )
         rows.append(
             RunWindow(
                 start_s=float(i),
-                steps=5,
+                steps=per_window,
                 keras_calls=calls_per_window,
                 keras_call_s=calls_per_window * call_s,
             )
         )
-    count = windows * 5
+    count = windows * per_window
     steps = StepFacts(
         source="tf-function",
         marker="calls of one_step_on_data",
@@ -215,3 +228,11 @@ def test_a_fit_of_one_batch_every_step_becomes_train_on_batch():
 
 def test_fits_of_several_batches_are_their_own_loops():
     assert check(fit_facts(fits_per_window=1)) == []  # five steps a fit: fit's own batches
+
+
+def test_windows_of_a_couple_of_slow_steps_each_are_read_too():
+    """A GAN's 460 ms iterations, two a one-second window: no window has a median, all
+    hold their steps and calls (a bounded run of 48 steps read no finding)."""
+    (finding,) = check(facts(calls_per_window=2, call_s=0.2, windows=12, step=0.46, per_window=2))
+    assert finding.evidence["steps"] == 24 and finding.evidence["calls_per_step"] == 1.0
+    assert "43% of a 460.0 ms step" in finding.title
