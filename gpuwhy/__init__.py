@@ -6,7 +6,12 @@ Flow: ``collect`` (facts from TF, NVML, the program) -> ``facts`` (plain data) -
 ``explain()``; in IPython, ``%load_ext gpuwhy`` (gpuwhy.notebook).
 """
 
+from gpuwhy import dataclass_code as _dataclass_code
 from gpuwhy.version import __version__ as __version__
+
+# before any of gpuwhy's modules defines its dataclasses (their compiled methods kept
+# from one process to the next: 0.1 s of every command's start; gpuwhy/dataclass_code.py)
+_dataclass_code.install()
 
 __all__ = ["KerasCallback", "audit", "check", "diff", "explain", "load", "optimize", "session"]
 
