@@ -187,11 +187,9 @@ def write_all() -> int:
     import importlib
     import pkgutil
 
-    import gpuwhy
-
     if installed() is None and not install():
         return 0
-    for module in pkgutil.walk_packages(gpuwhy.__path__, "gpuwhy."):
+    for module in pkgutil.walk_packages([str(Path(__file__).parent)], "gpuwhy."):
         if module.name.endswith("__main__"):
             continue  # runs the command line
         try:
