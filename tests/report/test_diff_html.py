@@ -150,16 +150,35 @@ def test_the_parts_table_reads_as_the_terminal(pair, comparison, open_report):
     rows = page.locator("#parts-table tbody tr")
     assert rows.count() == len(comparison.parts)
     wait = next(p for p in comparison.parts if p.part == "input")
-    assert wait.called and wait.delta_s > 0
+    assert wait.delta_s > 0  # about 4x the input wait: its interval may still cross zero
     cells = rows.nth(comparison.parts.index(wait)).locator("td").all_inner_texts()
     assert cells == [*part_row(wait), wait.measured_by]
-    assert cells[0] == "waiting for input" and cells[4].endswith("%")
+    assert cells[0] == "waiting for input" and cells[4].endswith("%") is wait.called
     terminal = render_comparison(comparison)
     assert "  ".join(part_row(wait)[:3]) in re.sub(r" {2,}", "  ", terminal)
     not_called = [p for p in comparison.parts if not p.called]
     assert page.locator("#parts-table tr.not-called").count() == len(not_called)
     for p in not_called:
         assert part_row(p)[3].endswith(" ~")
+
+
+@pytest.mark.parametrize("called", [True, False])
+def test_a_part_is_dimmed_and_marked_exactly_when_its_change_is_not_called(
+    pair, comparison, open_report, tmp_path, called
+):
+    """Whether the live pair's input row is called depends on its run's spread (a loaded
+    host's first, uncached epoch can stretch the interval across zero): both states
+    rendered from that same comparison."""
+    wait = next(p for p in comparison.parts if p.part == "input")
+    changed = replace(wait, called=called)
+    parts = tuple(changed if p is wait else p for p in comparison.parts)
+    path = tmp_path / "parts.html"
+    path.write_text(render_comparison_html(replace(comparison, parts=parts)), encoding="utf-8")
+    row = open_report(path).page.locator("#parts-table tbody tr").nth(parts.index(changed))
+    assert (row.get_attribute("class") == "not-called") is not called
+    assert row.locator("td").nth(3).inner_text().endswith(" ~") is not called
+    assert part_row(changed)[3].endswith(" ~") is not called
+    assert row.locator("td").nth(4).inner_text().endswith("%") is called
 
 
 def test_a_new_finding_is_shown_with_its_severity_and_location(pair, comparison, open_report):
