@@ -169,12 +169,13 @@ def test_a_part_is_dimmed_and_marked_exactly_when_its_change_is_not_called(
     """Whether the live pair's input row is called depends on its run's spread (a loaded
     host's first, uncached epoch can stretch the interval across zero): both states
     rendered from that same comparison."""
-    wait = next(p for p in comparison.parts if p.part == "input")
-    changed = replace(wait, called=called)
-    parts = tuple(changed if p is wait else p for p in comparison.parts)
+    index = next(i for i, p in enumerate(comparison.parts) if p.part == "input")
+    parts = list(comparison.parts)
+    changed = parts[index] = replace(parts[index], called=called)
     path = tmp_path / "parts.html"
-    path.write_text(render_comparison_html(replace(comparison, parts=parts)), encoding="utf-8")
-    row = open_report(path).page.locator("#parts-table tbody tr").nth(parts.index(changed))
+    page = render_comparison_html(replace(comparison, parts=tuple(parts)))
+    path.write_text(page, encoding="utf-8")
+    row = open_report(path).page.locator("#parts-table tbody tr").nth(index)
     assert (row.get_attribute("class") == "not-called") is not called
     assert row.locator("td").nth(3).inner_text().endswith(" ~") is not called
     assert part_row(changed)[3].endswith(" ~") is not called
