@@ -104,8 +104,8 @@ def between_calls(steps: StepFacts | None, function: TracedFunction | None) -> f
     Where no wait is timed outside the calls, the median span between two timed calls
     in a row, per step: the direct reading. A difference of two near-equal times (a
     0.5 ms step less a 0.48 ms call) is at the mercy of which steps were timed: the
-    calls the per-step hooks timed (the first ones, then a fifth to a third of each
-    second of a steady loop) need not be the steps the median holds, and a few percent
+    calls the per-step hooks timed (the first ones, then a twentieth of each second of
+    a steady loop) need not be the steps the median holds, and a few percent
     between them is the whole time between calls.
 
     Where ``next()`` waits outside the calls, that span holds the wait: the typical

@@ -417,7 +417,7 @@ def _call_wrapper(
                 if times is None:
                     times = on_new_function(self)
                 times.extend((start, end))  # one C call: a pair is never split by threads
-                if pauses is not None and pauses.wanted:
+                if pauses is not None and pauses.wanted and end >= pauses.wanted_from:
                     pauses.pause()
             except Exception:  # noqa: BLE001 - recording never breaks the program
                 pass

@@ -107,7 +107,7 @@ def pausing():
     collector = StepCollector()
     pauses = collector.pauses
     assert pauses is not None
-    pauses.on_s, pauses.off_s, pauses.min_reads_per_s = 0.05, 0.15, 100.0
+    pauses.on_s, pauses.off_s, pauses.min_events_per_s = 0.05, 0.15, 100.0
     collector.start(time.perf_counter())
     collector.on_tensorflow()
     yield collector
@@ -597,3 +597,104 @@ def test_the_drain_asks_nothing_of_tensorflow_while_the_program_imports_it(tmp_p
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "TRAINED" in done.stdout, done.stdout[-3000:]
     assert "train.py: completed" in done.stderr, done.stderr[-3000:]
+
+
+class _Hooked:
+    """A class whose method a pause steps aside (the hooks' place, without TF)."""
+
+    def event(self):
+        return "original"
+
+
+class _CountedSource:
+    """What a hook times: TF's count of its events is ``events``."""
+
+    def __init__(self):
+        self.events = 0
+
+
+def _paused_once(short_on_s=0.05):
+    """A HookPauses over a hook of :class:`_Hooked` and one counted source, paused once
+    the way a steady fast loop is: a tick after ``on_s`` at the pace, then the
+    program's thread's next event."""
+    from gpuwhy.collect.inprocess.hook_pauses import HookPauses
+    from gpuwhy.tfapi.patching import Patch
+
+    pauses = HookPauses(on_s=0.0, off_s=0.1, min_events_per_s=1000.0, short_on_s=short_on_s)
+    patch = Patch(_Hooked, "event", lambda original: lambda self: "hooked")
+    pauses.add([patch])
+    source, stretches = _CountedSource(), []
+    pauses.track(1, source, lambda s: s.events, lambda n, *rest: stretches.append(n))
+    pauses.tick(time.perf_counter() + 1.0, 5000, steady=True)
+    assert pauses.wanted and pauses.wanted_from == 0.0  # the first pause: at once
+    pauses.pause()
+    assert pauses.paused and _Hooked().event() == "original"
+    return pauses, patch, source, stretches
+
+
+def _back_after_the_pause(pauses):
+    time.sleep(pauses.off_s + 0.02)
+    now = time.perf_counter()
+    pauses.tick(now, 0, steady=True)
+    assert not pauses.paused and _Hooked().event() == "hooked"
+    return now
+
+
+def test_after_a_pause_a_fast_loop_is_timed_for_the_short_time_only():
+    """Back from a pause, the hooks ask for the next one ``short_on_s`` on (not the
+    drain's next tick, ``on_s`` or more): the program's thread pauses at its first event
+    ending after it, the loop's pace through the pause (its counts: 1,000 events in about
+    0.12 s, over 1,000 a second) still fast. A twentieth of a steady loop's steps timed,
+    not a fifth."""
+    pauses, patch, source, stretches = _paused_once()
+    try:
+        source.events += 1000  # the loop ran on while the hooks were aside
+        now = _back_after_the_pause(pauses)
+        assert pauses.wanted and pauses.wanted_from == pytest.approx(now + 0.05)
+        pauses.close(source, 1)  # the source's first event after the pause: counted
+        assert stretches == [1000]
+        pauses.pause()
+        assert pauses.paused and pauses.pauses == 1
+        assert _Hooked().event() == "original"
+    finally:
+        pauses.finish()
+        patch.undo()
+
+
+def test_after_a_pause_a_loop_that_slowed_is_timed_until_the_ticks_say_otherwise():
+    """A loop that ran through the pause at under ``min_events_per_s`` (5 events in
+    0.12 s: its steps grew to tens of ms) is not paused again at the short time's end:
+    every step is timed, and the drain's ticks decide from its timed pace as before a
+    first pause (too slow: no pause)."""
+    pauses, patch, source, stretches = _paused_once()
+    try:
+        source.events += 5
+        _back_after_the_pause(pauses)
+        pauses.close(source, 1)
+        assert stretches == [5]
+        pauses.pause()
+        assert not pauses.paused and not pauses.wanted and pauses.wanted_from == 0.0
+        assert _Hooked().event() == "hooked"
+        pauses.tick(time.perf_counter() + 1.0, 10, steady=True)  # 10 timed events in 1 s
+        assert not pauses.wanted
+    finally:
+        pauses.finish()
+        patch.undo()
+
+
+def test_a_resume_for_another_reason_cancels_the_short_time_on():
+    """A new iterator, a trace or the eager op counter's window puts the hooks back
+    while they wait for the short time's end: its first steps are timed for the drain's
+    ``on_s`` as a first pause's are, not cut short."""
+    pauses, patch, source, _ = _paused_once()
+    try:
+        source.events += 1000
+        _back_after_the_pause(pauses)
+        assert pauses.wanted and pauses.wanted_from > 0.0
+        pauses.resume()  # e.g. a new iterator (the hooks already back)
+        assert not pauses.wanted and pauses.wanted_from == 0.0
+        pauses.pause()  # a hook that read wanted just before: no pause
+        assert not pauses.paused
+    finally:
+        pauses.finish()
+        patch.undo()

@@ -5,8 +5,10 @@ calls on the program's thread: a few microseconds a step each, which on a loop o
 0.2-0.5 ms steps is over the 2 % budget (docs/speed.md). Running the hooks less often is
 the only way under it, so once a loop is steady (each loop seen since the last pause has
 its first ``HEAD_STEPS`` steps kept one by one) and fast (``MIN_EVENTS_PER_S`` reads and
-calls a second or more: steps of about a millisecond or less), the hooks step aside for ``OFF_S`` after every ``ON_S`` they were
-on: a fifth to a third of the steps are timed, in every second of the loop, the rest
+calls a second or more: steps of about a millisecond or less), the hooks step aside for
+``OFF_S`` after ``ON_S`` they were on, and from then on for ``OFF_S`` after every
+``SHORT_ON_S`` back, as long as the loop ran as fast through the pause (its counts say
+so): a twentieth of the steps are timed, in nearly every second of the loop, the rest
 are *counted*. TensorFlow counts both anyway: tf.data's model of each iterator the
 elements its reader got (:func:`~gpuwhy.tfapi.tfdata.iterator_models.root_elements`),
 and tf.function's retracing detector each eager call
@@ -44,13 +46,19 @@ from gpuwhy.tfapi.patching import Patch
 
 __all__ = ["END", "FREED", "NEXT", "HookPauses", "Stretch", "call_stretch", "read_stretch"]
 
-# Timed at least this long after each pause, and each pause this long: a fifth to a
-# third of a steady loop's steps are timed (the drain's ticks, 0.25 s apart, begin and
-# end them, so a pause lasts 1-1.25 s), nearly every second of it: most windows of the
-# steps' timeline (a second wide, wider in a long run) have timed steps to take their
-# median from, and one that has none (or too few) says so (its median is None)
+# Timed at least this long before the first pause (the drain's ticks, 0.25 s apart,
+# decide it), each pause this long (ended by a tick: 1-1.25 s), and after each pause
+# timed for ``SHORT_ON_S`` (the first event that ends after it begins the next pause,
+# where the loop ran through the pause at ``MIN_EVENTS_PER_S`` or more): a twentieth of
+# a steady loop's steps are timed (tens of steps at 1.3 ms, two hundred at 0.25 ms),
+# nearly every second of it: most windows of the steps' timeline (a second wide, wider
+# in a long run) have timed steps to take their median from, and one that has none (or
+# too few) says so (its median is None). A quarter of the steps timed, as before the
+# short periods, cost a loop of 0.25 ms steps 1 % (the drain's fold, 8 µs a timed step,
+# and the hooks' own few microseconds an event: docs/speed.md)
 ON_S = 0.25
 OFF_S = 1.0
+SHORT_ON_S = 0.05
 EXPECT_S = 1.0  # an iterator the program made and read in no hook this long: not waited for
 # Reads and calls a second from which the hooks pause: a loop reading its batch and
 # calling its step makes two events a step, so steps of 1.3 ms or less (one event a
@@ -113,11 +121,16 @@ class HookPauses:
         on_s: float = ON_S,
         off_s: float = OFF_S,
         min_events_per_s: float = MIN_EVENTS_PER_S,
+        short_on_s: float = SHORT_ON_S,
     ) -> None:
         self.on_s, self.off_s, self.min_events_per_s = on_s, off_s, min_events_per_s
+        self.short_on_s = short_on_s
         self.patches: list[Patch] = []
         # read by the hooks on every event: plain attributes
         self.wanted = False  # the drain asks the program's thread to pause at its next event
+        # ... that ends at or after this time (read by a hook only where ``wanted``): the
+        # end of the short time on after a pause, 0.0 where any next event will do
+        self.wanted_from = 0.0
         self.open: dict[int, _Open] = {}  # sources whose paused events are not counted yet
         self.sources: dict[int, _Source] = {}  # by id: the sources timed
         # iterators the program made (not a library), not read yet: no pause until they
@@ -138,6 +151,10 @@ class HookPauses:
         self._on_since = time.perf_counter()
         self._paused_at = 0.0
         self._events = 0  # timed events folded since the hooks were last put back
+        # the last pause: how long it lasted, the events its sources' counts gave back so
+        # far (each source's first event after it): its loop's pace
+        self._last_pause_s = 0.0
+        self._paused_events = 0
         self._holds = 0  # held() blocks under way: no pause meanwhile
         self._finished = False  # the run ended: no pause again
 
@@ -150,12 +167,16 @@ class HookPauses:
     def tick(self, now: float, reads: int, steady: bool) -> None:
         """After each fold of the steps: ``reads`` timed reads were folded, ``steady``
         says every loop they belong to has its head of single steps. Ends a pause that
-        lasted ``off_s``; asks for one where the hooks were on ``on_s`` at
-        ``min_events_per_s`` or more."""
+        lasted ``off_s`` and asks for the next one after ``short_on_s`` (:meth:`pause`
+        checks the loop's pace through the pause); asks for one where the hooks were on
+        ``on_s`` at ``min_events_per_s`` or more."""
         with self._lock:
-            if self.paused:
-                if now - self._paused_at >= self.off_s:
-                    self.resume()
+            if not self.paused:
+                after_pause = False
+            elif now - self._paused_at >= self.off_s:
+                self.resume()
+                after_pause = True
+            else:
                 return
         # asked outside the lock: the watcher takes its own, and its trace listener
         # takes this one inside its own (the two in one order only)
@@ -163,20 +184,34 @@ class HookPauses:
         with self._lock:
             if self.paused:
                 return
+            if after_pause:
+                # back for ``short_on_s`` only: the loop was steady and fast before the
+                # pause, and :meth:`pause` asks its pace through the pause of its counts
+                self.wanted_from = now + self.short_on_s
+                self.wanted = functions_ready and self._may_pause()
+                return
             self._earlier, self.recent = self.recent, set()
             self._events += reads + calls
             on_for = now - self._on_since
+            self.wanted_from = 0.0
             self.wanted = (
-                self.refused is None
-                and steady
+                steady
                 and functions_ready
-                and bool(self.patches)
                 and on_for >= self.on_s
                 and self._events >= self.min_events_per_s * on_for
-                and not self.blocked()
-                and not self._holds
-                and not self._finished
+                and self._may_pause()
             )
+
+    def _may_pause(self) -> bool:
+        """Nothing stands in a pause's way (under the lock): no refusal, hooks to step
+        aside, no eager op window, no held block, the run not over."""
+        return (
+            self.refused is None
+            and bool(self.patches)
+            and not self.blocked()
+            and not self._holds
+            and not self._finished
+        )
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -202,6 +237,13 @@ class HookPauses:
                 return
             self.wanted = False
             now = time.perf_counter()
+            if self.wanted_from:
+                # the short time on after a pause: the loop must have run through that
+                # pause as fast as a first pause needs it to (the drain's ticks decide
+                # again where it did not: a loop that slowed has every step timed)
+                self.wanted_from = 0.0
+                if self._paused_events < self.min_events_per_s * self._last_pause_s:
+                    return
             if any(
                 ref() is not None and now - made < EXPECT_S
                 for ref, made in list(self.expected.values())
@@ -274,6 +316,7 @@ class HookPauses:
             self.refused = f"a count could not be read again ({error})"
             return
         if events > 0:
+            self._paused_events += events
             entry.source.emit(events, entry.since, time.perf_counter(), NEXT)
 
     def ended(self, target: Any) -> None:
@@ -294,7 +337,7 @@ class HookPauses:
         """The hooks back in place (any thread): the drain after ``off_s``, a new
         iterator, a trace, the eager op counter's window, the end of the run."""
         with self._lock:
-            self.wanted = False
+            self.wanted, self.wanted_from = False, 0.0
             if not self.paused:
                 return
             for patch in self.patches:
@@ -302,7 +345,8 @@ class HookPauses:
             now = time.perf_counter()
             self.paused = False
             self.pauses += 1
-            self.paused_s += now - self._paused_at
+            self._last_pause_s, self._paused_events = now - self._paused_at, 0
+            self.paused_s += self._last_pause_s
             self._on_since, self._events = now, 0
 
     def finish(self) -> None:

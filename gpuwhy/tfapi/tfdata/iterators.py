@@ -88,7 +88,7 @@ def install(
                     sites.pop(key, None)
                     if pauses is not None:
                         pauses.forget(key)
-                elif pauses is not None and pauses.wanted:
+                elif pauses is not None and pauses.wanted and end >= pauses.wanted_from:
                     try:
                         pauses.pause()
                     except Exception:  # noqa: BLE001 - never break the user's loop
