@@ -698,3 +698,28 @@ def test_a_resume_for_another_reason_cancels_the_short_time_on():
     finally:
         pauses.finish()
         patch.undo()
+
+
+def test_calls_counted_in_a_pause_take_the_pace_timed_just_before_it():
+    """A pause's calls are worth the mean of the steady calls timed since the pause
+    before (the loop's pace then), never more than the pause's own span: a loop's first
+    5,000 calls, timed one by one while the drain folds each, run slower than its later
+    ones, and valued at the mean of all timed calls a loop of 12,000 read 2.05 s in its
+    calls over its 1.84 s."""
+    from gpuwhy.collect.inprocess.functions import _Watched
+
+    watched = _Watched(None, "train.py:9", "train_step")
+    t = 100.0
+    for duration in [0.0003] * 5000 + [0.0002] * 300:  # the head, slower; then its pace
+        watched.times.extend((t, t + duration))
+        t += duration + 0.00001
+    watched.times.extend((-5000.0, t + 1.04))  # 5,000 calls counted in the next 1.04 s
+    watched.fold(100.0, None)
+    timed_s = 5000 * 0.0003 + 300 * 0.0002
+    assert watched.calls == 5300 + 5000
+    assert watched.call_seconds() == pytest.approx(timed_s + 5000 * 0.0002)
+    t += 1.04
+    watched.times.extend((t, t + 0.0002))  # one call, then a pause shorter than its count
+    watched.times.extend((-1000.0, t + 0.0002 + 0.15))  # at 0.2 ms: 0.2 s, in 0.15 s
+    watched.fold(100.0, None)
+    assert watched.call_seconds() == pytest.approx(timed_s + 1.0 + 0.0002 + 0.15)

@@ -23,6 +23,7 @@ import functools
 import threading
 import weakref
 from array import array
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,6 +62,9 @@ MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retra
 MAX_INSIDE = 4  # enclosing functions named per function
 LONG_CALL_S = 0.01  # a call this long is placed over the windows it ran through
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
+# the latest steady calls timed before a pause whose mean its counted calls are worth
+# (the short time on after a pause times tens to hundreds of a fast loop's calls)
+RECENT_CALLS = 256
 
 
 class CallWindows:
@@ -139,6 +143,10 @@ class _Watched:
         "folded_calls",
         "folded_s",
         "counted_calls",
+        "counted_s",
+        "unvalued_calls",
+        "recent_calls",
+        "recent_mean_s",
         "traced_call_s",
         "trace_starts",
         "stream",
@@ -166,6 +174,14 @@ class _Watched:
         self.folded_calls = 0
         self.folded_s = 0.0  # of the calls timed
         self.counted_calls = 0  # calls only counted while the call hook paused (in folded_calls)
+        # their seconds, each pause's at the mean of the calls timed just before it, within
+        # the pause's own span; ``unvalued_calls`` of them had no timed call before
+        self.counted_s = 0.0
+        self.unvalued_calls = 0
+        # the latest steady calls timed since the last pause (their seconds), and the
+        # mean of those before it (None: none yet)
+        self.recent_calls: deque[float] = deque(maxlen=RECENT_CALLS)
+        self.recent_mean_s: float | None = None
         # the calls that traced, whole: the trace, the graph's optimisation and any XLA
         # compile, and the first run of the new graph (TF does all of it in that call)
         self.traced_call_s = 0.0
@@ -198,25 +214,35 @@ class _Watched:
 
     def call_seconds(self) -> float:
         """Seconds in its calls: the timed ones', and the calls only counted (the hook
-        paused) at the mean of the timed calls that did not trace (a call that traced
-        takes the trace's time too)."""
+        paused): each pause's folded at the mean of the steady calls timed just before it
+        (:meth:`fold`), the rest at the mean of all timed calls that did not trace (a
+        call that traced takes the trace's time too)."""
         t = self.times[:]
         pairs = [(t[i], t[i + 1]) for i in range(0, len(t) - 1, 2)]
         timed = self.folded_s + sum(b - a for a, b in pairs if a >= 0)
-        counted = self.counted_calls + sum(int(-a) for a, _ in pairs if a < 0)
-        if not counted:
-            return timed
-        steady_calls = self.calls - counted - self.traces
+        unfolded = sum(int(-a) for a, _ in pairs if a < 0)
+        unvalued = self.unvalued_calls + unfolded
+        if not unvalued:
+            return timed + self.counted_s
+        steady_calls = self.calls - self.counted_calls - unfolded - self.traces
         steady_s = timed - self.traced_call_s
         if steady_calls <= 0 or steady_s <= 0:
-            return timed
-        return timed + counted * steady_s / steady_calls
+            return timed + self.counted_s
+        return timed + self.counted_s + unvalued * steady_s / steady_calls
 
-    def _steady_call_s(self) -> float | None:
-        """The mean timed call that did not trace, folded so far (None: none yet)."""
-        timed = self.folded_calls - self.counted_calls - self.traces
-        steady_s = self.folded_s - self.traced_call_s
-        return steady_s / timed if timed > 0 and steady_s > 0 else None
+    def _counted_call_s(self, calls: int, span_s: float | None) -> float | None:
+        """The seconds of ``calls`` counted in one pause of ``span_s`` (None: not known):
+        at the mean of the latest steady calls timed before it (the loop's pace then,
+        not its first steps': a loop's first thousands of calls, timed one by one while
+        the drain folds each, run slower than its later ones), at most the pause's span;
+        None where no steady call was timed yet."""
+        if self.recent_calls:
+            self.recent_mean_s = sum(self.recent_calls) / len(self.recent_calls)
+            self.recent_calls.clear()
+        if self.recent_mean_s is None:
+            return None
+        estimate = calls * self.recent_mean_s
+        return min(estimate, span_s) if span_s is not None and span_s > 0 else estimate
 
     def absorb(self, dead: _Watched) -> None:
         """Add a dead Function's counts to this record (its steps are not kept)."""
@@ -265,10 +291,14 @@ class _Watched:
             begin, end = taken[i], taken[i + 1]
             if begin < 0:  # -calls, end: calls counted while the call hook paused
                 calls = int(-begin)
-                if windows is not None:
-                    mean = self._steady_call_s()
-                    if mean is not None:  # over the pause: from the last timed call on
-                        windows.place_calls(last_end or end, end, calls * mean)
+                # over the pause: from the last timed call on
+                seconds = self._counted_call_s(calls, None if last_end is None else end - last_end)
+                if seconds is None:
+                    self.unvalued_calls += calls
+                else:
+                    self.counted_s += seconds
+                    if windows is not None:
+                        windows.place_calls(last_end or end, end, seconds)
                 self.stream.stretch(calls, end)
                 self.folded_calls += calls - 1  # the pair is one more below
                 self.counted_calls += calls
@@ -289,6 +319,8 @@ class _Watched:
                     windows.place_traced_call(begin, end)
                 while k < len(starts) and starts[k] <= end:
                     k += 1
+            else:
+                self.recent_calls.append(end - begin)
         self.trace_starts = starts[k:] if k < len(starts) else []
         self.folded_calls += len(taken) // 2
         self.last_end = last_end
