@@ -9,7 +9,10 @@ a second (the kernel's voluntary context switches of that thread) and its CPU ti
 a loop of ``--seconds`` of tiny ``tf.function`` steps over tf.data inside
 ``gpuwhy.session()``, the collectors ``gpuwhy run`` uses.
 
-    .venv/bin/python benchmarks/bench_wakeups.py [--seconds 20]
+    .venv/bin/python benchmarks/bench_wakeups.py [--seconds 20] [--warm 3]
+
+``--warm`` runs the loop that many seconds more before measuring: past each loop's
+first steps, all timed, and the hooks' first pause (the steady state of a long loop).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def cpu_s(thread: threading.Thread) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--warm", type=float, default=0.0, help="seconds of steps before measuring")
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -64,6 +68,9 @@ def main() -> None:
     with gpuwhy.session():
         iterator = iter(ds)
         for _ in range(200):  # traced, warm, every collector started
+            train_step(next(iterator))
+        warming = time.perf_counter()
+        while time.perf_counter() - warming < args.warm:
             train_step(next(iterator))
         ours = [t for t in threading.enumerate() if t.name.startswith("gpuwhy")]
         before = {t: (switches(t.native_id or 0), cpu_s(t)) for t in ours}
