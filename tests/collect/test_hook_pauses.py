@@ -100,8 +100,9 @@ def _steps_line(facts):
 
 @pytest.fixture
 def pausing():
-    """A step collector with its real hooks, pausing after 0.05 s of timed reads for
-    0.15 s at most (the drain ticks every 0.25 s: a pause each tick or two)."""
+    """A step collector with its real hooks, pausing after 0.05 s of timed reads at 100
+    reads a second or more, each pause ended by the first drain tick (0.25 s apart)
+    0.15 s after it began, the hooks then back for 0.05 s before the next one."""
     import tensorflow  # noqa: F401 - imported whole before the hooks, as a run does
 
     collector = StepCollector()
@@ -643,16 +644,16 @@ def _back_after_the_pause(pauses):
 def test_after_a_pause_a_fast_loop_is_timed_for_the_short_time_only():
     """Back from a pause, the hooks ask for the next one ``short_on_s`` on (not the
     drain's next tick, ``on_s`` or more): the program's thread pauses at its first event
-    ending after it, the loop's pace through the pause (its counts: 1,000 events in about
-    0.12 s, over 1,000 a second) still fast. A twentieth of a steady loop's steps timed,
+    ending after it, the loop's pace through the pause (its counts: a million events in
+    about 0.12 s) still fast. A twentieth of a steady loop's steps timed,
     not a fifth."""
     pauses, patch, source, stretches = _paused_once()
     try:
-        source.events += 1000  # the loop ran on while the hooks were aside
+        source.events += 10**6  # the loop ran on while the hooks were aside
         now = _back_after_the_pause(pauses)
         assert pauses.wanted and pauses.wanted_from == pytest.approx(now + 0.05)
         pauses.close(source, 1)  # the source's first event after the pause: counted
-        assert stretches == [1000]
+        assert stretches == [10**6]
         pauses.pause()
         assert pauses.paused and pauses.pauses == 1
         assert _Hooked().event() == "original"
@@ -688,7 +689,7 @@ def test_a_resume_for_another_reason_cancels_the_short_time_on():
     ``on_s`` as a first pause's are, not cut short."""
     pauses, patch, source, _ = _paused_once()
     try:
-        source.events += 1000
+        source.events += 10**6
         _back_after_the_pause(pauses)
         assert pauses.wanted and pauses.wanted_from > 0.0
         pauses.resume()  # e.g. a new iterator (the hooks already back)
@@ -723,3 +724,70 @@ def test_calls_counted_in_a_pause_take_the_pace_timed_just_before_it():
     watched.times.extend((-1000.0, t + 0.0002 + 0.15))  # at 0.2 ms: 0.2 s, in 0.15 s
     watched.fold(100.0, None)
     assert watched.call_seconds() == pytest.approx(timed_s + 1.0 + 0.0002 + 0.15)
+
+
+class _AskedPauses:
+    """What the next() hook reads of the pauses, asking for the pause every time."""
+
+    def __init__(self):
+        self.open, self.sources, self.recent = {}, {}, set()
+        self.patches, self.wanted, self.wanted_from, self.asked = [], True, 0.0, 0
+
+    def add(self, patches):
+        self.patches.extend(patches)
+
+    def pause(self):
+        self.asked += 1
+
+    def close(self, target, key, extra=0):
+        pass
+
+    def forget(self, key):
+        pass
+
+
+def test_the_next_hook_pauses_only_at_a_read_ending_after_the_short_time_on():
+    """The real next() hook, asked for a pause from ``wanted_from`` on: no read that ends
+    before it asks, the first one after it does."""
+    import tensorflow as tf
+
+    from gpuwhy.tfapi.tfdata import iterators
+
+    pauses = _AskedPauses()
+    reads: list = []
+    patches = iterators.install(
+        reads.append, pauses, track=lambda key, it, site: pauses.sources.update({key: it})
+    )
+    try:
+        it = iter(tf.data.Dataset.range(10))
+        pauses.wanted_from = time.perf_counter() + 3600.0
+        next(it)
+        next(it)
+        assert pauses.asked == 0 and len(reads) == 2
+        pauses.wanted_from = time.perf_counter()
+        next(it)
+        assert pauses.asked == 1 and len(reads) == 3
+    finally:
+        for patch in reversed(patches):
+            patch.undo()
+
+
+def test_a_resume_while_the_tick_asks_the_functions_keeps_the_new_loop_s_time_on():
+    """A new iterator's resume that lands between a pause's end and the tick's asking
+    for the short time on (the function watcher asked outside the lock) is not
+    overridden: the new loop's first steps get the ticks' ``on_s``."""
+    pauses, patch, source, _ = _paused_once()
+
+    def ready():
+        pauses.resume()  # as a new iterator would, from the program's thread
+        return True, 0
+
+    pauses.ready = ready
+    try:
+        source.events += 10**6
+        time.sleep(pauses.off_s + 0.02)
+        pauses.tick(time.perf_counter(), 0, steady=True)
+        assert not pauses.paused and not pauses.wanted and pauses.wanted_from == 0.0
+    finally:
+        pauses.finish()
+        patch.undo()

@@ -46,8 +46,9 @@ from gpuwhy.tfapi.patching import Patch
 
 __all__ = ["END", "FREED", "NEXT", "HookPauses", "Stretch", "call_stretch", "read_stretch"]
 
-# Timed at least this long before the first pause (the drain's ticks, 0.25 s apart,
-# decide it), each pause this long (ended by a tick: 1-1.25 s), and after each pause
+# Timed at least this long before the first pause and after any resume but a pause's
+# end (a new iterator, a trace, the eager op counter's window: the drain's ticks, 0.25 s
+# apart, decide it), each pause this long (ended by a tick: 1-1.25 s), and after each pause
 # timed for ``SHORT_ON_S`` (the first event that ends after it begins the next pause,
 # where the loop ran through the pause at ``MIN_EVENTS_PER_S`` or more): a twentieth of
 # a steady loop's steps are timed (tens of steps at 1.3 ms, two hundred at 0.25 ms),
@@ -156,6 +157,7 @@ class HookPauses:
         self._last_pause_s = 0.0
         self._paused_events = 0
         self._holds = 0  # held() blocks under way: no pause meanwhile
+        self._resumes = 0  # resume() calls: a tick's short time on is for its own only
         self._finished = False  # the run ended: no pause again
 
     def add(self, patches: list[Patch]) -> None:
@@ -178,19 +180,22 @@ class HookPauses:
                 after_pause = True
             else:
                 return
+            resumes = self._resumes
         # asked outside the lock: the watcher takes its own, and its trace listener
         # takes this one inside its own (the two in one order only)
         functions_ready, calls = self.ready()
         with self._lock:
             if self.paused:
                 return
+            self._earlier, self.recent = self.recent, set()
             if after_pause:
+                if self._resumes != resumes:
+                    return  # put back again meanwhile (a new iterator, a trace): on_s on
                 # back for ``short_on_s`` only: the loop was steady and fast before the
                 # pause, and :meth:`pause` asks its pace through the pause of its counts
                 self.wanted_from = now + self.short_on_s
                 self.wanted = functions_ready and self._may_pause()
                 return
-            self._earlier, self.recent = self.recent, set()
             self._events += reads + calls
             on_for = now - self._on_since
             self.wanted_from = 0.0
@@ -338,14 +343,17 @@ class HookPauses:
         iterator, a trace, the eager op counter's window, the end of the run."""
         with self._lock:
             self.wanted, self.wanted_from = False, 0.0
+            self._resumes += 1
             if not self.paused:
                 return
+            # zeroed before the hooks are back: their first events' counts add to it
+            self._paused_events = 0
             for patch in self.patches:
                 patch.step_back()
             now = time.perf_counter()
             self.paused = False
             self.pauses += 1
-            self._last_pause_s, self._paused_events = now - self._paused_at, 0
+            self._last_pause_s = now - self._paused_at
             self.paused_s += self._last_pause_s
             self._on_since, self._events = now, 0
 
