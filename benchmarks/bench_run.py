@@ -7,7 +7,9 @@ The issue's budget: at most 2% for Keras fit and a custom tf.function loop, 5% f
 loop of small eager ops. A workload that prints its loop's figures (``LOOP_S`` with the
 process's and the main thread's CPU over the loop) gets each one's ratio too, and
 ``--pairs`` prints every pair as it ends: a run that went wrong on one side shows as
-itself, not as a wider range. Run: .venv/bin/python benchmarks/bench_run.py [--runs 5]
+itself, not as a wider range. Each process's own wall and CPU time (``PROC_S``,
+``PROC_CPU_S``: from its start to its exit, what the issue measured) are ratios too,
+fixed costs (imports before the script, the report after it) included. Run: .venv/bin/python benchmarks/bench_run.py [--runs 5]
 [--only tiny_steps] [--pairs] [--control]
 
 ``--control`` adds a third side, ``python`` with every module ``gpuwhy run`` loads
@@ -19,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,16 +34,23 @@ GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
 
 def step_time(command: list[str]) -> tuple[float, dict[str, float]]:
-    """The workload's median step and, where it prints them, its loop's figures.
+    """The workload's median step and its figures: the process's wall and CPU time, and
+    where the workload prints them, its loop's.
 
     The loop's figures are what the workload prints on its ``LOOP_S`` line (the loop's
     wall time, the process's and the main thread's CPU over it), keyed by their names.
     """
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    wall = time.perf_counter() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     (line,) = [ln for ln in out.splitlines() if ln.startswith("MEDIAN_STEP_S ")]
     loops = [ln.split() for ln in out.splitlines() if ln.startswith("LOOP_S ")]
     figures = {k: float(v) for k, v in zip(loops[0][::2], loops[0][1::2])} if loops else {}
+    figures["PROC_S"] = wall
+    figures["PROC_CPU_S"] = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return float(line.split()[1]), figures
 
 

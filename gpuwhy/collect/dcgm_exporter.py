@@ -33,15 +33,12 @@ Nothing here raises: a failure is a one-line :attr:`Scrape.error`.
 
 from __future__ import annotations
 
-import http.client
 import math
 import os
 import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -252,6 +249,11 @@ class _Failure(Exception):
 
 
 def _get(url: str, timeout_s: float) -> str:
+    # imported at the first read: with ssl, 7 ms of every run's start, where few read one
+    import http.client
+    import urllib.error
+    import urllib.request
+
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise _Failure("not an http(s) URL")
     request = urllib.request.Request(

@@ -7,22 +7,44 @@ between_runs.py), the findings and the environment that changed (findings.py,
 environment.py) -> :class:`Comparison` (model.py) -> the verdict (verdict.py). pair.py
 compares one record a side, runs.py several.
 Renderers are in report/diff/; the gate that fails a CI job is gate.py.
+
+The names below are imported at their first use, not with the package: ``gpuwhy run``
+reads the gate (gate.py, its ``--fail-on``) and the step's parts (comparable_units.py),
+never the comparing, whose modules were a twentieth of every run's start.
 """
 
 from __future__ import annotations
 
-from gpuwhy.comparison.model import (
-    AlignedWindow,
-    Change,
-    Comparison,
-    EnvironmentChange,
-    FindingChange,
-    PartChange,
-    RunSide,
-)
-from gpuwhy.comparison.pair import ONE_RUN_A_SIDE, compare
-from gpuwhy.comparison.runs import compare_runs
-from gpuwhy.comparison.verdict import diff_verdict
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuwhy.comparison.model import (
+        AlignedWindow,
+        Change,
+        Comparison,
+        EnvironmentChange,
+        FindingChange,
+        PartChange,
+        RunSide,
+    )
+    from gpuwhy.comparison.pair import ONE_RUN_A_SIDE, compare
+    from gpuwhy.comparison.runs import compare_runs
+    from gpuwhy.comparison.verdict import diff_verdict
+
+_WHERE = {
+    "AlignedWindow": "model",
+    "Change": "model",
+    "Comparison": "model",
+    "EnvironmentChange": "model",
+    "FindingChange": "model",
+    "PartChange": "model",
+    "RunSide": "model",
+    "ONE_RUN_A_SIDE": "pair",
+    "compare": "pair",
+    "compare_runs": "runs",
+    "diff_verdict": "verdict",
+}
 
 __all__ = [
     "ONE_RUN_A_SIDE",
@@ -37,3 +59,13 @@ __all__ = [
     "compare_runs",
     "diff_verdict",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``__all__``, from its module, imported now (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
