@@ -9,8 +9,10 @@ process's and the main thread's CPU over the loop) gets each one's ratio too, an
 ``--pairs`` prints every pair as it ends: a run that went wrong on one side shows as
 itself, not as a wider range. Each process's own wall and CPU time (``PROC_S``,
 ``PROC_CPU_S``: from its start to its exit, what the issue measured) are ratios too,
-fixed costs (imports before the script, the report after it) included. Run: .venv/bin/python benchmarks/bench_run.py [--runs 5]
-[--only tiny_steps] [--pairs] [--control]
+fixed costs (imports before the script, the report after it) included.
+
+Run: .venv/bin/python benchmarks/bench_run.py [--runs 5] [--only tiny_steps] [--pairs]
+[--control]
 
 ``--control`` adds a third side, ``python`` with every module ``gpuwhy run`` loads
 imported and nothing watching (imported_control.py), and prints the ratios of each pair

@@ -86,8 +86,9 @@ def is_library_frame(function: str, file: str | None) -> bool:
 def _installed_files() -> dict[str, tuple[str, ...]]:
     """The Python files of site-packages, the standard library and gpuwhy, by base name:
     every installed distribution's own list (none is imported), and those folders.
-    Built once, when a capture first needs it (0.05 s beside TensorFlow); importlib.metadata
-    imported here, not with the module: 17 ms of every run's start, where few read a capture."""
+    Built once, when a capture first needs it (0.05 s beside TensorFlow). importlib.metadata
+    is imported here, not with the module: with what it loads, 17 ms of each run's start
+    (``python -X importtime``), where few runs read a capture."""
     import importlib.metadata
 
     found: defaultdict[str, list[str]] = defaultdict(list)

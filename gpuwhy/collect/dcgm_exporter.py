@@ -249,7 +249,7 @@ class _Failure(Exception):
 
 
 def _get(url: str, timeout_s: float) -> str:
-    # imported at the first read: with ssl, 7 ms of every run's start, where few read one
+    # imported at the first read: with ssl, 6 ms of each run's start, where few runs read one
     import http.client
     import urllib.error
     import urllib.request
