@@ -16,6 +16,7 @@ tf = pytest.importorskip("tensorflow")
 from gpuwhy.facts import to_dict  # noqa: E402 - after the importorskip
 from gpuwhy.optimize.input_pipeline import optimize  # noqa: E402
 from gpuwhy.tfapi.tfdata import stages  # noqa: E402
+from tests.host_load import busy_now  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
 
 ROOT = Path(__file__).parents[2]
@@ -310,14 +311,21 @@ def test_measuring_reports_before_after_ideal_and_a_json_friendly_dict():
     assert data["after"]["passes"] == 2 and data["speedup"] == result.speedup
     assert {c["kind"] for c in data["changes"]} >= {"parallel-map", "cache", "prefetch"}
     text = result.report()
-    for label in ("original", "optimised", "ideal", "changes (paste these"):
+    for label in ("original", "optimised", "ideal", "changes ("):
         assert label in text
     fix = result.to_facts("words", "train.py:9")
     assert fix.before.median == result.before.median and fix.before.min == result.before.min
-    assert any(".cache()" in c.code for c in fix.changes) and fix.worth_it
+    assert any(".cache()" in c.code for c in fix.changes)
     # the element check was the rewrite's first pass: it filled the cache, timed apart
     assert fix.after is not None and fix.after.first is not None and fix.after.first > 0
     assert data["after"]["first"] == fix.after.first
+    # the gain is two timed passes a side: measured, it holds where the host is quiet
+    # (seen lost once in a full suite on the shared 2-core host)
+    if not fix.worth_it:
+        busy = busy_now()
+        if busy is not None:
+            pytest.skip(f"the cache's measured gain needs a quiet host: {busy}")
+    assert fix.worth_it and "changes (paste these" in text
 
 
 def test_elements_are_compared_bitwise_as_sequences_or_multisets():
