@@ -244,11 +244,25 @@ def _helper_finding(call: str, location: str, batches: int):
     from tests import builders_tfdata as t
 
     at = dict(by_library=True, location=location, written_calls=("",))
+    files = 3 * batches * 16  # each stage counted over the three passes
     stages = [
-        t.stage("TensorSlice", "source", written_as=("from_tensor_slices",), self_time_s=0.01),
-        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.01),
-        t.shuffle(),
-        t.stage("MapAndBatch", "map", written_as=("map", "batch"), ratio=16.0, parallelism=2),
+        t.stage(
+            "TensorSlice",
+            "source",
+            written_as=("from_tensor_slices",),
+            self_time_s=0.01,
+            elements=files,
+        ),
+        t.stage("Zip", "other", written_as=("zip",), self_time_s=0.01, elements=files),
+        t.shuffle(elements=files),
+        t.stage(
+            "MapAndBatch",
+            "map",
+            written_as=("map", "batch"),
+            ratio=16.0,
+            parallelism=2,
+            elements=3 * batches,
+        ),
     ]
     pipeline = t.pipeline(
         *(replace(s, **at) for s in stages),

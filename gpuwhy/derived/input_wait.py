@@ -14,7 +14,11 @@ from dataclasses import dataclass, replace
 from gpuwhy.derived.cache_filling import CacheFilling, cache_filling
 from gpuwhy.derived.epoch_starts import EpochStarts, epoch_starts
 from gpuwhy.derived.pipeline import NEXT_TIMING
-from gpuwhy.derived.pipeline_stages import ends_buffered, pipeline_time_s
+from gpuwhy.derived.pipeline_stages import (
+    ends_buffered,
+    pipeline_time_s,
+    work_per_consumer_element_s,
+)
 from gpuwhy.facts import PipelineFacts, StepFacts
 from gpuwhy.formatting import duration
 
@@ -199,8 +203,11 @@ def fetch_overhead(
         steps_wait = share * steps.total_s
         if steps_wait > 0 and waited * pipeline.elements < 0.5 * steps_wait:
             return None  # most of the waiting was for other pipelines
-    work = sum(s.self_time_s for s in pipeline.stages if s.kind != "prefetch" and s.kind != "cache")
-    production = work / pipeline.elements
+    production = sum(
+        work_per_consumer_element_s(pipeline, s)
+        for s in pipeline.stages
+        if s.kind != "prefetch" and s.kind != "cache"
+    )
     if production <= 0:
         return None
     keeps_up = mean_step is not None and production < OVERHEAD_STEP_SHARE * mean_step

@@ -65,6 +65,21 @@ def per_element_s(stage: PipelineStage) -> float | None:
     return stage.self_time_s / stage.elements if stage.elements else None
 
 
+def work_per_consumer_element_s(pipeline: PipelineFacts, stage: PipelineStage) -> float:
+    """Seconds of the stage's own work (TF's self time, all threads) per element the
+    consumer got: its time per own element times its elements per consumer element (the
+    ratios of the stages after it). Not its total over the consumer's count: TF drops an
+    exhausted input's nodes from its model (the stages under a shuffle, each epoch), so
+    their counts cover part of the run where the consumer's covers all of it; their time
+    per element does not depend on how much of the run was counted. A stage with no count
+    falls back to its total over the consumer's elements."""
+    index = next(i for i, s in enumerate(pipeline.stages) if s is stage)
+    per = per_element_s(stage)
+    if per is None:
+        return stage.self_time_s / pipeline.elements if pipeline.elements else 0.0
+    return per * math.prod(later.ratio for later in pipeline.stages[index + 1 :])
+
+
 def function_calls(stage: PipelineStage) -> int:
     """Calls of the stage's function: one per input element. A fused MapAndBatch
     produces batches (ratio = batch size) but calls its function per element."""

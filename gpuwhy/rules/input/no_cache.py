@@ -11,6 +11,7 @@ from gpuwhy.derived.pipeline_stages import (
     pass_elements,
     same_every_pass,
     stage_share,
+    work_per_consumer_element_s,
 )
 from gpuwhy.derived.steps_input import beside_steps, input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, TfDataFacts
@@ -118,7 +119,8 @@ class NoCache(Rule):
       finding is medium rather than low (0.05).
     - `min_saved_s`: seconds of the cacheable stages' work (TF's self time, all
       threads) that the passes after the first redid, below which a cache saves too
-      little to report (0.05).
+      little to report (0.05): their time per element, times the elements those passes
+      read (TF's totals of the stages under a shuffle cover part of the run only).
     """
 
     id = "input.no-cache"
@@ -164,7 +166,10 @@ class NoCache(Rule):
         share = sum(work.values())
         if not prefix or share < options["min_stage_fraction"]:
             return None
-        saved_s = sum(s.self_time_s for s in prefix) * (1 - per_pass / pipeline.elements)
+        # the work a pass of the consumer's elements costs, redone by every pass after the first
+        saved_s = sum(work_per_consumer_element_s(pipeline, s) for s in prefix) * (
+            pipeline.elements - per_pass
+        )
         if saved_s < options["min_saved_s"]:
             return None  # the passes after the first redid too little work to matter
         after = _cache_after(prefix, work, share)

@@ -150,16 +150,25 @@ def test_a_pipeline_that_makes_a_batch_in_a_tenth_of_a_step_is_the_python_call_t
     beside a pipeline that makes a batch in 1.0 ms, kept ready, of a 20 ms step. Not the
     source stage's (nothing to map in it, no placeholder template): the call per step."""
     source = t.stage(
-        name="TensorSlice", kind="source", written_as=("from_tensor_slices",), self_time_s=0.15
+        name="TensorSlice",
+        kind="source",
+        written_as=("from_tensor_slices",),
+        self_time_s=0.15,
+        elements=9600,
     )
     cheap = t.pipeline(
-        source, t.batch(self_time_s=0.15), t.prefetch(), consumer="python-loop", bottleneck=0
+        source,
+        t.batch(self_time_s=0.15, elements=300),
+        t.prefetch(elements=300),
+        consumer="python-loop",
+        bottleneck=0,
     )
     (f,) = check(t.facts(cheap, steps=t.loop_steps(0.08)))
     assert "the cost is the Python call per step" in f.title, f.title
     assert "<" not in f.fix  # no template to fill in
     # a batch that takes a third of the step is the pipeline's work: not said so
-    slow = replace(cheap, stages=(replace(source, self_time_s=1.0), *cheap.stages[1:]))
+    busy = replace(source, self_time_s=1.0, self_time_per_element_s=1.0 / 9600)
+    slow = replace(cheap, stages=(busy, *cheap.stages[1:]))
     (f,) = check(t.facts(slow, steps=t.loop_steps(0.08)))
     assert "the cost is the Python call per step" not in f.title
 
