@@ -13,12 +13,13 @@ the wait is and that it is paid once an epoch, not by every step.
 
 from __future__ import annotations
 
+import math
 import statistics
 from bisect import bisect_left
 from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
-from gpuwhy.facts import PipelineFacts, StepFacts
+from gpuwhy.facts import PipelineFacts, PipelineStage, StepFacts
 from gpuwhy.formatting import GAP_TIMER, duration
 
 # The epochs' first steps hold the wait where their time over the typical step is at
@@ -138,3 +139,34 @@ def _epochs(steps: StepFacts) -> list[tuple[int, int]]:
             if first < last:
                 spans.append((first, last))
     return spans
+
+
+@dataclass(frozen=True)
+class ShuffleRefill:
+    """A shuffle's buffer refilled at a pass's start: about ``seconds``, its
+    ``buffer`` elements at the rate ``slowest`` (the slowest stage under it) makes them."""
+
+    seconds: float
+    buffer: int
+    slowest: PipelineStage
+
+
+def shuffle_refill(pipeline: PipelineFacts, shuffle: PipelineStage) -> ShuffleRefill | None:
+    """How long a refill of ``shuffle``'s buffer takes, estimated from TF's timers: the
+    stages under it are pipelined, so the slowest of them sets the pace; each one's rate
+    alone (``root_elements_per_s``, in the consumer's elements, its threads counted) times
+    the shuffle's elements per consumer element (the ratios after it: a batch of 32, 32).
+    None where the buffer or a stage's rate under it is unknown: an estimate from part
+    of the stages would be too short."""
+    index = next((i for i, s in enumerate(pipeline.stages) if s is shuffle), None)
+    if index is None or not index or not shuffle.buffer_size:
+        return None
+    below = [s for s in pipeline.stages[:index] if s.kind != "prefetch"]
+    if not below or any(not s.root_elements_per_s for s in below):
+        return None
+    per_consumer = math.prod(s.ratio for s in pipeline.stages[index + 1 :])
+    slowest = min(below, key=lambda s: s.root_elements_per_s or 0.0)
+    rate = (slowest.root_elements_per_s or 0.0) * per_consumer
+    if rate <= 0:
+        return None
+    return ShuffleRefill(shuffle.buffer_size / rate, shuffle.buffer_size, slowest)

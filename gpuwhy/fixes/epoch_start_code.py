@@ -13,7 +13,7 @@ their boundaries, as TF's guide says), where one before it refills at every pass
 from __future__ import annotations
 
 import gpuwhy.source_calls as source_calls
-from gpuwhy.derived.epoch_starts import EpochStarts
+from gpuwhy.derived.epoch_starts import EpochStarts, shuffle_refill
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.fixes import dataset_calls
 from gpuwhy.formatting import duration
@@ -79,6 +79,9 @@ def _loop_lines(
         # buffer refills all the same; only a repeat before it keeps one buffer
         call = dataset_calls.stage_call(shuffle, "shuffle")
         buffer = f"{shuffle.buffer_size:,} elements" if shuffle.buffer_size else "its elements"
+        refill = shuffle_refill(pipeline, shuffle)
+        if refill is not None:
+            buffer += f", about {duration(refill.seconds)} at the rate of {refill.slowest.name}"
         where = f" at {shuffle.location}" if shuffle.location else ""
         lines += [
             f"# {call}{where} still refills its buffer ({buffer}) at every pass:",

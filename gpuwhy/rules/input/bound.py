@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
 from gpuwhy.derived.cache_filling import CacheFilling
-from gpuwhy.derived.epoch_starts import EpochStarts
+from gpuwhy.derived.epoch_starts import EpochStarts, shuffle_refill
 from gpuwhy.derived.host_load import HostLoad, judged_for_input
 from gpuwhy.derived.input_wait import InputWait, StepsWait, pipeline_wait
 from gpuwhy.derived.op_classes import KERAS_TRAIN_FUNCTIONS
@@ -94,7 +94,10 @@ class InputBound(Rule):
     epochs' loop), its reads timed one by one, is read the same way where the longest
     reads, one per iterator, hold half its wait: the finding points at the loop, and its
     fix makes one repeated iterator for the run and rewrites the loop's `for` line to take
-    each epoch's batches from it (`itertools.islice`).
+    each epoch's batches from it (`itertools.islice`). Where a shuffle the repeat comes
+    after still refills at every pass, its refill stays in that wait: estimated as its
+    buffer at the rate of the slowest stage under it (TF's timers), it is taken out of
+    the gain and said to stay until a `.repeat()` goes before the shuffle.
 
     When the pipeline caches (`.cache()`) and the steps after its first pass keep up
     (their measured wait under `medium_at`, or, where each step's wait is not recorded,
@@ -358,19 +361,36 @@ class InputBound(Rule):
         iterators and no refill, at the shuffle where the pipeline has one."""
         shuffle = refilled_shuffle(pipeline)
         loop = site.group(1) if site else None
+        refill = None
         if pipeline is not None and pipeline.consumer == "python-loop":
-            shuffle = None  # the fix is the loop's: one iterator for its epochs
+            # the fix is the loop's: one iterator for its epochs. A shuffle the repeat
+            # comes after still refills at every pass: that part of the wait stays
+            if shuffle is not None and not shuffle.by_library:
+                refill = shuffle_refill(pipeline, shuffle)
+            shuffle = None
+        excess = starts.excess_s
+        estimated_gain = (
+            f"up to {share:.0%} of step time, paid once an epoch: {duration(excess)} each"
+        )
+        saved = 1.0
+        if refill is not None:
+            kept = min(refill.seconds, excess)
+            saved = 1 - kept / excess
+            estimated_gain = (
+                f"up to {share * saved:.0%} of step time with the code below, paid once an "
+                f"epoch: {duration(excess - kept)} of its {duration(excess)}; about "
+                f"{duration(kept)} of it is the shuffle's refill ({refill.buffer:,} elements "
+                f"at the rate of {stage_label(refill.slowest)}), which stays until a "
+                ".repeat() goes before the shuffle"
+            )
         return self.finding(
             title,
             severity="high" if high else "low",
             location=(shuffle.location if shuffle else None) or loop,
             evidence=evidence,
             fix="\n".join(epoch_start_fix(starts, pipeline, loop)),
-            estimated_gain=(
-                f"up to {share:.0%} of step time, paid once an epoch: "
-                f"{duration(starts.excess_s)} each"
-            ),
-            gain_value=round(share * starts.share, 4),
+            estimated_gain=estimated_gain,
+            gain_value=round(share * starts.share * saved, 4),
         )
 
     def _cache_filling(
