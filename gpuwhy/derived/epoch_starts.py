@@ -13,12 +13,12 @@ the wait is and that it is paid once an epoch, not by every step.
 
 from __future__ import annotations
 
-import math
 import statistics
 from bisect import bisect_left
 from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
+from gpuwhy.derived.pipeline_stages import per_consumer_element, stage_index
 from gpuwhy.facts import PipelineFacts, PipelineStage, StepFacts
 from gpuwhy.formatting import GAP_TIMER, duration
 
@@ -158,15 +158,14 @@ def shuffle_refill(pipeline: PipelineFacts, shuffle: PipelineStage) -> ShuffleRe
     the shuffle's elements per consumer element (the ratios after it: a batch of 32, 32).
     None where the buffer or a stage's rate under it is unknown: an estimate from part
     of the stages would be too short."""
-    index = next((i for i, s in enumerate(pipeline.stages) if s is shuffle), None)
-    if index is None or not index or not shuffle.buffer_size:
-        return None
+    index = stage_index(pipeline, shuffle)
+    if not index or not shuffle.buffer_size:
+        return None  # not in the pipeline, nothing under it, or no buffer
     below = [s for s in pipeline.stages[:index] if s.kind != "prefetch"]
     if not below or any(not s.root_elements_per_s for s in below):
         return None
-    per_consumer = math.prod(s.ratio for s in pipeline.stages[index + 1 :])
     slowest = min(below, key=lambda s: s.root_elements_per_s or 0.0)
-    rate = (slowest.root_elements_per_s or 0.0) * per_consumer
+    rate = (slowest.root_elements_per_s or 0.0) * (per_consumer_element(pipeline, shuffle) or 0.0)
     if rate <= 0:
-        return None
+        return None  # a ratio after the shuffle unknown
     return ShuffleRefill(shuffle.buffer_size / rate, shuffle.buffer_size, slowest)

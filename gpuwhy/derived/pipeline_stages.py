@@ -65,6 +65,21 @@ def per_element_s(stage: PipelineStage) -> float | None:
     return stage.self_time_s / stage.elements if stage.elements else None
 
 
+def stage_index(pipeline: PipelineFacts, stage: PipelineStage) -> int | None:
+    """The stage's place in the pipeline, by identity (two stages may hold equal facts)."""
+    return next((i for i, s in enumerate(pipeline.stages) if s is stage), None)
+
+
+def per_consumer_element(pipeline: PipelineFacts, stage: PipelineStage) -> float | None:
+    """The stage's elements per element the consumer gets: the product of the ratios of
+    the stages after it (a batch of 32 after it: 32; 0 where a ratio is unknown). None
+    for a stage not in the pipeline."""
+    index = stage_index(pipeline, stage)
+    if index is None:
+        return None
+    return math.prod(later.ratio for later in pipeline.stages[index + 1 :])
+
+
 def work_per_consumer_element_s(pipeline: PipelineFacts, stage: PipelineStage) -> float:
     """Seconds of the stage's own work (TF's self time, all threads) per element the
     consumer got: its time per own element times its elements per consumer element (the
@@ -73,11 +88,10 @@ def work_per_consumer_element_s(pipeline: PipelineFacts, stage: PipelineStage) -
     their counts cover part of the run where the consumer's covers all of it; their time
     per element does not depend on how much of the run was counted. A stage with no count
     falls back to its total over the consumer's elements."""
-    index = next(i for i, s in enumerate(pipeline.stages) if s is stage)
     per = per_element_s(stage)
     if per is None:
         return stage.self_time_s / pipeline.elements if pipeline.elements else 0.0
-    return per * math.prod(later.ratio for later in pipeline.stages[index + 1 :])
+    return per * (per_consumer_element(pipeline, stage) or 0.0)
 
 
 def function_calls(stage: PipelineStage) -> int:
@@ -227,9 +241,8 @@ def cache_size(
     pipeline's output is 39 MiB). TF's count of a stage's elements is not used: an
     iterator's model keeps the stages above a shuffle's buffer to about one pass,
     whatever the passes read. Else a pass of the pipeline's output (:func:`element_size`)."""
-    ids = [id(s) for s in pipeline.stages]
-    below = pipeline.stages[ids.index(id(after)) + 1 :] if id(after) in ids else None
-    if after.element_bytes and below is not None and all(s.ratio > 0 for s in below):
-        return after.element_bytes * per_pass * math.prod(s.ratio for s in below), CACHE_AT_STAGE
+    elements = per_consumer_element(pipeline, after)  # ratios are never negative:
+    if after.element_bytes and elements:  # 0 where one after it is unknown
+        return after.element_bytes * per_pass * elements, CACHE_AT_STAGE
     element_bytes, size_from = element_size(pipeline)
     return (per_pass * element_bytes if element_bytes else None), size_from
