@@ -105,6 +105,10 @@ def milliseconds(seconds: float | None, places: int) -> float | None:
 
 # collect/inprocess/input_wait.py's source name for the waits of Keras fit's steps
 GAP_TIMER = "tf.data gap timer"
+# and where TF kept no timer (autotune off), the same gaps timed around a from_generator
+# source's calls (tfapi/tfdata/generator_gaps.py)
+GENERATOR_TIMING = "generator timing"
+GAP_SOURCES = (GAP_TIMER, GENERATOR_TIMING)
 
 
 def wait_in_time(steps: StepFacts) -> str:
@@ -124,8 +128,8 @@ def wait_in_time(steps: StepFacts) -> str:
             # Keras fit's waits are not timed one by one: tf.data's gap timer gives the
             # median step less its median gap, not a median of waits (it can exceed the
             # mean wait, which comes from the means), and is named for what it is
-            f"typical {typical}: the median step less tf.data's median gap"
-            if steps.input_wait_source == GAP_TIMER
+            f"typical {typical}: the median step less {_gap_owner(steps.input_wait_source)} median gap"
+            if steps.input_wait_source in GAP_SOURCES
             else f"median {typical}"
         )
     how = f", by {steps.input_wait_source}" if steps.input_wait_source else ""
@@ -134,6 +138,10 @@ def wait_in_time(steps: StepFacts) -> str:
             f"; within its uncertainty of ±{steps.input_wait_error:.1%}: not resolved from no wait"
         )
     return f" ({'; '.join(parts)}{how})" if parts else (f" ({how[2:]})" if how else "")
+
+
+def _gap_owner(source: str | None) -> str:
+    return "the generator's" if source == GENERATOR_TIMING else "tf.data's"
 
 
 def when(created: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from gpuwhy.derived.pipeline import NEXT_TIMING
 from gpuwhy.derived.pipeline_stages import per_consumer_element, stage_index
 from gpuwhy.facts import PipelineFacts, PipelineStage, StepFacts
-from gpuwhy.formatting import GAP_TIMER, duration
+from gpuwhy.formatting import GAP_SOURCES, duration
 
 # The epochs' first steps hold the wait where their time over the typical step is at
 # least this share of the measured wait (the rest is the two means' noise).
@@ -70,7 +70,7 @@ def epoch_starts(steps: StepFacts, pipeline: PipelineFacts | None = None) -> Epo
     if steps.input_wait_source == NEXT_TIMING:
         return loop_epoch_starts(steps, pipeline) if pipeline is not None else None
     share, median = steps.input_wait_fraction, steps.median_s
-    if steps.input_wait_source != GAP_TIMER or share is None or not share or not median:
+    if steps.input_wait_source not in GAP_SOURCES or share is None or not share or not median:
         return None
     per_call = max(steps.steps_per_call, 1)
     warm = steps.warmup_indices

@@ -85,7 +85,9 @@ class PipelineFacts:
     stages: tuple[PipelineStage, ...] = ()
     bottleneck: int | None = None  # index into stages of the slowest stage
     prefetch_written: bool = False  # a prefetch the user wrote at the end
-    prefetch_run: bool = False  # a prefetch at the end as TF ran it (written or injected)
+    # a prefetch at the end as TF ran it (written or injected), or a library's own threads
+    # reading ahead in its place (Keras' enqueuer for a PyDataset with workers)
+    prefetch_run: bool = False
     cache_written: bool = False
     autotune: bool = True  # options.autotune.enabled
     deterministic: bool | None = None  # options.deterministic as the program set it
@@ -102,6 +104,9 @@ class PipelineFacts:
     # when the first iterator those gaps come from was made (seconds from the run's
     # start): the steps they time begin there (a fit's first epoch is left out of both)
     gaps_since_s: float | None = None
+    # who timed those gaps: "tf.data gap timer" (TF's model), or "generator timing" where
+    # TF kept none (autotune off) and a from_generator source was timed around its calls
+    gap_source: str | None = None
     wait_per_element_s: float | None = None  # measured wait for one element
     # how: "next() timing" (a Python loop's reads, timed one by one: direct), else the
     # wall-clock windows its iterators were read over less the consumer's time

@@ -417,7 +417,7 @@ def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[
             "# the validation data needs the name as an argument):",
             f"#   {_on_disk(call)}",
         ]
-    else:
+    else:  # caches_decode(stage, pipeline)
         lines.append("# decoded once, not every epoch, where it fits (or .cache(<path>) on disk):")
         lines += in_place_of(stage, dataset_calls.chained(parallel, ".cache()"), api)
     if any(op in JPEG_DECODERS for op in stage.codec_ops):
@@ -440,6 +440,24 @@ def decode(stage: PipelineStage, pipeline: PipelineFacts | None = None) -> list[
             "# records uncompressed, or cache them after decompression",
         ]
     return lines
+
+
+def caches_decode(stage: PipelineStage, pipeline: PipelineFacts | None) -> bool:
+    """Whether :func:`decode`'s fix for ``stage`` is a ``.cache()`` written right after
+    it (the same every pass, nothing before it that changes, no cache after it yet):
+    then what it saves is a cache's, the passes after the first."""
+    return (
+        not stage.by_library
+        and same_every_pass(stage)
+        and (pipeline is None or varies_before(pipeline, stage) is None)
+        and _cache_after(pipeline, stage) is None
+    )
+
+
+def cached_after(stage: PipelineStage, pipeline: PipelineFacts | None) -> bool:
+    """Whether a cache is written after ``stage`` already: the stage runs in the first
+    pass only."""
+    return _cache_after(pipeline, stage) is not None
 
 
 def _cache_after(pipeline: PipelineFacts | None, stage: PipelineStage) -> PipelineStage | None:

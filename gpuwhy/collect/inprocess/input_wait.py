@@ -9,6 +9,11 @@ A Keras step lasts from one batch's begin to the next, so
 
     step = wait for the batch + gap,   wait = step - gap
 
+Where TF keeps no model (autotune off: Keras turns it off for a ``PyDataset`` with
+``workers``) a ``from_generator`` source with nothing running ahead of the consumer is
+timed around its own calls instead, the same gaps by another clock
+(tfapi/tfdata/generator_gaps.py): the wait's source then says "generator timing".
+
 The share of time waiting comes from the means (what adds up: a shuffle buffer that
 refills at every epoch start makes one long wait per epoch, which medians would hide);
 the typical wait per step from the medians. Warm-up steps are already left out of the
@@ -31,7 +36,7 @@ import statistics
 
 from gpuwhy.derived.pipeline import NEXT_TIMING, steps_pipeline
 from gpuwhy.facts import PipelineFacts, StepFacts, TfDataFacts
-from gpuwhy.formatting import GAP_TIMER
+from gpuwhy.formatting import GAP_TIMER, GENERATOR_TIMING
 
 SOURCE = GAP_TIMER
 
@@ -61,7 +66,7 @@ def with_keras_input_wait(steps: StepFacts | None, tfdata: TfDataFacts | None) -
         steps,
         input_wait_fraction=round(wait_share, 4),
         input_wait_median_s=round(typical, 6),
-        input_wait_source=SOURCE,
+        input_wait_source=_gap_source(tfdata),
         input_wait_error=round(error, 4) if error is not None else None,
     )
 
@@ -126,6 +131,13 @@ def _fit_gaps(tfdata: TfDataFacts) -> tuple[float, float]:
     mean = sum((p.gap_mean_s or 0.0) * w for p, w in zip(timed, weights)) / total
     median = sum((p.gap_median_s or p.gap_mean_s or 0.0) * w for p, w in zip(timed, weights))
     return mean, median / total
+
+
+def _gap_source(tfdata: TfDataFacts) -> str:
+    """Who timed the gaps: tf.data's timer, or (where every fit pipeline's were timed
+    around its generator, TF keeping none) the generator's calls."""
+    sources = {p.gap_source for p in _timed_fit_pipelines(tfdata)}
+    return GENERATOR_TIMING if sources == {GENERATOR_TIMING} else SOURCE
 
 
 def _timed_fit_pipelines(tfdata: TfDataFacts) -> list[PipelineFacts]:

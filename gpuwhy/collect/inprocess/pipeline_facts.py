@@ -13,6 +13,7 @@ from gpuwhy.collect.inprocess.pipeline_iterators import IteratorState, Pipeline
 from gpuwhy.collect.inprocess.pipeline_join import JoinedStage, match_stages
 from gpuwhy.derived.pipeline import BOOKKEEPING
 from gpuwhy.facts import PipelineFacts, PipelineStage
+from gpuwhy.formatting import GAP_TIMER, GENERATOR_TIMING
 from gpuwhy.tfapi.tfdata.dataset_chain import has_final_prefetch
 from gpuwhy.tfapi.tfdata.node_names import INNER_NAMES, SOURCE_APIS, STAGE_KINDS, run_family
 
@@ -83,6 +84,8 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
     model_error = pipeline.error
     if not read:
         model_error = errors[0] if errors else (model_error or "no model of this pipeline was read")
+        if not pipeline.autotune and pipeline.options_by_library:
+            model_error = _autotune_off_by_library(pipeline)
     written = pipeline.written
     steps = [w for w in written if w.node and not w.noop]
 
@@ -145,6 +148,32 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
         max(0.0, per_element - statistics.fmean(gaps)) if per_element is not None and gaps else None
     )
 
+    gap_stats = _GapStats(
+        median_s=gap_median,
+        mean_s=statistics.fmean(gaps) if gaps else None,
+        count=len(gaps),
+        stdev_s=statistics.stdev(gaps) if len(gaps) > 1 else None,
+        since=gaps_since,
+        source=GAP_TIMER if gaps else None,
+    )
+    slowest = _bottleneck(stages)
+    if not read:  # no model: a generator's own timer, where it times the consumer
+        timed_by_generator = _generator_gap_stats(pipeline, steps)
+        if timed_by_generator is not None:
+            gap_stats, generator_reads = timed_by_generator
+            if len(steps) == 1:  # the generator's element is the consumer's, and it is
+                # the only stage: the slowest by elimination, its own time not measured
+                root_elements = root_elements or generator_reads
+                slowest = 0 if slowest is None and len(stages) == 1 else slowest
+    # Keras' enqueuer (a PyDataset with workers) reads ahead on its own threads, and
+    # turns tf.data's autotune off since: a prefetch in all but name
+    last_async = last_async or (
+        not pipeline.autotune
+        and pipeline.options_by_library
+        and bool(steps)
+        and steps[0].api == "from_generator"
+        and steps[0].by_library
+    )
     return PipelineFacts(
         id=pipeline.id,
         location=pipeline.location,
@@ -155,7 +184,7 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
         iterators=len(used) if read else len(pipeline.iterators),
         elements=root_elements,
         stages=tuple(stages),
-        bottleneck=_bottleneck(stages),
+        bottleneck=slowest,
         prefetch_written=has_final_prefetch(written),
         prefetch_run=last_async,
         cache_written=any(w.api == "cache" for w in written),
@@ -165,19 +194,78 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
         element_bytes=pipeline.element_bytes,
         example_bytes=pipeline.example_bytes,
         delivered_bytes=root_bytes or None,
-        gap_median_s=_round(gap_median),
-        gap_mean_s=_round(statistics.fmean(gaps)) if gaps else None,
-        gap_count=len(gaps),
-        gap_stdev_s=_round(statistics.stdev(gaps)) if len(gaps) > 1 else None,
+        gap_median_s=_round(gap_stats.median_s),
+        gap_mean_s=_round(gap_stats.mean_s),
+        gap_count=gap_stats.count,
+        gap_stdev_s=_round(gap_stats.stdev_s),
         gaps_since_s=(
-            round(max(0.0, gaps_since - t0), 6)
-            if gaps_since is not None and t0 is not None
+            round(max(0.0, gap_stats.since - t0), 6)
+            if gap_stats.since is not None and t0 is not None
             else None
         ),
+        gap_source=gap_stats.source,
         wait_per_element_s=_round(wait),
         consume_s=round(consume_s, 6),
         throughput_per_s=round(consumed / consume_s, 3) if consumed and consume_s > 0 else None,
         model_error=model_error,
+    )
+
+
+def _autotune_off_by_library(pipeline: Pipeline) -> str:
+    """Why TF kept no model, where the program never turned autotune off: Keras does, for
+    a ``PyDataset`` with ``workers`` (``py_dataset_adapter.get_tf_dataset``)."""
+    who = (
+        "Keras turned autotune off for this dataset (a PyDataset with workers reads ahead "
+        "on its own threads)"
+        if pipeline.consumer.startswith("keras")
+        else "the library that built this dataset turned autotune off"
+    )
+    return f"{who}, so TF keeps no per-stage model"
+
+
+@dataclass(frozen=True)
+class _GapStats:
+    """The consumer's gaps between elements, as the pipeline's facts give them."""
+
+    median_s: float | None
+    mean_s: float | None
+    count: int
+    stdev_s: float | None
+    since: float | None  # perf_counter: when the first iterator they come from was made
+    source: str | None
+
+
+def _generator_gap_stats(pipeline: Pipeline, steps: list) -> tuple[_GapStats, int] | None:
+    """The gaps a ``from_generator`` source timed around its own calls, with the elements
+    it gave, where they are the consumer's: the generator is the source and nothing
+    after it runs ahead on threads of its own (a prefetch, a parallel map or batch),
+    so each ``GetNext`` calls the generator on the spot (autotune off: TF injects no
+    prefetch either). None elsewhere, or before two elements of a pass."""
+    timer = pipeline.generator_gaps
+    if timer is None or not steps or steps[0].api != "from_generator":
+        return None
+    if any(_runs_ahead(w) for w in steps[1:]):
+        return None
+    summary = timer.summary()
+    if summary is None:
+        return None
+    stats = _GapStats(
+        median_s=summary.median_s,
+        mean_s=summary.mean_s,
+        count=summary.count,
+        stdev_s=summary.stdev_s,
+        since=summary.since,
+        source=GENERATOR_TIMING,
+    )
+    return stats, summary.reads
+
+
+def _runs_ahead(step: Any) -> bool:
+    """A written transformation that produces on threads of its own."""
+    return (
+        "prefetch" in step.api
+        or step.num_parallel_calls is not None
+        or step.api in ("parallel_interleave", "parallel_map")
     )
 
 

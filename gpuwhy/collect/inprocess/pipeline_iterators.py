@@ -180,3 +180,7 @@ class Pipeline:
     # iterators made at each such place, at most MAX_READ_SITES places
     read_sites: dict[tuple[str | None, str | None], int] = field(default_factory=dict)
     deterministic: bool | None = None  # options().deterministic as set (None: unset)
+    # with_options made by a library (Keras, for a PyDataset with workers), not the program
+    options_by_library: bool = False
+    # a from_generator source's own timer of the consumer (tfapi/tfdata/generator_gaps.py)
+    generator_gaps: Any = None

@@ -580,6 +580,8 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         callers=callers,
         autotune=data_pipeline.autotune_enabled(dataset),
         deterministic=data_pipeline.deterministic_option(dataset),
+        options_by_library=data_pipeline.options_by_library(written),
+        generator_gaps=data_pipeline.generator_gaps(dataset),
         cardinality=dataset_size.known_count(dataset),
         element_bytes=dataset_size.element_bytes(dataset, batch),
         example_bytes=dataset_size.example_bytes(dataset),

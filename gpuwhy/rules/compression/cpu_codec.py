@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuwhy.derived.op_classes import is_codec
 from gpuwhy.derived.pipeline import culprit_location
-from gpuwhy.derived.pipeline_stages import is_bottleneck, stage_share
+from gpuwhy.derived.pipeline_stages import is_bottleneck, pass_elements, stage_share
 from gpuwhy.derived.steps_input import beside_steps, input_wait
-from gpuwhy.facts import Facts, PipelineFacts, PlacementFacts
+from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, PlacementFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import pipeline_code
 from gpuwhy.fixes.op_groups import group_row, op_list, prediction_note
@@ -43,7 +43,11 @@ class CpuCodec(Rule):
       the stage, its codec ops and the file:line of its function. The wait is the
       training steps' for the pipeline that feeds them; a pipeline read beside them
       (Keras fit's `validation_data`) is reported low, with its own wait named as
-      such.
+      such. Where the fix for a decoding map is a `.cache()` after it, the gain is a
+      cache's: the stage's share of the wait on every pass after the first (what
+      input.no-cache says of the same line); where a cache is written after it
+      already, the decode runs in each run's first pass only: low, a cache on disk
+      for the next runs.
 
     ## Why is this slow?
     Entropy decoding (Huffman, DEFLATE, range coding) is sequential bit-level work:
@@ -129,12 +133,17 @@ class CpuCodec(Rule):
                 f"{share:.0%} of the pipeline's time" if share is not None else "time not measured"
             )
             gain = wait.fraction * share if share is not None and not beside else None
+            reader = pipeline_code.is_reader(stage)
+            gain_words = stage_gain_text(gain) if gain is not None else None
+            severity = "low" if beside else self.severity
+            if gain is not None and not reader:
+                gain, gain_words, severity = _cache_gain(stage, pipeline, gain, severity)
             findings.append(
                 self.finding(
                     f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
                     + (", the slowest stage" if slowest else "")
                     + f"; {waits_for_input(facts, pipeline, wait)}",
-                    severity="low" if beside else self.severity,
+                    severity=severity,
                     evidence={
                         "stage": label,
                         "codec_ops": list(stage.codec_ops),
@@ -149,12 +158,12 @@ class CpuCodec(Rule):
                     },
                     fix="\n".join(
                         pipeline_code.reader(stage)
-                        if pipeline_code.is_reader(stage)
+                        if reader
                         else pipeline_code.decode(stage, pipeline)
                     ),
                     estimated_gain=(
-                        stage_gain_text(gain)
-                        if gain is not None
+                        gain_words
+                        if gain_words is not None
                         else "none on the training steps: the pipeline is read beside them"
                         if beside
                         else "the decode overlaps compute on every core"
@@ -198,3 +207,33 @@ class CpuCodec(Rule):
                 location=location,
             )
         ]
+
+
+def _cache_gain(
+    stage: PipelineStage, pipeline: PipelineFacts, gain: float, severity: str
+) -> tuple[float, str, str]:
+    """The gain, its words and the severity of a decoding map's finding where the fix
+    is, or was, a cache: a ``.cache()`` after the map (``pipeline_code.caches_decode``)
+    saves the decode on the passes after the first, as input.no-cache says of the same
+    line (the same arithmetic: they name one change); one already written leaves the
+    decode in each run's first pass only, which a cache on disk saves for the next runs,
+    low. Elsewhere (one pass read, the pass size unknown) the stage's whole share."""
+    per_pass, _ = pass_elements(pipeline)
+    passes = pipeline.elements / per_pass if per_pass else None
+    if pipeline_code.cached_after(stage, pipeline):
+        return (
+            gain,
+            f"estimate: up to {gain:.0%} of this run's step time, all of it in its first "
+            "pass (the cache replays the rest); a cache on disk saves it in the next runs",
+            "low",
+        )
+    if not pipeline_code.caches_decode(stage, pipeline) or passes is None or passes <= 1:
+        return gain, stage_gain_text(gain), severity
+    saved = gain * (passes - 1) / passes
+    return (
+        saved,
+        f"estimate: about {saved:.0%} of step time (the wait times this stage's share, on "
+        f"every pass after the first: {passes:.1f} passes read); the fix's real gain shows "
+        "when the run is measured again",
+        severity,
+    )

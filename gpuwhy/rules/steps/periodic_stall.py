@@ -8,7 +8,7 @@ from typing import Any
 from gpuwhy.facts import Facts, LoopStalls, StallBeat, StallCause
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
-from gpuwhy.formatting import duration
+from gpuwhy.formatting import GAP_SOURCES, duration
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.steps import keras_call_per_step
 
@@ -242,8 +242,10 @@ class PeriodicStall(Rule):
     seconds, the 20th to the 80th percentile of the intervals within 10 % of their
     median) and losing at least `min_share` of the loop's time, or irregular and losing
     `irregular_share`. Stalls in which no timed activity ran are reported only when
-    regular in steps and losing `irregular_share` (a host's noise is neither); stalls
-    that tf.function traces dominated are `launch.retracing`'s, not this rule's. Time
+    regular in steps and losing `irregular_share` (a host's noise is neither), and not
+    where fit's measured wait for input covers their time (a producer that keeps pace
+    only every few steps, as two PyDataset workers do for steps shorter than a batch
+    takes them: input.bound's, with the stage); stalls that tf.function traces dominated are `launch.retracing`'s, not this rule's. Time
     between steps counts only the named activity's own time there, reported from
     `between_share` of the loop's time (fit's own validation from `validation_share`:
     a validation pass per epoch is the program's choice, named only when it dominates).
@@ -440,6 +442,26 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
     )
 
 
+# The share of a beat's lost time fit's measured input wait must cover for the beat to
+# be the waits themselves
+WAIT_COVERS = 0.8
+
+
+def _input_waits(group: LoopStalls, beat: StallBeat, facts: Facts) -> bool:
+    """Stalls inside fit's steps, with nothing timed in them, that the steps' measured
+    wait for input covers: a producer that keeps pace only every few steps (a PyDataset
+    with two workers each making a batch in 10 ms, steps of 2 ms: every second step
+    waits 8 ms) stalls on a beat. Fit's wait is read from the gaps between reads
+    (tf.data's timer or the generator's), not step by step, so it is the time that
+    says so: input.bound judges it, with the stage."""
+    steps = facts.steps
+    if steps is None or group.between_steps or steps.source != group.source:
+        return False
+    if steps.input_wait_source not in GAP_SOURCES or not steps.input_wait_fraction:
+        return False
+    return steps.input_wait_fraction * steps.total_s >= WAIT_COVERS * beat.lost_s
+
+
 def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts: Facts) -> bool:
     if beat.count < options["min_stalls"] or beat.kind in NOT_REPORTED:
         return False
@@ -457,6 +479,7 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts
             not group.between_steps
             and _regular_steps(beat, options)
             and share >= options["irregular_share"]
+            and not _input_waits(group, beat, facts)
         )
     if group.between_steps:
         cause = _cause(group, beat)

@@ -53,7 +53,8 @@ from gpuwhy.tfapi.callables import function_site, program_source, source_site
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
 from gpuwhy.tfapi.tfdata.dataset_size import element_bytes
 from gpuwhy.tfapi.tfdata.functions import function_contents
-from gpuwhy.tfapi.tfdata.origins import GENERATOR_ATTR, ORIGIN_ATTR, origin
+from gpuwhy.tfapi.tfdata.generator_gaps import GeneratorGaps
+from gpuwhy.tfapi.tfdata.origins import GAPS_ATTR, GENERATOR_ATTR, ORIGIN_ATTR, origin
 from gpuwhy.tfapi.tfdata.stages import varies_between_passes
 
 __all__ = [
@@ -61,8 +62,10 @@ __all__ = [
     "autotune_enabled",
     "function_contents",
     "function_site",
+    "generator_gaps",
     "has_final_prefetch",
     "main_input_index",
+    "options_by_library",
     "written_chain",
     "zip_branches",
 ]
@@ -416,6 +419,26 @@ def written_chain(dataset: Any) -> list[WrittenTransformation]:
     return chain
 
 
+def generator_gaps(dataset: Any) -> GeneratorGaps | None:
+    """The gap timer of the ``from_generator`` dataset at the source of ``dataset``'s
+    chain (following the main input as :func:`written_chain` does), or None: another
+    source, or one made before the hook."""
+    current = dataset
+    for _ in range(MAX_CHAIN):
+        while type(current).__name__ == "DatasetV1Adapter":
+            current = getattr(current, "_dataset", None)
+        if current is None:
+            return None
+        found = current.__dict__.get(GAPS_ATTR) if hasattr(current, "__dict__") else None
+        if isinstance(found, GeneratorGaps):
+            return found
+        inputs = _inputs(current)
+        if not inputs:
+            return None
+        current = inputs[main_input_index(current, inputs)]
+    return None
+
+
 def main_input_index(dataset: Any, inputs: list) -> int:
     """Which input of ``dataset`` carries the pipeline: for a zip, the one whose chain
     calls the most Python (py_function, numpy_function, generators), then runs the most
@@ -467,6 +490,13 @@ def autotune_enabled(dataset: Any) -> bool:
         return dataset.options().autotune.enabled is not False
     except Exception:  # noqa: BLE001
         return True
+
+
+def options_by_library(chain: list[WrittenTransformation]) -> bool:
+    """Whether the last ``with_options`` of ``chain`` (the options TF runs the pipeline
+    with) was made by a library, not the program: Keras turns tf.data's autotune off
+    for a ``PyDataset`` with ``workers`` (its enqueuer's threads read ahead)."""
+    return next((w.by_library for w in reversed(chain) if w.api == "with_options"), False)
 
 
 def deterministic_option(dataset: Any) -> bool | None:

@@ -16,9 +16,11 @@ from typing import Any
 
 from gpuwhy.tfapi.graph_ops import NOTEBOOK_CELL, is_library_file, relative
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
+from gpuwhy.tfapi.tfdata.generator_gaps import GeneratorGaps
 
 ORIGIN_ATTR = "_gpuwhy_origin"  # (file or None, line, made by a library, callers)
 GENERATOR_ATTR = "_gpuwhy_generator"  # the callable given to from_generator
+GAPS_ATTR = "_gpuwhy_generator_gaps"  # its consumer's gaps, timed (generator_gaps.py)
 _MAX_FRAMES = 80
 
 # -- where a dataset was created ---------------------------------------------------
@@ -151,9 +153,19 @@ def install_origin_hooks() -> list[Patch]:
 
     def make_from_generator(original: Callable) -> Callable:
         def _from_generator(generator, *args, **kwargs):
-            dataset = original(generator, *args, **kwargs)
+            gaps: GeneratorGaps | None = None
+            given = generator
+            try:
+                if callable(generator):  # TF's own check: one that is not is its error
+                    gaps = GeneratorGaps()
+                    given = gaps.wrap(generator)
+            except Exception:  # noqa: BLE001 - never break dataset creation
+                gaps, given = None, generator
+            dataset = original(given, *args, **kwargs)
             try:
                 dataset.__dict__[GENERATOR_ATTR] = generator
+                if gaps is not None:
+                    dataset.__dict__[GAPS_ATTR] = gaps
             except Exception:  # noqa: BLE001
                 pass
             return dataset

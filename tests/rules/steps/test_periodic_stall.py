@@ -7,6 +7,7 @@ from dataclasses import replace
 from gpuwhy.facts import Facts, LoopStalls, Stall, StallBeat, StallCause, StallFacts
 from gpuwhy.rules import run_rules
 from gpuwhy.rules.steps.periodic_stall import PeriodicStall
+from tests import builders_tfdata as t
 
 CHECKPOINT = StallCause(
     kind="checkpoint", seconds=16.2, share=0.97, location="train.py:57",
@@ -105,6 +106,24 @@ def test_stalls_with_nothing_timed_in_them_need_a_regular_beat_and_a_large_share
     (finding,) = run(facts(stalls(causes=(), beat=dict(lost_share=0.06))))
     assert finding.title.startswith("Every 200 steps training stalls for 1.8 s")
     assert "nothing gpuwhy times ran in them" in finding.title
+
+
+def test_fit_s_steps_that_wait_for_input_on_a_beat_are_the_input_s():
+    """A PyDataset whose two workers each make a batch in 10 ms feeds 2 ms steps: every
+    second step waits 8 ms, a beat with nothing timed in it. Fit's measured wait covers
+    it: input.bound's, not a stall of the program's own Python."""
+    beat = dict(count=48, stall_s=0.43, lost_s=0.33, lost_share=0.32, every_steps=2)
+    loop = stalls(causes=(), source="keras-fit", beat=beat)
+    waits = t.fit_steps(0.72, total_s=0.6, input_wait_source="generator timing")
+    assert run(Facts(steps=waits, stalls=StallFacts(loops=(loop,)))) == []
+    # a wait that covers a small part of the beat's time leaves the beat the program's
+    less = replace(waits, input_wait_fraction=0.2)
+    (finding,) = run(Facts(steps=less, stalls=StallFacts(loops=(loop,))))
+    assert "nothing gpuwhy times ran in them" in finding.title
+    # a wait timed read by read (a loop's next()) does not stand for the beat's steps
+    timed = t.loop_steps(0.72, total_s=0.6)
+    tf_data_loop = replace(loop, source="tf-data")
+    assert run(Facts(steps=timed, stalls=StallFacts(loops=(tf_data_loop,))))
 
 
 def test_a_checkpoint_beat_keeps_its_period_beside_other_stalls():
