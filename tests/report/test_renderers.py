@@ -399,6 +399,26 @@ def _between_steps_line(
     return stalls_line(StallFacts(loops=(loop,)))
 
 
+def test_fit_s_steps_that_wait_for_input_on_a_beat_are_said_as_the_input_s():
+    """Two PyDataset workers of 10 ms a batch feed fit's 2 ms steps: every second step
+    waits 8 ms. Fit's measured wait covers the beat: the line says so, where it said
+    "nothing timed in them" beside a report of 72 % of the steps waiting."""
+    from gpuwhy.collect.inprocess.activities import stalls_line
+    from tests import builders_tfdata as t
+
+    beat = StallBeat(kind=None, count=48, stall_s=0.43, lost_s=0.33, lost_share=0.32,
+                     typical_stall_s=0.009, every_steps=2, period_fit=0.98)  # fmt: skip
+    loop = LoopStalls(source="keras-fit", name="Model.fit at train.py:28", between_steps=False,
+                      count=48, loop_steps=128, loop_s=1.0, typical_step_s=0.002, stall_s=0.43,
+                      lost_s=0.33, lost_share=0.32, beats=(beat,), causes=())  # fmt: skip
+    stalls = StallFacts(loops=(loop,))
+    waits = t.fit_steps(0.72, total_s=0.6, input_wait_source="generator timing")
+    line = stalls_line(stalls, waits)
+    assert line is not None and ": the steps' waits for input (fit's measured wait" in line
+    assert "nothing timed" in (stalls_line(stalls) or "")
+    assert "nothing timed" in (stalls_line(stalls, replace(waits, input_wait_fraction=0.1)) or "")
+
+
 def test_stalls_in_a_row_are_no_period():
     line = _between_steps_line(4, 1.8, 0.45, every_steps=1, period_fit=1.0)
     assert line is not None and line.startswith("4 stalls, 450.0 ms each: nothing timed")

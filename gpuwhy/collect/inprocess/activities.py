@@ -49,6 +49,7 @@ from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.stall_tracker import Beat, StallGroup, StallTracker
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows, Total
+from gpuwhy.derived.stall_waits import input_waits
 from gpuwhy.facts import (
     Activity,
     Facts,
@@ -137,7 +138,7 @@ class ActivityCollector(Collector):
 
     @classmethod
     def report_rows(cls, facts: Facts, html: bool) -> list[tuple[str, str]]:
-        line = stalls_line(facts.stalls) if facts.stalls is not None else None
+        line = stalls_line(facts.stalls, facts.steps) if facts.stalls is not None else None
         return [("Stalls", line)] if line else []
 
     @classmethod
@@ -703,7 +704,7 @@ def _between_steps_text(loop: LoopStalls) -> str:
     )
 
 
-def stalls_line(stalls: StallFacts) -> str | None:
+def stalls_line(stalls: StallFacts, steps: StepFacts | None = None) -> str | None:
     """The loops' worst beats of stalls (``9 every 50 steps, 46.4 ms each: checkpoint at
     train.py:21, 9% of the loop``) and the time the activities took over the run; None
     where there is nothing to say. Stalls gpuwhy's own heap census made are said as its
@@ -742,6 +743,8 @@ def stalls_line(stalls: StallFacts) -> str | None:
         between = " between steps" if loop.between_steps else ""
         cause = next((c for c in loop.causes if c.kind == beat.kind), None)
         what = "nothing timed in them"
+        if input_waits(steps, loop, beat):
+            what = "the steps' waits for input (fit's measured wait covers them)"
         if cause is not None:
             what = f"GC ({cause.detail})" if cause.kind == "gc" else cause.detail or cause.kind
             what += f" at {cause.location}" if cause.location else ""

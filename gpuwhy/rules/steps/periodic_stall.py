@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpuwhy.derived.stall_waits import input_waits
 from gpuwhy.facts import Facts, LoopStalls, StallBeat, StallCause
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
-from gpuwhy.formatting import GAP_SOURCES, duration
+from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
 from gpuwhy.rules.steps import keras_call_per_step
 
@@ -442,26 +443,6 @@ def _regular_steps(beat: StallBeat, options: dict[str, Any]) -> bool:
     )
 
 
-# The share of a beat's lost time fit's measured input wait must cover for the beat to
-# be the waits themselves
-WAIT_COVERS = 0.8
-
-
-def _input_waits(group: LoopStalls, beat: StallBeat, facts: Facts) -> bool:
-    """Stalls inside fit's steps, with nothing timed in them, that the steps' measured
-    wait for input covers: a producer that keeps pace only every few steps (a PyDataset
-    with two workers each making a batch in 10 ms, steps of 2 ms: every second step
-    waits 8 ms) stalls on a beat. Fit's wait is read from the gaps between reads
-    (tf.data's timer or the generator's), not step by step, so it is the time that
-    says so: input.bound judges it, with the stage."""
-    steps = facts.steps
-    if steps is None or group.between_steps or steps.source != group.source:
-        return False
-    if steps.input_wait_source not in GAP_SOURCES or not steps.input_wait_fraction:
-        return False
-    return steps.input_wait_fraction * steps.total_s >= WAIT_COVERS * beat.lost_s
-
-
 def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts: Facts) -> bool:
     if beat.count < options["min_stalls"] or beat.kind in NOT_REPORTED:
         return False
@@ -479,7 +460,7 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts
             not group.between_steps
             and _regular_steps(beat, options)
             and share >= options["irregular_share"]
-            and not _input_waits(group, beat, facts)
+            and not input_waits(facts.steps, group, beat)  # input.bound's, with the stage
         )
     if group.between_steps:
         cause = _cause(group, beat)
