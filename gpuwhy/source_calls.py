@@ -862,7 +862,7 @@ def numpy_float64_makers(tree: ast.Module) -> list[ast.Call]:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr not in NUMPY_FLOAT_MAKERS:
             continue
-        if any(k.arg == "dtype" for k in node.keywords):
+        if any(k.arg == "dtype" for k in node.keywords) or _draws_a_scalar(node):
             continue
         root = func.value
         while isinstance(root, ast.Attribute):
@@ -871,6 +871,41 @@ def numpy_float64_makers(tree: ast.Module) -> list[ast.Call]:
         if made or isinstance(root, ast.Name) and (root.id in numpy or root.id in generators):
             found.append(node)
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+# Where a random draw takes its shape (``size``) among its positional arguments: one
+# given fewer makes a single number (a Python float: ``.astype`` on it raises)
+SIZE_POSITION = {
+    "random": 0, "random_sample": 0, "standard_normal": 0, "exponential": 1, "normal": 2,
+    "uniform": 2, "beta": 2, "gamma": 2, "lognormal": 2, "laplace": 2, "logistic": 2,
+}  # fmt: skip
+
+
+def _draws_a_scalar(call: ast.Call) -> bool:
+    """A draw that makes one number, not an array: ``rng.random()``, ``rng.normal(0,
+    0.1)``, ``np.random.rand()``, with no shape given and numbers for its other
+    arguments (an array there makes an array of its shape)."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    if name not in SIZE_POSITION and name not in ("rand", "randn"):
+        return False
+    if any(k.arg in ("size", None) for k in call.keywords):  # a size, or **kwargs
+        return False
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    if name in ("rand", "randn"):
+        return not call.args  # rand(d0, d1, ...) makes an array of those dimensions
+    if len(call.args) > SIZE_POSITION[name]:
+        return False
+    return all(_a_number(a) for a in call.args) and all(
+        _a_number(k.value) for k in call.keywords if k.arg != "dtype"
+    )
+
+
+def _a_number(node: ast.expr) -> bool:
+    """A literal number (``0.1``, ``-1``)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float)
 
 
 def numpy_float64_calls(filename: str) -> list[tuple[int, str]]:

@@ -50,3 +50,34 @@ def test_neither_a_missing_prefetch_nor_a_stall_of_the_program_s_own(workers_run
     assert "steps.periodic-stall" not in ids
     assert "by generator timing" in output
     assert "(options.autotune.enabled=False)" not in output
+
+
+LOOP_WITHOUT_AUTOTUNE = """
+import tensorflow as tf
+
+ds = tf.data.Dataset.range(20000).map(lambda x: tf.cast(x, tf.float32)).batch(4)
+options = tf.data.Options()
+options.autotune.enabled = False
+ds = ds.with_options(options)
+total = 0.0
+for epoch in range(3):
+    for x in ds:
+        total += 1.0
+print("done", total)
+"""
+
+
+@pytest.mark.parametrize("program", ["corpus", "loop"])
+def test_a_pipeline_without_autotune_adds_nothing_to_the_program_s_stderr(tmp_path, program):
+    """TF keeps no model of such a pipeline; asking for one anyway made TF log
+    "Cannot find this iterator's analytical model" on the program's stderr, once per
+    iterator (by the model poll) and once more in a loop of short steps (by the hooks'
+    pauses), which plain python never prints."""
+    path = tmp_path / "prog.py"
+    if program == "corpus":
+        shutil.copy(PROGRAMS / "pydataset_workers.py", path)
+    else:
+        path.write_text(LOOP_WITHOUT_AUTOTUNE)
+    result = run("prog.py", cwd=tmp_path, env_extra={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "analytical model" not in result.stderr

@@ -2,6 +2,8 @@
 
 import sys
 
+import numpy as np
+
 from gpuwhy import source_calls
 from gpuwhy.source_calls import written_call
 
@@ -404,6 +406,30 @@ def test_float64_makers_are_numpy_s_untyped_calls_and_keras_one_hot_labels(tmp_p
     import numpy as np
 
     assert keras.utils.to_categorical(np.arange(3), 3).dtype == np.float64  # still so
+
+
+def test_a_draw_of_one_number_is_no_float64_array(tmp_path):
+    """``rng.random() < 0.5`` (a coin flip in a PyDataset's augmentation) makes a Python
+    float: the fix named it and pasted, ``rng.random().astype('float32')`` raised
+    AttributeError. A draw with a shape, or an array for its mean, makes an array."""
+    from gpuwhy.source_calls import numpy_float64_calls
+
+    script = tmp_path / "data.py"
+    script.write_text(
+        "import numpy as np\n"
+        "rng = np.random.default_rng(0)\n"
+        "if rng.random() < 0.5: pass\n"
+        "a = rng.normal(0, -0.01)\n"
+        "b = np.random.rand()\n"
+        "c = rng.random((4, 4))\n"
+        "d = rng.normal(0, 0.01, size=shape)\n"
+        "e = rng.normal(x, 0.1)\n"
+        "f = np.random.rand(3)\n"
+        "g = rng.uniform(0.8, 1.2, (8, 1))\n"
+    )
+    assert [line for line, _ in numpy_float64_calls(str(script))] == [6, 7, 8, 9, 10]
+    rng = np.random.default_rng(0)
+    assert isinstance(rng.random(), float) and isinstance(rng.normal(0, 0.01), float)
 
 
 def test_output_layers_are_whole_lines_with_the_dtype_where_the_trial_adds_it(tmp_path):

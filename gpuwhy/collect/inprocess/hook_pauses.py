@@ -404,6 +404,14 @@ class HookPauses:
         except TypeError:  # not weakly referenceable: the hooks are never paused
             self.refused = f"a {type(target).__name__} could not be followed"
 
+    def refuse(self, why: str) -> None:
+        """No pause again this run: a source that cannot be counted (an iterator whose
+        model TF does not keep) would lose the events of a pause."""
+        with self._lock:
+            self.expected.clear()
+            if self.refused is None:
+                self.refused = why
+
     def forget(self, key: int) -> None:
         """A source whose events ended where a hook saw them (an exhausted iterator)."""
         self.sources.pop(key, None)

@@ -83,7 +83,7 @@ from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline
 from gpuwhy.tfapi.tfdata import dataset_size
 from gpuwhy.tfapi.tfdata import iterator_models as data_model
-from gpuwhy.tfapi.tfdata.iterator_models import ModelUnavailable, read_model
+from gpuwhy.tfapi.tfdata.iterator_models import AUTOTUNE_OFF, ModelUnavailable, read_model
 from gpuwhy.tfapi.tfdata.origins import install_origin_hooks
 
 __all__ = ["PipelineCollector"]
@@ -306,6 +306,11 @@ class PipelineCollector(Collector):
         state = IteratorState(None, key, time.perf_counter())
         state.consumer = consumer
         state.branches = pipeline.branches
+        if not pipeline.autotune:
+            # TF keeps no model to read: asking for it anyway makes TF log a warning on
+            # the program's stderr for each iterator ("Cannot find this iterator's
+            # analytical model"), which plain python never prints
+            state.error = AUTOTUNE_OFF
         state.ref = weakref.ref(iterator, functools.partial(self._forget, key))
         with self._lock:
             if len(pipeline.iterators) >= MAX_ITERATORS:

@@ -253,7 +253,13 @@ class StepCollector(Collector):
     def _track(self, key: int, iterator: Any, site: object) -> None:
         """An iterator the timing sees (the hook, on the program's thread): counted by
         its model at each pause, its paused reads back among the reads."""
-        if self.pauses is not None:
+        if self.pauses is None:
+            return
+        if not data_iterator.keeps_a_model(iterator):
+            # TF keeps no count of its elements to read (asking makes TF log a warning
+            # on the program's stderr): its reads are timed, every one
+            self.pauses.refuse("a count could not be read (autotune is off for a dataset)")
+        else:
             stretch = read_stretch(self._reads.append, key, site)
             self.pauses.track(key, iterator, root_elements, stretch, counted_elsewhere=True)
 

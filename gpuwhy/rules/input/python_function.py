@@ -57,7 +57,9 @@ class PythonFunction(Rule):
     pipeline's time without being the slowest; the finding takes its lead stage's. A
     cheaper Python stage is not reported.
     Where TF's per-stage timers could not be read, its cost is unknown and it is
-    reported as low, as is a stage of a pipeline read beside the training steps
+    reported as low (high where it is the pipeline's only stage and the steps wait
+    `high_input_wait` of their time, measured around its calls: a Keras `PyDataset`
+    with `workers`), as is a stage of a pipeline read beside the training steps
     (Keras fit's `validation_data`): its wait is not the steps'.
 
     ## Why is this slow?
@@ -230,6 +232,10 @@ def _judge(
     share = stage_share(pipeline, stage)
     slowest = is_bottleneck(pipeline, index)
     if slowest and (beside or filled):
+        severity = "low"
+    elif slowest and share is None and slowest_severity != "high":
+        # the slowest by elimination (a pipeline of one stage, TF's timers unread): its
+        # cost is not measured, and the steps' wait does not say it is large
         severity = "low"
     elif slowest:
         severity = slowest_severity

@@ -49,6 +49,7 @@ from gpuwhy.tfapi.patching import Patch
 from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 
 __all__ = [
+    "AUTOTUNE_OFF",
     "ModelUnavailable",
     "RunModel",
     "RunNode",
@@ -70,6 +71,12 @@ _MAX_CONSUMER_FRAMES = 60
 # decorators' inner functions: not what the user called
 _WRAPPERS = frozenset({"error_handler", "wrapper", "new_func", "wrapped", "inner"})
 _TF_DATA_MARK = os.path.join(f"{os.sep}tensorflow", "python", "data", "")
+
+
+AUTOTUNE_OFF = (
+    "autotune is off for this dataset (options.autotune.enabled=False), "
+    "so TF keeps no per-stage model"
+)
 
 
 class ModelUnavailable(Exception):
@@ -160,10 +167,7 @@ def read_model(iterator: Any, branches: tuple[int, ...] = ()) -> RunModel:
     try:
         proto = iterator_model_ops.get_model_proto(iterator)
     except errors.NotFoundError as error:
-        raise ModelUnavailable(
-            "autotune is off for this dataset (options.autotune.enabled=False), "
-            "so TF keeps no per-stage model"
-        ) from error
+        raise ModelUnavailable(AUTOTUNE_OFF) from error
     except (ValueError, TypeError) as error:
         raise ModelUnavailable(str(error)) from error
     return parse_model(proto, branches)

@@ -81,6 +81,26 @@ def test_unmeasured_python_stage_is_low_and_says_so():
     assert f.evidence["time"].startswith("not measured: Cannot find")
 
 
+def test_a_generator_alone_in_its_pipeline_is_slowest_but_unmeasured_without_a_large_wait():
+    """Keras fit over a PyDataset with workers: TF keeps no timers (autotune off), the
+    generator is the pipeline's only stage, the slowest by elimination, its cost not
+    measured. The steps' wait (timed around the generator) decides: low below
+    `high_input_wait` (gpuwhy's doc says so; a trial read medium at a 2 % wait), high
+    at it."""
+    (source,) = [s for s in t.py_function_pipeline().stages if s.python][:1]
+    generator = replace(
+        source, name="Generator", kind="generator", written_as=("from_generator",),
+        self_time_s=0.0, elements=0, self_time_per_element_s=None, root_elements_per_s=None,
+    )  # fmt: skip
+    pipeline = t.py_function_pipeline(
+        stages=(generator,), bottleneck=0, model_error="Keras turned autotune off"
+    )
+    (quiet,) = check(t.facts(pipeline, steps=t.fit_steps(0.02)))
+    assert quiet.severity == "low"
+    (waiting,) = check(t.facts(pipeline, steps=t.fit_steps(0.60)))
+    assert waiting.severity == "high"
+
+
 def test_from_generator_gets_slices_records_or_interleaved_generators():
     pipeline = t.pipeline(t.generator_source(), t.batch(), bottleneck=0)
     (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.40)))
