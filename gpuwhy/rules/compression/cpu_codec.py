@@ -47,7 +47,9 @@ class CpuCodec(Rule):
       cache's: the stage's share of the wait on every pass after the first (what
       input.no-cache says of the same line); where a cache is written after it
       already, the decode runs in each run's first pass only: low, a cache on disk
-      for the next runs.
+      for the next runs. A decoding map that also runs Python (`tf.py_function`) is
+      low with its gain unknown: TF times the stage, not its ops, so the decode's
+      part of its time is not known (input.python-function reports the stage).
 
     ## Why is this slow?
     Entropy decoding (Huffman, DEFLATE, range coding) is sequential bit-level work:
@@ -138,6 +140,17 @@ class CpuCodec(Rule):
             severity = "low" if beside else self.severity
             if gain is not None and not reader:
                 gain, gain_words, severity = _cache_gain(stage, pipeline, gain, severity)
+            with_python = stage.python and not reader
+            if with_python:
+                # TF times the stage, not its ops: how much of it is the decode and how
+                # much the Python (a py_function beside it, 80 % of it in a trial) is
+                # not known; input.python-function reports the stage
+                share_text += ", its decode's and its Python's together"
+                gain, severity = None, "low"
+                gain_words = (
+                    "unknown: the stage's time is its decode's and its Python's together "
+                    "(input.python-function reports the stage)"
+                )
             findings.append(
                 self.finding(
                     f"Input stage {label} decodes on the CPU ({ops}): {share_text}"
