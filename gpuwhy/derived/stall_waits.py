@@ -1,4 +1,5 @@
-"""Whether a beat of stalls inside fit's steps is the steps' wait for input.
+"""What a beat of stalls is, where what gpuwhy timed in it does not say it all: the
+steps' wait for input, or an activity that covered only part of the stalls.
 
 A producer that keeps pace only every few steps makes the steps that wait on a beat: a
 ``PyDataset`` whose two workers each make a batch in 10 ms, read by steps of 2 ms, makes
@@ -13,6 +14,10 @@ from __future__ import annotations
 
 from gpuwhy.facts import LoopStalls, StallBeat, StepFacts
 from gpuwhy.formatting import GAP_SOURCES
+
+# Below this share of a beat's time, the activity that overlapped most of it is said
+# as a part of the stalls, not as what they are (the Stalls line and the rule alike)
+PARTLY_COVERED = 0.5
 
 # The share of a beat's lost time fit's measured input wait must cover for the beat to
 # be the waits themselves

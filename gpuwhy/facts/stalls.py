@@ -81,6 +81,14 @@ class StallBeat:
     every_s: float | None = None
     regular_in_time: bool = False
 
+    def covered_by(self, cause: StallCause) -> float:
+        """The share of these stalls' time ``cause`` overlapped (its seconds are over
+        its loop's stalls: at most all of these): a ModelCheckpoint of 20 ms the
+        largest timed part of stalls of 120 ms covers a sixth of them."""
+        if self.stall_s <= 0:
+            return cause.share
+        return min(1.0, cause.seconds / self.stall_s)
+
 
 @dataclass(frozen=True)
 class LoopStalls:

@@ -419,6 +419,27 @@ def test_fit_s_steps_that_wait_for_input_on_a_beat_are_said_as_the_input_s():
     assert "nothing timed" in (stalls_line(stalls, replace(waits, input_wait_fraction=0.1)) or "")
 
 
+def test_an_activity_that_covered_a_small_part_of_the_stalls_is_said_as_a_part():
+    """ModelCheckpoint wrote for 26 ms of stalls of 124 ms at each epoch's end (a PyDataset's
+    workers starting again took the rest): the line named the checkpoint as the stalls."""
+    from gpuwhy.collect.inprocess.activities import stalls_line
+
+    checkpoint = StallCause(kind="checkpoint", seconds=0.042, share=0.17,
+                            detail="keras.callbacks.ModelCheckpoint(save_freq='epoch')",
+                            location="train.py:53")  # fmt: skip
+    beat = StallBeat(kind="checkpoint", count=2, stall_s=0.247, lost_s=0.24, lost_share=0.09,
+                     typical_stall_s=0.124, every_steps=150, period_fit=1.0)  # fmt: skip
+    loop = LoopStalls(source="keras-fit", name="Model.fit at train.py:53", between_steps=True,
+                      count=2, loop_steps=450, loop_s=2.7, typical_step_s=0.003, stall_s=0.247,
+                      lost_s=0.24, lost_share=0.09, beats=(beat,), causes=(checkpoint,))  # fmt: skip
+    line = stalls_line(StallFacts(loops=(loop,)))
+    assert line is not None
+    assert "at train.py:53 (17% of their time; nothing timed in the rest)" in line
+    whole = replace(beat, stall_s=0.05)
+    line = stalls_line(StallFacts(loops=(replace(loop, beats=(whole,)),)))
+    assert line is not None and "nothing timed in the rest" not in line
+
+
 def test_stalls_in_a_row_are_no_period():
     line = _between_steps_line(4, 1.8, 0.45, every_steps=1, period_fit=1.0)
     assert line is not None and line.startswith("4 stalls, 450.0 ms each: nothing timed")

@@ -49,7 +49,7 @@ from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.stall_tracker import Beat, StallGroup, StallTracker
 from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows, Total
-from gpuwhy.derived.stall_waits import input_waits
+from gpuwhy.derived.stall_waits import PARTLY_COVERED, input_waits
 from gpuwhy.facts import (
     Activity,
     Facts,
@@ -748,6 +748,9 @@ def stalls_line(stalls: StallFacts, steps: StepFacts | None = None) -> str | Non
         if cause is not None:
             what = f"GC ({cause.detail})" if cause.kind == "gc" else cause.detail or cause.kind
             what += f" at {cause.location}" if cause.location else ""
+            covered = beat.covered_by(cause)
+            if covered < PARTLY_COVERED:  # the largest timed part, not the stalls
+                what += f" ({covered:.0%} of their time; nothing timed in the rest)"
         if beat.count == 1:  # one stall, said for what it cost (ALONE_SHARE_SAID)
             what = "nothing timed in it" if cause is None else what
             text = f"1 stall{between} of {duration(beat.stall_s)}: {what}"

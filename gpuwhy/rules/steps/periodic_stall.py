@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwhy.derived.stall_waits import input_waits
+from gpuwhy.derived.stall_waits import PARTLY_COVERED, input_waits
 from gpuwhy.facts import Facts, LoopStalls, StallBeat, StallCause
 from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
@@ -257,7 +257,8 @@ class PeriodicStall(Rule):
     flushes, `evaluate`/`predict`, tf.function traces, and a loop of the program's own
     over another tf.data dataset that ran wholly inside the stall (a validation pass
     written by hand); the finding names the one that covered most of the stalls' time,
-    with its file:line. Such a loop whose body calls one of the program's
+    with its file:line (and the share it covered, where under half: nothing timed ran
+    in the rest). Such a loop whose body calls one of the program's
     tf.functions, or whose body reads tensors' values into Python or draws (a loop of
     sample images), is the program's choice, as fit's validation is
     (`validation_share`); one whose body runs op by op in Python is named from
@@ -377,7 +378,10 @@ class PeriodicStall(Rule):
             head = f"Every {_length(beat.every_s)} training stalls {where}for {typical}"
         else:
             head = f"Training stalled {where}{beat.count:,} times for {typical} each"
-        title = f"{head} ({_cause_words(cause)}): {share:.0%} of the loop's time"
+        words = _cause_words(cause)
+        if cause is not None and beat.covered_by(cause) < PARTLY_COVERED:
+            words += f", {beat.covered_by(cause):.0%} of their time; nothing timed in the rest"
+        title = f"{head} ({words}): {share:.0%} of the loop's time"
         evidence: dict[str, Any] = {
             "loop": f"{group.source} {group.name}",
             "stalls": beat.count,

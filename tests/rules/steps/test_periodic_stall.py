@@ -56,6 +56,16 @@ def test_regular_checkpoint_stalls_are_named_with_period_place_and_a_pasteable_f
     assert finding.evidence["every_steps"] == 200 and finding.gain_value == 0.09
 
 
+def test_a_checkpoint_that_covered_a_small_part_of_the_stalls_is_said_as_a_part():
+    small = replace(CHECKPOINT, seconds=3.2, share=0.2)
+    (finding,) = run(facts(stalls(causes=(small,))))
+    assert finding.title == (
+        "Every 200 steps training stalls for 1.8 s (a checkpoint write "
+        "(tf.train.Checkpoint.write) at train.py:57, 20% of their time; nothing timed in "
+        "the rest): 9% of the loop's time"
+    )
+
+
 def test_a_handful_of_stalls_or_a_small_loss_is_no_finding():
     assert run(facts(stalls(beat=dict(count=2)))) == []
     assert run(facts(stalls(beat=dict(lost_share=0.005)))) == []
