@@ -212,7 +212,9 @@ def keras_adapter(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str
             f"# Make each batch of {fn} cheaper, or let several be made at once: a",
             "# keras.utils.PyDataset whose __getitem__(index) makes batch `index`, with",
             "# super().__init__(workers=4) (threads overlap where it reads files, decodes or",
-            "# calls NumPy; use_multiprocessing=True for pure-Python work), or a tf.data",
+            "# calls NumPy; use_multiprocessing=True for pure-Python work; fit shuffles a",
+            "# PyDataset's batches each epoch, where it took the generator's in order:",
+            "# fit(..., shuffle=False) keeps that order), or a tf.data",
             f"# pipeline over the arrays or files {fn} reads (from_tensor_slices,",
             "# TFRecordDataset with parallel map): no Python per batch",
         ]
@@ -245,12 +247,23 @@ def _more_workers(cls: str, where: str, pace: str, made: list[source_calls.MadeW
         if any(m.value is None for m in made):
             return []  # made only through ** mappings: said in words, as without a call
         given = ", ".join(f"workers={m.value} at {m.location}" for m in made)
+        # passed already: said as processes, and not asked for again
+        processes = all("use_multiprocessing=True" in m.call.replace(" ", "") for m in made)
+        cheaper = (
+            ["# stage: make each batch cheaper (NumPy over whole batches, files read once),"]
+            if processes
+            else [
+                "# stage: make each batch cheaper (NumPy over whole batches, files read once,",
+                "# use_multiprocessing=True for pure-Python work),",
+            ]
+        )
         return [
             *lines,
-            f"# It already has worker threads ({given}) and is still the slowest",
-            "# stage: make each batch cheaper (NumPy over whole batches, files read once,",
-            "# use_multiprocessing=True for pure-Python work), or give fit a tf.data",
-            "# pipeline over the same files (TFRecordDataset with a parallel map)",
+            f"# It already has worker {'processes' if processes else 'threads'} ({given})"
+            " and is still the slowest",
+            *cheaper,
+            "# or give fit a tf.data pipeline over the same files (TFRecordDataset with a",
+            "# parallel map)",
         ]
     lines += [
         f"# {WORKERS} worker threads make batches ahead of the step (they overlap where",

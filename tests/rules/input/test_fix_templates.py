@@ -542,6 +542,9 @@ def test_a_generator_fit_reads_is_named_with_no_class_or_placeholder_it_lacks():
     assert "the generator batches (train.py:5)" in text and "22.1 ms a batch" in text
     assert all(line.startswith("#") for line in fix)  # nothing to paste in place of it
     assert "<" not in text
+    # a trial pasted the PyDataset it suggests: fit shuffled its batches, and the losses
+    # changed where the generator had given them in order
+    assert "fit(..., shuffle=False) keeps that order" in text
 
 
 def test_a_py_dataset_fit_reads_is_named_by_its_class():
@@ -583,7 +586,15 @@ def test_a_py_dataset_made_with_workers_gets_them_raised_where_they_are_given(tm
     script.write_text("from my_classes import Tiles\n\ntrain = Tiles(ids, workers=8)\n")
     fix = pipeline_code.generator(stage, (str(script),))
     assert f"already has worker threads (workers=8 at {script}:3)" in "\n".join(fix)
+    assert "use_multiprocessing=True for pure-Python work" in "\n".join(fix)
     assert all(line.startswith("#") for line in fix)
+    # processes passed already: said as processes, not asked for again
+    script.write_text(
+        "from my_classes import Tiles\n\ntrain = Tiles(ids, workers=8, use_multiprocessing=True)\n"
+    )
+    fix = pipeline_code.generator(stage, (str(script),))
+    assert f"already has worker processes (workers=8 at {script}:3)" in "\n".join(fix)
+    assert "use_multiprocessing" not in "\n".join(fix)
 
 
 def test_a_written_call_that_is_not_one_falls_back_to_placeholders():
