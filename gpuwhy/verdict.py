@@ -249,6 +249,13 @@ def _steps_clause(
         )
     if steps.input_wait_fraction is None:
         return text
+    if not steps.input_wait_resolved and steps.input_wait_error is not None:
+        # a difference of two means within its uncertainty: said as the Steps line says
+        # it, never as a wait the headline stands by
+        return text + (
+            f", no wait for input resolved ({steps.input_wait_fraction:.0%}, "
+            f"within its uncertainty of ±{steps.input_wait_error:.1%})"
+        )
     text += f", {steps.input_wait_fraction:.0%} of their time waiting for input"
     stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None
     if stage and not (others is not None and bound and bound.severity == "low"):

@@ -141,6 +141,28 @@ def test_run_verdict_names_the_slowest_stage_of_the_pipeline_the_steps_read():
     assert "63% of their time waiting for input (slowest stage: Map(parse at train.py:41))" in text
 
 
+def test_run_verdict_says_an_unresolved_wait_as_the_steps_line_does():
+    """A fit's wait of 6 % within its uncertainty of ±8.6 %: the Steps line said "not
+    resolved from no wait" and the headline "6% of their time waiting for input"."""
+    from gpuwhy.verdict import verdict
+
+    run = _input_bound_run()
+    assert run.steps is not None
+    unresolved = replace(
+        run,
+        steps=replace(
+            run.steps,
+            source="keras-fit",
+            input_wait_fraction=0.06,
+            input_wait_error=0.086,
+            input_wait_source="tf.data gap timer",
+        ),
+    )
+    text = verdict(unresolved, [])
+    assert "no wait for input resolved (6%, within its uncertainty of ±8.6%)" in text
+    assert "of their time waiting for input" not in text
+
+
 def test_terminal_shows_each_pipeline_and_verbose_its_stages_with_the_bottleneck_marked():
     record = Record.diagnose("run", _input_bound_run())
     text = renderer_class("terminal")().render(record)
