@@ -69,6 +69,7 @@ from gpuwhy.facts import Facts, StepFacts, StepLoop, StepSpan, StepTimeline
 from gpuwhy.formatting import duration, wait_in_time
 from gpuwhy.tfapi import distribute, keras_hooks
 from gpuwhy.tfapi.tfdata import iterators as data_iterator
+from gpuwhy.tfapi.tfdata.dataset_chain import keeps_a_model
 from gpuwhy.tfapi.tfdata.iterator_models import root_elements
 
 MAX_STEPS = 5000  # per-step series kept in the facts (the first steps of the run)
@@ -255,7 +256,7 @@ class StepCollector(Collector):
         its model at each pause, its paused reads back among the reads."""
         if self.pauses is None:
             return
-        if not data_iterator.keeps_a_model(iterator):
+        if not keeps_a_model(iterator):
             # TF keeps no count of its elements to read (asking makes TF log a warning
             # on the program's stderr): its reads are timed, every one
             self.pauses.refuse("a count could not be read (autotune is off for a dataset)")

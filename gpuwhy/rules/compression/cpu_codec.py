@@ -138,10 +138,7 @@ class CpuCodec(Rule):
             reader = pipeline_code.is_reader(stage)
             gain_words = stage_gain_text(gain) if gain is not None else None
             severity = "low" if beside else self.severity
-            if gain is not None and not reader:
-                gain, gain_words, severity = _cache_gain(stage, pipeline, gain, severity)
-            with_python = stage.python and not reader
-            if with_python:
+            if stage.python and not reader:
                 # TF times the stage, not its ops: how much of it is the decode and how
                 # much the Python (a py_function beside it, 80 % of it in a trial) is
                 # not known; input.python-function reports the stage
@@ -151,6 +148,8 @@ class CpuCodec(Rule):
                     "unknown: the stage's time is its decode's and its Python's together "
                     "(input.python-function reports the stage)"
                 )
+            elif gain is not None and not reader:
+                gain, gain_words, severity = _cache_gain(stage, pipeline, gain, severity)
             findings.append(
                 self.finding(
                     f"Input stage {label} decodes on the CPU ({ops}): {share_text}"

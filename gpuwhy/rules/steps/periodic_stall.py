@@ -379,8 +379,9 @@ class PeriodicStall(Rule):
         else:
             head = f"Training stalled {where}{beat.count:,} times for {typical} each"
         words = _cause_words(cause)
-        if cause is not None and beat.covered_by(cause) < PARTLY_COVERED:
-            words += f", {beat.covered_by(cause):.0%} of their time; nothing timed in the rest"
+        covered = beat.covered_by(cause) if cause is not None else 1.0
+        if covered < PARTLY_COVERED:
+            words += f", {covered:.0%} of their time; nothing timed in the rest"
         title = f"{head} ({words}): {share:.0%} of the loop's time"
         evidence: dict[str, Any] = {
             "loop": f"{group.source} {group.name}",

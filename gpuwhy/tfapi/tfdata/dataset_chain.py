@@ -64,6 +64,7 @@ __all__ = [
     "function_site",
     "generator_gaps",
     "has_final_prefetch",
+    "keeps_a_model",
     "main_input_index",
     "options_by_library",
     "written_chain",
@@ -490,6 +491,13 @@ def autotune_enabled(dataset: Any) -> bool:
         return dataset.options().autotune.enabled is not False
     except Exception:  # noqa: BLE001
         return True
+
+
+def keeps_a_model(iterator: Any) -> bool:
+    """Whether TF keeps a model of ``iterator``'s pipeline to read: autotune on for the
+    dataset it iterates (``OwnedIterator._dataset``; unknown counts as on). Asking an
+    iterator without one makes TF log a warning on the program's stderr."""
+    return autotune_enabled(getattr(iterator, "_dataset", None))
 
 
 def options_by_library(chain: list[WrittenTransformation]) -> bool:

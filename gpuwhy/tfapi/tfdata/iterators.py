@@ -136,19 +136,6 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 _MAX_CREATOR_FRAMES = 40
 
 
-def keeps_a_model(iterator: Any) -> bool:
-    """Whether TF keeps a model of ``iterator``'s pipeline to read (autotune on for the
-    dataset it iterates, ``OwnedIterator._dataset``; unknown counts as on): asking an
-    iterator without one makes TF log a warning on the program's stderr."""
-    dataset = getattr(iterator, "_dataset", None)
-    if dataset is None:
-        return True
-    try:
-        return dataset.options().autotune.enabled is not False
-    except Exception:  # noqa: BLE001 - a TF whose options we do not know
-        return True
-
-
 def made_by_the_program() -> bool:
     """Called from an iterator-creation listener: whether the code that asked for the
     iterator (the first frame outside TensorFlow and gpuwhy: ``for x in ds``, ``zip(a,
