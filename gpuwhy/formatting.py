@@ -159,6 +159,8 @@ def when(created: str) -> str:
 
 
 # who read a tf.data pipeline (``PipelineFacts.consumer``), as people say it
+# ``read_via`` of a pipeline Keras' evaluate read inside fit: its validation_data
+FIT_VALIDATION = "Model.fit"
 CONSUMERS = {
     "keras-fit": "Model.fit",
     "keras-evaluate": "Model.evaluate",
@@ -184,4 +186,6 @@ def consumer_words(
     said = CONSUMERS.get(consumer, consumer)
     if consumer == "python-loop" and read_at:
         said = f"{via} at {read_at}" if via else f"the loop at {read_at}"
+    elif consumer == "keras-evaluate" and via == FIT_VALIDATION:
+        said = "Model.fit's validation"
     return said[:1].upper() + said[1:] if start else said

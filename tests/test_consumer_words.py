@@ -1,6 +1,6 @@
 """Who read a pipeline, as the report words it: the record's reader where it has one."""
 
-from gpuwhy.formatting import consumer_words
+from gpuwhy.formatting import FIT_VALIDATION, consumer_words
 
 
 def test_a_python_reader_is_named_by_its_line_and_the_library_call_there():
@@ -12,3 +12,12 @@ def test_a_python_reader_is_named_by_its_line_and_the_library_call_there():
     )
     # Keras' own readers keep their names: the record's reader is the user's loop only
     assert consumer_words("keras-fit", False, "train.py:40") == "Model.fit"
+
+
+def test_fits_validation_is_named_as_fits_not_as_a_call_to_evaluate():
+    """Keras' fit reads validation_data through evaluate: the collector marks it, and the
+    report says it as the program wrote it, where it said "read by Model.evaluate"."""
+    assert consumer_words("keras-evaluate", False, None, FIT_VALIDATION) == (
+        "Model.fit's validation"
+    )
+    assert consumer_words("keras-evaluate") == "Model.evaluate"

@@ -113,7 +113,7 @@ def test_the_decode_finding_takes_the_training_steps_wait_not_validation_s(decod
     for finding in codec:
         rows = finding["evidence"].get("pipelines") or [finding["evidence"]]
         for row in rows:
-            if row["pipeline"].endswith("read by Model.evaluate"):
+            if row["pipeline"].endswith("read by Model.fit's validation"):
                 assert row["severity"] == "low" if "severity" in row else finding["severity"]
         if finding["severity"] in ("medium", "high"):
             # the lead is the training pipeline's, with the steps' own wait

@@ -17,7 +17,7 @@ from gpuwhy.derived.input_wait import InputWait
 from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_share
 from gpuwhy.derived.steps_input import beside_steps
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
-from gpuwhy.formatting import consumer_words, milliseconds, stage_label
+from gpuwhy.formatting import FIT_VALIDATION, consumer_words, milliseconds, stage_label
 
 
 def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
@@ -25,7 +25,8 @@ def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     beside them ("Model.evaluate (validation, beside the training steps) waits")."""
     if beside_steps(facts, pipeline):
         name = consumer_words(pipeline.consumer, True, pipeline.read_at, pipeline.read_via)
-        what = "validation, " if pipeline.consumer == "keras-evaluate" else ""
+        validation = pipeline.consumer == "keras-evaluate" and pipeline.read_via != FIT_VALIDATION
+        what = "validation, " if validation else ""  # fit's: said in its name
         return f"{name} ({what}beside the training steps) waits"
     return "steps wait"
 
@@ -76,13 +77,17 @@ def stage_row(pipeline: PipelineFacts, index: int) -> dict[str, Any]:
     stage = pipeline.stages[index]
     share = stage_share(pipeline, stage)
     per_element = per_element_s(stage)
+    # no model of TF's read (a PyDataset with workers turns autotune off): the stage's
+    # count and threads are unknown, not 0 and 1 (its Python runs in Keras' workers)
+    unmodelled = pipeline.model_error is not None and not stage.elements
     row: dict[str, Any] = {
         "stage": stage_label(stage),
         "kind": stage.kind,
         "written_as": "+".join(stage.written_as) or "added by TF",
-        "elements": stage.elements if pipeline.elements_known else None,
+        "elements": stage.elements if pipeline.elements_known and not unmodelled else None,
         "ms_per_element": None if per_element is None else round(per_element * 1000, 3),
-        "threads": stage.parallelism or 1,  # not a parallel stage: one thread
+        # not a parallel stage: one thread
+        "threads": stage.parallelism or (None if unmodelled else 1),
         "share_of_pipeline_time": None if share is None else round(share, 3),
     }
     flags = [

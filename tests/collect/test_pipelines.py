@@ -23,6 +23,7 @@ from tensorflow.python.data.ops import dataset_ops, from_generator_op, iterator_
 from gpuwhy.collect.inprocess.pipelines import PipelineCollector, pipeline_line  # noqa: E402
 from gpuwhy.facts import Facts, TfDataFacts, from_dict, to_dict  # noqa: E402
 from gpuwhy.fixes.pipeline_evidence import stage_row  # noqa: E402
+from gpuwhy.formatting import FIT_VALIDATION  # noqa: E402
 from gpuwhy.tfapi.tfdata.node_names import run_family  # noqa: E402
 from tests import markers  # noqa: E402
 from tests.records import write_tfrecords  # noqa: E402
@@ -182,6 +183,23 @@ def test_keras_fit_is_one_pipeline_with_one_iterator_per_epoch(collector):
     evaluate = by_consumer["keras-evaluate"]
     assert evaluate.location == at("validation")
     assert (evaluate.iterators, evaluate.elements) == (2, 2 * 2)
+    # fit's validation_data, read through Keras' evaluate: said as fit's
+    assert evaluate.read_via == FIT_VALIDATION
+    assert fit.read_via is None
+
+
+def test_evaluate_called_by_the_program_is_not_fits_validation(collector):
+    keras = pytest.importorskip("keras")
+    x = np.random.rand(32, 4).astype(np.float32)
+    data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+
+    model.evaluate(data, verbose=0)
+    collector.stop()
+
+    (pipeline,) = collector.facts().pipelines
+    assert pipeline.consumer == "keras-evaluate" and pipeline.read_via is None
 
 
 def test_a_generator_pipeline_names_the_generator_as_its_source(collector):

@@ -78,7 +78,13 @@ from gpuwhy.collect.inprocess.steps import StepCollector
 from gpuwhy.collect.time_windows import TimeWindows
 from gpuwhy.derived.pipeline import bottleneck, steps_pipeline
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage, StepFacts, TfDataFacts
-from gpuwhy.formatting import consumer_words, duration, elements_words, stage_label
+from gpuwhy.formatting import (
+    FIT_VALIDATION,
+    consumer_words,
+    duration,
+    elements_words,
+    stage_label,
+)
 from gpuwhy.tfapi.op_callbacks import unseen
 from gpuwhy.tfapi.tfdata import dataset_chain as data_pipeline
 from gpuwhy.tfapi.tfdata import dataset_size
@@ -302,6 +308,10 @@ class PipelineCollector(Collector):
             return
         if consumer == "python-loop":
             _count_reader(pipeline, data_model.reader(sys._getframe(1)))
+        elif consumer == "keras-evaluate" and pipeline.read_via is None:
+            # fit's validation_data: Keras' fit reads it through evaluate, said as fit's
+            if data_model.in_fit(sys._getframe(1)):
+                pipeline.read_via = FIT_VALIDATION
         key = id(iterator)
         state = IteratorState(None, key, time.perf_counter())
         state.consumer = consumer

@@ -34,6 +34,13 @@ _WHY_PARALLEL = (
     "parallel calls of Python may take turns on one core where the Python holds the GIL "
     "(pure-Python code), and overlap only where it releases it (sleeps, I/O, NumPy)"
 )
+# a generator Keras made from what fit was given (a PyDataset, a generator): TF reads
+# it one batch at a time; a PyDataset's own workers, where it has them, make the batches
+_WHY_KERAS = (
+    "Keras reads the data source one batch at a time through a Python generator; a "
+    "PyDataset's worker threads make batches ahead of it but take turns where "
+    "__getitem__ is pure Python (worker processes, use_multiprocessing=True, do not)"
+)
 
 
 class PythonFunction(Rule):
@@ -292,7 +299,7 @@ def _evidence(
     evidence: dict[str, Any] = {
         "stage": lead.label,
         "pipeline": pipeline_name(pipeline),
-        "why": _WHY_PARALLEL if _runs_in_parallel(lead.stage) else _WHY_SEQUENTIAL,
+        "why": _why(lead.stage),
         "slowest_stage": lead.slowest,
         **_row_numbers(stage_row(pipeline, lead.index)),
         "python_stages": [
@@ -335,6 +342,12 @@ def _gain_text(gain: float | None, stages: int) -> str:
     if stages == 1:
         return stage_gain_text(gain)
     return gain_text(gain, "the wait times these stages' share of the pipeline's work")
+
+
+def _why(stage: PipelineStage) -> str:
+    if stage.by_library and stage.kind == "generator":
+        return _WHY_KERAS
+    return _WHY_PARALLEL if _runs_in_parallel(stage) else _WHY_SEQUENTIAL
 
 
 def _runs_in_parallel(stage: PipelineStage) -> bool:

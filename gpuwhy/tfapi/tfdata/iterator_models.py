@@ -54,6 +54,7 @@ __all__ = [
     "RunModel",
     "RunNode",
     "consumer_label",
+    "in_fit",
     "install_iterator_hooks",
     "is_distributed_part",
     "parse_model",
@@ -352,6 +353,20 @@ def install_iterator_hooks(
     creation hook of iterators.py. Undo the returned patches to stop listening."""
 
     return [on_iterator_created(after=on_iterator, end=on_iterator_end)]
+
+
+def in_fit(frame: Any = None) -> bool:
+    """Whether Keras' ``fit`` is on the stack now: an iterator ``evaluate`` makes there
+    reads fit's ``validation_data`` (Keras 3's fit calls ``self.evaluate``)."""
+    frame = frame if frame is not None else sys._getframe(1)
+    for _ in range(_MAX_CONSUMER_FRAMES * 2):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "fit" and any(m in code.co_filename for m in _KERAS_MARKS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def reader(frame: Any = None) -> tuple[str | None, str | None]:

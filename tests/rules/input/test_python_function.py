@@ -91,6 +91,7 @@ def test_a_generator_alone_in_its_pipeline_is_slowest_but_unmeasured_without_a_l
     generator = replace(
         source, name="Generator", kind="generator", written_as=("from_generator",),
         self_time_s=0.0, elements=0, self_time_per_element_s=None, root_elements_per_s=None,
+        by_library=True,
     )  # fmt: skip
     pipeline = t.py_function_pipeline(
         stages=(generator,), bottleneck=0, model_error="Keras turned autotune off"
@@ -99,6 +100,12 @@ def test_a_generator_alone_in_its_pipeline_is_slowest_but_unmeasured_without_a_l
     assert quiet.severity == "low"
     (waiting,) = check(t.facts(pipeline, steps=t.fit_steps(0.60)))
     assert waiting.severity == "high"
+    # TF counted nothing and ran no thread of it (Keras' workers did): unknown, where
+    # the evidence read "elements: 0, threads: 1" for a PyDataset with workers=2
+    for row in (waiting.evidence, waiting.evidence["python_stages"][0]):
+        assert row["elements"] is None and row["threads"] is None
+    # Keras' generator, not TF's one-at-a-time Python stage
+    assert waiting.evidence["why"].startswith("Keras reads the data source one batch at a time")
 
 
 def test_from_generator_gets_slices_records_or_interleaved_generators():
