@@ -35,8 +35,34 @@ class Parser(argparse.ArgumentParser):
     of a usage block: a bad option reads like every other refusal."""
 
     def error(self, message: str) -> NoReturn:
-        say_error(f"{message} (`{self.prog} --help` lists the options)")
+        taken = _script_taken(message, self.given)
+        if taken:
+            option, script = taken
+            say_error(
+                f"{option} takes a PATH and took the script {script} as it: "
+                f"give it a file to write ({self.prog} {option} out{_SUFFIXES.get(option, '')} "
+                f"{script})"
+            )
+        else:
+            say_error(f"{message} (`{self.prog} --help` lists the options)")
         raise SystemExit(EXIT_ERROR)
+
+    given: Sequence[str] = ()  # the command line, set by main(): what an error names
+
+
+# options that take a file to write: `gpuwhy run --json train.py` gives --json the script
+_SUFFIXES = {"--json": ".json", "--html": ".html", "-o": ".txt", "--output": ".txt"}
+
+
+def _script_taken(message: str, given: Sequence[str]) -> tuple[str, str] | None:
+    """(option, script) where the script is missing because an option that takes a path
+    took it: its value ends in ``.py`` and nothing follows."""
+    if "SCRIPT" not in message or "required" not in message:
+        return None
+    for option, value in zip(given, given[1:]):
+        if option in _SUFFIXES and value.endswith(".py"):
+            return option, value
+    return None
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -61,6 +87,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
+    Parser.given = given
     named = given[0] if given and given[0] in COMMANDS else None
     args = build_parser(only=named).parse_args(given)
     args.argv = given

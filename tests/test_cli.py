@@ -282,3 +282,19 @@ def test_a_command_line_argparse_refuses_is_one_line_too(args, said):
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"gpuwhy: error: {said}") and line.endswith("lists the options)")
+
+
+@pytest.mark.parametrize(
+    "option, suffix", [("--json", ".json"), ("--html", ".html"), ("-o", ".txt")]
+)
+def test_an_option_that_took_the_script_as_its_path_is_said_so(option, suffix):
+    """`gpuwhy run --json train.py` (a user expecting JSON on stdout): --json takes the
+    script as the file to write and SCRIPT is missing; argparse's "the following
+    arguments are required: SCRIPT, ARGS" did not say why."""
+    result = gpuwhy("run", option, "train.py")
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        f"gpuwhy: error: {option} takes a PATH and took the script train.py as it: give it "
+        f"a file to write (gpuwhy run {option} out{suffix} train.py)"
+    )
