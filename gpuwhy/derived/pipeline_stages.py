@@ -198,9 +198,13 @@ def pass_elements(pipeline: PipelineFacts) -> tuple[float | None, str]:
     count is unknown to TF) the elements one iterator read, when every iterator read a
     whole pass (several iterators over a dataset that does not repeat: Keras epochs,
     `for` loops)."""
+    repeats = any(s.kind == "repeat" for s in pipeline.stages)
     if pipeline.cardinality:
-        return float(pipeline.cardinality), "TF's cardinality"
-    if pipeline.iterators >= 2 and not any(s.kind == "repeat" for s in pipeline.stages):
+        # with a repeat, the collector's count is of what it repeats (a pass of the data),
+        # not TF's count of the whole (ds.repeat().take(640): 640)
+        said = "TF's cardinality of what the repeat repeats" if repeats else "TF's cardinality"
+        return float(pipeline.cardinality), said
+    if pipeline.iterators >= 2 and not repeats:
         return (
             pipeline.elements / pipeline.iterators,
             f"elements read per iterator ({pipeline.iterators} iterators; TF does not know "

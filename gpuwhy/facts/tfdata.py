@@ -91,7 +91,9 @@ class PipelineFacts:
     cache_written: bool = False
     autotune: bool = True  # options.autotune.enabled
     deterministic: bool | None = None  # options.deterministic as the program set it
-    cardinality: int | None = None  # elements per pass (None: infinite or unknown)
+    # elements per pass of the data (None: infinite or unknown); behind a repeat, what
+    # it repeats (ds.repeat().take(640): a pass, where TF's own count says 640)
+    cardinality: int | None = None
     element_bytes: int | None = None  # one output element (batch), from its spec
     # a generator's batches of unknown size (Keras fit on a generator or PyDataset): one
     # example's bytes from the spec, and the bytes TF counted the consumer getting

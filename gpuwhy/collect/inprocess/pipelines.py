@@ -597,7 +597,7 @@ def _describe(dataset: Any, consumer: str, number: int) -> Pipeline:
         deterministic=data_pipeline.deterministic_option(dataset),
         options_by_library=data_pipeline.options_by_library(written),
         generator_gaps=data_pipeline.generator_gaps(dataset),
-        cardinality=dataset_size.known_count(dataset),
+        cardinality=dataset_size.pass_count(dataset),
         element_bytes=dataset_size.element_bytes(dataset, batch),
         example_bytes=dataset_size.example_bytes(dataset),
         error=error,

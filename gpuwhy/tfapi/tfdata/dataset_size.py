@@ -24,6 +24,83 @@ def known_count(dataset: Any) -> int | None:
     return count if count >= 0 else None
 
 
+# after a repeat, stages that give one element for each they read: a pass of the data
+# keeps its count through them (a take or skip only ends the run early or late)
+_ONE_FOR_ONE = frozenset(
+    {"map", "prefetch", "take", "skip", "shuffle", "cache", "with_options", "restructured"}
+)
+_BATCHES = frozenset({"batch", "padded_batch", "ragged_batch", "map_and_batch"})
+_REPEATS = frozenset({"repeat", "shuffle_and_repeat"})
+_MAX_WALK = 200
+
+
+def pass_count(dataset: Any) -> int | None:
+    """Elements a pass over the data gives, as the program reads them: TF's cardinality
+    where nothing repeats the data; where a repeat does (``ds.repeat().take(640)``,
+    ``ds.repeat(3)``), TF counts every pass together (640, or 3 passes), so the count is
+    the repeat's input's, divided by the batches after it; None where unknown (a
+    filter after the repeat, a zip, an unknown input count)."""
+    from gpuwhy.tfapi.tfdata.classes import dataset_class
+
+    batches: list[int] = []  # the batch sizes after the repeat, nearest the output first
+    current = dataset
+    for _ in range(_MAX_WALK):
+        while type(current).__name__ == "DatasetV1Adapter":  # tf.compat.v1.data
+            current = getattr(current, "_dataset", None)
+        if current is None:
+            break
+        api = dataset_class(current).api
+        inner = getattr(current, "_input_dataset", None)
+        if api in _REPEATS:
+            count = cardinality(inner) if inner is not None else UNKNOWN
+            if count < 0:
+                return None
+            per_pass = float(count)
+            for size in batches:
+                per_pass /= size
+            return max(1, round(per_pass))
+        if api in _BATCHES:
+            batch = _batch_size(current)
+            if batch is None:
+                return None if _repeats_below(inner) else known_count(dataset)
+            batches.append(batch)
+        elif api not in _ONE_FOR_ONE:
+            # a source, or a stage that changes the count: TF's own count, unless a
+            # repeat below it counts passes together
+            return None if _repeats_below(inner) else known_count(dataset)
+        current = inner
+    return known_count(dataset)
+
+
+def _repeats_below(dataset: Any) -> bool:
+    """Whether a repeat is among ``dataset`` and its inputs (each stage's main input)."""
+    from gpuwhy.tfapi.tfdata.classes import dataset_class
+
+    current = dataset
+    for _ in range(_MAX_WALK):
+        while type(current).__name__ == "DatasetV1Adapter":
+            current = getattr(current, "_dataset", None)
+        if current is None:
+            return False
+        if dataset_class(current).api in _REPEATS:
+            return True
+        current = getattr(current, "_input_dataset", None)
+    return False
+
+
+def _batch_size(dataset: Any) -> int | None:
+    """A batching stage's batch size (``_batch_size``; ``map_and_batch``'s
+    ``_batch_size_t``), None where it has none that is a number."""
+    value = getattr(dataset, "_batch_size", None)
+    if value is None:
+        value = getattr(dataset, "_batch_size_t", None)
+    try:
+        size = int(value)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - no static batch size
+        return None
+    return size if size > 0 else None
+
+
 def example_bytes(dataset: Any) -> int | None:
     """Bytes of one example of a dataset whose every component has an unknown leading
     (batch) dimension and is otherwise of fixed size; None for any other dataset."""
