@@ -805,6 +805,16 @@ def test_a_pipeline_not_cached_says_why_in_its_own_terms(tmp_path):
         finding("input.bound"), Facts(tfdata=TfDataFacts(pipelines=(read_once,))), files
     )
     assert refused[0].why.endswith("it is read once: a cache would not be read again")
+    # one iterator over a repeat (ds.repeat().take(n)) reads every pass: not "read once"
+    repeat = PipelineStage("ForeverRepeat", "repeat", ("repeat",), "train.py:28", repeats=False)
+    repeated = replace(read_once, stages=(*read_once.stages, repeat))
+    _, refused = input_pipeline.candidates(
+        finding("input.bound"), Facts(tfdata=TfDataFacts(pipelines=(repeated,))), files
+    )
+    assert refused[0].why.endswith(
+        "a cache at its end would follow ForeverRepeat at train.py:28: input.no-cache's fix, "
+        "where found, places one before it"
+    )
     # which pipeline: read by fit, or by the loop at its line (a preview's next(iter(ds)))
     assert refused[0].why.startswith(f"the pipeline at {where}, read by Model.fit: ")
     preview = replace(read_once, consumer="python-loop", read_at="train.py:12")

@@ -281,6 +281,14 @@ def _not_cached_why(pipeline: PipelineFacts, memory: int | None) -> str:
         return "the call that ends it could not be found in the program's source to cache it"
     if pipeline.cache_written:
         return "it is cached already"
+    repeat = next((s for s in pipeline.stages if s.kind == "repeat"), None)
+    if repeat is not None:
+        # ds.repeat().take(n): one iterator reads every pass; a cache at the end would
+        # follow the repeat and keep the whole run
+        return (
+            f"a cache at its end would follow {stage_label(repeat)}: input.no-cache's fix, "
+            "where found, places one before it"
+        )
     if pipeline.iterators < 2:
         return "it is read once: a cache would not be read again"
     python = [s for s in pipeline.stages if s.python]
