@@ -377,6 +377,9 @@ def _helper_fix(
         if split
         else "Built unshuffled and unbatched, cached, then shuffled anew every epoch"
     )
+    # the helper's seed goes to the shuffle that takes its place: the same runs again
+    seed = dataset_calls.keyword(call, "seed")
+    shuffle = f".shuffle({examples}, seed={seed})" if seed else f".shuffle({examples})"
     lines = [
         head,
         "# it shuffles inside (shuffle=True): a cache after it would keep the first "
@@ -384,11 +387,11 @@ def _helper_fix(
         f"# {where}{pipeline_code.IN_PLACE_OF}{call}",
     ]
     if not _both_subsets(call):
-        new = dataset_calls.chained(built, ".cache()", f".shuffle({examples})", f".batch({batch})")
+        new = dataset_calls.chained(built, ".cache()", shuffle, f".batch({batch})")
         return "\n".join([*lines, new])
     names = _assigned_pair(after)
     if names is None:  # the pair, cached where it is made: (training, validation)
-        train = f".cache().shuffle({examples}).batch({batch})"
+        train = f".cache(){shuffle}.batch({batch})"
         validation = f".cache().batch({batch})"
         pair = f"tuple(d{train} if i == 0 else d{validation} for i, d in enumerate({built}))"
         return "\n".join([*lines, pair])
@@ -399,7 +402,7 @@ def _helper_fix(
             *lines,
             built,
             pipeline_code.THEN_AFTER,
-            f"{train} = {train}.cache().shuffle({examples}).batch({batch})",
+            f"{train} = {train}.cache(){shuffle}.batch({batch})",
             f"{validation} = {validation}.cache().batch({batch})",
         ]
     )

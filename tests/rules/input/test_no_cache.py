@@ -313,6 +313,18 @@ def test_a_keras_helper_that_shuffles_is_rebuilt_unshuffled_and_shuffled_after_t
     )
 
 
+def test_the_helpers_seed_goes_to_the_shuffle_after_the_cache():
+    """image_dataset_from_directory(..., seed=1337): the shuffle that takes the helper's
+    place keeps its seed (a trial's fixed runs differed from each other without it)."""
+    seeded = HELPER.removesuffix(")") + ", seed=1337)"
+    pipeline = replace(_windows(shuffled=True), helper_call=seeded)
+    (f,) = check(t.facts(pipeline, steps=t.fit_steps(0.70)))
+    assert f.fix.splitlines()[-1] == (
+        "keras.utils.timeseries_dataset_from_array(series, targets, sequence_length=48, "
+        "batch_size=None, seed=1337, shuffle=False).cache().shuffle(6400, seed=1337).batch(64)"
+    )
+
+
 def test_a_helper_whose_call_cannot_be_read_is_not_cached_past_its_shuffle():
     pipeline = replace(_windows(shuffled=True), helper_call=None)
     assert check(t.facts(pipeline, steps=t.fit_steps(0.70))) == []
