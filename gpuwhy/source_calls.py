@@ -335,6 +335,19 @@ def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt
     return found
 
 
+def statement_at(site: str) -> str | None:
+    """The simple statement (an assignment, a call) spanning ``file:line``, as written on
+    one line: ``fig = plt.figure(figsize=(4, 4))``; None where there is none or the file
+    cannot be read."""
+    filename, _, line = site.rpartition(":")
+    tree = _tree(filename) if filename and line.isdigit() else None
+    if tree is None:
+        return None
+    kinds = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
+    statement = _innermost(tree, int(line), kinds)
+    return ast.unparse(statement) if statement is not None else None
+
+
 def assigned_names(filename: str, line: int) -> tuple[str, ...]:
     """The plain names the assignment spanning ``line`` binds, in order (``train_ds,
     val_ds = helper(...)`` gives both); empty where the line is in no assignment of

@@ -95,7 +95,7 @@ from gpuwhy.facts.steps import (
     TracingFacts,
 )
 from gpuwhy.facts.tfdata import PipelineFacts, PipelineStage, TfDataFacts
-from gpuwhy.facts.timeline import GpuWindow, GrowingObject, RunTimeline, RunWindow
+from gpuwhy.facts.timeline import GpuWindow, GrowingObject, OpenFigures, RunTimeline, RunWindow
 from gpuwhy.facts.workers import MergedFinding, TaskFacts, WorkerInput, WorkerRun, WorkersFacts
 
 __all__ = [
@@ -131,6 +131,7 @@ __all__ = [
     "GpuWindow",
     "GpuSeries",
     "GrowingObject",
+    "OpenFigures",
     "HostDeviceCopy",
     "InputFix",
     "InputFixFacts",

@@ -122,6 +122,22 @@ class GrowingObject:
 
 
 @dataclass(frozen=True)
+class OpenFigures:
+    """matplotlib's pyplot figures the program kept open (pyplot keeps each one it made
+    until ``plt.close``), counted with the memory once a second from the time pyplot
+    was imported."""
+
+    first: int  # open at the first read
+    last: int  # at the last
+    most: int
+    first_at_s: float
+    last_at_s: float
+    made_at: str | None = None  # the program's line that made the most figures
+    made_written: str | None = None  # that statement as written
+    made: int = 0  # figures made there
+
+
+@dataclass(frozen=True)
 class RunTimeline:
     """Section ``timeline``: windows of ``width_s`` seconds from the run's start
     (windows in which nothing was read are left out)."""
@@ -136,3 +152,4 @@ class RunTimeline:
     growing: tuple[GrowingObject, ...] = ()  # most bytes gained first
     # the types whose objects grew most in number: (type, at the baseline, at the last)
     growing_types: tuple[tuple[str, int, int], ...] = ()
+    open_figures: OpenFigures | None = None  # matplotlib's, where pyplot made any

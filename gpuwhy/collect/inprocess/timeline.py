@@ -25,6 +25,7 @@ from gpuwhy.collect.inprocess.activities import ActivityCollector
 from gpuwhy.collect.inprocess.base import Collector, Gathering, RunOptions
 from gpuwhy.collect.inprocess.functions import FunctionWatcher
 from gpuwhy.collect.inprocess.heap_census import HeapCensus
+from gpuwhy.collect.inprocess.open_figures import FigureWatch
 from gpuwhy.collect.inprocess.pipelines import PipelineCollector
 from gpuwhy.collect.time_windows import TimeWindows, width_for
 from gpuwhy.derived.gpu_busy import busy_column
@@ -173,6 +174,7 @@ class RunTimelineCollector(Collector):
         self.pipelines = pipelines  # Keras fit's consumer time per element
         self.t0 = time.perf_counter()
         self.census: HeapCensus | None = None
+        self.figures = FigureWatch()  # matplotlib's open figures, where pyplot is used
         self._rss: int | None = None
         self.memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
         self.device_memory: TimeWindows[_Peak] = TimeWindows(self.t0, _Peak)
@@ -233,6 +235,10 @@ class RunTimelineCollector(Collector):
             if in_use:
                 peak = self.device_memory.at(t)
                 peak.value = max(peak.value, sum(in_use.values()))
+        try:
+            self.figures.poll(t - self.t0)
+        except Exception:  # noqa: BLE001 - a count of figures is never a failure
+            pass
 
     def _poll_cpu(self, t: float) -> None:
         now = cpu_snapshot()
@@ -262,6 +268,7 @@ class RunTimelineCollector(Collector):
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        self.figures.stop()
 
     def fill(self, gathering: Gathering) -> RunTimeline:
         facts = gathering.facts
@@ -272,6 +279,9 @@ class RunTimelineCollector(Collector):
             facts.gpu_samples,
             self._rows(width_for(gathering.t_end - gathering.t0)),
         )
+        figures = self.figures.fact()
+        if figures is not None:
+            timeline = replace(timeline, open_figures=figures)
         census = self.census
         if census is None or not census.censuses:
             return timeline

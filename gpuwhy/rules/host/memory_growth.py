@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuwhy.derived.change_points import spearman, theil_sen
-from gpuwhy.facts import Facts, GrowingObject, RunTimeline
+from gpuwhy.facts import Facts, GrowingObject, OpenFigures, RunTimeline
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.python_arguments import retraced_call
 from gpuwhy.formatting import byte_size, run_time
@@ -221,6 +221,68 @@ def culprit_fix(grown: GrowingObject) -> str:
     )
 
 
+MIN_FIGURES_KEPT = 3  # figures left open over the run that name the growth
+
+
+def figures_kept(timeline: RunTimeline | None, line: Growth) -> OpenFigures | None:
+    """matplotlib figures the program left open while its memory grew: pyplot's registry
+    gained at least ``MIN_FIGURES_KEPT`` over the run, still open when the growth was
+    last read (a figure an epoch, saved and never closed)."""
+    figures = timeline.open_figures if timeline is not None else None
+    if figures is None or figures.last - figures.first < MIN_FIGURES_KEPT:
+        return None
+    if figures.last_at_s < line.start_s:
+        return None  # all made and kept before the training's growth: not its cause
+    return figures
+
+
+def figures_title(figures: OpenFigures) -> str:
+    """``77 matplotlib figures are open (made at dcgan.py:187, none closed): pyplot keeps
+    every figure until plt.close``"""
+    made = f"made at {figures.made_at}, " if figures.made_at else ""
+    kept = (
+        "none closed"
+        if figures.first == 0
+        else f"{figures.last - figures.first:,} more than at {run_time(figures.first_at_s)}"
+    )
+    return (
+        f"{figures.last:,} matplotlib figures are open ({made}{kept}): pyplot keeps every "
+        "figure until plt.close"
+    )
+
+
+def figures_fix(figures: OpenFigures) -> str:
+    """``plt.close(fig)`` after the figure is saved, in the program's names: the name
+    the figure is assigned to and pyplot's as written at the line that made it."""
+    pyplot, name = "plt", None
+    try:
+        statement = ast.parse(figures.made_written or "").body[0]
+    except (SyntaxError, IndexError):
+        statement = None
+    value = getattr(statement, "value", None)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        pyplot = ast.unparse(value.func.value)
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        first = (
+            target.elts[0] if isinstance(target, ast.Tuple | ast.List) and target.elts else target
+        )
+        if isinstance(first, ast.Name):
+            name = first.id
+    at = f"   # {figures.made_at}" if figures.made_at else ""
+    made = figures.made_written or f"fig = {pyplot}.figure()"
+    close = f"{pyplot}.close({name})" if name else f"{pyplot}.close()   # the current figure"
+    return "\n".join(
+        [
+            "# pyplot keeps every figure it makes until it is closed (plt.show() does not",
+            "# close it without a display): close each one once it is saved",
+            f"{made}{at}",
+            f"...   # drawn and saved ({pyplot}.savefig(...)) as before, then:",
+            close,
+        ]
+    )
+
+
 def _unexplained_is_enough(line: Growth, options: dict[str, Any]) -> bool:
     """Growth nothing names (no container, no retracing) is reported only over a longer
     stretch of training and by more: a healthy Keras fit of a few epochs was seen to creep
@@ -312,6 +374,16 @@ class MemoryGrowth(Rule):
     installed library keeps (a tf.function's captures, rebuilt as it traces) is not
     something the program changes on a line of its own.
 
+    One library's store is named all the same, because the program decides what it
+    keeps: matplotlib's pyplot keeps every figure it made until `plt.close`, and a
+    program that saves a picture each epoch (`plt.figure`, `plt.savefig`, `plt.show`,
+    which closes nothing without a display: TF's DCGAN tutorial) keeps them all, a few
+    MiB each. pyplot's open figures are counted once a second with the memory, and the
+    line of the program that made them is read as each is made; where at least 3 more
+    are open at the end than at the first count, and nothing else names the growth,
+    the finding names them, the memory per figure and that line, and the fix closes
+    each figure once it is saved (`plt.close(fig)`, in the program's names).
+
     ## Options
     - `min_growth_mib`: growth over the training, in MiB, below which nothing is said (16).
     - `min_growth_share`: growth as a share of the memory at the start of training (0.02).
@@ -377,19 +449,26 @@ class MemoryGrowth(Rule):
         # traces all along the growth: each one keeps a graph (a retrace storm's memory)
         retracing = line.traces >= 10 and line.traced_windows >= line.windows / 2
         named = culprit(timeline, line, options["min_explained_share"]) if timeline else None
-        if not (named or retracing) and not _unexplained_is_enough(line, options):
+        # pyplot's figures left open: matplotlib's registry, which no census names
+        figures = None if named or retracing else figures_kept(timeline, line)
+        if not (named or retracing or figures) and not _unexplained_is_enough(line, options):
             return []  # resident memory alone, over a short run: Keras and TF creep too
+        rate = f", {byte_size(per_step)} per step" if per_step else ""
+        if figures is not None:  # kept a figure at a time, not a step at a time
+            rate = f", about {byte_size(line.grown / (figures.last - figures.first))} per figure"
         title = (
             f"The program's memory grows {byte_size(line.bytes_per_s * 60)} a minute while "
             f"it trains ({byte_size(line.first_bytes)} -> {byte_size(line.last_bytes)}, "
             f"+{byte_size(line.grown)} from {run_time(line.start_s)} to {run_time(line.end_s)}"
-            + (f", {byte_size(per_step)} per step" if per_step else "")
+            + rate
             + "): "
             + (
                 culprit_title(*named)
                 if named
                 else f"tf.function traced {line.traces:,} times meanwhile, each trace keeps its graph"
                 if retracing
+                else figures_title(figures)
+                if figures
                 else "something keeps what each step makes"
             )
         )
@@ -409,6 +488,16 @@ class MemoryGrowth(Rule):
                 "growing_until_s": grown.last_at_s,
                 "growing_per_step": round(per_step_elements, 3) if per_step_elements else None,
             }
+        if figures is not None:
+            growing.update(
+                {
+                    "open_figures_first": figures.first,
+                    "open_figures_last": figures.last,
+                    "figures_made_at": figures.made_at,
+                    "figures_made_written": figures.made_written,
+                    "figures_made_there": figures.made,
+                }
+            )
         if timeline is not None and timeline.growing_types:
             growing["growing_types"] = ", ".join(
                 f"{name} {first:,} -> {last:,}" for name, first, last in timeline.growing_types[:3]
@@ -431,7 +520,16 @@ class MemoryGrowth(Rule):
                     "traces_meanwhile": line.traces,
                     **growing,
                 },
-                fix=culprit_fix(named[0]) if named else _retrace_fix(facts) if retracing else FIX,
+                fix=(
+                    culprit_fix(named[0])
+                    if named
+                    else _retrace_fix(facts)
+                    if retracing
+                    else figures_fix(figures)
+                    if figures
+                    else FIX
+                ),
+                location=named[0].where if named else figures.made_at if figures else None,
                 estimated_gain=(
                     "the run keeps its memory: at this rate the host's runs out in about "
                     f"{run_time(runs_out)}"
