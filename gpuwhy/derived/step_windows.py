@@ -16,7 +16,8 @@ MIN_WINDOW_STEPS = 3  # a window's median from fewer steps is not read
 
 
 def training_spans(steps: StepFacts) -> list[StepSpan]:
-    """The main loop's windows after its warm-up with enough steps to have a median.
+    """The main loop's windows after its warm-up with enough steps to read their time
+    (a median where some were timed; windows the hooks paused through have none).
 
     The window the loop's first counted step falls in also holds the steps before it
     (warm-up, another loop): where the steps kept one by one cover it, it is read from
@@ -36,7 +37,11 @@ def training_spans(steps: StepFacts) -> list[StepSpan]:
                 continue
         elif s.start_s < begin - 1e-9 or s.start_s > end:
             continue
-        if s.steps >= MIN_WINDOW_STEPS and s.p50_s:
+        # a window the hooks paused through has its steps counted and their time summed
+        # but none timed (no median): it still says how long its steps took, and a
+        # drift after the hooks began to pause showed in too few windows without it
+        # (a loop that slowed 2x at its middle: steps.drift in 2 runs of 4)
+        if s.steps >= MIN_WINDOW_STEPS and (s.p50_s or s.step_s > 0):
             spans.append(s)
     return spans
 

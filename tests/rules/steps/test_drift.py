@@ -304,9 +304,10 @@ def test_gpuwhy_s_own_heap_censuses_are_taken_out_of_the_windows_they_fall_in():
     for i in range(16):
         level = 0.0004 * (1.35 if i >= 6 else 1.0)
         mean = level * math.exp(rng.gauss(0, 0.05))
-        spans.append(
-            sampled_window(i, 2000, mean, mean, slowest=level * 10, extra=census.get(i, 0.0))
-        )
+        window = sampled_window(i, 2000, mean, mean, slowest=level * 10, extra=census.get(i, 0.0))
+        # the hooks paused through each window: its steps only counted, no median to read
+        # (the medians alone would show the change, censuses or not)
+        spans.append(replace(window, p50_s=None, p90_s=None))
     base = with_windows(facts([0.0004] * 16), spans)
     timeline = base.steps.timeline
     assert check(base) == []  # the censuses read as the program's: the change is lost
@@ -325,3 +326,22 @@ def test_gpuwhy_s_own_heap_censuses_are_taken_out_of_the_windows_they_fall_in():
     timeline = replace(timeline, windows=inside)
     (again,) = check(replace(f, steps=replace(f.steps, timeline=timeline)))
     assert again.evidence["change"] == pytest.approx(evidence["change"], abs=0.01)
+
+
+def test_a_step_in_the_medians_is_found_where_the_means_ramp_under_the_line():
+    """drift_growing_list's eight windows in one run (a loop that starts keeping its
+    outputs): the medians step at once, 0.22 ms -> 0.37 ms, while the mean per step (its
+    collector's pauses grow with the list) ramps over three windows, and scored under
+    the line: steps.drift was lost in 3 runs of 6."""
+    medians = [218, 223, 218, 232, 374, 476, 367, 367]
+    means = [240, 232, 222, 295, 372, 429, 468, 425]
+    f = facts([m * 1e-6 for m in medians])
+    assert f.steps is not None and f.steps.timeline is not None
+    ramped = tuple(
+        replace(s, p50_s=median * 1e-6, step_s=mean * 1e-6 * PER_WINDOW, max_s=mean * 1e-6)
+        for s, median, mean in zip(f.steps.timeline.windows, medians, means)
+    )
+    f = replace(f, steps=replace(f.steps, timeline=replace(f.steps.timeline, windows=ramped)))
+    (finding,) = check(f)
+    assert finding.evidence["at_s"] == 4.0
+    assert finding.title.startswith("From step 800 (at 4.0 s) the time per step went from 0.2 ms")
