@@ -156,7 +156,7 @@ def test_a_helper_that_shuffles_gets_a_cache_that_keeps_reshuffling(tmp_path):
     )
     finding = _helper_finding(call, f"images.py:{line + 1}", batches=6)
     pasted, *_ = paste.pasted(IMAGES, finding.fix, {})
-    assert "batch_size=None, seed=1, shuffle=False).cache().shuffle(96).batch(16)" in pasted
+    assert "batch_size=None, seed=1, shuffle=False).cache().shuffle(96, seed=1).batch(16)" in pasted
     (tmp_path / "pasted.py").write_text(pasted)
     before = _run(str(program), str(tmp_path / "a"), cwd=tmp_path)
     after = _run("pasted.py", str(tmp_path / "b"), cwd=tmp_path)
@@ -209,14 +209,14 @@ def test_a_helper_s_validation_split_keeps_its_files_and_both_subsets_are_cached
         "keras.utils.image_dataset_from_directory(root, validation_split=0.25, "
         "subset='both', seed=1, image_size=(16, 16), batch_size=None)",
         "# then, after that statement:",
-        "train_ds = train_ds.cache().shuffle(80).batch(batch_size)",
+        "train_ds = train_ds.cache().shuffle(80, seed=1).batch(batch_size)",
         "val_ds = val_ds.cache().batch(batch_size)",
     ]
     # where the program's line is not read (the record reported away from its source),
     # the pair is cached where it is made, in place of the call
     unread = _helper_finding(call, f"elsewhere.py:{line}", batches=5)
     assert unread.fix.splitlines()[-1] == (
-        "tuple(d.cache().shuffle(80).batch(batch_size) if i == 0 else "
+        "tuple(d.cache().shuffle(80, seed=1).batch(batch_size) if i == 0 else "
         "d.cache().batch(batch_size) for i, d in enumerate(keras.utils."
         "image_dataset_from_directory(root, validation_split=0.25, subset='both', seed=1, "
         "image_size=(16, 16), batch_size=None)))"

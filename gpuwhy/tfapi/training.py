@@ -3,8 +3,8 @@ backward pass.
 
 What tells a training loop from a validation loop when both call tf.functions at the
 same pace: ``tape.gradient`` inside a ``tf.function`` adds ops under ``gradient_tape/``
-(``gradients/`` for ``tf.gradients``), and the gradient kernels of convolutions and
-pooling are ``*Backprop*`` ops; a ``test_step`` has neither.
+(``gradients/`` for ``tf.gradients``), and the weight gradients of convolutions are
+``*BackpropFilter*`` ops; a ``test_step`` has neither.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ _MARKS = ("gradient_tape/", "gradients/")
 
 
 def _backward(name: str, op: str) -> bool:
-    return "Backprop" in op or any(mark in name for mark in _MARKS)
+    """A gradient op: under a gradient scope, or a kernel's gradient of its weights.
+    ``Conv2DBackpropInput`` alone is no backward pass: it is the forward op of
+    ``Conv2DTranspose`` (a segmentation model's predict() read as a training step)."""
+    return "BackpropFilter" in op or any(mark in name for mark in _MARKS)
 
 
 def has_backward_pass(concrete: Any) -> bool | None:

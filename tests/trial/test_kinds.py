@@ -1067,7 +1067,7 @@ def test_a_helper_that_shuffles_is_tried_with_the_fix_input_no_cache_prints(tmp_
         "train_ds, val_ds = keras.utils.image_dataset_from_directory('PetImages', "
         "validation_split=0.2, subset='both', seed=1337, image_size=(180, 180), "
         "batch_size=None)",
-        "train_ds = train_ds.cache().shuffle(12800).batch(128)",
+        "train_ds = train_ds.cache().shuffle(12800, seed=1337).batch(128)",
         "val_ds = val_ds.cache().batch(128)",
     ]
     assert text.splitlines()[-1] == "model.fit(train_ds, epochs=25, validation_data=val_ds)"
@@ -1109,7 +1109,7 @@ def test_a_helper_that_shuffles_is_tried_with_the_fix_input_no_cache_prints(tmp_
     assert edited(str(path), cache).splitlines()[2] == (
         "train_ds = keras.utils.image_dataset_from_directory('PetImages', "
         "validation_split=0.2, subset='training', seed=1337, image_size=(180, 180), "
-        "batch_size=None).cache().shuffle(12800).batch(128)"
+        "batch_size=None).cache().shuffle(12800, seed=1337).batch(128)"
     )
 
 

@@ -304,7 +304,8 @@ def tensor_ops(
         attrs = node.node_def.attr
         dtype = attrs["T"].type if "T" in attrs else (node.in_types[0] if node.in_types else 0)
         graph = graph_ops.body_graph(flat.graphs, node.function)
-        gradient = "Backprop" in node.op or "gradient" in node.name.lower()
+        # Conv2DBackpropInput is also Conv2DTranspose's forward op: not a gradient alone
+        gradient = "BackpropFilter" in node.op or "gradient" in node.name.lower()
         flops = flops_batch = output = None
         if graph is not None:
             shapes = Shapes(graph)

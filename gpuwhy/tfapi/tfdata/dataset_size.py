@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuwhy.tfapi.tfdata.classes import dataset_class
+
 INFINITE, UNKNOWN = -1, -2  # tf.data.INFINITE_CARDINALITY, tf.data.UNKNOWN_CARDINALITY
 
 
@@ -40,8 +42,6 @@ def pass_count(dataset: Any) -> int | None:
     ``ds.repeat(3)``), TF counts every pass together (640, or 3 passes), so the count is
     the repeat's input's, divided by the batches after it; None where unknown (a
     filter after the repeat, a zip, an unknown input count)."""
-    from gpuwhy.tfapi.tfdata.classes import dataset_class
-
     batches: list[int] = []  # the batch sizes after the repeat, nearest the output first
     current = dataset
     for _ in range(_MAX_WALK):
@@ -74,8 +74,6 @@ def pass_count(dataset: Any) -> int | None:
 
 def _repeats_below(dataset: Any) -> bool:
     """Whether a repeat is among ``dataset`` and its inputs (each stage's main input)."""
-    from gpuwhy.tfapi.tfdata.classes import dataset_class
-
     current = dataset
     for _ in range(_MAX_WALK):
         while type(current).__name__ == "DatasetV1Adapter":
