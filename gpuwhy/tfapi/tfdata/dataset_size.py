@@ -42,48 +42,37 @@ def pass_count(dataset: Any) -> int | None:
     ``ds.repeat(3)``), TF counts every pass together (640, or 3 passes), so the count is
     the repeat's input's, divided by the batches after it; None where unknown (a
     filter after the repeat, a zip, an unknown input count)."""
-    batches: list[int] = []  # the batch sizes after the repeat, nearest the output first
+    chain = _unary_chain(dataset)  # the output first
+    per_pass = 1.0  # the batch sizes after the repeat, divided out
+    for i, current in enumerate(chain):
+        api = dataset_class(current).api
+        if api in _REPEATS:
+            count = cardinality(chain[i + 1]) if i + 1 < len(chain) else UNKNOWN
+            return max(1, round(count * per_pass)) if count >= 0 else None
+        batch = _batch_size(current) if api in _BATCHES else None
+        if batch is not None:
+            per_pass /= batch
+        elif api not in _ONE_FOR_ONE:
+            # a source, or a stage that changes the count: TF's own count, unless a
+            # repeat below it counts passes together
+            below = any(dataset_class(d).api in _REPEATS for d in chain[i + 1 :])
+            return None if below else known_count(dataset)
+    return known_count(dataset)
+
+
+def _unary_chain(dataset: Any) -> list[Any]:
+    """``dataset`` and its inputs, each stage's ``_input_dataset`` (tf.compat.v1's
+    adapters unwrapped), to a source or a stage of several inputs."""
+    chain: list[Any] = []
     current = dataset
-    for _ in range(_MAX_WALK):
+    while current is not None and len(chain) < _MAX_WALK:
         while type(current).__name__ == "DatasetV1Adapter":  # tf.compat.v1.data
             current = getattr(current, "_dataset", None)
         if current is None:
             break
-        api = dataset_class(current).api
-        inner = getattr(current, "_input_dataset", None)
-        if api in _REPEATS:
-            count = cardinality(inner) if inner is not None else UNKNOWN
-            if count < 0:
-                return None
-            per_pass = float(count)
-            for size in batches:
-                per_pass /= size
-            return max(1, round(per_pass))
-        if api in _BATCHES:
-            batch = _batch_size(current)
-            if batch is None:
-                return None if _repeats_below(inner) else known_count(dataset)
-            batches.append(batch)
-        elif api not in _ONE_FOR_ONE:
-            # a source, or a stage that changes the count: TF's own count, unless a
-            # repeat below it counts passes together
-            return None if _repeats_below(inner) else known_count(dataset)
-        current = inner
-    return known_count(dataset)
-
-
-def _repeats_below(dataset: Any) -> bool:
-    """Whether a repeat is among ``dataset`` and its inputs (each stage's main input)."""
-    current = dataset
-    for _ in range(_MAX_WALK):
-        while type(current).__name__ == "DatasetV1Adapter":
-            current = getattr(current, "_dataset", None)
-        if current is None:
-            return False
-        if dataset_class(current).api in _REPEATS:
-            return True
+        chain.append(current)
         current = getattr(current, "_input_dataset", None)
-    return False
+    return chain
 
 
 def _batch_size(dataset: Any) -> int | None:
