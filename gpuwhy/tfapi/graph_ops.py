@@ -76,8 +76,11 @@ NOTEBOOK_CELL = "<ipython-input-"
 
 
 def is_library_file(filename: str) -> bool:
-    """Frames inside TensorFlow, Keras, gpuwhy and the standard library are not the user's
-    (nor is other generated code, ``<string>``; a notebook cell is)."""
+    """Frames inside TensorFlow, Keras, gpuwhy, the standard library and any installed
+    package (matplotlib, pandas: a GC pause a figure's allocation set off is no place the
+    user can change) are not the user's, nor is other generated code (``<string>``); a
+    notebook cell is. An installed package is the user's where the script run is in it
+    (``gpuwhy run .../site-packages/trainer/main.py``)."""
     if filename.startswith("<"):
         return not filename.startswith(NOTEBOOK_CELL)
     if "__autograph_generated" in filename:
@@ -89,9 +92,30 @@ def is_library_file(filename: str) -> bool:
     installed = any(m in filename for m in _INSTALLED)
     if (filename.startswith(_STDLIB_DIRS) and not installed) or filename.endswith(_STDLIB_FILES):
         return True
-    if installed and any(marker in filename for marker in _LIBRARY_MARKERS):
-        return True
+    if installed:
+        if any(marker in filename for marker in _LIBRARY_MARKERS):
+            return True
+        main_package = _installed_package(_main_file())
+        return main_package is None or _installed_package(filename) != main_package
     return filename.startswith(imported_library_dirs())
+
+
+def _main_file() -> str:
+    """The file of the script being run (``__main__``'s), '' in a notebook or a REPL."""
+    main = sys.modules.get("__main__")
+    return str(getattr(main, "__file__", None) or "")
+
+
+def _installed_package(filename: str) -> str | None:
+    """The folder of the installed package (or module) ``filename`` belongs to:
+    ``.../site-packages/trainer`` for ``.../site-packages/trainer/loop.py``; None
+    outside site-packages and dist-packages."""
+    for mark in _INSTALLED:
+        at = filename.find(mark)
+        if at >= 0:
+            top = filename[at + len(mark) :].split(os.sep, 1)[0]
+            return filename[: at + len(mark)] + top.removesuffix(".py")
+    return None
 
 
 _library_dirs_cache: dict[tuple, tuple[str, ...]] = {}

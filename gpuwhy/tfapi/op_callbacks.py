@@ -44,9 +44,7 @@ TF's op registry, which holds every real op type and no function.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import sysconfig
 import threading
 import time
 from collections.abc import Callable
@@ -70,22 +68,6 @@ __all__ = [
 # appended it. t_in/t_out are perf_counter readings on entering/leaving the callback,
 # so the gap t_in[i] - t_out[i-1] leaves out the callback's own Python time.
 OpRecord = tuple[float, float, str, Any, int, int | None, str | None, int | None]
-
-_STDLIB_DIRS = tuple(
-    os.path.join(path, "")
-    for path in {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")}
-    if path
-)
-_INSTALLED_MARKERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
-
-
-def _not_users(filename: str) -> bool:
-    """TF, Keras, gpuwhy, installed packages and the standard library are not the user's code."""
-    return (
-        is_library_file(filename)
-        or any(marker in filename for marker in _INSTALLED_MARKERS)
-        or filename.startswith(_STDLIB_DIRS)
-    )
 
 
 class UserFrames:
@@ -113,7 +95,7 @@ class UserFrames:
             code = frame.f_code
             lib = library.get(id(code))
             if lib is None:
-                lib = library[id(code)] = _not_users(code.co_filename)
+                lib = library[id(code)] = is_library_file(code.co_filename)
                 self._codes.append(code)
             if not lib:
                 return code, frame.f_lasti

@@ -252,6 +252,27 @@ def test_a_full_collection_is_timed_with_the_line_that_asked_for_it():
     assert collector.totals["gc"][0] >= 1
 
 
+def test_a_full_collection_inside_an_installed_package_is_the_program_s_line_that_called_it(
+    tmp_path, monkeypatch
+):
+    """A figure's allocation in matplotlib (or cycler) that sets off a full collection is
+    located at the program's line that drew the figure, never in site-packages."""
+    package = tmp_path / "site-packages" / "plotlib_for_gc"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import gc\n\ndef draw():\n    gc.collect()\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    import plotlib_for_gc
+
+    collector = ActivityCollector()
+    collector.start(0.0)
+    try:
+        plotlib_for_gc.draw()  # @draw
+    finally:
+        collector.stop()
+    full = [key[0] for key in collector.places["gc"] if key[1] == "generation 2"]
+    assert full == [at("draw")]
+
+
 def test_a_stall_while_gpuwhy_holds_the_program_is_gpuwhy_s_own_while_and_after():
     activities = ActivityCollector()
     activities.own_pause_begins(10.0)  # a heap census begins

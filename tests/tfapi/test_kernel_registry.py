@@ -260,7 +260,8 @@ def test_lookup_leaves_no_registry_warning_at_all(registry_child_stderr):
         ("/venv/bin/gpuwhy", True),  # the console script running the user's program
         # MirroredStrategy runs replica functions in threads: threading.py is not the user's
         (str(Path(threading.__file__)), True),
-        (str(Path(threading.__file__).parent / "site-packages" / "mine" / "train.py"), False),
+        # a package installed under a Python without a virtual environment: installed
+        (str(Path(threading.__file__).parent / "site-packages" / "mine" / "train.py"), True),
         ("/home/me/project/train.py", False),
         (
             "/home/me/project/keras_utils.py",

@@ -4,6 +4,8 @@ user's project in a folder named like a library is still the user's code."""
 from __future__ import annotations
 
 import os
+import sys
+import types
 
 import keras
 import numpy
@@ -29,8 +31,23 @@ def test_an_installed_package_folder_is_a_library_even_before_its_import():
     assert is_library_file("/venv/lib/python3.11/site-packages/tree/__init__.py")
 
 
-def test_a_user_package_installed_in_site_packages_is_not_a_library():
+def test_any_installed_package_is_a_library():
+    """matplotlib's, cycler's lines (a GC pause a figure's allocation set off) are no
+    place the program can change: its own line that called them is."""
+    assert is_library_file("/venv/lib/python3.11/site-packages/matplotlib/figure.py")
+    assert is_library_file("/venv/lib/python3.11/site-packages/cycler/__init__.py")
+    assert is_library_file("/venv/lib/python3.11/site-packages/six.py")
+
+
+def test_an_installed_package_is_the_users_where_the_script_run_is_in_it(monkeypatch):
+    main = types.ModuleType("__main__")
+    main.__file__ = "/venv/lib/python3.11/site-packages/mytrainer/main.py"
+    monkeypatch.setitem(sys.modules, "__main__", main)
     assert not is_library_file("/venv/lib/python3.11/site-packages/mytrainer/loop.py")
+    assert not is_library_file("/venv/lib/python3.11/site-packages/mytrainer/data/read.py")
+    assert is_library_file("/venv/lib/python3.11/site-packages/mytrainer_extras/x.py")
+    assert is_library_file("/venv/lib/python3.11/site-packages/matplotlib/figure.py")
+    assert is_library_file("/venv/lib/python3.11/site-packages/keras/src/models/model.py")
 
 
 def test_a_notebook_cell_is_the_users_and_the_notebook_machinery_a_library():

@@ -554,15 +554,9 @@ def _ours(filename: str | None) -> bool:
     return bool(filename) and os.path.abspath(filename or "").startswith(_GPUWHY_DIR + os.sep)
 
 
-_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
-
-
 def _library(filename: str | None) -> bool:
-    """A file of a library's rather than of the program's: TensorFlow, Keras, NumPy,
-    the standard library (the frames gpuwhy never blames), or any installed package."""
-    if not filename:
-        return False
-    return is_library_file(filename) or any(mark in filename for mark in _INSTALLED)
+    """A file of a library's rather than of the program's (the frames gpuwhy never blames)."""
+    return bool(filename) and is_library_file(filename or "")
 
 
 def _other_threads() -> list[types.FrameType]:

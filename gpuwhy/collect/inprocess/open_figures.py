@@ -25,7 +25,6 @@ from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 MAX_SITES = 16  # program lines counted that made figures
 _MAX_FRAMES = 40
-_INSTALLED = ("site-packages", "dist-packages")
 
 
 class FigureWatch:
@@ -121,7 +120,7 @@ def _program_line(frame: Any) -> str | None:
         if frame is None:
             return None
         filename = frame.f_code.co_filename
-        if not is_library_file(filename) and not any(m in filename for m in _INSTALLED):
+        if not is_library_file(filename):
             return relative(filename, frame.f_lineno)
         frame = frame.f_back
     return None
