@@ -126,9 +126,12 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
         spans = timed
         series = [s.p50_s or 0.0 for s in timed]  # per step, as span_step_time's
         changes = shifts(series, [s.steps for s in spans], settings)
+    parts = _part_starts(steps)
     for shift in changes:
         before = spans[shift.begin : shift.at] if not shift.gradual else spans[: len(spans) // 3]
         after = spans[shift.at : shift.end] if not shift.gradual else spans[-len(spans) // 3 :]
+        if _at_a_new_part(parts, before, after, shift.gradual, width):
+            continue
         median_before, median_after = _median_step(before), _median_step(after)
         at = spans[shift.at]
         start_s, step = at.start_s, before_window[round(at.start_s / width)]
@@ -155,6 +158,37 @@ def drifts(facts: Facts, settings: Settings | None = None) -> list[Drift]:
             )
         )
     return found
+
+
+def _part_starts(steps: StepFacts) -> list[float]:
+    """When each later part of the loop began, where the steps kept one by one show it:
+    a warm-up after the first steps, the first step of a fit of a new model (or of a
+    model compiled again) or of another loop, which traced."""
+    return sorted(steps.starts[i] for i in steps.later_warmup if i < len(steps.starts))
+
+
+def _at_a_new_part(
+    parts: Sequence[float],
+    before: Sequence[StepSpan],
+    after: Sequence[StepSpan],
+    gradual: bool,
+    width: float,
+) -> bool:
+    """Whether the change is where another part of the loop began: a notebook that fits
+    thirteen models one after the other steps at each model's own pace, and a heavier
+    model's fit is no drift (TF's time-series tutorial read 'from step 3,146 the time
+    per step went from 2.0 ms to 4.5 ms' at its LSTM's first step, in 2 runs of 3). A
+    level change is there where a part began from the last window before it to the end
+    of its first window after; a slope, where one began between its first and last
+    thirds."""
+    if not parts or not before or not after:
+        return False
+    if gradual:
+        low, high = before[-1].start_s + width, after[0].start_s
+    else:
+        low, high = before[-1].start_s, after[0].start_s + width
+    at = bisect.bisect_left(parts, low)
+    return at < len(parts) and parts[at] <= high
 
 
 def _first_slow_step(

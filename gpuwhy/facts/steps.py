@@ -228,6 +228,10 @@ class TracedFunction:
     library: bool = False  # defined by Keras/TF, not the user's code
     instances: int = 1  # Function objects with this name and place (a tf.function
     # re-created in a loop, a method per instance)
+    # Keras step functions: the models their objects were made for, and the most
+    # objects one model has (a model makes one per compile: a new model is no re-creation)
+    models: int = 0
+    most_per_model: int = 0
     # tf.functions whose graphs call this one (traced inside theirs: Keras'
     # multi_step_on_iterator runs one_step_on_data): its work is in their calls
     inside: tuple[str, ...] = ()

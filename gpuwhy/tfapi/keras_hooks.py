@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,9 +42,12 @@ CALLBACK_LISTS = (
     ("keras.src.callbacks.callback_list", "CallbackList"),
     ("tf_keras.src.callbacks", "CallbackList"),
 )
+# (module, class, method): Keras 3's apply_gradients calls its ``apply``, which a custom
+# loop may call itself (keras-io's guide to a training loop from scratch does:
+# ``optimizer.apply(grads, model.trainable_weights)``): timing ``apply`` sees both once
 OPTIMIZERS = (
-    ("keras.src.optimizers.base_optimizer", "BaseOptimizer"),
-    ("tf_keras.src.optimizers.optimizer", "Optimizer"),
+    ("keras.src.optimizers.base_optimizer", "BaseOptimizer", "apply"),
+    ("tf_keras.src.optimizers.optimizer", "Optimizer", "apply_gradients"),
 )
 EVENTS = (
     "on_train_begin",
@@ -130,14 +134,13 @@ def _iterations(callbacks: Any, emit: Emit, now: float) -> None:
 
 
 def install_optimizer(emit: Emit) -> list[Patch]:
-    """Time eager ``apply_gradients`` calls (custom loops without tf.function)."""
+    """Time eager optimizer updates (custom loops without tf.function): Keras 3's
+    ``apply`` (under ``apply_gradients`` too), tf_keras' ``apply_gradients``."""
     patches = []
-    for module, name in OPTIMIZERS:
+    for module, name, method in OPTIMIZERS:
         cls = _class(module, name)
-        if cls is not None and "apply_gradients" in vars(cls):
-            patches.append(
-                Patch(cls, "apply_gradients", lambda original: _eager_timed(original, emit))
-            )
+        if cls is not None and method in vars(cls):
+            patches.append(Patch(cls, method, lambda original: _eager_timed(original, emit)))
     return patches
 
 
@@ -145,16 +148,26 @@ def _eager_timed(original, emit: Emit):
     from tensorflow.python.eager import context
 
     def apply_gradients(self, *args, **kwargs):
-        if not context.executing_eagerly():
+        # in a graph, or inside another timed update (a LossScaleOptimizer's inner one)
+        if not context.executing_eagerly() or _UPDATING.active:
             return original(self, *args, **kwargs)
         start = time.perf_counter()
+        _UPDATING.active = True
         try:
             return original(self, *args, **kwargs)
         finally:
+            _UPDATING.active = False
             emit("apply_gradients", start, time.perf_counter())
 
     mark_wrapped(apply_gradients, original)
     return apply_gradients
+
+
+class _Updating(threading.local):
+    active = False
+
+
+_UPDATING = _Updating()
 
 
 TRAINERS = (("keras.src.trainers.trainer", "Trainer"),)

@@ -182,6 +182,35 @@ def test_fit_s_and_evaluate_s_functions_of_one_name_are_each_an_audit_target(wat
     assert targets[0].function is not targets[1].function
 
 
+def _fit_models(keras, models: int, compiles: int) -> None:
+    import numpy as np
+
+    x, y = np.ones((32, 4), "float32"), np.ones((32, 2), "float32")
+    for _ in range(models):
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        for _ in range(compiles):
+            model.compile(optimizer="sgd", loss="mse")
+            model.fit(x, y, batch_size=16, validation_data=(x, y), verbose=0)  # @fit-many
+
+
+def test_keras_step_functions_are_told_apart_by_the_model_they_were_made_for(watcher):
+    """Four models, each fit once with validation: Keras makes a train and a test
+    function per model at one def, eight objects, and launch.retracing must not read
+    them as one function re-created in a loop."""
+    keras = pytest.importorskip("keras")
+    _fit_models(keras, models=4, compiles=1)
+    inner = _fact(watcher.facts(), "one_step_on_data")
+    assert inner.location == _at("fit-many")
+    assert (inner.instances, inner.models, inner.most_per_model) == (8, 4, 2)
+
+
+def test_a_model_compiled_again_before_each_fit_has_its_step_functions_made_anew(watcher):
+    keras = pytest.importorskip("keras")
+    _fit_models(keras, models=1, compiles=4)
+    inner = _fact(watcher.facts(), "one_step_on_data")
+    assert (inner.models, inner.most_per_model) == (1, 8)
+
+
 def test_a_tf_function_created_in_a_loop_is_merged_and_not_kept_alive(watcher):
     refs = []
     for _ in range(12):

@@ -60,6 +60,7 @@ MAX_DEAD_KEPT = 4  # garbage-collected Functions whose traces stay for the audit
 MAX_FUNCTIONS = 100  # functions in the facts, by time spent in calls and traces
 MAX_PENDING_TRACES = 4096  # trace starts waiting for their call's fold (a retrace storm)
 MAX_INSIDE = 4  # enclosing functions named per function
+MAX_MODELS = 256  # Keras models told apart per buried record (a run making models in a loop)
 LONG_CALL_S = 0.01  # a call this long is placed over the windows it ran through
 MAX_RECORDS = 1000  # Function objects followed one by one; dead ones beyond add up per place
 # the latest steady calls timed before a pause whose mean its counted calls are worth
@@ -161,6 +162,7 @@ class _Watched:
         "instances",
         "inside",
         "model",
+        "per_model",
         "function",
         "gaps",
         "last_end",
@@ -201,6 +203,9 @@ class _Watched:
         # theirs): its work runs in their calls, so its own calls from eager code may be 0
         self.inside: dict[str, None] = {}
         self.model: Any = None  # weak reference to the Keras model of a Keras step function
+        # Function objects it stands for, by the id of the Keras model each was made for
+        # (a Keras step function's: each model, and each compile of one, makes its own)
+        self.per_model: dict[int, int] = {}
         # the host's time between two timed calls in a row (one's end to the next one's
         # start), measured directly: the projection's time between calls
         self.gaps = Sketch()
@@ -269,6 +274,9 @@ class _Watched:
             :MAX_SIGNATURES
         ]
         self.instances += dead.instances
+        for model, objects in dead.per_model.items():
+            if model in self.per_model or len(self.per_model) < MAX_MODELS:
+                self.per_model[model] = self.per_model.get(model, 0) + objects
 
     def fold(
         self, t0: float, sampled: Any, tracking: Any = None, windows: CallWindows | None = None
@@ -602,7 +610,10 @@ class FunctionWatcher(Collector):
                 watched = _Watched(info, location, display)
                 watched.function = _weak(function)
                 if info.library and info.name in KERAS_STEP_FUNCTIONS:
-                    watched.model = _weak(keras_owner(function))
+                    owner = keras_owner(function)
+                    watched.model = _weak(owner)
+                    if owner is not None:
+                        watched.per_model[id(owner)] = 1
                 self._by_id[key] = watched
                 self._times[key] = watched.times
                 self._records.append(watched)
@@ -880,9 +891,20 @@ def _merged(members: list[_Watched], t0: float) -> TracedFunction:
         jit_compile=first.info.jit_compile,
         library=first.info.library,
         instances=sum(w.instances for w in members),
+        **_per_model(members),
         inside=tuple(sorted(inside))[:MAX_INSIDE],
         **_gaps(members),
     )
+
+
+def _per_model(members: list[_Watched]) -> dict[str, int]:
+    """How many Keras models the Function objects were made for, and the most one of
+    them has (0 and 0 where they are no Keras step function's)."""
+    objects: dict[int, int] = {}
+    for watched in members:
+        for model, count in watched.per_model.items():
+            objects[model] = objects.get(model, 0) + count
+    return {"models": len(objects), "most_per_model": max(objects.values(), default=0)}
 
 
 def _gaps(members: list[_Watched]) -> dict[str, Any]:

@@ -488,7 +488,7 @@ class StepCollector(Collector):
                 out.append(("tf-data", str(site), snapshot(record, sequence.open_steps())))
             if self._optimizer is not None:
                 view = cycle_view(self.t0, *self._optimizer)
-                out.append(("optimizer", "optimizer.apply_gradients calls", view))
+                out.append(("optimizer", "eager optimizer updates (apply_gradients, apply)", view))
             return out
 
     def keras_phases(self) -> tuple[list[tuple[str, float, float]], int, list]:

@@ -170,6 +170,30 @@ def _written_parts(grown: GrowingObject) -> tuple[str, str | None]:
     return ast.unparse(call.func.value), ast.unparse(call.args[0]) if one else None
 
 
+MODELS_FIX = """\
+# each Keras model keeps its weights, optimizer state and traced steps while the program
+# holds it: the memory grows with the models built, not with the steps. Building models
+# in a loop (a search, one per fold), let each go before the next:
+del model                        # or rebind the one variable to the new model
+keras.backend.clear_session()    # Keras' global state (layer names, graphs)
+gc.collect()"""
+MIN_MODELS = 3  # Keras models built, from which their traces are the growth's cause
+
+
+def models_built(facts: Facts) -> int | None:
+    """How many Keras models the run's traces were made for, where Keras' step
+    functions of three or more models did most of the tracing: a notebook that builds
+    and fits one model after another (TF's time-series tutorial, thirteen) grows by its
+    models, whose graphs are no retracing to stop. None otherwise."""
+    functions = facts.tracing.functions if facts.tracing is not None else ()
+    keras = [f for f in functions if f.models]
+    models = max((f.models for f in keras), default=0)
+    traced = sum(f.traces for f in keras)
+    if models < MIN_MODELS or traced * 2 < sum(f.traces for f in functions):
+        return None
+    return models
+
+
 def _retrace_fix(facts: Facts) -> str:
     """RETRACE_FIX, its example the program's own call (:func:`retraced_call`)."""
     call = retraced_call(facts)
@@ -335,7 +359,10 @@ class MemoryGrowth(Rule):
     short run, resident memory alone creeps in healthy programs too. The line must
     span `min_steps` training steps. The finding gives the rate, the memory per training
     step, and when the host's memory would run out at that rate: high when that is
-    within a day and the memory grew by `high_min_share` of where it started.
+    within a day and the memory grew by `high_min_share` of where it started. Where
+    the traces all along are Keras' step functions of three or more models (a notebook
+    that builds and fits model after model), the finding names the models, not a
+    retracing, and is not high: the memory grows with the models built, not the steps.
 
     ## Why is this slow?
     Memory that grows with every step is something the program keeps: a Python list
@@ -448,6 +475,7 @@ class MemoryGrowth(Rule):
             runs_out = max(0.0, (host - line.last_bytes) / line.bytes_per_s)
         # traces all along the growth: each one keeps a graph (a retrace storm's memory)
         retracing = line.traces >= 10 and line.traced_windows >= line.windows / 2
+        models = models_built(facts) if retracing else None
         named = culprit(timeline, line, options["min_explained_share"]) if timeline else None
         # pyplot's figures left open: matplotlib's registry, which no census names
         figures = None if named or retracing else figures_kept(timeline, line)
@@ -465,6 +493,9 @@ class MemoryGrowth(Rule):
             + (
                 culprit_title(*named)
                 if named
+                else f"{models} Keras models were built and traced meanwhile ({line.traces:,} "
+                "traces): each keeps its weights and graphs while the program holds it"
+                if models
                 else f"tf.function traced {line.traces:,} times meanwhile, each trace keeps its graph"
                 if retracing
                 else figures_title(figures)
@@ -472,7 +503,8 @@ class MemoryGrowth(Rule):
                 else "something keeps what each step makes"
             )
         )
-        high = _high(line, runs_out, options)
+        # models built one after another: the rate holds only while more are built
+        high = _high(line, runs_out, options) and not (models and not named)
         growing: dict[str, Any] = {}
         if named:
             grown, per_step_elements = named
@@ -518,11 +550,14 @@ class MemoryGrowth(Rule):
                     "host_memory_bytes": host,
                     "host_full_in_s": round(runs_out) if runs_out is not None else None,
                     "traces_meanwhile": line.traces,
+                    **({"keras_models_built": models} if models and not named else {}),
                     **growing,
                 },
                 fix=(
                     culprit_fix(named[0])
                     if named
+                    else MODELS_FIX
+                    if models
                     else _retrace_fix(facts)
                     if retracing
                     else figures_fix(figures)

@@ -62,8 +62,17 @@ def _retraces_on_values(fn: TracedFunction, run_s: float | None, options: dict[s
     return avoidable >= options["min_value_share"] * run_s
 
 
+# Keras' step functions one compile of one model makes at one place: its train and its
+# test function share the def of ``one_step_on_data`` and ``multi_step_on_iterator``
+KERAS_OBJECTS_PER_COMPILE = 2
+
+
 def _recreated(fn: TracedFunction, max_traces: int) -> bool:
-    """Many Function objects at one place, each used about once: re-created in a loop."""
+    """Many Function objects at one place, each used about once: re-created in a loop.
+    Keras' step functions made for many models, no model more than one compile's, are
+    each model's own graph: nothing to reuse (a notebook that fits thirteen models)."""
+    if fn.models and fn.most_per_model <= KERAS_OBJECTS_PER_COMPILE:
+        return False
     return (
         fn.instances > max_traces and fn.calls <= 2 * fn.instances and fn.traces <= 2 * fn.instances
     )
@@ -82,6 +91,16 @@ def _signature_row(signature) -> dict[str, Any]:
 
 def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
     name = fn.name
+    if recreated and fn.library:
+        return "\n".join(
+            [
+                "# Keras makes its step functions anew at each compile() (and for each new model),",
+                "# and traces them again: compile each model once, before its fits, not in the loop",
+                "model.compile(optimizer=..., loss=...)   # once",
+                "for ...:",
+                "    model.fit(...)                       # reuses the traced step",
+            ]
+        )
     if recreated:
         return "\n".join(
             [
@@ -159,7 +178,9 @@ class Retracing(Rule):
     "... calls to <function> triggered tf.function retracing"), or more than
     `max_traces` `tf.function` objects created from the same Python function at the
     same place and each used about once: a `tf.function` created anew inside a loop.
-    The finding names the function and its file:line (for Keras' own step functions,
+    Keras' own step functions count as re-created only where one model has more of
+    them than one compile makes (a `compile()` inside the loop): a program that fits
+    thirteen models makes thirteen graphs it needs. The finding names the function and its file:line (for Keras' own step functions,
     the `fit` call), the arguments whose type changed between traces (a Python scalar
     or object, a tensor shape or dtype), the first traces' signatures, and the time
     spent tracing against the time spent in calls. It points at the call that passes
@@ -239,7 +260,12 @@ class Retracing(Rule):
         where = f" ({fn.location})" if fn.location else ""
         if fn.jit_compile:  # each trace is also an XLA compilation: say so where it is named
             where += ", compiled with XLA (jit_compile=True),"
-        if recreated:
+        if recreated and fn.models:
+            title = (
+                f"Keras' {fn.name}{where} is made anew at each compile: {fn.instances} objects "
+                f"for {fn.models} model{'s' if fn.models > 1 else ''}, {fn.traces} traces"
+            )
+        elif recreated:
             title = (
                 f"{fn.name}{where} is a new tf.function object each time: "
                 f"{fn.instances} objects, {fn.traces} traces"
@@ -254,6 +280,7 @@ class Retracing(Rule):
             "location": fn.location,
             "traces": fn.traces,
             "tf_function_objects": fn.instances,
+            **({"keras_models": fn.models} if fn.models else {}),
             "calls_from_eager_code": fn.calls,
             "trace_seconds": round(fn.trace_s, 3),
             "call_seconds": round(fn.call_s, 3),

@@ -12,6 +12,7 @@ from gpuwhy.facts import (
     RunWindow,
     StepFacts,
     StepLoop,
+    TracedFunction,
     TracingFacts,
 )
 from gpuwhy.rules.host.memory_growth import MemoryGrowth
@@ -92,6 +93,32 @@ def test_growth_while_a_function_retraces_all_along_points_at_the_retracing():
         "train_step(..., lr=tf.constant(lr, tf.float32), step=tf.constant(step, tf.int64))"
         in named.fix
     )
+
+
+def test_growth_while_model_after_model_is_built_names_the_models_not_a_retracing():
+    """TF's time-series tutorial builds and fits thirteen models: their traces are the
+    Keras step functions of each new model, none to stop; the memory is the models'."""
+    keras_step = TracedFunction(
+        name="one_step_on_data",
+        location="ts.py:365",
+        calls=0,
+        call_s=0.0,
+        traces=39,
+        trace_s=7.0,
+        library=True,
+        instances=26,
+        models=13,
+        most_per_model=2,
+    )
+    growing = facts([600 * MiB + i * 8 * MiB for i in range(60)], traces=3)
+    (finding,) = check(replace(growing, tracing=TracingFacts(functions=(keras_step,))))
+    assert "13 Keras models were built and traced meanwhile" in finding.title
+    assert "clear_session()" in finding.fix and "lr=tf.constant" not in finding.fix
+    assert finding.evidence["keras_models_built"] == 13
+    assert finding.severity == "medium"  # the rate holds only while models are built
+    one_model = replace(keras_step, models=1, most_per_model=26)
+    (retraced,) = check(replace(growing, tracing=TracingFacts(functions=(one_model,))))
+    assert "tf.function traced 180 times meanwhile" in retraced.title
 
 
 def test_start_up_creep_that_slows_down_is_not_a_leak():

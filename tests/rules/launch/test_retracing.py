@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuwhy.facts import (
     Facts,
     ProgramFacts,
@@ -116,6 +118,37 @@ def test_a_tf_function_re_created_in_a_loop():
     assert finding.evidence["tf_function_objects"] == 50
     assert "outside the loop" in finding.fix
     assert finding.severity == "high"
+
+
+def test_keras_step_functions_of_many_models_are_each_model_s_own():
+    """A notebook that fits thirteen models (TF's time-series tutorial): each model's
+    train and test function share Keras' def, two objects a model, none to reuse."""
+    fn = traced(
+        "one_step_on_data", traces=39, instances=26, calls=0, library=True, location="ts.py:365"
+    )
+    assert run(facts(replace(fn, models=13, most_per_model=2), run_s=37.0)) == []
+    (finding,) = run(facts(replace(fn, models=0, most_per_model=0), run_s=37.0))
+    assert "new tf.function object each time" in finding.title  # models unknown: as before
+
+
+def test_a_model_compiled_again_in_a_loop_is_re_created_with_the_compile_fix():
+    fn = traced(
+        "one_step_on_data",
+        traces=12,
+        instances=12,
+        calls=0,
+        library=True,
+        location="fit.py:40",
+        models=1,
+        most_per_model=12,
+    )
+    (finding,) = run(facts(fn, run_s=20.0))
+    assert finding.title.startswith(
+        "Keras' one_step_on_data (fit.py:40) is made anew at each compile: 12 objects for 1 model"
+    )
+    assert finding.evidence["keras_models"] == 1
+    assert "compile each model once" in finding.fix
+    assert "tf.function(step_fn)" not in finding.fix  # Keras' internals are no paste
 
 
 def test_many_long_lived_objects_traced_once_each_are_fine():

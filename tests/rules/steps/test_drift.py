@@ -345,3 +345,20 @@ def test_a_step_in_the_medians_is_found_where_the_means_ramp_under_the_line():
     (finding,) = check(f)
     assert finding.evidence["at_s"] == 4.0
     assert finding.title.startswith("From step 800 (at 4.0 s) the time per step went from 0.2 ms")
+
+
+def test_a_heavier_model_s_fit_after_a_lighter_one_is_no_drift():
+    """A notebook fitting one model after another (TF's time-series tutorial): the
+    step time changes where the next model's first step traced, a later part of the
+    loop, at its own pace; the same change inside one part is still a drift."""
+    change = 20 * PER_WINDOW
+    durations = [0.010 if i < change else 0.016 for i in range(40 * PER_WINDOW - 1)]
+    base = kept_one_by_one(facts([0.010] * 20 + [0.016] * 20), durations)
+    assert base.steps is not None
+    (finding,) = check(base)
+    assert finding.evidence["from_step"] == change
+    new_model = replace(base, steps=replace(base.steps, later_warmup=(change,)))
+    assert check(new_model) == []
+    elsewhere = replace(base, steps=replace(base.steps, later_warmup=(8 * PER_WINDOW,)))
+    (finding,) = check(elsewhere)  # a part that began long before the change
+    assert finding.evidence["from_step"] == change
