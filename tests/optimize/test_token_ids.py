@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwhy.rules.tensorcore.unused import CPU_ONLY_NOTE
 from tests.test_run_tensorflow import ROOT, run
 
 np = pytest.importorskip("numpy")
@@ -147,7 +148,9 @@ def test_int32_token_ids_get_the_plain_mixed_precision_fix(tmp_path):
     script.write_text(INT_INPUT)
     fix, evidence = _tensorcore_fix(script, tmp_path)
     assert "token ids" not in fix and "float_token_ids" not in evidence
-    assert fix.startswith("keras.mixed_precision.set_global_policy('mixed_float16')")
+    assert fix.removeprefix(CPU_ONLY_NOTE).startswith(
+        "keras.mixed_precision.set_global_policy('mixed_float16')"
+    )
     original, _ = _embeddings(INT_INPUT, tmp_path / "original.py")
     pasted, code = _embeddings(paste(INT_INPUT, fix), tmp_path / "pasted.py")
     assert code == 0 and np.allclose(pasted, original, rtol=2e-3, atol=1e-4)

@@ -360,6 +360,8 @@ class TensorCoreUnused(Rule):
                 "tf.config.experimental.enable_tensor_float_32_execution(True)   # the default\n"
                 + fix
             )
+        if not facts.devices and not placement.compute_capability:  # no GPU here
+            fix = CPU_ONLY_NOTE + fix
         gain = (
             "about 2x on matmul/conv time (16-bit tensor cores over TF32)"
             if capability is not None and capability >= (8, 0) and tf32
@@ -384,6 +386,13 @@ class TensorCoreUnused(Rule):
                 location=biggest[0].location if biggest else None,
             )
         ]
+
+
+# mixed precision pasted into a CPU-only run made a text model's step 28 ms -> 139 ms here
+CPU_ONLY_NOTE = (
+    "# for the GPU machine: no GPU here, and on a CPU mixed precision runs several times\n"
+    "# slower (16-bit math without tensor cores): measure it where the GPU is\n"
+)
 
 
 def _mixed_fix(indices: tuple[FloatIndex, ...], mixed: str) -> str:

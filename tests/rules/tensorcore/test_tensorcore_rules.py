@@ -7,7 +7,7 @@ import pytest
 from gpuwhy.facts import Facts
 from gpuwhy.fixes.op_groups import PREDICTION_NOTE
 from gpuwhy.rules.tensorcore.misaligned import TensorCoreMisaligned
-from gpuwhy.rules.tensorcore.unused import TensorCoreUnused
+from gpuwhy.rules.tensorcore.unused import CPU_ONLY_NOTE, TensorCoreUnused
 from tests import builders as b
 
 ENABLE_TF32 = "tf.config.experimental.enable_tensor_float_32_execution(True)"
@@ -172,7 +172,7 @@ def _trained_by(source, keras_name="tf.keras", keras_version="3.12.0"):
 
 def test_a_custom_loop_gets_bfloat16_and_the_loss_scaling_float16_needs_in_its_keras_name():
     (f,) = run(TensorCoreUnused, _trained_by("tf-function"))
-    lines = f.fix.splitlines()
+    lines = f.fix.removeprefix(CPU_ONLY_NOTE).splitlines()
     assert (
         lines[0]
         == "tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')   # before building the model"
@@ -201,7 +201,9 @@ def test_a_custom_loop_gets_bfloat16_and_the_loss_scaling_float16_needs_in_its_k
 
 def test_fit_gets_float16_in_the_scripts_keras_name_and_no_loop_advice():
     (f,) = run(TensorCoreUnused, _trained_by("keras-fit", keras_name="tf.keras"))
-    assert f.fix.startswith("tf.keras.mixed_precision.set_global_policy('mixed_float16')")
+    assert f.fix.startswith(
+        CPU_ONLY_NOTE + "tf.keras.mixed_precision.set_global_policy('mixed_float16')"
+    )
     assert "LossScaleOptimizer" not in f.fix  # fit scales the loss itself
     # the script is not here to read its layers: what to write, in its Keras name
     assert "(tf.keras.layers.Dense(units, dtype='float32'))" in f.fix
@@ -233,7 +235,7 @@ def test_each_model_s_last_layer_is_kept_float32_as_the_script_writes_it(tmp_pat
     facts = _trained_by("keras-fit")
     facts = replace(facts, program=replace(facts.program, command=(str(script),)))
     (f,) = run(TensorCoreUnused, facts)
-    lines = f.fix.splitlines()
+    lines = f.fix.removeprefix(CPU_ONLY_NOTE).splitlines()
     start = lines.index("# keep each model's last layer in float32 (its output feeds the loss):")
     # whole lines as written, the split call changed where its last argument ends
     assert lines[start + 1 : start + 7] == [
@@ -273,6 +275,14 @@ def test_predicted_without_a_gpu_is_low_and_says_both():
     )
     assert finding.evidence["compute_capability"] is None and finding.evidence["gpu"] is None
     assert finding.evidence["placement"] == PREDICTION_NOTE
+    # pasted into a CPU-only run, mixed precision made a step 5x slower: said first
+    assert finding.fix is not None and finding.fix.startswith("# for the GPU machine: no GPU here")
+
+
+def test_a_fix_for_a_gpu_seen_here_has_no_cpu_note():
+    facts = replace(float32_model(), devices=(b.gpu(0, name="Tesla T4", compute_capability="7.5"),))
+    (finding,) = run(TensorCoreUnused, facts)
+    assert finding.fix is not None and "no GPU here" not in finding.fix
 
 
 def test_predicted_for_the_target_gpu_names_it():
@@ -582,7 +592,7 @@ def test_token_ids_through_a_float_input_are_made_int32_before_mixed_precision()
         input_written="layers.Input(shape=(maxlen,))",
     )
     (f,) = run(TensorCoreUnused, float32_model(float_indices=(index,)))
-    lines = f.fix.splitlines()
+    lines = f.fix.removeprefix(CPU_ONLY_NOTE).splitlines()
     at = lines.index("# train.py:24: in place of: inputs = layers.Input(shape=(maxlen,))")
     assert lines[at + 1] == 'inputs = layers.Input(shape=(maxlen,), dtype="int32")'
     assert lines[at + 2].startswith("keras.mixed_precision.set_global_policy('mixed_float16')")
