@@ -27,6 +27,7 @@ runs once at tracing, not once per step.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -36,6 +37,7 @@ from typing import Any
 
 from gpuwhy.tfapi.frames import user_location
 from gpuwhy.tfapi.patching import Patch, mark_wrapped
+from gpuwhy.tfapi.training import note_traced_update
 
 # (module, class) per Keras flavour; looked up in sys.modules only (never imported here).
 CALLBACK_LISTS = (
@@ -148,8 +150,11 @@ def _eager_timed(original, emit: Emit):
     from tensorflow.python.eager import context
 
     def apply_gradients(self, *args, **kwargs):
-        # in a graph, or inside another timed update (a LossScaleOptimizer's inner one)
-        if not context.executing_eagerly() or _UPDATING.active:
+        if not context.executing_eagerly():  # traced: the function being traced trains
+            with contextlib.suppress(Exception):
+                note_traced_update(getattr(self, "name", None))
+            return original(self, *args, **kwargs)
+        if _UPDATING.active:  # inside another timed update (a LossScaleOptimizer's inner)
             return original(self, *args, **kwargs)
         start = time.perf_counter()
         _UPDATING.active = True

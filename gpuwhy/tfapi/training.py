@@ -11,9 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["full_batch_trace", "has_backward_pass", "traced_before"]
+__all__ = [
+    "full_batch_trace",
+    "has_backward_pass",
+    "note_traced_update",
+    "traced_before",
+    "updates_weights",
+]
 
 _MARKS = ("gradient_tape/", "gradients/")
+# The name scopes of the optimizers seen updating weights while a tf.function traced:
+# Keras 3 names its update ops after the optimizer ("adam/AssignSubVariableOp"), ops
+# other code makes too; under such a scope they are an optimizer's (few: one a model)
+_UPDATE_SCOPES: set[str] = set()
+_MAX_SCOPES = 64
+# TF's optimizer kernels (tf_keras', tf.compat.v1's optimizers): an update wherever found
+_APPLY_OPS = ("ResourceApply", "ResourceSparseApply")
 
 
 def _backward(name: str, op: str) -> bool:
@@ -34,6 +47,36 @@ def has_backward_pass(concrete: Any) -> bool | None:
     except Exception:  # noqa: BLE001 - a graph we cannot read: unknown
         return None
     return any(_backward(node.name, node.op) for fn in library.function for node in fn.node_def)
+
+
+def note_traced_update(scope: str | None) -> None:
+    """An optimizer named ``scope`` updated weights inside a trace (the optimizer hook,
+    keras_hooks.py, calls it where its update does not run eagerly)."""
+    if scope and len(_UPDATE_SCOPES) < _MAX_SCOPES:
+        _UPDATE_SCOPES.add(f"{scope}/")
+
+
+def _update(name: str, op: str) -> bool:
+    if op.startswith(_APPLY_OPS):
+        return True
+    return op.startswith("Assign") and any(
+        name.startswith(scope) or f"/{scope}" in name for scope in _UPDATE_SCOPES
+    )
+
+
+def updates_weights(concrete: Any) -> bool | None:
+    """True where ``concrete``'s graph (or a function it calls) applies an optimizer's
+    update: a step that takes its gradients eagerly and applies them in a tf.function
+    (``loop_step(grads)``: gpuwhy's own fix for a loop's eager ops) trains, though its
+    graph has no backward pass. None where the graph cannot be read."""
+    try:
+        graph = concrete.graph
+        if any(_update(op.name, op.type) for op in graph.get_operations()):
+            return True
+        library = graph.as_graph_def().library
+    except Exception:  # noqa: BLE001 - a graph we cannot read: unknown
+        return None
+    return any(_update(node.name, node.op) for fn in library.function for node in fn.node_def)
 
 
 def traced_before(function: Any) -> list[Any]:

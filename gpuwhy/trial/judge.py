@@ -30,7 +30,7 @@ from gpuwhy.comparison.work import (
     resolved,
     work_between,
 )
-from gpuwhy.facts import Facts, FixTried
+from gpuwhy.facts import Facts, FixTried, StepLoop
 from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
 from gpuwhy.trial.candidate import FixCandidate
 from gpuwhy.trial.same_results import (
@@ -230,6 +230,9 @@ def _speed(
         if loop is not None:
             return _speed_fields(loop, LOOP_TIME)
         return _speed_fields(program_change(originals, runs), WHOLE_PROGRAM)
+    moved = main_loop_change(before, after)
+    if moved is not None:
+        return _speed_fields(moved, MAIN_LOOP)
     change, how = resolved(
         step_change(before, after), work_between(before, after), fast_between(before, after)
     )
@@ -242,6 +245,53 @@ def _speed(
         how = loop_note(before, 1 / change.estimate)
         change = loop
     return _speed_fields(change, how)
+
+
+MAIN_LOOP = (
+    "the median step of the original's main loop, against the loop at its place in the "
+    "fix's runs: the runs trained in other loops too, which the bounded runs reached "
+    "as far as each side's pace let them"
+)
+
+
+def _loops_in_order(facts: Facts) -> list[StepLoop]:
+    steps = facts.steps
+    return sorted(steps.loops, key=lambda loop: loop.first_s) if steps is not None else []
+
+
+def _main_place(facts: Facts) -> int | None:
+    """Where the main loop (most steps) comes among the run's loops, first begun first."""
+    steps = facts.steps
+    if steps is None or not steps.loops:
+        return None
+    return _loops_in_order(facts).index(steps.loops[0])
+
+
+def main_loop_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | None:
+    """Where the fix's runs trained in another set of loops than the original's (keras-io's
+    guide: an eager loop, a second one, a tf.function loop; a run bounded at 30 s got
+    through the first only, and its fix, three times faster, into the third, whose
+    0.5 ms steps then made a '17x'), the original's main loop against the loop at the
+    same place in each fix's run, by their median steps: a fix changes how fast its
+    loop runs, never which loops the program has. None where every run has the same
+    loops (the steps' own measure compares like with like) or a place is missing."""
+    places = {_main_place(f) for f in before}
+    if len(places) != 1 or None in places:
+        return None
+    (place,) = places
+    assert place is not None
+    shapes = {len(f.steps.loops) if f.steps is not None else 0 for f in (*before, *after)}
+    if len(shapes) == 1 and all(_main_place(f) == place for f in after):
+        return None
+    medians = [
+        [loops[place].median_s if len(loops := _loops_in_order(f)) > place else None for f in side]
+        for side in (before, after)
+    ]
+    if any(m is None or m <= 0 for side in medians for m in side):
+        return None
+    return ratio_between(
+        "step_time", [m or 0.0 for m in medians[0]], [m or 0.0 for m in medians[1]]
+    )
 
 
 LOOP_TIME = (

@@ -50,7 +50,12 @@ from gpuwhy.tfapi.tracing import (
     eager_calls,
     functions_run_eagerly,
 )
-from gpuwhy.tfapi.training import full_batch_trace, has_backward_pass, traced_before
+from gpuwhy.tfapi.training import (
+    full_batch_trace,
+    has_backward_pass,
+    traced_before,
+    updates_weights,
+)
 
 __all__ = ["FunctionWatcher"]
 
@@ -711,7 +716,7 @@ class FunctionWatcher(Collector):
 
         key = id(watched)
         if key not in self._training:
-            self._training[key] = concrete is not None and bool(has_backward_pass(concrete))
+            self._training[key] = concrete is not None and bool(_trace_trains(concrete))
         return self._training[key]
 
     def calls_of(self, name: str) -> int:
@@ -755,10 +760,10 @@ class FunctionWatcher(Collector):
                 for name, w in watched.items()
                 if not w.concretes and w.function is not None
             }
-        trains = {name: has_backward_pass(concrete) for name, concrete in latest.items()}
+        trains = {name: _trace_trains(concrete) for name, concrete in latest.items()}
         for name, function in earlier.items():
             # traced before gpuwhy watched (a notebook cell run again): its earlier traces
-            readings = [has_backward_pass(c) for c in traced_before(function)[:MAX_KEPT_CONCRETE]]
+            readings = [_trace_trains(c) for c in traced_before(function)[:MAX_KEPT_CONCRETE]]
             if any(readings):
                 trains[name] = True
             elif readings and all(r is False for r in readings):
@@ -938,6 +943,13 @@ def _latest_graph(watched: _Watched) -> Any | None:
     function = watched.function() if watched.function is not None else None
     earlier = traced_before(function) if function is not None else []
     return earlier[-1] if earlier else None
+
+
+def _trace_trains(concrete: Any) -> bool | None:
+    """Whether a trace trains: a backward pass, or an optimizer's update applied to
+    gradients taken outside it (None: its graph not readable)."""
+    backward = has_backward_pass(concrete)
+    return backward if backward is not False else updates_weights(concrete)
 
 
 def _weak(obj: Any) -> Any:
