@@ -253,8 +253,8 @@ def _steps_clause(
         # a difference of two means within its uncertainty: said as the Steps line says
         # it, never as a wait the headline stands by
         return text + (
-            f", no wait for input resolved ({steps.input_wait_fraction:.0%}, "
-            f"within its uncertainty of ±{steps.input_wait_error:.1%})"
+            f", no wait for input shown (measured {steps.input_wait_fraction:.0%} of their "
+            f"time, ±{steps.input_wait_error:.1%}: not told from none)"
         )
     text += f", {steps.input_wait_fraction:.0%} of their time waiting for input"
     stage = _bottleneck(facts) if steps.input_wait_fraction >= 0.05 else None

@@ -569,6 +569,10 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
         stage.written_as
     ):
         return interleave(stage)
+    if is_map(stage) and stage.by_library and not stage.codec_ops:
+        # a map inside a dataset helper (timeseries_dataset_from_array's own lambda):
+        # a parallel or cached template of it names a call the program never wrote
+        return library_stage(pipeline, stage)
     if is_map(stage):
         vector = vectorisable(pipeline, index, vectorise_below_s)
         if stage.codec_ops and not vector:

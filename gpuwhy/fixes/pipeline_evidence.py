@@ -17,17 +17,16 @@ from gpuwhy.derived.input_wait import InputWait
 from gpuwhy.derived.pipeline_stages import is_bottleneck, per_element_s, stage_share
 from gpuwhy.derived.steps_input import beside_steps
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
-from gpuwhy.formatting import FIT_VALIDATION, consumer_words, milliseconds, stage_label
+from gpuwhy.formatting import consumer_words, milliseconds, stage_label
 
 
 def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     """Who waits, with the verb, in a title: "steps wait", or the consumer read
-    beside them ("Model.evaluate (validation, beside the training steps) waits")."""
+    beside them ("Model.evaluate at train.py:147 (beside the training steps) waits"). An
+    evaluate the program calls is no validation: fit's own is said so in its name."""
     if beside_steps(facts, pipeline):
         name = consumer_words(pipeline.consumer, True, pipeline.read_at, pipeline.read_via)
-        validation = pipeline.consumer == "keras-evaluate" and pipeline.read_via != FIT_VALIDATION
-        what = "validation, " if validation else ""  # fit's: said in its name
-        return f"{name} ({what}beside the training steps) waits"
+        return f"{name} (beside the training steps) waits"
     return "steps wait"
 
 

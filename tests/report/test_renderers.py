@@ -159,7 +159,7 @@ def test_run_verdict_says_an_unresolved_wait_as_the_steps_line_does():
         ),
     )
     text = verdict(unresolved, [])
-    assert "no wait for input resolved (6%, within its uncertainty of ±8.6%)" in text
+    assert "no wait for input shown (measured 6% of their time, ±8.6%: not told from none)" in text
     assert "of their time waiting for input" not in text
 
 

@@ -1057,7 +1057,7 @@ def test_a_helper_that_shuffles_is_tried_with_the_fix_input_no_cache_prints(tmp_
     assert refused == []
     (cache,) = found
     assert cache.fix == (
-        "the cache input.no-cache prints, after image_dataset_from_directory at line 3"
+        ".cache() after image_dataset_from_directory at line 3 (input.no-cache's fix)"
     )
     # shuffled anew after the cache: other examples in each batch, the curves compared
     assert (cache.by_mean, cache.tolerance) == (True, 0.1)

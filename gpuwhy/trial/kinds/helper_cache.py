@@ -73,7 +73,7 @@ def candidates(
     return [
         FixCandidate(
             finding.id,
-            f"the cache input.no-cache prints, after {name} at line {span.line}",
+            f".cache() after {name} at line {span.line} (input.no-cache's fix)",
             tuple(edits),
             location=f"{place[0]}:{span.line}",
             note="the helper's elements kept in memory after the first epoch",

@@ -204,7 +204,7 @@ def test_the_wait_is_the_training_steps_not_the_validation_pipeline_s():
     assert all(f.severity == "low" for f in findings)
     (f,) = findings
     assert f.evidence["pipeline"].endswith("read by Model.evaluate")
-    assert "Model.evaluate (validation, beside the training steps) waits for input" in f.title
+    assert "Model.evaluate (beside the training steps) waits for input" in f.title
     assert "steps wait" not in f.title and f.gain_value is None
 
 

@@ -625,6 +625,29 @@ def test_a_library_built_stage_gets_the_helper_call_not_a_template():
     assert "<dataset>" not in fix and ".cache() after that" in fix
 
 
+def test_a_map_inside_a_library_built_dataset_gets_the_helper_call_not_a_template():
+    """TF's time-series tutorial: timeseries_dataset_from_array's own ParallelMapV2
+    (<lambda>) was the slowest stage, and input.bound's fix read
+    '<dataset>.map(<your function>).cache()'."""
+    lambda_map = PipelineStage(
+        name="ParallelMapV2(<lambda>)",
+        kind="map",
+        written_as=("map",),
+        function="<lambda>",
+        parallelism=2,
+        location="ts.py:257",
+        by_library=True,
+    )
+    pipeline = PipelineFacts(
+        id=1,
+        stages=(lambda_map,),
+        helper_call="tf.keras.utils.timeseries_dataset_from_array(data=data, targets=None)",
+    )
+    fix = "\n".join(pipeline_code.for_stage(pipeline, 0, 0.0))
+    assert "timeseries_dataset_from_array(data=data, targets=None) builds at ts.py:257" in fix
+    assert "<dataset>" not in fix and "<your function>" not in fix
+
+
 def test_in_memory_slices_get_no_template_of_stages_the_program_lacks(program):
     """A slowest stage that slices arrays is tf.data's own per-element cost: no map to
     parallelise, nothing to cache; the prefetch where there is none, pasted and run."""
