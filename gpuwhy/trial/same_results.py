@@ -76,8 +76,13 @@ def read_values(results_path: str, stdout: str) -> Values:
 
 
 def _logged_values(path: str, kinds: tuple[str, ...]) -> list[tuple[str, float]]:
-    """The rows of ``kinds`` the child wrote, keyed ``kind index name``."""
+    """The rows of ``kinds`` the child wrote, keyed ``kind index name``, and ``in fit N``
+    where a key comes again: a program that fits one model after another (TF's
+    time-series tutorial, thirteen) logs ``epoch 0 loss`` once a fit, and a run bounded
+    in time reaches as many fits as its pace lets it: keyed alone, the last one each run
+    reached was compared, another model on each side."""
     out = []
+    seen: Counter[str] = Counter()
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:
@@ -88,7 +93,11 @@ def _logged_values(path: str, kinds: tuple[str, ...]) -> list[tuple[str, float]]
                 if row.get("kind") not in kinds:
                     continue
                 for name, value in row.get("values", {}).items():
-                    out.append((f"{row.get('kind')} {row.get('index')} {name}", float(value)))
+                    key = f"{row.get('kind')} {row.get('index')} {name}"
+                    seen[key] += 1
+                    if seen[key] > 1:
+                        key += f" in fit {seen[key]}"
+                    out.append((key, float(value)))
     except OSError:
         return []
     return out
