@@ -299,3 +299,41 @@ def test_a_gan_whose_discriminator_keras_3_left_untrainable_steps_by_the_combine
     facts, _ = steps.facts(steps.t0, trains=trains, function_loops=loops)
     assert [(loop.source, loop.count) for loop in facts.loops] == [("tf-function", 12)]
     assert facts.loops[0].name.endswith(f"({_at('combined')})")
+
+
+def _eager_epochs(model, optimizer, data, val, epochs: int) -> None:
+    """keras-io's guide to a loop from scratch: GradientTape, Keras 3's optimizer.apply
+    called by the loop itself, a validation pass after each epoch."""
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
+    for _ in range(epochs):
+        for xb, yb in data:  # @eager-train
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply(grads, model.trainable_weights)
+        for xv, _ in val:  # @eager-val
+            model(xv, training=False)
+
+
+def test_two_eager_loops_each_with_its_optimizer_apply_are_both_training(steps):
+    """The guide trains a first model, then a second in a loop of its own: each loop
+    holds its own share of the optimizer's calls (the second 40 % of all, once read as
+    not training and left out), and the validation loops train nothing."""
+    x = np.random.rand(512, 8, 8, 1).astype("float32")
+    y = np.random.randint(0, 3, 512)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+    val = tf.data.Dataset.from_tensor_slices((x[:64], y[:64])).batch(16)
+    _eager_epochs(_model(), keras.optimizers.Adam(1e-3), data, val, epochs=3)
+    model, optimizer = _model(), keras.optimizers.Adam(1e-3)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(True)
+    for _ in range(2):
+        for xb, yb in data.take(20):  # @second-model
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            optimizer.apply(tape.gradient(loss, model.trainable_weights), model.trainable_weights)
+    facts, _ = steps.facts(steps.t0, {}, t_end=time.perf_counter())
+    assert facts is not None
+    assert [(loop.name, loop.count) for loop in facts.loops] == [
+        (_at("eager-train"), 96),
+        (_at("second-model"), 40),
+    ]
