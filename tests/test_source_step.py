@@ -201,3 +201,40 @@ def test_a_tape_block_that_reads_a_value_leaves_the_step_eager():
         opt.apply_gradients(zip(grads, params))
     """
     assert lift(source, {6: 30, 7: 20}) is None
+
+
+COMMENTED = """
+for step, (x_batch_train, y_batch_train) in enumerate(train_dataset):
+    # Open a GradientTape to record the operations run
+    # during the forward pass, which enables auto-differentiation.
+    with tf.GradientTape() as tape:
+        # Run the forward pass of the layer.
+        # The operations that the layer applies
+        # to its inputs are going to be recorded
+        # on the GradientTape.
+        logits = model(x_batch_train, training=True)  # Logits for this minibatch
+
+        # Compute the loss value for this minibatch.
+        loss_value = loss_fn(y_batch_train, logits)
+
+    # Use the gradient tape to automatically retrieve
+    # the gradients of the trainable variables with respect to the loss.
+    grads = tape.gradient(loss_value, model.trainable_weights)
+
+    # Run one step of gradient descent by updating
+    # the value of the variables to minimize the loss.
+    optimizer.apply(grads, model.trainable_weights)
+
+    # Log every 100 batches.
+    if step % 100 == 0:
+        print(f"Training loss (for 1 batch) at step {step}: {float(loss_value):.4f}")
+"""
+
+
+def test_a_step_commented_line_by_line_is_counted_by_its_code_not_its_comments():
+    """keras-io's guide to a training loop from scratch: five statements over seventeen
+    lines with their comments, which read as too long to lift: only the update was."""
+    step = lift(COMMENTED, {9: 40, 16: 60, 20: 180})
+    assert step is not None and (step.first, step.last) == (4, 20)
+    assert step.signature == "def train_step(x_batch_train, y_batch_train):"
+    assert step.call == "loss_value = train_step(x_batch_train, y_batch_train)"
