@@ -120,18 +120,37 @@ def lifted_step(
         [name for name in targets if name in taken]
         + [name for name in taken if name in bound and name not in targets]
     )
-    inside = {id(node) for statement in core for node in ast.walk(statement)}
-    read_outside = {
-        node.id
-        for node in _walk_scope(scope)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in inside
-    }
+    read_outside = _read_outside(scope, core, loop)
     returns = tuple(name for name in assigned if name in read_outside or name in params)
     text = textwrap.dedent("".join(line + "\n" for line in source_lines[first - 1 : last]))
     body = text.splitlines()
     if returns:
         body.append(f"return {', '.join(returns)}")
     return LiftedStep(first, last, params, returns, tuple(body), free_name(scope, names))
+
+
+def _read_outside(scope: ast.AST, core: list[ast.stmt], loop: ast.stmt) -> set[str]:
+    """The names the scope reads outside ``core`` that may see what ``core`` assigned:
+    a read after the loop where the name was bound anew in between does not (keras-io's
+    guide trains a second model in a second loop of the same module, its own ``with
+    tf.GradientTape() as tape`` before its ``tape.gradient``: the first loop's step then
+    returned its tape, which no tf.function can)."""
+    inside = {id(node) for statement in core for node in ast.walk(statement)}
+    names = [node for node in _walk_scope(scope) if isinstance(node, ast.Name)]
+    end = loop.end_lineno or loop.lineno
+    stores: dict[str, list[int]] = {}
+    for node in names:
+        if isinstance(node.ctx, ast.Store) and node.lineno > end:
+            stores.setdefault(node.id, []).append(node.lineno)
+    return {
+        node.id
+        for node in names
+        if isinstance(node.ctx, ast.Load)
+        and id(node) not in inside
+        and not (
+            node.lineno > end and any(end < at < node.lineno for at in stores.get(node.id, ()))
+        )
+    }
 
 
 def _code_lines(source_lines: list[str], first: int, last: int) -> int:

@@ -238,3 +238,21 @@ def test_a_step_commented_line_by_line_is_counted_by_its_code_not_its_comments()
     assert step is not None and (step.first, step.last) == (4, 20)
     assert step.signature == "def train_step(x_batch_train, y_batch_train):"
     assert step.call == "loss_value = train_step(x_batch_train, y_batch_train)"
+
+
+def test_a_name_bound_anew_by_a_later_loop_is_not_returned():
+    """The guide's second loop binds its own tape, logits and grads before reading them:
+    the first loop's step returned its GradientTape (a TypeError in tf.function)."""
+    second = (
+        "for x_batch_train, y_batch_train in train_dataset:\n"
+        "    with tf.GradientTape() as tape:\n"
+        "        logits = model(x_batch_train, training=True)\n"
+        "        loss_value = loss_fn(y_batch_train, logits)\n"
+        "    grads = tape.gradient(loss_value, model.trainable_weights)\n"
+        "    optimizer.apply(grads, model.trainable_weights)\n"
+        "    train_acc_metric.update_state(y_batch_train, logits)\n"
+        "print(float(loss_value))\n"
+    )
+    step = lift(COMMENTED + second, {9: 40, 16: 60, 20: 180}, loop_index=0)
+    assert step is not None and step.returns == ("loss_value",)
+    assert step.call == "loss_value = train_step(x_batch_train, y_batch_train)"
