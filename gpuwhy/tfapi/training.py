@@ -9,6 +9,7 @@ same pace: ``tape.gradient`` inside a ``tf.function`` adds ops under ``gradient_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -39,14 +40,20 @@ def _backward(name: str, op: str) -> bool:
 def has_backward_pass(concrete: Any) -> bool | None:
     """True where ``concrete``'s graph or a function it calls computes gradients; None
     where the graph cannot be read."""
+    return _any_op(concrete, _backward)
+
+
+def _any_op(concrete: Any, test: Callable[[str, str], bool]) -> bool | None:
+    """Whether ``test(name, type)`` holds for an op of ``concrete``'s graph or of a
+    function it calls (their bodies, in its library); None where it cannot be read."""
     try:
         graph = concrete.graph
-        if any(_backward(op.name, op.type) for op in graph.get_operations()):
+        if any(test(op.name, op.type) for op in graph.get_operations()):
             return True
         library = graph.as_graph_def().library
     except Exception:  # noqa: BLE001 - a graph we cannot read: unknown
         return None
-    return any(_backward(node.name, node.op) for fn in library.function for node in fn.node_def)
+    return any(test(node.name, node.op) for fn in library.function for node in fn.node_def)
 
 
 def note_traced_update(scope: str | None) -> None:
@@ -69,14 +76,7 @@ def updates_weights(concrete: Any) -> bool | None:
     update: a step that takes its gradients eagerly and applies them in a tf.function
     (``loop_step(grads)``: gpuwhy's own fix for a loop's eager ops) trains, though its
     graph has no backward pass. None where the graph cannot be read."""
-    try:
-        graph = concrete.graph
-        if any(_update(op.name, op.type) for op in graph.get_operations()):
-            return True
-        library = graph.as_graph_def().library
-    except Exception:  # noqa: BLE001 - a graph we cannot read: unknown
-        return None
-    return any(_update(node.name, node.op) for fn in library.function for node in fn.node_def)
+    return _any_op(concrete, _update)
 
 
 def traced_before(function: Any) -> list[Any]:
