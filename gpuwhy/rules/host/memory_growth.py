@@ -475,8 +475,9 @@ class MemoryGrowth(Rule):
             runs_out = max(0.0, (host - line.last_bytes) / line.bytes_per_s)
         # traces all along the growth: each one keeps a graph (a retrace storm's memory)
         retracing = line.traces >= 10 and line.traced_windows >= line.windows / 2
-        models = models_built(facts) if retracing else None
         named = culprit(timeline, line, options["min_explained_share"]) if timeline else None
+        # Keras models built one after another: their graphs, where no container is named
+        models = models_built(facts) if retracing and not named else None
         # pyplot's figures left open: matplotlib's registry, which no census names
         figures = None if named or retracing else figures_kept(timeline, line)
         if not (named or retracing or figures) and not _unexplained_is_enough(line, options):
@@ -504,7 +505,7 @@ class MemoryGrowth(Rule):
             )
         )
         # models built one after another: the rate holds only while more are built
-        high = _high(line, runs_out, options) and not (models and not named)
+        high = _high(line, runs_out, options) and not models
         growing: dict[str, Any] = {}
         if named:
             grown, per_step_elements = named
@@ -550,7 +551,7 @@ class MemoryGrowth(Rule):
                     "host_memory_bytes": host,
                     "host_full_in_s": round(runs_out) if runs_out is not None else None,
                     "traces_meanwhile": line.traces,
-                    **({"keras_models_built": models} if models and not named else {}),
+                    **({"keras_models_built": models} if models else {}),
                     **growing,
                 },
                 fix=(
