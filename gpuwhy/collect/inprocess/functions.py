@@ -208,7 +208,7 @@ class _Watched:
         # theirs): its work runs in their calls, so its own calls from eager code may be 0
         self.inside: dict[str, None] = {}
         self.model: Any = None  # weak reference to the Keras model of a Keras step function
-        # Function objects it stands for, by the id of the Keras model each was made for
+        # Function objects it stands for, by the number of the Keras model each was made for
         # (a Keras step function's: each model, and each compile of one, makes its own)
         self.per_model: dict[int, int] = {}
         # the host's time between two timed calls in a row (one's end to the next one's
@@ -430,6 +430,10 @@ class FunctionWatcher(Collector):
         self._dead_kept: list[_Watched] = []
         self._graves: dict[tuple, _Watched] = {}  # FunctionWatcher._bury
         self._finalizers: dict[int, weakref.finalize] = {}
+        # a number for each Keras model seen alive, by its id: a model's id is reused
+        # once it is freed (a loop building model after model), its number never is
+        self._model_numbers: dict[int, int] = {}
+        self._models_seen = 0
         self._stopped = False
         self._training: dict[int, bool] = {}  # id(_Watched) -> trains (warm())
         self._drain: Drain | None = None
@@ -618,7 +622,7 @@ class FunctionWatcher(Collector):
                     owner = keras_owner(function)
                     watched.model = _weak(owner)
                     if owner is not None:
-                        watched.per_model[id(owner)] = 1
+                        watched.per_model[self._model_number(owner)] = 1
                 self._by_id[key] = watched
                 self._times[key] = watched.times
                 self._records.append(watched)
@@ -633,6 +637,20 @@ class FunctionWatcher(Collector):
             except TypeError:  # not weak-referenceable (TF's Function is): its id may be reused
                 pass
             return watched
+
+    def _model_number(self, model: Any) -> int:
+        """The model's number, the same for each of its step functions and never given
+        to another model (its id is, once it is freed). Called under the lock."""
+        key = id(model)
+        number = self._model_numbers.get(key)
+        if number is None:
+            self._models_seen += 1
+            number = self._model_numbers[key] = self._models_seen
+            try:
+                weakref.finalize(model, self._model_numbers.pop, key, None)
+            except TypeError:  # not weakly referable: numbered by its id while it lives
+                pass
+        return number
 
     def _forget(self, key: int) -> None:
         """The Function was garbage-collected: its id may be reused from now on. Calls it
