@@ -373,19 +373,20 @@ def test_fit_s_validation_is_audited_beside_its_training_and_a_loop_s_copies_onc
 
 
 def test_a_model_freed_and_one_built_at_its_address_are_two_models(watcher):
-    """A model's id is reused once it is freed (CPython gives the next object of its
-    size its address): numbering models by id counted four models fit in a loop as
-    three in one full suite of two."""
+    """A model's id is reused once it is freed (CPython gives a later object of its size
+    its address): numbering models by id counted four models fit in a loop as three in
+    one full suite of two."""
 
     class Model:  # any weakly referable object stands for a Keras model here
         pass
 
-    first = Model()
-    address, number = id(first), watcher._model_number(first)
-    assert watcher._model_number(first) == number
+    first = [Model() for _ in range(200)]
+    numbers = {id(m): watcher._model_number(m) for m in first}
+    assert len(set(numbers.values())) == len(first)
+    assert all(watcher._model_number(m) == numbers[id(m)] for m in first)
     del first
     gc.collect()
-    others = [Model() for _ in range(1000)]
-    reused = [other for other in others if id(other) == address]
-    assert reused, "no object was built at the freed model's address"
-    assert watcher._model_number(reused[0]) != number
+    later = [Model() for _ in range(2000)]
+    reused = [m for m in later if id(m) in numbers]
+    assert reused, "no object was built at a freed model's address"
+    assert all(watcher._model_number(m) != numbers[id(m)] for m in reused)

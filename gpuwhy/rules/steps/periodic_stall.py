@@ -243,7 +243,9 @@ class PeriodicStall(Rule):
     seconds, the 20th to the 80th percentile of the intervals within 10 % of their
     median) and losing at least `min_share` of the loop's time, or irregular and losing
     `irregular_share`. Stalls in which no timed activity ran are reported only when
-    regular in steps and losing `irregular_share` (a host's noise is neither), and not
+    regular in steps, more than one step apart (stalls in consecutive steps are a
+    stretch of slow steps, not a beat) and losing `irregular_share` (a host's noise is
+    neither), and not
     where fit's measured wait for input covers their time (a producer that keeps pace
     only every few steps, as two PyDataset workers do for steps shorter than a batch
     takes them: input.bound's, with the stage); stalls that tf.function traces dominated are `launch.retracing`'s, not this rule's. Time
@@ -464,6 +466,9 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts
         return (
             not group.between_steps
             and _regular_steps(beat, options)
+            # stalls one step apart are a stretch of slow steps in a row, not a beat (a
+            # host's other load, a heap that grows: 13 GCs read as "every 1 steps" too)
+            and (beat.every_steps or 0) > 1
             and share >= options["irregular_share"]
             and not input_waits(facts.steps, group, beat)  # input.bound's, with the stage
         )

@@ -118,6 +118,16 @@ def test_stalls_with_nothing_timed_in_them_need_a_regular_beat_and_a_large_share
     assert "nothing gpuwhy times ran in them" in finding.title
 
 
+def test_slow_steps_in_a_row_with_nothing_timed_in_them_are_no_beat():
+    """A loaded host stretched steps in runs (a growing heap's GC-set-off test, in a
+    full suite beside other work): "Every 1 steps training stalls for 21.7 ms (nothing
+    gpuwhy times ran in them)" beside the GC's own finding."""
+    every_step = dict(every_steps=1, period_fit=0.9, lost_share=0.19, typical_stall_s=0.0217)
+    assert run(facts(stalls(causes=(), beat=every_step))) == []
+    (finding,) = run(facts(stalls(causes=(), beat={**every_step, "every_steps": 2})))
+    assert finding.title.startswith("Every 2 steps training stalls")
+
+
 def test_fit_s_steps_that_wait_for_input_on_a_beat_are_the_input_s():
     """A PyDataset whose two workers each make a batch in 10 ms feeds 2 ms steps: every
     second step waits 8 ms, a beat with nothing timed in it. Fit's measured wait covers
