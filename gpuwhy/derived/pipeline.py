@@ -31,7 +31,12 @@ def steps_pipeline(tfdata: TfDataFacts | None, steps: StepFacts | None) -> Pipel
         # read where a training loop reads (not a test loop's pipeline beside it, which
         # may wait longer per element), where the record says where each was read
         sites = {loop.name for loop in steps.loops if loop.source == "tf-data"}
-        read = [p for p in read if p.read_at in sites] or read
+        there = [p for p in read if p.read_at in sites]
+        if not there and sites and sites <= set(tfdata.distributed_reads):
+            # the loops read tf.distribute datasets, whose pipelines TF keeps no model of:
+            # another pipeline (a test loop's after them) is not what they waited for
+            return None
+        read = there or read
         # Several loops: the cause the loops waited for longest, measured directly. One
         # slow stage (a generator) wrapped by several pipelines is one cause: its waits
         # add up, and the pipeline that waited longest for it speaks for it.

@@ -143,4 +143,8 @@ class TfDataFacts:
     host_load_average: float | None = None
     host_memory_bytes: int | None = None  # physical memory of the host
     host_memory_available_bytes: int | None = None  # free for a cache, at the end of the run
+    # file:line where a loop of the program's read a tf.distribute dataset: its pipeline
+    # runs inside a MultiDeviceIterator, of which TF keeps no model, so it is none of
+    # ``pipelines`` (and no other pipeline is what that loop read)
+    distributed_reads: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

@@ -325,11 +325,13 @@ def test_the_collector_keeps_no_iterator_alive(collector):
 def test_a_distributed_datasets_per_device_iterators_are_noted_not_measured(collector):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     distributed = strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4))
-    assert sum(1 for _ in distributed) == 2
+    assert sum(1 for _ in distributed) == 2  # @distributed-loop
     collector.stop()
     facts = collector.facts()
     assert facts.pipelines == ()
     assert any("distributed dataset" in note for note in facts.notes)
+    # where the loop read it: no other pipeline is what that loop waited for
+    assert facts.distributed_reads == (at("distributed-loop"),)
 
 
 def test_stop_restores_tensorflow_exactly():

@@ -122,6 +122,7 @@ FINAL_SLACK_S = 0.25  # ... and last reads
 UNSEEN_FINAL_READS = 64
 MAX_PIPELINES = 64
 MAX_ITERATORS = 2000  # kept per pipeline (Keras makes two per epoch)
+MAX_DISTRIBUTED_READS = 64  # the sites of loops over tf.distribute datasets kept
 
 
 class _Mean:
@@ -188,6 +189,7 @@ class PipelineCollector(Collector):
         self._skipped_reads = 0
         self._unseen_final_reads = 0  # taken past the budget (UNSEEN_FINAL_READS)
         self._distributed = 0
+        self._distributed_reads: dict[str, None] = {}  # where loops read distributed datasets
         self._watching = False
         self._stopped = False
         self._facts: TfDataFacts | None = None
@@ -301,6 +303,9 @@ class PipelineCollector(Collector):
             return
         if data_model.is_distributed_part(dataset):
             self._distributed += 1
+            site, _ = data_model.reader(sys._getframe(1))
+            if site is not None and len(self._distributed_reads) < MAX_DISTRIBUTED_READS:
+                self._distributed_reads[site] = None
             return
         consumer = data_model.consumer_label()
         pipeline = self._pipeline(dataset, consumer)
@@ -511,6 +516,7 @@ class PipelineCollector(Collector):
             host_load_average=load_average(),
             host_memory_bytes=total,
             host_memory_available_bytes=available,
+            distributed_reads=tuple(self._distributed_reads),
             notes=tuple(notes),
         )
 

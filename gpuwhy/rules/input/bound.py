@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any
 
 from gpuwhy.derived import capture as capture_facts
@@ -335,7 +336,7 @@ class InputBound(Rule):
             return self._fetch_overhead(title, share, pipeline, overhead, evidence, site, fix, load)
         if steps.input_wait_source:
             evidence["measured_by"] = steps.input_wait_source
-        return self._finding(
+        finding = self._finding(
             title,
             share,
             pipeline,
@@ -344,6 +345,8 @@ class InputBound(Rule):
             options,
             load,
         )
+        distributed = _distributed_read(facts, site.group(1) if site else None)
+        return finding if pipeline is not None or distributed is None else distributed(finding)
 
     def _epoch_starts(
         self,
@@ -755,3 +758,54 @@ def _costs_the_steps(
     if steps is None or feeding is None or pipeline is feeding or steps.total_s <= 0:
         return True
     return (wait.per_element_s or 0.0) * pipeline.elements >= medium_at * steps.total_s
+
+
+def _distributed_read(facts: Facts, loop: str | None) -> Callable[[Finding], Finding] | None:
+    """Where the steps' loop reads a tf.distribute dataset: what a finding with no
+    pipeline says of it. TF runs such a pipeline inside a MultiDeviceIterator and keeps
+    no model of it, so no stage is timed: the finding names the dataset the strategy
+    distributes, where it is built, and how to time its stages, in place of a template
+    about a pipeline it does not know (a MirroredStrategy loop over a map of
+    ``tf.py_function``: "<dataset>.map(<your function>, ...)")."""
+    if facts.tfdata is None or loop is None or loop not in facts.tfdata.distributed_reads:
+        return None
+    inputs = facts.distribute.inputs if facts.distribute is not None else ()
+    built = next((i for i in inputs if i.location), None)
+    where = f" (its batch at {built.location}: {built.written})" if built and built.written else ""
+    if built is not None and not where:
+        where = f" (its batch at {built.location})"
+    # the dataset's own name where its batch call says it ("ds.batch(64)"), else the
+    # placeholder: a chain written in one expression names none
+    name = pipeline_code.DATASET
+    if built is not None and built.written and "." in built.written:
+        name = built.written.split(".", 1)[0] or name
+
+    def said(finding: Finding) -> Finding:
+        note = (
+            f"the loop reads a tf.distribute dataset{where}: TF runs its pipeline inside a "
+            "MultiDeviceIterator and times none of its stages, so the slowest is not named"
+        )
+        fix = [
+            f"# {note}.",
+            f"# Time {name} on its own, undistributed, to find its slowest stage:",
+            "import time",
+            "start = time.perf_counter()",
+            f"for _ in {name}.take(200):",
+            "    pass",
+            'print(f"{200 / (time.perf_counter() - start):.1f} batches/s")',
+            "# then, in it: num_parallel_calls=tf.data.AUTOTUNE on each map, TF ops in",
+            "# place of Python, a .cache() where the data fits, .prefetch(tf.data.AUTOTUNE)",
+            "# last (`gpuwhy run` on a copy that loops over it undistributed names the stage)",
+        ]
+        evidence = {**finding.evidence, "distributed_input": note}
+        if built is not None and built.location:
+            evidence["distributed_dataset_at"] = built.location
+        return dataclasses.replace(
+            finding,
+            evidence=evidence,
+            fix="\n".join(fix),
+            title=f"{finding.title}; {note}",
+            location=(built.location if built is not None else None) or finding.location,
+        )
+
+    return said

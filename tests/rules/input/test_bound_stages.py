@@ -238,3 +238,43 @@ def test_the_loop_the_steps_read_is_judged_by_its_own_share():
     loop is the steps."""
     (f,) = check(t.facts(side_loop(80), steps=t.loop_steps(None)))
     assert f.evidence["elements_read"] == 80
+
+
+def test_a_loop_over_a_distributed_dataset_is_not_blamed_on_a_test_loop_s_pipeline():
+    """A MirroredStrategy loop at train.py:90 reads a distributed dataset, whose pipeline
+    TF keeps no model of; a test loop at train.py:95 reads a plain one afterwards. The
+    steps' wait is the distributed dataset's (built at train.py:25), where input.bound
+    once named the test pipeline's BatchV2 with a parallel batch as the fix."""
+    from gpuwhy.facts import DistributedInput, DistributeFacts, StepLoop
+
+    test_loop = replace(
+        t.in_memory_pipeline(consumer="python-loop", wait_source=NEXT_TIMING),
+        location="train.py:94",
+        read_at="train.py:95",
+        wait_per_element_s=0.0002,
+    )
+    steps = replace(
+        t.loop_steps(0.9), loops=(StepLoop("tf-data", "train.py:90", 301, 1.0, 7.0, 0.02),)
+    )
+    distribute = DistributeFacts(
+        strategy="MirroredStrategy",
+        replicas=1,
+        inputs=(
+            DistributedInput(
+                how="experimental_distribute_dataset", location="train.py:25",
+                written="ds.batch(32)", global_batch=32,
+            ),
+        ),
+    )  # fmt: skip
+    facts = replace(
+        t.facts(test_loop, steps=steps, distributed_reads=("train.py:90",)), distribute=distribute
+    )
+    (f,) = check(facts)
+    assert "the slowest stage" not in f.title and "tf.distribute dataset" in f.title
+    assert f.location == "train.py:25"
+    assert "for _ in ds.take(200):" in f.fix and "<" not in f.fix
+    assert "pipeline" not in f.evidence  # the test loop's is not named
+    # the same loop read where no distributed dataset was seen: the loop's pipeline, as
+    # before (an iterator made at iter(ds) and read by next(it) at another line)
+    (f,) = check(replace(facts, tfdata=replace(facts.tfdata, distributed_reads=())))
+    assert "tf.distribute" not in f.title
