@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -85,9 +86,23 @@ nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv   # wh
     "gpu-clock": """\
 nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE   # why the GPU runs below its clock""",
 }
+# TF's own profiler: Keras' TensorBoard(profile_batch=...) needs the tensorboard package,
+# which TensorFlow no longer installs (TBNotInstalledError where it is missing)
 PROFILE_KERAS = """\
 # nothing gpuwhy measures changed with it: profile ten steps after the change
-tf.keras.callbacks.TensorBoard(log_dir="logs/drift", profile_batch=({a}, {b}))"""
+class ProfileSteps(tf.keras.callbacks.Callback):
+    steps = 0  # counted across epochs, as the step {a:,} is
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.steps == {a}:
+            tf.profiler.experimental.start("logs/drift")
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+        if self.steps == {b}:
+            tf.profiler.experimental.stop()
+
+# and to the fit call{at}: callbacks=[ProfileSteps()]"""
 PROFILE_LOOP = """\
 # nothing gpuwhy measures changed with it: profile ten steps after the change
 if step == {a}: tf.profiler.experimental.start("logs/drift")
@@ -267,4 +282,7 @@ class StepDrift(Rule):
             return fix.replace(TRACING_EXAMPLE, call) if call is not None else fix
         a = drift.step + max(10, drift.steps_after // 10)
         keras = facts.steps is not None and facts.steps.source == "keras-fit"
-        return (PROFILE_KERAS if keras else PROFILE_LOOP).format(a=a, b=a + 10)
+        if not keras:
+            return PROFILE_LOOP.format(a=a, b=a + 10)
+        fit = re.search(r" at (\S+:\d+)$", facts.steps.marker) if facts.steps else None
+        return PROFILE_KERAS.format(a=a, b=a + 10, at=f" at {fit.group(1)}" if fit else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import replace
 
 import pytest
@@ -145,7 +146,35 @@ def test_an_unexplained_drift_says_so_and_profiles_the_steps_after_it():
     assert "nothing gpuwhy measures changed with it" in finding.title
     assert "tf.profiler.experimental.start" in finding.fix
     (keras,) = check(facts([0.010] * 20 + [0.02] * 20, source="keras-fit"))
-    assert "profile_batch=(" in keras.fix
+    assert "class ProfileSteps(tf.keras.callbacks.Callback):" in keras.fix
+    assert "profile_batch" not in keras.fix  # the TensorBoard callback needs tensorboard
+
+
+def test_the_keras_profile_snippet_pasted_into_a_fit_writes_a_profile(tmp_path, monkeypatch):
+    """The snippet for fit, pasted as written into a real fit of three epochs: it profiles
+    the ten steps after the change (counted across epochs) with TF's profiler, where
+    Keras' TensorBoard(profile_batch=...) raised TBNotInstalledError on TF 2.21 without
+    the tensorboard package."""
+    import numpy as np
+    import pytest
+
+    tf = pytest.importorskip("tensorflow")
+    drift = replace(facts([0.010] * 20 + [0.02] * 20, source="keras-fit"))
+    drift = replace(drift, steps=replace(drift.steps, marker="Model.fit at train.py:40"))
+    (finding,) = check(drift)
+    assert finding.fix.endswith("# and to the fit call at train.py:40: callbacks=[ProfileSteps()]")
+    first = int(re.search(r"if self.steps == (\d+):", finding.fix).group(1))
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"tf": tf}
+    exec(finding.fix, namespace)  # the snippet, pasted as written, is what is tested
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    per_epoch = 1000
+    x, y = np.ones((8 * per_epoch, 4), "float32"), np.ones((8 * per_epoch, 1), "float32")
+    epochs = first // per_epoch + 2  # the steps to profile lie past the first epoch
+    assert per_epoch < first
+    model.fit(x, y, batch_size=8, epochs=epochs, verbose=0, callbacks=[namespace["ProfileSteps"]()])
+    assert list((tmp_path / "logs" / "drift").rglob("*.xplane.pb"))
 
 
 def test_an_unexplained_drift_under_thirty_percent_is_low():
