@@ -31,6 +31,9 @@ class ProgramFacts:
     # Keras LSTM/GRU layers (names) that a GPU runs with cuDNN's RNN kernels (and for
     # which Keras compiles no step with XLA there); here, without a GPU, a while loop
     keras_cudnn_rnn: tuple[str, ...] = ()
+    # file:line of the program's last compile, where it was given run_eagerly=True (fit
+    # then runs its train step op by op); None where it was not
+    keras_run_eagerly_at: str | None = None
     notes: tuple[str, ...] = ()  # what gpuwhy could not watch, and why
     # how the script names Keras ("keras", "tf.keras"): what a fix that calls Keras
     # writes; None where it imports neither Keras nor TensorFlow by name

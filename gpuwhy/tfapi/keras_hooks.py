@@ -178,17 +178,19 @@ _UPDATING = _Updating()
 TRAINERS = (("keras.src.trainers.trainer", "Trainer"),)
 
 
-CompileRecord = Callable[[Any, bool | None, tuple[str, ...]], None]
+CompileRecord = Callable[[Any, bool | None, tuple[str, ...], str | None], None]
 
 
 def install_compile(record: CompileRecord) -> list[Patch]:
-    """``record(model, would_xla, cudnn)`` after each Keras 3 ``compile``. ``would_xla``, where
+    """``record(model, would_xla, cudnn, eager_at)`` after each Keras 3 ``compile``. ``would_xla``, where
     ``jit_compile`` was left at "auto" (else None): whether Keras would then
     XLA-compile the train step on a GPU machine (its ``_resolve_auto_jit_compile``: no
     tf.distribute strategy, every layer supports jit, op determinism off). On a machine
     without a GPU Keras turns XLA off, so the step traced here is not the one a GPU
     would run. ``cudnn``: the model's LSTM/GRU layers a GPU runs with cuDNN
-    (:func:`cudnn_rnn_layers`); such a layer supports no jit on a GPU machine."""
+    (:func:`cudnn_rnn_layers`); such a layer supports no jit on a GPU machine.
+    ``eager_at``: the program's ``file:line`` of a compile given ``run_eagerly=True``
+    (fit then runs its train step op by op: that line is the cause), else None."""
     patches = []
     for module, name in TRAINERS:
         cls = _class(module, name)
@@ -220,7 +222,8 @@ def _compiled(original, record: CompileRecord, supports):
                 would_xla = bool(
                     strategy is None and supports is not None and supports(self) and not no_jit
                 )
-            record(self, would_xla, cudnn)
+            eager_at = user_location(skip=2) if given.get("run_eagerly") else None
+            record(self, would_xla, cudnn, eager_at)
         except Exception:  # noqa: BLE001 - a hook never breaks the user's compile
             pass
         return result

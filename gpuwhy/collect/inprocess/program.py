@@ -62,6 +62,7 @@ class Program(Collector):
             gpus_seen_by_tf=tf_gpus() if tf_imported else (),
             keras_auto_jit=steps.keras_auto_jit,
             keras_cudnn_rnn=steps.keras_cudnn_rnn,
+            keras_run_eagerly_at=steps.keras_run_eagerly_at,
             keras_name=_keras_name(gathering.options.command),
         )
 

@@ -163,6 +163,7 @@ class StepCollector(Collector):
     # per compiled model (by id; the weak reference tells a reused id): would_xla
     keras_compiles: dict = field(default_factory=dict)
     keras_cudnn_rnn: tuple = ()  # the compiled model's LSTM/GRU layers cuDNN runs on a GPU
+    keras_run_eagerly_at: str | None = None  # the last compile's line, given run_eagerly=True
     # Whether a step's interval is wanted one by one beyond the head: the eager op
     # counter sets it (a step that overlaps one of its counting windows)
     sampling: Callable[[Any, Any], Any] | None = None  # which steps (arrays) to keep
@@ -277,13 +278,16 @@ class StepCollector(Collector):
         self._install(lambda: keras_hooks.install_optimizer(self._on_apply), "Keras optimizers")
         self._install(lambda: keras_hooks.install_compile(self._on_compile), "Keras compile")
 
-    def _on_compile(self, model: Any, would_xla: bool | None, cudnn: tuple = ()) -> None:
+    def _on_compile(
+        self, model: Any, would_xla: bool | None, cudnn: tuple = (), eager_at: str | None = None
+    ) -> None:
         """A compile: with jit_compile="auto", would Keras XLA-compile it on a GPU
         (None: another jit_compile); the LSTM/GRU layers cuDNN would run there. Kept per
         model (a script may compile several, each settling "auto" for itself), and the
         last one for the program's facts."""
         self.keras_auto_jit = would_xla
         self.keras_cudnn_rnn = tuple(cudnn)
+        self.keras_run_eagerly_at = eager_at
         try:
             ref: Any = weakref.ref(model)
         except TypeError:

@@ -210,7 +210,8 @@ class EagerOps(Rule):
                 evidence=evidence,
                 fix=self._fix(small_sites, facts),
                 estimated_gain=gain_text,
-                location=next((site.location for site in small_sites if site.location), None),
+                location=_run_eagerly_at(facts)
+                or next((site.location for site in small_sites if site.location), None),
                 gain_value=gain,
             )
         ]
@@ -231,6 +232,16 @@ class EagerOps(Rule):
         code = facts.eager.step_code if facts.eager is not None else None
         if code is None and _in_fit(facts):
             # Keras traces fit's train step unless told not to: the switch is the cause
+            switched = _run_eagerly_at(facts)
+            if switched is not None:  # the compile given run_eagerly=True: that one line
+                return "\n".join(
+                    [
+                        *lines,
+                        f"# the compile at {switched} runs fit's train step eagerly: leave",
+                        "# run_eagerly out there (False is the default), so fit traces it",
+                        "model.compile(..., run_eagerly=False)",
+                    ]
+                )
             return "\n".join(
                 [
                     *lines,
@@ -264,3 +275,12 @@ def _in_fit(facts: Facts) -> bool:
     program turned that off)."""
     steps = facts.steps
     return steps is not None and any(loop.source == "keras-fit" for loop in steps.loops)
+
+
+def _run_eagerly_at(facts: Facts) -> str | None:
+    """The program's compile given ``run_eagerly=True``, where fit's eager ops come from
+    it: the line to change (fit's own line was given, and the eager ops' sites are
+    Keras' layers called from fit)."""
+    if facts.program is None or not _in_fit(facts):
+        return None
+    return facts.program.keras_run_eagerly_at

@@ -236,7 +236,7 @@ def test_keras_fit_run_eagerly_is_fixed_by_the_switch_not_by_a_tf_function():
     traces it unless run_eagerly=True or run_functions_eagerly(True) said not to."""
     from dataclasses import replace
 
-    from gpuwhy.facts import StepFacts, StepLoop
+    from gpuwhy.facts import ProgramFacts, StepFacts, StepLoop
 
     fit = StepLoop("keras-fit", "Model.fit at train.py:30", 100, 0.0)
     steps = StepFacts("keras-fit", "Model.fit", 100, loops=(fit,))
@@ -244,3 +244,9 @@ def test_keras_fit_run_eagerly_is_fixed_by_the_switch_not_by_a_tf_function():
     (finding,) = run(facts)
     assert "model.compile(..., run_eagerly=False)" in (finding.fix or "")
     assert "def <your train step>" not in (finding.fix or "")
+    # the compile that said run_eagerly=True is the line to change, not fit's
+    said = replace(facts, program=ProgramFacts(("train.py",), keras_run_eagerly_at="train.py:24"))
+    (finding,) = run(said)
+    assert finding.location == "train.py:24"
+    assert "the compile at train.py:24 runs fit's train step eagerly" in finding.fix
+    assert "run_functions_eagerly" not in finding.fix  # not what this script did
