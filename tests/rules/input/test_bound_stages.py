@@ -278,3 +278,23 @@ def test_a_loop_over_a_distributed_dataset_is_not_blamed_on_a_test_loop_s_pipeli
     # before (an iterator made at iter(ds) and read by next(it) at another line)
     (f,) = check(replace(facts, tfdata=replace(facts.tfdata, distributed_reads=())))
     assert "tf.distribute" not in f.title
+
+
+def test_a_preprocessing_layer_s_adapt_pass_is_no_wait_of_the_steps():
+    """13 adapt() calls before fit (the structured-data tutorial): each reads its own
+    pipeline once, with nothing beside it to wait; input.bound read two of them as HIGH,
+    "StringLookup.adapt ... waits for input 84% of the time"."""
+    adapt = replace(
+        t.example_pipeline(consumer="python-loop", wait_source=NEXT_TIMING),
+        id=7,
+        read_at="train.py:111",
+        read_via="StringLookup.adapt",
+        elements=370,
+        wait_per_element_s=0.0033,
+        gap_median_s=0.0006,
+    )
+    fit = t.example_pipeline(wait_per_element_s=0.0)  # fit's own pipeline keeps up
+    assert check(t.facts(fit, adapt, steps=t.fit_steps(None))) == []
+    # a loop of the program's read through a library's generator stays judged
+    (f,) = check(t.facts(fit, replace(adapt, read_via="as_numpy"), steps=t.fit_steps(None)))
+    assert "at train.py:111 waits for input" in f.title
