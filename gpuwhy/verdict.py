@@ -57,7 +57,7 @@ def verdict(facts: Facts, findings: list[Finding], drawn: Collection[str] = ()) 
     if facts.input_fixes is not None:
         return _fix_verdict(facts.input_fixes)
     if facts.fix_trial is not None:
-        return _trial_verdict(facts.fixes_tried or (), facts.fix_trial)
+        return _trial_verdict(facts.fixes_tried or (), facts.fix_trial, facts)
     if facts.program is not None:
         return _run_verdict(facts, facts.program, findings, drawn)
     if facts.capture is not None:
@@ -318,10 +318,19 @@ def _said_once(headline: str, stage: str | None) -> str:
     return headline.replace(" and is the slowest stage", "", 1).split("; ", 1)[0]
 
 
-def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts) -> str:
+def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts, facts: Facts) -> str:
     """``gpuwhy fix SCRIPT``: what the patch gives, or why there is no patch."""
     if trial.original_error is not None:
         return f"The program did not run ({trial.original_error}): no fix was tried."
+    stopped = facts.program is not None and facts.program.ended == "stopped"
+    if not tried and stopped and (facts.steps is None or not facts.steps.count):
+        # the bound ended the run before its training began (a script that writes its
+        # TFRecords first): nothing was judged, which is not "nothing to fix"
+        return (
+            f"The original reached no training step in its first {trial.bound_s:g} s: "
+            f"nothing was judged or tried (a longer --bound, e.g. --bound "
+            f"{4 * trial.bound_s:g}, reads into its training)."
+        )
     if not tried:
         unfound = [finding for finding, why in trial.not_tried if why.startswith(NOT_FOUND)]
         if unfound and len(unfound) == len(trial.not_tried):

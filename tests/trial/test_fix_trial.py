@@ -336,6 +336,27 @@ def test_a_finding_asked_for_that_run_1_did_not_find_is_said_so_with_the_bound(t
     ]
 
 
+def test_a_program_whose_training_starts_after_the_bound_is_said_unjudged(tmp_path):
+    """keras-io's TFRecords recipe writes its records for over 30 s before fit: run 1,
+    stopped at the bound, saw no training step, and the verdict read "No fix gpuwhy can
+    apply to this program's findings", as if the program had nothing to fix."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import time\nfor _ in range(300):\n    time.sleep(0.1)  # writing the records\nprint('fit')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwhy", "fix", "--bound", "3", "train.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict = (
+        "The original reached no training step in its first 3 s: nothing was judged or "
+        "tried (a longer --bound, e.g. --bound 12, reads into its training)."
+    )
+    assert verdict in done.stderr, done.stderr[-2000:]
+    assert "No fix gpuwhy can apply" not in done.stderr
+
+
 def test_an_eager_validation_loop_between_epochs_is_traced_proven_and_patched(tmp_path):
     """The training step is a tf.function; the validation pass after each epoch runs
     the model and a Keras metric eagerly, most of the loop's time: its body traced
