@@ -57,7 +57,9 @@ class ProjectedLaunchBound(Rule):
     after another, and only a larger batch gives each launch more work. Under a
     `tf.distribute` strategy with several replicas XLA cannot compile the whole step (it
     fails reaching the other replicas' variables): the fix then compiles only the
-    gradient computation.
+    gradient computation. A function that loops over a dataset inside (an epoch in one
+    call) holds dataset ops, which XLA does not compile: the fix compiles the step it
+    runs.
 
     Where the launches do not take the step but the host's own work does (what
     `projection/host.py` measured here: the time between calls of the step's function
@@ -107,6 +109,14 @@ class ProjectedLaunchBound(Rule):
             )
         elif not projection.jit_compile and traced_step.replicas(facts) > 1:
             fix += traced_step.xla_under_strategy(facts)  # XLA on the whole step fails there
+        elif not projection.jit_compile and _iterates_a_dataset(facts, projection.function):
+            step = _step_inside(facts, projection.function)
+            fix += [
+                f"# XLA fuses the small ops into far fewer kernels, but {projection.function}",
+                "# iterates a dataset and XLA compiles no dataset op (jit_compile=True on it",
+                "# fails: no registered OpKernel for XLA): compile the step it runs instead,",
+                f"@tf.function(jit_compile=True)   # on {step}",
+            ]
         elif not projection.jit_compile:
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",
@@ -230,6 +240,41 @@ def _python_input(facts: Facts) -> bool:
     """The steps' pipeline runs Python (py_function, numpy_function, a generator)."""
     pipeline = derived(facts).steps_pipeline
     return pipeline is not None and any(s.python for s in pipeline.stages)
+
+
+# ops of a dataset or its iterator: a graph with one XLA cannot compile (TF registers no
+# XLA kernel for them), as a tf.function that loops over a dataset inside has
+DATASET_OPS = re.compile(r"Dataset|Iterator|^Optional(GetValue|HasValue)$")
+
+
+def _iterates_a_dataset(facts: Facts, function: str) -> bool:
+    """The projected function's graph holds dataset or iterator ops (placement's op
+    groups, by function): a loop over a dataset inside it (the distribute tutorial's
+    ``distributed_train_epoch``), where jit_compile=True on it raised
+    InvalidArgumentError (no OptionsDataset kernel for XLA_CPU_JIT)."""
+    placement = facts.placement
+    name = function.split(" (")[0]
+    traced = facts.tracing.functions if facts.tracing is not None else ()
+    if placement is None or any(f.library and f.name == name for f in traced):
+        return False  # Keras' step reads its iterator and compiles its inner step itself
+    return any(
+        function in group.functions and DATASET_OPS.search(group.op) for group in placement.groups
+    )
+
+
+def _step_inside(facts: Facts, function: str) -> str:
+    """The step the dataset loop runs: the program's own tf.function, other than
+    ``function``, called most often (the distribute tutorial's ``distributed_train_step``),
+    else a description of it."""
+    others = [
+        f
+        for f in (facts.tracing.functions if facts.tracing is not None else ())
+        if not f.library and f.name != function.split(" (")[0] and (f.calls or f.inside)
+    ]
+    best = max(others, key=lambda f: f.calls, default=None)
+    if best is None:
+        return "the function that runs one step (the one strategy.run calls)"
+    return f"{best.name} ({best.location})" if best.location else best.name
 
 
 def _location(function: str) -> str | None:

@@ -138,3 +138,35 @@ def test_a_step_of_unknown_sizes_is_an_upper_bound_and_low():
     assert check(replace(SMALL, kernels_unsized=100))[0].severity == "medium"  # a seventh
     assert "step at least 3.0 ms" in projection_clause(unsized)
     assert "step at least" not in projection_clause(SMALL)
+
+
+def test_a_function_that_loops_over_a_dataset_gets_xla_on_the_step_it_runs():
+    """The distribute tutorial's distributed_train_epoch loops over its dataset inside:
+    jit_compile=True on it raised InvalidArgumentError (no OptionsDataset kernel for
+    XLA), pasted by a new user; the step it runs compiles."""
+    from gpuwhy.facts import OpGroup, PlacementFacts, TracedFunction, TracingFacts
+
+    epoch = "distributed_train_epoch (train.py:194)"
+    placement = PlacementFacts(
+        predicted=True,
+        groups=(
+            OpGroup(op="IteratorGetNextAsOptional", in_dtypes=("resource",), out_dtypes=("variant",), device="CPU", computes_on="CPU",
+                    reason="colocated", count=2, functions=(epoch,)),
+            OpGroup(op="MatMul", in_dtypes=("float32",), out_dtypes=("float32",), device="GPU", computes_on="GPU", reason="kernel",
+                    count=4, functions=(epoch,)),
+        )
+    )  # fmt: skip
+    tracing = TracingFacts(
+        functions=(
+            TracedFunction("distributed_train_step", "train.py:122", calls=208),
+            TracedFunction("distributed_train_epoch", "train.py:194", calls=2),
+        )
+    )
+    facts = Facts(projection=replace(SMALL, function=epoch), placement=placement, tracing=tracing)
+    (f,) = ProjectedLaunchBound().check(facts, dict(ProjectedLaunchBound.options))
+    assert "@tf.function(jit_compile=True)   # on distributed_train_step (train.py:122)" in f.fix
+    assert f"on {epoch}" not in f.fix
+    # a step with no dataset op in it: XLA on the step itself, as before
+    plain = replace(facts, placement=replace(placement, groups=placement.groups[1:]))
+    (f,) = ProjectedLaunchBound().check(plain, dict(ProjectedLaunchBound.options))
+    assert f"@tf.function(jit_compile=True)   # on {epoch}" in f.fix
