@@ -94,7 +94,8 @@ def test_a_capture_a_projection_and_a_retrace():
     assert phrased(projected)[0] == [
         "On A100 (projected), the step alone would take 7.3 ms (3.7 ms–11.3 ms).",
         "Steps would wait for input 92% of the time (87%–96%).",
-        "The pipeline makes a batch in 85.4 ms alone, and delivered one every 88.0 ms "
+        "The pipeline makes a batch in 85.4 ms by its stage timers (at most alone), and "
+        "delivered one every 88.0 ms "
         "beside the model.",
     ]
     retrace = {

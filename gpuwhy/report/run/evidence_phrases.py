@@ -166,7 +166,8 @@ def _batch_made(e: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
     alone, delivered = "input_ms_per_batch_alone", "input_ms_per_batch_as_delivered"
     if not _numbers(e, alone):
         return None
-    text = f"The pipeline makes a batch in {_ms(e[alone])} alone"
+    # its stage timers ran beside the model, on cores the steps share: at most its time alone
+    text = f"The pipeline makes a batch in {_ms(e[alone])} by its stage timers (at most alone)"
     if _numbers(e, delivered):
         text += f", and delivered one every {_ms(e[delivered])} beside the model"
     return text + ".", (alone, delivered)

@@ -20,8 +20,10 @@ class ProjectedInputBound(Rule):
     ## What it detects
     `gpuwhy run --target A100` projects the training step onto that GPU (the cost
     model of the audited graph at the GPU's published peaks) and joins it with the
-    input pipeline as this run measured it: the time it needs per batch alone (TF's
-    stage timers) and, where the pipeline set the steps' pace here (they waited for
+    input pipeline as this run measured it: the time it needs per batch by TF's stage
+    timers (which ran beside the model, on cores the steps share: on a busy host longer
+    than the pipeline alone takes, never shorter) and, where the pipeline set the
+    steps' pace here (they waited for
     input most of their time), as it delivered beside the model. Where a batch takes
     longer than the projected step, the step would wait the difference. The title
     gives the pipeline's own time per batch (alone). Medium when even the
