@@ -70,6 +70,10 @@ from gpuwhy.tfapi.tfdata import rewrite as dr
 DEFAULT_MEMORY_FRACTION = 0.25
 INFINITE_PASS_SECONDS = 2.0  # an infinite dataset is timed over ~2 s of the original
 LONG_PASS_SECONDS = 120.0  # a finite epoch longer than this is timed on its first part
+# a dataset of unknown size (a from_generator source: Keras' flow_from_directory never
+# ends) whose first pass has not ended by then is timed on its first part: read as a
+# known-finite one (up to LONG_PASS_SECONDS a read), an endless generator took 5.5 min
+UNKNOWN_PASS_SECONDS = 15.0
 PARTIAL_PASS_SECONDS = 5.0  # ... on passes of about this long for the original
 MIN_SAMPLE_SECONDS = 1.0  # shorter passes of the original are timed several in a row
 COMPARE_LIMIT = 1_000_000  # elements fingerprinted per pass at most
@@ -292,7 +296,13 @@ def _check_and_time(
     else:
         limit = COMPARE_LIMIT
     time_limit = (
-        None if elements is not None else (LONG_PASS_SECONDS if finite else INFINITE_PASS_SECONDS)
+        None
+        if elements is not None
+        else INFINITE_PASS_SECONDS
+        if not finite
+        else UNKNOWN_PASS_SECONDS
+        if card < 0
+        else LONG_PASS_SECONDS
     )
 
     o1 = collect(original, limit, time_limit_s=time_limit)
@@ -304,8 +314,10 @@ def _check_and_time(
             20, min(o1.count, int(o1.count * PARTIAL_PASS_SECONDS / max(o1.seconds, 1e-3)))
         )
         result.notes.append(
-            f"an epoch takes over {LONG_PASS_SECONDS:.0f} s: elements were compared "
-            f"over its first {o1.count}, and timed passes read its first {per_pass} "
+            f"an epoch takes over {time_limit or LONG_PASS_SECONDS:.0f} s"
+            + (" or never ends (its size is unknown)" if card < 0 else "")
+            + f": elements were compared over its first {o1.count}, and timed passes read "
+            f"its first {per_pass} "
             "(elements= sets the pass length)"
             + (
                 "; the cache was filled by one whole pass of the stages below it first"

@@ -473,3 +473,26 @@ def test_a_zip_kept_as_written_with_the_cache_after_it_says_both_in_one_line():
     assert kept.reason == (
         "kept as written, the cache added after it: gpuwhy does not rebuild _ZipDataset stages"
     )
+
+
+def test_an_endless_generator_of_unknown_size_is_timed_on_its_first_part(monkeypatch):
+    """from_generator over a generator that never ends (Keras' flow_from_directory): TF
+    calls its size unknown, and it was read as a finite epoch, up to 120 s a read, 5.5
+    minutes in all. Past UNKNOWN_PASS_SECONDS of its first pass it is compared and timed
+    on its first part, as a long epoch is."""
+    from gpuwhy.optimize import input_pipeline
+
+    monkeypatch.setattr(input_pipeline, "UNKNOWN_PASS_SECONDS", 0.5)
+
+    def endless():
+        value = 0
+        while True:
+            time.sleep(0.0005)
+            value += 1
+            yield value
+
+    ds = tf.data.Dataset.from_generator(endless, output_signature=tf.TensorSpec((), tf.int64))
+    ds = ds.map(lambda v: v * 2).batch(4)
+    result = optimize(ds, repeats=2)
+    assert any("never ends (its size is unknown)" in note for note in result.notes), result.notes
+    assert result.before is not None and result.before.elements_per_pass >= 20
