@@ -264,14 +264,17 @@ def _iterates_a_dataset(facts: Facts, function: str) -> bool:
 
 def _step_inside(facts: Facts, function: str) -> str:
     """The step the dataset loop runs: the program's own tf.function, other than
-    ``function``, called most often (the distribute tutorial's ``distributed_train_step``),
-    else a description of it."""
+    ``function``, that trains (placement's audit says which) and is called most often
+    (the distribute tutorial's ``distributed_train_step``, not its eval step), else a
+    description of it."""
     others = [
         f
         for f in (facts.tracing.functions if facts.tracing is not None else ())
         if not f.library and f.name != function.split(" (")[0] and (f.calls or f.inside)
     ]
-    best = max(others, key=lambda f: f.calls, default=None)
+    placement = facts.placement
+    trains = {f.name for f in placement.functions if f.trains} if placement is not None else set()
+    best = max(others, key=lambda f: (f.name in trains, f.calls), default=None)
     if best is None:
         return "the function that runs one step (the one strategy.run calls)"
     return f"{best.name} ({best.location})" if best.location else best.name

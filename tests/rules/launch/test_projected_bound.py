@@ -144,11 +144,21 @@ def test_a_function_that_loops_over_a_dataset_gets_xla_on_the_step_it_runs():
     """The distribute tutorial's distributed_train_epoch loops over its dataset inside:
     jit_compile=True on it raised InvalidArgumentError (no OptionsDataset kernel for
     XLA), pasted by a new user; the step it runs compiles."""
-    from gpuwhy.facts import OpGroup, PlacementFacts, TracedFunction, TracingFacts
+    from gpuwhy.facts import (
+        AuditedFunction,
+        OpGroup,
+        PlacementFacts,
+        TracedFunction,
+        TracingFacts,
+    )
 
     epoch = "distributed_train_epoch (train.py:194)"
     placement = PlacementFacts(
         predicted=True,
+        functions=(
+            AuditedFunction("distributed_train_step", 700, 600, 90, 10, trains=True),
+            AuditedFunction("eval_step", 170, 108, 62, 0, trains=False),
+        ),
         groups=(
             OpGroup(op="IteratorGetNextAsOptional", in_dtypes=("resource",), out_dtypes=("variant",), device="CPU", computes_on="CPU",
                     reason="colocated", count=2, functions=(epoch,)),
@@ -159,6 +169,7 @@ def test_a_function_that_loops_over_a_dataset_gets_xla_on_the_step_it_runs():
     tracing = TracingFacts(
         functions=(
             TracedFunction("distributed_train_step", "train.py:122", calls=208),
+            TracedFunction("eval_step", "train.py:166", calls=300),  # more calls, no training
             TracedFunction("distributed_train_epoch", "train.py:194", calls=2),
         )
     )
