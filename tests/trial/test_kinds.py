@@ -913,7 +913,7 @@ def test_a_low_finding_with_a_fix_is_said_tried_only_when_asked(tmp_path):
     trial = FixTrialFacts(
         30.0, 2, "step time", not_tried=tuple((n.finding, n.why) for n in refused)
     )
-    assert _trial_verdict((), trial) == (
+    assert _trial_verdict((), trial, Facts()) == (
         "No high or medium finding has a fix gpuwhy can apply: nothing was tried (low, tried "
         "when asked: gpuwhy fix --finding tensorcore.unused)."
     )
