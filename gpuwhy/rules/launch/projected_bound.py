@@ -253,7 +253,7 @@ def _iterates_a_dataset(facts: Facts, function: str) -> bool:
     ``distributed_train_epoch``), where jit_compile=True on it raised
     InvalidArgumentError (no OptionsDataset kernel for XLA_CPU_JIT)."""
     placement = facts.placement
-    name = function.split(" (")[0]
+    name = _name(function)
     traced = facts.tracing.functions if facts.tracing is not None else ()
     if placement is None or any(f.library and f.name == name for f in traced):
         return False  # Keras' step reads its iterator and compiles its inner step itself
@@ -270,7 +270,7 @@ def _step_inside(facts: Facts, function: str) -> str:
     others = [
         f
         for f in (facts.tracing.functions if facts.tracing is not None else ())
-        if not f.library and f.name != function.split(" (")[0] and (f.calls or f.inside)
+        if not f.library and f.name != _name(function) and (f.calls or f.inside)
     ]
     placement = facts.placement
     trains = {f.name for f in placement.functions if f.trains} if placement is not None else set()
@@ -278,6 +278,11 @@ def _step_inside(facts: Facts, function: str) -> str:
     if best is None:
         return "the function that runs one step (the one strategy.run calls)"
     return f"{best.name} ({best.location})" if best.location else best.name
+
+
+def _name(function: str) -> str:
+    """``train_step`` of the projected function's label ``train_step (train.py:40)``."""
+    return function.split(" (")[0]
 
 
 def _location(function: str) -> str | None:
