@@ -230,8 +230,7 @@ class StallTracker:
 
         Called for every timed step on the drain's thread, which holds the program's
         GIL meanwhile: on a loop of 0.2 ms steps its few microseconds are part of the
-        time the program waits, so the common case (no stall, the typical step known)
-        reads each field once and calls nothing."""
+        time the program waits, so each of the step's fields is read once."""
         start, end = step.start, step.end
         duration = end - start
         index = self.steps
@@ -283,6 +282,7 @@ class StallTracker:
     def typical(self) -> float | None:
         """The median of the latest steps (None before ``MIN_BASELINE`` of them)."""
         typical = self._typical
+        # set only from MIN_BASELINE steps on, and unset where ``_recent`` is cleared
         if typical is not None and self._since < RECOMPUTE:
             return typical
         if len(self._recent) < MIN_BASELINE:
