@@ -165,17 +165,18 @@ def kept_training_steps(steps: StepFacts, whole_run: bool = True) -> list[float]
     ``whole_run`` False, those it kept whatever it kept (a long run's first ones)."""
     if (whole_run and not steps.all_kept) or not steps.durations:
         return None
-    spc = max(1, steps.steps_per_call)
     begin, end = 0.0, math.inf
     if steps.loops:
         begin = steps.loops[0].first_s
         if steps.loops[0].last_s is not None:
             end = steps.loops[0].last_s
-    out = []
-    for i, (start, seconds) in enumerate(zip(steps.starts, steps.durations)):
-        # each kept duration is one call of spc steps; the warm-up is counted in steps
-        if i * spc >= steps.warmup and begin - 1e-9 <= start <= end + 1e-9:
-            out.extend([seconds / spc] * spc) if spc > 1 else out.append(seconds)
+    out: list[float] = []
+    before = 0  # steps of the calls before this one: the warm-up is counted in steps
+    for start, seconds, n in zip(steps.starts, steps.durations, steps.kept_call_steps):
+        # each kept duration is one call of n steps (an epoch's last call may run fewer)
+        if before >= steps.warmup and begin - 1e-9 <= start <= end + 1e-9:
+            out.extend([seconds / n] * n)
+        before += n
     return out
 
 

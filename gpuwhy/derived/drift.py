@@ -203,7 +203,7 @@ def _first_slow_step(
     on neither) is where it began."""
     assert steps.timeline is not None
     width = steps.timeline.width_s
-    starts, spc = steps.starts, max(1, steps.steps_per_call)
+    starts, sizes = steps.starts, steps.kept_call_steps
     # a change near a segment's edge is placed up to min_windows - 1 windows late (each
     # side needs that many): look back two windows
     lo = bisect.bisect_left(starts, at_s - 2 * width)
@@ -217,8 +217,8 @@ def _first_slow_step(
     # neighbour's load makes old-level steps a little slower, and those must not move the
     # change before the steps at the new level
     sides = []
-    for d in steps.durations[lo:hi]:
-        lean = sign * math.log(max(d / spc, 1e-9) / middle)
+    for d, n in zip(steps.durations[lo:hi], sizes[lo:hi]):
+        lean = sign * math.log(max(d / n, 1e-9) / middle)
         sides.append(0 if abs(lean) < half else (1 if lean > 0 else -1))
     wrong = sides.count(-1)  # split before the first: every old step is wrong
     best, best_at = wrong, lo
@@ -230,7 +230,7 @@ def _first_slow_step(
         best_at += 1  # the steps near the middle after the last old one: not yet the new level
     if best_at >= hi:
         return None
-    return round(starts[best_at], 6), best_at * spc
+    return round(starts[best_at], 6), sum(sizes[:best_at])
 
 
 def _steps_before(steps: StepFacts) -> dict[int, int]:

@@ -72,30 +72,32 @@ def epoch_starts(steps: StepFacts, pipeline: PipelineFacts | None = None) -> Epo
     share, median = steps.input_wait_fraction, steps.median_s
     if steps.input_wait_source not in GAP_SOURCES or share is None or not share or not median:
         return None
-    per_call = max(steps.steps_per_call, 1)
     warm = steps.warmup_indices
+    sizes = steps.kept_call_steps  # an epoch's last call may run fewer steps
     epochs = _epochs(steps)
-    excess = []
+    excess, held = [], 0.0
     for first, last in epochs:
         if first in warm or first >= len(steps.durations):
             continue
         # over the epoch's own median step: two fits (a frozen model, then fine-tuning
         # it) step at their own paces
-        others = [steps.durations[i] for i in range(first + 1, min(last, len(steps.durations)))]
-        typical = statistics.median(others) if others else median * per_call
-        excess.append(max(0.0, steps.durations[first] - typical) / per_call)
+        end = min(last, len(steps.durations))
+        others = [steps.durations[i] / sizes[i] for i in range(first + 1, end)]
+        typical = statistics.median(others) if others else median
+        extra = max(0.0, steps.durations[first] - typical * sizes[first])
+        excess.append(extra / sizes[first])
+        held += extra
     if not excess:
         return None
     waited = share * steps.total_s
-    held = sum(excess) * per_call
     if waited <= 0 or held < HOLDS_AT * waited:
         return None
-    sizes = [last - first for first, last in epochs]
+    epoch_sizes = [sum(sizes[first:last]) for first, last in epochs]
     return EpochStarts(
         epochs=len(excess),
         excess_s=statistics.fmean(excess),
         share=min(1.0, held / waited),
-        steps_per_epoch=round(statistics.median(sizes) * per_call) if sizes else 0,
+        steps_per_epoch=round(statistics.median(epoch_sizes)) if epoch_sizes else 0,
     )
 
 

@@ -72,12 +72,12 @@ def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
     calls = [i for i in range(lo, hi) if i not in later]
     if not calls:
         return None
-    spc = max(1, steps.steps_per_call)
-    per_step = sorted(steps.durations[i] / spc for i in calls)
+    sizes = steps.kept_call_steps
+    per_step = sorted(steps.durations[i] / sizes[i] for i in calls)
     waits = [steps.input_waits[i] if i < len(steps.input_waits) else None for i in calls]
     return StepSpan(
         start_s=begin,
-        steps=len(calls) * spc,
+        steps=sum(sizes[i] for i in calls),
         p50_s=round(statistics.median(per_step), 6),
         p90_s=round(per_step[min(len(per_step) - 1, int(0.9 * len(per_step)))], 6),
         max_s=round(per_step[-1], 6),

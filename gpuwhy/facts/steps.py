@@ -91,6 +91,10 @@ class StepFacts:
     starts: tuple[float, ...] = ()  # per step, for the run's first MAX_STEPS steps
     durations: tuple[float, ...] = ()
     input_waits: tuple[float | None, ...] = ()
+    # per kept call, the steps it ran, where some differ from ``steps_per_call`` (an
+    # epoch's last Keras call runs fewer; a custom loop's steps beside a fit of N a
+    # call run one): empty where every kept call ran ``steps_per_call``
+    call_steps: tuple[int, ...] = ()
     phases: tuple[
         tuple[str, float, float], ...
     ] = ()  # (name, start, end): fit, evaluate, epochs...
@@ -115,6 +119,15 @@ class StepFacts:
         per_call = max(self.steps_per_call, 1)
         leading = max(0, -(-self.warmup // per_call) - len(self.later_warmup))
         return frozenset(self.later_warmup) | frozenset(range(leading))
+
+    @property
+    def kept_call_steps(self) -> tuple[int, ...]:
+        """The steps each call in ``starts`` ran, one per start: what divides a kept
+        duration into steps (an epoch's short last call divided by ``steps_per_call``
+        would read as that many fast steps)."""
+        if len(self.call_steps) == len(self.starts):
+            return self.call_steps
+        return (max(1, self.steps_per_call),) * len(self.starts)
 
     @property
     def input_wait_resolved(self) -> bool:

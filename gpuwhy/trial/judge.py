@@ -145,21 +145,26 @@ def loop_per_step(facts: Facts) -> float | None:
     last, count = steps.loops[0].last_s, steps.loops[0].count
     # a Keras call of N steps (steps_per_execution) is one start; counts are in steps
     per_call = max(1, steps.steps_per_call)
-    first = steps.warmup // per_call  # the first call after warm-up
+    sizes = steps.kept_call_steps  # an epoch's last call may run fewer than N
+    first, before = 0, 0  # the first call after warm-up, the steps before it
+    while first < len(sizes) and before < steps.warmup:
+        before += sizes[first]
+        first += 1
     if last is None or len(steps.starts) <= first:
         return None
-    # calls from that one's start to the last one's start (an epoch's last call may run
-    # fewer steps than it reports: every start kept counts them, not the steps)
-    calls = (len(steps.starts) if steps.all_kept else count / per_call) - 1 - first
     end = last
-    if steps.all_kept and len(steps.durations) == len(steps.starts):
+    if not steps.all_kept:  # from that call's start to the last one's start
+        ran = count - before - per_call
+    elif len(steps.durations) == len(steps.starts):
         # to the last call's end: a fix of one call an epoch (steps_per_execution) would
         # otherwise be measured without its last epoch, the original without one step
-        end, calls = steps.starts[-1] + steps.durations[-1], calls + 1
-    if calls * per_call < MIN_LOOP_STEPS:
+        end, ran = steps.starts[-1] + steps.durations[-1], sum(sizes[first:])
+    else:
+        ran = sum(sizes[first:-1])
+    if ran < MIN_LOOP_STEPS:
         return None
     span = end - steps.starts[first]
-    return span / (calls * per_call) if span > 0 else None
+    return span / ran if span > 0 else None
 
 
 def loop_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | None:

@@ -147,6 +147,44 @@ def test_the_steps_of_a_call_after_warm_up_are_counted_in_steps_not_calls():
     assert units.step_count == 78 * 32
 
 
+def epochs_of(sizes: list[int], step_s: float, per_call: int) -> Facts:
+    """A fit whose epochs run calls of ``sizes`` steps each (steps_per_execution
+    ``per_call``: an epoch's last call runs fewer), ``step_s`` a step, the first call
+    tracing for a second; every call kept, as the collector writes it."""
+    starts, durations, t = [], [], 5.0
+    for i, n in enumerate(sizes):
+        seconds = n * step_s + (1.0 if i == 0 else 0.0)
+        starts.append(t)
+        durations.append(seconds)
+        t += seconds
+    count = sum(sizes)
+    steps = StepFacts(
+        source="keras-fit", marker="keras-fit", count=count, warmup=sizes[0],
+        median_s=step_s, total_s=sum(durations[1:]), steps_per_call=per_call,
+        starts=tuple(starts), durations=tuple(durations),
+        call_steps=tuple(sizes) if any(n != per_call for n in sizes) else (),
+        all_kept=True, timeline=StepTimeline(width_s=1.0),
+        loops=(StepLoop("keras-fit", "train.py:9", count, starts[0], starts[-1], step_s),),
+    )  # fmt: skip
+    return Facts(steps=steps)
+
+
+def test_an_epoch_s_short_last_call_is_its_own_steps_not_a_whole_call_s():
+    """A VAE's fit: 2 epochs of 55 steps at 42 ms, steps_per_execution=32 runs each as a
+    call of 32 and one of 23. Divided as 32 steps, the short calls read 78 kept steps as
+    96 and the fix 1.22x faster where it was the same (keras-io's vae.py, here)."""
+    original = [epochs_of([1] * 110, 0.042, 1) for _ in range(3)]
+    fixed = [epochs_of([32, 23, 32, 23], 0.042, 32) for _ in range(3)]
+    aligned = same_warmup([*original, *fixed])
+    units = run_units(aligned[3])
+    assert units.step_count == 78
+    change = step_change(aligned[:3], aligned[3:])
+    assert change is not None and abs(change.estimate - 1) < 1e-6
+    assert change.called == "same"
+    (b, a) = (loop_per_step(aligned[0]), loop_per_step(aligned[3]))
+    assert b is not None and a is not None and abs(a / b - 1) < 1e-6
+
+
 def variant(seconds: float, ended: str = "completed"):
     from gpuwhy.facts import ProgramFacts
     from gpuwhy.record import Record

@@ -84,11 +84,12 @@ def _steps_timed_by_the_gaps(steps: StepFacts, tfdata: TfDataFacts) -> list[floa
     if not known or len(known) < len(since) or not steps.all_kept or not steps.durations:
         return None
     first = min(known)
-    per_call = max(steps.steps_per_call, 1)
     warm = steps.warmup_indices
     compared = [
-        duration / per_call
-        for i, (start, duration) in enumerate(zip(steps.starts, steps.durations))
+        duration / n
+        for i, (start, duration, n) in enumerate(
+            zip(steps.starts, steps.durations, steps.kept_call_steps)
+        )
         if i not in warm and start >= first
     ]
     return compared if len(compared) >= 2 else None
@@ -104,7 +105,8 @@ def _share_error(
     of steps or gaps)."""
     per_call = max(steps.steps_per_call, 1)
     warm = steps.warmup_indices
-    kept = compared or [d / per_call for i, d in enumerate(steps.durations) if i not in warm]
+    sizes = steps.kept_call_steps
+    kept = compared or [d / sizes[i] for i, d in enumerate(steps.durations) if i not in warm]
     counted = len(kept) if compared else max(len(kept), (steps.count - steps.warmup) // per_call)
     if len(kept) < 2 or counted < 2:
         return None

@@ -995,6 +995,7 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
     leading = next((i for i, s in enumerate(kept) if not s.warm), len(kept))
     later = tuple(i for i, s in enumerate(kept) if s.warm and i >= leading)[:MAX_LATER_WARMUP]
     first = min((s.start for s in head + extra), default=t0)
+    sizes = tuple(s.steps for s in kept)
     return StepFacts(
         source=loops[0].source,
         marker=_markers(loops),
@@ -1015,6 +1016,7 @@ def _summarise(loops: list[_Loop], phases, spe: int, t0: float, t_end: float) ->
         starts=tuple(round(s.start - t0, 6) for s in kept),
         durations=tuple(round(s.end - s.start, 6) for s in kept),
         input_waits=tuple(None if s.wait is None else round(s.wait, 6) for s in kept),
+        call_steps=sizes if any(n != max(1, spe) for n in sizes) else (),
         phases=tuple((name, round(a - t0, 6), round(b - t0, 6)) for name, a, b in phases),
         loops=tuple(loop.facts(t0) for loop in loops),
         last_steps=_last_steps(tails, t0),
