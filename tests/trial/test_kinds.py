@@ -1154,6 +1154,48 @@ def test_a_model_built_right_after_the_imports_gets_the_policy_line_and_its_floa
     )
 
 
+VAE_LIKE = """import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+import matplotlib
+matplotlib.use("Agg")
+
+
+class Sampling(keras.layers.Layer):
+    def call(self, inputs):
+        return inputs
+
+
+encoder = keras.Sequential([keras.layers.Dense(2)])
+encoder.fit(np.zeros((8, 2)), np.zeros((8, 2)))
+
+import matplotlib.pyplot as plt
+"""
+
+
+def test_the_policy_goes_above_the_first_code_that_runs_not_after_the_last_import(tmp_path):
+    """keras-io's VAE imports matplotlib.pyplot after its fit: the policy after the file's
+    last import would be set once the model had trained (a trial of a line that changed
+    nothing, called fair). It goes after the imports above the first call."""
+    path = tmp_path / "vae.py"
+    path.write_text(VAE_LIKE)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    (policy,), _ = plan([finding("tensorcore.unused")], Facts(), files)
+    lines = edited(str(path), policy).splitlines()
+    at = lines.index('keras.mixed_precision.set_global_policy("mixed_bfloat16")')
+    assert lines[at - 1] == "import matplotlib" and lines[at + 1] == 'matplotlib.use("Agg")'
+    assert policy.location == f"{path}:5"
+    # Keras imported below a first call: the policy still follows the import it needs
+    late = tmp_path / "late.py"
+    late.write_text(
+        "import tensorflow as tf\ntf.random.set_seed(1)\nimport keras\nm = keras.Sequential()\n"
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(late))
+    (policy,), _ = plan([finding("tensorcore.unused")], Facts(), files)
+    assert edited(str(late), policy).splitlines()[3].startswith("keras.mixed_precision")
+
+
 def test_fixes_of_the_same_words_are_told_apart_by_the_place_they_change():
     from gpuwhy.trial.candidate import FixCandidate
     from gpuwhy.trial.kinds import _told_apart

@@ -1,6 +1,7 @@
 """tensorcore.unused: Keras' mixed precision policy, set before the model is built.
 
-``keras.mixed_precision.set_global_policy(...)`` right after the script's imports, and
+``keras.mixed_precision.set_global_policy(...)`` after the script's imports above its
+first statement that runs code (the model is built after it), and
 each model's output layer kept float32 (``dtype='float32'``, as the finding's fix writes
 it: the loss reads a float32 output):
 ``mixed_bfloat16`` (no loss scaling: nothing to add to a custom loop, and no skipped
@@ -54,7 +55,7 @@ def candidates(
     fit = facts.steps is not None and any(loop.source == "keras-fit" for loop in facts.steps.loops)
     policy = "mixed_float16" if fit and _before_bfloat16(facts) else "mixed_bfloat16"
     keras, imports = _keras_name(tree, files.script)
-    line = max(_after_imports(tree), top_line(tree, source))
+    line = max(_policy_line(tree, keras.split(".")[0]), top_line(tree, source))
     setter = Edit(
         files.script, line, 0, line, 0, f'{keras}.mixed_precision.set_global_policy("{policy}")\n'
     )
@@ -121,13 +122,27 @@ def _keras_name(tree: ast.Module, path: str) -> tuple[str, list[Edit]]:
     return f"{tf}.keras", imports
 
 
-def _after_imports(tree: ast.Module) -> int:
-    """The line after the module's last top-level import (1 where it has none)."""
-    last = 0
+def _policy_line(tree: ast.Module, name: str) -> int:
+    """Where the policy goes: after the last top-level import above the module's first
+    statement that runs code (one with a call: a layer built, ``fit``, ``main()``), and
+    after the import that binds ``name`` (Keras' or TensorFlow's). After the file's last
+    import it could come once the model had trained (``import matplotlib.pyplot`` below
+    a VAE's ``fit``): a trial of a line that changed nothing. 1 where it imports nothing."""
+    last = binding = 0
+    running = False
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
-            last = node.end_lineno or node.lineno
-    return last + 1
+            end = node.end_lineno or node.lineno
+            if not running:
+                last = end
+            bound = {(a.asname or a.name).split(".")[0] for a in node.names}
+            if name in bound and not binding:
+                binding = end
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        running = running or any(isinstance(n, ast.Call) for n in ast.walk(node))
+    return max(last, binding) + 1
 
 
 def _float32_outputs(path: str, lines: list[str]) -> list[Edit]:
