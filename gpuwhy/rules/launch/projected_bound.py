@@ -11,6 +11,7 @@ from gpuwhy.finding import Finding
 from gpuwhy.fixes import traced_step
 from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
+from gpuwhy.source_calls import written_call
 
 
 class ProjectedLaunchBound(Rule):
@@ -121,7 +122,7 @@ class ProjectedLaunchBound(Rule):
             fix += [
                 "# XLA fuses the small ops into far fewer kernels:",
                 f"@tf.function(jit_compile=True)   # on {projection.function}; Keras: "
-                "model.compile(..., jit_compile=True)",
+                f"{_fitted_name(projection.function)}.compile(..., jit_compile=True)",
             ]
         if projection.jit_compile and not projection.cudnn_rnn:
             fix.append(
@@ -189,7 +190,8 @@ class ProjectedLaunchBound(Rule):
         fit = facts.steps is not None and facts.steps.source == "keras-fit"
         fix = (
             [
-                "model.compile(..., steps_per_execution=32)   # 32 batches per call: the host's",
+                f"{_fitted_name(projection.function)}.compile(..., steps_per_execution=32)"
+                "   # 32 batches per call: the host's",
                 "# cost of a call (fit's loop, callbacks, the call's set-up) paid once for 32",
             ]
             if fit
@@ -289,6 +291,17 @@ def _location(function: str) -> str | None:
     """file:line of ``name (file:line)``, the projected function's label."""
     found = re.search(r"\(([^()]+:\d+)\)$", function)
     return found.group(1) if found else None
+
+
+def _fitted_name(function: str) -> str:
+    """The name the program calls ``fit`` on where the projected function was made
+    (``vae`` of ``vae.fit(x, epochs=2)``): the compile line to paste is that model's.
+    ``model`` where the line cannot be read or holds no such call."""
+    site = _location(function)
+    path, _, line = site.rpartition(":") if site else ("", "", "")
+    call = written_call(path, int(line), "fit") if path and line.isdigit() else None
+    owner = call.split(".fit(", 1)[0] if call and ".fit(" in call else ""
+    return owner if owner and all(part.isidentifier() for part in owner.split(".")) else "model"
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -181,3 +181,21 @@ def test_a_function_that_loops_over_a_dataset_gets_xla_on_the_step_it_runs():
     plain = replace(facts, placement=replace(placement, groups=placement.groups[1:]))
     (f,) = ProjectedLaunchBound().check(plain, dict(ProjectedLaunchBound.options))
     assert f"@tf.function(jit_compile=True)   # on {epoch}" in f.fix
+
+
+def test_the_compile_line_names_the_model_the_program_fits(tmp_path):
+    """keras-io's VAE fits ``vae``: the line to paste is ``vae.compile(...)``, not a
+    ``model`` the program does not have."""
+    script = tmp_path / "vae.py"
+    script.write_text(
+        "vae = VAE(encoder, decoder)\nvae.fit(mnist_digits, epochs=2, batch_size=128)\n"
+    )
+    host = replace(
+        SMALL, step_s=0.0023, launch_bound_s=0.0001, device_s=0.0007, host_s=0.0023,
+        call_overhead_s=0.0016, function=f"multi_step_on_iterator ({script}:2)",
+    )  # fmt: skip
+    fit = StepFacts(source="keras-fit", marker=f"Model.fit at {script}:2", count=110)
+    (keras,) = ProjectedLaunchBound().check(
+        Facts(projection=host, steps=fit), dict(ProjectedLaunchBound.options)
+    )
+    assert keras.fix.startswith("vae.compile(..., steps_per_execution=32)")
