@@ -28,7 +28,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import Finding
-from gpuwhy.fixes.trial_text import NOT_FOUND, WHOLE_PROGRAM
+from gpuwhy.fixes.trial_text import NOT_FOUND, PROGRAM_NOTES
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.distribute.straggler import Straggler
 from gpuwhy.rules.input.bound import InputBound
@@ -374,7 +374,7 @@ def _trial_verdict(tried: tuple[FixTried, ...], trial: FixTrialFacts, facts: Fac
         return f"No fix held: {len(tried)} tried, none both ran the same and was faster{tail}."
     best = trial.combined if trial.combined is not None and trial.combined.in_patch else patched[0]
     if best.speedup is not None and not best.projected:
-        measure = "the program" if best.speed_note == WHOLE_PROGRAM else "step"
+        measure = "the program" if best.speed_note in PROGRAM_NOTES else "step"
         gain = (
             f"{measure} {best.speedup:.2f}x faster "
             f"({best.speedup_low:.2f}x-{best.speedup_high:.2f}x)"

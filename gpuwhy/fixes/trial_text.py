@@ -16,6 +16,11 @@ WHOLE_PROGRAM = (
     "the whole program's run time: no training step was found to time (a loop gpuwhy "
     "cannot mark), and every run ended on its own within the bound"
 )
+CALLS_OUTSIDE = (
+    "the whole program's run time: the calls it changes run outside the training steps, "
+    "and every run ended on its own within the bound"
+)
+PROGRAM_NOTES = (WHOLE_PROGRAM, CALLS_OUTSIDE)  # a change measured on the whole program
 
 
 def trial_heading(trial: FixTrialFacts, tried: int | None = None) -> str:
@@ -52,7 +57,7 @@ def fix_row(t: FixTried, planned: int | None = None) -> list[str]:
             )
     else:
         lines.append(f"    same results: not checked: {t.compared}")
-    measure = "program" if t.speed_note == WHOLE_PROGRAM else "step"
+    measure = "program" if t.speed_note in PROGRAM_NOTES else "step"
     lines.append(f"    {measure}: {speed_text(t)}")
     if t.speed_note:
         lines.append(f"    ({t.speed_note})")

@@ -31,6 +31,9 @@ class FixCandidate:
     # runs between them (a Keras call around each batch), or it makes other steps
     # (fit's batches become train_on_batch's calls)
     by_loop_time: bool = False
+    # judged by the program's own run time: what it changes runs outside the training
+    # loop (a VAE's one-batch predict() calls over a grid after fit)
+    by_program_time: bool = False
     # only what the program prints is compared: the fix changes what marks the other
     # sources. A predict() made predict_on_batch() takes away the dataset reads at whose
     # 2nd, 6th and 21st the variables are read (they then fall at other points of the

@@ -31,7 +31,7 @@ from gpuwhy.comparison.work import (
     work_between,
 )
 from gpuwhy.facts import Facts, FixTried, StepLoop
-from gpuwhy.fixes.trial_text import WHOLE_PROGRAM
+from gpuwhy.fixes.trial_text import CALLS_OUTSIDE, WHOLE_PROGRAM
 from gpuwhy.trial.candidate import FixCandidate
 from gpuwhy.trial.same_results import (
     RTOL,
@@ -98,7 +98,11 @@ def judge(
             if later.same is False:
                 same = later
                 break
-    speed = _speed(good, runs, candidate.by_loop_time)
+    speed = (
+        _speed_fields(program_change(good, runs), CALLS_OUTSIDE)
+        if candidate.by_program_time
+        else _speed(good, runs, candidate.by_loop_time)
+    )
     projection = _projected(good, runs) if base.projected else {}
     if base.projected:  # on a GPU machine: measured like any fix
         low = projection.get("projected_speedup_low") or 0.0

@@ -1246,3 +1246,19 @@ def test_a_keras_call_each_step_is_made_its_one_batch_form_at_the_finding_s_line
     files = SourceFiles(root=str(tmp_path), script=str(path))
     found, refused = plan([finding("steps.keras-call-per-step", f"{path}:5")], Facts(), files)
     assert found == [] and "a fit of several epochs" in refused[0].why
+
+
+def test_one_batch_calls_outside_the_loop_are_judged_by_the_program_s_run_time(tmp_path):
+    """A VAE's decoder.predict(z) per grid point after fit: the training loop is the
+    same with or without the fix; the run is what the calls cost."""
+    path = tmp_path / "vae.py"
+    path.write_text("for z in grid:\n    x = vae.decoder.predict(z)\n")
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    apart = Finding(
+        "steps.keras-call-per-step", "high", "t", location=f"{path}:2",
+        evidence={"one_batch_each": True},
+    )  # fmt: skip
+    (c,), _ = plan([apart], Facts(), files)
+    assert c.by_program_time and "x = vae.decoder.predict_on_batch(z)" in edited(str(path), c)
+    (in_loop,), _ = plan([finding("steps.keras-call-per-step", f"{path}:2")], Facts(), files)
+    assert not in_loop.by_program_time

@@ -332,3 +332,18 @@ def test_a_fix_whose_runs_reach_other_loops_is_judged_on_its_own_loop():
     two = loops(("a.py:1", 10, 1.0, 0.01), ("a.py:9", 90, 5.0, 0.01))
     one = loops(("a.py:1", 10, 1.0, 0.01))
     assert main_loop_change([two, two], [one, one]) is None
+
+
+def test_a_fix_outside_the_training_loop_is_measured_on_the_program_s_run_time():
+    """One-batch predict() calls after fit made predict_on_batch(): judged by each run's
+    own time, 15 s against 11 s, whatever its steps say."""
+    from gpuwhy.trial.candidate import FixCandidate
+    from gpuwhy.trial.judge import judge
+
+    candidate = FixCandidate("steps.keras-call-per-step", "f", (), by_program_time=True)
+    before = [variant(15.2), variant(14.9), variant(15.1)]
+    after = [variant(11.0), variant(11.2), variant(10.9)]
+    tried = judge(candidate, before, after, device_here=False)
+    assert tried.called == "faster" and tried.speed_note is not None
+    assert "the calls it changes run outside the training steps" in tried.speed_note
+    assert 1.3 < (tried.speedup or 0) < 1.45

@@ -122,6 +122,50 @@ def _activity(facts: Facts, kind: str) -> Activity | None:
     return None
 
 
+# a Keras predict()/evaluate() call given one batch reads one element of its dataset;
+# iterators that read a little more on average still hold a few calls of several
+ONE_BATCH_READS = 1.1
+_CONSUMERS = {"Model.predict": "keras-predict", "Model.evaluate": "keras-evaluate"}
+
+
+@dataclass(frozen=True)
+class OneBatchCalls:
+    """The program's own predict()/evaluate() calls at one line, each on one batch (the
+    dataset TF built for each call read one element), many of them, wherever they ran:
+    a VAE's ``decoder.predict(z)`` per point of a grid after ``fit``."""
+
+    activity: Activity  # every call of that kind: its count and its time
+    calls: int  # those at the line, one batch each (the datasets' iterators)
+    share: float  # of the program's run: the calls' time
+
+    @property
+    def per_call(self) -> float:
+        return self.activity.seconds / self.activity.count
+
+
+def one_batch_calls(facts: Facts, options: dict[str, Any]) -> OneBatchCalls | None:
+    """The program's predict()/evaluate() calls on one batch each at their busiest line,
+    where they are at least ``min_calls`` and cost ``min_share`` of the run (None
+    otherwise): a loop that calls them outside the training steps, which the per-step
+    reading never sees."""
+    activity = _activity(facts, "evaluate")
+    program, tfdata = facts.program, facts.tfdata
+    if activity is None or activity.location is None or not activity.count:
+        return None
+    if program is None or program.seconds <= 0 or tfdata is None:
+        return None
+    consumer = _CONSUMERS.get(activity.detail or "")
+    read = [
+        p for p in tfdata.pipelines if p.location == activity.location and p.consumer == consumer
+    ]
+    calls = sum(p.iterators for p in read)
+    elements = sum(p.elements for p in read)
+    if calls < options["min_calls"] or elements > calls * ONE_BATCH_READS:
+        return None
+    share = min(1.0, activity.seconds / program.seconds)
+    return OneBatchCalls(activity, calls, share) if share >= options["min_share"] else None
+
+
 def _segment(text: str, node: ast.AST) -> str | None:
     return ast.get_source_segment(text, node)
 
@@ -237,6 +281,11 @@ class KerasCallPerStep(Rule):
     picks each action with `model.predict(state)`, a callback that predicts at each
     batch's end.
 
+    The same calls outside the training steps are found too: at least `min_calls`
+    of them at one line, each on one batch (the dataset Keras builds for each call
+    read one element), costing `min_share` of the whole run: a VAE that decodes a grid
+    of latent points with `decoder.predict(z)` after its `fit`.
+
     ## Why is this slow?
     `predict()`, `evaluate()` and `fit()` are loops over a dataset: each call wraps its
     arrays in a new `tf.data` pipeline and iterator, builds callbacks (a progress bar,
@@ -272,14 +321,16 @@ class KerasCallPerStep(Rule):
     - `min_calls_per_step`: predict/evaluate calls per training step (0.5).
     - `min_share`: share of the loop's time the calls cost (0.10).
     - `min_steps`: training steps after warm-up in the windows read (20).
+    - `min_calls`: one-batch calls at one line, outside the loop's steps (20); their
+      `min_share` is of the whole run.
     """
 
     id = "steps.keras-call-per-step"
     severity = "medium"
     status = "preview"
     since = "0.5.0"
-    needs = ("steps", "stalls", "timeline")
-    options = {"min_calls_per_step": 0.5, "min_share": 0.10, "min_steps": 20}
+    needs = ("stalls",)  # the steps and their timeline where the calls are in a loop
+    options = {"min_calls_per_step": 0.5, "min_share": 0.10, "min_steps": 20, "min_calls": 20}
     measured_thresholds = {"min_share": "floor"}
     question = "Why is model.predict / model.fit slow in my loop?"
 
@@ -289,7 +340,46 @@ class KerasCallPerStep(Rule):
             found = judged(facts, kind, options)
             if found is not None:
                 out.append(self._finding(found, _activity(facts, kind), kind))
+            elif kind == "evaluate":
+                calls = one_batch_calls(facts, options)
+                if calls is not None:
+                    out.append(self._calls_finding(calls))
         return out
+
+    def _calls_finding(self, found: OneBatchCalls) -> Finding:
+        activity = found.activity
+        kind = "predict" if activity.detail == "Model.predict" else "evaluate"
+        all_of = (
+            f"its {activity.count} {kind}() calls took"
+            if activity.count != found.calls
+            else "they took"
+        )
+        title = (
+            f"The program calls {_called(activity, 'evaluate')} {found.calls} times on one "
+            f"batch each: {duration(found.per_call)} a call; {all_of} "
+            f"{activity.seconds:.1f} s, {found.share:.0%} of the run"
+        )
+        evidence = {
+            "calls": found.calls,
+            "calls_of_the_kind": activity.count,
+            "seconds": round(activity.seconds, 6),
+            "seconds_per_call": round(found.per_call, 6),
+            "share_of_run": round(found.share, 4),
+            "one_batch_each": True,
+            "call": activity.code,
+        }
+        return self.finding(
+            title,
+            severity="high" if found.share >= 0.25 else "medium",
+            evidence=evidence,
+            fix=fix_text(activity, "evaluate"),
+            estimated_gain=(
+                f"up to {found.share:.0%} of the run (most of each call is the loop "
+                "around one batch; the batch's own work stays)"
+            ),
+            location=activity.location,
+            gain_value=found.share,
+        )
 
     def _finding(self, found: CallsInSteps, activity: Activity | None, kind: str) -> Finding:
         per_call = found.call_s / found.calls

@@ -15,7 +15,8 @@ reads are read elsewhere once predict's own reads are gone (a DCGAN's fix was re
 "changed the results" for a batch-norm beta read at different points of the two runs,
 its printed losses the same), and train_on_batch writes no Keras logs. It is judged by
 the training loop's wall time per step: the steps alone leave out the calls between
-them, and fit's batches become train_on_batch's calls.
+them, and fit's batches become train_on_batch's calls. Calls found outside the training
+steps (one batch each, many at one line) are judged by the program's own run time.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def candidates(
                     (edit,),
                     location=f"{path}:{span.line}",
                     by_loop_time=True,
+                    # calls outside the training steps: the whole run is what they cost
+                    by_program_time=finding.evidence.get("one_batch_each") is True,
                     printed_only=True,
                 )
             ], []

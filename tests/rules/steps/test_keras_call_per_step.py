@@ -236,3 +236,58 @@ def test_windows_of_a_couple_of_slow_steps_each_are_read_too():
     (finding,) = check(facts(calls_per_window=2, call_s=0.2, windows=12, step=0.46, per_window=2))
     assert finding.evidence["steps"] == 24 and finding.evidence["calls_per_step"] == 1.0
     assert "43% of a 460.0 ms step" in finding.title
+
+
+def grid_facts(calls=64, elements=64, seconds=4.5, run_s=15.0, kind_calls=65, steps=True):
+    """keras-io's VAE: fit, then ``vae.decoder.predict(z_sample)`` for each point of an
+    8x8 grid (64 calls, one batch each: each call's dataset read one element), and one
+    predict over the whole data (188 batches) at another line."""
+    from gpuwhy.facts import PipelineFacts, ProgramFacts, TfDataFacts
+
+    grid = PipelineFacts(
+        id=2, location="vae.py:128", consumer="keras-predict", iterators=calls, elements=elements
+    )
+    whole = PipelineFacts(
+        id=3, location="vae.py:154", consumer="keras-predict", iterators=1, elements=188
+    )
+    activity = Activity(
+        kind="evaluate",
+        count=kind_calls,
+        seconds=seconds,
+        max_s=0.7,
+        location="vae.py:128",
+        detail="Model.predict",
+        code="x_decoded = vae.decoder.predict(z_sample)",
+    )
+    fit = facts(calls_per_window=0) if steps else Facts()
+    return replace(
+        fit,
+        stalls=StallFacts(activities=(activity,)),
+        tfdata=TfDataFacts(pipelines=(grid, whole)),
+        program=ProgramFacts(command=("vae.py",), ended="completed", seconds=run_s),
+    )
+
+
+def test_one_batch_predicts_after_training_are_named_with_their_one_batch_form():
+    (found,) = KerasCallPerStep().check(grid_facts(), dict(KerasCallPerStep.options))
+    assert found.severity == "high" and found.location == "vae.py:128"
+    assert found.title.startswith(
+        "The program calls vae.decoder.predict() 64 times on one batch each: "
+    )
+    assert "its 65 predict() calls took 4.5 s, 30% of the run" in found.title
+    assert "x_decoded = vae.decoder.predict_on_batch(z_sample)" in (found.fix or "")
+    # an inference script with no training loop at all: the same calls, the same finding
+    (alone,) = KerasCallPerStep().check(grid_facts(steps=False), dict(KerasCallPerStep.options))
+    assert alone.location == "vae.py:128"
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"elements": 640},  # each call predicts 10 batches: its own loop does work
+        {"calls": 12, "elements": 12, "kind_calls": 12},  # a dozen calls
+        {"seconds": 0.9},  # 6 % of the run
+    ],
+)
+def test_predicts_of_several_batches_few_calls_or_little_time_are_not_one_batch_calls(changed):
+    assert KerasCallPerStep().check(grid_facts(**changed), dict(KerasCallPerStep.options)) == []
