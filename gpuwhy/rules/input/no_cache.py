@@ -225,7 +225,8 @@ class NoCache(Rule):
             f"output (~{_size(size)}) fits in memory",
             severity=self.severity if waits else "low",
             evidence=evidence,
-            location=culprit_location(culprit),
+            # the line the cache goes after (the last stage cached), where written
+            location=(after.location if helper is None else None) or culprit_location(culprit),
             fix=(
                 _fix(after, stop, size)
                 if helper is None

@@ -134,7 +134,9 @@ class SequentialMap(Rule):
                     + waits_for_input(facts, pipeline, wait),
                     severity="low" if beside else self.severity,
                     evidence=evidence,
-                    location=culprit_location(stage),
+                    # the .map() call the fix gives its threads, not its function's
+                    # def (one function may run in several pipelines' maps)
+                    location=stage.location or culprit_location(stage),
                     fix="\n".join(fix),
                     estimated_gain=(
                         f"none on the training steps: the pipeline is read beside them "

@@ -30,11 +30,12 @@ def test_the_example_pipeline_gets_each_of_its_problems_once():
         "input.no-cache",
         "compression.cpu-codec",
     }
-    # the same stage, the same wait, the same place
-    assert found["input.bound"].location == found["input.sequential-map"].location == "train.py:47"
-    assert (
-        found["input.no-cache"].location == found["compression.cpu-codec"].location == "train.py:41"
-    )
+    # the same stage, the same wait; the stage's code where the fix is in it, the line
+    # the fix changes where that is a call of the pipeline's (its .map(), its cache)
+    assert found["input.bound"].location == "train.py:47"  # augment's def
+    assert found["input.sequential-map"].location == "train.py:62"  # its .map()
+    assert found["compression.cpu-codec"].location == "train.py:41"  # parse's def
+    assert found["input.no-cache"].location == "train.py:61"  # the map the cache follows
     assert {f.evidence.get("input_wait_fraction") for f in found.values()} == {0.4}
     # no stage gain is larger than the whole wait
     assert all(f.gain_value <= found["input.bound"].gain_value for f in found.values())

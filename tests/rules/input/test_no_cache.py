@@ -23,7 +23,7 @@ def test_decode_before_a_random_augmentation_is_cacheable():
         "the same work every pass (28% of the pipeline's time, 3.0 passes read); "
         "their output (~150 MiB) fits in memory"
     )
-    assert f.location == "train.py:41"  # parse: the expensive one
+    assert f.location == "train.py:61"  # parse's .map(): the cache goes after it
     assert f.evidence["stops_at"] == "Map(augment at train.py:47)"
     assert f.evidence["cache_after"] == "ParallelMapV2(parse at train.py:41)"
     assert f.evidence["estimated_cache_mib"] == 150.0  # 100 batches x 32 x 64x64x3 float32
