@@ -447,7 +447,9 @@ def _verdict(
     if varying is None:
         o2 = collect(result.original, len(o1.values) if not o1.complete else None)
         if compare(o1.values, o2.values, keep_order=True) is None:
-            return f"the rewritten pipeline gives other elements than the original ({diff})"
+            return f"the rewritten pipeline gives other elements than the original ({diff})" + (
+                _order_hint(result.original, o1, r1) if keep_order else ""
+            )
     # The original differs from pass to pass: check where its randomness starts.
     below, random_reason = varying or (len(chain), "something gpuwhy cannot see")
     changed = [
@@ -490,8 +492,31 @@ def _verdict(
         return (
             f"the original's elements differ from pass to pass even after {label}, which "
             "gpuwhy judged reproducible: nothing was changed"
-        )
-    return f"after {label} the rewritten pipeline gives other elements ({p_diff})"
+        ) + (_order_hint(result.original, p_o, p_o2) if keep_order else "")
+    return f"after {label} the rewritten pipeline gives other elements ({p_diff})" + (
+        _order_hint(result.original, p_o, p_r) if keep_order else ""
+    )
+
+
+def _order_hint(original: Any, a: Digests, b: Digests) -> str:
+    """How to let the order change, where that is what differs: the program asked for
+    no fixed order (``deterministic=False`` in its options: a parallel map then hands
+    its elements out as they finish), or two complete passes hold the same elements in
+    another order. Empty otherwise."""
+    try:
+        unordered = original.options().deterministic is False
+    except Exception:  # noqa: BLE001 - a dataset whose options cannot be read: no hint
+        unordered = False
+    reordered = a.complete and b.complete and compare(a.values, b.values, keep_order=False) is None
+    if not (unordered or reordered):
+        return ""
+    why = (
+        "the program sets deterministic=False in the dataset's options, so its order "
+        "changes from pass to pass"
+        if unordered
+        else "the same elements, in another order"
+    )
+    return f"; {why}: --any-order compares the elements as a multiset"
 
 
 def _ideal(original: Any, per_pass: int | None, count: int, budget: int):

@@ -496,3 +496,27 @@ def test_an_endless_generator_of_unknown_size_is_timed_on_its_first_part(monkeyp
     result = optimize(ds, repeats=2)
     assert any("never ends (its size is unknown)" in note for note in result.notes), result.notes
     assert result.before is not None and result.before.elements_per_pass >= 20
+
+
+def test_a_refusal_on_the_order_alone_points_at_any_order():
+    """keras-io's TFRecord recipe sets experimental_deterministic=False: its parallel
+    map hands out elements as they finish, two passes differ in order, and the rewrite
+    was refused without a word on --any-order. A pipeline with a fixed order whose
+    elements merely moved is told the same; one with other elements is not."""
+    from gpuwhy.optimize.input_pipeline import _order_hint
+    from gpuwhy.optimize.measure import Digests
+
+    options = tf.data.Options()
+    options.experimental_deterministic = False
+    unordered = tf.data.Dataset.range(8).with_options(options)
+    a = Digests([b"1", b"2", b"3"], complete=True)
+    moved = Digests([b"2", b"1", b"3"], complete=True)
+    other = Digests([b"1", b"2", b"4"], complete=True)
+    assert "deterministic=False" in _order_hint(unordered, a, other)
+    assert _order_hint(unordered, a, other).endswith(
+        ": --any-order compares the elements as a multiset"
+    )
+    ordered = tf.data.Dataset.range(8)
+    assert "the same elements, in another order" in _order_hint(ordered, a, moved)
+    assert _order_hint(ordered, a, other) == ""
+    assert _order_hint(ordered, a, Digests([b"2", b"1", b"3"], complete=False)) == ""
