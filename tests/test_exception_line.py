@@ -85,3 +85,20 @@ IN_USER_CODE = """in user code:
 )
 def test_the_cause_is_the_line_reported(error, line):
     assert exception_line(error) == line
+
+
+def test_the_program_s_own_line_nearest_the_raise_follows_and_colours_are_dropped(tmp_path):
+    """keras-io's VAE under mixed precision: Keras raises from its own frames, coloured,
+    for a Sampling layer's call in the program's file. The report names that line."""
+    script = tmp_path / "vae.py"
+    script.write_text(
+        "def call(z):\n"
+        "    raise TypeError(\"\\x1b[1mInput 'y' of 'Mul' Op has type float32\\x1b[0m\")\n"
+        "call(1)\n"
+    )
+    try:
+        exec(compile(script.read_text(), str(script), "exec"), {})
+    except TypeError as e:
+        line = exception_line(e)
+    assert line.startswith("TypeError: Input 'y' of 'Mul' Op has type float32; raised at ")
+    assert line.endswith("vae.py:2") and "\x1b" not in line

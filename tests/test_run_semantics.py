@@ -84,8 +84,9 @@ def test_an_exception_prints_python_s_traceback_and_keeps_the_report(tmp_path):
     assert plain.stderr in watched.stderr  # the very same traceback
     assert "gpuwhy" not in plain.stderr and "runner.py" not in traceback_text
     assert record["program"]["ended"] == "exception"
-    assert record["program"]["error"] == "ValueError: boom"
-    assert "The program failed (ValueError: boom)" in record["verdict"]["text"]
+    # with the program's own line the exception was raised at
+    assert record["program"]["error"] == f"ValueError: boom; raised at {path}:4"
+    assert f"The program failed (ValueError: boom; raised at {path}:4)" in record["verdict"]["text"]
 
 
 def test_sys_exit_with_a_message_prints_it_and_exits_1(tmp_path):

@@ -198,7 +198,9 @@ def test_session_records_an_exception_and_re_raises_it():
         with gpuwhy.session(audit=False) as s:
             1 / 0
     assert s.record.facts.program.ended == "exception"
-    assert s.record.facts.program.error == "ZeroDivisionError: division by zero"
+    assert s.record.facts.program.error == (
+        "ZeroDivisionError: division by zero; raised at tests/test_run_tensorflow.py:199"
+    )
 
 
 def test_keras_callback_watches_fit_and_keeps_the_record(capsys):

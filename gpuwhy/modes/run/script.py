@@ -480,6 +480,23 @@ def _is_data(line: str) -> bool:
 
 
 _FUNCTION_NODE = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Keras colours its messages on a terminal
+
+
+def raised_at(e: BaseException) -> str | None:
+    """The program's own line nearest where ``e`` was raised: the innermost frame of its
+    traceback in the user's files (a custom layer's ``call`` a precision change breaks,
+    not Keras' frame that raised). None where none is the user's."""
+    from gpuwhy.tfapi.graph_ops import is_library_file, relative
+
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not is_library_file(filename):
+            found = relative(filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
 
 
 def exception_line(e: BaseException) -> str:
@@ -487,10 +504,11 @@ def exception_line(e: BaseException) -> str:
     report. Keras wraps the cause between "Exception encountered when calling ..." and
     "Arguments received by ...: • x=..."; TF's graph errors end with tallies ("0 derived
     errors ignored") after the first root error "(0) INVALID_ARGUMENT: ..."; tensors
-    printed into a message are data, not the cause."""
+    printed into a message are data, not the cause. Where the traceback passes through
+    the program's own files, the line nearest the raise follows (:func:`raised_at`)."""
     lines = [
         ln.strip()
-        for ln in str(e).splitlines()
+        for ln in _ANSI.sub("", str(e)).splitlines()
         if ln.strip()
         and not ln.strip().startswith(_NOISE)
         and not _TALLIES.match(ln.strip())
@@ -505,6 +523,8 @@ def exception_line(e: BaseException) -> str:
         message = root[3:].strip()
     elif message.endswith(":") and len(lines) > 1:  # TF: "in user code:", "Graph execution error:"
         message = lines[-1]
-    if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Warning):", message):
-        return message[:300]  # TF's last line of "in user code:" names its own exception
-    return (f"{type(e).__name__}: {message}" if message else type(e).__name__)[:300]
+    if not re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Warning):", message):
+        message = f"{type(e).__name__}: {message}" if message else type(e).__name__
+    # (else TF's last line of "in user code:" names its own exception)
+    where = raised_at(e)
+    return message[:300] + (f"; raised at {where}" if where else "")
