@@ -1262,3 +1262,52 @@ def test_one_batch_calls_outside_the_loop_are_judged_by_the_program_s_run_time(t
     assert c.by_program_time and "x = vae.decoder.predict_on_batch(z)" in edited(str(path), c)
     (in_loop,), _ = plan([finding("steps.keras-call-per-step", f"{path}:2")], Facts(), files)
     assert not in_loop.by_program_time
+
+
+CUSTOM_STEP = """import keras
+
+
+class VAE(keras.Model):
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(data)
+        grads = tape.gradient(loss, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+        return {"loss": loss}
+
+
+vae = VAE()
+vae.fit(x, epochs=2)
+"""
+
+
+def test_float16_is_not_tried_on_a_train_step_of_the_program_s_own_that_scales_no_loss(
+    tmp_path,
+):
+    """On a T4 fit gets mixed_float16, whose loss scaling is in the train_step a VAE
+    replaces: its float16 gradients would underflow. With scale_loss it is tried."""
+    from tests import builders as b
+
+    path = tmp_path / "vae.py"
+    path.write_text(CUSTOM_STEP)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    fit = StepFacts(
+        source="keras-fit", marker="Model.fit", count=100,
+        loops=(StepLoop("keras-fit", "Model.fit at vae.py:14", 100, 0.0),),
+    )  # fmt: skip
+    facts = Facts(steps=fit, devices=(b.gpu(0, name="Tesla T4", compute_capability="7.5"),))
+    found, refused = plan([finding("tensorcore.unused")], facts, files)
+    assert found == [] and "scale_loss" in refused[0].why
+    scaled = tmp_path / "scaled.py"
+    scaled.write_text(
+        CUSTOM_STEP.replace(
+            "self.compute_loss(data)", "self.optimizer.scale_loss(self.compute_loss(data))"
+        )
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(scaled))
+    (policy,), _ = plan([finding("tensorcore.unused")], facts, files)
+    assert policy.fix == "mixed precision (mixed_float16)"
+    # bfloat16 (an A100's, or no GPU named) scales no loss: tried as before
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    (policy,), _ = plan([finding("tensorcore.unused")], Facts(steps=fit), files)
+    assert policy.fix == "mixed precision (mixed_bfloat16)"

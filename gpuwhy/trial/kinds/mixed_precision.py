@@ -7,7 +7,8 @@ it: the loss reads a float32 output):
 ``mixed_bfloat16`` (no loss scaling: nothing to add to a custom loop, and no skipped
 first steps while a loss scale settles), except for a ``fit`` projected onto a GPU
 without bfloat16 tensor cores (``--target`` T4 or V100: compute capability below 8.0),
-where it is ``mixed_float16`` (fit scales the loss itself). bfloat16 also runs at speed
+where it is ``mixed_float16`` (fit scales the loss itself; a model whose own
+``train_step`` scales none is not tried: its float16 gradients would underflow). bfloat16 also runs at speed
 on a CPU, so the trial's runs here finish; float16 there is emulated, many times slower. A model that reads token ids through an ``Input`` of the default
 float dtype breaks under the policy (the ids are cast to float16 and an id like 20000
 is no longer exact): where the program has an ``Embedding``, a second candidate gives
@@ -54,6 +55,16 @@ def candidates(
         return [], [NotTried(finding.id, "the script already sets a precision policy")]
     fit = facts.steps is not None and any(loop.source == "keras-fit" for loop in facts.steps.loops)
     policy = "mixed_float16" if fit and _before_bfloat16(facts) else "mixed_bfloat16"
+    if policy == "mixed_float16" and _unscaled_train_step(tree):
+        return [], [
+            NotTried(
+                finding.id,
+                "the model's own train_step computes its gradients: under mixed_float16 "
+                "Keras scales no loss there (self.optimizer.scale_loss(loss) before the "
+                "gradients is the program's to write), and unscaled float16 gradients "
+                "underflow",
+            )
+        ]
     keras, imports = _keras_name(tree, files.script)
     line = max(_policy_line(tree, keras.split(".")[0]), top_line(tree, source))
     setter = Edit(
@@ -120,6 +131,22 @@ def _keras_name(tree: ast.Module, path: str) -> tuple[str, list[Edit]]:
         return spelling, []
     tf, imports = import_tensorflow(tree, path)
     return f"{tf}.keras", imports
+
+
+def _unscaled_train_step(tree: ast.Module) -> bool:
+    """A class of the script overrides ``train_step`` and scales no loss in it (no
+    ``scale_loss``/``get_scaled_loss`` call): fit's loss scaling is in the train_step it
+    replaces."""
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for method in cls.body:
+            if isinstance(method, ast.FunctionDef) and method.name == "train_step":
+                scaled = any(
+                    isinstance(n, ast.Attribute) and n.attr in ("scale_loss", "get_scaled_loss")
+                    for n in ast.walk(method)
+                )
+                if not scaled:
+                    return True
+    return False
 
 
 def _policy_line(tree: ast.Module, name: str) -> int:
