@@ -169,11 +169,12 @@ CONSUMERS = {
 }
 
 
-def elements_words(elements: int, known: bool = True) -> str:
-    """``1,200 elements``, or that they were not counted (``known`` False)."""
+def elements_words(elements: int, known: bool = True, at_least: bool = False) -> str:
+    """``1,200 elements``, ``at least 1,200 elements`` (an iterator freed after its last
+    read of TF's count), or that they were not counted (``known`` False)."""
     if not known:
         return "elements not counted (autotune off: TF keeps no count)"
-    return f"{elements:,} element{'' if elements == 1 else 's'}"
+    return f"{'at least ' if at_least else ''}{elements:,} element{'' if elements == 1 else 's'}"
 
 
 def consumer_words(

@@ -82,6 +82,9 @@ class PipelineFacts:
     helper_call: str | None = None
     iterators: int = 0  # iterators created over it (epochs, restarts)
     elements: int = 0  # elements the program read from it
+    # an iterator was freed after its last read of TF's count (one older than a few
+    # seconds is not read again as it is freed): ``elements`` is a lower bound
+    elements_at_least: bool = False
     stages: tuple[PipelineStage, ...] = ()
     bottleneck: int | None = None  # index into stages of the slowest stage
     prefetch_written: bool = False  # a prefetch the user wrote at the end

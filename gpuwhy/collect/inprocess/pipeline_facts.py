@@ -183,6 +183,7 @@ def pipeline_facts(pipeline: Pipeline, cores: int, t0: float | None = None) -> P
         helper_call=next((w.library_call for w in reversed(written) if w.library_call), None),
         iterators=len(used) if read else len(pipeline.iterators),
         elements=root_elements,
+        elements_at_least=any(s.end_unread for s in used),
         stages=tuple(stages),
         bottleneck=slowest,
         prefetch_written=has_final_prefetch(written),

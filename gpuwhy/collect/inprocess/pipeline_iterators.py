@@ -86,6 +86,7 @@ class IteratorState:
         "done",
         "thread",
         "branches",
+        "end_unread",
         "__weakref__",
     )
 
@@ -103,6 +104,9 @@ class IteratorState:
         self.error: str | None = None
         self.done = False  # freed: no more reads
         self.branches: tuple[int, ...] = ()  # its pipeline's zip inputs (Pipeline.branches)
+        # freed without a last read of TF's count: the elements it gave after its last
+        # poll are not in ``root_elements`` (a lower bound then)
+        self.end_unread = False
 
     @property
     def root_elements(self) -> int:

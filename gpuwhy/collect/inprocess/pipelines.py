@@ -343,15 +343,19 @@ class PipelineCollector(Collector):
         if threading.get_ident() != state.thread:
             # collected on another thread (a tf.data py_function thread, the poller):
             # no TF op in a finaliser there; the last periodic read stands
+            state.end_unread = True
             return
+        reads = state.reads
         if not _reads_before_free(state, time.perf_counter()):
             self._read(state, iterator, final=True)
+        state.end_unread = state.reads == reads  # its poll read stands for its last
         state.done = True
 
     def _forget(self, key: int, ref: Any) -> None:
         with self._lock:
             state = self._live.get(key)
             if state is not None and state.ref is ref:
+                state.end_unread = state.end_unread or not state.done
                 del self._live[key]
 
     def _pipeline(self, dataset: Any, consumer: str) -> Pipeline | None:
@@ -677,8 +681,8 @@ def pipeline_line(p: PipelineFacts) -> str:
     """One pipeline: what read it, how fast, what TF ran, and its slowest stage."""
     where = f" built at {p.location}" if p.location else ""
     reader = consumer_words(p.consumer, False, p.read_at, p.read_via)
-    text = (
-        f"tf.data pipeline{where}, read by {reader}: {elements_words(p.elements, p.elements_known)}"
+    text = f"tf.data pipeline{where}, read by {reader}: " + elements_words(
+        p.elements, p.elements_known, p.elements_at_least
     )
     if p.iterators > 1:
         text += f" over {p.iterators} iterators"

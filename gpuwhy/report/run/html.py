@@ -335,7 +335,7 @@ class _Page(Figures):
             (
                 "Read by",
                 f"{consumer_words(p.consumer, False, p.read_at, p.read_via)}, "
-                f"{p.iterators} iterator(s), {elements_words(p.elements, p.elements_known)}",
+                f"{p.iterators} iterator(s), {elements_words(p.elements, p.elements_known, p.elements_at_least)}",
             ),
         ]
         if p.throughput_per_s is not None:
