@@ -85,10 +85,11 @@ def test_the_sequential_augmentation_is_named_with_its_line_and_fix(fit_run):
     pipeline = _pipeline(record)
     assert pipeline["stages"][pipeline["bottleneck"]]["function_location"] == augment_line
     ids = {f["id"]: f for f in record["findings"]}
-    assert ids["input.sequential-map"]["location"] == augment_line
+    map_line = line_with(EXAMPLE, ".map(augment)")
+    # at the .map() call its fix gives threads; the stage's own code is input.bound's
+    assert ids["input.sequential-map"]["location"] == f"{WHERE}:{map_line}"
     assert "stateless" in ids["input.sequential-map"]["fix"]
     # the fix rewrites the call as written in the chain, nothing else
-    map_line = line_with(EXAMPLE, ".map(augment)")
     assert (
         f"# {WHERE}:{map_line}: in place of: .map(augment)\n"
         ".map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n"

@@ -77,7 +77,7 @@ def test_a_finding_is_a_result_at_its_line_with_its_fix_as_a_replacement(tmp_pat
         {
             "physicalLocation": {
                 "artifactLocation": {"uri": "train.py", "uriBaseId": "%SRCROOT%"},
-                "region": {"startLine": 47},
+                "region": {"startLine": 62},  # the .map() call its replacement changes
             }
         }
     ]
@@ -98,7 +98,7 @@ def test_a_finding_is_a_result_at_its_line_with_its_fix_as_a_replacement(tmp_pat
     assert apply_fix(source, fix)[61] == SEQUENTIAL_MAP_FIX
     assert found["properties"]["severity"] == "high"
     assert found["properties"]["fix"] == finding.fix
-    assert found["properties"]["location"] == "train.py:47"
+    assert found["properties"]["location"] == "train.py:62"
     assert found["properties"]["evidence"]["input_wait_fraction"] == 0.4
     assert run["invocations"] == [
         {
@@ -145,7 +145,7 @@ def test_no_fix_entry_where_the_call_is_not_found_once_as_written(tmp_path, writ
     found = results(sarif(input_run(), tmp_path))["input.sequential-map"]
     assert "fixes" not in found, why
     assert SEQUENTIAL_MAP_FIX.removeprefix("ds = ") in found["properties"]["fix"]
-    assert found["locations"][0]["physicalLocation"]["region"] == {"startLine": 47}
+    assert found["locations"][0]["physicalLocation"]["region"] == {"startLine": 62}
 
 
 def test_a_replacement_with_a_placeholder_is_no_fix_entry(tmp_path):
@@ -204,7 +204,7 @@ def test_the_fingerprint_follows_the_line_s_text_not_its_number(tmp_path):
         sarif(input_run(function_location="train.py:50", location="train.py:65"), tmp_path)
     )
     assert after["input.sequential-map"]["locations"][0]["physicalLocation"]["region"] == {
-        "startLine": 50
+        "startLine": 65
     }
     assert after["input.sequential-map"]["fixes"][0]["artifactChanges"][0]["replacements"][0][
         "deletedRegion"
