@@ -347,3 +347,32 @@ def test_a_fix_outside_the_training_loop_is_measured_on_the_program_s_run_time()
     assert tried.called == "faster" and tried.speed_note is not None
     assert "the calls it changes run outside the training steps" in tried.speed_note
     assert 1.3 < (tried.speedup or 0) < 1.45
+
+
+def test_a_fix_of_one_of_several_loops_is_measured_on_that_loop():
+    """keras-io's custom-loop guide trains three loops of 400 steps: an eager one, the
+    eager one the fix traces (18 ms -> 8.7 ms a step), a tf.function one. Pooled, the
+    change read 1.02x; the loop at the fix's place, in every run, is what it changed.
+    The fix's edit moves the loop's line (93 -> 100): it is found by its place."""
+    from gpuwhy.record import Record
+    from gpuwhy.trial.judge import FIXED_LOOP, _speed
+    from gpuwhy.trial.variant_runs import VariantRun
+
+    def run(second_s: float, second_at: str) -> VariantRun:
+        loops = (
+            StepLoop("tf-data", "ctl.py:61", 400, 3.0, 10.0, 0.017),
+            StepLoop("tf-data", second_at, 400, 11.0, 18.0, second_s),
+            StepLoop("tf-data", "ctl.py:151", 400, 19.0, 20.0, 0.0009),
+        )
+        steps = StepFacts(source="tf-data", marker="m", count=1200, median_s=0.017, loops=loops)
+        return VariantRun(
+            "v", 0, 25.0, Record(command="run", facts=Facts(steps=steps)), "", "", None
+        )
+
+    before = [run(0.0182, "ctl.py:93"), run(0.0190, "ctl.py:93"), run(0.0171, "ctl.py:93")]
+    after = [run(0.0079, "ctl.py:100"), run(0.0108, "ctl.py:100"), run(0.0077, "ctl.py:100")]
+    speed = _speed(before, after, location="ctl.py:93")
+    assert speed["speed_note"] == FIXED_LOOP and speed["called"] == "faster"
+    assert 1.8 < speed["speedup"] < 2.3
+    # a location that is no loop's (a compile line), or one loop only: as before
+    assert _speed(before, after, location="ctl.py:20").get("speed_note") != FIXED_LOOP
