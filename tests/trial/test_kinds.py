@@ -1311,3 +1311,29 @@ def test_float16_is_not_tried_on_a_train_step_of_the_program_s_own_that_scales_n
     files = SourceFiles(root=str(tmp_path), script=str(path))
     (policy,), _ = plan([finding("tensorcore.unused")], Facts(steps=fit), files)
     assert policy.fix == "mixed precision (mixed_bfloat16)"
+
+
+SEVERAL_FITS = """import keras
+
+model = keras.Sequential([keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(x, y, epochs=1)
+other = keras.Sequential([keras.layers.Dense(1)])
+other.compile(optimizer="adam", loss="mse")
+other.fit(x, y, epochs=1)
+"""
+
+
+def test_a_loop_of_several_fits_is_fixed_at_the_fit_the_finding_is_about(tmp_path):
+    """keras-io's callbacks guide fits at three lines, one loop named "Model.fit at
+    a:99, a:133, a:184": that name was read as one path ("... is not a file of the
+    program's"). The fit at the finding's place is the one, else the first."""
+    path = tmp_path / "callbacks.py"
+    path.write_text(SEVERAL_FITS)
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    name = f"Model.fit at {path}:5, {path}:8"
+    steps = StepFacts("keras-fit", "Model.fit", 100, loops=(StepLoop("keras-fit", name, 100, 0.0),))
+    found, _ = plan([finding("launch.host-bound", f"{path}:8")], Facts(steps=steps), files)
+    assert found[0].fix == "other.compile(steps_per_execution=32)"
+    found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
+    assert found[0].fix == "model.compile(steps_per_execution=32)"

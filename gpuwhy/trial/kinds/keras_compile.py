@@ -45,7 +45,7 @@ def steps_per_execution(
     made = _pipeline_made_the_wait(facts) if finding.id == "input.bound" else None
     if made is not None:
         return [], [NotTried(finding.id, made)]
-    per_epoch = _steps_per_epoch(facts, files)
+    per_epoch = _steps_per_epoch(facts, files, finding)
     if per_epoch is None:
         return [], [
             NotTried(
@@ -103,10 +103,10 @@ def _dividing(per_epoch: int) -> int:
     return max(d for d in range(1, STEPS_PER_EXECUTION + 1) if per_epoch % d == 0)
 
 
-def _steps_per_epoch(facts: Facts, files: SourceFiles) -> int | None:
+def _steps_per_epoch(facts: Facts, files: SourceFiles, finding: Finding) -> int | None:
     """fit's ``steps_per_epoch`` as written (a number, or a name the file sets to one);
     0 where fit has none (it runs the data to its end); None where it cannot be read."""
-    fit = _fit_location(facts)
+    fit = _fit_location(facts, finding)
     read = files.read(fit[0]) if fit is not None else None
     if fit is None or read is None:
         return 0
@@ -171,7 +171,7 @@ def jit_compile(
 def _compile_fix(
     finding: Finding, facts: Facts, files: SourceFiles, fix: str, **keywords: str
 ) -> tuple[list[FixCandidate], list[NotTried]]:
-    fit = _fit_location(facts)
+    fit = _fit_location(facts, finding)
     if fit is None:
         return [], [NotTried(finding.id, "the training loop is not Keras fit")]
     read = files.read(fit[0])
@@ -251,10 +251,15 @@ def _compile_in(name: str, facts: Facts, files: SourceFiles):
     return None
 
 
-def _fit_location(facts: Facts) -> tuple[str, int] | None:
+def _fit_location(facts: Facts, finding: Finding) -> tuple[str, int] | None:
+    """The fit call the finding is about: a loop of several fits of one model is named
+    ``Model.fit at a.py:99, a.py:133, a.py:184``; the one at the finding's own place
+    (the projected step's fit), else the first."""
     if facts.steps is None:
         return None
     for loop in facts.steps.loops:
         if loop.source == "keras-fit" and " at " in loop.name:
-            return location_parts(loop.name.rsplit(" at ", 1)[1])
+            sites = loop.name.rsplit(" at ", 1)[1].split(", ")
+            chosen = finding.location if finding.location in sites else sites[0]
+            return location_parts(chosen)
     return None
