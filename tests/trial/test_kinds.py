@@ -1337,3 +1337,38 @@ def test_a_loop_of_several_fits_is_fixed_at_the_fit_the_finding_is_about(tmp_pat
     assert found[0].fix == "other.compile(steps_per_execution=32)"
     found, _ = plan([finding("launch.host-bound")], Facts(steps=steps), files)
     assert found[0].fix == "model.compile(steps_per_execution=32)"
+
+
+def test_a_mapping_written_without_workers_leaves_the_super_call_free_to_take_them(tmp_path):
+    """afshinea's keras-data-generator: DataGenerator(ids, labels, **params), params a
+    dict written above without workers: workers=4 in its super().__init__ cannot be
+    given twice. A params that holds workers, or comes from elsewhere, may."""
+    script = tmp_path / "datagen.py"
+
+    def plan_with(params: str):
+        script.write_text(
+            "import keras\n\n\nclass DataGenerator(keras.utils.PyDataset):\n"
+            "    def __init__(self, ids, batch_size=32, **kwargs):\n"
+            "        super().__init__(**kwargs)\n        self.ids = ids\n\n\n"
+            f"params = {params}\ntrain = DataGenerator(list(range(100)), **params)\n"
+        )
+        files = SourceFiles(root=str(tmp_path), script=str(script))
+        adapter = PipelineStage(
+            "Generator", "generator", ("from_generator",), f"{script}:11", by_library=True,
+            python=True, function="DataGenerator.__getitem__", function_location=f"{script}:8",
+        )  # fmt: skip
+        pipeline = PipelineFacts(
+            1, location=f"{script}:11", stages=(adapter,), consumer="keras-fit"
+        )
+        return plan(
+            [finding("input.python-function")],
+            Facts(tfdata=TfDataFacts(pipelines=(pipeline,))),
+            files,
+        )
+
+    (found,), _ = plan_with("{'batch_size': 64, 'shuffle': True}")
+    assert "super().__init__(**kwargs, workers=4)" in edited(str(script), found)
+    for may in ("{'batch_size': 64, 'workers': 2}", "load_params()"):
+        found, refused = plan_with(may)
+        assert not [c for c in found if "worker threads" in c.fix]
+        assert any("may already hold workers" in r.why for r in refused)

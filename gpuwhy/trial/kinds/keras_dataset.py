@@ -89,7 +89,8 @@ def _why_none(facts: Facts) -> str:
         )
     return (
         "fit reads a Python data source, but no keras.utils.PyDataset (Sequence) "
-        "class with its own __init__ was found in the program's files"
+        "class with its own __init__ was found in the program's files, or its calls "
+        "pass a ** mapping that may already hold workers"
     )
 
 
@@ -167,8 +168,33 @@ def _with_workers(
 def _built_with_mapping(made: list[Made]) -> bool:
     """A call of the class passes a ``**`` mapping that may hold ``workers``: its
     ``__init__`` passes them to PyDataset through ``**kwargs``, and one more
-    ``workers=`` in that call would be a TypeError."""
-    return any(k.arg is None for _, _, _, call in made for k in call.keywords)
+    ``workers=`` in that call would be a TypeError. A dict written in the file with
+    string keys and no ``workers`` (``params = {'dim': ..., 'batch_size': 32}``, as
+    afshinea's keras-data-generator passes it) cannot."""
+    return any(
+        k.arg is None and _may_hold_workers(source, k.value)
+        for _, source, _, call in made
+        for k in call.keywords
+    )
+
+
+def _may_hold_workers(source: str, mapping: ast.expr) -> bool:
+    """Whether ``**mapping`` may pass ``workers``: unless it is, or is a name assigned
+    once in the file to, a dict literal of string keys without it."""
+    if isinstance(mapping, ast.Name):
+        assigned = [
+            node.value
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == mapping.id for t in node.targets)
+        ]
+        if len(assigned) != 1:
+            return True
+        mapping = assigned[0]
+    if not isinstance(mapping, ast.Dict):
+        return True
+    keys = [k.value if isinstance(k, ast.Constant) else None for k in mapping.keys]
+    return not all(isinstance(k, str) for k in keys) or "workers" in keys
 
 
 def _super_init(node: ast.AST) -> bool:
