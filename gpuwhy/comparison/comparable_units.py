@@ -171,12 +171,12 @@ def kept_training_steps(steps: StepFacts, whole_run: bool = True) -> list[float]
         if steps.loops[0].last_s is not None:
             end = steps.loops[0].last_s
     out: list[float] = []
-    before = 0  # steps of the calls before this one: the warm-up is counted in steps
-    for start, seconds, n in zip(steps.starts, steps.durations, steps.kept_call_steps):
+    first = steps.first_after_warmup
+    calls = zip(steps.starts, steps.durations, steps.kept_call_steps)
+    for i, (start, seconds, n) in enumerate(calls):
         # each kept duration is one call of n steps (an epoch's last call may run fewer)
-        if before >= steps.warmup and begin - 1e-9 <= start <= end + 1e-9:
+        if i >= first and begin - 1e-9 <= start <= end + 1e-9:
             out.extend([seconds / n] * n)
-        before += n
     return out
 
 

@@ -130,6 +130,18 @@ class StepFacts:
         return (max(1, self.steps_per_call),) * len(self.starts)
 
     @property
+    def first_after_warmup(self) -> int:
+        """Index into ``starts`` of the first call after the leading warm-up (counted in
+        steps: the calls before it ran ``warmup`` steps or more)."""
+        first = ran = 0
+        for n in self.kept_call_steps:
+            if ran >= self.warmup:
+                break
+            ran += n
+            first += 1
+        return first
+
+    @property
     def input_wait_resolved(self) -> bool:
         """Whether the measured wait share stands out of its uncertainty (a wait timed
         around each ``next()`` always does; a Keras fit's difference of two means where

@@ -150,10 +150,8 @@ def loop_per_step(facts: Facts) -> float | None:
     # a Keras call of N steps (steps_per_execution) is one start; counts are in steps
     per_call = max(1, steps.steps_per_call)
     sizes = steps.kept_call_steps  # an epoch's last call may run fewer than N
-    first, before = 0, 0  # the first call after warm-up, the steps before it
-    while first < len(sizes) and before < steps.warmup:
-        before += sizes[first]
-        first += 1
+    first = steps.first_after_warmup
+    before = sum(sizes[:first])  # the warm-up's steps
     if last is None or len(steps.starts) <= first:
         return None
     end = last
