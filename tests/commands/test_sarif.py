@@ -87,7 +87,7 @@ def test_run_writes_the_log_with_the_fix_on_the_map_s_line(fit_run):
     assert found["level"] == LEVELS[finding["severity"]]
     assert found["locations"][0]["physicalLocation"] == {
         "artifactLocation": {"uri": "train.py", "uriBaseId": "%SRCROOT%"},
-        "region": {"startLine": AUGMENT_LINE},
+        "region": {"startLine": MAP_LINE},
     }
     (fix,) = found["fixes"]
     (change,) = fix["artifactChanges"]

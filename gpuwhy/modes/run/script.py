@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import gpuwhy.forked as forked
 from gpuwhy.modes.run.script_modules import ScriptModules
+from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 EXIT_INTERRUPTED = 130
 
@@ -487,8 +488,6 @@ def raised_at(e: BaseException) -> str | None:
     """The program's own line nearest where ``e`` was raised: the innermost frame of its
     traceback in the user's files (a custom layer's ``call`` a precision change breaks,
     not Keras' frame that raised). None where none is the user's."""
-    from gpuwhy.tfapi.graph_ops import is_library_file, relative
-
     found = None
     tb = e.__traceback__
     while tb is not None:
