@@ -30,7 +30,7 @@ def training_spans(steps: StepFacts) -> list[StepSpan]:
     spans = []
     for s in steps.timeline.windows:
         if s.start_s < begin - 1e-9 < s.start_s + width - 1e-9:
-            trimmed = _span_from(steps, begin, s.start_s + width)
+            trimmed = span_from(steps, begin, s.start_s + width)
             if trimmed is not None:
                 s = replace(trimmed, start_s=s.start_s)
             else:
@@ -59,9 +59,10 @@ def main_loop_span(steps: StepFacts) -> tuple[float, float]:
     return begin, end
 
 
-def _span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
-    """The steps kept one by one that started in [begin, stop), as one window; None
-    where those steps do not reach ``stop`` (the rest of the window is not kept)."""
+def span_from(steps: StepFacts, begin: float, stop: float) -> StepSpan | None:
+    """The steps kept one by one that started in [begin, stop), as one window, a later
+    loop's warm-up calls left out; None where those steps do not reach ``stop`` (the
+    rest of the window is not kept)."""
     starts = steps.starts[: len(steps.durations)]  # a record's two series, each whole
     if not starts or (not steps.all_kept and starts[-1] < stop):
         return None

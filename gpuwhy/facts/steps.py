@@ -224,6 +224,9 @@ class EagerFacts:
     # per window of the run's timeline that holds sampled steps: (window start, sampled
     # steps that started in it, eager ops counted in them)
     windows: tuple[tuple[float, int, int], ...] = ()
+    # where the run's loops differ (eager loops beside a traced one): the loops whose
+    # steps ``per_step`` and ``dispatch_fraction`` are of, by name (empty: all of them)
+    of_loops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

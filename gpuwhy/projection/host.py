@@ -37,7 +37,13 @@ import statistics
 from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
-from gpuwhy.facts import KERAS_TRAIN_FUNCTIONS, StepFacts, TracedFunction, TracingFacts
+from gpuwhy.facts import (
+    KERAS_TRAIN_FUNCTIONS,
+    StepFacts,
+    StepLoop,
+    TracedFunction,
+    TracingFacts,
+)
 from gpuwhy.facts.step_profile import StepProfile
 from gpuwhy.formatting import duration
 from gpuwhy.projection.cost import Band
@@ -91,6 +97,31 @@ def called_outside_steps(steps: StepFacts | None, function: TracedFunction | Non
     # makes one an epoch: 117 calls for 3 epochs of 38 steps), not work beside the steps
     spare = max(EPOCH_END_CALLS, EPOCH_END_SHARE * steps.count)
     return keras or function.calls > steps.count + spare
+
+
+def function_loop(steps: StepFacts | None, function: TracedFunction | None) -> StepLoop | None:
+    """Of a run's several loops, the one whose steps call ``function``: the loop named
+    after it (a loop of its calls), else the loop its first trace fell in (a tf.data loop
+    calling it: the trace is its first step), where that loop's steps are about as many
+    as its calls. None with one loop, or where none is found."""
+    if steps is None or function is None or len(steps.loops) < 2:
+        return None
+    named = [
+        loop
+        for loop in steps.loops
+        if loop.name == function.name or loop.name.startswith(f"{function.name} (")
+    ]
+    if len(named) == 1:
+        return named[0]
+    if not function.signatures:
+        return None
+    traced = function.signatures[0].at_s
+    for loop in steps.loops:
+        end = loop.last_s if loop.last_s is not None else float("inf")
+        if loop.first_s - 1e-6 <= traced <= end:
+            spare = max(EPOCH_END_CALLS, EPOCH_END_SHARE * loop.count)
+            return loop if loop.count - spare <= function.calls <= loop.count + spare else None
+    return None
 
 
 MIN_GAPS = 20  # timed call-to-call spans from which their median is the time between calls

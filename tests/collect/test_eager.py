@@ -373,3 +373,38 @@ def test_a_window_that_saw_a_handful_of_ops_stays_open_for_the_loop_after_them()
     assert end - start > 0.3, counter.windows
     assert facts.ops >= 100
     assert {s.op for s in facts.sites[:2]} == {"AddV2", "MatMul"}  # the loop's
+
+
+def test_eager_loops_beside_a_traced_loop_are_counted_per_step_of_their_own(counter):
+    """keras-io's custom-loop guide: two loops issue their ops eagerly, then the same step
+    runs traced. Pooled, the count per step read 74 in one run and 239 in the next as the
+    windows happened to sample one kind of step or the other; it is the eager loops'."""
+
+    @tf.function
+    def train_step(x):
+        return tf.nn.relu(tf.matmul(x, B) + A)
+
+    train_step(A)  # traced before the loops
+    first = _small_op_steps(6)
+    second = _small_op_steps(6, layers=3)
+    traced = []
+    for _ in range(30):  # more, and faster, steps than the eager loops'
+        start = time.perf_counter()
+        train_step(A)
+        traced.append((start, time.perf_counter()))
+    counter.stop()
+    intervals = first + second + tuple(traced)
+    loops = (0,) * 6 + (1,) * 6 + (2,) * 30
+    facts = counter.facts(
+        StepWindow(counter.t0, intervals, loops=loops), loops=("a.py:3", "a.py:9", "a.py:20")
+    )
+    assert facts.sampled_steps == 12
+    assert facts.per_step == (6 * 10 + 6 * 6) / 12
+    assert facts.of_loops == ("a.py:3", "a.py:9")
+    # the windows of the timeline keep every sampled step's own count, the traced ones too
+    assert sum(n for _, n, _ in facts.windows) == 42
+    # pooled, as before: 96 ops over 42 steps
+    pooled = counter.facts(StepWindow(counter.t0, intervals))
+    assert pooled.sampled_steps == 42 and pooled.of_loops == ()
+    finding = EagerOps().check(Facts(eager=facts), dict(EagerOps.options, min_ops_per_step=5))
+    assert finding and finding[0].title.startswith("Each step of the loops at a.py:3, a.py:9 ")

@@ -1,6 +1,8 @@
 """The host's own work in a projected step, from small facts: the time between calls of
 the step's function, each call's own cost, and how they join the GPU's work."""
 
+from dataclasses import replace
+
 import pytest
 
 from gpuwhy.facts import EagerFacts, Facts, StepFacts, TracedFunction, TracingFacts
@@ -244,3 +246,83 @@ def test_a_call_its_ops_span_whole_costs_nothing_of_its_own_and_is_said_measured
     assert none is not None and "the profiled calls measured none" in none.note
     unprofiled = host_work(fit_steps(), tracing, TRAIN, None, "the run ended before")
     assert unprofiled is not None and "(the run ended before)" in unprofiled.note
+
+
+def several_loops() -> tuple[StepFacts, TracedFunction]:
+    """keras-io's custom-loop guide: two tf.data loops of 400 eager steps (18 ms each,
+    0.2 ms of it waiting for the batch), then the same step traced as ``train_step``
+    (1.3 ms a step: 0.9 ms in the call, 0.2 ms waiting, 0.2 ms of loop between calls),
+    all kept one by one; the traced loop's first step traced (60 ms)."""
+    from gpuwhy.facts import StepLoop, TraceSignature
+
+    eager, traced = 0.018, 0.0013
+    starts, durations, waits = [], [], []
+    t = 3.0
+    for k in range(3):
+        for i in range(400):
+            d = traced if k == 2 else eager
+            if i == 0:
+                d = 0.06 if k == 2 else 0.03
+            starts.append(t)
+            durations.append(d)
+            waits.append(0.0002)
+            t += d
+        t += 0.5  # the epoch's report between loops
+    loops = tuple(
+        StepLoop("tf-data", f"ctl.py:{line}", 400, starts[400 * k], starts[400 * k + 399],
+                 traced if k == 2 else eager)
+        for k, line in enumerate((61, 93, 151))
+    )  # fmt: skip
+    steps = StepFacts(
+        source="tf-data",
+        marker="ctl.py:61",
+        count=1200,
+        warmup=3,
+        later_warmup=(400, 800),
+        median_s=eager,
+        total_s=sum(durations) - 0.12,
+        input_wait_fraction=1200 * 0.0002 / (sum(durations) - 0.12),
+        input_wait_median_s=0.0002,
+        input_wait_source="next() timing",
+        starts=tuple(starts),
+        durations=tuple(durations),
+        input_waits=tuple(waits),
+        loops=loops,
+    )
+    function = train_step(
+        calls=400,
+        call_s=0.06 + 399 * 0.0009,
+        traced_call_s=0.06,
+        signatures=(TraceSignature(at_s=starts[800] + 0.001, args=()),),
+        gap_median_s=0.0004,
+        gaps=399,
+    )
+    return steps, function
+
+
+def test_the_projected_functions_own_loop_is_the_step_projected_among_several():
+    """The traced step's host work is its own loop's (0.2 ms between its calls), not the
+    pool of all three loops' (13 ms of the eager loops' Python read as between its calls)."""
+    from gpuwhy.derived.loop_steps import loop_steps
+    from gpuwhy.projection.host import function_loop
+
+    steps, function = several_loops()
+    assert function_loop(steps, function) == steps.loops[2]
+    own = loop_steps(steps, steps.loops[2])
+    assert own.count == 400 and own.warmup == 1 and own.median_s == 0.0013
+    assert len(own.durations) == 400 and own.input_wait_median_s == pytest.approx(0.0002)
+    assert own.total_s == pytest.approx(399 * 0.0013)
+    assert between_calls(own, function) == pytest.approx(0.0002)
+    facts = Facts(placement=placement(), tracing=TracingFacts(functions=(function,)))
+    # eager ops counted in the eager loops' steps only: none added to the traced step
+    eager = EagerFacts(
+        sampled_steps=80, ops=80 * 250, per_step=250.0, dispatch_fraction=0.9,
+        median_gap_us=60.0, of_loops=("ctl.py:61", "ctl.py:93"),
+    )  # fmt: skip
+    found = projection_facts(facts, "A100", None, steps, eager)
+    assert found.host_between_s == pytest.approx(0.0002)
+    assert found.host_s == pytest.approx(0.0002)
+    assert not found.eager_s
+    # one loop: as before, the run's steps are the loop's
+    alone = replace(steps, loops=steps.loops[2:])
+    assert function_loop(alone, function) is None

@@ -85,6 +85,8 @@ class StepWindow:
     t0: float
     intervals: tuple[tuple[float, float], ...] = ()
     histograms: tuple[tuple[str, StepHistogram], ...] = ()
+    # each interval's loop: its index in the step facts' ``loops`` (empty: not said)
+    loops: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -564,18 +564,22 @@ class StepCollector(Collector):
             for s in loop.steps
         }  # fmt: skip
         window = [
-            (s.start, s.end)
-            for loop in loops
+            (s.start, s.end, k)
+            for k, loop in enumerate(loops)
             for s in loop.steps + loop.view.extra
             if not s.warm and id(s) not in undecided
         ]
-        window += [interval for loop in loops for interval in loop.view.intervals]
+        window += [
+            (*interval, k) for k, loop in enumerate(loops) for interval in loop.view.intervals
+        ]
+        window.sort()
         histograms = tuple(
             (f"{loop.source} {loop.name}", _histogram(loop, live))
             for loop in loops
             if not (live and len(loop.steps) <= WARMUP_LOOKAHEAD)
         )
-        return facts, StepWindow(t0, tuple(sorted(window)), histograms)
+        intervals = tuple((start, end) for start, end, _ in window)
+        return facts, StepWindow(t0, intervals, histograms, tuple(k for _, _, k in window))
 
     def _loops(self, function_loops: dict[str, LoopView], trains: dict):
         """Every training loop's steps, whatever marks them, most steps first.

@@ -29,6 +29,15 @@ def _percent(fraction: float | None) -> str:
     return "?" if fraction is None else f"{fraction:.0%}"
 
 
+def _loops(names: tuple[str, ...]) -> str:
+    """``the loop at train.py:61`` / ``the loops at train.py:61, train.py:93``: the loops
+    a per-step figure is of (a tf.data loop is named by its site, others as they are)."""
+    named = [n.removeprefix("Model.fit at ") for n in names]
+    if all(":" in n for n in named):
+        return ("the loop at " if len(named) == 1 else "the loops at ") + ", ".join(named)
+    return ("the loop " if len(names) == 1 else "the loops ") + ", ".join(names)
+
+
 def _row(site: EagerOpSite, eager: EagerFacts, small_elements: int) -> dict[str, Any]:
     row: dict[str, Any] = {"op": site.op, "location": site.location}
     if eager.sampled_steps:
@@ -103,7 +112,12 @@ class EagerOps(Rule):
 
     Eager ops are counted on the thread that imported TensorFlow, during windows that
     cover part of the run (counting slows each op); `tf.function` calls are not eager
-    ops and are not counted.
+    ops and are not counted. A program that trains in several loops, some eager and
+    some calling a `tf.function` (a tutorial's eager loop, then the same step traced),
+    is counted per step of the loops that issue the ops (those issuing a quarter or
+    more of the busiest loop's ops a step), and the finding names them ("Each step of
+    the loops at train.py:61, train.py:93"): pooled with the traced loop's steps, the
+    count moved run to run with the steps its windows happened to sample.
 
     ## Options
     - `min_busy_fraction`: the share of the step (with no training step found, of the
@@ -145,15 +159,18 @@ class EagerOps(Rule):
                 and gain >= options["min_busy_fraction"]
             ):
                 return []
+            of = f" of {_loops(eager.of_loops)}" if eager.of_loops else ""
             title = (
-                f"Each step dispatches ~{small_per_step:.0f} small ops eagerly from Python "
-                f"({_percent(gain)} of the step spent issuing them)"
+                f"Each step{of} dispatches ~{small_per_step:.0f} small ops eagerly from "
+                f"Python ({_percent(gain)} of the step spent issuing them)"
             )
             rate: dict[str, Any] = {
                 "small_ops_per_step": round(small_per_step, 1),
                 "eager_ops_per_step": round(eager.per_step, 1),
                 "sampled_steps": eager.sampled_steps,
             }
+            if eager.of_loops:
+                rate["of_loops"] = list(eager.of_loops)
         else:
             if facts.steps is not None and facts.steps.count:
                 # Training steps were found but no counted window fell inside one: the

@@ -67,7 +67,9 @@ class ProjectedLaunchBound(Rule):
     and each call's own set-up), at least `min_share` of the projected step and more
     than the GPU's part, the GPU would wait for its host each step: then the fix runs
     several steps per call (Keras: `steps_per_execution`), paying the host's cost of a
-    call once for many batches. Not where the steps would wait for their input, nor
+    call once for many batches (Keras then calls a callback's `on_train_batch_begin`
+    and `on_train_batch_end` once a call, not once a batch: a callback that acts per
+    batch sees every 32nd; the fix says so). Not where the steps would wait for their input, nor
     where the pipeline runs Python: the host's work measured here then holds the time
     the step waited for the GIL the pipeline's Python held (the input's, not the host's).
 
@@ -192,7 +194,10 @@ class ProjectedLaunchBound(Rule):
             [
                 f"{_fitted_name(projection.function)}.compile(..., steps_per_execution=32)"
                 "   # 32 batches per call: the host's",
-                "# cost of a call (fit's loop, callbacks, the call's set-up) paid once for 32",
+                "# cost of a call (fit's loop, callbacks, the call's set-up) paid once for 32;",
+                "# Keras then calls the callbacks' on_train_batch_begin/end once a call: a",
+                "# callback that acts per batch (logs, a learning rate per batch, stopping",
+                "# on a batch's loss) sees every 32nd batch",
             ]
             if fit
             else [

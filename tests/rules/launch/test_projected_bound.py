@@ -96,6 +96,9 @@ def test_a_step_whose_host_work_outlasts_the_gpu_s_is_the_host_s():
         Facts(projection=host, steps=fit), dict(ProjectedLaunchBound.options)
     )
     assert keras.fix.startswith("model.compile(..., steps_per_execution=32)")
+    # what else it changes: per-batch callbacks see one batch a call
+    assert "on_train_batch_begin/end once a call" in keras.fix
+    assert "sees every 32nd batch" in keras.fix
     # the GPU's part the larger: no host finding
     assert check(replace(host, device_s=0.0008, host_s=0.0006)) == []
 
