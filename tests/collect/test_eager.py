@@ -408,3 +408,42 @@ def test_eager_loops_beside_a_traced_loop_are_counted_per_step_of_their_own(coun
     assert pooled.sampled_steps == 42 and pooled.of_loops == ()
     finding = EagerOps().check(Facts(eager=facts), dict(EagerOps.options, min_ops_per_step=5))
     assert finding and finding[0].title.startswith("Each step of the loops at a.py:3, a.py:9 ")
+
+
+def test_a_window_that_sees_only_the_steps_calls_and_reads_closes_early():
+    """A loop of traced steps over tf.data issues no eager op of its own: its window
+    closes once its latest ops (WINDOW_MIN_OPS) are only the calls and reads, where it
+    stayed open its whole second (each op off TF's fast path while it is open); a
+    loop that issues eager ops keeps it open."""
+    from gpuwhy.collect.inprocess.eager import WINDOW_MIN_OPS
+
+    @tf.function
+    def train_step(x):
+        return tf.nn.relu(tf.matmul(x, B) + A)
+
+    dataset = tf.data.Dataset.from_tensors(A).repeat()
+    iterator = iter(dataset)  # its ops (the iterator's making) are no step's
+    train_step(next(iterator))
+    counter = _armed(first_on_s=1.0)
+    try:
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.6:
+            train_step(next(iterator))
+        assert not counter.is_on
+        ((opened, closed),) = counter.windows
+        assert closed - opened < 0.3
+    finally:
+        counter.stop()
+    facts = counter.facts(StepWindow(counter.t0))
+    assert all(site.op.startswith("IteratorGetNext") for site in facts.sites), facts.sites
+    assert facts.note and "tf.function calls" in facts.note
+    eager = _armed(first_on_s=1.0)
+    try:
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.6:
+            train_step(next(iterator))
+            tf.reduce_sum(A)  # an eager op of the loop's own
+        assert eager.is_on
+    finally:
+        eager.stop()
+    assert eager.facts(StepWindow(eager.t0)).ops >= WINDOW_MIN_OPS / 2
