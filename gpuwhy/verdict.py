@@ -28,6 +28,7 @@ from gpuwhy.facts import (
     WorkersFacts,
 )
 from gpuwhy.finding import Finding
+from gpuwhy.fixes.input_fix_text import LIBRARY_INPUT_HINT
 from gpuwhy.fixes.trial_text import NOT_FOUND, PROGRAM_NOTES
 from gpuwhy.formatting import duration, stage_label
 from gpuwhy.rules.distribute.straggler import Straggler
@@ -403,6 +404,13 @@ def _fix_verdict(input_fixes: InputFixFacts) -> str:
     """``gpuwhy fix --input``: the best measured gain, or why there is none."""
     fixes = input_fixes.fixes
     if not fixes:
+        if input_fixes.library_only:
+            # Keras' fit over a PyDataset, a generator or arrays: a pipeline Keras builds
+            return (
+                "No tf.data pipeline of the program's own was iterated (a library built the "
+                f"one read at {', '.join(input_fixes.library_only)}): nothing for --input to "
+                f"rewrite; {LIBRARY_INPUT_HINT}."
+            )
         return "No tf.data pipeline of the program's own was iterated: nothing to optimise."
     kept = [
         (f, _over_run(f))

@@ -11,6 +11,12 @@ from gpuwhy.derived.cache_passes import cache_passes, cache_read_once, one_eleme
 from gpuwhy.facts import InputFix, InputFixFacts
 
 NO_GAIN = 0.05  # a rewrite less than 5% faster than the original is not worth it
+# where the data is read through a pipeline a library built (Keras' fit over a PyDataset,
+# a generator or arrays): what gpuwhy fix tries there instead
+LIBRARY_INPUT_HINT = (
+    "gpuwhy fix SCRIPT (without --input) tries the fixes of the run's findings, a "
+    "PyDataset's workers among them"
+)
 
 
 def input_fixes_intro(fixes: InputFixFacts) -> list[str]:
@@ -20,8 +26,12 @@ def input_fixes_intro(fixes: InputFixFacts) -> list[str]:
     if not count:
         return [
             "the script iterated no tf.data dataset of its own from Python"
-            + (f" (a library built the ones read at {library})" if library else "")
-            + "; nothing to optimise."
+            + (
+                f" (a library built the ones read at {library}); nothing for --input to "
+                f"rewrite; {LIBRARY_INPUT_HINT}."
+                if library
+                else "; nothing to optimise."
+            )
         ]
     lines = [
         f"{count} dataset{'s' if count != 1 else ''} of the script's own iterated"

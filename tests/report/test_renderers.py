@@ -245,6 +245,13 @@ def test_fix_record_verdict_gives_the_measured_gain_or_why_there_is_none():
         "Could not optimise the input pipeline: NotFoundError"
     )
     assert "nothing to optimise" in verdict(Facts(input_fixes=InputFixFacts()), [])
+    # Keras' fit over a PyDataset: the pipeline is Keras', and gpuwhy fix tries its workers
+    keras = verdict(Facts(input_fixes=InputFixFacts(library_only=("train.py:98",))), [])
+    assert keras == (
+        "No tf.data pipeline of the program's own was iterated (a library built the one read "
+        "at train.py:98): nothing for --input to rewrite; gpuwhy fix SCRIPT (without "
+        "--input) tries the fixes of the run's findings, a PyDataset's workers among them."
+    )
 
 
 def test_html_is_a_renderer_like_the_others_and_needs_only_the_record(tmp_path):
