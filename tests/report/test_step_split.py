@@ -391,12 +391,14 @@ def test_the_eager_share_is_the_one_launch_eager_ops_states():
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
-def several_fits_facts() -> Facts:
+def several_fits_facts(evaluate_at: float | None = None) -> Facts:
     """Four short fits one after the other, as a callbacks tutorial runs them: each
     fit's first call traces for 0.25-0.29 s, then steps of 1.2 ms, 1.0 ms of each in
     the traced train function. The last fit's first call begins 36 ms before a window
     and traces on into it; the timeline's rows hold a call's time where it ran, the
-    steps' windows a step where it began (as the collectors keep them)."""
+    steps' windows a step where it began (as the collectors keep them). ``evaluate_at``:
+    an ``evaluate()`` between two fits at that time, its function traced (0.2 s), in the
+    rows and no step."""
     calls: list[tuple[float, float, bool]] = []  # start, duration, traced
     t = 3.2
     for first, steps in ((0.278, 4), (0.245, 16), (0.244, 15), (0.294, 63)):
@@ -418,8 +420,10 @@ def several_fits_facts() -> Facts:
         def ran(c: tuple[float, float, bool], w: int = w) -> float:
             return max(0.0, min(w + 1, c[0] + c[1]) - max(w, c[0]))
 
-        traced = sum(ran(c) for c in calls if c[2])
-        inside = sum(ran(c) if c[2] else ran((c[0], 0.001, False)) for c in calls)
+        outside = [(evaluate_at, 0.2, True)] if evaluate_at is not None else []
+        traced = sum(ran(c) for c in calls + outside if c[2])
+        inside = sum(ran(c) if c[2] else ran((c[0], 0.001, False)) for c in calls + outside)
+        began = sum(1 for c in calls + outside if c[2] and w <= c[0] < w + 1)
         if started:
             per = sorted(c[1] for c in started)
             spans.append(
@@ -432,6 +436,7 @@ def several_fits_facts() -> Facts:
                 function_call_s=inside,
                 traced_call_s=traced,
                 trace_s=0.9 * traced,
+                traces=began,
             )
         )
     firsts = tuple(i for i, c in enumerate(calls) if c[2])
@@ -468,4 +473,12 @@ def test_later_fits_first_calls_are_not_the_steady_steps_tracing():
     # and their steps were trimmed of them: timeline_rows), so its steps are "the rest"
     split_ones = shares["traced_step"] + shares["python"]
     assert shares["traced_step"] / split_ones == pytest.approx(1.0 / 1.2, abs=0.02), shares
+    assert shares["traced_step"] > 0.6, shares
+    # an evaluate() between fits traces its function in the main loop's windows, outside
+    # any step: not the steps' tracing either (it read "tracing 33%")
+    evaluated = several_fits_facts(evaluate_at=4.40)
+    split = step_split(evaluated)
+    assert split is not None
+    shares = {p.part: p.share for p in split.parts}
+    assert shares.get("tracing", 0.0) < 0.01, shares
     assert shares["traced_step"] > 0.6, shares
