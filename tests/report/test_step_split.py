@@ -482,3 +482,20 @@ def test_later_fits_first_calls_are_not_the_steady_steps_tracing():
     shares = {p.part: p.share for p in split.parts}
     assert shares.get("tracing", 0.0) < 0.01, shares
     assert shares["traced_step"] > 0.6, shares
+
+
+def test_a_loop_that_retraces_at_every_step_keeps_its_tracing():
+    """Every call traced (a Python float argument that changes): the traces are the
+    steps', which the median step holds; they stay the bar's tracing part."""
+    from dataclasses import replace
+
+    facts = loop_facts()
+    assert facts.timeline is not None
+    rows = tuple(
+        replace(r, traced_call_s=r.function_call_s, trace_s=0.8 * r.function_call_s, traces=r.steps)
+        for r in facts.timeline.windows
+    )
+    split = step_split(replace(facts, timeline=replace(facts.timeline, windows=rows)))
+    assert split is not None
+    shares = {p.part: p.share for p in split.parts}
+    assert shares["tracing"] == pytest.approx(0.5), shares  # the calls that traced, whole
