@@ -1342,7 +1342,8 @@ def test_a_loop_of_several_fits_is_fixed_at_the_fit_the_finding_is_about(tmp_pat
 def test_a_mapping_written_without_workers_leaves_the_super_call_free_to_take_them(tmp_path):
     """afshinea's keras-data-generator: DataGenerator(ids, labels, **params), params a
     dict written above without workers: workers=4 in its super().__init__ cannot be
-    given twice. A params that holds workers, or comes from elsewhere, may."""
+    given twice. A params that holds workers, comes from elsewhere, or is changed in
+    place after it is written, may."""
     script = tmp_path / "datagen.py"
 
     def plan_with(params: str):
@@ -1368,7 +1369,13 @@ def test_a_mapping_written_without_workers_leaves_the_super_call_free_to_take_th
 
     (found,), _ = plan_with("{'batch_size': 64, 'shuffle': True}")
     assert "super().__init__(**kwargs, workers=4)" in edited(str(script), found)
-    for may in ("{'batch_size': 64, 'workers': 2}", "load_params()"):
+    may_hold = (
+        "{'batch_size': 64, 'workers': 2}",
+        "load_params()",
+        "{'batch_size': 64}\nparams['workers'] = 2",  # changed in place after
+        "{'batch_size': 64}\nparams.update(workers=2)",
+    )
+    for may in may_hold:
         found, refused = plan_with(may)
         assert not [c for c in found if "worker threads" in c.fix]
         assert any("may already hold workers" in r.why for r in refused)

@@ -45,7 +45,7 @@ def workers(
             if not any(expr_name(b) in BASES for b in cls.bases):
                 continue
             made = _calls_of(program, cls.name)
-            if any(k.arg == "workers" for _, _, _, call in made for k in call.keywords):
+            if any(k.arg == "workers" for _, _, _, call, _ in made for k in call.keywords):
                 edits = _raised_workers(made)  # where the program already passes them
             else:
                 edits = _with_workers(source, lines, path, cls, made)
@@ -109,14 +109,14 @@ def _fit_reads_python(facts: Facts) -> bool:
 
 
 # a call of a class in one of the program's files: (path, source, lines, the call)
-Made = tuple[str, str, list[str], ast.Call]
+Made = tuple[str, str, list[str], ast.Call, ast.Module]  # path, source, lines, call, its file
 
 
 def _calls_of(program: list[tuple[str, str, list[str], ast.Module]], name: str) -> list[Made]:
     """Every call of the class ``name`` in the program's files (the class in
     my_classes.py, made in train.py)."""
     return [
-        (path, source, lines, node)
+        (path, source, lines, node, tree)
         for path, source, lines, tree in program
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and expr_name(node.func) == name
@@ -129,7 +129,7 @@ def _raised_workers(made: list[Made]) -> list[Edit]:
     ``**kwargs`` they pass through would be a TypeError). A name or expression is the
     program's own choice, left as it is."""
     edits: list[Edit] = []
-    for path, source, lines, call in made:
+    for path, source, lines, call, _ in made:
         given = next((k.value for k in call.keywords if k.arg == "workers"), None)
         if isinstance(given, ast.Constant) and type(given.value) is int and given.value < WORKERS:
             edits += set_keywords(source, lines, path, call, workers=str(WORKERS))
@@ -172,29 +172,52 @@ def _built_with_mapping(made: list[Made]) -> bool:
     string keys and no ``workers`` (``params = {'dim': ..., 'batch_size': 32}``, as
     afshinea's keras-data-generator passes it) cannot."""
     return any(
-        k.arg is None and _may_hold_workers(source, k.value)
-        for _, source, _, call in made
+        k.arg is None and _may_hold_workers(tree, k.value)
+        for _, _, _, call, tree in made
         for k in call.keywords
     )
 
 
-def _may_hold_workers(source: str, mapping: ast.expr) -> bool:
+def _may_hold_workers(tree: ast.Module, mapping: ast.expr) -> bool:
     """Whether ``**mapping`` may pass ``workers``: unless it is, or is a name assigned
-    once in the file to, a dict literal of string keys without it."""
+    once in the file (``tree``) and never changed in place (``params["workers"] = 4``,
+    ``params.update(...)``), to a dict literal of string keys without it."""
     if isinstance(mapping, ast.Name):
+        name = mapping.id
         assigned = [
             node.value
-            for node in ast.walk(ast.parse(source))
+            for node in ast.walk(tree)
             if isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == mapping.id for t in node.targets)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
         ]
-        if len(assigned) != 1:
+        if len(assigned) != 1 or _changed_in_place(tree, name):
             return True
         mapping = assigned[0]
     if not isinstance(mapping, ast.Dict):
         return True
     keys = [k.value if isinstance(k, ast.Constant) else None for k in mapping.keys]
     return not all(isinstance(k, str) for k in keys) or "workers" in keys
+
+
+def _changed_in_place(tree: ast.Module, name: str) -> bool:
+    """``name[...] = ...``, ``name |= ...`` or ``name.update(...)`` (``setdefault``)
+    somewhere in the file: what a dict literal holds is then not what it passes."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            target = node.value
+        elif isinstance(node, ast.AugAssign):
+            target = node.target
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("update", "setdefault")
+        ):
+            target = node.func.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == name:
+            return True
+    return False
 
 
 def _super_init(node: ast.AST) -> bool:
