@@ -20,6 +20,7 @@ A step is split into parts that add up to it, each measured, never guessed:
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -349,10 +350,13 @@ def _traces_within_steps(
         return row
     warm = steps.warmup_indices
     sizes = steps.kept_call_steps
+    starts = steps.starts[: len(steps.durations)]
+    lo = bisect.bisect_left(starts, start - 1e-9)
+    hi = bisect.bisect_left(starts, span.start_s + width - 1e-9)
     excess = sum(
         max(0.0, steps.durations[i] - sizes[i] * steps.median_s)
-        for i, t in enumerate(steps.starts[: len(steps.durations)])
-        if start - 1e-9 <= t < span.start_s + width - 1e-9 and i not in warm
+        for i in range(lo, hi)
+        if i not in warm
     )
     if row.traced_call_s <= excess:
         return row
