@@ -7,8 +7,8 @@ trainable variables after its first steps (a custom loop's). A printed line is k
 its text with the numbers taken out (``epoch # loss #``) and by how many such lines came
 before it, so the first ``epoch # loss #`` of one run meets the first of the other,
 whatever else either printed between them; numbers followed by a unit of time (``3.2 s``,
-``12ms/step``) are timings, not results, and a Keras progress bar's counter (``3/55``)
-is how far a loop got.
+``12ms/step``, ``2.62s``) are timings, not results, nor part of their line's key, and a
+Keras progress bar's counter (``3/55``) is how far a loop got.
 
 Only values the original reproduces are compared: with several runs of the original, a
 value that differs between them by more than the tolerance (a timing printed without a
@@ -32,8 +32,14 @@ ATOL = 1e-6
 MAX_LINES = 200  # printed lines with numbers read from the start of the output
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
-_TIMING = re.compile(
-    r"^\s*(?:ms|s|sec|secs|second|seconds|us|µs|ns|min|m|h|it/s|/s|ms/step|s/step|us/step)\b"
+_UNITS = r"(?:ms|s|sec|secs|second|seconds|us|µs|ns|min|m|h|it/s|/s|ms/step|s/step|us/step)"
+_TIMING = re.compile(rf"^\s*{_UNITS}\b")
+# a number written against its unit (``2.62s``, ``12ms/step``, ``1.5min``): not a number
+# to _NUMBER (a word character follows it), so neither a value nor a ``#`` of its line's
+# key, which then held the timing itself ("epoch # in 2.62s") and met another run's line
+# of another epoch that took the same time (helper-57's distributed tutorial: "3 against 2")
+_GLUED_TIMING = re.compile(
+    rf"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?{_UNITS}(?![\w.])"
 )
 # a printed tensor's dtype (``dtype=float64``) is not a result: a precision fix changes it
 _DTYPE = re.compile(r"\b(?:b?float(?:16|32|64))\b")
@@ -114,6 +120,7 @@ def printed_values(stdout: str) -> list[tuple[str, float]]:
     seen: Counter[str] = Counter()
     lines = 0
     for raw in _ANSI.sub("\n", _PROGRESS.sub("", stdout)).splitlines():
+        raw = _GLUED_TIMING.sub("#", raw)
         numbers = [m for m in _NUMBER.finditer(raw) if not _TIMING.match(raw[m.end() :])]
         if not numbers:
             continue

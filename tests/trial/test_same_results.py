@@ -200,3 +200,23 @@ def test_a_program_of_several_fits_is_compared_fit_by_fit_as_far_as_both_reached
     assert ("epoch 0 loss in fit 3", 0.25) in original.items
     sameness = compare([original], faster)
     assert sameness.same is True and sameness.compared == 6
+
+
+def test_a_timing_written_against_its_unit_is_no_part_of_its_line_s_key():
+    """helper-57's distributed tutorial prints "epoch 2 train 94 steps in 2.59s (27.6
+    ms/step)": the "2.59s" stayed in the line's key, so a fix's third epoch that also
+    took 2.59 s met the original's second ("3 against 2": changed the results)."""
+    original = "epoch 1 train 94 steps in 2.62s\nepoch 2 train 94 steps in 2.59s\n"
+    fixed = "epoch 1 train 94 steps in 4.94s\nepoch 2 train 94 steps in 2.10s\nepoch 3 in 2.59s\n"
+    values = dict(printed_values(original))
+    assert values == {
+        "epoch # train # steps in #|0|0": 1.0,
+        "epoch # train # steps in #|0|1": 94.0,
+        "epoch # train # steps in #|1|0": 2.0,
+        "epoch # train # steps in #|1|1": 94.0,
+    }
+    a = Values("printed output", tuple(printed_values(original)))
+    b = Values("printed output", tuple(printed_values(fixed)))
+    assert compare([a, a], b).same is True
+    assert compare([a, a], b, by_mean=True).same is True
+    assert [v for _, v in printed_values("took 1.5min, 12ms/step, 3e-3s; loss 0.5\n")] == [0.5]
