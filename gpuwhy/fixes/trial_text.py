@@ -13,8 +13,9 @@ BESIDES = "besides the fixes tried: "
 NOT_FOUND = "not found in run 1"
 # The speed note of a fix judged on the whole program's run time (trial/judge.py).
 WHOLE_PROGRAM = (
-    "the whole program's run time: no training step was found to time (a loop gpuwhy "
-    "cannot mark), and every run ended on its own within the bound"
+    "the whole program's run time: fewer than two runs a side timed training steps (a "
+    "loop gpuwhy cannot mark, or runs too short to time any step after warm-up), and "
+    "every run ended on its own within the bound"
 )
 CALLS_OUTSIDE = (
     "the whole program's run time: the calls it changes run outside the training steps, "

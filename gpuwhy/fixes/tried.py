@@ -19,6 +19,7 @@ TRIED_BY_FIX = frozenset(
         "input.python-function",
         "input.no-prefetch",
         "input.no-cache",
+        "input.projected-bound",
         "gpu.underutilized",
         "tensorcore.unused",
         "steps.periodic-stall",

@@ -47,6 +47,7 @@ from gpuwhy.trial.variant_runs import VariantRun
 # cost model's own error is larger than a percent or two
 MIN_PROJECTED_GAIN = 1.05
 MIN_LOOP_STEPS = 10  # steps after warm-up a loop's wall time per step is read over
+MIN_TIMED_RUNS = 2  # runs a side that timed steps, for the steps' time to judge a fix
 
 
 def values_of(run: VariantRun, printed_only: bool = False) -> Values:
@@ -126,10 +127,14 @@ def step_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change | Non
     mean after warm-up), the interval from the runs' spread alone. Not floored by each
     run's own resampled spread as ``gpuwhy diff``'s is: a bounded run of a fix has a
     structure resampling breaks (a cache's slow first pass, then fast ones), while its
-    runs, interleaved with the original's, agree."""
-    units_b = [run_units(f) for f in before]
-    units_a = [run_units(f) for f in after]
-    if not all(u.step_count for u in (*units_b, *units_a)):
+    runs, interleaved with the original's, agree. A run that timed no step after its
+    warm-up (a fix's first, slowed by the machine, whose few calls of 20 steps were all
+    warm-up) is left out where two runs a side remain: the weather forecast's
+    steps_per_execution fix was judged on the whole program's time for one such run, and
+    said that no training step was found, beside rounds of 60 steps timed."""
+    units_b = [u for u in map(run_units, before) if u.step_count]
+    units_a = [u for u in map(run_units, after) if u.step_count]
+    if min(len(units_b), len(units_a)) < MIN_TIMED_RUNS:
         return None
     return ratio_between(
         "step_time",

@@ -1379,3 +1379,27 @@ def test_a_mapping_written_without_workers_leaves_the_super_call_free_to_take_th
         found, refused = plan_with(may)
         assert not [c for c in found if "worker threads" in c.fix]
         assert any("may already hold workers" in r.why for r in refused)
+
+
+def test_an_input_a_gpu_would_wait_for_is_tried_with_the_pipeline_s_fixes(tmp_path):
+    """input.projected-bound (HIGH, with --target) names the cache, parallel maps and
+    prefetch in its fix; gpuwhy fix said it had "no automatic fix" for it and skipped
+    the LOW input.no-cache whose cache ran helper-57's weather forecast 1.8x faster.
+    The pipeline's fixes are tried for it, and the cache is not tried twice."""
+    path, files = setup(tmp_path)
+    stages = tuple(
+        PipelineStage(name, kind, (kind,), f"{path}:4", repeats=True)
+        for name, kind in (("Range", "range"), ("ParallelMapV2", "map"), ("BatchV2", "batch"))
+    )
+    stages = tuple(replace(s, parallelism=2) if s.kind == "map" else s for s in stages)
+    pipeline = PipelineFacts(
+        1, location=f"{path}:4", stages=stages, iterators=3, cardinality=5, element_bytes=16
+    )
+    tfdata = TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=1 << 30)
+    low_cache = replace(finding("input.no-cache"), severity="low")
+    found, refused = plan(
+        [finding("input.projected-bound"), low_cache], Facts(tfdata=tfdata), files
+    )
+    assert [c.finding for c in found] == ["input.projected-bound"]
+    assert ".batch(2).cache().prefetch(tf.data.AUTOTUNE)\n" in edited(path, found[0])
+    assert not any("no automatic fix" in n.why for n in refused)

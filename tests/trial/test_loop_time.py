@@ -376,3 +376,18 @@ def test_a_fix_of_one_of_several_loops_is_measured_on_that_loop():
     assert 1.8 < speed["speedup"] < 2.3
     # a location that is no loop's (a compile line), or one loop only: as before
     assert _speed(before, after, location="ctl.py:20").get("speed_note") != FIXED_LOOP
+
+
+def test_a_run_that_timed_no_step_is_left_out_where_two_a_side_timed_theirs():
+    """helper-57's weather forecast: a steps_per_execution=32 fix's first run, slowed by
+    the machine, timed no step after its warm-up (epochs of one call of 20 steps); the
+    fix was judged on the whole program's time and said no training step was found,
+    beside its other three runs of 60 steps timed. Those three are judged; with one
+    run a side left, nothing is."""
+    original = [epochs_of([1] * 60, 0.08, 1) for _ in range(3)]
+    fixed = [epochs_of([1], 0.05, 1)] + [epochs_of([1] * 60, 0.05, 1) for _ in range(3)]
+    aligned = same_warmup([*original, *fixed])
+    assert run_units(aligned[3]).step_count == 0
+    change = step_change(aligned[:3], aligned[3:])
+    assert change is not None and abs(change.estimate - 0.625) < 1e-3
+    assert step_change(aligned[:1], aligned[3:5]) is None
