@@ -439,3 +439,22 @@ def test_stage_timers_a_pipeline_that_kept_up_contradicts_are_not_used():
     # too few steps to tell a prefetch buffer from a pipeline that kept up: used
     short = replace(steps, count=10)
     assert projection_facts(fast, "A100", slow, short).input_batch_s is not None
+
+
+def test_a_step_function_is_projected_before_one_that_trains_an_epoch_a_call():
+    """helper-57's distributed tutorial has a tf.function that runs a whole epoch (its
+    backward pass inside the graph's while loop) beside the step function; which one
+    spent more time in calls decided the projection, run by run."""
+    epoch = train_function(name="distributed_train_epoch", location="train.py:191")
+    step = train_function(name="distributed_train_step", location="train.py:115")
+    ops = [
+        b.tensor_op(
+            flops=2e9, function="distributed_train_epoch (train.py:191)", gradient=True,
+            loop="while", in_loop=True,
+        ),
+        b.tensor_op(flops=2e9, function="distributed_train_step (train.py:115)", gradient=True),
+    ]  # fmt: skip
+    facts = placement(tensor_ops=ops, functions=(epoch, step))
+    assert training_function(facts).name == "distributed_train_step"
+    alone = placement(tensor_ops=ops[:1], functions=(epoch,))
+    assert training_function(alone).name == "distributed_train_epoch"  # the one there is
