@@ -322,8 +322,8 @@ def test_a_loop_body_that_cannot_move_is_refused_with_why(tmp_path):
     assert found == [] and "cannot move into a function as written" in refused[0].why
 
 
-def test_a_cache_and_a_prefetch_at_the_same_place_are_one_edit(tmp_path):
-    path, files = setup(tmp_path)
+def cacheable_pipeline(path: str) -> TfDataFacts:
+    """range -> parallel map -> batch at line 4, read three times, the same each pass."""
     stages = tuple(
         PipelineStage(name, kind, (kind,), f"{path}:4", repeats=True)
         for name, kind in (("Range", "range"), ("ParallelMapV2", "map"), ("BatchV2", "batch"))
@@ -332,7 +332,12 @@ def test_a_cache_and_a_prefetch_at_the_same_place_are_one_edit(tmp_path):
     pipeline = PipelineFacts(
         1, location=f"{path}:4", stages=stages, iterators=3, cardinality=5, element_bytes=16
     )
-    tfdata = TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=1 << 30)
+    return TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=1 << 30)
+
+
+def test_a_cache_and_a_prefetch_at_the_same_place_are_one_edit(tmp_path):
+    path, files = setup(tmp_path)
+    tfdata = cacheable_pipeline(path)
     found, _ = plan([finding("input.no-cache")], Facts(tfdata=tfdata), files)
     assert ".batch(2).cache().prefetch(tf.data.AUTOTUNE)\n" in edited(path, found[0])
 
@@ -1387,15 +1392,7 @@ def test_an_input_a_gpu_would_wait_for_is_tried_with_the_pipeline_s_fixes(tmp_pa
     the LOW input.no-cache whose cache ran helper-57's weather forecast 1.8x faster.
     The pipeline's fixes are tried for it, and the cache is not tried twice."""
     path, files = setup(tmp_path)
-    stages = tuple(
-        PipelineStage(name, kind, (kind,), f"{path}:4", repeats=True)
-        for name, kind in (("Range", "range"), ("ParallelMapV2", "map"), ("BatchV2", "batch"))
-    )
-    stages = tuple(replace(s, parallelism=2) if s.kind == "map" else s for s in stages)
-    pipeline = PipelineFacts(
-        1, location=f"{path}:4", stages=stages, iterators=3, cardinality=5, element_bytes=16
-    )
-    tfdata = TfDataFacts(pipelines=(pipeline,), host_memory_available_bytes=1 << 30)
+    tfdata = cacheable_pipeline(path)
     low_cache = replace(finding("input.no-cache"), severity="low")
     found, refused = plan(
         [finding("input.projected-bound"), low_cache], Facts(tfdata=tfdata), files
