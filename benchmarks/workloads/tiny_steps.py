@@ -12,6 +12,7 @@ import tensorflow as tf
 steps = int(os.environ.get("WORKLOAD_STEPS", "20000"))
 size = int(os.environ.get("WORKLOAD_SIZE", "16"))
 batch = int(os.environ.get("WORKLOAD_BATCH", "16"))
+chunk = int(os.environ.get("WORKLOAD_CHUNK", "0"))
 ds = tf.data.Dataset.from_tensor_slices(tf.random.uniform((1024, size), seed=0))
 ds = ds.repeat().batch(batch).take(steps).prefetch(2)
 w = tf.Variable(tf.random.uniform((size, size), seed=1))
@@ -32,6 +33,10 @@ for x in ds:
     times.append(now - last)
     last = now
 print(f"MEDIAN_STEP_S {statistics.median(times[20:]):.9f}")
+if chunk:  # WORKLOAD_CHUNK=N: each N steps' mean and median step (bench_loop_chunks.py)
+    parts = [times[i : i + chunk] for i in range(0, len(times), chunk)]
+    print("CHUNK_MEAN_S", *(f"{sum(p) / len(p):.9f}" for p in parts))
+    print("CHUNK_MEDIAN_S", *(f"{statistics.median(p):.9f}" for p in parts))
 print(
     f"LOOP_S {last - start:.4f} CPU_S {time.process_time() - cpu:.4f} "
     f"MAIN_CPU_S {time.thread_time() - main:.4f}"
