@@ -21,10 +21,9 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
-from bench_run import GPUWHY
+from bench_run import both_sides
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "tiny_steps.py")
@@ -54,10 +53,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--chunk", type=int, default=1000)
     args = parser.parse_args()
-    sides = {
-        "python": [sys.executable, WORKLOAD],
-        "gpuwhy": [GPUWHY, "run", "-o", os.devnull, WORKLOAD],
-    }
+    if args.steps <= HEAD_STEPS:
+        parser.error(f"--steps must be over the head's {HEAD_STEPS:,} steps, to compare the rest")
+    sides = both_sides(WORKLOAD)
     runs: dict[str, list[dict[str, list[float]]]] = {name: [] for name in sides}
     for i in range(args.pairs):
         order = list(sides) if i % 2 == 0 else list(sides)[::-1]
@@ -65,7 +63,7 @@ def main() -> None:
             runs[name].append(chunks(sides[name], args.steps, args.chunk))
     head = max(1, HEAD_STEPS // args.chunk)
     for figure in ("CHUNK_MEAN_S", "CHUNK_MEDIAN_S"):
-        pairs = list(zip(runs["gpuwhy"], runs["python"]))
+        pairs = list(zip(runs["gpuwhy run"], runs["python"]))
         per_chunk = [
             statistics.median(w[figure][k] / p[figure][k] for w, p in pairs)
             for k in range(min(len(w[figure]) for w, _ in pairs))

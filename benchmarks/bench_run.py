@@ -35,6 +35,14 @@ WORKLOADS = {"keras_fit": 0.02, "custom_loop": 0.02, "tiny_steps": 0.02, "eager_
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
 
+def both_sides(script: str) -> dict[str, list[str]]:
+    """The script as python runs it and as `gpuwhy run` does (its report thrown away)."""
+    return {
+        "python": [sys.executable, script],
+        "gpuwhy run": [GPUWHY, "run", "-o", os.devnull, script],
+    }
+
+
 def step_time(command: list[str]) -> tuple[float, dict[str, float]]:
     """The workload's median step and its figures: the process's wall and CPU time, and
     where the workload prints them, its loop's.

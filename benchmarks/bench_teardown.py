@@ -29,10 +29,9 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
-from bench_run import GPUWHY
+from bench_run import both_sides
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "iterator_teardown.py")
@@ -62,10 +61,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--stall-ms", type=float, default=50.0)
     args = parser.parse_args()
-    sides = {
-        "python": [sys.executable, WORKLOAD],
-        "gpuwhy run": [GPUWHY, "run", "-o", os.devnull, WORKLOAD],
-    }
+    sides = both_sides(WORKLOAD)
     seen: dict[str, list[float]] = {name: [] for name in sides}
     loop_s: dict[str, list[float]] = {name: [] for name in sides}
     for pair in range(args.pairs):  # alternate, and which side goes first
