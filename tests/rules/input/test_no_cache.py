@@ -353,3 +353,23 @@ def test_fit_s_own_pipeline_over_numpy_arrays_has_nothing_to_cache():
     # the same stages written by the program are its own to cache
     own = t.pipeline(*(replace(s, by_library=False) for s in stages), bottleneck=2)
     assert check(t.facts(own, steps=t.fit_steps(0.40)))
+
+
+def test_with_a_projection_the_gain_is_said_on_the_projected_step_too():
+    """helper-57's weather forecast under --target A100: "about 0% of step time" (the
+    wait measured on this CPU) beside an input.projected-bound of 87 %. The projected
+    step's figure is said too, as a projection; the severity stays the measured one's."""
+    from tests import builders as b
+
+    facts = t.facts(t.example_pipeline(), steps=t.fit_steps(0.0))
+    (measured,) = check(facts)
+    projection = b.projection(
+        function="multi_step_on_iterator (train.py:80)",
+        input_wait_fraction=0.87, input_wait_low=0.7, input_wait_high=0.9,
+    )  # fmt: skip
+    (projected,) = check(replace(facts, projection=projection))
+    assert projected.severity == measured.severity
+    saved = projected.evidence["cacheable_share_of_pipeline_time"] * 2 / 3
+    assert f"about {0.87 * saved:.0%} of the step" in projected.estimated_gain
+    assert "on A100 (projected, where steps would wait for input 87%)" in (projected.estimated_gain)
+    assert "projected" not in measured.estimated_gain
