@@ -190,11 +190,8 @@ class NoCache(Rule):
         beside = beside_steps(facts, pipeline)  # validation: its wait is not the steps'
         waits = not beside and wait is not None and wait.fraction >= options["min_input_wait"]
         # Only passes after the first read from the cache.
-        gain = (
-            (wait.fraction * share * (passes - 1) / passes)
-            if wait is not None and not beside
-            else 0.0
-        )
+        saved = share * (passes - 1) / passes  # of the pipeline's time
+        gain = wait.fraction * saved if wait is not None and not beside else 0.0
         evidence: dict[str, Any] = {
             "pipeline": pipeline_name(pipeline),
             "cacheable_stages": [stage_label(s) for s in prefix],
@@ -239,7 +236,7 @@ class NoCache(Rule):
                     if beside
                     else f"estimate: about {gain:.0%} of step time (the wait times the "
                     f"cached stages' share, on every pass after the first); "
-                    + _projected_gain(facts, pipeline, share * (passes - 1) / passes)
+                    + _projected_gain(facts, pipeline, saved)
                 )
                 + f"{share:.0%} of the pipeline's work is done once instead of "
                 f"{passes:.1f} times"
