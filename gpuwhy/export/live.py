@@ -22,6 +22,7 @@ most).
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -100,22 +101,35 @@ class LiveMetrics:
 
     def _run(self) -> None:
         wait = self.options.interval_s
-        while not self._stopping.wait(wait):
-            started = time.thread_time()
-            try:
-                facts, steps = self.snapshot()
-                self.update(facts, steps, _rule_ids(facts))
-            except Exception:  # noqa: BLE001 - skip this update, never the run
-                if os.environ.get("GPUWHY_DEBUG"):
-                    traceback.print_exc()
-            # an update's cost is bounded, not fixed (it reads each loop's first steps,
-            # the rules, every collector's facts): where one takes long the pause grows,
-            # so that updates never take more than MAX_SHARE of the run. Its cost is this
-            # thread's CPU time: what it took from the program; its wall time would also
-            # count the waits for the GIL and for a machine busy with other work, and one
-            # slow update on a loaded machine would put the next minutes away
-            cost = time.thread_time() - started
-            wait = max(self.options.interval_s, cost / MAX_SHARE)
+        collections = CollectionsOnThread()
+        gc.callbacks.append(collections)
+        try:
+            while not self._stopping.wait(wait):
+                wait = self._timed_update(collections)
+        finally:
+            if collections in gc.callbacks:
+                gc.callbacks.remove(collections)
+
+    def _timed_update(self, collections: CollectionsOnThread) -> float:
+        """One update; returns the pause before the next."""
+        started, collected = time.thread_time(), collections.cpu_s
+        try:
+            facts, steps = self.snapshot()
+            self.update(facts, steps, _rule_ids(facts))
+        except Exception:  # noqa: BLE001 - skip this update, never the run
+            if os.environ.get("GPUWHY_DEBUG"):
+                traceback.print_exc()
+        # an update's cost is bounded, not fixed (it reads each loop's first steps,
+        # the rules, every collector's facts): where one takes long the pause grows,
+        # so that updates never take more than MAX_SHARE of the run. Its cost is this
+        # thread's CPU time: what it took from the program; its wall time would also
+        # count the waits for the GIL and for a machine busy with other work, and one
+        # slow update on a loaded machine would put the next minutes away. Nor is a
+        # garbage collection of the program's heap that falls on this thread (the
+        # program sleeping, its allocations are the only ones) its cost: the heap's
+        # debt, paid wherever it falls; a full one of a large heap takes a second
+        cost = time.thread_time() - started - (collections.cpu_s - collected)
+        return max(self.options.interval_s, cost / MAX_SHARE)
 
     def update(
         self,
@@ -167,6 +181,26 @@ class LiveMetrics:
             self.otlp.finish()
         if self.endpoint is not None:
             self.endpoint.stop()
+
+
+class CollectionsOnThread:
+    """The CPU time of Python's garbage collections that ran on the thread that made
+    this (a ``gc.callbacks`` entry: collections run on whichever thread's allocation
+    set them off)."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.cpu_s = 0.0
+        self._started: float | None = None
+
+    def __call__(self, phase: str, _info: dict) -> None:
+        if threading.get_ident() != self.thread:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        elif self._started is not None:
+            self.cpu_s += time.thread_time() - self._started
+            self._started = None
 
 
 def _rule_ids(facts: Facts) -> list[tuple[str, str]]:

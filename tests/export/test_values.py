@@ -219,6 +219,42 @@ def test_an_update_slowed_by_a_busy_machine_does_not_put_the_next_far_away():
     assert waiting >= min(3, control), (control, waiting)
 
 
+def test_a_garbage_collection_that_falls_on_an_update_does_not_put_the_next_away():
+    """A collection of the program's heap runs on whichever thread's allocation set it
+    off, and while the program sleeps or waits that is the updates' thread: a full one
+    of a large heap (the suite's own process, a second of CPU) is the heap's debt, not
+    what the update cost, and counted in it would put the next update minutes away
+    (likely what left 1 update against 2 in two seconds in a CI run of the suite)."""
+    import gc
+    import time
+
+    from gpuwhy.export.live import MAX_SHARE, LiveMetrics, MetricsOptions
+    from tests.export.conftest import free_port
+
+    heap = [[i] for i in range(1_000_000)]  # the program's: a full collection walks it
+    started = time.thread_time()
+    gc.collect()
+    collection_s = time.thread_time() - started
+    assert collection_s / MAX_SHARE >= 3.0  # counted, one would pause the next 3 s+
+    calls = []
+
+    def snapshot():
+        calls.append(time.perf_counter())
+        gc.collect()  # stands for the one the heap was due, set off on this thread
+        return Facts(steps=STEPS), ()
+
+    live = LiveMetrics(
+        MetricsOptions(port=free_port(), interval_s=0.01),
+        "run",
+        "t.py",
+        time.perf_counter(),
+        snapshot,
+    ).start()
+    time.sleep(2.0)
+    live.finish(None)
+    assert len(heap) and len(calls) >= 3, calls
+
+
 def test_each_loops_steps_are_published_once():
     """An update adds what each loop's counts grew by since its last reading: a step
     is never counted twice, and a loop first seen later adds all its steps."""
