@@ -1,7 +1,8 @@
 """A tf.data loop of very short tf.function steps (about 0.2 ms here; WORKLOAD_SIZE=288
 WORKLOAD_BATCH=160: about 0.5 ms), the case where gpuwhy's per-step hooks weigh most;
 prints the median step time and, for the loop as a whole, its wall and CPU time (the
-main thread's, and the process's)."""
+main thread's, and the process's). WORKLOAD_SETUP_S=N waits N seconds before the loop,
+as a program that loads its data first does."""
 
 import os
 import statistics
@@ -13,6 +14,7 @@ steps = int(os.environ.get("WORKLOAD_STEPS", "20000"))
 size = int(os.environ.get("WORKLOAD_SIZE", "16"))
 batch = int(os.environ.get("WORKLOAD_BATCH", "16"))
 chunk = int(os.environ.get("WORKLOAD_CHUNK", "0"))
+setup_s = float(os.environ.get("WORKLOAD_SETUP_S", "0"))
 ds = tf.data.Dataset.from_tensor_slices(tf.random.uniform((1024, size), seed=0))
 ds = ds.repeat().batch(batch).take(steps).prefetch(2)
 w = tf.Variable(tf.random.uniform((size, size), seed=1))
@@ -24,6 +26,7 @@ def train_step(x):
     return w
 
 
+time.sleep(setup_s)
 times = []
 start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
 last = start

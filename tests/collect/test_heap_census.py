@@ -171,6 +171,24 @@ def test_memory_that_stays_flat_gets_no_census_at_all():
     assert census.observe(4000.0, 504 * MiB) and census.censuses == 1
 
 
+def test_a_loop_begun_late_takes_its_mark_after_its_own_start():
+    """A program that loads its data first begins its loop past 8 s: the loop's start
+    (tf.data's buffers, the allocator's arenas: 12 MiB on a loop of short steps begun 13 s
+    in) is no growth, and a mark read before it took two censuses in the loop's first two
+    seconds, 0.6 s of it held. The mark comes 2 s after the first steps."""
+    calls = [0]
+    census = HeapCensus(t0=0.0, calls=lambda: calls[0])
+    for t in range(1, 13):  # loading: no step yet
+        assert not census.observe(float(t), 500 * MiB)
+    calls[0] = 3  # the loop begins at 12.5 s; its start adds 12 MiB at once
+    assert not census.observe(13.0, 512 * MiB)
+    assert not census.observe(14.0, 512 * MiB)
+    assert not census.observe(15.0, 512 * MiB)  # the mark: 512 MiB
+    flat = [census.observe(16.0 + i, 512 * MiB + (i % 5) * MiB // 2) for i in range(600)]
+    assert not any(flat) and census.censuses == 0
+    assert census.observe(700.0, 516 * MiB) and census.censuses == 1  # growth: as before
+
+
 def test_memory_growing_fast_at_the_mark_has_its_baseline_then():
     """A list filling 30 MiB a second from before 8 s: the baseline at 8 s (the mark the
     reading before), the next census a poll later, as when every program had its

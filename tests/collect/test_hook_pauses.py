@@ -791,3 +791,27 @@ def test_a_resume_while_the_tick_asks_the_functions_keeps_the_new_loop_s_time_on
     finally:
         pauses.finish()
         patch.undo()
+
+
+def test_a_fast_loop_after_seconds_of_nothing_is_paused_at_its_own_pace():
+    """The pace a first pause needs is the loop's: ticks that saw no event (TensorFlow
+    importing, a model building) do not count. Counted from when the hooks went in, a
+    loop of 0.38 ms steps 4 s into a run was timed 1.5 s (4,000 steps) before its events
+    made up for the seconds before it."""
+    from gpuwhy.collect.inprocess.hook_pauses import HookPauses
+    from gpuwhy.tfapi.patching import Patch
+
+    pauses = HookPauses(on_s=0.25, off_s=1.0, min_events_per_s=1500.0)
+    patch = Patch(_Hooked, "event", lambda original: lambda self: "hooked")
+    pauses.add([patch])
+    try:
+        now = time.perf_counter()
+        for tick in range(16):  # 4 s of ticks with nothing timed
+            pauses.tick(now + 0.25 * tick, 0, steady=True)
+        now += 4.0
+        pauses.tick(now, 650, steady=True)  # 0.38 ms steps: 650 reads a tick
+        pauses.tick(now + 0.25, 650, steady=True)
+        assert pauses.wanted  # 1,300 reads in a quarter to half a second
+    finally:
+        pauses.finish()
+        patch.undo()

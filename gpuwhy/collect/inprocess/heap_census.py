@@ -30,8 +30,9 @@ be filling (:func:`heap`) adds two passes at C speed, the program held meanwhile
 each over 480,000 objects, load 4-5); what the census freed is given back to the OS
 after it (:func:`release_freed`). It is kept rare. Once the
 program has made its first steps (3 calls of its tf.functions) and 8 s have passed (16 s
-for a program without tf.functions), the resident memory read a poll (a second)
-earlier is the *mark*; the baseline census comes once the memory has grown ``BASELINE_GROWTH`` past the
+for a program without tf.functions), and 2 s since those steps (a program that loads its
+data first: its loop's own start is no growth), the resident memory read a poll (a
+second) earlier is the *mark*; the baseline census comes once the memory has grown ``BASELINE_GROWTH`` past the
 mark (a program whose memory stays flat pays for no census at all: on a 20 s loop of
 0.5 ms steps a baseline held the program 1-3 % of its run; one whose memory grows that
 fast at 8 s has its baseline then, as when every program had one). Then a census comes only when the
@@ -93,6 +94,12 @@ BASELINE_CALLS = 3  # tf.function calls before the baseline: the first steps hav
 # up to a second, and most of a TF program's start-up creep (allocator arenas, tf.data
 # buffers) is over by then; a run shorter than this pays for none
 BASELINE_AFTER_S = 8.0
+# ... nor before this long after the first steps: a program that loads its data first
+# begins its loop later than that, and the loop's own start (tf.data's buffers, the
+# allocator's arenas for its tensors: 12 MiB on a loop of 0.34 ms steps begun 13 s in)
+# read as growth past a mark taken before it: two censuses held that loop 0.5 s in its
+# first two seconds (a plain run's memory flat after its first 0.1 s)
+MARK_AFTER_STEPS_S = 2.0
 # growth past the mark (the memory as start-up ended) that takes the baseline: a
 # flat program never pays for a census; the next census comes FIRST_THRESHOLD past the
 # baseline's memory, or past the mark's and this where the memory outran the polls
@@ -194,6 +201,7 @@ class HeapCensus:
         self._rss = 0
         self._mark: int | None = None  # resident bytes as start-up ended (see observe)
         self._previous: tuple[float, int] | None = None  # the last reading before the mark
+        self._began_at: float | None = None  # the first reading that saw the steps begun
         self._threshold = FIRST_THRESHOLD
         self._interval = FIRST_INTERVAL_S
         self._at_s = 0.0
@@ -223,11 +231,18 @@ class HeapCensus:
         the mark."""
         if self._mark is None:
             previous, self._previous = self._previous, (t, rss)
-            if t - self.t0 < BASELINE_AFTER_S or not self._steps_began(t):
-                return False  # start-up: its creep is no growth
+            if self._began_at is None:
+                # begun by the first reading: at some time before it, long enough ago
+                self._began_at = self._steps_began(t if previous is not None else self.t0)
+            began = self._began_at
+            if t - self.t0 < BASELINE_AFTER_S or began is None or t - began < MARK_AFTER_STEPS_S:
+                return False  # start-up, the loop's own start: their creep is no growth
             # the reading a poll before this one: a memory growing fast now has its
-            # baseline now (one read longer ago saw start-up's creep)
-            recent = previous is not None and t - previous[0] <= MARK_LOOKBACK_S
+            # baseline now (one read longer ago saw start-up's creep), where the steps
+            # had begun by then
+            recent = (
+                previous is not None and t - previous[0] <= MARK_LOOKBACK_S and previous[0] > began
+            )
             self._mark = min(previous[1], rss) if recent and previous else rss
         if not self.due(t, rss):
             return False
@@ -244,12 +259,15 @@ class HeapCensus:
             self._rss = min(rss, self._mark + BASELINE_GROWTH)
         return True
 
-    def _steps_began(self, t: float) -> bool:
-        """The program made its first steps (``BASELINE_CALLS`` tf.function calls); an
-        eager program (no tf.function calls) is taken to have begun them after twice
-        ``BASELINE_AFTER_S``."""
+    def _steps_began(self, t: float) -> float | None:
+        """When the program made its first steps (``BASELINE_CALLS`` tf.function calls),
+        as a reading at ``t`` sees it; an eager program (no tf.function calls) is taken
+        to have begun them at the start, once twice ``BASELINE_AFTER_S`` passed. None:
+        not yet."""
         calls = self.calls() if self.calls is not None else 0
-        return calls >= BASELINE_CALLS or t - self.t0 >= 2 * BASELINE_AFTER_S
+        if calls >= BASELINE_CALLS:
+            return t
+        return self.t0 if t - self.t0 >= 2 * BASELINE_AFTER_S else None
 
     def take(self, t: float, rss: int) -> None:
         """One census now: types counted, containers' lengths, the most grown named."""

@@ -5,7 +5,8 @@ calls on the program's thread: a few microseconds a step each, which on a loop o
 0.2-0.5 ms steps is over the 2 % budget (docs/speed.md). Running the hooks less often is
 the only way under it, so once a loop is steady (each loop seen since the last pause has
 its first ``HEAD_STEPS`` steps kept one by one) and fast (``MIN_EVENTS_PER_S`` reads and
-calls a second or more: steps of about a millisecond or less), the hooks step aside for
+calls a second or more, counted from the drain's first tick that saw any: steps of about a
+millisecond or less), the hooks step aside for
 ``OFF_S`` after ``ON_S`` they were on, and from then on for ``OFF_S`` after every
 ``SHORT_ON_S`` back, as long as the loop ran as fast through the pause (its counts say
 so): a twentieth of the steps are timed, in nearly every second of the loop, the rest
@@ -196,6 +197,12 @@ class HookPauses:
                 self.wanted_from = now + self.short_on_s
                 self.wanted = functions_ready and self._may_pause()
                 return
+            if not reads + calls:
+                # the hooks saw nothing since the last tick (TensorFlow importing, a model
+                # building, a loop of slow steps): a loop's pace counts from here, not
+                # from when the hooks went in (a fast loop after 4 s of imports was timed
+                # 1.5 s before its events made up for them: 4,000 steps at 0.38 ms)
+                self._on_since, self._events = now, 0
             self._events += reads + calls
             on_for = now - self._on_since
             self.wanted_from = 0.0
