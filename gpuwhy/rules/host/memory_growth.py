@@ -391,9 +391,9 @@ class MemoryGrowth(Rule):
     ```
 
     As the memory grows, a few censuses of the Python heap (a baseline once the memory
-    has grown 4 MiB past what it was when training began, not before 8 s, then each
-    time it has grown by 12, 24, 48 MiB ..., or by 4 MiB after 10, 20, 40 s ..., at most
-    10 a run; a program whose memory stays flat gets none) find the list, dict,
+    has grown 4 MiB past what it was when training began, not before 8 s nor before 2 s of
+    training, then each time it has grown by 12, 24, 48 MiB ..., or by 4 MiB after 10, 20,
+    40 s ..., at most 10 a run; a program whose memory stays flat gets none) find the list, dict,
     set or deque that gains the most elements, and name it as the program does (a
     global, a function's local, an object's attribute), with the type of its elements
     and the line that adds to them: the finding then says what to change on that line.
