@@ -371,5 +371,5 @@ def test_with_a_projection_the_gain_is_said_on_the_projected_step_too():
     assert projected.severity == measured.severity
     saved = projected.evidence["cacheable_share_of_pipeline_time"] * 2 / 3
     assert f"about {0.87 * saved:.0%} of the step" in projected.estimated_gain
-    assert "on A100 (projected, where steps would wait for input 87%)" in (projected.estimated_gain)
+    assert "on A100 (projected, where steps would wait for input 87%)" in projected.estimated_gain
     assert "projected" not in measured.estimated_gain
