@@ -12,8 +12,15 @@ import gpuwhy.comparison
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
 # the comparing (gpuwhy diff's), the metadata reader (a capture's frames), the HTTP
-# client (dcgm-exporter's reads)
-NOT_AT_START = ("gpuwhy.comparison.pair", "importlib.metadata", "http.client", "urllib.request")
+# client (dcgm-exporter's reads), the code highlighter (a report in colour only: 20-30 ms)
+NOT_AT_START = (
+    "gpuwhy.comparison.pair",
+    "importlib.metadata",
+    "http.client",
+    "urllib.request",
+    "rich.syntax",
+    "pygments",
+)
 
 
 def test_a_run_starts_the_script_without_what_it_never_reads(tmp_path):

@@ -12,7 +12,6 @@ import io
 from typing import Any
 
 from rich.console import Console, Group
-from rich.syntax import Syntax
 from rich.text import Text
 
 from gpuwhy.facts import (
@@ -289,12 +288,15 @@ class TerminalRenderer(Renderer):
 
     def _code(self, code: str, indent: int) -> list[Text]:
         """Code as Text lines: highlighted on a terminal, never cropped or padded, so a
-        long pip command survives copy and paste."""
-        text = (
-            Syntax(code, code_language(code), theme="ansi_dark").highlight(code)
-            if self.color
-            else Text(code)
-        )
+        long pip command survives copy and paste. ``rich.syntax`` (and Pygments, 20-30 ms
+        of imports every watched program would wait for before its first line) is
+        imported only where there is colour to highlight with."""
+        if self.color:
+            from rich.syntax import Syntax
+
+            text = Syntax(code, code_language(code), theme="ansi_dark").highlight(code)
+        else:
+            text = Text(code)
         text.rstrip()
         return [Text(" " * indent) + line for line in text.split("\n")]
 
