@@ -1,0 +1,97 @@
+"""What a timed step costs, with its hooks in place against stepped aside, in one process.
+
+`bench_short_steps.py` pairs a watched loop with a plain one; this pairs the two states
+of one watched session: the per-step hooks (the ``next()`` timing and the ``tf.function``
+call timing, the ones a pause steps aside) in place, and stepped aside, in alternating
+blocks of a few hundred steps of one loop, so that each block has a neighbour a fraction
+of a second away. The pauses themselves are held off (every step of the "on" blocks is
+timed), and the steps of the "off" blocks are neither timed nor counted: the figures
+are for this benchmark only. Printed: per state the median wall and main-thread CPU
+time a step, then the median of the paired ratios (on / off) with their range.
+
+``--drain-period S`` sets the period of the drain that folds the hooks' records into
+steps (0.25 s as a run has it; ``1e6``: no fold during the blocks, the records pile up):
+what the folds cost the program's thread, apart from the hooks.
+
+    .venv/bin/python benchmarks/bench_hook_blocks.py [--block 300] [--rounds 80]
+        [--collectors steps|all] [--drain-period S] [--size 16] [--batch 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--block", type=int, default=300, help="steps a block")
+    parser.add_argument("--rounds", type=int, default=80, help="pairs of blocks")
+    parser.add_argument("--collectors", choices=("steps", "all"), default="steps")
+    parser.add_argument("--drain-period", type=float, help="seconds between the folds")
+    parser.add_argument("--size", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=16)
+    args = parser.parse_args()
+
+    from gpuwhy.collect import registry
+    from gpuwhy.collect.inprocess import drain
+    from gpuwhy.collect.inprocess.functions import FunctionWatcher
+    from gpuwhy.collect.inprocess.steps import StepCollector
+    from gpuwhy.modes.run.session import Session
+
+    kinds = registry.COLLECTORS if args.collectors == "all" else (StepCollector, FunctionWatcher)
+    session = Session(command=["bench_hook_blocks.py"], collectors=kinds).start()
+    gc.freeze()  # as `gpuwhy run` does with what it made before the program
+
+    import tensorflow as tf
+
+    pauses = session.steps.pauses
+    assert pauses is not None
+    pauses.refuse("bench_hook_blocks: the blocks decide the hooks' state")
+    size = args.size
+    ds = tf.data.Dataset.from_tensor_slices(tf.random.uniform((1024, size), seed=0))
+    ds = ds.repeat().batch(args.batch).prefetch(2)
+    w = tf.Variable(tf.random.uniform((size, size), seed=1))
+
+    @tf.function
+    def train_step(x):
+        w.assign_sub(0.0001 * tf.matmul(tf.transpose(x), tf.matmul(x, w)))
+        return w
+
+    it = iter(ds)
+    for _ in range(2000):  # traced, warmed up, its head of single steps folded
+        train_step(next(it))
+    if args.drain_period is not None:
+        drain.PERIOD_S = args.drain_period  # read by the shared drain at each wait
+        time.sleep(0.5)
+    wall: dict[str, list[float]] = {"on": [], "off": []}
+    cpu: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(args.rounds):
+        for state in ("on", "off") if r % 2 == 0 else ("off", "on"):
+            for patch in pauses.patches:
+                patch.step_back() if state == "on" else patch.step_aside()
+            t, c = time.perf_counter(), time.thread_time()
+            for _ in range(args.block):
+                train_step(next(it))
+            wall[state].append((time.perf_counter() - t) / args.block)
+            cpu[state].append((time.thread_time() - c) / args.block)
+    for patch in pauses.patches:
+        patch.step_back()
+    session.stop()
+    for name, figures in (("wall", wall), ("main thread's CPU", cpu)):
+        ratios = [a / b for a, b in zip(figures["on"], figures["off"])]
+        print(
+            f"{name}: on {statistics.median(figures['on']) * 1e6:.1f} µs a step, "
+            f"off {statistics.median(figures['off']) * 1e6:.1f} µs; paired on/off "
+            f"{statistics.median(ratios):.4f} ({min(ratios):.3f}-{max(ratios):.3f}, "
+            f"{len(ratios)} pairs)"
+        )
+
+
+if __name__ == "__main__":
+    main()
