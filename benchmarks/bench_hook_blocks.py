@@ -11,7 +11,9 @@ time a step, then the median of the paired ratios (on / off) with their range.
 
 ``--drain-period S`` sets the period of the drain that folds the hooks' records into
 steps (0.25 s as a run has it; ``1e6``: no fold during the blocks, the records pile up):
-what the folds cost the program's thread, apart from the hooks.
+what the folds cost the program's thread, apart from the hooks; with a period of 1,000 s
+or more the records of the "on" blocks are folded at once at the end, and that fold's
+CPU time a step is printed too.
 
     .venv/bin/python benchmarks/bench_hook_blocks.py [--block 300] [--rounds 80]
         [--collectors steps|all] [--drain-period S] [--size 16] [--batch 16]
@@ -82,6 +84,14 @@ def main() -> None:
             cpu[state].append((time.thread_time() - c) / args.block)
     for patch in pauses.patches:
         patch.step_back()
+    if args.drain_period is not None and args.drain_period >= 1e3:
+        # the "on" blocks' records piled up: folded at once here, their CPU per step
+        watcher = next(c for c in session.collectors if isinstance(c, FunctionWatcher))
+        c = time.thread_time()
+        watcher.fold()
+        session.steps.fold()
+        folded = (time.thread_time() - c) / (args.rounds * args.block)
+        print(f"the folds of the on blocks' records, at once: {folded * 1e6:.2f} µs a step")
     session.stop()
     for name, figures in (("wall", wall), ("main thread's CPU", cpu)):
         ratios = [a / b for a, b in zip(figures["on"], figures["off"])]
