@@ -8,6 +8,8 @@ of a second away. The pauses themselves are held off (every step of the "on" blo
 timed), and the steps of the "off" blocks are neither timed nor counted: the figures
 are for this benchmark only. Printed: per state the median wall and main-thread CPU
 time a step, then the median of the paired ratios (on / off) with their range.
+``--bare`` adds a third state: pass-through Python wrappers in the hooks' places, what
+a Python frame on each call costs without the hooks' bookkeeping.
 
 ``--drain-period S`` sets the period of the drain that folds the hooks' records into
 steps (0.25 s as a run has it; ``1e6``: no fold during the blocks, the records pile up):
@@ -16,7 +18,7 @@ or more the records of the "on" blocks are folded at once at the end, and that f
 CPU time a step is printed too.
 
     .venv/bin/python benchmarks/bench_hook_blocks.py [--block 300] [--rounds 80]
-        [--collectors steps|all] [--drain-period S] [--size 16] [--batch 16]
+        [--collectors steps|all] [--drain-period S] [--bare] [--size 16] [--batch 16]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import gc
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -36,6 +39,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=80, help="pairs of blocks")
     parser.add_argument("--collectors", choices=("steps", "all"), default="steps")
     parser.add_argument("--drain-period", type=float, help="seconds between the folds")
+    parser.add_argument(
+        "--bare", action="store_true", help="a third state: pass-through wrappers, no hooks"
+    )
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
@@ -71,17 +77,22 @@ def main() -> None:
     if args.drain_period is not None:
         drain.PERIOD_S = args.drain_period  # read by the shared drain at each wait
         time.sleep(0.5)
-    wall: dict[str, list[float]] = {"on": [], "off": []}
-    cpu: dict[str, list[float]] = {"on": [], "off": []}
+    states = ("on", "off", "bare") if args.bare else ("on", "off")
+    wall: dict[str, list[float]] = {state: [] for state in states}
+    cpu: dict[str, list[float]] = {state: [] for state in states}
     for r in range(args.rounds):
-        for state in ("on", "off") if r % 2 == 0 else ("off", "on"):
+        for state in states[r % len(states) :] + states[: r % len(states)]:
             for patch in pauses.patches:
                 patch.step_back() if state == "on" else patch.step_aside()
+            if state == "bare":
+                bare = _bare_wrappers()
             t, c = time.perf_counter(), time.thread_time()
             for _ in range(args.block):
                 train_step(next(it))
             wall[state].append((time.perf_counter() - t) / args.block)
             cpu[state].append((time.thread_time() - c) / args.block)
+            if state == "bare":
+                bare()
     for patch in pauses.patches:
         patch.step_back()
     if args.drain_period is not None and args.drain_period >= 1e3:
@@ -94,13 +105,41 @@ def main() -> None:
         print(f"the folds of the on blocks' records, at once: {folded * 1e6:.2f} µs a step")
     session.stop()
     for name, figures in (("wall", wall), ("main thread's CPU", cpu)):
-        ratios = [a / b for a, b in zip(figures["on"], figures["off"])]
-        print(
-            f"{name}: on {statistics.median(figures['on']) * 1e6:.1f} µs a step, "
-            f"off {statistics.median(figures['off']) * 1e6:.1f} µs; paired on/off "
-            f"{statistics.median(ratios):.4f} ({min(ratios):.3f}-{max(ratios):.3f}, "
-            f"{len(ratios)} pairs)"
-        )
+        line = [f"{name}:"]
+        for state in states:
+            line.append(f"{state} {statistics.median(figures[state]) * 1e6:.1f} µs")
+        print(" ".join(line) + " a step")
+        for state in (s for s in states if s != "off"):
+            ratios = [a / b for a, b in zip(figures[state], figures["off"])]
+            print(
+                f"  paired {state}/off {statistics.median(ratios):.4f} "
+                f"({min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs)"
+            )
+
+
+def _bare_wrappers() -> Callable[[], None]:
+    """Pass-through Python wrappers in the hooks' places (TF's own methods under them):
+    what a Python frame on each call costs, without the hooks' bookkeeping. Returns
+    what puts TF's own back."""
+    from tensorflow.python.data.ops.iterator_ops import OwnedIterator
+    from tensorflow.python.eager.polymorphic_function.polymorphic_function import Function
+
+    call, read = Function.__dict__["__call__"], OwnedIterator.__dict__["__next__"]
+
+    def bare_call(self, *args, **kwds):
+        return call(self, *args, **kwds)
+
+    def bare_next(self):
+        return read(self)
+
+    Function.__call__ = bare_call
+    OwnedIterator.__next__ = bare_next
+
+    def undo() -> None:
+        Function.__call__ = call
+        OwnedIterator.__next__ = read
+
+    return undo
 
 
 if __name__ == "__main__":
