@@ -12,7 +12,7 @@ import gpuwhy.comparison
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
 # the comparing (gpuwhy diff's), the metadata reader (a capture's frames), the HTTP
-# client (dcgm-exporter's reads), the code highlighter (a report in colour only: 20-30 ms)
+# client (dcgm-exporter's reads), the code highlighter (a report in colour only: 14 ms)
 NOT_AT_START = (
     "gpuwhy.comparison.pair",
     "importlib.metadata",

@@ -288,7 +288,7 @@ class TerminalRenderer(Renderer):
 
     def _code(self, code: str, indent: int) -> list[Text]:
         """Code as Text lines: highlighted on a terminal, never cropped or padded, so a
-        long pip command survives copy and paste. ``rich.syntax`` (and Pygments, 20-30 ms
+        long pip command survives copy and paste. ``rich.syntax`` (and Pygments, 14 ms
         of imports every watched program would wait for before its first line) is
         imported only where there is colour to highlight with."""
         if self.color:
