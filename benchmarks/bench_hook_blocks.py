@@ -97,11 +97,11 @@ def main() -> None:
         patch.step_back()
     if args.drain_period is not None and args.drain_period >= 1e3:
         # the "on" blocks' records piled up: folded at once here, their CPU per step
-        watcher = next(c for c in session.collectors if isinstance(c, FunctionWatcher))
-        c = time.thread_time()
+        watcher = next(k for k in session.collectors if isinstance(k, FunctionWatcher))
+        before = time.thread_time()
         watcher.fold()
         session.steps.fold()
-        folded = (time.thread_time() - c) / (args.rounds * args.block)
+        folded = (time.thread_time() - before) / (args.rounds * args.block)
         print(f"the folds of the on blocks' records, at once: {folded * 1e6:.2f} µs a step")
     session.stop()
     for name, figures in (("wall", wall), ("main thread's CPU", cpu)):
