@@ -200,16 +200,38 @@ def _first_slow_step(
     the middle of the two levels (``before`` and ``after``: the windows' median steps, as
     single steps are read), and the split that leaves the fewest steps on the wrong
     side (an old-level step after it, a new-level one before; steps near the middle count
-    on neither) is where it began."""
+    on neither) is where it began. Where that split is the first step looked at, and that
+    step is already at the new level, the windows placed the change late (the windows
+    right after it left out, gpuwhy held the program in them; a loaded host: a retrace
+    storm from step 3,000 read 'from step 3,015' in CI): the look-back doubles until the
+    split has old-level steps before it."""
     assert steps.timeline is not None
     width = steps.timeline.width_s
-    starts, sizes = steps.starts, steps.kept_call_steps
-    # a change near a segment's edge is placed up to min_windows - 1 windows late (each
-    # side needs that many): look back two windows
-    lo = bisect.bisect_left(starts, at_s - 2 * width)
+    starts = steps.starts
     hi = bisect.bisect_left(starts, at_s + width)
-    if hi >= len(starts) or lo == 0 or hi - lo < 2:
-        return None  # the change is beyond the steps kept one by one, or at their start
+    if hi >= len(starts):
+        return None  # the change is beyond the steps kept one by one
+    # a change near a segment's edge is placed up to min_windows - 1 windows late (each
+    # side needs that many): look back two windows, further where all of them are new
+    found = None
+    for back in (2, 4, 8, 16, 32, 64):
+        lo = bisect.bisect_left(starts, at_s - back * width)
+        if lo == 0 or hi - lo < 2:
+            break  # the change is at the start of the steps kept one by one
+        split = _split(steps, lo, hi, before, after)
+        if split is None:
+            break
+        found = split
+        if split > lo:
+            break  # old-level steps before it
+    if found is None:
+        return None
+    return round(starts[found], 6), sum(steps.kept_call_steps[:found])
+
+
+def _split(steps: StepFacts, lo: int, hi: int, before: float, after: float) -> int | None:
+    """Of the kept steps lo..hi-1, the first at the new level: the split with the fewest
+    steps on the wrong side of the middle of ``before`` and ``after``."""
     middle = math.sqrt(before * after)
     half = abs(math.log(after / middle)) / 2  # log distance: middle -> half a level
     sign = 1 if after > before else -1
@@ -217,7 +239,7 @@ def _first_slow_step(
     # neighbour's load makes old-level steps a little slower, and those must not move the
     # change before the steps at the new level
     sides = []
-    for d, n in zip(steps.durations[lo:hi], sizes[lo:hi]):
+    for d, n in zip(steps.durations[lo:hi], steps.kept_call_steps[lo:hi]):
         lean = sign * math.log(max(d / n, 1e-9) / middle)
         sides.append(0 if abs(lean) < half else (1 if lean > 0 else -1))
     wrong = sides.count(-1)  # split before the first: every old step is wrong
@@ -228,9 +250,7 @@ def _first_slow_step(
             best, best_at = wrong, lo + k + 1
     while best_at < hi and sides[best_at - lo] == 0:
         best_at += 1  # the steps near the middle after the last old one: not yet the new level
-    if best_at >= hi:
-        return None
-    return round(starts[best_at], 6), sum(sizes[:best_at])
+    return best_at if best_at < hi else None
 
 
 def _steps_before(steps: StepFacts) -> dict[int, int]:
