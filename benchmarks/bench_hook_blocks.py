@@ -17,8 +17,14 @@ what the folds cost the program's thread, apart from the hooks; with a period of
 or more the records of the "on" blocks are folded at once at the end, and that fold's
 CPU time a step is printed too.
 
+``--calls``: each hook's own cost a call, apart from any step's work: ``next()`` on a
+``Dataset.range`` iterator and calls of an identity ``tf.function``, each in blocks of
+``--block`` calls with its hook in place and stepped aside; printed as the median paired
+difference of the main thread's CPU a call.
+
     .venv/bin/python benchmarks/bench_hook_blocks.py [--block 300] [--rounds 80]
         [--collectors steps|all] [--drain-period S] [--bare] [--size 16] [--batch 16]
+        [--calls]
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ def main() -> None:
     parser.add_argument(
         "--bare", action="store_true", help="a third state: pass-through wrappers, no hooks"
     )
+    parser.add_argument("--calls", action="store_true", help="each hook's cost a call")
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
@@ -61,6 +68,12 @@ def main() -> None:
     pauses = session.steps.pauses
     assert pauses is not None
     pauses.refuse("bench_hook_blocks: the blocks decide the hooks' state")
+    if args.drain_period is not None:
+        drain.PERIOD_S = args.drain_period  # read by the shared drain at each wait
+    if args.calls:
+        _per_call(tf, pauses.patches, args.block, args.rounds)
+        session.stop()
+        return
     size = args.size
     ds = tf.data.Dataset.from_tensor_slices(tf.random.uniform((1024, size), seed=0))
     ds = ds.repeat().batch(args.batch).prefetch(2)
@@ -75,7 +88,6 @@ def main() -> None:
     for _ in range(2000):  # traced, warmed up, its head of single steps folded
         train_step(next(it))
     if args.drain_period is not None:
-        drain.PERIOD_S = args.drain_period  # read by the shared drain at each wait
         time.sleep(0.5)
     states = ("on", "off", "bare") if args.bare else ("on", "off")
     wall: dict[str, list[float]] = {state: [] for state in states}
@@ -115,6 +127,35 @@ def main() -> None:
                 f"  paired {state}/off {statistics.median(ratios):.4f} "
                 f"({min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs)"
             )
+
+
+def _per_call(tf, patches, block: int, rounds: int) -> None:
+    """The main thread's CPU a ``next()`` and a ``tf.function`` call take with the hooks
+    in place and stepped aside, alternating blocks of ``block`` calls."""
+    it = iter(tf.data.Dataset.range(2**62))
+    identity = tf.function(lambda x: x)
+    x = tf.constant(1.0)
+    calls = {"next()": lambda: next(it), "tf.function call": lambda: identity(x)}
+    for _ in range(3000):  # traced, its head of single calls folded
+        identity(next(it))
+    cpu: dict[tuple[str, str], list[float]] = {}
+    for r in range(rounds):
+        for state in ("on", "off") if r % 2 else ("off", "on"):
+            for patch in patches:
+                patch.step_back() if state == "on" else patch.step_aside()
+            for name, call in calls.items():
+                c = time.thread_time()
+                for _ in range(block):
+                    call()
+                cpu.setdefault((name, state), []).append((time.thread_time() - c) / block)
+    for name in calls:
+        on, off = cpu[(name, "on")], cpu[(name, "off")]
+        extra = statistics.median(a - b for a, b in zip(on, off))
+        print(
+            f"{name}: hook in place {statistics.median(on) * 1e6:.1f} µs, stepped aside "
+            f"{statistics.median(off) * 1e6:.1f} µs; paired difference {extra * 1e6:+.2f} µs "
+            f"a call ({rounds} pairs of {block})"
+        )
 
 
 def _bare_wrappers() -> Callable[[], None]:
