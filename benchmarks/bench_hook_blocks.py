@@ -20,7 +20,7 @@ CPU time a step is printed too.
 ``--calls``: each hook's own cost a call, apart from any step's work: ``next()`` on a
 ``Dataset.range`` iterator and calls of an identity ``tf.function``, each in blocks of
 ``--block`` calls with its hook in place and stepped aside; printed as the median paired
-difference of the main thread's CPU a call.
+difference of the main thread's CPU a call (``--size`` and ``--batch`` are the steps' only).
 
     .venv/bin/python benchmarks/bench_hook_blocks.py [--block 300] [--rounds 80]
         [--collectors steps|all] [--drain-period S] [--bare] [--size 16] [--batch 16]
@@ -52,9 +52,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
+    if args.calls and args.bare:
+        parser.error("--calls times each hook in place and stepped aside: no --bare")
 
     from gpuwhy.collect import registry
-    from gpuwhy.collect.inprocess import drain
     from gpuwhy.collect.inprocess.functions import FunctionWatcher
     from gpuwhy.collect.inprocess.steps import StepCollector
     from gpuwhy.modes.run.session import Session
@@ -68,10 +69,8 @@ def main() -> None:
     pauses = session.steps.pauses
     assert pauses is not None
     pauses.refuse("bench_hook_blocks: the blocks decide the hooks' state")
-    if args.drain_period is not None:
-        drain.PERIOD_S = args.drain_period  # read by the shared drain at each wait
     if args.calls:
-        _per_call(tf, pauses.patches, args.block, args.rounds)
+        _per_call(tf, pauses.patches, args.block, args.rounds, args.drain_period)
         session.stop()
         return
     size = args.size
@@ -87,8 +86,7 @@ def main() -> None:
     it = iter(ds)
     for _ in range(2000):  # traced, warmed up, its head of single steps folded
         train_step(next(it))
-    if args.drain_period is not None:
-        time.sleep(0.5)
+    _set_drain_period(args.drain_period)
     states = ("on", "off", "bare") if args.bare else ("on", "off")
     wall: dict[str, list[float]] = {state: [] for state in states}
     cpu: dict[str, list[float]] = {state: [] for state in states}
@@ -129,15 +127,27 @@ def main() -> None:
             )
 
 
-def _per_call(tf, patches, block: int, rounds: int) -> None:
+def _set_drain_period(period: float | None) -> None:
+    """After the warm-up (its head of single steps folded as a run folds them): the
+    drain's period, and time for its current wait to end."""
+    if period is not None:
+        from gpuwhy.collect.inprocess import drain
+
+        drain.PERIOD_S = period  # read by the shared drain at each wait
+        time.sleep(0.5)
+
+
+def _per_call(tf, patches, block: int, rounds: int, drain_period: float | None) -> None:
     """The main thread's CPU a ``next()`` and a ``tf.function`` call take with the hooks
     in place and stepped aside, alternating blocks of ``block`` calls."""
     it = iter(tf.data.Dataset.range(2**62))
     identity = tf.function(lambda x: x)
     x = tf.constant(1.0)
     calls = {"next()": lambda: next(it), "tf.function call": lambda: identity(x)}
-    for _ in range(3000):  # traced, its head of single calls folded
-        identity(next(it))
+    for _ in range(3000):  # the call traced for x, the heads of single reads and calls folded
+        for call in calls.values():
+            call()
+    _set_drain_period(drain_period)
     cpu: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
         for state in ("on", "off") if r % 2 else ("off", "on"):
