@@ -3,11 +3,15 @@ imported before it is time every watched program pays (docs/speed.md), so the on
 plain run never reads are imported where they are first used. A real ``gpuwhy run`` of
 a script that looks at ``sys.modules`` (the script runs in gpuwhy's process)."""
 
+import ctypes
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import gpuwhy.comparison
+from gpuwhy.collect.nvml import NVML_LIBRARY
 
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
@@ -53,3 +57,34 @@ def test_every_name_of_the_comparison_package_is_there_when_asked():
     namespace: dict = {}
     exec("from gpuwhy.comparison import *", namespace)
     assert set(gpuwhy.comparison.__all__) <= set(namespace)
+
+
+def _nvml_loads() -> bool:
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_nvml_loads(), reason="this machine has NVIDIA's driver library")
+def test_a_run_on_a_machine_without_nvml_never_imports_its_binding(tmp_path):
+    """Where the driver's library does not load, NVML cannot start: its binding (14-25 ms
+    to import) is never imported, the script's run says why there are no GPU samples as
+    before, and the record names the same error nvmlInit would."""
+    script = tmp_path / "first_line.py"
+    script.write_text("import sys\nprint('pynvml' in sys.modules)\n")
+    record = tmp_path / "run.json"
+    done = subprocess.run(
+        [GPUWHY, "run", "--no-audit", "--json", str(record), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "False"
+    assert "NVML: LibraryNotFound" in done.stderr  # the report: the program's output stays alone
+    import json
+
+    facts = json.loads(record.read_text())
+    assert "LibraryNotFound" in json.dumps(facts)

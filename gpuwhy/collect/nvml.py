@@ -10,6 +10,8 @@ source (:class:`NvmlSource`, below) only reads: its raw readings can be recorded
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import time
 from typing import Any
 
@@ -21,6 +23,33 @@ def error_name(error: BaseException) -> str:
     """``NVMLError_DriverNotLoaded`` -> ``DriverNotLoaded`` (stable, documented names)."""
     name = type(error).__name__
     return name.split("NVMLError_", 1)[1] if name.startswith("NVMLError_") else str(error)
+
+
+# The library the binding loads on Linux (pynvml's ``_LoadNvmlLibrary``). Where it cannot
+# load there is no NVML to start, and the binding itself is not imported: importing it is
+# 14-25 ms on this project's 2-core host, a tenth of what `gpuwhy run` spends before the
+# program's first line, on every machine without an NVIDIA driver (docs/speed.md).
+NVML_LIBRARY = "libnvidia-ml.so.1"
+
+
+def start_nvml() -> tuple[Any, str | None]:
+    """``(pynvml, None)`` once ``nvmlInit()`` succeeded, else ``(None, why)``: the NVML
+    error's name (``LibraryNotFound`` where the driver's library does not load, as
+    ``nvmlInit`` names it) or why the binding cannot be imported."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(NVML_LIBRARY)
+        except OSError:
+            return None, "LibraryNotFound"
+    try:
+        import pynvml
+    except ImportError as e:  # the dependency is declared; a broken install is still a fact
+        return None, f"nvidia-ml-py not importable: {e}"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return None, error_name(e)
+    return pynvml, None
 
 
 def _text(value: Any) -> str:
@@ -50,14 +79,9 @@ def snapshot(exclude_pids: frozenset[int] = frozenset()) -> dict[str, Any]:
     Returns ``{"ok": bool, "error": name|None, "driver_version", "cuda_driver_version",
     "devices": [GpuDevice]}``. Never raises for NVML errors: a missing driver is a fact.
     """
-    try:
-        import pynvml
-    except ImportError as e:  # the dependency is declared; a broken install is still a fact
-        return {"ok": False, "error": f"nvidia-ml-py not importable: {e}", "devices": []}
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as e:
-        return {"ok": False, "error": error_name(e), "devices": []}
+    pynvml, why = start_nvml()
+    if pynvml is None:
+        return {"ok": False, "error": why, "devices": []}
     try:
         devices = [_device(pynvml, i, exclude_pids) for i in range(pynvml.nvmlDeviceGetCount())]
         return {
@@ -157,13 +181,8 @@ def peaks_reading(index: int) -> dict[str, Any] | None:
     """What the projection derives an unknown GPU's peaks from (projection/derive.py):
     NVML's raw figures for device ``index``, each None where NVML does not report it;
     None where NVML cannot start."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no driver: nothing to read
+    pynvml, _ = start_nvml()
+    if pynvml is None:  # no driver: nothing to read
         return None
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -300,15 +319,8 @@ class NvmlSource:
     def open(self, t0: float) -> dict[str, Any]:
         self.t0 = t0
         header: dict[str, Any] = {"source": "nvml", "error": None, "devices": []}
-        try:
-            import pynvml
-        except ImportError as e:
-            header["error"] = f"nvidia-ml-py not importable: {e}"
-            return header
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as e:
-            header["error"] = error_name(e)
+        pynvml, header["error"] = start_nvml()
+        if pynvml is None:
             return header
         self.pynvml = pynvml
         started = time.perf_counter()
@@ -518,14 +530,9 @@ def topology() -> dict[str, Any]:
     """``{"ok", "error", "gpus": [{"index", "name", "nvlinks_active"}], "pairs": [{"a",
     "b", "level", "nvlink"}]}``: per GPU its active NVLink links, per pair the PCIe
     common ancestor and whether an NVLink joins them. Never raises for NVML errors."""
-    try:
-        import pynvml
-    except ImportError as e:
-        return {"ok": False, "error": f"nvidia-ml-py not importable: {e}", "gpus": [], "pairs": []}
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as e:
-        return {"ok": False, "error": error_name(e), "gpus": [], "pairs": []}
+    pynvml, why = start_nvml()
+    if pynvml is None:
+        return {"ok": False, "error": why, "gpus": [], "pairs": []}
     try:
         count = pynvml.nvmlDeviceGetCount()
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
