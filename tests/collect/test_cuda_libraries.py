@@ -65,3 +65,14 @@ def test_pip_installed_library_is_found_like_tensorflows_rpath(tmp_path, build_s
     lib = build_so(site / "nvidia" / "cudnn" / "lib", "libcudnn.so.9")
     rows = probe_in_child(extra_sys_path=site)
     assert rows["cudnn"]["loaded"] is True and rows["cudnn"]["path"] == str(lib)
+
+
+def test_each_missing_library_is_told_only_its_own_other_versions(tmp_path, build_so):
+    """The files seen are grouped by library name once: cuBLAS is told of libcublas.so.13,
+    never of cuBLASLt's libcublasLt.so.13 beside it, and cuBLASLt of its own."""
+    lib = tmp_path / "cuda-13" / "lib64"
+    cublas = build_so(lib, "libcublas.so.13")
+    cublas_lt = build_so(lib, "libcublasLt.so.13")
+    rows = probe_in_child(lib)
+    assert rows["cublas"]["other_versions"] == [str(cublas)]
+    assert rows["cublasLt"]["other_versions"] == [str(cublas_lt)]

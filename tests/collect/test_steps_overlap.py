@@ -1,7 +1,8 @@
-"""``steps._overlap`` (is a loop nested in steps already counted?) skips the spans that
-cannot touch a step; its answer must be the one visiting every span gives, to the bit,
-for the span sets real programs make: back-to-back steps, nested calls, overlapping
-phases, a fit still open (an endless span), a long evaluation among short steps."""
+"""``steps._overlap`` (is a loop nested in steps already counted?) compares blocks of
+steps with their spans as arrays; its answer must be the one visiting every span one by
+one gives, to the bit, for the span sets real programs make: back-to-back steps, nested
+calls, overlapping phases, a fit still open (an endless span), a long evaluation among
+short steps, more steps than one block holds."""
 
 import bisect
 import math
@@ -10,7 +11,7 @@ import random
 import pytest
 
 from gpuwhy.collect.inprocess.step_record import Step
-from gpuwhy.collect.inprocess.steps import OVERLAP_LOOKBACK, _overlap
+from gpuwhy.collect.inprocess.steps import OVERLAP_BLOCK, OVERLAP_LOOKBACK, _overlap
 
 
 def visiting_every_span(sequence, counted):
@@ -48,6 +49,10 @@ def inside_each(rng, steps, share=0.6):
 CASES = {
     "nested calls": lambda rng: (lambda s: (inside_each(rng, s), s))(back_to_back(rng, 3000)),
     "the same steps": lambda rng: (lambda s: (s, s))(back_to_back(rng, 2000)),
+    "blocks of steps": lambda rng: (
+        back_to_back(rng, 2 * OVERLAP_BLOCK + 7),
+        back_to_back(rng, 2 * OVERLAP_BLOCK + 7, mean=0.0015),
+    ),
     "disjoint loops": lambda rng: (back_to_back(rng, 800, t=10.0), back_to_back(rng, 800)),
     "interleaved": lambda rng: (back_to_back(rng, 1500, mean=0.002), back_to_back(rng, 1500)),
     "an open fit and epochs": lambda rng: (
