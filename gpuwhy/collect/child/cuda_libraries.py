@@ -151,7 +151,7 @@ def _by_library(found):
     files seven times was most of the probe's time)."""
     for d in _search_dirs():
         found.update(glob.glob(os.path.join(d, "lib*.so.*")))
-    groups = {}
+    groups: dict[str, list[str]] = {}
     for path in found:
         groups.setdefault(os.path.basename(path).partition(".so.")[0], []).append(path)
     return groups
