@@ -17,6 +17,13 @@ what the folds cost the program's thread, apart from the hooks; with a period of
 or more the records of the "on" blocks are folded at once at the end, and that fold's
 CPU time a step is printed too.
 
+``--fold-wall``: what the drain's fold costs the program's thread in wall time, apart
+from the hooks: the hooks in place in every block (every step timed, as in a loop's
+head), the fold run on a thread of its own during the "fold" blocks (the records of the
+two blocks before it) and never during the "quiet" ones; printed as the median paired
+difference of a block's wall time against the fold's CPU time. (The states above
+cannot show the fold: the drain's ticks fall in the blocks of either state.)
+
 ``--calls``: each hook's own cost a call, apart from any step's work: ``next()`` on a
 ``Dataset.range`` iterator and calls of an identity ``tf.function``, each in blocks of
 ``--block`` calls with its hook in place and stepped aside; printed as the median paired
@@ -24,7 +31,7 @@ difference of the main thread's CPU a call (``--size`` and ``--batch`` are the s
 
     .venv/bin/python benchmarks/bench_hook_blocks.py [--block 300] [--rounds 80]
         [--collectors steps|all] [--drain-period S] [--bare] [--size 16] [--batch 16]
-        [--calls]
+        [--calls] [--fold-wall]
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import argparse
 import gc
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 
@@ -49,11 +57,16 @@ def main() -> None:
         "--bare", action="store_true", help="a third state: pass-through wrappers, no hooks"
     )
     parser.add_argument("--calls", action="store_true", help="each hook's cost a call")
+    parser.add_argument(
+        "--fold-wall", action="store_true", help="the fold's wall cost to the program's thread"
+    )
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16)
     args = parser.parse_args()
-    if args.calls and args.bare:
-        parser.error("--calls times each hook in place and stepped aside: no --bare")
+    if (args.calls or args.fold_wall) and args.bare:
+        parser.error("--calls and --fold-wall time the hooks in place: no --bare")
+    if args.calls and args.fold_wall:
+        parser.error("--calls or --fold-wall, not both")
 
     from gpuwhy.collect import registry
     from gpuwhy.collect.inprocess.functions import FunctionWatcher
@@ -86,6 +99,11 @@ def main() -> None:
     it = iter(ds)
     for _ in range(2000):  # traced, warmed up, its head of single steps folded
         train_step(next(it))
+    if args.fold_wall:
+        watcher = next(k for k in session.collectors if isinstance(k, FunctionWatcher))
+        _fold_wall(lambda: train_step(next(it)), (watcher.fold, session.steps.fold), args)
+        session.stop()
+        return
     _set_drain_period(args.drain_period)
     states = ("on", "off", "bare") if args.bare else ("on", "off")
     wall: dict[str, list[float]] = {state: [] for state in states}
@@ -135,6 +153,42 @@ def _set_drain_period(period: float | None) -> None:
 
         drain.PERIOD_S = period  # read by the shared drain at each wait
         time.sleep(0.5)
+
+
+def _fold_wall(step: Callable[[], object], folds: tuple, args: argparse.Namespace) -> None:
+    """Blocks of ``args.block`` timed steps, alternately with the fold of the records
+    before them running on another thread and with no fold at all (the drain held off)."""
+    _set_drain_period(1e6)
+    for fold in folds:  # the warm-up's records: not in the first block's fold
+        fold()
+    wall: dict[str, list[float]] = {"fold": [], "quiet": []}
+    cpu: list[float] = []
+
+    def fold_all() -> None:
+        c = time.thread_time()
+        for fold in folds:
+            fold()
+        cpu.append(time.thread_time() - c)
+
+    for r in range(args.rounds):
+        for state in ("fold", "quiet") if r % 2 else ("quiet", "fold"):
+            thread = threading.Thread(target=fold_all) if state == "fold" else None
+            t = time.perf_counter()
+            if thread is not None:
+                thread.start()
+            for _ in range(args.block):
+                step()
+            wall[state].append(time.perf_counter() - t)
+            if thread is not None:
+                thread.join()
+    extra = statistics.median(a - b for a, b in zip(wall["fold"], wall["quiet"]))
+    folded = statistics.median(cpu)
+    print(
+        f"blocks of {args.block} steps: quiet {statistics.median(wall['quiet']) * 1e3:.1f} ms, "
+        f"with a fold {statistics.median(wall['fold']) * 1e3:.1f} ms; paired difference "
+        f"{extra * 1e3:+.2f} ms, the fold's CPU {folded * 1e3:.2f} ms "
+        f"({folded / (2 * args.block) * 1e6:.1f} µs a step folded; {args.rounds} pairs)"
+    )
 
 
 def _per_call(tf, patches, block: int, rounds: int, drain_period: float | None) -> None:
