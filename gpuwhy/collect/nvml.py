@@ -25,10 +25,12 @@ def error_name(error: BaseException) -> str:
     return name.split("NVMLError_", 1)[1] if name.startswith("NVMLError_") else str(error)
 
 
-# The library the binding loads on Linux (pynvml's ``_LoadNvmlLibrary``). Where it cannot
-# load there is no NVML to start, and the binding itself is not imported: importing it is
-# 14-25 ms on this project's 2-core host, a tenth of what `gpuwhy run` spends before the
-# program's first line, on every machine without an NVIDIA driver (docs/speed.md).
+# The library the binding loads on Linux (pynvml's ``_LoadNvmlLibrary``: by this name
+# alone in nvidia-ml-py 13.615, the version tested; one that looked elsewhere too would
+# need the same look here). Where it cannot load there is no NVML to start, and the
+# binding itself is not imported: importing it is 14-25 ms on this project's 2-core
+# host, a tenth of what `gpuwhy run` spends before the program's first line, on every
+# machine without an NVIDIA driver (docs/speed.md).
 NVML_LIBRARY = "libnvidia-ml.so.1"
 
 

@@ -839,8 +839,8 @@ MAX_NESTED_OVERLAP = 0.10
 # A step is compared with the counted spans that start at most this many spans before
 # its end (the spans it may touch).
 OVERLAP_LOOKBACK = 64
-# Steps compared at once: each adds OVERLAP_LOOKBACK numbers to the arrays of the
-# comparison (a block of them is ~4 MiB of transient arrays, whatever the loop's length).
+# Steps compared at once: each adds OVERLAP_LOOKBACK numbers to each array of the
+# comparison (a block's arrays are ~8 MiB at their peak, whatever the loop's length).
 OVERLAP_BLOCK = 2048
 
 
@@ -849,8 +849,8 @@ def _overlap(sequence: list[Step], counted: list[Step]) -> float:
 
     Each step adds its intersection with each of the ``OVERLAP_LOOKBACK`` counted spans
     that start last before its end, in start order. Computed as arrays, a block of steps
-    at a time (each step against its 64 spans, the ones before the first span given
-    nothing), and added up in the very order visiting the spans one by one adds them
+    at a time (each step against its 64 spans; a step with fewer spans before it, against
+    those), and added up in the very order visiting the spans one by one adds them
     (``add.accumulate`` is sequential): the same share to the bit. The loop over steps
     in Python this replaced was most of what gpuwhy did after a program of short steps
     ended (96 ms of 155 ms of the steps' facts, a loop of 20,000 steps: docs/speed.md)."""
