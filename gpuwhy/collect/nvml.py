@@ -37,7 +37,8 @@ NVML_LIBRARY = "libnvidia-ml.so.1"
 def start_nvml() -> tuple[Any, str | None]:
     """``(pynvml, None)`` once ``nvmlInit()`` succeeded, else ``(None, why)``: the NVML
     error's name (``LibraryNotFound`` where the driver's library does not load, as
-    ``nvmlInit`` names it) or why the binding cannot be imported."""
+    ``nvmlInit`` names it: on Linux that is said first, before the binding is looked
+    at, broken or not) or why the binding cannot be imported."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(NVML_LIBRARY)
