@@ -4,9 +4,9 @@ Every collector's section is filled once the program ended (``Session.stop``): o
 loop of short steps that is most of what ``gpuwhy run`` adds after the last line, and
 on a 20 s program every 0.1 s of it is half a point of the 2 % budget. Whole processes
 cannot resolve it on a shared 2-core host (python alone moves 0.65-0.87 s after its last
-line there), so this runs the loop in a watched session (all of ``gpuwhy run``'s
-collectors; the program workloads/tiny_steps.py), stops it with each collector's ``fill`` timed, and prints per part the
-median over ``--runs`` processes. Run it on two trees (``--tree`` another checkout,
+line there), so this runs a loop in a watched session (all of ``gpuwhy run``'s
+collectors; the program workloads/tiny_steps.py), stops the session with each
+collector's ``fill`` timed, and prints per part the median over ``--runs`` processes. Run it on two trees (``--tree`` another checkout,
 compiled as ``make setup`` does) to compare code before and after, side by side:
 
     .venv/bin/python benchmarks/bench_report_phase.py [--runs 3] [--steps 20000]
@@ -92,8 +92,10 @@ def main() -> None:
         for name in list(trees)[r % len(trees) :] + list(trees)[: r % len(trees)]:
             runs[name].append(one_run(trees[name], args.steps))
         print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
-    names = sorted({part for side in runs.values() for run in side for part in run})
-    names.sort(key=lambda part: -statistics.median(run.get(part, 0.0) for run in runs["this tree"]))
+    names = sorted(
+        {part for side in runs.values() for run in side for part in run},
+        key=lambda part: -statistics.median(run.get(part, 0.0) for run in runs["this tree"]),
+    )
     print(
         f"{'part (ms, median of ' + str(args.runs) + ')':34s}" + "".join(f"{t:>12s}" for t in trees)
     )
