@@ -20,6 +20,7 @@ import functools
 import os
 import textwrap
 import tokenize
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -326,10 +327,26 @@ def _spans(node: ast.stmt, line: int) -> bool:
     return node.lineno <= line <= (end if end is not None else node.lineno)
 
 
+# The statements of each tree (a parsed file, kept by _tree), in ast.walk's order: a
+# step's code looks up the statement around each of its lines, and walking every
+# expression node of the file again for each was most of that lookup.
+_STATEMENTS: weakref.WeakKeyDictionary[ast.AST, list[ast.stmt]] = weakref.WeakKeyDictionary()
+
+
+def _statements(tree: ast.AST) -> list[ast.stmt]:
+    statements = _STATEMENTS.get(tree)
+    if statements is None:
+        statements = [node for node in ast.walk(tree) if isinstance(node, ast.stmt)]
+        _STATEMENTS[tree] = statements
+    return statements
+
+
 def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt | None:
+    """The statement of ``kinds`` spanning ``line`` that starts last (of those starting
+    on one line, the last in ``ast.walk``'s order)."""
     found = None
-    for node in ast.walk(tree):
-        if isinstance(node, kinds) and isinstance(node, ast.stmt) and _spans(node, line):
+    for node in _statements(tree):
+        if isinstance(node, kinds) and _spans(node, line):
             if found is None or node.lineno >= found.lineno:
                 found = node
     return found

@@ -472,3 +472,63 @@ def test_output_layers_are_whole_lines_with_the_dtype_where_the_trial_adds_it(tm
         ),
     )
     assert source_calls.output_layers(str(tmp_path / "missing.py"), "dtype='float32'") == ()
+
+
+NESTED = """\
+import tensorflow as tf
+
+
+def main(epochs):
+    for epoch in range(epochs):
+        loss = 0.0; count = 0
+        for x in ds:
+            if x is not None:
+                loss += step(x)
+                count += 1
+        while count:
+            count -= 1
+
+    def inner(values):
+        return [v for v in values]
+
+    return inner(loss)
+
+
+class Trainer:
+    def fit(self):
+        for batch in self.data: self.step(batch)
+"""
+
+
+def test_the_statement_around_a_line_is_the_innermost_of_its_kind_that_starts_last(tmp_path):
+    # _innermost keeps each file's statements once instead of walking every node of the
+    # file per line looked up; it must still answer as that walk did, for every line
+    import ast
+
+    path = tmp_path / "train.py"
+    path.write_text(NESTED)
+    tree = source_calls._tree(str(path))
+    other = source_calls._tree(__file__)  # a second tree: each keeps its own statements
+
+    def walked(tree, line, kinds):
+        found = None
+        for node in ast.walk(tree):
+            if isinstance(node, kinds) and isinstance(node, ast.stmt):
+                if node.lineno <= line <= (node.end_lineno or node.lineno):
+                    if found is None or node.lineno >= found.lineno:
+                        found = node
+        return found
+
+    kinds_asked = [
+        (ast.FunctionDef, ast.AsyncFunctionDef),
+        (ast.For, ast.While, ast.AsyncFor),
+        (ast.For,),
+        (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return),
+    ]
+    for kinds in kinds_asked:
+        for line in range(1, NESTED.count("\n") + 2):
+            assert source_calls._innermost(tree, line, kinds) is walked(tree, line, kinds)
+        assert source_calls._innermost(other, 30, kinds) is walked(other, 30, kinds)
+    # two statements on one line: the later one, as the walk gave it
+    assert source_calls.statement_at(f"{path}:6") == "count = 0"
+    assert source_calls._innermost(tree, 22, (ast.For,)).lineno == 22

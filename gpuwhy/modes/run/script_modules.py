@@ -97,7 +97,9 @@ class ScriptModules:
 def _resolves_elsewhere(name: str, origin: str, path: list[str]) -> bool:
     spec = _find(name, path)
     found = getattr(spec, "origin", None)
-    if not found:
+    if not found or found == origin:
+        # the same path, so the same file: no realpath (each an lstat per component,
+        # two for every top-level module a TF program loads, after its last line)
         return False
     return found != "namespace" and os.path.realpath(found) != os.path.realpath(origin)
 
