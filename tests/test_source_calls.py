@@ -1,5 +1,6 @@
 """Reading a transformation call from the user's source, as Python reports its line."""
 
+import ast
 import sys
 
 import numpy as np
@@ -503,12 +504,13 @@ class Trainer:
 def test_the_statement_around_a_line_is_the_innermost_of_its_kind_that_starts_last(tmp_path):
     # _innermost keeps each file's statements once instead of walking every node of the
     # file per line looked up; it must still answer as that walk did, for every line
-    import ast
-
     path = tmp_path / "train.py"
     path.write_text(NESTED)
     tree = source_calls._tree(str(path))
-    other = source_calls._tree(__file__)  # a second tree: each keeps its own statements
+    # a second tree, whose statements at line 3 differ: each tree keeps its own
+    second = tmp_path / "eval.py"
+    second.write_text("def evaluate(ds):\n    for x in ds:\n        total = x\n")
+    other = source_calls._tree(str(second))
 
     def walked(tree, line, kinds):
         found = None
@@ -528,7 +530,10 @@ def test_the_statement_around_a_line_is_the_innermost_of_its_kind_that_starts_la
     for kinds in kinds_asked:
         for line in range(1, NESTED.count("\n") + 2):
             assert source_calls._innermost(tree, line, kinds) is walked(tree, line, kinds)
-        assert source_calls._innermost(other, 30, kinds) is walked(other, 30, kinds)
+        for line in (1, 2, 3):
+            assert source_calls._innermost(other, line, kinds) is walked(other, line, kinds)
+    assert source_calls._innermost(other, 3, (ast.For,)).lineno == 2
+    assert source_calls._innermost(tree, 3, (ast.For,)) is None
     # two statements on one line: the later one, as the walk gave it
     assert source_calls.statement_at(f"{path}:6") == "count = 0"
     assert source_calls._innermost(tree, 22, (ast.For,)).lineno == 22

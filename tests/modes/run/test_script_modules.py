@@ -39,7 +39,9 @@ def test_the_same_file_reached_through_a_link_is_not_elsewhere(tmp_path):
 
 
 @pytest.mark.parametrize("first", ["script", "gpuwhy"])
-def test_another_file_of_the_same_name_earlier_on_gpuwhys_path_is_elsewhere(tmp_path, first):
+def test_another_file_of_the_same_name_is_elsewhere_only_where_it_comes_first_on_gpuwhys_path(
+    tmp_path, first
+):
     script_dir, gpuwhy_dir = tmp_path / "script", tmp_path / "gpuwhy"
     script_dir.mkdir()
     gpuwhy_dir.mkdir()
