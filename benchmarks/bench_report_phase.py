@@ -6,8 +6,9 @@ on a 20 s program every 0.1 s of it is half a point of the 2 % budget. Whole pro
 cannot resolve it on a shared 2-core host (python alone moves 0.65-0.87 s after its last
 line there), so this runs a loop in a watched session (all of ``gpuwhy run``'s
 collectors; the program workloads/tiny_steps.py), stops the session with each
-collector's ``fill`` timed, and prints per part the median over ``--runs`` processes. Run it on two trees (``--tree`` another checkout,
-compiled as ``make setup`` does) to compare code before and after, side by side:
+collector's ``fill`` timed, and prints per part the median over ``--runs`` processes.
+Run it on two trees (``--tree`` another checkout, compiled as ``make setup`` does) to
+compare code before and after, side by side:
 
     .venv/bin/python benchmarks/bench_report_phase.py [--runs 3] [--steps 20000]
         [--tree /path/to/other/checkout]
