@@ -11,14 +11,21 @@ from pathlib import Path
 import pytest
 
 import gpuwhy.comparison
+import gpuwhy.export
 from gpuwhy.collect.nvml import NVML_LIBRARY
 
 GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 
 # the comparing (gpuwhy diff's), the metadata reader (a capture's frames), the HTTP
-# client (dcgm-exporter's reads), the code highlighter (a report in colour only: 14 ms)
+# client (dcgm-exporter's reads), the code highlighter (a report in colour only: 14 ms),
+# the live metrics' exporters (only where --metrics-port, --metrics-push or
+# --metrics-otlp asks for them: 5 ms before the first line)
 NOT_AT_START = (
     "gpuwhy.comparison.pair",
+    "gpuwhy.export.live",
+    "gpuwhy.export.metrics",
+    "gpuwhy.export.otlp",
+    "gpuwhy.export.prometheus",
     "importlib.metadata",
     "http.client",
     "urllib.request",
@@ -57,6 +64,18 @@ def test_every_name_of_the_comparison_package_is_there_when_asked():
     namespace: dict = {}
     exec("from gpuwhy.comparison import *", namespace)
     assert set(gpuwhy.comparison.__all__) <= set(namespace)
+
+
+def test_every_name_of_the_export_package_is_there_when_asked():
+    """The exporters' names come from their modules at first use (PEP 562), as the
+    comparison package's do: a run that publishes metrics gets the same objects."""
+    assert sorted(gpuwhy.export._WHERE) == sorted(gpuwhy.export.__all__)
+    for name in gpuwhy.export.__all__:
+        value = getattr(gpuwhy.export, name)
+        module = sys.modules[f"gpuwhy.export.{gpuwhy.export._WHERE[name]}"]
+        assert value is getattr(module, name)
+    with pytest.raises(AttributeError):
+        gpuwhy.export.NotAName  # the attribute read is the test
 
 
 def _nvml_loads() -> bool:

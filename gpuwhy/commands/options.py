@@ -12,15 +12,14 @@ import re
 from dataclasses import replace
 from typing import TypeVar
 
+import gpuwhy.export as export
 from gpuwhy.collect.inprocess.base import Option
 from gpuwhy.collect.inprocess.projection import TARGET
 from gpuwhy.collect.sampler import DCGM_EXPORTER, SAMPLES_PER_S
 from gpuwhy.commands.reporting import UsageError
 from gpuwhy.commands.settings import Gate, OutDir, ReportSettings
 from gpuwhy.comparison.gate import GateError, parse, read_file
-from gpuwhy.export.live import MetricsOptions
-from gpuwhy.export.otlp import BadEndpoint, endpoint
-from gpuwhy.export.prometheus import ALL_INTERFACES
+from gpuwhy.export.metrics_options import ALL_INTERFACES, MetricsOptions
 
 T = TypeVar("T")
 
@@ -144,8 +143,8 @@ def metrics_settings(args: argparse.Namespace) -> MetricsOptions:
     otlp = None
     if args.metrics_otlp is not None:
         try:
-            otlp = endpoint(args.metrics_otlp)
-        except BadEndpoint as e:
+            otlp = export.endpoint(args.metrics_otlp)  # the exporters: only when asked
+        except export.BadEndpoint as e:
             raise UsageError(str(e)) from None
     addr = ALL_INTERFACES
     if args.metrics_addr is not None:

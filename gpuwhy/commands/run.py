@@ -33,7 +33,7 @@ from gpuwhy.commands.script_command import (
     script_settings,
 )
 from gpuwhy.commands.settings import Gate, OutDir, ReportSettings, ScriptSettings
-from gpuwhy.export.live import MetricsOptions
+from gpuwhy.export.metrics_options import MetricsOptions
 from gpuwhy.modes.run.script import end_like_the_script
 from gpuwhy.modes.run.watched import run_watched
 from gpuwhy.record import Record

@@ -23,7 +23,7 @@ from gpuwhy.commands.options import (
 from gpuwhy.commands.reporting import UsageError, check_format, emit, plan_outputs
 from gpuwhy.commands.script_command import save_for_merge
 from gpuwhy.commands.settings import OutDir, ReportSettings
-from gpuwhy.export.live import MetricsOptions
+from gpuwhy.export.metrics_options import MetricsOptions
 from gpuwhy.modes.watch import WatchError, watch
 
 HELP = "Is the GPU busy? Sample the GPU while any command runs."

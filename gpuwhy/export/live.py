@@ -28,14 +28,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuwhy.collect.identity import job_labels
 from gpuwhy.collect.step_histogram import LoopHistograms, StepHistogram
 from gpuwhy.export.metrics import busy_sums, named_functions, values
+from gpuwhy.export.metrics_options import MetricsOptions
 from gpuwhy.export.otlp import OtlpMetrics
-from gpuwhy.export.prometheus import ALL_INTERFACES, Endpoint, PrometheusMetrics, Pusher
+from gpuwhy.export.prometheus import Endpoint, PrometheusMetrics, Pusher
 from gpuwhy.facts import Facts
 from gpuwhy.rules import run_rules
 from gpuwhy.version import __version__
@@ -43,25 +43,11 @@ from gpuwhy.version import __version__
 if TYPE_CHECKING:
     from gpuwhy.record import Record
 
-DEFAULT_INTERVAL_S = 10.0
 MAX_SHARE = 0.005  # of the run's time spent in live updates, at most
 
 # What the run measured so far: its facts, and per loop counted (by a name that stays
 # its own) its steps after warm-up so far, counted per bucket.
 Snapshot = Callable[[], tuple[Facts, LoopHistograms]]
-
-
-@dataclass(frozen=True)
-class MetricsOptions:
-    port: int | None = None
-    addr: str = ALL_INTERFACES  # the address /metrics listens on (--metrics-addr)
-    push_url: str | None = None
-    otlp_url: str | None = None  # the full OTLP/HTTP metrics URL (gpuwhy.export.otlp)
-    interval_s: float = DEFAULT_INTERVAL_S
-
-    @property
-    def wanted(self) -> bool:
-        return self.port is not None or self.push_url is not None or self.otlp_url is not None
 
 
 class LiveMetrics:

@@ -14,8 +14,7 @@ import gpuwhy.report_stream as report_stream
 from gpuwhy.collect.identity import JOB_LABELS
 from gpuwhy.collect.step_histogram import STEP_BUCKETS, StepHistogram
 from gpuwhy.export.metrics import METRICS, Values
-
-ALL_INTERFACES = "0.0.0.0"  # where /metrics listens unless --metrics-addr says otherwise
+from gpuwhy.export.metrics_options import ALL_INTERFACES
 
 
 class PrometheusMetrics:

@@ -76,3 +76,34 @@ def test_each_missing_library_is_told_only_its_own_other_versions(tmp_path, buil
     rows = probe_in_child(lib)
     assert rows["cublas"]["other_versions"] == [str(cublas)]
     assert rows["cublasLt"]["other_versions"] == [str(cublas_lt)]
+
+
+def test_pips_library_folders_are_looked_for_once_a_probe(tmp_path, build_so):
+    """A host without a GPU misses all seven libraries: each one looked through every
+    ``sys.path`` entry's ``nvidia/*/lib`` again (a glob per entry and library, most of
+    the probe's time after a run). The folders are found once, and a library in one of
+    them is still found."""
+    site = tmp_path / "site-packages"
+    lib = build_so(site / "nvidia" / "cudnn" / "lib", "libcudnn.so.9")
+    code = (
+        f"import sys, json, glob; sys.path[:0] = [{str(CHILD_DIR)!r}, {str(site)!r}]\n"
+        "import cuda_libraries\n"
+        "asked = []\n"
+        "real = glob.glob\n"
+        "def counting(pattern, *a, **k):\n"
+        "    asked.append(pattern)\n"
+        "    return real(pattern, *a, **k)\n"
+        "glob.glob = counting\n"
+        f"rows = cuda_libraries.probe({BUILD!r}, [])\n"
+        "pip = [p for p in asked if p.endswith('nvidia/*/lib')]\n"
+        "print(json.dumps({'rows': rows, 'pip': pip, 'path': sys.path}))"
+    )
+    out = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    rows = {row["name"]: row for row in out["rows"]}
+    assert rows["cudnn"]["loaded"] is True and rows["cudnn"]["path"] == str(lib)
+    assert sum(not row["loaded"] for row in out["rows"]) >= 2  # several libraries looked for
+    assert len(out["pip"]) == len(out["path"])  # one glob per sys.path entry, all told

@@ -120,12 +120,13 @@ def _pip_dirs():
     return dirs
 
 
-def _search_dirs():
-    """Directories a user's CUDA libraries usually live in, for 'other version' hints."""
+def _search_dirs(pip_dirs):
+    """Directories a user's CUDA libraries usually live in, for 'other version' hints
+    (``pip_dirs``: :func:`_pip_dirs`, looked up once by the probe)."""
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs += glob.glob("/usr/local/cuda*/lib64") + glob.glob("/usr/local/cuda*/targets/*/lib")
     dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
-    return dirs + _pip_dirs()
+    return dirs + pip_dirs
 
 
 def _ldconfig_entries():
@@ -144,12 +145,12 @@ def _try_load(path_or_name):
         return str(e)
 
 
-def _by_library(found):
+def _by_library(found, pip_dirs):
     """Every ``lib*.so.*`` file seen (``found``: ldconfig's, and the search directories'),
     by its name before the first ``.so.`` (``libcudart``): each library missing looks
     at its own (a host without a GPU misses all seven, and going through the ~1,400
     files seven times was most of the probe's time)."""
-    for d in _search_dirs():
+    for d in _search_dirs(pip_dirs):
         found.update(glob.glob(os.path.join(d, "lib*.so.*")))
     groups: dict[str, list[str]] = {}
     for path in found:
@@ -176,6 +177,7 @@ def probe(build_info, mapped=None):
     """One dict per required library (the fields of ``gpuwhy.facts.LibraryProbe``)."""
     mapped = mapped_libraries() if mapped is None else mapped
     candidates = None  # every lib*.so.* file we can see, built once on demand
+    pip_dirs = None  # pip's nvidia-*/lib folders: a glob per sys.path entry, done once
     results = []
     for name, soname, pip_package, apt_package in required(build_info):
         row = {
@@ -197,7 +199,9 @@ def probe(build_info, mapped=None):
         if error is None:
             row.update(loaded=True, path=soname)
         else:
-            for d in _pip_dirs():
+            if pip_dirs is None:
+                pip_dirs = _pip_dirs()
+            for d in pip_dirs:
                 path = os.path.join(d, soname)
                 if os.path.exists(path):
                     pip_error = _try_load(path)
@@ -207,7 +211,9 @@ def probe(build_info, mapped=None):
             row["error"] = error
         if not row["loaded"]:
             if candidates is None:
-                candidates = _by_library(set(_ldconfig_entries()))
+                if pip_dirs is None:
+                    pip_dirs = _pip_dirs()
+                candidates = _by_library(set(_ldconfig_entries()), pip_dirs)
             row["other_versions"] = _other_majors(candidates.get(f"lib{name}", ()), name, soname)
         results.append(row)
     return results

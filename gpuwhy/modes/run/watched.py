@@ -8,13 +8,17 @@ from __future__ import annotations
 import gc
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuwhy.export.live import LiveMetrics, MetricsOptions
+import gpuwhy.export as export
+from gpuwhy.export.metrics_options import MetricsOptions
 from gpuwhy.modes.run.script import ScriptEnding, run_and_report
 from gpuwhy.modes.run.session import Session
 from gpuwhy.record import Record
 from gpuwhy.redact import mask_argv
+
+if TYPE_CHECKING:  # imported where metrics are asked for: most runs publish none
+    from gpuwhy.export.live import LiveMetrics
 
 # Called once when the script has ended, with what makes its record: the caller decides
 # when (and inside which error handling) the collectors are stopped and the rules run.
@@ -63,5 +67,5 @@ def run_watched(
     if metrics.wanted:
         assert session.t0 is not None
         command = " ".join(mask_argv([script, *script_args]))  # the label, masked
-        live = LiveMetrics(metrics, "run", command, session.t0, session.live).start()
+        live = export.LiveMetrics(metrics, "run", command, session.t0, session.live).start()
     return run_and_report(script, script_args, code, report_ending, stop_after)
