@@ -12,22 +12,28 @@ itself, not as a wider range. Each process's own wall and CPU time (``PROC_S``,
 fixed costs (imports before the script, the report after it) included.
 
 Run: .venv/bin/python benchmarks/bench_run.py [--runs 5] [--only tiny_steps] [--pairs]
-[--control]
+[--control] [--together]
 
 ``--control`` adds a third side, ``python`` with every module ``gpuwhy run`` loads
 imported and nothing watching (imported_control.py), and prints the ratios of each pair
 of sides: what watching costs, apart from what a process differs from the next by.
+
+``--together`` starts the sides of a run at the same moment instead of one after the
+other: both see one state of the machine (a shared host's other load comes and goes
+for both), but each is the other's load, a program beside another as busy: on a 2-core
+host each gets about a core, so gpuwhy's own threads take time from its program's
+instead of using a core that was idle. A pessimistic figure, the loaded machine's.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,22 +57,40 @@ def step_time(command: list[str]) -> tuple[float, dict[str, float]]:
     wall time, the process's and the main thread's CPU over it), keyed by their names.
     """
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    out = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    assert process.stdout is not None
+    out = process.stdout.read()
+    process.stdout.close()
+    # its own resources (and its children's), whatever else runs beside it (--together)
+    _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command, out)
     (line,) = [ln for ln in out.splitlines() if ln.startswith("MEDIAN_STEP_S ")]
     loops = [ln.split() for ln in out.splitlines() if ln.startswith("LOOP_S ")]
     figures = {k: float(v) for k, v in zip(loops[0][::2], loops[0][1::2])} if loops else {}
     figures["PROC_S"] = wall
-    figures["PROC_CPU_S"] = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    figures["PROC_CPU_S"] = usage.ru_utime + usage.ru_stime
     return float(line.split()[1]), figures
 
 
 def spread(values: list[float]) -> str:
     """Median and range, the way the speed page quotes ratios."""
     return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def run_sides(
+    commands: list[list[str]], args: argparse.Namespace
+) -> list[tuple[float, dict[str, float]]]:
+    """Each command's figures: one after the other, or all started at once (--together)."""
+    if not args.together:
+        return [step_time(command) for command in commands]
+    with ThreadPoolExecutor(len(commands)) as pool:
+        return list(pool.map(step_time, commands))
 
 
 def main() -> None:
@@ -80,6 +104,11 @@ def main() -> None:
         "--control",
         action="store_true",
         help="a third side: python with gpuwhy's modules imported, nothing watching",
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="start a run's sides at the same moment (each the other's load)",
     )
     args = parser.parse_args()
     print(
@@ -100,8 +129,8 @@ def main() -> None:
         steps: dict[str, list[float]] = {side: [] for side in names}
         loops: dict[str, list[dict[str, float]]] = {side: [] for side in names}
         for run in range(args.runs):  # rotate which goes first, so drift hits every side
-            for side in names[run % len(names) :] + names[: run % len(names)]:
-                step, loop = step_time(sides[side])
+            order = names[run % len(names) :] + names[: run % len(names)]
+            for side, (step, loop) in zip(order, run_sides([sides[s] for s in order], args)):
                 steps[side].append(step)
                 loops[side].append(loop)
             if args.pairs:

@@ -31,6 +31,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from gpuwhy.collect.quantiles import Sketch
@@ -363,8 +364,12 @@ class LoopView:
     still_open: list[Step]
     stalls: Any = None
 
-    @property
+    @cached_property
     def count(self) -> int:
+        """Every step of the view. Kept once read: the facts ask it of each loop a dozen
+        times over (sorting, the markers), each time a walk of the head's 5,000 steps;
+        what the view holds never changes its steps (a step marked as a warm-up is
+        replaced by one of as many steps)."""
         tail = self.tail.total.steps if self.tail is not None else 0
         return sum(s.steps for s in self.steps) + tail + sum(s.steps for s in self.extra)
 
