@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "gpuwhy.redact",
         "gpuwhy.json_input",
         "gpuwhy.library_files",
+        "gpuwhy.lazy_names",
     ),
     ("gpuwhy.facts", "gpuwhy.schema"),
     ("gpuwhy.finding",),

@@ -16,8 +16,9 @@ importtime``).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from gpuwhy.lazy_names import names_from_modules
 
 if TYPE_CHECKING:
     from gpuwhy.comparison.model import (
@@ -61,12 +62,9 @@ __all__ = [
     "diff_verdict",
 ]
 
+_from_modules = names_from_modules(__name__, _WHERE, globals())
+
 
 def __getattr__(name: str) -> Any:
     """A name of ``__all__``, from its module, imported now (PEP 562)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return _from_modules(name)

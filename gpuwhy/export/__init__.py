@@ -9,8 +9,9 @@ before each run's first line, docs/speed.md).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from gpuwhy.lazy_names import names_from_modules
 
 if TYPE_CHECKING:
     from gpuwhy.export.live import LiveMetrics
@@ -20,12 +21,9 @@ _WHERE = {"LiveMetrics": "live", "BadEndpoint": "otlp", "endpoint": "otlp"}
 
 __all__ = ["BadEndpoint", "LiveMetrics", "endpoint"]
 
+_from_modules = names_from_modules(__name__, _WHERE, globals())
+
 
 def __getattr__(name: str) -> Any:
     """A name of ``__all__``, from its module, imported now (PEP 562)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return _from_modules(name)
