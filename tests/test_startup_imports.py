@@ -19,7 +19,7 @@ GPUWHY = str(Path(sys.executable).with_name("gpuwhy"))
 # the comparing (gpuwhy diff's), the metadata reader (a capture's frames), the HTTP
 # client (dcgm-exporter's reads), the code highlighter (a report in colour only: 14 ms),
 # the live metrics' exporters (only where --metrics-port, --metrics-push or
-# --metrics-otlp asks for them: 5 ms before the first line)
+# --metrics-otlp asks for them: 3-5 ms before the first line)
 NOT_AT_START = (
     "gpuwhy.comparison.pair",
     "gpuwhy.export.live",

@@ -3,7 +3,7 @@ OTLP), labelled so that it joins with the GPU metrics fleets already collect.
 
 The names below are imported at their first use, not with the package: a run that
 publishes nothing (no ``--metrics-port``, ``--metrics-push`` or ``--metrics-otlp``, most
-runs) reads only the options (metrics_options.py), never the exporters (5 ms of imports
+runs) reads only the options (metrics_options.py), never the exporters (3-5 ms of imports
 before each run's first line, docs/speed.md).
 """
 

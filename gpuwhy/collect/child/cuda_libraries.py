@@ -210,9 +210,7 @@ def probe(build_info, mapped=None):
                     break
             row["error"] = error
         if not row["loaded"]:
-            if candidates is None:
-                if pip_dirs is None:
-                    pip_dirs = _pip_dirs()
+            if candidates is None:  # a row not loaded looked in pip's folders above
                 candidates = _by_library(set(_ldconfig_entries()), pip_dirs)
             row["other_versions"] = _other_majors(candidates.get(f"lib{name}", ()), name, soname)
         results.append(row)
