@@ -104,6 +104,10 @@ class Trace:
     # traced by a call of the function (not by ``get_concrete_function``): the call
     # goes on once the trace is made
     in_call: bool = True
+    # the call that traced runs through this session's call hook (it is timed): False
+    # where it began with the hook paused, though the hook may be back by the trace's end
+    # (the steps' drain puts it back from another thread, in the trace's tens of ms)
+    hooked: bool = True
 
 
 def _definition(function: Any) -> tuple[str | None, int | None]:
@@ -329,12 +333,19 @@ class FunctionHooks:
                 self._pauses,
             ),
         )
+        hook = _CallHook(call.replacement.__code__, self._call_times)
         try:
             create = Patch(
                 tracing_compilation,
                 "_create_concrete_function",
                 lambda original: _create_wrapper(
-                    original, self._on_trace, owner_codes, cls, self._thread_state, asked.__code__
+                    original,
+                    self._on_trace,
+                    owner_codes,
+                    cls,
+                    self._thread_state,
+                    asked.__code__,
+                    hook,
                 ),
             )
         except Exception:
@@ -427,16 +438,41 @@ def _call_wrapper(
     return __call__
 
 
-def _owner(frame: Any, codes: frozenset, cls: type) -> tuple[Any, Any]:
-    """The Function whose trace runs (None: not found), and the code of its frame."""
+@dataclass(frozen=True)
+class _CallHook:
+    """This session's call hook as a trace finds it on the stack: the code of its
+    wrappers (one for every Function) and the table it records into (its own, where
+    two sessions chain)."""
+
+    code: Any
+    call_times: dict
+
+    def runs(self, frame: Any, function: Any) -> bool:
+        """Whether ``function``'s call under ``frame`` (its own frame) went through
+        this hook: its wrapper's frame, for this function, is above it. Walked at a
+        trace only (tens of milliseconds each), never per call."""
+        for _ in range(_MAX_STACK):
+            if frame is None:
+                return False
+            if frame.f_code is self.code:
+                local = frame.f_locals
+                if local.get("self") is function and local.get("call_times") is self.call_times:
+                    return True
+            frame = frame.f_back
+        return False
+
+
+def _owner(frame: Any, codes: frozenset, cls: type) -> tuple[Any, Any, Any]:
+    """The Function whose trace runs (None: not found), the code of its frame, and the
+    frame."""
     for _ in range(_MAX_STACK):
         if frame is None:
-            return None, None
+            return None, None, None
         if frame.f_code in codes:
             owner = frame.f_locals.get("self")
-            return (owner if isinstance(owner, cls) else None), frame.f_code
+            return (owner if isinstance(owner, cls) else None), frame.f_code, frame
         frame = frame.f_back
-    return None, None
+    return None, None, None
 
 
 def _create_wrapper(
@@ -446,6 +482,7 @@ def _create_wrapper(
     cls: type,
     state: Any,
     asked_code: Any = None,
+    hook: _CallHook | None = None,
 ) -> Callable:
     perf_counter = time.perf_counter
 
@@ -455,9 +492,13 @@ def _create_wrapper(
             owners = state.owners = []
         outer = len(owners)  # traces in progress on this thread
         owner = code = None
+        hooked = True
         if tracing_options.function_cache is not None:
             try:
-                owner, code = _owner(sys._getframe(1), codes, cls)
+                owner, code, frame = _owner(sys._getframe(1), codes, cls)
+                if owner is not None and hook is not None:
+                    hooked = hook.runs(frame, owner)
+                del frame
             except Exception:  # noqa: BLE001 - a listener never breaks the program
                 owner = None
         # The innermost enclosing trace with a known owner: TF's own helpers (no cache)
@@ -484,6 +525,7 @@ def _create_wrapper(
                             nested=outer > 0,
                             inside=inside if inside is not owner else None,
                             in_call=code is not asked_code,
+                            hooked=hooked,
                         )
                     )
             except Exception:  # noqa: BLE001 - a listener never breaks the program

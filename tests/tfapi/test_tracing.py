@@ -156,6 +156,52 @@ def test_jit_compile_function_is_traced_and_called(hooks):
     assert trace.args == (("x", "float32[4]"),)
 
 
+def test_a_trace_says_whether_its_call_ran_through_this_session_s_hook(hooks):
+    """A call that began with the call hook stepped aside (a pause) traces unhooked,
+    though the hook is back by the trace's end (the steps' drain puts it back from
+    another thread): only the stack says which, and a chained session's hook on it is
+    not this one's."""
+    from gpuwhy.tfapi.patching import Patch
+
+    @tf.function
+    def hooked(x):
+        return x + 1
+
+    hooked(tf.ones([2]))
+    (trace,) = hooks.traces_of(hooked)
+    assert trace.hooked and trace.in_call
+
+    (call,) = [p for p in hooks.hooks._patches if isinstance(p, Patch) and p.name == "__call__"]
+
+    @tf.function
+    def aside(x):
+        call.step_back()  # back mid-trace, as the drain does
+        return x + 2
+
+    assert call.step_aside()
+    aside(tf.ones([2]))
+    (trace,) = hooks.traces_of(aside)
+    assert not trace.hooked and trace.in_call
+    assert hooks.calls(aside) == []  # began unhooked: not timed
+
+    other = Recorder()  # a second session chained over this one, paused
+    other.hooks.install()
+    try:
+        (over,) = [p for p in other.hooks._patches if p.name == "__call__"]
+
+        @tf.function
+        def under(x):
+            return x + 3
+
+        assert over.step_aside()  # this session's hook still runs the call
+        under(tf.ones([2]))
+        over.step_back()
+    finally:
+        other.hooks.uninstall()
+    assert hooks.traces_of(under)[0].hooked
+    assert not other.traces_of(under)[0].hooked
+
+
 def test_get_concrete_function_reports_a_trace_but_no_call(hooks):
     @tf.function
     def double(x):

@@ -263,9 +263,11 @@ def test_a_cheap_parse_map_is_batched_first_and_parses_whole_batches(tmp_path):
     1.6x). input.no-cache's fix (parallel and cached) changes the same line and held too
     (3.9x): which of the two the patch keeps goes by their intervals' low ends, which at
     two runs a side a loaded machine can swap (CI: 5.2x lost to it), and that choice has
-    its own tests (tests/trial/test_together.py); so only this finding is tried."""
+    its own tests (tests/trial/test_together.py); so only this finding is tried. At 3
+    runs a side: with 2, the full suite's load late in a CI run left this gain unproven
+    (the fix not held)."""
     program = PROGRAMS / "tfrecord_parse.py"
-    record, patch, _ = fix(tmp_path, program, "--finding", "input.sequential-map")
+    record, patch, _ = fix(tmp_path, program, "--finding", "input.sequential-map", "--runs", "3")
     (first,) = [t for t in record["fixes_tried"] if t["fix"].startswith("batch before map(parse)")]
     assert first["ran"] and first["same_results"] is True, first
     assert first["held"] and first["speedup"] >= 1.5 and first["in_patch"], first
