@@ -86,11 +86,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    given = list(sys.argv[1:] if argv is None else argv)
-    Parser.given = given
-    named = given[0] if given and given[0] in COMMANDS else None
-    args = build_parser(only=named).parse_args(given)
-    args.argv = given
+    """The command line. Its parsing is apart (:func:`parsed`): this frame stays below a
+    script that ``gpuwhy run`` runs, and TensorFlow reads its line at every eager op, a
+    scan of its code's line table up to the call it waits in (gpuwhy.modes.run.script.drive)."""
+    args = parsed(argv)
     try:
         command = command_module(args.command)
         return int(command.execute(command.settings_from(args)))
@@ -114,6 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         say_error(f"internal error: {type(e).__name__}: {e} (GPUWHY_DEBUG=1 shows the traceback)")
         return EXIT_ERROR
+
+
+def parsed(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line's arguments (``argv``: sys.argv's by default), with the command
+    line as given in ``argv``."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    Parser.given = given
+    named = given[0] if given and given[0] in COMMANDS else None
+    args = build_parser(only=named).parse_args(given)
+    args.argv = given
+    return args
 
 
 def _quiet_excepthook(

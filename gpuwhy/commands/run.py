@@ -34,8 +34,8 @@ from gpuwhy.commands.script_command import (
 )
 from gpuwhy.commands.settings import Gate, OutDir, ReportSettings, ScriptSettings
 from gpuwhy.export.metrics_options import MetricsOptions
-from gpuwhy.modes.run.script import end_like_the_script
-from gpuwhy.modes.run.watched import run_watched
+from gpuwhy.modes.run.script import RunSteps, ScriptEnding, drive, end_like_the_script
+from gpuwhy.modes.run.watched import watched_steps
 from gpuwhy.record import Record
 from gpuwhy.trial.child import install as install_trial
 
@@ -132,17 +132,30 @@ def collector_options(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
 
 
 def execute(settings: RunSettings) -> int:
-    report_stream.keep()
+    """The run, its setup and ending in helpers: this frame stays below the script while
+    it runs, and TensorFlow reads its line at every eager op (a scan of its code's line
+    table up to the call it waits in: short here; see gpuwhy.modes.run.script.drive)."""
     if settings.repeat > 1:
-        prepare(settings.script, settings.report)  # the script and outputs, checked once
-        check_stale(settings.report.json, settings.repeat)
-        script = (settings.script.path, *settings.script.args)
-        return repeat_runs(settings.repeat, settings.options, script, settings.report.json)
+        return _repeated(settings)
+    steps, crossed = _watched(settings)
+    return _status(drive(steps), crossed)
+
+
+def _repeated(settings: RunSettings) -> int:
+    report_stream.keep()
+    prepare(settings.script, settings.report)  # the script and outputs, checked once
+    check_stale(settings.report.json, settings.repeat)
+    script = (settings.script.path, *settings.script.args)
+    return repeat_runs(settings.repeat, settings.options, script, settings.report.json)
+
+
+def _watched(settings: RunSettings) -> tuple[RunSteps[ScriptEnding], list[str]]:
+    """The watched run's steps, and what the gate found (filled by the report after the
+    script, inside the steps)."""
+    report_stream.keep()
     code, outputs = prepare(settings.script, settings.report)
     if settings.trial_results is not None:
         install_trial(settings.trial_results, settings.trial_seed)
-    # what the gate found, filled by the report after the script (it runs inside
-    # run_watched, which returns how the script ended)
     crossed: list[str] = []
 
     def report(make_record: Callable[[], Record]) -> None:
@@ -154,7 +167,7 @@ def execute(settings: RunSettings) -> int:
             gate=settings.gate,
         )
 
-    outcome = run_watched(
+    steps = watched_steps(
         settings.script.path,
         settings.script.args,
         code,
@@ -163,6 +176,10 @@ def execute(settings: RunSettings) -> int:
         report=report,
         stop_after=settings.stop_after,
     )
+    return steps, crossed
+
+
+def _status(outcome: ScriptEnding, crossed: list[str]) -> int:
     status = end_like_the_script(outcome)
     if status == EXIT_OK and crossed:
         return EXIT_PROBLEM  # the script succeeded; the gate did not

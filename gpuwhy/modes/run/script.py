@@ -23,8 +23,9 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import gpuwhy.forked as forked
 from gpuwhy.modes.run.script_modules import ScriptModules
@@ -114,6 +115,52 @@ class Terminated(BaseException):
 SIGTERM_EXIT = 128 + 15
 
 
+@dataclass(frozen=True)
+class ScriptCall:
+    """What a run's steps ask :func:`drive` to execute: the script's code in its
+    ``__main__``, stopped at ``bound``."""
+
+    code: types.CodeType
+    main: types.ModuleType
+    bound: _Bound | None
+
+
+# A run's steps (a generator): its setup, then ``yield ScriptCall`` (the script runs,
+# from the frame that drives them; its ending sent back, or what it raised thrown in),
+# then its ending; the steps' return value is the run's.
+T = TypeVar("T")
+RunSteps = Generator[ScriptCall, ScriptEnding, T]
+
+
+def drive(steps: RunSteps[T]) -> T:
+    """Runs ``steps``, the script where they ask for it, from this frame.
+
+    Why: TensorFlow captures the Python stack at every eager op (``StackTrace::Capture``
+    in its fast path, seen under gdb; its frames nearest the op, tens of them) and
+    reads each frame's line, a scan of the frame's code's line table up to where it
+    runs. gpuwhy's frames below the script (the command, the watched run, the report's
+    guard, the runner: long functions, each suspended deep in its code) cost about 3 us
+    of every eager op the script runs near its top (docs/speed.md), and a loop of small
+    eager ops ran 5 % faster without them (benchmarks/workloads/eager_ops.py, 6 of 6
+    pairs). As generators suspended at their ``yield``, their ``with`` and ``try``
+    blocks stay in force and their frames are off the stack the script runs on: below
+    it only this frame and its caller's.
+    """
+    try:
+        call = next(steps)
+        while True:
+            try:
+                ending = _run(call.code, call.main, call.bound)
+            except BaseException as error:  # noqa: BLE001 - the steps handle it where they did
+                call = steps.throw(error)
+            else:
+                call = steps.send(ending)
+    except StopIteration as done:
+        return done.value
+    finally:
+        steps.close()  # interrupted here, between the two: the steps' finally blocks run now
+
+
 def run_script(
     path: str,
     args: Sequence[str],
@@ -128,6 +175,17 @@ def run_script(
     (from this process only: forked workers exit as they always do). SIGTERM, while the
     script runs, ends it like Ctrl-C (``ScriptEnding.ended == "terminated"``).
     """
+    return drive(script_steps(path, args, code, before_hard_exit, stop_after))
+
+
+def script_steps(
+    path: str,
+    args: Sequence[str],
+    code: types.CodeType | None = None,
+    before_hard_exit: Callable[[int], None] | None = None,
+    stop_after: float | None = None,
+) -> RunSteps[ScriptEnding]:
+    """:func:`run_script` as steps (:func:`drive`)."""
     code = code or load_script(path)
     if before_hard_exit is not None:
         _guard_hard_exit(before_hard_exit)
@@ -147,7 +205,7 @@ def run_script(
     with _sigterm_raises() as sigterm:
         timer = _stop_after(stop_after)
         try:
-            outcome = _run(code, main, timer)
+            outcome = yield ScriptCall(code, main, timer)
         except Terminated:  # SIGTERM while joining or printing
             outcome = ScriptEnding("terminated", SIGTERM_EXIT, "SIGTERM")
         except StoppedAtBound:  # the bound came while joining the script's threads
@@ -276,6 +334,17 @@ def run_and_report(
     """Run the script as Python would, then ``report(ended, exit_code, error)`` once,
     with the script's modules out of gpuwhy's way (gpuwhy.modes.run.script_modules); also when the
     script ends the process with ``os._exit`` or gpuwhy is interrupted while starting it."""
+    return drive(report_steps(script, script_args, code, report, stop_after))
+
+
+def report_steps(
+    script: str,
+    script_args: Sequence[str],
+    code: types.CodeType,
+    report: Report,
+    stop_after: float | None = None,
+) -> RunSteps[ScriptEnding]:
+    """:func:`run_and_report` as steps (:func:`drive`)."""
 
     modules = ScriptModules(os.path.dirname(os.path.abspath(script)))
     reported: list[bool] = []
@@ -295,7 +364,7 @@ def run_and_report(
     modules.hide_shadowed()
     outcome = None
     try:
-        outcome = run_script(
+        outcome = yield from script_steps(
             script,
             script_args,
             code,

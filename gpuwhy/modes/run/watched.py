@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import gpuwhy.export as export
 from gpuwhy.export.metrics_options import MetricsOptions
-from gpuwhy.modes.run.script import ScriptEnding, run_and_report
+from gpuwhy.modes.run.script import RunSteps, ScriptEnding, report_steps
 from gpuwhy.modes.run.session import Session
 from gpuwhy.record import Record
 from gpuwhy.redact import mask_argv
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported where metrics are asked for: most runs publish non
 ReportRecord = Callable[[Callable[[], Record]], None]
 
 
-def run_watched(
+def watched_steps(
     script: str,
     script_args: Sequence[str],
     code: types.CodeType,
@@ -34,10 +34,13 @@ def run_watched(
     metrics: MetricsOptions,
     report: ReportRecord,
     stop_after: float | None = None,
-) -> ScriptEnding:
+) -> RunSteps[ScriptEnding]:
     """Run the compiled ``code`` of ``script`` inside a Session, then ``report`` its
     record once (also when the script ends the process with ``os._exit`` or is
-    interrupted); returns how the script ended, for the caller to end as it did.
+    interrupted); returns how the script ended, for the caller to end as it did. As
+    steps, which the caller runs with :func:`~gpuwhy.modes.run.script.drive`: this
+    frame is off the stack the script runs on (TensorFlow reads every frame of it at
+    each eager op).
 
     ``options``: the Session's, by name (the collectors' options); ``metrics``: where to
     publish live metrics (nothing when not ``metrics.wanted``); ``stop_after``: seconds
@@ -68,4 +71,4 @@ def run_watched(
         assert session.t0 is not None
         command = " ".join(mask_argv([script, *script_args]))  # the label, masked
         live = export.LiveMetrics(metrics, "run", command, session.t0, session.live).start()
-    return run_and_report(script, script_args, code, report_ending, stop_after)
+    return (yield from report_steps(script, script_args, code, report_ending, stop_after))

@@ -1,0 +1,89 @@
+"""drive(): a run's steps (generators) run the script from the driving frame, and keep
+what the nested calls did: what the script ends with goes back in, what the runner
+raises (SIGTERM or the bound while joining its threads) is thrown in where the steps
+handle it, and their finally blocks run however the run ends."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from gpuwhy.modes.run.script import (
+    ScriptCall,
+    ScriptEnding,
+    StoppedAtBound,
+    Terminated,
+    drive,
+)
+
+
+def _call(source: str) -> ScriptCall:
+    main = types.ModuleType("__main__")
+    return ScriptCall(compile(source, "prog.py", "exec"), main, None)
+
+
+def _steps(source: str, log: list[str]):
+    try:
+        try:
+            ending = yield _call(source)
+        except Terminated:
+            log.append("terminated")
+            return "handled"
+        log.append(ending.ended)
+        return ending
+    finally:
+        log.append("finally")
+
+
+def test_the_script_s_ending_is_sent_back_and_the_steps_return_value_is_the_run_s():
+    log: list[str] = []
+    assert drive(_steps("x = 1", log)) == ScriptEnding("completed", 0)
+    assert log == ["completed", "finally"]
+
+
+def test_what_the_runner_raises_is_thrown_into_the_steps_where_they_handle_it(monkeypatch):
+    import gpuwhy.modes.run.script as script
+
+    def joining_when_sigterm_came(*_args):
+        raise Terminated()
+
+    monkeypatch.setattr(script, "_run", joining_when_sigterm_came)
+    log: list[str] = []
+    assert drive(_steps("x = 1", log)) == "handled"
+    assert log == ["terminated", "finally"]
+
+
+def test_what_the_steps_do_not_handle_goes_on_and_their_finally_blocks_ran(monkeypatch):
+    import gpuwhy.modes.run.script as script
+
+    def bound_while_joining(*_args):
+        raise StoppedAtBound()
+
+    monkeypatch.setattr(script, "_run", bound_while_joining)
+    log: list[str] = []
+    with pytest.raises(StoppedAtBound):
+        drive(_steps("x = 1", log))
+    assert log == ["finally"]
+
+
+def test_the_script_runs_below_the_driving_frame_not_below_the_steps():
+    source = (
+        "import sys\n"
+        "below = []\n"
+        "frame = sys._getframe().f_back\n"
+        "while frame.f_code.co_name != 'drive':\n"
+        "    below.append(frame.f_code.co_name)\n"
+        "    frame = frame.f_back\n"
+        "above_drive = frame.f_back.f_code.co_name\n"
+    )
+    call = _call(source)
+
+    def steps():
+        yield call
+
+    drive(steps())
+    assert call.main.below == ["_run"]
+    assert (
+        call.main.above_drive == "test_the_script_runs_below_the_driving_frame_not_below_the_steps"
+    )
