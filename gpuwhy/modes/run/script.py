@@ -161,23 +161,6 @@ def drive(steps: RunSteps[T]) -> T:
         steps.close()  # interrupted here, between the two: the steps' finally blocks run now
 
 
-def run_script(
-    path: str,
-    args: Sequence[str],
-    code: types.CodeType | None = None,
-    before_hard_exit: Callable[[int], None] | None = None,
-    stop_after: float | None = None,
-) -> ScriptEnding:
-    """Execute the script in this process; returns how it ended. Never raises for the
-    script's own exceptions: they are printed as Python prints them.
-
-    ``before_hard_exit(status)`` runs when the script ends the process with ``os._exit``
-    (from this process only: forked workers exit as they always do). SIGTERM, while the
-    script runs, ends it like Ctrl-C (``ScriptEnding.ended == "terminated"``).
-    """
-    return drive(script_steps(path, args, code, before_hard_exit, stop_after))
-
-
 def script_steps(
     path: str,
     args: Sequence[str],
@@ -185,7 +168,14 @@ def script_steps(
     before_hard_exit: Callable[[int], None] | None = None,
     stop_after: float | None = None,
 ) -> RunSteps[ScriptEnding]:
-    """:func:`run_script` as steps (:func:`drive`)."""
+    """Execute the script in this process, as steps (:func:`drive`); returns how it
+    ended. Never raises for the script's own exceptions: they are printed as Python
+    prints them.
+
+    ``before_hard_exit(status)`` runs when the script ends the process with ``os._exit``
+    (from this process only: forked workers exit as they always do). SIGTERM, while the
+    script runs, ends it like Ctrl-C (``ScriptEnding.ended == "terminated"``).
+    """
     code = code or load_script(path)
     if before_hard_exit is not None:
         _guard_hard_exit(before_hard_exit)
