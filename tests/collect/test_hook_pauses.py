@@ -466,16 +466,22 @@ def _make_step(v):
     return tf.function(lambda: v.assign_add(1.0))  # two of these: one def, one TF count
 
 
-def test_functions_of_one_def_are_counted_apart_though_tf_counts_them_together(watching):
+def _train_until_paused(steps):
+    """A variable, a step adding one to it, and its calls: 6,000 (each loop's head of
+    timed steps and more), then until the hooks paused."""
     import tensorflow as tf
 
-    watcher, steps = watching
     v = tf.Variable(0.0)
     train = _make_step(v)
     n_train = 6000
     for _ in range(n_train):
         train()
-    n_train += _until_paused(steps, train)
+    return v, train, n_train + _until_paused(steps, train)
+
+
+def test_functions_of_one_def_are_counted_apart_though_tf_counts_them_together(watching):
+    watcher, steps = watching
+    v, train, n_train = _train_until_paused(steps)
     for _ in range(300):
         train()
     n_train += 300
@@ -499,12 +505,7 @@ def test_a_first_call_begun_paused_is_counted_where_the_drain_resumes_during_its
     import tensorflow as tf
 
     watcher, steps = watching
-    v = tf.Variable(0.0)
-    train = _make_step(v)
-    n_train = 6000
-    for _ in range(n_train):
-        train()
-    n_train += _until_paused(steps, train)
+    v, train, n_train = _train_until_paused(steps)
     steps._drain.stop()  # the pause ends where this test says, not at a tick
 
     def evaluate():

@@ -42,25 +42,25 @@ def test_the_script_s_ending_is_sent_back_and_the_steps_return_value_is_the_run_
     assert log == ["completed", "finally"]
 
 
-def test_what_the_runner_raises_is_thrown_into_the_steps_where_they_handle_it(monkeypatch):
+def _runner_raises(monkeypatch, error: BaseException) -> None:
+    """The runner raises ``error`` after the script (while joining its threads)."""
     import gpuwhy.modes.run.script as script
 
-    def joining_when_sigterm_came(*_args):
-        raise Terminated()
+    def raising(*_args):
+        raise error
 
-    monkeypatch.setattr(script, "_run", joining_when_sigterm_came)
+    monkeypatch.setattr(script, "_run", raising)
+
+
+def test_what_the_runner_raises_is_thrown_into_the_steps_where_they_handle_it(monkeypatch):
+    _runner_raises(monkeypatch, Terminated())  # SIGTERM while joining
     log: list[str] = []
     assert drive(_steps("x = 1", log)) == "handled"
     assert log == ["terminated", "finally"]
 
 
 def test_what_the_steps_do_not_handle_goes_on_and_their_finally_blocks_ran(monkeypatch):
-    import gpuwhy.modes.run.script as script
-
-    def bound_while_joining(*_args):
-        raise StoppedAtBound()
-
-    monkeypatch.setattr(script, "_run", bound_while_joining)
+    _runner_raises(monkeypatch, StoppedAtBound())  # the bound while joining
     log: list[str] = []
     with pytest.raises(StoppedAtBound):
         drive(_steps("x = 1", log))
