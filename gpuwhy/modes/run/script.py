@@ -136,13 +136,13 @@ def drive(steps: RunSteps[T]) -> T:
     """Runs ``steps``, the script where they ask for it, from this frame.
 
     Why: TensorFlow captures the Python stack at every eager op (``StackTrace::Capture``
-    in its fast path, seen under gdb; its frames nearest the op, tens of them) and
+    in its fast path, seen under gdb; a bounded number of frames nearest the op) and
     reads each frame's line, a scan of the frame's code's line table up to where it
     runs. gpuwhy's frames below the script (the command, the watched run, the report's
     guard, the runner: long functions, each suspended deep in its code) cost about 3 us
     of every eager op the script runs near its top (docs/speed.md), and a loop of small
-    eager ops ran 5 % faster without them (benchmarks/workloads/eager_ops.py, 6 of 6
-    pairs). As generators suspended at their ``yield``, their ``with`` and ``try``
+    eager ops ran 5-7 % faster without them (benchmarks/workloads/eager_ops.py, 6 of 6
+    alternating runs, twice). As generators suspended at their ``yield``, their ``with`` and ``try``
     blocks stay in force and their frames are off the stack the script runs on: below
     it only this frame and its caller's.
     """
