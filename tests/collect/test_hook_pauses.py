@@ -847,3 +847,31 @@ def test_a_fast_loop_after_seconds_of_nothing_is_paused_at_its_own_pace():
     finally:
         pauses.finish()
         patch.undo()
+
+
+def test_a_steady_loop_of_steps_of_a_few_milliseconds_is_paused():
+    """A loop of 3 ms steps (a read and a call each: 667 events a second) has its hooks
+    paused with the defaults, where the threshold before (1,500 events a second) timed
+    every step of loops of 1.3 ms or more: the steps a slow host runs this project's
+    loop of 0.5 ms steps at. A loop of 6 ms steps is not paused: timing costs it
+    0.2-0.3 %."""
+    from gpuwhy.collect.inprocess.hook_pauses import HookPauses
+    from gpuwhy.tfapi.patching import Patch
+
+    def wanted_at(step_s: float) -> bool:
+        pauses = HookPauses()
+        patch = Patch(_Hooked, "event", lambda original: lambda self: "hooked")
+        pauses.add([patch])
+        try:
+            now = time.perf_counter()
+            events = round(2 * 0.25 / step_s)  # a tick's reads and calls
+            for tick in range(1, 4):  # the drain's ticks, the first 0.25 s in
+                pauses.tick(now + 0.25 * tick, events, steady=True)
+            return pauses.wanted
+        finally:
+            pauses.finish()
+            patch.undo()
+
+    assert wanted_at(0.003)
+    assert wanted_at(0.0013)
+    assert not wanted_at(0.006)

@@ -25,7 +25,7 @@ def train_step(batch):
 
 def save_checkpoint(step):
     np.save("/dev/null", w.numpy())
-    time.sleep(0.15)  # a slow filesystem
+    time.sleep(0.3)  # a slow filesystem: 40 % of the loop, 20 % where load makes steps 2.7x
 
 
 for step, batch in enumerate(dataset.take(3000)):
