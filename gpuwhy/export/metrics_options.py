@@ -1,8 +1,8 @@
 """Where a run's live metrics go (``--metrics-port``, ``--metrics-addr``,
 ``--metrics-push``, ``--metrics-otlp``): the options alone, apart from the exporters
-(:mod:`gpuwhy.export.live`), which a run imports only when one of them is asked for. Most runs ask for none, and every
-module imported before a script's first line is time the watched program pays
-(docs/speed.md)."""
+(:mod:`gpuwhy.export.live`), which a run imports only when one of them is asked for.
+Most runs ask for none, and every module imported before a script's first line is time
+the watched program pays (docs/speed.md)."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ EXPECT_S = 1.0  # an iterator the program made and read in no hook this long: no
 # calling its step makes two events a step, so steps of 5 ms or less (one event a step:
 # 2.5 ms). Timing a step costs the program's thread 10-15 us on a quiet host (measured
 # on steps of 0.2-0.5 ms, docs/speed.md), more on a slow one, whose steps are longer too:
-# 0.3-1 % of steps of 1.5-5 ms, which the threshold before (1,500 events a second) timed
+# 0.2-1 % of steps of 1.5-5 ms, which the threshold before (1,500 events a second) timed
 # one by one; this host's loop of 0.5 ms steps ran at 1.2-1.7 ms on a slow evening, on
 # both sides of it
 MIN_EVENTS_PER_S = 400.0
