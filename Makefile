@@ -61,10 +61,15 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check gpuwhy tests benchmarks tools
 	$(BIN)/mypy
 
+# Two pytest-xdist workers: run one after another the tests kept a 2-core host's second
+# core mostly idle (load 1.0-1.2), 57 minutes where two take about 31 (docs/testing.md).
+# A module's tests stay on one worker (--dist loadfile): the program runs a module
+# shares through its fixtures run once. The slowest twenty are named at the end.
+TEST_WORKERS ?= 2
 test: setup lint
 	CHROMIUM=$(CHROMIUM) PROMETHEUS=$(PROMETHEUS) PUSHGATEWAY=$(PUSHGATEWAY) \
 	GPUWHY_KERAS_COMPAT=$(abspath $(KERAS_COMPAT)) GPUWHY_KERAS_OLDEST=$(KERAS_OLDEST) \
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 # The one-minute loop while working: lint, then the tests of hand-made facts and saved
 # records only (no TensorFlow, no program started, no browser, no server, nothing at

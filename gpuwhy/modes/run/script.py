@@ -211,6 +211,7 @@ def script_steps(
 
 
 def _run(code: types.CodeType, main: types.ModuleType, bound: _Bound | None = None) -> ScriptEnding:
+    before = frozenset(threading.enumerate())
     try:
         exec(code, main.__dict__)
         outcome = ScriptEnding("completed", 0)
@@ -228,7 +229,7 @@ def _run(code: types.CodeType, main: types.ModuleType, bound: _Bound | None = No
     except BaseException as e:  # noqa: BLE001 - the script's own failure, reported as Python does
         _print_exception(e)
         outcome = ScriptEnding("exception", 1, exception_line(e))
-    _wait_for_threads()  # the interpreter joins them after the main module, whatever its end
+    _wait_for_threads(before)  # the interpreter joins them after the main module, whatever its end
     return outcome
 
 
@@ -411,10 +412,13 @@ def _guard_hard_exit(before: Callable[[int], None]) -> None:
     forked.undo_in_child(real_in_child)
 
 
-def _wait_for_threads() -> None:
-    """The interpreter waits for non-daemon threads before exiting; so does the run."""
+def _wait_for_threads(before: frozenset[threading.Thread]) -> None:
+    """The interpreter waits for non-daemon threads before exiting; so does the run, for
+    the ones the script started. Those alive ``before`` it are not the script's: the
+    interpreter's own exit joins them, as ever (where the run shares its process, as in a
+    test, they may be waiting for that exit)."""
     for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
+        if thread not in before and thread is not threading.current_thread() and not thread.daemon:
             thread.join()
 
 

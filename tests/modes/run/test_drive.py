@@ -5,6 +5,8 @@ handle it, and their finally blocks run however the run ends."""
 
 from __future__ import annotations
 
+import threading
+import time
 import types
 
 import pytest
@@ -40,6 +42,26 @@ def test_the_script_s_ending_is_sent_back_and_the_steps_return_value_is_the_run_
     log: list[str] = []
     assert drive(_steps("x = 1", log)) == ScriptEnding("completed", 0)
     assert log == ["completed", "finally"]
+
+
+def test_threads_alive_before_the_script_are_left_to_the_interpreter_s_exit():
+    """Only the script's non-daemon threads are joined after it: one that was there before
+    (here a test's; in a shared process, e.g. a browser test's driver on the same
+    pytest-xdist worker) waits for the process's own exit, and joining it would hang the
+    run (it did, until the suite's 90-minute limit)."""
+    release = threading.Event()
+    earlier = threading.Thread(target=release.wait, args=(30,))
+    earlier.start()
+    try:
+        log: list[str] = []
+        start = time.monotonic()
+        steps = _steps("import threading\nthreading.Thread(target=lambda: None).start()", log)
+        assert drive(steps) == ScriptEnding("completed", 0)
+        assert time.monotonic() - start < 15
+        assert earlier.is_alive()
+    finally:
+        release.set()
+        earlier.join()
 
 
 def _runner_raises(monkeypatch, error: BaseException) -> None:
