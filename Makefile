@@ -62,7 +62,7 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 
 # Two pytest-xdist workers: run one after another the tests kept a 2-core host's second
-# core mostly idle (load 1.0-1.2), 57 minutes where two take about 31 (docs/testing.md).
+# core mostly idle (load 1.0-1.2), 57 minutes where two take about 32 (docs/testing.md).
 # A module's tests stay on one worker (--dist loadfile): the program runs a module
 # shares through its fixtures run once. The slowest twenty are named at the end.
 TEST_WORKERS ?= 2
