@@ -48,15 +48,24 @@ def test_threads_alive_before_the_script_are_left_to_the_interpreter_s_exit():
     """Only the script's non-daemon threads are joined after it: one that was there before
     (here a test's; in a shared process, e.g. a browser test's driver on the same
     pytest-xdist worker) waits for the process's own exit, and joining it would hang the
-    run (it did, until the suite's 90-minute limit)."""
+    run (it hung the suite's first two-worker run until stopped)."""
     release = threading.Event()
     earlier = threading.Thread(target=release.wait, args=(30,))
     earlier.start()
     try:
-        log: list[str] = []
         start = time.monotonic()
-        steps = _steps("import threading\nthreading.Thread(target=lambda: None).start()", log)
-        assert drive(steps) == ScriptEnding("completed", 0)
+        script = (
+            "import threading, time\n"
+            "done = []\n"
+            "threading.Thread(target=lambda: (time.sleep(0.2), done.append(1))).start()\n"
+        )
+        call = _call(script)
+
+        def steps():
+            yield call
+
+        drive(steps())
+        assert call.main.done == [1]  # the script's own thread was still joined
         assert time.monotonic() - start < 15
         assert earlier.is_alive()
     finally:
