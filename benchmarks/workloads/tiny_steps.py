@@ -1,8 +1,9 @@
 """A tf.data loop of very short tf.function steps (about 0.2 ms here; WORKLOAD_SIZE=288
 WORKLOAD_BATCH=160: about 0.5 ms), the case where gpuwhy's per-step hooks weigh most;
 prints the median step time and, for the loop as a whole, its wall and CPU time (the
-main thread's, and the process's). WORKLOAD_SETUP_S=N waits N seconds before the loop,
-as a program that loads its data first does."""
+main thread's, and the process's), and how long its end took (END_S: the iterator freed).
+WORKLOAD_SETUP_S=N waits N seconds before the loop, as a program that loads its data
+first does."""
 
 import os
 import statistics
@@ -35,6 +36,9 @@ for x in ds:
     now = time.perf_counter()
     times.append(now - last)
     last = now
+# the loop's end: its iterator freed as the loop ran out (TensorFlow's race at an
+# iterator's end can hold it for seconds, under python as under gpuwhy: docs/speed.md)
+print(f"END_S {time.perf_counter() - last:.4f}")
 print(f"MEDIAN_STEP_S {statistics.median(times[20:]):.9f}")
 if chunk:  # WORKLOAD_CHUNK=N: each N steps' mean and median step (bench_loop_chunks.py)
     parts = [times[i : i + chunk] for i in range(0, len(times), chunk)]

@@ -459,6 +459,37 @@ def test_one_epoch_end_that_waited_on_its_iterator_s_teardown_is_said_with_its_c
         collector.stop()
 
 
+def test_an_iterator_s_end_that_held_the_program_seconds_is_said_first_with_why():
+    """The loop's last iterator ended after its last step (no stall between steps to
+    name it) and held the program 4.23 s: TensorFlow's race at an iterator's end
+    (docs/speed.md), which doubled a run of the issue's loop. The line said it last as
+    "tf.data iterators' ends 4.23 s in 1 ends"; it is said first, where the program let
+    the iterator go, and as TensorFlow's. Ends of milliseconds stay a total."""
+    from gpuwhy.collect.inprocess.activities import stalls_line
+    from gpuwhy.facts import Activity, StallFacts
+
+    why = (
+        "tf.data's autotune thread can miss its wake-up as an iterator ends and sleep out "
+        "the rest of its period, up to the iterator's age (TensorFlow's own race, under "
+        "plain python as well)"
+    )
+    gc_one = Activity("gc", 1, 0.2, 0.2, None, "generation 2")
+    one = Activity("teardown", 1, 4.234, 4.234, "train.py:13", "the end of a tf.data iterator")
+    assert stalls_line(StallFacts(activities=(gc_one, one))) == (
+        f"the end of a tf.data iterator at train.py:13 held the program 4.23 s: {why}; "
+        "GC 0.20 s in 1 collection"
+    )
+    epochs = Activity("teardown", 3, 9.2, 4.5, "train.py:60", "the end of a tf.data iterator")
+    assert stalls_line(StallFacts(activities=(epochs,))) == (
+        "the ends of 3 tf.data iterators held the program 9.20 s (the longest 4.50 s at "
+        f"train.py:60): {why}"
+    )
+    short = Activity("teardown", 40, 0.06, 0.003, "train.py:60", "the end of a tf.data iterator")
+    assert (
+        stalls_line(StallFacts(activities=(short,))) == "tf.data iterators' ends 0.06 s in 40 ends"
+    )
+
+
 TEARDOWN_PROGRAM = """
 import tensorflow as tf
 

@@ -635,6 +635,16 @@ _ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "su
                    "evaluate": "evaluate/predict", "teardown": "tf.data iterators' ends"}  # fmt: skip
 _ACTIVITY_UNITS = {"gc": "collections", "checkpoint": "writes", "summary": "flushes",
                    "evaluate": "calls", "teardown": "ends"}  # fmt: skip
+# An iterator's end that held the program this long is said for what it is, first on the
+# line: TensorFlow's race at an iterator's end (docs/speed.md), which made a run of the
+# issue's loop take 41 s against 22 (a loop of 22 s ended at 40.95 s of its iterator's
+# life) and which the line said as "tf.data iterators' ends 4.23 s in 1 ends"
+TEARDOWN_WAIT_SAID_S = 0.5
+TEARDOWN_WAIT_WHY = (
+    "tf.data's autotune thread can miss its wake-up as an iterator ends and sleep out the "
+    "rest of its period, up to the iterator's age (TensorFlow's own race, under plain "
+    "python as well)"
+)
 
 
 def _covered(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
@@ -702,6 +712,25 @@ def _between_steps_text(loop: LoopStalls) -> str:
         f"{loop.count:,} stalls between steps{every}, {size}: {what}, "
         f"{loop.lost_share:.0%} of the loop"
     )
+
+
+def _unit(units: str, count: int) -> str:
+    """``ends`` as said of ``count`` of them: "1 end", "2 ends"."""
+    return units.removesuffix("s") if count == 1 else units
+
+
+def _teardown_wait_text(activity: Activity) -> str:
+    """The iterators' ends that held the program's thread (a loop's end, an epoch's):
+    where the longest was let go and why it took seconds."""
+    where = f" at {activity.location}" if activity.location else ""
+    if activity.count == 1:
+        held = f"the end of a tf.data iterator{where} held the program {activity.seconds:,.2f} s"
+    else:
+        held = (
+            f"the ends of {activity.count:,} tf.data iterators held the program "
+            f"{activity.seconds:,.2f} s (the longest {activity.max_s:,.2f} s{where})"
+        )
+    return f"{held}: {TEARDOWN_WAIT_WHY}"
 
 
 def stalls_line(stalls: StallFacts, steps: StepFacts | None = None) -> str | None:
@@ -772,6 +801,9 @@ def stalls_line(stalls: StallFacts, steps: StepFacts | None = None) -> str | Non
     for activity in stalls.activities:
         if activity.kind not in _ACTIVITY_WORDS:
             continue
+        if activity.kind == "teardown" and activity.max_s >= TEARDOWN_WAIT_SAID_S:
+            parts.insert(0, _teardown_wait_text(activity))
+            continue
         words, units = _ACTIVITY_WORDS[activity.kind], _ACTIVITY_UNITS[activity.kind]
         if activity.steps_seconds is not None and activity.steps_count != activity.count:
             # the collections of TensorFlow's import and the model's build are not the
@@ -779,9 +811,12 @@ def stalls_line(stalls: StallFacts, steps: StepFacts | None = None) -> str | Non
             if activity.steps_seconds >= 0.05:
                 parts.append(
                     f"{words} {activity.steps_seconds:,.2f} s in {activity.steps_count:,} "
-                    f"{units} while the steps ran ({activity.seconds:,.2f} s in "
-                    f"{activity.count:,} over the whole run)"
+                    f"{_unit(units, activity.steps_count or 0)} while the steps ran "
+                    f"({activity.seconds:,.2f} s in {activity.count:,} over the whole run)"
                 )
         elif activity.seconds >= 0.05:
-            parts.append(f"{words} {activity.seconds:,.2f} s in {activity.count:,} {units}")
+            parts.append(
+                f"{words} {activity.seconds:,.2f} s in {activity.count:,} "
+                f"{_unit(units, activity.count)}"
+            )
     return "; ".join(parts) or None
