@@ -481,8 +481,8 @@ def test_an_iterator_s_end_that_held_the_program_seconds_is_said_first_with_why(
     )
     epochs = Activity("teardown", 3, 9.2, 4.5, "train.py:60", "the end of a tf.data iterator")
     assert stalls_line(StallFacts(activities=(epochs,))) == (
-        "the ends of 3 tf.data iterators held the program 9.20 s (the longest 4.50 s at "
-        f"train.py:60): {why}"
+        "the ends of 3 tf.data iterators held the program 9.20 s (the longest 4.50 s), most "
+        f"of it at train.py:60: {why}"
     )
     short = Activity("teardown", 40, 0.06, 0.003, "train.py:60", "the end of a tf.data iterator")
     assert (

@@ -721,15 +721,17 @@ def _unit(units: str, count: int) -> str:
 
 def _teardown_wait_text(activity: Activity) -> str:
     """The iterators' ends that held the program's thread (a loop's end, an epoch's):
-    where the longest was let go and why it took seconds."""
+    the program's line that let them go (the one with most of their time, where several
+    did) and why they took seconds."""
     where = f" at {activity.location}" if activity.location else ""
     if activity.count == 1:
         held = f"the end of a tf.data iterator{where} held the program {activity.seconds:,.2f} s"
     else:
         held = (
             f"the ends of {activity.count:,} tf.data iterators held the program "
-            f"{activity.seconds:,.2f} s (the longest {activity.max_s:,.2f} s{where})"
+            f"{activity.seconds:,.2f} s (the longest {activity.max_s:,.2f} s)"
         )
+        held += f", most of it{where}" if where else ""
     return f"{held}: {TEARDOWN_WAIT_WHY}"
 
 
