@@ -289,12 +289,13 @@ def test_the_program_s_collections_walk_its_own_objects_not_gpuwhy_s(tmp_path):
     assert record is not None
 
 
-def test_below_the_script_only_the_runner_s_few_frames_run_each_costing_every_eager_op(tmp_path):
+def test_nothing_of_gpuwhy_s_is_below_the_script_s_frame_as_under_python(tmp_path):
     """TensorFlow reads the line of every frame on the stack at each eager op (a scan of
-    each frame's line table): below the script, gpuwhy keeps only its command line, the
-    frame that drives the run, and the runner; the watched run and the report's guard
-    wait as suspended generators (3.0 us of line lookups an op before, 1.3 after, under
-    python -m gpuwhy: docs/speed.md)."""
+    each frame's location table): the script runs on a stack of its own (a greenlet), its
+    ``<module>`` frame the bottom one, as under ``python script.py``. gpuwhy's five frames
+    below it (console script, command line, run command, drive, runner) cost the program's
+    thread 18,700 instructions a step of 0.35 ms, 2 % of its own (callgrind,
+    docs/speed.md)."""
     path = script(
         tmp_path,
         """
@@ -308,5 +309,5 @@ def test_below_the_script_only_the_runner_s_few_frames_run_each_costing_every_ea
     )
     plain, watched, record = both(path)
     assert plain.stdout.split() == []
-    assert watched.stdout.split() == ["_run", "drive", "execute", "main", "<module>"]
+    assert watched.stdout.split() == []
     assert record is not None and record["program"]["ended"] == "completed"

@@ -31,6 +31,11 @@ import gpuwhy.forked as forked
 from gpuwhy.modes.run.script_modules import ScriptModules
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
+try:  # the script's own stack (see _exec_alone); a platform without its wheel runs on ours
+    from greenlet import greenlet as _Greenlet
+except ImportError:  # pragma: no cover - greenlet ships wheels for every CPython gpuwhy runs on
+    _Greenlet = None
+
 EXIT_INTERRUPTED = 130
 
 
@@ -136,15 +141,14 @@ def drive(steps: RunSteps[T]) -> T:
     """Runs ``steps``, the script where they ask for it, from this frame.
 
     Why: TensorFlow captures the Python stack at every eager op (``StackTrace::Capture``
-    in its fast path, seen under gdb; a bounded number of frames nearest the op) and
-    reads each frame's line, a scan of the frame's code's line table up to where it
-    runs. gpuwhy's frames below the script (the command, the watched run, the report's
-    guard, the runner: long functions, each suspended deep in its code) cost about 3 us
-    of every eager op the script runs near its top (docs/speed.md), and a loop of small
-    eager ops ran 5-7 % faster without them (benchmarks/workloads/eager_ops.py, 6 of 6
-    alternating runs, twice). As generators suspended at their ``yield``, their ``with`` and ``try``
-    blocks stay in force and their frames are off the stack the script runs on: below
-    it only this frame and its caller's.
+    in its fast path) and reads each frame's line, a scan of the frame's code's location
+    table up to where it runs. The script runs on a stack of its own (:func:`_exec_alone`),
+    so none of gpuwhy's frames is read there; where greenlet is missing it runs on this
+    one, and gpuwhy's frames below it (the watched run, the report's guard: long
+    functions, each suspended deep in its code) cost about 3 us of every eager op
+    (docs/speed.md). As generators suspended at their ``yield``, their ``with`` and
+    ``try`` blocks stay in force and their frames are off the stack the script runs on:
+    below it only this frame and its caller's.
     """
     try:
         call = next(steps)
@@ -213,7 +217,7 @@ def script_steps(
 def _run(code: types.CodeType, main: types.ModuleType, bound: _Bound | None = None) -> ScriptEnding:
     before = frozenset(threading.enumerate())
     try:
-        exec(code, main.__dict__)
+        _exec_alone(code, main.__dict__)
         outcome = ScriptEnding("completed", 0)
     except SystemExit as e:
         outcome = _exit_outcome(e)
@@ -231,6 +235,27 @@ def _run(code: types.CodeType, main: types.ModuleType, bound: _Bound | None = No
         outcome = ScriptEnding("exception", 1, exception_line(e))
     _wait_for_threads(before)  # the interpreter joins them after the main module, whatever its end
     return outcome
+
+
+def _exec_alone(code: types.CodeType, namespace: dict) -> None:
+    """``exec(code, namespace)`` with nothing of gpuwhy's below the script's frame: the
+    script runs in a greenlet whose function is ``exec`` itself (C, no Python frame), so
+    its ``<module>`` frame has no ``f_back``, as under ``python script.py``; what it
+    raises comes out here.
+
+    Why: TensorFlow captures the Python stack at every eager op and reads each frame's
+    line (``StackTrace::Capture``, a scan of the frame's code's location table up to where
+    it waits). gpuwhy's five frames below the script (the console script, the command
+    line, the run command, :func:`drive`, :func:`_run`) were 12.1 frames a capture
+    against 7 under python on a loop of 0.35 ms steps, 18,700 more instructions a step on
+    the program's thread, 2 % of its own (callgrind, counted exactly; docs/speed.md).
+    The greenlet shares the thread: its thread state, thread-locals, signal handlers and
+    asynchronous exceptions (``--stop-after``) are the main thread's.
+    """
+    if _Greenlet is None:
+        exec(code, namespace)
+    else:
+        _Greenlet(exec).switch(code, namespace)
 
 
 @contextlib.contextmanager

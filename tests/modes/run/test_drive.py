@@ -98,7 +98,26 @@ def test_what_the_steps_do_not_handle_goes_on_and_their_finally_blocks_ran(monke
     assert log == ["finally"]
 
 
-def test_the_script_runs_below_the_driving_frame_not_below_the_steps():
+def test_the_script_s_frame_has_none_below_it_neither_the_driver_s_nor_the_steps():
+    """The script runs on a stack of its own (a greenlet whose function is exec): its
+    frame is the bottom one, as under python, whatever drives it."""
+    call = _call("import sys\nbelow = sys._getframe().f_back\n")
+
+    def steps():
+        yield call
+
+    drive(steps())
+    assert call.main.below is None
+
+
+def test_without_greenlet_the_script_runs_below_the_driving_frame_not_below_the_steps(
+    monkeypatch,
+):
+    """Where greenlet cannot be imported the script runs on gpuwhy's stack: below it only
+    the runner and the frame that drives the run, the steps suspended apart."""
+    import gpuwhy.modes.run.script as script
+
+    monkeypatch.setattr(script, "_Greenlet", None)
     source = (
         "import sys\n"
         "below = []\n"
@@ -114,7 +133,7 @@ def test_the_script_runs_below_the_driving_frame_not_below_the_steps():
         yield call
 
     drive(steps())
-    assert call.main.below == ["_run"]
-    assert (
-        call.main.above_drive == "test_the_script_runs_below_the_driving_frame_not_below_the_steps"
+    assert call.main.below == ["_exec_alone", "_run"]
+    assert call.main.above_drive == (
+        "test_without_greenlet_the_script_runs_below_the_driving_frame_not_below_the_steps"
     )
