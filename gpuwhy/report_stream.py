@@ -15,6 +15,7 @@ import sys
 from typing import TextIO
 
 _kept: TextIO | None = None
+FIRST_OWN_FD = 100  # gpuwhy's duplicate of stderr is numbered from here up
 
 
 def keep() -> TextIO:
@@ -26,18 +27,31 @@ def keep() -> TextIO:
         except (AttributeError, OSError, ValueError):
             pass
         try:
-            fd = os.dup(2)
+            fd = _high_duplicate(2)
         except OSError:
             return sys.__stderr__ or sys.stderr
         encoding = getattr(sys.__stderr__, "encoding", None) or "utf-8"
         _kept = io.TextIOWrapper(
-            io.FileIO(fd, "w", closefd=True),
+            # never closed (gpuwhy may write until the process ends): not closing it
+            # is no leak to warn about under -W default or -X dev, as python's would not be
+            io.FileIO(fd, "w", closefd=False),
             encoding=encoding,
             errors="backslashreplace",
             line_buffering=True,
             write_through=True,
         )
     return _kept
+
+
+def _high_duplicate(fd: int) -> int:
+    """A duplicate of ``fd`` numbered from ``FIRST_OWN_FD`` up, not inherited: the script's
+    own first ``open`` gets descriptor 3, as under python."""
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_OWN_FD)
+    except (ImportError, OSError, AttributeError):  # no fcntl, or a low descriptor limit
+        return os.dup(fd)
 
 
 def stream() -> TextIO:

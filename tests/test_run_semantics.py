@@ -311,3 +311,97 @@ def test_nothing_of_gpuwhy_s_is_below_the_script_s_frame_as_under_python(tmp_pat
     assert plain.stdout.split() == []
     assert watched.stdout.split() == []
     assert record is not None and record["program"]["ended"] == "completed"
+
+
+def test_context_variables_the_script_set_stay_set_for_its_atexit_handlers(tmp_path):
+    """The script runs on a greenlet of its own, in the main thread's context: what it
+    sets in context variables (decimal's precision is one) is what its atexit handlers
+    and its objects' finalisers see at the end, as under python."""
+    path = script(
+        tmp_path,
+        """
+        import atexit, contextvars, decimal
+        var = contextvars.ContextVar("var", default="default")
+        var.set("set by the script")
+        decimal.getcontext().prec = 5
+        atexit.register(lambda: print("atexit", var.get(), decimal.Decimal(1) / 7))
+    """,
+    )
+    plain, watched, record = both(path)
+    assert plain.stdout == "atexit set by the script 0.14286\n"
+    assert watched.stdout == plain.stdout
+    assert record is not None
+
+
+def test_a_thread_or_process_pool_left_open_ends_the_run_as_it_ends_python(tmp_path):
+    """Python runs threading's own atexit callbacks before it joins the threads left: an
+    executor the script never shut down stops its workers there. The run joined them
+    first and waited for ever."""
+    path = script(
+        tmp_path,
+        """
+        from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+        threads, processes = ThreadPoolExecutor(2), ProcessPoolExecutor(2)
+        print(threads.submit(pow, 2, 10).result(), processes.submit(pow, 3, 3).result())
+    """,
+    )
+    plain = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60)
+    watched = subprocess.run(
+        [GPUWHY, "run", "-o", os.devnull, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert plain.returncode == watched.returncode == 0
+    assert watched.stdout == plain.stdout == "1024 27\n"
+
+
+def test_a_broken_excepthook_is_said_as_python_says_it_and_the_last_exception_is_kept(tmp_path):
+    path = script(
+        tmp_path,
+        """
+        import atexit, sys
+        def hook(kind, value, tb):
+            raise RuntimeError("the hook broke")
+        sys.excepthook = hook
+        atexit.register(lambda: print("last", repr(sys.last_value)))
+        raise ValueError("the script's own")
+    """,
+    )
+    plain, watched, record = both(path)
+    assert plain.returncode == watched.returncode == 1
+    assert watched.stdout == plain.stdout == 'last ValueError("the script\'s own")\n'
+    said = watched.stderr[: watched.stderr.index("ValueError: the script's own") + 28]
+    assert said == plain.stderr.strip()
+    assert said.startswith("Error in sys.excepthook:\nTraceback (most recent call last):\n")
+    assert "\nOriginal exception was:\n" in said and "gpuwhy" not in said
+
+
+def test_a_symlinked_script_finds_the_modules_beside_its_real_file(tmp_path):
+    """python puts the script's directory, symlinks resolved, first on sys.path; its
+    __main__ has __annotations__ from the start."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.mkdir()
+    (real / "helper.py").write_text("WORD = 'found'\n")
+    path = script(real, "import helper\nprint(helper.WORD, __annotations__)\n")
+    (link / "prog.py").symlink_to(path)
+    plain, watched, record = both(link / "prog.py")
+    assert plain.stdout == "found {}\n"
+    assert watched.returncode == 0 and watched.stdout == plain.stdout
+
+
+def test_gpuwhy_s_copy_of_stderr_neither_warns_nor_takes_the_script_s_first_descriptor(tmp_path):
+    """gpuwhy keeps a duplicate of stderr for its report: numbered high, never closed, so
+    -W default says nothing python would not, and the script's first open gets 3."""
+    path = script(tmp_path, "import os\nprint(os.open(os.devnull, os.O_RDONLY))\n")
+    env = {**os.environ, "PYTHONWARNINGS": "default"}
+    plain = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=60, env=env
+    )
+    watched = subprocess.run(
+        [GPUWHY, "run", "-o", os.devnull, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert watched.stdout == plain.stdout == "3\n"
+    assert "ResourceWarning" not in watched.stderr

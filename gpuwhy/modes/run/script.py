@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import contextvars
 import ctypes
 import importlib.machinery
 import os
@@ -32,6 +33,7 @@ from gpuwhy.modes.run.script_modules import ScriptModules
 from gpuwhy.tfapi.graph_ops import is_library_file, relative
 
 try:  # the script's own stack (see _exec_alone); a platform without its wheel runs on ours
+    from greenlet import getcurrent as _greenlet_current
     from greenlet import greenlet as _Greenlet
 except ImportError:  # pragma: no cover - greenlet ships wheels for every CPython gpuwhy runs on
     _Greenlet = None
@@ -184,11 +186,12 @@ def script_steps(
     if before_hard_exit is not None:
         _guard_hard_exit(before_hard_exit)
     sys.argv[:] = [path, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(path))
+    sys.path[0] = os.path.dirname(os.path.realpath(path))  # python resolves symlinks here
     main = types.ModuleType("__main__")
     absolute = os.path.abspath(path)
     main.__dict__.update(
         __file__=absolute,
+        __annotations__={},  # the interpreter's __main__ has it from the start
         __builtins__=builtins,
         __spec__=None,
         __package__=None,
@@ -250,12 +253,22 @@ def _exec_alone(code: types.CodeType, namespace: dict) -> None:
     against 7 under python on a loop of 0.35 ms steps, 18,700 more instructions a step on
     the program's thread, 2 % of its own (callgrind, counted exactly; docs/speed.md).
     The greenlet shares the thread: its thread state, thread-locals, signal handlers and
-    asynchronous exceptions (``--stop-after``) are the main thread's.
+    asynchronous exceptions (``--stop-after``) are the main thread's, and it runs in the
+    main thread's context (``contextvars``). What differs from python: the script starts
+    at the recursion depth it was switched in at (a few frames less headroom before
+    ``RecursionError``, as when it ran on gpuwhy's stack) and greenlet's own
+    ``getcurrent().parent`` is gpuwhy's greenlet, not None.
     """
     if _Greenlet is None:
         exec(code, namespace)
-    else:
-        _Greenlet(exec).switch(code, namespace)
+        return
+    stack = _Greenlet(exec)
+    # the running context itself, not a copy: what the script sets in context variables
+    # (decimal's precision among them) is still set for its atexit handlers and finalisers.
+    # A thread has none until one is asked for (copy_context makes it, adding no variable)
+    contextvars.copy_context()
+    stack.gr_context = _greenlet_current().gr_context
+    stack.switch(code, namespace)
 
 
 @contextlib.contextmanager
@@ -442,9 +455,41 @@ def _wait_for_threads(before: frozenset[threading.Thread]) -> None:
     the ones the script started. Those alive ``before`` it are not the script's: the
     interpreter's own exit joins them, as ever (where the run shares its process, as in a
     test, they may be waiting for that exit)."""
-    for thread in threading.enumerate():
-        if thread not in before and thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+
+    def left() -> list[threading.Thread]:
+        current = threading.current_thread()
+        return [t for t in threading.enumerate() if t not in before | {current} and not t.daemon]
+
+    if left():
+        _run_threading_atexits()
+    for thread in left():
+        thread.join()
+
+
+def _run_threading_atexits() -> None:
+    """What ``threading._shutdown`` runs before it joins the threads left: the callbacks
+    given to ``threading._register_atexit`` (a thread or process pool the script left
+    open stops its workers there; joined first, they would wait for ever), latest
+    first, each once (the list is emptied, so the interpreter's exit does not run them
+    again). One that raises is reported as Python reports it, and the others still run."""
+    calls = getattr(threading, "_threading_atexits", None)
+    if not isinstance(calls, list):
+        return
+    pending = list(reversed(calls))
+    calls.clear()
+    for call in pending:
+        try:
+            call()
+        except Exception as error:  # noqa: BLE001 - Python's exit reports it, then goes on
+            sys.unraisablehook(
+                types.SimpleNamespace(
+                    exc_type=type(error),
+                    exc_value=error,
+                    exc_traceback=error.__traceback__,
+                    err_msg="Exception ignored on threading shutdown",
+                    object=None,
+                )
+            )
 
 
 def _exit_outcome(e: SystemExit) -> ScriptEnding:
@@ -469,9 +514,19 @@ def _print_exception(e: BaseException) -> None:
         chain += [link.__cause__, link.__context__]
     tb = e.__traceback__  # the default hook prints e.__traceback__, not its argument
     _flush()
+    # as the interpreter leaves them for atexit handlers and post-mortem debuggers
+    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = e
     try:
         sys.excepthook(type(e), e, tb)
-    except Exception:  # noqa: BLE001 - a broken user excepthook: Python falls back too
+    except Exception as broken:  # noqa: BLE001 - a broken user excepthook: said as Python says it
+        print("Error in sys.excepthook:", file=sys.stderr, flush=True)
+        broken.__suppress_context__ = True  # the hook's own failure, from the hook down
+        hook_tb = broken.__traceback__.tb_next if broken.__traceback__ else None
+        broken.with_traceback(hook_tb)
+        sys.__excepthook__(type(broken), broken, hook_tb)
+        print("\nOriginal exception was:", file=sys.stderr, flush=True)
         sys.__excepthook__(type(e), e, tb)
 
 
