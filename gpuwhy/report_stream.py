@@ -14,6 +14,11 @@ import os
 import sys
 from typing import TextIO
 
+try:
+    import fcntl
+except ImportError:  # Windows: a plain duplicate
+    fcntl = None  # type: ignore[assignment]
+
 _kept: TextIO | None = None
 FIRST_OWN_FD = 100  # gpuwhy's duplicate of stderr is numbered from here up
 
@@ -46,11 +51,11 @@ def keep() -> TextIO:
 def _high_duplicate(fd: int) -> int:
     """A duplicate of ``fd`` numbered from ``FIRST_OWN_FD`` up, not inherited: the script's
     own first ``open`` gets descriptor 3, as under python."""
+    if fcntl is None:
+        return os.dup(fd)
     try:
-        import fcntl
-
         return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_OWN_FD)
-    except (ImportError, OSError, AttributeError):  # no fcntl, or a low descriptor limit
+    except OSError:  # a descriptor limit under FIRST_OWN_FD
         return os.dup(fd)
 
 

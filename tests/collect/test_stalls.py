@@ -488,6 +488,8 @@ def test_an_iterator_s_end_that_held_the_program_seconds_is_said_first_with_why(
     assert (
         stalls_line(StallFacts(activities=(short,))) == "tf.data iterators' ends 0.06 s in 40 ends"
     )
+    flush = Activity("summary", 1, 0.3, 0.3, "train.py:70", "a summary flush")
+    assert stalls_line(StallFacts(activities=(flush,))) == "summary flushes 0.30 s in 1 flush"
 
 
 TEARDOWN_PROGRAM = """

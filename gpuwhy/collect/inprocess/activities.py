@@ -633,8 +633,10 @@ def _stall(entry: tuple, t0: float) -> Stall:
 OWN_PAUSE_SAID_S = 0.5  # gpuwhy's own census time over the run said from this
 _ACTIVITY_WORDS = {"gc": "GC", "checkpoint": "checkpoint writes", "summary": "summary flushes",
                    "evaluate": "evaluate/predict", "teardown": "tf.data iterators' ends"}  # fmt: skip
-_ACTIVITY_UNITS = {"gc": "collections", "checkpoint": "writes", "summary": "flushes",
-                   "evaluate": "calls", "teardown": "ends"}  # fmt: skip
+# (one, several) of each activity's units
+_ACTIVITY_UNITS = {"gc": ("collection", "collections"), "checkpoint": ("write", "writes"),
+                   "summary": ("flush", "flushes"), "evaluate": ("call", "calls"),
+                   "teardown": ("end", "ends")}  # fmt: skip
 # An iterator's end that held the program this long is said for what it is, first on the
 # line: TensorFlow's race at an iterator's end (docs/speed.md), which made a run of the
 # issue's loop take 41 s against 22 (a loop of 22 s ended at 40.95 s of its iterator's
@@ -714,9 +716,9 @@ def _between_steps_text(loop: LoopStalls) -> str:
     )
 
 
-def _unit(units: str, count: int) -> str:
-    """``ends`` as said of ``count`` of them: "1 end", "2 ends"."""
-    return units.removesuffix("s") if count == 1 else units
+def _unit(units: tuple[str, str], count: int) -> str:
+    """An activity's unit as said of ``count`` of them: "1 end", "2 ends", "1 flush"."""
+    return units[0] if count == 1 else units[1]
 
 
 def _teardown_wait_text(activity: Activity) -> str:

@@ -456,9 +456,10 @@ def _wait_for_threads(before: frozenset[threading.Thread]) -> None:
     interpreter's own exit joins them, as ever (where the run shares its process, as in a
     test, they may be waiting for that exit)."""
 
+    not_the_script_s = before | {threading.current_thread()}
+
     def left() -> list[threading.Thread]:
-        current = threading.current_thread()
-        return [t for t in threading.enumerate() if t not in before | {current} and not t.daemon]
+        return [t for t in threading.enumerate() if t not in not_the_script_s and not t.daemon]
 
     if left():
         _run_threading_atexits()
