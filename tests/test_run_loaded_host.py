@@ -60,12 +60,18 @@ def _input_bound(record):
 
 
 def _consistent(record):
-    """input.bound says the host was loaded exactly where its cores were saturated and
-    others held >= 25% of them; a wait under 20% is then low."""
+    """input.bound says the host was loaded where its cores were saturated and others
+    held >= 25% of them, and also from 10% where the pipeline keeps up with the steps
+    many times over (its ``others_busy_keeping_up_at``: a wait that cannot be its
+    throughput), never under 10%; a wait under 20% is then low."""
     saturated = record["tfdata"]["host_cpu_busy_fraction"] >= 0.90
     for finding in _input_bound(record):
         loaded = "other_processes_cpu_fraction" in finding["evidence"]
-        assert loaded == (saturated and _others(record) >= 0.25), (finding, _others(record))
+        others = _others(record)
+        if saturated and others >= 0.25:
+            assert loaded, (finding, others)
+        if loaded:
+            assert others >= 0.10 - 1e-3, (finding, others)
         if loaded:
             wait = finding["evidence"]["input_wait_fraction"]
             fetch = "production_ms_per_batch" in finding["evidence"]  # the next() call itself
