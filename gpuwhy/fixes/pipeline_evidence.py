@@ -25,7 +25,8 @@ def who_waits(facts: Facts, pipeline: PipelineFacts) -> str:
     beside them ("Model.evaluate at train.py:147 (beside the training steps) waits"). An
     evaluate the program calls is no validation: fit's own is said so in its name."""
     if beside_steps(facts, pipeline):
-        name = consumer_words(pipeline.consumer, True, pipeline.read_at, pipeline.read_via)
+        # mid-title, after a stage's own words: "...; the loop at train.py:18 (beside..."
+        name = consumer_words(pipeline.consumer, False, pipeline.read_at, pipeline.read_via)
         return f"{name} (beside the training steps) waits"
     return "steps wait"
 

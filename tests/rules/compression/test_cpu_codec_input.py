@@ -4,7 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.facts import Facts
+from gpuwhy.derived.pipeline import NEXT_TIMING
+from gpuwhy.facts import Facts, ProgramFacts
 from gpuwhy.rules.compression.cpu_codec import CpuCodec
 from tests import builders as b
 from tests import builders_tfdata as t
@@ -215,3 +216,32 @@ def test_a_training_pipeline_that_waits_leads_with_the_steps_wait():
     assert by_consumer["Model.fit"].severity == "medium"
     assert "steps wait for input 25% of the time" in by_consumer["Model.fit"].title
     assert by_consumer["Model.evaluate"].severity == "low"
+
+
+def test_a_decode_gathered_once_beside_fit_is_low_and_claims_nothing_of_the_steps():
+    """Fit read a cached pipeline; after it, the program gathered its test set once from
+    an uncached decode (``[x.numpy() for x, _ in test_ds]``, 62 ms of waits in a 4.4 s
+    run). The decode was MEDIUM, "steps wait for input 67% of the time", with a gain on
+    the steps: it is the loop's own wait, beside them, and low."""
+    fit = replace(t.example_pipeline(wait_per_element_s=0.0002), cache_written=True)
+    gather = replace(
+        t.example_pipeline(consumer="python-loop", wait_source=NEXT_TIMING),
+        id=6,
+        read_at="train.py:18",
+        elements=160,
+        wait_per_element_s=0.00039,
+        gap_median_s=0.0002,
+    )
+    steps = t.fit_steps(0.01, input_wait_error=0.07, total_s=0.36, count=40)
+    facts = replace(
+        t.facts(fit, gather, steps=steps), program=ProgramFacts(("train.py",), seconds=4.4)
+    )
+    (f,) = [f for f in check(facts) if f.evidence["pipeline"].endswith("train.py:18")]
+    assert f.severity == "low" and f.gain_value is None
+    assert "; the loop at train.py:18 (beside the training steps) waits for input 66%" in f.title
+    # a gather that waited a twentieth of the run or more may be what fit reads through a
+    # generator of the program's: it stays the steps'
+    slow = replace(gather, elements=1600)
+    facts = replace(facts, tfdata=replace(facts.tfdata, pipelines=(fit, slow)))
+    (f,) = [f for f in check(facts) if f.evidence["pipeline"].endswith("train.py:18")]
+    assert "steps wait for input" in f.title
