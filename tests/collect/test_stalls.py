@@ -13,12 +13,15 @@ from gpuwhy.collect.inprocess import stall_tracker
 from gpuwhy.collect.inprocess.activities import (
     GC_RING_MIN_S,
     RING,
+    VALIDATION,
     ActivityCollector,
     _loop_stalls,
+    stalls_line,
 )
 from gpuwhy.collect.inprocess.stall_tracker import KEEP, MAX_INTERVALS, StallGroup, StallTracker
 from gpuwhy.collect.inprocess.step_record import LoopRecord, Step, snapshot
 from gpuwhy.collect.time_windows import CAPACITY
+from gpuwhy.facts import StallFacts
 from tests.markers import marker_lines
 
 at = marker_lines(__file__)
@@ -557,3 +560,26 @@ def test_the_program_s_own_keras_calls_are_in_the_timeline_rows_and_fit_s_valida
     fit = next(a for a in activities._activities() if a.kind == "fit")
     assert fit.count == 1 and fit.code is not None and "model.fit(" in fit.code
     assert evaluate.code is not None and "model.predict(" in evaluate.code
+
+
+def test_fit_s_validation_and_the_program_s_own_predicts_are_counted_apart():
+    """25 predict() calls after a fit with validation_data: counted with fit's three
+    validation passes they read "its 28 predict() calls", and where the validations took
+    longest the activity was named after them (steps.keras-call-per-step then found no
+    call of the program's). Each is its own activity now, both of kind evaluate."""
+    activities = ActivityCollector()
+    for epoch in range(3):
+        activities._events.append(
+            ("evaluate", 10.0 * epoch, 10.0 * epoch + 0.5, "t.py:9", VALIDATION)
+        )
+    for n in range(25):
+        start = 40.0 + n * 0.05
+        activities._events.append(("evaluate", start, start + 0.04, "t.py:14", "Model.predict"))
+    activities.fold()
+    found = {a.detail: a for a in activities._activities() if a.kind == "evaluate"}
+    assert found["Model.predict"].count == 25 and found["Model.predict"].location == "t.py:14"
+    assert found["Model.predict"].seconds == pytest.approx(1.0)
+    assert found[VALIDATION].count == 3 and found[VALIDATION].seconds == pytest.approx(1.5)
+    line = stalls_line(StallFacts(activities=tuple(found.values())))
+    assert "evaluate/predict 1.00 s in 25 calls" in line
+    assert "fit's validation 1.50 s in 3 passes" in line

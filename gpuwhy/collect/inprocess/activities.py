@@ -73,6 +73,13 @@ from gpuwhy.tfapi.tfdata.iterators import on_iterator_created
 VALIDATION = "fit's validation"  # the detail of an evaluate that fit runs itself
 VALIDATIONS_KEPT = 8  # fit's latest validation passes, for in_validation
 KINDS = ("gc", "checkpoint", "summary", "evaluate", "trace", "gpuwhy", "loop", "teardown", "fit")
+# The run's totals: each kind's, and fit's validation passes apart from the program's own
+# evaluate/predict calls (both kind "evaluate"). Counted together, 25 predict() calls
+# after a fit with validation_data read "its 28 predict() calls" (the 3 validations'
+# time in theirs), and where the validations took longest the activity was named after
+# them and the calls' finding (steps.keras-call-per-step) was not made at all.
+VALIDATION_TOTALS = "evaluate:validation"
+TOTALS = (*KINDS[:4], VALIDATION_TOTALS, *KINDS[4:])
 RING = {
     "loop": 1024,
     "teardown": 256,
@@ -312,11 +319,13 @@ class ActivityCollector(Collector):
             seconds = end - start
             if kind == "gc":
                 what = f"generation {what}"
-            total = self.totals.setdefault(kind, [0, 0.0, 0.0])
+            # fit's validation passes apart from the program's own evaluate/predict calls
+            counted = VALIDATION_TOTALS if kind == "evaluate" and what == VALIDATION else kind
+            total = self.totals.setdefault(counted, [0, 0.0, 0.0])
             total[0] += 1
             total[1] += seconds
             total[2] = max(total[2], seconds)
-            places = self.places.setdefault(kind, {})
+            places = self.places.setdefault(counted, {})
             key = (where, what)
             if key in places or len(places) < MAX_PLACES:
                 places[key] = places.get(key, 0.0) + seconds
@@ -406,11 +415,12 @@ class ActivityCollector(Collector):
         (the first step's start, from the run's start) on."""
         out = []
         with self._lock:
-            for kind in KINDS:
-                if kind not in self.totals:
+            for counted in TOTALS:
+                if counted not in self.totals:
                     continue
-                count, seconds, longest = self.totals[kind]
-                where, what = _top(self.places.get(kind, {}))
+                kind = "evaluate" if counted == VALIDATION_TOTALS else counted
+                count, seconds, longest = self.totals[counted]
+                where, what = _top(self.places.get(counted, {}))
                 in_steps = self._gc_in_steps(steps_began_s) if kind == "gc" else None
                 out.append(
                     Activity(
@@ -809,6 +819,8 @@ def stalls_line(stalls: StallFacts, steps: StepFacts | None = None) -> str | Non
             parts.insert(0, _teardown_wait_text(activity))
             continue
         words, units = _ACTIVITY_WORDS[activity.kind], _ACTIVITY_UNITS[activity.kind]
+        if activity.kind == "evaluate" and activity.detail == VALIDATION:
+            words, units = VALIDATION, ("pass", "passes")
         if activity.steps_seconds is not None and activity.steps_count != activity.count:
             # the collections of TensorFlow's import and the model's build are not the
             # training's: said apart, and the line only where the steps' own add up

@@ -146,12 +146,19 @@ def test_the_one_batch_form_keeps_the_program_s_names(code, expected):
     assert (found[1] if found else None) == expected
 
 
+def between_facts(**changes):
+    """A step of 0.2 s and a predict() of 0.6 s after it, one of each a window: 0.8 s of
+    the loop's work in each second (a window holds no more than the loop ran through)."""
+    return facts(call_s=0.6, per_window=1, calls_per_window=1, windows=25, **changes)
+
+
 def test_a_callback_s_predict_between_fit_s_steps_is_a_share_of_the_loop_s_time():
     """fit's steps leave out what its callbacks run between them: a predict() at each
-    batch's end takes longer than the steps themselves, and its share is of both."""
-    (finding,) = check(facts(call_s=0.6, code="self.last = self.model.predict(x_val, verbose=0)"))
+    batch's end takes longer than the steps themselves, and its share is of the windows
+    the loop ran through."""
+    (finding,) = check(between_facts(code="self.last = self.model.predict(x_val, verbose=0)"))
     assert finding.evidence["between_steps"] is True
-    assert "600.0 ms a call, between steps of 200.0 ms: 75% of the loop's time" in finding.title
+    assert "600.0 ms a call, between steps of 200.0 ms: 60% of the loop's time" in finding.title
     assert "self.last = self.model.predict_on_batch(x_val)" in finding.fix
 
 
@@ -175,7 +182,7 @@ def test_periodic_stall_leaves_a_predict_every_step_to_this_rule():
     loop = LoopStalls(
         "keras-fit", "Model.fit", True, 50, 50, 40.0, 0.2, 30.0, 29.0, 0.75, (beat,), (cause,)
     )
-    f = facts(call_s=0.6)
+    f = between_facts()
     f = replace(f, stalls=replace(f.stalls, loops=(loop,)))
     assert [x.id for x in PeriodicStall().check(f, dict(PeriodicStall.options))] == []
     assert [x.id for x in check(f)] == ["steps.keras-call-per-step"]
@@ -291,3 +298,24 @@ def test_one_batch_predicts_after_training_are_named_with_their_one_batch_form()
 )
 def test_predicts_of_several_batches_few_calls_or_little_time_are_not_one_batch_calls(changed):
     assert KerasCallPerStep().check(grid_facts(**changed), dict(KerasCallPerStep.options)) == []
+
+
+def test_calls_after_the_loop_in_its_last_window_are_not_the_loop_s():
+    """25 predict() calls after a short fit: 17 of them (1 s) began in the window of
+    fit's last steps, which the loop ran 40 ms into. Counted as the loop's they read
+    "The loop calls model.predict() every step ... of the loop's time" (one run of six:
+    where the window's edge fell). Only what fits in the part of the window the loop ran
+    through is its own, and one call running on past it; the same calls in a window the
+    loop ran through to its end stay the loop's."""
+    f = facts(calls_per_window=0, windows=3, per_window=11, step=0.001)
+    rows = list(f.timeline.windows)
+    rows[-1] = replace(rows[-1], keras_calls=17, keras_call_s=17 * 0.0576)
+    f = replace(f, timeline=replace(f.timeline, windows=tuple(rows)))
+
+    def ending_at(last_s):
+        loop = replace(f.steps.loops[0], last_s=last_s)
+        return replace(f, steps=replace(f.steps, loops=(loop,)))
+
+    assert check(ending_at(2.04)) == []
+    (finding,) = check(ending_at(2.999))
+    assert finding.evidence["calls_per_step"] == pytest.approx(17 / 33, abs=0.01)
