@@ -38,9 +38,12 @@ def _float32_outputs(script: str | None, keras: str) -> str:
     cannot be read or builds no model it can see, what to write, said in general."""
     layers = output_layers(script, f"dtype={FLOAT32}") if script else ()
     if not script or not layers:
+        # "..." for its arguments, no name: "Dense(units, ...)" read as the program's own
+        # `units` where a subclassed model's attention layer had one, its output layer
+        # being Dense(vocab_size)
         return (
             "# keep each model's last layer in float32: dtype='float32' in its call "
-            f"({keras}.layers.Dense(units, dtype='float32'))"
+            f"({keras}.layers.Dense(..., dtype='float32'))"
         )
     name = os.path.basename(script)
     lines = ["# keep each model's last layer in float32 (its output feeds the loss):"]
