@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuwhy.derived.pipeline_stages import stage_share
+from gpuwhy.derived.stage import derived
 from gpuwhy.derived.steps_input import input_wait
 from gpuwhy.facts import Facts, PipelineFacts, PipelineStage
 from gpuwhy.finding import Finding
@@ -78,7 +79,12 @@ class SequentialReads(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         assert facts.tfdata is not None  # in `needs`: never run without it
         findings = []
-        for pipeline in facts.tfdata.pipelines:
+        # the steps' own pipeline first, then the most read: of one reader in several
+        # pipelines (one cause), the finding that leads speaks of the training's reads,
+        # not of a batch taken once to look at (0.0% of that pipeline's work)
+        feeding = derived(facts).steps_pipeline
+        ordered = sorted(facts.tfdata.pipelines, key=lambda p: (p is not feeding, -p.elements))
+        for pipeline in ordered:
             for stage in pipeline.stages:
                 if not _reads_one_at_a_time(stage, options["min_files"]):
                     continue
@@ -110,8 +116,8 @@ class SequentialReads(Rule):
             evidence.update(wait_evidence(wait))
         cost = f" ({share:.1%} of the pipeline's work on this run)" if share is not None else ""
         title = f"{api} reads its {stage.files} files one at a time, on one thread{cost}"
-        if not measured:
-            title += "; a GPU machine will wait for it (judged from the code)"
+        if not measured:  # a step tens of times shorter on a GPU may wait for it
+            title += "; a GPU machine's shorter steps may wait for it (judged from the code)"
         call = dataset_calls.stage_call(stage, api)
         fix = [
             f"# read several of the {stage.files} files at once, each on its own thread",

@@ -25,7 +25,8 @@ def test_a_reader_of_many_files_with_a_measured_cost_is_medium():
     assert low.severity == "low"
     assert low.title == (
         "TFRecordDataset reads its 16 files one at a time, on one thread (4.7% of the "
-        "pipeline's work on this run); a GPU machine will wait for it (judged from the code)"
+        "pipeline's work on this run); a GPU machine's shorter steps may wait for it (judged "
+        "from the code)"
     )
     assert low.location == "train.py:60"
     assert low.evidence["num_parallel_reads"] == "not written"
@@ -71,3 +72,18 @@ def test_the_fix_does_not_tell_a_pipeline_that_set_deterministic_false_to_set_it
     (f,) = check(t.facts(unordered, steps=t.fit_steps(0.40)))
     assert "deterministic" not in f.fix
     assert "num_parallel_reads=tf.data.AUTOTUNE" in f.fix
+
+
+def test_of_one_reader_in_several_pipelines_the_training_s_reads_lead():
+    """A batch taken once to look at (next(iter(ds)) at train.py:90, built first) and
+    fit's reads of the same files: one cause, whose finding led with the look's "0.0% of
+    the pipeline's work on this run" where fit's pipeline had 4.7%."""
+    from gpuwhy.rules.grouping import group_by_cause
+
+    look = replace(
+        reads(self_time_s=0.0), id=1, consumer="python-loop", read_at="train.py:90", elements=1
+    )
+    fit = replace(reads(), id=2)
+    (merged,) = group_by_cause(check(t.facts(look, fit, steps=t.fit_steps(0.40))))
+    assert "(4.7% of the pipeline's work on this run)" in merged.title
+    assert merged.title.endswith("(one cause, in 2 pipelines)")
