@@ -223,6 +223,43 @@ def init_takes(filename: str, cls: str, keyword: str) -> bool | None:
     return None
 
 
+def super_init(filename: str, cls: str) -> tuple[int, str | None] | None:
+    """Where class ``cls`` of ``filename`` calls ``super().__init__(...)`` in its own
+    ``__init__``: (its line, the call as written); (the ``def``'s line, None) where its
+    ``__init__`` makes no such call. None: no such class, no ``__init__`` of its own, or
+    the file cannot be read."""
+    tree = _tree(filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name == cls):
+            continue
+        init = next(
+            (i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == "__init__"),
+            None,
+        )
+        if init is None:
+            return None
+        for call in ast.walk(init):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "__init__"
+                and isinstance(call.func.value, ast.Call)
+                and isinstance(call.func.value.func, ast.Name)
+                and call.func.value.func.id == "super"
+            ):
+                lines = _lines(filename)
+                written = None
+                line = lines[call.lineno - 1] if lines is not None else ""
+                # as written, where one line's byte offsets are its characters'
+                if call.end_lineno == call.lineno and line.isascii():
+                    written = line[call.col_offset : call.end_col_offset]
+                return call.lineno, written or ast.unparse(call)
+        return init.lineno, None
+    return None
+
+
 def for_over_name(filename: str, line: int) -> tuple[str, str, int] | None:
     """(its targets, the dataset it reads, its column) of the ``for`` statement at
     ``line`` of ``filename`` where it loops over a name (``for x, y in train_dataset:``,

@@ -197,9 +197,16 @@ def keras_adapter(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str
             fix = _more_workers(cls, where, pace, made)
             if fix:
                 return fix
-        return [
+        lead = [
             f"# fit reads {cls} ({where}) one batch at a time, in Python{pace}. Worker",
             "# threads make batches ahead of the step (they overlap where __getitem__ reads",
+            "# files, decodes or calls NumPy; use_multiprocessing=True: for pure-Python work)",
+        ]
+        written = _workers_in_super_init(own_file, name)
+        if written is not None:
+            return lead + written
+        return [
+            *lead[:-1],
             f"# files, decodes or calls NumPy): give {cls}'s super().__init__(...) call",
             "# workers=4, or where its __init__ has none, make its first line",
             "# super().__init__(workers=4)  (use_multiprocessing=True: for pure-Python work)",
@@ -228,6 +235,31 @@ def keras_adapter(stage: PipelineStage, made_in: Sequence[str] = ()) -> list[str
         f"{ALTERNATIVE}tf.data.Dataset.from_tensor_slices((<features>, <labels>))"
         f".batch(<batch size>).prefetch({AUTOTUNE})",
     ]
+
+
+def _workers_in_super_init(filename: str, cls: str) -> list[str] | None:
+    """``workers=`` where the class's own ``__init__`` hands its arguments to PyDataset:
+    its ``super().__init__(...)`` call with it added, or, where the ``__init__`` makes no
+    such call, that call as its first line (a review's Sequence subclass was told "give
+    its super().__init__(...) call workers=4, or where its __init__ has none...", about a
+    class with none). None where the source does not say (then the fix says it in
+    words), or the call gives ``workers`` already or passes a ``**`` mapping that may."""
+    found = source_calls.super_init(filename, cls)
+    if found is None:
+        return None
+    line, call = found
+    if call is None:
+        return [
+            f"# {filename}:{line}: {cls}.__init__ calls no super().__init__(): as its first line",
+            f"super().__init__(workers={WORKERS})",
+        ]
+    if "workers" in call or "**" in call:
+        return None
+    head, _, rest = call.partition("(")
+    arguments = rest[:-1].strip()
+    # after what it passes: a keyword before a positional argument is a SyntaxError
+    added = f"{head}({arguments}, workers={WORKERS})" if arguments else f"{head}(workers={WORKERS})"
+    return [f"# {filename}:{line}: {IN_PLACE_OF}{call}", added]
 
 
 def _more_workers(cls: str, where: str, pace: str, made: list[source_calls.MadeWith]) -> list[str]:

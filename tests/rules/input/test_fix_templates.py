@@ -674,3 +674,53 @@ def test_in_memory_slices_get_no_template_of_stages_the_program_lacks(program):
     said = pipeline_code.for_stage(prefetched, 0, 1e-4)
     assert all(line.startswith("# ") for line in said)  # nothing to paste: said so
     assert "the pipeline already prefetches" in "\n".join(said)
+
+
+def test_a_py_dataset_s_own_init_gets_workers_where_its_source_says(tmp_path):
+    """Where the class's source is read: its super().__init__(...) call with workers
+    added after what it passes, or, where its __init__ makes none (a review's
+    keras.utils.Sequence subclass, told "give its super().__init__(...) call workers=4,
+    or where its __init__ has none..."), the call as its first line. Each pasted and run."""
+    source = tmp_path / "pets.py"
+    source.write_text(
+        "import keras\n\n\nclass Pets(keras.utils.Sequence):\n"
+        "    def __init__(self, batch_size, paths):\n"
+        "        self.batch_size = batch_size\n        self.paths = paths\n\n"
+        "    def __len__(self):\n        return 2\n\n"
+        "    def __getitem__(self, i):\n        return i\n"
+    )
+    stage = _keras_generator_stage("Pets.__getitem__", f"{source}:12")
+    fix = pipeline_code.generator(stage)
+    assert fix[-2:] == [
+        f"# {source}:5: Pets.__init__ calls no super().__init__(): as its first line",
+        "super().__init__(workers=4)",
+    ]
+    pasted = source.read_text().replace(
+        "        self.batch_size = batch_size\n",
+        f"        {fix[-1]}\n        self.batch_size = batch_size\n",
+    )
+    namespace: dict = {}
+    exec(compile(pasted, str(source), "exec"), namespace)
+    assert namespace["Pets"](32, []).workers == 4
+    # a call with arguments of its own: workers after them
+    source.write_text(
+        "import keras\n\n\nclass Pets(keras.utils.PyDataset):\n"
+        "    def __init__(self, paths, shuffle=False):\n"
+        "        super().__init__(use_multiprocessing=False)\n        self.paths = paths\n\n"
+        "    def __len__(self):\n        return 2\n\n"
+        "    def __getitem__(self, i):\n        return i\n"
+    )
+    fix = pipeline_code.generator(stage)
+    assert fix[-2:] == [
+        f"# {source}:6: in place of: super().__init__(use_multiprocessing=False)",
+        "super().__init__(use_multiprocessing=False, workers=4)",
+    ]
+    namespace = {}
+    exec(
+        compile(source.read_text().replace(fix[-2].split(": ")[-1], fix[-1]), "p", "exec"),
+        namespace,
+    )
+    assert namespace["Pets"]([]).workers == 4
+    # one that passes a ** mapping may give workers through it: said in words
+    source.write_text(source.read_text().replace("use_multiprocessing=False", "**kwargs"))
+    assert "give Pets's super().__init__(...) call" in "\n".join(pipeline_code.generator(stage))
