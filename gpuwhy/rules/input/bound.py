@@ -549,33 +549,27 @@ class InputBound(Rule):
                 fix = fix + pipeline_code.prefetch_at_end(pipeline)
         if load is not None:
             return self._loaded_host(title, share, load, location, evidence, fix)
+        judged, speedup = share, (1 / (1 - share) if share < 0.99 else None)
+        gain = (
+            f"estimate: up to {share:.0%} of step time, steps up to "
+            f"{speedup:.1f}x faster once input keeps up with compute"
+            if speedup
+            else f"estimate: up to {share:.0%} of step time"
+        )
         if side is not None:  # no steps of its own: what it cost the run
-            return self.finding(
-                title,
-                severity="high" if side >= options["high_at"] else "medium",
-                location=location,
-                evidence=evidence,
-                fix="\n".join(fix),
-                estimated_gain=(
-                    f"estimate: up to {side:.0%} of the run, the time this loop waited for "
-                    "its input (not the training steps': they read another pipeline)"
-                ),
-                gain_value=round(side, 4),
+            judged = side
+            gain = (
+                f"estimate: up to {side:.0%} of the run, the time this loop waited for its "
+                "input (not the training steps': they read another pipeline)"
             )
-        speedup = 1 / (1 - share) if share < 0.99 else None
         return self.finding(
             title,
-            severity="high" if share >= options["high_at"] else "medium",
+            severity="high" if judged >= options["high_at"] else "medium",
             location=location,
             evidence=evidence,
             fix="\n".join(fix),
-            estimated_gain=(
-                f"estimate: up to {share:.0%} of step time, steps up to "
-                f"{speedup:.1f}x faster once input keeps up with compute"
-                if speedup
-                else f"estimate: up to {share:.0%} of step time"
-            ),
-            gain_value=round(share, 4),
+            estimated_gain=gain,
+            gain_value=round(judged, 4),
         )
 
     def _loaded_host(
