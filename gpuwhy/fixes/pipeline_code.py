@@ -255,10 +255,10 @@ def _workers_in_super_init(filename: str, cls: str) -> list[str] | None:
         ]
     if "workers" in call or "**" in call:
         return None
-    head, _, rest = call.partition("(")
-    arguments = rest[:-1].strip()
+    opened = call.index("__init__(") + len("__init__(")  # super()'s own "(" comes first
+    head, arguments = call[:opened], call[opened:-1].strip()
     # after what it passes: a keyword before a positional argument is a SyntaxError
-    added = f"{head}({arguments}, workers={WORKERS})" if arguments else f"{head}(workers={WORKERS})"
+    added = f"{head}{arguments}, workers={WORKERS})" if arguments else f"{head}workers={WORKERS})"
     return [f"# {filename}:{line}: {IN_PLACE_OF}{call}", added]
 
 

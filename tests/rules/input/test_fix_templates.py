@@ -721,6 +721,22 @@ def test_a_py_dataset_s_own_init_gets_workers_where_its_source_says(tmp_path):
         namespace,
     )
     assert namespace["Pets"]([]).workers == 4
+    # a call with nothing in it, and one whose arguments are calls of their own
+    for written, added in (
+        ("super().__init__()", "super().__init__(workers=4)"),
+        (
+            "super().__init__(max_queue_size=int(8))",
+            "super().__init__(max_queue_size=int(8), workers=4)",
+        ),
+    ):
+        source.write_text(
+            "import keras\n\n\nclass Pets(keras.utils.PyDataset):\n"
+            f"    def __init__(self, paths):\n        {written}\n"
+        )
+        assert pipeline_code.generator(stage)[-1] == added
+    source.write_text(
+        "import keras\n\n\nclass Pets(keras.utils.PyDataset):\n"
+        "    def __init__(self, paths, **kwargs):\n        super().__init__(**kwargs)\n"
+    )
     # one that passes a ** mapping may give workers through it: said in words
-    source.write_text(source.read_text().replace("use_multiprocessing=False", "**kwargs"))
     assert "give Pets's super().__init__(...) call" in "\n".join(pipeline_code.generator(stage))
