@@ -160,6 +160,22 @@ def _calls(filename: str, line: int, keep: Callable[[ast.Call], bool]) -> list[a
     return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and keep(node)]
 
 
+def calls_at(filename: str, line: int) -> list[ast.Call]:
+    """The calls of ``filename`` whose callee ends at ``line`` (none without a source)."""
+    return _calls(filename, line, lambda node: _callee_line(node) == line)
+
+
+def call_as_written(filename: str, call: ast.Call) -> str:
+    """The call's text as the file writes it, where it sits on one line of plain
+    characters (``ast``'s offsets are bytes); else as ``ast`` writes it back."""
+    lines = _lines(filename)
+    if lines is not None and call.end_lineno == call.lineno and 0 < call.lineno <= len(lines):
+        line = lines[call.lineno - 1]
+        if line.isascii():
+            return line[call.col_offset : call.end_col_offset]
+    return ast.unparse(call)
+
+
 def _only_text(calls: list[ast.Call]) -> str | None:
     """The calls' text where they all read the same, else None (none, or several)."""
     texts = {call_text(call) for call in calls}
@@ -249,13 +265,7 @@ def super_init(filename: str, cls: str) -> tuple[int, str | None] | None:
                 and isinstance(call.func.value.func, ast.Name)
                 and call.func.value.func.id == "super"
             ):
-                lines = _lines(filename)
-                written = None
-                line = lines[call.lineno - 1] if lines is not None else ""
-                # as written, where one line's byte offsets are its characters'
-                if call.end_lineno == call.lineno and line.isascii():
-                    written = line[call.col_offset : call.end_col_offset]
-                return call.lineno, written or ast.unparse(call)
+                return call.lineno, call_as_written(filename, call)
         return init.lineno, None
     return None
 

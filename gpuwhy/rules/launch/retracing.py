@@ -7,7 +7,8 @@ from typing import Any
 
 from gpuwhy.facts import Facts, TracedFunction
 from gpuwhy.finding import Finding
-from gpuwhy.fixes.python_arguments import tensor_arguments
+from gpuwhy.fixes.pipeline_code import IN_PLACE_OF
+from gpuwhy.fixes.python_arguments import called_with_tensors, tensor_arguments
 from gpuwhy.rules.base import Rule
 
 MAX_FINDINGS = 5  # the functions with the most tracing time
@@ -126,15 +127,27 @@ def _fix(fn: TracedFunction, changes: dict[str, str], recreated: bool) -> str:
     objects = [a for a, k in changes.items() if k in ("object", "structure")]
     if python:
         args = ", ".join(python)
-        passed = tensor_arguments(fn, python)
-        callers = sorted({s.caller for s in fn.signatures if s.caller})
-        where = f" where {name} is called ({callers[0]})" if callers else ""
         every = "every one of them" if len(python) > 1 else "it"
-        lines += [
-            f"# {args}: a new Python value makes a new trace; pass {every} as a tensor{where}",
-            f"{name}(..., {passed})   # same dtype every call: one trace",
-            "# or keep it in a tf.Variable updated with .assign() and read inside the function",
-        ]
+        written = called_with_tensors(fn, python)
+        if written is not None:  # the program's own call, its own names
+            caller, call, changed = written
+            lines += [
+                f"# {args}: a new Python value makes a new trace; pass {every} as a tensor of "
+                "one dtype: one trace",
+                f"# {caller}: {IN_PLACE_OF}{call}",
+                changed,
+            ]
+        else:
+            passed = tensor_arguments(fn, python)
+            callers = sorted({s.caller for s in fn.signatures if s.caller})
+            where = f" where {name} is called ({callers[0]})" if callers else ""
+            lines += [
+                f"# {args}: a new Python value makes a new trace; pass {every} as a tensor{where}",
+                f"{name}(..., {passed})   # same dtype every call: one trace",
+            ]
+        lines.append(
+            "# or keep it in a tf.Variable updated with .assign() and read inside the function"
+        )
     if shaped:
         args = ", ".join(shaped)
         specs = _input_signature(fn)

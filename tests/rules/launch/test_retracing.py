@@ -262,3 +262,57 @@ def test_the_input_signature_is_the_traces_own_dtypes_with_the_dims_that_changed
     fn = traced(traces=16, changed_args=("xb",), signatures=sigs)
     (finding,) = run(facts(fn))
     assert "tf.TensorSpec([None, ...], tf.float32)])  # one per argument" in finding.fix
+
+
+RETRACING_LOOP = """import tensorflow as tf
+
+v = tf.Variable(0.0)
+
+
+@tf.function
+def train_step(x, lr, step):
+    v.assign_add(x * lr + tf.cast(step, tf.float32))
+    return v
+
+
+global_step = 0
+for epoch in range(2):
+    for x in [1.0, 2.0, 3.0]:
+        lr = 0.01 * (global_step + 1)
+        train_step(tf.constant(x), lr, step=global_step)
+        global_step += 1
+print(train_step.experimental_get_tracing_count())
+"""
+
+
+def test_the_call_is_rewritten_in_the_program_s_own_names_and_pasted_it_traces_once(tmp_path):
+    """The loop passes ``global_step`` as the parameter ``step``: the fix once wrote
+    ``step=tf.constant(step, tf.int64)``, and pasted, the program raised NameError. It is
+    now the program's call at its line, each changing scalar made a tensor; pasted, the
+    program runs and traces once."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(RETRACING_LOOP)
+    caller = f"{script}:16"
+    sigs = tuple(
+        signature(
+            1.0 + i, caller=caller, x="float32[]", lr=f"{0.01 * (i + 1)!r} (float)",
+            step=f"{i} (int)",
+        )
+        for i in range(5)
+    )  # fmt: skip
+    fn = traced(traces=6, trace_s=3.0, changed_args=("lr", "step"), signatures=sigs)
+    (finding,) = run(facts(fn, run_s=20.0))
+    written = "train_step(tf.constant(x), lr, step=global_step)"
+    changed = (
+        "train_step(tf.constant(x), tf.constant(lr, tf.float32), "
+        "step=tf.constant(global_step, tf.int64))"
+    )
+    assert f"# {caller}: in place of: {written}\n{changed}\n" in finding.fix
+    script.write_text(RETRACING_LOOP.replace(written, changed))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "1"
