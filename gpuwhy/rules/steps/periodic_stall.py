@@ -212,12 +212,26 @@ def _fix(cause: StallCause | None, every: int | None, facts: Facts) -> str:
                 ]
             )
         if cause.detail == "Model.predict":
+            # the program's own line in its one-batch form: "outputs = model(x, ...)" named
+            # an x a callback's predict(self.probe) did not have (a NameError, pasted)
+            call = keras_call_per_step.one_batch_call(cause.code)
+            if call is not None and cause.code:
+                written, one_batch, _ = call
+                at = f"{cause.location}: " if cause.location else ""
+                return "\n".join(
+                    [
+                        f"# {at}predict() builds a dataset, an iterator and callbacks at each call;",
+                        "# on a batch in memory its one-batch form runs the same compiled function",
+                        "# and returns NumPy as predict() does (or call it less often):",
+                        cause.code.strip().replace(written, one_batch, 1),
+                    ]
+                )
             return "\n".join(
                 [
                     f"# {cause.code or cause.detail}: predict() builds a dataset and a loop at each"
                     " call;",
-                    "# for a batch already in memory call the model itself (or less often):",
-                    "outputs = model(x, training=False)",
+                    "# for a batch already in memory call its one-batch form (or less often):",
+                    "outputs = model.predict_on_batch(<the batch>)",
                 ]
             )
         return "\n".join(

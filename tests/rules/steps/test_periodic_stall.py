@@ -168,7 +168,9 @@ def test_each_cause_has_its_own_fix():
     assert "save_freq=2000, save_weights_only=True" in run(facts(stalls(causes=(keras,))))[0].fix
     predict = StallCause(kind="evaluate", seconds=5.0, share=0.9, detail="Model.predict",
                          code="preds = model.predict(x_val)")  # fmt: skip
-    assert "model(x, training=False)" in run(facts(stalls(causes=(predict,))))[0].fix
+    assert run(facts(stalls(causes=(predict,))))[0].fix.endswith(
+        "\npreds = model.predict_on_batch(x_val)"
+    )
     trace = StallCause(kind="trace", seconds=5.0, share=0.9, location="train.py:30")
     assert run(facts(stalls(causes=(trace,)))) == []  # launch.retracing's
     (unknown,) = run(facts(stalls(causes=())))
@@ -280,3 +282,18 @@ def test_epoch_ends_that_overlap_an_iterator_s_teardown_stay_no_finding():
     ends = stalls(between_steps=True, causes=(teardown,), beat=dict(stall_s=45.0, lost_share=0.25))
     assert run(facts(ends)) == []
     assert run(facts(replace(ends, between_steps=False))) == []
+
+
+def test_a_callback_s_predict_is_fixed_on_its_own_line_in_its_own_names():
+    """A callback's ``preds = self.model.predict(self.probe, verbose=0)`` at each batch's
+    end: the fix was "outputs = model(x, training=False)", and pasted it raised NameError
+    (no x there) and gave a Tensor where the next line read ``preds.mean()``. Now its own
+    line, in the one-batch form that returns NumPy as predict() does."""
+    predict = StallCause(
+        kind="evaluate", seconds=5.0, share=0.9, location="cb.py:31", detail="Model.predict",
+        code="        preds = self.model.predict(self.probe, verbose=0)",
+    )  # fmt: skip
+    (finding,) = run(facts(stalls(causes=(predict,))))
+    assert finding.fix.splitlines()[0].startswith("# cb.py:31: predict() builds a dataset")
+    assert finding.fix.splitlines()[-1] == "preds = self.model.predict_on_batch(self.probe)"
+    assert " x" not in finding.fix.replace("x_val", "")
