@@ -39,6 +39,9 @@ class CallsInSteps:
     calls: int
     call_s: float
     wall_s: float = 0.0  # the windows' time: the loop ran through them
+    # batches a step runs (Keras' steps_per_execution): ``steps`` counts calls of the
+    # step function, as a callback's on_train_batch_end is called once a call
+    batches: int = 1
 
     @property
     def per_step(self) -> float:
@@ -105,7 +108,11 @@ def calls_in_steps(facts: Facts, kind: str = "evaluate") -> CallsInSteps | None:
         calls += n
         call_s += seconds
         wall_s += width
-    return CallsInSteps(kind, count, step_s, round(calls), call_s, wall_s)
+    # with steps_per_execution N, Keras calls its step function (and a callback's
+    # on_train_batch_end) once every N batches: a predict() there is one a step, which
+    # read as one every 8 steps went to steps.periodic-stall, its share a third of its own
+    batches = max(1, steps.steps_per_call)
+    return CallsInSteps(kind, round(count / batches), step_s, round(calls), call_s, wall_s, batches)
 
 
 def judged(
@@ -399,6 +406,8 @@ class KerasCallPerStep(Rule):
         per_call = found.call_s / found.calls
         step = found.step_s / found.steps
         often = "every step" if found.per_step < 1.5 else f"{found.per_step:.1f} times a step"
+        if found.batches > 1:
+            often += f" (a step of {found.batches} batches: steps_per_execution={found.batches})"
         if kind == "fit":
             cost = (
                 f"{duration(found.lost_s / found.calls)} of it around each "

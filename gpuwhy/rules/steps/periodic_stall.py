@@ -469,7 +469,8 @@ def _reported(group: LoopStalls, beat: StallBeat, options: dict[str, Any], facts
         return False
     cause = _cause(group, beat)
     if (
-        beat.every_steps == 1
+        # every step, or every call of a Keras step of steps_per_execution batches
+        beat.every_steps in (1, max(1, facts.steps.steps_per_call if facts.steps else 1))
         and cause is not None
         and cause.detail in ("Model.predict", "Model.evaluate")
         and keras_call_per_step.judged(facts) is not None

@@ -319,3 +319,16 @@ def test_calls_after_the_loop_in_its_last_window_are_not_the_loop_s():
     assert check(ending_at(2.04)) == []
     (finding,) = check(ending_at(2.999))
     assert finding.evidence["calls_per_step"] == pytest.approx(17 / 33, abs=0.01)
+
+
+def test_a_callback_s_predict_under_steps_per_execution_is_one_a_step():
+    """fit with steps_per_execution=8 calls a callback's on_train_batch_end once every 8
+    batches: its predict() there read as one every 8 steps (0.125 a step, under the
+    threshold), and only steps.periodic-stall spoke, of a third of what the calls took.
+    A step is a call of the step function: one predict a step."""
+    f = facts(calls_per_window=5, call_s=0.05, per_window=40, step=0.001, windows=30)
+    f = replace(f, steps=replace(f.steps, steps_per_call=8))
+    (finding,) = check(f)
+    assert finding.evidence["calls_per_step"] == 1.0 and finding.evidence["steps"] == 150
+    assert "every step (a step of 8 batches: steps_per_execution=8)" in finding.title
+    assert check(replace(f, steps=replace(f.steps, steps_per_call=1))) == []
