@@ -255,11 +255,11 @@ def _workers_in_super_init(filename: str, cls: str) -> list[str] | None:
         ]
     if "workers" in call or "**" in call:
         return None
-    opened = call.index("__init__(") + len("__init__(")  # super()'s own "(" comes first
-    head, arguments = call[:opened], call[opened:-1].strip()
-    # after what it passes: a keyword before a positional argument is a SyntaxError
-    added = f"{head}{arguments}, workers={WORKERS})" if arguments else f"{head}workers={WORKERS})"
-    return [f"# {filename}:{line}: {IN_PLACE_OF}{call}", added]
+    # added after what it passes, as every keyword a fix adds to a call
+    return [
+        f"# {filename}:{line}: {IN_PLACE_OF}{call}",
+        dataset_calls.with_keywords(call, workers=str(WORKERS)),
+    ]
 
 
 def _more_workers(cls: str, where: str, pace: str, made: list[source_calls.MadeWith]) -> list[str]:

@@ -249,6 +249,18 @@ _WHAT_IT_BUILDS = {
 }
 
 
+def one_batch_line(code: str | None) -> tuple[str, str, str] | None:
+    """(the line as written, the line with its call in the one-batch form, the method):
+    ``preds = self.model.predict(self.probe, verbose=0)`` -> ``preds =
+    self.model.predict_on_batch(self.probe)``; None where the line holds no such call."""
+    call = one_batch_call(code)
+    if call is None or code is None:
+        return None
+    written, one_batch, method = call
+    line = code.strip()
+    return line, line.replace(written, one_batch, 1), method
+
+
 def fix_text(activity: Activity | None, kind: str) -> str:
     """The call at its line in its one-batch form, in the program's names."""
     call = one_batch_call(activity.code if activity is not None else None)

@@ -214,16 +214,15 @@ def _fix(cause: StallCause | None, every: int | None, facts: Facts) -> str:
         if cause.detail == "Model.predict":
             # the program's own line in its one-batch form: "outputs = model(x, ...)" named
             # an x a callback's predict(self.probe) did not have (a NameError, pasted)
-            call = keras_call_per_step.one_batch_call(cause.code)
-            if call is not None and cause.code:
-                written, one_batch, _ = call
+            rewritten = keras_call_per_step.one_batch_line(cause.code)
+            if rewritten is not None:
                 at = f"{cause.location}: " if cause.location else ""
                 return "\n".join(
                     [
                         f"# {at}predict() builds a dataset, an iterator and callbacks at each call;",
                         "# on a batch in memory its one-batch form runs the same compiled function",
                         "# and returns NumPy as predict() does (or call it less often):",
-                        cause.code.strip().replace(written, one_batch, 1),
+                        rewritten[1],
                     ]
                 )
             return "\n".join(
