@@ -226,6 +226,62 @@ def test_sigterm_writes_the_partial_report_then_dies_of_sigterm_as_python_does(t
     assert "Terminated (SIGTERM)" in watched[2]  # the report, on stderr
 
 
+def test_a_script_that_catches_everything_still_dies_of_sigterm_with_its_report(tmp_path):
+    """A bare ``except:`` around the work caught the Terminated gpuwhy raises at SIGTERM
+    and the script ran on (for ever here) where Python dies at the signal; it is
+    reported and dies of SIGTERM a grace period later, its atexit handlers not run."""
+    path = write(
+        tmp_path / "prog.py",
+        SLEEPER.replace(
+            "time.sleep(60)",
+            "while True:\n        try:\n            time.sleep(0.05)\n"
+            "        except:\n            pass",
+        ),
+    )
+    plain = _signalled([sys.executable, str(path)], tmp_path, signal.SIGTERM)
+    watched = _signalled([GPUWHY, "run", "--json", "r.json", str(path)], tmp_path, signal.SIGTERM)
+    assert plain[0] == watched[0] == -signal.SIGTERM
+    assert "atexit ran" not in watched[1]
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["program"]["ended"] == "terminated"
+    assert "Terminated (SIGTERM)" in watched[2]
+
+
+CATCHING_LOOP = """
+    import tempfile
+    import tensorflow as tf
+
+    print(tempfile.gettempdir(), flush=True)
+    ds = tf.data.Dataset.from_tensor_slices(tf.random.uniform((256, 32))).repeat().batch(8)
+    w = tf.Variable(tf.zeros([32, 32]))
+
+
+    @tf.function
+    def step(x):
+        w.assign_add(tf.matmul(tf.transpose(x), x) * 1e-6)
+
+
+    for i, x in enumerate(ds):
+        try:
+            step(x)
+        except:  # noqa: E722 - what the test is about
+            continue
+        if i == 200:
+            print("ready", flush=True)
+"""
+
+
+def test_a_tf_loop_that_catches_everything_in_its_step_dies_of_sigterm_with_its_steps(tmp_path):
+    """The same in a tf.data loop of tf.function steps, where the main thread spends
+    its time in gpuwhy's hooks (next(), the function's call) and TensorFlow's code."""
+    path = write(tmp_path / "prog.py", CATCHING_LOOP)
+    watched = _signalled([GPUWHY, "run", "--json", "r.json", str(path)], tmp_path, signal.SIGTERM)
+    assert watched[0] == -signal.SIGTERM, watched[2][-2000:]
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["program"]["ended"] == "terminated"
+    assert record["steps"]["count"] > 200
+
+
 def test_a_script_s_own_sigterm_handler_is_the_one_that_runs(tmp_path):
     path = write(
         tmp_path / "prog.py",

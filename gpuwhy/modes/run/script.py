@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import sys
+import sysconfig
 import threading
 import types
 from collections.abc import Callable, Generator, Sequence
@@ -120,6 +121,15 @@ class Terminated(BaseException):
 
 
 SIGTERM_EXIT = 128 + 15
+# A script that catches Terminated (a bare ``except:``, ``except BaseException``) and goes
+# on would run on to its end where Python would have died at the signal: this long after
+# the signal, a script still running is reported from the signal's handler and the process
+# dies of SIGTERM. Long enough for the script's ``finally`` blocks to end as they would
+# after Ctrl-C; Python runs none of them on SIGTERM.
+SIGTERM_GRACE_S = 2.0
+# ... where the handler finds the main thread in gpuwhy's own code (a hook, holding a lock
+# the report would take), it tries again this much later
+SIGTERM_RETRY_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -173,6 +183,7 @@ def script_steps(
     code: types.CodeType | None = None,
     before_hard_exit: Callable[[int], None] | None = None,
     stop_after: float | None = None,
+    before_death: Callable[[], None] | None = None,
 ) -> RunSteps[ScriptEnding]:
     """Execute the script in this process, as steps (:func:`drive`); returns how it
     ended. Never raises for the script's own exceptions: they are printed as Python
@@ -180,7 +191,9 @@ def script_steps(
 
     ``before_hard_exit(status)`` runs when the script ends the process with ``os._exit``
     (from this process only: forked workers exit as they always do). SIGTERM, while the
-    script runs, ends it like Ctrl-C (``ScriptEnding.ended == "terminated"``).
+    script runs, ends it like Ctrl-C (``ScriptEnding.ended == "terminated"``); where the
+    script catches that and goes on, ``before_death()`` runs from the signal's handler
+    ``SIGTERM_GRACE_S`` later and the process dies of SIGTERM, as Python's would have.
     """
     code = code or load_script(path)
     if before_hard_exit is not None:
@@ -199,7 +212,7 @@ def script_steps(
         __loader__=importlib.machinery.SourceFileLoader("__main__", absolute),
     )
     sys.modules["__main__"] = main
-    with _sigterm_raises() as sigterm:
+    with _sigterm_raises(before_death) as sigterm:
         timer = _stop_after(stop_after)
         try:
             outcome = yield ScriptCall(code, main, timer)
@@ -272,22 +285,49 @@ def _exec_alone(code: types.CodeType, namespace: dict) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_raises():
+def _sigterm_raises(before_death: Callable[[], None] | None = None):
     """SIGTERM raises :class:`Terminated` in the main thread while the script runs,
-    unless the script installs a handler of its own (then that one is the script's)."""
+    unless the script installs a handler of its own (then that one is the script's).
+
+    A script that catches it and goes on (``except:`` around its steps) is not let run
+    on: ``SIGTERM_GRACE_S`` later the signal comes again (a timer sends it), and its
+    handler, where it finds the main thread out of gpuwhy's own code (which may hold a
+    lock the report takes: :func:`_in_gpuwhy_s_code`), runs ``before_death`` (the
+    report) and dies of SIGTERM. It raised Terminated for ever before: the script ran on to its
+    end where Python would have died at the signal."""
     seen = threading.Event()
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
         yield seen
         return
 
     pid = os.getpid()
+    ended = threading.Event()  # the script is back in gpuwhy's hands: no more signals
+
+    def again_in(seconds: float) -> None:
+        def send() -> None:
+            if not ended.wait(seconds):
+                os.kill(pid, signal.SIGTERM)
+
+        threading.Thread(target=send, name="gpuwhy-sigterm", daemon=True).start()
 
     def on_sigterm(signum, frame):
         if os.getpid() != pid:  # a forked child that put this handler back, or chains to it
             _as_before_in_child(on_sigterm, previous, signum)
             return
-        seen.set()
-        raise Terminated()
+        if not seen.is_set():
+            seen.set()
+            again_in(SIGTERM_GRACE_S)
+            raise Terminated()
+        if ended.is_set():  # the script ended meanwhile: as the first signal did
+            raise Terminated()
+        if _in_gpuwhy_s_code(frame):
+            again_in(SIGTERM_RETRY_S)
+            return
+        try:
+            if before_death is not None:
+                before_death()
+        finally:
+            die_of(signal.SIGTERM)
 
     def as_before_in_child() -> None:
         """A forked child dies of SIGTERM as Python's would (gpuwhy.forked)."""
@@ -304,9 +344,27 @@ def _sigterm_raises():
     try:
         yield seen
     finally:
+        ended.set()
         forget_in_child()
         if signal.getsignal(signal.SIGTERM) is on_sigterm:
             signal.signal(signal.SIGTERM, _disposition(previous))
+
+
+def _in_gpuwhy_s_code(frame: types.FrameType | None) -> bool:
+    """Whether the main thread, interrupted in ``frame``, runs gpuwhy's own code: the
+    innermost frame that is not the standard library's (a hook of gpuwhy's that holds a
+    lock while it calls ``statistics`` is in gpuwhy's code) is gpuwhy's. The script's
+    code, TensorFlow's or Keras' under one of gpuwhy's wrappers, is not: a wrapper holds
+    nothing while the function it wraps runs (a Keras fit runs inside one all along)."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        standard = filename.startswith((_STDLIB, "<frozen ")) and not any(
+            packages in filename for packages in _PACKAGES_DIRS
+        )  # a Python's site-packages may lie inside its standard library's folder
+        if not standard:
+            return filename.startswith(_PACKAGE_DIR)
+        frame = frame.f_back
+    return False
 
 
 def _put_back_as_before(ours, before) -> None:
@@ -390,6 +448,10 @@ def report_steps(
         """``os._exit`` skips every finally: report first (many TF scripts end so)."""
         report_isolated("completed" if status == 0 else "exit", status, None)
 
+    def report_before_death() -> None:
+        """The script caught SIGTERM's Terminated and went on: report before dying."""
+        report_isolated("terminated", SIGTERM_EXIT, "SIGTERM")
+
     modules.hide_shadowed()
     outcome = None
     try:
@@ -399,6 +461,7 @@ def report_steps(
             code,
             before_hard_exit=report_before_hard_exit,
             stop_after=stop_after,
+            before_death=report_before_death,
         )
     finally:
         report_isolated(*_outcome_fields(outcome))
@@ -534,6 +597,8 @@ def _print_exception(e: BaseException) -> None:
 # gpuwhy/, three levels above this file (gpuwhy/modes/run/script.py): every frame of
 # gpuwhy's, not only the runner's, is out of the script's traceback.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+_PACKAGES_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
 def _without_gpuwhy(tb, always_trim_importlib: bool = False):
