@@ -17,6 +17,7 @@ shows its gain, and it is not kept.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -50,13 +51,28 @@ MIN_LOOP_STEPS = 10  # steps after warm-up a loop's wall time per step is read o
 MIN_TIMED_RUNS = 2  # runs a side that timed steps, for the steps' time to judge a fix
 
 
-def values_of(run: VariantRun, printed_only: bool = False) -> Values:
+def values_of(
+    run: VariantRun, printed_only: bool = False, not_results: str | None = None
+) -> Values:
     """What the run reported; only what it printed where the fix changes what marks
-    the other sources (``FixCandidate.printed_only``)."""
+    the other sources (``FixCandidate.printed_only``); less the printed lines that say
+    what the fix changes by design (``FixCandidate.not_results``, matched against each
+    printed line's text, its numbers taken out)."""
     if printed_only:
         printed = printed_values(run.stdout)
-        return Values("printed output" if printed else "none", tuple(printed))
-    return read_values(run.results_path, run.stdout)
+        values = Values("printed output" if printed else "none", tuple(printed))
+    else:
+        values = read_values(run.results_path, run.stdout)
+    if not_results is None:
+        return values
+    pattern = re.compile(not_results, re.IGNORECASE)
+    kept = tuple((key, value) for key, value in values.items if not pattern.search(key))
+    if len(kept) == len(values.items):
+        return values
+    left = len({key.split("|", 1)[0] for key, _ in values.items if pattern.search(key)})
+    lines = "line" if left == 1 else "lines"
+    source = f"{values.source} ({left} printed {lines} of what the fix changes left out)"
+    return Values(source if kept else "none", kept)
 
 
 def ended_well(run: VariantRun) -> bool:
@@ -91,11 +107,12 @@ def judge(
     rtol = candidate.tolerance or RTOL
     by_mean = candidate.by_mean
     printed = candidate.printed_only
-    originals_values = [values_of(o, printed) for o in good]
-    same = compare(originals_values, values_of(runs[0], printed), rtol, by_mean)
+    not_results = candidate.not_results
+    originals_values = [values_of(o, printed, not_results) for o in good]
+    same = compare(originals_values, values_of(runs[0], printed, not_results), rtol, by_mean)
     if same.same is True:  # every run of the fix, not only the first
         for r in runs[1:]:
-            later = compare(originals_values, values_of(r, printed), rtol, by_mean)
+            later = compare(originals_values, values_of(r, printed, not_results), rtol, by_mean)
             if later.same is False:
                 same = later
                 break

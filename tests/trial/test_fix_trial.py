@@ -101,6 +101,18 @@ def test_a_python_float_passed_as_a_tensor_ends_the_retracing(tmp_path):
     assert patched_runs(tmp_path, "retracing.py", patch).returncode == 0
 
 
+def test_a_program_that_prints_its_trace_count_keeps_the_fix_that_ends_its_traces(tmp_path):
+    """"Tracing count: 1" against "Tracing count: 128" is what the fix is for: compared
+    as a result, it refused a fix 40x faster (a review's program, as TF's guide prints
+    its traces). The losses printed beside it are still compared."""
+    record, patch, _ = fix(tmp_path, PROGRAMS / "retracing_counted.py")
+    (rate,) = tried(record, "launch.retracing")
+    assert rate["ran"] and rate["same_results"] is True and rate["held"], rate
+    assert "tf.constant(learning_rate, tf.float32)" in patch
+    ran = patched_runs(tmp_path, "retracing_counted.py", patch)
+    assert ran.returncode == 0 and "Tracing count: 1\n" in ran.stdout, ran.stderr[-2000:]
+
+
 def test_float64_made_float32_is_faster_within_its_stated_tolerance(tmp_path):
     # 1.4x on this CPU: with 2 runs a side a loaded machine leaves its interval unclear
     record, patch, _ = fix(

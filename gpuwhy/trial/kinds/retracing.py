@@ -33,6 +33,9 @@ from gpuwhy.trial.source_edits import (
 # math with it (``0.1 / (1 + epoch)`` takes no integer tensor)
 DTYPES = {"float": ("float32",), "int": ("int64", "int32", "float32")}
 MAX_CHOICES = 4  # of dtypes for several arguments at once (two ints: four)
+# what a program prints of its traces ("traces: 256", "train_step traced 3 times",
+# ``experimental_get_tracing_count()``): what every fix here changes by design
+TRACE_COUNTS = r"\b(?:re)?trac(?:e|es|ed|ing|ings)\b|tracing_count"
 
 
 def candidates(
@@ -95,6 +98,7 @@ def _all_at_once(
                 fix=f"{named} passed to {fn.name} as tensors",
                 edits=tuple(edits),
                 location=choice[0][1].location,
+                not_results=TRACE_COUNTS,
             )
         )
     return out
@@ -156,6 +160,7 @@ def _as_tensor(
         fix=f"{arg} passed to {fn.name} as {'an' if dtype.startswith('int') else 'a'} {dtype} tensor",
         edits=tuple(edits),
         location=callers[0],
+        not_results=TRACE_COUNTS,
     )
 
 
@@ -188,4 +193,5 @@ def _reduce_retracing(
         fix=f"{fn.name} with reduce_retracing=True (the shapes that change generalised)",
         edits=tuple(edits),
         location=fn.location,
+        not_results=TRACE_COUNTS,
     )
