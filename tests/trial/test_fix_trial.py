@@ -102,7 +102,7 @@ def test_a_python_float_passed_as_a_tensor_ends_the_retracing(tmp_path):
 
 
 def test_a_program_that_prints_its_trace_count_keeps_the_fix_that_ends_its_traces(tmp_path):
-    """"Tracing count: 1" against "Tracing count: 128" is what the fix is for: compared
+    """ "Tracing count: 1" against "Tracing count: 128" is what the fix is for: compared
     as a result, it refused a fix 40x faster (a review's program, as TF's guide prints
     its traces). The losses printed beside it are still compared."""
     record, patch, _ = fix(tmp_path, PROGRAMS / "retracing_counted.py")
