@@ -497,7 +497,7 @@ def _headline(title: str, limit: int = 90) -> str:
     one."""
     if len(title) <= limit:
         return title
-    head = title.split(": ", 1)[0]
+    head = _before_examples(title)
     if len(head) <= limit:
         return head
     cut = head[: limit - 1]
@@ -508,6 +508,22 @@ def _headline(title: str, limit: int = 90) -> str:
     if words.count("(") > words.count(")"):  # a stage's name cut inside its parentheses
         words = words[: words.rindex("(")]
     return words.rstrip(" ,;:(") + "…"
+
+
+def _before_examples(title: str) -> str:
+    """The title up to its first ``: `` outside parentheses (what follows is its list
+    of examples or figures): "The loop calls self.model.predict() every step (a step of
+    8 batches: steps_per_execution=8): 60.7 ms a call" is its head up to "=8)", where
+    the first ": " left "(a step of 8 batches" open."""
+    depth = 0
+    for i, char in enumerate(title):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0 and title.startswith(": ", i):
+            return title[:i]
+    return title
 
 
 def busy_text(facts: Facts) -> str | None:

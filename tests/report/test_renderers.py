@@ -306,6 +306,24 @@ def test_a_long_worst_problem_ends_at_its_last_whole_clause():
     )
 
 
+def test_a_colon_inside_parentheses_does_not_end_the_worst_problem_s_head():
+    """The head ended at the first ": ", inside "(a step of 8 batches: ...)": the
+    verdict said "...every step (a step of 8 batches", its parenthesis open."""
+    from gpuwhy.finding import Finding
+    from gpuwhy.verdict import _headline
+
+    title = (
+        "The loop calls self.model.predict() every step (a step of 8 batches: "
+        "steps_per_execution=8): 60.7 ms a call, between steps of 5.8 ms: 79% of the loop's time"
+    )
+    # the head to "=8)" is 93 characters: cut at a word, outside the parentheses
+    assert _headline(Finding("steps.keras-call-per-step", "high", title).title) == (
+        "The loop calls self.model.predict() every step…"
+    )
+    short = "Steps stall (every 8 batches: a call): 60.7 ms a call"
+    assert _headline(short, limit=40) == "Steps stall (every 8 batches: a call)"
+
+
 def test_a_worst_problem_cut_inside_a_stage_s_name_leaves_the_name_out():
     """A cut inside "MapAndBatch(parse at data/pipeline.py:…" would end mid-path: the
     name in parentheses goes whole or not at all."""
