@@ -206,11 +206,33 @@ def test_a_slow_leak_gets_a_census_after_an_interval_that_doubles(no_cost_budget
     census = HeapCensus(t0=0.0, calls=lambda: 3)
     assert not census.observe(9.0, 500 * MiB)  # the mark
     assert census.observe(9.5, 504 * MiB)  # the baseline
-    assert not census.observe(18.0, 509 * MiB)  # +5 MiB, 8.5 s after: not yet
-    assert census.observe(19.6, 509 * MiB)  # 10.1 s after, +5 MiB: due
-    assert not census.observe(35.0, 519 * MiB)  # the interval is 20 s now
-    assert not census.observe(45.0, 512 * MiB)  # 25.4 s after, but +3 MiB only
-    assert census.observe(45.0, 514 * MiB)
+    assert census.observe(20.0, 516 * MiB)  # +12 MiB: what the rule could report
+    assert not census.observe(28.0, 521 * MiB)  # +5 MiB, 8 s after: not yet
+    assert census.observe(30.1, 521 * MiB)  # 10.1 s after, +5 MiB: due
+    assert not census.observe(45.0, 531 * MiB)  # the interval is 20 s now
+    assert not census.observe(55.0, 524 * MiB)  # 24.9 s after, but +3 MiB only
+    assert census.observe(55.0, 525 * MiB)
+
+
+def test_a_creep_that_stops_short_of_a_finding_pays_for_the_baseline_alone(no_cost_budget):
+    """Public Keras programs crept 16 MiB past their marks (1.3 GiB resident) and paid
+    a second census of 0.3-0.7 s naming nothing: past the baseline, a census waits until
+    the growth is one host.memory-growth could report (16 MiB, and 2 % of the mark)."""
+    census = HeapCensus(t0=0.0, calls=lambda: 3)
+    mark = 1300 * MiB
+    assert not census.observe(9.0, mark)
+    assert census.observe(10.0, mark + 4 * MiB)  # the baseline
+    creep = [census.observe(11.0 + i, mark + (4 + min(i, 21)) * MiB) for i in range(600)]
+    assert not any(creep) and census.censuses == 1  # 25 MiB < 2 % of 1,300 MiB
+    assert census.observe(700.0, mark + 27 * MiB) and census.censuses == 2
+
+
+def test_the_census_s_floor_is_what_the_memory_rule_reports():
+    from gpuwhy.rules.host.memory_growth import MemoryGrowth
+
+    options = MemoryGrowth.options
+    assert heap_census.REPORTABLE_GROWTH == options["min_growth_mib"] * MiB
+    assert heap_census.REPORTABLE_SHARE == options["min_growth_share"]
 
 
 def test_a_program_without_tf_function_calls_gets_its_mark_after_sixteen_seconds():
