@@ -36,6 +36,8 @@ second) earlier is the *mark*; the baseline census comes once the memory has gro
 mark (a program whose memory stays flat pays for no census at all: on a 20 s loop of
 0.5 ms steps a baseline held the program 1-3 % of its run; one whose memory grows that
 fast at 8 s has its baseline then, as when every program had one). Then a census comes only when the
+memory has grown past the mark by what ``host.memory-growth`` could report
+(``REPORTABLE_GROWTH``, ``REPORTABLE_SHARE``) and the
 resident memory has grown past the last census's by a threshold that doubles each time
 (12 MiB, 24 MiB, 48 MiB ...), or by 4 MiB after an
 interval that doubles each time (10 s, 20 s, 40 s ...: a slow leak after start-up's
