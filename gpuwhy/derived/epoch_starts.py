@@ -18,7 +18,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from gpuwhy.derived.pipeline import NEXT_TIMING
-from gpuwhy.derived.pipeline_stages import per_consumer_element, stage_index
+from gpuwhy.derived.pipeline_stages import pass_elements, per_consumer_element, stage_index
 from gpuwhy.facts import PipelineFacts, PipelineStage, StepFacts
 from gpuwhy.formatting import GAP_SOURCES, duration
 
@@ -161,7 +161,8 @@ def shuffle_refill(pipeline: PipelineFacts, shuffle: PipelineStage) -> ShuffleRe
     None where the buffer or a stage's rate under it is unknown: an estimate from part
     of the stages would be too short."""
     index = stage_index(pipeline, shuffle)
-    if not index or not shuffle.buffer_size:
+    buffer = filled_elements(pipeline, shuffle)
+    if not index or not buffer:
         return None  # not in the pipeline, nothing under it, or no buffer
     below = [s for s in pipeline.stages[:index] if s.kind != "prefetch"]
     if not below or any(not s.root_elements_per_s for s in below):
@@ -170,4 +171,18 @@ def shuffle_refill(pipeline: PipelineFacts, shuffle: PipelineStage) -> ShuffleRe
     rate = (slowest.root_elements_per_s or 0.0) * (per_consumer_element(pipeline, shuffle) or 0.0)
     if rate <= 0:
         return None  # a ratio after the shuffle unknown
-    return ShuffleRefill(shuffle.buffer_size / rate, shuffle.buffer_size, slowest)
+    return ShuffleRefill(buffer / rate, buffer, slowest)
+
+
+def filled_elements(pipeline: PipelineFacts, shuffle: PipelineStage) -> int | None:
+    """The elements a refill of ``shuffle``'s buffer reads: its buffer, or a whole pass
+    where the pass is shorter (``shuffle(10000)`` over 3,000 texts reads 3,000, where
+    the estimate said 10,000 and a refill more than three times as long). None where
+    the buffer is unknown."""
+    if not shuffle.buffer_size:
+        return None
+    per_pass, _ = pass_elements(pipeline)
+    per_element = per_consumer_element(pipeline, shuffle)
+    if per_pass and per_element:
+        return min(shuffle.buffer_size, max(1, round(per_pass * per_element)))
+    return shuffle.buffer_size

@@ -38,6 +38,10 @@ class PipelineStage:
     # model gets (None: a bookkeeping stage or unmeasured)
     python: bool = False  # calls Python: py_function, numpy_function, generator
     stateful: bool = False  # its function has stateful ops (stays sequential)
+    # of those, some may give an element another result in parallel or in another order
+    # (a random draw, Python not declared pure, a write); reading a lookup table or a
+    # variable does not. None: a record from before it was kept (judge by ``stateful``)
+    order_dependent: bool | None = None
     deterministic: bool | None = None  # as written (None: the pipeline default)
     codec_ops: tuple[str, ...] = ()  # decode/encode/decompress ops it runs ("DecodeJpeg", "GZIP")
     random: bool = False  # its function draws random numbers (not cacheable)

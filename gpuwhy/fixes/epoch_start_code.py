@@ -13,7 +13,7 @@ their boundaries, as TF's guide says), where one before it refills at every pass
 from __future__ import annotations
 
 import gpuwhy.source_calls as source_calls
-from gpuwhy.derived.epoch_starts import EpochStarts, shuffle_refill
+from gpuwhy.derived.epoch_starts import EpochStarts, filled_elements, shuffle_refill
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.fixes import dataset_calls
 from gpuwhy.formatting import duration
@@ -41,7 +41,7 @@ def epoch_start_fix(
         lines.append(f"# starting (its threads and its buffers filling), {each}.")
     else:
         call = dataset_calls.stage_call(shuffle, "shuffle")
-        buffer = f"{shuffle.buffer_size:,} elements" if shuffle.buffer_size else "its elements"
+        buffer = _buffer_words(pipeline, shuffle)
         where = f" ({shuffle.location})" if shuffle.location else ""
         lines += [
             f"# filling the buffer of {call}{where}, {buffer}, {each}.",
@@ -78,7 +78,7 @@ def _loop_lines(
         # a repeat after the shuffle makes a new shuffle iterator at every pass: its
         # buffer refills all the same; only a repeat before it keeps one buffer
         call = dataset_calls.stage_call(shuffle, "shuffle")
-        buffer = f"{shuffle.buffer_size:,} elements" if shuffle.buffer_size else "its elements"
+        buffer = _buffer_words(pipeline, shuffle)
         refill = shuffle_refill(pipeline, shuffle)
         if refill is not None:
             buffer += f", about {duration(refill.seconds)} at the rate of {refill.slowest.name}"
@@ -114,6 +114,17 @@ def _loop_lines(
     ]
 
 
+def _buffer_words(pipeline: PipelineFacts | None, shuffle: PipelineStage) -> str:
+    """``10,000 elements``, or where the pass is shorter than the buffer, what fills it:
+    ``its 3,000 elements (the whole pass; a buffer of 10,000)``."""
+    if not shuffle.buffer_size:
+        return "its elements"
+    filled = filled_elements(pipeline, shuffle) if pipeline is not None else None
+    if filled is not None and filled < shuffle.buffer_size:
+        return f"its {filled:,} elements (the whole pass; a buffer of {shuffle.buffer_size:,})"
+    return f"{shuffle.buffer_size:,} elements"
+
+
 def _method(call: str, name: str) -> str:
     """``.shuffle(train_size)`` of ``ds.shuffle(train_size)`` as written (or rebuilt)."""
     at = call.rfind(f".{name}(")
@@ -121,14 +132,17 @@ def _method(call: str, name: str) -> str:
 
 
 def refilled_shuffle(pipeline: PipelineFacts | None) -> PipelineStage | None:
-    """The pipeline's shuffle with no repeat written before it (one that refills its
-    buffer at each pass), or None."""
+    """The pipeline's last shuffle with no repeat written before it (one that refills
+    its buffer at each pass), or None. The last: its buffer fills through every stage
+    under it, an earlier shuffle's fill included. A review's image pipeline shuffled its
+    900 file names (milliseconds) and then, after the map that decodes them, 720 decoded
+    images (half a second): the fix named the file names' shuffle."""
     if pipeline is None:
         return None
-    repeated = False
+    found = None
     for stage in pipeline.stages:
-        if "shuffle" in stage.written_as:
-            return None if repeated else stage
         if "repeat" in stage.written_as:
-            repeated = True
-    return None
+            break
+        if "shuffle" in stage.written_as:
+            found = stage
+    return found

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwhy.derived.epoch_starts import epoch_starts, shuffle_refill
+from gpuwhy.derived.epoch_starts import epoch_starts, filled_elements, shuffle_refill
 from gpuwhy.facts import StepFacts
-from gpuwhy.fixes.epoch_start_code import epoch_start_fix
+from gpuwhy.fixes.epoch_start_code import epoch_start_fix, refilled_shuffle
 from tests import builders_tfdata as t
 
 
@@ -130,11 +130,34 @@ def test_a_shuffle_the_repeat_comes_after_is_said_to_refill_at_every_pass(tmp_pa
     assert starts is not None
     source, *rest = loop_pipeline(4).stages
     shuffled = (source, t.shuffle(buffer_size=6000, written_calls=("ds.shuffle(train_size)",)))
-    pipeline = replace(loop_pipeline(4), stages=shuffled + tuple(rest))
+    # 4 passes of 188 batches of 32: 6,016 elements a pass, more than the buffer
+    pipeline = replace(loop_pipeline(4), stages=shuffled + tuple(rest), elements=4 * 188)
     fix = "\n".join(epoch_start_fix(starts, pipeline, f"{script}:2"))
     assert "fills once" not in fix.replace("fills it once", "")
     assert "still refills its buffer (6,000 elements) at every pass" in fix
     assert "(.repeat().shuffle(train_size)) fills it once for the run" in fix
+
+
+def test_a_buffer_larger_than_the_pass_fills_with_the_pass_and_the_last_shuffle_is_named(
+    tmp_path,
+):
+    """A review's text classifier: shuffle(10000) over 3,000 texts fills with 3,000 (the
+    fix said 10,000 elements); an image pipeline that shuffles its file names, decodes
+    them and shuffles the images fills the second buffer through the decode (the fix
+    named the file names' shuffle, milliseconds, beside half a second of images)."""
+    starts = epoch_starts(loop_steps(4, 188, 0.8, 0.0005), loop_pipeline(4))
+    assert starts is not None
+    source, *rest = loop_pipeline(4).stages
+    names = t.shuffle(buffer_size=900, written_calls=("list_ds.shuffle(image_count)",))
+    images = t.shuffle(buffer_size=10000, written_calls=("train_ds.shuffle(buffer_size=10000)",))
+    pipeline = replace(
+        loop_pipeline(4), stages=(source, names, images, *rest), elements=4 * 94
+    )  # 94 batches of 32 a pass: 3,008 elements
+    assert refilled_shuffle(pipeline) is images
+    assert filled_elements(pipeline, images) == 3008
+    fix = "\n".join(epoch_start_fix(starts, pipeline, f"{tmp_path}/train.py:2"))
+    assert "its 3,008 elements (the whole pass; a buffer of 10,000)" in fix
+    assert "train_ds.shuffle(buffer_size=10000)" in fix and "list_ds" not in fix
 
 
 def refilling_pipeline(iterators: int):

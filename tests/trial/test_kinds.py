@@ -848,6 +848,31 @@ def test_a_map_kept_sequential_by_its_random_draws_is_said_so(tmp_path):
     assert "its elements change between passes (MapAndBatch(augment))" in why.why
 
 
+def test_a_map_that_only_reads_a_lookup_table_is_made_parallel(tmp_path):
+    """TextVectorization's vocabulary lookup (LookupTableFindV2) is stateful to TF, which
+    keeps the map sequential, but it only reads: the trial refused the parallel map its
+    finding prints "for its stateful ops (random draws)" (a review's RNN classifier)."""
+    path, files = setup(tmp_path)
+    vectorize = PipelineStage(
+        "Map", "map", ("map",), f"{path}:4", function="<lambda>", stateful=True,
+        order_dependent=False, parallelism=1,
+    )  # fmt: skip
+    stages = (
+        PipelineStage("Range", "source", ("range",), f"{path}:4"),
+        vectorize,
+        PipelineStage("BatchV2", "batch", ("batch",), f"{path}:4"),
+    )
+    pipeline = PipelineFacts(1, location=f"{path}:4", stages=stages)
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,)))
+    found, _ = plan([finding("input.sequential-map")], facts, files)
+    assert "map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)" in edited(path, found[0])
+    writes = replace(vectorize, order_dependent=True)  # a write of state: left as it is
+    pipeline = replace(pipeline, stages=(stages[0], writes, stages[2]), prefetch_run=True)
+    facts = Facts(tfdata=TfDataFacts(pipelines=(pipeline,)))
+    found, refused = plan([finding("input.sequential-map")], facts, files)
+    assert not found and "(state it writes)" in refused[0].why
+
+
 def test_a_kind_that_found_nothing_says_why_beside_another_kind_s_fix(tmp_path, monkeypatch):
     """input.bound on a fit whose map TF already runs in parallel: the pipeline kind
     writes nothing and says why, steps_per_execution is tried; the why is kept, not

@@ -327,6 +327,7 @@ def _stage_facts(
         root_elements_per_s=None if rate is None else round(rate, 3),
         python=any(w.python for w in written),
         stateful=any(w.stateful for w in written),
+        order_dependent=any(w.order_dependent for w in written),
         deterministic=primary.deterministic if primary else None,
         codec_ops=tuple(dict.fromkeys(op for w in written for op in w.codec_ops)),
         random=any(w.random for w in written),

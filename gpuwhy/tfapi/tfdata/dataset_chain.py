@@ -52,7 +52,7 @@ from gpuwhy.source_generator import as_slices
 from gpuwhy.tfapi.callables import function_site, program_source, source_site
 from gpuwhy.tfapi.tfdata.classes import READERS, dataset_class
 from gpuwhy.tfapi.tfdata.dataset_size import element_bytes
-from gpuwhy.tfapi.tfdata.functions import function_contents
+from gpuwhy.tfapi.tfdata.functions import function_contents, order_dependent
 from gpuwhy.tfapi.tfdata.generator_gaps import GeneratorGaps
 from gpuwhy.tfapi.tfdata.origins import GAPS_ATTR, GENERATOR_ATTR, ORIGIN_ATTR, origin
 from gpuwhy.tfapi.tfdata.stages import varies_between_passes
@@ -95,6 +95,8 @@ class WrittenTransformation:
     python_functions: tuple[str, ...] = ()  # "slow (file:line)" behind those ops
     stateful: bool = False  # TF's map_parallelization would keep it sequential
     stateful_ops: tuple[str, ...] = ()
+    # parallel calls could change what an element gets (functions.order_dependent)
+    order_dependent: bool = False
     random: bool = False  # stateful random ops: differs from pass to pass
     random_ops: tuple[str, ...] = ()  # every random op, stateless ones too
     codec_ops: tuple[str, ...] = ()  # DecodeJpeg, DecodePng ..., "GZIP"/"ZLIB" reading
@@ -296,6 +298,7 @@ def _transformation(
         python_functions=contents.python_functions,
         stateful=bool(contents.stateful_ops),
         stateful_ops=contents.stateful_ops,
+        order_dependent=order_dependent(contents.stateful_ops),
         random=contents.stateful_random,
         random_ops=contents.random_ops,
         codec_ops=tuple(codecs),

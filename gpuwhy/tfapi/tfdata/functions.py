@@ -87,6 +87,22 @@ _READ_ONLY_STATEFUL = frozenset(
         "NoOp",
     }
 )
+
+
+def order_dependent(stateful_ops: Iterable[str]) -> bool:
+    """Whether a function with these stateful ops (TF's IsFunctionStateful's) may give
+    an element another result when calls run in parallel or in another order: a random
+    draw, Python not declared pure, an op that writes state. Reading a lookup table or a
+    variable does not (``TextVectorization``'s vocabulary lookup, a ``StringLookup``),
+    though it keeps TF's map_parallelization off."""
+    return any(
+        op not in _READ_ONLY_STATEFUL
+        and op not in _CONTAINERS
+        and not op.endswith(_DATASET_SUFFIXES)
+        for op in stateful_ops
+    )
+
+
 # Ops that only hold other functions: judged by the functions of the library instead.
 _CONTAINERS = frozenset(
     {

@@ -251,6 +251,14 @@ def _cacheable(pipeline: PipelineFacts, memory: int | None) -> bool:
     return pipeline.cardinality * size <= CACHE_SHARE * memory
 
 
+def _order_dependent(stage: PipelineStage) -> bool:
+    """Parallel calls of the stage's function could change what an element gets (a
+    random draw, a write of state); a lookup table's read (TextVectorization's) cannot,
+    though it keeps TF from parallelising the map itself. A record from before the
+    collector told them apart: every stateful op counts."""
+    return stage.stateful if stage.order_dependent is None else stage.order_dependent
+
+
 def _left_as_written(pipeline: PipelineFacts, memory: int | None) -> str:
     """Why nothing of the pipeline was changed: its maps, its prefetch, its cache."""
     maps = []
@@ -259,11 +267,19 @@ def _left_as_written(pipeline: PipelineFacts, memory: int | None) -> str:
             continue
         if stage.by_library:
             maps.append(f"{stage_label(stage)} is the library's")
-        elif stage.stateful:
+        elif stage.python:
+            maps.append(
+                f"{stage_label(stage)} calls Python, one element at a time: in parallel it "
+                "gains only where the Python releases the GIL (input.python-function's fix)"
+            )
+        elif _order_dependent(stage):
             maps.append(
                 f"{stage_label(stage)} runs one element at a time for its stateful ops (random "
                 "draws): in parallel they would go to other elements (its finding's fix: "
                 "stateless random ops, a seed per element)"
+                if stage.random
+                else f"{stage_label(stage)} runs one element at a time for its stateful ops "
+                "(state it writes): in parallel another element could read it first"
             )
     if not maps:
         maps.append("no map of it runs one element at a time")
@@ -330,7 +346,7 @@ def _pipeline_edits(
     for stage in pipeline.stages:
         if not runs_sequentially(stage, pipeline.autotune) or stage.by_library:
             continue
-        if stage.python or stage.stateful or "map" not in stage.written_as:
+        if stage.python or _order_dependent(stage) or "map" not in stage.written_as:
             continue
         parallel = _parallel(stage, files)
         if parallel:

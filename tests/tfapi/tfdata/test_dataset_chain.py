@@ -209,6 +209,31 @@ def test_stateful_mirrors_what_tf_parallelises(hooks):
         assert node in names, names
 
 
+def test_a_vocabulary_lookup_is_stateful_to_tf_but_gives_each_element_the_same_in_parallel(
+    hooks,
+):
+    """TextVectorization's lookup (LookupTableFindV2) keeps TF's map_parallelization off
+    (stateful), yet parallel calls give the same elements: gpuwhy fix tries it, where a
+    random draw, Python or a variable's write keeps the map as written."""
+    import keras
+
+    encoder = keras.layers.TextVectorization(max_tokens=20)
+    encoder.adapt(["a b c", "b c d", "c d e"])
+    counter = tf.Variable(0, dtype=tf.int64)
+
+    def counted(x):
+        return x + counter.assign_add(1)
+
+    texts = tf.data.Dataset.from_tensor_slices(["a b", "c d e", "e"])
+    for ds, dependent in (
+        (texts.map(lambda text: encoder(text)), False),
+        (tf.data.Dataset.range(4).map(lambda x: x + tf.random.uniform([], 0, 2, tf.int64)), True),
+        (tf.data.Dataset.range(4).map(counted), True),
+    ):
+        last = written_chain(ds)[-1]
+        assert last.stateful and last.order_dependent is dependent, last.stateful_ops
+
+
 def test_zip_follows_the_input_that_works_and_describes_the_other(hooks):
     left = tf.data.Dataset.range(3)  # @left
     right = tf.data.Dataset.range(3).map(parse)  # @right
