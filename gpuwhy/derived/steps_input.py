@@ -25,9 +25,15 @@ def steps_wait_at(facts: Facts, medium_at: float) -> StepsWait | None:
 
 def input_wait(facts: Facts, pipeline: PipelineFacts) -> InputWait | None:
     """The steps' measured wait for the pipeline they read (what input.bound reports),
-    else the pipeline's own timers, else None (not measured)."""
+    else the pipeline's own timers, else None (not measured). None too for the steps'
+    pipeline where their wait is not resolved from none (a Keras fit's difference of two
+    means within its uncertainty): a review's RNN classifier had "no wait for input
+    shown (measured 6%, ±18.7%: not told from none)" in its verdict and a HIGH
+    input.sequential-map "steps wait for input 6% of the time" under it."""
     result = derived(facts)
     if result.steps_wait is not None and result.steps_pipeline is pipeline:
+        if facts.steps is not None and not facts.steps.input_wait_resolved:
+            return None
         return result.steps_wait.wait
     return pipeline_wait(pipeline)
 

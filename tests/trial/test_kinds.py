@@ -640,6 +640,46 @@ def test_a_cache_goes_where_input_no_cache_found_it_before_a_shuffle(tmp_path):
     assert ".map(parse).cache().shuffle(2000).batch(64)\n" in text
 
 
+def test_a_decode_s_cache_is_tried_where_compression_cpu_codec_prints_it(tmp_path):
+    """A review's image pipeline: list_files, a decoding map, a shuffle after it.
+    compression.cpu-codec printed `.cache()` after the map and gpuwhy fix said it had "no
+    automatic fix"; a decode with a random draw before it (a cache would replay it) is
+    left to the finding's words."""
+    from gpuwhy.fixes.pipeline_evidence import pipeline_name
+    from gpuwhy.formatting import stage_label
+
+    path = tmp_path / "train.py"
+    path.write_text(
+        "import tensorflow as tf\n\n"
+        "train_ds = tf.data.Dataset.list_files(pattern, shuffle=False)\n"
+        "train_ds = train_ds.map(load)\n"
+        "train_ds = train_ds.shuffle(1000).batch(32)\n"
+    )
+    files = SourceFiles(root=str(tmp_path), script=str(path))
+    decode = PipelineStage(
+        "ParallelMapV2", "map", ("map",), f"{path}:4", function="load", parallelism=2,
+        codec_ops=("DecodePng",), repeats=True,
+    )  # fmt: skip
+    stages = (
+        PipelineStage("TensorSlice", "source", ("list_files",), f"{path}:3", repeats=True),
+        decode,
+        PipelineStage("Shuffle", "shuffle", ("shuffle",), f"{path}:5", repeats=False),
+        PipelineStage("BatchV2", "batch", ("batch",), f"{path}:5"),
+    )
+    pipeline = PipelineFacts(
+        1, location=f"{path}:5", stages=stages, consumer="keras-fit", prefetch_run=True
+    )
+    evidence = {"pipeline": pipeline_name(pipeline), "stage": stage_label(decode)}
+    codec = replace(finding("compression.cpu-codec"), evidence=evidence)
+    found, _ = plan([codec], Facts(tfdata=TfDataFacts(pipelines=(pipeline,))), files)
+    (cache,) = found
+    assert "train_ds = train_ds.map(load).cache()\n" in edited(str(path), cache)
+    drawn = replace(stages[0], repeats=False)  # file names drawn anew each pass
+    varied = replace(pipeline, stages=(drawn, *stages[1:]))
+    found, _ = plan([codec], Facts(tfdata=TfDataFacts(pipelines=(varied,))), files)
+    assert not found
+
+
 def test_a_dataset_a_keras_helper_built_is_cached_where_the_program_calls_it(tmp_path):
     """keras' timeseries helper builds every stage (by the library); the program's call
     into it, laid out over several lines, ends the pipeline fit reads: the cache goes

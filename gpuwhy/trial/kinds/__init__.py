@@ -47,6 +47,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.python-function": (input_pipeline.candidates, keras_dataset.workers),
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (helper_cache.candidates, input_pipeline.candidates),
+    "compression.cpu-codec": (input_pipeline.candidates,),  # its cache after the decode
     # the input a GPU would wait for: what speeds up the pipeline here speeds it there (its
     # fix names the cache, parallel maps and a pipeline built with tf.data; it said "no
     # automatic fix" beside a cache that ran the weather forecast's epochs 1.8x faster)

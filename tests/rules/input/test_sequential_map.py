@@ -36,6 +36,16 @@ def test_stateful_random_map_gets_stateless_ops_and_parallel_calls():
     assert f.estimated_gain.startswith("estimate:")
 
 
+def test_a_wait_not_told_from_none_is_no_wait_of_the_steps():
+    """A review's RNN classifier: fit's wait 6% ±18.7% (a difference of two means, not
+    resolved from none), which the verdict said as "no wait for input shown", and a HIGH
+    input.sequential-map "steps wait for input 6% of the time" under it."""
+    steps = t.fit_steps(0.06, input_wait_error=0.187)
+    assert check(t.facts(t.example_pipeline(), steps=steps)) == []
+    (resolved,) = check(t.facts(t.example_pipeline(), steps=t.fit_steps(0.06)))
+    assert "steps wait for input 6% of the time" in resolved.title
+
+
 def test_map_tf_parallelised_itself_is_not_reported():
     # Written without num_parallel_calls, stateless: TF ran it as ParallelMapV2, and
     # autotune may have given it a single thread on a busy host.
