@@ -210,7 +210,12 @@ def _signalled(cmd, cwd, signum):
     assert proc.stdout.readline() == "ready\n"
     time.sleep(0.3)
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # a run that went on past the signal must not outlive the test
+        proc.communicate()
+        raise
     return proc.returncode, out, err, Path(tmp)
 
 

@@ -600,7 +600,9 @@ def for_stage(pipeline: PipelineFacts, index: int, vectorise_below_s: float) -> 
     if stage.kind in ("interleave", "flat_map") or {"interleave", "flat_map"} & set(
         stage.written_as
     ):
-        return interleave(stage)
+        # a helper's own interleave (make_csv_dataset's over its files): a template of
+        # it names an `<dataset>.interleave(...)` the program never wrote
+        return library_stage(pipeline, stage) if stage.by_library else interleave(stage)
     if is_map(stage) and stage.by_library and not stage.codec_ops:
         # a map inside a dataset helper (timeseries_dataset_from_array's own lambda):
         # a parallel or cached template of it names a call the program never wrote

@@ -32,6 +32,19 @@ _TF_LIBRARY_PARTS = (
     f"{os.sep}python{os.sep}keras{os.sep}",
     f"{os.sep}dtensor{os.sep}",
 )
+# ... and these functions of tf.data's own build a whole pipeline for the user from files
+# (tensorflow/python/data/experimental/ops/readers.py): its interleave, maps and shuffle
+# are the helper's, not calls the program wrote (a template of them named an
+# `<dataset>.interleave(filename_to_dataset)` in TF's custom training walkthrough)
+_TF_HELPERS = frozenset(
+    {
+        "make_csv_dataset_v1",
+        "make_csv_dataset_v2",
+        "make_batched_features_dataset_v1",
+        "make_batched_features_dataset_v2",
+        "make_tf_record_dataset",
+    }
+)
 _GPUWHY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP, _LIBRARY, _USER = 0, 1, 2
 _FRAME_KIND: dict[Any, int] = {}
@@ -47,6 +60,8 @@ def _frame_kind(code: Any) -> int:
         generated = filename.startswith("<") and not filename.startswith(NOTEBOOK_CELL)
         if "__autograph_generated" in filename or generated:
             kind = _SKIP
+        elif _TF_DIR_MARK in filename and code.co_name in _TF_HELPERS:
+            kind = _LIBRARY
         elif _TF_DIR_MARK in filename and not any(p in filename for p in _TF_LIBRARY_PARTS):
             kind = _SKIP
         elif is_library_file(filename):

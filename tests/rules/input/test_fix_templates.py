@@ -625,6 +625,24 @@ def test_a_library_built_stage_gets_the_helper_call_not_a_template():
     assert "<dataset>" not in fix and ".cache() after that" in fix
 
 
+def test_an_interleave_inside_a_library_built_dataset_gets_the_helper_call_not_a_template():
+    """TF's custom training walkthrough: make_csv_dataset's own interleave over its one
+    CSV file was the slowest stage, and input.bound's fix read "in place of:
+    <dataset>.interleave(filename_to_dataset)", a call the program never wrote."""
+    interleave = PipelineStage(
+        name="LegacyParallelInterleaveV2", kind="interleave", written_as=("interleave",),
+        location="train.py:24", function="filename_to_dataset", by_library=True,
+    )  # fmt: skip
+    pipeline = PipelineFacts(
+        id=1,
+        stages=(interleave,),
+        helper_call="tf.data.experimental.make_csv_dataset(train_dataset_fp, batch_size)",
+    )
+    fix = "\n".join(pipeline_code.for_stage(pipeline, 0, 0.0))
+    assert "make_csv_dataset(train_dataset_fp, batch_size) builds at train.py:24" in fix
+    assert "<dataset>" not in fix and ".interleave(" not in fix
+
+
 def test_a_map_inside_a_library_built_dataset_gets_the_helper_call_not_a_template():
     """TF's time-series tutorial: timeseries_dataset_from_array's own ParallelMapV2
     (<lambda>) was the slowest stage, and input.bound's fix read

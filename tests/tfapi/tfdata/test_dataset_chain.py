@@ -287,6 +287,24 @@ def test_a_dataset_keras_builds_is_marked_as_made_by_a_library(hooks):
     assert final.location == at("adapter")  # the user's call into Keras
 
 
+def test_the_stages_make_csv_dataset_builds_are_the_helper_s_and_a_csv_dataset_the_program_s(
+    hooks, tmp_path
+):
+    """TF's custom training walkthrough: make_csv_dataset's interleave, batch and maps
+    were read as the program's and its interleave got an `<dataset>.interleave(...)`
+    template; a CsvDataset the program makes itself stays its own."""
+    path = tmp_path / "train.csv"
+    path.write_text("a,b,label\n" + "".join(f"{i},{i * 2},{i % 3}\n" for i in range(32)))
+    csv = tf.data.experimental.make_csv_dataset
+    ds = csv(str(path), batch_size=8, label_name="label", num_epochs=1)  # @csv
+    chain = written_chain(ds)
+    assert all(s.by_library for s in chain) and chain[-1].location == at("csv")
+    assert any(s.api == "interleave" for s in chain)
+    own = tf.data.experimental.CsvDataset(str(path), [0, 0, 0], header=True)  # @own
+    (read,) = written_chain(own)
+    assert not read.by_library and read.location == at("own")
+
+
 def batches():  # @batches
     while True:
         yield np.zeros((4, 2), np.float32), np.zeros((4,), np.float32)
