@@ -2,6 +2,7 @@
 Python (`gpuwhy.session()`, `gpuwhy.KerasCallback()`) in this process."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -218,3 +219,42 @@ def test_keras_callback_watches_fit_and_keeps_the_record(capsys):
     assert record.facts.steps.source == "keras-fit" and record.facts.steps.count == 16
     assert record.facts.steps.marker.endswith(f":{line_with(Path(__file__), 'callback-fit')}")
     assert "Steps" in capsys.readouterr().err
+
+
+FIT_ON_STRINGS = textwrap.dedent(
+    """
+    import numpy as np
+    import keras
+
+    x = np.random.rand(64, 4).astype("float32")
+    y = (x[:, 0] > 0.5).astype("float32")
+    inputs = keras.Input((4,), name="features")
+    model = keras.Model(inputs, keras.layers.Dense(1, name="priority")(inputs))
+    model.compile("adam", "mse")
+    # the targets as a dict for a single output: Keras converts its key and raises
+    model.fit({"features": x}, {"priority": y}, epochs=1, batch_size=16, verbose=0)
+    """
+)
+
+
+def test_a_keras_error_s_traceback_is_python_s_to_its_last_frame(tmp_path):
+    """Keras filters its own frames from a fit's error and keeps the innermost one where
+    it filtered out all else; a gpuwhy frame it kept made it drop that one: the
+    traceback under gpuwhy ended a frame early (a review's fit on a string column)."""
+    script = tmp_path / "train.py"
+    script.write_text(FIT_ON_STRINGS)
+
+    def traceback_of(command: list[str]) -> str:
+        done = subprocess.run(
+            command, capture_output=True, text=True, cwd=tmp_path, timeout=600,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr[-2000:]
+        start = done.stderr.index("Traceback (most recent call last):")
+        end = done.stderr.index("\n", done.stderr.index("Error: ", start))
+        return done.stderr[start:end]
+
+    plain = traceback_of([sys.executable, str(script)])
+    watched = traceback_of([GPUWHY, "run", "-o", "/dev/null", str(script)])
+    assert watched == plain
+    assert "core.py" in plain  # Keras' innermost frame, kept where it filtered out the rest

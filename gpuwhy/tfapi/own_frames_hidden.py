@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,7 @@ class HiddenFrames:
         self.reason: str | None = None
         self.parts: list[str] = []  # what is hidden: "op stacks", "Python tracebacks", ...
         self._undo: list[Callable[[], None]] = []
+        self._keras: set[str] = set()  # Keras' filters hidden from (hide_from_keras)
 
     @property
     def hidden(self) -> bool:
@@ -62,11 +64,31 @@ class HiddenFrames:
         """Put back what this changed; safe to call twice. Op stacks recorded meanwhile
         keep gpuwhy hidden: they hold the file set itself, which is left as it is."""
         steps, self._undo, self.parts = self._undo, [], []
+        self._keras = set()
         for step in reversed(steps):
             try:
                 step()
             except Exception as error:  # noqa: BLE001 - undoing must not fail the run's end
                 self._missed("undo", error)
+
+    def hide_from_keras(self) -> None:
+        """The same for Keras' own filter (``keras.src.utils.traceback_utils``, a copy of
+        TF's), once Keras is imported: a gpuwhy frame Keras kept made it drop the
+        fallback that keeps the innermost frame where it filters out every other, and a
+        fit's error lost its last line ("keras/src/backend/tensorflow/core.py, line
+        154, in convert_to_tensor") against python's. Never raises."""
+        if os.environ.get("GPUWHY_DEBUG"):
+            return
+        for name in ("keras.src.utils.traceback_utils", "tf_keras.src.utils.traceback_utils"):
+            module = sys.modules.get(name)
+            if module is None or name in self._keras:
+                continue  # not imported, or hidden from already (keras, then tf_keras)
+            try:
+                self._undo.append(_excluded(module, _package_dirs()))
+                self._keras.add(name)
+                self.parts.append("Keras tracebacks")
+            except Exception as error:  # noqa: BLE001 - a Keras without these private names
+                self._missed(f"hiding from {name}", error)
 
     def _missed(self, what: str, error: BaseException) -> None:
         why = f"{what} failed: {type(error).__name__}: {error}"
@@ -187,7 +209,11 @@ def _hiding_filter(base: type, files: frozenset[str]) -> Any:
 
 def _hide_from_tracebacks(dirs: list[str]) -> Callable[[], None]:
     """Add gpuwhy's directory to the paths ``filter_traceback`` drops; returns the undo."""
-    module = importlib.import_module("tensorflow.python.util.traceback_utils")
+    return _excluded(importlib.import_module("tensorflow.python.util.traceback_utils"), dirs)
+
+
+def _excluded(module: Any, dirs: list[str]) -> Callable[[], None]:
+    """``dirs`` added to a traceback filter's ``_EXCLUDED_PATHS`` (TF's, Keras'); the undo."""
     excluded = module._EXCLUDED_PATHS
     if not isinstance(excluded, tuple) or not all(isinstance(p, str) for p in excluded):
         raise TypeError("traceback_utils._EXCLUDED_PATHS is not a tuple of paths")

@@ -100,6 +100,8 @@ class Session:
             self._safely(collector.on_tensorflow)
 
     def _on_keras(self, _module: Any = None) -> None:
+        if self._frames_hidden is not None:  # Keras' traceback filter, as TF's
+            self._frames_hidden.hide_from_keras()
         for collector in self.collectors:
             self._safely(collector.on_keras)
 
