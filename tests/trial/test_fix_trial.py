@@ -105,7 +105,11 @@ def test_a_program_that_prints_its_trace_count_keeps_the_fix_that_ends_its_trace
     """ "Tracing count: 1" against "Tracing count: 128" is what the fix is for: compared
     as a result, it refused a fix 40x faster (a review's program, as TF's guide prints
     its traces). The losses printed beside it are still compared."""
-    record, patch, _ = fix(tmp_path, PROGRAMS / "retracing_counted.py")
+    source = tmp_path / "source" / "retracing_counted.py"
+    source.parent.mkdir()
+    traces = 'print("Tracing count:", train_step.experimental_get_tracing_count())\n'
+    source.write_text((CORPUS / "retracing.py").read_text() + traces)
+    record, patch, _ = fix(tmp_path, source)
     (rate,) = tried(record, "launch.retracing")
     assert rate["ran"] and rate["same_results"] is True and rate["held"], rate
     assert "tf.constant(learning_rate, tf.float32)" in patch
