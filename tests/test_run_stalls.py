@@ -237,7 +237,11 @@ def test_keras_model_checkpoint_at_every_epoch_s_end_is_time_between_steps(tmp_p
     assert "ModelCheckpoint(save_freq='epoch')" in finding["title"] and fit in finding["title"]
     assert "save_freq=400, save_weights_only=True)  # every 10 epochs of 40 steps" in finding["fix"]
     (between,) = [g for g in record["stalls"]["loops"] if g["between_steps"]]
-    assert between["count"] == 5 and between["causes"][0]["kind"] == "checkpoint"
+    # what overlapped them, most time first: on a loaded host TF's race at the epochs'
+    # iterator ends may outlast the writes in all (the beat is the checkpoint's all the same)
+    assert between["count"] == 5 and "checkpoint" in {c["kind"] for c in between["causes"]}
+    (beat,) = [b for b in between["beats"] if b["kind"] == "checkpoint"]
+    assert beat["count"] == 5 and beat["every_steps"] == 40
 
 
 def test_gc_collect_of_a_large_heap_every_40_steps_is_named(tmp_path):

@@ -237,7 +237,8 @@ def test_a_large_wait_in_the_epochs_first_steps_names_the_shuffle_that_refills()
     refilled = t.pipeline(
         t.stage(name="TensorSlice", kind="source", written_as=("from_tensor_slices",)),
         t.shuffle(written_calls=("ds.shuffle(60000)",), buffer_size=60000),
-        t.batch(),
+        t.batch(ratio=1024.0),  # 59 batches of 1,024 a pass: the buffer fills with 60,000
+        cardinality=59,
         gap_median_s=0.0013,
         gap_mean_s=0.0013,
         gap_count=290,
