@@ -95,11 +95,16 @@ def order_dependent(stateful_ops: Iterable[str]) -> bool:
     draw, Python not declared pure, an op that writes state. Reading a lookup table or a
     variable does not (``TextVectorization``'s vocabulary lookup, a ``StringLookup``),
     though it keeps TF's map_parallelization off."""
-    return any(
+    return any(_may_change_elements(op) for op in stateful_ops)
+
+
+def _may_change_elements(op: str) -> bool:
+    """A stateful op whose result for an element may depend on other calls: not a read,
+    not a holder of other functions, not a dataset's description."""
+    return (
         op not in _READ_ONLY_STATEFUL
         and op not in _CONTAINERS
         and not op.endswith(_DATASET_SUFFIXES)
-        for op in stateful_ops
     )
 
 
@@ -197,14 +202,7 @@ def _read_function_info(wrapper: Any) -> FunctionInfo:
             random.add(op)
         if stateful and op not in _CONTAINERS and op != "Assert":
             tf_stateful = True
-        if (
-            stateful
-            and not runs_python(op)
-            and op not in random
-            and op not in _CONTAINERS
-            and op not in _READ_ONLY_STATEFUL
-            and not op.endswith(_DATASET_SUFFIXES)
-        ):
+        if stateful and not runs_python(op) and op not in random and _may_change_elements(op):
             unsafe.add(op)
     try:  # TF's own judgement (If/While with stateless branches are stateless)
         top = wrapper.function.function_def
