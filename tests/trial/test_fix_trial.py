@@ -48,6 +48,13 @@ def tried(record: dict, finding: str) -> list[dict]:
     return [t for t in record["fixes_tried"] if t["finding"] == finding]
 
 
+def judged(t: dict) -> dict:
+    """What a trial's verdict rests on: an assertion's message that a loaded CI host's
+    failure can be read from (pytest cuts the whole entry after its first fields)."""
+    keys = ("held", "same_results", "difference", "speedup", "speedup_low", "called", "runs")
+    return {k: t.get(k) for k in (*keys, "speed_note", "error")}
+
+
 def patched_runs(tmp_path: Path, program: str, patch: str) -> subprocess.CompletedProcess:
     """The patch applied by git to a fresh copy, and the patched program run."""
     work = tmp_path / "patched"
@@ -96,7 +103,7 @@ def test_a_fix_that_crashes_is_said_so_and_left_out(tmp_path):
 def test_a_python_float_passed_as_a_tensor_ends_the_retracing(tmp_path):
     record, patch, _ = fix(tmp_path, CORPUS / "retracing.py")
     (rate,) = tried(record, "launch.retracing")
-    assert rate["ran"] and rate["same_results"] is True and rate["speedup"] >= 1.3, rate
+    assert rate["ran"] and rate["same_results"] is True and rate["speedup"] >= 1.3, judged(rate)
     assert "tf.constant(learning_rate, tf.float32)" in patch
     assert patched_runs(tmp_path, "retracing.py", patch).returncode == 0
 
@@ -111,7 +118,7 @@ def test_a_program_that_prints_its_trace_count_keeps_the_fix_that_ends_its_trace
     source.write_text((CORPUS / "retracing.py").read_text() + traces)
     record, patch, _ = fix(tmp_path, source)
     (rate,) = tried(record, "launch.retracing")
-    assert rate["ran"] and rate["same_results"] is True and rate["held"], rate
+    assert rate["ran"] and rate["same_results"] is True and rate["held"], judged(rate)
     assert "tf.constant(learning_rate, tf.float32)" in patch
     ran = patched_runs(tmp_path, "retracing_counted.py", patch)
     assert ran.returncode == 0 and "Tracing count: 1\n" in ran.stdout, ran.stderr[-2000:]
@@ -208,7 +215,9 @@ def test_an_eager_loop_on_numpy_float64_gets_its_arrays_cast_where_they_are_made
     """placement.float64 from the eager ops' dtypes (no tf.function to audit); the float
     arrays NumPy makes are cast to float32 where they are made, alone and beside the
     step traced."""
-    record, patch, _ = fix(tmp_path, PROGRAMS / "float64_eager_numpy.py")
+    # 3 runs a side, as the float64 loop's: on a loaded CI host 2 left the graph's 4x
+    # unjudged once (other processes took 45 % of its CPU)
+    record, patch, _ = fix(tmp_path, PROGRAMS / "float64_eager_numpy.py", "--runs", "3")
     found = {f["id"]: f for f in record["findings"]}
     assert "run eagerly" in found["placement.float64"]["title"]
     (f32,) = tried(record, "placement.float64")
@@ -217,7 +226,7 @@ def test_an_eager_loop_on_numpy_float64_gets_its_arrays_cast_where_they_are_made
     # the loop's body cannot move whole (total += float(loss), read by the epoch's
     # print): the statements issuing the ops become loss = train_step(xb, yb)
     graph = tried(record, "launch.eager-ops")[0]
-    assert graph["held"] and graph["speedup"] >= 1.3, graph
+    assert graph["held"] and graph["speedup"] >= 1.3, judged(graph)
     assert "+        loss = train_step(xb, yb)" in patch and "+    return loss" in patch
     assert "         total += float(loss)" in patch  # context: the Python stays as it was
     ran = patched_runs(tmp_path, "float64_eager_numpy.py", patch)
@@ -230,7 +239,7 @@ def test_a_fit_fed_by_a_sequence_gets_worker_threads_proven(tmp_path):
     record, patch, done = fix(tmp_path, PROGRAMS / "sequence_fit.py")
     (threads,) = [t for t in record["fixes_tried"] if "worker threads" in t["fix"]]
     assert threads["ran"] and threads["same_results"] is True, threads
-    assert threads["speedup"] >= 1.3 and threads["held"] and threads["in_patch"], threads
+    assert threads["speedup"] >= 1.3 and threads["held"] and threads["in_patch"], judged(threads)
     assert "+        super().__init__(workers=4)" in patch
     assert "tried for input.bound, which it answers too" in done.stderr
     assert patched_runs(tmp_path, "sequence_fit.py", patch).returncode == 0
@@ -243,7 +252,7 @@ def test_a_generator_of_array_slices_is_replaced_by_slicing_proven_and_patched(t
     record, patch, _ = fix(tmp_path, PROGRAMS / "generator_loop.py", "--finding", "input.bound")
     (sliced,) = [t for t in tried(record, "input.bound") if "from_tensor_slices" in t["fix"]]
     assert sliced["ran"] and sliced["same_results"] is True, sliced
-    assert sliced["speedup"] >= 1.3 and sliced["in_patch"], sliced
+    assert sliced["speedup"] >= 1.3 and sliced["in_patch"], judged(sliced)
     assert (
         '+dataset = tf.data.Dataset.from_tensor_slices((features.astype("float32"), labels))'
         ".batch(32)\n" in patch
@@ -255,7 +264,7 @@ def test_a_generator_of_array_slices_is_replaced_by_slicing_proven_and_patched(t
 def test_an_eager_loop_inside_main_gets_its_step_statements_traced_not_main(tmp_path):
     record, patch, _ = fix(tmp_path, PROGRAMS / "eager_loop_in_main.py")
     graph = tried(record, "launch.eager-ops")[0]
-    assert graph["ran"] and graph["same_results"] is True and graph["held"], graph
+    assert graph["ran"] and graph["same_results"] is True and graph["held"], judged(graph)
     text = (PROGRAMS / "eager_loop_in_main.py").read_text().splitlines()
     first = next(i for i, line in enumerate(text, 1) if "tf.GradientTape()" in line)
     last = next(i for i, line in enumerate(text, 1) if "apply_gradients" in line)
@@ -269,7 +278,7 @@ def test_run_eagerly_left_in_compile_is_set_back_and_proven(tmp_path):
     record, patch, _ = fix(tmp_path, PROGRAMS / "run_eagerly_fit.py")
     (switch,) = [t for t in record["fixes_tried"] if "run_eagerly=False" in t["fix"]]
     assert switch["ran"] and switch["same_results"] is True, switch
-    assert switch["held"] and switch["speedup"] >= 2.0, switch
+    assert switch["held"] and switch["speedup"] >= 2.0, judged(switch)
     assert "+model.compile(" in patch and "run_eagerly=False" in patch
     assert patched_runs(tmp_path, "run_eagerly_fit.py", patch).returncode == 0
 
@@ -286,7 +295,7 @@ def test_a_cheap_parse_map_is_batched_first_and_parses_whole_batches(tmp_path):
     record, patch, _ = fix(tmp_path, program, "--finding", "input.sequential-map", "--runs", "3")
     (first,) = [t for t in record["fixes_tried"] if t["fix"].startswith("batch before map(parse)")]
     assert first["ran"] and first["same_results"] is True, first
-    assert first["held"] and first["speedup"] >= 1.5 and first["in_patch"], first
+    assert first["held"] and first["speedup"] >= 1.5 and first["in_patch"], judged(first)
     assert "+    example = tf.io.parse_example(record, FEATURES)" in patch
     assert "+dataset = dataset.batch(128)\n dataset = dataset.map(parse" in patch
     ran = patched_runs(tmp_path, program.name, patch)
@@ -386,7 +395,7 @@ def test_an_eager_validation_loop_between_epochs_is_traced_proven_and_patched(tm
     record, patch, done = fix(tmp_path, CORPUS / "eager_validation_loop.py", "--runs", "3")
     (traced,) = tried(record, "steps.periodic-stall")
     assert traced["ran"] and traced["same_results"] is True, traced
-    assert traced["speedup"] >= 1.2 and traced["in_patch"], traced
+    assert traced["speedup"] >= 1.2 and traced["in_patch"], judged(traced)
     assert "+def eval_step(features, labels):" in patch
     assert "+        eval_step(features, labels)" in patch
     ran = patched_runs(tmp_path, "eager_validation_loop.py", patch)
@@ -400,7 +409,7 @@ def test_a_predict_each_step_made_predict_on_batch_is_proven_faster_and_patched(
     (one_batch,) = tried(record, "steps.keras-call-per-step")
     assert one_batch["fix"] == "generator.predict_on_batch() for generator.predict()"
     assert one_batch["ran"] and one_batch["same_results"] is True, one_batch
-    assert one_batch["held"] and one_batch["speedup"] >= 1.5, one_batch
+    assert one_batch["held"] and one_batch["speedup"] >= 1.5, judged(one_batch)
     assert "+    fake = generator.predict_on_batch(z)" in patch
     ran = patched_runs(tmp_path, "predict_each_step.py", patch)
     assert ran.returncode == 0 and "step 60:" in ran.stdout, ran.stderr[-2000:]
