@@ -81,6 +81,12 @@ def _tree(filename: str) -> ast.Module | None:
         return None
 
 
+def syntax_tree(filename: str) -> ast.Module | None:
+    """The file's syntax tree, parsed once per version of the file (None: unreadable,
+    too large or not Python). Shared: not to be changed."""
+    return _tree(filename)
+
+
 @once_per_version(maxsize=16)
 def _lines(filename: str) -> tuple[str, ...] | None:
     """The file's lines as ``ast`` numbers them (None: unreadable or too large)."""

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpuwhy.finding",),
     ("gpuwhy.formatting",),
     ("gpuwhy.source_step",),
-    ("gpuwhy.source_calls", "gpuwhy.source_generator"),
+    ("gpuwhy.source_calls", "gpuwhy.source_generator", "gpuwhy.source_epochs"),
     ("gpuwhy.tfapi",),
     ("gpuwhy.derived",),
     ("gpuwhy.projection",),

@@ -19,6 +19,7 @@ TRIED_BY_FIX = frozenset(
         "input.python-function",
         "input.no-prefetch",
         "input.no-cache",
+        "input.iterator-end-wait",
         "compression.cpu-codec",
         "input.projected-bound",
         "gpu.underutilized",

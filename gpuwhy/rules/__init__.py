@@ -34,6 +34,7 @@ from gpuwhy.rules.gpu.underutilized import GpuUnderutilized
 from gpuwhy.rules.grouping import group_by_cause
 from gpuwhy.rules.host.memory_growth import MemoryGrowth
 from gpuwhy.rules.input.bound import InputBound
+from gpuwhy.rules.input.iterator_end_wait import IteratorEndWait
 from gpuwhy.rules.input.no_cache import NoCache
 from gpuwhy.rules.input.no_prefetch import NoPrefetch
 from gpuwhy.rules.input.projected_bound import ProjectedInputBound
@@ -78,6 +79,7 @@ ALL_RULES: list[type[Rule]] = [
     GpuUnderutilized,  # gpu.underutilized
     MemoryGrowth,  # host.memory-growth
     InputBound,  # input.bound
+    IteratorEndWait,  # input.iterator-end-wait
     NoCache,  # input.no-cache
     NoPrefetch,  # input.no-prefetch
     ProjectedInputBound,  # input.projected-bound

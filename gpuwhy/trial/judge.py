@@ -366,8 +366,8 @@ def main_loop_change(before: Sequence[Facts], after: Sequence[Facts]) -> Change 
 
 
 LOOP_TIME = (
-    "the training loop's wall time per step, everything between its steps included (the "
-    "Keras calls around each batch the fix changes)"
+    "the training loop's wall time per step, everything between its steps included (what "
+    "the fix changes runs there: a Keras call around each batch, an epoch's end)"
 )
 
 

@@ -12,7 +12,8 @@ A program (``programs/NAME.py``) carries its expectations in comment lines:
 
 A saved record, recording or capture (``saved/NAME.expect``) names its file with
 ``# corpus-source: tests/data/...`` and lists its findings the same way; it is read with
-``gpuwhy report``. A finding whose severity follows the host's load (the same program is
+``gpuwhy report`` and the entry's ``corpus-options`` (a gpuwhy record: ``--recheck``, so
+that today's rules judge its facts, not the findings it was saved with). A finding whose severity follows the host's load (the same program is
 "low" on a busy machine and "medium" on a quiet one) lists both, with the reason after
 ``--``: every other line is one severity. An expectation changes only in a commit that
 says why. A ``maybe`` line is for a finding that is there on a quiet machine and not on
@@ -124,7 +125,7 @@ def run(entry: Entry) -> tuple[int, list[Found], str]:
             command = [GPUWHY, "run", "--json", str(out), *entry.options]
             command += [os.path.relpath(entry.path, ROOT), *entry.args]
         else:
-            command = [GPUWHY, "report", "--json", str(out), str(entry.source)]
+            command = [GPUWHY, "report", "--json", str(out), *entry.options, str(entry.source)]
         env = {
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "PATH": "/usr/bin:/bin",

@@ -15,6 +15,7 @@ from gpuwhy.trial.kinds import (
     batch_first,
     device_blocks,
     eager_switches,
+    epoch_iterator,
     float64,
     helper_cache,
     input_pipeline,
@@ -47,6 +48,7 @@ PLANNERS: dict[str, tuple[Planner, ...]] = {
     "input.python-function": (input_pipeline.candidates, keras_dataset.workers),
     "input.no-prefetch": (input_pipeline.candidates,),
     "input.no-cache": (helper_cache.candidates, input_pipeline.candidates),
+    "input.iterator-end-wait": (epoch_iterator.candidates,),
     "compression.cpu-codec": (input_pipeline.candidates,),  # its cache after the decode
     # the input a GPU would wait for: what speeds up the pipeline here speeds it there (its
     # fix names the cache, parallel maps and a pipeline built with tf.data; it said "no

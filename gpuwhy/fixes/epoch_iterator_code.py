@@ -1,0 +1,94 @@
+"""The fix for training that makes a new tf.data iterator each epoch and waits at each
+one's end (rules/input/iterator_end_wait.py): one iterator for the run, each epoch one
+pass of batches from it, written from the program's own loop or fit call
+(source_epochs.py reads them; the trial makes the same edits, trial/kinds/
+epoch_iterator.py)."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import PipelineFacts
+from gpuwhy.source_calls import syntax_tree
+from gpuwhy.source_epochs import (
+    NotRewritten,
+    epoch_loop_in,
+    fit_call_at,
+    fit_repeated,
+    imports_itertools,
+)
+
+ONE_ITERATOR = [
+    "# One iterator for the run: the dataset repeated, its iterator made once before the",
+    "# epochs' loop, each epoch taking one pass of batches from it (the same elements in",
+    "# the same order: repeat() reshuffles each pass as a new iterator would).",
+]
+FIT = [
+    "# fit makes a new iterator each epoch over a dataset that ends, and frees it at the",
+    "# epoch's end; over one that repeats, given steps_per_epoch, it keeps one for the run",
+    "# (the same batches each epoch; a seeded shuffle's later epochs in another order).",
+]
+
+
+def per_pass(pipeline: PipelineFacts | None) -> int | None:
+    """Batches in one pass of the dataset the loop reads: TF's count, else the reads of
+    this run where its every iterator read as many (None: neither tells)."""
+    if pipeline is None:
+        return None
+    if pipeline.cardinality:
+        return pipeline.cardinality
+    if pipeline.iterators > 1 and not pipeline.elements_at_least:
+        each, rest = divmod(pipeline.elements, pipeline.iterators)
+        if rest == 0 and each > 0:
+            return each
+    return None
+
+
+def counted_words(pipeline: PipelineFacts | None, count: int) -> list[str]:
+    """The comment that says where a count TF did not know came from."""
+    if pipeline is None or pipeline.cardinality:
+        return []
+    return [f"# {count}: the batches each epoch read on this run (TF does not know the size)"]
+
+
+def epochs_per_pass_fix(source: str, where: str, pipeline: PipelineFacts | None) -> list[str]:
+    """The fix's lines: code for the loop (or fit call) at ``where`` where it can be
+    rewritten to read the same, else the change in words and why no code."""
+    path, _, number = where.rpartition(":")
+    line = int(number) if number.isdigit() else 0
+    count = per_pass(pipeline)
+    if source == "keras-fit":
+        return _fit_lines(path, line, count, pipeline)
+    found = epoch_loop_in(path, line) if line else NotRewritten("its line is not known")
+    if isinstance(found, NotRewritten):
+        return [*ONE_ITERATOR, f"# (not written for {where}: {found.why})"]
+    if count is None:
+        return [
+            *ONE_ITERATOR,
+            f"{found.iterator_line()}   # once, before the epochs' loop",
+            f"# then each epoch: for {found.targets} in itertools.islice({found.batches}, "
+            "<batches in one pass>)   (this run did not tell how many)",
+        ]
+    tree = syntax_tree(path)
+    imports = [] if tree is not None and imports_itertools(tree) else ["import itertools"]
+    indent = " " * found.loop.col_offset
+    loop_text = f"for {found.targets} in {found.reads(count)}:"
+    return [
+        *ONE_ITERATOR,
+        *imports,
+        f"{found.iterator_line()}   # before the epochs' loop at line {found.epochs.lineno}",
+        *counted_words(pipeline, count),
+        f"# {where}, in place of: for {found.targets} in {found.reads()}:",
+        f"{indent}{loop_text}",
+    ]
+
+
+def _fit_lines(
+    path: str, line: int, count: int | None, pipeline: PipelineFacts | None
+) -> list[str]:
+    tree = syntax_tree(path) if line else None
+    call = fit_call_at(tree, line) if tree is not None else NotRewritten("no source")
+    if isinstance(call, NotRewritten):
+        n = count if count is not None else "<batches in one pass>"
+        return [*FIT, f"# model.fit(<dataset>.repeat(), steps_per_epoch={n}, ...)  ({call.why})"]
+    if count is None:
+        return [*FIT, "# steps_per_epoch=<batches in one pass>: this run did not tell how many"]
+    return [*FIT, *counted_words(pipeline, count), fit_repeated(call, count)]

@@ -1,0 +1,297 @@
+"""An epochs' loop around a loop over a dataset, read from the source as written: what
+making one tf.data iterator for the run, in place of one per epoch, changes there.
+
+``for x, y in train_ds:`` inside ``for epoch in range(12):`` makes a new iterator at
+each epoch's start and frees it at its end. Each start fills the pipeline's buffers
+again; each end stops its threads, and TF's autotune thread can sleep out the rest of
+its period there (docs/speed.md: up to a minute). One iterator over the dataset
+repeated, made once before the epochs' loop, and each epoch taking its batches from it
+(``itertools.islice(train_ds_batches, 128)``, 128 the batches of one pass) reads the
+same elements in the same order: ``repeat()`` makes each pass as a new iterator of the
+dataset would, a shuffle's reshuffling included, inside the one iterator.
+
+Where that would not read the same, no rewrite is given (:class:`NotRewritten` says
+why): a loop that can leave a pass early (``break``: the next epoch would go on where it
+stopped), a dataset built again in the epochs' loop (its names assigned
+there), a loop with no epochs' loop around it in its own function, an expression that
+is no dataset by its form (``zip(a, b)``, a function's call).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+from gpuwhy.source_calls import syntax_tree
+from gpuwhy.source_step import used_names
+
+BATCHES_SUFFIX = "_batches"
+
+
+@dataclass(frozen=True)
+class EpochLoop:
+    """The loop over a dataset at a line and the epochs' loop around it."""
+
+    loop: ast.For  # the loop over the dataset
+    dataset: ast.expr  # what it reads, inside ``enumerate(...)`` where it enumerates
+    dataset_text: str  # as written (one line): "train_ds", "ds.take(40)"
+    targets: str  # "x, y", "step, (x, y)"
+    epochs: ast.For | ast.While  # the epochs' loop (the nearest around it)
+    batches: str  # a name free in the module for the one iterator: "train_ds_batches"
+
+    def iterator_line(self) -> str:
+        """The statement made once before the epochs' loop."""
+        return f"{self.batches} = iter({self.dataset_text}.repeat())"
+
+    def epoch_read(self, per_pass: int) -> str:
+        """What an epoch reads in place of the dataset: ``per_pass`` batches of the one
+        iterator."""
+        return f"itertools.islice({self.batches}, {per_pass})"
+
+    def reads(self, per_pass: int | None = None) -> str:
+        """The loop's iterable on one line: as written (``enumerate(train_ds, 1)``), or
+        with ``per_pass`` batches of the one iterator in place of the dataset."""
+        if per_pass is None:
+            return ast.unparse(self.loop.iter)
+        read = self.epoch_read(per_pass)
+        if self.loop.iter is self.dataset:
+            return read
+        call = copy.deepcopy(self.loop.iter)
+        assert isinstance(call, ast.Call)  # enumerate(dataset, ...)
+        call.args[0] = ast.Name(id=read, ctx=ast.Load())
+        return ast.unparse(call)
+
+
+@dataclass(frozen=True)
+class NotRewritten:
+    """Why the loop at the line is given no rewrite, in words for the fix."""
+
+    why: str
+
+
+def epoch_loop_in(filename: str, line: int) -> EpochLoop | NotRewritten:
+    """:func:`epoch_loop` of a file (read once per version of it)."""
+    tree = syntax_tree(filename)
+    if tree is None:
+        return NotRewritten(f"{filename} cannot be read as Python")
+    return epoch_loop(tree, line)
+
+
+def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochLoop | NotRewritten:
+    """The loop over a dataset that starts at ``line`` and its epochs' loop, or why it
+    is not rewritten (``source``: the text, for the dataset as written)."""
+    loop = _for_at(tree, line)
+    if loop is None:
+        return NotRewritten(f"no for loop starts at line {line}")
+    dataset = loop.iter
+    if (
+        isinstance(dataset, ast.Call)
+        and isinstance(dataset.func, ast.Name)
+        and dataset.func.id == "enumerate"
+        and dataset.args
+    ):
+        dataset = dataset.args[0]
+    if not _dataset_form(dataset):
+        return NotRewritten(
+            f"it reads {ast.unparse(loop.iter)}: no dataset by its form (a name, an "
+            "attribute or a method's call on one)"
+        )
+    leaves = _leaves_early(loop)
+    if leaves is not None:
+        word, at = leaves
+        return NotRewritten(
+            f"its {word} at line {at} can end an epoch early: the next would go on where it stopped"
+        )
+    epochs = _epochs_loop(tree, loop)
+    if epochs is None:
+        return NotRewritten(
+            "no epochs' loop around it in its own function (it runs once per call: the "
+            "one iterator is the caller's to make)"
+        )
+    rebuilt = _names(dataset) & _assigned_in(epochs)
+    if rebuilt:
+        name = sorted(rebuilt)[0]
+        return NotRewritten(
+            f"{name} is assigned in the epochs' loop at line {epochs.lineno}: the dataset "
+            "is built again each epoch"
+        )
+    text = (ast.get_source_segment(source, dataset) if source else None) or ast.unparse(dataset)
+    if "\n" in text:
+        text = ast.unparse(dataset)
+    target = loop.target
+    names = target.elts if isinstance(target, ast.Tuple) else [target]  # x, y: not (x, y)
+    return EpochLoop(
+        loop=loop,
+        dataset=dataset,
+        dataset_text=text,
+        targets=", ".join(ast.unparse(n) for n in names),
+        epochs=epochs,
+        batches=_free(tree, _last_name(dataset) + BATCHES_SUFFIX),
+    )
+
+
+def imports_itertools(tree: ast.Module) -> bool:
+    """Whether the module imports ``itertools`` under its own name at its top."""
+    return any(
+        isinstance(node, ast.Import)
+        and any(a.name == "itertools" and a.asname in (None, "itertools") for a in node.names)
+        for node in tree.body
+    )
+
+
+def _for_at(tree: ast.Module, line: int) -> ast.For | None:
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.For) and n.lineno == line]
+    return found[-1] if found else None  # the innermost of two on one line
+
+
+def _dataset_form(node: ast.expr) -> bool:
+    """A name, an attribute, or a method's call on one of those (``ds.take(40)``,
+    ``self.train_ds``): what can be a dataset and is evaluated once as well as each
+    epoch. A function's call (``make_dataset()``) may make a new one each time."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _nested(node: ast.AST) -> bool:
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+
+
+def _own_nodes(loop: ast.For) -> list[ast.AST]:
+    """The nodes of the loop's body, not inside the functions it defines nor inside the
+    loops it holds (a ``break`` there ends that loop)."""
+    found: list[ast.AST] = []
+    todo: list[ast.AST] = [*loop.body]
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        if _nested(node):
+            continue
+        if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+            todo.extend(node.orelse)  # its else runs in this loop
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _leaves_early(loop: ast.For) -> tuple[str, int] | None:
+    """The loop's own first ``break``, as (its word, its line): it ends an epoch before
+    the pass does. (A ``return`` or a ``raise`` ends the epochs' loop too: no later
+    epoch reads from the iterator.)"""
+    breaks = [n for n in _own_nodes(loop) if isinstance(n, ast.Break)]
+    first = min(breaks, key=lambda n: n.lineno, default=None)
+    return None if first is None else ("break", first.lineno)
+
+
+def _epochs_loop(tree: ast.Module, loop: ast.For) -> ast.For | ast.While | None:
+    """The nearest ``for`` or ``while`` whose body holds the loop, in its own scope."""
+    stack: list[tuple[ast.AST, ast.For | ast.While | None]] = [(tree, None)]
+    while stack:
+        node, around = stack.pop()
+        if node is loop:
+            return around
+        if _nested(node):
+            around = None  # a function's body runs per call: no epochs' loop outside it
+        elif isinstance(node, (ast.For, ast.While)):
+            for child in node.body:
+                stack.append((child, node))
+            for child in node.orelse:
+                stack.append((child, around))
+            continue
+        stack.extend((child, around) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _names(node: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _assigned_in(loop: ast.For | ast.While) -> set[str]:
+    """Names the epochs' loop binds (its target, its body's assignments) outside the
+    functions it defines; an attribute assigned (``self.ds = ...``) binds its root's
+    name."""
+    bound: set[str] = set()
+    nodes: list[ast.AST] = [loop.target] if isinstance(loop, ast.For) else []
+    todo: list[ast.AST] = [*loop.body]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        if not _nested(node):
+            todo.extend(ast.iter_child_nodes(node))
+    for node in nodes:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name):
+                bound.add(root.id)
+    return bound
+
+
+def _last_name(node: ast.expr) -> str:
+    """``train_ds`` of ``train_ds``, ``self.train_ds`` or ``train_ds.take(40)``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else "dataset"
+
+
+def _free(tree: ast.Module, name: str) -> str:
+    used = used_names(tree)
+    if name not in used:
+        return name
+    return next(f"{name}{i}" for i in range(2, 1000) if f"{name}{i}" not in used)
+
+
+def fit_call_at(tree: ast.Module, line: int) -> ast.Call | NotRewritten:
+    """The ``X.fit(...)`` call at ``line`` (its method's name there, as Python reports a
+    call's line) that a dataset repeated and ``steps_per_epoch`` can be given to."""
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "fit"
+        and line in (node.func.end_lineno, node.lineno)
+    ]
+    if len(calls) != 1:
+        return NotRewritten(f"no one fit() call at line {line}")
+    call = calls[0]
+    if any(k.arg == "steps_per_epoch" for k in call.keywords):
+        return NotRewritten("it passes steps_per_epoch already")
+    x = fit_data(call)
+    if x is None or not _dataset_form(x):
+        shown = ast.unparse(x) if x is not None else "nothing"
+        return NotRewritten(f"it trains on {shown}: no dataset by its form")
+    return call
+
+
+def fit_data(call: ast.Call) -> ast.expr | None:
+    """fit's training data: its first argument or ``x=``."""
+    if call.args and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == "x"), None)
+
+
+def fit_repeated(call: ast.Call, per_pass: int) -> str:
+    """The fit call, on one line, over its dataset repeated with ``steps_per_epoch``."""
+    new = copy.deepcopy(call)
+    x = fit_data(new)
+    assert x is not None  # fit_call_at found it
+    repeated = ast.Call(
+        func=ast.Attribute(value=x, attr="repeat", ctx=ast.Load()), args=[], keywords=[]
+    )
+    if new.args and new.args[0] is x:
+        new.args[0] = repeated
+    else:
+        new.keywords = [
+            ast.keyword(arg="x", value=repeated) if k.arg == "x" else k for k in new.keywords
+        ]
+    new.keywords.append(ast.keyword(arg="steps_per_epoch", value=ast.Constant(per_pass)))
+    return ast.unparse(new)

@@ -1,0 +1,100 @@
+"""input.iterator-end-wait: one tf.data iterator for the run in place of one per epoch,
+written into the program where the finding's loop (or fit call) is.
+
+A loop: ``NAME_batches = iter(DATASET.repeat())`` before the epochs' loop, and the loop
+reading ``itertools.islice(NAME_batches, N)`` where it read the dataset (N the batches
+of one pass: TF's count, or what each epoch read on the first run); ``import
+itertools`` where the module has none. fit: its dataset ``.repeat()``-ed and
+``steps_per_epoch=N``. A loop reads the same elements in the same order, so its results
+are compared each value; fit the same elements each epoch, but Keras draws one shuffle
+order more per epoch than a repeated dataset does (a seeded shuffle's second epoch read
+[5, 4, 0, ...] against [1, 0, 7, ...]), so its results are compared by their means.
+Judged by the loop's wall time per step:
+the waits are between the steps (at each epoch's end), which the steps' own times leave
+out. How long an end waits is TF's race: where the first runs lost none, the fix has
+nothing to show and is not kept."""
+
+from __future__ import annotations
+
+from gpuwhy.facts import Facts
+from gpuwhy.finding import Finding
+from gpuwhy.source_epochs import NotRewritten, epoch_loop, fit_call_at, fit_data, imports_itertools
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.source_edits import Edit, indent_of, node_span, set_keywords, top_line
+
+FIT_TOLERANCE = 0.1
+FIT_WHY = (
+    "each quantity's mean over the run: Keras draws one shuffle order more per epoch than "
+    "the repeated dataset does, so a seeded shuffle's later epochs come in another order; "
+    "the curves match, not each point"
+)
+
+
+def candidates(
+    finding: Finding, facts: Facts, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    where = location_parts(finding.location)
+    read = files.read(where[0]) if where is not None else None
+    if where is None or read is None:
+        return [], [NotTried(finding.id, "the loop is not in the program's own files")]
+    count = finding.evidence.get("batches_per_pass")
+    if not isinstance(count, int) or count <= 0:
+        return [], [
+            NotTried(finding.id, "the batches in one pass are unknown (TF's count and the run's)")
+        ]
+    path, line = where
+    source, lines, tree = read
+    if finding.evidence.get("loop_source") == "keras-fit":
+        return _fit(finding, path, line, count, files)
+    found = epoch_loop(tree, line, source)
+    if isinstance(found, NotRewritten):
+        return [], [NotTried(finding.id, f"the loop at {path}:{line}: {found.why}")]
+    epochs_line = found.epochs.lineno
+    indent = indent_of(lines[epochs_line - 1])
+    span = node_span(found.dataset, lines)
+    edits = [
+        Edit(path, epochs_line, 0, epochs_line, 0, f"{indent}{found.iterator_line()}\n"),
+        Edit(path, span.line, span.col, span.end_line, span.end_col, found.epoch_read(count)),
+    ]
+    if not imports_itertools(tree):
+        at = top_line(tree, source)
+        edits.insert(0, Edit(path, at, 0, at, 0, "import itertools\n"))
+    return [
+        FixCandidate(
+            finding.id,
+            f"one iterator for the run: {found.dataset_text} repeated, {count} batches an epoch",
+            tuple(edits),
+            location=f"{path}:{line}",
+            by_loop_time=True,
+        )
+    ], []
+
+
+def _fit(
+    finding: Finding, path: str, line: int, count: int, files: SourceFiles
+) -> tuple[list[FixCandidate], list[NotTried]]:
+    read = files.read(path)
+    assert read is not None  # candidates read it
+    source, lines, tree = read
+    call = fit_call_at(tree, line)
+    if isinstance(call, NotRewritten):
+        return [], [NotTried(finding.id, f"the fit call at {path}:{line}: {call.why}")]
+    x = fit_data(call)
+    assert x is not None  # fit_call_at found it
+    s = node_span(x, lines)
+    edits = [
+        Edit(path, s.end_line, s.end_col, s.end_line, s.end_col, ".repeat()"),
+        *set_keywords(source, lines, path, call, steps_per_epoch=str(count)),
+    ]
+    return [
+        FixCandidate(
+            finding.id,
+            f"fit over its dataset repeated, steps_per_epoch={count}",
+            tuple(edits),
+            location=f"{path}:{line}",
+            by_loop_time=True,
+            tolerance=FIT_TOLERANCE,
+            tolerance_why=FIT_WHY,
+            by_mean=True,
+        )
+    ], []

@@ -1,0 +1,157 @@
+"""input.iterator-end-wait from small hand-built stalls facts, its fix written from a
+real source file of the loop (or fit call) the stalls name."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from pathlib import Path
+
+from gpuwhy.facts import (
+    Activity,
+    Facts,
+    LoopStalls,
+    PipelineFacts,
+    StallBeat,
+    StallCause,
+    StallFacts,
+    TfDataFacts,
+)
+from gpuwhy.rules.input.iterator_end_wait import IteratorEndWait
+
+LOOP_SOURCE = """import tensorflow as tf
+
+train_ds = tf.data.Dataset.range(4096).batch(32)
+for epoch in range(12):
+    for x in train_ds:
+        step(x)
+"""
+FIT_SOURCE = """import tensorflow as tf
+
+train_ds = tf.data.Dataset.range(4096).batch(32)
+model.fit(train_ds, epochs=12, validation_data=val_ds)
+"""
+TEARDOWN = "the end of a tf.data iterator (TF stopping its pipeline's threads)"
+
+
+def run(facts: Facts, **options):
+    return IteratorEndWait().check(facts, {**IteratorEndWait.options, **options})
+
+
+def program(tmp_path: Path, text: str = LOOP_SOURCE) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    return path
+
+
+def facts(
+    where: str,
+    seconds: float = 1.2,
+    loop_s: float = 6.0,
+    source: str = "tf-data",
+    pipeline: PipelineFacts | None = None,
+    **loop_changes,
+) -> Facts:
+    """A loop of 6 s whose 11 epochs' ends took ``seconds`` between its steps."""
+    cause = StallCause(
+        kind="teardown", seconds=seconds, share=0.9, location=where, detail=TEARDOWN,
+        code="for x in train_ds:",
+    )  # fmt: skip
+    beat = StallBeat(kind="teardown", count=9, stall_s=seconds, lost_s=seconds, lost_share=0.2)
+    loop = LoopStalls(
+        source=source, name=where, between_steps=True, count=11, loop_steps=1536,
+        loop_s=loop_s, typical_step_s=0.002, stall_s=seconds, lost_s=seconds,
+        lost_share=seconds / loop_s, beats=(beat,), causes=(cause,),
+    )  # fmt: skip
+    loop = replace(loop, **loop_changes)
+    ends = Activity(kind="teardown", count=12, seconds=seconds + 0.01, max_s=0.29, location=where)
+    if pipeline is None:
+        consumer = "keras-fit" if source == "keras-fit" else "python-loop"
+        pipeline = PipelineFacts(
+            id=1, consumer=consumer, read_at=where if consumer == "python-loop" else None,
+            iterators=12, elements=1536, cardinality=128,
+        )  # fmt: skip
+    return Facts(
+        stalls=StallFacts(activities=(ends,), loops=(loop,)),
+        tfdata=TfDataFacts(pipelines=(pipeline,)),
+    )
+
+
+def test_a_loop_that_waited_at_its_epochs_ends_gets_one_iterator_for_the_run(tmp_path):
+    where = f"{program(tmp_path)}:5"
+    (finding,) = run(facts(where, seconds=1.5))
+    assert finding.title == (
+        f"Training waited 1.50 s (25% of the loop at {where}) at the ends of its tf.data "
+        "iterators, a new one each epoch (12 ended, the longest 290.0 ms): TF stopping the "
+        "pipeline's threads"
+    )
+    assert finding.severity == "high" and finding.location == where
+    assert finding.evidence["batches_per_pass"] == 128
+    assert finding.evidence["loop_source"] == "tf-data"
+    code = [line for line in finding.fix.splitlines() if not line.lstrip().startswith("#")]
+    assert code == [
+        "import itertools",
+        "train_ds_batches = iter(train_ds.repeat())   # before the epochs' loop at line 4",
+        "    for x in itertools.islice(train_ds_batches, 128):",
+    ]
+    ast.parse("\n".join(line.strip() + (" pass" if line.endswith(":") else "") for line in code))
+    assert finding.gain_value == 0.25
+
+
+def test_a_small_share_or_a_millisecond_teardown_is_no_finding(tmp_path):
+    where = f"{program(tmp_path)}:5"
+    assert run(facts(where, seconds=0.25)) == []  # 4 % of the loop
+    assert run(facts(where, seconds=0.15, loop_s=1.0)) == []  # 15 %, but 150 ms in all
+    (medium,) = run(facts(where, seconds=0.6))
+    assert medium.severity == "medium"
+
+
+def test_ends_within_steps_and_between_them_add_up_for_one_loop(tmp_path):
+    where = f"{program(tmp_path)}:5"
+    between = facts(where, seconds=0.2)
+    inside = replace(between.stalls.loops[0], between_steps=False)  # type: ignore[union-attr]
+    both = (between.stalls.loops[0], inside)  # type: ignore[union-attr]
+    doubled = replace(between, stalls=replace(between.stalls, loops=both))  # type: ignore[arg-type]
+    assert run(between) == []
+    (finding,) = run(doubled)
+    assert finding.evidence["waited_s"] == 0.4
+
+
+def test_a_pass_of_unknown_size_is_counted_from_the_run_and_said_so(tmp_path):
+    where = f"{program(tmp_path)}:5"
+    unknown = PipelineFacts(
+        id=1, consumer="python-loop", read_at=where, iterators=12, elements=1536
+    )
+    (finding,) = run(facts(where, pipeline=unknown))
+    assert "# 128: the batches each epoch read on this run (TF does not know the size)" in (
+        finding.fix
+    )
+    cut = replace(unknown, elements=1530)  # the last epoch cut short: no count
+    (finding,) = run(facts(where, pipeline=cut))
+    assert "<batches in one pass>" in finding.fix and "islice(train_ds_batches, " in finding.fix
+
+
+def test_a_loop_that_breaks_is_told_why_no_code(tmp_path):
+    text = LOOP_SOURCE.replace("        step(x)\n", "        if step(x):\n            break\n")
+    where = f"{program(tmp_path, text)}:5"
+    (finding,) = run(facts(where))
+    assert "its break at line 7 can end an epoch early" in finding.fix
+    assert "iter(" not in finding.fix
+
+
+def test_fit_gets_its_dataset_repeated_and_steps_per_epoch(tmp_path):
+    where = f"{program(tmp_path, FIT_SOURCE)}:4"
+    (finding,) = run(facts(where, source="keras-fit"))
+    assert "of fit's epochs" in finding.title
+    assert finding.fix.splitlines()[-1] == (
+        "model.fit(train_ds.repeat(), epochs=12, validation_data=val_ds, steps_per_epoch=128)"
+    )
+
+
+def test_no_iterator_end_in_the_stalls_is_no_finding(tmp_path):
+    where = f"{program(tmp_path)}:5"
+    base = facts(where)
+    loop = base.stalls.loops[0]  # type: ignore[union-attr]
+    gc = replace(loop.causes[0], kind="gc", detail="generation 2")
+    quiet = replace(base.stalls, loops=(replace(loop, causes=(gc,)),))  # type: ignore[arg-type]
+    assert run(replace(base, stalls=quiet)) == []
