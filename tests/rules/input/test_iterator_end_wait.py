@@ -109,9 +109,10 @@ def test_a_small_share_or_a_millisecond_teardown_is_no_finding(tmp_path):
 def test_ends_within_steps_and_between_them_add_up_for_one_loop(tmp_path):
     where = f"{program(tmp_path)}:5"
     between = facts(where, seconds=0.2)
-    inside = replace(between.stalls.loops[0], between_steps=False)  # type: ignore[union-attr]
-    both = (between.stalls.loops[0], inside)  # type: ignore[union-attr]
-    doubled = replace(between, stalls=replace(between.stalls, loops=both))  # type: ignore[arg-type]
+    stalls = between.stalls
+    assert stalls is not None
+    inside = replace(stalls.loops[0], between_steps=False)
+    doubled = replace(between, stalls=replace(stalls, loops=(stalls.loops[0], inside)))
     assert run(between) == []
     (finding,) = run(doubled)
     assert finding.evidence["waited_s"] == 0.4
@@ -151,7 +152,9 @@ def test_fit_gets_its_dataset_repeated_and_steps_per_epoch(tmp_path):
 def test_no_iterator_end_in_the_stalls_is_no_finding(tmp_path):
     where = f"{program(tmp_path)}:5"
     base = facts(where)
-    loop = base.stalls.loops[0]  # type: ignore[union-attr]
+    stalls = base.stalls
+    assert stalls is not None
+    loop = stalls.loops[0]
     gc = replace(loop.causes[0], kind="gc", detail="generation 2")
-    quiet = replace(base.stalls, loops=(replace(loop, causes=(gc,)),))  # type: ignore[arg-type]
+    quiet = replace(stalls, loops=(replace(loop, causes=(gc,)),))
     assert run(replace(base, stalls=quiet)) == []
