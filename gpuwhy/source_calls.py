@@ -276,19 +276,6 @@ def super_init(filename: str, cls: str) -> tuple[int, str | None] | None:
     return None
 
 
-def for_over_name(filename: str, line: int) -> tuple[str, str, int] | None:
-    """(its targets, the dataset it reads, its column) of the ``for`` statement at
-    ``line`` of ``filename`` where it loops over a name (``for x, y in train_dataset:``,
-    ``self.ds``); None for a call (``enumerate(ds)``), an expression, no such loop."""
-    tree = _tree(filename)
-    loop = _innermost(tree, line, (ast.For,)) if tree is not None else None
-    if not isinstance(loop, ast.For) or loop.lineno != line or not _names_only(loop.iter):
-        return None
-    target = loop.target
-    names = target.elts if isinstance(target, ast.Tuple) else [target]  # x, y: not (x, y)
-    return ", ".join(ast.unparse(n) for n in names), ast.unparse(loop.iter), loop.col_offset
-
-
 def _callee(call: ast.Call) -> str:
     func = call.func
     if isinstance(func, ast.Attribute):

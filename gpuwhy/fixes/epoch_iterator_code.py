@@ -7,6 +7,7 @@ epoch_iterator.py)."""
 from __future__ import annotations
 
 from gpuwhy.facts import PipelineFacts
+from gpuwhy.fixes.pipeline_code import IN_PLACE_OF
 from gpuwhy.source_calls import syntax_tree
 from gpuwhy.source_epochs import (
     NotRewritten,
@@ -66,12 +67,20 @@ def epochs_per_pass_fix(source: str, where: str, pipeline: PipelineFacts | None)
     count = per_pass(pipeline)
     if source == "keras-fit":
         return _fit_lines(path, line, count, pipeline)
-    found = epoch_loop_in(path, line) if line else NotRewritten("its line is not known")
-    if isinstance(found, NotRewritten):
-        return [*ONE_ITERATOR, f"# (not written for {where}: {found.why})"]
+    return [*ONE_ITERATOR, *one_iterator_code(where, count, pipeline)]
+
+
+def one_iterator_code(where: str, count: int | None, pipeline: PipelineFacts | None) -> list[str]:
+    """The code of one iterator for the run for the loop at ``where`` (each epoch
+    ``count`` batches of it): the import where the module has none, the iterator made
+    before the epochs' loop, the loop's line rewritten; or why none is written."""
+    path, _, number = where.rpartition(":")
+    found = epoch_loop_in(path, int(number)) if number.isdigit() else None
+    if found is None or isinstance(found, NotRewritten):
+        why = found.why if found is not None else "its line is not known"
+        return [f"# (not written for {where}: {why})"]
     if count is None:
         return [
-            *ONE_ITERATOR,
             f"{found.iterator_line()}   # once, before the epochs' loop",
             f"# then each epoch: for {found.targets} in itertools.islice({found.batches}, "
             "<batches in one pass>)   (this run did not tell how many)",
@@ -79,14 +88,12 @@ def epochs_per_pass_fix(source: str, where: str, pipeline: PipelineFacts | None)
     tree = syntax_tree(path)
     imports = [] if tree is not None and imports_itertools(tree) else ["import itertools"]
     indent = " " * found.loop.col_offset
-    loop_text = f"for {found.targets} in {found.reads(count)}:"
     return [
-        *ONE_ITERATOR,
         *imports,
         f"{found.iterator_line()}   # before the epochs' loop at line {found.epochs.lineno}",
         *counted_words(pipeline, count),
-        f"# {where}, in place of: for {found.targets} in {found.reads()}:",
-        f"{indent}{loop_text}",
+        f"# {where}: {IN_PLACE_OF}for {found.targets} in {found.reads()}:",
+        f"{indent}for {found.targets} in {found.reads(count)}:",
     ]
 
 

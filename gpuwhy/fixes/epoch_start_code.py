@@ -12,10 +12,10 @@ their boundaries, as TF's guide says), where one before it refills at every pass
 
 from __future__ import annotations
 
-import gpuwhy.source_calls as source_calls
 from gpuwhy.derived.epoch_starts import EpochStarts, filled_elements, shuffle_refill
 from gpuwhy.facts import PipelineFacts, PipelineStage
 from gpuwhy.fixes import dataset_calls
+from gpuwhy.fixes.epoch_iterator_code import one_iterator_code
 from gpuwhy.formatting import duration
 
 
@@ -65,7 +65,7 @@ def _loop_lines(
 ) -> list[str]:
     """A loop's epochs each make a new iterator: one for the run (the dataset repeated)
     starts once, and each epoch takes its batches from it. The loop's own ``for`` line
-    rewritten where it reads a dataset by name, else said in words."""
+    rewritten where that reads the same (epoch_iterator_code), else said in words."""
     filling = "its threads and its buffers filling" + (
         ", its shuffle buffer above all" if shuffle else ""
     )
@@ -90,28 +90,12 @@ def _loop_lines(
             "# and epochs then blend at their boundaries.",
         ]
     per_epoch = pipeline.cardinality or starts.steps_per_epoch
-    counted = (
-        []
-        if pipeline.cardinality
-        else [f"# {per_epoch}: the batches each epoch read on this run (its size is unknown to TF)"]
-    )
-    path, _, number = (loop_at or "").rpartition(":")
-    written = source_calls.for_over_name(path, int(number)) if number.isdigit() else None
-    if written is None:
+    if loop_at is None:
         return [
             *lines,
             f"# e.g. batches = iter(<dataset>.repeat()), then {per_epoch} next(batches) an epoch",
         ]
-    targets, dataset, column = written
-    batches = f"{dataset.rpartition('.')[2]}_batches"
-    return [
-        *lines,
-        "import itertools",
-        f"{batches} = iter({dataset}.repeat())   # once, before the epochs' loop",
-        *counted,
-        f"# {loop_at}: in place of: for {targets} in {dataset}:",
-        f"{' ' * column}for {targets} in itertools.islice({batches}, {per_epoch}):",
-    ]
+    return [*lines, *one_iterator_code(loop_at, per_epoch, pipeline)]
 
 
 def _buffer_words(pipeline: PipelineFacts | None, shuffle: PipelineStage) -> str:

@@ -72,8 +72,8 @@ def test_the_loop_s_fix_is_one_repeated_iterator_taken_a_epoch_at_a_time(tmp_pat
     fix = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
     assert fix[-5:] == [
         "import itertools",
-        "train_dataset_batches = iter(train_dataset.repeat())   # once, before the epochs' loop",
-        "# 4: the batches each epoch read on this run (its size is unknown to TF)",
+        "train_dataset_batches = iter(train_dataset.repeat())   # before the epochs' loop at line 1",
+        "# 4: the batches each epoch read on this run (TF does not know the size)",
         f"# {script}:2: in place of: for x, y in train_dataset:",
         "  for x, y in itertools.islice(train_dataset_batches, 4):",
     ]
@@ -109,14 +109,20 @@ def test_the_loop_s_fix_pasted_reads_every_epoch_s_batches_from_one_iterator(tmp
     assert read(pasted) == read(script.read_text()) == [0, 2, 4, 6] * 3
 
 
-def test_a_loop_over_a_call_is_told_the_fix_in_words(tmp_path):
+def test_a_loop_the_rewrite_would_change_is_told_the_fix_in_words(tmp_path):
     script = tmp_path / "train.py"
     starts = epoch_starts(loop_steps(201, 4, 0.018, 0.0004), loop_pipeline(201))
     assert starts is not None
-    # a loop over a call (enumerate(ds)): said in words, nothing to paste wrongly
+    # over zip(...) (no dataset by its form), or one that breaks out of a pass (the next
+    # epoch would go on where it stopped): said in words, nothing to paste wrongly
+    for loop in ("for i, b in zip(ds, ds):\n    pass", "for b in ds:\n    if b:\n      break"):
+        script.write_text(f"for epoch in range(2):\n  {loop}\n")
+        words = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
+        assert all(line.startswith("#") for line in words), words
+    # enumerate(ds) is written, the dataset read inside it
     script.write_text("for epoch in range(2):\n  for i, b in enumerate(ds):\n    pass\n")
-    words = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
-    assert all(line.startswith("#") for line in words)
+    code = epoch_start_fix(starts, loop_pipeline(201), f"{script}:2")
+    assert code[-1] == "  for i, b in enumerate(itertools.islice(ds_batches, 4)):"
 
 
 def test_a_shuffle_the_repeat_comes_after_is_said_to_refill_at_every_pass(tmp_path):
