@@ -63,6 +63,27 @@ def location_parts(location: str | None) -> tuple[str, int] | None:
     return (os.path.abspath(path), int(line)) if line.isdigit() else None
 
 
+@dataclass(frozen=True)
+class SourceAt:
+    """A finding's location in the program's own files, with the file as read."""
+
+    path: str
+    line: int
+    source: str
+    lines: list[str]
+    tree: ast.Module
+
+
+def source_at(location: str | None, files: SourceFiles) -> SourceAt | None:
+    """The file and line of ``location`` where it is one of the program's own files
+    that can be read (None: no location, a library's file, unreadable)."""
+    where = location_parts(location)
+    read = files.read(where[0]) if where is not None else None
+    if where is None or read is None:
+        return None
+    return SourceAt(where[0], where[1], *read)
+
+
 @dataclass
 class SourceFiles:
     """The program's own files, read once each: their text, lines and syntax tree. Only

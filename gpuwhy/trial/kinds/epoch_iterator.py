@@ -20,7 +20,7 @@ from __future__ import annotations
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.source_epochs import NotRewritten, epoch_loop, fit_call_at, fit_data, imports_itertools
-from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceAt, SourceFiles, source_at
 from gpuwhy.trial.source_edits import Edit, indent_of, node_span, set_keywords, top_line
 
 NOTE = (
@@ -38,19 +38,17 @@ FIT_WHY = (
 def candidates(
     finding: Finding, facts: Facts, files: SourceFiles
 ) -> tuple[list[FixCandidate], list[NotTried]]:
-    where = location_parts(finding.location)
-    read = files.read(where[0]) if where is not None else None
-    if where is None or read is None:
+    at = source_at(finding.location, files)
+    if at is None:
         return [], [NotTried(finding.id, "the loop is not in the program's own files")]
     count = finding.evidence.get("batches_per_pass")
     if not isinstance(count, int) or count <= 0:
         return [], [
             NotTried(finding.id, "the batches in one pass are unknown (TF's count and the run's)")
         ]
-    path, line = where
-    source, lines, tree = read
+    path, line, source, lines, tree = at.path, at.line, at.source, at.lines, at.tree
     if finding.evidence.get("loop_source") == "keras-fit":
-        return _fit(finding, path, line, count, files)
+        return _fit(finding, at, count)
     found = epoch_loop(tree, line, source)
     if isinstance(found, NotRewritten):
         return [], [NotTried(finding.id, f"the loop at {path}:{line}: {found.why}")]
@@ -62,8 +60,8 @@ def candidates(
         Edit(path, span.line, span.col, span.end_line, span.end_col, found.epoch_read(count)),
     ]
     if not imports_itertools(tree):
-        at = top_line(tree, source)
-        edits.insert(0, Edit(path, at, 0, at, 0, "import itertools\n"))
+        top = top_line(tree, source)
+        edits.insert(0, Edit(path, top, 0, top, 0, "import itertools\n"))
     return [
         FixCandidate(
             finding.id,
@@ -76,13 +74,9 @@ def candidates(
     ], []
 
 
-def _fit(
-    finding: Finding, path: str, line: int, count: int, files: SourceFiles
-) -> tuple[list[FixCandidate], list[NotTried]]:
-    read = files.read(path)
-    assert read is not None  # candidates read it
-    source, lines, tree = read
-    call = fit_call_at(tree, line)
+def _fit(finding: Finding, at: SourceAt, count: int) -> tuple[list[FixCandidate], list[NotTried]]:
+    path, line, source, lines = at.path, at.line, at.source, at.lines
+    call = fit_call_at(at.tree, line)
     if isinstance(call, NotRewritten):
         return [], [NotTried(finding.id, f"the fit call at {path}:{line}: {call.why}")]
     x = fit_data(call)

@@ -24,19 +24,17 @@ from __future__ import annotations
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
 from gpuwhy.rules.steps.keras_call_per_step import one_batch_call
-from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
+from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, source_at
 from gpuwhy.trial.source_edits import Edit, calls_at, node_span, segment
 
 
 def candidates(
     finding: Finding, facts: Facts, files: SourceFiles
 ) -> tuple[list[FixCandidate], list[NotTried]]:
-    where = location_parts(finding.location)
-    read = files.read(where[0]) if where is not None else None
-    if where is None or read is None:
+    at = source_at(finding.location, files)
+    if at is None:
         return [], [NotTried(finding.id, "the call is not in the program's own files")]
-    path, line = where
-    source, lines, tree = read
+    path, line, source, lines, tree = at.path, at.line, at.source, at.lines, at.tree
     for method in ("predict", "evaluate", "fit"):
         for call in calls_at(tree, line, method):
             written = segment(source, call)
