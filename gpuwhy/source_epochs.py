@@ -39,10 +39,14 @@ class EpochLoop:
     targets: str  # "x, y", "step, (x, y)"
     epochs: ast.For | ast.While  # the epochs' loop (the nearest around it)
     batches: str  # a name free in the module for the one iterator: "train_ds_batches"
+    # what the one iterator is made of where it is not the dataset's .repeat(): a
+    # strategy's distributed dataset has no repeat, the dataset it distributes does
+    # ("strategy.experimental_distribute_dataset(train_ds.repeat())")
+    repeated: str | None = None
 
     def iterator_line(self) -> str:
         """The statement made once before the epochs' loop."""
-        return f"{self.batches} = iter({self.dataset_text}.repeat())"
+        return f"{self.batches} = iter({self.repeated or self.dataset_text + '.repeat()'})"
 
     def epoch_read(self, per_pass: int) -> str:
         """What an epoch reads in place of the dataset: ``per_pass`` batches of the one
@@ -121,6 +125,9 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
         text = ast.unparse(dataset)
     target = loop.target
     names = target.elts if isinstance(target, ast.Tuple) else [target]  # x, y: not (x, y)
+    distributed = _distributed(tree, dataset)
+    if isinstance(distributed, NotRewritten):
+        return distributed
     return EpochLoop(
         loop=loop,
         dataset=dataset,
@@ -128,7 +135,54 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
         targets=", ".join(ast.unparse(n) for n in names),
         epochs=epochs,
         batches=_free(tree, _last_name(dataset) + BATCHES_SUFFIX),
+        repeated=distributed,
     )
+
+
+DISTRIBUTE = "experimental_distribute_dataset"
+FROM_FUNCTION = "distribute_datasets_from_function"
+
+
+def _distributed(tree: ast.Module, dataset: ast.expr) -> str | NotRewritten | None:
+    """Where the loop reads a name the module assigns a strategy's distributed dataset
+    (``dist_ds = strategy.experimental_distribute_dataset(train_ds)``), which has no
+    ``repeat()``: that call over the dataset repeated. None for any other dataset; why
+    not, for a dataset the strategy makes from a function (the repeat is the function's
+    to write) or a name assigned several ways."""
+    if not isinstance(dataset, ast.Name):
+        return None
+    values = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == dataset.id for t in node.targets)
+    ]
+    calls = [
+        v
+        for v in values
+        if isinstance(v, ast.Call)
+        and isinstance(v.func, ast.Attribute)
+        and v.func.attr in (DISTRIBUTE, FROM_FUNCTION)
+    ]
+    if not calls:
+        return None
+    if len(values) > 1:
+        return NotRewritten(
+            f"{dataset.id} is assigned {len(values)} times, a strategy's among them"
+        )
+    call = calls[0]
+    assert isinstance(call.func, ast.Attribute)
+    if call.func.attr == FROM_FUNCTION or not call.args:
+        return NotRewritten(
+            f"{dataset.id} is made by {ast.unparse(call.func)}: the dataset it distributes is "
+            "the one to repeat, in the function that makes it"
+        )
+    repeated = copy.deepcopy(call)
+    inner = repeated.args[0]
+    repeated.args[0] = ast.Call(
+        func=ast.Attribute(value=inner, attr="repeat", ctx=ast.Load()), args=[], keywords=[]
+    )
+    return ast.unparse(repeated)
 
 
 def imports_itertools(tree: ast.Module) -> bool:

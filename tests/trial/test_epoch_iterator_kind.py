@@ -84,6 +84,18 @@ history = model.fit(data, epochs=3, verbose=0)
 print([round(v, 6) for v in history.history["loss"]])
 """
 
+MIRRORED = """import tensorflow as tf
+
+strategy = tf.distribute.MirroredStrategy()
+train_ds = tf.data.Dataset.range(64).shuffle(64, seed=5).batch(8)
+dist_ds = strategy.experimental_distribute_dataset(train_ds)
+for epoch in range(3):
+    firsts = []
+    for batch in dist_ds:
+        firsts.append(int(strategy.experimental_local_results(batch)[0][0]))
+    print(epoch, firsts)
+"""
+
 
 def _finding(location: str, per_pass: int, source: str = "tf-data") -> Finding:
     evidence = {"loop_source": source, "batches_per_pass": per_pass}
@@ -151,6 +163,17 @@ def test_fit_gets_its_dataset_repeated_and_steps_per_epoch_with_the_same_losses(
     assert all(abs(a - b) <= 0.05 * b for a, b in zip(after, before, strict=True))
 
 
+def test_a_strategy_s_distributed_dataset_is_made_again_over_the_dataset_repeated(tmp_path):
+    """A DistributedDataset has no repeat(): the one iterator is made of the strategy's
+    call over the dataset repeated."""
+    _, original, fixed = _patched(tmp_path, MIRRORED, _line_of(MIRRORED, "for batch in"), 8)
+    text = fixed.read_text()
+    made = "dist_ds_batches = iter(strategy.experimental_distribute_dataset(train_ds.repeat()))"
+    assert f"{made}\nfor epoch in range(3):" in text
+    assert "    for batch in itertools.islice(dist_ds_batches, 8):" in text
+    assert _output(fixed) == _output(original)
+
+
 @pytest.mark.parametrize(
     "text, why",
     [
@@ -164,6 +187,11 @@ def test_fit_gets_its_dataset_repeated_and_steps_per_epoch_with_the_same_losses(
         ),
         ("def epoch():\n    for x in ds:\n        pass\n", "no epochs' loop around it"),
         ("for e in range(3):\n    for x in zip(a, b):\n        pass\n", "it reads zip(a, b)"),
+        (
+            "d = s.distribute_datasets_from_function(f)\nfor e in range(3):\n    for x in d:\n"
+            "        pass\n",
+            "d is made by s.distribute_datasets_from_function: the dataset it distributes",
+        ),
     ],
 )
 def test_a_loop_the_fix_would_change_is_refused_with_why(tmp_path, text, why):

@@ -63,8 +63,10 @@ class IteratorEndWait(Rule):
     ```
     or, for Keras: `model.fit(train_ds.repeat(), steps_per_epoch=128, epochs=12)`.
 
-    A loop that breaks out of a pass early is not rewritten (the next epoch would go on
-    where it stopped), nor one whose dataset is built again each epoch. How long an end
+    A loop over a strategy's distributed dataset, which has no `repeat()`, gets the
+    strategy's `experimental_distribute_dataset` call over the dataset repeated. A loop
+    that breaks out of a pass early is not rewritten (the next epoch would go on where
+    it stopped), nor one whose dataset is built again each epoch. How long an end
     waits is the race's: the same program may lose seconds in one run and none in the
     next, so the gain is what this run lost.
 
