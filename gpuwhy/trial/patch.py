@@ -8,7 +8,7 @@ import difflib
 import os
 from collections.abc import Sequence
 
-from gpuwhy.trial.source_edits import Edit, apply, lines_of
+from gpuwhy.trial.source_edits import Edit, apply, joined_insertions, lines_of
 
 
 def unified_diff(edits: Sequence[Edit], base: str) -> str:
@@ -34,12 +34,15 @@ def unified_diff(edits: Sequence[Edit], base: str) -> str:
 
 def compatible(chosen: Sequence[Sequence[Edit]]) -> list[int]:
     """Indices of the edit sets that can be made together, first come first kept (an
-    import both add counts once; sets that overlap or touch are not)."""
+    import both add counts once; sets that overlap or touch are not, but for lines
+    both insert before the same line: Edit.stacks_with)."""
     kept: list[int] = []
     taken: list[Edit] = []
     for i, edits in enumerate(chosen):
         new = [e for e in edits if e not in taken]
-        if any(a.overlaps(b) or a.touches(b) for a in new for b in taken):
+        if any(
+            (a.overlaps(b) or a.touches(b)) and not a.stacks_with(b) for a in new for b in taken
+        ):
             continue
         kept.append(i)
         taken += new
@@ -47,7 +50,9 @@ def compatible(chosen: Sequence[Sequence[Edit]]) -> list[int]:
 
 
 def merged(chosen: Sequence[Sequence[Edit]]) -> list[Edit]:
+    """The sets' edits as one, each once; lines inserted before one line joined, in the
+    sets' order."""
     out: list[Edit] = []
     for edits in chosen:
         out += [e for e in edits if e not in out]
-    return out
+    return joined_insertions(out)

@@ -41,6 +41,19 @@ class Edit:
         a, b = self.span, other.span
         return a[0] < b[1] and b[0] < a[1] or a[0] == b[0]
 
+    def stacks_with(self, other: Edit) -> bool:
+        """Both insert whole lines before the same line: two fixes' statements that go
+        before one loop (a traced validation step defined there, the one iterator of
+        the run made there) are made one after the other, not refused as overlapping."""
+        return (
+            self.path == other.path
+            and self.span == other.span
+            and self.span[0] == self.span[1]
+            and self.col == 0
+            and self.text.endswith("\n")
+            and other.text.endswith("\n")
+        )
+
     def touches(self, other: Edit) -> bool:
         """One ends where the other starts and at least one replaces text: an insertion
         at the end of a span another fix rewrites (``.cache()`` after the call a

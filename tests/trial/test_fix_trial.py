@@ -52,7 +52,7 @@ def judged(t: dict) -> dict:
     """What a trial's verdict rests on: an assertion's message that a loaded CI host's
     failure can be read from (pytest cuts the whole entry after its first fields)."""
     keys = ("held", "same_results", "difference", "speedup", "speedup_low", "called", "runs")
-    return {k: t.get(k) for k in (*keys, "speed_note", "error")}
+    return {k: t.get(k) for k in (*keys, "in_patch", "left_out", "speed_note", "error")}
 
 
 def patched_runs(tmp_path: Path, program: str, patch: str) -> subprocess.CompletedProcess:
@@ -171,7 +171,13 @@ def test_a_python_map_fused_with_its_batch_is_made_parallel_and_fixes_that_held_
 
 def test_a_healthy_program_gets_no_fix_claimed(tmp_path):
     record, patch, done = fix(tmp_path, CORPUS / "healthy_loop.py")
-    assert not any(t["held"] for t in record["fixes_tried"])
+    # but for TF's race at its epochs' iterators' ends, which a loaded host makes it lose
+    # (its corpus entry's `maybe`): one iterator for the run is then a true gain
+    race = "input.iterator-end-wait"
+    assert not any(t["held"] for t in record["fixes_tried"] if t["finding"] != race)
+    if any(t["held"] for t in record["fixes_tried"]):
+        assert "itertools.islice(" in patch
+        return
     why = "no fix held" if record["fixes_tried"] else "no fix was tried"
     assert patch == "" and f"no patch: {why}" in done.stderr
 

@@ -122,3 +122,24 @@ def test_fixes_whose_edits_touch_are_not_made_together():
     assert compatible([batch_first, cache]) == [0]
     assert compatible([batch_first, prefetch, cache]) == [0, 1]
     assert not Edit("t.py", 1, 0, 1, 0, "a").touches(Edit("t.py", 1, 0, 1, 0, "b"))
+
+
+def test_two_fixes_that_insert_lines_before_the_same_line_are_made_together():
+    """A traced validation step defined before the epochs' loop and the run's one
+    iterator made there: both stand, one after the other, in the patch; an insertion
+    inside a line at the same place still conflicts."""
+    from gpuwhy.trial.patch import compatible, merged
+    from gpuwhy.trial.source_edits import Edit
+
+    step = [Edit("t.py", 5, 0, 5, 0, "def eval_step(x):\n    return x\n")]
+    iterator = [Edit("t.py", 5, 0, 5, 0, "batches = iter(ds.repeat())\n")]
+    inline = [Edit("t.py", 5, 0, 5, 0, "x = ")]
+    assert compatible([step, iterator]) == [0, 1]
+    assert compatible([step, inline]) == [0]
+    source = "".join(f"line{i}\n" for i in range(1, 7))
+    out = apply(source, merged([step, iterator]))
+    assert out.splitlines()[4:7] == [
+        "def eval_step(x):",
+        "    return x",
+        "batches = iter(ds.repeat())",
+    ]

@@ -4,6 +4,7 @@ string "true": the setting is ignored, TF still maps all GPU memory)."""
 # expect: env.no-gpu high
 # expect: env.allocator-settings low
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

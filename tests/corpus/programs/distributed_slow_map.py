@@ -6,6 +6,7 @@ the test loop's pipeline (which gpuwhy once blamed, with a parallel batch as its
 # expect: input.bound high
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import time
 

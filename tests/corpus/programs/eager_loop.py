@@ -3,6 +3,7 @@ every step is dispatched from Python one at a time."""
 # expect: launch.eager-ops high
 # expect: env.no-gpu high
 # maybe: input.bound low|medium -- the Python call per step against a step of a millisecond: the host's load decides
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

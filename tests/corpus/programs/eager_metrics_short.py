@@ -7,6 +7,7 @@ would count no step whole, and the loop ends before the next."""
 # maybe: input.bound low|medium -- the next() call's own cost beside a step of a few ms
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 import keras
 import numpy as np
 import tensorflow as tf

@@ -6,6 +6,7 @@ the loop."""
 # expect: env.no-gpu high
 # maybe: input.bound low|medium -- the Python call of next() per step against a step of half a millisecond: the host's load decides
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

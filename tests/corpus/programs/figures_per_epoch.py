@@ -7,6 +7,7 @@ name the figures and the line that made them, with plt.close as its fix, where i
 # expect: host.memory-growth medium|high -- 2-3 MiB a figure; high where the host would fill within a day
 # expect: tensorcore.unused low
 # maybe: input.bound low|medium -- each epoch's new iterator and the Python call of next(), 5-8% of a 6 ms step: the host's load decides
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import os
 import tempfile

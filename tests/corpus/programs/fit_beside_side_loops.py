@@ -2,6 +2,7 @@
 (evaluate, predict_on_batch and model(x) over the test set): the steps are fit's alone."""
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

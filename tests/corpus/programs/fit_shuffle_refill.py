@@ -5,6 +5,7 @@ shuffle's line), not a stage to parallelise."""
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
 # expect: input.bound high
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import keras
 import numpy as np

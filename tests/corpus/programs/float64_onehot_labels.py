@@ -7,6 +7,7 @@ to_categorical call."""
 # expect: env.no-gpu high
 # expect: placement.float64 low
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import keras
 import numpy as np

@@ -3,6 +3,7 @@ set to float64): every matmul of the step runs in double precision."""
 # expect: env.no-gpu high
 # expect: placement.float64 high
 # maybe: input.bound low|medium -- Keras' slicing of in-memory arrays against a step of a millisecond: the host's load decides
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -4,6 +4,7 @@ activations go to the host and back every step."""
 # expect: placement.forced-cpu medium
 # maybe: input.bound low|medium -- the Python call per step against a step of a millisecond: the host's load decides
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -6,6 +6,7 @@ input 67% of the time" of it, compression.cpu-codec MEDIUM "steps wait for input
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
 # expect: compression.cpu-codec low -- the gather's decode, beside the steps: a sliver of the run, no gain on them
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

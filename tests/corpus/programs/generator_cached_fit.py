@@ -5,6 +5,7 @@ and keep up. TF cannot know a generator's length: the pass is read from the epoc
 # expect: input.bound low -- the first pass fills the cache, the later ones keep up
 # expect: input.python-function low -- the generator runs in the first pass only
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

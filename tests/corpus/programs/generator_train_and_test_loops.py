@@ -8,6 +8,7 @@ ranked over it by its own loop's wait."""
 # expect: input.bound low|medium|high -- the same wait near the line (20 %), most of it each epoch's new iterator refilling the shuffle
 # maybe: input.python-function low -- the test generator's timers are read while its short pass runs, or not: then it has no finding
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

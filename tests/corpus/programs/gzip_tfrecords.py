@@ -5,6 +5,7 @@ the CPU, in the input's critical path (the reader is most of the pipeline's time
 # expect: input.no-cache medium
 # expect: compression.cpu-codec medium
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import os
 import tempfile

@@ -3,6 +3,7 @@ tf.data pipeline, with validation and a learning-rate schedule. Nothing in it sh
 finding beyond what the machine is (no GPU) and what a GPU would do with float32."""
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

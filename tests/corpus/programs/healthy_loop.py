@@ -3,6 +3,7 @@ CNN over a shuffled, prefetched in-memory pipeline, metrics read once an epoch."
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
 # maybe: input.bound low|medium -- the Python call of next() per step, 3-6% of a 12-19 ms step on this 2-core host: medium from 5%, so the host's speed decides
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

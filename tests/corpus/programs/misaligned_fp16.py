@@ -2,6 +2,7 @@
 features): the float16 matmuls cannot use tensor cores fully on a GPU."""
 # expect: env.no-gpu high
 # expect: tensorcore.misaligned low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -4,6 +4,7 @@ again every epoch: it would fit in memory with .cache()."""
 # expect: env.no-gpu high
 # expect: input.no-cache medium
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -5,6 +5,7 @@ step."""
 # expect: placement.no-gpu-kernel medium
 # maybe: input.bound low|medium -- the Python call per step against a step of a millisecond: the host's load decides
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

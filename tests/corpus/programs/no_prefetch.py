@@ -4,6 +4,7 @@ step waits while the sequential map makes its batch, and the map waits for the s
 # expect: env.no-gpu high
 # expect: input.no-prefetch medium
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -6,6 +6,7 @@ step" of it."""
 # expect: env.no-gpu high
 # expect: steps.keras-call-per-step medium|high -- the calls' share of the run (a quarter) follows the host's load
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -6,6 +6,7 @@ its cost, with a fix that named an x the callback has not."""
 # expect: env.no-gpu high
 # expect: steps.keras-call-per-step high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 from tensorflow import keras

@@ -5,6 +5,7 @@ line, with the one-batch form."""
 # expect: env.no-gpu high
 # expect: steps.keras-call-per-step medium|high -- the calls' share of the run follows the host's load
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 from tensorflow import keras

@@ -7,6 +7,7 @@ step that a GPU runs in a few milliseconds: projected onto an A100, the step wai
 # expect: input.python-function high
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

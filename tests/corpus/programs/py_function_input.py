@@ -4,6 +4,7 @@ sleep standing for PIL work), one at a time, with no prefetch."""
 # expect: input.python-function high
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import time
 

@@ -10,6 +10,7 @@ periodic stall of the program's own."""
 # expect: input.bound high
 # expect: input.python-function high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import math
 import time

@@ -3,6 +3,7 @@ each new value is a new trace."""
 # expect: launch.retracing high
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

@@ -4,6 +4,7 @@ parallel on its own, and is the pipeline's slowest stage."""
 # expect: input.sequential-map high
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import numpy as np
 import tensorflow as tf

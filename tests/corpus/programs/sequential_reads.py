@@ -3,6 +3,7 @@ GPU machine a single reader sets the pace."""
 # expect: env.no-gpu high
 # expect: input.sequential-reads low|medium -- judged from the code; low where the reads measured 0% of the pipeline's work on a slow host
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 
 import os
 import tempfile

@@ -8,6 +8,7 @@ mostly wait for its host. steps_per_execution pays that cost once for many batch
 # expect: launch.projected-bound medium
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
+# maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
 import keras
 import numpy as np
 

@@ -50,6 +50,7 @@ def facts(
     loop_s: float = 6.0,
     source: str = "tf-data",
     pipeline: PipelineFacts | None = None,
+    host_busy: float | None = None,
     **loop_changes,
 ) -> Facts:
     """A loop of 6 s whose 11 epochs' ends took ``seconds`` between its steps."""
@@ -73,7 +74,12 @@ def facts(
         )  # fmt: skip
     return Facts(
         stalls=StallFacts(activities=(ends,), loops=(loop,)),
-        tfdata=TfDataFacts(pipelines=(pipeline,)),
+        tfdata=TfDataFacts(
+            pipelines=(pipeline,),
+            host_cpu_busy_fraction=host_busy,
+            process_cpu_fraction=0.3 if host_busy is not None else None,
+            host_cores=2,
+        ),
     )
 
 
@@ -158,3 +164,18 @@ def test_no_iterator_end_in_the_stalls_is_no_finding(tmp_path):
     gc = replace(loop.causes[0], kind="gc", detail="generation 2")
     quiet = replace(stalls, loops=(replace(loop, causes=(gc,)),))
     assert run(replace(base, stalls=quiet)) == []
+
+
+def test_a_loaded_host_is_said_and_the_loss_still_reported(tmp_path):
+    """TF loses the race far more often where other processes keep the cores busy: the
+    finding says so, and stands (the run lost that time)."""
+    where = f"{program(tmp_path)}:5"
+    (loaded,) = run(facts(where, host_busy=0.95))
+    assert loaded.title.endswith(
+        "TF stopping the pipeline's threads; other processes kept 65% of the host's 2 cores "
+        "busy during the run (the program itself 30%): TF loses this race far more often on "
+        "a loaded host"
+    )
+    assert loaded.evidence["other_processes_cpu_fraction"] == 0.65
+    (quiet,) = run(facts(where, host_busy=0.4))
+    assert quiet.title.endswith("TF stopping the pipeline's threads")
