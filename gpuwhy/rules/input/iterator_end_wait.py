@@ -99,9 +99,9 @@ class IteratorEndWait(Rule):
             share = seconds / loop.loop_s if loop.loop_s > 0 else 0.0
             if seconds < options["min_wait_s"] or share < options["min_share"]:
                 continue
-            pipeline = _pipeline_of(facts, source, name)
-            ends = next((a for a in facts.stalls.activities if a.kind == TEARDOWN), None)
             where = cause.location or name
+            pipeline = _pipeline_of(facts, source, where)
+            ends = next((a for a in facts.stalls.activities if a.kind == TEARDOWN), None)
             reads = "fit's epochs" if source == "keras-fit" else f"the loop at {name}"
             count = f"{ends.count:,} ended" if ends is not None else "ends"
             longest = f", the longest {duration(ends.max_s)}" if ends is not None else ""
@@ -156,8 +156,9 @@ def _ends_by_loop(
     return found
 
 
-def _pipeline_of(facts: Facts, source: str, name: str) -> PipelineFacts | None:
-    """The pipeline the loop reads: a Python loop's read at its site; fit's the one
+def _pipeline_of(facts: Facts, source: str, where: str) -> PipelineFacts | None:
+    """The pipeline whose iterators ended: read by the Python loop at ``where`` (the
+    training loop's own, or a validation loop's inside its epochs); in fit, the one
     pipeline fit read (None where several were)."""
     if facts.tfdata is None:
         return None
@@ -168,7 +169,7 @@ def _pipeline_of(facts: Facts, source: str, name: str) -> PipelineFacts | None:
         (
             p
             for p in facts.tfdata.pipelines
-            if p.consumer == "python-loop" and p.read_at == name and not p.read_via
+            if p.consumer == "python-loop" and p.read_at == where and not p.read_via
         ),
         None,
     )

@@ -179,3 +179,26 @@ def test_a_loaded_host_is_said_and_the_loss_still_reported(tmp_path):
     assert loaded.evidence["other_processes_cpu_fraction"] == 0.65
     (quiet,) = run(facts(where, host_busy=0.4))
     assert quiet.title.endswith("TF stopping the pipeline's threads")
+
+
+def test_a_validation_loop_s_ends_in_the_training_loop_s_stalls_are_that_loop_s(tmp_path):
+    """The ends of the validation pass's iterators, between the training epochs, are
+    the validation loop's: its line, its pipeline's batches a pass."""
+    text = LOOP_SOURCE + "    for v in val_ds:\n        check(v)\n"
+    path = program(tmp_path, text)
+    train, val = f"{path}:5", f"{path}:7"
+    base = facts(train)
+    stalls = base.stalls
+    assert stalls is not None
+    loop = stalls.loops[0]
+    cause = replace(loop.causes[0], location=val, code="for v in val_ds:")
+    val_pipeline = PipelineFacts(
+        id=2, consumer="python-loop", read_at=val, iterators=12, elements=120, cardinality=10
+    )
+    assert base.tfdata is not None
+    both = replace(base.tfdata, pipelines=(*base.tfdata.pipelines, val_pipeline))
+    (finding,) = run(
+        replace(base, stalls=replace(stalls, loops=(replace(loop, causes=(cause,)),)), tfdata=both)
+    )
+    assert finding.location == val and finding.evidence["batches_per_pass"] == 10
+    assert "    for v in itertools.islice(val_ds_batches, 10):" in finding.fix
