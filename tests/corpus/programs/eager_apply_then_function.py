@@ -8,6 +8,7 @@ the report described only the fast tf.function loop (0.4 ms, "27% in next()").""
 # expect: env.no-gpu high
 # expect: tensorcore.unused low
 # maybe: input.iterator-end-wait medium|high -- a new tf.data iterator each epoch: TF's race at its end, lost mostly on a loaded host
+# maybe: input.iterator-end-wait medium|high -- the same, for its second loop (one finding a loop)
 
 import keras
 import numpy as np
