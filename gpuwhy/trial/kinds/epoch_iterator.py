@@ -62,16 +62,18 @@ def candidates(
     if not imports_itertools(tree):
         top = top_line(tree, source)
         edits.insert(0, Edit(path, top, 0, top, 0, "import itertools\n"))
-    return [
-        FixCandidate(
-            finding.id,
-            f"one iterator for the run: {found.dataset_text} repeated, {count} batches an epoch",
-            tuple(edits),
-            location=f"{path}:{line}",
-            by_loop_time=True,
-            note=NOTE,
-        )
-    ], []
+    what = f"one iterator for the run: {found.dataset_text} repeated, {count} batches an epoch"
+    return [_candidate(finding, what, edits, at)], []
+
+
+def _candidate(
+    finding: Finding, what: str, edits: list[Edit], at: SourceAt, **more
+) -> FixCandidate:
+    """Judged on the loop's wall time per step: the waits are between the steps."""
+    location = f"{at.path}:{at.line}"
+    return FixCandidate(
+        finding.id, what, tuple(edits), location=location, by_loop_time=True, note=NOTE, **more
+    )
 
 
 def _fit(finding: Finding, at: SourceAt, count: int) -> tuple[list[FixCandidate], list[NotTried]]:
@@ -86,16 +88,8 @@ def _fit(finding: Finding, at: SourceAt, count: int) -> tuple[list[FixCandidate]
         Edit(path, s.end_line, s.end_col, s.end_line, s.end_col, ".repeat()"),
         *set_keywords(source, lines, path, call, steps_per_epoch=str(count)),
     ]
-    return [
-        FixCandidate(
-            finding.id,
-            f"fit over its dataset repeated, steps_per_epoch={count}",
-            tuple(edits),
-            location=f"{path}:{line}",
-            by_loop_time=True,
-            note=NOTE,
-            tolerance=FIT_TOLERANCE,
-            tolerance_why=FIT_WHY,
-            by_mean=True,
-        )
-    ], []
+    what = f"fit over its dataset repeated, steps_per_epoch={count}"
+    fit = _candidate(
+        finding, what, edits, at, tolerance=FIT_TOLERANCE, tolerance_why=FIT_WHY, by_mean=True
+    )
+    return [fit], []
