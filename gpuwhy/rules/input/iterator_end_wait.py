@@ -13,6 +13,7 @@ from gpuwhy.formatting import duration
 from gpuwhy.rules.base import Rule
 
 TEARDOWN = "teardown"
+KERAS_CALLS = ("Model.predict", "Model.evaluate")  # the evaluate activities' details
 
 
 class IteratorEndWait(Rule):
@@ -25,6 +26,10 @@ class IteratorEndWait(Rule):
     dataset afresh each epoch (`for x, y in train_ds:` inside the epochs' loop; `fit`
     over a dataset that ends) makes a new iterator at each epoch's start and frees it
     at its end; the Stalls row of the report lists each end that held the program.
+    The ends of a Keras call's own iterators are not counted: a `model.predict(...)`
+    or `model.evaluate(...)`, or a `model.fit(...)` called once an epoch, makes and
+    frees one at each call whatever the epochs do (steps.keras-call-per-step names a
+    call of one batch each step, whose one-batch form makes none).
 
     ## Why is this slow?
     Freeing an iterator stops the pipeline's threads and waits for them: the map calls
@@ -95,13 +100,19 @@ class IteratorEndWait(Rule):
     def check(self, facts: Facts, options: dict[str, Any]) -> list[Finding]:
         assert facts.stalls is not None  # in `needs`
         findings = []
-        for (source, name), (loop, cause, seconds) in _ends_by_loop(facts.stalls.loops).items():
+        per_call = _per_call_places(facts)
+        ends_by_loop = _ends_by_loop(facts.stalls.loops, per_call)
+        for (source, name), (loop, cause, seconds) in ends_by_loop.items():
             share = seconds / loop.loop_s if loop.loop_s > 0 else 0.0
             if seconds < options["min_wait_s"] or share < options["min_share"]:
                 continue
             where = cause.location or name
             pipeline = _pipeline_of(facts, source, where)
-            ends = next((a for a in facts.stalls.activities if a.kind == TEARDOWN), None)
+            # the run's ends, where no Keras call's own are among them
+            ends = next(
+                (a for a in facts.stalls.activities if a.kind == TEARDOWN and not per_call),
+                None,
+            )
             reads = "fit's epochs" if source == "keras-fit" else f"the loop at {name}"
             count = f"{ends.count:,} ended" if ends is not None else "ends"
             longest = f", the longest {duration(ends.max_s)}" if ends is not None else ""
@@ -135,16 +146,48 @@ class IteratorEndWait(Rule):
         return findings
 
 
+def _per_call_places(facts: Facts) -> set[str]:
+    """The program's lines whose iterators are a Keras call's own, one a call, not an
+    epoch's: a ``model.predict(state)`` or ``model.evaluate(...)`` there, or a
+    ``model.fit(...)`` called as often as it made iterators (one epoch a call). Each
+    call makes and frees its iterator whatever the epochs do, so one iterator for the
+    run cannot be written there: a DQN's predict and fit of one batch each step ended 114
+    iterators in its stalls, steps.keras-call-per-step's (their one-batch forms make
+    none)."""
+    if facts.tfdata is None:
+        return set()
+    fits: dict[str, int] = {}
+    places = set()
+    for activity in facts.stalls.activities if facts.stalls is not None else ():
+        if activity.location is None:
+            continue
+        if activity.kind == "fit":
+            fits[activity.location] = fits.get(activity.location, 0) + activity.count
+        elif activity.kind == "evaluate" and activity.detail in KERAS_CALLS:
+            places.add(activity.location)  # a dataset built elsewhere, read by the call
+    for pipeline in facts.tfdata.pipelines:
+        if pipeline.location is None:
+            continue
+        if pipeline.consumer in ("keras-predict", "keras-evaluate") and not pipeline.read_via:
+            places.add(pipeline.location)
+        elif pipeline.consumer == "keras-fit" and fits.get(pipeline.location, 0) >= max(
+            1, pipeline.iterators
+        ):
+            places.add(pipeline.location)
+    return places
+
+
 def _ends_by_loop(
-    loops: tuple[LoopStalls, ...],
+    loops: tuple[LoopStalls, ...], per_call: set[str]
 ) -> dict[tuple[str, str], tuple[LoopStalls, StallCause, float]]:
     """Per loop (its stalls inside steps and between them, kept apart in the facts), the
-    iterators' ends in its stalls: the loop, the end with most time (its place) and the
-    seconds of all of them."""
+    iterators' ends in its stalls that an epoch's iterator made (not a Keras call's own,
+    at ``per_call``): the loop, the end with most time (its place) and the seconds of all
+    of them."""
     found: dict[tuple[str, str], tuple[LoopStalls, StallCause, float]] = {}
     for loop in loops:
         for cause in loop.causes:
-            if cause.kind != TEARDOWN:
+            if cause.kind != TEARDOWN or cause.location in per_call:
                 continue
             key = (loop.source, loop.name)
             if key in found:

@@ -202,3 +202,60 @@ def test_a_validation_loop_s_ends_in_the_training_loop_s_stalls_are_that_loop_s(
     )
     assert finding.location == val and finding.evidence["batches_per_pass"] == 10
     assert "    for v in itertools.islice(val_ds_batches, 10):" in finding.fix
+
+
+def test_a_keras_call_s_own_iterators_ending_each_step_are_not_an_epoch_s(tmp_path):
+    """A DQN's model.predict(state) and model.fit of one batch each step make and free an
+    iterator a call, whatever the epochs do: steps.keras-call-per-step names those calls
+    (their one-batch forms make none), and one iterator for the run cannot be written
+    there (the corpus' dqn_replay lost 7 % of fit's time at them on a loaded host)."""
+    text = FIT_SOURCE + "target = model.predict(state, verbose=0)\n"
+    path = program(tmp_path, text)
+    fit_line, predict_line = f"{path}:4", f"{path}:5"
+    base = facts(fit_line, source="keras-fit")
+    stalls, tfdata = base.stalls, base.tfdata
+    assert stalls is not None and tfdata is not None
+    loop = stalls.loops[0]
+    at_predict = replace(loop, causes=(replace(loop.causes[0], location=predict_line),))
+    predicts = PipelineFacts(
+        id=2, consumer="keras-predict", location=predict_line, iterators=64, elements=64
+    )
+    one_batch_fits = replace(tfdata.pipelines[0], location=fit_line, iterators=64, elements=64)
+    fits = Activity(kind="fit", count=64, seconds=11.0, max_s=1.2, location=fit_line)
+    dqn = replace(
+        base,
+        stalls=replace(stalls, loops=(at_predict,), activities=(*stalls.activities, fits)),
+        tfdata=replace(tfdata, pipelines=(one_batch_fits, predicts)),
+    )
+    assert run(dqn) == []
+    # the same ends at fit's line, fit called once an epoch: each call's own iterator
+    fit_calls = replace(stalls, loops=(loop,), activities=(*stalls.activities, fits))
+    at_fit = replace(dqn, stalls=fit_calls)
+    assert run(at_fit) == []
+    # fit called once for 12 epochs over a dataset that ends: an iterator an epoch
+    once = replace(fits, count=1)
+    fitted = replace(at_fit, stalls=replace(fit_calls, activities=(*stalls.activities, once)))
+    (finding,) = run(
+        replace(fitted, tfdata=replace(tfdata, pipelines=(replace(one_batch_fits, iterators=12),)))
+    )
+    assert "of fit's epochs" in finding.title
+
+
+def test_an_evaluate_call_reading_a_dataset_built_elsewhere_is_the_call_s(tmp_path):
+    """``model.evaluate(val_ds)`` at each epoch's end of a custom loop: its iterators are
+    the call's (the dataset was built at another line), told by the call's activity."""
+    text = LOOP_SOURCE + "    model.evaluate(val_ds, verbose=0)\n"
+    path = program(tmp_path, text)
+    train, call = f"{path}:5", f"{path}:7"
+    base = facts(train)
+    stalls = base.stalls
+    assert stalls is not None
+    loop = stalls.loops[0]
+    at_call = replace(loop, causes=(replace(loop.causes[0], location=call),))
+    evaluates = Activity(
+        kind="evaluate", count=12, seconds=3.0, max_s=0.4, location=call, detail="Model.evaluate"
+    )
+    calls = replace(stalls, loops=(at_call,), activities=(*stalls.activities, evaluates))
+    assert run(replace(base, stalls=calls)) == []
+    (finding,) = run(base)  # the training loop's own ends still are
+    assert finding.location == train
