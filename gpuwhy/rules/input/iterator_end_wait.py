@@ -14,6 +14,7 @@ from gpuwhy.rules.base import Rule
 
 TEARDOWN = "teardown"
 KERAS_CALLS = ("Model.predict", "Model.evaluate")  # the evaluate activities' details
+KERAS_CONSUMERS = ("keras-predict", "keras-evaluate")  # their pipelines' consumers
 
 
 class IteratorEndWait(Rule):
@@ -149,31 +150,32 @@ class IteratorEndWait(Rule):
 def _per_call_places(facts: Facts) -> set[str]:
     """The program's lines whose iterators are a Keras call's own, one a call, not an
     epoch's: a ``model.predict(state)`` or ``model.evaluate(...)`` there, or a
-    ``model.fit(...)`` called as often as it made iterators (one epoch a call). Each
-    call makes and frees its iterator whatever the epochs do, so one iterator for the
-    run cannot be written there: a DQN's predict and fit of one batch each step ended 114
-    iterators in its stalls, steps.keras-call-per-step's (their one-batch forms make
-    none)."""
-    if facts.tfdata is None:
+    ``model.fit(...)`` called as often as fit made iterators (one epoch a call, its
+    dataset built there or elsewhere). Each call makes and frees its iterator whatever
+    the epochs do, so one iterator for the run cannot be written there: a DQN's predict
+    and fit of one batch each step ended 114 iterators in its stalls,
+    steps.keras-call-per-step's (their one-batch forms make none)."""
+    if facts.tfdata is None or facts.stalls is None:
         return set()
-    fits: dict[str, int] = {}
     places = set()
-    for activity in facts.stalls.activities if facts.stalls is not None else ():
+    fits, fit_calls = [], 0
+    for activity in facts.stalls.activities:
         if activity.location is None:
             continue
         if activity.kind == "fit":
-            fits[activity.location] = fits.get(activity.location, 0) + activity.count
+            fits.append(activity.location)
+            fit_calls += activity.count
         elif activity.kind == "evaluate" and activity.detail in KERAS_CALLS:
             places.add(activity.location)  # a dataset built elsewhere, read by the call
+    fit_iterators = 0
     for pipeline in facts.tfdata.pipelines:
-        if pipeline.location is None:
-            continue
-        if pipeline.consumer in ("keras-predict", "keras-evaluate") and not pipeline.read_via:
-            places.add(pipeline.location)
-        elif pipeline.consumer == "keras-fit" and fits.get(pipeline.location, 0) >= max(
-            1, pipeline.iterators
-        ):
-            places.add(pipeline.location)
+        if pipeline.consumer == "keras-fit":
+            fit_iterators += pipeline.iterators
+        elif pipeline.consumer in KERAS_CONSUMERS and not pipeline.read_via:
+            if pipeline.location is not None:  # the dataset the call built of its arrays
+                places.add(pipeline.location)
+    if fit_calls >= max(1, fit_iterators):
+        places.update(fits)
     return places
 
 

@@ -232,6 +232,15 @@ def test_a_keras_call_s_own_iterators_ending_each_step_are_not_an_epoch_s(tmp_pa
     fit_calls = replace(stalls, loops=(loop,), activities=(*stalls.activities, fits))
     at_fit = replace(dqn, stalls=fit_calls)
     assert run(at_fit) == []
+    # ... over a tf.data dataset built at another line (fit's pipeline is there)
+    built = replace(one_batch_fits, location=f"{path}:3", iterators=12, elements=1536)
+    twelve = replace(fits, count=12)
+    per_epoch = replace(
+        at_fit,
+        stalls=replace(fit_calls, activities=(*stalls.activities, twelve)),
+        tfdata=replace(tfdata, pipelines=(built,)),
+    )
+    assert run(per_epoch) == []
     # fit called once for 12 epochs over a dataset that ends: an iterator an epoch
     once = replace(fits, count=1)
     fitted = replace(at_fit, stalls=replace(fit_calls, activities=(*stalls.activities, once)))
