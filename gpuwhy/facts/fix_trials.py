@@ -44,6 +44,9 @@ class FixTried:
     runs: int = 0  # runs of this fix
     held: bool = False  # ran, same results, faster (or a device fix that did not slow)
     edits: int = 0  # places of the program's files it changes
+    # what the person pasting it should know (the candidate's note): what it leaves, where
+    # it helps ("threads help where __getitem__ releases the GIL")
+    note: str | None = None
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ def fix_row(t: FixTried, planned: int | None = None) -> list[str]:
         lines.append(f"    ({t.speed_note})")
     if t.projected:
         lines.append(f"    on a GPU: {projected_text(t)}")
+    if t.note:
+        lines.append(f"    note: {t.note}")
     if t.in_patch:
         lines.append("    in the patch")
     elif t.left_out:

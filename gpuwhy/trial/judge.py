@@ -94,6 +94,7 @@ def judge(
         location=candidate.location,
         runs=len(runs),
         edits=len(candidate.edits),
+        note=candidate.note,
         projected=candidate.device_effect and not device_here,
         tolerance=tolerance_text(candidate.tolerance or RTOL, candidate.tolerance_why),
     )

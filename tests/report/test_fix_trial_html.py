@@ -41,6 +41,7 @@ HELD = FixTried(
     held=True,
     in_patch=True,
     runs=5,  # 2 more rounds: the planned 3 left its gain unclear
+    note="the one iterator still ends after the last step",
 )
 CRASHED = FixTried(
     finding="launch.eager-ops",
@@ -103,6 +104,9 @@ def test_the_terminal_has_one_row_per_fix_and_the_patch():
     assert "not tried for input.bound: TF already runs its maps in parallel" in text
     assert "for launch.eager-ops, not tried besides those: the step's loop body cannot move" in text
     assert "+@tf.function" in text
+    # what the person pasting it should know, under its row (none where it has none)
+    assert "    note: the one iterator still ends after the last step\n    in the patch" in text
+    assert text.count("note:") == 1
 
 
 def test_the_html_section_in_a_browser(open_report, tmp_path: Path):
@@ -116,6 +120,7 @@ def test_the_html_section_in_a_browser(open_report, tmp_path: Path):
     first = rows.nth(0).inner_text()
     assert "train_step traced: @tf.function" in first and "held, in the patch" in first
     assert "5 times: 2 more after 3" in first
+    assert "(note: the one iterator still ends after the last step)" in first
     assert "NO: AttributeError" in rows.nth(1).inner_text()
     assert "a prediction from the traced graph" in rows.nth(2).inner_text()
     page.locator("#fixes-tried button.copy").click()

@@ -340,10 +340,12 @@ def test_a_fix_outside_the_training_loop_is_measured_on_the_program_s_run_time()
     from gpuwhy.trial.candidate import FixCandidate
     from gpuwhy.trial.judge import judge
 
-    candidate = FixCandidate("steps.keras-call-per-step", "f", (), by_program_time=True)
+    note = "the compiled function runs the same batch"
+    candidate = FixCandidate("steps.keras-call-per-step", "f", (), by_program_time=True, note=note)
     before = [variant(15.2), variant(14.9), variant(15.1)]
     after = [variant(11.0), variant(11.2), variant(10.9)]
     tried = judge(candidate, before, after, device_here=False)
+    assert tried.note == note  # what the person pasting it should know, in the record
     assert tried.called == "faster" and tried.speed_note is not None
     assert "the calls it changes run outside the training steps" in tried.speed_note
     assert 1.3 < (tried.speedup or 0) < 1.45

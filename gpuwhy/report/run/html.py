@@ -502,7 +502,9 @@ def fix_cells(t: FixTried, together: bool = False, planned: int | None = None) -
         same,
         speed,
         "measured" if not t.projected else projected_text(t),
-        verdict + (", in the patch" if t.in_patch else ""),
+        verdict
+        + (", in the patch" if t.in_patch else "")
+        + (f" (note: {t.note})" if t.note else ""),
     ]
 
 
