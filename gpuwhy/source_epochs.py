@@ -13,8 +13,10 @@ dataset would, a shuffle's reshuffling included, inside the one iterator.
 Where that would not read the same, no rewrite is given (:class:`NotRewritten` says
 why): a loop that can leave a pass early (``break``: the next epoch would go on where it
 stopped), a dataset built again in the epochs' loop (its names assigned
-there), a loop with no epochs' loop around it in its own function, an expression that
-is no dataset by its form (``zip(a, b)``, a function's call).
+there), a loop with no epochs' loop around it in its own function (unless that function
+loops over a parameter and is called once, in an epochs' loop: ``train_one_epoch(train_ds)``
+then gives it each epoch's batches), an expression that is no dataset by its form
+(``zip(a, b)``, a function's call).
 """
 
 from __future__ import annotations
@@ -43,12 +45,31 @@ class EpochLoop:
     # strategy's distributed dataset has no repeat, the dataset it distributes does
     # ("strategy.experimental_distribute_dataset(train_ds.repeat())")
     repeated: str | None = None
+    # where the loop runs in a function of the dataset it is given, once an epoch: the
+    # call that gives it (``dataset`` is then its argument, what the epoch reads in place)
+    call: ast.Call | None = None
 
     def iterator_line(self) -> str:
         """The statement made once before the epochs' loop."""
         return f"{self.batches} = iter({self.repeated or self.dataset_text + '.repeat()'})"
 
-    def epoch_read(self, per_pass: int) -> str:
+    def call_text(self, per_pass: int | str | None = None) -> str:
+        """The call that gives the loop its dataset, on one line: as written, or with
+        ``per_pass`` batches of the one iterator in its place."""
+        assert self.call is not None
+        if per_pass is None:
+            return ast.unparse(self.call)
+        call = copy.deepcopy(self.call)
+        read = ast.Name(id=self.epoch_read(per_pass), ctx=ast.Load())
+        for i, argument in enumerate(self.call.args):
+            if argument is self.dataset:
+                call.args[i] = read
+        for i, keyword in enumerate(self.call.keywords):
+            if keyword.value is self.dataset:
+                call.keywords[i].value = read
+        return ast.unparse(call)
+
+    def epoch_read(self, per_pass: int | str) -> str:
         """What an epoch reads in place of the dataset: ``per_pass`` batches of the one
         iterator."""
         return f"itertools.islice({self.batches}, {per_pass})"
@@ -61,6 +82,8 @@ class EpochLoop:
         read = self.epoch_read(per_pass)
         if self.loop.iter is self.dataset:
             return read
+        if self.call is not None:  # the loop as written: the call gives it the batches
+            return ast.unparse(self.loop.iter)
         call = copy.deepcopy(self.loop.iter)
         assert isinstance(call, ast.Call)  # enumerate(dataset, ...)
         call.args[0] = ast.Name(id=read, ctx=ast.Load())
@@ -108,11 +131,12 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
             f"its {word} at line {at} can end an epoch early: the next would go on where it stopped"
         )
     epochs = _epochs_loop(tree, loop)
+    call = None
     if epochs is None:
-        return NotRewritten(
-            "no epochs' loop around it in its own function (it runs once per call: the "
-            "one iterator is the caller's to make)"
-        )
+        through = _through_caller(tree, loop, dataset)
+        if isinstance(through, NotRewritten):
+            return through
+        call, dataset, epochs = through
     rebuilt = _names(dataset) & _assigned_in(epochs)
     if rebuilt:
         name = sorted(rebuilt)[0]
@@ -136,7 +160,100 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
         epochs=epochs,
         batches=_free(tree, _last_name(dataset) + BATCHES_SUFFIX),
         repeated=distributed,
+        call=call,
     )
+
+
+NO_EPOCHS = (
+    "no epochs' loop around it in its own function (it runs once per call: the one "
+    "iterator is the caller's to make)"
+)
+
+
+def _through_caller(
+    tree: ast.Module, loop: ast.For, dataset: ast.expr
+) -> tuple[ast.Call, ast.expr, ast.For | ast.While] | NotRewritten:
+    """A loop over its function's parameter (``def train_one_epoch(ds): for x, y in
+    ds:``), that function called once in the file, inside an epochs' loop, with a
+    dataset (``train_one_epoch(train_ds)``): the call, its argument and that loop. The
+    parameter is used nowhere else in the function (a ``ds.take(n)`` or ``len(ds)``
+    there needs the dataset, not an iterator's batches)."""
+    function = _function_of(tree, loop)
+    if function is None or not isinstance(dataset, ast.Name):
+        return NotRewritten(NO_EPOCHS)
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    keyword_only = [a.arg for a in function.args.kwonlyargs]
+    name = dataset.id
+    if name not in params and name not in keyword_only:
+        return NotRewritten(NO_EPOCHS)
+    uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name]
+    if len(uses) != 1:
+        return NotRewritten(
+            f"{name}, {function.name}'s parameter, is used elsewhere in it: the one "
+            "iterator's batches would not stand for the dataset there"
+        )
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id == function.name)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == function.name)
+        )
+    ]
+    if len(calls) != 1:
+        where = "nowhere in its file" if not calls else f"at {len(calls)} places"
+        return NotRewritten(f"{function.name} is called {where}: the one iterator is the caller's")
+    call = calls[0]
+    argument = _argument(call, params, name)
+    if argument is None:
+        return NotRewritten(f"{function.name}'s call at line {call.lineno} passes {name} unnamed")
+    if not _dataset_form(argument):
+        return NotRewritten(
+            f"{function.name}'s call at line {call.lineno} passes {ast.unparse(argument)}: no "
+            "dataset by its form (a name, an attribute or a method's call on one)"
+        )
+    epochs = _epochs_loop(tree, call)
+    if epochs is None:
+        return NotRewritten(
+            f"no epochs' loop around {function.name}'s call at line {call.lineno} in its own "
+            "function"
+        )
+    return call, argument, epochs
+
+
+def _function_of(tree: ast.Module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose body holds ``node``."""
+    found = None
+    for candidate in ast.walk(tree):
+        if isinstance(candidate, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            n is node for n in ast.walk(candidate)
+        ):
+            if found is None or candidate.lineno > found.lineno:
+                found = candidate
+    return found
+
+
+def _argument(call: ast.Call, params: list[str], name: str) -> ast.expr | None:
+    """What ``call`` passes for the parameter ``name`` (None where a ``*args`` or
+    ``**kwargs`` may hold it). A method called on an object (``self.run_epoch(ds)``)
+    binds its first parameter to the object."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords
+    ):
+        return None
+    positional = (
+        params[1:]
+        if isinstance(call.func, ast.Attribute) and params[:1] in (["self"], ["cls"])
+        else params
+    )
+    if name not in positional:
+        return None
+    index = positional.index(name)
+    return call.args[index] if index < len(call.args) else None
 
 
 DISTRIBUTE = "experimental_distribute_dataset"
@@ -240,8 +357,9 @@ def _leaves_early(loop: ast.For) -> tuple[str, int] | None:
     return None if first is None else ("break", first.lineno)
 
 
-def _epochs_loop(tree: ast.Module, loop: ast.For) -> ast.For | ast.While | None:
-    """The nearest ``for`` or ``while`` whose body holds the loop, in its own scope."""
+def _epochs_loop(tree: ast.Module, loop: ast.AST) -> ast.For | ast.While | None:
+    """The nearest ``for`` or ``while`` whose body holds the loop (or a call), in its own
+    scope."""
     stack: list[tuple[ast.AST, ast.For | ast.While | None]] = [(tree, None)]
     while stack:
         node, around = stack.pop()

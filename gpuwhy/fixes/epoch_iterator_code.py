@@ -38,6 +38,9 @@ FIT = [
 ]
 
 
+UNKNOWN_PASS = "<batches in one pass>"
+
+
 def per_pass(pipeline: PipelineFacts | None) -> int | None:
     """Batches in one pass of the dataset the loop reads: TF's count, else the reads of
     this run where its every iterator read as many (None: neither tells)."""
@@ -80,17 +83,30 @@ def one_iterator_code(where: str, count: int | None, pipeline: PipelineFacts | N
         why = found.why if found is not None else "its line is not known"
         return [f"# (not written for {where}: {why})"]
     if count is None:
+        each = (
+            found.call_text(UNKNOWN_PASS)
+            if found.call is not None
+            else f"for {found.targets} in {found.epoch_read(UNKNOWN_PASS)}"
+        )
         return [
             f"{found.iterator_line()}   # once, before the epochs' loop",
-            f"# then each epoch: for {found.targets} in itertools.islice({found.batches}, "
-            "<batches in one pass>)   (this run did not tell how many)",
+            f"# then each epoch: {each}   (this run did not tell how many)",
         ]
     tree = syntax_tree(path)
     imports = [] if tree is not None and imports_itertools(tree) else ["import itertools"]
+    made = f"{found.iterator_line()}   # before the epochs' loop at line {found.epochs.lineno}"
+    if found.call is not None:  # the function's loop reads what its call gives it
+        return [
+            *imports,
+            made,
+            *counted_words(pipeline, count),
+            f"# {path}:{found.call.lineno}: {IN_PLACE_OF}{found.call_text()}",
+            f"{' ' * found.call.col_offset}{found.call_text(count)}",
+        ]
     indent = " " * found.loop.col_offset
     return [
         *imports,
-        f"{found.iterator_line()}   # before the epochs' loop at line {found.epochs.lineno}",
+        made,
         *counted_words(pipeline, count),
         f"# {where}: {IN_PLACE_OF}for {found.targets} in {found.reads()}:",
         f"{indent}for {found.targets} in {found.reads(count)}:",

@@ -96,6 +96,28 @@ for epoch in range(3):
     print(epoch, firsts)
 """
 
+ONE_EPOCH_FUNCTION = """import tensorflow as tf
+
+train_ds = tf.data.Dataset.range(200).shuffle(200, seed=7).batch(20)
+
+
+class Trainer:
+    def run_epoch(self, ds, scale=1):
+        seen = []
+        for step, batch in enumerate(ds):
+            seen.append(int(batch[0]) * scale + step)
+        return seen
+
+
+def main(epochs):
+    trainer = Trainer()
+    for epoch in range(epochs):
+        print(epoch, trainer.run_epoch(train_ds, scale=2))
+
+
+main(3)
+"""
+
 
 def _finding(location: str, per_pass: int, source: str = "tf-data") -> Finding:
     evidence = {"loop_source": source, "batches_per_pass": per_pass}
@@ -174,6 +196,20 @@ def test_a_strategy_s_distributed_dataset_is_made_again_over_the_dataset_repeate
     assert _output(fixed) == _output(original)
 
 
+def test_a_function_that_loops_over_its_parameter_is_given_each_epoch_s_batches(tmp_path):
+    """``trainer.run_epoch(train_ds)`` once an epoch, its loop over the parameter: the
+    call gives it a pass of the one iterator, the function is left as written."""
+    line = _line_of(ONE_EPOCH_FUNCTION, "enumerate(ds)")
+    _, original, fixed = _patched(tmp_path, ONE_EPOCH_FUNCTION, line, 10)
+    text = fixed.read_text()
+    made = "    train_ds_batches = iter(train_ds.repeat())\n    for epoch in range(epochs):"
+    assert made in text
+    assert "trainer.run_epoch(itertools.islice(train_ds_batches, 10), scale=2)" in text
+    assert "for step, batch in enumerate(ds):" in text
+    before = _output(original)
+    assert before.count("\n") == 3 and _output(fixed) == before
+
+
 @pytest.mark.parametrize(
     "text, why",
     [
@@ -186,6 +222,25 @@ def test_a_strategy_s_distributed_dataset_is_made_again_over_the_dataset_repeate
             "ds is assigned",
         ),
         ("def epoch():\n    for x in ds:\n        pass\n", "no epochs' loop around it"),
+        (
+            "def epoch(ds):\n    for x in ds:\n        pass\n\n\nfor e in range(3):\n"
+            "    epoch(train_ds)\n    epoch(val_ds)\n",
+            "epoch is called at 2 places",
+        ),
+        (
+            "def epoch(ds):\n    for x in ds:\n        pass\n    return len(ds)\n\n\n"
+            "for e in range(3):\n    epoch(train_ds)\n",
+            "ds, epoch's parameter, is used elsewhere in it",
+        ),
+        (
+            "def epoch(ds):\n    for x in ds:\n        pass\n\n\nepoch(train_ds)\n",
+            "no epochs' loop around epoch's call at line 6",
+        ),
+        (
+            "def epoch(ds):\n    for x in ds:\n        pass\n\n\nfor e in range(3):\n"
+            "    epoch(make(e))\n",
+            "epoch's call at line 7 passes make(e): no dataset by its form",
+        ),
         ("for e in range(3):\n    for x in zip(a, b):\n        pass\n", "it reads zip(a, b)"),
         (
             "d = s.distribute_datasets_from_function(f)\nfor e in range(3):\n    for x in d:\n"

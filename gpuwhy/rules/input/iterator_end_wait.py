@@ -71,7 +71,10 @@ class IteratorEndWait(Rule):
     or, for Keras: `model.fit(train_ds.repeat(), steps_per_epoch=128, epochs=12)`.
 
     A loop over a strategy's distributed dataset, which has no `repeat()`, gets the
-    strategy's `experimental_distribute_dataset` call over the dataset repeated. A loop
+    strategy's `experimental_distribute_dataset` call over the dataset repeated. A
+    function that loops over its parameter, called once an epoch
+    (`train_one_epoch(model, train_ds)`), is left as written: its call is given the
+    epoch's pass, `train_one_epoch(model, itertools.islice(train_ds_batches, 128))`. A loop
     that breaks out of a pass early is not rewritten (the next epoch would go on where
     it stopped), nor one whose dataset is built again each epoch. How long an end
     waits is the race's: the same program may lose seconds in one run and none in the

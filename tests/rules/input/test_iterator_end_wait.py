@@ -268,3 +268,22 @@ def test_an_evaluate_call_reading_a_dataset_built_elsewhere_is_the_call_s(tmp_pa
     assert run(replace(base, stalls=calls)) == []
     (finding,) = run(base)  # the training loop's own ends still are
     assert finding.location == train
+
+
+def test_a_function_run_once_an_epoch_gets_its_call_given_the_batches(tmp_path):
+    """``train_one_epoch(model, train_ds)`` in the epochs' loop, the function's loop over
+    its parameter: the call's argument is each epoch's pass of the one iterator."""
+    text = (
+        "import tensorflow as tf\n\ntrain_ds = tf.data.Dataset.range(4096).batch(32)\n\n\n"
+        "def train_one_epoch(model, ds):\n    for x in ds:\n        model(x)\n\n\n"
+        "for epoch in range(12):\n    train_one_epoch(m, train_ds)\n"
+    )
+    path = program(tmp_path, text)
+    (finding,) = run(facts(f"{path}:7"))
+    code = [line for line in finding.fix.splitlines() if not line.lstrip().startswith("#")]
+    assert code == [
+        "import itertools",
+        "train_ds_batches = iter(train_ds.repeat())   # before the epochs' loop at line 11",
+        "    train_one_epoch(m, itertools.islice(train_ds_batches, 128))",
+    ]
+    assert f"# {path}:12: in place of: train_one_epoch(m, train_ds)" in finding.fix
