@@ -87,6 +87,12 @@ def syntax_tree(filename: str) -> ast.Module | None:
     return _tree(filename)
 
 
+def source_lines(filename: str) -> tuple[str, ...] | None:
+    """The file's lines as ``ast`` numbers them, read once per version of the file
+    (None: unreadable or too large)."""
+    return _lines(filename)
+
+
 @once_per_version(maxsize=16)
 def _lines(filename: str) -> tuple[str, ...] | None:
     """The file's lines as ``ast`` numbers them (None: unreadable or too large)."""

@@ -36,7 +36,7 @@ class EpochLoop:
     """The loop over a dataset at a line and the epochs' loop around it."""
 
     loop: ast.For  # the loop over the dataset
-    dataset: ast.expr  # what it reads, inside ``enumerate(...)`` where it enumerates
+    dataset: ast.expr  # what it reads, inside ``enumerate(...)``/``tqdm(...)`` where written
     dataset_text: str  # as written (one line): "train_ds", "ds.take(40)"
     targets: str  # "x, y", "step, (x, y)"
     epochs: ast.For | ast.While  # the epochs' loop (the nearest around it)
@@ -48,6 +48,7 @@ class EpochLoop:
     # where the loop runs in a function of the dataset it is given, once an epoch: the
     # call that gives it (``dataset`` is then its argument, what the epoch reads in place)
     call: ast.Call | None = None
+    statement: ast.stmt | None = None  # the statement that makes the call
 
     def iterator_line(self) -> str:
         """The statement made once before the epochs' loop."""
@@ -59,15 +60,26 @@ class EpochLoop:
         assert self.call is not None
         if per_pass is None:
             return ast.unparse(self.call)
-        call = copy.deepcopy(self.call)
-        read = ast.Name(id=self.epoch_read(per_pass), ctx=ast.Load())
-        for i, argument in enumerate(self.call.args):
-            if argument is self.dataset:
-                call.args[i] = read
-        for i, keyword in enumerate(self.call.keywords):
-            if keyword.value is self.dataset:
-                call.keywords[i].value = read
-        return ast.unparse(call)
+        return _replaced(self.call, self.dataset, self.epoch_read(per_pass))
+
+    def statement_lines(self, lines: tuple[str, ...], per_pass: int | str) -> list[str]:
+        """The statement holding the call, as written (its assignment, the expression
+        around the call, its indentation), with ``per_pass`` batches of the one iterator
+        in place of the dataset: the lines to paste over it. A compound statement (an
+        ``if`` whose test makes the call) gives its lines up to the dataset's end."""
+        assert self.call is not None and self.statement is not None
+        node = self.dataset
+        first, end = node.lineno, node.end_lineno or node.lineno
+        simple = not hasattr(self.statement, "body")
+        last = (self.statement.end_lineno or end) if simple else end
+        text = list(lines[self.statement.lineno - 1 : last])
+        start_col = _char_col(lines[first - 1], node.col_offset)
+        end_col = _char_col(lines[end - 1], node.end_col_offset or 0)
+        head = lines[first - 1][:start_col]
+        tail = lines[end - 1][end_col:]
+        at = first - self.statement.lineno
+        text[at : end - self.statement.lineno + 1] = [head + self.epoch_read(per_pass) + tail]
+        return text
 
     def epoch_read(self, per_pass: int | str) -> str:
         """What an epoch reads in place of the dataset: ``per_pass`` batches of the one
@@ -79,15 +91,9 @@ class EpochLoop:
         with ``per_pass`` batches of the one iterator in place of the dataset."""
         if per_pass is None:
             return ast.unparse(self.loop.iter)
-        read = self.epoch_read(per_pass)
-        if self.loop.iter is self.dataset:
-            return read
         if self.call is not None:  # the loop as written: the call gives it the batches
             return ast.unparse(self.loop.iter)
-        call = copy.deepcopy(self.loop.iter)
-        assert isinstance(call, ast.Call)  # enumerate(dataset, ...)
-        call.args[0] = ast.Name(id=read, ctx=ast.Load())
-        return ast.unparse(call)
+        return _replaced(self.loop.iter, self.dataset, self.epoch_read(per_pass))
 
 
 @dataclass(frozen=True)
@@ -111,19 +117,15 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
     loop = _for_at(tree, line)
     if loop is None:
         return NotRewritten(f"no for loop starts at line {line}")
-    dataset = loop.iter
-    if (
-        isinstance(dataset, ast.Call)
-        and isinstance(dataset.func, ast.Name)
-        and dataset.func.id == "enumerate"
-        and dataset.args
-    ):
-        dataset = dataset.args[0]
+    dataset = _unwrapped(loop.iter)
     if not _dataset_form(dataset):
         return NotRewritten(
             f"it reads {ast.unparse(loop.iter)}: no dataset by its form (a name, an "
             "attribute or a method's call on one)"
         )
+    traced = _traced(tree, _function_of(tree, loop))
+    if traced is not None:
+        return NotRewritten(traced)
     leaves = _leaves_early(loop)
     if leaves is not None:
         word, at = leaves
@@ -131,18 +133,26 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
             f"its {word} at line {at} can end an epoch early: the next would go on where it stopped"
         )
     epochs = _epochs_loop(tree, loop)
-    call = None
+    call = statement = None
     if epochs is None:
         through = _through_caller(tree, loop, dataset)
         if isinstance(through, NotRewritten):
             return through
         call, dataset, epochs = through
+        statement = _statement_of(epochs, call)
     rebuilt = _names(dataset) & _assigned_in(epochs)
     if rebuilt:
         name = sorted(rebuilt)[0]
         return NotRewritten(
             f"{name} is assigned in the epochs' loop at line {epochs.lineno}: the dataset "
             "is built again each epoch"
+        )
+    again = _read_again(epochs, dataset)
+    if again is not None:
+        return NotRewritten(
+            f"{ast.unparse(_base(dataset))} is read again at line {again} in the epochs' loop: "
+            "a seeded shuffle's order follows the iterators made over the dataset, and "
+            "one iterator for this loop would change the other's"
         )
     text = (ast.get_source_segment(source, dataset) if source else None) or ast.unparse(dataset)
     if "\n" in text:
@@ -161,6 +171,7 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
         batches=_free(tree, _last_name(dataset) + BATCHES_SUFFIX),
         repeated=distributed,
         call=call,
+        statement=statement,
     )
 
 
@@ -182,6 +193,9 @@ def _through_caller(
     if function is None or not isinstance(dataset, ast.Name):
         return NotRewritten(NO_EPOCHS)
     params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    traced = _traced(tree, function)
+    if traced is not None:
+        return NotRewritten(traced)
     keyword_only = [a.arg for a in function.args.kwonlyargs]
     name = dataset.id
     if name not in params and name not in keyword_only:
@@ -220,6 +234,130 @@ def _through_caller(
             "function"
         )
     return call, argument, epochs
+
+
+# calls around a dataset that iterate it as it is (a progress bar, a count): the one
+# iterator's batches go in its place, the call kept as written
+_WRAPPERS = ("enumerate", "tqdm")
+
+
+def _unwrapped(node: ast.expr) -> ast.expr:
+    """The dataset inside ``enumerate(...)``, ``tqdm(...)``, ``tqdm.tqdm(...)`` (or
+    several of them), else the node itself."""
+    while isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Starred):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else None
+        if isinstance(func, ast.Attribute):
+            name = func.attr if func.attr == "tqdm" else None
+        if name not in _WRAPPERS:
+            break
+        node = node.args[0]
+    return node
+
+
+def _replaced(node: ast.expr, part: ast.expr, text: str) -> str:
+    """``node`` on one line with ``text`` in place of ``part`` (a node inside it)."""
+    return ast.unparse(copy.deepcopy(node, {id(part): ast.Name(id=text, ctx=ast.Load())}))
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    """``ast``'s column (UTF-8 bytes) as the line's character index."""
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+
+def _traced(
+    tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef | None
+) -> str | None:
+    """Why not, where ``function`` is a tf.function (decorated, or wrapped by a
+    ``tf.function(...)`` call of its name): a Python iterator given to it is a Python
+    value there, each batch's step traced into the graph and the function traced again
+    at each call; a loop inside it over a dataset is a graph loop, no iterator to end."""
+    if function is None:
+        return None
+    for decorator in function.decorator_list:
+        if _last_attr(decorator.func if isinstance(decorator, ast.Call) else decorator) == (
+            "function"
+        ):
+            return (
+                f"{function.name} is a tf.function (line {decorator.lineno}): an iterator "
+                "given to it is a Python value there, traced again at each call"
+            )
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and _last_attr(node.func) == "function"
+            and node.args
+            and _last_attr(node.args[0]) == function.name
+        ):
+            return (
+                f"{function.name} is made a tf.function at line {node.lineno}: an iterator "
+                "given to it is a Python value there, traced again at each call"
+            )
+    return None
+
+
+def _last_attr(node: ast.expr) -> str | None:
+    """``function`` of ``tf.function``, ``function``; None for other forms."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _statement_of(epochs: ast.For | ast.While, node: ast.AST) -> ast.stmt | None:
+    """The innermost statement inside the epochs' loop that holds ``node``."""
+    found: ast.stmt | None = None
+    for candidate in ast.walk(epochs):
+        if (
+            isinstance(candidate, ast.stmt)
+            and candidate is not epochs
+            and any(n is node for n in ast.walk(candidate))
+        ):
+            if found is None or any(n is candidate for n in ast.walk(found)):
+                found = candidate
+    return found
+
+
+# what a dataset is asked without an iterator being made over it
+_NO_ITERATOR = ("cardinality", "element_spec", "options")
+
+
+def _base(node: ast.expr) -> ast.expr:
+    """The dataset the expression is made of: ``ds`` of ``ds.take(40)``, ``self.ds`` of
+    ``self.ds.shuffle(8)``."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return node
+
+
+def _read_again(epochs: ast.For | ast.While, dataset: ast.expr) -> int | None:
+    """The line where the epochs' loop reads the loop's dataset again, elsewhere than the
+    loop (another loop, a comprehension, a ``take``): each such read makes an iterator
+    of its own, and a seeded shuffle draws each iterator's order in turn, so moving this
+    loop's to one for the run would change the orders the others read. ``len(ds)`` and
+    ``ds.cardinality()`` make none. None where there is no such read."""
+    base = _base(dataset)
+    wanted = ast.dump(base)
+    inside = {id(n) for n in ast.walk(dataset)}
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(epochs):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in ast.walk(epochs):
+        if id(node) in inside or not isinstance(node, type(base)) or ast.dump(node) != wanted:
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.attr in _NO_ITERATOR:
+            continue
+        if (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id == "len"
+        ):
+            continue
+        if isinstance(getattr(node, "ctx", None), ast.Store):
+            continue  # assigned: the rebuilt check names it
+        return getattr(node, "lineno", epochs.lineno)
+    return None
 
 
 def _function_of(tree: ast.Module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -409,9 +547,11 @@ def _last_name(node: ast.expr) -> str:
     """``train_ds`` of ``train_ds``, ``self.train_ds`` or ``train_ds.take(40)``."""
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         node = node.func.value
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else "dataset"
+    name = node.attr if isinstance(node, ast.Attribute) else None
+    if isinstance(node, ast.Name):
+        name = node.id
+    # a class's constructor (tf.data.Dataset.zip(...)): no name of the program's
+    return name if name and not name[0].isupper() else "dataset"
 
 
 def _free(tree: ast.Module, name: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpuwhy.facts import PipelineFacts
 from gpuwhy.fixes.pipeline_code import IN_PLACE_OF
-from gpuwhy.source_calls import syntax_tree
+from gpuwhy.source_calls import source_lines, syntax_tree
 from gpuwhy.source_epochs import (
     NotRewritten,
     epoch_loop_in,
@@ -95,13 +95,19 @@ def one_iterator_code(where: str, count: int | None, pipeline: PipelineFacts | N
     tree = syntax_tree(path)
     imports = [] if tree is not None and imports_itertools(tree) else ["import itertools"]
     made = f"{found.iterator_line()}   # before the epochs' loop at line {found.epochs.lineno}"
-    if found.call is not None:  # the function's loop reads what its call gives it
+    lines = source_lines(path)
+    if found.call is not None and found.statement is not None and lines is not None:
+        # the function's loop reads what its call gives it: the call's statement as
+        # written (its assignment kept), the pass in place of the dataset
+        statement = found.statement
+        written = lines[statement.lineno - 1].strip()
+        more = " ..." if (statement.end_lineno or statement.lineno) > statement.lineno else ""
         return [
             *imports,
             made,
             *counted_words(pipeline, count),
-            f"# {path}:{found.call.lineno}: {IN_PLACE_OF}{found.call_text()}",
-            f"{' ' * found.call.col_offset}{found.call_text(count)}",
+            f"# {path}:{statement.lineno}: {IN_PLACE_OF}{written}{more}",
+            *found.statement_lines(lines, count),
         ]
     indent = " " * found.loop.col_offset
     return [

@@ -118,6 +118,35 @@ def main(epochs):
 main(3)
 """
 
+# a progress bar around the dataset (tqdm's call, written here: the test needs no tqdm), and
+# a validation function whose result the epochs' loop keeps
+PROGRESS = """import tensorflow as tf
+
+train_ds = tf.data.Dataset.range(60).shuffle(60, seed=11).batch(6)
+val_ds = tf.data.Dataset.range(30).batch(10)
+
+
+def tqdm(iterable, leave=True):
+    return iterable
+
+
+def evaluate(ds):
+    found = []
+    for b in ds:
+        found.append(int(b[0]))
+    return found
+
+
+for epoch in range(3):
+    firsts = []
+    for x in tqdm(train_ds, leave=False):
+        firsts.append(int(x[-1]))
+    scores = evaluate(
+        val_ds
+    )
+    print(epoch, firsts, scores)
+"""
+
 
 def _finding(location: str, per_pass: int, source: str = "tf-data") -> Finding:
     evidence = {"loop_source": source, "batches_per_pass": per_pass}
@@ -210,6 +239,26 @@ def test_a_function_that_loops_over_its_parameter_is_given_each_epoch_s_batches(
     assert before.count("\n") == 3 and _output(fixed) == before
 
 
+def test_a_progress_bar_around_the_dataset_and_a_kept_result_are_written_around_the_pass(
+    tmp_path,
+):
+    """``tqdm(train_ds, leave=False)`` keeps its call with the pass inside it; the call
+    of a function that loops over its parameter keeps its assignment and its lines."""
+    line = _line_of(PROGRESS, "    for x in tqdm(")
+    _, original, fixed = _patched(tmp_path, PROGRESS, line, 10)
+    text = fixed.read_text()
+    assert "    for x in tqdm(itertools.islice(train_ds_batches, 10), leave=False):" in text
+    assert _output(fixed) == _output(original)
+    (tmp_path / "fixed" / "train.py").unlink()
+    (tmp_path / "fixed").rmdir()
+    _, original, fixed = _patched(tmp_path, PROGRESS, _line_of(PROGRESS, "for b in ds"), 3)
+    text = fixed.read_text()
+    made = "val_ds_batches = iter(val_ds.repeat())\nfor epoch in range(3):"
+    assert made in text
+    assert "    scores = evaluate(\n        itertools.islice(val_ds_batches, 3)\n    )" in text
+    assert _output(fixed) == _output(original)
+
+
 @pytest.mark.parametrize(
     "text, why",
     [
@@ -231,6 +280,21 @@ def test_a_function_that_loops_over_its_parameter_is_given_each_epoch_s_batches(
             "def epoch(ds):\n    for x in ds:\n        pass\n    return len(ds)\n\n\n"
             "for e in range(3):\n    epoch(train_ds)\n",
             "ds, epoch's parameter, is used elsewhere in it",
+        ),
+        (
+            "for e in range(3):\n    first = [b for b in ds.take(1)]\n    for x in ds:\n"
+            "        pass\n    n = len(ds) + ds.cardinality()\n",
+            "ds is read again at line 2 in the epochs' loop: a seeded shuffle's order",
+        ),
+        (
+            "@tf.function\ndef epoch(ds):\n    for x in ds:\n        pass\n\n\n"
+            "for e in range(3):\n    epoch(train_ds)\n",
+            "epoch is a tf.function (line 1): an iterator given to it is a Python value",
+        ),
+        (
+            "def epoch(ds):\n    for x in ds:\n        pass\n\n\nepoch = tf.function(epoch)\n"
+            "for e in range(3):\n    epoch(train_ds)\n",
+            "epoch is made a tf.function at line 6",
         ),
         (
             "def epoch(ds):\n    for x in ds:\n        pass\n\n\nepoch(train_ds)\n",

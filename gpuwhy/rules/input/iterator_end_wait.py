@@ -74,7 +74,12 @@ class IteratorEndWait(Rule):
     strategy's `experimental_distribute_dataset` call over the dataset repeated. A
     function that loops over its parameter, called once an epoch
     (`train_one_epoch(model, train_ds)`), is left as written: its call is given the
-    epoch's pass, `train_one_epoch(model, itertools.islice(train_ds_batches, 128))`. A loop
+    epoch's pass, `train_one_epoch(model, itertools.islice(train_ds_batches, 128))`
+    (not where it is a tf.function: an iterator is a Python value there). A progress
+    bar around the dataset (`tqdm(train_ds)`) keeps its call, the pass inside it. No
+    code where the epochs' loop reads the same dataset elsewhere too (a seeded shuffle
+    draws each iterator's order in turn: one iterator for this loop changes the
+    other's). A loop
     that breaks out of a pass early is not rewritten (the next epoch would go on where
     it stopped), nor one whose dataset is built again each epoch. How long an end
     waits is the race's: the same program may lose seconds in one run and none in the

@@ -287,3 +287,24 @@ def test_a_function_run_once_an_epoch_gets_its_call_given_the_batches(tmp_path):
         "    train_one_epoch(m, itertools.islice(train_ds_batches, 128))",
     ]
     assert f"# {path}:12: in place of: train_one_epoch(m, train_ds)" in finding.fix
+
+
+def test_the_call_s_statement_is_printed_whole_with_the_pass_in_place(tmp_path):
+    """The statement holding the call keeps its assignment and its lines; a dataset made
+    by a class's constructor gets a name of its own for its iterator."""
+    text = (
+        "import itertools\nimport tensorflow as tf\n\n\ndef check(model, ds, w):\n"
+        "    for x in ds:\n        model(x)\n\n\nfor epoch in range(12):\n"
+        "    if epoch % 2:\n        scores = check(m,\n                       val_ds, w)\n"
+        "    for pair in tf.data.Dataset.zip((a, b)):\n        step(pair)\n"
+    )
+    path = program(tmp_path, text)
+    (finding,) = run(facts(f"{path}:6"))
+    assert finding.fix.splitlines()[-3:] == [
+        f"# {path}:12: in place of: scores = check(m, ...",
+        "        scores = check(m,",
+        "                       itertools.islice(val_ds_batches, 128), w)",
+    ]
+    assert "import itertools\n" not in finding.fix  # the module has it
+    (zipped,) = run(facts(f"{path}:14"))
+    assert "dataset_batches = iter(tf.data.Dataset.zip((a, b)).repeat())" in zipped.fix
