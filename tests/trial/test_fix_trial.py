@@ -167,9 +167,12 @@ def test_a_python_map_fused_with_its_batch_is_made_parallel_and_fixes_that_held_
     assert "map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(16)" in patch
     held = {t["finding"] for t in record["fixes_tried"] if t["held"]}
     combined = record["fix_trial"]["combined"]
-    if len(held) > 1:  # the traced step held too (how much the input lets it is the host's)
+    # the traced step may hold too (how much the input lets it is the host's), and the one
+    # iterator for the run where the host's load made TF lose its race at epochs' ends
+    if len(held) > 1:
         assert combined is not None and "+" in combined["finding"], record["fix_trial"]
-        assert ("+@tf.function" in patch) is combined["in_patch"]
+        if combined["in_patch"]:
+            assert ("+@tf.function" in patch) is ("launch.eager-ops" in held), held
     else:
         assert combined is None
     assert patched_runs(tmp_path, program.name, patch).returncode == 0
