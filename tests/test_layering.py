@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "gpuwhy.json_input",
         "gpuwhy.library_files",
         "gpuwhy.lazy_names",
+        "gpuwhy.line_numbers",
     ),
     ("gpuwhy.facts", "gpuwhy.schema"),
     ("gpuwhy.finding",),

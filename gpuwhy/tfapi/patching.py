@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import gpuwhy.forked as forked
+import gpuwhy.line_numbers as line_numbers
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,4 +75,7 @@ def mark_wrapped(replacement: F, original: Any) -> F:
     """Set ``replacement.__wrapped__ = original`` (what ``inspect.unwrap`` follows) and
     nothing else: unlike ``functools.wraps`` the replacement keeps its own name."""
     functools.update_wrapper(replacement, original, assigned=(), updated=())
+    # TF reads each frame's line at every eager op and tf.function call: a hook's frame
+    # is on the stack then (gpuwhy/line_numbers.py)
+    line_numbers.prepare(replacement)
     return replacement
