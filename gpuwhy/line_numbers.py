@@ -40,6 +40,10 @@ def prepare(function: Any) -> bool:
     code = getattr(function, "__code__", None)
     if not _ACTIVE or not isinstance(code, types.CodeType):
         return False
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        # a profiler or debugger of the program's: left alone (cProfile's is no Python
+        # callable that sys.setprofile could put back)
+        return False
     if code.co_flags & (0x20 | 0x80 | 0x200):  # generator, coroutine, async generator
         return False
     with _lock:
@@ -53,7 +57,6 @@ def prepare(function: Any) -> bool:
         if event == "call" and frame.f_code is code:
             raise _Stop
 
-    previous = sys.getprofile()
     sys.setprofile(stop)
     try:
         first = code.co_argcount
@@ -64,5 +67,5 @@ def prepare(function: Any) -> bool:
     except Exception:  # noqa: BLE001 - a speed-up only: the hook works without it
         return False
     finally:
-        sys.setprofile(previous)
+        sys.setprofile(None)
     return True
