@@ -83,6 +83,16 @@ def facts(
     )
 
 
+def epochs_loop_and(tmp_path: Path, added: str) -> tuple[Facts, LoopStalls, str, str]:
+    """LOOP_SOURCE with ``added`` at its line 7, in the epochs' loop: the facts of its
+    training loop's ends, that loop's stalls, the training loop's place and line 7's."""
+    path = program(tmp_path, LOOP_SOURCE + added)
+    train = f"{path}:5"
+    base = facts(train)
+    assert base.stalls is not None
+    return base, base.stalls.loops[0], train, f"{path}:7"
+
+
 def test_a_loop_that_waited_at_its_epochs_ends_gets_one_iterator_for_the_run(tmp_path):
     where = f"{program(tmp_path)}:5"
     (finding,) = run(facts(where, seconds=1.5))
@@ -184,22 +194,15 @@ def test_a_loaded_host_is_said_and_the_loss_still_reported(tmp_path):
 def test_a_validation_loop_s_ends_in_the_training_loop_s_stalls_are_that_loop_s(tmp_path):
     """The ends of the validation pass's iterators, between the training epochs, are
     the validation loop's: its line, its pipeline's batches a pass."""
-    text = LOOP_SOURCE + "    for v in val_ds:\n        check(v)\n"
-    path = program(tmp_path, text)
-    train, val = f"{path}:5", f"{path}:7"
-    base = facts(train)
-    stalls = base.stalls
-    assert stalls is not None
-    loop = stalls.loops[0]
+    base, loop, train, val = epochs_loop_and(tmp_path, "    for v in val_ds:\n        check(v)\n")
     cause = replace(loop.causes[0], location=val, code="for v in val_ds:")
     val_pipeline = PipelineFacts(
         id=2, consumer="python-loop", read_at=val, iterators=12, elements=120, cardinality=10
     )
-    assert base.tfdata is not None
+    assert base.tfdata is not None and base.stalls is not None
     both = replace(base.tfdata, pipelines=(*base.tfdata.pipelines, val_pipeline))
-    (finding,) = run(
-        replace(base, stalls=replace(stalls, loops=(replace(loop, causes=(cause,)),)), tfdata=both)
-    )
+    moved = replace(base.stalls, loops=(replace(loop, causes=(cause,)),))
+    (finding,) = run(replace(base, stalls=moved, tfdata=both))
     assert finding.location == val and finding.evidence["batches_per_pass"] == 10
     assert "    for v in itertools.islice(val_ds_batches, 10):" in finding.fix
 
@@ -253,13 +256,9 @@ def test_a_keras_call_s_own_iterators_ending_each_step_are_not_an_epoch_s(tmp_pa
 def test_an_evaluate_call_reading_a_dataset_built_elsewhere_is_the_call_s(tmp_path):
     """``model.evaluate(val_ds)`` at each epoch's end of a custom loop: its iterators are
     the call's (the dataset was built at another line), told by the call's activity."""
-    text = LOOP_SOURCE + "    model.evaluate(val_ds, verbose=0)\n"
-    path = program(tmp_path, text)
-    train, call = f"{path}:5", f"{path}:7"
-    base = facts(train)
+    base, loop, train, call = epochs_loop_and(tmp_path, "    model.evaluate(val_ds, verbose=0)\n")
     stalls = base.stalls
     assert stalls is not None
-    loop = stalls.loops[0]
     at_call = replace(loop, causes=(replace(loop.causes[0], location=call),))
     evaluates = Activity(
         kind="evaluate", count=12, seconds=3.0, max_s=0.4, location=call, detail="Model.evaluate"
