@@ -182,7 +182,7 @@ def _per_call_places(facts: Facts) -> set[str]:
         elif pipeline.consumer in KERAS_CONSUMERS and not pipeline.read_via:
             if pipeline.location is not None:  # the dataset the call built of its arrays
                 places.add(pipeline.location)
-    if fit_calls >= max(1, fit_iterators):
+    if fit_iterators and fit_calls >= fit_iterators:  # unknown iterators: an epoch's, as before
         places.update(fits)
     return places
 

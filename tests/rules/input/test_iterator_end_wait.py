@@ -251,6 +251,9 @@ def test_a_keras_call_s_own_iterators_ending_each_step_are_not_an_epoch_s(tmp_pa
         replace(fitted, tfdata=replace(tfdata, pipelines=(replace(one_batch_fits, iterators=12),)))
     )
     assert "of fit's epochs" in finding.title
+    # fit's pipeline not seen: its ends are an epoch's, as they were before
+    (unseen,) = run(replace(fitted, tfdata=replace(tfdata, pipelines=())))
+    assert "of fit's epochs" in unseen.title
 
 
 def test_an_evaluate_call_reading_a_dataset_built_elsewhere_is_the_call_s(tmp_path):
