@@ -591,19 +591,43 @@ def fit_data(call: ast.Call) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == "x"), None)
 
 
-def fit_repeated(call: ast.Call, per_pass: int) -> str:
-    """The fit call, on one line, over its dataset repeated with ``steps_per_epoch``."""
+def fit_validation(call: ast.Call) -> ast.expr | None:
+    """fit's ``validation_data=`` where it is a dataset by its form and no
+    ``validation_steps`` is given: Keras then makes a new iterator over it at each
+    epoch's validation, and keeps one for the run over it repeated with
+    ``validation_steps``. None otherwise (arrays, a tuple, steps already given)."""
+    if any(k.arg == "validation_steps" for k in call.keywords):
+        return None
+    value = next((k.value for k in call.keywords if k.arg == "validation_data"), None)
+    return value if value is not None and _dataset_form(value) else None
+
+
+def _repeat(node: ast.expr) -> ast.Call:
+    return ast.Call(
+        func=ast.Attribute(value=node, attr="repeat", ctx=ast.Load()), args=[], keywords=[]
+    )
+
+
+def fit_repeated(call: ast.Call, per_pass: int, validation_per_pass: int | None = None) -> str:
+    """The fit call, on one line, over its dataset repeated with ``steps_per_epoch``; its
+    validation dataset too, with ``validation_steps``, where ``validation_per_pass`` is
+    given and :func:`fit_validation` finds one."""
     new = copy.deepcopy(call)
     x = fit_data(new)
     assert x is not None  # fit_call_at found it
-    repeated = ast.Call(
-        func=ast.Attribute(value=x, attr="repeat", ctx=ast.Load()), args=[], keywords=[]
-    )
     if new.args and new.args[0] is x:
-        new.args[0] = repeated
+        new.args[0] = _repeat(x)
     else:
         new.keywords = [
-            ast.keyword(arg="x", value=repeated) if k.arg == "x" else k for k in new.keywords
+            ast.keyword(arg="x", value=_repeat(x)) if k.arg == "x" else k for k in new.keywords
         ]
     new.keywords.append(ast.keyword(arg="steps_per_epoch", value=ast.Constant(per_pass)))
+    if validation_per_pass is not None and fit_validation(new) is not None:
+        new.keywords = [
+            ast.keyword(arg=k.arg, value=_repeat(k.value)) if k.arg == "validation_data" else k
+            for k in new.keywords
+        ]
+        new.keywords.append(
+            ast.keyword(arg="validation_steps", value=ast.Constant(validation_per_pass))
+        )
     return ast.unparse(new)

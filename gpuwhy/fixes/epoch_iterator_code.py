@@ -14,6 +14,7 @@ from gpuwhy.source_epochs import (
     epoch_loop_in,
     fit_call_at,
     fit_repeated,
+    fit_validation,
     imports_itertools,
 )
 
@@ -37,6 +38,10 @@ FIT = [
     LAST_END,
 ]
 
+VALIDATION = [
+    "# Its validation the same: a new iterator each epoch over validation_data, one for the",
+    "# run over it repeated with validation_steps (each validation reads the same batches).",
+]
 
 UNKNOWN_PASS = "<batches in one pass>"
 
@@ -62,14 +67,20 @@ def counted_words(pipeline: PipelineFacts | None, count: int) -> list[str]:
     return [f"# {count}: the batches each epoch read on this run (TF does not know the size)"]
 
 
-def epochs_per_pass_fix(source: str, where: str, pipeline: PipelineFacts | None) -> list[str]:
+def epochs_per_pass_fix(
+    source: str,
+    where: str,
+    pipeline: PipelineFacts | None,
+    validation: PipelineFacts | None = None,
+) -> list[str]:
     """The fix's lines: code for the loop (or fit call) at ``where`` where it can be
-    rewritten to read the same, else the change in words and why no code."""
+    rewritten to read the same, else the change in words and why no code. ``validation``:
+    fit's validation pipeline, one iterator for the run over it too."""
     path, _, number = where.rpartition(":")
     line = int(number) if number.isdigit() else 0
     count = per_pass(pipeline)
     if source == "keras-fit":
-        return _fit_lines(path, line, count, pipeline)
+        return _fit_lines(path, line, count, pipeline, per_pass(validation))
     return [*ONE_ITERATOR, *one_iterator_code(where, count, pipeline)]
 
 
@@ -120,7 +131,11 @@ def one_iterator_code(where: str, count: int | None, pipeline: PipelineFacts | N
 
 
 def _fit_lines(
-    path: str, line: int, count: int | None, pipeline: PipelineFacts | None
+    path: str,
+    line: int,
+    count: int | None,
+    pipeline: PipelineFacts | None,
+    validation_count: int | None = None,
 ) -> list[str]:
     tree = syntax_tree(path) if line else None
     call = fit_call_at(tree, line) if tree is not None else NotRewritten("no source")
@@ -129,4 +144,10 @@ def _fit_lines(
         return [*FIT, f"# model.fit(<dataset>.repeat(), steps_per_epoch={n}, ...)  ({call.why})"]
     if count is None:
         return [*FIT, "# steps_per_epoch=<batches in one pass>: this run did not tell how many"]
-    return [*FIT, *counted_words(pipeline, count), fit_repeated(call, count)]
+    validating = validation_count is not None and fit_validation(call) is not None
+    return [
+        *FIT,
+        *(VALIDATION if validating else []),
+        *counted_words(pipeline, count),
+        fit_repeated(call, count, validation_count),
+    ]

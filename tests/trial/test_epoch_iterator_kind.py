@@ -84,6 +84,21 @@ history = model.fit(data, epochs=3, verbose=0)
 print([round(v, 6) for v in history.history["loss"]])
 """
 
+FIT_VALIDATED = """import numpy as np
+import tensorflow as tf
+
+tf.keras.utils.set_random_seed(0)
+x = np.random.default_rng(0).normal(size=(256, 4)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+data = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+held_out = tf.data.Dataset.from_tensor_slices((x[:64] * 2, y[:64] * 2)).batch(16)
+model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+history = model.fit(data, epochs=3, verbose=0, validation_data=held_out)
+print([round(v, 5) for v in history.history["loss"]])
+print([round(v, 5) for v in history.history["val_loss"]])
+"""
+
 MIRRORED = """import tensorflow as tf
 
 strategy = tf.distribute.MirroredStrategy()
@@ -148,16 +163,28 @@ for epoch in range(3):
 """
 
 
-def _finding(location: str, per_pass: int, source: str = "tf-data") -> Finding:
-    evidence = {"loop_source": source, "batches_per_pass": per_pass}
+def _finding(
+    location: str, per_pass: int, source: str = "tf-data", validation: int | None = None
+) -> Finding:
+    evidence: dict = {"loop_source": source, "batches_per_pass": per_pass}
+    if validation is not None:
+        evidence["validation_batches_per_pass"] = validation
     return Finding("input.iterator-end-wait", "medium", "t", location=location, evidence=evidence)
 
 
-def _patched(tmp_path: Path, text: str, line: int, per_pass: int, source: str = "tf-data"):
+def _patched(
+    tmp_path: Path,
+    text: str,
+    line: int,
+    per_pass: int,
+    source: str = "tf-data",
+    validation: int | None = None,
+):
     path = tmp_path / "train.py"
     path.write_text(text)
     files = SourceFiles(root=str(tmp_path), script=str(path))
-    found, refused = plan([_finding(f"{path}:{line}", per_pass, source)], Facts(), files)
+    finding = _finding(f"{path}:{line}", per_pass, source, validation)
+    found, refused = plan([finding], Facts(), files)
     assert not refused and len(found) == 1, refused
     fixed = tmp_path / "fixed" / "train.py"
     fixed.parent.mkdir()
@@ -212,6 +239,25 @@ def test_fit_gets_its_dataset_repeated_and_steps_per_epoch_with_the_same_losses(
     before, after = (json.loads(_output(p)) for p in (original, fixed))
     assert after[0] == before[0] and after != before
     assert all(abs(a - b) <= 0.05 * b for a, b in zip(after, before, strict=True))
+
+
+def test_fit_s_validation_data_is_repeated_with_validation_steps_and_validates_the_same(
+    tmp_path,
+):
+    line = _line_of(FIT_VALIDATED, "model.fit(")
+    fix, original, fixed = _patched(
+        tmp_path, FIT_VALIDATED, line, 8, source="keras-fit", validation=4
+    )
+    assert fix.fix == (
+        "fit over its dataset repeated, steps_per_epoch=8, its validation too, validation_steps=4"
+    )
+    assert (
+        "model.fit(data.repeat(), epochs=3, verbose=0, validation_data=held_out.repeat(), "
+        "steps_per_epoch=8, validation_steps=4)"
+    ) in fixed.read_text()
+    # unshuffled: every epoch the same batches, its losses and its validation's the same
+    before, after = _output(original), _output(fixed)
+    assert before.count("\n") == 2 and after == before
 
 
 def test_a_strategy_s_distributed_dataset_is_made_again_over_the_dataset_repeated(tmp_path):

@@ -9,7 +9,7 @@ from gpuwhy.derived.stage import derived
 from gpuwhy.facts import Facts, LoopStalls, PipelineFacts, StallCause
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.epoch_iterator_code import epochs_per_pass_fix, per_pass
-from gpuwhy.formatting import duration
+from gpuwhy.formatting import FIT_VALIDATION, duration
 from gpuwhy.rules.base import Rule
 
 TEARDOWN = "teardown"
@@ -52,6 +52,8 @@ class IteratorEndWait(Rule):
     the dataset repeated and `steps_per_epoch` (Keras keeps one iterator for the run
     where it is given); each epoch reads the same batches, though a seeded shuffle's
     later epochs come in another order (Keras draws one shuffle order more per epoch).
+    A `validation_data=` dataset the same, repeated with `validation_steps` (Keras makes
+    a new iterator over it at each epoch's validation where none is given).
 
     ## Example
     ```python
@@ -117,6 +119,7 @@ class IteratorEndWait(Rule):
                 continue
             where = cause.location or name
             pipeline = _pipeline_of(facts, source, where)
+            validation = _validation_of(facts) if source == "keras-fit" else None
             # the run's ends, where no Keras call's own are among them
             ends = next(
                 (a for a in facts.stalls.activities if a.kind == TEARDOWN and not per_call),
@@ -142,9 +145,14 @@ class IteratorEndWait(Rule):
                     evidence={
                         "loop_source": source,
                         **_evidence(loop, cause, seconds, share, pipeline, ends),
+                        **(
+                            {"validation_batches_per_pass": per_pass(validation)}
+                            if validation is not None
+                            else {}
+                        ),
                         **(load.evidence() if loaded and load is not None else {}),
                     },
-                    fix="\n".join(epochs_per_pass_fix(source, where, pipeline)),
+                    fix="\n".join(epochs_per_pass_fix(source, where, pipeline, validation)),
                     estimated_gain=(
                         f"up to {share:.0%} of the loop's time (what this run lost at the "
                         "iterators' ends; the race TF loses there varies from run to run)"
@@ -226,6 +234,19 @@ def _pipeline_of(facts: Facts, source: str, where: str) -> PipelineFacts | None:
         ),
         None,
     )
+
+
+def _validation_of(facts: Facts) -> PipelineFacts | None:
+    """fit's validation pipeline (the one Keras' validation read; None where several
+    were, or none)."""
+    if facts.tfdata is None:
+        return None
+    read = [
+        p
+        for p in facts.tfdata.pipelines
+        if p.consumer == "keras-evaluate" and p.read_via == FIT_VALIDATION
+    ]
+    return read[0] if len(read) == 1 else None
 
 
 def _evidence(

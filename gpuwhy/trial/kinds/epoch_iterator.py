@@ -17,9 +17,18 @@ show and is not kept."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuwhy.facts import Facts
 from gpuwhy.finding import Finding
-from gpuwhy.source_epochs import NotRewritten, epoch_loop, fit_call_at, fit_data, imports_itertools
+from gpuwhy.source_epochs import (
+    NotRewritten,
+    epoch_loop,
+    fit_call_at,
+    fit_data,
+    fit_validation,
+    imports_itertools,
+)
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceAt, SourceFiles, source_at
 from gpuwhy.trial.source_edits import Edit, indent_of, node_span, set_keywords, top_line
 
@@ -84,11 +93,27 @@ def _fit(finding: Finding, at: SourceAt, count: int) -> tuple[list[FixCandidate]
     x = fit_data(call)
     assert x is not None  # fit_call_at found it
     s = node_span(x, lines)
-    edits = [
-        Edit(path, s.end_line, s.end_col, s.end_line, s.end_col, ".repeat()"),
-        *set_keywords(source, lines, path, call, steps_per_epoch=str(count)),
-    ]
+    edits = [Edit(path, s.end_line, s.end_col, s.end_line, s.end_col, ".repeat()")]
+    keywords = {"steps_per_epoch": str(count)}
     what = f"fit over its dataset repeated, steps_per_epoch={count}"
+    validation = fit_validation(call)
+    validation_count = finding.evidence.get("validation_batches_per_pass")
+    repeated = None
+    if validation is not None and isinstance(validation_count, int) and validation_count > 0:
+        v = node_span(validation, lines)
+        repeated = Edit(path, v.end_line, v.end_col, v.end_line, v.end_col, ".repeat()")
+        keywords["validation_steps"] = str(validation_count)
+        what += f", its validation too, validation_steps={validation_count}"
+    added = set_keywords(source, lines, path, call, **keywords)
+    if repeated is not None:
+        # the keywords go after the last argument: where validation_data is it, one edit
+        # writes its repeat() and them, in that order
+        same = [e for e in added if e.span == repeated.span]
+        if same:
+            added = [replace(e, text=repeated.text + e.text) if e in same else e for e in added]
+        else:
+            edits.append(repeated)
+    edits += added
     fit = _candidate(
         finding, what, edits, at, tolerance=FIT_TOLERANCE, tolerance_why=FIT_WHY, by_mean=True
     )

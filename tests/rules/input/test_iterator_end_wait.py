@@ -165,6 +165,26 @@ def test_fit_gets_its_dataset_repeated_and_steps_per_epoch(tmp_path):
     )
 
 
+def test_fit_s_validation_is_given_one_iterator_too(tmp_path):
+    """Keras makes a new iterator over ``validation_data`` at each epoch's validation,
+    and keeps one over it repeated given ``validation_steps``."""
+    where = f"{program(tmp_path, FIT_SOURCE)}:4"
+    base = facts(where, source="keras-fit")
+    assert base.tfdata is not None
+    validation = PipelineFacts(
+        id=2, consumer="keras-evaluate", read_via="Model.fit", iterators=12, elements=120,
+        cardinality=10,
+    )  # fmt: skip
+    both = replace(base.tfdata, pipelines=(*base.tfdata.pipelines, validation))
+    (finding,) = run(replace(base, tfdata=both))
+    assert finding.evidence["validation_batches_per_pass"] == 10
+    assert finding.fix.splitlines()[-1] == (
+        "model.fit(train_ds.repeat(), epochs=12, validation_data=val_ds.repeat(), "
+        "steps_per_epoch=128, validation_steps=10)"
+    )
+    assert "# Its validation the same" in finding.fix
+
+
 def test_no_iterator_end_in_the_stalls_is_no_finding(tmp_path):
     where = f"{program(tmp_path)}:5"
     base = facts(where)
