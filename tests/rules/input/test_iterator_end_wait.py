@@ -330,3 +330,20 @@ def test_the_call_s_statement_is_printed_whole_with_the_pass_in_place(tmp_path):
     assert "import itertools\n" not in finding.fix  # the module has it
     (zipped,) = run(facts(f"{path}:14"))
     assert "dataset_batches = iter(tf.data.Dataset.zip((a, b)).repeat())" in zipped.fix
+
+
+def test_a_saved_fit_run_that_lost_the_race_gets_both_its_datasets_repeated(monkeypatch):
+    """The corpus' saved run of fit with a validation set (its facts, read again): the
+    fix written from the program's fit call repeats the training and the validation
+    dataset, each with its pass (32 and 8 batches)."""
+    from gpuwhy.record import Record
+
+    root = Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(root)  # the record names the program relative to the checkout
+    record = Record.load(root / "tests" / "data" / "records" / "fit_validation_race.gpuwhy.json")
+    (finding,) = run(record.facts)
+    assert finding.severity == "high" and finding.evidence["validation_batches_per_pass"] == 8
+    assert finding.fix.splitlines()[-1] == (
+        "model.fit(train_ds.repeat(), epochs=20, validation_data=val_ds.repeat(), verbose=0, "
+        "steps_per_epoch=32, validation_steps=8)"
+    )
