@@ -1,6 +1,7 @@
 """Keras fit over a shuffled, mapped training set with a validation set, 20 short
 epochs: a new tf.data iterator for each epoch and each validation (the record of a run
 that lost TF's race at their ends, tests/corpus/saved/fit_validation_iterator_end_race)."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -20,7 +21,9 @@ val_ds = (
     .batch(64)
     .prefetch(tf.data.AUTOTUNE)
 )
-model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(1)])
+model = tf.keras.Sequential(
+    [tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(1)]
+)
 model.compile(optimizer="adam", loss="mse")
 model.fit(train_ds, epochs=20, validation_data=val_ds, verbose=0)
 print("done")

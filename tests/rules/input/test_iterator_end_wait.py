@@ -342,7 +342,7 @@ def test_a_saved_fit_run_that_lost_the_race_gets_both_its_datasets_repeated(monk
     monkeypatch.chdir(root)  # the record names the program relative to the checkout
     record = Record.load(root / "tests" / "data" / "records" / "fit_validation_race.gpuwhy.json")
     (finding,) = run(record.facts)
-    assert finding.severity == "high" and finding.evidence["validation_batches_per_pass"] == 8
+    assert finding.severity == "medium" and finding.evidence["validation_batches_per_pass"] == 8
     assert finding.fix.splitlines()[-1] == (
         "model.fit(train_ds.repeat(), epochs=20, validation_data=val_ds.repeat(), verbose=0, "
         "steps_per_epoch=32, validation_steps=8)"
