@@ -387,6 +387,31 @@ def _statements(tree: ast.AST) -> list[ast.stmt]:
     return statements
 
 
+def char_col(line: str, byte_col: int) -> int:
+    """``ast``'s column (UTF-8 bytes) as the line's character index."""
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+
+def statement_holding(tree: ast.AST, node: ast.AST) -> ast.stmt | None:
+    """The innermost statement of ``tree`` that holds ``node`` (of those spanning as many
+    lines, a simple one before the compound one whose body it is)."""
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return None
+    holding = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt)
+        and n.lineno <= line <= (n.end_lineno or n.lineno)
+        and any(c is node for c in ast.walk(n))
+    ]
+    return min(
+        holding,
+        key=lambda n: ((n.end_lineno or n.lineno) - n.lineno, hasattr(n, "body")),
+        default=None,
+    )
+
+
 def _innermost(tree: ast.Module, line: int, kinds: tuple[type, ...]) -> ast.stmt | None:
     """The statement of ``kinds`` spanning ``line`` that starts last (of those starting
     on one line, the last in ``ast.walk``'s order)."""

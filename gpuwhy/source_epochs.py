@@ -25,7 +25,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from gpuwhy.source_calls import syntax_tree
+from gpuwhy.source_calls import char_col, statement_holding, syntax_tree
 from gpuwhy.source_step import used_names
 
 BATCHES_SUFFIX = "_batches"
@@ -73,8 +73,8 @@ class EpochLoop:
         simple = not hasattr(self.statement, "body")
         last = (self.statement.end_lineno or end) if simple else end
         text = list(lines[self.statement.lineno - 1 : last])
-        start_col = _char_col(lines[first - 1], node.col_offset)
-        end_col = _char_col(lines[end - 1], node.end_col_offset or 0)
+        start_col = char_col(lines[first - 1], node.col_offset)
+        end_col = char_col(lines[end - 1], node.end_col_offset or 0)
         head = lines[first - 1][:start_col]
         tail = lines[end - 1][end_col:]
         at = first - self.statement.lineno
@@ -139,7 +139,7 @@ def epoch_loop(tree: ast.Module, line: int, source: str | None = None) -> EpochL
         if isinstance(through, NotRewritten):
             return through
         call, dataset, epochs = through
-        statement = _statement_of(epochs, call)
+        statement = statement_holding(epochs, call)
     rebuilt = _names(dataset) & _assigned_in(epochs)
     if rebuilt:
         name = sorted(rebuilt)[0]
@@ -260,11 +260,6 @@ def _replaced(node: ast.expr, part: ast.expr, text: str) -> str:
     return ast.unparse(copy.deepcopy(node, {id(part): ast.Name(id=text, ctx=ast.Load())}))
 
 
-def _char_col(line: str, byte_col: int) -> int:
-    """``ast``'s column (UTF-8 bytes) as the line's character index."""
-    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
-
-
 def _traced(
     tree: ast.Module, function: ast.FunctionDef | ast.AsyncFunctionDef | None
 ) -> str | None:
@@ -301,20 +296,6 @@ def _last_attr(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute):
         return node.attr
     return node.id if isinstance(node, ast.Name) else None
-
-
-def _statement_of(epochs: ast.For | ast.While, node: ast.AST) -> ast.stmt | None:
-    """The innermost statement inside the epochs' loop that holds ``node``."""
-    found: ast.stmt | None = None
-    for candidate in ast.walk(epochs):
-        if (
-            isinstance(candidate, ast.stmt)
-            and candidate is not epochs
-            and any(n is node for n in ast.walk(candidate))
-        ):
-            if found is None or any(n is candidate for n in ast.walk(found)):
-                found = candidate
-    return found
 
 
 # what a dataset is asked without an iterator being made over it

@@ -15,6 +15,8 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from gpuwhy.source_calls import char_col
+
 
 @dataclass(frozen=True)
 class Edit:
@@ -111,10 +113,6 @@ def parse(source: str, path: str) -> ast.Module | None:
         return None
 
 
-def _char_col(line_text: str, byte_col: int) -> int:
-    return len(line_text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
-
-
 @dataclass(frozen=True)
 class Span:
     line: int
@@ -126,8 +124,8 @@ class Span:
 def node_span(node: ast.AST, lines: list[str]) -> Span:
     """The node's span in character columns."""
     line, end_line = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
-    col = _char_col(lines[line - 1], node.col_offset)  # type: ignore[attr-defined]
-    end_col = _char_col(lines[end_line - 1], node.end_col_offset or 0)  # type: ignore[attr-defined]
+    col = char_col(lines[line - 1], node.col_offset)  # type: ignore[attr-defined]
+    end_col = char_col(lines[end_line - 1], node.end_col_offset or 0)  # type: ignore[attr-defined]
     return Span(line, col, end_line, end_col)
 
 

@@ -121,10 +121,7 @@ class IteratorEndWait(Rule):
             pipeline = _pipeline_of(facts, source, where)
             validation = _validation_of(facts) if source == "keras-fit" else None
             # the run's ends, where no Keras call's own are among them
-            ends = next(
-                (a for a in facts.stalls.activities if a.kind == TEARDOWN and not per_call),
-                None,
-            )
+            ends = None if per_call else _activity(facts, TEARDOWN)
             reads = "fit's epochs" if source == "keras-fit" else f"the loop at {name}"
             count = f"{ends.count:,} ended" if ends is not None else "ends"
             longest = f", the longest {duration(ends.max_s)}" if ends is not None else ""
@@ -161,6 +158,11 @@ class IteratorEndWait(Rule):
                 )
             )
         return findings
+
+
+def _activity(facts: Facts, kind: str) -> Any:
+    stalls = facts.stalls
+    return next((a for a in stalls.activities if a.kind == kind), None) if stalls else None
 
 
 def _per_call_places(facts: Facts) -> set[str]:

@@ -13,15 +13,14 @@ found once at its line, a fix of another shape) is not tried, and says why.
 
 from __future__ import annotations
 
-import ast
-
 from gpuwhy.facts import Facts, PipelineFacts
 from gpuwhy.finding import Finding
 from gpuwhy.fixes.pipeline_code import IN_PLACE_OF, THEN_AFTER
 from gpuwhy.fixes.pipeline_evidence import pipeline_name
 from gpuwhy.rules.grouping import pipelines_named
+from gpuwhy.source_calls import statement_holding
 from gpuwhy.trial.candidate import FixCandidate, NotTried, SourceFiles, location_parts
-from gpuwhy.trial.source_edits import Edit, calls_at, indent_of, node_span, walk_at
+from gpuwhy.trial.source_edits import Edit, calls_at, indent_of, node_span
 
 # The cache is shuffled anew after it, not in the helper's seeded order: each batch holds
 # other examples than the original's, so the loss curve matches, not each batch's loss
@@ -61,7 +60,7 @@ def candidates(
     span = node_span(calls[0], lines)
     edits = [Edit(place[0], span.line, span.col, span.end_line, span.end_col, replacement)]
     if after:
-        statement = _statement_of(tree, calls[0])
+        statement = statement_holding(tree, calls[0])
         if statement is None:
             return [], [
                 NotTried(finding.id, f"the statement of the call at {location} was not found")
@@ -109,13 +108,3 @@ def _fix_parts(fix: str) -> tuple[str, str, list[str]] | None:
     if len(code) != 1 or code[0].startswith("#") or any(a.startswith("#") for a in after):
         return None
     return location, code[0], after
-
-
-def _statement_of(tree: ast.AST, node: ast.AST) -> ast.stmt | None:
-    """The innermost statement that holds ``node``."""
-    holding = [
-        n
-        for n in walk_at(tree, node.lineno)  # type: ignore[attr-defined]
-        if isinstance(n, ast.stmt) and any(c is node for c in ast.walk(n))
-    ]
-    return min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
